@@ -1,0 +1,59 @@
+import { describe, expect, it } from "vitest";
+import {
+  clientShareMatches,
+  newKeyId,
+  parsePartialKey,
+  partialKeyPrefix,
+  rebuildProviderKey,
+  splitProviderKey,
+} from "./partial-key.js";
+
+const providerKey = "sk-proj-AbCdEf0123456789_abcdefghijklmnopqrstuvwxyz-ZYXWVU";
+
+describe("partial keys", () => {
+  it("rebuilds the provider key from the two shares and from nothing else", () => {
+    const keyId = newKeyId();
+    const split = splitProviderKey(keyId, providerKey);
+    const parsed = parsePartialKey(split.partialKey);
+    expect(parsed?.keyId).toBe(keyId);
+    expect(rebuildProviderKey(split.serverShare, parsed!.clientShare)).toBe(providerKey);
+    expect(clientShareMatches(parsed!.clientShare, split.clientShareDigest)).toBe(true);
+  });
+
+  it("formats as sk_sluice_<keyId>_<share> without a dot and without the key in it", () => {
+    const split = splitProviderKey(newKeyId(), providerKey);
+    expect(split.partialKey.startsWith(partialKeyPrefix)).toBe(true);
+    expect(split.partialKey).not.toContain(".");
+    expect(split.partialKey).not.toContain(providerKey);
+    expect(split.serverShare.toString("utf8")).not.toContain(providerKey.slice(0, 8));
+  });
+
+  it("gives different shares every time the same key is split", () => {
+    const one = splitProviderKey("aaaaaaaaaaaa", providerKey);
+    const two = splitProviderKey("aaaaaaaaaaaa", providerKey);
+    expect(one.partialKey).not.toBe(two.partialKey);
+    expect(one.serverShare.equals(two.serverShare)).toBe(false);
+  });
+
+  it("rejects a client share that does not match the digest", () => {
+    const split = splitProviderKey(newKeyId(), providerKey);
+    const parsed = parsePartialKey(split.partialKey)!;
+    const tampered = Buffer.from(parsed.clientShare);
+    tampered[0] = (tampered[0] ?? 0) ^ 1;
+    expect(clientShareMatches(tampered, split.clientShareDigest)).toBe(false);
+    expect(rebuildProviderKey(split.serverShare, tampered.subarray(1))).toBeNull();
+  });
+
+  it.each([
+    "",
+    "sk_sluice_",
+    "sk_sluice_short_abc",
+    "sk_sluice_aaaaaaaaaaaa_",
+    "sk_sluice_aaaaaaaaaaaa_abc.def",
+    "sk_sluice_AAAAAAAAAAAA_abc",
+    "sk-other_aaaaaaaaaaaa_abc",
+    `sk_sluice_aaaaaaaaaaaa_${"a".repeat(5000)}`,
+  ])("does not parse %j", (value) => {
+    expect(parsePartialKey(value)).toBeNull();
+  });
+});

@@ -1,0 +1,36 @@
+import { createCipheriv, createDecipheriv, randomBytes } from "node:crypto";
+
+/**
+ * AES-256-GCM sealing of secrets at rest. Sealed form: `v1.<base64url(iv | tag | ciphertext)>`.
+ * The AAD binds a sealed value to its owner (e.g. project and key id), so a value copied to
+ * another row does not open.
+ */
+export interface SecretBox {
+  seal(plaintext: Buffer, aad: string): string;
+  open(sealed: string, aad: string): Buffer;
+}
+
+const ivBytes = 12;
+const tagBytes = 16;
+
+export function createSecretBox(masterKey: Buffer): SecretBox {
+  if (masterKey.length !== 32) throw new Error("The master key must be 32 bytes");
+  return {
+    seal(plaintext, aad) {
+      const iv = randomBytes(ivBytes);
+      const cipher = createCipheriv("aes-256-gcm", masterKey, iv);
+      cipher.setAAD(Buffer.from(aad, "utf8"));
+      const ciphertext = Buffer.concat([cipher.update(plaintext), cipher.final()]);
+      return `v1.${Buffer.concat([iv, cipher.getAuthTag(), ciphertext]).toString("base64url")}`;
+    },
+    open(sealed, aad) {
+      if (!sealed.startsWith("v1.")) throw new Error("Unknown sealed-secret format");
+      const raw = Buffer.from(sealed.slice(3), "base64url");
+      if (raw.length < ivBytes + tagBytes) throw new Error("Sealed secret is truncated");
+      const decipher = createDecipheriv("aes-256-gcm", masterKey, raw.subarray(0, ivBytes));
+      decipher.setAAD(Buffer.from(aad, "utf8"));
+      decipher.setAuthTag(raw.subarray(ivBytes, ivBytes + tagBytes));
+      return Buffer.concat([decipher.update(raw.subarray(ivBytes + tagBytes)), decipher.final()]);
+    },
+  };
+}

@@ -1,0 +1,192 @@
+import { z } from "zod";
+
+/**
+ * The configuration schema: the only place that reads the environment. Every setting has an
+ * environment name, a default and a one-line doc; README.md's configuration table lists exactly
+ * these (a test checks). `loadConfig` fails fast with every problem named.
+ */
+interface Setting<T> {
+  env: string;
+  schema: z.ZodType<T>;
+  default: string | undefined;
+  doc: string;
+}
+
+const setting = <T>(env: string, schema: z.ZodType<T>, defaultValue: string | undefined, doc: string): Setting<T> => ({
+  env,
+  schema,
+  default: defaultValue,
+  doc,
+});
+
+const integer = (min: number, max = Number.MAX_SAFE_INTEGER) => z.coerce.number().int().min(min).max(max);
+const optionalString = z.string().min(1).optional();
+const url = z.string().url();
+const optionalUrl = z.string().url().optional();
+const bool = z.enum(["true", "false", "1", "0"]).transform((value) => value === "true" || value === "1");
+
+export const settings = {
+  port: setting("PORT", integer(0, 65535), "8787", "TCP port the gateway listens on"),
+  host: setting("HOST", z.string().min(1), "127.0.0.1", "address the gateway binds to"),
+  environment: setting(
+    "SLUICE_ENV",
+    z.enum(["development", "production", "test"]),
+    "development",
+    "`production` requires SLUICE_MASTER_KEY and refuses to generate one",
+  ),
+  dataDir: setting("SLUICE_DATA_DIR", z.string().min(1), "./data", "embedded database, generated master key, local vault"),
+  databaseUrl: setting("DATABASE_URL", optionalUrl, undefined, "PostgreSQL URL for several instances (unset: SQLite in the data dir)"),
+  redisUrl: setting("REDIS_URL", optionalUrl, undefined, "Redis URL for shared limits and caches (unset: in-process)"),
+  adminToken: setting(
+    "SLUICE_ADMIN_TOKEN",
+    z.string().min(16).optional(),
+    undefined,
+    "bearer token for /admin/v1, at least 16 characters (unset: admin API off; the CLI works locally)",
+  ),
+  masterKey: setting(
+    "SLUICE_MASTER_KEY",
+    optionalString,
+    undefined,
+    "32-byte key (base64) for secrets at rest (unset: generated into the data dir, development only)",
+  ),
+  providerABaseUrl: setting("SLUICE_PROVIDER_A_BASE_URL", url, "https://api.openai.com/v1", "provider A upstream base URL"),
+  providerBBaseUrl: setting("SLUICE_PROVIDER_B_BASE_URL", url, "https://api.anthropic.com/v1", "provider B upstream base URL"),
+  providerCBaseUrl: setting(
+    "SLUICE_PROVIDER_C_BASE_URL",
+    url,
+    "https://generativelanguage.googleapis.com/v1beta",
+    "provider C upstream base URL (its `/v1` sibling serves `v1/...` paths)",
+  ),
+  providerBVersion: setting("SLUICE_PROVIDER_B_VERSION", z.string().min(1), "2023-06-01", "provider B version header sent upstream"),
+  upstreamConnectTimeoutMs: setting("SLUICE_UPSTREAM_CONNECT_TIMEOUT_MS", integer(1), "10000", "upstream TCP/TLS connect timeout"),
+  upstreamHeadersTimeoutMs: setting(
+    "SLUICE_UPSTREAM_HEADERS_TIMEOUT_MS",
+    integer(1),
+    "300000",
+    "time allowed for the upstream response headers",
+  ),
+  upstreamIdleTimeoutMs: setting(
+    "SLUICE_UPSTREAM_IDLE_TIMEOUT_MS",
+    integer(1),
+    "300000",
+    "longest silence allowed between two upstream body chunks",
+  ),
+  deviceCheckProductionUrl: setting(
+    "SLUICE_DEVICECHECK_PRODUCTION_URL",
+    url,
+    "https://api.devicecheck.apple.com",
+    "Apple DeviceCheck production host",
+  ),
+  deviceCheckDevelopmentUrl: setting(
+    "SLUICE_DEVICECHECK_DEVELOPMENT_URL",
+    url,
+    "https://api.development.devicecheck.apple.com",
+    "Apple DeviceCheck development host",
+  ),
+  deviceCheckTimeoutMs: setting("SLUICE_DEVICECHECK_TIMEOUT_MS", integer(1), "3000", "timeout of one Apple validation call"),
+  deviceTokenTtlSeconds: setting(
+    "SLUICE_DEVICE_TOKEN_TTL_SECONDS",
+    integer(1),
+    "3600",
+    "how long a verified device token is trusted without asking Apple again",
+  ),
+  deviceTokenBudget: setting(
+    "SLUICE_DEVICE_TOKEN_BUDGET",
+    integer(1),
+    "1000",
+    "requests one verified device token may make within its TTL",
+  ),
+  maxBodyBytes: setting("SLUICE_MAX_BODY_BYTES", integer(1024), "20971520", "largest request body accepted (413 above)"),
+  maxImageBytes: setting("SLUICE_MAX_IMAGE_BYTES", integer(1024), "10485760", "largest decoded /v1/vision image (413 above)"),
+  maxPdfBytes: setting("SLUICE_MAX_PDF_BYTES", integer(1024), "20971520", "largest PDF, inline or fetched (413 above)"),
+  pdfFetchTimeoutMs: setting("SLUICE_PDF_FETCH_TIMEOUT_MS", integer(1), "15000", "time allowed to fetch a PDF by URL"),
+  projectCacheTtlMs: setting(
+    "SLUICE_PROJECT_CACHE_TTL_MS",
+    integer(0),
+    "2000",
+    "how long an instance trusts its cached copy of a project or key record",
+  ),
+  usageFlushIntervalMs: setting("SLUICE_USAGE_FLUSH_INTERVAL_MS", integer(10), "250", "how often queued usage rows are written"),
+  usageQueueMax: setting(
+    "SLUICE_USAGE_QUEUE_MAX",
+    integer(100),
+    "100000",
+    "usage rows held in memory while the database is down (oldest kept; overflow counted)",
+  ),
+  authFailureLimit: setting(
+    "SLUICE_AUTH_FAILURE_LIMIT",
+    integer(1),
+    "30",
+    "failed authentications per client IP per minute before 429",
+  ),
+  rateLimitProjectPerMinute: setting(
+    "SLUICE_RATE_LIMIT_PROJECT_PER_MINUTE",
+    integer(1),
+    "6000",
+    "default requests per minute per project (a project may set its own)",
+  ),
+  rateLimitDevicePerMinute: setting(
+    "SLUICE_RATE_LIMIT_DEVICE_PER_MINUTE",
+    integer(1),
+    "120",
+    "default requests per minute per device token",
+  ),
+  rateLimitIpPerMinute: setting("SLUICE_RATE_LIMIT_IP_PER_MINUTE", integer(1), "600", "default requests per minute per client IP"),
+  publicUrl: setting(
+    "SLUICE_PUBLIC_URL",
+    optionalUrl,
+    undefined,
+    "external base URL used in signed vault URLs (unset: http://HOST:PORT)",
+  ),
+  vaultUrlTtlSeconds: setting("SLUICE_VAULT_URL_TTL_SECONDS", integer(1), "3600", "lifetime of a signed vault URL"),
+  vaultS3Endpoint: setting("SLUICE_VAULT_S3_ENDPOINT", optionalUrl, undefined, "S3-compatible endpoint (set: vault in S3)"),
+  vaultS3Bucket: setting("SLUICE_VAULT_S3_BUCKET", optionalString, undefined, "S3 bucket of the vault"),
+  vaultS3Region: setting("SLUICE_VAULT_S3_REGION", z.string().min(1), "us-east-1", "S3 region"),
+  vaultS3AccessKeyId: setting("SLUICE_VAULT_S3_ACCESS_KEY_ID", optionalString, undefined, "S3 access key id"),
+  vaultS3SecretAccessKey: setting("SLUICE_VAULT_S3_SECRET_ACCESS_KEY", optionalString, undefined, "S3 secret access key"),
+  logLevel: setting(
+    "LOG_LEVEL",
+    z.enum(["fatal", "error", "warn", "info", "debug", "trace", "silent"]),
+    "info",
+    "pino log level",
+  ),
+  tlsCert: setting("SLUICE_TLS_CERT", optionalString, undefined, "PEM certificate file: serve HTTPS directly"),
+  tlsKey: setting("SLUICE_TLS_KEY", optionalString, undefined, "PEM private key file for SLUICE_TLS_CERT"),
+  trustProxy: setting(
+    "SLUICE_TRUST_PROXY",
+    optionalString,
+    undefined,
+    "comma-separated proxy addresses whose x-forwarded-for / x-forwarded-proto are believed",
+  ),
+  metricsEnabled: setting("SLUICE_METRICS", bool, "true", "serve Prometheus metrics at /metrics"),
+  shutdownTimeoutMs: setting("SLUICE_SHUTDOWN_TIMEOUT_MS", integer(100), "10000", "grace period for in-flight work on SIGTERM"),
+  configFile: setting("SLUICE_CONFIG_FILE", optionalString, undefined, "JSON file of projects to seed at start-up (projects as code)"),
+} as const;
+
+type Settings = typeof settings;
+export type Config = { [K in keyof Settings]: Settings[K] extends Setting<infer T> ? T : never };
+
+export class ConfigError extends Error {
+  override name = "ConfigError";
+}
+
+/** Reads every setting from `env` (default: the process environment) and validates it. */
+export function loadConfig(env: Record<string, string | undefined> = process.env, overrides: Partial<Config> = {}): Config {
+  const problems: string[] = [];
+  const values: Record<string, unknown> = {};
+  for (const [name, { env: envName, schema, default: fallback }] of Object.entries(settings)) {
+    const raw = env[envName] === "" ? undefined : (env[envName] ?? fallback);
+    const parsed = (schema as z.ZodType<unknown>).safeParse(raw);
+    if (parsed.success) values[name] = parsed.data;
+    else problems.push(`${envName}: ${parsed.error.issues.map((issue) => issue.message).join("; ")}`);
+  }
+  const config = { ...(values as Config), ...overrides };
+  if (config.environment === "production" && !config.masterKey) {
+    problems.push("SLUICE_MASTER_KEY: required when SLUICE_ENV=production");
+  }
+  if (Boolean(config.tlsCert) !== Boolean(config.tlsKey)) {
+    problems.push("SLUICE_TLS_CERT and SLUICE_TLS_KEY: set both or neither");
+  }
+  if (problems.length > 0) throw new ConfigError(`Invalid configuration:\n  ${problems.join("\n  ")}`);
+  return config;
+}

@@ -1,0 +1,67 @@
+/**
+ * The one error table. Every error the gateway itself produces is a GatewayError with one of
+ * these codes, rendered by `renderError` as
+ * `{"error":{"code","message","requestId","details"?}}`. docs/api.md lists every code (a test checks).
+ */
+export const errorStatus = {
+  BAD_REQUEST: 400,
+  UNAUTHORIZED: 401,
+  FORBIDDEN: 403,
+  PROJECT_NOT_FOUND: 404,
+  NOT_FOUND: 404,
+  METHOD_NOT_ALLOWED: 405,
+  PAYLOAD_TOO_LARGE: 413,
+  UNSUPPORTED_MEDIA_TYPE: 415,
+  VALIDATION_ERROR: 422,
+  REQUEST_HEADER_FIELDS_TOO_LARGE: 431,
+  TOO_MANY_REQUESTS: 429,
+  INTERNAL_ERROR: 500,
+  PROVIDER_ERROR: 502,
+  SERVICE_UNAVAILABLE: 503,
+  PROVIDER_TIMEOUT: 504,
+} as const;
+
+export type ErrorCode = keyof typeof errorStatus;
+
+export interface GatewayErrorOptions {
+  details?: unknown;
+  /** Extra response headers, e.g. Retry-After. */
+  headers?: Record<string, string>;
+  cause?: unknown;
+}
+
+export class GatewayError extends Error {
+  readonly code: ErrorCode;
+  readonly status: number;
+  readonly details: unknown;
+  readonly headers: Record<string, string>;
+
+  constructor(code: ErrorCode, message: string, options: GatewayErrorOptions = {}) {
+    super(message, options.cause === undefined ? undefined : { cause: options.cause });
+    this.name = "GatewayError";
+    this.code = code;
+    this.status = errorStatus[code];
+    this.details = options.details;
+    this.headers = options.headers ?? {};
+  }
+}
+
+export function isGatewayError(error: unknown): error is GatewayError {
+  return error instanceof GatewayError;
+}
+
+export interface ErrorBody {
+  error: { code: ErrorCode; message: string; requestId: string; details?: unknown };
+}
+
+/** The envelope for an error; anything that is not a GatewayError says nothing internal. */
+export function renderError(error: unknown, requestId: string): { status: number; body: ErrorBody; headers: Record<string, string> } {
+  const gatewayError = isGatewayError(error)
+    ? error
+    : new GatewayError("INTERNAL_ERROR", "An internal error occurred. Quote the request id when reporting it.");
+  const body: ErrorBody = {
+    error: { code: gatewayError.code, message: gatewayError.message, requestId },
+  };
+  if (gatewayError.details !== undefined) body.error.details = gatewayError.details;
+  return { status: gatewayError.status, body, headers: gatewayError.headers };
+}

@@ -1,0 +1,58 @@
+import { mkdirSync } from "node:fs";
+import { join } from "node:path";
+import BetterSqlite3 from "better-sqlite3";
+import { Kysely, PostgresDialect, SqliteDialect } from "kysely";
+import pg from "pg";
+import { migrateToLatest, pingDatabase } from "./migrations.js";
+import type { Database } from "./schema.js";
+
+export type Engine = "sqlite" | "postgres";
+
+export interface OpenDatabase {
+  db: Kysely<Database>;
+  engine: Engine;
+  ping(): Promise<void>;
+  close(): Promise<void>;
+}
+
+export interface DatabaseOptions {
+  /** PostgreSQL URL; unset means the embedded SQLite database in `dataDir`. */
+  databaseUrl?: string | undefined;
+  dataDir: string;
+  /** SQLite only: `:memory:` for tests. */
+  sqliteFile?: string;
+}
+
+/** Opens the configured engine and applies migrations. */
+export async function openDatabase(options: DatabaseOptions): Promise<OpenDatabase> {
+  const { db, engine } = options.databaseUrl ? openPostgres(options.databaseUrl) : openSqlite(options);
+  await migrateToLatest(db as Kysely<unknown>);
+  return {
+    db,
+    engine,
+    ping: () => pingDatabase(db as Kysely<unknown>),
+    close: () => db.destroy(),
+  };
+}
+
+function openSqlite(options: DatabaseOptions): { db: Kysely<Database>; engine: Engine } {
+  let file = options.sqliteFile;
+  if (!file) {
+    mkdirSync(options.dataDir, { recursive: true });
+    file = join(options.dataDir, "sluice.sqlite");
+  }
+  const database = new BetterSqlite3(file);
+  // WAL lets readers run beside the batched usage writer; NORMAL is durable across process crashes.
+  database.pragma("journal_mode = WAL");
+  database.pragma("synchronous = NORMAL");
+  database.pragma("busy_timeout = 5000");
+  database.pragma("foreign_keys = ON");
+  return { db: new Kysely<Database>({ dialect: new SqliteDialect({ database }) }), engine: "sqlite" };
+}
+
+function openPostgres(databaseUrl: string): { db: Kysely<Database>; engine: Engine } {
+  const pool = new pg.Pool({ connectionString: databaseUrl, max: 10, connectionTimeoutMillis: 5000 });
+  // An idle client that loses its connection must not crash the process; the next query reconnects.
+  pool.on("error", () => {});
+  return { db: new Kysely<Database>({ dialect: new PostgresDialect({ pool }) }), engine: "postgres" };
+}

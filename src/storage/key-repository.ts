@@ -1,0 +1,121 @@
+import type { Kysely, Selectable } from "kysely";
+import type { ProviderId } from "../providers/provider-id.js";
+import type { Database, ProviderKeysTable } from "./schema.js";
+
+export interface ProviderKeyRecord {
+  id: string;
+  projectId: string;
+  provider: ProviderId;
+  label: string | null;
+  sealedServerShare: string;
+  clientShareDigest: string;
+  createdAt: string;
+  revokedAt: string | null;
+}
+
+export interface TestKeyRecord {
+  id: string;
+  projectId: string;
+  digest: string;
+  createdAt: string;
+}
+
+/** Provider key records and test-key digests. */
+export interface KeyRepository {
+  insertProviderKey(record: ProviderKeyRecord): Promise<void>;
+  getProviderKey(id: string): Promise<ProviderKeyRecord | null>;
+  listProviderKeys(projectId: string): Promise<ProviderKeyRecord[]>;
+  revokeProviderKey(projectId: string, id: string, at: string): Promise<boolean>;
+  /** Adds a test key and keeps only the newest `keep` of the project (rotation keeps two). */
+  addTestKey(record: TestKeyRecord, keep: number): Promise<void>;
+  listTestKeys(projectId: string): Promise<TestKeyRecord[]>;
+  deleteTestKey(projectId: string, id: string): Promise<boolean>;
+}
+
+export function createKeyRepository(db: Kysely<Database>): KeyRepository {
+  return {
+    async insertProviderKey(record) {
+      await db
+        .insertInto("provider_keys")
+        .values({
+          id: record.id,
+          project_id: record.projectId,
+          provider: record.provider,
+          label: record.label,
+          server_share: record.sealedServerShare,
+          client_share_digest: record.clientShareDigest,
+          created_at: record.createdAt,
+          revoked_at: record.revokedAt,
+        })
+        .execute();
+    },
+    async getProviderKey(id) {
+      const row = await db.selectFrom("provider_keys").selectAll().where("id", "=", id).executeTakeFirst();
+      return row ? providerKeyFromRow(row) : null;
+    },
+    async listProviderKeys(projectId) {
+      const rows = await db
+        .selectFrom("provider_keys")
+        .selectAll()
+        .where("project_id", "=", projectId)
+        .orderBy("created_at")
+        .orderBy("id")
+        .execute();
+      return rows.map(providerKeyFromRow);
+    },
+    async revokeProviderKey(projectId, id, at) {
+      const result = await db
+        .updateTable("provider_keys")
+        .set({ revoked_at: at })
+        .where("project_id", "=", projectId)
+        .where("id", "=", id)
+        .where("revoked_at", "is", null)
+        .executeTakeFirst();
+      return Number(result.numUpdatedRows) > 0;
+    },
+    async addTestKey(record, keep) {
+      await db.transaction().execute(async (transaction) => {
+        await transaction
+          .insertInto("test_keys")
+          .values({ id: record.id, project_id: record.projectId, digest: record.digest, created_at: record.createdAt })
+          .execute();
+        const rows = await transaction
+          .selectFrom("test_keys")
+          .select("id")
+          .where("project_id", "=", record.projectId)
+          .orderBy("created_at", "desc")
+          .orderBy("id", "desc")
+          .execute();
+        const stale = rows.slice(keep).map((row) => row.id);
+        if (stale.length > 0) await transaction.deleteFrom("test_keys").where("id", "in", stale).execute();
+      });
+    },
+    async listTestKeys(projectId) {
+      const rows = await db
+        .selectFrom("test_keys")
+        .selectAll()
+        .where("project_id", "=", projectId)
+        .orderBy("created_at", "desc")
+        .orderBy("id", "desc")
+        .execute();
+      return rows.map((row) => ({ id: row.id, projectId: row.project_id, digest: row.digest, createdAt: row.created_at }));
+    },
+    async deleteTestKey(projectId, id) {
+      const result = await db.deleteFrom("test_keys").where("project_id", "=", projectId).where("id", "=", id).executeTakeFirst();
+      return Number(result.numDeletedRows) > 0;
+    },
+  };
+}
+
+function providerKeyFromRow(row: Selectable<ProviderKeysTable>): ProviderKeyRecord {
+  return {
+    id: row.id,
+    projectId: row.project_id,
+    provider: row.provider as ProviderId,
+    label: row.label,
+    sealedServerShare: row.server_share,
+    clientShareDigest: row.client_share_digest,
+    createdAt: row.created_at,
+    revokedAt: row.revoked_at,
+  };
+}

@@ -1,0 +1,99 @@
+import { type Kysely, type Migration, type MigrationProvider, Migrator, sql } from "kysely";
+
+/**
+ * Migrations in code, applied at start by `migrateToLatest`. Types are the portable subset:
+ * text, integer, double precision.
+ */
+const migrations: Record<string, Migration> = {
+  "0001-initial": {
+    async up(db: Kysely<unknown>) {
+      await db.schema
+        .createTable("projects")
+        .addColumn("id", "text", (column) => column.primaryKey())
+        .addColumn("name", "text", (column) => column.notNull())
+        .addColumn("team_id", "text")
+        .addColumn("provider", "text", (column) => column.notNull())
+        .addColumn("model", "text")
+        .addColumn("test_mode", "integer", (column) => column.notNull().defaultTo(0))
+        .addColumn("device_check_enabled", "integer", (column) => column.notNull().defaultTo(0))
+        .addColumn("device_check_team_id", "text")
+        .addColumn("device_check_key_id", "text")
+        .addColumn("device_check_private_key", "text")
+        .addColumn("device_check_environment", "text", (column) => column.notNull().defaultTo("production"))
+        .addColumn("device_token_mode", "text", (column) => column.notNull().defaultTo("cached"))
+        .addColumn("output_schema", "text")
+        .addColumn("save_images_to_vault", "integer", (column) => column.notNull().defaultTo(0))
+        .addColumn("rate_limit_per_minute", "integer")
+        .addColumn("device_rate_limit_per_minute", "integer")
+        .addColumn("monthly_spend_cap_usd", "double precision")
+        .addColumn("disabled", "integer", (column) => column.notNull().defaultTo(0))
+        .addColumn("created_at", "text", (column) => column.notNull())
+        .addColumn("updated_at", "text", (column) => column.notNull())
+        .execute();
+      await db.schema
+        .createTable("provider_keys")
+        .addColumn("id", "text", (column) => column.primaryKey())
+        .addColumn("project_id", "text", (column) => column.notNull().references("projects.id").onDelete("cascade"))
+        .addColumn("provider", "text", (column) => column.notNull())
+        .addColumn("label", "text")
+        .addColumn("server_share", "text", (column) => column.notNull())
+        .addColumn("client_share_digest", "text", (column) => column.notNull())
+        .addColumn("created_at", "text", (column) => column.notNull())
+        .addColumn("revoked_at", "text")
+        .execute();
+      await db.schema.createIndex("provider_keys_project").on("provider_keys").column("project_id").execute();
+      await db.schema
+        .createTable("test_keys")
+        .addColumn("id", "text", (column) => column.primaryKey())
+        .addColumn("project_id", "text", (column) => column.notNull().references("projects.id").onDelete("cascade"))
+        .addColumn("digest", "text", (column) => column.notNull())
+        .addColumn("created_at", "text", (column) => column.notNull())
+        .execute();
+      await db.schema.createIndex("test_keys_project").on("test_keys").column("project_id").execute();
+      await db.schema
+        .createTable("usage_records")
+        .addColumn("request_id", "text", (column) => column.primaryKey())
+        .addColumn("project_id", "text", (column) => column.notNull())
+        .addColumn("key_id", "text")
+        .addColumn("endpoint", "text", (column) => column.notNull())
+        .addColumn("provider", "text")
+        .addColumn("model", "text")
+        .addColumn("status", "integer", (column) => column.notNull())
+        .addColumn("error_code", "text")
+        .addColumn("input_tokens", "integer")
+        .addColumn("output_tokens", "integer")
+        .addColumn("cached_tokens", "integer")
+        .addColumn("reasoning_tokens", "integer")
+        .addColumn("cost_usd", "double precision")
+        .addColumn("latency_ms", "double precision", (column) => column.notNull())
+        .addColumn("ttfb_ms", "double precision")
+        .addColumn("streamed", "integer", (column) => column.notNull().defaultTo(0))
+        .addColumn("outcome", "text", (column) => column.notNull())
+        .addColumn("auth_method", "text")
+        .addColumn("client_ip", "text")
+        .addColumn("created_at", "text", (column) => column.notNull())
+        .execute();
+      await db.schema
+        .createIndex("usage_records_project_time")
+        .on("usage_records")
+        .columns(["project_id", "created_at"])
+        .execute();
+    },
+  },
+};
+
+const provider: MigrationProvider = { getMigrations: async () => migrations };
+
+export async function migrateToLatest(db: Kysely<unknown>): Promise<void> {
+  const migrator = new Migrator({ db, provider, migrationTableName: "sluice_migrations", migrationLockTableName: "sluice_migrations_lock" });
+  const { error, results } = await migrator.migrateToLatest();
+  const failed = results?.find((result) => result.status === "Error");
+  if (error || failed) {
+    throw new Error(`Database migration ${failed?.migrationName ?? ""} failed`, { cause: error });
+  }
+}
+
+/** A cheap round trip for /health. */
+export async function pingDatabase(db: Kysely<unknown>): Promise<void> {
+  await sql`select 1`.execute(db);
+}

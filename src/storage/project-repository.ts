@@ -1,0 +1,117 @@
+import type { Kysely, Selectable } from "kysely";
+import type { ProviderId } from "../providers/provider-id.js";
+import type { Database, ProjectsTable } from "./schema.js";
+
+export type DeviceCheckEnvironment = "production" | "development";
+export type DeviceTokenMode = "cached" | "single-use";
+
+/** A project as the rest of the gateway sees it. Secrets stay sealed here. */
+export interface Project {
+  id: string;
+  name: string;
+  teamId: string | null;
+  provider: ProviderId;
+  model: string | null;
+  testMode: boolean;
+  deviceCheck: {
+    enabled: boolean;
+    teamId: string | null;
+    keyId: string | null;
+    /** Sealed .p8 private key (secret-box); null when none is set. */
+    sealedPrivateKey: string | null;
+    environment: DeviceCheckEnvironment;
+    tokenMode: DeviceTokenMode;
+  };
+  outputSchema: Record<string, unknown> | null;
+  saveImagesToVault: boolean;
+  rateLimits: { perMinute: number | null; devicePerMinute: number | null };
+  monthlySpendCapUsd: number | null;
+  disabled: boolean;
+  createdAt: string;
+  updatedAt: string;
+}
+
+export interface ProjectRepository {
+  insert(project: Project): Promise<void>;
+  get(id: string): Promise<Project | null>;
+  list(): Promise<Project[]>;
+  update(project: Project): Promise<void>;
+  delete(id: string): Promise<boolean>;
+}
+
+export function createProjectRepository(db: Kysely<Database>): ProjectRepository {
+  return {
+    async insert(project) {
+      await db.insertInto("projects").values(toRow(project)).execute();
+    },
+    async get(id) {
+      const row = await db.selectFrom("projects").selectAll().where("id", "=", id).executeTakeFirst();
+      return row ? fromRow(row) : null;
+    },
+    async list() {
+      const rows = await db.selectFrom("projects").selectAll().orderBy("created_at").orderBy("id").execute();
+      return rows.map(fromRow);
+    },
+    async update(project) {
+      const { id, created_at: _createdAt, ...rest } = toRow(project);
+      await db.updateTable("projects").set(rest).where("id", "=", id).execute();
+    },
+    async delete(id) {
+      await db.deleteFrom("provider_keys").where("project_id", "=", id).execute();
+      await db.deleteFrom("test_keys").where("project_id", "=", id).execute();
+      const result = await db.deleteFrom("projects").where("id", "=", id).executeTakeFirst();
+      return Number(result.numDeletedRows) > 0;
+    },
+  };
+}
+
+function toRow(project: Project): ProjectsTable {
+  return {
+    id: project.id,
+    name: project.name,
+    team_id: project.teamId,
+    provider: project.provider,
+    model: project.model,
+    test_mode: project.testMode ? 1 : 0,
+    device_check_enabled: project.deviceCheck.enabled ? 1 : 0,
+    device_check_team_id: project.deviceCheck.teamId,
+    device_check_key_id: project.deviceCheck.keyId,
+    device_check_private_key: project.deviceCheck.sealedPrivateKey,
+    device_check_environment: project.deviceCheck.environment,
+    device_token_mode: project.deviceCheck.tokenMode,
+    output_schema: project.outputSchema ? JSON.stringify(project.outputSchema) : null,
+    save_images_to_vault: project.saveImagesToVault ? 1 : 0,
+    rate_limit_per_minute: project.rateLimits.perMinute,
+    device_rate_limit_per_minute: project.rateLimits.devicePerMinute,
+    monthly_spend_cap_usd: project.monthlySpendCapUsd,
+    disabled: project.disabled ? 1 : 0,
+    created_at: project.createdAt,
+    updated_at: project.updatedAt,
+  };
+}
+
+function fromRow(row: Selectable<ProjectsTable>): Project {
+  return {
+    id: row.id,
+    name: row.name,
+    teamId: row.team_id,
+    provider: row.provider as ProviderId,
+    model: row.model,
+    testMode: Number(row.test_mode) === 1,
+    deviceCheck: {
+      enabled: Number(row.device_check_enabled) === 1,
+      teamId: row.device_check_team_id,
+      keyId: row.device_check_key_id,
+      sealedPrivateKey: row.device_check_private_key,
+      environment: row.device_check_environment as DeviceCheckEnvironment,
+      tokenMode: row.device_token_mode as DeviceTokenMode,
+    },
+    outputSchema: row.output_schema ? (JSON.parse(row.output_schema) as Record<string, unknown>) : null,
+    saveImagesToVault: Number(row.save_images_to_vault) === 1,
+    rateLimits: { perMinute: row.rate_limit_per_minute, devicePerMinute: row.device_rate_limit_per_minute },
+    monthlySpendCapUsd: row.monthly_spend_cap_usd === null ? null : Number(row.monthly_spend_cap_usd),
+    disabled: Number(row.disabled) === 1,
+    createdAt: row.created_at,
+    updatedAt: row.updated_at,
+  };
+}

@@ -1,0 +1,204 @@
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { createPostgresSchema, postgresAvailable } from "../../test/support/services.js";
+import { type OpenDatabase, openDatabase } from "./database.js";
+import { createKeyRepository } from "./key-repository.js";
+import { type Project, createProjectRepository } from "./project-repository.js";
+import { type UsageRecord, createUsageRepository } from "./usage-repository.js";
+
+const project = (id: string): Project => ({
+  id,
+  name: `Project ${id}`,
+  teamId: "TEAM1",
+  provider: "provider-a",
+  model: null,
+  testMode: true,
+  deviceCheck: {
+    enabled: false,
+    teamId: null,
+    keyId: null,
+    sealedPrivateKey: null,
+    environment: "development",
+    tokenMode: "cached",
+  },
+  outputSchema: { type: "object", properties: { a: { type: "string" } }, required: ["a"] },
+  saveImagesToVault: false,
+  rateLimits: { perMinute: 10, devicePerMinute: null },
+  monthlySpendCapUsd: 12.5,
+  disabled: false,
+  createdAt: "2026-11-01T00:00:00.000Z",
+  updatedAt: "2026-11-01T00:00:00.000Z",
+});
+
+const usage = (requestId: string, overrides: Partial<UsageRecord> = {}): UsageRecord => ({
+  request_id: requestId,
+  project_id: "p1",
+  key_id: "k1",
+  endpoint: "proxy",
+  provider: "provider-a",
+  model: "gpt-4o-mini",
+  status: 200,
+  error_code: null,
+  input_tokens: 10,
+  output_tokens: 5,
+  cached_tokens: 2,
+  reasoning_tokens: 0,
+  cost_usd: 0.001,
+  latency_ms: 12.5,
+  ttfb_ms: 3,
+  streamed: 0,
+  outcome: "ok",
+  auth_method: "test-key",
+  client_ip: "127.0.0.1",
+  created_at: "2026-11-02T10:00:00.000Z",
+  ...overrides,
+});
+
+interface Engine {
+  name: string;
+  available: boolean;
+  open(): Promise<{ database: OpenDatabase; cleanup(): Promise<void> }>;
+}
+
+const engines: Engine[] = [
+  {
+    name: "SQLite",
+    available: true,
+    async open() {
+      const database = await openDatabase({ dataDir: "unused", sqliteFile: ":memory:" });
+      return { database, cleanup: async () => {} };
+    },
+  },
+  {
+    name: "PostgreSQL",
+    available: postgresAvailable,
+    async open() {
+      const schema = await createPostgresSchema();
+      const database = await openDatabase({ databaseUrl: schema.url, dataDir: "unused" });
+      return { database, cleanup: schema.drop };
+    },
+  },
+];
+
+for (const engine of engines) {
+  describe.skipIf(!engine.available)(`storage contract on ${engine.name}`, () => {
+    let database: OpenDatabase;
+    let cleanup: () => Promise<void>;
+
+    beforeAll(async () => {
+      ({ database, cleanup } = await engine.open());
+    });
+    afterAll(async () => {
+      await database.close();
+      await cleanup();
+    });
+
+    it("applies migrations idempotently and answers a ping", async () => {
+      await expect(database.ping()).resolves.toBeUndefined();
+    });
+
+    it("stores, reads, updates, lists and deletes projects with every field intact", async () => {
+      const projects = createProjectRepository(database.db);
+      await projects.insert(project("p1"));
+      await projects.insert(project("p2"));
+      expect(await projects.get("p1")).toEqual(project("p1"));
+      expect(await projects.get("missing")).toBeNull();
+      const changed = { ...project("p2"), testMode: false, outputSchema: null, monthlySpendCapUsd: null };
+      await projects.update(changed);
+      expect(await projects.get("p2")).toEqual(changed);
+      expect((await projects.list()).map((p) => p.id)).toEqual(["p1", "p2"]);
+      expect(await projects.delete("p2")).toBe(true);
+      expect(await projects.delete("p2")).toBe(false);
+    });
+
+    it("rejects a second project with the same id", async () => {
+      const projects = createProjectRepository(database.db);
+      await expect(projects.insert(project("p1"))).rejects.toThrow();
+    });
+
+    it("stores provider keys, lists them and revokes one once", async () => {
+      const keys = createKeyRepository(database.db);
+      const record = {
+        id: "key000000001",
+        projectId: "p1",
+        provider: "provider-a" as const,
+        label: "main",
+        sealedServerShare: "v1.sealed",
+        clientShareDigest: "ab".repeat(32),
+        createdAt: "2026-11-01T00:00:00.000Z",
+        revokedAt: null,
+      };
+      await keys.insertProviderKey(record);
+      expect(await keys.getProviderKey(record.id)).toEqual(record);
+      expect(await keys.listProviderKeys("p1")).toEqual([record]);
+      expect(await keys.revokeProviderKey("p1", record.id, "2026-11-03T00:00:00.000Z")).toBe(true);
+      expect(await keys.revokeProviderKey("p1", record.id, "2026-11-04T00:00:00.000Z")).toBe(false);
+      expect((await keys.getProviderKey(record.id))?.revokedAt).toBe("2026-11-03T00:00:00.000Z");
+    });
+
+    it("keeps only the newest two test keys on rotation", async () => {
+      const keys = createKeyRepository(database.db);
+      for (const [index, id] of ["t1", "t2", "t3"].entries()) {
+        await keys.addTestKey({ id, projectId: "p1", digest: `d${index}`, createdAt: `2026-11-0${index + 1}T00:00:00.000Z` }, 2);
+      }
+      expect((await keys.listTestKeys("p1")).map((key) => key.id)).toEqual(["t3", "t2"]);
+      expect(await keys.deleteTestKey("p1", "t2")).toBe(true);
+      expect((await keys.listTestKeys("p1")).map((key) => key.id)).toEqual(["t3"]);
+    });
+
+    it("writes usage batches without duplicating a request id and reports by day, model and endpoint", async () => {
+      const records = createUsageRepository(database.db);
+      const batch = [
+        usage("r1"),
+        usage("r2", { model: "gpt-4o", endpoint: "text", cost_usd: null, outcome: "error", status: 502 }),
+        usage("r3", { created_at: "2026-11-03T08:00:00.000Z", input_tokens: 100, cost_usd: 0.5 }),
+      ];
+      await records.insertBatch(batch);
+      await records.insertBatch(batch);
+      expect(await records.count("p1")).toBe(3);
+      const window = { projectId: "p1", from: "2026-11-01T00:00:00.000Z", to: "2026-12-01T00:00:00.000Z" };
+      const byDay = await records.report({ ...window, groupBy: "day" });
+      expect(byDay).toEqual([
+        {
+          group: "2026-11-02",
+          requests: 2,
+          errors: 1,
+          inputTokens: 20,
+          outputTokens: 10,
+          cachedTokens: 4,
+          reasoningTokens: 0,
+          costUsd: 0.001,
+          unpricedRequests: 1,
+        },
+        {
+          group: "2026-11-03",
+          requests: 1,
+          errors: 0,
+          inputTokens: 100,
+          outputTokens: 5,
+          cachedTokens: 2,
+          reasoningTokens: 0,
+          costUsd: 0.5,
+          unpricedRequests: 0,
+        },
+      ]);
+      const byModel = await records.report({ ...window, groupBy: "model" });
+      expect(byModel.map((row) => [row.group, row.requests, row.costUsd])).toEqual([
+        ["gpt-4o", 1, null],
+        ["gpt-4o-mini", 2, 0.501],
+      ]);
+      const byEndpoint = await records.report({ ...window, groupBy: "endpoint" });
+      expect(byEndpoint.map((row) => [row.group, row.requests])).toEqual([
+        ["proxy", 2],
+        ["text", 1],
+      ]);
+      expect(await records.spendSince("p1", "2026-11-03T00:00:00.000Z")).toBeCloseTo(0.5, 9);
+    });
+
+    it("writes a large batch in one call", async () => {
+      const records = createUsageRepository(database.db);
+      const rows = Array.from({ length: 1200 }, (_, index) => usage(`bulk-${index}`, { project_id: "bulk" }));
+      await records.insertBatch(rows);
+      expect(await records.count("bulk")).toBe(1200);
+    });
+  });
+}

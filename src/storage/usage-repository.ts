@@ -1,0 +1,103 @@
+import { type Kysely, sql } from "kysely";
+import type { Database, UsageRecordsTable } from "./schema.js";
+
+export type UsageRecord = UsageRecordsTable;
+export type UsageGroupBy = "day" | "model" | "endpoint";
+
+export interface UsageReportRow {
+  group: string | null;
+  requests: number;
+  errors: number;
+  inputTokens: number;
+  outputTokens: number;
+  cachedTokens: number;
+  reasoningTokens: number;
+  /** Sum of known costs; null when no row in the group had a known cost. */
+  costUsd: number | null;
+  /** Rows whose cost was unknown (null), so a report never passes them off as free. */
+  unpricedRequests: number;
+}
+
+export interface UsageQuery {
+  projectId: string;
+  from: string;
+  to: string;
+  groupBy: UsageGroupBy;
+}
+
+export interface UsageRepository {
+  /** Inserts rows; a request id already stored is skipped, so a retried batch never duplicates. */
+  insertBatch(rows: readonly UsageRecord[]): Promise<void>;
+  report(query: UsageQuery): Promise<UsageReportRow[]>;
+  /** Known spend (USD) of a project since `from` (ISO). */
+  spendSince(projectId: string, from: string): Promise<number>;
+  count(projectId?: string): Promise<number>;
+}
+
+const insertChunk = 500;
+
+export function createUsageRepository(db: Kysely<Database>): UsageRepository {
+  return {
+    async insertBatch(rows) {
+      if (rows.length === 0) return;
+      await db.transaction().execute(async (transaction) => {
+        for (let start = 0; start < rows.length; start += insertChunk) {
+          await transaction
+            .insertInto("usage_records")
+            .values(rows.slice(start, start + insertChunk))
+            .onConflict((conflict) => conflict.column("request_id").doNothing())
+            .execute();
+        }
+      });
+    },
+    async report({ projectId, from, to, groupBy }) {
+      const group =
+        groupBy === "day" ? sql<string>`substr(created_at, 1, 10)` : groupBy === "model" ? sql<string>`model` : sql<string>`endpoint`;
+      const rows = await db
+        .selectFrom("usage_records")
+        .select([
+          group.as("group_key"),
+          sql<number>`count(*)`.as("requests"),
+          sql<number>`sum(case when outcome = 'ok' then 0 else 1 end)`.as("errors"),
+          sql<number>`coalesce(sum(input_tokens), 0)`.as("input_tokens"),
+          sql<number>`coalesce(sum(output_tokens), 0)`.as("output_tokens"),
+          sql<number>`coalesce(sum(cached_tokens), 0)`.as("cached_tokens"),
+          sql<number>`coalesce(sum(reasoning_tokens), 0)`.as("reasoning_tokens"),
+          sql<number | null>`sum(cost_usd)`.as("cost_usd"),
+          sql<number>`sum(case when cost_usd is null then 1 else 0 end)`.as("unpriced"),
+        ])
+        .where("project_id", "=", projectId)
+        .where("created_at", ">=", from)
+        .where("created_at", "<", to)
+        .groupBy(group)
+        .orderBy(group)
+        .execute();
+      return rows.map((row) => ({
+        group: row.group_key,
+        requests: Number(row.requests),
+        errors: Number(row.errors),
+        inputTokens: Number(row.input_tokens),
+        outputTokens: Number(row.output_tokens),
+        cachedTokens: Number(row.cached_tokens),
+        reasoningTokens: Number(row.reasoning_tokens),
+        costUsd: row.cost_usd === null ? null : Math.round(Number(row.cost_usd) * 1e9) / 1e9,
+        unpricedRequests: Number(row.unpriced),
+      }));
+    },
+    async spendSince(projectId, from) {
+      const row = await db
+        .selectFrom("usage_records")
+        .select(sql<number | null>`sum(cost_usd)`.as("spend"))
+        .where("project_id", "=", projectId)
+        .where("created_at", ">=", from)
+        .executeTakeFirst();
+      return Number(row?.spend ?? 0);
+    },
+    async count(projectId) {
+      let query = db.selectFrom("usage_records").select(sql<number>`count(*)`.as("n"));
+      if (projectId) query = query.where("project_id", "=", projectId);
+      const row = await query.executeTakeFirst();
+      return Number(row?.n ?? 0);
+    },
+  };
+}
