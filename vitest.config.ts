@@ -1,4 +1,5 @@
 import { defineConfig } from "vitest/config";
+import { SummaryReporter } from "./test/support/summary-reporter.js";
 
 export default defineConfig({
   test: {
@@ -6,6 +7,6 @@ export default defineConfig({
     testTimeout: 20_000,
     hookTimeout: 30_000,
     pool: "forks",
-    reporters: ["default"],
+    reporters: ["default", new SummaryReporter()],
   },
 });

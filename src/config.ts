@@ -12,7 +12,12 @@ interface Setting<T> {
   doc: string;
 }
 
-const setting = <T>(env: string, schema: z.ZodType<T>, defaultValue: string | undefined, doc: string): Setting<T> => ({
+const setting = <T>(
+  env: string,
+  schema: z.ZodType<T>,
+  defaultValue: string | undefined,
+  doc: string,
+): Setting<T> => ({
   env,
   schema,
   default: defaultValue,
@@ -34,9 +39,24 @@ export const settings = {
     "development",
     "`production` requires SLUICE_MASTER_KEY and refuses to generate one",
   ),
-  dataDir: setting("SLUICE_DATA_DIR", z.string().min(1), "./data", "embedded database, generated master key, local vault"),
-  databaseUrl: setting("DATABASE_URL", optionalUrl, undefined, "PostgreSQL URL for several instances (unset: SQLite in the data dir)"),
-  redisUrl: setting("REDIS_URL", optionalUrl, undefined, "Redis URL for shared limits and caches (unset: in-process)"),
+  dataDir: setting(
+    "SLUICE_DATA_DIR",
+    z.string().min(1),
+    "./data",
+    "embedded database, generated master key, local vault",
+  ),
+  databaseUrl: setting(
+    "DATABASE_URL",
+    optionalUrl,
+    undefined,
+    "PostgreSQL URL for several instances (unset: SQLite in the data dir)",
+  ),
+  redisUrl: setting(
+    "REDIS_URL",
+    optionalUrl,
+    undefined,
+    "Redis URL for shared limits and caches (unset: in-process)",
+  ),
   adminToken: setting(
     "SLUICE_ADMIN_TOKEN",
     z.string().min(16).optional(),
@@ -49,16 +69,36 @@ export const settings = {
     undefined,
     "32-byte key (base64) for secrets at rest (unset: generated into the data dir, development only)",
   ),
-  providerABaseUrl: setting("SLUICE_PROVIDER_A_BASE_URL", url, "https://api.openai.com/v1", "provider A upstream base URL"),
-  providerBBaseUrl: setting("SLUICE_PROVIDER_B_BASE_URL", url, "https://api.anthropic.com/v1", "provider B upstream base URL"),
+  providerABaseUrl: setting(
+    "SLUICE_PROVIDER_A_BASE_URL",
+    url,
+    "https://api.openai.com/v1",
+    "provider A upstream base URL",
+  ),
+  providerBBaseUrl: setting(
+    "SLUICE_PROVIDER_B_BASE_URL",
+    url,
+    "https://api.anthropic.com/v1",
+    "provider B upstream base URL",
+  ),
   providerCBaseUrl: setting(
     "SLUICE_PROVIDER_C_BASE_URL",
     url,
     "https://generativelanguage.googleapis.com/v1beta",
     "provider C upstream base URL (its `/v1` sibling serves `v1/...` paths)",
   ),
-  providerBVersion: setting("SLUICE_PROVIDER_B_VERSION", z.string().min(1), "2023-06-01", "provider B version header sent upstream"),
-  upstreamConnectTimeoutMs: setting("SLUICE_UPSTREAM_CONNECT_TIMEOUT_MS", integer(1), "10000", "upstream TCP/TLS connect timeout"),
+  providerBVersion: setting(
+    "SLUICE_PROVIDER_B_VERSION",
+    z.string().min(1),
+    "2023-06-01",
+    "provider B version header sent upstream",
+  ),
+  upstreamConnectTimeoutMs: setting(
+    "SLUICE_UPSTREAM_CONNECT_TIMEOUT_MS",
+    integer(1),
+    "10000",
+    "upstream TCP/TLS connect timeout",
+  ),
   upstreamHeadersTimeoutMs: setting(
     "SLUICE_UPSTREAM_HEADERS_TIMEOUT_MS",
     integer(1),
@@ -83,7 +123,12 @@ export const settings = {
     "https://api.development.devicecheck.apple.com",
     "Apple DeviceCheck development host",
   ),
-  deviceCheckTimeoutMs: setting("SLUICE_DEVICECHECK_TIMEOUT_MS", integer(1), "3000", "timeout of one Apple validation call"),
+  deviceCheckTimeoutMs: setting(
+    "SLUICE_DEVICECHECK_TIMEOUT_MS",
+    integer(1),
+    "3000",
+    "timeout of one Apple validation call",
+  ),
   deviceTokenTtlSeconds: setting(
     "SLUICE_DEVICE_TOKEN_TTL_SECONDS",
     integer(1),
@@ -96,17 +141,42 @@ export const settings = {
     "1000",
     "requests one verified device token may make within its TTL",
   ),
-  maxBodyBytes: setting("SLUICE_MAX_BODY_BYTES", integer(1024), "20971520", "largest request body accepted (413 above)"),
-  maxImageBytes: setting("SLUICE_MAX_IMAGE_BYTES", integer(1024), "10485760", "largest decoded /v1/vision image (413 above)"),
-  maxPdfBytes: setting("SLUICE_MAX_PDF_BYTES", integer(1024), "20971520", "largest PDF, inline or fetched (413 above)"),
-  pdfFetchTimeoutMs: setting("SLUICE_PDF_FETCH_TIMEOUT_MS", integer(1), "15000", "time allowed to fetch a PDF by URL"),
+  maxBodyBytes: setting(
+    "SLUICE_MAX_BODY_BYTES",
+    integer(1024),
+    "20971520",
+    "largest request body accepted (413 above)",
+  ),
+  maxImageBytes: setting(
+    "SLUICE_MAX_IMAGE_BYTES",
+    integer(1024),
+    "10485760",
+    "largest decoded /v1/vision image (413 above)",
+  ),
+  maxPdfBytes: setting(
+    "SLUICE_MAX_PDF_BYTES",
+    integer(1024),
+    "20971520",
+    "largest PDF, inline or fetched (413 above)",
+  ),
+  pdfFetchTimeoutMs: setting(
+    "SLUICE_PDF_FETCH_TIMEOUT_MS",
+    integer(1),
+    "15000",
+    "time allowed to fetch a PDF by URL",
+  ),
   projectCacheTtlMs: setting(
     "SLUICE_PROJECT_CACHE_TTL_MS",
     integer(0),
     "2000",
     "how long an instance trusts its cached copy of a project or key record",
   ),
-  usageFlushIntervalMs: setting("SLUICE_USAGE_FLUSH_INTERVAL_MS", integer(10), "250", "how often queued usage rows are written"),
+  usageFlushIntervalMs: setting(
+    "SLUICE_USAGE_FLUSH_INTERVAL_MS",
+    integer(10),
+    "250",
+    "how often queued usage rows are written",
+  ),
   usageQueueMax: setting(
     "SLUICE_USAGE_QUEUE_MAX",
     integer(100),
@@ -131,26 +201,51 @@ export const settings = {
     "120",
     "default requests per minute per device token",
   ),
-  rateLimitIpPerMinute: setting("SLUICE_RATE_LIMIT_IP_PER_MINUTE", integer(1), "600", "default requests per minute per client IP"),
+  rateLimitIpPerMinute: setting(
+    "SLUICE_RATE_LIMIT_IP_PER_MINUTE",
+    integer(1),
+    "600",
+    "default requests per minute per client IP",
+  ),
   publicUrl: setting(
     "SLUICE_PUBLIC_URL",
     optionalUrl,
     undefined,
     "external base URL used in signed vault URLs (unset: http://HOST:PORT)",
   ),
-  vaultUrlTtlSeconds: setting("SLUICE_VAULT_URL_TTL_SECONDS", integer(1), "3600", "lifetime of a signed vault URL"),
-  vaultS3Endpoint: setting("SLUICE_VAULT_S3_ENDPOINT", optionalUrl, undefined, "S3-compatible endpoint (set: vault in S3)"),
+  vaultUrlTtlSeconds: setting(
+    "SLUICE_VAULT_URL_TTL_SECONDS",
+    integer(1),
+    "3600",
+    "lifetime of a signed vault URL",
+  ),
+  vaultS3Endpoint: setting(
+    "SLUICE_VAULT_S3_ENDPOINT",
+    optionalUrl,
+    undefined,
+    "S3-compatible endpoint (set: vault in S3)",
+  ),
   vaultS3Bucket: setting("SLUICE_VAULT_S3_BUCKET", optionalString, undefined, "S3 bucket of the vault"),
   vaultS3Region: setting("SLUICE_VAULT_S3_REGION", z.string().min(1), "us-east-1", "S3 region"),
   vaultS3AccessKeyId: setting("SLUICE_VAULT_S3_ACCESS_KEY_ID", optionalString, undefined, "S3 access key id"),
-  vaultS3SecretAccessKey: setting("SLUICE_VAULT_S3_SECRET_ACCESS_KEY", optionalString, undefined, "S3 secret access key"),
+  vaultS3SecretAccessKey: setting(
+    "SLUICE_VAULT_S3_SECRET_ACCESS_KEY",
+    optionalString,
+    undefined,
+    "S3 secret access key",
+  ),
   logLevel: setting(
     "LOG_LEVEL",
     z.enum(["fatal", "error", "warn", "info", "debug", "trace", "silent"]),
     "info",
     "pino log level",
   ),
-  tlsCert: setting("SLUICE_TLS_CERT", optionalString, undefined, "PEM certificate file: serve HTTPS directly"),
+  tlsCert: setting(
+    "SLUICE_TLS_CERT",
+    optionalString,
+    undefined,
+    "PEM certificate file: serve HTTPS directly",
+  ),
   tlsKey: setting("SLUICE_TLS_KEY", optionalString, undefined, "PEM private key file for SLUICE_TLS_CERT"),
   trustProxy: setting(
     "SLUICE_TRUST_PROXY",
@@ -159,8 +254,18 @@ export const settings = {
     "comma-separated proxy addresses whose x-forwarded-for / x-forwarded-proto are believed",
   ),
   metricsEnabled: setting("SLUICE_METRICS", bool, "true", "serve Prometheus metrics at /metrics"),
-  shutdownTimeoutMs: setting("SLUICE_SHUTDOWN_TIMEOUT_MS", integer(100), "10000", "grace period for in-flight work on SIGTERM"),
-  configFile: setting("SLUICE_CONFIG_FILE", optionalString, undefined, "JSON file of projects to seed at start-up (projects as code)"),
+  shutdownTimeoutMs: setting(
+    "SLUICE_SHUTDOWN_TIMEOUT_MS",
+    integer(100),
+    "10000",
+    "grace period for in-flight work on SIGTERM",
+  ),
+  configFile: setting(
+    "SLUICE_CONFIG_FILE",
+    optionalString,
+    undefined,
+    "JSON file of projects to seed at start-up (projects as code)",
+  ),
 } as const;
 
 type Settings = typeof settings;
@@ -171,7 +276,10 @@ export class ConfigError extends Error {
 }
 
 /** Reads every setting from `env` (default: the process environment) and validates it. */
-export function loadConfig(env: Record<string, string | undefined> = process.env, overrides: Partial<Config> = {}): Config {
+export function loadConfig(
+  env: Record<string, string | undefined> = process.env,
+  overrides: Partial<Config> = {},
+): Config {
   const problems: string[] = [];
   const values: Record<string, unknown> = {};
   for (const [name, { env: envName, schema, default: fallback }] of Object.entries(settings)) {

@@ -10,6 +10,7 @@ export const errorStatus = {
   PROJECT_NOT_FOUND: 404,
   NOT_FOUND: 404,
   METHOD_NOT_ALLOWED: 405,
+  CONFLICT: 409,
   PAYLOAD_TOO_LARGE: 413,
   UNSUPPORTED_MEDIA_TYPE: 415,
   VALIDATION_ERROR: 422,
@@ -55,10 +56,16 @@ export interface ErrorBody {
 }
 
 /** The envelope for an error; anything that is not a GatewayError says nothing internal. */
-export function renderError(error: unknown, requestId: string): { status: number; body: ErrorBody; headers: Record<string, string> } {
+export function renderError(
+  error: unknown,
+  requestId: string,
+): { status: number; body: ErrorBody; headers: Record<string, string> } {
   const gatewayError = isGatewayError(error)
     ? error
-    : new GatewayError("INTERNAL_ERROR", "An internal error occurred. Quote the request id when reporting it.");
+    : new GatewayError(
+        "INTERNAL_ERROR",
+        "An internal error occurred. Quote the request id when reporting it.",
+      );
   const body: ErrorBody = {
     error: { code: gatewayError.code, message: gatewayError.message, requestId },
   };

@@ -77,7 +77,12 @@ export function createKeyRepository(db: Kysely<Database>): KeyRepository {
       await db.transaction().execute(async (transaction) => {
         await transaction
           .insertInto("test_keys")
-          .values({ id: record.id, project_id: record.projectId, digest: record.digest, created_at: record.createdAt })
+          .values({
+            id: record.id,
+            project_id: record.projectId,
+            digest: record.digest,
+            created_at: record.createdAt,
+          })
           .execute();
         const rows = await transaction
           .selectFrom("test_keys")
@@ -98,10 +103,19 @@ export function createKeyRepository(db: Kysely<Database>): KeyRepository {
         .orderBy("created_at", "desc")
         .orderBy("id", "desc")
         .execute();
-      return rows.map((row) => ({ id: row.id, projectId: row.project_id, digest: row.digest, createdAt: row.created_at }));
+      return rows.map((row) => ({
+        id: row.id,
+        projectId: row.project_id,
+        digest: row.digest,
+        createdAt: row.created_at,
+      }));
     },
     async deleteTestKey(projectId, id) {
-      const result = await db.deleteFrom("test_keys").where("project_id", "=", projectId).where("id", "=", id).executeTakeFirst();
+      const result = await db
+        .deleteFrom("test_keys")
+        .where("project_id", "=", projectId)
+        .where("id", "=", id)
+        .executeTakeFirst();
       return Number(result.numDeletedRows) > 0;
     },
   };

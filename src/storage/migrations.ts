@@ -33,7 +33,9 @@ const migrations: Record<string, Migration> = {
       await db.schema
         .createTable("provider_keys")
         .addColumn("id", "text", (column) => column.primaryKey())
-        .addColumn("project_id", "text", (column) => column.notNull().references("projects.id").onDelete("cascade"))
+        .addColumn("project_id", "text", (column) =>
+          column.notNull().references("projects.id").onDelete("cascade"),
+        )
         .addColumn("provider", "text", (column) => column.notNull())
         .addColumn("label", "text")
         .addColumn("server_share", "text", (column) => column.notNull())
@@ -45,7 +47,9 @@ const migrations: Record<string, Migration> = {
       await db.schema
         .createTable("test_keys")
         .addColumn("id", "text", (column) => column.primaryKey())
-        .addColumn("project_id", "text", (column) => column.notNull().references("projects.id").onDelete("cascade"))
+        .addColumn("project_id", "text", (column) =>
+          column.notNull().references("projects.id").onDelete("cascade"),
+        )
         .addColumn("digest", "text", (column) => column.notNull())
         .addColumn("created_at", "text", (column) => column.notNull())
         .execute();
@@ -85,7 +89,12 @@ const migrations: Record<string, Migration> = {
 const provider: MigrationProvider = { getMigrations: async () => migrations };
 
 export async function migrateToLatest(db: Kysely<unknown>): Promise<void> {
-  const migrator = new Migrator({ db, provider, migrationTableName: "sluice_migrations", migrationLockTableName: "sluice_migrations_lock" });
+  const migrator = new Migrator({
+    db,
+    provider,
+    migrationTableName: "sluice_migrations",
+    migrationLockTableName: "sluice_migrations_lock",
+  });
   const { error, results } = await migrator.migrateToLatest();
   const failed = results?.find((result) => result.status === "Error");
   if (error || failed) {

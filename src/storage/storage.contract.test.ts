@@ -2,8 +2,8 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createPostgresSchema, postgresAvailable } from "../../test/support/services.js";
 import { type OpenDatabase, openDatabase } from "./database.js";
 import { createKeyRepository } from "./key-repository.js";
-import { type Project, createProjectRepository } from "./project-repository.js";
-import { type UsageRecord, createUsageRepository } from "./usage-repository.js";
+import { createProjectRepository, type Project } from "./project-repository.js";
+import { createUsageRepository, type UsageRecord } from "./usage-repository.js";
 
 const project = (id: string): Project => ({
   id,
@@ -138,7 +138,10 @@ for (const engine of engines) {
     it("keeps only the newest two test keys on rotation", async () => {
       const keys = createKeyRepository(database.db);
       for (const [index, id] of ["t1", "t2", "t3"].entries()) {
-        await keys.addTestKey({ id, projectId: "p1", digest: `d${index}`, createdAt: `2026-11-0${index + 1}T00:00:00.000Z` }, 2);
+        await keys.addTestKey(
+          { id, projectId: "p1", digest: `d${index}`, createdAt: `2026-11-0${index + 1}T00:00:00.000Z` },
+          2,
+        );
       }
       expect((await keys.listTestKeys("p1")).map((key) => key.id)).toEqual(["t3", "t2"]);
       expect(await keys.deleteTestKey("p1", "t2")).toBe(true);

@@ -52,7 +52,11 @@ export function createUsageRepository(db: Kysely<Database>): UsageRepository {
     },
     async report({ projectId, from, to, groupBy }) {
       const group =
-        groupBy === "day" ? sql<string>`substr(created_at, 1, 10)` : groupBy === "model" ? sql<string>`model` : sql<string>`endpoint`;
+        groupBy === "day"
+          ? sql<string>`substr(created_at, 1, 10)`
+          : groupBy === "model"
+            ? sql<string>`model`
+            : sql<string>`endpoint`;
       const rows = await db
         .selectFrom("usage_records")
         .select([

@@ -1,0 +1,29 @@
+import { loadMasterKey } from "../auth/master-key.js";
+import { createSecretBox } from "../auth/secret-box.js";
+import type { Config } from "../config.js";
+import { openDatabase } from "../storage/database.js";
+import { createKeyRepository } from "../storage/key-repository.js";
+import { createProjectRepository } from "../storage/project-repository.js";
+import { createUsageRepository } from "../storage/usage-repository.js";
+import { createProjectAdmin, type ProjectAdmin } from "./project-admin.js";
+
+/**
+ * The admin use cases over the configured database, without the HTTP server: what the CLI uses.
+ * A running gateway sees the changes within SLUICE_PROJECT_CACHE_TTL_MS.
+ */
+export async function openAdminContext(
+  config: Config,
+  onMasterKeyGenerated: (file: string) => void,
+): Promise<{ admin: ProjectAdmin; close(): Promise<void> }> {
+  const secretBox = createSecretBox(loadMasterKey(config, onMasterKeyGenerated));
+  const database = await openDatabase({ databaseUrl: config.databaseUrl, dataDir: config.dataDir });
+  const admin = createProjectAdmin({
+    projects: createProjectRepository(database.db),
+    keys: createKeyRepository(database.db),
+    usage: createUsageRepository(database.db),
+    secretBox,
+    now: () => new Date(),
+    onProjectChanged: () => {},
+  });
+  return { admin, close: () => database.close() };
+}

@@ -1,0 +1,325 @@
+import { createPrivateKey, randomBytes } from "node:crypto";
+import type { z } from "zod";
+import { newKeyId, splitProviderKey } from "../auth/partial-key.js";
+import type { SecretBox } from "../auth/secret-box.js";
+import { generateTestKey, testKeyDigest } from "../auth/test-key.js";
+import { GatewayError } from "../errors.js";
+import type { ProviderId } from "../providers/provider-id.js";
+import type { KeyRepository, ProviderKeyRecord } from "../storage/key-repository.js";
+import type { Project, ProjectRepository } from "../storage/project-repository.js";
+import type { UsageReportRow, UsageRepository } from "../storage/usage-repository.js";
+import { checkOutputSchema } from "../structured/output-schema.js";
+import {
+  addProviderKeyInput,
+  createProjectInput,
+  type UpdateProjectInput,
+  updateProjectInput,
+  usageQueryInput,
+} from "./project-input.js";
+
+/** A project as shown to an admin: secrets are reduced to whether they are set. */
+export type ProjectView = Omit<Project, "deviceCheck"> & {
+  deviceCheck: Omit<Project["deviceCheck"], "sealedPrivateKey"> & { hasPrivateKey: boolean };
+};
+
+export interface ProviderKeyView {
+  keyId: string;
+  provider: ProviderId;
+  label: string | null;
+  createdAt: string;
+  revokedAt: string | null;
+}
+
+export interface ProjectAdminDeps {
+  projects: ProjectRepository;
+  keys: KeyRepository;
+  usage: UsageRepository;
+  secretBox: SecretBox;
+  now: () => Date;
+  /** Called after any change so caches drop the project at once on this instance. */
+  onProjectChanged: (projectId: string) => void;
+}
+
+const testKeysKept = 2;
+
+export type ProjectAdmin = ReturnType<typeof createProjectAdmin>;
+
+/** The administration use cases, shared by the admin HTTP API and the CLI. */
+export function createProjectAdmin(deps: ProjectAdminDeps) {
+  const { projects, keys, secretBox } = deps;
+  const nowIso = () => deps.now().toISOString();
+
+  async function requireProject(id: string): Promise<Project> {
+    const project = await projects.get(id);
+    if (!project) throw new GatewayError("PROJECT_NOT_FOUND", `Project ${JSON.stringify(id)} does not exist`);
+    return project;
+  }
+
+  async function issueTestKey(projectId: string): Promise<{ testKeyId: string; testKey: string }> {
+    const testKey = generateTestKey();
+    const testKeyId = `tk${randomBytes(8).toString("hex")}`;
+    await keys.addTestKey(
+      { id: testKeyId, projectId, digest: testKeyDigest(testKey), createdAt: nowIso() },
+      testKeysKept,
+    );
+    return { testKeyId, testKey };
+  }
+
+  return {
+    async createProject(
+      input: unknown,
+    ): Promise<{ project: ProjectView; testKey: string; testKeyId: string }> {
+      const fields = parse(createProjectInput, input, "project");
+      const id =
+        fields.id ??
+        `prj_${randomBytes(9)
+          .toString("base64url")
+          .replace(/[^A-Za-z0-9]/g, "x")}`;
+      if (await projects.get(id))
+        throw new GatewayError("CONFLICT", `Project ${JSON.stringify(id)} already exists`);
+      const at = nowIso();
+      const blank: Project = {
+        id,
+        name: fields.name,
+        teamId: null,
+        provider: fields.provider,
+        model: null,
+        testMode: false,
+        deviceCheck: {
+          enabled: false,
+          teamId: null,
+          keyId: null,
+          sealedPrivateKey: null,
+          environment: "production",
+          tokenMode: "cached",
+        },
+        outputSchema: null,
+        saveImagesToVault: false,
+        rateLimits: { perMinute: null, devicePerMinute: null },
+        monthlySpendCapUsd: null,
+        disabled: false,
+        createdAt: at,
+        updatedAt: at,
+      };
+      const { id: _id, ...changes } = fields;
+      const project = applyChanges(blank, changes, secretBox);
+      await projects.insert(project);
+      const { testKey, testKeyId } = await issueTestKey(id);
+      return { project: viewOf(project), testKey, testKeyId };
+    },
+
+    async getProject(id: string): Promise<ProjectView> {
+      return viewOf(await requireProject(id));
+    },
+
+    async listProjects(): Promise<ProjectView[]> {
+      return (await projects.list()).map(viewOf);
+    },
+
+    async updateProject(id: string, input: unknown): Promise<ProjectView> {
+      const changes = parse(updateProjectInput, input, "project update");
+      const current = await requireProject(id);
+      const project = { ...applyChanges(current, changes, secretBox), updatedAt: nowIso() };
+      await projects.update(project);
+      deps.onProjectChanged(id);
+      return viewOf(project);
+    },
+
+    async deleteProject(id: string): Promise<void> {
+      if (!(await projects.delete(id)))
+        throw new GatewayError("PROJECT_NOT_FOUND", `Project ${JSON.stringify(id)} does not exist`);
+      deps.onProjectChanged(id);
+    },
+
+    /** Issues a new test key; the previous one keeps working until the next rotation. */
+    async rotateTestKey(projectId: string): Promise<{ testKeyId: string; testKey: string }> {
+      await requireProject(projectId);
+      const issued = await issueTestKey(projectId);
+      deps.onProjectChanged(projectId);
+      return issued;
+    },
+
+    async listTestKeys(projectId: string): Promise<Array<{ testKeyId: string; createdAt: string }>> {
+      await requireProject(projectId);
+      return (await keys.listTestKeys(projectId)).map((key) => ({
+        testKeyId: key.id,
+        createdAt: key.createdAt,
+      }));
+    },
+
+    async revokeTestKey(projectId: string, testKeyId: string): Promise<void> {
+      await requireProject(projectId);
+      if (!(await keys.deleteTestKey(projectId, testKeyId)))
+        throw new GatewayError("NOT_FOUND", "No such test key");
+      deps.onProjectChanged(projectId);
+    },
+
+    /** Splits and stores a provider key; the partial key is returned this once and never again. */
+    async addProviderKey(
+      projectId: string,
+      input: unknown,
+    ): Promise<ProviderKeyView & { partialKey: string }> {
+      const fields = parse(addProviderKeyInput, input, "provider key");
+      await requireProject(projectId);
+      const keyId = newKeyId();
+      const split = splitProviderKey(keyId, fields.apiKey);
+      const record: ProviderKeyRecord = {
+        id: keyId,
+        projectId,
+        provider: fields.provider,
+        label: fields.label ?? null,
+        sealedServerShare: secretBox.seal(split.serverShare, providerKeyAad(projectId, keyId)),
+        clientShareDigest: split.clientShareDigest,
+        createdAt: nowIso(),
+        revokedAt: null,
+      };
+      split.serverShare.fill(0);
+      await keys.insertProviderKey(record);
+      return { ...keyView(record), partialKey: split.partialKey };
+    },
+
+    async listProviderKeys(projectId: string): Promise<ProviderKeyView[]> {
+      await requireProject(projectId);
+      return (await keys.listProviderKeys(projectId)).map(keyView);
+    },
+
+    async revokeProviderKey(projectId: string, keyId: string): Promise<void> {
+      await requireProject(projectId);
+      if (!(await keys.revokeProviderKey(projectId, keyId, nowIso()))) {
+        throw new GatewayError("NOT_FOUND", "No such active provider key in this project");
+      }
+      deps.onProjectChanged(projectId);
+    },
+
+    async usageReport(
+      projectId: string,
+      input: unknown,
+    ): Promise<{ from: string; to: string; groupBy: string; rows: UsageReportRow[] }> {
+      const query = parse(usageQueryInput, input, "usage query");
+      await requireProject(projectId);
+      const to = query.to ? new Date(query.to) : deps.now();
+      const from = query.from ? new Date(query.from) : new Date(to.getTime() - 30 * 86_400_000);
+      if (!(from < to)) throw new GatewayError("BAD_REQUEST", "`from` must be before `to`");
+      const groupBy = query.groupBy ?? "day";
+      const rows = await deps.usage.report({
+        projectId,
+        from: from.toISOString(),
+        to: to.toISOString(),
+        groupBy,
+      });
+      return { from: from.toISOString(), to: to.toISOString(), groupBy, rows };
+    },
+  };
+}
+
+/** The AAD that binds a sealed server share to its project and key. */
+export function providerKeyAad(projectId: string, keyId: string): string {
+  return `provider-key:${projectId}:${keyId}`;
+}
+
+export function deviceCheckKeyAad(projectId: string): string {
+  return `devicecheck-key:${projectId}`;
+}
+
+function parse<T>(schema: z.ZodType<T>, input: unknown, what: string): T {
+  const result = schema.safeParse(input);
+  if (result.success) return result.data;
+  const problems = result.error.issues.map(
+    (issue) => `${issue.path.join(".") || "(body)"}: ${issue.message}`,
+  );
+  throw new GatewayError("BAD_REQUEST", `Invalid ${what}: ${problems.join("; ")}`, { details: { problems } });
+}
+
+function applyChanges(current: Project, changes: UpdateProjectInput, secretBox: SecretBox): Project {
+  const next: Project = {
+    ...current,
+    deviceCheck: { ...current.deviceCheck },
+    rateLimits: { ...current.rateLimits },
+  };
+  if (changes.name !== undefined) next.name = changes.name;
+  if (changes.teamId !== undefined) next.teamId = changes.teamId;
+  if (changes.provider !== undefined) next.provider = changes.provider;
+  if (changes.model !== undefined) next.model = changes.model;
+  if (changes.testMode !== undefined) next.testMode = changes.testMode;
+  if (changes.saveImagesToVault !== undefined) next.saveImagesToVault = changes.saveImagesToVault;
+  if (changes.monthlySpendCapUsd !== undefined) next.monthlySpendCapUsd = changes.monthlySpendCapUsd;
+  if (changes.disabled !== undefined) next.disabled = changes.disabled;
+  if (changes.rateLimits?.perMinute !== undefined) next.rateLimits.perMinute = changes.rateLimits.perMinute;
+  if (changes.rateLimits?.devicePerMinute !== undefined)
+    next.rateLimits.devicePerMinute = changes.rateLimits.devicePerMinute;
+  if (changes.outputSchema !== undefined) {
+    if (changes.outputSchema !== null) {
+      const problems = checkOutputSchema(changes.outputSchema);
+      if (problems.length > 0) {
+        throw new GatewayError("VALIDATION_ERROR", `The output schema is invalid: ${problems.join("; ")}`, {
+          details: { problems },
+        });
+      }
+    }
+    next.outputSchema = changes.outputSchema;
+  }
+  applyDeviceCheck(next, changes.deviceCheck, secretBox);
+  if (next.saveImagesToVault && !next.teamId) {
+    throw new GatewayError(
+      "BAD_REQUEST",
+      "saveImagesToVault needs a teamId (it is the first segment of the vault path)",
+    );
+  }
+  return next;
+}
+
+function applyDeviceCheck(
+  next: Project,
+  changes: UpdateProjectInput["deviceCheck"],
+  secretBox: SecretBox,
+): void {
+  if (!changes) return;
+  const deviceCheck = next.deviceCheck;
+  if (changes.enabled !== undefined) deviceCheck.enabled = changes.enabled;
+  if (changes.teamId !== undefined) deviceCheck.teamId = changes.teamId;
+  if (changes.keyId !== undefined) deviceCheck.keyId = changes.keyId;
+  if (changes.environment !== undefined) deviceCheck.environment = changes.environment;
+  if (changes.tokenMode !== undefined) deviceCheck.tokenMode = changes.tokenMode;
+  if (changes.privateKey === null) deviceCheck.sealedPrivateKey = null;
+  else if (changes.privateKey !== undefined) {
+    assertP256PrivateKey(changes.privateKey);
+    deviceCheck.sealedPrivateKey = secretBox.seal(
+      Buffer.from(changes.privateKey, "utf8"),
+      deviceCheckKeyAad(next.id),
+    );
+  }
+  if (deviceCheck.enabled && (!deviceCheck.teamId || !deviceCheck.keyId || !deviceCheck.sealedPrivateKey)) {
+    throw new GatewayError(
+      "BAD_REQUEST",
+      "Device Check needs teamId, keyId and privateKey (the .p8 file's contents) when enabled",
+    );
+  }
+}
+
+function assertP256PrivateKey(pem: string): void {
+  try {
+    const key = createPrivateKey({ key: pem, format: "pem" });
+    if (key.asymmetricKeyType === "ec" && key.asymmetricKeyDetails?.namedCurve === "prime256v1") return;
+  } catch {
+    // fall through to the one error below; the key text is never echoed
+  }
+  throw new GatewayError(
+    "BAD_REQUEST",
+    "deviceCheck.privateKey must be the PEM contents of an Apple .p8 (EC P-256) key",
+  );
+}
+
+function viewOf(project: Project): ProjectView {
+  const { sealedPrivateKey, ...deviceCheck } = project.deviceCheck;
+  return { ...project, deviceCheck: { ...deviceCheck, hasPrivateKey: sealedPrivateKey !== null } };
+}
+
+function keyView(record: ProviderKeyRecord): ProviderKeyView {
+  return {
+    keyId: record.id,
+    provider: record.provider,
+    label: record.label,
+    createdAt: record.createdAt,
+    revokedAt: record.revokedAt,
+  };
+}

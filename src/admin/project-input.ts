@@ -1,0 +1,105 @@
+import { z } from "zod";
+import { providerIds } from "../providers/provider-id.js";
+
+/** Admin input shapes, shared by the admin API and the CLI. Unknown fields are refused. */
+export const projectIdPattern = /^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$/;
+
+const deviceCheckInput = z
+  .object({
+    enabled: z.boolean().optional(),
+    teamId: z
+      .string()
+      .regex(/^[A-Z0-9]{10}$/, "must be a 10-character Apple team id")
+      .nullable()
+      .optional(),
+    keyId: z
+      .string()
+      .regex(/^[A-Z0-9]{10}$/, "must be a 10-character Apple key id")
+      .nullable()
+      .optional(),
+    privateKey: z.string().min(1).max(8192).nullable().optional(),
+    environment: z.enum(["production", "development"]).optional(),
+    tokenMode: z.enum(["cached", "single-use"]).optional(),
+  })
+  .strict();
+
+const rateLimitsInput = z
+  .object({
+    perMinute: z.number().int().min(1).max(10_000_000).nullable().optional(),
+    devicePerMinute: z.number().int().min(1).max(10_000_000).nullable().optional(),
+  })
+  .strict();
+
+const projectFields = {
+  name: z.string().trim().min(1).max(200),
+  teamId: z
+    .string()
+    .regex(/^[A-Za-z0-9_-]{1,64}$/, "letters, digits, _ and - only (it becomes a storage path segment)")
+    .nullable(),
+  provider: z.enum(providerIds),
+  model: z.string().min(1).max(200).nullable(),
+  testMode: z.boolean(),
+  deviceCheck: deviceCheckInput,
+  outputSchema: z.record(z.string(), z.unknown()).nullable(),
+  saveImagesToVault: z.boolean(),
+  rateLimits: rateLimitsInput,
+  monthlySpendCapUsd: z.number().positive().max(1e9).nullable(),
+  disabled: z.boolean(),
+};
+
+export const createProjectInput = z
+  .object({
+    id: z.string().regex(projectIdPattern, "must match ^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$").optional(),
+    ...projectFields,
+    teamId: projectFields.teamId.optional(),
+    model: projectFields.model.optional(),
+    testMode: projectFields.testMode.optional(),
+    deviceCheck: projectFields.deviceCheck.optional(),
+    outputSchema: projectFields.outputSchema.optional(),
+    saveImagesToVault: projectFields.saveImagesToVault.optional(),
+    rateLimits: projectFields.rateLimits.optional(),
+    monthlySpendCapUsd: projectFields.monthlySpendCapUsd.optional(),
+    disabled: projectFields.disabled.optional(),
+  })
+  .strict();
+
+export const updateProjectInput = z
+  .object({
+    name: projectFields.name.optional(),
+    teamId: projectFields.teamId.optional(),
+    provider: projectFields.provider.optional(),
+    model: projectFields.model.optional(),
+    testMode: projectFields.testMode.optional(),
+    deviceCheck: projectFields.deviceCheck.optional(),
+    outputSchema: projectFields.outputSchema.optional(),
+    saveImagesToVault: projectFields.saveImagesToVault.optional(),
+    rateLimits: projectFields.rateLimits.optional(),
+    monthlySpendCapUsd: projectFields.monthlySpendCapUsd.optional(),
+    disabled: projectFields.disabled.optional(),
+  })
+  .strict();
+
+export const addProviderKeyInput = z
+  .object({
+    provider: z.enum(providerIds),
+    apiKey: z
+      .string()
+      .min(8, "is too short to be a provider key")
+      .max(1024)
+      .regex(/^[\x21-\x7e]+$/, "must be printable ASCII without spaces"),
+    label: z.string().trim().min(1).max(200).optional(),
+  })
+  .strict();
+
+export const usageQueryInput = z
+  .object({
+    from: z.string().datetime({ offset: true }).or(z.string().date()).optional(),
+    to: z.string().datetime({ offset: true }).or(z.string().date()).optional(),
+    groupBy: z.enum(["day", "model", "endpoint"]).optional(),
+  })
+  .strict();
+
+export type CreateProjectInput = z.infer<typeof createProjectInput>;
+export type UpdateProjectInput = z.infer<typeof updateProjectInput>;
+export type AddProviderKeyInput = z.infer<typeof addProviderKeyInput>;
+export type UsageQueryInput = z.infer<typeof usageQueryInput>;

@@ -1,0 +1,318 @@
+import { randomBytes } from "node:crypto";
+import { Writable } from "node:stream";
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
+import { type FakeApple, generateAppleKeyPair, startFakeApple } from "../../test/fakes/fake-apple.js";
+import { createProjectAdmin } from "../admin/project-admin.js";
+import { createLogger } from "../observability/logger.js";
+import type { ProviderId } from "../providers/provider-id.js";
+import { type OpenDatabase, openDatabase } from "../storage/database.js";
+import { createKeyRepository } from "../storage/key-repository.js";
+import { createProjectRepository } from "../storage/project-repository.js";
+import { createUsageRepository } from "../storage/usage-repository.js";
+import { type AuthResult, type AuthThrottle, createAuthenticator } from "./authenticate.js";
+import { createCredentialDirectory } from "./credential-directory.js";
+import { createDeviceTokenVerifier } from "./device-token-verifier.js";
+import { createSecretBox } from "./secret-box.js";
+
+const teamId = "TEAM123456";
+const keyId = "KEY1234567";
+const goodDevice = Buffer.from("a-valid-device-token-from-apple").toString("base64");
+const badDevice = Buffer.from("an-invalid-device-token").toString("base64");
+
+interface Fixture {
+  projectId: string;
+  testKey: string;
+  partial: Record<ProviderId, string>;
+}
+
+const openThrottle: AuthThrottle = { retryAfter: async () => 0, recordFailure: async () => {} };
+
+describe("authenticate: the SPEC's methods, in order", () => {
+  let database: OpenDatabase;
+  let production: FakeApple;
+  let development: FakeApple;
+  let authenticate: ReturnType<typeof createAuthenticator>;
+  let admin: ReturnType<typeof createProjectAdmin>;
+  const fixtures = new Map<string, Fixture>();
+  const keys = generateAppleKeyPair();
+
+  async function project(
+    testMode: boolean,
+    deviceCheck: boolean,
+    environment: "production" | "development" = "production",
+  ) {
+    const name = `${testMode}-${deviceCheck}-${environment}`;
+    const existing = fixtures.get(name);
+    if (existing) return existing;
+    const created = await admin.createProject({
+      name,
+      provider: "provider-a",
+      testMode,
+      deviceCheck: { enabled: deviceCheck, teamId, keyId, privateKey: keys.privateKeyPem, environment },
+    });
+    const partial = {} as Record<ProviderId, string>;
+    for (const provider of ["provider-a", "provider-b", "provider-c"] as const) {
+      partial[provider] = (
+        await admin.addProviderKey(created.project.id, {
+          provider,
+          apiKey: `key-${provider}-${randomBytes(8).toString("hex")}`,
+        })
+      ).partialKey;
+    }
+    const fixture = { projectId: created.project.id, testKey: created.testKey, partial };
+    fixtures.set(name, fixture);
+    return fixture;
+  }
+
+  beforeAll(async () => {
+    production = await startFakeApple({ label: "production", validTokens: [goodDevice] });
+    development = await startFakeApple({ label: "development", validTokens: [goodDevice] });
+    for (const apple of [production, development])
+      apple.registerKey(keyId, { teamId, publicKeyPem: keys.publicKeyPem });
+    database = await openDatabase({ dataDir: "unused", sqliteFile: ":memory:" });
+    const secretBox = createSecretBox(randomBytes(32));
+    const projects = createProjectRepository(database.db);
+    const keyRepository = createKeyRepository(database.db);
+    const directory = createCredentialDirectory({ projects, keys: keyRepository, secretBox, ttlMs: 0 });
+    admin = createProjectAdmin({
+      projects,
+      keys: keyRepository,
+      usage: createUsageRepository(database.db),
+      secretBox,
+      now: () => new Date(),
+      onProjectChanged: directory.invalidate,
+    });
+    const deviceTokens = createDeviceTokenVerifier({
+      config: {
+        deviceCheckProductionUrl: production.url,
+        deviceCheckDevelopmentUrl: development.url,
+        deviceCheckTimeoutMs: 1000,
+        deviceTokenTtlSeconds: 60,
+        deviceTokenBudget: 1000,
+      },
+      secretBox,
+      redis: undefined,
+      logger: createLogger("silent", new Writable({ write: (_c, _e, done) => done() })),
+    });
+    authenticate = createAuthenticator({ directory, deviceTokens, throttle: openThrottle });
+  });
+
+  afterAll(async () => {
+    await database.close();
+    await production.close();
+    await development.close();
+  });
+
+  beforeEach(() => {
+    production.fail(null);
+  });
+
+  const run = (
+    projectId: string | undefined,
+    headers: Record<string, string>,
+    provider: ProviderId = "provider-a",
+  ) => authenticate({ projectId, headers, clientIp: "203.0.113.9", provider });
+
+  const statusOf = (result: AuthResult) => (result.ok ? 200 : result.error.status);
+
+  type Method = "header" | "bearer-test" | "bearer-device" | "legacy-device";
+  const methods: Method[] = ["header", "bearer-test", "bearer-device", "legacy-device"];
+
+  function headersFor(method: Method, fixture: Fixture, rightKey: boolean): Record<string, string> {
+    const partial = rightKey
+      ? fixture.partial["provider-a"]
+      : `${fixture.partial["provider-a"].slice(0, -4)}AAAA`;
+    switch (method) {
+      case "header":
+        return { "x-sluice-test-key": fixture.testKey, "x-ai-key": partial };
+      case "bearer-test":
+        return { authorization: `Bearer ${partial}.${fixture.testKey}` };
+      case "bearer-device":
+        return { authorization: `Bearer ${partial}.${goodDevice}` };
+      case "legacy-device":
+        return { "x-device-token": goodDevice, "x-ai-key": partial };
+    }
+  }
+
+  const cases: Array<[Method, boolean, boolean, boolean, number]> = [];
+  for (const method of methods) {
+    for (const testMode of [true, false]) {
+      for (const deviceCheck of [true, false]) {
+        for (const rightKey of [true, false]) {
+          const needsTest = method === "header" || method === "bearer-test";
+          const enabled = needsTest ? testMode : deviceCheck;
+          cases.push([method, testMode, deviceCheck, rightKey, enabled && rightKey ? 200 : 401]);
+        }
+      }
+    }
+  }
+
+  it.each(cases)(
+    "%s with testMode=%s deviceCheck=%s rightKey=%s answers %i",
+    async (method, testMode, deviceCheck, rightKey, expected) => {
+      const fixture = await project(testMode, deviceCheck);
+      const result = await run(fixture.projectId, headersFor(method, fixture, rightKey));
+      expect(statusOf(result)).toBe(expected);
+      if (result.ok) {
+        expect(result.providerKey.startsWith("key-provider-a-")).toBe(true);
+        expect(result.method).toBe(
+          {
+            header: "test-key-header",
+            "bearer-test": "bearer-test-key",
+            "bearer-device": "bearer-device-check",
+            "legacy-device": "device-token-header",
+          }[method],
+        );
+      } else {
+        expect(result.error.code).toBe("UNAUTHORIZED");
+      }
+    },
+  );
+
+  it.each(methods)("%s against another project's id answers 401, and an unknown id 404", async (method) => {
+    const mine = await project(true, true);
+    const other = await project(true, true, "development");
+    expect(statusOf(await run(other.projectId, headersFor(method, mine, true)))).toBe(401);
+    const unknown = await run("no-such-project", headersFor(method, mine, true));
+    expect(unknown.ok ? 200 : unknown.error.code).toBe("PROJECT_NOT_FOUND");
+  });
+
+  it("ignores x-ai-key when the Bearer method is used", async () => {
+    const fixture = await project(true, false);
+    const result = await run(fixture.projectId, {
+      authorization: `Bearer ${fixture.partial["provider-a"]}.${fixture.testKey}`,
+      "x-ai-key": "garbage",
+    });
+    expect(statusOf(result)).toBe(200);
+  });
+
+  it("refuses a partial key of another provider with 403", async () => {
+    const fixture = await project(true, false);
+    const result = await run(fixture.projectId, {
+      authorization: `Bearer ${fixture.partial["provider-b"]}.${fixture.testKey}`,
+    });
+    expect(result.ok ? 200 : result.error.code).toBe("FORBIDDEN");
+  });
+
+  it("refuses a revoked key and a disabled project", async () => {
+    const created = await admin.createProject({ name: "revocation", provider: "provider-a", testMode: true });
+    const key = await admin.addProviderKey(created.project.id, {
+      provider: "provider-a",
+      apiKey: "sk-to-be-revoked-123",
+    });
+    const headers = { authorization: `Bearer ${key.partialKey}.${created.testKey}` };
+    expect(statusOf(await run(created.project.id, headers))).toBe(200);
+    await admin.revokeProviderKey(created.project.id, key.keyId);
+    expect(statusOf(await run(created.project.id, headers))).toBe(401);
+    await admin.updateProject(created.project.id, { disabled: true });
+    const disabled = await run(created.project.id, headers);
+    expect(disabled.ok ? 200 : disabled.error.code).toBe("FORBIDDEN");
+  });
+
+  it("keeps the previous test key working for one rotation", async () => {
+    const created = await admin.createProject({ name: "rotation", provider: "provider-a", testMode: true });
+    const key = await admin.addProviderKey(created.project.id, {
+      provider: "provider-a",
+      apiKey: "sk-rotation-key-123",
+    });
+    const bearer = (testKey: string) => ({ authorization: `Bearer ${key.partialKey}.${testKey}` });
+    const second = await admin.rotateTestKey(created.project.id);
+    expect(statusOf(await run(created.project.id, bearer(created.testKey)))).toBe(200);
+    expect(statusOf(await run(created.project.id, bearer(second.testKey)))).toBe(200);
+    const third = await admin.rotateTestKey(created.project.id);
+    expect(statusOf(await run(created.project.id, bearer(created.testKey)))).toBe(401);
+    expect(statusOf(await run(created.project.id, bearer(third.testKey)))).toBe(200);
+  });
+
+  it("asks Apple on the project's environment host with a correctly signed JWT", async () => {
+    const fixture = await project(false, true, "development");
+    const token = Buffer.from(`dev-token-${randomBytes(4).toString("hex")}`).toString("base64");
+    development.registerValidToken(token);
+    const before = development.calls.length;
+    const result = await run(fixture.projectId, {
+      authorization: `Bearer ${fixture.partial["provider-a"]}.${token}`,
+    });
+    expect(statusOf(result)).toBe(200);
+    const call = development.calls[before];
+    expect(call?.status).toBe(200);
+    expect(call?.jwtHeader).toMatchObject({ alg: "ES256", kid: keyId });
+    expect(call?.jwtClaims).toMatchObject({ iss: teamId });
+  });
+
+  it("answers 401 when Apple says the token is invalid, and 503 with Retry-After when Apple is down", async () => {
+    const fixture = await project(false, true);
+    const invalid = await run(fixture.projectId, {
+      authorization: `Bearer ${fixture.partial["provider-a"]}.${badDevice}`,
+    });
+    expect(statusOf(invalid)).toBe(401);
+    production.fail({ kind: "status", status: 500 });
+    const fresh = Buffer.from(`fresh-${randomBytes(4).toString("hex")}`).toString("base64");
+    const down = await run(fixture.projectId, {
+      authorization: `Bearer ${fixture.partial["provider-a"]}.${fresh}`,
+    });
+    expect(down.ok ? 200 : down.error.code).toBe("SERVICE_UNAVAILABLE");
+    expect(down.ok ? {} : down.error.headers).toHaveProperty("retry-after");
+  });
+
+  it("never calls Apple for a wrong partial key or a malformed token", async () => {
+    const fixture = await project(false, true);
+    const before = production.calls.length;
+    const wrongKey = headersFor("bearer-device", fixture, false);
+    expect(statusOf(await run(fixture.projectId, wrongKey))).toBe(401);
+    expect(
+      statusOf(
+        await run(fixture.projectId, {
+          authorization: `Bearer ${fixture.partial["provider-a"]}.not base64!`,
+        }),
+      ),
+    ).toBe(401);
+    expect(production.calls.length).toBe(before);
+  });
+
+  it.each([
+    "Bearer",
+    "Bearer ",
+    "Bearer .",
+    "Bearer a.",
+    "Bearer .b",
+    "Basic dXNlcjpwYXNz",
+    "bearer   sk_sluice_x.y",
+    "BEARER\tsk_sluice_aaaaaaaaaaaa_abc.def",
+    `Bearer ${"x".repeat(20_000)}.${"y".repeat(20_000)}`,
+    "Bearer a.b.c",
+    "Bearer 🙂.🙂",
+  ])("answers 401 for the malformed Authorization %#", async (authorization) => {
+    const fixture = await project(true, true);
+    const before = production.calls.length;
+    const result = await run(fixture.projectId, { authorization });
+    expect(statusOf(result)).toBe(401);
+    expect(production.calls.length).toBe(before);
+  });
+
+  it("answers 400 without a project id", async () => {
+    const result = await run(undefined, { authorization: "Bearer a.b" });
+    expect(result.ok ? 200 : result.error.code).toBe("BAD_REQUEST");
+  });
+
+  it("stops at the throttle before anything else", async () => {
+    const fixture = await project(true, true);
+    const throttled = createAuthenticator({
+      directory: createCredentialDirectory({
+        projects: createProjectRepository(database.db),
+        keys: createKeyRepository(database.db),
+        secretBox: createSecretBox(randomBytes(32)),
+        ttlMs: 0,
+      }),
+      deviceTokens: { verify: async () => ({ kind: "ok", digest: "x" }) },
+      throttle: { retryAfter: async () => 17, recordFailure: async () => {} },
+    });
+    const result = await throttled({
+      projectId: fixture.projectId,
+      headers: {},
+      clientIp: "1.2.3.4",
+      provider: "provider-a",
+    });
+    expect(result.ok ? 200 : result.error.code).toBe("TOO_MANY_REQUESTS");
+    expect(result.ok ? {} : result.error.headers).toEqual({ "retry-after": "17" });
+  });
+});

@@ -1,0 +1,301 @@
+import type { IncomingHttpHeaders } from "node:http";
+import { projectIdPattern } from "../admin/project-input.js";
+import { GatewayError } from "../errors.js";
+import type { ProviderId } from "../providers/provider-id.js";
+import type { Project } from "../storage/project-repository.js";
+import type { CredentialDirectory } from "./credential-directory.js";
+import { clientShareMatches, parsePartialKey, rebuildProviderKey } from "./partial-key.js";
+import { testKeyMatches } from "./test-key.js";
+
+/** SPEC.md Authentication: the methods, in the order they are tried. */
+export type AuthMethod =
+  | "test-key-header"
+  | "bearer-test-key"
+  | "bearer-device-check"
+  | "device-token-header";
+
+export const testKeyHeader = "x-sluice-test-key";
+
+export type DeviceVerdict =
+  | { kind: "ok"; digest: string }
+  | { kind: "invalid"; reason: string }
+  | { kind: "unavailable"; retryAfterSeconds: number; reason: string };
+
+export interface DeviceTokenVerifier {
+  verify(project: Project, deviceToken: string): Promise<DeviceVerdict>;
+}
+
+export interface AuthThrottle {
+  /** Seconds until the caller may try again; 0 when not throttled. */
+  retryAfter(clientIp: string, projectId: string | undefined): Promise<number>;
+  recordFailure(clientIp: string, projectId: string | undefined, projectExists: boolean): Promise<void>;
+}
+
+export interface AuthRequest {
+  /** From the path (takes precedence) or the x-project-id header; the caller resolves which. */
+  projectId: string | undefined;
+  headers: IncomingHttpHeaders;
+  clientIp: string;
+  /** The provider whose key the endpoint needs, known up front (proxies) or from the project. */
+  provider: ProviderId | ((project: Project) => ProviderId);
+  /** Proxies also take `<partial>.<token>` in the header their provider's SDK sends its key in. */
+  sdkKeyHeader?: "x-api-key" | "x-goog-api-key";
+}
+
+export type AuthResult =
+  | {
+      ok: true;
+      method: AuthMethod;
+      project: Project;
+      keyId: string;
+      provider: ProviderId;
+      /** The rebuilt provider key: in memory only, never logged, never echoed. */
+      providerKey: string;
+      /** SHA-256 of the device token for per-device limits; null for test keys. */
+      deviceDigest: string | null;
+    }
+  | { ok: false; error: GatewayError; project: Project | null; method: AuthMethod | null };
+
+export interface AuthenticatorDeps {
+  directory: CredentialDirectory;
+  deviceTokens: DeviceTokenVerifier;
+  throttle: AuthThrottle;
+}
+
+const base64Token = /^[A-Za-z0-9+/]+={0,2}$/;
+const maxCredentialLength = 8192;
+
+export function createAuthenticator(deps: AuthenticatorDeps) {
+  const { directory } = deps;
+
+  /** Checks the partial key against the project's key records and rebuilds the provider key. */
+  async function rebuildKey(
+    project: Project,
+    partialKey: string,
+    provider: ProviderId,
+  ): Promise<{ keyId: string; providerKey: string } | GatewayError> {
+    const parsed = parsePartialKey(partialKey);
+    if (!parsed) return unauthorized("the partial key is malformed");
+    const key = await directory.key(parsed.keyId);
+    if (!key || key.record.projectId !== project.id || key.record.revokedAt !== null) {
+      return unauthorized("the partial key is not valid for this project");
+    }
+    if (!clientShareMatches(parsed.clientShare, key.record.clientShareDigest)) {
+      return unauthorized("the partial key is not valid for this project");
+    }
+    if (key.record.provider !== provider) {
+      return new GatewayError(
+        "FORBIDDEN",
+        `This partial key belongs to ${key.record.provider}; this endpoint needs a ${provider} key`,
+      );
+    }
+    const providerKey = rebuildProviderKey(key.serverShare, parsed.clientShare);
+    if (providerKey === null) return unauthorized("the partial key is not valid for this project");
+    return { keyId: parsed.keyId, providerKey };
+  }
+
+  return async function authenticate(request: AuthRequest): Promise<AuthResult> {
+    const { headers, clientIp } = request;
+    const projectId = request.projectId;
+    const retryAfter = await deps.throttle.retryAfter(clientIp, projectId);
+    if (retryAfter > 0) {
+      return failure(
+        new GatewayError("TOO_MANY_REQUESTS", "Too many failed authentication attempts; try again later", {
+          headers: { "retry-after": String(retryAfter) },
+        }),
+        null,
+      );
+    }
+    if (!projectId) {
+      return failure(
+        new GatewayError(
+          "BAD_REQUEST",
+          "A project id is required: put it in the path or the x-project-id header",
+        ),
+        null,
+      );
+    }
+    const project = projectIdPattern.test(projectId) ? await directory.project(projectId) : null;
+    if (!project) {
+      await deps.throttle.recordFailure(clientIp, projectId, false);
+      return failure(
+        new GatewayError(
+          "PROJECT_NOT_FOUND",
+          `Project ${JSON.stringify(projectId.slice(0, 64))} does not exist`,
+        ),
+        null,
+      );
+    }
+    if (project.disabled) return failure(new GatewayError("FORBIDDEN", "This project is disabled"), project);
+    const provider = typeof request.provider === "function" ? request.provider(project) : request.provider;
+
+    const attempt = await tryMethods(project, provider, headers, request.sdkKeyHeader);
+    if (attempt.ok) return attempt;
+    if (attempt.error.status === 401) await deps.throttle.recordFailure(clientIp, projectId, true);
+    return attempt;
+  };
+
+  async function tryMethods(
+    project: Project,
+    provider: ProviderId,
+    headers: IncomingHttpHeaders,
+    sdkKeyHeader: AuthRequest["sdkKeyHeader"],
+  ): Promise<AuthResult> {
+    let best: { error: GatewayError; method: AuthMethod | null } | null = null;
+    const note = (error: GatewayError, method: AuthMethod) => {
+      // A failure further along (right token, wrong key) explains more than an early mismatch.
+      if (!best || best.method === null || error.status !== 401) best = { error, method };
+    };
+    const aiKey = single(headers["x-ai-key"]);
+
+    // 1. Test key header, partial key from x-ai-key.
+    const headerTestKey = single(headers[testKeyHeader]);
+    if (headerTestKey !== undefined) {
+      if (!project.testMode) note(unauthorized("test mode is off for this project"), "test-key-header");
+      else if (!(await matchesTestKey(project, headerTestKey)))
+        note(unauthorized("the test key does not match"), "test-key-header");
+      else if (!aiKey)
+        note(
+          unauthorized("x-ai-key (the partial key) is required with the test-key header"),
+          "test-key-header",
+        );
+      else {
+        const key = await rebuildKey(project, aiKey, provider);
+        if (!(key instanceof GatewayError)) return success("test-key-header", project, provider, key, null);
+        note(key, "test-key-header");
+      }
+    }
+
+    // 2. Bearer <partial_key>.<token> (or the provider SDK's key header); x-ai-key is ignored.
+    const bearer = bearerValue(headers, sdkKeyHeader);
+    if (bearer !== undefined) {
+      const separator = bearer.indexOf(".");
+      const partialKey = separator > 0 ? bearer.slice(0, separator) : "";
+      const token = separator > 0 ? bearer.slice(separator + 1) : "";
+      if (!partialKey || !token)
+        note(unauthorized("the Bearer value must be <partial_key>.<token>"), "bearer-test-key");
+      else if (project.testMode && (await matchesTestKey(project, token))) {
+        const key = await rebuildKey(project, partialKey, provider);
+        if (!(key instanceof GatewayError)) return success("bearer-test-key", project, provider, key, null);
+        note(key, "bearer-test-key");
+      } else if (project.deviceCheck.enabled && base64Token.test(token)) {
+        const result = await viaDeviceCheck(project, provider, partialKey, token, "bearer-device-check");
+        if (result.ok || result.error.status !== 401) return result;
+        note(result.error, "bearer-device-check");
+      } else {
+        note(unauthorized(bearerMismatch(project)), "bearer-test-key");
+      }
+    }
+
+    // 3. Legacy x-device-token header, partial key from x-ai-key.
+    const deviceToken = single(headers["x-device-token"]);
+    if (deviceToken !== undefined) {
+      if (!project.deviceCheck.enabled)
+        note(unauthorized("device check is off for this project"), "device-token-header");
+      else if (!aiKey)
+        note(
+          unauthorized("x-ai-key (the partial key) is required with x-device-token"),
+          "device-token-header",
+        );
+      else if (!base64Token.test(deviceToken))
+        note(unauthorized("the device token is not base64"), "device-token-header");
+      else {
+        const result = await viaDeviceCheck(project, provider, aiKey, deviceToken, "device-token-header");
+        if (result.ok || result.error.status !== 401) return result;
+        note(result.error, "device-token-header");
+      }
+    }
+
+    const chosen = best as { error: GatewayError; method: AuthMethod | null } | null;
+    return failure(
+      chosen?.error ?? unauthorized("no credentials were sent"),
+      project,
+      chosen?.method ?? null,
+    );
+  }
+
+  /** The partial key is checked first, so a wrong key never costs a call to Apple. */
+  async function viaDeviceCheck(
+    project: Project,
+    provider: ProviderId,
+    partialKey: string,
+    deviceToken: string,
+    method: AuthMethod,
+  ): Promise<AuthResult> {
+    if (deviceToken.length > maxCredentialLength)
+      return failure(unauthorized("the device token is too long"), project, method);
+    const key = await rebuildKey(project, partialKey, provider);
+    if (key instanceof GatewayError) return failure(key, project, method);
+    const verdict = await deps.deviceTokens.verify(project, deviceToken);
+    if (verdict.kind === "ok") return success(method, project, provider, key, verdict.digest);
+    if (verdict.kind === "invalid")
+      return failure(unauthorized(`the device token was refused: ${verdict.reason}`), project, method);
+    return failure(
+      new GatewayError("SERVICE_UNAVAILABLE", "Device verification is unavailable right now; retry shortly", {
+        headers: { "retry-after": String(verdict.retryAfterSeconds) },
+      }),
+      project,
+      method,
+    );
+  }
+
+  async function matchesTestKey(project: Project, candidate: string): Promise<boolean> {
+    if (candidate.length === 0 || candidate.length > maxCredentialLength) return false;
+    return testKeyMatches(candidate, await directory.testKeyDigests(project.id));
+  }
+}
+
+export type Authenticate = ReturnType<typeof createAuthenticator>;
+
+function success(
+  method: AuthMethod,
+  project: Project,
+  provider: ProviderId,
+  key: { keyId: string; providerKey: string },
+  deviceDigest: string | null,
+): AuthResult {
+  return {
+    ok: true,
+    method,
+    project,
+    provider,
+    keyId: key.keyId,
+    providerKey: key.providerKey,
+    deviceDigest,
+  };
+}
+
+function failure(error: GatewayError, project: Project | null, method: AuthMethod | null = null): AuthResult {
+  return { ok: false, error, project, method };
+}
+
+function unauthorized(reason: string): GatewayError {
+  return new GatewayError("UNAUTHORIZED", `No authentication method succeeded: ${reason}`);
+}
+
+function bearerMismatch(project: Project): string {
+  if (!project.testMode && !project.deviceCheck.enabled)
+    return "neither test mode nor device check is on for this project";
+  if (!project.deviceCheck.enabled)
+    return "the token is not a valid test key (device check is off for this project)";
+  if (!project.testMode) return "the token is not a valid device token (test mode is off for this project)";
+  return "the token is neither a valid test key nor a device token";
+}
+
+function single(value: string | string[] | undefined): string | undefined {
+  return Array.isArray(value) ? value[0] : value;
+}
+
+/** `Authorization: Bearer <value>` (scheme case-insensitive), else the SDK key header. */
+function bearerValue(
+  headers: IncomingHttpHeaders,
+  sdkKeyHeader: AuthRequest["sdkKeyHeader"],
+): string | undefined {
+  const authorization = headers.authorization;
+  if (authorization !== undefined) {
+    const match = /^bearer[ \t]+(\S*)[ \t]*$/i.exec(authorization);
+    if (match) return match[1] ?? "";
+    return sdkKeyHeader ? (single(headers[sdkKeyHeader]) ?? "") : "";
+  }
+  return sdkKeyHeader ? single(headers[sdkKeyHeader]) : undefined;
+}

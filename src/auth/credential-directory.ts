@@ -1,0 +1,76 @@
+import { providerKeyAad } from "../admin/project-admin.js";
+import type { KeyRepository, ProviderKeyRecord } from "../storage/key-repository.js";
+import type { Project, ProjectRepository } from "../storage/project-repository.js";
+import type { SecretBox } from "./secret-box.js";
+
+export interface CredentialDirectoryDeps {
+  projects: ProjectRepository;
+  keys: KeyRepository;
+  secretBox: SecretBox;
+  /** How long a cached record is trusted; changes made elsewhere show up within this time. */
+  ttlMs: number;
+  now?: () => number;
+  maxEntries?: number;
+}
+
+export interface CachedKey {
+  record: ProviderKeyRecord;
+  /** The opened server share; held in memory only, never logged. */
+  serverShare: Buffer;
+}
+
+/**
+ * A read-through cache of what authentication needs on every request: the project, its test-key
+ * digests and its provider key records with their server shares opened. Concurrent misses for
+ * one id share one database read. `invalidate` drops a project at once on this instance; other
+ * instances see changes within `ttlMs`.
+ */
+export function createCredentialDirectory(deps: CredentialDirectoryDeps) {
+  const now = deps.now ?? Date.now;
+  const maxEntries = deps.maxEntries ?? 10_000;
+  const projects = new Map<string, { at: number; value: Promise<Project | null> }>();
+  const testKeys = new Map<string, { at: number; value: Promise<string[]> }>();
+  const keys = new Map<string, { at: number; value: Promise<CachedKey | null> }>();
+
+  function cached<T>(
+    map: Map<string, { at: number; value: Promise<T> }>,
+    id: string,
+    load: () => Promise<T>,
+  ): Promise<T> {
+    const entry = map.get(id);
+    const time = now();
+    if (entry && time - entry.at < deps.ttlMs) return entry.value;
+    if (map.size >= maxEntries) map.clear();
+    const value = load();
+    map.set(id, { at: time, value });
+    // A failed read is not cached: the next request tries the database again.
+    value.catch(() => map.delete(id));
+    return value;
+  }
+
+  return {
+    project: (id: string) => cached(projects, id, () => deps.projects.get(id)),
+    testKeyDigests: (projectId: string) =>
+      cached(testKeys, projectId, async () =>
+        (await deps.keys.listTestKeys(projectId)).map((key) => key.digest),
+      ),
+    key: (keyId: string) =>
+      cached(keys, keyId, async () => {
+        const record = await deps.keys.getProviderKey(keyId);
+        if (!record) return null;
+        const serverShare = deps.secretBox.open(
+          record.sealedServerShare,
+          providerKeyAad(record.projectId, record.id),
+        );
+        return { record, serverShare };
+      }),
+    invalidate(projectId: string) {
+      projects.delete(projectId);
+      testKeys.delete(projectId);
+      // Key records are few and changes rare: dropping them all keeps revocation immediate.
+      keys.clear();
+    },
+  };
+}
+
+export type CredentialDirectory = ReturnType<typeof createCredentialDirectory>;

@@ -1,0 +1,217 @@
+import { randomBytes } from "node:crypto";
+import { createServer } from "node:http";
+import type { AddressInfo } from "node:net";
+import { Agent } from "undici";
+import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { type FakeApple, generateAppleKeyPair, startFakeApple } from "../../test/fakes/fake-apple.js";
+import {
+  createDeviceCheckClient,
+  type DeviceCheckClientOptions,
+  type DeviceCheckEnvironment,
+  isWellFormedDeviceToken,
+} from "./device-check-client.js";
+import { deviceTokenDigest } from "./device-token-cache.js";
+
+const teamId = "TEAM123456";
+const keyId = "KEY1234567";
+const keys = generateAppleKeyPair();
+const validToken = randomBytes(1200).toString("base64");
+const unknownToken = randomBytes(1200).toString("base64");
+const timeoutMs = 400;
+
+let production: FakeApple;
+let development: FakeApple;
+const dispatcher = new Agent({ keepAliveTimeout: 1000 });
+
+beforeAll(async () => {
+  const publicKeys = new Map([[keyId, { teamId, publicKeyPem: keys.publicKeyPem }]]);
+  production = await startFakeApple({ label: "production", publicKeys, validTokens: [validToken] });
+  development = await startFakeApple({ label: "development", publicKeys, validTokens: [validToken] });
+});
+
+afterAll(async () => {
+  await Promise.all([production.close(), development.close()]);
+  await dispatcher.close();
+});
+
+afterEach(() => {
+  for (const fake of [production, development]) {
+    fake.fail(null);
+    fake.calls.length = 0;
+  }
+});
+
+function client(overrides: Partial<DeviceCheckClientOptions> = {}) {
+  return createDeviceCheckClient({
+    productionUrl: production.url,
+    developmentUrl: development.url,
+    timeoutMs,
+    dispatcher,
+    ...overrides,
+  });
+}
+
+function input(environment: DeviceCheckEnvironment, deviceToken: string, privateKeyPem = keys.privateKeyPem) {
+  return { environment, teamId, keyId, privateKeyPem, deviceToken };
+}
+
+describe.each(["production", "development"] as const)("validating on the %s host", (environment) => {
+  const fake = () => (environment === "production" ? production : development);
+  const other = () => (environment === "production" ? development : production);
+
+  it("is valid when Apple answers 200, after one call to that host only", async () => {
+    const ids = ["4f0c7a52-3c1e-4b8e-9a51-0d3c2f1e6b7a"];
+    const now = Date.now();
+    const verdict = await client({ clock: () => now, generateId: () => ids[0]! }).validate(
+      input(environment, validToken),
+    );
+    expect(verdict).toEqual({ kind: "valid" });
+    expect(other().calls).toHaveLength(0);
+    const [call] = fake().calls;
+    expect(call).toMatchObject({
+      label: environment,
+      method: "POST",
+      path: "/v1/validate_device_token",
+      jwtHeader: { alg: "ES256", kid: keyId },
+      tokenDigest: deviceTokenDigest(validToken),
+      transactionId: ids[0],
+      timestamp: now,
+      status: 200,
+    });
+    expect(call?.jwtClaims).toEqual({ iss: teamId, iat: Math.floor(now / 1000) });
+  });
+
+  it("is invalid when Apple answers 400 for an unknown token", async () => {
+    const verdict = await client().validate(input(environment, unknownToken));
+    expect(verdict).toEqual({ kind: "invalid", reason: "rejected-by-apple" });
+    expect(fake().calls[0]?.status).toBe(400);
+  });
+
+  it("is unavailable, never valid, when Apple cannot verify our JWT (wrong key)", async () => {
+    const wrong = generateAppleKeyPair();
+    const verdict = await client().validate(input(environment, validToken, wrong.privateKeyPem));
+    expect(verdict).toEqual({
+      kind: "unavailable",
+      reason: "misconfigured",
+      status: 401,
+      retryAfterSeconds: 5,
+    });
+  });
+
+  it("is unavailable when Apple fails with 500, and honours Apple's Retry-After on 429", async () => {
+    fake().fail({ kind: "status", status: 500 }, 1);
+    expect(await client().validate(input(environment, validToken))).toEqual({
+      kind: "unavailable",
+      reason: "apple-error",
+      status: 500,
+      retryAfterSeconds: 5,
+    });
+    fake().fail({ kind: "status", status: 429, retryAfter: "30" }, 1);
+    expect(await client().validate(input(environment, validToken))).toMatchObject({
+      kind: "unavailable",
+      status: 429,
+      retryAfterSeconds: 30,
+    });
+  });
+
+  it("is unavailable within the timeout when Apple hangs", async () => {
+    fake().fail({ kind: "hang" });
+    const started = performance.now();
+    const verdict = await client().validate(input(environment, validToken));
+    const elapsed = performance.now() - started;
+    expect(verdict).toEqual({ kind: "unavailable", reason: "timeout", retryAfterSeconds: 5 });
+    expect(elapsed).toBeGreaterThanOrEqual(timeoutMs - 50);
+    expect(elapsed).toBeLessThan(timeoutMs + 1000);
+  });
+
+  it("is unavailable when Apple closes the connection without answering", async () => {
+    fake().fail({ kind: "close" });
+    const verdict = await client().validate(input(environment, validToken));
+    expect(verdict).toEqual({ kind: "unavailable", reason: "network", retryAfterSeconds: 5 });
+  });
+});
+
+describe("failures before or around the call", () => {
+  it("is unavailable when the connection is refused", async () => {
+    const server = createServer();
+    await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+    const { port } = server.address() as AddressInfo;
+    await new Promise<void>((resolve) => server.close(() => resolve()));
+    const verdict = await client({ productionUrl: `http://127.0.0.1:${port}` }).validate(
+      input("production", validToken),
+    );
+    expect(verdict).toEqual({ kind: "unavailable", reason: "network", retryAfterSeconds: 5 });
+  });
+
+  it("is unavailable, with no call, when the project's key is not a valid .p8", async () => {
+    const verdict = await client().validate(
+      input("production", validToken, "-----BEGIN PRIVATE KEY-----\nxx"),
+    );
+    expect(verdict).toEqual({ kind: "unavailable", reason: "misconfigured", retryAfterSeconds: 5 });
+    expect(production.calls).toHaveLength(0);
+  });
+
+  it("is unavailable when the response body is larger than allowed", async () => {
+    production.fail({ kind: "status", status: 200, body: "x".repeat(5000) }, 1);
+    const verdict = await client({ maxResponseBytes: 1024 }).validate(input("production", validToken));
+    expect(verdict).toMatchObject({ kind: "unavailable", reason: "apple-error", status: 200 });
+  });
+
+  it.each([
+    ["empty", ""],
+    ["base64url alphabet", "ab-_cd"],
+    ["whitespace", "abcd efgh"],
+    ["bad padding", "abc=="],
+    ["impossible length", "abcde"],
+    ["too long", "A".repeat(8192)],
+  ])("is invalid without any call for a malformed token (%s)", async (_name, token) => {
+    const verdict = await client().validate(input("production", token));
+    expect(verdict).toEqual({ kind: "invalid", reason: "malformed-token" });
+    expect(production.calls).toHaveLength(0);
+  });
+
+  it("re-mints the JWT after Apple refused it, so a fixed key works on the next call", async () => {
+    const sluice = client();
+    const rotated = generateAppleKeyPair();
+    const rotatedKeyId = "KEY7777777";
+    const credentials = {
+      environment: "production" as const,
+      teamId,
+      keyId: rotatedKeyId,
+      deviceToken: validToken,
+    };
+    expect(await sluice.validate({ ...credentials, privateKeyPem: rotated.privateKeyPem })).toMatchObject({
+      reason: "misconfigured",
+    });
+    production.registerKey(rotatedKeyId, { teamId, publicKeyPem: rotated.publicKeyPem });
+    expect(await sluice.validate({ ...credentials, privateKeyPem: rotated.privateKeyPem })).toEqual({
+      kind: "valid",
+    });
+  });
+
+  it("reuses one JWT across calls while it is young", async () => {
+    let now = Date.now() - 20 * 60 * 1000;
+    const sluice = client({ clock: () => now });
+    await sluice.validate(input("production", validToken));
+    now += 10 * 60 * 1000;
+    await sluice.validate(input("production", unknownToken));
+    const [first, second] = production.calls;
+    expect(second?.jwtClaims).toEqual(first?.jwtClaims);
+    expect(second?.timestamp).toBe(now);
+  });
+});
+
+describe("isWellFormedDeviceToken", () => {
+  it.each(["QQ==", "QUI=", "QUJD", "QQ", "QUI", "ab+/"])("accepts %j", (token) => {
+    expect(isWellFormedDeviceToken(token)).toBe(true);
+  });
+
+  it.each(["", "Q", "Q===", "QQ=", "QQ==QQ==", "ab\ncd"])("rejects %j", (token) => {
+    expect(isWellFormedDeviceToken(token)).toBe(false);
+  });
+
+  it("accepts up to 8 KiB and rejects from 8 KiB on", () => {
+    expect(isWellFormedDeviceToken("A".repeat(8188))).toBe(true);
+    expect(isWellFormedDeviceToken("A".repeat(8192))).toBe(false);
+  });
+});

@@ -1,0 +1,180 @@
+import { randomUUID } from "node:crypto";
+import { type Dispatcher, request } from "undici";
+import {
+  createDeviceCheckJwtCache,
+  type DeviceCheckCredentials,
+  type DeviceCheckJwtCache,
+  isDeviceCheckKeyError,
+} from "./device-check-jwt.js";
+
+/**
+ * A client for Apple's `POST /v1/validate_device_token` ("Accessing and Modifying Per-Device Data",
+ * DeviceCheck docs). Apple answers 200 when the device token is valid and 400 ("Missing or
+ * incorrectly formatted device token payload") when it is not; 401 means Apple could not verify
+ * our JWT. Only 200 is a pass: 401, 403, 429, 5xx, anything else, timeouts and network errors are
+ * `unavailable` (the gateway answers 503 with Retry-After).
+ */
+export type DeviceCheckEnvironment = "production" | "development";
+
+export type DeviceCheckInvalidReason = "malformed-token" | "rejected-by-apple";
+
+/**
+ * `misconfigured`: the project's key cannot sign, or Apple refused our JWT (401);
+ * `apple-error`: any other non-200/400 answer or an oversized body; `timeout`; `network`.
+ */
+export type DeviceCheckUnavailableReason = "misconfigured" | "apple-error" | "timeout" | "network";
+
+export type DeviceCheckVerdict =
+  | { kind: "valid" }
+  | { kind: "invalid"; reason: DeviceCheckInvalidReason }
+  | { kind: "unavailable"; retryAfterSeconds: number; reason: DeviceCheckUnavailableReason; status?: number };
+
+export interface DeviceCheckValidation extends DeviceCheckCredentials {
+  environment: DeviceCheckEnvironment;
+  /** The base64 token from `DCDevice.generateToken`, exactly as the client sent it. */
+  deviceToken: string;
+}
+
+export interface DeviceCheckClient {
+  validate(input: DeviceCheckValidation): Promise<DeviceCheckVerdict>;
+}
+
+export interface DeviceCheckClientOptions {
+  /** Apple's hosts by default (config); a local fake in tests. A path prefix is kept. */
+  productionUrl: string;
+  developmentUrl: string;
+  /** Deadline for the whole call: connect, headers and body. */
+  timeoutMs: number;
+  dispatcher?: Dispatcher;
+  /** Milliseconds since the epoch: the body's `timestamp` and the JWT's `iat`. */
+  clock?: () => number;
+  /** The body's `transaction_id`; a UUID by default. */
+  generateId?: () => string;
+  jwtCache?: DeviceCheckJwtCache;
+  /** Retry-After when Apple gives none. Default 5 seconds. */
+  retryAfterSeconds?: number;
+  /** Larger response bodies are not read; the call counts as failed. Default 16 KiB. */
+  maxResponseBytes?: number;
+}
+
+/** Tokens are a few KiB of base64; anything this long is not one. */
+export const maxDeviceTokenLength = 8 * 1024;
+
+const base64Pattern = /^[A-Za-z0-9+/]+={0,2}$/;
+
+/**
+ * True for a non-empty standard-alphabet base64 string (RFC 4648 section 4) under 8 KiB, padded
+ * to a multiple of 4 or unpadded with a possible length. Checked before any call to Apple.
+ */
+export function isWellFormedDeviceToken(token: string): boolean {
+  if (token.length === 0 || token.length >= maxDeviceTokenLength || !base64Pattern.test(token)) return false;
+  return token.endsWith("=") ? token.length % 4 === 0 : token.length % 4 !== 1;
+}
+
+function validateUrl(base: string): string {
+  const url = new URL(base);
+  if (url.protocol !== "https:" && url.protocol !== "http:") {
+    throw new Error(`DeviceCheck base URL must be http(s): ${url.origin}`);
+  }
+  return `${base.replace(/\/+$/, "")}/v1/validate_device_token`;
+}
+
+function parseRetryAfter(value: string | string[] | undefined, fallback: number): number {
+  const text = Array.isArray(value) ? value[0] : value;
+  if (text === undefined || !/^\d+$/.test(text.trim())) return fallback;
+  return Math.min(3600, Math.max(1, Number(text.trim())));
+}
+
+/** Reads at most `limit` bytes; false (body destroyed) when there is more. */
+async function drainBounded(body: Dispatcher.ResponseData["body"], limit: number): Promise<boolean> {
+  let size = 0;
+  for await (const chunk of body) {
+    size += (chunk as Buffer).length;
+    if (size > limit) {
+      body.destroy();
+      return false;
+    }
+  }
+  return true;
+}
+
+function isTimeout(error: unknown): boolean {
+  if (!(error instanceof Error)) return false;
+  const code = (error as { code?: unknown }).code;
+  return (
+    error.name === "TimeoutError" ||
+    error.name === "AbortError" ||
+    code === "UND_ERR_HEADERS_TIMEOUT" ||
+    code === "UND_ERR_BODY_TIMEOUT" ||
+    code === "UND_ERR_CONNECT_TIMEOUT"
+  );
+}
+
+export function createDeviceCheckClient(options: DeviceCheckClientOptions): DeviceCheckClient {
+  const clock = options.clock ?? Date.now;
+  const generateId = options.generateId ?? randomUUID;
+  const jwtCache = options.jwtCache ?? createDeviceCheckJwtCache({ clock });
+  const fallbackRetryAfter = options.retryAfterSeconds ?? 5;
+  const maxResponseBytes = options.maxResponseBytes ?? 16 * 1024;
+  const endpoints = {
+    production: validateUrl(options.productionUrl),
+    development: validateUrl(options.developmentUrl),
+  } as const;
+
+  const unavailable = (
+    reason: DeviceCheckUnavailableReason,
+    status?: number,
+    retryAfterSeconds = fallbackRetryAfter,
+  ): DeviceCheckVerdict =>
+    status === undefined
+      ? { kind: "unavailable", reason, retryAfterSeconds }
+      : { kind: "unavailable", reason, retryAfterSeconds, status };
+
+  async function call(input: DeviceCheckValidation, jwt: string): Promise<DeviceCheckVerdict> {
+    const response = await request(endpoints[input.environment], {
+      method: "POST",
+      headers: { authorization: `Bearer ${jwt}`, "content-type": "application/json" },
+      body: JSON.stringify({
+        device_token: input.deviceToken,
+        transaction_id: generateId(),
+        timestamp: clock(),
+      }),
+      dispatcher: options.dispatcher,
+      headersTimeout: options.timeoutMs,
+      bodyTimeout: options.timeoutMs,
+      signal: AbortSignal.timeout(options.timeoutMs),
+    });
+    const status = response.statusCode;
+    if (!(await drainBounded(response.body, maxResponseBytes))) return unavailable("apple-error", status);
+    if (status === 200) return { kind: "valid" };
+    if (status === 400) return { kind: "invalid", reason: "rejected-by-apple" };
+    if (status === 401) {
+      // Our JWT was refused: a wrong key, team or key id. Re-mint next time in case it had aged.
+      jwtCache.invalidate(input.teamId, input.keyId);
+      return unavailable("misconfigured", status);
+    }
+    return unavailable(
+      "apple-error",
+      status,
+      parseRetryAfter(response.headers["retry-after"], fallbackRetryAfter),
+    );
+  }
+
+  return {
+    async validate(input) {
+      if (!isWellFormedDeviceToken(input.deviceToken)) return { kind: "invalid", reason: "malformed-token" };
+      let jwt: string;
+      try {
+        jwt = jwtCache.get(input);
+      } catch (error) {
+        if (isDeviceCheckKeyError(error)) return unavailable("misconfigured");
+        throw error;
+      }
+      try {
+        return await call(input, jwt);
+      } catch (error) {
+        return unavailable(isTimeout(error) ? "timeout" : "network");
+      }
+    },
+  };
+}

@@ -1,0 +1,175 @@
+import { randomBytes } from "node:crypto";
+import { setTimeout as sleep } from "node:timers/promises";
+import { Redis } from "ioredis";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { redisAvailable, redisUrl } from "../../test/support/services.js";
+import {
+  createMemoryDeviceTokenLedger,
+  createRedisDeviceTokenLedger,
+  type DeviceTokenLedger,
+  type DeviceTokenPolicy,
+  deviceTokenDigest,
+} from "./device-token-cache.js";
+
+/** A ledger under test and a way to let `ms` pass on its clock. */
+interface LedgerFixture {
+  ledger: DeviceTokenLedger;
+  advance(ms: number): Promise<void>;
+}
+
+/** Short lifetimes so the Redis run (real time) stays fast; the memory run moves a fake clock. */
+const lifetimeMs = 300;
+const budget: DeviceTokenPolicy = { mode: "budget", ttlMs: lifetimeMs, maxRequests: 3 };
+const singleUse: DeviceTokenPolicy = { mode: "single-use", retentionMs: lifetimeMs };
+const newDigest = () => deviceTokenDigest(randomBytes(64).toString("base64"));
+
+function ledgerContract(fixture: () => LedgerFixture) {
+  it("calls a never-seen token fresh", async () => {
+    const { ledger } = fixture();
+    expect(await ledger.check("project-1", newDigest(), budget)).toBe("fresh");
+  });
+
+  it("serves a remembered token from the cache until its budget is spent, then refuses it", async () => {
+    const { ledger } = fixture();
+    const digest = newDigest();
+    expect(await ledger.remember("project-1", digest, budget)).toBe("accepted");
+    expect(await ledger.check("project-1", digest, budget)).toBe("cached-ok");
+    expect(await ledger.check("project-1", digest, budget)).toBe("cached-ok");
+    expect(await ledger.check("project-1", digest, budget)).toBe("budget-exhausted");
+    expect(await ledger.check("project-1", digest, budget)).toBe("budget-exhausted");
+  });
+
+  it("forgets a token after its TTL, so it is fresh again", async () => {
+    const { ledger, advance } = fixture();
+    const digest = newDigest();
+    await ledger.remember("project-1", digest, budget);
+    await advance(lifetimeMs / 3);
+    expect(await ledger.check("project-1", digest, budget)).toBe("cached-ok");
+    await advance(lifetimeMs);
+    expect(await ledger.check("project-1", digest, budget)).toBe("fresh");
+  });
+
+  it("keeps projects apart", async () => {
+    const { ledger } = fixture();
+    const digest = newDigest();
+    await ledger.remember("project-1", digest, budget);
+    expect(await ledger.check("project-2", digest, budget)).toBe("fresh");
+  });
+
+  it("counts a concurrent second verification against the budget", async () => {
+    const { ledger } = fixture();
+    const digest = newDigest();
+    const policy: DeviceTokenPolicy = { mode: "budget", ttlMs: lifetimeMs, maxRequests: 1 };
+    const results = await Promise.all([
+      ledger.remember("project-1", digest, policy),
+      ledger.remember("project-1", digest, policy),
+    ]);
+    expect(results.sort()).toEqual(["accepted", "budget-exhausted"]);
+  });
+
+  it("accepts a single-use token once and calls every reuse a replay", async () => {
+    const { ledger } = fixture();
+    const digest = newDigest();
+    expect(await ledger.check("project-1", digest, singleUse)).toBe("fresh");
+    expect(await ledger.remember("project-1", digest, singleUse)).toBe("accepted");
+    expect(await ledger.check("project-1", digest, singleUse)).toBe("replayed");
+    expect(await ledger.remember("project-1", digest, singleUse)).toBe("replayed");
+  });
+
+  it("lets exactly one of two racing verifications of a single-use token through", async () => {
+    const { ledger } = fixture();
+    const digest = newDigest();
+    const results = await Promise.all(
+      Array.from({ length: 5 }, () => ledger.remember("project-1", digest, singleUse)),
+    );
+    expect(results.filter((result) => result === "accepted")).toHaveLength(1);
+    expect(results.filter((result) => result === "replayed")).toHaveLength(4);
+  });
+
+  it("keeps refusing a single-use token for the whole retention window", async () => {
+    const { ledger, advance } = fixture();
+    const digest = newDigest();
+    await ledger.remember("project-1", digest, singleUse);
+    await advance(lifetimeMs / 2);
+    expect(await ledger.check("project-1", digest, singleUse)).toBe("replayed");
+    await advance(lifetimeMs);
+    expect(await ledger.check("project-1", digest, singleUse)).toBe("fresh");
+  });
+}
+
+describe("deviceTokenDigest", () => {
+  it("is the hex SHA-256 of the decoded token, equal for padded and unpadded spellings", () => {
+    const token = randomBytes(65).toString("base64");
+    expect(token.endsWith("=")).toBe(true);
+    expect(deviceTokenDigest(token)).toMatch(/^[0-9a-f]{64}$/);
+    expect(deviceTokenDigest(token.replace(/=+$/, ""))).toBe(deviceTokenDigest(token));
+    expect(deviceTokenDigest(token)).not.toBe(deviceTokenDigest(randomBytes(65).toString("base64")));
+  });
+});
+
+describe("memory device token ledger", () => {
+  ledgerContract(() => {
+    let now = 1_000_000;
+    return {
+      ledger: createMemoryDeviceTokenLedger({ clock: () => now }),
+      advance: async (ms) => {
+        now += ms;
+      },
+    };
+  });
+
+  it("stays within its size bound by dropping the oldest entries", async () => {
+    const ledger = createMemoryDeviceTokenLedger({ clock: () => 0, maxEntries: 2 });
+    const [first, second, third] = [newDigest(), newDigest(), newDigest()];
+    for (const digest of [first, second, third]) await ledger.remember("project-1", digest!, singleUse);
+    expect(await ledger.check("project-1", first!, singleUse)).toBe("fresh");
+    expect(await ledger.check("project-1", third!, singleUse)).toBe("replayed");
+  });
+});
+
+describe.skipIf(!redisAvailable)("redis device token ledger", () => {
+  const keyPrefix = `sluice-test:device-token:${randomBytes(6).toString("hex")}:`;
+  let redis: Redis;
+
+  beforeAll(() => {
+    redis = new Redis(redisUrl, { lazyConnect: false, maxRetriesPerRequest: 1 });
+  });
+
+  afterAll(async () => {
+    const keys = await redis.keys(`${keyPrefix}*`);
+    if (keys.length > 0) await redis.del(...keys);
+    await redis.quit();
+  });
+
+  ledgerContract(() => ({
+    ledger: createRedisDeviceTokenLedger({ redis, keyPrefix }),
+    advance: (ms) => sleep(ms),
+  }));
+
+  it("stores digests with a TTL, never the token", async () => {
+    const ledger = createRedisDeviceTokenLedger({ redis, keyPrefix });
+    const token = randomBytes(64).toString("base64");
+    await ledger.remember("project-9", deviceTokenDigest(token), {
+      mode: "budget",
+      ttlMs: 60_000,
+      maxRequests: 2,
+    });
+    const key = `${keyPrefix}project-9:${deviceTokenDigest(token)}`;
+    expect(await redis.get(key)).toBe("1");
+    expect(await redis.pttl(key)).toBeGreaterThan(59_000);
+    const stored = await redis.keys(`${keyPrefix}*`);
+    expect(stored.some((entry) => entry.includes(token))).toBe(false);
+  });
+
+  it("is shared by two instances", async () => {
+    const other = new Redis(redisUrl, { maxRetriesPerRequest: 1 });
+    try {
+      const digest = newDigest();
+      await createRedisDeviceTokenLedger({ redis, keyPrefix }).remember("project-1", digest, singleUse);
+      const second = createRedisDeviceTokenLedger({ redis: other, keyPrefix });
+      expect(await second.check("project-1", digest, singleUse)).toBe("replayed");
+    } finally {
+      await other.quit();
+    }
+  });
+});

@@ -1,0 +1,145 @@
+import type { Redis } from "ioredis";
+import { deviceCheckKeyAad } from "../admin/project-admin.js";
+import type { Config } from "../config.js";
+import type { Logger } from "../observability/logger.js";
+import type { Project } from "../storage/project-repository.js";
+import type { DeviceTokenVerifier, DeviceVerdict } from "./authenticate.js";
+import {
+  createDeviceCheckClient,
+  type DeviceCheckClient,
+  isWellFormedDeviceToken,
+} from "./device-check-client.js";
+import {
+  createMemoryDeviceTokenLedger,
+  createRedisDeviceTokenLedger,
+  type DeviceTokenLedger,
+  type DeviceTokenPolicy,
+  deviceTokenDigest,
+} from "./device-token-cache.js";
+import type { SecretBox } from "./secret-box.js";
+
+export interface DeviceTokenVerifierDeps {
+  config: Pick<
+    Config,
+    | "deviceCheckProductionUrl"
+    | "deviceCheckDevelopmentUrl"
+    | "deviceCheckTimeoutMs"
+    | "deviceTokenTtlSeconds"
+    | "deviceTokenBudget"
+  >;
+  secretBox: SecretBox;
+  redis: Redis | undefined;
+  logger: Logger;
+  client?: DeviceCheckClient;
+}
+
+/** How long a single-use token is remembered so that a replay is refused. */
+const singleUseRetentionMs = 24 * 60 * 60 * 1000;
+
+/**
+ * DeviceCheck for authentication: a token verified by Apple is trusted for a TTL and a request
+ * budget (or once, in single-use mode), keyed by its digest; only fresh tokens cost a call to
+ * Apple. Apple unreachable is `unavailable` (503), never a pass.
+ */
+export function createDeviceTokenVerifier(deps: DeviceTokenVerifierDeps): DeviceTokenVerifier {
+  const { config } = deps;
+  const client =
+    deps.client ??
+    createDeviceCheckClient({
+      productionUrl: config.deviceCheckProductionUrl,
+      developmentUrl: config.deviceCheckDevelopmentUrl,
+      timeoutMs: config.deviceCheckTimeoutMs,
+    });
+  const memory = createMemoryDeviceTokenLedger();
+  const shared = deps.redis ? createRedisDeviceTokenLedger({ redis: deps.redis }) : null;
+  const privateKeys = new Map<string, { sealed: string; pem: string }>();
+
+  function privateKeyOf(project: Project): string | null {
+    const sealed = project.deviceCheck.sealedPrivateKey;
+    if (!sealed) return null;
+    const cached = privateKeys.get(project.id);
+    if (cached?.sealed === sealed) return cached.pem;
+    const pem = deps.secretBox.open(sealed, deviceCheckKeyAad(project.id)).toString("utf8");
+    privateKeys.set(project.id, { sealed, pem });
+    return pem;
+  }
+
+  /** Redis when configured; if it fails, budget mode falls back to this instance's memory, single-use refuses. */
+  async function withLedger<T>(
+    policy: DeviceTokenPolicy,
+    use: (ledger: DeviceTokenLedger) => Promise<T>,
+  ): Promise<T | null> {
+    if (!shared) return use(memory);
+    try {
+      return await use(shared);
+    } catch (error) {
+      deps.logger.warn({ err: error }, "device token ledger in Redis failed");
+      return policy.mode === "budget" ? use(memory) : null;
+    }
+  }
+
+  return {
+    async verify(project, deviceToken): Promise<DeviceVerdict> {
+      if (!isWellFormedDeviceToken(deviceToken))
+        return { kind: "invalid", reason: "the device token is not well-formed base64" };
+      const digest = deviceTokenDigest(deviceToken);
+      const policy: DeviceTokenPolicy =
+        project.deviceCheck.tokenMode === "single-use"
+          ? { mode: "single-use", retentionMs: singleUseRetentionMs }
+          : {
+              mode: "budget",
+              ttlMs: config.deviceTokenTtlSeconds * 1000,
+              maxRequests: config.deviceTokenBudget,
+            };
+      const seen = await withLedger(policy, (ledger) => ledger.check(project.id, digest, policy));
+      if (seen === null) return unavailable("the device token store is unavailable");
+      if (seen === "cached-ok") return { kind: "ok", digest };
+      if (seen === "budget-exhausted")
+        return { kind: "invalid", reason: "this device token has used up its request budget; get a new one" };
+      if (seen === "replayed")
+        return { kind: "invalid", reason: "this single-use device token was already used" };
+
+      const privateKeyPem = privateKeyOf(project);
+      if (!privateKeyPem || !project.deviceCheck.teamId || !project.deviceCheck.keyId) {
+        return unavailable("device check is not fully configured for this project");
+      }
+      const verdict = await client.validate({
+        environment: project.deviceCheck.environment,
+        teamId: project.deviceCheck.teamId,
+        keyId: project.deviceCheck.keyId,
+        privateKeyPem,
+        deviceToken,
+      });
+      if (verdict.kind === "invalid") {
+        return {
+          kind: "invalid",
+          reason:
+            verdict.reason === "malformed-token"
+              ? "the device token is malformed"
+              : "Apple rejected the device token",
+        };
+      }
+      if (verdict.kind === "unavailable") {
+        deps.logger.warn(
+          { projectId: project.id, reason: verdict.reason, status: verdict.status },
+          "Apple DeviceCheck unavailable",
+        );
+        return { kind: "unavailable", retryAfterSeconds: verdict.retryAfterSeconds, reason: verdict.reason };
+      }
+      const remembered = await withLedger(policy, (ledger) => ledger.remember(project.id, digest, policy));
+      if (remembered === null) return unavailable("the device token store is unavailable");
+      if (remembered === "accepted") return { kind: "ok", digest };
+      return {
+        kind: "invalid",
+        reason:
+          remembered === "replayed"
+            ? "this single-use device token was already used"
+            : "this device token has used up its request budget",
+      };
+    },
+  };
+}
+
+function unavailable(reason: string): DeviceVerdict {
+  return { kind: "unavailable", retryAfterSeconds: 5, reason };
+}

@@ -1,0 +1,225 @@
+import { readFileSync } from "node:fs";
+import { parseArgs } from "node:util";
+import { openAdminContext } from "../admin/admin-context.js";
+import type { ProjectAdmin } from "../admin/project-admin.js";
+import { ConfigError, loadConfig } from "../config.js";
+import { isGatewayError } from "../errors.js";
+import { serve } from "../server.js";
+
+/** The `sluice` command: argument parsing only; the work is done by the admin use cases. */
+const usage = `Usage: sluice <command>
+
+  serve                                   start the gateway (same as npm start)
+  projects create --name N --provider P [project flags]
+  projects list | show ID | delete ID
+  projects update ID [project flags]
+  keys add PROJECT --provider P (--api-key K | --api-key-stdin) [--label L]
+  keys list PROJECT | revoke PROJECT KEY_ID
+  test-keys rotate PROJECT | list PROJECT | revoke PROJECT TEST_KEY_ID
+  usage PROJECT [--from ISO] [--to ISO] [--group-by day|model|endpoint]
+
+Project flags: --id ID --model M --team-id T --test-mode true|false --output-schema FILE_OR_JSON
+  --save-images-to-vault true|false --rate-limit N --device-rate-limit N --monthly-spend-cap USD
+  --disabled true|false --device-check true|false --device-check-team-id T --device-check-key-id K
+  --device-check-private-key-file FILE.p8 --device-check-environment production|development
+  --device-token-mode cached|single-use
+Configuration comes from the environment (see README), e.g. SLUICE_DATA_DIR or DATABASE_URL.`;
+
+const options = {
+  id: { type: "string" },
+  name: { type: "string" },
+  provider: { type: "string" },
+  model: { type: "string" },
+  "team-id": { type: "string" },
+  "test-mode": { type: "string" },
+  "output-schema": { type: "string" },
+  "save-images-to-vault": { type: "string" },
+  "rate-limit": { type: "string" },
+  "device-rate-limit": { type: "string" },
+  "monthly-spend-cap": { type: "string" },
+  disabled: { type: "string" },
+  "device-check": { type: "string" },
+  "device-check-team-id": { type: "string" },
+  "device-check-key-id": { type: "string" },
+  "device-check-private-key-file": { type: "string" },
+  "device-check-environment": { type: "string" },
+  "device-token-mode": { type: "string" },
+  "api-key": { type: "string" },
+  "api-key-stdin": { type: "boolean" },
+  label: { type: "string" },
+  from: { type: "string" },
+  to: { type: "string" },
+  "group-by": { type: "string" },
+  help: { type: "boolean", short: "h" },
+} as const;
+
+type Flags = ReturnType<typeof parseArgs<{ options: typeof options; allowPositionals: true }>>["values"];
+
+class UsageError extends Error {}
+
+export async function runCli(
+  argv: string[],
+  io = { out: process.stdout, err: process.stderr, stdin: 0 as number },
+): Promise<number> {
+  let parsed: { values: Flags; positionals: string[] };
+  try {
+    parsed = parseArgs({ args: argv, options, allowPositionals: true, strict: true });
+  } catch (error) {
+    io.err.write(`error: ${(error as Error).message}\n\n${usage}\n`);
+    return 2;
+  }
+  const { values: flags, positionals } = parsed;
+  const [command, sub, ...rest] = positionals;
+  if (flags.help || !command) {
+    io.out.write(`${usage}\n`);
+    return command || flags.help ? 0 : 2;
+  }
+  if (command === "serve") {
+    await serve();
+    return -1;
+  }
+  let context: Awaited<ReturnType<typeof openAdminContext>> | undefined;
+  try {
+    const config = loadConfig();
+    context = await openAdminContext(config, (file) =>
+      io.err.write(
+        `warning: generated a new master key at ${file}; back it up (without it stored keys cannot be opened)\n`,
+      ),
+    );
+    const result = await dispatch(context.admin, command, sub, rest, flags, io.stdin);
+    if (result !== undefined) io.out.write(`${JSON.stringify(result, null, 2)}\n`);
+    return 0;
+  } catch (error) {
+    if (error instanceof UsageError) {
+      io.err.write(`error: ${error.message}\n\n${usage}\n`);
+      return 2;
+    }
+    if (isGatewayError(error) || error instanceof ConfigError) {
+      io.err.write(`error: ${error.message}\n`);
+      return 1;
+    }
+    io.err.write(`error: ${(error as Error).message ?? String(error)}\n`);
+    return 1;
+  } finally {
+    await context?.close();
+  }
+}
+
+async function dispatch(
+  admin: ProjectAdmin,
+  command: string,
+  sub: string | undefined,
+  rest: string[],
+  flags: Flags,
+  stdin: number,
+): Promise<unknown> {
+  const need = (value: string | undefined, what: string): string => {
+    if (!value) throw new UsageError(`${what} is required`);
+    return value;
+  };
+  switch (`${command} ${sub ?? ""}`.trim()) {
+    case "projects create":
+      return admin.createProject({ ...projectFields(flags), ...(flags.id ? { id: flags.id } : {}) });
+    case "projects list":
+      return admin.listProjects();
+    case "projects show":
+      return admin.getProject(need(rest[0], "the project id"));
+    case "projects update":
+      return admin.updateProject(need(rest[0], "the project id"), projectFields(flags));
+    case "projects delete":
+      await admin.deleteProject(need(rest[0], "the project id"));
+      return { deleted: rest[0] };
+    case "keys add": {
+      const apiKey = flags["api-key-stdin"] ? readFileSync(stdin, "utf8").trim() : flags["api-key"];
+      return admin.addProviderKey(need(rest[0], "the project id"), {
+        provider: flags.provider,
+        apiKey: need(apiKey, "--api-key or --api-key-stdin"),
+        ...(flags.label ? { label: flags.label } : {}),
+      });
+    }
+    case "keys list":
+      return admin.listProviderKeys(need(rest[0], "the project id"));
+    case "keys revoke":
+      await admin.revokeProviderKey(need(rest[0], "the project id"), need(rest[1], "the key id"));
+      return { revoked: rest[1] };
+    case "test-keys rotate":
+      return admin.rotateTestKey(need(rest[0], "the project id"));
+    case "test-keys list":
+      return admin.listTestKeys(need(rest[0], "the project id"));
+    case "test-keys revoke":
+      await admin.revokeTestKey(need(rest[0], "the project id"), need(rest[1], "the test key id"));
+      return { revoked: rest[1] };
+    default:
+      if (command === "usage") {
+        return admin.usageReport(need(sub, "the project id"), {
+          ...(flags.from ? { from: flags.from } : {}),
+          ...(flags.to ? { to: flags.to } : {}),
+          ...(flags["group-by"] ? { groupBy: flags["group-by"] } : {}),
+        });
+      }
+      throw new UsageError(`unknown command: ${[command, sub].filter(Boolean).join(" ")}`);
+  }
+}
+
+/** Maps flags to the admin input; values are checked by the same schema the admin API uses. */
+function projectFields(flags: Flags): Record<string, unknown> {
+  const fields: Record<string, unknown> = {};
+  const bool = (name: keyof Flags): boolean | undefined => {
+    const value = flags[name];
+    if (value === undefined) return undefined;
+    if (value === "true" || value === "false") return value === "true";
+    throw new UsageError(`--${String(name)} takes true or false`);
+  };
+  const number = (name: keyof Flags): number | undefined => {
+    const value = flags[name];
+    if (value === undefined) return undefined;
+    const parsed = Number(value);
+    if (typeof value !== "string" || value.trim() === "" || !Number.isFinite(parsed))
+      throw new UsageError(`--${String(name)} takes a number`);
+    return parsed;
+  };
+  const set = (key: string, value: unknown) => {
+    if (value !== undefined) fields[key] = value;
+  };
+  set("name", flags.name);
+  set("provider", flags.provider);
+  set("model", flags.model);
+  set("teamId", flags["team-id"]);
+  set("testMode", bool("test-mode"));
+  set("saveImagesToVault", bool("save-images-to-vault"));
+  set("monthlySpendCapUsd", number("monthly-spend-cap"));
+  set("disabled", bool("disabled"));
+  if (flags["output-schema"] !== undefined) set("outputSchema", readJsonArgument(flags["output-schema"]));
+  const rateLimits: Record<string, unknown> = {};
+  if (flags["rate-limit"] !== undefined) rateLimits.perMinute = number("rate-limit");
+  if (flags["device-rate-limit"] !== undefined) rateLimits.devicePerMinute = number("device-rate-limit");
+  if (Object.keys(rateLimits).length > 0) fields.rateLimits = rateLimits;
+  const deviceCheck: Record<string, unknown> = {};
+  if (flags["device-check"] !== undefined) deviceCheck.enabled = bool("device-check");
+  if (flags["device-check-team-id"] !== undefined) deviceCheck.teamId = flags["device-check-team-id"];
+  if (flags["device-check-key-id"] !== undefined) deviceCheck.keyId = flags["device-check-key-id"];
+  if (flags["device-check-environment"] !== undefined)
+    deviceCheck.environment = flags["device-check-environment"];
+  if (flags["device-token-mode"] !== undefined) deviceCheck.tokenMode = flags["device-token-mode"];
+  if (flags["device-check-private-key-file"] !== undefined) {
+    deviceCheck.privateKey = readFileSync(flags["device-check-private-key-file"], "utf8");
+  }
+  if (Object.keys(deviceCheck).length > 0) fields.deviceCheck = deviceCheck;
+  return fields;
+}
+
+function readJsonArgument(value: string): unknown {
+  const text = value.trim().startsWith("{") ? value : readFileSync(value, "utf8");
+  try {
+    return JSON.parse(text);
+  } catch {
+    throw new UsageError("--output-schema must be a JSON object or a file holding one");
+  }
+}
+
+const isEntry = process.argv[1]?.endsWith("cli/main.ts") || process.argv[1]?.endsWith("cli/main.js");
+if (isEntry) {
+  runCli(process.argv.slice(2)).then((code) => {
+    if (code >= 0) process.exit(code);
+  });
+}

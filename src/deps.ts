@@ -1,0 +1,203 @@
+import { randomUUID } from "node:crypto";
+import type { IncomingMessage } from "node:http";
+import type { Redis } from "ioredis";
+import { createProjectAdmin } from "./admin/project-admin.js";
+import type { App } from "./app.js";
+import { createApp } from "./app.js";
+import { createAuthenticator } from "./auth/authenticate.js";
+import { createCredentialDirectory } from "./auth/credential-directory.js";
+import { createDeviceTokenVerifier } from "./auth/device-token-verifier.js";
+import { loadMasterKey } from "./auth/master-key.js";
+import { createSecretBox } from "./auth/secret-box.js";
+import type { Config } from "./config.js";
+import { createAdmission } from "./http/admission.js";
+import { createClientIpResolver } from "./http/client-ip.js";
+import { registerProxyRoutes } from "./http/proxy-routes.js";
+import type { HealthCheck } from "./http/public-routes.js";
+import type { Router } from "./http/router.js";
+import { createLogger, type Logger } from "./observability/logger.js";
+import { createMetrics } from "./observability/metrics.js";
+import { createAiSdkModels } from "./providers/ai-sdk-provider.js";
+import { createProviderAdapters } from "./providers/provider-adapter.js";
+import { createUpstreamPools } from "./proxy/forward.js";
+import { createAuthThrottle } from "./rate-limit/auth-throttle.js";
+import { createRateLimiter, createRedisClient } from "./rate-limit/rate-limiter.js";
+import { type OpenDatabase, openDatabase } from "./storage/database.js";
+import { createKeyRepository } from "./storage/key-repository.js";
+import { createProjectRepository } from "./storage/project-repository.js";
+import { createUsageRepository } from "./storage/usage-repository.js";
+import { createSpendGuard } from "./usage/spend-guard.js";
+import { costOfTokens } from "./usage/token-cost.js";
+import { createUsageRecorder } from "./usage/usage-recorder.js";
+import { version } from "./version.js";
+
+/** What tests and the CLI may swap: clocks, ids, the log sink, outbound dispatchers. */
+export interface Injectables {
+  logger: Logger;
+  now: () => Date;
+  generateRequestId: () => string;
+  /** Extra API routes registered after the built-in ones (tests). */
+  registerApiRoutes: (router: Router) => void;
+}
+
+export interface Gateway {
+  app: App;
+  config: Config;
+  logger: Logger;
+  database: OpenDatabase;
+  admin: ReturnType<typeof createProjectAdmin>;
+  /** Stops background work, flushes usage and closes every connection. */
+  close(): Promise<void>;
+  flushUsage(): Promise<void>;
+}
+
+/** The one composition root: every dependency of the gateway is built here and nowhere else. */
+export async function createGateway(config: Config, injected: Partial<Injectables> = {}): Promise<Gateway> {
+  const logger = injected.logger ?? createLogger(config.logLevel);
+  const now = injected.now ?? (() => new Date());
+  const metrics = createMetrics({ collectDefaults: config.metricsEnabled });
+  const masterKey = loadMasterKey(config, (file) =>
+    logger.warn(
+      { file },
+      "GENERATED A NEW MASTER KEY for secrets at rest. Back it up: without it stored provider keys cannot be opened. Set SLUICE_MASTER_KEY in production.",
+    ),
+  );
+  const secretBox = createSecretBox(masterKey);
+  masterKey.fill(0);
+
+  const database = await openDatabase({ databaseUrl: config.databaseUrl, dataDir: config.dataDir });
+  const projects = createProjectRepository(database.db);
+  const keys = createKeyRepository(database.db);
+  const usage = createUsageRepository(database.db);
+  const directory = createCredentialDirectory({ projects, keys, secretBox, ttlMs: config.projectCacheTtlMs });
+  const admin = createProjectAdmin({
+    projects,
+    keys,
+    usage,
+    secretBox,
+    now,
+    onProjectChanged: directory.invalidate,
+  });
+
+  const redis: Redis | undefined = config.redisUrl ? createRedisClient(config.redisUrl) : undefined;
+  const limiter = createRateLimiter({
+    redis,
+    onFallback: (on) => {
+      metrics.setDegraded("redis", on);
+      if (on) logger.warn("Redis is unreachable: rate limits fall back to per-instance limits");
+    },
+    onDecision: (name, allowed) => metrics.countLimitDecision(name, allowed ? "allowed" : "limited"),
+  });
+  const throttle = createAuthThrottle({ redis, failuresPerMinute: config.authFailureLimit });
+  const deviceTokens = createDeviceTokenVerifier({ config, secretBox, redis, logger });
+  const authenticate = createAuthenticator({ directory, deviceTokens, throttle });
+
+  const recorder = createUsageRecorder({
+    repository: usage,
+    flushIntervalMs: config.usageFlushIntervalMs,
+    queueMax: config.usageQueueMax,
+    onQueueDepth: metrics.setUsageQueueDepth,
+    onDropped: (count) => {
+      metrics.countUsageRowsDropped(count);
+      logger.error({ count }, "usage queue full: usage rows dropped");
+    },
+    onWriteFailure: (error) => {
+      metrics.countUsageWriteFailure();
+      metrics.setDegraded("database", true);
+      logger.warn({ err: error }, "usage batch not written; it stays queued and is retried");
+    },
+    onRecovered: () => {
+      metrics.setDegraded("database", false);
+      logger.info("usage writes recovered");
+    },
+  });
+  const spend = createSpendGuard({ usage, now });
+  const admit = createAdmission({
+    authenticate,
+    limiter,
+    spend,
+    recorder,
+    metrics,
+    now,
+    defaults: {
+      projectPerMinute: config.rateLimitProjectPerMinute,
+      devicePerMinute: config.rateLimitDevicePerMinute,
+      ipPerMinute: config.rateLimitIpPerMinute,
+    },
+  });
+
+  const adapters = createProviderAdapters({
+    providerABaseUrl: config.providerABaseUrl,
+    providerBBaseUrl: config.providerBBaseUrl,
+    providerCBaseUrl: config.providerCBaseUrl,
+    providerBVersion: config.providerBVersion,
+    clientIdentifier: `sluice/${version}`,
+  });
+  const pools = createUpstreamPools({
+    connectMs: config.upstreamConnectTimeoutMs,
+    headersMs: config.upstreamHeadersTimeoutMs,
+    idleMs: config.upstreamIdleTimeoutMs,
+  });
+
+  const aiModels = createAiSdkModels({
+    baseUrls: {
+      "provider-a": config.providerABaseUrl,
+      "provider-b": config.providerBBaseUrl,
+      "provider-c": config.providerCBaseUrl,
+    },
+    providerBVersion: config.providerBVersion,
+    clientIdentifier: `sluice/${version}`,
+  });
+
+  const checks: HealthCheck[] = [{ name: "database", required: true, ping: database.ping }];
+  if (redis) checks.push({ name: "redis", required: false, ping: async () => void (await redis.ping()) });
+
+  const startedAt = Date.now();
+  const app = createApp({
+    logger,
+    metrics,
+    generateRequestId: injected.generateRequestId ?? (() => `req_${randomUUID().replaceAll("-", "")}`),
+    clientIp: createClientIpResolver(
+      config.trustProxy ? config.trustProxy.split(",").map((entry) => entry.trim()) : [],
+    ) as (request: IncomingMessage) => string,
+    publicRoutes: {
+      version,
+      startedAt,
+      now: Date.now,
+      checks,
+      projectExists: async (projectId) => (await directory.project(projectId)) !== null,
+      ...(config.metricsEnabled ? { metrics: () => metrics.render() } : {}),
+    },
+    adminRoutes: { admin, adminToken: config.adminToken, maxBodyBytes: config.maxBodyBytes },
+    registerApiRoutes(router) {
+      registerProxyRoutes(router, {
+        admit,
+        adapters,
+        pools,
+        metrics,
+        maxBodyBytes: config.maxBodyBytes,
+        costOf: costOfTokens,
+      });
+      // structured-routes: registered here (issue 6)
+      // image-routes: registered here (issue 7)
+      injected.registerApiRoutes?.(router);
+    },
+  });
+
+  return {
+    app,
+    config,
+    logger,
+    database,
+    admin,
+    flushUsage: () => recorder.flush(),
+    async close() {
+      await recorder.flush(config.shutdownTimeoutMs);
+      await recorder.stop();
+      await pools.close();
+      await limiter.close();
+      redis?.disconnect();
+      await database.close();
+    },
+  };
+}

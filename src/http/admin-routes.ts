@@ -1,0 +1,122 @@
+import { createHash, timingSafeEqual } from "node:crypto";
+import type { ProjectAdmin } from "../admin/project-admin.js";
+import { GatewayError } from "../errors.js";
+import { parseJsonObject, readBody, requireJsonContentType } from "./read-body.js";
+import type { Handler, RequestContext, Router } from "./router.js";
+import { sendJson } from "./send.js";
+
+export interface AdminRouteDeps {
+  admin: ProjectAdmin;
+  /** Unset: the admin API is off and its routes answer 404. */
+  adminToken: string | undefined;
+  maxBodyBytes: number;
+}
+
+/** `/admin/v1`: parse, call one admin use case, respond. */
+export function registerAdminRoutes(router: Router, deps: AdminRouteDeps): void {
+  const { admin } = deps;
+  const guard = adminGuard(deps.adminToken);
+  const route =
+    (handler: (context: RequestContext) => Promise<{ status?: number; body?: unknown }>): Handler =>
+    async (context) => {
+      guard(context);
+      const { status = 200, body } = await handler(context);
+      if (body === undefined) {
+        context.response.statusCode = status;
+        context.response.end();
+      } else sendJson(context.response, status, body);
+    };
+  const json = async (context: RequestContext) => {
+    requireJsonContentType(context.request);
+    return parseJsonObject(await readBody(context.request, deps.maxBodyBytes));
+  };
+  const id = (context: RequestContext, name = "projectId") => context.params[name] ?? "";
+
+  router
+    .on(
+      "POST",
+      "/admin/v1/projects",
+      route(async (c) => ({ status: 201, body: await admin.createProject(await json(c)) })),
+    )
+    .on(
+      "GET",
+      "/admin/v1/projects",
+      route(async () => ({ body: { data: await admin.listProjects() } })),
+    )
+    .on(
+      "GET",
+      "/admin/v1/projects/:projectId",
+      route(async (c) => ({ body: await admin.getProject(id(c)) })),
+    )
+    .on(
+      "PATCH",
+      "/admin/v1/projects/:projectId",
+      route(async (c) => ({ body: await admin.updateProject(id(c), await json(c)) })),
+    )
+    .on(
+      "DELETE",
+      "/admin/v1/projects/:projectId",
+      route(async (c) => {
+        await admin.deleteProject(id(c));
+        return { status: 204 };
+      }),
+    )
+    .on(
+      "POST",
+      "/admin/v1/projects/:projectId/test-keys",
+      route(async (c) => ({ status: 201, body: await admin.rotateTestKey(id(c)) })),
+    )
+    .on(
+      "GET",
+      "/admin/v1/projects/:projectId/test-keys",
+      route(async (c) => ({ body: { data: await admin.listTestKeys(id(c)) } })),
+    )
+    .on(
+      "DELETE",
+      "/admin/v1/projects/:projectId/test-keys/:testKeyId",
+      route(async (c) => {
+        await admin.revokeTestKey(id(c), id(c, "testKeyId"));
+        return { status: 204 };
+      }),
+    )
+    .on(
+      "POST",
+      "/admin/v1/projects/:projectId/keys",
+      route(async (c) => ({ status: 201, body: await admin.addProviderKey(id(c), await json(c)) })),
+    )
+    .on(
+      "GET",
+      "/admin/v1/projects/:projectId/keys",
+      route(async (c) => ({ body: { data: await admin.listProviderKeys(id(c)) } })),
+    )
+    .on(
+      "DELETE",
+      "/admin/v1/projects/:projectId/keys/:keyId",
+      route(async (c) => {
+        await admin.revokeProviderKey(id(c), id(c, "keyId"));
+        return { status: 204 };
+      }),
+    )
+    .on(
+      "GET",
+      "/admin/v1/projects/:projectId/usage",
+      route(async (c) => ({
+        body: await admin.usageReport(id(c), Object.fromEntries(new URLSearchParams(c.query))),
+      })),
+    );
+}
+
+function adminGuard(adminToken: string | undefined): (context: RequestContext) => void {
+  const expected = adminToken ? createHash("sha256").update(adminToken).digest() : null;
+  return (context) => {
+    if (!expected)
+      throw new GatewayError("NOT_FOUND", "The admin API is off: set SLUICE_ADMIN_TOKEN to enable it");
+    const header = context.request.headers.authorization ?? "";
+    const match = /^Bearer +(\S+)$/i.exec(header);
+    const actual = createHash("sha256")
+      .update(match?.[1] ?? "")
+      .digest();
+    if (!match || !timingSafeEqual(actual, expected))
+      throw new GatewayError("UNAUTHORIZED", "A valid admin token is required");
+  };
+}

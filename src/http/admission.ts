@@ -1,0 +1,215 @@
+import type { Authenticate, AuthMethod, AuthRequest } from "../auth/authenticate.js";
+import { GatewayError, isGatewayError } from "../errors.js";
+import type { Metrics } from "../observability/metrics.js";
+import type { ProviderId } from "../providers/provider-id.js";
+import { rateLimitHeaders } from "../rate-limit/rate-limit-headers.js";
+import type { RateLimitDecision, RateLimiter } from "../rate-limit/rate-limiter.js";
+import type { Project } from "../storage/project-repository.js";
+import type { SpendGuard } from "../usage/spend-guard.js";
+import type { TokenUsage } from "../usage/token-usage.js";
+import type { UsageRecorder } from "../usage/usage-recorder.js";
+import type { RequestContext } from "./router.js";
+
+export type Endpoint = "proxy" | "text" | "vision" | "pdf" | "image";
+
+export interface AdmissionDeps {
+  authenticate: Authenticate;
+  limiter: RateLimiter;
+  spend: SpendGuard;
+  recorder: UsageRecorder;
+  metrics: Metrics;
+  now: () => Date;
+  defaults: { projectPerMinute: number; devicePerMinute: number; ipPerMinute: number };
+}
+
+/** What a finished call reports for its usage row. */
+export interface CallReport {
+  status: number;
+  outcome: "ok" | "error" | "aborted";
+  provider: ProviderId | null;
+  model: string | null;
+  usage: TokenUsage | null;
+  costUsd: number | null;
+  streamed: boolean;
+  timeToFirstByteMs: number | null;
+  errorCode: string | null;
+}
+
+export interface AdmittedCall {
+  project: Project;
+  provider: ProviderId;
+  keyId: string;
+  /** The rebuilt provider key: in memory only. */
+  providerKey: string;
+  method: AuthMethod;
+  /** Writes the usage row for this call (once). */
+  finish(report: CallReport): void;
+  /** Writes the usage row for a call that failed with `error` after admission. */
+  fail(error: unknown, provider?: ProviderId | null, model?: string | null): void;
+}
+
+export interface AdmissionOptions {
+  endpoint: Endpoint;
+  projectId: string | undefined;
+  provider: AuthRequest["provider"];
+  sdkKeyHeader?: AuthRequest["sdkKeyHeader"];
+}
+
+/**
+ * Authentication, then the rate limits (project, device, client IP), then the monthly spend cap.
+ * Every request that reaches authentication gets exactly one usage row, whatever happens next.
+ */
+export function createAdmission(deps: AdmissionDeps) {
+  return async function admit(context: RequestContext, options: AdmissionOptions): Promise<AdmittedCall> {
+    const auth = await deps.authenticate({
+      projectId: options.projectId,
+      headers: context.request.headers,
+      clientIp: context.clientIp,
+      provider: options.provider,
+      ...(options.sdkKeyHeader ? { sdkKeyHeader: options.sdkKeyHeader } : {}),
+    });
+    let written = false;
+    const write = (
+      base: { projectId: string; keyId: string | null; method: AuthMethod | null },
+      report: CallReport,
+    ) => {
+      if (written) return;
+      written = true;
+      const latencyMs = Number(process.hrtime.bigint() - context.startedAt) / 1e6;
+      deps.recorder.record({
+        request_id: context.requestId,
+        project_id: base.projectId,
+        key_id: base.keyId,
+        endpoint: options.endpoint,
+        provider: report.provider,
+        model: report.model,
+        status: report.status,
+        error_code: report.errorCode,
+        input_tokens: report.usage?.inputTokens ?? null,
+        output_tokens: report.usage?.outputTokens ?? null,
+        cached_tokens: report.usage?.cachedInputTokens ?? null,
+        reasoning_tokens: report.usage?.reasoningTokens ?? null,
+        cost_usd: report.costUsd,
+        latency_ms: Math.round(latencyMs * 1000) / 1000,
+        ttfb_ms:
+          report.timeToFirstByteMs === null ? null : Math.round(report.timeToFirstByteMs * 1000) / 1000,
+        streamed: report.streamed ? 1 : 0,
+        outcome: report.outcome,
+        auth_method: base.method,
+        client_ip: context.clientIp,
+        created_at: deps.now().toISOString(),
+      });
+      if (report.provider && report.usage) {
+        deps.metrics.countTokens(report.provider, "input", report.usage.inputTokens);
+        deps.metrics.countTokens(report.provider, "output", report.usage.outputTokens);
+        deps.metrics.countTokens(report.provider, "cached", report.usage.cachedInputTokens);
+        deps.metrics.countTokens(report.provider, "reasoning", report.usage.reasoningTokens);
+        deps.metrics.countCost(report.provider, report.costUsd);
+      }
+      if (report.costUsd) deps.spend.add(base.projectId, report.costUsd);
+    };
+    const failureReport = (error: unknown, provider: ProviderId | null, model: string | null): CallReport => {
+      const gatewayError = isGatewayError(error) ? error : null;
+      return {
+        status: gatewayError?.status ?? 500,
+        outcome: "error",
+        provider,
+        model,
+        usage: null,
+        costUsd: null,
+        streamed: false,
+        timeToFirstByteMs: null,
+        errorCode: gatewayError?.code ?? "INTERNAL_ERROR",
+      };
+    };
+
+    if (!auth.ok) {
+      deps.metrics.countAuthResult(auth.method ?? "none", auth.error.code);
+      const claimed = (options.projectId ?? "").slice(0, 64);
+      if (claimed)
+        write(
+          { projectId: auth.project?.id ?? claimed, keyId: null, method: auth.method },
+          failureReport(auth.error, null, null),
+        );
+      throw auth.error;
+    }
+    deps.metrics.countAuthResult(auth.method, "ok");
+    const base = { projectId: auth.project.id, keyId: auth.keyId, method: auth.method };
+    try {
+      await checkLimits(deps, context, auth.project, auth.deviceDigest);
+      await checkSpend(deps, auth.project);
+    } catch (error) {
+      write(base, failureReport(error, auth.provider, null));
+      throw error;
+    }
+    return {
+      project: auth.project,
+      provider: auth.provider,
+      keyId: auth.keyId,
+      providerKey: auth.providerKey,
+      method: auth.method,
+      finish: (report) => write(base, report),
+      fail: (error, provider = auth.provider, model = null) =>
+        write(base, failureReport(error, provider, model)),
+    };
+  };
+}
+
+export type Admit = ReturnType<typeof createAdmission>;
+
+async function checkLimits(
+  deps: AdmissionDeps,
+  context: RequestContext,
+  project: Project,
+  deviceDigest: string | null,
+) {
+  const pending: Array<Promise<RateLimitDecision>> = [
+    deps.limiter.consume(
+      "project",
+      project.id,
+      project.rateLimits.perMinute ?? deps.defaults.projectPerMinute,
+    ),
+    deps.limiter.consume("ip", `${project.id}:${context.clientIp}`, deps.defaults.ipPerMinute),
+  ];
+  if (deviceDigest) {
+    pending.push(
+      deps.limiter.consume(
+        "device",
+        `${project.id}:${deviceDigest}`,
+        project.rateLimits.devicePerMinute ?? deps.defaults.devicePerMinute,
+      ),
+    );
+  }
+  const decisions = await Promise.all(pending);
+  const headers = rateLimitHeaders(decisions);
+  const refused = decisions.find((decision) => !decision.allowed);
+  if (refused) {
+    throw new GatewayError(
+      "TOO_MANY_REQUESTS",
+      `Rate limit exceeded (${refused.name}: ${refused.limit} per ${refused.windowSeconds}s)`,
+      {
+        headers,
+      },
+    );
+  }
+  for (const [name, value] of Object.entries(headers)) context.response.setHeader(name, value);
+}
+
+async function checkSpend(deps: AdmissionDeps, project: Project) {
+  if (project.monthlySpendCapUsd === null) return;
+  let spent: number;
+  try {
+    spent = await deps.spend.monthToDate(project.id);
+  } catch (error) {
+    throw new GatewayError("SERVICE_UNAVAILABLE", "The spend cap cannot be checked right now", {
+      cause: error,
+      headers: { "retry-after": "5" },
+    });
+  }
+  if (spent >= project.monthlySpendCapUsd) {
+    throw new GatewayError(
+      "FORBIDDEN",
+      `This project reached its monthly spend cap of ${project.monthlySpendCapUsd} USD; it resets on the 1st (UTC) or when an admin raises it`,
+    );
+  }
+}

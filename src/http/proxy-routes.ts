@@ -1,0 +1,76 @@
+import { GatewayError } from "../errors.js";
+import type { Metrics } from "../observability/metrics.js";
+import type { ProviderAdapter } from "../providers/provider-adapter.js";
+import { safeProviderPath } from "../providers/provider-adapter.js";
+import type { ProviderId } from "../providers/provider-id.js";
+import { forward, type UpstreamPools } from "../proxy/forward.js";
+import { withStreamUsage } from "../proxy/stream-usage-option.js";
+import type { TokenUsage } from "../usage/token-usage.js";
+import type { Admit } from "./admission.js";
+import { readBody, requireJsonContentType } from "./read-body.js";
+import type { Router } from "./router.js";
+
+export interface ProxyRouteDeps {
+  admit: Admit;
+  adapters: Record<ProviderId, ProviderAdapter>;
+  pools: UpstreamPools;
+  metrics: Metrics;
+  maxBodyBytes: number;
+  costOf(provider: ProviderId, model: string | null, usage: TokenUsage): number | null;
+}
+
+/** `/v1/provider-x/{projectId}/{path}`: authenticate, forward unchanged, record usage. */
+export function registerProxyRoutes(router: Router, deps: ProxyRouteDeps): void {
+  for (const adapter of Object.values(deps.adapters)) {
+    router.on(
+      adapter.methods as Parameters<Router["on"]>[0],
+      `/v1/${adapter.id}/:projectId/*`,
+      async (context) => {
+        const { request, response, params } = context;
+        const path = safeProviderPath(params["*"] ?? "");
+        if (path === null) throw new GatewayError("BAD_REQUEST", "The provider path is not allowed");
+        if (adapter.requiresJson) requireJsonContentType(request);
+        const call = await deps.admit(context, {
+          endpoint: "proxy",
+          projectId: params.projectId,
+          provider: adapter.id,
+          ...(adapter.sdkKeyHeader ? { sdkKeyHeader: adapter.sdkKeyHeader } : {}),
+        });
+        try {
+          const body = withStreamUsage(adapter.id, path, await readBody(request, deps.maxBodyBytes));
+          const result = await forward(deps.pools, {
+            adapter,
+            path,
+            query: context.query,
+            method: request.method ?? "GET",
+            body,
+            incomingHeaders: request.headers,
+            providerKey: call.providerKey,
+            response,
+            onSent: () =>
+              deps.metrics.observeOverhead(
+                adapter.id,
+                Number(process.hrtime.bigint() - context.startedAt) / 1e9,
+              ),
+          });
+          if (result.timeToFirstByteMs !== null)
+            deps.metrics.observeTimeToFirstByte(adapter.id, result.timeToFirstByteMs / 1000);
+          call.finish({
+            status: result.status,
+            outcome: result.outcome,
+            provider: adapter.id,
+            model: result.model,
+            usage: result.usage,
+            costUsd: deps.costOf(adapter.id, result.model, result.usage),
+            streamed: result.streamed,
+            timeToFirstByteMs: result.timeToFirstByteMs,
+            errorCode: result.errorCode,
+          });
+        } catch (error) {
+          call.fail(error, adapter.id);
+          throw error;
+        }
+      },
+    );
+  }
+}

@@ -1,0 +1,91 @@
+import { GatewayError } from "../errors.js";
+import { modelListBody } from "../providers/model-list.js";
+import type { ProviderId } from "../providers/provider-id.js";
+import { providerIds } from "../providers/provider-id.js";
+import type { Router } from "./router.js";
+import { sendBytes, sendJson } from "./send.js";
+
+export interface HealthCheck {
+  name: string;
+  /** Required checks make the gateway unable to serve when they fail (503); others only degrade it. */
+  required: boolean;
+  ping(): Promise<void>;
+}
+
+export interface PublicRouteDeps {
+  version: string;
+  startedAt: number;
+  now: () => number;
+  checks: HealthCheck[];
+  projectExists(projectId: string): Promise<boolean>;
+  metrics?: () => Promise<{ contentType: string; body: string }>;
+}
+
+/** GET /health, the six model lists and /metrics. None needs authentication. */
+export function registerPublicRoutes(router: Router, deps: PublicRouteDeps): void {
+  router.on("GET", "/health", async ({ response }) => {
+    const results = await Promise.all(deps.checks.map((check) => runCheck(check)));
+    const checks = Object.fromEntries(
+      results.map((result) => [result.name, { status: result.status, latencyMs: result.latencyMs }]),
+    );
+    const failedRequired = results.some((result) => result.required && result.status !== "ok");
+    const degraded = results.some((result) => result.status !== "ok");
+    sendJson(
+      response,
+      failedRequired ? 503 : 200,
+      {
+        status: failedRequired ? "unavailable" : degraded ? "degraded" : "ok",
+        version: deps.version,
+        uptimeSeconds: Math.floor((deps.now() - deps.startedAt) / 1000),
+        checks,
+      },
+      { "cache-control": "no-store" },
+    );
+  });
+
+  for (const provider of providerIds) {
+    router.on("GET", `/v1/${provider}/models`, ({ response }) => sendModels(response, provider));
+    router.on("GET", `/v1/${provider}/:projectId/models`, async ({ response, params }) => {
+      const projectId = params.projectId ?? "";
+      if (!(await deps.projectExists(projectId))) {
+        throw new GatewayError("PROJECT_NOT_FOUND", `Project ${JSON.stringify(projectId)} does not exist`);
+      }
+      sendModels(response, provider);
+    });
+  }
+
+  const metrics = deps.metrics;
+  if (metrics) {
+    router.on("GET", "/metrics", async ({ response }) => {
+      const { contentType, body } = await metrics();
+      sendBytes(response, 200, Buffer.from(body), contentType);
+    });
+  }
+}
+
+function sendModels(response: Parameters<typeof sendBytes>[0], provider: ProviderId): void {
+  sendBytes(response, 200, modelListBody(provider), "application/json; charset=utf-8", {
+    "cache-control": "public, max-age=300",
+  });
+}
+
+async function runCheck(
+  check: HealthCheck,
+): Promise<{ name: string; required: boolean; status: string; latencyMs: number }> {
+  const started = performance.now();
+  let status = "ok";
+  try {
+    await Promise.race([
+      check.ping(),
+      new Promise((_, reject) => setTimeout(() => reject(new Error("timeout")), 2000).unref()),
+    ]);
+  } catch {
+    status = "down";
+  }
+  return {
+    name: check.name,
+    required: check.required,
+    status,
+    latencyMs: Math.round((performance.now() - started) * 100) / 100,
+  };
+}

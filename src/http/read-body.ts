@@ -1,0 +1,61 @@
+import type { IncomingMessage } from "node:http";
+import { GatewayError } from "../errors.js";
+
+/**
+ * Reads a request body into one Buffer, refusing it (413) as soon as it exceeds `maxBytes`,
+ * whether announced by content-length or discovered while reading.
+ */
+export function readBody(request: IncomingMessage, maxBytes: number): Promise<Buffer> {
+  const announced = Number(request.headers["content-length"] ?? Number.NaN);
+  if (announced > maxBytes) return Promise.reject(tooLarge(maxBytes));
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    let size = 0;
+    const onData = (chunk: Buffer) => {
+      size += chunk.length;
+      if (size > maxBytes) {
+        request.off("data", onData);
+        request.resume();
+        reject(tooLarge(maxBytes));
+        return;
+      }
+      chunks.push(chunk);
+    };
+    request.on("data", onData);
+    request.once("end", () =>
+      resolve(chunks.length === 1 ? (chunks[0] as Buffer) : Buffer.concat(chunks, size)),
+    );
+    request.once("error", (error) =>
+      reject(new GatewayError("BAD_REQUEST", "The request body could not be read", { cause: error })),
+    );
+    request.once("aborted", () => reject(new GatewayError("BAD_REQUEST", "The client closed the request")));
+  });
+}
+
+function tooLarge(maxBytes: number): GatewayError {
+  return new GatewayError("PAYLOAD_TOO_LARGE", `The request body exceeds ${maxBytes} bytes`, {
+    details: { maxBytes },
+  });
+}
+
+/** 415 unless the request declares a JSON content type. */
+export function requireJsonContentType(request: IncomingMessage): void {
+  const type = request.headers["content-type"];
+  if (!type || !/^application\/(?:[\w.+-]*\+)?json\s*(?:;|$)/i.test(type)) {
+    throw new GatewayError("UNSUPPORTED_MEDIA_TYPE", "Content-Type must be application/json");
+  }
+}
+
+/** Parses a JSON object body; anything else is 400. */
+export function parseJsonObject(body: Buffer): Record<string, unknown> {
+  let value: unknown;
+  try {
+    value = JSON.parse(body.toString("utf8"));
+  } catch {
+    throw new GatewayError("BAD_REQUEST", "The request body is not valid JSON");
+  }
+  if (typeof value !== "object" || value === null || Array.isArray(value)) {
+    throw new GatewayError("BAD_REQUEST", "The request body must be a JSON object");
+  }
+  return value as Record<string, unknown>;
+}

@@ -1,0 +1,86 @@
+import { describe, expect, it } from "vitest";
+import { createProviderAdapters, safeProviderPath } from "./provider-adapter.js";
+
+const adapters = createProviderAdapters({
+  providerABaseUrl: "https://api.openai.com/v1",
+  providerBBaseUrl: "https://api.anthropic.com/v1",
+  providerCBaseUrl: "https://generativelanguage.googleapis.com/v1beta",
+  providerBVersion: "2023-06-01",
+  clientIdentifier: "sluice/1.0.0",
+});
+
+describe("provider adapters", () => {
+  it("maps each SDK's version segment onto the configured base URL", () => {
+    expect(adapters["provider-a"].target("chat/completions")).toEqual({
+      origin: "https://api.openai.com",
+      path: "/v1/chat/completions",
+    });
+    expect(adapters["provider-b"].target("v1/messages")).toEqual({
+      origin: "https://api.anthropic.com",
+      path: "/v1/messages",
+    });
+    expect(adapters["provider-b"].target("messages")).toEqual({
+      origin: "https://api.anthropic.com",
+      path: "/v1/messages",
+    });
+    expect(adapters["provider-c"].target("v1beta/models/gemini-2.5-flash:generateContent")).toEqual({
+      origin: "https://generativelanguage.googleapis.com",
+      path: "/v1beta/models/gemini-2.5-flash:generateContent",
+    });
+    expect(adapters["provider-c"].target("v1/models/gemini-2.5-flash:generateContent").path).toBe(
+      "/v1/models/gemini-2.5-flash:generateContent",
+    );
+    expect(adapters["provider-c"].target("models/x:streamGenerateContent").path).toBe(
+      "/v1beta/models/x:streamGenerateContent",
+    );
+  });
+
+  it("injects each provider's key header and required headers", () => {
+    const a: Record<string, string> = {};
+    adapters["provider-a"].inject(a, "sk-a");
+    expect(a).toEqual({ authorization: "Bearer sk-a" });
+    const b: Record<string, string> = { "anthropic-version": "1999-01-01" };
+    adapters["provider-b"].inject(b, "sk-b");
+    expect(b).toEqual({ "x-api-key": "sk-b", "anthropic-version": "2023-06-01" });
+    const c: Record<string, string> = {};
+    adapters["provider-c"].inject(c, "AIza");
+    expect(c).toEqual({ "x-goog-api-key": "AIza", "x-goog-api-client": "sluice/1.0.0" });
+  });
+
+  it("finds the requested model in the body or, for provider C, the path", () => {
+    expect(
+      adapters["provider-a"].requestModel(
+        "chat/completions",
+        Buffer.from('{"model": "gpt-4o-mini","messages":[]}'),
+      ),
+    ).toBe("gpt-4o-mini");
+    expect(
+      adapters["provider-c"].requestModel("v1beta/models/gemini-2.5-flash:generateContent", Buffer.alloc(0)),
+    ).toBe("gemini-2.5-flash");
+  });
+});
+
+describe("safe provider paths", () => {
+  it.each([
+    "chat/completions",
+    "models/gemini-2.5-flash:streamGenerateContent",
+    "v1/messages",
+    "files/file-abc/content",
+  ])("accepts %s", (path) => expect(safeProviderPath(path)).toBe(path));
+  it.each([
+    "",
+    "../admin",
+    "chat/../../admin",
+    "%2e%2e/admin",
+    "chat/%2E%2e/x",
+    "chat%2fcompletions",
+    "a\\b",
+    "/etc/passwd",
+    "https://evil.example/x",
+    "//evil.example/x",
+    "chat//completions",
+    "./chat",
+    "a%00b",
+    "a%zz",
+  ])("rejects %j", (path) => expect(safeProviderPath(path)).toBeNull());
+});

@@ -1,0 +1,121 @@
+import type { ProviderId } from "./provider-id.js";
+
+/**
+ * What differs between the three providers on the proxy, as data: where requests go, how an
+ * official SDK's path maps onto the upstream base URL, where the key goes, and which extra
+ * headers the provider expects.
+ */
+export interface ProviderAdapter {
+  id: ProviderId;
+  /** Methods the proxy accepts (SPEC: A any, B and C POST). */
+  methods: readonly string[];
+  /** B and C require a JSON body. */
+  requiresJson: boolean;
+  /** The header the provider's own SDK sends its key in, also accepted for `<partial>.<token>`. */
+  sdkKeyHeader?: "x-api-key" | "x-goog-api-key";
+  /** Maps the client's path (after /v1/provider-x/{projectId}/) to an upstream origin and path. */
+  target(path: string): { origin: string; path: string };
+  /** Adds the rebuilt key and the provider's required headers to the upstream headers. */
+  inject(headers: Record<string, string>, providerKey: string): void;
+  /** The model named by the request, for pricing when the response does not say. */
+  requestModel(path: string, body: Buffer): string | null;
+}
+
+export interface ProviderAdapterOptions {
+  providerABaseUrl: string;
+  providerBBaseUrl: string;
+  providerCBaseUrl: string;
+  providerBVersion: string;
+  /** The client identifier sent to provider C, e.g. `sluice/0.1.0`. */
+  clientIdentifier: string;
+}
+
+function split(baseUrl: string): { origin: string; basePath: string } {
+  const url = new URL(baseUrl);
+  return { origin: url.origin, basePath: url.pathname.replace(/\/+$/, "") };
+}
+
+const modelField = /"model"\s*:\s*"([^"\\]{1,200})"/;
+
+function bodyModel(body: Buffer): string | null {
+  if (body.length === 0) return null;
+  const match = modelField.exec(body.toString("latin1", 0, Math.min(body.length, 64 * 1024)));
+  return match?.[1] ?? null;
+}
+
+export function createProviderAdapters(options: ProviderAdapterOptions): Record<ProviderId, ProviderAdapter> {
+  const a = split(options.providerABaseUrl);
+  const b = split(options.providerBBaseUrl);
+  const c = split(options.providerCBaseUrl);
+  // Provider C's SDK may address its v1 API; that lives beside the configured v1beta base.
+  const cV1Path = c.basePath.replace(/\/v1beta$/, "/v1");
+
+  return {
+    "provider-a": {
+      id: "provider-a",
+      methods: ["GET", "POST", "PUT", "PATCH", "DELETE"],
+      requiresJson: false,
+      target: (path) => ({ origin: a.origin, path: `${a.basePath}/${path}` }),
+      inject(headers, key) {
+        headers.authorization = `Bearer ${key}`;
+      },
+      requestModel: (_path, body) => bodyModel(body),
+    },
+    "provider-b": {
+      id: "provider-b",
+      methods: ["POST"],
+      requiresJson: true,
+      sdkKeyHeader: "x-api-key",
+      // The official SDK appends /v1/messages to its base URL: `v1/messages` -> `messages`.
+      target: (path) => ({
+        origin: b.origin,
+        path: `${b.basePath}/${path.startsWith("v1/") ? path.slice(3) : path}`,
+      }),
+      inject(headers, key) {
+        headers["x-api-key"] = key;
+        headers["anthropic-version"] = options.providerBVersion;
+      },
+      requestModel: (_path, body) => bodyModel(body),
+    },
+    "provider-c": {
+      id: "provider-c",
+      methods: ["POST"],
+      requiresJson: true,
+      sdkKeyHeader: "x-goog-api-key",
+      target(path) {
+        if (path.startsWith("v1beta/")) return { origin: c.origin, path: `${c.basePath}/${path.slice(7)}` };
+        if (path.startsWith("v1/")) return { origin: c.origin, path: `${cV1Path}/${path.slice(3)}` };
+        return { origin: c.origin, path: `${c.basePath}/${path}` };
+      },
+      inject(headers, key) {
+        headers["x-goog-api-key"] = key;
+        headers["x-goog-api-client"] = options.clientIdentifier;
+      },
+      requestModel(path) {
+        const match = /(?:^|\/)models\/([^/:]+)/.exec(path);
+        return match?.[1] ? decodeURIComponent(match[1]) : null;
+      },
+    },
+  };
+}
+
+/**
+ * Rejects paths that could leave the provider's API: `..` or `.` segments (also percent-encoded),
+ * encoded slashes or backslashes, empty segments, and anything that parses as an absolute URL.
+ * Returns the path unchanged when it is safe, else null.
+ */
+export function safeProviderPath(path: string): string | null {
+  if (path.length === 0 || path.length > 2048) return null;
+  if (/^[a-z][a-z0-9+.-]*:/i.test(path) || path.startsWith("/")) return null;
+  if (/%2f|%5c|\\|%00|[\x00-\x20\x7f]/i.test(path)) return null;
+  for (const segment of path.split("/")) {
+    let decoded: string;
+    try {
+      decoded = decodeURIComponent(segment);
+    } catch {
+      return null;
+    }
+    if (decoded === "" || decoded === "." || decoded === ".." || decoded.includes("/")) return null;
+  }
+  return path;
+}

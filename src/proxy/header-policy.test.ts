@@ -1,0 +1,55 @@
+import { describe, expect, it } from "vitest";
+import { clientResponseHeaders, upstreamRequestHeaders } from "./header-policy.js";
+
+describe("header policy", () => {
+  it("forwards provider feature headers and drops credentials, cookies, hop-by-hop and Sluice headers", () => {
+    const headers = upstreamRequestHeaders({
+      "content-type": "application/json",
+      accept: "text/event-stream",
+      "anthropic-beta": "prompt-caching-2024-07-31",
+      "anthropic-version": "2020-01-01",
+      "openai-beta": "assistants=v2",
+      "x-stainless-lang": "js",
+      authorization: "Bearer sk_sluice_x.y",
+      "x-api-key": "secret",
+      "x-goog-api-key": "secret",
+      "x-sluice-test-key": "tk",
+      "x-ai-key": "partial",
+      "x-device-token": "device",
+      "x-project-id": "p",
+      cookie: "a=b",
+      connection: "keep-alive",
+      "transfer-encoding": "chunked",
+      host: "sluice.local",
+      "x-forwarded-for": "1.2.3.4",
+      "accept-encoding": "gzip, br",
+    });
+    expect(headers).toEqual({
+      "content-type": "application/json",
+      accept: "text/event-stream",
+      "anthropic-beta": "prompt-caching-2024-07-31",
+      "openai-beta": "assistants=v2",
+      "x-stainless-lang": "js",
+      "accept-encoding": "identity",
+    });
+  });
+
+  it("passes provider response headers except hop-by-hop ones, cookies and those named by Connection", () => {
+    expect(
+      clientResponseHeaders({
+        "content-type": "text/event-stream",
+        "x-ratelimit-remaining-requests": "99",
+        "request-id": "req_1",
+        connection: "keep-alive, x-private",
+        "x-private": "1",
+        "keep-alive": "timeout=5",
+        "transfer-encoding": "chunked",
+        "set-cookie": ["__cf_bm=1"],
+      }),
+    ).toEqual({
+      "content-type": "text/event-stream",
+      "x-ratelimit-remaining-requests": "99",
+      "request-id": "req_1",
+    });
+  });
+});

@@ -1,0 +1,69 @@
+import type { IncomingHttpHeaders, OutgoingHttpHeaders } from "node:http";
+
+/**
+ * Which client headers reach the provider and which provider headers reach the client.
+ * Requests: an allow-list; credentials, cookies, hop-by-hop headers (RFC 9110 section 7.6.1) and
+ * Sluice's own headers never pass. Responses: everything but hop-by-hop headers and cookies.
+ */
+const forwardedRequestHeaders = new Set([
+  "content-type",
+  "accept",
+  "user-agent",
+  "idempotency-key",
+  "openai-organization",
+  "openai-project",
+  "openai-beta",
+  "anthropic-beta",
+  "anthropic-dangerous-direct-browser-access",
+  "x-goog-user-project",
+]);
+const forwardedRequestPrefixes = ["x-stainless-"];
+
+const droppedResponseHeaders = new Set([
+  "connection",
+  "keep-alive",
+  "proxy-connection",
+  "transfer-encoding",
+  "te",
+  "trailer",
+  "upgrade",
+  "proxy-authenticate",
+  "set-cookie",
+]);
+
+export function upstreamRequestHeaders(incoming: IncomingHttpHeaders): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const name in incoming) {
+    if (
+      forwardedRequestHeaders.has(name) ||
+      forwardedRequestPrefixes.some((prefix) => name.startsWith(prefix))
+    ) {
+      const value = incoming[name];
+      if (typeof value === "string") out[name] = value;
+      else if (Array.isArray(value)) out[name] = value.join(", ");
+    }
+  }
+  // Usage is read from the response while it streams, so it must arrive uncompressed.
+  out["accept-encoding"] = "identity";
+  return out;
+}
+
+export function clientResponseHeaders(
+  upstream: Record<string, string | string[] | undefined>,
+): OutgoingHttpHeaders {
+  const out: OutgoingHttpHeaders = {};
+  const connection = upstream.connection;
+  const listed =
+    typeof connection === "string"
+      ? connection
+          .toLowerCase()
+          .split(",")
+          .map((name) => name.trim())
+      : [];
+  for (const name in upstream) {
+    if (droppedResponseHeaders.has(name) || listed.includes(name)) continue;
+    const value = upstream[name];
+    if (value !== undefined) out[name] = value;
+  }
+  return out;
+}

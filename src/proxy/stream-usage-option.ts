@@ -1,0 +1,28 @@
+import type { ProviderId } from "../providers/provider-id.js";
+
+/**
+ * Provider A reports usage on a streamed chat completion only when asked
+ * (`stream_options.include_usage`). To record usage for every call, a streamed chat completion
+ * that does not ask gets the option added; the client then also receives the final usage chunk
+ * (`choices: []`), which the official SDKs accept. Every other body is forwarded byte for byte.
+ */
+export function withStreamUsage(provider: ProviderId, path: string, body: Buffer): Buffer {
+  if (provider !== "provider-a" || path !== "chat/completions" || body.length === 0) return body;
+  if (body.indexOf('"stream"') < 0) return body;
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(body.toString("utf8"));
+  } catch {
+    return body;
+  }
+  if (typeof parsed !== "object" || parsed === null || Array.isArray(parsed)) return body;
+  const request = parsed as { stream?: unknown; stream_options?: unknown };
+  if (request.stream !== true) return body;
+  const options =
+    typeof request.stream_options === "object" && request.stream_options !== null
+      ? request.stream_options
+      : {};
+  if ((options as { include_usage?: unknown }).include_usage === true) return body;
+  request.stream_options = { ...options, include_usage: true };
+  return Buffer.from(JSON.stringify(request));
+}

@@ -1,0 +1,146 @@
+import { Ajv, type ValidateFunction } from "ajv";
+
+/**
+ * The project's output schema: a JSON Schema object restricted to the subset that the three
+ * providers' structured-output modes accept. Checked when saved (422 with the reasons), checked
+ * again before use, and every returned object is validated against it.
+ */
+const allowedKeywords = new Set([
+  "type",
+  "properties",
+  "required",
+  "items",
+  "enum",
+  "const",
+  "description",
+  "title",
+  "additionalProperties",
+  "anyOf",
+  "$defs",
+  "definitions",
+  "$ref",
+  "format",
+  "minimum",
+  "maximum",
+  "exclusiveMinimum",
+  "exclusiveMaximum",
+  "minItems",
+  "maxItems",
+  "minLength",
+  "maxLength",
+  "pattern",
+  "nullable",
+  "default",
+  "$schema",
+]);
+const allowedTypes = new Set(["object", "array", "string", "number", "integer", "boolean", "null"]);
+const maxDepth = 10;
+const maxSchemaBytes = 64 * 1024;
+
+const ajv = new Ajv({ allErrors: true, strict: false, validateFormats: false });
+const compiled = new Map<string, ValidateFunction>();
+
+/** Every reason the schema cannot be used; empty when it can. */
+export function checkOutputSchema(schema: unknown): string[] {
+  if (typeof schema !== "object" || schema === null || Array.isArray(schema)) {
+    return ["the output schema must be a JSON object"];
+  }
+  const problems: string[] = [];
+  if ((schema as Record<string, unknown>).type !== "object")
+    problems.push('the root of the output schema must have "type": "object"');
+  if (JSON.stringify(schema).length > maxSchemaBytes)
+    problems.push(`the output schema must be under ${maxSchemaBytes} bytes`);
+  walk(schema, "#", 0, problems);
+  if (problems.length === 0) {
+    try {
+      validatorFor(schema as Record<string, unknown>);
+    } catch (error) {
+      problems.push(`the output schema does not compile: ${(error as Error).message}`);
+    }
+  }
+  return problems;
+}
+
+function walk(node: unknown, path: string, depth: number, problems: string[]): void {
+  if (typeof node !== "object" || node === null || Array.isArray(node)) {
+    problems.push(`${path} must be a schema object`);
+    return;
+  }
+  if (depth > maxDepth) {
+    problems.push(`${path} nests deeper than ${maxDepth} levels`);
+    return;
+  }
+  const record = node as Record<string, unknown>;
+  for (const keyword of Object.keys(record)) {
+    if (!allowedKeywords.has(keyword))
+      problems.push(`${path}: keyword "${keyword}" is not supported by the providers' structured output`);
+  }
+  const types = Array.isArray(record.type) ? record.type : record.type === undefined ? [] : [record.type];
+  for (const type of types) {
+    if (typeof type !== "string" || !allowedTypes.has(type))
+      problems.push(`${path}: unknown type ${JSON.stringify(type)}`);
+  }
+  if (record.properties !== undefined) {
+    if (
+      typeof record.properties !== "object" ||
+      record.properties === null ||
+      Array.isArray(record.properties)
+    ) {
+      problems.push(`${path}/properties must be an object`);
+    } else {
+      for (const [name, child] of Object.entries(record.properties))
+        walk(child, `${path}/properties/${name}`, depth + 1, problems);
+    }
+  }
+  if (
+    record.required !== undefined &&
+    (!Array.isArray(record.required) || record.required.some((name) => typeof name !== "string"))
+  ) {
+    problems.push(`${path}/required must be an array of property names`);
+  }
+  if (record.items !== undefined) walk(record.items, `${path}/items`, depth + 1, problems);
+  if (typeof record.additionalProperties === "object" && record.additionalProperties !== null) {
+    walk(record.additionalProperties, `${path}/additionalProperties`, depth + 1, problems);
+  }
+  if (record.anyOf !== undefined) {
+    if (!Array.isArray(record.anyOf)) problems.push(`${path}/anyOf must be an array`);
+    else {
+      for (const [index, child] of record.anyOf.entries())
+        walk(child, `${path}/anyOf/${index}`, depth + 1, problems);
+    }
+  }
+  for (const definitions of ["$defs", "definitions"] as const) {
+    const value = record[definitions];
+    if (value !== undefined && typeof value === "object" && value !== null) {
+      for (const [name, child] of Object.entries(value))
+        walk(child, `${path}/${definitions}/${name}`, depth + 1, problems);
+    }
+  }
+}
+
+function validatorFor(schema: Record<string, unknown>): ValidateFunction {
+  const key = JSON.stringify(schema);
+  let validate = compiled.get(key);
+  if (!validate) {
+    const { $schema: _ignored, ...rest } = schema;
+    validate = ajv.compile(rest);
+    if (compiled.size > 1000) compiled.clear();
+    compiled.set(key, validate);
+  }
+  return validate;
+}
+
+/** Validates a model's output; the error strings say where and why. */
+export function validateAgainstSchema(
+  schema: Record<string, unknown>,
+  value: unknown,
+): { valid: boolean; errors: string[] } {
+  const validate = validatorFor(schema);
+  if (validate(value)) return { valid: true, errors: [] };
+  return {
+    valid: false,
+    errors: (validate.errors ?? []).map(
+      (error) => `${error.instancePath || "/"} ${error.message ?? "is invalid"}`,
+    ),
+  };
+}

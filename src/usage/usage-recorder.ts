@@ -1,0 +1,107 @@
+import type { UsageRecord, UsageRepository } from "../storage/usage-repository.js";
+
+export interface UsageRecorderDeps {
+  repository: UsageRepository;
+  flushIntervalMs: number;
+  /** Rows held while the database is down; rows beyond it are dropped and counted. */
+  queueMax: number;
+  batchSize?: number;
+  onQueueDepth?: (depth: number) => void;
+  onDropped?: (count: number) => void;
+  onWriteFailure?: (error: unknown) => void;
+  onRecovered?: () => void;
+}
+
+export interface UsageRecorder {
+  /** Queues a row; never blocks and never throws on the request path. */
+  record(row: UsageRecord): void;
+  /** Writes everything queued (retrying until `deadlineMs` passes); used at shutdown and in tests. */
+  flush(deadlineMs?: number): Promise<void>;
+  depth(): number;
+  stop(): Promise<void>;
+}
+
+/**
+ * Writes usage rows in batches off the request path. A failed batch stays at the head of the
+ * queue and is retried with backoff; rows are keyed by request id and inserted with
+ * on-conflict-do-nothing, so a batch that committed before its acknowledgement was lost is never
+ * written twice.
+ */
+export function createUsageRecorder(deps: UsageRecorderDeps): UsageRecorder {
+  const batchSize = deps.batchSize ?? 500;
+  let queue: UsageRecord[] = [];
+  let writing: Promise<void> | null = null;
+  let failing = false;
+  let backoffMs = 0;
+  let retryAt = 0;
+  let stopped = false;
+
+  const timer = setInterval(() => void drain(), deps.flushIntervalMs);
+  timer.unref();
+
+  async function writeOnce(): Promise<boolean> {
+    const batch = queue.slice(0, batchSize);
+    if (batch.length === 0) return true;
+    try {
+      await deps.repository.insertBatch(batch);
+      queue = queue.slice(batch.length);
+      deps.onQueueDepth?.(queue.length);
+      if (failing) {
+        failing = false;
+        backoffMs = 0;
+        deps.onRecovered?.();
+      }
+      return true;
+    } catch (error) {
+      failing = true;
+      backoffMs = Math.min(Math.max(backoffMs * 2, 100), 5000);
+      retryAt = Date.now() + backoffMs;
+      deps.onWriteFailure?.(error);
+      return false;
+    }
+  }
+
+  async function drain(): Promise<void> {
+    if (writing || queue.length === 0 || Date.now() < retryAt) return;
+    writing = (async () => {
+      while (queue.length > 0 && (await writeOnce())) {
+        // keep writing full batches while the database accepts them
+      }
+    })();
+    try {
+      await writing;
+    } finally {
+      writing = null;
+    }
+  }
+
+  return {
+    record(row) {
+      if (queue.length >= deps.queueMax) {
+        deps.onDropped?.(1);
+        return;
+      }
+      queue.push(row);
+      deps.onQueueDepth?.(queue.length);
+      if (queue.length >= batchSize && !stopped) void drain();
+    },
+    async flush(deadlineMs = 10_000) {
+      const deadline = Date.now() + deadlineMs;
+      while (queue.length > 0 && Date.now() < deadline) {
+        if (writing) await writing;
+        retryAt = 0;
+        await drain();
+        if (queue.length > 0 && failing)
+          await new Promise((resolve) =>
+            setTimeout(resolve, Math.min(backoffMs, Math.max(0, deadline - Date.now()))),
+          );
+      }
+    },
+    depth: () => queue.length,
+    async stop() {
+      stopped = true;
+      clearInterval(timer);
+      if (writing) await writing;
+    },
+  };
+}

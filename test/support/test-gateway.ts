@@ -1,0 +1,112 @@
+import { randomBytes } from "node:crypto";
+import { mkdtempSync, rmSync } from "node:fs";
+import { createServer, type Server } from "node:http";
+import type { AddressInfo } from "node:net";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { Writable } from "node:stream";
+import { type Config, loadConfig } from "../../src/config.js";
+import { createGateway, type Gateway, type Injectables } from "../../src/deps.js";
+import { createLogger } from "../../src/observability/logger.js";
+import type { ProviderId } from "../../src/providers/provider-id.js";
+
+export const adminToken = "test-admin-token-0123456789";
+
+export interface TestGateway {
+  url: string;
+  gateway: Gateway;
+  server: Server;
+  /** Every log line the gateway wrote, for leak tests. */
+  logs: string[];
+  close(): Promise<void>;
+}
+
+/**
+ * Starts a real gateway on 127.0.0.1 port 0 with a throwaway data dir, fast usage flushes and
+ * captured logs. `overrides` are config values (e.g. provider base URLs pointing at a fake).
+ */
+export async function startTestGateway(
+  overrides: Partial<Config> = {},
+  injected: Partial<Injectables> = {},
+): Promise<TestGateway> {
+  const dataDir = mkdtempSync(join(tmpdir(), "sluice-test-"));
+  const config = loadConfig(
+    {},
+    {
+      dataDir,
+      port: 0,
+      masterKey: randomBytes(32).toString("base64"),
+      adminToken,
+      logLevel: "debug",
+      usageFlushIntervalMs: 20,
+      metricsEnabled: false,
+      ...overrides,
+    },
+  );
+  const logs: string[] = [];
+  const sink = new Writable({
+    write(chunk, _encoding, done) {
+      logs.push(String(chunk));
+      done();
+    },
+  });
+  const gateway = await createGateway(config, { logger: createLogger(config.logLevel, sink), ...injected });
+  const server = createServer(gateway.app.handle);
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  const { port } = server.address() as AddressInfo;
+  return {
+    url: `http://127.0.0.1:${port}`,
+    gateway,
+    server,
+    logs,
+    async close() {
+      server.closeAllConnections();
+      await new Promise((resolve) => server.close(resolve));
+      await gateway.close();
+      rmSync(dataDir, { recursive: true, force: true });
+    },
+  };
+}
+
+export interface TestProject {
+  projectId: string;
+  testKey: string;
+  /** Partial keys per provider, each for a provider key `real-<provider>-key-<random>`. */
+  partialKeys: Record<ProviderId, string>;
+  providerKeys: Record<ProviderId, string>;
+  keyIds: Record<ProviderId, string>;
+  /** `<partial_key>.<test_key>` for the Bearer method. */
+  bearer(provider: ProviderId): string;
+}
+
+/** Creates a project in test mode with one provider key per provider, through the admin use cases. */
+export async function createTestProject(
+  gateway: Gateway,
+  fields: Record<string, unknown> = {},
+): Promise<TestProject> {
+  const created = await gateway.admin.createProject({
+    name: "Test project",
+    provider: "provider-a",
+    testMode: true,
+    ...fields,
+  });
+  const projectId = created.project.id;
+  const partialKeys = {} as Record<ProviderId, string>;
+  const providerKeys = {} as Record<ProviderId, string>;
+  const keyIds = {} as Record<ProviderId, string>;
+  for (const provider of ["provider-a", "provider-b", "provider-c"] as const) {
+    const providerKey = `real-${provider}-key-${randomBytes(12).toString("hex")}`;
+    const key = await gateway.admin.addProviderKey(projectId, { provider, apiKey: providerKey });
+    partialKeys[provider] = key.partialKey;
+    providerKeys[provider] = providerKey;
+    keyIds[provider] = key.keyId;
+  }
+  return {
+    projectId,
+    testKey: created.testKey,
+    partialKeys,
+    providerKeys,
+    keyIds,
+    bearer: (provider) => `${partialKeys[provider]}.${created.testKey}`,
+  };
+}
