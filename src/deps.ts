@@ -2,6 +2,7 @@ import { randomUUID } from "node:crypto";
 import type { IncomingMessage } from "node:http";
 import type { Redis } from "ioredis";
 import { createProjectAdmin } from "./admin/project-admin.js";
+import { seedProjects } from "./admin/seed-projects.js";
 import type { App } from "./app.js";
 import { createApp } from "./app.js";
 import { createAuthenticator } from "./auth/authenticate.js";
@@ -78,6 +79,10 @@ export async function createGateway(config: Config, injected: Partial<Injectable
     now,
     onProjectChanged: directory.invalidate,
   });
+  if (config.configFile) {
+    const seeded = await seedProjects(admin, config.configFile);
+    logger.info(seeded, "projects seeded from SLUICE_CONFIG_FILE");
+  }
 
   const redis: Redis | undefined = config.redisUrl ? createRedisClient(config.redisUrl) : undefined;
   const limiter = createRateLimiter({

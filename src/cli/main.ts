@@ -4,7 +4,6 @@ import { openAdminContext } from "../admin/admin-context.js";
 import type { ProjectAdmin } from "../admin/project-admin.js";
 import { ConfigError, loadConfig } from "../config.js";
 import { isGatewayError } from "../errors.js";
-import { serve } from "../server.js";
 
 /** The `sluice` command: argument parsing only; the work is done by the admin use cases. */
 const usage = `Usage: sluice <command>
@@ -75,6 +74,8 @@ export async function runCli(
     return command || flags.help ? 0 : 2;
   }
   if (command === "serve") {
+    // Loaded only here, so admin commands start fast and never build the server.
+    const { serve } = await import("../server.js");
     await serve();
     return -1;
   }

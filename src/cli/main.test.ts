@@ -1,0 +1,161 @@
+import { randomBytes } from "node:crypto";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { Writable } from "node:stream";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { runCli } from "./main.js";
+
+function capture() {
+  let text = "";
+  const stream = new Writable({
+    write(chunk, _encoding, done) {
+      text += String(chunk);
+      done();
+    },
+  });
+  return { stream, text: () => text };
+}
+
+async function cli(
+  ...argv: string[]
+): Promise<{ code: number; out: string; err: string; json: () => unknown }> {
+  const out = capture();
+  const err = capture();
+  const code = await runCli(argv, {
+    out: out.stream as unknown as NodeJS.WriteStream,
+    err: err.stream as unknown as NodeJS.WriteStream,
+    stdin: 0,
+  });
+  return { code, out: out.text(), err: err.text(), json: () => JSON.parse(out.text()) };
+}
+
+describe("sluice CLI", () => {
+  const dataDir = mkdtempSync(join(tmpdir(), "sluice-cli-"));
+  const saved = { ...process.env };
+
+  beforeAll(() => {
+    process.env.SLUICE_DATA_DIR = dataDir;
+    process.env.SLUICE_MASTER_KEY = randomBytes(32).toString("base64");
+    delete process.env.DATABASE_URL;
+  });
+  afterAll(() => {
+    process.env = saved;
+    rmSync(dataDir, { recursive: true, force: true });
+  });
+
+  it("creates, shows, updates, lists and deletes a project", async () => {
+    const created = await cli(
+      "projects",
+      "create",
+      "--id",
+      "cli-demo",
+      "--name",
+      "Demo",
+      "--provider",
+      "provider-b",
+      "--test-mode",
+      "true",
+    );
+    expect(created.code).toBe(0);
+    const body = created.json() as { project: { id: string; testMode: boolean }; testKey: string };
+    expect(body.project).toMatchObject({ id: "cli-demo", testMode: true });
+    expect(body.testKey).toMatch(/^tk_/);
+    const schemaFile = join(dataDir, "schema.json");
+    writeFileSync(
+      schemaFile,
+      JSON.stringify({ type: "object", properties: { title: { type: "string" } }, required: ["title"] }),
+    );
+    const updated = await cli(
+      "projects",
+      "update",
+      "cli-demo",
+      "--output-schema",
+      schemaFile,
+      "--rate-limit",
+      "30",
+    );
+    expect(updated.code).toBe(0);
+    expect(updated.json()).toMatchObject({
+      outputSchema: { required: ["title"] },
+      rateLimits: { perMinute: 30 },
+    });
+    expect((await cli("projects", "show", "cli-demo")).json()).toMatchObject({
+      id: "cli-demo",
+      provider: "provider-b",
+    });
+    expect(
+      ((await cli("projects", "list")).json() as Array<{ id: string }>).map((project) => project.id),
+    ).toContain("cli-demo");
+    expect((await cli("projects", "delete", "cli-demo")).code).toBe(0);
+    const gone = await cli("projects", "show", "cli-demo");
+    expect(gone.code).toBe(1);
+    expect(gone.err).toBe('error: Project "cli-demo" does not exist\n');
+  });
+
+  it("adds a key once with its partial key, lists it without secrets and revokes it", async () => {
+    await cli("projects", "create", "--id", "cli-keys", "--name", "Keys", "--provider", "provider-a");
+    const added = await cli(
+      "keys",
+      "add",
+      "cli-keys",
+      "--provider",
+      "provider-a",
+      "--api-key",
+      "sk-live-secret-value-123",
+    );
+    expect(added.code).toBe(0);
+    const key = added.json() as { keyId: string; partialKey: string };
+    expect(key.partialKey).toMatch(/^sk_sluice_/);
+    expect(added.out).not.toContain("sk-live-secret-value-123");
+    const listed = await cli("keys", "list", "cli-keys");
+    expect(listed.out).not.toContain(key.partialKey);
+    expect(listed.out).not.toContain("sk-live-secret-value-123");
+    expect(listed.json()).toEqual([
+      expect.objectContaining({ keyId: key.keyId, provider: "provider-a", revokedAt: null }),
+    ]);
+    expect((await cli("keys", "revoke", "cli-keys", key.keyId)).code).toBe(0);
+    const again = await cli("keys", "revoke", "cli-keys", key.keyId);
+    expect(again.code).toBe(1);
+    const rotated = await cli("test-keys", "rotate", "cli-keys");
+    expect(rotated.json()).toMatchObject({ testKey: expect.stringMatching(/^tk_/) });
+    expect((await cli("usage", "cli-keys", "--group-by", "model")).json()).toMatchObject({
+      groupBy: "model",
+      rows: [],
+    });
+  });
+
+  it.each([
+    [["projects", "create", "--name", "x"], 1, /provider/],
+    [["projects", "create", "--name", "x", "--provider", "provider-z"], 1, /provider/],
+    [
+      ["projects", "create", "--name", "x", "--provider", "provider-a", "--test-mode", "yes"],
+      2,
+      /--test-mode takes true or false/,
+    ],
+    [
+      [
+        "projects",
+        "create",
+        "--name",
+        "x",
+        "--provider",
+        "provider-a",
+        "--output-schema",
+        '{"type":"array"}',
+      ],
+      1,
+      /output schema is invalid/,
+    ],
+    [["projects", "show"], 2, /the project id is required/],
+    [["keys", "add", "nope", "--provider", "provider-a", "--api-key", "sk-123456789"], 1, /does not exist/],
+    [["frobnicate"], 2, /unknown command: frobnicate/],
+    [["projects", "list", "--bogus"], 2, /Unknown option '--bogus'/],
+    [["usage", "nope", "--group-by", "week"], 1, /groupBy/],
+  ])("refuses bad input %j with a clear message and no stack trace", async (argv, code, message) => {
+    const result = await cli(...argv);
+    expect(result.code).toBe(code);
+    expect(result.err).toMatch(message);
+    expect(result.err).not.toMatch(/\n\s+at /);
+  });
+});
