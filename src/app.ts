@@ -33,6 +33,7 @@ export function createApp(deps: AppDeps): App {
 
   let active = 0;
   const { logger, metrics } = deps;
+  const accessLog = logger.isLevelEnabled("debug");
 
   async function run(handler: Handler, context: RequestContext, route: string): Promise<void> {
     try {
@@ -62,6 +63,21 @@ export function createApp(deps: AppDeps): App {
         active--;
         const seconds = Number(process.hrtime.bigint() - startedAt) / 1e9;
         metrics.observeRequest(route, request.method ?? "GET", response.statusCode, seconds);
+        // The path only: a query string may carry a credential (e.g. provider C's `key=`).
+        if (accessLog) {
+          logger.debug(
+            {
+              requestId,
+              method: request.method,
+              path,
+              route,
+              status: response.statusCode,
+              ms: Math.round(seconds * 1e6) / 1000,
+              clientIp: context.clientIp,
+            },
+            "request",
+          );
+        }
       });
       const context: RequestContext = {
         request,

@@ -23,8 +23,8 @@ async function cli(
   const out = capture();
   const err = capture();
   const code = await runCli(argv, {
-    out: out.stream as unknown as NodeJS.WriteStream,
-    err: err.stream as unknown as NodeJS.WriteStream,
+    out: out.stream,
+    err: err.stream,
     stdin: 0,
   });
   return { code, out: out.text(), err: err.text(), json: () => JSON.parse(out.text()) };

@@ -56,9 +56,16 @@ type Flags = ReturnType<typeof parseArgs<{ options: typeof options; allowPositio
 
 class UsageError extends Error {}
 
+export interface CliIo {
+  out: { write(text: string): unknown };
+  err: { write(text: string): unknown };
+  /** File descriptor read by --api-key-stdin. */
+  stdin: number;
+}
+
 export async function runCli(
   argv: string[],
-  io = { out: process.stdout, err: process.stderr, stdin: 0 as number },
+  io: CliIo = { out: process.stdout, err: process.stderr, stdin: 0 },
 ): Promise<number> {
   let parsed: { values: Flags; positionals: string[] };
   try {

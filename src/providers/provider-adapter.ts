@@ -107,7 +107,7 @@ export function createProviderAdapters(options: ProviderAdapterOptions): Record<
 export function safeProviderPath(path: string): string | null {
   if (path.length === 0 || path.length > 2048) return null;
   if (/^[a-z][a-z0-9+.-]*:/i.test(path) || path.startsWith("/")) return null;
-  if (/%2f|%5c|\\|%00|[\x00-\x20\x7f]/i.test(path)) return null;
+  if (/%2f|%5c|\\|%00/i.test(path) || hasControlOrSpace(path)) return null;
   for (const segment of path.split("/")) {
     let decoded: string;
     try {
@@ -118,4 +118,12 @@ export function safeProviderPath(path: string): string | null {
     if (decoded === "" || decoded === "." || decoded === ".." || decoded.includes("/")) return null;
   }
   return path;
+}
+
+function hasControlOrSpace(path: string): boolean {
+  for (let index = 0; index < path.length; index++) {
+    const code = path.charCodeAt(index);
+    if (code <= 0x20 || code === 0x7f) return true;
+  }
+  return false;
 }

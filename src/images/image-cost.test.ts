@@ -1,0 +1,49 @@
+import { describe, expect, it } from "vitest";
+import { imageCost } from "./image-cost.js";
+
+describe("image cost, SPEC.md's table row by row", () => {
+  const sizes = ["1024x1024", "1024x1536", "1536x1024"] as const;
+  const rows: Array<[string, string | undefined, [number, number, number]]> = [
+    ["gpt-image-1", "low", [0.011, 0.016, 0.016]],
+    ["gpt-image-1", "medium", [0.042, 0.063, 0.063]],
+    ["gpt-image-1", "high", [0.167, 0.25, 0.25]],
+    ["dall-e-3", "standard", [0.04, 0.08, 0.08]],
+    ["dall-e-3", "hd", [0.08, 0.12, 0.12]],
+    ["gpt-image-1-mini", undefined, [0.016, 0.018, 0.02]],
+  ];
+  for (const [model, quality, prices] of rows) {
+    for (const [index, size] of sizes.entries()) {
+      it(`prices ${model} ${quality ?? "n/a"} ${size} at ${prices[index]}`, () => {
+        expect(imageCost({ provider: "provider-a", model, quality, size, n: 1 })).toEqual({
+          costUsd: prices[index],
+          unitPriceUsd: prices[index],
+        });
+      });
+    }
+  }
+
+  it("prices provider C standard and fast at any size, times n", () => {
+    expect(imageCost({ provider: "provider-c", model: "imagen-4.0-generate-001", n: 3 }).costUsd).toBe(0.12);
+    expect(
+      imageCost({ provider: "provider-c", model: "imagen-4.0-fast-generate-001", aspectRatio: "16:9", n: 2 })
+        .costUsd,
+    ).toBe(0.04);
+  });
+
+  it("maps aspect ratios onto the table's sizes", () => {
+    expect(
+      imageCost({ provider: "provider-a", model: "gpt-image-1", quality: "low", aspectRatio: "3:2", n: 1 })
+        .costUsd,
+    ).toBe(0.016);
+  });
+
+  it.each([
+    [{ provider: "provider-c" as const, model: "imagen-4.0-ultra-generate-001", n: 1 }],
+    [{ provider: "provider-a" as const, model: "gpt-image-1", quality: "auto", size: "1024x1024", n: 1 }],
+    [{ provider: "provider-a" as const, model: "gpt-image-1", quality: "low", n: 1 }],
+    [{ provider: "provider-a" as const, model: "gpt-image-1", quality: "low", size: "512x512", n: 1 }],
+    [{ provider: "provider-a" as const, model: "unknown-model", size: "1024x1024", n: 1 }],
+  ])("is unknown (null, never 0) for %j", (input) => {
+    expect(imageCost(input)).toEqual({ costUsd: null, unitPriceUsd: null });
+  });
+});

@@ -1,0 +1,44 @@
+import type { ProviderId } from "../providers/provider-id.js";
+import { findModel } from "../usage/model-catalogue.js";
+
+export interface ImageCostInput {
+  provider: ProviderId;
+  model: string;
+  /** Provider A: gpt-image-1 `low|medium|high`; dall-e-3 `standard|hd`. */
+  quality?: string | undefined;
+  size?: string | undefined;
+  aspectRatio?: string | undefined;
+  n: number;
+}
+
+const sizeOfAspectRatio: Record<string, string> = {
+  "1:1": "1024x1024",
+  "2:3": "1024x1536",
+  "3:2": "1536x1024",
+};
+
+/**
+ * Cost of one image generation from SPEC.md's price table: known when the model, its variant and
+ * the size are known; otherwise null (unknown), never 0.
+ */
+export function imageCost(input: ImageCostInput): { costUsd: number | null; unitPriceUsd: number | null } {
+  const table = findModel(input.provider, input.model)?.imagePricing;
+  if (!table) return { costUsd: null, unitPriceUsd: null };
+  const variant = variantOf(input.model, table, input.quality);
+  const prices = variant ? table[variant] : undefined;
+  if (!prices) return { costUsd: null, unitPriceUsd: null };
+  const size = input.size ?? (input.aspectRatio ? sizeOfAspectRatio[input.aspectRatio] : undefined);
+  const unit = prices["*"] !== undefined ? prices["*"] : size ? prices[size] : undefined;
+  if (unit === undefined || unit === null) return { costUsd: null, unitPriceUsd: null };
+  return { costUsd: Math.round(unit * input.n * 1e9) / 1e9, unitPriceUsd: unit };
+}
+
+function variantOf(
+  model: string,
+  table: Record<string, unknown>,
+  quality: string | undefined,
+): string | null {
+  if (table.default) return "default";
+  if (model.startsWith("dall-e-3")) return quality === "hd" ? "hd" : "standard";
+  return quality && quality in table ? quality : null;
+}

@@ -1,0 +1,84 @@
+import { type CatalogueModel, catalogueVersion, modelsFor } from "../usage/model-catalogue.js";
+import type { ProviderId } from "./provider-id.js";
+
+/**
+ * The public model lists, each in its provider's own list envelope so the official SDKs'
+ * `models.list()` work through Sluice. Every entry adds `name`, `pricing` and `capabilities`.
+ */
+function pricingOf(model: CatalogueModel): Record<string, unknown> {
+  if (model.imagePricing) return { unit: "image", currency: "USD", perImage: model.imagePricing };
+  return {
+    unit: "1M tokens",
+    currency: "USD",
+    input: model.pricing?.input ?? null,
+    output: model.pricing?.output ?? null,
+    cachedInput: model.pricing?.cachedInput ?? null,
+  };
+}
+
+const ownerOf: Record<ProviderId, string> = {
+  "provider-a": "system",
+  "provider-b": "provider-b",
+  "provider-c": "provider-c",
+};
+
+function entry(provider: ProviderId, model: CatalogueModel): Record<string, unknown> {
+  const extra = {
+    name: model.displayName,
+    pricing: pricingOf(model),
+    capabilities: model.capabilities,
+    catalogueVersion,
+  };
+  switch (provider) {
+    case "provider-a":
+      return { id: model.id, object: "model", created: model.created, owned_by: ownerOf[provider], ...extra };
+    case "provider-b":
+      return {
+        id: model.id,
+        type: "model",
+        display_name: model.displayName,
+        created_at: new Date(model.created * 1000).toISOString(),
+        ...extra,
+      };
+    case "provider-c": {
+      const methods = model.capabilities.embeddings
+        ? ["embedContent"]
+        : model.capabilities.image
+          ? ["predict"]
+          : ["generateContent", "countTokens"];
+      return {
+        ...extra,
+        name: `models/${model.id}`,
+        displayName: model.displayName,
+        supportedGenerationMethods: methods,
+      };
+    }
+  }
+}
+
+export function renderModelList(
+  provider: ProviderId,
+  models: readonly CatalogueModel[],
+): Record<string, unknown> {
+  const data = models.map((model) => entry(provider, model));
+  switch (provider) {
+    case "provider-a":
+      return { object: "list", data };
+    case "provider-b":
+      return { data, has_more: false, first_id: models[0]?.id ?? null, last_id: models.at(-1)?.id ?? null };
+    case "provider-c":
+      return { models: data };
+  }
+}
+
+const rendered = new Map<ProviderId, Buffer>();
+
+/** The full list's bytes, rendered once per provider: these are public, hot endpoints. */
+export function modelListBody(provider: ProviderId): Buffer {
+  let body = rendered.get(provider);
+  if (!body) {
+    body = Buffer.from(JSON.stringify(renderModelList(provider, modelsFor(provider))));
+    rendered.set(provider, body);
+  }
+  return body;
+}

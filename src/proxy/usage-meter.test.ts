@@ -1,0 +1,261 @@
+import { describe, expect, it } from "vitest";
+import type { ProviderId } from "../providers/provider-id.js";
+import { SseEventScanner } from "./sse-event-scanner.js";
+import { createUsageMeter } from "./usage-meter.js";
+
+const openAiStream = [
+  'data: {"id":"chatcmpl-1","object":"chat.completion.chunk","created":1,"model":"gpt-4o-mini-2024-07-18","choices":[{"index":0,"delta":{"role":"assistant","content":""}}],"usage":null}',
+  'data: {"id":"chatcmpl-1","object":"chat.completion.chunk","created":1,"model":"gpt-4o-mini-2024-07-18","choices":[{"index":0,"delta":{"content":"Hé 🙂"}}],"usage":null}',
+  'data: {"id":"chatcmpl-1","object":"chat.completion.chunk","created":1,"model":"gpt-4o-mini-2024-07-18","choices":[],"usage":{"prompt_tokens":12,"completion_tokens":7,"total_tokens":19,"prompt_tokens_details":{"cached_tokens":4},"completion_tokens_details":{"reasoning_tokens":2}}}',
+  "data: [DONE]",
+]
+  .map((line) => `${line}\n\n`)
+  .join("");
+
+const openAiJson = JSON.stringify({
+  id: "chatcmpl-1",
+  object: "chat.completion",
+  model: "gpt-4o-mini-2024-07-18",
+  choices: [{ index: 0, message: { role: "assistant", content: "Hé 🙂" }, finish_reason: "stop" }],
+  usage: {
+    prompt_tokens: 12,
+    completion_tokens: 7,
+    total_tokens: 19,
+    prompt_tokens_details: { cached_tokens: 4 },
+    completion_tokens_details: { reasoning_tokens: 2 },
+  },
+});
+
+const responsesStream = [
+  'event: response.created\ndata: {"type":"response.created","response":{"id":"resp_1","model":"gpt-4.1","usage":null}}',
+  'event: response.output_text.delta\ndata: {"type":"response.output_text.delta","delta":"Hi"}',
+  'event: response.completed\ndata: {"type":"response.completed","response":{"id":"resp_1","model":"gpt-4.1","usage":{"input_tokens":30,"input_tokens_details":{"cached_tokens":10},"output_tokens":8,"output_tokens_details":{"reasoning_tokens":3},"total_tokens":38}}}',
+]
+  .map((event) => `${event}\n\n`)
+  .join("");
+
+const anthropicStream = [
+  'event: message_start\ndata: {"type":"message_start","message":{"id":"msg_1","type":"message","role":"assistant","model":"claude-sonnet-4-5-20250929","content":[],"stop_reason":null,"usage":{"input_tokens":25,"cache_creation_input_tokens":0,"cache_read_input_tokens":5,"output_tokens":1}}}',
+  'event: content_block_start\ndata: {"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}',
+  'event: ping\ndata: {"type": "ping"}',
+  'event: content_block_delta\ndata: {"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"Hello"}}',
+  'event: content_block_stop\ndata: {"type":"content_block_stop","index":0}',
+  'event: message_delta\ndata: {"type":"message_delta","delta":{"stop_reason":"end_turn","stop_sequence":null},"usage":{"output_tokens":15}}',
+  'event: message_stop\ndata: {"type":"message_stop"}',
+]
+  .map((event) => `${event}\n\n`)
+  .join("");
+
+const anthropicJson = JSON.stringify({
+  id: "msg_1",
+  type: "message",
+  model: "claude-sonnet-4-5-20250929",
+  content: [{ type: "text", text: "Hello" }],
+  usage: { input_tokens: 25, cache_creation_input_tokens: 0, cache_read_input_tokens: 5, output_tokens: 15 },
+});
+
+const geminiChunk = (text: string, candidates: number) =>
+  JSON.stringify({
+    candidates: [{ content: { parts: [{ text }], role: "model" }, index: 0 }],
+    usageMetadata: {
+      promptTokenCount: 9,
+      candidatesTokenCount: candidates,
+      totalTokenCount: 9 + candidates + 4,
+      thoughtsTokenCount: 4,
+      cachedContentTokenCount: 2,
+    },
+    modelVersion: "gemini-2.5-flash",
+    responseId: "r1",
+  });
+const geminiSse = `data: ${geminiChunk("Hel", 1)}\r\n\r\ndata: ${geminiChunk("lo", 6)}\r\n\r\n`;
+const geminiArray = `[${geminiChunk("Hel", 1)}\n,\r\n${geminiChunk("lo", 6)}]`;
+
+function meter(provider: ProviderId, body: string, streaming: boolean, splits: number[] = []) {
+  const bytes = Buffer.from(body);
+  const usage = createUsageMeter(provider, {
+    streaming,
+    contentType: streaming ? "text/event-stream" : "application/json",
+  });
+  let at = 0;
+  for (const split of [...splits, bytes.length]) {
+    usage.push(bytes.subarray(at, split));
+    at = split;
+  }
+  return usage.finish();
+}
+
+const expectations: Array<[string, ProviderId, string, boolean, object]> = [
+  [
+    "provider A chat stream",
+    "provider-a",
+    openAiStream,
+    true,
+    { inputTokens: 12, outputTokens: 7, cachedInputTokens: 4, reasoningTokens: 2 },
+  ],
+  [
+    "provider A chat JSON",
+    "provider-a",
+    openAiJson,
+    false,
+    { inputTokens: 12, outputTokens: 7, cachedInputTokens: 4, reasoningTokens: 2 },
+  ],
+  [
+    "provider A Responses stream",
+    "provider-a",
+    responsesStream,
+    true,
+    { inputTokens: 30, outputTokens: 8, cachedInputTokens: 10, reasoningTokens: 3 },
+  ],
+  [
+    "provider B stream",
+    "provider-b",
+    anthropicStream,
+    true,
+    { inputTokens: 30, outputTokens: 15, cachedInputTokens: 5, reasoningTokens: null },
+  ],
+  [
+    "provider B JSON",
+    "provider-b",
+    anthropicJson,
+    false,
+    { inputTokens: 30, outputTokens: 15, cachedInputTokens: 5, reasoningTokens: null },
+  ],
+  [
+    "provider C SSE",
+    "provider-c",
+    geminiSse,
+    true,
+    { inputTokens: 9, outputTokens: 10, cachedInputTokens: 2, reasoningTokens: 4 },
+  ],
+  [
+    "provider C JSON array",
+    "provider-c",
+    geminiArray,
+    false,
+    { inputTokens: 9, outputTokens: 10, cachedInputTokens: 2, reasoningTokens: 4 },
+  ],
+];
+
+describe("usage meter", () => {
+  it.each(expectations)("reads %s", (_name, provider, body, streaming, usage) => {
+    expect(meter(provider, body, streaming).usage).toEqual(usage);
+  });
+
+  it.each(expectations)(
+    "reads %s identically at every split point",
+    (_name, provider, body, streaming, usage) => {
+      const length = Buffer.byteLength(body);
+      for (let split = 1; split < length; split++) {
+        expect(meter(provider, body, streaming, [split]).usage).toEqual(usage);
+      }
+    },
+  );
+
+  it.each(expectations)("reads %s identically byte by byte", (_name, provider, body, streaming, usage) => {
+    const length = Buffer.byteLength(body);
+    expect(
+      meter(
+        provider,
+        body,
+        streaming,
+        Array.from({ length: length - 1 }, (_, index) => index + 1),
+      ).usage,
+    ).toEqual(usage);
+  });
+
+  it("reports the model the provider says answered", () => {
+    expect(meter("provider-a", openAiStream, true).model).toBe("gpt-4o-mini-2024-07-18");
+    expect(meter("provider-a", responsesStream, true).model).toBe("gpt-4.1");
+    expect(meter("provider-b", anthropicStream, true).model).toBe("claude-sonnet-4-5-20250929");
+    expect(meter("provider-c", geminiSse, true).model).toBe("gemini-2.5-flash");
+  });
+
+  it("gives the same usage streamed and buffered", () => {
+    expect(meter("provider-a", openAiStream, true).usage).toEqual(
+      meter("provider-a", openAiJson, false).usage,
+    );
+    expect(meter("provider-b", anthropicStream, true).usage).toEqual(
+      meter("provider-b", anthropicJson, false).usage,
+    );
+    expect(meter("provider-c", geminiSse, true).usage).toEqual(meter("provider-c", geminiArray, false).usage);
+  });
+
+  it("reports what a cut stream showed so far", () => {
+    const cutB = anthropicStream.slice(0, anthropicStream.indexOf("event: message_delta"));
+    expect(meter("provider-b", cutB, true).usage).toEqual({
+      inputTokens: 30,
+      outputTokens: 1,
+      cachedInputTokens: 5,
+      reasoningTokens: null,
+    });
+    const cutC = geminiSse.slice(0, geminiSse.lastIndexOf("data:") + 40);
+    expect(meter("provider-c", cutC, true).usage.outputTokens).toBe(5);
+    const cutArray = geminiArray.slice(0, geminiArray.lastIndexOf('"candidatesTokenCount"') + 5);
+    expect(meter("provider-c", cutArray, false).usage.outputTokens).toBe(5);
+    expect(meter("provider-a", openAiStream.slice(0, 100), true).usage.inputTokens).toBeNull();
+  });
+
+  it("never throws on garbage", () => {
+    for (const provider of ["provider-a", "provider-b", "provider-c"] as const) {
+      for (const streaming of [true, false]) {
+        expect(() =>
+          meter(provider, 'data: {"usage":{broken\n\nevent: message_start\ndata: nope\n\n', streaming),
+        ).not.toThrow();
+        expect(meter(provider, "\u0000\u0001{{{", streaming).usage.inputTokens).toBeNull();
+      }
+    }
+  });
+
+  it("reads embeddings usage as zero output", () => {
+    const body = JSON.stringify({
+      object: "list",
+      data: [],
+      model: "text-embedding-3-small",
+      usage: { prompt_tokens: 8, total_tokens: 8 },
+    });
+    expect(meter("provider-a", body, false).usage).toEqual({
+      inputTokens: 8,
+      outputTokens: 0,
+      cachedInputTokens: null,
+      reasoningTokens: null,
+    });
+  });
+});
+
+describe("SSE event scanner", () => {
+  function events(chunks: string[]) {
+    const seen: Array<[string | undefined, string]> = [];
+    const scanner = new SseEventScanner((event, data) => seen.push([event, data]));
+    for (const chunk of chunks) scanner.push(Buffer.from(chunk));
+    scanner.end();
+    return seen;
+  }
+
+  it("follows the WHATWG rules for fields, comments, multi-line data and line ends", () => {
+    expect(
+      events([
+        ": comment\nevent: a\ndata: one\ndata:two\n\n",
+        "data: three\r\n\r\n",
+        "data: four\r\rdata: unterminated",
+      ]),
+    ).toEqual([
+      ["a", "one\ntwo"],
+      [undefined, "three"],
+      [undefined, "four"],
+    ]);
+  });
+
+  it("handles a CRLF split across chunks", () => {
+    expect(events(["data: x\r", "\n\r", "\ndata: y\n\n"])).toEqual([
+      [undefined, "x"],
+      [undefined, "y"],
+    ]);
+  });
+
+  it("drops an event larger than its cap and carries on", () => {
+    const seen: string[] = [];
+    const scanner = new SseEventScanner((_event, data) => seen.push(data), 64);
+    scanner.push(Buffer.from(`data: ${"x".repeat(100)}\n\ndata: small\n\n`));
+    expect(seen).toEqual(["small"]);
+  });
+});

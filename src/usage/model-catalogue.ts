@@ -1,0 +1,334 @@
+import type { ProviderId } from "../providers/provider-id.js";
+
+/**
+ * The one versioned catalogue of supported models and their list prices. It feeds the public model
+ * lists and the cost engine. Token prices are USD per 1M tokens; an unknown price is null, never 0.
+ * Image prices are USD per image, from SPEC.md's table, keyed by variant and size ("*" = any size).
+ */
+export const catalogueVersion = "2026-11-01";
+
+export interface Capabilities {
+  text: boolean;
+  vision: boolean;
+  pdf: boolean;
+  structured: boolean;
+  image: boolean;
+  embeddings: boolean;
+}
+
+export interface TokenPricing {
+  input: number | null;
+  output: number | null;
+  cachedInput: number | null;
+}
+
+export interface CatalogueModel {
+  id: string;
+  provider: ProviderId;
+  displayName: string;
+  created: number;
+  capabilities: Capabilities;
+  pricing: TokenPricing | null;
+  /** Image models: variant -> size -> USD per image. */
+  imagePricing?: Record<string, Record<string, number | null>>;
+}
+
+type Purpose = "structured" | "vision" | "pdf" | "image";
+
+const chat = (vision: boolean, pdf: boolean): Capabilities => ({
+  text: true,
+  vision,
+  pdf,
+  structured: true,
+  image: false,
+  embeddings: false,
+});
+const embeddings: Capabilities = {
+  text: false,
+  vision: false,
+  pdf: false,
+  structured: false,
+  image: false,
+  embeddings: true,
+};
+const imageOnly: Capabilities = {
+  text: false,
+  vision: false,
+  pdf: false,
+  structured: false,
+  image: true,
+  embeddings: false,
+};
+const price = (input: number | null, output: number | null, cachedInput: number | null): TokenPricing => ({
+  input,
+  output,
+  cachedInput,
+});
+
+const models: CatalogueModel[] = [
+  // Provider A (OpenAI-style)
+  {
+    id: "gpt-4.1",
+    provider: "provider-a",
+    displayName: "GPT-4.1",
+    created: 1744316542,
+    capabilities: chat(true, true),
+    pricing: price(2, 8, 0.5),
+  },
+  {
+    id: "gpt-4.1-mini",
+    provider: "provider-a",
+    displayName: "GPT-4.1 mini",
+    created: 1744318173,
+    capabilities: chat(true, true),
+    pricing: price(0.4, 1.6, 0.1),
+  },
+  {
+    id: "gpt-4.1-nano",
+    provider: "provider-a",
+    displayName: "GPT-4.1 nano",
+    created: 1744321707,
+    capabilities: chat(true, true),
+    pricing: price(0.1, 0.4, 0.025),
+  },
+  {
+    id: "gpt-4o",
+    provider: "provider-a",
+    displayName: "GPT-4o",
+    created: 1715367049,
+    capabilities: chat(true, true),
+    pricing: price(2.5, 10, 1.25),
+  },
+  {
+    id: "gpt-4o-mini",
+    provider: "provider-a",
+    displayName: "GPT-4o mini",
+    created: 1721172741,
+    capabilities: chat(true, true),
+    pricing: price(0.15, 0.6, 0.075),
+  },
+  {
+    id: "gpt-5",
+    provider: "provider-a",
+    displayName: "GPT-5",
+    created: 1754425777,
+    capabilities: chat(true, true),
+    pricing: price(1.25, 10, 0.125),
+  },
+  {
+    id: "gpt-5-mini",
+    provider: "provider-a",
+    displayName: "GPT-5 mini",
+    created: 1754425867,
+    capabilities: chat(true, true),
+    pricing: price(0.25, 2, 0.025),
+  },
+  {
+    id: "o4-mini",
+    provider: "provider-a",
+    displayName: "o4-mini",
+    created: 1744225351,
+    capabilities: chat(true, true),
+    pricing: price(1.1, 4.4, 0.275),
+  },
+  {
+    id: "text-embedding-3-small",
+    provider: "provider-a",
+    displayName: "Text Embedding 3 Small",
+    created: 1705948997,
+    capabilities: embeddings,
+    pricing: price(0.02, 0, null),
+  },
+  {
+    id: "text-embedding-3-large",
+    provider: "provider-a",
+    displayName: "Text Embedding 3 Large",
+    created: 1705953180,
+    capabilities: embeddings,
+    pricing: price(0.13, 0, null),
+  },
+  {
+    id: "gpt-image-1",
+    provider: "provider-a",
+    displayName: "GPT Image 1",
+    created: 1745517030,
+    capabilities: imageOnly,
+    pricing: null,
+    imagePricing: {
+      low: { "1024x1024": 0.011, "1024x1536": 0.016, "1536x1024": 0.016 },
+      medium: { "1024x1024": 0.042, "1024x1536": 0.063, "1536x1024": 0.063 },
+      high: { "1024x1024": 0.167, "1024x1536": 0.25, "1536x1024": 0.25 },
+    },
+  },
+  {
+    id: "dall-e-3",
+    provider: "provider-a",
+    displayName: "DALL·E 3",
+    created: 1698785189,
+    capabilities: imageOnly,
+    pricing: null,
+    imagePricing: {
+      standard: { "1024x1024": 0.04, "1024x1536": 0.08, "1536x1024": 0.08 },
+      hd: { "1024x1024": 0.08, "1024x1536": 0.12, "1536x1024": 0.12 },
+    },
+  },
+  {
+    id: "gpt-image-1-mini",
+    provider: "provider-a",
+    displayName: "GPT Image 1 mini",
+    created: 1759795200,
+    capabilities: imageOnly,
+    pricing: null,
+    imagePricing: { default: { "1024x1024": 0.016, "1024x1536": 0.018, "1536x1024": 0.02 } },
+  },
+  // Provider B (Anthropic-style)
+  {
+    id: "claude-opus-4-1",
+    provider: "provider-b",
+    displayName: "Claude Opus 4.1",
+    created: 1754352000,
+    capabilities: chat(true, true),
+    pricing: price(15, 75, 1.5),
+  },
+  {
+    id: "claude-sonnet-4-5",
+    provider: "provider-b",
+    displayName: "Claude Sonnet 4.5",
+    created: 1759104000,
+    capabilities: chat(true, true),
+    pricing: price(3, 15, 0.3),
+  },
+  {
+    id: "claude-haiku-4-5",
+    provider: "provider-b",
+    displayName: "Claude Haiku 4.5",
+    created: 1760572800,
+    capabilities: chat(true, true),
+    pricing: price(1, 5, 0.1),
+  },
+  {
+    id: "claude-3-5-haiku-latest",
+    provider: "provider-b",
+    displayName: "Claude Haiku 3.5",
+    created: 1729555200,
+    capabilities: chat(true, false),
+    pricing: price(0.8, 4, 0.08),
+  },
+  // Provider C (Gemini-style)
+  {
+    id: "gemini-2.5-pro",
+    provider: "provider-c",
+    displayName: "Gemini 2.5 Pro",
+    created: 1750118400,
+    capabilities: chat(true, true),
+    pricing: price(1.25, 10, 0.31),
+  },
+  {
+    id: "gemini-2.5-flash",
+    provider: "provider-c",
+    displayName: "Gemini 2.5 Flash",
+    created: 1750118400,
+    capabilities: chat(true, true),
+    pricing: price(0.3, 2.5, 0.075),
+  },
+  {
+    id: "gemini-2.5-flash-lite",
+    provider: "provider-c",
+    displayName: "Gemini 2.5 Flash-Lite",
+    created: 1753142400,
+    capabilities: chat(true, true),
+    pricing: price(0.1, 0.4, 0.025),
+  },
+  {
+    id: "gemini-2.0-flash",
+    provider: "provider-c",
+    displayName: "Gemini 2.0 Flash",
+    created: 1738713600,
+    capabilities: chat(true, true),
+    pricing: price(0.1, 0.4, 0.025),
+  },
+  {
+    id: "gemini-embedding-001",
+    provider: "provider-c",
+    displayName: "Gemini Embedding 001",
+    created: 1752537600,
+    capabilities: embeddings,
+    pricing: price(0.15, 0, null),
+  },
+  {
+    id: "imagen-4.0-generate-001",
+    provider: "provider-c",
+    displayName: "Imagen 4 (standard)",
+    created: 1755561600,
+    capabilities: imageOnly,
+    pricing: null,
+    imagePricing: { default: { "*": 0.04 } },
+  },
+  {
+    id: "imagen-4.0-fast-generate-001",
+    provider: "provider-c",
+    displayName: "Imagen 4 Fast",
+    created: 1755561600,
+    capabilities: imageOnly,
+    pricing: null,
+    imagePricing: { default: { "*": 0.02 } },
+  },
+  // SPEC.md's price table has no row for ultra: its cost is unknown (null), never 0.
+  {
+    id: "imagen-4.0-ultra-generate-001",
+    provider: "provider-c",
+    displayName: "Imagen 4 Ultra",
+    created: 1755561600,
+    capabilities: imageOnly,
+    pricing: null,
+    imagePricing: { default: { "*": null } },
+  },
+];
+
+const defaults: Record<ProviderId, Record<Purpose, string | null>> = {
+  "provider-a": {
+    structured: "gpt-4.1-mini",
+    vision: "gpt-4.1-mini",
+    pdf: "gpt-4.1-mini",
+    image: "gpt-image-1",
+  },
+  "provider-b": {
+    structured: "claude-sonnet-4-5",
+    vision: "claude-sonnet-4-5",
+    pdf: "claude-sonnet-4-5",
+    image: null,
+  },
+  "provider-c": {
+    structured: "gemini-2.5-flash",
+    vision: "gemini-2.5-flash",
+    pdf: "gemini-2.5-flash",
+    image: "imagen-4.0-generate-001",
+  },
+};
+
+const byProvider = new Map<ProviderId, CatalogueModel[]>();
+for (const model of models)
+  byProvider.set(model.provider, [...(byProvider.get(model.provider) ?? []), model]);
+
+export function modelsFor(provider: ProviderId): readonly CatalogueModel[] {
+  return byProvider.get(provider) ?? [];
+}
+
+/**
+ * Finds a catalogued model by id, tolerating a `models/` prefix and dated snapshots
+ * (`gpt-4o-mini-2024-07-18`, `claude-sonnet-4-5-20250929`) by the longest catalogued prefix.
+ */
+export function findModel(provider: ProviderId, id: string | null | undefined): CatalogueModel | null {
+  if (!id) return null;
+  const name = id.startsWith("models/") ? id.slice(7) : id;
+  let best: CatalogueModel | null = null;
+  for (const model of modelsFor(provider)) {
+    if (model.id === name) return model;
+    if (name.startsWith(`${model.id}-`) && (!best || model.id.length > best.id.length)) best = model;
+  }
+  return best;
+}
+
+export function defaultModel(provider: ProviderId, purpose: Purpose): string | null {
+  return defaults[provider][purpose];
+}

@@ -1,0 +1,62 @@
+import { describe, expect, it } from "vitest";
+import { defaultModel, findModel, modelsFor } from "./model-catalogue.js";
+import { costOfTokens } from "./token-cost.js";
+
+const usage = (
+  inputTokens: number | null,
+  outputTokens: number | null,
+  cachedInputTokens: number | null = null,
+) => ({
+  inputTokens,
+  outputTokens,
+  cachedInputTokens,
+  reasoningTokens: null,
+});
+
+describe("model catalogue", () => {
+  it("finds models by id, dated snapshot and models/ prefix", () => {
+    expect(findModel("provider-a", "gpt-4o-mini-2024-07-18")?.id).toBe("gpt-4o-mini");
+    expect(findModel("provider-a", "gpt-4o-2024-08-06")?.id).toBe("gpt-4o");
+    expect(findModel("provider-b", "claude-sonnet-4-5-20250929")?.id).toBe("claude-sonnet-4-5");
+    expect(findModel("provider-c", "models/gemini-2.5-flash")?.id).toBe("gemini-2.5-flash");
+    expect(findModel("provider-c", "gemini-2.5-flash-lite")?.id).toBe("gemini-2.5-flash-lite");
+    expect(findModel("provider-a", "nonexistent")).toBeNull();
+  });
+
+  it("has defaults with the capability they are for, and no image model for provider B", () => {
+    for (const provider of ["provider-a", "provider-b", "provider-c"] as const) {
+      for (const purpose of ["structured", "vision", "pdf"] as const) {
+        const model = findModel(provider, defaultModel(provider, purpose));
+        expect(model?.capabilities[purpose === "structured" ? "structured" : purpose]).toBe(true);
+      }
+    }
+    expect(defaultModel("provider-b", "image")).toBeNull();
+    expect(
+      modelsFor("provider-a")
+        .filter((model) => model.capabilities.image)
+        .map((model) => model.id),
+    ).toEqual(["gpt-image-1", "dall-e-3", "gpt-image-1-mini"]);
+    expect(defaultModel("provider-a", "image")).toBe("gpt-image-1");
+    expect(defaultModel("provider-c", "image")).toBe("imagen-4.0-generate-001");
+  });
+});
+
+describe("token cost", () => {
+  it("bills input, cached input and output at their prices", () => {
+    // gpt-4o-mini: 0.15 in, 0.6 out, 0.075 cached per 1M
+    expect(costOfTokens("provider-a", "gpt-4o-mini", usage(1_000_000, 1_000_000))).toBe(0.75);
+    expect(costOfTokens("provider-a", "gpt-4o-mini", usage(1000, 500, 400))).toBe(0.00042);
+    expect(costOfTokens("provider-b", "claude-sonnet-4-5-20250929", usage(10, 20))).toBe(0.00033);
+  });
+
+  it("is null, never 0, when the model or the counts are unknown", () => {
+    expect(costOfTokens("provider-a", "mystery", usage(10, 10))).toBeNull();
+    expect(costOfTokens("provider-a", null, usage(10, 10))).toBeNull();
+    expect(costOfTokens("provider-a", "gpt-4o", usage(null, null))).toBeNull();
+    expect(costOfTokens("provider-a", "gpt-image-1", usage(10, 10))).toBeNull();
+  });
+
+  it("is exactly 0 only when the provider reported zero tokens", () => {
+    expect(costOfTokens("provider-a", "gpt-4o", usage(0, 0))).toBe(0);
+  });
+});

@@ -1,0 +1,29 @@
+import type { ProviderId } from "../providers/provider-id.js";
+import { findModel } from "./model-catalogue.js";
+import type { TokenUsage } from "./token-usage.js";
+
+/**
+ * The cost of one call in USD from the catalogue's per-1M-token prices. Cached input tokens are
+ * billed at the cached price and the rest of the input at the input price; reasoning tokens are
+ * already part of the output. Null when the model, a needed price or the counts are unknown:
+ * an unknown cost is never reported as 0. Computed in micro-dollars to avoid float noise.
+ */
+export function costOfTokens(provider: ProviderId, model: string | null, usage: TokenUsage): number | null {
+  const pricing = findModel(provider, model)?.pricing;
+  if (!pricing) return null;
+  if (usage.inputTokens === null && usage.outputTokens === null) return null;
+  let microDollars = 0;
+  const input = usage.inputTokens ?? 0;
+  const cached = Math.min(usage.cachedInputTokens ?? 0, input);
+  if (input > 0) {
+    if (pricing.input === null) return null;
+    if (cached > 0 && pricing.cachedInput === null) return null;
+    microDollars += (input - cached) * pricing.input + cached * (pricing.cachedInput ?? 0);
+  }
+  const output = usage.outputTokens ?? 0;
+  if (output > 0) {
+    if (pricing.output === null) return null;
+    microDollars += output * pricing.output;
+  }
+  return Math.round(microDollars * 1000) / 1e9;
+}

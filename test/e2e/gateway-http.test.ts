@@ -1,0 +1,275 @@
+import { readFileSync } from "node:fs";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { openAdminContext } from "../../src/admin/admin-context.js";
+import { settings } from "../../src/config.js";
+import { errorStatus } from "../../src/errors.js";
+import { version } from "../../src/version.js";
+import { adminToken, startTestGateway, type TestGateway } from "../support/test-gateway.js";
+
+const admin = { authorization: `Bearer ${adminToken}`, "content-type": "application/json" };
+
+describe("the gateway over HTTP", () => {
+  let sluice: TestGateway;
+
+  beforeAll(async () => {
+    sluice = await startTestGateway({ maxBodyBytes: 4096 });
+  });
+  afterAll(async () => {
+    await sluice.close();
+  });
+
+  const call = (path: string, init: RequestInit = {}) => fetch(`${sluice.url}${path}`, init);
+
+  async function expectError(response: Response, status: number, code: string) {
+    expect(response.status).toBe(status);
+    expect(response.headers.get("content-type")).toMatch(/^application\/json/);
+    const body = (await response.json()) as { error: Record<string, unknown> };
+    expect(Object.keys(body)).toEqual(["error"]);
+    expect(body.error.code).toBe(code);
+    expect(typeof body.error.message).toBe("string");
+    expect(body.error.requestId).toBe(response.headers.get("x-request-id"));
+    return body.error;
+  }
+
+  it("answers /health with the database check and no provider call", async () => {
+    const response = await call("/health");
+    expect(response.status).toBe(200);
+    const body = (await response.json()) as Record<string, unknown>;
+    expect(body).toMatchObject({ status: "ok", version, checks: { database: { status: "ok" } } });
+    expect(typeof body.uptimeSeconds).toBe("number");
+    expect(response.headers.get("x-request-id")).toMatch(/^req_[0-9a-f]{32}$/);
+  });
+
+  it("answers an unknown route with 404 NOT_FOUND and a wrong method with 405 and Allow", async () => {
+    await expectError(await call("/v2/nothing"), 404, "NOT_FOUND");
+    const response = await call("/health", { method: "POST" });
+    await expectError(response, 405, "METHOD_NOT_ALLOWED");
+    expect(response.headers.get("allow")).toContain("GET");
+  });
+
+  it("serves the six model lists in each provider's envelope", async () => {
+    const created = await call("/admin/v1/projects", {
+      method: "POST",
+      headers: admin,
+      body: JSON.stringify({ name: "models", provider: "provider-a" }),
+    });
+    const projectId = ((await created.json()) as { project: { id: string } }).project.id;
+    for (const scope of ["", `/${projectId}`]) {
+      const a = (await (await call(`/v1/provider-a${scope}/models`)).json()) as {
+        object: string;
+        data: unknown[];
+      };
+      expect(a.object).toBe("list");
+      expect(a.data.length).toBeGreaterThan(0);
+      expect(a.data[0]).toMatchObject({
+        object: "model",
+        pricing: expect.any(Object),
+        capabilities: expect.any(Object),
+      });
+      const b = (await (await call(`/v1/provider-b${scope}/models`)).json()) as {
+        data: unknown[];
+        has_more: boolean;
+      };
+      expect(b.has_more).toBe(false);
+      expect(b.data[0]).toMatchObject({ type: "model", display_name: expect.any(String) });
+      const c = (await (await call(`/v1/provider-c${scope}/models`)).json()) as {
+        models: Array<{ name: string }>;
+      };
+      expect(c.models[0]?.name).toMatch(/^models\//);
+    }
+    await expectError(await call("/v1/provider-a/no-such-project/models"), 404, "PROJECT_NOT_FOUND");
+  });
+
+  describe("admin API", () => {
+    it("is refused without the admin token", async () => {
+      await expectError(await call("/admin/v1/projects"), 401, "UNAUTHORIZED");
+      await expectError(
+        await call("/admin/v1/projects", { headers: { authorization: "Bearer wrong-token-wrong-token" } }),
+        401,
+        "UNAUTHORIZED",
+      );
+    });
+
+    it("creates a project with its test key shown once, and reads, updates and deletes it", async () => {
+      const created = await call("/admin/v1/projects", {
+        method: "POST",
+        headers: admin,
+        body: JSON.stringify({ id: "admin-crud", name: "CRUD", provider: "provider-c", testMode: true }),
+      });
+      expect(created.status).toBe(201);
+      const body = (await created.json()) as { project: Record<string, unknown>; testKey: string };
+      expect(body.testKey).toMatch(/^tk_/);
+      expect(body.project).toMatchObject({ id: "admin-crud", provider: "provider-c", testMode: true });
+      const shown = await (await call("/admin/v1/projects/admin-crud", { headers: admin })).text();
+      expect(shown).not.toContain(body.testKey);
+      const patched = await call("/admin/v1/projects/admin-crud", {
+        method: "PATCH",
+        headers: admin,
+        body: JSON.stringify({ model: "gemini-2.5-pro" }),
+      });
+      expect(await patched.json()).toMatchObject({ model: "gemini-2.5-pro" });
+      const key = await call("/admin/v1/projects/admin-crud/keys", {
+        method: "POST",
+        headers: admin,
+        body: JSON.stringify({ provider: "provider-c", apiKey: "AIzaSyTHISISASECRET" }),
+      });
+      expect(key.status).toBe(201);
+      const keyBody = (await key.json()) as { keyId: string; partialKey: string };
+      const listed = await (await call("/admin/v1/projects/admin-crud/keys", { headers: admin })).text();
+      expect(listed).toContain(keyBody.keyId);
+      expect(listed).not.toContain(keyBody.partialKey);
+      expect(listed).not.toContain("AIzaSyTHISISASECRET");
+      expect(
+        (
+          await call(`/admin/v1/projects/admin-crud/keys/${keyBody.keyId}`, {
+            method: "DELETE",
+            headers: admin,
+          })
+        ).status,
+      ).toBe(204);
+      expect((await call("/admin/v1/projects/admin-crud", { method: "DELETE", headers: admin })).status).toBe(
+        204,
+      );
+      await expectError(
+        await call("/admin/v1/projects/admin-crud", { headers: admin }),
+        404,
+        "PROJECT_NOT_FOUND",
+      );
+    });
+
+    it.each([
+      ["invalid JSON", "{nope", admin, 400, "BAD_REQUEST"],
+      ["a JSON array", "[]", admin, 400, "BAD_REQUEST"],
+      ["a missing name", JSON.stringify({ provider: "provider-a" }), admin, 400, "BAD_REQUEST"],
+      [
+        "an unknown provider",
+        JSON.stringify({ name: "x", provider: "provider-d" }),
+        admin,
+        400,
+        "BAD_REQUEST",
+      ],
+      [
+        "an unknown field",
+        JSON.stringify({ name: "x", provider: "provider-a", colour: "red" }),
+        admin,
+        400,
+        "BAD_REQUEST",
+      ],
+      [
+        "a bad id",
+        JSON.stringify({ id: "-bad id", name: "x", provider: "provider-a" }),
+        admin,
+        400,
+        "BAD_REQUEST",
+      ],
+      [
+        "an invalid output schema",
+        JSON.stringify({ name: "x", provider: "provider-a", outputSchema: { type: "object", oneOf: [] } }),
+        admin,
+        422,
+        "VALIDATION_ERROR",
+      ],
+      [
+        "device check without its key",
+        JSON.stringify({ name: "x", provider: "provider-a", deviceCheck: { enabled: true } }),
+        admin,
+        400,
+        "BAD_REQUEST",
+      ],
+      [
+        "a bad .p8",
+        JSON.stringify({
+          name: "x",
+          provider: "provider-a",
+          deviceCheck: { privateKey: "-----BEGIN PRIVATE KEY-----\nnope" },
+        }),
+        admin,
+        400,
+        "BAD_REQUEST",
+      ],
+      ["a text body", "name=x", { ...admin, "content-type": "text/plain" }, 415, "UNSUPPORTED_MEDIA_TYPE"],
+      [
+        "a body over the cap",
+        JSON.stringify({ name: "x".repeat(5000), provider: "provider-a" }),
+        admin,
+        413,
+        "PAYLOAD_TOO_LARGE",
+      ],
+    ])("refuses %s", async (_what, body, headers, status, code) => {
+      const error = await expectError(
+        await call("/admin/v1/projects", { method: "POST", headers, body }),
+        status,
+        code,
+      );
+      expect(JSON.stringify(error)).not.toContain("-----BEGIN");
+    });
+
+    it("refuses a duplicate project id with 409 and bad usage queries with 400", async () => {
+      const body = JSON.stringify({ id: "dupe", name: "x", provider: "provider-a" });
+      expect((await call("/admin/v1/projects", { method: "POST", headers: admin, body })).status).toBe(201);
+      await expectError(
+        await call("/admin/v1/projects", { method: "POST", headers: admin, body }),
+        409,
+        "CONFLICT",
+      );
+      await expectError(
+        await call("/admin/v1/projects/dupe/usage?groupBy=week", { headers: admin }),
+        400,
+        "BAD_REQUEST",
+      );
+      await expectError(
+        await call("/admin/v1/projects/dupe/usage?from=2026-02-01&to=2026-01-01", { headers: admin }),
+        400,
+        "BAD_REQUEST",
+      );
+      const usage = await call("/admin/v1/projects/dupe/usage?groupBy=endpoint", { headers: admin });
+      expect(await usage.json()).toMatchObject({ groupBy: "endpoint", rows: [] });
+    });
+
+    it("shows a project created with the CLI's use cases on the same data", async () => {
+      const context = await openAdminContext(sluice.gateway.config, () => {});
+      await context.admin.createProject({ id: "from-cli", name: "CLI", provider: "provider-b" });
+      await context.close();
+      const response = await call("/admin/v1/projects/from-cli", { headers: admin });
+      expect(await response.json()).toMatchObject({ id: "from-cli", provider: "provider-b" });
+    });
+  });
+});
+
+describe("the admin API while off", () => {
+  it("answers 404 when SLUICE_ADMIN_TOKEN is unset", async () => {
+    const sluice = await startTestGateway({ adminToken: undefined });
+    try {
+      const response = await fetch(`${sluice.url}/admin/v1/projects`, {
+        headers: { authorization: "Bearer anything-at-all-here" },
+      });
+      expect(response.status).toBe(404);
+    } finally {
+      await sluice.close();
+    }
+  });
+});
+
+describe("documentation stays true", () => {
+  it("lists every error code in docs/api.md", () => {
+    const api = readFileSync(new URL("../../docs/api.md", import.meta.url), "utf8");
+    for (const [code, status] of Object.entries(errorStatus)) {
+      expect(api).toMatch(new RegExp(`\\| \`${code}\` \\| ${status} \\|`));
+    }
+  });
+
+  it("lists every setting with its default in the README's configuration table", () => {
+    const readme = readFileSync(new URL("../../README.md", import.meta.url), "utf8");
+    for (const setting of Object.values(settings)) {
+      const defaultText = setting.default === undefined ? "unset" : `\`${setting.default}\``;
+      expect(readme).toContain(`| \`${setting.env}\` | ${defaultText} |`);
+    }
+  });
+
+  it("keeps src/version.ts equal to package.json", () => {
+    const pkg = JSON.parse(readFileSync(new URL("../../package.json", import.meta.url), "utf8")) as {
+      version: string;
+    };
+    expect(version).toBe(pkg.version);
+  });
+});
