@@ -1,0 +1,411 @@
+import Anthropic from "@anthropic-ai/sdk";
+import { GoogleGenAI } from "@google/genai";
+import OpenAI from "openai";
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
+import { type FakeUpstream, startFakeUpstream } from "../fakes/fake-upstream.js";
+import {
+  createTestProject,
+  startTestGateway,
+  type TestGateway,
+  type TestProject,
+} from "../support/test-gateway.js";
+
+describe("proxies driven by the official SDKs", () => {
+  let fake: FakeUpstream;
+  let sluice: TestGateway;
+  let project: TestProject;
+  let openai: OpenAI;
+  let anthropic: Anthropic;
+  let google: GoogleGenAI;
+
+  beforeAll(async () => {
+    fake = await startFakeUpstream();
+    sluice = await startTestGateway({
+      providerABaseUrl: `${fake.url}/a/v1`,
+      providerBBaseUrl: `${fake.url}/b/v1`,
+      providerCBaseUrl: `${fake.url}/c/v1beta`,
+    });
+    project = await createTestProject(sluice.gateway);
+    const base = (provider: string) => `${sluice.url}/v1/${provider}/${project.projectId}`;
+    openai = new OpenAI({ baseURL: base("provider-a"), apiKey: project.bearer("provider-a"), maxRetries: 0 });
+    anthropic = new Anthropic({
+      baseURL: base("provider-b"),
+      apiKey: project.bearer("provider-b"),
+      maxRetries: 0,
+    });
+    google = new GoogleGenAI({
+      apiKey: project.bearer("provider-c"),
+      httpOptions: { baseUrl: base("provider-c") },
+    });
+  });
+
+  afterAll(async () => {
+    await sluice.close();
+    await fake.close();
+  });
+
+  beforeEach(() => {
+    fake.clear();
+    fake.setSseDelayMs(0);
+    fake.hangStreamsAfter(null);
+  });
+
+  async function usageRows() {
+    await sluice.gateway.flushUsage();
+    return sluice.gateway.database.db
+      .selectFrom("usage_records")
+      .selectAll()
+      .where("project_id", "=", project.projectId)
+      .execute();
+  }
+
+  async function rowFor(requestId: string | null | undefined) {
+    const row = (await usageRows()).find((candidate) => candidate.request_id === requestId);
+    expect(row, `usage row for ${requestId}`).toBeDefined();
+    return row!;
+  }
+
+  describe("provider A", () => {
+    it("answers a chat completion and injects the rebuilt key as Bearer", async () => {
+      const { data, response } = await openai.chat.completions
+        .create({ model: "gpt-4o-mini", messages: [{ role: "user", content: "Hi" }] })
+        .withResponse();
+      expect(data.choices[0]?.message.content).toBe("Hello from the fake upstream");
+      const upstream = fake.last()!;
+      expect(upstream.path).toBe("/a/v1/chat/completions");
+      expect(upstream.headers.authorization).toBe(`Bearer ${project.providerKeys["provider-a"]}`);
+      expect(upstream.headers["x-sluice-test-key"]).toBeUndefined();
+      const row = await rowFor(response.headers.get("x-request-id"));
+      expect(row).toMatchObject({
+        endpoint: "proxy",
+        provider: "provider-a",
+        model: "gpt-4o-mini",
+        status: 200,
+        outcome: "ok",
+        streamed: 0,
+        input_tokens: 11,
+        output_tokens: 7,
+        cached_tokens: 3,
+        reasoning_tokens: 2,
+        auth_method: "bearer-test-key",
+      });
+      expect(row.cost_usd).toBeCloseTo(((11 - 3) * 0.15 + 3 * 0.075 + 7 * 0.6) / 1e6, 12);
+    });
+
+    it("streams a chat completion and records the same tokens and cost as the buffered call", async () => {
+      const buffered = await openai.chat.completions
+        .create({ model: "gpt-4o-mini", messages: [{ role: "user", content: "Hi" }] })
+        .withResponse();
+      const { data: stream, response } = await openai.chat.completions
+        .create({ model: "gpt-4o-mini", messages: [{ role: "user", content: "Hi" }], stream: true })
+        .withResponse();
+      let text = "";
+      for await (const chunk of stream) text += chunk.choices[0]?.delta.content ?? "";
+      expect(text).toBe("Hello from the fake upstream");
+      expect((fake.last()!.json as { stream_options?: unknown }).stream_options).toEqual({
+        include_usage: true,
+      });
+      const streamedRow = await rowFor(response.headers.get("x-request-id"));
+      const bufferedRow = await rowFor(buffered.response.headers.get("x-request-id"));
+      expect(streamedRow.streamed).toBe(1);
+      for (const column of [
+        "input_tokens",
+        "output_tokens",
+        "cached_tokens",
+        "reasoning_tokens",
+        "cost_usd",
+        "model",
+      ] as const) {
+        expect(streamedRow[column]).toEqual(bufferedRow[column]);
+      }
+    });
+
+    it("forwards embeddings and serves models.list from the catalogue", async () => {
+      const embedding = await openai.embeddings.create({
+        model: "text-embedding-3-small",
+        input: ["a", "b"],
+      });
+      expect(embedding.data).toHaveLength(2);
+      const models = await openai.models.list();
+      const ids = [];
+      for await (const model of models) ids.push(model.id);
+      expect(ids).toContain("gpt-4.1-mini");
+      expect(fake.requests.filter((request) => request.path.endsWith("/models"))).toHaveLength(0);
+    });
+
+    it("forwards the body byte for byte and keeps the query string", async () => {
+      const body =
+        '{ "messages" :[{"role":"user","content":"é 🙂"}],\n  "model":"gpt-4o-mini" ,"temperature":0.50}';
+      const response = await fetch(
+        `${sluice.url}/v1/provider-a/${project.projectId}/chat/completions?foo=bar&x=%2F`,
+        {
+          method: "POST",
+          headers: {
+            authorization: `Bearer ${project.bearer("provider-a")}`,
+            "content-type": "application/json",
+            cookie: "session=1",
+            "openai-beta": "x=1",
+          },
+          body,
+        },
+      );
+      expect(response.status).toBe(200);
+      const upstream = fake.last()!;
+      expect(upstream.body.equals(Buffer.from(body))).toBe(true);
+      expect(upstream.path).toBe("/a/v1/chat/completions?foo=bar&x=%2F");
+      expect(upstream.headers.cookie).toBeUndefined();
+      expect(upstream.headers["openai-beta"]).toBe("x=1");
+      expect(upstream.headers["content-length"]).toBe(String(Buffer.byteLength(body)));
+    });
+
+    it("passes a provider error through unchanged", async () => {
+      fake.enqueueResponse({
+        status: 429,
+        headers: { "retry-after": "7", "x-ratelimit-remaining-requests": "0" },
+        body: { error: { message: "Slow down", type: "rate_limit_exceeded", param: null, code: null } },
+      });
+      const response = await fetch(`${sluice.url}/v1/provider-a/${project.projectId}/chat/completions`, {
+        method: "POST",
+        headers: {
+          authorization: `Bearer ${project.bearer("provider-a")}`,
+          "content-type": "application/json",
+        },
+        body: JSON.stringify({ model: "gpt-4o-mini", messages: [] }),
+      });
+      expect(response.status).toBe(429);
+      expect(response.headers.get("retry-after")).toBe("7");
+      expect(response.headers.get("x-ratelimit-remaining-requests")).toBe("0");
+      expect(await response.json()).toEqual({
+        error: { message: "Slow down", type: "rate_limit_exceeded", param: null, code: null },
+      });
+      const row = await rowFor(response.headers.get("x-request-id"));
+      expect(row).toMatchObject({ status: 429, outcome: "error", error_code: null });
+    });
+
+    it("aborts the upstream request within a second when the client disconnects, and records what it saw", async () => {
+      fake.setSseDelayMs(200);
+      const controller = new AbortController();
+      const response = await fetch(`${sluice.url}/v1/provider-a/${project.projectId}/chat/completions`, {
+        method: "POST",
+        headers: {
+          authorization: `Bearer ${project.bearer("provider-a")}`,
+          "content-type": "application/json",
+        },
+        body: JSON.stringify({ model: "gpt-4o-mini", messages: [], stream: true }),
+        signal: controller.signal,
+      });
+      const reader = response.body!.getReader();
+      await reader.read();
+      const abortedAt = Date.now();
+      controller.abort();
+      const upstream = await fake.waitForAbort(1000);
+      expect(upstream.aborted).toBe(true);
+      expect(upstream.finishedAt! - abortedAt).toBeLessThan(1000);
+      await new Promise((resolve) => setTimeout(resolve, 50));
+      const row = await rowFor(response.headers.get("x-request-id"));
+      expect(row).toMatchObject({ outcome: "aborted", streamed: 1 });
+    });
+
+    it("answers 504 when the provider sends no headers in time and 502 when it cannot be reached", async () => {
+      // undici checks its timeouts about once a second, so the gap is generous.
+      const slow = await startTestGateway({
+        providerABaseUrl: `${fake.url}/a/v1`,
+        upstreamHeadersTimeoutMs: 300,
+      });
+      const down = await startTestGateway({ providerABaseUrl: "http://127.0.0.1:1/v1" });
+      try {
+        fake.setLatencyMs(3000);
+        const slowProject = await createTestProject(slow.gateway);
+        const timedOut = await fetch(`${slow.url}/v1/provider-a/${slowProject.projectId}/chat/completions`, {
+          method: "POST",
+          headers: {
+            authorization: `Bearer ${slowProject.bearer("provider-a")}`,
+            "content-type": "application/json",
+          },
+          body: "{}",
+        });
+        expect(timedOut.status).toBe(504);
+        expect(((await timedOut.json()) as { error: { code: string } }).error.code).toBe("PROVIDER_TIMEOUT");
+        fake.setLatencyMs(0);
+        const downProject = await createTestProject(down.gateway);
+        const unreachable = await fetch(
+          `${down.url}/v1/provider-a/${downProject.projectId}/chat/completions`,
+          {
+            method: "POST",
+            headers: {
+              authorization: `Bearer ${downProject.bearer("provider-a")}`,
+              "content-type": "application/json",
+            },
+            body: "{}",
+          },
+        );
+        expect(unreachable.status).toBe(502);
+        expect(((await unreachable.json()) as { error: { code: string } }).error.code).toBe("PROVIDER_ERROR");
+      } finally {
+        fake.setLatencyMs(0);
+        await slow.close();
+        await down.close();
+      }
+    });
+  });
+
+  describe("provider B", () => {
+    it("answers messages with its key header and the configured version", async () => {
+      const message = await anthropic.messages.create(
+        { model: "claude-sonnet-4-5", max_tokens: 64, messages: [{ role: "user", content: "Hi" }] },
+        { headers: { "anthropic-beta": "prompt-caching-2024-07-31", "anthropic-version": "1999-01-01" } },
+      );
+      expect(message.content[0]).toMatchObject({ type: "text", text: "Hello from the fake upstream" });
+      const upstream = fake.last()!;
+      expect(upstream.path).toBe("/b/v1/messages");
+      expect(upstream.headers["x-api-key"]).toBe(project.providerKeys["provider-b"]);
+      expect(upstream.headers["anthropic-version"]).toBe("2023-06-01");
+      expect(upstream.headers["anthropic-beta"]).toBe("prompt-caching-2024-07-31");
+      expect(upstream.headers.authorization).toBeUndefined();
+    });
+
+    it("streams messages and records the same usage as the buffered call", async () => {
+      const buffered = await anthropic.messages
+        .create({ model: "claude-sonnet-4-5", max_tokens: 64, messages: [{ role: "user", content: "Hi" }] })
+        .withResponse();
+      const { data: stream, response } = await anthropic.messages
+        .create({
+          model: "claude-sonnet-4-5",
+          max_tokens: 64,
+          messages: [{ role: "user", content: "Hi" }],
+          stream: true,
+        })
+        .withResponse();
+      let text = "";
+      for await (const event of stream)
+        if (event.type === "content_block_delta" && event.delta.type === "text_delta")
+          text += event.delta.text;
+      expect(text).toBe("Hello from the fake upstream");
+      const streamedRow = await rowFor(
+        response.headers.get("request-id")
+          ? response.headers.get("x-request-id")
+          : response.headers.get("x-request-id"),
+      );
+      const bufferedRow = await rowFor(buffered.response.headers.get("x-request-id"));
+      expect(streamedRow).toMatchObject({
+        streamed: 1,
+        input_tokens: 11,
+        output_tokens: 7,
+        cached_tokens: 3,
+      });
+      for (const column of ["input_tokens", "output_tokens", "cached_tokens", "cost_usd", "model"] as const)
+        expect(streamedRow[column]).toEqual(bufferedRow[column]);
+    });
+
+    it("refuses a non-JSON body with 415 and GET with 405", async () => {
+      const url = `${sluice.url}/v1/provider-b/${project.projectId}/messages`;
+      const text = await fetch(url, {
+        method: "POST",
+        headers: { "x-api-key": project.bearer("provider-b"), "content-type": "text/plain" },
+        body: "hi",
+      });
+      expect(text.status).toBe(415);
+      expect((await fetch(url, { headers: { "x-api-key": project.bearer("provider-b") } })).status).toBe(405);
+    });
+  });
+
+  describe("provider C", () => {
+    it("answers generateContent with its key header and client identifier", async () => {
+      const result = await google.models.generateContent({ model: "gemini-2.5-flash", contents: "Hi" });
+      expect(result.text).toBe("Hello from the fake upstream");
+      const upstream = fake.last()!;
+      expect(upstream.path).toBe("/c/v1beta/models/gemini-2.5-flash:generateContent");
+      expect(upstream.headers["x-goog-api-key"]).toBe(project.providerKeys["provider-c"]);
+      expect(upstream.headers["x-goog-api-client"]).toMatch(/^sluice\//);
+    });
+
+    it("streams with ?alt=sse and records the same usage as generateContent", async () => {
+      const stream = await google.models.generateContentStream({ model: "gemini-2.5-flash", contents: "Hi" });
+      let text = "";
+      for await (const chunk of stream) text += chunk.text ?? "";
+      expect(text).toBe("Hello from the fake upstream");
+      expect(fake.last()!.path).toBe("/c/v1beta/models/gemini-2.5-flash:streamGenerateContent?alt=sse");
+      await google.models.generateContent({ model: "gemini-2.5-flash", contents: "Hi" });
+      const rows = (await usageRows()).filter((row) => row.provider === "provider-c").slice(-2);
+      expect(rows.map((row) => row.streamed).sort()).toEqual([0, 1]);
+      expect(rows[0]).toMatchObject({
+        input_tokens: 11,
+        output_tokens: 7,
+        cached_tokens: 3,
+        reasoning_tokens: 2,
+        model: "gemini-2.5-flash",
+      });
+      expect(rows[0]?.cost_usd).toBe(rows[1]?.cost_usd);
+    });
+
+    it("forwards embedContent, the JSON-array stream and inline data", async () => {
+      const embedding = await google.models.embedContent({ model: "gemini-embedding-001", contents: "Hi" });
+      expect(embedding.embeddings?.[0]?.values?.length).toBe(3);
+      const inline = {
+        contents: [
+          { parts: [{ inlineData: { mimeType: "image/png", data: "iVBORw0KGgo=" } }, { text: "what?" }] },
+        ],
+      };
+      const response = await fetch(
+        `${sluice.url}/v1/provider-c/${project.projectId}/v1beta/models/gemini-2.5-flash:streamGenerateContent`,
+        {
+          method: "POST",
+          headers: { "x-goog-api-key": project.bearer("provider-c"), "content-type": "application/json" },
+          body: JSON.stringify(inline),
+        },
+      );
+      const chunks = JSON.parse(await response.text()) as unknown[];
+      expect(chunks.length).toBeGreaterThan(1);
+      expect(fake.last()!.json).toEqual(inline);
+      expect(await rowFor(response.headers.get("x-request-id"))).toMatchObject({
+        input_tokens: 11,
+        output_tokens: 7,
+      });
+    });
+
+    it("maps the SDK's v1 path onto the provider's v1 API", async () => {
+      const response = await fetch(
+        `${sluice.url}/v1/provider-c/${project.projectId}/v1/models/gemini-2.5-flash:generateContent`,
+        {
+          method: "POST",
+          headers: { "x-goog-api-key": project.bearer("provider-c"), "content-type": "application/json" },
+          body: JSON.stringify({ contents: [{ parts: [{ text: "Hi" }] }] }),
+        },
+      );
+      expect(response.status).toBe(200);
+      expect(fake.last()!.path).toBe("/c/v1/models/gemini-2.5-flash:generateContent");
+    });
+  });
+
+  describe("path and credential rules", () => {
+    it.each(["..%2Fadmin", "%2e%2e/%2e%2e/admin", "chat/../../admin", "https:%2F%2Fevil.example", "a%5Cb"])(
+      "refuses the provider path %s with 400 before any upstream call",
+      async (path) => {
+        const response = await fetch(`${sluice.url}/v1/provider-a/${project.projectId}/${path}`, {
+          method: "POST",
+          headers: {
+            authorization: `Bearer ${project.bearer("provider-a")}`,
+            "content-type": "application/json",
+          },
+          body: "{}",
+        });
+        expect([400, 404]).toContain(response.status);
+        expect(fake.requests).toHaveLength(0);
+      },
+    );
+
+    it("refuses a key of another provider with 403 and never calls upstream", async () => {
+      const response = await fetch(`${sluice.url}/v1/provider-a/${project.projectId}/chat/completions`, {
+        method: "POST",
+        headers: {
+          authorization: `Bearer ${project.bearer("provider-b")}`,
+          "content-type": "application/json",
+        },
+        body: "{}",
+      });
+      expect(response.status).toBe(403);
+      expect(((await response.json()) as { error: { code: string } }).error.code).toBe("FORBIDDEN");
+      expect(fake.requests).toHaveLength(0);
+    });
+  });
+});

@@ -1,0 +1,296 @@
+/**
+ * Recorded-shape payloads of the three providers' APIs (OpenAI-style A, Anthropic-style B,
+ * Gemini-style C), built per request from the programmed text and usage.
+ */
+export interface FakeUsage {
+  input: number;
+  output: number;
+  cached: number;
+  reasoning: number;
+}
+
+export const tinyPng = Buffer.from(
+  "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg==",
+  "base64",
+);
+
+const created = 1_763_000_000;
+
+export const providerA = {
+  chat(model: string, text: string, usage: FakeUsage) {
+    return {
+      id: "chatcmpl-fake123",
+      object: "chat.completion",
+      created,
+      model,
+      choices: [
+        {
+          index: 0,
+          message: { role: "assistant", content: text, refusal: null, annotations: [] },
+          logprobs: null,
+          finish_reason: "stop",
+        },
+      ],
+      usage: usageA(usage),
+      service_tier: "default",
+      system_fingerprint: "fp_fake",
+    };
+  },
+  chunks(model: string, text: string, usage: FakeUsage, includeUsage: boolean): string[] {
+    const base = {
+      id: "chatcmpl-fake123",
+      object: "chat.completion.chunk",
+      created,
+      model,
+      service_tier: "default",
+      system_fingerprint: "fp_fake",
+    };
+    const pieces = splitText(text);
+    const events = [
+      {
+        ...base,
+        choices: [
+          {
+            index: 0,
+            delta: { role: "assistant", content: "", refusal: null },
+            logprobs: null,
+            finish_reason: null,
+          },
+        ],
+        ...(includeUsage ? { usage: null } : {}),
+      },
+      ...pieces.map((piece) => ({
+        ...base,
+        choices: [{ index: 0, delta: { content: piece }, logprobs: null, finish_reason: null }],
+        ...(includeUsage ? { usage: null } : {}),
+      })),
+      {
+        ...base,
+        choices: [{ index: 0, delta: {}, logprobs: null, finish_reason: "stop" }],
+        ...(includeUsage ? { usage: null } : {}),
+      },
+    ];
+    if (includeUsage) events.push({ ...base, choices: [], usage: usageA(usage) } as never);
+    return [...events.map((event) => `data: ${JSON.stringify(event)}\n\n`), "data: [DONE]\n\n"];
+  },
+  embeddings(model: string, inputs: number, usage: FakeUsage) {
+    return {
+      object: "list",
+      data: Array.from({ length: inputs }, (_, index) => ({
+        object: "embedding",
+        index,
+        embedding: [0.0023064255, -0.009327292, 0.015797347],
+      })),
+      model,
+      usage: { prompt_tokens: usage.input, total_tokens: usage.input },
+    };
+  },
+  models() {
+    return { object: "list", data: [{ id: "gpt-4o-mini", object: "model", created, owned_by: "system" }] };
+  },
+  images(count: number, withRevisedPrompt: boolean) {
+    return {
+      created,
+      data: Array.from({ length: count }, (_, index) => ({
+        b64_json: tinyPng.toString("base64"),
+        ...(withRevisedPrompt ? { revised_prompt: `A revised prompt ${index + 1}` } : {}),
+      })),
+      usage: {
+        input_tokens: 10,
+        output_tokens: 100,
+        total_tokens: 110,
+        input_tokens_details: { text_tokens: 10, image_tokens: 0 },
+      },
+    };
+  },
+};
+
+function usageA(usage: FakeUsage) {
+  return {
+    prompt_tokens: usage.input,
+    completion_tokens: usage.output,
+    total_tokens: usage.input + usage.output,
+    prompt_tokens_details: { cached_tokens: usage.cached, audio_tokens: 0 },
+    completion_tokens_details: {
+      reasoning_tokens: usage.reasoning,
+      audio_tokens: 0,
+      accepted_prediction_tokens: 0,
+      rejected_prediction_tokens: 0,
+    },
+  };
+}
+
+export const providerB = {
+  message(model: string, content: unknown[], usage: FakeUsage, stopReason = "end_turn") {
+    return {
+      id: "msg_fake123",
+      type: "message",
+      role: "assistant",
+      model,
+      content,
+      stop_reason: stopReason,
+      stop_sequence: null,
+      usage: {
+        input_tokens: usage.input - usage.cached,
+        cache_creation_input_tokens: 0,
+        cache_read_input_tokens: usage.cached,
+        output_tokens: usage.output,
+        service_tier: "standard",
+      },
+    };
+  },
+  events(model: string, text: string, usage: FakeUsage): string[] {
+    const event = (name: string, data: unknown) => `event: ${name}\ndata: ${JSON.stringify(data)}\n\n`;
+    return [
+      event("message_start", {
+        type: "message_start",
+        message: {
+          id: "msg_fake123",
+          type: "message",
+          role: "assistant",
+          model,
+          content: [],
+          stop_reason: null,
+          stop_sequence: null,
+          usage: {
+            input_tokens: usage.input - usage.cached,
+            cache_creation_input_tokens: 0,
+            cache_read_input_tokens: usage.cached,
+            output_tokens: 1,
+            service_tier: "standard",
+          },
+        },
+      }),
+      event("content_block_start", {
+        type: "content_block_start",
+        index: 0,
+        content_block: { type: "text", text: "" },
+      }),
+      event("ping", { type: "ping" }),
+      ...splitText(text).map((piece) =>
+        event("content_block_delta", {
+          type: "content_block_delta",
+          index: 0,
+          delta: { type: "text_delta", text: piece },
+        }),
+      ),
+      event("content_block_stop", { type: "content_block_stop", index: 0 }),
+      event("message_delta", {
+        type: "message_delta",
+        delta: { stop_reason: "end_turn", stop_sequence: null },
+        usage: { output_tokens: usage.output },
+      }),
+      event("message_stop", { type: "message_stop" }),
+    ];
+  },
+  models() {
+    return {
+      data: [
+        {
+          type: "model",
+          id: "claude-sonnet-4-5-20250929",
+          display_name: "Claude Sonnet 4.5",
+          created_at: "2025-09-29T00:00:00Z",
+        },
+      ],
+      has_more: false,
+      first_id: "claude-sonnet-4-5-20250929",
+      last_id: "claude-sonnet-4-5-20250929",
+    };
+  },
+};
+
+export const providerC = {
+  response(model: string, text: string, usage: FakeUsage) {
+    return {
+      candidates: [{ content: { parts: [{ text }], role: "model" }, finishReason: "STOP", index: 0 }],
+      usageMetadata: usageC(usage),
+      modelVersion: model,
+      responseId: "fake-response-id",
+    };
+  },
+  chunks(model: string, text: string, usage: FakeUsage): unknown[] {
+    const pieces = splitText(text);
+    return pieces.map((piece, index) => ({
+      candidates: [
+        {
+          content: { parts: [{ text: piece }], role: "model" },
+          ...(index === pieces.length - 1 ? { finishReason: "STOP" } : {}),
+          index: 0,
+        },
+      ],
+      usageMetadata:
+        index === pieces.length - 1
+          ? usageC(usage)
+          : { promptTokenCount: usage.input, totalTokenCount: usage.input },
+      modelVersion: model,
+      responseId: "fake-response-id",
+    }));
+  },
+  embedding() {
+    return { embedding: { values: [0.013168523, -0.008711934, -0.046782676] } };
+  },
+  predictions(count: number) {
+    return {
+      predictions: Array.from({ length: count }, () => ({
+        bytesBase64Encoded: tinyPng.toString("base64"),
+        mimeType: "image/png",
+      })),
+    };
+  },
+  models() {
+    return {
+      models: [
+        {
+          name: "models/gemini-2.5-flash",
+          displayName: "Gemini 2.5 Flash",
+          supportedGenerationMethods: ["generateContent"],
+        },
+      ],
+    };
+  },
+};
+
+function usageC(usage: FakeUsage) {
+  return {
+    promptTokenCount: usage.input,
+    candidatesTokenCount: usage.output - usage.reasoning,
+    totalTokenCount: usage.input + usage.output,
+    cachedContentTokenCount: usage.cached,
+    thoughtsTokenCount: usage.reasoning,
+  };
+}
+
+/** Splits text into a few stream deltas (at least one). */
+export function splitText(text: string): string[] {
+  if (text.length <= 4) return [text];
+  const size = Math.ceil(text.length / 4);
+  const pieces: string[] = [];
+  for (let at = 0; at < text.length; at += size) pieces.push(text.slice(at, at + size));
+  return pieces;
+}
+
+export const providerErrors = {
+  a: (status: number) => ({
+    error: {
+      message: `Fake provider A error ${status}`,
+      type: status === 429 ? "rate_limit_exceeded" : "server_error",
+      param: null,
+      code: null,
+    },
+  }),
+  b: (status: number) => ({
+    type: "error",
+    error: {
+      type: status === 429 ? "rate_limit_error" : "api_error",
+      message: `Fake provider B error ${status}`,
+    },
+  }),
+  c: (status: number) => ({
+    error: {
+      code: status,
+      message: `Fake provider C error ${status}`,
+      status: status === 429 ? "RESOURCE_EXHAUSTED" : "INTERNAL",
+    },
+  }),
+};

@@ -1,0 +1,317 @@
+import {
+  createServer,
+  type IncomingHttpHeaders,
+  type IncomingMessage,
+  type Server,
+  type ServerResponse,
+} from "node:http";
+import type { AddressInfo } from "node:net";
+import {
+  type FakeUsage,
+  providerA,
+  providerB,
+  providerC,
+  providerErrors,
+} from "./fake-upstream-responses.js";
+
+/**
+ * A real local HTTP server imitating the three providers: A (OpenAI-style) under `/a/v1`, B
+ * (Anthropic-style) under `/b/v1`, C (Gemini-style) under `/c/v1beta` and `/c/v1`. It records every
+ * request (raw body bytes included), streams SSE event by event with real writes, notices client
+ * disconnects, and can be programmed with structured outputs, errors, latency and pacing.
+ */
+export interface RecordedRequest {
+  provider: "a" | "b" | "c";
+  method: string;
+  /** Path and query string as received. */
+  path: string;
+  headers: IncomingHttpHeaders;
+  body: Buffer;
+  json?: unknown;
+  /** The client went away before the response ended. */
+  aborted: boolean;
+  finishedAt?: number;
+}
+
+export interface ProgrammedResponse {
+  status: number;
+  headers?: Record<string, string>;
+  /** The body to send; omitted: the requesting provider's own error shape for `status`. */
+  body?: unknown;
+}
+
+export interface FakeUpstream {
+  url: string;
+  requests: RecordedRequest[];
+  last(): RecordedRequest | undefined;
+  clear(): void;
+  setStructuredOutput(value: unknown | ((request: RecordedRequest) => unknown)): void;
+  setText(text: string): void;
+  enqueueResponse(response: ProgrammedResponse): void;
+  /** Makes the next `count` requests answer with the provider's own error shape. */
+  failNext(status: number, count?: number): void;
+  setSseDelayMs(ms: number): void;
+  setLatencyMs(ms: number): void;
+  setUsage(usage: Partial<FakeUsage>): void;
+  /** Streams stop after `events` events and hang (until the client leaves). */
+  hangStreamsAfter(events: number | null): void;
+  waitForAbort(timeoutMs: number): Promise<RecordedRequest>;
+  close(): Promise<void>;
+}
+
+export async function startFakeUpstream(options: { port?: number } = {}): Promise<FakeUpstream> {
+  const requests: RecordedRequest[] = [];
+  const queued: ProgrammedResponse[] = [];
+  let structured: unknown | ((request: RecordedRequest) => unknown) = { answer: "fake" };
+  let text = "Hello from the fake upstream";
+  let sseDelayMs = 0;
+  let latencyMs = 0;
+  let hangAfter: number | null = null;
+  let usage: FakeUsage = { input: 11, output: 7, cached: 3, reasoning: 2 };
+  const abortWaiters: Array<(request: RecordedRequest) => void> = [];
+
+  const structuredText = (request: RecordedRequest) => {
+    const value =
+      typeof structured === "function"
+        ? (structured as (r: RecordedRequest) => unknown)(request)
+        : structured;
+    return typeof value === "string" ? value : JSON.stringify(value);
+  };
+  const structuredValue = (request: RecordedRequest) => {
+    const raw = structuredText(request);
+    try {
+      return JSON.parse(raw) as unknown;
+    } catch {
+      return raw;
+    }
+  };
+
+  async function handle(request: IncomingMessage, response: ServerResponse) {
+    const chunks: Buffer[] = [];
+    for await (const chunk of request) chunks.push(chunk as Buffer);
+    const url = request.url ?? "/";
+    const provider = url.startsWith("/a/") ? "a" : url.startsWith("/b/") ? "b" : "c";
+    const body = Buffer.concat(chunks);
+    const recorded: RecordedRequest = {
+      provider,
+      method: request.method ?? "GET",
+      path: url,
+      headers: request.headers,
+      body,
+      aborted: false,
+    };
+    try {
+      if (body.length > 0) recorded.json = JSON.parse(body.toString("utf8"));
+    } catch {
+      // not JSON: kept as raw bytes
+    }
+    requests.push(recorded);
+    response.once("close", () => {
+      if (!response.writableFinished) {
+        recorded.aborted = true;
+        for (const waiter of abortWaiters.splice(0)) waiter(recorded);
+      }
+      recorded.finishedAt = Date.now();
+    });
+    if (latencyMs > 0) await sleep(latencyMs);
+    if (response.destroyed) return;
+    const programmed = queued.shift();
+    if (programmed) {
+      const body =
+        programmed.body === undefined ? providerErrors[provider](programmed.status) : programmed.body;
+      sendJson(response, programmed.status, body, programmed.headers);
+      return;
+    }
+    await route(recorded, response);
+  }
+
+  async function route(request: RecordedRequest, response: ServerResponse) {
+    const path = request.path.split("?")[0] ?? "";
+    const json = (request.json ?? {}) as Record<string, unknown>;
+    const model = typeof json.model === "string" ? json.model : "unknown-model";
+    if (path === "/a/v1/chat/completions") {
+      const content = json.response_format ? structuredText(request) : text;
+      if (json.stream === true) {
+        const includeUsage =
+          (json.stream_options as { include_usage?: boolean } | undefined)?.include_usage === true;
+        return stream(response, providerA.chunks(model, content, usage, includeUsage));
+      }
+      return sendJson(response, 200, providerA.chat(model, content, usage));
+    }
+    if (path === "/a/v1/embeddings")
+      return sendJson(
+        response,
+        200,
+        providerA.embeddings(model, Array.isArray(json.input) ? json.input.length : 1, usage),
+      );
+    if (path === "/a/v1/models") return sendJson(response, 200, providerA.models());
+    if (path === "/a/v1/images/generations") {
+      return sendJson(
+        response,
+        200,
+        providerA.images(typeof json.n === "number" ? json.n : 1, model !== "gpt-image-1"),
+      );
+    }
+    if (path === "/b/v1/messages") {
+      if (json.stream === true) return stream(response, providerB.events(model, text, usage));
+      const tools = json.tools as Array<{ name: string }> | undefined;
+      const choice = json.tool_choice as { type?: string; name?: string } | undefined;
+      if (tools?.length && choice?.type === "tool") {
+        const name = choice.name ?? tools[0]?.name ?? "json";
+        return sendJson(
+          response,
+          200,
+          providerB.message(
+            model,
+            [{ type: "tool_use", id: "toolu_fake", name, input: structuredValue(request) }],
+            usage,
+            "tool_use",
+          ),
+        );
+      }
+      const content = json.output_format ? structuredText(request) : text;
+      return sendJson(response, 200, providerB.message(model, [{ type: "text", text: content }], usage));
+    }
+    if (path === "/b/v1/messages/count_tokens") return sendJson(response, 200, { input_tokens: usage.input });
+    if (path === "/b/v1/models") return sendJson(response, 200, providerB.models());
+    const gemini = /^\/c\/(v1beta|v1)\/models\/([^:/]+):(\w+)$/.exec(path);
+    if (gemini) return routeGemini(request, response, gemini[2] ?? "", gemini[3] ?? "", json);
+    if (/^\/c\/(v1beta|v1)\/models$/.test(path)) return sendJson(response, 200, providerC.models());
+    sendJson(response, 404, { error: { message: `fake upstream has no route ${request.method} ${path}` } });
+  }
+
+  async function routeGemini(
+    request: RecordedRequest,
+    response: ServerResponse,
+    model: string,
+    method: string,
+    json: Record<string, unknown>,
+  ) {
+    const config = (json.generationConfig ?? {}) as Record<string, unknown>;
+    const content = config.responseMimeType === "application/json" ? structuredText(request) : text;
+    if (method === "generateContent")
+      return sendJson(response, 200, providerC.response(model, content, usage));
+    if (method === "streamGenerateContent") {
+      const chunks = providerC.chunks(model, content, usage);
+      if (request.path.includes("alt=sse"))
+        return stream(
+          response,
+          chunks.map((chunk) => `data: ${JSON.stringify(chunk)}\r\n\r\n`),
+        );
+      // Without alt=sse the real API streams one JSON array, element by element.
+      return stream(
+        response,
+        chunks.map(
+          (chunk, index) =>
+            `${index === 0 ? "[" : ",\r\n"}${JSON.stringify(chunk)}${index === chunks.length - 1 ? "]" : ""}`,
+        ),
+        "application/json; charset=UTF-8",
+      );
+    }
+    if (method === "embedContent") return sendJson(response, 200, providerC.embedding());
+    if (method === "batchEmbedContents") {
+      const count = Array.isArray(json.requests) ? json.requests.length : 1;
+      return sendJson(response, 200, {
+        embeddings: Array.from({ length: count }, () => providerC.embedding().embedding),
+      });
+    }
+    if (method === "predict") {
+      const parameters = (json.parameters ?? {}) as { sampleCount?: number };
+      return sendJson(response, 200, providerC.predictions(parameters.sampleCount ?? 1));
+    }
+    sendJson(response, 404, {
+      error: { code: 404, message: `unknown method ${method}`, status: "NOT_FOUND" },
+    });
+  }
+
+  async function stream(response: ServerResponse, events: string[], contentType = "text/event-stream") {
+    response.writeHead(200, {
+      "content-type": contentType,
+      "cache-control": "no-cache",
+      "x-fake-upstream": "stream",
+    });
+    response.flushHeaders();
+    for (const [index, event] of events.entries()) {
+      if (response.destroyed) return;
+      if (hangAfter !== null && index >= hangAfter) return;
+      if (index > 0 && sseDelayMs > 0) await sleep(sseDelayMs);
+      if (response.destroyed) return;
+      if (!response.write(event)) await new Promise((resolve) => response.once("drain", resolve));
+    }
+    response.end();
+  }
+
+  const server: Server = createServer((request, response) => {
+    handle(request, response).catch(() => response.destroy());
+  });
+  await new Promise<void>((resolve) => server.listen(options.port ?? 0, "127.0.0.1", resolve));
+  const { port } = server.address() as AddressInfo;
+
+  return {
+    url: `http://127.0.0.1:${port}`,
+    requests,
+    last: () => requests.at(-1),
+    clear: () => {
+      requests.length = 0;
+    },
+    setStructuredOutput(value) {
+      structured = value;
+    },
+    setText(value) {
+      text = value;
+    },
+    enqueueResponse(response) {
+      queued.push(response);
+    },
+    failNext(status, count = 1) {
+      for (let index = 0; index < count; index++) queued.push({ status });
+    },
+    setSseDelayMs(ms) {
+      sseDelayMs = ms;
+    },
+    setLatencyMs(ms) {
+      latencyMs = ms;
+    },
+    setUsage(partial) {
+      usage = { ...usage, ...partial };
+    },
+    hangStreamsAfter(events) {
+      hangAfter = events;
+    },
+    waitForAbort(timeoutMs) {
+      const already = requests.find((request) => request.aborted);
+      if (already) return Promise.resolve(already);
+      return new Promise((resolve, reject) => {
+        const timer = setTimeout(() => reject(new Error("no upstream abort within the timeout")), timeoutMs);
+        abortWaiters.push((request) => {
+          clearTimeout(timer);
+          resolve(request);
+        });
+      });
+    },
+    async close() {
+      server.closeAllConnections();
+      await new Promise((resolve) => server.close(resolve));
+    },
+  };
+}
+
+function sendJson(
+  response: ServerResponse,
+  status: number,
+  body: unknown,
+  headers: Record<string, string> = {},
+) {
+  const payload = Buffer.from(typeof body === "string" ? body : JSON.stringify(body));
+  response.writeHead(status, {
+    "content-type": "application/json",
+    "content-length": String(payload.length),
+    "x-fake-upstream": "json",
+    ...headers,
+  });
+  response.end(payload);
+}
+
+function sleep(ms: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, ms));
+}
