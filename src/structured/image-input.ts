@@ -1,0 +1,65 @@
+import { GatewayError } from "../errors.js";
+import { decodedLength, decodeStrictBase64 } from "./base64.js";
+
+export interface ImageInput {
+  bytes: Uint8Array;
+  /** Sniffed from the bytes, whatever the data URL declared. */
+  mediaType: string;
+}
+
+const dataUrl = /^data:(image\/[a-z0-9.+-]+);base64,/i;
+
+/**
+ * /v1/vision input: raw base64 or `data:image/<type>;base64,<data>`. The bytes decide the media
+ * type (PNG, JPEG, GIF, WebP, HEIC/HEIF); a declared type that disagrees is ignored, since the
+ * bytes are what the provider will see. Not an image, or malformed base64: 422. Over the cap: 413.
+ */
+export function parseImageInput(value: string, options: { maxBytes: number }): ImageInput {
+  let data = value;
+  const match = dataUrl.exec(value);
+  if (match) data = value.slice(match[0].length);
+  else if (value.startsWith("data:")) {
+    throw new GatewayError(
+      "VALIDATION_ERROR",
+      "image must be base64 or a data URL of the form data:image/<type>;base64,<data>",
+    );
+  }
+  if (decodedLength(data) > options.maxBytes + 3) {
+    throw new GatewayError("PAYLOAD_TOO_LARGE", `The image exceeds ${options.maxBytes} bytes`, {
+      details: { maxBytes: options.maxBytes },
+    });
+  }
+  const bytes = decodeStrictBase64(data);
+  if (!bytes) throw new GatewayError("VALIDATION_ERROR", "image is not valid base64");
+  if (bytes.length > options.maxBytes) {
+    throw new GatewayError("PAYLOAD_TOO_LARGE", `The image exceeds ${options.maxBytes} bytes`, {
+      details: { maxBytes: options.maxBytes },
+    });
+  }
+  const mediaType = sniffImageType(bytes);
+  if (!mediaType)
+    throw new GatewayError("VALIDATION_ERROR", "image is not a PNG, JPEG, GIF, WebP or HEIC image");
+  return { bytes, mediaType };
+}
+
+const heifBrands = new Set(["heic", "heix", "hevc", "hevx", "heim", "heis", "mif1", "msf1"]);
+
+export function sniffImageType(bytes: Uint8Array): string | null {
+  const ascii = (start: number, end: number) => Buffer.from(bytes.subarray(start, end)).toString("latin1");
+  if (
+    bytes.length >= 8 &&
+    bytes[0] === 0x89 &&
+    ascii(1, 4) === "PNG" &&
+    bytes[4] === 0x0d &&
+    bytes[5] === 0x0a
+  )
+    return "image/png";
+  if (bytes.length >= 3 && bytes[0] === 0xff && bytes[1] === 0xd8 && bytes[2] === 0xff) return "image/jpeg";
+  if (bytes.length >= 6 && (ascii(0, 6) === "GIF87a" || ascii(0, 6) === "GIF89a")) return "image/gif";
+  if (bytes.length >= 12 && ascii(0, 4) === "RIFF" && ascii(8, 12) === "WEBP") return "image/webp";
+  if (bytes.length >= 12 && ascii(4, 8) === "ftyp") {
+    const brand = ascii(8, 12);
+    if (heifBrands.has(brand)) return brand.startsWith("he") ? "image/heic" : "image/heif";
+  }
+  return null;
+}

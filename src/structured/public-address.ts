@@ -1,0 +1,92 @@
+import { BlockList, isIPv4, isIPv6 } from "node:net";
+
+/**
+ * Whether an IP address is a public unicast address that a server-side fetch may connect to.
+ * Everything special-purpose is refused (IANA IPv4/IPv6 Special-Purpose Address Registries,
+ * RFC 6890): loopback, unspecified, private (RFC 1918), shared CGNAT (RFC 6598), link-local
+ * (including the 169.254.169.254 metadata service), ULA (RFC 4193), multicast, documentation,
+ * benchmarking and reserved ranges. IPv6 forms that embed an IPv4 address (mapped ::ffff:0:0/96,
+ * compatible ::/96, NAT64 64:ff9b::/96, 6to4 2002::/16) are judged on that IPv4 address; Teredo
+ * (2001::/32) is refused outright. Anything unparsable is refused.
+ */
+const v4 = new BlockList();
+for (const [network, prefix] of [
+  ["0.0.0.0", 8],
+  ["10.0.0.0", 8],
+  ["100.64.0.0", 10],
+  ["127.0.0.0", 8],
+  ["169.254.0.0", 16],
+  ["172.16.0.0", 12],
+  ["192.0.0.0", 24],
+  ["192.0.2.0", 24],
+  ["192.88.99.0", 24],
+  ["192.168.0.0", 16],
+  ["198.18.0.0", 15],
+  ["198.51.100.0", 24],
+  ["203.0.113.0", 24],
+  ["224.0.0.0", 4],
+  ["240.0.0.0", 4],
+] as const) {
+  v4.addSubnet(network, prefix, "ipv4");
+}
+
+const v6 = new BlockList();
+for (const [network, prefix] of [
+  ["::", 128],
+  ["::1", 128],
+  ["100::", 64],
+  ["2001::", 32],
+  ["2001:db8::", 32],
+  ["2001:10::", 28],
+  ["2001:20::", 28],
+  ["fc00::", 7],
+  ["fe80::", 10],
+  ["fec0::", 10],
+  ["ff00::", 8],
+] as const) {
+  v6.addSubnet(network, prefix, "ipv6");
+}
+
+export function isPublicAddress(ip: string): boolean {
+  const address = ip.startsWith("[") && ip.endsWith("]") ? ip.slice(1, -1) : ip;
+  if (isIPv4(address)) return !v4.check(address, "ipv4");
+  if (!isIPv6(address)) return false;
+  const embedded = embeddedIpv4(address);
+  if (embedded !== undefined) return embedded !== null && isPublicAddress(embedded);
+  return !v6.check(address, "ipv6");
+}
+
+/** The IPv4 address an IPv6 address embeds (undefined: none; null: unparsable). */
+function embeddedIpv4(address: string): string | null | undefined {
+  const groups = expandIpv6(address);
+  if (!groups) return null;
+  const tail = () => `${groups[6]! >> 8}.${groups[6]! & 255}.${groups[7]! >> 8}.${groups[7]! & 255}`;
+  const zeros = (from: number, to: number) => groups.slice(from, to).every((group) => group === 0);
+  if (zeros(0, 5) && groups[5] === 0xffff) return tail();
+  if (zeros(0, 6) && (groups[6] !== 0 || groups[7]! > 1)) return tail();
+  if (groups[0] === 0x64 && groups[1] === 0xff9b && zeros(2, 6)) return tail();
+  if (groups[0] === 0x2002)
+    return `${groups[1]! >> 8}.${groups[1]! & 255}.${groups[2]! >> 8}.${groups[2]! & 255}`;
+  return undefined;
+}
+
+function expandIpv6(address: string): number[] | null {
+  let text = address.split("%")[0] ?? "";
+  const dotted = /(\d+\.\d+\.\d+\.\d+)$/.exec(text);
+  if (dotted?.[1]) {
+    const parts = dotted[1].split(".").map(Number);
+    text = `${text.slice(0, -dotted[1].length)}${((parts[0]! << 8) | parts[1]!).toString(16)}:${((parts[2]! << 8) | parts[3]!).toString(16)}`;
+  }
+  const [head = "", tail] = text.split("::");
+  const left = head ? head.split(":") : [];
+  const right = tail ? tail.split(":") : [];
+  const missing = 8 - left.length - right.length;
+  if (tail === undefined ? left.length !== 8 : missing < 0) return null;
+  const groups = [...left, ...Array(tail === undefined ? 0 : missing).fill("0"), ...right].map((group) =>
+    Number.parseInt(group, 16),
+  );
+  return groups.length === 8 &&
+    groups.every((group) => Number.isInteger(group) && group >= 0 && group <= 0xffff)
+    ? groups
+    : null;
+}

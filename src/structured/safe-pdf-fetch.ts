@@ -1,0 +1,121 @@
+import { lookup as dnsLookup } from "node:dns/promises";
+import { isIP } from "node:net";
+import { Agent, request } from "undici";
+import { GatewayError } from "../errors.js";
+import { isPdf } from "./pdf-input.js";
+import { isPublicAddress } from "./public-address.js";
+
+export interface SafePdfFetcherOptions {
+  lookup?: (hostname: string) => Promise<Array<{ address: string; family: number }>>;
+  isAllowedAddress?: (ip: string) => boolean;
+  allowedProtocols?: readonly string[];
+  maxBytes: number;
+  timeoutMs: number;
+  maxRedirects?: number;
+}
+
+/**
+ * Fetches a PDF by URL without letting a client reach internal addresses (SSRF): every address
+ * the host resolves to must be allowed (public by default) before any connection; the connection
+ * is pinned to the checked address so DNS cannot change between check and connect; redirects are
+ * followed by hand (at most 3), each hop checked again; size and time are capped; the content must
+ * start with `%PDF-`. Every refusal is 400 BAD_REQUEST (413 over the size cap).
+ */
+export function createSafePdfFetcher(options: SafePdfFetcherOptions) {
+  const resolve =
+    options.lookup ?? ((hostname: string) => dnsLookup(hostname, { all: true, verbatim: true }));
+  const allowed = options.isAllowedAddress ?? isPublicAddress;
+  const protocols = options.allowedProtocols ?? ["https:"];
+  const maxRedirects = options.maxRedirects ?? 3;
+
+  async function checkedAddress(url: URL): Promise<string> {
+    if (!protocols.includes(url.protocol)) throw refuse(`the PDF URL must use ${protocols.join(" or ")}`);
+    const host = url.hostname.startsWith("[") ? url.hostname.slice(1, -1) : url.hostname;
+    const addresses = isIP(host) ? [{ address: host, family: isIP(host) }] : await resolveHost(host);
+    if (addresses.length === 0) throw refuse("the PDF URL's host does not resolve");
+    if (addresses.some(({ address }) => !allowed(address)))
+      throw refuse("the PDF URL resolves to a non-public address");
+    return addresses[0]!.address;
+  }
+
+  async function resolveHost(host: string) {
+    try {
+      return await resolve(host);
+    } catch {
+      throw refuse("the PDF URL's host does not resolve");
+    }
+  }
+
+  return async function fetchPdf(start: URL): Promise<Uint8Array> {
+    const deadline = AbortSignal.timeout(options.timeoutMs);
+    let url = start;
+    for (let hop = 0; hop <= maxRedirects; hop++) {
+      const address = await checkedAddress(url);
+      const agent = pinnedAgent(address, options.timeoutMs);
+      try {
+        const response = await request(url, {
+          dispatcher: agent,
+          method: "GET",
+          signal: deadline,
+          headers: { accept: "application/pdf" },
+        });
+        if (response.statusCode >= 300 && response.statusCode < 400 && response.headers.location) {
+          await response.body.dump();
+          url = new URL(String(response.headers.location), url);
+          continue;
+        }
+        if (response.statusCode < 200 || response.statusCode >= 300) {
+          await response.body.dump();
+          throw refuse(`could not fetch the PDF: the server answered ${response.statusCode}`);
+        }
+        return await readCapped(response.body, options.maxBytes);
+      } catch (error) {
+        if (error instanceof GatewayError) throw error;
+        throw refuse(deadline.aborted ? "fetching the PDF took too long" : "could not fetch the PDF");
+      } finally {
+        void agent.close();
+      }
+    }
+    throw refuse(`the PDF URL redirected more than ${maxRedirects} times`);
+  };
+}
+
+/** An agent whose every connection goes to `address`, whatever the host name resolves to now. */
+function pinnedAgent(address: string, timeoutMs: number): Agent {
+  const family = isIP(address);
+  return new Agent({
+    connect: {
+      timeout: timeoutMs,
+      // net.connect asks for all addresses when it races address families (autoSelectFamily).
+      lookup: (_hostname, lookupOptions, callback) => {
+        if ((lookupOptions as { all?: boolean }).all) callback(null, [{ address, family }] as never, family);
+        else callback(null, address, family);
+      },
+    },
+    headersTimeout: timeoutMs,
+    bodyTimeout: timeoutMs,
+  });
+}
+
+async function readCapped(body: AsyncIterable<Buffer>, maxBytes: number): Promise<Uint8Array> {
+  const chunks: Buffer[] = [];
+  let size = 0;
+  for await (const chunk of body) {
+    size += chunk.length;
+    if (size > maxBytes) {
+      throw new GatewayError("PAYLOAD_TOO_LARGE", `The PDF exceeds ${maxBytes} bytes`, {
+        details: { maxBytes },
+      });
+    }
+    chunks.push(chunk);
+  }
+  const bytes = Buffer.concat(chunks, size);
+  if (!isPdf(bytes)) throw refuse("the URL did not return a PDF (it does not start with %PDF-)");
+  return bytes;
+}
+
+function refuse(message: string): GatewayError {
+  return new GatewayError("BAD_REQUEST", message);
+}
+
+export type FetchPdf = ReturnType<typeof createSafePdfFetcher>;

@@ -1,0 +1,242 @@
+import { createServer, type Server } from "node:http";
+import type { AddressInfo } from "node:net";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { GatewayError } from "../errors.js";
+import { parseImageInput, sniffImageType } from "./image-input.js";
+import { parsePdfInput } from "./pdf-input.js";
+import { isPublicAddress } from "./public-address.js";
+import { createSafePdfFetcher } from "./safe-pdf-fetch.js";
+
+const png = Buffer.from("89504e470d0a1a0a0000000d49484452", "hex");
+const jpeg = Buffer.from("ffd8ffe000104a464946", "hex");
+const gif = Buffer.from("GIF89a\u0001\u0000\u0001\u0000", "latin1");
+const webp = Buffer.concat([Buffer.from("RIFF"), Buffer.from([0x24, 0, 0, 0]), Buffer.from("WEBPVP8 ")]);
+const heic = Buffer.concat([Buffer.from([0, 0, 0, 0x18]), Buffer.from("ftypheic"), Buffer.alloc(8)]);
+const pdf = Buffer.from("%PDF-1.7\n%âãÏÓ\n1 0 obj\n<<>>\nendobj\n%%EOF\n", "latin1");
+
+function codeOf(run: () => unknown): string {
+  try {
+    run();
+  } catch (error) {
+    return error instanceof GatewayError ? error.code : "OTHER";
+  }
+  return "NONE";
+}
+
+describe("image input", () => {
+  it.each([
+    ["png", png, "image/png"],
+    ["jpeg", jpeg, "image/jpeg"],
+    ["gif", gif, "image/gif"],
+    ["webp", webp, "image/webp"],
+    ["heic", heic, "image/heic"],
+  ])("sniffs %s from raw base64 and from a data URL", (_name, bytes, type) => {
+    expect(sniffImageType(bytes)).toBe(type);
+    expect(parseImageInput(bytes.toString("base64"), { maxBytes: 1024 }).mediaType).toBe(type);
+    const declared = `data:image/jpeg;base64,${bytes.toString("base64")}`;
+    expect(parseImageInput(declared, { maxBytes: 1024 })).toEqual({
+      bytes: new Uint8Array(bytes),
+      mediaType: type,
+    });
+  });
+
+  it("tolerates MIME line wrapping", () => {
+    const wrapped = png.toString("base64").replace(/(.{8})/g, "$1\r\n");
+    expect(parseImageInput(wrapped, { maxBytes: 1024 }).mediaType).toBe("image/png");
+  });
+
+  it.each([
+    ["not base64", "!!!not base64!!!", "VALIDATION_ERROR"],
+    ["bad padding", "iVBORw0KGgo", "VALIDATION_ERROR"],
+    ["text that is not an image", Buffer.from("hello world!").toString("base64"), "VALIDATION_ERROR"],
+    ["a PDF", pdf.toString("base64"), "VALIDATION_ERROR"],
+    ["a non-image data URL", `data:text/plain;base64,${png.toString("base64")}`, "VALIDATION_ERROR"],
+    ["too large", Buffer.concat([png, Buffer.alloc(2000)]).toString("base64"), "PAYLOAD_TOO_LARGE"],
+  ])("refuses %s", (_name, value, code) => {
+    expect(codeOf(() => parseImageInput(value, { maxBytes: 1024 }))).toBe(code);
+  });
+});
+
+describe("pdf input", () => {
+  it("accepts the exact data URL prefix with PDF bytes, and https URLs", () => {
+    expect(
+      parsePdfInput(`data:application/pdf;base64,${pdf.toString("base64")}`, { maxBytes: 1024 }),
+    ).toEqual({ kind: "data", bytes: new Uint8Array(pdf) });
+    const parsed = parsePdfInput("https://example.com/a.pdf", { maxBytes: 1024 });
+    expect(parsed.kind === "url" && parsed.url.href).toBe("https://example.com/a.pdf");
+  });
+
+  it.each([
+    ["another media type", `data:application/octet-stream;base64,${pdf.toString("base64")}`, "BAD_REQUEST"],
+    ["a lower-case variant", `data:Application/PDF;base64,${pdf.toString("base64")}`, "BAD_REQUEST"],
+    ["bytes that are not a PDF", `data:application/pdf;base64,${png.toString("base64")}`, "BAD_REQUEST"],
+    ["broken base64", "data:application/pdf;base64,%%%", "BAD_REQUEST"],
+    ["http", "http://example.com/a.pdf", "BAD_REQUEST"],
+    ["credentials", "https://user:pass@example.com/a.pdf", "BAD_REQUEST"],
+    ["a relative path", "/etc/passwd", "BAD_REQUEST"],
+    ["file:", "file:///etc/passwd", "BAD_REQUEST"],
+    [
+      "too large",
+      `data:application/pdf;base64,${Buffer.concat([pdf, Buffer.alloc(2000)]).toString("base64")}`,
+      "PAYLOAD_TOO_LARGE",
+    ],
+  ])("refuses %s", (_name, value, code) => {
+    expect(codeOf(() => parsePdfInput(value, { maxBytes: 1024 }))).toBe(code);
+  });
+});
+
+describe("public addresses", () => {
+  it.each([
+    "8.8.8.8",
+    "1.1.1.1",
+    "2606:4700:4700::1111",
+    "2a00:1450:4001:80b::200e",
+    "[2606:4700:4700::1111]",
+  ])("allows %s", (ip) => {
+    expect(isPublicAddress(ip)).toBe(true);
+  });
+  it.each([
+    "127.0.0.1",
+    "127.1.2.3",
+    "0.0.0.0",
+    "10.1.2.3",
+    "172.16.0.1",
+    "172.31.255.255",
+    "192.168.1.1",
+    "100.64.0.1",
+    "169.254.169.254",
+    "224.0.0.1",
+    "255.255.255.255",
+    "198.18.0.1",
+    "::1",
+    "::",
+    "fe80::1",
+    "fd00::1",
+    "ff02::1",
+    "::ffff:127.0.0.1",
+    "::ffff:7f00:1",
+    "::ffff:169.254.169.254",
+    "::127.0.0.1",
+    "64:ff9b::a00:1",
+    "2002:7f00:1::",
+    "2001:0:4136:e378::1",
+    "not an ip",
+    "",
+  ])("refuses %s", (ip) => {
+    expect(isPublicAddress(ip)).toBe(false);
+  });
+});
+
+describe("SSRF-safe PDF fetch", () => {
+  let forbidden: Server;
+  let forbiddenPort = 0;
+  let forbiddenConnections = 0;
+  let allowed: Server;
+  let allowedPort = 0;
+
+  beforeAll(async () => {
+    forbidden = createServer((_request, response) => response.end(pdf));
+    forbidden.on("connection", () => forbiddenConnections++);
+    await new Promise<void>((resolve) => forbidden.listen(0, "127.0.0.1", resolve));
+    forbiddenPort = (forbidden.address() as AddressInfo).port;
+    allowed = createServer((request, response) => {
+      if (request.url === "/doc.pdf") return void response.end(pdf);
+      if (request.url === "/not-a-pdf") return void response.end("<html></html>");
+      if (request.url === "/big") return void response.end(Buffer.concat([pdf, Buffer.alloc(5000)]));
+      if (request.url === "/missing") return void response.writeHead(404).end();
+      if (request.url === "/slow") return void setTimeout(() => response.end(pdf), 3000);
+      if (request.url === "/to-forbidden")
+        return void response.writeHead(302, { location: `http://127.0.0.2:${forbiddenPort}/x.pdf` }).end();
+      if (request.url === "/to-self") return void response.writeHead(302, { location: "/doc.pdf" }).end();
+      if (request.url === "/loop") return void response.writeHead(302, { location: "/loop" }).end();
+      response.writeHead(404).end();
+    });
+    await new Promise<void>((resolve) => allowed.listen(0, "127.0.0.3", resolve));
+    allowedPort = (allowed.address() as AddressInfo).port;
+  });
+
+  afterAll(async () => {
+    forbidden.closeAllConnections();
+    allowed.closeAllConnections();
+    await new Promise((resolve) => forbidden.close(resolve));
+    await new Promise((resolve) => allowed.close(resolve));
+  });
+
+  /** A fetcher like production's, except that the one test server's address counts as allowed. */
+  const fetcher = (lookup?: (host: string) => Promise<Array<{ address: string; family: number }>>) =>
+    createSafePdfFetcher({
+      ...(lookup ? { lookup } : {}),
+      isAllowedAddress: (ip) => ip === "127.0.0.3" || isPublicAddress(ip),
+      allowedProtocols: ["http:", "https:"],
+      maxBytes: 2048,
+      timeoutMs: 1500,
+    });
+
+  async function expectRefused(run: Promise<unknown>, code = "BAD_REQUEST") {
+    const error = await run.then(
+      () => null,
+      (caught: unknown) => caught,
+    );
+    expect(error instanceof GatewayError ? error.code : error).toBe(code);
+  }
+
+  it("fetches a PDF from an allowed address, also through a redirect", async () => {
+    const bytes = await fetcher()(new URL(`http://127.0.0.3:${allowedPort}/doc.pdf`));
+    expect(Buffer.from(bytes).equals(pdf)).toBe(true);
+    expect(Buffer.from(await fetcher()(new URL(`http://127.0.0.3:${allowedPort}/to-self`))).equals(pdf)).toBe(
+      true,
+    );
+  });
+
+  it.each([
+    "https://127.1/x.pdf",
+    "https://0x7f000001/x.pdf",
+    "https://2130706433/x.pdf",
+    "https://017700000001/x.pdf",
+    "https://[::ffff:127.0.0.1]/x.pdf",
+    "https://[::1]/x.pdf",
+    "https://169.254.169.254/latest/meta-data",
+    "https://10.0.0.1/x.pdf",
+    "https://[fd00::1]/x.pdf",
+  ])("refuses %s with no connection", async (target) => {
+    const before = forbiddenConnections;
+    const url = new URL(
+      target.replace("/x.pdf", `:${forbiddenPort}/x.pdf`).replace("/latest", `:${forbiddenPort}/latest`),
+    );
+    await expectRefused(createSafePdfFetcher({ maxBytes: 2048, timeoutMs: 1000 })(url));
+    expect(forbiddenConnections).toBe(before);
+  });
+
+  it("refuses a host whose DNS answers a private address, or one private among public ones", async () => {
+    const before = forbiddenConnections;
+    await expectRefused(
+      fetcher(async () => [{ address: "127.0.0.1", family: 4 }])(
+        new URL(`https://evil.example:${forbiddenPort}/x.pdf`),
+      ),
+    );
+    await expectRefused(
+      fetcher(async () => [
+        { address: "93.184.216.34", family: 4 },
+        { address: "10.0.0.7", family: 4 },
+      ])(new URL(`https://mixed.example:${forbiddenPort}/x.pdf`)),
+    );
+    expect(forbiddenConnections).toBe(before);
+  });
+
+  it("refuses a redirect to a private address without connecting to it", async () => {
+    const before = forbiddenConnections;
+    await expectRefused(fetcher()(new URL(`http://127.0.0.3:${allowedPort}/to-forbidden`)));
+    expect(forbiddenConnections).toBe(before);
+  });
+
+  it("refuses http in production, redirect loops, non-PDF content, errors, slowness and size", async () => {
+    await expectRefused(
+      createSafePdfFetcher({ maxBytes: 2048, timeoutMs: 1000 })(new URL("http://example.com/a.pdf")),
+    );
+    await expectRefused(fetcher()(new URL(`http://127.0.0.3:${allowedPort}/loop`)));
+    await expectRefused(fetcher()(new URL(`http://127.0.0.3:${allowedPort}/not-a-pdf`)));
+    await expectRefused(fetcher()(new URL(`http://127.0.0.3:${allowedPort}/missing`)));
+    await expectRefused(fetcher()(new URL(`http://127.0.0.3:${allowedPort}/slow`)));
+    await expectRefused(fetcher()(new URL(`http://127.0.0.3:${allowedPort}/big`)), "PAYLOAD_TOO_LARGE");
+  });
+});
