@@ -16,6 +16,7 @@ import { createClientIpResolver } from "./http/client-ip.js";
 import { registerProxyRoutes } from "./http/proxy-routes.js";
 import type { HealthCheck } from "./http/public-routes.js";
 import type { Router } from "./http/router.js";
+import { registerStructuredRoutes } from "./http/structured-routes.js";
 import { createLogger, type Logger } from "./observability/logger.js";
 import { createMetrics } from "./observability/metrics.js";
 import { createAiSdkModels } from "./providers/ai-sdk-provider.js";
@@ -27,6 +28,7 @@ import { type OpenDatabase, openDatabase } from "./storage/database.js";
 import { createKeyRepository } from "./storage/key-repository.js";
 import { createProjectRepository } from "./storage/project-repository.js";
 import { createUsageRepository } from "./storage/usage-repository.js";
+import { createSafePdfFetcher, type FetchPdf } from "./structured/safe-pdf-fetch.js";
 import { createSpendGuard } from "./usage/spend-guard.js";
 import { costOfTokens } from "./usage/token-cost.js";
 import { createUsageRecorder } from "./usage/usage-recorder.js";
@@ -37,6 +39,8 @@ export interface Injectables {
   logger: Logger;
   now: () => Date;
   generateRequestId: () => string;
+  /** How PDFs are fetched by URL (tests allow their local server). */
+  fetchPdf: FetchPdf;
   /** Extra API routes registered after the built-in ones (tests). */
   registerApiRoutes: (router: Router) => void;
 }
@@ -183,7 +187,17 @@ export async function createGateway(config: Config, injected: Partial<Injectable
         maxBodyBytes: config.maxBodyBytes,
         costOf: costOfTokens,
       });
-      // structured-routes: registered here (issue 6)
+      registerStructuredRoutes(router, {
+        admit,
+        models: aiModels,
+        fetchPdf:
+          injected.fetchPdf ??
+          createSafePdfFetcher({ maxBytes: config.maxPdfBytes, timeoutMs: config.pdfFetchTimeoutMs }),
+        maxBodyBytes: config.maxBodyBytes,
+        maxImageBytes: config.maxImageBytes,
+        maxPdfBytes: config.maxPdfBytes,
+        timeoutMs: config.upstreamHeadersTimeoutMs,
+      });
       // image-routes: registered here (issue 7)
       injected.registerApiRoutes?.(router);
     },

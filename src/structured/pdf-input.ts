@@ -8,7 +8,7 @@ const pdfMagic = Buffer.from("%PDF-");
 
 /**
  * /v1/pdf input: exactly `data:application/pdf;base64,<data>` (checked for the `%PDF-` magic), or
- * an absolute https URL without credentials. Anything else is 400 BAD_REQUEST; over the cap, 413.
+ * an absolute URL without credentials (the fetcher then allows https only). Anything else is 400 BAD_REQUEST; over the cap, 413.
  */
 export function parsePdfInput(value: string, options: { maxBytes: number }): PdfInput {
   if (value.startsWith(dataPrefix)) {
@@ -33,7 +33,9 @@ export function parsePdfInput(value: string, options: { maxBytes: number }): Pdf
       `pdf must be a data URL starting with ${dataPrefix} or an https URL`,
     );
   }
-  if (url.protocol !== "https:") throw new GatewayError("BAD_REQUEST", "pdf URL must use https");
+  // Which schemes may be fetched (https only in production) is the fetcher's rule, checked on every hop.
+  if (url.protocol !== "https:" && url.protocol !== "http:")
+    throw new GatewayError("BAD_REQUEST", "pdf URL must use https");
   if (url.username || url.password)
     throw new GatewayError("BAD_REQUEST", "pdf URL must not contain credentials");
   return { kind: "url", url };

@@ -69,7 +69,7 @@ describe("pdf input", () => {
     ["a lower-case variant", `data:Application/PDF;base64,${pdf.toString("base64")}`, "BAD_REQUEST"],
     ["bytes that are not a PDF", `data:application/pdf;base64,${png.toString("base64")}`, "BAD_REQUEST"],
     ["broken base64", "data:application/pdf;base64,%%%", "BAD_REQUEST"],
-    ["http", "http://example.com/a.pdf", "BAD_REQUEST"],
+    ["ftp", "ftp://example.com/a.pdf", "BAD_REQUEST"],
     ["credentials", "https://user:pass@example.com/a.pdf", "BAD_REQUEST"],
     ["a relative path", "/etc/passwd", "BAD_REQUEST"],
     ["file:", "file:///etc/passwd", "BAD_REQUEST"],

@@ -169,7 +169,7 @@ export async function startFakeUpstream(options: { port?: number } = {}): Promis
           ),
         );
       }
-      const content = json.output_format ? structuredText(request) : text;
+      const content = json.output_format || json.output_config ? structuredText(request) : text;
       return sendJson(response, 200, providerB.message(model, [{ type: "text", text: content }], usage));
     }
     if (path === "/b/v1/messages/count_tokens") return sendJson(response, 200, { input_tokens: usage.input });

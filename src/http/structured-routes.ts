@@ -1,0 +1,113 @@
+import { GatewayError } from "../errors.js";
+import type { AiSdkModels } from "../providers/ai-sdk-provider.js";
+import type { Project } from "../storage/project-repository.js";
+import { type AnalysisInput, analyze } from "../structured/analyze.js";
+import { parseImageInput } from "../structured/image-input.js";
+import { type AnalysisKind, chooseModel } from "../structured/model-choice.js";
+import { checkOutputSchema } from "../structured/output-schema.js";
+import { parsePdfInput } from "../structured/pdf-input.js";
+import type { FetchPdf } from "../structured/safe-pdf-fetch.js";
+import { costOfTokens } from "../usage/token-cost.js";
+import type { Admit } from "./admission.js";
+import { parseJsonObject, readBody, requireJsonContentType } from "./read-body.js";
+import type { RequestContext, Router } from "./router.js";
+import { sendJson } from "./send.js";
+
+export interface StructuredRouteDeps {
+  admit: Admit;
+  models: AiSdkModels;
+  fetchPdf: FetchPdf;
+  maxBodyBytes: number;
+  maxImageBytes: number;
+  maxPdfBytes: number;
+  timeoutMs: number;
+}
+
+const fieldOf: Record<AnalysisKind, string> = { text: "text", vision: "image", pdf: "pdf" };
+
+/** POST /v1/text, /v1/vision, /v1/pdf and their /{projectId} forms. */
+export function registerStructuredRoutes(router: Router, deps: StructuredRouteDeps): void {
+  for (const kind of ["text", "vision", "pdf"] as const) {
+    const handler = (context: RequestContext) => handle(deps, kind, context);
+    router.on("POST", `/v1/${kind}`, handler);
+    router.on("POST", `/v1/${kind}/:projectId`, handler);
+  }
+}
+
+async function handle(deps: StructuredRouteDeps, kind: AnalysisKind, context: RequestContext): Promise<void> {
+  const { request, response, params } = context;
+  const headerProject = request.headers["x-project-id"];
+  const call = await deps.admit(context, {
+    endpoint: kind,
+    projectId: params.projectId ?? (Array.isArray(headerProject) ? headerProject[0] : headerProject),
+    provider: (project) => project.provider,
+  });
+  let model: string | null = null;
+  try {
+    requireJsonContentType(request);
+    const body = parseJsonObject(await readBody(request, deps.maxBodyBytes));
+    const value = body[fieldOf[kind]];
+    if (typeof value !== "string" || value.length === 0) {
+      throw new GatewayError(
+        "BAD_REQUEST",
+        `\`${fieldOf[kind]}\` is required and must be a non-empty string`,
+      );
+    }
+    const schema = usableSchema(call.project);
+    const input = await parseInput(deps, kind, value);
+    model = chooseModel(call.project, call.provider, kind);
+    const result = await analyze(deps.models, {
+      provider: call.provider,
+      model,
+      providerKey: call.providerKey,
+      schema,
+      input,
+      timeoutMs: deps.timeoutMs,
+    });
+    sendJson(response, 200, result.object);
+    call.finish({
+      status: 200,
+      outcome: "ok",
+      provider: call.provider,
+      model: result.model,
+      usage: result.usage,
+      costUsd: costOfTokens(call.provider, result.model, result.usage),
+      streamed: false,
+      timeToFirstByteMs: null,
+      errorCode: null,
+    });
+  } catch (error) {
+    call.fail(error, call.provider, model);
+    throw error;
+  }
+}
+
+/** The project's output schema, checked again before use (422 when missing or invalid). */
+function usableSchema(project: Project): Record<string, unknown> {
+  if (!project.outputSchema) {
+    throw new GatewayError(
+      "VALIDATION_ERROR",
+      "This project has no output schema; an admin must set one before structured analysis can run",
+    );
+  }
+  const problems = checkOutputSchema(project.outputSchema);
+  if (problems.length > 0) {
+    throw new GatewayError(
+      "VALIDATION_ERROR",
+      `The project's output schema is invalid: ${problems.join("; ")}`,
+      { details: { problems } },
+    );
+  }
+  return project.outputSchema;
+}
+
+async function parseInput(
+  deps: StructuredRouteDeps,
+  kind: AnalysisKind,
+  value: string,
+): Promise<AnalysisInput> {
+  if (kind === "text") return { kind, text: value };
+  if (kind === "vision") return { kind, ...parseImageInput(value, { maxBytes: deps.maxImageBytes }) };
+  const pdf = parsePdfInput(value, { maxBytes: deps.maxPdfBytes });
+  return { kind, bytes: pdf.kind === "data" ? pdf.bytes : await deps.fetchPdf(pdf.url) };
+}

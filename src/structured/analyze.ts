@@ -1,0 +1,200 @@
+import { APICallError, generateObject, jsonSchema, type ModelMessage, NoObjectGeneratedError } from "ai";
+import { GatewayError } from "../errors.js";
+import type { AiSdkModels } from "../providers/ai-sdk-provider.js";
+import type { ProviderId } from "../providers/provider-id.js";
+import type { TokenUsage } from "../usage/token-usage.js";
+import type { AnalysisKind } from "./model-choice.js";
+import { validateAgainstSchema } from "./output-schema.js";
+
+export type AnalysisInput =
+  | { kind: "text"; text: string }
+  | { kind: "vision"; bytes: Uint8Array; mediaType: string }
+  | { kind: "pdf"; bytes: Uint8Array };
+
+export interface AnalysisRequest {
+  provider: ProviderId;
+  model: string;
+  providerKey: string;
+  schema: Record<string, unknown>;
+  input: AnalysisInput;
+  timeoutMs: number;
+}
+
+export interface AnalysisResult {
+  object: Record<string, unknown>;
+  /** The model the provider says answered. */
+  model: string;
+  usage: TokenUsage;
+  attempts: number;
+}
+
+const system =
+  "You are a structured analysis service. Analyze the user's input and answer with one JSON object that " +
+  "matches the given JSON Schema exactly. Output only that JSON object.";
+
+const instruction: Record<AnalysisKind, string> = {
+  text: "Analyze this text.",
+  vision: "Analyze this image.",
+  pdf: "Analyze this PDF document.",
+};
+
+/**
+ * Structured analysis through the AI SDK in the provider's native structured-output mode. Every
+ * returned object validates against the schema; when the model's output does not, it is asked
+ * once more with the reasons (a bounded repair), and then the call fails with PROVIDER_ERROR.
+ */
+export async function analyze(models: AiSdkModels, request: AnalysisRequest): Promise<AnalysisResult> {
+  const model = models.language(request.provider, request.model, request.providerKey);
+  const messages: ModelMessage[] = [{ role: "user", content: userContent(request.input) }];
+  const signal = AbortSignal.timeout(request.timeoutMs);
+  let usage: TokenUsage = {
+    inputTokens: null,
+    outputTokens: null,
+    cachedInputTokens: null,
+    reasoningTokens: null,
+  };
+  let modelUsed = request.model;
+  for (let attempt = 1; attempt <= 2; attempt++) {
+    const outcome = await attemptOnce(model, request.schema, messages, signal);
+    usage = addUsage(usage, outcome.usage);
+    modelUsed = outcome.modelId ?? modelUsed;
+    if (outcome.object !== undefined) {
+      const check = validateAgainstSchema(request.schema, outcome.object);
+      if (check.valid)
+        return {
+          object: outcome.object as Record<string, unknown>,
+          model: modelUsed,
+          usage,
+          attempts: attempt,
+        };
+      outcome.problems = check.errors;
+    }
+    messages.push(
+      { role: "assistant", content: outcome.text ?? "" },
+      {
+        role: "user",
+        content: `That answer does not match the JSON Schema (${outcome.problems.join("; ")}). Answer again with only a JSON object that matches it.`,
+      },
+    );
+  }
+  throw new GatewayError(
+    "PROVIDER_ERROR",
+    "The model's output did not match the project's output schema, also after one repair attempt",
+    {
+      details: { model: modelUsed, usage },
+    },
+  );
+}
+
+interface AttemptOutcome {
+  object?: unknown;
+  text?: string;
+  problems: string[];
+  usage: TokenUsage | null;
+  modelId?: string;
+}
+
+async function attemptOnce(
+  model: ReturnType<AiSdkModels["language"]>,
+  schema: Record<string, unknown>,
+  messages: ModelMessage[],
+  signal: AbortSignal,
+): Promise<AttemptOutcome> {
+  try {
+    const result = await generateObject({
+      model,
+      schema: jsonSchema(schema),
+      system,
+      messages,
+      maxRetries: 0,
+      abortSignal: signal,
+      // Provider A's strict mode would reject schemas that do not list every property as required.
+      providerOptions: { openai: { strictJsonSchema: false } },
+    });
+    return {
+      object: result.object,
+      text: JSON.stringify(result.object),
+      problems: [],
+      usage: usageOf(result.usage),
+      modelId: result.response.modelId,
+    };
+  } catch (error) {
+    if (NoObjectGeneratedError.isInstance(error)) {
+      return {
+        text: error.text ?? "",
+        problems: ["the answer is not valid JSON"],
+        usage: usageOf(error.usage),
+        ...(error.response?.modelId ? { modelId: error.response.modelId } : {}),
+      };
+    }
+    throw providerFailure(error, signal);
+  }
+}
+
+function userContent(input: AnalysisInput) {
+  switch (input.kind) {
+    case "text":
+      return [{ type: "text" as const, text: `${instruction.text}\n\n${input.text}` }];
+    case "vision":
+      return [
+        { type: "text" as const, text: instruction.vision },
+        { type: "image" as const, image: input.bytes, mediaType: input.mediaType },
+      ];
+    case "pdf":
+      return [
+        { type: "text" as const, text: instruction.pdf },
+        { type: "file" as const, data: input.bytes, mediaType: "application/pdf" },
+      ];
+  }
+}
+
+/** Maps an AI SDK failure onto the error table without echoing the provider's body. */
+function providerFailure(error: unknown, signal: AbortSignal): GatewayError {
+  if (
+    signal.aborted ||
+    (error instanceof Error && (error.name === "AbortError" || error.name === "TimeoutError"))
+  ) {
+    return new GatewayError("PROVIDER_TIMEOUT", "The provider did not answer in time", { cause: error });
+  }
+  if (APICallError.isInstance(error)) {
+    return new GatewayError(
+      "PROVIDER_ERROR",
+      `The provider failed to process the request (status ${error.statusCode ?? "none"})`,
+      {
+        cause: error,
+        details: { providerStatus: error.statusCode ?? null, retryable: error.isRetryable },
+      },
+    );
+  }
+  return new GatewayError("PROVIDER_ERROR", "The provider failed to process the request", { cause: error });
+}
+
+interface SdkUsage {
+  inputTokens?: number | undefined;
+  outputTokens?: number | undefined;
+  reasoningTokens?: number | undefined;
+  cachedInputTokens?: number | undefined;
+  inputTokenDetails?: { cacheReadTokens?: number | undefined };
+  outputTokenDetails?: { reasoningTokens?: number | undefined };
+}
+
+function usageOf(usage: SdkUsage | undefined): TokenUsage | null {
+  if (!usage) return null;
+  return {
+    inputTokens: usage.inputTokens ?? null,
+    outputTokens: usage.outputTokens ?? null,
+    cachedInputTokens: usage.inputTokenDetails?.cacheReadTokens ?? usage.cachedInputTokens ?? null,
+    reasoningTokens: usage.outputTokenDetails?.reasoningTokens ?? usage.reasoningTokens ?? null,
+  };
+}
+
+function addUsage(total: TokenUsage, next: TokenUsage | null): TokenUsage {
+  if (!next) return total;
+  const add = (a: number | null, b: number | null) => (a === null && b === null ? null : (a ?? 0) + (b ?? 0));
+  return {
+    inputTokens: add(total.inputTokens, next.inputTokens),
+    outputTokens: add(total.outputTokens, next.outputTokens),
+    cachedInputTokens: add(total.cachedInputTokens, next.cachedInputTokens),
+    reasoningTokens: add(total.reasoningTokens, next.reasoningTokens),
+  };
+}

@@ -1,0 +1,25 @@
+import type { ProviderId } from "../providers/provider-id.js";
+import type { Project } from "../storage/project-repository.js";
+import { defaultModel, findModel } from "../usage/model-catalogue.js";
+
+export type AnalysisKind = "text" | "vision" | "pdf";
+
+/**
+ * The model for an analysis: the project's custom model, or its provider's default. Vision and
+ * PDF need a model that can read images or PDFs: when the configured model is catalogued without
+ * that capability, the provider's default multimodal model is used instead. A custom model the
+ * catalogue does not know is trusted as configured.
+ */
+export function chooseModel(
+  project: Pick<Project, "model">,
+  provider: ProviderId,
+  kind: AnalysisKind,
+): string {
+  const purpose = kind === "text" ? "structured" : kind;
+  const fallback = defaultModel(provider, purpose) as string;
+  if (!project.model) return fallback;
+  const known = findModel(provider, project.model);
+  if (!known) return project.model;
+  if (kind === "text") return known.capabilities.structured ? project.model : fallback;
+  return known.capabilities[kind] ? project.model : fallback;
+}

@@ -1,0 +1,312 @@
+import { createServer, type Server } from "node:http";
+import type { AddressInfo } from "node:net";
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
+import { createSafePdfFetcher } from "../../src/structured/safe-pdf-fetch.js";
+import { type FakeUpstream, startFakeUpstream } from "../fakes/fake-upstream.js";
+import { tinyPng } from "../fakes/fake-upstream-responses.js";
+import {
+  createTestProject,
+  startTestGateway,
+  type TestGateway,
+  type TestProject,
+} from "../support/test-gateway.js";
+
+const schema = {
+  type: "object",
+  properties: {
+    title: { type: "string" },
+    score: { type: "integer", minimum: 0, maximum: 10 },
+    tags: { type: "array", items: { type: "string" } },
+  },
+  required: ["title", "score"],
+  additionalProperties: false,
+};
+const answer = { title: "A calm lake", score: 7, tags: ["nature"] };
+const pdf = Buffer.from("%PDF-1.4\n1 0 obj\n<<>>\nendobj\ntrailer\n<<>>\n%%EOF\n");
+const pdfDataUrl = `data:application/pdf;base64,${pdf.toString("base64")}`;
+
+describe("structured analysis", () => {
+  let fake: FakeUpstream;
+  let sluice: TestGateway;
+  let pdfServer: Server;
+  let pdfServerConnections = 0;
+  let pdfUrl: string;
+  const projects = {} as Record<"provider-a" | "provider-b" | "provider-c", TestProject>;
+
+  beforeAll(async () => {
+    fake = await startFakeUpstream();
+    pdfServer = createServer((_request, response) => response.end(pdf));
+    pdfServer.on("connection", () => pdfServerConnections++);
+    await new Promise<void>((resolve) => pdfServer.listen(0, "127.0.0.5", resolve));
+    pdfUrl = `http://127.0.0.5:${(pdfServer.address() as AddressInfo).port}/doc.pdf`;
+    sluice = await startTestGateway(
+      {
+        providerABaseUrl: `${fake.url}/a/v1`,
+        providerBBaseUrl: `${fake.url}/b/v1`,
+        providerCBaseUrl: `${fake.url}/c/v1beta`,
+        upstreamHeadersTimeoutMs: 1500,
+        maxImageBytes: 4096,
+      },
+      // Production's fetcher, except that the one local PDF server counts as a public address.
+      {
+        fetchPdf: createSafePdfFetcher({
+          isAllowedAddress: (ip) => ip === "127.0.0.5",
+          allowedProtocols: ["http:", "https:"],
+          maxBytes: 1 << 20,
+          timeoutMs: 2000,
+        }),
+      },
+    );
+    for (const provider of ["provider-a", "provider-b", "provider-c"] as const) {
+      projects[provider] = await createTestProject(sluice.gateway, { provider, outputSchema: schema });
+    }
+  });
+
+  afterAll(async () => {
+    await sluice.close();
+    await fake.close();
+    pdfServer.closeAllConnections();
+    await new Promise((resolve) => pdfServer.close(resolve));
+  });
+
+  beforeEach(() => {
+    fake.clear();
+    fake.setStructuredOutput(answer);
+    fake.setLatencyMs(0);
+  });
+
+  function post(path: string, project: TestProject, body: unknown, headers: Record<string, string> = {}) {
+    return fetch(`${sluice.url}${path}`, {
+      method: "POST",
+      headers: {
+        authorization: `Bearer ${project.bearer(projectProvider(project))}`,
+        "content-type": "application/json",
+        ...headers,
+      },
+      body: typeof body === "string" ? body : JSON.stringify(body),
+    });
+  }
+
+  function projectProvider(project: TestProject) {
+    return (Object.entries(projects).find(([, candidate]) => candidate === project)?.[0] ??
+      "provider-a") as "provider-a";
+  }
+
+  async function expectError(response: Response, status: number, code: string) {
+    const body = (await response.json()) as { error: { code: string; message: string; requestId: string } };
+    expect({ status: response.status, code: body.error.code }).toEqual({ status, code });
+    expect(body.error.requestId).toBe(response.headers.get("x-request-id"));
+    return body.error;
+  }
+
+  async function rowFor(response: Response) {
+    await sluice.gateway.flushUsage();
+    return sluice.gateway.database.db
+      .selectFrom("usage_records")
+      .selectAll()
+      .where("request_id", "=", response.headers.get("x-request-id")!)
+      .executeTakeFirstOrThrow();
+  }
+
+  const keyHeader = {
+    "provider-a": "authorization",
+    "provider-b": "x-api-key",
+    "provider-c": "x-goog-api-key",
+  } as const;
+
+  for (const provider of ["provider-a", "provider-b", "provider-c"] as const) {
+    describe(provider, () => {
+      const inputs = [
+        ["text", { text: "A calm lake at dawn" }],
+        ["vision", { image: `data:image/png;base64,${tinyPng.toString("base64")}` }],
+        ["pdf", { pdf: pdfDataUrl }],
+      ] as const;
+
+      it.each(inputs)("answers /v1/%s with exactly the schema-shaped object", async (kind, body) => {
+        const project = projects[provider];
+        const response = await post(`/v1/${kind}/${project.projectId}`, project, body);
+        expect(response.status).toBe(200);
+        expect(await response.json()).toEqual(answer);
+        expect(fake.requests).toHaveLength(1);
+        const upstream = fake.last()!;
+        const key = String(upstream.headers[keyHeader[provider]]);
+        expect(key.endsWith(project.providerKeys[provider])).toBe(true);
+        const sent = JSON.stringify(upstream.json);
+        if (provider === "provider-a")
+          expect(upstream.json).toMatchObject({ response_format: { type: "json_schema" } });
+        if (provider === "provider-b")
+          expect(upstream.json).toMatchObject({ output_config: { format: { type: "json_schema" } } });
+        if (provider === "provider-c")
+          expect(upstream.json).toMatchObject({ generationConfig: { responseMimeType: "application/json" } });
+        if (kind === "vision") expect(sent).toContain(tinyPng.toString("base64"));
+        if (kind === "pdf") expect(sent).toContain(pdf.toString("base64"));
+        const row = await rowFor(response);
+        expect(row).toMatchObject({
+          endpoint: kind,
+          provider,
+          status: 200,
+          outcome: "ok",
+          input_tokens: 11,
+          output_tokens: 7,
+        });
+        expect(row.model).toBeTruthy();
+        expect(row.cost_usd).toBeGreaterThan(0);
+      });
+
+      it("repairs one invalid answer, then answers 200", async () => {
+        let calls = 0;
+        fake.setStructuredOutput(() => (++calls === 1 ? { title: "No score" } : answer));
+        const response = await post(
+          "/v1/text",
+          projects[provider],
+          { text: "x" },
+          { "x-project-id": projects[provider].projectId },
+        );
+        expect(response.status).toBe(200);
+        expect(await response.json()).toEqual(answer);
+        expect(fake.requests).toHaveLength(2);
+      });
+
+      it("answers 502 when the repair fails too", async () => {
+        fake.setStructuredOutput("not json at all");
+        const response = await post(
+          "/v1/text",
+          projects[provider],
+          { text: "x" },
+          { "x-project-id": projects[provider].projectId },
+        );
+        await expectError(response, 502, "PROVIDER_ERROR");
+        expect(fake.requests).toHaveLength(2);
+      });
+
+      it("answers 502 when the provider fails", async () => {
+        fake.failNext(500);
+        const response = await post(`/v1/text/${projects[provider].projectId}`, projects[provider], {
+          text: "x",
+        });
+        const error = await expectError(response, 502, "PROVIDER_ERROR");
+        expect(error.message).not.toContain(projects[provider].providerKeys[provider]);
+        expect((await rowFor(response)).error_code).toBe("PROVIDER_ERROR");
+      });
+    });
+  }
+
+  it("answers 504 when the provider does not answer in time", async () => {
+    fake.setLatencyMs(3000);
+    const response = await post(`/v1/text/${projects["provider-a"].projectId}`, projects["provider-a"], {
+      text: "x",
+    });
+    await expectError(response, 504, "PROVIDER_TIMEOUT");
+  });
+
+  it("refuses a project without an output schema, or with an invalid one, before any provider call", async () => {
+    const bare = await createTestProject(sluice.gateway, { provider: "provider-a" });
+    await expectError(await post(`/v1/text/${bare.projectId}`, bare, { text: "x" }), 422, "VALIDATION_ERROR");
+    const broken = await createTestProject(sluice.gateway, { provider: "provider-a" });
+    await sluice.gateway.database.db
+      .updateTable("projects")
+      .set({ output_schema: '{"type":"object","oneOf":[]}' })
+      .where("id", "=", broken.projectId)
+      .execute();
+    const error = await expectError(
+      await post(`/v1/text/${broken.projectId}`, broken, { text: "x" }),
+      422,
+      "VALIDATION_ERROR",
+    );
+    expect(error.message).toContain("oneOf");
+    expect(fake.requests).toHaveLength(0);
+  });
+
+  it.each([
+    ["/v1/text", "{not json", 400, "BAD_REQUEST"],
+    ["/v1/text", { nottext: "x" }, 400, "BAD_REQUEST"],
+    ["/v1/text", { text: 42 }, 400, "BAD_REQUEST"],
+    ["/v1/vision", {}, 400, "BAD_REQUEST"],
+    ["/v1/vision", { image: "%%%notbase64" }, 422, "VALIDATION_ERROR"],
+    [
+      "/v1/vision",
+      { image: Buffer.from("plain text, not an image").toString("base64") },
+      422,
+      "VALIDATION_ERROR",
+    ],
+    [
+      "/v1/vision",
+      { image: Buffer.concat([tinyPng, Buffer.alloc(8000)]).toString("base64") },
+      413,
+      "PAYLOAD_TOO_LARGE",
+    ],
+    ["/v1/pdf", {}, 400, "BAD_REQUEST"],
+    [
+      "/v1/pdf",
+      { pdf: `data:application/octet-stream;base64,${pdf.toString("base64")}` },
+      400,
+      "BAD_REQUEST",
+    ],
+    ["/v1/pdf", { pdf: `data:application/pdf;base64,${tinyPng.toString("base64")}` }, 400, "BAD_REQUEST"],
+    ["/v1/pdf", { pdf: "ftp://example.com/a.pdf" }, 400, "BAD_REQUEST"],
+  ])("answers %s with %j as %i %s and calls no provider", async (path, body, status, code) => {
+    const project = projects["provider-a"];
+    await expectError(await post(path, project, body, { "x-project-id": project.projectId }), status, code);
+    expect(fake.requests).toHaveLength(0);
+  });
+
+  it("answers 415 without a JSON content type", async () => {
+    const project = projects["provider-a"];
+    const response = await post(`/v1/text/${project.projectId}`, project, "text=x", {
+      "content-type": "text/plain",
+    });
+    await expectError(response, 415, "UNSUPPORTED_MEDIA_TYPE");
+  });
+
+  it("fetches a PDF by URL from an allowed host, and refuses loopback URLs without connecting", async () => {
+    const project = projects["provider-c"];
+    const fetched = await post(`/v1/pdf/${project.projectId}`, project, { pdf: pdfUrl });
+    expect(fetched.status).toBe(200);
+    expect(JSON.stringify(fake.last()!.json)).toContain(pdf.toString("base64"));
+    const before = pdfServerConnections;
+    const port = new URL(pdfUrl).port;
+    for (const target of [
+      `https://127.0.0.1:${port}/doc.pdf`,
+      `https://127.1:${port}/doc.pdf`,
+      `https://[::ffff:127.0.0.1]:${port}/doc.pdf`,
+      "https://169.254.169.254/latest/meta-data",
+    ]) {
+      await expectError(
+        await post(`/v1/pdf/${project.projectId}`, project, { pdf: target }),
+        400,
+        "BAD_REQUEST",
+      );
+    }
+    expect(pdfServerConnections).toBe(before);
+  });
+
+  it("takes the project id from the path over x-project-id, and 401s without credentials", async () => {
+    const a = projects["provider-a"];
+    const response = await post(
+      `/v1/text/${a.projectId}`,
+      a,
+      { text: "x" },
+      { "x-project-id": projects["provider-b"].projectId },
+    );
+    expect(response.status).toBe(200);
+    const anonymous = await fetch(`${sluice.url}/v1/text/${a.projectId}`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: "{}",
+    });
+    const body = (await anonymous.json()) as Record<string, unknown>;
+    expect(anonymous.status).toBe(401);
+    expect(body).toEqual({
+      error: {
+        code: "UNAUTHORIZED",
+        message: expect.any(String),
+        requestId: anonymous.headers.get("x-request-id"),
+      },
+    });
+    await expectError(
+      await post("/v1/text", a, { text: "x" }, { "x-project-id": "nope" }),
+      404,
+      "PROJECT_NOT_FOUND",
+    );
+  });
+});
