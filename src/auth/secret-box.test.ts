@@ -20,6 +20,24 @@ describe("secret box", () => {
     expect(() => box.open(`v1.${raw.toString("base64url")}`, "p1:k1")).toThrow();
   });
 
+  it("keeps working with the real key after the caller wipes its buffer", () => {
+    const masterKey = randomBytes(32);
+    const copy = Buffer.from(masterKey);
+    const wiped = createSecretBox(masterKey);
+    masterKey.fill(0);
+    const sealed = wiped.seal(Buffer.from("share"), "aad");
+    expect(createSecretBox(copy).open(sealed, "aad").toString()).toBe("share");
+    expect(() => createSecretBox(Buffer.alloc(32)).open(sealed, "aad")).toThrow();
+  });
+
+  it("derives distinct, stable keys per label", () => {
+    const masterKey = randomBytes(32);
+    const one = createSecretBox(masterKey);
+    expect(one.deriveKey("vault").equals(createSecretBox(masterKey).deriveKey("vault"))).toBe(true);
+    expect(one.deriveKey("vault").equals(one.deriveKey("other"))).toBe(false);
+    expect(one.deriveKey("vault")).toHaveLength(32);
+  });
+
   it("requires a 32-byte master key", () => {
     expect(() => createSecretBox(randomBytes(16))).toThrow(/32 bytes/);
   });

@@ -41,17 +41,22 @@ export function createAiSdkModels(options: AiSdkProviderOptions) {
           })(model);
       }
     },
-    /** Image models exist for providers A and C; B has none (null). */
-    image(provider: ProviderId, model: string, apiKey: string): ImageModel | null {
+    /**
+     * Image models exist for providers A and C; B has none (null). `extraBody` is merged into the
+     * JSON request body, for provider parameters the AI SDK's option schemas do not carry
+     * (provider A `style`; provider C `parameters.safetySetting`).
+     */
+    image(provider: ProviderId, model: string, apiKey: string, extraBody?: Record<string, unknown>): ImageModel | null {
+      const imageFetch = extraBody ? { fetch: mergingFetch(options.fetch ?? globalThis.fetch, extraBody) } : fetchOption;
       switch (provider) {
         case "provider-a":
-          return createOpenAI({ apiKey, baseURL: options.baseUrls[provider], ...fetchOption }).image(model);
+          return createOpenAI({ apiKey, baseURL: options.baseUrls[provider], ...imageFetch }).image(model);
         case "provider-c":
           return createGoogleGenerativeAI({
             apiKey,
             baseURL: options.baseUrls[provider],
             headers: { "x-goog-api-client": options.clientIdentifier },
-            ...fetchOption,
+            ...imageFetch,
           }).image(model);
         default:
           return null;
@@ -61,3 +66,17 @@ export function createAiSdkModels(options: AiSdkProviderOptions) {
 }
 
 export type AiSdkModels = ReturnType<typeof createAiSdkModels>;
+
+/** A fetch that deep-merges `extra` into a JSON request body (one level of nested objects). */
+function mergingFetch(base: typeof globalThis.fetch, extra: Record<string, unknown>): typeof globalThis.fetch {
+  return (input, init) => {
+    if (typeof init?.body !== "string") return base(input, init);
+    const body = JSON.parse(init.body) as Record<string, unknown>;
+    for (const [key, value] of Object.entries(extra)) {
+      const current = body[key];
+      body[key] =
+        typeof current === "object" && current !== null && typeof value === "object" && value !== null ? { ...current, ...value } : value;
+    }
+    return base(input, { ...init, body: JSON.stringify(body) });
+  };
+}
