@@ -295,6 +295,14 @@ export function loadConfig(
   if (Boolean(config.tlsCert) !== Boolean(config.tlsKey)) {
     problems.push("SLUICE_TLS_CERT and SLUICE_TLS_KEY: set both or neither");
   }
+  if (
+    config.vaultS3Endpoint &&
+    !(config.vaultS3Bucket && config.vaultS3AccessKeyId && config.vaultS3SecretAccessKey)
+  ) {
+    problems.push(
+      "SLUICE_VAULT_S3_ENDPOINT: also set SLUICE_VAULT_S3_BUCKET, SLUICE_VAULT_S3_ACCESS_KEY_ID and SLUICE_VAULT_S3_SECRET_ACCESS_KEY",
+    );
+  }
   if (problems.length > 0) throw new ConfigError(`Invalid configuration:\n  ${problems.join("\n  ")}`);
   return config;
 }

@@ -1,5 +1,6 @@
 import { randomUUID } from "node:crypto";
 import type { IncomingMessage } from "node:http";
+import { join } from "node:path";
 import type { Redis } from "ioredis";
 import { createProjectAdmin } from "./admin/project-admin.js";
 import { seedProjects } from "./admin/seed-projects.js";
@@ -13,10 +14,14 @@ import { createSecretBox } from "./auth/secret-box.js";
 import type { Config } from "./config.js";
 import { createAdmission } from "./http/admission.js";
 import { createClientIpResolver } from "./http/client-ip.js";
+import { registerImageRoutes } from "./http/image-routes.js";
 import { registerProxyRoutes } from "./http/proxy-routes.js";
 import type { HealthCheck } from "./http/public-routes.js";
 import type { Router } from "./http/router.js";
 import { registerStructuredRoutes } from "./http/structured-routes.js";
+import { createLocalVault } from "./images/local-vault.js";
+import { createS3Vault } from "./images/s3-vault.js";
+import { createUrlSigner } from "./images/signed-url.js";
 import { createLogger, type Logger } from "./observability/logger.js";
 import { createMetrics } from "./observability/metrics.js";
 import { createAiSdkModels } from "./providers/ai-sdk-provider.js";
@@ -158,6 +163,24 @@ export async function createGateway(config: Config, injected: Partial<Injectable
     clientIdentifier: `sluice/${version}`,
   });
 
+  const publicUrl =
+    config.publicUrl ?? `${config.tlsCert ? "https" : "http"}://${config.host}:${config.port}`;
+  const signer = createUrlSigner(secretBox.deriveKey("vault-url-signing"));
+  const localVault = createLocalVault({ directory: join(config.dataDir, "vault"), publicUrl, signer });
+  const vault =
+    config.vaultS3Endpoint &&
+    config.vaultS3Bucket &&
+    config.vaultS3AccessKeyId &&
+    config.vaultS3SecretAccessKey
+      ? createS3Vault({
+          endpoint: config.vaultS3Endpoint,
+          bucket: config.vaultS3Bucket,
+          region: config.vaultS3Region,
+          accessKeyId: config.vaultS3AccessKeyId,
+          secretAccessKey: config.vaultS3SecretAccessKey,
+        })
+      : localVault;
+
   const checks: HealthCheck[] = [{ name: "database", required: true, ping: database.ping }];
   if (redis) checks.push({ name: "redis", required: false, ping: async () => void (await redis.ping()) });
 
@@ -198,7 +221,16 @@ export async function createGateway(config: Config, injected: Partial<Injectable
         maxPdfBytes: config.maxPdfBytes,
         timeoutMs: config.upstreamHeadersTimeoutMs,
       });
-      // image-routes: registered here (issue 7)
+      registerImageRoutes(router, {
+        admit,
+        models: aiModels,
+        vault,
+        vaultUrlTtlSeconds: config.vaultUrlTtlSeconds,
+        timeoutMs: config.upstreamHeadersTimeoutMs,
+        now,
+        maxBodyBytes: config.maxBodyBytes,
+        ...(vault === localVault ? { localVault: { signer, read: localVault.read } } : {}),
+      });
       injected.registerApiRoutes?.(router);
     },
   });

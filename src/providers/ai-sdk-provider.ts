@@ -46,8 +46,15 @@ export function createAiSdkModels(options: AiSdkProviderOptions) {
      * JSON request body, for provider parameters the AI SDK's option schemas do not carry
      * (provider A `style`; provider C `parameters.safetySetting`).
      */
-    image(provider: ProviderId, model: string, apiKey: string, extraBody?: Record<string, unknown>): ImageModel | null {
-      const imageFetch = extraBody ? { fetch: mergingFetch(options.fetch ?? globalThis.fetch, extraBody) } : fetchOption;
+    image(
+      provider: ProviderId,
+      model: string,
+      apiKey: string,
+      extraBody?: Record<string, unknown>,
+    ): ImageModel | null {
+      const imageFetch = extraBody
+        ? { fetch: mergingFetch(options.fetch ?? globalThis.fetch, extraBody) }
+        : fetchOption;
       switch (provider) {
         case "provider-a":
           return createOpenAI({ apiKey, baseURL: options.baseUrls[provider], ...imageFetch }).image(model);
@@ -68,14 +75,19 @@ export function createAiSdkModels(options: AiSdkProviderOptions) {
 export type AiSdkModels = ReturnType<typeof createAiSdkModels>;
 
 /** A fetch that deep-merges `extra` into a JSON request body (one level of nested objects). */
-function mergingFetch(base: typeof globalThis.fetch, extra: Record<string, unknown>): typeof globalThis.fetch {
+function mergingFetch(
+  base: typeof globalThis.fetch,
+  extra: Record<string, unknown>,
+): typeof globalThis.fetch {
   return (input, init) => {
     if (typeof init?.body !== "string") return base(input, init);
     const body = JSON.parse(init.body) as Record<string, unknown>;
     for (const [key, value] of Object.entries(extra)) {
       const current = body[key];
       body[key] =
-        typeof current === "object" && current !== null && typeof value === "object" && value !== null ? { ...current, ...value } : value;
+        typeof current === "object" && current !== null && typeof value === "object" && value !== null
+          ? { ...current, ...value }
+          : value;
     }
     return base(input, { ...init, body: JSON.stringify(body) });
   };

@@ -30,6 +30,11 @@ export async function startTestGateway(
   injected: Partial<Injectables> = {},
 ): Promise<TestGateway> {
   const dataDir = mkdtempSync(join(tmpdir(), "sluice-test-"));
+  // Listen first, so signed vault URLs can name the real port.
+  let handle: Parameters<typeof createServer>[1] = (_request, response) => response.writeHead(503).end();
+  const server = createServer((request, response) => handle?.(request, response));
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  const { port } = server.address() as AddressInfo;
   const config = loadConfig(
     {},
     {
@@ -40,6 +45,7 @@ export async function startTestGateway(
       logLevel: "debug",
       usageFlushIntervalMs: 20,
       metricsEnabled: false,
+      publicUrl: `http://127.0.0.1:${port}`,
       ...overrides,
     },
   );
@@ -51,9 +57,7 @@ export async function startTestGateway(
     },
   });
   const gateway = await createGateway(config, { logger: createLogger(config.logLevel, sink), ...injected });
-  const server = createServer(gateway.app.handle);
-  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
-  const { port } = server.address() as AddressInfo;
+  handle = gateway.app.handle;
   return {
     url: `http://127.0.0.1:${port}`,
     gateway,

@@ -1,0 +1,166 @@
+import { randomUUID } from "node:crypto";
+import { APICallError, generateImage } from "ai";
+import { GatewayError } from "../errors.js";
+import type { AiSdkModels } from "../providers/ai-sdk-provider.js";
+import type { ProviderId } from "../providers/provider-id.js";
+import type { Project } from "../storage/project-repository.js";
+import { defaultModel } from "../usage/model-catalogue.js";
+import { imageCost } from "./image-cost.js";
+import type { ImageRequest } from "./image-request.js";
+import { type VaultStore, vaultPath } from "./vault-store.js";
+
+/** SPEC.md's image generation result. */
+export interface ImageResult {
+  images: Array<{ base64: string; mediaType: string; url?: string; path?: string }>;
+  warnings?: string[];
+  providerMetadata?: Record<string, unknown>;
+}
+
+export interface ImageGenerationDeps {
+  models: AiSdkModels;
+  vault: VaultStore;
+  vaultUrlTtlSeconds: number;
+  timeoutMs: number;
+  now: () => Date;
+}
+
+/** Provider C's safety levels by the names clients know, onto Imagen's `safetySetting` values. */
+const safetySettings: Record<string, string> = {
+  block_most: "block_low_and_above",
+  block_some: "block_medium_and_above",
+  block_few: "block_only_high",
+  block_fewest: "block_none",
+  block_low_and_above: "block_low_and_above",
+  block_medium_and_above: "block_medium_and_above",
+  block_only_high: "block_only_high",
+  block_none: "block_none",
+};
+
+/**
+ * Generates images through the AI SDK (which batches n over the model's images-per-call limit, or
+ * `maxImagesPerCall`), stores them in the vault when the project asks, and prices the execution.
+ */
+export async function generateImages(
+  deps: ImageGenerationDeps,
+  call: { project: Project; provider: ProviderId; providerKey: string },
+  request: ImageRequest,
+): Promise<{ result: ImageResult; model: string; costUsd: number | null }> {
+  const modelId = request.model ?? defaultModel(call.provider, "image");
+  if (!modelId)
+    throw new GatewayError(
+      "VALIDATION_ERROR",
+      `${call.provider} has no image models; use a project of provider-a or provider-c`,
+    );
+  const a = request.providerOptions["provider-a"];
+  const c = request.providerOptions["provider-c"];
+  const warnings = [...request.warnings];
+  const extraBody = extraParameters(call.provider, a?.style, c?.safetyFilterLevel, warnings);
+  const model = deps.models.image(call.provider, modelId, call.providerKey, extraBody);
+  if (!model) throw new GatewayError("VALIDATION_ERROR", `${call.provider} has no image models`);
+  const generated = await generateImage({
+    model,
+    prompt: request.prompt,
+    n: request.n,
+    ...(request.size ? { size: request.size } : {}),
+    ...(request.aspectRatio ? { aspectRatio: request.aspectRatio } : {}),
+    ...(request.seed !== undefined ? { seed: request.seed } : {}),
+    ...(request.maxImagesPerCall ? { maxImagesPerCall: request.maxImagesPerCall } : {}),
+    providerOptions: {
+      ...(a?.quality ? { openai: { quality: a.quality } } : {}),
+      ...(c?.personGeneration ? { google: { personGeneration: c.personGeneration } } : {}),
+    },
+    maxRetries: 0,
+    abortSignal: AbortSignal.timeout(deps.timeoutMs),
+  }).catch((error: unknown) => {
+    throw imageFailure(error);
+  });
+  for (const warning of generated.warnings) warnings.push(describeWarning(warning));
+  const images = await Promise.all(generated.images.map((image) => storeImage(deps, call.project, image)));
+  const result: ImageResult = { images };
+  if (warnings.length > 0) result.warnings = warnings;
+  const revised = (
+    generated.providerMetadata?.openai as { images?: Array<{ revisedPrompt?: string } | null> } | undefined
+  )?.images;
+  if (call.provider === "provider-a" && revised?.some((image) => image?.revisedPrompt)) {
+    result.providerMetadata = {
+      "provider-a": {
+        images: revised.map((image) => (image?.revisedPrompt ? { revisedPrompt: image.revisedPrompt } : {})),
+      },
+    };
+  }
+  const { costUsd } = imageCost({
+    provider: call.provider,
+    model: modelId,
+    quality: a?.quality,
+    size: request.size,
+    aspectRatio: request.aspectRatio,
+    n: images.length,
+  });
+  return { result, model: modelId, costUsd };
+}
+
+function extraParameters(
+  provider: ProviderId,
+  style: string | undefined,
+  safety: string | undefined,
+  warnings: string[],
+) {
+  if (provider === "provider-a" && style) return { style };
+  if (provider === "provider-c" && safety) {
+    const setting = safetySettings[safety];
+    if (setting) return { parameters: { safetySetting: setting } };
+    warnings.push(
+      `providerOptions.provider-c.safetyFilterLevel ${JSON.stringify(safety)} is not known and was ignored`,
+    );
+  }
+  return undefined;
+}
+
+async function storeImage(
+  deps: ImageGenerationDeps,
+  project: Project,
+  image: { base64: string; uint8Array: Uint8Array; mediaType: string },
+) {
+  if (!project.saveImagesToVault || !project.teamId)
+    return { base64: image.base64, mediaType: image.mediaType };
+  const path = vaultPath(project.teamId, project.id, deps.now(), randomUUID(), image.mediaType);
+  await deps.vault.put(path, image.uint8Array, image.mediaType);
+  return {
+    base64: image.base64,
+    mediaType: image.mediaType,
+    url: deps.vault.signedUrl(path, deps.vaultUrlTtlSeconds),
+    path,
+  };
+}
+
+function describeWarning(warning: unknown): string {
+  const record = warning as {
+    type?: string;
+    feature?: string;
+    setting?: string;
+    details?: string;
+    message?: string;
+  };
+  if (record.message) return record.message;
+  const what = record.feature ?? record.setting;
+  return [what ? `${what} is not supported by this model` : (record.type ?? "warning"), record.details]
+    .filter(Boolean)
+    .join(": ");
+}
+
+function imageFailure(error: unknown): GatewayError {
+  if (error instanceof Error && (error.name === "AbortError" || error.name === "TimeoutError")) {
+    return new GatewayError("PROVIDER_TIMEOUT", "The provider did not answer in time", { cause: error });
+  }
+  if (APICallError.isInstance(error)) {
+    return new GatewayError(
+      "PROVIDER_ERROR",
+      `The provider failed to generate images (status ${error.statusCode ?? "none"})`,
+      {
+        cause: error,
+        details: { providerStatus: error.statusCode ?? null, retryable: error.isRetryable },
+      },
+    );
+  }
+  return new GatewayError("PROVIDER_ERROR", "The provider failed to generate images", { cause: error });
+}

@@ -1,0 +1,37 @@
+import { mkdir, readFile, writeFile } from "node:fs/promises";
+import { dirname, join, resolve, sep } from "node:path";
+import type { UrlSigner } from "./signed-url.js";
+import { isSafeVaultPath, type VaultStore } from "./vault-store.js";
+
+/** The vault in a local directory, served by the gateway itself through signed URLs. */
+export function createLocalVault(options: {
+  directory: string;
+  publicUrl: string;
+  signer: UrlSigner;
+}): VaultStore & {
+  read(path: string): Promise<Buffer | null>;
+} {
+  const root = resolve(options.directory);
+  const fileOf = (path: string): string => {
+    if (!isSafeVaultPath(path)) throw new Error("unsafe vault path");
+    const file = resolve(join(root, path));
+    if (!file.startsWith(root + sep)) throw new Error("unsafe vault path");
+    return file;
+  };
+  return {
+    async put(path, bytes) {
+      const file = fileOf(path);
+      await mkdir(dirname(file), { recursive: true });
+      await writeFile(file, bytes, { flag: "wx" });
+    },
+    signedUrl: (path, ttlSeconds) => options.signer.sign(options.publicUrl, path, ttlSeconds),
+    async read(path) {
+      if (!isSafeVaultPath(path)) return null;
+      try {
+        return await readFile(fileOf(path));
+      } catch {
+        return null;
+      }
+    },
+  };
+}

@@ -1,0 +1,99 @@
+import { createHash, createHmac } from "node:crypto";
+import { request } from "undici";
+import type { VaultStore } from "./vault-store.js";
+
+export interface S3VaultOptions {
+  endpoint: string;
+  bucket: string;
+  region: string;
+  accessKeyId: string;
+  secretAccessKey: string;
+  /** Path-style URLs (`<endpoint>/<bucket>/<key>`), as S3-compatible stores expect; false: the endpoint is the bucket's host. */
+  pathStyle?: boolean;
+  now?: () => Date;
+}
+
+/**
+ * The vault in S3-compatible object storage, for several instances. Objects are written with a
+ * presigned PUT and read through presigned GET URLs (AWS Signature Version 4, query-string
+ * authentication), so no SDK is needed.
+ */
+export function createS3Vault(options: S3VaultOptions): VaultStore {
+  const now = options.now ?? (() => new Date());
+  return {
+    async put(path, bytes, mediaType) {
+      const url = presignS3Url(options, "PUT", path, 300, now());
+      const response = await request(url, {
+        method: "PUT",
+        body: bytes,
+        headers: { "content-type": mediaType, "content-length": String(bytes.length) },
+      });
+      await response.body.dump();
+      if (response.statusCode >= 300)
+        throw new Error(`the vault's object store answered ${response.statusCode}`);
+    },
+    signedUrl: (path, ttlSeconds) => presignS3Url(options, "GET", path, ttlSeconds, now()),
+  };
+}
+
+/** A SigV4 presigned URL (AWS S3 docs, "Authenticating Requests: Using Query Parameters"). */
+export function presignS3Url(
+  options: S3VaultOptions,
+  method: string,
+  key: string,
+  expiresSeconds: number,
+  date: Date,
+): string {
+  const endpoint = new URL(options.endpoint);
+  const pathStyle = options.pathStyle ?? true;
+  const objectPath = `${pathStyle ? `/${encodeSegment(options.bucket)}` : ""}/${key.split("/").map(encodeSegment).join("/")}`;
+  const basePath = endpoint.pathname.replace(/\/+$/, "");
+  const canonicalPath = `${basePath}${objectPath}`;
+  const stamp = date
+    .toISOString()
+    .replace(/[-:]/g, "")
+    .replace(/\.\d{3}/, "");
+  const day = stamp.slice(0, 8);
+  const scope = `${day}/${options.region}/s3/aws4_request`;
+  const query: Record<string, string> = {
+    "X-Amz-Algorithm": "AWS4-HMAC-SHA256",
+    "X-Amz-Credential": `${options.accessKeyId}/${scope}`,
+    "X-Amz-Date": stamp,
+    "X-Amz-Expires": String(expiresSeconds),
+    "X-Amz-SignedHeaders": "host",
+  };
+  const canonicalQuery = Object.keys(query)
+    .sort()
+    .map((name) => `${encodeSegment(name)}=${encodeSegment(query[name] ?? "")}`)
+    .join("&");
+  const canonicalRequest = [
+    method,
+    canonicalPath,
+    canonicalQuery,
+    `host:${endpoint.host}`,
+    "",
+    "host",
+    "UNSIGNED-PAYLOAD",
+  ].join("\n");
+  const stringToSign = ["AWS4-HMAC-SHA256", stamp, scope, sha256Hex(canonicalRequest)].join("\n");
+  let signingKey: Buffer = Buffer.from(`AWS4${options.secretAccessKey}`);
+  for (const part of [day, options.region, "s3", "aws4_request"]) signingKey = hmac(signingKey, part);
+  const signature = hmac(signingKey, stringToSign).toString("hex");
+  return `${endpoint.protocol}//${endpoint.host}${canonicalPath}?${canonicalQuery}&X-Amz-Signature=${signature}`;
+}
+
+/** RFC 3986 encoding as SigV4 wants it: everything but unreserved characters. */
+function encodeSegment(value: string): string {
+  return encodeURIComponent(value).replace(
+    /[!'()*]/g,
+    (char) => `%${char.charCodeAt(0).toString(16).toUpperCase()}`,
+  );
+}
+
+function hmac(key: Buffer, data: string): Buffer {
+  return createHmac("sha256", key).update(data).digest();
+}
+
+function sha256Hex(data: string): string {
+  return createHash("sha256").update(data).digest("hex");
+}

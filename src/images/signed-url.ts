@@ -1,0 +1,27 @@
+import { createHmac, timingSafeEqual } from "node:crypto";
+
+/**
+ * HMAC-SHA256 signed, expiring URLs for the local vault:
+ * `<base>/v1/vault/<path>?expires=<unix seconds>&signature=<base64url hmac(path \n expires)>`.
+ */
+export function createUrlSigner(key: Buffer, now: () => number = Date.now) {
+  const sign = (path: string, expires: number) =>
+    createHmac("sha256", key).update(`${path}\n${expires}`).digest("base64url");
+  return {
+    sign(baseUrl: string, path: string, ttlSeconds: number): string {
+      const expires = Math.floor(now() / 1000) + ttlSeconds;
+      return `${baseUrl.replace(/\/+$/, "")}/v1/vault/${path}?expires=${expires}&signature=${sign(path, expires)}`;
+    },
+    /** "ok", or why the URL is refused. */
+    verify(path: string, expiresText: string | null, signature: string | null): "ok" | "expired" | "invalid" {
+      const expires = Number(expiresText);
+      if (!expiresText || !signature || !Number.isInteger(expires)) return "invalid";
+      const expected = Buffer.from(sign(path, expires));
+      const actual = Buffer.from(signature);
+      if (expected.length !== actual.length || !timingSafeEqual(expected, actual)) return "invalid";
+      return expires * 1000 < now() ? "expired" : "ok";
+    },
+  };
+}
+
+export type UrlSigner = ReturnType<typeof createUrlSigner>;

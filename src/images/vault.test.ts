@@ -1,0 +1,84 @@
+import { randomBytes } from "node:crypto";
+import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterAll, describe, expect, it } from "vitest";
+import { createLocalVault } from "./local-vault.js";
+import { presignS3Url } from "./s3-vault.js";
+import { createUrlSigner } from "./signed-url.js";
+import { isSafeVaultPath, vaultPath } from "./vault-store.js";
+
+describe("vault paths", () => {
+  it("follow <team>/generated-images/<project>/<yyyy>/<mm>/<dd>/<uuid>.<ext> in UTC", () => {
+    expect(vaultPath("team1", "proj1", new Date("2026-03-04T23:30:00-05:00"), "0b0c", "image/png")).toBe(
+      "team1/generated-images/proj1/2026/03/05/0b0c.png",
+    );
+  });
+
+  it.each(["a/../b", "../etc/passwd", "a//b", "/abs/path", "a/%2e%2e/b", "a/.hidden", "single", "a/b\\c"])(
+    "refuse %j",
+    (path) => {
+      expect(isSafeVaultPath(path)).toBe(false);
+    },
+  );
+});
+
+describe("signed URLs", () => {
+  it("verify their own signature until they expire, and nothing else", () => {
+    let clock = 1_000_000_000_000;
+    const signer = createUrlSigner(randomBytes(32), () => clock);
+    const url = new URL(signer.sign("http://sluice.test", "t/generated-images/p/2026/01/01/x.png", 60));
+    const expires = url.searchParams.get("expires");
+    const signature = url.searchParams.get("signature");
+    expect(signer.verify("t/generated-images/p/2026/01/01/x.png", expires, signature)).toBe("ok");
+    expect(signer.verify("t/generated-images/p/2026/01/01/y.png", expires, signature)).toBe("invalid");
+    expect(
+      signer.verify("t/generated-images/p/2026/01/01/x.png", String(Number(expires) + 1), signature),
+    ).toBe("invalid");
+    expect(signer.verify("t/generated-images/p/2026/01/01/x.png", expires, `${signature}x`)).toBe("invalid");
+    expect(signer.verify("t/generated-images/p/2026/01/01/x.png", null, signature)).toBe("invalid");
+    clock += 61_000;
+    expect(signer.verify("t/generated-images/p/2026/01/01/x.png", expires, signature)).toBe("expired");
+  });
+});
+
+describe("local vault", () => {
+  const directory = mkdtempSync(join(tmpdir(), "sluice-vault-"));
+  afterAll(() => rmSync(directory, { recursive: true, force: true }));
+
+  it("writes under its directory only and reads back the same bytes", async () => {
+    const vault = createLocalVault({
+      directory,
+      publicUrl: "http://x",
+      signer: createUrlSigner(randomBytes(32)),
+    });
+    const bytes = randomBytes(64);
+    await vault.put("t/generated-images/p/2026/01/01/a.png", bytes, "image/png");
+    expect(readFileSync(join(directory, "t/generated-images/p/2026/01/01/a.png")).equals(bytes)).toBe(true);
+    expect((await vault.read("t/generated-images/p/2026/01/01/a.png"))?.equals(bytes)).toBe(true);
+    await expect(vault.put("../escape/x.png", bytes, "image/png")).rejects.toThrow();
+    expect(await vault.read("t/../../etc/passwd")).toBeNull();
+  });
+});
+
+describe("S3 presigned URLs", () => {
+  it("match AWS's documented SigV4 query-string example", () => {
+    const url = presignS3Url(
+      {
+        endpoint: "https://examplebucket.s3.amazonaws.com",
+        bucket: "examplebucket",
+        region: "us-east-1",
+        accessKeyId: "AKIAIOSFODNN7EXAMPLE",
+        secretAccessKey: "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY",
+        pathStyle: false,
+      },
+      "GET",
+      "test.txt",
+      86400,
+      new Date("2013-05-24T00:00:00Z"),
+    );
+    expect(url).toBe(
+      "https://examplebucket.s3.amazonaws.com/test.txt?X-Amz-Algorithm=AWS4-HMAC-SHA256&X-Amz-Credential=AKIAIOSFODNN7EXAMPLE%2F20130524%2Fus-east-1%2Fs3%2Faws4_request&X-Amz-Date=20130524T000000Z&X-Amz-Expires=86400&X-Amz-SignedHeaders=host&X-Amz-Signature=aeeed9bbccd4d02ee5c0109b86d86835f995330da4c265957d157751f604d404",
+    );
+  });
+});

@@ -1,0 +1,252 @@
+import { existsSync, readFileSync } from "node:fs";
+import { join } from "node:path";
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
+import { type FakeUpstream, startFakeUpstream } from "../fakes/fake-upstream.js";
+import { tinyPng } from "../fakes/fake-upstream-responses.js";
+import {
+  createTestProject,
+  startTestGateway,
+  type TestGateway,
+  type TestProject,
+} from "../support/test-gateway.js";
+
+describe("image generation", () => {
+  let fake: FakeUpstream;
+  let sluice: TestGateway;
+  let a: TestProject;
+  let c: TestProject;
+  let b: TestProject;
+  let vaulted: TestProject;
+
+  beforeAll(async () => {
+    fake = await startFakeUpstream();
+    sluice = await startTestGateway({
+      providerABaseUrl: `${fake.url}/a/v1`,
+      providerCBaseUrl: `${fake.url}/c/v1beta`,
+      vaultUrlTtlSeconds: 2,
+    });
+    a = await createTestProject(sluice.gateway, { provider: "provider-a" });
+    b = await createTestProject(sluice.gateway, { provider: "provider-b" });
+    c = await createTestProject(sluice.gateway, { provider: "provider-c" });
+    vaulted = await createTestProject(sluice.gateway, {
+      provider: "provider-c",
+      teamId: "team42",
+      saveImagesToVault: true,
+    });
+  });
+
+  afterAll(async () => {
+    await sluice.close();
+    await fake.close();
+  });
+
+  beforeEach(() => fake.clear());
+
+  const providerOf = (project: TestProject) =>
+    project === a ? "provider-a" : project === b ? "provider-b" : "provider-c";
+
+  function generate(project: TestProject, body: unknown) {
+    return fetch(`${sluice.url}/v1/image/${project.projectId}`, {
+      method: "POST",
+      headers: {
+        authorization: `Bearer ${project.bearer(providerOf(project))}`,
+        "content-type": "application/json",
+      },
+      body: typeof body === "string" ? body : JSON.stringify(body),
+    });
+  }
+
+  async function rowFor(response: Response) {
+    await sluice.gateway.flushUsage();
+    return sluice.gateway.database.db
+      .selectFrom("usage_records")
+      .selectAll()
+      .where("request_id", "=", response.headers.get("x-request-id")!)
+      .executeTakeFirstOrThrow();
+  }
+
+  it("generates with provider A's default model and returns SPEC's result shape with revisedPrompt", async () => {
+    const response = await generate(a, {
+      prompt: "a lighthouse",
+      model: "dall-e-3",
+      size: "1024x1024",
+      providerOptions: { "provider-a": { quality: "hd", style: "vivid" } },
+    });
+    expect(response.status).toBe(200);
+    const body = (await response.json()) as Record<string, unknown>;
+    expect(body).toEqual({
+      images: [{ base64: tinyPng.toString("base64"), mediaType: "image/png" }],
+      providerMetadata: { "provider-a": { images: [{ revisedPrompt: "A revised prompt 1" }] } },
+    });
+    const upstream = fake.last()!;
+    expect(upstream.path).toBe("/a/v1/images/generations");
+    expect(upstream.json).toMatchObject({
+      model: "dall-e-3",
+      prompt: "a lighthouse",
+      n: 1,
+      size: "1024x1024",
+      quality: "hd",
+      style: "vivid",
+    });
+    expect(upstream.headers.authorization).toBe(`Bearer ${a.providerKeys["provider-a"]}`);
+    expect(await rowFor(response)).toMatchObject({
+      endpoint: "image",
+      model: "dall-e-3",
+      cost_usd: 0.08,
+      status: 200,
+    });
+  });
+
+  it("uses the first model of provider A and the standard model of provider C by default", async () => {
+    await generate(a, { prompt: "x" });
+    expect((fake.last()!.json as { model: string }).model).toBe("gpt-image-1");
+    const response = await generate(c, {
+      prompt: "x",
+      aspectRatio: "16:9",
+      seed: 7,
+      providerOptions: { "provider-c": { safetyFilterLevel: "block_few" } },
+    });
+    expect(response.status).toBe(200);
+    const upstream = fake.last()!;
+    expect(upstream.path).toBe("/c/v1beta/models/imagen-4.0-generate-001:predict");
+    expect(upstream.headers["x-goog-api-key"]).toBe(c.providerKeys["provider-c"]);
+    expect(upstream.json).toMatchObject({
+      instances: [{ prompt: "x" }],
+      parameters: { sampleCount: 1, aspectRatio: "16:9", safetySetting: "block_only_high" },
+    });
+    const body = (await response.json()) as { warnings?: string[] };
+    expect(body.warnings?.some((warning) => warning.includes("seed"))).toBe(true);
+    expect(await rowFor(response)).toMatchObject({ model: "imagen-4.0-generate-001", cost_usd: 0.04 });
+  });
+
+  it("batches n over maxImagesPerCall", async () => {
+    const response = await generate(c, {
+      prompt: "x",
+      n: 5,
+      maxImagesPerCall: 2,
+      model: "imagen-4.0-fast-generate-001",
+    });
+    const body = (await response.json()) as { images: unknown[] };
+    expect(body.images).toHaveLength(5);
+    expect(
+      fake.requests.map(
+        (request) => (request.json as { parameters: { sampleCount: number } }).parameters.sampleCount,
+      ),
+    ).toEqual([2, 2, 1]);
+    expect(await rowFor(response)).toMatchObject({ model: "imagen-4.0-fast-generate-001", cost_usd: 0.1 });
+  });
+
+  it.each([
+    [
+      { model: "gpt-image-1", size: "1024x1536", providerOptions: { "provider-a": { quality: "low" } } },
+      0.016,
+    ],
+    [
+      { model: "gpt-image-1", size: "1536x1024", providerOptions: { "provider-a": { quality: "medium" } } },
+      0.063,
+    ],
+    [
+      { model: "gpt-image-1", size: "1024x1024", providerOptions: { "provider-a": { quality: "high" } } },
+      0.167,
+    ],
+    [{ model: "dall-e-3", size: "1024x1536" }, 0.08],
+    [{ model: "gpt-image-1-mini", size: "1536x1024" }, 0.02],
+    [{ model: "gpt-image-1" }, null],
+    [
+      {
+        model: "gpt-image-1",
+        size: "1024x1024",
+        n: 3,
+        providerOptions: { "provider-a": { quality: "low" } },
+      },
+      0.033,
+    ],
+  ])("records the cost of %j as %s", async (options, cost) => {
+    const response = await generate(a, { prompt: "x", ...options });
+    expect(response.status).toBe(200);
+    expect((await rowFor(response)).cost_usd).toBe(cost);
+  });
+
+  it("records the ultra model's cost as unknown, never 0", async () => {
+    const response = await generate(c, { prompt: "x", model: "imagen-4.0-ultra-generate-001" });
+    expect((await rowFor(response)).cost_usd).toBeNull();
+  });
+
+  it.each([
+    ["invalid JSON", "{", 400, "BAD_REQUEST"],
+    ["a missing prompt", { n: 1 }, 400, "BAD_REQUEST"],
+    ["an empty prompt", { prompt: " " }, 400, "BAD_REQUEST"],
+    ["n as a string", { prompt: "x", n: "2" }, 400, "BAD_REQUEST"],
+    ["size and aspectRatio", { prompt: "x", size: "1024x1024", aspectRatio: "1:1" }, 422, "VALIDATION_ERROR"],
+    ["a malformed size", { prompt: "x", size: "1024*1024" }, 422, "VALIDATION_ERROR"],
+    ["a malformed aspectRatio", { prompt: "x", aspectRatio: "wide" }, 422, "VALIDATION_ERROR"],
+    ["n = 0", { prompt: "x", n: 0 }, 422, "VALIDATION_ERROR"],
+    ["n = 21", { prompt: "x", n: 21 }, 422, "VALIDATION_ERROR"],
+    ["n = 1.5", { prompt: "x", n: 1.5 }, 422, "VALIDATION_ERROR"],
+    ["maxImagesPerCall = 0", { prompt: "x", maxImagesPerCall: 0 }, 422, "VALIDATION_ERROR"],
+  ])("refuses %s without calling the provider", async (_name, body, status, code) => {
+    const response = await generate(a, body);
+    expect(response.status).toBe(status);
+    expect(((await response.json()) as { error: { code: string } }).error.code).toBe(code);
+    expect(fake.requests).toHaveLength(0);
+  });
+
+  it("refuses image generation for provider B with 422", async () => {
+    const response = await generate(b, { prompt: "x" });
+    expect(response.status).toBe(422);
+    expect(fake.requests).toHaveLength(0);
+  });
+
+  it("answers 502 when the provider fails", async () => {
+    fake.failNext(500);
+    const response = await generate(a, { prompt: "x" });
+    expect(response.status).toBe(502);
+  });
+
+  it("stores images in the vault with a signed URL that serves the same bytes until it expires", async () => {
+    const response = await generate(vaulted, { prompt: "x", n: 2 });
+    const body = (await response.json()) as { images: Array<{ base64: string; url: string; path: string }> };
+    expect(body.images).toHaveLength(2);
+    const today = new Date().toISOString();
+    for (const image of body.images) {
+      expect(image.path).toMatch(
+        new RegExp(
+          `^team42/generated-images/${vaulted.projectId}/${today.slice(0, 4)}/${today.slice(5, 7)}/${today.slice(8, 10)}/[0-9a-f-]{36}\\.png$`,
+        ),
+      );
+      const file = join(sluice.gateway.config.dataDir, "vault", image.path);
+      expect(existsSync(file)).toBe(true);
+      expect(readFileSync(file).equals(Buffer.from(image.base64, "base64"))).toBe(true);
+      const fetched = await fetch(image.url);
+      expect(fetched.status).toBe(200);
+      expect(fetched.headers.get("content-type")).toBe("image/png");
+      expect(Buffer.from(await fetched.arrayBuffer()).equals(tinyPng)).toBe(true);
+    }
+    const url = new URL(body.images[0]!.url);
+    const tampered = new URL(url);
+    tampered.searchParams.set("signature", `${url.searchParams.get("signature")}A`);
+    expect((await fetch(tampered)).status).toBe(403);
+    const otherPath = new URL(body.images[1]!.url);
+    otherPath.search = url.search;
+    expect((await fetch(otherPath)).status).toBe(403);
+    for (const traversal of [
+      "/v1/vault/../../master.key",
+      "/v1/vault/team42/..%2F..%2Fmaster.key",
+      "/v1/vault/%2e%2e/master.key",
+    ]) {
+      const attempt = await fetch(`${sluice.url}${traversal}${url.search}`);
+      expect([403, 404]).toContain(attempt.status);
+    }
+    await new Promise((resolve) => setTimeout(resolve, 3100));
+    const expired = await fetch(url);
+    expect(expired.status).toBe(403);
+    expect(((await expired.json()) as { error: { message: string } }).error.message).toContain("expired");
+  });
+
+  it("leaves url and path out when the vault is off", async () => {
+    const body = (await (await generate(c, { prompt: "x" })).json()) as {
+      images: Array<Record<string, unknown>>;
+    };
+    expect(Object.keys(body.images[0]!).sort()).toEqual(["base64", "mediaType"]);
+  });
+});
