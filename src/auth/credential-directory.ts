@@ -1,4 +1,5 @@
 import { providerKeyAad } from "../admin/project-admin.js";
+import { GatewayError } from "../errors.js";
 import type { KeyRepository, ProviderKeyRecord } from "../storage/key-repository.js";
 import type { Project, ProjectRepository } from "../storage/project-repository.js";
 import type { SecretBox } from "./secret-box.js";
@@ -32,6 +33,11 @@ export function createCredentialDirectory(deps: CredentialDirectoryDeps) {
   const testKeys = new Map<string, { at: number; value: Promise<string[]> }>();
   const keys = new Map<string, { at: number; value: Promise<CachedKey | null> }>();
 
+  /**
+   * Read-through with stale-if-error: when the database cannot be read, the last known value is
+   * served (a blip must not fail traffic that was working); with nothing known, the caller gets
+   * SERVICE_UNAVAILABLE.
+   */
   function cached<T>(
     map: Map<string, { at: number; value: Promise<T> }>,
     id: string,
@@ -41,10 +47,18 @@ export function createCredentialDirectory(deps: CredentialDirectoryDeps) {
     const time = now();
     if (entry && time - entry.at < deps.ttlMs) return entry.value;
     if (map.size >= maxEntries) map.clear();
-    const value = load();
+    const value = load().catch(async (error: unknown) => {
+      if (entry) {
+        map.set(id, { at: now(), value: entry.value });
+        return entry.value;
+      }
+      map.delete(id);
+      throw new GatewayError("SERVICE_UNAVAILABLE", "The gateway's database is unavailable; retry shortly", {
+        cause: error,
+        headers: { "retry-after": "2" },
+      });
+    });
     map.set(id, { at: time, value });
-    // A failed read is not cached: the next request tries the database again.
-    value.catch(() => map.delete(id));
     return value;
   }
 

@@ -52,7 +52,9 @@ function openSqlite(options: DatabaseOptions): { db: Kysely<Database>; engine: E
 
 function openPostgres(databaseUrl: string): { db: Kysely<Database>; engine: Engine } {
   const pool = new pg.Pool({ connectionString: databaseUrl, max: 10, connectionTimeoutMillis: 5000 });
-  // An idle client that loses its connection must not crash the process; the next query reconnects.
+  // A client that loses its connection (idle or checked out) must not crash the process: its query
+  // fails, the pool discards it, and the next query opens a new connection.
   pool.on("error", () => {});
+  pool.on("connect", (client) => client.on("error", () => {}));
   return { db: new Kysely<Database>({ dialect: new PostgresDialect({ pool }) }), engine: "postgres" };
 }

@@ -1,0 +1,78 @@
+import pg from "pg";
+import { describe, expect, it } from "vitest";
+import { type FakeUpstream, startFakeUpstream } from "../fakes/fake-upstream.js";
+import { createPostgresSchema, postgresAvailable } from "../support/services.js";
+import { startTcpProxy } from "../support/tcp-proxy.js";
+import { createTestProject, startTestGateway } from "../support/test-gateway.js";
+
+describe.skipIf(!postgresAvailable)("usage rows survive a database outage", () => {
+  it("loses and duplicates no usage row when PostgreSQL drops out during load", async () => {
+    const schema = await createPostgresSchema();
+    const proxy = await startTcpProxy(5432);
+    const fake: FakeUpstream = await startFakeUpstream();
+    const sluice = await startTestGateway({
+      databaseUrl: schema.url.replace("127.0.0.1:5432", `127.0.0.1:${proxy.port}`),
+      providerABaseUrl: `${fake.url}/a/v1`,
+      rateLimitProjectPerMinute: 100_000,
+      rateLimitIpPerMinute: 100_000,
+      usageFlushIntervalMs: 20,
+    });
+    try {
+      const project = await createTestProject(sluice.gateway);
+      const ids: string[] = [];
+      const statuses: number[] = [];
+      const burst = async (count: number) => {
+        await Promise.all(
+          Array.from({ length: count }, async () => {
+            const response = await fetch(
+              `${sluice.url}/v1/provider-a/${project.projectId}/chat/completions`,
+              {
+                method: "POST",
+                headers: {
+                  authorization: `Bearer ${project.bearer("provider-a")}`,
+                  "content-type": "application/json",
+                },
+                body: JSON.stringify({
+                  model: "gpt-4o-mini",
+                  messages: [],
+                  stream: statuses.length % 2 === 0,
+                }),
+              },
+            );
+            await response.arrayBuffer();
+            statuses.push(response.status);
+            ids.push(response.headers.get("x-request-id") ?? "missing");
+          }),
+        );
+      };
+      for (let round = 0; round < 5; round++) await burst(20);
+      proxy.cut();
+      const outageEnds = Date.now() + 3000;
+      while (Date.now() < outageEnds) {
+        await burst(20);
+        await new Promise((resolve) => setTimeout(resolve, 100));
+      }
+      expect(sluice.gateway.database.engine).toBe("postgres");
+      proxy.restore();
+      for (let round = 0; round < 5; round++) await burst(20);
+      await sluice.gateway.flushUsage();
+
+      expect(statuses.every((status) => status === 200)).toBe(true);
+      const client = new pg.Client({ connectionString: schema.url });
+      await client.connect();
+      const { rows } = await client.query<{ request_id: string; n: string }>(
+        "select request_id, count(*) as n from usage_records where project_id = $1 group by request_id",
+        [project.projectId],
+      );
+      await client.end();
+      expect(rows.every((row) => row.n === "1")).toBe(true);
+      expect(rows.map((row) => row.request_id).sort()).toEqual([...ids].sort());
+      expect(ids.length).toBeGreaterThan(200);
+    } finally {
+      await sluice.close();
+      await proxy.close();
+      await fake.close();
+      await schema.drop();
+    }
+  }, 60_000);
+});
