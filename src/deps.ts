@@ -78,7 +78,7 @@ export async function createGateway(config: Config, injected: Partial<Injectable
   const database = await openDatabase({ databaseUrl: config.databaseUrl, dataDir: config.dataDir });
   const projects = createProjectRepository(database.db);
   const keys = createKeyRepository(database.db);
-  const usage = createUsageRepository(database.db);
+  const usage = createUsageRepository(database.db, database.sqlite);
   const directory = createCredentialDirectory({ projects, keys, secretBox, ttlMs: config.projectCacheTtlMs });
   const admin = createProjectAdmin({
     projects,

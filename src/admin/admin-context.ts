@@ -20,7 +20,7 @@ export async function openAdminContext(
   const admin = createProjectAdmin({
     projects: createProjectRepository(database.db),
     keys: createKeyRepository(database.db),
-    usage: createUsageRepository(database.db),
+    usage: createUsageRepository(database.db, database.sqlite),
     secretBox,
     now: () => new Date(),
     onProjectChanged: () => {},

@@ -209,6 +209,41 @@ describe("authenticate: the SPEC's methods, in order", () => {
     expect(disabled.ok ? 200 : disabled.error.code).toBe("FORBIDDEN");
   });
 
+  it("drops cached credentials at once when an admin revokes the key, even with a long cache TTL", async () => {
+    const secretBox = createSecretBox(randomBytes(32));
+    const projects = createProjectRepository(database.db);
+    const keyRepository = createKeyRepository(database.db);
+    const directory = createCredentialDirectory({ projects, keys: keyRepository, secretBox, ttlMs: 60_000 });
+    const longAdmin = createProjectAdmin({
+      projects,
+      keys: keyRepository,
+      usage: createUsageRepository(database.db),
+      secretBox,
+      now: () => new Date(),
+      onProjectChanged: directory.invalidate,
+    });
+    const cachedAuth = createAuthenticator({
+      directory,
+      deviceTokens: { verify: async () => ({ kind: "invalid", reason: "no" }) },
+      throttle: openThrottle,
+    });
+    const created = await longAdmin.createProject({ name: "cached", provider: "provider-a", testMode: true });
+    const key = await longAdmin.addProviderKey(created.project.id, {
+      provider: "provider-a",
+      apiKey: "sk-cached-key-123",
+    });
+    const request = {
+      projectId: created.project.id,
+      headers: { authorization: `Bearer ${key.partialKey}.${created.testKey}` },
+      clientIp: "1.1.1.1",
+      provider: "provider-a" as const,
+    };
+    expect((await cachedAuth(request)).ok).toBe(true);
+    expect((await cachedAuth(request)).ok).toBe(true);
+    await longAdmin.revokeProviderKey(created.project.id, key.keyId);
+    expect(statusOf(await cachedAuth(request))).toBe(401);
+  });
+
   it("keeps the previous test key working for one rotation", async () => {
     const created = await admin.createProject({ name: "rotation", provider: "provider-a", testMode: true });
     const key = await admin.addProviderKey(created.project.id, {

@@ -67,6 +67,35 @@ const maxCredentialLength = 8192;
 
 export function createAuthenticator(deps: AuthenticatorDeps) {
   const { directory } = deps;
+  /**
+   * Test-key credentials that verified recently, so a client sending the same credentials again
+   * skips the digests and the key rebuild. Entries live as long as the directory's records
+   * (`SLUICE_PROJECT_CACHE_TTL_MS`) and die with any admin change. DeviceCheck tokens are not
+   * cached here: their ledger counts every use.
+   */
+  const verified = new Map<
+    string,
+    { at: number; generation: number; result: Extract<AuthResult, { ok: true }> }
+  >();
+
+  function cachedSuccess(key: string | null, project: Project): AuthResult | null {
+    if (key === null) return null;
+    const hit = verified.get(key);
+    if (!hit || hit.generation !== directory.generation() || directory.now() - hit.at >= directory.ttlMs)
+      return null;
+    return { ...hit.result, project };
+  }
+
+  function remember(key: string | null, result: AuthResult): void {
+    if (
+      key === null ||
+      !result.ok ||
+      (result.method !== "bearer-test-key" && result.method !== "test-key-header")
+    )
+      return;
+    if (verified.size >= 10_000) verified.clear();
+    verified.set(key, { at: directory.now(), generation: directory.generation(), result });
+  }
 
   /** Checks the partial key against the project's key records and rebuilds the provider key. */
   async function rebuildKey(
@@ -129,7 +158,13 @@ export function createAuthenticator(deps: AuthenticatorDeps) {
     if (project.disabled) return failure(new GatewayError("FORBIDDEN", "This project is disabled"), project);
     const provider = typeof request.provider === "function" ? request.provider(project) : request.provider;
 
+    const cacheKey = project.testMode
+      ? testKeyCacheKey(project.id, provider, headers, request.sdkKeyHeader)
+      : null;
+    const cached = cachedSuccess(cacheKey, project);
+    if (cached) return cached;
     const attempt = await tryMethods(project, provider, headers, request.sdkKeyHeader);
+    remember(cacheKey, attempt);
     if (attempt.ok) return attempt;
     if (attempt.error.status === 401) await deps.throttle.recordFailure(clientIp, projectId, true);
     return attempt;
@@ -280,6 +315,20 @@ function bearerMismatch(project: Project): string {
     return "the token is not a valid test key (device check is off for this project)";
   if (!project.testMode) return "the token is not a valid device token (test mode is off for this project)";
   return "the token is neither a valid test key nor a device token";
+}
+
+/** The credentials that decide a test-key authentication, as one cache key (null: none sent). */
+function testKeyCacheKey(
+  projectId: string,
+  provider: ProviderId,
+  headers: IncomingHttpHeaders,
+  sdkKeyHeader: AuthRequest["sdkKeyHeader"],
+): string | null {
+  const headerKey = single(headers[testKeyHeader]);
+  const bearer = bearerValue(headers, sdkKeyHeader);
+  if (headerKey === undefined && bearer === undefined) return null;
+  const aiKey = headerKey === undefined ? "" : (single(headers["x-ai-key"]) ?? "");
+  return `${projectId}\u0000${provider}\u0000${headerKey ?? ""}\u0000${aiKey}\u0000${bearer ?? ""}\u0000${single(headers["x-device-token"]) ?? ""}`;
 }
 
 function single(value: string | string[] | undefined): string | undefined {

@@ -32,6 +32,7 @@ export function createCredentialDirectory(deps: CredentialDirectoryDeps) {
   const projects = new Map<string, { at: number; value: Promise<Project | null> }>();
   const testKeys = new Map<string, { at: number; value: Promise<string[]> }>();
   const keys = new Map<string, { at: number; value: Promise<CachedKey | null> }>();
+  let generation = 0;
 
   /**
    * Read-through with stale-if-error: when the database cannot be read, the last known value is
@@ -78,7 +79,12 @@ export function createCredentialDirectory(deps: CredentialDirectoryDeps) {
         );
         return { record, serverShare };
       }),
+    /** Changes whenever anything is invalidated, so caches built on this one know to drop entries. */
+    generation: () => generation,
+    ttlMs: deps.ttlMs,
+    now,
     invalidate(projectId: string) {
+      generation++;
       projects.delete(projectId);
       testKeys.delete(projectId);
       // Key records are few and changes rare: dropping them all keeps revocation immediate.

@@ -8,7 +8,7 @@ import type { ProviderId } from "../providers/provider-id.js";
  */
 export function withStreamUsage(provider: ProviderId, path: string, body: Buffer): Buffer {
   if (provider !== "provider-a" || path !== "chat/completions" || body.length === 0) return body;
-  if (body.indexOf('"stream"') < 0) return body;
+  if (body.indexOf('"stream"') < 0 || body.indexOf('"include_usage":true') >= 0) return body;
   let parsed: unknown;
   try {
     parsed = JSON.parse(body.toString("utf8"));

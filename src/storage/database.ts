@@ -11,6 +11,8 @@ export type Engine = "sqlite" | "postgres";
 export interface OpenDatabase {
   db: Kysely<Database>;
   engine: Engine;
+  /** The better-sqlite3 handle on the embedded engine, for the usage writer's prepared statement. */
+  sqlite?: BetterSqlite3.Database;
   ping(): Promise<void>;
   close(): Promise<void>;
 }
@@ -25,17 +27,24 @@ export interface DatabaseOptions {
 
 /** Opens the configured engine and applies migrations. */
 export async function openDatabase(options: DatabaseOptions): Promise<OpenDatabase> {
-  const { db, engine } = options.databaseUrl ? openPostgres(options.databaseUrl) : openSqlite(options);
+  const { db, engine, sqlite } = options.databaseUrl
+    ? openPostgres(options.databaseUrl)
+    : openSqlite(options);
   await migrateToLatest(db as Kysely<unknown>);
   return {
     db,
     engine,
+    ...(sqlite ? { sqlite } : {}),
     ping: () => pingDatabase(db as Kysely<unknown>),
     close: () => db.destroy(),
   };
 }
 
-function openSqlite(options: DatabaseOptions): { db: Kysely<Database>; engine: Engine } {
+function openSqlite(options: DatabaseOptions): {
+  db: Kysely<Database>;
+  engine: Engine;
+  sqlite: BetterSqlite3.Database;
+} {
   let file = options.sqliteFile;
   if (!file) {
     mkdirSync(options.dataDir, { recursive: true });
@@ -47,10 +56,14 @@ function openSqlite(options: DatabaseOptions): { db: Kysely<Database>; engine: E
   database.pragma("synchronous = NORMAL");
   database.pragma("busy_timeout = 5000");
   database.pragma("foreign_keys = ON");
-  return { db: new Kysely<Database>({ dialect: new SqliteDialect({ database }) }), engine: "sqlite" };
+  return {
+    db: new Kysely<Database>({ dialect: new SqliteDialect({ database }) }),
+    engine: "sqlite",
+    sqlite: database,
+  };
 }
 
-function openPostgres(databaseUrl: string): { db: Kysely<Database>; engine: Engine } {
+function openPostgres(databaseUrl: string): { db: Kysely<Database>; engine: Engine; sqlite?: undefined } {
   const pool = new pg.Pool({ connectionString: databaseUrl, max: 10, connectionTimeoutMillis: 5000 });
   // A client that loses its connection (idle or checked out) must not crash the process: its query
   // fails, the pool discards it, and the next query opens a new connection.

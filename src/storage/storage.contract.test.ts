@@ -149,7 +149,7 @@ for (const engine of engines) {
     });
 
     it("writes usage batches without duplicating a request id and reports by day, model and endpoint", async () => {
-      const records = createUsageRepository(database.db);
+      const records = createUsageRepository(database.db, database.sqlite);
       const batch = [
         usage("r1"),
         usage("r2", { model: "gpt-4o", endpoint: "text", cost_usd: null, outcome: "error", status: 502 }),
@@ -198,7 +198,7 @@ for (const engine of engines) {
     });
 
     it("writes a large batch in one call", async () => {
-      const records = createUsageRepository(database.db);
+      const records = createUsageRepository(database.db, database.sqlite);
       const rows = Array.from({ length: 1200 }, (_, index) => usage(`bulk-${index}`, { project_id: "bulk" }));
       await records.insertBatch(rows);
       expect(await records.count("bulk")).toBe(1200);

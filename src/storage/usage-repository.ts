@@ -1,3 +1,4 @@
+import type BetterSqlite3 from "better-sqlite3";
 import { type Kysely, sql } from "kysely";
 import type { Database, UsageRecordsTable } from "./schema.js";
 
@@ -36,10 +37,47 @@ export interface UsageRepository {
 
 const insertChunk = 500;
 
-export function createUsageRepository(db: Kysely<Database>): UsageRepository {
+const columns = [
+  "request_id",
+  "project_id",
+  "key_id",
+  "endpoint",
+  "provider",
+  "model",
+  "status",
+  "error_code",
+  "input_tokens",
+  "output_tokens",
+  "cached_tokens",
+  "reasoning_tokens",
+  "cost_usd",
+  "latency_ms",
+  "ttfb_ms",
+  "streamed",
+  "outcome",
+  "auth_method",
+  "client_ip",
+  "created_at",
+] as const satisfies ReadonlyArray<keyof UsageRecord>;
+
+/**
+ * Usage rows through the shared Kysely queries. On the embedded SQLite engine, batches are
+ * written with one cached prepared single-row statement inside a transaction instead: compiling
+ * and preparing a fresh 500-row INSERT per batch cost more CPU than the whole rest of a proxied
+ * request's bookkeeping (see docs/decisions/0005). Reads always go through Kysely.
+ */
+export function createUsageRepository(
+  db: Kysely<Database>,
+  sqlite?: BetterSqlite3.Database,
+): UsageRepository {
+  const writeSqlite = sqlite ? sqliteBatchWriter(sqlite) : null;
   return {
     async insertBatch(rows) {
       if (rows.length === 0) return;
+      if (writeSqlite) {
+        writeSqlite(rows);
+        return;
+      }
       await db.transaction().execute(async (transaction) => {
         for (let start = 0; start < rows.length; start += insertChunk) {
           await transaction
@@ -104,4 +142,13 @@ export function createUsageRepository(db: Kysely<Database>): UsageRepository {
       return Number(row?.n ?? 0);
     },
   };
+}
+
+function sqliteBatchWriter(sqlite: BetterSqlite3.Database): (rows: readonly UsageRecord[]) => void {
+  const insert = sqlite.prepare(
+    `insert into usage_records (${columns.join(", ")}) values (${columns.map(() => "?").join(", ")}) on conflict (request_id) do nothing`,
+  );
+  return sqlite.transaction((rows: readonly UsageRecord[]) => {
+    for (const row of rows) insert.run(columns.map((column) => row[column]));
+  });
 }

@@ -134,7 +134,12 @@ export async function startFakeUpstream(options: { port?: number } = {}): Promis
       if (json.stream === true) {
         const includeUsage =
           (json.stream_options as { include_usage?: boolean } | undefined)?.include_usage === true;
-        return stream(response, providerA.chunks(model, content, usage, includeUsage));
+        return stream(
+          response,
+          providerA.chunks(model, content, usage, includeUsage),
+          "text/event-stream",
+          request.path,
+        );
       }
       return sendJson(response, 200, providerA.chat(model, content, usage));
     }
@@ -224,7 +229,15 @@ export async function startFakeUpstream(options: { port?: number } = {}): Promis
     });
   }
 
-  async function stream(response: ServerResponse, events: string[], contentType = "text/event-stream") {
+  async function stream(
+    response: ServerResponse,
+    events: string[],
+    contentType = "text/event-stream",
+    path = "",
+  ) {
+    // `?sse_delay_ms=N` paces one request (the benchmark's paced stream); else the programmed delay.
+    const paced = /[?&]sse_delay_ms=(\d+)/.exec(path);
+    const delay = paced ? Number(paced[1]) : sseDelayMs;
     response.writeHead(200, {
       "content-type": contentType,
       "cache-control": "no-cache",
@@ -234,7 +247,7 @@ export async function startFakeUpstream(options: { port?: number } = {}): Promis
     for (const [index, event] of events.entries()) {
       if (response.destroyed) return;
       if (hangAfter !== null && index >= hangAfter) return;
-      if (index > 0 && sseDelayMs > 0) await sleep(sseDelayMs);
+      if (index > 0 && delay > 0) await sleep(delay);
       if (response.destroyed) return;
       if (!response.write(event)) await new Promise((resolve) => response.once("drain", resolve));
     }

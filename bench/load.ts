@@ -1,0 +1,74 @@
+import autocannon from "autocannon";
+import { request } from "undici";
+
+export interface LoadCase {
+  name: "json" | "sse";
+  path: string;
+  headers: Record<string, string>;
+  body: string;
+}
+
+export interface LoadResult {
+  requests: number;
+  errors: number;
+  non2xx: number;
+  rps: number;
+  p50: number;
+  p99: number;
+}
+
+/** One bounded autocannon run against `url`. */
+export async function runLoad(
+  url: string,
+  load: LoadCase,
+  connections: number,
+  seconds: number,
+): Promise<LoadResult> {
+  const result = await autocannon({
+    url: `${url}${load.path}`,
+    method: "POST",
+    headers: { "content-type": "application/json", ...load.headers },
+    body: load.body,
+    connections,
+    duration: seconds,
+  });
+  return {
+    requests: result.requests.total,
+    errors: result.errors + result.timeouts,
+    non2xx: result.non2xx,
+    rps: result.requests.average,
+    p50: result.latency.p50,
+    p99: result.latency.p99,
+  };
+}
+
+/** Reads one whole response and counts its SSE `data:` events (checks nothing was lost or merged). */
+export async function countSseEvents(url: string, load: LoadCase): Promise<number> {
+  const response = await request(`${url}${load.path}`, {
+    method: "POST",
+    headers: { "content-type": "application/json", ...load.headers },
+    body: load.body,
+  });
+  const text = await response.body.text();
+  return text.split("\n").filter((line) => line.startsWith("data:")).length;
+}
+
+/** Milliseconds from sending a streamed request to its first body byte (median of `count` sequential tries). */
+export async function firstEventDelay(url: string, load: LoadCase, count: number): Promise<number> {
+  const samples: number[] = [];
+  for (let index = 0; index < count; index++) {
+    const started = performance.now();
+    const response = await request(`${url}${load.path}`, {
+      method: "POST",
+      headers: { "content-type": "application/json", ...load.headers },
+      body: load.body,
+    });
+    for await (const _chunk of response.body) {
+      samples.push(performance.now() - started);
+      break;
+    }
+    response.body.destroy();
+  }
+  samples.sort((a, b) => a - b);
+  return samples[Math.floor(samples.length / 2)] ?? Number.NaN;
+}

@@ -1,0 +1,118 @@
+/** The benchmark's findings, and their markdown rendering against DESIGN.md's budget. */
+export interface Run {
+  round: number;
+  target: string;
+  load: "json" | "sse";
+  connections: number;
+  cpuMicrosPerRequest: number;
+  requests: number;
+  errors: number;
+  non2xx: number;
+  rps: number;
+  p50: number;
+  p99: number;
+}
+
+export interface Report {
+  mode: string;
+  date: string;
+  rounds: number;
+  seconds: number;
+  runs: Run[];
+  failures: string[];
+  startupMs?: number;
+  rssIdle?: Record<string, number>;
+  rssAfter?: Record<string, number>;
+  p50AtOne?: Record<string, number>;
+  firstEvent?: Record<string, number>;
+  sseEvents?: number | undefined;
+}
+
+const median = (values: number[]) => {
+  const sorted = [...values].sort((a, b) => a - b);
+  return sorted[Math.floor(sorted.length / 2)] ?? Number.NaN;
+};
+const fixed = (value: number | undefined, digits = 0) =>
+  value === undefined || Number.isNaN(value) ? "n/a" : value.toFixed(digits);
+const mark = (pass: boolean) => (pass ? "pass" : "**miss**");
+
+export function renderReport(report: Report): string {
+  const lines = [
+    `# Sluice benchmark (${report.mode}), ${report.date}`,
+    "",
+    `${report.rounds} round(s) of ${report.seconds} s per target and case, rounds interleaved; load from autocannon on the same`,
+    "2-core machine, loopback only. Absolute numbers vary from machine to machine: read the ratios. Targets: `upstream`",
+    "(the fake provider called directly), `floor` (node:http + undici pass-through), `sluice` (production build,",
+    "test-key auth, key rebuild, rate limits and usage recording on).",
+    "",
+    "## Against the budget (DESIGN.md)",
+    "",
+    "| budget line | floor | sluice | sluice / floor (round spread) | budget | verdict |",
+    "|---|---|---|---|---|---|",
+  ];
+  for (const load of ["json", "sse"] as const) {
+    for (const connections of [1, 16, 64]) {
+      const cpu = (target: string) =>
+        report.runs.filter(
+          (run) => run.target === target && run.load === load && run.connections === connections,
+        );
+      const floorRuns = cpu("floor");
+      const sluiceRuns = cpu("sluice");
+      const ratios = sluiceRuns.map(
+        (run, index) => run.cpuMicrosPerRequest / (floorRuns[index]?.cpuMicrosPerRequest ?? Number.NaN),
+      );
+      const ratio =
+        median(sluiceRuns.map((run) => run.cpuMicrosPerRequest)) /
+        median(floorRuns.map((run) => run.cpuMicrosPerRequest));
+      lines.push(
+        `| CPU µs per ${load.toUpperCase()} request, ${connections} conn | ${fixed(median(floorRuns.map((run) => run.cpuMicrosPerRequest)))} | ${fixed(median(sluiceRuns.map((run) => run.cpuMicrosPerRequest)))} | ${fixed(ratio, 2)}x (${fixed(Math.min(...ratios), 2)}–${fixed(Math.max(...ratios), 2)}) | <= 1.2x | ${mark(ratio <= 1.2)} |`,
+      );
+    }
+  }
+  const p50 = report.p50AtOne ?? {};
+  const addedFloor = (p50.floor ?? Number.NaN) - (p50.upstream ?? Number.NaN);
+  const addedSluice = (p50.sluice ?? Number.NaN) - (p50.upstream ?? Number.NaN);
+  lines.push(
+    `| added p50 latency at 1 conn, ms (vs upstream ${fixed(p50.upstream, 3)}) | ${fixed(addedFloor, 3)} | ${fixed(addedSluice, 3)} | | <= 0.5 ms | ${mark(addedSluice <= 0.5)} |`,
+  );
+  const first = report.firstEvent ?? {};
+  const firstFloor = (first.floor ?? Number.NaN) - (first.upstream ?? Number.NaN);
+  const firstSluice = (first.sluice ?? Number.NaN) - (first.upstream ?? Number.NaN);
+  lines.push(
+    `| first SSE event later than direct, ms (direct ${fixed(first.upstream, 3)}) | ${fixed(firstFloor, 3)} | ${fixed(firstSluice, 3)} | | <= 1 ms | ${mark(firstSluice <= 1)} |`,
+  );
+  const rss = report.rssAfter ?? {};
+  lines.push(
+    `| RSS after load, MiB (idle: floor ${fixed(report.rssIdle?.floor, 1)}, sluice ${fixed(report.rssIdle?.sluice, 1)}) | ${fixed(rss.floor, 1)} | ${fixed(rss.sluice, 1)} | | <= 150 MiB | ${mark((rss.sluice ?? Number.POSITIVE_INFINITY) <= 150)} |`,
+  );
+  lines.push(
+    `| start to first 200 on /health, ms (fresh data dir) | | ${fixed(report.startupMs, 0)} | | <= 1000 ms | ${mark((report.startupMs ?? Number.POSITIVE_INFINITY) <= 1000)} |`,
+  );
+  lines.push(
+    "",
+    "## Throughput and tail latency",
+    "",
+    "| case | conn | upstream req/s | floor req/s | sluice req/s | floor p99 ms | sluice p99 ms |",
+    "|---|---|---|---|---|---|---|",
+  );
+  for (const load of ["json", "sse"] as const) {
+    for (const connections of [1, 16, 64]) {
+      const pick = (target: string, field: "rps" | "p99") =>
+        median(
+          report.runs
+            .filter((run) => run.target === target && run.load === load && run.connections === connections)
+            .map((run) => run[field]),
+        );
+      lines.push(
+        `| ${load} | ${connections} | ${fixed(pick("upstream", "rps"))} | ${fixed(pick("floor", "rps"))} | ${fixed(pick("sluice", "rps"))} | ${fixed(pick("floor", "p99"))} | ${fixed(pick("sluice", "p99"))} |`,
+      );
+    }
+  }
+  lines.push("", `SSE events per stream, identical through every target: ${report.sseEvents ?? "n/a"}.`);
+  lines.push(
+    report.failures.length === 0
+      ? "No errors or non-2xx answers in any run."
+      : `**Failures:**\n${report.failures.map((failure) => `- ${failure}`).join("\n")}`,
+  );
+  return `${lines.join("\n")}\n`;
+}

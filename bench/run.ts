@@ -1,0 +1,242 @@
+import { execSync } from "node:child_process";
+import { randomBytes } from "node:crypto";
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { request } from "undici";
+import { countSseEvents, firstEventDelay, type LoadCase, type LoadResult, runLoad } from "./load.js";
+import { cpuMicros, rssMiB, startProcess, stopAll, type Target } from "./processes.js";
+import { type Report, renderReport } from "./report.js";
+
+/**
+ * `npm run bench [-- --quick]`: Sluice against the floor (node:http + undici pass-through) and the
+ * upstream called directly, in one run, rounds interleaved, on loopback only. Writes a markdown
+ * report to bench/results/ and exits non-zero when any run saw errors or lost SSE events.
+ */
+const quick = process.argv.includes("--quick");
+const rounds = quick ? 1 : 3;
+const seconds = quick ? 2 : 5;
+const connectionCounts = [1, 16, 64];
+const root = join(import.meta.dirname, "..");
+const tsx = ["--import", "tsx"];
+
+process.once("SIGINT", () => {
+  stopAll();
+  process.exit(130);
+});
+
+async function main(): Promise<void> {
+  console.log(`sluice bench (${quick ? "quick" : "full"}): building…`);
+  execSync("npm run --silent build", { cwd: root, stdio: "inherit" });
+  const dataDir = mkdtempSync(join(tmpdir(), "sluice-bench-"));
+  try {
+    const upstream = await startProcess("upstream", [
+      ...tsx,
+      join(root, "test/fakes/fake-upstream-main.ts"),
+      "0",
+    ]);
+    const floor = await startProcess("floor", [...tsx, join(root, "bench/floor-proxy.ts"), upstream.url]);
+    const startupMs = await measureStartup(upstream.url, join(dataDir, "startup"));
+    const sluice = await startSluice(upstream.url, join(dataDir, "sluice"));
+    const project = await createProject(sluice.target.url, sluice.adminToken);
+    const cases = loadCases(project);
+    const paths: Record<string, (load: LoadCase) => string> = {
+      upstream: (load) => load.path.replace(/^\/v1\/provider-a\/[^/]+/, "/a/v1"),
+      floor: (load) => load.path.replace(/^\/v1\/provider-a\/[^/]+/, "/a/v1"),
+      sluice: (load) => load.path,
+    };
+    const targets: Target[] = [upstream, floor, sluice.target];
+    const at = (target: Target, load: LoadCase): LoadCase => ({ ...load, path: paths[target.name]!(load) });
+
+    const report: Report = {
+      mode: quick ? "quick" : "full",
+      date: new Date().toISOString(),
+      rounds,
+      seconds,
+      runs: [],
+      failures: [],
+    };
+    report.startupMs = startupMs;
+    report.rssIdle = { floor: rssMiB(floor.child), sluice: rssMiB(sluice.target.child) };
+    const sseEvents = await Promise.all(
+      targets.map((target) => countSseEvents(target.url, at(target, cases.sse))),
+    );
+    if (new Set(sseEvents).size !== 1)
+      report.failures.push(`SSE event counts differ between targets: ${sseEvents.join(", ")}`);
+    report.sseEvents = sseEvents[0];
+
+    console.log("warming up…");
+    for (const target of targets)
+      for (const load of [cases.json, cases.sse])
+        await runLoad(target.url, at(target, load), 16, quick ? 1 : 2);
+
+    for (let round = 0; round < rounds; round++) {
+      for (const load of [cases.json, cases.sse]) {
+        for (const connections of connectionCounts) {
+          const order = round % 2 === 0 ? targets : [...targets].reverse();
+          for (const target of order) {
+            const cpuBefore = cpuMicros(target.child);
+            const result: LoadResult = await runLoad(target.url, at(target, load), connections, seconds);
+            const cpu = (cpuMicros(target.child) - cpuBefore) / Math.max(1, result.requests);
+            report.runs.push({
+              round,
+              target: target.name,
+              load: load.name,
+              connections,
+              cpuMicrosPerRequest: cpu,
+              ...result,
+            });
+            console.log(
+              `round ${round + 1} ${load.name} c=${connections} ${target.name}: ${Math.round(result.rps)} req/s, ${cpu.toFixed(0)} µs CPU/req`,
+            );
+            if (result.errors > 0 || result.non2xx > 0)
+              report.failures.push(
+                `${target.name} ${load.name} c=${connections}: ${result.errors} errors, ${result.non2xx} non-2xx`,
+              );
+          }
+        }
+      }
+    }
+
+    report.p50AtOne = {};
+    for (const target of targets)
+      report.p50AtOne[target.name] = await sequentialMedian(
+        target.url,
+        at(target, cases.json),
+        quick ? 200 : 600,
+      );
+    const paced = { ...cases.sse, path: `${cases.sse.path}?sse_delay_ms=20` };
+    report.firstEvent = {};
+    for (const target of targets)
+      report.firstEvent[target.name] = await firstEventDelay(target.url, at(target, paced), quick ? 30 : 100);
+    report.rssAfter = { floor: rssMiB(floor.child), sluice: rssMiB(sluice.target.child) };
+
+    const markdown = renderReport(report);
+    mkdirSync(join(root, "bench/results"), { recursive: true });
+    const stem = `${report.date.slice(0, 10)}-${report.mode}`;
+    writeFileSync(join(root, "bench/results", `${stem}.md`), markdown);
+    writeFileSync(join(root, "bench/results", `${stem}.json`), `${JSON.stringify(report, null, 2)}\n`);
+    writeFileSync(join(root, "bench/results/latest.md"), markdown);
+    console.log(`\n${markdown}`);
+    if (report.failures.length > 0) process.exitCode = 1;
+  } finally {
+    stopAll();
+    rmSync(dataDir, { recursive: true, force: true });
+  }
+}
+
+function sluiceEnv(upstreamUrl: string, dataDir: string, adminToken: string): Record<string, string> {
+  return {
+    PORT: "0",
+    HOST: "127.0.0.1",
+    LOG_LEVEL: "info",
+    SLUICE_DATA_DIR: dataDir,
+    SLUICE_MASTER_KEY: randomBytes(32).toString("base64"),
+    SLUICE_ADMIN_TOKEN: adminToken,
+    SLUICE_PROVIDER_A_BASE_URL: `${upstreamUrl}/a/v1`,
+    SLUICE_RATE_LIMIT_PROJECT_PER_MINUTE: "100000000",
+    SLUICE_RATE_LIMIT_IP_PER_MINUTE: "100000000",
+    SLUICE_RATE_LIMIT_DEVICE_PER_MINUTE: "100000000",
+    DATABASE_URL: "",
+    REDIS_URL: "",
+  };
+}
+
+async function startSluice(
+  upstreamUrl: string,
+  dataDir: string,
+): Promise<{ target: Target; adminToken: string }> {
+  const adminToken = randomBytes(24).toString("hex");
+  const target = await startProcess(
+    "sluice",
+    [join(root, "dist/src/main.js")],
+    sluiceEnv(upstreamUrl, dataDir, adminToken),
+  );
+  return { target, adminToken };
+}
+
+/** From spawning the production build on a fresh data dir to its first 200 on /health. */
+async function measureStartup(upstreamUrl: string, dataDir: string): Promise<number> {
+  const started = performance.now();
+  const target = await startProcess(
+    "startup",
+    [join(root, "dist/src/main.js")],
+    sluiceEnv(upstreamUrl, dataDir, "startup-admin-token"),
+  );
+  for (;;) {
+    const response = await request(`${target.url}/health`).catch(() => null);
+    if (response?.statusCode === 200) {
+      await response.body.dump();
+      break;
+    }
+    await response?.body.dump();
+    await new Promise((resolve) => setTimeout(resolve, 2));
+  }
+  const elapsed = performance.now() - started;
+  target.child.kill("SIGTERM");
+  return elapsed;
+}
+
+async function createProject(url: string, adminToken: string): Promise<{ id: string; bearer: string }> {
+  const admin = async (path: string, body: unknown) => {
+    const response = await request(`${url}/admin/v1${path}`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${adminToken}`, "content-type": "application/json" },
+      body: JSON.stringify(body),
+    });
+    return (await response.body.json()) as Record<string, unknown>;
+  };
+  const created = (await admin("/projects", { name: "bench", provider: "provider-a", testMode: true })) as {
+    project: { id: string };
+    testKey: string;
+  };
+  const key = (await admin(`/projects/${created.project.id}/keys`, {
+    provider: "provider-a",
+    apiKey: `sk-bench-${randomBytes(16).toString("hex")}`,
+  })) as { partialKey: string };
+  return { id: created.project.id, bearer: `${key.partialKey}.${created.testKey}` };
+}
+
+function loadCases(project: { id: string; bearer: string }): { json: LoadCase; sse: LoadCase } {
+  const headers = { authorization: `Bearer ${project.bearer}` };
+  const path = `/v1/provider-a/${project.id}/chat/completions`;
+  const messages = [{ role: "user", content: "Say hello in five words." }];
+  return {
+    json: { name: "json", path, headers, body: JSON.stringify({ model: "gpt-4o-mini", messages }) },
+    // Asks for usage itself, so Sluice forwards this body unchanged, like the floor.
+    sse: {
+      name: "sse",
+      path,
+      headers,
+      body: JSON.stringify({
+        model: "gpt-4o-mini",
+        messages,
+        stream: true,
+        stream_options: { include_usage: true },
+      }),
+    },
+  };
+}
+
+/** Median latency in ms of `count` sequential JSON requests (one connection, keep-alive). */
+async function sequentialMedian(url: string, load: LoadCase, count: number): Promise<number> {
+  const samples: number[] = [];
+  for (let index = 0; index < count; index++) {
+    const started = performance.now();
+    const response = await request(`${url}${load.path}`, {
+      method: "POST",
+      headers: { "content-type": "application/json", ...load.headers },
+      body: load.body,
+    });
+    await response.body.dump();
+    samples.push(performance.now() - started);
+  }
+  samples.sort((a, b) => a - b);
+  return samples[Math.floor(samples.length / 2)] ?? Number.NaN;
+}
+
+main().catch((error: unknown) => {
+  stopAll();
+  console.error(error);
+  process.exit(1);
+});
