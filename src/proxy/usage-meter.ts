@@ -47,7 +47,10 @@ function jsonMeter(provider: ProviderId): UsageMeter {
     },
     finish() {
       if (overflow || size === 0) return { usage: emptyUsage(), model: null };
-      const text = Buffer.concat(chunks, size).toString("utf8");
+      const body = Buffer.concat(chunks, size);
+      const quick = fromUsageObject(provider, body);
+      if (quick) return quick;
+      const text = body.toString("utf8");
       try {
         return fromJsonBody(provider, JSON.parse(text));
       } catch {
@@ -56,6 +59,54 @@ function jsonMeter(provider: ProviderId): UsageMeter {
       }
     },
   };
+}
+
+const usageKeys: Record<ProviderId, string> = {
+  "provider-a": '"usage"',
+  "provider-b": '"usage"',
+  "provider-c": '"usageMetadata"',
+};
+const modelPatterns: Record<ProviderId, RegExp> = {
+  "provider-a": /"model"\s*:\s*"([^"\\]{1,200})"/,
+  "provider-b": /"model"\s*:\s*"([^"\\]{1,200})"/,
+  "provider-c": /"modelVersion"\s*:\s*"([^"\\]{1,200})"/,
+};
+
+/**
+ * The cheap path for a JSON response: parse only its top-level usage object (the last one in the
+ * body; inside string values a quote would be escaped, so `"usage"` cannot match there) and read
+ * the model with a pattern. Null when the body does not look like that; the caller then parses
+ * the whole body.
+ */
+function fromUsageObject(
+  provider: ProviderId,
+  body: Buffer,
+): { usage: TokenUsage; model: string | null } | null {
+  if (provider === "provider-c" && body[0] === 0x5b) return null;
+  const text = body.toString("latin1");
+  const at = text.lastIndexOf(usageKeys[provider]);
+  if (at < 0) return null;
+  const open = text.indexOf("{", at);
+  if (open < 0 || !/^"\w+"\s*:\s*$/.test(text.slice(at, open))) return null;
+  const close = matchingBrace(text, open);
+  if (close < 0) return null;
+  let value: unknown;
+  try {
+    value = JSON.parse(text.slice(open, close + 1));
+  } catch {
+    return null;
+  }
+  const usage =
+    provider === "provider-a"
+      ? usageFromProviderA(value)
+      : provider === "provider-b"
+        ? usageFromProviderB(value, null)
+        : usageFromProviderC(value);
+  if (!usage) return null;
+  const model = modelPatterns[provider].exec(
+    provider === "provider-c" ? text.slice(close) : text.slice(0, 4096),
+  );
+  return { usage, model: model?.[1] ?? null };
 }
 
 function fromJsonBody(provider: ProviderId, body: unknown): { usage: TokenUsage; model: string | null } {

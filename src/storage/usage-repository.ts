@@ -146,9 +146,9 @@ export function createUsageRepository(
 
 function sqliteBatchWriter(sqlite: BetterSqlite3.Database): (rows: readonly UsageRecord[]) => void {
   const insert = sqlite.prepare(
-    `insert into usage_records (${columns.join(", ")}) values (${columns.map(() => "?").join(", ")}) on conflict (request_id) do nothing`,
+    `insert into usage_records (${columns.join(", ")}) values (${columns.map((column) => `@${column}`).join(", ")}) on conflict (request_id) do nothing`,
   );
   return sqlite.transaction((rows: readonly UsageRecord[]) => {
-    for (const row of rows) insert.run(columns.map((column) => row[column]));
+    for (const row of rows) insert.run(row);
   });
 }
