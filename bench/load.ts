@@ -53,8 +53,16 @@ export async function countSseEvents(url: string, load: LoadCase): Promise<numbe
   return text.split("\n").filter((line) => line.startsWith("data:")).length;
 }
 
-/** Milliseconds from sending a streamed request to its first body byte (median of `count` sequential tries). */
-export async function firstEventDelay(url: string, load: LoadCase, count: number): Promise<number> {
+/**
+ * Median milliseconds over `count` sequential requests (one connection, keep-alive), from sending
+ * to the first body byte (`until: "first-byte"`, a stream's first event) or to the end of the body.
+ */
+export async function sequentialMedian(
+  url: string,
+  load: LoadCase,
+  count: number,
+  until: "first-byte" | "end",
+): Promise<number> {
   const samples: number[] = [];
   for (let index = 0; index < count; index++) {
     const started = performance.now();
@@ -63,12 +71,21 @@ export async function firstEventDelay(url: string, load: LoadCase, count: number
       headers: { "content-type": "application/json", ...load.headers },
       body: load.body,
     });
+    if (until === "end") {
+      await response.body.dump();
+      samples.push(performance.now() - started);
+      continue;
+    }
     for await (const _chunk of response.body) {
       samples.push(performance.now() - started);
       break;
     }
     response.body.destroy();
   }
-  samples.sort((a, b) => a - b);
-  return samples[Math.floor(samples.length / 2)] ?? Number.NaN;
+  return median(samples);
+}
+
+export function median(values: readonly number[]): number {
+  const sorted = [...values].sort((a, b) => a - b);
+  return sorted[Math.floor(sorted.length / 2)] ?? Number.NaN;
 }

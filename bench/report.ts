@@ -1,16 +1,12 @@
+import { type LoadResult, median } from "./load.js";
+
 /** The benchmark's findings, and their markdown rendering against DESIGN.md's budget. */
-export interface Run {
+export interface Run extends LoadResult {
   round: number;
   target: string;
   load: "json" | "sse";
   connections: number;
   cpuMicrosPerRequest: number;
-  requests: number;
-  errors: number;
-  non2xx: number;
-  rps: number;
-  p50: number;
-  p99: number;
 }
 
 export interface Report {
@@ -28,10 +24,6 @@ export interface Report {
   sseEvents?: number | undefined;
 }
 
-const median = (values: number[]) => {
-  const sorted = [...values].sort((a, b) => a - b);
-  return sorted[Math.floor(sorted.length / 2)] ?? Number.NaN;
-};
 const fixed = (value: number | undefined, digits = 0) =>
   value === undefined || Number.isNaN(value) ? "n/a" : value.toFixed(digits);
 const mark = (pass: boolean) => (pass ? "pass" : "**miss**");

@@ -4,7 +4,7 @@ import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { request } from "undici";
-import { countSseEvents, firstEventDelay, type LoadCase, type LoadResult, runLoad } from "./load.js";
+import { countSseEvents, type LoadCase, type LoadResult, runLoad, sequentialMedian } from "./load.js";
 import { cpuMicros, rssMiB, startProcess, stopAll, type Target } from "./processes.js";
 import { type Report, renderReport } from "./report.js";
 
@@ -104,11 +104,17 @@ async function main(): Promise<void> {
         target.url,
         at(target, cases.json),
         quick ? 200 : 600,
+        "end",
       );
     const paced = { ...cases.sse, path: `${cases.sse.path}?sse_delay_ms=20` };
     report.firstEvent = {};
     for (const target of targets)
-      report.firstEvent[target.name] = await firstEventDelay(target.url, at(target, paced), quick ? 30 : 100);
+      report.firstEvent[target.name] = await sequentialMedian(
+        target.url,
+        at(target, paced),
+        quick ? 30 : 100,
+        "first-byte",
+      );
     report.rssAfter = { floor: rssMiB(floor.child), sluice: rssMiB(sluice.target.child) };
 
     const markdown = renderReport(report);
@@ -216,23 +222,6 @@ function loadCases(project: { id: string; bearer: string }): { json: LoadCase; s
       }),
     },
   };
-}
-
-/** Median latency in ms of `count` sequential JSON requests (one connection, keep-alive). */
-async function sequentialMedian(url: string, load: LoadCase, count: number): Promise<number> {
-  const samples: number[] = [];
-  for (let index = 0; index < count; index++) {
-    const started = performance.now();
-    const response = await request(`${url}${load.path}`, {
-      method: "POST",
-      headers: { "content-type": "application/json", ...load.headers },
-      body: load.body,
-    });
-    await response.body.dump();
-    samples.push(performance.now() - started);
-  }
-  samples.sort((a, b) => a - b);
-  return samples[Math.floor(samples.length / 2)] ?? Number.NaN;
 }
 
 main().catch((error: unknown) => {

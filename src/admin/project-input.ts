@@ -47,35 +47,15 @@ const projectFields = {
   disabled: z.boolean(),
 };
 
-export const createProjectInput = z
-  .object({
-    id: z.string().regex(projectIdPattern, "must match ^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$").optional(),
-    ...projectFields,
-    teamId: projectFields.teamId.optional(),
-    model: projectFields.model.optional(),
-    testMode: projectFields.testMode.optional(),
-    deviceCheck: projectFields.deviceCheck.optional(),
-    outputSchema: projectFields.outputSchema.optional(),
-    saveImagesToVault: projectFields.saveImagesToVault.optional(),
-    rateLimits: projectFields.rateLimits.optional(),
-    monthlySpendCapUsd: projectFields.monthlySpendCapUsd.optional(),
-    disabled: projectFields.disabled.optional(),
-  })
-  .strict();
+/** A change to a project: every field optional, unknown fields refused. */
+export const updateProjectInput = z.object(projectFields).partial().strict();
 
-export const updateProjectInput = z
-  .object({
-    name: projectFields.name.optional(),
-    teamId: projectFields.teamId.optional(),
-    provider: projectFields.provider.optional(),
-    model: projectFields.model.optional(),
-    testMode: projectFields.testMode.optional(),
-    deviceCheck: projectFields.deviceCheck.optional(),
-    outputSchema: projectFields.outputSchema.optional(),
-    saveImagesToVault: projectFields.saveImagesToVault.optional(),
-    rateLimits: projectFields.rateLimits.optional(),
-    monthlySpendCapUsd: projectFields.monthlySpendCapUsd.optional(),
-    disabled: projectFields.disabled.optional(),
+/** A new project: the same fields, with `name` and `provider` required and an optional `id`. */
+export const createProjectInput = updateProjectInput
+  .extend({
+    id: z.string().regex(projectIdPattern, "must match ^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$").optional(),
+    name: projectFields.name,
+    provider: projectFields.provider,
   })
   .strict();
 

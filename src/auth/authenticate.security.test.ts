@@ -27,6 +27,23 @@ interface Fixture {
 
 const openThrottle: AuthThrottle = { retryAfter: async () => 0, recordFailure: async () => {} };
 
+/** Admin use cases and a credential directory over one database, as the composition root wires them. */
+function wire(database: OpenDatabase, ttlMs: number) {
+  const secretBox = createSecretBox(randomBytes(32));
+  const projects = createProjectRepository(database.db);
+  const keys = createKeyRepository(database.db);
+  const directory = createCredentialDirectory({ projects, keys, secretBox, ttlMs });
+  const admin = createProjectAdmin({
+    projects,
+    keys,
+    usage: createUsageRepository(database.db),
+    secretBox,
+    now: () => new Date(),
+    onProjectChanged: directory.invalidate,
+  });
+  return { secretBox, directory, admin };
+}
+
 describe("authenticate: the SPEC's methods, in order", () => {
   let database: OpenDatabase;
   let production: FakeApple;
@@ -70,18 +87,9 @@ describe("authenticate: the SPEC's methods, in order", () => {
     for (const apple of [production, development])
       apple.registerKey(keyId, { teamId, publicKeyPem: keys.publicKeyPem });
     database = await openDatabase({ dataDir: "unused", sqliteFile: ":memory:" });
-    const secretBox = createSecretBox(randomBytes(32));
-    const projects = createProjectRepository(database.db);
-    const keyRepository = createKeyRepository(database.db);
-    const directory = createCredentialDirectory({ projects, keys: keyRepository, secretBox, ttlMs: 0 });
-    admin = createProjectAdmin({
-      projects,
-      keys: keyRepository,
-      usage: createUsageRepository(database.db),
-      secretBox,
-      now: () => new Date(),
-      onProjectChanged: directory.invalidate,
-    });
+    const wired = wire(database, 0);
+    const { secretBox, directory } = wired;
+    admin = wired.admin;
     const deviceTokens = createDeviceTokenVerifier({
       config: {
         deviceCheckProductionUrl: production.url,
@@ -210,18 +218,7 @@ describe("authenticate: the SPEC's methods, in order", () => {
   });
 
   it("drops cached credentials at once when an admin revokes the key, even with a long cache TTL", async () => {
-    const secretBox = createSecretBox(randomBytes(32));
-    const projects = createProjectRepository(database.db);
-    const keyRepository = createKeyRepository(database.db);
-    const directory = createCredentialDirectory({ projects, keys: keyRepository, secretBox, ttlMs: 60_000 });
-    const longAdmin = createProjectAdmin({
-      projects,
-      keys: keyRepository,
-      usage: createUsageRepository(database.db),
-      secretBox,
-      now: () => new Date(),
-      onProjectChanged: directory.invalidate,
-    });
+    const { directory, admin: longAdmin } = wire(database, 60_000);
     const cachedAuth = createAuthenticator({
       directory,
       deviceTokens: { verify: async () => ({ kind: "invalid", reason: "no" }) },

@@ -8,6 +8,7 @@ import {
   startTestGateway,
   type TestGateway,
   type TestProject,
+  usageRowOf,
 } from "../support/test-gateway.js";
 
 describe("image generation", () => {
@@ -56,14 +57,7 @@ describe("image generation", () => {
     });
   }
 
-  async function rowFor(response: Response) {
-    await sluice.gateway.flushUsage();
-    return sluice.gateway.database.db
-      .selectFrom("usage_records")
-      .selectAll()
-      .where("request_id", "=", response.headers.get("x-request-id")!)
-      .executeTakeFirstOrThrow();
-  }
+  const rowFor = (response: Response) => usageRowOf(sluice.gateway, response);
 
   it("generates with provider A's default model and returns SPEC's result shape with revisedPrompt", async () => {
     const response = await generate(a, {

@@ -9,6 +9,7 @@ import {
   startTestGateway,
   type TestGateway,
   type TestProject,
+  usageRowOf,
 } from "../support/test-gateway.js";
 
 const schema = {
@@ -99,14 +100,7 @@ describe("structured analysis", () => {
     return body.error;
   }
 
-  async function rowFor(response: Response) {
-    await sluice.gateway.flushUsage();
-    return sluice.gateway.database.db
-      .selectFrom("usage_records")
-      .selectAll()
-      .where("request_id", "=", response.headers.get("x-request-id")!)
-      .executeTakeFirstOrThrow();
-  }
+  const rowFor = (response: Response) => usageRowOf(sluice.gateway, response);
 
   const keyHeader = {
     "provider-a": "authorization",

@@ -114,3 +114,13 @@ export async function createTestProject(
     bearer: (provider) => `${partialKeys[provider]}.${created.testKey}`,
   };
 }
+
+/** The usage row of a response (by its x-request-id), after flushing the usage queue. */
+export async function usageRowOf(gateway: Gateway, response: Response) {
+  await gateway.flushUsage();
+  return gateway.database.db
+    .selectFrom("usage_records")
+    .selectAll()
+    .where("request_id", "=", response.headers.get("x-request-id") ?? "")
+    .executeTakeFirstOrThrow();
+}

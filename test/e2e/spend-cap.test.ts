@@ -1,0 +1,47 @@
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { type FakeUpstream, startFakeUpstream } from "../fakes/fake-upstream.js";
+import {
+  createTestProject,
+  startTestGateway,
+  type TestGateway,
+  usageRowOf,
+} from "../support/test-gateway.js";
+
+describe("monthly spend cap", () => {
+  let fake: FakeUpstream;
+  let sluice: TestGateway;
+
+  beforeAll(async () => {
+    fake = await startFakeUpstream();
+    sluice = await startTestGateway({ providerABaseUrl: `${fake.url}/a/v1` });
+  });
+  afterAll(async () => {
+    await sluice.close();
+    await fake.close();
+  });
+
+  it("answers 403 FORBIDDEN once the month's known cost reaches the cap, and again when an admin raises it", async () => {
+    fake.setUsage({ input: 1_000_000, output: 1_000_000, cached: 0, reasoning: 0 });
+    const project = await createTestProject(sluice.gateway, { monthlySpendCapUsd: 1 });
+    const call = () =>
+      fetch(`${sluice.url}/v1/provider-a/${project.projectId}/chat/completions`, {
+        method: "POST",
+        headers: {
+          authorization: `Bearer ${project.bearer("provider-a")}`,
+          "content-type": "application/json",
+        },
+        body: JSON.stringify({ model: "gpt-4o", messages: [] }),
+      });
+    const first = await call();
+    expect(first.status).toBe(200);
+    expect((await usageRowOf(sluice.gateway, first)).cost_usd).toBe(12.5);
+    const capped = await call();
+    expect(capped.status).toBe(403);
+    const body = (await capped.json()) as { error: { code: string; message: string } };
+    expect(body.error.code).toBe("FORBIDDEN");
+    expect(body.error.message).toContain("monthly spend cap of 1 USD");
+    expect(fake.requests).toHaveLength(1);
+    await sluice.gateway.admin.updateProject(project.projectId, { monthlySpendCapUsd: 100 });
+    expect((await call()).status).toBe(200);
+  });
+});
