@@ -81,20 +81,33 @@ export function createMetrics(options: { collectDefaults?: boolean } = {}) {
     registers: [registry],
   });
 
+  // prom-client hashes a label object on every call; the hot path keeps bound children instead,
+  // found through maps keyed by the label values themselves (no key strings built per call).
+  const requestChild = memo((route: string) =>
+    memo((method: string) =>
+      memo((status: number) => requests.labels({ route, method, status: String(status) })),
+    ),
+  );
+  const durationChild = memo((route: string) => duration.labels({ route }));
+  const overheadChild = memo((provider: string) => overhead.labels({ provider }));
+  const timeToFirstByteChild = memo((provider: string) => timeToFirstByte.labels({ provider }));
+  const tokensChild = memo((provider: string) => memo((kind: string) => tokens.labels({ provider, kind })));
+  const costChild = memo((provider: string) => cost.labels({ provider }));
+
   return {
     registry,
     observeRequest(route: string, method: string, status: number, seconds: number) {
-      requests.inc({ route, method, status: String(status) });
-      duration.observe({ route }, seconds);
+      requestChild(route)(method)(status).inc();
+      durationChild(route).observe(seconds);
     },
-    observeOverhead: (provider: string, seconds: number) => overhead.observe({ provider }, seconds),
+    observeOverhead: (provider: string, seconds: number) => overheadChild(provider).observe(seconds),
     observeTimeToFirstByte: (provider: string, seconds: number) =>
-      timeToFirstByte.observe({ provider }, seconds),
+      timeToFirstByteChild(provider).observe(seconds),
     countTokens(provider: string, kind: "input" | "output" | "cached" | "reasoning", count: number | null) {
-      if (count) tokens.inc({ provider, kind }, count);
+      if (count) tokensChild(provider)(kind).inc(count);
     },
     countCost(provider: string, usd: number | null) {
-      if (usd) cost.inc({ provider }, usd);
+      if (usd) costChild(provider).inc(usd);
     },
     countLimitDecision: (limit: string, decision: "allowed" | "limited") =>
       limitDecisions.inc({ limit, decision }),
@@ -110,3 +123,16 @@ export function createMetrics(options: { collectDefaults?: boolean } = {}) {
 }
 
 export type Metrics = ReturnType<typeof createMetrics>;
+
+/** Memoizes a one-argument factory; label values come from code, so the map stays small (capped). */
+function memo<K, V>(make: (key: K) => V): (key: K) => V {
+  const made = new Map<K, V>();
+  return (key) => {
+    let value = made.get(key);
+    if (value === undefined) {
+      value = make(key);
+      if (made.size < 1000) made.set(key, value);
+    }
+    return value;
+  };
+}
