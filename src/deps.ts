@@ -28,7 +28,8 @@ import { createAiSdkModels } from "./providers/ai-sdk-provider.js";
 import { createProviderAdapters } from "./providers/provider-adapter.js";
 import { createUpstreamPools } from "./proxy/forward.js";
 import { createAuthThrottle } from "./rate-limit/auth-throttle.js";
-import { createRateLimiter, createRedisClient } from "./rate-limit/rate-limiter.js";
+import { createRateLimiter } from "./rate-limit/rate-limiter.js";
+import { createRedisClient } from "./rate-limit/redis-client.js";
 import { type OpenDatabase, openDatabase } from "./storage/database.js";
 import { createKeyRepository } from "./storage/key-repository.js";
 import { createProjectRepository } from "./storage/project-repository.js";
@@ -93,7 +94,7 @@ export async function createGateway(config: Config, injected: Partial<Injectable
     logger.info(seeded, "projects seeded from SLUICE_CONFIG_FILE");
   }
 
-  const redis: Redis | undefined = config.redisUrl ? createRedisClient(config.redisUrl) : undefined;
+  const redis: Redis | undefined = config.redisUrl ? await createRedisClient(config.redisUrl) : undefined;
   const limiter = createRateLimiter({
     redis,
     onFallback: (on) => {

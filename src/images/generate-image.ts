@@ -1,5 +1,4 @@
 import { randomUUID } from "node:crypto";
-import { APICallError, generateImage } from "ai";
 import { GatewayError } from "../errors.js";
 import type { AiSdkModels } from "../providers/ai-sdk-provider.js";
 import type { ProviderId } from "../providers/provider-id.js";
@@ -55,25 +54,28 @@ export async function generateImages(
   const c = request.providerOptions["provider-c"];
   const warnings = [...request.warnings];
   const extraBody = extraParameters(call.provider, a?.style, c?.safetyFilterLevel, warnings);
-  const model = deps.models.image(call.provider, modelId, call.providerKey, extraBody);
+  const ai = await import("ai");
+  const model = await deps.models.image(call.provider, modelId, call.providerKey, extraBody);
   if (!model) throw new GatewayError("VALIDATION_ERROR", `${call.provider} has no image models`);
-  const generated = await generateImage({
-    model,
-    prompt: request.prompt,
-    n: request.n,
-    ...(request.size ? { size: request.size } : {}),
-    ...(request.aspectRatio ? { aspectRatio: request.aspectRatio } : {}),
-    ...(request.seed !== undefined ? { seed: request.seed } : {}),
-    ...(request.maxImagesPerCall ? { maxImagesPerCall: request.maxImagesPerCall } : {}),
-    providerOptions: {
-      ...(a?.quality ? { openai: { quality: a.quality } } : {}),
-      ...(c?.personGeneration ? { google: { personGeneration: c.personGeneration } } : {}),
-    },
-    maxRetries: 0,
-    abortSignal: AbortSignal.timeout(deps.timeoutMs),
-  }).catch((error: unknown) => {
-    throw imageFailure(error);
-  });
+  const generated = await ai
+    .generateImage({
+      model,
+      prompt: request.prompt,
+      n: request.n,
+      ...(request.size ? { size: request.size } : {}),
+      ...(request.aspectRatio ? { aspectRatio: request.aspectRatio } : {}),
+      ...(request.seed !== undefined ? { seed: request.seed } : {}),
+      ...(request.maxImagesPerCall ? { maxImagesPerCall: request.maxImagesPerCall } : {}),
+      providerOptions: {
+        ...(a?.quality ? { openai: { quality: a.quality } } : {}),
+        ...(c?.personGeneration ? { google: { personGeneration: c.personGeneration } } : {}),
+      },
+      maxRetries: 0,
+      abortSignal: AbortSignal.timeout(deps.timeoutMs),
+    })
+    .catch((error: unknown) => {
+      throw imageFailure(ai, error);
+    });
   for (const warning of generated.warnings) warnings.push(describeWarning(warning));
   const images = await Promise.all(generated.images.map((image) => storeImage(deps, call.project, image)));
   const result: ImageResult = { images };
@@ -148,11 +150,11 @@ function describeWarning(warning: unknown): string {
     .join(": ");
 }
 
-function imageFailure(error: unknown): GatewayError {
+function imageFailure(ai: typeof import("ai"), error: unknown): GatewayError {
   if (error instanceof Error && (error.name === "AbortError" || error.name === "TimeoutError")) {
     return new GatewayError("PROVIDER_TIMEOUT", "The provider did not answer in time", { cause: error });
   }
-  if (APICallError.isInstance(error)) {
+  if (ai.APICallError.isInstance(error)) {
     return new GatewayError(
       "PROVIDER_ERROR",
       `The provider failed to generate images (status ${error.statusCode ?? "none"})`,

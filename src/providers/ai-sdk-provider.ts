@@ -1,6 +1,3 @@
-import { createAnthropic } from "@ai-sdk/anthropic";
-import { createGoogleGenerativeAI } from "@ai-sdk/google";
-import { createOpenAI } from "@ai-sdk/openai";
 import type { ImageModel, LanguageModel } from "ai";
 import type { ProviderId } from "./provider-id.js";
 
@@ -15,25 +12,28 @@ export interface AiSdkProviderOptions {
 /**
  * Builds AI SDK models for the structured and image endpoints, pointed at the configured upstream
  * base URLs, with the rebuilt provider key. Provider instances are built per call because the key
- * differs per project; building one is cheap (no I/O).
+ * differs per project; building one is cheap (no I/O). The SDK packages are loaded on first use:
+ * a gateway that only proxies never pays their start-up time or memory.
  */
 export function createAiSdkModels(options: AiSdkProviderOptions) {
   const fetchOption = options.fetch ? { fetch: options.fetch } : {};
   return {
-    language(provider: ProviderId, model: string, apiKey: string): LanguageModel {
+    async language(provider: ProviderId, model: string, apiKey: string): Promise<LanguageModel> {
       switch (provider) {
         case "provider-a":
           // Chat completions: SPEC describes provider A as the chat/completions style of API.
-          return createOpenAI({ apiKey, baseURL: options.baseUrls[provider], ...fetchOption }).chat(model);
+          return (await import("@ai-sdk/openai"))
+            .createOpenAI({ apiKey, baseURL: options.baseUrls[provider], ...fetchOption })
+            .chat(model);
         case "provider-b":
-          return createAnthropic({
+          return (await import("@ai-sdk/anthropic")).createAnthropic({
             apiKey,
             baseURL: options.baseUrls[provider],
             headers: { "anthropic-version": options.providerBVersion },
             ...fetchOption,
           })(model);
         case "provider-c":
-          return createGoogleGenerativeAI({
+          return (await import("@ai-sdk/google")).createGoogleGenerativeAI({
             apiKey,
             baseURL: options.baseUrls[provider],
             headers: { "x-goog-api-client": options.clientIdentifier },
@@ -46,25 +46,29 @@ export function createAiSdkModels(options: AiSdkProviderOptions) {
      * JSON request body, for provider parameters the AI SDK's option schemas do not carry
      * (provider A `style`; provider C `parameters.safetySetting`).
      */
-    image(
+    async image(
       provider: ProviderId,
       model: string,
       apiKey: string,
       extraBody?: Record<string, unknown>,
-    ): ImageModel | null {
+    ): Promise<ImageModel | null> {
       const imageFetch = extraBody
         ? { fetch: mergingFetch(options.fetch ?? globalThis.fetch, extraBody) }
         : fetchOption;
       switch (provider) {
         case "provider-a":
-          return createOpenAI({ apiKey, baseURL: options.baseUrls[provider], ...imageFetch }).image(model);
+          return (await import("@ai-sdk/openai"))
+            .createOpenAI({ apiKey, baseURL: options.baseUrls[provider], ...imageFetch })
+            .image(model);
         case "provider-c":
-          return createGoogleGenerativeAI({
-            apiKey,
-            baseURL: options.baseUrls[provider],
-            headers: { "x-goog-api-client": options.clientIdentifier },
-            ...imageFetch,
-          }).image(model);
+          return (await import("@ai-sdk/google"))
+            .createGoogleGenerativeAI({
+              apiKey,
+              baseURL: options.baseUrls[provider],
+              headers: { "x-goog-api-client": options.clientIdentifier },
+              ...imageFetch,
+            })
+            .image(model);
         default:
           return null;
       }

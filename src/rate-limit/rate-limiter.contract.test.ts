@@ -4,7 +4,8 @@ import { afterAll, describe, expect, it } from "vitest";
 import { redisAvailable, redisUrl } from "../../test/support/services.js";
 import { createAuthThrottle } from "./auth-throttle.js";
 import { rateLimitHeaders } from "./rate-limit-headers.js";
-import { createRateLimiter, createRedisClient, type RateLimiter } from "./rate-limiter.js";
+import { createRateLimiter, type RateLimiter } from "./rate-limiter.js";
+import { createRedisClient } from "./redis-client.js";
 
 const clients: Redis[] = [];
 afterAll(() => {
@@ -12,7 +13,7 @@ afterAll(() => {
 });
 
 async function redisClient(url = redisUrl): Promise<Redis> {
-  const client = createRedisClient(url);
+  const client = await createRedisClient(url);
   clients.push(client);
   if (url === redisUrl)
     await new Promise<void>((resolve) =>

@@ -1,4 +1,4 @@
-import { Redis } from "ioredis";
+import type { Redis } from "ioredis";
 import { RateLimiterMemory, RateLimiterRedis, RateLimiterRes } from "rate-limiter-flexible";
 
 export interface RateLimitDecision {
@@ -148,22 +148,4 @@ function toDecision(
     name,
     windowSeconds,
   };
-}
-
-/**
- * A Redis client built to fail fast, as limits need: no offline queue (a command while
- * disconnected fails at once and the insurance limiter answers), one retry per request, short
- * connect and command timeouts, capped reconnect backoff, and an error listener so a lost Redis
- * never crashes the process.
- */
-export function createRedisClient(url: string): Redis {
-  const client = new Redis(url, {
-    enableOfflineQueue: false,
-    maxRetriesPerRequest: 1,
-    connectTimeout: 1000,
-    commandTimeout: 500,
-    retryStrategy: (times) => Math.min(times * 200, 2000),
-  });
-  client.on("error", () => {});
-  return client;
 }

@@ -2,7 +2,6 @@ import { mkdirSync } from "node:fs";
 import { join } from "node:path";
 import BetterSqlite3 from "better-sqlite3";
 import { Kysely, PostgresDialect, SqliteDialect } from "kysely";
-import pg from "pg";
 import { migrateToLatest, pingDatabase } from "./migrations.js";
 import type { Database } from "./schema.js";
 
@@ -28,7 +27,7 @@ export interface DatabaseOptions {
 /** Opens the configured engine and applies migrations. */
 export async function openDatabase(options: DatabaseOptions): Promise<OpenDatabase> {
   const { db, engine, sqlite } = options.databaseUrl
-    ? openPostgres(options.databaseUrl)
+    ? await openPostgres(options.databaseUrl)
     : openSqlite(options);
   await migrateToLatest(db as Kysely<unknown>);
   return {
@@ -63,7 +62,11 @@ function openSqlite(options: DatabaseOptions): {
   };
 }
 
-function openPostgres(databaseUrl: string): { db: Kysely<Database>; engine: Engine; sqlite?: undefined } {
+/** `pg` is loaded only when PostgreSQL is configured: the embedded default never pays for it. */
+async function openPostgres(
+  databaseUrl: string,
+): Promise<{ db: Kysely<Database>; engine: Engine; sqlite?: undefined }> {
+  const { default: pg } = await import("pg");
   const pool = new pg.Pool({ connectionString: databaseUrl, max: 10, connectionTimeoutMillis: 5000 });
   // A client that loses its connection (idle or checked out) must not crash the process: its query
   // fails, the pool discards it, and the next query opens a new connection.

@@ -1,4 +1,4 @@
-import { APICallError, generateObject, jsonSchema, type ModelMessage, NoObjectGeneratedError } from "ai";
+import type { ModelMessage } from "ai";
 import { GatewayError } from "../errors.js";
 import type { AiSdkModels } from "../providers/ai-sdk-provider.js";
 import type { ProviderId } from "../providers/provider-id.js";
@@ -44,7 +44,8 @@ const instruction: Record<AnalysisKind, string> = {
  * once more with the reasons (a bounded repair), and then the call fails with PROVIDER_ERROR.
  */
 export async function analyze(models: AiSdkModels, request: AnalysisRequest): Promise<AnalysisResult> {
-  const model = models.language(request.provider, request.model, request.providerKey);
+  const ai = await import("ai");
+  const model = await models.language(request.provider, request.model, request.providerKey);
   const messages: ModelMessage[] = [{ role: "user", content: userContent(request.input) }];
   const signal = AbortSignal.timeout(request.timeoutMs);
   let usage: TokenUsage = {
@@ -55,7 +56,7 @@ export async function analyze(models: AiSdkModels, request: AnalysisRequest): Pr
   };
   let modelUsed = request.model;
   for (let attempt = 1; attempt <= 2; attempt++) {
-    const outcome = await attemptOnce(model, request.schema, messages, signal);
+    const outcome = await attemptOnce(ai, model, request.schema, messages, signal);
     usage = addUsage(usage, outcome.usage);
     modelUsed = outcome.modelId ?? modelUsed;
     if (outcome.object !== undefined) {
@@ -95,15 +96,16 @@ interface AttemptOutcome {
 }
 
 async function attemptOnce(
-  model: ReturnType<AiSdkModels["language"]>,
+  ai: typeof import("ai"),
+  model: Awaited<ReturnType<AiSdkModels["language"]>>,
   schema: Record<string, unknown>,
   messages: ModelMessage[],
   signal: AbortSignal,
 ): Promise<AttemptOutcome> {
   try {
-    const result = await generateObject({
+    const result = await ai.generateObject({
       model,
-      schema: jsonSchema(schema),
+      schema: ai.jsonSchema(schema),
       system,
       messages,
       maxRetries: 0,
@@ -119,7 +121,7 @@ async function attemptOnce(
       modelId: result.response.modelId,
     };
   } catch (error) {
-    if (NoObjectGeneratedError.isInstance(error)) {
+    if (ai.NoObjectGeneratedError.isInstance(error)) {
       return {
         text: error.text ?? "",
         problems: ["the answer is not valid JSON"],
@@ -127,7 +129,7 @@ async function attemptOnce(
         ...(error.response?.modelId ? { modelId: error.response.modelId } : {}),
       };
     }
-    throw providerFailure(error, signal);
+    throw providerFailure(ai, error, signal);
   }
 }
 
@@ -149,14 +151,14 @@ function userContent(input: AnalysisInput) {
 }
 
 /** Maps an AI SDK failure onto the error table without echoing the provider's body. */
-function providerFailure(error: unknown, signal: AbortSignal): GatewayError {
+function providerFailure(ai: typeof import("ai"), error: unknown, signal: AbortSignal): GatewayError {
   if (
     signal.aborted ||
     (error instanceof Error && (error.name === "AbortError" || error.name === "TimeoutError"))
   ) {
     return new GatewayError("PROVIDER_TIMEOUT", "The provider did not answer in time", { cause: error });
   }
-  if (APICallError.isInstance(error)) {
+  if (ai.APICallError.isInstance(error)) {
     return new GatewayError(
       "PROVIDER_ERROR",
       `The provider failed to process the request (status ${error.statusCode ?? "none"})`,

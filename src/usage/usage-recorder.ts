@@ -28,7 +28,9 @@ export interface UsageRecorder {
  * written twice.
  */
 export function createUsageRecorder(deps: UsageRecorderDeps): UsageRecorder {
-  const batchSize = deps.batchSize ?? 500;
+  // Small batches with a turn of the event loop between them: the embedded SQLite writes
+  // synchronously, and one large batch would stall every request in flight meanwhile.
+  const batchSize = deps.batchSize ?? 200;
   let queue: UsageRecord[] = [];
   let writing: Promise<void> | null = null;
   let failing = false;
@@ -65,7 +67,7 @@ export function createUsageRecorder(deps: UsageRecorderDeps): UsageRecorder {
     if (writing || queue.length === 0 || Date.now() < retryAt) return;
     writing = (async () => {
       while (queue.length > 0 && (await writeOnce())) {
-        // keep writing full batches while the database accepts them
+        await new Promise((resolve) => setImmediate(resolve));
       }
     })();
     try {
