@@ -1,56 +1,158 @@
+import { isIPv6 } from "node:net";
 import type { Redis } from "ioredis";
+import { RateLimiterMemory, RateLimiterRedis, RateLimiterRes } from "rate-limiter-flexible";
 import type { AuthThrottle } from "../auth/authenticate.js";
-import { createRateLimiter } from "./rate-limiter.js";
 
-/**
- * Counts failed authentications per client IP and, for project ids that do not exist, per
- * project id; once a key reached `failuresPerMinute` within the window, it is refused (429) until
- * the window ends, before any Apple or provider call.
- *
- * Trade-off: the success path must not pay a Redis round trip, so `retryAfter` only reads a local
- * map. Failures are counted in the shared store (Redis when configured): a caller spreading
- * failures over several instances is blocked on each instance at its first failure there after
- * the shared count reached the limit.
- */
-export function createAuthThrottle(options: {
+export interface AuthThrottleOptions {
+  /** A client built by `createRedisClient`; without one, failures are counted per instance. */
   redis?: Redis | undefined;
   failuresPerMinute: number;
   keyPrefix?: string;
-}): AuthThrottle {
-  const windowSeconds = 60;
-  const limiter = createRateLimiter({ redis: options.redis, keyPrefix: options.keyPrefix ?? "sluice:auth" });
-  const blockedUntil = new Map<string, number>();
+}
 
-  function wait(key: string, now: number): number {
-    const until = blockedUntil.get(key);
-    if (until === undefined) return 0;
-    if (until <= now) {
-      blockedUntil.delete(key);
-      return 0;
+const windowSeconds = 60;
+/** Keys remembered locally (blocked, or with a recent failure here); the oldest go first. */
+const maxRemembered = 100_000;
+/** Unknown project ids are attacker-chosen: only this much of one becomes a key. */
+const maxProjectIdLength = 128;
+
+/**
+ * Counts failed authentications per client address and, for project ids that do not exist, per
+ * project id, so an enumeration spread over many addresses is slowed too. Once a key has reached
+ * `failuresPerMinute` failures within its window, `retryAfter` returns the seconds left in it.
+ * IPv6 clients are counted per /64, the block one end site usually holds, so that rotating
+ * addresses inside it does not reset the count.
+ *
+ * Counts live in rate-limiter-flexible: in memory, or in Redis with an in-memory insurance limiter
+ * of the same size, so a lost Redis leaves per-instance counting, never none.
+ *
+ * Cost on the success path, which calls `retryAfter` on every request: `retryAfter` reads only
+ * local maps. It is a size check while no failure is remembered, a Map lookup otherwise. Keys
+ * blocked by a failure recorded here are answered locally. With Redis, a key that failed on this
+ * instance within its window (a "suspect") is also checked against the shared count, one Redis
+ * round trip per request for that client until its window ends. Trade-off: a client that never
+ * failed on this instance is not checked, so after the shared count reached the limit elsewhere,
+ * each instance still lets one more failure through before blocking (at most one per instance and
+ * window); every other request pays no Redis round trip.
+ */
+export function createAuthThrottle(options: AuthThrottleOptions): AuthThrottle {
+  const limit = Math.max(1, Math.floor(options.failuresPerMinute));
+  const counter = failureCounter(options.redis, limit, options.keyPrefix ?? "sluice:auth");
+  const blocked = new ExpiringKeys(maxRemembered);
+  const suspects = options.redis ? new ExpiringKeys(maxRemembered) : undefined;
+
+  function block(key: string, msLeft: number): number {
+    blocked.add(key, Date.now() + msLeft);
+    return Math.max(1, Math.ceil(msLeft / 1000));
+  }
+
+  async function count(key: string): Promise<void> {
+    try {
+      const result = await counter.consume(key);
+      if (result.remainingPoints <= 0) block(key, result.msBeforeNext);
+      else suspects?.add(key, Date.now() + result.msBeforeNext);
+    } catch (error) {
+      // Refused: the limit was already reached (on another instance, for example).
+      if (error instanceof RateLimiterRes) block(key, error.msBeforeNext);
+      // Any other error means both stores failed, which valid input cannot cause: nothing to count in.
     }
-    return Math.ceil((until - now) / 1000);
+  }
+
+  /** The shared count for a key that failed here; an unreadable count leaves the local answer. */
+  async function sharedWait(key: string): Promise<number> {
+    const result = await counter.get(key).catch(() => null);
+    return result && result.consumedPoints >= limit ? block(key, result.msBeforeNext) : 0;
   }
 
   return {
     async retryAfter(clientIp, projectId) {
-      if (blockedUntil.size === 0) return 0;
+      if (blocked.size === 0 && (suspects?.size ?? 0) === 0) return 0;
       const now = Date.now();
-      return Math.max(wait(`ip:${clientIp}`, now), projectId ? wait(`project:${projectId}`, now) : 0);
+      const keys = throttleKeys(clientIp, projectId);
+      let wait = Math.max(...keys.map((key) => blocked.secondsLeft(key, now)));
+      if (wait > 0 || !suspects) return wait;
+      for (const key of keys) {
+        if (suspects.secondsLeft(key, now) > 0) wait = Math.max(wait, await sharedWait(key));
+      }
+      return wait;
     },
     async recordFailure(clientIp, projectId, projectExists) {
-      const keys = [`ip:${clientIp}`, ...(projectId && !projectExists ? [`project:${projectId}`] : [])];
-      for (const key of keys) {
-        const decision = await limiter.consume(
-          "auth-failures",
-          key,
-          options.failuresPerMinute,
-          windowSeconds,
-        );
-        if (!decision.allowed || decision.remaining === 0) {
-          if (blockedUntil.size > 100_000) blockedUntil.clear();
-          blockedUntil.set(key, Date.now() + decision.resetSeconds * 1000);
-        }
-      }
+      const keys = throttleKeys(clientIp, projectExists ? undefined : projectId);
+      await Promise.all(keys.map(count));
     },
   };
+}
+
+function failureCounter(
+  redis: Redis | undefined,
+  points: number,
+  keyPrefix: string,
+): RateLimiterMemory | RateLimiterRedis {
+  const local = new RateLimiterMemory({ points, duration: windowSeconds, keyPrefix });
+  if (!redis) return local;
+  return new RateLimiterRedis({
+    storeClient: redis,
+    points,
+    duration: windowSeconds,
+    keyPrefix,
+    rejectIfRedisNotReady: true,
+    insuranceLimiter: local,
+  });
+}
+
+function throttleKeys(clientIp: string, projectId: string | undefined): string[] {
+  const address = `ip:${addressBlock(clientIp)}`;
+  return projectId === undefined ? [address] : [address, `project:${projectId.slice(0, maxProjectIdLength)}`];
+}
+
+/** An IPv4 address as is; an IPv6 address as its /64 prefix (`2001:db8:0:1::/64`). */
+function addressBlock(address: string): string {
+  const bare = address.split("%")[0] ?? address;
+  if (!isIPv6(bare)) return address;
+  const [head = "", tail = ""] = bare.split("::");
+  const left = head ? head.split(":") : [];
+  // An embedded IPv4 address (`::ffff:192.0.2.1`) fills the last two groups.
+  const rightCount = tail
+    ? tail.split(":").reduce((sum, group) => sum + (group.includes(".") ? 2 : 1), 0)
+    : 0;
+  const groups = bare.includes("::")
+    ? [...left, ...Array<string>(8 - left.length - rightCount).fill("0")]
+    : left;
+  const prefix = [...groups, "0", "0", "0", "0"].slice(0, 4);
+  return `${prefix.map((group) => Number.parseInt(group, 16).toString(16)).join(":")}::/64`;
+}
+
+/** Keys with an expiry, bounded: expired keys are dropped when met, the oldest when full. */
+class ExpiringKeys {
+  private readonly until = new Map<string, number>();
+
+  constructor(private readonly max: number) {}
+
+  get size(): number {
+    return this.until.size;
+  }
+
+  add(key: string, expiresAt: number): void {
+    this.until.delete(key);
+    if (this.until.size >= this.max) this.evict(Date.now());
+    this.until.set(key, expiresAt);
+  }
+
+  /** Whole seconds until `key` expires; 0 when it is unknown or expired. */
+  secondsLeft(key: string, now: number): number {
+    const expiresAt = this.until.get(key);
+    if (expiresAt === undefined) return 0;
+    if (expiresAt <= now) {
+      this.until.delete(key);
+      return 0;
+    }
+    return Math.ceil((expiresAt - now) / 1000);
+  }
+
+  private evict(now: number): void {
+    for (const [key, expiresAt] of this.until) {
+      if (expiresAt > now && this.until.size < this.max) return;
+      this.until.delete(key);
+    }
+  }
 }

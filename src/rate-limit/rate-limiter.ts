@@ -5,7 +5,7 @@ export interface RateLimitDecision {
   allowed: boolean;
   limit: number;
   remaining: number;
-  /** Seconds until the window resets. */
+  /** Whole seconds until the window resets, 1..windowSeconds. */
   resetSeconds: number;
   /** Which limit, e.g. "project". */
   name: string;
@@ -13,112 +13,166 @@ export interface RateLimitDecision {
 }
 
 export interface RateLimiter {
-  /** Consumes one request from `key` under a limit of `limit` per `windowSeconds` (60 by default). Never throws. */
+  /**
+   * Consumes one request from `key` under a limit of `limit` per `windowSeconds` (60 by default).
+   * Never throws: a refusal is a decision, and a failing store falls back to per-instance counts.
+   */
   consume(name: string, key: string, limit: number, windowSeconds?: number): Promise<RateLimitDecision>;
+  /** "memory" or "redis"; `degraded()` says whether Redis is currently replaced by the per-instance fallback. */
   readonly backend: "memory" | "redis";
-  /** True while Redis fails and limits run per instance. */
   degraded(): boolean;
+  /** Forgets the limiters; the Redis client belongs to the caller and stays open. */
   close(): Promise<void>;
 }
 
 export interface RateLimiterOptions {
+  /** A client built by `createRedisClient` (./redis-client.ts), so that a lost Redis fails fast. */
   redis?: Redis | undefined;
   keyPrefix?: string;
+  /** Called with true when Redis starts failing and limits run per instance, false when it answers again. */
   onFallback?: (on: boolean) => void;
   onDecision?: (name: string, allowed: boolean) => void;
 }
 
-type Limiter = RateLimiterMemory | RateLimiterRedis;
+/** One limit configuration: the shared store (Redis) or memory, and its per-instance memory twin. */
+interface Policy {
+  store: RateLimiterRedis | RateLimiterMemory;
+  local: RateLimiterMemory;
+}
 
-/** How long after the last fallback use the limiter still reports itself degraded. */
-const fallbackMemoryMs = 5000;
-const maxLimiters = 10_000;
+type Outcome = { allowed: boolean; result: RateLimiterRes };
 
 /**
- * Rate limits on rate-limiter-flexible: in memory by default, in Redis when a client is given so
- * the limit holds across instances. Each Redis limiter has an in-memory insurance limiter of the
- * same size: when Redis fails, limits fall back to per-instance limits, never to unlimited.
- * Limits differ per project, so one limiter is kept per (name, limit, window).
+ * Distinct (name, limit, window) configurations kept at once; the least recently used goes first.
+ * In memory, an evicted configuration forgets its counts, so this is far above the number of
+ * limit configurations a deployment has (projects x limit kinds).
+ */
+const maxPolicies = 10_000;
+
+/**
+ * Rate limits on rate-limiter-flexible, fixed windows: in memory by default, in Redis when a
+ * client is given so a limit holds across instances. Limits differ per project, so one limiter is
+ * kept per (name, limit, window), created lazily.
+ *
+ * Redis mode: each limiter has an in-memory insurance limiter of the same size, so when Redis
+ * fails a limit becomes a per-instance limit, never unlimited. Pass a client built by
+ * `createRedisClient` (no offline queue, no command retry or replay, short connect and command
+ * timeouts): a lost Redis then costs one immediate rejection, not a request waiting for a
+ * reconnect.
+ *
+ * Fallback detection: every call hands the library a fresh options object, which the library
+ * passes on unchanged to the insurance limiter when Redis fails; the insurance limiter records it,
+ * so each decision knows whether Redis or the fallback made it. `onFallback(true)` fires on the
+ * first fallback decision, `onFallback(false)` on the next decision Redis makes itself.
  */
 export function createRateLimiter(options: RateLimiterOptions = {}): RateLimiter {
+  const { redis } = options;
   const prefix = options.keyPrefix ?? "sluice:rl";
-  const limiters = new Map<string, Limiter>();
-  let lastFallbackAt = 0;
-  let reportedDegraded = false;
+  const policies = new Map<string, Policy>();
+  const insured = new WeakSet<object>();
+  let degraded = false;
 
-  const markFallback = () => {
-    lastFallbackAt = Date.now();
-    if (!reportedDegraded) {
-      reportedDegraded = true;
-      options.onFallback?.(true);
-    }
-  };
-  const checkRecovered = () => {
-    if (reportedDegraded && Date.now() - lastFallbackAt > fallbackMemoryMs) {
-      reportedDegraded = false;
-      options.onFallback?.(false);
-    }
-  };
+  function setDegraded(on: boolean): void {
+    if (on === degraded) return;
+    degraded = on;
+    options.onFallback?.(on);
+  }
 
-  function limiterFor(name: string, limit: number, windowSeconds: number): Limiter {
+  function policyFor(name: string, limit: number, windowSeconds: number): Policy {
     const id = `${name}:${limit}:${windowSeconds}`;
-    let limiter = limiters.get(id);
-    if (!limiter) {
-      if (limiters.size >= maxLimiters) limiters.clear();
-      const keyPrefix = `${prefix}:${id}`;
-      limiter = options.redis
-        ? new RateLimiterRedis({
-            storeClient: options.redis,
-            points: limit,
-            duration: windowSeconds,
-            keyPrefix,
-            rejectIfRedisNotReady: true,
-            insuranceLimiter: new FallbackLimiter(
-              { points: limit, duration: windowSeconds, keyPrefix },
-              markFallback,
-            ),
-          })
-        : new RateLimiterMemory({ points: limit, duration: windowSeconds, keyPrefix });
-      limiters.set(id, limiter);
+    const found = policies.get(id);
+    if (found) {
+      policies.delete(id);
+      policies.set(id, found);
+      return found;
     }
-    return limiter;
+    if (policies.size >= maxPolicies) policies.delete(policies.keys().next().value as string);
+    const created = redis
+      ? redisPolicy(redis, insured, `${prefix}:${name}:${windowSeconds}`, limit, windowSeconds)
+      : memoryPolicy(`${prefix}:${id}`, limit, windowSeconds);
+    policies.set(id, created);
+    return created;
+  }
+
+  /** Judges by the store; on a Redis backend, notes whether Redis or its insurance answered. */
+  async function fromStore(policy: Policy, key: string): Promise<Outcome> {
+    const call = {};
+    const outcome = await attempt(policy.store, key, call);
+    if (policy.store === policy.local) return outcome;
+    if (insured.has(call)) setDegraded(true);
+    // A key blocked in memory is refused with 0 consumed points without asking Redis: no news about Redis.
+    else if (outcome.allowed || outcome.result.consumedPoints > 0) setDegraded(false);
+    return outcome;
+  }
+
+  async function decide(policy: Policy, key: string, windowSeconds: number): Promise<Outcome> {
+    try {
+      return await fromStore(policy, key);
+    } catch {
+      // Not a refusal: both stores failed. Judge on this instance alone, never unlimited.
+      if (redis) setDegraded(true);
+      try {
+        return await attempt(policy.local, key);
+      } catch {
+        // Unreachable with the normalised inputs; refusing is the only answer that is never unlimited.
+        return { allowed: false, result: new RateLimiterRes(0, windowSeconds * 1000) };
+      }
+    }
   }
 
   return {
-    backend: options.redis ? "redis" : "memory",
-    degraded: () => reportedDegraded && Date.now() - lastFallbackAt <= fallbackMemoryMs,
+    backend: redis ? "redis" : "memory",
+    degraded: () => degraded,
     async consume(name, key, limit, windowSeconds = 60) {
-      const limiter = limiterFor(name, limit, windowSeconds);
-      let decision: RateLimitDecision;
-      try {
-        decision = toDecision(name, limit, windowSeconds, await limiter.consume(key), true);
-      } catch (outcome) {
-        if (outcome instanceof RateLimiterRes)
-          decision = toDecision(name, limit, windowSeconds, outcome, false);
-        else {
-          // Both stores failed: judge on this instance alone rather than letting the request through unlimited.
-          markFallback();
-          const local = limiterFor(`${name}-local`, limit, windowSeconds);
-          decision = await local.consume(key).then(
-            (result) => toDecision(name, limit, windowSeconds, result, true),
-            (result: RateLimiterRes) => toDecision(name, limit, windowSeconds, result, false),
-          );
-        }
-      }
-      checkRecovered();
+      const quota = wholeNumber(limit, 0, 0);
+      const window = wholeNumber(windowSeconds, 1, 60);
+      const outcome = await decide(policyFor(name, quota, window), key, window);
+      const decision = toDecision(name, quota, window, outcome);
       options.onDecision?.(name, decision.allowed);
       return decision;
     },
     async close() {
-      limiters.clear();
+      policies.clear();
     },
   };
 }
 
-class FallbackLimiter extends RateLimiterMemory {
+function memoryPolicy(keyPrefix: string, points: number, duration: number): Policy {
+  const local = new RateLimiterMemory({ points, duration, keyPrefix });
+  return { store: local, local };
+}
+
+/**
+ * The Redis key leaves the limit out, so a project whose limit changes keeps its count, and
+ * instances that briefly disagree about a limit still share one counter.
+ */
+function redisPolicy(
+  client: Redis,
+  insured: WeakSet<object>,
+  keyPrefix: string,
+  points: number,
+  duration: number,
+): Policy {
+  const local = new InsuranceLimiter({ points, duration, keyPrefix }, insured);
+  const store = new RateLimiterRedis({
+    storeClient: client,
+    points,
+    duration,
+    keyPrefix,
+    // Not connected: go to the insurance limiter at once instead of sending a command.
+    rejectIfRedisNotReady: true,
+    // A key over its limit is refused from memory until its window ends: abuse costs no Redis round trip.
+    inMemoryBlockOnConsumed: points + 1,
+    insuranceLimiter: local,
+  });
+  return { store, local };
+}
+
+/** The per-instance fallback: an ordinary memory limiter that records which calls reached it. */
+class InsuranceLimiter extends RateLimiterMemory {
   constructor(
     options: ConstructorParameters<typeof RateLimiterMemory>[0],
-    private readonly onUse: () => void,
+    private readonly calls: WeakSet<object>,
   ) {
     super(options);
   }
@@ -128,24 +182,39 @@ class FallbackLimiter extends RateLimiterMemory {
     pointsToConsume?: number,
     options?: { [key: string]: unknown },
   ): Promise<RateLimiterRes> {
-    this.onUse();
+    if (options) this.calls.add(options);
     return super.consume(key, pointsToConsume, options);
   }
 }
 
-function toDecision(
-  name: string,
-  limit: number,
-  windowSeconds: number,
-  result: RateLimiterRes,
-  allowed: boolean,
-): RateLimitDecision {
+/** rate-limiter-flexible rejects with a RateLimiterRes when limited: that is a decision, not an error. */
+async function attempt(
+  limiter: RateLimiterMemory | RateLimiterRedis,
+  key: string,
+  call: object = {},
+): Promise<Outcome> {
+  try {
+    return { allowed: true, result: await limiter.consume(key, 1, call) };
+  } catch (error) {
+    if (error instanceof RateLimiterRes) return { allowed: false, result: error };
+    throw error;
+  }
+}
+
+function toDecision(name: string, limit: number, windowSeconds: number, outcome: Outcome): RateLimitDecision {
+  const { allowed, result } = outcome;
+  const reset = Math.ceil(result.msBeforeNext / 1000);
   return {
     allowed,
     limit,
-    remaining: Math.max(0, result.remainingPoints),
-    resetSeconds: Math.max(1, Math.ceil(result.msBeforeNext / 1000)),
+    remaining: allowed ? Math.max(0, Math.min(limit, result.remainingPoints)) : 0,
+    resetSeconds: Math.min(windowSeconds, Math.max(1, Number.isFinite(reset) ? reset : windowSeconds)),
     name,
     windowSeconds,
   };
+}
+
+/** Limits and windows are whole numbers (the headers carry integers); nonsense becomes `fallback`. */
+function wholeNumber(value: number, min: number, fallback: number): number {
+  return Number.isFinite(value) ? Math.max(min, Math.floor(value)) : fallback;
 }

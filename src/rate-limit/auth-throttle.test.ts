@@ -1,0 +1,127 @@
+import { randomBytes } from "node:crypto";
+import type { Redis } from "ioredis";
+import { afterAll, describe, expect, it } from "vitest";
+// In CI (CI=true) an unreachable Redis makes this import throw, so the suite fails instead of skipping.
+import { redisAvailable, redisUrl } from "../../test/support/services.js";
+import type { AuthThrottle } from "../auth/authenticate.js";
+import { createAuthThrottle } from "./auth-throttle.js";
+import { createRedisClient } from "./redis-client.js";
+
+const runPrefix = `sluice-test:auth:${randomBytes(6).toString("hex")}`;
+let prefixes = 0;
+const nextPrefix = () => `${runPrefix}:${++prefixes}`;
+const clients: Redis[] = [];
+
+async function readyClient(url = redisUrl): Promise<Redis> {
+  const client = await createRedisClient(url);
+  clients.push(client);
+  if (client.status !== "ready") await new Promise((resolve) => client.once("ready", resolve));
+  return client;
+}
+
+afterAll(async () => {
+  if (redisAvailable) {
+    const cleaner = await readyClient();
+    const keys = await cleaner.keys(`${runPrefix}:*`);
+    if (keys.length > 0) await cleaner.del(...keys);
+  }
+  for (const client of clients) client.disconnect();
+});
+
+async function fail(throttle: AuthThrottle, times: number, ip: string, projectId?: string, exists = true) {
+  for (let index = 0; index < times; index++) await throttle.recordFailure(ip, projectId, exists);
+}
+
+const backends: Array<{ name: string; available: boolean; make(limit: number): Promise<AuthThrottle> }> = [
+  {
+    name: "memory",
+    available: true,
+    make: async (limit) => createAuthThrottle({ failuresPerMinute: limit, keyPrefix: nextPrefix() }),
+  },
+  {
+    name: "Redis",
+    available: redisAvailable,
+    make: async (limit) =>
+      createAuthThrottle({ redis: await readyClient(), failuresPerMinute: limit, keyPrefix: nextPrefix() }),
+  },
+];
+
+for (const backend of backends) {
+  describe.skipIf(!backend.available)(`auth-failure throttle on ${backend.name}`, () => {
+    it("throttles an address once it reached the limit, and only that address", async () => {
+      const throttle = await backend.make(3);
+      await fail(throttle, 2, "192.0.2.1", "p");
+      expect(await throttle.retryAfter("192.0.2.1", "p")).toBe(0);
+      await fail(throttle, 1, "192.0.2.1", "p");
+      const wait = await throttle.retryAfter("192.0.2.1", "p");
+      expect(wait).toBeGreaterThan(55);
+      expect(wait).toBeLessThanOrEqual(60);
+      expect(await throttle.retryAfter("192.0.2.1", undefined)).toBe(wait);
+      expect(await throttle.retryAfter("192.0.2.2", "p")).toBe(0);
+    });
+
+    it("throttles an unknown project id across addresses, but never a project that exists", async () => {
+      const throttle = await backend.make(3);
+      for (const ip of ["198.51.100.1", "198.51.100.2", "198.51.100.3"])
+        await fail(throttle, 1, ip, "ghost", false);
+      expect(await throttle.retryAfter("203.0.113.9", "ghost")).toBeGreaterThan(0);
+      for (const ip of ["198.51.100.4", "198.51.100.5", "198.51.100.6"])
+        await fail(throttle, 1, ip, "real", true);
+      expect(await throttle.retryAfter("203.0.113.9", "real")).toBe(0);
+    });
+
+    it("never throttles successful callers", async () => {
+      const throttle = await backend.make(2);
+      for (let index = 0; index < 100; index++) expect(await throttle.retryAfter("192.0.2.50", "p")).toBe(0);
+      await fail(throttle, 1, "192.0.2.50", "p");
+      for (let index = 0; index < 100; index++) expect(await throttle.retryAfter("192.0.2.50", "p")).toBe(0);
+    });
+
+    it("counts IPv6 clients per /64", async () => {
+      const throttle = await backend.make(2);
+      await fail(throttle, 1, "2001:db8:0:1::a");
+      await fail(throttle, 1, "2001:db8:0:1:ffff:1:2:3");
+      expect(await throttle.retryAfter("2001:0db8:0000:0001::9", undefined)).toBeGreaterThan(0);
+      expect(await throttle.retryAfter("2001:db8:0:2::a", undefined)).toBe(0);
+    });
+  });
+}
+
+describe.skipIf(!redisAvailable)("auth-failure throttle across instances", () => {
+  it("blocks on the instance that recorded the failure reaching the shared limit", async () => {
+    const keyPrefix = nextPrefix();
+    const one = createAuthThrottle({ redis: await readyClient(), failuresPerMinute: 4, keyPrefix });
+    const two = createAuthThrottle({ redis: await readyClient(), failuresPerMinute: 4, keyPrefix });
+    await fail(one, 3, "192.0.2.7");
+    expect(await two.retryAfter("192.0.2.7", undefined)).toBe(0);
+    await fail(two, 1, "192.0.2.7");
+    expect(await two.retryAfter("192.0.2.7", undefined)).toBeGreaterThan(0);
+  });
+
+  it("asks the shared count for a client that failed here, but not for one that never did", async () => {
+    const keyPrefix = nextPrefix();
+    const make = async () =>
+      createAuthThrottle({ redis: await readyClient(), failuresPerMinute: 3, keyPrefix });
+    const [one, two, three] = [await make(), await make(), await make()];
+    await fail(one, 1, "192.0.2.8");
+    await fail(two, 2, "192.0.2.8");
+    expect(await one.retryAfter("192.0.2.8", undefined)).toBeGreaterThan(0);
+    // The documented trade-off: an instance that saw no failure lets one through, then blocks.
+    expect(await three.retryAfter("192.0.2.8", undefined)).toBe(0);
+    await fail(three, 1, "192.0.2.8");
+    expect(await three.retryAfter("192.0.2.8", undefined)).toBeGreaterThan(0);
+  });
+
+  it("keeps counting per instance when Redis is unreachable", async () => {
+    const unreachable = await createRedisClient("redis://127.0.0.1:1");
+    clients.push(unreachable);
+    const throttle = createAuthThrottle({
+      redis: unreachable,
+      failuresPerMinute: 2,
+      keyPrefix: nextPrefix(),
+    });
+    await fail(throttle, 2, "192.0.2.9");
+    expect(await throttle.retryAfter("192.0.2.9", undefined)).toBeGreaterThan(0);
+    expect(await throttle.retryAfter("192.0.2.10", undefined)).toBe(0);
+  });
+});
