@@ -4,6 +4,7 @@ import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { request } from "undici";
+import { type FakeApple, generateAppleKeyPair, startFakeApple } from "../test/fakes/fake-apple.js";
 import { countSseEvents, type LoadCase, type LoadResult, runLoad, sequentialMedian } from "./load.js";
 import { cpuMicros, rssMiB, startProcess, stopAll, type Target } from "./processes.js";
 import { type Report, renderReport } from "./report.js";
@@ -25,6 +26,28 @@ process.once("SIGINT", () => {
   process.exit(130);
 });
 
+interface Apple {
+  fake: FakeApple;
+  teamId: string;
+  keyId: string;
+  privateKeyPem: string;
+  deviceToken: string;
+}
+
+let apple: Apple | undefined;
+
+/** A fake Apple DeviceCheck host in this process, knowing one key and one valid device token. */
+async function startApple(): Promise<Apple> {
+  const fake = await startFakeApple({ label: "production" });
+  const { privateKeyPem, publicKeyPem } = generateAppleKeyPair();
+  const teamId = "BENCHTEAM1";
+  const keyId = "BENCHKEY01";
+  fake.registerKey(keyId, { teamId, publicKeyPem });
+  const deviceToken = randomBytes(96).toString("base64");
+  fake.registerValidToken(deviceToken);
+  return { fake, teamId, keyId, privateKeyPem, deviceToken };
+}
+
 async function main(): Promise<void> {
   console.log(`sluice bench (${quick ? "quick" : "full"}): building…`);
   execSync("npm run --silent build", { cwd: root, stdio: "inherit" });
@@ -36,17 +59,23 @@ async function main(): Promise<void> {
       "0",
     ]);
     const floor = await startProcess("floor", [...tsx, join(root, "bench/floor-proxy.ts"), upstream.url]);
-    const startupMs = await measureStartup(upstream.url, join(dataDir, "startup"));
-    const sluice = await startSluice(upstream.url, join(dataDir, "sluice"));
-    const project = await createProject(sluice.target.url, sluice.adminToken);
-    const cases = loadCases(project);
-    const paths: Record<string, (load: LoadCase) => string> = {
-      upstream: (load) => load.path.replace(/^\/v1\/provider-a\/[^/]+/, "/a/v1"),
-      floor: (load) => load.path.replace(/^\/v1\/provider-a\/[^/]+/, "/a/v1"),
-      sluice: (load) => load.path,
+    apple = await startApple();
+    const startupMs = await measureStartup(upstream.url, apple.fake.url, join(dataDir, "startup"));
+    const sluice = await startSluice(upstream.url, apple.fake.url, join(dataDir, "sluice"));
+    const testKeyProject = await createProject(sluice.target.url, sluice.adminToken);
+    const deviceProject = await createProject(sluice.target.url, sluice.adminToken, apple);
+    const cases = loadCases(testKeyProject);
+    const deviceCases = loadCases(deviceProject);
+    // The same Sluice process, called with `<partial>.<device token>`: Apple is asked once, then
+    // the verified token is served from the cache (the path every request after an app's first takes).
+    const sluiceDevice: Target = { ...sluice.target, name: "sluice-devicecheck" };
+    const upstreamPath = (load: LoadCase) => load.path.replace(/^\/v1\/provider-a\/[^/]+/, "/a/v1");
+    const at = (target: Target, load: LoadCase): LoadCase => {
+      if (target.name === "sluice") return load;
+      if (target.name === "sluice-devicecheck") return deviceCases[load.name];
+      return { ...load, path: upstreamPath(load) };
     };
-    const targets: Target[] = [upstream, floor, sluice.target];
-    const at = (target: Target, load: LoadCase): LoadCase => ({ ...load, path: paths[target.name]!(load) });
+    const targets: Target[] = [upstream, floor, sluice.target, sluiceDevice];
 
     const report: Report = {
       mode: quick ? "quick" : "full",
@@ -106,15 +135,19 @@ async function main(): Promise<void> {
         quick ? 200 : 600,
         "end",
       );
-    const paced = { ...cases.sse, path: `${cases.sse.path}?sse_delay_ms=20` };
     report.firstEvent = {};
-    for (const target of targets)
+    for (const target of targets) {
+      const sse = at(target, cases.sse);
       report.firstEvent[target.name] = await sequentialMedian(
         target.url,
-        at(target, paced),
+        { ...sse, path: `${sse.path}?sse_delay_ms=20` },
         quick ? 30 : 100,
         "first-byte",
       );
+    }
+    report.appleCalls = apple.fake.calls.length;
+    if (report.appleCalls !== 1)
+      report.failures.push(`the device token was sent to Apple ${report.appleCalls} times, not once`);
     report.rssAfter = { floor: rssMiB(floor.child), sluice: rssMiB(sluice.target.child) };
 
     const markdown = renderReport(report);
@@ -127,11 +160,17 @@ async function main(): Promise<void> {
     if (report.failures.length > 0) process.exitCode = 1;
   } finally {
     stopAll();
+    await apple?.fake.close();
     rmSync(dataDir, { recursive: true, force: true });
   }
 }
 
-function sluiceEnv(upstreamUrl: string, dataDir: string, adminToken: string): Record<string, string> {
+function sluiceEnv(
+  upstreamUrl: string,
+  appleUrl: string,
+  dataDir: string,
+  adminToken: string,
+): Record<string, string> {
   return {
     PORT: "0",
     HOST: "127.0.0.1",
@@ -143,6 +182,8 @@ function sluiceEnv(upstreamUrl: string, dataDir: string, adminToken: string): Re
     SLUICE_RATE_LIMIT_PROJECT_PER_MINUTE: "100000000",
     SLUICE_RATE_LIMIT_IP_PER_MINUTE: "100000000",
     SLUICE_RATE_LIMIT_DEVICE_PER_MINUTE: "100000000",
+    SLUICE_DEVICECHECK_PRODUCTION_URL: appleUrl,
+    SLUICE_DEVICE_TOKEN_BUDGET: "100000000",
     DATABASE_URL: "",
     REDIS_URL: "",
   };
@@ -150,24 +191,25 @@ function sluiceEnv(upstreamUrl: string, dataDir: string, adminToken: string): Re
 
 async function startSluice(
   upstreamUrl: string,
+  appleUrl: string,
   dataDir: string,
 ): Promise<{ target: Target; adminToken: string }> {
   const adminToken = randomBytes(24).toString("hex");
   const target = await startProcess(
     "sluice",
     [join(root, "dist/src/main.js")],
-    sluiceEnv(upstreamUrl, dataDir, adminToken),
+    sluiceEnv(upstreamUrl, appleUrl, dataDir, adminToken),
   );
   return { target, adminToken };
 }
 
 /** From spawning the production build on a fresh data dir to its first 200 on /health. */
-async function measureStartup(upstreamUrl: string, dataDir: string): Promise<number> {
+async function measureStartup(upstreamUrl: string, appleUrl: string, dataDir: string): Promise<number> {
   const started = performance.now();
   const target = await startProcess(
     "startup",
     [join(root, "dist/src/main.js")],
-    sluiceEnv(upstreamUrl, dataDir, "startup-admin-token"),
+    sluiceEnv(upstreamUrl, appleUrl, dataDir, "startup-admin-token"),
   );
   for (;;) {
     const response = await request(`${target.url}/health`).catch(() => null);
@@ -183,7 +225,12 @@ async function measureStartup(upstreamUrl: string, dataDir: string): Promise<num
   return elapsed;
 }
 
-async function createProject(url: string, adminToken: string): Promise<{ id: string; bearer: string }> {
+/** A project with a provider key, as an operator creates it: test mode, or DeviceCheck when `device` is given. */
+async function createProject(
+  url: string,
+  adminToken: string,
+  device?: Apple,
+): Promise<{ id: string; bearer: string }> {
   const admin = async (path: string, body: unknown) => {
     const response = await request(`${url}/admin/v1${path}`, {
       method: "POST",
@@ -192,15 +239,32 @@ async function createProject(url: string, adminToken: string): Promise<{ id: str
     });
     return (await response.body.json()) as Record<string, unknown>;
   };
-  const created = (await admin("/projects", { name: "bench", provider: "provider-a", testMode: true })) as {
-    project: { id: string };
+  const settings = device
+    ? {
+        name: "bench devicecheck",
+        testMode: false,
+        deviceCheck: {
+          enabled: true,
+          teamId: device.teamId,
+          keyId: device.keyId,
+          privateKey: device.privateKeyPem,
+          environment: "production",
+        },
+      }
+    : { name: "bench", testMode: true };
+  const created = (await admin("/projects", { ...settings, provider: "provider-a" })) as {
+    project?: { id: string };
     testKey: string;
   };
+  if (!created.project) throw new Error(`creating the bench project failed: ${JSON.stringify(created)}`);
   const key = (await admin(`/projects/${created.project.id}/keys`, {
     provider: "provider-a",
     apiKey: `sk-bench-${randomBytes(16).toString("hex")}`,
   })) as { partialKey: string };
-  return { id: created.project.id, bearer: `${key.partialKey}.${created.testKey}` };
+  return {
+    id: created.project.id,
+    bearer: `${key.partialKey}.${device ? device.deviceToken : created.testKey}`,
+  };
 }
 
 function loadCases(project: { id: string; bearer: string }): { json: LoadCase; sse: LoadCase } {
