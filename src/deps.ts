@@ -1,4 +1,3 @@
-import { randomUUID } from "node:crypto";
 import type { IncomingMessage } from "node:http";
 import { join } from "node:path";
 import type { Redis } from "ioredis";
@@ -17,6 +16,7 @@ import { createClientIpResolver } from "./http/client-ip.js";
 import { registerImageRoutes } from "./http/image-routes.js";
 import { registerProxyRoutes } from "./http/proxy-routes.js";
 import type { HealthCheck } from "./http/public-routes.js";
+import { newRequestId } from "./http/request-id.js";
 import type { Router } from "./http/router.js";
 import { registerStructuredRoutes } from "./http/structured-routes.js";
 import { createLocalVault } from "./images/local-vault.js";
@@ -189,7 +189,7 @@ export async function createGateway(config: Config, injected: Partial<Injectable
   const app = createApp({
     logger,
     metrics,
-    generateRequestId: injected.generateRequestId ?? (() => `req_${randomUUID().replaceAll("-", "")}`),
+    generateRequestId: injected.generateRequestId ?? (() => newRequestId()),
     clientIp: createClientIpResolver(
       config.trustProxy ? config.trustProxy.split(",").map((entry) => entry.trim()) : [],
     ) as (request: IncomingMessage) => string,

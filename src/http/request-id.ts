@@ -1,0 +1,21 @@
+import { randomFillSync } from "node:crypto";
+
+const entropy = Buffer.allocUnsafe(4000);
+let offset = entropy.length;
+
+/**
+ * `req_` + 32 hex digits: 12 of the current millisecond, then 20 random (80 bits, from a pool
+ * refilled by the CSPRNG). Ids made later sort later, so the usage table's unique index on
+ * request_id grows at its right edge instead of taking a random leaf page per row: on SQLite a
+ * usage row costs ~15 µs instead of ~50 µs at 100k rows, and the gap widens as the table grows
+ * (docs/decisions/0005).
+ */
+export function newRequestId(now = Date.now()): string {
+  if (offset + 10 > entropy.length) {
+    randomFillSync(entropy);
+    offset = 0;
+  }
+  const random = entropy.toString("hex", offset, offset + 10);
+  offset += 10;
+  return `req_${now.toString(16).padStart(12, "0")}${random}`;
+}
