@@ -1,4 +1,5 @@
-import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from "prom-client";
+import { Counter, collectDefaultMetrics, Gauge, Registry } from "prom-client";
+import { CellCounter, CellGauge, CellHistogram } from "./metric-cells.js";
 
 /** Prometheus metrics, one registry per gateway (tests build their own). Names in snake_case. */
 export function createMetrics(options: { collectDefaults?: boolean } = {}) {
@@ -8,62 +9,61 @@ export function createMetrics(options: { collectDefaults?: boolean } = {}) {
     0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60,
   ];
 
-  const requests = new Counter({
-    name: "sluice_http_requests_total",
-    help: "Requests answered, by route pattern, method and status",
-    labelNames: ["route", "method", "status"] as const,
-    registers: [registry],
-  });
-  const duration = new Histogram({
-    name: "sluice_http_request_duration_seconds",
-    help: "Time from request arrival to response close, by route pattern",
-    labelNames: ["route"] as const,
-    buckets: latencyBuckets,
-    registers: [registry],
-  });
-  const overhead = new Histogram({
-    name: "sluice_gateway_overhead_seconds",
-    help: "Time the gateway spent before sending a request upstream (auth, key rebuild, limits)",
-    labelNames: ["provider"] as const,
-    buckets: [0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.05, 0.1, 0.5],
-    registers: [registry],
-  });
-  const timeToFirstByte = new Histogram({
-    name: "sluice_upstream_time_to_first_byte_seconds",
-    help: "Time from sending upstream to the first response byte, by provider",
-    labelNames: ["provider"] as const,
-    buckets: latencyBuckets,
-    registers: [registry],
-  });
-  const tokens = new Counter({
-    name: "sluice_tokens_total",
-    help: "Tokens reported by providers, by provider and kind (input, output, cached, reasoning)",
-    labelNames: ["provider", "kind"] as const,
-    registers: [registry],
-  });
-  const cost = new Counter({
-    name: "sluice_cost_usd_total",
-    help: "Known cost in USD, by provider",
-    labelNames: ["provider"] as const,
-    registers: [registry],
-  });
-  const limitDecisions = new Counter({
-    name: "sluice_rate_limit_decisions_total",
-    help: "Rate-limit decisions, by limit (project, device, ip, auth_failures) and decision (allowed, limited)",
-    labelNames: ["limit", "decision"] as const,
-    registers: [registry],
-  });
-  const authResults = new Counter({
-    name: "sluice_auth_results_total",
-    help: "Authentication outcomes, by method and result",
-    labelNames: ["method", "result"] as const,
-    registers: [registry],
-  });
-  const usageQueueDepth = new Gauge({
-    name: "sluice_usage_queue_depth",
-    help: "Usage rows waiting to be written",
-    registers: [registry],
-  });
+  // The per-request metrics are cells (metric-cells.ts): a property update per call, no label hashing.
+  const requests = new CellCounter(
+    registry,
+    "sluice_http_requests_total",
+    "Requests answered, by route pattern, method and status",
+    ["route", "method", "status"],
+  );
+  const duration = new CellHistogram(
+    registry,
+    "sluice_http_request_duration_seconds",
+    "Time from request arrival to response close, by route pattern",
+    ["route"],
+    latencyBuckets,
+  );
+  const overhead = new CellHistogram(
+    registry,
+    "sluice_gateway_overhead_seconds",
+    "Time the gateway spent before sending a request upstream (auth, key rebuild, limits)",
+    ["provider"],
+    [0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.05, 0.1, 0.5],
+  );
+  const timeToFirstByte = new CellHistogram(
+    registry,
+    "sluice_upstream_time_to_first_byte_seconds",
+    "Time from sending upstream to the first response byte, by provider",
+    ["provider"],
+    latencyBuckets,
+  );
+  const tokens = new CellCounter(
+    registry,
+    "sluice_tokens_total",
+    "Tokens reported by providers, by provider and kind (input, output, cached, reasoning)",
+    ["provider", "kind"],
+  );
+  const cost = new CellCounter(registry, "sluice_cost_usd_total", "Known cost in USD, by provider", [
+    "provider",
+  ]);
+  const limitDecisions = new CellCounter(
+    registry,
+    "sluice_rate_limit_decisions_total",
+    "Rate-limit decisions, by limit (project, device, ip, auth_failures) and decision (allowed, limited)",
+    ["limit", "decision"],
+  );
+  const authResults = new CellCounter(
+    registry,
+    "sluice_auth_results_total",
+    "Authentication outcomes, by method and result",
+    ["method", "result"],
+  );
+  const usageQueueDepth = new CellGauge(
+    registry,
+    "sluice_usage_queue_depth",
+    "Usage rows waiting to be written",
+    [],
+  ).cell({});
   const usageRowsDropped = new Counter({
     name: "sluice_usage_rows_dropped_total",
     help: "Usage rows dropped because the queue was full during a database outage",
@@ -81,37 +81,39 @@ export function createMetrics(options: { collectDefaults?: boolean } = {}) {
     registers: [registry],
   });
 
-  // prom-client hashes a label object on every call; the hot path keeps bound children instead,
-  // found through maps keyed by the label values themselves (no key strings built per call).
-  const requestChild = memo((route: string) =>
+  // Cells found through maps keyed by the label values themselves (no key strings built per call).
+  const requestCell = memo((route: string) =>
     memo((method: string) =>
-      memo((status: number) => requests.labels({ route, method, status: String(status) })),
+      memo((status: number) => requests.cell({ route, method, status: String(status) })),
     ),
   );
-  const durationChild = memo((route: string) => duration.labels({ route }));
-  const overheadChild = memo((provider: string) => overhead.labels({ provider }));
-  const timeToFirstByteChild = memo((provider: string) => timeToFirstByte.labels({ provider }));
-  const tokensChild = memo((provider: string) => memo((kind: string) => tokens.labels({ provider, kind })));
-  const costChild = memo((provider: string) => cost.labels({ provider }));
+  const durationCell = memo((route: string) => duration.cell({ route }));
+  const overheadCell = memo((provider: string) => overhead.cell({ provider }));
+  const timeToFirstByteCell = memo((provider: string) => timeToFirstByte.cell({ provider }));
+  const tokensCell = memo((provider: string) => memo((kind: string) => tokens.cell({ provider, kind })));
+  const costCell = memo((provider: string) => cost.cell({ provider }));
+  const limitCell = memo((limit: string) =>
+    memo((decision: string) => limitDecisions.cell({ limit, decision })),
+  );
+  const authCell = memo((method: string) => memo((result: string) => authResults.cell({ method, result })));
 
   return {
     registry,
     observeRequest(route: string, method: string, status: number, seconds: number) {
-      requestChild(route)(method)(status).inc();
-      durationChild(route).observe(seconds);
+      requestCell(route)(method)(status).inc();
+      durationCell(route).observe(seconds);
     },
-    observeOverhead: (provider: string, seconds: number) => overheadChild(provider).observe(seconds),
+    observeOverhead: (provider: string, seconds: number) => overheadCell(provider).observe(seconds),
     observeTimeToFirstByte: (provider: string, seconds: number) =>
-      timeToFirstByteChild(provider).observe(seconds),
+      timeToFirstByteCell(provider).observe(seconds),
     countTokens(provider: string, kind: "input" | "output" | "cached" | "reasoning", count: number | null) {
-      if (count) tokensChild(provider)(kind).inc(count);
+      if (count) tokensCell(provider)(kind).inc(count);
     },
     countCost(provider: string, usd: number | null) {
-      if (usd) costChild(provider).inc(usd);
+      if (usd) costCell(provider).inc(usd);
     },
-    countLimitDecision: (limit: string, decision: "allowed" | "limited") =>
-      limitDecisions.inc({ limit, decision }),
-    countAuthResult: (method: string, result: string) => authResults.inc({ method, result }),
+    countLimitDecision: (limit: string, decision: "allowed" | "limited") => limitCell(limit)(decision).inc(),
+    countAuthResult: (method: string, result: string) => authCell(method)(result).inc(),
     setUsageQueueDepth: (depth: number) => usageQueueDepth.set(depth),
     countUsageRowsDropped: (count: number) => usageRowsDropped.inc(count),
     countUsageWriteFailure: () => usageWriteFailures.inc(),
