@@ -95,15 +95,17 @@ export async function forward(pools: UpstreamPools, call: ForwardCall): Promise<
   // undici takes an EventEmitter as its abort signal: far cheaper per request than an AbortController.
   const abort = new EventEmitter();
   let aborted = false;
-  // `close` also follows a completed response (on the next tick, before this function resumes):
-  // only a response that did not finish means the client went away.
-  const onClientGone = () => {
-    if (!response.writableFinished) {
-      aborted = true;
-      abort.emit("abort");
-    }
+  // One `close` listener for the whole call: until the response body flows it aborts the upstream
+  // request, then it stops the copy. `close` also follows a completed response (on the next tick,
+  // before this function resumes): only a response that did not finish means the client went away.
+  let onClientGone = () => {
+    aborted = true;
+    abort.emit("abort");
   };
-  response.once("close", onClientGone);
+  const onClose = () => {
+    if (!response.writableFinished) onClientGone();
+  };
+  response.once("close", onClose);
   const pool = pools.get(target.origin);
   const path = call.query ? `${target.path}?${call.query}` : target.path;
   const sentAt = performance.now();
@@ -119,7 +121,7 @@ export async function forward(pools: UpstreamPools, call: ForwardCall): Promise<
       signal: abort,
     });
   } catch (error) {
-    response.off("close", onClientGone);
+    response.off("close", onClose);
     if (aborted) return failed(499, "aborted", null, requestModel);
     throw upstreamError(error);
   }
@@ -131,8 +133,15 @@ export async function forward(pools: UpstreamPools, call: ForwardCall): Promise<
   response.writeHead(upstream.statusCode, clientResponseHeaders(upstream.headers));
   // (no flushHeaders: the headers leave with the first chunk, as soon as it arrives)
 
-  const outcome = await copyBody(upstream.body, response, (chunk) => meter.push(chunk));
-  response.off("close", onClientGone);
+  const outcome = await copyBody(
+    upstream.body,
+    response,
+    (chunk) => meter.push(chunk),
+    (stop) => {
+      onClientGone = stop;
+    },
+  );
+  response.off("close", onClose);
   const seen = meter.finish();
   return {
     status: upstream.statusCode,
@@ -159,10 +168,15 @@ async function sendWithConnectRetry(
   }
 }
 
+/**
+ * Copies the upstream body to the client chunk by chunk, pausing while the client's buffer is full.
+ * `onClientGone` receives the function that stops the copy when the client disconnects.
+ */
 function copyBody(
   body: NodeJS.ReadableStream & { destroy(error?: Error): void },
   response: ServerResponse,
   onChunk: (chunk: Buffer) => void,
+  onClientGone: (stop: () => void) => void,
 ): Promise<ProxyOutcome> {
   return new Promise((resolve) => {
     let settled = false;
@@ -170,19 +184,20 @@ function copyBody(
       if (settled) return;
       settled = true;
       response.off("drain", onDrain);
-      response.off("close", onClose);
       resolve(outcome);
     };
     const onDrain = () => body.resume();
-    const onClose = () => {
-      if (!response.writableFinished) {
-        body.destroy();
-        settle("aborted");
-      }
-    };
+    onClientGone(() => {
+      body.destroy();
+      settle("aborted");
+    });
     body.on("data", (chunk: Buffer) => {
       onChunk(chunk);
-      if (!response.write(chunk)) body.pause();
+      if (!response.write(chunk)) {
+        body.pause();
+        // Registered only when the client's buffer is full, which most responses never reach.
+        response.once("drain", onDrain);
+      }
     });
     body.once("end", () => {
       response.end();
@@ -193,8 +208,6 @@ function copyBody(
       response.destroy();
       settle(response.writableFinished ? "ok" : "error");
     });
-    response.on("drain", onDrain);
-    response.once("close", onClose);
   });
 }
 
