@@ -42,10 +42,17 @@ function policyItem(decision: RateLimitDecision): string {
   return `${sfString(decision.name)};q=${sfInteger(decision.limit)};w=${Math.max(1, sfInteger(decision.windowSeconds))}`;
 }
 
+const sfStrings = new Map<string, string>();
+
 /** An sf-string (RFC 9651 section 3.3.3): printable ASCII, with `"` and `\` escaped. */
 function sfString(value: string): string {
-  const printable = value.replace(/[^\x20-\x7e]/g, "").replace(/["\\]/g, "\\$&");
-  return `"${printable}"`;
+  // Limit names come from code ("project", "ip", "device"): remembered, not re-escaped per request.
+  let quoted = sfStrings.get(value);
+  if (quoted === undefined) {
+    quoted = `"${value.replace(/[^\x20-\x7e]/g, "").replace(/["\\]/g, "\\$&")}"`;
+    if (sfStrings.size < 100) sfStrings.set(value, quoted);
+  }
+  return quoted;
 }
 
 /** The draft's q, w, r and t are non-negative sf-integers. */
