@@ -89,24 +89,22 @@ class ValueCell implements CounterCell, GaugeCell {
   }
 }
 
-export class CellCounter<L extends string = never> extends CellMetric<L, CounterCell> {
-  readonly type = "counter";
-  protected create() {
-    return new ValueCell();
+/** A metric whose cell holds one number: counters and gauges differ only in their type line. */
+abstract class ValueMetric<L extends string, C> extends CellMetric<L, C> {
+  protected create(): C {
+    return new ValueCell() as C;
   }
-  protected values(labels: LabelValues<L>, cell: CounterCell) {
+  protected values(labels: LabelValues<L>, cell: C) {
     return [{ labels, value: (cell as ValueCell).value }];
   }
 }
 
-export class CellGauge<L extends string = never> extends CellMetric<L, GaugeCell> {
+export class CellCounter<L extends string = never> extends ValueMetric<L, CounterCell> {
+  readonly type = "counter";
+}
+
+export class CellGauge<L extends string = never> extends ValueMetric<L, GaugeCell> {
   readonly type = "gauge";
-  protected create() {
-    return new ValueCell();
-  }
-  protected values(labels: LabelValues<L>, cell: GaugeCell) {
-    return [{ labels, value: (cell as ValueCell).value }];
-  }
 }
 
 class BucketCell implements HistogramCell {
