@@ -1,32 +1,12 @@
-import { randomBytes } from "node:crypto";
-import type { Redis } from "ioredis";
 import { afterAll, describe, expect, it } from "vitest";
 // In CI (CI=true) an unreachable Redis makes this import throw, so the suite fails instead of skipping.
-import { redisAvailable, redisUrl } from "../../test/support/services.js";
+import { redisAvailable, redisTestSpace } from "../../test/support/services.js";
 import type { AuthThrottle } from "../auth/authenticate.js";
 import { createAuthThrottle } from "./auth-throttle.js";
-import { createRedisClient } from "./redis-client.js";
 
-const runPrefix = `sluice-test:auth:${randomBytes(6).toString("hex")}`;
-let prefixes = 0;
-const nextPrefix = () => `${runPrefix}:${++prefixes}`;
-const clients: Redis[] = [];
+const { nextPrefix, readyClient, unreachableClient, cleanup } = redisTestSpace("auth");
 
-async function readyClient(url = redisUrl): Promise<Redis> {
-  const client = await createRedisClient(url);
-  clients.push(client);
-  if (client.status !== "ready") await new Promise((resolve) => client.once("ready", resolve));
-  return client;
-}
-
-afterAll(async () => {
-  if (redisAvailable) {
-    const cleaner = await readyClient();
-    const keys = await cleaner.keys(`${runPrefix}:*`);
-    if (keys.length > 0) await cleaner.del(...keys);
-  }
-  for (const client of clients) client.disconnect();
-});
+afterAll(cleanup);
 
 async function fail(throttle: AuthThrottle, times: number, ip: string, projectId?: string, exists = true) {
   for (let index = 0; index < times; index++) await throttle.recordFailure(ip, projectId, exists);
@@ -113,8 +93,7 @@ describe.skipIf(!redisAvailable)("auth-failure throttle across instances", () =>
   });
 
   it("keeps counting per instance when Redis is unreachable", async () => {
-    const unreachable = await createRedisClient("redis://127.0.0.1:1");
-    clients.push(unreachable);
+    const unreachable = await unreachableClient();
     const throttle = createAuthThrottle({
       redis: unreachable,
       failuresPerMinute: 2,

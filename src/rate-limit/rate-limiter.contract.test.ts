@@ -1,39 +1,12 @@
-import { randomBytes } from "node:crypto";
-import type { Redis } from "ioredis";
 import { afterAll, describe, expect, it } from "vitest";
 // In CI (CI=true) an unreachable Redis makes this import throw, so the suite fails instead of skipping.
-import { redisAvailable, redisUrl } from "../../test/support/services.js";
+import { redisAvailable, redisTestSpace } from "../../test/support/services.js";
 import { startTcpProxy } from "../../test/support/tcp-proxy.js";
 import { createRateLimiter, type RateLimiter, type RateLimiterOptions } from "./rate-limiter.js";
-import { createRedisClient } from "./redis-client.js";
 
-const runPrefix = `sluice-test:rl:${randomBytes(6).toString("hex")}`;
-let prefixes = 0;
-const nextPrefix = () => `${runPrefix}:${++prefixes}`;
-const clients: Redis[] = [];
+const { nextPrefix, readyClient, unreachableClient, cleanup } = redisTestSpace("rl");
 
-async function readyClient(url = redisUrl): Promise<Redis> {
-  const client = await createRedisClient(url);
-  clients.push(client);
-  if (client.status !== "ready") await new Promise((resolve) => client.once("ready", resolve));
-  return client;
-}
-
-/** A client to a closed port: every command fails, and it keeps trying to reconnect. */
-async function unreachableClient(options?: { onError?: (error: Error) => void }): Promise<Redis> {
-  const client = await createRedisClient("redis://127.0.0.1:1", options);
-  clients.push(client);
-  return client;
-}
-
-afterAll(async () => {
-  if (redisAvailable) {
-    const cleaner = await readyClient();
-    const keys = await cleaner.keys(`${runPrefix}:*`);
-    if (keys.length > 0) await cleaner.del(...keys);
-  }
-  for (const client of clients) client.disconnect();
-});
+afterAll(cleanup);
 
 const backends: Array<{
   name: string;

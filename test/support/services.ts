@@ -1,6 +1,10 @@
 import { randomBytes } from "node:crypto";
 import { Socket } from "node:net";
+import type { Redis } from "ioredis";
 import pg from "pg";
+import { createRedisClient } from "../../src/rate-limit/redis-client.js";
+
+type RedisClientOptions = Parameters<typeof createRedisClient>[1];
 
 /**
  * The shared PostgreSQL and Redis of the machine (127.0.0.1:5432 database `test`, 127.0.0.1:6379).
@@ -52,6 +56,41 @@ export async function createPostgresSchema(): Promise<{ url: string; drop(): Pro
       await dropper.connect();
       await dropper.query(`drop schema if exists ${schema} cascade`);
       await dropper.end();
+    },
+  };
+}
+
+/**
+ * Redis clients and key prefixes for one test file, under a random root of its own: every client
+ * is built by `createRedisClient` (as the gateway builds it) and `cleanup()` deletes the root's keys
+ * and disconnects them all.
+ */
+export function redisTestSpace(area: string) {
+  const root = `sluice-test:${area}:${randomBytes(6).toString("hex")}`;
+  let prefixes = 0;
+  const clients: Redis[] = [];
+  async function client(url: string, options?: RedisClientOptions): Promise<Redis> {
+    const made = await createRedisClient(url, options);
+    clients.push(made);
+    return made;
+  }
+  async function readyClient(url = redisUrl): Promise<Redis> {
+    const made = await client(url);
+    if (made.status !== "ready") await new Promise((resolve) => made.once("ready", resolve));
+    return made;
+  }
+  return {
+    nextPrefix: () => `${root}:${++prefixes}`,
+    readyClient,
+    /** A client to a closed port: every command fails, and it keeps trying to reconnect. */
+    unreachableClient: (options?: RedisClientOptions) => client("redis://127.0.0.1:1", options),
+    async cleanup(): Promise<void> {
+      if (redisAvailable) {
+        const cleaner = await readyClient();
+        const keys = await cleaner.keys(`${root}:*`);
+        if (keys.length > 0) await cleaner.del(...keys);
+      }
+      for (const made of clients) made.disconnect();
     },
   };
 }
