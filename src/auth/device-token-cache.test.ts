@@ -1,8 +1,8 @@
 import { randomBytes } from "node:crypto";
 import { setTimeout as sleep } from "node:timers/promises";
-import { Redis } from "ioredis";
+import type { Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { redisAvailable, redisUrl } from "../../test/support/services.js";
+import { redisAvailable, redisTestSpace } from "../../test/support/services.js";
 import {
   createMemoryDeviceTokenLedger,
   createRedisDeviceTokenLedger,
@@ -128,18 +128,15 @@ describe("memory device token ledger", () => {
 });
 
 describe.skipIf(!redisAvailable)("redis device token ledger", () => {
-  const keyPrefix = `sluice-test:device-token:${randomBytes(6).toString("hex")}:`;
+  const space = redisTestSpace("device-token");
+  const keyPrefix = `${space.nextPrefix()}:`;
   let redis: Redis;
 
-  beforeAll(() => {
-    redis = new Redis(redisUrl, { lazyConnect: false, maxRetriesPerRequest: 1 });
+  beforeAll(async () => {
+    redis = await space.readyClient();
   });
 
-  afterAll(async () => {
-    const keys = await redis.keys(`${keyPrefix}*`);
-    if (keys.length > 0) await redis.del(...keys);
-    await redis.quit();
-  });
+  afterAll(space.cleanup);
 
   ledgerContract(() => ({
     ledger: createRedisDeviceTokenLedger({ redis, keyPrefix }),
@@ -162,14 +159,10 @@ describe.skipIf(!redisAvailable)("redis device token ledger", () => {
   });
 
   it("is shared by two instances", async () => {
-    const other = new Redis(redisUrl, { maxRetriesPerRequest: 1 });
-    try {
-      const digest = newDigest();
-      await createRedisDeviceTokenLedger({ redis, keyPrefix }).remember("project-1", digest, singleUse);
-      const second = createRedisDeviceTokenLedger({ redis: other, keyPrefix });
-      expect(await second.check("project-1", digest, singleUse)).toBe("replayed");
-    } finally {
-      await other.quit();
-    }
+    const other = await space.readyClient();
+    const digest = newDigest();
+    await createRedisDeviceTokenLedger({ redis, keyPrefix }).remember("project-1", digest, singleUse);
+    const second = createRedisDeviceTokenLedger({ redis: other, keyPrefix });
+    expect(await second.check("project-1", digest, singleUse)).toBe("replayed");
   });
 });
