@@ -1,11 +1,11 @@
-import { EventEmitter } from "node:events";
-import type { ServerResponse } from "node:http";
-import { Pool } from "undici";
+import type { IncomingHttpHeaders, ServerResponse } from "node:http";
+import { type Dispatcher, Pool } from "undici";
 import { GatewayError } from "../errors.js";
 import type { ProviderAdapter } from "../providers/provider-adapter.js";
-import type { TokenUsage } from "../usage/token-usage.js";
+import type { ProviderId } from "../providers/provider-id.js";
+import { emptyUsage, type TokenUsage } from "../usage/token-usage.js";
 import { clientResponseHeaders, upstreamRequestHeaders } from "./header-policy.js";
-import { createUsageMeter } from "./usage-meter.js";
+import { createUsageMeter, type UsageMeter } from "./usage-meter.js";
 
 export interface UpstreamTimeouts {
   connectMs: number;
@@ -47,8 +47,8 @@ export interface ForwardResult {
 const connectFailures = new Set(["ECONNREFUSED", "UND_ERR_CONNECT_TIMEOUT", "ENOTFOUND", "EAI_AGAIN"]);
 
 /**
- * One keep-alive pool per upstream origin. `request` (not fetch) keeps the hot path free of Web
- * Streams; bodies are sent with content-length.
+ * One keep-alive pool per upstream origin. `dispatch` (not fetch, nor `request`) keeps the hot path
+ * free of Web Streams and of a Readable per response; bodies are sent with content-length.
  */
 export function createUpstreamPools(timeouts: UpstreamTimeouts) {
   const pools = new Map<string, Pool>();
@@ -85,130 +85,161 @@ export type UpstreamPools = ReturnType<typeof createUpstreamPools>;
  * most once more, and only when the first connection attempt failed before anything was sent.
  */
 export async function forward(pools: UpstreamPools, call: ForwardCall): Promise<ForwardResult> {
-  const { adapter, response } = call;
+  const { adapter } = call;
   const target = adapter.target(call.path);
   const headers = upstreamRequestHeaders(call.incomingHeaders);
   adapter.inject(headers, call.providerKey);
   if (call.body.length > 0 || call.method !== "GET") headers["content-length"] = String(call.body.length);
   const requestModel = adapter.requestModel(call.path, call.body);
-
-  // undici takes an EventEmitter as its abort signal: far cheaper per request than an AbortController.
-  const abort = new EventEmitter();
-  let aborted = false;
-  // One `close` listener for the whole call: until the response body flows it aborts the upstream
-  // request, then it stops the copy. `close` also follows a completed response (on the next tick,
-  // before this function resumes): only a response that did not finish means the client went away.
-  let onClientGone = () => {
-    aborted = true;
-    abort.emit("abort");
-  };
-  const onClose = () => {
-    if (!response.writableFinished) onClientGone();
-  };
-  response.once("close", onClose);
-  const pool = pools.get(target.origin);
-  const path = call.query ? `${target.path}?${call.query}` : target.path;
-  const sentAt = performance.now();
+  const exchange = new ProxyExchange(adapter.id, call.response, pools.get(target.origin), {
+    path: call.query ? `${target.path}?${call.query}` : target.path,
+    method: call.method as Dispatcher.HttpMethod,
+    headers,
+    body: call.body.length > 0 ? call.body : null,
+  });
   call.onSent?.();
-
-  let upstream: Awaited<ReturnType<Pool["request"]>>;
+  let outcome: ProxyOutcome | "gone-before-headers";
   try {
-    upstream = await sendWithConnectRetry(pool, () => aborted, {
-      path,
-      method: call.method as "POST",
-      headers,
-      body: call.body.length > 0 ? call.body : null,
-      signal: abort,
-    });
+    outcome = await exchange.run();
   } catch (error) {
-    response.off("close", onClose);
-    if (aborted) return failed(499, "aborted", null, requestModel);
     throw upstreamError(error);
   }
-
-  const timeToFirstByteMs = performance.now() - sentAt;
-  const contentType = String(upstream.headers["content-type"] ?? "");
-  const streamed = contentType.startsWith("text/event-stream");
-  const meter = createUsageMeter(adapter.id, { streaming: streamed, contentType });
-  response.writeHead(upstream.statusCode, clientResponseHeaders(upstream.headers));
-  // (no flushHeaders: the headers leave with the first chunk, as soon as it arrives)
-
-  const outcome = await copyBody(
-    upstream.body,
-    response,
-    (chunk) => meter.push(chunk),
-    (stop) => {
-      onClientGone = stop;
-    },
-  );
-  response.off("close", onClose);
-  const seen = meter.finish();
+  if (outcome === "gone-before-headers") return failed(499, "aborted", null, requestModel);
+  const seen = exchange.meter?.finish() ?? { usage: emptyUsage(), model: null };
   return {
-    status: upstream.statusCode,
-    outcome: outcome === "ok" && upstream.statusCode >= 400 ? "error" : outcome,
-    streamed,
+    status: exchange.status,
+    outcome: outcome === "ok" && exchange.status >= 400 ? "error" : outcome,
+    streamed: exchange.streamed,
     usage: seen.usage,
     model: seen.model ?? requestModel,
-    timeToFirstByteMs,
+    timeToFirstByteMs: exchange.timeToFirstByteMs,
     errorCode: null,
   };
 }
 
-async function sendWithConnectRetry(
-  pool: Pool,
-  aborted: () => boolean,
-  options: Parameters<Pool["request"]>[0],
-): Promise<Awaited<ReturnType<Pool["request"]>>> {
-  try {
-    return await pool.request(options);
-  } catch (error) {
-    const code = (error as { code?: string }).code ?? "";
-    if (!connectFailures.has(code) || aborted()) throw error;
-    return await pool.request(options);
-  }
-}
-
 /**
- * Copies the upstream body to the client chunk by chunk, pausing while the client's buffer is full.
- * `onClientGone` receives the function that stops the copy when the client disconnects.
+ * One proxied exchange as an undici dispatch handler: the provider's headers and body chunks are
+ * written to the client from undici's own callbacks, so no Readable stream, promise or async
+ * resource is built per response (docs/decisions/0005). Backpressure: a chunk the client's buffer
+ * cannot take pauses the upstream parser until the client drains.
  */
-function copyBody(
-  body: NodeJS.ReadableStream & { destroy(error?: Error): void },
-  response: ServerResponse,
-  onChunk: (chunk: Buffer) => void,
-  onClientGone: (stop: () => void) => void,
-): Promise<ProxyOutcome> {
-  return new Promise((resolve) => {
-    let settled = false;
-    const settle = (outcome: ProxyOutcome) => {
-      if (settled) return;
-      settled = true;
-      response.off("drain", onDrain);
-      resolve(outcome);
-    };
-    const onDrain = () => body.resume();
-    onClientGone(() => {
-      body.destroy();
-      settle("aborted");
+class ProxyExchange implements Dispatcher.DispatchHandler {
+  status = 0;
+  streamed = false;
+  meter: UsageMeter | null = null;
+  timeToFirstByteMs: number | null = null;
+  private controller: Dispatcher.DispatchController | null = null;
+  private sentAt = 0;
+  private clientGone = false;
+  private retried = false;
+  private drainListening = false;
+  private resolve: (outcome: ProxyOutcome | "gone-before-headers") => void = () => {};
+  private reject: (error: unknown) => void = () => {};
+  private settled = false;
+
+  constructor(
+    private readonly provider: ProviderId,
+    private readonly response: ServerResponse,
+    private readonly pool: Pool,
+    private readonly options: Dispatcher.DispatchOptions,
+  ) {}
+
+  run(): Promise<ProxyOutcome | "gone-before-headers"> {
+    return new Promise((resolve, reject) => {
+      this.resolve = resolve;
+      this.reject = reject;
+      this.response.once("close", this.onClientClose);
+      this.sentAt = performance.now();
+      this.pool.dispatch(this.options, this);
     });
-    body.on("data", (chunk: Buffer) => {
-      onChunk(chunk);
-      if (!response.write(chunk)) {
-        body.pause();
-        // Registered only when the client's buffer is full, which most responses never reach.
-        response.once("drain", onDrain);
+  }
+
+  // `close` also follows a completed response: only a response that did not finish means the
+  // client went away.
+  private readonly onClientClose = () => {
+    if (this.settled || this.response.writableFinished) return;
+    this.clientGone = true;
+    // Until undici starts the request there is no controller: onRequestStart aborts it then.
+    this.controller?.abort(new Error("The client disconnected"));
+  };
+
+  private readonly onDrain = () => {
+    this.drainListening = false;
+    this.controller?.resume();
+  };
+
+  private finish(outcome: ProxyOutcome | "gone-before-headers"): void {
+    if (this.settled) return;
+    this.settled = true;
+    this.response.off("close", this.onClientClose);
+    if (this.drainListening) this.response.off("drain", this.onDrain);
+    this.resolve(outcome);
+  }
+
+  onRequestStart(controller: Dispatcher.DispatchController): void {
+    this.controller = controller;
+    if (this.clientGone) controller.abort(new Error("The client disconnected"));
+  }
+
+  onResponseStart(
+    _controller: Dispatcher.DispatchController,
+    statusCode: number,
+    headers: IncomingHttpHeaders,
+  ): void {
+    if (statusCode < 200) return; // informational: the final answer follows
+    this.timeToFirstByteMs = performance.now() - this.sentAt;
+    this.status = statusCode;
+    const contentType = headers["content-type"] ?? "";
+    this.streamed = contentType.startsWith("text/event-stream");
+    // (no flushHeaders: the headers leave with the first chunk, as soon as it arrives)
+    try {
+      this.response.writeHead(statusCode, clientResponseHeaders(headers));
+    } catch (error) {
+      // Headers Node refuses to send: nothing reached the client, so this answers 502.
+      this.controller?.abort(error as Error);
+      return;
+    }
+    this.meter = createUsageMeter(this.provider, { streaming: this.streamed, contentType });
+  }
+
+  onResponseData(controller: Dispatcher.DispatchController, chunk: Buffer): void {
+    this.meter?.push(chunk);
+    if (!this.response.write(chunk)) {
+      controller.pause();
+      // Listened for only when the client's buffer is full, which most responses never reach.
+      if (!this.drainListening) {
+        this.drainListening = true;
+        this.response.once("drain", this.onDrain);
       }
-    });
-    body.once("end", () => {
-      response.end();
-      settle("ok");
-    });
-    body.once("error", () => {
-      // The provider cut the stream or went silent: the client sees the cut too.
-      response.destroy();
-      settle(response.writableFinished ? "ok" : "error");
-    });
-  });
+    }
+  }
+
+  onResponseEnd(): void {
+    this.response.end();
+    this.finish("ok");
+  }
+
+  onResponseError(_controller: Dispatcher.DispatchController, error: Error): void {
+    if (this.settled) return;
+    if (this.meter === null) {
+      // Nothing reached the client yet.
+      const code = (error as { code?: string }).code ?? "";
+      if (this.clientGone) this.finish("gone-before-headers");
+      else if (connectFailures.has(code) && !this.retried) {
+        this.retried = true;
+        this.controller = null;
+        this.pool.dispatch(this.options, this);
+      } else {
+        this.settled = true;
+        this.response.off("close", this.onClientClose);
+        this.reject(error);
+      }
+      return;
+    }
+    // The provider cut the stream or went silent, or the client left: the client sees the cut too.
+    this.response.destroy();
+    this.finish(this.clientGone ? "aborted" : this.response.writableFinished ? "ok" : "error");
+  }
 }
 
 function failed(
