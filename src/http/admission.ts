@@ -136,8 +136,10 @@ export function createAdmission(deps: AdmissionDeps) {
     deps.metrics.countAuthResult(auth.method, "ok");
     const base = { projectId: auth.project.id, keyId: auth.keyId, method: auth.method };
     try {
-      await checkLimits(deps, context, auth.project, auth.deviceDigest);
-      await checkSpend(deps, auth.project);
+      const limits = consumeLimits(deps, context, auth.project, auth.deviceDigest);
+      applyLimits(context, limits instanceof Promise ? await limits : limits);
+      if (auth.project.monthlySpendCapUsd !== null)
+        await checkSpend(deps, auth.project, auth.project.monthlySpendCapUsd);
     } catch (error) {
       write(base, failureReport(error, auth.provider, null));
       throw error;
@@ -157,13 +159,14 @@ export function createAdmission(deps: AdmissionDeps) {
 
 export type Admit = ReturnType<typeof createAdmission>;
 
-async function checkLimits(
+/** The rate limits (project, client IP, device): decided at once in memory, awaited on Redis. */
+function consumeLimits(
   deps: AdmissionDeps,
   context: RequestContext,
   project: Project,
   deviceDigest: string | null,
-) {
-  const pending: Array<Promise<RateLimitDecision>> = [
+): RateLimitDecision[] | Promise<RateLimitDecision[]> {
+  const decisions = [
     deps.limiter.consume(
       "project",
       project.id,
@@ -172,7 +175,7 @@ async function checkLimits(
     deps.limiter.consume("ip", `${project.id}:${context.clientIp}`, deps.defaults.ipPerMinute),
   ];
   if (deviceDigest) {
-    pending.push(
+    decisions.push(
       deps.limiter.consume(
         "device",
         `${project.id}:${deviceDigest}`,
@@ -180,7 +183,13 @@ async function checkLimits(
       ),
     );
   }
-  const decisions = await Promise.all(pending);
+  return decisions.some((decision) => decision instanceof Promise)
+    ? Promise.all(decisions)
+    : (decisions as RateLimitDecision[]);
+}
+
+/** Sets the RateLimit headers, or refuses with 429 when any limit is exhausted. */
+function applyLimits(context: RequestContext, decisions: readonly RateLimitDecision[]): void {
   const headers = rateLimitHeaders(decisions);
   const refused = decisions.find((decision) => !decision.allowed);
   if (refused) {
@@ -192,11 +201,10 @@ async function checkLimits(
       },
     );
   }
-  for (const [name, value] of Object.entries(headers)) context.response.setHeader(name, value);
+  for (const name in headers) context.response.setHeader(name, headers[name] as string);
 }
 
-async function checkSpend(deps: AdmissionDeps, project: Project) {
-  if (project.monthlySpendCapUsd === null) return;
+async function checkSpend(deps: AdmissionDeps, project: Project, capUsd: number) {
   let spent: number;
   try {
     spent = await deps.spend.monthToDate(project.id);
@@ -206,10 +214,10 @@ async function checkSpend(deps: AdmissionDeps, project: Project) {
       headers: { "retry-after": "5" },
     });
   }
-  if (spent >= project.monthlySpendCapUsd) {
+  if (spent >= capUsd) {
     throw new GatewayError(
       "FORBIDDEN",
-      `This project reached its monthly spend cap of ${project.monthlySpendCapUsd} USD; it resets on the 1st (UTC) or when an admin raises it`,
+      `This project reached its monthly spend cap of ${capUsd} USD; it resets on the 1st (UTC) or when an admin raises it`,
     );
   }
 }

@@ -88,6 +88,13 @@ for (const backend of backends) {
       ]);
     });
 
+    it("keeps a key's count when its limit changes", async () => {
+      const limiter = await backend.make();
+      await consumeTimes(limiter, 3, "project", "changing", 5);
+      expect(await limiter.consume("project", "changing", 10)).toMatchObject({ allowed: true, remaining: 6 });
+      expect(await limiter.consume("project", "changing", 4)).toMatchObject({ allowed: false, remaining: 0 });
+    });
+
     it("refuses everything under a limit of 0", async () => {
       const limiter = await backend.make();
       expect(await limiter.consume("project", "zero", 0)).toMatchObject({ allowed: false, remaining: 0 });

@@ -1,5 +1,6 @@
 import type { Redis } from "ioredis";
 import { RateLimiterMemory, RateLimiterRedis, RateLimiterRes } from "rate-limiter-flexible";
+import { MemoryWindows } from "./memory-windows.js";
 
 export interface RateLimitDecision {
   allowed: boolean;
@@ -16,8 +17,14 @@ export interface RateLimiter {
   /**
    * Consumes one request from `key` under a limit of `limit` per `windowSeconds` (60 by default).
    * Never throws: a refusal is a decision, and a failing store falls back to per-instance counts.
+   * In memory the decision is returned at once; a Redis decision is a promise.
    */
-  consume(name: string, key: string, limit: number, windowSeconds?: number): Promise<RateLimitDecision>;
+  consume(
+    name: string,
+    key: string,
+    limit: number,
+    windowSeconds?: number,
+  ): RateLimitDecision | Promise<RateLimitDecision>;
   /** "memory" or "redis"; `degraded()` says whether Redis is currently replaced by the per-instance fallback. */
   readonly backend: "memory" | "redis";
   degraded(): boolean;
@@ -34,25 +41,27 @@ export interface RateLimiterOptions {
   onDecision?: (name: string, allowed: boolean) => void;
 }
 
-/** One limit configuration: the shared store (Redis) or memory, and its per-instance memory twin. */
+/** One Redis limit configuration and its per-instance memory twin. */
 interface Policy {
-  store: RateLimiterRedis | RateLimiterMemory;
+  store: RateLimiterRedis;
   local: RateLimiterMemory;
 }
 
 type Outcome = { allowed: boolean; result: RateLimiterRes };
 
 /**
- * Distinct (name, limit, window) configurations kept at once; the least recently used goes first.
- * In memory, an evicted configuration forgets its counts, so this is far above the number of
- * limit configurations a deployment has (projects x limit kinds).
+ * Distinct (name, limit, window) Redis limiters kept at once; the least recently used goes first
+ * (its counts stay in Redis). Far above the number of limit configurations a deployment has
+ * (projects x limit kinds).
  */
 const maxPolicies = 10_000;
 
 /**
- * Rate limits on rate-limiter-flexible, fixed windows: in memory by default, in Redis when a
- * client is given so a limit holds across instances. Limits differ per project, so one limiter is
- * kept per (name, limit, window), created lazily.
+ * Fixed-window rate limits: in memory by default (`MemoryWindows`, decided synchronously), in
+ * Redis through rate-limiter-flexible when a client is given, so a limit holds across instances.
+ * In both, a count is kept per (name, window, key) and the limit is applied when deciding, so a
+ * project whose limit changes keeps its count. On Redis, limits differ per project, so one
+ * limiter is kept per (name, limit, window), created lazily.
  *
  * Redis mode: each limiter has an in-memory insurance limiter of the same size, so when Redis
  * fails a limit becomes a per-instance limit, never unlimited. Pass a client built by
@@ -66,7 +75,9 @@ const maxPolicies = 10_000;
  * first fallback decision, `onFallback(false)` on the next decision Redis makes itself.
  */
 export function createRateLimiter(options: RateLimiterOptions = {}): RateLimiter {
-  const { redis } = options;
+  const redis = options.redis;
+  if (!redis) return memoryRateLimiter(options);
+  const client: Redis = redis;
   const prefix = options.keyPrefix ?? "sluice:rl";
   const policies = new Map<string, Policy>();
   const insured = new WeakSet<object>();
@@ -87,18 +98,15 @@ export function createRateLimiter(options: RateLimiterOptions = {}): RateLimiter
       return found;
     }
     if (policies.size >= maxPolicies) policies.delete(policies.keys().next().value as string);
-    const created = redis
-      ? redisPolicy(redis, insured, `${prefix}:${name}:${windowSeconds}`, limit, windowSeconds)
-      : memoryPolicy(`${prefix}:${id}`, limit, windowSeconds);
+    const created = redisPolicy(client, insured, `${prefix}:${name}:${windowSeconds}`, limit, windowSeconds);
     policies.set(id, created);
     return created;
   }
 
-  /** Judges by the store; on a Redis backend, notes whether Redis or its insurance answered. */
+  /** Judges by Redis, noting whether Redis or its insurance answered. */
   async function fromStore(policy: Policy, key: string): Promise<Outcome> {
     const call = {};
     const outcome = await attempt(policy.store, key, call);
-    if (policy.store === policy.local) return outcome;
     if (insured.has(call)) setDegraded(true);
     // A key blocked in memory is refused with 0 consumed points without asking Redis: no news about Redis.
     else if (outcome.allowed || outcome.result.consumedPoints > 0) setDegraded(false);
@@ -110,7 +118,7 @@ export function createRateLimiter(options: RateLimiterOptions = {}): RateLimiter
       return await fromStore(policy, key);
     } catch {
       // Not a refusal: both stores failed. Judge on this instance alone, never unlimited.
-      if (redis) setDegraded(true);
+      setDegraded(true);
       try {
         return await attempt(policy.local, key);
       } catch {
@@ -121,13 +129,13 @@ export function createRateLimiter(options: RateLimiterOptions = {}): RateLimiter
   }
 
   return {
-    backend: redis ? "redis" : "memory",
+    backend: "redis",
     degraded: () => degraded,
     async consume(name, key, limit, windowSeconds = 60) {
       const quota = wholeNumber(limit, 0, 0);
       const window = wholeNumber(windowSeconds, 1, 60);
-      const outcome = await decide(policyFor(name, quota, window), key, window);
-      const decision = toDecision(name, quota, window, outcome);
+      const { allowed, result } = await decide(policyFor(name, quota, window), key, window);
+      const decision = toDecision(name, quota, window, allowed, result.remainingPoints, result.msBeforeNext);
       options.onDecision?.(name, decision.allowed);
       return decision;
     },
@@ -137,9 +145,24 @@ export function createRateLimiter(options: RateLimiterOptions = {}): RateLimiter
   };
 }
 
-function memoryPolicy(keyPrefix: string, points: number, duration: number): Policy {
-  const local = new RateLimiterMemory({ points, duration, keyPrefix });
-  return { store: local, local };
+/** The in-memory backend: one counter per (name, window, key), decided without a promise. */
+function memoryRateLimiter(options: RateLimiterOptions): RateLimiter {
+  const windows = new MemoryWindows();
+  return {
+    backend: "memory",
+    degraded: () => false,
+    consume(name, key, limit, windowSeconds = 60) {
+      const quota = wholeNumber(limit, 0, 0);
+      const window = wholeNumber(windowSeconds, 1, 60);
+      const { count, msLeft } = windows.count(`${name}:${window}:${key}`, window * 1000);
+      const decision = toDecision(name, quota, window, count <= quota, quota - count, msLeft);
+      options.onDecision?.(name, decision.allowed);
+      return decision;
+    },
+    async close() {
+      windows.clear();
+    },
+  };
 }
 
 /**
@@ -201,13 +224,19 @@ async function attempt(
   }
 }
 
-function toDecision(name: string, limit: number, windowSeconds: number, outcome: Outcome): RateLimitDecision {
-  const { allowed, result } = outcome;
-  const reset = Math.ceil(result.msBeforeNext / 1000);
+function toDecision(
+  name: string,
+  limit: number,
+  windowSeconds: number,
+  allowed: boolean,
+  remaining: number,
+  msLeft: number,
+): RateLimitDecision {
+  const reset = Math.ceil(msLeft / 1000);
   return {
     allowed,
     limit,
-    remaining: allowed ? Math.max(0, Math.min(limit, result.remainingPoints)) : 0,
+    remaining: allowed ? Math.max(0, Math.min(limit, remaining)) : 0,
     resetSeconds: Math.min(windowSeconds, Math.max(1, Number.isFinite(reset) ? reset : windowSeconds)),
     name,
     windowSeconds,

@@ -1,0 +1,56 @@
+/** What one counted request learned about its window. */
+export interface WindowCount {
+  /** Requests counted in the current window, this one included. */
+  count: number;
+  /** Milliseconds until the window ends. */
+  msLeft: number;
+}
+
+interface Window {
+  count: number;
+  endsAt: number;
+}
+
+/**
+ * Fixed-window request counters for one instance, counted synchronously: a window opens at a
+ * key's first request and lasts `windowMs` (rate-limiter-flexible's memory semantics). No promise,
+ * result object or timer per request. Each count also looks at the next two stored windows and
+ * drops them if they ended, so memory follows the keys seen lately without a pause to sweep.
+ */
+export class MemoryWindows {
+  private readonly windows = new Map<string, Window>();
+  private sweeper: Iterator<[string, Window]> = this.windows.entries();
+
+  constructor(private readonly clock: () => number = Date.now) {}
+
+  count(key: string, windowMs: number): WindowCount {
+    const now = this.clock();
+    this.sweep(now);
+    this.sweep(now);
+    let window = this.windows.get(key);
+    if (window === undefined || now >= window.endsAt) {
+      window = { count: 0, endsAt: now + windowMs };
+      this.windows.set(key, window);
+    }
+    window.count++;
+    return { count: window.count, msLeft: window.endsAt - now };
+  }
+
+  size(): number {
+    return this.windows.size;
+  }
+
+  clear(): void {
+    this.windows.clear();
+  }
+
+  private sweep(now: number): void {
+    const next = this.sweeper.next();
+    if (next.done) {
+      this.sweeper = this.windows.entries();
+      return;
+    }
+    const [key, window] = next.value;
+    if (now >= window.endsAt) this.windows.delete(key);
+  }
+}
