@@ -50,21 +50,20 @@ function jsonMeter(provider: ProviderId): UsageMeter {
       const body = Buffer.concat(chunks, size);
       const quick = fromUsageObject(provider, body);
       if (quick) return quick;
-      const text = body.toString("utf8");
       try {
-        return fromJsonBody(provider, JSON.parse(text));
+        return fromJsonBody(provider, JSON.parse(body.toString("utf8")));
       } catch {
         // A cut Gemini JSON-array stream: use the last complete usageMetadata object in it.
-        return provider === "provider-c" ? fromCutGeminiArray(text) : { usage: emptyUsage(), model: null };
+        return provider === "provider-c" ? fromCutGeminiArray(body) : { usage: emptyUsage(), model: null };
       }
     },
   };
 }
 
-const usageKeys: Record<ProviderId, string> = {
-  "provider-a": '"usage"',
-  "provider-b": '"usage"',
-  "provider-c": '"usageMetadata"',
+const usageKeys: Record<ProviderId, Buffer> = {
+  "provider-a": Buffer.from('"usage"'),
+  "provider-b": Buffer.from('"usage"'),
+  "provider-c": Buffer.from('"usageMetadata"'),
 };
 const modelPatterns: Record<ProviderId, RegExp> = {
   "provider-a": /"model"\s*:\s*"([^"\\]{1,200})"/,
@@ -75,24 +74,26 @@ const modelPatterns: Record<ProviderId, RegExp> = {
 /**
  * The cheap path for a JSON response: parse only its top-level usage object (the last one in the
  * body; inside string values a quote would be escaped, so `"usage"` cannot match there) and read
- * the model with a pattern. Null when the body does not look like that; the caller then parses
- * the whole body.
+ * the model with a pattern, working on the bytes rather than a string of the whole body. Null when
+ * the body does not look like that; the caller then parses the whole body.
  */
 function fromUsageObject(
   provider: ProviderId,
   body: Buffer,
 ): { usage: TokenUsage; model: string | null } | null {
   if (provider === "provider-c" && body[0] === 0x5b) return null;
-  const text = body.toString("latin1");
-  const at = text.lastIndexOf(usageKeys[provider]);
+  const key = usageKeys[provider];
+  const at = body.lastIndexOf(key);
   if (at < 0) return null;
-  const open = text.indexOf("{", at);
-  if (open < 0 || !/^"\w+"\s*:\s*$/.test(text.slice(at, open))) return null;
-  const close = matchingBrace(text, open);
+  let open = skipSpaces(body, at + key.length);
+  if (body[open] !== 0x3a /* : */) return null;
+  open = skipSpaces(body, open + 1);
+  if (body[open] !== 0x7b /* { */) return null;
+  const close = matchingBrace(body, open);
   if (close < 0) return null;
   let value: unknown;
   try {
-    value = JSON.parse(text.slice(open, close + 1));
+    value = JSON.parse(body.toString("utf8", open, close + 1));
   } catch {
     return null;
   }
@@ -104,9 +105,18 @@ function fromUsageObject(
         : usageFromProviderC(value);
   if (!usage) return null;
   const model = modelPatterns[provider].exec(
-    provider === "provider-c" ? text.slice(close) : text.slice(0, 4096),
+    provider === "provider-c"
+      ? body.toString("latin1", close)
+      : body.toString("latin1", 0, Math.min(body.length, 4096)),
   );
   return { usage, model: model?.[1] ?? null };
+}
+
+function skipSpaces(body: Buffer, from: number): number {
+  let index = from;
+  while (body[index] === 0x20 || body[index] === 0x0a || body[index] === 0x0d || body[index] === 0x09)
+    index++;
+  return index;
 }
 
 function fromJsonBody(provider: ProviderId, body: unknown): { usage: TokenUsage; model: string | null } {
@@ -133,36 +143,38 @@ function fromJsonBody(provider: ProviderId, body: unknown): { usage: TokenUsage;
   }
 }
 
-function fromCutGeminiArray(text: string): { usage: TokenUsage; model: string | null } {
-  let at = text.lastIndexOf('"usageMetadata"');
+function fromCutGeminiArray(body: Buffer): { usage: TokenUsage; model: string | null } {
+  const key = usageKeys["provider-c"];
+  let at = body.lastIndexOf(key);
   while (at >= 0) {
-    const open = text.indexOf("{", at);
-    const close = open < 0 ? -1 : matchingBrace(text, open);
+    const open = body.indexOf(0x7b /* { */, at);
+    const close = open < 0 ? -1 : matchingBrace(body, open);
     if (close > 0) {
       try {
-        const usage = usageFromProviderC(JSON.parse(text.slice(open, close + 1)));
-        const version = /"modelVersion"\s*:\s*"([^"]+)"/.exec(text.slice(0, at + 2000));
+        const usage = usageFromProviderC(JSON.parse(body.toString("utf8", open, close + 1)));
+        const version = /"modelVersion"\s*:\s*"([^"]+)"/.exec(body.toString("utf8", 0, at + 2000));
         if (usage) return { usage, model: version?.[1] ?? null };
       } catch {
         // fall through to an earlier occurrence
       }
     }
-    at = text.lastIndexOf('"usageMetadata"', at - 1);
+    at = at === 0 ? -1 : body.lastIndexOf(key, at - 1);
   }
   return { usage: emptyUsage(), model: null };
 }
 
-function matchingBrace(text: string, open: number): number {
+/** The index of the `}` closing the object that opens at `open`, skipping strings; -1 when cut. */
+function matchingBrace(body: Buffer, open: number): number {
   let depth = 0;
   let inString = false;
-  for (let index = open; index < text.length; index++) {
-    const char = text[index];
+  for (let index = open; index < body.length; index++) {
+    const byte = body[index];
     if (inString) {
-      if (char === "\\") index++;
-      else if (char === '"') inString = false;
-    } else if (char === '"') inString = true;
-    else if (char === "{") depth++;
-    else if (char === "}" && --depth === 0) return index;
+      if (byte === 0x5c /* \\ */) index++;
+      else if (byte === 0x22 /* " */) inString = false;
+    } else if (byte === 0x22) inString = true;
+    else if (byte === 0x7b /* { */) depth++;
+    else if (byte === 0x7d /* } */ && --depth === 0) return index;
   }
   return -1;
 }
