@@ -38,7 +38,7 @@ export function createUsageRecorder(deps: UsageRecorderDeps): UsageRecorder {
   let retryAt = 0;
   let stopped = false;
 
-  const timer = setInterval(() => void drain(), deps.flushIntervalMs);
+  const timer = setInterval(() => void drain(true), deps.flushIntervalMs);
   timer.unref();
 
   async function writeOnce(): Promise<boolean> {
@@ -63,10 +63,19 @@ export function createUsageRecorder(deps: UsageRecorderDeps): UsageRecorder {
     }
   }
 
-  async function drain(): Promise<void> {
+  /**
+   * Writes full batches; with `everything`, also the rows queued when it was called. Rows that
+   * arrive while it writes wait for a full batch or the next tick: draining them as they trickle
+   * in would commit a transaction of a few rows per turn of the event loop, and on SQLite the
+   * commit, not the row, is what costs.
+   */
+  async function drain(everything: boolean): Promise<void> {
     if (writing || queue.length === 0 || Date.now() < retryAt) return;
+    let due = everything ? queue.length : 0;
     writing = (async () => {
-      while (queue.length > 0 && (await writeOnce())) {
+      while (queue.length >= batchSize || (due > 0 && queue.length > 0)) {
+        if (!(await writeOnce())) break;
+        due -= batchSize;
         await new Promise((resolve) => setImmediate(resolve));
       }
     })();
@@ -85,14 +94,14 @@ export function createUsageRecorder(deps: UsageRecorderDeps): UsageRecorder {
       }
       queue.push(row);
       deps.onQueueDepth?.(queue.length);
-      if (queue.length >= batchSize && !stopped) void drain();
+      if (queue.length >= batchSize && !stopped) void drain(false);
     },
     async flush(deadlineMs = 10_000) {
       const deadline = Date.now() + deadlineMs;
       while (queue.length > 0 && Date.now() < deadline) {
         if (writing) await writing;
         retryAt = 0;
-        await drain();
+        await drain(true);
         if (queue.length > 0 && failing)
           await new Promise((resolve) =>
             setTimeout(resolve, Math.min(backoffMs, Math.max(0, deadline - Date.now()))),
