@@ -1,7 +1,10 @@
 import { randomFillSync } from "node:crypto";
 
 const entropy = Buffer.allocUnsafe(4000);
+let entropyHex = "";
 let offset = entropy.length;
+let lastMs = -1;
+let msHex = "";
 
 /**
  * `req_` + 32 hex digits: 12 of the current millisecond, then 20 random (80 bits, from a pool
@@ -13,9 +16,14 @@ let offset = entropy.length;
 export function newRequestId(now = Date.now()): string {
   if (offset + 10 > entropy.length) {
     randomFillSync(entropy);
+    entropyHex = entropy.toString("hex");
     offset = 0;
   }
-  const random = entropy.toString("hex", offset, offset + 10);
+  const random = entropyHex.slice(offset * 2, offset * 2 + 20);
   offset += 10;
-  return `req_${now.toString(16).padStart(12, "0")}${random}`;
+  if (now !== lastMs) {
+    lastMs = now;
+    msHex = now.toString(16).padStart(12, "0");
+  }
+  return `req_${msHex}${random}`;
 }

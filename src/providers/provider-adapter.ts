@@ -106,6 +106,8 @@ export function createProviderAdapters(options: ProviderAdapterOptions): Record<
  */
 export function safeProviderPath(path: string): string | null {
   if (path.length === 0 || path.length > 2048) return null;
+  // The common case (`chat/completions`, `v1/messages`): plain segments, nothing to decode.
+  if (plainPath.test(path)) return path;
   if (/^[a-z][a-z0-9+.-]*:/i.test(path) || path.startsWith("/")) return null;
   if (/%2f|%5c|\\|%00/i.test(path) || hasControlOrSpace(path)) return null;
   for (const segment of path.split("/")) {
@@ -119,6 +121,8 @@ export function safeProviderPath(path: string): string | null {
   }
   return path;
 }
+
+const plainPath = /^[A-Za-z0-9_-]+(?:\/[A-Za-z0-9_-]+)*$/;
 
 function hasControlOrSpace(path: string): boolean {
   for (let index = 0; index < path.length; index++) {
