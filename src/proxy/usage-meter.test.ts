@@ -114,6 +114,31 @@ const expectations: Array<[string, ProviderId, string, boolean, object]> = [
     { inputTokens: 30, outputTokens: 15, cachedInputTokens: 5, reasoningTokens: null },
   ],
   [
+    "provider A Responses stream without event lines, usage before type",
+    "provider-a",
+    responsesStream
+      .split("\n")
+      .filter((line) => !line.startsWith("event:"))
+      .join("\n")
+      .replace(
+        '{"type":"response.completed","response":{"id":"resp_1","model":"gpt-4.1",',
+        '{"response":{"model":"gpt-4.1","id":"resp_1",',
+      )
+      .replace('"total_tokens":38}}}', '"total_tokens":38}},"type":"response.completed"}'),
+    true,
+    { inputTokens: 30, outputTokens: 8, cachedInputTokens: 10, reasoningTokens: 3 },
+  ],
+  [
+    "provider B stream without event lines",
+    "provider-b",
+    anthropicStream
+      .split("\n")
+      .filter((line) => !line.startsWith("event:"))
+      .join("\n"),
+    true,
+    { inputTokens: 30, outputTokens: 15, cachedInputTokens: 5, reasoningTokens: null },
+  ],
+  [
     "provider B JSON",
     "provider-b",
     anthropicJson,
@@ -252,10 +277,77 @@ describe("SSE event scanner", () => {
     ]);
   });
 
+  it("finds the same events as a whole-text reading, however the bytes are split", () => {
+    // Reference: the WHATWG algorithm run on the whole decoded text at once.
+    const reference = (text: string) => {
+      const seen: Array<[string | undefined, string]> = [];
+      const lines = text.split(/\r\n|\r|\n/);
+      lines.pop(); // an unterminated last line is never processed
+      let data: string[] = [];
+      let event: string | undefined;
+      for (const line of lines) {
+        if (line === "") {
+          if (data.length > 0) seen.push([event, data.join("\n")]);
+          data = [];
+          event = undefined;
+          continue;
+        }
+        if (line.startsWith(":")) continue;
+        const colon = line.indexOf(":");
+        const field = colon < 0 ? line : line.slice(0, colon);
+        let value = colon < 0 ? "" : line.slice(colon + 1);
+        if (value.startsWith(" ")) value = value.slice(1);
+        if (field === "data") data.push(value);
+        else if (field === "event") event = value;
+      }
+      return seen;
+    };
+    const pieces = [
+      "data: x",
+      "data:é🙂",
+      "data",
+      "data:",
+      "data:  two",
+      "event: e",
+      "event",
+      ": c",
+      "id: 1",
+      "datum: no",
+      "",
+      "",
+    ];
+    const ends = ["\n", "\r", "\r\n"];
+    let seed = 7;
+    const random = (below: number) => {
+      seed = (seed * 1_103_515_245 + 12_345) % 2_147_483_648;
+      return seed % below;
+    };
+    for (let stream = 0; stream < 300; stream++) {
+      let text = "";
+      for (let line = 0; line < 12; line++)
+        text += `${pieces[random(pieces.length)]}${ends[random(ends.length)]}`;
+      const bytes = Buffer.from(text);
+      const chunks: string[] = [];
+      const seen: Array<[string | undefined, string]> = [];
+      const scanner = new SseEventScanner((event, data) => seen.push([event, data]));
+      for (let at = 0; at < bytes.length; ) {
+        const size = 1 + random(8);
+        scanner.push(bytes.subarray(at, at + size));
+        chunks.push(bytes.subarray(at, at + size).toString("latin1"));
+        at += size;
+      }
+      expect(seen, JSON.stringify(chunks)).toEqual(reference(text));
+    }
+  });
+
   it("drops an event larger than its cap and carries on", () => {
     const seen: string[] = [];
     const scanner = new SseEventScanner((_event, data) => seen.push(data), 64);
     scanner.push(Buffer.from(`data: ${"x".repeat(100)}\n\ndata: small\n\n`));
-    expect(seen).toEqual(["small"]);
+    // Split: the oversized line arrives in pieces, with a second data line in the same event.
+    scanner.push(Buffer.from(`data: ${"y".repeat(40)}`));
+    scanner.push(Buffer.from(`${"y".repeat(40)}\ndata: same event\n`));
+    scanner.push(Buffer.from("\ndata: next\n\n"));
+    expect(seen).toEqual(["small", "next"]);
   });
 });

@@ -20,9 +20,9 @@ const maxJsonBytes = 4 * 1024 * 1024;
 /**
  * Reads usage while a response streams through. JSON bodies are kept (up to 4 MiB) and parsed once
  * at the end. SSE streams are scanned event by event, and only events that can carry usage are
- * parsed (provider A: chunks with a `"usage":{`, Responses API `response.*` completion events;
- * provider B: `message_start` and `message_delta`; provider C: only the last payload with
- * `usageMetadata`, parsed at the end), so metering costs little more than the copy.
+ * parsed (provider A: events with a `"usage":{` object, i.e. the last chat chunk and the Responses
+ * API's completion events; provider B: `message_start` and `message_delta`; provider C: only the
+ * last payload with `usageMetadata`, parsed at the end), so metering costs little more than the copy.
  */
 export function createUsageMeter(
   provider: ProviderId,
@@ -193,36 +193,33 @@ function sseMeter(provider: ProviderId): UsageMeter {
   };
   const onEvent = (event: string | undefined, data: string) => {
     if (provider === "provider-a") {
-      if (model === null && modelLookups < 3 && data.startsWith("{")) {
+      if (model === null && modelLookups < 3) {
+        // The first "model" in a chunk (or in response.created's response) names it.
         modelLookups++;
-        const first = parse(data);
-        model = stringOr(
-          objectField(first, "model"),
-          stringOr(objectField(objectField(first, "response"), "model"), null),
-        );
+        model = modelPatterns["provider-a"].exec(data)?.[1] ?? null;
       }
-      if (
-        event?.startsWith("response.") ||
-        data.includes('"response.completed"') ||
-        data.includes('"response.incomplete"')
-      ) {
-        const response = objectField(parse(data), "response");
-        const found = usageFromProviderA(objectField(response, "usage"));
+      // Chat chunks carry `"usage":{…}` at the top level (null until the last one); the Responses
+      // API's response.completed and response.incomplete carry it in `response`.
+      if (usageObjectStart.test(data)) {
+        const body = parse(data);
+        const response = objectField(body, "response");
+        const found =
+          usageFromProviderA(objectField(body, "usage")) ??
+          usageFromProviderA(objectField(response, "usage"));
         if (found) usage = found;
         model = stringOr(objectField(response, "model"), model);
-      } else if (data.includes('"usage":{') || data.includes('"usage": {')) {
-        const found = usageFromProviderA(objectField(parse(data), "usage"));
-        if (found) usage = found;
       }
     } else if (provider === "provider-b") {
-      if (event === "message_start" || data.includes('"message_start"')) {
+      // Provider B names every event; without event lines, the type inside the data decides.
+      if (event !== undefined ? event === "message_start" : data.includes('"message_start"')) {
         const message = objectField(parse(data), "message");
         usage = usageFromProviderB(objectField(message, "usage"), usage);
         model = stringOr(objectField(message, "model"), model);
-      } else if (event === "message_delta" || data.includes('"message_delta"')) {
+      } else if (event !== undefined ? event === "message_delta" : data.includes('"message_delta"')) {
         usage = usageFromProviderB(objectField(parse(data), "usage"), usage);
       }
-    } else if (data.includes('"usageMetadata"')) lastGemini = data;
+      // usageMetadata closes each chunk: searched from the end.
+    } else if (data.lastIndexOf('"usageMetadata"') >= 0) lastGemini = data;
   };
   const scanner = new SseEventScanner(onEvent);
   return {
@@ -237,6 +234,8 @@ function sseMeter(provider: ProviderId): UsageMeter {
     },
   };
 }
+
+const usageObjectStart = /"usage"\s*:\s*\{/;
 
 function stringOr(value: unknown, fallback: string | null): string | null {
   return typeof value === "string" ? value : fallback;
