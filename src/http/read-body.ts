@@ -22,13 +22,14 @@ export function readBody(request: IncomingMessage, maxBytes: number): Promise<Bu
       chunks.push(chunk);
     };
     request.on("data", onData);
-    request.once("end", () =>
+    // Each fires at most once, and a promise settles once: plain listeners, no `once` wrappers.
+    request.on("end", () =>
       resolve(chunks.length === 1 ? (chunks[0] as Buffer) : Buffer.concat(chunks, size)),
     );
-    request.once("error", (error) =>
+    // A client that leaves mid-body makes the request emit `error` ("aborted").
+    request.on("error", (error) =>
       reject(new GatewayError("BAD_REQUEST", "The request body could not be read", { cause: error })),
     );
-    request.once("aborted", () => reject(new GatewayError("BAD_REQUEST", "The client closed the request")));
   });
 }
 

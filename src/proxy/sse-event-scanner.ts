@@ -70,7 +70,7 @@ export class SseEventScanner {
       this.partialBytes = 1;
       return;
     }
-    // Copied: a chunk may be a view of a read buffer that is reused after this call.
+    // Copied: a view would keep alive the whole socket read it points into.
     this.partial.push(Buffer.from(part));
   }
 

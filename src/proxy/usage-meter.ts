@@ -47,7 +47,7 @@ function jsonMeter(provider: ProviderId): UsageMeter {
     },
     finish() {
       if (overflow || size === 0) return { usage: emptyUsage(), model: null };
-      const body = Buffer.concat(chunks, size);
+      const body = chunks.length === 1 ? (chunks[0] as Buffer) : Buffer.concat(chunks, size);
       const quick = fromUsageObject(provider, body);
       if (quick) return quick;
       try {
