@@ -51,12 +51,12 @@ export function createApp(deps: AppDeps): App {
     handle(request, response) {
       const startedAt = process.hrtime.bigint();
       const requestId = deps.generateRequestId();
-      response.setHeader("x-request-id", requestId);
       const url = request.url ?? "/";
       const queryAt = url.indexOf("?");
       const path = queryAt < 0 ? url : url.slice(0, queryAt);
       const query = queryAt < 0 ? "" : url.slice(queryAt + 1);
       const lookup = router.find(request.method ?? "GET", path);
+      if (lookup.kind !== "found" || !lookup.writesOwnHeaders) response.setHeader("x-request-id", requestId);
       const route = lookup.kind === "found" ? lookup.route : lookup.kind;
       active++;
       response.once("close", () => {

@@ -42,6 +42,8 @@ export interface AdmittedCall {
   /** The rebuilt provider key: in memory only. */
   providerKey: string;
   method: AuthMethod;
+  /** The RateLimit headers; already set on the response unless the route writes its own headers. */
+  rateLimitHeaders: Record<string, string>;
   /** Writes the usage row for this call (once). */
   finish(report: CallReport): void;
   /** Writes the usage row for a call that failed with `error` after admission. */
@@ -53,6 +55,8 @@ export interface AdmissionOptions {
   projectId: string | undefined;
   provider: AuthRequest["provider"];
   sdkKeyHeader?: AuthRequest["sdkKeyHeader"];
+  /** The route writes all its headers at once (see RouteOptions): return the RateLimit headers only. */
+  writesOwnHeaders?: boolean;
 }
 
 /**
@@ -135,9 +139,12 @@ export function createAdmission(deps: AdmissionDeps) {
     }
     deps.metrics.countAuthResult(auth.method, "ok");
     const base = { projectId: auth.project.id, keyId: auth.keyId, method: auth.method };
+    let limitHeaders: Record<string, string>;
     try {
       const limits = consumeLimits(deps, context, auth.project, auth.deviceDigest);
-      applyLimits(context, limits instanceof Promise ? await limits : limits);
+      limitHeaders = applyLimits(limits instanceof Promise ? await limits : limits);
+      if (!options.writesOwnHeaders)
+        for (const name in limitHeaders) context.response.setHeader(name, limitHeaders[name] as string);
       if (auth.project.monthlySpendCapUsd !== null)
         await checkSpend(deps, auth.project, auth.project.monthlySpendCapUsd);
     } catch (error) {
@@ -150,6 +157,7 @@ export function createAdmission(deps: AdmissionDeps) {
       keyId: auth.keyId,
       providerKey: auth.providerKey,
       method: auth.method,
+      rateLimitHeaders: limitHeaders,
       finish: (report) => write(base, report),
       fail: (error, provider = auth.provider, model = null) =>
         write(base, failureReport(error, provider, model)),
@@ -188,8 +196,8 @@ function consumeLimits(
     : (decisions as RateLimitDecision[]);
 }
 
-/** Sets the RateLimit headers, or refuses with 429 when any limit is exhausted. */
-function applyLimits(context: RequestContext, decisions: readonly RateLimitDecision[]): void {
+/** The RateLimit headers, or a 429 refusal (carrying them) when any limit is exhausted. */
+function applyLimits(decisions: readonly RateLimitDecision[]): Record<string, string> {
   const headers = rateLimitHeaders(decisions);
   const refused = decisions.find((decision) => !decision.allowed);
   if (refused) {
@@ -201,7 +209,7 @@ function applyLimits(context: RequestContext, decisions: readonly RateLimitDecis
       },
     );
   }
-  for (const name in headers) context.response.setHeader(name, headers[name] as string);
+  return headers;
 }
 
 async function checkSpend(deps: AdmissionDeps, project: Project, capUsd: number) {

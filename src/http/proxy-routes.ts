@@ -35,7 +35,9 @@ export function registerProxyRoutes(router: Router, deps: ProxyRouteDeps): void 
           projectId: params.projectId,
           provider: adapter.id,
           ...(adapter.sdkKeyHeader ? { sdkKeyHeader: adapter.sdkKeyHeader } : {}),
+          writesOwnHeaders: true,
         });
+        const ownHeaders = { "x-request-id": context.requestId, ...call.rateLimitHeaders };
         try {
           const body = withStreamUsage(adapter.id, path, await readBody(request, deps.maxBodyBytes));
           const result = await forward(deps.pools, {
@@ -47,6 +49,7 @@ export function registerProxyRoutes(router: Router, deps: ProxyRouteDeps): void 
             incomingHeaders: request.headers,
             providerKey: call.providerKey,
             response,
+            ownHeaders,
             onSent: () =>
               deps.metrics.observeOverhead(
                 adapter.id,
@@ -68,9 +71,14 @@ export function registerProxyRoutes(router: Router, deps: ProxyRouteDeps): void 
           });
         } catch (error) {
           call.fail(error, adapter.id);
+          // The error answer (sent by the app) still reports the limits.
+          if (!response.headersSent)
+            for (const name in call.rateLimitHeaders)
+              response.setHeader(name, call.rateLimitHeaders[name] as string);
           throw error;
         }
       },
+      { writesOwnHeaders: true },
     );
   }
 }

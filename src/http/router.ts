@@ -15,8 +15,22 @@ export interface RequestContext {
 
 export type Handler = (context: RequestContext) => Promise<void> | void;
 
+export interface RouteOptions {
+  /**
+   * The handler writes every response header itself, `x-request-id` included, in one `writeHead`
+   * (the proxies: Node then skips its per-header bookkeeping). Errors still get the id.
+   */
+  writesOwnHeaders?: boolean;
+}
+
 export type Lookup =
-  | { kind: "found"; handler: Handler; route: string; params: Record<string, string | undefined> }
+  | {
+      kind: "found";
+      handler: Handler;
+      route: string;
+      params: Record<string, string | undefined>;
+      writesOwnHeaders: boolean;
+    }
   | { kind: "method-not-allowed"; allowed: string[] }
   | { kind: "not-found" };
 
@@ -30,16 +44,30 @@ export class Router {
     maxParamLength: 500,
   });
 
-  on(method: HTTPMethod | HTTPMethod[], path: string, handler: Handler): this {
-    this.tree.on(method, path, () => {}, { handler, route: path });
+  on(method: HTTPMethod | HTTPMethod[], path: string, handler: Handler, options: RouteOptions = {}): this {
+    this.tree.on(method, path, () => {}, {
+      handler,
+      route: path,
+      writesOwnHeaders: options.writesOwnHeaders === true,
+    });
     return this;
   }
 
   find(method: string, path: string): Lookup {
     const found = this.tree.find(method as HTTPMethod, path);
     if (found) {
-      const { handler, route } = found.store as { handler: Handler; route: string };
-      return { kind: "found", handler, route, params: found.params as Record<string, string | undefined> };
+      const { handler, route, writesOwnHeaders } = found.store as {
+        handler: Handler;
+        route: string;
+        writesOwnHeaders: boolean;
+      };
+      return {
+        kind: "found",
+        handler,
+        route,
+        params: found.params as Record<string, string | undefined>,
+        writesOwnHeaders,
+      };
     }
     const allowed = methods.filter((other) => other !== method && this.tree.find(other, path));
     return allowed.length > 0 ? { kind: "method-not-allowed", allowed } : { kind: "not-found" };

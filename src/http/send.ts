@@ -32,6 +32,6 @@ export function sendBytes(
 /** Renders any thrown value as the error envelope; a response already under way is cut instead. */
 export function sendError(response: ServerResponse, error: unknown, requestId: string): number {
   const { status, body, headers } = renderError(error, requestId);
-  sendJson(response, status, body, headers);
+  sendJson(response, status, body, { ...headers, "x-request-id": requestId });
   return status;
 }

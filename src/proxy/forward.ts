@@ -24,6 +24,8 @@ export interface ForwardCall {
   incomingHeaders: import("node:http").IncomingHttpHeaders;
   providerKey: string;
   response: ServerResponse;
+  /** Sluice's own response headers (x-request-id, RateLimit), written with the provider's at once. */
+  ownHeaders: Record<string, string>;
   /** Called once the upstream request has been sent: the gateway's own overhead ends here. */
   onSent?: () => void;
 }
@@ -91,7 +93,7 @@ export async function forward(pools: UpstreamPools, call: ForwardCall): Promise<
   adapter.inject(headers, call.providerKey);
   if (call.body.length > 0 || call.method !== "GET") headers["content-length"] = String(call.body.length);
   const requestModel = adapter.requestModel(call.path, call.body);
-  const exchange = new ProxyExchange(adapter.id, call.response, pools.get(target.origin), {
+  const exchange = new ProxyExchange(adapter.id, call.response, call.ownHeaders, pools.get(target.origin), {
     path: call.query ? `${target.path}?${call.query}` : target.path,
     method: call.method as Dispatcher.HttpMethod,
     headers,
@@ -140,6 +142,7 @@ class ProxyExchange implements Dispatcher.DispatchHandler {
   constructor(
     private readonly provider: ProviderId,
     private readonly response: ServerResponse,
+    private readonly ownHeaders: Record<string, string>,
     private readonly pool: Pool,
     private readonly options: Dispatcher.DispatchOptions,
   ) {}
@@ -193,7 +196,8 @@ class ProxyExchange implements Dispatcher.DispatchHandler {
     this.streamed = contentType.startsWith("text/event-stream");
     // (no flushHeaders: the headers leave with the first chunk, as soon as it arrives)
     try {
-      this.response.writeHead(statusCode, clientResponseHeaders(headers));
+      // One flat list and nothing set before: Node writes it without per-header bookkeeping.
+      this.response.writeHead(statusCode, clientResponseHeaders(headers, this.ownHeaders));
     } catch (error) {
       // Headers Node refuses to send: nothing reached the client, so this answers 502.
       this.controller?.abort(error as Error);

@@ -45,11 +45,39 @@ describe("header policy", () => {
         "keep-alive": "timeout=5",
         "transfer-encoding": "chunked",
         "set-cookie": ["__cf_bm=1"],
+        vary: ["origin", "accept-encoding"],
       }),
-    ).toEqual({
-      "content-type": "text/event-stream",
-      "x-ratelimit-remaining-requests": "99",
-      "request-id": "req_1",
-    });
+    ).toEqual([
+      "content-type",
+      "text/event-stream",
+      "x-ratelimit-remaining-requests",
+      "99",
+      "request-id",
+      "req_1",
+      "vary",
+      "origin",
+      "vary",
+      "accept-encoding",
+    ]);
+  });
+
+  it("adds Sluice's own headers; the provider's x-request-id stays and Sluice's moves beside it", () => {
+    const own = { "x-request-id": "req_sluice", ratelimit: '"project";r=9;t=60' };
+    expect(clientResponseHeaders({ "content-type": "application/json" }, own)).toEqual([
+      "content-type",
+      "application/json",
+      "x-request-id",
+      "req_sluice",
+      "ratelimit",
+      '"project";r=9;t=60',
+    ]);
+    expect(clientResponseHeaders({ "x-request-id": "req_provider", ratelimit: "provider's" }, own)).toEqual([
+      "x-request-id",
+      "req_provider",
+      "ratelimit",
+      "provider's",
+      "x-sluice-request-id",
+      "req_sluice",
+    ]);
   });
 });

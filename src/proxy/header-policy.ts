@@ -1,4 +1,4 @@
-import type { IncomingHttpHeaders, OutgoingHttpHeaders } from "node:http";
+import type { IncomingHttpHeaders } from "node:http";
 
 /**
  * Which client headers reach the provider and which provider headers reach the client.
@@ -48,10 +48,17 @@ export function upstreamRequestHeaders(incoming: IncomingHttpHeaders): Record<st
   return out;
 }
 
+/**
+ * The client's response headers as one flat `[name, value, …]` list for a single `writeHead`:
+ * the provider's (as above), then Sluice's own (`own`: x-request-id, RateLimit). A provider header
+ * of the same name wins, except the provider's `x-request-id`, which stays where its SDK reads it
+ * while Sluice's id moves to `x-sluice-request-id`.
+ */
 export function clientResponseHeaders(
   upstream: Record<string, string | string[] | undefined>,
-): OutgoingHttpHeaders {
-  const out: OutgoingHttpHeaders = {};
+  own: Record<string, string> = {},
+): string[] {
+  const out: string[] = [];
   const connection = upstream.connection;
   const listed =
     typeof connection === "string"
@@ -63,7 +70,12 @@ export function clientResponseHeaders(
   for (const name in upstream) {
     if (droppedResponseHeaders.has(name) || listed.includes(name)) continue;
     const value = upstream[name];
-    if (value !== undefined) out[name] = value;
+    if (typeof value === "string") out.push(name, value);
+    else if (value !== undefined) for (const item of value) out.push(name, item);
+  }
+  for (const name in own) {
+    if (upstream[name] === undefined) out.push(name, own[name] as string);
+    else if (name === "x-request-id") out.push("x-sluice-request-id", own[name] as string);
   }
   return out;
 }

@@ -182,6 +182,29 @@ describe("proxies driven by the official SDKs", () => {
       expect(row).toMatchObject({ status: 429, outcome: "error", error_code: null });
     });
 
+    it("keeps the provider's x-request-id for its SDK and sends Sluice's id and limits beside it", async () => {
+      const plain = await openai.chat.completions
+        .create({ model: "gpt-4o-mini", messages: [{ role: "user", content: "Hi" }] })
+        .withResponse();
+      expect(plain.response.headers.get("x-request-id")).toMatch(/^req_[0-9a-f]{32}$/);
+      expect(plain.response.headers.get("x-sluice-request-id")).toBeNull();
+      expect(plain.response.headers.get("ratelimit-policy")).toContain('"project"');
+      expect(plain.response.headers.get("ratelimit")).toMatch(/^"\w+";r=\d+;t=\d+$/);
+
+      fake.enqueueResponse({
+        status: 200,
+        headers: { "x-request-id": "req_from_provider" },
+        body: JSON.parse(JSON.stringify(plain.data)),
+      });
+      const { response, request_id } = await openai.chat.completions
+        .create({ model: "gpt-4o-mini", messages: [{ role: "user", content: "Hi" }] })
+        .withResponse();
+      expect(request_id).toBe("req_from_provider");
+      expect(response.headers.get("ratelimit")).toMatch(/^"\w+";r=\d+;t=\d+$/);
+      const row = await rowFor(response.headers.get("x-sluice-request-id"));
+      expect(row).toMatchObject({ status: 200, outcome: "ok", input_tokens: 11 });
+    });
+
     it("aborts the upstream request within a second when the client disconnects, and records what it saw", async () => {
       fake.setSseDelayMs(200);
       const controller = new AbortController();
