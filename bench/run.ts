@@ -140,7 +140,7 @@ async function main(): Promise<void> {
       const sse = at(target, cases.sse);
       report.firstEvent[target.name] = await sequentialMedian(
         target.url,
-        { ...sse, path: `${sse.path}?sse_delay_ms=20` },
+        { ...sse, path: `${sse.path}?sse_delay_ms=5` },
         quick ? 30 : 100,
         "first-byte",
       );
