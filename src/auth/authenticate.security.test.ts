@@ -241,6 +241,54 @@ describe("authenticate: the SPEC's methods, in order", () => {
     expect(statusOf(await cachedAuth(request))).toBe(401);
   });
 
+  it("refuses a revoked key at once on the DeviceCheck path too, where the rebuilt key is cached", async () => {
+    const { directory, admin: longAdmin } = wire(database, 60_000);
+    const verified: string[] = [];
+    const cachedAuth = createAuthenticator({
+      directory,
+      deviceTokens: {
+        verify: async (_project, token) => {
+          verified.push(token);
+          return { kind: "ok", digest: "device-digest" };
+        },
+      },
+      throttle: openThrottle,
+    });
+    const created = await longAdmin.createProject({
+      name: "device cached",
+      provider: "provider-a",
+      testMode: false,
+      deviceCheck: {
+        enabled: true,
+        teamId,
+        keyId,
+        privateKey: keys.privateKeyPem,
+        environment: "production",
+      },
+    });
+    const key = await longAdmin.addProviderKey(created.project.id, {
+      provider: "provider-a",
+      apiKey: "sk-device-cached-123",
+    });
+    const request = {
+      projectId: created.project.id,
+      headers: { authorization: `Bearer ${key.partialKey}.${goodDevice}` },
+      clientIp: "1.1.1.1",
+      provider: "provider-a" as const,
+    };
+    const first = await cachedAuth(request);
+    const second = await cachedAuth(request);
+    expect(first.ok && second.ok && second.providerKey).toBe("sk-device-cached-123");
+    // The device token is verified every time; only the partial key's check is remembered.
+    expect(verified).toEqual([goodDevice, goodDevice]);
+    const wrong = `${key.partialKey.slice(0, -2)}${key.partialKey.endsWith("AA") ? "BB" : "AA"}`;
+    expect(
+      statusOf(await cachedAuth({ ...request, headers: { authorization: `Bearer ${wrong}.${goodDevice}` } })),
+    ).toBe(401);
+    await longAdmin.revokeProviderKey(created.project.id, key.keyId);
+    expect(statusOf(await cachedAuth(request))).toBe(401);
+  });
+
   it("keeps the previous test key working for one rotation", async () => {
     const created = await admin.createProject({ name: "rotation", provider: "provider-a", testMode: true });
     const key = await admin.addProviderKey(created.project.id, {

@@ -78,6 +78,13 @@ export function createAuthenticator(deps: AuthenticatorDeps) {
     { at: number; generation: number; result: Extract<AuthResult, { ok: true }> }
   >();
 
+  /**
+   * Partial keys that matched and were rebuilt recently, for the DeviceCheck methods (whose
+   * results cannot be cached whole): the device token is still verified on every request, the
+   * digest check and the key rebuild are not repeated. Same lifetime as `verified`.
+   */
+  const rebuilt = new Map<string, { at: number; generation: number; keyId: string; providerKey: string }>();
+
   function cachedSuccess(key: string | null, project: Project): AuthResult | null {
     if (key === null) return null;
     const hit = verified.get(key);
@@ -103,6 +110,10 @@ export function createAuthenticator(deps: AuthenticatorDeps) {
     partialKey: string,
     provider: ProviderId,
   ): Promise<{ keyId: string; providerKey: string } | GatewayError> {
+    const cacheKey = `${project.id}\u0000${provider}\u0000${partialKey}`;
+    const hit = rebuilt.get(cacheKey);
+    if (hit && hit.generation === directory.generation() && directory.now() - hit.at < directory.ttlMs)
+      return { keyId: hit.keyId, providerKey: hit.providerKey };
     const parsed = parsePartialKey(partialKey);
     if (!parsed) return unauthorized("the partial key is malformed");
     const key = await directory.key(parsed.keyId);
@@ -120,6 +131,13 @@ export function createAuthenticator(deps: AuthenticatorDeps) {
     }
     const providerKey = rebuildProviderKey(key.serverShare, parsed.clientShare);
     if (providerKey === null) return unauthorized("the partial key is not valid for this project");
+    if (rebuilt.size >= 10_000) rebuilt.clear();
+    rebuilt.set(cacheKey, {
+      at: directory.now(),
+      generation: directory.generation(),
+      keyId: parsed.keyId,
+      providerKey,
+    });
     return { keyId: parsed.keyId, providerKey };
   }
 
