@@ -92,7 +92,6 @@ export async function forward(pools: UpstreamPools, call: ForwardCall): Promise<
   const headers = upstreamRequestHeaders(call.incomingHeaders);
   adapter.inject(headers, call.providerKey);
   if (call.body.length > 0 || call.method !== "GET") headers["content-length"] = String(call.body.length);
-  const requestModel = adapter.requestModel(call.path, call.body);
   const exchange = new ProxyExchange(adapter.id, call.response, call.ownHeaders, pools.get(target.origin), {
     path: call.query ? `${target.path}?${call.query}` : target.path,
     method: call.method as Dispatcher.HttpMethod,
@@ -106,14 +105,16 @@ export async function forward(pools: UpstreamPools, call: ForwardCall): Promise<
   } catch (error) {
     throw upstreamError(error);
   }
-  if (outcome === "gone-before-headers") return failed(499, "aborted", null, requestModel);
+  // The model the request named: only read when the provider's answer does not say.
+  const requestModel = () => adapter.requestModel(call.path, call.body);
+  if (outcome === "gone-before-headers") return failed(499, "aborted", null, requestModel());
   const seen = exchange.meter?.finish() ?? { usage: emptyUsage(), model: null };
   return {
     status: exchange.status,
     outcome: outcome === "ok" && exchange.status >= 400 ? "error" : outcome,
     streamed: exchange.streamed,
     usage: seen.usage,
-    model: seen.model ?? requestModel,
+    model: seen.model ?? requestModel(),
     timeToFirstByteMs: exchange.timeToFirstByteMs,
     errorCode: null,
   };

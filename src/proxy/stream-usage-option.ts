@@ -6,9 +6,13 @@ import type { ProviderId } from "../providers/provider-id.js";
  * that does not ask gets the option added; the client then also receives the final usage chunk
  * (`choices: []`), which the official SDKs accept. Every other body is forwarded byte for byte.
  */
+// Encoded once: Buffer#indexOf would encode a string argument on every call.
+const streamField = Buffer.from('"stream"');
+const usageAsked = Buffer.from('"include_usage":true');
+
 export function withStreamUsage(provider: ProviderId, path: string, body: Buffer): Buffer {
   if (provider !== "provider-a" || path !== "chat/completions" || body.length === 0) return body;
-  if (body.indexOf('"stream"') < 0 || body.indexOf('"include_usage":true') >= 0) return body;
+  if (body.indexOf(streamField) < 0 || body.indexOf(usageAsked) >= 0) return body;
   let parsed: unknown;
   try {
     parsed = JSON.parse(body.toString("utf8"));
