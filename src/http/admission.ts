@@ -79,7 +79,7 @@ export function createAdmission(deps: AdmissionDeps) {
     ) => {
       if (written) return;
       written = true;
-      const latencyMs = Number(process.hrtime.bigint() - context.startedAt) / 1e6;
+      const latencyMs = performance.now() - context.startedAt;
       deps.recorder.record({
         request_id: context.requestId,
         project_id: base.projectId,

@@ -51,10 +51,7 @@ export function registerProxyRoutes(router: Router, deps: ProxyRouteDeps): void 
             response,
             ownHeaders,
             onSent: () =>
-              deps.metrics.observeOverhead(
-                adapter.id,
-                Number(process.hrtime.bigint() - context.startedAt) / 1e9,
-              ),
+              deps.metrics.observeOverhead(adapter.id, (performance.now() - context.startedAt) / 1000),
           });
           if (result.timeToFirstByteMs !== null)
             deps.metrics.observeTimeToFirstByte(adapter.id, result.timeToFirstByteMs / 1000);

@@ -6,8 +6,8 @@ export interface RequestContext {
   response: ServerResponse;
   params: Record<string, string | undefined>;
   requestId: string;
-  /** process.hrtime.bigint() when the request arrived. */
-  startedAt: bigint;
+  /** performance.now() when the request arrived (ms, monotonic; no BigInt per reading). */
+  startedAt: number;
   clientIp: string;
   /** The raw query string without `?` (empty when none). */
   query: string;

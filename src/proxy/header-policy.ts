@@ -60,8 +60,9 @@ export function clientResponseHeaders(
 ): string[] {
   const out: string[] = [];
   const connection = upstream.connection;
+  // Usually just `keep-alive` or `close`: nothing more to drop.
   const listed =
-    typeof connection === "string"
+    typeof connection === "string" && connection !== "keep-alive" && connection !== "close"
       ? connection
           .toLowerCase()
           .split(",")
