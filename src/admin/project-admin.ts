@@ -48,6 +48,14 @@ export type ProjectAdmin = ReturnType<typeof createProjectAdmin>;
 export function createProjectAdmin(deps: ProjectAdminDeps) {
   const { projects, keys, secretBox } = deps;
   const nowIso = () => deps.now().toISOString();
+  // Test keys are kept newest first by created_at: two issued in one millisecond would tie, and the
+  // tie would fall to the random id, so the rotation could keep the older key. Each is stamped at
+  // least a millisecond after the previous one.
+  let lastTestKeyAt = 0;
+  const testKeyTime = () => {
+    lastTestKeyAt = Math.max(deps.now().getTime(), lastTestKeyAt + 1);
+    return new Date(lastTestKeyAt).toISOString();
+  };
 
   async function requireProject(id: string): Promise<Project> {
     const project = await projects.get(id);
@@ -59,7 +67,7 @@ export function createProjectAdmin(deps: ProjectAdminDeps) {
     const testKey = generateTestKey();
     const testKeyId = `tk${randomBytes(8).toString("hex")}`;
     await keys.addTestKey(
-      { id: testKeyId, projectId, digest: testKeyDigest(testKey), createdAt: nowIso() },
+      { id: testKeyId, projectId, digest: testKeyDigest(testKey), createdAt: testKeyTime() },
       testKeysKept,
     );
     return { testKeyId, testKey };

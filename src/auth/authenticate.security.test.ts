@@ -28,7 +28,7 @@ interface Fixture {
 const openThrottle: AuthThrottle = { retryAfter: async () => 0, recordFailure: async () => {} };
 
 /** Admin use cases and a credential directory over one database, as the composition root wires them. */
-function wire(database: OpenDatabase, ttlMs: number) {
+function wire(database: OpenDatabase, ttlMs: number, now: () => Date = () => new Date()) {
   const secretBox = createSecretBox(randomBytes(32));
   const projects = createProjectRepository(database.db);
   const keys = createKeyRepository(database.db);
@@ -38,7 +38,7 @@ function wire(database: OpenDatabase, ttlMs: number) {
     keys,
     usage: createUsageRepository(database.db),
     secretBox,
-    now: () => new Date(),
+    now,
     onProjectChanged: directory.invalidate,
   });
   return { secretBox, directory, admin };
@@ -287,6 +287,42 @@ describe("authenticate: the SPEC's methods, in order", () => {
     ).toBe(401);
     await longAdmin.revokeProviderKey(created.project.id, key.keyId);
     expect(statusOf(await cachedAuth(request))).toBe(401);
+  });
+
+  it("keeps the newest two test keys even when they are issued in one millisecond", async () => {
+    const frozen = new Date("2026-11-23T12:00:00.000Z");
+    const { directory, admin: frozenAdmin } = wire(database, 0, () => frozen);
+    const frozenAuth = createAuthenticator({
+      directory,
+      deviceTokens: { verify: async () => ({ kind: "invalid", reason: "no" }) },
+      throttle: openThrottle,
+    });
+    // The old tie-break (random ids) kept the wrong keys about one time in four: try several.
+    for (let attempt = 0; attempt < 12; attempt++) {
+      const created = await frozenAdmin.createProject({
+        name: `same ms ${attempt}`,
+        provider: "provider-a",
+        testMode: true,
+      });
+      const key = await frozenAdmin.addProviderKey(created.project.id, {
+        provider: "provider-a",
+        apiKey: "sk-same-ms-key-123",
+      });
+      const second = await frozenAdmin.rotateTestKey(created.project.id);
+      const third = await frozenAdmin.rotateTestKey(created.project.id);
+      const status = async (testKey: string) =>
+        statusOf(
+          await frozenAuth({
+            projectId: created.project.id,
+            headers: { authorization: `Bearer ${key.partialKey}.${testKey}` },
+            clientIp: "1.1.1.1",
+            provider: "provider-a",
+          }),
+        );
+      expect(await status(created.testKey)).toBe(401);
+      expect(await status(second.testKey)).toBe(200);
+      expect(await status(third.testKey)).toBe(200);
+    }
   });
 
   it("keeps the previous test key working for one rotation", async () => {
