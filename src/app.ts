@@ -56,7 +56,8 @@ export function createApp(deps: AppDeps): App {
       const path = queryAt < 0 ? url : url.slice(0, queryAt);
       const query = queryAt < 0 ? "" : url.slice(queryAt + 1);
       const lookup = router.find(request.method ?? "GET", path);
-      if (lookup.kind !== "found" || !lookup.writesOwnHeaders) response.setHeader("x-request-id", requestId);
+      const writesOwnHeaders = lookup.kind === "found" && lookup.writesOwnHeaders;
+      if (!writesOwnHeaders) response.setHeader("x-request-id", requestId);
       const route = lookup.kind === "found" ? lookup.route : lookup.kind;
       active++;
       response.once("close", () => {
@@ -87,6 +88,7 @@ export function createApp(deps: AppDeps): App {
         startedAt,
         clientIp: deps.clientIp(request),
         query,
+        writesOwnHeaders,
       };
       if (lookup.kind === "found") {
         void run(lookup.handler, context, route);

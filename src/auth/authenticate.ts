@@ -67,30 +67,44 @@ const maxCredentialLength = 8192;
 
 export function createAuthenticator(deps: AuthenticatorDeps) {
   const { directory } = deps;
+
+  /**
+   * Entries live as long as the directory's records (`SLUICE_PROJECT_CACHE_TTL_MS`) and die with
+   * any admin change (the directory's generation moves).
+   */
+  function directoryBoundCache<T>() {
+    const entries = new Map<string, { at: number; generation: number; value: T }>();
+    return {
+      get(key: string): T | undefined {
+        const hit = entries.get(key);
+        if (!hit || hit.generation !== directory.generation() || directory.now() - hit.at >= directory.ttlMs)
+          return undefined;
+        return hit.value;
+      },
+      set(key: string, value: T): void {
+        if (entries.size >= 10_000) entries.clear();
+        entries.set(key, { at: directory.now(), generation: directory.generation(), value });
+      },
+    };
+  }
+
   /**
    * Test-key credentials that verified recently, so a client sending the same credentials again
-   * skips the digests and the key rebuild. Entries live as long as the directory's records
-   * (`SLUICE_PROJECT_CACHE_TTL_MS`) and die with any admin change. DeviceCheck tokens are not
-   * cached here: their ledger counts every use.
+   * skips the digests and the key rebuild. DeviceCheck tokens are not cached here: their ledger
+   * counts every use.
    */
-  const verified = new Map<
-    string,
-    { at: number; generation: number; result: Extract<AuthResult, { ok: true }> }
-  >();
+  const verified = directoryBoundCache<Extract<AuthResult, { ok: true }>>();
 
   /**
    * Partial keys that matched and were rebuilt recently, for the DeviceCheck methods (whose
    * results cannot be cached whole): the device token is still verified on every request, the
-   * digest check and the key rebuild are not repeated. Same lifetime as `verified`.
+   * digest check and the key rebuild are not repeated.
    */
-  const rebuilt = new Map<string, { at: number; generation: number; keyId: string; providerKey: string }>();
+  const rebuilt = directoryBoundCache<{ keyId: string; providerKey: string }>();
 
   function cachedSuccess(key: string | null, project: Project): AuthResult | null {
-    if (key === null) return null;
-    const hit = verified.get(key);
-    if (!hit || hit.generation !== directory.generation() || directory.now() - hit.at >= directory.ttlMs)
-      return null;
-    return { ...hit.result, project };
+    const hit = key === null ? undefined : verified.get(key);
+    return hit ? { ...hit, project } : null;
   }
 
   function remember(key: string | null, result: AuthResult): void {
@@ -100,8 +114,7 @@ export function createAuthenticator(deps: AuthenticatorDeps) {
       (result.method !== "bearer-test-key" && result.method !== "test-key-header")
     )
       return;
-    if (verified.size >= 10_000) verified.clear();
-    verified.set(key, { at: directory.now(), generation: directory.generation(), result });
+    verified.set(key, result);
   }
 
   /** Checks the partial key against the project's key records and rebuilds the provider key. */
@@ -112,8 +125,7 @@ export function createAuthenticator(deps: AuthenticatorDeps) {
   ): Promise<{ keyId: string; providerKey: string } | GatewayError> {
     const cacheKey = `${project.id}\u0000${provider}\u0000${partialKey}`;
     const hit = rebuilt.get(cacheKey);
-    if (hit && hit.generation === directory.generation() && directory.now() - hit.at < directory.ttlMs)
-      return { keyId: hit.keyId, providerKey: hit.providerKey };
+    if (hit) return hit;
     const parsed = parsePartialKey(partialKey);
     if (!parsed) return unauthorized("the partial key is malformed");
     const key = await directory.key(parsed.keyId);
@@ -131,14 +143,9 @@ export function createAuthenticator(deps: AuthenticatorDeps) {
     }
     const providerKey = rebuildProviderKey(key.serverShare, parsed.clientShare);
     if (providerKey === null) return unauthorized("the partial key is not valid for this project");
-    if (rebuilt.size >= 10_000) rebuilt.clear();
-    rebuilt.set(cacheKey, {
-      at: directory.now(),
-      generation: directory.generation(),
-      keyId: parsed.keyId,
-      providerKey,
-    });
-    return { keyId: parsed.keyId, providerKey };
+    const rebuiltKey = { keyId: parsed.keyId, providerKey };
+    rebuilt.set(cacheKey, rebuiltKey);
+    return rebuiltKey;
   }
 
   return async function authenticate(request: AuthRequest): Promise<AuthResult> {

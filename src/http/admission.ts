@@ -9,6 +9,7 @@ import type { SpendGuard } from "../usage/spend-guard.js";
 import type { TokenUsage } from "../usage/token-usage.js";
 import type { UsageRecorder } from "../usage/usage-recorder.js";
 import type { RequestContext } from "./router.js";
+import { setHeaders } from "./send.js";
 
 export type Endpoint = "proxy" | "text" | "vision" | "pdf" | "image";
 
@@ -55,8 +56,6 @@ export interface AdmissionOptions {
   projectId: string | undefined;
   provider: AuthRequest["provider"];
   sdkKeyHeader?: AuthRequest["sdkKeyHeader"];
-  /** The route writes all its headers at once (see RouteOptions): return the RateLimit headers only. */
-  writesOwnHeaders?: boolean;
 }
 
 /**
@@ -143,8 +142,7 @@ export function createAdmission(deps: AdmissionDeps) {
     try {
       const limits = consumeLimits(deps, context, auth.project, auth.deviceDigest);
       limitHeaders = applyLimits(limits instanceof Promise ? await limits : limits);
-      if (!options.writesOwnHeaders)
-        for (const name in limitHeaders) context.response.setHeader(name, limitHeaders[name] as string);
+      if (!context.writesOwnHeaders) setHeaders(context.response, limitHeaders);
       if (auth.project.monthlySpendCapUsd !== null)
         await checkSpend(deps, auth.project, auth.project.monthlySpendCapUsd);
     } catch (error) {

@@ -9,6 +9,7 @@ import type { TokenUsage } from "../usage/token-usage.js";
 import type { Admit } from "./admission.js";
 import { readBody, requireJsonContentType } from "./read-body.js";
 import type { Router } from "./router.js";
+import { setHeaders } from "./send.js";
 
 export interface ProxyRouteDeps {
   admit: Admit;
@@ -35,7 +36,6 @@ export function registerProxyRoutes(router: Router, deps: ProxyRouteDeps): void 
           projectId: params.projectId,
           provider: adapter.id,
           ...(adapter.sdkKeyHeader ? { sdkKeyHeader: adapter.sdkKeyHeader } : {}),
-          writesOwnHeaders: true,
         });
         const ownHeaders = { "x-request-id": context.requestId, ...call.rateLimitHeaders };
         try {
@@ -69,9 +69,7 @@ export function registerProxyRoutes(router: Router, deps: ProxyRouteDeps): void 
         } catch (error) {
           call.fail(error, adapter.id);
           // The error answer (sent by the app) still reports the limits.
-          if (!response.headersSent)
-            for (const name in call.rateLimitHeaders)
-              response.setHeader(name, call.rateLimitHeaders[name] as string);
+          if (!response.headersSent) setHeaders(response, call.rateLimitHeaders);
           throw error;
         }
       },

@@ -11,6 +11,8 @@ export interface RequestContext {
   clientIp: string;
   /** The raw query string without `?` (empty when none). */
   query: string;
+  /** The route writes all its headers itself (RouteOptions.writesOwnHeaders). */
+  writesOwnHeaders: boolean;
 }
 
 export type Handler = (context: RequestContext) => Promise<void> | void;

@@ -22,11 +22,15 @@ export function sendBytes(
     response.destroy();
     return;
   }
-  for (const [name, value] of Object.entries(headers)) response.setHeader(name, value);
+  setHeaders(response, headers);
   response.setHeader("content-type", contentType);
   response.setHeader("content-length", payload.length);
   response.statusCode = status;
   response.end(payload);
+}
+
+export function setHeaders(response: ServerResponse, headers: Record<string, string>): void {
+  for (const name in headers) response.setHeader(name, headers[name] as string);
 }
 
 /** Renders any thrown value as the error envelope; a response already under way is cut instead. */

@@ -173,11 +173,16 @@ class ProxyExchange implements Dispatcher.DispatchHandler {
   };
 
   private finish(outcome: ProxyOutcome | "gone-before-headers"): void {
+    this.settle(() => this.resolve(outcome));
+  }
+
+  /** Stops listening to the client and reports, once. */
+  private settle(report: () => void): void {
     if (this.settled) return;
     this.settled = true;
     this.response.off("close", this.onClientClose);
     if (this.drainListening) this.response.off("drain", this.onDrain);
-    this.resolve(outcome);
+    report();
   }
 
   onRequestStart(controller: Dispatcher.DispatchController): void {
@@ -234,11 +239,7 @@ class ProxyExchange implements Dispatcher.DispatchHandler {
         this.retried = true;
         this.controller = null;
         this.pool.dispatch(this.options, this);
-      } else {
-        this.settled = true;
-        this.response.off("close", this.onClientClose);
-        this.reject(error);
-      }
+      } else this.settle(() => this.reject(error));
       return;
     }
     // The provider cut the stream or went silent, or the client left: the client sees the cut too.
