@@ -197,6 +197,45 @@ for (const engine of engines) {
       expect(await records.spendSince("p1", "2026-11-03T00:00:00.000Z")).toBeCloseTo(0.5, 9);
     });
 
+    it("stores every usage column as given", async () => {
+      const records = createUsageRepository(database.db, database.sqlite);
+      // A distinct value in every column, so two columns swapped on the way in cannot pass.
+      const row: UsageRecord = {
+        request_id: "columns-1",
+        project_id: "columns",
+        key_id: "key-columns",
+        endpoint: "vision",
+        provider: "provider-b",
+        model: "model-columns",
+        status: 207,
+        error_code: "SOME_CODE",
+        input_tokens: 101,
+        output_tokens: 102,
+        cached_tokens: 103,
+        reasoning_tokens: 104,
+        cost_usd: 0.125,
+        latency_ms: 45.5,
+        ttfb_ms: 6.25,
+        streamed: 1,
+        outcome: "aborted",
+        auth_method: "bearer-device-check",
+        client_ip: "192.0.2.44",
+        created_at: "2026-11-05T01:02:03.004Z",
+      };
+      await records.insertBatch([row]);
+      const stored = await database.db
+        .selectFrom("usage_records")
+        .selectAll()
+        .where("request_id", "=", "columns-1")
+        .executeTakeFirstOrThrow();
+      expect({
+        ...stored,
+        cost_usd: Number(stored.cost_usd),
+        latency_ms: Number(stored.latency_ms),
+        ttfb_ms: Number(stored.ttfb_ms),
+      }).toEqual(row);
+    });
+
     it("writes a large batch in one call", async () => {
       const records = createUsageRepository(database.db, database.sqlite);
       const rows = Array.from({ length: 1200 }, (_, index) => usage(`bulk-${index}`, { project_id: "bulk" }));

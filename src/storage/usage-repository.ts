@@ -144,11 +144,38 @@ export function createUsageRepository(
   };
 }
 
+/**
+ * Parameters are bound by position, in the order of `columns`: binding by name makes
+ * better-sqlite3 look up every column on the row object from C++, which cost about 3 µs of the
+ * 8 to 11 µs a row takes (docs/decisions/0005). The contract suite checks every column round-trips.
+ */
 function sqliteBatchWriter(sqlite: BetterSqlite3.Database): (rows: readonly UsageRecord[]) => void {
   const insert = sqlite.prepare(
-    `insert into usage_records (${columns.join(", ")}) values (${columns.map((column) => `@${column}`).join(", ")}) on conflict (request_id) do nothing`,
+    `insert into usage_records (${columns.join(", ")}) values (${columns.map(() => "?").join(", ")}) on conflict (request_id) do nothing`,
   );
   return sqlite.transaction((rows: readonly UsageRecord[]) => {
-    for (const row of rows) insert.run(row);
+    for (const row of rows)
+      insert.run(
+        row.request_id,
+        row.project_id,
+        row.key_id,
+        row.endpoint,
+        row.provider,
+        row.model,
+        row.status,
+        row.error_code,
+        row.input_tokens,
+        row.output_tokens,
+        row.cached_tokens,
+        row.reasoning_tokens,
+        row.cost_usd,
+        row.latency_ms,
+        row.ttfb_ms,
+        row.streamed,
+        row.outcome,
+        row.auth_method,
+        row.client_ip,
+        row.created_at,
+      );
   });
 }
