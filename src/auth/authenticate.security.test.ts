@@ -25,7 +25,7 @@ interface Fixture {
   partial: Record<ProviderId, string>;
 }
 
-const openThrottle: AuthThrottle = { retryAfter: async () => 0, recordFailure: async () => {} };
+const openThrottle: AuthThrottle = { retryAfter: () => 0, recordFailure: async () => {} };
 
 /** Admin use cases and a credential directory over one database, as the composition root wires them. */
 function wire(database: OpenDatabase, ttlMs: number, now: () => Date = () => new Date()) {
@@ -236,9 +236,44 @@ describe("authenticate: the SPEC's methods, in order", () => {
       provider: "provider-a" as const,
     };
     expect((await cachedAuth(request)).ok).toBe(true);
-    expect((await cachedAuth(request)).ok).toBe(true);
+    // Everything is in memory now: the answer comes without a promise.
+    const warm = cachedAuth(request);
+    expect(warm).not.toBeInstanceOf(Promise);
+    expect((warm as AuthResult).ok).toBe(true);
     await longAdmin.revokeProviderKey(created.project.id, key.keyId);
-    expect(statusOf(await cachedAuth(request))).toBe(401);
+    const afterRevoke = cachedAuth(request);
+    expect(afterRevoke).toBeInstanceOf(Promise);
+    expect(statusOf(await afterRevoke)).toBe(401);
+    // A wrong test key never takes the in-memory path, however warm the caches are.
+    const wrong = { ...request, headers: { authorization: `Bearer ${key.partialKey}.tk_wrong` } };
+    expect(statusOf(await cachedAuth(wrong))).toBe(401);
+  });
+
+  it("checks the throttle before a warm credential: a blocked client is refused without a promise to wait for", async () => {
+    const { directory, admin: longAdmin } = wire(database, 60_000);
+    let wait = 0;
+    const cachedAuth = createAuthenticator({
+      directory,
+      deviceTokens: { verify: async () => ({ kind: "invalid", reason: "no" }) },
+      throttle: { retryAfter: () => wait, recordFailure: async () => {} },
+    });
+    const created = await longAdmin.createProject({ name: "warm", provider: "provider-a", testMode: true });
+    const key = await longAdmin.addProviderKey(created.project.id, {
+      provider: "provider-a",
+      apiKey: "sk-warm-key-123",
+    });
+    const request = {
+      projectId: created.project.id,
+      headers: { authorization: `Bearer ${key.partialKey}.${created.testKey}` },
+      clientIp: "1.1.1.2",
+      provider: "provider-a" as const,
+    };
+    expect((await cachedAuth(request)).ok).toBe(true);
+    expect((cachedAuth(request) as AuthResult).ok).toBe(true);
+    wait = 9;
+    const refused = await cachedAuth(request);
+    expect(refused.ok ? 200 : refused.error.code).toBe("TOO_MANY_REQUESTS");
+    expect(refused.ok ? {} : refused.error.headers).toEqual({ "retry-after": "9" });
   });
 
   it("refuses a revoked key at once on the DeviceCheck path too, where the rebuilt key is cached", async () => {

@@ -14,6 +14,13 @@ export interface CredentialDirectoryDeps {
   maxEntries?: number;
 }
 
+interface Entry<T> {
+  at: number;
+  value: Promise<T>;
+  /** Set once `value` resolved, so a fresh hit can be read synchronously. */
+  settled: { value: T } | undefined;
+}
+
 export interface CachedKey {
   record: ProviderKeyRecord;
   /** The opened server share; held in memory only, never logged. */
@@ -29,9 +36,9 @@ export interface CachedKey {
 export function createCredentialDirectory(deps: CredentialDirectoryDeps) {
   const now = deps.now ?? Date.now;
   const maxEntries = deps.maxEntries ?? 10_000;
-  const projects = new Map<string, { at: number; value: Promise<Project | null> }>();
-  const testKeys = new Map<string, { at: number; value: Promise<string[]> }>();
-  const keys = new Map<string, { at: number; value: Promise<CachedKey | null> }>();
+  const projects = new Map<string, Entry<Project | null>>();
+  const testKeys = new Map<string, Entry<string[]>>();
+  const keys = new Map<string, Entry<CachedKey | null>>();
   let generation = 0;
 
   /**
@@ -39,18 +46,14 @@ export function createCredentialDirectory(deps: CredentialDirectoryDeps) {
    * served (a blip must not fail traffic that was working); with nothing known, the caller gets
    * SERVICE_UNAVAILABLE.
    */
-  function cached<T>(
-    map: Map<string, { at: number; value: Promise<T> }>,
-    id: string,
-    load: () => Promise<T>,
-  ): Promise<T> {
+  function cached<T>(map: Map<string, Entry<T>>, id: string, load: () => Promise<T>): Promise<T> {
     const entry = map.get(id);
     const time = now();
     if (entry && time - entry.at < deps.ttlMs) return entry.value;
     if (map.size >= maxEntries) map.clear();
     const value = load().catch(async (error: unknown) => {
       if (entry) {
-        map.set(id, { at: now(), value: entry.value });
+        map.set(id, { at: now(), value: entry.value, settled: entry.settled });
         return entry.value;
       }
       map.delete(id);
@@ -59,12 +62,31 @@ export function createCredentialDirectory(deps: CredentialDirectoryDeps) {
         headers: { "retry-after": "2" },
       });
     });
-    map.set(id, { at: time, value });
+    const fresh: Entry<T> = { at: time, value, settled: undefined };
+    value.then(
+      (known) => {
+        fresh.settled = { value: known };
+      },
+      () => {},
+    );
+    map.set(id, fresh);
     return value;
+  }
+
+  /** The fresh value already read for `id`, without a promise; undefined when it is not at hand. */
+  function settled<T>(map: Map<string, Entry<T>>, id: string): T | undefined {
+    const entry = map.get(id);
+    if (entry?.settled === undefined || now() - entry.at >= deps.ttlMs) return undefined;
+    return entry.settled.value;
   }
 
   return {
     project: (id: string) => cached(projects, id, () => deps.projects.get(id)),
+    /**
+     * The project as `project(id)` would give it, when that answer is already in memory and fresh:
+     * the hot path reads it without waiting a turn; undefined means "ask `project(id)`".
+     */
+    settledProject: (id: string) => settled(projects, id),
     testKeyDigests: (projectId: string) =>
       cached(testKeys, projectId, async () =>
         (await deps.keys.listTestKeys(projectId)).map((key) => key.digest),

@@ -1,4 +1,4 @@
-import type { Authenticate, AuthMethod, AuthRequest } from "../auth/authenticate.js";
+import type { Authenticate, AuthMethod, AuthRequest, AuthResult } from "../auth/authenticate.js";
 import { GatewayError, isGatewayError } from "../errors.js";
 import type { Metrics } from "../observability/metrics.js";
 import type { ProviderId } from "../providers/provider-id.js";
@@ -63,14 +63,31 @@ export interface AdmissionOptions {
  * Every request that reaches authentication gets exactly one usage row, whatever happens next.
  */
 export function createAdmission(deps: AdmissionDeps) {
-  return async function admit(context: RequestContext, options: AdmissionOptions): Promise<AdmittedCall> {
-    const auth = await deps.authenticate({
+  /**
+   * Answers without a promise when authentication and the limits are decided in memory (cached
+   * credentials, in-process limits, no spend cap): the usual proxy request waits for nothing here.
+   */
+  return function admit(
+    context: RequestContext,
+    options: AdmissionOptions,
+  ): AdmittedCall | Promise<AdmittedCall> {
+    const auth = deps.authenticate({
       projectId: options.projectId,
       headers: context.request.headers,
       clientIp: context.clientIp,
       provider: options.provider,
       ...(options.sdkKeyHeader ? { sdkKeyHeader: options.sdkKeyHeader } : {}),
     });
+    return auth instanceof Promise
+      ? auth.then((settled) => admitAuthenticated(context, options, settled))
+      : admitAuthenticated(context, options, auth);
+  };
+
+  function admitAuthenticated(
+    context: RequestContext,
+    options: AdmissionOptions,
+    auth: AuthResult,
+  ): AdmittedCall | Promise<AdmittedCall> {
     let written = false;
     const write = (
       base: { projectId: string; keyId: string | null; method: AuthMethod | null },
@@ -138,29 +155,38 @@ export function createAdmission(deps: AdmissionDeps) {
     }
     deps.metrics.countAuthResult(auth.method, "ok");
     const base = { projectId: auth.project.id, keyId: auth.keyId, method: auth.method };
-    let limitHeaders: Record<string, string>;
-    try {
-      const limits = consumeLimits(deps, context, auth.project, auth.deviceDigest);
-      limitHeaders = applyLimits(limits instanceof Promise ? await limits : limits);
-      if (!context.writesOwnHeaders) setHeaders(context.response, limitHeaders);
-      if (auth.project.monthlySpendCapUsd !== null)
-        await checkSpend(deps, auth.project, auth.project.monthlySpendCapUsd);
-    } catch (error) {
+    const refuse = (error: unknown): never => {
       write(base, failureReport(error, auth.provider, null));
       throw error;
-    }
-    return {
-      project: auth.project,
-      provider: auth.provider,
-      keyId: auth.keyId,
-      providerKey: auth.providerKey,
-      method: auth.method,
-      rateLimitHeaders: limitHeaders,
-      finish: (report) => write(base, report),
-      fail: (error, provider = auth.provider, model = null) =>
-        write(base, failureReport(error, provider, model)),
     };
-  };
+    const admitted = (decisions: readonly RateLimitDecision[]): AdmittedCall => {
+      const limitHeaders = applyLimits(decisions);
+      if (!context.writesOwnHeaders) setHeaders(context.response, limitHeaders);
+      return {
+        project: auth.project,
+        provider: auth.provider,
+        keyId: auth.keyId,
+        providerKey: auth.providerKey,
+        method: auth.method,
+        rateLimitHeaders: limitHeaders,
+        finish: (report) => write(base, report),
+        fail: (error, provider = auth.provider, model = null) =>
+          write(base, failureReport(error, provider, model)),
+      };
+    };
+    const capUsd = auth.project.monthlySpendCapUsd;
+    try {
+      const limits = consumeLimits(deps, context, auth.project, auth.deviceDigest);
+      if (!(limits instanceof Promise) && capUsd === null) return admitted(limits);
+      return (async () => {
+        const call = admitted(await limits);
+        if (capUsd !== null) await checkSpend(deps, auth.project, capUsd);
+        return call;
+      })().catch(refuse);
+    } catch (error) {
+      return refuse(error);
+    }
+  }
 }
 
 export type Admit = ReturnType<typeof createAdmission>;

@@ -31,12 +31,13 @@ export function registerProxyRoutes(router: Router, deps: ProxyRouteDeps): void 
         const path = safeProviderPath(params["*"] ?? "");
         if (path === null) throw new GatewayError("BAD_REQUEST", "The provider path is not allowed");
         if (adapter.requiresJson) requireJsonContentType(request);
-        const call = await deps.admit(context, {
+        const admitted = deps.admit(context, {
           endpoint: "proxy",
           projectId: params.projectId,
           provider: adapter.id,
           ...(adapter.sdkKeyHeader ? { sdkKeyHeader: adapter.sdkKeyHeader } : {}),
         });
+        const call = admitted instanceof Promise ? await admitted : admitted;
         const ownHeaders = { "x-request-id": context.requestId, ...call.rateLimitHeaders };
         try {
           const body = withStreamUsage(adapter.id, path, await readBody(request, deps.maxBodyBytes));

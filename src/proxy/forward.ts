@@ -1,4 +1,4 @@
-import type { IncomingHttpHeaders, ServerResponse } from "node:http";
+import type { ServerResponse } from "node:http";
 import { type Dispatcher, Pool } from "undici";
 import { GatewayError } from "../errors.js";
 import type { ProviderAdapter } from "../providers/provider-adapter.js";
@@ -123,15 +123,20 @@ export async function forward(pools: UpstreamPools, call: ForwardCall): Promise<
 /**
  * One proxied exchange as an undici dispatch handler: the provider's headers and body chunks are
  * written to the client from undici's own callbacks, so no Readable stream, promise or async
- * resource is built per response (docs/decisions/0005). Backpressure: a chunk the client's buffer
- * cannot take pauses the upstream parser until the client drains.
+ * resource is built per response (docs/decisions/0005). It implements the callbacks undici's core
+ * calls (`onConnect`, `onHeaders`, `onData`, `onComplete`, `onError`), as undici's own `request`
+ * does: a handler with the newer `onResponse*` callbacks is wrapped per request in an adapter that
+ * parses the raw headers into an object, which costs more than reading them here once.
+ * Backpressure: a chunk the client's buffer cannot take pauses the upstream parser (onData returns
+ * false) until the client drains.
  */
 class ProxyExchange implements Dispatcher.DispatchHandler {
   status = 0;
   streamed = false;
   meter: UsageMeter | null = null;
   timeToFirstByteMs: number | null = null;
-  private controller: Dispatcher.DispatchController | null = null;
+  private abortUpstream: ((reason: Error) => void) | null = null;
+  private resumeUpstream: (() => void) | null = null;
   private sentAt = 0;
   private clientGone = false;
   private retried = false;
@@ -163,13 +168,13 @@ class ProxyExchange implements Dispatcher.DispatchHandler {
   private readonly onClientClose = () => {
     if (this.settled || this.response.writableFinished) return;
     this.clientGone = true;
-    // Until undici starts the request there is no controller: onRequestStart aborts it then.
-    this.controller?.abort(new Error("The client disconnected"));
+    // Until undici starts the request there is no abort function: onConnect aborts it then.
+    this.abortUpstream?.(new Error("The client disconnected"));
   };
 
   private readonly onDrain = () => {
     this.drainListening = false;
-    this.controller?.resume();
+    this.resumeUpstream?.();
   };
 
   private finish(outcome: ProxyOutcome | "gone-before-headers"): void {
@@ -185,51 +190,48 @@ class ProxyExchange implements Dispatcher.DispatchHandler {
     report();
   }
 
-  onRequestStart(controller: Dispatcher.DispatchController): void {
-    this.controller = controller;
-    if (this.clientGone) controller.abort(new Error("The client disconnected"));
+  onConnect(abort: (reason?: Error) => void): void {
+    this.abortUpstream = abort;
+    if (this.clientGone) abort(new Error("The client disconnected"));
   }
 
-  onResponseStart(
-    _controller: Dispatcher.DispatchController,
-    statusCode: number,
-    headers: IncomingHttpHeaders,
-  ): void {
-    if (statusCode < 200) return; // informational: the final answer follows
+  onHeaders(statusCode: number, rawHeaders: Buffer[], resume: () => void): boolean {
+    if (statusCode < 200) return true; // informational: the final answer follows
     this.timeToFirstByteMs = performance.now() - this.sentAt;
     this.status = statusCode;
-    const contentType = headers["content-type"] ?? "";
-    this.streamed = contentType.startsWith("text/event-stream");
+    this.resumeUpstream = resume;
+    const head = clientResponseHeaders(rawHeaders, this.ownHeaders);
+    this.streamed = head.contentType.startsWith("text/event-stream");
     // (no flushHeaders: the headers leave with the first chunk, as soon as it arrives)
     try {
       // One flat list and nothing set before: Node writes it without per-header bookkeeping.
-      this.response.writeHead(statusCode, clientResponseHeaders(headers, this.ownHeaders));
+      this.response.writeHead(statusCode, head.headers);
     } catch (error) {
       // Headers Node refuses to send: nothing reached the client, so this answers 502.
-      this.controller?.abort(error as Error);
-      return;
+      this.abortUpstream?.(error as Error);
+      return false;
     }
-    this.meter = createUsageMeter(this.provider, { streaming: this.streamed, contentType });
+    this.meter = createUsageMeter(this.provider, { streaming: this.streamed, contentType: head.contentType });
+    return true;
   }
 
-  onResponseData(controller: Dispatcher.DispatchController, chunk: Buffer): void {
+  onData(chunk: Buffer): boolean {
     this.meter?.push(chunk);
-    if (!this.response.write(chunk)) {
-      controller.pause();
-      // Listened for only when the client's buffer is full, which most responses never reach.
-      if (!this.drainListening) {
-        this.drainListening = true;
-        this.response.once("drain", this.onDrain);
-      }
+    if (this.response.write(chunk)) return true;
+    // Listened for only when the client's buffer is full, which most responses never reach.
+    if (!this.drainListening) {
+      this.drainListening = true;
+      this.response.once("drain", this.onDrain);
     }
+    return false;
   }
 
-  onResponseEnd(): void {
+  onComplete(): void {
     this.response.end();
     this.finish("ok");
   }
 
-  onResponseError(_controller: Dispatcher.DispatchController, error: Error): void {
+  onError(error: Error): void {
     if (this.settled) return;
     if (this.meter === null) {
       // Nothing reached the client yet.
@@ -237,7 +239,7 @@ class ProxyExchange implements Dispatcher.DispatchHandler {
       if (this.clientGone) this.finish("gone-before-headers");
       else if (connectFailures.has(code) && !this.retried) {
         this.retried = true;
-        this.controller = null;
+        this.abortUpstream = null;
         this.pool.dispatch(this.options, this);
       } else this.settle(() => this.reject(error));
       return;

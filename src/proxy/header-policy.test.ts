@@ -1,6 +1,10 @@
 import { describe, expect, it } from "vitest";
 import { clientResponseHeaders, upstreamRequestHeaders } from "./header-policy.js";
 
+/** A raw header list as undici hands it over: names as sent, values as latin1 bytes. */
+const raw = (pairs: Array<[string, string]>): Buffer[] =>
+  pairs.flatMap(([name, value]) => [Buffer.from(name, "latin1"), Buffer.from(value, "latin1")]);
+
 describe("header policy", () => {
   it("forwards provider feature headers and drops credentials, cookies, hop-by-hop and Sluice headers", () => {
     const headers = upstreamRequestHeaders({
@@ -35,19 +39,23 @@ describe("header policy", () => {
   });
 
   it("passes provider response headers except hop-by-hop ones, cookies and those named by Connection", () => {
-    expect(
-      clientResponseHeaders({
-        "content-type": "text/event-stream",
-        "x-ratelimit-remaining-requests": "99",
-        "request-id": "req_1",
-        connection: "keep-alive, x-private",
-        "x-private": "1",
-        "keep-alive": "timeout=5",
-        "transfer-encoding": "chunked",
-        "set-cookie": ["__cf_bm=1"],
-        vary: ["origin", "accept-encoding"],
-      }),
-    ).toEqual([
+    const head = clientResponseHeaders(
+      raw([
+        ["Content-Type", "text/event-stream"],
+        ["x-ratelimit-remaining-requests", "99"],
+        ["request-id", "req_1"],
+        ["Connection", "keep-alive, X-Private"],
+        ["x-private", "1"],
+        ["Keep-Alive", "timeout=5"],
+        ["transfer-encoding", "chunked"],
+        ["set-cookie", "__cf_bm=1"],
+        ["vary", "origin"],
+        ["Vary", "accept-encoding"],
+        ["x-latin1", "caf\u00e9"],
+      ]),
+    );
+    expect(head.contentType).toBe("text/event-stream");
+    expect(head.headers).toEqual([
       "content-type",
       "text/event-stream",
       "x-ratelimit-remaining-requests",
@@ -58,12 +66,14 @@ describe("header policy", () => {
       "origin",
       "vary",
       "accept-encoding",
+      "x-latin1",
+      "caf\u00e9",
     ]);
   });
 
   it("adds Sluice's own headers; the provider's x-request-id stays and Sluice's moves beside it", () => {
     const own = { "x-request-id": "req_sluice", ratelimit: '"project";r=9;t=60' };
-    expect(clientResponseHeaders({ "content-type": "application/json" }, own)).toEqual([
+    expect(clientResponseHeaders(raw([["content-type", "application/json"]]), own).headers).toEqual([
       "content-type",
       "application/json",
       "x-request-id",
@@ -71,7 +81,15 @@ describe("header policy", () => {
       "ratelimit",
       '"project";r=9;t=60',
     ]);
-    expect(clientResponseHeaders({ "x-request-id": "req_provider", ratelimit: "provider's" }, own)).toEqual([
+    expect(
+      clientResponseHeaders(
+        raw([
+          ["X-Request-Id", "req_provider"],
+          ["ratelimit", "provider's"],
+        ]),
+        own,
+      ).headers,
+    ).toEqual([
       "x-request-id",
       "req_provider",
       "ratelimit",

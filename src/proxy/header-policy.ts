@@ -48,35 +48,56 @@ export function upstreamRequestHeaders(incoming: IncomingHttpHeaders): Record<st
   return out;
 }
 
+export interface ClientResponseHead {
+  /** Flat `[name, value, …]` for a single `writeHead`; provider names lower-cased. */
+  headers: string[];
+  /** The provider's content-type ("" when none), to pick the usage meter. */
+  contentType: string;
+}
+
 /**
- * The client's response headers as one flat `[name, value, …]` list for a single `writeHead`:
- * the provider's (as above), then Sluice's own (`own`: x-request-id, RateLimit). A provider header
- * of the same name wins, except the provider's `x-request-id`, which stays where its SDK reads it
- * while Sluice's id moves to `x-sluice-request-id`.
+ * The client's response headers from the provider's raw header list (undici's alternating
+ * name/value Buffers, read here once instead of through a parsed object): the provider's (as
+ * above), then Sluice's own (`own`: x-request-id, RateLimit). A provider header of the same name
+ * wins, except the provider's `x-request-id`, which stays where its SDK reads it while Sluice's id
+ * moves to `x-sluice-request-id`.
  */
 export function clientResponseHeaders(
-  upstream: Record<string, string | string[] | undefined>,
+  raw: readonly (Buffer | string)[],
   own: Record<string, string> = {},
-): string[] {
-  const out: string[] = [];
-  const connection = upstream.connection;
+): ClientResponseHead {
+  let headers: string[] = [];
+  let contentType = "";
+  let connection = "";
+  for (let index = 0; index + 1 < raw.length; index += 2) {
+    const name = latin1(raw[index] as Buffer | string).toLowerCase();
+    if (name === "connection") connection = latin1(raw[index + 1] as Buffer | string);
+    if (droppedResponseHeaders.has(name)) continue;
+    const value = latin1(raw[index + 1] as Buffer | string);
+    if (name === "content-type" && contentType === "") contentType = value;
+    headers.push(name, value);
+  }
   // Usually just `keep-alive` or `close`: nothing more to drop.
-  const listed =
-    typeof connection === "string" && connection !== "keep-alive" && connection !== "close"
-      ? connection
-          .toLowerCase()
-          .split(",")
-          .map((name) => name.trim())
-      : [];
-  for (const name in upstream) {
-    if (droppedResponseHeaders.has(name) || listed.includes(name)) continue;
-    const value = upstream[name];
-    if (typeof value === "string") out.push(name, value);
-    else if (value !== undefined) for (const item of value) out.push(name, item);
+  if (connection !== "" && connection !== "keep-alive" && connection !== "close") {
+    const listed = connection
+      .toLowerCase()
+      .split(",")
+      .map((name) => name.trim());
+    headers = headers.filter((_, index, all) => !listed.includes(all[index - (index % 2)] as string));
   }
   for (const name in own) {
-    if (upstream[name] === undefined) out.push(name, own[name] as string);
-    else if (name === "x-request-id") out.push("x-sluice-request-id", own[name] as string);
+    const value = own[name] as string;
+    if (!hasName(headers, name)) headers.push(name, value);
+    else if (name === "x-request-id") headers.push("x-sluice-request-id", value);
   }
-  return out;
+  return { headers, contentType };
+}
+
+function latin1(value: Buffer | string): string {
+  return typeof value === "string" ? value : value.toString("latin1");
+}
+
+function hasName(flat: readonly string[], name: string): boolean {
+  for (let index = 0; index < flat.length; index += 2) if (flat[index] === name) return true;
+  return false;
 }

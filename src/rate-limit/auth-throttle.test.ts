@@ -50,6 +50,14 @@ for (const backend of backends) {
       expect(await throttle.retryAfter("203.0.113.9", "real")).toBe(0);
     });
 
+    it("answers at once (no promise) while no failure is remembered, and for a blocked address", async () => {
+      const throttle = await backend.make(1);
+      expect(throttle.retryAfter("192.0.2.60", "p")).toBe(0);
+      await fail(throttle, 1, "192.0.2.60", "p");
+      expect(throttle.retryAfter("192.0.2.60", "p")).toBeGreaterThan(0);
+      expect(throttle.retryAfter("192.0.2.61", "p")).toBe(0);
+    });
+
     it("never throttles successful callers", async () => {
       const throttle = await backend.make(2);
       for (let index = 0; index < 100; index++) expect(await throttle.retryAfter("192.0.2.50", "p")).toBe(0);

@@ -65,16 +65,20 @@ export function createAuthThrottle(options: AuthThrottleOptions): AuthThrottle {
   }
 
   return {
-    async retryAfter(clientIp, projectId) {
+    retryAfter(clientIp, projectId) {
+      // Answered at once unless a suspect's shared count must be read from Redis.
       if (blocked.size === 0 && (suspects?.size ?? 0) === 0) return 0;
       const now = Date.now();
       const keys = throttleKeys(clientIp, projectId);
-      let wait = Math.max(...keys.map((key) => blocked.secondsLeft(key, now)));
+      const wait = Math.max(...keys.map((key) => blocked.secondsLeft(key, now)));
       if (wait > 0 || !suspects) return wait;
-      for (const key of keys) {
-        if (suspects.secondsLeft(key, now) > 0) wait = Math.max(wait, await sharedWait(key));
-      }
-      return wait;
+      const suspected = keys.filter((key) => suspects.secondsLeft(key, now) > 0);
+      if (suspected.length === 0) return 0;
+      return (async () => {
+        let shared = 0;
+        for (const key of suspected) shared = Math.max(shared, await sharedWait(key));
+        return shared;
+      })();
     },
     async recordFailure(clientIp, projectId, projectExists) {
       const keys = throttleKeys(clientIp, projectExists ? undefined : projectId);
