@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createPostgresSchema, postgresAvailable } from "../../test/support/services.js";
-import { type OpenDatabase, openDatabase } from "./database.js";
+import { type OpenDatabase, openDatabase, sqliteCacheKiB } from "./database.js";
 import { createKeyRepository } from "./key-repository.js";
 import { createProjectRepository, type Project } from "./project-repository.js";
 import { createUsageRepository, type UsageRecord } from "./usage-repository.js";
@@ -108,6 +108,11 @@ for (const engine of engines) {
       expect((await projects.list()).map((p) => p.id)).toEqual(["p1", "p2"]);
       expect(await projects.delete("p2")).toBe(true);
       expect(await projects.delete("p2")).toBe(false);
+    });
+
+    it("bounds the embedded engine's page cache to SQLite's stock 2 MiB (RSS budget; nothing to do on Postgres)", () => {
+      if (!database.sqlite) return;
+      expect(database.sqlite.pragma("cache_size", { simple: true })).toBe(-sqliteCacheKiB);
     });
 
     it("rejects a second project with the same id", async () => {
