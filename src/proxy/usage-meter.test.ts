@@ -129,6 +129,16 @@ const expectations: Array<[string, ProviderId, string, boolean, object]> = [
     { inputTokens: 30, outputTokens: 8, cachedInputTokens: 10, reasoningTokens: 3 },
   ],
   [
+    "provider A Responses stream whose output holds non-ASCII text and a quoted usage object",
+    "provider-a",
+    responsesStream.replace(
+      '"model":"gpt-4.1","usage":{"input_tokens":30',
+      `"model":"gpt-4.1","output":[{"type":"message","content":[{"type":"output_text","text":${JSON.stringify('Grüße 😀 — "usage":{"input_tokens":999}')}}]}],"usage":{"input_tokens":30`,
+    ),
+    true,
+    { inputTokens: 30, outputTokens: 8, cachedInputTokens: 10, reasoningTokens: 3 },
+  ],
+  [
     "provider B stream without event lines",
     "provider-b",
     anthropicStream

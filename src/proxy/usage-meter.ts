@@ -82,7 +82,29 @@ function fromUsageObject(
   body: Buffer,
 ): { usage: TokenUsage; model: string | null } | null {
   if (provider === "provider-c" && body[0] === 0x5b) return null;
-  const key = usageKeys[provider];
+  const found = lastUsageObject(body, usageKeys[provider]);
+  if (!found) return null;
+  const usage =
+    provider === "provider-a"
+      ? usageFromProviderA(found.value)
+      : provider === "provider-b"
+        ? usageFromProviderB(found.value, null)
+        : usageFromProviderC(found.value);
+  if (!usage) return null;
+  const model = modelPatterns[provider].exec(
+    provider === "provider-c"
+      ? body.toString("latin1", found.end)
+      : body.toString("latin1", 0, Math.min(body.length, 4096)),
+  );
+  return { usage, model: model?.[1] ?? null };
+}
+
+/**
+ * The last `<key>: {…}` object in `body`, parsed alone (the body around it may be large; inside
+ * string values a quote is escaped, so the key cannot match there). Null when there is none or it
+ * does not parse.
+ */
+function lastUsageObject(body: Buffer, key: Buffer): { value: unknown; end: number } | null {
   const at = body.lastIndexOf(key);
   if (at < 0) return null;
   let open = skipSpaces(body, at + key.length);
@@ -91,25 +113,11 @@ function fromUsageObject(
   if (body[open] !== 0x7b /* { */) return null;
   const close = matchingBrace(body, open);
   if (close < 0) return null;
-  let value: unknown;
   try {
-    value = JSON.parse(body.toString("utf8", open, close + 1));
+    return { value: JSON.parse(body.toString("utf8", open, close + 1)), end: close };
   } catch {
     return null;
   }
-  const usage =
-    provider === "provider-a"
-      ? usageFromProviderA(value)
-      : provider === "provider-b"
-        ? usageFromProviderB(value, null)
-        : usageFromProviderC(value);
-  if (!usage) return null;
-  const model = modelPatterns[provider].exec(
-    provider === "provider-c"
-      ? body.toString("latin1", close)
-      : body.toString("latin1", 0, Math.min(body.length, 4096)),
-  );
-  return { usage, model: model?.[1] ?? null };
 }
 
 function skipSpaces(body: Buffer, from: number): number {
@@ -199,15 +207,13 @@ function sseMeter(provider: ProviderId): UsageMeter {
         model = modelPatterns["provider-a"].exec(data)?.[1] ?? null;
       }
       // Chat chunks carry `"usage":{…}` at the top level (null until the last one); the Responses
-      // API's response.completed and response.incomplete carry it in `response`.
+      // API's response.completed and response.incomplete carry it in `response`, after the
+      // output. Either way it is the event's last usage object, parsed alone: the rest of the
+      // event (a whole response, for the Responses API) is never parsed.
       if (usageObjectStart.test(data)) {
-        const body = parse(data);
-        const response = objectField(body, "response");
-        const found =
-          usageFromProviderA(objectField(body, "usage")) ??
-          usageFromProviderA(objectField(response, "usage"));
+        const found = usageFromProviderA(lastUsageObject(Buffer.from(data), usageKeys["provider-a"])?.value);
         if (found) usage = found;
-        model = stringOr(objectField(response, "model"), model);
+        if (model === null) model = modelPatterns["provider-a"].exec(data)?.[1] ?? null;
       }
     } else if (provider === "provider-b") {
       // Provider B names every event; without event lines, the type inside the data decides.
