@@ -16,7 +16,9 @@ export interface Report {
   seconds: number;
   runs: Run[];
   failures: string[];
+  /** Median of `startupSamples`. */
   startupMs?: number;
+  startupSamples?: number[];
   rssIdle?: Record<string, number>;
   rssAfter?: Record<string, number>;
   p50AtOne?: Record<string, number>;
@@ -89,7 +91,7 @@ export function renderReport(report: Report): string {
     `| RSS after load, MiB (idle: floor ${fixed(report.rssIdle?.floor, 1)}, sluice ${fixed(report.rssIdle?.sluice, 1)}) | ${fixed(rss.floor, 1)} | ${fixed(rss.sluice, 1)} | | <= 150 MiB | ${mark((rss.sluice ?? Number.POSITIVE_INFINITY) <= 150)} |`,
   );
   lines.push(
-    `| start to first 200 on /health, ms (fresh data dir) | | ${fixed(report.startupMs, 0)} | | <= 1000 ms | ${mark((report.startupMs ?? Number.POSITIVE_INFINITY) <= 1000)} |`,
+    `| start to first 200 on /health, ms (fresh data dir; median of ${report.startupSamples?.length ?? 1} start${report.startupSamples?.length === 1 ? "" : "s"}: ${(report.startupSamples ?? []).map((ms) => fixed(ms, 0)).join(", ")}) | | ${fixed(report.startupMs, 0)} | | <= 1000 ms | ${mark((report.startupMs ?? Number.POSITIVE_INFINITY) <= 1000)} |`,
   );
   lines.push(
     "",
