@@ -217,24 +217,34 @@ describe("authenticate: the SPEC's methods, in order", () => {
     expect(disabled.ok ? 200 : disabled.error.code).toBe("FORBIDDEN");
   });
 
-  it("drops cached credentials at once when an admin revokes the key, even with a long cache TTL", async () => {
+  /** A test-mode project with a provider key, on a directory that trusts its cache for a minute. */
+  async function longCacheFixture(name: string, throttle: AuthThrottle, clientIp: string) {
     const { directory, admin: longAdmin } = wire(database, 60_000);
     const cachedAuth = createAuthenticator({
       directory,
       deviceTokens: { verify: async () => ({ kind: "invalid", reason: "no" }) },
-      throttle: openThrottle,
+      throttle,
     });
-    const created = await longAdmin.createProject({ name: "cached", provider: "provider-a", testMode: true });
+    const created = await longAdmin.createProject({ name, provider: "provider-a", testMode: true });
     const key = await longAdmin.addProviderKey(created.project.id, {
       provider: "provider-a",
-      apiKey: "sk-cached-key-123",
+      apiKey: `sk-${name}-key-123`,
     });
     const request = {
       projectId: created.project.id,
       headers: { authorization: `Bearer ${key.partialKey}.${created.testKey}` },
-      clientIp: "1.1.1.1",
+      clientIp,
       provider: "provider-a" as const,
     };
+    return { cachedAuth, longAdmin, created, key, request };
+  }
+
+  it("drops cached credentials at once when an admin revokes the key, even with a long cache TTL", async () => {
+    const { cachedAuth, longAdmin, created, key, request } = await longCacheFixture(
+      "cached",
+      openThrottle,
+      "1.1.1.1",
+    );
     expect((await cachedAuth(request)).ok).toBe(true);
     // Everything is in memory now: the answer comes without a promise.
     const warm = cachedAuth(request);
@@ -249,25 +259,13 @@ describe("authenticate: the SPEC's methods, in order", () => {
     expect(statusOf(await cachedAuth(wrong))).toBe(401);
   });
 
-  it("checks the throttle before a warm credential: a blocked client is refused without a promise to wait for", async () => {
-    const { directory, admin: longAdmin } = wire(database, 60_000);
+  it("checks the throttle before a warm credential: a blocked client is refused with everything in memory", async () => {
     let wait = 0;
-    const cachedAuth = createAuthenticator({
-      directory,
-      deviceTokens: { verify: async () => ({ kind: "invalid", reason: "no" }) },
-      throttle: { retryAfter: () => wait, recordFailure: async () => {} },
-    });
-    const created = await longAdmin.createProject({ name: "warm", provider: "provider-a", testMode: true });
-    const key = await longAdmin.addProviderKey(created.project.id, {
-      provider: "provider-a",
-      apiKey: "sk-warm-key-123",
-    });
-    const request = {
-      projectId: created.project.id,
-      headers: { authorization: `Bearer ${key.partialKey}.${created.testKey}` },
-      clientIp: "1.1.1.2",
-      provider: "provider-a" as const,
-    };
+    const { cachedAuth, request } = await longCacheFixture(
+      "warm",
+      { retryAfter: () => wait, recordFailure: async () => {} },
+      "1.1.1.2",
+    );
     expect((await cachedAuth(request)).ok).toBe(true);
     expect((cachedAuth(request) as AuthResult).ok).toBe(true);
     wait = 9;
