@@ -106,8 +106,12 @@ function fromUsageObject(
  */
 function lastUsageObject(body: Buffer, key: Buffer): { value: unknown; end: number } | null {
   const at = body.lastIndexOf(key);
-  if (at < 0) return null;
-  let open = skipSpaces(body, at + key.length);
+  return at < 0 ? null : objectAfterKey(body, at, key.length);
+}
+
+/** The `{…}` object that follows the key at `at` (`<key> : {…}`), parsed; null when cut or not one. */
+function objectAfterKey(body: Buffer, at: number, keyLength: number): { value: unknown; end: number } | null {
+  let open = skipSpaces(body, at + keyLength);
   if (body[open] !== 0x3a /* : */) return null;
   open = skipSpaces(body, open + 1);
   if (body[open] !== 0x7b /* { */) return null;
@@ -153,20 +157,14 @@ function fromJsonBody(provider: ProviderId, body: unknown): { usage: TokenUsage;
 
 function fromCutGeminiArray(body: Buffer): { usage: TokenUsage; model: string | null } {
   const key = usageKeys["provider-c"];
-  let at = body.lastIndexOf(key);
-  while (at >= 0) {
-    const open = body.indexOf(0x7b /* { */, at);
-    const close = open < 0 ? -1 : matchingBrace(body, open);
-    if (close > 0) {
-      try {
-        const usage = usageFromProviderC(JSON.parse(body.toString("utf8", open, close + 1)));
-        const version = /"modelVersion"\s*:\s*"([^"]+)"/.exec(body.toString("utf8", 0, at + 2000));
-        if (usage) return { usage, model: version?.[1] ?? null };
-      } catch {
-        // fall through to an earlier occurrence
-      }
+  // The last usageMetadata may be the one the cut went through: try earlier ones until one parses.
+  for (let at = body.lastIndexOf(key); at >= 0; at = at === 0 ? -1 : body.lastIndexOf(key, at - 1)) {
+    const found = objectAfterKey(body, at, key.length);
+    const usage = found && usageFromProviderC(found.value);
+    if (usage) {
+      const version = /"modelVersion"\s*:\s*"([^"]+)"/.exec(body.toString("utf8", 0, at + 2000));
+      return { usage, model: version?.[1] ?? null };
     }
-    at = at === 0 ? -1 : body.lastIndexOf(key, at - 1);
   }
   return { usage: emptyUsage(), model: null };
 }
