@@ -160,12 +160,15 @@ export function createAuthenticator(deps: AuthenticatorDeps) {
 
   function recentTestKeySuccess(request: AuthRequest): AuthResult | null {
     const project = request.projectId ? directory.settledProject(request.projectId) : undefined;
-    if (!project || project.disabled || !project.testMode) return null;
-    const provider = typeof request.provider === "function" ? request.provider(project) : request.provider;
-    return cachedSuccess(
-      testKeyCacheKey(project.id, provider, request.headers, request.sdkKeyHeader),
-      project,
-    );
+    if (!project || project.disabled) return null;
+    return cachedSuccess(verifiedKeyFor(request, project, providerFor(request, project)), project);
+  }
+
+  /** Where a verified test-key credential is remembered; null when the project is not in test mode. */
+  function verifiedKeyFor(request: AuthRequest, project: Project, provider: ProviderId): string | null {
+    return project.testMode
+      ? testKeyCacheKey(project.id, provider, request.headers, request.sdkKeyHeader)
+      : null;
   }
 
   async function authenticateFully(
@@ -204,11 +207,8 @@ export function createAuthenticator(deps: AuthenticatorDeps) {
       );
     }
     if (project.disabled) return failure(new GatewayError("FORBIDDEN", "This project is disabled"), project);
-    const provider = typeof request.provider === "function" ? request.provider(project) : request.provider;
-
-    const cacheKey = project.testMode
-      ? testKeyCacheKey(project.id, provider, headers, request.sdkKeyHeader)
-      : null;
+    const provider = providerFor(request, project);
+    const cacheKey = verifiedKeyFor(request, project, provider);
     const cached = cachedSuccess(cacheKey, project);
     if (cached) return cached;
     const attempt = await tryMethods(project, provider, headers, request.sdkKeyHeader);
@@ -377,6 +377,11 @@ function testKeyCacheKey(
   if (headerKey === undefined && bearer === undefined) return null;
   const aiKey = headerKey === undefined ? "" : (single(headers["x-ai-key"]) ?? "");
   return `${projectId}\u0000${provider}\u0000${headerKey ?? ""}\u0000${aiKey}\u0000${bearer ?? ""}\u0000${single(headers["x-device-token"]) ?? ""}`;
+}
+
+/** The provider whose key the endpoint needs: named by the route, or chosen by the project. */
+function providerFor(request: AuthRequest, project: Project): ProviderId {
+  return typeof request.provider === "function" ? request.provider(project) : request.provider;
 }
 
 function single(value: string | string[] | undefined): string | undefined {
