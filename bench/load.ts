@@ -54,38 +54,47 @@ export async function countSseEvents(url: string, load: LoadCase): Promise<numbe
 }
 
 /**
- * Median milliseconds over `count` sequential requests (one connection, keep-alive), from sending
- * to the first body byte (`until: "first-byte"`, a stream's first event) or to the end of the body.
- * The rest of a stream is read too, so the connection stays open for the next request: cutting it
- * would time a new TCP connection (to the target, and from a proxy to the provider) with every
- * sample instead of the first event.
+ * Median milliseconds per target over `count` sequential requests each (one keep-alive connection
+ * per target), from sending to the first body byte (`until: "first-byte"`, a stream's first event)
+ * or to the end of the body. The targets take turns request by request, so every target is timed
+ * under the same machine state: timed one block after another, the direct baseline and a proxy
+ * were seconds apart on this shared VM, and the drift between blocks was as large as the
+ * difference being measured. The rest of a stream is read too, so the connection stays open for
+ * the next request: cutting it would time a new TCP connection (to the target, and from a proxy to
+ * the provider) with every sample instead of the first event.
  */
-export async function sequentialMedian(
-  url: string,
-  load: LoadCase,
+export async function sequentialMedians(
+  targets: readonly { name: string; url: string; load: LoadCase }[],
   count: number,
   until: "first-byte" | "end",
-): Promise<number> {
-  const samples: number[] = [];
+): Promise<Record<string, number>> {
+  const samples = new Map<string, number[]>(targets.map((target) => [target.name, []]));
   for (let index = 0; index < count; index++) {
-    const started = performance.now();
-    const response = await request(`${url}${load.path}`, {
-      method: "POST",
-      headers: { "content-type": "application/json", ...load.headers },
-      body: load.body,
-    });
-    if (until === "end") {
-      await response.body.dump();
-      samples.push(performance.now() - started);
-      continue;
-    }
-    let first = true;
-    for await (const _chunk of response.body) {
-      if (first) samples.push(performance.now() - started);
-      first = false;
+    // The order rotates too, so no target always follows the same one.
+    for (let turn = 0; turn < targets.length; turn++) {
+      const target = targets[(index + turn) % targets.length] as (typeof targets)[number];
+      samples.get(target.name)?.push(await timeOne(target.url, target.load, until));
     }
   }
-  return median(samples);
+  return Object.fromEntries([...samples].map(([name, values]) => [name, median(values)]));
+}
+
+async function timeOne(url: string, load: LoadCase, until: "first-byte" | "end"): Promise<number> {
+  const started = performance.now();
+  const response = await request(`${url}${load.path}`, {
+    method: "POST",
+    headers: { "content-type": "application/json", ...load.headers },
+    body: load.body,
+  });
+  if (until === "end") {
+    await response.body.dump();
+    return performance.now() - started;
+  }
+  let firstByteMs = Number.NaN;
+  for await (const _chunk of response.body) {
+    if (Number.isNaN(firstByteMs)) firstByteMs = performance.now() - started;
+  }
+  return firstByteMs;
 }
 
 export function median(values: readonly number[]): number {

@@ -5,7 +5,14 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { request } from "undici";
 import { type FakeApple, generateAppleKeyPair, startFakeApple } from "../test/fakes/fake-apple.js";
-import { countSseEvents, type LoadCase, type LoadResult, median, runLoad, sequentialMedian } from "./load.js";
+import {
+  countSseEvents,
+  type LoadCase,
+  type LoadResult,
+  median,
+  runLoad,
+  sequentialMedians,
+} from "./load.js";
 import { cpuMicros, rssMiB, startProcess, stopAll, type Target } from "./processes.js";
 import { type Report, renderReport } from "./report.js";
 
@@ -133,24 +140,19 @@ async function main(): Promise<void> {
       }
     }
 
-    report.p50AtOne = {};
-    for (const target of targets)
-      report.p50AtOne[target.name] = await sequentialMedian(
-        target.url,
-        at(target, cases.json),
-        quick ? 200 : 600,
-        "end",
-      );
-    report.firstEvent = {};
-    for (const target of targets) {
-      const sse = at(target, cases.sse);
-      report.firstEvent[target.name] = await sequentialMedian(
-        target.url,
-        { ...sse, path: `${sse.path}?sse_delay_ms=5` },
-        quick ? 30 : 100,
-        "first-byte",
-      );
-    }
+    report.p50AtOne = await sequentialMedians(
+      targets.map((target) => ({ name: target.name, url: target.url, load: at(target, cases.json) })),
+      quick ? 200 : 600,
+      "end",
+    );
+    report.firstEvent = await sequentialMedians(
+      targets.map((target) => {
+        const sse = at(target, cases.sse);
+        return { name: target.name, url: target.url, load: { ...sse, path: `${sse.path}?sse_delay_ms=5` } };
+      }),
+      quick ? 30 : 100,
+      "first-byte",
+    );
     report.appleCalls = apple.fake.calls.length;
     if (report.appleCalls !== 1)
       report.failures.push(`the device token was sent to Apple ${report.appleCalls} times, not once`);
