@@ -214,7 +214,25 @@ describe("authenticate: the SPEC's methods, in order", () => {
     expect(statusOf(await run(created.project.id, headers))).toBe(401);
     await admin.updateProject(created.project.id, { disabled: true });
     const disabled = await run(created.project.id, headers);
-    expect(disabled.ok ? 200 : disabled.error.code).toBe("FORBIDDEN");
+    expect(disabled.ok ? 200 : disabled.error.code).toBe("UNAUTHORIZED");
+  });
+
+  it("says a project is disabled only to a caller whose credentials pass", async () => {
+    const created = await admin.createProject({ name: "disabled", provider: "provider-a", testMode: true });
+    const key = await admin.addProviderKey(created.project.id, {
+      provider: "provider-a",
+      apiKey: "sk-disabled-project-123",
+    });
+    const headers = { authorization: `Bearer ${key.partialKey}.${created.testKey}` };
+    expect(statusOf(await run(created.project.id, headers))).toBe(200);
+    await admin.updateProject(created.project.id, { disabled: true });
+    const refused = await run(created.project.id, headers);
+    expect(refused.ok ? 200 : refused.error.code).toBe("FORBIDDEN");
+    expect(refused.ok ? null : refused.method).toBe("bearer-test-key");
+    for (const stranger of [{}, { authorization: `Bearer ${key.partialKey}.wrong-test-key` }]) {
+      const result = await run(created.project.id, stranger);
+      expect(result.ok ? 200 : result.error.code).toBe("UNAUTHORIZED");
+    }
   });
 
   /** A test-mode project with a provider key, on a directory that trusts its cache for a minute. */

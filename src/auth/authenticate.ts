@@ -206,15 +206,19 @@ export function createAuthenticator(deps: AuthenticatorDeps) {
         null,
       );
     }
-    if (project.disabled) return failure(new GatewayError("FORBIDDEN", "This project is disabled"), project);
     const provider = providerFor(request, project);
     const cacheKey = verifiedKeyFor(request, project, provider);
-    const cached = cachedSuccess(cacheKey, project);
-    if (cached) return cached;
-    const attempt = await tryMethods(project, provider, headers, request.sdkKeyHeader);
+    const attempt =
+      cachedSuccess(cacheKey, project) ?? (await tryMethods(project, provider, headers, request.sdkKeyHeader));
     remember(cacheKey, attempt);
-    if (attempt.ok) return attempt;
-    if (attempt.error.status === 401) await deps.throttle.recordFailure(clientIp, projectId, true);
+    if (!attempt.ok) {
+      if (attempt.error.status === 401) await deps.throttle.recordFailure(clientIp, projectId, true);
+      return attempt;
+    }
+    // Said only to a caller whose credentials passed: anyone else gets 401 and learns nothing of
+    // the project's state.
+    if (project.disabled)
+      return failure(new GatewayError("FORBIDDEN", "This project is disabled"), project, attempt.method);
     return attempt;
   }
 
