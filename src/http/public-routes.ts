@@ -1,5 +1,5 @@
 import { GatewayError } from "../errors.js";
-import { modelListBody } from "../providers/model-list.js";
+import { modelListBody, sdkModelListPaths } from "../providers/model-list.js";
 import type { ProviderId } from "../providers/provider-id.js";
 import { providerIds } from "../providers/provider-id.js";
 import type { Router } from "./router.js";
@@ -21,7 +21,10 @@ export interface PublicRouteDeps {
   metrics?: () => Promise<{ contentType: string; body: string }>;
 }
 
-/** GET /health, the six model lists and /metrics. None needs authentication. */
+/**
+ * GET /health, the six model lists (the project-scoped ones also where each provider's SDK asks for
+ * them) and /metrics. None needs authentication.
+ */
 export function registerPublicRoutes(router: Router, deps: PublicRouteDeps): void {
   router.on("GET", "/health", async ({ response }) => {
     const results = await Promise.all(deps.checks.map((check) => runCheck(check)));
@@ -45,13 +48,15 @@ export function registerPublicRoutes(router: Router, deps: PublicRouteDeps): voi
 
   for (const provider of providerIds) {
     router.on("GET", `/v1/${provider}/models`, ({ response }) => sendModels(response, provider));
-    router.on("GET", `/v1/${provider}/:projectId/models`, async ({ response, params }) => {
-      const projectId = params.projectId ?? "";
-      if (!(await deps.projectExists(projectId))) {
-        throw new GatewayError("PROJECT_NOT_FOUND", `Project ${JSON.stringify(projectId)} does not exist`);
-      }
-      sendModels(response, provider);
-    });
+    for (const path of sdkModelListPaths[provider]) {
+      router.on("GET", `/v1/${provider}/:projectId/${path}`, async ({ response, params }) => {
+        const projectId = params.projectId ?? "";
+        if (!(await deps.projectExists(projectId))) {
+          throw new GatewayError("PROJECT_NOT_FOUND", `Project ${JSON.stringify(projectId)} does not exist`);
+        }
+        sendModels(response, provider);
+      });
+    }
   }
 
   const metrics = deps.metrics;

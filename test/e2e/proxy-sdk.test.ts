@@ -320,6 +320,15 @@ describe("proxies driven by the official SDKs", () => {
         expect(streamedRow[column]).toEqual(bufferedRow[column]);
     });
 
+    it("serves models.list from the catalogue", async () => {
+      const upstreamCalls = fake.requests.length;
+      const ids = [];
+      for await (const model of anthropic.models.list()) ids.push(model.id);
+      expect(ids.length).toBeGreaterThan(0);
+      expect(ids.every((id) => typeof id === "string")).toBe(true);
+      expect(fake.requests).toHaveLength(upstreamCalls);
+    });
+
     it("refuses a non-JSON body with 415 and GET with 405", async () => {
       const url = `${sluice.url}/v1/provider-b/${project.projectId}/messages`;
       const text = await fetch(url, {
@@ -359,6 +368,19 @@ describe("proxies driven by the official SDKs", () => {
         model: "gemini-2.5-flash",
       });
       expect(rows[0]?.cost_usd).toBe(rows[1]?.cost_usd);
+    });
+
+    it("serves models.list from the catalogue, on the SDK's v1beta path and on v1", async () => {
+      const upstreamCalls = fake.requests.length;
+      const names = [];
+      for await (const model of await google.models.list()) names.push(model.name);
+      expect(names).toContain("models/gemini-2.5-flash");
+      const v1 = await fetch(`${sluice.url}/v1/provider-c/${project.projectId}/v1/models`);
+      expect(v1.status).toBe(200);
+      expect(((await v1.json()) as { models: unknown[] }).models).toHaveLength(names.length);
+      const unknown = await fetch(`${sluice.url}/v1/provider-c/no-such-project/v1beta/models`);
+      expect(unknown.status).toBe(404);
+      expect(fake.requests).toHaveLength(upstreamCalls);
     });
 
     it("forwards embedContent, the JSON-array stream and inline data", async () => {
