@@ -229,7 +229,11 @@ describe("authenticate: the SPEC's methods, in order", () => {
     const refused = await run(created.project.id, headers);
     expect(refused.ok ? 200 : refused.error.code).toBe("FORBIDDEN");
     expect(refused.ok ? null : refused.method).toBe("bearer-test-key");
-    for (const stranger of [{}, { authorization: `Bearer ${key.partialKey}.wrong-test-key` }]) {
+    const strangers: Record<string, string>[] = [
+      {},
+      { authorization: `Bearer ${key.partialKey}.wrong-test-key` },
+    ];
+    for (const stranger of strangers) {
       const result = await run(created.project.id, stranger);
       expect(result.ok ? 200 : result.error.code).toBe("UNAUTHORIZED");
     }
