@@ -205,7 +205,7 @@ export const settings = {
     "SLUICE_RATE_LIMIT_IP_PER_MINUTE",
     integer(1),
     "600",
-    "default requests per minute per client IP",
+    "default requests per minute per client IP within each project",
   ),
   publicUrl: setting(
     "SLUICE_PUBLIC_URL",

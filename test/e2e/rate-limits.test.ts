@@ -1,0 +1,58 @@
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { type FakeUpstream, startFakeUpstream } from "../fakes/fake-upstream.js";
+import {
+  createTestProject,
+  startTestGateway,
+  type TestGateway,
+  usageRowOf,
+} from "../support/test-gateway.js";
+
+describe("the client-IP limit, on the embedded default", () => {
+  let fake: FakeUpstream;
+  let sluice: TestGateway;
+
+  beforeAll(async () => {
+    fake = await startFakeUpstream();
+    sluice = await startTestGateway({ providerABaseUrl: `${fake.url}/a/v1`, rateLimitIpPerMinute: 2 });
+  });
+
+  afterAll(async () => {
+    await sluice.close();
+    await fake.close();
+  });
+
+  it("counts one address within each project, refuses with 429 and the RateLimit headers, and records the refusal", async () => {
+    const [first, second] = [
+      await createTestProject(sluice.gateway),
+      await createTestProject(sluice.gateway),
+    ];
+    const call = (project: typeof first) =>
+      fetch(`${sluice.url}/v1/provider-a/${project.projectId}/chat/completions`, {
+        method: "POST",
+        headers: {
+          authorization: `Bearer ${project.bearer("provider-a")}`,
+          "content-type": "application/json",
+        },
+        body: JSON.stringify({ model: "gpt-4o-mini", messages: [{ role: "user", content: "Hi" }] }),
+      });
+    expect((await call(first)).status).toBe(200);
+    const last = await call(first);
+    expect(last.status).toBe(200);
+    expect(last.headers.get("ratelimit")).toMatch(/^"ip";r=0;t=\d+$/);
+    const upstreamCalls = fake.requests.length;
+
+    const refused = await call(first);
+    expect(refused.status).toBe(429);
+    expect(((await refused.json()) as { error: { code: string } }).error.code).toBe("TOO_MANY_REQUESTS");
+    expect(Number(refused.headers.get("retry-after"))).toBeGreaterThanOrEqual(1);
+    expect(refused.headers.get("ratelimit-policy")).toContain('"ip";q=2;w=60');
+    expect(fake.requests).toHaveLength(upstreamCalls);
+    expect(await usageRowOf(sluice.gateway, refused)).toMatchObject({
+      status: 429,
+      error_code: "TOO_MANY_REQUESTS",
+    });
+
+    // The same address has its own allowance in another project.
+    expect((await call(second)).status).toBe(200);
+  });
+});
