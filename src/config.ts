@@ -251,7 +251,7 @@ export const settings = {
     "SLUICE_TRUST_PROXY",
     optionalString,
     undefined,
-    "comma-separated proxy addresses whose x-forwarded-for / x-forwarded-proto are believed",
+    "comma-separated proxy addresses whose x-forwarded-for is believed (client IP for limits and usage)",
   ),
   metricsEnabled: setting("SLUICE_METRICS", bool, "true", "serve Prometheus metrics at /metrics"),
   shutdownTimeoutMs: setting(
