@@ -25,7 +25,8 @@ interface Fixture {
   partial: Record<ProviderId, string>;
 }
 
-const openThrottle: AuthThrottle = { retryAfter: () => 0, recordFailure: async () => {} };
+const policy = { failuresPerWindow: 30, windowSeconds: 60 };
+const openThrottle: AuthThrottle = { policy, retryAfter: () => 0, recordFailure: async () => {} };
 
 /** Admin use cases and a credential directory over one database, as the composition root wires them. */
 function wire(database: OpenDatabase, ttlMs: number, now: () => Date = () => new Date()) {
@@ -285,7 +286,7 @@ describe("authenticate: the SPEC's methods, in order", () => {
     let wait = 0;
     const { cachedAuth, request } = await longCacheFixture(
       "warm",
-      { retryAfter: () => wait, recordFailure: async () => {} },
+      { policy, retryAfter: () => wait, recordFailure: async () => {} },
       "1.1.1.2",
     );
     expect((await cachedAuth(request)).ok).toBe(true);
@@ -293,7 +294,7 @@ describe("authenticate: the SPEC's methods, in order", () => {
     wait = 9;
     const refused = await cachedAuth(request);
     expect(refused.ok ? 200 : refused.error.code).toBe("TOO_MANY_REQUESTS");
-    expect(refused.ok ? {} : refused.error.headers).toEqual({ "retry-after": "9" });
+    expect(refused.ok ? {} : refused.error.headers).toMatchObject({ "retry-after": "9" });
   });
 
   it("refuses a revoked key at once on the DeviceCheck path too, where the rebuilt key is cached", async () => {
@@ -475,7 +476,7 @@ describe("authenticate: the SPEC's methods, in order", () => {
         ttlMs: 0,
       }),
       deviceTokens: { verify: async () => ({ kind: "ok", digest: "x" }) },
-      throttle: { retryAfter: async () => 17, recordFailure: async () => {} },
+      throttle: { policy, retryAfter: async () => 17, recordFailure: async () => {} },
     });
     const result = await throttled({
       projectId: fixture.projectId,
@@ -484,6 +485,11 @@ describe("authenticate: the SPEC's methods, in order", () => {
       provider: "provider-a",
     });
     expect(result.ok ? 200 : result.error.code).toBe("TOO_MANY_REQUESTS");
-    expect(result.ok ? {} : result.error.headers).toEqual({ "retry-after": "17" });
+    // Like every 429: Retry-After and the RateLimit fields, here for the failure throttle's limit.
+    expect(result.ok ? {} : result.error.headers).toEqual({
+      "retry-after": "17",
+      "ratelimit-policy": '"auth-failures";q=30;w=60',
+      ratelimit: '"auth-failures";r=0;t=17',
+    });
   });
 });

@@ -2,6 +2,7 @@ import type { IncomingHttpHeaders } from "node:http";
 import { projectIdPattern } from "../admin/project-input.js";
 import { GatewayError } from "../errors.js";
 import type { ProviderId } from "../providers/provider-id.js";
+import { rateLimitHeaders } from "../rate-limit/rate-limit-headers.js";
 import type { Project } from "../storage/project-repository.js";
 import type { CredentialDirectory } from "./credential-directory.js";
 import { clientShareMatches, parsePartialKey, rebuildProviderKey } from "./partial-key.js";
@@ -26,6 +27,8 @@ export interface DeviceTokenVerifier {
 }
 
 export interface AuthThrottle {
+  /** The throttle's own limit, reported in the RateLimit headers of its 429. */
+  readonly policy: { failuresPerWindow: number; windowSeconds: number };
   /** Seconds until the caller may try again; 0 when not throttled. A number when known at once. */
   retryAfter(clientIp: string, projectId: string | undefined): number | Promise<number>;
   recordFailure(clientIp: string, projectId: string | undefined, projectExists: boolean): Promise<void>;
@@ -179,9 +182,19 @@ export function createAuthenticator(deps: AuthenticatorDeps) {
     const projectId = request.projectId;
     const retryAfter = await pendingRetryAfter;
     if (retryAfter > 0) {
+      const refusal = rateLimitHeaders([
+        {
+          name: "auth-failures",
+          allowed: false,
+          limit: deps.throttle.policy.failuresPerWindow,
+          remaining: 0,
+          resetSeconds: retryAfter,
+          windowSeconds: deps.throttle.policy.windowSeconds,
+        },
+      ]);
       return failure(
         new GatewayError("TOO_MANY_REQUESTS", "Too many failed authentication attempts; try again later", {
-          headers: { "retry-after": String(retryAfter) },
+          headers: refusal,
         }),
         null,
       );
@@ -209,7 +222,8 @@ export function createAuthenticator(deps: AuthenticatorDeps) {
     const provider = providerFor(request, project);
     const cacheKey = verifiedKeyFor(request, project, provider);
     const attempt =
-      cachedSuccess(cacheKey, project) ?? (await tryMethods(project, provider, headers, request.sdkKeyHeader));
+      cachedSuccess(cacheKey, project) ??
+      (await tryMethods(project, provider, headers, request.sdkKeyHeader));
     remember(cacheKey, attempt);
     if (!attempt.ok) {
       if (attempt.error.status === 401) await deps.throttle.recordFailure(clientIp, projectId, true);

@@ -65,6 +65,7 @@ export function createAuthThrottle(options: AuthThrottleOptions): AuthThrottle {
   }
 
   return {
+    policy: { failuresPerWindow: limit, windowSeconds },
     retryAfter(clientIp, projectId) {
       // Answered at once unless a suspect's shared count must be read from Redis.
       if (blocked.size === 0 && (suspects?.size ?? 0) === 0) return 0;
