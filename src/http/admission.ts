@@ -36,6 +36,9 @@ export interface CallReport {
   errorCode: string | null;
 }
 
+/** What a call consumed before it failed: the tokens the provider billed and their cost. */
+export type CallSpend = Pick<CallReport, "usage" | "costUsd">;
+
 export interface AdmittedCall {
   project: Project;
   provider: ProviderId;
@@ -48,7 +51,7 @@ export interface AdmittedCall {
   /** Writes the usage row for this call (once). */
   finish(report: CallReport): void;
   /** Writes the usage row for a call that failed with `error` after admission. */
-  fail(error: unknown, provider?: ProviderId | null, model?: string | null): void;
+  fail(error: unknown, provider?: ProviderId | null, model?: string | null, spend?: CallSpend): void;
 }
 
 export interface AdmissionOptions {
@@ -128,15 +131,19 @@ export function createAdmission(deps: AdmissionDeps) {
       }
       if (report.costUsd) deps.spend.add(base.projectId, report.costUsd);
     };
-    const failureReport = (error: unknown, provider: ProviderId | null, model: string | null): CallReport => {
+    const failureReport = (
+      error: unknown,
+      provider: ProviderId | null,
+      model: string | null,
+      spend: CallSpend = { usage: null, costUsd: null },
+    ): CallReport => {
       const gatewayError = isGatewayError(error) ? error : null;
       return {
         status: gatewayError?.status ?? 500,
         outcome: "error",
         provider,
         model,
-        usage: null,
-        costUsd: null,
+        ...spend,
         streamed: false,
         timeToFirstByteMs: null,
         errorCode: gatewayError?.code ?? "INTERNAL_ERROR",
@@ -170,8 +177,8 @@ export function createAdmission(deps: AdmissionDeps) {
         method: auth.method,
         rateLimitHeaders: limitHeaders,
         finish: (report) => write(base, report),
-        fail: (error, provider = auth.provider, model = null) =>
-          write(base, failureReport(error, provider, model)),
+        fail: (error, provider = auth.provider, model = null, spend) =>
+          write(base, failureReport(error, provider, model, spend)),
       };
     };
     const capUsd = auth.project.monthlySpendCapUsd;

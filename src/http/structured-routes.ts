@@ -8,7 +8,7 @@ import { checkOutputSchema } from "../structured/output-schema.js";
 import { parsePdfInput } from "../structured/pdf-input.js";
 import type { FetchPdf } from "../structured/safe-pdf-fetch.js";
 import { costOfTokens } from "../usage/token-cost.js";
-import type { Admit } from "./admission.js";
+import type { Admit, CallSpend } from "./admission.js";
 import { parseJsonObject, readBody, requireJsonContentType } from "./read-body.js";
 import type { RequestContext, Router } from "./router.js";
 import { sendJson } from "./send.js";
@@ -43,6 +43,7 @@ async function handle(deps: StructuredRouteDeps, kind: AnalysisKind, context: Re
     provider: (project) => project.provider,
   });
   let model: string | null = null;
+  let spend: CallSpend | undefined;
   try {
     requireJsonContentType(request);
     const body = parseJsonObject(await readBody(request, deps.maxBodyBytes));
@@ -64,20 +65,22 @@ async function handle(deps: StructuredRouteDeps, kind: AnalysisKind, context: Re
       input,
       timeoutMs: deps.timeoutMs,
     });
+    model = result.model;
+    spend = { usage: result.usage, costUsd: costOfTokens(call.provider, result.model, result.usage) };
+    if (!result.ok) throw result.error;
     sendJson(response, 200, result.object);
     call.finish({
       status: 200,
       outcome: "ok",
       provider: call.provider,
-      model: result.model,
-      usage: result.usage,
-      costUsd: costOfTokens(call.provider, result.model, result.usage),
+      model,
+      ...spend,
       streamed: false,
       timeToFirstByteMs: null,
       errorCode: null,
     });
   } catch (error) {
-    call.fail(error, call.provider, model);
+    call.fail(error, call.provider, model, spend);
     throw error;
   }
 }

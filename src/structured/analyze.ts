@@ -20,13 +20,15 @@ export interface AnalysisRequest {
   timeoutMs: number;
 }
 
-export interface AnalysisResult {
-  object: Record<string, unknown>;
-  /** The model the provider says answered. */
-  model: string;
-  usage: TokenUsage;
-  attempts: number;
-}
+/**
+ * The schema-shaped object, or the PROVIDER_ERROR for output that did not match the schema even
+ * after the repair. Both carry the model the provider says answered and the usage of every attempt,
+ * since both attempts were billed.
+ */
+export type AnalysisResult = { model: string; usage: TokenUsage } & (
+  | { ok: true; object: Record<string, unknown>; attempts: number }
+  | { ok: false; error: GatewayError }
+);
 
 const system =
   "You are a structured analysis service. Analyze the user's input and answer with one JSON object that " +
@@ -41,7 +43,8 @@ const instruction: Record<AnalysisKind, string> = {
 /**
  * Structured analysis through the AI SDK in the provider's native structured-output mode. Every
  * returned object validates against the schema; when the model's output does not, it is asked
- * once more with the reasons (a bounded repair), and then the call fails with PROVIDER_ERROR.
+ * once more with the reasons (a bounded repair), and then the result is a PROVIDER_ERROR. A provider
+ * failure or time-out is thrown.
  */
 export async function analyze(models: AiSdkModels, request: AnalysisRequest): Promise<AnalysisResult> {
   const ai = await import("ai");
@@ -63,6 +66,7 @@ export async function analyze(models: AiSdkModels, request: AnalysisRequest): Pr
       const check = validateAgainstSchema(request.schema, outcome.object);
       if (check.valid)
         return {
+          ok: true,
           object: outcome.object as Record<string, unknown>,
           model: modelUsed,
           usage,
@@ -78,13 +82,16 @@ export async function analyze(models: AiSdkModels, request: AnalysisRequest): Pr
       },
     );
   }
-  throw new GatewayError(
-    "PROVIDER_ERROR",
-    "The model's output did not match the project's output schema, also after one repair attempt",
-    {
-      details: { model: modelUsed, usage },
-    },
-  );
+  return {
+    ok: false,
+    error: new GatewayError(
+      "PROVIDER_ERROR",
+      "The model's output did not match the project's output schema, also after one repair attempt",
+      { details: { model: modelUsed, usage } },
+    ),
+    model: modelUsed,
+    usage,
+  };
 }
 
 interface AttemptOutcome {

@@ -173,6 +173,24 @@ describe("structured analysis", () => {
         expect(fake.requests).toHaveLength(2);
       });
 
+      it("records the model, tokens and cost of both attempts when the repair fails too", async () => {
+        const project = projects[provider];
+        const oneAttempt = await rowFor(await post(`/v1/text/${project.projectId}`, project, { text: "x" }));
+        fake.setStructuredOutput({ answer: "neither a title nor a score" });
+        const response = await post(`/v1/text/${project.projectId}`, project, { text: "x" });
+        await expectError(response, 502, "PROVIDER_ERROR");
+        const row = await rowFor(response);
+        expect(row).toMatchObject({
+          status: 502,
+          error_code: "PROVIDER_ERROR",
+          model: oneAttempt.model,
+          input_tokens: 22,
+          output_tokens: 14,
+        });
+        expect(oneAttempt.cost_usd).toBeGreaterThan(0);
+        expect(row.cost_usd).toBeCloseTo(2 * (oneAttempt.cost_usd ?? 0), 12);
+      });
+
       it("answers 502 when the provider fails", async () => {
         fake.failNext(500);
         const response = await post(`/v1/text/${projects[provider].projectId}`, projects[provider], {
