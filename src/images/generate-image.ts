@@ -5,7 +5,7 @@ import type { ProviderId } from "../providers/provider-id.js";
 import type { Project } from "../storage/project-repository.js";
 import { defaultModel } from "../usage/model-catalogue.js";
 import { imageCost } from "./image-cost.js";
-import type { ImageRequest } from "./image-request.js";
+import { type ImageRequest, imagenSafetySettings } from "./image-request.js";
 import { type VaultStore, vaultPath } from "./vault-store.js";
 
 /** SPEC.md's image generation result. */
@@ -22,18 +22,6 @@ export interface ImageGenerationDeps {
   timeoutMs: number;
   now: () => Date;
 }
-
-/** Provider C's safety levels by the names clients know, onto Imagen's `safetySetting` values. */
-const safetySettings: Record<string, string> = {
-  block_most: "block_low_and_above",
-  block_some: "block_medium_and_above",
-  block_few: "block_only_high",
-  block_fewest: "block_none",
-  block_low_and_above: "block_low_and_above",
-  block_medium_and_above: "block_medium_and_above",
-  block_only_high: "block_only_high",
-  block_none: "block_none",
-};
 
 /**
  * Generates images through the AI SDK (which batches n over the model's images-per-call limit, or
@@ -53,7 +41,7 @@ export async function generateImages(
   const a = request.providerOptions["provider-a"];
   const c = request.providerOptions["provider-c"];
   const warnings = [...request.warnings];
-  const extraBody = extraParameters(call.provider, a?.style, c?.safetyFilterLevel, warnings);
+  const extraBody = extraParameters(call.provider, a?.style, c?.safetyFilterLevel);
   const ai = await import("ai");
   const model = await deps.models.image(call.provider, modelId, call.providerKey, extraBody);
   if (!model) throw new GatewayError("VALIDATION_ERROR", `${call.provider} has no image models`);
@@ -101,20 +89,11 @@ export async function generateImages(
   return { result, model: modelId, costUsd };
 }
 
-function extraParameters(
-  provider: ProviderId,
-  style: string | undefined,
-  safety: string | undefined,
-  warnings: string[],
-) {
+/** Provider parameters the AI SDK's option schemas do not carry; the values are already checked. */
+function extraParameters(provider: ProviderId, style: string | undefined, safety: string | undefined) {
   if (provider === "provider-a" && style) return { style };
-  if (provider === "provider-c" && safety) {
-    const setting = safetySettings[safety];
-    if (setting) return { parameters: { safetySetting: setting } };
-    warnings.push(
-      `providerOptions.provider-c.safetyFilterLevel ${JSON.stringify(safety)} is not known and was ignored`,
-    );
-  }
+  if (provider === "provider-c" && safety)
+    return { parameters: { safetySetting: imagenSafetySettings[safety] } };
   return undefined;
 }
 
@@ -153,6 +132,15 @@ function describeWarning(warning: unknown): string {
 function imageFailure(ai: typeof import("ai"), error: unknown): GatewayError {
   if (error instanceof Error && (error.name === "AbortError" || error.name === "TimeoutError")) {
     return new GatewayError("PROVIDER_TIMEOUT", "The provider did not answer in time", { cause: error });
+  }
+  // The SDK refuses an argument (such as a provider option its schema does not accept) before it
+  // sends anything: the request is at fault, not the provider. The marker check also matches
+  // @ai-sdk/provider's InvalidArgumentError, which the provider packages throw. TypeValidationError
+  // is not mapped: the SDK also throws it for provider responses that do not match its schemas.
+  if (ai.InvalidArgumentError.isInstance(error)) {
+    return new GatewayError("VALIDATION_ERROR", "The provider does not accept an argument of this request", {
+      cause: error,
+    });
   }
   if (ai.APICallError.isInstance(error)) {
     return new GatewayError(

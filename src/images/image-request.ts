@@ -19,14 +19,40 @@ export interface ImageRequest {
 
 const sizePattern = /^([1-9]\d{1,4})x([1-9]\d{1,4})$/;
 const ratioPattern = /^([1-9]\d{0,2}):([1-9]\d{0,2})$/;
-const knownOptions = {
-  "provider-a": ["style", "quality"],
-  "provider-c": ["safetyFilterLevel", "personGeneration"],
-} as const;
+
+/** Provider C's safety levels by the names clients know, onto Imagen's `safetySetting` values. */
+export const imagenSafetySettings: Record<string, string> = {
+  block_most: "block_low_and_above",
+  block_some: "block_medium_and_above",
+  block_few: "block_only_high",
+  block_fewest: "block_none",
+  block_low_and_above: "block_low_and_above",
+  block_medium_and_above: "block_medium_and_above",
+  block_only_high: "block_only_high",
+  block_none: "block_none",
+};
+
+/**
+ * The provider options and their values (docs/images.md), checked here so that a refusal names the
+ * option: the AI SDK checks only `quality` and `personGeneration`, without saying which was wrong.
+ * Provider A's `quality` covers gpt-image (low/medium/high/auto) and dall-e-3 (standard/hd);
+ * `personGeneration` takes the values of @ai-sdk/google's Imagen options.
+ */
+const optionValues: Record<"provider-a" | "provider-c", Record<string, readonly string[]>> = {
+  "provider-a": {
+    style: ["vivid", "natural"],
+    quality: ["low", "medium", "high", "auto", "standard", "hd"],
+  },
+  "provider-c": {
+    safetyFilterLevel: Object.keys(imagenSafetySettings),
+    personGeneration: ["dont_allow", "allow_adult", "allow_all"],
+  },
+};
 
 /**
  * Validates the body: a missing or ill-typed field is 400 BAD_REQUEST; values that are malformed
- * or incompatible (size and aspectRatio together, n outside 1..20) are 422 VALIDATION_ERROR.
+ * or incompatible (size and aspectRatio together, n outside 1..20, a provider option value not
+ * listed for it) are 422 VALIDATION_ERROR.
  */
 export function parseImageRequest(body: Record<string, unknown>): ImageRequest {
   const { prompt, model, size, aspectRatio, n, seed, maxImagesPerCall, providerOptions } = body;
@@ -82,10 +108,14 @@ function parseProviderOptions(value: unknown, request: ImageRequest): void {
       throw bad(`\`providerOptions.${provider}\` must be an object`);
     const kept: Record<string, string> = {};
     for (const [name, option] of Object.entries(options)) {
-      if (!(knownOptions[provider] as readonly string[]).includes(name)) {
-        request.warnings.push(`providerOptions.${provider}.${name} is not supported and was ignored`);
-      } else if (typeof option !== "string")
-        throw bad(`\`providerOptions.${provider}.${name}\` must be a string`);
+      const path = `providerOptions.${provider}.${name}`;
+      const allowed = Object.hasOwn(optionValues[provider], name) ? optionValues[provider][name] : undefined;
+      if (!allowed) request.warnings.push(`${path} is not supported and was ignored`);
+      else if (typeof option !== "string") throw bad(`\`${path}\` must be a string`);
+      else if (!allowed.includes(option))
+        throw new GatewayError("VALIDATION_ERROR", `\`${path}\` must be one of: ${allowed.join(", ")}`, {
+          details: { option: path, allowed },
+        });
       else kept[name] = option;
     }
     request.providerOptions[provider] = kept;

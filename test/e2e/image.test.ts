@@ -185,6 +185,31 @@ describe("image generation", () => {
     expect(fake.requests).toHaveLength(0);
   });
 
+  it.each([
+    ["provider-a", { quality: "ultra" }, "providerOptions.provider-a.quality"],
+    ["provider-a", { style: "bold" }, "providerOptions.provider-a.style"],
+    ["provider-c", { personGeneration: "hd" }, "providerOptions.provider-c.personGeneration"],
+    ["provider-c", { safetyFilterLevel: "strict" }, "providerOptions.provider-c.safetyFilterLevel"],
+  ] as const)(
+    "refuses %s options %j with 422 naming %s, without calling the provider",
+    async (provider, options, option) => {
+      const response = await generate(provider === "provider-a" ? a : c, {
+        prompt: "x",
+        providerOptions: { [provider]: options },
+      });
+      expect(response.status).toBe(422);
+      const body = (await response.json()) as { error: { code: string; details: { option: string } } };
+      expect(body.error).toMatchObject({ code: "VALIDATION_ERROR", details: { option } });
+      expect(fake.requests).toHaveLength(0);
+      expect(await rowFor(response)).toMatchObject({
+        endpoint: "image",
+        provider,
+        status: 422,
+        error_code: "VALIDATION_ERROR",
+      });
+    },
+  );
+
   it("refuses image generation for provider B with 422", async () => {
     const response = await generate(b, { prompt: "x" });
     expect(response.status).toBe(422);
