@@ -44,7 +44,8 @@ const instruction: Record<AnalysisKind, string> = {
  * Structured analysis through the AI SDK in the provider's native structured-output mode. Every
  * returned object validates against the schema; when the model's output does not, it is asked
  * once more with the reasons (a bounded repair), and then the result is a PROVIDER_ERROR. A provider
- * failure or time-out is thrown.
+ * failure or time-out is thrown, except on the repair, where the result carries it with the first
+ * attempt's usage.
  */
 export async function analyze(models: AiSdkModels, request: AnalysisRequest): Promise<AnalysisResult> {
   const ai = await import("ai");
@@ -59,7 +60,14 @@ export async function analyze(models: AiSdkModels, request: AnalysisRequest): Pr
   };
   let modelUsed = request.model;
   for (let attempt = 1; attempt <= 2; attempt++) {
-    const outcome = await attemptOnce(ai, model, request.schema, messages, signal);
+    let outcome: AttemptOutcome;
+    try {
+      outcome = await attemptOnce(ai, model, request.schema, messages, signal);
+    } catch (error) {
+      // The repair failed at the provider: the first attempt was billed all the same.
+      if (attempt === 1 || !(error instanceof GatewayError)) throw error;
+      return { ok: false, error, model: modelUsed, usage };
+    }
     usage = addUsage(usage, outcome.usage);
     modelUsed = outcome.modelId ?? modelUsed;
     if (outcome.object !== undefined) {

@@ -191,6 +191,28 @@ describe("structured analysis", () => {
         expect(row.cost_usd).toBeCloseTo(2 * (oneAttempt.cost_usd ?? 0), 12);
       });
 
+      it("records the first attempt's tokens when the repair fails at the provider", async () => {
+        const project = projects[provider];
+        const oneAttempt = await rowFor(await post(`/v1/text/${project.projectId}`, project, { text: "x" }));
+        fake.setStructuredOutput(() => {
+          fake.failNext(500); // the repair request
+          return { answer: "neither a title nor a score" };
+        });
+        const response = await post(`/v1/text/${project.projectId}`, project, { text: "x" });
+        await expectError(response, 502, "PROVIDER_ERROR");
+        expect(
+          fake.requests.filter((request) => request.headers["x-sluice-test-key"] === undefined),
+        ).toHaveLength(3);
+        const row = await rowFor(response);
+        expect(row).toMatchObject({
+          status: 502,
+          error_code: "PROVIDER_ERROR",
+          input_tokens: 11,
+          output_tokens: 7,
+        });
+        expect(row.cost_usd).toBeCloseTo(oneAttempt.cost_usd ?? 0, 12);
+      });
+
       it("answers 502 when the provider fails", async () => {
         fake.failNext(500);
         const response = await post(`/v1/text/${projects[provider].projectId}`, projects[provider], {
