@@ -29,7 +29,7 @@ export async function openDatabase(options: DatabaseOptions): Promise<OpenDataba
   const { db, engine, sqlite } = options.databaseUrl
     ? await openPostgres(options.databaseUrl)
     : openSqlite(options);
-  await migrateToLatest(db as Kysely<unknown>);
+  await migrateToLatest(db as Kysely<unknown>, engine);
   return {
     db,
     engine,

@@ -1,4 +1,5 @@
 import { type Kysely, type Migration, type MigrationProvider, Migrator, sql } from "kysely";
+import type { Engine } from "./database.js";
 
 /**
  * Migrations in code, applied at start by `migrateToLatest`. Types are the portable subset:
@@ -88,18 +89,33 @@ const migrations: Record<string, Migration> = {
 
 const provider: MigrationProvider = { getMigrations: async () => migrations };
 
-export async function migrateToLatest(db: Kysely<unknown>): Promise<void> {
+/**
+ * Applies every pending migration. On PostgreSQL the migration tables are looked up and created in
+ * the connection's current schema (the first existing one on its search_path), where the tables
+ * themselves go: Kysely's own existence check otherwise looks across every schema of the database
+ * and would take another schema's Sluice tables for this one's.
+ */
+export async function migrateToLatest(db: Kysely<unknown>, engine: Engine): Promise<void> {
   const migrator = new Migrator({
     db,
     provider,
     migrationTableName: "sluice_migrations",
     migrationLockTableName: "sluice_migrations_lock",
+    ...(engine === "postgres" ? { migrationTableSchema: await currentSchema(db) } : {}),
   });
   const { error, results } = await migrator.migrateToLatest();
   const failed = results?.find((result) => result.status === "Error");
   if (error || failed) {
-    throw new Error(`Database migration ${failed?.migrationName ?? ""} failed`, { cause: error });
+    const name = failed ? ` ${failed.migrationName}` : "";
+    throw new Error(`Database migration${name} failed`, { cause: error });
   }
+}
+
+async function currentSchema(db: Kysely<unknown>): Promise<string> {
+  const { rows } = await sql<{ schema: string | null }>`select current_schema() as schema`.execute(db);
+  const schema = rows[0]?.schema;
+  if (!schema) throw new Error("PostgreSQL has no current schema: the search_path names no existing schema");
+  return schema;
 }
 
 /** A cheap round trip for /health. */
