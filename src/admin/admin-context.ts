@@ -2,6 +2,7 @@ import { loadMasterKey } from "../auth/master-key.js";
 import { createSecretBox } from "../auth/secret-box.js";
 import type { Config } from "../config.js";
 import { openDatabase } from "../storage/database.js";
+import { databaseUnavailable, isDatabaseUnavailable } from "../storage/database-unavailable.js";
 import { createKeyRepository } from "../storage/key-repository.js";
 import { createProjectRepository } from "../storage/project-repository.js";
 import { createUsageRepository } from "../storage/usage-repository.js";
@@ -16,7 +17,11 @@ export async function openAdminContext(
   onMasterKeyGenerated: (file: string) => void,
 ): Promise<{ admin: ProjectAdmin; close(): Promise<void> }> {
   const secretBox = createSecretBox(loadMasterKey(config, onMasterKeyGenerated));
-  const database = await openDatabase({ databaseUrl: config.databaseUrl, dataDir: config.dataDir });
+  const database = await openDatabase({ databaseUrl: config.databaseUrl, dataDir: config.dataDir }).catch(
+    (error: unknown) => {
+      throw isDatabaseUnavailable(error) ? databaseUnavailable(error) : error;
+    },
+  );
   const admin = createProjectAdmin({
     projects: createProjectRepository(database.db),
     keys: createKeyRepository(database.db),

@@ -9,6 +9,7 @@ import type { KeyRepository, ProviderKeyRecord } from "../storage/key-repository
 import type { Project, ProjectRepository } from "../storage/project-repository.js";
 import type { UsageReportRow, UsageRepository } from "../storage/usage-repository.js";
 import { checkOutputSchema } from "../structured/output-schema.js";
+import { mapDatabaseOutages } from "./map-database-outages.js";
 import {
   addProviderKeyInput,
   createProjectInput,
@@ -73,7 +74,7 @@ export function createProjectAdmin(deps: ProjectAdminDeps) {
     return { testKeyId, testKey };
   }
 
-  return {
+  return mapDatabaseOutages({
     async createProject(
       input: unknown,
     ): Promise<{ project: ProjectView; testKey: string; testKeyId: string }> {
@@ -113,6 +114,8 @@ export function createProjectAdmin(deps: ProjectAdminDeps) {
       const project = applyChanges(blank, changes, secretBox);
       await projects.insert(project);
       const { testKey, testKeyId } = await issueTestKey(id);
+      // This instance may hold the id as "not found" (asked before, or deleted and re-created).
+      deps.onProjectChanged(id);
       return { project: viewOf(project), testKey, testKeyId };
     },
 
@@ -217,7 +220,7 @@ export function createProjectAdmin(deps: ProjectAdminDeps) {
       });
       return { from: from.toISOString(), to: to.toISOString(), groupBy, rows };
     },
-  };
+  });
 }
 
 /** The AAD that binds a sealed server share to its project and key. */

@@ -1,5 +1,5 @@
 import { providerKeyAad } from "../admin/project-admin.js";
-import { GatewayError } from "../errors.js";
+import { databaseUnavailable } from "../storage/database-unavailable.js";
 import type { KeyRepository, ProviderKeyRecord } from "../storage/key-repository.js";
 import type { Project, ProjectRepository } from "../storage/project-repository.js";
 import type { SecretBox } from "./secret-box.js";
@@ -57,10 +57,7 @@ export function createCredentialDirectory(deps: CredentialDirectoryDeps) {
         return entry.value;
       }
       map.delete(id);
-      throw new GatewayError("SERVICE_UNAVAILABLE", "The gateway's database is unavailable; retry shortly", {
-        cause: error,
-        headers: { "retry-after": "2" },
-      });
+      throw databaseUnavailable(error);
     });
     const fresh: Entry<T> = { at: time, value, settled: undefined };
     value.then(

@@ -158,4 +158,17 @@ describe("sluice CLI", () => {
     expect(result.err).toMatch(message);
     expect(result.err).not.toMatch(/\n\s+at /);
   });
+
+  it("says the database is unavailable, and why, when it cannot be reached", async () => {
+    process.env.DATABASE_URL = "postgres://postgres@127.0.0.1:1/test";
+    try {
+      const result = await cli("projects", "list");
+      expect(result.code).toBe(1);
+      expect(result.err).toBe(
+        "error: The gateway's database is unavailable; retry shortly (connect ECONNREFUSED 127.0.0.1:1)\n",
+      );
+    } finally {
+      delete process.env.DATABASE_URL;
+    }
+  });
 });

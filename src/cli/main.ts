@@ -103,14 +103,22 @@ export async function runCli(
       return 2;
     }
     if (isGatewayError(error) || error instanceof ConfigError) {
-      io.err.write(`error: ${error.message}\n`);
+      io.err.write(`error: ${error.message}${causeOf(error)}\n`);
       return 1;
     }
-    io.err.write(`error: ${(error as Error).message ?? String(error)}\n`);
+    io.err.write(`error: ${(error as Error).message ?? String(error)}${causeOf(error)}\n`);
     return 1;
   } finally {
     await context?.close();
   }
+}
+
+/** " (innermost cause)" for an error that wraps one, e.g. the driver's "connect ECONNREFUSED …". */
+function causeOf(error: unknown): string {
+  let cause = error instanceof Error ? error.cause : undefined;
+  while (cause instanceof Error && cause.cause instanceof Error) cause = cause.cause;
+  if (!(cause instanceof Error)) return "";
+  return ` (${cause.message || (cause as { code?: string }).code || cause.name})`;
 }
 
 async function dispatch(

@@ -1,0 +1,67 @@
+import { randomBytes } from "node:crypto";
+import BetterSqlite3 from "better-sqlite3";
+import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { createSecretBox } from "../auth/secret-box.js";
+import { GatewayError } from "../errors.js";
+import { type OpenDatabase, openDatabase } from "../storage/database.js";
+import { createKeyRepository } from "../storage/key-repository.js";
+import { createProjectRepository, type ProjectRepository } from "../storage/project-repository.js";
+import { createUsageRepository } from "../storage/usage-repository.js";
+import { createProjectAdmin } from "./project-admin.js";
+
+describe("project admin use cases", () => {
+  let database: OpenDatabase;
+  let changed: string[];
+
+  beforeEach(async () => {
+    database = await openDatabase({ dataDir: "unused", sqliteFile: ":memory:" });
+    changed = [];
+  });
+  afterEach(async () => {
+    await database.close();
+  });
+
+  function admin(projects: Partial<ProjectRepository> = {}) {
+    return createProjectAdmin({
+      projects: { ...createProjectRepository(database.db), ...projects },
+      keys: createKeyRepository(database.db),
+      usage: createUsageRepository(database.db, database.sqlite),
+      secretBox: createSecretBox(randomBytes(32)),
+      now: () => new Date("2026-11-02T10:00:00.000Z"),
+      onProjectChanged: (id) => changed.push(id),
+    });
+  }
+
+  it("tells this instance's caches about a created project, which they may hold as not found", async () => {
+    await admin().createProject({ id: "px", name: "Px", provider: "provider-a" });
+    expect(changed).toEqual(["px"]);
+  });
+
+  it("answers SERVICE_UNAVAILABLE with Retry-After when SQLite cannot serve", async () => {
+    const failing = admin({
+      list: async () => {
+        throw new BetterSqlite3.SqliteError("disk I/O error", "SQLITE_IOERR_READ");
+      },
+    });
+    const error = await failing.listProjects().catch((caught: unknown) => caught);
+    expect(error).toBeInstanceOf(GatewayError);
+    expect(error).toMatchObject({
+      code: "SERVICE_UNAVAILABLE",
+      status: 503,
+      headers: { "retry-after": "2" },
+    });
+  });
+
+  it("passes a constraint violation through unchanged: it is no outage", async () => {
+    const violation = new BetterSqlite3.SqliteError(
+      "UNIQUE constraint failed: projects.id",
+      "SQLITE_CONSTRAINT_PRIMARYKEY",
+    );
+    const failing = admin({
+      insert: async () => {
+        throw violation;
+      },
+    });
+    await expect(failing.createProject({ name: "Race", provider: "provider-a" })).rejects.toBe(violation);
+  });
+});

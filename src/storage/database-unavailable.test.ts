@@ -1,0 +1,46 @@
+import BetterSqlite3 from "better-sqlite3";
+import { DatabaseError } from "pg";
+import { describe, expect, it } from "vitest";
+import { isDatabaseUnavailable } from "./database-unavailable.js";
+
+const systemError = (code: string) => Object.assign(new Error(`connect ${code} 127.0.0.1:5432`), { code });
+const postgresError = (code: string, message = "server error") =>
+  Object.assign(new DatabaseError(message, 0, "error"), { code });
+const sqliteError = (code: string) => new BetterSqlite3.SqliteError("sqlite error", code);
+
+describe("isDatabaseUnavailable", () => {
+  it.each([
+    ["a refused connection", systemError("ECONNREFUSED")],
+    ["a reset connection", systemError("ECONNRESET")],
+    ["a connection node-postgres lost", new Error("Connection terminated unexpectedly")],
+    ["pg-pool's connect timeout", new Error("timeout exceeded when trying to connect")],
+    [
+      "a server shutting down (57P01)",
+      postgresError("57P01", "terminating connection due to administrator command"),
+    ],
+    ["too many connections (53300)", postgresError("53300", "sorry, too many clients already")],
+    ["a connection exception (08006)", postgresError("08006")],
+    ["SQLITE_BUSY", sqliteError("SQLITE_BUSY")],
+    ["SQLITE_IOERR_WRITE", sqliteError("SQLITE_IOERR_WRITE")],
+    ["SQLITE_FULL", sqliteError("SQLITE_FULL")],
+    [
+      "an outage wrapped as a cause",
+      new Error("Database migration failed", { cause: systemError("ECONNREFUSED") }),
+    ],
+    ["an AggregateError of refused addresses", new AggregateError([systemError("ECONNREFUSED")], "")],
+  ])("is true for %s", (_name, error) => {
+    expect(isDatabaseUnavailable(error)).toBe(true);
+  });
+
+  it.each([
+    ["a unique violation (23505)", postgresError("23505", "duplicate key value violates unique constraint")],
+    ["a foreign key violation (23503)", postgresError("23503")],
+    ["a missing relation (42P01)", postgresError("42P01", 'relation "projects" does not exist')],
+    ["SQLITE_CONSTRAINT_PRIMARYKEY", sqliteError("SQLITE_CONSTRAINT_PRIMARYKEY")],
+    ["SQLITE_ERROR (bad SQL)", sqliteError("SQLITE_ERROR")],
+    ["a bug", new TypeError("Cannot read properties of undefined (reading 'id')")],
+    ["something that is not an error", "ECONNREFUSED"],
+  ])("is false for %s", (_name, error) => {
+    expect(isDatabaseUnavailable(error)).toBe(false);
+  });
+});

@@ -1,0 +1,47 @@
+import { GatewayError } from "../errors.js";
+
+/** Socket errors of a database that cannot be reached. */
+const unreachableCodes = new Set([
+  "ECONNREFUSED",
+  "ECONNRESET",
+  "ETIMEDOUT",
+  "EPIPE",
+  "ENOTFOUND",
+  "EAI_AGAIN",
+  "EHOSTUNREACH",
+  "ENETUNREACH",
+]);
+/**
+ * PostgreSQL SQLSTATE classes of a server that cannot serve: 08 connection exception,
+ * 53 insufficient resources, 57P01–57P03 shutting down or starting up, 58 system (I/O) error.
+ */
+const postgresDownState = /^(?:08|53|58)[0-9A-Z]{3}$|^57P0[1-3]$/;
+/** node-postgres and pg-pool errors for a lost or timed-out connection; they carry no code. */
+const postgresDownMessage =
+  /^(?:Connection terminated|timeout expired|timeout exceeded when trying to connect|Query read timeout|Client has encountered a connection error|Client was closed)/;
+/** better-sqlite3 result codes (and their extended forms) for a file that is locked, failing or full. */
+const sqliteDownCode = /^SQLITE_(?:BUSY|LOCKED|IOERR|FULL|CANTOPEN|PROTOCOL|READONLY|NOMEM)(?:_|$)/;
+
+/**
+ * True when a query failed because the database cannot serve right now (unreachable, restarting,
+ * locked, out of disk), so a retry later can succeed. Constraint violations, bad SQL and other
+ * bugs are false: they are not outages.
+ */
+export function isDatabaseUnavailable(error: unknown, depth = 0): boolean {
+  if (!(error instanceof Error) || depth > 4) return false;
+  const code = (error as { code?: unknown }).code;
+  if (typeof code === "string") {
+    if (unreachableCodes.has(code) || postgresDownState.test(code) || sqliteDownCode.test(code)) return true;
+  } else if (postgresDownMessage.test(error.message)) return true;
+  if (error instanceof AggregateError && error.errors.some((each) => isDatabaseUnavailable(each, depth + 1)))
+    return true;
+  return isDatabaseUnavailable(error.cause, depth + 1);
+}
+
+/** The one answer while the database is down: 503 SERVICE_UNAVAILABLE with Retry-After. */
+export function databaseUnavailable(cause: unknown): GatewayError {
+  return new GatewayError("SERVICE_UNAVAILABLE", "The gateway's database is unavailable; retry shortly", {
+    cause,
+    headers: { "retry-after": "2" },
+  });
+}
