@@ -32,6 +32,24 @@ describe("project admin use cases", () => {
     });
   }
 
+  it("answers CONFLICT when another admin created the same id between the check and the insert", async () => {
+    const racing = admin({ get: async () => null });
+    await racing.createProject({ id: "twice", name: "First", provider: "provider-a" });
+    const error = await racing
+      .createProject({ id: "twice", name: "Second", provider: "provider-a" })
+      .catch((caught: unknown) => caught);
+    expect(error).toMatchObject({ code: "CONFLICT", status: 409 });
+    expect((await admin().getProject("twice")).name).toBe("First");
+  });
+
+  it("reads a usage report's date-only end as the end of that day (UTC)", async () => {
+    await admin().createProject({ id: "usage", name: "Usage", provider: "provider-a" });
+    const byDate = await admin().usageReport("usage", { from: "2026-11-01", to: "2026-11-02" });
+    expect(byDate).toMatchObject({ from: "2026-11-01T00:00:00.000Z", to: "2026-11-03T00:00:00.000Z" });
+    const byInstant = await admin().usageReport("usage", { to: "2026-11-02T12:00:00Z" });
+    expect(byInstant.to).toBe("2026-11-02T12:00:00.000Z");
+  });
+
   it("tells this instance's caches about a created project, which they may hold as not found", async () => {
     await admin().createProject({ id: "px", name: "Px", provider: "provider-a" });
     expect(changed).toEqual(["px"]);

@@ -112,7 +112,9 @@ export function createProjectAdmin(deps: ProjectAdminDeps) {
       };
       const { id: _id, ...changes } = fields;
       const project = applyChanges(blank, changes, secretBox);
-      await projects.insert(project);
+      // The check above answers the usual case; this one the race of two admins creating the same id.
+      if (!(await projects.insert(project)))
+        throw new GatewayError("CONFLICT", `Project ${JSON.stringify(id)} already exists`);
       const { testKey, testKeyId } = await issueTestKey(id);
       // This instance may hold the id as "not found" (asked before, or deleted and re-created).
       deps.onProjectChanged(id);
@@ -208,7 +210,7 @@ export function createProjectAdmin(deps: ProjectAdminDeps) {
     ): Promise<{ from: string; to: string; groupBy: string; rows: UsageReportRow[] }> {
       const query = parse(usageQueryInput, input, "usage query");
       await requireProject(projectId);
-      const to = query.to ? new Date(query.to) : deps.now();
+      const to = query.to ? usageReportEnd(query.to) : deps.now();
       const from = query.from ? new Date(query.from) : new Date(to.getTime() - 30 * 86_400_000);
       if (!(from < to)) throw new GatewayError("BAD_REQUEST", "`from` must be before `to`");
       const groupBy = query.groupBy ?? "day";
@@ -333,4 +335,11 @@ function keyView(record: ProviderKeyRecord): ProviderKeyView {
     createdAt: record.createdAt,
     revokedAt: record.revokedAt,
   };
+}
+
+/** The report's exclusive end: a date alone (`2026-11-23`) includes that whole day, UTC. */
+function usageReportEnd(to: string): Date {
+  const end = new Date(to);
+  if (/^\d{4}-\d{2}-\d{2}$/.test(to)) end.setUTCDate(end.getUTCDate() + 1);
+  return end;
 }

@@ -32,7 +32,8 @@ export interface Project {
 }
 
 export interface ProjectRepository {
-  insert(project: Project): Promise<void>;
+  /** False when a project with this id already exists (nothing is written then). */
+  insert(project: Project): Promise<boolean>;
   get(id: string): Promise<Project | null>;
   list(): Promise<Project[]>;
   update(project: Project): Promise<void>;
@@ -42,7 +43,12 @@ export interface ProjectRepository {
 export function createProjectRepository(db: Kysely<Database>): ProjectRepository {
   return {
     async insert(project) {
-      await db.insertInto("projects").values(toRow(project)).execute();
+      const result = await db
+        .insertInto("projects")
+        .values(toRow(project))
+        .onConflict((conflict) => conflict.column("id").doNothing())
+        .executeTakeFirst();
+      return Number(result.numInsertedOrUpdatedRows ?? 0n) > 0;
     },
     async get(id) {
       const row = await db.selectFrom("projects").selectAll().where("id", "=", id).executeTakeFirst();

@@ -115,9 +115,12 @@ for (const engine of engines) {
       expect(database.sqlite.pragma("cache_size", { simple: true })).toBe(-sqliteCacheKiB);
     });
 
-    it("rejects a second project with the same id", async () => {
+    it("refuses a second project with the same id and leaves the first as it was", async () => {
       const projects = createProjectRepository(database.db);
-      await expect(projects.insert(project("p1"))).rejects.toThrow();
+      const before = await projects.get("p1");
+      expect(await projects.insert({ ...project("p1"), name: "impostor" })).toBe(false);
+      expect(await projects.get("p1")).toEqual(before);
+      expect(await projects.insert(project("p3"))).toBe(true);
     });
 
     it("stores provider keys, lists them and revokes one once", async () => {
