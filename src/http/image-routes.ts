@@ -1,5 +1,5 @@
 import { GatewayError } from "../errors.js";
-import { generateImages, type ImageGenerationDeps } from "../images/generate-image.js";
+import { generateImages, type ImageGenerationDeps, imageModelFor } from "../images/generate-image.js";
 import { parseImageRequest } from "../images/image-request.js";
 import type { UrlSigner } from "../images/signed-url.js";
 import { mediaTypeOf } from "../images/vault-store.js";
@@ -46,10 +46,12 @@ async function handleGenerate(deps: ImageRouteDeps, context: RequestContext): Pr
     projectId: params.projectId ?? (Array.isArray(headerProject) ? headerProject[0] : headerProject),
     provider: (project) => project.provider,
   });
+  let model: string | null = null;
   try {
     requireJsonContentType(request);
     const body = parseImageRequest(parseJsonObject(await readBody(request, deps.maxBodyBytes)));
-    const { result, model, costUsd } = await generateImages(deps, call, body);
+    model = imageModelFor(call.provider, body);
+    const { result, costUsd } = await generateImages(deps, call, body);
     sendJson(response, 200, result);
     call.finish({
       status: 200,
@@ -63,7 +65,7 @@ async function handleGenerate(deps: ImageRouteDeps, context: RequestContext): Pr
       errorCode: null,
     });
   } catch (error) {
-    call.fail(error, call.provider);
+    call.fail(error, call.provider, model);
     throw error;
   }
 }

@@ -23,6 +23,11 @@ export interface ImageGenerationDeps {
   now: () => Date;
 }
 
+/** The model a request names, else the provider's default image model; null when it has none. */
+export function imageModelFor(provider: ProviderId, request: Pick<ImageRequest, "model">): string | null {
+  return request.model ?? defaultModel(provider, "image");
+}
+
 /**
  * Generates images through the AI SDK (which batches n over the model's images-per-call limit, or
  * `maxImagesPerCall`), stores them in the vault when the project asks, and prices the execution.
@@ -32,7 +37,7 @@ export async function generateImages(
   call: { project: Project; provider: ProviderId; providerKey: string },
   request: ImageRequest,
 ): Promise<{ result: ImageResult; model: string; costUsd: number | null }> {
-  const modelId = request.model ?? defaultModel(call.provider, "image");
+  const modelId = imageModelFor(call.provider, request);
   if (!modelId)
     throw new GatewayError(
       "VALIDATION_ERROR",

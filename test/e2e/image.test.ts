@@ -216,10 +216,13 @@ describe("image generation", () => {
     expect(fake.requests).toHaveLength(0);
   });
 
-  it("answers 502 when the provider fails", async () => {
+  it("answers 502 when the provider fails, and records which model failed", async () => {
     fake.failNext(500);
     const response = await generate(a, { prompt: "x" });
     expect(response.status).toBe(502);
+    const row = await rowFor(response);
+    expect(row).toMatchObject({ status: 502, error_code: "PROVIDER_ERROR", cost_usd: null });
+    expect(row.model).toEqual(expect.any(String));
   });
 
   it("stores images in the vault with a signed URL that serves the same bytes until it expires", async () => {
