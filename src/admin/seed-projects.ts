@@ -6,8 +6,9 @@ import type { ProjectAdmin } from "./project-admin.js";
 /**
  * Projects as code: `SLUICE_CONFIG_FILE` names a JSON file `{"projects": [{ "id": …, …}]}` whose
  * entries use the admin API's project fields. At start each project is created when missing and
- * updated to match when present. Provider keys and test keys are not seeded (they are secrets and
- * are shown once): add them with the CLI or the admin API.
+ * updated to match when present; a refused entry stops the start, naming the file and the project.
+ * Provider keys and test keys are not seeded (they are secrets and are shown once): add them with
+ * the CLI or the admin API (docs/api.md).
  */
 const seedFile = z
   .object({ projects: z.array(z.record(z.string(), z.unknown()).and(z.object({ id: z.string() }))) })
@@ -27,14 +28,31 @@ export async function seedProjects(
   const updated: string[] = [];
   for (const { id, ...fields } of parsed.projects) {
     try {
-      await admin.getProject(id);
-      await admin.updateProject(id, fields);
-      updated.push(id);
+      if (await exists(admin, id)) {
+        await admin.updateProject(id, fields);
+        updated.push(id);
+      } else {
+        await admin.createProject({ id, ...fields });
+        created.push(id);
+      }
     } catch (error) {
-      if (!isGatewayError(error) || error.code !== "PROJECT_NOT_FOUND") throw error;
-      await admin.createProject({ id, ...fields });
-      created.push(id);
+      throw new Error(
+        `SLUICE_CONFIG_FILE ${file}: project ${JSON.stringify(id)}: ${(error as Error).message}`,
+        {
+          cause: error,
+        },
+      );
     }
   }
   return { created, updated };
+}
+
+async function exists(admin: ProjectAdmin, id: string): Promise<boolean> {
+  try {
+    await admin.getProject(id);
+    return true;
+  } catch (error) {
+    if (isGatewayError(error) && error.code === "PROJECT_NOT_FOUND") return false;
+    throw error;
+  }
 }

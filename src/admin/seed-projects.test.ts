@@ -1,0 +1,71 @@
+import { randomBytes } from "node:crypto";
+import { mkdtempSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { createSecretBox } from "../auth/secret-box.js";
+import { type OpenDatabase, openDatabase } from "../storage/database.js";
+import { createKeyRepository } from "../storage/key-repository.js";
+import { createProjectRepository } from "../storage/project-repository.js";
+import { createUsageRepository } from "../storage/usage-repository.js";
+import { createProjectAdmin } from "./project-admin.js";
+import { seedProjects } from "./seed-projects.js";
+
+describe("projects as code (SLUICE_CONFIG_FILE)", () => {
+  let database: OpenDatabase;
+  let admin: ReturnType<typeof createProjectAdmin>;
+  const directory = mkdtempSync(join(tmpdir(), "sluice-seed-"));
+  const file = (name: string, content: unknown) => {
+    const path = join(directory, name);
+    writeFileSync(path, typeof content === "string" ? content : JSON.stringify(content));
+    return path;
+  };
+
+  beforeEach(async () => {
+    database = await openDatabase({ dataDir: "unused", sqliteFile: ":memory:" });
+    admin = createProjectAdmin({
+      projects: createProjectRepository(database.db),
+      keys: createKeyRepository(database.db),
+      usage: createUsageRepository(database.db, database.sqlite),
+      secretBox: createSecretBox(randomBytes(32)),
+      now: () => new Date(),
+      onProjectChanged: () => {},
+    });
+  });
+  afterEach(async () => {
+    await database.close();
+  });
+
+  it("creates the missing projects, updates the listed ones to match and leaves the others alone", async () => {
+    await admin.createProject({ id: "by-hand", name: "By hand", provider: "provider-b" });
+    const first = file("first.json", {
+      projects: [{ id: "demo-app", name: "Demo app", provider: "provider-a", testMode: true }],
+    });
+    expect(await seedProjects(admin, first)).toEqual({ created: ["demo-app"], updated: [] });
+    const second = file("second.json", {
+      projects: [{ id: "demo-app", name: "Renamed", provider: "provider-a", testMode: false }],
+    });
+    expect(await seedProjects(admin, second)).toEqual({ created: [], updated: ["demo-app"] });
+    expect(await admin.getProject("demo-app")).toMatchObject({ name: "Renamed", testMode: false });
+    expect((await admin.listProjects()).map((project) => project.id).sort()).toEqual(["by-hand", "demo-app"]);
+  });
+
+  it("refuses a file that does not parse or does not have the projects shape, naming the file", async () => {
+    for (const content of ["{not json", { projects: [{ name: "no id" }] }, { projects: [], extra: 1 }]) {
+      const path = file("bad.json", content);
+      await expect(seedProjects(admin, path)).rejects.toThrow(`SLUICE_CONFIG_FILE ${path}`);
+    }
+  });
+
+  it("stops at an entry the admin API would refuse, with its reason", async () => {
+    const path = file("refused.json", {
+      projects: [{ id: "bad-provider", name: "x", provider: "provider-z" }],
+    });
+    const error = await seedProjects(admin, path).catch((caught: unknown) => caught);
+    expect(error).toBeInstanceOf(Error);
+    expect((error as Error).message).toMatch(
+      new RegExp(`^SLUICE_CONFIG_FILE ${path}: project "bad-provider": `),
+    );
+    expect((error as Error).cause).toMatchObject({ status: 400 });
+  });
+});
