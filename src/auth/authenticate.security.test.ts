@@ -203,39 +203,37 @@ describe("authenticate: the SPEC's methods, in order", () => {
     expect(result.ok ? 200 : result.error.code).toBe("FORBIDDEN");
   });
 
-  it("refuses a revoked key and a disabled project", async () => {
-    const created = await admin.createProject({ name: "revocation", provider: "provider-a", testMode: true });
+  /** A test-mode project of its own (the shared fixtures must not be revoked or disabled). */
+  async function ownProject(name: string) {
+    const created = await admin.createProject({ name, provider: "provider-a", testMode: true });
     const key = await admin.addProviderKey(created.project.id, {
       provider: "provider-a",
-      apiKey: "sk-to-be-revoked-123",
+      apiKey: `sk-${name}-${randomBytes(8).toString("hex")}`,
     });
     const headers = { authorization: `Bearer ${key.partialKey}.${created.testKey}` };
-    expect(statusOf(await run(created.project.id, headers))).toBe(200);
-    await admin.revokeProviderKey(created.project.id, key.keyId);
-    expect(statusOf(await run(created.project.id, headers))).toBe(401);
-    await admin.updateProject(created.project.id, { disabled: true });
-    const disabled = await run(created.project.id, headers);
-    expect(disabled.ok ? 200 : disabled.error.code).toBe("UNAUTHORIZED");
+    return { projectId: created.project.id, keyId: key.keyId, partialKey: key.partialKey, headers };
+  }
+
+  it("refuses a revoked key", async () => {
+    const own = await ownProject("revocation");
+    expect(statusOf(await run(own.projectId, own.headers))).toBe(200);
+    await admin.revokeProviderKey(own.projectId, own.keyId);
+    expect(statusOf(await run(own.projectId, own.headers))).toBe(401);
   });
 
   it("says a project is disabled only to a caller whose credentials pass", async () => {
-    const created = await admin.createProject({ name: "disabled", provider: "provider-a", testMode: true });
-    const key = await admin.addProviderKey(created.project.id, {
-      provider: "provider-a",
-      apiKey: "sk-disabled-project-123",
-    });
-    const headers = { authorization: `Bearer ${key.partialKey}.${created.testKey}` };
-    expect(statusOf(await run(created.project.id, headers))).toBe(200);
-    await admin.updateProject(created.project.id, { disabled: true });
-    const refused = await run(created.project.id, headers);
+    const own = await ownProject("disabled");
+    expect(statusOf(await run(own.projectId, own.headers))).toBe(200);
+    await admin.updateProject(own.projectId, { disabled: true });
+    const refused = await run(own.projectId, own.headers);
     expect(refused.ok ? 200 : refused.error.code).toBe("FORBIDDEN");
     expect(refused.ok ? null : refused.method).toBe("bearer-test-key");
     const strangers: Record<string, string>[] = [
       {},
-      { authorization: `Bearer ${key.partialKey}.wrong-test-key` },
+      { authorization: `Bearer ${own.partialKey}.wrong-test-key` },
     ];
     for (const stranger of strangers) {
-      const result = await run(created.project.id, stranger);
+      const result = await run(own.projectId, stranger);
       expect(result.ok ? 200 : result.error.code).toBe("UNAUTHORIZED");
     }
   });
