@@ -87,6 +87,7 @@ export function createApp(deps: AppDeps): App {
         requestId,
         startedAt,
         clientIp: deps.clientIp(request),
+        path,
         query,
         writesOwnHeaders,
       };

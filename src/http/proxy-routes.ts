@@ -28,7 +28,9 @@ export function registerProxyRoutes(router: Router, deps: ProxyRouteDeps): void 
       `/v1/${adapter.id}/:projectId/*`,
       async (context) => {
         const { request, response, params } = context;
-        const path = safeProviderPath(params["*"] ?? "");
+        // Checked and forwarded as the client sent it: the router's `*` param is percent-decoded,
+        // which would let `%2F` pass as a slash and `%3F` start a query string upstream.
+        const path = safeProviderPath(afterPrefix(context.path));
         if (path === null) throw new GatewayError("BAD_REQUEST", "The provider path is not allowed");
         if (adapter.requiresJson) requireJsonContentType(request);
         const admitted = deps.admit(context, {
@@ -77,4 +79,14 @@ export function registerProxyRoutes(router: Router, deps: ProxyRouteDeps): void 
       { writesOwnHeaders: true },
     );
   }
+}
+
+/** The raw path after `/v1/provider-x/{projectId}/` (the fourth slash). */
+function afterPrefix(path: string): string {
+  let at = 0;
+  for (let slashes = 0; slashes < 4; slashes++) {
+    at = path.indexOf("/", at) + 1;
+    if (at === 0) return "";
+  }
+  return path.slice(at);
 }

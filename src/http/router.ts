@@ -9,6 +9,8 @@ export interface RequestContext {
   /** performance.now() when the request arrived (ms, monotonic; no BigInt per reading). */
   startedAt: number;
   clientIp: string;
+  /** The path as the client sent it, still percent-encoded (route params are decoded). */
+  path: string;
   /** The raw query string without `?` (empty when none). */
   query: string;
   /** The route writes all its headers itself (RouteOptions.writesOwnHeaders). */

@@ -13,6 +13,8 @@ export interface ProviderAdapter {
   requiresJson: boolean;
   /** The header the provider's own SDK sends its key in, also accepted for `<partial>.<token>`. */
   sdkKeyHeader?: "x-api-key" | "x-goog-api-key";
+  /** A query parameter the provider reads as its API key (C: `key`): never forwarded from clients. */
+  keyQueryParameter?: string;
   /** Maps the client's path (after /v1/provider-x/{projectId}/) to an upstream origin and path. */
   target(path: string): { origin: string; path: string };
   /** Adds the rebuilt key and the provider's required headers to the upstream headers. */
@@ -82,6 +84,7 @@ export function createProviderAdapters(options: ProviderAdapterOptions): Record<
       methods: ["POST"],
       requiresJson: true,
       sdkKeyHeader: "x-goog-api-key",
+      keyQueryParameter: "key",
       target(path) {
         if (path.startsWith("v1beta/")) return { origin: c.origin, path: `${c.basePath}/${path.slice(7)}` };
         if (path.startsWith("v1/")) return { origin: c.origin, path: `${cV1Path}/${path.slice(3)}` };

@@ -4,7 +4,7 @@ import { GatewayError } from "../errors.js";
 import type { ProviderAdapter } from "../providers/provider-adapter.js";
 import type { ProviderId } from "../providers/provider-id.js";
 import { emptyUsage, type TokenUsage } from "../usage/token-usage.js";
-import { clientResponseHeaders, upstreamRequestHeaders } from "./header-policy.js";
+import { clientResponseHeaders, upstreamQuery, upstreamRequestHeaders } from "./header-policy.js";
 import { createUsageMeter, type UsageMeter } from "./usage-meter.js";
 
 export interface UpstreamTimeouts {
@@ -92,8 +92,9 @@ export async function forward(pools: UpstreamPools, call: ForwardCall): Promise<
   const headers = upstreamRequestHeaders(call.incomingHeaders);
   adapter.inject(headers, call.providerKey);
   if (call.body.length > 0 || call.method !== "GET") headers["content-length"] = String(call.body.length);
+  const query = upstreamQuery(call.query, adapter.keyQueryParameter);
   const exchange = new ProxyExchange(adapter.id, call.response, call.ownHeaders, pools.get(target.origin), {
-    path: call.query ? `${target.path}?${call.query}` : target.path,
+    path: query ? `${target.path}?${query}` : target.path,
     method: call.method as Dispatcher.HttpMethod,
     headers,
     body: call.body.length > 0 ? call.body : null,

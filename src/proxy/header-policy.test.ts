@@ -1,11 +1,31 @@
 import { describe, expect, it } from "vitest";
-import { clientResponseHeaders, upstreamRequestHeaders } from "./header-policy.js";
+import { clientResponseHeaders, upstreamQuery, upstreamRequestHeaders } from "./header-policy.js";
 
 /** A raw header list as undici hands it over: names as sent, values as latin1 bytes. */
 const raw = (pairs: Array<[string, string]>): Buffer[] =>
   pairs.flatMap(([name, value]) => [Buffer.from(name, "latin1"), Buffer.from(value, "latin1")]);
 
 describe("header policy", () => {
+  it("drops the headers the client's Connection field names, which are hop-by-hop too", () => {
+    const headers = upstreamRequestHeaders({
+      connection: "keep-alive, OpenAI-Beta, x-stainless-retry-count",
+      "openai-beta": "assistants=v2",
+      "x-stainless-retry-count": "0",
+      "x-stainless-lang": "js",
+    });
+    expect(headers).toEqual({ "x-stainless-lang": "js", "accept-encoding": "identity" });
+  });
+
+  it("keeps the query string byte for byte but for the provider's key parameter, however spelled", () => {
+    expect(upstreamQuery("alt=sse&key=CLIENT", "key")).toBe("alt=sse");
+    expect(upstreamQuery("k%65y=CLIENT&alt=json&key", "key")).toBe("alt=json");
+    expect(upstreamQuery("monkey=1&keys=2&q=%E2%9C%93&bad=%E0%A4%A", "key")).toBe(
+      "monkey=1&keys=2&q=%E2%9C%93&bad=%E0%A4%A",
+    );
+    expect(upstreamQuery("key=CLIENT", undefined)).toBe("key=CLIENT");
+    expect(upstreamQuery("", "key")).toBe("");
+  });
+
   it("forwards provider feature headers and drops credentials, cookies, hop-by-hop and Sluice headers", () => {
     const headers = upstreamRequestHeaders({
       "content-type": "application/json",

@@ -33,10 +33,12 @@ const droppedResponseHeaders = new Set([
 
 export function upstreamRequestHeaders(incoming: IncomingHttpHeaders): Record<string, string> {
   const out: Record<string, string> = {};
+  const hopByHop = connectionOptions(incoming.connection);
   for (const name in incoming) {
     if (
-      forwardedRequestHeaders.has(name) ||
-      forwardedRequestPrefixes.some((prefix) => name.startsWith(prefix))
+      (forwardedRequestHeaders.has(name) ||
+        forwardedRequestPrefixes.some((prefix) => name.startsWith(prefix))) &&
+      !hopByHop?.has(name)
     ) {
       const value = incoming[name];
       if (typeof value === "string") out[name] = value;
@@ -46,6 +48,41 @@ export function upstreamRequestHeaders(incoming: IncomingHttpHeaders): Record<st
   // Usage is read from the response while it streams, so it must arrive uncompressed.
   out["accept-encoding"] = "identity";
   return out;
+}
+
+/**
+ * The headers a `Connection` field names, which are hop-by-hop like it (RFC 9110 section 7.6.1);
+ * undefined for the usual `keep-alive` or `close`, which name nothing that could be forwarded.
+ */
+function connectionOptions(connection: string | undefined): Set<string> | undefined {
+  if (connection === undefined || connection === "keep-alive" || connection === "close") return undefined;
+  return new Set(connection.split(",").map((option) => option.trim().toLowerCase()));
+}
+
+/**
+ * The query string for the provider: the client's, byte for byte, without the parameter the
+ * provider reads as its API key (`keyParameter`, also when its name is percent-encoded), which
+ * would otherwise override or sit beside the injected key.
+ */
+export function upstreamQuery(query: string, keyParameter: string | undefined): string {
+  if (!keyParameter || query === "" || !mayName(query, keyParameter)) return query;
+  return query
+    .split("&")
+    .filter((pair) => {
+      const equals = pair.indexOf("=");
+      const name = equals < 0 ? pair : pair.slice(0, equals);
+      try {
+        return decodeURIComponent(name.replaceAll("+", " ")) !== keyParameter;
+      } catch {
+        return true;
+      }
+    })
+    .join("&");
+}
+
+/** Cheap pre-check: the parameter's name can only be there if its letters are (or a `%`). */
+function mayName(query: string, name: string): boolean {
+  return query.includes("%") || query.includes(name);
 }
 
 export interface ClientResponseHead {

@@ -439,6 +439,41 @@ describe("proxies driven by the official SDKs", () => {
       },
     );
 
+    it("checks and forwards the path as sent: an encoded slash is 400, an encoded ? or # stays in the path", async () => {
+      const post = (path: string) =>
+        fetch(`${sluice.url}/v1/provider-a/${project.projectId}/${path}`, {
+          method: "POST",
+          headers: {
+            authorization: `Bearer ${project.bearer("provider-a")}`,
+            "content-type": "application/json",
+          },
+          body: "{}",
+        });
+      for (const path of ["chat%2Fcompletions", "chat%2fcompletions", "chat%5Ccompletions"]) {
+        const response = await post(path);
+        expect(response.status, path).toBe(400);
+        expect(((await response.json()) as { error: { code: string } }).error.code).toBe("BAD_REQUEST");
+      }
+      expect(fake.requests).toHaveLength(0);
+      await (await post("files/a%3Fkey=INJECTED%23frag?purpose=x")).arrayBuffer();
+      expect(fake.last()!.path).toBe("/a/v1/files/a%3Fkey=INJECTED%23frag?purpose=x");
+    });
+
+    it("never forwards a client's key= query parameter to provider C, which would stand beside the injected key", async () => {
+      const response = await fetch(
+        `${sluice.url}/v1/provider-c/${project.projectId}/v1beta/models/gemini-2.5-flash:generateContent?key=CLIENT-SECRET&alt=json&k%65y=AGAIN`,
+        {
+          method: "POST",
+          headers: { "x-goog-api-key": project.bearer("provider-c"), "content-type": "application/json" },
+          body: JSON.stringify({ contents: [{ parts: [{ text: "Hi" }] }] }),
+        },
+      );
+      expect(response.status).toBe(200);
+      const upstream = fake.last()!;
+      expect(upstream.path).toBe("/c/v1beta/models/gemini-2.5-flash:generateContent?alt=json");
+      expect(upstream.headers["x-goog-api-key"]).toBe(project.providerKeys["provider-c"]);
+    });
+
     it("refuses a key of another provider with 403 and never calls upstream", async () => {
       const response = await fetch(`${sluice.url}/v1/provider-a/${project.projectId}/chat/completions`, {
         method: "POST",
