@@ -48,8 +48,11 @@ export class Router {
     maxParamLength: 500,
   });
 
+  /** Registers `handler`; a GET route answers HEAD too (Node then sends the headers only). */
   on(method: HTTPMethod | HTTPMethod[], path: string, handler: Handler, options: RouteOptions = {}): this {
-    this.tree.on(method, path, () => {}, {
+    const given = Array.isArray(method) ? method : [method];
+    const all = given.includes("GET") && !given.includes("HEAD") ? [...given, "HEAD" as const] : given;
+    this.tree.on(all, path, () => {}, {
       handler,
       route: path,
       writesOwnHeaders: options.writesOwnHeaders === true,

@@ -55,7 +55,7 @@ export function createProviderAdapters(options: ProviderAdapterOptions): Record<
   return {
     "provider-a": {
       id: "provider-a",
-      methods: ["GET", "POST", "PUT", "PATCH", "DELETE"],
+      methods: ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"],
       requiresJson: false,
       target: (path) => ({ origin: a.origin, path: `${a.basePath}/${path}` }),
       inject(headers, key) {

@@ -91,7 +91,8 @@ export async function forward(pools: UpstreamPools, call: ForwardCall): Promise<
   const target = adapter.target(call.path);
   const headers = upstreamRequestHeaders(call.incomingHeaders);
   adapter.inject(headers, call.providerKey);
-  if (call.body.length > 0 || call.method !== "GET") headers["content-length"] = String(call.body.length);
+  if (call.body.length > 0 || (call.method !== "GET" && call.method !== "HEAD"))
+    headers["content-length"] = String(call.body.length);
   const query = upstreamQuery(call.query, adapter.keyQueryParameter);
   const exchange = new ProxyExchange(adapter.id, call.response, call.ownHeaders, pools.get(target.origin), {
     path: query ? `${target.path}?${query}` : target.path,

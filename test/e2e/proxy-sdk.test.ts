@@ -459,6 +459,21 @@ describe("proxies driven by the official SDKs", () => {
       expect(fake.last()!.path).toBe("/a/v1/files/a%3Fkey=INJECTED%23frag?purpose=x");
     });
 
+    it("forwards HEAD and OPTIONS on provider A (SPEC: ANY) and answers HEAD on the model list", async () => {
+      const url = `${sluice.url}/v1/provider-a/${project.projectId}/files/file-1`;
+      const headers = { authorization: `Bearer ${project.bearer("provider-a")}` };
+      for (const method of ["HEAD", "OPTIONS"]) {
+        const response = await fetch(url, { method, headers });
+        await response.arrayBuffer();
+        expect(fake.last()).toMatchObject({ method, path: "/a/v1/files/file-1" });
+        expect(fake.last()!.headers.authorization).toBe(`Bearer ${project.providerKeys["provider-a"]}`);
+      }
+      const list = await fetch(`${sluice.url}/v1/provider-a/${project.projectId}/models`, { method: "HEAD" });
+      expect(list.status).toBe(200);
+      expect(await list.text()).toBe("");
+      expect(Number(list.headers.get("content-length"))).toBeGreaterThan(0);
+    });
+
     it("never forwards a client's key= query parameter to provider C, which would stand beside the injected key", async () => {
       const response = await fetch(
         `${sluice.url}/v1/provider-c/${project.projectId}/v1beta/models/gemini-2.5-flash:generateContent?key=CLIENT-SECRET&alt=json&k%65y=AGAIN`,
