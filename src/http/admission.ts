@@ -137,6 +137,19 @@ export function createAdmission(deps: AdmissionDeps) {
       model: string | null,
       spend: CallSpend = { usage: null, costUsd: null },
     ): CallReport => {
+      // A client that left (mid-upload, say) is why the call failed: recorded as the proxies
+      // record a disconnect, not as the client's error.
+      if (context.request.socket.destroyed)
+        return {
+          ...spend,
+          status: 499,
+          outcome: "aborted",
+          provider,
+          model,
+          streamed: false,
+          timeToFirstByteMs: null,
+          errorCode: null,
+        };
       const gatewayError = isGatewayError(error) ? error : null;
       return {
         status: gatewayError?.status ?? 500,

@@ -1,3 +1,4 @@
+import { connect } from "node:net";
 import Anthropic from "@anthropic-ai/sdk";
 import { GoogleGenAI } from "@google/genai";
 import OpenAI from "openai";
@@ -227,6 +228,28 @@ describe("proxies driven by the official SDKs", () => {
       await new Promise((resolve) => setTimeout(resolve, 50));
       const row = await rowFor(response.headers.get("x-request-id"));
       expect(row).toMatchObject({ outcome: "aborted", streamed: 1 });
+    });
+
+    it("records a client that leaves mid-upload as aborted (499), with no upstream call", async () => {
+      const before = new Set((await usageRows()).map((row) => row.request_id));
+      const requestId = await new Promise<string | undefined>((resolve, reject) => {
+        const socket = connect(Number(new URL(sluice.url).port), "127.0.0.1", () => {
+          socket.write(
+            `POST /v1/provider-a/${project.projectId}/chat/completions HTTP/1.1\r\nhost: x\r\n` +
+              `authorization: Bearer ${project.bearer("provider-a")}\r\ncontent-type: application/json\r\n` +
+              'content-length: 1000\r\n\r\n{"model":',
+          );
+          setTimeout(() => socket.destroy(), 100);
+        });
+        socket.once("error", reject);
+        socket.once("close", () => resolve(undefined));
+      });
+      expect(requestId).toBeUndefined();
+      await new Promise((resolve) => setTimeout(resolve, 100));
+      const added = (await usageRows()).filter((row) => !before.has(row.request_id));
+      expect(added).toHaveLength(1);
+      expect(added[0]).toMatchObject({ status: 499, outcome: "aborted", error_code: null });
+      expect(fake.requests).toHaveLength(0);
     });
 
     it("answers 504 when the provider sends no headers in time and 502 when it cannot be reached", async () => {
