@@ -137,6 +137,9 @@ class ProxyExchange implements Dispatcher.DispatchHandler {
   streamed = false;
   meter: UsageMeter | null = null;
   timeToFirstByteMs: number | null = null;
+  /** The client's status line and headers, written with the first chunk (or at the end). */
+  private head: string[] | null = null;
+  private headWritten = false;
   private abortUpstream: ((reason: Error) => void) | null = null;
   private resumeUpstream: (() => void) | null = null;
   private sentAt = 0;
@@ -203,21 +206,37 @@ class ProxyExchange implements Dispatcher.DispatchHandler {
     this.status = statusCode;
     this.resumeUpstream = resume;
     const head = clientResponseHeaders(rawHeaders, this.ownHeaders);
+    this.head = head.headers;
     this.streamed = head.contentType.startsWith("text/event-stream");
-    // (no flushHeaders: the headers leave with the first chunk, as soon as it arrives)
-    try {
-      // One flat list and nothing set before: Node writes it without per-header bookkeeping.
-      this.response.writeHead(statusCode, head.headers);
-    } catch (error) {
-      // Headers Node refuses to send: nothing reached the client, so this answers 502.
-      this.abortUpstream?.(error as Error);
-      return false;
-    }
     this.meter = createUsageMeter(this.provider, { streaming: this.streamed, contentType: head.contentType });
     return true;
   }
 
+  /**
+   * Writes the status line and headers with the first chunk, as they would leave anyway: until
+   * then a provider that fails or goes silent can still be answered with a clean 502 or 504.
+   * Returns the error when Node refuses the provider's headers: nothing reached the client, so
+   * that is a 502 too.
+   */
+  private writeHead(): Error | null {
+    try {
+      // One flat list and nothing set before: Node writes it without per-header bookkeeping.
+      this.response.writeHead(this.status, this.head ?? []);
+      this.headWritten = true;
+      return null;
+    } catch (error) {
+      return error as Error;
+    }
+  }
+
   onData(chunk: Buffer): boolean {
+    if (!this.headWritten) {
+      const refused = this.writeHead();
+      if (refused) {
+        this.abortUpstream?.(refused); // undici reports it through onError
+        return false;
+      }
+    }
     this.meter?.push(chunk);
     if (this.response.write(chunk)) return true;
     // Listened for only when the client's buffer is full, which most responses never reach.
@@ -229,17 +248,22 @@ class ProxyExchange implements Dispatcher.DispatchHandler {
   }
 
   onComplete(): void {
+    const refused = this.headWritten ? null : this.writeHead();
+    if (refused) {
+      this.settle(() => this.reject(refused));
+      return;
+    }
     this.response.end();
     this.finish("ok");
   }
 
   onError(error: Error): void {
     if (this.settled) return;
-    if (this.meter === null) {
+    if (!this.headWritten) {
       // Nothing reached the client yet.
       const code = (error as { code?: string }).code ?? "";
       if (this.clientGone) this.finish("gone-before-headers");
-      else if (connectFailures.has(code) && !this.retried) {
+      else if (this.status === 0 && connectFailures.has(code) && !this.retried) {
         this.retried = true;
         this.abortUpstream = null;
         this.pool.dispatch(this.options, this);

@@ -9,6 +9,7 @@ import {
   startTestGateway,
   type TestGateway,
   type TestProject,
+  usageRowOf,
 } from "../support/test-gateway.js";
 
 describe("proxies driven by the official SDKs", () => {
@@ -228,6 +229,34 @@ describe("proxies driven by the official SDKs", () => {
       await new Promise((resolve) => setTimeout(resolve, 50));
       const row = await rowFor(response.headers.get("x-request-id"));
       expect(row).toMatchObject({ outcome: "aborted", streamed: 1 });
+    });
+
+    it("answers 504 when the provider sends its headers but no body in time, and records it", async () => {
+      const idle = await startTestGateway({
+        providerABaseUrl: `${fake.url}/a/v1`,
+        upstreamIdleTimeoutMs: 300,
+      });
+      try {
+        fake.hangStreamsAfter(0);
+        const idleProject = await createTestProject(idle.gateway);
+        const response = await fetch(`${idle.url}/v1/provider-a/${idleProject.projectId}/chat/completions`, {
+          method: "POST",
+          headers: {
+            authorization: `Bearer ${idleProject.bearer("provider-a")}`,
+            "content-type": "application/json",
+          },
+          body: JSON.stringify({ model: "gpt-4o-mini", messages: [], stream: true }),
+        });
+        expect(response.status).toBe(504);
+        expect(((await response.json()) as { error: { code: string } }).error.code).toBe("PROVIDER_TIMEOUT");
+        expect(await usageRowOf(idle.gateway, response)).toMatchObject({
+          status: 504,
+          error_code: "PROVIDER_TIMEOUT",
+        });
+      } finally {
+        fake.hangStreamsAfter(null);
+        await idle.close();
+      }
     });
 
     it("records a client that leaves mid-upload as aborted (499), with no upstream call", async () => {
