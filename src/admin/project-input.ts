@@ -1,4 +1,5 @@
 import { z } from "zod";
+import { teamIdPattern } from "../images/vault-store.js";
 import { providerIds } from "../providers/provider-id.js";
 
 /** Admin input shapes, shared by the admin API and the CLI. Unknown fields are refused. */
@@ -34,7 +35,7 @@ const projectFields = {
   name: z.string().trim().min(1).max(200),
   teamId: z
     .string()
-    .regex(/^[A-Za-z0-9_-]{1,64}$/, "letters, digits, _ and - only (it becomes a storage path segment)")
+    .regex(teamIdPattern, "1 to 64 letters, digits, _ and - only (it is the first segment of vault paths)")
     .nullable(),
   provider: z.enum(providerIds),
   model: z.string().min(1).max(200).nullable(),

@@ -2,8 +2,8 @@ import { GatewayError } from "../errors.js";
 import { generateImages, type ImageGenerationDeps, imageModelFor } from "../images/generate-image.js";
 import { parseImageRequest } from "../images/image-request.js";
 import type { UrlSigner } from "../images/signed-url.js";
-import { mediaTypeOf } from "../images/vault-store.js";
-import type { Admit } from "./admission.js";
+import { mediaTypeOf, vaultMaxAgeSeconds } from "../images/vault-store.js";
+import type { Admit, CallSpend } from "./admission.js";
 import { parseJsonObject, readBody, requireJsonContentType } from "./read-body.js";
 import type { RequestContext, Router } from "./router.js";
 import { sendBytes, sendJson } from "./send.js";
@@ -33,7 +33,8 @@ export function registerImageRoutes(router: Router, deps: ImageRouteDeps): void 
         );
       const bytes = await local.read(path);
       if (!bytes) throw new GatewayError("NOT_FOUND", "No such vault object");
-      sendBytes(response, 200, bytes, mediaTypeOf(path), { "cache-control": "private, max-age=300" });
+      const maxAge = vaultMaxAgeSeconds(Number(search.get("expires")), deps.now().getTime());
+      sendBytes(response, 200, bytes, mediaTypeOf(path), { "cache-control": `private, max-age=${maxAge}` });
     });
   }
 }
@@ -47,11 +48,14 @@ async function handleGenerate(deps: ImageRouteDeps, context: RequestContext): Pr
     provider: (project) => project.provider,
   });
   let model: string | null = null;
+  let spend: CallSpend | undefined;
   try {
     requireJsonContentType(request);
     const body = parseImageRequest(parseJsonObject(await readBody(request, deps.maxBodyBytes)));
     model = imageModelFor(call.provider, body);
-    const { result, costUsd } = await generateImages(deps, call, body);
+    const { result, costUsd } = await generateImages(deps, call, body, (billed) => {
+      spend = { usage: null, costUsd: billed };
+    });
     sendJson(response, 200, result);
     call.finish({
       status: 200,
@@ -65,7 +69,7 @@ async function handleGenerate(deps: ImageRouteDeps, context: RequestContext): Pr
       errorCode: null,
     });
   } catch (error) {
-    call.fail(error, call.provider, model);
+    call.fail(error, call.provider, model, spend);
     throw error;
   }
 }

@@ -30,12 +30,15 @@ export function imageModelFor(provider: ProviderId, request: Pick<ImageRequest, 
 
 /**
  * Generates images through the AI SDK (which batches n over the model's images-per-call limit, or
- * `maxImagesPerCall`), stores them in the vault when the project asks, and prices the execution.
+ * `maxImagesPerCall`), prices the execution, and stores the images in the vault when the project
+ * asks. `onBilled` hears the cost as soon as the provider has answered, so a later failure (a
+ * vault write) can still record what the generation cost.
  */
 export async function generateImages(
   deps: ImageGenerationDeps,
   call: { project: Project; provider: ProviderId; providerKey: string },
   request: ImageRequest,
+  onBilled: (costUsd: number | null) => void = () => {},
 ): Promise<{ result: ImageResult; model: string; costUsd: number | null }> {
   const modelId = imageModelFor(call.provider, request);
   if (!modelId)
@@ -69,6 +72,15 @@ export async function generateImages(
     .catch((error: unknown) => {
       throw imageFailure(ai, error);
     });
+  const { costUsd } = imageCost({
+    provider: call.provider,
+    model: modelId,
+    quality: a?.quality,
+    size: request.size,
+    aspectRatio: request.aspectRatio,
+    n: generated.images.length,
+  });
+  onBilled(costUsd);
   for (const warning of generated.warnings) warnings.push(describeWarning(warning));
   const images = await Promise.all(generated.images.map((image) => storeImage(deps, call.project, image)));
   const result: ImageResult = { images };
@@ -83,14 +95,6 @@ export async function generateImages(
       },
     };
   }
-  const { costUsd } = imageCost({
-    provider: call.provider,
-    model: modelId,
-    quality: a?.quality,
-    size: request.size,
-    aspectRatio: request.aspectRatio,
-    n: images.length,
-  });
   return { result, model: modelId, costUsd };
 }
 

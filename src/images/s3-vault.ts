@@ -1,6 +1,6 @@
 import { createHash, createHmac } from "node:crypto";
 import { request } from "undici";
-import type { VaultStore } from "./vault-store.js";
+import { isSafeVaultPath, type VaultStore } from "./vault-store.js";
 
 export interface S3VaultOptions {
   endpoint: string;
@@ -22,6 +22,8 @@ export function createS3Vault(options: S3VaultOptions): VaultStore {
   const now = options.now ?? (() => new Date());
   return {
     async put(path, bytes, mediaType) {
+      // The same paths as the local vault, so a project behaves alike on either store.
+      if (!isSafeVaultPath(path)) throw new Error("unsafe vault path");
       const url = presignS3Url(options, "PUT", path, 300, now());
       const response = await request(url, {
         method: "PUT",

@@ -8,16 +8,36 @@ export interface VaultStore {
   signedUrl(path: string, ttlSeconds: number): string;
 }
 
+/**
+ * What a team id may be: 1 to 64 letters, digits, `_` and `-`. It is the first segment of every
+ * vault path (a directory, or an S3 key prefix), so the admin input and the vault check share this
+ * one rule. A leading `_` or `-` is harmless there; without `.` it is never `.`, `..` or hidden.
+ */
+export const teamIdPattern = /^[A-Za-z0-9_-]{1,64}$/;
+
+/** Any later segment (`generated-images`, the project id, the date, `<uuid>.<ext>`). */
 const segment = /^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$/;
 
-/** True for a relative vault path of safe segments: no `..`, no empty segments, no encodings. */
+/**
+ * True for a relative vault path of safe segments, the first a team id: no `..`, no hidden names,
+ * no empty segments, no encodings.
+ */
 export function isSafeVaultPath(path: string): boolean {
-  const parts = path.split("/");
+  const [teamId = "", ...rest] = path.split("/");
   return (
-    parts.length >= 2 &&
-    parts.length <= 12 &&
-    parts.every((part) => segment.test(part) && !part.includes(".."))
+    teamIdPattern.test(teamId) &&
+    rest.length >= 1 &&
+    rest.length <= 11 &&
+    rest.every((part) => segment.test(part) && !part.includes(".."))
   );
+}
+
+/**
+ * Seconds a served vault file may be cached: at most five minutes, and never past the expiry
+ * (unix seconds) of the signed URL it was fetched with, after which that URL answers 403.
+ */
+export function vaultMaxAgeSeconds(expires: number, nowMs: number): number {
+  return Math.max(0, Math.min(300, Math.floor(expires - nowMs / 1000)));
 }
 
 const extensions: Record<string, string> = {

@@ -4,9 +4,9 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
 import { createLocalVault } from "./local-vault.js";
-import { presignS3Url } from "./s3-vault.js";
+import { createS3Vault, presignS3Url } from "./s3-vault.js";
 import { createUrlSigner } from "./signed-url.js";
-import { isSafeVaultPath, vaultPath } from "./vault-store.js";
+import { isSafeVaultPath, vaultMaxAgeSeconds, vaultPath } from "./vault-store.js";
 
 describe("vault paths", () => {
   it("follow <team>/generated-images/<project>/<yyyy>/<mm>/<dd>/<uuid>.<ext> in UTC", () => {
@@ -21,6 +21,32 @@ describe("vault paths", () => {
       expect(isSafeVaultPath(path)).toBe(false);
     },
   );
+
+  it.each(["./p/x.png", "../p/x.png", ".hidden/p/x.png", "team.one/p/x.png", `${"t".repeat(65)}/p/x.png`])(
+    "refuse %j, whose first segment is not a team id",
+    (path) => {
+      expect(isSafeVaultPath(path)).toBe(false);
+    },
+  );
+
+  it.each(["_team", "-team", "team_-", "t".repeat(64)])(
+    "accept team id %j as the first segment",
+    (teamId) => {
+      expect(isSafeVaultPath(vaultPath(teamId, "prj_1", new Date(), "0b0c", "image/png"))).toBe(true);
+    },
+  );
+});
+
+describe("vault cache lifetime", () => {
+  it("is at most five minutes and never outlives the URL's expiry", () => {
+    const now = 1_000_000_000_000;
+    expect(vaultMaxAgeSeconds(now / 1000 + 3600, now)).toBe(300);
+    expect(vaultMaxAgeSeconds(now / 1000 + 300, now)).toBe(300);
+    expect(vaultMaxAgeSeconds(now / 1000 + 42, now)).toBe(42);
+    expect(vaultMaxAgeSeconds(now / 1000 + 42, now + 500)).toBe(41);
+    expect(vaultMaxAgeSeconds(now / 1000, now)).toBe(0);
+    expect(vaultMaxAgeSeconds(now / 1000 - 10, now)).toBe(0);
+  });
 });
 
 describe("signed URLs", () => {
@@ -58,6 +84,37 @@ describe("local vault", () => {
     expect((await vault.read("t/generated-images/p/2026/01/01/a.png"))?.equals(bytes)).toBe(true);
     await expect(vault.put("../escape/x.png", bytes, "image/png")).rejects.toThrow();
     expect(await vault.read("t/../../etc/passwd")).toBeNull();
+  });
+
+  it("stores a file for a team id with a leading _ or -", async () => {
+    const vault = createLocalVault({
+      directory,
+      publicUrl: "http://x",
+      signer: createUrlSigner(randomBytes(32)),
+    });
+    const bytes = randomBytes(16);
+    for (const path of [
+      "_team/generated-images/p/2026/01/01/a.png",
+      "-team/generated-images/p/2026/01/01/a.png",
+    ]) {
+      await vault.put(path, bytes, "image/png");
+      expect((await vault.read(path))?.equals(bytes)).toBe(true);
+    }
+  });
+});
+
+describe("S3 vault", () => {
+  it("refuses an unsafe path before calling the object store, as the local vault does", async () => {
+    const vault = createS3Vault({
+      endpoint: "http://127.0.0.1:9",
+      bucket: "b",
+      region: "us-east-1",
+      accessKeyId: "AKID",
+      secretAccessKey: "secret",
+    });
+    await expect(vault.put("../escape/x.png", randomBytes(4), "image/png")).rejects.toThrow(
+      "unsafe vault path",
+    );
   });
 });
 

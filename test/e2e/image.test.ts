@@ -1,4 +1,4 @@
-import { existsSync, readFileSync } from "node:fs";
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { type FakeUpstream, startFakeUpstream } from "../fakes/fake-upstream.js";
@@ -18,6 +18,7 @@ describe("image generation", () => {
   let c: TestProject;
   let b: TestProject;
   let vaulted: TestProject;
+  let underscored: TestProject;
 
   beforeAll(async () => {
     fake = await startFakeUpstream();
@@ -32,6 +33,11 @@ describe("image generation", () => {
     vaulted = await createTestProject(sluice.gateway, {
       provider: "provider-c",
       teamId: "team42",
+      saveImagesToVault: true,
+    });
+    underscored = await createTestProject(sluice.gateway, {
+      provider: "provider-c",
+      teamId: "_team",
       saveImagesToVault: true,
     });
   });
@@ -242,6 +248,8 @@ describe("image generation", () => {
       const fetched = await fetch(image.url);
       expect(fetched.status).toBe(200);
       expect(fetched.headers.get("content-type")).toBe("image/png");
+      // The URL lives 2 s here: a cached copy must not outlive it.
+      expect(fetched.headers.get("cache-control")).toMatch(/^private, max-age=[0-2]$/);
       expect(Buffer.from(await fetched.arrayBuffer()).equals(tinyPng)).toBe(true);
     }
     const url = new URL(body.images[0]!.url);
@@ -263,6 +271,49 @@ describe("image generation", () => {
     const expired = await fetch(url);
     expect(expired.status).toBe(403);
     expect(((await expired.json()) as { error: { message: string } }).error.message).toContain("expired");
+  });
+
+  it("stores images for a team id with a leading _ and records the billed model and cost", async () => {
+    const response = await generate(underscored, { prompt: "a cat", size: "1024x1024" });
+    expect(response.status).toBe(200);
+    const body = (await response.json()) as { images: Array<{ base64: string; url: string; path: string }> };
+    const image = body.images[0]!;
+    expect(image.path).toMatch(new RegExp(`^_team/generated-images/${underscored.projectId}/`));
+    const file = join(sluice.gateway.config.dataDir, "vault", image.path);
+    expect(readFileSync(file).equals(Buffer.from(image.base64, "base64"))).toBe(true);
+    expect((await fetch(image.url)).status).toBe(200);
+    expect(await rowFor(response)).toMatchObject({
+      status: 200,
+      model: "imagen-4.0-generate-001",
+      cost_usd: 0.04,
+    });
+  });
+
+  it("records the billed model and cost when the vault write fails after the provider answered", async () => {
+    const blocked = await createTestProject(sluice.gateway, {
+      provider: "provider-c",
+      teamId: "blocked",
+      saveImagesToVault: true,
+    });
+    // A file where the team's directory should be: the write fails once the images exist.
+    mkdirSync(join(sluice.gateway.config.dataDir, "vault"), { recursive: true });
+    writeFileSync(join(sluice.gateway.config.dataDir, "vault", "blocked"), "");
+    const response = await fetch(`${sluice.url}/v1/image/${blocked.projectId}`, {
+      method: "POST",
+      headers: {
+        authorization: `Bearer ${blocked.bearer("provider-c")}`,
+        "content-type": "application/json",
+      },
+      body: JSON.stringify({ prompt: "a cat" }),
+    });
+    expect(response.status).toBe(500);
+    expect(fake.requests).toHaveLength(1);
+    expect(await rowFor(response)).toMatchObject({
+      status: 500,
+      error_code: "INTERNAL_ERROR",
+      model: "imagen-4.0-generate-001",
+      cost_usd: 0.04,
+    });
   });
 
   it("leaves url and path out when the vault is off", async () => {

@@ -1,0 +1,46 @@
+import { describe, expect, it } from "vitest";
+import { isSafeVaultPath, vaultPath } from "../images/vault-store.js";
+import { createProjectInput, updateProjectInput } from "./project-input.js";
+
+describe("project input", () => {
+  const candidates = [
+    "team42",
+    "_team",
+    "-team",
+    "team_-",
+    "a",
+    "x".repeat(64),
+    "x".repeat(65),
+    "",
+    ".",
+    "..",
+    ".hidden",
+    "team.one",
+    "a\\b",
+    "t%2e",
+    "té",
+    "team 1",
+  ];
+
+  // One segment each: the vault checks a path's first segment with the same rule as the admin input.
+  it.each(candidates)("accepts team id %j exactly when it makes a safe vault path", (teamId) => {
+    const accepted = updateProjectInput.safeParse({ teamId }).success;
+    const path = vaultPath(teamId, "prj_1", new Date("2026-01-02T00:00:00Z"), "0b0c", "image/png");
+    expect(accepted).toBe(isSafeVaultPath(path));
+    expect(createProjectInput.safeParse({ name: "n", provider: "provider-a", teamId }).success).toBe(
+      accepted,
+    );
+  });
+
+  it("accepts a leading _ or - and refuses ., .. and hidden names", () => {
+    const accepts = (teamId: string) => updateProjectInput.safeParse({ teamId }).success;
+    expect(["_team", "-team", "team42"].map(accepts)).toEqual([true, true, true]);
+    expect([".", "..", ".hidden", "team.one", "a/b"].map(accepts)).toEqual([
+      false,
+      false,
+      false,
+      false,
+      false,
+    ]);
+  });
+});
