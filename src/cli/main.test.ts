@@ -159,6 +159,24 @@ describe("sluice CLI", () => {
     expect(result.err).not.toMatch(/\n\s+at /);
   });
 
+  it("reports a failed serve start as npm start does: one line per problem, exit code 1", async () => {
+    // An invalid configuration stops serve() before it opens anything or listens.
+    process.env.PORT = "abc";
+    process.env.SLUICE_ADMIN_TOKEN = "short";
+    try {
+      const result = await cli("serve");
+      expect(result.code).toBe(1);
+      expect(result.err).toBe(
+        "sluice failed to start: Invalid configuration:\n" +
+          "  PORT: Invalid input: expected number, received NaN\n" +
+          "  SLUICE_ADMIN_TOKEN: Too small: expected string to have >=16 characters\n",
+      );
+    } finally {
+      delete process.env.PORT;
+      delete process.env.SLUICE_ADMIN_TOKEN;
+    }
+  });
+
   it("says the database is unavailable, and why, when it cannot be reached", async () => {
     process.env.DATABASE_URL = "postgres://postgres@127.0.0.1:1/test";
     try {

@@ -83,7 +83,13 @@ export async function runCli(
   if (command === "serve") {
     // Loaded only here, so admin commands start fast and never build the server.
     const { serve } = await import("../server.js");
-    await serve();
+    try {
+      await serve();
+    } catch (error) {
+      // Word for word what `npm start` (src/main.ts) prints for a failed start.
+      io.err.write(`sluice failed to start: ${error instanceof Error ? error.message : String(error)}\n`);
+      return 1;
+    }
     return -1;
   }
   let context: Awaited<ReturnType<typeof openAdminContext>> | undefined;
