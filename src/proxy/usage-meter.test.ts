@@ -352,7 +352,7 @@ describe("SSE event scanner", () => {
 
   it("drops an event larger than its cap and carries on", () => {
     const seen: string[] = [];
-    const scanner = new SseEventScanner((_event, data) => seen.push(data), 64);
+    const scanner = new SseEventScanner((_event, data) => seen.push(data), null, 64);
     scanner.push(Buffer.from(`data: ${"x".repeat(100)}\n\ndata: small\n\n`));
     // Split: the oversized line arrives in pieces, with a second data line in the same event.
     scanner.push(Buffer.from(`data: ${"y".repeat(40)}`));

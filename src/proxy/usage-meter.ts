@@ -6,7 +6,7 @@ import {
   usageFromProviderC,
 } from "../providers/usage-from-json.js";
 import { emptyUsage, type TokenUsage } from "../usage/token-usage.js";
-import { SseEventScanner } from "./sse-event-scanner.js";
+import { ByteEnds, SseEventScanner } from "./sse-event-scanner.js";
 
 export interface UsageMeter {
   /** Every response chunk, in order, as it is forwarded. */
@@ -16,13 +16,20 @@ export interface UsageMeter {
 }
 
 const maxJsonBytes = 4 * 1024 * 1024;
+/** What is kept of a larger body: its start (where the model is read) and its end (the usage). */
+const headBytes = 4096;
+const tailBytes = 64 * 1024;
 
 /**
  * Reads usage while a response streams through. JSON bodies are kept (up to 4 MiB) and parsed once
- * at the end. SSE streams are scanned event by event, and only events that can carry usage are
+ * at the end; of a larger body only copies of its first 4 KiB and last 64 KiB are kept, and the
+ * usage object is read from that tail (all three providers put it at the end of the top-level
+ * object). SSE streams are scanned event by event, and only events that can carry usage are
  * parsed (provider A: events with a `"usage":{` object, i.e. the last chat chunk and the Responses
  * API's completion events; provider B: `message_start` and `message_delta`; provider C: only the
  * last payload with `usageMetadata`, parsed at the end), so metering costs little more than the copy.
+ * An event over the scanner's cap (1 MiB; a Responses API completion holding an image, say) is
+ * read the same way from its first and last bytes.
  */
 export function createUsageMeter(
   provider: ProviderId,
@@ -33,22 +40,27 @@ export function createUsageMeter(
 }
 
 function jsonMeter(provider: ProviderId): UsageMeter {
-  const chunks: Buffer[] = [];
+  let chunks: Buffer[] = [];
   let size = 0;
-  let overflow = false;
+  let ends: ByteEnds | null = null;
   return {
     push(chunk) {
-      if (overflow) return;
+      if (ends !== null) {
+        ends.push(chunk);
+        return;
+      }
       size += chunk.length;
+      chunks.push(chunk);
       if (size > maxJsonBytes) {
-        overflow = true;
-        chunks.length = 0;
-      } else chunks.push(chunk);
+        ends = keepEnds(chunks);
+        chunks = [];
+      }
     },
     finish() {
-      if (overflow || size === 0) return { usage: emptyUsage(), model: null };
+      if (ends !== null) return fromBodyEnds(provider, ends.head(), ends.tail());
+      if (size === 0) return { usage: emptyUsage(), model: null };
       const body = chunks.length === 1 ? (chunks[0] as Buffer) : Buffer.concat(chunks, size);
-      const quick = fromUsageObject(provider, body);
+      const quick = fromUsageObject(provider, body, body);
       if (quick) return quick;
       try {
         return fromJsonBody(provider, JSON.parse(body.toString("utf8")));
@@ -58,6 +70,31 @@ function jsonMeter(provider: ProviderId): UsageMeter {
       }
     },
   };
+}
+
+/**
+ * A body over the cap: from here on only copies of its first and last bytes are kept, and the
+ * chunks are let go. Every chunk passes the head until it is full; only the chunks that reach into
+ * the last `tailBytes` need to pass the ring.
+ */
+function keepEnds(chunks: Buffer[]): ByteEnds {
+  const ends = new ByteEnds(headBytes, tailBytes);
+  let fromTail = chunks.length;
+  for (let covered = 0; fromTail > 0 && covered < tailBytes; )
+    covered += (chunks[--fromTail] as Buffer).length;
+  for (let index = 0; index < fromTail; index++) ends.pushHead(chunks[index] as Buffer);
+  for (let index = fromTail; index < chunks.length; index++) ends.push(chunks[index] as Buffer);
+  return ends;
+}
+
+/** Usage from the ends of a body over the cap; nothing when the usage object is not whole in the tail. */
+function fromBodyEnds(
+  provider: ProviderId,
+  head: Buffer,
+  tail: Buffer,
+): { usage: TokenUsage; model: string | null } {
+  if (provider === "provider-c" && head[0] === 0x5b) return fromCutGeminiArray(tail);
+  return fromUsageObject(provider, head, tail) ?? { usage: emptyUsage(), model: null };
 }
 
 const usageKeys: Record<ProviderId, Buffer> = {
@@ -75,13 +112,16 @@ const modelPatterns: Record<ProviderId, RegExp> = {
  * The cheap path for a JSON response: parse only its top-level usage object (the last one in the
  * body; inside string values a quote would be escaped, so `"usage"` cannot match there) and read
  * the model with a pattern, working on the bytes rather than a string of the whole body. Null when
- * the body does not look like that; the caller then parses the whole body.
+ * the body does not look like that; the caller then parses the whole body. `head` is the body's
+ * start and `body` the body, or of a body over the cap its last bytes (where the key cannot match
+ * inside a string either, wherever they start).
  */
 function fromUsageObject(
   provider: ProviderId,
+  head: Buffer,
   body: Buffer,
 ): { usage: TokenUsage; model: string | null } | null {
-  if (provider === "provider-c" && body[0] === 0x5b) return null;
+  if (provider === "provider-c" && head[0] === 0x5b) return null;
   const found = lastUsageObject(body, usageKeys[provider]);
   if (!found) return null;
   const usage =
@@ -94,7 +134,7 @@ function fromUsageObject(
   const model = modelPatterns[provider].exec(
     provider === "provider-c"
       ? body.toString("latin1", found.end)
-      : body.toString("latin1", 0, Math.min(body.length, 4096)),
+      : head.toString("latin1", 0, Math.min(head.length, headBytes)),
   );
   return { usage, model: model?.[1] ?? null };
 }
@@ -225,7 +265,29 @@ function sseMeter(provider: ProviderId): UsageMeter {
       // usageMetadata closes each chunk: searched from the end.
     } else if (data.lastIndexOf('"usageMetadata"') >= 0) lastGemini = data;
   };
-  const scanner = new SseEventScanner(onEvent);
+  // An event over the scanner's cap: the same decisions, on its name, first and last bytes.
+  const onCutEvent = (event: string | undefined, head: string, tail: Buffer) => {
+    if (provider === "provider-a") {
+      if (model === null) model = modelPatterns["provider-a"].exec(head)?.[1] ?? null;
+      const found = usageFromProviderA(lastUsageObject(tail, usageKeys["provider-a"])?.value);
+      if (found) usage = found;
+    } else if (provider === "provider-b") {
+      const start = event !== undefined ? event === "message_start" : head.includes('"message_start"');
+      if (start || (event !== undefined ? event === "message_delta" : head.includes('"message_delta"'))) {
+        usage = usageFromProviderB(lastUsageObject(tail, usageKeys["provider-b"])?.value, usage);
+        if (start) model = modelPatterns["provider-b"].exec(head)?.[1] ?? model;
+      }
+    } else {
+      const found = lastUsageObject(tail, usageKeys["provider-c"]);
+      const fromTail = usageFromProviderC(found?.value);
+      if (found && fromTail) {
+        usage = fromTail;
+        model = modelPatterns["provider-c"].exec(tail.toString("latin1", found.end))?.[1] ?? model;
+        lastGemini = null; // this one is later
+      }
+    }
+  };
+  const scanner = new SseEventScanner(onEvent, onCutEvent);
   return {
     push: (chunk) => scanner.push(chunk),
     finish() {

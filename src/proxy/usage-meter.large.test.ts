@@ -1,0 +1,421 @@
+import { describe, expect, it } from "vitest";
+import type { ProviderId } from "../providers/provider-id.js";
+import { SseEventScanner } from "./sse-event-scanner.js";
+import { createUsageMeter } from "./usage-meter.js";
+
+// Responses larger than the meter keeps whole: JSON bodies over 4 MiB and SSE events over 1 MiB.
+// Their usage sits at the end (of the top-level object, of the event), so it is read from a tail.
+
+/** A seeded generator (mulberry32): the same splits on every run. */
+function seeded(seed: number): (below: number) => number {
+  let state = seed >>> 0;
+  return (below) => {
+    state = (state + 0x6d2b79f5) >>> 0;
+    let mixed = Math.imul(state ^ (state >>> 15), 1 | state);
+    mixed ^= mixed + Math.imul(mixed ^ (mixed >>> 7), 61 | mixed);
+    return ((mixed ^ (mixed >>> 14)) >>> 0) % below;
+  };
+}
+
+/** Chunk boundaries: mostly socket-sized reads, with runs of tiny ones that split lines, keys and characters. */
+function randomSplits(length: number, seed: number): number[] {
+  const random = seeded(seed);
+  const points: number[] = [];
+  for (let at = 0; ; ) {
+    at += random(4) === 0 ? 1 + random(16) : 1 + random(96 * 1024);
+    if (at >= length) return points;
+    points.push(at);
+  }
+}
+
+function meter(provider: ProviderId, body: Buffer, streaming: boolean, splits: number[] = []) {
+  const usage = createUsageMeter(provider, {
+    streaming,
+    contentType: streaming ? "text/event-stream" : "application/json",
+  });
+  let at = 0;
+  for (const split of [...splits, body.length]) {
+    usage.push(body.subarray(at, split));
+    at = split;
+  }
+  return usage.finish();
+}
+
+/** Text with multi-byte characters and, near its end, a quoted usage object that must not count. */
+const longText = (bytes: number) =>
+  `${"Grüße 😀 — ".repeat(Math.ceil(bytes / 16))}then: "usage":{"input_tokens":999,"output_tokens":999}`;
+const base64Image = (bytes: number) => `iVBORw0KGgo${"QUJD".repeat(Math.ceil(bytes / 4))}`;
+
+const vector = `[${Array.from({ length: 1536 }, (_, index) => (Math.sin(index) / 10).toFixed(18)).join(",")}]`;
+// Repro: 300 embeddings of 1536 floats (~9.7 MB); provider A puts model and usage after the data.
+const embeddingsJson = `{"object":"list","data":[${Array.from(
+  { length: 300 },
+  (_, index) => `{"object":"embedding","index":${index},"embedding":${vector}}`,
+).join(",")}],"model":"text-embedding-3-small","usage":{"prompt_tokens":1234,"total_tokens":1234}}`;
+
+const chatJson = JSON.stringify({
+  id: "chatcmpl-1",
+  object: "chat.completion",
+  created: 1,
+  model: "gpt-4.1-2025-04-14",
+  choices: [
+    { index: 0, message: { role: "assistant", content: longText(5_000_000) }, finish_reason: "stop" },
+  ],
+  usage: {
+    prompt_tokens: 12,
+    completion_tokens: 1_500_000,
+    total_tokens: 1_500_012,
+    prompt_tokens_details: { cached_tokens: 4 },
+    completion_tokens_details: { reasoning_tokens: 2 },
+  },
+  service_tier: "default",
+  system_fingerprint: "fp_1",
+});
+
+const messageJson = JSON.stringify({
+  id: "msg_1",
+  type: "message",
+  role: "assistant",
+  model: "claude-sonnet-4-5-20250929",
+  content: [{ type: "text", text: longText(5_000_000) }],
+  stop_reason: "end_turn",
+  stop_sequence: null,
+  usage: {
+    input_tokens: 25,
+    cache_creation_input_tokens: 0,
+    cache_read_input_tokens: 5,
+    output_tokens: 4000,
+  },
+});
+
+const geminiImage = (candidates: number, imageBytes: number) => ({
+  candidates: [
+    {
+      content: {
+        parts: [{ inlineData: { mimeType: "image/png", data: base64Image(imageBytes) } }],
+        role: "model",
+      },
+      finishReason: "STOP",
+      index: 0,
+    },
+  ],
+  usageMetadata: { promptTokenCount: 9, candidatesTokenCount: candidates, totalTokenCount: 9 + candidates },
+  modelVersion: "gemini-2.5-flash-image",
+  responseId: "r1",
+});
+const geminiText = (candidates: number) => ({
+  candidates: [{ content: { parts: [{ text: "Done 🙂" }], role: "model" }, finishReason: "STOP", index: 0 }],
+  usageMetadata: {
+    promptTokenCount: 9,
+    candidatesTokenCount: candidates,
+    totalTokenCount: 9 + candidates + 4,
+    thoughtsTokenCount: 4,
+  },
+  modelVersion: "gemini-2.5-flash-image",
+  responseId: "r1",
+});
+
+const jsonCases: Array<[string, ProviderId, string, object, string | null]> = [
+  [
+    "provider A embeddings (the model comes after the data, so the request's model is used)",
+    "provider-a",
+    embeddingsJson,
+    { inputTokens: 1234, outputTokens: 0, cachedInputTokens: null, reasoningTokens: null },
+    null,
+  ],
+  [
+    "provider A chat completion",
+    "provider-a",
+    chatJson,
+    { inputTokens: 12, outputTokens: 1_500_000, cachedInputTokens: 4, reasoningTokens: 2 },
+    "gpt-4.1-2025-04-14",
+  ],
+  [
+    "provider B message",
+    "provider-b",
+    messageJson,
+    { inputTokens: 30, outputTokens: 4000, cachedInputTokens: 5, reasoningTokens: null },
+    "claude-sonnet-4-5-20250929",
+  ],
+  [
+    "provider C image",
+    "provider-c",
+    JSON.stringify(geminiImage(1290, 5_000_000)),
+    { inputTokens: 9, outputTokens: 1290, cachedInputTokens: null, reasoningTokens: null },
+    "gemini-2.5-flash-image",
+  ],
+  [
+    "provider C JSON array",
+    "provider-c",
+    JSON.stringify([geminiImage(1290, 5_000_000), geminiText(30)]),
+    { inputTokens: 9, outputTokens: 34, cachedInputTokens: null, reasoningTokens: 4 },
+    "gemini-2.5-flash-image",
+  ],
+];
+
+describe("usage meter, JSON bodies over 4 MiB", () => {
+  it.each(jsonCases)("reads the usage of a large %s", (_name, provider, text, usage, model) => {
+    const body = Buffer.from(text);
+    expect(body.length).toBeGreaterThan(4 * 1024 * 1024);
+    expect(meter(provider, body, false)).toEqual({ usage, model });
+    for (let seed = 1; seed <= 6; seed++) {
+      expect(meter(provider, body, false, randomSplits(body.length, seed))).toEqual({ usage, model });
+    }
+    // Split inside the usage object and right around it.
+    const at = body.lastIndexOf(provider === "provider-c" ? '"usageMetadata"' : '"usage"');
+    for (let split = at - 3; split < at + 40; split++) {
+      expect(meter(provider, body, false, [split]).usage).toEqual(usage);
+    }
+  });
+
+  it("records nothing, and does not throw, when the usage object is longer than the kept tail", () => {
+    const body = Buffer.from(
+      embeddingsJson.replace('"usage":{', `"usage":{"note":"${"x".repeat(70 * 1024)}",`),
+    );
+    expect(meter("provider-a", body, false).usage.inputTokens).toBeNull();
+  });
+
+  it("keeps only copies of a bounded head and tail: memory stays flat and pushed chunks are not held", () => {
+    const usage = createUsageMeter("provider-a", { streaming: false, contentType: "application/json" });
+    const head = Buffer.from('{"id":"chatcmpl-1","object":"chat.completion","model":"gpt-4.1","choices":[');
+    const end = Buffer.from('],"usage":{"prompt_tokens":7,"completion_tokens":3,"total_tokens":10}}');
+    const reused = Buffer.from(`${'{"index":0,"message":{"content":"x"}},'.repeat(1724)}`);
+    const before = process.memoryUsage().arrayBuffers;
+    usage.push(head);
+    for (let index = 0; index < 1600; index++) usage.push(reused); // ~100 MiB
+    usage.push(end);
+    const grown = process.memoryUsage().arrayBuffers - before;
+    // The caller may reuse every chunk once pushed: the meter kept copies, not references.
+    head.fill(0x20);
+    end.fill(0x20);
+    reused.fill(0x20);
+    expect(usage.finish()).toEqual({
+      usage: { inputTokens: 7, outputTokens: 3, cachedInputTokens: null, reasoningTokens: null },
+      model: "gpt-4.1",
+    });
+    expect(grown).toBeLessThan(8 * 1024 * 1024);
+  });
+});
+
+const sse = (events: Array<[string, unknown]>, lineEnd = "\n") =>
+  events
+    .map(([name, data]) => `event: ${name}${lineEnd}data: ${JSON.stringify(data)}${lineEnd}${lineEnd}`)
+    .join("");
+const withoutEventLines = (stream: string) =>
+  stream
+    .split("\n")
+    .filter((line) => !line.startsWith("event:"))
+    .join("\n");
+
+const imageCall = {
+  type: "image_generation_call",
+  id: "ig_1",
+  status: "completed",
+  result: base64Image(1_500_000),
+};
+const response = (status: string, output: unknown[], usage: unknown) => ({
+  id: "resp_1",
+  object: "response",
+  created_at: 1,
+  status,
+  instructions: null,
+  model: "gpt-4.1",
+  output,
+  parallel_tool_calls: true,
+  tools: [{ type: "image_generation" }],
+  usage,
+  user: null,
+  metadata: {},
+});
+const message = { type: "message", content: [{ type: "output_text", text: longText(2000) }] };
+// Repro: the completed event holds the whole response, here with a 1.5 MB image.
+const responsesImageStream = sse([
+  ["response.created", { type: "response.created", response: response("in_progress", [], null) }],
+  ["response.output_item.done", { type: "response.output_item.done", output_index: 0, item: imageCall }],
+  ["response.output_text.delta", { type: "response.output_text.delta", delta: "Grüße" }],
+  [
+    "response.completed",
+    {
+      type: "response.completed",
+      response: response("completed", [imageCall, message], { input_tokens: 50, output_tokens: 1000 }),
+    },
+  ],
+]);
+const messageStart = (contentBytes: number) => ({
+  type: "message_start",
+  message: {
+    id: "msg_1",
+    type: "message",
+    role: "assistant",
+    model: "claude-sonnet-4-5-20250929",
+    content: [{ type: "text", text: longText(contentBytes) }],
+    stop_reason: null,
+    usage: { input_tokens: 25, cache_creation_input_tokens: 0, cache_read_input_tokens: 5, output_tokens: 1 },
+  },
+});
+const messageStream = sse([
+  ["message_start", messageStart(1_500_000)],
+  ["ping", { type: "ping" }],
+  [
+    "message_delta",
+    { type: "message_delta", delta: { stop_reason: "end_turn" }, usage: { output_tokens: 15 } },
+  ],
+  ["message_stop", { type: "message_stop" }],
+]);
+const geminiSse = (chunks: unknown[]) =>
+  chunks.map((chunk) => `data: ${JSON.stringify(chunk)}\r\n\r\n`).join("");
+
+const sseCases: Array<[string, ProviderId, string, object, string | null]> = [
+  [
+    "provider A Responses stream with a 1.5 MB response.completed",
+    "provider-a",
+    responsesImageStream,
+    { inputTokens: 50, outputTokens: 1000, cachedInputTokens: null, reasoningTokens: null },
+    "gpt-4.1",
+  ],
+  [
+    "provider A Responses stream of the oversized event alone, without event lines",
+    "provider-a",
+    withoutEventLines(responsesImageStream.slice(responsesImageStream.indexOf("event: response.completed"))),
+    { inputTokens: 50, outputTokens: 1000, cachedInputTokens: null, reasoningTokens: null },
+    "gpt-4.1",
+  ],
+  [
+    "provider B stream with an oversized message_start",
+    "provider-b",
+    messageStream,
+    { inputTokens: 30, outputTokens: 15, cachedInputTokens: 5, reasoningTokens: null },
+    "claude-sonnet-4-5-20250929",
+  ],
+  [
+    "provider B stream with an oversized message_start, without event lines",
+    "provider-b",
+    withoutEventLines(messageStream),
+    { inputTokens: 30, outputTokens: 15, cachedInputTokens: 5, reasoningTokens: null },
+    "claude-sonnet-4-5-20250929",
+  ],
+  [
+    "provider C stream whose last chunk is an oversized image",
+    "provider-c",
+    geminiSse([geminiText(1), geminiImage(1290, 1_500_000)]),
+    { inputTokens: 9, outputTokens: 1290, cachedInputTokens: null, reasoningTokens: null },
+    "gemini-2.5-flash-image",
+  ],
+  [
+    "provider C stream with an oversized image before its last chunk",
+    "provider-c",
+    geminiSse([geminiImage(1290, 1_500_000), geminiText(30)]),
+    { inputTokens: 9, outputTokens: 34, cachedInputTokens: null, reasoningTokens: 4 },
+    "gemini-2.5-flash-image",
+  ],
+];
+
+describe("usage meter, SSE events over 1 MiB", () => {
+  it.each(sseCases)("reads the usage of a %s", (_name, provider, text, usage, model) => {
+    const body = Buffer.from(text);
+    expect(meter(provider, body, true)).toEqual({ usage, model });
+    for (let seed = 1; seed <= 6; seed++) {
+      expect(meter(provider, body, true, randomSplits(body.length, seed))).toEqual({ usage, model });
+    }
+  });
+
+  it("keeps only a bounded tail of an event: memory stays flat however large it grows", () => {
+    const usage = createUsageMeter("provider-a", { streaming: true, contentType: "text/event-stream" });
+    usage.push(Buffer.from('event: response.completed\ndata: {"type":"response.completed","response":{'));
+    usage.push(Buffer.from('"model":"gpt-4.1","output":[{"type":"image_generation_call","result":"'));
+    const reused = Buffer.from("QUJD".repeat(16 * 1024));
+    const before = process.memoryUsage().arrayBuffers;
+    for (let index = 0; index < 1600; index++) usage.push(reused); // ~100 MiB in one event
+    usage.push(Buffer.from('"}],"usage":{"input_tokens":50,"output_tokens":1000}}}\n\n'));
+    const grown = process.memoryUsage().arrayBuffers - before;
+    expect(usage.finish()).toEqual({
+      usage: { inputTokens: 50, outputTokens: 1000, cachedInputTokens: null, reasoningTokens: null },
+      model: "gpt-4.1",
+    });
+    expect(grown).toBeLessThan(8 * 1024 * 1024);
+  });
+});
+
+describe("SSE event scanner, events over the cap", () => {
+  const maxEventBytes = 2048;
+  const headBytes = 4096;
+  const tailBytes = 64 * 1024;
+
+  /** The WHATWG algorithm on the whole text, with each event's raw size (its lines, without line ends). */
+  function reference(text: string) {
+    const seen: Array<{ event: string | undefined; data: string; rawBytes: number }> = [];
+    const lines = text.split(/\r\n|\r|\n/);
+    lines.pop();
+    let data: string[] = [];
+    let event: string | undefined;
+    let rawBytes = 0;
+    for (const line of lines) {
+      if (line === "") {
+        if (data.length > 0) seen.push({ event, data: data.join("\n"), rawBytes });
+        data = [];
+        event = undefined;
+        rawBytes = 0;
+        continue;
+      }
+      rawBytes += Buffer.byteLength(line);
+      if (line.startsWith(":")) continue;
+      const colon = line.indexOf(":");
+      const field = colon < 0 ? line : line.slice(0, colon);
+      let value = colon < 0 ? "" : line.slice(colon + 1);
+      if (value.startsWith(" ")) value = value.slice(1);
+      if (field === "data") data.push(value);
+      else if (field === "event") event = value;
+    }
+    return seen;
+  }
+
+  it("passes small events whole and the first and last bytes of large ones, however the bytes are split", () => {
+    const random = seeded(11);
+    const text = (bytes: number) => "é🙂 data: x\u2028".repeat(Math.ceil(bytes / 16)).slice(0, bytes);
+    const lines = [
+      () => `data: ${text(1 + random(200))}`,
+      () => `data: ${text(1 + random(3000))}`,
+      () => `data:${text(70_000 + random(60_000))}`,
+      () => "data",
+      () => `event: e${random(10)}`,
+      () => `: ${text(random(5000))}`,
+      () => "id: 1",
+      () => "",
+    ];
+    const ends = ["\n", "\r", "\r\n"];
+    for (let stream = 0; stream < 40; stream++) {
+      let source = "";
+      for (let line = 0; line < 16; line++)
+        source += `${lines[random(lines.length)]?.()}${ends[random(ends.length)]}`;
+      const bytes = Buffer.from(source);
+      const seen: Array<{ event: string | undefined; data?: string; head?: string; tail?: Buffer }> = [];
+      const scanner = new SseEventScanner(
+        (event, data) => seen.push({ event, data }),
+        (event, head, tail) => seen.push({ event, head, tail: Buffer.from(tail) }),
+        maxEventBytes,
+      );
+      let at = 0;
+      for (const split of [...randomSplits(bytes.length, stream), bytes.length]) {
+        scanner.push(bytes.subarray(at, split));
+        at = split;
+      }
+      const expected = reference(bytes.toString());
+      expect(seen.length).toBe(expected.length);
+      expected.forEach(({ event, data, rawBytes }, index) => {
+        const got = seen[index];
+        const dataBytes = Buffer.from(data);
+        expect(got?.event).toBe(event);
+        if (got?.data !== undefined) {
+          // Whole: never an event whose data values alone are over the cap.
+          expect(dataBytes.length - (data.split("\n").length - 1)).toBeLessThanOrEqual(maxEventBytes);
+          expect(got.data).toBe(data);
+        } else {
+          // Cut: never an event whose lines all fit within the cap.
+          expect(rawBytes).toBeGreaterThan(maxEventBytes);
+          expect(got?.head).toBe(dataBytes.subarray(0, headBytes).toString());
+          expect(got?.tail?.equals(dataBytes.subarray(Math.max(0, dataBytes.length - tailBytes)))).toBe(true);
+        }
+      });
+    }
+  });
+});
