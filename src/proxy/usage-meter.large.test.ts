@@ -390,8 +390,10 @@ describe("SSE event scanner, events over the cap", () => {
       const bytes = Buffer.from(source);
       const seen: Array<{ event: string | undefined; data?: string; head?: string; tail?: Buffer }> = [];
       const scanner = new SseEventScanner(
-        (event, data) => seen.push({ event, data }),
-        (event, head, tail) => seen.push({ event, head, tail: Buffer.from(tail) }),
+        (event, data, cutTail) =>
+          seen.push(
+            cutTail === undefined ? { event, data } : { event, head: data, tail: Buffer.from(cutTail) },
+          ),
         maxEventBytes,
       );
       let at = 0;

@@ -350,14 +350,23 @@ describe("SSE event scanner", () => {
     }
   });
 
-  it("drops an event larger than its cap and carries on", () => {
-    const seen: string[] = [];
-    const scanner = new SseEventScanner((_event, data) => seen.push(data), null, 64);
+  it("passes an event larger than its cap as cut (its data's ends) and carries on", () => {
+    const seen: Array<[string, string | undefined]> = [];
+    const scanner = new SseEventScanner(
+      (_event, data, cutTail) => seen.push([data, cutTail?.toString()]),
+      64,
+    );
     scanner.push(Buffer.from(`data: ${"x".repeat(100)}\n\ndata: small\n\n`));
     // Split: the oversized line arrives in pieces, with a second data line in the same event.
     scanner.push(Buffer.from(`data: ${"y".repeat(40)}`));
     scanner.push(Buffer.from(`${"y".repeat(40)}\ndata: same event\n`));
     scanner.push(Buffer.from("\ndata: next\n\n"));
-    expect(seen).toEqual(["small", "next"]);
+    const long = `${"y".repeat(80)}\nsame event`;
+    expect(seen).toEqual([
+      ["x".repeat(100), "x".repeat(100)],
+      ["small", undefined],
+      [long, long],
+      ["next", undefined],
+    ]);
   });
 });

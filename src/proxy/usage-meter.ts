@@ -6,7 +6,8 @@ import {
   usageFromProviderC,
 } from "../providers/usage-from-json.js";
 import { emptyUsage, type TokenUsage } from "../usage/token-usage.js";
-import { ByteEnds, SseEventScanner } from "./sse-event-scanner.js";
+import { ByteEnds } from "./byte-ends.js";
+import { SseEventScanner } from "./sse-event-scanner.js";
 
 export interface UsageMeter {
   /** Every response chunk, in order, as it is forwarded. */
@@ -29,7 +30,7 @@ const tailBytes = 64 * 1024;
  * API's completion events; provider B: `message_start` and `message_delta`; provider C: only the
  * last payload with `usageMetadata`, parsed at the end), so metering costs little more than the copy.
  * An event over the scanner's cap (1 MiB; a Responses API completion holding an image, say) is
- * read the same way from its first and last bytes.
+ * read the same way from its first 4 KiB and last 64 KiB.
  */
 export function createUsageMeter(
   provider: ProviderId,
@@ -237,7 +238,17 @@ function sseMeter(provider: ProviderId): UsageMeter {
       return null;
     }
   };
-  const onEvent = (event: string | undefined, data: string) => {
+  const onEvent = (event: string | undefined, data: string, cutTail?: Buffer) => {
+    if (cutTail !== undefined) {
+      // An event over the scanner's cap: `data` is only its start.
+      const seen = fromCutEvent(provider, event, data, cutTail, usage);
+      if (seen !== null) {
+        usage = seen.usage;
+        model ??= seen.model;
+        lastGemini = null; // (provider C: this event came after any kept before)
+      }
+      return;
+    }
     if (provider === "provider-a") {
       if (model === null && modelLookups < 3) {
         // The first "model" in a chunk (or in response.created's response) names it.
@@ -265,29 +276,7 @@ function sseMeter(provider: ProviderId): UsageMeter {
       // usageMetadata closes each chunk: searched from the end.
     } else if (data.lastIndexOf('"usageMetadata"') >= 0) lastGemini = data;
   };
-  // An event over the scanner's cap: the same decisions, on its name, first and last bytes.
-  const onCutEvent = (event: string | undefined, head: string, tail: Buffer) => {
-    if (provider === "provider-a") {
-      if (model === null) model = modelPatterns["provider-a"].exec(head)?.[1] ?? null;
-      const found = usageFromProviderA(lastUsageObject(tail, usageKeys["provider-a"])?.value);
-      if (found) usage = found;
-    } else if (provider === "provider-b") {
-      const start = event !== undefined ? event === "message_start" : head.includes('"message_start"');
-      if (start || (event !== undefined ? event === "message_delta" : head.includes('"message_delta"'))) {
-        usage = usageFromProviderB(lastUsageObject(tail, usageKeys["provider-b"])?.value, usage);
-        if (start) model = modelPatterns["provider-b"].exec(head)?.[1] ?? model;
-      }
-    } else {
-      const found = lastUsageObject(tail, usageKeys["provider-c"]);
-      const fromTail = usageFromProviderC(found?.value);
-      if (found && fromTail) {
-        usage = fromTail;
-        model = modelPatterns["provider-c"].exec(tail.toString("latin1", found.end))?.[1] ?? model;
-        lastGemini = null; // this one is later
-      }
-    }
-  };
-  const scanner = new SseEventScanner(onEvent, onCutEvent);
+  const scanner = new SseEventScanner(onEvent);
   return {
     push: (chunk) => scanner.push(chunk),
     finish() {
@@ -302,6 +291,39 @@ function sseMeter(provider: ProviderId): UsageMeter {
 }
 
 const usageObjectStart = /"usage"\s*:\s*\{/;
+
+/**
+ * An SSE event over the scanner's cap, read as its whole would be: the name and the start of its
+ * data (`head`) decide whether it can carry usage and name the model; the usage object, the event's
+ * last, is read from its end (`tail`). Null when it carries no usage, or the usage object is not
+ * whole in the tail.
+ */
+function fromCutEvent(
+  provider: ProviderId,
+  event: string | undefined,
+  head: string,
+  tail: Buffer,
+  previous: TokenUsage | null,
+): { usage: TokenUsage; model: string | null } | null {
+  const found = lastUsageObject(tail, usageKeys[provider]);
+  switch (provider) {
+    case "provider-a": {
+      const usage = usageFromProviderA(found?.value);
+      return usage && { usage, model: modelPatterns[provider].exec(head)?.[1] ?? null };
+    }
+    case "provider-b": {
+      const start = event !== undefined ? event === "message_start" : head.includes('"message_start"');
+      const delta = event !== undefined ? event === "message_delta" : head.includes('"message_delta"');
+      const usage = start || delta ? usageFromProviderB(found?.value, previous) : null;
+      return usage && { usage, model: start ? (modelPatterns[provider].exec(head)?.[1] ?? null) : null };
+    }
+    case "provider-c": {
+      const usage = found && usageFromProviderC(found.value);
+      if (!found || !usage) return null;
+      return { usage, model: modelPatterns[provider].exec(tail.toString("latin1", found.end))?.[1] ?? null };
+    }
+  }
+}
 
 function stringOr(value: unknown, fallback: string | null): string | null {
   return typeof value === "string" ? value : fallback;
