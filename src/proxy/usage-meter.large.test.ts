@@ -1,4 +1,6 @@
 import { describe, expect, it } from "vitest";
+import { meterRun as meter } from "../../test/support/meter-run.js";
+import { referenceSseEvents } from "../../test/support/reference-sse.js";
 import type { ProviderId } from "../providers/provider-id.js";
 import { SseEventScanner } from "./sse-event-scanner.js";
 import { createUsageMeter } from "./usage-meter.js";
@@ -26,19 +28,6 @@ function randomSplits(length: number, seed: number): number[] {
     if (at >= length) return points;
     points.push(at);
   }
-}
-
-function meter(provider: ProviderId, body: Buffer, streaming: boolean, splits: number[] = []) {
-  const usage = createUsageMeter(provider, {
-    streaming,
-    contentType: streaming ? "text/event-stream" : "application/json",
-  });
-  let at = 0;
-  for (const split of [...splits, body.length]) {
-    usage.push(body.subarray(at, split));
-    at = split;
-  }
-  return usage.finish();
 }
 
 /** Text with multi-byte characters and, near its end, a quoted usage object that must not count. */
@@ -341,34 +330,6 @@ describe("SSE event scanner, events over the cap", () => {
   const headBytes = 4096;
   const tailBytes = 64 * 1024;
 
-  /** The WHATWG algorithm on the whole text, with each event's raw size (its lines, without line ends). */
-  function reference(text: string) {
-    const seen: Array<{ event: string | undefined; data: string; rawBytes: number }> = [];
-    const lines = text.split(/\r\n|\r|\n/);
-    lines.pop();
-    let data: string[] = [];
-    let event: string | undefined;
-    let rawBytes = 0;
-    for (const line of lines) {
-      if (line === "") {
-        if (data.length > 0) seen.push({ event, data: data.join("\n"), rawBytes });
-        data = [];
-        event = undefined;
-        rawBytes = 0;
-        continue;
-      }
-      rawBytes += Buffer.byteLength(line);
-      if (line.startsWith(":")) continue;
-      const colon = line.indexOf(":");
-      const field = colon < 0 ? line : line.slice(0, colon);
-      let value = colon < 0 ? "" : line.slice(colon + 1);
-      if (value.startsWith(" ")) value = value.slice(1);
-      if (field === "data") data.push(value);
-      else if (field === "event") event = value;
-    }
-    return seen;
-  }
-
   it("passes small events whole and the first and last bytes of large ones, however the bytes are split", () => {
     const random = seeded(11);
     const text = (bytes: number) => "é🙂 data: x\u2028".repeat(Math.ceil(bytes / 16)).slice(0, bytes);
@@ -401,7 +362,7 @@ describe("SSE event scanner, events over the cap", () => {
         scanner.push(bytes.subarray(at, split));
         at = split;
       }
-      const expected = reference(bytes.toString());
+      const expected = referenceSseEvents(bytes.toString());
       expect(seen.length).toBe(expected.length);
       expected.forEach(({ event, data, rawBytes }, index) => {
         const got = seen[index];

@@ -1,7 +1,8 @@
 import { describe, expect, it } from "vitest";
+import { meterRun as meter } from "../../test/support/meter-run.js";
+import { referenceSseEvents } from "../../test/support/reference-sse.js";
 import type { ProviderId } from "../providers/provider-id.js";
 import { SseEventScanner } from "./sse-event-scanner.js";
-import { createUsageMeter } from "./usage-meter.js";
 
 const openAiStream = [
   'data: {"id":"chatcmpl-1","object":"chat.completion.chunk","created":1,"model":"gpt-4o-mini-2024-07-18","choices":[{"index":0,"delta":{"role":"assistant","content":""}}],"usage":null}',
@@ -69,20 +70,6 @@ const geminiChunk = (text: string, candidates: number) =>
   });
 const geminiSse = `data: ${geminiChunk("Hel", 1)}\r\n\r\ndata: ${geminiChunk("lo", 6)}\r\n\r\n`;
 const geminiArray = `[${geminiChunk("Hel", 1)}\n,\r\n${geminiChunk("lo", 6)}]`;
-
-function meter(provider: ProviderId, body: string, streaming: boolean, splits: number[] = []) {
-  const bytes = Buffer.from(body);
-  const usage = createUsageMeter(provider, {
-    streaming,
-    contentType: streaming ? "text/event-stream" : "application/json",
-  });
-  let at = 0;
-  for (const split of [...splits, bytes.length]) {
-    usage.push(bytes.subarray(at, split));
-    at = split;
-  }
-  return usage.finish();
-}
 
 const expectations: Array<[string, ProviderId, string, boolean, object]> = [
   [
@@ -288,30 +275,8 @@ describe("SSE event scanner", () => {
   });
 
   it("finds the same events as a whole-text reading, however the bytes are split", () => {
-    // Reference: the WHATWG algorithm run on the whole decoded text at once.
-    const reference = (text: string) => {
-      const seen: Array<[string | undefined, string]> = [];
-      const lines = text.split(/\r\n|\r|\n/);
-      lines.pop(); // an unterminated last line is never processed
-      let data: string[] = [];
-      let event: string | undefined;
-      for (const line of lines) {
-        if (line === "") {
-          if (data.length > 0) seen.push([event, data.join("\n")]);
-          data = [];
-          event = undefined;
-          continue;
-        }
-        if (line.startsWith(":")) continue;
-        const colon = line.indexOf(":");
-        const field = colon < 0 ? line : line.slice(0, colon);
-        let value = colon < 0 ? "" : line.slice(colon + 1);
-        if (value.startsWith(" ")) value = value.slice(1);
-        if (field === "data") data.push(value);
-        else if (field === "event") event = value;
-      }
-      return seen;
-    };
+    const reference = (text: string) =>
+      referenceSseEvents(text).map(({ event, data }): [string | undefined, string] => [event, data]);
     const pieces = [
       "data: x",
       "data:é🙂",

@@ -1,0 +1,22 @@
+import type { ProviderId } from "../../src/providers/provider-id.js";
+import { createUsageMeter } from "../../src/proxy/usage-meter.js";
+
+/** Runs a body through a fresh usage meter, pushed in pieces cut at `splits`, and returns what it saw. */
+export function meterRun(
+  provider: ProviderId,
+  body: string | Buffer,
+  streaming: boolean,
+  splits: number[] = [],
+) {
+  const bytes = typeof body === "string" ? Buffer.from(body) : body;
+  const usage = createUsageMeter(provider, {
+    streaming,
+    contentType: streaming ? "text/event-stream" : "application/json",
+  });
+  let at = 0;
+  for (const split of [...splits, bytes.length]) {
+    usage.push(bytes.subarray(at, split));
+    at = split;
+  }
+  return usage.finish();
+}
