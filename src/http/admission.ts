@@ -139,27 +139,17 @@ export function createAdmission(deps: AdmissionDeps) {
     ): CallReport => {
       // A client that left (mid-upload, say) is why the call failed: recorded as the proxies
       // record a disconnect, not as the client's error.
-      if (context.request.socket.destroyed)
-        return {
-          ...spend,
-          status: 499,
-          outcome: "aborted",
-          provider,
-          model,
-          streamed: false,
-          timeToFirstByteMs: null,
-          errorCode: null,
-        };
+      const gone = context.request.socket.destroyed;
       const gatewayError = isGatewayError(error) ? error : null;
       return {
-        status: gatewayError?.status ?? 500,
-        outcome: "error",
+        status: gone ? 499 : (gatewayError?.status ?? 500),
+        outcome: gone ? "aborted" : "error",
         provider,
         model,
         ...spend,
         streamed: false,
         timeToFirstByteMs: null,
-        errorCode: gatewayError?.code ?? "INTERNAL_ERROR",
+        errorCode: gone ? null : (gatewayError?.code ?? "INTERNAL_ERROR"),
       };
     };
 

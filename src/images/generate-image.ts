@@ -39,7 +39,7 @@ export async function generateImages(
   call: { project: Project; provider: ProviderId; providerKey: string },
   request: ImageRequest,
   onBilled: (costUsd: number | null) => void = () => {},
-): Promise<{ result: ImageResult; model: string; costUsd: number | null }> {
+): Promise<{ result: ImageResult; costUsd: number | null }> {
   const modelId = imageModelFor(call.provider, request);
   if (!modelId)
     throw new GatewayError(
@@ -95,7 +95,7 @@ export async function generateImages(
       },
     };
   }
-  return { result, model: modelId, costUsd };
+  return { result, costUsd };
 }
 
 /** Provider parameters the AI SDK's option schemas do not carry; the values are already checked. */
