@@ -1,9 +1,10 @@
 import type { IncomingMessage, ServerResponse } from "node:http";
 import { GatewayError } from "./errors.js";
 import { type AdminRouteDeps, registerAdminRoutes } from "./http/admin-routes.js";
+import type { CorsPolicy } from "./http/cors.js";
 import { type PublicRouteDeps, registerPublicRoutes } from "./http/public-routes.js";
 import { type Handler, type RequestContext, Router } from "./http/router.js";
-import { sendError } from "./http/send.js";
+import { sendError, setHeaders } from "./http/send.js";
 import type { Logger } from "./observability/logger.js";
 import type { Metrics } from "./observability/metrics.js";
 
@@ -16,6 +17,8 @@ export interface AppDeps {
   adminRoutes: AdminRouteDeps;
   /** Registers the authenticated API routes (proxies, structured, images). */
   registerApiRoutes?: (router: Router) => void;
+  /** Cross-origin access for browser apps (`SLUICE_CORS_ORIGINS`); null: no CORS headers at all. */
+  cors?: CorsPolicy | null;
 }
 
 export interface App {
@@ -33,12 +36,15 @@ export function createApp(deps: AppDeps): App {
 
   let active = 0;
   const { logger, metrics } = deps;
+  const corsPolicy = deps.cors ?? null;
   const accessLog = logger.isLevelEnabled("debug");
 
   async function run(handler: Handler, context: RequestContext, route: string): Promise<void> {
     try {
       await handler(context);
     } catch (error) {
+      if (context.corsHeaders && context.writesOwnHeaders && !context.response.headersSent)
+        setHeaders(context.response, context.corsHeaders);
       const status = sendError(context.response, error, context.requestId);
       if (status >= 500 && !(error instanceof GatewayError)) {
         logger.error({ err: error, requestId: context.requestId, route }, "request failed");
@@ -55,10 +61,18 @@ export function createApp(deps: AppDeps): App {
       const queryAt = url.indexOf("?");
       const path = queryAt < 0 ? url : url.slice(0, queryAt);
       const query = queryAt < 0 ? "" : url.slice(queryAt + 1);
+      const origin = corsPolicy ? request.headers.origin : undefined;
+      const cors = origin !== undefined && corsPolicy?.covers(path) ? corsPolicy : null;
+      const preflight =
+        cors !== null &&
+        request.method === "OPTIONS" &&
+        request.headers["access-control-request-method"] !== undefined;
       const lookup = router.find(request.method ?? "GET", path);
-      const writesOwnHeaders = lookup.kind === "found" && lookup.writesOwnHeaders;
+      const writesOwnHeaders = !preflight && lookup.kind === "found" && lookup.writesOwnHeaders;
       if (!writesOwnHeaders) response.setHeader("x-request-id", requestId);
-      const route = lookup.kind === "found" ? lookup.route : lookup.kind;
+      const corsHeaders = cors && !preflight ? cors.headersFor(origin as string) : null;
+      if (corsHeaders && !writesOwnHeaders) setHeaders(response, corsHeaders);
+      const route = preflight ? "preflight" : lookup.kind === "found" ? lookup.route : lookup.kind;
       active++;
       response.once("close", () => {
         active--;
@@ -90,8 +104,12 @@ export function createApp(deps: AppDeps): App {
         path,
         query,
         writesOwnHeaders,
+        corsHeaders,
       };
-      if (lookup.kind === "found") {
+      if (preflight) {
+        request.resume();
+        answerPreflight(cors, origin as string, context);
+      } else if (lookup.kind === "found") {
         void run(lookup.handler, context, route);
       } else if (lookup.kind === "method-not-allowed") {
         request.resume();
@@ -108,4 +126,30 @@ export function createApp(deps: AppDeps): App {
       }
     },
   };
+
+  /**
+   * A browser's preflight (OPTIONS with Access-Control-Request-Method), answered here and never
+   * forwarded or authenticated: browsers send it without credentials. No usage row: it reaches no
+   * provider.
+   */
+  function answerPreflight(cors: CorsPolicy, origin: string, context: RequestContext): void {
+    const { response, requestId } = context;
+    const methods = router.methodsOf(context.path);
+    if (methods.length === 0) {
+      sendError(response, new GatewayError("NOT_FOUND", "No such route"), requestId);
+      return;
+    }
+    if (!cors.headersFor(origin)) {
+      const named = JSON.stringify(origin.slice(0, 200));
+      sendError(
+        response,
+        new GatewayError("FORBIDDEN", `Origin ${named} may not call this gateway (SLUICE_CORS_ORIGINS)`),
+        requestId,
+      );
+      return;
+    }
+    setHeaders(response, cors.preflightHeaders(origin, methods, context.request.headers));
+    response.statusCode = 204;
+    response.end();
+  }
 }

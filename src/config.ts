@@ -1,4 +1,5 @@
 import { z } from "zod";
+import { parseCorsOrigins } from "./http/cors.js";
 
 /**
  * The configuration schema: the only place that reads the environment. Every setting has an
@@ -29,6 +30,18 @@ const optionalString = z.string().min(1).optional();
 const url = z.string().url();
 const optionalUrl = z.string().url().optional();
 const bool = z.enum(["true", "false", "1", "0"]).transform((value) => value === "true" || value === "1");
+const corsOrigins = z
+  .string()
+  .optional()
+  .transform((value, context) => {
+    if (value === undefined) return undefined;
+    const parsed = parseCorsOrigins(value);
+    if (typeof parsed === "string") {
+      context.addIssue({ code: "custom", message: parsed });
+      return z.NEVER;
+    }
+    return parsed;
+  });
 
 export const settings = {
   port: setting("PORT", integer(0, 65535), "8787", "TCP port the gateway listens on"),
@@ -252,6 +265,12 @@ export const settings = {
     optionalString,
     undefined,
     "comma-separated proxy addresses whose x-forwarded-for is believed (client IP for limits and usage)",
+  ),
+  corsOrigins: setting(
+    "SLUICE_CORS_ORIGINS",
+    corsOrigins,
+    undefined,
+    "origins browser apps may call /v1/… and /health from (`*` or comma-separated `https://app.example.com`); unset: no CORS headers",
   ),
   metricsEnabled: setting("SLUICE_METRICS", bool, "true", "serve Prometheus metrics at /metrics"),
   shutdownTimeoutMs: setting(

@@ -13,6 +13,7 @@ import { createSecretBox } from "./auth/secret-box.js";
 import type { Config } from "./config.js";
 import { createAdmission } from "./http/admission.js";
 import { createClientIpResolver } from "./http/client-ip.js";
+import { createCorsPolicy } from "./http/cors.js";
 import { registerImageRoutes } from "./http/image-routes.js";
 import { registerProxyRoutes } from "./http/proxy-routes.js";
 import type { HealthCheck } from "./http/public-routes.js";
@@ -189,6 +190,7 @@ export async function createGateway(config: Config, injected: Partial<Injectable
   const app = createApp({
     logger,
     metrics,
+    cors: config.corsOrigins ? createCorsPolicy(config.corsOrigins) : null,
     generateRequestId: injected.generateRequestId ?? (() => newRequestId()),
     clientIp: createClientIpResolver(
       config.trustProxy ? config.trustProxy.split(",").map((entry) => entry.trim()) : [],

@@ -15,6 +15,11 @@ export interface RequestContext {
   query: string;
   /** The route writes all its headers itself (RouteOptions.writesOwnHeaders). */
   writesOwnHeaders: boolean;
+  /**
+   * CORS headers for an allowed cross-origin caller (null: none). Already set on the response,
+   * except on a route that writes its own headers, which adds them to its `writeHead`.
+   */
+  corsHeaders: Record<string, string> | null;
 }
 
 export type Handler = (context: RequestContext) => Promise<void> | void;
@@ -78,5 +83,10 @@ export class Router {
     }
     const allowed = methods.filter((other) => other !== method && this.tree.find(other, path));
     return allowed.length > 0 ? { kind: "method-not-allowed", allowed } : { kind: "not-found" };
+  }
+
+  /** Every method `path` answers (empty: no such route). */
+  methodsOf(path: string): HTTPMethod[] {
+    return methods.filter((method) => this.tree.find(method, path));
   }
 }

@@ -95,9 +95,11 @@ export interface ClientResponseHead {
 /**
  * The client's response headers from the provider's raw header list (undici's alternating
  * name/value Buffers, read here once instead of through a parsed object): the provider's (as
- * above), then Sluice's own (`own`: x-request-id, RateLimit). A provider header of the same name
- * wins, except the provider's `x-request-id`, which stays where its SDK reads it while Sluice's id
- * moves to `x-sluice-request-id`.
+ * above), then Sluice's own (`own`: x-request-id, RateLimit, CORS). A provider header of the same
+ * name wins, except the provider's `x-request-id`, which stays where its SDK reads it while
+ * Sluice's id moves to `x-sluice-request-id`. When `own` carries CORS headers, they are the
+ * gateway's policy: the provider's `access-control-*` headers are dropped and Sluice's `vary`
+ * is added beside the provider's.
  */
 export function clientResponseHeaders(
   raw: readonly (Buffer | string)[],
@@ -106,10 +108,11 @@ export function clientResponseHeaders(
   let headers: string[] = [];
   let contentType = "";
   let connection = "";
+  const cors = own["access-control-allow-origin"] !== undefined;
   for (let index = 0; index + 1 < raw.length; index += 2) {
     const name = latin1(raw[index] as Buffer | string).toLowerCase();
     if (name === "connection") connection = latin1(raw[index + 1] as Buffer | string);
-    if (droppedResponseHeaders.has(name)) continue;
+    if (droppedResponseHeaders.has(name) || (cors && name.startsWith("access-control-"))) continue;
     const value = latin1(raw[index + 1] as Buffer | string);
     if (name === "content-type" && contentType === "") contentType = value;
     headers.push(name, value);
@@ -124,7 +127,7 @@ export function clientResponseHeaders(
   }
   for (const name in own) {
     const value = own[name] as string;
-    if (!hasName(headers, name)) headers.push(name, value);
+    if (!hasName(headers, name) || name === "vary") headers.push(name, value);
     else if (name === "x-request-id") headers.push("x-sluice-request-id", value);
   }
   return { headers, contentType };
