@@ -62,7 +62,7 @@ export async function analyze(models: AiSdkModels, request: AnalysisRequest): Pr
   for (let attempt = 1; attempt <= 2; attempt++) {
     let outcome: AttemptOutcome;
     try {
-      outcome = await attemptOnce(ai, model, request.schema, messages, signal);
+      outcome = await attemptOnce(ai, model, request.schema, messages, signal, request.provider);
     } catch (error) {
       // The repair failed at the provider: the first attempt was billed all the same.
       if (attempt === 1 || !(error instanceof GatewayError)) throw error;
@@ -116,6 +116,7 @@ async function attemptOnce(
   schema: Record<string, unknown>,
   messages: ModelMessage[],
   signal: AbortSignal,
+  provider: ProviderId,
 ): Promise<AttemptOutcome> {
   try {
     const result = await ai.generateObject({
@@ -144,7 +145,7 @@ async function attemptOnce(
         ...(error.response?.modelId ? { modelId: error.response.modelId } : {}),
       };
     }
-    throw providerFailure(ai, error, signal);
+    throw providerFailure(ai, error, signal, provider);
   }
 }
 
@@ -166,12 +167,27 @@ function userContent(input: AnalysisInput) {
 }
 
 /** Maps an AI SDK failure onto the error table without echoing the provider's body. */
-function providerFailure(ai: typeof import("ai"), error: unknown, signal: AbortSignal): GatewayError {
+function providerFailure(
+  ai: typeof import("ai"),
+  error: unknown,
+  signal: AbortSignal,
+  provider: ProviderId,
+): GatewayError {
   if (
     signal.aborted ||
     (error instanceof Error && (error.name === "AbortError" || error.name === "TimeoutError"))
   ) {
     return new GatewayError("PROVIDER_TIMEOUT", "The provider did not answer in time", { cause: error });
+  }
+  // The SDK refuses before sending anything, e.g. provider C's schema conversion takes no recursive
+  // $ref and no enum of mixed types: the project's schema is at fault, not the provider (SPEC:
+  // VALIDATION_ERROR for an invalid project schema). The SDK's message names what it refused.
+  if (ai.UnsupportedFunctionalityError.isInstance(error) || ai.InvalidArgumentError.isInstance(error)) {
+    return new GatewayError(
+      "VALIDATION_ERROR",
+      `${provider}'s structured output cannot take this project's output schema or input: ${error.message}`,
+      { cause: error },
+    );
   }
   if (ai.APICallError.isInstance(error)) {
     return new GatewayError(

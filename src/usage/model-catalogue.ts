@@ -315,18 +315,24 @@ export function modelsFor(provider: ProviderId): readonly CatalogueModel[] {
 }
 
 /**
- * Finds a catalogued model by id, tolerating a `models/` prefix and dated snapshots
- * (`gpt-4o-mini-2024-07-18`, `claude-sonnet-4-5-20250929`) by the longest catalogued prefix.
+ * A pinned version of a catalogued model: a dated snapshot (`gpt-4o-mini-2024-07-18`,
+ * `claude-sonnet-4-5-20250929`) or a numbered stable version (`gemini-2.0-flash-001`). Any other
+ * suffix names another model (`gpt-5-nano`, `gemini-2.0-flash-lite`) with prices of its own.
+ */
+const versionSuffix = /^-(?:\d{4}-\d{2}-\d{2}|\d{8}|\d{3})$/;
+
+/**
+ * Finds a catalogued model by id, tolerating a `models/` prefix and version suffixes; a model the
+ * catalogue does not list is null (its price unknown), not the catalogued model its name starts with.
  */
 export function findModel(provider: ProviderId, id: string | null | undefined): CatalogueModel | null {
   if (!id) return null;
   const name = id.startsWith("models/") ? id.slice(7) : id;
-  let best: CatalogueModel | null = null;
   for (const model of modelsFor(provider)) {
-    if (model.id === name) return model;
-    if (name.startsWith(`${model.id}-`) && (!best || model.id.length > best.id.length)) best = model;
+    if (name === model.id) return model;
+    if (name.startsWith(model.id) && versionSuffix.test(name.slice(model.id.length))) return model;
   }
-  return best;
+  return null;
 }
 
 export function defaultModel(provider: ProviderId, purpose: Purpose): string | null {

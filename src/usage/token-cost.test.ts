@@ -21,6 +21,22 @@ describe("model catalogue", () => {
     expect(findModel("provider-c", "models/gemini-2.5-flash")?.id).toBe("gemini-2.5-flash");
     expect(findModel("provider-c", "gemini-2.5-flash-lite")?.id).toBe("gemini-2.5-flash-lite");
     expect(findModel("provider-a", "nonexistent")).toBeNull();
+    expect(findModel("provider-a", "gpt-4.1-2025-04-14")?.id).toBe("gpt-4.1");
+    expect(findModel("provider-c", "gemini-2.0-flash-001")?.id).toBe("gemini-2.0-flash");
+  });
+
+  it("does not take another model for a catalogued one that its name starts with", () => {
+    for (const [provider, id] of [
+      ["provider-a", "gpt-5-nano"],
+      ["provider-a", "gpt-5-pro"],
+      ["provider-a", "gpt-4o-audio-preview"],
+      ["provider-a", "o4-mini-deep-research"],
+      ["provider-c", "gemini-2.0-flash-lite"],
+      ["provider-c", "gemini-2.5-flash-image"],
+    ] as const) {
+      expect(findModel(provider, id)).toBeNull();
+      expect(costOfTokens(provider, id, usage(1000, 1000))).toBeNull();
+    }
   });
 
   it("has defaults with the capability they are for, and no image model for provider B", () => {

@@ -252,6 +252,41 @@ describe("structured analysis", () => {
   });
 
   it.each([
+    [
+      "a recursive $ref",
+      {
+        type: "object",
+        $defs: {
+          node: { type: "object", properties: { kids: { type: "array", items: { $ref: "#/$defs/node" } } } },
+        },
+        properties: { root: { $ref: "#/$defs/node" } },
+      },
+    ],
+    ["an enum of mixed types", { type: "object", properties: { kind: { enum: [1, "two"] } } }],
+  ])(
+    "answers 422 when provider C's structured mode cannot take the schema (%s), without a provider call",
+    async (_name, outputSchema) => {
+      const project = await createTestProject(sluice.gateway, { provider: "provider-c", outputSchema });
+      const response = await fetch(`${sluice.url}/v1/text/${project.projectId}`, {
+        method: "POST",
+        headers: {
+          authorization: `Bearer ${project.bearer("provider-c")}`,
+          "content-type": "application/json",
+        },
+        body: JSON.stringify({ text: "x" }),
+      });
+      const error = await expectError(response, 422, "VALIDATION_ERROR");
+      expect(error.message).toContain("provider-c");
+      expect(fake.requests).toHaveLength(0);
+      expect(await rowFor(response)).toMatchObject({
+        status: 422,
+        error_code: "VALIDATION_ERROR",
+        cost_usd: null,
+      });
+    },
+  );
+
+  it.each([
     ["/v1/text", "{not json", 400, "BAD_REQUEST"],
     ["/v1/text", { nottext: "x" }, 400, "BAD_REQUEST"],
     ["/v1/text", { text: 42 }, 400, "BAD_REQUEST"],
