@@ -52,7 +52,7 @@ async function handleGenerate(deps: ImageRouteDeps, context: RequestContext): Pr
   try {
     requireJsonContentType(request);
     const body = parseImageRequest(parseJsonObject(await readBody(request, deps.maxBodyBytes)));
-    model = imageModelFor(call.provider, body);
+    model = imageModelFor(call.provider, call.project, body);
     const { result, costUsd } = await generateImages(deps, call, body, (billed) => {
       spend = { usage: null, costUsd: billed };
     });

@@ -1,9 +1,9 @@
 import { randomUUID } from "node:crypto";
 import { GatewayError } from "../errors.js";
-import type { AiSdkModels } from "../providers/ai-sdk-provider.js";
+import type { AiSdkModels, SdkImageModel } from "../providers/ai-sdk-provider.js";
 import type { ProviderId } from "../providers/provider-id.js";
 import type { Project } from "../storage/project-repository.js";
-import { defaultModel } from "../usage/model-catalogue.js";
+import { defaultModel, findModel } from "../usage/model-catalogue.js";
 import { imageCost } from "./image-cost.js";
 import { type ImageRequest, imagenSafetySettings } from "./image-request.js";
 import { type VaultStore, vaultPath } from "./vault-store.js";
@@ -23,9 +23,19 @@ export interface ImageGenerationDeps {
   now: () => Date;
 }
 
-/** The model a request names, else the provider's default image model; null when it has none. */
-export function imageModelFor(provider: ProviderId, request: Pick<ImageRequest, "model">): string | null {
-  return request.model ?? defaultModel(provider, "image");
+/**
+ * The model a request names (SPEC: it overrides the project's model), else the project's model when
+ * the catalogue knows it as an image model, else the provider's default image model; null when the
+ * provider has none. A project's chat model (for the analysis endpoints) is never sent here.
+ */
+export function imageModelFor(
+  provider: ProviderId,
+  project: Pick<Project, "model">,
+  request: Pick<ImageRequest, "model">,
+): string | null {
+  if (request.model) return request.model;
+  if (project.model && findModel(provider, project.model)?.capabilities.image) return project.model;
+  return defaultModel(provider, "image");
 }
 
 /**
@@ -40,7 +50,7 @@ export async function generateImages(
   request: ImageRequest,
   onBilled: (costUsd: number | null) => void = () => {},
 ): Promise<{ result: ImageResult; costUsd: number | null }> {
-  const modelId = imageModelFor(call.provider, request);
+  const modelId = imageModelFor(call.provider, call.project, request);
   if (!modelId)
     throw new GatewayError(
       "VALIDATION_ERROR",
@@ -51,8 +61,18 @@ export async function generateImages(
   const warnings = [...request.warnings];
   const extraBody = extraParameters(call.provider, a?.style, c?.safetyFilterLevel);
   const ai = await import("ai");
-  const model = await deps.models.image(call.provider, modelId, call.providerKey, extraBody);
-  if (!model) throw new GatewayError("VALIDATION_ERROR", `${call.provider} has no image models`);
+  const sdkModel = await deps.models.image(call.provider, modelId, call.providerKey, extraBody);
+  if (!sdkModel) throw new GatewayError("VALIDATION_ERROR", `${call.provider} has no image models`);
+  const costOf = (images: number) =>
+    imageCost({
+      provider: call.provider,
+      model: modelId,
+      quality: a?.quality,
+      size: request.size,
+      aspectRatio: request.aspectRatio,
+      n: images,
+    }).costUsd;
+  const { model, billedImages } = countingBilledImages(ai, sdkModel);
   const generated = await ai
     .generateImage({
       model,
@@ -69,17 +89,13 @@ export async function generateImages(
       maxRetries: 0,
       abortSignal: AbortSignal.timeout(deps.timeoutMs),
     })
-    .catch((error: unknown) => {
+    .catch(async (error: unknown) => {
+      // n split over several calls: the batches that did answer were billed all the same.
+      const billed = await billedImages();
+      if (billed > 0) onBilled(costOf(billed));
       throw imageFailure(ai, error);
     });
-  const { costUsd } = imageCost({
-    provider: call.provider,
-    model: modelId,
-    quality: a?.quality,
-    size: request.size,
-    aspectRatio: request.aspectRatio,
-    n: generated.images.length,
-  });
+  const costUsd = costOf(generated.images.length);
   onBilled(costUsd);
   for (const warning of generated.warnings) warnings.push(describeWarning(warning));
   const images = await Promise.all(generated.images.map((image) => storeImage(deps, call.project, image)));
@@ -96,6 +112,33 @@ export async function generateImages(
     };
   }
   return { result, costUsd };
+}
+
+/**
+ * The model, wrapped to count the images each provider call returns. The AI SDK sends one call per
+ * batch and fails as soon as one fails; `billedImages` waits for the calls still under way and
+ * counts the images of those that answered.
+ */
+function countingBilledImages(ai: typeof import("ai"), model: SdkImageModel) {
+  const calls: Array<Promise<number>> = [];
+  const counting = ai.wrapImageModel({
+    model,
+    middleware: {
+      specificationVersion: "v3",
+      wrapGenerate: ({ doGenerate }) => {
+        const result = Promise.resolve(doGenerate());
+        calls.push(
+          result.then(
+            (answer) => answer.images.length,
+            () => 0,
+          ),
+        );
+        return result;
+      },
+    },
+  });
+  const billedImages = async () => (await Promise.all(calls)).reduce((sum, count) => sum + count, 0);
+  return { model: counting, billedImages };
 }
 
 /** Provider parameters the AI SDK's option schemas do not carry; the values are already checked. */

@@ -30,11 +30,14 @@ describe("image cost, SPEC.md's table row by row", () => {
     ).toBe(0.04);
   });
 
-  it("maps aspect ratios onto the table's sizes", () => {
+  it("does not price provider A by an aspect ratio, which its API never receives", () => {
     expect(
       imageCost({ provider: "provider-a", model: "gpt-image-1", quality: "low", aspectRatio: "3:2", n: 1 })
         .costUsd,
-    ).toBe(0.016);
+    ).toBeNull();
+    expect(
+      imageCost({ provider: "provider-a", model: "dall-e-3", aspectRatio: "2:3", n: 1 }).costUsd,
+    ).toBeNull();
   });
 
   it.each([

@@ -7,19 +7,16 @@ export interface ImageCostInput {
   /** Provider A: gpt-image-1 `low|medium|high`; dall-e-3 `standard|hd`. */
   quality?: string | undefined;
   size?: string | undefined;
+  /** Never decides the price (see imageCost). */
   aspectRatio?: string | undefined;
   n: number;
 }
 
-const sizeOfAspectRatio: Record<string, string> = {
-  "1:1": "1024x1024",
-  "2:3": "1024x1536",
-  "3:2": "1536x1024",
-};
-
 /**
  * Cost of one image generation from SPEC.md's price table: known when the model, its variant and
- * the size are known; otherwise null (unknown), never 0.
+ * the size are known; otherwise null (unknown), never 0. Only `size` names a size: provider A's
+ * API takes no aspect ratio (the AI SDK drops it with a warning, and the model's default size is
+ * used), and provider C's prices do not depend on it.
  */
 export function imageCost(input: ImageCostInput): { costUsd: number | null; unitPriceUsd: number | null } {
   const table = findModel(input.provider, input.model)?.imagePricing;
@@ -27,8 +24,7 @@ export function imageCost(input: ImageCostInput): { costUsd: number | null; unit
   const variant = variantOf(input.model, table, input.quality);
   const prices = variant ? table[variant] : undefined;
   if (!prices) return { costUsd: null, unitPriceUsd: null };
-  const size = input.size ?? (input.aspectRatio ? sizeOfAspectRatio[input.aspectRatio] : undefined);
-  const unit = prices["*"] !== undefined ? prices["*"] : size ? prices[size] : undefined;
+  const unit = prices["*"] !== undefined ? prices["*"] : input.size ? prices[input.size] : undefined;
   if (unit === undefined || unit === null) return { costUsd: null, unitPriceUsd: null };
   return { costUsd: Math.round(unit * input.n * 1e9) / 1e9, unitPriceUsd: unit };
 }

@@ -1,5 +1,8 @@
-import type { ImageModel, LanguageModel } from "ai";
+import type { LanguageModel, wrapImageModel } from "ai";
 import type { ProviderId } from "./provider-id.js";
+
+/** An image model object (specification v3), as the provider packages build and middleware wraps. */
+export type SdkImageModel = Parameters<typeof wrapImageModel>[0]["model"];
 
 export interface AiSdkProviderOptions {
   baseUrls: Record<ProviderId, string>;
@@ -51,7 +54,7 @@ export function createAiSdkModels(options: AiSdkProviderOptions) {
       model: string,
       apiKey: string,
       extraBody?: Record<string, unknown>,
-    ): Promise<ImageModel | null> {
+    ): Promise<SdkImageModel | null> {
       const imageFetch = extraBody
         ? { fetch: mergingFetch(options.fetch ?? globalThis.fetch, extraBody) }
         : fetchOption;

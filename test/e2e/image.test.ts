@@ -119,6 +119,27 @@ describe("image generation", () => {
     expect(await rowFor(response)).toMatchObject({ model: "imagen-4.0-generate-001", cost_usd: 0.04 });
   });
 
+  it("uses the project's model when it is an image model, and the provider's default otherwise", async () => {
+    const dalle = await createTestProject(sluice.gateway, { provider: "provider-a", model: "dall-e-3" });
+    const response = await fetch(`${sluice.url}/v1/image/${dalle.projectId}`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${dalle.bearer("provider-a")}`, "content-type": "application/json" },
+      body: JSON.stringify({ prompt: "x", size: "1024x1024" }),
+    });
+    expect(response.status).toBe(200);
+    expect((fake.last()!.json as { model: string }).model).toBe("dall-e-3");
+    expect(await rowFor(response)).toMatchObject({ model: "dall-e-3", cost_usd: 0.04 });
+    const chat = await createTestProject(sluice.gateway, { provider: "provider-a", model: "gpt-4.1-mini" });
+    const fallback = await fetch(`${sluice.url}/v1/image/${chat.projectId}`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${chat.bearer("provider-a")}`, "content-type": "application/json" },
+      body: JSON.stringify({ prompt: "x" }),
+    });
+    expect(fallback.status).toBe(200);
+    expect((fake.last()!.json as { model: string }).model).toBe("gpt-image-1");
+    expect((await rowFor(fallback)).model).toBe("gpt-image-1");
+  });
+
   it("batches n over maxImagesPerCall", async () => {
     const response = await generate(c, {
       prompt: "x",
@@ -152,6 +173,12 @@ describe("image generation", () => {
     [{ model: "dall-e-3", size: "1024x1536" }, 0.08],
     [{ model: "gpt-image-1-mini", size: "1536x1024" }, 0.02],
     [{ model: "gpt-image-1" }, null],
+    // Provider A takes no aspect ratio (the SDK drops it with a warning): the size is the model's default.
+    [{ model: "dall-e-3", aspectRatio: "2:3" }, null],
+    [
+      { model: "gpt-image-1", aspectRatio: "3:2", providerOptions: { "provider-a": { quality: "low" } } },
+      null,
+    ],
     [
       {
         model: "gpt-image-1",
@@ -229,6 +256,24 @@ describe("image generation", () => {
     const row = await rowFor(response);
     expect(row).toMatchObject({ status: 502, error_code: "PROVIDER_ERROR", cost_usd: null });
     expect(row.model).toEqual(expect.any(String));
+  });
+
+  it("records the cost of the images already billed when one of several batches fails", async () => {
+    const twoImages = Array.from({ length: 2 }, () => ({
+      bytesBase64Encoded: tinyPng.toString("base64"),
+      mimeType: "image/png",
+    }));
+    fake.enqueueResponse({ status: 200, body: { predictions: twoImages } });
+    fake.failNext(500);
+    const response = await generate(c, { prompt: "x", n: 4, maxImagesPerCall: 2 });
+    expect(response.status).toBe(502);
+    expect(fake.requests).toHaveLength(2);
+    expect(await rowFor(response)).toMatchObject({
+      status: 502,
+      error_code: "PROVIDER_ERROR",
+      model: "imagen-4.0-generate-001",
+      cost_usd: 0.08,
+    });
   });
 
   it("stores images in the vault with a signed URL that serves the same bytes until it expires", async () => {
