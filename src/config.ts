@@ -158,7 +158,7 @@ export const settings = {
     "SLUICE_MAX_BODY_BYTES",
     integer(1024),
     "20971520",
-    "largest request body accepted (413 above)",
+    "largest request body accepted (413 above); /v1/vision and /v1/pdf take what their image or PDF cap needs in base64 when that is more",
   ),
   maxImageBytes: setting(
     "SLUICE_MAX_IMAGE_BYTES",

@@ -1,8 +1,9 @@
 import { GatewayError } from "../errors.js";
 import type { AiSdkModels } from "../providers/ai-sdk-provider.js";
+import type { ProviderId } from "../providers/provider-id.js";
 import type { Project } from "../storage/project-repository.js";
 import { type AnalysisInput, analyze } from "../structured/analyze.js";
-import { parseImageInput } from "../structured/image-input.js";
+import { parseImageInput, requireReadableImage } from "../structured/image-input.js";
 import { type AnalysisKind, chooseModel } from "../structured/model-choice.js";
 import { checkOutputSchema } from "../structured/output-schema.js";
 import { parsePdfInput } from "../structured/pdf-input.js";
@@ -46,7 +47,7 @@ async function handle(deps: StructuredRouteDeps, kind: AnalysisKind, context: Re
   let spend: CallSpend | undefined;
   try {
     requireJsonContentType(request);
-    const body = parseJsonObject(await readBody(request, deps.maxBodyBytes));
+    const body = parseJsonObject(await readBody(request, bodyCap(deps, kind)));
     const value = body[fieldOf[kind]];
     if (typeof value !== "string" || value.length === 0) {
       throw new GatewayError(
@@ -55,7 +56,7 @@ async function handle(deps: StructuredRouteDeps, kind: AnalysisKind, context: Re
       );
     }
     const schema = usableSchema(call.project);
-    const input = await parseInput(deps, kind, value);
+    const input = await parseInput(deps, kind, value, call.provider);
     model = chooseModel(call.project, call.provider, kind);
     const result = await analyze(deps.models, {
       provider: call.provider,
@@ -104,13 +105,28 @@ function usableSchema(project: Project): Record<string, unknown> {
   return project.outputSchema;
 }
 
+/**
+ * The body cap: `SLUICE_MAX_BODY_BYTES`, raised for /v1/vision and /v1/pdf to what an image or PDF
+ * at its own cap takes in base64 inside the JSON, so the more specific cap is the one that applies.
+ */
+function bodyCap(deps: StructuredRouteDeps, kind: AnalysisKind): number {
+  if (kind === "text") return deps.maxBodyBytes;
+  const decoded = kind === "vision" ? deps.maxImageBytes : deps.maxPdfBytes;
+  return Math.max(deps.maxBodyBytes, Math.ceil(decoded / 3) * 4 + 4096);
+}
+
 async function parseInput(
   deps: StructuredRouteDeps,
   kind: AnalysisKind,
   value: string,
+  provider: ProviderId,
 ): Promise<AnalysisInput> {
   if (kind === "text") return { kind, text: value };
-  if (kind === "vision") return { kind, ...parseImageInput(value, { maxBytes: deps.maxImageBytes }) };
+  if (kind === "vision") {
+    const image = parseImageInput(value, { maxBytes: deps.maxImageBytes });
+    requireReadableImage(provider, image.mediaType);
+    return { kind, ...image };
+  }
   const pdf = parsePdfInput(value, { maxBytes: deps.maxPdfBytes });
   return { kind, bytes: pdf.kind === "data" ? pdf.bytes : await deps.fetchPdf(pdf.url) };
 }

@@ -1,4 +1,5 @@
 import { GatewayError } from "../errors.js";
+import type { ProviderId } from "../providers/provider-id.js";
 import { decodedLength, decodeStrictBase64 } from "./base64.js";
 
 export interface ImageInput {
@@ -40,6 +41,25 @@ export function parseImageInput(value: string, options: { maxBytes: number }): I
   if (!mediaType)
     throw new GatewayError("VALIDATION_ERROR", "image is not a PNG, JPEG, GIF, WebP or HEIC image");
   return { bytes, mediaType };
+}
+
+/** The image types each provider's vision input reads (their documentation, 2026-11). */
+const readableImageTypes: Record<ProviderId, readonly string[]> = {
+  "provider-a": ["image/png", "image/jpeg", "image/gif", "image/webp"],
+  "provider-b": ["image/png", "image/jpeg", "image/gif", "image/webp"],
+  "provider-c": ["image/png", "image/jpeg", "image/webp", "image/heic", "image/heif"],
+};
+
+/** 422 for an image type the project's provider does not read, instead of the provider's 400 as a 502. */
+export function requireReadableImage(provider: ProviderId, mediaType: string): void {
+  const readable = readableImageTypes[provider];
+  if (readable.includes(mediaType)) return;
+  const name = (type: string) => type.slice("image/".length).toUpperCase();
+  throw new GatewayError(
+    "VALIDATION_ERROR",
+    `${provider} does not read ${name(mediaType)} images; send ${readable.map(name).join(", ")}`,
+    { details: { mediaType, accepted: readable } },
+  );
 }
 
 const heifBrands = new Set(["heic", "heix", "hevc", "hevx", "heim", "heis", "mif1", "msf1"]);

@@ -319,6 +319,83 @@ describe("structured analysis", () => {
     expect(fake.requests).toHaveLength(0);
   });
 
+  const gif = Buffer.concat([Buffer.from("GIF89a"), Buffer.alloc(32, 1)]);
+  const heic = Buffer.concat([Buffer.from([0, 0, 0, 24]), Buffer.from("ftypheic"), Buffer.alloc(32, 1)]);
+
+  it.each([
+    ["provider-c", "GIF", gif],
+    ["provider-a", "HEIC", heic],
+    ["provider-b", "HEIC", heic],
+  ] as const)(
+    "answers 422 for an image type %s does not read (%s), naming the ones it does, and calls no provider",
+    async (provider, type, bytes) => {
+      const project = projects[provider];
+      const response = await post(`/v1/vision/${project.projectId}`, project, {
+        image: bytes.toString("base64"),
+      });
+      const error = await expectError(response, 422, "VALIDATION_ERROR");
+      expect(error.message).toContain(`does not read ${type} images`);
+      expect(error.message).toContain("PNG");
+      expect(fake.requests).toHaveLength(0);
+    },
+  );
+
+  it("sends GIF to the providers that read it and HEIC to provider C", async () => {
+    for (const [provider, bytes, mediaType] of [
+      ["provider-b", gif, "image/gif"],
+      ["provider-c", heic, "image/heic"],
+    ] as const) {
+      const project = projects[provider];
+      const response = await post(`/v1/vision/${project.projectId}`, project, {
+        image: bytes.toString("base64"),
+      });
+      expect(response.status, provider).toBe(200);
+      expect(JSON.stringify(fake.last()!.json)).toContain(mediaType);
+    }
+  });
+
+  it("takes a PDF or image body as large as its own cap needs in base64, above SLUICE_MAX_BODY_BYTES", async () => {
+    const small = await startTestGateway({
+      providerCBaseUrl: `${fake.url}/c/v1beta`,
+      maxBodyBytes: 4096,
+      maxPdfBytes: 8192,
+      maxImageBytes: 8192,
+    });
+    try {
+      const project = await createTestProject(small.gateway, {
+        provider: "provider-c",
+        outputSchema: schema,
+      });
+      const send = (path: string, body: unknown) =>
+        fetch(`${small.url}${path}/${project.projectId}`, {
+          method: "POST",
+          headers: {
+            authorization: `Bearer ${project.bearer("provider-c")}`,
+            "content-type": "application/json",
+          },
+          body: JSON.stringify(body),
+        });
+      const bigPdf = Buffer.concat([pdf, Buffer.alloc(6000, 0x20)]);
+      const pdfAnswer = await send("/v1/pdf", {
+        pdf: `data:application/pdf;base64,${bigPdf.toString("base64")}`,
+      });
+      expect(pdfAnswer.status).toBe(200);
+      const bigPng = Buffer.concat([tinyPng, Buffer.alloc(6000)]);
+      expect((await send("/v1/vision", { image: bigPng.toString("base64") })).status).toBe(200);
+      // Over the PDF cap: the PDF's own 413, not the body's.
+      const tooBig = Buffer.concat([pdf, Buffer.alloc(9000, 0x20)]);
+      const refused = await send("/v1/pdf", {
+        pdf: `data:application/pdf;base64,${tooBig.toString("base64")}`,
+      });
+      expect(refused.status).toBe(413);
+      expect(((await refused.json()) as { error: { message: string } }).error.message).toContain("PDF");
+      // Text keeps SLUICE_MAX_BODY_BYTES.
+      expect((await send("/v1/text", { text: "x".repeat(5000) })).status).toBe(413);
+    } finally {
+      await small.close();
+    }
+  });
+
   it("answers 415 without a JSON content type", async () => {
     const project = projects["provider-a"];
     const response = await post(`/v1/text/${project.projectId}`, project, "text=x", {
