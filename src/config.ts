@@ -230,7 +230,7 @@ export const settings = {
     "SLUICE_VAULT_URL_TTL_SECONDS",
     integer(1),
     "3600",
-    "lifetime of a signed vault URL",
+    "lifetime of a signed vault URL (at most 604800, 7 days, with an S3 vault)",
   ),
   vaultS3Endpoint: setting(
     "SLUICE_VAULT_S3_ENDPOINT",
@@ -290,6 +290,9 @@ export const settings = {
 type Settings = typeof settings;
 export type Config = { [K in keyof Settings]: Settings[K] extends Setting<infer T> ? T : never };
 
+/** S3 refuses a presigned URL whose X-Amz-Expires is above seven days. */
+const s3PresignMaxSeconds = 604_800;
+
 export class ConfigError extends Error {
   override name = "ConfigError";
 }
@@ -320,6 +323,11 @@ export function loadConfig(
   ) {
     problems.push(
       "SLUICE_VAULT_S3_ENDPOINT: also set SLUICE_VAULT_S3_BUCKET, SLUICE_VAULT_S3_ACCESS_KEY_ID and SLUICE_VAULT_S3_SECRET_ACCESS_KEY",
+    );
+  }
+  if (config.vaultS3Endpoint && config.vaultUrlTtlSeconds > s3PresignMaxSeconds) {
+    problems.push(
+      `SLUICE_VAULT_URL_TTL_SECONDS: at most ${s3PresignMaxSeconds} (7 days) with an S3 vault, whose presigned URLs cannot live longer`,
     );
   }
   if (problems.length > 0) throw new ConfigError(`Invalid configuration:\n  ${problems.join("\n  ")}`);
