@@ -286,6 +286,35 @@ describe("structured analysis", () => {
     },
   );
 
+  it("answers a recursive schema on provider B through the AI SDK's JSON-tool fallback", async () => {
+    const outputSchema = {
+      type: "object",
+      $defs: {
+        node: {
+          type: "object",
+          properties: { name: { type: "string" }, kids: { type: "array", items: { $ref: "#/$defs/node" } } },
+        },
+      },
+      properties: { root: { $ref: "#/$defs/node" } },
+      required: ["root"],
+    };
+    const tree = { root: { name: "a", kids: [{ name: "b", kids: [] }] } };
+    fake.setStructuredOutput(tree);
+    const project = await createTestProject(sluice.gateway, { provider: "provider-b", outputSchema });
+    const response = await fetch(`${sluice.url}/v1/text/${project.projectId}`, {
+      method: "POST",
+      headers: {
+        authorization: `Bearer ${project.bearer("provider-b")}`,
+        "content-type": "application/json",
+      },
+      body: JSON.stringify({ text: "x" }),
+    });
+    expect(response.status).toBe(200);
+    expect(await response.json()).toEqual(tree);
+    const sent = fake.last()!.json as { tool_choice?: { type: string } };
+    expect(sent.tool_choice?.type).toBe("any");
+  });
+
   it.each([
     ["/v1/text", "{not json", 400, "BAD_REQUEST"],
     ["/v1/text", { nottext: "x" }, 400, "BAD_REQUEST"],

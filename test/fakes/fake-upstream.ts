@@ -161,7 +161,8 @@ export async function startFakeUpstream(options: { port?: number } = {}): Promis
       if (json.stream === true) return stream(response, providerB.events(model, text, usage));
       const tools = json.tools as Array<{ name: string }> | undefined;
       const choice = json.tool_choice as { type?: string; name?: string } | undefined;
-      if (tools?.length && choice?.type === "tool") {
+      // `any` (must use one of the tools) is what the AI SDK sends when it falls back to a JSON tool.
+      if (tools?.length && (choice?.type === "tool" || choice?.type === "any")) {
         const name = choice.name ?? tools[0]?.name ?? "json";
         return sendJson(
           response,
