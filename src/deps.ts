@@ -66,6 +66,10 @@ export interface Gateway {
 /** The one composition root: every dependency of the gateway is built here and nowhere else. */
 export async function createGateway(config: Config, injected: Partial<Injectables> = {}): Promise<Gateway> {
   const logger = injected.logger ?? createLogger(config.logLevel);
+  // The AI SDK prints its warnings (an unsupported setting, a compatibility mode) with console.warn,
+  // outside the JSON log; they go to the log instead (image warnings also reach the caller).
+  globalThis.AI_SDK_LOG_WARNINGS = ({ warnings, provider, model }) =>
+    logger.debug({ provider, model, warnings }, "AI SDK warnings");
   const now = injected.now ?? (() => new Date());
   const metrics = createMetrics({ collectDefaults: config.metricsEnabled });
   const masterKey = loadMasterKey(config, (file) =>

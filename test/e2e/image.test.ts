@@ -1,6 +1,6 @@
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, beforeEach, describe, expect, it, vi } from "vitest";
 import { type FakeUpstream, startFakeUpstream } from "../fakes/fake-upstream.js";
 import { tinyPng } from "../fakes/fake-upstream-responses.js";
 import {
@@ -192,6 +192,28 @@ describe("image generation", () => {
     const response = await generate(a, { prompt: "x", ...options });
     expect(response.status).toBe(200);
     expect((await rowFor(response)).cost_usd).toBe(cost);
+  });
+
+  it("writes the AI SDK's warnings to the JSON log, not the console", async () => {
+    const printed: unknown[] = [];
+    const spies = (["warn", "info", "log"] as const).map((method) =>
+      vi.spyOn(console, method).mockImplementation((...args: unknown[]) => void printed.push(args)),
+    );
+    try {
+      const response = await generate(a, { prompt: "x", model: "dall-e-3", aspectRatio: "2:3" });
+      expect(response.status).toBe(200);
+      const body = (await response.json()) as { warnings: string[] };
+      expect(body.warnings.join(" ")).toContain("aspectRatio");
+    } finally {
+      for (const spy of spies) spy.mockRestore();
+    }
+    expect(printed).toEqual([]);
+    const logged = sluice.logs
+      .map((line) => JSON.parse(line))
+      .filter((line) => line.msg === "AI SDK warnings")
+      .at(-1);
+    expect(logged).toMatchObject({ provider: "openai.image", model: "dall-e-3" });
+    expect(JSON.stringify(logged.warnings)).toContain("aspectRatio");
   });
 
   it("records the ultra model's cost as unknown, never 0", async () => {
