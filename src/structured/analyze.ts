@@ -82,13 +82,12 @@ export async function analyze(models: AiSdkModels, request: AnalysisRequest): Pr
         };
       outcome.problems = check.errors;
     }
-    messages.push(
-      { role: "assistant", content: outcome.text ?? "" },
-      {
-        role: "user",
-        content: `That answer does not match the JSON Schema (${outcome.problems.join("; ")}). Answer again with only a JSON object that matches it.`,
-      },
-    );
+    // An empty answer is not sent back: provider B refuses a conversation with an empty text block.
+    if (outcome.text?.trim()) messages.push({ role: "assistant", content: outcome.text });
+    messages.push({
+      role: "user",
+      content: `${outcome.text?.trim() ? "That answer" : "Your answer was empty, which"} does not match the JSON Schema (${outcome.problems.join("; ")}). Answer again with only a JSON object that matches it.`,
+    });
   }
   return {
     ok: false,

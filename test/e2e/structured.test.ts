@@ -161,6 +161,20 @@ describe("structured analysis", () => {
         expect(fake.requests).toHaveLength(2);
       });
 
+      it("repairs an empty answer without sending an empty message back", async () => {
+        let calls = 0;
+        fake.setStructuredOutput(() => (++calls === 1 ? "" : answer));
+        const response = await post(
+          "/v1/text",
+          projects[provider],
+          { text: "x" },
+          { "x-project-id": projects[provider].projectId },
+        );
+        expect(response.status).toBe(200);
+        expect(await response.json()).toEqual(answer);
+        expect(fake.requests).toHaveLength(2);
+      });
+
       it("answers 502 when the repair fails too", async () => {
         fake.setStructuredOutput("not json at all");
         const response = await post(

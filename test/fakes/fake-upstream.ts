@@ -158,6 +158,16 @@ export async function startFakeUpstream(options: { port?: number } = {}): Promis
       );
     }
     if (path === "/b/v1/messages") {
+      // As provider B does: an empty text block anywhere in the conversation is refused.
+      if (hasEmptyTextBlock(json.messages)) {
+        return sendJson(response, 400, {
+          type: "error",
+          error: {
+            type: "invalid_request_error",
+            message: "messages: text content blocks must be non-empty",
+          },
+        });
+      }
       if (json.stream === true) return stream(response, providerB.events(model, text, usage));
       const tools = json.tools as Array<{ name: string }> | undefined;
       const choice = json.tool_choice as { type?: string; name?: string } | undefined;
@@ -308,6 +318,18 @@ export async function startFakeUpstream(options: { port?: number } = {}): Promis
       await new Promise((resolve) => server.close(resolve));
     },
   };
+}
+
+function hasEmptyTextBlock(messages: unknown): boolean {
+  if (!Array.isArray(messages)) return false;
+  return messages.some((message: { content?: unknown }) =>
+    typeof message.content === "string"
+      ? message.content === ""
+      : Array.isArray(message.content) &&
+        message.content.some(
+          (block: { type?: string; text?: string }) => block.type === "text" && block.text === "",
+        ),
+  );
 }
 
 function sendJson(
