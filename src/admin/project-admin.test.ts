@@ -50,6 +50,37 @@ describe("project admin use cases", () => {
     expect(byInstant.to).toBe("2026-11-02T12:00:00.000Z");
   });
 
+  it("keeps every row in a report that ends with the last date there is", async () => {
+    await admin().createProject({ id: "far", name: "Far", provider: "provider-a" });
+    await createUsageRepository(database.db, database.sqlite).insertBatch([
+      {
+        request_id: "far-1",
+        project_id: "far",
+        key_id: null,
+        endpoint: "proxy",
+        provider: "provider-a",
+        model: "gpt-4o-mini",
+        status: 200,
+        error_code: null,
+        input_tokens: 1,
+        output_tokens: 1,
+        cached_tokens: 0,
+        reasoning_tokens: 0,
+        cost_usd: 0.5,
+        latency_ms: 1,
+        ttfb_ms: null,
+        streamed: 0,
+        outcome: "ok",
+        auth_method: "test-key",
+        client_ip: null,
+        created_at: "2026-11-02T09:00:00.000Z",
+      },
+    ]);
+    const report = await admin().usageReport("far", { from: "2026-01-01", to: "9999-12-31" });
+    expect(report.to).toBe("9999-12-31T23:59:59.999Z");
+    expect(report.rows.map((row) => [row.group, row.requests])).toEqual([["2026-11-02", 1]]);
+  });
+
   it("tells this instance's caches about a created project, which they may hold as not found", async () => {
     await admin().createProject({ id: "px", name: "Px", provider: "provider-a" });
     expect(changed).toEqual(["px"]);

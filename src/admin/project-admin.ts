@@ -13,6 +13,7 @@ import { mapDatabaseOutages } from "./map-database-outages.js";
 import {
   addProviderKeyInput,
   createProjectInput,
+  projectIdPattern,
   type UpdateProjectInput,
   updateProjectInput,
   usageQueryInput,
@@ -42,6 +43,8 @@ export interface ProjectAdminDeps {
 }
 
 const testKeysKept = 2;
+/** Every key and test-key id Sluice issues has this shape; any other names none. */
+const issuedKeyIdPattern = /^[A-Za-z0-9_-]{1,64}$/;
 
 export type ProjectAdmin = ReturnType<typeof createProjectAdmin>;
 
@@ -58,8 +61,10 @@ export function createProjectAdmin(deps: ProjectAdminDeps) {
     return new Date(lastTestKeyAt).toISOString();
   };
 
+  // Ids come from URL paths and the command line: one that cannot name a record (such as one with
+  // a NUL, which PostgreSQL refuses to compare) is not found, without asking the database.
   async function requireProject(id: string): Promise<Project> {
-    const project = await projects.get(id);
+    const project = projectIdPattern.test(id) ? await projects.get(id) : null;
     if (!project) throw new GatewayError("PROJECT_NOT_FOUND", `Project ${JSON.stringify(id)} does not exist`);
     return project;
   }
@@ -139,7 +144,7 @@ export function createProjectAdmin(deps: ProjectAdminDeps) {
     },
 
     async deleteProject(id: string): Promise<void> {
-      if (!(await projects.delete(id)))
+      if (!projectIdPattern.test(id) || !(await projects.delete(id)))
         throw new GatewayError("PROJECT_NOT_FOUND", `Project ${JSON.stringify(id)} does not exist`);
       deps.onProjectChanged(id);
     },
@@ -162,7 +167,7 @@ export function createProjectAdmin(deps: ProjectAdminDeps) {
 
     async revokeTestKey(projectId: string, testKeyId: string): Promise<void> {
       await requireProject(projectId);
-      if (!(await keys.deleteTestKey(projectId, testKeyId)))
+      if (!issuedKeyIdPattern.test(testKeyId) || !(await keys.deleteTestKey(projectId, testKeyId)))
         throw new GatewayError("NOT_FOUND", "No such test key");
       deps.onProjectChanged(projectId);
     },
@@ -198,7 +203,7 @@ export function createProjectAdmin(deps: ProjectAdminDeps) {
 
     async revokeProviderKey(projectId: string, keyId: string): Promise<void> {
       await requireProject(projectId);
-      if (!(await keys.revokeProviderKey(projectId, keyId, nowIso()))) {
+      if (!issuedKeyIdPattern.test(keyId) || !(await keys.revokeProviderKey(projectId, keyId, nowIso()))) {
         throw new GatewayError("NOT_FOUND", "No such active provider key in this project");
       }
       deps.onProjectChanged(projectId);
@@ -337,9 +342,14 @@ function keyView(record: ProviderKeyRecord): ProviderKeyView {
   };
 }
 
-/** The report's exclusive end: a date alone (`2026-11-23`) includes that whole day, UTC. */
+/**
+ * The report's exclusive end: a date alone (`2026-11-23`) includes that whole day, UTC. Rows are
+ * compared as ISO text, so the end stays within four-digit years: the day after 9999-12-31 would be
+ * `+010000-01-01…`, which sorts before every row and would empty the report.
+ */
+const lastInstant = new Date("9999-12-31T23:59:59.999Z");
 function usageReportEnd(to: string): Date {
   const end = new Date(to);
   if (/^\d{4}-\d{2}-\d{2}$/.test(to)) end.setUTCDate(end.getUTCDate() + 1);
-  return end;
+  return end > lastInstant ? lastInstant : end;
 }

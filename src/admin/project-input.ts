@@ -5,6 +5,18 @@ import { providerIds } from "../providers/provider-id.js";
 /** Admin input shapes, shared by the admin API and the CLI. Unknown fields are refused. */
 export const projectIdPattern = /^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$/;
 
+/**
+ * NUL, which PostgreSQL text cannot hold (SQLite can), and unpaired UTF-16 surrogates, which
+ * both engines store as replacement characters (one on PostgreSQL, three on SQLite): text with
+ * either would be refused by one engine or come back changed, so it is refused here on both.
+ */
+const unpairedSurrogate = /[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/;
+const storableText = (schema: z.ZodString) =>
+  schema.refine(
+    (value) => !value.includes("\u0000") && !unpairedSurrogate.test(value),
+    "must not contain NUL or unpaired surrogates",
+  );
+
 const deviceCheckInput = z
   .object({
     enabled: z.boolean().optional(),
@@ -32,13 +44,13 @@ const rateLimitsInput = z
   .strict();
 
 const projectFields = {
-  name: z.string().trim().min(1).max(200),
+  name: storableText(z.string().trim().min(1).max(200)),
   teamId: z
     .string()
     .regex(teamIdPattern, "1 to 64 letters, digits, _ and - only (it is the first segment of vault paths)")
     .nullable(),
   provider: z.enum(providerIds),
-  model: z.string().min(1).max(200).nullable(),
+  model: storableText(z.string().min(1).max(200)).nullable(),
   testMode: z.boolean(),
   deviceCheck: deviceCheckInput,
   outputSchema: z.record(z.string(), z.unknown()).nullable(),
@@ -68,7 +80,7 @@ export const addProviderKeyInput = z
       .min(8, "is too short to be a provider key")
       .max(1024)
       .regex(/^[\x21-\x7e]+$/, "must be printable ASCII without spaces"),
-    label: z.string().trim().min(1).max(200).optional(),
+    label: storableText(z.string().trim().min(1).max(200)).optional(),
   })
   .strict();
 

@@ -1,3 +1,4 @@
+import { projectIdPattern } from "../admin/project-input.js";
 import { GatewayError } from "../errors.js";
 import { modelListBody, sdkModelListPaths } from "../providers/model-list.js";
 import type { ProviderId } from "../providers/provider-id.js";
@@ -51,7 +52,8 @@ export function registerPublicRoutes(router: Router, deps: PublicRouteDeps): voi
     for (const path of sdkModelListPaths[provider]) {
       router.on("GET", `/v1/${provider}/:projectId/${path}`, async ({ response, params }) => {
         const projectId = params.projectId ?? "";
-        if (!(await deps.projectExists(projectId))) {
+        // An id no project can have is not looked up (PostgreSQL refuses one with a NUL outright).
+        if (!projectIdPattern.test(projectId) || !(await deps.projectExists(projectId))) {
           throw new GatewayError("PROJECT_NOT_FOUND", `Project ${JSON.stringify(projectId)} does not exist`);
         }
         sendModels(response, provider);
