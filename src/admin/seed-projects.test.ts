@@ -50,6 +50,19 @@ describe("projects as code (SLUICE_CONFIG_FILE)", () => {
     expect((await admin.listProjects()).map((project) => project.id).sort()).toEqual(["by-hand", "demo-app"]);
   });
 
+  it("lets two instances seed the same file at once: the one that loses the race to create updates", async () => {
+    const path = file("shared.json", {
+      projects: [{ id: "shared-app", name: "Shared app", provider: "provider-a" }],
+    });
+    const results = await Promise.all([seedProjects(admin, path), seedProjects(admin, path)]);
+    expect(results.map((result) => [...result.created, ...result.updated])).toEqual([
+      ["shared-app"],
+      ["shared-app"],
+    ]);
+    expect(results.flatMap((result) => result.created)).toEqual(["shared-app"]);
+    expect(await admin.getProject("shared-app")).toMatchObject({ name: "Shared app" });
+  });
+
   it("refuses a file that does not parse or does not have the projects shape, naming the file", async () => {
     for (const content of ["{not json", { projects: [{ name: "no id" }] }, { projects: [], extra: 1 }]) {
       const path = file("bad.json", content);

@@ -28,12 +28,11 @@ export async function seedProjects(
   const updated: string[] = [];
   for (const { id, ...fields } of parsed.projects) {
     try {
-      if (await exists(admin, id)) {
+      if (!(await exists(admin, id)) && (await createUnlessCreated(admin, id, fields))) {
+        created.push(id);
+      } else {
         await admin.updateProject(id, fields);
         updated.push(id);
-      } else {
-        await admin.createProject({ id, ...fields });
-        created.push(id);
       }
     } catch (error) {
       throw new Error(
@@ -45,6 +44,24 @@ export async function seedProjects(
     }
   }
   return { created, updated };
+}
+
+/**
+ * False when another instance seeding the same file (several starting at once on one PostgreSQL)
+ * created the project between the check and this insert: it is then updated like any other.
+ */
+async function createUnlessCreated(
+  admin: ProjectAdmin,
+  id: string,
+  fields: Record<string, unknown>,
+): Promise<boolean> {
+  try {
+    await admin.createProject({ id, ...fields });
+    return true;
+  } catch (error) {
+    if (isGatewayError(error) && error.code === "CONFLICT") return false;
+    throw error;
+  }
 }
 
 async function exists(admin: ProjectAdmin, id: string): Promise<boolean> {
