@@ -1,5 +1,5 @@
 import { providerKeyAad } from "../admin/project-admin.js";
-import { databaseUnavailable } from "../storage/database-unavailable.js";
+import { databaseUnavailable, isDatabaseUnavailable } from "../storage/database-unavailable.js";
 import type { KeyRepository, ProviderKeyRecord } from "../storage/key-repository.js";
 import type { Project, ProjectRepository } from "../storage/project-repository.js";
 import type { SecretBox } from "./secret-box.js";
@@ -44,7 +44,8 @@ export function createCredentialDirectory(deps: CredentialDirectoryDeps) {
   /**
    * Read-through with stale-if-error: when the database cannot be read, the last known value is
    * served (a blip must not fail traffic that was working); with nothing known, the caller gets
-   * SERVICE_UNAVAILABLE.
+   * SERVICE_UNAVAILABLE. Any other failure (a sealed share that does not open, say) is passed on
+   * as it is: it is no outage, and retrying will not help.
    */
   function cached<T>(map: Map<string, Entry<T>>, id: string, load: () => Promise<T>): Promise<T> {
     const entry = map.get(id);
@@ -57,7 +58,7 @@ export function createCredentialDirectory(deps: CredentialDirectoryDeps) {
         return entry.value;
       }
       map.delete(id);
-      throw databaseUnavailable(error);
+      throw isDatabaseUnavailable(error) ? databaseUnavailable(error) : error;
     });
     const fresh: Entry<T> = { at: time, value, settled: undefined };
     value.then(
@@ -92,10 +93,18 @@ export function createCredentialDirectory(deps: CredentialDirectoryDeps) {
       cached(keys, keyId, async () => {
         const record = await deps.keys.getProviderKey(keyId);
         if (!record) return null;
-        const serverShare = deps.secretBox.open(
-          record.sealedServerShare,
-          providerKeyAad(record.projectId, record.id),
-        );
+        let serverShare: Buffer;
+        try {
+          serverShare = deps.secretBox.open(
+            record.sealedServerShare,
+            providerKeyAad(record.projectId, record.id),
+          );
+        } catch (error) {
+          throw new Error(
+            `The server share of provider key ${record.id} does not open with this master key: was it stored under another SLUICE_MASTER_KEY?`,
+            { cause: error },
+          );
+        }
         return { record, serverShare };
       }),
     /** Changes whenever anything is invalidated, so caches built on this one know to drop entries. */

@@ -6,20 +6,30 @@ export interface MasterKeySource {
   masterKey?: string | undefined;
   dataDir: string;
   environment: string;
+  /** Set: the secrets live in a shared PostgreSQL database, so no key is generated (see below). */
+  databaseUrl?: string | undefined;
 }
 
 /**
  * The master key from config, or (embedded default, not production) the one generated into the
  * data dir on first start. `onGenerated` lets the caller log loudly; the key itself is never logged.
+ * With DATABASE_URL a key is never generated: the database is shared by other instances and the CLI,
+ * whose data dirs hold other keys (or none), and secrets sealed under a fresh key would open nowhere
+ * else. A key already in the data dir is still used there.
  */
 export function loadMasterKey(source: MasterKeySource, onGenerated: (file: string) => void): Buffer {
-  if (source.masterKey) return decodeMasterKey(source.masterKey);
+  if (source.masterKey) return decodeMasterKey(source.masterKey, "SLUICE_MASTER_KEY");
   if (source.environment === "production") throw new Error("SLUICE_MASTER_KEY is required in production");
   const file = join(source.dataDir, "master.key");
   try {
-    return decodeMasterKey(readFileSync(file, "utf8").trim());
+    return decodeMasterKey(readFileSync(file, "utf8").trim(), `The master key file ${file}`);
   } catch (error) {
     if ((error as NodeJS.ErrnoException).code !== "ENOENT") throw error;
+  }
+  if (source.databaseUrl) {
+    throw new Error(
+      `SLUICE_MASTER_KEY is required with DATABASE_URL (there is no ${file}): set the key every instance and the CLI share`,
+    );
   }
   mkdirSync(source.dataDir, { recursive: true });
   const key = randomBytes(32);
@@ -28,8 +38,8 @@ export function loadMasterKey(source: MasterKeySource, onGenerated: (file: strin
   return key;
 }
 
-function decodeMasterKey(value: string): Buffer {
+function decodeMasterKey(value: string, origin: string): Buffer {
   const key = Buffer.from(value, "base64");
-  if (key.length !== 32) throw new Error("SLUICE_MASTER_KEY must be 32 bytes, base64-encoded");
+  if (key.length !== 32) throw new Error(`${origin} must be 32 bytes, base64-encoded`);
   return key;
 }

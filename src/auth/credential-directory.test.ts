@@ -1,0 +1,69 @@
+import { randomBytes } from "node:crypto";
+import { describe, expect, it } from "vitest";
+import { providerKeyAad } from "../admin/project-admin.js";
+import type { KeyRepository, ProviderKeyRecord } from "../storage/key-repository.js";
+import type { ProjectRepository } from "../storage/project-repository.js";
+import { createCredentialDirectory } from "./credential-directory.js";
+import { createSecretBox } from "./secret-box.js";
+
+const record = (sealedServerShare: string): ProviderKeyRecord => ({
+  id: "key000000001",
+  projectId: "p1",
+  provider: "provider-a",
+  label: null,
+  sealedServerShare,
+  clientShareDigest: "ab".repeat(32),
+  createdAt: "2026-11-01T00:00:00.000Z",
+  revokedAt: null,
+});
+
+function directory(getProviderKey: KeyRepository["getProviderKey"], get: ProjectRepository["get"]) {
+  return createCredentialDirectory({
+    projects: { get } as ProjectRepository,
+    keys: { getProviderKey } as KeyRepository,
+    secretBox: createSecretBox(randomBytes(32)),
+    ttlMs: 1000,
+  });
+}
+
+describe("credential directory", () => {
+  it("does not call a share sealed under another master key a database outage", async () => {
+    const otherBox = createSecretBox(randomBytes(32));
+    const sealed = otherBox.seal(Buffer.from("share"), providerKeyAad("p1", "key000000001"));
+    const error = await directory(
+      async () => record(sealed),
+      async () => null,
+    )
+      .key("key000000001")
+      .catch((caught: unknown) => caught);
+    expect(error).toBeInstanceOf(Error);
+    expect(error).not.toHaveProperty("code", "SERVICE_UNAVAILABLE");
+    expect((error as Error).message).toMatch(/key000000001 does not open with this master key/);
+  });
+
+  it("answers SERVICE_UNAVAILABLE when the database cannot be reached and nothing is cached", async () => {
+    const refused = Object.assign(new Error("connect ECONNREFUSED 127.0.0.1:5432"), { code: "ECONNREFUSED" });
+    const error = await directory(
+      async () => null,
+      async () => {
+        throw refused;
+      },
+    )
+      .project("p1")
+      .catch((caught: unknown) => caught);
+    expect(error).toMatchObject({ code: "SERVICE_UNAVAILABLE", status: 503 });
+  });
+
+  it("passes any other failure on as it is", async () => {
+    const bug = new TypeError("Cannot read properties of undefined (reading 'id')");
+    const error = await directory(
+      async () => null,
+      async () => {
+        throw bug;
+      },
+    )
+      .project("p1")
+      .catch((caught: unknown) => caught);
+    expect(error).toBe(bug);
+  });
+});

@@ -1,0 +1,64 @@
+import { randomBytes } from "node:crypto";
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterEach, describe, expect, it } from "vitest";
+import { loadMasterKey } from "./master-key.js";
+
+describe("loadMasterKey", () => {
+  const dirs: string[] = [];
+  const dataDir = () => {
+    const dir = mkdtempSync(join(tmpdir(), "sluice-master-key-"));
+    dirs.push(dir);
+    return dir;
+  };
+  afterEach(() => {
+    for (const dir of dirs.splice(0)) rmSync(dir, { recursive: true, force: true });
+  });
+  const development = { environment: "development" };
+
+  it("generates a key into the data dir on the embedded default, once", () => {
+    const dir = dataDir();
+    const generated: string[] = [];
+    const first = loadMasterKey({ ...development, dataDir: dir }, (file) => generated.push(file));
+    const again = loadMasterKey({ ...development, dataDir: dir }, (file) => generated.push(file));
+    expect(first.length).toBe(32);
+    expect(again).toEqual(first);
+    expect(generated).toEqual([join(dir, "master.key")]);
+  });
+
+  it("never generates a key for a shared PostgreSQL database, whose other users hold another", () => {
+    const dir = dataDir();
+    const source = { ...development, dataDir: dir, databaseUrl: "postgres://postgres@127.0.0.1:5432/test" };
+    expect(() => loadMasterKey(source, () => {})).toThrow(/^SLUICE_MASTER_KEY is required with DATABASE_URL/);
+    expect(existsSync(join(dir, "master.key"))).toBe(false);
+  });
+
+  it("still uses a key already in the data dir with PostgreSQL, or the configured one", () => {
+    const dir = dataDir();
+    const key = randomBytes(32);
+    writeFileSync(join(dir, "master.key"), `${key.toString("base64")}\n`);
+    const databaseUrl = "postgres://postgres@127.0.0.1:5432/test";
+    expect(loadMasterKey({ ...development, dataDir: dir, databaseUrl }, () => {})).toEqual(key);
+    const configured = randomBytes(32);
+    expect(
+      loadMasterKey(
+        { ...development, dataDir: dataDir(), databaseUrl, masterKey: configured.toString("base64") },
+        () => {},
+      ),
+    ).toEqual(configured);
+  });
+
+  it("names the file, not SLUICE_MASTER_KEY, when the generated key file is damaged", () => {
+    const dir = dataDir();
+    const file = join(dir, "master.key");
+    writeFileSync(file, "garbage\n");
+    expect(() => loadMasterKey({ ...development, dataDir: dir }, () => {})).toThrow(
+      `The master key file ${file} must be 32 bytes, base64-encoded`,
+    );
+    expect(readFileSync(file, "utf8")).toBe("garbage\n");
+    expect(() => loadMasterKey({ ...development, dataDir: dir, masterKey: "short" }, () => {})).toThrow(
+      "SLUICE_MASTER_KEY must be 32 bytes, base64-encoded",
+    );
+  });
+});
