@@ -29,6 +29,13 @@ const integer = (min: number, max = Number.MAX_SAFE_INTEGER) => z.coerce.number(
 const optionalString = z.string().min(1).optional();
 const url = z.string().url();
 const optionalUrl = z.string().url().optional();
+/** A URL of one of `schemes` (`postgres:`, say): another scheme would be misread, not refused, later. */
+const urlOf = (schemes: string[], message: string) =>
+  url.refine(
+    // Zod runs this after a failed URL check too: an unparsable value is that check's to report.
+    (value) => !URL.canParse(value) || schemes.includes(new URL(value).protocol),
+    message,
+  );
 const bool = z.enum(["true", "false", "1", "0"]).transform((value) => value === "true" || value === "1");
 const corsOrigins = z
   .string()
@@ -60,27 +67,35 @@ export const settings = {
   ),
   databaseUrl: setting(
     "DATABASE_URL",
-    optionalUrl,
+    urlOf(
+      ["postgres:", "postgresql:", "socket:"],
+      "must be a postgres:// or postgresql:// URL (or node-postgres's socket:/path form)",
+    ).optional(),
     undefined,
-    "PostgreSQL URL for several instances (unset: SQLite in the data dir)",
+    "PostgreSQL URL (`postgres://` or `postgresql://`) for several instances; needs SLUICE_MASTER_KEY (unset: SQLite in the data dir)",
   ),
   redisUrl: setting(
     "REDIS_URL",
-    optionalUrl,
+    urlOf(["redis:", "rediss:"], "must be a redis:// or rediss:// URL").optional(),
     undefined,
-    "Redis URL for shared limits and caches (unset: in-process)",
+    "Redis URL (`redis://` or `rediss://`) for shared limits and caches (unset: in-process)",
   ),
   adminToken: setting(
     "SLUICE_ADMIN_TOKEN",
-    z.string().min(16).optional(),
+    z
+      .string()
+      .min(16)
+      // It travels as `Authorization: Bearer <token>`: a space or a non-ASCII character could never match.
+      .regex(/^[\x21-\x7e]+$/, "must be printable ASCII without spaces")
+      .optional(),
     undefined,
-    "bearer token for /admin/v1, at least 16 characters (unset: admin API off; the CLI works locally)",
+    "bearer token for /admin/v1, at least 16 printable ASCII characters without spaces (unset: admin API off; the CLI works locally)",
   ),
   masterKey: setting(
     "SLUICE_MASTER_KEY",
     optionalString,
     undefined,
-    "32-byte key (base64) for secrets at rest (unset: generated into the data dir, development only)",
+    "32-byte key (base64) for secrets at rest (unset: generated into the data dir on the embedded SQLite default, development only)",
   ),
   providerABaseUrl: setting(
     "SLUICE_PROVIDER_A_BASE_URL",

@@ -1,0 +1,62 @@
+import { describe, expect, it } from "vitest";
+import { ConfigError, loadConfig } from "./config.js";
+
+const problemsOf = (env: Record<string, string>): string => {
+  try {
+    loadConfig(env);
+    return "";
+  } catch (error) {
+    expect(error).toBeInstanceOf(ConfigError);
+    return (error as Error).message;
+  }
+};
+
+describe("loadConfig", () => {
+  it.each([
+    "postgres://postgres@127.0.0.1:5432/test",
+    "postgresql://user:secret@db.internal/sluice?sslmode=require",
+    "socket:/var/run/postgresql?db=sluice",
+  ])("takes the PostgreSQL URL %s", (databaseUrl) => {
+    expect(loadConfig({ DATABASE_URL: databaseUrl }).databaseUrl).toBe(databaseUrl);
+  });
+
+  it.each(["mysql://root@127.0.0.1/sluice", "sqlite:./data/sluice.sqlite", "http://127.0.0.1:5432/test"])(
+    "refuses the DATABASE_URL %s, which would otherwise be used as a PostgreSQL address",
+    (databaseUrl) => {
+      expect(problemsOf({ DATABASE_URL: databaseUrl })).toContain(
+        "DATABASE_URL: must be a postgres:// or postgresql:// URL",
+      );
+    },
+  );
+
+  it("takes redis:// and rediss:// URLs and refuses others", () => {
+    expect(loadConfig({ REDIS_URL: "redis://127.0.0.1:6379" }).redisUrl).toBe("redis://127.0.0.1:6379");
+    expect(loadConfig({ REDIS_URL: "rediss://cache.internal:6380/2" }).redisUrl).toBe(
+      "rediss://cache.internal:6380/2",
+    );
+    expect(problemsOf({ REDIS_URL: "http://127.0.0.1:6379" })).toContain(
+      "REDIS_URL: must be a redis:// or rediss:// URL",
+    );
+  });
+
+  it.each(["an admin token with spaces", "ümlaut-admin-token-0123", "tab\tseparated-admin-token"])(
+    "refuses the admin token %j, which no Authorization header could ever carry",
+    (token) => {
+      expect(problemsOf({ SLUICE_ADMIN_TOKEN: token })).toContain(
+        "SLUICE_ADMIN_TOKEN: must be printable ASCII without spaces",
+      );
+    },
+  );
+
+  it("reports a value that is no URL at all once, as such", () => {
+    expect(problemsOf({ DATABASE_URL: "notaurl", REDIS_URL: "::" })).toBe(
+      "Invalid configuration:\n  DATABASE_URL: Invalid URL\n  REDIS_URL: Invalid URL",
+    );
+  });
+
+  it("names every problem at once", () => {
+    const message = problemsOf({ DATABASE_URL: "mysql://x@y/z", SLUICE_ADMIN_TOKEN: "short token" });
+    expect(message).toContain("DATABASE_URL:");
+    expect(message).toContain("SLUICE_ADMIN_TOKEN: Too small");
+  });
+});
