@@ -121,6 +121,10 @@ export async function createGateway(config: Config, injected: Partial<Injectable
       metrics.countUsageRowsDropped(count);
       logger.error({ count }, "usage queue full: usage rows dropped");
     },
+    onRefused: (row, error) => {
+      metrics.countUsageRowsDropped(1);
+      logger.error({ err: error, requestId: row.request_id }, "usage row refused by the database: dropped");
+    },
     onWriteFailure: (error) => {
       metrics.countUsageWriteFailure();
       metrics.setDegraded("database", true);

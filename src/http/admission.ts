@@ -155,7 +155,9 @@ export function createAdmission(deps: AdmissionDeps) {
 
     if (!auth.ok) {
       deps.metrics.countAuthResult(auth.method ?? "none", auth.error.code);
-      const claimed = (options.projectId ?? "").slice(0, 64);
+      // As the caller sent it, but only printable ASCII: the row is evidence of the attempt, and a
+      // NUL would make PostgreSQL refuse the whole batch it travels in.
+      const claimed = (options.projectId ?? "").slice(0, 64).replace(/[^\x20-\x7e]/g, "?");
       if (claimed)
         write(
           { projectId: auth.project?.id ?? claimed, keyId: null, method: auth.method },

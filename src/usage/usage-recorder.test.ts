@@ -79,3 +79,68 @@ describe("usage recorder", () => {
     await recorder.stop();
   });
 });
+
+describe("usage recorder, a row the database refuses", () => {
+  /** Refuses any batch holding a row whose project id has a NUL, as PostgreSQL does (22021). */
+  function refusingRepository(outageAfter = Number.POSITIVE_INFINITY) {
+    const rows: string[] = [];
+    let calls = 0;
+    const repository: UsageRepository = {
+      async insertBatch(batch) {
+        await nextTurn();
+        if (++calls > outageAfter)
+          throw Object.assign(new Error("connect ECONNREFUSED 127.0.0.1:5432"), { code: "ECONNREFUSED" });
+        if (batch.some((each) => each.project_id.includes("\u0000")))
+          throw Object.assign(new Error('invalid byte sequence for encoding "UTF8": 0x00'), {
+            code: "22021",
+          });
+        rows.push(...batch.map((each) => each.request_id));
+      },
+      report: async () => [],
+      spendSince: async () => 0,
+      count: async () => rows.length,
+    };
+    return { repository, rows };
+  }
+
+  it("drops only that row, and keeps writing every row before and after it", async () => {
+    const { repository, rows } = refusingRepository();
+    const refused: string[] = [];
+    const recorder = createUsageRecorder({
+      repository,
+      flushIntervalMs: 60_000,
+      queueMax: 10_000,
+      onRefused: (refusedRow) => refused.push(refusedRow.request_id),
+    });
+    recorder.record(row(1));
+    recorder.record({ ...row(2), project_id: "bad\u0000id" });
+    recorder.record(row(3));
+    await recorder.flush(2000);
+    recorder.record(row(4));
+    await recorder.flush(2000);
+    expect(rows).toEqual([row(1), row(3), row(4)].map((each) => each.request_id));
+    expect(refused).toEqual([row(2).request_id]);
+    expect(recorder.depth()).toBe(0);
+    await recorder.stop();
+  });
+
+  it("keeps the rest queued when the database goes down while it writes row by row", async () => {
+    // The batch is refused (call 1), row 1 is written (call 2), then the database is down.
+    const { repository, rows } = refusingRepository(2);
+    const failures: unknown[] = [];
+    const recorder = createUsageRecorder({
+      repository,
+      flushIntervalMs: 60_000,
+      queueMax: 10_000,
+      onWriteFailure: (error) => failures.push(error),
+    });
+    recorder.record(row(1));
+    recorder.record({ ...row(2), project_id: "bad\u0000id" });
+    recorder.record(row(3));
+    await recorder.flush(50);
+    expect(rows).toEqual([row(1).request_id]);
+    expect(recorder.depth()).toBe(2);
+    expect(failures.length).toBeGreaterThan(0);
+    await recorder.stop();
+  });
+});

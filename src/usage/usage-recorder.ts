@@ -1,3 +1,4 @@
+import { isDatabaseUnavailable } from "../storage/database-unavailable.js";
 import type { UsageRecord, UsageRepository } from "../storage/usage-repository.js";
 
 export interface UsageRecorderDeps {
@@ -8,6 +9,8 @@ export interface UsageRecorderDeps {
   batchSize?: number;
   onQueueDepth?: (depth: number) => void;
   onDropped?: (count: number) => void;
+  /** A row the database refuses for what it holds (not an outage): dropped, so it cannot block the rest. */
+  onRefused?: (row: UsageRecord, error: unknown) => void;
   onWriteFailure?: (error: unknown) => void;
   onRecovered?: () => void;
 }
@@ -22,10 +25,12 @@ export interface UsageRecorder {
 }
 
 /**
- * Writes usage rows in batches off the request path. A failed batch stays at the head of the
- * queue and is retried with backoff; rows are keyed by request id and inserted with
- * on-conflict-do-nothing, so a batch that committed before its acknowledgement was lost is never
- * written twice.
+ * Writes usage rows in batches off the request path. A batch that fails because the database is
+ * unavailable stays at the head of the queue and is retried with backoff; rows are keyed by
+ * request id and inserted with on-conflict-do-nothing, so a batch that committed before its
+ * acknowledgement was lost is never written twice. A batch refused for anything else is written
+ * row by row, and only the rows the database refuses are dropped: one bad row must not stop every
+ * later one from being written.
  */
 export function createUsageRecorder(deps: UsageRecorderDeps): UsageRecorder {
   // Small batches with a turn of the event loop between them: the embedded SQLite writes
@@ -46,21 +51,48 @@ export function createUsageRecorder(deps: UsageRecorderDeps): UsageRecorder {
     if (batch.length === 0) return true;
     try {
       await deps.repository.insertBatch(batch);
-      queue = queue.slice(batch.length);
-      deps.onQueueDepth?.(queue.length);
-      if (failing) {
-        failing = false;
-        backoffMs = 0;
-        deps.onRecovered?.();
-      }
+      done(batch.length);
       return true;
     } catch (error) {
-      failing = true;
-      backoffMs = Math.min(Math.max(backoffMs * 2, 100), 5000);
-      retryAt = Date.now() + backoffMs;
-      deps.onWriteFailure?.(error);
-      return false;
+      if (!isDatabaseUnavailable(error)) return writeRowByRow(batch);
+      return failed(error);
     }
+  }
+
+  /** The first `count` rows of the queue are written (or refused for good): off the queue. */
+  function done(count: number): void {
+    queue = queue.slice(count);
+    deps.onQueueDepth?.(queue.length);
+    if (failing) {
+      failing = false;
+      backoffMs = 0;
+      deps.onRecovered?.();
+    }
+  }
+
+  /** Each row of a refused batch on its own; stops at an outage, keeping the rest queued. */
+  async function writeRowByRow(batch: UsageRecord[]): Promise<boolean> {
+    for (const [index, row] of batch.entries()) {
+      try {
+        await deps.repository.insertBatch([row]);
+      } catch (error) {
+        if (isDatabaseUnavailable(error)) {
+          if (index > 0) done(index);
+          return failed(error);
+        }
+        deps.onRefused?.(row, error);
+      }
+    }
+    done(batch.length);
+    return true;
+  }
+
+  function failed(error: unknown): false {
+    failing = true;
+    backoffMs = Math.min(Math.max(backoffMs * 2, 100), 5000);
+    retryAt = Date.now() + backoffMs;
+    deps.onWriteFailure?.(error);
+    return false;
   }
 
   /**

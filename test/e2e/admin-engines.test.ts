@@ -3,8 +3,8 @@ import { createPostgresSchema, postgresAvailable } from "../support/services.js"
 import { adminToken, startTestGateway, type TestGateway } from "../support/test-gateway.js";
 
 /**
- * Admin input that one engine would take and the other refuse (or change): the answers must be the
- * same on SQLite and PostgreSQL, and never a 500.
+ * Input that one engine would take and the other refuse (or change): the answers must be the same
+ * on SQLite and PostgreSQL, never a 500, and never a usage row that blocks the ones behind it.
  */
 const engines = [
   { name: "SQLite", available: true, schema: false },
@@ -79,6 +79,32 @@ for (const engine of engines) {
       expect(
         ((await (await admin("GET", "/projects/kept/keys")).json()) as { data: unknown[] }).data,
       ).toEqual([]);
+    });
+
+    it("keeps recording usage after a call that named a project id with a NUL", async () => {
+      const refused = await fetch(`${sluice.url}/v1/text/a%00b`, {
+        method: "POST",
+        headers: { authorization: "Bearer x.y", "content-type": "application/json" },
+        body: JSON.stringify({ text: "x" }),
+      });
+      expect(refused.status).toBe(404);
+      const next = await fetch(`${sluice.url}/v1/text/kept`, {
+        method: "POST",
+        headers: { authorization: "Bearer x.y", "content-type": "application/json" },
+        body: JSON.stringify({ text: "x" }),
+      });
+      expect(next.status).toBe(401);
+      await sluice.gateway.flushUsage();
+      const rows = await sluice.gateway.database.db
+        .selectFrom("usage_records")
+        .select(["request_id", "project_id"])
+        .where(
+          "request_id",
+          "in",
+          [refused, next].map((response) => response.headers.get("x-request-id") ?? ""),
+        )
+        .execute();
+      expect(rows.map((row) => row.project_id).sort()).toEqual(["a?b", "kept"]);
     });
 
     it("stores any other text exactly, astral characters included", async () => {
