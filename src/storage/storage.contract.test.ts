@@ -205,6 +205,23 @@ for (const engine of engines) {
       expect(await records.spendSince("p1", "2026-11-03T00:00:00.000Z")).toBeCloseTo(0.5, 9);
     });
 
+    it("orders report groups the same on both engines: code-unit order, a null group last", async () => {
+      const records = createUsageRepository(database.db, database.sqlite);
+      await records.insertBatch([
+        usage("o1", { project_id: "order", model: null, outcome: "error", status: 401 }),
+        usage("o2", { project_id: "order", model: "b-model" }),
+        usage("o3", { project_id: "order", model: "B-model" }),
+        usage("o4", { project_id: "order", model: "a-model" }),
+      ]);
+      const report = await records.report({
+        projectId: "order",
+        from: "2026-11-01T00:00:00.000Z",
+        to: "2026-12-01T00:00:00.000Z",
+        groupBy: "model",
+      });
+      expect(report.map((row) => row.group)).toEqual(["B-model", "a-model", "b-model", null]);
+    });
+
     it("stores every usage column as given", async () => {
       const records = createUsageRepository(database.db, database.sqlite);
       // A distinct value in every column, so two columns swapped on the way in cannot pass.

@@ -112,8 +112,10 @@ export function createUsageRepository(
         .where("created_at", ">=", from)
         .where("created_at", "<", to)
         .groupBy(group)
-        .orderBy(group)
         .execute();
+      // Ordered here, not in SQL: the engines put a null group at opposite ends, and PostgreSQL
+      // orders text by the database's collation. Code-unit order, null (e.g. no model) last.
+      rows.sort((left, right) => compareGroups(left.group_key, right.group_key));
       return rows.map((row) => ({
         group: row.group_key,
         requests: Number(row.requests),
@@ -178,4 +180,11 @@ function sqliteBatchWriter(sqlite: BetterSqlite3.Database): (rows: readonly Usag
         row.created_at,
       );
   });
+}
+
+function compareGroups(left: string | null, right: string | null): number {
+  if (left === right) return 0;
+  if (left === null) return 1;
+  if (right === null) return -1;
+  return left < right ? -1 : 1;
 }
