@@ -84,10 +84,19 @@ export const addProviderKeyInput = z
   })
   .strict();
 
+/**
+ * An ISO instant or date. A `+` offset written unencoded in a query string (`…T10:00:00+02:00`)
+ * arrives as a space, which no instant contains: it is read back as the `+` it was.
+ */
+const instantOrDate = z.preprocess(
+  (value) => (typeof value === "string" ? value.replace(/ (\d{2}:\d{2})$/, "+$1") : value),
+  z.string().datetime({ offset: true }).or(z.string().date()),
+);
+
 export const usageQueryInput = z
   .object({
-    from: z.string().datetime({ offset: true }).or(z.string().date()).optional(),
-    to: z.string().datetime({ offset: true }).or(z.string().date()).optional(),
+    from: instantOrDate.optional(),
+    to: instantOrDate.optional(),
     groupBy: z.enum(["day", "model", "endpoint"]).optional(),
   })
   .strict();

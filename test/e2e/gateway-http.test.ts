@@ -226,6 +226,18 @@ describe("the gateway over HTTP", () => {
       expect(await usage.json()).toMatchObject({ groupBy: "endpoint", rows: [] });
     });
 
+    it("reads a `+` offset written unencoded in a usage query as the offset it is", async () => {
+      const usage = await call(
+        "/admin/v1/projects/dupe/usage?from=2026-11-01T10:00:00+02:00&to=2026-11-02T00:00:00%2B01:30",
+        { headers: admin },
+      );
+      expect(usage.status).toBe(200);
+      expect(await usage.json()).toMatchObject({
+        from: "2026-11-01T08:00:00.000Z",
+        to: "2026-11-01T22:30:00.000Z",
+      });
+    });
+
     it("shows a project created with the CLI's use cases on the same data", async () => {
       const context = await openAdminContext(sluice.gateway.config, () => {});
       await context.admin.createProject({ id: "from-cli", name: "CLI", provider: "provider-b" });
