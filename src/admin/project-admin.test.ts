@@ -4,7 +4,7 @@ import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { createSecretBox } from "../auth/secret-box.js";
 import { GatewayError } from "../errors.js";
 import { type OpenDatabase, openDatabase } from "../storage/database.js";
-import { createKeyRepository } from "../storage/key-repository.js";
+import { createKeyRepository, type KeyRepository } from "../storage/key-repository.js";
 import { createProjectRepository, type ProjectRepository } from "../storage/project-repository.js";
 import { createUsageRepository } from "../storage/usage-repository.js";
 import { createProjectAdmin } from "./project-admin.js";
@@ -21,16 +21,38 @@ describe("project admin use cases", () => {
     await database.close();
   });
 
-  function admin(projects: Partial<ProjectRepository> = {}) {
+  function admin(projects: Partial<ProjectRepository> = {}, keys: Partial<KeyRepository> = {}) {
     return createProjectAdmin({
       projects: { ...createProjectRepository(database.db), ...projects },
-      keys: createKeyRepository(database.db),
+      keys: { ...createKeyRepository(database.db), ...keys },
       usage: createUsageRepository(database.db, database.sqlite),
       secretBox: createSecretBox(randomBytes(32)),
       now: () => new Date("2026-11-02T10:00:00.000Z"),
       onProjectChanged: (id) => changed.push(id),
     });
   }
+
+  it("creates a project with its test key or not at all, so the admin's retry succeeds", async () => {
+    let failures = 1;
+    const flaky = admin(
+      {},
+      {
+        addTestKey: async (...args) => {
+          if (failures-- > 0)
+            throw Object.assign(new Error("connect ECONNREFUSED 127.0.0.1:5432"), { code: "ECONNREFUSED" });
+          return createKeyRepository(database.db).addTestKey(...args);
+        },
+      },
+    );
+    const failed = await flaky
+      .createProject({ id: "whole", name: "Whole", provider: "provider-a" })
+      .catch((caught: unknown) => caught);
+    expect(failed).toBeInstanceOf(GatewayError);
+    expect((failed as GatewayError).code).toBe("SERVICE_UNAVAILABLE");
+    expect(await createProjectRepository(database.db).get("whole")).toBeNull();
+    const retried = await flaky.createProject({ id: "whole", name: "Whole", provider: "provider-a" });
+    expect(retried.testKey).toBeTruthy();
+  });
 
   it("answers CONFLICT when another admin created the same id between the check and the insert", async () => {
     const racing = admin({ get: async () => null });

@@ -120,7 +120,12 @@ export function createProjectAdmin(deps: ProjectAdminDeps) {
       // The check above answers the usual case; this one the race of two admins creating the same id.
       if (!(await projects.insert(project)))
         throw new GatewayError("CONFLICT", `Project ${JSON.stringify(id)} already exists`);
-      const { testKey, testKeyId } = await issueTestKey(id);
+      // A project is created with its test key or not at all: one left without it (the database
+      // failed in between) would answer the admin's retry with 409 and never have had a key shown.
+      const { testKey, testKeyId } = await issueTestKey(id).catch(async (error: unknown) => {
+        await projects.delete(id).catch(() => false);
+        throw error;
+      });
       // This instance may hold the id as "not found" (asked before, or deleted and re-created).
       deps.onProjectChanged(id);
       return { project: viewOf(project), testKey, testKeyId };
