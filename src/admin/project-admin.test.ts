@@ -1,6 +1,7 @@
 import { randomBytes } from "node:crypto";
 import BetterSqlite3 from "better-sqlite3";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { usageRow } from "../../test/support/usage-row.js";
 import { createSecretBox } from "../auth/secret-box.js";
 import { GatewayError } from "../errors.js";
 import { type OpenDatabase, openDatabase } from "../storage/database.js";
@@ -75,28 +76,7 @@ describe("project admin use cases", () => {
   it("keeps every row in a report that ends with the last date there is", async () => {
     await admin().createProject({ id: "far", name: "Far", provider: "provider-a" });
     await createUsageRepository(database.db, database.sqlite).insertBatch([
-      {
-        request_id: "far-1",
-        project_id: "far",
-        key_id: null,
-        endpoint: "proxy",
-        provider: "provider-a",
-        model: "gpt-4o-mini",
-        status: 200,
-        error_code: null,
-        input_tokens: 1,
-        output_tokens: 1,
-        cached_tokens: 0,
-        reasoning_tokens: 0,
-        cost_usd: 0.5,
-        latency_ms: 1,
-        ttfb_ms: null,
-        streamed: 0,
-        outcome: "ok",
-        auth_method: "test-key",
-        client_ip: null,
-        created_at: "2026-11-02T09:00:00.000Z",
-      },
+      usageRow("far-1", { project_id: "far", created_at: "2026-11-02T09:00:00.000Z" }),
     ]);
     const report = await admin().usageReport("far", { from: "2026-01-01", to: "9999-12-31" });
     expect(report.to).toBe("9999-12-31T23:59:59.999Z");

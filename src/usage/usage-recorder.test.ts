@@ -1,31 +1,11 @@
 import { setImmediate as nextTurn } from "node:timers/promises";
 import { describe, expect, it } from "vitest";
+import { usageRow } from "../../test/support/usage-row.js";
 import type { UsageRecord, UsageRepository } from "../storage/usage-repository.js";
 import { createUsageRecorder } from "./usage-recorder.js";
 
 function row(index: number): UsageRecord {
-  return {
-    request_id: `req_${String(index).padStart(32, "0")}`,
-    project_id: "prj_test",
-    key_id: null,
-    endpoint: "proxy",
-    provider: "provider-a",
-    model: "gpt-4o-mini",
-    status: 200,
-    error_code: null,
-    input_tokens: 1,
-    output_tokens: 1,
-    cached_tokens: null,
-    reasoning_tokens: null,
-    cost_usd: null,
-    latency_ms: 1,
-    ttfb_ms: 1,
-    streamed: 0,
-    outcome: "ok",
-    auth_method: "test-key",
-    client_ip: "127.0.0.1",
-    created_at: new Date(0).toISOString(),
-  };
+  return usageRow(`req_${String(index).padStart(32, "0")}`);
 }
 
 function recordingRepository(): UsageRepository & { batches: number[]; rows: string[] } {
