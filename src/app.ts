@@ -139,7 +139,7 @@ export function createApp(deps: AppDeps): App {
       sendError(response, new GatewayError("NOT_FOUND", "No such route"), requestId);
       return;
     }
-    if (!cors.headersFor(origin)) {
+    if (!cors.allows(origin)) {
       const named = JSON.stringify(origin.slice(0, 200));
       sendError(
         response,

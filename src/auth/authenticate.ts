@@ -1,5 +1,4 @@
 import type { IncomingHttpHeaders } from "node:http";
-import { projectIdPattern } from "../admin/project-input.js";
 import { GatewayError } from "../errors.js";
 import type { ProviderId } from "../providers/provider-id.js";
 import { rateLimitHeaders } from "../rate-limit/rate-limit-headers.js";
@@ -208,7 +207,7 @@ export function createAuthenticator(deps: AuthenticatorDeps) {
         null,
       );
     }
-    const project = projectIdPattern.test(projectId) ? await directory.project(projectId) : null;
+    const project = await directory.project(projectId);
     if (!project) {
       await deps.throttle.recordFailure(clientIp, projectId, false);
       return failure(

@@ -1,4 +1,5 @@
 import { providerKeyAad } from "../admin/project-admin.js";
+import { projectIdPattern } from "../admin/project-input.js";
 import { databaseUnavailable, isDatabaseUnavailable } from "../storage/database-unavailable.js";
 import type { KeyRepository, ProviderKeyRecord } from "../storage/key-repository.js";
 import type { Project, ProjectRepository } from "../storage/project-repository.js";
@@ -79,7 +80,12 @@ export function createCredentialDirectory(deps: CredentialDirectoryDeps) {
   }
 
   return {
-    project: (id: string) => cached(projects, id, () => deps.projects.get(id)),
+    /**
+     * Null for an id no project can have, without a lookup or a cache entry: ids come from URLs,
+     * and PostgreSQL refuses some (a NUL) outright.
+     */
+    project: (id: string) =>
+      projectIdPattern.test(id) ? cached(projects, id, () => deps.projects.get(id)) : Promise.resolve(null),
     /**
      * The project as `project(id)` would give it, when that answer is already in memory and fresh:
      * the hot path reads it without waiting a turn; undefined means "ask `project(id)`".

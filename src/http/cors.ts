@@ -9,6 +9,8 @@ import type { IncomingHttpHeaders } from "node:http";
 export interface CorsPolicy {
   /** Whether `path` is one a browser app may call cross-origin. */
   covers(path: string): boolean;
+  /** Whether `origin` is one of the configured origins (always, with `*`). */
+  allows(origin: string): boolean;
   /** Headers for an actual request from `origin`; null when the origin is not allowed. */
   headersFor(origin: string): Record<string, string> | null;
   /** Headers for a preflight from an allowed `origin`, for a path accepting `methods`. */
@@ -20,7 +22,7 @@ export interface CorsPolicy {
 }
 
 /** How long a browser may reuse a preflight's answer, in seconds. */
-export const preflightMaxAgeSeconds = 600;
+const preflightMaxAgeSeconds = 600;
 
 /** `*`, or exact origins (`scheme://host[:port]`). */
 export function createCorsPolicy(origins: readonly string[]): CorsPolicy {
@@ -37,12 +39,12 @@ export function createCorsPolicy(origins: readonly string[]): CorsPolicy {
 
   return {
     covers: (path) => path.startsWith("/v1/") || path === "/health",
+    allows,
     headersFor: (origin) => (allows(origin) ? originHeaders(origin) : null),
     preflightHeaders(origin, methods, headers) {
       const requested = headers["access-control-request-headers"];
-      const base = originHeaders(origin);
       return {
-        "access-control-allow-origin": base["access-control-allow-origin"] as string,
+        "access-control-allow-origin": anyOrigin ? "*" : origin,
         "access-control-allow-methods": methods.join(", "),
         // Echoed, not `*`: a wildcard never covers Authorization, and provider SDKs send their own
         // headers (anthropic-version, x-stainless-…) that a fixed list would miss.
@@ -69,12 +71,7 @@ export function parseCorsOrigins(value: string): string[] | string {
   if (origins.length === 0) return "list at least one origin, or `*`";
   for (const origin of origins) {
     if (origin === "*") continue;
-    let parsed: URL | null = null;
-    try {
-      parsed = new URL(origin);
-    } catch {
-      parsed = null;
-    }
+    const parsed = URL.canParse(origin) ? new URL(origin) : null;
     if (!parsed || !/^https?:$/.test(parsed.protocol) || parsed.origin !== origin)
       return `${JSON.stringify(origin)} is not an origin such as https://app.example.com (scheme, host and port only, no trailing slash)`;
   }

@@ -40,9 +40,11 @@ export function registerProxyRoutes(router: Router, deps: ProxyRouteDeps): void 
           ...(adapter.sdkKeyHeader ? { sdkKeyHeader: adapter.sdkKeyHeader } : {}),
         });
         const call = admitted instanceof Promise ? await admitted : admitted;
-        const ownHeaders = context.corsHeaders
-          ? { "x-request-id": context.requestId, ...call.rateLimitHeaders, ...context.corsHeaders }
-          : { "x-request-id": context.requestId, ...call.rateLimitHeaders };
+        const ownHeaders = {
+          "x-request-id": context.requestId,
+          ...call.rateLimitHeaders,
+          ...context.corsHeaders,
+        };
         try {
           const body = withStreamUsage(adapter.id, path, await readBody(request, deps.maxBodyBytes));
           const result = await forward(deps.pools, {

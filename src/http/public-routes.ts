@@ -1,4 +1,3 @@
-import { projectIdPattern } from "../admin/project-input.js";
 import { GatewayError } from "../errors.js";
 import { modelListBody, sdkModelListPaths } from "../providers/model-list.js";
 import type { ProviderId } from "../providers/provider-id.js";
@@ -52,8 +51,7 @@ export function registerPublicRoutes(router: Router, deps: PublicRouteDeps): voi
     for (const path of sdkModelListPaths[provider]) {
       router.on("GET", `/v1/${provider}/:projectId/${path}`, async ({ response, params }) => {
         const projectId = params.projectId ?? "";
-        // An id no project can have is not looked up (PostgreSQL refuses one with a NUL outright).
-        if (!projectIdPattern.test(projectId) || !(await deps.projectExists(projectId))) {
+        if (!(await deps.projectExists(projectId))) {
           throw new GatewayError("PROJECT_NOT_FOUND", `Project ${JSON.stringify(projectId)} does not exist`);
         }
         sendModels(response, provider);

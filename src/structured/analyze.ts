@@ -83,10 +83,11 @@ export async function analyze(models: AiSdkModels, request: AnalysisRequest): Pr
       outcome.problems = check.errors;
     }
     // An empty answer is not sent back: provider B refuses a conversation with an empty text block.
-    if (outcome.text?.trim()) messages.push({ role: "assistant", content: outcome.text });
+    const answered = outcome.text?.trim() ? outcome.text : null;
+    if (answered) messages.push({ role: "assistant", content: answered });
     messages.push({
       role: "user",
-      content: `${outcome.text?.trim() ? "That answer" : "Your answer was empty, which"} does not match the JSON Schema (${outcome.problems.join("; ")}). Answer again with only a JSON object that matches it.`,
+      content: `${answered ? "That answer" : "Your answer was empty, which"} does not match the JSON Schema (${outcome.problems.join("; ")}). Answer again with only a JSON object that matches it.`,
     });
   }
   return {
