@@ -1,6 +1,7 @@
 import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
+import type { ProviderId } from "../../src/providers/provider-id.js";
 import { createSafePdfFetcher } from "../../src/structured/safe-pdf-fetch.js";
 import { type FakeUpstream, startFakeUpstream } from "../fakes/fake-upstream.js";
 import { tinyPng } from "../fakes/fake-upstream-responses.js";
@@ -76,11 +77,17 @@ describe("structured analysis", () => {
     fake.setLatencyMs(0);
   });
 
-  function post(path: string, project: TestProject, body: unknown, headers: Record<string, string> = {}) {
+  function post(
+    path: string,
+    project: TestProject,
+    body: unknown,
+    headers: Record<string, string> = {},
+    provider = projectProvider(project),
+  ) {
     return fetch(`${sluice.url}${path}`, {
       method: "POST",
       headers: {
-        authorization: `Bearer ${project.bearer(projectProvider(project))}`,
+        authorization: `Bearer ${project.bearer(provider)}`,
         "content-type": "application/json",
         ...headers,
       },
@@ -88,9 +95,9 @@ describe("structured analysis", () => {
     });
   }
 
-  function projectProvider(project: TestProject) {
+  function projectProvider(project: TestProject): ProviderId {
     return (Object.entries(projects).find(([, candidate]) => candidate === project)?.[0] ??
-      "provider-a") as "provider-a";
+      "provider-a") as ProviderId;
   }
 
   async function expectError(response: Response, status: number, code: string) {
@@ -271,14 +278,7 @@ describe("structured analysis", () => {
     "answers 422 when provider C's structured mode cannot take the schema (%s), without a provider call",
     async (_name, outputSchema) => {
       const project = await createTestProject(sluice.gateway, { provider: "provider-c", outputSchema });
-      const response = await fetch(`${sluice.url}/v1/text/${project.projectId}`, {
-        method: "POST",
-        headers: {
-          authorization: `Bearer ${project.bearer("provider-c")}`,
-          "content-type": "application/json",
-        },
-        body: JSON.stringify({ text: "x" }),
-      });
+      const response = await post(`/v1/text/${project.projectId}`, project, { text: "x" }, {}, "provider-c");
       const error = await expectError(response, 422, "VALIDATION_ERROR");
       expect(error.message).toContain("provider-c");
       expect(fake.requests).toHaveLength(0);
@@ -305,14 +305,7 @@ describe("structured analysis", () => {
     const tree = { root: { name: "a", kids: [{ name: "b", kids: [] }] } };
     fake.setStructuredOutput(tree);
     const project = await createTestProject(sluice.gateway, { provider: "provider-b", outputSchema });
-    const response = await fetch(`${sluice.url}/v1/text/${project.projectId}`, {
-      method: "POST",
-      headers: {
-        authorization: `Bearer ${project.bearer("provider-b")}`,
-        "content-type": "application/json",
-      },
-      body: JSON.stringify({ text: "x" }),
-    });
+    const response = await post(`/v1/text/${project.projectId}`, project, { text: "x" }, {}, "provider-b");
     expect(response.status).toBe(200);
     expect(await response.json()).toEqual(tree);
     const sent = fake.last()!.json as { tool_choice?: { type: string } };
