@@ -59,4 +59,36 @@ describe("loadConfig", () => {
     expect(message).toContain("DATABASE_URL:");
     expect(message).toContain("SLUICE_ADMIN_TOKEN: Too small");
   });
+
+  it("reads SLUICE_CORS_ORIGINS as `*` or a list of origins and refuses anything else", () => {
+    expect(
+      loadConfig({ SLUICE_CORS_ORIGINS: "https://app.example.com, http://localhost:5173" }).corsOrigins,
+    ).toEqual(["https://app.example.com", "http://localhost:5173"]);
+    expect(loadConfig({ SLUICE_CORS_ORIGINS: "*" }).corsOrigins).toEqual(["*"]);
+    expect(loadConfig({}).corsOrigins).toBeUndefined();
+    for (const wrong of [
+      "https://app.example.com/",
+      "app.example.com",
+      "ftp://files.example.com",
+      "https://app.example.com/path",
+      " , ",
+    ]) {
+      expect(() => loadConfig({ SLUICE_CORS_ORIGINS: wrong }), wrong).toThrow(ConfigError);
+      expect(() => loadConfig({ SLUICE_CORS_ORIGINS: wrong }), wrong).toThrow(/SLUICE_CORS_ORIGINS/);
+    }
+  });
+
+  it("caps SLUICE_VAULT_URL_TTL_SECONDS at S3's seven days with an S3 vault, and only then", () => {
+    const s3 = {
+      SLUICE_VAULT_S3_ENDPOINT: "http://127.0.0.1:9000",
+      SLUICE_VAULT_S3_BUCKET: "vault",
+      SLUICE_VAULT_S3_ACCESS_KEY_ID: "id",
+      SLUICE_VAULT_S3_SECRET_ACCESS_KEY: "secret",
+    };
+    expect(loadConfig({ ...s3, SLUICE_VAULT_URL_TTL_SECONDS: "604800" }).vaultUrlTtlSeconds).toBe(604_800);
+    expect(() => loadConfig({ ...s3, SLUICE_VAULT_URL_TTL_SECONDS: "604801" })).toThrow(
+      /SLUICE_VAULT_URL_TTL_SECONDS: at most 604800/,
+    );
+    expect(loadConfig({ SLUICE_VAULT_URL_TTL_SECONDS: "2592000" }).vaultUrlTtlSeconds).toBe(2_592_000);
+  });
 });

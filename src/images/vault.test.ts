@@ -3,7 +3,6 @@ import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
-import { loadConfig } from "../config.js";
 import { createLocalVault } from "./local-vault.js";
 import { createS3Vault, presignS3Url } from "./s3-vault.js";
 import { createUrlSigner } from "./signed-url.js";
@@ -138,22 +137,5 @@ describe("S3 presigned URLs", () => {
     expect(url).toBe(
       "https://examplebucket.s3.amazonaws.com/test.txt?X-Amz-Algorithm=AWS4-HMAC-SHA256&X-Amz-Credential=AKIAIOSFODNN7EXAMPLE%2F20130524%2Fus-east-1%2Fs3%2Faws4_request&X-Amz-Date=20130524T000000Z&X-Amz-Expires=86400&X-Amz-SignedHeaders=host&X-Amz-Signature=aeeed9bbccd4d02ee5c0109b86d86835f995330da4c265957d157751f604d404",
     );
-  });
-});
-
-describe("the vault URL lifetime setting", () => {
-  const s3 = {
-    SLUICE_VAULT_S3_ENDPOINT: "http://127.0.0.1:9000",
-    SLUICE_VAULT_S3_BUCKET: "vault",
-    SLUICE_VAULT_S3_ACCESS_KEY_ID: "id",
-    SLUICE_VAULT_S3_SECRET_ACCESS_KEY: "secret",
-  };
-
-  it("is capped at S3's seven days with an S3 vault, and only then", () => {
-    expect(loadConfig({ ...s3, SLUICE_VAULT_URL_TTL_SECONDS: "604800" }).vaultUrlTtlSeconds).toBe(604_800);
-    expect(() => loadConfig({ ...s3, SLUICE_VAULT_URL_TTL_SECONDS: "604801" })).toThrow(
-      /SLUICE_VAULT_URL_TTL_SECONDS: at most 604800/,
-    );
-    expect(loadConfig({ SLUICE_VAULT_URL_TTL_SECONDS: "2592000" }).vaultUrlTtlSeconds).toBe(2_592_000);
   });
 });

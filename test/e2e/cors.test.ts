@@ -1,7 +1,6 @@
 import OpenAI from "openai";
 import { request } from "undici";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { ConfigError, loadConfig } from "../../src/config.js";
 import { createCorsPolicy } from "../../src/http/cors.js";
 import { type FakeUpstream, startFakeUpstream } from "../fakes/fake-upstream.js";
 import {
@@ -211,19 +210,6 @@ describe("cross-origin calls from browser apps (SLUICE_CORS_ORIGINS)", () => {
       expect(response.headers.vary).toBeUndefined();
     } finally {
       await any.close();
-    }
-  });
-
-  it("reads the setting as `*` or a list of origins and refuses anything else", () => {
-    expect(loadConfig({ SLUICE_CORS_ORIGINS: `${app}, http://localhost:5173` }).corsOrigins).toEqual([
-      app,
-      "http://localhost:5173",
-    ]);
-    expect(loadConfig({ SLUICE_CORS_ORIGINS: "*" }).corsOrigins).toEqual(["*"]);
-    expect(loadConfig({}).corsOrigins).toBeUndefined();
-    for (const wrong of [`${app}/`, "app.example.com", "ftp://files.example.com", `${app}/path`, " , "]) {
-      expect(() => loadConfig({ SLUICE_CORS_ORIGINS: wrong }), wrong).toThrow(ConfigError);
-      expect(() => loadConfig({ SLUICE_CORS_ORIGINS: wrong }), wrong).toThrow(/SLUICE_CORS_ORIGINS/);
     }
   });
 });
