@@ -1,7 +1,8 @@
-import { describe, expect, it } from "vitest";
+import { describe, expect, it, vi } from "vitest";
 import { meterRun as meter } from "../../test/support/meter-run.js";
 import { referenceSseEvents } from "../../test/support/reference-sse.js";
 import type { ProviderId } from "../providers/provider-id.js";
+import { emptyUsage } from "../usage/token-usage.js";
 import { SseEventScanner } from "./sse-event-scanner.js";
 
 const openAiStream = [
@@ -226,6 +227,68 @@ describe("usage meter", () => {
         expect(meter(provider, "\u0000\u0001{{{", streaming).usage.inputTokens).toBeNull();
       }
     }
+  });
+
+  it("reads a Responses API stream whose metadata has a key named usage as it reads the JSON response", () => {
+    const response = {
+      id: "resp_1",
+      model: "gpt-4.1",
+      output: [],
+      usage: { input_tokens: 30, output_tokens: 8, output_tokens_details: { reasoning_tokens: 3 } },
+      user: null,
+      metadata: { usage: "internal-billing", usage_note: "x" },
+    };
+    const expected = { inputTokens: 30, outputTokens: 8, cachedInputTokens: null, reasoningTokens: 3 };
+    expect(meter("provider-a", JSON.stringify(response), false).usage).toEqual(expected);
+    const stream = `event: response.completed\ndata: ${JSON.stringify({ type: "response.completed", response })}\n\n`;
+    expect(meter("provider-a", stream, true)).toEqual({ usage: expected, model: "gpt-4.1" });
+  });
+
+  it("does not parse a large JSON body that holds no usage key (a batch of embeddings), and still names the model", () => {
+    const values = Array.from({ length: 3072 }, (_, index) => ((index % 97) - 48) / 1000);
+    const embeddings = JSON.stringify({ embeddings: Array.from({ length: 60 }, () => ({ values })) });
+    const files = JSON.stringify({
+      object: "fine_tuning.job",
+      model: "gpt-4o-mini-2024-07-18",
+      events: Array.from({ length: 20_000 }, (_, index) => ({ id: index, message: "step" })),
+    });
+    expect(embeddings.length).toBeGreaterThan(1024 * 1024);
+    const parse = vi.spyOn(JSON, "parse");
+    try {
+      expect(meter("provider-c", embeddings, false)).toEqual({ usage: emptyUsage(), model: null });
+      expect(meter("provider-a", files, false)).toEqual({
+        usage: emptyUsage(),
+        model: "gpt-4o-mini-2024-07-18",
+      });
+      const large = parse.mock.calls.filter(([text]) => text.length > 64 * 1024);
+      expect(large).toHaveLength(0);
+    } finally {
+      parse.mockRestore();
+    }
+  });
+
+  it("records no token count that is negative, fractional, beyond 2^53 or not a number", () => {
+    const none = { inputTokens: null, outputTokens: null, cachedInputTokens: null, reasoningTokens: null };
+    const chat = JSON.stringify({
+      model: "gpt-4o-mini",
+      usage: {
+        prompt_tokens: -50,
+        completion_tokens: 1.5e300,
+        prompt_tokens_details: { cached_tokens: 2.5 },
+        completion_tokens_details: { reasoning_tokens: "3" },
+      },
+    });
+    expect(meter("provider-a", chat, false).usage).toEqual(none);
+    expect(meter("provider-a", `data: ${chat}\n\n`, true).usage).toEqual(none);
+    const message = JSON.stringify({
+      model: "claude-sonnet-4-5",
+      usage: { input_tokens: 2 ** 60, cache_read_input_tokens: -1, output_tokens: 0.5 },
+    });
+    expect(meter("provider-b", message, false).usage).toEqual(none);
+    const gemini = JSON.stringify({
+      usageMetadata: { promptTokenCount: 9, candidatesTokenCount: -7, thoughtsTokenCount: 2 ** 53 },
+    });
+    expect(meter("provider-c", gemini, false).usage).toEqual({ ...none, inputTokens: 9 });
   });
 
   it("reads embeddings usage as zero output", () => {

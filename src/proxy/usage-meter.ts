@@ -63,6 +63,10 @@ function jsonMeter(provider: ProviderId): UsageMeter {
       const body = chunks.length === 1 ? (chunks[0] as Buffer) : Buffer.concat(chunks, size);
       const quick = fromUsageObject(provider, body, body);
       if (quick) return quick;
+      // Without the usage key anywhere a whole parse finds no usage either, and a large body (a
+      // batch of Gemini embeddings, a file, audio) would stall the event loop for milliseconds.
+      if (body.lastIndexOf(usageKeys[provider]) < 0)
+        return { usage: emptyUsage(), model: headModel(provider, body) };
       try {
         return fromJsonBody(provider, JSON.parse(body.toString("utf8")));
       } catch {
@@ -109,6 +113,13 @@ const modelPatterns: Record<ProviderId, RegExp> = {
   "provider-c": /"modelVersion"\s*:\s*"([^"\\]{1,200})"/,
 };
 
+/** The model named in the body's first bytes (null when none). */
+function headModel(provider: ProviderId, body: Buffer): string | null {
+  return (
+    modelPatterns[provider].exec(body.toString("latin1", 0, Math.min(body.length, headBytes)))?.[1] ?? null
+  );
+}
+
 /**
  * The cheap path for a JSON response: parse only its top-level usage object (the last one in the
  * body; inside string values a quote would be escaped, so `"usage"` cannot match there) and read
@@ -132,12 +143,11 @@ function fromUsageObject(
         ? usageFromProviderB(found.value, null)
         : usageFromProviderC(found.value);
   if (!usage) return null;
-  const model = modelPatterns[provider].exec(
+  const model =
     provider === "provider-c"
-      ? body.toString("latin1", found.end)
-      : head.toString("latin1", 0, Math.min(head.length, headBytes)),
-  );
-  return { usage, model: model?.[1] ?? null };
+      ? (modelPatterns[provider].exec(body.toString("latin1", found.end))?.[1] ?? null)
+      : headModel(provider, head);
+  return { usage, model };
 }
 
 /**
@@ -146,8 +156,17 @@ function fromUsageObject(
  * does not parse.
  */
 function lastUsageObject(body: Buffer, key: Buffer): { value: unknown; end: number } | null {
-  const at = body.lastIndexOf(key);
+  let at = body.lastIndexOf(key);
+  // A later key of that name whose value is no object (a Responses API `metadata` entry named
+  // "usage", which comes after the usage) is passed over; a cut or broken object is not.
+  while (at > 0 && !opensObject(body, at + key.length)) at = body.lastIndexOf(key, at - 1);
   return at < 0 ? null : objectAfterKey(body, at, key.length);
+}
+
+/** Whether `: {` (with any spaces) follows at `from`. */
+function opensObject(body: Buffer, from: number): boolean {
+  const colon = skipSpaces(body, from);
+  return body[colon] === 0x3a /* : */ && body[skipSpaces(body, colon + 1)] === 0x7b /* { */;
 }
 
 /** The `{…}` object that follows the key at `at` (`<key> : {…}`), parsed; null when cut or not one. */
