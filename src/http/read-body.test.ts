@@ -52,4 +52,24 @@ describe("readBody", () => {
       status: 400,
     });
   });
+
+  it("fails with 400 at once when the client left before the body was read", async () => {
+    let settle: (value: unknown) => void = () => {};
+    const outcome = new Promise((resolve) => {
+      settle = resolve;
+    });
+    const server = createServer((request: IncomingMessage) => {
+      // As when admission awaits I/O and the client leaves meanwhile.
+      request.socket.destroy();
+      setTimeout(() => readBody(request, 1024).then(settle, settle), 20);
+    });
+    await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+    const address = server.address();
+    const socket = connect(typeof address === "object" && address ? address.port : 0, "127.0.0.1");
+    socket.on("error", () => {});
+    socket.write(`${head(5)}hello`);
+    expect(await outcome).toMatchObject({ code: "BAD_REQUEST", status: 400 });
+    socket.destroy();
+    await new Promise((resolve) => server.close(resolve));
+  });
 });

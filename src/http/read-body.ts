@@ -8,6 +8,9 @@ import { GatewayError } from "../errors.js";
 export function readBody(request: IncomingMessage, maxBytes: number): Promise<Buffer> {
   const announced = Number(request.headers["content-length"] ?? Number.NaN);
   if (announced > maxBytes) return Promise.reject(tooLarge(maxBytes));
+  // A client that left before the body was read (while the call was being admitted, say) took
+  // it along: no `end` or `error` would ever come, and the call would wait forever.
+  if (request.destroyed) return Promise.reject(unreadable(new Error("the client went away")));
   return new Promise((resolve, reject) => {
     const chunks: Buffer[] = [];
     let size = 0;
@@ -27,10 +30,12 @@ export function readBody(request: IncomingMessage, maxBytes: number): Promise<Bu
       resolve(chunks.length === 1 ? (chunks[0] as Buffer) : Buffer.concat(chunks, size)),
     );
     // A client that leaves mid-body makes the request emit `error` ("aborted").
-    request.on("error", (error) =>
-      reject(new GatewayError("BAD_REQUEST", "The request body could not be read", { cause: error })),
-    );
+    request.on("error", (error) => reject(unreadable(error)));
   });
+}
+
+function unreadable(cause: unknown): GatewayError {
+  return new GatewayError("BAD_REQUEST", "The request body could not be read", { cause });
 }
 
 function tooLarge(maxBytes: number): GatewayError {

@@ -60,7 +60,9 @@ export function createUpstreamPools(timeouts: UpstreamTimeouts) {
       let pool = pools.get(origin);
       if (!pool) {
         pool = new Pool(origin, {
-          connections: 256,
+          // No cap (as with undici's Agent): a capped pool queues every call beyond it, with no
+          // timeout, behind streams that may run for minutes.
+          connections: null,
           pipelining: 1,
           keepAliveTimeout: 30_000,
           connect: { timeout: timeouts.connectMs },
@@ -208,7 +210,13 @@ class ProxyExchange implements Dispatcher.DispatchHandler {
     const head = clientResponseHeaders(rawHeaders, this.ownHeaders);
     this.head = head.headers;
     this.streamed = head.contentType.startsWith("text/event-stream");
-    this.meter = createUsageMeter(this.provider, { streaming: this.streamed, contentType: head.contentType });
+    // Only a POST makes the model do work. A GET reads a result that was already counted (a stored
+    // response or chat completion, a batch, a file of batch output, a list of them), and on every poll.
+    if (this.options.method === "POST")
+      this.meter = createUsageMeter(this.provider, {
+        streaming: this.streamed,
+        contentType: head.contentType,
+      });
     return true;
   }
 

@@ -7,6 +7,8 @@ import type { IncomingHttpHeaders } from "node:http";
  */
 const forwardedRequestHeaders = new Set([
   "content-type",
+  // The body is forwarded as sent, so a compressed one keeps the header that says so.
+  "content-encoding",
   "accept",
   "user-agent",
   "idempotency-key",

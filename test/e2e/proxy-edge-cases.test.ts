@@ -1,0 +1,268 @@
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
+import type { AddressInfo } from "node:net";
+import { connect } from "node:net";
+import { gzipSync } from "node:zlib";
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
+import { generateAppleKeyPair } from "../fakes/fake-apple.js";
+import {
+  createTestProject,
+  startTestGateway,
+  type TestGateway,
+  type TestProject,
+  usageRowOf,
+} from "../support/test-gateway.js";
+
+/**
+ * Proxy edge cases found in an audit, each against a provider (and an Apple) that is a plain local
+ * HTTP server the test programs request by request.
+ */
+interface Received {
+  method: string;
+  url: string;
+  headers: IncomingMessage["headers"];
+  body: Buffer;
+}
+
+type Answer = (request: Received, response: ServerResponse) => void;
+
+async function listen(
+  answer: (request: Received, response: ServerResponse) => void,
+): Promise<{ server: Server; url: string }> {
+  const server = createServer((incoming, response) => {
+    const chunks: Buffer[] = [];
+    incoming.on("data", (chunk: Buffer) => chunks.push(chunk));
+    incoming.on("end", () =>
+      answer(
+        {
+          method: incoming.method ?? "",
+          url: incoming.url ?? "",
+          headers: incoming.headers,
+          body: Buffer.concat(chunks),
+        },
+        response,
+      ),
+    );
+  });
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  return { server, url: `http://127.0.0.1:${(server.address() as AddressInfo).port}` };
+}
+
+async function close(server: Server): Promise<void> {
+  server.closeAllConnections();
+  await new Promise((resolve) => server.close(resolve));
+}
+
+const json = (response: ServerResponse, body: unknown) => {
+  const payload = Buffer.from(JSON.stringify(body));
+  response.writeHead(200, { "content-type": "application/json", "content-length": String(payload.length) });
+  response.end(payload);
+};
+
+describe("proxy edge cases", () => {
+  let provider: { server: Server; url: string };
+  let answer: Answer;
+  const received: Received[] = [];
+  let sluice: TestGateway;
+  let project: TestProject;
+
+  beforeAll(async () => {
+    provider = await listen((request, response) => {
+      received.push(request);
+      answer(request, response);
+    });
+    sluice = await startTestGateway({
+      providerABaseUrl: `${provider.url}/a/v1`,
+      providerBBaseUrl: `${provider.url}/b/v1`,
+      providerCBaseUrl: `${provider.url}/c/v1beta`,
+    });
+    project = await createTestProject(sluice.gateway);
+  });
+
+  afterAll(async () => {
+    await sluice.close();
+    await close(provider.server);
+  });
+
+  beforeEach(() => {
+    received.length = 0;
+    answer = (_request, response) =>
+      json(response, { model: "gpt-4o-mini", usage: { prompt_tokens: 1, completion_tokens: 1 } });
+  });
+
+  const callA = (path: string, init: RequestInit = {}) =>
+    fetch(`${sluice.url}/v1/provider-a/${project.projectId}/${path}`, {
+      method: "POST",
+      ...init,
+      headers: {
+        authorization: `Bearer ${project.bearer("provider-a")}`,
+        "content-type": "application/json",
+        ...(init.headers as Record<string, string> | undefined),
+      },
+    });
+
+  it("opens a provider connection per concurrent call: calls beyond 256 open streams are not held back", async () => {
+    const held: ServerResponse[] = [];
+    let arrived = 0;
+    let allArrived: () => void = () => {};
+    const calls = 300;
+    const everyCallArrived = new Promise<void>((resolve) => {
+      allArrived = resolve;
+    });
+    answer = (_request, response) => {
+      // A stream that has started and is still running (a long completion, say).
+      response.writeHead(200, { "content-type": "text/event-stream" });
+      response.write('data: {"choices":[]}\n\n');
+      held.push(response);
+      if (++arrived === calls) allArrived();
+    };
+    const responses = Array.from({ length: calls }, () =>
+      callA("chat/completions", { body: '{"model":"gpt-4o-mini","stream":true}' }).then(async (response) => {
+        await response.text();
+        return response.status;
+      }),
+    );
+    const timedOut = new Promise<"timed out">((resolve) => setTimeout(() => resolve("timed out"), 5000));
+    const outcome = await Promise.race([everyCallArrived.then(() => "all arrived" as const), timedOut]);
+    for (const response of held) response.end("data: [DONE]\n\n");
+    // Calls still queued in the gateway reach the provider once streams end; let them finish.
+    answer = (_request, response) => {
+      response.writeHead(200, { "content-type": "text/event-stream" });
+      response.end("data: [DONE]\n\n");
+    };
+    expect(await Promise.all(responses)).toEqual(Array(calls).fill(200));
+    expect(outcome, `${arrived} of ${calls} calls reached the provider while the streams ran`).toBe(
+      "all arrived",
+    );
+  }, 30_000);
+
+  it("counts tokens only for a POST: reading a stored response again (GET, a poll) records none", async () => {
+    const stored = {
+      id: "resp_1",
+      object: "response",
+      model: "gpt-4o-mini",
+      usage: { input_tokens: 9, output_tokens: 4 },
+    };
+    answer = (_request, response) => json(response, stored);
+    const read = await callA("responses/resp_1", { method: "GET", headers: { "content-type": "" } });
+    expect(await read.json()).toEqual(stored);
+    expect(await usageRowOf(sluice.gateway, read)).toMatchObject({
+      status: 200,
+      input_tokens: null,
+      output_tokens: null,
+      cost_usd: null,
+    });
+    const created = await callA("responses", { body: '{"model":"gpt-4o-mini","input":"hi"}' });
+    expect(await usageRowOf(sluice.gateway, created)).toMatchObject({ input_tokens: 9, output_tokens: 4 });
+  });
+
+  it("forwards the request's content-encoding with the body it describes", async () => {
+    const body = gzipSync(JSON.stringify({ model: "gpt-4o-mini", input: "hello" }));
+    const response = await callA("embeddings", {
+      body,
+      headers: { "content-encoding": "gzip" },
+    });
+    expect(response.status).toBe(200);
+    const upstream = received.at(-1) as Received;
+    expect(upstream.body.equals(body)).toBe(true);
+    expect(upstream.headers["content-encoding"]).toBe("gzip");
+  });
+
+  it.each([
+    "%252e%252e/admin",
+    "files/%252E%252E/admin",
+    "%25252e%25252e/admin",
+    "a%252fb",
+    "a%255cb",
+    "%252525252e%252525252e/admin",
+  ])("refuses the doubly encoded provider path %s with 400 before any upstream call", async (path) => {
+    const response = await callA(path, { body: "{}" });
+    expect(response.status).toBe(400);
+    expect(((await response.json()) as { error: { code: string } }).error.code).toBe("BAD_REQUEST");
+    expect(received).toHaveLength(0);
+  });
+
+  it.each(["files/report%2520v2", "files/100%25off"])(
+    "still forwards the path %s, whose encoded percent sign hides nothing",
+    async (path) => {
+      const response = await callA(path, { body: "{}" });
+      expect(response.status).toBe(200);
+      expect(received.at(-1)?.url).toBe(`/a/v1/${path}`);
+    },
+  );
+});
+
+describe("a client that leaves while it is admitted", () => {
+  let provider: { server: Server; url: string };
+  const providerCalls: Received[] = [];
+  let apple: { server: Server; url: string };
+  const appleWaiting: ServerResponse[] = [];
+  let appleCalled: () => void = () => {};
+  let sluice: TestGateway;
+  let project: TestProject;
+  const keys = generateAppleKeyPair();
+  const deviceToken = Buffer.from("device-token-of-a-client-that-leaves").toString("base64");
+
+  beforeAll(async () => {
+    provider = await listen((request, response) => {
+      providerCalls.push(request);
+      json(response, { model: "gpt-4o-mini", usage: { prompt_tokens: 1, completion_tokens: 1 } });
+    });
+    // An Apple that answers only when the test says so: the call is admitted meanwhile.
+    apple = await listen((_request, response) => {
+      appleWaiting.push(response);
+      appleCalled();
+    });
+    sluice = await startTestGateway({
+      providerABaseUrl: `${provider.url}/a/v1`,
+      deviceCheckProductionUrl: apple.url,
+    });
+    project = await createTestProject(sluice.gateway, {
+      deviceCheck: {
+        enabled: true,
+        teamId: "TEAM123456",
+        keyId: "KEY1234567",
+        privateKey: keys.privateKeyPem,
+        environment: "production",
+      },
+    });
+  });
+
+  afterAll(async () => {
+    await sluice.close();
+    await close(apple.server);
+    await close(provider.server);
+  });
+
+  it("records the call as aborted (499) and never calls the provider, though its body was never read", async () => {
+    const body = JSON.stringify({ model: "gpt-4o-mini", messages: [] });
+    const appleReached = new Promise<void>((resolve) => {
+      appleCalled = resolve;
+    });
+    const socket = connect(Number(new URL(sluice.url).port), "127.0.0.1");
+    await new Promise<void>((resolve) => socket.once("connect", resolve));
+    socket.write(
+      `POST /v1/provider-a/${project.projectId}/chat/completions HTTP/1.1\r\nhost: sluice\r\n` +
+        `authorization: Bearer ${project.partialKeys["provider-a"]}.${deviceToken}\r\n` +
+        `content-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\n\r\n${body}`,
+    );
+    await appleReached;
+    // The whole request arrived, but the gateway reads the body only once the call is admitted.
+    socket.destroy();
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    for (const response of appleWaiting.splice(0)) response.writeHead(200).end();
+
+    let rows: Array<Record<string, unknown>> = [];
+    for (let attempt = 0; attempt < 40 && rows.length === 0; attempt++) {
+      await new Promise((resolve) => setTimeout(resolve, 50));
+      await sluice.gateway.flushUsage();
+      rows = await sluice.gateway.database.db
+        .selectFrom("usage_records")
+        .selectAll()
+        .where("project_id", "=", project.projectId)
+        .execute();
+    }
+    expect(rows).toHaveLength(1);
+    expect(rows[0]).toMatchObject({ status: 499, outcome: "aborted", auth_method: "bearer-device-check" });
+    expect(providerCalls).toHaveLength(0);
+  });
+});
