@@ -60,6 +60,18 @@ describe("loadConfig", () => {
     expect(message).toContain("SLUICE_ADMIN_TOKEN: Too small");
   });
 
+  it("reads SLUICE_TRUST_PROXY as addresses and subnets and refuses anything that would trust nothing", () => {
+    expect(loadConfig({ SLUICE_TRUST_PROXY: "10.0.0.1, 10.0.0.0/8,2001:db8::/32" }).trustProxy).toEqual([
+      "10.0.0.1",
+      "10.0.0.0/8",
+      "2001:db8::/32",
+    ]);
+    expect(loadConfig({}).trustProxy).toBeUndefined();
+    for (const wrong of ["proxy.internal", "10.0.0.0/33", "10.0.0.0/x", "proxy.internal/8", "10.0.0.0/"]) {
+      expect(() => loadConfig({ SLUICE_TRUST_PROXY: wrong }), wrong).toThrow(/SLUICE_TRUST_PROXY/);
+    }
+  });
+
   it("reads SLUICE_CORS_ORIGINS as `*` or a list of origins and refuses anything else", () => {
     expect(
       loadConfig({ SLUICE_CORS_ORIGINS: "https://app.example.com, http://localhost:5173" }).corsOrigins,

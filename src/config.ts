@@ -1,4 +1,5 @@
 import { z } from "zod";
+import { parseTrustedProxies } from "./http/client-ip.js";
 import { parseCorsOrigins } from "./http/cors.js";
 
 /**
@@ -37,18 +38,20 @@ const urlOf = (schemes: string[], message: string) =>
     message,
   );
 const bool = z.enum(["true", "false", "1", "0"]).transform((value) => value === "true" || value === "1");
-const corsOrigins = z
-  .string()
-  .optional()
-  .transform((value, context) => {
-    if (value === undefined) return undefined;
-    const parsed = parseCorsOrigins(value);
-    if (typeof parsed === "string") {
-      context.addIssue({ code: "custom", message: parsed });
-      return z.NEVER;
-    }
-    return parsed;
-  });
+/** A list read by `parse`, which answers the list or what is wrong with the value. */
+const parsedList = (parse: (value: string) => string[] | string) =>
+  z
+    .string()
+    .optional()
+    .transform((value, context) => {
+      if (value === undefined) return undefined;
+      const parsed = parse(value);
+      if (typeof parsed === "string") {
+        context.addIssue({ code: "custom", message: parsed });
+        return z.NEVER;
+      }
+      return parsed;
+    });
 
 export const settings = {
   port: setting("PORT", integer(0, 65535), "8787", "TCP port the gateway listens on"),
@@ -277,13 +280,13 @@ export const settings = {
   tlsKey: setting("SLUICE_TLS_KEY", optionalString, undefined, "PEM private key file for SLUICE_TLS_CERT"),
   trustProxy: setting(
     "SLUICE_TRUST_PROXY",
-    optionalString,
+    parsedList(parseTrustedProxies),
     undefined,
-    "comma-separated proxy addresses whose x-forwarded-for is believed (client IP for limits and usage)",
+    "comma-separated proxy addresses or subnets (`10.0.0.0/8`) whose x-forwarded-for is believed (client IP for limits and usage)",
   ),
   corsOrigins: setting(
     "SLUICE_CORS_ORIGINS",
-    corsOrigins,
+    parsedList(parseCorsOrigins),
     undefined,
     "origins browser apps may call /v1/… and /health from (`*` or comma-separated `https://app.example.com`); unset: no CORS headers",
   ),

@@ -200,9 +200,7 @@ export async function createGateway(config: Config, injected: Partial<Injectable
     metrics,
     cors: config.corsOrigins ? createCorsPolicy(config.corsOrigins) : null,
     generateRequestId: injected.generateRequestId ?? (() => newRequestId()),
-    clientIp: createClientIpResolver(
-      config.trustProxy ? config.trustProxy.split(",").map((entry) => entry.trim()) : [],
-    ) as (request: IncomingMessage) => string,
+    clientIp: createClientIpResolver(config.trustProxy ?? []) as (request: IncomingMessage) => string,
     publicRoutes: {
       version,
       startedAt,

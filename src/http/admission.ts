@@ -155,6 +155,9 @@ export function createAdmission(deps: AdmissionDeps) {
 
     if (!auth.ok) {
       deps.metrics.countAuthResult(auth.method ?? "none", auth.error.code);
+      // The failed-authentication throttle's refusals; its allowances are every other request.
+      if (auth.error.code === "TOO_MANY_REQUESTS")
+        deps.metrics.countLimitDecision("auth_failures", "limited");
       // As the caller sent it, but only printable ASCII: the row is evidence of the attempt, and a
       // NUL would make PostgreSQL refuse the whole batch it travels in.
       const claimed = (options.projectId ?? "").slice(0, 64).replace(/[^\x20-\x7e]/g, "?");

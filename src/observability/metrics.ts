@@ -49,7 +49,7 @@ export function createMetrics(options: { collectDefaults?: boolean } = {}) {
   const limitDecisions = new CellCounter(
     registry,
     "sluice_rate_limit_decisions_total",
-    "Rate-limit decisions, by limit (project, device, ip, auth_failures) and decision (allowed, limited)",
+    "Rate-limit decisions, by limit (project, device, ip; auth_failures: refusals only) and decision (allowed, limited)",
     ["limit", "decision"],
   );
   const authResults = new CellCounter(

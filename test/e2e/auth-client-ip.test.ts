@@ -1,0 +1,105 @@
+import type { IncomingMessage } from "node:http";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { createClientIpResolver } from "../../src/http/client-ip.js";
+import { type FakeUpstream, startFakeUpstream } from "../fakes/fake-upstream.js";
+import {
+  createTestProject,
+  startTestGateway,
+  type TestGateway,
+  type TestProject,
+} from "../support/test-gateway.js";
+
+function requestFrom(peer: string, forwardedFor?: string): IncomingMessage {
+  return {
+    socket: { remoteAddress: peer },
+    headers: forwardedFor === undefined ? {} : { "x-forwarded-for": forwardedFor },
+  } as unknown as IncomingMessage;
+}
+
+describe("the client address behind trusted proxies", () => {
+  const resolve = createClientIpResolver(["10.0.0.1", "2001:DB8::FE", "::ffff:10.0.0.2"]);
+
+  it.each([
+    ["198.51.100.7:50123", "198.51.100.7"],
+    ["198.51.100.7", "198.51.100.7"],
+    ["[2001:db8::7]:443", "2001:db8::7"],
+    ["[2001:db8::7]", "2001:db8::7"],
+    ["2001:DB8::7", "2001:db8::7"],
+    ["::FFFF:198.51.100.7", "198.51.100.7"],
+    ["203.0.113.1, 198.51.100.7:1234 , 10.0.0.1", "198.51.100.7"],
+    ["198.51.100.7, 2001:db8::fe, 10.0.0.2:80", "198.51.100.7"],
+  ])("reads the x-forwarded-for entry %j as %j", (forwardedFor, expected) => {
+    expect(resolve(requestFrom("10.0.0.1", forwardedFor))).toBe(expected);
+  });
+
+  it("believes x-forwarded-for only from a trusted peer, and falls back to the peer", () => {
+    expect(resolve(requestFrom("192.0.2.50", "198.51.100.7"))).toBe("192.0.2.50");
+    expect(resolve(requestFrom("::ffff:192.0.2.50", "198.51.100.7"))).toBe("192.0.2.50");
+    expect(resolve(requestFrom("::ffff:10.0.0.2", "198.51.100.7:9"))).toBe("198.51.100.7");
+    expect(resolve(requestFrom("2001:db8::fe", "198.51.100.7"))).toBe("198.51.100.7");
+    expect(resolve(requestFrom("10.0.0.1", " , 10.0.0.1,"))).toBe("10.0.0.1");
+    expect(resolve(requestFrom("10.0.0.1"))).toBe("10.0.0.1");
+  });
+});
+
+describe("trusted proxies given as subnets", () => {
+  const resolve = createClientIpResolver(["10.0.0.0/8", "2001:db8:ff::/48", "192.0.2.10"]);
+
+  it("believes x-forwarded-for from any address in a trusted subnet", () => {
+    expect(resolve(requestFrom("10.20.30.40", "198.51.100.7"))).toBe("198.51.100.7");
+    expect(resolve(requestFrom("::ffff:10.20.30.40", "198.51.100.7"))).toBe("198.51.100.7");
+    expect(resolve(requestFrom("2001:db8:ff:1::5", "198.51.100.7"))).toBe("198.51.100.7");
+    expect(resolve(requestFrom("192.0.2.10", "198.51.100.7, 10.9.9.9"))).toBe("198.51.100.7");
+    expect(resolve(requestFrom("11.0.0.1", "198.51.100.7"))).toBe("11.0.0.1");
+    expect(resolve(requestFrom("2001:db8:fe::5", "198.51.100.7"))).toBe("2001:db8:fe::5");
+  });
+
+  it.each(["10.0.0.0/33", "10.0.0.0/x", "proxy.internal/8", "10.0.0.0/"])(
+    "refuses to start with the malformed subnet %j instead of trusting nothing",
+    (entry) => {
+      expect(() => createClientIpResolver([entry])).toThrow(/SLUICE_TRUST_PROXY/);
+    },
+  );
+});
+
+describe("the failed-authentication throttle behind a proxy that writes ports", () => {
+  let fake: FakeUpstream;
+  let sluice: TestGateway;
+  let project: TestProject;
+
+  beforeAll(async () => {
+    fake = await startFakeUpstream();
+    sluice = await startTestGateway({
+      providerABaseUrl: `${fake.url}/a/v1`,
+      trustProxy: ["127.0.0.1"],
+      authFailureLimit: 3,
+    });
+    project = await createTestProject(sluice.gateway);
+  });
+
+  afterAll(async () => {
+    await sluice.close();
+    await fake.close();
+  });
+
+  const call = (forwardedFor: string, token: string) =>
+    fetch(`${sluice.url}/v1/provider-a/${project.projectId}/chat/completions`, {
+      method: "POST",
+      headers: {
+        authorization: `Bearer ${project.partialKeys["provider-a"]}.${token}`,
+        "content-type": "application/json",
+        "x-forwarded-for": forwardedFor,
+      },
+      body: JSON.stringify({ model: "gpt-4o-mini", messages: [] }),
+    });
+
+  it("counts one client once, whatever source port the proxy reports", async () => {
+    for (const port of [50001, 50002, 50003]) {
+      expect((await call(`198.51.100.7:${port}`, "tk_wrong")).status).toBe(401);
+    }
+    const throttled = await call("198.51.100.7:50004", project.testKey);
+    expect(throttled.status).toBe(429);
+    expect(throttled.headers.get("ratelimit-policy")).toBe('"auth-failures";q=3;w=60');
+    expect((await call("198.51.100.8:50001", project.testKey)).status).toBe(200);
+  });
+});

@@ -1,0 +1,63 @@
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { type FakeUpstream, startFakeUpstream } from "../fakes/fake-upstream.js";
+import {
+  createTestProject,
+  startTestGateway,
+  type TestGateway,
+  type TestProject,
+} from "../support/test-gateway.js";
+
+describe("metrics of authentication and its throttle", () => {
+  let fake: FakeUpstream;
+  let sluice: TestGateway;
+  let project: TestProject;
+
+  beforeAll(async () => {
+    fake = await startFakeUpstream();
+    sluice = await startTestGateway({
+      providerABaseUrl: `${fake.url}/a/v1`,
+      metricsEnabled: true,
+      authFailureLimit: 2,
+    });
+    project = await createTestProject(sluice.gateway);
+  });
+
+  afterAll(async () => {
+    await sluice.close();
+    await fake.close();
+  });
+
+  const call = (projectId: string, bearer: string, path = "chat/completions") =>
+    fetch(`${sluice.url}/v1/provider-a/${projectId}/${path}`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${bearer}`, "content-type": "application/json" },
+      body: JSON.stringify({ model: "gpt-4o-mini", messages: [] }),
+    });
+
+  it("counts the throttle's refusals, and takes no label from what a caller sent", async () => {
+    const unknownProject = "no-such-project-4f1c2a";
+    const strangePath = "chat/completions-8e7d6c";
+    // Forwarded: the fake provider's own 404 for a path it does not know.
+    expect((await call(project.projectId, project.bearer("provider-a"), strangePath)).status).toBe(404);
+    expect((await call(unknownProject, project.bearer("provider-a"))).status).toBe(404);
+    expect((await call(project.projectId, `${project.partialKeys["provider-a"]}.tk_wrong`)).status).toBe(401);
+    const throttled = await call(project.projectId, project.bearer("provider-a"));
+    expect(throttled.status).toBe(429);
+
+    const metrics = await (await fetch(`${sluice.url}/metrics`)).text();
+    expect(metrics).toContain(
+      'sluice_rate_limit_decisions_total{limit="auth_failures",decision="limited"} 1',
+    );
+    expect(metrics).toContain('sluice_auth_results_total{method="none",result="TOO_MANY_REQUESTS"} 1');
+    for (const input of [
+      unknownProject,
+      project.projectId,
+      strangePath,
+      project.testKey,
+      project.partialKeys["provider-a"],
+      project.providerKeys["provider-a"],
+    ]) {
+      expect(metrics.includes(input), input).toBe(false);
+    }
+  });
+});
