@@ -203,6 +203,18 @@ describe("authenticate: the SPEC's methods, in order", () => {
     expect(result.ok ? 200 : result.error.code).toBe("FORBIDDEN");
   });
 
+  it.each([
+    ["bearer", (partial: string, token: string) => ({ authorization: `Bearer ${partial}.${token}` })],
+    ["legacy header", (partial: string, token: string) => ({ "x-device-token": token, "x-ai-key": partial })],
+  ])("says 403 for another provider's key only once the device token passed (%s)", async (_name, headers) => {
+    const fixture = await project(false, true);
+    const otherProvider = fixture.partial["provider-b"];
+    const refused = await run(fixture.projectId, headers(otherProvider, badDevice));
+    expect(refused.ok ? 200 : refused.error.code).toBe("UNAUTHORIZED");
+    const forbidden = await run(fixture.projectId, headers(otherProvider, goodDevice));
+    expect(forbidden.ok ? 200 : forbidden.error.code).toBe("FORBIDDEN");
+  });
+
   /** A test-mode project of its own (the shared fixtures must not be revoked or disabled). */
   async function ownProject(name: string) {
     const created = await admin.createProject({ name, provider: "provider-a", testMode: true });

@@ -72,7 +72,9 @@ export function createAuthenticator(deps: AuthenticatorDeps) {
 
   /**
    * Entries live as long as the directory's records (`SLUICE_PROJECT_CACHE_TTL_MS`) and die with
-   * any admin change (the directory's generation moves).
+   * any admin change (the directory's generation moves). `set` takes the generation read before the
+   * value was worked out: a value learned across a change (a key record read just before its
+   * revocation) is not remembered.
    */
   function directoryBoundCache<T>() {
     const entries = new Map<string, { at: number; generation: number; value: T }>();
@@ -83,9 +85,10 @@ export function createAuthenticator(deps: AuthenticatorDeps) {
           return undefined;
         return hit.value;
       },
-      set(key: string, value: T): void {
+      set(key: string, value: T, generation: number): void {
+        if (generation !== directory.generation()) return;
         if (entries.size >= 10_000) entries.clear();
-        entries.set(key, { at: directory.now(), generation: directory.generation(), value });
+        entries.set(key, { at: directory.now(), generation, value });
       },
     };
   }
@@ -109,14 +112,14 @@ export function createAuthenticator(deps: AuthenticatorDeps) {
     return hit ? { ...hit, project } : null;
   }
 
-  function remember(key: string | null, result: AuthResult): void {
+  function remember(key: string | null, result: AuthResult, generation: number): void {
     if (
       key === null ||
       !result.ok ||
       (result.method !== "bearer-test-key" && result.method !== "test-key-header")
     )
       return;
-    verified.set(key, result);
+    verified.set(key, result, generation);
   }
 
   /** Checks the partial key against the project's key records and rebuilds the provider key. */
@@ -128,6 +131,7 @@ export function createAuthenticator(deps: AuthenticatorDeps) {
     const cacheKey = `${project.id}\u0000${provider}\u0000${partialKey}`;
     const hit = rebuilt.get(cacheKey);
     if (hit) return hit;
+    const generation = directory.generation();
     const parsed = parsePartialKey(partialKey);
     if (!parsed) return unauthorized("the partial key is malformed");
     const key = await directory.key(parsed.keyId);
@@ -146,7 +150,7 @@ export function createAuthenticator(deps: AuthenticatorDeps) {
     const providerKey = rebuildProviderKey(key.serverShare, parsed.clientShare);
     if (providerKey === null) return unauthorized("the partial key is not valid for this project");
     const rebuiltKey = { keyId: parsed.keyId, providerKey };
-    rebuilt.set(cacheKey, rebuiltKey);
+    rebuilt.set(cacheKey, rebuiltKey, generation);
     return rebuiltKey;
   }
 
@@ -179,6 +183,7 @@ export function createAuthenticator(deps: AuthenticatorDeps) {
   ): Promise<AuthResult> {
     const { headers, clientIp } = request;
     const projectId = request.projectId;
+    const generation = directory.generation();
     const retryAfter = await pendingRetryAfter;
     if (retryAfter > 0) {
       const refusal = rateLimitHeaders([
@@ -223,7 +228,7 @@ export function createAuthenticator(deps: AuthenticatorDeps) {
     const attempt =
       cachedSuccess(cacheKey, project) ??
       (await tryMethods(project, provider, headers, request.sdkKeyHeader));
-    remember(cacheKey, attempt);
+    remember(cacheKey, attempt, generation);
     if (!attempt.ok) {
       if (attempt.error.status === 401) await deps.throttle.recordFailure(clientIp, projectId, true);
       return attempt;
@@ -314,7 +319,11 @@ export function createAuthenticator(deps: AuthenticatorDeps) {
     );
   }
 
-  /** The partial key is checked first, so a wrong key never costs a call to Apple. */
+  /**
+   * The partial key is checked first, so a wrong key never costs a call to Apple. A key of another
+   * provider (403) is said only once the device token passed, as with a test key: 403 means
+   * "authenticated, but not allowed", and a caller holding only a partial key gets 401.
+   */
   async function viaDeviceCheck(
     project: Project,
     provider: ProviderId,
@@ -325,9 +334,12 @@ export function createAuthenticator(deps: AuthenticatorDeps) {
     if (deviceToken.length > maxCredentialLength)
       return failure(unauthorized("the device token is too long"), project, method);
     const key = await rebuildKey(project, partialKey, provider);
-    if (key instanceof GatewayError) return failure(key, project, method);
+    if (key instanceof GatewayError && key.status === 401) return failure(key, project, method);
     const verdict = await deps.deviceTokens.verify(project, deviceToken);
-    if (verdict.kind === "ok") return success(method, project, provider, key, verdict.digest);
+    if (verdict.kind === "ok")
+      return key instanceof GatewayError
+        ? failure(key, project, method)
+        : success(method, project, provider, key, verdict.digest);
     if (verdict.kind === "invalid")
       return failure(unauthorized(`the device token was refused: ${verdict.reason}`), project, method);
     return failure(

@@ -1,0 +1,110 @@
+import { randomBytes } from "node:crypto";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { generateAppleKeyPair } from "../../test/fakes/fake-apple.js";
+import { createProjectAdmin } from "../admin/project-admin.js";
+import { type OpenDatabase, openDatabase } from "../storage/database.js";
+import { createKeyRepository, type KeyRepository } from "../storage/key-repository.js";
+import { createProjectRepository } from "../storage/project-repository.js";
+import { createUsageRepository } from "../storage/usage-repository.js";
+import { type AuthResult, type AuthThrottle, createAuthenticator } from "./authenticate.js";
+import { createCredentialDirectory } from "./credential-directory.js";
+import { createSecretBox } from "./secret-box.js";
+
+const openThrottle: AuthThrottle = {
+  policy: { failuresPerWindow: 30, windowSeconds: 60 },
+  retryAfter: () => 0,
+  recordFailure: async () => {},
+};
+
+/**
+ * A key record read before an admin revoked the key can arrive after the revocation was applied
+ * (a slow read on PostgreSQL, say). The request that read it may pass, but what it learned must
+ * not be remembered past the revocation: "takes effect at once on the instance that handled it".
+ */
+describe("authentication racing a revocation", () => {
+  let database: OpenDatabase;
+
+  beforeAll(async () => {
+    database = await openDatabase({ dataDir: "unused", sqliteFile: ":memory:" });
+  });
+
+  afterAll(async () => {
+    await database.close();
+  });
+
+  it.each(["test key", "device token"])(
+    "does not keep a %s credential that was verified while the key was being revoked",
+    async (kind) => {
+      const realKeys = createKeyRepository(database.db);
+      let heldRead: (() => void) | null = null;
+      let holdNextRead = false;
+      // Holds one key-record read until the test lets it finish.
+      const keys: KeyRepository = {
+        ...realKeys,
+        async getProviderKey(id) {
+          const record = await realKeys.getProviderKey(id);
+          if (!holdNextRead) return record;
+          holdNextRead = false;
+          await new Promise<void>((resolve) => {
+            heldRead = resolve;
+          });
+          return record;
+        },
+      };
+      const projects = createProjectRepository(database.db);
+      const secretBox = createSecretBox(randomBytes(32));
+      const directory = createCredentialDirectory({ projects, keys, secretBox, ttlMs: 60_000 });
+      const admin = createProjectAdmin({
+        projects,
+        keys,
+        usage: createUsageRepository(database.db),
+        secretBox,
+        now: () => new Date(),
+        onProjectChanged: directory.invalidate,
+      });
+      const authenticate = createAuthenticator({
+        directory,
+        deviceTokens: { verify: async () => ({ kind: "ok", digest: "device" }) },
+        throttle: openThrottle,
+      });
+      const device = kind === "device token";
+      const created = await admin.createProject({
+        name: `race ${kind}`,
+        provider: "provider-a",
+        testMode: !device,
+        ...(device
+          ? {
+              deviceCheck: {
+                enabled: true,
+                teamId: "TEAM123456",
+                keyId: "KEY1234567",
+                privateKey: generateAppleKeyPair().privateKeyPem,
+                environment: "production" as const,
+              },
+            }
+          : {}),
+      });
+      const key = await admin.addProviderKey(created.project.id, {
+        provider: "provider-a",
+        apiKey: "sk-race-key-123456",
+      });
+      const token = device ? Buffer.from("a-device-token").toString("base64") : created.testKey;
+      const request = {
+        projectId: created.project.id,
+        headers: { authorization: `Bearer ${key.partialKey}.${token}` },
+        clientIp: "192.0.2.1",
+        provider: "provider-a" as const,
+      };
+
+      holdNextRead = true;
+      const during = Promise.resolve(authenticate(request));
+      while (heldRead === null) await new Promise((resolve) => setTimeout(resolve, 1));
+      await admin.revokeProviderKey(created.project.id, key.keyId);
+      (heldRead as () => void)();
+      await during;
+
+      const after: AuthResult = await authenticate(request);
+      expect(after.ok ? 200 : after.error.status).toBe(401);
+    },
+  );
+});
