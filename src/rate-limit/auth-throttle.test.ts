@@ -2,7 +2,7 @@ import { afterAll, describe, expect, it } from "vitest";
 // In CI (CI=true) an unreachable Redis makes this import throw, so the suite fails instead of skipping.
 import { redisAvailable, redisTestSpace } from "../../test/support/services.js";
 import type { AuthThrottle } from "../auth/authenticate.js";
-import { createAuthThrottle } from "./auth-throttle.js";
+import { createAuthThrottle, ExpiringKeys } from "./auth-throttle.js";
 
 const { nextPrefix, readyClient, unreachableClient, cleanup } = redisTestSpace("auth");
 
@@ -110,5 +110,20 @@ describe.skipIf(!redisAvailable)("auth-failure throttle across instances", () =>
     await fail(throttle, 2, "192.0.2.9");
     expect(await throttle.retryAfter("192.0.2.9", undefined)).toBeGreaterThan(0);
     expect(await throttle.retryAfter("192.0.2.10", undefined)).toBe(0);
+  });
+});
+
+describe("the throttle's remembered keys", () => {
+  it("forgets every key once the last one expired, so the success path is a size check again", () => {
+    const keys = new ExpiringKeys(10);
+    keys.add("ip:192.0.2.1", 1_000);
+    keys.add("ip:192.0.2.2", 2_000);
+    expect(keys.empty(1_500)).toBe(false);
+    expect(keys.secondsLeft("ip:192.0.2.2", 1_500)).toBe(1);
+    expect(keys.empty(2_000)).toBe(true);
+    expect(keys.size).toBe(0);
+    keys.add("ip:192.0.2.3", 3_000);
+    expect(keys.empty(2_500)).toBe(false);
+    expect(keys.size).toBe(1);
   });
 });

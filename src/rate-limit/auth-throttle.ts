@@ -70,6 +70,7 @@ export function createAuthThrottle(options: AuthThrottleOptions): AuthThrottle {
       // Answered at once unless a suspect's shared count must be read from Redis.
       if (blocked.size === 0 && (suspects?.size ?? 0) === 0) return 0;
       const now = Date.now();
+      if (blocked.empty(now) && (suspects?.empty(now) ?? true)) return 0;
       const keys = throttleKeys(clientIp, projectId);
       const wait = Math.max(...keys.map((key) => blocked.secondsLeft(key, now)));
       if (wait > 0 || !suspects) return wait;
@@ -127,9 +128,15 @@ function addressBlock(address: string): string {
   return `${prefix.map((group) => Number.parseInt(group, 16).toString(16)).join(":")}::/64`;
 }
 
-/** Keys with an expiry, bounded: expired keys are dropped when met, the oldest when full. */
-class ExpiringKeys {
+/**
+ * Keys with an expiry, bounded: expired keys are dropped when met, the oldest when full, and all
+ * at once when the last one has expired, so that after an attack (or, with Redis, any failure)
+ * the success path is a size check again instead of a lookup per request for good.
+ */
+export class ExpiringKeys {
   private readonly until = new Map<string, number>();
+  /** The latest expiry of any key held: once it has passed, every key has. */
+  private latest = 0;
 
   constructor(private readonly max: number) {}
 
@@ -137,10 +144,17 @@ class ExpiringKeys {
     return this.until.size;
   }
 
+  /** True when no key is live at `now`; forgets every key once the last one expired. */
+  empty(now: number): boolean {
+    if (this.until.size > 0 && now >= this.latest) this.until.clear();
+    return this.until.size === 0;
+  }
+
   add(key: string, expiresAt: number): void {
     this.until.delete(key);
     if (this.until.size >= this.max) this.evict(Date.now());
     this.until.set(key, expiresAt);
+    if (expiresAt > this.latest) this.latest = expiresAt;
   }
 
   /** Whole seconds until `key` expires; 0 when it is unknown or expired. */

@@ -1,0 +1,67 @@
+import { randomBytes } from "node:crypto";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { type FakeApple, generateAppleKeyPair, startFakeApple } from "../fakes/fake-apple.js";
+import { type FakeUpstream, startFakeUpstream } from "../fakes/fake-upstream.js";
+import { redisAvailable, redisUrl } from "../support/services.js";
+import { createTestProject, startTestGateway, type TestGateway } from "../support/test-gateway.js";
+
+const teamId = "TEAM123456";
+const keyId = "KEY1234567";
+const clientIp = `2001:db8:${randomBytes(2).toString("hex")}:${randomBytes(2).toString("hex")}::1`;
+const token = (name: string) => Buffer.from(`device-token-${name}-${Date.now()}`).toString("base64");
+
+describe.skipIf(!redisAvailable)("single-use device tokens on Redis", () => {
+  let fake: FakeUpstream;
+  let apple: FakeApple;
+  let sluice: TestGateway | undefined;
+  const keys = generateAppleKeyPair();
+
+  beforeAll(async () => {
+    fake = await startFakeUpstream();
+    apple = await startFakeApple({ label: "production" });
+    apple.registerKey(keyId, { teamId, publicKeyPem: keys.publicKeyPem });
+  });
+
+  afterAll(async () => {
+    await sluice?.close();
+    await apple.close();
+    await fake.close();
+  });
+
+  it("are accepted once and refused on replay from the first request after start", async () => {
+    const started = await startTestGateway({
+      providerABaseUrl: `${fake.url}/a/v1`,
+      deviceCheckProductionUrl: apple.url,
+      redisUrl,
+      // Failures are counted in the shared Redis: an address of this test's own keeps them apart.
+      trustProxy: ["127.0.0.1"],
+    });
+    sluice = started;
+    const project = await createTestProject(started.gateway, {
+      testMode: false,
+      deviceCheck: {
+        enabled: true,
+        teamId,
+        keyId,
+        privateKey: keys.privateKeyPem,
+        environment: "production",
+        tokenMode: "single-use",
+      },
+    });
+    const call = (deviceToken: string) =>
+      fetch(`${started.url}/v1/provider-a/${project.projectId}/chat/completions`, {
+        method: "POST",
+        headers: {
+          authorization: `Bearer ${project.partialKeys["provider-a"]}.${deviceToken}`,
+          "content-type": "application/json",
+          "x-forwarded-for": clientIp,
+        },
+        body: JSON.stringify({ model: "gpt-4o-mini", messages: [] }),
+      });
+    const first = token("first");
+    apple.registerValidToken(first);
+    expect((await call(first)).status).toBe(200);
+    expect((await call(first)).status).toBe(401);
+    expect(started.logs.join("")).not.toContain("ledger in Redis failed");
+  });
+});
