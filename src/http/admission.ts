@@ -82,7 +82,15 @@ export function createAdmission(deps: AdmissionDeps) {
       ...(options.sdkKeyHeader ? { sdkKeyHeader: options.sdkKeyHeader } : {}),
     });
     return auth instanceof Promise
-      ? auth.then((settled) => admitAuthenticated(context, options, settled))
+      ? auth.then(
+          (settled) => admitAuthenticated(context, options, settled),
+          // Authentication could not be decided (the database is down, say: 503): a failed
+          // authentication all the same, with its row.
+          (error: unknown) => {
+            if (!isGatewayError(error)) throw error;
+            return admitAuthenticated(context, options, { ok: false, error, project: null, method: null });
+          },
+        )
       : admitAuthenticated(context, options, auth);
   };
 
