@@ -209,7 +209,16 @@ export async function createGateway(config: Config, injected: Partial<Injectable
       projectExists: async (projectId) => (await directory.project(projectId)) !== null,
       ...(config.metricsEnabled ? { metrics: () => metrics.render() } : {}),
     },
-    adminRoutes: { admin, adminToken: config.adminToken, maxBodyBytes: config.maxBodyBytes },
+    adminRoutes: {
+      admin,
+      adminToken: config.adminToken,
+      throttle: createAuthThrottle({
+        redis,
+        failuresPerMinute: config.authFailureLimit,
+        keyPrefix: "sluice:admin-auth",
+      }),
+      maxBodyBytes: config.maxBodyBytes,
+    },
     registerApiRoutes(router) {
       registerProxyRoutes(router, {
         admit,

@@ -1,7 +1,7 @@
 import type { IncomingHttpHeaders } from "node:http";
 import { GatewayError } from "../errors.js";
 import type { ProviderId } from "../providers/provider-id.js";
-import { rateLimitHeaders } from "../rate-limit/rate-limit-headers.js";
+import { throttled } from "../rate-limit/auth-throttle.js";
 import type { Project } from "../storage/project-repository.js";
 import type { CredentialDirectory } from "./credential-directory.js";
 import { clientShareMatches, parsePartialKey, rebuildProviderKey } from "./partial-key.js";
@@ -186,22 +186,8 @@ export function createAuthenticator(deps: AuthenticatorDeps) {
     const generation = directory.generation();
     const retryAfter = await pendingRetryAfter;
     if (retryAfter > 0) {
-      const refusal = rateLimitHeaders([
-        {
-          name: "auth-failures",
-          allowed: false,
-          limit: deps.throttle.policy.failuresPerWindow,
-          remaining: 0,
-          resetSeconds: retryAfter,
-          windowSeconds: deps.throttle.policy.windowSeconds,
-        },
-      ]);
-      return failure(
-        new GatewayError("TOO_MANY_REQUESTS", "Too many failed authentication attempts; try again later", {
-          headers: refusal,
-        }),
-        null,
-      );
+      const message = "Too many failed authentication attempts; try again later";
+      return failure(throttled(deps.throttle, retryAfter, "auth-failures", message), null);
     }
     if (!projectId) {
       return failure(

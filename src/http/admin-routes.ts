@@ -1,6 +1,8 @@
 import { createHash, timingSafeEqual } from "node:crypto";
 import type { ProjectAdmin } from "../admin/project-admin.js";
+import type { AuthThrottle } from "../auth/authenticate.js";
 import { GatewayError } from "../errors.js";
+import { throttled } from "../rate-limit/auth-throttle.js";
 import { parseJsonObject, readBody, requireJsonContentType } from "./read-body.js";
 import type { Handler, RequestContext, Router } from "./router.js";
 import { sendJson } from "./send.js";
@@ -9,17 +11,19 @@ export interface AdminRouteDeps {
   admin: ProjectAdmin;
   /** Unset: the admin API is off and its routes answer 404. */
   adminToken: string | undefined;
+  /** Counts wrong admin tokens per client address (its own counts, apart from the apps'). */
+  throttle: AuthThrottle;
   maxBodyBytes: number;
 }
 
 /** `/admin/v1`: parse, call one admin use case, respond. */
 export function registerAdminRoutes(router: Router, deps: AdminRouteDeps): void {
   const { admin } = deps;
-  const guard = adminGuard(deps.adminToken);
+  const guard = adminGuard(deps.adminToken, deps.throttle);
   const route =
     (handler: (context: RequestContext) => Promise<{ status?: number; body?: unknown }>): Handler =>
     async (context) => {
-      guard(context);
+      await guard(context);
       const { status = 200, body } = await handler(context);
       if (body === undefined) {
         context.response.statusCode = status;
@@ -106,17 +110,29 @@ export function registerAdminRoutes(router: Router, deps: AdminRouteDeps): void 
     );
 }
 
-function adminGuard(adminToken: string | undefined): (context: RequestContext) => void {
+function adminGuard(
+  adminToken: string | undefined,
+  throttle: AuthThrottle,
+): (context: RequestContext) => Promise<void> {
   const expected = adminToken ? createHash("sha256").update(adminToken).digest() : null;
-  return (context) => {
+  return async (context) => {
     if (!expected)
       throw new GatewayError("NOT_FOUND", "The admin API is off: set SLUICE_ADMIN_TOKEN to enable it");
+    // Guessing the token is slowed like guessing an app's credentials: after too many wrong
+    // tokens from one address, even the right one waits out the window.
+    const retryAfter = await throttle.retryAfter(context.clientIp, undefined);
+    if (retryAfter > 0) {
+      const message = "Too many failed admin authentication attempts; try again later";
+      throw throttled(throttle, retryAfter, "admin-auth-failures", message);
+    }
     const header = context.request.headers.authorization ?? "";
     const match = /^Bearer +(\S+)$/i.exec(header);
     const actual = createHash("sha256")
       .update(match?.[1] ?? "")
       .digest();
-    if (!match || !timingSafeEqual(actual, expected))
+    if (!match || !timingSafeEqual(actual, expected)) {
+      await throttle.recordFailure(context.clientIp, undefined, true);
       throw new GatewayError("UNAUTHORIZED", "A valid admin token is required");
+    }
   };
 }

@@ -2,6 +2,8 @@ import { isIPv6 } from "node:net";
 import type { Redis } from "ioredis";
 import { RateLimiterMemory, RateLimiterRedis, RateLimiterRes } from "rate-limiter-flexible";
 import type { AuthThrottle } from "../auth/authenticate.js";
+import { GatewayError } from "../errors.js";
+import { rateLimitHeaders } from "./rate-limit-headers.js";
 
 export interface AuthThrottleOptions {
   /** A client built by `createRedisClient`; without one, failures are counted per instance. */
@@ -15,6 +17,26 @@ const windowSeconds = 60;
 const maxRemembered = 100_000;
 /** Unknown project ids are attacker-chosen: only this much of one becomes a key. */
 const maxProjectIdLength = 128;
+
+/** The 429 of a throttled caller: the throttle's own RateLimit fields (`name`) and Retry-After. */
+export function throttled(
+  throttle: AuthThrottle,
+  retryAfter: number,
+  name: string,
+  message: string,
+): GatewayError {
+  const headers = rateLimitHeaders([
+    {
+      name,
+      allowed: false,
+      limit: throttle.policy.failuresPerWindow,
+      remaining: 0,
+      resetSeconds: retryAfter,
+      windowSeconds: throttle.policy.windowSeconds,
+    },
+  ]);
+  return new GatewayError("TOO_MANY_REQUESTS", message, { headers });
+}
 
 /**
  * Counts failed authentications per client address and, for project ids that do not exist, per
