@@ -155,6 +155,55 @@ describe.skipIf(!redisAvailable)("rate limiter on Redis", () => {
     }
   });
 
+  it("stops asking a Redis that hangs: one decision waits for the command timeout, the next stay here", async () => {
+    const proxy = await startTcpProxy(6379);
+    try {
+      const limiter = createRateLimiter({
+        redis: await readyClient(`redis://127.0.0.1:${proxy.port}`),
+        keyPrefix: nextPrefix(),
+        redisRestMs: 60_000,
+      });
+      expect((await limiter.consume("project", "hang", 3)).allowed).toBe(true);
+      proxy.stall();
+      const decisions = [await limiter.consume("project", "hang", 3)];
+      const firstSent = proxy.stalledText();
+      decisions.push(...(await consumeTimes(limiter, 4, "project", "hang", 3)));
+      expect(decisions.map((decision) => decision.allowed)).toEqual([true, true, true, false, false]);
+      expect(limiter.degraded()).toBe(true);
+      // Only the first decision's commands were sent to the hanging Redis.
+      const sent = proxy.stalledText();
+      expect(sent).toContain("hang");
+      expect(sent.split("hang").length - 1).toBe(firstSent.split("hang").length - 1);
+    } finally {
+      await proxy.close();
+    }
+  });
+
+  it("after a rest, asks Redis again with one decision while the others stay here", async () => {
+    const proxy = await startTcpProxy(6379);
+    try {
+      const limiter = createRateLimiter({
+        redis: await readyClient(`redis://127.0.0.1:${proxy.port}`),
+        keyPrefix: nextPrefix(),
+        redisRestMs: 50,
+      });
+      await limiter.consume("project", "probe", 100);
+      proxy.stall();
+      await limiter.consume("project", "probe", 100);
+      const perDecision = proxy.stalledText().split("probe").length - 1;
+      await new Promise((resolve) => setTimeout(resolve, 60));
+      const concurrent = await Promise.all(
+        Array.from({ length: 5 }, () => limiter.consume("project", "probe", 100)),
+      );
+      expect(concurrent.every((decision) => decision.allowed)).toBe(true);
+      // One probe's commands, not five decisions'.
+      expect(perDecision).toBeGreaterThan(0);
+      expect(proxy.stalledText().split("probe").length - 1).toBe(2 * perDecision);
+    } finally {
+      await proxy.close();
+    }
+  });
+
   it("refuses a key over its limit from memory without asking Redis", async () => {
     const proxy = await startTcpProxy(6379);
     try {

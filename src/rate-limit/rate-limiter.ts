@@ -39,6 +39,11 @@ export interface RateLimiterOptions {
   /** Called with true when Redis starts failing and limits run per instance, false when it answers again. */
   onFallback?: (on: boolean) => void;
   onDecision?: (name: string, allowed: boolean) => void;
+  /**
+   * After Redis failed, how long decisions stay on this instance before one request asks Redis
+   * again (ms, default 2000); a reconnect ends it at once.
+   */
+  redisRestMs?: number;
 }
 
 /** One Redis limit configuration and its per-instance memory twin. */
@@ -73,6 +78,11 @@ const maxPolicies = 10_000;
  * passes on unchanged to the insurance limiter when Redis fails; the insurance limiter records it,
  * so each decision knows whether Redis or the fallback made it. `onFallback(true)` fires on the
  * first fallback decision, `onFallback(false)` on the next decision Redis makes itself.
+ *
+ * A Redis that hangs instead of closing the connection makes each command wait for the client's
+ * command timeout (500 ms) before the fallback decides. So after a failure, decisions stay on this
+ * instance for `redisRestMs`; then one request asks Redis again while the others keep deciding
+ * here, and Redis decides again once that one succeeds (or as soon as the client reconnects).
  */
 export function createRateLimiter(options: RateLimiterOptions = {}): RateLimiter {
   const redis = options.redis;
@@ -82,6 +92,13 @@ export function createRateLimiter(options: RateLimiterOptions = {}): RateLimiter
   const policies = new Map<string, Policy>();
   const insured = new WeakSet<object>();
   let degraded = false;
+  const restMs = options.redisRestMs ?? 2_000;
+  /** While non-zero, Redis failed and decisions stay here until then (0: Redis decides). */
+  let restUntil = 0;
+  let probing = false;
+  client.on("ready", () => {
+    restUntil = 0;
+  });
 
   function setDegraded(on: boolean): void {
     if (on === degraded) return;
@@ -105,12 +122,25 @@ export function createRateLimiter(options: RateLimiterOptions = {}): RateLimiter
 
   /** Judges by Redis, noting whether Redis or its insurance answered. */
   async function fromStore(policy: Policy, key: string): Promise<Outcome> {
+    if (restUntil !== 0 && (probing || Date.now() < restUntil)) return attempt(policy.local, key);
+    const probe = restUntil !== 0;
+    if (probe) probing = true;
     const call = {};
-    const outcome = await attempt(policy.store, key, call);
-    if (insured.has(call)) setDegraded(true);
-    // A key blocked in memory is refused with 0 consumed points without asking Redis: no news about Redis.
-    else if (outcome.allowed || outcome.result.consumedPoints > 0) setDegraded(false);
-    return outcome;
+    try {
+      const outcome = await attempt(policy.store, key, call);
+      if (insured.has(call)) {
+        setDegraded(true);
+        restUntil = Date.now() + restMs;
+      }
+      // A key blocked in memory is refused with 0 consumed points without asking Redis: no news about Redis.
+      else if (outcome.allowed || outcome.result.consumedPoints > 0) {
+        setDegraded(false);
+        restUntil = 0;
+      }
+      return outcome;
+    } finally {
+      if (probe) probing = false;
+    }
   }
 
   async function decide(policy: Policy, key: string, windowSeconds: number): Promise<Outcome> {

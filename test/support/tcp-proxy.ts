@@ -3,13 +3,22 @@ import { connect, createServer, type Server, type Socket } from "node:net";
 
 /**
  * A TCP proxy in front of a local service, to cut and restore it in a test without stopping the
- * shared service other tests use: `cut()` drops every connection and refuses new ones.
+ * shared service other tests use: `cut()` drops every connection and refuses new ones; `stall()`
+ * keeps the connections open but passes nothing on any more (a service that hangs), keeping what
+ * clients send meanwhile for `stalledText()`.
  */
-export async function startTcpProxy(
-  targetPort: number,
-): Promise<{ port: number; cut(): void; restore(): void; close(): Promise<void> }> {
+export async function startTcpProxy(targetPort: number): Promise<{
+  port: number;
+  cut(): void;
+  stall(): void;
+  stalledText(): string;
+  restore(): void;
+  close(): Promise<void>;
+}> {
   const sockets = new Set<Socket>();
+  const pairs = new Set<[Socket, Socket]>();
   let open = true;
+  let stalled = "";
   const server: Server = createServer((client) => {
     if (!open) {
       client.destroy();
@@ -25,6 +34,9 @@ export async function startTcpProxy(
       });
     }
     client.pipe(upstream).pipe(client);
+    const pair: [Socket, Socket] = [client, upstream];
+    pairs.add(pair);
+    client.on("close", () => pairs.delete(pair));
   });
   await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
   return {
@@ -33,6 +45,14 @@ export async function startTcpProxy(
       open = false;
       for (const socket of sockets) socket.destroy();
     },
+    stall() {
+      for (const [client, upstream] of pairs) {
+        client.unpipe(upstream);
+        upstream.unpipe(client);
+        client.on("data", (chunk: Buffer) => (stalled += chunk.toString("latin1"))).resume();
+      }
+    },
+    stalledText: () => stalled,
     restore() {
       open = true;
     },
