@@ -8,6 +8,7 @@ import type { Project } from "../storage/project-repository.js";
 import type { SpendGuard } from "../usage/spend-guard.js";
 import type { TokenUsage } from "../usage/token-usage.js";
 import type { UsageRecorder } from "../usage/usage-recorder.js";
+import { addressBlock } from "./client-ip.js";
 import type { RequestContext } from "./router.js";
 import { setHeaders } from "./send.js";
 
@@ -227,7 +228,7 @@ function consumeLimits(
       project.id,
       project.rateLimits.perMinute ?? deps.defaults.projectPerMinute,
     ),
-    deps.limiter.consume("ip", `${project.id}:${context.clientIp}`, deps.defaults.ipPerMinute),
+    deps.limiter.consume("ip", `${project.id}:${addressBlock(context.clientIp)}`, deps.defaults.ipPerMinute),
   ];
   if (deviceDigest) {
     decisions.push(

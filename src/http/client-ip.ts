@@ -1,5 +1,5 @@
 import type { IncomingMessage } from "node:http";
-import { BlockList, isIP } from "node:net";
+import { BlockList, isIP, isIPv6 } from "node:net";
 
 /**
  * The client's address: the socket peer, or, when the peer is a trusted proxy, the right-most
@@ -116,4 +116,26 @@ export function normalizeAddress(value: string): string {
 /** `::ffff:192.0.2.1` (an IPv4 client of a dual-stack socket) is `192.0.2.1`. */
 function unmapped(address: string): string {
   return address.startsWith("::ffff:") && address.includes(".") ? address.slice(7) : address;
+}
+
+/**
+ * An IPv4 address as is; an IPv6 address as its /64 prefix (`2001:db8:0:1::/64`), the block one
+ * end site (a phone, a home) usually holds: rotating addresses inside it is one client.
+ */
+export function addressBlock(address: string): string {
+  if (!address.includes(":")) return address; // IPv4, the usual case: no parsing
+  const bare = address.split("%")[0] ?? address;
+  if (!isIPv6(bare)) return address;
+  const [head = "", tail = ""] = bare.split("::");
+  const left = head ? head.split(":") : [];
+  const right = tail ? tail.split(":") : [];
+  // An embedded IPv4 address (`::ffff:192.0.2.1`) fills the last two groups.
+  const rightCount = right.reduce((sum, group) => sum + (group.includes(".") ? 2 : 1), 0);
+  // `::` stands for the zero groups between the two sides; the right side may reach into the
+  // first four (`2001:db8::1:0:0:0:1` is in 2001:db8:0:1::/64).
+  const groups = bare.includes("::")
+    ? [...left, ...Array<string>(8 - left.length - rightCount).fill("0"), ...right]
+    : left;
+  const prefix = groups.slice(0, 4);
+  return `${prefix.map((group) => Number.parseInt(group, 16).toString(16)).join(":")}::/64`;
 }

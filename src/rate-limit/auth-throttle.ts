@@ -1,8 +1,8 @@
-import { isIPv6 } from "node:net";
 import type { Redis } from "ioredis";
 import { RateLimiterMemory, RateLimiterRedis, RateLimiterRes } from "rate-limiter-flexible";
 import type { AuthThrottle } from "../auth/authenticate.js";
 import { GatewayError } from "../errors.js";
+import { addressBlock } from "../http/client-ip.js";
 import { rateLimitHeaders } from "./rate-limit-headers.js";
 
 export interface AuthThrottleOptions {
@@ -131,23 +131,6 @@ function failureCounter(
 function throttleKeys(clientIp: string, projectId: string | undefined): string[] {
   const address = `ip:${addressBlock(clientIp)}`;
   return projectId === undefined ? [address] : [address, `project:${projectId.slice(0, maxProjectIdLength)}`];
-}
-
-/** An IPv4 address as is; an IPv6 address as its /64 prefix (`2001:db8:0:1::/64`). */
-function addressBlock(address: string): string {
-  const bare = address.split("%")[0] ?? address;
-  if (!isIPv6(bare)) return address;
-  const [head = "", tail = ""] = bare.split("::");
-  const left = head ? head.split(":") : [];
-  // An embedded IPv4 address (`::ffff:192.0.2.1`) fills the last two groups.
-  const rightCount = tail
-    ? tail.split(":").reduce((sum, group) => sum + (group.includes(".") ? 2 : 1), 0)
-    : 0;
-  const groups = bare.includes("::")
-    ? [...left, ...Array<string>(8 - left.length - rightCount).fill("0")]
-    : left;
-  const prefix = [...groups, "0", "0", "0", "0"].slice(0, 4);
-  return `${prefix.map((group) => Number.parseInt(group, 16).toString(16)).join(":")}::/64`;
 }
 
 /**

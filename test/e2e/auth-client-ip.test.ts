@@ -1,6 +1,6 @@
 import type { IncomingMessage } from "node:http";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { createClientIpResolver } from "../../src/http/client-ip.js";
+import { addressBlock, createClientIpResolver } from "../../src/http/client-ip.js";
 import { type FakeUpstream, startFakeUpstream } from "../fakes/fake-upstream.js";
 import {
   createTestProject,
@@ -15,6 +15,23 @@ function requestFrom(peer: string, forwardedFor?: string): IncomingMessage {
     headers: forwardedFor === undefined ? {} : { "x-forwarded-for": forwardedFor },
   } as unknown as IncomingMessage;
 }
+
+describe("addressBlock", () => {
+  it.each([
+    ["198.51.100.7", "198.51.100.7"],
+    ["2001:db8:0:1::a", "2001:db8:0:1::/64"],
+    ["2001:db8:0:1:ffff:ffff:ffff:ffff", "2001:db8:0:1::/64"],
+    // The right side of `::` reaching into the first four groups.
+    ["2001:db8::1:1234:5678:9abc:def0", "2001:db8:0:1::/64"],
+    ["2001:db8::1:0:0:0:1", "2001:db8:0:1::/64"],
+    ["::1", "0:0:0:0::/64"],
+    ["::", "0:0:0:0::/64"],
+    ["fe80::1%eth0", "fe80:0:0:0::/64"],
+    ["2001:0DB8:0000:0001::1", "2001:db8:0:1::/64"],
+  ])("puts %s in %s", (address, block) => {
+    expect(addressBlock(address)).toBe(block);
+  });
+});
 
 describe("the client address behind trusted proxies", () => {
   const resolve = createClientIpResolver(["10.0.0.1", "2001:DB8::FE", "::ffff:10.0.0.2"]);

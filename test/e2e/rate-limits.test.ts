@@ -56,3 +56,47 @@ describe("the client-IP limit, on the embedded default", () => {
     expect((await call(second)).status).toBe(200);
   });
 });
+
+describe("the client-IP limit behind a trusted proxy", () => {
+  let fake: FakeUpstream;
+  let sluice: TestGateway;
+
+  beforeAll(async () => {
+    fake = await startFakeUpstream();
+    sluice = await startTestGateway({
+      providerABaseUrl: `${fake.url}/a/v1`,
+      rateLimitIpPerMinute: 2,
+      trustProxy: ["127.0.0.1"],
+    });
+  });
+
+  afterAll(async () => {
+    await sluice.close();
+    await fake.close();
+  });
+
+  it("counts IPv6 clients per /64: rotating addresses inside one block is one client", async () => {
+    const project = await createTestProject(sluice.gateway);
+    const from = (address: string) =>
+      fetch(`${sluice.url}/v1/provider-a/${project.projectId}/chat/completions`, {
+        method: "POST",
+        headers: {
+          authorization: `Bearer ${project.bearer("provider-a")}`,
+          "content-type": "application/json",
+          "x-forwarded-for": address,
+        },
+        body: JSON.stringify({ model: "gpt-4o-mini", messages: [{ role: "user", content: "Hi" }] }),
+      });
+    expect((await from("2001:db8:0:1::a")).status).toBe(200);
+    expect((await from("2001:db8:0:1:ffff::b")).status).toBe(200);
+    const rotated = await from("2001:db8::1:1234:5678:9abc:def0");
+    expect(rotated.status).toBe(429);
+    // The usage row keeps the address itself.
+    expect(await usageRowOf(sluice.gateway, rotated)).toMatchObject({
+      client_ip: "2001:db8::1:1234:5678:9abc:def0",
+    });
+    // Another block, and an IPv4 client, have their own allowance.
+    expect((await from("2001:db8:0:2::a")).status).toBe(200);
+    expect((await from("198.51.100.7")).status).toBe(200);
+  });
+});
