@@ -31,8 +31,7 @@ export function registerProxyRoutes(router: Router, deps: ProxyRouteDeps): void 
         // Checked and forwarded as the client sent it: the router's `*` param is percent-decoded,
         // which would let `%2F` pass as a slash and `%3F` start a query string upstream.
         const path = safeProviderPath(afterPrefix(context.path));
-        if (path === null || (path.includes("%25") && hidesTraversal(path)))
-          throw new GatewayError("BAD_REQUEST", "The provider path is not allowed");
+        if (path === null) throw new GatewayError("BAD_REQUEST", "The provider path is not allowed");
         if (adapter.requiresJson) requireJsonContentType(request);
         const admitted = deps.admit(context, {
           endpoint: "proxy",
@@ -94,27 +93,4 @@ function afterPrefix(path: string): string {
     if (at === 0) return "";
   }
   return path.slice(at);
-}
-
-/**
- * Whether a path that safeProviderPath accepted turns into a `.` or `..` segment, a slash, a
- * backslash or a NUL when decoded again (`%252e%252e` is `%2e%2e` after one decoding and `..` after
- * two): a server behind the provider's front end that decodes once more must not find a traversal.
- * Only called for paths holding an encoded `%`.
- */
-function hidesTraversal(path: string): boolean {
-  for (const segment of path.split("/")) {
-    // safeProviderPath decoded every segment once already.
-    let decoded = decodeURIComponent(segment);
-    for (let round = 0; decoded.includes("%"); round++) {
-      try {
-        decoded = decodeURIComponent(decoded);
-      } catch {
-        break; // percent signs that encode nothing: data
-      }
-      if (round === 3) return true; // more layers than anyone sends on purpose
-      if (decoded === "." || decoded === ".." || /[/\\\0]/.test(decoded)) return true;
-    }
-  }
-  return false;
 }

@@ -66,6 +66,8 @@ describe("safe provider paths", () => {
     "models/gemini-2.5-flash:streamGenerateContent",
     "v1/messages",
     "files/file-abc/content",
+    "files/report%2520v2",
+    "100%25off",
   ])("accepts %s", (path) => expect(safeProviderPath(path)).toBe(path));
   it.each([
     "",
@@ -82,5 +84,10 @@ describe("safe provider paths", () => {
     "./chat",
     "a%00b",
     "a%zz",
+    "%252e%252e/admin",
+    "a%252fb",
+    "a%255cb",
+    "a%2500b",
+    "%25252e%25252e/admin",
   ])("rejects %j", (path) => expect(safeProviderPath(path)).toBeNull());
 });

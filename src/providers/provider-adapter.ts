@@ -104,8 +104,9 @@ export function createProviderAdapters(options: ProviderAdapterOptions): Record<
 
 /**
  * Rejects paths that could leave the provider's API: `..` or `.` segments (also percent-encoded),
- * encoded slashes or backslashes, empty segments, and anything that parses as an absolute URL.
- * Returns the path unchanged when it is safe, else null.
+ * encoded slashes or backslashes, empty segments, and anything that parses as an absolute URL,
+ * also when a segment becomes one of those only when decoded again (`%252e%252e`). Returns the
+ * path unchanged when it is safe, else null.
  */
 export function safeProviderPath(path: string): string | null {
   if (path.length === 0 || path.length > 2048) return null;
@@ -121,8 +122,28 @@ export function safeProviderPath(path: string): string | null {
       return null;
     }
     if (decoded === "" || decoded === "." || decoded === ".." || decoded.includes("/")) return null;
+    if (decoded.includes("%") && hidesTraversal(decoded)) return null;
   }
   return path;
+}
+
+/**
+ * Whether a segment, decoded once, turns into a `.` or `..` segment, a slash, a backslash or a NUL
+ * when decoded again (`%252e%252e` is `%2e%2e` after one decoding and `..` after two): a server
+ * behind the provider's front end that decodes once more must not find a traversal.
+ */
+function hidesTraversal(decoded: string): boolean {
+  let value = decoded;
+  for (let round = 0; value.includes("%"); round++) {
+    try {
+      value = decodeURIComponent(value);
+    } catch {
+      return false; // percent signs that encode nothing: data
+    }
+    if (round === 3) return true; // more layers than anyone sends on purpose
+    if (value === "." || value === ".." || /[/\\\0]/.test(value)) return true;
+  }
+  return false;
 }
 
 const plainPath = /^[A-Za-z0-9_-]+(?:\/[A-Za-z0-9_-]+)*$/;
