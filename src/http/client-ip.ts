@@ -49,7 +49,7 @@ function trustMatcher(entries: readonly string[]): ((address: string) => boolean
       throw new Error(`SLUICE_TRUST_PROXY: ${JSON.stringify(entry)} is neither an address nor a subnet`);
     if (parsed.bits === undefined) exact.add(parsed.address);
     else {
-      subnets.addSubnet(parsed.address, parsed.bits, isIP(parsed.address) === 6 ? "ipv6" : "ipv4");
+      subnets.addSubnet(parsed.address, parsed.bits, parsed.family === 6 ? "ipv6" : "ipv4");
       hasSubnets = true;
     }
   }
@@ -85,16 +85,16 @@ export function parseTrustedProxies(value: string): string[] | string {
 }
 
 /** An address, or a subnet with its prefix length; null for anything else. */
-function trustedEntry(entry: string): { address: string; bits?: number } | null {
+function trustedEntry(entry: string): { address: string; family: number; bits?: number } | null {
   const slash = entry.indexOf("/");
   const address = normalizeAddress(slash < 0 ? entry : entry.slice(0, slash));
   const family = isIP(address);
   if (family === 0) return null;
-  if (slash < 0) return { address };
+  if (slash < 0) return { address, family };
   const prefix = entry.slice(slash + 1).trim();
   const bits = Number(prefix);
   if (!/^\d+$/.test(prefix) || bits > (family === 6 ? 128 : 32)) return null;
-  return { address, bits };
+  return { address, family, bits };
 }
 
 /** An address as one canonical string (see above); anything else is returned trimmed, as is. */
