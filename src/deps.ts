@@ -30,7 +30,8 @@ import { createProviderAdapters } from "./providers/provider-adapter.js";
 import { createUpstreamPools } from "./proxy/forward.js";
 import { createAuthThrottle } from "./rate-limit/auth-throttle.js";
 import { createRateLimiter } from "./rate-limit/rate-limiter.js";
-import { createRedisClient } from "./rate-limit/redis-client.js";
+import { RedisBreaker } from "./redis/redis-breaker.js";
+import { createRedisClient } from "./redis/redis-client.js";
 import { type OpenDatabase, openDatabase } from "./storage/database.js";
 import { createKeyRepository } from "./storage/key-repository.js";
 import { createProjectRepository } from "./storage/project-repository.js";
@@ -100,16 +101,23 @@ export async function createGateway(config: Config, injected: Partial<Injectable
   }
 
   const redis: Redis | undefined = config.redisUrl ? await createRedisClient(config.redisUrl) : undefined;
+  // One view of Redis's health: a failure any user sees rests Redis for all (see RedisBreaker).
+  const redisBreaker = redis ? new RedisBreaker(redis) : undefined;
   const limiter = createRateLimiter({
     redis,
+    breaker: redisBreaker,
     onFallback: (on) => {
       metrics.setDegraded("redis", on);
       if (on) logger.warn("Redis is unreachable: rate limits fall back to per-instance limits");
     },
     onDecision: (name, allowed) => metrics.countLimitDecision(name, allowed ? "allowed" : "limited"),
   });
-  const throttle = createAuthThrottle({ redis, failuresPerMinute: config.authFailureLimit });
-  const deviceTokens = createDeviceTokenVerifier({ config, secretBox, redis, logger });
+  const throttle = createAuthThrottle({
+    redis,
+    breaker: redisBreaker,
+    failuresPerMinute: config.authFailureLimit,
+  });
+  const deviceTokens = createDeviceTokenVerifier({ config, secretBox, redis, redisBreaker, logger });
   const authenticate = createAuthenticator({ directory, deviceTokens, throttle });
 
   const recorder = createUsageRecorder({
@@ -214,6 +222,7 @@ export async function createGateway(config: Config, injected: Partial<Injectable
       adminToken: config.adminToken,
       throttle: createAuthThrottle({
         redis,
+        breaker: redisBreaker,
         failuresPerMinute: config.authFailureLimit,
         keyPrefix: "sluice:admin-auth",
       }),

@@ -3,12 +3,14 @@ import { setTimeout as sleep } from "node:timers/promises";
 import type { Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { redisAvailable, redisTestSpace } from "../../test/support/services.js";
+import { startTcpProxy } from "../../test/support/tcp-proxy.js";
 import {
   createMemoryDeviceTokenLedger,
   createRedisDeviceTokenLedger,
   type DeviceTokenLedger,
   type DeviceTokenPolicy,
   deviceTokenDigest,
+  RedisRestingError,
 } from "./device-token-cache.js";
 
 /** A ledger under test and a way to let `ms` pass on its clock. */
@@ -156,6 +158,27 @@ describe.skipIf(!redisAvailable)("redis device token ledger", () => {
     expect(await redis.pttl(key)).toBeGreaterThan(59_000);
     const stored = await redis.keys(`${keyPrefix}*`);
     expect(stored.some((entry) => entry.includes(token))).toBe(false);
+  });
+
+  it("rejects at once while Redis rests after hanging, instead of waiting for each command's timeout", async () => {
+    const proxy = await startTcpProxy(6379);
+    try {
+      const ledger = createRedisDeviceTokenLedger({
+        redis: await space.readyClient(`redis://127.0.0.1:${proxy.port}`),
+        keyPrefix,
+      });
+      const digest = newDigest();
+      expect(await ledger.check("project-1", digest, singleUse)).toBe("fresh");
+      proxy.stall();
+      await expect(ledger.remember("project-1", digest, singleUse)).rejects.toThrow(/timed out/i);
+      const firstSent = proxy.stalledText();
+      expect(firstSent).toContain(digest);
+      await expect(ledger.remember("project-1", digest, singleUse)).rejects.toThrow(RedisRestingError);
+      await expect(ledger.check("project-1", digest, singleUse)).rejects.toThrow(RedisRestingError);
+      expect(proxy.stalledText()).toBe(firstSent);
+    } finally {
+      await proxy.close();
+    }
   });
 
   it("is shared by two instances", async () => {

@@ -1,5 +1,6 @@
 import { createHash } from "node:crypto";
 import type { Redis } from "ioredis";
+import { RedisBreaker } from "../redis/redis-breaker.js";
 
 /**
  * What a project does with a device token Apple has verified.
@@ -147,29 +148,43 @@ async function runScript(
 
 export interface RedisDeviceTokenLedgerOptions {
   redis: Redis;
+  /** The client's shared health (see `RedisBreaker`); by default one of this ledger's own. */
+  breaker?: RedisBreaker | undefined;
   /** Namespace of every key; default `sluice:device-token:`. */
   keyPrefix?: string;
+}
+
+/** The rejection of a ledger call made while Redis rests after a failure: no command was sent. */
+export class RedisRestingError extends Error {
+  constructor() {
+    super("Redis failed lately; the device token ledger was not asked");
+    this.name = "RedisRestingError";
+  }
 }
 
 /**
  * The shared ledger for several instances. Each entry is one integer key (the use count) with a
  * PEXPIRE lifetime on Redis's clock; every read-modify-write is one Lua script or one SET NX, so it
- * is atomic across instances.
+ * is atomic across instances. While the breaker rests Redis after a failure, calls reject at once
+ * with `RedisRestingError` instead of waiting for a Redis that hangs.
  */
 export function createRedisDeviceTokenLedger(options: RedisDeviceTokenLedgerOptions): DeviceTokenLedger {
   const { redis } = options;
+  const breaker = options.breaker ?? new RedisBreaker(redis);
   const prefix = options.keyPrefix ?? "sluice:device-token:";
-  const keyOf = (projectId: string, digest: string) => `${prefix}${projectId}:${digest}`;
+  const resting = () => Promise.reject(new RedisRestingError());
+  const count = (script: string, projectId: string, digest: string, args: number[]) =>
+    breaker.run(() => runScript(redis, script, `${prefix}${projectId}:${digest}`, args), resting);
 
   return {
     async check(projectId, digest, policy) {
-      const count = await runScript(redis, checkScript, keyOf(projectId, digest), []);
-      return count === 0 ? "fresh" : budgetVerdict(count, policy, "cached-ok");
+      const uses = await count(checkScript, projectId, digest, []);
+      return uses === 0 ? "fresh" : budgetVerdict(uses, policy, "cached-ok");
     },
     async remember(projectId, digest, policy) {
       const ttl = Math.max(1, Math.ceil(lifetimeMs(policy)));
-      const count = await runScript(redis, rememberScript, keyOf(projectId, digest), [ttl]);
-      return count === 1 ? "accepted" : budgetVerdict(count, policy, "accepted");
+      const uses = await count(rememberScript, projectId, digest, [ttl]);
+      return uses === 1 ? "accepted" : budgetVerdict(uses, policy, "accepted");
     },
   };
 }

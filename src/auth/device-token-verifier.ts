@@ -2,6 +2,7 @@ import type { Redis } from "ioredis";
 import { deviceCheckKeyAad } from "../admin/project-admin.js";
 import type { Config } from "../config.js";
 import type { Logger } from "../observability/logger.js";
+import type { RedisBreaker } from "../redis/redis-breaker.js";
 import type { Project } from "../storage/project-repository.js";
 import type { DeviceTokenVerifier, DeviceVerdict } from "./authenticate.js";
 import {
@@ -15,6 +16,7 @@ import {
   type DeviceTokenLedger,
   type DeviceTokenPolicy,
   deviceTokenDigest,
+  RedisRestingError,
 } from "./device-token-cache.js";
 import type { SecretBox } from "./secret-box.js";
 
@@ -29,6 +31,8 @@ export interface DeviceTokenVerifierDeps {
   >;
   secretBox: SecretBox;
   redis: Redis | undefined;
+  /** The Redis client's shared health; by default one of the ledger's own. */
+  redisBreaker?: RedisBreaker | undefined;
   logger: Logger;
   client?: DeviceCheckClient;
 }
@@ -51,7 +55,9 @@ export function createDeviceTokenVerifier(deps: DeviceTokenVerifierDeps): Device
       timeoutMs: config.deviceCheckTimeoutMs,
     });
   const memory = createMemoryDeviceTokenLedger();
-  const shared = deps.redis ? createRedisDeviceTokenLedger({ redis: deps.redis }) : null;
+  const shared = deps.redis
+    ? createRedisDeviceTokenLedger({ redis: deps.redis, breaker: deps.redisBreaker })
+    : null;
   const privateKeys = new Map<string, { sealed: string; pem: string }>();
 
   function privateKeyOf(project: Project): string | null {
@@ -73,7 +79,9 @@ export function createDeviceTokenVerifier(deps: DeviceTokenVerifierDeps): Device
     try {
       return await use(shared);
     } catch (error) {
-      deps.logger.warn({ err: error }, "device token ledger in Redis failed");
+      // The failure that started a rest was logged; the calls answered during the rest are not.
+      if (!(error instanceof RedisRestingError))
+        deps.logger.warn({ err: error }, "device token ledger in Redis failed");
       return policy.mode === "budget" ? use(memory) : null;
     }
   }

@@ -1,6 +1,7 @@
 import { afterAll, describe, expect, it } from "vitest";
 // In CI (CI=true) an unreachable Redis makes this import throw, so the suite fails instead of skipping.
 import { redisAvailable, redisTestSpace } from "../../test/support/services.js";
+import { startTcpProxy } from "../../test/support/tcp-proxy.js";
 import type { AuthThrottle } from "../auth/authenticate.js";
 import { createAuthThrottle, ExpiringKeys } from "./auth-throttle.js";
 
@@ -110,6 +111,29 @@ describe.skipIf(!redisAvailable)("auth-failure throttle across instances", () =>
     await fail(throttle, 2, "192.0.2.9");
     expect(await throttle.retryAfter("192.0.2.9", undefined)).toBeGreaterThan(0);
     expect(await throttle.retryAfter("192.0.2.10", undefined)).toBe(0);
+  });
+
+  it("stops asking a Redis that hangs: one count waits for the command timeout, the next count here", async () => {
+    const proxy = await startTcpProxy(6379);
+    try {
+      const throttle = createAuthThrottle({
+        redis: await readyClient(`redis://127.0.0.1:${proxy.port}`),
+        failuresPerMinute: 3,
+        keyPrefix: nextPrefix(),
+      });
+      await fail(throttle, 1, "192.0.2.11");
+      proxy.stall();
+      await fail(throttle, 1, "192.0.2.11");
+      const firstSent = proxy.stalledText();
+      expect(firstSent).toContain("192.0.2.11");
+      // Counted on this instance: the third failure blocks, and the suspect's shared count is not read.
+      await fail(throttle, 2, "192.0.2.11");
+      expect(await throttle.retryAfter("192.0.2.11", undefined)).toBeGreaterThan(0);
+      expect(await throttle.retryAfter("192.0.2.12", undefined)).toBe(0);
+      expect(proxy.stalledText()).toBe(firstSent);
+    } finally {
+      await proxy.close();
+    }
   });
 });
 

@@ -3,11 +3,14 @@ import { RateLimiterMemory, RateLimiterRedis, RateLimiterRes } from "rate-limite
 import type { AuthThrottle } from "../auth/authenticate.js";
 import { GatewayError } from "../errors.js";
 import { addressBlock } from "../http/client-ip.js";
+import { RedisBreaker } from "../redis/redis-breaker.js";
 import { rateLimitHeaders } from "./rate-limit-headers.js";
 
 export interface AuthThrottleOptions {
   /** A client built by `createRedisClient`; without one, failures are counted per instance. */
   redis?: Redis | undefined;
+  /** The client's shared health (see `RedisBreaker`); by default one of this throttle's own. */
+  breaker?: RedisBreaker | undefined;
   failuresPerMinute: number;
   keyPrefix?: string;
 }
@@ -45,8 +48,9 @@ export function throttled(
  * IPv6 clients are counted per /64, the block one end site usually holds, so that rotating
  * addresses inside it does not reset the count.
  *
- * Counts live in rate-limiter-flexible: in memory, or in Redis with an in-memory insurance limiter
- * of the same size, so a lost Redis leaves per-instance counting, never none.
+ * Counts live in rate-limiter-flexible: in memory, or in Redis with an in-memory twin of the same
+ * size, so a lost Redis leaves per-instance counting, never none. After a Redis failure the
+ * `RedisBreaker` rests Redis, so a Redis that hangs does not make each count wait for a timeout.
  *
  * Cost on the success path, which calls `retryAfter` on every request: `retryAfter` reads only
  * local maps. It is a size check while no failure is remembered, a Map lookup otherwise. Keys
@@ -59,7 +63,7 @@ export function throttled(
  */
 export function createAuthThrottle(options: AuthThrottleOptions): AuthThrottle {
   const limit = Math.max(1, Math.floor(options.failuresPerMinute));
-  const counter = failureCounter(options.redis, limit, options.keyPrefix ?? "sluice:auth");
+  const counter = failureCounter(options, limit);
   const blocked = new ExpiringKeys(maxRemembered);
   const suspects = options.redis ? new ExpiringKeys(maxRemembered) : undefined;
 
@@ -69,15 +73,9 @@ export function createAuthThrottle(options: AuthThrottleOptions): AuthThrottle {
   }
 
   async function count(key: string): Promise<void> {
-    try {
-      const result = await counter.consume(key);
-      if (result.remainingPoints <= 0) block(key, result.msBeforeNext);
-      else suspects?.add(key, Date.now() + result.msBeforeNext);
-    } catch (error) {
-      // Refused: the limit was already reached (on another instance, for example).
-      if (error instanceof RateLimiterRes) block(key, error.msBeforeNext);
-      // Any other error means both stores failed, which valid input cannot cause: nothing to count in.
-    }
+    const result = await counter.consume(key);
+    if (result.remainingPoints <= 0) block(key, result.msBeforeNext);
+    else suspects?.add(key, Date.now() + result.msBeforeNext);
   }
 
   /** The shared count for a key that failed here; an unreadable count leaves the local answer. */
@@ -111,20 +109,49 @@ export function createAuthThrottle(options: AuthThrottleOptions): AuthThrottle {
   };
 }
 
-function failureCounter(
-  redis: Redis | undefined,
-  points: number,
-  keyPrefix: string,
-): RateLimiterMemory | RateLimiterRedis {
+/** Failure counts kept by rate-limiter-flexible: in memory, or in Redis behind the breaker. */
+interface FailureCounter {
+  /** Counts one failure; the result says how many the window holds now (over the limit included). */
+  consume(key: string): Promise<RateLimiterRes>;
+  get(key: string): Promise<RateLimiterRes | null>;
+}
+
+function failureCounter(options: AuthThrottleOptions, points: number): FailureCounter {
+  const keyPrefix = options.keyPrefix ?? "sluice:auth";
   const local = new RateLimiterMemory({ points, duration: windowSeconds, keyPrefix });
-  if (!redis) return local;
-  return new RateLimiterRedis({
+  const countHere = (key: string) => counted(local.consume(key));
+  const redis = options.redis;
+  if (!redis) return { consume: countHere, get: (key) => local.get(key) };
+  const breaker = options.breaker ?? new RedisBreaker(redis);
+  // Not connected: reject at once instead of sending a command; the local twin counts then.
+  const shared = new RateLimiterRedis({
     storeClient: redis,
     points,
     duration: windowSeconds,
     keyPrefix,
     rejectIfRedisNotReady: true,
-    insuranceLimiter: local,
+  });
+  return {
+    consume: (key) =>
+      breaker
+        .run(
+          () => counted(shared.consume(key)),
+          () => countHere(key),
+        )
+        .catch(() => countHere(key)),
+    get: (key) =>
+      breaker.run(
+        () => shared.get(key),
+        () => null,
+      ),
+  };
+}
+
+/** rate-limiter-flexible rejects a count over the limit with its result: that is still a count. */
+function counted(count: Promise<RateLimiterRes>): Promise<RateLimiterRes> {
+  return count.catch((error: unknown) => {
+    if (error instanceof RateLimiterRes) return error;
+    throw error;
   });
 }
 

@@ -2,6 +2,7 @@ import { afterAll, describe, expect, it } from "vitest";
 // In CI (CI=true) an unreachable Redis makes this import throw, so the suite fails instead of skipping.
 import { redisAvailable, redisTestSpace } from "../../test/support/services.js";
 import { startTcpProxy } from "../../test/support/tcp-proxy.js";
+import { RedisBreaker } from "../redis/redis-breaker.js";
 import { createRateLimiter, type RateLimiter, type RateLimiterOptions } from "./rate-limiter.js";
 
 const { nextPrefix, readyClient, unreachableClient, cleanup } = redisTestSpace("rl");
@@ -202,6 +203,24 @@ describe.skipIf(!redisAvailable)("rate limiter on Redis", () => {
     } finally {
       await proxy.close();
     }
+  });
+
+  it("decides here while a failure another user of the client saw rests Redis", async () => {
+    const redis = await readyClient();
+    const breaker = new RedisBreaker(redis, 60_000);
+    const prefix = nextPrefix();
+    const limiter = createRateLimiter({ redis, breaker, keyPrefix: prefix });
+    // The device token ledger, say, saw Redis fail.
+    await breaker
+      .run(
+        () => Promise.reject(new Error("Command timed out")),
+        () => null,
+      )
+      .catch(() => {});
+    expect((await limiter.consume("project", "rested", 1)).allowed).toBe(true);
+    expect((await limiter.consume("project", "rested", 1)).allowed).toBe(false);
+    expect(limiter.degraded()).toBe(true);
+    expect(await redis.keys(`${prefix}*`)).toEqual([]);
   });
 
   it("refuses a key over its limit from memory without asking Redis", async () => {

@@ -1,5 +1,6 @@
 import type { Redis } from "ioredis";
 import { RateLimiterMemory, RateLimiterRedis, RateLimiterRes } from "rate-limiter-flexible";
+import { RedisBreaker } from "../redis/redis-breaker.js";
 import { MemoryWindows } from "./memory-windows.js";
 
 export interface RateLimitDecision {
@@ -33,15 +34,17 @@ export interface RateLimiter {
 }
 
 export interface RateLimiterOptions {
-  /** A client built by `createRedisClient` (./redis-client.ts), so that a lost Redis fails fast. */
+  /** A client built by `createRedisClient` (../redis/redis-client.ts), so that a lost Redis fails fast. */
   redis?: Redis | undefined;
   keyPrefix?: string;
   /** Called with true when Redis starts failing and limits run per instance, false when it answers again. */
   onFallback?: (on: boolean) => void;
   onDecision?: (name: string, allowed: boolean) => void;
+  /** The client's shared health (see `RedisBreaker`); by default one of this limiter's own. */
+  breaker?: RedisBreaker | undefined;
   /**
-   * After Redis failed, how long decisions stay on this instance before one request asks Redis
-   * again (ms, default 2000); a reconnect ends it at once.
+   * Without `breaker`: after Redis failed, how long decisions stay on this instance before one
+   * request asks Redis again (ms, default 2000); a reconnect ends it at once.
    */
   redisRestMs?: number;
 }
@@ -80,9 +83,8 @@ const maxPolicies = 10_000;
  * first fallback decision, `onFallback(false)` on the next decision Redis makes itself.
  *
  * A Redis that hangs instead of closing the connection makes each command wait for the client's
- * command timeout (500 ms) before the fallback decides. So after a failure, decisions stay on this
- * instance for `redisRestMs`; then one request asks Redis again while the others keep deciding
- * here, and Redis decides again once that one succeeds (or as soon as the client reconnects).
+ * command timeout (500 ms) before the fallback decides. So after a failure the `RedisBreaker` rests
+ * Redis: decisions stay on this instance, then one request probes Redis again.
  */
 export function createRateLimiter(options: RateLimiterOptions = {}): RateLimiter {
   const redis = options.redis;
@@ -92,13 +94,7 @@ export function createRateLimiter(options: RateLimiterOptions = {}): RateLimiter
   const policies = new Map<string, Policy>();
   const insured = new WeakSet<object>();
   let degraded = false;
-  const restMs = options.redisRestMs ?? 2_000;
-  /** While non-zero, Redis failed and decisions stay here until then (0: Redis decides). */
-  let restUntil = 0;
-  let probing = false;
-  client.on("ready", () => {
-    restUntil = 0;
-  });
+  const breaker = options.breaker ?? new RedisBreaker(client, options.redisRestMs);
 
   function setDegraded(on: boolean): void {
     if (on === degraded) return;
@@ -122,24 +118,26 @@ export function createRateLimiter(options: RateLimiterOptions = {}): RateLimiter
 
   /** Judges by Redis, noting whether Redis or its insurance answered. */
   async function fromStore(policy: Policy, key: string): Promise<Outcome> {
-    if (restUntil !== 0 && (probing || Date.now() < restUntil)) return attempt(policy.local, key);
-    const probe = restUntil !== 0;
-    if (probe) probing = true;
+    const pass = breaker.enter();
+    if (pass === "rest") {
+      // Resting after a failure this limiter, or another user of the client, saw.
+      setDegraded(true);
+      return attempt(policy.local, key);
+    }
     const call = {};
+    let answered: boolean | undefined;
     try {
       const outcome = await attempt(policy.store, key, call);
-      if (insured.has(call)) {
-        setDegraded(true);
-        restUntil = Date.now() + restMs;
-      }
+      if (insured.has(call)) answered = false;
       // A key blocked in memory is refused with 0 consumed points without asking Redis: no news about Redis.
-      else if (outcome.allowed || outcome.result.consumedPoints > 0) {
-        setDegraded(false);
-        restUntil = 0;
-      }
+      else if (outcome.allowed || outcome.result.consumedPoints > 0) answered = true;
+      if (answered !== undefined) setDegraded(!answered);
       return outcome;
+    } catch (error) {
+      answered = false;
+      throw error;
     } finally {
-      if (probe) probing = false;
+      breaker.leave(pass, answered);
     }
   }
 

@@ -2,7 +2,7 @@ import { randomBytes } from "node:crypto";
 import { Socket } from "node:net";
 import type { Redis } from "ioredis";
 import pg from "pg";
-import { createRedisClient } from "../../src/rate-limit/redis-client.js";
+import { createRedisClient } from "../../src/redis/redis-client.js";
 
 type RedisClientOptions = Parameters<typeof createRedisClient>[1];
 

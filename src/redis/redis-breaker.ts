@@ -1,0 +1,66 @@
+import type { Redis } from "ioredis";
+
+/** How one call goes: to Redis, to Redis as the probe after a rest, or around Redis. */
+export type RedisPass = "redis" | "probe" | "rest";
+
+/**
+ * One view of a Redis client's health, shared by everything that uses the client (rate limits, the
+ * authentication throttle, the device token ledger).
+ *
+ * A Redis that hangs instead of closing the connection makes every command wait for the client's
+ * command timeout (500 ms) before it fails. So after a failure, calls go around Redis for `restMs`
+ * (each user answers as it does when Redis is down); then one call asks Redis again while the
+ * others keep going around it, and Redis is used again once that call succeeds, or as soon as the
+ * client reconnects (`ready`). A failure seen by one user rests Redis for all of them.
+ */
+export class RedisBreaker {
+  /** While non-zero, Redis failed and calls go around it until then. */
+  private restUntil = 0;
+  private probing = false;
+
+  constructor(
+    client: Pick<Redis, "on">,
+    private readonly restMs = 2_000,
+  ) {
+    client.on("ready", () => {
+      this.restUntil = 0;
+    });
+  }
+
+  /** Whether Redis failed lately and has not answered since. */
+  get resting(): boolean {
+    return this.restUntil !== 0;
+  }
+
+  /** Decides how a call goes; a `probe` must be followed by `leave`, once. */
+  enter(): RedisPass {
+    if (this.restUntil === 0) return "redis";
+    if (this.probing || Date.now() < this.restUntil) return "rest";
+    this.probing = true;
+    return "probe";
+  }
+
+  /** What a call that went to Redis learned: `true` Redis answered, `false` it failed, `undefined` nothing. */
+  leave(pass: RedisPass, answered: boolean | undefined): void {
+    if (pass === "probe") this.probing = false;
+    if (pass === "rest" || answered === undefined) return;
+    this.restUntil = answered ? 0 : Date.now() + this.restMs;
+  }
+
+  /**
+   * Runs `call` on Redis, or `around` while Redis rests. A call that rejects counts as a Redis
+   * failure and its error is passed on.
+   */
+  async run<T>(call: () => Promise<T>, around: () => T | Promise<T>): Promise<T> {
+    const pass = this.enter();
+    if (pass === "rest") return around();
+    try {
+      const value = await call();
+      this.leave(pass, true);
+      return value;
+    } catch (error) {
+      this.leave(pass, false);
+      throw error;
+    }
+  }
+}
