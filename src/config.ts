@@ -1,6 +1,6 @@
 import { z } from "zod";
-import { parseTrustedProxies } from "./http/client-ip.js";
 import { parseCorsOrigins } from "./http/cors.js";
+import { parseTrustedProxies } from "./net/ip-address.js";
 
 /**
  * The configuration schema: the only place that reads the environment. Every setting has an

@@ -1,5 +1,6 @@
 import type { Authenticate, AuthMethod, AuthRequest, AuthResult } from "../auth/authenticate.js";
 import { GatewayError, isGatewayError } from "../errors.js";
+import { addressBlock } from "../net/ip-address.js";
 import type { Metrics } from "../observability/metrics.js";
 import type { ProviderId } from "../providers/provider-id.js";
 import { rateLimitHeaders } from "../rate-limit/rate-limit-headers.js";
@@ -8,7 +9,6 @@ import type { Project } from "../storage/project-repository.js";
 import type { SpendGuard } from "../usage/spend-guard.js";
 import type { TokenUsage } from "../usage/token-usage.js";
 import type { UsageRecorder } from "../usage/usage-recorder.js";
-import { addressBlock } from "./client-ip.js";
 import type { RequestContext } from "./router.js";
 import { setHeaders } from "./send.js";
 

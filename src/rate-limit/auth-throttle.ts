@@ -2,7 +2,7 @@ import type { Redis } from "ioredis";
 import { RateLimiterMemory, RateLimiterRedis, RateLimiterRes } from "rate-limiter-flexible";
 import type { AuthThrottle } from "../auth/authenticate.js";
 import { GatewayError } from "../errors.js";
-import { addressBlock } from "../http/client-ip.js";
+import { addressBlock } from "../net/ip-address.js";
 import { RedisBreaker } from "../redis/redis-breaker.js";
 import { rateLimitHeaders } from "./rate-limit-headers.js";
 

@@ -1,5 +1,3 @@
-import type { Redis } from "ioredis";
-
 /** How one call goes: to Redis, to Redis as the probe after a rest, or around Redis. */
 export type RedisPass = "redis" | "probe" | "rest";
 
@@ -19,7 +17,8 @@ export class RedisBreaker {
   private probing = false;
 
   constructor(
-    client: Pick<Redis, "on">,
+    /** The Redis client (only its `ready` event is used). */
+    client: { on(event: "ready", listener: () => void): unknown },
     private readonly restMs = 2_000,
   ) {
     client.on("ready", () => {

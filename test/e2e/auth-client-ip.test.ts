@@ -1,6 +1,7 @@
 import type { IncomingMessage } from "node:http";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { addressBlock, createClientIpResolver } from "../../src/http/client-ip.js";
+import { createClientIpResolver } from "../../src/http/client-ip.js";
+import { addressBlock } from "../../src/net/ip-address.js";
 import { type FakeUpstream, startFakeUpstream } from "../fakes/fake-upstream.js";
 import {
   createTestProject,
