@@ -125,9 +125,14 @@ export async function createGateway(config: Config, injected: Partial<Injectable
     flushIntervalMs: config.usageFlushIntervalMs,
     queueMax: config.usageQueueMax,
     onQueueDepth: metrics.setUsageQueueDepth,
-    onDropped: (count) => {
+    onDropped: (count, reason) => {
       metrics.countUsageRowsDropped(count);
-      logger.error({ count }, "usage queue full: usage rows dropped");
+      logger.error(
+        { count },
+        reason === "shutdown"
+          ? "usage rows not written before shutdown: dropped"
+          : "usage queue full: usage rows dropped",
+      );
     },
     onRefused: (row, error) => {
       metrics.countUsageRowsDropped(1);

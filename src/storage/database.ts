@@ -22,14 +22,20 @@ export interface DatabaseOptions {
   dataDir: string;
   /** SQLite only: `:memory:` for tests. */
   sqliteFile?: string;
+  /**
+   * PostgreSQL only: how long a query may wait for the server's answer (default 10 s). A server or
+   * network that hangs without closing the connection then fails the query as an outage, instead of
+   * holding the usage writer, the request and the shutdown until TCP gives up minutes later.
+   */
+  queryTimeoutMs?: number;
 }
 
 /** Opens the configured engine and applies migrations. */
 export async function openDatabase(options: DatabaseOptions): Promise<OpenDatabase> {
   const { db, engine, sqlite } = options.databaseUrl
-    ? await openPostgres(options.databaseUrl)
+    ? await openPostgres(options.databaseUrl, options.queryTimeoutMs ?? 10_000)
     : openSqlite(options);
-  await migrateToLatest(db as Kysely<unknown>, engine);
+  await migrateExclusively(db, engine, sqlite);
   return {
     db,
     engine,
@@ -37,6 +43,28 @@ export async function openDatabase(options: DatabaseOptions): Promise<OpenDataba
     ping: () => pingDatabase(db as Kysely<unknown>),
     close: () => db.destroy(),
   };
+}
+
+/**
+ * Kysely takes no lock for SQLite migrations: two processes starting on a fresh data dir at once
+ * (the gateway and a CLI command) would both create the tables, and one would fail. On SQLite the
+ * whole migration runs in one `BEGIN IMMEDIATE` transaction, which the other process waits for
+ * (busy_timeout) and then finds nothing to do. PostgreSQL uses Kysely's own lock table.
+ */
+async function migrateExclusively(
+  db: Kysely<Database>,
+  engine: Engine,
+  sqlite: BetterSqlite3.Database | undefined,
+): Promise<void> {
+  if (!sqlite) return migrateToLatest(db as Kysely<unknown>, engine);
+  sqlite.exec("begin immediate");
+  try {
+    await migrateToLatest(db as Kysely<unknown>, engine);
+    sqlite.exec("commit");
+  } catch (error) {
+    if (sqlite.inTransaction) sqlite.exec("rollback");
+    throw error;
+  }
 }
 
 /** Page cache per connection, in KiB. */
@@ -72,9 +100,15 @@ function openSqlite(options: DatabaseOptions): {
 /** `pg` is loaded only when PostgreSQL is configured: the embedded default never pays for it. */
 async function openPostgres(
   databaseUrl: string,
+  queryTimeoutMs: number,
 ): Promise<{ db: Kysely<Database>; engine: Engine; sqlite?: undefined }> {
   const { default: pg } = await import("pg");
-  const pool = new pg.Pool({ connectionString: databaseUrl, max: 10, connectionTimeoutMillis: 5000 });
+  const pool = new pg.Pool({
+    connectionString: databaseUrl,
+    max: 10,
+    connectionTimeoutMillis: 5000,
+    query_timeout: queryTimeoutMs,
+  });
   // A client that loses its connection (idle or checked out) must not crash the process: its query
   // fails, the pool discards it, and the next query opens a new connection.
   pool.on("error", () => {});

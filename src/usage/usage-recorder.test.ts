@@ -124,3 +124,53 @@ describe("usage recorder, a row the database refuses", () => {
     await recorder.stop();
   });
 });
+
+describe("usage recorder, a database that hangs or stays down at shutdown", () => {
+  const hangingRepository = (): UsageRepository => ({
+    insertBatch: () => new Promise<void>(() => {}),
+    report: async () => [],
+    spendSince: async () => 0,
+    count: async () => 0,
+  });
+  const downRepository = (): UsageRepository => ({
+    insertBatch: async () => {
+      throw Object.assign(new Error("connect ECONNREFUSED 127.0.0.1:5432"), { code: "ECONNREFUSED" });
+    },
+    report: async () => [],
+    spendSince: async () => 0,
+    count: async () => 0,
+  });
+
+  it("returns from flush and stop by their deadline when a write never answers", async () => {
+    const recorder = createUsageRecorder({
+      repository: hangingRepository(),
+      flushIntervalMs: 60_000,
+      queueMax: 10_000,
+    });
+    recorder.record(row(1));
+    const started = Date.now();
+    await recorder.flush(100);
+    await recorder.stop(100);
+    expect(Date.now() - started).toBeLessThan(1000);
+  });
+
+  it("counts the rows still queued at stop as dropped, and a row recorded after stop", async () => {
+    const dropped: Array<[number, string]> = [];
+    const recorder = createUsageRecorder({
+      repository: downRepository(),
+      flushIntervalMs: 60_000,
+      queueMax: 10_000,
+      onDropped: (count, reason) => dropped.push([count, reason]),
+    });
+    for (let index = 0; index < 3; index++) recorder.record(row(index));
+    await recorder.flush(50);
+    await recorder.stop();
+    expect(dropped).toEqual([[3, "shutdown"]]);
+    recorder.record(row(4));
+    expect(dropped).toEqual([
+      [3, "shutdown"],
+      [1, "shutdown"],
+    ]);
+    expect(recorder.depth()).toBe(0);
+  });
+});

@@ -8,7 +8,8 @@ export interface UsageRecorderDeps {
   queueMax: number;
   batchSize?: number;
   onQueueDepth?: (depth: number) => void;
-  onDropped?: (count: number) => void;
+  /** Rows lost: the queue was full (an outage longer than it holds), or the recorder had stopped. */
+  onDropped?: (count: number, reason: "queue-full" | "shutdown") => void;
   /** A row the database refuses for what it holds (not an outage): dropped, so it cannot block the rest. */
   onRefused?: (row: UsageRecord, error: unknown) => void;
   onWriteFailure?: (error: unknown) => void;
@@ -18,10 +19,17 @@ export interface UsageRecorderDeps {
 export interface UsageRecorder {
   /** Queues a row; never blocks and never throws on the request path. */
   record(row: UsageRecord): void;
-  /** Writes everything queued (retrying until `deadlineMs` passes); used at shutdown and in tests. */
+  /**
+   * Writes everything queued (retrying until `deadlineMs` passes); used at shutdown and in tests.
+   * Returns by the deadline even when a write never answers (a database that hangs).
+   */
   flush(deadlineMs?: number): Promise<void>;
   depth(): number;
-  stop(): Promise<void>;
+  /**
+   * Stops the timer, waits up to `deadlineMs` for a write in progress, and counts the rows still
+   * queued, and any recorded afterwards, as dropped: they are lost, and must not be lost silently.
+   */
+  stop(deadlineMs?: number): Promise<void>;
 }
 
 /**
@@ -120,20 +128,20 @@ export function createUsageRecorder(deps: UsageRecorderDeps): UsageRecorder {
 
   return {
     record(row) {
-      if (queue.length >= deps.queueMax) {
-        deps.onDropped?.(1);
+      if (stopped || queue.length >= deps.queueMax) {
+        deps.onDropped?.(1, stopped ? "shutdown" : "queue-full");
         return;
       }
       queue.push(row);
       deps.onQueueDepth?.(queue.length);
-      if (queue.length >= batchSize && !stopped) void drain(false);
+      if (queue.length >= batchSize) void drain(false);
     },
     async flush(deadlineMs = 10_000) {
       const deadline = Date.now() + deadlineMs;
       while (queue.length > 0 && Date.now() < deadline) {
-        if (writing) await writing;
+        if (writing && !(await settlesBy(writing, deadline))) return;
         retryAt = 0;
-        await drain(true);
+        if (!(await settlesBy(drain(true), deadline))) return;
         if (queue.length > 0 && failing)
           await new Promise((resolve) =>
             setTimeout(resolve, Math.min(backoffMs, Math.max(0, deadline - Date.now()))),
@@ -141,10 +149,28 @@ export function createUsageRecorder(deps: UsageRecorderDeps): UsageRecorder {
       }
     },
     depth: () => queue.length,
-    async stop() {
+    async stop(deadlineMs = 1000) {
       stopped = true;
       clearInterval(timer);
-      if (writing) await writing;
+      if (writing) await settlesBy(writing, Date.now() + deadlineMs);
+      if (queue.length > 0) {
+        deps.onDropped?.(queue.length, "shutdown");
+        queue = [];
+        deps.onQueueDepth?.(0);
+      }
     },
   };
+}
+
+/** Waits for `promise` until `deadline` (epoch ms): true when it settled by then. */
+async function settlesBy(promise: Promise<unknown>, deadline: number): Promise<boolean> {
+  let timer: NodeJS.Timeout | undefined;
+  const timeout = new Promise<false>((resolve) => {
+    timer = setTimeout(() => resolve(false), Math.max(0, deadline - Date.now()));
+  });
+  try {
+    return await Promise.race([promise.then(() => true), timeout]);
+  } finally {
+    clearTimeout(timer);
+  }
 }

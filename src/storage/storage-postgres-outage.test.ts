@@ -1,0 +1,56 @@
+import { describe, expect, it } from "vitest";
+import { createPostgresSchema, postgresAvailable } from "../../test/support/services.js";
+import { startTcpProxy } from "../../test/support/tcp-proxy.js";
+import { usageRow } from "../../test/support/usage-row.js";
+import { type OpenDatabase, openDatabase } from "./database.js";
+import { isDatabaseUnavailable } from "./database-unavailable.js";
+import { createUsageRepository } from "./usage-repository.js";
+
+describe.skipIf(!postgresAvailable)("PostgreSQL that hangs or starts twice", () => {
+  it("fails a query on a connection that stops answering within the query timeout, as an outage, and recovers", async () => {
+    const schema = await createPostgresSchema();
+    const proxy = await startTcpProxy(5432);
+    const database = await openDatabase({
+      databaseUrl: schema.url.replace("127.0.0.1:5432", `127.0.0.1:${proxy.port}`),
+      dataDir: "unused",
+      queryTimeoutMs: 300,
+    });
+    try {
+      const usage = createUsageRepository(database.db);
+      await usage.insertBatch([usageRow("stall-1")]);
+      proxy.stall();
+      const started = Date.now();
+      const error = await usage.insertBatch([usageRow("stall-2")]).then(
+        () => null,
+        (caught: unknown) => caught,
+      );
+      expect(Date.now() - started).toBeLessThan(3000);
+      expect(isDatabaseUnavailable(error)).toBe(true);
+      // The hung server is restarted: its connections drop, and the next query opens a new one.
+      proxy.cut();
+      proxy.restore();
+      await new Promise((resolve) => setTimeout(resolve, 50));
+      await usage.insertBatch([usageRow("stall-2")]);
+      expect(await usage.count("p1")).toBe(2);
+    } finally {
+      await database.close();
+      await proxy.close();
+      await schema.drop();
+    }
+  }, 10_000);
+
+  it("migrates a fresh schema when two instances start at once", async () => {
+    const schema = await createPostgresSchema();
+    const opened: OpenDatabase[] = [];
+    try {
+      const results = await Promise.allSettled(
+        [1, 2, 3].map(() => openDatabase({ databaseUrl: schema.url, dataDir: "unused" })),
+      );
+      for (const result of results) if (result.status === "fulfilled") opened.push(result.value);
+      expect(results.map((result) => result.status)).toEqual(["fulfilled", "fulfilled", "fulfilled"]);
+    } finally {
+      for (const database of opened) await database.close();
+      await schema.drop();
+    }
+  });
+});

@@ -1,0 +1,46 @@
+import { execFile } from "node:child_process";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { describe, expect, it } from "vitest";
+
+const databaseModule = fileURLToPath(new URL("./database.ts", import.meta.url));
+/**
+ * Opens (and so migrates) the embedded database of the data dir given as the first argument, at
+ * the instant (epoch ms) given as the second, so that two processes start their migrations together.
+ */
+const openOnce = `
+import { openDatabase } from ${JSON.stringify(databaseModule)};
+await new Promise((resolve) => setTimeout(resolve, Number(process.argv[2]) - Date.now()));
+const database = await openDatabase({ dataDir: process.argv[1] });
+await database.close();
+`;
+
+function start(dataDir: string, at: number): Promise<string> {
+  return new Promise((resolve) => {
+    execFile(
+      process.execPath,
+      ["--import", "tsx", "--input-type=module", "-e", openOnce, dataDir, String(at)],
+      (error, _stdout, stderr) =>
+        resolve(error ? (stderr.split("\n").find((line) => line.includes("Error")) ?? String(error)) : "ok"),
+    );
+  });
+}
+
+describe("embedded database", () => {
+  it("migrates a fresh data dir when two processes start on it at once (the gateway and a CLI command)", async () => {
+    const outcomes: string[] = [];
+    for (let round = 0; round < 3; round++) {
+      const dataDir = mkdtempSync(join(tmpdir(), "sluice-start-"));
+      try {
+        outcomes.push(
+          ...(await Promise.all([start(dataDir, Date.now() + 3000), start(dataDir, Date.now() + 3000)])),
+        );
+      } finally {
+        rmSync(dataDir, { recursive: true, force: true });
+      }
+    }
+    expect(outcomes).toEqual(Array.from({ length: 6 }, () => "ok"));
+  }, 60_000);
+});
