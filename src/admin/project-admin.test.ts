@@ -65,6 +65,23 @@ describe("project admin use cases", () => {
     expect((await admin().getProject("twice")).name).toBe("First");
   });
 
+  it("answers CONFLICT when the project changes under every attempt of an update", async () => {
+    await admin().createProject({ id: "busy", name: "Busy", provider: "provider-a" });
+    let attempts = 0;
+    const losing = admin({
+      update: async () => {
+        attempts++;
+        return false;
+      },
+    });
+    await expect(losing.updateProject("busy", { name: "Never" })).rejects.toMatchObject({
+      code: "CONFLICT",
+      status: 409,
+    });
+    expect(attempts).toBe(10);
+    expect((await admin().getProject("busy")).name).toBe("Busy");
+  });
+
   it("reads a usage report's date-only end as the end of that day (UTC)", async () => {
     await admin().createProject({ id: "usage", name: "Usage", provider: "provider-a" });
     const byDate = await admin().usageReport("usage", { from: "2026-11-01", to: "2026-11-02" });

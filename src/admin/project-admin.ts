@@ -43,6 +43,8 @@ export interface ProjectAdminDeps {
 }
 
 const testKeysKept = 2;
+/** Each failed attempt means another update was written; ten covers any realistic burst of admins. */
+const updateAttempts = 10;
 /** Every key and test-key id Sluice issues has this shape; any other names none. */
 const issuedKeyIdPattern = /^[A-Za-z0-9_-]{1,64}$/;
 
@@ -65,17 +67,16 @@ export function createProjectAdmin(deps: ProjectAdminDeps) {
   // a NUL, which PostgreSQL refuses to compare) is not found, without asking the database.
   async function requireProject(id: string): Promise<Project> {
     const project = projectIdPattern.test(id) ? await projects.get(id) : null;
-    if (!project) throw new GatewayError("PROJECT_NOT_FOUND", `Project ${JSON.stringify(id)} does not exist`);
+    if (!project) throw projectNotFound(id);
     return project;
   }
 
   async function issueTestKey(projectId: string): Promise<{ testKeyId: string; testKey: string }> {
     const testKey = generateTestKey();
     const testKeyId = `tk${randomBytes(8).toString("hex")}`;
-    await keys.addTestKey(
-      { id: testKeyId, projectId, digest: testKeyDigest(testKey), createdAt: testKeyTime() },
-      testKeysKept,
-    );
+    const record = { id: testKeyId, projectId, digest: testKeyDigest(testKey), createdAt: testKeyTime() };
+    // The project was checked first; false means it was deleted since.
+    if (!(await keys.addTestKey(record, testKeysKept))) throw projectNotFound(projectId);
     return { testKeyId, testKey };
   }
 
@@ -139,18 +140,32 @@ export function createProjectAdmin(deps: ProjectAdminDeps) {
       return (await projects.list()).map(viewOf);
     },
 
+    /**
+     * Applies the changes to the project as stored and writes the result only if nothing else was
+     * written since it was read (compare-and-set on updatedAt, which every write moves forward);
+     * otherwise reads it again and re-applies them. So two concurrent updates never undo each other,
+     * and a rule spanning fields (a vault needs a team id) is checked against what is stored. It is
+     * one UPDATE statement on both engines: no lock held across round trips, no engine-specific SQL.
+     */
     async updateProject(id: string, input: unknown): Promise<ProjectView> {
       const changes = parse(updateProjectInput, input, "project update");
-      const current = await requireProject(id);
-      const project = { ...applyChanges(current, changes, secretBox), updatedAt: nowIso() };
-      await projects.update(project);
-      deps.onProjectChanged(id);
-      return viewOf(project);
+      for (let attempt = 0; attempt < updateAttempts; attempt++) {
+        const current = await requireProject(id);
+        const updatedAt = new Date(Math.max(deps.now().getTime(), Date.parse(current.updatedAt) + 1));
+        const project = { ...applyChanges(current, changes, secretBox), updatedAt: updatedAt.toISOString() };
+        if (await projects.update(project, current.updatedAt)) {
+          deps.onProjectChanged(id);
+          return viewOf(project);
+        }
+      }
+      throw new GatewayError(
+        "CONFLICT",
+        `Project ${JSON.stringify(id)} kept changing during this update; retry`,
+      );
     },
 
     async deleteProject(id: string): Promise<void> {
-      if (!projectIdPattern.test(id) || !(await projects.delete(id)))
-        throw new GatewayError("PROJECT_NOT_FOUND", `Project ${JSON.stringify(id)} does not exist`);
+      if (!projectIdPattern.test(id) || !(await projects.delete(id))) throw projectNotFound(id);
       deps.onProjectChanged(id);
     },
 
@@ -197,7 +212,7 @@ export function createProjectAdmin(deps: ProjectAdminDeps) {
         revokedAt: null,
       };
       split.serverShare.fill(0);
-      await keys.insertProviderKey(record);
+      if (!(await keys.insertProviderKey(record))) throw projectNotFound(projectId);
       return { ...keyView(record), partialKey: split.partialKey };
     },
 
@@ -233,6 +248,10 @@ export function createProjectAdmin(deps: ProjectAdminDeps) {
       return { from: from.toISOString(), to: to.toISOString(), groupBy, rows };
     },
   });
+}
+
+function projectNotFound(id: string): GatewayError {
+  return new GatewayError("PROJECT_NOT_FOUND", `Project ${JSON.stringify(id)} does not exist`);
 }
 
 /** The AAD that binds a sealed server share to its project and key. */

@@ -70,6 +70,29 @@ describe("projects as code (SLUICE_CONFIG_FILE)", () => {
     }
   });
 
+  it.each([
+    [{ projects: [{ name: "no id" }] }, "projects.0.id: Invalid input: expected string, received undefined"],
+    [[1], "(file): Invalid input: expected object, received array"],
+    [
+      {
+        projects: [
+          { id: "twice", name: "A", provider: "provider-a" },
+          { id: "twice", name: "B" },
+        ],
+      },
+      'projects.1.id: "twice" is listed twice',
+    ],
+  ])(
+    "refuses the file %j with one line naming each problem, before seeding any project",
+    async (content, reason) => {
+      const path = file("unclear.json", content);
+      await expect(seedProjects(admin, path)).rejects.toThrow(
+        new Error(`SLUICE_CONFIG_FILE ${path} is not a valid projects file: ${reason}`),
+      );
+      expect(await admin.listProjects()).toEqual([]);
+    },
+  );
+
   it("stops at an entry the admin API would refuse, with its reason", async () => {
     const path = file("refused.json", {
       projects: [{ id: "bad-provider", name: "x", provider: "provider-z" }],

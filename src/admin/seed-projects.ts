@@ -12,18 +12,39 @@ import type { ProjectAdmin } from "./project-admin.js";
  */
 const seedFile = z
   .object({ projects: z.array(z.record(z.string(), z.unknown()).and(z.object({ id: z.string() }))) })
-  .strict();
+  .strict()
+  .superRefine(({ projects }, context) => {
+    const seen = new Set<string>();
+    projects.forEach(({ id }, index) => {
+      if (seen.has(id))
+        context.addIssue({
+          code: "custom",
+          path: ["projects", index, "id"],
+          message: `${JSON.stringify(id)} is listed twice`,
+        });
+      seen.add(id);
+    });
+  });
 
 export async function seedProjects(
   admin: ProjectAdmin,
   file: string,
 ): Promise<{ created: string[]; updated: string[] }> {
-  let parsed: z.infer<typeof seedFile>;
+  const invalid = (reason: string) =>
+    new Error(`SLUICE_CONFIG_FILE ${file} is not a valid projects file: ${reason}`);
+  let content: unknown;
   try {
-    parsed = seedFile.parse(JSON.parse(readFileSync(file, "utf8")));
+    content = JSON.parse(readFileSync(file, "utf8"));
   } catch (error) {
-    throw new Error(`SLUICE_CONFIG_FILE ${file} is not a valid projects file: ${(error as Error).message}`);
+    throw invalid((error as Error).message);
   }
+  const result = seedFile.safeParse(content);
+  if (!result.success) {
+    throw invalid(
+      result.error.issues.map((issue) => `${issue.path.join(".") || "(file)"}: ${issue.message}`).join("; "),
+    );
+  }
+  const parsed = result.data;
   const created: string[] = [];
   const updated: string[] = [];
   for (const { id, ...fields } of parsed.projects) {

@@ -1,5 +1,5 @@
 import { randomBytes } from "node:crypto";
-import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { Writable } from "node:stream";
@@ -33,10 +33,11 @@ async function cli(
 describe("sluice CLI", () => {
   const dataDir = mkdtempSync(join(tmpdir(), "sluice-cli-"));
   const saved = { ...process.env };
+  const masterKey = randomBytes(32).toString("base64");
 
   beforeAll(() => {
     process.env.SLUICE_DATA_DIR = dataDir;
-    process.env.SLUICE_MASTER_KEY = randomBytes(32).toString("base64");
+    process.env.SLUICE_MASTER_KEY = masterKey;
     delete process.env.DATABASE_URL;
   });
   afterAll(() => {
@@ -91,6 +92,63 @@ describe("sluice CLI", () => {
     const gone = await cli("projects", "show", "cli-demo");
     expect(gone.code).toBe(1);
     expect(gone.err).toBe('error: Project "cli-demo" does not exist\n');
+  });
+
+  it("clears optional project values with --clear, one flag name each", async () => {
+    const created = await cli(
+      "projects",
+      "create",
+      "--id",
+      "cli-clear",
+      "--name",
+      "Clear",
+      "--provider",
+      "provider-a",
+      "--team-id",
+      "team-1",
+      "--model",
+      "gpt-4.1-mini",
+      "--output-schema",
+      '{"type":"object","properties":{"a":{"type":"string"}},"required":["a"]}',
+      "--rate-limit",
+      "30",
+      "--monthly-spend-cap",
+      "5",
+    );
+    expect(created.code).toBe(0);
+    const cleared = await cli(
+      "projects",
+      "update",
+      "cli-clear",
+      "--clear",
+      "output-schema",
+      "--clear",
+      "team-id",
+      "--clear",
+      "model",
+      "--clear",
+      "rate-limit",
+      "--clear",
+      "monthly-spend-cap",
+    );
+    expect(cleared.err).toBe("");
+    expect(cleared.code).toBe(0);
+    expect(cleared.json()).toMatchObject({
+      teamId: null,
+      model: null,
+      outputSchema: null,
+      rateLimits: { perMinute: null },
+      monthlySpendCapUsd: null,
+    });
+  });
+
+  it.each([
+    [["--clear", "name"], /--clear takes one of: model, team-id, /],
+    [["--clear", "team-id", "--team-id", "t"], /--team-id and --clear team-id contradict each other/],
+  ])("refuses projects update %j as a usage error", async (flags, message) => {
+    const result = await cli("projects", "update", "cli-clear", ...flags);
+    expect(result.code).toBe(2);
+    expect(result.err).toMatch(message);
   });
 
   it("adds a key once with its partial key, lists it without secrets and revokes it", async () => {
@@ -157,6 +215,36 @@ describe("sluice CLI", () => {
     expect(result.code).toBe(code);
     expect(result.err).toMatch(message);
     expect(result.err).not.toMatch(/\n\s+at /);
+  });
+
+  it("prints the usage to stderr, not stdout, when no command is given (exit code 2)", async () => {
+    const result = await cli();
+    expect(result.code).toBe(2);
+    expect(result.out).toBe("");
+    expect(result.err).toMatch(/^Usage: sluice <command>/);
+    expect((await cli("--help")).out).toMatch(/^Usage: sluice <command>/);
+  });
+
+  it("refuses an unknown command before it opens the database or generates a master key", async () => {
+    const fresh = join(dataDir, "never-created");
+    process.env.SLUICE_DATA_DIR = fresh;
+    delete process.env.SLUICE_MASTER_KEY;
+    try {
+      const result = await cli("projects", "frobnicate");
+      expect(result.code).toBe(2);
+      expect(result.err).toMatch(/^error: unknown command: projects frobnicate\n/);
+      expect(existsSync(fresh)).toBe(false);
+      process.env.DATABASE_URL = "postgres://postgres@127.0.0.1:1/test";
+      process.env.SLUICE_MASTER_KEY = randomBytes(32).toString("base64");
+      expect(await cli("keys", "rotate", "x")).toMatchObject({
+        code: 2,
+        err: expect.stringMatching(/unknown command/),
+      });
+    } finally {
+      process.env.SLUICE_DATA_DIR = dataDir;
+      process.env.SLUICE_MASTER_KEY = saved.SLUICE_MASTER_KEY ?? masterKey;
+      delete process.env.DATABASE_URL;
+    }
   });
 
   it("reports a failed serve start as npm start does: one line per problem, exit code 1", async () => {

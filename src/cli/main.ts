@@ -5,6 +5,22 @@ import type { ProjectAdmin } from "../admin/project-admin.js";
 import { ConfigError, loadConfig } from "../config.js";
 import { isGatewayError } from "../errors.js";
 
+/**
+ * Project flags whose value `--clear NAME` removes (sets to null), each with the field it clears.
+ * A separate flag, not a value such as `none`: every text value is a valid model or team id.
+ */
+const clearable = new Map<string, { group: "project" | "rateLimits" | "deviceCheck"; field: string }>([
+  ["model", { group: "project", field: "model" }],
+  ["team-id", { group: "project", field: "teamId" }],
+  ["output-schema", { group: "project", field: "outputSchema" }],
+  ["rate-limit", { group: "rateLimits", field: "perMinute" }],
+  ["device-rate-limit", { group: "rateLimits", field: "devicePerMinute" }],
+  ["monthly-spend-cap", { group: "project", field: "monthlySpendCapUsd" }],
+  ["device-check-team-id", { group: "deviceCheck", field: "teamId" }],
+  ["device-check-key-id", { group: "deviceCheck", field: "keyId" }],
+  ["device-check-private-key", { group: "deviceCheck", field: "privateKey" }],
+]);
+
 /** The `sluice` command: argument parsing only; the work is done by the admin use cases. */
 const usage = `Usage: sluice <command>
 
@@ -22,6 +38,7 @@ Project flags: --id ID --model M --team-id T --test-mode true|false --output-sch
   --disabled true|false --device-check true|false --device-check-team-id T --device-check-key-id K
   --device-check-private-key-file FILE.p8 --device-check-environment production|development
   --device-token-mode cached|single-use
+  --clear F (repeatable) removes a value: F is one of ${[...clearable.keys()].join(", ")}
 Configuration comes from the environment (see README), e.g. SLUICE_DATA_DIR or DATABASE_URL.`;
 
 const options = {
@@ -43,6 +60,7 @@ const options = {
   "device-check-private-key-file": { type: "string" },
   "device-check-environment": { type: "string" },
   "device-token-mode": { type: "string" },
+  clear: { type: "string", multiple: true },
   "api-key": { type: "string" },
   "api-key-stdin": { type: "boolean" },
   label: { type: "string" },
@@ -76,9 +94,13 @@ export async function runCli(
   }
   const { values: flags, positionals } = parsed;
   const [command, sub, ...rest] = positionals;
-  if (flags.help || !command) {
+  if (flags.help) {
     io.out.write(`${usage}\n`);
-    return command || flags.help ? 0 : 2;
+    return 0;
+  }
+  if (!command) {
+    io.err.write(`${usage}\n`);
+    return 2;
   }
   if (command === "serve") {
     // Loaded only here, so admin commands start fast and never build the server.
@@ -94,13 +116,14 @@ export async function runCli(
   }
   let context: Awaited<ReturnType<typeof openAdminContext>> | undefined;
   try {
+    const run = commandOf(command, sub, rest, flags, io.stdin);
     const config = loadConfig();
     context = await openAdminContext(config, (file) =>
       io.err.write(
         `warning: generated a new master key at ${file}; back it up (without it stored keys cannot be opened)\n`,
       ),
     );
-    const result = await dispatch(context.admin, command, sub, rest, flags, io.stdin);
+    const result = await run(context.admin);
     if (result !== undefined) io.out.write(`${JSON.stringify(result, null, 2)}\n`);
     return 0;
   } catch (error) {
@@ -127,59 +150,91 @@ function causeOf(error: unknown): string {
   return ` (${cause.message || (cause as { code?: string }).code || cause.name})`;
 }
 
-async function dispatch(
-  admin: ProjectAdmin,
+/**
+ * The command line as the work it asks for. Every usage error (an unknown command, a missing id, a
+ * bad flag value) is thrown here, before the database is opened or a master key generated.
+ */
+function commandOf(
   command: string,
   sub: string | undefined,
   rest: string[],
   flags: Flags,
   stdin: number,
-): Promise<unknown> {
+): (admin: ProjectAdmin) => Promise<unknown> {
   const need = (value: string | undefined, what: string): string => {
     if (!value) throw new UsageError(`${what} is required`);
     return value;
   };
+  const project = () => need(rest[0], "the project id");
   switch (`${command} ${sub ?? ""}`.trim()) {
-    case "projects create":
-      return admin.createProject({ ...projectFields(flags), ...(flags.id ? { id: flags.id } : {}) });
+    case "projects create": {
+      const fields = { ...projectFields(flags), ...(flags.id ? { id: flags.id } : {}) };
+      return (admin) => admin.createProject(fields);
+    }
     case "projects list":
-      return admin.listProjects();
-    case "projects show":
-      return admin.getProject(need(rest[0], "the project id"));
-    case "projects update":
-      return admin.updateProject(need(rest[0], "the project id"), projectFields(flags));
-    case "projects delete":
-      await admin.deleteProject(need(rest[0], "the project id"));
-      return { deleted: rest[0] };
+      return (admin) => admin.listProjects();
+    case "projects show": {
+      const id = project();
+      return (admin) => admin.getProject(id);
+    }
+    case "projects update": {
+      const [id, fields] = [project(), projectFields(flags)];
+      return (admin) => admin.updateProject(id, fields);
+    }
+    case "projects delete": {
+      const id = project();
+      return async (admin) => {
+        await admin.deleteProject(id);
+        return { deleted: id };
+      };
+    }
     case "keys add": {
+      const id = project();
       const apiKey = flags["api-key-stdin"] ? readFileSync(stdin, "utf8").trim() : flags["api-key"];
-      return admin.addProviderKey(need(rest[0], "the project id"), {
+      const fields = {
         provider: flags.provider,
         apiKey: need(apiKey, "--api-key or --api-key-stdin"),
         ...(flags.label ? { label: flags.label } : {}),
-      });
+      };
+      return (admin) => admin.addProviderKey(id, fields);
     }
-    case "keys list":
-      return admin.listProviderKeys(need(rest[0], "the project id"));
-    case "keys revoke":
-      await admin.revokeProviderKey(need(rest[0], "the project id"), need(rest[1], "the key id"));
-      return { revoked: rest[1] };
-    case "test-keys rotate":
-      return admin.rotateTestKey(need(rest[0], "the project id"));
-    case "test-keys list":
-      return admin.listTestKeys(need(rest[0], "the project id"));
-    case "test-keys revoke":
-      await admin.revokeTestKey(need(rest[0], "the project id"), need(rest[1], "the test key id"));
-      return { revoked: rest[1] };
-    default:
-      if (command === "usage") {
-        return admin.usageReport(need(sub, "the project id"), {
-          ...(flags.from ? { from: flags.from } : {}),
-          ...(flags.to ? { to: flags.to } : {}),
-          ...(flags["group-by"] ? { groupBy: flags["group-by"] } : {}),
-        });
-      }
-      throw new UsageError(`unknown command: ${[command, sub].filter(Boolean).join(" ")}`);
+    case "keys list": {
+      const id = project();
+      return (admin) => admin.listProviderKeys(id);
+    }
+    case "keys revoke": {
+      const [id, keyId] = [project(), need(rest[1], "the key id")];
+      return async (admin) => {
+        await admin.revokeProviderKey(id, keyId);
+        return { revoked: keyId };
+      };
+    }
+    case "test-keys rotate": {
+      const id = project();
+      return (admin) => admin.rotateTestKey(id);
+    }
+    case "test-keys list": {
+      const id = project();
+      return (admin) => admin.listTestKeys(id);
+    }
+    case "test-keys revoke": {
+      const [id, testKeyId] = [project(), need(rest[1], "the test key id")];
+      return async (admin) => {
+        await admin.revokeTestKey(id, testKeyId);
+        return { revoked: testKeyId };
+      };
+    }
+    default: {
+      if (command !== "usage")
+        throw new UsageError(`unknown command: ${[command, sub].filter(Boolean).join(" ")}`);
+      const id = need(sub, "the project id");
+      const query = {
+        ...(flags.from ? { from: flags.from } : {}),
+        ...(flags.to ? { to: flags.to } : {}),
+        ...(flags["group-by"] ? { groupBy: flags["group-by"] } : {}),
+      };
+      return (admin) => admin.usageReport(id, query);
+    }
   }
 }
 
@@ -215,7 +270,6 @@ function projectFields(flags: Flags): Record<string, unknown> {
   const rateLimits: Record<string, unknown> = {};
   if (flags["rate-limit"] !== undefined) rateLimits.perMinute = number("rate-limit");
   if (flags["device-rate-limit"] !== undefined) rateLimits.devicePerMinute = number("device-rate-limit");
-  if (Object.keys(rateLimits).length > 0) fields.rateLimits = rateLimits;
   const deviceCheck: Record<string, unknown> = {};
   if (flags["device-check"] !== undefined) deviceCheck.enabled = bool("device-check");
   if (flags["device-check-team-id"] !== undefined) deviceCheck.teamId = flags["device-check-team-id"];
@@ -226,8 +280,25 @@ function projectFields(flags: Flags): Record<string, unknown> {
   if (flags["device-check-private-key-file"] !== undefined) {
     deviceCheck.privateKey = readFileSync(flags["device-check-private-key-file"], "utf8");
   }
+  applyClears(flags, { project: fields, rateLimits, deviceCheck });
+  if (Object.keys(rateLimits).length > 0) fields.rateLimits = rateLimits;
   if (Object.keys(deviceCheck).length > 0) fields.deviceCheck = deviceCheck;
   return fields;
+}
+
+/** `--clear NAME`: the field behind that project flag becomes null (the admin API's "remove"). */
+function applyClears(
+  flags: Flags,
+  groups: Record<"project" | "rateLimits" | "deviceCheck", Record<string, unknown>>,
+) {
+  for (const name of flags.clear ?? []) {
+    const target = clearable.get(name);
+    if (!target) throw new UsageError(`--clear takes one of: ${[...clearable.keys()].join(", ")}`);
+    const flag = (name === "device-check-private-key" ? `${name}-file` : name) as keyof Flags;
+    if (flags[flag] !== undefined)
+      throw new UsageError(`--${flag} and --clear ${name} contradict each other`);
+    groups[target.group][target.field] = null;
+  }
 }
 
 function readJsonArgument(value: string): unknown {

@@ -105,9 +105,20 @@ export function registerAdminRoutes(router: Router, deps: AdminRouteDeps): void 
       "GET",
       "/admin/v1/projects/:projectId/usage",
       route(async (c) => ({
-        body: await admin.usageReport(id(c), Object.fromEntries(new URLSearchParams(c.query))),
+        body: await admin.usageReport(id(c), queryFields(c.query)),
       })),
     );
+}
+
+/** The query string as fields; a repeated parameter stays a list, which the input schema refuses. */
+function queryFields(query: string): Record<string, string | string[]> {
+  const params = new URLSearchParams(query);
+  return Object.fromEntries(
+    [...new Set(params.keys())].map((name) => {
+      const values = params.getAll(name);
+      return [name, values.length === 1 ? (values[0] as string) : values];
+    }),
+  );
 }
 
 function adminGuard(

@@ -22,12 +22,16 @@ export interface TestKeyRecord {
 
 /** Provider key records and test-key digests. */
 export interface KeyRepository {
-  insertProviderKey(record: ProviderKeyRecord): Promise<void>;
+  /** False when the project does not exist (it was deleted since it was checked): nothing is written. */
+  insertProviderKey(record: ProviderKeyRecord): Promise<boolean>;
   getProviderKey(id: string): Promise<ProviderKeyRecord | null>;
   listProviderKeys(projectId: string): Promise<ProviderKeyRecord[]>;
   revokeProviderKey(projectId: string, id: string, at: string): Promise<boolean>;
-  /** Adds a test key and keeps only the newest `keep` of the project (rotation keeps two). */
-  addTestKey(record: TestKeyRecord, keep: number): Promise<void>;
+  /**
+   * Adds a test key and keeps only the newest `keep` of the project (rotation keeps two). False when
+   * the project does not exist, as for `insertProviderKey`.
+   */
+  addTestKey(record: TestKeyRecord, keep: number): Promise<boolean>;
   listTestKeys(projectId: string): Promise<TestKeyRecord[]>;
   deleteTestKey(projectId: string, id: string): Promise<boolean>;
 }
@@ -35,7 +39,7 @@ export interface KeyRepository {
 export function createKeyRepository(db: Kysely<Database>): KeyRepository {
   return {
     async insertProviderKey(record) {
-      await db
+      return db
         .insertInto("provider_keys")
         .values({
           id: record.id,
@@ -47,7 +51,8 @@ export function createKeyRepository(db: Kysely<Database>): KeyRepository {
           created_at: record.createdAt,
           revoked_at: record.revokedAt,
         })
-        .execute();
+        .execute()
+        .then(() => true, projectMissing);
     },
     async getProviderKey(id) {
       const row = await db.selectFrom("provider_keys").selectAll().where("id", "=", id).executeTakeFirst();
@@ -74,7 +79,15 @@ export function createKeyRepository(db: Kysely<Database>): KeyRepository {
       return Number(result.numUpdatedRows) > 0;
     },
     async addTestKey(record, keep) {
-      await db.transaction().execute(async (transaction) => {
+      const added = db.transaction().execute(async (transaction) => {
+        // Locks the project row first (a write that changes nothing), so rotations of one project
+        // run one after the other on PostgreSQL: otherwise each sees only its own new key, keeps
+        // "the newest two" of its own view, and three or more keys stay valid.
+        await transaction
+          .updateTable("projects")
+          .set((update) => ({ updated_at: update.ref("updated_at") }))
+          .where("id", "=", record.projectId)
+          .execute();
         await transaction
           .insertInto("test_keys")
           .values({
@@ -94,6 +107,7 @@ export function createKeyRepository(db: Kysely<Database>): KeyRepository {
         const stale = rows.slice(keep).map((row) => row.id);
         if (stale.length > 0) await transaction.deleteFrom("test_keys").where("id", "in", stale).execute();
       });
+      return added.then(() => true, projectMissing);
     },
     async listTestKeys(projectId) {
       const rows = await db
@@ -119,6 +133,16 @@ export function createKeyRepository(db: Kysely<Database>): KeyRepository {
       return Number(result.numDeletedRows) > 0;
     },
   };
+}
+
+/**
+ * False for the foreign-key violation of a key written for a project that no longer exists (SQLite
+ * SQLITE_CONSTRAINT_FOREIGNKEY, PostgreSQL 23503); any other failure is thrown on.
+ */
+function projectMissing(error: unknown): false {
+  const code = (error as { code?: unknown } | null)?.code;
+  if (code === "SQLITE_CONSTRAINT_FOREIGNKEY" || code === "23503") return false;
+  throw error;
 }
 
 function providerKeyFromRow(row: Selectable<ProviderKeysTable>): ProviderKeyRecord {

@@ -36,7 +36,12 @@ export interface ProjectRepository {
   insert(project: Project): Promise<boolean>;
   get(id: string): Promise<Project | null>;
   list(): Promise<Project[]>;
-  update(project: Project): Promise<void>;
+  /**
+   * Writes every field of the project. With `ifUpdatedAt`, only while the stored row still has that
+   * `updatedAt` (compare-and-set): false when nothing was written, because the project is gone or
+   * another change was written since it was read.
+   */
+  update(project: Project, ifUpdatedAt?: string): Promise<boolean>;
   delete(id: string): Promise<boolean>;
 }
 
@@ -58,9 +63,12 @@ export function createProjectRepository(db: Kysely<Database>): ProjectRepository
       const rows = await db.selectFrom("projects").selectAll().orderBy("created_at").orderBy("id").execute();
       return rows.map(fromRow);
     },
-    async update(project) {
+    async update(project, ifUpdatedAt) {
       const { id, created_at: _createdAt, ...rest } = toRow(project);
-      await db.updateTable("projects").set(rest).where("id", "=", id).execute();
+      let query = db.updateTable("projects").set(rest).where("id", "=", id);
+      if (ifUpdatedAt !== undefined) query = query.where("updated_at", "=", ifUpdatedAt);
+      const result = await query.executeTakeFirst();
+      return Number(result.numUpdatedRows) > 0;
     },
     async delete(id) {
       await db.deleteFrom("provider_keys").where("project_id", "=", id).execute();

@@ -1,0 +1,90 @@
+import { randomBytes } from "node:crypto";
+import { Writable } from "node:stream";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { createPostgresSchema, postgresAvailable } from "../../test/support/services.js";
+import { runCli } from "./main.js";
+
+async function cli(...argv: string[]) {
+  let out = "";
+  let err = "";
+  const sink = (append: (text: string) => void) =>
+    new Writable({
+      write(chunk, _encoding, done) {
+        append(String(chunk));
+        done();
+      },
+    });
+  const code = await runCli(argv, {
+    out: sink((text) => {
+      out += text;
+    }),
+    err: sink((text) => {
+      err += text;
+    }),
+    stdin: 0,
+  });
+  return { code, out, err, json: () => JSON.parse(out) as Record<string, unknown> };
+}
+
+describe.skipIf(!postgresAvailable)("sluice CLI on PostgreSQL", () => {
+  const saved = { ...process.env };
+  let drop: () => Promise<void> = async () => {};
+
+  beforeAll(async () => {
+    const schema = await createPostgresSchema();
+    drop = schema.drop;
+    process.env.DATABASE_URL = schema.url;
+    process.env.SLUICE_MASTER_KEY = randomBytes(32).toString("base64");
+  });
+  afterAll(async () => {
+    process.env = saved;
+    await drop();
+  });
+
+  it("runs every project, key and test-key command with exit code 0 and no secret but the one shown once", async () => {
+    const created = await cli(
+      "projects",
+      "create",
+      "--id",
+      "pg-cli",
+      "--name",
+      "PG",
+      "--provider",
+      "provider-c",
+      "--test-mode",
+      "true",
+      "--team-id",
+      "team-1",
+    );
+    expect(created).toMatchObject({ code: 0, err: "" });
+    expect(created.json()).toMatchObject({ project: { id: "pg-cli", teamId: "team-1" } });
+    const updated = await cli("projects", "update", "pg-cli", "--clear", "team-id", "--model", "m-1");
+    expect(updated.code).toBe(0);
+    expect(updated.json()).toMatchObject({ teamId: null, model: "m-1" });
+    const added = await cli(
+      "keys",
+      "add",
+      "pg-cli",
+      "--provider",
+      "provider-c",
+      "--api-key",
+      "AIza-secret-123",
+    );
+    expect(added.code).toBe(0);
+    const { keyId, partialKey } = added.json() as { keyId: string; partialKey: string };
+    const listed = await cli("keys", "list", "pg-cli");
+    expect(listed.out).not.toContain(partialKey);
+    expect(listed.out).not.toContain("AIza-secret-123");
+    expect(await cli("keys", "revoke", "pg-cli", keyId)).toMatchObject({ code: 0 });
+    const rotated = await cli("test-keys", "rotate", "pg-cli");
+    const { testKey, testKeyId } = rotated.json() as { testKey: string; testKeyId: string };
+    expect((await cli("test-keys", "list", "pg-cli")).out).not.toContain(testKey);
+    expect(await cli("test-keys", "revoke", "pg-cli", testKeyId)).toMatchObject({ code: 0 });
+    expect((await cli("usage", "pg-cli")).code).toBe(0);
+    expect(await cli("projects", "delete", "pg-cli")).toMatchObject({ code: 0 });
+    expect(await cli("projects", "show", "pg-cli")).toMatchObject({
+      code: 1,
+      err: 'error: Project "pg-cli" does not exist\n',
+    });
+  });
+});

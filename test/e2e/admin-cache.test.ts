@@ -1,0 +1,81 @@
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { type FakeUpstream, startFakeUpstream } from "../fakes/fake-upstream.js";
+import {
+  adminToken,
+  createTestProject,
+  startTestGateway,
+  type TestGateway,
+  type TestProject,
+} from "../support/test-gateway.js";
+
+/**
+ * Every admin change that decides who may call takes effect at once on the instance that made it,
+ * whatever SLUICE_PROJECT_CACHE_TTL_MS says (other instances see it within that time).
+ */
+describe("admin changes and the credential cache of the same instance", () => {
+  let fake: FakeUpstream;
+  let sluice: TestGateway;
+
+  beforeAll(async () => {
+    fake = await startFakeUpstream();
+    // A cache far longer than the test: only the admin use cases' invalidation can refresh it.
+    sluice = await startTestGateway({ providerABaseUrl: `${fake.url}/a/v1`, projectCacheTtlMs: 600_000 });
+  });
+  afterAll(async () => {
+    await sluice?.close();
+    await fake?.close();
+  });
+
+  const admin = (method: string, path: string, body?: unknown) =>
+    fetch(`${sluice.url}/admin/v1/projects/${path}`, {
+      method,
+      headers: { authorization: `Bearer ${adminToken}`, "content-type": "application/json" },
+      ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+    });
+  const call = (project: TestProject, bearer = project.bearer("provider-a")) =>
+    fetch(`${sluice.url}/v1/provider-a/${project.projectId}/chat/completions`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${bearer}`, "content-type": "application/json" },
+      body: JSON.stringify({ model: "gpt-4o-mini", messages: [] }),
+    });
+  async function answer(response: Response) {
+    const body = (await response.json()) as { error?: { code: string } };
+    return [response.status, body.error?.code ?? "ok"];
+  }
+
+  it.each([
+    ["disabling the project", { disabled: true }, [403, "FORBIDDEN"]],
+    ["turning test mode off", { testMode: false }, [401, "UNAUTHORIZED"]],
+    ["lowering its rate limit to 1 a minute", { rateLimits: { perMinute: 1 } }, [429, "TOO_MANY_REQUESTS"]],
+  ])("applies %s to the next request", async (_what, change, refused) => {
+    const project = await createTestProject(sluice.gateway);
+    expect(await answer(await call(project))).toEqual([200, "ok"]);
+    expect((await admin("PATCH", project.projectId, change)).status).toBe(200);
+    // The rate limit counts the request made before the change: the next one is over it.
+    expect(await answer(await call(project))).toEqual(refused);
+  });
+
+  it("refuses a revoked test key, and the oldest after two rotations, at the next request", async () => {
+    const project = await createTestProject(sluice.gateway);
+    expect(await answer(await call(project))).toEqual([200, "ok"]);
+    const first = (await (await admin("POST", `${project.projectId}/test-keys`)).json()) as {
+      testKey: string;
+    };
+    const second = (await (await admin("POST", `${project.projectId}/test-keys`)).json()) as {
+      testKey: string;
+      testKeyId: string;
+    };
+    expect(await answer(await call(project))).toEqual([401, "UNAUTHORIZED"]);
+    const withKey = (testKey: string) => `${project.partialKeys["provider-a"]}.${testKey}`;
+    expect(await answer(await call(project, withKey(first.testKey)))).toEqual([200, "ok"]);
+    expect((await admin("DELETE", `${project.projectId}/test-keys/${second.testKeyId}`)).status).toBe(204);
+    expect(await answer(await call(project, withKey(second.testKey)))).toEqual([401, "UNAUTHORIZED"]);
+  });
+
+  it("answers PROJECT_NOT_FOUND at the next request once the project is deleted", async () => {
+    const project = await createTestProject(sluice.gateway);
+    expect(await answer(await call(project))).toEqual([200, "ok"]);
+    expect((await admin("DELETE", project.projectId)).status).toBe(204);
+    expect(await answer(await call(project))).toEqual([404, "PROJECT_NOT_FOUND"]);
+  });
+});
