@@ -1,7 +1,8 @@
 import { mkdirSync } from "node:fs";
 import { join } from "node:path";
 import BetterSqlite3 from "better-sqlite3";
-import { Kysely, PostgresDialect, SqliteDialect } from "kysely";
+import { Kysely, PostgresDialect, type PostgresPool, type PostgresPoolClient, SqliteDialect } from "kysely";
+import type { Pool as PgPool } from "pg";
 import { migrateToLatest, pingDatabase } from "./migrations.js";
 import type { Database } from "./schema.js";
 
@@ -113,5 +114,34 @@ async function openPostgres(
   // fails, the pool discards it, and the next query opens a new connection.
   pool.on("error", () => {});
   pool.on("connect", (client) => client.on("error", () => {}));
-  return { db: new Kysely<Database>({ dialect: new PostgresDialect({ pool }) }), engine: "postgres" };
+  return {
+    db: new Kysely<Database>({ dialect: new PostgresDialect({ pool: closingTimedOut(pool) }) }),
+    engine: "postgres",
+  };
+}
+
+/**
+ * The pool as Kysely sees it, except that a connection on which a query timed out is closed when
+ * released instead of going back to the pool. pg gives up waiting but keeps the connection, and
+ * its next query would queue behind the unanswered one: on a connection a network dropped without
+ * a word, every query would time out until TCP gives up, minutes later, even with the server back.
+ */
+function closingTimedOut(pool: PgPool): PostgresPool {
+  return {
+    async connect() {
+      const client = await pool.connect();
+      let timedOut = false;
+      const query = (sql: string, parameters: readonly unknown[]) =>
+        client.query(sql, parameters as unknown[]).catch((error: unknown) => {
+          if (error instanceof Error && error.message === "Query read timeout") timedOut = true;
+          throw error;
+        });
+      return {
+        // Only the (sql, parameters) form: Kysely passes a cursor only when given one to stream with.
+        query: query as unknown as PostgresPoolClient["query"],
+        release: () => client.release(timedOut),
+      };
+    },
+    end: () => pool.end(),
+  };
 }

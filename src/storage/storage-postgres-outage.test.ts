@@ -39,6 +39,29 @@ describe.skipIf(!postgresAvailable)("PostgreSQL that hangs or starts twice", () 
     }
   }, 10_000);
 
+  it("closes a connection whose query timed out, so the next query does not wait behind it", async () => {
+    const schema = await createPostgresSchema();
+    const proxy = await startTcpProxy(5432);
+    const database = await openDatabase({
+      databaseUrl: schema.url.replace("127.0.0.1:5432", `127.0.0.1:${proxy.port}`),
+      dataDir: "unused",
+      queryTimeoutMs: 300,
+    });
+    try {
+      const usage = createUsageRepository(database.db);
+      await usage.insertBatch([usageRow("silent-1")]);
+      // The network drops the open connections without a word; new ones get through.
+      proxy.stall();
+      await expect(usage.insertBatch([usageRow("silent-2")])).rejects.toThrow("Query read timeout");
+      await usage.insertBatch([usageRow("silent-2")]);
+      expect(await usage.count("p1")).toBe(2);
+    } finally {
+      await database.close();
+      await proxy.close();
+      await schema.drop();
+    }
+  }, 10_000);
+
   it("migrates a fresh schema when two instances start at once", async () => {
     const schema = await createPostgresSchema();
     const opened: OpenDatabase[] = [];
