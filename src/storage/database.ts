@@ -82,10 +82,13 @@ function openSqlite(options: DatabaseOptions): {
     file = join(options.dataDir, "sluice.sqlite");
   }
   const database = new BetterSqlite3(file);
+  // First: switching a fresh file to WAL takes a lock, which another process starting on the same
+  // data dir (the gateway and a CLI command) may hold for a moment; without a busy timeout that
+  // fails at once with SQLITE_BUSY.
+  database.pragma("busy_timeout = 5000");
   // WAL lets readers run beside the batched usage writer; NORMAL is durable across process crashes.
   database.pragma("journal_mode = WAL");
   database.pragma("synchronous = NORMAL");
-  database.pragma("busy_timeout = 5000");
   database.pragma("foreign_keys = ON");
   // SQLite's stock page cache (2 MiB). better-sqlite3 builds with 16 MiB, which the usage writer
   // fills within minutes of traffic: ~17 MiB more RSS for no measured gain, as the usage rows
