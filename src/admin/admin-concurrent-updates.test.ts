@@ -1,35 +1,15 @@
 import { randomBytes } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { createPostgresSchema, postgresAvailable } from "../../test/support/services.js";
+import { storageEngines } from "../../test/support/storage-engines.js";
 import { createSecretBox } from "../auth/secret-box.js";
-import { type OpenDatabase, openDatabase } from "../storage/database.js";
+import type { OpenDatabase } from "../storage/database.js";
 import { createKeyRepository, type KeyRepository } from "../storage/key-repository.js";
 import { createProjectRepository, type ProjectRepository } from "../storage/project-repository.js";
 import { createUsageRepository } from "../storage/usage-repository.js";
 import { createProjectAdmin } from "./project-admin.js";
 
 /** Concurrent changes to one project, on both engines: none may undo another or fail as a bug. */
-const engines = [
-  {
-    name: "SQLite",
-    available: true,
-    async open() {
-      const database = await openDatabase({ dataDir: "unused", sqliteFile: ":memory:" });
-      return { database, cleanup: async () => {} };
-    },
-  },
-  {
-    name: "PostgreSQL",
-    available: postgresAvailable,
-    async open() {
-      const schema = await createPostgresSchema();
-      const database = await openDatabase({ databaseUrl: schema.url, dataDir: "unused" });
-      return { database, cleanup: schema.drop };
-    },
-  },
-];
-
-for (const engine of engines) {
+for (const engine of storageEngines) {
   describe.skipIf(!engine.available)(`concurrent project updates on ${engine.name}`, () => {
     let database: OpenDatabase;
     let cleanup: () => Promise<void>;

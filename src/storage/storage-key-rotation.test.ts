@@ -1,7 +1,7 @@
 import type { Insertable } from "kysely";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { createPostgresSchema, postgresAvailable } from "../../test/support/services.js";
-import { type OpenDatabase, openDatabase } from "./database.js";
+import { storageEngines } from "../../test/support/storage-engines.js";
+import type { OpenDatabase } from "./database.js";
 import { createKeyRepository } from "./key-repository.js";
 import type { ProjectsTable } from "./schema.js";
 
@@ -29,28 +29,17 @@ const projectRow = (id: string, at: string): Insertable<ProjectsTable> => ({
   updated_at: at,
 });
 
-const engines = [
-  { name: "SQLite", available: true, postgres: false },
-  { name: "PostgreSQL", available: postgresAvailable, postgres: true },
-];
-
-for (const engine of engines) {
+for (const engine of storageEngines) {
   describe.skipIf(!engine.available)(`test-key rotation on ${engine.name}`, () => {
     let database: OpenDatabase;
-    let drop: (() => Promise<void>) | undefined;
+    let cleanup: (() => Promise<void>) | undefined;
 
     beforeAll(async () => {
-      const schema = engine.postgres ? await createPostgresSchema() : undefined;
-      drop = schema?.drop;
-      database = await openDatabase(
-        schema
-          ? { databaseUrl: schema.url, dataDir: "unused" }
-          : { dataDir: "unused", sqliteFile: ":memory:" },
-      );
+      ({ database, cleanup } = await engine.open());
     });
     afterAll(async () => {
-      await database.close();
-      await drop?.();
+      await database?.close();
+      await cleanup?.();
     });
 
     it("keeps only the newest two test keys when several rotations run at once", async () => {

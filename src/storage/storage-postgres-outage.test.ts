@@ -4,19 +4,31 @@ import { startTcpProxy } from "../../test/support/tcp-proxy.js";
 import { usageRow } from "../../test/support/usage-row.js";
 import { type OpenDatabase, openDatabase } from "./database.js";
 import { isDatabaseUnavailable } from "./database-unavailable.js";
-import { createUsageRepository } from "./usage-repository.js";
+import { createUsageRepository, type UsageRepository } from "./usage-repository.js";
+
+/** A database on a fresh schema, reached through a TCP proxy the test can stall or cut. */
+async function behindProxy(
+  use: (usage: UsageRepository, proxy: Awaited<ReturnType<typeof startTcpProxy>>) => Promise<void>,
+): Promise<void> {
+  const schema = await createPostgresSchema();
+  const proxy = await startTcpProxy(5432);
+  const database = await openDatabase({
+    databaseUrl: schema.url.replace("127.0.0.1:5432", `127.0.0.1:${proxy.port}`),
+    dataDir: "unused",
+    queryTimeoutMs: 300,
+  });
+  try {
+    await use(createUsageRepository(database.db), proxy);
+  } finally {
+    await database.close();
+    await proxy.close();
+    await schema.drop();
+  }
+}
 
 describe.skipIf(!postgresAvailable)("PostgreSQL that hangs or starts twice", () => {
   it("fails a query on a connection that stops answering within the query timeout, as an outage, and recovers", async () => {
-    const schema = await createPostgresSchema();
-    const proxy = await startTcpProxy(5432);
-    const database = await openDatabase({
-      databaseUrl: schema.url.replace("127.0.0.1:5432", `127.0.0.1:${proxy.port}`),
-      dataDir: "unused",
-      queryTimeoutMs: 300,
-    });
-    try {
-      const usage = createUsageRepository(database.db);
+    await behindProxy(async (usage, proxy) => {
       await usage.insertBatch([usageRow("stall-1")]);
       proxy.stall();
       const started = Date.now();
@@ -32,34 +44,18 @@ describe.skipIf(!postgresAvailable)("PostgreSQL that hangs or starts twice", () 
       await new Promise((resolve) => setTimeout(resolve, 50));
       await usage.insertBatch([usageRow("stall-2")]);
       expect(await usage.count("p1")).toBe(2);
-    } finally {
-      await database.close();
-      await proxy.close();
-      await schema.drop();
-    }
+    });
   }, 10_000);
 
   it("closes a connection whose query timed out, so the next query does not wait behind it", async () => {
-    const schema = await createPostgresSchema();
-    const proxy = await startTcpProxy(5432);
-    const database = await openDatabase({
-      databaseUrl: schema.url.replace("127.0.0.1:5432", `127.0.0.1:${proxy.port}`),
-      dataDir: "unused",
-      queryTimeoutMs: 300,
-    });
-    try {
-      const usage = createUsageRepository(database.db);
+    await behindProxy(async (usage, proxy) => {
       await usage.insertBatch([usageRow("silent-1")]);
       // The network drops the open connections without a word; new ones get through.
       proxy.stall();
       await expect(usage.insertBatch([usageRow("silent-2")])).rejects.toThrow("Query read timeout");
       await usage.insertBatch([usageRow("silent-2")]);
       expect(await usage.count("p1")).toBe(2);
-    } finally {
-      await database.close();
-      await proxy.close();
-      await schema.drop();
-    }
+    });
   }, 10_000);
 
   it("migrates a fresh schema when two instances start at once", async () => {

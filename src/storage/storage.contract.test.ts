@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { createPostgresSchema, postgresAvailable } from "../../test/support/services.js";
+import { storageEngines } from "../../test/support/storage-engines.js";
 import { usageRow } from "../../test/support/usage-row.js";
-import { type OpenDatabase, openDatabase, sqliteCacheKiB } from "./database.js";
+import { type OpenDatabase, sqliteCacheKiB } from "./database.js";
 import { createKeyRepository } from "./key-repository.js";
 import { createProjectRepository, type Project } from "./project-repository.js";
 import { createUsageRepository, type UsageRecord } from "./usage-repository.js";
@@ -32,33 +32,7 @@ const project = (id: string): Project => ({
 
 const usage = usageRow;
 
-interface Engine {
-  name: string;
-  available: boolean;
-  open(): Promise<{ database: OpenDatabase; cleanup(): Promise<void> }>;
-}
-
-const engines: Engine[] = [
-  {
-    name: "SQLite",
-    available: true,
-    async open() {
-      const database = await openDatabase({ dataDir: "unused", sqliteFile: ":memory:" });
-      return { database, cleanup: async () => {} };
-    },
-  },
-  {
-    name: "PostgreSQL",
-    available: postgresAvailable,
-    async open() {
-      const schema = await createPostgresSchema();
-      const database = await openDatabase({ databaseUrl: schema.url, dataDir: "unused" });
-      return { database, cleanup: schema.drop };
-    },
-  },
-];
-
-for (const engine of engines) {
+for (const engine of storageEngines) {
   describe.skipIf(!engine.available)(`storage contract on ${engine.name}`, () => {
     let database: OpenDatabase;
     let cleanup: () => Promise<void>;
