@@ -35,8 +35,8 @@ export interface DatabaseOptions {
 export async function openDatabase(options: DatabaseOptions): Promise<OpenDatabase> {
   const { db, engine, sqlite } = options.databaseUrl
     ? await openPostgres(options.databaseUrl, options.queryTimeoutMs ?? 10_000)
-    : openSqlite(options);
-  await migrateExclusively(db, engine, sqlite);
+    : await openSqliteMigrated(options);
+  if (!sqlite) await migrateExclusively(db, engine, sqlite);
   return {
     db,
     engine,
@@ -65,6 +65,27 @@ async function migrateExclusively(
   } catch (error) {
     if (sqlite.inTransaction) sqlite.exec("rollback");
     throw error;
+  }
+}
+
+/**
+ * Opens and migrates the embedded database. Two processes creating a fresh file at the same
+ * instant can get SQLITE_BUSY from SQLite without its busy handler being consulted (setting up the
+ * WAL file); that start is retried with a fresh handle, for up to about 5 s.
+ */
+async function openSqliteMigrated(options: DatabaseOptions): Promise<ReturnType<typeof openSqlite>> {
+  for (let attempt = 1; ; attempt++) {
+    let opened: ReturnType<typeof openSqlite> | undefined;
+    try {
+      opened = openSqlite(options);
+      await migrateExclusively(opened.db, opened.engine, opened.sqlite);
+      return opened;
+    } catch (error) {
+      opened?.sqlite.close();
+      const code = (error as { code?: unknown } | null)?.code;
+      if (attempt >= 20 || typeof code !== "string" || !code.startsWith("SQLITE_BUSY")) throw error;
+      await new Promise((resolve) => setTimeout(resolve, 25 * attempt));
+    }
   }
 }
 
