@@ -36,7 +36,6 @@ export async function openDatabase(options: DatabaseOptions): Promise<OpenDataba
   const { db, engine, sqlite } = options.databaseUrl
     ? await openPostgres(options.databaseUrl, options.queryTimeoutMs ?? 10_000)
     : await openSqliteMigrated(options);
-  if (!sqlite) await migrateExclusively(db, engine, sqlite);
   return {
     db,
     engine,
@@ -47,40 +46,25 @@ export async function openDatabase(options: DatabaseOptions): Promise<OpenDataba
 }
 
 /**
- * Kysely takes no lock for SQLite migrations: two processes starting on a fresh data dir at once
- * (the gateway and a CLI command) would both create the tables, and one would fail. On SQLite the
- * whole migration runs in one `BEGIN IMMEDIATE` transaction, which the other process waits for
- * (busy_timeout) and then finds nothing to do. PostgreSQL uses Kysely's own lock table.
- */
-async function migrateExclusively(
-  db: Kysely<Database>,
-  engine: Engine,
-  sqlite: BetterSqlite3.Database | undefined,
-): Promise<void> {
-  if (!sqlite) return migrateToLatest(db as Kysely<unknown>, engine);
-  sqlite.exec("begin immediate");
-  try {
-    await migrateToLatest(db as Kysely<unknown>, engine);
-    sqlite.exec("commit");
-  } catch (error) {
-    if (sqlite.inTransaction) sqlite.exec("rollback");
-    throw error;
-  }
-}
-
-/**
- * Opens and migrates the embedded database. Two processes creating a fresh file at the same
- * instant can get SQLITE_BUSY from SQLite without its busy handler being consulted (setting up the
- * WAL file); that start is retried with a fresh handle, for up to about 5 s.
+ * Opens and migrates the embedded database. Kysely takes no lock for SQLite migrations: two
+ * processes starting on a fresh data dir at once (the gateway and a CLI command) would both create
+ * the tables, and one would fail. So the whole migration runs in one `BEGIN IMMEDIATE`
+ * transaction, which the other process waits for (busy_timeout) and then finds nothing to do.
+ * Two processes creating a fresh file at the same instant can still get SQLITE_BUSY from SQLite
+ * without its busy handler being consulted (setting up the WAL file); that start is retried with a
+ * fresh handle, for up to about 5 s.
  */
 async function openSqliteMigrated(options: DatabaseOptions): Promise<ReturnType<typeof openSqlite>> {
   for (let attempt = 1; ; attempt++) {
     let opened: ReturnType<typeof openSqlite> | undefined;
     try {
       opened = openSqlite(options);
-      await migrateExclusively(opened.db, opened.engine, opened.sqlite);
+      opened.sqlite.exec("begin immediate");
+      await migrateToLatest(opened.db as Kysely<unknown>, "sqlite");
+      opened.sqlite.exec("commit");
       return opened;
     } catch (error) {
+      if (opened?.sqlite.inTransaction) opened.sqlite.exec("rollback");
       opened?.sqlite.close();
       const code = (error as { code?: unknown } | null)?.code;
       if (attempt >= 20 || typeof code !== "string" || !code.startsWith("SQLITE_BUSY")) throw error;
@@ -138,10 +122,10 @@ async function openPostgres(
   // fails, the pool discards it, and the next query opens a new connection.
   pool.on("error", () => {});
   pool.on("connect", (client) => client.on("error", () => {}));
-  return {
-    db: new Kysely<Database>({ dialect: new PostgresDialect({ pool: closingTimedOut(pool) }) }),
-    engine: "postgres",
-  };
+  const db = new Kysely<Database>({ dialect: new PostgresDialect({ pool: closingTimedOut(pool) }) });
+  // Under Kysely's own migration lock table, so instances starting together migrate once.
+  await migrateToLatest(db as Kysely<unknown>, "postgres");
+  return { db, engine: "postgres" };
 }
 
 /**
