@@ -1,5 +1,6 @@
 import { setImmediate as nextTurn } from "node:timers/promises";
 import { describe, expect, it } from "vitest";
+import { connectionRefused, fakeUsageRepository } from "../../test/support/fake-usage-repository.js";
 import { usageRow } from "../../test/support/usage-row.js";
 import type { UsageRecord, UsageRepository } from "../storage/usage-repository.js";
 import { createUsageRecorder } from "./usage-recorder.js";
@@ -14,14 +15,14 @@ function recordingRepository(): UsageRepository & { batches: number[]; rows: str
   return {
     batches,
     rows,
-    async insertBatch(batch) {
-      await nextTurn();
-      batches.push(batch.length);
-      rows.push(...batch.map((written) => written.request_id));
-    },
-    report: async () => [],
-    spendSince: async () => 0,
-    count: async () => rows.length,
+    ...fakeUsageRepository({
+      async insertBatch(batch) {
+        await nextTurn();
+        batches.push(batch.length);
+        rows.push(...batch.map((written) => written.request_id));
+      },
+      count: async () => rows.length,
+    }),
   };
 }
 
@@ -65,21 +66,18 @@ describe("usage recorder, a row the database refuses", () => {
   function refusingRepository(outageAfter = Number.POSITIVE_INFINITY) {
     const rows: string[] = [];
     let calls = 0;
-    const repository: UsageRepository = {
+    const repository = fakeUsageRepository({
       async insertBatch(batch) {
         await nextTurn();
-        if (++calls > outageAfter)
-          throw Object.assign(new Error("connect ECONNREFUSED 127.0.0.1:5432"), { code: "ECONNREFUSED" });
+        if (++calls > outageAfter) throw connectionRefused();
         if (batch.some((each) => each.project_id.includes("\u0000")))
           throw Object.assign(new Error('invalid byte sequence for encoding "UTF8": 0x00'), {
             code: "22021",
           });
         rows.push(...batch.map((each) => each.request_id));
       },
-      report: async () => [],
-      spendSince: async () => 0,
       count: async () => rows.length,
-    };
+    });
     return { repository, rows };
   }
 
@@ -126,20 +124,13 @@ describe("usage recorder, a row the database refuses", () => {
 });
 
 describe("usage recorder, a database that hangs or stays down at shutdown", () => {
-  const hangingRepository = (): UsageRepository => ({
-    insertBatch: () => new Promise<void>(() => {}),
-    report: async () => [],
-    spendSince: async () => 0,
-    count: async () => 0,
-  });
-  const downRepository = (): UsageRepository => ({
-    insertBatch: async () => {
-      throw Object.assign(new Error("connect ECONNREFUSED 127.0.0.1:5432"), { code: "ECONNREFUSED" });
-    },
-    report: async () => [],
-    spendSince: async () => 0,
-    count: async () => 0,
-  });
+  const hangingRepository = () => fakeUsageRepository({ insertBatch: () => new Promise<void>(() => {}) });
+  const downRepository = () =>
+    fakeUsageRepository({
+      insertBatch: async () => {
+        throw connectionRefused();
+      },
+    });
 
   it("returns from flush and stop by their deadline when a write never answers", async () => {
     const recorder = createUsageRecorder({

@@ -1,16 +1,13 @@
 import { describe, expect, it } from "vitest";
-import type { UsageRepository } from "../storage/usage-repository.js";
+import { connectionRefused, fakeUsageRepository } from "../../test/support/fake-usage-repository.js";
 import { createSpendGuard } from "./spend-guard.js";
 
 /** A repository whose spend reads wait until the test answers them. */
 function pendingSpend() {
   const reads: Array<(spend: number) => void> = [];
-  const usage: UsageRepository = {
-    insertBatch: async () => {},
-    report: async () => [],
+  const usage = fakeUsageRepository({
     spendSince: () => new Promise<number>((resolve) => reads.push(resolve)),
-    count: async () => 0,
-  };
+  });
   return { usage, reads };
 }
 
@@ -46,15 +43,12 @@ describe("spend guard", () => {
 
   it("judges on the last known figure while the database is down, and fails without one", async () => {
     let down = false;
-    const usage: UsageRepository = {
-      insertBatch: async () => {},
-      report: async () => [],
+    const usage = fakeUsageRepository({
       spendSince: async () => {
-        if (down) throw Object.assign(new Error("connect ECONNREFUSED"), { code: "ECONNREFUSED" });
+        if (down) throw connectionRefused();
         return 4;
       },
-      count: async () => 0,
-    };
+    });
     let now = new Date("2026-11-15T00:00:00.000Z");
     const guard = createSpendGuard({ usage, now: () => now, refreshMs: 1000 });
     expect(await guard.monthToDate("p1")).toBe(4);
