@@ -14,7 +14,7 @@ export type AuthMethod =
   | "bearer-device-check"
   | "device-token-header";
 
-export const testKeyHeader = "x-sluice-test-key";
+const testKeyHeader = "x-sluice-test-key";
 
 export type DeviceVerdict =
   | { kind: "ok"; digest: string }

@@ -47,7 +47,7 @@ const extensions: Record<string, string> = {
   "image/gif": "gif",
 };
 
-export function extensionOf(mediaType: string): string {
+function extensionOf(mediaType: string): string {
   return extensions[mediaType] ?? "bin";
 }
 

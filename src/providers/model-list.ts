@@ -67,10 +67,7 @@ export const sdkModelListPaths: Record<ProviderId, readonly string[]> = {
   "provider-c": ["models", "v1beta/models", "v1/models"],
 };
 
-export function renderModelList(
-  provider: ProviderId,
-  models: readonly CatalogueModel[],
-): Record<string, unknown> {
+function renderModelList(provider: ProviderId, models: readonly CatalogueModel[]): Record<string, unknown> {
   const data = models.map((model) => entry(provider, model));
   switch (provider) {
     case "provider-a":

@@ -302,7 +302,7 @@ function failed(
 }
 
 /** Maps a failure to reach the provider onto the error table; retry advice goes in Retry-After. */
-export function upstreamError(error: unknown): GatewayError {
+function upstreamError(error: unknown): GatewayError {
   const code = (error as { code?: string }).code ?? "";
   if (code === "UND_ERR_HEADERS_TIMEOUT" || code === "UND_ERR_BODY_TIMEOUT") {
     return new GatewayError("PROVIDER_TIMEOUT", "The provider did not answer in time", { cause: error });
