@@ -70,6 +70,18 @@ describe("projects as code (SLUICE_CONFIG_FILE)", () => {
     }
   });
 
+  it("never quotes the file's text around a JSON syntax error: it may be part of a private key", async () => {
+    const path = file(
+      "broken.json",
+      '{"projects":[{"deviceCheck":{"privateKey":"MIGTAgEAMBMGByqGSM49AgEG", "x": tru}}]}',
+    );
+    const error = (await seedProjects(admin, path).catch((caught: unknown) => caught)) as Error;
+    expect(error.message).toBe(
+      `SLUICE_CONFIG_FILE ${path} is not a valid projects file: Unexpected token '}' (not valid JSON)`,
+    );
+    expect(error.message).not.toContain("tru");
+  });
+
   it.each([
     [{ projects: [{ name: "no id" }] }, "projects.0.id: Invalid input: expected string, received undefined"],
     [[1], "(file): Invalid input: expected object, received array"],

@@ -36,7 +36,10 @@ export async function seedProjects(
   try {
     content = JSON.parse(readFileSync(file, "utf8"));
   } catch (error) {
-    throw invalid((error as Error).message);
+    // V8 quotes the text around a JSON syntax error, which may be part of a .p8 private key.
+    throw invalid(
+      (error as Error).message.replace(/, (?:\.\.\.)?".*" is not valid JSON$/s, " (not valid JSON)"),
+    );
   }
   const result = seedFile.safeParse(content);
   if (!result.success) {
