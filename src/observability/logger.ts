@@ -3,54 +3,154 @@ import { type DestinationStream, type Logger, pino } from "pino";
 export type { Logger };
 
 /**
- * Every place a credential could sit in a log object. Redaction is the logger's job, not the
- * caller's discipline: a test logs objects full of secrets and checks none come out.
+ * Field and header names whose values are credentials, compared after lower-casing and dropping
+ * everything but letters and digits: `Authorization`, `X-Api-Key`, `x_api_key` and `apiKey` are
+ * one name each, whoever built the object (Node lower-cases incoming headers; upstream responses,
+ * hand-built header objects and errors from undici or the AI SDK need not).
  */
-export const redactedPaths = [
-  "authorization",
-  "*.authorization",
-  "headers.authorization",
-  "*.headers.authorization",
-  "*.headers['x-api-key']",
-  "*.headers['x-goog-api-key']",
-  "*.headers['x-sluice-test-key']",
-  "*.headers['x-ai-key']",
-  "*.headers['x-device-token']",
-  "*.headers.cookie",
-  "headers['x-api-key']",
-  "headers['x-goog-api-key']",
-  "headers['x-sluice-test-key']",
-  "headers['x-ai-key']",
-  "headers['x-device-token']",
-  "headers.cookie",
-  "apiKey",
-  "*.apiKey",
-  "providerKey",
-  "*.providerKey",
-  "partialKey",
-  "*.partialKey",
-  "testKey",
-  "*.testKey",
-  "privateKey",
-  "*.privateKey",
-  "deviceToken",
-  "*.deviceToken",
-  "masterKey",
-  "*.masterKey",
-  "adminToken",
-  "*.adminToken",
-  "token",
-  "*.token",
-];
+const redactedNames: ReadonlySet<string> = new Set(
+  [
+    "authorization",
+    "proxy-authorization",
+    "cookie",
+    "set-cookie",
+    "x-api-key",
+    "x-goog-api-key",
+    "x-sluice-test-key",
+    "x-ai-key",
+    "x-device-token",
+    "apiKey",
+    "providerKey",
+    "partialKey",
+    "serverShare",
+    "clientShare",
+    "testKey",
+    "privateKey",
+    "privateKeyPem",
+    "deviceToken",
+    "masterKey",
+    "adminToken",
+    "token",
+    "accessToken",
+    "jwt",
+    "secretAccessKey",
+    "password",
+  ].map(normalizedName),
+);
 
+/** Header names whose value follows them in a flat list (`rawHeaders`, undici's `[name, value, …]`). */
+const redactedHeaderPairs: ReadonlySet<string> = new Set(
+  [
+    "authorization",
+    "proxy-authorization",
+    "cookie",
+    "set-cookie",
+    "x-api-key",
+    "x-goog-api-key",
+    "x-sluice-test-key",
+    "x-ai-key",
+    "x-device-token",
+  ].map(normalizedName),
+);
+
+const censor = "[redacted]";
+/**
+ * pino prints a log object with JSON.stringify, so without a depth limit (its `depthLimit` applies
+ * to circular objects only): redaction walks every level, and anything deeper than this is dropped.
+ */
+const maxDepth = 64;
+
+function normalizedName(name: string): string {
+  return name.toLowerCase().replace(/[^a-z0-9]/g, "");
+}
+
+/**
+ * The log object with every credential replaced by "[redacted]", at any depth and in any letter
+ * case. Errors, at the top or nested, are serialized first as pino's `err` serializer does (their
+ * own properties kept, the messages of their causes appended), so a `headers` property on an
+ * error is covered too; what JSON.stringify would print through `toJSON` is redacted as printed.
+ * Objects are copied only where something changes: a record without secrets allocates nothing.
+ * Runs once per log line written; below the configured level pino never calls it.
+ */
+export function redactSecrets<T>(value: T): T {
+  return redactValue(value, maxDepth, []) as T;
+}
+
+function redactValue(value: unknown, depth: number, ancestors: object[]): unknown {
+  if (typeof value !== "object" || value === null) return value;
+  if (value instanceof Error) return redactValue(pino.stdSerializers.err(value), depth, ancestors);
+  const toJSON = (value as { toJSON?: unknown }).toJSON;
+  if (typeof toJSON === "function") {
+    const printed: unknown = toJSON.call(value, "");
+    return printed === value ? value : redactValue(printed, depth - 1, ancestors);
+  }
+  if (ancestors.includes(value)) return "[Circular]";
+  if (depth <= 0) return "[Too deep]";
+  ancestors.push(value);
+  try {
+    return Array.isArray(value)
+      ? redactArray(value, depth, ancestors)
+      : redactObject(value, depth, ancestors);
+  } finally {
+    ancestors.pop();
+  }
+}
+
+function redactObject(value: object, depth: number, ancestors: object[]): object {
+  let copy: Record<string, unknown> | undefined;
+  for (const key of Object.keys(value)) {
+    const field = (value as Record<string, unknown>)[key];
+    const redacted = redactedNames.has(normalizedName(key))
+      ? field === undefined || field === null
+        ? field
+        : censor
+      : redactValue(field, depth - 1, ancestors);
+    if (redacted !== field) {
+      copy ??= { ...value };
+      copy[key] = redacted;
+    }
+  }
+  return copy ?? value;
+}
+
+function redactArray(value: unknown[], depth: number, ancestors: object[]): unknown[] {
+  let copy: unknown[] | undefined;
+  for (let index = 0; index < value.length; index++) {
+    const item = value[index];
+    const previous = value[index - 1];
+    const redacted =
+      typeof previous === "string" &&
+      typeof item === "string" &&
+      redactedHeaderPairs.has(normalizedName(previous))
+        ? censor
+        : redactValue(item, depth - 1, ancestors);
+    if (redacted !== item) {
+      copy ??= [...value];
+      copy[index] = redacted;
+    }
+  }
+  return copy ?? value;
+}
+
+/**
+ * Secrets are redacted by this configuration, not by the callers' discipline: `redactSecrets`
+ * runs on every object logged (and on child bindings), and a test logs objects full of secrets,
+ * in every letter case, and checks that none comes out.
+ */
 export function createLogger(level: string, destination?: DestinationStream): Logger {
   return pino(
     {
       level,
       base: { service: "sluice" },
-      redact: { paths: redactedPaths, censor: "[redacted]" },
       timestamp: pino.stdTimeFunctions.isoTime,
-      formatters: { level: (label) => ({ level: label }) },
+      formatters: {
+        level: (label) => ({ level: label }),
+        bindings: (bindings) => redactSecrets(bindings),
+        log: (object) => redactSecrets(object),
+      },
+      // `log` above has serialized every error already; serializing the result again would
+      // report each error's type as "Object".
+      serializers: { err: (error: unknown) => error },
     },
     destination,
   );

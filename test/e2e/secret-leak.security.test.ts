@@ -51,11 +51,35 @@ describe("no secret leaks", () => {
     upstreamUrl = `http://127.0.0.1:${(upstream.address() as AddressInfo).port}`;
     apple = await startFakeApple({ label: "production", validTokens: [deviceToken] });
     apple.registerKey("KEY1234567", { teamId: "TEAM123456", publicKeyPem: apple_keys.publicKeyPem });
-    sluice = await startTestGateway({
-      providerABaseUrl: `${upstreamUrl}/v1`,
-      deviceCheckProductionUrl: apple.url,
-      logLevel: "trace",
-    });
+    sluice = await startTestGateway(
+      {
+        providerABaseUrl: `${upstreamUrl}/v1`,
+        deviceCheckProductionUrl: apple.url,
+        logLevel: "trace",
+      },
+      {
+        // A route failing as an upstream call can: with an error (undici's, the AI SDK's) that
+        // carries the upstream request's headers in mixed case, the rebuilt provider keys in them.
+        registerApiRoutes(router) {
+          router.on("POST", "/v1/leak-probe/:projectId", ({ request }) => {
+            const cause = Object.assign(new Error("other side closed"), {
+              code: "UND_ERR_SOCKET",
+              headers: { "X-Goog-Api-Key": project.providerKeys["provider-c"] },
+            });
+            throw Object.assign(new Error("upstream call failed", { cause }), {
+              request: {
+                headers: {
+                  Authorization: `Bearer ${project.providerKeys["provider-a"]}`,
+                  "X-Api-Key": project.providerKeys["provider-b"],
+                  "X-Sluice-Test-Key": request.headers["x-sluice-test-key"],
+                },
+              },
+              details: { error: cause, rawHeaders: ["Authorization", request.headers.authorization] },
+            });
+          });
+        },
+      },
+    );
     project = await createTestProject(sluice.gateway, {
       deviceCheck: {
         enabled: true,
@@ -123,6 +147,31 @@ describe("no secret leaks", () => {
     );
   });
 
+  it("logs an upstream error carrying mixed-case request headers without their secrets", async () => {
+    const before = sluice.logs.length;
+    const response = await fetch(`${sluice.url}/v1/leak-probe/${project.projectId}`, {
+      method: "POST",
+      headers: {
+        authorization: `Bearer ${project.partialKeys["provider-a"]}.${project.testKey}`,
+        "x-sluice-test-key": project.testKey,
+      },
+    });
+    bodies.push(`${response.status} ${await response.text()}`);
+    expect(response.status).toBe(500);
+    const logged = sluice.logs.slice(before).join("");
+    expect(logged).toContain('"msg":"request failed"');
+    expect(logged).toContain('"X-Api-Key":"[redacted]"');
+    for (const secret of [
+      project.testKey,
+      project.partialKeys["provider-a"],
+      project.providerKeys["provider-a"],
+      project.providerKeys["provider-b"],
+      project.providerKeys["provider-c"],
+    ]) {
+      expect(logged).not.toContain(secret);
+    }
+  });
+
   it("logs redacted credentials when a caller logs a request's headers", () => {
     const lines: string[] = [];
     const logger = createLogger("info", {
@@ -145,11 +194,42 @@ describe("no secret leaks", () => {
       },
       "a request",
     );
+    // Header objects built by hand or received from upstream keep their letter case; errors carry them.
+    logger.warn(
+      {
+        headers: {
+          Authorization: `Bearer ${project.partialKeys["provider-a"]}.${project.testKey}`,
+          "X-AI-Key": project.partialKeys["provider-b"],
+          "X-Sluice-Test-Key": project.testKey,
+          "X-Device-Token": deviceToken,
+        },
+        upstream: {
+          headers: {
+            "X-Api-Key": project.providerKeys["provider-b"],
+            "X-Goog-Api-Key": project.providerKeys["provider-c"],
+          },
+        },
+        err: Object.assign(new Error("request to Apple failed"), {
+          headers: { Authorization: `Bearer ${apple_keys.privateKeyPem}` },
+          cause: new Error("socket hang up"),
+        }),
+        attempts: [
+          Object.assign(new Error("retry 1"), {
+            requestHeaders: { AUTHORIZATION: `Bearer ${project.providerKeys["provider-a"]}` },
+          }),
+        ],
+        PrivateKey: apple_keys.privateKeyPem,
+      },
+      "mixed case",
+    );
     const text = lines.join("");
     expect(text).toContain("[redacted]");
     for (const secret of [
       project.testKey,
+      project.partialKeys["provider-a"],
+      project.partialKeys["provider-b"],
       project.providerKeys["provider-a"],
+      project.providerKeys["provider-b"],
       project.providerKeys["provider-c"],
       deviceToken,
       "BEGIN PRIVATE KEY",

@@ -1,0 +1,156 @@
+import { APICallError } from "ai";
+import { describe, expect, it } from "vitest";
+import { createLogger, redactSecrets } from "./logger.js";
+
+function capture(level = "info") {
+  const lines: string[] = [];
+  const logger = createLogger(level, {
+    write: (line: string) => {
+      lines.push(line);
+    },
+  });
+  return { logger, text: () => lines.join(""), records: () => lines.map((line) => JSON.parse(line)) };
+}
+
+const secrets = {
+  bearer: "Bearer sk_sluice_k1_share.tk_testkey_abc",
+  apiKey: "sk-provider-a-live-0123456789",
+  googKey: "AIza-provider-c-0123456789",
+  anthropicKey: "sk-ant-provider-b-0123456789",
+  testKey: "tk_mixedcase_secret_123",
+  share: "x-ai-key-share-secret",
+  deviceToken: "ZGV2aWNlLXRva2VuLXNlY3JldA==",
+  deviceCheckJwt: "eyJhbGciOiJFUzI1NiIsImtpZCI6IktFWTEyMzQ1NjcifQ.eyJpc3MiOiJURUFNIn0.c2lnbmF0dXJl",
+  cookie: "session=cookie-secret-value",
+  pem: "-----BEGIN PRIVATE KEY-----\nMIGHAgEAMBMGByqGSM49AgEGCCqGSM49AwEHBG0wawIBAQQg\n-----END PRIVATE KEY-----",
+};
+
+function expectNoSecret(text: string) {
+  for (const [name, secret] of Object.entries(secrets)) {
+    expect(text.includes(secret), `${name} found in ${text}`).toBe(false);
+  }
+  expect(text).not.toContain("BEGIN PRIVATE KEY");
+}
+
+describe("log redaction", () => {
+  it("redacts credential headers whatever their letter case", () => {
+    const { logger, text, records } = capture();
+    logger.info(
+      {
+        headers: {
+          Authorization: secrets.bearer,
+          "X-Api-Key": secrets.anthropicKey,
+          "x-GOOG-api-key": secrets.googKey,
+          "X-Sluice-Test-Key": secrets.testKey,
+          "X-AI-Key": secrets.share,
+          "X-Device-Token": secrets.deviceToken,
+          Cookie: secrets.cookie,
+          "Content-Type": "application/json",
+        },
+        upstream: { response: { headers: { "Set-Cookie": [secrets.cookie], "X-Request-Id": "req_up" } } },
+        AUTHORIZATION: secrets.bearer,
+        "Proxy-Authorization": secrets.bearer,
+      },
+      "mixed case",
+    );
+    expectNoSecret(text());
+    const [record] = records();
+    expect(record.headers).toMatchObject({
+      Authorization: "[redacted]",
+      "X-Api-Key": "[redacted]",
+      "Content-Type": "application/json",
+    });
+    expect(record.upstream.response.headers).toEqual({
+      "Set-Cookie": "[redacted]",
+      "X-Request-Id": "req_up",
+    });
+  });
+
+  it("redacts credential fields in any spelling: camelCase, snake_case, kebab-case, upper case", () => {
+    const { logger, text } = capture();
+    logger.warn(
+      {
+        api_key: secrets.apiKey,
+        API_KEY: secrets.apiKey,
+        "Api-Key": secrets.apiKey,
+        ProviderKey: secrets.apiKey,
+        partial_key: secrets.share,
+        TestKey: secrets.testKey,
+        device_token: secrets.deviceToken,
+        privateKeyPem: secrets.pem,
+        deviceCheck: { JWT: secrets.deviceCheckJwt },
+        config: { SecretAccessKey: secrets.apiKey, masterKey: secrets.apiKey, ADMIN_TOKEN: secrets.apiKey },
+      },
+      "spellings",
+    );
+    expectNoSecret(text());
+  });
+
+  it("redacts nested errors with a headers property, their causes, aggregates and the AI SDK's errors", () => {
+    const { logger, text, records } = capture();
+    const transport = Object.assign(new Error("connect ECONNREFUSED"), {
+      code: "ECONNREFUSED",
+      headers: { Authorization: secrets.bearer, "x-goog-api-key": secrets.googKey },
+    });
+    const wrapped = Object.assign(new Error("upstream call failed", { cause: transport }), {
+      request: { method: "POST", headers: { "X-Api-Key": secrets.anthropicKey } },
+    });
+    const apiCall = new APICallError({
+      message: "Unauthorized",
+      url: "https://api.example/v1/chat/completions",
+      requestBodyValues: { model: "m", headers: { Authorization: secrets.bearer } },
+      statusCode: 401,
+      responseHeaders: { "set-cookie": secrets.cookie, "x-request-id": "req_1" },
+      responseBody: "{}",
+    });
+    const aggregate = new AggregateError([transport, apiCall], "every attempt failed");
+    logger.error({ err: wrapped, details: { error: transport, attempts: [apiCall] } }, "request failed");
+    logger.error(aggregate);
+    logger.error(
+      { err: { name: "DeviceCheckError", headers: { Authorization: `Bearer ${secrets.deviceCheckJwt}` } } },
+      "Apple",
+    );
+    expectNoSecret(text());
+    const [first, second] = records();
+    expect(first.err).toMatchObject({
+      type: "Error",
+      message: "upstream call failed: connect ECONNREFUSED",
+      request: { method: "POST", headers: { "X-Api-Key": "[redacted]" } },
+    });
+    expect(first.details.error).toMatchObject({ type: "Error", code: "ECONNREFUSED" });
+    expect(first.details.attempts[0]).toMatchObject({ type: "APICallError", statusCode: 401 });
+    expect(second.err.aggregateErrors).toHaveLength(2);
+  });
+
+  it("redacts a credential that follows its header name in a flat list (raw headers)", () => {
+    const { logger, text, records } = capture();
+    logger.info({
+      rawHeaders: ["Host", "api.example", "Authorization", secrets.bearer, "X-Api-Key", secrets.apiKey],
+    });
+    expectNoSecret(text());
+    expect(records()[0].rawHeaders).toEqual([
+      "Host",
+      "api.example",
+      "Authorization",
+      "[redacted]",
+      "X-Api-Key",
+      "[redacted]",
+    ]);
+  });
+
+  it("redacts at any depth and in circular objects", () => {
+    const { logger, text } = capture();
+    let deep: Record<string, unknown> = { Authorization: secrets.bearer };
+    for (let level = 0; level < 12; level++) deep = { level: deep };
+    const circular: Record<string, unknown> = { headers: { "X-Api-Key": secrets.apiKey } };
+    circular.self = circular;
+    logger.info({ deep, circular }, "shapes");
+    expectNoSecret(text());
+    expect(text()).toContain("[Circular]");
+  });
+
+  it("leaves a record without secrets as it is, without copying it", () => {
+    const record = { requestId: "req_1", route: "/v1/text", status: 200, nested: { tokens: 12 } };
+    expect(redactSecrets(record)).toBe(record);
+  });
+});
