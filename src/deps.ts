@@ -220,6 +220,7 @@ export async function createGateway(config: Config, injected: Partial<Injectable
       now: Date.now,
       checks,
       projectExists: async (projectId) => (await directory.project(projectId)) !== null,
+      throttle,
       ...(config.metricsEnabled ? { metrics: () => metrics.render() } : {}),
     },
     adminRoutes: {

@@ -1,7 +1,9 @@
+import type { AuthThrottle } from "../auth/authenticate.js";
 import { GatewayError } from "../errors.js";
 import { modelListBody, sdkModelListPaths } from "../providers/model-list.js";
 import type { ProviderId } from "../providers/provider-id.js";
 import { providerIds } from "../providers/provider-id.js";
+import { throttled } from "../rate-limit/auth-throttle.js";
 import type { Router } from "./router.js";
 import { sendBytes, sendJson } from "./send.js";
 
@@ -18,12 +20,19 @@ export interface PublicRouteDeps {
   now: () => number;
   checks: HealthCheck[];
   projectExists(projectId: string): Promise<boolean>;
+  /**
+   * The apps' failed-authentication throttle (the one the authenticated routes use): an unknown
+   * project id asked for here counts as a failure, so the lists are no free oracle of which ids
+   * exist and no way to make the gateway read its database for every id an attacker makes up.
+   */
+  throttle: AuthThrottle;
   metrics?: () => Promise<{ contentType: string; body: string }>;
 }
 
 /**
  * GET /health, the six model lists (the project-scoped ones also where each provider's SDK asks for
- * them) and /metrics. None needs authentication.
+ * them) and /metrics. None needs authentication; the project-scoped lists are throttled as failed
+ * authentications are.
  */
 export function registerPublicRoutes(router: Router, deps: PublicRouteDeps): void {
   router.on("GET", "/health", async ({ response }) => {
@@ -49,11 +58,8 @@ export function registerPublicRoutes(router: Router, deps: PublicRouteDeps): voi
   for (const provider of providerIds) {
     router.on("GET", `/v1/${provider}/models`, ({ response }) => sendModels(response, provider));
     for (const path of sdkModelListPaths[provider]) {
-      router.on("GET", `/v1/${provider}/:projectId/${path}`, async ({ response, params }) => {
-        const projectId = params.projectId ?? "";
-        if (!(await deps.projectExists(projectId))) {
-          throw new GatewayError("PROJECT_NOT_FOUND", `Project ${JSON.stringify(projectId)} does not exist`);
-        }
+      router.on("GET", `/v1/${provider}/:projectId/${path}`, async ({ response, params, clientIp }) => {
+        await requireKnownProject(deps, params.projectId ?? "", clientIp);
         sendModels(response, provider);
       });
     }
@@ -66,6 +72,29 @@ export function registerPublicRoutes(router: Router, deps: PublicRouteDeps): voi
       sendBytes(response, 200, Buffer.from(body), contentType);
     });
   }
+}
+
+/**
+ * As authentication treats a project id: a throttled address is refused before the lookup, known
+ * project or not (otherwise 200 against 429 would still tell), and an unknown id is counted against
+ * the address and the id (see createAuthThrottle).
+ */
+async function requireKnownProject(
+  deps: PublicRouteDeps,
+  projectId: string,
+  clientIp: string,
+): Promise<void> {
+  const retryAfter = await deps.throttle.retryAfter(clientIp, projectId);
+  if (retryAfter > 0) {
+    const message = "Too many failed authentication attempts or unknown project ids; try again later";
+    throw throttled(deps.throttle, retryAfter, "auth-failures", message);
+  }
+  if (await deps.projectExists(projectId)) return;
+  await deps.throttle.recordFailure(clientIp, projectId, false);
+  throw new GatewayError(
+    "PROJECT_NOT_FOUND",
+    `Project ${JSON.stringify(projectId.slice(0, 64))} does not exist`,
+  );
 }
 
 function sendModels(response: Parameters<typeof sendBytes>[0], provider: ProviderId): void {
