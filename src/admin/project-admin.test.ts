@@ -90,6 +90,45 @@ describe("project admin use cases", () => {
     expect(byInstant.to).toBe("2026-11-02T12:00:00.000Z");
   });
 
+  it.each([
+    [{ bogus: "1" }, "bogus: unknown parameter (the parameters are from, to, groupBy)"],
+    [{ from: "yesterday" }, "from: must be an ISO instant (2026-11-01T10:00:00Z) or date (2026-11-01)"],
+    [{ to: ["2026-01-01", "2026-02-01"] }, "to: is given more than once"],
+    [{ groupBy: ["day", "model"] }, "groupBy: is given more than once"],
+    [{ groupBy: "week" }, 'groupBy: Invalid option: expected one of "day"|"model"|"endpoint"'],
+  ])("names the query parameter of a bad usage query %j, never the body", async (query, problem) => {
+    await admin().createProject({ id: "usage", name: "Usage", provider: "provider-a" });
+    const error = await admin()
+      .usageReport("usage", query)
+      .catch((caught: unknown) => caught);
+    expect(error).toMatchObject({
+      code: "BAD_REQUEST",
+      message: `Invalid usage query: ${problem}`,
+      details: { problems: [problem] },
+    });
+  });
+
+  it("names a bad usage query's parameters as the caller spells them", async () => {
+    await admin().createProject({ id: "usage", name: "Usage", provider: "provider-a" });
+    const flag = (field: string) => (field === "groupBy" ? "--group-by" : `--${field}`);
+    await expect(admin().usageReport("usage", { groupBy: "week", from: "x" }, flag)).rejects.toMatchObject({
+      details: {
+        problems: [
+          "--from: must be an ISO instant (2026-11-01T10:00:00Z) or date (2026-11-01)",
+          '--group-by: Invalid option: expected one of "day"|"model"|"endpoint"',
+        ],
+      },
+    });
+    await expect(
+      admin().usageReport("usage", { from: "2026-02-01", to: "2026-01-01" }, flag),
+    ).rejects.toMatchObject({ code: "BAD_REQUEST", message: "`--from` must be before `--to`" });
+    await expect(
+      admin().usageReport("usage", { from: "2026-02-01", to: "2026-01-01" }),
+    ).rejects.toMatchObject({
+      message: "`from` must be before `to`",
+    });
+  });
+
   it("keeps every row in a report that ends with the last date there is", async () => {
     await admin().createProject({ id: "far", name: "Far", provider: "provider-a" });
     await createUsageRepository(database.db, database.sqlite).insertBatch([

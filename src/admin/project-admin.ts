@@ -229,15 +229,24 @@ export function createProjectAdmin(deps: ProjectAdminDeps) {
       deps.onProjectChanged(projectId);
     },
 
+    /**
+     * `parameterName` says how the caller spells each field in its messages: the admin API's query
+     * parameters are the field names, the CLI's flags are `--from`, `--to`, `--group-by`.
+     */
     async usageReport(
       projectId: string,
       input: unknown,
+      parameterName: (field: string) => string = (field) => field,
     ): Promise<{ from: string; to: string; groupBy: string; rows: UsageReportRow[] }> {
-      const query = parse(usageQueryInput, input, "usage query");
+      const query = parse(usageQueryInput, input, "usage query", parameterLabels(parameterName));
       await requireProject(projectId);
       const to = query.to ? usageReportEnd(query.to) : deps.now();
       const from = query.from ? new Date(query.from) : new Date(to.getTime() - 30 * 86_400_000);
-      if (!(from < to)) throw new GatewayError("BAD_REQUEST", "`from` must be before `to`");
+      if (!(from < to))
+        throw new GatewayError(
+          "BAD_REQUEST",
+          `\`${parameterName("from")}\` must be before \`${parameterName("to")}\``,
+        );
       const groupBy = query.groupBy ?? "day";
       const rows = await deps.usage.report({
         projectId,
@@ -263,12 +272,27 @@ export function deviceCheckKeyAad(projectId: string): string {
   return `devicecheck-key:${projectId}`;
 }
 
-function parse<T>(schema: z.ZodType<T>, input: unknown, what: string): T {
+/** Each problem of an invalid input as `<where>: <what is wrong>`. */
+type ProblemLabels = (issue: z.core.$ZodIssue) => string[];
+
+/** A JSON body's problems: the field's path, or "(body)" for the body as a whole. */
+const bodyLabels: ProblemLabels = (issue) => [`${issue.path.join(".") || "(body)"}: ${issue.message}`];
+
+/** Query parameters' problems, each named as the caller spells it; an unknown one is named too. */
+function parameterLabels(parameterName: (field: string) => string): ProblemLabels {
+  const known = Object.keys(usageQueryInput.shape).map(parameterName).join(", ");
+  return (issue) => {
+    if (issue.code === "unrecognized_keys")
+      return issue.keys.map((key) => `${key}: unknown parameter (the parameters are ${known})`);
+    const field = issue.path.join(".");
+    return [`${field ? parameterName(field) : "(parameters)"}: ${issue.message}`];
+  };
+}
+
+function parse<T>(schema: z.ZodType<T>, input: unknown, what: string, labels = bodyLabels): T {
   const result = schema.safeParse(input);
   if (result.success) return result.data;
-  const problems = result.error.issues.map(
-    (issue) => `${issue.path.join(".") || "(body)"}: ${issue.message}`,
-  );
+  const problems = result.error.issues.flatMap(labels);
   throw new GatewayError("BAD_REQUEST", `Invalid ${what}: ${problems.join("; ")}`, { details: { problems } });
 }
 

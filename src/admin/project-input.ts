@@ -36,10 +36,15 @@ const deviceCheckInput = z
   })
   .strict();
 
+/** The bounds of a per-minute rate limit and of a monthly spend cap (the CLI checks its flags by them). */
+export const rateLimitBounds = { min: 1, max: 10_000_000 } as const;
+export const maxMonthlySpendCapUsd = 1e9;
+
+const perMinute = z.number().int().min(rateLimitBounds.min).max(rateLimitBounds.max);
 const rateLimitsInput = z
   .object({
-    perMinute: z.number().int().min(1).max(10_000_000).nullable().optional(),
-    devicePerMinute: z.number().int().min(1).max(10_000_000).nullable().optional(),
+    perMinute: perMinute.nullable().optional(),
+    devicePerMinute: perMinute.nullable().optional(),
   })
   .strict();
 
@@ -56,7 +61,7 @@ const projectFields = {
   outputSchema: z.record(z.string(), z.unknown()).nullable(),
   saveImagesToVault: z.boolean(),
   rateLimits: rateLimitsInput,
-  monthlySpendCapUsd: z.number().positive().max(1e9).nullable(),
+  monthlySpendCapUsd: z.number().positive().max(maxMonthlySpendCapUsd).nullable(),
   disabled: z.boolean(),
 };
 
@@ -84,20 +89,28 @@ export const addProviderKeyInput = z
   })
   .strict();
 
+/** A query parameter given more than once arrives as a list: refused, rather than one picked. */
+const givenOnce = (issue: { input?: unknown }) =>
+  Array.isArray(issue.input) ? "is given more than once" : undefined;
+
 /**
  * An ISO instant or date. A `+` offset written unencoded in a query string (`…T10:00:00+02:00`)
  * arrives as a space, which no instant contains: it is read back as the `+` it was.
  */
 const instantOrDate = z.preprocess(
   (value) => (typeof value === "string" ? value.replace(/ (\d{2}:\d{2})$/, "+$1") : value),
-  z.string().datetime({ offset: true }).or(z.string().date()),
+  z.union([z.string().datetime({ offset: true }), z.string().date()], {
+    error: (issue) =>
+      givenOnce(issue) ?? "must be an ISO instant (2026-11-01T10:00:00Z) or date (2026-11-01)",
+  }),
 );
 
+/** The usage report's parameters: the admin API's query string, the CLI's flags. */
 export const usageQueryInput = z
   .object({
     from: instantOrDate.optional(),
     to: instantOrDate.optional(),
-    groupBy: z.enum(["day", "model", "endpoint"]).optional(),
+    groupBy: z.enum(["day", "model", "endpoint"], { error: givenOnce }).optional(),
   })
   .strict();
 

@@ -184,6 +184,19 @@ describe("sluice CLI", () => {
   });
 
   it.each([
+    [["--from", "yesterday"], "--from: must be an ISO instant (2026-11-01T10:00:00Z) or date (2026-11-01)"],
+    [["--to="], "--to: must be an ISO instant (2026-11-01T10:00:00Z) or date (2026-11-01)"],
+    [["--group-by", "week"], '--group-by: Invalid option: expected one of "day"|"model"|"endpoint"'],
+  ])("names the flag of a bad usage query %j", async (flags, problem) => {
+    await cli("projects", "create", "--id", "cli-usage", "--name", "Usage", "--provider", "provider-a");
+    const result = await cli("usage", "cli-usage", ...flags);
+    expect(result.code).toBe(1);
+    expect(result.err).toBe(`error: Invalid usage query: ${problem}\n`);
+    const reversed = await cli("usage", "cli-usage", "--from", "2026-02-01", "--to", "2026-01-01");
+    expect(reversed.err).toBe("error: `--from` must be before `--to`\n");
+  });
+
+  it.each([
     [["projects", "create", "--name", "x"], 1, /provider/],
     [["projects", "create", "--name", "x", "--provider", "provider-z"], 1, /provider/],
     [
@@ -208,13 +221,139 @@ describe("sluice CLI", () => {
     [["projects", "show"], 2, /the project id is required/],
     [["keys", "add", "nope", "--provider", "provider-a", "--api-key", "sk-123456789"], 1, /does not exist/],
     [["frobnicate"], 2, /unknown command: frobnicate/],
-    [["projects", "list", "--bogus"], 2, /Unknown option '--bogus'/],
-    [["usage", "nope", "--group-by", "week"], 1, /groupBy/],
+    [["projects", "list", "--bogus"], 2, /^error: projects list does not take --bogus; it takes no flags\n/],
+    [["usage", "nope", "--group-by", "week"], 1, /^error: Invalid usage query: --group-by: Invalid option/],
   ])("refuses bad input %j with a clear message and no stack trace", async (argv, code, message) => {
     const result = await cli(...argv);
     expect(result.code).toBe(code);
     expect(result.err).toMatch(message);
     expect(result.err).not.toMatch(/\n\s+at /);
+  });
+
+  /** Runs the CLI on a data dir that does not exist and no master key, and checks none was created. */
+  async function cliWithoutDatabase(...argv: string[]) {
+    const fresh = join(dataDir, `never-created-${randomBytes(4).toString("hex")}`);
+    process.env.SLUICE_DATA_DIR = fresh;
+    delete process.env.SLUICE_MASTER_KEY;
+    try {
+      const result = await cli(...argv);
+      expect(existsSync(fresh), "the database was opened").toBe(false);
+      return result;
+    } finally {
+      process.env.SLUICE_DATA_DIR = dataDir;
+      process.env.SLUICE_MASTER_KEY = masterKey;
+    }
+  }
+
+  it.each([
+    [["projects", "list", "--name", "x"], "projects list does not take --name; it takes no flags"],
+    [
+      ["projects", "show", "p", "--provider", "provider-a"],
+      "projects show does not take --provider; it takes no flags",
+    ],
+    [
+      ["projects", "update", "p", "--id", "other"],
+      "projects update does not take --id; it takes --name, --provider, --model, --team-id, --test-mode, ",
+    ],
+    [
+      ["keys", "add", "p", "--provider", "provider-a", "--api-key", "sk-123456789", "--rate-limit", "5"],
+      "keys add does not take --rate-limit; it takes --provider, --api-key, --api-key-stdin, --label\n",
+    ],
+    [["keys", "list", "p", "--label", "x"], "keys list does not take --label; it takes no flags"],
+    [
+      ["test-keys", "rotate", "p", "--from", "2026-01-01"],
+      "test-keys rotate does not take --from; it takes no flags",
+    ],
+    [
+      ["usage", "p", "--test-mode", "true"],
+      "usage does not take --test-mode; it takes --from, --to, --group-by\n",
+    ],
+    [["usage", "p", "-x"], "usage does not take -x; it takes --from, --to, --group-by\n"],
+    [["serve", "--port", "9000"], "serve does not take --port; it takes no flags"],
+    [["projects", "show", "p", "q"], 'unexpected argument "q": projects show takes ID\n'],
+    [["projects", "list", "p"], 'unexpected argument "p": projects list takes no arguments\n'],
+    [
+      ["keys", "revoke", "p", "k", "extra"],
+      'unexpected argument "extra": keys revoke takes PROJECT KEY_ID\n',
+    ],
+    [["usage", "p", "--from", "2026-01-01", "--from", "2026-02-01"], "--from is given more than once\n"],
+    [
+      ["projects", "create", "--name", "a", "--name", "b", "--provider", "provider-a"],
+      "--name is given more than once\n",
+    ],
+    [
+      ["keys", "add", "p", "--provider", "provider-a", "--api-key", "sk-123456789", "--api-key-stdin"],
+      "--api-key and --api-key-stdin contradict each other\n",
+    ],
+  ])("refuses %j as a usage error naming the flag, before opening the database", async (argv, message) => {
+    const result = await cliWithoutDatabase(...argv);
+    expect(result.code).toBe(2);
+    expect(result.out).toBe("");
+    expect(result.err.startsWith(`error: ${message}`), result.err).toBe(true);
+  });
+
+  describe.each([["rate-limit"], ["device-rate-limit"]])("--%s", (flag) => {
+    it.each([
+      ["0x10"],
+      ["1e3"],
+      [""],
+      [" 5 "],
+      ["5.0"],
+      ["+5"],
+      ["0"],
+      ["10000001"],
+      ["Infinity"],
+      ["1_000"],
+      ["٣"],
+    ])("refuses %j before opening the database", async (value) => {
+      const result = await cliWithoutDatabase("projects", "update", "p", `--${flag}=${value}`);
+      expect(result.code).toBe(2);
+      const message = `error: --${flag} takes a whole number from 1 to 10000000, not ${JSON.stringify(value)}\n`;
+      expect(result.err.startsWith(message), result.err).toBe(true);
+    });
+  });
+
+  it.each([
+    ["0x10"],
+    ["1e3"],
+    [""],
+    [" 5 "],
+    ["0"],
+    ["0.00"],
+    ["1000000001"],
+    ["-1"],
+    [".5"],
+    ["5."],
+    ["NaN"],
+  ])("refuses --monthly-spend-cap %j before opening the database", async (value) => {
+    const result = await cliWithoutDatabase("projects", "update", "p", `--monthly-spend-cap=${value}`);
+    expect(result.code).toBe(2);
+    expect(result.err).toMatch(
+      /^error: --monthly-spend-cap takes an amount in USD above 0 and at most 1000000000/,
+    );
+  });
+
+  it("takes plain decimal numbers at the ends of their ranges", async () => {
+    const created = await cli(
+      "projects",
+      "create",
+      "--id",
+      "cli-numbers",
+      "--name",
+      "Numbers",
+      "--provider",
+      "provider-a",
+      "--rate-limit",
+      "10000000",
+      "--device-rate-limit",
+      "1",
+      "--monthly-spend-cap",
+      "12.50",
+    );
+    expect(created.err).toBe("");
+    expect(created.json()).toMatchObject({
+      project: { rateLimits: { perMinute: 10_000_000, devicePerMinute: 1 }, monthlySpendCapUsd: 12.5 },
+    });
   });
 
   it("prints the usage to stderr, not stdout, when no command is given (exit code 2)", async () => {

@@ -1,0 +1,149 @@
+import { parseArgs } from "node:util";
+import { maxMonthlySpendCapUsd, rateLimitBounds } from "../admin/project-input.js";
+import { clearable } from "./project-fields.js";
+import { UsageError } from "./usage-error.js";
+
+export const usage = `Usage: sluice <command>
+
+  serve                                   start the gateway (same as npm start)
+  projects create --name N --provider P [--id ID] [project flags]
+  projects list | show ID | delete ID
+  projects update ID [--name N] [--provider P] [project flags]
+  keys add PROJECT --provider P (--api-key K | --api-key-stdin) [--label L]
+  keys list PROJECT | revoke PROJECT KEY_ID
+  test-keys rotate PROJECT | list PROJECT | revoke PROJECT TEST_KEY_ID
+  usage PROJECT [--from ISO] [--to ISO] [--group-by day|model|endpoint]
+
+Project flags: --model M --team-id T --test-mode true|false --output-schema FILE_OR_JSON
+  --save-images-to-vault true|false --rate-limit N --device-rate-limit N --monthly-spend-cap USD
+  --disabled true|false --device-check true|false --device-check-team-id T --device-check-key-id K
+  --device-check-private-key-file FILE.p8 --device-check-environment production|development
+  --device-token-mode cached|single-use
+  --clear F (repeatable) removes a value: F is one of ${[...clearable.keys()].join(", ")}
+  N: requests per minute, a whole number from ${rateLimitBounds.min} to ${rateLimitBounds.max}
+  USD: an amount above 0 and up to ${maxMonthlySpendCapUsd}, in plain digits (25 or 12.50)
+A command refuses any flag it does not take. --help (-h) prints this text.
+Configuration comes from the environment (see README), e.g. SLUICE_DATA_DIR or DATABASE_URL.`;
+
+const options = {
+  id: { type: "string" },
+  name: { type: "string" },
+  provider: { type: "string" },
+  model: { type: "string" },
+  "team-id": { type: "string" },
+  "test-mode": { type: "string" },
+  "output-schema": { type: "string" },
+  "save-images-to-vault": { type: "string" },
+  "rate-limit": { type: "string" },
+  "device-rate-limit": { type: "string" },
+  "monthly-spend-cap": { type: "string" },
+  disabled: { type: "string" },
+  "device-check": { type: "string" },
+  "device-check-team-id": { type: "string" },
+  "device-check-key-id": { type: "string" },
+  "device-check-private-key-file": { type: "string" },
+  "device-check-environment": { type: "string" },
+  "device-token-mode": { type: "string" },
+  clear: { type: "string", multiple: true },
+  "api-key": { type: "string" },
+  "api-key-stdin": { type: "boolean" },
+  label: { type: "string" },
+  from: { type: "string" },
+  to: { type: "string" },
+  "group-by": { type: "string" },
+  help: { type: "boolean", short: "h" },
+} as const;
+
+export type Flags = ReturnType<
+  typeof parseArgs<{ options: typeof options; allowPositionals: true }>
+>["values"];
+type FlagName = Exclude<keyof typeof options, "help">;
+
+const projectFlags: FlagName[] = [
+  "model",
+  "team-id",
+  "test-mode",
+  "output-schema",
+  "save-images-to-vault",
+  "rate-limit",
+  "device-rate-limit",
+  "monthly-spend-cap",
+  "disabled",
+  "device-check",
+  "device-check-team-id",
+  "device-check-key-id",
+  "device-check-private-key-file",
+  "device-check-environment",
+  "device-token-mode",
+  "clear",
+];
+
+/** Each command with the flags it takes and the arguments (ids) that follow its name. */
+const commands: Record<string, { flags: readonly FlagName[]; arguments: readonly string[] }> = {
+  serve: { flags: [], arguments: [] },
+  "projects create": { flags: ["id", "name", "provider", ...projectFlags], arguments: [] },
+  "projects list": { flags: [], arguments: [] },
+  "projects show": { flags: [], arguments: ["ID"] },
+  "projects update": { flags: ["name", "provider", ...projectFlags], arguments: ["ID"] },
+  "projects delete": { flags: [], arguments: ["ID"] },
+  "keys add": { flags: ["provider", "api-key", "api-key-stdin", "label"], arguments: ["PROJECT"] },
+  "keys list": { flags: [], arguments: ["PROJECT"] },
+  "keys revoke": { flags: [], arguments: ["PROJECT", "KEY_ID"] },
+  "test-keys rotate": { flags: [], arguments: ["PROJECT"] },
+  "test-keys list": { flags: [], arguments: ["PROJECT"] },
+  "test-keys revoke": { flags: [], arguments: ["PROJECT", "TEST_KEY_ID"] },
+  usage: { flags: ["from", "to", "group-by"], arguments: ["PROJECT"] },
+};
+
+export type CommandLine =
+  | { kind: "help" }
+  | { kind: "none" }
+  | { kind: "command"; command: string; arguments: string[]; flags: Flags };
+
+/**
+ * The command, its arguments and its flags, or a UsageError: an unknown command, a flag the
+ * command does not take (even one another command takes), a flag given twice, a flag without its
+ * value, an argument too many. Nothing is opened or read here.
+ */
+export function parseCommandLine(argv: string[]): CommandLine {
+  // Lenient first, to learn the command: the flags it may take decide what is wrong.
+  const { positionals, tokens } = parseArgs({
+    args: argv,
+    options,
+    allowPositionals: true,
+    strict: false,
+    tokens: true,
+  });
+  if (tokens.some((token) => token.kind === "option" && token.name === "help")) return { kind: "help" };
+  const [first, second] = positionals;
+  if (first === undefined) return { kind: "none" };
+  const command = first === "serve" || first === "usage" ? first : `${first} ${second ?? ""}`.trim();
+  const spec = commands[command];
+  if (!spec) throw new UsageError(`unknown command: ${[first, second].filter(Boolean).join(" ")}`);
+  const taken = new Set<string>(spec.flags);
+  const seen = new Set<string>();
+  for (const token of tokens) {
+    if (token.kind !== "option") continue;
+    if (!taken.has(token.name)) {
+      const takes = spec.flags.length > 0 ? spec.flags.map((flag) => `--${flag}`).join(", ") : "no flags";
+      throw new UsageError(`${command} does not take ${token.rawName}; it takes ${takes}`);
+    }
+    if (seen.has(token.name) && token.name !== "clear")
+      throw new UsageError(`${token.rawName} is given more than once`);
+    seen.add(token.name);
+  }
+  // Strict now, for each value's form: a missing value, or a value given to a switch.
+  let flags: Flags;
+  try {
+    flags = parseArgs({ args: argv, options, allowPositionals: true, strict: true }).values;
+  } catch (error) {
+    throw new UsageError((error as Error).message);
+  }
+  const args = positionals.slice(command.includes(" ") ? 2 : 1);
+  const extra = args[spec.arguments.length];
+  if (extra !== undefined) {
+    const takes = spec.arguments.length > 0 ? spec.arguments.join(" ") : "no arguments";
+    throw new UsageError(`unexpected argument ${JSON.stringify(extra)}: ${command} takes ${takes}`);
+  }
+  return { kind: "command", command, arguments: args, flags };
+}

@@ -1,0 +1,109 @@
+import { readFileSync } from "node:fs";
+import { maxMonthlySpendCapUsd, rateLimitBounds } from "../admin/project-input.js";
+import type { Flags } from "./parse-command-line.js";
+import { UsageError } from "./usage-error.js";
+
+/**
+ * Project flags whose value `--clear NAME` removes (sets to null), each with the field it clears.
+ * A separate flag, not a value such as `none`: every text value is a valid model or team id.
+ */
+export const clearable = new Map<string, { group: "project" | "rateLimits" | "deviceCheck"; field: string }>([
+  ["model", { group: "project", field: "model" }],
+  ["team-id", { group: "project", field: "teamId" }],
+  ["output-schema", { group: "project", field: "outputSchema" }],
+  ["rate-limit", { group: "rateLimits", field: "perMinute" }],
+  ["device-rate-limit", { group: "rateLimits", field: "devicePerMinute" }],
+  ["monthly-spend-cap", { group: "project", field: "monthlySpendCapUsd" }],
+  ["device-check-team-id", { group: "deviceCheck", field: "teamId" }],
+  ["device-check-key-id", { group: "deviceCheck", field: "keyId" }],
+  ["device-check-private-key", { group: "deviceCheck", field: "privateKey" }],
+]);
+
+/** Maps flags to the admin input; values are checked by the same schema the admin API uses. */
+export function projectFields(flags: Flags): Record<string, unknown> {
+  const fields: Record<string, unknown> = {};
+  const bool = (name: keyof Flags): boolean | undefined => {
+    const value = flags[name];
+    if (value === undefined) return undefined;
+    if (value === "true" || value === "false") return value === "true";
+    throw new UsageError(`--${String(name)} takes true or false`);
+  };
+  const set = (key: string, value: unknown) => {
+    if (value !== undefined) fields[key] = value;
+  };
+  set("name", flags.name);
+  set("provider", flags.provider);
+  set("model", flags.model);
+  set("teamId", flags["team-id"]);
+  set("testMode", bool("test-mode"));
+  set("saveImagesToVault", bool("save-images-to-vault"));
+  set("monthlySpendCapUsd", usdAmount("monthly-spend-cap", flags["monthly-spend-cap"]));
+  set("disabled", bool("disabled"));
+  if (flags["output-schema"] !== undefined) set("outputSchema", readJsonArgument(flags["output-schema"]));
+  const rateLimits: Record<string, unknown> = {};
+  if (flags["rate-limit"] !== undefined) rateLimits.perMinute = perMinute("rate-limit", flags["rate-limit"]);
+  if (flags["device-rate-limit"] !== undefined)
+    rateLimits.devicePerMinute = perMinute("device-rate-limit", flags["device-rate-limit"]);
+  const deviceCheck: Record<string, unknown> = {};
+  if (flags["device-check"] !== undefined) deviceCheck.enabled = bool("device-check");
+  if (flags["device-check-team-id"] !== undefined) deviceCheck.teamId = flags["device-check-team-id"];
+  if (flags["device-check-key-id"] !== undefined) deviceCheck.keyId = flags["device-check-key-id"];
+  if (flags["device-check-environment"] !== undefined)
+    deviceCheck.environment = flags["device-check-environment"];
+  if (flags["device-token-mode"] !== undefined) deviceCheck.tokenMode = flags["device-token-mode"];
+  if (flags["device-check-private-key-file"] !== undefined) {
+    deviceCheck.privateKey = readFileSync(flags["device-check-private-key-file"], "utf8");
+  }
+  applyClears(flags, { project: fields, rateLimits, deviceCheck });
+  if (Object.keys(rateLimits).length > 0) fields.rateLimits = rateLimits;
+  if (Object.keys(deviceCheck).length > 0) fields.deviceCheck = deviceCheck;
+  return fields;
+}
+
+/**
+ * A per-minute limit: digits only, within the admin schema's bounds. Not `Number()`, which reads
+ * `0x10` as 16, `1e3` as 1000, `" 5 "` as 5 and `""` as 0.
+ */
+function perMinute(name: string, value: string): number {
+  const parsed = /^[0-9]{1,16}$/.test(value) ? Number(value) : Number.NaN;
+  if (!(parsed >= rateLimitBounds.min && parsed <= rateLimitBounds.max))
+    throw new UsageError(
+      `--${name} takes a whole number from ${rateLimitBounds.min} to ${rateLimitBounds.max}, not ${JSON.stringify(value)}`,
+    );
+  return parsed;
+}
+
+/** An amount in USD: plain decimal digits with an optional fraction (`25`, `12.50`), above 0. */
+function usdAmount(name: string, value: string | undefined): number | undefined {
+  if (value === undefined) return undefined;
+  const parsed = /^[0-9]{1,16}(\.[0-9]{1,16})?$/.test(value) ? Number(value) : Number.NaN;
+  if (!(parsed > 0 && parsed <= maxMonthlySpendCapUsd))
+    throw new UsageError(
+      `--${name} takes an amount in USD above 0 and at most ${maxMonthlySpendCapUsd} in plain decimal digits (such as 25 or 12.50), not ${JSON.stringify(value)}`,
+    );
+  return parsed;
+}
+
+/** `--clear NAME`: the field behind that project flag becomes null (the admin API's "remove"). */
+function applyClears(
+  flags: Flags,
+  groups: Record<"project" | "rateLimits" | "deviceCheck", Record<string, unknown>>,
+) {
+  for (const name of flags.clear ?? []) {
+    const target = clearable.get(name);
+    if (!target) throw new UsageError(`--clear takes one of: ${[...clearable.keys()].join(", ")}`);
+    const flag = (name === "device-check-private-key" ? `${name}-file` : name) as keyof Flags;
+    if (flags[flag] !== undefined)
+      throw new UsageError(`--${flag} and --clear ${name} contradict each other`);
+    groups[target.group][target.field] = null;
+  }
+}
+
+function readJsonArgument(value: string): unknown {
+  const text = value.trim().startsWith("{") ? value : readFileSync(value, "utf8");
+  try {
+    return JSON.parse(text);
+  } catch {
+    throw new UsageError("--output-schema must be a JSON object or a file holding one");
+  }
+}
