@@ -21,6 +21,11 @@ export interface ProviderAdapter {
   inject(headers: Record<string, string>, providerKey: string): void;
   /** The model named by the request, for pricing when the response does not say. */
   requestModel(path: string, body: Buffer): string | null;
+  /**
+   * Whether the path asks for a stream that comes as one JSON document rather than SSE (C:
+   * `streamGenerateContent` without `?alt=sse` streams a JSON array, chunk by chunk).
+   */
+  streamsJson?(path: string): boolean;
 }
 
 export interface ProviderAdapterOptions {
@@ -36,6 +41,9 @@ function split(baseUrl: string): { origin: string; basePath: string } {
   const url = new URL(baseUrl);
   return { origin: url.origin, basePath: url.pathname.replace(/\/+$/, "") };
 }
+
+/** Provider C's streaming method, after the model's colon (also percent-encoded). */
+const jsonStreamMethod = /(?::|%3a)streamGenerateContent$/i;
 
 const modelField = /"model"\s*:\s*"([^"\\]{1,200})"/;
 
@@ -98,6 +106,7 @@ export function createProviderAdapters(options: ProviderAdapterOptions): Record<
         const match = /(?:^|\/)models\/([^/:]+)/.exec(path);
         return match?.[1] ? decodeURIComponent(match[1]) : null;
       },
+      streamsJson: (path) => jsonStreamMethod.test(path),
     },
   };
 }

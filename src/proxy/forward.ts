@@ -4,8 +4,9 @@ import { GatewayError } from "../errors.js";
 import type { ProviderAdapter } from "../providers/provider-adapter.js";
 import type { ProviderId } from "../providers/provider-id.js";
 import { emptyUsage, type TokenUsage } from "../usage/token-usage.js";
+import { type DecompressingMeter, decompressingMeter } from "./decompressing-meter.js";
 import { clientResponseHeaders, upstreamQuery, upstreamRequestHeaders } from "./header-policy.js";
-import { createUsageMeter, type UsageMeter } from "./usage-meter.js";
+import { createUsageMeter, type MeterReading, type UsageMeter } from "./usage-meter.js";
 
 export interface UpstreamTimeouts {
   connectMs: number;
@@ -96,12 +97,19 @@ export async function forward(pools: UpstreamPools, call: ForwardCall): Promise<
   if (call.body.length > 0 || (call.method !== "GET" && call.method !== "HEAD"))
     headers["content-length"] = String(call.body.length);
   const query = upstreamQuery(call.query, adapter.keyQueryParameter);
-  const exchange = new ProxyExchange(adapter.id, call.response, call.ownHeaders, pools.get(target.origin), {
-    path: query ? `${target.path}?${query}` : target.path,
-    method: call.method as Dispatcher.HttpMethod,
-    headers,
-    body: call.body.length > 0 ? call.body : null,
-  });
+  const exchange = new ProxyExchange(
+    adapter.id,
+    adapter.streamsJson?.(call.path) ?? false,
+    call.response,
+    call.ownHeaders,
+    pools.get(target.origin),
+    {
+      path: query ? `${target.path}?${query}` : target.path,
+      method: call.method as Dispatcher.HttpMethod,
+      headers,
+      body: call.body.length > 0 ? call.body : null,
+    },
+  );
   call.onSent?.();
   let outcome: ProxyOutcome | "gone-before-headers";
   try {
@@ -112,7 +120,9 @@ export async function forward(pools: UpstreamPools, call: ForwardCall): Promise<
   // The model the request named: only read when the provider's answer does not say.
   const requestModel = () => adapter.requestModel(call.path, call.body);
   if (outcome === "gone-before-headers") return failed(499, "aborted", null, requestModel());
-  const seen = exchange.meter?.finish() ?? { usage: emptyUsage(), model: null };
+  const reading = exchange.meter?.finish() ?? { usage: emptyUsage(), model: null };
+  // Only a decompressing meter answers later: it waits for its decompressor to catch up.
+  const seen: MeterReading = reading instanceof Promise ? await reading : reading;
   return {
     status: exchange.status,
     outcome: outcome === "ok" && exchange.status >= 400 ? "error" : outcome,
@@ -137,7 +147,7 @@ export async function forward(pools: UpstreamPools, call: ForwardCall): Promise<
 class ProxyExchange implements Dispatcher.DispatchHandler {
   status = 0;
   streamed = false;
-  meter: UsageMeter | null = null;
+  meter: UsageMeter | DecompressingMeter | null = null;
   timeToFirstByteMs: number | null = null;
   /** The client's status line and headers, written with the first chunk (or at the end). */
   private head: string[] | null = null;
@@ -154,6 +164,8 @@ class ProxyExchange implements Dispatcher.DispatchHandler {
 
   constructor(
     private readonly provider: ProviderId,
+    /** The call asked for a stream sent as one JSON document (provider C's JSON array). */
+    private readonly jsonStream: boolean,
     private readonly response: ServerResponse,
     private readonly ownHeaders: Record<string, string>,
     private readonly pool: Pool,
@@ -209,14 +221,20 @@ class ProxyExchange implements Dispatcher.DispatchHandler {
     this.resumeUpstream = resume;
     const head = clientResponseHeaders(rawHeaders, this.ownHeaders);
     this.head = head.headers;
-    this.streamed = head.contentType.startsWith("text/event-stream");
+    const sse = head.contentType.startsWith("text/event-stream");
+    // A JSON-array stream is a stream too, though its usage is read as a JSON body is.
+    this.streamed = sse || (this.jsonStream && statusCode < 300);
     // Only a POST makes the model do work. A GET reads a result that was already counted (a stored
     // response or chat completion, a batch, a file of batch output, a list of them), and on every poll.
-    if (this.options.method === "POST")
-      this.meter = createUsageMeter(this.provider, {
-        streaming: this.streamed,
+    if (this.options.method === "POST") {
+      const meter = createUsageMeter(this.provider, {
+        streaming: sse,
         contentType: head.contentType,
       });
+      // A provider that ignored `accept-encoding: identity`: usage is read through a decompressor,
+      // while the client still gets the provider's bytes and its content-encoding.
+      this.meter = head.contentEncoding === "" ? meter : decompressingMeter(meter, head.contentEncoding);
+    }
     return true;
   }
 

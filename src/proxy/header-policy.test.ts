@@ -91,6 +91,26 @@ describe("header policy", () => {
     ]);
   });
 
+  it("reports the provider's content-encoding (every field of it, in order) and passes it on unchanged", () => {
+    expect(clientResponseHeaders(raw([["content-type", "application/json"]])).contentEncoding).toBe("");
+    const head = clientResponseHeaders(
+      raw([
+        ["Content-Encoding", "gzip"],
+        ["content-type", "application/json"],
+        ["content-encoding", "br"],
+      ]),
+    );
+    expect(head.contentEncoding).toBe("gzip, br");
+    expect(head.headers).toEqual([
+      "content-encoding",
+      "gzip",
+      "content-type",
+      "application/json",
+      "content-encoding",
+      "br",
+    ]);
+  });
+
   it("adds Sluice's own headers; the provider's x-request-id stays and Sluice's moves beside it", () => {
     const own = { "x-request-id": "req_sluice", ratelimit: '"project";r=9;t=60' };
     expect(clientResponseHeaders(raw([["content-type", "application/json"]]), own).headers).toEqual([

@@ -92,6 +92,8 @@ export interface ClientResponseHead {
   headers: string[];
   /** The provider's content-type ("" when none), to pick the usage meter. */
   contentType: string;
+  /** The provider's content-encoding ("" when none), for a provider that ignored `identity`. */
+  contentEncoding: string;
 }
 
 /**
@@ -109,6 +111,7 @@ export function clientResponseHeaders(
 ): ClientResponseHead {
   let headers: string[] = [];
   let contentType = "";
+  let contentEncoding = "";
   let connection = "";
   const cors = own["access-control-allow-origin"] !== undefined;
   for (let index = 0; index + 1 < raw.length; index += 2) {
@@ -117,6 +120,9 @@ export function clientResponseHeaders(
     if (droppedResponseHeaders.has(name) || (cors && name.startsWith("access-control-"))) continue;
     const value = latin1(raw[index + 1] as Buffer | string);
     if (name === "content-type" && contentType === "") contentType = value;
+    // (Several fields are one list, RFC 9110 section 5.3: `gzip` then `br` means both, in that order.)
+    else if (name === "content-encoding")
+      contentEncoding = contentEncoding === "" ? value : `${contentEncoding}, ${value}`;
     headers.push(name, value);
   }
   // Usually just `keep-alive` or `close`: nothing more to drop.
@@ -132,7 +138,7 @@ export function clientResponseHeaders(
     if (!hasName(headers, name) || name === "vary") headers.push(name, value);
     else if (name === "x-request-id") headers.push("x-sluice-request-id", value);
   }
-  return { headers, contentType };
+  return { headers, contentType, contentEncoding };
 }
 
 function latin1(value: Buffer | string): string {

@@ -71,6 +71,10 @@ const geminiChunk = (text: string, candidates: number) =>
   });
 const geminiSse = `data: ${geminiChunk("Hel", 1)}\r\n\r\ndata: ${geminiChunk("lo", 6)}\r\n\r\n`;
 const geminiArray = `[${geminiChunk("Hel", 1)}\n,\r\n${geminiChunk("lo", 6)}]`;
+/** The JSON-array stream as the API sends it: each chunk indented over several lines. */
+const geminiPrettyArray = `[${[geminiChunk("Hel", 1), geminiChunk("lo", 6)]
+  .map((chunk) => JSON.stringify(JSON.parse(chunk), null, 2))
+  .join("\r\n,\r\n")}]`;
 
 const expectations: Array<[string, ProviderId, string, boolean, object]> = [
   [
@@ -154,6 +158,13 @@ const expectations: Array<[string, ProviderId, string, boolean, object]> = [
     "provider C JSON array",
     "provider-c",
     geminiArray,
+    false,
+    { inputTokens: 9, outputTokens: 10, cachedInputTokens: 2, reasoningTokens: 4 },
+  ],
+  [
+    "provider C JSON array, indented",
+    "provider-c",
+    geminiPrettyArray,
     false,
     { inputTokens: 9, outputTokens: 10, cachedInputTokens: 2, reasoningTokens: 4 },
   ],

@@ -9,11 +9,17 @@ import { emptyUsage, type TokenUsage } from "../usage/token-usage.js";
 import { ByteEnds } from "./byte-ends.js";
 import { SseEventScanner } from "./sse-event-scanner.js";
 
+/** What a meter saw of a response: its tokens and the model the provider says answered. */
+export interface MeterReading {
+  usage: TokenUsage;
+  model: string | null;
+}
+
 export interface UsageMeter {
   /** Every response chunk, in order, as it is forwarded. */
   push(chunk: Buffer): void;
   /** What was seen: at the end, or after a cut stream. Never throws. */
-  finish(): { usage: TokenUsage; model: string | null };
+  finish(): MeterReading;
 }
 
 const maxJsonBytes = 4 * 1024 * 1024;

@@ -460,6 +460,62 @@ describe("proxies driven by the official SDKs", () => {
       });
     });
 
+    it("records the JSON-array stream (no ?alt=sse) as streamed, with the final chunk's tokens, as the SSE stream", async () => {
+      const stream = await google.models.generateContentStream({ model: "gemini-2.5-flash", contents: "Hi" });
+      for await (const _chunk of stream);
+      const [sseRow] = (await usageRows()).filter((row) => row.provider === "provider-c").slice(-1);
+      const url = `${sluice.url}/v1/provider-c/${project.projectId}/v1beta/models/gemini-2.5-flash:streamGenerateContent`;
+      const call = () =>
+        fetch(url, {
+          method: "POST",
+          headers: { "x-goog-api-key": project.bearer("provider-c"), "content-type": "application/json" },
+          body: JSON.stringify({ contents: [{ parts: [{ text: "Hi" }] }] }),
+        });
+      const response = await call();
+      expect(response.headers.get("content-type")).toMatch(/^application\/json/);
+      const chunks = JSON.parse(await response.text()) as Array<{ usageMetadata: unknown }>;
+      // Every chunk reports usage; only the last one's is the call's.
+      expect(chunks.length).toBeGreaterThan(1);
+      expect(chunks[0]?.usageMetadata).not.toEqual(chunks.at(-1)?.usageMetadata);
+      const arrayRow = await rowFor(response.headers.get("x-request-id"));
+      expect(sseRow?.streamed).toBe(1);
+      expect(arrayRow).toMatchObject({
+        streamed: 1,
+        input_tokens: 11,
+        output_tokens: 7,
+        cached_tokens: 3,
+        reasoning_tokens: 2,
+        model: "gemini-2.5-flash",
+      });
+      for (const column of [
+        "input_tokens",
+        "output_tokens",
+        "cached_tokens",
+        "reasoning_tokens",
+        "cost_usd",
+      ] as const)
+        expect(arrayRow[column]).toEqual(sseRow?.[column]);
+      // The provider's error answer on the stream path is no stream.
+      fake.failNext(400);
+      const refused = await call();
+      expect(refused.status).toBe(400);
+      await refused.text();
+      expect(await rowFor(refused.headers.get("x-request-id"))).toMatchObject({ status: 400, streamed: 0 });
+      // The method's colon percent-encoded names the same method.
+      fake.enqueueResponse({ status: 200, body: chunks });
+      const encoded = await fetch(url.replace(":stream", "%3Astream"), {
+        method: "POST",
+        headers: { "x-goog-api-key": project.bearer("provider-c"), "content-type": "application/json" },
+        body: "{}",
+      });
+      await encoded.text();
+      expect(await rowFor(encoded.headers.get("x-request-id"))).toMatchObject({
+        streamed: 1,
+        input_tokens: 11,
+        output_tokens: 7,
+      });
+    });
+
     it("maps the SDK's v1 path onto the provider's v1 API", async () => {
       const response = await fetch(
         `${sluice.url}/v1/provider-c/${project.projectId}/v1/models/gemini-2.5-flash:generateContent`,

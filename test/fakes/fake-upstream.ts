@@ -6,6 +6,7 @@ import {
   type ServerResponse,
 } from "node:http";
 import type { AddressInfo } from "node:net";
+import { brotliCompressSync, deflateSync, gzipSync } from "node:zlib";
 import {
   type FakeUsage,
   providerA,
@@ -13,6 +14,7 @@ import {
   providerC,
   providerErrors,
 } from "./fake-upstream-responses.js";
+import { createResponseEncoder, type ResponseCoding } from "./response-encoder.js";
 
 /**
  * A real local HTTP server imitating the three providers: A (OpenAI-style) under `/a/v1`, B
@@ -31,6 +33,8 @@ export interface RecordedRequest {
   /** The client went away before the response ended. */
   aborted: boolean;
   finishedAt?: number;
+  /** With a compression set: the response body exactly as sent, compressed. */
+  sentBody?: Buffer;
 }
 
 export interface ProgrammedResponse {
@@ -55,6 +59,11 @@ export interface FakeUpstream {
   setUsage(usage: Partial<FakeUsage>): void;
   /** Streams stop after `events` events and hang (until the client leaves). */
   hangStreamsAfter(events: number | null): void;
+  /**
+   * Compresses every answer with `coding` whatever the request's accept-encoding says, as a server
+   * that ignores it does (null: never). Streams are flushed event by event, so they still stream.
+   */
+  setCompression(coding: ResponseCoding | null): void;
   waitForAbort(timeoutMs: number): Promise<RecordedRequest>;
   close(): Promise<void>;
 }
@@ -68,6 +77,8 @@ export async function startFakeUpstream(options: { port?: number } = {}): Promis
   let latencyMs = 0;
   let hangAfter: number | null = null;
   let usage: FakeUsage = { input: 11, output: 7, cached: 3, reasoning: 2 };
+  let compression: ResponseCoding | null = null;
+  const recordedOf = new WeakMap<ServerResponse, RecordedRequest>();
   const abortWaiters: Array<(request: RecordedRequest) => void> = [];
 
   const structuredText = (request: RecordedRequest) => {
@@ -106,6 +117,7 @@ export async function startFakeUpstream(options: { port?: number } = {}): Promis
       // not JSON: kept as raw bytes
     }
     requests.push(recorded);
+    recordedOf.set(response, recorded);
     response.once("close", () => {
       if (!response.writableFinished) {
         recorded.aborted = true;
@@ -240,6 +252,31 @@ export async function startFakeUpstream(options: { port?: number } = {}): Promis
     });
   }
 
+  /** A JSON answer, compressed when a compression is set. */
+  function sendJson(
+    response: ServerResponse,
+    status: number,
+    body: unknown,
+    headers: Record<string, string> = {},
+  ) {
+    let payload: Buffer = Buffer.from(typeof body === "string" ? body : JSON.stringify(body));
+    const encoding: Record<string, string> = {};
+    if (compression !== null) {
+      payload = compressSync[compression](payload);
+      encoding["content-encoding"] = compression;
+      const recorded = recordedOf.get(response);
+      if (recorded) recorded.sentBody = payload;
+    }
+    response.writeHead(status, {
+      "content-type": "application/json",
+      "content-length": String(payload.length),
+      "x-fake-upstream": "json",
+      ...encoding,
+      ...headers,
+    });
+    response.end(payload);
+  }
+
   async function stream(
     response: ServerResponse,
     events: string[],
@@ -249,10 +286,13 @@ export async function startFakeUpstream(options: { port?: number } = {}): Promis
     // `?sse_delay_ms=N` paces one request (the benchmark's paced stream); else the programmed delay.
     const paced = /[?&]sse_delay_ms=(\d+)/.exec(path);
     const delay = paced ? Number(paced[1]) : sseDelayMs;
+    const recorded = recordedOf.get(response);
+    const encoder = compression === null ? null : createResponseEncoder(compression, response, recorded);
     response.writeHead(200, {
       "content-type": contentType,
       "cache-control": "no-cache",
       "x-fake-upstream": "stream",
+      ...(compression === null ? {} : { "content-encoding": compression }),
     });
     response.flushHeaders();
     for (const [index, event] of events.entries()) {
@@ -260,8 +300,10 @@ export async function startFakeUpstream(options: { port?: number } = {}): Promis
       if (hangAfter !== null && index >= hangAfter) return;
       if (index > 0 && delay > 0) await sleep(delay);
       if (response.destroyed) return;
-      if (!response.write(event)) await new Promise((resolve) => response.once("drain", resolve));
+      if (encoder) await encoder.write(event);
+      else if (!response.write(event)) await new Promise((resolve) => response.once("drain", resolve));
     }
+    if (encoder) await encoder.end();
     response.end();
   }
 
@@ -302,6 +344,9 @@ export async function startFakeUpstream(options: { port?: number } = {}): Promis
     hangStreamsAfter(events) {
       hangAfter = events;
     },
+    setCompression(coding) {
+      compression = coding;
+    },
     waitForAbort(timeoutMs) {
       const already = requests.find((request) => request.aborted);
       if (already) return Promise.resolve(already);
@@ -332,21 +377,11 @@ function hasEmptyTextBlock(messages: unknown): boolean {
   );
 }
 
-function sendJson(
-  response: ServerResponse,
-  status: number,
-  body: unknown,
-  headers: Record<string, string> = {},
-) {
-  const payload = Buffer.from(typeof body === "string" ? body : JSON.stringify(body));
-  response.writeHead(status, {
-    "content-type": "application/json",
-    "content-length": String(payload.length),
-    "x-fake-upstream": "json",
-    ...headers,
-  });
-  response.end(payload);
-}
+const compressSync: Record<ResponseCoding, (bytes: Buffer) => Buffer> = {
+  gzip: (bytes) => gzipSync(bytes),
+  deflate: (bytes) => deflateSync(bytes),
+  br: (bytes) => brotliCompressSync(bytes),
+};
 
 function sleep(ms: number): Promise<void> {
   return new Promise((resolve) => setTimeout(resolve, ms));

@@ -1,0 +1,115 @@
+import {
+  type BrotliDecompress,
+  createBrotliDecompress,
+  createGunzip,
+  createInflate,
+  createInflateRaw,
+  type Gunzip,
+  type Inflate,
+  type InflateRaw,
+} from "node:zlib";
+import type { MeterReading, UsageMeter } from "./usage-meter.js";
+
+/**
+ * The most decompressed bytes read of one response: a body that inflates beyond it (a zip bomb, say)
+ * is read up to there, as a cut stream is. It bounds the decompressor's work on libuv's thread pool
+ * and the meter's on the event loop; memory is bounded by the meter itself.
+ */
+export const maxDecompressedBytes = 64 * 1024 * 1024;
+
+/** A usage meter behind a decompressor: it knows what it saw only once the decompressor has caught up. */
+export interface DecompressingMeter {
+  /** Every response chunk as the provider sent it (compressed), in order. */
+  push(chunk: Buffer): void;
+  /** What was seen: at the end, or after a cut stream, a corrupt body or the cap. Never rejects. */
+  finish(): Promise<MeterReading>;
+}
+
+type Decoder = Gunzip | Inflate | InflateRaw | BrotliDecompress;
+
+/**
+ * The meter for a response whose `content-encoding` is not empty: Sluice asks for `identity`, and a
+ * provider (or a compatible server) that answers gzip, deflate or br anyway is read through a
+ * streaming decompressor fed a copy of each chunk, while the client gets the provider's bytes. The
+ * meter's own bounds apply to the decompressed bytes, and at most `maxBytes` of them are read.
+ * `identity` is the meter itself; a coding it cannot undo (several, or an unknown one) is no meter.
+ */
+export function decompressingMeter(
+  meter: UsageMeter,
+  contentEncoding: string,
+  maxBytes = maxDecompressedBytes,
+): UsageMeter | DecompressingMeter | null {
+  const coding = contentEncoding.trim().toLowerCase();
+  if (coding === "identity") return meter;
+  const create = decoders.get(coding);
+  return create ? new DecoderTap(meter, create, maxBytes) : null;
+}
+
+const decoders = new Map<string, (first: Buffer) => Decoder>([
+  ["gzip", () => createGunzip()],
+  ["x-gzip", () => createGunzip()], // RFC 9110 section 8.4.1.3
+  ["br", () => createBrotliDecompress()],
+  // HTTP's deflate is the zlib format (RFC 9110 section 8.4.1.2), but some servers send raw deflate;
+  // a zlib stream's first byte names method 8 in its low bits (RFC 1950), as undici's fetch checks.
+  ["deflate", (first) => (((first[0] ?? 0) & 0x0f) === 0x08 ? createInflate() : createInflateRaw())],
+]);
+
+class DecoderTap implements DecompressingMeter {
+  private decoder: Decoder | null = null;
+  private decoded = 0;
+  /** Nothing more is read: the decoder failed, reached the cap, or ended. */
+  private stopped = false;
+  private settle: () => void = () => {};
+  private readonly settled = new Promise<void>((resolve) => {
+    this.settle = resolve;
+  });
+
+  constructor(
+    private readonly meter: UsageMeter,
+    private readonly create: (first: Buffer) => Decoder,
+    private readonly maxBytes: number,
+  ) {}
+
+  push(chunk: Buffer): void {
+    if (this.stopped || chunk.length === 0) return;
+    this.decoder ??= this.start(chunk);
+    // A copy: the decoder reads it later, on libuv's thread pool, and the chunk is the client's.
+    this.decoder.write(Buffer.from(chunk));
+  }
+
+  async finish(): Promise<MeterReading> {
+    if (this.decoder !== null && !this.stopped) {
+      // A cut or truncated body ends with a decoder error, after the bytes it could decode.
+      this.decoder.end();
+      await this.settled;
+    }
+    return this.meter.finish();
+  }
+
+  private start(first: Buffer): Decoder {
+    const decoder = this.create(first);
+    decoder.on("data", (bytes: Buffer) => this.read(bytes));
+    decoder.on("error", () => this.stop());
+    decoder.once("end", () => this.stop());
+    decoder.once("close", () => this.stop());
+    return decoder;
+  }
+
+  private read(bytes: Buffer): void {
+    if (this.stopped) return;
+    const room = this.maxBytes - this.decoded;
+    this.decoded += bytes.length;
+    if (bytes.length <= room) {
+      this.meter.push(bytes);
+      return;
+    }
+    if (room > 0) this.meter.push(bytes.subarray(0, room));
+    this.decoder?.destroy();
+    this.stop();
+  }
+
+  private stop(): void {
+    this.stopped = true;
+    this.settle();
+  }
+}

@@ -1,0 +1,208 @@
+import { request as httpRequest, type IncomingHttpHeaders } from "node:http";
+import Anthropic from "@anthropic-ai/sdk";
+import { GoogleGenAI } from "@google/genai";
+import OpenAI from "openai";
+import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { type FakeUpstream, startFakeUpstream } from "../fakes/fake-upstream.js";
+import {
+  createTestProject,
+  startTestGateway,
+  type TestGateway,
+  type TestProject,
+} from "../support/test-gateway.js";
+
+/**
+ * Sluice asks providers for `accept-encoding: identity`; these providers compress anyway. The
+ * client must get the provider's bytes and content-encoding unchanged, and the usage row the same
+ * tokens as the uncompressed call.
+ */
+describe("a provider that compresses its answers though Sluice asks for identity", () => {
+  let fake: FakeUpstream;
+  let sluice: TestGateway;
+  let project: TestProject;
+  let openai: OpenAI;
+  let anthropic: Anthropic;
+  let google: GoogleGenAI;
+
+  beforeAll(async () => {
+    fake = await startFakeUpstream();
+    sluice = await startTestGateway({
+      providerABaseUrl: `${fake.url}/a/v1`,
+      providerBBaseUrl: `${fake.url}/b/v1`,
+      providerCBaseUrl: `${fake.url}/c/v1beta`,
+    });
+    project = await createTestProject(sluice.gateway);
+    const base = (provider: string) => `${sluice.url}/v1/${provider}/${project.projectId}`;
+    openai = new OpenAI({ baseURL: base("provider-a"), apiKey: project.bearer("provider-a"), maxRetries: 0 });
+    anthropic = new Anthropic({
+      baseURL: base("provider-b"),
+      apiKey: project.bearer("provider-b"),
+      maxRetries: 0,
+    });
+    google = new GoogleGenAI({
+      apiKey: project.bearer("provider-c"),
+      httpOptions: { baseUrl: base("provider-c") },
+    });
+  });
+
+  afterAll(async () => {
+    await sluice.close();
+    await fake.close();
+  });
+
+  afterEach(() => fake.setCompression(null));
+
+  /**
+   * The usage row of a call. A compressed answer's row is written once its decompressor has caught
+   * up, which may be a moment after the client read the last byte: it is waited for.
+   */
+  async function rowFor(requestId: string | null) {
+    for (let attempt = 0; ; attempt++) {
+      await sluice.gateway.flushUsage();
+      const row = await sluice.gateway.database.db
+        .selectFrom("usage_records")
+        .selectAll()
+        .where("request_id", "=", requestId ?? "")
+        .executeTakeFirst();
+      if (row || attempt === 50) return row ?? expect.unreachable(`no usage row for ${requestId}`);
+      await new Promise((resolve) => setTimeout(resolve, 20));
+    }
+  }
+
+  /** Provider C's usage rows not in `known`, oldest first, once there are `count` (its SDK shows no headers). */
+  async function newGeminiRows(known: ReadonlySet<string>, count: number) {
+    for (let attempt = 0; ; attempt++) {
+      await sluice.gateway.flushUsage();
+      const rows = (
+        await sluice.gateway.database.db
+          .selectFrom("usage_records")
+          .selectAll()
+          .where("project_id", "=", project.projectId)
+          .where("provider", "=", "provider-c")
+          .orderBy("request_id")
+          .execute()
+      ).filter((row) => !known.has(row.request_id));
+      if (rows.length >= count || attempt === 50) return rows;
+      await new Promise((resolve) => setTimeout(resolve, 20));
+    }
+  }
+
+  /** The columns a compressed answer must record as its uncompressed twin did. */
+  const metered = (row: Awaited<ReturnType<typeof rowFor>>) => ({
+    model: row.model,
+    input_tokens: row.input_tokens,
+    output_tokens: row.output_tokens,
+    cached_tokens: row.cached_tokens,
+    reasoning_tokens: row.reasoning_tokens,
+    cost_usd: row.cost_usd,
+    streamed: row.streamed,
+    status: row.status,
+    outcome: row.outcome,
+  });
+
+  /** A chat completion, buffered and streamed, through the OpenAI SDK: the two usage rows. */
+  async function chatCalls() {
+    const messages = [{ role: "user" as const, content: "Hi" }];
+    const buffered = await openai.chat.completions.create({ model: "gpt-4o-mini", messages }).withResponse();
+    expect(buffered.data.choices[0]?.message.content).toBe("Hello from the fake upstream");
+    const streamed = await openai.chat.completions
+      .create({ model: "gpt-4o-mini", messages, stream: true })
+      .withResponse();
+    let text = "";
+    for await (const chunk of streamed.data) text += chunk.choices[0]?.delta.content ?? "";
+    expect(text).toBe("Hello from the fake upstream");
+    return [
+      metered(await rowFor(buffered.response.headers.get("x-request-id"))),
+      metered(await rowFor(streamed.response.headers.get("x-request-id"))),
+    ];
+  }
+
+  it.each(["gzip", "deflate", "br"] as const)(
+    "records the tokens of a %s chat completion, JSON and streamed, as the uncompressed calls record them",
+    async (coding) => {
+      const plain = await chatCalls();
+      expect(plain[0]).toMatchObject({ input_tokens: 11, output_tokens: 7, cached_tokens: 3, streamed: 0 });
+      expect(plain[1]).toMatchObject({ input_tokens: 11, output_tokens: 7, streamed: 1 });
+      fake.setCompression(coding);
+      const compressed = await chatCalls();
+      expect(fake.last()?.headers["accept-encoding"]).toBe("identity");
+      expect(fake.last()?.sentBody?.length).toBeGreaterThan(0);
+      expect(compressed).toEqual(plain);
+    },
+  );
+
+  it("records the tokens of gzipped provider B and C answers, JSON and streamed, through their SDKs", async () => {
+    const calls = async () => {
+      const rows: Array<ReturnType<typeof metered>> = [];
+      const params = {
+        model: "claude-sonnet-4-5",
+        max_tokens: 64,
+        messages: [{ role: "user" as const, content: "Hi" }],
+      };
+      const message = await anthropic.messages.create(params).withResponse();
+      rows.push(metered(await rowFor(message.response.headers.get("x-request-id"))));
+      const stream = await anthropic.messages.create({ ...params, stream: true }).withResponse();
+      for await (const _event of stream.data);
+      rows.push(metered(await rowFor(stream.response.headers.get("x-request-id"))));
+      const known = new Set((await newGeminiRows(new Set(), 0)).map((row) => row.request_id));
+      const answer = await google.models.generateContent({ model: "gemini-2.5-flash", contents: "Hi" });
+      expect(answer.text).toBe("Hello from the fake upstream");
+      let text = "";
+      for await (const chunk of await google.models.generateContentStream({
+        model: "gemini-2.5-flash",
+        contents: "Hi",
+      }))
+        text += chunk.text ?? "";
+      expect(text).toBe("Hello from the fake upstream");
+      rows.push(...(await newGeminiRows(known, 2)).map(metered));
+      return rows;
+    };
+    const plain = await calls();
+    expect(plain.map((row) => row.input_tokens)).toEqual([11, 11, 11, 11]);
+    fake.setCompression("gzip");
+    expect(await calls()).toEqual(plain);
+  });
+
+  it("passes the provider's compressed bytes and its content-encoding to the client unchanged", async () => {
+    fake.setCompression("gzip");
+    for (const stream of [false, true]) {
+      const received = await rawCall(
+        `${sluice.url}/v1/provider-a/${project.projectId}/chat/completions`,
+        project.bearer("provider-a"),
+        JSON.stringify({ model: "gpt-4o-mini", messages: [], stream }),
+      );
+      const sent = fake.last()?.sentBody;
+      expect(received.headers["content-encoding"]).toBe("gzip");
+      expect(received.headers["content-type"]).toBe(stream ? "text/event-stream" : "application/json");
+      if (!stream) expect(received.headers["content-length"]).toBe(String(sent?.length));
+      expect(sent && received.body.equals(sent)).toBe(true);
+      const row = await rowFor(received.headers["x-request-id"] as string);
+      expect(row).toMatchObject({ input_tokens: 11, output_tokens: 7, streamed: stream ? 1 : 0 });
+    }
+  });
+});
+
+/** A POST through node:http, which (unlike fetch) leaves a compressed body as it came. */
+function rawCall(url: string, bearer: string, body: string) {
+  return new Promise<{ headers: IncomingHttpHeaders; body: Buffer }>((resolve, reject) => {
+    const outgoing = httpRequest(
+      url,
+      {
+        method: "POST",
+        headers: {
+          authorization: `Bearer ${bearer}`,
+          "content-type": "application/json",
+          "accept-encoding": "gzip",
+        },
+      },
+      (response) => {
+        const chunks: Buffer[] = [];
+        response.on("data", (chunk: Buffer) => chunks.push(chunk));
+        response.on("end", () => resolve({ headers: response.headers, body: Buffer.concat(chunks) }));
+        response.on("error", reject);
+      },
+    );
+    outgoing.on("error", reject);
+    outgoing.end(body);
+  });
+}
