@@ -1,4 +1,5 @@
 import { sql } from "kysely";
+import pg from "pg";
 import { describe, expect, it } from "vitest";
 import { createPostgresSchema, postgresAvailable } from "../../test/support/services.js";
 import { type OpenDatabase, openDatabase } from "./database.js";
@@ -33,7 +34,10 @@ describe.skipIf(!postgresAvailable)("PostgreSQL migrations", () => {
           "test_keys",
           "usage_records",
         ]);
-        expect(each?.migrations.map((migration) => migration.name)).toEqual(["0001-initial"]);
+        expect(each?.migrations.map((migration) => migration.name)).toEqual([
+          "0001-initial",
+          "0002-usage-token-counts-bigint",
+        ]);
       }
     } finally {
       for (const database of opened) await database.close();
@@ -55,6 +59,46 @@ describe.skipIf(!postgresAvailable)("PostgreSQL migrations", () => {
         await after.close();
       }
     } finally {
+      await schema.drop();
+    }
+  });
+
+  it("run a migration that takes longer than the query timeout to the end (0002 rewriting a large usage table)", async () => {
+    const schema = await createPostgresSchema();
+    const blocker = new pg.Client({ connectionString: schema.url });
+    let released: Promise<unknown> = Promise.resolve();
+    try {
+      // The schema as a release before 0002 left it.
+      const before = await openDatabase({ databaseUrl: schema.url, dataDir: "unused" });
+      await sql`alter table usage_records alter column input_tokens type integer,
+        alter column output_tokens type integer, alter column cached_tokens type integer,
+        alter column reasoning_tokens type integer`.execute(before.db);
+      await sql`delete from sluice_migrations where name = '0002-usage-token-counts-bigint'`.execute(
+        before.db,
+      );
+      await before.close();
+      // A reader holds the table for well over the query timeout, so the rewrite waits that long.
+      await blocker.connect();
+      await blocker.query("begin");
+      await blocker.query("lock table usage_records in access share mode");
+      released = new Promise((resolve) => setTimeout(resolve, 1000)).then(() => blocker.query("commit"));
+      const started = Date.now();
+      const after = await openDatabase({ databaseUrl: schema.url, dataDir: "unused", queryTimeoutMs: 200 });
+      try {
+        expect(Date.now() - started).toBeGreaterThanOrEqual(900);
+        const { rows } = await sql<{ type: string }>`
+          select data_type as type from information_schema.columns
+          where table_schema = current_schema() and table_name = 'usage_records'
+            and column_name in ('input_tokens', 'output_tokens', 'cached_tokens', 'reasoning_tokens')`.execute(
+          after.db,
+        );
+        expect(rows.map((row) => row.type)).toEqual(["bigint", "bigint", "bigint", "bigint"]);
+      } finally {
+        await after.close();
+      }
+    } finally {
+      await released;
+      await blocker.end();
       await schema.drop();
     }
   });

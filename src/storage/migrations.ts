@@ -3,9 +3,9 @@ import type { Engine } from "./database.js";
 
 /**
  * Migrations in code, applied at start by `migrateToLatest`. Types are the portable subset:
- * text, integer, double precision.
+ * text, integer (bigint where PostgreSQL's 32-bit integer is too small), double precision.
  */
-const migrations: Record<string, Migration> = {
+const migrations = (engine: Engine): Record<string, Migration> => ({
   "0001-initial": {
     async up(db: Kysely<unknown>) {
       await db.schema
@@ -85,9 +85,25 @@ const migrations: Record<string, Migration> = {
         .execute();
     },
   },
-};
-
-const provider: MigrationProvider = { getMigrations: async () => migrations };
+  "0002-usage-token-counts-bigint": {
+    /**
+     * PostgreSQL's integer is 32-bit: a token count above 2^31 - 1 (a long batch job, or a provider
+     * reporting nonsense) was refused, and its usage row dropped. SQLite's INTEGER is already 64-bit.
+     * On PostgreSQL this rewrites the usage table under an exclusive lock: on a large table it takes
+     * a while, during which other instances' usage writes wait (and stay queued, as in an outage).
+     */
+    async up(db: Kysely<unknown>) {
+      if (engine !== "postgres") return;
+      await db.schema
+        .alterTable("usage_records")
+        .alterColumn("input_tokens", (column) => column.setDataType("bigint"))
+        .alterColumn("output_tokens", (column) => column.setDataType("bigint"))
+        .alterColumn("cached_tokens", (column) => column.setDataType("bigint"))
+        .alterColumn("reasoning_tokens", (column) => column.setDataType("bigint"))
+        .execute();
+    },
+  },
+});
 
 /**
  * Applies every pending migration. On PostgreSQL the migration tables are looked up and created in
@@ -96,6 +112,7 @@ const provider: MigrationProvider = { getMigrations: async () => migrations };
  * and would take another schema's Sluice tables for this one's.
  */
 export async function migrateToLatest(db: Kysely<unknown>, engine: Engine): Promise<void> {
+  const provider: MigrationProvider = { getMigrations: async () => migrations(engine) };
   const migrator = new Migrator({
     db,
     provider,

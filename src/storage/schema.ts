@@ -1,7 +1,8 @@
 /**
  * Table types shared by both engines. Column types are chosen so one set of queries works on
  * SQLite and PostgreSQL alike: booleans are 0/1 integers, timestamps ISO-8601 UTC text (they sort
- * as text), JSON is text, money is double precision USD.
+ * as text), JSON is text, money is double precision USD, and token counts are 64-bit (bigint on
+ * PostgreSQL, read back as numbers: see database.ts).
  */
 export interface ProjectsTable {
   id: string;

@@ -214,6 +214,47 @@ for (const engine of storageEngines) {
       }).toEqual(row);
     });
 
+    it("keeps token counts above 2^31 (up to 2^53) and costs to a double's full precision, read back as numbers", async () => {
+      const records = createUsageRepository(database.db, database.sqlite);
+      // Above PostgreSQL's 32-bit integer, up to the largest count the usage meter records; and a
+      // cost a 32-bit float (or a rounding to fewer digits) would change.
+      const row = usage("big-1", {
+        project_id: "big",
+        input_tokens: 2 ** 31 + 7,
+        output_tokens: 2 ** 40 + 3,
+        cached_tokens: 2 ** 33,
+        reasoning_tokens: Number.MAX_SAFE_INTEGER,
+        cost_usd: 0.1 + 0.2,
+      });
+      await records.insertBatch([row]);
+      const stored = await database.db
+        .selectFrom("usage_records")
+        .selectAll()
+        .where("request_id", "=", "big-1")
+        .executeTakeFirstOrThrow();
+      expect(stored).toEqual(row);
+      const report = await records.report({
+        projectId: "big",
+        from: "2026-11-01T00:00:00.000Z",
+        to: "2026-12-01T00:00:00.000Z",
+        groupBy: "day",
+      });
+      expect(report).toEqual([
+        {
+          group: "2026-11-02",
+          requests: 1,
+          errors: 0,
+          inputTokens: 2 ** 31 + 7,
+          outputTokens: 2 ** 40 + 3,
+          cachedTokens: 2 ** 33,
+          reasoningTokens: Number.MAX_SAFE_INTEGER,
+          costUsd: 0.3,
+          unpricedRequests: 0,
+        },
+      ]);
+      expect(await records.count("big")).toBe(1);
+    });
+
     it("writes a large batch in one call", async () => {
       const records = createUsageRepository(database.db, database.sqlite);
       const rows = Array.from({ length: 1200 }, (_, index) => usage(`bulk-${index}`, { project_id: "bulk" }));
