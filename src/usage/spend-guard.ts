@@ -1,33 +1,70 @@
-import type { UsageRepository } from "../storage/usage-repository.js";
+import type { UsageRecord, UsageRepository } from "../storage/usage-repository.js";
 
 interface MonthSpend {
+  /** The month's first instant, ISO (what the database read asks from). */
   month: string;
+  /** `YYYY-MM`, to match a usage row's `created_at`. */
+  prefix: string;
+  /** The month's bounds, epoch ms (end exclusive). */
+  from: number;
+  until: number;
   /** When `base` was read; -Infinity until the first read of the month succeeds. */
   readAt: number;
+  /** The month's spend in the database, as last read. */
   base: number;
-  /** Costs this instance added since `base` was read. */
-  local: number;
+  /**
+   * Costs recorded on this instance that `base` may not hold: their rows were not yet written when
+   * that read began (queued in the usage recorder, held there through a database outage, or
+   * recorded since).
+   */
+  unread: number;
+  /** The part of `unread` whose rows have been written since: the next read to begin holds them. */
+  written: number;
   /** The read in flight, shared by every request that finds the figure stale meanwhile. */
   loading?: Promise<void> | undefined;
 }
 
 /**
  * Month-to-date spend per project, for the optional monthly cap. Reads the database at most once
- * per `refreshMs` per project and adds what this instance spent since, so the hot path does not
- * wait on the database. Several instances each see the others' spend within `refreshMs`.
+ * per `refreshMs` per project and adds the costs recorded on this instance that the read could not
+ * see, so the hot path does not wait on the database. A cost stays counted here until a read that
+ * began after its row was written (`written`, which the usage recorder reports), so rows still
+ * queued (after an outage, say) are never left out, nor counted twice once written and read back.
+ * Several instances each see the others' spend within `refreshMs` of its rows being written.
  */
 export function createSpendGuard(deps: { usage: UsageRepository; now: () => Date; refreshMs?: number }) {
   const refreshMs = deps.refreshMs ?? 5000;
   const cache = new Map<string, MonthSpend>();
 
-  const monthStart = (date: Date) => `${date.toISOString().slice(0, 7)}-01T00:00:00.000Z`;
+  /** The project's figures for the month of `at`, started afresh when the month changed. */
+  function monthOf(projectId: string, at: Date): MonthSpend {
+    const time = at.getTime();
+    let entry = cache.get(projectId);
+    if (!entry || time < entry.from || time >= entry.until) {
+      const from = Date.UTC(at.getUTCFullYear(), at.getUTCMonth(), 1);
+      const month = new Date(from).toISOString();
+      entry = {
+        month,
+        prefix: month.slice(0, 7),
+        from,
+        until: Date.UTC(at.getUTCFullYear(), at.getUTCMonth() + 1, 1),
+        readAt: Number.NEGATIVE_INFINITY,
+        base: 0,
+        unread: 0,
+        written: 0,
+      };
+      cache.set(projectId, entry);
+    }
+    return entry;
+  }
 
-  /** Costs added while the read is in flight stay local: their rows may not be written yet. */
+  /** Rows written before the read begins are in what it returns; the others stay counted here. */
   async function refresh(projectId: string, entry: MonthSpend): Promise<void> {
-    const addedBefore = entry.local;
+    const writtenBefore = entry.written;
     try {
       entry.base = await deps.usage.spendSince(projectId, entry.month);
-      entry.local -= addedBefore;
+      entry.unread -= writtenBefore;
+      entry.written -= writtenBefore;
       entry.readAt = deps.now().getTime();
     } finally {
       entry.loading = undefined;
@@ -38,12 +75,7 @@ export function createSpendGuard(deps: { usage: UsageRepository; now: () => Date
     /** Known spend this calendar month (UTC), in USD. */
     async monthToDate(projectId: string): Promise<number> {
       const now = deps.now();
-      const month = monthStart(now);
-      let entry = cache.get(projectId);
-      if (entry?.month !== month) {
-        entry = { month, readAt: Number.NEGATIVE_INFINITY, base: 0, local: 0 };
-        cache.set(projectId, entry);
-      }
+      const entry = monthOf(projectId, now);
       if (now.getTime() - entry.readAt > refreshMs) {
         entry.loading ??= refresh(projectId, entry);
         try {
@@ -53,13 +85,24 @@ export function createSpendGuard(deps: { usage: UsageRepository; now: () => Date
           if (entry.readAt === Number.NEGATIVE_INFINITY) throw error;
         }
       }
-      return entry.base + entry.local;
+      return entry.base + entry.unread;
     },
-    /** Adds a cost recorded on this instance and not yet read back from the database. */
+    /** Adds the cost of a usage row just recorded on this instance (and not yet written). */
     add(projectId: string, usd: number | null): void {
       if (!usd) return;
-      const entry = cache.get(projectId);
-      if (entry) entry.local += usd;
+      monthOf(projectId, deps.now()).unread += usd;
+    },
+    /**
+     * Usage rows now in the database (the usage recorder's `onWritten`): the next read counts
+     * their costs, so they stop being counted here when it begins. A row that is never written
+     * (dropped from a full queue, refused, lost at shutdown) stays counted on this instance.
+     */
+    written(rows: readonly UsageRecord[]): void {
+      for (const row of rows) {
+        if (!row.cost_usd) continue;
+        const entry = cache.get(row.project_id);
+        if (entry && row.created_at.startsWith(entry.prefix)) entry.written += row.cost_usd;
+      }
     },
   };
 }

@@ -8,6 +8,8 @@ export interface UsageRecorderDeps {
   queueMax: number;
   batchSize?: number;
   onQueueDepth?: (depth: number) => void;
+  /** Rows now in the database (the spend guard stops counting them as queued once it reads them back). */
+  onWritten?: (rows: readonly UsageRecord[]) => void;
   /** Rows lost: the queue was full (an outage longer than it holds), or the recorder had stopped. */
   onDropped?: (count: number, reason: "queue-full" | "shutdown") => void;
   /** A row the database refuses for what it holds (not an outage): dropped, so it cannot block the rest. */
@@ -59,12 +61,13 @@ export function createUsageRecorder(deps: UsageRecorderDeps): UsageRecorder {
     if (batch.length === 0) return true;
     try {
       await deps.repository.insertBatch(batch);
-      done(batch.length);
-      return true;
     } catch (error) {
       if (!isDatabaseUnavailable(error)) return writeRowByRow(batch);
       return failed(error);
     }
+    done(batch.length);
+    deps.onWritten?.(batch);
+    return true;
   }
 
   /** The first `count` rows of the queue are written (or refused for good): off the queue. */
@@ -89,7 +92,9 @@ export function createUsageRecorder(deps: UsageRecorderDeps): UsageRecorder {
           return failed(error);
         }
         deps.onRefused?.(row, error);
+        continue;
       }
+      deps.onWritten?.([row]);
     }
     done(batch.length);
     return true;

@@ -1,6 +1,9 @@
 import { describe, expect, it } from "vitest";
 import { connectionRefused, fakeUsageRepository } from "../../test/support/fake-usage-repository.js";
+import { usageRow } from "../../test/support/usage-row.js";
+import type { UsageRecord } from "../storage/usage-repository.js";
 import { createSpendGuard } from "./spend-guard.js";
+import { createUsageRecorder } from "./usage-recorder.js";
 
 /** A repository whose spend reads wait until the test answers them. */
 function pendingSpend() {
@@ -59,5 +62,82 @@ describe("spend guard", () => {
     await expect(guard.monthToDate("p2")).rejects.toThrow("ECONNREFUSED");
     now = new Date("2026-12-01T00:00:00.000Z");
     await expect(guard.monthToDate("p1")).rejects.toThrow("ECONNREFUSED");
+  });
+
+  it("counts a queued row's cost across reads that cannot see it, and once only after it is written", async () => {
+    let stored = 0;
+    const usage = fakeUsageRepository({ spendSince: async () => stored });
+    let now = new Date("2026-11-15T00:00:00.000Z");
+    const guard = createSpendGuard({ usage, now: () => now, refreshMs: 1000 });
+    expect(await guard.monthToDate("p1")).toBe(0);
+    const row = usageRow("queued-1", { project_id: "p1", cost_usd: 3, created_at: now.toISOString() });
+    guard.add("p1", 3);
+    now = new Date("2026-11-15T00:00:05.000Z");
+    // Read again while the row is still queued: the database does not have it yet.
+    expect(await guard.monthToDate("p1")).toBe(3);
+    stored = 3;
+    guard.written([row]);
+    expect(await guard.monthToDate("p1")).toBe(3);
+    now = new Date("2026-11-15T00:00:10.000Z");
+    expect(await guard.monthToDate("p1")).toBe(3);
+    // Another project's rows and last month's rows written now change nothing here.
+    guard.written([
+      usageRow("other-1", { project_id: "p2", cost_usd: 7, created_at: now.toISOString() }),
+      usageRow("old-1", { project_id: "p1", cost_usd: 7, created_at: "2026-10-31T23:59:59.999Z" }),
+    ]);
+    now = new Date("2026-11-15T00:00:15.000Z");
+    expect(await guard.monthToDate("p1")).toBe(3);
+  });
+
+  it("counts costs recorded before the project's first check (a cap set while its rows are queued)", async () => {
+    const guard = createSpendGuard({
+      usage: fakeUsageRepository(),
+      now: () => new Date("2026-11-15T00:00:00.000Z"),
+    });
+    guard.add("p1", 2);
+    expect(await guard.monthToDate("p1")).toBe(2);
+  });
+
+  it("counts the costs the usage recorder still holds after a database outage, until they are written and read back", async () => {
+    const rows: UsageRecord[] = [];
+    let down = true;
+    const usage = fakeUsageRepository({
+      async insertBatch(batch) {
+        if (down) throw connectionRefused();
+        rows.push(...batch);
+      },
+      async spendSince(projectId, from) {
+        if (down) throw connectionRefused();
+        const costs = rows.filter((row) => row.project_id === projectId && row.created_at >= from);
+        return costs.reduce((sum, row) => sum + (row.cost_usd ?? 0), 0);
+      },
+    });
+    let now = new Date("2026-11-15T00:00:00.000Z");
+    const guard = createSpendGuard({ usage, now: () => now, refreshMs: 1000 });
+    const recorder = createUsageRecorder({
+      repository: usage,
+      flushIntervalMs: 60_000,
+      queueMax: 100,
+      onWritten: guard.written,
+    });
+    down = false;
+    expect(await guard.monthToDate("p1")).toBe(0);
+    down = true;
+    // Requests served during the outage, as admission records them: the row queued, its cost added.
+    for (const [index, cost] of [2, 1.5].entries()) {
+      recorder.record(usageRow(`outage-${index}`, { cost_usd: cost, created_at: now.toISOString() }));
+      guard.add("p1", cost);
+    }
+    await recorder.flush(50);
+    expect(recorder.depth()).toBe(2);
+    // The database is back and answers the guard before the recorder's retry writes the rows.
+    down = false;
+    now = new Date("2026-11-15T00:00:05.000Z");
+    expect(await guard.monthToDate("p1")).toBe(3.5);
+    await recorder.flush();
+    expect(rows).toHaveLength(2);
+    now = new Date("2026-11-15T00:00:10.000Z");
+    expect(await guard.monthToDate("p1")).toBe(3.5);
+    await recorder.stop();
   });
 });
