@@ -90,6 +90,29 @@ describe("loadConfig", () => {
     }
   });
 
+  it("reads the PostgreSQL query and usage report timeouts, 10 s and 60 s by default", () => {
+    expect(loadConfig({})).toMatchObject({ databaseQueryTimeoutMs: 10_000, usageReportTimeoutMs: 60_000 });
+    expect(
+      loadConfig({ SLUICE_DATABASE_QUERY_TIMEOUT_MS: "2500", SLUICE_USAGE_REPORT_TIMEOUT_MS: "300000" }),
+    ).toMatchObject({ databaseQueryTimeoutMs: 2500, usageReportTimeoutMs: 300_000 });
+  });
+
+  it.each([
+    ["0", "must be at least 1 ms"],
+    ["-5", "must be a whole number of milliseconds, such as 10000"],
+    ["2.5", "must be a whole number of milliseconds, such as 10000"],
+    ["10s", "must be a whole number of milliseconds, such as 10000"],
+    ["1e4", "must be a whole number of milliseconds, such as 10000"],
+    ["0x10", "must be a whole number of milliseconds, such as 10000"],
+    ["86400001", "must be at most 86400000 ms (a day)"],
+  ])("refuses the database timeout %j at start, saying why", (value, reason) => {
+    expect(
+      problemsOf({ SLUICE_DATABASE_QUERY_TIMEOUT_MS: value, SLUICE_USAGE_REPORT_TIMEOUT_MS: value }),
+    ).toBe(
+      `Invalid configuration:\n  SLUICE_DATABASE_QUERY_TIMEOUT_MS: ${reason}\n  SLUICE_USAGE_REPORT_TIMEOUT_MS: ${reason}`,
+    );
+  });
+
   it("caps SLUICE_VAULT_URL_TTL_SECONDS at S3's seven days with an S3 vault, and only then", () => {
     const s3 = {
       SLUICE_VAULT_S3_ENDPOINT: "http://127.0.0.1:9000",

@@ -37,6 +37,15 @@ const urlOf = (schemes: string[], message: string) =>
     (value) => !URL.canParse(value) || schemes.includes(new URL(value).protocol),
     message,
   );
+/**
+ * A time limit in whole milliseconds, written as digits: `10s` or `1e4` are refused rather than
+ * misread, and so is anything above a day (Node runs a timer longer than about 24.8 days at once).
+ */
+const milliseconds = z
+  .string()
+  .regex(/^[0-9]+$/, "must be a whole number of milliseconds, such as 10000")
+  .transform(Number)
+  .pipe(z.number().min(1, "must be at least 1 ms").max(86_400_000, "must be at most 86400000 ms (a day)"));
 const bool = z.enum(["true", "false", "1", "0"]).transform((value) => value === "true" || value === "1");
 /** A list read by `parse`, which answers the list or what is wrong with the value. */
 const parsedList = (parse: (value: string) => string[] | string) =>
@@ -76,6 +85,18 @@ export const settings = {
     ).optional(),
     undefined,
     "PostgreSQL URL (`postgres://` or `postgresql://`) for several instances; needs SLUICE_MASTER_KEY (unset: SQLite in the data dir)",
+  ),
+  databaseQueryTimeoutMs: setting(
+    "SLUICE_DATABASE_QUERY_TIMEOUT_MS",
+    milliseconds,
+    "10000",
+    "PostgreSQL: a query unanswered this long fails as an outage (503, usage rows kept queued) and its connection is closed",
+  ),
+  usageReportTimeoutMs: setting(
+    "SLUICE_USAGE_REPORT_TIMEOUT_MS",
+    milliseconds,
+    "60000",
+    "PostgreSQL: how long the server may work on one admin usage report before it cancels it (503 asking for a shorter range)",
   ),
   redisUrl: setting(
     "REDIS_URL",

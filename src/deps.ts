@@ -82,10 +82,15 @@ export async function createGateway(config: Config, injected: Partial<Injectable
   const secretBox = createSecretBox(masterKey);
   masterKey.fill(0);
 
-  const database = await openDatabase({ databaseUrl: config.databaseUrl, dataDir: config.dataDir });
+  const database = await openDatabase({
+    databaseUrl: config.databaseUrl,
+    dataDir: config.dataDir,
+    queryTimeoutMs: config.databaseQueryTimeoutMs,
+    reportTimeoutMs: config.usageReportTimeoutMs,
+  });
   const projects = createProjectRepository(database.db);
   const keys = createKeyRepository(database.db);
-  const usage = createUsageRepository(database.db, database.sqlite);
+  const usage = createUsageRepository(database.db, database.sqlite, database.runReport);
   const directory = createCredentialDirectory({ projects, keys, secretBox, ttlMs: config.projectCacheTtlMs });
   const admin = createProjectAdmin({
     projects,
@@ -120,11 +125,13 @@ export async function createGateway(config: Config, injected: Partial<Injectable
   const deviceTokens = createDeviceTokenVerifier({ config, secretBox, redis, redisBreaker, logger });
   const authenticate = createAuthenticator({ directory, deviceTokens, throttle });
 
+  const spend = createSpendGuard({ usage, now });
   const recorder = createUsageRecorder({
     repository: usage,
     flushIntervalMs: config.usageFlushIntervalMs,
     queueMax: config.usageQueueMax,
     onQueueDepth: metrics.setUsageQueueDepth,
+    onWritten: spend.written,
     onDropped: (count, reason) => {
       metrics.countUsageRowsDropped(count);
       logger.error(
@@ -148,7 +155,6 @@ export async function createGateway(config: Config, injected: Partial<Injectable
       logger.info("usage writes recovered");
     },
   });
-  const spend = createSpendGuard({ usage, now });
   const admit = createAdmission({
     authenticate,
     limiter,

@@ -1,8 +1,15 @@
 import { mkdirSync } from "node:fs";
 import { join } from "node:path";
 import BetterSqlite3 from "better-sqlite3";
-import { Kysely, PostgresDialect, type PostgresPool, type PostgresPoolClient, SqliteDialect } from "kysely";
-import type { Pool as PgPool } from "pg";
+import {
+  Kysely,
+  PostgresDialect,
+  type PostgresPool,
+  type PostgresPoolClient,
+  SqliteDialect,
+  sql,
+} from "kysely";
+import type { Pool as PgPool, PoolConfig as PgPoolConfig } from "pg";
 import { migrateToLatest, pingDatabase } from "./migrations.js";
 import type { Database } from "./schema.js";
 
@@ -13,6 +20,8 @@ export interface OpenDatabase {
   engine: Engine;
   /** The better-sqlite3 handle on the embedded engine, for the usage writer's prepared statement. */
   sqlite?: BetterSqlite3.Database;
+  /** Runs a report's query within the report time limit: see `DatabaseOptions.reportTimeoutMs`. */
+  runReport: RunReport;
   ping(): Promise<void>;
   close(): Promise<void>;
 }
@@ -29,20 +38,43 @@ export interface DatabaseOptions {
    * holding the usage writer, the request and the shutdown until TCP gives up minutes later.
    */
   queryTimeoutMs?: number;
+  /**
+   * PostgreSQL only: how long the server may work on one report query (the admin usage report)
+   * before it cancels it (default 60 s). Reports aggregate many rows and may take longer than the
+   * query timeout allows, so they run with a statement timeout the server enforces (a report given
+   * up on is not left running there), on two connections of their own (reports never hold the
+   * connections requests and the usage writer need), and wait for the answer `queryTimeoutMs`
+   * longer than that before taking the server for hung. SQLite runs them without a limit.
+   */
+  reportTimeoutMs?: number;
 }
+
+/** Runs `read` (a report's queries) on the connection given to it, within the report time limit. */
+export type RunReport = <T>(read: (db: Kysely<Database>) => Promise<T>) => Promise<T>;
 
 /** Opens the configured engine and applies migrations. */
 export async function openDatabase(options: DatabaseOptions): Promise<OpenDatabase> {
-  const { db, engine, sqlite } = options.databaseUrl
-    ? await openPostgres(options.databaseUrl, options.queryTimeoutMs ?? 10_000)
-    : await openSqliteMigrated(options);
+  if (options.databaseUrl) {
+    return openPostgres(options.databaseUrl, {
+      queryTimeoutMs: options.queryTimeoutMs ?? 10_000,
+      reportTimeoutMs: options.reportTimeoutMs ?? 60_000,
+    });
+  }
+  const { db, engine, sqlite } = await openSqliteMigrated(options);
   return {
     db,
     engine,
-    ...(sqlite ? { sqlite } : {}),
+    sqlite,
+    runReport: (read) => read(db),
     ping: () => pingDatabase(db as Kysely<unknown>),
     close: () => db.destroy(),
   };
+}
+
+interface OpenedSqlite {
+  db: Kysely<Database>;
+  engine: Engine;
+  sqlite: BetterSqlite3.Database;
 }
 
 /**
@@ -50,55 +82,47 @@ export async function openDatabase(options: DatabaseOptions): Promise<OpenDataba
  * processes starting on a fresh data dir at once (the gateway and a CLI command) would both create
  * the tables, and one would fail. So the whole migration runs in one `BEGIN IMMEDIATE`
  * transaction, which the other process waits for (busy_timeout) and then finds nothing to do.
- * Two processes creating a fresh file at the same instant can still get SQLITE_BUSY from SQLite
- * without its busy handler being consulted (setting up the WAL file); that start is retried with a
- * fresh handle, for up to about 5 s.
  */
-async function openSqliteMigrated(options: DatabaseOptions): Promise<ReturnType<typeof openSqlite>> {
-  for (let attempt = 1; ; attempt++) {
-    let opened: ReturnType<typeof openSqlite> | undefined;
-    try {
-      opened = openSqlite(options);
-      opened.sqlite.exec("begin immediate");
-      await migrateToLatest(opened.db as Kysely<unknown>, "sqlite");
-      opened.sqlite.exec("commit");
-      return opened;
-    } catch (error) {
-      if (opened?.sqlite.inTransaction) opened.sqlite.exec("rollback");
-      opened?.sqlite.close();
-      const code = (error as { code?: unknown } | null)?.code;
-      if (attempt >= 20 || typeof code !== "string" || !code.startsWith("SQLITE_BUSY")) throw error;
-      await new Promise((resolve) => setTimeout(resolve, 25 * attempt));
-    }
+async function openSqliteMigrated(options: DatabaseOptions): Promise<OpenedSqlite> {
+  const opened = await openSqlite(options);
+  try {
+    opened.sqlite.exec("begin immediate");
+    await migrateToLatest(opened.db as Kysely<unknown>, "sqlite");
+    opened.sqlite.exec("commit");
+    return opened;
+  } catch (error) {
+    if (opened.sqlite.inTransaction) opened.sqlite.exec("rollback");
+    opened.sqlite.close();
+    throw error;
   }
 }
 
 /** Page cache per connection, in KiB. */
 export const sqliteCacheKiB = 2000;
+/** How long a statement waits for another process's lock on the file before SQLITE_BUSY. */
+const sqliteBusyTimeoutMs = 5000;
 
-function openSqlite(options: DatabaseOptions): {
-  db: Kysely<Database>;
-  engine: Engine;
-  sqlite: BetterSqlite3.Database;
-} {
+async function openSqlite(options: DatabaseOptions): Promise<OpenedSqlite> {
   let file = options.sqliteFile;
   if (!file) {
     mkdirSync(options.dataDir, { recursive: true });
     file = join(options.dataDir, "sluice.sqlite");
   }
   const database = new BetterSqlite3(file);
-  // First: switching a fresh file to WAL takes a lock, which another process starting on the same
-  // data dir (the gateway and a CLI command) may hold for a moment; without a busy timeout that
-  // fails at once with SQLITE_BUSY.
-  database.pragma("busy_timeout = 5000");
-  // WAL lets readers run beside the batched usage writer; NORMAL is durable across process crashes.
-  database.pragma("journal_mode = WAL");
-  database.pragma("synchronous = NORMAL");
-  database.pragma("foreign_keys = ON");
-  // SQLite's stock page cache (2 MiB). better-sqlite3 builds with 16 MiB, which the usage writer
-  // fills within minutes of traffic: ~17 MiB more RSS for no measured gain, as the usage rows
-  // append at the right edge of each B-tree (docs/decisions/0005).
-  database.pragma(`cache_size = -${sqliteCacheKiB}`);
+  try {
+    database.pragma(`busy_timeout = ${sqliteBusyTimeoutMs}`);
+    // WAL lets readers run beside the batched usage writer; NORMAL is durable across process crashes.
+    await switchToWal(database);
+    database.pragma("synchronous = NORMAL");
+    database.pragma("foreign_keys = ON");
+    // SQLite's stock page cache (2 MiB). better-sqlite3 builds with 16 MiB, which the usage writer
+    // fills within minutes of traffic: ~17 MiB more RSS for no measured gain, as the usage rows
+    // append at the right edge of each B-tree (docs/decisions/0005).
+    database.pragma(`cache_size = -${sqliteCacheKiB}`);
+  } catch (error) {
+    database.close();
+    throw error;
+  }
   return {
     db: new Kysely<Database>({ dialect: new SqliteDialect({ database }) }),
     engine: "sqlite",
@@ -106,26 +130,96 @@ function openSqlite(options: DatabaseOptions): {
   };
 }
 
-/** `pg` is loaded only when PostgreSQL is configured: the embedded default never pays for it. */
+/**
+ * Switches the file to WAL (a no-op once it is). On a fresh file, SQLite reads its header and then
+ * takes the write lock to rewrite it; when another process holds that lock on a file not yet in
+ * WAL (the gateway and a CLI command starting together on a fresh data dir, each switching it),
+ * SQLite answers SQLITE_BUSY at once instead of waiting out busy_timeout: a read lock is never
+ * upgraded by waiting, which could deadlock. Every other statement here waits (measured with each
+ * lock another process can hold during its start: only this one fails at once, in 0 ms rather than
+ * after the busy timeout). So this one is retried for as long as busy_timeout would have waited;
+ * once the other process has switched the file, it finds it in WAL and returns at once.
+ */
+async function switchToWal(database: BetterSqlite3.Database): Promise<void> {
+  const deadline = Date.now() + sqliteBusyTimeoutMs;
+  for (;;) {
+    try {
+      database.pragma("journal_mode = WAL");
+      return;
+    } catch (error) {
+      const code = (error as { code?: unknown } | null)?.code;
+      if (typeof code !== "string" || !code.startsWith("SQLITE_BUSY") || Date.now() >= deadline) throw error;
+      await new Promise((resolve) => setTimeout(resolve, 10));
+    }
+  }
+}
+
+/**
+ * `pg` is loaded only when PostgreSQL is configured: the embedded default never pays for it.
+ * Migrations run first, on a connection of their own without the query timeout: one that rewrites
+ * a large table (0002 widens the usage token columns) may take minutes, and cut off at the query
+ * timeout it would roll back and fail every start. Instances starting together migrate once, under
+ * Kysely's migration lock table.
+ */
 async function openPostgres(
   databaseUrl: string,
-  queryTimeoutMs: number,
-): Promise<{ db: Kysely<Database>; engine: Engine; sqlite?: undefined }> {
+  limits: { queryTimeoutMs: number; reportTimeoutMs: number },
+): Promise<OpenDatabase> {
   const { default: pg } = await import("pg");
-  const pool = new pg.Pool({
-    connectionString: databaseUrl,
-    max: 10,
-    connectionTimeoutMillis: 5000,
-    query_timeout: queryTimeoutMs,
-  });
-  // A client that loses its connection (idle or checked out) must not crash the process: its query
-  // fails, the pool discards it, and the next query opens a new connection.
-  pool.on("error", () => {});
-  pool.on("connect", (client) => client.on("error", () => {}));
-  const db = new Kysely<Database>({ dialect: new PostgresDialect({ pool: closingTimedOut(pool) }) });
-  // Under Kysely's own migration lock table, so instances starting together migrate once.
-  await migrateToLatest(db as Kysely<unknown>, "postgres");
-  return { db, engine: "postgres" };
+  const types = new pg.TypeOverrides();
+  types.setTypeParser(pg.types.builtins.INT8, int8AsNumber);
+  const connect = (config: PgPoolConfig): Kysely<Database> => {
+    const pool = new pg.Pool({
+      connectionString: databaseUrl,
+      connectionTimeoutMillis: 5000,
+      types,
+      ...config,
+    });
+    // A client that loses its connection (idle or checked out) must not crash the process: its
+    // query fails, the pool discards it, and the next query opens a new connection.
+    pool.on("error", () => {});
+    pool.on("connect", (client) => client.on("error", () => {}));
+    return new Kysely<Database>({ dialect: new PostgresDialect({ pool: closingTimedOut(pool) }) });
+  };
+  const migrating = connect({ max: 1 });
+  try {
+    await migrateToLatest(migrating as Kysely<unknown>, "postgres");
+  } finally {
+    await migrating.destroy();
+  }
+  const db = connect({ max: 10, query_timeout: limits.queryTimeoutMs });
+  const reports = connect({ max: 2, query_timeout: limits.reportTimeoutMs + limits.queryTimeoutMs });
+  return {
+    db,
+    engine: "postgres",
+    runReport: (read) =>
+      reports.transaction().execute(async (transaction) => {
+        // SET LOCAL, written as set_config to take a parameter: it ends with the transaction, so
+        // the connection goes back to the pool without it (and it works behind a PgBouncer).
+        await sql`select set_config('statement_timeout', ${String(limits.reportTimeoutMs)}, true)`.execute(
+          transaction,
+        );
+        return read(transaction);
+      }),
+    ping: () => pingDatabase(db as Kysely<unknown>),
+    close: async () => {
+      await Promise.all([db.destroy(), reports.destroy()]);
+    },
+  };
+}
+
+/**
+ * pg reads int8 (the usage token columns, `count(*)`, a sum of integers) as a string, since a JS
+ * number is exact only up to 2^53. Sluice stores token counts only as safe integers (the usage
+ * meter records a larger count as unknown), so on its own pools int8 is read as a number; a value
+ * beyond 2^53 fails the query rather than coming back rounded. Sums of int8 are numeric, read as
+ * strings and converted where they are used.
+ */
+function int8AsNumber(text: string): number {
+  const value = Number(text);
+  if (!Number.isSafeInteger(value))
+    throw new RangeError(`int8 value ${text} is beyond 2^53 and cannot be read exactly`);
+  return value;
 }
 
 /**
@@ -139,8 +233,8 @@ function closingTimedOut(pool: PgPool): PostgresPool {
     async connect() {
       const client = await pool.connect();
       let timedOut = false;
-      const query = (sql: string, parameters: readonly unknown[]) =>
-        client.query(sql, parameters as unknown[]).catch((error: unknown) => {
+      const query = (text: string, parameters: readonly unknown[]) =>
+        client.query(text, parameters as unknown[]).catch((error: unknown) => {
           if (error instanceof Error && error.message === "Query read timeout") timedOut = true;
           throw error;
         });

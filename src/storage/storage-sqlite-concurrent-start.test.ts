@@ -3,7 +3,9 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
+import BetterSqlite3 from "better-sqlite3";
 import { describe, expect, it } from "vitest";
+import { openDatabase } from "./database.js";
 
 const databaseModule = fileURLToPath(new URL("./database.ts", import.meta.url));
 /**
@@ -43,4 +45,24 @@ describe("embedded database", () => {
     }
     expect(outcomes).toEqual(Array.from({ length: 6 }, () => "ok"));
   }, 60_000);
+
+  it("waits for another process switching a fresh data dir to WAL, which SQLite's busy timeout does not cover", async () => {
+    const dataDir = mkdtempSync(join(tmpdir(), "sluice-start-"));
+    // What the other process holds while it switches the fresh file to WAL: the write lock of a
+    // file still in rollback-journal mode. A second connection is locked against like a process.
+    const other = new BetterSqlite3(join(dataDir, "sluice.sqlite"));
+    other.exec("begin immediate");
+    const released = new Promise((resolve) => setTimeout(resolve, 300)).then(() => other.exec("commit"));
+    try {
+      const started = Date.now();
+      const database = await openDatabase({ dataDir });
+      expect(Date.now() - started).toBeGreaterThanOrEqual(250);
+      expect(database.sqlite?.pragma("journal_mode", { simple: true })).toBe("wal");
+      await database.close();
+    } finally {
+      await released;
+      other.close();
+      rmSync(dataDir, { recursive: true, force: true });
+    }
+  });
 });

@@ -1,5 +1,7 @@
 import type BetterSqlite3 from "better-sqlite3";
 import { type Kysely, sql } from "kysely";
+import { GatewayError } from "../errors.js";
+import type { RunReport } from "./database.js";
 import type { Database, UsageRecordsTable } from "./schema.js";
 
 export type UsageRecord = UsageRecordsTable;
@@ -64,11 +66,13 @@ const columns = [
  * Usage rows through the shared Kysely queries. On the embedded SQLite engine, batches are
  * written with one cached prepared single-row statement inside a transaction instead: compiling
  * and preparing a fresh 500-row INSERT per batch cost more CPU than the whole rest of a proxied
- * request's bookkeeping (see docs/decisions/0005). Reads always go through Kysely.
+ * request's bookkeeping (see docs/decisions/0005). Reads always go through Kysely, and the report
+ * through `runReport` (the open database's, for its own time limit on PostgreSQL) when given.
  */
 export function createUsageRepository(
   db: Kysely<Database>,
   sqlite?: BetterSqlite3.Database,
+  runReport: RunReport = (read) => read(db),
 ): UsageRepository {
   const writeSqlite = sqlite ? sqliteBatchWriter(sqlite) : null;
   return {
@@ -95,24 +99,28 @@ export function createUsageRepository(
           : groupBy === "model"
             ? sql<string>`model`
             : sql<string>`endpoint`;
-      const rows = await db
-        .selectFrom("usage_records")
-        .select([
-          group.as("group_key"),
-          sql<number>`count(*)`.as("requests"),
-          sql<number>`sum(case when outcome = 'ok' then 0 else 1 end)`.as("errors"),
-          sql<number>`coalesce(sum(input_tokens), 0)`.as("input_tokens"),
-          sql<number>`coalesce(sum(output_tokens), 0)`.as("output_tokens"),
-          sql<number>`coalesce(sum(cached_tokens), 0)`.as("cached_tokens"),
-          sql<number>`coalesce(sum(reasoning_tokens), 0)`.as("reasoning_tokens"),
-          sql<number | null>`sum(cost_usd)`.as("cost_usd"),
-          sql<number>`sum(case when cost_usd is null then 1 else 0 end)`.as("unpriced"),
-        ])
-        .where("project_id", "=", projectId)
-        .where("created_at", ">=", from)
-        .where("created_at", "<", to)
-        .groupBy(group)
-        .execute();
+      const rows = await runReport((reader) =>
+        reader
+          .selectFrom("usage_records")
+          .select([
+            group.as("group_key"),
+            sql<number>`count(*)`.as("requests"),
+            sql<number>`sum(case when outcome = 'ok' then 0 else 1 end)`.as("errors"),
+            sql<number>`coalesce(sum(input_tokens), 0)`.as("input_tokens"),
+            sql<number>`coalesce(sum(output_tokens), 0)`.as("output_tokens"),
+            sql<number>`coalesce(sum(cached_tokens), 0)`.as("cached_tokens"),
+            sql<number>`coalesce(sum(reasoning_tokens), 0)`.as("reasoning_tokens"),
+            sql<number | null>`sum(cost_usd)`.as("cost_usd"),
+            sql<number>`sum(case when cost_usd is null then 1 else 0 end)`.as("unpriced"),
+          ])
+          .where("project_id", "=", projectId)
+          .where("created_at", ">=", from)
+          .where("created_at", "<", to)
+          .groupBy(group)
+          .execute(),
+      ).catch((error: unknown) => {
+        throw (error as { code?: unknown } | null)?.code === queryCanceled ? reportCancelled(error) : error;
+      });
       // Ordered here, not in SQL: the engines put a null group at opposite ends, and PostgreSQL
       // orders text by the database's collation. Code-unit order, null (e.g. no model) last.
       rows.sort((left, right) => compareGroups(left.group_key, right.group_key));
@@ -180,6 +188,18 @@ function sqliteBatchWriter(sqlite: BetterSqlite3.Database): (rows: readonly Usag
         row.created_at,
       );
   });
+}
+
+/** PostgreSQL's query_canceled: for a report, its statement timeout (or an operator cancelling it). */
+const queryCanceled = "57014";
+
+/** A report the database gave up on: the range is too large for it now, which a retry right away would not change. */
+function reportCancelled(cause: unknown): GatewayError {
+  return new GatewayError(
+    "SERVICE_UNAVAILABLE",
+    "The usage report took too long and the database cancelled it; ask for a shorter range (from, to) or retry later",
+    { cause, headers: { "retry-after": "30" } },
+  );
 }
 
 function compareGroups(left: string | null, right: string | null): number {
