@@ -1,4 +1,4 @@
-import { randomBytes } from "node:crypto";
+import { generateKeyPairSync, randomBytes } from "node:crypto";
 import { mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -41,13 +41,77 @@ describe("projects as code (SLUICE_CONFIG_FILE)", () => {
     const first = file("first.json", {
       projects: [{ id: "demo-app", name: "Demo app", provider: "provider-a", testMode: true }],
     });
-    expect(await seedProjects(admin, first)).toEqual({ created: ["demo-app"], updated: [] });
+    expect(await seedProjects(admin, first)).toEqual({ created: ["demo-app"], updated: [], unchanged: [] });
     const second = file("second.json", {
       projects: [{ id: "demo-app", name: "Renamed", provider: "provider-a", testMode: false }],
     });
-    expect(await seedProjects(admin, second)).toEqual({ created: [], updated: ["demo-app"] });
+    expect(await seedProjects(admin, second)).toEqual({ created: [], updated: ["demo-app"], unchanged: [] });
     expect(await admin.getProject("demo-app")).toMatchObject({ name: "Renamed", testMode: false });
     expect((await admin.listProjects()).map((project) => project.id).sort()).toEqual(["by-hand", "demo-app"]);
+  });
+
+  it("writes nothing for a listed project that already matches the file, and only the fields it lists count", async () => {
+    // Each write a second after the one before, so an updatedAt that moved shows.
+    let clock = Date.parse("2026-11-20T10:00:00.000Z");
+    const tick = () => {
+      clock += 1000;
+      return new Date(clock);
+    };
+    const changed: string[] = [];
+    const watched = createProjectAdmin({
+      projects: createProjectRepository(database.db),
+      keys: createKeyRepository(database.db),
+      usage: createUsageRepository(database.db, database.sqlite),
+      secretBox: createSecretBox(randomBytes(32)),
+      now: tick,
+      onProjectChanged: (id) => changed.push(id),
+    });
+    const entry = {
+      id: "steady-app",
+      name: " Steady app ",
+      provider: "provider-b",
+      teamId: "TEAM123",
+      testMode: true,
+      outputSchema: { type: "object", required: ["a"], properties: { a: { type: "string" } } },
+      rateLimits: { perMinute: 60 },
+      deviceCheck: { environment: "development", privateKey: null },
+      monthlySpendCapUsd: 12.5,
+    };
+    const path = file("steady.json", { projects: [entry] });
+    expect(await seedProjects(watched, path)).toMatchObject({ created: ["steady-app"], updated: [] });
+    // Changed by hand where the file says nothing: the file still matches.
+    await watched.updateProject("steady-app", { rateLimits: { devicePerMinute: 5 }, model: "claude-x" });
+    const before = await watched.getProject("steady-app");
+    changed.length = 0;
+    const again = await seedProjects(watched, path);
+    expect(await watched.getProject("steady-app")).toEqual(before);
+    expect(changed).toEqual([]);
+    expect(again).toEqual({ created: [], updated: [], unchanged: ["steady-app"] });
+    const edited = file("edited.json", { projects: [{ ...entry, rateLimits: { perMinute: 61 } }] });
+    expect(await seedProjects(watched, edited)).toEqual({
+      created: [],
+      updated: ["steady-app"],
+      unchanged: [],
+    });
+    expect(changed).toEqual(["steady-app"]);
+    expect((await watched.getProject("steady-app")).updatedAt > before.updatedAt).toBe(true);
+  });
+
+  it("writes an entry that sets a private key on a project that has one: the stored key is sealed, so it cannot be compared", async () => {
+    const { privateKey } = generateKeyPairSync("ec", { namedCurve: "prime256v1" });
+    const pem = privateKey.export({ format: "pem", type: "pkcs8" }).toString();
+    const entry = {
+      id: "device-app",
+      name: "Device app",
+      provider: "provider-a",
+      deviceCheck: { enabled: true, teamId: "TEAM123456", keyId: "KEY1234567", privateKey: pem },
+    };
+    const path = file("device.json", { projects: [entry] });
+    expect(await seedProjects(admin, path)).toMatchObject({ created: ["device-app"] });
+    expect(await seedProjects(admin, path)).toMatchObject({ updated: ["device-app"] });
+    const { privateKey: _key, ...withoutKey } = entry.deviceCheck;
+    const keyless = file("keyless.json", { projects: [{ ...entry, deviceCheck: withoutKey }] });
+    expect(await seedProjects(admin, keyless)).toMatchObject({ unchanged: ["device-app"] });
   });
 
   it("lets two instances seed the same file at once: the one that loses the race to create updates", async () => {

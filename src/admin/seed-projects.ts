@@ -1,12 +1,16 @@
 import { readFileSync } from "node:fs";
+import { isDeepStrictEqual } from "node:util";
 import { z } from "zod";
 import { isGatewayError } from "../errors.js";
-import type { ProjectAdmin } from "./project-admin.js";
+import type { ProjectAdmin, ProjectView } from "./project-admin.js";
+import { type UpdateProjectInput, updateProjectInput } from "./project-input.js";
 
 /**
  * Projects as code: `SLUICE_CONFIG_FILE` names a JSON file `{"projects": [{ "id": …, …}]}` whose
  * entries use the admin API's project fields. At start each project is created when missing and
- * updated to match when present; a refused entry stops the start, naming the file and the project.
+ * updated to match when it differs from the file; one that already matches is not written (its
+ * updatedAt and the caches that hold it stay as they are). A refused entry stops the start, naming
+ * the file and the project.
  * Provider keys and test keys are not seeded (they are secrets and are shown once): add them with
  * the CLI or the admin API (docs/api.md).
  */
@@ -29,7 +33,7 @@ const seedFile = z
 export async function seedProjects(
   admin: ProjectAdmin,
   file: string,
-): Promise<{ created: string[]; updated: string[] }> {
+): Promise<{ created: string[]; updated: string[]; unchanged: string[] }> {
   const invalid = (reason: string) =>
     new Error(`SLUICE_CONFIG_FILE ${file} is not a valid projects file: ${reason}`);
   let content: unknown;
@@ -50,10 +54,14 @@ export async function seedProjects(
   const parsed = result.data;
   const created: string[] = [];
   const updated: string[] = [];
+  const unchanged: string[] = [];
   for (const { id, ...fields } of parsed.projects) {
     try {
-      if (!(await exists(admin, id)) && (await createUnlessCreated(admin, id, fields))) {
+      const stored = await find(admin, id);
+      if (!stored && (await createUnlessCreated(admin, id, fields))) {
         created.push(id);
+      } else if (stored && matches(stored, fields)) {
+        unchanged.push(id);
       } else {
         await admin.updateProject(id, fields);
         updated.push(id);
@@ -67,7 +75,31 @@ export async function seedProjects(
       );
     }
   }
-  return { created, updated };
+  return { created, updated, unchanged };
+}
+
+/**
+ * True when the entry asks for nothing the stored project does not already hold, field by field
+ * (the nested deviceCheck and rateLimits too, as an update applies them). An entry the admin API
+ * would refuse never matches, so the update reports why. A private key is stored sealed and never
+ * shown: an entry that sets one on a project that has one cannot be compared, and is written.
+ */
+function matches(stored: ProjectView, fields: Record<string, unknown>): boolean {
+  const parsed = updateProjectInput.safeParse(fields);
+  if (!parsed.success) return false;
+  const { deviceCheck = {}, rateLimits = {}, ...top }: UpdateProjectInput = parsed.data;
+  const { privateKey, ...deviceCheckFields } = deviceCheck;
+  if (privateKey !== undefined && (privateKey !== null || stored.deviceCheck.hasPrivateKey)) return false;
+  return (
+    holds(stored, top) && holds(stored.deviceCheck, deviceCheckFields) && holds(stored.rateLimits, rateLimits)
+  );
+}
+
+function holds(stored: object, wanted: object): boolean {
+  return Object.entries(wanted).every(
+    ([name, value]) =>
+      value === undefined || isDeepStrictEqual((stored as Record<string, unknown>)[name], value),
+  );
 }
 
 /**
@@ -88,12 +120,11 @@ async function createUnlessCreated(
   }
 }
 
-async function exists(admin: ProjectAdmin, id: string): Promise<boolean> {
+async function find(admin: ProjectAdmin, id: string): Promise<ProjectView | null> {
   try {
-    await admin.getProject(id);
-    return true;
+    return await admin.getProject(id);
   } catch (error) {
-    if (isGatewayError(error) && error.code === "PROJECT_NOT_FOUND") return false;
+    if (isGatewayError(error) && error.code === "PROJECT_NOT_FOUND") return null;
     throw error;
   }
 }
