@@ -2,7 +2,7 @@ import type { ModelMessage } from "ai";
 import { GatewayError } from "../errors.js";
 import type { AiSdkModels } from "../providers/ai-sdk-provider.js";
 import type { ProviderId } from "../providers/provider-id.js";
-import type { TokenUsage } from "../usage/token-usage.js";
+import { type TokenUsage, tokenCount } from "../usage/token-usage.js";
 import type { AnalysisKind } from "./model-choice.js";
 import { validateAgainstSchema } from "./output-schema.js";
 
@@ -214,10 +214,10 @@ interface SdkUsage {
 function usageOf(usage: SdkUsage | undefined): TokenUsage | null {
   if (!usage) return null;
   return {
-    inputTokens: usage.inputTokens ?? null,
-    outputTokens: usage.outputTokens ?? null,
-    cachedInputTokens: usage.inputTokenDetails?.cacheReadTokens ?? usage.cachedInputTokens ?? null,
-    reasoningTokens: usage.outputTokenDetails?.reasoningTokens ?? usage.reasoningTokens ?? null,
+    inputTokens: tokenCount(usage.inputTokens),
+    outputTokens: tokenCount(usage.outputTokens),
+    cachedInputTokens: tokenCount(usage.inputTokenDetails?.cacheReadTokens ?? usage.cachedInputTokens),
+    reasoningTokens: tokenCount(usage.outputTokenDetails?.reasoningTokens ?? usage.reasoningTokens),
   };
 }
 

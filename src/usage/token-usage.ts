@@ -17,3 +17,11 @@ export const emptyUsage = (): TokenUsage => ({
   cachedInputTokens: null,
   reasoningTokens: null,
 });
+
+/**
+ * A token count as a provider reported it, or null: a count is a whole number of tokens, and
+ * anything else (negative, fractional, beyond 2^53, not a number) is not one. It would skew the
+ * cost and the spend cap, or be refused by the usage table (and the row lost).
+ */
+export const tokenCount = (value: unknown): number | null =>
+  typeof value === "number" && Number.isSafeInteger(value) && value >= 0 ? value : null;

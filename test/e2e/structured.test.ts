@@ -154,6 +154,21 @@ describe("structured analysis", () => {
         expect(row.cost_usd).toBeGreaterThan(0);
       });
 
+      it("records a token count that is not a whole number of tokens as unknown, and keeps the row", async () => {
+        fake.setUsage({ input: 2.5, output: 2 ** 53 + 10, cached: -1, reasoning: 0 });
+        try {
+          const response = await post(`/v1/text/${projects[provider].projectId}`, projects[provider], {
+            text: "x",
+          });
+          expect(response.status).toBe(200);
+          const row = await rowFor(response);
+          expect(row).toMatchObject({ status: 200, input_tokens: null, output_tokens: null });
+          expect(row).toMatchObject({ cached_tokens: null, cost_usd: null });
+        } finally {
+          fake.setUsage({ input: 11, output: 7, cached: 3, reasoning: 2 });
+        }
+      });
+
       // An empty answer is not sent back as an empty message, which provider B refuses.
       it.each([
         ["an invalid answer", { title: "No score" }],
