@@ -17,15 +17,18 @@ export async function openAdminContext(
   onMasterKeyGenerated: (file: string) => void,
 ): Promise<{ admin: ProjectAdmin; close(): Promise<void> }> {
   const secretBox = createSecretBox(loadMasterKey(config, onMasterKeyGenerated));
-  const database = await openDatabase({ databaseUrl: config.databaseUrl, dataDir: config.dataDir }).catch(
-    (error: unknown) => {
-      throw isDatabaseUnavailable(error) ? databaseUnavailable(error) : error;
-    },
-  );
+  const database = await openDatabase({
+    databaseUrl: config.databaseUrl,
+    dataDir: config.dataDir,
+    queryTimeoutMs: config.databaseQueryTimeoutMs,
+    reportTimeoutMs: config.usageReportTimeoutMs,
+  }).catch((error: unknown) => {
+    throw isDatabaseUnavailable(error) ? databaseUnavailable(error) : error;
+  });
   const admin = createProjectAdmin({
     projects: createProjectRepository(database.db),
     keys: createKeyRepository(database.db),
-    usage: createUsageRepository(database.db, database.sqlite),
+    usage: createUsageRepository(database.db, database.sqlite, database.runReport),
     secretBox,
     now: () => new Date(),
     onProjectChanged: () => {},

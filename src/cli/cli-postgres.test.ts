@@ -1,5 +1,6 @@
 import { randomBytes } from "node:crypto";
 import { Writable } from "node:stream";
+import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createPostgresSchema, postgresAvailable } from "../../test/support/services.js";
 import { runCli } from "./main.js";
@@ -29,10 +30,12 @@ async function cli(...argv: string[]) {
 describe.skipIf(!postgresAvailable)("sluice CLI on PostgreSQL", () => {
   const saved = { ...process.env };
   let drop: () => Promise<void> = async () => {};
+  let url = "";
 
   beforeAll(async () => {
     const schema = await createPostgresSchema();
     drop = schema.drop;
+    url = schema.url;
     process.env.DATABASE_URL = schema.url;
     process.env.SLUICE_MASTER_KEY = randomBytes(32).toString("base64");
   });
@@ -86,5 +89,30 @@ describe.skipIf(!postgresAvailable)("sluice CLI on PostgreSQL", () => {
       code: 1,
       err: 'error: Project "pg-cli" does not exist\n',
     });
+  });
+
+  it("runs usage reports within SLUICE_USAGE_REPORT_TIMEOUT_MS, as the gateway does", async () => {
+    expect(
+      (await cli("projects", "create", "--id", "pg-report", "--name", "R", "--provider", "provider-a")).code,
+    ).toBe(0);
+    process.env.SLUICE_DATABASE_QUERY_TIMEOUT_MS = "5000";
+    process.env.SLUICE_USAGE_REPORT_TIMEOUT_MS = "300";
+    // Another session holds the usage table: the report waits until PostgreSQL cancels it.
+    const blocker = new pg.Client({ connectionString: url });
+    await blocker.connect();
+    try {
+      await blocker.query("begin");
+      await blocker.query("lock table usage_records in access exclusive mode");
+      const started = Date.now();
+      const report = await cli("usage", "pg-report");
+      expect(Date.now() - started).toBeLessThan(4000);
+      expect(report.code).toBe(1);
+      expect(report.err).toContain("The usage report took too long and the database cancelled it");
+    } finally {
+      await blocker.query("rollback");
+      await blocker.end();
+      delete process.env.SLUICE_DATABASE_QUERY_TIMEOUT_MS;
+      delete process.env.SLUICE_USAGE_REPORT_TIMEOUT_MS;
+    }
   });
 });
