@@ -14,8 +14,12 @@ const unreachableCodes = new Set([
 /**
  * PostgreSQL SQLSTATE classes of a server that cannot serve: 08 connection exception,
  * 53 insufficient resources, 57P01–57P03 shutting down or starting up, 58 system (I/O) error.
+ * Also a statement the server gave up on for now, which the same statement can pass later:
+ * 57014 cancelled (a `statement_timeout` an operator set on the role, or `pg_cancel_backend`),
+ * 55P03 a lock not available (`lock_timeout`), 40001 and 40P01 a serialization failure or a
+ * deadlock. Before, these were answered 500 and their usage rows refused for good.
  */
-const postgresDownState = /^(?:08|53|58)[0-9A-Z]{3}$|^57P0[1-3]$/;
+const postgresDownState = /^(?:08|53|58)[0-9A-Z]{3}$|^57P0[1-3]$|^57014$|^55P03$|^40001$|^40P01$/;
 /** node-postgres and pg-pool errors for a lost or timed-out connection; they carry no code. */
 const postgresDownMessage =
   /^(?:Connection terminated|timeout expired|timeout exceeded when trying to connect|Query read timeout|Client has encountered a connection error|Client was closed)/;

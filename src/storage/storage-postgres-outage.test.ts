@@ -1,7 +1,9 @@
+import pg from "pg";
 import { describe, expect, it } from "vitest";
 import { createPostgresSchema, postgresAvailable } from "../../test/support/services.js";
 import { startTcpProxy } from "../../test/support/tcp-proxy.js";
 import { usageRow } from "../../test/support/usage-row.js";
+import { createUsageRecorder } from "../usage/usage-recorder.js";
 import { type OpenDatabase, openDatabase } from "./database.js";
 import { isDatabaseUnavailable } from "./database-unavailable.js";
 import { createUsageRepository, type UsageRepository } from "./usage-repository.js";
@@ -72,4 +74,41 @@ describe.skipIf(!postgresAvailable)("PostgreSQL that hangs or starts twice", () 
       await schema.drop();
     }
   });
+
+  it("keeps usage rows queued, not refused, while the role's statement_timeout cancels their insert", async () => {
+    const schema = await createPostgresSchema();
+    // An operator's statement_timeout on the role, as the connection's option here.
+    const url = schema.url.replace(
+      /options=([^&]*)/,
+      (_match, options: string) =>
+        `options=${encodeURIComponent(`${decodeURIComponent(options)} -c statement_timeout=150`)}`,
+    );
+    const database = await openDatabase({ databaseUrl: url, dataDir: "unused" });
+    const usage = createUsageRepository(database.db);
+    const refused: unknown[] = [];
+    const recorder = createUsageRecorder({
+      repository: usage,
+      flushIntervalMs: 20,
+      queueMax: 100,
+      onRefused: (_row, error) => refused.push(error),
+    });
+    const blocker = new pg.Client({ connectionString: schema.url });
+    await blocker.connect();
+    try {
+      await blocker.query("begin");
+      await blocker.query("lock table usage_records in access exclusive mode");
+      recorder.record(usageRow("held-1"));
+      await new Promise((resolve) => setTimeout(resolve, 600));
+      expect(recorder.depth()).toBe(1);
+      await blocker.query("commit");
+      await recorder.flush(5000);
+      expect(refused).toEqual([]);
+      expect(await usage.count("p1")).toBe(1);
+    } finally {
+      await recorder.stop();
+      await blocker.end();
+      await database.close();
+      await schema.drop();
+    }
+  }, 10_000);
 });
