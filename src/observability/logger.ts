@@ -2,6 +2,19 @@ import { type DestinationStream, type Logger, pino } from "pino";
 
 export type { Logger };
 
+/** Headers that carry a credential (a provider key, Sluice's own, a session). */
+const credentialHeaders = [
+  "authorization",
+  "proxy-authorization",
+  "cookie",
+  "set-cookie",
+  "x-api-key",
+  "x-goog-api-key",
+  "x-sluice-test-key",
+  "x-ai-key",
+  "x-device-token",
+];
+
 /**
  * Field and header names whose values are credentials, compared after lower-casing and dropping
  * everything but letters and digits: `Authorization`, `X-Api-Key`, `x_api_key` and `apiKey` are
@@ -10,15 +23,7 @@ export type { Logger };
  */
 const redactedNames: ReadonlySet<string> = new Set(
   [
-    "authorization",
-    "proxy-authorization",
-    "cookie",
-    "set-cookie",
-    "x-api-key",
-    "x-goog-api-key",
-    "x-sluice-test-key",
-    "x-ai-key",
-    "x-device-token",
+    ...credentialHeaders,
     "apiKey",
     "providerKey",
     "partialKey",
@@ -39,19 +44,7 @@ const redactedNames: ReadonlySet<string> = new Set(
 );
 
 /** Header names whose value follows them in a flat list (`rawHeaders`, undici's `[name, value, …]`). */
-const redactedHeaderPairs: ReadonlySet<string> = new Set(
-  [
-    "authorization",
-    "proxy-authorization",
-    "cookie",
-    "set-cookie",
-    "x-api-key",
-    "x-goog-api-key",
-    "x-sluice-test-key",
-    "x-ai-key",
-    "x-device-token",
-  ].map(normalizedName),
-);
+const redactedHeaderPairs: ReadonlySet<string> = new Set(credentialHeaders.map(normalizedName));
 
 const censor = "[redacted]";
 /**
