@@ -1,10 +1,11 @@
-import type { IncomingMessage, ServerResponse } from "node:http";
+import { type IncomingMessage, maxHeaderSize, type ServerResponse } from "node:http";
+import type { Duplex } from "node:stream";
 import { GatewayError } from "./errors.js";
 import { type AdminRouteDeps, registerAdminRoutes } from "./http/admin-routes.js";
 import type { CorsPolicy } from "./http/cors.js";
 import { type PublicRouteDeps, registerPublicRoutes } from "./http/public-routes.js";
 import { type Handler, type RequestContext, Router } from "./http/router.js";
-import { sendError, setHeaders } from "./http/send.js";
+import { sendError, sendRawError, setHeaders } from "./http/send.js";
 import type { Logger } from "./observability/logger.js";
 import type { Metrics } from "./observability/metrics.js";
 
@@ -23,6 +24,14 @@ export interface AppDeps {
 
 export interface App {
   handle(request: IncomingMessage, response: ServerResponse): void;
+  /**
+   * The server's `clientError`: a request Node could not parse, or not in time, gets the error
+   * envelope (400, 408, 413 or 431) instead of Node's bodiless answer, after the answers to the
+   * requests before it on the connection.
+   */
+  answerClientError(error: Error, socket: Duplex): void;
+  /** The server's `connect`: CONNECT gets the error envelope (404); Sluice is no forward proxy. */
+  answerConnect(request: IncomingMessage, socket: Duplex): void;
   /** Requests still being answered; graceful shutdown waits for zero. */
   inFlight(): number;
 }
@@ -36,6 +45,7 @@ export function createApp(deps: AppDeps): App {
 
   let active = 0;
   const { logger, metrics } = deps;
+  const answering = new WeakSet<Duplex>();
   const corsPolicy = deps.cors ?? null;
   const accessLog = logger.isLevelEnabled("debug");
 
@@ -57,7 +67,7 @@ export function createApp(deps: AppDeps): App {
     handle(request, response) {
       const startedAt = performance.now();
       const requestId = deps.generateRequestId();
-      const url = request.url ?? "/";
+      const url = originForm(request.url ?? "/");
       const queryAt = url.indexOf("?");
       const path = queryAt < 0 ? url : url.slice(0, queryAt);
       const query = queryAt < 0 ? "" : url.slice(queryAt + 1);
@@ -67,12 +77,20 @@ export function createApp(deps: AppDeps): App {
         cors !== null &&
         request.method === "OPTIONS" &&
         request.headers["access-control-request-method"] !== undefined;
+      const malformed = malformedTarget(request, url);
       const lookup = router.find(request.method ?? "GET", path);
-      const writesOwnHeaders = !preflight && lookup.kind === "found" && lookup.writesOwnHeaders;
+      const writesOwnHeaders =
+        malformed === null && !preflight && lookup.kind === "found" && lookup.writesOwnHeaders;
       if (!writesOwnHeaders) response.setHeader("x-request-id", requestId);
       const corsHeaders = cors && !preflight ? cors.headersFor(origin as string) : null;
       if (corsHeaders && !writesOwnHeaders) setHeaders(response, corsHeaders);
-      const route = preflight ? "preflight" : lookup.kind === "found" ? lookup.route : lookup.kind;
+      const route = malformed
+        ? "malformed"
+        : preflight
+          ? "preflight"
+          : lookup.kind === "found"
+            ? lookup.route
+            : lookup.kind;
       active++;
       response.once("close", () => {
         active--;
@@ -106,7 +124,10 @@ export function createApp(deps: AppDeps): App {
         writesOwnHeaders,
         corsHeaders,
       };
-      if (preflight) {
+      if (malformed) {
+        request.resume();
+        sendError(response, malformed, requestId);
+      } else if (preflight) {
         request.resume();
         answerPreflight(cors, origin as string, context);
       } else if (lookup.kind === "found") {
@@ -122,10 +143,62 @@ export function createApp(deps: AppDeps): App {
         );
       } else {
         request.resume();
-        sendError(response, new GatewayError("NOT_FOUND", "No such route"), requestId);
+        const error =
+          lookup.kind === "bad-path"
+            ? new GatewayError("BAD_REQUEST", "The path is not valid percent-encoded UTF-8")
+            : new GatewayError("NOT_FOUND", "No such route");
+        sendError(response, error, requestId);
       }
     },
+    answerClientError,
+    answerConnect(request, socket) {
+      const requestId = deps.generateRequestId();
+      const error = new GatewayError("NOT_FOUND", "No such route: Sluice is not a forward proxy (CONNECT)");
+      const status = sendRawError(socket, error, requestId);
+      metrics.observeRequest("malformed", request.method ?? "CONNECT", status, 0);
+    },
   };
+
+  /**
+   * Node's `clientError`. The answer waits for the answers to requests pipelined before the bad
+   * one, as HTTP/1.1 answers go in order (RFC 9112 §9.3.2); Node's own handler would send its 400
+   * in their place.
+   */
+  function answerClientError(error: Error, socket: Duplex): void {
+    const code = (error as NodeJS.ErrnoException).code;
+    if (code === "ECONNRESET" || socket.destroyed) {
+      socket.destroy();
+      return;
+    }
+    // Node reports every further chunk of a connection it cannot parse: answer once.
+    if (socket.writableEnded || answering.has(socket)) return;
+    answering.add(socket);
+    const requestId = deps.generateRequestId();
+    const answer = () => {
+      const pending = pendingResponse(socket);
+      if (socket.writableEnded || socket.destroyed) return;
+      // The bad request is pipelined behind one still being answered: that one goes first.
+      if (pending?.req.complete) {
+        let settled = false;
+        const next = () => {
+          if (settled) return;
+          settled = true;
+          answer();
+        };
+        pending.once("finish", next).once("close", next);
+        return;
+      }
+      // The unparsable request is the one being answered, and its answer has begun: cut it.
+      if (pending?.headersSent) {
+        socket.destroy();
+        return;
+      }
+      const status = sendRawError(socket, clientErrorOf(error), requestId);
+      metrics.observeRequest("malformed", "none", status, 0);
+      logger.debug({ requestId, status, code }, "malformed request");
+    };
+    answer();
+  }
 
   /**
    * A browser's preflight (OPTIONS with Access-Control-Request-Method), answered here and never
@@ -152,4 +225,58 @@ export function createApp(deps: AppDeps): App {
     response.statusCode = 204;
     response.end();
   }
+}
+
+/**
+ * The request target in origin form (`/path?query`). A server must accept the absolute form
+ * (`http://host/path?query`) too, which names the same resource (RFC 9112 §3.2.2).
+ */
+function originForm(target: string): string {
+  if (target.charCodeAt(0) === 47) return target;
+  const authority = /^https?:\/\/[^/?#]*/i.exec(target);
+  // `*` (OPTIONS) or `host:port` (CONNECT): no route has them.
+  if (!authority) return target;
+  const rest = target.slice(authority[0].length);
+  return rest.startsWith("/") ? rest : `/${rest}`;
+}
+
+/** What makes a request unanswerable on any route (RFC 9112 §3.2); null when nothing does. */
+function malformedTarget(request: IncomingMessage, target: string): GatewayError | null {
+  // An empty Host is valid; a missing one is not, in HTTP/1.1 (Node's own check refuses both).
+  if (request.headers.host === undefined && request.httpVersionMajor === 1 && request.httpVersionMinor === 1)
+    return new GatewayError("BAD_REQUEST", "An HTTP/1.1 request must carry a Host header");
+  // A fragment is the client's own; forwarded, it would reach the provider as part of the path.
+  if (target.includes("#"))
+    return new GatewayError("BAD_REQUEST", "The request target must not contain a fragment (#)");
+  return null;
+}
+
+/**
+ * The response Node is writing on `socket`, if any: the field Node's own `clientError` handling
+ * reads for the same decision.
+ */
+function pendingResponse(socket: Duplex): ServerResponse | null {
+  return (socket as Duplex & { _httpMessage?: ServerResponse | null })._httpMessage ?? null;
+}
+
+/** The error for what Node's parser refused, with the status Node itself would have sent. */
+function clientErrorOf(error: Error): GatewayError {
+  const { code, reason } = error as Error & { code?: string; reason?: unknown };
+  if (code === "HPE_HEADER_OVERFLOW")
+    return new GatewayError(
+      "REQUEST_HEADER_FIELDS_TOO_LARGE",
+      `The request line and headers exceed ${maxHeaderSize} bytes`,
+    );
+  if (code === "HPE_CHUNK_EXTENSIONS_OVERFLOW")
+    return new GatewayError("PAYLOAD_TOO_LARGE", "The request's chunk extensions are too large");
+  if (code === "ERR_HTTP_REQUEST_TIMEOUT")
+    return new GatewayError("REQUEST_TIMEOUT", "The request was not received in time");
+  if (code === "HPE_PAUSED_H2_UPGRADE")
+    return new GatewayError(
+      "BAD_REQUEST",
+      "Sluice speaks HTTP/1.1; HTTP/2 with prior knowledge is not served",
+    );
+  // llhttp's reasons are fixed phrases ("Invalid header value char"), never the request's bytes.
+  const why = typeof reason === "string" && reason !== "" ? `: ${reason.slice(0, 200)}` : "";
+  return new GatewayError("BAD_REQUEST", `The request is not valid HTTP/1.1${why}`);
 }

@@ -1,6 +1,7 @@
 import { readFileSync } from "node:fs";
-import { createServer as createHttpServer, type Server } from "node:http";
+import { createServer as createHttpServer, type Server, type ServerOptions } from "node:http";
 import { createServer as createHttpsServer } from "node:https";
+import type { App } from "./app.js";
 import { loadConfig } from "./config.js";
 import { createGateway } from "./deps.js";
 import { version } from "./version.js";
@@ -10,15 +11,11 @@ export async function serve(): Promise<void> {
   const config = loadConfig();
   const gateway = await createGateway(config);
   const { logger, app } = gateway;
-  const server: Server =
+  const tls =
     config.tlsCert && config.tlsKey
-      ? createHttpsServer(
-          { cert: readFileSync(config.tlsCert), key: readFileSync(config.tlsKey) },
-          app.handle,
-        )
-      : createHttpServer(app.handle);
-  server.keepAliveTimeout = 65_000;
-  server.headersTimeout = 66_000;
+      ? { cert: readFileSync(config.tlsCert), key: readFileSync(config.tlsKey) }
+      : undefined;
+  const server = createGatewayServer(app, tls ? { tls } : {});
   await new Promise<void>((resolve, reject) => {
     server.once("error", reject);
     server.listen(config.port, config.host, resolve);
@@ -54,4 +51,30 @@ export async function serve(): Promise<void> {
   };
   process.once("SIGTERM", () => void stop("SIGTERM"));
   process.once("SIGINT", () => void stop("SIGINT"));
+}
+
+/**
+ * The HTTP(S) server around `app`. Node answers some requests itself, without a body; these are
+ * handed to the app instead, so they get the error envelope too: a request Node cannot parse or
+ * that does not arrive in time (`clientError`), CONNECT, and an HTTP/1.1 request without Host
+ * (`requireHostHeader: false`: the app checks it). An `Expect` other than `100-continue` is
+ * ignored, as RFC 9110 §10.1.1 allows, where Node would answer 417.
+ */
+export function createGatewayServer(
+  app: App,
+  options: { tls?: { cert: Buffer; key: Buffer }; http?: ServerOptions } = {},
+): Server {
+  const http: ServerOptions = {
+    requireHostHeader: false,
+    keepAliveTimeout: 65_000,
+    headersTimeout: 66_000,
+    ...options.http,
+  };
+  const server: Server = options.tls
+    ? createHttpsServer({ ...http, ...options.tls }, app.handle)
+    : createHttpServer(http, app.handle);
+  server.on("clientError", app.answerClientError);
+  server.on("connect", app.answerConnect);
+  server.on("checkExpectation", app.handle);
+  return server;
 }

@@ -41,7 +41,9 @@ export type Lookup =
       writesOwnHeaders: boolean;
     }
   | { kind: "method-not-allowed"; allowed: string[] }
-  | { kind: "not-found" };
+  | { kind: "not-found" }
+  /** The path's percent-encoding does not decode (`%zz`, or bytes that are not UTF-8). */
+  | { kind: "bad-path" };
 
 const methods: HTTPMethod[] = ["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"];
 
@@ -82,11 +84,22 @@ export class Router {
       };
     }
     const allowed = methods.filter((other) => other !== method && this.tree.find(other, path));
-    return allowed.length > 0 ? { kind: "method-not-allowed", allowed } : { kind: "not-found" };
+    if (allowed.length > 0) return { kind: "method-not-allowed", allowed };
+    // find-my-way matches nothing when the path does not decode, existing route or not.
+    return decodes(path) ? { kind: "not-found" } : { kind: "bad-path" };
   }
 
   /** Every method `path` answers (empty: no such route). */
   methodsOf(path: string): HTTPMethod[] {
     return methods.filter((method) => this.tree.find(method, path));
+  }
+}
+
+function decodes(path: string): boolean {
+  try {
+    decodeURI(path);
+    return true;
+  } catch {
+    return false;
   }
 }

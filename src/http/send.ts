@@ -1,4 +1,5 @@
-import type { ServerResponse } from "node:http";
+import { type ServerResponse, STATUS_CODES } from "node:http";
+import type { Duplex } from "node:stream";
 import { renderError } from "../errors.js";
 
 export function sendJson(
@@ -37,5 +38,20 @@ export function setHeaders(response: ServerResponse, headers: Record<string, str
 export function sendError(response: ServerResponse, error: unknown, requestId: string): number {
   const { status, body, headers } = renderError(error, requestId);
   sendJson(response, status, body, { ...headers, "x-request-id": requestId });
+  return status;
+}
+
+/**
+ * The error envelope written straight to a connection, for what Node hands over without a
+ * ServerResponse (a request it could not parse, CONNECT); the connection closes once it is sent.
+ */
+export function sendRawError(socket: Duplex, error: unknown, requestId: string): number {
+  const { status, body, headers } = renderError(error, requestId);
+  const payload = JSON.stringify(body);
+  let head = `HTTP/1.1 ${status} ${STATUS_CODES[status] ?? ""}\r\n`;
+  for (const name in headers) head += `${name}: ${headers[name]}\r\n`;
+  head += `x-request-id: ${requestId}\r\ncontent-type: application/json; charset=utf-8\r\n`;
+  head += `content-length: ${Buffer.byteLength(payload)}\r\nconnection: close\r\n\r\n`;
+  socket.end(head + payload, () => socket.destroy());
   return status;
 }

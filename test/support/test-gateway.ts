@@ -1,14 +1,16 @@
 import { randomBytes } from "node:crypto";
 import { mkdtempSync, rmSync } from "node:fs";
-import { createServer, type Server } from "node:http";
+import type { Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { Writable } from "node:stream";
+import type { App } from "../../src/app.js";
 import { type Config, loadConfig } from "../../src/config.js";
 import { createGateway, type Gateway, type Injectables } from "../../src/deps.js";
 import { createLogger } from "../../src/observability/logger.js";
 import type { ProviderId } from "../../src/providers/provider-id.js";
+import { createGatewayServer } from "../../src/server.js";
 
 export const adminToken = "test-admin-token-0123456789";
 
@@ -31,8 +33,14 @@ export async function startTestGateway(
 ): Promise<TestGateway> {
   const dataDir = mkdtempSync(join(tmpdir(), "sluice-test-"));
   // Listen first, so signed vault URLs can name the real port.
-  let handle: Parameters<typeof createServer>[1] = (_request, response) => response.writeHead(503).end();
-  const server = createServer((request, response) => handle?.(request, response));
+  // The production server (createGatewayServer) around an app that is built once the port is known.
+  let app: App | null = null;
+  const server = createGatewayServer({
+    handle: (request, response) => (app ? app.handle(request, response) : response.writeHead(503).end()),
+    answerClientError: (error, socket) => (app ? app.answerClientError(error, socket) : socket.destroy()),
+    answerConnect: (request, socket) => (app ? app.answerConnect(request, socket) : socket.destroy()),
+    inFlight: () => app?.inFlight() ?? 0,
+  });
   await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
   const { port } = server.address() as AddressInfo;
   const config = loadConfig(
@@ -57,7 +65,7 @@ export async function startTestGateway(
     },
   });
   const gateway = await createGateway(config, { logger: createLogger(config.logLevel, sink), ...injected });
-  handle = gateway.app.handle;
+  app = gateway.app;
   return {
     url: `http://127.0.0.1:${port}`,
     gateway,

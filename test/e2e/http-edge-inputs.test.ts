@@ -1,0 +1,265 @@
+import type { Server } from "node:http";
+import { type AddressInfo, connect } from "node:net";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { createGatewayServer } from "../../src/server.js";
+import { type FakeUpstream, startFakeUpstream } from "../fakes/fake-upstream.js";
+import {
+  createTestProject,
+  startTestGateway,
+  type TestGateway,
+  type TestProject,
+} from "../support/test-gateway.js";
+
+/**
+ * Requests `fetch` would refuse to send, written byte by byte on a socket to the server `serve()`
+ * builds: whatever the bytes, the answer is the error envelope with the right status.
+ */
+interface RawResponse {
+  status: number;
+  headers: Record<string, string>;
+  body: string;
+}
+
+/** Writes `parts` (50 ms apart) and collects what comes back until the server closes. */
+function exchange(port: number, parts: Array<string | Buffer>, timeoutMs = 5000): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const socket = connect(port, "127.0.0.1");
+    const chunks: Buffer[] = [];
+    const timer = setTimeout(() => {
+      socket.destroy();
+      reject(new Error(`no close within ${timeoutMs} ms; got ${Buffer.concat(chunks).toString("latin1")}`));
+    }, timeoutMs);
+    socket.on("data", (chunk) => chunks.push(chunk));
+    socket.on("error", () => {});
+    socket.on("close", () => {
+      clearTimeout(timer);
+      resolve(Buffer.concat(chunks).toString("utf8"));
+    });
+    socket.on("connect", async () => {
+      for (const part of parts) {
+        if (socket.destroyed) return;
+        socket.write(part);
+        await new Promise((wait) => setTimeout(wait, 50));
+      }
+    });
+  });
+}
+
+/** Splits a connection's bytes into responses (bodies framed by content-length). */
+function responsesOf(raw: string): RawResponse[] {
+  const responses: RawResponse[] = [];
+  let rest = raw;
+  while (rest.length > 0) {
+    const end = rest.indexOf("\r\n\r\n");
+    if (end < 0) throw new Error(`not a response: ${JSON.stringify(rest)}`);
+    const [statusLine = "", ...lines] = rest.slice(0, end).split("\r\n");
+    const headers: Record<string, string> = {};
+    for (const line of lines) {
+      const colon = line.indexOf(":");
+      headers[line.slice(0, colon).toLowerCase()] = line.slice(colon + 1).trim();
+    }
+    const length = Number(headers["content-length"] ?? 0);
+    responses.push({
+      status: Number(statusLine.split(" ")[1]),
+      headers,
+      body: rest.slice(end + 4, end + 4 + length),
+    });
+    rest = rest.slice(end + 4 + length);
+  }
+  return responses;
+}
+
+function expectEnvelope(response: RawResponse | undefined, status: number, code: string) {
+  expect(response?.status).toBe(status);
+  expect(response?.headers["content-type"]).toMatch(/^application\/json/);
+  const body = JSON.parse(response?.body ?? "") as { error: Record<string, unknown> };
+  expect(Object.keys(body)).toEqual(["error"]);
+  expect(body.error.code).toBe(code);
+  expect(typeof body.error.message).toBe("string");
+  expect(body.error.requestId).toMatch(/^req_[0-9a-f]{32}$/);
+  expect(body.error.requestId).toBe(response?.headers["x-request-id"]);
+  return body.error;
+}
+
+describe("HTTP edge inputs on the gateway's own server", () => {
+  let upstream: FakeUpstream;
+  let sluice: TestGateway;
+  let server: Server;
+  let port: number;
+  let project: TestProject;
+
+  beforeAll(async () => {
+    upstream = await startFakeUpstream();
+    sluice = await startTestGateway({ providerABaseUrl: `${upstream.url}/a/v1` });
+    project = await createTestProject(sluice.gateway);
+    // As serve() builds it; the request timeout is short so a stalled body is answered in time.
+    server = createGatewayServer(sluice.gateway.app, {
+      http: { requestTimeout: 1000, headersTimeout: 1000, connectionsCheckingInterval: 50 },
+    });
+    await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+    port = (server.address() as AddressInfo).port;
+  });
+  afterAll(async () => {
+    server.closeAllConnections();
+    await new Promise((resolve) => server.close(resolve));
+    await sluice.close();
+    await upstream.close();
+  });
+
+  const head = (method: string, target: string, headers: Record<string, string> = {}) =>
+    `${method} ${target} HTTP/1.1\r\n${Object.entries({ host: "sluice.test", ...headers })
+      .map(([name, value]) => `${name}: ${value}\r\n`)
+      .join("")}\r\n`;
+  const chatBody = JSON.stringify({ model: "gpt-4.1-mini", messages: [{ role: "user", content: "Hi" }] });
+  const chat = (target: string) =>
+    head("POST", target, {
+      authorization: `Bearer ${project.bearer("provider-a")}`,
+      "content-type": "application/json",
+      "content-length": String(chatBody.length),
+      connection: "close",
+    }) + chatBody;
+
+  it.each([
+    [
+      "a header name with a space",
+      "GET /health HTTP/1.1\r\nhost: x\r\nbad header: 1\r\n\r\n",
+      /Invalid header token/,
+    ],
+    [
+      "a control character in a header value",
+      "GET /health HTTP/1.1\r\nhost: x\r\nx-a: a\u0001b\r\n\r\n",
+      /header value/,
+    ],
+    [
+      "two content-lengths",
+      "POST /v1/text HTTP/1.1\r\nhost: x\r\ncontent-length: 2\r\ncontent-length: 2\r\n\r\n{}",
+      /Content-Length/,
+    ],
+    [
+      "content-length with transfer-encoding",
+      "POST /v1/text HTTP/1.1\r\nhost: x\r\ncontent-length: 5\r\ntransfer-encoding: chunked\r\n\r\n0\r\n\r\n",
+      /Transfer-Encoding/,
+    ],
+    [
+      "a negative content-length",
+      "POST /v1/text HTTP/1.1\r\nhost: x\r\ncontent-length: -1\r\n\r\n",
+      /Content-Length/,
+    ],
+    [
+      "a chunk size that is not hex",
+      "POST /v1/text HTTP/1.1\r\nhost: x\r\ntransfer-encoding: chunked\r\n\r\nzz\r\n{}\r\n",
+      /chunk size/,
+    ],
+    ["a method llhttp does not know", "FOO /health HTTP/1.1\r\nhost: x\r\n\r\n", /method/],
+    [
+      "a raw non-ASCII byte in the path",
+      Buffer.from("GET /v1/t\u00e9xt HTTP/1.1\r\nhost: x\r\n\r\n", "utf8"),
+      /url/,
+    ],
+    ["HTTP/1.2", "GET /health HTTP/1.2\r\nhost: x\r\n\r\n", /HTTP version/],
+    ["bare LF line ends", "GET /health HTTP/1.1\nhost: x\n\n", /CRLF/],
+    ["the HTTP/2 preface", "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n", /HTTP\/2/],
+  ] as const)(
+    "answers a request with %s with 400 in the envelope, not Node's bodiless 400",
+    async (_name, bytes, reason) => {
+      const [response, ...more] = responsesOf(await exchange(port, [bytes]));
+      const error = expectEnvelope(response, 400, "BAD_REQUEST");
+      expect(error.message).toMatch(reason);
+      expect(response?.headers.connection).toBe("close");
+      expect(more).toEqual([]);
+    },
+  );
+
+  it("answers a request line or headers over Node's limit with 431 in the envelope", async () => {
+    for (const bytes of [
+      head("GET", "/health", { "x-long": "a".repeat(20_000) }),
+      head("GET", `/v1/${"a".repeat(20_000)}`),
+    ]) {
+      const [response] = responsesOf(await exchange(port, [bytes]));
+      expectEnvelope(response, 431, "REQUEST_HEADER_FIELDS_TOO_LARGE");
+    }
+  });
+
+  it("answers a body that stops mid-way with 408 once the request timeout passes", async () => {
+    const started = Date.now();
+    const bytes = head("POST", `/v1/text/${project.projectId}`, {
+      authorization: `Bearer ${project.bearer("provider-a")}`,
+      "content-type": "application/json",
+      "content-length": "100",
+    });
+    const [response] = responsesOf(await exchange(port, [bytes, '{"text":"hal']));
+    expectEnvelope(response, 408, "REQUEST_TIMEOUT");
+    expect(Date.now() - started).toBeGreaterThanOrEqual(900);
+  });
+
+  it("answers the requests pipelined before a malformed one first, in order", async () => {
+    const raw = await exchange(port, [
+      `${head("GET", "/health")}${head("GET", "/v1/nothing")}GET /health HTTP/1.1\r\nhost: x\r\nbad header: 1\r\n\r\n`,
+    ]);
+    const [health, missing, malformed, ...more] = responsesOf(raw);
+    expect(health?.status).toBe(200);
+    expect(JSON.parse(health?.body ?? "")).toMatchObject({ status: "ok" });
+    expectEnvelope(missing, 404, "NOT_FOUND");
+    expectEnvelope(malformed, 400, "BAD_REQUEST");
+    expect(more).toEqual([]);
+  });
+
+  it("answers an HTTP/1.1 request without Host with 400 in the envelope, and an HTTP/1.0 one", async () => {
+    const [missing] = responsesOf(
+      await exchange(port, ["GET /health HTTP/1.1\r\nconnection: close\r\n\r\n"]),
+    );
+    expect(expectEnvelope(missing, 400, "BAD_REQUEST").message).toMatch(/Host/);
+    const [old] = responsesOf(await exchange(port, ["GET /health HTTP/1.0\r\n\r\n"]));
+    expect(old?.status).toBe(200);
+    const [empty] = responsesOf(
+      await exchange(port, ["GET /health HTTP/1.1\r\nhost:\r\nconnection: close\r\n\r\n"]),
+    );
+    expect(empty?.status).toBe(200);
+  });
+
+  it("answers CONNECT with 404 in the envelope instead of closing the connection silently", async () => {
+    const [response] = responsesOf(
+      await exchange(port, ["CONNECT 127.0.0.1:443 HTTP/1.1\r\nhost: 127.0.0.1:443\r\n\r\n"]),
+    );
+    expect(expectEnvelope(response, 404, "NOT_FOUND").message).toMatch(/forward proxy/);
+  });
+
+  it("serves a request whose Expect it does not know instead of a bodiless 417", async () => {
+    const [response] = responsesOf(
+      await exchange(port, [head("GET", "/health", { expect: "something-else", connection: "close" })]),
+    );
+    expect(response?.status).toBe(200);
+    expect(JSON.parse(response?.body ?? "")).toMatchObject({ status: "ok" });
+  });
+
+  it("answers a path that is not percent-encoded UTF-8 with 400, on routes that exist too", async () => {
+    for (const target of [
+      `/v1/text/%zz`,
+      `/v1/text/%C0%AE`,
+      "/v1/provider-a/%E2%82/models",
+      `/v1/provider-a/${project.projectId}/chat/%zz`,
+      "/nothing/%zz",
+    ]) {
+      const [response] = responsesOf(await exchange(port, [head("POST", target, { connection: "close" })]));
+      expect(expectEnvelope(response, 400, "BAD_REQUEST").message).toMatch(/percent-encoded/);
+    }
+  });
+
+  it("forwards an absolute-form request target to the provider path it names", async () => {
+    upstream.clear();
+    const raw = await exchange(port, [
+      chat(`http://sluice.test/v1/provider-a/${project.projectId}/chat/completions`),
+    ]);
+    expect(responsesOf(raw)[0]?.status).toBe(200);
+    expect(upstream.requests.map((request) => `${request.method} ${request.path}`)).toEqual([
+      "POST /a/v1/chat/completions",
+    ]);
+  });
+
+  it("refuses a request target with a fragment instead of forwarding it", async () => {
+    upstream.clear();
+    const raw = await exchange(port, [chat(`/v1/provider-a/${project.projectId}/chat/completions#frag`)]);
+    expect(expectEnvelope(responsesOf(raw)[0], 400, "BAD_REQUEST").message).toMatch(/fragment/);
+    expect(upstream.requests).toEqual([]);
+  });
+});
