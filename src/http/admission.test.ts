@@ -1,12 +1,14 @@
 import type { IncomingMessage, ServerResponse } from "node:http";
-import { describe, expect, it } from "vitest";
+import { describe, expect, it, vi } from "vitest";
+import type { AuthResult } from "../auth/authenticate.js";
 import { GatewayError } from "../errors.js";
 import { createMetrics } from "../observability/metrics.js";
-import type { RateLimiter } from "../rate-limit/rate-limiter.js";
+import type { RateLimitDecision, RateLimiter } from "../rate-limit/rate-limiter.js";
+import type { Project } from "../storage/project-repository.js";
 import type { UsageRecord } from "../storage/usage-repository.js";
 import type { SpendGuard } from "../usage/spend-guard.js";
 import type { UsageRecorder } from "../usage/usage-recorder.js";
-import { createAdmission } from "./admission.js";
+import { type AdmittedCall, type CallReport, createAdmission } from "./admission.js";
 import type { RequestContext } from "./router.js";
 
 describe("admission", () => {
@@ -51,5 +53,130 @@ describe("admission", () => {
         client_ip: "192.0.2.1",
       },
     ]);
+  });
+
+  describe("a background run's row", () => {
+    const project = {
+      id: "prj_1",
+      rateLimits: { perMinute: null, devicePerMinute: null },
+      monthlySpendCapUsd: null,
+    };
+    const tokens = { inputTokens: 11, outputTokens: 7, cachedInputTokens: 3, reasoningTokens: 2 };
+    const none = { inputTokens: null, outputTokens: null, cachedInputTokens: null, reasoningTokens: null };
+
+    function gateway(remembered?: number) {
+      const rows: UsageRecord[] = [];
+      const spend = { add: vi.fn() };
+      const metrics = createMetrics({ collectDefaults: false });
+      const countTokens = vi.spyOn(metrics, "countTokens");
+      const decision: RateLimitDecision = {
+        allowed: true,
+        limit: 100,
+        remaining: 99,
+        resetSeconds: 60,
+        name: "project",
+        windowSeconds: 60,
+      };
+      const admit = createAdmission({
+        authenticate: (): AuthResult => ({
+          ok: true,
+          method: "bearer-test-key",
+          project: project as unknown as Project,
+          keyId: "key_1",
+          provider: "provider-a",
+          providerKey: "sk-real",
+          deviceDigest: null,
+        }),
+        limiter: { consume: () => decision } as unknown as RateLimiter,
+        spend: spend as unknown as SpendGuard,
+        recorder: { record: (row: UsageRecord) => rows.push(row) } as unknown as UsageRecorder,
+        metrics,
+        now: () => new Date("2026-11-23T12:00:00Z"),
+        defaults: { projectPerMinute: 60, devicePerMinute: 60, ipPerMinute: 60 },
+        ...(remembered === undefined ? {} : { backgroundRunsRemembered: remembered }),
+      });
+      let calls = 0;
+      /** One GET poll through admission that saw the run `rowId` finished. */
+      const poll = (rowId: string) => {
+        const context = {
+          request: { headers: {}, socket: { destroyed: false } } as unknown as IncomingMessage,
+          response: {} as ServerResponse,
+          params: {},
+          requestId: `req_${++calls}`,
+          startedAt: performance.now(),
+          clientIp: "192.0.2.1",
+          path: "/v1/provider-a/prj_1/responses/resp_1",
+          query: "",
+          writesOwnHeaders: true,
+          corsHeaders: null,
+        } satisfies RequestContext;
+        const call = admit(context, { endpoint: "proxy", projectId: "prj_1", provider: "provider-a" });
+        const report: CallReport = {
+          status: 200,
+          outcome: "ok",
+          provider: "provider-a",
+          model: null,
+          usage: none,
+          costUsd: null,
+          streamed: false,
+          timeToFirstByteMs: 12,
+          errorCode: null,
+          backgroundRun: { rowId, model: "gpt-4o-mini", usage: tokens, costUsd: 0.25, streamed: false },
+        };
+        (call as AdmittedCall).finish(report);
+      };
+      const inputTokensCounted = () =>
+        countTokens.mock.calls.filter(([, kind, count]) => kind === "input" && count !== null);
+      return { rows, spend, poll, inputTokensCounted };
+    }
+
+    it("is written beside the call's own, once however often the run is reported, and counted once", () => {
+      const { rows, spend, poll, inputTokensCounted } = gateway();
+      for (let index = 0; index < 3; index++) poll("bg_0000000000001aaaaaaaaaaaaaaaaaaaa");
+      expect(rows.map((row) => row.request_id)).toEqual([
+        "req_1",
+        "bg_0000000000001aaaaaaaaaaaaaaaaaaaa",
+        "req_2",
+        "req_3",
+      ]);
+      expect(rows[0]).toMatchObject({ input_tokens: null, cost_usd: null, latency_ms: expect.any(Number) });
+      expect(rows[1]).toEqual({
+        request_id: "bg_0000000000001aaaaaaaaaaaaaaaaaaaa",
+        project_id: "prj_1",
+        key_id: "key_1",
+        endpoint: "proxy",
+        provider: "provider-a",
+        model: "gpt-4o-mini",
+        status: 200,
+        error_code: null,
+        input_tokens: 11,
+        output_tokens: 7,
+        cached_tokens: 3,
+        reasoning_tokens: 2,
+        cost_usd: 0.25,
+        latency_ms: 0,
+        ttfb_ms: null,
+        streamed: 0,
+        outcome: "ok",
+        auth_method: "bearer-test-key",
+        client_ip: "192.0.2.1",
+        created_at: "2026-11-23T12:00:00.000Z",
+      });
+      expect(spend.add.mock.calls).toEqual([["prj_1", 0.25]]);
+      expect(inputTokensCounted()).toEqual([["provider-a", "input", 11]]);
+    });
+
+    it("forgets the runs reported least recently beyond its bound, and then leaves the repeat to the database", () => {
+      const { rows, spend, poll } = gateway(2);
+      for (const run of ["bg_a", "bg_b", "bg_a", "bg_c", "bg_a", "bg_b"]) poll(run);
+      // bg_a, polled again, stays remembered; bg_b was forgotten when bg_c came.
+      expect(rows.map((row) => row.request_id).filter((id) => id.startsWith("bg_"))).toEqual([
+        "bg_a",
+        "bg_b",
+        "bg_c",
+        "bg_b",
+      ]);
+      expect(spend.add).toHaveBeenCalledTimes(4);
+    });
   });
 });

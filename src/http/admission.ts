@@ -3,6 +3,7 @@ import { GatewayError, isGatewayError } from "../errors.js";
 import { addressBlock } from "../net/ip-address.js";
 import type { Metrics } from "../observability/metrics.js";
 import type { ProviderId } from "../providers/provider-id.js";
+import { recentIds } from "../proxy/background-run.js";
 import { rateLimitHeaders } from "../rate-limit/rate-limit-headers.js";
 import type { RateLimitDecision, RateLimiter } from "../rate-limit/rate-limiter.js";
 import type { Project } from "../storage/project-repository.js";
@@ -22,6 +23,8 @@ export interface AdmissionDeps {
   metrics: Metrics;
   now: () => Date;
   defaults: { projectPerMinute: number; devicePerMinute: number; ipPerMinute: number };
+  /** How many background runs' rows this instance remembers having recorded (default 10,000). */
+  backgroundRunsRemembered?: number;
 }
 
 /** What a finished call reports for its usage row. */
@@ -35,6 +38,25 @@ export interface CallReport {
   streamed: boolean;
   timeToFirstByteMs: number | null;
   errorCode: string | null;
+  /** A finished background run the call saw (provider A's Responses API): its row, besides the call's. */
+  backgroundRun?: BackgroundRunReport | null;
+}
+
+/**
+ * A background run's tokens, reported by every call that sees it finished (each poll, on any
+ * instance): recorded on a row keyed `rowId`, which the usage table's `on conflict do nothing`
+ * keeps to one across instances sharing a database. This instance records it once while it
+ * remembers the id (the last `backgroundRunsRemembered` runs), so repeated polls add nothing to its
+ * metrics or spend figure either. Across instances only the token and cost metrics can count a run
+ * twice (once per instance); the spend guard's figure corrects itself at its next database read,
+ * which finds the one row.
+ */
+export interface BackgroundRunReport {
+  rowId: string;
+  model: string | null;
+  usage: TokenUsage;
+  costUsd: number | null;
+  streamed: boolean;
 }
 
 /** What a call consumed before it failed: the tokens the provider billed and their cost. */
@@ -64,9 +86,11 @@ export interface AdmissionOptions {
 
 /**
  * Authentication, then the rate limits (project, device, client IP), then the monthly spend cap.
- * Every request that reaches authentication gets exactly one usage row, whatever happens next.
+ * Every request that reaches authentication gets exactly one usage row of its own, whatever happens
+ * next (and a background run it reports finished gets one more, once).
  */
 export function createAdmission(deps: AdmissionDeps) {
+  const recordedRuns = recentIds(deps.backgroundRunsRemembered ?? 10_000);
   /**
    * Answers without a promise when authentication and the limits are decided in memory (cached
    * credentials, in-process limits, no spend cap): the usual proxy request waits for nothing here.
@@ -94,6 +118,49 @@ export function createAdmission(deps: AdmissionDeps) {
         )
       : admitAuthenticated(context, options, auth);
   };
+
+  function countUsage(provider: ProviderId, usage: TokenUsage, costUsd: number | null): void {
+    deps.metrics.countTokens(provider, "input", usage.inputTokens);
+    deps.metrics.countTokens(provider, "output", usage.outputTokens);
+    deps.metrics.countTokens(provider, "cached", usage.cachedInputTokens);
+    deps.metrics.countTokens(provider, "reasoning", usage.reasoningTokens);
+    deps.metrics.countCost(provider, costUsd);
+  }
+
+  /** A background run's own row: the reporting call's project, key, endpoint, auth method and client IP. */
+  function recordRun(
+    context: RequestContext,
+    options: AdmissionOptions,
+    base: { projectId: string; keyId: string | null; method: AuthMethod | null },
+    provider: ProviderId,
+    run: BackgroundRunReport,
+  ): void {
+    deps.recorder.record({
+      request_id: run.rowId,
+      project_id: base.projectId,
+      key_id: base.keyId,
+      endpoint: options.endpoint,
+      provider,
+      model: run.model,
+      status: 200,
+      error_code: null,
+      input_tokens: run.usage.inputTokens,
+      output_tokens: run.usage.outputTokens,
+      cached_tokens: run.usage.cachedInputTokens,
+      reasoning_tokens: run.usage.reasoningTokens,
+      cost_usd: run.costUsd,
+      // No call of its own (the calls that reported it have their own rows); the column is NOT NULL.
+      latency_ms: 0,
+      ttfb_ms: null,
+      streamed: run.streamed ? 1 : 0,
+      outcome: "ok",
+      auth_method: base.method,
+      client_ip: context.clientIp,
+      created_at: deps.now().toISOString(),
+    });
+    countUsage(provider, run.usage, run.costUsd);
+    if (run.costUsd) deps.spend.add(base.projectId, run.costUsd);
+  }
 
   function admitAuthenticated(
     context: RequestContext,
@@ -131,14 +198,11 @@ export function createAdmission(deps: AdmissionDeps) {
         client_ip: context.clientIp,
         created_at: deps.now().toISOString(),
       });
-      if (report.provider && report.usage) {
-        deps.metrics.countTokens(report.provider, "input", report.usage.inputTokens);
-        deps.metrics.countTokens(report.provider, "output", report.usage.outputTokens);
-        deps.metrics.countTokens(report.provider, "cached", report.usage.cachedInputTokens);
-        deps.metrics.countTokens(report.provider, "reasoning", report.usage.reasoningTokens);
-        deps.metrics.countCost(report.provider, report.costUsd);
-      }
+      if (report.provider && report.usage) countUsage(report.provider, report.usage, report.costUsd);
       if (report.costUsd) deps.spend.add(base.projectId, report.costUsd);
+      const run = report.backgroundRun;
+      if (run && report.provider && recordedRuns.add(run.rowId))
+        recordRun(context, options, base, report.provider, run);
     };
     const failureReport = (
       error: unknown,

@@ -62,6 +62,7 @@ export function registerProxyRoutes(router: Router, deps: ProxyRouteDeps): void 
           });
           if (result.timeToFirstByteMs !== null)
             deps.metrics.observeTimeToFirstByte(adapter.id, result.timeToFirstByteMs / 1000);
+          const run = result.backgroundRun;
           call.finish({
             status: result.status,
             outcome: result.outcome,
@@ -72,6 +73,13 @@ export function registerProxyRoutes(router: Router, deps: ProxyRouteDeps): void 
             streamed: result.streamed,
             timeToFirstByteMs: result.timeToFirstByteMs,
             errorCode: result.errorCode,
+            backgroundRun: run && {
+              rowId: run.rowId,
+              model: run.model,
+              usage: run.usage,
+              costUsd: deps.costOf(adapter.id, run.model, run.usage),
+              streamed: result.streamed,
+            },
           });
         } catch (error) {
           call.fail(error, adapter.id);

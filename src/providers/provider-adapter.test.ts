@@ -47,6 +47,25 @@ describe("provider adapters", () => {
     expect(c).toEqual({ "x-goog-api-key": "AIza", "x-goog-api-client": "sluice/1.0.0" });
   });
 
+  it("tells the Responses API calls that can report a background run apart (provider A only)", () => {
+    const call = (method: string, path: string) => adapters["provider-a"].responsesCall?.(method, path);
+    expect(call("POST", "responses")).toBe("post");
+    expect(call("POST", "responses/resp_1/cancel")).toBe("post");
+    expect(call("GET", "responses/resp_1")).toBe("poll");
+    for (const [method, path] of [
+      ["POST", "chat/completions"],
+      ["GET", "chat/completions/chatcmpl_1"],
+      ["GET", "responses/resp_1/input_items"],
+      ["DELETE", "responses/resp_1"],
+      ["GET", "responses"],
+      ["POST", "responses/input_tokens"],
+      ["POST", "responses/compact"],
+    ] as const)
+      expect(call(method, path), `${method} ${path}`).toBeNull();
+    expect(adapters["provider-b"].responsesCall).toBeUndefined();
+    expect(adapters["provider-c"].responsesCall).toBeUndefined();
+  });
+
   it("finds the requested model in the body or, for provider C, the path", () => {
     expect(
       adapters["provider-a"].requestModel(

@@ -26,7 +26,17 @@ export interface ProviderAdapter {
    * `streamGenerateContent` without `?alt=sse` streams a JSON array, chunk by chunk).
    */
   streamsJson?(path: string): boolean;
+  /** Provider A: whether the call is one of the Responses API's that can report a background run. */
+  responsesCall?(method: string, path: string): ResponsesCall | null;
 }
+
+/**
+ * A provider A Responses API call: `post` (creating a response, or cancelling one) is metered as
+ * any POST; `poll` (`GET responses/{id}`, also as a resumed stream) reports only the tokens of a
+ * finished background run. Both read the response object's id, status, background flag and
+ * creation time, to record a background run's tokens once (proxy/background-run.ts).
+ */
+export type ResponsesCall = "post" | "poll";
 
 export interface ProviderAdapterOptions {
   providerABaseUrl: string;
@@ -40,6 +50,16 @@ export interface ProviderAdapterOptions {
 function split(baseUrl: string): { origin: string; basePath: string } {
   const url = new URL(baseUrl);
   return { origin: url.origin, basePath: url.pathname.replace(/\/+$/, "") };
+}
+
+/** `responses/{id}`: one response (not its `input_items`). */
+const oneResponse = /^responses\/[^/]+$/;
+const cancelResponse = /^responses\/[^/]+\/cancel$/;
+
+/** Other POSTs under `responses` (`input_tokens`, `compact`) are metered as any POST. */
+function responsesCall(method: string, path: string): ResponsesCall | null {
+  if (method === "POST") return path === "responses" || cancelResponse.test(path) ? "post" : null;
+  return method === "GET" && oneResponse.test(path) ? "poll" : null;
 }
 
 /** Provider C's streaming method, after the model's colon (also percent-encoded). */
@@ -70,6 +90,8 @@ export function createProviderAdapters(options: ProviderAdapterOptions): Record<
         headers.authorization = `Bearer ${key}`;
       },
       requestModel: (_path, body) => bodyModel(body),
+      // Only paths under `responses` pay for more than this one comparison.
+      responsesCall: (method, path) => (path.startsWith("responses") ? responsesCall(method, path) : null),
     },
     "provider-b": {
       id: "provider-b",

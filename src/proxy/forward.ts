@@ -1,9 +1,10 @@
 import type { ServerResponse } from "node:http";
 import { type Dispatcher, Pool } from "undici";
 import { GatewayError } from "../errors.js";
-import type { ProviderAdapter } from "../providers/provider-adapter.js";
+import type { ProviderAdapter, ResponsesCall } from "../providers/provider-adapter.js";
 import type { ProviderId } from "../providers/provider-id.js";
 import { emptyUsage, type TokenUsage } from "../usage/token-usage.js";
+import { type BackgroundRun, backgroundRowId } from "./background-run.js";
 import { type DecompressingMeter, decompressingMeter } from "./decompressing-meter.js";
 import { clientResponseHeaders, upstreamQuery, upstreamRequestHeaders } from "./header-policy.js";
 import { createUsageMeter, type MeterReading, type UsageMeter } from "./usage-meter.js";
@@ -44,7 +45,15 @@ export interface ForwardResult {
   timeToFirstByteMs: number | null;
   /** Set when the gateway itself answered (upstream unreachable or timed out). */
   errorCode: string | null;
+  /**
+   * A finished background run the answer reported (provider A's Responses API): its tokens, which
+   * then are not in `usage` (they are recorded once, on a row of their own).
+   */
+  backgroundRun: BackgroundRun | null;
 }
+
+/** What is metered of a call: its own tokens (any POST), or a Responses API call's (see ResponsesCall). */
+type Metering = "tokens" | ResponsesCall;
 
 // Failures that prove nothing was sent; a reset may come after the body went out, so it is not retried.
 const connectFailures = new Set(["ECONNREFUSED", "UND_ERR_CONNECT_TIMEOUT", "ENOTFOUND", "EAI_AGAIN"]);
@@ -97,8 +106,13 @@ export async function forward(pools: UpstreamPools, call: ForwardCall): Promise<
   if (call.body.length > 0 || (call.method !== "GET" && call.method !== "HEAD"))
     headers["content-length"] = String(call.body.length);
   const query = upstreamQuery(call.query, adapter.keyQueryParameter);
+  const responses = adapter.responsesCall?.(call.method, call.path) ?? null;
   const exchange = new ProxyExchange(
     adapter.id,
+    // Only a POST makes the model do work. A GET reads a result that was already counted (a stored
+    // response or chat completion, a batch, a file of batch output, a list of them), and on every
+    // poll; but a background run's tokens are only ever reported that way (see BackgroundRun).
+    responses ?? (call.method === "POST" ? "tokens" : null),
     adapter.streamsJson?.(call.path) ?? false,
     call.response,
     call.ownHeaders,
@@ -123,15 +137,25 @@ export async function forward(pools: UpstreamPools, call: ForwardCall): Promise<
   const reading = exchange.meter?.finish() ?? { usage: emptyUsage(), model: null };
   // Only a decompressing meter answers later: it waits for its decompressor to catch up.
   const seen: MeterReading = reading instanceof Promise ? await reading : reading;
+  const backgroundRun = responses === null ? null : finishedRun(seen, requestModel);
   return {
     status: exchange.status,
     outcome: outcome === "ok" && exchange.status >= 400 ? "error" : outcome,
     streamed: exchange.streamed,
-    usage: seen.usage,
-    model: seen.model ?? requestModel(),
+    // A poll's own row records no tokens and no model, as any GET's.
+    usage: backgroundRun !== null || responses === "poll" ? emptyUsage() : seen.usage,
+    model: responses === "poll" ? requestModel() : (seen.model ?? requestModel()),
     timeToFirstByteMs: exchange.timeToFirstByteMs,
     errorCode: null,
+    backgroundRun,
   };
+}
+
+/** The background run a Responses API answer reports finished, with its tokens; null when none. */
+function finishedRun(seen: MeterReading, requestModel: () => string | null): BackgroundRun | null {
+  if (seen.usage.inputTokens === null && seen.usage.outputTokens === null) return null;
+  const rowId = backgroundRowId(seen.response);
+  return rowId === null ? null : { rowId, usage: seen.usage, model: seen.model ?? requestModel() };
 }
 
 /**
@@ -164,6 +188,8 @@ class ProxyExchange implements Dispatcher.DispatchHandler {
 
   constructor(
     private readonly provider: ProviderId,
+    /** What the meter reads; null: no meter. */
+    private readonly metering: Metering | null,
     /** The call asked for a stream sent as one JSON document (provider C's JSON array). */
     private readonly jsonStream: boolean,
     private readonly response: ServerResponse,
@@ -224,12 +250,11 @@ class ProxyExchange implements Dispatcher.DispatchHandler {
     const sse = head.contentType.startsWith("text/event-stream");
     // A JSON-array stream is a stream too, though its usage is read as a JSON body is.
     this.streamed = sse || (this.jsonStream && statusCode < 300);
-    // Only a POST makes the model do work. A GET reads a result that was already counted (a stored
-    // response or chat completion, a batch, a file of batch output, a list of them), and on every poll.
-    if (this.options.method === "POST") {
+    if (this.metering !== null) {
       const meter = createUsageMeter(this.provider, {
         streaming: sse,
         contentType: head.contentType,
+        responses: this.metering === "tokens" ? undefined : this.metering,
       });
       // A provider that ignored `accept-encoding: identity`: usage is read through a decompressor,
       // while the client still gets the provider's bytes and its content-encoding.
@@ -316,6 +341,7 @@ function failed(
     model,
     timeToFirstByteMs: null,
     errorCode,
+    backgroundRun: null,
   };
 }
 

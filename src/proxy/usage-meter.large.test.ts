@@ -325,6 +325,51 @@ describe("usage meter, SSE events over 1 MiB", () => {
   });
 });
 
+describe("usage meter, a background run's large answer to a poll", () => {
+  // As the API orders them: the top-level fields first, `background` right after `status`.
+  const run = (status: string, output: unknown[], usage: unknown) => {
+    const { id, object, created_at: _created, status: _status, ...rest } = response(status, output, usage);
+    return { id, object, created_at: 1_763_000_000, status, background: true, ...rest };
+  };
+  const tokens = { inputTokens: 50, outputTokens: 1000, cachedInputTokens: null, reasoningTokens: null };
+  const fields = { id: "resp_1", status: "completed", background: true, createdAt: 1_763_000_000 };
+  const poll = (text: string, streaming: boolean, splits: number[] = []) => {
+    const meter = createUsageMeter("provider-a", { streaming, contentType: "", responses: "poll" });
+    const bytes = Buffer.from(text);
+    let at = 0;
+    for (const split of [...splits, bytes.length]) {
+      meter.push(bytes.subarray(at, split));
+      at = split;
+    }
+    return meter.finish();
+  };
+
+  it("reads the run's fields from the first 4 KiB of a JSON body over 4 MiB", () => {
+    const images = Array.from({ length: 3 }, () => imageCall);
+    const body = JSON.stringify(run("completed", images, { input_tokens: 50, output_tokens: 1000 }));
+    expect(body.length).toBeGreaterThan(4 * 1024 * 1024);
+    const expected = { usage: tokens, model: "gpt-4.1", response: fields };
+    expect(poll(body, false)).toEqual(expected);
+    expect(poll(body, false, randomSplits(body.length, 3))).toEqual(expected);
+  });
+
+  it("reads the run's fields from the start of a cut completion event", () => {
+    const stream = sse([
+      ["response.in_progress", { type: "response.in_progress", response: run("in_progress", [], null) }],
+      [
+        "response.completed",
+        {
+          type: "response.completed",
+          response: run("completed", [imageCall, message], { input_tokens: 50, output_tokens: 1000 }),
+        },
+      ],
+    ]);
+    const expected = { usage: tokens, model: "gpt-4.1", response: fields };
+    expect(poll(stream, true)).toEqual(expected);
+    expect(poll(stream, true, randomSplits(stream.length, 5))).toEqual(expected);
+  });
+});
+
 describe("SSE event scanner, events over the cap", () => {
   const maxEventBytes = 2048;
   const headBytes = 4096;

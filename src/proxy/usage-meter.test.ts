@@ -4,6 +4,7 @@ import { referenceSseEvents } from "../../test/support/reference-sse.js";
 import type { ProviderId } from "../providers/provider-id.js";
 import { emptyUsage } from "../usage/token-usage.js";
 import { SseEventScanner } from "./sse-event-scanner.js";
+import { createUsageMeter } from "./usage-meter.js";
 
 const openAiStream = [
   'data: {"id":"chatcmpl-1","object":"chat.completion.chunk","created":1,"model":"gpt-4o-mini-2024-07-18","choices":[{"index":0,"delta":{"role":"assistant","content":""}}],"usage":null}',
@@ -315,6 +316,78 @@ describe("usage meter", () => {
       cachedInputTokens: null,
       reasoningTokens: null,
     });
+  });
+});
+
+describe("usage meter on Responses API calls", () => {
+  const usage = { input_tokens: 30, output_tokens: 8, output_tokens_details: { reasoning_tokens: 3 } };
+  const tokens = { inputTokens: 30, outputTokens: 8, cachedInputTokens: null, reasoningTokens: 3 };
+  const response = (status: string, background: boolean) => ({
+    id: "resp_1",
+    object: "response",
+    created_at: 1_763_000_000,
+    status,
+    background,
+    model: "gpt-4.1",
+    output: [{ id: "msg_1", type: "message", status: "completed", content: [] }],
+    tools: [{ type: "image_generation", background: "opaque" }],
+    usage: status === "completed" ? usage : null,
+  });
+  const fields = (status: string, background: boolean) => ({
+    id: "resp_1",
+    status,
+    background,
+    createdAt: 1_763_000_000,
+  });
+  const completedEvent = (background: boolean) =>
+    `event: response.created\ndata: ${JSON.stringify({ type: "response.created", response: response("queued", background) })}\n\n` +
+    `event: response.completed\ndata: ${JSON.stringify({ type: "response.completed", sequence_number: 2, response: response("completed", background) })}\n\n`;
+  function run(responses: "post" | "poll", text: string, streaming: boolean, splits: number[] = []) {
+    const meter = createUsageMeter("provider-a", { streaming, contentType: "", responses });
+    const bytes = Buffer.from(text);
+    let at = 0;
+    for (const split of [...splits, bytes.length]) {
+      meter.push(bytes.subarray(at, split));
+      at = split;
+    }
+    return meter.finish();
+  }
+
+  it("reads the response object's fields beside the usage, from the body or the usage event", () => {
+    const finished = { usage: tokens, model: "gpt-4.1", response: fields("completed", true) };
+    expect(run("post", JSON.stringify(response("completed", true)), false)).toEqual(finished);
+    expect(run("poll", JSON.stringify(response("completed", true)), false)).toEqual(finished);
+    expect(run("post", completedEvent(true), true)).toEqual(finished);
+    expect(run("poll", completedEvent(true), true)).toEqual(finished);
+    const stream = completedEvent(true);
+    for (let split = 1; split < stream.length; split += 7)
+      expect(run("poll", stream, true, [split])).toEqual(finished);
+  });
+
+  it("reports no tokens to a poll but a finished background run's", () => {
+    for (const streaming of [false, true]) {
+      const foreground = streaming ? completedEvent(false) : JSON.stringify(response("completed", false));
+      expect(run("poll", foreground, streaming)).toEqual({
+        usage: emptyUsage(),
+        model: null,
+        response: fields("completed", false),
+      });
+      expect(run("post", foreground, streaming).usage).toEqual(tokens);
+    }
+    expect(run("poll", JSON.stringify(response("in_progress", true)), false)).toEqual({
+      usage: emptyUsage(),
+      model: null,
+      response: fields("in_progress", true),
+    });
+  });
+
+  it("leaves other calls' readings as they were", () => {
+    expect(meter("provider-a", responsesStream, true)).toEqual({
+      usage: { inputTokens: 30, outputTokens: 8, cachedInputTokens: 10, reasoningTokens: 3 },
+      model: "gpt-4.1",
+    });
+    expect("response" in meter("provider-a", openAiJson, false)).toBe(false);
+    expect("response" in meter("provider-a", openAiStream, true)).toBe(false);
   });
 });
 

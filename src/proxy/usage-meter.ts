@@ -1,3 +1,4 @@
+import type { ResponsesCall } from "../providers/provider-adapter.js";
 import type { ProviderId } from "../providers/provider-id.js";
 import {
   objectField,
@@ -6,13 +7,24 @@ import {
   usageFromProviderC,
 } from "../providers/usage-from-json.js";
 import { emptyUsage, type TokenUsage } from "../usage/token-usage.js";
+import { isFinishedBackgroundRun } from "./background-run.js";
 import { ByteEnds } from "./byte-ends.js";
+import {
+  type ResponseObjectFields,
+  responseFieldsOfBody,
+  responseFieldsOfEvent,
+} from "./response-object-fields.js";
 import { SseEventScanner } from "./sse-event-scanner.js";
 
 /** What a meter saw of a response: its tokens and the model the provider says answered. */
 export interface MeterReading {
   usage: TokenUsage;
   model: string | null;
+  /**
+   * Only when metering a Responses API call: the top-level fields of the response object the usage
+   * came from (the body, or the `response` of the stream's event that carried the usage).
+   */
+  response?: ResponseObjectFields | null;
 }
 
 export interface UsageMeter {
@@ -36,17 +48,20 @@ const tailBytes = 64 * 1024;
  * API's completion events; provider B: `message_start` and `message_delta`; provider C: only the
  * last payload with `usageMetadata`, parsed at the end), so metering costs little more than the copy.
  * An event over the scanner's cap (1 MiB; a Responses API completion holding an image, say) is
- * read the same way from its first 4 KiB and last 64 KiB.
+ * read the same way from its first 4 KiB and last 64 KiB. A Responses API call (`responses`) also
+ * reads the response object's top-level fields, from the body's first 4 KiB or from the usage
+ * event's; other calls pay nothing for that.
  */
 export function createUsageMeter(
   provider: ProviderId,
-  options: { streaming: boolean; contentType: string },
+  options: { streaming: boolean; contentType: string; responses?: ResponsesCall | undefined },
 ): UsageMeter {
-  if (!options.streaming) return jsonMeter(provider);
-  return sseMeter(provider);
+  const responses = options.responses ?? null;
+  if (!options.streaming) return jsonMeter(provider, responses);
+  return sseMeter(provider, responses);
 }
 
-function jsonMeter(provider: ProviderId): UsageMeter {
+function jsonMeter(provider: ProviderId, responses: ResponsesCall | null): UsageMeter {
   let chunks: Buffer[] = [];
   let size = 0;
   let ends: ByteEnds | null = null;
@@ -64,23 +79,38 @@ function jsonMeter(provider: ProviderId): UsageMeter {
       }
     },
     finish() {
-      if (ends !== null) return fromBodyEnds(provider, ends.head(), ends.tail());
-      if (size === 0) return { usage: emptyUsage(), model: null };
-      const body = chunks.length === 1 ? (chunks[0] as Buffer) : Buffer.concat(chunks, size);
-      const quick = fromUsageObject(provider, body, body);
-      if (quick) return quick;
-      // Without the usage key anywhere a whole parse finds no usage either, and a large body (a
-      // batch of Gemini embeddings, a file, audio) would stall the event loop for milliseconds.
-      if (body.lastIndexOf(usageKeys[provider]) < 0)
-        return { usage: emptyUsage(), model: headModel(provider, body) };
-      try {
-        return fromJsonBody(provider, JSON.parse(body.toString("utf8")));
-      } catch {
-        // A cut Gemini JSON-array stream: use the last complete usageMetadata object in it.
-        return provider === "provider-c" ? fromCutGeminiArray(body) : { usage: emptyUsage(), model: null };
-      }
+      const whole =
+        ends !== null || size === 0
+          ? null
+          : chunks.length === 1
+            ? (chunks[0] as Buffer)
+            : Buffer.concat(chunks, size);
+      if (responses === null) return fromJson(provider, ends, whole);
+      const response = responseFieldsOfBody(ends?.head() ?? whole ?? Buffer.alloc(0));
+      // A poll reports no tokens but a finished background run's: the rest is not read at all.
+      if (responses === "poll" && !isFinishedBackgroundRun(response))
+        return { usage: emptyUsage(), model: null, response };
+      return { ...fromJson(provider, ends, whole), response };
     },
   };
+}
+
+/** What a JSON body says: `ends` of one over the cap, else the `whole` body (null when empty). */
+function fromJson(provider: ProviderId, ends: ByteEnds | null, whole: Buffer | null): MeterReading {
+  if (ends !== null) return fromBodyEnds(provider, ends.head(), ends.tail());
+  if (whole === null) return { usage: emptyUsage(), model: null };
+  const quick = fromUsageObject(provider, whole, whole);
+  if (quick) return quick;
+  // Without the usage key anywhere a whole parse finds no usage either, and a large body (a
+  // batch of Gemini embeddings, a file, audio) would stall the event loop for milliseconds.
+  if (whole.lastIndexOf(usageKeys[provider]) < 0)
+    return { usage: emptyUsage(), model: headModel(provider, whole) };
+  try {
+    return fromJsonBody(provider, JSON.parse(whole.toString("utf8")));
+  } catch {
+    // A cut Gemini JSON-array stream: use the last complete usageMetadata object in it.
+    return provider === "provider-c" ? fromCutGeminiArray(whole) : { usage: emptyUsage(), model: null };
+  }
 }
 
 /**
@@ -251,9 +281,11 @@ function matchingBrace(body: Buffer, open: number): number {
   return -1;
 }
 
-function sseMeter(provider: ProviderId): UsageMeter {
+function sseMeter(provider: ProviderId, responses: ResponsesCall | null): UsageMeter {
   let usage: TokenUsage | null = null;
   let model: string | null = null;
+  /** (Responses API calls) The fields of the `response` in the event that carried `usage`. */
+  let response: ResponseObjectFields | null = null;
   let lastGemini: string | null = null;
   let modelLookups = 0;
   const parse = (data: string): unknown => {
@@ -271,6 +303,7 @@ function sseMeter(provider: ProviderId): UsageMeter {
         usage = seen.usage;
         model ??= seen.model;
         lastGemini = null; // (provider C: this event came after any kept before)
+        if (responses !== null) response = responseFieldsOfEvent(data);
       }
       return;
     }
@@ -286,7 +319,10 @@ function sseMeter(provider: ProviderId): UsageMeter {
       // event (a whole response, for the Responses API) is never parsed.
       if (usageObjectStart.test(data)) {
         const found = usageFromProviderA(lastUsageObject(Buffer.from(data), usageKeys["provider-a"])?.value);
-        if (found) usage = found;
+        if (found) {
+          usage = found;
+          if (responses !== null) response = responseFieldsOfEvent(data);
+        }
         if (model === null) model = modelPatterns["provider-a"].exec(data)?.[1] ?? null;
       }
     } else if (provider === "provider-b") {
@@ -310,7 +346,11 @@ function sseMeter(provider: ProviderId): UsageMeter {
         usage = usageFromProviderC(objectField(body, "usageMetadata"));
         model = stringOr(objectField(body, "modelVersion"), model);
       }
-      return { usage: usage ?? emptyUsage(), model };
+      if (responses === null) return { usage: usage ?? emptyUsage(), model };
+      // A poll reports no tokens but a finished background run's.
+      if (responses === "poll" && !isFinishedBackgroundRun(response))
+        return { usage: emptyUsage(), model: null, response };
+      return { usage: usage ?? emptyUsage(), model, response };
     },
   };
 }

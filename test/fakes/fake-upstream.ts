@@ -7,6 +7,7 @@ import {
 } from "node:http";
 import type { AddressInfo } from "node:net";
 import { brotliCompressSync, deflateSync, gzipSync } from "node:zlib";
+import { createFakeResponsesApi } from "./fake-responses-api.js";
 import {
   type FakeUsage,
   providerA,
@@ -64,6 +65,8 @@ export interface FakeUpstream {
    * that ignores it does (null: never). Streams are flushed event by event, so they still stream.
    */
   setCompression(coding: ResponseCoding | null): void;
+  /** How many polls a provider A background response answers `in_progress` before it completes. */
+  setResponsesPollsBeforeDone(polls: number): void;
   waitForAbort(timeoutMs: number): Promise<RecordedRequest>;
   close(): Promise<void>;
 }
@@ -79,6 +82,7 @@ export async function startFakeUpstream(options: { port?: number } = {}): Promis
   let usage: FakeUsage = { input: 11, output: 7, cached: 3, reasoning: 2 };
   let compression: ResponseCoding | null = null;
   const recordedOf = new WeakMap<ServerResponse, RecordedRequest>();
+  const responsesApi = createFakeResponsesApi();
   const abortWaiters: Array<(request: RecordedRequest) => void> = [];
 
   const structuredText = (request: RecordedRequest) => {
@@ -154,6 +158,12 @@ export async function startFakeUpstream(options: { port?: number } = {}): Promis
         );
       }
       return sendJson(response, 200, providerA.chat(model, content, usage));
+    }
+    if (path.startsWith("/a/v1/responses")) {
+      const query = request.path.slice(path.length + 1);
+      const answer = responsesApi.handle(request.method, path, query, json, text, usage);
+      if (answer?.kind === "json") return sendJson(response, answer.status, answer.body);
+      if (answer) return stream(response, answer.events);
     }
     if (path === "/a/v1/embeddings")
       return sendJson(
@@ -346,6 +356,9 @@ export async function startFakeUpstream(options: { port?: number } = {}): Promis
     },
     setCompression(coding) {
       compression = coding;
+    },
+    setResponsesPollsBeforeDone(polls) {
+      responsesApi.setPollsBeforeDone(polls);
     },
     waitForAbort(timeoutMs) {
       const already = requests.find((request) => request.aborted);

@@ -1,0 +1,55 @@
+import { createHash } from "node:crypto";
+import type { TokenUsage } from "../usage/token-usage.js";
+import type { ResponseObjectFields } from "./response-object-fields.js";
+
+/**
+ * A provider A Responses API run in background mode (`"background": true`): the POST answers
+ * `queued` without usage, and the run's tokens reach whichever call sees it finished (a poll, a
+ * resumed stream, the cancel answer, or the streamed POST's own terminal event), any number of
+ * times. They are recorded once, on a row of their own, under an id derived from the run itself.
+ */
+export interface BackgroundRun {
+  /** The usage row's request id: the same for every call that reports this run, on any instance. */
+  rowId: string;
+  usage: TokenUsage;
+  model: string | null;
+}
+
+const finishedStatuses = new Set(["completed", "incomplete", "failed", "cancelled"]);
+
+/** Whether the response is a background run that has finished (no tokens are added after that). */
+export function isFinishedBackgroundRun(fields: ResponseObjectFields | null | undefined): boolean {
+  return fields?.background === true && fields.status !== null && finishedStatuses.has(fields.status);
+}
+
+/**
+ * The usage row id of a finished background run: `bg_` + 12 hex digits of its `created_at` in
+ * milliseconds + 20 hex digits of SHA-256 of its id. Runs created later sort later, so the usage
+ * table's request_id index grows at the right edge of the `bg_` range, as it does for request ids
+ * (docs/decisions/0005). Null when the response is no finished background run, or its id or
+ * `created_at` cannot be read.
+ */
+export function backgroundRowId(fields: ResponseObjectFields | null | undefined): string | null {
+  if (!fields || !isFinishedBackgroundRun(fields) || !fields.id || fields.createdAt === null) return null;
+  const ms = Math.round(fields.createdAt * 1000);
+  if (!(ms >= 0 && ms < 2 ** 48)) return null;
+  const digest = createHash("sha256").update(fields.id).digest("hex");
+  return `bg_${ms.toString(16).padStart(12, "0")}${digest.slice(0, 20)}`;
+}
+
+/**
+ * The last `capacity` ids seen, the least recently seen forgotten first (an id seen again counts as
+ * recent again): the background runs an instance already recorded. `add` answers whether the id
+ * was new.
+ */
+export function recentIds(capacity: number) {
+  const ids = new Set<string>();
+  return {
+    add(id: string): boolean {
+      const known = ids.delete(id);
+      ids.add(id);
+      if (ids.size > capacity) ids.delete(ids.values().next().value as string);
+      return !known;
+    },
+  };
+}
