@@ -1,6 +1,7 @@
 import BetterSqlite3 from "better-sqlite3";
 import { DatabaseError } from "pg";
 import { describe, expect, it } from "vitest";
+import { GatewayError } from "../errors.js";
 import { isDatabaseUnavailable } from "./database-unavailable.js";
 
 const systemError = (code: string) => Object.assign(new Error(`connect ${code} 127.0.0.1:5432`), { code });
@@ -44,6 +45,12 @@ describe("isDatabaseUnavailable", () => {
     ["SQLITE_ERROR (bad SQL)", sqliteError("SQLITE_ERROR")],
     ["a bug", new TypeError("Cannot read properties of undefined (reading 'id')")],
     ["something that is not an error", "ECONNREFUSED"],
+    [
+      "an error that already has its answer, caused by a cancellation",
+      new GatewayError("SERVICE_UNAVAILABLE", "The usage report took too long", {
+        cause: postgresError("57014"),
+      }),
+    ],
   ])("is false for %s", (_name, error) => {
     expect(isDatabaseUnavailable(error)).toBe(false);
   });

@@ -1,4 +1,4 @@
-import { GatewayError } from "../errors.js";
+import { GatewayError, isGatewayError } from "../errors.js";
 
 /** Socket errors of a database that cannot be reached. */
 const unreachableCodes = new Set([
@@ -32,7 +32,9 @@ const sqliteDownCode = /^SQLITE_(?:BUSY|LOCKED|IOERR|FULL|CANTOPEN|PROTOCOL|READ
  * bugs are false: they are not outages.
  */
 export function isDatabaseUnavailable(error: unknown, depth = 0): boolean {
-  if (!(error instanceof Error) || depth > 4) return false;
+  // An error that already carries its answer (a usage report the database cancelled, whose cause
+  // is the cancellation) keeps it: it is not turned into the generic outage answer.
+  if (!(error instanceof Error) || depth > 4 || isGatewayError(error)) return false;
   const code = (error as { code?: unknown }).code;
   if (typeof code === "string") {
     if (unreachableCodes.has(code) || postgresDownState.test(code) || sqliteDownCode.test(code)) return true;
