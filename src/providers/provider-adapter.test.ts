@@ -87,6 +87,7 @@ describe("safe provider paths", () => {
     "files/file-abc/content",
     "files/report%2520v2",
     "100%25off",
+    "files/a;b=c@d:e!$&'()*+,~",
   ])("accepts %s", (path) => expect(safeProviderPath(path)).toBe(path));
   it.each([
     "",
@@ -108,5 +109,12 @@ describe("safe provider paths", () => {
     "a%255cb",
     "a%2500b",
     "%25252e%25252e/admin",
+    "a|b",
+    "a{b}",
+    'a"b',
+    "a<b>",
+    "a^b",
+    "a`b",
+    "caf\u00e9",
   ])("rejects %j", (path) => expect(safeProviderPath(path)).toBeNull());
 });

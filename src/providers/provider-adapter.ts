@@ -145,6 +145,9 @@ export function safeProviderPath(path: string): string | null {
   if (plainPath.test(path)) return path;
   if (/^[a-z][a-z0-9+.-]*:/i.test(path) || path.startsWith("/")) return null;
   if (/%2f|%5c|\\|%00/i.test(path) || hasControlOrSpace(path)) return null;
+  // Only what RFC 3986 allows in a path (`|`, `{`, `<`, `"`, `^`, a backtick and the like must be
+  // percent-encoded): a provider's front end may read them otherwise than the server behind it.
+  if (!uriPath.test(path)) return null;
   for (const segment of path.split("/")) {
     let decoded: string;
     try {
@@ -178,6 +181,8 @@ function hidesTraversal(decoded: string): boolean {
 }
 
 const plainPath = /^[A-Za-z0-9_-]+(?:\/[A-Za-z0-9_-]+)*$/;
+/** Segments of RFC 3986 path characters: unreserved, percent-encoded, sub-delims, `:` and `@`. */
+const uriPath = /^[A-Za-z0-9\-._~%!$&'()*+,;=:@/]+$/;
 
 function hasControlOrSpace(path: string): boolean {
   for (let index = 0; index < path.length; index++) {

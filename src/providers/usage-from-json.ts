@@ -1,4 +1,4 @@
-import type { TokenUsage } from "../usage/token-usage.js";
+import { type TokenUsage, tokenCount } from "../usage/token-usage.js";
 
 /**
  * Token usage as each provider's wire format reports it, mapped onto TokenUsage. Missing counts
@@ -8,10 +8,7 @@ type Json = Record<string, unknown>;
 
 const object = (value: unknown): Json | null =>
   typeof value === "object" && value !== null && !Array.isArray(value) ? (value as Json) : null;
-// A token count is a whole number of tokens: anything else (negative, fractional, beyond 2^53) is
-// not one, and would skew the cost and the spend cap or be refused by the usage table.
-const count = (value: unknown): number | null =>
-  typeof value === "number" && Number.isSafeInteger(value) && value >= 0 ? value : null;
+const count = tokenCount;
 
 export function usageFromProviderA(usage: unknown): TokenUsage | null {
   const record = object(usage);
