@@ -1,9 +1,10 @@
 import { connect } from "node:net";
-import Anthropic from "@anthropic-ai/sdk";
-import { GoogleGenAI } from "@google/genai";
-import OpenAI from "openai";
+import type Anthropic from "@anthropic-ai/sdk";
+import type { GoogleGenAI } from "@google/genai";
+import type OpenAI from "openai";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { type FakeUpstream, startFakeUpstream } from "../fakes/fake-upstream.js";
+import { sdkClients } from "../support/sdk-clients.js";
 import {
   createTestProject,
   startTestGateway,
@@ -28,17 +29,7 @@ describe("proxies driven by the official SDKs", () => {
       providerCBaseUrl: `${fake.url}/c/v1beta`,
     });
     project = await createTestProject(sluice.gateway);
-    const base = (provider: string) => `${sluice.url}/v1/${provider}/${project.projectId}`;
-    openai = new OpenAI({ baseURL: base("provider-a"), apiKey: project.bearer("provider-a"), maxRetries: 0 });
-    anthropic = new Anthropic({
-      baseURL: base("provider-b"),
-      apiKey: project.bearer("provider-b"),
-      maxRetries: 0,
-    });
-    google = new GoogleGenAI({
-      apiKey: project.bearer("provider-c"),
-      httpOptions: { baseUrl: base("provider-c") },
-    });
+    ({ openai, anthropic, google } = sdkClients(sluice, project));
   });
 
   afterAll(async () => {
