@@ -333,16 +333,8 @@ describe("usage meter, a background run's large answer to a poll", () => {
   };
   const tokens = { inputTokens: 50, outputTokens: 1000, cachedInputTokens: null, reasoningTokens: null };
   const fields = { id: "resp_1", status: "completed", background: true, createdAt: 1_763_000_000 };
-  const poll = (text: string, streaming: boolean, splits: number[] = []) => {
-    const meter = createUsageMeter("provider-a", { streaming, contentType: "", responses: "poll" });
-    const bytes = Buffer.from(text);
-    let at = 0;
-    for (const split of [...splits, bytes.length]) {
-      meter.push(bytes.subarray(at, split));
-      at = split;
-    }
-    return meter.finish();
-  };
+  const poll = (text: string, streaming: boolean, splits: number[] = []) =>
+    meter("provider-a", text, streaming, splits, "poll");
 
   it("reads the run's fields from the first 4 KiB of a JSON body over 4 MiB", () => {
     const images = Array.from({ length: 3 }, () => imageCall);

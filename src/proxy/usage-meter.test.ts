@@ -4,7 +4,6 @@ import { referenceSseEvents } from "../../test/support/reference-sse.js";
 import type { ProviderId } from "../providers/provider-id.js";
 import { emptyUsage } from "../usage/token-usage.js";
 import { SseEventScanner } from "./sse-event-scanner.js";
-import { createUsageMeter } from "./usage-meter.js";
 
 const openAiStream = [
   'data: {"id":"chatcmpl-1","object":"chat.completion.chunk","created":1,"model":"gpt-4o-mini-2024-07-18","choices":[{"index":0,"delta":{"role":"assistant","content":""}}],"usage":null}',
@@ -342,16 +341,8 @@ describe("usage meter on Responses API calls", () => {
   const completedEvent = (background: boolean) =>
     `event: response.created\ndata: ${JSON.stringify({ type: "response.created", response: response("queued", background) })}\n\n` +
     `event: response.completed\ndata: ${JSON.stringify({ type: "response.completed", sequence_number: 2, response: response("completed", background) })}\n\n`;
-  function run(responses: "post" | "poll", text: string, streaming: boolean, splits: number[] = []) {
-    const meter = createUsageMeter("provider-a", { streaming, contentType: "", responses });
-    const bytes = Buffer.from(text);
-    let at = 0;
-    for (const split of [...splits, bytes.length]) {
-      meter.push(bytes.subarray(at, split));
-      at = split;
-    }
-    return meter.finish();
-  }
+  const run = (responses: "post" | "poll", text: string, streaming: boolean, splits: number[] = []) =>
+    meter("provider-a", text, streaming, splits, responses);
 
   it("reads the response object's fields beside the usage, from the body or the usage event", () => {
     const finished = { usage: tokens, model: "gpt-4.1", response: fields("completed", true) };
