@@ -279,33 +279,62 @@ export function createAdmission(deps: AdmissionDeps) {
 
 export type Admit = ReturnType<typeof createAdmission>;
 
-/** The rate limits (project, client IP, device): decided at once in memory, awaited on Redis. */
+/**
+ * The rate limits (project, client IP, device): decided at once in memory, awaited on Redis. A
+ * request one limit refuses counts against none: the others give back what they counted, so a
+ * client over its own IP or device limit does not use up its project's allowance for everyone.
+ */
 function consumeLimits(
   deps: AdmissionDeps,
   context: RequestContext,
   project: Project,
   deviceDigest: string | null,
 ): RateLimitDecision[] | Promise<RateLimitDecision[]> {
+  const ipKey = `${project.id}:${addressBlock(context.clientIp)}`;
+  const deviceKey = deviceDigest ? `${project.id}:${deviceDigest}` : null;
   const decisions = [
     deps.limiter.consume(
       "project",
       project.id,
       project.rateLimits.perMinute ?? deps.defaults.projectPerMinute,
     ),
-    deps.limiter.consume("ip", `${project.id}:${addressBlock(context.clientIp)}`, deps.defaults.ipPerMinute),
+    deps.limiter.consume("ip", ipKey, deps.defaults.ipPerMinute),
   ];
-  if (deviceDigest) {
+  if (deviceKey) {
     decisions.push(
       deps.limiter.consume(
         "device",
-        `${project.id}:${deviceDigest}`,
+        deviceKey,
         project.rateLimits.devicePerMinute ?? deps.defaults.devicePerMinute,
       ),
     );
   }
   return decisions.some((decision) => decision instanceof Promise)
-    ? Promise.all(decisions)
-    : (decisions as RateLimitDecision[]);
+    ? Promise.all(decisions).then((settled) =>
+        refundIfRefused(deps.limiter, settled, project.id, ipKey, deviceKey),
+      )
+    : refundIfRefused(deps.limiter, decisions as RateLimitDecision[], project.id, ipKey, deviceKey);
+}
+
+/** When a limit refused the request, gives back what the limits that allowed it counted. */
+function refundIfRefused(
+  limiter: RateLimiter,
+  decisions: RateLimitDecision[],
+  projectKey: string,
+  ipKey: string,
+  deviceKey: string | null,
+): RateLimitDecision[] {
+  let refused = false;
+  for (const decision of decisions) refused ||= !decision.allowed;
+  if (!refused) return decisions;
+  // In the order consumeLimits made them: project, ip, device.
+  const keys = [projectKey, ipKey, deviceKey];
+  for (let index = 0; index < decisions.length; index++) {
+    const decision = decisions[index];
+    const key = keys[index];
+    if (decision?.allowed && key) limiter.refund(decision.name, key, decision.limit, decision.windowSeconds);
+  }
+  return decisions;
 }
 
 /** The RateLimit headers, or a 429 refusal (carrying them) when any limit is exhausted. */

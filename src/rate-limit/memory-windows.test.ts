@@ -12,6 +12,20 @@ describe("MemoryWindows", () => {
     expect(windows.count("a", 60_000)).toEqual({ count: 1, msLeft: 60_000 });
   });
 
+  it("does not count a request over the limit, and takes back a counted one until the window ends", () => {
+    let now = 0;
+    const windows = new MemoryWindows(() => now);
+    expect(windows.count("a", 1_000, 2).count).toBe(1);
+    expect(windows.count("a", 1_000, 2).count).toBe(2);
+    expect(windows.count("a", 1_000, 2).count).toBe(3);
+    expect(windows.count("a", 1_000, 2).count).toBe(3);
+    windows.uncount("a");
+    expect(windows.count("a", 1_000, 2).count).toBe(2);
+    now = 1_000;
+    windows.uncount("a");
+    expect(windows.count("a", 1_000, 2).count).toBe(1);
+  });
+
   it("drops ended windows as it counts, so memory follows the keys seen lately", () => {
     let now = 0;
     const windows = new MemoryWindows(() => now);

@@ -1,6 +1,6 @@
-/** What one counted request learned about its window. */
+/** What one request learned about its window. */
 export interface WindowCount {
-  /** Requests counted in the current window, this one included. */
+  /** Requests counted in the current window, this one included (counted only when within the limit). */
   count: number;
   /** Milliseconds until the window ends. */
   msLeft: number;
@@ -16,6 +16,7 @@ interface Window {
  * key's first request and lasts `windowMs` (rate-limiter-flexible's memory semantics). No promise,
  * result object or timer per request. Each count also looks at the next two stored windows and
  * drops them if they ended, so memory follows the keys seen lately without a pause to sweep.
+ * A request over the limit is not stored, so a window holds the admitted requests only.
  */
 export class MemoryWindows {
   private readonly windows = new Map<string, Window>();
@@ -23,7 +24,8 @@ export class MemoryWindows {
 
   constructor(private readonly clock: () => number = Date.now) {}
 
-  count(key: string, windowMs: number): WindowCount {
+  /** Counts a request against `key`, unless that would take the window over `limit`. */
+  count(key: string, windowMs: number, limit = Number.POSITIVE_INFINITY): WindowCount {
     const now = this.clock();
     this.sweep(now);
     this.sweep(now);
@@ -32,8 +34,15 @@ export class MemoryWindows {
       window = { count: 0, endsAt: now + windowMs };
       this.windows.set(key, window);
     }
-    window.count++;
-    return { count: window.count, msLeft: window.endsAt - now };
+    const count = window.count + 1;
+    if (count <= limit) window.count = count;
+    return { count, msLeft: window.endsAt - now };
+  }
+
+  /** Takes back one request counted in `key`'s current window; nothing once that window ended. */
+  uncount(key: string): void {
+    const window = this.windows.get(key);
+    if (window !== undefined && window.count > 0 && this.clock() < window.endsAt) window.count--;
   }
 
   size(): number {

@@ -96,6 +96,45 @@ for (const backend of backends) {
       expect(await limiter.consume("project", "changing", 4)).toMatchObject({ allowed: false, remaining: 0 });
     });
 
+    it("counts only admitted requests: a limit raised mid-window allows the difference", async () => {
+      const limiter = await backend.make();
+      const refused = await consumeTimes(limiter, 10, "project", "raised", 3);
+      expect(refused.filter((decision) => decision.allowed)).toHaveLength(3);
+      const raised = await consumeTimes(limiter, 3, "project", "raised", 5);
+      expect(raised.map((decision) => [decision.allowed, decision.remaining])).toEqual([
+        [true, 1],
+        [true, 0],
+        [false, 0],
+      ]);
+    });
+
+    it("gives back a request another limit refused, within its window", async () => {
+      const limiter = await backend.make();
+      await consumeTimes(limiter, 2, "project", "refunded", 2);
+      limiter.refund("project", "refunded", 2);
+      expect(await limiter.consume("project", "refunded", 2)).toMatchObject({ allowed: true, remaining: 0 });
+      expect((await limiter.consume("project", "refunded", 2)).allowed).toBe(false);
+      // Nothing to give back once the window ended: the next window is not opened below zero.
+      await limiter.consume("ip", "ended", 1, 1);
+      await new Promise((resolve) => setTimeout(resolve, 1_100));
+      limiter.refund("ip", "ended", 1, 1);
+      expect(await limiter.consume("ip", "ended", 1, 1)).toMatchObject({ allowed: true, remaining: 0 });
+      expect((await limiter.consume("ip", "ended", 1, 1)).allowed).toBe(false);
+    });
+
+    it("admits exactly the limit of many concurrent requests on one key", async () => {
+      const limiter = await backend.make();
+      const decisions = await Promise.all(
+        Array.from({ length: 300 }, () => limiter.consume("project", "crowd", 100)),
+      );
+      expect(decisions.filter((decision) => decision.allowed)).toHaveLength(100);
+      for (const decision of decisions) {
+        expect(decision.remaining).toBeGreaterThanOrEqual(0);
+        expect(decision.resetSeconds).toBeGreaterThanOrEqual(1);
+        expect(decision.resetSeconds).toBeLessThanOrEqual(60);
+      }
+    });
+
     it("refuses everything under a limit of 0", async () => {
       const limiter = await backend.make();
       expect(await limiter.consume("project", "zero", 0)).toMatchObject({ allowed: false, remaining: 0 });

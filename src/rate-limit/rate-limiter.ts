@@ -26,6 +26,12 @@ export interface RateLimiter {
     limit: number,
     windowSeconds?: number,
   ): RateLimitDecision | Promise<RateLimitDecision>;
+  /**
+   * Gives back the request an allowed `consume` of the same (name, key, limit, window) counted,
+   * when another limit refused that request; nothing once the window ended. Never throws and is
+   * not awaited: on Redis the count is corrected in the background.
+   */
+  refund(name: string, key: string, limit: number, windowSeconds?: number): void;
   /** "memory" or "redis"; `degraded()` says whether Redis is currently replaced by the per-instance fallback. */
   readonly backend: "memory" | "redis";
   degraded(): boolean;
@@ -68,7 +74,9 @@ const maxPolicies = 10_000;
  * Fixed-window rate limits: in memory by default (`MemoryWindows`, decided synchronously), in
  * Redis through rate-limiter-flexible when a client is given, so a limit holds across instances.
  * In both, a count is kept per (name, window, key) and the limit is applied when deciding, so a
- * project whose limit changes keeps its count. On Redis, limits differ per project, so one
+ * project whose limit changes keeps its count. Only admitted requests count: a refused request is
+ * not counted (in memory) or given back at once (on Redis), and `refund` gives back what the other
+ * limits of a refused request counted. On Redis, limits differ per project, so one
  * limiter is kept per (name, limit, window), created lazily.
  *
  * Redis mode: each limiter has an in-memory insurance limiter of the same size, so when Redis
@@ -141,6 +149,22 @@ export function createRateLimiter(options: RateLimiterOptions = {}): RateLimiter
     }
   }
 
+  /**
+   * Gives back one request counted under `policy`: in Redis (only while the window's key exists, so
+   * a window that just ended is not opened below zero), or on this instance while Redis rests or fails.
+   */
+  function giveBack(policy: Policy, key: string): void {
+    const pass = breaker.enter();
+    if (pass === "rest") return void giveBackHere(policy, key);
+    client.eval(refundScript, 1, policy.store.getKey(key)).then(
+      () => breaker.leave(pass, true),
+      () => {
+        breaker.leave(pass, false);
+        void giveBackHere(policy, key);
+      },
+    );
+  }
+
   async function decide(policy: Policy, key: string, windowSeconds: number): Promise<Outcome> {
     try {
       return await fromStore(policy, key);
@@ -162,10 +186,16 @@ export function createRateLimiter(options: RateLimiterOptions = {}): RateLimiter
     async consume(name, key, limit, windowSeconds = 60) {
       const quota = wholeNumber(limit, 0, 0);
       const window = wholeNumber(windowSeconds, 1, 60);
-      const { allowed, result } = await decide(policyFor(name, quota, window), key, window);
+      const policy = policyFor(name, quota, window);
+      const { allowed, result } = await decide(policy, key, window);
+      // Counted although refused (the refusals before a key is blocked in memory): given back.
+      if (!allowed && result.consumedPoints > 0) giveBack(policy, key);
       const decision = toDecision(name, quota, window, allowed, result.remainingPoints, result.msBeforeNext);
       options.onDecision?.(name, decision.allowed);
       return decision;
+    },
+    refund(name, key, limit, windowSeconds = 60) {
+      giveBack(policyFor(name, wholeNumber(limit, 0, 0), wholeNumber(windowSeconds, 1, 60)), key);
     },
     async close() {
       policies.clear();
@@ -182,10 +212,13 @@ function memoryRateLimiter(options: RateLimiterOptions): RateLimiter {
     consume(name, key, limit, windowSeconds = 60) {
       const quota = wholeNumber(limit, 0, 0);
       const window = wholeNumber(windowSeconds, 1, 60);
-      const { count, msLeft } = windows.count(`${name}:${window}:${key}`, window * 1000);
+      const { count, msLeft } = windows.count(`${name}:${window}:${key}`, window * 1000, quota);
       const decision = toDecision(name, quota, window, count <= quota, quota - count, msLeft);
       options.onDecision?.(name, decision.allowed);
       return decision;
+    },
+    refund(name, key, _limit, windowSeconds = 60) {
+      windows.uncount(`${name}:${wholeNumber(windowSeconds, 1, 60)}:${key}`);
     },
     async close() {
       windows.clear();
@@ -217,6 +250,21 @@ function redisPolicy(
     insuranceLimiter: local,
   });
   return { store, local };
+}
+
+/** Decrements a window's count in Redis while its key exists (and holds a count to give back). */
+const refundScript = `local count = tonumber(redis.call('get', KEYS[1]))
+if count and count > 0 then return redis.call('decr', KEYS[1]) end
+return 0`;
+
+/** Gives back one request the per-instance fallback counted, if its window there is still open; never rejects. */
+async function giveBackHere(policy: Policy, key: string): Promise<void> {
+  try {
+    const counted = await policy.local.get(key);
+    if (counted && counted.consumedPoints > 0) await policy.local.reward(key, 1);
+  } catch {
+    // A memory limiter does not fail; nothing else is worth doing for one request's count.
+  }
 }
 
 /** The per-instance fallback: an ordinary memory limiter that records which calls reached it. */

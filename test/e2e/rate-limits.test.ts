@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type FakeUpstream, startFakeUpstream } from "../fakes/fake-upstream.js";
+import { redisAvailable, redisUrl } from "../support/services.js";
 import {
   createTestProject,
   startTestGateway,
@@ -100,3 +101,54 @@ describe("the client-IP limit behind a trusted proxy", () => {
     expect((await from("198.51.100.7")).status).toBe(200);
   });
 });
+
+for (const store of [
+  { name: "in memory", available: true, redis: {} },
+  { name: "on Redis", available: redisAvailable, redis: { redisUrl } },
+]) {
+  describe.skipIf(!store.available)(`a refused request, ${store.name}`, () => {
+    let fake: FakeUpstream;
+    let sluice: TestGateway;
+
+    beforeAll(async () => {
+      fake = await startFakeUpstream();
+      sluice = await startTestGateway({
+        providerABaseUrl: `${fake.url}/a/v1`,
+        rateLimitIpPerMinute: 2,
+        trustProxy: ["127.0.0.1"],
+        ...store.redis,
+      });
+    });
+
+    afterAll(async () => {
+      await sluice.close();
+      await fake.close();
+    });
+
+    it("uses up none of the other limits: a client over its IP limit leaves its project's allowance to others", async () => {
+      const project = await createTestProject(sluice.gateway, { rateLimits: { perMinute: 4 } });
+      const from = (address: string) =>
+        fetch(`${sluice.url}/v1/provider-a/${project.projectId}/chat/completions`, {
+          method: "POST",
+          headers: {
+            authorization: `Bearer ${project.bearer("provider-a")}`,
+            "content-type": "application/json",
+            "x-forwarded-for": address,
+          },
+          body: JSON.stringify({ model: "gpt-4o-mini", messages: [{ role: "user", content: "Hi" }] }),
+        });
+      const greedy = [];
+      for (let index = 0; index < 8; index++) greedy.push((await from("198.51.100.1")).status);
+      expect(greedy).toEqual([200, 200, 429, 429, 429, 429, 429, 429]);
+      // Two of the project's four requests were used: another client of the project gets both.
+      const other = await from("198.51.100.2");
+      expect(other.status).toBe(200);
+      expect(other.headers.get("ratelimit-policy")).toBe('"project";q=4;w=60, "ip";q=2;w=60');
+      expect(other.headers.get("ratelimit")).toMatch(/^"(project|ip)";r=1;t=\d+$/);
+      expect((await from("198.51.100.3")).status).toBe(200);
+      const exhausted = await from("198.51.100.4");
+      expect(exhausted.status).toBe(429);
+      expect(exhausted.headers.get("ratelimit")).toMatch(/^"project";r=0;t=\d+$/);
+    });
+  });
+}
