@@ -10,7 +10,10 @@ import { normalizeAddress, trustedEntry, unmapped } from "../net/ip-address.js";
  * Entries are read as addresses, whatever the proxy wrote around them: a port (`192.0.2.1:53211`,
  * `[2001:db8::1]:443`, as some load balancers write them) or brackets are dropped, an IPv4-mapped
  * IPv6 address is its IPv4 address, and IPv6 hex is lower-cased. Otherwise one client would count
- * as a new one per source port in the rate limits and the failed-authentication throttle.
+ * as a new one per source port in the rate limits and the failed-authentication throttle. An
+ * entry that is not an address (`unknown`, `_hidden`, text a client made up) ends the walk: the
+ * client is then the nearest trusted proxy, so free text never becomes a rate-limit key or a
+ * usage row's address, and varying it cannot dodge the per-IP limit.
  */
 export function createClientIpResolver(
   trustedProxies: readonly string[],
@@ -23,12 +26,18 @@ export function createClientIpResolver(
     const forwarded = request.headers["x-forwarded-for"];
     const list = Array.isArray(forwarded) ? forwarded.join(",") : (forwarded ?? "");
     // From the right: the entries a trusted proxy appended, then the first it did not vouch for.
+    let nearest = peer;
     let end = list.length;
     while (end > 0) {
       const start = list.lastIndexOf(",", end - 1);
       const hop = normalizeAddress(list.slice(start + 1, end));
-      if (hop && !isTrusted(hop)) return hop;
       end = Math.max(start, 0);
+      if (!hop) continue;
+      // Not an address (`unknown`, an obfuscated name, a client's free text): nothing left of it
+      // can be believed, so the client is the nearest trusted hop that wrote it.
+      if (isIP(hop) === 0) return nearest;
+      if (!isTrusted(hop)) return hop;
+      nearest = hop;
     }
     return peer;
   };
