@@ -63,7 +63,7 @@ describe("the client address behind trusted proxies", () => {
     ["unknown", "10.0.0.1"],
     ["198.51.100.7, unknown", "10.0.0.1"],
     ["198.51.100.7, _hidden, 10.0.0.2", "10.0.0.2"],
-    ["198.51.100.7, not-an-address-at-all-" + "x".repeat(500), "10.0.0.1"],
+    [`198.51.100.7, not-an-address-at-all-${"x".repeat(500)}`, "10.0.0.1"],
     ["198.51.100.7, 999.1.1.1", "10.0.0.1"],
     ["unknown, 198.51.100.7", "198.51.100.7"],
   ])("stops at an entry that is not an address: %j is %j", (forwardedFor, expected) => {
