@@ -36,4 +36,16 @@ describe("MemoryWindows", () => {
     expect(windows.size()).toBe(1);
     expect(windows.count("live", 1_000).count).toBe(1_001);
   });
+
+  it("drops every ended window at once when asked, keeping the open ones", () => {
+    let now = 0;
+    const windows = new MemoryWindows(() => now);
+    for (let index = 0; index < 1_000; index++) windows.count(`burst-${index}`, 1_000);
+    now = 500;
+    windows.count("late", 1_000);
+    now = 1_000;
+    windows.dropEnded();
+    expect(windows.size()).toBe(1);
+    expect(windows.count("late", 1_000).count).toBe(2);
+  });
 });

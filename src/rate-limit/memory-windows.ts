@@ -45,6 +45,12 @@ export class MemoryWindows {
     if (window !== undefined && window.count > 0 && this.clock() < window.endsAt) window.count--;
   }
 
+  /** Drops every ended window: for a timer, so a burst of keys is not kept once traffic stops. */
+  dropEnded(): void {
+    const now = this.clock();
+    for (const [key, window] of this.windows) if (now >= window.endsAt) this.windows.delete(key);
+  }
+
   size(): number {
     return this.windows.size;
   }

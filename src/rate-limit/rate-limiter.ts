@@ -203,9 +203,15 @@ export function createRateLimiter(options: RateLimiterOptions = {}): RateLimiter
   };
 }
 
-/** The in-memory backend: one counter per (name, window, key), decided without a promise. */
+/**
+ * The in-memory backend: one counter per (name, window, key), decided without a promise. Counting
+ * drops ended windows as it goes; a minute timer (unref'd) drops the rest, so the keys of a burst
+ * (a scan from many addresses) are not held once traffic stops.
+ */
 function memoryRateLimiter(options: RateLimiterOptions): RateLimiter {
   const windows = new MemoryWindows();
+  const sweeper = setInterval(() => windows.dropEnded(), 60_000);
+  sweeper.unref();
   return {
     backend: "memory",
     degraded: () => false,
@@ -221,6 +227,7 @@ function memoryRateLimiter(options: RateLimiterOptions): RateLimiter {
       windows.uncount(`${name}:${wholeNumber(windowSeconds, 1, 60)}:${key}`);
     },
     async close() {
+      clearInterval(sweeper);
       windows.clear();
     },
   };
