@@ -267,8 +267,17 @@ export function createAdmission(deps: AdmissionDeps) {
       const limits = consumeLimits(deps, context, auth.project, auth.deviceDigest);
       if (!(limits instanceof Promise) && capUsd === null) return admitted(limits);
       return (async () => {
-        const call = admitted(await limits);
-        if (capUsd !== null) await checkSpend(deps, auth.project, capUsd);
+        const decisions = await limits;
+        const call = admitted(decisions);
+        if (capUsd !== null) {
+          try {
+            await checkSpend(deps, auth.project, capUsd);
+          } catch (error) {
+            // Refused (or not decidable) after every limit allowed it: counted against none.
+            giveBackAllowed(deps.limiter, decisions, context, auth.project, auth.deviceDigest);
+            throw error;
+          }
+        }
         return call;
       })().catch(refuse);
     } catch (error) {
@@ -283,6 +292,7 @@ export type Admit = ReturnType<typeof createAdmission>;
  * The rate limits (project, client IP, device): decided at once in memory, awaited on Redis. A
  * request one limit refuses counts against none: the others give back what they counted, so a
  * client over its own IP or device limit does not use up its project's allowance for everyone.
+ * (A request the spend cap refuses after the limits allowed it gives their counts back too.)
  */
 function consumeLimits(
   deps: AdmissionDeps,
@@ -290,51 +300,68 @@ function consumeLimits(
   project: Project,
   deviceDigest: string | null,
 ): RateLimitDecision[] | Promise<RateLimitDecision[]> {
-  const ipKey = `${project.id}:${addressBlock(context.clientIp)}`;
-  const deviceKey = deviceDigest ? `${project.id}:${deviceDigest}` : null;
   const decisions = [
     deps.limiter.consume(
       "project",
       project.id,
       project.rateLimits.perMinute ?? deps.defaults.projectPerMinute,
     ),
-    deps.limiter.consume("ip", ipKey, deps.defaults.ipPerMinute),
+    deps.limiter.consume("ip", ipLimitKey(project, context), deps.defaults.ipPerMinute),
   ];
-  if (deviceKey) {
+  if (deviceDigest) {
     decisions.push(
       deps.limiter.consume(
         "device",
-        deviceKey,
+        `${project.id}:${deviceDigest}`,
         project.rateLimits.devicePerMinute ?? deps.defaults.devicePerMinute,
       ),
     );
   }
   return decisions.some((decision) => decision instanceof Promise)
     ? Promise.all(decisions).then((settled) =>
-        refundIfRefused(deps.limiter, settled, project.id, ipKey, deviceKey),
+        refundIfRefused(deps.limiter, settled, context, project, deviceDigest),
       )
-    : refundIfRefused(deps.limiter, decisions as RateLimitDecision[], project.id, ipKey, deviceKey);
+    : refundIfRefused(deps.limiter, decisions as RateLimitDecision[], context, project, deviceDigest);
+}
+
+/** The client-IP limit's key: per project and address block. */
+function ipLimitKey(project: Project, context: RequestContext): string {
+  return `${project.id}:${addressBlock(context.clientIp)}`;
 }
 
 /** When a limit refused the request, gives back what the limits that allowed it counted. */
 function refundIfRefused(
   limiter: RateLimiter,
   decisions: RateLimitDecision[],
-  projectKey: string,
-  ipKey: string,
-  deviceKey: string | null,
+  context: RequestContext,
+  project: Project,
+  deviceDigest: string | null,
 ): RateLimitDecision[] {
   let refused = false;
   for (const decision of decisions) refused ||= !decision.allowed;
-  if (!refused) return decisions;
+  if (refused) giveBackAllowed(limiter, decisions, context, project, deviceDigest);
+  return decisions;
+}
+
+/** Gives back the count of every limit that allowed the request (as consumeLimits made them). */
+function giveBackAllowed(
+  limiter: RateLimiter,
+  decisions: readonly RateLimitDecision[],
+  context: RequestContext,
+  project: Project,
+  deviceDigest: string | null,
+): void {
   // In the order consumeLimits made them: project, ip, device.
-  const keys = [projectKey, ipKey, deviceKey];
+  const keys = [
+    project.id,
+    ipLimitKey(project, context),
+    deviceDigest ? `${project.id}:${deviceDigest}` : null,
+  ];
   for (let index = 0; index < decisions.length; index++) {
     const decision = decisions[index];
     const key = keys[index];
     if (decision?.allowed && key) limiter.refund(decision.name, key, decision.limit, decision.windowSeconds);
   }
-  return decisions;
 }
 
 /** The RateLimit headers, or a 429 refusal (carrying them) when any limit is exhausted. */

@@ -44,4 +44,28 @@ describe("monthly spend cap", () => {
     await sluice.gateway.admin.updateProject(project.projectId, { monthlySpendCapUsd: 100 });
     expect((await call()).status).toBe(200);
   });
+
+  it("does not count a request the cap refuses against the rate limits", async () => {
+    fake.setUsage({ input: 1_000_000, output: 1_000_000, cached: 0, reasoning: 0 });
+    const project = await createTestProject(sluice.gateway, {
+      monthlySpendCapUsd: 1,
+      rateLimits: { perMinute: 3 },
+    });
+    const call = () =>
+      fetch(`${sluice.url}/v1/provider-a/${project.projectId}/chat/completions`, {
+        method: "POST",
+        headers: {
+          authorization: `Bearer ${project.bearer("provider-a")}`,
+          "content-type": "application/json",
+        },
+        body: JSON.stringify({ model: "gpt-4o", messages: [] }),
+      });
+    expect((await call()).status).toBe(200);
+    for (let index = 0; index < 5; index++) expect((await call()).status).toBe(403);
+    await sluice.gateway.admin.updateProject(project.projectId, { monthlySpendCapUsd: 100 });
+    // One of the three was used; the five refusals used none.
+    const statuses = [];
+    for (let index = 0; index < 3; index++) statuses.push((await call()).status);
+    expect(statuses).toEqual([200, 200, 429]);
+  });
 });
