@@ -1,9 +1,16 @@
 import { readFileSync } from "node:fs";
-import { createServer as createHttpServer, type Server, type ServerOptions } from "node:http";
+import {
+  createServer as createHttpServer,
+  type IncomingMessage,
+  type Server,
+  type ServerOptions,
+  type ServerResponse,
+} from "node:http";
 import { createServer as createHttpsServer } from "node:https";
 import type { App } from "./app.js";
 import { loadConfig } from "./config.js";
 import { createGateway } from "./deps.js";
+import { continueWhenRead } from "./http/read-body.js";
 import { version } from "./version.js";
 
 /** Loads config, build the gateway, listen, and shut down gracefully on SIGTERM/SIGINT. */
@@ -58,7 +65,9 @@ export async function serve(): Promise<void> {
  * handed to the app instead, so they get the error envelope too: a request Node cannot parse or
  * that does not arrive in time (`clientError`), CONNECT, and an HTTP/1.1 request without Host
  * (`requireHostHeader: false`: the app checks it). An `Expect` other than `100-continue` is
- * ignored, as RFC 9110 §10.1.1 allows, where Node would answer 417.
+ * ignored, as RFC 9110 §10.1.1 allows, where Node would answer 417. `Expect: 100-continue` is
+ * answered with 100 only when a route reads the body (after authentication, the limits and the
+ * size cap), not at once as Node would: a refused upload is never sent.
  */
 export function createGatewayServer(
   app: App,
@@ -76,5 +85,9 @@ export function createGatewayServer(
   server.on("clientError", app.answerClientError);
   server.on("connect", app.answerConnect);
   server.on("checkExpectation", app.handle);
+  server.on("checkContinue", (request: IncomingMessage, response: ServerResponse) => {
+    continueWhenRead(request, response);
+    app.handle(request, response);
+  });
   return server;
 }

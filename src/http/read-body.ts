@@ -1,5 +1,18 @@
-import type { IncomingMessage } from "node:http";
+import type { IncomingMessage, ServerResponse } from "node:http";
 import { GatewayError } from "../errors.js";
+
+/** Requests sent with `Expect: 100-continue` whose 100 is not sent yet, and where to send it. */
+const awaitingContinue = new WeakMap<IncomingMessage, ServerResponse>();
+
+/**
+ * Registers a request that waits for `100 Continue` before sending its body (the server's
+ * `checkContinue`): the 100 goes out only when a route reads the body, i.e. after the request was
+ * authenticated, admitted and found within the size cap. A refused request is answered before
+ * the client uploads anything.
+ */
+export function continueWhenRead(request: IncomingMessage, response: ServerResponse): void {
+  awaitingContinue.set(request, response);
+}
 
 /**
  * Reads a request body into one Buffer, refusing it (413) as soon as it exceeds `maxBytes`,
@@ -11,6 +24,11 @@ export function readBody(request: IncomingMessage, maxBytes: number): Promise<Bu
   // A client that left before the body was read (while the call was being admitted, say) took
   // it along: no `end` or `error` would ever come, and the call would wait forever.
   if (request.destroyed) return Promise.reject(unreadable(new Error("the client went away")));
+  const waiting = awaitingContinue.get(request);
+  if (waiting !== undefined) {
+    awaitingContinue.delete(request);
+    waiting.writeContinue();
+  }
   return new Promise((resolve, reject) => {
     const chunks: Buffer[] = [];
     let size = 0;

@@ -232,6 +232,39 @@ describe("HTTP edge inputs on the gateway's own server", () => {
     expect(JSON.parse(response?.body ?? "")).toMatchObject({ status: "ok" });
   });
 
+  it("sends 100 Continue only once a request is admitted, so a refused upload is never sent", async () => {
+    const target = `/v1/provider-a/${project.projectId}/chat/completions`;
+    const expecting = (headers: Record<string, string>) =>
+      head("POST", target, {
+        "content-type": "application/json",
+        "content-length": String(chatBody.length),
+        expect: "100-continue",
+        connection: "close",
+        ...headers,
+      });
+    upstream.clear();
+    const refused = responsesOf(await exchange(port, [expecting({ authorization: "Bearer nope.nope" })]));
+    expect(refused.map((response) => response.status)).toEqual([401]);
+    const tooLarge = responsesOf(
+      await exchange(port, [
+        expecting({
+          authorization: `Bearer ${project.bearer("provider-a")}`,
+          "content-length": String(1024 ** 3),
+        }),
+      ]),
+    );
+    expect(tooLarge.map((response) => response.status)).toEqual([413]);
+    expect(upstream.requests).toHaveLength(0);
+    const admitted = responsesOf(
+      await exchange(port, [
+        expecting({ authorization: `Bearer ${project.bearer("provider-a")}` }),
+        chatBody,
+      ]),
+    );
+    expect(admitted.map((response) => response.status)).toEqual([100, 200]);
+    expect(upstream.requests.map((request) => String(request.body))).toEqual([chatBody]);
+  });
+
   it("answers a path that is not percent-encoded UTF-8 with 400, on routes that exist too", async () => {
     for (const target of [
       `/v1/text/%zz`,
