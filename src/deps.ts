@@ -227,6 +227,7 @@ export async function createGateway(config: Config, injected: Partial<Injectable
       checks,
       projectExists: async (projectId) => (await directory.project(projectId)) !== null,
       throttle,
+      countThrottled: () => metrics.countLimitDecision("auth_failures", "limited"),
       ...(config.metricsEnabled ? { metrics: () => metrics.render() } : {}),
     },
     adminRoutes: {

@@ -26,6 +26,8 @@ export interface PublicRouteDeps {
    * exist and no way to make the gateway read its database for every id an attacker makes up.
    */
   throttle: AuthThrottle;
+  /** Counts one of the throttle's refusals here, as the authenticated routes count theirs. */
+  countThrottled?: () => void;
   metrics?: () => Promise<{ contentType: string; body: string }>;
 }
 
@@ -86,6 +88,7 @@ async function requireKnownProject(
 ): Promise<void> {
   const retryAfter = await deps.throttle.retryAfter(clientIp, projectId);
   if (retryAfter > 0) {
+    deps.countThrottled?.();
     const message = "Too many failed authentication attempts or unknown project ids; try again later";
     throw throttled(deps.throttle, retryAfter, "auth-failures", message);
   }

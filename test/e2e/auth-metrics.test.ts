@@ -60,4 +60,14 @@ describe("metrics of authentication and its throttle", () => {
       expect(metrics.includes(input), input).toBe(false);
     }
   });
+
+  it("counts the model lists' refusals by the same throttle", async () => {
+    // This address is over the limit since the test above: the list refuses before any lookup.
+    const list = await fetch(`${sluice.url}/v1/provider-a/${project.projectId}/models`);
+    expect(list.status).toBe(429);
+    const metrics = await (await fetch(`${sluice.url}/metrics`)).text();
+    expect(metrics).toContain(
+      'sluice_rate_limit_decisions_total{limit="auth_failures",decision="limited"} 2',
+    );
+  });
 });
