@@ -5,6 +5,7 @@ import {
   createTestProject,
   startTestGateway,
   type TestGateway,
+  type TestProject,
   usageRowOf,
 } from "../support/test-gateway.js";
 
@@ -58,55 +59,11 @@ describe("the client-IP limit, on the embedded default", () => {
   });
 });
 
-describe("the client-IP limit behind a trusted proxy", () => {
-  let fake: FakeUpstream;
-  let sluice: TestGateway;
-
-  beforeAll(async () => {
-    fake = await startFakeUpstream();
-    sluice = await startTestGateway({
-      providerABaseUrl: `${fake.url}/a/v1`,
-      rateLimitIpPerMinute: 2,
-      trustProxy: ["127.0.0.1"],
-    });
-  });
-
-  afterAll(async () => {
-    await sluice.close();
-    await fake.close();
-  });
-
-  it("counts IPv6 clients per /64: rotating addresses inside one block is one client", async () => {
-    const project = await createTestProject(sluice.gateway);
-    const from = (address: string) =>
-      fetch(`${sluice.url}/v1/provider-a/${project.projectId}/chat/completions`, {
-        method: "POST",
-        headers: {
-          authorization: `Bearer ${project.bearer("provider-a")}`,
-          "content-type": "application/json",
-          "x-forwarded-for": address,
-        },
-        body: JSON.stringify({ model: "gpt-4o-mini", messages: [{ role: "user", content: "Hi" }] }),
-      });
-    expect((await from("2001:db8:0:1::a")).status).toBe(200);
-    expect((await from("2001:db8:0:1:ffff::b")).status).toBe(200);
-    const rotated = await from("2001:db8::1:1234:5678:9abc:def0");
-    expect(rotated.status).toBe(429);
-    // The usage row keeps the address itself.
-    expect(await usageRowOf(sluice.gateway, rotated)).toMatchObject({
-      client_ip: "2001:db8::1:1234:5678:9abc:def0",
-    });
-    // Another block, and an IPv4 client, have their own allowance.
-    expect((await from("2001:db8:0:2::a")).status).toBe(200);
-    expect((await from("198.51.100.7")).status).toBe(200);
-  });
-});
-
 for (const store of [
   { name: "in memory", available: true, redis: {} },
   { name: "on Redis", available: redisAvailable, redis: { redisUrl } },
 ]) {
-  describe.skipIf(!store.available)(`a refused request, ${store.name}`, () => {
+  describe.skipIf(!store.available)(`the client-IP limit behind a trusted proxy, ${store.name}`, () => {
     let fake: FakeUpstream;
     let sluice: TestGateway;
 
@@ -127,16 +84,7 @@ for (const store of [
 
     it("uses up none of the other limits: a client over its IP limit leaves its project's allowance to others", async () => {
       const project = await createTestProject(sluice.gateway, { rateLimits: { perMinute: 4 } });
-      const from = (address: string) =>
-        fetch(`${sluice.url}/v1/provider-a/${project.projectId}/chat/completions`, {
-          method: "POST",
-          headers: {
-            authorization: `Bearer ${project.bearer("provider-a")}`,
-            "content-type": "application/json",
-            "x-forwarded-for": address,
-          },
-          body: JSON.stringify({ model: "gpt-4o-mini", messages: [{ role: "user", content: "Hi" }] }),
-        });
+      const from = (address: string) => chatFrom(sluice, project, address);
       const greedy = [];
       for (let index = 0; index < 8; index++) greedy.push((await from("198.51.100.1")).status);
       expect(greedy).toEqual([200, 200, 429, 429, 429, 429, 429, 429]);
@@ -150,5 +98,34 @@ for (const store of [
       expect(exhausted.status).toBe(429);
       expect(exhausted.headers.get("ratelimit")).toMatch(/^"project";r=0;t=\d+$/);
     });
+
+    it("counts IPv6 clients per /64: rotating addresses inside one block is one client", async () => {
+      const project = await createTestProject(sluice.gateway);
+      const from = (address: string) => chatFrom(sluice, project, address);
+      expect((await from("2001:db8:0:1::a")).status).toBe(200);
+      expect((await from("2001:db8:0:1:ffff::b")).status).toBe(200);
+      const rotated = await from("2001:db8::1:1234:5678:9abc:def0");
+      expect(rotated.status).toBe(429);
+      // The usage row keeps the address itself.
+      expect(await usageRowOf(sluice.gateway, rotated)).toMatchObject({
+        client_ip: "2001:db8::1:1234:5678:9abc:def0",
+      });
+      // Another block, and an IPv4 client, have their own allowance.
+      expect((await from("2001:db8:0:2::a")).status).toBe(200);
+      expect((await from("198.51.100.7")).status).toBe(200);
+    });
+  });
+}
+
+/** A chat call to provider A from `address`, as the trusted proxy in front of Sluice reports it. */
+function chatFrom(sluice: TestGateway, project: TestProject, address: string): Promise<Response> {
+  return fetch(`${sluice.url}/v1/provider-a/${project.projectId}/chat/completions`, {
+    method: "POST",
+    headers: {
+      authorization: `Bearer ${project.bearer("provider-a")}`,
+      "content-type": "application/json",
+      "x-forwarded-for": address,
+    },
+    body: JSON.stringify({ model: "gpt-4o-mini", messages: [{ role: "user", content: "Hi" }] }),
   });
 }

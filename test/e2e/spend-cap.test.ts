@@ -4,6 +4,7 @@ import {
   createTestProject,
   startTestGateway,
   type TestGateway,
+  type TestProject,
   usageRowOf,
 } from "../support/test-gateway.js";
 
@@ -20,18 +21,20 @@ describe("monthly spend cap", () => {
     await fake.close();
   });
 
+  const chat = (project: TestProject) =>
+    fetch(`${sluice.url}/v1/provider-a/${project.projectId}/chat/completions`, {
+      method: "POST",
+      headers: {
+        authorization: `Bearer ${project.bearer("provider-a")}`,
+        "content-type": "application/json",
+      },
+      body: JSON.stringify({ model: "gpt-4o", messages: [] }),
+    });
+
   it("answers 403 FORBIDDEN once the month's known cost reaches the cap, and again when an admin raises it", async () => {
     fake.setUsage({ input: 1_000_000, output: 1_000_000, cached: 0, reasoning: 0 });
     const project = await createTestProject(sluice.gateway, { monthlySpendCapUsd: 1 });
-    const call = () =>
-      fetch(`${sluice.url}/v1/provider-a/${project.projectId}/chat/completions`, {
-        method: "POST",
-        headers: {
-          authorization: `Bearer ${project.bearer("provider-a")}`,
-          "content-type": "application/json",
-        },
-        body: JSON.stringify({ model: "gpt-4o", messages: [] }),
-      });
+    const call = () => chat(project);
     const first = await call();
     expect(first.status).toBe(200);
     expect((await usageRowOf(sluice.gateway, first)).cost_usd).toBe(12.5);
@@ -51,15 +54,7 @@ describe("monthly spend cap", () => {
       monthlySpendCapUsd: 1,
       rateLimits: { perMinute: 3 },
     });
-    const call = () =>
-      fetch(`${sluice.url}/v1/provider-a/${project.projectId}/chat/completions`, {
-        method: "POST",
-        headers: {
-          authorization: `Bearer ${project.bearer("provider-a")}`,
-          "content-type": "application/json",
-        },
-        body: JSON.stringify({ model: "gpt-4o", messages: [] }),
-      });
+    const call = () => chat(project);
     expect((await call()).status).toBe(200);
     for (let index = 0; index < 5; index++) expect((await call()).status).toBe(403);
     await sluice.gateway.admin.updateProject(project.projectId, { monthlySpendCapUsd: 100 });
