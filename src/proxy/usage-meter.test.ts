@@ -255,7 +255,7 @@ describe("usage meter", () => {
     expect(meter("provider-a", stream, true)).toEqual({ usage: expected, model: "gpt-4.1" });
   });
 
-  it("does not parse a large JSON body that holds no usage key (a batch of embeddings), and still names the model", () => {
+  it("does not parse a large JSON body whole: one without a usage key (a batch of embeddings) or a Gemini JSON-array stream, and still names the model", () => {
     const values = Array.from({ length: 3072 }, (_, index) => ((index % 97) - 48) / 1000);
     const embeddings = JSON.stringify({ embeddings: Array.from({ length: 60 }, () => ({ values })) });
     const files = JSON.stringify({
@@ -264,8 +264,16 @@ describe("usage meter", () => {
       events: Array.from({ length: 20_000 }, (_, index) => ({ id: index, message: "step" })),
     });
     expect(embeddings.length).toBeGreaterThan(1024 * 1024);
+    // A long Gemini JSON-array stream (under the 4 MiB cap): only its last usage object is read.
+    const longText = "Grüße 😀 ".repeat(2000);
+    const longArray = `[${Array.from({ length: 120 }, (_, index) => geminiChunk(longText, index + 1)).join(",\r\n")}]`;
+    expect(longArray.length).toBeGreaterThan(1024 * 1024);
     const parse = vi.spyOn(JSON, "parse");
     try {
+      expect(meter("provider-c", longArray, false)).toEqual({
+        usage: { inputTokens: 9, outputTokens: 124, cachedInputTokens: 2, reasoningTokens: 4 },
+        model: "gemini-2.5-flash",
+      });
       expect(meter("provider-c", embeddings, false)).toEqual({ usage: emptyUsage(), model: null });
       expect(meter("provider-a", files, false)).toEqual({
         usage: emptyUsage(),

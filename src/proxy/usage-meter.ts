@@ -40,8 +40,9 @@ const headBytes = 4096;
 const tailBytes = 64 * 1024;
 
 /**
- * Reads usage while a response streams through. JSON bodies are kept (up to 4 MiB) and parsed once
- * at the end; of a larger body only copies of its first 4 KiB and last 64 KiB are kept, and the
+ * Reads usage while a response streams through. JSON bodies are kept (up to 4 MiB) and read once
+ * at the end (the usage object alone where it can be found, a Gemini JSON-array stream's last
+ * one); of a larger body only copies of its first 4 KiB and last 64 KiB are kept, and the
  * usage object is read from that tail (all three providers put it at the end of the top-level
  * object). SSE streams are scanned event by event, and only events that can carry usage are
  * parsed (provider A: events with a `"usage":{` object, i.e. the last chat chunk and the Responses
@@ -101,6 +102,8 @@ function fromJson(provider: ProviderId, ends: ByteEnds | null, whole: Buffer | n
   if (whole === null) return { usage: emptyUsage(), model: null };
   const quick = fromUsageObject(provider, whole, whole);
   if (quick) return quick;
+  // A Gemini JSON-array stream: its last usageMetadata holds the totals; the array is not parsed.
+  if (provider === "provider-c" && isArray(whole)) return fromGeminiArray(whole);
   // Without the usage key anywhere a whole parse finds no usage either, and a large body (a
   // batch of Gemini embeddings, a file, audio) would stall the event loop for milliseconds.
   if (whole.lastIndexOf(usageKeys[provider]) < 0)
@@ -108,8 +111,7 @@ function fromJson(provider: ProviderId, ends: ByteEnds | null, whole: Buffer | n
   try {
     return fromJsonBody(provider, JSON.parse(whole.toString("utf8")));
   } catch {
-    // A cut Gemini JSON-array stream: use the last complete usageMetadata object in it.
-    return provider === "provider-c" ? fromCutGeminiArray(whole) : { usage: emptyUsage(), model: null };
+    return { usage: emptyUsage(), model: null };
   }
 }
 
@@ -134,7 +136,7 @@ function fromBodyEnds(
   head: Buffer,
   tail: Buffer,
 ): { usage: TokenUsage; model: string | null } {
-  if (provider === "provider-c" && head[0] === 0x5b) return fromCutGeminiArray(tail);
+  if (provider === "provider-c" && isArray(head)) return fromGeminiArray(tail);
   return fromUsageObject(provider, head, tail) ?? { usage: emptyUsage(), model: null };
 }
 
@@ -169,7 +171,7 @@ function fromUsageObject(
   head: Buffer,
   body: Buffer,
 ): { usage: TokenUsage; model: string | null } | null {
-  if (provider === "provider-c" && head[0] === 0x5b) return null;
+  if (provider === "provider-c" && isArray(head)) return null;
   const found = lastUsageObject(body, usageKeys[provider]);
   if (!found) return null;
   const usage =
@@ -220,6 +222,11 @@ function objectAfterKey(body: Buffer, at: number, keyLength: number): { value: u
   }
 }
 
+/** Whether the JSON text starts an array (after any whitespace). */
+function isArray(body: Buffer): boolean {
+  return body[skipSpaces(body, 0)] === 0x5b /* [ */;
+}
+
 function skipSpaces(body: Buffer, from: number): number {
   let index = from;
   while (body[index] === 0x20 || body[index] === 0x0a || body[index] === 0x0d || body[index] === 0x09)
@@ -239,27 +246,28 @@ function fromJsonBody(provider: ProviderId, body: unknown): { usage: TokenUsage;
         usage: usageFromProviderB(objectField(body, "usage"), null) ?? emptyUsage(),
         model: model(objectField(body, "model")),
       };
-    case "provider-c": {
-      const last = Array.isArray(body)
-        ? [...body].reverse().find((item) => objectField(item, "usageMetadata"))
-        : body;
+    case "provider-c":
       return {
-        usage: usageFromProviderC(objectField(last, "usageMetadata")) ?? emptyUsage(),
-        model: model(objectField(last, "modelVersion")),
+        usage: usageFromProviderC(objectField(body, "usageMetadata")) ?? emptyUsage(),
+        model: model(objectField(body, "modelVersion")),
       };
-    }
   }
 }
 
-function fromCutGeminiArray(body: Buffer): { usage: TokenUsage; model: string | null } {
+/**
+ * Usage from a Gemini JSON-array stream (`[{…},{…}]`), whole or cut, or from the last bytes of one:
+ * the last usageMetadata object that is complete (a cut may go through the last one).
+ */
+function fromGeminiArray(body: Buffer): { usage: TokenUsage; model: string | null } {
   const key = usageKeys["provider-c"];
-  // The last usageMetadata may be the one the cut went through: try earlier ones until one parses.
   for (let at = body.lastIndexOf(key); at >= 0; at = at === 0 ? -1 : body.lastIndexOf(key, at - 1)) {
     const found = objectAfterKey(body, at, key.length);
     const usage = found && usageFromProviderC(found.value);
-    if (usage) {
-      const version = /"modelVersion"\s*:\s*"([^"]+)"/.exec(body.toString("utf8", 0, at + 2000));
-      return { usage, model: version?.[1] ?? null };
+    if (found && usage) {
+      // Each element names the model after its usage object; else the first element that names it.
+      const after = modelPatterns["provider-c"].exec(body.toString("latin1", found.end, found.end + 2000));
+      const model = after ?? modelPatterns["provider-c"].exec(body.toString("latin1", 0, at + 2000));
+      return { usage, model: model?.[1] ?? null };
     }
   }
   return { usage: emptyUsage(), model: null };
