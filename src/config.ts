@@ -69,7 +69,7 @@ export const settings = {
     "SLUICE_ENV",
     z.enum(["development", "production", "test"]),
     "development",
-    "`production` requires SLUICE_MASTER_KEY and refuses to generate one",
+    "`production` requires SLUICE_MASTER_KEY and refuses to generate one; `development` and `test` behave alike",
   ),
   dataDir: setting(
     "SLUICE_DATA_DIR",
@@ -84,7 +84,7 @@ export const settings = {
       "must be a postgres:// or postgresql:// URL (or node-postgres's socket:/path form)",
     ).optional(),
     undefined,
-    "PostgreSQL URL (`postgres://` or `postgresql://`) for several instances; needs SLUICE_MASTER_KEY (unset: SQLite in the data dir)",
+    "PostgreSQL URL (`postgres://`, `postgresql://`, or node-postgres's `socket:/path` form) for several instances; needs SLUICE_MASTER_KEY unless the data dir holds a `master.key` (unset: SQLite in the data dir)",
   ),
   databaseQueryTimeoutMs: setting(
     "SLUICE_DATABASE_QUERY_TIMEOUT_MS",
@@ -96,7 +96,7 @@ export const settings = {
     "SLUICE_USAGE_REPORT_TIMEOUT_MS",
     milliseconds,
     "60000",
-    "PostgreSQL: how long the server may work on one admin usage report before it cancels it (503 asking for a shorter range)",
+    "PostgreSQL: how long the server may work on one admin usage report before it cancels it (503 asking for a shorter range; the CLI's `usage` command too)",
   ),
   redisUrl: setting(
     "REDIS_URL",
