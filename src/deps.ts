@@ -225,7 +225,11 @@ export async function createGateway(config: Config, injected: Partial<Injectable
       startedAt,
       now: Date.now,
       checks,
-      projectExists: async (projectId) => (await directory.project(projectId)) !== null,
+      projectProviders: async (projectId) => {
+        const project = await directory.project(projectId);
+        if (!project) return null;
+        return project.disabled ? new Set() : directory.keyProviders(projectId);
+      },
       throttle,
       countThrottled: () => metrics.countLimitDecision("auth_failures", "limited"),
       ...(config.metricsEnabled ? { metrics: () => metrics.render() } : {}),

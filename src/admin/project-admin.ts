@@ -213,6 +213,8 @@ export function createProjectAdmin(deps: ProjectAdminDeps) {
       };
       split.serverShare.fill(0);
       if (!(await keys.insertProviderKey(record))) throw projectNotFound(projectId);
+      // The project's model lists name the providers it holds keys for.
+      deps.onProjectChanged(projectId);
       return { ...keyView(record), partialKey: split.partialKey };
     },
 

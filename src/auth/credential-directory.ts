@@ -1,5 +1,6 @@
 import { providerKeyAad } from "../admin/project-admin.js";
 import { projectIdPattern } from "../admin/project-input.js";
+import type { ProviderId } from "../providers/provider-id.js";
 import { databaseUnavailable, isDatabaseUnavailable } from "../storage/database-unavailable.js";
 import type { KeyRepository, ProviderKeyRecord } from "../storage/key-repository.js";
 import type { Project, ProjectRepository } from "../storage/project-repository.js";
@@ -40,6 +41,7 @@ export function createCredentialDirectory(deps: CredentialDirectoryDeps) {
   const projects = new Map<string, Entry<Project | null>>();
   const testKeys = new Map<string, Entry<string[]>>();
   const keys = new Map<string, Entry<CachedKey | null>>();
+  const keyProviders = new Map<string, Entry<ReadonlySet<ProviderId>>>();
   let generation = 0;
 
   /**
@@ -113,6 +115,14 @@ export function createCredentialDirectory(deps: CredentialDirectoryDeps) {
         }
         return { record, serverShare };
       }),
+    /** The providers a project holds a provider key for that is not revoked (the model lists ask). */
+    keyProviders: (projectId: string) =>
+      cached(keyProviders, projectId, async () => {
+        const records = await deps.keys.listProviderKeys(projectId);
+        return new Set(
+          records.filter((record) => record.revokedAt === null).map((record) => record.provider),
+        );
+      }),
     /** Changes whenever anything is invalidated, so caches built on this one know to drop entries. */
     generation: () => generation,
     ttlMs: deps.ttlMs,
@@ -121,6 +131,7 @@ export function createCredentialDirectory(deps: CredentialDirectoryDeps) {
       generation++;
       projects.delete(projectId);
       testKeys.delete(projectId);
+      keyProviders.delete(projectId);
       // Key records are few and changes rare: dropping them all keeps revocation immediate.
       keys.clear();
     },

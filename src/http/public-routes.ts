@@ -19,7 +19,11 @@ export interface PublicRouteDeps {
   startedAt: number;
   now: () => number;
   checks: HealthCheck[];
-  projectExists(projectId: string): Promise<boolean>;
+  /**
+   * The providers whose models a project may use (it holds a provider key for them that is not
+   * revoked, and is not disabled); null when there is no such project.
+   */
+  projectProviders(projectId: string): Promise<ReadonlySet<ProviderId> | null>;
   /**
    * The apps' failed-authentication throttle (the one the authenticated routes use): an unknown
    * project id asked for here counts as a failure, so the lists are no free oracle of which ids
@@ -61,8 +65,8 @@ export function registerPublicRoutes(router: Router, deps: PublicRouteDeps): voi
     router.on("GET", `/v1/${provider}/models`, ({ response }) => sendModels(response, provider));
     for (const path of sdkModelListPaths[provider]) {
       router.on("GET", `/v1/${provider}/:projectId/${path}`, async ({ response, params, clientIp }) => {
-        await requireKnownProject(deps, params.projectId ?? "", clientIp);
-        sendModels(response, provider);
+        const usable = await requireKnownProject(deps, params.projectId ?? "", clientIp);
+        sendModels(response, provider, usable.has(provider));
       });
     }
   }
@@ -85,14 +89,15 @@ async function requireKnownProject(
   deps: PublicRouteDeps,
   projectId: string,
   clientIp: string,
-): Promise<void> {
+): Promise<ReadonlySet<ProviderId>> {
   const retryAfter = await deps.throttle.retryAfter(clientIp, projectId);
   if (retryAfter > 0) {
     deps.countThrottled?.();
     const message = "Too many failed authentication attempts or unknown project ids; try again later";
     throw throttled(deps.throttle, retryAfter, "auth-failures", message);
   }
-  if (await deps.projectExists(projectId)) return;
+  const usable = await deps.projectProviders(projectId);
+  if (usable) return usable;
   await deps.throttle.recordFailure(clientIp, projectId, false);
   throw new GatewayError(
     "PROJECT_NOT_FOUND",
@@ -100,9 +105,13 @@ async function requireKnownProject(
   );
 }
 
-function sendModels(response: Parameters<typeof sendBytes>[0], provider: ProviderId): void {
-  sendBytes(response, 200, modelListBody(provider), "application/json; charset=utf-8", {
-    "cache-control": "public, max-age=300",
+/**
+ * A model list: the whole list, or (project-scoped) the models the project may use, all of the
+ * provider's or none. A project's list changes with its keys, so it is not kept by caches.
+ */
+function sendModels(response: Parameters<typeof sendBytes>[0], provider: ProviderId, usable?: boolean): void {
+  sendBytes(response, 200, modelListBody(provider, usable === false), "application/json; charset=utf-8", {
+    "cache-control": usable === undefined ? "public, max-age=300" : "no-cache",
   });
 }
 

@@ -79,14 +79,18 @@ function renderModelList(provider: ProviderId, models: readonly CatalogueModel[]
   }
 }
 
-const rendered = new Map<ProviderId, Buffer>();
+const rendered = new Map<string, Buffer>();
 
-/** The full list's bytes, rendered once per provider: these are public, hot endpoints. */
-export function modelListBody(provider: ProviderId): Buffer {
-  let body = rendered.get(provider);
+/**
+ * A list's bytes, rendered once per provider: these are public, hot endpoints. `empty` gives the
+ * provider's envelope with no models (a project that may not use the provider).
+ */
+export function modelListBody(provider: ProviderId, empty = false): Buffer {
+  const key = empty ? `${provider}:empty` : provider;
+  let body = rendered.get(key);
   if (!body) {
-    body = Buffer.from(JSON.stringify(renderModelList(provider, modelsFor(provider))));
-    rendered.set(provider, body);
+    body = Buffer.from(JSON.stringify(renderModelList(provider, empty ? [] : modelsFor(provider))));
+    rendered.set(key, body);
   }
   return body;
 }

@@ -48,12 +48,8 @@ describe("the gateway over HTTP", () => {
   });
 
   it("serves the six model lists in each provider's envelope", async () => {
-    const created = await call("/admin/v1/projects", {
-      method: "POST",
-      headers: admin,
-      body: JSON.stringify({ name: "models", provider: "provider-a" }),
-    });
-    const projectId = ((await created.json()) as { project: { id: string } }).project.id;
+    const projectId = await createProject("models");
+    await addKeys(projectId, ["provider-a", "provider-b", "provider-c"]);
     for (const scope of ["", `/${projectId}`]) {
       const a = (await (await call(`/v1/provider-a${scope}/models`)).json()) as {
         object: string;
@@ -79,6 +75,69 @@ describe("the gateway over HTTP", () => {
     }
     await expectError(await call("/v1/provider-a/no-such-project/models"), 404, "PROJECT_NOT_FOUND");
   });
+
+  it("lists for a project only the models it may use: those of providers it holds a live key for, none while disabled", async () => {
+    const projectId = await createProject("scoped models");
+    const scoped = async () => {
+      const lists = await Promise.all(
+        ["provider-a", "provider-b", "provider-c"].map(async (provider) => {
+          const response = await call(`/v1/${provider}/${projectId}/models`);
+          expect(response.status).toBe(200);
+          expect(response.headers.get("cache-control")).toBe("no-cache");
+          const body = (await response.json()) as { data?: unknown[]; models?: unknown[] };
+          return (body.data ?? body.models ?? []).length;
+        }),
+      );
+      return lists;
+    };
+    const full = await Promise.all(
+      ["provider-a", "provider-b", "provider-c"].map(async (provider) => {
+        const body = (await (await call(`/v1/${provider}/models`)).json()) as {
+          data?: unknown[];
+          models?: unknown[];
+        };
+        return (body.data ?? body.models ?? []).length;
+      }),
+    );
+    expect(await scoped()).toEqual([0, 0, 0]);
+    const [keyA] = await addKeys(projectId, ["provider-a", "provider-c"]);
+    expect(await scoped()).toEqual([full[0], 0, full[2]]);
+    // An empty list keeps its provider's envelope.
+    const emptyB = await (await call(`/v1/provider-b/${projectId}/models`)).json();
+    expect(emptyB).toEqual({ data: [], has_more: false, first_id: null, last_id: null });
+    await call(`/admin/v1/projects/${projectId}/keys/${keyA}`, { method: "DELETE", headers: admin });
+    expect(await scoped()).toEqual([0, 0, full[2]]);
+    await call(`/admin/v1/projects/${projectId}`, {
+      method: "PATCH",
+      headers: admin,
+      body: JSON.stringify({ disabled: true }),
+    });
+    expect(await scoped()).toEqual([0, 0, 0]);
+  });
+
+  async function createProject(name: string): Promise<string> {
+    const created = await call("/admin/v1/projects", {
+      method: "POST",
+      headers: admin,
+      body: JSON.stringify({ name, provider: "provider-a" }),
+    });
+    return ((await created.json()) as { project: { id: string } }).project.id;
+  }
+
+  /** Adds one provider key per provider named; their key ids, in order. */
+  async function addKeys(projectId: string, providers: string[]): Promise<string[]> {
+    const ids: string[] = [];
+    for (const provider of providers) {
+      const added = await call(`/admin/v1/projects/${projectId}/keys`, {
+        method: "POST",
+        headers: admin,
+        body: JSON.stringify({ provider, apiKey: `sk-${provider}-0123456789abcdef` }),
+      });
+      expect(added.status).toBe(201);
+      ids.push(((await added.json()) as { keyId: string }).keyId);
+    }
+    return ids;
+  }
 
   describe("admin API", () => {
     it("is refused without the admin token", async () => {
