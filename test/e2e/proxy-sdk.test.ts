@@ -113,6 +113,33 @@ describe("proxies driven by the official SDKs", () => {
       }
     });
 
+    it("records a stream's usage however the body spells its stream fields", async () => {
+      // What the provider reads as `stream: true` with no usage asked for, written so that a byte
+      // search would not see it: the rows must still have tokens and cost.
+      const bodies = [
+        '{"model":"gpt-4o-mini","messages":[],"\\u0073tream":true}',
+        '{"model":"gpt-4o-mini","messages":[],"stream":true,"stream_options":{"include_usage":false},"x":{"include_usage":true}}',
+      ];
+      for (const body of bodies) {
+        const response = await fetch(`${sluice.url}/v1/provider-a/${project.projectId}/chat/completions`, {
+          method: "POST",
+          headers: {
+            authorization: `Bearer ${project.bearer("provider-a")}`,
+            "content-type": "application/json",
+          },
+          body,
+        });
+        expect(response.headers.get("content-type")).toMatch(/^text\/event-stream/);
+        await response.text();
+        expect((fake.last()!.json as { stream_options?: unknown }).stream_options, body).toEqual({
+          include_usage: true,
+        });
+        const row = await rowFor(response.headers.get("x-request-id"));
+        expect(row, body).toMatchObject({ streamed: 1, input_tokens: 11, output_tokens: 7 });
+        expect(row.cost_usd, body).toBeGreaterThan(0);
+      }
+    });
+
     it("forwards embeddings and serves models.list from the catalogue", async () => {
       const embedding = await openai.embeddings.create({
         model: "text-embedding-3-small",
