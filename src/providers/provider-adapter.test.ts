@@ -116,5 +116,19 @@ describe("safe provider paths", () => {
     "a^b",
     "a`b",
     "caf\u00e9",
+    // A stray escape that decodes to nothing does not hide the traversal behind it.
+    "x%252f..%252f..%252fadmin%25",
+    "a%252fb%25",
   ])("rejects %j", (path) => expect(safeProviderPath(path)).toBeNull());
+  it.each([
+    ["chat/c%6Fmpletions", "chat/completions"],
+    ["r%65sponses/resp_1", "responses/resp_1"],
+    [
+      "models/gemini%2D2.5%2dflash%3AstreamGenerateContent",
+      "models/gemini-2.5-flash%3AstreamGenerateContent",
+    ],
+    ["files/report%2520v2%7e", "files/report%2520v2~"],
+  ])("decodes the unreserved characters of %s", (path, normalized) =>
+    expect(safeProviderPath(path)).toBe(normalized),
+  );
 });

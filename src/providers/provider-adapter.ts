@@ -137,7 +137,9 @@ export function createProviderAdapters(options: ProviderAdapterOptions): Record<
  * Rejects paths that could leave the provider's API: `..` or `.` segments (also percent-encoded),
  * encoded slashes or backslashes, empty segments, and anything that parses as an absolute URL,
  * also when a segment becomes one of those only when decoded again (`%252e%252e`). Returns the
- * path unchanged when it is safe, else null.
+ * path when it is safe, with percent-encoded unreserved characters decoded (`c%6Fmpletions` is
+ * `completions`, RFC 3986 6.2.2.2: the same path, written as Sluice's path checks compare it),
+ * else null.
  */
 export function safeProviderPath(path: string): string | null {
   if (path.length === 0 || path.length > 2048) return null;
@@ -158,8 +160,13 @@ export function safeProviderPath(path: string): string | null {
     if (decoded === "" || decoded === "." || decoded === ".." || decoded.includes("/")) return null;
     if (decoded.includes("%") && hidesTraversal(decoded)) return null;
   }
-  return path;
+  return path.includes("%")
+    ? path.replace(encodedUnreserved, (encoded) => decodeURIComponent(encoded))
+    : path;
 }
+
+/** A percent-encoded unreserved character: ALPHA, DIGIT, `-`, `.`, `_` or `~`. */
+const encodedUnreserved = /%(?:4[1-9A-F]|5[0-9A]|6[1-9A-F]|7[0-9A]|3[0-9]|2D|2E|5F|7E)/gi;
 
 /**
  * Whether a segment, decoded once, turns into a `.` or `..` segment, a slash, a backslash or a NUL
@@ -168,17 +175,20 @@ export function safeProviderPath(path: string): string | null {
  */
 function hidesTraversal(decoded: string): boolean {
   let value = decoded;
-  for (let round = 0; value.includes("%"); round++) {
-    try {
-      value = decodeURIComponent(value);
-    } catch {
-      return false; // percent signs that encode nothing: data
-    }
+  for (let round = 0; percentEscape.test(value); round++) {
+    // Each escape on its own, as a lenient server decodes: a stray `%` elsewhere in the segment
+    // (`..%252f..%25`) does not stop the next escape from being read.
+    value = value.replace(percentEscapes, (encoded) =>
+      String.fromCharCode(Number.parseInt(encoded.slice(1), 16)),
+    );
     if (round === 3) return true; // more layers than anyone sends on purpose
     if (value === "." || value === ".." || /[/\\\0]/.test(value)) return true;
   }
   return false;
 }
+
+const percentEscape = /%[0-9A-Fa-f]{2}/;
+const percentEscapes = /%[0-9A-Fa-f]{2}/g;
 
 const plainPath = /^[A-Za-z0-9_-]+(?:\/[A-Za-z0-9_-]+)*$/;
 /** Segments of RFC 3986 path characters: unreserved, percent-encoded, sub-delims, `:` and `@`. */

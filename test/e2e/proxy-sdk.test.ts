@@ -138,6 +138,20 @@ describe("proxies driven by the official SDKs", () => {
         expect(row, body).toMatchObject({ streamed: 1, input_tokens: 11, output_tokens: 7 });
         expect(row.cost_usd, body).toBeGreaterThan(0);
       }
+      // A path with percent-encoded letters is the same path: forwarded decoded, usage asked for.
+      const encoded = await fetch(`${sluice.url}/v1/provider-a/${project.projectId}/chat/c%6Fmpletions`, {
+        method: "POST",
+        headers: {
+          authorization: `Bearer ${project.bearer("provider-a")}`,
+          "content-type": "application/json",
+        },
+        body: '{"model":"gpt-4o-mini","messages":[],"stream":true}',
+      });
+      await encoded.text();
+      expect(fake.last()!.path).toBe("/a/v1/chat/completions");
+      expect((fake.last()!.json as { stream_options?: unknown }).stream_options).toEqual({
+        include_usage: true,
+      });
     });
 
     it("forwards embeddings and serves models.list from the catalogue", async () => {
