@@ -1,4 +1,5 @@
 import type { ServerResponse } from "node:http";
+import type { Socket } from "node:net";
 import { type Dispatcher, Pool } from "undici";
 import { GatewayError } from "../errors.js";
 import type { ProviderAdapter, ResponsesCall } from "../providers/provider-adapter.js";
@@ -185,6 +186,8 @@ class ProxyExchange implements Dispatcher.DispatchHandler {
   private resolve: (outcome: ProxyOutcome | "gone-before-headers") => void = () => {};
   private reject: (error: unknown) => void = () => {};
   private settled = false;
+  /** The connection, watched for a client that leaves while this request waits in a pipeline. */
+  private queuedOn: Socket | null = null;
 
   constructor(
     private readonly provider: ProviderId,
@@ -203,6 +206,10 @@ class ProxyExchange implements Dispatcher.DispatchHandler {
       this.resolve = resolve;
       this.reject = reject;
       this.response.once("close", this.onClientClose);
+      // A pipelined request waiting behind another on its connection has no socket yet, and its
+      // response hears no `close` when the client goes: the connection's own close is watched.
+      this.queuedOn = this.response.socket === null ? this.response.req.socket : null;
+      this.queuedOn?.once("close", this.onClientClose);
       this.sentAt = performance.now();
       this.pool.dispatch(this.options, this);
     });
@@ -231,6 +238,7 @@ class ProxyExchange implements Dispatcher.DispatchHandler {
     if (this.settled) return;
     this.settled = true;
     this.response.off("close", this.onClientClose);
+    this.queuedOn?.off("close", this.onClientClose);
     if (this.drainListening) this.response.off("drain", this.onDrain);
     report();
   }
@@ -247,7 +255,8 @@ class ProxyExchange implements Dispatcher.DispatchHandler {
     this.resumeUpstream = resume;
     const head = clientResponseHeaders(rawHeaders, this.ownHeaders);
     this.head = head.headers;
-    const sse = head.contentType.startsWith("text/event-stream");
+    // Media types are case-insensitive (`Text/Event-Stream`).
+    const sse = isEventStream(head.contentType);
     // A JSON-array stream is a stream too, though its usage is read as a JSON body is.
     this.streamed = sse || (this.jsonStream && statusCode < 300);
     if (this.metering !== null) {
@@ -355,4 +364,13 @@ function upstreamError(error: unknown): GatewayError {
     cause: error,
     headers: { "retry-after": "1" },
   });
+}
+
+const eventStream = "text/event-stream";
+
+function isEventStream(contentType: string): boolean {
+  return (
+    contentType.startsWith(eventStream) ||
+    contentType.slice(0, eventStream.length).toLowerCase() === eventStream
+  );
 }

@@ -263,6 +263,54 @@ describe("proxies driven by the official SDKs", () => {
       expect(row).toMatchObject({ outcome: "aborted", streamed: 1 });
     });
 
+    it("reads a stream as a stream whatever the case of its media type", async () => {
+      const usage = { prompt_tokens: 5, completion_tokens: 3, total_tokens: 8 };
+      const chunk = { id: "c1", object: "chat.completion.chunk", model: "gpt-4o-mini", choices: [], usage };
+      const sse = `data: ${JSON.stringify(chunk)}\n\ndata: [DONE]\n\n`;
+      fake.enqueueResponse({
+        status: 200,
+        headers: { "content-type": "Text/Event-Stream; charset=utf-8" },
+        body: sse,
+      });
+      const response = await fetch(`${sluice.url}/v1/provider-a/${project.projectId}/chat/completions`, {
+        method: "POST",
+        headers: {
+          authorization: `Bearer ${project.bearer("provider-a")}`,
+          "content-type": "application/json",
+        },
+        body: JSON.stringify({ model: "gpt-4o-mini", messages: [], stream: true }),
+      });
+      expect(await response.text()).toBe(sse);
+      const row = await rowFor(response.headers.get("x-request-id"));
+      expect(row).toMatchObject({ streamed: 1, input_tokens: 5, output_tokens: 3 });
+    });
+
+    it("aborts every pipelined request's upstream when the client's connection closes", async () => {
+      fake.setSseDelayMs(200);
+      const before = new Set((await usageRows()).map((row) => row.request_id));
+      const body = JSON.stringify({ model: "gpt-4o-mini", messages: [], stream: true });
+      const request =
+        `POST /v1/provider-a/${project.projectId}/chat/completions HTTP/1.1\r\nhost: x\r\n` +
+        `authorization: Bearer ${project.bearer("provider-a")}\r\ncontent-type: application/json\r\n` +
+        `content-length: ${Buffer.byteLength(body)}\r\n\r\n${body}`;
+      const socket = connect(Number(new URL(sluice.url).port), "127.0.0.1");
+      socket.on("error", () => {});
+      socket.write(request + request);
+      const bothStarted = Date.now() + 2000;
+      while (fake.requests.length < 2 && Date.now() < bothStarted)
+        await new Promise((resolve) => setTimeout(resolve, 10));
+      expect(fake.requests).toHaveLength(2);
+      const closedAt = Date.now();
+      socket.destroy();
+      const deadline = closedAt + 1000;
+      while (fake.requests.some((upstream) => !upstream.aborted) && Date.now() < deadline)
+        await new Promise((resolve) => setTimeout(resolve, 10));
+      expect(fake.requests.map((upstream) => upstream.aborted)).toEqual([true, true]);
+      await new Promise((resolve) => setTimeout(resolve, 50));
+      const rows = (await usageRows()).filter((row) => !before.has(row.request_id));
+      expect(rows.map((row) => row.outcome)).toEqual(["aborted", "aborted"]);
+    });
+
     it("answers 504 when the provider sends its headers but no body in time, and records it", async () => {
       const idle = await startTestGateway({
         providerABaseUrl: `${fake.url}/a/v1`,
