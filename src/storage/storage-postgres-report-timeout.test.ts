@@ -96,10 +96,13 @@ describe.skipIf(!postgresAvailable)("the gateway's PostgreSQL time limits", () =
     });
     const blocker = new pg.Client({ connectionString: schema.url });
     await blocker.connect();
+    /** Holds the table locked for `ms`, once the lock is taken; resolves to the moment it is let go. */
     const hold = async (table: string, ms: number) => {
       await blocker.query("begin");
       await blocker.query(`lock table ${table} in access exclusive mode`);
-      return new Promise((resolve) => setTimeout(resolve, ms)).then(() => blocker.query("commit"));
+      return {
+        released: new Promise((resolve) => setTimeout(resolve, ms)).then(() => blocker.query("commit")),
+      };
     };
     const get = (path: string) =>
       fetch(`${sluice.url}/admin/v1/projects/p1${path}`, {
@@ -107,23 +110,25 @@ describe.skipIf(!postgresAvailable)("the gateway's PostgreSQL time limits", () =
       });
     try {
       await sluice.gateway.admin.createProject({ id: "p1", name: "Timed", provider: "provider-a" });
-      let released = hold("usage_records", 800);
+      // Each lock is taken before the request is sent: under load the request used to reach the
+      // table first and find it free.
+      let held = await hold("usage_records", 800);
       expect((await get("/usage")).status).toBe(200);
-      await released;
-      released = hold("projects", 800);
+      await held.released;
+      held = await hold("projects", 800);
       const project = await get("");
       expect(project.status).toBe(503);
       expect(await project.json()).toMatchObject({
         error: { message: "The gateway's database is unavailable; retry shortly" },
       });
-      await released;
-      released = hold("usage_records", 2500);
+      await held.released;
+      held = await hold("usage_records", 2500);
       const report = await get("/usage");
       expect(report.status).toBe(503);
       expect(await report.json()).toMatchObject({
         error: { message: expect.stringMatching(/^The usage report took too long/) },
       });
-      await released;
+      await held.released;
     } finally {
       await blocker.end();
       await sluice.close();
