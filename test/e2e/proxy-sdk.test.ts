@@ -419,6 +419,40 @@ describe("proxies driven by the official SDKs", () => {
       expect(upstream.headers.authorization).toBeUndefined();
     });
 
+    it("sends the version SLUICE_PROVIDER_B_VERSION names, on the proxy and on /v1/text", async () => {
+      const versioned = await startTestGateway({
+        providerBBaseUrl: `${fake.url}/b/v1`,
+        providerBVersion: "2024-10-22",
+      });
+      try {
+        const bProject = await createTestProject(versioned.gateway, {
+          provider: "provider-b",
+          outputSchema: { type: "object", properties: { answer: { type: "string" } }, required: ["answer"] },
+        });
+        const headers = {
+          authorization: `Bearer ${bProject.bearer("provider-b")}`,
+          "content-type": "application/json",
+          "anthropic-version": "1999-01-01",
+        };
+        const proxied = await fetch(`${versioned.url}/v1/provider-b/${bProject.projectId}/v1/messages`, {
+          method: "POST",
+          headers,
+          body: JSON.stringify({ model: "claude-sonnet-4-5", max_tokens: 16, messages: [] }),
+        });
+        expect(proxied.status).toBe(200);
+        expect(fake.last()!.headers["anthropic-version"]).toBe("2024-10-22");
+        const text = await fetch(`${versioned.url}/v1/text/${bProject.projectId}`, {
+          method: "POST",
+          headers,
+          body: JSON.stringify({ text: "Hi" }),
+        });
+        expect(text.status).toBe(200);
+        expect(fake.last()!.headers["anthropic-version"]).toBe("2024-10-22");
+      } finally {
+        await versioned.close();
+      }
+    });
+
     it("streams messages and records the same usage as the buffered call", async () => {
       const buffered = await anthropic.messages
         .create({ model: "claude-sonnet-4-5", max_tokens: 64, messages: [{ role: "user", content: "Hi" }] })
