@@ -7,13 +7,14 @@ import { generateImages } from "./generate-image.js";
 import type { ImageRequest } from "./image-request.js";
 
 describe("image generation failures", () => {
-  // Requests built directly, past parseImageRequest's checks, reach the AI SDK's own option schemas.
+  // Requests built directly, past parseImageRequest's checks, reach the AI SDK's own option schemas
+  // (for a model the catalogue does not know, past fitImageRequest's model rules too).
   it.each([
-    ["provider-a", { "provider-a": { quality: "ultra" } }],
-    ["provider-c", { "provider-c": { personGeneration: "hd" } }],
+    ["provider-a", { "provider-a": { quality: "ultra" } }, "my-image-model"],
+    ["provider-c", { "provider-c": { personGeneration: "hd" } }, undefined],
   ] as const)(
     "maps the SDK's refusal of a %s option to 422 without calling the provider",
-    async (provider, providerOptions) => {
+    async (provider, providerOptions, model) => {
       let upstreamCalls = 0;
       const models = createAiSdkModels({
         baseUrls: {
@@ -36,7 +37,7 @@ describe("image generation failures", () => {
         now: () => new Date(),
       };
       const call = { project: { id: "p1" } as Project, provider: provider as ProviderId, providerKey: "k" };
-      const request: ImageRequest = { prompt: "x", n: 1, providerOptions, warnings: [] };
+      const request: ImageRequest = { prompt: "x", model, n: 1, providerOptions, warnings: [] };
       const error = await generateImages(deps, call, request).catch((thrown: unknown) => thrown);
       expect(error).toBeInstanceOf(GatewayError);
       expect((error as GatewayError).code).toBe("VALIDATION_ERROR");

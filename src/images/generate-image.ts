@@ -5,7 +5,7 @@ import type { ProviderId } from "../providers/provider-id.js";
 import type { Project } from "../storage/project-repository.js";
 import { defaultModel, findModel } from "../usage/model-catalogue.js";
 import { imageCost } from "./image-cost.js";
-import { type ImageRequest, imagenSafetySettings } from "./image-request.js";
+import { fitImageRequest, type ImageRequest, imagenSafetySettings } from "./image-request.js";
 import { type VaultStore, vaultPath } from "./vault-store.js";
 
 /** SPEC.md's image generation result. */
@@ -56,9 +56,11 @@ export async function generateImages(
       "VALIDATION_ERROR",
       `${call.provider} has no image models; use a project of provider-a or provider-c`,
     );
-  const a = request.providerOptions["provider-a"];
-  const c = request.providerOptions["provider-c"];
-  const warnings = [...request.warnings];
+  // What this provider and model cannot take is refused (422) or dropped here, before any call.
+  const fitted = fitImageRequest(call.provider, modelId, request);
+  const a = fitted.providerOptions["provider-a"];
+  const c = fitted.providerOptions["provider-c"];
+  const warnings = [...fitted.warnings];
   const extraBody = extraParameters(call.provider, a?.style, c?.safetyFilterLevel);
   const ai = await import("ai");
   const sdkModel = await deps.models.image(call.provider, modelId, call.providerKey, extraBody);
@@ -68,20 +70,20 @@ export async function generateImages(
       provider: call.provider,
       model: modelId,
       quality: a?.quality,
-      size: request.size,
-      aspectRatio: request.aspectRatio,
+      size: fitted.size,
+      aspectRatio: fitted.aspectRatio,
       n: images,
     }).costUsd;
   const { model, billedImages } = countingBilledImages(ai, sdkModel);
   const generated = await ai
     .generateImage({
       model,
-      prompt: request.prompt,
-      n: request.n,
-      ...(request.size ? { size: request.size } : {}),
-      ...(request.aspectRatio ? { aspectRatio: request.aspectRatio } : {}),
-      ...(request.seed !== undefined ? { seed: request.seed } : {}),
-      ...(request.maxImagesPerCall ? { maxImagesPerCall: request.maxImagesPerCall } : {}),
+      prompt: fitted.prompt,
+      n: fitted.n,
+      ...(fitted.size ? { size: fitted.size } : {}),
+      ...(fitted.aspectRatio ? { aspectRatio: fitted.aspectRatio } : {}),
+      ...(fitted.seed !== undefined ? { seed: fitted.seed } : {}),
+      ...(fitted.maxImagesPerCall ? { maxImagesPerCall: fitted.maxImagesPerCall } : {}),
       providerOptions: {
         ...(a?.quality ? { openai: { quality: a.quality } } : {}),
         ...(c?.personGeneration ? { google: { personGeneration: c.personGeneration } } : {}),

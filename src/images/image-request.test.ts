@@ -1,6 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { GatewayError } from "../errors.js";
-import { parseImageRequest } from "./image-request.js";
+import { modelsFor } from "../usage/model-catalogue.js";
+import { fitImageRequest, imageModelRules, parseImageRequest } from "./image-request.js";
 
 function refusal(providerOptions: unknown): GatewayError {
   try {
@@ -54,6 +55,101 @@ describe("image request provider options", () => {
     expect(request.warnings).toEqual([
       "providerOptions.provider-a.constructor is not supported and was ignored",
       "providerOptions.provider-b is not supported and was ignored",
+    ]);
+  });
+});
+
+describe("fitting an image request to its provider and model", () => {
+  const parsed = (body: Record<string, unknown>) => parseImageRequest({ prompt: "x", ...body });
+  function refusal(run: () => unknown): GatewayError {
+    try {
+      run();
+    } catch (error) {
+      if (error instanceof GatewayError) return error;
+      throw error;
+    }
+    throw new Error("the request was accepted");
+  }
+
+  it("has rules for every catalogued image model of provider A and every Imagen model", () => {
+    const imageModels = [...modelsFor("provider-a"), ...modelsFor("provider-c")]
+      .filter((model) => model.capabilities.image)
+      .map((model) => model.id);
+    expect(imageModels).toContain("imagen-4.0-ultra-generate-001");
+    expect(Object.keys(imageModelRules).sort()).toEqual(imageModels.sort());
+  });
+
+  it.each([
+    [
+      "gpt-image-1",
+      { providerOptions: { "provider-a": { quality: "standard" } } },
+      "providerOptions.provider-a.quality",
+    ],
+    [
+      "gpt-image-1-mini",
+      { providerOptions: { "provider-a": { quality: "hd" } } },
+      "providerOptions.provider-a.quality",
+    ],
+    [
+      "dall-e-3",
+      { providerOptions: { "provider-a": { quality: "auto" } } },
+      "providerOptions.provider-a.quality",
+    ],
+    ["gpt-image-1", { size: "1792x1024" }, "size"],
+    ["gpt-image-1-mini-2025-10-06", { size: "256x256" }, "size"],
+    ["imagen-4.0-generate-001", { aspectRatio: "3:2" }, "aspectRatio"],
+    ["models/imagen-4.0-ultra-generate-001", { aspectRatio: "1:2" }, "aspectRatio"],
+  ] as const)("refuses %s with %j: 422 naming %s and the model", (model, body, option) => {
+    const provider = model.includes("imagen") ? "provider-c" : "provider-a";
+    const error = refusal(() => fitImageRequest(provider, model, parsed(body)));
+    expect(error.code).toBe("VALIDATION_ERROR");
+    expect(error.message).toContain(`\`${option}\``);
+    expect(error.message).toContain(model);
+    expect(error.details).toEqual({ option, allowed: expect.arrayContaining([expect.any(String)]) });
+  });
+
+  it("drops style for gpt-image models with a warning and keeps it for dall-e-3", () => {
+    const request = parsed({ providerOptions: { "provider-a": { style: "vivid", quality: "high" } } });
+    const fitted = fitImageRequest("provider-a", "gpt-image-1", request);
+    expect(fitted.providerOptions).toEqual({ "provider-a": { quality: "high" } });
+    expect(fitted.warnings).toEqual([
+      "providerOptions.provider-a.style is not supported by gpt-image-1 and was ignored",
+    ]);
+    expect(request.providerOptions).toEqual({ "provider-a": { style: "vivid", quality: "high" } });
+    const dalle = fitImageRequest(
+      "provider-a",
+      "dall-e-3",
+      parsed({ providerOptions: { "provider-a": { style: "vivid" } } }),
+    );
+    expect(dalle.providerOptions).toEqual({ "provider-a": { style: "vivid" } });
+    expect(dalle.warnings).toEqual([]);
+  });
+
+  it("lets a model the catalogue does not know take what its provider allows", () => {
+    const request = parsed({
+      size: "512x512",
+      providerOptions: { "provider-a": { quality: "hd", style: "vivid" } },
+    });
+    expect(fitImageRequest("provider-a", "gpt-image-2", request)).toEqual(request);
+    // Provider A's models are not provider C's: an Imagen name on provider A is a custom model there.
+    expect(
+      fitImageRequest("provider-a", "imagen-4.0-generate-001", parsed({ aspectRatio: "2:3" })).warnings,
+    ).toEqual([]);
+  });
+
+  it("drops the other image provider's options with a warning", () => {
+    const request = parsed({
+      providerOptions: { "provider-a": { quality: "hd" }, "provider-c": { personGeneration: "allow_all" } },
+    });
+    const onC = fitImageRequest("provider-c", "imagen-4.0-generate-001", request);
+    expect(onC.providerOptions).toEqual({ "provider-c": { personGeneration: "allow_all" } });
+    expect(onC.warnings).toEqual([
+      "providerOptions.provider-a is ignored: this project generates images with provider-c",
+    ]);
+    const onA = fitImageRequest("provider-a", "dall-e-3", request);
+    expect(onA.providerOptions).toEqual({ "provider-a": { quality: "hd" } });
+    expect(onA.warnings).toEqual([
+      "providerOptions.provider-c is ignored: this project generates images with provider-a",
     ]);
   });
 });

@@ -1,4 +1,6 @@
 import { GatewayError } from "../errors.js";
+import type { ProviderId } from "../providers/provider-id.js";
+import { findModel, modelsFor } from "../usage/model-catalogue.js";
 
 /** A validated /v1/image request (SPEC.md, POST /v1/image). */
 export interface ImageRequest {
@@ -35,7 +37,8 @@ export const imagenSafetySettings: Record<string, string> = {
 /**
  * The provider options and their values (docs/images.md), checked here so that a refusal names the
  * option: the AI SDK checks only `quality` and `personGeneration`, without saying which was wrong.
- * Provider A's `quality` covers gpt-image (low/medium/high/auto) and dall-e-3 (standard/hd);
+ * Provider A's `quality` covers gpt-image (low/medium/high/auto) and dall-e-3 (standard/hd), and
+ * each model's own list is applied once the model is known (imageModelRules, fitImageRequest);
  * `personGeneration` takes the values of @ai-sdk/google's Imagen options.
  */
 const optionValues: Record<"provider-a" | "provider-c", Record<string, readonly string[]>> = {
@@ -48,6 +51,88 @@ const optionValues: Record<"provider-a" | "provider-c", Record<string, readonly 
     personGeneration: ["dont_allow", "allow_adult", "allow_all"],
   },
 };
+
+const imageProviders = Object.keys(optionValues) as Array<keyof typeof optionValues>;
+
+/**
+ * What each catalogued image model takes where it is narrower than the provider's lists above, by
+ * catalogue id (a dated or `models/` name finds its entry through findModel). `quality`, `sizes`
+ * and `aspectRatios` list the values it takes (any other is 422); `style: false` means it takes no
+ * `style` (dropped with a warning). A model with no entry, or unknown to the catalogue, takes what
+ * its provider's lists allow. dall-e-3's sizes are not listed on purpose: the price table's sizes
+ * are not the real API's.
+ */
+interface ImageModelRules {
+  quality?: readonly string[];
+  style?: false;
+  sizes?: readonly string[];
+  aspectRatios?: readonly string[];
+}
+
+const gptImage: ImageModelRules = {
+  quality: ["low", "medium", "high", "auto"],
+  style: false,
+  sizes: ["1024x1024", "1536x1024", "1024x1536"],
+};
+const imagen: ImageModelRules = { aspectRatios: ["1:1", "3:4", "4:3", "9:16", "16:9"] };
+
+export const imageModelRules: Readonly<Record<string, ImageModelRules>> = {
+  "gpt-image-1": gptImage,
+  "gpt-image-1-mini": gptImage,
+  "dall-e-3": { quality: ["standard", "hd"] },
+  ...Object.fromEntries(
+    modelsFor("provider-c")
+      .filter((model) => model.capabilities.image && model.id.startsWith("imagen-"))
+      .map((model) => [model.id, imagen]),
+  ),
+};
+
+/**
+ * Fits a parsed request to the project's provider and the model that will run it, before any
+ * provider call: the other image provider's options (their values already checked) are dropped
+ * with a warning, and a catalogued model's rules (imageModelRules) apply: a value it does not take
+ * is 422 VALIDATION_ERROR naming the option and the model, a `style` it does not take is dropped
+ * with a warning.
+ */
+export function fitImageRequest(provider: ProviderId, modelId: string, request: ImageRequest): ImageRequest {
+  const warnings = [...request.warnings];
+  const providerOptions = { ...request.providerOptions };
+  for (const other of imageProviders) {
+    if (other === provider || providerOptions[other] === undefined) continue;
+    delete providerOptions[other];
+    warnings.push(`providerOptions.${other} is ignored: this project generates images with ${provider}`);
+  }
+  const catalogued = findModel(provider, modelId);
+  const rules = catalogued ? imageModelRules[catalogued.id] : undefined;
+  if (rules) {
+    const a = providerOptions["provider-a"];
+    requireListed("providerOptions.provider-a.quality", a?.quality, rules.quality, modelId);
+    requireListed("size", request.size, rules.sizes, modelId);
+    requireListed("aspectRatio", request.aspectRatio, rules.aspectRatios, modelId);
+    if (rules.style === false && a?.style !== undefined) {
+      const { style: _ignored, ...kept } = a;
+      providerOptions["provider-a"] = kept;
+      warnings.push(`providerOptions.provider-a.style is not supported by ${modelId} and was ignored`);
+    }
+  }
+  return { ...request, providerOptions, warnings };
+}
+
+function requireListed(
+  option: string,
+  value: string | undefined,
+  allowed: readonly string[] | undefined,
+  modelId: string,
+): void {
+  if (value === undefined || !allowed || allowed.includes(value)) return;
+  throw new GatewayError(
+    "VALIDATION_ERROR",
+    `\`${option}\` must be one of: ${allowed.join(", ")} for model ${modelId}`,
+    {
+      details: { option, allowed },
+    },
+  );
+}
 
 /**
  * Validates the body: a missing or ill-typed field is 400 BAD_REQUEST; values that are malformed

@@ -1,4 +1,4 @@
-import type { ProviderId } from "../providers/provider-id.js";
+import { type ProviderId, providerIds } from "../providers/provider-id.js";
 
 /**
  * The one versioned catalogue of supported models and their list prices. It feeds the public model
@@ -333,6 +333,14 @@ export function findModel(provider: ProviderId, id: string | null | undefined): 
     if (name.startsWith(model.id) && versionSuffix.test(name.slice(model.id.length))) return model;
   }
   return null;
+}
+
+/**
+ * The provider whose catalogue lists a model (as findModel finds it), or null for a model no
+ * provider lists (a custom name, whose provider is whichever the project says).
+ */
+export function catalogueProviderOf(id: string | null | undefined): ProviderId | null {
+  return providerIds.find((provider) => findModel(provider, id) !== null) ?? null;
 }
 
 export function defaultModel(provider: ProviderId, purpose: Purpose): string | null {

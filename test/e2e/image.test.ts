@@ -265,6 +265,166 @@ describe("image generation", () => {
     },
   );
 
+  it.each([
+    [
+      "gpt-image-1 with dall-e-3's quality",
+      "a",
+      { model: "gpt-image-1", providerOptions: { "provider-a": { quality: "hd" } } },
+      "providerOptions.provider-a.quality",
+      ["low", "medium", "high", "auto"],
+    ],
+    [
+      "gpt-image-1-mini with dall-e-3's quality",
+      "a",
+      { model: "gpt-image-1-mini", providerOptions: { "provider-a": { quality: "standard" } } },
+      "providerOptions.provider-a.quality",
+      ["low", "medium", "high", "auto"],
+    ],
+    [
+      "dall-e-3 with gpt-image's quality",
+      "a",
+      { model: "dall-e-3", providerOptions: { "provider-a": { quality: "low" } } },
+      "providerOptions.provider-a.quality",
+      ["standard", "hd"],
+    ],
+    [
+      "gpt-image-1 (the default) with a size it cannot make",
+      "a",
+      { size: "512x512" },
+      "size",
+      ["1024x1024", "1536x1024", "1024x1536"],
+    ],
+    [
+      "a dated gpt-image-1-mini with a size it cannot make",
+      "a",
+      { model: "gpt-image-1-mini-2025-10-06", size: "1792x1024" },
+      "size",
+      ["1024x1024", "1536x1024", "1024x1536"],
+    ],
+    [
+      "Imagen (the default) with an aspect ratio it cannot make",
+      "c",
+      { aspectRatio: "2:3" },
+      "aspectRatio",
+      ["1:1", "3:4", "4:3", "9:16", "16:9"],
+    ],
+    [
+      "Imagen fast with an aspect ratio it cannot make",
+      "c",
+      { model: "imagen-4.0-fast-generate-001", aspectRatio: "21:9" },
+      "aspectRatio",
+      ["1:1", "3:4", "4:3", "9:16", "16:9"],
+    ],
+  ] as const)(
+    "refuses %s with 422 naming the option and the model, without calling the provider",
+    async (_name, which, options, option, allowed) => {
+      const project = which === "a" ? a : c;
+      const response = await generate(project, { prompt: "x", ...options });
+      expect(response.status).toBe(422);
+      const body = (await response.json()) as { error: { code: string; message: string; details: unknown } };
+      expect(body.error.code).toBe("VALIDATION_ERROR");
+      expect(body.error.details).toEqual({ option, allowed });
+      const model =
+        "model" in options ? options.model : which === "a" ? "gpt-image-1" : "imagen-4.0-generate-001";
+      expect(body.error.message).toContain(option);
+      expect(body.error.message).toContain(model);
+      expect(fake.requests).toHaveLength(0);
+      expect(await rowFor(response)).toMatchObject({ status: 422, error_code: "VALIDATION_ERROR", model });
+    },
+  );
+
+  it("keeps the values each model takes, and leaves sizes and custom models alone", async () => {
+    for (const [project, options] of [
+      [
+        a,
+        { model: "gpt-image-1", size: "1536x1024", providerOptions: { "provider-a": { quality: "auto" } } },
+      ],
+      [
+        a,
+        {
+          model: "gpt-image-1-mini",
+          size: "1024x1536",
+          providerOptions: { "provider-a": { quality: "high" } },
+        },
+      ],
+      // dall-e-3's sizes are not restricted (the price table's sizes differ from the real API's).
+      [
+        a,
+        { model: "dall-e-3", size: "1792x1024", providerOptions: { "provider-a": { quality: "standard" } } },
+      ],
+      // A model the catalogue does not know passes as before, whatever the option.
+      [
+        a,
+        {
+          model: "my-image-model",
+          size: "512x512",
+          providerOptions: { "provider-a": { quality: "hd", style: "vivid" } },
+        },
+      ],
+      [c, { model: "imagen-4.0-ultra-generate-001", aspectRatio: "9:16" }],
+      [c, { model: "my-imagen", aspectRatio: "2:3" }],
+    ] as const) {
+      fake.clear();
+      const response = await generate(project, { prompt: "x", ...options });
+      expect(response.status, JSON.stringify(options)).toBe(200);
+      expect(fake.requests).toHaveLength(1);
+    }
+    expect(fake.last()!.path).toBe("/c/v1beta/models/my-imagen:predict");
+  });
+
+  it.each(["gpt-image-1", "gpt-image-1-mini"])(
+    "drops style for %s with a warning, and still sends it for dall-e-3",
+    async (model) => {
+      const response = await generate(a, {
+        prompt: "x",
+        model,
+        size: "1024x1024",
+        providerOptions: { "provider-a": { style: "natural", quality: "low" } },
+      });
+      expect(response.status).toBe(200);
+      const body = (await response.json()) as { warnings?: string[] };
+      expect(body.warnings).toContain(
+        `providerOptions.provider-a.style is not supported by ${model} and was ignored`,
+      );
+      const sent = fake.last()!.json as Record<string, unknown>;
+      expect(sent).toMatchObject({ model, quality: "low" });
+      expect(sent).not.toHaveProperty("style");
+      const dalle = await generate(a, {
+        prompt: "x",
+        model: "dall-e-3",
+        providerOptions: { "provider-a": { style: "natural" } },
+      });
+      expect(((await dalle.json()) as { warnings?: string[] }).warnings ?? []).toEqual([]);
+      expect(fake.last()!.json).toMatchObject({ model: "dall-e-3", style: "natural" });
+    },
+  );
+
+  it("ignores the other image provider's options with a warning, after checking their values", async () => {
+    const onA = await generate(a, {
+      prompt: "x",
+      model: "gpt-image-1",
+      providerOptions: { "provider-c": { personGeneration: "allow_all", safetyFilterLevel: "block_few" } },
+    });
+    expect(onA.status).toBe(200);
+    expect(((await onA.json()) as { warnings?: string[] }).warnings).toEqual([
+      "providerOptions.provider-c is ignored: this project generates images with provider-a",
+    ]);
+    expect(JSON.stringify(fake.last()!.json)).not.toMatch(/person|safety/i);
+    const onC = await generate(c, {
+      prompt: "x",
+      providerOptions: { "provider-a": { quality: "hd", style: "vivid" } },
+    });
+    expect(onC.status).toBe(200);
+    expect(((await onC.json()) as { warnings?: string[] }).warnings).toEqual([
+      "providerOptions.provider-a is ignored: this project generates images with provider-c",
+    ]);
+    expect(JSON.stringify(fake.last()!.json)).not.toMatch(/vivid|quality|style/);
+    fake.clear();
+    const bad = await generate(c, { prompt: "x", providerOptions: { "provider-a": { quality: "ultra" } } });
+    expect(bad.status).toBe(422);
+    expect(fake.requests).toHaveLength(0);
+  });
+
   it("refuses image generation for provider B with 422", async () => {
     const response = await generate(b, { prompt: "x" });
     expect(response.status).toBe(422);
