@@ -144,6 +144,95 @@ describe("project admin use cases", () => {
     expect(changed).toEqual(["px"]);
   });
 
+  it.each([
+    [{ provider: "provider-a", model: "claude-sonnet-4-5" }, "provider-b", "provider-a"],
+    [{ provider: "provider-b", model: "gpt-4o-mini-2024-07-18" }, "provider-a", "provider-b"],
+    [{ provider: "provider-c", model: "models/gpt-image-1" }, "provider-a", "provider-c"],
+    [{ provider: "provider-a", model: "imagen-4.0-generate-001" }, "provider-c", "provider-a"],
+  ] as const)(
+    "refuses to create a project %j whose model the catalogue lists under %s",
+    async (fields, owner, provider) => {
+      const error = await admin()
+        .createProject({ id: "mismatch", name: "Mismatch", ...fields })
+        .catch((caught: unknown) => caught);
+      expect(error).toBeInstanceOf(GatewayError);
+      expect(error).toMatchObject({
+        code: "VALIDATION_ERROR",
+        status: 422,
+        message: `model "${fields.model}" is a ${owner} model; this project's provider is ${provider}`,
+        details: { model: fields.model, provider, modelProvider: owner },
+      });
+      expect(await createProjectRepository(database.db).get("mismatch")).toBeNull();
+    },
+  );
+
+  it("creates projects with their provider's models, custom model names and no model", async () => {
+    for (const [id, fields] of [
+      ["own", { provider: "provider-b", model: "claude-sonnet-4-5-20250929" }],
+      ["custom", { provider: "provider-a", model: "my-fine-tune" }],
+      ["none", { provider: "provider-c", model: null }],
+    ] as const) {
+      const { project } = await admin().createProject({ id, name: id, ...fields });
+      expect(project).toMatchObject(fields);
+    }
+  });
+
+  it("refuses an update whose provider or model leaves the model under another provider", async () => {
+    await admin().createProject({
+      id: "moving",
+      name: "Moving",
+      provider: "provider-a",
+      model: "gpt-4.1-mini",
+    });
+    await expect(admin().updateProject("moving", { model: "gemini-2.5-pro" })).rejects.toMatchObject({
+      code: "VALIDATION_ERROR",
+      message: `model "gemini-2.5-pro" is a provider-c model; this project's provider is provider-a`,
+      details: { model: "gemini-2.5-pro", provider: "provider-a", modelProvider: "provider-c" },
+    });
+    await expect(admin().updateProject("moving", { provider: "provider-b" })).rejects.toMatchObject({
+      code: "VALIDATION_ERROR",
+      message: `model "gpt-4.1-mini" is a provider-a model; this project's provider is provider-b`,
+    });
+    expect(await admin().getProject("moving")).toMatchObject({
+      provider: "provider-a",
+      model: "gpt-4.1-mini",
+    });
+    // Both together, or the model cleared, or a custom name: allowed.
+    expect(
+      await admin().updateProject("moving", { provider: "provider-c", model: "gemini-2.5-pro" }),
+    ).toMatchObject({ provider: "provider-c", model: "gemini-2.5-pro" });
+    expect(await admin().updateProject("moving", { provider: "provider-b", model: null })).toMatchObject({
+      provider: "provider-b",
+      model: null,
+    });
+    expect(await admin().updateProject("moving", { model: "claude-custom" })).toMatchObject({
+      model: "claude-custom",
+    });
+  });
+
+  it("keeps updating a project stored earlier with another provider's model while neither field changes", async () => {
+    await admin().createProject({ id: "legacy", name: "Legacy", provider: "provider-a" });
+    const repository = createProjectRepository(database.db);
+    const stored = (await repository.get("legacy"))!;
+    expect(await repository.update({ ...stored, model: "claude-sonnet-4-5" }, stored.updatedAt)).toBe(true);
+    expect(await admin().updateProject("legacy", { name: "Renamed", testMode: true })).toMatchObject({
+      name: "Renamed",
+      provider: "provider-a",
+      model: "claude-sonnet-4-5",
+    });
+    // The same pair sent back unchanged (a client that writes every field) is no change either.
+    expect(
+      await admin().updateProject("legacy", {
+        provider: "provider-a",
+        model: "claude-sonnet-4-5",
+        name: "Again",
+      }),
+    ).toMatchObject({ name: "Again" });
+    await expect(admin().updateProject("legacy", { model: "claude-haiku-4-5" })).rejects.toMatchObject({
+      code: "VALIDATION_ERROR",
+    });
+  });
+
   it("answers SERVICE_UNAVAILABLE with Retry-After when SQLite cannot serve", async () => {
     const failing = admin({
       list: async () => {

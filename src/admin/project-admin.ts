@@ -9,6 +9,7 @@ import type { KeyRepository, ProviderKeyRecord } from "../storage/key-repository
 import type { Project, ProjectRepository } from "../storage/project-repository.js";
 import type { UsageReportRow, UsageRepository } from "../storage/usage-repository.js";
 import { checkOutputSchema } from "../structured/output-schema.js";
+import { catalogueProviderOf, findModel } from "../usage/model-catalogue.js";
 import { mapDatabaseOutages } from "./map-database-outages.js";
 import {
   addProviderKeyInput,
@@ -326,6 +327,8 @@ function applyChanges(current: Project, changes: UpdateProjectInput, secretBox: 
     }
     next.outputSchema = changes.outputSchema;
   }
+  // Checked only when the pair changes, so a project stored before this rule keeps taking updates.
+  if (next.provider !== current.provider || next.model !== current.model) assertModelOfProvider(next);
   applyDeviceCheck(next, changes.deviceCheck, secretBox);
   if (next.saveImagesToVault && !next.teamId) {
     throw new GatewayError(
@@ -334,6 +337,21 @@ function applyChanges(current: Project, changes: UpdateProjectInput, secretBox: 
     );
   }
   return next;
+}
+
+/**
+ * A model the catalogue lists under another provider could only fail later, as the provider's 502;
+ * a model no provider lists (a custom or newer name) is the admin's call and stays allowed.
+ */
+function assertModelOfProvider({ provider, model }: Pick<Project, "provider" | "model">): void {
+  if (!model || findModel(provider, model)) return;
+  const modelProvider = catalogueProviderOf(model);
+  if (!modelProvider) return;
+  throw new GatewayError(
+    "VALIDATION_ERROR",
+    `model ${JSON.stringify(model)} is a ${modelProvider} model; this project's provider is ${provider}`,
+    { details: { model, provider, modelProvider } },
+  );
 }
 
 function applyDeviceCheck(

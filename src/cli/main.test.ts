@@ -183,6 +183,19 @@ describe("sluice CLI", () => {
     });
   });
 
+  it("refuses a model the catalogue lists under another provider, as the admin API does", async () => {
+    const args = ["projects", "create", "--id", "cli-mismatch", "--name", "M", "--provider", "provider-b"];
+    const result = await cli(...args, "--model", "gpt-4.1");
+    expect(result.code).toBe(1);
+    expect(result.err).toBe(
+      `error: model "gpt-4.1" is a provider-a model; this project's provider is provider-b\n`,
+    );
+    expect((await cli(...args, "--model", "claude-haiku-4-5")).code).toBe(0);
+    const updated = await cli("projects", "update", "cli-mismatch", "--provider", "provider-c");
+    expect(updated.code).toBe(1);
+    expect(updated.err).toContain('model "claude-haiku-4-5" is a provider-b model');
+  });
+
   it.each([
     [["--from", "yesterday"], "--from: must be an ISO instant (2026-11-01T10:00:00Z) or date (2026-11-01)"],
     [["--to="], "--to: must be an ISO instant (2026-11-01T10:00:00Z) or date (2026-11-01)"],

@@ -45,4 +45,29 @@ describe("admin routes", () => {
     expect(body.error.details.problems).toEqual(problems);
     expect(body.error.message).toBe(`Invalid usage query: ${problems.join("; ")}`);
   });
+
+  it("refuses a project whose model the catalogue lists under another provider with 422", async () => {
+    const send = (method: string, path: string, body: unknown) =>
+      fetch(`${sluice.url}/admin/v1/projects${path}`, {
+        method,
+        headers: { authorization: `Bearer ${adminToken}`, "content-type": "application/json" },
+        body: JSON.stringify(body),
+      });
+    const created = await send("POST", "", {
+      name: "Wrong",
+      provider: "provider-a",
+      model: "claude-sonnet-4-5",
+    });
+    expect(created.status).toBe(422);
+    expect(((await created.json()) as { error: unknown }).error).toMatchObject({
+      code: "VALIDATION_ERROR",
+      message: `model "claude-sonnet-4-5" is a provider-b model; this project's provider is provider-a`,
+      details: { model: "claude-sonnet-4-5", provider: "provider-a", modelProvider: "provider-b" },
+    });
+    const patched = await send("PATCH", "/routes", { model: "gemini-2.5-flash" });
+    expect(patched.status).toBe(422);
+    expect(((await patched.json()) as { error: { code: string } }).error.code).toBe("VALIDATION_ERROR");
+    const custom = await send("PATCH", "/routes", { model: "my-own-model" });
+    expect(custom.status).toBe(200);
+  });
 });
