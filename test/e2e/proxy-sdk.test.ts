@@ -43,6 +43,18 @@ describe("proxies driven by the official SDKs", () => {
     fake.hangStreamsAfter(null);
   });
 
+  /** A POST to provider A's proxy with the project's Bearer, as a client without an SDK sends it. */
+  const postToA = (body: string, init: RequestInit = {}, path = "chat/completions") =>
+    fetch(`${sluice.url}/v1/provider-a/${project.projectId}/${path}`, {
+      method: "POST",
+      headers: {
+        authorization: `Bearer ${project.bearer("provider-a")}`,
+        "content-type": "application/json",
+      },
+      body,
+      ...init,
+    });
+
   async function usageRows() {
     await sluice.gateway.flushUsage();
     return sluice.gateway.database.db
@@ -121,14 +133,7 @@ describe("proxies driven by the official SDKs", () => {
         '{"model":"gpt-4o-mini","messages":[],"stream":true,"stream_options":{"include_usage":false},"x":{"include_usage":true}}',
       ];
       for (const body of bodies) {
-        const response = await fetch(`${sluice.url}/v1/provider-a/${project.projectId}/chat/completions`, {
-          method: "POST",
-          headers: {
-            authorization: `Bearer ${project.bearer("provider-a")}`,
-            "content-type": "application/json",
-          },
-          body,
-        });
+        const response = await postToA(body);
         expect(response.headers.get("content-type")).toMatch(/^text\/event-stream/);
         await response.text();
         expect((fake.last()!.json as { stream_options?: unknown }).stream_options, body).toEqual({
@@ -139,14 +144,11 @@ describe("proxies driven by the official SDKs", () => {
         expect(row.cost_usd, body).toBeGreaterThan(0);
       }
       // A path with percent-encoded letters is the same path: forwarded decoded, usage asked for.
-      const encoded = await fetch(`${sluice.url}/v1/provider-a/${project.projectId}/chat/c%6Fmpletions`, {
-        method: "POST",
-        headers: {
-          authorization: `Bearer ${project.bearer("provider-a")}`,
-          "content-type": "application/json",
-        },
-        body: '{"model":"gpt-4o-mini","messages":[],"stream":true}',
-      });
+      const encoded = await postToA(
+        '{"model":"gpt-4o-mini","messages":[],"stream":true}',
+        {},
+        "chat/c%6Fmpletions",
+      );
       await encoded.text();
       expect(fake.last()!.path).toBe("/a/v1/chat/completions");
       expect((fake.last()!.json as { stream_options?: unknown }).stream_options).toEqual({
@@ -198,14 +200,7 @@ describe("proxies driven by the official SDKs", () => {
         headers: { "retry-after": "7", "x-ratelimit-remaining-requests": "0" },
         body: { error: { message: "Slow down", type: "rate_limit_exceeded", param: null, code: null } },
       });
-      const response = await fetch(`${sluice.url}/v1/provider-a/${project.projectId}/chat/completions`, {
-        method: "POST",
-        headers: {
-          authorization: `Bearer ${project.bearer("provider-a")}`,
-          "content-type": "application/json",
-        },
-        body: JSON.stringify({ model: "gpt-4o-mini", messages: [] }),
-      });
+      const response = await postToA(JSON.stringify({ model: "gpt-4o-mini", messages: [] }));
       expect(response.status).toBe(429);
       expect(response.headers.get("retry-after")).toBe("7");
       expect(response.headers.get("x-ratelimit-remaining-requests")).toBe("0");
@@ -242,13 +237,7 @@ describe("proxies driven by the official SDKs", () => {
     it("aborts the upstream request within a second when the client disconnects, and records what it saw", async () => {
       fake.setSseDelayMs(200);
       const controller = new AbortController();
-      const response = await fetch(`${sluice.url}/v1/provider-a/${project.projectId}/chat/completions`, {
-        method: "POST",
-        headers: {
-          authorization: `Bearer ${project.bearer("provider-a")}`,
-          "content-type": "application/json",
-        },
-        body: JSON.stringify({ model: "gpt-4o-mini", messages: [], stream: true }),
+      const response = await postToA(JSON.stringify({ model: "gpt-4o-mini", messages: [], stream: true }), {
         signal: controller.signal,
       });
       const reader = response.body!.getReader();
@@ -272,14 +261,7 @@ describe("proxies driven by the official SDKs", () => {
         headers: { "content-type": "Text/Event-Stream; charset=utf-8" },
         body: sse,
       });
-      const response = await fetch(`${sluice.url}/v1/provider-a/${project.projectId}/chat/completions`, {
-        method: "POST",
-        headers: {
-          authorization: `Bearer ${project.bearer("provider-a")}`,
-          "content-type": "application/json",
-        },
-        body: JSON.stringify({ model: "gpt-4o-mini", messages: [], stream: true }),
-      });
+      const response = await postToA(JSON.stringify({ model: "gpt-4o-mini", messages: [], stream: true }));
       expect(await response.text()).toBe(sse);
       const row = await rowFor(response.headers.get("x-request-id"));
       expect(row).toMatchObject({ streamed: 1, input_tokens: 5, output_tokens: 3 });
