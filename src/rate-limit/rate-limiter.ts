@@ -136,10 +136,8 @@ export function createRateLimiter(options: RateLimiterOptions = {}): RateLimiter
     let answered: boolean | undefined;
     try {
       const outcome = await attempt(policy.store, key, call);
-      if (insured.has(call)) answered = false;
-      // A key blocked in memory is refused with 0 consumed points without asking Redis: no news about Redis.
-      else if (outcome.allowed || outcome.result.consumedPoints > 0) answered = true;
-      if (answered !== undefined) setDegraded(!answered);
+      answered = !insured.has(call);
+      setDegraded(!answered);
       return outcome;
     } catch (error) {
       answered = false;
@@ -188,7 +186,7 @@ export function createRateLimiter(options: RateLimiterOptions = {}): RateLimiter
       const window = wholeNumber(windowSeconds, 1, 60);
       const policy = policyFor(name, quota, window);
       const { allowed, result } = await decide(policy, key, window);
-      // Counted although refused (the refusals before a key is blocked in memory): given back.
+      // Counted although refused: given back.
       if (!allowed && result.consumedPoints > 0) giveBack(policy, key);
       const decision = toDecision(name, quota, window, allowed, result.remainingPoints, result.msBeforeNext);
       options.onDecision?.(name, decision.allowed);
@@ -252,8 +250,9 @@ function redisPolicy(
     keyPrefix,
     // Not connected: go to the insurance limiter at once instead of sending a command.
     rejectIfRedisNotReady: true,
-    // A key over its limit is refused from memory until its window ends: abuse costs no Redis round trip.
-    inMemoryBlockOnConsumed: points + 1,
+    // No in-memory block of keys over their limit: a count given back (a request another limit
+    // refused) would not lift it, and one client's burst over its IP limit would lock its project
+    // out on this instance until the window ended. Every decision asks Redis.
     insuranceLimiter: local,
   });
   return { store, local };
