@@ -108,3 +108,72 @@ describe("authentication racing a revocation", () => {
     },
   );
 });
+
+/**
+ * Another instance revoked the key: this one learns of it when its records (read at most
+ * SLUICE_PROJECT_CACHE_TTL_MS ago) are read again. A credential verified late from records already
+ * in memory must not be trusted for a whole TTL from then.
+ */
+describe("a revocation made by another instance", () => {
+  it("takes effect within the TTL of the records the credentials were checked against", async () => {
+    const database = await openDatabase({ dataDir: "unused", sqliteFile: ":memory:" });
+    try {
+      const projects = createProjectRepository(database.db);
+      const keys = createKeyRepository(database.db);
+      const secretBox = createSecretBox(randomBytes(32));
+      let clock = 0;
+      // This instance's directory: nobody tells it about the other instance's changes.
+      const directory = createCredentialDirectory({
+        projects,
+        keys,
+        secretBox,
+        ttlMs: 1000,
+        now: () => clock,
+      });
+      const other = createProjectAdmin({
+        projects,
+        keys,
+        usage: createUsageRepository(database.db),
+        secretBox,
+        now: () => new Date(),
+        onProjectChanged: () => {},
+      });
+      const authenticate = createAuthenticator({
+        directory,
+        deviceTokens: { verify: async () => ({ kind: "ok", digest: "device" }) },
+        throttle: openThrottle,
+      });
+      const created = await other.createProject({
+        name: "revoked elsewhere",
+        provider: "provider-a",
+        testMode: true,
+      });
+      const key = await other.addProviderKey(created.project.id, {
+        provider: "provider-a",
+        apiKey: "sk-elsewhere-123456",
+      });
+      const base = { projectId: created.project.id, clientIp: "192.0.2.1", provider: "provider-a" as const };
+      const bearer = { ...base, headers: { authorization: `Bearer ${key.partialKey}.${created.testKey}` } };
+      const header = {
+        ...base,
+        headers: { "x-sluice-test-key": created.testKey, "x-ai-key": key.partialKey },
+      };
+      const status = async (request: typeof bearer | typeof header) => {
+        const result: AuthResult = await authenticate(request);
+        return result.ok ? 200 : result.error.status;
+      };
+
+      expect(await status(bearer)).toBe(200); // the records are read at 0
+      await other.revokeProviderKey(created.project.id, key.keyId);
+      clock = 900;
+      // Verified now from the records read at 0: still within their TTL.
+      expect(await status(header)).toBe(200);
+      expect(await status(bearer)).toBe(200);
+      clock = 1100;
+      expect(await status(header)).toBe(401);
+      expect(await status(bearer)).toBe(401);
+    } finally {
+      await database.close();
+    }
+  });
+});

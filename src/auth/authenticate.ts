@@ -71,8 +71,9 @@ export function createAuthenticator(deps: AuthenticatorDeps) {
   const { directory } = deps;
 
   /**
-   * Entries live as long as the directory's records (`SLUICE_PROJECT_CACHE_TTL_MS`) and die with
-   * any admin change (the directory's generation moves). `set` takes the generation read before the
+   * Entries live as long as the directory's records they were worked out from
+   * (`SLUICE_PROJECT_CACHE_TTL_MS` from the moment the oldest was read, `readAt`) and die with any
+   * admin change (the directory's generation moves). `set` takes the generation read before the
    * value was worked out: a value learned across a change (a key record read just before its
    * revocation) is not remembered.
    */
@@ -85,10 +86,10 @@ export function createAuthenticator(deps: AuthenticatorDeps) {
           return undefined;
         return hit.value;
       },
-      set(key: string, value: T, generation: number): void {
+      set(key: string, value: T, generation: number, readAt: number): void {
         if (generation !== directory.generation()) return;
         if (entries.size >= 10_000) entries.clear();
-        entries.set(key, { at: directory.now(), generation, value });
+        entries.set(key, { at: readAt, generation, value });
       },
     };
   }
@@ -119,7 +120,7 @@ export function createAuthenticator(deps: AuthenticatorDeps) {
       (result.method !== "bearer-test-key" && result.method !== "test-key-header")
     )
       return;
-    verified.set(key, result, generation);
+    verified.set(key, result, generation, directory.readAt(result.project.id, result.keyId));
   }
 
   /** Checks the partial key against the project's key records and rebuilds the provider key. */
@@ -150,7 +151,7 @@ export function createAuthenticator(deps: AuthenticatorDeps) {
     const providerKey = rebuildProviderKey(key.serverShare, parsed.clientShare);
     if (providerKey === null) return unauthorized("the partial key is not valid for this project");
     const rebuiltKey = { keyId: parsed.keyId, providerKey };
-    rebuilt.set(cacheKey, rebuiltKey, generation);
+    rebuilt.set(cacheKey, rebuiltKey, generation, directory.readAt(project.id, parsed.keyId));
     return rebuiltKey;
   }
 
@@ -211,10 +212,10 @@ export function createAuthenticator(deps: AuthenticatorDeps) {
     }
     const provider = providerFor(request, project);
     const cacheKey = verifiedKeyFor(request, project, provider);
-    const attempt =
-      cachedSuccess(cacheKey, project) ??
-      (await tryMethods(project, provider, headers, request.sdkKeyHeader));
-    remember(cacheKey, attempt, generation);
+    const hit = cachedSuccess(cacheKey, project);
+    const attempt = hit ?? (await tryMethods(project, provider, headers, request.sdkKeyHeader));
+    // A hit is not written back: that would restart its time and outlive the records behind it.
+    if (!hit) remember(cacheKey, attempt, generation);
     if (!attempt.ok) {
       if (attempt.error.status === 401) await deps.throttle.recordFailure(clientIp, projectId, true);
       return attempt;

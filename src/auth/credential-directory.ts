@@ -123,6 +123,22 @@ export function createCredentialDirectory(deps: CredentialDirectoryDeps) {
           records.filter((record) => record.revokedAt === null).map((record) => record.provider),
         );
       }),
+    /**
+     * When the oldest of the records that authenticate a project's caller (the project, its test
+     * keys, the provider key `keyId`) was read from the database: a result worked out from them is
+     * no fresher than that, and is trusted no longer than they are (another instance's revocation
+     * shows within the TTL).
+     */
+    readAt(projectId: string, keyId: string | null): number {
+      let oldest = now();
+      for (const entry of [
+        projects.get(projectId),
+        testKeys.get(projectId),
+        keyId ? keys.get(keyId) : undefined,
+      ])
+        if (entry && entry.at < oldest) oldest = entry.at;
+      return oldest;
+    },
     /** Changes whenever anything is invalidated, so caches built on this one know to drop entries. */
     generation: () => generation,
     ttlMs: deps.ttlMs,
