@@ -148,7 +148,8 @@ export function createAuthenticator(deps: AuthenticatorDeps) {
         `This partial key belongs to ${key.record.provider}; this endpoint needs a ${provider} key`,
       );
     }
-    const providerKey = rebuildProviderKey(key.serverShare, parsed.clientShare);
+    // Decrypted only now: a client share that does not match the digest never gets this far.
+    const providerKey = rebuildProviderKey(key.serverShare(), parsed.clientShare);
     if (providerKey === null) return unauthorized("the partial key is not valid for this project");
     const rebuiltKey = { keyId: parsed.keyId, providerKey };
     rebuilt.set(cacheKey, rebuiltKey, generation, directory.readAt(project.id, parsed.keyId));

@@ -27,6 +27,30 @@ function directory(getProviderKey: KeyRepository["getProviderKey"], get: Project
 }
 
 describe("credential directory", () => {
+  it("decrypts a server share only when it is asked for (after the caller's digest matched), and once", async () => {
+    const secretBox = createSecretBox(randomBytes(32));
+    const sealed = secretBox.seal(Buffer.from("share"), providerKeyAad("p1", "key000000001"));
+    let opens = 0;
+    const counting = {
+      ...secretBox,
+      open: (...args: Parameters<typeof secretBox.open>) => {
+        opens++;
+        return secretBox.open(...args);
+      },
+    };
+    const keys = createCredentialDirectory({
+      projects: { get: async () => null } as unknown as ProjectRepository,
+      keys: { getProviderKey: async () => record(sealed) } as unknown as KeyRepository,
+      secretBox: counting,
+      ttlMs: 1000,
+    });
+    const key = await keys.key("key000000001");
+    expect(opens).toBe(0);
+    expect(key?.serverShare().toString()).toBe("share");
+    key?.serverShare();
+    expect(opens).toBe(1);
+  });
+
   it("does not call a share sealed under another master key a database outage", async () => {
     const otherBox = createSecretBox(randomBytes(32));
     const sealed = otherBox.seal(Buffer.from("share"), providerKeyAad("p1", "key000000001"));
@@ -35,6 +59,7 @@ describe("credential directory", () => {
       async () => null,
     )
       .key("key000000001")
+      .then((key) => key?.serverShare())
       .catch((caught: unknown) => caught);
     expect(error).toBeInstanceOf(Error);
     expect(error).not.toHaveProperty("code", "SERVICE_UNAVAILABLE");

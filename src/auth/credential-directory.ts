@@ -25,8 +25,11 @@ interface Entry<T> {
 
 export interface CachedKey {
   record: ProviderKeyRecord;
-  /** The opened server share; held in memory only, never logged. */
-  serverShare: Buffer;
+  /**
+   * The opened server share, decrypted on first use (only once a caller's client share matched the
+   * record's digest) and then held in memory only, never logged.
+   */
+  serverShare(): Buffer;
 }
 
 /**
@@ -101,18 +104,22 @@ export function createCredentialDirectory(deps: CredentialDirectoryDeps) {
       cached(keys, keyId, async () => {
         const record = await deps.keys.getProviderKey(keyId);
         if (!record) return null;
-        let serverShare: Buffer;
-        try {
-          serverShare = deps.secretBox.open(
-            record.sealedServerShare,
-            providerKeyAad(record.projectId, record.id),
-          );
-        } catch (error) {
-          throw new Error(
-            `The server share of provider key ${record.id} does not open with this master key: was it stored under another SLUICE_MASTER_KEY?`,
-            { cause: error },
-          );
-        }
+        let opened: Buffer | null = null;
+        const serverShare = (): Buffer => {
+          if (opened) return opened;
+          try {
+            opened = deps.secretBox.open(
+              record.sealedServerShare,
+              providerKeyAad(record.projectId, record.id),
+            );
+          } catch (error) {
+            throw new Error(
+              `The server share of provider key ${record.id} does not open with this master key: was it stored under another SLUICE_MASTER_KEY?`,
+              { cause: error },
+            );
+          }
+          return opened;
+        };
         return { record, serverShare };
       }),
     /** The providers a project holds a provider key for that is not revoked (the model lists ask). */
