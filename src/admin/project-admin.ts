@@ -84,8 +84,9 @@ export function createProjectAdmin(deps: ProjectAdminDeps) {
   return mapDatabaseOutages({
     async createProject(
       input: unknown,
+      fieldName: FieldName = sameName,
     ): Promise<{ project: ProjectView; testKey: string; testKeyId: string }> {
-      const fields = parse(createProjectInput, input, "project");
+      const fields = parse(createProjectInput, input, "project", bodyLabels(fieldName));
       const id =
         fields.id ??
         `prj_${randomBytes(9)
@@ -148,8 +149,8 @@ export function createProjectAdmin(deps: ProjectAdminDeps) {
      * and a rule spanning fields (a vault needs a team id) is checked against what is stored. It is
      * one UPDATE statement on both engines: no lock held across round trips, no engine-specific SQL.
      */
-    async updateProject(id: string, input: unknown): Promise<ProjectView> {
-      const changes = parse(updateProjectInput, input, "project update");
+    async updateProject(id: string, input: unknown, fieldName: FieldName = sameName): Promise<ProjectView> {
+      const changes = parse(updateProjectInput, input, "project update", bodyLabels(fieldName));
       for (let attempt = 0; attempt < updateAttempts; attempt++) {
         const current = await requireProject(id);
         const updatedAt = new Date(Math.max(deps.now().getTime(), Date.parse(current.updatedAt) + 1));
@@ -197,8 +198,9 @@ export function createProjectAdmin(deps: ProjectAdminDeps) {
     async addProviderKey(
       projectId: string,
       input: unknown,
+      fieldName: FieldName = sameName,
     ): Promise<ProviderKeyView & { partialKey: string }> {
-      const fields = parse(addProviderKeyInput, input, "provider key");
+      const fields = parse(addProviderKeyInput, input, "provider key", bodyLabels(fieldName));
       await requireProject(projectId);
       const keyId = newKeyId();
       const split = splitProviderKey(keyId, fields.apiKey);
@@ -278,8 +280,20 @@ export function deviceCheckKeyAad(projectId: string): string {
 /** Each problem of an invalid input as `<where>: <what is wrong>`. */
 type ProblemLabels = (issue: z.core.$ZodIssue) => string[];
 
-/** A JSON body's problems: the field's path, or "(body)" for the body as a whole. */
-const bodyLabels: ProblemLabels = (issue) => [`${issue.path.join(".") || "(body)"}: ${issue.message}`];
+/**
+ * How a caller spells a field, from its dotted path (`deviceCheck.teamId`): the API as is, the CLI
+ * as the flag that sets it (`--device-check-team-id`).
+ */
+export type FieldName = (path: string) => string;
+const sameName: FieldName = (path) => path;
+
+/** A JSON body's problems: the field as the caller names it, or "(body)" for the body as a whole. */
+function bodyLabels(fieldName: FieldName): ProblemLabels {
+  return (issue) => {
+    const path = issue.path.join(".");
+    return [`${path ? fieldName(path) : "(body)"}: ${issue.message}`];
+  };
+}
 
 /** Query parameters' problems, each named as the caller spells it; an unknown one is named too. */
 function parameterLabels(parameterName: (field: string) => string): ProblemLabels {
@@ -292,7 +306,12 @@ function parameterLabels(parameterName: (field: string) => string): ProblemLabel
   };
 }
 
-function parse<T>(schema: z.ZodType<T>, input: unknown, what: string, labels = bodyLabels): T {
+function parse<T>(
+  schema: z.ZodType<T>,
+  input: unknown,
+  what: string,
+  labels: ProblemLabels = bodyLabels(sameName),
+): T {
   const result = schema.safeParse(input);
   if (result.success) return result.data;
   const problems = result.error.issues.flatMap(labels);

@@ -197,6 +197,23 @@ describe("sluice CLI", () => {
   });
 
   it.each([
+    [["projects", "create", "--name", "x", "--provider", "bogus"], /^error: Invalid project: --provider: /],
+    [
+      ["projects", "create", "--name", "x", "--provider", "provider-a", "--device-check-team-id", "abc"],
+      /^error: Invalid project: --device-check-team-id: /,
+    ],
+    [
+      ["keys", "add", "cli-flags", "--provider", "provider-a", "--api-key", "a b"],
+      /^error: Invalid provider key: --api-key: /,
+    ],
+  ])("names the flag of a bad field %j", async (args, problem) => {
+    await cli("projects", "create", "--id", "cli-flags", "--name", "Flags", "--provider", "provider-a");
+    const result = await cli(...args);
+    expect(result.code).toBe(1);
+    expect(result.err).toMatch(problem);
+  });
+
+  it.each([
     [["--from", "yesterday"], "--from: must be an ISO instant (2026-11-01T10:00:00Z) or date (2026-11-01)"],
     [["--to="], "--to: must be an ISO instant (2026-11-01T10:00:00Z) or date (2026-11-01)"],
     [["--group-by", "week"], '--group-by: Invalid option: expected one of "day"|"model"|"endpoint"'],

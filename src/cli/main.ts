@@ -103,7 +103,7 @@ function commandOf(
   switch (command) {
     case "projects create": {
       const fields = { ...projectFields(flags), ...(flags.id !== undefined ? { id: flags.id } : {}) };
-      return (admin) => admin.createProject(fields);
+      return (admin) => admin.createProject(fields, flagOfField);
     }
     case "projects list":
       return (admin) => admin.listProjects();
@@ -113,7 +113,7 @@ function commandOf(
     }
     case "projects update": {
       const [id, fields] = [project(), projectFields(flags)];
-      return (admin) => admin.updateProject(id, fields);
+      return (admin) => admin.updateProject(id, fields, flagOfField);
     }
     case "projects delete": {
       const id = project();
@@ -132,7 +132,7 @@ function commandOf(
         apiKey: need(apiKey, "--api-key or --api-key-stdin"),
         ...(flags.label !== undefined ? { label: flags.label } : {}),
       };
-      return (admin) => admin.addProviderKey(id, fields);
+      return (admin) => admin.addProviderKey(id, fields, flagOfField);
     }
     case "keys list": {
       const id = project();
@@ -175,6 +175,25 @@ function commandOf(
     default:
       throw new UsageError(`unknown command: ${command}`);
   }
+}
+
+/** The flag that sets a field (messages name the flags, not the fields), as projectFields maps them. */
+const fieldFlags: Record<string, string> = {
+  apiKey: "--api-key",
+  teamId: "--team-id",
+  monthlySpendCapUsd: "--monthly-spend-cap",
+  "rateLimits.perMinute": "--rate-limit",
+  "rateLimits.devicePerMinute": "--device-rate-limit",
+  "deviceCheck.enabled": "--device-check",
+  "deviceCheck.teamId": "--device-check-team-id",
+  "deviceCheck.keyId": "--device-check-key-id",
+  "deviceCheck.environment": "--device-check-environment",
+  "deviceCheck.tokenMode": "--device-token-mode",
+  "deviceCheck.privateKey": "--device-check-private-key-file",
+};
+
+function flagOfField(path: string): string {
+  return fieldFlags[path] ?? `--${path.replace(/[A-Z]/g, (letter) => `-${letter.toLowerCase()}`)}`;
 }
 
 const isEntry = process.argv[1]?.endsWith("cli/main.ts") || process.argv[1]?.endsWith("cli/main.js");
