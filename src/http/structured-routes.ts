@@ -45,6 +45,12 @@ async function handle(deps: StructuredRouteDeps, kind: AnalysisKind, context: Re
   });
   let model: string | null = null;
   let spend: CallSpend | undefined;
+  // A client that leaves before its answer: the provider calls are aborted, and the row says so.
+  const clientGone = new AbortController();
+  const onClose = () => {
+    if (!response.writableFinished) clientGone.abort(new Error("The client disconnected"));
+  };
+  response.once("close", onClose);
   try {
     requireJsonContentType(request);
     const body = parseJsonObject(await readBody(request, bodyCap(deps, kind)));
@@ -65,10 +71,13 @@ async function handle(deps: StructuredRouteDeps, kind: AnalysisKind, context: Re
       schema,
       input,
       timeoutMs: deps.timeoutMs,
+      signal: clientGone.signal,
     });
     model = result.model;
     spend = { usage: result.usage, costUsd: costOfTokens(call.provider, result.model, result.usage) };
     if (!result.ok) throw result.error;
+    // Answered after the client left: recorded as aborted (499), with what the answer cost.
+    if (clientGone.signal.aborted) throw new GatewayError("PROVIDER_ERROR", "The client disconnected");
     sendJson(response, 200, result.object);
     call.finish({
       status: 200,
@@ -83,6 +92,8 @@ async function handle(deps: StructuredRouteDeps, kind: AnalysisKind, context: Re
   } catch (error) {
     call.fail(error, call.provider, model, spend);
     throw error;
+  } finally {
+    response.off("close", onClose);
   }
 }
 
@@ -107,12 +118,15 @@ function usableSchema(project: Project): Record<string, unknown> {
 
 /**
  * The body cap: `SLUICE_MAX_BODY_BYTES`, raised for /v1/vision and /v1/pdf to what an image or PDF
- * at its own cap takes in base64 inside the JSON, so the more specific cap is the one that applies.
+ * at its own cap takes in base64 inside the JSON, wrapped in lines of 64 characters or more (PEM;
+ * MIME takes 76) with each line break written `\r\n` in JSON (4 bytes), so the more specific cap
+ * is the one that applies.
  */
 function bodyCap(deps: StructuredRouteDeps, kind: AnalysisKind): number {
   if (kind === "text") return deps.maxBodyBytes;
   const decoded = kind === "vision" ? deps.maxImageBytes : deps.maxPdfBytes;
-  return Math.max(deps.maxBodyBytes, Math.ceil(decoded / 3) * 4 + 4096);
+  const base64 = Math.ceil(decoded / 3) * 4;
+  return Math.max(deps.maxBodyBytes, base64 + Math.ceil(base64 / 64) * 4 + 4096);
 }
 
 async function parseInput(

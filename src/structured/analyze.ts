@@ -18,6 +18,8 @@ export interface AnalysisRequest {
   schema: Record<string, unknown>;
   input: AnalysisInput;
   timeoutMs: number;
+  /** Aborts the provider calls early: the client went away. */
+  signal?: AbortSignal;
 }
 
 /**
@@ -51,7 +53,8 @@ export async function analyze(models: AiSdkModels, request: AnalysisRequest): Pr
   const ai = await import("ai");
   const model = await models.language(request.provider, request.model, request.providerKey);
   const messages: ModelMessage[] = [{ role: "user", content: userContent(request.input) }];
-  const signal = AbortSignal.timeout(request.timeoutMs);
+  const timeout = AbortSignal.timeout(request.timeoutMs);
+  const signal = request.signal ? AbortSignal.any([timeout, request.signal]) : timeout;
   let usage: TokenUsage = {
     inputTokens: null,
     outputTokens: null,
