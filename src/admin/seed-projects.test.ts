@@ -144,6 +144,14 @@ describe("projects as code (SLUICE_CONFIG_FILE)", () => {
       `SLUICE_CONFIG_FILE ${path} is not a valid projects file: Unexpected token '}' (not valid JSON)`,
     );
     expect(error.message).not.toContain("tru");
+    // A long file: V8 quotes a window of it, cut at both ends (`..."…"...`).
+    const long = file(
+      "long.json",
+      `{"projects":[{"id":"p1","name":"P","provider":"provider-a","deviceCheck":{"privateKey": 'SECRETPEMSECRETPEMSECRETPEM-MIGTAgEAMBMGByqGSM49AgEG'}}]}`,
+    );
+    const quoted = (await seedProjects(admin, long).catch((caught: unknown) => caught)) as Error;
+    expect(quoted.message).not.toContain("SECRET");
+    expect(quoted.message).toMatch(/\(not valid JSON\)$/);
   });
 
   it.each([

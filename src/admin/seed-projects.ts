@@ -42,7 +42,8 @@ export async function seedProjects(
   } catch (error) {
     // V8 quotes the text around a JSON syntax error, which may be part of a .p8 private key.
     throw invalid(
-      (error as Error).message.replace(/, (?:\.\.\.)?".*" is not valid JSON$/s, " (not valid JSON)"),
+      // Everything from the quote on: `, "…" is not valid JSON` and `, …"…"… is not valid JSON`.
+      (error as Error).message.replace(/, (?:\.\.\.)?".*$/s, " (not valid JSON)"),
     );
   }
   const result = seedFile.safeParse(content);
