@@ -29,6 +29,11 @@ export interface CatalogueModel {
   created: number;
   capabilities: Capabilities;
   pricing: TokenPricing | null;
+  /**
+   * An alias entry (`…-latest`): the dated ids it resolves to, which a provider names as the model
+   * that answered. They count as this model (its prices, its capabilities).
+   */
+  snapshots?: readonly string[];
   /** Image models: variant -> size -> USD per image. */
   imagePricing?: Record<string, Record<string, number | null>>;
 }
@@ -213,6 +218,7 @@ const models: CatalogueModel[] = [
     created: 1729555200,
     capabilities: chat(true, false),
     pricing: price(0.8, 4, 0.08),
+    snapshots: ["claude-3-5-haiku-20241022"],
   },
   // Provider C (Gemini-style)
   {
@@ -322,14 +328,15 @@ export function modelsFor(provider: ProviderId): readonly CatalogueModel[] {
 const versionSuffix = /^-(?:\d{4}-\d{2}-\d{2}|\d{8}|\d{3})$/;
 
 /**
- * Finds a catalogued model by id, tolerating a `models/` prefix and version suffixes; a model the
- * catalogue does not list is null (its price unknown), not the catalogued model its name starts with.
+ * Finds a catalogued model by id, tolerating a `models/` prefix and version suffixes, or by a
+ * snapshot an alias entry names; a model the catalogue does not list is null (its price unknown),
+ * not the catalogued model its name starts with.
  */
 export function findModel(provider: ProviderId, id: string | null | undefined): CatalogueModel | null {
   if (!id) return null;
   const name = id.startsWith("models/") ? id.slice(7) : id;
   for (const model of modelsFor(provider)) {
-    if (name === model.id) return model;
+    if (name === model.id || model.snapshots?.includes(name)) return model;
     if (name.startsWith(model.id) && versionSuffix.test(name.slice(model.id.length))) return model;
   }
   return null;

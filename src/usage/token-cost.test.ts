@@ -25,6 +25,27 @@ describe("model catalogue", () => {
     expect(findModel("provider-c", "gemini-2.0-flash-001")?.id).toBe("gemini-2.0-flash");
   });
 
+  // A provider answers an alias request with the snapshot it resolved to; the row must keep its cost.
+  it("finds an alias entry by the dated snapshot the provider answers with", () => {
+    for (const [provider, alias, answered] of [
+      ["provider-b", "claude-3-5-haiku-latest", "claude-3-5-haiku-20241022"],
+      ["provider-a", "gpt-4o", "gpt-4o-2024-08-06"],
+      ["provider-a", "gpt-5", "gpt-5-2025-08-07"],
+      ["provider-a", "o4-mini", "o4-mini-2025-04-16"],
+      ["provider-b", "claude-opus-4-1", "claude-opus-4-1-20250805"],
+      ["provider-b", "claude-haiku-4-5", "claude-haiku-4-5-20251001"],
+    ] as const) {
+      expect(findModel(provider, answered)?.id).toBe(alias);
+      expect(costOfTokens(provider, answered, usage(1000, 1000))).toBe(
+        costOfTokens(provider, alias, usage(1000, 1000)),
+      );
+    }
+    expect(costOfTokens("provider-b", "claude-3-5-haiku-20241022", usage(1_000_000, 1_000_000))).toBe(4.8);
+    // Only the snapshots an entry names: another dated Haiku 3.5, or one under another provider, is not it.
+    expect(findModel("provider-b", "claude-3-5-haiku-20990101")).toBeNull();
+    expect(findModel("provider-a", "claude-3-5-haiku-20241022")).toBeNull();
+  });
+
   it("does not take another model for a catalogued one that its name starts with", () => {
     for (const [provider, id] of [
       ["provider-a", "gpt-5-nano"],
