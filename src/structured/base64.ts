@@ -11,7 +11,17 @@ export function decodeStrictBase64(value: string): Buffer | null {
   return Buffer.from(compact, "base64");
 }
 
-/** Decoded size of a base64 text without decoding it, for early size caps. */
+/**
+ * Decoded size of a base64 text without decoding or copying it, for early size caps: only the
+ * characters that are not the whitespace decodeStrictBase64 removes count, so wrapped base64 is
+ * measured as what it decodes to (at most 2 bytes over, for padding).
+ */
 export function decodedLength(value: string): number {
-  return Math.floor((value.length * 3) / 4);
+  let characters = 0;
+  for (let index = 0; index < value.length; index++) {
+    const code = value.charCodeAt(index);
+    // \t \n \r and space
+    if (code !== 9 && code !== 10 && code !== 13 && code !== 32) characters++;
+  }
+  return Math.floor((characters * 3) / 4);
 }

@@ -130,17 +130,43 @@ function validatorFor(schema: Record<string, unknown>): ValidateFunction {
   return validate;
 }
 
-/** Validates a model's output; the error strings say where and why. */
+/**
+ * Validates a model's output; the error strings say where and why. A value that would not survive
+ * JSON serialisation is invalid too: JSON.parse reads `1e999` as Infinity, which Ajv takes for a
+ * number and JSON.stringify would send as null, breaking the schema the answer was checked against.
+ */
 export function validateAgainstSchema(
   schema: Record<string, unknown>,
   value: unknown,
 ): { valid: boolean; errors: string[] } {
+  const errors: string[] = [];
+  nonFiniteNumbers(value, errors);
   const validate = validatorFor(schema);
-  if (validate(value)) return { valid: true, errors: [] };
-  return {
-    valid: false,
-    errors: (validate.errors ?? []).map(
-      (error) => `${error.instancePath || "/"} ${error.message ?? "is invalid"}`,
-    ),
-  };
+  if (!validate(value)) {
+    for (const error of validate.errors ?? [])
+      errors.push(`${error.instancePath || "/"} ${error.message ?? "is invalid"}`);
+  }
+  return { valid: errors.length === 0, errors };
+}
+
+/**
+ * Reports every number JSON cannot carry (Infinity, -Infinity, NaN), by its JSON Pointer. Iterative,
+ * so a deeply nested answer cannot overflow the stack.
+ */
+function nonFiniteNumbers(root: unknown, errors: string[]): void {
+  const pointerToken = (key: string) => key.replace(/~/g, "~0").replace(/\//g, "~1");
+  const pending: Array<[unknown, string]> = [[root, ""]];
+  for (let next = pending.pop(); next; next = pending.pop()) {
+    const [value, path] = next;
+    if (typeof value === "number") {
+      if (!Number.isFinite(value))
+        errors.push(`${path || "/"} must be a finite number (JSON has no ${String(value)})`);
+    } else if (Array.isArray(value)) {
+      for (let index = value.length - 1; index >= 0; index--)
+        pending.push([value[index], `${path}/${index}`]);
+    } else if (typeof value === "object" && value !== null) {
+      for (const [key, item] of Object.entries(value).reverse())
+        pending.push([item, `${path}/${pointerToken(key)}`]);
+    }
+  }
 }

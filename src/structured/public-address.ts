@@ -7,7 +7,8 @@ import { BlockList, isIPv4, isIPv6 } from "node:net";
  * (including the 169.254.169.254 metadata service), ULA (RFC 4193), multicast, documentation,
  * benchmarking and reserved ranges. IPv6 forms that embed an IPv4 address (mapped ::ffff:0:0/96,
  * compatible ::/96, NAT64 64:ff9b::/96, 6to4 2002::/16) are judged on that IPv4 address; Teredo
- * (2001::/32) is refused outright. Anything unparsable is refused.
+ * (2001::/32) and local-use NAT64 (64:ff9b:1::/48, RFC 8215: it translates to whatever the local
+ * network chose) are refused outright. Anything unparsable is refused.
  */
 const v4 = new BlockList();
 for (const [network, prefix] of [
@@ -34,11 +35,16 @@ const v6 = new BlockList();
 for (const [network, prefix] of [
   ["::", 128],
   ["::1", 128],
-  ["100::", 64],
-  ["2001::", 32],
-  ["2001:db8::", 32],
+  ["64:ff9b:1::", 48], // local-use NAT64 (RFC 8215)
+  ["100::", 64], // discard-only (RFC 6666)
+  ["100:0:0:1::", 64], // dummy prefix (RFC 9780)
+  ["2001::", 32], // Teredo
+  ["2001:2::", 48], // benchmarking (RFC 5180)
+  ["2001:db8::", 32], // documentation
   ["2001:10::", 28],
   ["2001:20::", 28],
+  ["3fff::", 20], // documentation (RFC 9637)
+  ["5f00::", 16], // SRv6 SIDs (RFC 9602)
   ["fc00::", 7],
   ["fe80::", 10],
   ["fec0::", 10],

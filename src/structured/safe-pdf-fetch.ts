@@ -18,8 +18,9 @@ export interface SafePdfFetcherOptions {
  * Fetches a PDF by URL without letting a client reach internal addresses (SSRF): every address
  * the host resolves to must be allowed (public by default) before any connection; the connection
  * is pinned to the checked address so DNS cannot change between check and connect; redirects are
- * followed by hand (at most 3), each hop checked again; size and time are capped; the content must
- * start with `%PDF-`. Every refusal is 400 BAD_REQUEST (413 over the size cap).
+ * followed by hand (at most 3), each hop checked again (a URL with credentials is refused on any
+ * hop); size and time are capped, the time cap covering every hop's DNS lookup too; the content
+ * must start with `%PDF-`. Every refusal is 400 BAD_REQUEST (413 over the size cap).
  */
 export function createSafePdfFetcher(options: SafePdfFetcherOptions) {
   const resolve =
@@ -28,21 +29,36 @@ export function createSafePdfFetcher(options: SafePdfFetcherOptions) {
   const protocols = options.allowedProtocols ?? ["https:"];
   const maxRedirects = options.maxRedirects ?? 3;
 
-  async function checkedAddress(url: URL): Promise<string> {
+  async function checkedAddress(url: URL, deadline: AbortSignal): Promise<string> {
     if (!protocols.includes(url.protocol)) throw refuse(`the PDF URL must use ${protocols.join(" or ")}`);
+    // Checked on every hop: a redirect may not add what the first URL may not carry.
+    if (url.username || url.password) throw refuse("the PDF URL must not contain credentials");
     const host = url.hostname.startsWith("[") ? url.hostname.slice(1, -1) : url.hostname;
-    const addresses = isIP(host) ? [{ address: host, family: isIP(host) }] : await resolveHost(host);
+    const addresses = isIP(host)
+      ? [{ address: host, family: isIP(host) }]
+      : await resolveHost(host, deadline);
     if (addresses.length === 0) throw refuse("the PDF URL's host does not resolve");
     if (addresses.some(({ address }) => !allowed(address)))
       throw refuse("the PDF URL resolves to a non-public address");
     return addresses[0]!.address;
   }
 
-  async function resolveHost(host: string) {
+  /** The lookup runs under the fetch's deadline: one that takes longer fails as the time-out does. */
+  async function resolveHost(host: string, deadline: AbortSignal) {
+    if (deadline.aborted) throw tooSlow();
+    let onAbort = () => {};
+    const timedOut = new Promise<never>((_resolve, reject) => {
+      onAbort = () => reject(tooSlow());
+      deadline.addEventListener("abort", onAbort, { once: true });
+    });
     try {
-      return await resolve(host);
-    } catch {
-      throw refuse("the PDF URL's host does not resolve");
+      // A lookup still running past the deadline is left to finish; its answer is not used.
+      return await Promise.race([resolve(host), timedOut]);
+    } catch (error) {
+      if (error instanceof GatewayError) throw error;
+      throw deadline.aborted ? tooSlow() : refuse("the PDF URL's host does not resolve");
+    } finally {
+      deadline.removeEventListener("abort", onAbort);
     }
   }
 
@@ -50,7 +66,7 @@ export function createSafePdfFetcher(options: SafePdfFetcherOptions) {
     const deadline = AbortSignal.timeout(options.timeoutMs);
     let url = start;
     for (let hop = 0; hop <= maxRedirects; hop++) {
-      const address = await checkedAddress(url);
+      const address = await checkedAddress(url, deadline);
       const agent = pinnedAgent(address, options.timeoutMs);
       try {
         const response = await request(url, {
@@ -71,7 +87,7 @@ export function createSafePdfFetcher(options: SafePdfFetcherOptions) {
         return await readCapped(response.body, options.maxBytes);
       } catch (error) {
         if (error instanceof GatewayError) throw error;
-        throw refuse(deadline.aborted ? "fetching the PDF took too long" : "could not fetch the PDF");
+        throw deadline.aborted ? tooSlow() : refuse("could not fetch the PDF");
       } finally {
         void agent.close();
       }
@@ -116,6 +132,10 @@ async function readCapped(body: AsyncIterable<Buffer>, maxBytes: number): Promis
 
 function refuse(message: string): GatewayError {
   return new GatewayError("BAD_REQUEST", message);
+}
+
+function tooSlow(): GatewayError {
+  return refuse("fetching the PDF took too long");
 }
 
 export type FetchPdf = ReturnType<typeof createSafePdfFetcher>;

@@ -2,6 +2,7 @@ import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { GatewayError } from "../errors.js";
+import { decodedLength } from "./base64.js";
 import { parseImageInput, sniffImageType } from "./image-input.js";
 import { parsePdfInput } from "./pdf-input.js";
 import { isPublicAddress } from "./public-address.js";
@@ -44,6 +45,29 @@ describe("image input", () => {
     expect(parseImageInput(wrapped, { maxBytes: 1024 }).mediaType).toBe("image/png");
   });
 
+  // The cap is on decoded bytes: line breaks in the base64 do not count towards it.
+  it("accepts MIME- and PEM-wrapped base64 just under the cap, and refuses it just over", () => {
+    const under = Buffer.concat([png, Buffer.alloc(1024 - png.length)]);
+    for (const width of [76, 64, 4]) {
+      const wrap = (bytes: Buffer) =>
+        bytes.toString("base64").replace(new RegExp(`(.{${width}})`, "g"), "$1\r\n");
+      expect(parseImageInput(wrap(under), { maxBytes: 1024 }).bytes.length).toBe(1024);
+      expect(parseImageInput(`data:image/png;base64,${wrap(under)}`, { maxBytes: 1024 }).mediaType).toBe(
+        "image/png",
+      );
+      expect(codeOf(() => parseImageInput(wrap(Buffer.concat([under, png])), { maxBytes: 1024 }))).toBe(
+        "PAYLOAD_TOO_LARGE",
+      );
+    }
+  });
+
+  it("estimates the decoded size without counting whitespace", () => {
+    expect(decodedLength("QUJD")).toBe(3);
+    expect(decodedLength("QUJD\r\nREVG\n")).toBe(6);
+    expect(decodedLength(" Q U J D\tREVG ")).toBe(6);
+    expect(decodedLength("\r\n".repeat(1000))).toBe(0);
+  });
+
   it.each([
     ["not base64", "!!!not base64!!!", "VALIDATION_ERROR"],
     ["bad padding", "iVBORw0KGgo", "VALIDATION_ERROR"],
@@ -62,6 +86,18 @@ describe("pdf input", () => {
     expect(data.kind === "data" && Buffer.from(data.bytes).equals(pdf)).toBe(true);
     const parsed = parsePdfInput("https://example.com/a.pdf", { maxBytes: 1024 });
     expect(parsed.kind === "url" && parsed.url.href).toBe("https://example.com/a.pdf");
+  });
+
+  it("accepts wrapped base64 just under the cap, and refuses it just over", () => {
+    const under = Buffer.concat([pdf, Buffer.alloc(1024 - pdf.length, 0x20)]);
+    const wrap = (bytes: Buffer) => bytes.toString("base64").replace(/(.{64})/g, "$1\n");
+    const data = parsePdfInput(`data:application/pdf;base64,${wrap(under)}`, { maxBytes: 1024 });
+    expect(data.kind === "data" && data.bytes.length).toBe(1024);
+    expect(
+      codeOf(() =>
+        parsePdfInput(`data:application/pdf;base64,${wrap(Buffer.concat([under, pdf]))}`, { maxBytes: 1024 }),
+      ),
+    ).toBe("PAYLOAD_TOO_LARGE");
   });
 
   it.each([
@@ -90,6 +126,11 @@ describe("public addresses", () => {
     "2606:4700:4700::1111",
     "2a00:1450:4001:80b::200e",
     "[2606:4700:4700::1111]",
+    // NAT64 (well-known prefix) embedding a public IPv4 address, and the neighbours of refused ranges.
+    "64:ff9b::808:808",
+    "2001:3::1",
+    "3fff:1000::1",
+    "2c0f:fb50::1",
   ])("allows %s", (ip) => {
     expect(isPublicAddress(ip)).toBe(true);
   });
@@ -118,6 +159,17 @@ describe("public addresses", () => {
     "64:ff9b::a00:1",
     "2002:7f00:1::",
     "2001:0:4136:e378::1",
+    // Benchmarking (RFC 5180), local-use NAT64 (RFC 8215; refused whatever it embeds),
+    // documentation (RFC 9637), the dummy prefix (RFC 9780) and SRv6 SIDs (RFC 9602).
+    "2001:2::1",
+    "2001:2:0:ffff:ffff:ffff:ffff:ffff",
+    "64:ff9b:1::a00:1",
+    "64:ff9b:1::808:808",
+    "64:ff9b:1:ffff::8.8.8.8",
+    "3fff::1",
+    "3fff:fff:ffff::1",
+    "100:0:0:1::1",
+    "5f00::1",
     "not an ip",
     "",
   ])("refuses %s", (ip) => {
@@ -131,6 +183,7 @@ describe("SSRF-safe PDF fetch", () => {
   let forbiddenConnections = 0;
   let allowed: Server;
   let allowedPort = 0;
+  const allowedRequests: string[] = [];
 
   beforeAll(async () => {
     forbidden = createServer((_request, response) => response.end(pdf));
@@ -138,6 +191,11 @@ describe("SSRF-safe PDF fetch", () => {
     await new Promise<void>((resolve) => forbidden.listen(0, "127.0.0.1", resolve));
     forbiddenPort = (forbidden.address() as AddressInfo).port;
     allowed = createServer((request, response) => {
+      allowedRequests.push(request.url ?? "");
+      if (request.url === "/to-credentials")
+        return void response
+          .writeHead(302, { location: `http://user:pass@127.0.0.3:${allowedPort}/doc.pdf` })
+          .end();
       if (request.url === "/doc.pdf") return void response.end(pdf);
       if (request.url === "/not-a-pdf") return void response.end("<html></html>");
       if (request.url === "/big") return void response.end(Buffer.concat([pdf, Buffer.alloc(5000)]));
@@ -225,6 +283,49 @@ describe("SSRF-safe PDF fetch", () => {
     const before = forbiddenConnections;
     await expectRefused(fetcher()(new URL(`http://127.0.0.3:${allowedPort}/to-forbidden`)));
     expect(forbiddenConnections).toBe(before);
+  });
+
+  it("refuses a redirect to a URL with credentials, without following it", async () => {
+    allowedRequests.length = 0;
+    const error = await fetcher()(new URL(`http://127.0.0.3:${allowedPort}/to-credentials`)).then(
+      () => null,
+      (caught: unknown) => caught,
+    );
+    expect(error instanceof GatewayError && error.code).toBe("BAD_REQUEST");
+    expect((error as Error).message).toContain("credentials");
+    expect(allowedRequests).toEqual(["/to-credentials"]);
+  });
+
+  it("puts the DNS lookup under the time cap: a lookup that takes longer fails as a time-out", async () => {
+    const slowLookup = () =>
+      new Promise<Array<{ address: string; family: number }>>((resolve) =>
+        setTimeout(() => resolve([{ address: "127.0.0.3", family: 4 }]), 2500),
+      );
+    const started = Date.now();
+    const error = await fetcher(slowLookup)(new URL(`http://slow-dns.example:${allowedPort}/doc.pdf`)).then(
+      () => null,
+      (caught: unknown) => caught,
+    );
+    expect(error instanceof GatewayError && error.code).toBe("BAD_REQUEST");
+    expect((error as Error).message).toBe("fetching the PDF took too long");
+    expect(Date.now() - started).toBeLessThan(2300);
+  });
+
+  it("counts a redirect hop's lookup against the same deadline", async () => {
+    let lookups = 0;
+    const secondSlow = () =>
+      new Promise<Array<{ address: string; family: number }>>((resolve) =>
+        setTimeout(() => resolve([{ address: "127.0.0.3", family: 4 }]), ++lookups === 1 ? 0 : 2500),
+      );
+    allowedRequests.length = 0;
+    const started = Date.now();
+    const error = await fetcher(secondSlow)(new URL(`http://dns.example:${allowedPort}/to-self`)).then(
+      () => null,
+      (caught: unknown) => caught,
+    );
+    expect((error as Error).message).toBe("fetching the PDF took too long");
+    expect(Date.now() - started).toBeLessThan(2300);
+    expect(allowedRequests).toEqual(["/to-self"]);
   });
 
   it("refuses http in production, redirect loops, non-PDF content, errors, slowness and size", async () => {

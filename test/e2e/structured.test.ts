@@ -3,8 +3,9 @@ import type { AddressInfo } from "node:net";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import type { ProviderId } from "../../src/providers/provider-id.js";
 import { createSafePdfFetcher } from "../../src/structured/safe-pdf-fetch.js";
+import { costOfTokens } from "../../src/usage/token-cost.js";
 import { type FakeUpstream, startFakeUpstream } from "../fakes/fake-upstream.js";
-import { tinyPng } from "../fakes/fake-upstream-responses.js";
+import { providerB, tinyPng } from "../fakes/fake-upstream-responses.js";
 import {
   createTestProject,
   startTestGateway,
@@ -251,6 +252,66 @@ describe("structured analysis", () => {
     });
   }
 
+  // JSON.parse reads 1e999 as Infinity, which the schema's number admits; sent, it would be null.
+  describe("an answer with a number JSON cannot carry", () => {
+    const unbounded = {
+      type: "object",
+      properties: { title: { type: "string" }, score: { type: "number" } },
+      required: ["title", "score"],
+    };
+    const overflow = '{"title":"A","score":1e999}';
+
+    for (const provider of ["provider-a", "provider-b", "provider-c"] as const) {
+      it(`is repaired like any invalid output on ${provider}, or answered 502`, async () => {
+        const project = await createTestProject(sluice.gateway, { provider, outputSchema: unbounded });
+        let calls = 0;
+        fake.setStructuredOutput(() => (++calls === 1 ? overflow : { title: "A", score: 1 }));
+        const repaired = await post(`/v1/text/${project.projectId}`, project, { text: "x" }, {}, provider);
+        expect(repaired.status).toBe(200);
+        expect(await repaired.json()).toEqual({ title: "A", score: 1 });
+        expect(fake.requests).toHaveLength(2);
+        expect(JSON.stringify(fake.last()!.json)).toContain("/score must be a finite number");
+
+        fake.clear();
+        fake.setStructuredOutput(overflow);
+        const refused = await post(`/v1/text/${project.projectId}`, project, { text: "x" }, {}, provider);
+        await expectError(refused, 502, "PROVIDER_ERROR");
+        expect(fake.requests).toHaveLength(2);
+      });
+    }
+  });
+
+  it("records the cost when provider B answers an alias model with the snapshot it resolved to", async () => {
+    const project = await createTestProject(sluice.gateway, {
+      provider: "provider-b",
+      outputSchema: schema,
+      model: "claude-3-5-haiku-latest",
+    });
+    const usage = { input: 11, output: 7, cached: 3, reasoning: 2 };
+    fake.enqueueResponse({
+      status: 200,
+      body: providerB.message(
+        "claude-3-5-haiku-20241022",
+        [{ type: "text", text: JSON.stringify(answer) }],
+        usage,
+      ),
+    });
+    const response = await post(`/v1/text/${project.projectId}`, project, { text: "x" }, {}, "provider-b");
+    expect(response.status).toBe(200);
+    expect(await response.json()).toEqual(answer);
+    expect(fake.last()!.json).toMatchObject({ model: "claude-3-5-haiku-latest" });
+    const row = await rowFor(response);
+    expect(row).toMatchObject({ status: 200, model: "claude-3-5-haiku-20241022", input_tokens: 11 });
+    const expected = costOfTokens("provider-b", "claude-3-5-haiku-latest", {
+      inputTokens: row.input_tokens,
+      outputTokens: row.output_tokens,
+      cachedInputTokens: row.cached_tokens,
+      reasoningTokens: row.reasoning_tokens,
+    });
+    expect(expected).toBeGreaterThan(0);
+    expect(row.cost_usd).toBeCloseTo(expected ?? Number.NaN, 12);
+  });
+
   it("answers 504 when the provider does not answer in time", async () => {
     fake.setLatencyMs(3000);
     const response = await post(`/v1/text/${projects["provider-a"].projectId}`, projects["provider-a"], {
@@ -432,6 +493,49 @@ describe("structured analysis", () => {
       expect(((await refused.json()) as { error: { message: string } }).error.message).toContain("PDF");
       // Text keeps SLUICE_MAX_BODY_BYTES.
       expect((await send("/v1/text", { text: "x".repeat(5000) })).status).toBe(413);
+    } finally {
+      await small.close();
+    }
+  });
+
+  // The caps are on decoded bytes: MIME (76) or PEM (64) line breaks do not count towards them.
+  it("takes a PDF or image in line-wrapped base64 just under its cap", async () => {
+    const small = await startTestGateway({
+      providerCBaseUrl: `${fake.url}/c/v1beta`,
+      maxBodyBytes: 4096,
+      maxPdfBytes: 200_000,
+      maxImageBytes: 200_000,
+    });
+    try {
+      const project = await createTestProject(small.gateway, {
+        provider: "provider-c",
+        outputSchema: schema,
+      });
+      const send = (path: string, body: unknown) =>
+        fetch(`${small.url}${path}/${project.projectId}`, {
+          method: "POST",
+          headers: {
+            authorization: `Bearer ${project.bearer("provider-c")}`,
+            "content-type": "application/json",
+          },
+          body: JSON.stringify(body),
+        });
+      const wrap = (bytes: Buffer, width: number) =>
+        bytes.toString("base64").replace(new RegExp(`(.{${width}})`, "g"), "$1\r\n");
+      const bigPdf = Buffer.concat([pdf, Buffer.alloc(200_000 - pdf.length, 0x20)]);
+      const bigPng = Buffer.concat([tinyPng, Buffer.alloc(200_000 - tinyPng.length)]);
+      for (const width of [76, 64]) {
+        const pdfAnswer = await send("/v1/pdf", {
+          pdf: `data:application/pdf;base64,${wrap(bigPdf, width)}`,
+        });
+        expect(pdfAnswer.status, `pdf wrapped at ${width}`).toBe(200);
+        const imageAnswer = await send("/v1/vision", { image: wrap(bigPng, width) });
+        expect(imageAnswer.status, `image wrapped at ${width}`).toBe(200);
+      }
+      const tooBig = Buffer.concat([bigPdf, pdf]);
+      const refused = await send("/v1/pdf", { pdf: `data:application/pdf;base64,${wrap(tooBig, 76)}` });
+      expect(refused.status).toBe(413);
+      expect(((await refused.json()) as { error: { message: string } }).error.message).toContain("PDF");
     } finally {
       await small.close();
     }
