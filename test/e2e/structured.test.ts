@@ -457,26 +457,7 @@ describe("structured analysis", () => {
   });
 
   it("takes a PDF or image body as large as its own cap needs in base64, above SLUICE_MAX_BODY_BYTES", async () => {
-    const small = await startTestGateway({
-      providerCBaseUrl: `${fake.url}/c/v1beta`,
-      maxBodyBytes: 4096,
-      maxPdfBytes: 8192,
-      maxImageBytes: 8192,
-    });
-    try {
-      const project = await createTestProject(small.gateway, {
-        provider: "provider-c",
-        outputSchema: schema,
-      });
-      const send = (path: string, body: unknown) =>
-        fetch(`${small.url}${path}/${project.projectId}`, {
-          method: "POST",
-          headers: {
-            authorization: `Bearer ${project.bearer("provider-c")}`,
-            "content-type": "application/json",
-          },
-          body: JSON.stringify(body),
-        });
+    await withCappedGateway(8192, async (send) => {
       const bigPdf = Buffer.concat([pdf, Buffer.alloc(6000, 0x20)]);
       const pdfAnswer = await send("/v1/pdf", {
         pdf: `data:application/pdf;base64,${bigPdf.toString("base64")}`,
@@ -493,33 +474,12 @@ describe("structured analysis", () => {
       expect(((await refused.json()) as { error: { message: string } }).error.message).toContain("PDF");
       // Text keeps SLUICE_MAX_BODY_BYTES.
       expect((await send("/v1/text", { text: "x".repeat(5000) })).status).toBe(413);
-    } finally {
-      await small.close();
-    }
+    });
   });
 
   // The caps are on decoded bytes: MIME (76) or PEM (64) line breaks do not count towards them.
   it("takes a PDF or image in line-wrapped base64 just under its cap", async () => {
-    const small = await startTestGateway({
-      providerCBaseUrl: `${fake.url}/c/v1beta`,
-      maxBodyBytes: 4096,
-      maxPdfBytes: 200_000,
-      maxImageBytes: 200_000,
-    });
-    try {
-      const project = await createTestProject(small.gateway, {
-        provider: "provider-c",
-        outputSchema: schema,
-      });
-      const send = (path: string, body: unknown) =>
-        fetch(`${small.url}${path}/${project.projectId}`, {
-          method: "POST",
-          headers: {
-            authorization: `Bearer ${project.bearer("provider-c")}`,
-            "content-type": "application/json",
-          },
-          body: JSON.stringify(body),
-        });
+    await withCappedGateway(200_000, async (send) => {
       const wrap = (bytes: Buffer, width: number) =>
         bytes.toString("base64").replace(new RegExp(`(.{${width}})`, "g"), "$1\r\n");
       const bigPdf = Buffer.concat([pdf, Buffer.alloc(200_000 - pdf.length, 0x20)]);
@@ -536,10 +496,42 @@ describe("structured analysis", () => {
       const refused = await send("/v1/pdf", { pdf: `data:application/pdf;base64,${wrap(tooBig, 76)}` });
       expect(refused.status).toBe(413);
       expect(((await refused.json()) as { error: { message: string } }).error.message).toContain("PDF");
+    });
+  });
+
+  /**
+   * A provider C gateway with SLUICE_MAX_BODY_BYTES at 4096 and the PDF and image caps at
+   * `cap`; `send` posts a JSON body to a structured path of its project.
+   */
+  async function withCappedGateway(
+    cap: number,
+    run: (send: (path: string, body: unknown) => Promise<Response>) => Promise<void>,
+  ): Promise<void> {
+    const small = await startTestGateway({
+      providerCBaseUrl: `${fake.url}/c/v1beta`,
+      maxBodyBytes: 4096,
+      maxPdfBytes: cap,
+      maxImageBytes: cap,
+    });
+    try {
+      const project = await createTestProject(small.gateway, {
+        provider: "provider-c",
+        outputSchema: schema,
+      });
+      await run((path, body) =>
+        fetch(`${small.url}${path}/${project.projectId}`, {
+          method: "POST",
+          headers: {
+            authorization: `Bearer ${project.bearer("provider-c")}`,
+            "content-type": "application/json",
+          },
+          body: JSON.stringify(body),
+        }),
+      );
     } finally {
       await small.close();
     }
-  });
+  }
 
   it("answers 415 without a JSON content type", async () => {
     const project = projects["provider-a"];
