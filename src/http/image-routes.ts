@@ -4,6 +4,7 @@ import { parseImageRequest } from "../images/image-request.js";
 import type { UrlSigner } from "../images/signed-url.js";
 import { mediaTypeOf, vaultMaxAgeSeconds } from "../images/vault-store.js";
 import type { Admit, CallSpend } from "./admission.js";
+import { watchClient } from "./client-watch.js";
 import { parseJsonObject, readBody, requireJsonContentType } from "./read-body.js";
 import type { RequestContext, Router } from "./router.js";
 import { sendBytes, sendJson } from "./send.js";
@@ -49,13 +50,23 @@ async function handleGenerate(deps: ImageRouteDeps, context: RequestContext): Pr
   });
   let model: string | null = null;
   let spend: CallSpend | undefined;
+  // A client that leaves before its images: the provider calls are aborted, and the row says so.
+  const client = watchClient(response);
   try {
     requireJsonContentType(request);
     const body = parseImageRequest(parseJsonObject(await readBody(request, deps.maxBodyBytes)));
     model = imageModelFor(call.provider, call.project, body);
-    const { result, costUsd } = await generateImages(deps, call, body, (billed) => {
-      spend = { usage: null, costUsd: billed };
-    });
+    const { result, costUsd } = await generateImages(
+      deps,
+      call,
+      body,
+      (billed) => {
+        spend = { usage: null, costUsd: billed };
+      },
+      client.signal,
+    );
+    // Generated after the client left: recorded as aborted (499), with what the images cost.
+    if (client.signal.aborted) throw new GatewayError("PROVIDER_ERROR", "The client disconnected");
     sendJson(response, 200, result);
     call.finish({
       status: 200,
@@ -71,5 +82,7 @@ async function handleGenerate(deps: ImageRouteDeps, context: RequestContext): Pr
   } catch (error) {
     call.fail(error, call.provider, model, spend);
     throw error;
+  } finally {
+    client.stop();
   }
 }

@@ -10,6 +10,7 @@ import { parsePdfInput } from "../structured/pdf-input.js";
 import type { FetchPdf } from "../structured/safe-pdf-fetch.js";
 import { costOfTokens } from "../usage/token-cost.js";
 import type { Admit, CallSpend } from "./admission.js";
+import { watchClient } from "./client-watch.js";
 import { parseJsonObject, readBody, requireJsonContentType } from "./read-body.js";
 import type { RequestContext, Router } from "./router.js";
 import { sendJson } from "./send.js";
@@ -46,11 +47,7 @@ async function handle(deps: StructuredRouteDeps, kind: AnalysisKind, context: Re
   let model: string | null = null;
   let spend: CallSpend | undefined;
   // A client that leaves before its answer: the provider calls are aborted, and the row says so.
-  const clientGone = new AbortController();
-  const onClose = () => {
-    if (!response.writableFinished) clientGone.abort(new Error("The client disconnected"));
-  };
-  response.once("close", onClose);
+  const client = watchClient(response);
   try {
     requireJsonContentType(request);
     const body = parseJsonObject(await readBody(request, bodyCap(deps, kind)));
@@ -71,13 +68,13 @@ async function handle(deps: StructuredRouteDeps, kind: AnalysisKind, context: Re
       schema,
       input,
       timeoutMs: deps.timeoutMs,
-      signal: clientGone.signal,
+      signal: client.signal,
     });
     model = result.model;
     spend = { usage: result.usage, costUsd: costOfTokens(call.provider, result.model, result.usage) };
     if (!result.ok) throw result.error;
     // Answered after the client left: recorded as aborted (499), with what the answer cost.
-    if (clientGone.signal.aborted) throw new GatewayError("PROVIDER_ERROR", "The client disconnected");
+    if (client.signal.aborted) throw new GatewayError("PROVIDER_ERROR", "The client disconnected");
     sendJson(response, 200, result.object);
     call.finish({
       status: 200,
@@ -93,7 +90,7 @@ async function handle(deps: StructuredRouteDeps, kind: AnalysisKind, context: Re
     call.fail(error, call.provider, model, spend);
     throw error;
   } finally {
-    response.off("close", onClose);
+    client.stop();
   }
 }
 

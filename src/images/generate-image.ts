@@ -49,6 +49,8 @@ export async function generateImages(
   call: { project: Project; provider: ProviderId; providerKey: string },
   request: ImageRequest,
   onBilled: (costUsd: number | null) => void = () => {},
+  /** Aborts the provider calls early: the client went away. */
+  signal?: AbortSignal,
 ): Promise<{ result: ImageResult; costUsd: number | null }> {
   const modelId = imageModelFor(call.provider, call.project, request);
   if (!modelId)
@@ -89,7 +91,9 @@ export async function generateImages(
         ...(c?.personGeneration ? { google: { personGeneration: c.personGeneration } } : {}),
       },
       maxRetries: 0,
-      abortSignal: AbortSignal.timeout(deps.timeoutMs),
+      abortSignal: signal
+        ? AbortSignal.any([AbortSignal.timeout(deps.timeoutMs), signal])
+        : AbortSignal.timeout(deps.timeoutMs),
     })
     .catch(async (error: unknown) => {
       // n split over several calls: the batches that did answer were billed all the same.

@@ -153,3 +153,32 @@ describe("fitting an image request to its provider and model", () => {
     ]);
   });
 });
+
+describe("image request model", () => {
+  it.each([
+    "imagen-4.0-generate-001:predict#",
+    "../../../secret/admin",
+    "imagen-4.0-generate-001:predict?key=abc&x=",
+    "gpt-image-1%2F..",
+    "a/b",
+    "x".repeat(201),
+  ])("refuses %j with 422: it would change the provider's URL", (model) => {
+    let error: unknown;
+    try {
+      parseImageRequest({ prompt: "x", model });
+    } catch (caught) {
+      error = caught;
+    }
+    expect(error).toMatchObject({ code: "VALIDATION_ERROR" });
+  });
+
+  it.each([
+    "gpt-image-1",
+    "dall-e-3",
+    "imagen-4.0-fast-generate-001",
+    "models/imagen-4.0-generate-001",
+    "my_custom.model-2",
+  ])("takes the model name %j", (model) =>
+    expect(parseImageRequest({ prompt: "x", model }).model).toBe(model),
+  );
+});

@@ -19,6 +19,7 @@ export interface ImageRequest {
   warnings: string[];
 }
 
+const modelName = /^(?:models\/)?[A-Za-z0-9][A-Za-z0-9._-]{0,199}$/;
 const sizePattern = /^([1-9]\d{1,4})x([1-9]\d{1,4})$/;
 const ratioPattern = /^([1-9]\d{0,2}):([1-9]\d{0,2})$/;
 
@@ -144,9 +145,16 @@ export function parseImageRequest(body: Record<string, unknown>): ImageRequest {
   if (typeof prompt !== "string" || prompt.trim() === "")
     throw bad("`prompt` is required and must be a non-empty string");
   const request: ImageRequest = { prompt, n: 1, providerOptions: {}, warnings: [] };
-  if (model !== undefined)
-    request.model =
-      typeof model === "string" && model !== "" ? model : invalid(bad("`model` must be a string"));
+  if (model !== undefined) {
+    if (typeof model !== "string" || model === "") throw bad("`model` must be a string");
+    // It becomes part of the provider's URL (provider C: `models/{model}:predict`): a `/`, `?`, `#`,
+    // `:` or `%` in it would reach another path, add a query or cut the URL short.
+    if (!modelName.test(model))
+      throw incompatible(
+        "`model` must be a model name: letters, digits, `.`, `_` and `-` (optionally after `models/`), at most 200 characters",
+      );
+    request.model = model;
+  }
   if (size !== undefined && aspectRatio !== undefined)
     throw incompatible("`size` and `aspectRatio` are mutually exclusive: give one of them");
   if (size !== undefined) {
@@ -213,8 +221,4 @@ function bad(message: string): GatewayError {
 
 function incompatible(message: string): GatewayError {
   return new GatewayError("VALIDATION_ERROR", message);
-}
-
-function invalid(error: GatewayError): never {
-  throw error;
 }
