@@ -72,9 +72,10 @@ export function createApp(deps: AppDeps): App {
       const path = queryAt < 0 ? url : url.slice(0, queryAt);
       const query = queryAt < 0 ? "" : url.slice(queryAt + 1);
       const origin = corsPolicy ? request.headers.origin : undefined;
-      const cors = origin !== undefined && corsPolicy?.covers(path) ? corsPolicy : null;
+      const cors = corsPolicy?.covers(path) ? corsPolicy : null;
       const preflight =
         cors !== null &&
+        origin !== undefined &&
         request.method === "OPTIONS" &&
         request.headers["access-control-request-method"] !== undefined;
       const malformed = malformedTarget(request, url);
@@ -82,7 +83,7 @@ export function createApp(deps: AppDeps): App {
       const writesOwnHeaders =
         malformed === null && !preflight && lookup.kind === "found" && lookup.writesOwnHeaders;
       if (!writesOwnHeaders) response.setHeader("x-request-id", requestId);
-      const corsHeaders = cors && !preflight ? cors.headersFor(origin as string) : null;
+      const corsHeaders = cors && !preflight ? cors.headersFor(origin) : null;
       if (corsHeaders && !writesOwnHeaders) setHeaders(response, corsHeaders);
       const route = malformed
         ? "malformed"

@@ -11,8 +11,12 @@ export interface CorsPolicy {
   covers(path: string): boolean;
   /** Whether `origin` is one of the configured origins (always, with `*`). */
   allows(origin: string): boolean;
-  /** Headers for an actual request from `origin`; null when the origin is not allowed. */
-  headersFor(origin: string): Record<string, string> | null;
+  /**
+   * Headers for an actual request from `origin` (undefined: the request sent none). For an origin
+   * not allowed, only `Vary: Origin` when the answer depends on the origin (a list, not `*`): a
+   * cache must not serve an answer without CORS headers to a listed origin, or the other way round.
+   */
+  headersFor(origin: string | undefined): Record<string, string> | null;
   /** Headers for a preflight from an allowed `origin`, for a path accepting `methods`. */
   preflightHeaders(
     origin: string,
@@ -32,15 +36,18 @@ export function createCorsPolicy(origins: readonly string[]): CorsPolicy {
   // RateLimit fields, the provider's own headers); valid because no credentials mode is used.
   const shared = { "access-control-expose-headers": "*" };
   const allows = (origin: string) => anyOrigin || allowed.has(origin);
+  const varyOnly = { vary: "Origin" };
   const originHeaders = (origin: string): Record<string, string> =>
     anyOrigin
       ? { "access-control-allow-origin": "*", ...shared }
       : { "access-control-allow-origin": origin, vary: "Origin", ...shared };
 
   return {
-    covers: (path) => path.startsWith("/v1/") || path === "/health",
+    // `/health/` too: the router answers it as `/health`.
+    covers: (path) => path.startsWith("/v1/") || path === "/health" || path === "/health/",
     allows,
-    headersFor: (origin) => (allows(origin) ? originHeaders(origin) : null),
+    headersFor: (origin) =>
+      origin !== undefined && allows(origin) ? originHeaders(origin) : anyOrigin ? null : varyOnly,
     preflightHeaders(origin, methods, headers) {
       const requested = headers["access-control-request-headers"];
       return {

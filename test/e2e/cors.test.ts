@@ -201,6 +201,20 @@ describe("cross-origin calls from browser apps (SLUICE_CORS_ORIGINS)", () => {
     expect(unsetPreflight.statusCode).toBe(405);
   });
 
+  it("varies on Origin with a list of origins, also for a request without one or from another", async () => {
+    for (const headers of [{}, { origin: "https://elsewhere.test" }, { origin: app }]) {
+      const response = await request(`${sluice.url}/health`, { headers });
+      await response.body.dump();
+      expect(String(response.headers.vary), JSON.stringify(headers)).toContain("Origin");
+      expect(response.headers["access-control-allow-origin"]).toBe(headers.origin === app ? app : undefined);
+    }
+    // The router answers `/health/` as `/health`: so does CORS.
+    const slash = await request(`${sluice.url}/health/`, { headers: { origin: app } });
+    await slash.body.dump();
+    expect(slash.statusCode).toBe(200);
+    expect(slash.headers["access-control-allow-origin"]).toBe(app);
+  });
+
   it("allows any origin with `*`, without Vary", async () => {
     const any = await startTestGateway({ corsOrigins: ["*"] });
     try {
