@@ -287,12 +287,22 @@ export async function createGateway(config: Config, injected: Partial<Injectable
     admin,
     flushUsage: () => recorder.flush(),
     async close() {
-      await recorder.flush(config.shutdownTimeoutMs);
+      const deadline = Date.now() + config.shutdownTimeoutMs;
+      // Calls cut short by the shutdown write their rows as they wind down (an aborted stream, a
+      // compressed answer read after its response closed): they are waited for, then flushed.
+      while (admit.unrecorded() > 0 && Date.now() < deadline)
+        await new Promise((resolve) => setTimeout(resolve, 10));
+      await recorder.flush(Math.max(0, deadline - Date.now()));
       await recorder.stop();
-      await pools.close();
-      await limiter.close();
-      redis?.disconnect();
-      await database.close();
+      // The rest is bounded too: a connection that hangs (a stalled PostgreSQL) must not hold the
+      // process past its shutdown time.
+      const closing = (async () => {
+        await pools.close();
+        await limiter.close();
+        redis?.disconnect();
+        await database.close();
+      })();
+      await Promise.race([closing, new Promise((resolve) => setTimeout(resolve, 1000).unref())]);
     },
   };
 }

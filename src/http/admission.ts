@@ -91,14 +91,13 @@ export interface AdmissionOptions {
  */
 export function createAdmission(deps: AdmissionDeps) {
   const recordedRuns = recentIds(deps.backgroundRunsRemembered ?? 10_000);
+  /** Admitted calls whose usage row is not written yet (shutdown waits for them). */
+  let unrecorded = 0;
   /**
    * Answers without a promise when authentication and the limits are decided in memory (cached
    * credentials, in-process limits, no spend cap): the usual proxy request waits for nothing here.
    */
-  return function admit(
-    context: RequestContext,
-    options: AdmissionOptions,
-  ): AdmittedCall | Promise<AdmittedCall> {
+  function admit(context: RequestContext, options: AdmissionOptions): AdmittedCall | Promise<AdmittedCall> {
     const auth = deps.authenticate({
       projectId: options.projectId,
       headers: context.request.headers,
@@ -117,7 +116,14 @@ export function createAdmission(deps: AdmissionDeps) {
           },
         )
       : admitAuthenticated(context, options, auth);
-  };
+  }
+
+  /**
+   * `admit`, and how many admitted calls have not written their usage row yet: a response can
+   * close before its row is written (a compressed answer's usage is read after), so shutdown waits
+   * for these before it flushes the usage queue.
+   */
+  return Object.assign(admit, { unrecorded: () => unrecorded });
 
   function countUsage(provider: ProviderId, usage: TokenUsage, costUsd: number | null): void {
     deps.metrics.countTokens(provider, "input", usage.inputTokens);
@@ -168,12 +174,15 @@ export function createAdmission(deps: AdmissionDeps) {
     auth: AuthResult,
   ): AdmittedCall | Promise<AdmittedCall> {
     let written = false;
+    /** Whether this call is in `unrecorded` (from its admission to its row). */
+    let counted = false;
     const write = (
       base: { projectId: string; keyId: string | null; method: AuthMethod | null },
       report: CallReport,
     ) => {
       if (written) return;
       written = true;
+      if (counted) unrecorded--;
       const latencyMs = performance.now() - context.startedAt;
       deps.recorder.record({
         request_id: context.requestId,
@@ -249,6 +258,8 @@ export function createAdmission(deps: AdmissionDeps) {
     };
     const admitted = (decisions: readonly RateLimitDecision[]): AdmittedCall => {
       const limitHeaders = applyLimits(decisions);
+      counted = true;
+      unrecorded++;
       if (!context.writesOwnHeaders) setHeaders(context.response, limitHeaders);
       return {
         project: auth.project,
