@@ -54,6 +54,43 @@ describe("loadConfig", () => {
     );
   });
 
+  it("refuses a time limit a timer cannot hold, in every millisecond setting", () => {
+    for (const name of [
+      "SLUICE_UPSTREAM_CONNECT_TIMEOUT_MS",
+      "SLUICE_UPSTREAM_HEADERS_TIMEOUT_MS",
+      "SLUICE_UPSTREAM_IDLE_TIMEOUT_MS",
+      "SLUICE_DEVICECHECK_TIMEOUT_MS",
+      "SLUICE_PDF_FETCH_TIMEOUT_MS",
+      "SLUICE_PROJECT_CACHE_TTL_MS",
+      "SLUICE_USAGE_FLUSH_INTERVAL_MS",
+      "SLUICE_SHUTDOWN_TIMEOUT_MS",
+    ]) {
+      // Node would run a timer of 3e9 ms after 1 ms.
+      expect(() => loadConfig({ [name]: "3000000000" }), name).toThrow(
+        new RegExp(`${name}: must be at most`),
+      );
+      expect(() => loadConfig({ [name]: "1e4" }), name).toThrow(new RegExp(name));
+    }
+    expect(loadConfig({ SLUICE_PROJECT_CACHE_TTL_MS: "0" }).projectCacheTtlMs).toBe(0);
+  });
+
+  it("takes only http:// and https:// URLs for the providers, Apple, the public URL and S3", () => {
+    expect(() => loadConfig({ SLUICE_PROVIDER_A_BASE_URL: "localhost:8080/v1" })).toThrow(
+      /SLUICE_PROVIDER_A_BASE_URL: must be an http:\/\/ or https:\/\/ URL/,
+    );
+    expect(() => loadConfig({ SLUICE_DEVICECHECK_PRODUCTION_URL: "ftp://apple.test" })).toThrow(
+      /SLUICE_DEVICECHECK_PRODUCTION_URL/,
+    );
+    expect(loadConfig({ SLUICE_PROVIDER_C_BASE_URL: "http://127.0.0.1:9/v1beta" }).providerCBaseUrl).toBe(
+      "http://127.0.0.1:9/v1beta",
+    );
+  });
+
+  it("reads an empty value as unset: the default applies", () => {
+    const config = loadConfig({ PORT: "", HOST: "", LOG_LEVEL: "" });
+    expect(config).toMatchObject({ port: 8787, host: "127.0.0.1", logLevel: "info" });
+  });
+
   it("names every problem at once", () => {
     const message = problemsOf({ DATABASE_URL: "mysql://x@y/z", SLUICE_ADMIN_TOKEN: "short token" });
     expect(message).toContain("DATABASE_URL:");

@@ -29,7 +29,6 @@ const setting = <T>(
 const integer = (min: number, max = Number.MAX_SAFE_INTEGER) => z.coerce.number().int().min(min).max(max);
 const optionalString = z.string().min(1).optional();
 const url = z.string().url();
-const optionalUrl = z.string().url().optional();
 /** A URL of one of `schemes` (`postgres:`, say): another scheme would be misread, not refused, later. */
 const urlOf = (schemes: string[], message: string) =>
   url.refine(
@@ -41,11 +40,20 @@ const urlOf = (schemes: string[], message: string) =>
  * A time limit in whole milliseconds, written as digits: `10s` or `1e4` are refused rather than
  * misread, and so is anything above a day (Node runs a timer longer than about 24.8 days at once).
  */
-const milliseconds = z
-  .string()
-  .regex(/^[0-9]+$/, "must be a whole number of milliseconds, such as 10000")
-  .transform(Number)
-  .pipe(z.number().min(1, "must be at least 1 ms").max(86_400_000, "must be at most 86400000 ms (a day)"));
+const millisecondsFrom = (min: number) =>
+  z
+    .string()
+    .regex(/^[0-9]+$/, "must be a whole number of milliseconds, such as 10000")
+    .transform(Number)
+    .pipe(
+      z
+        .number()
+        .min(min, `must be at least ${min} ms`)
+        .max(86_400_000, "must be at most 86400000 ms (a day)"),
+    );
+const milliseconds = millisecondsFrom(1);
+/** An http:// or https:// URL: another scheme (or `host:port` without one) would fail every call. */
+const httpUrl = urlOf(["http:", "https:"], "must be an http:// or https:// URL");
 const bool = z.enum(["true", "false", "1", "0"]).transform((value) => value === "true" || value === "1");
 /** A list read by `parse`, which answers the list or what is wrong with the value. */
 const parsedList = (parse: (value: string) => string[] | string) =>
@@ -123,19 +131,19 @@ export const settings = {
   ),
   providerABaseUrl: setting(
     "SLUICE_PROVIDER_A_BASE_URL",
-    url,
+    httpUrl,
     "https://api.openai.com/v1",
     "provider A upstream base URL",
   ),
   providerBBaseUrl: setting(
     "SLUICE_PROVIDER_B_BASE_URL",
-    url,
+    httpUrl,
     "https://api.anthropic.com/v1",
     "provider B upstream base URL",
   ),
   providerCBaseUrl: setting(
     "SLUICE_PROVIDER_C_BASE_URL",
-    url,
+    httpUrl,
     "https://generativelanguage.googleapis.com/v1beta",
     "provider C upstream base URL (its `/v1` sibling serves `v1/...` paths)",
   ),
@@ -147,37 +155,37 @@ export const settings = {
   ),
   upstreamConnectTimeoutMs: setting(
     "SLUICE_UPSTREAM_CONNECT_TIMEOUT_MS",
-    integer(1),
+    milliseconds,
     "10000",
     "upstream TCP/TLS connect timeout",
   ),
   upstreamHeadersTimeoutMs: setting(
     "SLUICE_UPSTREAM_HEADERS_TIMEOUT_MS",
-    integer(1),
+    milliseconds,
     "300000",
     "time allowed for the upstream response headers",
   ),
   upstreamIdleTimeoutMs: setting(
     "SLUICE_UPSTREAM_IDLE_TIMEOUT_MS",
-    integer(1),
+    milliseconds,
     "300000",
     "longest silence allowed between two upstream body chunks",
   ),
   deviceCheckProductionUrl: setting(
     "SLUICE_DEVICECHECK_PRODUCTION_URL",
-    url,
+    httpUrl,
     "https://api.devicecheck.apple.com",
     "Apple DeviceCheck production host",
   ),
   deviceCheckDevelopmentUrl: setting(
     "SLUICE_DEVICECHECK_DEVELOPMENT_URL",
-    url,
+    httpUrl,
     "https://api.development.devicecheck.apple.com",
     "Apple DeviceCheck development host",
   ),
   deviceCheckTimeoutMs: setting(
     "SLUICE_DEVICECHECK_TIMEOUT_MS",
-    integer(1),
+    milliseconds,
     "3000",
     "timeout of one Apple validation call",
   ),
@@ -213,19 +221,19 @@ export const settings = {
   ),
   pdfFetchTimeoutMs: setting(
     "SLUICE_PDF_FETCH_TIMEOUT_MS",
-    integer(1),
+    milliseconds,
     "15000",
     "time allowed to fetch a PDF by URL",
   ),
   projectCacheTtlMs: setting(
     "SLUICE_PROJECT_CACHE_TTL_MS",
-    integer(0),
+    millisecondsFrom(0),
     "2000",
     "how long an instance trusts its cached copy of a project or key record",
   ),
   usageFlushIntervalMs: setting(
     "SLUICE_USAGE_FLUSH_INTERVAL_MS",
-    integer(10),
+    millisecondsFrom(10),
     "250",
     "how often queued usage rows are written",
   ),
@@ -261,7 +269,7 @@ export const settings = {
   ),
   publicUrl: setting(
     "SLUICE_PUBLIC_URL",
-    optionalUrl,
+    httpUrl.optional(),
     undefined,
     "external base URL used in signed vault URLs (unset: http://HOST:PORT)",
   ),
@@ -273,7 +281,7 @@ export const settings = {
   ),
   vaultS3Endpoint: setting(
     "SLUICE_VAULT_S3_ENDPOINT",
-    optionalUrl,
+    httpUrl.optional(),
     undefined,
     "S3-compatible endpoint (set: vault in S3)",
   ),
@@ -314,7 +322,7 @@ export const settings = {
   metricsEnabled: setting("SLUICE_METRICS", bool, "true", "serve Prometheus metrics at /metrics"),
   shutdownTimeoutMs: setting(
     "SLUICE_SHUTDOWN_TIMEOUT_MS",
-    integer(100),
+    millisecondsFrom(100),
     "10000",
     "grace period for in-flight work on SIGTERM",
   ),
@@ -344,7 +352,9 @@ export function loadConfig(
   const problems: string[] = [];
   const values: Record<string, unknown> = {};
   for (const [name, { env: envName, schema, default: fallback }] of Object.entries(settings)) {
-    const raw = env[envName] === "" ? undefined : (env[envName] ?? fallback);
+    // An empty value is an unset one: the default applies.
+    const given = env[envName];
+    const raw = given === undefined || given === "" ? fallback : given;
     const parsed = (schema as z.ZodType<unknown>).safeParse(raw);
     if (parsed.success) values[name] = parsed.data;
     else problems.push(`${envName}: ${parsed.error.issues.map((issue) => issue.message).join("; ")}`);

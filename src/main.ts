@@ -1,7 +1,8 @@
 import { serve } from "./server.js";
+import { startFailureMessage } from "./start-failure.js";
 
 /** Process entry of `npm start`. */
 serve().catch((error: unknown) => {
-  process.stderr.write(`sluice failed to start: ${error instanceof Error ? error.message : String(error)}\n`);
+  process.stderr.write(startFailureMessage(error));
   process.exit(1);
 });

@@ -1,5 +1,6 @@
+import { execFile } from "node:child_process";
 import { randomBytes } from "node:crypto";
-import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
@@ -25,6 +26,30 @@ describe("loadMasterKey", () => {
     expect(first.length).toBe(32);
     expect(again).toEqual(first);
     expect(generated).toEqual([join(dir, "master.key")]);
+  });
+
+  it("gives processes starting together on a fresh data dir one key, and none an error", {
+    timeout: 20_000,
+  }, async () => {
+    const dir = dataDir();
+    const module = new URL("./master-key.ts", import.meta.url).pathname;
+    // Every process waits for the same instant, so all of them find no key and make one at once.
+    const startAt = Date.now() + 4000;
+    const script = `import { loadMasterKey } from ${JSON.stringify(module)};
+      while (Date.now() < ${startAt}) {}
+      process.stdout.write(loadMasterKey({ environment: "development", dataDir: ${JSON.stringify(dir)} }, () => {}).toString("base64"));`;
+    const run = () =>
+      new Promise<string>((resolve, reject) =>
+        execFile(
+          process.execPath,
+          ["--import", "tsx", "--input-type=module", "-e", script],
+          (error, stdout, stderr) => (error ? reject(new Error(stderr)) : resolve(stdout)),
+        ),
+      );
+    const keys = await Promise.all(Array.from({ length: 6 }, run));
+    expect(new Set(keys).size).toBe(1);
+    expect(readFileSync(join(dir, "master.key"), "utf8").trim()).toBe(keys[0]);
+    expect(readdirSync(dir)).toEqual(["master.key"]);
   });
 
   it("never generates a key for a shared PostgreSQL database, whose other users hold another", () => {

@@ -1,5 +1,5 @@
 import { randomBytes } from "node:crypto";
-import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import { linkSync, mkdirSync, readFileSync, unlinkSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 
 export interface MasterKeySource {
@@ -33,7 +33,19 @@ export function loadMasterKey(source: MasterKeySource, onGenerated: (file: strin
   }
   mkdirSync(source.dataDir, { recursive: true });
   const key = randomBytes(32);
-  writeFileSync(file, `${key.toString("base64")}\n`, { mode: 0o600, flag: "wx" });
+  // Written whole under another name, then linked into place: a gateway and a CLI command starting
+  // together on a fresh data dir both end up with the one key, and neither reads a half-written file.
+  const draft = `${file}.${process.pid}.${randomBytes(6).toString("hex")}`;
+  writeFileSync(draft, `${key.toString("base64")}\n`, { mode: 0o600, flag: "wx" });
+  try {
+    linkSync(draft, file);
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code !== "EEXIST") throw error;
+    // Another process generated it first: use that one.
+    return decodeMasterKey(readFileSync(file, "utf8").trim(), `The master key file ${file}`);
+  } finally {
+    unlinkSync(draft);
+  }
   onGenerated(file);
   return key;
 }

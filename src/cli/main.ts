@@ -3,6 +3,7 @@ import { openAdminContext } from "../admin/admin-context.js";
 import type { ProjectAdmin } from "../admin/project-admin.js";
 import { ConfigError, loadConfig } from "../config.js";
 import { isGatewayError } from "../errors.js";
+import { startFailureMessage } from "../start-failure.js";
 import { type CommandLine, type Flags, parseCommandLine, usage } from "./parse-command-line.js";
 import { projectFields } from "./project-fields.js";
 import { UsageError } from "./usage-error.js";
@@ -43,7 +44,7 @@ export async function runCli(
       await serve();
     } catch (error) {
       // Word for word what `npm start` (src/main.ts) prints for a failed start.
-      io.err.write(`sluice failed to start: ${error instanceof Error ? error.message : String(error)}\n`);
+      io.err.write(startFailureMessage(error));
       return 1;
     }
     return -1;

@@ -22,6 +22,7 @@ describe("isDatabaseUnavailable", () => {
     ["too many connections (53300)", postgresError("53300", "sorry, too many clients already")],
     ["a connection exception (08006)", postgresError("08006")],
     ["a statement cancelled by the role's statement_timeout (57014)", postgresError("57014")],
+    ["a write refused by a read-only server, a standby during a failover (25006)", postgresError("25006")],
     ["a lock not available under lock_timeout (55P03)", postgresError("55P03")],
     ["a serialization failure (40001)", postgresError("40001")],
     ["a deadlock (40P01)", postgresError("40P01")],

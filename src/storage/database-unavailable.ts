@@ -17,9 +17,11 @@ const unreachableCodes = new Set([
  * Also a statement the server gave up on for now, which the same statement can pass later:
  * 57014 cancelled (a `statement_timeout` an operator set on the role, or `pg_cancel_backend`),
  * 55P03 a lock not available (`lock_timeout`), 40001 and 40P01 a serialization failure or a
- * deadlock. Before, these were answered 500 and their usage rows refused for good.
+ * deadlock. Before, these were answered 500 and their usage rows refused for good. And 25006, a
+ * write refused by a read-only server: a standby during a failover, which takes writes again once
+ * promoted (or the primary's address points at the new one).
  */
-const postgresDownState = /^(?:08|53|58)[0-9A-Z]{3}$|^57P0[1-3]$|^57014$|^55P03$|^40001$|^40P01$/;
+const postgresDownState = /^(?:08|53|58)[0-9A-Z]{3}$|^57P0[1-3]$|^57014$|^55P03$|^40001$|^40P01$|^25006$/;
 /** node-postgres and pg-pool errors for a lost or timed-out connection; they carry no code. */
 const postgresDownMessage =
   /^(?:Connection terminated|timeout expired|timeout exceeded when trying to connect|Query read timeout|Client has encountered a connection error|Client was closed)/;

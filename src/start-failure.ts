@@ -1,0 +1,13 @@
+/**
+ * The line `npm start` and `sluice serve` print when the gateway cannot start: the error's message
+ * and those of its causes (a failed migration wraps the database's own error, which says why).
+ */
+export function startFailureMessage(error: unknown): string {
+  const parts: string[] = [];
+  let current: unknown = error;
+  for (let depth = 0; current !== undefined && current !== null && depth < 4; depth++) {
+    parts.push(current instanceof Error ? current.message : String(current));
+    current = current instanceof Error ? current.cause : undefined;
+  }
+  return `sluice failed to start: ${parts.join(": ")}\n`;
+}
