@@ -100,7 +100,7 @@ async function openSqliteMigrated(options: DatabaseOptions): Promise<OpenedSqlit
 /** Page cache per connection, in KiB. */
 export const sqliteCacheKiB = 2000;
 /** How long a statement waits for another process's lock on the file before SQLITE_BUSY. */
-const sqliteBusyTimeoutMs = 5000;
+export const sqliteBusyTimeoutMs = 5000;
 
 async function openSqlite(options: DatabaseOptions): Promise<OpenedSqlite> {
   let file = options.sqliteFile;

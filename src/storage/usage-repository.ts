@@ -1,7 +1,7 @@
 import type BetterSqlite3 from "better-sqlite3";
 import { type Kysely, sql } from "kysely";
 import { GatewayError } from "../errors.js";
-import type { RunReport } from "./database.js";
+import { type RunReport, sqliteBusyTimeoutMs } from "./database.js";
 import type { Database, UsageRecordsTable } from "./schema.js";
 
 export type UsageRecord = UsageRecordsTable;
@@ -159,7 +159,27 @@ export function createUsageRepository(
  * better-sqlite3 look up every column on the row object from C++, which cost about 3 µs of the
  * 8 to 11 µs a row takes (docs/decisions/0005). The contract suite checks every column round-trips.
  */
+/**
+ * How long a usage batch waits for another process's write lock on the file: the write is
+ * synchronous, so waiting the connection's whole busy timeout would stall every request in flight.
+ * A batch that finds the file locked fails as an outage (SQLITE_BUSY): its rows stay queued and are
+ * written after the recorder's back-off.
+ */
+const usageBusyTimeoutMs = 50;
+
 function sqliteBatchWriter(sqlite: BetterSqlite3.Database): (rows: readonly UsageRecord[]) => void {
+  const write = sqliteTransaction(sqlite);
+  return (rows) => {
+    sqlite.pragma(`busy_timeout = ${usageBusyTimeoutMs}`);
+    try {
+      write(rows);
+    } finally {
+      sqlite.pragma(`busy_timeout = ${sqliteBusyTimeoutMs}`);
+    }
+  };
+}
+
+function sqliteTransaction(sqlite: BetterSqlite3.Database): (rows: readonly UsageRecord[]) => void {
   const insert = sqlite.prepare(
     `insert into usage_records (${columns.join(", ")}) values (${columns.map(() => "?").join(", ")}) on conflict (request_id) do nothing`,
   );
