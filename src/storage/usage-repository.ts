@@ -155,11 +155,6 @@ export function createUsageRepository(
 }
 
 /**
- * Parameters are bound by position, in the order of `columns`: binding by name makes
- * better-sqlite3 look up every column on the row object from C++, which cost about 3 µs of the
- * 8 to 11 µs a row takes (docs/decisions/0005). The contract suite checks every column round-trips.
- */
-/**
  * How long a usage batch waits for another process's write lock on the file: the write is
  * synchronous, so waiting the connection's whole busy timeout would stall every request in flight.
  * A batch that finds the file locked fails as an outage (SQLITE_BUSY): its rows stay queued and are
@@ -179,6 +174,11 @@ function sqliteBatchWriter(sqlite: BetterSqlite3.Database): (rows: readonly Usag
   };
 }
 
+/**
+ * Parameters are bound by position, in the order of `columns`: binding by name makes
+ * better-sqlite3 look up every column on the row object from C++, which cost about 3 µs of the
+ * 8 to 11 µs a row takes (docs/decisions/0005). The contract suite checks every column round-trips.
+ */
 function sqliteTransaction(sqlite: BetterSqlite3.Database): (rows: readonly UsageRecord[]) => void {
   const insert = sqlite.prepare(
     `insert into usage_records (${columns.join(", ")}) values (${columns.map(() => "?").join(", ")}) on conflict (request_id) do nothing`,
