@@ -1,4 +1,5 @@
 import type { ProviderId } from "../providers/provider-id.js";
+import { skipSpaces, valueEnd } from "./json-bytes.js";
 
 /**
  * Provider A reports usage on a streamed chat completion (and a streamed legacy completion) only
@@ -71,7 +72,7 @@ function lastMember(body: Buffer, open: number, name: string): { start: number; 
   let at = skipSpaces(body, open + 1);
   if (body[at] === 0x7d /* } */) return null;
   for (;;) {
-    const keyEnd = stringEnd(body, at);
+    const keyEnd = valueEnd(body, at);
     const key = JSON.parse(body.toString("utf8", at, keyEnd)) as string;
     const start = skipSpaces(body, skipSpaces(body, keyEnd) + 1); // past the colon
     const end = valueEnd(body, start);
@@ -80,43 +81,4 @@ function lastMember(body: Buffer, open: number, name: string): { start: number; 
     if (body[at] !== 0x2c /* , */) return found;
     at = skipSpaces(body, at + 1);
   }
-}
-
-/** The offset just past the string that opens at `at`. */
-function stringEnd(body: Buffer, at: number): number {
-  for (let index = at + 1; index < body.length; index++) {
-    const byte = body[index];
-    if (byte === 0x5c /* \ */) index++;
-    else if (byte === 0x22 /* " */) return index + 1;
-  }
-  return body.length;
-}
-
-/** The offset just past the value that starts at `at`. */
-function valueEnd(body: Buffer, at: number): number {
-  const first = body[at];
-  if (first === 0x22) return stringEnd(body, at);
-  if (first === 0x7b || first === 0x5b) {
-    let depth = 0;
-    for (let index = at; index < body.length; index++) {
-      const byte = body[index];
-      if (byte === 0x22) index = stringEnd(body, index) - 1;
-      else if (byte === 0x7b || byte === 0x5b) depth++;
-      else if ((byte === 0x7d || byte === 0x5d) && --depth === 0) return index + 1;
-    }
-    return body.length;
-  }
-  // A number, true, false or null: up to the next delimiter.
-  let index = at;
-  while (index < body.length && !delimiters.has(body[index] as number)) index++;
-  return index;
-}
-
-const delimiters = new Set([0x2c, 0x7d, 0x5d, 0x20, 0x0a, 0x0d, 0x09]);
-
-function skipSpaces(body: Buffer, from: number): number {
-  let index = from;
-  while (body[index] === 0x20 || body[index] === 0x0a || body[index] === 0x0d || body[index] === 0x09)
-    index++;
-  return index;
 }

@@ -9,6 +9,7 @@ import {
 import { emptyUsage, type TokenUsage } from "../usage/token-usage.js";
 import { isFinishedBackgroundRun } from "./background-run.js";
 import { ByteEnds } from "./byte-ends.js";
+import { skipSpaces, valueEnd } from "./json-bytes.js";
 import {
   type ResponseObjectFields,
   responseFieldsOfBody,
@@ -213,10 +214,10 @@ function objectAfterKey(body: Buffer, at: number, keyLength: number): { value: u
   if (body[open] !== 0x3a /* : */) return null;
   open = skipSpaces(body, open + 1);
   if (body[open] !== 0x7b /* { */) return null;
-  const close = matchingBrace(body, open);
-  if (close < 0) return null;
+  const end = valueEnd(body, open);
+  if (end < 0) return null;
   try {
-    return { value: JSON.parse(body.toString("utf8", open, close + 1)), end: close };
+    return { value: JSON.parse(body.toString("utf8", open, end)), end: end - 1 };
   } catch {
     return null;
   }
@@ -225,13 +226,6 @@ function objectAfterKey(body: Buffer, at: number, keyLength: number): { value: u
 /** Whether the JSON text starts an array (after any whitespace). */
 function isArray(body: Buffer): boolean {
   return body[skipSpaces(body, 0)] === 0x5b /* [ */;
-}
-
-function skipSpaces(body: Buffer, from: number): number {
-  let index = from;
-  while (body[index] === 0x20 || body[index] === 0x0a || body[index] === 0x0d || body[index] === 0x09)
-    index++;
-  return index;
 }
 
 function fromJsonBody(provider: ProviderId, body: unknown): { usage: TokenUsage; model: string | null } {
@@ -271,22 +265,6 @@ function fromGeminiArray(body: Buffer): { usage: TokenUsage; model: string | nul
     }
   }
   return { usage: emptyUsage(), model: null };
-}
-
-/** The index of the `}` closing the object that opens at `open`, skipping strings; -1 when cut. */
-function matchingBrace(body: Buffer, open: number): number {
-  let depth = 0;
-  let inString = false;
-  for (let index = open; index < body.length; index++) {
-    const byte = body[index];
-    if (inString) {
-      if (byte === 0x5c /* \\ */) index++;
-      else if (byte === 0x22 /* " */) inString = false;
-    } else if (byte === 0x22) inString = true;
-    else if (byte === 0x7b /* { */) depth++;
-    else if (byte === 0x7d /* } */ && --depth === 0) return index;
-  }
-  return -1;
 }
 
 function sseMeter(provider: ProviderId, responses: ResponsesCall | null): UsageMeter {

@@ -1,0 +1,48 @@
+/**
+ * Walking JSON text in a Buffer without parsing it: what the usage meter (reading one object out of
+ * a large body) and the stream usage option (finding one member's bytes) both need. Offsets are
+ * byte offsets; a value that is cut short (the body ends inside it) gives -1.
+ */
+
+/** The offset of the first byte at or after `from` that is not JSON whitespace. */
+export function skipSpaces(body: Buffer, from: number): number {
+  let index = from;
+  while (body[index] === 0x20 || body[index] === 0x0a || body[index] === 0x0d || body[index] === 0x09)
+    index++;
+  return index;
+}
+
+/** The offset just past the value that starts at `at` (strings inside skipped); -1 when cut. */
+export function valueEnd(body: Buffer, at: number): number {
+  const first = body[at];
+  if (first === 0x22 /* " */) return stringEnd(body, at);
+  if (first === 0x7b /* { */ || first === 0x5b /* [ */) {
+    let depth = 0;
+    for (let index = at; index < body.length; index++) {
+      const byte = body[index];
+      if (byte === 0x22) {
+        const end = stringEnd(body, index);
+        if (end < 0) return -1;
+        index = end - 1;
+      } else if (byte === 0x7b || byte === 0x5b) depth++;
+      else if ((byte === 0x7d || byte === 0x5d) && --depth === 0) return index + 1;
+    }
+    return -1;
+  }
+  // A number, true, false or null: up to the next delimiter.
+  let index = at;
+  while (index < body.length && !delimiters.has(body[index] as number)) index++;
+  return index;
+}
+
+/** The offset just past the string that opens at `at`; -1 when cut. */
+function stringEnd(body: Buffer, at: number): number {
+  for (let index = at + 1; index < body.length; index++) {
+    const byte = body[index];
+    if (byte === 0x5c /* \ */) index++;
+    else if (byte === 0x22 /* " */) return index + 1;
+  }
+  return -1;
+}
+
+const delimiters = new Set([0x2c, 0x7d, 0x5d, 0x20, 0x0a, 0x0d, 0x09]);
