@@ -65,8 +65,7 @@ async function handleGenerate(deps: ImageRouteDeps, context: RequestContext): Pr
       },
       client.signal,
     );
-    // Generated after the client left: recorded as aborted (499), with what the images cost.
-    if (client.signal.aborted) throw new GatewayError("PROVIDER_ERROR", "The client disconnected");
+    client.throwIfGone();
     sendJson(response, 200, result);
     call.finish({
       status: 200,

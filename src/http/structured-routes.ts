@@ -73,8 +73,7 @@ async function handle(deps: StructuredRouteDeps, kind: AnalysisKind, context: Re
     model = result.model;
     spend = { usage: result.usage, costUsd: costOfTokens(call.provider, result.model, result.usage) };
     if (!result.ok) throw result.error;
-    // Answered after the client left: recorded as aborted (499), with what the answer cost.
-    if (client.signal.aborted) throw new GatewayError("PROVIDER_ERROR", "The client disconnected");
+    client.throwIfGone();
     sendJson(response, 200, result.object);
     call.finish({
       status: 200,
