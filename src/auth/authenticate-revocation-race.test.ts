@@ -17,6 +17,37 @@ const openThrottle: AuthThrottle = {
 };
 
 /**
+ * The admin use cases and an authenticator over one database, as the composition root wires them;
+ * the admin's changes reach the authenticator's directory at once only when it runs on `this
+ * instance`.
+ */
+function wire(
+  database: OpenDatabase,
+  keys: KeyRepository,
+  cache: { ttlMs: number; now?: () => number },
+  admin: "this instance" | "another instance",
+) {
+  const projects = createProjectRepository(database.db);
+  const secretBox = createSecretBox(randomBytes(32));
+  const directory = createCredentialDirectory({ projects, keys, secretBox, ...cache });
+  return {
+    admin: createProjectAdmin({
+      projects,
+      keys,
+      usage: createUsageRepository(database.db),
+      secretBox,
+      now: () => new Date(),
+      onProjectChanged: admin === "this instance" ? directory.invalidate : () => {},
+    }),
+    authenticate: createAuthenticator({
+      directory,
+      deviceTokens: { verify: async () => ({ kind: "ok", digest: "device" }) },
+      throttle: openThrottle,
+    }),
+  };
+}
+
+/**
  * A key record read before an admin revoked the key can arrive after the revocation was applied
  * (a slow read on PostgreSQL, say). The request that read it may pass, but what it learned must
  * not be remembered past the revocation: "takes effect at once on the instance that handled it".
@@ -51,22 +82,7 @@ describe("authentication racing a revocation", () => {
           return record;
         },
       };
-      const projects = createProjectRepository(database.db);
-      const secretBox = createSecretBox(randomBytes(32));
-      const directory = createCredentialDirectory({ projects, keys, secretBox, ttlMs: 60_000 });
-      const admin = createProjectAdmin({
-        projects,
-        keys,
-        usage: createUsageRepository(database.db),
-        secretBox,
-        now: () => new Date(),
-        onProjectChanged: directory.invalidate,
-      });
-      const authenticate = createAuthenticator({
-        directory,
-        deviceTokens: { verify: async () => ({ kind: "ok", digest: "device" }) },
-        throttle: openThrottle,
-      });
+      const { admin, authenticate } = wire(database, keys, { ttlMs: 60_000 }, "this instance");
       const device = kind === "device token";
       const created = await admin.createProject({
         name: `race ${kind}`,
@@ -118,31 +134,14 @@ describe("a revocation made by another instance", () => {
   it("takes effect within the TTL of the records the credentials were checked against", async () => {
     const database = await openDatabase({ dataDir: "unused", sqliteFile: ":memory:" });
     try {
-      const projects = createProjectRepository(database.db);
-      const keys = createKeyRepository(database.db);
-      const secretBox = createSecretBox(randomBytes(32));
       let clock = 0;
-      // This instance's directory: nobody tells it about the other instance's changes.
-      const directory = createCredentialDirectory({
-        projects,
-        keys,
-        secretBox,
-        ttlMs: 1000,
-        now: () => clock,
-      });
-      const other = createProjectAdmin({
-        projects,
-        keys,
-        usage: createUsageRepository(database.db),
-        secretBox,
-        now: () => new Date(),
-        onProjectChanged: () => {},
-      });
-      const authenticate = createAuthenticator({
-        directory,
-        deviceTokens: { verify: async () => ({ kind: "ok", digest: "device" }) },
-        throttle: openThrottle,
-      });
+      // The admin is another instance's: this one's directory is told nothing of its changes.
+      const { admin: other, authenticate } = wire(
+        database,
+        createKeyRepository(database.db),
+        { ttlMs: 1000, now: () => clock },
+        "another instance",
+      );
       const created = await other.createProject({
         name: "revoked elsewhere",
         provider: "provider-a",
