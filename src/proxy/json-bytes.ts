@@ -35,12 +35,15 @@ export function valueEnd(body: Buffer, at: number): number {
   return index;
 }
 
-/** The offset just past the string that opens at `at`; -1 when cut. */
+/**
+ * The offset just past the string that opens at `at`; -1 when cut. Jumps from quote to quote (a
+ * native search): a quote is the string's end unless an odd run of backslashes escapes it.
+ */
 function stringEnd(body: Buffer, at: number): number {
-  for (let index = at + 1; index < body.length; index++) {
-    const byte = body[index];
-    if (byte === 0x5c /* \ */) index++;
-    else if (byte === 0x22 /* " */) return index + 1;
+  for (let quote = body.indexOf(0x22 /* " */, at + 1); quote >= 0; quote = body.indexOf(0x22, quote + 1)) {
+    let backslashes = 0;
+    while (body[quote - 1 - backslashes] === 0x5c /* \ */) backslashes++;
+    if (backslashes % 2 === 0) return quote + 1;
   }
   return -1;
 }

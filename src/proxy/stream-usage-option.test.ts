@@ -91,4 +91,56 @@ describe("stream usage option", () => {
       expect(withStreamUsage(provider, path, body)).toBe(body);
     }
   });
+
+  it("decides as JSON.parse reads the body, over random bodies with escapes, spaces and duplicates", () => {
+    let seed = 7;
+    const random = () => {
+      seed = (seed * 1103515245 + 12345) % 2 ** 31;
+      return seed / 2 ** 31;
+    };
+    const pick = <T>(items: readonly T[]): T => items[Math.floor(random() * items.length)] as T;
+    const space = () => pick(["", "", " ", "\n  ", "\t"]);
+    const key = (name: string) =>
+      pick([`"${name}"`, `"${name}"`, JSON.stringify(name).replace("s", "\\u0073"), `"${name}\\u0020"`]);
+    const leaf = () => pick(["true", "false", "null", "0", "1.0", '"true"', '"a\\"b\\\\"', "[]", "{}"]);
+    const value = (depth: number): string => {
+      if (depth > 2 || random() < 0.4) return leaf();
+      if (random() < 0.3) return `[${space()}${value(depth + 1)}${space()},${space()}${value(depth + 1)}]`;
+      return object(depth + 1);
+    };
+    const member = (depth: number): string => {
+      const name = pick(["stream", "stream_options", "include_usage", "model", "messages"]);
+      const content = name === "stream_options" && random() < 0.6 ? object(depth + 1, true) : value(depth);
+      return `${space()}${key(name)}${space()}:${space()}${content}${space()}`;
+    };
+    const object = (depth: number, options = false): string => {
+      const members: string[] = [];
+      const count = Math.floor(random() * 4);
+      for (let index = 0; index < count; index++)
+        members.push(
+          options && random() < 0.5 ? `${key("include_usage")}:${pick(["true", "false"])}` : member(depth),
+        );
+      return `{${members.join(",")}${space()}}`;
+    };
+    let changed = 0;
+    for (let round = 0; round < 2000; round++) {
+      const text = `${space()}{${member(0)},${key("stream")}:${pick(["true", "true", "false"])}${random() < 0.5 ? `,${member(0)}` : ""}}${space()}`;
+      const sent = JSON.parse(text);
+      const forwarded = withStreamUsage("provider-a", "chat/completions", Buffer.from(text));
+      const asks = sent.stream === true;
+      const hasOption =
+        asks && sent.stream_options?.include_usage === true && !Array.isArray(sent.stream_options);
+      if (!asks || hasOption) {
+        expect(forwarded.toString(), text).toBe(text);
+        continue;
+      }
+      changed++;
+      const read = JSON.parse(forwarded.toString());
+      expect(read.stream_options?.include_usage, text).toBe(true);
+      const { stream_options: _sent, ...rest } = sent;
+      const { stream_options: _read, ...restRead } = read;
+      expect(restRead, text).toEqual(rest);
+    }
+    expect(changed).toBeGreaterThan(200);
+  });
 });

@@ -9,11 +9,14 @@ import { skipSpaces, valueEnd } from "./json-bytes.js";
  * for byte, and a changed one keeps every byte but the option's: re-serialising would round
  * integers beyond 2^53 (a `seed`, say) and rewrite numbers and escapes.
  *
- * The decision is the parsed body's, as the provider reads it: a byte search alone would miss a key
- * written with escapes (`"\u0073tream"`) and take an `include_usage` anywhere (in a tool's schema,
- * say) for the option, and a client could stream without its usage being recorded. Only bodies
- * that hold neither `"stream"` nor any `\u` escape are passed without a parse: no key of theirs
- * can be `stream`.
+ * The decision is the body's as the provider reads it: a byte search alone would miss a key written
+ * with escapes (`"\u0073tream"`) and take an `include_usage` anywhere (in a tool's schema, say) for
+ * the option, and a client could stream without its usage being recorded. So the body's top-level
+ * members are walked as JSON (a key with an escape is decoded; the last member of a name counts, as
+ * in `JSON.parse`), without parsing the whole body: on the proxy's hot path that parse cost more
+ * than the rest of the body handling. Only bodies that hold neither `"stream"` nor any `\u` escape
+ * are passed without a walk: no key of theirs can be `stream`. A body whose top level is not a JSON
+ * object's is forwarded as sent, for the provider to refuse.
  */
 // Encoded once: Buffer#indexOf would encode a string argument on every call.
 const streamField = Buffer.from('"stream"');
@@ -28,35 +31,41 @@ export function withStreamUsage(provider: ProviderId, path: string, body: Buffer
   if (provider !== "provider-a" || body.length === 0) return body;
   if (path !== "chat/completions" && path !== "completions") return body;
   if (body.indexOf(streamField) < 0 && body.indexOf(unicodeEscape) < 0) return body;
-  let parsed: unknown;
   try {
-    parsed = JSON.parse(body.toString("utf8"));
+    return withOption(body);
   } catch {
     return body;
   }
-  if (!isObject(parsed) || parsed.stream !== true) return body;
-  const options = parsed.stream_options;
-  if (isObject(options) && options.include_usage === true) return body;
+}
 
-  // Where the provider reads them: the last member of each name (JSON.parse keeps the last too).
+/** The body asking for usage when it streams; throws on a body that is not JSON. */
+function withOption(body: Buffer): Buffer {
   const open = skipSpaces(body, 0);
-  const member = lastMember(body, open, "stream_options");
+  if (body[open] !== 0x7b /* { */) return body;
+  // Where the provider reads them: the last member of each name.
+  const [stream, member] = lastMembers(body, open, "stream", "stream_options");
+  if (!stream || !isTrue(body, stream)) return body;
   if (member === null) {
     // No stream_options: the member goes before the closing brace (the body has `stream`).
     const close = body.lastIndexOf(0x7d /* } */);
     return Buffer.concat([body.subarray(0, close), comma, usageMember, body.subarray(close)]);
   }
-  if (!isObject(options)) return splice(body, member.start, member.end, usageObject);
-  const include = lastMember(body, member.start, "include_usage");
-  if (include !== null) return splice(body, include.start, include.end, trueValue);
+  if (body[member.start] !== 0x7b /* { */) return splice(body, member.start, member.end, usageObject);
+  const [include] = lastMembers(body, member.start, "include_usage");
+  if (include) return isTrue(body, include) ? body : splice(body, include.start, include.end, trueValue);
   // An object without the option: it goes first, before the members there are.
   const first = skipSpaces(body, member.start + 1);
   const insert = body[first] === 0x7d ? usageOption : Buffer.concat([usageOption, comma]);
   return splice(body, member.start + 1, member.start + 1, insert);
 }
 
-function isObject(value: unknown): value is Record<string, unknown> {
-  return typeof value === "object" && value !== null && !Array.isArray(value);
+interface Span {
+  start: number;
+  end: number;
+}
+
+function isTrue(body: Buffer, value: Span): boolean {
+  return value.end - value.start === 4 && body.indexOf(trueValue, value.start) === value.start;
 }
 
 function splice(body: Buffer, start: number, end: number, insert: Buffer): Buffer {
@@ -64,21 +73,37 @@ function splice(body: Buffer, start: number, end: number, insert: Buffer): Buffe
 }
 
 /**
- * The value of the last member named `name` of the object that opens at `open`, as byte offsets
- * (`end` exclusive); null when it has none. The body is valid JSON (it parsed), so this only walks.
+ * The values of the last members named `first` and `second` of the object that opens at `open`,
+ * as byte offsets (`end` exclusive); null for a name it lacks. Keys are compared as bytes, or
+ * decoded when they hold an escape. Throws when the text is not a JSON object's.
  */
-function lastMember(body: Buffer, open: number, name: string): { start: number; end: number } | null {
-  let found: { start: number; end: number } | null = null;
+function lastMembers(body: Buffer, open: number, first: string, second = ""): [Span | null, Span | null] {
+  const found: [Span | null, Span | null] = [null, null];
   let at = skipSpaces(body, open + 1);
-  if (body[at] === 0x7d /* } */) return null;
+  if (body[at] === 0x7d /* } */) return found;
   for (;;) {
+    if (body[at] !== 0x22 /* " */) throw new SyntaxError("not a JSON object");
     const keyEnd = valueEnd(body, at);
-    const key = JSON.parse(body.toString("utf8", at, keyEnd)) as string;
-    const start = skipSpaces(body, skipSpaces(body, keyEnd) + 1); // past the colon
+    const colon = skipSpaces(body, keyEnd);
+    if (keyEnd < 0 || body[colon] !== 0x3a /* : */) throw new SyntaxError("not a JSON object");
+    const start = skipSpaces(body, colon + 1);
     const end = valueEnd(body, start);
-    if (key === name) found = { start, end };
+    if (end <= start) throw new SyntaxError("not a JSON object");
+    if (keyIs(body, at, keyEnd, first)) found[0] = { start, end };
+    else if (second !== "" && keyIs(body, at, keyEnd, second)) found[1] = { start, end };
     at = skipSpaces(body, end);
-    if (body[at] !== 0x2c /* , */) return found;
+    if (body[at] === 0x7d) return found;
+    if (body[at] !== 0x2c /* , */) throw new SyntaxError("not a JSON object");
     at = skipSpaces(body, at + 1);
   }
+}
+
+/** Whether the key string at `start`..`end` (quotes included) is `name` (ASCII). */
+function keyIs(body: Buffer, start: number, end: number, name: string): boolean {
+  let same = end - start - 2 === name.length;
+  for (let index = start + 1; index < end - 1; index++) {
+    if (body[index] === 0x5c /* \ */) return JSON.parse(body.toString("utf8", start, end)) === name;
+    same &&= body[index] === name.charCodeAt(index - start - 1);
+  }
+  return same;
 }
