@@ -4,7 +4,7 @@ import type { ProviderAdapter } from "../providers/provider-adapter.js";
 import { safeProviderPath } from "../providers/provider-adapter.js";
 import type { ProviderId } from "../providers/provider-id.js";
 import { forward, type UpstreamPools } from "../proxy/forward.js";
-import { withStreamUsage } from "../proxy/stream-usage-option.js";
+import { withStreamUsage, withStreamUsageDecoded } from "../proxy/stream-usage-option.js";
 import type { TokenUsage } from "../usage/token-usage.js";
 import type { Admit } from "./admission.js";
 import { readBody, requireJsonContentType } from "./read-body.js";
@@ -46,13 +46,25 @@ export function registerProxyRoutes(router: Router, deps: ProxyRouteDeps): void 
           ...context.corsHeaders,
         };
         try {
-          const body = withStreamUsage(adapter.id, path, await readBody(request, deps.maxBodyBytes));
+          let body = await readBody(request, deps.maxBodyBytes);
+          let decoded = false;
+          const coding = request.headers["content-encoding"];
+          if (coding === undefined) body = withStreamUsage(adapter.id, path, body);
+          else
+            ({ body, decoded } = await withStreamUsageDecoded(
+              adapter.id,
+              path,
+              body,
+              coding,
+              deps.maxBodyBytes,
+            ));
           const result = await forward(deps.pools, {
             adapter,
             path,
             query: context.query,
             method: request.method ?? "GET",
             body,
+            bodyDecoded: decoded,
             incomingHeaders: request.headers,
             providerKey: call.providerKey,
             response,

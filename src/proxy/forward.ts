@@ -24,6 +24,8 @@ export interface ForwardCall {
   query: string;
   method: string;
   body: Buffer;
+  /** The client's compressed body was decoded (to set the stream usage option): sent without its content-encoding. */
+  bodyDecoded?: boolean;
   incomingHeaders: import("node:http").IncomingHttpHeaders;
   providerKey: string;
   response: ServerResponse;
@@ -103,6 +105,7 @@ export async function forward(pools: UpstreamPools, call: ForwardCall): Promise<
   const { adapter } = call;
   const target = adapter.target(call.path);
   const headers = upstreamRequestHeaders(call.incomingHeaders);
+  if (call.bodyDecoded) delete headers["content-encoding"];
   adapter.inject(headers, call.providerKey);
   if (call.body.length > 0 || (call.method !== "GET" && call.method !== "HEAD"))
     headers["content-length"] = String(call.body.length);

@@ -1,5 +1,6 @@
 import type { ProviderId } from "../providers/provider-id.js";
 import { skipSpaces, valueEnd } from "./json-bytes.js";
+import { decodeRequestBody } from "./request-body-coding.js";
 
 /**
  * Provider A reports usage on a streamed chat completion (and a streamed legacy completion) only
@@ -28,14 +29,38 @@ const trueValue = Buffer.from("true");
 const comma = Buffer.from(",");
 
 export function withStreamUsage(provider: ProviderId, path: string, body: Buffer): Buffer {
-  if (provider !== "provider-a" || body.length === 0) return body;
-  if (path !== "chat/completions" && path !== "completions") return body;
+  if (!mayStream(provider, path) || body.length === 0) return body;
   if (body.indexOf(streamField) < 0 && body.indexOf(unicodeEscape) < 0) return body;
   try {
     return withOption(body);
   } catch {
     return body;
   }
+}
+
+/** The paths whose streams report usage only when asked. */
+function mayStream(provider: ProviderId, path: string): boolean {
+  return provider === "provider-a" && (path === "chat/completions" || path === "completions");
+}
+
+/**
+ * `withStreamUsage` for a body sent with a `content-encoding`: compressed bytes hold no `"stream"`
+ * to find, and a client could stream unmetered by compressing its body. On the paths the option
+ * applies to, the body is decoded to decide; it is forwarded as sent when it needs no change, and
+ * else decoded with the option set (`decoded`: to be sent without its content-encoding). A coding
+ * that cannot be undone is refused there (415), as the option could not be checked.
+ */
+export async function withStreamUsageDecoded(
+  provider: ProviderId,
+  path: string,
+  body: Buffer,
+  contentEncoding: string,
+  maxBytes: number,
+): Promise<{ body: Buffer; decoded: boolean }> {
+  if (!mayStream(provider, path) || body.length === 0) return { body, decoded: false };
+  const plain = await decodeRequestBody(body, contentEncoding, maxBytes);
+  const asked = withStreamUsage(provider, path, plain);
+  return asked === plain ? { body, decoded: false } : { body: asked, decoded: true };
 }
 
 /** The body asking for usage when it streams; throws on a body that is not JSON. */

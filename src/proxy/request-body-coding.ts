@@ -1,0 +1,56 @@
+import { promisify } from "node:util";
+import { brotliDecompress, gunzip, inflate, inflateRaw } from "node:zlib";
+import { GatewayError } from "../errors.js";
+
+type Decode = (body: Buffer, options: { maxOutputLength: number }) => Promise<Buffer>;
+
+const gunzipped: Decode = promisify(gunzip);
+// HTTP's deflate is the zlib format (RFC 9110 section 8.4.1.2), but some clients send raw deflate;
+// a zlib stream's first byte names method 8 in its low bits (RFC 1950).
+const inflated: Decode = (body, options) =>
+  (((body[0] ?? 0) & 0x0f) === 0x08 ? promisify(inflate) : promisify(inflateRaw))(body, options);
+const decoders = new Map<string, Decode>([
+  ["gzip", gunzipped],
+  ["x-gzip", gunzipped], // RFC 9110 section 8.4.1.3
+  ["deflate", inflated],
+  ["br", promisify(brotliDecompress) as Decode],
+]);
+
+/**
+ * A request body as it reads without its `content-encoding` (a list is undone last coding first,
+ * RFC 9110 section 8.4), off the event loop and at most `maxBytes` long once decoded. Refuses a
+ * coding it cannot undo (415), a body that does not decode (400) and one that decodes beyond the
+ * cap (413).
+ */
+export async function decodeRequestBody(
+  body: Buffer,
+  contentEncoding: string,
+  maxBytes: number,
+): Promise<Buffer> {
+  const codings = contentEncoding
+    .toLowerCase()
+    .split(",")
+    .map((coding) => coding.trim())
+    .filter((coding) => coding !== "" && coding !== "identity");
+  let decoded = body;
+  for (const coding of codings.reverse()) {
+    const decode = decoders.get(coding);
+    if (decode === undefined)
+      throw new GatewayError(
+        "UNSUPPORTED_MEDIA_TYPE",
+        "The request body's content-encoding cannot be read on this path; send it uncompressed, or as gzip, deflate or br",
+      );
+    try {
+      decoded = await decode(decoded, { maxOutputLength: maxBytes });
+    } catch (error) {
+      if ((error as { code?: string }).code === "ERR_BUFFER_TOO_LARGE")
+        throw new GatewayError("PAYLOAD_TOO_LARGE", `The decoded request body exceeds ${maxBytes} bytes`, {
+          details: { maxBytes },
+        });
+      throw new GatewayError("BAD_REQUEST", "The request body does not decode as its content-encoding says", {
+        cause: error,
+      });
+    }
+  }
+  return decoded;
+}
