@@ -28,6 +28,11 @@ export interface ProviderAdapter {
   streamsJson?(path: string): boolean;
   /** Provider A: whether the call is one of the Responses API's that can report a background run. */
   responsesCall?(method: string, path: string): ResponsesCall | null;
+  /**
+   * Whether a POST to the path only changes or cancels a stored object and answers with it, usage
+   * included: those tokens were counted when the object was made, so this call counts none.
+   */
+  answersStored?(path: string): boolean;
 }
 
 /**
@@ -55,6 +60,8 @@ function split(baseUrl: string): { origin: string; basePath: string } {
 /** `responses/{id}`: one response (not its `input_items`). */
 const oneResponse = /^responses\/[^/]+$/;
 const cancelResponse = /^responses\/[^/]+\/cancel$/;
+/** Provider A's POSTs that answer with a stored object: a chat completion's metadata update, a batch's cancel. */
+const storedObjectPost = /^(?:chat\/completions\/[^/]+|batches\/[^/]+\/cancel)$/;
 
 /** Other POSTs under `responses` (`input_tokens`, `compact`) are metered as any POST. */
 function responsesCall(method: string, path: string): ResponsesCall | null {
@@ -92,6 +99,7 @@ export function createProviderAdapters(options: ProviderAdapterOptions): Record<
       requestModel: (_path, body) => bodyModel(body),
       // Only paths under `responses` pay for more than this one comparison.
       responsesCall: (method, path) => (path.startsWith("responses") ? responsesCall(method, path) : null),
+      answersStored: (path) => storedObjectPost.test(path),
     },
     "provider-b": {
       id: "provider-b",

@@ -115,8 +115,9 @@ export async function forward(pools: UpstreamPools, call: ForwardCall): Promise<
     adapter.id,
     // Only a POST makes the model do work. A GET reads a result that was already counted (a stored
     // response or chat completion, a batch, a file of batch output, a list of them), and on every
-    // poll; but a background run's tokens are only ever reported that way (see BackgroundRun).
-    responses ?? (call.method === "POST" ? "tokens" : null),
+    // poll; but a background run's tokens are only ever reported that way (see BackgroundRun). A POST
+    // that updates or cancels a stored object and answers with it counts nothing either.
+    responses ?? (call.method === "POST" && !adapter.answersStored?.(call.path) ? "tokens" : null),
     adapter.streamsJson?.(call.path) ?? false,
     call.response,
     call.ownHeaders,

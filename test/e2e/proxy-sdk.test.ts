@@ -156,6 +156,34 @@ describe("proxies driven by the official SDKs", () => {
       });
     });
 
+    it("counts no tokens for a POST that answers with a stored object: a completion's update, a batch's cancel", async () => {
+      const created = await openai.chat.completions
+        .create({ model: "gpt-4o-mini", messages: [{ role: "user", content: "Hi" }], store: true })
+        .withResponse();
+      const stored = JSON.parse(JSON.stringify(created.data)) as { id: string };
+      // Both answer with the stored object, whose usage was counted when it was made.
+      fake.enqueueResponse({ status: 200, body: { ...stored, metadata: { topic: "greeting" } } });
+      const updated = await openai.chat.completions
+        .update(stored.id, { metadata: { topic: "greeting" } })
+        .withResponse();
+      expect(fake.last()).toMatchObject({ method: "POST", path: `/a/v1/chat/completions/${stored.id}` });
+      const batch = { id: "batch_1", object: "batch", status: "cancelling" };
+      const usage = { input_tokens: 500, output_tokens: 90, total_tokens: 590 };
+      fake.enqueueResponse({ status: 200, body: { ...batch, usage } });
+      const cancelled = await openai.batches.cancel("batch_1").withResponse();
+      expect(fake.last()).toMatchObject({ method: "POST", path: "/a/v1/batches/batch_1/cancel" });
+
+      expect(await rowFor(created.response.headers.get("x-request-id"))).toMatchObject({ input_tokens: 11 });
+      for (const { response } of [updated, cancelled])
+        expect(await rowFor(response.headers.get("x-request-id"))).toMatchObject({
+          status: 200,
+          outcome: "ok",
+          input_tokens: null,
+          output_tokens: null,
+          cost_usd: null,
+        });
+    });
+
     it("forwards embeddings and serves models.list from the catalogue", async () => {
       const embedding = await openai.embeddings.create({
         model: "text-embedding-3-small",
