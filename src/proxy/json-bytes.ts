@@ -49,3 +49,50 @@ function stringEnd(body: Buffer, at: number): number {
 }
 
 const delimiters = new Set([0x2c, 0x7d, 0x5d, 0x20, 0x0a, 0x0d, 0x09]);
+
+/** A value's bytes: `start` to `end` (exclusive). */
+export interface Span {
+  start: number;
+  end: number;
+}
+
+/**
+ * The values of the last members named `first` and `second` of the object that opens at `open`,
+ * as byte offsets (`end` exclusive); null for a name it lacks. Keys are compared as bytes, or
+ * decoded when they hold an escape. Throws when the text is not a JSON object's.
+ */
+export function lastMembers(
+  body: Buffer,
+  open: number,
+  first: string,
+  second = "",
+): [Span | null, Span | null] {
+  const found: [Span | null, Span | null] = [null, null];
+  let at = skipSpaces(body, open + 1);
+  if (body[at] === 0x7d /* } */) return found;
+  for (;;) {
+    if (body[at] !== 0x22 /* " */) throw new SyntaxError("not a JSON object");
+    const keyEnd = valueEnd(body, at);
+    const colon = skipSpaces(body, keyEnd);
+    if (keyEnd < 0 || body[colon] !== 0x3a /* : */) throw new SyntaxError("not a JSON object");
+    const start = skipSpaces(body, colon + 1);
+    const end = valueEnd(body, start);
+    if (end <= start) throw new SyntaxError("not a JSON object");
+    if (keyIs(body, at, keyEnd, first)) found[0] = { start, end };
+    else if (second !== "" && keyIs(body, at, keyEnd, second)) found[1] = { start, end };
+    at = skipSpaces(body, end);
+    if (body[at] === 0x7d) return found;
+    if (body[at] !== 0x2c /* , */) throw new SyntaxError("not a JSON object");
+    at = skipSpaces(body, at + 1);
+  }
+}
+
+/** Whether the key string at `start`..`end` (quotes included) is `name` (ASCII). */
+function keyIs(body: Buffer, start: number, end: number, name: string): boolean {
+  let same = end - start - 2 === name.length;
+  for (let index = start + 1; index < end - 1; index++) {
+    if (body[index] === 0x5c /* \ */) return JSON.parse(body.toString("utf8", start, end)) === name;
+    same &&= body[index] === name.charCodeAt(index - start - 1);
+  }
+  return same;
+}

@@ -380,6 +380,17 @@ describe("usage meter on Responses API calls", () => {
     });
   });
 
+  it("reads the model after a long `instructions` as the stream of the same answer reports it", () => {
+    // The API puts `instructions` (a stored prompt's, say) before `model`.
+    const { model, ...rest } = response("completed", false);
+    const answer = { ...rest, instructions: `Be "brief". ${"x".repeat(6000)}`, model };
+    const event = `event: response.completed\ndata: ${JSON.stringify({ type: "response.completed", response: answer })}\n\n`;
+    for (const responses of [undefined, "post"] as const) {
+      expect(meter("provider-a", JSON.stringify(answer), false, [], responses).model).toBe("gpt-4.1");
+      expect(meter("provider-a", event, true, [], responses).model).toBe("gpt-4.1");
+    }
+  });
+
   it("leaves other calls' readings as they were", () => {
     expect(meter("provider-a", responsesStream, true)).toEqual({
       usage: { inputTokens: 30, outputTokens: 8, cachedInputTokens: 10, reasoningTokens: 3 },

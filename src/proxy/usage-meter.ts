@@ -9,7 +9,7 @@ import {
 import { emptyUsage, type TokenUsage } from "../usage/token-usage.js";
 import { isFinishedBackgroundRun } from "./background-run.js";
 import { ByteEnds } from "./byte-ends.js";
-import { skipSpaces, valueEnd } from "./json-bytes.js";
+import { lastMembers, skipSpaces, valueEnd } from "./json-bytes.js";
 import {
   type ResponseObjectFields,
   responseFieldsOfBody,
@@ -108,7 +108,7 @@ function fromJson(provider: ProviderId, ends: ByteEnds | null, whole: Buffer | n
   // Without the usage key anywhere a whole parse finds no usage either, and a large body (a
   // batch of Gemini embeddings, a file, audio) would stall the event loop for milliseconds.
   if (whole.lastIndexOf(usageKeys[provider]) < 0)
-    return { usage: emptyUsage(), model: headModel(provider, whole) };
+    return { usage: emptyUsage(), model: headModel(provider, whole, true) };
   try {
     return fromJsonBody(provider, JSON.parse(whole.toString("utf8")));
   } catch {
@@ -152,11 +152,26 @@ const modelPatterns: Record<ProviderId, RegExp> = {
   "provider-c": /"modelVersion"\s*:\s*"([^"\\]{1,200})"/,
 };
 
-/** The model named in the body's first bytes (null when none). */
-function headModel(provider: ProviderId, body: Buffer): string | null {
-  return (
-    modelPatterns[provider].exec(body.toString("latin1", 0, Math.min(body.length, headBytes)))?.[1] ?? null
-  );
+/**
+ * The model the body names: found with a pattern in its first bytes, where providers A and B put
+ * it. A `whole` body that holds more before it (a Responses API answer's long `instructions`, say)
+ * has its top-level members walked, so the model is the one a stream of the same answer reports.
+ */
+function headModel(provider: ProviderId, body: Buffer, whole: boolean): string | null {
+  const head = modelPatterns[provider].exec(body.toString("latin1", 0, Math.min(body.length, headBytes)));
+  if (head) return head[1] ?? null;
+  return whole && provider !== "provider-c" && body.length > headBytes ? topLevelModel(body) : null;
+}
+
+function topLevelModel(body: Buffer): string | null {
+  try {
+    const [model] = lastMembers(body, skipSpaces(body, 0), "model");
+    if (model === null || body[model.start] !== 0x22 /* " */) return null;
+    const value: unknown = JSON.parse(body.toString("utf8", model.start, model.end));
+    return typeof value === "string" && value.length <= 200 ? value : null;
+  } catch {
+    return null;
+  }
 }
 
 /**
@@ -185,7 +200,7 @@ function fromUsageObject(
   const model =
     provider === "provider-c"
       ? (modelPatterns[provider].exec(body.toString("latin1", found.end))?.[1] ?? null)
-      : headModel(provider, head);
+      : headModel(provider, head, head === body);
   return { usage, model };
 }
 
