@@ -31,23 +31,47 @@ export function usageFromProviderA(usage: unknown): TokenUsage | null {
   };
 }
 
-/** Provider B: input includes cache reads and writes; output from the latest report. */
-export function usageFromProviderB(usage: unknown, previous: TokenUsage | null): TokenUsage | null {
+/**
+ * Provider B's counts as reported so far. Its stream reports them twice, in `message_start` and
+ * (cumulative) in `message_delta`, where a count that is missing or null is unchanged, as its SDK
+ * reads them: each report's counts replace only the counts before them that it gives.
+ */
+export interface ProviderBCounts {
+  input: number | null;
+  cacheRead: number | null;
+  cacheWrite: number | null;
+  output: number | null;
+}
+
+export function providerBCounts(usage: unknown, previous: ProviderBCounts | null): ProviderBCounts | null {
   const record = object(usage);
   if (!record) return previous;
-  const fresh = count(record.input_tokens);
-  const cacheRead = count(record.cache_read_input_tokens);
-  const cacheWrite = count(record.cache_creation_input_tokens);
-  const input =
-    fresh === null && cacheRead === null && cacheWrite === null
-      ? null
-      : (fresh ?? 0) + (cacheRead ?? 0) + (cacheWrite ?? 0);
   return {
-    inputTokens: input ?? previous?.inputTokens ?? null,
-    outputTokens: count(record.output_tokens) ?? previous?.outputTokens ?? null,
-    cachedInputTokens: cacheRead ?? previous?.cachedInputTokens ?? null,
+    input: count(record.input_tokens) ?? previous?.input ?? null,
+    cacheRead: count(record.cache_read_input_tokens) ?? previous?.cacheRead ?? null,
+    cacheWrite: count(record.cache_creation_input_tokens) ?? previous?.cacheWrite ?? null,
+    output: count(record.output_tokens) ?? previous?.output ?? null,
+  };
+}
+
+/** Provider B's input tokens include its cache reads and writes. */
+export function usageOfProviderB(counts: ProviderBCounts): TokenUsage {
+  const { input, cacheRead, cacheWrite } = counts;
+  return {
+    inputTokens:
+      input === null && cacheRead === null && cacheWrite === null
+        ? null
+        : (input ?? 0) + (cacheRead ?? 0) + (cacheWrite ?? 0),
+    outputTokens: counts.output,
+    cachedInputTokens: cacheRead,
     reasoningTokens: null,
   };
+}
+
+/** Provider B's usage from one report (a JSON answer's `usage`). */
+export function usageFromProviderB(usage: unknown): TokenUsage | null {
+  const counts = providerBCounts(usage, null);
+  return counts && usageOfProviderB(counts);
 }
 
 /** Provider C: output counts candidates plus thoughts (both are billed as output). */

@@ -214,6 +214,33 @@ describe("usage meter", () => {
     expect(meter("provider-c", geminiSse, true).usage).toEqual(meter("provider-c", geminiArray, false).usage);
   });
 
+  it("keeps provider B's counts that a message_delta leaves out or sends as null, as its SDK does", () => {
+    const start =
+      'event: message_start\ndata: {"type":"message_start","message":{"model":"claude-sonnet-4-5-20250929","usage":{"input_tokens":400,"cache_creation_input_tokens":30,"cache_read_input_tokens":50,"output_tokens":1}}}\n\n';
+    const delta = (usage: object) =>
+      `event: message_delta\ndata: ${JSON.stringify({ type: "message_delta", delta: {}, usage })}\n\n`;
+    const total = { inputTokens: 480, outputTokens: 90, cachedInputTokens: 50, reasoningTokens: null };
+    for (const usage of [
+      { output_tokens: 90 },
+      {
+        input_tokens: 400,
+        cache_creation_input_tokens: null,
+        cache_read_input_tokens: null,
+        output_tokens: 90,
+      },
+      { input_tokens: null, cache_read_input_tokens: 50, output_tokens: 90 },
+    ])
+      expect(meter("provider-b", start + delta(usage), true).usage, JSON.stringify(usage)).toEqual(total);
+    // A later report of a count replaces it (the counts are cumulative).
+    expect(
+      meter(
+        "provider-b",
+        start + delta({ input_tokens: 410, cache_read_input_tokens: 60, output_tokens: 90 }),
+        true,
+      ).usage,
+    ).toEqual({ ...total, inputTokens: 500, cachedInputTokens: 60 });
+  });
+
   it("reports what a cut stream showed so far", () => {
     const cutB = anthropicStream.slice(0, anthropicStream.indexOf("event: message_delta"));
     expect(meter("provider-b", cutB, true).usage).toEqual({

@@ -2,9 +2,12 @@ import type { ResponsesCall } from "../providers/provider-adapter.js";
 import type { ProviderId } from "../providers/provider-id.js";
 import {
   objectField,
+  type ProviderBCounts,
+  providerBCounts,
   usageFromProviderA,
   usageFromProviderB,
   usageFromProviderC,
+  usageOfProviderB,
 } from "../providers/usage-from-json.js";
 import { emptyUsage, type TokenUsage } from "../usage/token-usage.js";
 import { isFinishedBackgroundRun } from "./background-run.js";
@@ -194,7 +197,7 @@ function fromUsageObject(
     provider === "provider-a"
       ? usageFromProviderA(found.value)
       : provider === "provider-b"
-        ? usageFromProviderB(found.value, null)
+        ? usageFromProviderB(found.value)
         : usageFromProviderC(found.value);
   if (!usage) return null;
   const model =
@@ -252,7 +255,7 @@ function fromJsonBody(provider: ProviderId, body: unknown): { usage: TokenUsage;
     }
     case "provider-b":
       return {
-        usage: usageFromProviderB(objectField(body, "usage"), null) ?? emptyUsage(),
+        usage: usageFromProviderB(objectField(body, "usage")) ?? emptyUsage(),
         model: model(objectField(body, "model")),
       };
     case "provider-c":
@@ -284,6 +287,8 @@ function fromGeminiArray(body: Buffer): { usage: TokenUsage; model: string | nul
 
 function sseMeter(provider: ProviderId, responses: ResponsesCall | null): UsageMeter {
   let usage: TokenUsage | null = null;
+  /** (Provider B) Its counts so far: a `message_delta` gives only the ones that changed. */
+  let counts: ProviderBCounts | null = null;
   let model: string | null = null;
   /** (Responses API calls) The fields of the `response` in the event that carried `usage`. */
   let response: ResponseObjectFields | null = null;
@@ -299,9 +304,10 @@ function sseMeter(provider: ProviderId, responses: ResponsesCall | null): UsageM
   const onEvent = (event: string | undefined, data: string, cutTail?: Buffer) => {
     if (cutTail !== undefined) {
       // An event over the scanner's cap: `data` is only its start.
-      const seen = fromCutEvent(provider, event, data, cutTail, usage);
+      const seen = fromCutEvent(provider, event, data, cutTail, counts);
       if (seen !== null) {
         usage = seen.usage;
+        counts = seen.counts ?? counts;
         model ??= seen.model;
         lastGemini = null; // (provider C: this event came after any kept before)
         if (responses !== null) response = responseFieldsOfEvent(data);
@@ -330,10 +336,12 @@ function sseMeter(provider: ProviderId, responses: ResponsesCall | null): UsageM
       // Provider B names every event; without event lines, the type inside the data decides.
       if (event !== undefined ? event === "message_start" : data.includes('"message_start"')) {
         const message = objectField(parse(data), "message");
-        usage = usageFromProviderB(objectField(message, "usage"), usage);
+        counts = providerBCounts(objectField(message, "usage"), counts);
+        usage = counts && usageOfProviderB(counts);
         model = stringOr(objectField(message, "model"), model);
       } else if (event !== undefined ? event === "message_delta" : data.includes('"message_delta"')) {
-        usage = usageFromProviderB(objectField(parse(data), "usage"), usage);
+        counts = providerBCounts(objectField(parse(data), "usage"), counts);
+        usage = counts && usageOfProviderB(counts);
       }
       // usageMetadata closes each chunk: searched from the end.
     } else if (data.lastIndexOf('"usageMetadata"') >= 0) lastGemini = data;
@@ -369,8 +377,8 @@ function fromCutEvent(
   event: string | undefined,
   head: string,
   tail: Buffer,
-  previous: TokenUsage | null,
-): { usage: TokenUsage; model: string | null } | null {
+  previous: ProviderBCounts | null,
+): { usage: TokenUsage; model: string | null; counts?: ProviderBCounts } | null {
   const found = lastUsageObject(tail, usageKeys[provider]);
   switch (provider) {
     case "provider-a": {
@@ -380,8 +388,10 @@ function fromCutEvent(
     case "provider-b": {
       const start = event !== undefined ? event === "message_start" : head.includes('"message_start"');
       const delta = event !== undefined ? event === "message_delta" : head.includes('"message_delta"');
-      const usage = start || delta ? usageFromProviderB(found?.value, previous) : null;
-      return usage && { usage, model: start ? (modelPatterns[provider].exec(head)?.[1] ?? null) : null };
+      const counts = start || delta ? providerBCounts(found?.value, previous) : null;
+      if (counts === null) return null;
+      const model = start ? (modelPatterns[provider].exec(head)?.[1] ?? null) : null;
+      return { usage: usageOfProviderB(counts), model, counts };
     }
     case "provider-c": {
       const usage = found && usageFromProviderC(found.value);
