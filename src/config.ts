@@ -162,8 +162,8 @@ export const settings = {
   upstreamHeadersTimeoutMs: setting(
     "SLUICE_UPSTREAM_HEADERS_TIMEOUT_MS",
     milliseconds,
-    "300000",
-    "time allowed for the upstream response headers",
+    "600000",
+    "time allowed for the upstream response headers: a buffered call to a reasoning model can take minutes, and the providers' SDKs wait 10 minutes",
   ),
   upstreamIdleTimeoutMs: setting(
     "SLUICE_UPSTREAM_IDLE_TIMEOUT_MS",
