@@ -1,3 +1,4 @@
+import { type ImageCall, imagenPrediction, openAiImageGeneration } from "./image-calls.js";
 import type { ProviderId } from "./provider-id.js";
 
 /**
@@ -28,6 +29,8 @@ export interface ProviderAdapter {
   streamsJson?(path: string): boolean;
   /** Provider A: whether the call is one of the Responses API's that can report a background run. */
   responsesCall?(method: string, path: string): ResponsesCall | null;
+  /** Whether the call generates images, priced per image from its answer (A and C). */
+  imageCall?(method: string, path: string): ImageCall | null;
 }
 
 /**
@@ -62,6 +65,9 @@ function responsesCall(method: string, path: string): ResponsesCall | null {
   return method === "GET" && oneResponse.test(path) ? "poll" : null;
 }
 
+/** Provider C's Imagen method, after the model's colon (also percent-encoded). */
+const predictMethod = /(?::|%3a)predict$/i;
+
 /** Provider C's streaming method, after the model's colon (also percent-encoded). */
 const jsonStreamMethod = /(?::|%3a)streamGenerateContent$/i;
 
@@ -92,6 +98,8 @@ export function createProviderAdapters(options: ProviderAdapterOptions): Record<
       requestModel: (_path, body) => bodyModel(body),
       // Only paths under `responses` pay for more than this one comparison.
       responsesCall: (method, path) => (path.startsWith("responses") ? responsesCall(method, path) : null),
+      imageCall: (method, path) =>
+        method === "POST" && path === "images/generations" ? openAiImageGeneration : null,
     },
     "provider-b": {
       id: "provider-b",
@@ -129,6 +137,7 @@ export function createProviderAdapters(options: ProviderAdapterOptions): Record<
         return match?.[1] ? decodeURIComponent(match[1]) : null;
       },
       streamsJson: (path) => jsonStreamMethod.test(path),
+      imageCall: (_method, path) => (predictMethod.test(path) ? imagenPrediction : null),
     },
   };
 }
