@@ -27,6 +27,7 @@ import { createLogger, type Logger } from "./observability/logger.js";
 import { createMetrics } from "./observability/metrics.js";
 import { createAiSdkModels } from "./providers/ai-sdk-provider.js";
 import { createProviderAdapters } from "./providers/provider-adapter.js";
+import { costOfProxiedCall } from "./proxy/call-cost.js";
 import { createUpstreamPools } from "./proxy/forward.js";
 import { createAuthThrottle } from "./rate-limit/auth-throttle.js";
 import { createRateLimiter } from "./rate-limit/rate-limiter.js";
@@ -38,7 +39,6 @@ import { createProjectRepository } from "./storage/project-repository.js";
 import { createUsageRepository } from "./storage/usage-repository.js";
 import { createSafePdfFetcher, type FetchPdf } from "./structured/safe-pdf-fetch.js";
 import { createSpendGuard } from "./usage/spend-guard.js";
-import { costOfTokens } from "./usage/token-cost.js";
 import { createUsageRecorder } from "./usage/usage-recorder.js";
 import { version } from "./version.js";
 
@@ -252,7 +252,7 @@ export async function createGateway(config: Config, injected: Partial<Injectable
         pools,
         metrics,
         maxBodyBytes: config.maxBodyBytes,
-        costOf: costOfTokens,
+        costOf: costOfProxiedCall,
       });
       registerStructuredRoutes(router, {
         admit,

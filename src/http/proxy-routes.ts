@@ -4,6 +4,7 @@ import type { ProviderAdapter } from "../providers/provider-adapter.js";
 import { safeProviderPath } from "../providers/provider-adapter.js";
 import type { ProviderId } from "../providers/provider-id.js";
 import { forward, type UpstreamPools } from "../proxy/forward.js";
+import type { GeneratedImages } from "../proxy/generated-images.js";
 import { withStreamUsage, withStreamUsageDecoded } from "../proxy/stream-usage-option.js";
 import type { TokenUsage } from "../usage/token-usage.js";
 import type { Admit } from "./admission.js";
@@ -17,7 +18,13 @@ export interface ProxyRouteDeps {
   pools: UpstreamPools;
   metrics: Metrics;
   maxBodyBytes: number;
-  costOf(provider: ProviderId, model: string | null, usage: TokenUsage): number | null;
+  /** Tokens by the catalogue's token prices; an image generation's images by its per-image prices. */
+  costOf(
+    provider: ProviderId,
+    model: string | null,
+    usage: TokenUsage,
+    images?: GeneratedImages | null,
+  ): number | null;
 }
 
 /** `/v1/provider-x/{projectId}/{path}`: authenticate, forward unchanged, record usage. */
@@ -81,7 +88,7 @@ export function registerProxyRoutes(router: Router, deps: ProxyRouteDeps): void 
             provider: adapter.id,
             model: result.model,
             usage: result.usage,
-            costUsd: deps.costOf(adapter.id, result.model, result.usage),
+            costUsd: deps.costOf(adapter.id, result.model, result.usage, result.images),
             streamed: result.streamed,
             timeToFirstByteMs: result.timeToFirstByteMs,
             errorCode: result.errorCode,

@@ -1,4 +1,5 @@
 import { describe, expect, it } from "vitest";
+import { imagenPrediction, openAiImageGeneration } from "./image-calls.js";
 import { createProviderAdapters, safeProviderPath } from "./provider-adapter.js";
 
 const adapters = createProviderAdapters({
@@ -10,6 +11,44 @@ const adapters = createProviderAdapters({
 });
 
 describe("provider adapters", () => {
+  it("recognises the image generations priced per image, and nothing else", () => {
+    const a = adapters["provider-a"];
+    const c = adapters["provider-c"];
+    expect(a.imageCall?.("POST", "images/generations")).toBe(openAiImageGeneration);
+    for (const [method, path] of [
+      ["GET", "images/generations"],
+      ["POST", "images/edits"],
+      ["POST", "images/variations"],
+      ["POST", "chat/completions"],
+    ] as const)
+      expect(a.imageCall?.(method, path)).toBeNull();
+    expect(c.imageCall?.("POST", "v1beta/models/imagen-4.0-generate-001:predict")).toBe(imagenPrediction);
+    expect(c.imageCall?.("POST", "models/imagen-4.0-generate-001%3Apredict")).toBe(imagenPrediction);
+    expect(c.imageCall?.("POST", "models/veo-3.0-generate-001:predictLongRunning")).toBeNull();
+    expect(c.imageCall?.("POST", "models/gemini-2.5-flash:generateContent")).toBeNull();
+  });
+
+  it("reads how many images a request asks for, with the provider's default", () => {
+    const body = (value: unknown) => Buffer.from(JSON.stringify(value));
+    expect(openAiImageGeneration.requested(body({ n: 3, size: "1024x1024", quality: "low" }))).toEqual({
+      count: 3,
+      size: "1024x1024",
+      quality: "low",
+    });
+    expect(openAiImageGeneration.requested(body({ n: 0.5 }))).toEqual({
+      count: 1,
+      size: null,
+      quality: null,
+    });
+    expect(openAiImageGeneration.requested(Buffer.from("not json"))).toEqual({
+      count: 1,
+      size: null,
+      quality: null,
+    });
+    expect(imagenPrediction.requested(body({ parameters: { sampleCount: 2 } })).count).toBe(2);
+    expect(imagenPrediction.requested(body({ instances: [{ prompt: "x" }] })).count).toBe(4);
+  });
+
   it("maps each SDK's version segment onto the configured base URL", () => {
     expect(adapters["provider-a"].target("chat/completions")).toEqual({
       origin: "https://api.openai.com",

@@ -1,3 +1,4 @@
+import { type ImageCall, imagenPrediction, openAiImageGeneration } from "./image-calls.js";
 import type { ProviderId } from "./provider-id.js";
 
 /**
@@ -33,6 +34,8 @@ export interface ProviderAdapter {
    * included: those tokens were counted when the object was made, so this call counts none.
    */
   answersStored?(path: string): boolean;
+  /** Whether the call generates images, priced per image from its answer (A and C). */
+  imageCall?(method: string, path: string): ImageCall | null;
 }
 
 /**
@@ -69,6 +72,9 @@ function responsesCall(method: string, path: string): ResponsesCall | null {
   return method === "GET" && oneResponse.test(path) ? "poll" : null;
 }
 
+/** Provider C's Imagen method, after the model's colon (also percent-encoded). */
+const predictMethod = /(?::|%3a)predict$/i;
+
 /** Provider C's streaming method, after the model's colon (also percent-encoded). */
 const jsonStreamMethod = /(?::|%3a)streamGenerateContent$/i;
 
@@ -100,6 +106,8 @@ export function createProviderAdapters(options: ProviderAdapterOptions): Record<
       // Only paths under `responses` pay for more than this one comparison.
       responsesCall: (method, path) => (path.startsWith("responses") ? responsesCall(method, path) : null),
       answersStored: (path) => storedObjectPost.test(path),
+      imageCall: (method, path) =>
+        method === "POST" && path === "images/generations" ? openAiImageGeneration : null,
     },
     "provider-b": {
       id: "provider-b",
@@ -137,6 +145,7 @@ export function createProviderAdapters(options: ProviderAdapterOptions): Record<
         return match?.[1] ? decodeURIComponent(match[1]) : null;
       },
       streamsJson: (path) => jsonStreamMethod.test(path),
+      imageCall: (_method, path) => (predictMethod.test(path) ? imagenPrediction : null),
     },
   };
 }

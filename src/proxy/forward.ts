@@ -2,12 +2,15 @@ import type { ServerResponse } from "node:http";
 import type { Socket } from "node:net";
 import { type Dispatcher, Pool } from "undici";
 import { GatewayError } from "../errors.js";
+import type { ImageCall } from "../providers/image-calls.js";
 import type { ProviderAdapter, ResponsesCall } from "../providers/provider-adapter.js";
 import type { ProviderId } from "../providers/provider-id.js";
 import { emptyUsage, type TokenUsage } from "../usage/token-usage.js";
 import { type BackgroundRun, backgroundRowId } from "./background-run.js";
 import { type DecompressingMeter, decompressingMeter } from "./decompressing-meter.js";
+import { type GeneratedImages, generatedImages } from "./generated-images.js";
 import { clientResponseHeaders, upstreamQuery, upstreamRequestHeaders } from "./header-policy.js";
+import { ImageListScanner, withImageList } from "./image-list-scanner.js";
 import { createUsageMeter, type MeterReading, type UsageMeter } from "./usage-meter.js";
 
 export interface UpstreamTimeouts {
@@ -53,6 +56,8 @@ export interface ForwardResult {
    * then are not in `usage` (they are recorded once, on a row of their own).
    */
   backgroundRun: BackgroundRun | null;
+  /** An image generation's successful (2xx) JSON answer: the images it holds; else null. */
+  images: GeneratedImages | null;
 }
 
 /** What is metered of a call: its own tokens (any POST), or a Responses API call's (see ResponsesCall). */
@@ -111,6 +116,7 @@ export async function forward(pools: UpstreamPools, call: ForwardCall): Promise<
     headers["content-length"] = String(call.body.length);
   const query = upstreamQuery(call.query, adapter.keyQueryParameter);
   const responses = adapter.responsesCall?.(call.method, call.path) ?? null;
+  const imageCall = adapter.imageCall?.(call.method, call.path) ?? null;
   const exchange = new ProxyExchange(
     adapter.id,
     // Only a POST makes the model do work. A GET reads a result that was already counted (a stored
@@ -119,6 +125,7 @@ export async function forward(pools: UpstreamPools, call: ForwardCall): Promise<
     // that updates or cancels a stored object and answers with it counts nothing either.
     responses ?? (call.method === "POST" && !adapter.answersStored?.(call.path) ? "tokens" : null),
     adapter.streamsJson?.(call.path) ?? false,
+    imageCall,
     call.response,
     call.ownHeaders,
     pools.get(target.origin),
@@ -143,6 +150,10 @@ export async function forward(pools: UpstreamPools, call: ForwardCall): Promise<
   // Only a decompressing meter answers later: it waits for its decompressor to catch up.
   const seen: MeterReading = reading instanceof Promise ? await reading : reading;
   const backgroundRun = responses === null ? null : finishedRun(seen, requestModel);
+  const images =
+    imageCall === null || seen.images === undefined
+      ? null
+      : generatedImages(seen.images, outcome !== "ok", () => imageCall.requested(call.body));
   return {
     status: exchange.status,
     outcome: outcome === "ok" && exchange.status >= 400 ? "error" : outcome,
@@ -153,6 +164,7 @@ export async function forward(pools: UpstreamPools, call: ForwardCall): Promise<
     timeToFirstByteMs: exchange.timeToFirstByteMs,
     errorCode: null,
     backgroundRun,
+    images,
   };
 }
 
@@ -199,6 +211,8 @@ class ProxyExchange implements Dispatcher.DispatchHandler {
     private readonly metering: Metering | null,
     /** The call asked for a stream sent as one JSON document (provider C's JSON array). */
     private readonly jsonStream: boolean,
+    /** An image generation: a successful JSON answer's images are counted too. */
+    private readonly imageCall: ImageCall | null,
     private readonly response: ServerResponse,
     private readonly ownHeaders: Record<string, string>,
     private readonly pool: Pool,
@@ -264,11 +278,13 @@ class ProxyExchange implements Dispatcher.DispatchHandler {
     // A JSON-array stream is a stream too, though its usage is read as a JSON body is.
     this.streamed = sse || (this.jsonStream && statusCode < 300);
     if (this.metering !== null) {
-      const meter = createUsageMeter(this.provider, {
+      let meter = createUsageMeter(this.provider, {
         streaming: sse,
         contentType: head.contentType,
         responses: this.metering === "tokens" ? undefined : this.metering,
       });
+      if (this.imageCall !== null && statusCode < 300 && !sse)
+        meter = withImageList(meter, new ImageListScanner(this.imageCall.list, this.imageCall.imageKeys));
       // A provider that ignored `accept-encoding: identity`: usage is read through a decompressor,
       // while the client still gets the provider's bytes and its content-encoding.
       this.meter = head.contentEncoding === "" ? meter : decompressingMeter(meter, head.contentEncoding);
@@ -355,6 +371,7 @@ function failed(
     timeToFirstByteMs: null,
     errorCode,
     backgroundRun: null,
+    images: null,
   };
 }
 

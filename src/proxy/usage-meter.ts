@@ -12,6 +12,7 @@ import {
 import { emptyUsage, type TokenUsage } from "../usage/token-usage.js";
 import { isFinishedBackgroundRun } from "./background-run.js";
 import { ByteEnds } from "./byte-ends.js";
+import type { ImageListReading } from "./image-list-scanner.js";
 import { lastMembers, skipSpaces, valueEnd } from "./json-bytes.js";
 import {
   type ResponseObjectFields,
@@ -29,6 +30,8 @@ export interface MeterReading {
    * came from (the body, or the `response` of the stream's event that carried the usage).
    */
   response?: ResponseObjectFields | null;
+  /** Only when metering an image generation's answer: what its list of images holds. */
+  images?: ImageListReading;
 }
 
 export interface UsageMeter {

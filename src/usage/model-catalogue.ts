@@ -36,6 +36,12 @@ export interface CatalogueModel {
   snapshots?: readonly string[];
   /** Image models: variant -> size -> USD per image. */
   imagePricing?: Record<string, Record<string, number | null>>;
+  /**
+   * Image models: the size and quality the provider uses when a request names none, where they
+   * have a price (gpt-image models default to `auto`, which has none; their answers name the size
+   * and quality they used).
+   */
+  imageDefaults?: { size?: string; quality?: string };
 }
 
 type Purpose = "structured" | "vision" | "pdf" | "image";
@@ -176,6 +182,7 @@ const models: CatalogueModel[] = [
       standard: { "1024x1024": 0.04, "1024x1536": 0.08, "1536x1024": 0.08 },
       hd: { "1024x1024": 0.08, "1024x1536": 0.12, "1536x1024": 0.12 },
     },
+    imageDefaults: { size: "1024x1024", quality: "standard" },
   },
   {
     id: "gpt-image-1-mini",

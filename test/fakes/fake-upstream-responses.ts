@@ -88,19 +88,41 @@ export const providerA = {
   models() {
     return { object: "list", data: [{ id: "gpt-4o-mini", object: "model", created, owned_by: "system" }] };
   },
-  images(count: number, withRevisedPrompt: boolean) {
+  /**
+   * `images/generations` as the API answers it: gpt-image models return base64 and name the size and
+   * quality they used (also for `auto`) with token usage; dall-e models return a URL unless asked for
+   * `b64_json`, with dall-e-3's revised prompt.
+   */
+  images(request: Record<string, unknown>) {
+    const model = typeof request.model === "string" ? request.model : "dall-e-2";
+    const count = typeof request.n === "number" ? request.n : 1;
+    const chosen = (value: unknown, fallback: string) =>
+      typeof value === "string" && value !== "auto" ? value : fallback;
+    if (model.startsWith("gpt-image")) {
+      return {
+        created,
+        background: "opaque",
+        data: Array.from({ length: count }, () => ({ b64_json: tinyPng.toString("base64") })),
+        output_format: "png",
+        quality: chosen(request.quality, "medium"),
+        size: chosen(request.size, "1024x1024"),
+        usage: {
+          input_tokens: 10,
+          input_tokens_details: { image_tokens: 0, text_tokens: 10 },
+          output_tokens: 100,
+          total_tokens: 110,
+        },
+      };
+    }
+    const url = request.response_format !== "b64_json";
     return {
       created,
       data: Array.from({ length: count }, (_, index) => ({
-        b64_json: tinyPng.toString("base64"),
-        ...(withRevisedPrompt ? { revised_prompt: `A revised prompt ${index + 1}` } : {}),
+        ...(model === "dall-e-3" ? { revised_prompt: `A revised prompt ${index + 1}` } : {}),
+        ...(url
+          ? { url: `https://images.example.com/img-${index + 1}.png?se=2026-11-02&sig=fake%2Bsig%3D` }
+          : { b64_json: tinyPng.toString("base64") }),
       })),
-      usage: {
-        input_tokens: 10,
-        output_tokens: 100,
-        total_tokens: 110,
-        input_tokens_details: { text_tokens: 10, image_tokens: 0 },
-      },
     };
   },
 };

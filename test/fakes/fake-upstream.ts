@@ -173,11 +173,7 @@ export async function startFakeUpstream(options: { port?: number } = {}): Promis
       );
     if (path === "/a/v1/models") return sendJson(response, 200, providerA.models());
     if (path === "/a/v1/images/generations") {
-      return sendJson(
-        response,
-        200,
-        providerA.images(typeof json.n === "number" ? json.n : 1, model !== "gpt-image-1"),
-      );
+      return sendJson(response, 200, providerA.images(json));
     }
     if (path === "/b/v1/messages") {
       // As provider B does: an empty text block anywhere in the conversation is refused.
@@ -255,7 +251,8 @@ export async function startFakeUpstream(options: { port?: number } = {}): Promis
     }
     if (method === "predict") {
       const parameters = (json.parameters ?? {}) as { sampleCount?: number };
-      return sendJson(response, 200, providerC.predictions(parameters.sampleCount ?? 1));
+      // Without sampleCount the Gemini API generates 4 images.
+      return sendJson(response, 200, providerC.predictions(parameters.sampleCount ?? 4));
     }
     sendJson(response, 404, {
       error: { code: 404, message: `unknown method ${method}`, status: "NOT_FOUND" },

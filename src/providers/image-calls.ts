@@ -1,0 +1,79 @@
+/**
+ * An image generation on a proxy, priced per image from what its answer holds (proxy/
+ * image-list-scanner.ts): the answer's top-level list of images, the members of an entry that hold
+ * an image, and what the request asked for.
+ */
+export interface ImageCall {
+  /** The answer's top-level member that lists the images. */
+  list: string;
+  /**
+   * Members of a listed entry that hold an image. An entry with none of them is no image (provider
+   * C: an image its safety filter withheld, which has only `raiFilteredReason`, or the prompt's own
+   * safety attributes, which the SDK reads out of the same list).
+   */
+  imageKeys: readonly string[];
+  /** What the request asked for; its body is read only when the answer is priced. */
+  requested(body: Buffer): RequestedImages;
+}
+
+export interface RequestedImages {
+  /** How many images were asked for: the request's number, else the provider's default. */
+  count: number;
+  size: string | null;
+  quality: string | null;
+}
+
+/**
+ * Provider A `POST images/generations` (JSON): `{"data":[{"b64_json"|"url",…}],…}`. The request's
+ * `n` defaults to 1. Edits and variations (multipart) are not priced: an edit is also billed for the
+ * images it is given, which the catalogue has no price for, and variations are dall-e-2's only.
+ */
+export const openAiImageGeneration: ImageCall = {
+  list: "data",
+  imageKeys: ["b64_json", "url"],
+  requested(body) {
+    const request = jsonObject(body);
+    return {
+      count: wholeCount(request?.n) ?? 1,
+      size: stringOrNull(request?.size),
+      quality: stringOrNull(request?.quality),
+    };
+  },
+};
+
+/**
+ * Provider C `POST models/{model}:predict` (Imagen): `{"predictions":[{"bytesBase64Encoded",
+ * "mimeType"},…]}` (`gcsUri` on Vertex AI). `parameters.sampleCount` defaults to 4 on the Gemini API.
+ * Imagen's prices do not depend on the size.
+ */
+export const imagenPrediction: ImageCall = {
+  list: "predictions",
+  imageKeys: ["bytesBase64Encoded", "gcsUri"],
+  requested(body) {
+    const parameters = jsonObject(body)?.parameters;
+    const sampleCount =
+      typeof parameters === "object" && parameters !== null
+        ? (parameters as Record<string, unknown>).sampleCount
+        : undefined;
+    return { count: wholeCount(sampleCount) ?? 4, size: null, quality: null };
+  },
+};
+
+function jsonObject(body: Buffer): Record<string, unknown> | null {
+  try {
+    const value: unknown = JSON.parse(body.toString("utf8"));
+    return typeof value === "object" && value !== null && !Array.isArray(value)
+      ? (value as Record<string, unknown>)
+      : null;
+  } catch {
+    return null;
+  }
+}
+
+function wholeCount(value: unknown): number | null {
+  return typeof value === "number" && Number.isSafeInteger(value) && value >= 1 ? value : null;
+}
+
+function stringOrNull(value: unknown): string | null {
+  return typeof value === "string" ? value : null;
+}

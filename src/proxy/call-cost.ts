@@ -1,0 +1,32 @@
+import { imageCost } from "../images/image-cost.js";
+import type { ProviderId } from "../providers/provider-id.js";
+import { findModel } from "../usage/model-catalogue.js";
+import { costOfTokens } from "../usage/token-cost.js";
+import type { TokenUsage } from "../usage/token-usage.js";
+import type { GeneratedImages } from "./generated-images.js";
+
+/**
+ * The cost of one proxied call. A model with token prices is priced by its tokens. An image model
+ * priced per image (the catalogue's `imagePricing`, as /v1/image prices it) is priced by the images
+ * its answer holds, with the model's default size and quality where neither the answer nor the
+ * request names one (dall-e-3: 1024x1024, standard); a size or quality without a price (`auto`)
+ * leaves the cost unknown (null), never 0.
+ */
+export function costOfProxiedCall(
+  provider: ProviderId,
+  model: string | null,
+  usage: TokenUsage,
+  images: GeneratedImages | null = null,
+): number | null {
+  const catalogued = images === null ? null : findModel(provider, model);
+  if (images === null || model === null || !catalogued?.imagePricing || catalogued.pricing !== null)
+    return costOfTokens(provider, model, usage);
+  const defaults = catalogued.imageDefaults;
+  return imageCost({
+    provider,
+    model,
+    quality: images.quality ?? defaults?.quality,
+    size: images.size ?? defaults?.size,
+    n: images.count,
+  }).costUsd;
+}

@@ -1,0 +1,234 @@
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
+import { type FakeUpstream, startFakeUpstream } from "../fakes/fake-upstream.js";
+import { tinyPng } from "../fakes/fake-upstream-responses.js";
+import { sdkClients } from "../support/sdk-clients.js";
+import {
+  createTestProject,
+  startTestGateway,
+  type TestGateway,
+  type TestProject,
+} from "../support/test-gateway.js";
+
+/**
+ * Images generated through the proxies, with the official SDKs, are priced per image from the
+ * catalogue, as /v1/image prices them, so they count against the monthly spend cap.
+ */
+describe("image generation through the proxies", () => {
+  let fake: FakeUpstream;
+  let sluice: TestGateway;
+  let project: TestProject;
+  let clients: ReturnType<typeof sdkClients>;
+
+  beforeAll(async () => {
+    fake = await startFakeUpstream();
+    sluice = await startTestGateway({
+      providerABaseUrl: `${fake.url}/a/v1`,
+      providerCBaseUrl: `${fake.url}/c/v1beta`,
+    });
+    project = await createTestProject(sluice.gateway);
+    clients = sdkClients(sluice, project);
+  });
+  afterAll(async () => {
+    await sluice.close();
+    await fake.close();
+  });
+  beforeEach(() => {
+    fake.clear();
+    fake.setCompression(null);
+  });
+
+  async function rowOf(headers: { get(name: string): string | null } | Record<string, string> | undefined) {
+    const get = (name: string) =>
+      headers === undefined
+        ? null
+        : typeof headers.get === "function"
+          ? (headers as { get(name: string): string | null }).get(name)
+          : ((headers as Record<string, string>)[name] ?? null);
+    const id = get("x-sluice-request-id") ?? get("x-request-id");
+    await sluice.gateway.flushUsage();
+    return sluice.gateway.database.db
+      .selectFrom("usage_records")
+      .selectAll()
+      .where("request_id", "=", id ?? "")
+      .executeTakeFirstOrThrow();
+  }
+
+  /** A gpt-image-1 answer of `count` images of `bytes` base64 characters each, as the API sends it. */
+  const gptImageAnswer = (count: number, bytes: number) => ({
+    created: 1_763_000_000,
+    background: "opaque",
+    data: Array.from({ length: count }, () => ({ b64_json: "A".repeat(bytes) })),
+    output_format: "png",
+    quality: "high",
+    size: "1024x1024",
+    usage: {
+      input_tokens: 12,
+      input_tokens_details: { image_tokens: 0, text_tokens: 12 },
+      output_tokens: 4160 * count,
+      total_tokens: 12 + 4160 * count,
+    },
+  });
+
+  describe("provider A images.generate (openai SDK)", () => {
+    it("records gpt-image-1's catalogue price per image, with the answer's tokens", async () => {
+      const { data, response } = await clients.openai.images
+        .generate({ model: "gpt-image-1", prompt: "a cat", size: "1024x1024", quality: "low" })
+        .withResponse();
+      expect(data.data).toHaveLength(1);
+      const row = await rowOf(response.headers);
+      expect(row).toMatchObject({ model: "gpt-image-1", status: 200, input_tokens: 10, output_tokens: 100 });
+      expect(row.cost_usd).toBe(0.011);
+    });
+
+    it("prices every image of n > 1 at its size and quality", async () => {
+      const { data, response } = await clients.openai.images
+        .generate({ model: "gpt-image-1", prompt: "cats", n: 3, size: "1536x1024", quality: "high" })
+        .withResponse();
+      expect(data.data).toHaveLength(3);
+      expect((await rowOf(response.headers)).cost_usd).toBe(0.75);
+    });
+
+    it("prices an `auto` (or absent) size and quality at the ones the answer says were used", async () => {
+      const { data, response } = await clients.openai.images
+        .generate({ model: "gpt-image-1", prompt: "a dog", n: 2, quality: "auto" })
+        .withResponse();
+      expect(data).toMatchObject({ quality: "medium", size: "1024x1024" });
+      expect((await rowOf(response.headers)).cost_usd).toBe(0.084);
+      const mini = await clients.openai.images
+        .generate({ model: "gpt-image-1-mini", prompt: "a dog", size: "1536x1024" })
+        .withResponse();
+      expect((await rowOf(mini.response.headers)).cost_usd).toBe(0.02);
+    });
+
+    it("prices dall-e-3 `url` and `b64_json` answers, with its default size and quality when none is named", async () => {
+      const byUrl = await clients.openai.images
+        .generate({ model: "dall-e-3", prompt: "a fox" })
+        .withResponse();
+      expect(byUrl.data.data?.[0]?.url).toMatch(/^https:\/\/images\.example\.com\//);
+      expect(fake.last()?.json).toEqual({ model: "dall-e-3", prompt: "a fox" });
+      expect((await rowOf(byUrl.response.headers)).cost_usd).toBe(0.04);
+      const inline = await clients.openai.images
+        .generate({
+          model: "dall-e-3",
+          prompt: "a fox",
+          quality: "hd",
+          size: "1024x1536" as "1024x1024",
+          response_format: "b64_json",
+        })
+        .withResponse();
+      expect(inline.data.data?.[0]?.b64_json).toBe(tinyPng.toString("base64"));
+      expect((await rowOf(inline.response.headers)).cost_usd).toBe(0.12);
+    });
+
+    it("counts the images of an answer of several megabytes, beyond what the usage meter keeps", async () => {
+      const answer = JSON.stringify(gptImageAnswer(3, 2 * 1024 * 1024));
+      fake.enqueueResponse({ status: 200, body: answer });
+      const { data, response } = await clients.openai.images
+        .generate({ model: "gpt-image-1", prompt: "three cats", n: 3, size: "1024x1024", quality: "high" })
+        .withResponse();
+      expect(data.data).toHaveLength(3);
+      const row = await rowOf(response.headers);
+      expect(row).toMatchObject({ input_tokens: 12, output_tokens: 3 * 4160 });
+      expect(row.cost_usd).toBe(0.501);
+    });
+
+    it("counts the images of a compressed answer from the decompressed copy", async () => {
+      fake.setCompression("gzip");
+      const { data, response } = await clients.openai.images
+        .generate({ model: "gpt-image-1", prompt: "cats", n: 2, size: "1024x1536", quality: "low" })
+        .withResponse();
+      expect(data.data).toHaveLength(2);
+      expect((await rowOf(response.headers)).cost_usd).toBe(0.032);
+    });
+
+    it("records no cost for an error answer", async () => {
+      fake.failNext(400);
+      const error = await clients.openai.images
+        .generate({ model: "gpt-image-1", prompt: "a cat", size: "1024x1024", quality: "low" })
+        .catch((caught: { status: number; headers: Headers }) => caught);
+      expect(error).toMatchObject({ status: 400 });
+      const row = await rowOf((error as { headers: Headers }).headers);
+      expect(row).toMatchObject({ status: 400, outcome: "error", cost_usd: null });
+    });
+  });
+
+  describe("provider C models.generateImages (@google/genai)", () => {
+    it("records Imagen's price per image in the predictions", async () => {
+      const answer = await clients.google.models.generateImages({
+        model: "imagen-4.0-generate-001",
+        prompt: "a lighthouse",
+        config: { numberOfImages: 2 },
+      });
+      expect(answer.generatedImages).toHaveLength(2);
+      expect(fake.last()?.path).toBe("/c/v1beta/models/imagen-4.0-generate-001:predict");
+      const row = await rowOf(answer.sdkHttpResponse?.headers);
+      expect(row).toMatchObject({ model: "imagen-4.0-generate-001", status: 200 });
+      expect(row.cost_usd).toBe(0.08);
+    });
+
+    it("prices the images the answer holds when the request does not say how many", async () => {
+      const answer = await clients.google.models.generateImages({
+        model: "imagen-4.0-fast-generate-001",
+        prompt: "a lighthouse",
+      });
+      expect(answer.generatedImages).toHaveLength(4);
+      expect((await rowOf(answer.sdkHttpResponse?.headers)).cost_usd).toBe(0.08);
+    });
+
+    it("does not price an image the safety filter withheld, nor the prompt's safety attributes", async () => {
+      fake.enqueueResponse({
+        status: 200,
+        body: {
+          predictions: [
+            { bytesBase64Encoded: tinyPng.toString("base64"), mimeType: "image/png" },
+            { raiFilteredReason: "Your current safety filter threshold filtered out 1 generated image." },
+            {
+              safetyAttributes: { categories: ["Violence"], scores: [0.1] },
+              contentType: "Positive Prompt",
+            },
+          ],
+        },
+      });
+      const answer = await clients.google.models.generateImages({
+        model: "imagen-4.0-generate-001",
+        prompt: "a lighthouse",
+        config: { numberOfImages: 2, includeRaiReason: true, includeSafetyAttributes: true },
+      });
+      expect(answer.generatedImages?.filter((image) => image.image?.imageBytes)).toHaveLength(1);
+      expect((await rowOf(answer.sdkHttpResponse?.headers)).cost_usd).toBe(0.04);
+    });
+
+    it("records no cost for an error answer, and an unknown one for a model without a price", async () => {
+      fake.failNext(400);
+      await expect(
+        clients.google.models.generateImages({ model: "imagen-4.0-generate-001", prompt: "a lighthouse" }),
+      ).rejects.toThrow();
+      await sluice.gateway.flushUsage();
+      const rows = await sluice.gateway.database.db
+        .selectFrom("usage_records")
+        .selectAll()
+        .where("project_id", "=", project.projectId)
+        .where("status", "=", 400)
+        .where("provider", "=", "provider-c")
+        .execute();
+      expect(rows).toHaveLength(1);
+      expect(rows[0]?.cost_usd).toBeNull();
+      const ultra = await clients.google.models.generateImages({
+        model: "imagen-4.0-ultra-generate-001",
+        prompt: "a lighthouse",
+        config: { numberOfImages: 1 },
+      });
+      expect((await rowOf(ultra.sdkHttpResponse?.headers)).cost_usd).toBeNull();
+    });
+  });
+
+  it("counts images generated through the proxy against the monthly spend cap", async () => {
+    const capped = await createTestProject(sluice.gateway, { monthlySpendCapUsd: 0.2 });
+    const { openai } = sdkClients(sluice, capped);
+    const generate = () =>
+      openai.images.generate({ model: "gpt-image-1", prompt: "a cat", size: "1536x1024", quality: "high" });
+    expect((await generate()).data).toHaveLength(1);
+    await expect(generate()).rejects.toMatchObject({ status: 403 });
+    expect(fake.requests).toHaveLength(1);
+  });
+});
