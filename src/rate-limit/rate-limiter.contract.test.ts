@@ -27,9 +27,25 @@ const backends: Array<{
   },
 ];
 
+/** One request under one limit. */
+async function consume(
+  limiter: RateLimiter,
+  name: string,
+  key: string,
+  limit: number,
+  windowSeconds?: number,
+) {
+  const [decision] = await limiter.consumeAll([{ name, key, limit, windowSeconds }]);
+  if (!decision) throw new Error("consumeAll gave no decision");
+  return decision;
+}
+
+/** A refund is not awaited: on Redis it is sent in the background. */
+const refunded = () => new Promise((resolve) => setTimeout(resolve, 50));
+
 async function consumeTimes(limiter: RateLimiter, times: number, ...args: [string, string, number, number?]) {
   const decisions = [];
-  for (let index = 0; index < times; index++) decisions.push(await limiter.consume(...args));
+  for (let index = 0; index < times; index++) decisions.push(await consume(limiter, ...args));
   return decisions;
 }
 
@@ -48,17 +64,17 @@ for (const backend of backends) {
 
     it("uses a window of 60 seconds by default", async () => {
       const limiter = await backend.make();
-      const decision = await limiter.consume("project", "p1", 5);
+      const decision = await consume(limiter, "project", "p1", 5);
       expect(decision).toMatchObject({ allowed: true, windowSeconds: 60, remaining: 4 });
       expect(decision.resetSeconds).toBeGreaterThan(55);
     });
 
     it("counts separate keys independently", async () => {
       const limiter = await backend.make();
-      expect((await limiter.consume("project", "a", 1)).allowed).toBe(true);
-      expect((await limiter.consume("project", "b", 1)).allowed).toBe(true);
-      expect((await limiter.consume("project", "a", 1)).allowed).toBe(false);
-      expect((await limiter.consume("project", "b", 1)).allowed).toBe(false);
+      expect((await consume(limiter, "project", "a", 1)).allowed).toBe(true);
+      expect((await consume(limiter, "project", "b", 1)).allowed).toBe(true);
+      expect((await consume(limiter, "project", "a", 1)).allowed).toBe(false);
+      expect((await consume(limiter, "project", "b", 1)).allowed).toBe(false);
     });
 
     it("applies different limits to different names on the same key", async () => {
@@ -72,11 +88,11 @@ for (const backend of backends) {
 
     it("opens again when the window ends", async () => {
       const limiter = await backend.make();
-      expect((await limiter.consume("ip", "x", 1, 1)).allowed).toBe(true);
-      const refused = await limiter.consume("ip", "x", 1, 1);
+      expect((await consume(limiter, "ip", "x", 1, 1)).allowed).toBe(true);
+      const refused = await consume(limiter, "ip", "x", 1, 1);
       expect(refused).toMatchObject({ allowed: false, resetSeconds: 1, windowSeconds: 1 });
       await new Promise((resolve) => setTimeout(resolve, 1_100));
-      expect((await limiter.consume("ip", "x", 1, 1)).allowed).toBe(true);
+      expect((await consume(limiter, "ip", "x", 1, 1)).allowed).toBe(true);
     });
 
     it("reports every decision", async () => {
@@ -92,8 +108,14 @@ for (const backend of backends) {
     it("keeps a key's count when its limit changes", async () => {
       const limiter = await backend.make();
       await consumeTimes(limiter, 3, "project", "changing", 5);
-      expect(await limiter.consume("project", "changing", 10)).toMatchObject({ allowed: true, remaining: 6 });
-      expect(await limiter.consume("project", "changing", 4)).toMatchObject({ allowed: false, remaining: 0 });
+      expect(await consume(limiter, "project", "changing", 10)).toMatchObject({
+        allowed: true,
+        remaining: 6,
+      });
+      expect(await consume(limiter, "project", "changing", 4)).toMatchObject({
+        allowed: false,
+        remaining: 0,
+      });
     });
 
     it("counts only admitted requests: a limit raised mid-window allows the difference", async () => {
@@ -108,24 +130,34 @@ for (const backend of backends) {
       ]);
     });
 
-    it("gives back a request another limit refused, within its window", async () => {
+    it("gives back an admitted request refused later (by the spend cap) in each of its limits, within their windows", async () => {
       const limiter = await backend.make();
-      await consumeTimes(limiter, 2, "project", "refunded", 2);
-      limiter.refund("project", "refunded", 2);
-      expect(await limiter.consume("project", "refunded", 2)).toMatchObject({ allowed: true, remaining: 0 });
-      expect((await limiter.consume("project", "refunded", 2)).allowed).toBe(false);
+      const limits = [
+        { name: "project", key: "refunded", limit: 2 },
+        { name: "ip", key: "refunded", limit: 3 },
+      ];
+      await limiter.consumeAll(limits);
+      await limiter.consumeAll(limits);
+      limiter.refundAll(limits);
+      await refunded();
+      expect(await limiter.consumeAll(limits)).toMatchObject([
+        { allowed: true, remaining: 0 },
+        { allowed: true, remaining: 1 },
+      ]);
+      expect((await consume(limiter, "project", "refunded", 2)).allowed).toBe(false);
       // Nothing to give back once the window ended: the next window is not opened below zero.
-      await limiter.consume("ip", "ended", 1, 1);
+      await consume(limiter, "ip", "ended", 1, 1);
       await new Promise((resolve) => setTimeout(resolve, 1_100));
-      limiter.refund("ip", "ended", 1, 1);
-      expect(await limiter.consume("ip", "ended", 1, 1)).toMatchObject({ allowed: true, remaining: 0 });
-      expect((await limiter.consume("ip", "ended", 1, 1)).allowed).toBe(false);
+      limiter.refundAll([{ name: "ip", key: "ended", limit: 1, windowSeconds: 1 }]);
+      await refunded();
+      expect(await consume(limiter, "ip", "ended", 1, 1)).toMatchObject({ allowed: true, remaining: 0 });
+      expect((await consume(limiter, "ip", "ended", 1, 1)).allowed).toBe(false);
     });
 
     it("admits exactly the limit of many concurrent requests on one key", async () => {
       const limiter = await backend.make();
       const decisions = await Promise.all(
-        Array.from({ length: 300 }, () => limiter.consume("project", "crowd", 100)),
+        Array.from({ length: 300 }, () => consume(limiter, "project", "crowd", 100)),
       );
       expect(decisions.filter((decision) => decision.allowed)).toHaveLength(100);
       for (const decision of decisions) {
@@ -137,7 +169,7 @@ for (const backend of backends) {
 
     it("refuses everything under a limit of 0", async () => {
       const limiter = await backend.make();
-      expect(await limiter.consume("project", "zero", 0)).toMatchObject({ allowed: false, remaining: 0 });
+      expect(await consume(limiter, "project", "zero", 0)).toMatchObject({ allowed: false, remaining: 0 });
     });
   });
 }
@@ -148,7 +180,7 @@ describe.skipIf(!redisAvailable)("rate limiter on Redis", () => {
     const one = createRateLimiter({ redis: await readyClient(), keyPrefix });
     const two = createRateLimiter({ redis: await readyClient(), keyPrefix });
     const decisions = await Promise.all(
-      Array.from({ length: 200 }, (_, index) => (index % 2 ? one : two).consume("project", "shared", 50)),
+      Array.from({ length: 200 }, (_, index) => consume(index % 2 ? one : two, "project", "shared", 50)),
     );
     expect(decisions.filter((decision) => decision.allowed)).toHaveLength(50);
     expect([one.backend, one.degraded(), two.degraded()]).toEqual(["redis", false, false]);
@@ -178,7 +210,7 @@ describe.skipIf(!redisAvailable)("rate limiter on Redis", () => {
         keyPrefix: nextPrefix(),
         onFallback: (on) => events.push(on),
       });
-      expect((await limiter.consume("project", "flap", 3)).remaining).toBe(2);
+      expect((await consume(limiter, "project", "flap", 3)).remaining).toBe(2);
 
       proxy.cut();
       const local = await consumeTimes(limiter, 4, "project", "flap", 3);
@@ -187,7 +219,7 @@ describe.skipIf(!redisAvailable)("rate limiter on Redis", () => {
 
       proxy.restore();
       await new Promise((resolve) => client.once("ready", resolve));
-      expect(await limiter.consume("project", "flap", 3)).toMatchObject({ allowed: true, remaining: 1 });
+      expect(await consume(limiter, "project", "flap", 3)).toMatchObject({ allowed: true, remaining: 1 });
       expect(limiter.degraded()).toBe(false);
       expect(events).toEqual([true, false]);
     } finally {
@@ -203,9 +235,9 @@ describe.skipIf(!redisAvailable)("rate limiter on Redis", () => {
         keyPrefix: nextPrefix(),
         redisRestMs: 60_000,
       });
-      expect((await limiter.consume("project", "hang", 3)).allowed).toBe(true);
+      expect((await consume(limiter, "project", "hang", 3)).allowed).toBe(true);
       proxy.stall();
-      const decisions = [await limiter.consume("project", "hang", 3)];
+      const decisions = [await consume(limiter, "project", "hang", 3)];
       const firstSent = proxy.stalledText();
       decisions.push(...(await consumeTimes(limiter, 4, "project", "hang", 3)));
       expect(decisions.map((decision) => decision.allowed)).toEqual([true, true, true, false, false]);
@@ -227,13 +259,13 @@ describe.skipIf(!redisAvailable)("rate limiter on Redis", () => {
         keyPrefix: nextPrefix(),
         redisRestMs: 50,
       });
-      await limiter.consume("project", "probe", 100);
+      await consume(limiter, "project", "probe", 100);
       proxy.stall();
-      await limiter.consume("project", "probe", 100);
+      await consume(limiter, "project", "probe", 100);
       const perDecision = proxy.stalledText().split("probe").length - 1;
       await new Promise((resolve) => setTimeout(resolve, 60));
       const concurrent = await Promise.all(
-        Array.from({ length: 5 }, () => limiter.consume("project", "probe", 100)),
+        Array.from({ length: 5 }, () => consume(limiter, "project", "probe", 100)),
       );
       expect(concurrent.every((decision) => decision.allowed)).toBe(true);
       // One probe's commands, not five decisions'.
@@ -256,8 +288,8 @@ describe.skipIf(!redisAvailable)("rate limiter on Redis", () => {
         () => null,
       )
       .catch(() => {});
-    expect((await limiter.consume("project", "rested", 1)).allowed).toBe(true);
-    expect((await limiter.consume("project", "rested", 1)).allowed).toBe(false);
+    expect((await consume(limiter, "project", "rested", 1)).allowed).toBe(true);
+    expect((await consume(limiter, "project", "rested", 1)).allowed).toBe(false);
     expect(limiter.degraded()).toBe(true);
     expect(await redis.keys(`${prefix}*`)).toEqual([]);
   });
@@ -265,12 +297,12 @@ describe.skipIf(!redisAvailable)("rate limiter on Redis", () => {
   it("lets a key whose count was given back admit again at once: no block outlives a refund", async () => {
     const limiter = createRateLimiter({ redis: await readyClient(), keyPrefix: nextPrefix() });
     await consumeTimes(limiter, 2, "project", "hot", 2);
-    expect((await limiter.consume("project", "hot", 2)).allowed).toBe(false);
-    // Another limit refused one of the two admitted requests: its count comes back.
-    limiter.refund("project", "hot", 2);
-    await new Promise((resolve) => setTimeout(resolve, 50));
-    expect((await limiter.consume("project", "hot", 2)).allowed).toBe(true);
-    expect((await limiter.consume("project", "hot", 2)).allowed).toBe(false);
+    expect((await consume(limiter, "project", "hot", 2)).allowed).toBe(false);
+    // The spend cap refused one of the two admitted requests: its count comes back.
+    limiter.refundAll([{ name: "project", key: "hot", limit: 2 }]);
+    await refunded();
+    expect((await consume(limiter, "project", "hot", 2)).allowed).toBe(true);
+    expect((await consume(limiter, "project", "hot", 2)).allowed).toBe(false);
   });
 });
 
