@@ -1,4 +1,4 @@
-import { afterAll, describe, expect, it } from "vitest";
+import { afterAll, describe, expect, it, vi } from "vitest";
 // In CI (CI=true) an unreachable Redis makes this import throw, so the suite fails instead of skipping.
 import { redisAvailable, redisTestSpace } from "../../test/support/services.js";
 import { startTcpProxy } from "../../test/support/tcp-proxy.js";
@@ -167,6 +167,43 @@ for (const backend of backends) {
       }
     });
 
+    it("counts a request that any limit refuses in none of its limits, and says which limits had room", async () => {
+      const limiter = await backend.make();
+      const project = { name: "project", key: "all-or-none", limit: 3 };
+      const greedy = [project, { name: "ip", key: "greedy", limit: 1 }];
+      expect(await limiter.consumeAll(greedy)).toMatchObject([
+        { name: "project", allowed: true, remaining: 2 },
+        { name: "ip", allowed: true, remaining: 0 },
+      ]);
+      // The project had room for the second request, but its IP limit did not: counted in neither.
+      expect(await limiter.consumeAll(greedy)).toMatchObject([
+        { name: "project", allowed: true, remaining: 2 },
+        { name: "ip", allowed: false, remaining: 0 },
+      ]);
+      expect(await limiter.consumeAll([project, { name: "ip", key: "other", limit: 1 }])).toMatchObject([
+        { allowed: true, remaining: 1 },
+        { allowed: true, remaining: 0 },
+      ]);
+    });
+
+    it("refuses every request under a limit of 0 and counts none of them in the request's other limits", async () => {
+      const limiter = await backend.make();
+      const limits = [
+        { name: "project", key: "beside-zero", limit: 2 },
+        { name: "device", key: "zero", limit: 0 },
+      ];
+      for (let index = 0; index < 3; index++) {
+        expect(await limiter.consumeAll(limits)).toMatchObject([
+          { allowed: true, remaining: 2 },
+          { allowed: false, remaining: 0, resetSeconds: 60 },
+        ]);
+      }
+      expect(await consume(limiter, "project", "beside-zero", 2)).toMatchObject({
+        allowed: true,
+        remaining: 1,
+      });
+    });
+
     it("refuses everything under a limit of 0", async () => {
       const limiter = await backend.make();
       expect(await consume(limiter, "project", "zero", 0)).toMatchObject({ allowed: false, remaining: 0 });
@@ -184,6 +221,105 @@ describe.skipIf(!redisAvailable)("rate limiter on Redis", () => {
     );
     expect(decisions.filter((decision) => decision.allowed)).toHaveLength(50);
     expect([one.backend, one.degraded(), two.degraded()]).toEqual(["redis", false, false]);
+  });
+
+  it("decides all the limits of a request in one round trip, with nothing to give back after a refusal", async () => {
+    const redis = await readyClient();
+    const limiter = createRateLimiter({ redis, keyPrefix: nextPrefix() });
+    const limits = [
+      { name: "project", key: "trip", limit: 10 },
+      { name: "ip", key: "trip", limit: 1 },
+      { name: "device", key: "trip", limit: 10 },
+    ];
+    // The first request also sends the script itself.
+    expect((await limiter.consumeAll(limits)).every((decision) => decision.allowed)).toBe(true);
+    const sent = vi.spyOn(redis, "sendCommand");
+    expect((await limiter.consumeAll(limits)).map((decision) => decision.allowed)).toEqual([
+      true,
+      false,
+      true,
+    ]);
+    await refunded();
+    expect(sent).toHaveBeenCalledTimes(1);
+  });
+
+  it("never lets requests one limit refuses take from another limit, not even for a moment, across instances", async () => {
+    const keyPrefix = nextPrefix();
+    const one = createRateLimiter({ redis: await readyClient(), keyPrefix });
+    const two = createRateLimiter({ redis: await readyClient(), keyPrefix });
+    const project = { name: "project", key: "busy", limit: 21 };
+    const greedy = [project, { name: "ip", key: "greedy", limit: 1 }];
+    expect((await one.consumeAll(greedy)).every((decision) => decision.allowed)).toBe(true);
+    // 200 requests from the greedy client, over its IP limit, and among them 20 from other clients.
+    const others = new Set<number>();
+    const decided = await Promise.all(
+      Array.from({ length: 220 }, (_, index) => {
+        const limiter = index % 2 ? one : two;
+        if (index % 11 !== 0) return limiter.consumeAll(greedy);
+        others.add(index);
+        return limiter.consumeAll([project, { name: "ip", key: `other-${index}`, limit: 1 }]);
+      }),
+    );
+    const greedyDecisions = decided.filter((_, index) => !others.has(index));
+    expect(greedyDecisions.every(([, ip]) => ip?.allowed === false)).toBe(true);
+    // Every other client is admitted, each seeing the project's count of admitted requests only.
+    const otherDecisions = decided.filter((_, index) => others.has(index));
+    expect(otherDecisions.every((decisions) => decisions.every((decision) => decision.allowed))).toBe(true);
+    expect(
+      otherDecisions.map(([projectDecision]) => projectDecision?.remaining).sort((a = 0, b = 0) => a - b),
+    ).toEqual(Array.from({ length: 20 }, (_, index) => index));
+  });
+
+  it("admits exactly the limit of heavy concurrent traffic on two instances while another limit refuses most of it", async () => {
+    const keyPrefix = nextPrefix();
+    const one = createRateLimiter({ redis: await readyClient(), keyPrefix });
+    const two = createRateLimiter({ redis: await readyClient(), keyPrefix });
+    const project = { name: "project", key: "crowded", limit: 60 };
+    // 320 requests from one client over its IP limit of 10, and 80 from clients of their own.
+    const decided = await Promise.all(
+      Array.from({ length: 400 }, (_, index) =>
+        (index % 2 ? one : two).consumeAll([
+          project,
+          index % 5
+            ? { name: "ip", key: "greedy", limit: 10 }
+            : { name: "ip", key: `client-${index}`, limit: 10 },
+        ]),
+      ),
+    );
+    const admitted = (index: number) => decided[index]?.every((decision) => decision.allowed) ?? false;
+    const indices = decided.map((_, index) => index);
+    expect(indices.filter(admitted)).toHaveLength(60);
+    expect(indices.filter((index) => index % 5 !== 0 && admitted(index))).toHaveLength(10);
+    expect(await consume(one, "project", "crowded", 60)).toMatchObject({ allowed: false, remaining: 0 });
+  });
+
+  it("decides all the limits of a request together on this instance while Redis is unreachable", async () => {
+    const events: boolean[] = [];
+    const decisions: Array<[string, boolean]> = [];
+    const limiter = createRateLimiter({
+      redis: await unreachableClient(),
+      keyPrefix: nextPrefix(),
+      onFallback: (on) => events.push(on),
+      onDecision: (name, allowed) => decisions.push([name, allowed]),
+    });
+    const greedy = [
+      { name: "project", key: "down", limit: 3 },
+      { name: "ip", key: "greedy", limit: 1 },
+    ];
+    expect((await limiter.consumeAll(greedy)).every((decision) => decision.allowed)).toBe(true);
+    expect(await limiter.consumeAll(greedy)).toMatchObject([
+      { allowed: true, remaining: 2 },
+      { allowed: false, remaining: 0 },
+    ]);
+    const others = await consumeTimes(limiter, 3, "project", "down", 3);
+    expect(others.map((decision) => decision.allowed)).toEqual([true, true, false]);
+    expect(decisions.slice(0, 4)).toEqual([
+      ["project", true],
+      ["ip", true],
+      ["project", true],
+      ["ip", false],
+    ]);
+    expect([limiter.degraded(), events]).toEqual([true, [true]]);
   });
 
   it("falls back to per-instance limits when Redis is unreachable, never unlimited", async () => {
