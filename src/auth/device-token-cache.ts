@@ -1,6 +1,7 @@
 import { createHash } from "node:crypto";
 import type { Redis } from "ioredis";
 import { RedisBreaker } from "../redis/redis-breaker.js";
+import { RedisScript } from "../redis/redis-script.js";
 
 /**
  * What a project does with a device token Apple has verified.
@@ -118,33 +119,16 @@ export function createMemoryDeviceTokenLedger(
 }
 
 /** Counts a use of an existing entry; 0 when there is none (so nothing is created without a TTL). */
-const checkScript = `
+const checkScript = new RedisScript(`
 if redis.call("EXISTS", KEYS[1]) == 0 then return 0 end
-return redis.call("INCR", KEYS[1])`;
+return redis.call("INCR", KEYS[1])`);
 
 /** Creates the entry with its TTL as use 1, or counts one more use of an existing entry. */
-const rememberScript = `
+const rememberScript = new RedisScript(`
 if redis.call("SET", KEYS[1], 1, "NX", "PX", ARGV[1]) then return 1 end
 local count = redis.call("INCR", KEYS[1])
 if redis.call("PTTL", KEYS[1]) < 0 then redis.call("PEXPIRE", KEYS[1], ARGV[1]) end
-return count`;
-
-const sha1 = (script: string) => createHash("sha1").update(script).digest("hex");
-
-/** EVALSHA, falling back to EVAL once when the server has not cached the script yet. */
-async function runScript(
-  redis: Redis,
-  script: string,
-  key: string,
-  args: (string | number)[],
-): Promise<number> {
-  try {
-    return Number(await redis.evalsha(sha1(script), 1, key, ...args));
-  } catch (error) {
-    if (!(error instanceof Error) || !error.message.startsWith("NOSCRIPT")) throw error;
-    return Number(await redis.eval(script, 1, key, ...args));
-  }
-}
+return count`);
 
 export interface RedisDeviceTokenLedgerOptions {
   redis: Redis;
@@ -173,8 +157,11 @@ export function createRedisDeviceTokenLedger(options: RedisDeviceTokenLedgerOpti
   const breaker = options.breaker ?? new RedisBreaker(redis);
   const prefix = options.keyPrefix ?? "sluice:device-token:";
   const resting = () => Promise.reject(new RedisRestingError());
-  const count = (script: string, projectId: string, digest: string, args: number[]) =>
-    breaker.run(() => runScript(redis, script, `${prefix}${projectId}:${digest}`, args), resting);
+  const count = (script: RedisScript, projectId: string, digest: string, args: number[]) =>
+    breaker.run(
+      async () => Number(await script.run(redis, [`${prefix}${projectId}:${digest}`], args)),
+      resting,
+    );
 
   return {
     async check(projectId, digest, policy) {

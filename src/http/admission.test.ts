@@ -87,7 +87,7 @@ describe("admission", () => {
           providerKey: "sk-real",
           deviceDigest: null,
         }),
-        limiter: { consume: () => decision } as unknown as RateLimiter,
+        limiter: { consumeAll: () => [decision] } as unknown as RateLimiter,
         spend: spend as unknown as SpendGuard,
         recorder: { record: (row: UsageRecord) => rows.push(row) } as unknown as UsageRecorder,
         metrics,

@@ -5,7 +5,7 @@ import type { Metrics } from "../observability/metrics.js";
 import type { ProviderId } from "../providers/provider-id.js";
 import { recentIds } from "../proxy/background-run.js";
 import { rateLimitHeaders } from "../rate-limit/rate-limit-headers.js";
-import type { RateLimitDecision, RateLimiter } from "../rate-limit/rate-limiter.js";
+import type { LimitRequest, RateLimitDecision, RateLimiter } from "../rate-limit/rate-limiter.js";
 import type { Project } from "../storage/project-repository.js";
 import type { SpendGuard } from "../usage/spend-guard.js";
 import type { TokenUsage } from "../usage/token-usage.js";
@@ -275,17 +275,19 @@ export function createAdmission(deps: AdmissionDeps) {
     };
     const capUsd = auth.project.monthlySpendCapUsd;
     try {
-      const limits = consumeLimits(deps, context, auth.project, auth.deviceDigest);
+      const requests = limitRequests(deps, context, auth.project, auth.deviceDigest);
+      // All limits at once: a request one limit refuses is counted by none, so a client over its own
+      // IP or device limit does not use up its project's allowance for everyone.
+      const limits = deps.limiter.consumeAll(requests);
       if (!(limits instanceof Promise) && capUsd === null) return admitted(limits);
       return (async () => {
-        const decisions = await limits;
-        const call = admitted(decisions);
+        const call = admitted(await limits);
         if (capUsd !== null) {
           try {
             await checkSpend(deps, auth.project, capUsd);
           } catch (error) {
-            // Refused (or not decidable) after every limit allowed it: counted against none.
-            giveBackAllowed(deps.limiter, decisions, context, auth.project, auth.deviceDigest);
+            // Refused (or not decidable) after every limit admitted and counted it: counted against none.
+            deps.limiter.refundAll(requests);
             throw error;
           }
         }
@@ -299,80 +301,30 @@ export function createAdmission(deps: AdmissionDeps) {
 
 export type Admit = ReturnType<typeof createAdmission>;
 
-/**
- * The rate limits (project, client IP, device): decided at once in memory, awaited on Redis. A
- * request one limit refuses counts against none: the others give back what they counted, so a
- * client over its own IP or device limit does not use up its project's allowance for everyone.
- * (A request the spend cap refuses after the limits allowed it gives their counts back too.)
- */
-function consumeLimits(
+/** The rate limits of a request: project, client IP and, for a DeviceCheck token, device. */
+function limitRequests(
   deps: AdmissionDeps,
   context: RequestContext,
   project: Project,
   deviceDigest: string | null,
-): RateLimitDecision[] | Promise<RateLimitDecision[]> {
-  const decisions = [
-    deps.limiter.consume(
-      "project",
-      project.id,
-      project.rateLimits.perMinute ?? deps.defaults.projectPerMinute,
-    ),
-    deps.limiter.consume("ip", ipLimitKey(project, context), deps.defaults.ipPerMinute),
+): LimitRequest[] {
+  const requests: LimitRequest[] = [
+    {
+      name: "project",
+      key: project.id,
+      limit: project.rateLimits.perMinute ?? deps.defaults.projectPerMinute,
+    },
+    // Per project and address block.
+    { name: "ip", key: `${project.id}:${addressBlock(context.clientIp)}`, limit: deps.defaults.ipPerMinute },
   ];
   if (deviceDigest) {
-    decisions.push(
-      deps.limiter.consume(
-        "device",
-        `${project.id}:${deviceDigest}`,
-        project.rateLimits.devicePerMinute ?? deps.defaults.devicePerMinute,
-      ),
-    );
+    requests.push({
+      name: "device",
+      key: `${project.id}:${deviceDigest}`,
+      limit: project.rateLimits.devicePerMinute ?? deps.defaults.devicePerMinute,
+    });
   }
-  return decisions.some((decision) => decision instanceof Promise)
-    ? Promise.all(decisions).then((settled) =>
-        refundIfRefused(deps.limiter, settled, context, project, deviceDigest),
-      )
-    : refundIfRefused(deps.limiter, decisions as RateLimitDecision[], context, project, deviceDigest);
-}
-
-/** The client-IP limit's key: per project and address block. */
-function ipLimitKey(project: Project, context: RequestContext): string {
-  return `${project.id}:${addressBlock(context.clientIp)}`;
-}
-
-/** When a limit refused the request, gives back what the limits that allowed it counted. */
-function refundIfRefused(
-  limiter: RateLimiter,
-  decisions: RateLimitDecision[],
-  context: RequestContext,
-  project: Project,
-  deviceDigest: string | null,
-): RateLimitDecision[] {
-  let refused = false;
-  for (const decision of decisions) refused ||= !decision.allowed;
-  if (refused) giveBackAllowed(limiter, decisions, context, project, deviceDigest);
-  return decisions;
-}
-
-/** Gives back the count of every limit that allowed the request (as consumeLimits made them). */
-function giveBackAllowed(
-  limiter: RateLimiter,
-  decisions: readonly RateLimitDecision[],
-  context: RequestContext,
-  project: Project,
-  deviceDigest: string | null,
-): void {
-  // In the order consumeLimits made them: project, ip, device.
-  const keys = [
-    project.id,
-    ipLimitKey(project, context),
-    deviceDigest ? `${project.id}:${deviceDigest}` : null,
-  ];
-  for (let index = 0; index < decisions.length; index++) {
-    const decision = decisions[index];
-    const key = keys[index];
-    if (decision?.allowed && key) limiter.refund(decision.name, key, decision.limit, decision.windowSeconds);
-  }
+  return requests;
 }
 
 /** The RateLimit headers, or a 429 refusal (carrying them) when any limit is exhausted. */

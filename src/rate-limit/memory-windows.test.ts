@@ -2,50 +2,57 @@ import { describe, expect, it } from "vitest";
 import { MemoryWindows } from "./memory-windows.js";
 
 describe("MemoryWindows", () => {
-  it("opens a window at a key's first request and counts until it ends", () => {
-    let now = 1_000;
-    const windows = new MemoryWindows(() => now);
-    expect(windows.count("a", 60_000)).toEqual({ count: 1, msLeft: 60_000 });
-    now += 59_999;
-    expect(windows.count("a", 60_000)).toEqual({ count: 2, msLeft: 1 });
-    now += 1;
-    expect(windows.count("a", 60_000)).toEqual({ count: 1, msLeft: 60_000 });
+  it("opens a window at a key's first counted request and counts until it ends", () => {
+    const windows = new MemoryWindows(() => 0);
+    expect(windows.add("a", 60_000, 1_000)).toEqual({ count: 1, endsAt: 61_000 });
+    expect(windows.add("a", 60_000, 60_999)).toEqual({ count: 2, endsAt: 61_000 });
+    expect(windows.add("a", 60_000, 61_000)).toEqual({ count: 1, endsAt: 121_000 });
   });
 
-  it("does not count a request over the limit, and takes back a counted one until the window ends", () => {
+  it("finds a key's open window without counting or opening one", () => {
+    const windows = new MemoryWindows(() => 0);
+    expect(windows.find("a", 0)).toBeUndefined();
+    expect(windows.size()).toBe(0);
+    windows.add("a", 1_000, 0);
+    expect(windows.find("a", 999)).toEqual({ count: 1, endsAt: 1_000 });
+    expect(windows.find("a", 1_000)).toBeUndefined();
+    expect(windows.add("a", 1_000, 1_000).count).toBe(1);
+  });
+
+  it("takes back a counted request until its window ends", () => {
     let now = 0;
     const windows = new MemoryWindows(() => now);
-    expect(windows.count("a", 1_000, 2).count).toBe(1);
-    expect(windows.count("a", 1_000, 2).count).toBe(2);
-    expect(windows.count("a", 1_000, 2).count).toBe(3);
-    expect(windows.count("a", 1_000, 2).count).toBe(3);
+    windows.add("a", 1_000, now);
+    windows.add("a", 1_000, now);
     windows.uncount("a");
-    expect(windows.count("a", 1_000, 2).count).toBe(2);
+    expect(windows.find("a", now)?.count).toBe(1);
+    windows.uncount("a");
+    windows.uncount("a");
+    expect(windows.find("a", now)?.count).toBe(0);
+    windows.add("a", 1_000, now);
     now = 1_000;
     windows.uncount("a");
-    expect(windows.count("a", 1_000, 2).count).toBe(1);
+    expect(windows.add("a", 1_000, now).count).toBe(1);
   });
 
   it("drops ended windows as it counts, so memory follows the keys seen lately", () => {
-    let now = 0;
-    const windows = new MemoryWindows(() => now);
-    for (let index = 0; index < 1_000; index++) windows.count(`old-${index}`, 1_000);
+    const windows = new MemoryWindows(() => 0);
+    for (let index = 0; index < 1_000; index++) windows.add(`old-${index}`, 1_000, 0);
     expect(windows.size()).toBe(1_000);
-    now = 2_000;
-    for (let index = 0; index < 1_000; index++) windows.count("live", 1_000);
+    for (let index = 0; index < 1_000; index++) windows.add("live", 1_000, 2_000);
     expect(windows.size()).toBe(1);
-    expect(windows.count("live", 1_000).count).toBe(1_001);
+    expect(windows.add("live", 1_000, 2_000).count).toBe(1_001);
   });
 
   it("drops every ended window at once when asked, keeping the open ones", () => {
     let now = 0;
     const windows = new MemoryWindows(() => now);
-    for (let index = 0; index < 1_000; index++) windows.count(`burst-${index}`, 1_000);
+    for (let index = 0; index < 1_000; index++) windows.add(`burst-${index}`, 1_000, now);
     now = 500;
-    windows.count("late", 1_000);
+    windows.add("late", 1_000, now);
     now = 1_000;
     windows.dropEnded();
     expect(windows.size()).toBe(1);
-    expect(windows.count("late", 1_000).count).toBe(2);
+    expect(windows.add("late", 1_000, now).count).toBe(2);
   });
 });

@@ -1,9 +1,7 @@
-/** What one request learned about its window. */
-export interface WindowCount {
-  /** Requests counted in the current window, this one included (counted only when within the limit). */
-  count: number;
-  /** Milliseconds until the window ends. */
-  msLeft: number;
+/** A key's open window: how many requests it counted, and when it ends (on the windows' clock, ms). */
+export interface OpenWindow {
+  readonly count: number;
+  readonly endsAt: number;
 }
 
 interface Window {
@@ -13,20 +11,27 @@ interface Window {
 
 /**
  * Fixed-window request counters for one instance, counted synchronously: a window opens at a
- * key's first request and lasts `windowMs` (rate-limiter-flexible's memory semantics). No promise,
+ * key's first counted request and lasts `windowMs` (the semantics of the Redis limits). No promise,
  * result object or timer per request. Each count also looks at the next two stored windows and
  * drops them if they ended, so memory follows the keys seen lately without a pause to sweep.
- * A request over the limit is not stored, so a window holds the admitted requests only.
+ * Only counted requests are stored: a caller looks (`find`) before it counts (`add`), so a refused
+ * request leaves nothing behind.
  */
 export class MemoryWindows {
   private readonly windows = new Map<string, Window>();
   private sweeper: Iterator<[string, Window]> = this.windows.entries();
 
-  constructor(private readonly clock: () => number = Date.now) {}
+  /** `clock` gives the `now` that `find` and `add` take, read once per decision so they agree. */
+  constructor(readonly clock: () => number = Date.now) {}
 
-  /** Counts a request against `key`, unless that would take the window over `limit`. */
-  count(key: string, windowMs: number, limit = Number.POSITIVE_INFINITY): WindowCount {
-    const now = this.clock();
+  /** `key`'s window open at `now`, or undefined when it has none (never opened, or ended). */
+  find(key: string, now: number): OpenWindow | undefined {
+    const window = this.windows.get(key);
+    return window !== undefined && now < window.endsAt ? window : undefined;
+  }
+
+  /** Counts one request in `key`'s window, opening one of `windowMs` at `now` when none is open. */
+  add(key: string, windowMs: number, now: number): OpenWindow {
     this.sweep(now);
     this.sweep(now);
     let window = this.windows.get(key);
@@ -34,9 +39,8 @@ export class MemoryWindows {
       window = { count: 0, endsAt: now + windowMs };
       this.windows.set(key, window);
     }
-    const count = window.count + 1;
-    if (count <= limit) window.count = count;
-    return { count, msLeft: window.endsAt - now };
+    window.count++;
+    return window;
   }
 
   /** Takes back one request counted in `key`'s current window; nothing once that window ended. */

@@ -1,4 +1,4 @@
-import { afterAll, describe, expect, it } from "vitest";
+import { afterAll, describe, expect, it, vi } from "vitest";
 // In CI (CI=true) an unreachable Redis makes this import throw, so the suite fails instead of skipping.
 import { redisAvailable, redisTestSpace } from "../../test/support/services.js";
 import { startTcpProxy } from "../../test/support/tcp-proxy.js";
@@ -27,9 +27,25 @@ const backends: Array<{
   },
 ];
 
+/** One request under one limit. */
+async function consume(
+  limiter: RateLimiter,
+  name: string,
+  key: string,
+  limit: number,
+  windowSeconds?: number,
+) {
+  const [decision] = await limiter.consumeAll([{ name, key, limit, windowSeconds }]);
+  if (!decision) throw new Error("consumeAll gave no decision");
+  return decision;
+}
+
+/** A refund is not awaited: on Redis it is sent in the background. */
+const refunded = () => new Promise((resolve) => setTimeout(resolve, 50));
+
 async function consumeTimes(limiter: RateLimiter, times: number, ...args: [string, string, number, number?]) {
   const decisions = [];
-  for (let index = 0; index < times; index++) decisions.push(await limiter.consume(...args));
+  for (let index = 0; index < times; index++) decisions.push(await consume(limiter, ...args));
   return decisions;
 }
 
@@ -48,17 +64,17 @@ for (const backend of backends) {
 
     it("uses a window of 60 seconds by default", async () => {
       const limiter = await backend.make();
-      const decision = await limiter.consume("project", "p1", 5);
+      const decision = await consume(limiter, "project", "p1", 5);
       expect(decision).toMatchObject({ allowed: true, windowSeconds: 60, remaining: 4 });
       expect(decision.resetSeconds).toBeGreaterThan(55);
     });
 
     it("counts separate keys independently", async () => {
       const limiter = await backend.make();
-      expect((await limiter.consume("project", "a", 1)).allowed).toBe(true);
-      expect((await limiter.consume("project", "b", 1)).allowed).toBe(true);
-      expect((await limiter.consume("project", "a", 1)).allowed).toBe(false);
-      expect((await limiter.consume("project", "b", 1)).allowed).toBe(false);
+      expect((await consume(limiter, "project", "a", 1)).allowed).toBe(true);
+      expect((await consume(limiter, "project", "b", 1)).allowed).toBe(true);
+      expect((await consume(limiter, "project", "a", 1)).allowed).toBe(false);
+      expect((await consume(limiter, "project", "b", 1)).allowed).toBe(false);
     });
 
     it("applies different limits to different names on the same key", async () => {
@@ -72,11 +88,11 @@ for (const backend of backends) {
 
     it("opens again when the window ends", async () => {
       const limiter = await backend.make();
-      expect((await limiter.consume("ip", "x", 1, 1)).allowed).toBe(true);
-      const refused = await limiter.consume("ip", "x", 1, 1);
+      expect((await consume(limiter, "ip", "x", 1, 1)).allowed).toBe(true);
+      const refused = await consume(limiter, "ip", "x", 1, 1);
       expect(refused).toMatchObject({ allowed: false, resetSeconds: 1, windowSeconds: 1 });
       await new Promise((resolve) => setTimeout(resolve, 1_100));
-      expect((await limiter.consume("ip", "x", 1, 1)).allowed).toBe(true);
+      expect((await consume(limiter, "ip", "x", 1, 1)).allowed).toBe(true);
     });
 
     it("reports every decision", async () => {
@@ -92,8 +108,14 @@ for (const backend of backends) {
     it("keeps a key's count when its limit changes", async () => {
       const limiter = await backend.make();
       await consumeTimes(limiter, 3, "project", "changing", 5);
-      expect(await limiter.consume("project", "changing", 10)).toMatchObject({ allowed: true, remaining: 6 });
-      expect(await limiter.consume("project", "changing", 4)).toMatchObject({ allowed: false, remaining: 0 });
+      expect(await consume(limiter, "project", "changing", 10)).toMatchObject({
+        allowed: true,
+        remaining: 6,
+      });
+      expect(await consume(limiter, "project", "changing", 4)).toMatchObject({
+        allowed: false,
+        remaining: 0,
+      });
     });
 
     it("counts only admitted requests: a limit raised mid-window allows the difference", async () => {
@@ -108,24 +130,34 @@ for (const backend of backends) {
       ]);
     });
 
-    it("gives back a request another limit refused, within its window", async () => {
+    it("gives back an admitted request refused later (by the spend cap) in each of its limits, within their windows", async () => {
       const limiter = await backend.make();
-      await consumeTimes(limiter, 2, "project", "refunded", 2);
-      limiter.refund("project", "refunded", 2);
-      expect(await limiter.consume("project", "refunded", 2)).toMatchObject({ allowed: true, remaining: 0 });
-      expect((await limiter.consume("project", "refunded", 2)).allowed).toBe(false);
+      const limits = [
+        { name: "project", key: "refunded", limit: 2 },
+        { name: "ip", key: "refunded", limit: 3 },
+      ];
+      await limiter.consumeAll(limits);
+      await limiter.consumeAll(limits);
+      limiter.refundAll(limits);
+      await refunded();
+      expect(await limiter.consumeAll(limits)).toMatchObject([
+        { allowed: true, remaining: 0 },
+        { allowed: true, remaining: 1 },
+      ]);
+      expect((await consume(limiter, "project", "refunded", 2)).allowed).toBe(false);
       // Nothing to give back once the window ended: the next window is not opened below zero.
-      await limiter.consume("ip", "ended", 1, 1);
+      await consume(limiter, "ip", "ended", 1, 1);
       await new Promise((resolve) => setTimeout(resolve, 1_100));
-      limiter.refund("ip", "ended", 1, 1);
-      expect(await limiter.consume("ip", "ended", 1, 1)).toMatchObject({ allowed: true, remaining: 0 });
-      expect((await limiter.consume("ip", "ended", 1, 1)).allowed).toBe(false);
+      limiter.refundAll([{ name: "ip", key: "ended", limit: 1, windowSeconds: 1 }]);
+      await refunded();
+      expect(await consume(limiter, "ip", "ended", 1, 1)).toMatchObject({ allowed: true, remaining: 0 });
+      expect((await consume(limiter, "ip", "ended", 1, 1)).allowed).toBe(false);
     });
 
     it("admits exactly the limit of many concurrent requests on one key", async () => {
       const limiter = await backend.make();
       const decisions = await Promise.all(
-        Array.from({ length: 300 }, () => limiter.consume("project", "crowd", 100)),
+        Array.from({ length: 300 }, () => consume(limiter, "project", "crowd", 100)),
       );
       expect(decisions.filter((decision) => decision.allowed)).toHaveLength(100);
       for (const decision of decisions) {
@@ -135,9 +167,46 @@ for (const backend of backends) {
       }
     });
 
+    it("counts a request that any limit refuses in none of its limits, and says which limits had room", async () => {
+      const limiter = await backend.make();
+      const project = { name: "project", key: "all-or-none", limit: 3 };
+      const greedy = [project, { name: "ip", key: "greedy", limit: 1 }];
+      expect(await limiter.consumeAll(greedy)).toMatchObject([
+        { name: "project", allowed: true, remaining: 2 },
+        { name: "ip", allowed: true, remaining: 0 },
+      ]);
+      // The project had room for the second request, but its IP limit did not: counted in neither.
+      expect(await limiter.consumeAll(greedy)).toMatchObject([
+        { name: "project", allowed: true, remaining: 2 },
+        { name: "ip", allowed: false, remaining: 0 },
+      ]);
+      expect(await limiter.consumeAll([project, { name: "ip", key: "other", limit: 1 }])).toMatchObject([
+        { allowed: true, remaining: 1 },
+        { allowed: true, remaining: 0 },
+      ]);
+    });
+
+    it("refuses every request under a limit of 0 and counts none of them in the request's other limits", async () => {
+      const limiter = await backend.make();
+      const limits = [
+        { name: "project", key: "beside-zero", limit: 2 },
+        { name: "device", key: "zero", limit: 0 },
+      ];
+      for (let index = 0; index < 3; index++) {
+        expect(await limiter.consumeAll(limits)).toMatchObject([
+          { allowed: true, remaining: 2 },
+          { allowed: false, remaining: 0, resetSeconds: 60 },
+        ]);
+      }
+      expect(await consume(limiter, "project", "beside-zero", 2)).toMatchObject({
+        allowed: true,
+        remaining: 1,
+      });
+    });
+
     it("refuses everything under a limit of 0", async () => {
       const limiter = await backend.make();
-      expect(await limiter.consume("project", "zero", 0)).toMatchObject({ allowed: false, remaining: 0 });
+      expect(await consume(limiter, "project", "zero", 0)).toMatchObject({ allowed: false, remaining: 0 });
     });
   });
 }
@@ -148,10 +217,109 @@ describe.skipIf(!redisAvailable)("rate limiter on Redis", () => {
     const one = createRateLimiter({ redis: await readyClient(), keyPrefix });
     const two = createRateLimiter({ redis: await readyClient(), keyPrefix });
     const decisions = await Promise.all(
-      Array.from({ length: 200 }, (_, index) => (index % 2 ? one : two).consume("project", "shared", 50)),
+      Array.from({ length: 200 }, (_, index) => consume(index % 2 ? one : two, "project", "shared", 50)),
     );
     expect(decisions.filter((decision) => decision.allowed)).toHaveLength(50);
     expect([one.backend, one.degraded(), two.degraded()]).toEqual(["redis", false, false]);
+  });
+
+  it("decides all the limits of a request in one round trip, with nothing to give back after a refusal", async () => {
+    const redis = await readyClient();
+    const limiter = createRateLimiter({ redis, keyPrefix: nextPrefix() });
+    const limits = [
+      { name: "project", key: "trip", limit: 10 },
+      { name: "ip", key: "trip", limit: 1 },
+      { name: "device", key: "trip", limit: 10 },
+    ];
+    // The first request also sends the script itself.
+    expect((await limiter.consumeAll(limits)).every((decision) => decision.allowed)).toBe(true);
+    const sent = vi.spyOn(redis, "sendCommand");
+    expect((await limiter.consumeAll(limits)).map((decision) => decision.allowed)).toEqual([
+      true,
+      false,
+      true,
+    ]);
+    await refunded();
+    expect(sent).toHaveBeenCalledTimes(1);
+  });
+
+  it("never lets requests one limit refuses take from another limit, not even for a moment, across instances", async () => {
+    const keyPrefix = nextPrefix();
+    const one = createRateLimiter({ redis: await readyClient(), keyPrefix });
+    const two = createRateLimiter({ redis: await readyClient(), keyPrefix });
+    const project = { name: "project", key: "busy", limit: 21 };
+    const greedy = [project, { name: "ip", key: "greedy", limit: 1 }];
+    expect((await one.consumeAll(greedy)).every((decision) => decision.allowed)).toBe(true);
+    // 200 requests from the greedy client, over its IP limit, and among them 20 from other clients.
+    const others = new Set<number>();
+    const decided = await Promise.all(
+      Array.from({ length: 220 }, (_, index) => {
+        const limiter = index % 2 ? one : two;
+        if (index % 11 !== 0) return limiter.consumeAll(greedy);
+        others.add(index);
+        return limiter.consumeAll([project, { name: "ip", key: `other-${index}`, limit: 1 }]);
+      }),
+    );
+    const greedyDecisions = decided.filter((_, index) => !others.has(index));
+    expect(greedyDecisions.every(([, ip]) => ip?.allowed === false)).toBe(true);
+    // Every other client is admitted, each seeing the project's count of admitted requests only.
+    const otherDecisions = decided.filter((_, index) => others.has(index));
+    expect(otherDecisions.every((decisions) => decisions.every((decision) => decision.allowed))).toBe(true);
+    expect(
+      otherDecisions.map(([projectDecision]) => projectDecision?.remaining).sort((a = 0, b = 0) => a - b),
+    ).toEqual(Array.from({ length: 20 }, (_, index) => index));
+  });
+
+  it("admits exactly the limit of heavy concurrent traffic on two instances while another limit refuses most of it", async () => {
+    const keyPrefix = nextPrefix();
+    const one = createRateLimiter({ redis: await readyClient(), keyPrefix });
+    const two = createRateLimiter({ redis: await readyClient(), keyPrefix });
+    const project = { name: "project", key: "crowded", limit: 60 };
+    // 320 requests from one client over its IP limit of 10, and 80 from clients of their own.
+    const decided = await Promise.all(
+      Array.from({ length: 400 }, (_, index) =>
+        (index % 2 ? one : two).consumeAll([
+          project,
+          index % 5
+            ? { name: "ip", key: "greedy", limit: 10 }
+            : { name: "ip", key: `client-${index}`, limit: 10 },
+        ]),
+      ),
+    );
+    const admitted = (index: number) => decided[index]?.every((decision) => decision.allowed) ?? false;
+    const indices = decided.map((_, index) => index);
+    expect(indices.filter(admitted)).toHaveLength(60);
+    expect(indices.filter((index) => index % 5 !== 0 && admitted(index))).toHaveLength(10);
+    expect(await consume(one, "project", "crowded", 60)).toMatchObject({ allowed: false, remaining: 0 });
+  });
+
+  it("decides all the limits of a request together on this instance while Redis is unreachable", async () => {
+    const events: boolean[] = [];
+    const decisions: Array<[string, boolean]> = [];
+    const limiter = createRateLimiter({
+      redis: await unreachableClient(),
+      keyPrefix: nextPrefix(),
+      onFallback: (on) => events.push(on),
+      onDecision: (name, allowed) => decisions.push([name, allowed]),
+    });
+    const greedy = [
+      { name: "project", key: "down", limit: 3 },
+      { name: "ip", key: "greedy", limit: 1 },
+    ];
+    expect((await limiter.consumeAll(greedy)).every((decision) => decision.allowed)).toBe(true);
+    expect(await limiter.consumeAll(greedy)).toMatchObject([
+      { allowed: true, remaining: 2 },
+      { allowed: false, remaining: 0 },
+    ]);
+    const others = await consumeTimes(limiter, 3, "project", "down", 3);
+    expect(others.map((decision) => decision.allowed)).toEqual([true, true, false]);
+    expect(decisions.slice(0, 4)).toEqual([
+      ["project", true],
+      ["ip", true],
+      ["project", true],
+      ["ip", false],
+    ]);
+    expect([limiter.degraded(), events]).toEqual([true, [true]]);
   });
 
   it("falls back to per-instance limits when Redis is unreachable, never unlimited", async () => {
@@ -178,7 +346,7 @@ describe.skipIf(!redisAvailable)("rate limiter on Redis", () => {
         keyPrefix: nextPrefix(),
         onFallback: (on) => events.push(on),
       });
-      expect((await limiter.consume("project", "flap", 3)).remaining).toBe(2);
+      expect((await consume(limiter, "project", "flap", 3)).remaining).toBe(2);
 
       proxy.cut();
       const local = await consumeTimes(limiter, 4, "project", "flap", 3);
@@ -187,7 +355,7 @@ describe.skipIf(!redisAvailable)("rate limiter on Redis", () => {
 
       proxy.restore();
       await new Promise((resolve) => client.once("ready", resolve));
-      expect(await limiter.consume("project", "flap", 3)).toMatchObject({ allowed: true, remaining: 1 });
+      expect(await consume(limiter, "project", "flap", 3)).toMatchObject({ allowed: true, remaining: 1 });
       expect(limiter.degraded()).toBe(false);
       expect(events).toEqual([true, false]);
     } finally {
@@ -203,9 +371,9 @@ describe.skipIf(!redisAvailable)("rate limiter on Redis", () => {
         keyPrefix: nextPrefix(),
         redisRestMs: 60_000,
       });
-      expect((await limiter.consume("project", "hang", 3)).allowed).toBe(true);
+      expect((await consume(limiter, "project", "hang", 3)).allowed).toBe(true);
       proxy.stall();
-      const decisions = [await limiter.consume("project", "hang", 3)];
+      const decisions = [await consume(limiter, "project", "hang", 3)];
       const firstSent = proxy.stalledText();
       decisions.push(...(await consumeTimes(limiter, 4, "project", "hang", 3)));
       expect(decisions.map((decision) => decision.allowed)).toEqual([true, true, true, false, false]);
@@ -227,13 +395,13 @@ describe.skipIf(!redisAvailable)("rate limiter on Redis", () => {
         keyPrefix: nextPrefix(),
         redisRestMs: 50,
       });
-      await limiter.consume("project", "probe", 100);
+      await consume(limiter, "project", "probe", 100);
       proxy.stall();
-      await limiter.consume("project", "probe", 100);
+      await consume(limiter, "project", "probe", 100);
       const perDecision = proxy.stalledText().split("probe").length - 1;
       await new Promise((resolve) => setTimeout(resolve, 60));
       const concurrent = await Promise.all(
-        Array.from({ length: 5 }, () => limiter.consume("project", "probe", 100)),
+        Array.from({ length: 5 }, () => consume(limiter, "project", "probe", 100)),
       );
       expect(concurrent.every((decision) => decision.allowed)).toBe(true);
       // One probe's commands, not five decisions'.
@@ -256,8 +424,8 @@ describe.skipIf(!redisAvailable)("rate limiter on Redis", () => {
         () => null,
       )
       .catch(() => {});
-    expect((await limiter.consume("project", "rested", 1)).allowed).toBe(true);
-    expect((await limiter.consume("project", "rested", 1)).allowed).toBe(false);
+    expect((await consume(limiter, "project", "rested", 1)).allowed).toBe(true);
+    expect((await consume(limiter, "project", "rested", 1)).allowed).toBe(false);
     expect(limiter.degraded()).toBe(true);
     expect(await redis.keys(`${prefix}*`)).toEqual([]);
   });
@@ -265,12 +433,12 @@ describe.skipIf(!redisAvailable)("rate limiter on Redis", () => {
   it("lets a key whose count was given back admit again at once: no block outlives a refund", async () => {
     const limiter = createRateLimiter({ redis: await readyClient(), keyPrefix: nextPrefix() });
     await consumeTimes(limiter, 2, "project", "hot", 2);
-    expect((await limiter.consume("project", "hot", 2)).allowed).toBe(false);
-    // Another limit refused one of the two admitted requests: its count comes back.
-    limiter.refund("project", "hot", 2);
-    await new Promise((resolve) => setTimeout(resolve, 50));
-    expect((await limiter.consume("project", "hot", 2)).allowed).toBe(true);
-    expect((await limiter.consume("project", "hot", 2)).allowed).toBe(false);
+    expect((await consume(limiter, "project", "hot", 2)).allowed).toBe(false);
+    // The spend cap refused one of the two admitted requests: its count comes back.
+    limiter.refundAll([{ name: "project", key: "hot", limit: 2 }]);
+    await refunded();
+    expect((await consume(limiter, "project", "hot", 2)).allowed).toBe(true);
+    expect((await consume(limiter, "project", "hot", 2)).allowed).toBe(false);
   });
 });
 

@@ -1,11 +1,13 @@
 import type { Redis } from "ioredis";
-import { RateLimiterMemory, RateLimiterRedis, RateLimiterRes } from "rate-limiter-flexible";
 import { RedisBreaker } from "../redis/redis-breaker.js";
+import { RedisScript } from "../redis/redis-script.js";
 import { MemoryWindows } from "./memory-windows.js";
 
 export interface RateLimitDecision {
+  /** Whether this limit had room for the request (the request is admitted only if every limit had). */
   allowed: boolean;
   limit: number;
+  /** Requests this limit still admits in its window (0 when it refused). */
   remaining: number;
   /** Whole seconds until the window resets, 1..windowSeconds. */
   resetSeconds: number;
@@ -14,28 +16,38 @@ export interface RateLimitDecision {
   windowSeconds: number;
 }
 
+/** One limit a request is held to. */
+export interface LimitRequest {
+  /** Which limit, e.g. "project": each limit of a request has a name of its own. */
+  name: string;
+  /** Whose count, e.g. a project id. */
+  key: string;
+  /** Requests allowed per window; 0 refuses every request. */
+  limit: number;
+  /** 60 by default. */
+  windowSeconds?: number;
+}
+
 export interface RateLimiter {
   /**
-   * Consumes one request from `key` under a limit of `limit` per `windowSeconds` (60 by default).
-   * Never throws: a refusal is a decision, and a failing store falls back to per-instance counts.
-   * In memory the decision is returned at once; a Redis decision is a promise.
+   * Decides one request under all of its limits together: it is admitted only if every limit has
+   * room, and then counted in every window; a request any limit refuses is counted in none, so it
+   * never shows in another limit's count, not even for a moment. Returns one decision per limit,
+   * in the order given. Never throws: a refusal is a decision, and a failing store falls back to
+   * per-instance counts. In memory the decisions are returned at once; on Redis they are a
+   * promise (one script, one round trip).
    */
-  consume(
-    name: string,
-    key: string,
-    limit: number,
-    windowSeconds?: number,
-  ): RateLimitDecision | Promise<RateLimitDecision>;
+  consumeAll(requests: readonly LimitRequest[]): RateLimitDecision[] | Promise<RateLimitDecision[]>;
   /**
-   * Gives back the request an allowed `consume` of the same (name, key, limit, window) counted,
-   * when another limit refused that request; nothing once the window ended. Never throws and is
-   * not awaited: on Redis the count is corrected in the background.
+   * Gives back the count of a request `consumeAll` admitted under `requests`, when something
+   * decided after the limits refused it (the spend cap); nothing in a window that already ended.
+   * Never throws and is not awaited: on Redis the counts are corrected in the background.
    */
-  refund(name: string, key: string, limit: number, windowSeconds?: number): void;
+  refundAll(requests: readonly LimitRequest[]): void;
   /** "memory" or "redis"; `degraded()` says whether Redis is currently replaced by the per-instance fallback. */
   readonly backend: "memory" | "redis";
   degraded(): boolean;
-  /** Forgets the limiters; the Redis client belongs to the caller and stays open. */
+  /** Stops the memory sweeper; the Redis client belongs to the caller and stays open. */
   close(): Promise<void>;
 }
 
@@ -45,6 +57,7 @@ export interface RateLimiterOptions {
   keyPrefix?: string;
   /** Called with true when Redis starts failing and limits run per instance, false when it answers again. */
   onFallback?: (on: boolean) => void;
+  /** Called once per limit of every request, with that limit's own decision. */
   onDecision?: (name: string, allowed: boolean) => void;
   /** The client's shared health (see `RedisBreaker`); by default one of this limiter's own. */
   breaker?: RedisBreaker | undefined;
@@ -55,150 +68,30 @@ export interface RateLimiterOptions {
   redisRestMs?: number;
 }
 
-/** One Redis limit configuration and its per-instance memory twin. */
-interface Policy {
-  store: RateLimiterRedis;
-  local: RateLimiterMemory;
-}
-
-type Outcome = { allowed: boolean; result: RateLimiterRes };
-
 /**
- * Distinct (name, limit, window) Redis limiters kept at once; the least recently used goes first
- * (its counts stay in Redis). Far above the number of limit configurations a deployment has
- * (projects x limit kinds).
- */
-const maxPolicies = 10_000;
-
-/**
- * Fixed-window rate limits: in memory by default (`MemoryWindows`, decided synchronously), in
- * Redis through rate-limiter-flexible when a client is given, so a limit holds across instances.
- * In both, a count is kept per (name, window, key) and the limit is applied when deciding, so a
- * project whose limit changes keeps its count. Only admitted requests count: a refused request is
- * not counted (in memory) or given back at once (on Redis), and `refund` gives back what the other
- * limits of a refused request counted. On Redis, limits differ per project, so one
- * limiter is kept per (name, limit, window), created lazily.
+ * Fixed-window rate limits, all the limits of a request decided together: in memory by default
+ * (`MemoryWindows`, decided synchronously), in Redis when a client is given, so a limit holds
+ * across instances. A window opens at a key's first counted request. In both, a count is kept per
+ * (name, window, key) and the limit is applied when deciding, so a project whose limit changes
+ * keeps its count. Only admitted requests count: the limits are checked first and counted only if
+ * all of them have room, in memory within one synchronous call, on Redis within one Lua script
+ * (atomic on the server), so no other request, on this instance or another, sees a count that a
+ * refused request added and must give back.
  *
- * Redis mode: each limiter has an in-memory insurance limiter of the same size, so when Redis
- * fails a limit becomes a per-instance limit, never unlimited. Pass a client built by
+ * Redis mode: when Redis fails, the limits are decided by this instance's memory limiter instead,
+ * so a limit becomes a per-instance limit, never unlimited. Pass a client built by
  * `createRedisClient` (no offline queue, no command retry or replay, short connect and command
  * timeouts): a lost Redis then costs one immediate rejection, not a request waiting for a
- * reconnect.
- *
- * Fallback detection: every call hands the library a fresh options object, which the library
- * passes on unchanged to the insurance limiter when Redis fails; the insurance limiter records it,
- * so each decision knows whether Redis or the fallback made it. `onFallback(true)` fires on the
- * first fallback decision, `onFallback(false)` on the next decision Redis makes itself.
+ * reconnect. `onFallback(true)` fires on the first decision made here, `onFallback(false)` on the
+ * next decision Redis makes.
  *
  * A Redis that hangs instead of closing the connection makes each command wait for the client's
  * command timeout (500 ms) before the fallback decides. So after a failure the `RedisBreaker` rests
  * Redis: decisions stay on this instance, then one request probes Redis again.
  */
 export function createRateLimiter(options: RateLimiterOptions = {}): RateLimiter {
-  const redis = options.redis;
-  if (!redis) return memoryRateLimiter(options);
-  const client: Redis = redis;
-  const prefix = options.keyPrefix ?? "sluice:rl";
-  const policies = new Map<string, Policy>();
-  const insured = new WeakSet<object>();
-  let degraded = false;
-  const breaker = options.breaker ?? new RedisBreaker(client, options.redisRestMs);
-
-  function setDegraded(on: boolean): void {
-    if (on === degraded) return;
-    degraded = on;
-    options.onFallback?.(on);
-  }
-
-  function policyFor(name: string, limit: number, windowSeconds: number): Policy {
-    const id = `${name}:${limit}:${windowSeconds}`;
-    const found = policies.get(id);
-    if (found) {
-      policies.delete(id);
-      policies.set(id, found);
-      return found;
-    }
-    if (policies.size >= maxPolicies) policies.delete(policies.keys().next().value as string);
-    const created = redisPolicy(client, insured, `${prefix}:${name}:${windowSeconds}`, limit, windowSeconds);
-    policies.set(id, created);
-    return created;
-  }
-
-  /** Judges by Redis, noting whether Redis or its insurance answered. */
-  async function fromStore(policy: Policy, key: string): Promise<Outcome> {
-    const pass = breaker.enter();
-    if (pass === "rest") {
-      // Resting after a failure this limiter, or another user of the client, saw.
-      setDegraded(true);
-      return attempt(policy.local, key);
-    }
-    const call = {};
-    let answered: boolean | undefined;
-    try {
-      const outcome = await attempt(policy.store, key, call);
-      answered = !insured.has(call);
-      setDegraded(!answered);
-      return outcome;
-    } catch (error) {
-      answered = false;
-      throw error;
-    } finally {
-      breaker.leave(pass, answered);
-    }
-  }
-
-  /**
-   * Gives back one request counted under `policy`: in Redis (only while the window's key exists, so
-   * a window that just ended is not opened below zero), or on this instance while Redis rests or fails.
-   */
-  function giveBack(policy: Policy, key: string): void {
-    const pass = breaker.enter();
-    if (pass === "rest") return void giveBackHere(policy, key);
-    client.eval(refundScript, 1, policy.store.getKey(key)).then(
-      () => breaker.leave(pass, true),
-      () => {
-        breaker.leave(pass, false);
-        void giveBackHere(policy, key);
-      },
-    );
-  }
-
-  async function decide(policy: Policy, key: string, windowSeconds: number): Promise<Outcome> {
-    try {
-      return await fromStore(policy, key);
-    } catch {
-      // Not a refusal: both stores failed. Judge on this instance alone, never unlimited.
-      setDegraded(true);
-      try {
-        return await attempt(policy.local, key);
-      } catch {
-        // Unreachable with the normalised inputs; refusing is the only answer that is never unlimited.
-        return { allowed: false, result: new RateLimiterRes(0, windowSeconds * 1000) };
-      }
-    }
-  }
-
-  return {
-    backend: "redis",
-    degraded: () => degraded,
-    async consume(name, key, limit, windowSeconds = 60) {
-      const quota = wholeNumber(limit, 0, 0);
-      const window = wholeNumber(windowSeconds, 1, 60);
-      const policy = policyFor(name, quota, window);
-      const { allowed, result } = await decide(policy, key, window);
-      // Counted although refused: given back.
-      if (!allowed && result.consumedPoints > 0) giveBack(policy, key);
-      const decision = toDecision(name, quota, window, allowed, result.remainingPoints, result.msBeforeNext);
-      options.onDecision?.(name, decision.allowed);
-      return decision;
-    },
-    refund(name, key, limit, windowSeconds = 60) {
-      giveBack(policyFor(name, wholeNumber(limit, 0, 0), wholeNumber(windowSeconds, 1, 60)), key);
-    },
-    async close() {
-      policies.clear();
-    },
-  };
+  const here = memoryRateLimiter(options);
+  return options.redis ? redisRateLimiter(options.redis, here, options) : here;
 }
 
 /**
@@ -213,16 +106,35 @@ function memoryRateLimiter(options: RateLimiterOptions): RateLimiter {
   return {
     backend: "memory",
     degraded: () => false,
-    consume(name, key, limit, windowSeconds = 60) {
-      const quota = wholeNumber(limit, 0, 0);
-      const window = wholeNumber(windowSeconds, 1, 60);
-      const { count, msLeft } = windows.count(`${name}:${window}:${key}`, window * 1000, quota);
-      const decision = toDecision(name, quota, window, count <= quota, quota - count, msLeft);
-      options.onDecision?.(name, decision.allowed);
-      return decision;
+    consumeAll(requests) {
+      const now = windows.clock();
+      // First every limit is checked, then, if all have room, each is counted.
+      const keys: string[] = [];
+      let admitted = true;
+      for (const request of requests) {
+        const key = `${request.name}:${windowOf(request)}:${request.key}`;
+        keys.push(key);
+        if ((windows.find(key, now)?.count ?? 0) >= limitOf(request)) admitted = false;
+      }
+      const decisions: RateLimitDecision[] = [];
+      for (let index = 0; index < requests.length; index++) {
+        const request = requests[index] as LimitRequest;
+        const key = keys[index] as string;
+        const windowMs = windowOf(request) * 1000;
+        const window = admitted ? windows.add(key, windowMs, now) : windows.find(key, now);
+        const decision = toDecision(
+          request,
+          admitted,
+          window?.count ?? 0,
+          window ? window.endsAt - now : windowMs,
+        );
+        options.onDecision?.(decision.name, decision.allowed);
+        decisions.push(decision);
+      }
+      return decisions;
     },
-    refund(name, key, _limit, windowSeconds = 60) {
-      windows.uncount(`${name}:${wholeNumber(windowSeconds, 1, 60)}:${key}`);
+    refundAll(requests) {
+      for (const request of requests) windows.uncount(`${request.name}:${windowOf(request)}:${request.key}`);
     },
     async close() {
       clearInterval(sweeper);
@@ -232,100 +144,148 @@ function memoryRateLimiter(options: RateLimiterOptions): RateLimiter {
 }
 
 /**
- * The Redis key leaves the limit out, so a project whose limit changes keeps its count, and
- * instances that briefly disagree about a limit still share one counter.
+ * The Redis backend: one Lua script decides and counts all the limits of a request. The Redis key
+ * of a window leaves the limit out, so a project whose limit changes keeps its count, and
+ * instances that briefly disagree about a limit still share one counter. `here` decides while
+ * Redis fails or rests.
  */
-function redisPolicy(
-  client: Redis,
-  insured: WeakSet<object>,
-  keyPrefix: string,
-  points: number,
-  duration: number,
-): Policy {
-  const local = new InsuranceLimiter({ points, duration, keyPrefix }, insured);
-  const store = new RateLimiterRedis({
-    storeClient: client,
-    points,
-    duration,
-    keyPrefix,
-    // Not connected: go to the insurance limiter at once instead of sending a command.
-    rejectIfRedisNotReady: true,
-    // No in-memory block of keys over their limit: a count given back (a request another limit
-    // refused) would not lift it, and one client's burst over its IP limit would lock its project
-    // out on this instance until the window ended. Every decision asks Redis.
-    insuranceLimiter: local,
-  });
-  return { store, local };
-}
+function redisRateLimiter(client: Redis, here: RateLimiter, options: RateLimiterOptions): RateLimiter {
+  const prefix = options.keyPrefix ?? "sluice:rl";
+  const breaker = options.breaker ?? new RedisBreaker(client, options.redisRestMs);
+  let degraded = false;
 
-/** Decrements a window's count in Redis while its key exists (and holds a count to give back). */
-const refundScript = `local count = tonumber(redis.call('get', KEYS[1]))
-if count and count > 0 then return redis.call('decr', KEYS[1]) end
-return 0`;
-
-/** Gives back one request the per-instance fallback counted, if its window there is still open; never rejects. */
-async function giveBackHere(policy: Policy, key: string): Promise<void> {
-  try {
-    const counted = await policy.local.get(key);
-    if (counted && counted.consumedPoints > 0) await policy.local.reward(key, 1);
-  } catch {
-    // A memory limiter does not fail; nothing else is worth doing for one request's count.
-  }
-}
-
-/** The per-instance fallback: an ordinary memory limiter that records which calls reached it. */
-class InsuranceLimiter extends RateLimiterMemory {
-  constructor(
-    options: ConstructorParameters<typeof RateLimiterMemory>[0],
-    private readonly calls: WeakSet<object>,
-  ) {
-    super(options);
+  function setDegraded(on: boolean): void {
+    if (on === degraded) return;
+    degraded = on;
+    options.onFallback?.(on);
   }
 
-  override consume(
-    key: string | number,
-    pointsToConsume?: number,
-    options?: { [key: string]: unknown },
-  ): Promise<RateLimiterRes> {
-    if (options) this.calls.add(options);
-    return super.consume(key, pointsToConsume, options);
+  const redisKeys = (requests: readonly LimitRequest[]) =>
+    requests.map((request) => `${prefix}:${request.name}:${windowOf(request)}:${request.key}`);
+
+  /** The decisions Redis made, or null when Redis rests or did not answer. */
+  async function fromRedis(requests: readonly LimitRequest[]): Promise<RateLimitDecision[] | null> {
+    const pass = breaker.enter();
+    if (pass === "rest") return null;
+    const args: number[] = [];
+    for (const request of requests) args.push(limitOf(request), windowOf(request) * 1000);
+    let reply: number[];
+    try {
+      // The reply of consumeScript: admitted (1 or 0), then each limit's count and window ms left.
+      reply = (await consumeScript.run(client, redisKeys(requests), args)) as number[];
+    } catch {
+      // Not connected (the client fails at once), a timeout, or an error reply.
+      breaker.leave(pass, false);
+      return null;
+    }
+    breaker.leave(pass, true);
+    const admitted = reply[0] === 1;
+    return requests.map((request, index) => {
+      const msLeft = reply[2 + 2 * index] ?? -1;
+      return toDecision(
+        request,
+        admitted,
+        reply[1 + 2 * index] ?? 0,
+        // No open window (a refused request opens none): a whole window lies ahead.
+        msLeft >= 0 ? msLeft : windowOf(request) * 1000,
+      );
+    });
   }
+
+  return {
+    backend: "redis",
+    degraded: () => degraded,
+    async consumeAll(requests) {
+      const decisions = await fromRedis(requests);
+      setDegraded(decisions === null);
+      // Not a refusal: Redis did not answer. Judged on this instance alone, never unlimited.
+      if (decisions === null) return here.consumeAll(requests);
+      for (const decision of decisions) options.onDecision?.(decision.name, decision.allowed);
+      return decisions;
+    },
+    refundAll(requests) {
+      const pass = breaker.enter();
+      // Counted here while Redis rests or fails: given back here.
+      if (pass === "rest") return here.refundAll(requests);
+      refundScript.run(client, redisKeys(requests), []).then(
+        () => breaker.leave(pass, true),
+        () => {
+          breaker.leave(pass, false);
+          here.refundAll(requests);
+        },
+      );
+    },
+    close: () => here.close(),
+  };
 }
 
-/** rate-limiter-flexible rejects with a RateLimiterRes when limited: that is a decision, not an error. */
-async function attempt(
-  limiter: RateLimiterMemory | RateLimiterRedis,
-  key: string,
-  call: object = {},
-): Promise<Outcome> {
-  try {
-    return { allowed: true, result: await limiter.consume(key, 1, call) };
-  } catch (error) {
-    if (error instanceof RateLimiterRes) return { allowed: false, result: error };
-    throw error;
-  }
-}
+/**
+ * KEYS[i] counts limit i's window; ARGV[2i - 1] is that limit, ARGV[2i] its window length (ms).
+ * Admits the request only if every count is below its limit, and then counts it in every window
+ * (a window opens, with its expiry, at its first counted request); a refused request changes
+ * nothing. Replies {admitted (1 or 0), count 1, ms left 1, count 2, ms left 2, ...}, the counts
+ * after this request; ms left is negative for a window that is not open.
+ */
+const consumeScript = new RedisScript(`
+local counts = {}
+local admitted = 1
+for i, key in ipairs(KEYS) do
+  counts[i] = tonumber(redis.call("GET", key)) or 0
+  if counts[i] >= tonumber(ARGV[2 * i - 1]) then admitted = 0 end
+end
+local reply = {admitted}
+for i, key in ipairs(KEYS) do
+  if admitted == 1 then counts[i] = redis.call("INCR", key) end
+  local ttl = redis.call("PTTL", key)
+  if admitted == 1 and ttl < 0 then
+    ttl = tonumber(ARGV[2 * i])
+    redis.call("PEXPIRE", key, ttl)
+  end
+  reply[2 * i] = counts[i]
+  reply[2 * i + 1] = ttl
+end
+return reply`);
 
+/** Takes back one count from each window that still holds one (a window that ended is not reopened). */
+const refundScript = new RedisScript(`
+for _, key in ipairs(KEYS) do
+  local count = tonumber(redis.call("GET", key))
+  if count and count > 0 then redis.call("DECR", key) end
+end
+return 0`);
+
+/** One limit's decision, from whether the request was admitted and the count of its window. */
 function toDecision(
-  name: string,
-  limit: number,
-  windowSeconds: number,
-  allowed: boolean,
-  remaining: number,
+  request: LimitRequest,
+  admitted: boolean,
+  count: number,
   msLeft: number,
 ): RateLimitDecision {
+  const limit = limitOf(request);
+  const windowSeconds = windowOf(request);
+  // A limit that had room for a request another limit refused says so; the request was not counted.
+  const allowed = admitted || count < limit;
   const reset = Math.ceil(msLeft / 1000);
   return {
     allowed,
     limit,
-    remaining: allowed ? Math.max(0, Math.min(limit, remaining)) : 0,
+    remaining: allowed ? Math.max(0, Math.min(limit, limit - count)) : 0,
     resetSeconds: Math.min(windowSeconds, Math.max(1, Number.isFinite(reset) ? reset : windowSeconds)),
-    name,
+    name: request.name,
     windowSeconds,
   };
 }
 
-/** Limits and windows are whole numbers (the headers carry integers); nonsense becomes `fallback`. */
+/** Limits are whole numbers (the headers carry integers); nonsense becomes 0, which refuses. */
+function limitOf(request: LimitRequest): number {
+  return wholeNumber(request.limit, 0, 0);
+}
+
+/** Windows are whole seconds, at least 1; 60 when not given (or nonsense). */
+function windowOf(request: LimitRequest): number {
+  return wholeNumber(request.windowSeconds ?? 60, 1, 60);
+}
+
 function wholeNumber(value: number, min: number, fallback: number): number {
   return Number.isFinite(value) ? Math.max(min, Math.floor(value)) : fallback;
 }

@@ -5,7 +5,7 @@ const connectTimeoutMs = 1_000;
 /**
  * A Redis client built to fail fast, as limits need (`ioredis` is loaded only when Redis is
  * configured):
- * - no offline queue: a command while disconnected fails at once and the insurance limiter answers;
+ * - no offline queue: a command while disconnected fails at once and the per-instance fallback answers;
  * - no retry of a command whose connection dropped (`maxRetriesPerRequest: 0`) and no replay of it
  *   after a reconnect: it fails at once, and a counter increment replayed later would count twice;
  * - short connect and command timeouts, so a Redis that hangs costs at most half a second;
