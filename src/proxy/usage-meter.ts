@@ -9,7 +9,7 @@ import {
 import { emptyUsage, type TokenUsage } from "../usage/token-usage.js";
 import { isFinishedBackgroundRun } from "./background-run.js";
 import { ByteEnds } from "./byte-ends.js";
-import { skipSpaces, valueEnd } from "./json-bytes.js";
+import { quotedValueAfterKey, skipSpaces, valueEnd } from "./json-bytes.js";
 import {
   type ResponseObjectFields,
   responseFieldsOfBody,
@@ -146,17 +146,27 @@ const usageKeys: Record<ProviderId, Buffer> = {
   "provider-b": Buffer.from('"usage"'),
   "provider-c": Buffer.from('"usageMetadata"'),
 };
+/** For event text (SSE): the key that names the model, and its value (1–200 bytes, no escapes). */
 const modelPatterns: Record<ProviderId, RegExp> = {
   "provider-a": /"model"\s*:\s*"([^"\\]{1,200})"/,
   "provider-b": /"model"\s*:\s*"([^"\\]{1,200})"/,
   "provider-c": /"modelVersion"\s*:\s*"([^"\\]{1,200})"/,
 };
+/** The same keys for bodies, found on the bytes (quotedValueAfterKey: what the pattern would find). */
+const modelKeys: Record<ProviderId, Buffer> = {
+  "provider-a": Buffer.from('"model"'),
+  "provider-b": Buffer.from('"model"'),
+  "provider-c": Buffer.from('"modelVersion"'),
+};
+
+/** The model named in `body[from..limit)` (null when none), without decoding the text around it. */
+function modelIn(provider: ProviderId, body: Buffer, from: number, limit: number): string | null {
+  return quotedValueAfterKey(body, modelKeys[provider], from, limit);
+}
 
 /** The model named in the body's first bytes (null when none). */
 function headModel(provider: ProviderId, body: Buffer): string | null {
-  return (
-    modelPatterns[provider].exec(body.toString("latin1", 0, Math.min(body.length, headBytes)))?.[1] ?? null
-  );
+  return modelIn(provider, body, 0, headBytes);
 }
 
 /**
@@ -183,9 +193,7 @@ function fromUsageObject(
         : usageFromProviderC(found.value);
   if (!usage) return null;
   const model =
-    provider === "provider-c"
-      ? (modelPatterns[provider].exec(body.toString("latin1", found.end))?.[1] ?? null)
-      : headModel(provider, head);
+    provider === "provider-c" ? modelIn(provider, body, found.end, body.length) : headModel(provider, head);
   return { usage, model };
 }
 
@@ -259,9 +267,9 @@ function fromGeminiArray(body: Buffer): { usage: TokenUsage; model: string | nul
     const usage = found && usageFromProviderC(found.value);
     if (found && usage) {
       // Each element names the model after its usage object; else the first element that names it.
-      const after = modelPatterns["provider-c"].exec(body.toString("latin1", found.end, found.end + 2000));
-      const model = after ?? modelPatterns["provider-c"].exec(body.toString("latin1", 0, at + 2000));
-      return { usage, model: model?.[1] ?? null };
+      const model =
+        modelIn("provider-c", body, found.end, found.end + 2000) ?? modelIn("provider-c", body, 0, at + 2000);
+      return { usage, model };
     }
   }
   return { usage: emptyUsage(), model: null };
@@ -371,7 +379,7 @@ function fromCutEvent(
     case "provider-c": {
       const usage = found && usageFromProviderC(found.value);
       if (!found || !usage) return null;
-      return { usage, model: modelPatterns[provider].exec(tail.toString("latin1", found.end))?.[1] ?? null };
+      return { usage, model: modelIn(provider, tail, found.end, tail.length) };
     }
   }
 }
