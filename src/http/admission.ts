@@ -7,6 +7,7 @@ import { recentIds } from "../proxy/background-run.js";
 import { rateLimitHeaders } from "../rate-limit/rate-limit-headers.js";
 import type { LimitRequest, RateLimitDecision, RateLimiter } from "../rate-limit/rate-limiter.js";
 import type { Project } from "../storage/project-repository.js";
+import { isoTimestamp } from "../usage/iso-timestamp.js";
 import type { SpendGuard } from "../usage/spend-guard.js";
 import type { TokenUsage } from "../usage/token-usage.js";
 import type { UsageRecorder } from "../usage/usage-recorder.js";
@@ -162,7 +163,7 @@ export function createAdmission(deps: AdmissionDeps) {
       outcome: "ok",
       auth_method: base.method,
       client_ip: context.clientIp,
-      created_at: deps.now().toISOString(),
+      created_at: isoTimestamp(deps.now()),
     });
     countUsage(provider, run.usage, run.costUsd);
     if (run.costUsd) deps.spend.add(base.projectId, run.costUsd);
@@ -205,7 +206,7 @@ export function createAdmission(deps: AdmissionDeps) {
         outcome: report.outcome,
         auth_method: base.method,
         client_ip: context.clientIp,
-        created_at: deps.now().toISOString(),
+        created_at: isoTimestamp(deps.now()),
       });
       if (report.provider && report.usage) countUsage(report.provider, report.usage, report.costUsd);
       if (report.costUsd) deps.spend.add(base.projectId, report.costUsd);

@@ -96,3 +96,43 @@ function keyIs(body: Buffer, start: number, end: number, name: string): boolean 
   }
   return same;
 }
+
+/**
+ * The first `<key>\s*:\s*"<value>"` in `body[from..limit)` whose value is 1 to 200 bytes with no
+ * quote or backslash, decoded as latin1: exactly what `/<key>\s*:\s*"([^"\\]{1,200})"/` finds in
+ * `body.toString("latin1", from, limit)` (`\s` is 09–0d, 20 and a0 in latin1), without decoding
+ * the text around it. `key` includes its quotes (`"model"`). Null when there is none.
+ */
+export function quotedValueAfterKey(body: Buffer, key: Buffer, from: number, limit: number): string | null {
+  const end = Math.min(limit, body.length);
+  // Searched only up to `end`: a large body without the key in its first bytes is not scanned.
+  const text = end < body.length ? body.subarray(0, end) : body;
+  for (let at = text.indexOf(key, from); at >= 0 && at + key.length <= end; at = text.indexOf(key, at + 1)) {
+    let index = regexSpaces(body, at + key.length, end);
+    if (index >= end || body[index] !== 0x3a /* : */) continue;
+    index = regexSpaces(body, index + 1, end);
+    if (index >= end || body[index] !== 0x22 /* " */) continue;
+    const start = index + 1;
+    let stop = start;
+    while (stop < end && stop - start <= maxValueBytes) {
+      const byte = body[stop];
+      if (byte === 0x22 || byte === 0x5c /* \ */) break;
+      stop++;
+    }
+    if (stop > start && stop - start <= maxValueBytes && stop < end && body[stop] === 0x22)
+      return body.toString("latin1", start, stop);
+  }
+  return null;
+}
+
+const maxValueBytes = 200;
+
+/** Past the bytes a regular expression's `\s` matches in latin1 text, from `from` up to `end`. */
+function regexSpaces(body: Buffer, from: number, end: number): number {
+  let index = from;
+  for (; index < end; index++) {
+    const byte = body[index] as number;
+    if (!((byte >= 0x09 && byte <= 0x0d) || byte === 0x20 || byte === 0xa0)) break;
+  }
+  return index;
+}

@@ -13,7 +13,7 @@ import { emptyUsage, type TokenUsage } from "../usage/token-usage.js";
 import { isFinishedBackgroundRun } from "./background-run.js";
 import { ByteEnds } from "./byte-ends.js";
 import type { ImageListReading } from "./image-list-scanner.js";
-import { lastMembers, skipSpaces, valueEnd } from "./json-bytes.js";
+import { lastMembers, quotedValueAfterKey, skipSpaces, valueEnd } from "./json-bytes.js";
 import {
   type ResponseObjectFields,
   responseFieldsOfBody,
@@ -152,20 +152,32 @@ const usageKeys: Record<ProviderId, Buffer> = {
   "provider-b": Buffer.from('"usage"'),
   "provider-c": Buffer.from('"usageMetadata"'),
 };
+/** For event text (SSE): the key that names the model, and its value (1–200 bytes, no escapes). */
 const modelPatterns: Record<ProviderId, RegExp> = {
   "provider-a": /"model"\s*:\s*"([^"\\]{1,200})"/,
   "provider-b": /"model"\s*:\s*"([^"\\]{1,200})"/,
   "provider-c": /"modelVersion"\s*:\s*"([^"\\]{1,200})"/,
 };
+/** The same keys for bodies, found on the bytes (quotedValueAfterKey: what the pattern would find). */
+const modelKeys: Record<ProviderId, Buffer> = {
+  "provider-a": Buffer.from('"model"'),
+  "provider-b": Buffer.from('"model"'),
+  "provider-c": Buffer.from('"modelVersion"'),
+};
+
+/** The model named in `body[from..limit)` (null when none), without decoding the text around it. */
+function modelIn(provider: ProviderId, body: Buffer, from: number, limit: number): string | null {
+  return quotedValueAfterKey(body, modelKeys[provider], from, limit);
+}
 
 /**
- * The model the body names: found with a pattern in its first bytes, where providers A and B put
- * it. A `whole` body that holds more before it (a Responses API answer's long `instructions`, say)
- * has its top-level members walked, so the model is the one a stream of the same answer reports.
+ * The model the body names: found in its first bytes, where providers A and B put it. A `whole`
+ * body that holds more before it (a Responses API answer's long `instructions`, say) has its
+ * top-level members walked, so the model is the one a stream of the same answer reports.
  */
 function headModel(provider: ProviderId, body: Buffer, whole: boolean): string | null {
-  const head = modelPatterns[provider].exec(body.toString("latin1", 0, Math.min(body.length, headBytes)));
-  if (head) return head[1] ?? null;
+  const head = modelIn(provider, body, 0, headBytes);
+  if (head !== null) return head;
   return whole && provider !== "provider-c" && body.length > headBytes ? topLevelModel(body) : null;
 }
 
@@ -205,7 +217,7 @@ function fromUsageObject(
   if (!usage) return null;
   const model =
     provider === "provider-c"
-      ? (modelPatterns[provider].exec(body.toString("latin1", found.end))?.[1] ?? null)
+      ? modelIn(provider, body, found.end, body.length)
       : headModel(provider, head, head === body);
   return { usage, model };
 }
@@ -280,9 +292,9 @@ function fromGeminiArray(body: Buffer): { usage: TokenUsage; model: string | nul
     const usage = found && usageFromProviderC(found.value);
     if (found && usage) {
       // Each element names the model after its usage object; else the first element that names it.
-      const after = modelPatterns["provider-c"].exec(body.toString("latin1", found.end, found.end + 2000));
-      const model = after ?? modelPatterns["provider-c"].exec(body.toString("latin1", 0, at + 2000));
-      return { usage, model: model?.[1] ?? null };
+      const model =
+        modelIn("provider-c", body, found.end, found.end + 2000) ?? modelIn("provider-c", body, 0, at + 2000);
+      return { usage, model };
     }
   }
   return { usage: emptyUsage(), model: null };
@@ -399,7 +411,7 @@ function fromCutEvent(
     case "provider-c": {
       const usage = found && usageFromProviderC(found.value);
       if (!found || !usage) return null;
-      return { usage, model: modelPatterns[provider].exec(tail.toString("latin1", found.end))?.[1] ?? null };
+      return { usage, model: modelIn(provider, tail, found.end, tail.length) };
     }
   }
 }

@@ -341,6 +341,26 @@ const versionSuffix = /^-(?:\d{4}-\d{2}-\d{2}|\d{8}|\d{3})$/;
  */
 export function findModel(provider: ProviderId, id: string | null | undefined): CatalogueModel | null {
   if (!id) return null;
+  // Every priced call asks (the usage row's cost): answers are remembered per provider and name.
+  // Names come from clients and providers, so the memo is bounded; the catalogue never changes.
+  let known = foundModels.get(provider);
+  if (known === undefined) {
+    known = new Map();
+    foundModels.set(provider, known);
+  }
+  let model = known.get(id);
+  if (model === undefined) {
+    model = searchModel(provider, id);
+    if (known.size >= maxRemembered) known.clear();
+    known.set(id, model);
+  }
+  return model;
+}
+
+const foundModels = new Map<ProviderId, Map<string, CatalogueModel | null>>();
+const maxRemembered = 1000;
+
+function searchModel(provider: ProviderId, id: string): CatalogueModel | null {
   const name = id.startsWith("models/") ? id.slice(7) : id;
   for (const model of modelsFor(provider)) {
     if (name === model.id || model.snapshots?.includes(name)) return model;
