@@ -1,6 +1,11 @@
 import type { AuthThrottle } from "../auth/authenticate.js";
 import { GatewayError } from "../errors.js";
-import { modelListBody, sdkModelListPaths } from "../providers/model-list.js";
+import {
+  modelEntryBody,
+  modelListBody,
+  sdkModelListPaths,
+  sdkModelReadProviders,
+} from "../providers/model-list.js";
 import type { ProviderId } from "../providers/provider-id.js";
 import { providerIds } from "../providers/provider-id.js";
 import { throttled } from "../rate-limit/auth-throttle.js";
@@ -68,6 +73,22 @@ export function registerPublicRoutes(router: Router, deps: PublicRouteDeps): voi
         const usable = await requireKnownProject(deps, params.projectId ?? "", clientIp);
         sendModels(response, provider, usable.has(provider));
       });
+      if (!sdkModelReadProviders.includes(provider)) continue;
+      router.on(
+        "GET",
+        `/v1/${provider}/:projectId/${path}/:modelId`,
+        async ({ response, params, clientIp }) => {
+          const usable = await requireKnownProject(deps, params.projectId ?? "", clientIp);
+          // As in the project's list: a provider it holds no live key for has no models.
+          const body = usable.has(provider) ? modelEntryBody(provider, params.modelId ?? "") : null;
+          if (body === null)
+            throw new GatewayError(
+              "NOT_FOUND",
+              `Model ${JSON.stringify((params.modelId ?? "").slice(0, 200))} is not in this project's model list`,
+            );
+          sendBytes(response, 200, body, "application/json; charset=utf-8", { "cache-control": "no-cache" });
+        },
+      );
     }
   }
 

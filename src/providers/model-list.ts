@@ -67,6 +67,18 @@ export const sdkModelListPaths: Record<ProviderId, readonly string[]> = {
   "provider-c": ["models", "v1beta/models", "v1/models"],
 };
 
+/**
+ * Providers whose SDKs' one-model reads (B `models.retrieve`, C `models.get`) are answered from
+ * the catalogue under their list paths (`…/models/{id}`). Provider A's are forwarded like any GET.
+ */
+export const sdkModelReadProviders: readonly ProviderId[] = ["provider-b", "provider-c"];
+
+/** One model's entry as its provider's SDK reads it; null when the catalogue lists no such id. */
+export function modelEntryBody(provider: ProviderId, id: string): Buffer | null {
+  const model = modelsFor(provider).find((candidate) => candidate.id === id);
+  return model ? Buffer.from(JSON.stringify(entry(provider, model))) : null;
+}
+
 function renderModelList(provider: ProviderId, models: readonly CatalogueModel[]): Record<string, unknown> {
   const data = models.map((model) => entry(provider, model));
   switch (provider) {

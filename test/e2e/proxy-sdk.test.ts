@@ -505,6 +505,15 @@ describe("proxies driven by the official SDKs", () => {
       expect(fake.requests).toHaveLength(upstreamCalls);
     });
 
+    it("answers models.retrieve from the catalogue, and 404 for a model it does not list", async () => {
+      const upstreamCalls = fake.requests.length;
+      const [first] = (await anthropic.models.list()).data;
+      const model = await anthropic.models.retrieve(first?.id ?? "");
+      expect(model).toMatchObject({ id: first?.id, type: "model", display_name: first?.display_name });
+      await expect(anthropic.models.retrieve("no-such-model")).rejects.toMatchObject({ status: 404 });
+      expect(fake.requests).toHaveLength(upstreamCalls);
+    });
+
     it("refuses a non-JSON body with 415 and GET with 405", async () => {
       const url = `${sluice.url}/v1/provider-b/${project.projectId}/messages`;
       const text = await fetch(url, {
@@ -544,6 +553,27 @@ describe("proxies driven by the official SDKs", () => {
         model: "gemini-2.5-flash",
       });
       expect(rows[0]?.cost_usd).toBe(rows[1]?.cost_usd);
+    });
+
+    it("answers models.get from the catalogue, and 404 for a model it does not list or a project without a key", async () => {
+      const upstreamCalls = fake.requests.length;
+      const model = await google.models.get({ model: "gemini-2.5-flash" });
+      expect(model).toMatchObject({ name: "models/gemini-2.5-flash" });
+      expect(
+        model.supportedActions ??
+          (model as { supportedGenerationMethods?: string[] }).supportedGenerationMethods,
+      ).toContain("generateContent");
+      await expect(google.models.get({ model: "no-such-model" })).rejects.toMatchObject({ status: 404 });
+      const other = await sluice.gateway.admin.createProject({
+        name: "No keys",
+        provider: "provider-c",
+        testMode: true,
+      });
+      const keyless = await fetch(
+        `${sluice.url}/v1/provider-c/${other.project.id}/v1beta/models/gemini-2.5-flash`,
+      );
+      expect(keyless.status).toBe(404);
+      expect(fake.requests).toHaveLength(upstreamCalls);
     });
 
     it("serves models.list from the catalogue, on the SDK's v1beta path and on v1", async () => {
