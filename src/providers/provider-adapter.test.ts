@@ -112,9 +112,13 @@ describe("provider adapters", () => {
         Buffer.from('{"model": "gpt-4o-mini","messages":[]}'),
       ),
     ).toBe("gpt-4o-mini");
-    expect(
-      adapters["provider-c"].requestModel("v1beta/models/gemini-2.5-flash:generateContent", Buffer.alloc(0)),
-    ).toBe("gemini-2.5-flash");
+    const c = (path: string) => adapters["provider-c"].requestModel(path, Buffer.alloc(0));
+    expect(c("v1beta/models/gemini-2.5-flash:generateContent")).toBe("gemini-2.5-flash");
+    // The colon percent-encoded, as some clients send it.
+    expect(c("v1beta/models/imagen-4.0-generate-001%3Apredict")).toBe("imagen-4.0-generate-001");
+    expect(c("models/gemini-2.5-flash%3agenerateContent")).toBe("gemini-2.5-flash");
+    expect(c("models/%zz:predict")).toBeNull();
+    expect(c("models/:predict")).toBeNull();
   });
 });
 

@@ -141,8 +141,16 @@ export function createProviderAdapters(options: ProviderAdapterOptions): Record<
         headers["x-goog-api-client"] = options.clientIdentifier;
       },
       requestModel(path) {
-        const match = /(?:^|\/)models\/([^/:]+)/.exec(path);
-        return match?.[1] ? decodeURIComponent(match[1]) : null;
+        // The method follows a colon, which a client may send percent-encoded (`x%3Apredict`).
+        const segment = /(?:^|\/)models\/([^/]+)/.exec(path)?.[1];
+        if (!segment) return null;
+        let model: string;
+        try {
+          model = decodeURIComponent(segment);
+        } catch {
+          return null;
+        }
+        return model.split(":")[0] || null;
       },
       streamsJson: (path) => jsonStreamMethod.test(path),
       imageCall: (_method, path) => (predictMethod.test(path) ? imagenPrediction : null),
