@@ -87,6 +87,26 @@ describe.skipIf(!redisAvailable)("auth-failure throttle across instances", () =>
     expect(await two.retryAfter("192.0.2.7", undefined)).toBeGreaterThan(0);
   });
 
+  it("keeps its counts where the previous version kept them: `<prefix>:<key>`, a count expiring with its window", async () => {
+    const keyPrefix = nextPrefix();
+    const redis = await readyClient();
+    // A count a previous instance left (rate-limiter-flexible's format) is read and added to.
+    await redis.set(`${keyPrefix}:ip:192.0.2.9`, "2", "PX", 30_000);
+    const throttle = createAuthThrottle({ redis, failuresPerMinute: 4, keyPrefix });
+    await fail(throttle, 1, "192.0.2.9");
+    expect(await redis.get(`${keyPrefix}:ip:192.0.2.9`)).toBe("3");
+    expect(await redis.pttl(`${keyPrefix}:ip:192.0.2.9`)).toBeLessThanOrEqual(30_000);
+    await fail(throttle, 1, "192.0.2.9");
+    const wait = await throttle.retryAfter("192.0.2.9", undefined);
+    expect(wait).toBeGreaterThan(0);
+    expect(wait).toBeLessThanOrEqual(30);
+    // A new key opens a window of a minute.
+    await fail(throttle, 1, "192.0.2.10");
+    const ttl = await redis.pttl(`${keyPrefix}:ip:192.0.2.10`);
+    expect(ttl).toBeGreaterThan(55_000);
+    expect(ttl).toBeLessThanOrEqual(60_000);
+  });
+
   it("asks the shared count for a client that failed here, but not for one that never did", async () => {
     const keyPrefix = nextPrefix();
     const make = async () =>

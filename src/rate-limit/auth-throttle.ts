@@ -1,9 +1,10 @@
 import type { Redis } from "ioredis";
-import { RateLimiterMemory, RateLimiterRedis, RateLimiterRes } from "rate-limiter-flexible";
 import type { AuthThrottle } from "../auth/authenticate.js";
 import { GatewayError } from "../errors.js";
 import { addressBlock } from "../net/ip-address.js";
 import { RedisBreaker } from "../redis/redis-breaker.js";
+import { RedisScript } from "../redis/redis-script.js";
+import { MemoryWindows } from "./memory-windows.js";
 import { rateLimitHeaders } from "./rate-limit-headers.js";
 
 export interface AuthThrottleOptions {
@@ -48,8 +49,9 @@ export function throttled(
  * IPv6 clients are counted per /64, the block one end site usually holds, so that rotating
  * addresses inside it does not reset the count.
  *
- * Counts live in rate-limiter-flexible: in memory, or in Redis with an in-memory twin of the same
- * size, so a lost Redis leaves per-instance counting, never none. After a Redis failure the
+ * Counts are fixed windows opened by a key's first failure: in memory, or in Redis (one Lua script
+ * per count) with in-memory counts beside them, so a lost Redis leaves per-instance counting, never
+ * none. After a Redis failure the
  * `RedisBreaker` rests Redis, so a Redis that hangs does not make each count wait for a timeout.
  *
  * Cost on the success path, which calls `retryAfter` on every request: `retryAfter` reads only
@@ -63,7 +65,7 @@ export function throttled(
  */
 export function createAuthThrottle(options: AuthThrottleOptions): AuthThrottle {
   const limit = Math.max(1, Math.floor(options.failuresPerMinute));
-  const counter = failureCounter(options, limit);
+  const counter = failureCounter(options);
   const blocked = new ExpiringKeys(maxRemembered);
   const suspects = options.redis ? new ExpiringKeys(maxRemembered) : undefined;
 
@@ -74,14 +76,14 @@ export function createAuthThrottle(options: AuthThrottleOptions): AuthThrottle {
 
   async function count(key: string): Promise<void> {
     const result = await counter.consume(key);
-    if (result.remainingPoints <= 0) block(key, result.msBeforeNext);
-    else suspects?.add(key, Date.now() + result.msBeforeNext);
+    if (result.count >= limit) block(key, result.msLeft);
+    else suspects?.add(key, Date.now() + result.msLeft);
   }
 
   /** The shared count for a key that failed here; an unreadable count leaves the local answer. */
   async function sharedWait(key: string): Promise<number> {
     const result = await counter.get(key).catch(() => null);
-    return result && result.consumedPoints >= limit ? block(key, result.msBeforeNext) : 0;
+    return result && result.count >= limit ? block(key, result.msLeft) : 0;
   }
 
   return {
@@ -109,50 +111,77 @@ export function createAuthThrottle(options: AuthThrottleOptions): AuthThrottle {
   };
 }
 
-/** Failure counts kept by rate-limiter-flexible: in memory, or in Redis behind the breaker. */
-interface FailureCounter {
-  /** Counts one failure; the result says how many the window holds now (over the limit included). */
-  consume(key: string): Promise<RateLimiterRes>;
-  get(key: string): Promise<RateLimiterRes | null>;
+/** What a key's window holds: failures counted (over the limit included) and the time left. */
+interface FailureCount {
+  count: number;
+  msLeft: number;
 }
 
-function failureCounter(options: AuthThrottleOptions, points: number): FailureCounter {
+/** Failure counts: in memory, or in Redis behind the breaker with the memory counts as its fallback. */
+interface FailureCounter {
+  /** Counts one failure and says what the window holds now. */
+  consume(key: string): Promise<FailureCount>;
+  get(key: string): Promise<FailureCount | null>;
+}
+
+function failureCounter(options: AuthThrottleOptions): FailureCounter {
   const keyPrefix = options.keyPrefix ?? "sluice:auth";
-  const local = new RateLimiterMemory({ points, duration: windowSeconds, keyPrefix });
-  const countHere = (key: string) => counted(local.consume(key));
+  const windowMs = windowSeconds * 1000;
+  const local = new MemoryWindows();
+  const countHere = async (key: string): Promise<FailureCount> => {
+    const now = Date.now();
+    const window = local.add(key, windowMs, now);
+    return { count: window.count, msLeft: window.endsAt - now };
+  };
   const redis = options.redis;
-  if (!redis) return { consume: countHere, get: (key) => local.get(key) };
-  const breaker = options.breaker ?? new RedisBreaker(redis);
-  // Not connected: reject at once instead of sending a command; the local twin counts then.
-  const shared = new RateLimiterRedis({
-    storeClient: redis,
-    points,
-    duration: windowSeconds,
-    keyPrefix,
-    rejectIfRedisNotReady: true,
-  });
+  if (!redis) {
+    return {
+      consume: countHere,
+      get: async (key) => {
+        const now = Date.now();
+        const window = local.find(key, now);
+        return window ? { count: window.count, msLeft: window.endsAt - now } : null;
+      },
+    };
+  }
+  const client: Redis = redis;
+  const breaker = options.breaker ?? new RedisBreaker(client);
+  // Keys as rate-limiter-flexible, which kept these counts before, named them: instances of both
+  // versions share the counts during a rolling update.
+  const shared = (script: RedisScript, key: string) =>
+    script.run(client, [`${keyPrefix}:${key}`], [windowMs]).then(failureCount);
   return {
     consume: (key) =>
       breaker
         .run(
-          () => counted(shared.consume(key)),
+          () => shared(countScript, key),
           () => countHere(key),
         )
         .catch(() => countHere(key)),
     get: (key) =>
       breaker.run(
-        () => shared.get(key),
+        () => shared(readScript, key),
         () => null,
       ),
   };
 }
 
-/** rate-limiter-flexible rejects a count over the limit with its result: that is still a count. */
-function counted(count: Promise<RateLimiterRes>): Promise<RateLimiterRes> {
-  return count.catch((error: unknown) => {
-    if (error instanceof RateLimiterRes) return error;
-    throw error;
-  });
+/** Counts a failure; the window opens with the key's first. Replies the count and the ms left. */
+const countScript = new RedisScript(`
+local count = redis.call("INCR", KEYS[1])
+local ttl = redis.call("PTTL", KEYS[1])
+if ttl < 0 then
+  ttl = tonumber(ARGV[1])
+  redis.call("PEXPIRE", KEYS[1], ttl)
+end
+return {count, ttl}`);
+
+const readScript = new RedisScript(`
+return {tonumber(redis.call("GET", KEYS[1])) or 0, redis.call("PTTL", KEYS[1])}`);
+
+function failureCount(reply: unknown): FailureCount {
+  const [count, msLeft] = reply as [number, number];
+  return { count, msLeft: Math.max(0, msLeft) };
 }
 
 function throttleKeys(clientIp: string, projectId: string | undefined): string[] {
