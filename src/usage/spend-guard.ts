@@ -58,14 +58,25 @@ export function createSpendGuard(deps: { usage: UsageRepository; now: () => Date
     return entry;
   }
 
-  /** Rows written before the read begins are in what it returns; the others stay counted here. */
+  /**
+   * Rows written before the read begins are in what it returns; the others stay counted here. A row
+   * reported written while the read ran may be in it or not (its commit and the read's snapshot
+   * raced), and counted here too it would be counted twice: then the figure is read again, up to
+   * twice more, by a read that begins after the report. Still racing, the higher figure stands until
+   * the next read.
+   */
   async function refresh(projectId: string, entry: MonthSpend): Promise<void> {
-    const writtenBefore = entry.written;
     try {
-      entry.base = await deps.usage.spendSince(projectId, entry.month);
-      entry.unread -= writtenBefore;
-      entry.written -= writtenBefore;
-      entry.readAt = deps.now().getTime();
+      for (let attempt = 0; ; attempt++) {
+        const writtenBefore = entry.written;
+        const base = await deps.usage.spendSince(projectId, entry.month);
+        if (entry.written !== writtenBefore && attempt < 2) continue;
+        entry.base = base;
+        entry.unread -= writtenBefore;
+        entry.written -= writtenBefore;
+        entry.readAt = deps.now().getTime();
+        return;
+      }
     } finally {
       entry.loading = undefined;
     }

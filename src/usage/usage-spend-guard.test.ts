@@ -44,6 +44,27 @@ describe("spend guard", () => {
     expect(await second).toBe(7);
   });
 
+  it("reads again when a row is reported written while the read ran, so its cost is not counted twice", async () => {
+    const { usage, reads } = pendingSpend();
+    let now = new Date("2026-11-15T00:00:00.000Z");
+    const guard = createSpendGuard({ usage, now: () => now, refreshMs: 1000 });
+    const first = guard.monthToDate("p1");
+    await settle();
+    reads[0]?.(0);
+    expect(await first).toBe(0);
+    guard.add("p1", 6);
+    now = new Date("2026-11-15T00:00:02.000Z");
+    const second = guard.monthToDate("p1");
+    await settle();
+    // The row commits before the read's snapshot, and its acknowledgement comes while the read runs.
+    guard.written([usageRow("req_1", { project_id: "p1", cost_usd: 6, created_at: now.toISOString() })]);
+    reads[1]?.(6);
+    await settle();
+    expect(reads).toHaveLength(3);
+    reads[2]?.(6);
+    expect(await second).toBe(6);
+  });
+
   it("judges on the last known figure while the database is down, and fails without one", async () => {
     let down = false;
     const usage = fakeUsageRepository({
