@@ -52,8 +52,11 @@ export function registerProxyRoutes(router: Router, deps: ProxyRouteDeps): void 
           ...call.rateLimitHeaders,
           ...context.corsHeaders,
         };
+        // Kept for the failure row: a call that fails once its body was read (a provider timeout, say)
+        // still names its model.
+        let body: Buffer | null = null;
         try {
-          let body = await readBody(request, deps.maxBodyBytes);
+          body = await readBody(request, deps.maxBodyBytes);
           let decoded = false;
           const coding = request.headers["content-encoding"];
           if (coding === undefined) body = withStreamUsage(adapter.id, path, body);
@@ -101,7 +104,7 @@ export function registerProxyRoutes(router: Router, deps: ProxyRouteDeps): void 
             },
           });
         } catch (error) {
-          call.fail(error, adapter.id);
+          call.fail(error, adapter.id, body === null ? null : adapter.requestModel(path, body));
           // The error answer (sent by the app) still reports the limits.
           if (!response.headersSent) setHeaders(response, call.rateLimitHeaders);
           throw error;

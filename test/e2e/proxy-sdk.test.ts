@@ -387,10 +387,16 @@ describe("proxies driven by the official SDKs", () => {
             authorization: `Bearer ${slowProject.bearer("provider-a")}`,
             "content-type": "application/json",
           },
-          body: "{}",
+          body: '{"model":"gpt-4o-mini","messages":[]}',
         });
         expect(timedOut.status).toBe(504);
         expect(((await timedOut.json()) as { error: { code: string } }).error.code).toBe("PROVIDER_TIMEOUT");
+        // The row names the model the request asked for, as any other failed call's does.
+        expect(await usageRowOf(slow.gateway, timedOut)).toMatchObject({
+          status: 504,
+          error_code: "PROVIDER_TIMEOUT",
+          model: "gpt-4o-mini",
+        });
         fake.setLatencyMs(0);
         const downProject = await createTestProject(down.gateway);
         const unreachable = await fetch(
@@ -401,11 +407,12 @@ describe("proxies driven by the official SDKs", () => {
               authorization: `Bearer ${downProject.bearer("provider-a")}`,
               "content-type": "application/json",
             },
-            body: "{}",
+            body: '{"model":"gpt-4o","messages":[]}',
           },
         );
         expect(unreachable.status).toBe(502);
         expect(((await unreachable.json()) as { error: { code: string } }).error.code).toBe("PROVIDER_ERROR");
+        expect(await usageRowOf(down.gateway, unreachable)).toMatchObject({ status: 502, model: "gpt-4o" });
       } finally {
         fake.setLatencyMs(0);
         await slow.close();
