@@ -13,6 +13,7 @@ function pricingOf(model: CatalogueModel): Record<string, unknown> {
     input: model.pricing?.input ?? null,
     output: model.pricing?.output ?? null,
     cachedInput: model.pricing?.cachedInput ?? null,
+    ...(model.pricing?.cacheWrite ? { cacheWrite: model.pricing.cacheWrite } : {}),
   };
 }
 

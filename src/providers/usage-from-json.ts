@@ -40,6 +40,8 @@ export interface ProviderBCounts {
   input: number | null;
   cacheRead: number | null;
   cacheWrite: number | null;
+  /** The part of `cacheWrite` cached for an hour (`cache_creation.ephemeral_1h_input_tokens`). */
+  cacheWriteHour: number | null;
   output: number | null;
 }
 
@@ -50,14 +52,19 @@ export function providerBCounts(usage: unknown, previous: ProviderBCounts | null
     input: count(record.input_tokens) ?? previous?.input ?? null,
     cacheRead: count(record.cache_read_input_tokens) ?? previous?.cacheRead ?? null,
     cacheWrite: count(record.cache_creation_input_tokens) ?? previous?.cacheWrite ?? null,
+    cacheWriteHour:
+      count(object(record.cache_creation)?.ephemeral_1h_input_tokens) ?? previous?.cacheWriteHour ?? null,
     output: count(record.output_tokens) ?? previous?.output ?? null,
   };
 }
 
-/** Provider B's input tokens include its cache reads and writes. */
+/**
+ * Provider B's input tokens include its cache reads and writes; the writes are also reported apart
+ * (priced above the input price), those without a stated lifetime as five-minute ones.
+ */
 export function usageOfProviderB(counts: ProviderBCounts): TokenUsage {
   const { input, cacheRead, cacheWrite } = counts;
-  return {
+  const usage: TokenUsage = {
     inputTokens:
       input === null && cacheRead === null && cacheWrite === null
         ? null
@@ -66,6 +73,11 @@ export function usageOfProviderB(counts: ProviderBCounts): TokenUsage {
     cachedInputTokens: cacheRead,
     reasoningTokens: null,
   };
+  if (cacheWrite) {
+    const oneHour = Math.min(counts.cacheWriteHour ?? 0, cacheWrite);
+    usage.cacheWriteTokens = { fiveMinutes: cacheWrite - oneHour, oneHour };
+  }
+  return usage;
 }
 
 /** Provider B's usage from one report (a JSON answer's `usage`). */

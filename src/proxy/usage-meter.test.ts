@@ -219,7 +219,13 @@ describe("usage meter", () => {
       'event: message_start\ndata: {"type":"message_start","message":{"model":"claude-sonnet-4-5-20250929","usage":{"input_tokens":400,"cache_creation_input_tokens":30,"cache_read_input_tokens":50,"output_tokens":1}}}\n\n';
     const delta = (usage: object) =>
       `event: message_delta\ndata: ${JSON.stringify({ type: "message_delta", delta: {}, usage })}\n\n`;
-    const total = { inputTokens: 480, outputTokens: 90, cachedInputTokens: 50, reasoningTokens: null };
+    const total = {
+      inputTokens: 480,
+      outputTokens: 90,
+      cachedInputTokens: 50,
+      reasoningTokens: null,
+      cacheWriteTokens: { fiveMinutes: 30, oneHour: 0 },
+    };
     for (const usage of [
       { output_tokens: 90 },
       {
@@ -231,6 +237,21 @@ describe("usage meter", () => {
       { input_tokens: null, cache_read_input_tokens: 50, output_tokens: 90 },
     ])
       expect(meter("provider-b", start + delta(usage), true).usage, JSON.stringify(usage)).toEqual(total);
+    // Cache writes with their lifetimes, the same buffered and streamed.
+    const cacheUsage = {
+      input_tokens: 100,
+      cache_creation_input_tokens: 1000,
+      cache_read_input_tokens: 0,
+      cache_creation: { ephemeral_5m_input_tokens: 400, ephemeral_1h_input_tokens: 600 },
+      output_tokens: 5,
+    };
+    const cacheWrites = { inputTokens: 1100, cacheWriteTokens: { fiveMinutes: 400, oneHour: 600 } };
+    const answer = JSON.stringify({ type: "message", model: "claude-sonnet-4-5", usage: cacheUsage });
+    expect(meter("provider-b", answer, false).usage).toMatchObject(cacheWrites);
+    const cacheStart = `event: message_start\ndata: ${JSON.stringify({ type: "message_start", message: { usage: cacheUsage } })}\n\n`;
+    expect(meter("provider-b", cacheStart + delta({ output_tokens: 5 }), true).usage).toMatchObject(
+      cacheWrites,
+    );
     // A later report of a count replaces it (the counts are cumulative).
     expect(
       meter(

@@ -20,6 +20,8 @@ export interface TokenPricing {
   input: number | null;
   output: number | null;
   cachedInput: number | null;
+  /** Provider B: input written to its prompt cache, by how long the entry lives. */
+  cacheWrite?: { fiveMinutes: number; oneHour: number };
 }
 
 export interface CatalogueModel {
@@ -75,6 +77,16 @@ const price = (input: number | null, output: number | null, cachedInput: number 
   output,
   cachedInput,
 });
+
+/**
+ * Provider B's prices follow from the input price: a cache read costs 0.1x, a cache write 1.25x
+ * (five minutes) or 2x (one hour).
+ */
+const promptCachePrice = (input: number, output: number): TokenPricing => ({
+  ...price(input, output, round(input * 0.1)),
+  cacheWrite: { fiveMinutes: round(input * 1.25), oneHour: input * 2 },
+});
+const round = (usd: number) => Math.round(usd * 1e6) / 1e6;
 
 const models: CatalogueModel[] = [
   // Provider A (OpenAI-style)
@@ -200,7 +212,7 @@ const models: CatalogueModel[] = [
     displayName: "Claude Opus 4.1",
     created: 1754352000,
     capabilities: chat(true, true),
-    pricing: price(15, 75, 1.5),
+    pricing: promptCachePrice(15, 75),
   },
   {
     id: "claude-sonnet-4-5",
@@ -208,7 +220,7 @@ const models: CatalogueModel[] = [
     displayName: "Claude Sonnet 4.5",
     created: 1759104000,
     capabilities: chat(true, true),
-    pricing: price(3, 15, 0.3),
+    pricing: promptCachePrice(3, 15),
   },
   {
     id: "claude-haiku-4-5",
@@ -216,7 +228,7 @@ const models: CatalogueModel[] = [
     displayName: "Claude Haiku 4.5",
     created: 1760572800,
     capabilities: chat(true, true),
-    pricing: price(1, 5, 0.1),
+    pricing: promptCachePrice(1, 5),
   },
   {
     id: "claude-3-5-haiku-latest",
@@ -224,7 +236,7 @@ const models: CatalogueModel[] = [
     displayName: "Claude Haiku 3.5",
     created: 1729555200,
     capabilities: chat(true, false),
-    pricing: price(0.8, 4, 0.08),
+    pricing: promptCachePrice(0.8, 4),
     snapshots: ["claude-3-5-haiku-20241022"],
   },
   // Provider C (Gemini-style)

@@ -86,6 +86,21 @@ describe("token cost", () => {
     expect(costOfTokens("provider-b", "claude-sonnet-4-5-20250929", usage(10, 20))).toBe(0.00033);
   });
 
+  it("bills provider B's prompt-cache writes at 1.25x the input price for five minutes, 2x for an hour", () => {
+    // claude-sonnet-4-5: 3 in, 15 out, 0.3 cache read, 3.75 and 6 cache write per 1M.
+    const written = (fiveMinutes: number, oneHour: number) => ({
+      ...usage(1_000_000 + fiveMinutes + oneHour + 200_000, 100_000, 200_000),
+      cacheWriteTokens: { fiveMinutes, oneHour },
+    });
+    // 1M fresh input 3, 200k read 0.06, 100k output 1.5.
+    expect(costOfTokens("provider-b", "claude-sonnet-4-5", written(0, 0))).toBe(4.56);
+    expect(costOfTokens("provider-b", "claude-sonnet-4-5", written(1_000_000, 0))).toBe(8.31);
+    expect(costOfTokens("provider-b", "claude-sonnet-4-5", written(0, 1_000_000))).toBe(10.56);
+    // More written than the input holds: the counts do not add up, so the cost is unknown.
+    const inconsistent = { ...usage(100, 10), cacheWriteTokens: { fiveMinutes: 500, oneHour: 0 } };
+    expect(costOfTokens("provider-b", "claude-sonnet-4-5", inconsistent)).toBeNull();
+  });
+
   it("is null, never 0, when the model or the counts are unknown", () => {
     expect(costOfTokens("provider-a", "mystery", usage(10, 10))).toBeNull();
     expect(costOfTokens("provider-a", null, usage(10, 10))).toBeNull();

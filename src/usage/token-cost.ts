@@ -4,7 +4,8 @@ import type { TokenUsage } from "./token-usage.js";
 
 /**
  * The cost of one call in USD from the catalogue's per-1M-token prices. Cached input tokens are
- * billed at the cached price and the rest of the input at the input price; reasoning tokens are
+ * billed at the cached price, input written to a prompt cache (provider B) at its cache-write
+ * price, and the rest of the input at the input price; reasoning tokens are
  * already part of the output. Null when the model, a needed price or the counts are unknown:
  * an unknown cost is never reported as 0. Computed in micro-dollars to avoid float noise.
  */
@@ -15,10 +16,19 @@ export function costOfTokens(provider: ProviderId, model: string | null, usage: 
   let microDollars = 0;
   const input = usage.inputTokens ?? 0;
   const cached = Math.min(usage.cachedInputTokens ?? 0, input);
+  const writes = usage.cacheWriteTokens;
+  const written = writes ? writes.fiveMinutes + writes.oneHour : 0;
+  if (written > 0) {
+    // Counts that do not add up, or a model without a cache-write price: unknown, not guessed.
+    if (written > input - cached || !pricing.cacheWrite) return null;
+    microDollars +=
+      (writes?.fiveMinutes ?? 0) * pricing.cacheWrite.fiveMinutes +
+      (writes?.oneHour ?? 0) * pricing.cacheWrite.oneHour;
+  }
   if (input > 0) {
     if (pricing.input === null) return null;
     if (cached > 0 && pricing.cachedInput === null) return null;
-    microDollars += (input - cached) * pricing.input + cached * (pricing.cachedInput ?? 0);
+    microDollars += (input - cached - written) * pricing.input + cached * (pricing.cachedInput ?? 0);
   }
   const output = usage.outputTokens ?? 0;
   if (output > 0) {

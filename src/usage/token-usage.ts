@@ -9,6 +9,16 @@ export interface TokenUsage {
   cachedInputTokens: number | null;
   /** Output tokens spent on reasoning (a subset of outputTokens). */
   reasoningTokens: number | null;
+  /**
+   * Provider B: input tokens written to its prompt cache (a subset of inputTokens, not of the
+   * cached ones), billed above the input price, by how long the entry lives. Only when there were any.
+   */
+  cacheWriteTokens?: CacheWriteTokens;
+}
+
+export interface CacheWriteTokens {
+  fiveMinutes: number;
+  oneHour: number;
 }
 
 export const emptyUsage = (): TokenUsage => ({

@@ -503,6 +503,37 @@ describe("proxies driven by the official SDKs", () => {
         expect(streamedRow[column]).toEqual(bufferedRow[column]);
     });
 
+    it("prices prompt-cache writes above the input price, by their lifetime", async () => {
+      const usage = {
+        input_tokens: 1000,
+        cache_creation_input_tokens: 3000,
+        cache_read_input_tokens: 2000,
+        cache_creation: { ephemeral_5m_input_tokens: 1000, ephemeral_1h_input_tokens: 2000 },
+        output_tokens: 100,
+      };
+      fake.enqueueResponse({
+        status: 200,
+        body: {
+          id: "msg_1",
+          type: "message",
+          role: "assistant",
+          model: "claude-sonnet-4-5-20250929",
+          content: [{ type: "text", text: "Cached" }],
+          stop_reason: "end_turn",
+          stop_sequence: null,
+          usage,
+        },
+      });
+      const { response } = await anthropic.messages
+        .create({ model: "claude-sonnet-4-5", max_tokens: 64, messages: [{ role: "user", content: "Hi" }] })
+        .withResponse();
+      const row = await rowFor(response.headers.get("x-request-id"));
+      expect(row).toMatchObject({ input_tokens: 6000, cached_tokens: 2000, output_tokens: 100 });
+      // Per 1M: 3 input, 0.3 read, 3.75 five-minute and 6 one-hour writes, 15 output.
+      const expected = (1000 * 3 + 2000 * 0.3 + 1000 * 3.75 + 2000 * 6 + 100 * 15) / 1e6;
+      expect(row.cost_usd).toBeCloseTo(expected, 12);
+    });
+
     it("serves models.list from the catalogue", async () => {
       const upstreamCalls = fake.requests.length;
       const ids = [];
