@@ -1,6 +1,7 @@
 import { randomBytes } from "node:crypto";
 import { describe, expect, it } from "vitest";
 import { providerKeyAad } from "../admin/project-admin.js";
+import { reloadWaitMs } from "../storage/database-unavailable.js";
 import type { KeyRepository, ProviderKeyRecord } from "../storage/key-repository.js";
 import type { ProjectRepository } from "../storage/project-repository.js";
 import { createCredentialDirectory } from "./credential-directory.js";
@@ -90,5 +91,79 @@ describe("credential directory", () => {
       .project("p1")
       .catch((caught: unknown) => caught);
     expect(error).toBe(bug);
+  });
+
+  it("serves a stale record after reloadWaitMs while its reload hangs, then the reloaded one", async () => {
+    let clock = 0;
+    const answers: Array<(name: string) => void> = [];
+    const projects = createCredentialDirectory({
+      projects: {
+        get: (id: string) =>
+          answers.length === 0
+            ? Promise.resolve({ id, name: "first" })
+            : new Promise((resolve) => answers.push((name) => resolve({ id, name }))),
+      } as unknown as ProjectRepository,
+      keys: {} as KeyRepository,
+      secretBox: createSecretBox(randomBytes(32)),
+      ttlMs: 1000,
+      now: () => clock,
+    });
+    answers.length = 0;
+    expect(await projects.project("p1")).toMatchObject({ name: "first" });
+    answers.push(() => {}); // from here on, reads wait until answered
+    clock = 2000;
+    // A database that hangs: every caller gets the record it had after reloadWaitMs, one read for all.
+    const started = performance.now();
+    const [one, two] = await Promise.all([projects.project("p1"), projects.project("p1")]);
+    expect(performance.now() - started).toBeLessThan(reloadWaitMs + 200);
+    expect([one, two]).toMatchObject([{ name: "first" }, { name: "first" }]);
+    expect(answers).toHaveLength(2);
+    // Meanwhile later callers get it at once.
+    const again = performance.now();
+    expect(await projects.project("p1")).toMatchObject({ name: "first" });
+    expect(performance.now() - again).toBeLessThan(50);
+    // The reload answers: its record replaces the stale one.
+    answers[1]?.("second");
+    await new Promise((resolve) => setImmediate(resolve));
+    expect(await projects.project("p1")).toMatchObject({ name: "second" });
+  });
+
+  it("waits for a stale record's reload that answers in time, and drops a reload that an invalidation overtook", async () => {
+    let clock = 0;
+    let name = "first";
+    let release: (() => void) | null = null;
+    const projects = createCredentialDirectory({
+      projects: {
+        get: async (id: string) => {
+          const read = name;
+          if (release === null) return { id, name: read };
+          await new Promise<void>((resolve) => {
+            release = resolve;
+          });
+          return { id, name: read };
+        },
+      } as unknown as ProjectRepository,
+      keys: {} as KeyRepository,
+      secretBox: createSecretBox(randomBytes(32)),
+      ttlMs: 1000,
+      now: () => clock,
+    });
+    expect(await projects.project("p1")).toMatchObject({ name: "first" });
+    name = "second";
+    clock = 2000;
+    expect(await projects.project("p1")).toMatchObject({ name: "second" });
+    // A slow reload that reads the old record, then an admin change invalidates the project.
+    clock = 4000;
+    release = () => {};
+    const stale = projects.project("p1");
+    await new Promise((resolve) => setTimeout(resolve, reloadWaitMs + 50));
+    expect(await stale).toMatchObject({ name: "second" });
+    name = "third";
+    projects.invalidate("p1");
+    const hung = release as () => void;
+    release = null;
+    hung();
+    await new Promise((resolve) => setImmediate(resolve));
+    expect(await projects.project("p1")).toMatchObject({ name: "third" });
   });
 });

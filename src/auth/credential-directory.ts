@@ -1,7 +1,7 @@
 import { providerKeyAad } from "../admin/project-admin.js";
 import { projectIdPattern } from "../admin/project-input.js";
 import type { ProviderId } from "../providers/provider-id.js";
-import { databaseUnavailable, isDatabaseUnavailable } from "../storage/database-unavailable.js";
+import { databaseUnavailable, isDatabaseUnavailable, reloadWaitMs } from "../storage/database-unavailable.js";
 import type { KeyRepository, ProviderKeyRecord } from "../storage/key-repository.js";
 import type { Project, ProjectRepository } from "../storage/project-repository.js";
 import type { SecretBox } from "./secret-box.js";
@@ -21,6 +21,8 @@ interface Entry<T> {
   value: Promise<T>;
   /** Set once `value` resolved, so a fresh hit can be read synchronously. */
   settled: { value: T } | undefined;
+  /** A stale entry's reload in flight, as its callers wait for it: at most `reloadWaitMs`. */
+  reload?: Promise<T> | undefined;
 }
 
 export interface CachedKey {
@@ -51,12 +53,18 @@ export function createCredentialDirectory(deps: CredentialDirectoryDeps) {
    * Read-through with stale-if-error: when the database cannot be read, the last known value is
    * served (a blip must not fail traffic that was working); with nothing known, the caller gets
    * SERVICE_UNAVAILABLE. Any other failure (a sealed share that does not open, say) is passed on
-   * as it is: it is no outage, and retrying will not help.
+   * as it is: it is no outage, and retrying will not help. A stale value is reloaded once for all
+   * its callers, who wait for the reload at most `reloadWaitMs`, then get the value they had while
+   * the reload goes on; it replaces the entry when it answers.
    */
   function cached<T>(map: Map<string, Entry<T>>, id: string, load: () => Promise<T>): Promise<T> {
     const entry = map.get(id);
     const time = now();
     if (entry && time - entry.at < deps.ttlMs) return entry.value;
+    if (entry?.settled !== undefined) {
+      entry.reload ??= reload(map, id, entry, entry.settled.value, load);
+      return entry.reload;
+    }
     if (map.size >= maxEntries) map.clear();
     const value = load().catch(async (error: unknown) => {
       if (entry) {
@@ -75,6 +83,39 @@ export function createCredentialDirectory(deps: CredentialDirectoryDeps) {
     );
     map.set(id, fresh);
     return value;
+  }
+
+  /** Reloads a stale entry; resolves with the new value, or with `known` after `reloadWaitMs`. */
+  function reload<T>(
+    map: Map<string, Entry<T>>,
+    id: string,
+    entry: Entry<T>,
+    known: T,
+    load: () => Promise<T>,
+  ): Promise<T> {
+    const started = now();
+    const loaded = load().then(
+      (value) => {
+        // Not after an invalidation meanwhile: this read may predate the change that caused it.
+        if (map.get(id) === entry)
+          map.set(id, { at: started, value: Promise.resolve(value), settled: { value } });
+        return value;
+      },
+      () => {
+        // Stale-if-error: the value it had stays, trusted for another TTL before the next try.
+        if (map.get(id) === entry) {
+          entry.at = now();
+          entry.reload = undefined;
+        }
+        return known;
+      },
+    );
+    let timer: NodeJS.Timeout | undefined;
+    const waited = new Promise<T>((resolve) => {
+      timer = setTimeout(() => resolve(known), reloadWaitMs);
+      timer.unref();
+    });
+    return Promise.race([loaded.finally(() => clearTimeout(timer)), waited]);
   }
 
   /** The fresh value already read for `id`, without a promise; undefined when it is not at hand. */

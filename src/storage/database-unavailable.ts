@@ -53,3 +53,11 @@ export function databaseUnavailable(cause: unknown): GatewayError {
     headers: { "retry-after": "2" },
   });
 }
+
+/**
+ * How long a request waits for a stale cached read (a project's records, a month's spend) to be
+ * read again before it is served what was known: a database that hangs (a stalled connection, a
+ * failover) must not hold every request for the query timeout when what they need is in memory. A
+ * healthy database answers well within it.
+ */
+export const reloadWaitMs = 250;

@@ -1,3 +1,5 @@
+import { setTimeout as waitMs } from "node:timers/promises";
+import { reloadWaitMs } from "../storage/database-unavailable.js";
 import type { UsageRecord, UsageRepository } from "../storage/usage-repository.js";
 
 interface MonthSpend {
@@ -89,11 +91,15 @@ export function createSpendGuard(deps: { usage: UsageRepository; now: () => Date
       const entry = monthOf(projectId, now);
       if (now.getTime() - entry.readAt > refreshMs) {
         entry.loading ??= refresh(projectId, entry);
+        const known = entry.readAt !== Number.NEGATIVE_INFINITY;
         try {
-          await entry.loading;
+          // With a figure to judge on, a database that hangs holds a request `reloadWaitMs` at most.
+          await (known
+            ? Promise.race([entry.loading, waitMs(reloadWaitMs, undefined, { ref: false })])
+            : entry.loading);
         } catch (error) {
           // The database is down: keep judging on the last known figure rather than failing open.
-          if (entry.readAt === Number.NEGATIVE_INFINITY) throw error;
+          if (!known) throw error;
         }
       }
       return entry.base + entry.unread;

@@ -1,6 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { connectionRefused, fakeUsageRepository } from "../../test/support/fake-usage-repository.js";
 import { usageRow } from "../../test/support/usage-row.js";
+import { reloadWaitMs } from "../storage/database-unavailable.js";
 import type { UsageRecord } from "../storage/usage-repository.js";
 import { createSpendGuard } from "./spend-guard.js";
 import { createUsageRecorder } from "./usage-recorder.js";
@@ -63,6 +64,24 @@ describe("spend guard", () => {
     expect(reads).toHaveLength(3);
     reads[2]?.(6);
     expect(await second).toBe(6);
+  });
+
+  it("judges on the last known figure after reloadWaitMs while the read hangs, then on the new one", async () => {
+    const { usage, reads } = pendingSpend();
+    let now = new Date("2026-11-15T00:00:00.000Z");
+    const guard = createSpendGuard({ usage, now: () => now, refreshMs: 1000 });
+    const first = guard.monthToDate("p1");
+    await settle();
+    reads[0]?.(5);
+    expect(await first).toBe(5);
+    now = new Date("2026-11-15T00:00:02.000Z");
+    const started = performance.now();
+    expect(await guard.monthToDate("p1")).toBe(5);
+    expect(performance.now() - started).toBeLessThan(reloadWaitMs + 200);
+    expect(reads).toHaveLength(2);
+    reads[1]?.(8);
+    await settle();
+    expect(await guard.monthToDate("p1")).toBe(8);
   });
 
   it("judges on the last known figure while the database is down, and fails without one", async () => {

@@ -5,12 +5,14 @@ import { connect, createServer, type Server, type Socket } from "node:net";
  * A TCP proxy in front of a local service, to cut and restore it in a test without stopping the
  * shared service other tests use: `cut()` drops every connection and refuses new ones; `stall()`
  * keeps the connections open but passes nothing on any more (a service that hangs), keeping what
- * clients send meanwhile for `stalledText()`.
+ * clients send meanwhile for `stalledText()`; `hang()` also holds new connections that way, open
+ * and unanswered (a server that stopped answering), until `restore()` lets new ones through again.
  */
 export async function startTcpProxy(targetPort: number): Promise<{
   port: number;
   cut(): void;
   stall(): void;
+  hang(): void;
   stalledText(): string;
   restore(): void;
   close(): Promise<void>;
@@ -18,10 +20,18 @@ export async function startTcpProxy(targetPort: number): Promise<{
   const sockets = new Set<Socket>();
   const pairs = new Set<[Socket, Socket]>();
   let open = true;
+  let holding = false;
   let stalled = "";
   const server: Server = createServer((client) => {
     if (!open) {
       client.destroy();
+      return;
+    }
+    if (holding) {
+      sockets.add(client);
+      client.on("close", () => sockets.delete(client));
+      client.on("error", () => client.destroy());
+      client.on("data", (chunk: Buffer) => (stalled += chunk.toString("latin1")));
       return;
     }
     const upstream = connect(targetPort, "127.0.0.1");
@@ -39,22 +49,28 @@ export async function startTcpProxy(targetPort: number): Promise<{
     client.on("close", () => pairs.delete(pair));
   });
   await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  function stall(): void {
+    for (const [client, upstream] of pairs) {
+      client.unpipe(upstream);
+      upstream.unpipe(client);
+      client.on("data", (chunk: Buffer) => (stalled += chunk.toString("latin1"))).resume();
+    }
+  }
   return {
     port: (server.address() as AddressInfo).port,
     cut() {
       open = false;
       for (const socket of sockets) socket.destroy();
     },
-    stall() {
-      for (const [client, upstream] of pairs) {
-        client.unpipe(upstream);
-        upstream.unpipe(client);
-        client.on("data", (chunk: Buffer) => (stalled += chunk.toString("latin1"))).resume();
-      }
+    stall,
+    hang() {
+      holding = true;
+      stall();
     },
     stalledText: () => stalled,
     restore() {
       open = true;
+      holding = false;
     },
     async close() {
       open = false;

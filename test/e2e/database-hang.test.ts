@@ -1,0 +1,59 @@
+import { describe, expect, it } from "vitest";
+import { type FakeUpstream, startFakeUpstream } from "../fakes/fake-upstream.js";
+import { createPostgresSchema, postgresAvailable } from "../support/services.js";
+import { startTcpProxy } from "../support/tcp-proxy.js";
+import { createTestProject, startTestGateway } from "../support/test-gateway.js";
+
+/**
+ * A PostgreSQL that stops answering without closing its connections (a stalled network path, a
+ * failover) makes every query wait for the query timeout (10 s). What authentication and the spend
+ * cap need of a project that was working is in memory: its requests go on being served, each held
+ * at most briefly while the records are read again, not for the query timeout.
+ */
+describe.skipIf(!postgresAvailable)("proxied calls while PostgreSQL hangs", () => {
+  it("serves a project that was working from what it knew, without waiting for the query timeout", async () => {
+    const schema = await createPostgresSchema();
+    const proxy = await startTcpProxy(5432);
+    const fake: FakeUpstream = await startFakeUpstream();
+    const sluice = await startTestGateway({
+      databaseUrl: schema.url.replace("127.0.0.1:5432", `127.0.0.1:${proxy.port}`),
+      providerABaseUrl: `${fake.url}/a/v1`,
+      projectCacheTtlMs: 300,
+    });
+    const project = await createTestProject(sluice.gateway, { monthlySpendCapUsd: 100 });
+    const call = async () => {
+      const started = performance.now();
+      const response = await fetch(`${sluice.url}/v1/provider-a/${project.projectId}/chat/completions`, {
+        method: "POST",
+        headers: {
+          authorization: `Bearer ${project.bearer("provider-a")}`,
+          "content-type": "application/json",
+        },
+        body: JSON.stringify({ model: "gpt-4o-mini", messages: [] }),
+      });
+      await response.arrayBuffer();
+      return { status: response.status, ms: performance.now() - started };
+    };
+    try {
+      expect((await call()).status).toBe(200);
+      proxy.hang();
+      // Past the records' TTL and the spend figure's refresh: every one of them is read again.
+      const deadline = Date.now() + 6500;
+      const answers: Array<{ status: number; ms: number }> = [];
+      while (Date.now() < deadline) {
+        answers.push(await call());
+        await new Promise((resolve) => setTimeout(resolve, 200));
+      }
+      expect(answers.length).toBeGreaterThan(10);
+      expect(answers.every((answer) => answer.status === 200)).toBe(true);
+      // Held up to the reload wait for each record it reads again, never for the query timeout.
+      expect(Math.max(...answers.map((answer) => answer.ms))).toBeLessThan(2000);
+    } finally {
+      proxy.cut();
+      await sluice.close();
+      await fake.close();
+      await proxy.close();
+      await schema.drop();
+    }
+  }, 30_000);
+});
