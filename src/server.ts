@@ -9,7 +9,7 @@ import {
 import { createServer as createHttpsServer } from "node:https";
 import type { App } from "./app.js";
 import { loadConfig } from "./config.js";
-import { createGateway } from "./deps.js";
+import { createGateway, type Gateway } from "./deps.js";
 import { continueWhenRead } from "./http/read-body.js";
 import { version } from "./version.js";
 
@@ -46,18 +46,29 @@ export async function serve(): Promise<void> {
     if (stopping) return;
     stopping = true;
     logger.info({ signal }, "shutting down: no new connections, finishing in-flight requests");
-    server.close();
-    server.closeIdleConnections();
-    const deadline = Date.now() + config.shutdownTimeoutMs;
-    while (app.inFlight() > 0 && Date.now() < deadline)
-      await new Promise((resolve) => setTimeout(resolve, 25));
-    server.closeAllConnections();
-    await gateway.close();
+    await shutDown(server, gateway);
     logger.info("stopped");
     process.exit(0);
   };
   process.once("SIGTERM", () => void stop("SIGTERM"));
   process.once("SIGINT", () => void stop("SIGINT"));
+}
+
+/**
+ * Graceful shutdown, as `serve` runs it on SIGTERM/SIGINT: no new connections, the requests in
+ * flight finished (within `SLUICE_SHUTDOWN_TIMEOUT_MS`), then the gateway closed.
+ */
+export async function shutDown(
+  server: Server,
+  gateway: Pick<Gateway, "app" | "config" | "close">,
+): Promise<void> {
+  server.close();
+  server.closeIdleConnections();
+  const deadline = Date.now() + gateway.config.shutdownTimeoutMs;
+  while (gateway.app.inFlight() > 0 && Date.now() < deadline)
+    await new Promise((resolve) => setTimeout(resolve, 25));
+  server.closeAllConnections();
+  await gateway.close();
 }
 
 /**
