@@ -9,7 +9,8 @@ import {
 import { createServer as createHttpsServer } from "node:https";
 import type { App } from "./app.js";
 import { loadConfig } from "./config.js";
-import { createGateway } from "./deps.js";
+import { createGateway, type Gateway } from "./deps.js";
+import { type ConnectionDrain, trackConnections } from "./http/connection-drain.js";
 import { continueWhenRead } from "./http/read-body.js";
 import { version } from "./version.js";
 
@@ -46,19 +47,31 @@ export async function serve(): Promise<void> {
     if (stopping) return;
     stopping = true;
     logger.info({ signal }, "shutting down: no new connections, finishing in-flight requests");
-    server.close();
-    server.closeIdleConnections();
-    const deadline = Date.now() + config.shutdownTimeoutMs;
-    while (app.inFlight() > 0 && Date.now() < deadline)
-      await new Promise((resolve) => setTimeout(resolve, 25));
-    server.closeAllConnections();
-    await gateway.close();
+    await shutDown(server, gateway);
     logger.info("stopped");
     process.exit(0);
   };
   process.once("SIGTERM", () => void stop("SIGTERM"));
   process.once("SIGINT", () => void stop("SIGINT"));
 }
+
+/**
+ * Graceful shutdown, as `serve` runs it on SIGTERM/SIGINT: no new connections; every connection
+ * closes after the answer to its current request (each answer says `Connection: close`), within
+ * `SLUICE_SHUTDOWN_TIMEOUT_MS`, when what is left is cut; then the gateway closes (the usage rows
+ * of calls cut short are written, the usage queue flushed).
+ */
+export async function shutDown(
+  server: GatewayServer,
+  gateway: Pick<Gateway, "config" | "logger" | "close">,
+): Promise<void> {
+  const cut = await server.drain(gateway.config.shutdownTimeoutMs);
+  if (cut > 0) gateway.logger.warn({ connections: cut }, "shutdown deadline reached: connections cut");
+  await gateway.close();
+}
+
+/** The gateway's HTTP(S) server, with its graceful close (`ConnectionDrain.drain`). */
+export type GatewayServer = Server & Pick<ConnectionDrain, "drain">;
 
 /**
  * The HTTP(S) server around `app`. Node answers some requests itself, without a body; these are
@@ -72,7 +85,7 @@ export async function serve(): Promise<void> {
 export function createGatewayServer(
   app: App,
   options: { tls?: { cert: Buffer; key: Buffer }; http?: ServerOptions } = {},
-): Server {
+): GatewayServer {
   const http: ServerOptions = {
     requireHostHeader: false,
     keepAliveTimeout: 65_000,
@@ -80,14 +93,20 @@ export function createGatewayServer(
     ...options.http,
   };
   const server: Server = options.tls
-    ? createHttpsServer({ ...http, ...options.tls }, app.handle)
-    : createHttpServer(http, app.handle);
+    ? createHttpsServer({ ...http, ...options.tls })
+    : createHttpServer(http);
+  const connections = trackConnections(server, options.tls ? "secureConnection" : "connection");
+  const handle = (request: IncomingMessage, response: ServerResponse) => {
+    connections.closeIfDraining(response);
+    app.handle(request, response);
+  };
+  server.on("request", handle);
   server.on("clientError", app.answerClientError);
   server.on("connect", app.answerConnect);
-  server.on("checkExpectation", app.handle);
+  server.on("checkExpectation", handle);
   server.on("checkContinue", (request: IncomingMessage, response: ServerResponse) => {
     continueWhenRead(request, response);
-    app.handle(request, response);
+    handle(request, response);
   });
-  return server;
+  return Object.assign(server, { drain: connections.drain });
 }

@@ -1,6 +1,5 @@
 import { randomBytes } from "node:crypto";
 import { mkdtempSync, rmSync } from "node:fs";
-import type { Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -10,14 +9,14 @@ import { type Config, loadConfig } from "../../src/config.js";
 import { createGateway, type Gateway, type Injectables } from "../../src/deps.js";
 import { createLogger } from "../../src/observability/logger.js";
 import type { ProviderId } from "../../src/providers/provider-id.js";
-import { createGatewayServer } from "../../src/server.js";
+import { createGatewayServer, type GatewayServer } from "../../src/server.js";
 
 export const adminToken = "test-admin-token-0123456789";
 
 export interface TestGateway {
   url: string;
   gateway: Gateway;
-  server: Server;
+  server: GatewayServer;
   /** Every log line the gateway wrote, for leak tests. */
   logs: string[];
   close(): Promise<void>;

@@ -1,0 +1,81 @@
+import type { Server, ServerResponse } from "node:http";
+import { Server as NetServer, type Socket } from "node:net";
+
+/** How often a drain looks at the connections still open. */
+const lookEveryMs = 25;
+const netClose = NetServer.prototype.close;
+
+/**
+ * Graceful close of a `node:http` server whose clients keep their connections alive. Node 20 keeps
+ * saying `connection: keep-alive` after `server.close()`, so clients go on sending requests on
+ * their open connections, and cutting those connections resets requests they have already sent.
+ * A drain makes every connection close on its own instead, after an answer: see `drain`.
+ */
+export interface ConnectionDrain {
+  /**
+   * Marks `response` to close its connection (`Connection: close`) once a drain has begun; called
+   * for every request before the app sees it, so also for one that arrives during the drain.
+   */
+  closeIfDraining(response: ServerResponse): void;
+  /**
+   * Stops listening; every response whose head is not written yet, and every later one, says
+   * `Connection: close`, and its connection closes once it is sent. A connection with nothing in
+   * progress (idle, or whose keep-alive answer went out before the drain) is closed once it has
+   * stayed quiet, no byte received, for a look (25 ms): closing it at once could reset a request
+   * its client has already sent, which it cannot tell was not processed (RFC 9112 §9.3.1). After
+   * `timeoutMs` the rest are cut. Resolves with how many connections were cut.
+   */
+  drain(timeoutMs: number): Promise<number>;
+}
+
+/**
+ * Tracks the server's connections from `event`: `connection` for HTTP, `secureConnection` for
+ * HTTPS (the TLS socket is the one the HTTP parser and its responses use).
+ */
+export function trackConnections(server: Server, event: "connection" | "secureConnection"): ConnectionDrain {
+  const open = new Set<Socket>();
+  let draining = false;
+  server.on(event, (socket: Socket) => {
+    open.add(socket);
+    socket.once("close", () => open.delete(socket));
+  });
+
+  return {
+    closeIfDraining(response) {
+      if (draining) response.shouldKeepAlive = false;
+    },
+    async drain(timeoutMs) {
+      draining = true;
+      for (const socket of open) {
+        const response = pendingResponse(socket);
+        if (response && !response.headersSent) response.shouldKeepAlive = false;
+      }
+      const deadline = Date.now() + timeoutMs;
+      // Stops listening only: `server.close()` would also close the connections idle this moment
+      // (Node >= 19), resetting a request that is on its way but not read yet.
+      netClose.call(server);
+      const quiet = new Map<Socket, number>();
+      do {
+        for (const socket of open) {
+          const response = pendingResponse(socket);
+          if (response && !response.writableFinished) quiet.delete(socket);
+          else if (quiet.get(socket) === socket.bytesRead) socket.destroy();
+          else quiet.set(socket, socket.bytesRead);
+        }
+        await new Promise((resolve) => setTimeout(resolve, Math.min(lookEveryMs, deadline - Date.now())));
+        // What arrived meanwhile is read (the poll phase) before the next look.
+        await new Promise((resolve) => setImmediate(resolve));
+      } while (open.size > 0 && Date.now() < deadline);
+      const cut = open.size;
+      server.closeAllConnections();
+      // Node's own close too, which stops its timeout checks on the connections.
+      server.close();
+      return cut;
+    },
+  };
+}
+
+/** The response Node is writing on `socket`, if any (the field Node's own idle check reads). */
+function pendingResponse(socket: Socket): ServerResponse | null {
+  return (socket as Socket & { _httpMessage?: ServerResponse | null })._httpMessage ?? null;
+}
