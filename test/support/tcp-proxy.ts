@@ -5,13 +5,17 @@ import { connect, createServer, type Server, type Socket } from "node:net";
  * A TCP proxy in front of a local service, to cut and restore it in a test without stopping the
  * shared service other tests use: `cut()` drops every connection and refuses new ones; `stall()`
  * keeps the connections open but passes nothing on any more (a service that hangs), keeping what
- * clients send meanwhile for `stalledText()`.
+ * clients send meanwhile for `stalledText()`. A connection made after `stall()` passes through (a
+ * path that went silent while a new one works), unless `stall({ newConnections: true })` (a service
+ * that hangs altogether: new connections are accepted and stalled too); `connections()` counts
+ * the connections made to it (refused ones too).
  */
 export async function startTcpProxy(targetPort: number): Promise<{
   port: number;
   cut(): void;
-  stall(): void;
+  stall(options?: { newConnections?: boolean }): void;
   stalledText(): string;
+  connections(): number;
   restore(): void;
   close(): Promise<void>;
 }> {
@@ -19,9 +23,21 @@ export async function startTcpProxy(targetPort: number): Promise<{
   const pairs = new Set<[Socket, Socket]>();
   let open = true;
   let stalled = "";
+  let accepted = 0;
+  let stallNew = false;
+  const keepStalled = (client: Socket) =>
+    client.on("data", (chunk: Buffer) => (stalled += chunk.toString("latin1"))).resume();
   const server: Server = createServer((client) => {
+    accepted++;
     if (!open) {
       client.destroy();
+      return;
+    }
+    if (stallNew) {
+      sockets.add(client);
+      client.on("close", () => sockets.delete(client));
+      client.on("error", () => client.destroy());
+      keepStalled(client);
       return;
     }
     const upstream = connect(targetPort, "127.0.0.1");
@@ -45,16 +61,19 @@ export async function startTcpProxy(targetPort: number): Promise<{
       open = false;
       for (const socket of sockets) socket.destroy();
     },
-    stall() {
+    stall(options = {}) {
+      stallNew = options.newConnections ?? false;
       for (const [client, upstream] of pairs) {
         client.unpipe(upstream);
         upstream.unpipe(client);
-        client.on("data", (chunk: Buffer) => (stalled += chunk.toString("latin1"))).resume();
+        keepStalled(client);
       }
     },
     stalledText: () => stalled,
+    connections: () => accepted,
     restore() {
       open = true;
+      stallNew = false;
     },
     async close() {
       open = false;
