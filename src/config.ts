@@ -110,7 +110,7 @@ export const settings = {
     "REDIS_URL",
     urlOf(["redis:", "rediss:"], "must be a redis:// or rediss:// URL").optional(),
     undefined,
-    "Redis URL (`redis://` or `rediss://`) for shared limits and caches (unset: in-process)",
+    "Redis URL (`redis://` or `rediss://`) for shared limits and caches (unset: in-process); a user, password or database index (`/N`) Redis refuses stops the start",
   ),
   adminToken: setting(
     "SLUICE_ADMIN_TOKEN",

@@ -10,7 +10,7 @@ import { createCredentialDirectory } from "./auth/credential-directory.js";
 import { createDeviceTokenVerifier } from "./auth/device-token-verifier.js";
 import { loadMasterKey } from "./auth/master-key.js";
 import { createSecretBox } from "./auth/secret-box.js";
-import type { Config } from "./config.js";
+import { type Config, ConfigError } from "./config.js";
 import { createAdmission } from "./http/admission.js";
 import { createClientIpResolver } from "./http/client-ip.js";
 import { createCorsPolicy } from "./http/cors.js";
@@ -32,7 +32,7 @@ import { createUpstreamPools } from "./proxy/forward.js";
 import { createAuthThrottle } from "./rate-limit/auth-throttle.js";
 import { createRateLimiter } from "./rate-limit/rate-limiter.js";
 import { RedisBreaker } from "./redis/redis-breaker.js";
-import { createRedisClient } from "./redis/redis-client.js";
+import { createRedisClient, RedisSetupError } from "./redis/redis-client.js";
 import { type OpenDatabase, openDatabase } from "./storage/database.js";
 import { createKeyRepository } from "./storage/key-repository.js";
 import { createProjectRepository } from "./storage/project-repository.js";
@@ -105,7 +105,12 @@ export async function createGateway(config: Config, injected: Partial<Injectable
     logger.info(seeded, "projects seeded from SLUICE_CONFIG_FILE");
   }
 
-  const redis: Redis | undefined = config.redisUrl ? await createRedisClient(config.redisUrl) : undefined;
+  const redis: Redis | undefined = config.redisUrl
+    ? await connectRedis(config.redisUrl, logger).catch(async (error: unknown) => {
+        await database.close();
+        throw error;
+      })
+    : undefined;
   // One view of Redis's health: a failure any user sees rests Redis for all (see RedisBreaker).
   const redisBreaker = redis ? new RedisBreaker(redis) : undefined;
   const limiter = createRateLimiter({
@@ -114,6 +119,7 @@ export async function createGateway(config: Config, injected: Partial<Injectable
     onFallback: (on) => {
       metrics.setDegraded("redis", on);
       if (on) logger.warn("Redis is unreachable: rate limits fall back to per-instance limits");
+      else logger.info("Redis answers again: rate limits are shared again");
     },
     onDecision: (name, allowed) => metrics.countLimitDecision(name, allowed ? "allowed" : "limited"),
   });
@@ -305,4 +311,34 @@ export async function createGateway(config: Config, injected: Partial<Injectable
       await Promise.race([closing, new Promise((resolve) => setTimeout(resolve, 1000).unref())]);
     },
   };
+}
+
+/**
+ * The Redis client of `REDIS_URL`, its errors logged (by message: an AUTH error carries the
+ * command's arguments, the password among them). A Redis that refuses the URL's user, password or
+ * database stops the start as invalid configuration does; one that is unreachable does not (the
+ * gateway starts degraded, on per-instance limits, and connects when Redis comes).
+ */
+async function connectRedis(url: string, logger: Logger): Promise<Redis> {
+  // ioredis reports every failed reconnect; a message is logged when it changes, not every 2 s.
+  let last = "";
+  let client: Redis;
+  try {
+    client = await createRedisClient(url, {
+      onError(error) {
+        if (error.message === last) return;
+        last = error.message;
+        logger.warn({ redisError: error.message }, "Redis client error");
+      },
+    });
+  } catch (error) {
+    if (error instanceof RedisSetupError)
+      throw new ConfigError(`Invalid configuration:\n  REDIS_URL: ${error.message}`);
+    throw error;
+  }
+  client.on("ready", () => {
+    if (last !== "") logger.info("Redis connection ready again");
+    last = "";
+  });
+  return client;
 }

@@ -363,6 +363,55 @@ describe.skipIf(!redisAvailable)("rate limiter on Redis", () => {
     }
   });
 
+  it("stops reporting the fallback as soon as Redis is back, before any decision", async () => {
+    const proxy = await startTcpProxy(6379);
+    try {
+      const events: boolean[] = [];
+      const client = await readyClient(`redis://127.0.0.1:${proxy.port}`);
+      const limiter = createRateLimiter({
+        redis: client,
+        keyPrefix: nextPrefix(),
+        onFallback: (on) => events.push(on),
+      });
+      proxy.cut();
+      await consume(limiter, "project", "back", 3);
+      expect([limiter.degraded(), events]).toEqual([true, [true]]);
+      proxy.restore();
+      await new Promise((resolve) => client.once("ready", resolve));
+      expect([limiter.degraded(), events]).toEqual([false, [true, false]]);
+    } finally {
+      await proxy.close();
+    }
+  });
+
+  it("replaces a connection that goes silent: decisions are made in Redis again within seconds", async () => {
+    const proxy = await startTcpProxy(6379);
+    try {
+      const prefix = nextPrefix();
+      const limiter = createRateLimiter({
+        redis: await readyClient(`redis://127.0.0.1:${proxy.port}`),
+        keyPrefix: prefix,
+      });
+      expect((await consume(limiter, "project", "silent", 100)).remaining).toBe(99);
+      // The connection stops passing anything on (a black-holed path); a new one would get through.
+      proxy.stall();
+      expect((await consume(limiter, "project", "silent", 100)).allowed).toBe(true);
+      expect(limiter.degraded()).toBe(true);
+      const deadline = Date.now() + 5_000;
+      while (limiter.degraded() && Date.now() < deadline)
+        await new Promise((resolve) => setTimeout(resolve, 50));
+      expect(limiter.degraded()).toBe(false);
+      // Counted in Redis again, where the first decision left its count.
+      expect(await consume(limiter, "project", "silent", 100)).toMatchObject({
+        allowed: true,
+        remaining: 98,
+      });
+      expect(await (await readyClient()).get(`${prefix}:project:60:silent`)).toBe("2");
+    } finally {
+      await proxy.close();
+    }
+  });
+
   it("stops asking a Redis that hangs: one decision waits for the command timeout, the next stay here", async () => {
     const proxy = await startTcpProxy(6379);
     try {
@@ -390,23 +439,28 @@ describe.skipIf(!redisAvailable)("rate limiter on Redis", () => {
   it("after a rest, asks Redis again with one decision while the others stay here", async () => {
     const proxy = await startTcpProxy(6379);
     try {
-      const limiter = createRateLimiter({
-        redis: await readyClient(`redis://127.0.0.1:${proxy.port}`),
-        keyPrefix: nextPrefix(),
-        redisRestMs: 50,
-      });
+      const client = await readyClient(`redis://127.0.0.1:${proxy.port}`);
+      const breaker = new RedisBreaker(client, 50);
+      const enter = vi.spyOn(breaker, "enter");
+      const limiter = createRateLimiter({ redis: client, breaker, keyPrefix: nextPrefix() });
       await consume(limiter, "project", "probe", 100);
-      proxy.stall();
+      // Redis hangs altogether: the replacement connection hangs too, so the client never gets ready.
+      proxy.stall({ newConnections: true });
       await consume(limiter, "project", "probe", 100);
-      const perDecision = proxy.stalledText().split("probe").length - 1;
       await new Promise((resolve) => setTimeout(resolve, 60));
+      enter.mockClear();
       const concurrent = await Promise.all(
         Array.from({ length: 5 }, () => consume(limiter, "project", "probe", 100)),
       );
       expect(concurrent.every((decision) => decision.allowed)).toBe(true);
-      // One probe's commands, not five decisions'.
-      expect(perDecision).toBeGreaterThan(0);
-      expect(proxy.stalledText().split("probe").length - 1).toBe(2 * perDecision);
+      // One probe, not five.
+      expect(enter.mock.results.map((result) => result.value).sort()).toEqual([
+        "probe",
+        "rest",
+        "rest",
+        "rest",
+        "rest",
+      ]);
     } finally {
       await proxy.close();
     }

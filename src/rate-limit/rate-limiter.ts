@@ -55,7 +55,11 @@ export interface RateLimiterOptions {
   /** A client built by `createRedisClient` (../redis/redis-client.ts), so that a lost Redis fails fast. */
   redis?: Redis | undefined;
   keyPrefix?: string;
-  /** Called with true when Redis starts failing and limits run per instance, false when it answers again. */
+  /**
+   * Called with true when Redis starts failing and limits run per instance, false when it answers
+   * again (its client reconnected or a call through the breaker succeeded), without waiting for a
+   * decision.
+   */
   onFallback?: (on: boolean) => void;
   /** Called once per limit of every request, with that limit's own decision. */
   onDecision?: (name: string, allowed: boolean) => void;
@@ -82,7 +86,8 @@ export interface RateLimiterOptions {
  * so a limit becomes a per-instance limit, never unlimited. Pass a client built by
  * `createRedisClient` (no offline queue, no command retry or replay, short connect and command
  * timeouts): a lost Redis then costs one immediate rejection, not a request waiting for a
- * reconnect. `onFallback(true)` fires on the first decision made here, `onFallback(false)` on the
+ * reconnect. `onFallback(true)` fires on the first decision made here, `onFallback(false)` as soon
+ * as Redis is back (the client reconnected, or any user of the breaker had an answer), or on the
  * next decision Redis makes.
  *
  * A Redis that hangs instead of closing the connection makes each command wait for the client's
@@ -159,6 +164,8 @@ function redisRateLimiter(client: Redis, here: RateLimiter, options: RateLimiter
     degraded = on;
     options.onFallback?.(on);
   }
+  // Redis answers again (a reconnect, or another user's call): the next decision is Redis's.
+  breaker.onRecovered(() => setDegraded(false));
 
   const redisKeys = (requests: readonly LimitRequest[]) =>
     requests.map((request) => `${prefix}:${request.name}:${windowOf(request)}:${request.key}`);

@@ -57,6 +57,25 @@ describe("RedisBreaker", () => {
     expect(await breaker.run(answers, around)).toBe("redis");
   });
 
+  it("tells its listeners when a rest ends, by a reconnect or an answer, once per rest", async () => {
+    vi.useFakeTimers({ now: 0 });
+    const client = new EventEmitter();
+    const breaker = new RedisBreaker(client, 100);
+    const recovered = vi.fn();
+    breaker.onRecovered(recovered);
+    client.emit("ready");
+    expect(await breaker.run(answers, around)).toBe("redis");
+    expect(recovered).not.toHaveBeenCalled();
+    await expect(breaker.run(fails, around)).rejects.toThrow();
+    client.emit("ready");
+    client.emit("ready");
+    expect(recovered).toHaveBeenCalledOnce();
+    await expect(breaker.run(fails, around)).rejects.toThrow();
+    vi.setSystemTime(100);
+    expect(await breaker.run(answers, around)).toBe("redis");
+    expect(recovered).toHaveBeenCalledTimes(2);
+  });
+
   it("a call that learned nothing leaves the state as it was, and frees the probe", () => {
     vi.useFakeTimers({ now: 0 });
     const breaker = new RedisBreaker(new EventEmitter(), 100);

@@ -15,20 +15,28 @@ export class RedisBreaker {
   /** While non-zero, Redis failed and calls go around it until then. */
   private restUntil = 0;
   private probing = false;
+  private readonly recoveryListeners: Array<() => void> = [];
 
   constructor(
     /** The Redis client (only its `ready` event is used). */
     client: { on(event: "ready", listener: () => void): unknown },
     private readonly restMs = 2_000,
   ) {
-    client.on("ready", () => {
-      this.restUntil = 0;
-    });
+    client.on("ready", () => this.recover());
   }
 
   /** Whether Redis failed lately and has not answered since. */
   get resting(): boolean {
     return this.restUntil !== 0;
+  }
+
+  /**
+   * Calls `listener` each time a rest ends: the client reconnected, or a call (of any user) had an
+   * answer from Redis. A user that reports its own fallback (the rate limits' degraded gauge) stops
+   * reporting it here, not at its own next call, which may be long in coming.
+   */
+  onRecovered(listener: () => void): void {
+    this.recoveryListeners.push(listener);
   }
 
   /** Decides how a call goes; a `probe` must be followed by `leave`, once. */
@@ -43,7 +51,14 @@ export class RedisBreaker {
   leave(pass: RedisPass, answered: boolean | undefined): void {
     if (pass === "probe") this.probing = false;
     if (pass === "rest" || answered === undefined) return;
-    this.restUntil = answered ? 0 : Date.now() + this.restMs;
+    if (answered) this.recover();
+    else this.restUntil = Date.now() + this.restMs;
+  }
+
+  private recover(): void {
+    if (this.restUntil === 0) return;
+    this.restUntil = 0;
+    for (const listener of this.recoveryListeners) listener();
   }
 
   /**

@@ -2,29 +2,116 @@ import type { Redis } from "ioredis";
 import { afterEach, describe, expect, it } from "vitest";
 // In CI (CI=true) an unreachable Redis makes this import throw, so the suite fails instead of skipping.
 import { redisAvailable, redisUrl } from "../../test/support/services.js";
-import { createRedisClient } from "./redis-client.js";
+import { startTcpProxy } from "../../test/support/tcp-proxy.js";
+import { createRedisClient, RedisSetupError } from "./redis-client.js";
+
+const made: Redis[] = [];
+const closers: Array<() => Promise<void>> = [];
+afterEach(async () => {
+  for (const client of made.splice(0)) client.disconnect();
+  for (const close of closers.splice(0)) await close();
+});
+
+async function client(url: string, errors?: Error[]): Promise<Redis> {
+  const built = await createRedisClient(url, { onError: (error) => errors?.push(error) });
+  made.push(built);
+  return built;
+}
+
+async function proxy() {
+  const started = await startTcpProxy(6379);
+  closers.push(started.close);
+  return started;
+}
+
+/** Polls `check` every 50 ms until it holds or `ms` passed; says whether it held. */
+async function eventually(check: () => Promise<boolean>, ms: number): Promise<boolean> {
+  const deadline = Date.now() + ms;
+  while (Date.now() < deadline) {
+    if (await check().catch(() => false)) return true;
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+  return false;
+}
 
 describe("createRedisClient's first connection", () => {
-  const made: Redis[] = [];
-  afterEach(() => {
-    for (const client of made.splice(0)) client.disconnect();
-  });
-
   it.skipIf(!redisAvailable)(
     "answers commands as soon as it is built (no offline queue to hide a connect)",
     async () => {
-      const client = await createRedisClient(redisUrl);
-      made.push(client);
-      expect(client.status).toBe("ready");
-      expect(await client.ping()).toBe("PONG");
+      const built = await client(redisUrl);
+      expect(built.status).toBe("ready");
+      expect(await built.ping()).toBe("PONG");
+      expect(built.options.keepAlive).toBeGreaterThan(0);
     },
   );
 
   it("does not wait for a Redis that refuses connections", async () => {
     const started = performance.now();
-    const client = await createRedisClient("redis://127.0.0.1:1");
-    made.push(client);
+    const built = await client("redis://127.0.0.1:1");
     expect(performance.now() - started).toBeLessThan(900);
-    await expect(client.ping()).rejects.toThrow();
+    await expect(built.ping()).rejects.toThrow();
+  });
+
+  it.skipIf(!redisAvailable)(
+    "refuses a database index the server does not have, instead of using database 0",
+    async () => {
+      const started = createRedisClient(`${redisUrl}/99`);
+      await expect(started).rejects.toThrow(RedisSetupError);
+      await expect(started).rejects.toThrow(/SELECT 99 .*DB index is out of range/);
+    },
+  );
+
+  it.skipIf(!redisAvailable)(
+    "refuses a user and password Redis does not accept, never naming the password",
+    async () => {
+      const started = createRedisClient("redis://sluice-test-nobody:not-the-password@127.0.0.1:6379");
+      await expect(started).rejects.toThrow(/AUTH .*WRONGPASS/);
+      await expect(started).rejects.not.toThrow(/not-the-password/);
+    },
+  );
+
+  it.skipIf(!redisAvailable)(
+    "drops a later connection whose SELECT Redis refuses (Redis was down at start) rather than use database 0",
+    async () => {
+      const tcp = await proxy();
+      tcp.cut();
+      const errors: Error[] = [];
+      const built = await client(`redis://127.0.0.1:${tcp.port}/99`, errors);
+      tcp.restore();
+      const refused = await eventually(
+        async () => errors.some((error) => /DB index is out of range/.test(error.message)),
+        3_000,
+      );
+      expect(refused).toBe(true);
+      // Never used on database 0: every command fails.
+      const keys = Array.from({ length: 10 }, (_, attempt) => `sluice-test:db99:${attempt}`);
+      try {
+        for (const key of keys) {
+          await expect(built.set(key, "x")).rejects.toThrow();
+          await new Promise((resolve) => setTimeout(resolve, 30));
+        }
+      } finally {
+        await (await client(redisUrl)).del(...keys);
+      }
+    },
+  );
+});
+
+describe.skipIf(!redisAvailable)("a connection that goes silent", () => {
+  it("is replaced once: Redis answers again on a new connection within a few seconds", async () => {
+    const tcp = await proxy();
+    const errors: Error[] = [];
+    const built = await client(`redis://127.0.0.1:${tcp.port}`, errors);
+    expect(await built.ping()).toBe("PONG");
+    const before = tcp.connections();
+    tcp.stall();
+    // Several commands time out on the silent socket together: one replacement, not one per command.
+    const stalled = await Promise.allSettled([built.ping(), built.ping(), built.ping()]);
+    expect(stalled.map((result) => result.status)).toEqual(["rejected", "rejected", "rejected"]);
+    expect(await eventually(async () => (await built.ping()) === "PONG", 4_000)).toBe(true);
+    expect(tcp.connections()).toBe(before + 1);
+    expect(errors.map((error) => error.message)).toContain(
+      "Redis did not answer within 500 ms: connection replaced",
+    );
   });
 });

@@ -1,6 +1,19 @@
-import type { Redis } from "ioredis";
+import type { Command, Redis } from "ioredis";
 
 const connectTimeoutMs = 1_000;
+const commandTimeoutMs = 500;
+
+/** The commands ioredis sends itself to set a connection up (user and password, database, ready check). */
+const setupCommands: ReadonlySet<string> = new Set(["auth", "hello", "select", "info"]);
+
+/**
+ * Redis refused to set the first connection up as the URL asks (a wrong user or password, a
+ * database index the server does not have): a configuration error, not an outage. The message
+ * never carries the password.
+ */
+export class RedisSetupError extends Error {
+  override name = "RedisSetupError";
+}
 
 /**
  * A Redis client built to fail fast, as limits need (`ioredis` is loaded only when Redis is
@@ -9,6 +22,13 @@ const connectTimeoutMs = 1_000;
  * - no retry of a command whose connection dropped (`maxRetriesPerRequest: 0`) and no replay of it
  *   after a reconnect: it fails at once, and a counter increment replayed later would count twice;
  * - short connect and command timeouts, so a Redis that hangs costs at most half a second;
+ * - a connection that goes silent is replaced: ioredis's command timeout fails the command but keeps
+ *   the socket, and only a closed socket makes it reconnect, so a connection whose peer stopped
+ *   answering (a black-holed path) would time out every command forever while a new connection
+ *   would work. The first command that times out on a socket destroys that socket (once: later
+ *   timeouts find it destroyed), and the client reconnects; TCP keepalive also notices an idle
+ *   connection whose peer vanished. A Redis that is only slow (a long script elsewhere) costs a
+ *   reconnect too, which is cheap next to the timeouts it already caused;
  * - connects at once (`lazyConnect: false`) and reconnects forever with a capped backoff;
  * - an 'error' listener, so a lost Redis never crashes the process (ioredis emits 'error' on every
  *   failed reconnect, and an 'error' event without a listener would throw).
@@ -17,33 +37,83 @@ const connectTimeoutMs = 1_000;
  * an offline queue, commands sent while still connecting fail, so a gateway serving at once would
  * answer its first requests as if Redis were down (single-use device tokens refused with 503,
  * limits per instance). A Redis that is down still costs no wait beyond its first failure.
+ * Rejects with `RedisSetupError` when Redis refuses the first connection's setup (AUTH, SELECT):
+ * ioredis would otherwise report a connection whose SELECT failed as ready, on database 0. A later
+ * connection whose SELECT is refused is dropped (and retried) rather than used on database 0.
  */
 export async function createRedisClient(
   url: string,
   options: { onError?: (error: Error) => void } = {},
 ): Promise<Redis> {
   const { Redis: RedisClient } = await import("ioredis");
-  const client = new RedisClient(url, {
+  const client = new (replacingSilentConnections(RedisClient))(url, {
     lazyConnect: false,
     enableOfflineQueue: false,
     maxRetriesPerRequest: 0,
     autoResendUnfulfilledCommands: false,
     connectTimeout: connectTimeoutMs,
-    commandTimeout: 500,
+    commandTimeout: commandTimeoutMs,
+    keepAlive: 10_000,
     retryStrategy: (attempt) => Math.min(100 * 2 ** attempt, 2_000),
   });
-  client.on("error", (error: Error) => options.onError?.(error));
-  await firstConnection(client, connectTimeoutMs);
+  client.on("error", (error: Error) => {
+    if (refusedCommand(error) === "select") client.stream?.destroy();
+    options.onError?.(error);
+  });
+  const refused = await firstConnection(client, connectTimeoutMs);
+  if (refused) {
+    client.disconnect();
+    throw new RedisSetupError(setupRefusal(refused, client.options.db));
+  }
   return client;
 }
 
-function firstConnection(client: Redis, timeoutMs: number): Promise<void> {
+/** The Redis class with every command watched for a timeout that leaves its socket silent. */
+function replacingSilentConnections(Base: typeof Redis): typeof Redis {
+  return class extends Base {
+    override sendCommand(command: Command, stream?: Parameters<Redis["sendCommand"]>[1]): unknown {
+      // The socket the command is written to; by the time it times out, the client may have another.
+      const socket = this.stream;
+      const sent = super.sendCommand(command, stream);
+      command.promise.catch((error: unknown) => {
+        if (!socket || socket.destroyed || !(error instanceof Error)) return;
+        if (error.message === "Command timed out")
+          socket.destroy(
+            new Error(`Redis did not answer within ${commandTimeoutMs} ms: connection replaced`),
+          );
+      });
+      return sent;
+    }
+  };
+}
+
+/** The setup command a reply error answered, e.g. "select"; undefined for any other error. */
+function refusedCommand(error: Error): string | undefined {
+  if (error.name !== "ReplyError") return undefined;
+  const name = (error as Error & { command?: { name?: unknown } }).command?.name;
+  return typeof name === "string" && setupCommands.has(name.toLowerCase()) ? name.toLowerCase() : undefined;
+}
+
+/** What Redis refused, in words that never include the password (AUTH's arguments). */
+function setupRefusal(error: Error, db: number | undefined): string {
+  const command = refusedCommand(error);
+  const what =
+    command === "select"
+      ? `SELECT ${db ?? "?"} (the database index in the URL)`
+      : command === "auth" || command === "hello"
+        ? "AUTH (the user and password in the URL)"
+        : "the connection (a password may be required)";
+  return `Redis refused ${what}: ${error.message}`;
+}
+
+/** Waits for the first connection to be ready, fail or time out; returns a setup refusal, if any. */
+function firstConnection(client: Redis, timeoutMs: number): Promise<Error | undefined> {
   const events = ["ready", "error", "end"] as const;
   return new Promise((resolve) => {
-    const settle = () => {
+    const settle = (error?: unknown) => {
       clearTimeout(timer);
       for (const event of events) client.off(event, settle);
-      resolve();
+      resolve(error instanceof Error && refusedCommand(error) ? error : undefined);
     };
     const timer = setTimeout(settle, timeoutMs);
     for (const event of events) client.once(event, settle);

@@ -36,7 +36,7 @@ describe.skipIf(!postgresAvailable)("proxied calls while PostgreSQL hangs", () =
     };
     try {
       expect((await call()).status).toBe(200);
-      proxy.hang();
+      proxy.stall({ newConnections: true });
       // Past the records' TTL and the spend figure's refresh: every one of them is read again.
       const deadline = Date.now() + 6500;
       const answers: Array<{ status: number; ms: number }> = [];

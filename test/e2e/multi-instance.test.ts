@@ -43,6 +43,40 @@ async function startInstance(env: Record<string, string>): Promise<Instance> {
   return { url, child, output, exit };
 }
 
+/** Polls `check` every 100 ms until it holds or `ms` passed; says whether it held. */
+async function eventually(check: () => Promise<boolean>, ms: number): Promise<boolean> {
+  const deadline = Date.now() + ms;
+  while (Date.now() < deadline) {
+    if (await check().catch(() => false)) return true;
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
+  return false;
+}
+
+describe.skipIf(!redisAvailable)("a REDIS_URL Redis refuses", () => {
+  const dataDirs: string[] = [];
+  afterAll(() => {
+    for (const dir of dataDirs) rmSync(dir, { recursive: true, force: true });
+  });
+  const start = (redisUrl: string) => {
+    const dataDir = mkdtempSync(join(tmpdir(), "sluice-instance-"));
+    dataDirs.push(dataDir);
+    return startInstance({ SLUICE_DATA_DIR: dataDir, REDIS_URL: redisUrl });
+  };
+
+  it("stops the start when the URL names a database the server does not have", async () => {
+    await expect(start("redis://127.0.0.1:6379/99")).rejects.toThrow(
+      /exited with 1:[\s\S]*sluice failed to start: Invalid configuration:\n {2}REDIS_URL: Redis refused SELECT 99 .*DB index is out of range/,
+    );
+  }, 30_000);
+
+  it("stops the start on a user and password Redis refuses, never printing the password", async () => {
+    const started = start("redis://sluice-test-nobody:not-the-password@127.0.0.1:6379");
+    await expect(started).rejects.toThrow(/REDIS_URL: Redis refused AUTH .*WRONGPASS/);
+    await expect(started).rejects.not.toThrow(/not-the-password/);
+  }, 30_000);
+});
+
 describe.skipIf(!postgresAvailable || !redisAvailable)(
   "several gateway processes on shared PostgreSQL and Redis",
   () => {
@@ -90,6 +124,15 @@ describe.skipIf(!postgresAvailable || !redisAvailable)(
         headers: { authorization: `Bearer ${adminToken}`, "content-type": "application/json" },
         ...(body === undefined ? {} : { body: JSON.stringify(body) }),
       });
+
+    /** Redis is ok in /health and the instance no longer reports per-instance limits. */
+    async function redisHealthy(instance: Instance): Promise<boolean> {
+      const health = (await (await fetch(`${instance.url}/health`)).json()) as {
+        checks: { redis: { status: string } };
+      };
+      const metrics = await (await fetch(`${instance.url}/metrics`)).text();
+      return health.checks.redis.status === "ok" && !/sluice_degraded\{component="redis"\} 1/.test(metrics);
+    }
 
     async function project(perMinute: number) {
       const created = (await (
@@ -176,6 +219,21 @@ describe.skipIf(!postgresAvailable || !redisAvailable)(
       } finally {
         redisProxy.restore();
       }
+      // Back to shared limits once Redis is back, without waiting for a request to reach the limits.
+      expect(await eventually(async () => redisHealthy(one), 10_000)).toBe(true);
+    }, 30_000);
+
+    it("replaces Redis connections that go silent: limits are shared again within seconds", async () => {
+      const target = await project(10);
+      // The open connections stop passing anything on; new connections get through.
+      redisProxy.stall();
+      const during = [await call(one, target), await call(two, target)];
+      expect(during.map((response) => response.status)).toEqual([200, 200]);
+      expect(await eventually(async () => (await redisHealthy(one)) && redisHealthy(two), 8_000)).toBe(true);
+      // Decided in Redis again: the two calls above were counted on their instances only.
+      const responses = [];
+      for (let index = 0; index < 20; index++) responses.push(await call(index % 2 ? one : two, target));
+      expect(responses.filter((response) => response.status === 200)).toHaveLength(10);
     }, 30_000);
 
     it("reports usage that matches the requests made, from either instance", async () => {

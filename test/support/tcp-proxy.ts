@@ -5,33 +5,39 @@ import { connect, createServer, type Server, type Socket } from "node:net";
  * A TCP proxy in front of a local service, to cut and restore it in a test without stopping the
  * shared service other tests use: `cut()` drops every connection and refuses new ones; `stall()`
  * keeps the connections open but passes nothing on any more (a service that hangs), keeping what
- * clients send meanwhile for `stalledText()`; `hang()` also holds new connections that way, open
- * and unanswered (a server that stopped answering), until `restore()` lets new ones through again.
+ * clients send meanwhile for `stalledText()`. A connection made after `stall()` passes through (a
+ * path that went silent while a new one works), unless `stall({ newConnections: true })` (a service
+ * that hangs altogether: new connections are accepted and stalled too); `connections()` counts
+ * the connections made to it (refused ones too).
  */
 export async function startTcpProxy(targetPort: number): Promise<{
   port: number;
   cut(): void;
-  stall(): void;
-  hang(): void;
+  stall(options?: { newConnections?: boolean }): void;
   stalledText(): string;
+  connections(): number;
   restore(): void;
   close(): Promise<void>;
 }> {
   const sockets = new Set<Socket>();
   const pairs = new Set<[Socket, Socket]>();
   let open = true;
-  let holding = false;
   let stalled = "";
+  let accepted = 0;
+  let stallNew = false;
+  const keepStalled = (client: Socket) =>
+    client.on("data", (chunk: Buffer) => (stalled += chunk.toString("latin1"))).resume();
   const server: Server = createServer((client) => {
+    accepted++;
     if (!open) {
       client.destroy();
       return;
     }
-    if (holding) {
+    if (stallNew) {
       sockets.add(client);
       client.on("close", () => sockets.delete(client));
       client.on("error", () => client.destroy());
-      client.on("data", (chunk: Buffer) => (stalled += chunk.toString("latin1")));
+      keepStalled(client);
       return;
     }
     const upstream = connect(targetPort, "127.0.0.1");
@@ -49,28 +55,25 @@ export async function startTcpProxy(targetPort: number): Promise<{
     client.on("close", () => pairs.delete(pair));
   });
   await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
-  function stall(): void {
-    for (const [client, upstream] of pairs) {
-      client.unpipe(upstream);
-      upstream.unpipe(client);
-      client.on("data", (chunk: Buffer) => (stalled += chunk.toString("latin1"))).resume();
-    }
-  }
   return {
     port: (server.address() as AddressInfo).port,
     cut() {
       open = false;
       for (const socket of sockets) socket.destroy();
     },
-    stall,
-    hang() {
-      holding = true;
-      stall();
+    stall(options = {}) {
+      stallNew = options.newConnections ?? false;
+      for (const [client, upstream] of pairs) {
+        client.unpipe(upstream);
+        upstream.unpipe(client);
+        keepStalled(client);
+      }
     },
     stalledText: () => stalled,
+    connections: () => accepted,
     restore() {
       open = true;
-      holding = false;
+      stallNew = false;
     },
     async close() {
       open = false;
