@@ -211,6 +211,19 @@ for (const backend of backends) {
   });
 }
 
+/** A Redis limiter whose connection passes through a TCP proxy the test can cut, and its fallback events. */
+async function limiterBehindProxy() {
+  const proxy = await startTcpProxy(6379);
+  const events: boolean[] = [];
+  const client = await readyClient(`redis://127.0.0.1:${proxy.port}`);
+  const limiter = createRateLimiter({
+    redis: client,
+    keyPrefix: nextPrefix(),
+    onFallback: (on) => events.push(on),
+  });
+  return { proxy, client, limiter, events };
+}
+
 describe.skipIf(!redisAvailable)("rate limiter on Redis", () => {
   it("shares one count between instances: exactly the limit is allowed", async () => {
     const keyPrefix = nextPrefix();
@@ -337,15 +350,8 @@ describe.skipIf(!redisAvailable)("rate limiter on Redis", () => {
   });
 
   it("says when Redis answers again, and counts in Redis again", async () => {
-    const proxy = await startTcpProxy(6379);
+    const { proxy, client, limiter, events } = await limiterBehindProxy();
     try {
-      const events: boolean[] = [];
-      const client = await readyClient(`redis://127.0.0.1:${proxy.port}`);
-      const limiter = createRateLimiter({
-        redis: client,
-        keyPrefix: nextPrefix(),
-        onFallback: (on) => events.push(on),
-      });
       expect((await consume(limiter, "project", "flap", 3)).remaining).toBe(2);
 
       proxy.cut();
@@ -364,15 +370,8 @@ describe.skipIf(!redisAvailable)("rate limiter on Redis", () => {
   });
 
   it("stops reporting the fallback as soon as Redis is back, before any decision", async () => {
-    const proxy = await startTcpProxy(6379);
+    const { proxy, client, limiter, events } = await limiterBehindProxy();
     try {
-      const events: boolean[] = [];
-      const client = await readyClient(`redis://127.0.0.1:${proxy.port}`);
-      const limiter = createRateLimiter({
-        redis: client,
-        keyPrefix: nextPrefix(),
-        onFallback: (on) => events.push(on),
-      });
       proxy.cut();
       await consume(limiter, "project", "back", 3);
       expect([limiter.degraded(), events]).toEqual([true, [true]]);

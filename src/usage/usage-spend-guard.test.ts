@@ -17,6 +17,18 @@ function pendingSpend() {
 
 const settle = () => new Promise((resolve) => setImmediate(resolve));
 
+/** A guard whose first read of p1's month answered `spend`, on a clock the test moves (refresh: 1 s). */
+async function guardAfterFirstRead(spend: number) {
+  const { usage, reads } = pendingSpend();
+  const clock = { now: new Date("2026-11-15T00:00:00.000Z") };
+  const guard = createSpendGuard({ usage, now: () => clock.now, refreshMs: 1000 });
+  const first = guard.monthToDate("p1");
+  await settle();
+  reads[0]?.(spend);
+  expect(await first).toBe(spend);
+  return { guard, reads, clock };
+}
+
 describe("spend guard", () => {
   it("asks the database once when several requests find the figure stale at the same time", async () => {
     const { usage, reads } = pendingSpend();
@@ -29,14 +41,8 @@ describe("spend guard", () => {
   });
 
   it("keeps a cost added on this instance while the figure was being read", async () => {
-    const { usage, reads } = pendingSpend();
-    let now = new Date("2026-11-15T00:00:00.000Z");
-    const guard = createSpendGuard({ usage, now: () => now, refreshMs: 1000 });
-    const first = guard.monthToDate("p1");
-    await settle();
-    reads[0]?.(5);
-    expect(await first).toBe(5);
-    now = new Date("2026-11-15T00:00:02.000Z");
+    const { guard, reads, clock } = await guardAfterFirstRead(5);
+    clock.now = new Date("2026-11-15T00:00:02.000Z");
     const second = guard.monthToDate("p1");
     await settle();
     // Its row is still queued, so the read below cannot see it.
@@ -46,19 +52,15 @@ describe("spend guard", () => {
   });
 
   it("reads again when a row is reported written while the read ran, so its cost is not counted twice", async () => {
-    const { usage, reads } = pendingSpend();
-    let now = new Date("2026-11-15T00:00:00.000Z");
-    const guard = createSpendGuard({ usage, now: () => now, refreshMs: 1000 });
-    const first = guard.monthToDate("p1");
-    await settle();
-    reads[0]?.(0);
-    expect(await first).toBe(0);
+    const { guard, reads, clock } = await guardAfterFirstRead(0);
     guard.add("p1", 6);
-    now = new Date("2026-11-15T00:00:02.000Z");
+    clock.now = new Date("2026-11-15T00:00:02.000Z");
     const second = guard.monthToDate("p1");
     await settle();
     // The row commits before the read's snapshot, and its acknowledgement comes while the read runs.
-    guard.written([usageRow("req_1", { project_id: "p1", cost_usd: 6, created_at: now.toISOString() })]);
+    guard.written([
+      usageRow("req_1", { project_id: "p1", cost_usd: 6, created_at: clock.now.toISOString() }),
+    ]);
     reads[1]?.(6);
     await settle();
     expect(reads).toHaveLength(3);
@@ -67,14 +69,8 @@ describe("spend guard", () => {
   });
 
   it("judges on the last known figure after reloadWaitMs while the read hangs, then on the new one", async () => {
-    const { usage, reads } = pendingSpend();
-    let now = new Date("2026-11-15T00:00:00.000Z");
-    const guard = createSpendGuard({ usage, now: () => now, refreshMs: 1000 });
-    const first = guard.monthToDate("p1");
-    await settle();
-    reads[0]?.(5);
-    expect(await first).toBe(5);
-    now = new Date("2026-11-15T00:00:02.000Z");
+    const { guard, reads, clock } = await guardAfterFirstRead(5);
+    clock.now = new Date("2026-11-15T00:00:02.000Z");
     const started = performance.now();
     expect(await guard.monthToDate("p1")).toBe(5);
     expect(performance.now() - started).toBeLessThan(reloadWaitMs + 200);

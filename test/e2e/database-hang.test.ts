@@ -1,8 +1,7 @@
 import { describe, expect, it } from "vitest";
-import { type FakeUpstream, startFakeUpstream } from "../fakes/fake-upstream.js";
-import { createPostgresSchema, postgresAvailable } from "../support/services.js";
-import { startTcpProxy } from "../support/tcp-proxy.js";
-import { createTestProject, startTestGateway } from "../support/test-gateway.js";
+import { startProxiedPostgresGateway } from "../support/proxied-postgres-gateway.js";
+import { postgresAvailable } from "../support/services.js";
+import { createTestProject } from "../support/test-gateway.js";
 
 /**
  * A PostgreSQL that stops answering without closing its connections (a stalled network path, a
@@ -12,14 +11,7 @@ import { createTestProject, startTestGateway } from "../support/test-gateway.js"
  */
 describe.skipIf(!postgresAvailable)("proxied calls while PostgreSQL hangs", () => {
   it("serves a project that was working from what it knew, without waiting for the query timeout", async () => {
-    const schema = await createPostgresSchema();
-    const proxy = await startTcpProxy(5432);
-    const fake: FakeUpstream = await startFakeUpstream();
-    const sluice = await startTestGateway({
-      databaseUrl: schema.url.replace("127.0.0.1:5432", `127.0.0.1:${proxy.port}`),
-      providerABaseUrl: `${fake.url}/a/v1`,
-      projectCacheTtlMs: 300,
-    });
+    const { proxy, sluice, close } = await startProxiedPostgresGateway({ projectCacheTtlMs: 300 });
     const project = await createTestProject(sluice.gateway, { monthlySpendCapUsd: 100 });
     const call = async () => {
       const started = performance.now();
@@ -49,11 +41,7 @@ describe.skipIf(!postgresAvailable)("proxied calls while PostgreSQL hangs", () =
       // Held up to the reload wait for each record it reads again, never for the query timeout.
       expect(Math.max(...answers.map((answer) => answer.ms))).toBeLessThan(2000);
     } finally {
-      proxy.cut();
-      await sluice.close();
-      await fake.close();
-      await proxy.close();
-      await schema.drop();
+      await close();
     }
   }, 30_000);
 });

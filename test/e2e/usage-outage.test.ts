@@ -1,18 +1,12 @@
 import pg from "pg";
 import { describe, expect, it } from "vitest";
-import { type FakeUpstream, startFakeUpstream } from "../fakes/fake-upstream.js";
-import { createPostgresSchema, postgresAvailable } from "../support/services.js";
-import { startTcpProxy } from "../support/tcp-proxy.js";
-import { createTestProject, startTestGateway } from "../support/test-gateway.js";
+import { startProxiedPostgresGateway } from "../support/proxied-postgres-gateway.js";
+import { postgresAvailable } from "../support/services.js";
+import { createTestProject } from "../support/test-gateway.js";
 
 describe.skipIf(!postgresAvailable)("usage rows survive a database outage", () => {
   it("loses and duplicates no usage row when PostgreSQL drops out during load", async () => {
-    const schema = await createPostgresSchema();
-    const proxy = await startTcpProxy(5432);
-    const fake: FakeUpstream = await startFakeUpstream();
-    const sluice = await startTestGateway({
-      databaseUrl: schema.url.replace("127.0.0.1:5432", `127.0.0.1:${proxy.port}`),
-      providerABaseUrl: `${fake.url}/a/v1`,
+    const { schema, proxy, sluice, close } = await startProxiedPostgresGateway({
       rateLimitProjectPerMinute: 100_000,
       rateLimitIpPerMinute: 100_000,
       usageFlushIntervalMs: 20,
@@ -69,10 +63,7 @@ describe.skipIf(!postgresAvailable)("usage rows survive a database outage", () =
       expect(rows.map((row) => row.request_id).sort()).toEqual([...ids].sort());
       expect(ids.length).toBeGreaterThan(200);
     } finally {
-      await sluice.close();
-      await proxy.close();
-      await fake.close();
-      await schema.drop();
+      await close();
     }
   }, 60_000);
 });
