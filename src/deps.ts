@@ -216,7 +216,11 @@ export async function createGateway(config: Config, injected: Partial<Injectable
         })
       : localVault;
 
-  const checks: HealthCheck[] = [{ name: "database", required: true, ping: database.ping }];
+  // While the database is down, an instance that holds projects serves their calls from memory
+  // (degraded); one that holds none can authenticate no one (unavailable).
+  const checks: HealthCheck[] = [
+    { name: "database", required: () => !directory.holdsProjects(), ping: database.ping },
+  ];
   if (redis) checks.push({ name: "redis", required: false, ping: async () => void (await redis.ping()) });
 
   const startedAt = Date.now();

@@ -187,6 +187,14 @@ export function createCredentialDirectory(deps: CredentialDirectoryDeps) {
         if (entry && entry.at < oldest) oldest = entry.at;
       return oldest;
     },
+    /**
+     * Whether any project's record is held, fresh or not: its callers can be served from memory
+     * while the database is down (stale-if-error). /health asks, to tell degraded from unavailable.
+     */
+    holdsProjects(): boolean {
+      for (const entry of projects.values()) if (entry.settled?.value) return true;
+      return false;
+    },
     /** Changes whenever anything is invalidated, so caches built on this one know to drop entries. */
     generation: () => generation,
     ttlMs: deps.ttlMs,

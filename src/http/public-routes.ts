@@ -14,8 +14,11 @@ import { sendBytes, sendJson } from "./send.js";
 
 export interface HealthCheck {
   name: string;
-  /** Required checks make the gateway unable to serve when they fail (503); others only degrade it. */
-  required: boolean;
+  /**
+   * Whether the gateway cannot serve while this check fails (503); otherwise a failure only degrades
+   * it. Asked at each check when a function (the database is needed only while nothing is cached).
+   */
+  required: boolean | (() => boolean);
   ping(): Promise<void>;
 }
 
@@ -151,7 +154,7 @@ async function runCheck(
   }
   return {
     name: check.name,
-    required: check.required,
+    required: typeof check.required === "function" ? check.required() : check.required,
     status,
     latencyMs: Math.round((performance.now() - started) * 100) / 100,
   };

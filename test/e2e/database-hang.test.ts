@@ -44,4 +44,36 @@ describe.skipIf(!postgresAvailable)("proxied calls while PostgreSQL hangs", () =
       await close();
     }
   }, 30_000);
+
+  it("says degraded (200) while PostgreSQL is down if it holds projects to serve, unavailable (503) if it holds none", async () => {
+    const { proxy, sluice, close } = await startProxiedPostgresGateway();
+    const health = async () => {
+      const response = await fetch(`${sluice.url}/health`);
+      const body = (await response.json()) as { status: string; checks: { database: { status: string } } };
+      return { code: response.status, status: body.status, database: body.checks.database.status };
+    };
+    try {
+      const project = await createTestProject(sluice.gateway);
+      proxy.cut();
+      // Nothing read yet: no caller could be authenticated.
+      expect(await health()).toEqual({ code: 503, status: "unavailable", database: "down" });
+      proxy.restore();
+      const call = () =>
+        fetch(`${sluice.url}/v1/provider-a/${project.projectId}/chat/completions`, {
+          method: "POST",
+          headers: {
+            authorization: `Bearer ${project.bearer("provider-a")}`,
+            "content-type": "application/json",
+          },
+          body: JSON.stringify({ model: "gpt-4o-mini", messages: [] }),
+        });
+      expect((await call()).status).toBe(200);
+      proxy.cut();
+      expect(await health()).toEqual({ code: 200, status: "degraded", database: "down" });
+      expect((await call()).status).toBe(200);
+      proxy.restore();
+    } finally {
+      await close();
+    }
+  }, 30_000);
 });
