@@ -11,6 +11,7 @@ import { type DecompressingMeter, decompressingMeter } from "./decompressing-met
 import { type GeneratedImages, generatedImages } from "./generated-images.js";
 import { clientResponseHeaders, upstreamQuery, upstreamRequestHeaders } from "./header-policy.js";
 import { ImageListScanner, withImageList } from "./image-list-scanner.js";
+import { ImageStreamEvents } from "./image-stream-events.js";
 import { createUsageMeter, type MeterReading, type UsageMeter } from "./usage-meter.js";
 
 export interface UpstreamTimeouts {
@@ -56,7 +57,7 @@ export interface ForwardResult {
    * then are not in `usage` (they are recorded once, on a row of their own).
    */
   backgroundRun: BackgroundRun | null;
-  /** An image generation's successful (2xx) JSON answer: the images it holds; else null. */
+  /** An image generation's successful (2xx) answer, JSON or streamed: the images it holds; else null. */
   images: GeneratedImages | null;
 }
 
@@ -211,7 +212,7 @@ class ProxyExchange implements Dispatcher.DispatchHandler {
     private readonly metering: Metering | null,
     /** The call asked for a stream sent as one JSON document (provider C's JSON array). */
     private readonly jsonStream: boolean,
-    /** An image generation: a successful JSON answer's images are counted too. */
+    /** An image generation: a successful answer's images are counted too (JSON, or provider A's stream). */
     private readonly imageCall: ImageCall | null,
     private readonly response: ServerResponse,
     private readonly ownHeaders: Record<string, string>,
@@ -283,8 +284,11 @@ class ProxyExchange implements Dispatcher.DispatchHandler {
         contentType: head.contentType,
         responses: this.metering === "tokens" ? undefined : this.metering,
       });
-      if (this.imageCall !== null && statusCode < 300 && !sse)
-        meter = withImageList(meter, new ImageListScanner(this.imageCall.list, this.imageCall.imageKeys));
+      if (this.imageCall !== null && statusCode < 300)
+        meter = withImageList(
+          meter,
+          sse ? new ImageStreamEvents() : new ImageListScanner(this.imageCall.list, this.imageCall.imageKeys),
+        );
       // A provider that ignored `accept-encoding: identity`: usage is read through a decompressor,
       // while the client still gets the provider's bytes and its content-encoding.
       this.meter = head.contentEncoding === "" ? meter : decompressingMeter(meter, head.contentEncoding);

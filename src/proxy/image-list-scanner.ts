@@ -169,7 +169,10 @@ export class ImageListScanner {
  * The meter of an image generation's answer: the usage meter's reading (the answer's tokens) and
  * the scanner's, from the same chunks. Only image calls are metered through it.
  */
-export function withImageList(meter: UsageMeter, scanner: ImageListScanner): UsageMeter {
+export function withImageList(
+  meter: UsageMeter,
+  scanner: { push(chunk: Buffer): void; result(): ImageListReading },
+): UsageMeter {
   return {
     push(chunk) {
       meter.push(chunk);

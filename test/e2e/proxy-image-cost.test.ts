@@ -80,6 +80,45 @@ describe("image generation through the proxies", () => {
       expect(row.cost_usd).toBe(0.011);
     });
 
+    it("prices a streamed generation by its completed images, at the size and quality each event names", async () => {
+      const event = (type: string, image: string, extra: Record<string, unknown>) =>
+        `event: ${type}\ndata: ${JSON.stringify({ type, b64_json: image, created_at: 1_763_000_000, ...extra })}\n\n`;
+      const usage = { input_tokens: 12, output_tokens: 4160, total_tokens: 4172 };
+      // An image of 1.5 MB in base64: the event is past the SSE scanner's cap, read from its ends.
+      for (const [bytes, quality, price] of [
+        [2_000, "low", 0.011],
+        [1_500_000, "medium", 0.042],
+      ] as const) {
+        fake.enqueueResponse({
+          status: 200,
+          headers: { "content-type": "text/event-stream" },
+          body:
+            event("image_generation.partial_image", "A".repeat(1_000), { partial_image_index: 0 }) +
+            event("image_generation.completed", "A".repeat(bytes), {
+              size: "1024x1024",
+              quality,
+              background: "opaque",
+              output_format: "png",
+              usage,
+            }),
+        });
+        const { data: stream, response } = await clients.openai.images
+          .generate({ model: "gpt-image-1", prompt: "a cat", stream: true, partial_images: 1 })
+          .withResponse();
+        const types: string[] = [];
+        for await (const streamed of stream) types.push(streamed.type);
+        expect(types).toEqual(["image_generation.partial_image", "image_generation.completed"]);
+        const row = await rowOf(response.headers);
+        expect(row).toMatchObject({
+          model: "gpt-image-1",
+          streamed: 1,
+          input_tokens: 12,
+          output_tokens: 4160,
+        });
+        expect(row.cost_usd).toBe(price);
+      }
+    });
+
     it("prices every image of n > 1 at its size and quality", async () => {
       const { data, response } = await clients.openai.images
         .generate({ model: "gpt-image-1", prompt: "cats", n: 3, size: "1536x1024", quality: "high" })
