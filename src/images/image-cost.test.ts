@@ -46,6 +46,20 @@ describe("image cost, SPEC.md's table row by row", () => {
     [{ provider: "provider-a" as const, model: "gpt-image-1", quality: "low", n: 1 }],
     [{ provider: "provider-a" as const, model: "gpt-image-1", quality: "low", size: "512x512", n: 1 }],
     [{ provider: "provider-a" as const, model: "unknown-model", size: "1024x1024", n: 1 }],
+    // Names every object inherits, from an answer or a request: never a price (NaN would switch the
+    // spend cap off, as a NaN sum is never over it).
+    [{ provider: "provider-a" as const, model: "dall-e-3", size: "constructor", n: 1 }],
+    [{ provider: "provider-a" as const, model: "dall-e-3", size: "__proto__", n: 1 }],
+    [{ provider: "provider-a" as const, model: "gpt-image-1", quality: "toString", size: "1024x1024", n: 1 }],
+    [
+      {
+        provider: "provider-a" as const,
+        model: "gpt-image-1",
+        quality: "constructor",
+        size: "1024x1024",
+        n: 1,
+      },
+    ],
   ])("is unknown (null, never 0) for %j", (input) => {
     expect(imageCost(input)).toEqual({ costUsd: null, unitPriceUsd: null });
   });

@@ -22,10 +22,16 @@ export function imageCost(input: ImageCostInput): { costUsd: number | null; unit
   const table = findModel(input.provider, input.model)?.imagePricing;
   if (!table) return { costUsd: null, unitPriceUsd: null };
   const variant = variantOf(input.model, table, input.quality);
-  const prices = variant ? table[variant] : undefined;
+  const prices = variant && Object.hasOwn(table, variant) ? table[variant] : undefined;
   if (!prices) return { costUsd: null, unitPriceUsd: null };
-  const unit = prices["*"] !== undefined ? prices["*"] : input.size ? prices[input.size] : undefined;
-  if (unit === undefined || unit === null) return { costUsd: null, unitPriceUsd: null };
+  // Own keys only: a size or quality from an answer or a request (`constructor`, `__proto__`) must
+  // not find what every object inherits, which would price the call as NaN.
+  const unit = Object.hasOwn(prices, "*")
+    ? prices["*"]
+    : input.size && Object.hasOwn(prices, input.size)
+      ? prices[input.size]
+      : undefined;
+  if (typeof unit !== "number" || !Number.isFinite(unit)) return { costUsd: null, unitPriceUsd: null };
   return { costUsd: Math.round(unit * input.n * 1e9) / 1e9, unitPriceUsd: unit };
 }
 
@@ -34,7 +40,7 @@ function variantOf(
   table: Record<string, unknown>,
   quality: string | undefined,
 ): string | null {
-  if (table.default) return "default";
+  if (Object.hasOwn(table, "default")) return "default";
   if (model.startsWith("dall-e-3")) return quality === "hd" ? "hd" : "standard";
-  return quality && quality in table ? quality : null;
+  return quality && Object.hasOwn(table, quality) ? quality : null;
 }
