@@ -24,6 +24,8 @@ interface MonthSpend {
   written: number;
   /** The read in flight, shared by every request that finds the figure stale meanwhile. */
   loading?: Promise<void> | undefined;
+  /** The same read as the requests that have a figure wait for it: `reloadWaitMs` at most, then none. */
+  waited?: Promise<void> | undefined;
 }
 
 /**
@@ -79,8 +81,13 @@ export function createSpendGuard(deps: { usage: UsageRepository; now: () => Date
         entry.readAt = deps.now().getTime();
         return;
       }
+    } catch (error) {
+      // The figure it had stands for another refresh period before the next try, as if just read.
+      if (entry.readAt !== Number.NEGATIVE_INFINITY) entry.readAt = deps.now().getTime();
+      throw error;
     } finally {
       entry.loading = undefined;
+      entry.waited = undefined;
     }
   }
 
@@ -90,16 +97,21 @@ export function createSpendGuard(deps: { usage: UsageRepository; now: () => Date
       const now = deps.now();
       const entry = monthOf(projectId, now);
       if (now.getTime() - entry.readAt > refreshMs) {
-        entry.loading ??= refresh(projectId, entry);
-        const known = entry.readAt !== Number.NEGATIVE_INFINITY;
-        try {
-          // With a figure to judge on, a database that hangs holds a request `reloadWaitMs` at most.
-          await (known
-            ? Promise.race([entry.loading, waitMs(reloadWaitMs, undefined, { ref: false })])
-            : entry.loading);
-        } catch (error) {
-          // The database is down: keep judging on the last known figure rather than failing open.
-          if (!known) throw error;
+        // With a figure to judge on, the database is waited for `reloadWaitMs` at most, once for
+        // every request meanwhile: one that hangs does not hold each of them. A failed read leaves
+        // the last known figure to judge on rather than failing open.
+        if (entry.readAt !== Number.NEGATIVE_INFINITY) {
+          if (entry.loading === undefined) {
+            entry.loading = refresh(projectId, entry);
+            entry.waited = Promise.race([
+              entry.loading,
+              waitMs(reloadWaitMs, undefined, { ref: false }),
+            ]).catch(() => {});
+          }
+          await entry.waited;
+        } else {
+          entry.loading ??= refresh(projectId, entry);
+          await entry.loading;
         }
       }
       return entry.base + entry.unread;

@@ -74,6 +74,10 @@ describe("spend guard", () => {
     const started = performance.now();
     expect(await guard.monthToDate("p1")).toBe(5);
     expect(performance.now() - started).toBeLessThan(reloadWaitMs + 200);
+    // Later requests while it still hangs wait no more, and start no read of their own.
+    const later = performance.now();
+    for (let index = 0; index < 4; index++) expect(await guard.monthToDate("p1")).toBe(5);
+    expect(performance.now() - later).toBeLessThan(50);
     expect(reads).toHaveLength(2);
     reads[1]?.(8);
     await settle();
@@ -82,8 +86,10 @@ describe("spend guard", () => {
 
   it("judges on the last known figure while the database is down, and fails without one", async () => {
     let down = false;
+    let reads = 0;
     const usage = fakeUsageRepository({
       spendSince: async () => {
+        reads++;
         if (down) throw connectionRefused();
         return 4;
       },
@@ -95,6 +101,9 @@ describe("spend guard", () => {
     down = true;
     now = new Date("2026-11-15T00:00:05.000Z");
     expect(await guard.monthToDate("p1")).toBe(5);
+    // The failed read is not tried again by every request: the figure stands for a refresh period.
+    expect(await guard.monthToDate("p1")).toBe(5);
+    expect(reads).toBe(2);
     await expect(guard.monthToDate("p2")).rejects.toThrow("ECONNREFUSED");
     now = new Date("2026-12-01T00:00:00.000Z");
     await expect(guard.monthToDate("p1")).rejects.toThrow("ECONNREFUSED");
