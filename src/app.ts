@@ -32,8 +32,6 @@ export interface App {
   answerClientError(error: Error, socket: Duplex): void;
   /** The server's `connect`: CONNECT gets the error envelope (404); Sluice is no forward proxy. */
   answerConnect(request: IncomingMessage, socket: Duplex): void;
-  /** Requests still being answered; graceful shutdown waits for zero. */
-  inFlight(): number;
 }
 
 /** The router with every route registered explicitly, and the request lifecycle. No I/O here. */
@@ -43,7 +41,6 @@ export function createApp(deps: AppDeps): App {
   registerAdminRoutes(router, deps.adminRoutes);
   deps.registerApiRoutes?.(router);
 
-  let active = 0;
   const { logger, metrics } = deps;
   const answering = new WeakSet<Duplex>();
   const corsPolicy = deps.cors ?? null;
@@ -63,7 +60,6 @@ export function createApp(deps: AppDeps): App {
   }
 
   return {
-    inFlight: () => active,
     handle(request, response) {
       const startedAt = performance.now();
       const requestId = deps.generateRequestId();
@@ -92,9 +88,7 @@ export function createApp(deps: AppDeps): App {
           : lookup.kind === "found"
             ? lookup.route
             : lookup.kind;
-      active++;
       response.once("close", () => {
-        active--;
         const seconds = (performance.now() - startedAt) / 1000;
         metrics.observeRequest(route, request.method ?? "GET", response.statusCode, seconds);
         // The path only: a query string may carry a credential (e.g. provider C's `key=`).

@@ -85,7 +85,7 @@ function withOption(body: Buffer): Buffer {
 }
 
 function isTrue(body: Buffer, value: Span): boolean {
-  return value.end - value.start === 4 && body.indexOf(trueValue, value.start) === value.start;
+  return value.end - value.start === 4 && body.compare(trueValue, 0, 4, value.start, value.end) === 0;
 }
 
 function splice(body: Buffer, start: number, end: number, insert: Buffer): Buffer {

@@ -439,6 +439,22 @@ describe("usage meter on Responses API calls", () => {
     }
   });
 
+  it("reads the model of a large answer that names it after its data (embeddings) from its last bytes", () => {
+    const embedding = Array.from({ length: 1536 }, (_, index) => (index % 7) / 7);
+    const data = Array.from({ length: 40 }, (_, index) => ({ object: "embedding", index, embedding }));
+    const answer = JSON.stringify({
+      object: "list",
+      data,
+      model: "text-embedding-3-small",
+      usage: { prompt_tokens: 80, total_tokens: 80 },
+    });
+    expect(answer.length).toBeGreaterThan(256 * 1024);
+    expect(meter("provider-a", answer, false)).toMatchObject({
+      model: "text-embedding-3-small",
+      usage: { inputTokens: 80, outputTokens: 0 },
+    });
+  });
+
   it("leaves other calls' readings as they were", () => {
     expect(meter("provider-a", responsesStream, true)).toEqual({
       usage: { inputTokens: 30, outputTokens: 8, cachedInputTokens: 10, reasoningTokens: 3 },

@@ -173,13 +173,20 @@ function modelIn(provider: ProviderId, body: Buffer, from: number, limit: number
 /**
  * The model the body names: found in its first bytes, where providers A and B put it. A `whole`
  * body that holds more before it (a Responses API answer's long `instructions`, say) has its
- * top-level members walked, so the model is the one a stream of the same answer reports.
+ * top-level members walked, so the model is the one a stream of the same answer reports; the walk
+ * reads every byte of nested values in JavaScript, so a body beyond `walkBytes` (a batch of float
+ * embeddings, whose `model` follows its `data`) is read from its last bytes instead.
  */
 function headModel(provider: ProviderId, body: Buffer, whole: boolean): string | null {
   const head = modelIn(provider, body, 0, headBytes);
   if (head !== null) return head;
-  return whole && provider !== "provider-c" && body.length > headBytes ? topLevelModel(body) : null;
+  if (!whole || provider === "provider-c" || body.length <= headBytes) return null;
+  return body.length <= walkBytes
+    ? topLevelModel(body)
+    : modelIn(provider, body, body.length - headBytes, body.length);
 }
+
+const walkBytes = 256 * 1024;
 
 function topLevelModel(body: Buffer): string | null {
   try {

@@ -128,6 +128,9 @@ function failureCounter(options: AuthThrottleOptions): FailureCounter {
   const keyPrefix = options.keyPrefix ?? "sluice:auth";
   const windowMs = windowSeconds * 1000;
   const local = new MemoryWindows();
+  // Ended windows are dropped two per count; this drops those a burst of made-up project ids left
+  // once counting stops (the keys are the client's to choose).
+  setInterval(() => local.dropEnded(), windowMs).unref();
   const countHere = async (key: string): Promise<FailureCount> => {
     const now = Date.now();
     const window = local.add(key, windowMs, now);

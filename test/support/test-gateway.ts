@@ -38,7 +38,6 @@ export async function startTestGateway(
     handle: (request, response) => (app ? app.handle(request, response) : response.writeHead(503).end()),
     answerClientError: (error, socket) => (app ? app.answerClientError(error, socket) : socket.destroy()),
     answerConnect: (request, socket) => (app ? app.answerConnect(request, socket) : socket.destroy()),
-    inFlight: () => app?.inFlight() ?? 0,
   });
   await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
   const { port } = server.address() as AddressInfo;
