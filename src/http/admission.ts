@@ -279,20 +279,16 @@ export function createAdmission(deps: AdmissionDeps) {
       const requests = limitRequests(deps, context, auth.project, auth.deviceDigest);
       // All limits at once: a request one limit refuses is counted by none, so a client over its own
       // IP or device limit does not use up its project's allowance for everyone.
-      const limits = deps.limiter.consumeAll(requests);
-      if (!(limits instanceof Promise) && capUsd === null) return admitted(limits);
+      if (capUsd === null) {
+        const limits = deps.limiter.consumeAll(requests);
+        return limits instanceof Promise ? limits.then(admitted).catch(refuse) : admitted(limits);
+      }
+      // The spend cap first: a request it refuses (or cannot decide) is counted by no limit, with
+      // nothing to give back.
       return (async () => {
-        const call = admitted(await limits);
-        if (capUsd !== null) {
-          try {
-            await checkSpend(deps, auth.project, capUsd);
-          } catch (error) {
-            // Refused (or not decidable) after every limit admitted and counted it: counted against none.
-            deps.limiter.refundAll(requests);
-            throw error;
-          }
-        }
-        return call;
+        await checkSpend(deps, auth.project, capUsd);
+        const limits = deps.limiter.consumeAll(requests);
+        return admitted(limits instanceof Promise ? await limits : limits);
       })().catch(refuse);
     } catch (error) {
       return refuse(error);

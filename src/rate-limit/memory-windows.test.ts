@@ -19,22 +19,6 @@ describe("MemoryWindows", () => {
     expect(windows.add("a", 1_000, 1_000).count).toBe(1);
   });
 
-  it("takes back a counted request until its window ends", () => {
-    let now = 0;
-    const windows = new MemoryWindows(() => now);
-    windows.add("a", 1_000, now);
-    windows.add("a", 1_000, now);
-    windows.uncount("a");
-    expect(windows.find("a", now)?.count).toBe(1);
-    windows.uncount("a");
-    windows.uncount("a");
-    expect(windows.find("a", now)?.count).toBe(0);
-    windows.add("a", 1_000, now);
-    now = 1_000;
-    windows.uncount("a");
-    expect(windows.add("a", 1_000, now).count).toBe(1);
-  });
-
   it("drops ended windows as it counts, so memory follows the keys seen lately", () => {
     const windows = new MemoryWindows(() => 0);
     for (let index = 0; index < 1_000; index++) windows.add(`old-${index}`, 1_000, 0);

@@ -43,12 +43,6 @@ export class MemoryWindows {
     return window;
   }
 
-  /** Takes back one request counted in `key`'s current window; nothing once that window ended. */
-  uncount(key: string): void {
-    const window = this.windows.get(key);
-    if (window !== undefined && window.count > 0 && this.clock() < window.endsAt) window.count--;
-  }
-
   /** Drops every ended window: for a timer, so a burst of keys is not kept once traffic stops. */
   dropEnded(): void {
     const now = this.clock();

@@ -38,12 +38,6 @@ export interface RateLimiter {
    * promise (one script, one round trip).
    */
   consumeAll(requests: readonly LimitRequest[]): RateLimitDecision[] | Promise<RateLimitDecision[]>;
-  /**
-   * Gives back the count of a request `consumeAll` admitted under `requests`, when something
-   * decided after the limits refused it (the spend cap); nothing in a window that already ended.
-   * Never throws and is not awaited: on Redis the counts are corrected in the background.
-   */
-  refundAll(requests: readonly LimitRequest[]): void;
   /** "memory" or "redis"; `degraded()` says whether Redis is currently replaced by the per-instance fallback. */
   readonly backend: "memory" | "redis";
   degraded(): boolean;
@@ -138,9 +132,6 @@ function memoryRateLimiter(options: RateLimiterOptions): RateLimiter {
       }
       return decisions;
     },
-    refundAll(requests) {
-      for (const request of requests) windows.uncount(`${request.name}:${windowOf(request)}:${request.key}`);
-    },
     async close() {
       clearInterval(sweeper);
       windows.clear();
@@ -210,18 +201,6 @@ function redisRateLimiter(client: Redis, here: RateLimiter, options: RateLimiter
       for (const decision of decisions) options.onDecision?.(decision.name, decision.allowed);
       return decisions;
     },
-    refundAll(requests) {
-      const pass = breaker.enter();
-      // Counted here while Redis rests or fails: given back here.
-      if (pass === "rest") return here.refundAll(requests);
-      refundScript.run(client, redisKeys(requests), []).then(
-        () => breaker.leave(pass, true),
-        () => {
-          breaker.leave(pass, false);
-          here.refundAll(requests);
-        },
-      );
-    },
     close: () => here.close(),
   };
 }
@@ -252,14 +231,6 @@ for i, key in ipairs(KEYS) do
   reply[2 * i + 1] = ttl
 end
 return reply`);
-
-/** Takes back one count from each window that still holds one (a window that ended is not reopened). */
-const refundScript = new RedisScript(`
-for _, key in ipairs(KEYS) do
-  local count = tonumber(redis.call("GET", key))
-  if count and count > 0 then redis.call("DECR", key) end
-end
-return 0`);
 
 /** One limit's decision, from whether the request was admitted and the count of its window. */
 function toDecision(
