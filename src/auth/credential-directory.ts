@@ -1,7 +1,11 @@
 import { providerKeyAad } from "../admin/project-admin.js";
 import { projectIdPattern } from "../admin/project-input.js";
 import type { ProviderId } from "../providers/provider-id.js";
-import { databaseUnavailable, isDatabaseUnavailable, reloadWaitMs } from "../storage/database-unavailable.js";
+import {
+  databaseUnavailable,
+  isDatabaseUnavailable,
+  withinReloadWait,
+} from "../storage/database-unavailable.js";
 import type { KeyRepository, ProviderKeyRecord } from "../storage/key-repository.js";
 import type { Project, ProjectRepository } from "../storage/project-repository.js";
 import type { SecretBox } from "./secret-box.js";
@@ -110,12 +114,7 @@ export function createCredentialDirectory(deps: CredentialDirectoryDeps) {
         return known;
       },
     );
-    let timer: NodeJS.Timeout | undefined;
-    const waited = new Promise<T>((resolve) => {
-      timer = setTimeout(() => resolve(known), reloadWaitMs);
-      timer.unref();
-    });
-    return Promise.race([loaded.finally(() => clearTimeout(timer)), waited]);
+    return withinReloadWait(loaded, known);
   }
 
   /** The fresh value already read for `id`, without a promise; undefined when it is not at hand. */

@@ -61,3 +61,16 @@ export function databaseUnavailable(cause: unknown): GatewayError {
  * healthy database answers well within it.
  */
 export const reloadWaitMs = 250;
+
+/**
+ * `read`'s value if it settles within `reloadWaitMs`, else `known` (the read goes on; its timer is
+ * cleared when it settles, and holds no process open). `read` must not reject.
+ */
+export function withinReloadWait<T>(read: Promise<T>, known: T): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const waited = new Promise<T>((resolve) => {
+    timer = setTimeout(() => resolve(known), reloadWaitMs);
+    timer.unref();
+  });
+  return Promise.race([read.finally(() => clearTimeout(timer)), waited]);
+}

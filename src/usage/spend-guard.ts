@@ -1,5 +1,4 @@
-import { setTimeout as waitMs } from "node:timers/promises";
-import { reloadWaitMs } from "../storage/database-unavailable.js";
+import { withinReloadWait } from "../storage/database-unavailable.js";
 import type { UsageRecord, UsageRepository } from "../storage/usage-repository.js";
 
 interface MonthSpend {
@@ -103,10 +102,10 @@ export function createSpendGuard(deps: { usage: UsageRepository; now: () => Date
         if (entry.readAt !== Number.NEGATIVE_INFINITY) {
           if (entry.loading === undefined) {
             entry.loading = refresh(projectId, entry);
-            entry.waited = Promise.race([
-              entry.loading,
-              waitMs(reloadWaitMs, undefined, { ref: false }),
-            ]).catch(() => {});
+            entry.waited = withinReloadWait(
+              entry.loading.catch(() => {}),
+              undefined,
+            );
           }
           await entry.waited;
         } else {
