@@ -8,6 +8,7 @@ import {
   type Inflate,
   type InflateRaw,
 } from "node:zlib";
+import { contentCodings, type ZlibFormat } from "./content-coding.js";
 import type { MeterReading, UsageMeter } from "./usage-meter.js";
 
 /**
@@ -41,18 +42,16 @@ export function decompressingMeter(
 ): UsageMeter | DecompressingMeter | null {
   const coding = contentEncoding.trim().toLowerCase();
   if (coding === "identity") return meter;
-  const create = decoders.get(coding);
-  return create ? new DecoderTap(meter, create, maxBytes) : null;
+  const format = contentCodings.get(coding);
+  return format ? new DecoderTap(meter, (first) => streamDecoders[format(first)](), maxBytes) : null;
 }
 
-const decoders = new Map<string, (first: Buffer) => Decoder>([
-  ["gzip", () => createGunzip()],
-  ["x-gzip", () => createGunzip()], // RFC 9110 section 8.4.1.3
-  ["br", () => createBrotliDecompress()],
-  // HTTP's deflate is the zlib format (RFC 9110 section 8.4.1.2), but some servers send raw deflate;
-  // a zlib stream's first byte names method 8 in its low bits (RFC 1950), as undici's fetch checks.
-  ["deflate", (first) => (((first[0] ?? 0) & 0x0f) === 0x08 ? createInflate() : createInflateRaw())],
-]);
+const streamDecoders: Record<ZlibFormat, () => Decoder> = {
+  gzip: () => createGunzip(),
+  deflate: () => createInflate(),
+  "deflate-raw": () => createInflateRaw(),
+  br: () => createBrotliDecompress(),
+};
 
 class DecoderTap implements DecompressingMeter {
   private decoder: Decoder | null = null;

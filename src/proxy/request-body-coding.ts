@@ -1,20 +1,16 @@
 import { promisify } from "node:util";
 import { brotliDecompress, gunzip, inflate, inflateRaw } from "node:zlib";
 import { GatewayError } from "../errors.js";
+import { contentCodings, type ZlibFormat } from "./content-coding.js";
 
 type Decode = (body: Buffer, options: { maxOutputLength: number }) => Promise<Buffer>;
 
-const gunzipped: Decode = promisify(gunzip);
-// HTTP's deflate is the zlib format (RFC 9110 section 8.4.1.2), but some clients send raw deflate;
-// a zlib stream's first byte names method 8 in its low bits (RFC 1950).
-const inflated: Decode = (body, options) =>
-  (((body[0] ?? 0) & 0x0f) === 0x08 ? promisify(inflate) : promisify(inflateRaw))(body, options);
-const decoders = new Map<string, Decode>([
-  ["gzip", gunzipped],
-  ["x-gzip", gunzipped], // RFC 9110 section 8.4.1.3
-  ["deflate", inflated],
-  ["br", promisify(brotliDecompress) as Decode],
-]);
+const wholeDecoders: Record<ZlibFormat, Decode> = {
+  gzip: promisify(gunzip),
+  deflate: promisify(inflate),
+  "deflate-raw": promisify(inflateRaw),
+  br: promisify(brotliDecompress) as Decode,
+};
 
 /**
  * A request body as it reads without its `content-encoding` (a list is undone last coding first,
@@ -34,14 +30,14 @@ export async function decodeRequestBody(
     .filter((coding) => coding !== "" && coding !== "identity");
   let decoded = body;
   for (const coding of codings.reverse()) {
-    const decode = decoders.get(coding);
-    if (decode === undefined)
+    const format = contentCodings.get(coding);
+    if (format === undefined)
       throw new GatewayError(
         "UNSUPPORTED_MEDIA_TYPE",
         "The request body's content-encoding cannot be read on this path; send it uncompressed, or as gzip, deflate or br",
       );
     try {
-      decoded = await decode(decoded, { maxOutputLength: maxBytes });
+      decoded = await wholeDecoders[format(decoded)](decoded, { maxOutputLength: maxBytes });
     } catch (error) {
       if ((error as { code?: string }).code === "ERR_BUFFER_TOO_LARGE")
         throw new GatewayError("PAYLOAD_TOO_LARGE", `The decoded request body exceeds ${maxBytes} bytes`, {
