@@ -111,7 +111,7 @@ function memoryRateLimiter(options: RateLimiterOptions): RateLimiter {
       const keys: string[] = [];
       let admitted = true;
       for (const request of requests) {
-        const key = `${request.name}:${windowOf(request)}:${request.key}`;
+        const key = windowKey(request);
         keys.push(key);
         if ((windows.find(key, now)?.count ?? 0) >= limitOf(request)) admitted = false;
       }
@@ -159,7 +159,7 @@ function redisRateLimiter(client: Redis, here: RateLimiter, options: RateLimiter
   breaker.onRecovered(() => setDegraded(false));
 
   const redisKeys = (requests: readonly LimitRequest[]) =>
-    requests.map((request) => `${prefix}:${request.name}:${windowOf(request)}:${request.key}`);
+    requests.map((request) => `${prefix}:${windowKey(request)}`);
 
   /** The decisions Redis made, or null when Redis rests or did not answer. */
   async function fromRedis(requests: readonly LimitRequest[]): Promise<RateLimitDecision[] | null> {
@@ -257,6 +257,14 @@ function toDecision(
 /** Limits are whole numbers (the headers carry integers); nonsense becomes 0, which refuses. */
 function limitOf(request: LimitRequest): number {
   return wholeNumber(request.limit, 0, 0);
+}
+
+/**
+ * The count a limit is kept under, in memory and (after the key prefix) in Redis: per name, window
+ * and key, without the limit, so a limit that changes keeps its count.
+ */
+function windowKey(request: LimitRequest): string {
+  return `${request.name}:${windowOf(request)}:${request.key}`;
 }
 
 /** Windows are whole seconds, at least 1; 60 when not given (or nonsense). */
