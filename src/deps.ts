@@ -87,6 +87,7 @@ export async function createGateway(config: Config, injected: Partial<Injectable
     dataDir: config.dataDir,
     queryTimeoutMs: config.databaseQueryTimeoutMs,
     reportTimeoutMs: config.usageReportTimeoutMs,
+    startTimeoutMs: config.databaseStartTimeoutMs,
   });
   const projects = createProjectRepository(database.db);
   const keys = createKeyRepository(database.db);
