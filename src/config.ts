@@ -330,7 +330,7 @@ export const settings = {
     "SLUICE_SHUTDOWN_TIMEOUT_MS",
     millisecondsFrom(100),
     "10000",
-    "grace period for in-flight work on SIGTERM",
+    "grace period for in-flight work on SIGTERM; the whole shutdown (usage flush and closing connections included) ends within it plus 1 s",
   ),
   configFile: setting(
     "SLUICE_CONFIG_FILE",
