@@ -37,11 +37,12 @@ export async function migrateWithinStartTimeout(
   const db = new Kysely<unknown>({
     dialect: new PostgresDialect({ pool: oneConnection(client, progress, options.timeoutMs) }),
   });
+  // Ending the connection (gracefully, once migrated) is within the time limit too.
   const migrating = migrateToLatest(db, "postgres", {
     onMigration: (name) => {
       progress.migration = name;
     },
-  });
+  }).then(() => db.destroy());
   let timer: NodeJS.Timeout | undefined;
   const timedOut = new Promise<"timed out">((resolve) => {
     timer = setTimeout(() => resolve("timed out"), options.timeoutMs);
@@ -60,7 +61,6 @@ export async function migrateWithinStartTimeout(
   } finally {
     clearTimeout(timer);
   }
-  await db.destroy();
 }
 
 /** `client` as Kysely's pool of one connection, telling `progress` what it waits for. */
