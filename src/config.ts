@@ -106,6 +106,12 @@ export const settings = {
     "60000",
     "PostgreSQL: how long the server may work on one admin usage report before it cancels it (503 asking for a shorter range; the CLI's `usage` command too)",
   ),
+  databaseStartTimeoutMs: setting(
+    "SLUICE_DATABASE_START_TIMEOUT_MS",
+    milliseconds,
+    "60000",
+    "PostgreSQL: longest time opening it may take at start and before each CLI command (connecting, waiting for the migration lock, migrating); past it the start fails naming DATABASE_URL and what it waited for (raise it for a migration that rewrites a large table)",
+  ),
   redisUrl: setting(
     "REDIS_URL",
     urlOf(["redis:", "rediss:"], "must be a redis:// or rediss:// URL").optional(),
@@ -324,7 +330,7 @@ export const settings = {
     "SLUICE_SHUTDOWN_TIMEOUT_MS",
     millisecondsFrom(100),
     "10000",
-    "grace period for in-flight work on SIGTERM",
+    "grace period for in-flight work on SIGTERM; the whole shutdown (usage flush and closing connections included) ends within it plus 1 s",
   ),
   configFile: setting(
     "SLUICE_CONFIG_FILE",

@@ -59,10 +59,20 @@ export interface Gateway {
   logger: Logger;
   database: OpenDatabase;
   admin: ReturnType<typeof createProjectAdmin>;
-  /** Stops background work, flushes usage and closes every connection. */
-  close(): Promise<void>;
+  /**
+   * Stops background work, flushes usage and closes every connection, by `shutdownMarginMs` after
+   * `deadline` (epoch ms; default: SLUICE_SHUTDOWN_TIMEOUT_MS from now).
+   */
+  close(deadline?: number): Promise<void>;
   flushUsage(): Promise<void>;
 }
+
+/**
+ * How long past its deadline (SLUICE_SHUTDOWN_TIMEOUT_MS after SIGTERM) the shutdown may take: half
+ * for the usage rows of the calls the deadline cut short and the usage flush, half for closing the
+ * pools and connections. A whole shutdown takes at most SLUICE_SHUTDOWN_TIMEOUT_MS plus this.
+ */
+export const shutdownMarginMs = 1000;
 
 /** The one composition root: every dependency of the gateway is built here and nowhere else. */
 export async function createGateway(config: Config, injected: Partial<Injectables> = {}): Promise<Gateway> {
@@ -87,6 +97,7 @@ export async function createGateway(config: Config, injected: Partial<Injectable
     dataDir: config.dataDir,
     queryTimeoutMs: config.databaseQueryTimeoutMs,
     reportTimeoutMs: config.usageReportTimeoutMs,
+    startTimeoutMs: config.databaseStartTimeoutMs,
   });
   const projects = createProjectRepository(database.db);
   const keys = createKeyRepository(database.db);
@@ -296,23 +307,29 @@ export async function createGateway(config: Config, injected: Partial<Injectable
     database,
     admin,
     flushUsage: () => recorder.flush(),
-    async close() {
-      const deadline = Date.now() + config.shutdownTimeoutMs;
-      // Calls cut short by the shutdown write their rows as they wind down (an aborted stream, a
-      // compressed answer read after its response closed): they are waited for, then flushed.
-      while (admit.unrecorded() > 0 && Date.now() < deadline)
-        await new Promise((resolve) => setTimeout(resolve, 10));
-      await recorder.flush(Math.max(0, deadline - Date.now()));
-      await recorder.stop();
-      // The rest is bounded too: a connection that hangs (a stalled PostgreSQL) must not hold the
-      // process past its shutdown time.
+    async close(deadline = Date.now() + config.shutdownTimeoutMs) {
+      // Calls cut short at the deadline write their rows as they wind down (an aborted stream, a
+      // compressed answer read after its response closed): they are waited for, then the queue is
+      // flushed, until half the margin past it; a write still unanswered then (a database that
+      // hangs) is given up on, and the rows still queued are dropped, logged and counted.
+      const rowsBy = deadline + shutdownMarginMs / 2;
+      const left = () => Math.max(0, rowsBy - Date.now());
+      while (admit.unrecorded() > 0 && left() > 0) await new Promise((resolve) => setTimeout(resolve, 10));
+      await recorder.flush(left());
+      await recorder.stop(left());
+      // Closing gets the other half: a connection that hangs (a stalled PostgreSQL) must not hold
+      // the process past its shutdown time.
       const closing = (async () => {
         await pools.close();
         await limiter.close();
         redis?.disconnect();
         await database.close();
       })();
-      await Promise.race([closing, new Promise((resolve) => setTimeout(resolve, 1000).unref())]);
+      const closedBy = deadline + shutdownMarginMs;
+      await Promise.race([
+        closing,
+        new Promise((resolve) => setTimeout(resolve, Math.max(0, closedBy - Date.now())).unref()),
+      ]);
     },
   };
 }

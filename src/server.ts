@@ -59,15 +59,17 @@ export async function serve(): Promise<void> {
  * Graceful shutdown, as `serve` runs it on SIGTERM/SIGINT: no new connections; every connection
  * closes after the answer to its current request (each answer says `Connection: close`), within
  * `SLUICE_SHUTDOWN_TIMEOUT_MS`, when what is left is cut; then the gateway closes (the usage rows
- * of calls cut short are written, the usage queue flushed).
+ * of calls cut short are written, the usage queue flushed) in what is left of that time, and at
+ * most `shutdownMarginMs` past it: one deadline for the whole shutdown.
  */
 export async function shutDown(
   server: GatewayServer,
   gateway: Pick<Gateway, "config" | "logger" | "close">,
 ): Promise<void> {
+  const deadline = Date.now() + gateway.config.shutdownTimeoutMs;
   const cut = await server.drain(gateway.config.shutdownTimeoutMs);
   if (cut > 0) gateway.logger.warn({ connections: cut }, "shutdown deadline reached: connections cut");
-  await gateway.close();
+  await gateway.close(deadline);
 }
 
 /** The gateway's HTTP(S) server, with its graceful close (`ConnectionDrain.drain`). */

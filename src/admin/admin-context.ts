@@ -22,6 +22,7 @@ export async function openAdminContext(
     dataDir: config.dataDir,
     queryTimeoutMs: config.databaseQueryTimeoutMs,
     reportTimeoutMs: config.usageReportTimeoutMs,
+    startTimeoutMs: config.databaseStartTimeoutMs,
   }).catch((error: unknown) => {
     throw isDatabaseUnavailable(error) ? databaseUnavailable(error) : error;
   });

@@ -11,6 +11,7 @@ import {
 } from "kysely";
 import type { Pool as PgPool, PoolConfig as PgPoolConfig } from "pg";
 import { migrateToLatest, pingDatabase } from "./migrations.js";
+import { migrateWithinStartTimeout } from "./postgres-start.js";
 import type { Database } from "./schema.js";
 
 export type Engine = "sqlite" | "postgres";
@@ -47,6 +48,11 @@ export interface DatabaseOptions {
    * longer than that before taking the server for hung. SQLite runs them without a limit.
    */
   reportTimeoutMs?: number;
+  /**
+   * PostgreSQL only: how long opening it may take, connecting and migrating (default 60 s): past
+   * it, it fails with a `DatabaseStartError` naming DATABASE_URL and what it waited for.
+   */
+  startTimeoutMs?: number;
 }
 
 /** Runs `read` (a report's queries) on the connection given to it, within the report time limit. */
@@ -58,6 +64,7 @@ export async function openDatabase(options: DatabaseOptions): Promise<OpenDataba
     return openPostgres(options.databaseUrl, {
       queryTimeoutMs: options.queryTimeoutMs ?? 10_000,
       reportTimeoutMs: options.reportTimeoutMs ?? 60_000,
+      startTimeoutMs: options.startTimeoutMs ?? 60_000,
     });
   }
   const { db, engine, sqlite } = await openSqliteMigrated(options);
@@ -158,12 +165,13 @@ async function switchToWal(database: BetterSqlite3.Database): Promise<void> {
  * `pg` is loaded only when PostgreSQL is configured: the embedded default never pays for it.
  * Migrations run first, on a connection of their own without the query timeout: one that rewrites
  * a large table (0002 widens the usage token columns) may take minutes, and cut off at the query
- * timeout it would roll back and fail every start. Instances starting together migrate once, under
- * Kysely's migration lock table.
+ * timeout it would roll back and fail every start. They run within the start timeout instead
+ * (`migrateWithinStartTimeout`), which also bounds connecting and waiting for the migration lock.
+ * Instances starting together migrate once, under Kysely's migration lock.
  */
 async function openPostgres(
   databaseUrl: string,
-  limits: { queryTimeoutMs: number; reportTimeoutMs: number },
+  limits: { queryTimeoutMs: number; reportTimeoutMs: number; startTimeoutMs: number },
 ): Promise<OpenDatabase> {
   const { default: pg } = await import("pg");
   const types = new pg.TypeOverrides();
@@ -181,12 +189,14 @@ async function openPostgres(
     pool.on("connect", (client) => client.on("error", () => {}));
     return new Kysely<Database>({ dialect: new PostgresDialect({ pool: closingTimedOut(pool) }) });
   };
-  const migrating = connect({ max: 1 });
-  try {
-    await migrateToLatest(migrating as Kysely<unknown>, "postgres");
-  } finally {
-    await migrating.destroy();
-  }
+  const migrating = new pg.Client({
+    connectionString: databaseUrl,
+    // A second after the start timeout: pg's own connect timeout destroys a socket still connecting
+    // (ending the client at the start timeout waits for the connection), and never fires first.
+    connectionTimeoutMillis: limits.startTimeoutMs + 1000,
+  });
+  migrating.on("error", () => {});
+  await migrateWithinStartTimeout(migrating, { databaseUrl, timeoutMs: limits.startTimeoutMs });
   const db = connect({ max: 10, query_timeout: limits.queryTimeoutMs });
   const reports = connect({ max: 2, query_timeout: limits.reportTimeoutMs + limits.queryTimeoutMs });
   return {

@@ -111,8 +111,12 @@ const migrations = (engine: Engine): Record<string, Migration> => ({
  * themselves go: Kysely's own existence check otherwise looks across every schema of the database
  * and would take another schema's Sluice tables for this one's.
  */
-export async function migrateToLatest(db: Kysely<unknown>, engine: Engine): Promise<void> {
-  const provider: MigrationProvider = { getMigrations: async () => migrations(engine) };
+export async function migrateToLatest(
+  db: Kysely<unknown>,
+  engine: Engine,
+  options: { onMigration?: (name: string) => void } = {},
+): Promise<void> {
+  const provider: MigrationProvider = { getMigrations: async () => announced(migrations(engine), options) };
   const migrator = new Migrator({
     db,
     provider,
@@ -126,6 +130,26 @@ export async function migrateToLatest(db: Kysely<unknown>, engine: Engine): Prom
     const name = failed ? ` ${failed.migrationName}` : "";
     throw new Error(`Database migration${name} failed`, { cause: error });
   }
+}
+
+/** `all`, each telling `onMigration` its name as it starts (what a start that waits too long names). */
+function announced(
+  all: Record<string, Migration>,
+  { onMigration }: { onMigration?: (name: string) => void },
+): Record<string, Migration> {
+  if (!onMigration) return all;
+  return Object.fromEntries(
+    Object.entries(all).map(([name, migration]) => [
+      name,
+      {
+        ...migration,
+        async up(db: Kysely<unknown>) {
+          onMigration(name);
+          await migration.up(db);
+        },
+      },
+    ]),
+  );
 }
 
 async function currentSchema(db: Kysely<unknown>): Promise<string> {

@@ -1,0 +1,165 @@
+import { type AddressInfo, createServer, type Socket } from "node:net";
+import pg from "pg";
+import { describe, expect, it } from "vitest";
+import { createPostgresSchema, postgresAvailable } from "../../test/support/services.js";
+import { startSilentPostgres } from "../../test/support/silent-postgres.js";
+import { openDatabase } from "./database.js";
+import { DatabaseStartError, describeDatabaseUrl } from "./postgres-start.js";
+
+/** A server that accepts TCP connections and never sends a byte. */
+async function startMuteServer() {
+  const sockets = new Set<Socket>();
+  const server = createServer((socket) => {
+    sockets.add(socket);
+    socket.on("error", () => socket.destroy());
+    socket.resume();
+  });
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  return {
+    port: (server.address() as AddressInfo).port,
+    async close() {
+      for (const socket of sockets) socket.destroy();
+      await new Promise((resolve) => server.close(resolve));
+    },
+  };
+}
+
+/** How `openDatabase` failed, and after how long. */
+async function failedOpen(databaseUrl: string, startTimeoutMs: number) {
+  const started = performance.now();
+  const error = await openDatabase({ databaseUrl, dataDir: "unused", startTimeoutMs }).then(
+    async (database) => {
+      await database.close();
+      return null;
+    },
+    (caught: unknown) => caught,
+  );
+  return { error, ms: performance.now() - started };
+}
+
+describe("opening PostgreSQL at start within SLUICE_DATABASE_START_TIMEOUT_MS", () => {
+  it("fails naming DATABASE_URL, without its password, when the server accepts the connection but never answers", async () => {
+    const mute = await startMuteServer();
+    try {
+      const { error, ms } = await failedOpen(
+        `postgres://sluice:not-the-password@127.0.0.1:${mute.port}/test?sslpassword=nor-this`,
+        500,
+      );
+      expect(error).toBeInstanceOf(DatabaseStartError);
+      expect((error as Error).message).toBe(
+        `DATABASE_URL (postgres://sluice@127.0.0.1:${mute.port}/test): PostgreSQL did not answer the connection within 500 ms (SLUICE_DATABASE_START_TIMEOUT_MS)`,
+      );
+      expect(ms).toBeGreaterThanOrEqual(450);
+      expect(ms).toBeLessThan(2000);
+    } finally {
+      await mute.close();
+    }
+  });
+
+  it("fails when the server sets a session up but never answers a query", async () => {
+    const silent = await startSilentPostgres();
+    try {
+      const { error, ms } = await failedOpen(`postgres://sluice@127.0.0.1:${silent.port}/test`, 500);
+      expect((error as Error).message).toBe(
+        `DATABASE_URL (postgres://sluice@127.0.0.1:${silent.port}/test): PostgreSQL did not answer within 500 ms (SLUICE_DATABASE_START_TIMEOUT_MS)`,
+      );
+      expect(ms).toBeLessThan(2000);
+      expect(silent.received()).toContain("statement_timeout");
+    } finally {
+      await silent.close();
+    }
+  });
+});
+
+/** Kysely's migration lock on PostgreSQL: a session-level advisory lock, one for the whole database. */
+const kyselyMigrationLock = "3853314791062309107";
+
+/** A session of its own that `hold`s a lock meanwhile `use` runs, and lets it go after. */
+async function holding(url: string, hold: string[], use: () => Promise<void>): Promise<void> {
+  const session = new pg.Client({ connectionString: url });
+  await session.connect();
+  try {
+    for (const statement of hold) await session.query(statement);
+    await use();
+  } finally {
+    await session.end();
+  }
+}
+
+/**
+ * These hold the migration lock, or make a migration hold it while it waits: other suites opening
+ * a PostgreSQL database meanwhile wait for them, so the start timeout is short.
+ */
+describe.skipIf(!postgresAvailable)("opening PostgreSQL at start while another session holds a lock", () => {
+  it("fails naming the migration lock when another session holds it", async () => {
+    const schema = await createPostgresSchema();
+    try {
+      await holding(schema.url, [`select pg_advisory_lock(${kyselyMigrationLock})`], async () => {
+        const { error, ms } = await failedOpen(schema.url, 500);
+        expect((error as Error).message).toBe(
+          "DATABASE_URL (postgres://postgres@127.0.0.1:5432/test): the migration lock was not free within 500 ms " +
+            "(SLUICE_DATABASE_START_TIMEOUT_MS); another session holds it (a Sluice instance or CLI command " +
+            "migrating the same database, or one stuck): see the advisory locks in pg_locks",
+        );
+        expect(ms).toBeLessThan(2000);
+      });
+    } finally {
+      await schema.drop();
+    }
+  });
+
+  it("fails naming the migration that waits for a table another session holds, and the server stops its wait too", async () => {
+    const schema = await createPostgresSchema();
+    try {
+      // A database migrated up to 0001: 0002 changes the usage table's columns.
+      const migrated = await openDatabase({ databaseUrl: schema.url, dataDir: "unused" });
+      await migrated.close();
+      const session = new pg.Client({ connectionString: schema.url });
+      await session.connect();
+      await session.query("delete from sluice_migrations where name = '0002-usage-token-counts-bigint'");
+      await session.end();
+      const waiting = `select count(*)::int as count from pg_locks
+        where relation = to_regclass(current_schema() || '.usage_records') and not granted`;
+      await holding(schema.url, ["begin", "lock table usage_records in access share mode"], async () => {
+        const { error, ms } = await failedOpen(schema.url, 500);
+        expect((error as Error).message).toBe(
+          "DATABASE_URL (postgres://postgres@127.0.0.1:5432/test): migration 0002-usage-token-counts-bigint " +
+            "did not finish within 500 ms (SLUICE_DATABASE_START_TIMEOUT_MS): it waits for a lock another " +
+            "session holds on a table it changes (see pg_locks), or PostgreSQL stopped answering, or it " +
+            "needs longer on a large table (then raise SLUICE_DATABASE_START_TIMEOUT_MS)",
+        );
+        expect(ms).toBeLessThan(2000);
+        // The ALTER given up on no longer waits in the table's lock queue (where every later
+        // query on the table would wait behind it), though the other session still holds its lock.
+        const watcher = new pg.Client({ connectionString: schema.url });
+        await watcher.connect();
+        try {
+          let count = -1;
+          const deadline = Date.now() + 3000;
+          while (count !== 0 && Date.now() < deadline) {
+            count = (await watcher.query<{ count: number }>(waiting)).rows[0]?.count ?? -1;
+            if (count !== 0) await new Promise((resolve) => setTimeout(resolve, 50));
+          }
+          expect(count).toBe(0);
+        } finally {
+          await watcher.end();
+        }
+      });
+    } finally {
+      await schema.drop();
+    }
+  });
+});
+
+describe("DATABASE_URL in messages", () => {
+  it.each([
+    [
+      "postgres://user:secret@db.example.com:5433/sluice?sslmode=require",
+      "postgres://user@db.example.com:5433/sluice",
+    ],
+    ["postgresql://db.example.com/sluice?password=secret", "postgresql://db.example.com/sluice"],
+    ["socket:/var/run/postgresql?db=sluice&password=secret", "socket:/var/run/postgresql"],
+  ])("shows %s as %s", (url, shown) => {
+    expect(describeDatabaseUrl(url)).toBe(shown);
+  });
+});

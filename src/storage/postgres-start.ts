@@ -1,0 +1,123 @@
+import { Kysely, PostgresDialect, type PostgresPool, type PostgresPoolClient } from "kysely";
+import type { Client as PgClient } from "pg";
+import { migrateToLatest } from "./migrations.js";
+
+/**
+ * PostgreSQL could not be opened at start within `SLUICE_DATABASE_START_TIMEOUT_MS`. The message
+ * names DATABASE_URL (never its password) and what the start was waiting for.
+ */
+export class DatabaseStartError extends Error {
+  override name = "DatabaseStartError";
+}
+
+/** What the migration connection is doing: what a start that waits too long reports. */
+interface Progress {
+  connected: boolean;
+  /** The statement sent and not answered yet. */
+  pending: string | undefined;
+  /** The migration running, once one has started. */
+  migration: string | undefined;
+}
+
+/**
+ * Runs the start's migrations on `client`, a connection of their own not yet connected, within
+ * `timeoutMs`: connecting, waiting for the migration lock (an instance migrating the same database
+ * holds it), and the migrations themselves. Past it the connection is ended and the start fails
+ * with a `DatabaseStartError`, instead of waiting forever on a server that accepts connections but
+ * does not answer, or on a lock another session never lets go. The connection's statement timeout
+ * is the same, so a statement given up on here does not go on waiting on the server: an ALTER
+ * waiting for its table's lock would hold up every query on that table queued behind it, and a
+ * server notices a client gone only when it next reads or writes.
+ */
+export async function migrateWithinStartTimeout(
+  client: PgClient,
+  options: { databaseUrl: string; timeoutMs: number },
+): Promise<void> {
+  const progress: Progress = { connected: false, pending: undefined, migration: undefined };
+  const db = new Kysely<unknown>({
+    dialect: new PostgresDialect({ pool: oneConnection(client, progress, options.timeoutMs) }),
+  });
+  // Ending the connection (gracefully, once migrated) is within the time limit too.
+  const migrating = migrateToLatest(db, "postgres", {
+    onMigration: (name) => {
+      progress.migration = name;
+    },
+  }).then(() => db.destroy());
+  let timer: NodeJS.Timeout | undefined;
+  const timedOut = new Promise<"timed out">((resolve) => {
+    timer = setTimeout(() => resolve("timed out"), options.timeoutMs);
+  });
+  try {
+    const outcome = await Promise.race([migrating.then(() => "migrated" as const), timedOut]);
+    if (outcome === "timed out") {
+      migrating.catch(() => {});
+      throw new DatabaseStartError(startTimeoutMessage(options, progress));
+    }
+  } catch (error) {
+    // Ends the statement in flight too (pg destroys the socket under it); not waited for, as a
+    // server that does not answer may never close its side.
+    client.end().catch(() => {});
+    throw error;
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+/** `client` as Kysely's pool of one connection, telling `progress` what it waits for. */
+function oneConnection(client: PgClient, progress: Progress, statementTimeoutMs: number): PostgresPool {
+  const query = async (text: string, parameters: readonly unknown[]) => {
+    progress.pending = text;
+    try {
+      return await client.query(text, parameters as unknown[]);
+    } finally {
+      progress.pending = undefined;
+    }
+  };
+  let connected: Promise<void> | undefined;
+  return {
+    async connect() {
+      connected ??= (async () => {
+        await client.connect();
+        progress.connected = true;
+        await query("select set_config('statement_timeout', $1, false)", [String(statementTimeoutMs)]);
+      })();
+      await connected;
+      // Only the (sql, parameters) form: Kysely passes a cursor only when given one to stream with.
+      return { query: query as unknown as PostgresPoolClient["query"], release: () => {} };
+    },
+    end: () => client.end(),
+  };
+}
+
+function startTimeoutMessage(
+  { databaseUrl, timeoutMs }: { databaseUrl: string; timeoutMs: number },
+  progress: Progress,
+): string {
+  const database = `DATABASE_URL (${describeDatabaseUrl(databaseUrl)})`;
+  const within = `within ${timeoutMs} ms (SLUICE_DATABASE_START_TIMEOUT_MS)`;
+  if (!progress.connected) return `${database}: PostgreSQL did not answer the connection ${within}`;
+  // Kysely's migrator takes a session-level advisory lock, one for the whole database.
+  if (progress.pending?.includes("pg_advisory_lock("))
+    return (
+      `${database}: the migration lock was not free ${within}; another session holds it (a Sluice ` +
+      "instance or CLI command migrating the same database, or one stuck): see the advisory locks in pg_locks"
+    );
+  if (progress.migration)
+    return (
+      `${database}: migration ${progress.migration} did not finish ${within}: it waits for a lock ` +
+      "another session holds on a table it changes (see pg_locks), or PostgreSQL stopped answering, " +
+      "or it needs longer on a large table (then raise SLUICE_DATABASE_START_TIMEOUT_MS)"
+    );
+  return `${database}: PostgreSQL did not answer ${within}`;
+}
+
+/**
+ * DATABASE_URL as a message may show it: scheme, user, host, port and database. Never the password,
+ * nor the query string, which may hold one (`?password=`, `sslpassword=`).
+ */
+export function describeDatabaseUrl(databaseUrl: string): string {
+  if (!URL.canParse(databaseUrl)) return "not a URL";
+  const url = new URL(databaseUrl);
+  if (url.protocol === "socket:") return `socket:${url.pathname}`;
+  return `${url.protocol}//${url.username ? `${url.username}@` : ""}${url.host}${url.pathname}`;
+}
