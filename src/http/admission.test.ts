@@ -26,7 +26,7 @@ describe("admission", () => {
       defaults: { projectPerMinute: 60, devicePerMinute: 60, ipPerMinute: 60 },
     });
     const context = {
-      request: { headers: {}, socket: { destroyed: false } } as unknown as IncomingMessage,
+      request: { headers: {}, rawHeaders: [], socket: { destroyed: false } } as unknown as IncomingMessage,
       response: {} as ServerResponse,
       params: {},
       requestId: "req_1",
@@ -99,7 +99,11 @@ describe("admission", () => {
       /** One GET poll through admission that saw the run `rowId` finished. */
       const poll = (rowId: string) => {
         const context = {
-          request: { headers: {}, socket: { destroyed: false } } as unknown as IncomingMessage,
+          request: {
+            headers: {},
+            rawHeaders: [],
+            socket: { destroyed: false },
+          } as unknown as IncomingMessage,
           response: {} as ServerResponse,
           params: {},
           requestId: `req_${++calls}`,

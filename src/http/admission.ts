@@ -1,4 +1,5 @@
 import type { Authenticate, AuthMethod, AuthRequest, AuthResult } from "../auth/authenticate.js";
+import { repeatedCredentialHeader } from "../auth/repeated-credential-header.js";
 import { GatewayError, isGatewayError } from "../errors.js";
 import { addressBlock } from "../net/ip-address.js";
 import type { Metrics } from "../observability/metrics.js";
@@ -86,7 +87,8 @@ export interface AdmissionOptions {
 }
 
 /**
- * Authentication, then the rate limits (project, device, client IP), then the monthly spend cap.
+ * Authentication (a credential header sent twice is refused first, 400), then the rate limits
+ * (project, device, client IP), then the monthly spend cap.
  * Every request that reaches authentication gets exactly one usage row of its own, whatever happens
  * next (and a background run it reports finished gets one more, once).
  */
@@ -99,6 +101,16 @@ export function createAdmission(deps: AdmissionDeps) {
    * credentials, in-process limits, no spend cap): the usual proxy request waits for nothing here.
    */
   function admit(context: RequestContext, options: AdmissionOptions): AdmittedCall | Promise<AdmittedCall> {
+    const repeated = repeatedCredentialHeader(context.request.rawHeaders, options.sdkKeyHeader);
+    // Refused before authentication, with its row, as a failed authentication is. The value is
+    // never named: it is a credential.
+    if (repeated !== null) {
+      const error = new GatewayError(
+        "BAD_REQUEST",
+        `The ${repeated} header was sent more than once; send each credential header once`,
+      );
+      return admitAuthenticated(context, options, { ok: false, error, project: null, method: null });
+    }
     const auth = deps.authenticate({
       projectId: options.projectId,
       headers: context.request.headers,

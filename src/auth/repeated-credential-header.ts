@@ -1,0 +1,49 @@
+import type { AuthRequest } from "./authenticate.js";
+
+/** The headers authenticate() reads a credential from on every endpoint, lower-cased. */
+const everywhere = ["authorization", "x-sluice-test-key", "x-ai-key", "x-device-token"] as const;
+
+/** The same, with the header a proxy's provider SDK sends its key in (AuthRequest.sdkKeyHeader). */
+const withSdkKeyHeader = {
+  "x-api-key": [...everywhere, "x-api-key"],
+  "x-goog-api-key": [...everywhere, "x-goog-api-key"],
+} as const;
+
+/**
+ * The first credential header a request carries more than once (lower-cased), else null. Node keeps
+ * only the first `Authorization` in `request.headers` and joins other repeats with `, `, while a
+ * proxy or CDN in front may read the last one: which credential was meant is ambiguous, so such a
+ * request is refused rather than authenticated with either. Runs on every authenticated request:
+ * one pass over `rawHeaders` (name, value, name, value…), comparing names without a regex and
+ * allocating nothing.
+ */
+export function repeatedCredentialHeader(
+  rawHeaders: readonly string[],
+  sdkKeyHeader?: AuthRequest["sdkKeyHeader"],
+): string | null {
+  const names: readonly string[] = sdkKeyHeader === undefined ? everywhere : withSdkKeyHeader[sdkKeyHeader];
+  let seen = 0;
+  for (let index = 0; index < rawHeaders.length; index += 2) {
+    const name = rawHeaders[index]!;
+    for (let which = 0; which < names.length; which++) {
+      const candidate = names[which]!;
+      if (!sameNameIgnoringCase(name, candidate)) continue;
+      const bit = 1 << which;
+      if ((seen & bit) !== 0) return candidate;
+      seen |= bit;
+      break;
+    }
+  }
+  return null;
+}
+
+/** Whether `name` is `lowerCase` in any letter case (header names are ASCII, RFC 9110 section 5.1). */
+function sameNameIgnoringCase(name: string, lowerCase: string): boolean {
+  if (name.length !== lowerCase.length) return false;
+  for (let at = 0; at < name.length; at++) {
+    const code = name.charCodeAt(at);
+    // A-Z to a-z; nothing else changes.
+    if ((code >= 0x41 && code <= 0x5a ? code + 0x20 : code) !== lowerCase.charCodeAt(at)) return false;
+  }
+  return true;
+}

@@ -1,0 +1,182 @@
+import { request as httpRequest } from "node:http";
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
+import { type FakeUpstream, startFakeUpstream } from "../fakes/fake-upstream.js";
+import {
+  createTestProject,
+  startTestGateway,
+  type TestGateway,
+  type TestProject,
+} from "../support/test-gateway.js";
+
+/**
+ * A credential header sent twice is ambiguous: Node keeps the first `Authorization` (and joins
+ * other repeats), while a proxy or CDN in front of Sluice may read the last. Such a request is
+ * refused with 400 before authentication, names the header but none of its values, gets its usage
+ * row, and never reaches the provider.
+ */
+interface Answer {
+  status: number;
+  headers: Record<string, string | string[] | undefined>;
+  body: string;
+}
+
+/**
+ * Sends `headers` as given: a list value goes out as that many header lines (fetch would join
+ * them into one).
+ */
+function send(url: string, headers: Record<string, string | string[]>, body: string): Promise<Answer> {
+  return new Promise((resolve, reject) => {
+    const outgoing = httpRequest(url, { method: "POST", agent: false }, (incoming) => {
+      const chunks: Buffer[] = [];
+      incoming.on("data", (chunk: Buffer) => chunks.push(chunk));
+      incoming.on("end", () =>
+        resolve({
+          status: incoming.statusCode ?? 0,
+          headers: incoming.headers,
+          body: Buffer.concat(chunks).toString(),
+        }),
+      );
+    });
+    outgoing.on("error", reject);
+    for (const [name, value] of Object.entries(headers)) outgoing.setHeader(name, value);
+    outgoing.end(body);
+  });
+}
+
+describe("a credential header sent more than once", () => {
+  let fake: FakeUpstream;
+  let sluice: TestGateway;
+  let project: TestProject;
+
+  beforeAll(async () => {
+    fake = await startFakeUpstream();
+    sluice = await startTestGateway({
+      providerABaseUrl: `${fake.url}/a/v1`,
+      providerBBaseUrl: `${fake.url}/b/v1`,
+      providerCBaseUrl: `${fake.url}/c/v1beta`,
+    });
+    project = await createTestProject(sluice.gateway);
+  });
+
+  afterAll(async () => {
+    await sluice.close();
+    await fake.close();
+  });
+
+  beforeEach(() => fake.clear());
+
+  const chat = JSON.stringify({ model: "gpt-4o-mini", messages: [{ role: "user", content: "hi" }] });
+  const message = JSON.stringify({
+    model: "claude-3-5-haiku-latest",
+    max_tokens: 16,
+    messages: [{ role: "user", content: "hi" }],
+  });
+  const generate = JSON.stringify({ contents: [{ role: "user", parts: [{ text: "hi" }] }] });
+
+  async function rowOf(answer: Answer) {
+    await sluice.gateway.flushUsage();
+    return sluice.gateway.database.db
+      .selectFrom("usage_records")
+      .selectAll()
+      .where("request_id", "=", String(answer.headers["x-request-id"]))
+      .executeTakeFirstOrThrow();
+  }
+
+  /** The 400 envelope naming `header`, with none of `values` anywhere in the answer or the logs. */
+  async function expectRefused(answer: Answer, header: string, values: string[]) {
+    expect(answer.status).toBe(400);
+    const body = JSON.parse(answer.body) as { error: Record<string, unknown> };
+    expect(body).toEqual({
+      error: {
+        code: "BAD_REQUEST",
+        message: `The ${header} header was sent more than once; send each credential header once`,
+        requestId: answer.headers["x-request-id"],
+      },
+    });
+    const logs = sluice.logs.join("");
+    for (const value of values) {
+      expect(answer.body).not.toContain(value);
+      expect(JSON.stringify(answer.headers)).not.toContain(value);
+      expect(logs).not.toContain(value);
+    }
+    expect(await rowOf(answer)).toMatchObject({
+      project_id: project.projectId,
+      key_id: null,
+      endpoint: expect.any(String),
+      status: 400,
+      error_code: "BAD_REQUEST",
+      outcome: "error",
+      auth_method: null,
+      input_tokens: null,
+      cost_usd: null,
+    });
+    expect(fake.requests).toEqual([]);
+  }
+
+  it("refuses two Authorization headers on provider A, though the first alone would pass", async () => {
+    const valid = `Bearer ${project.bearer("provider-a")}`;
+    const other = "Bearer sk_sluice_other_AAAA.tk_some-other-test-key";
+    const url = `${sluice.url}/v1/provider-a/${project.projectId}/chat/completions`;
+    for (const authorization of [
+      [valid, other],
+      [other, valid],
+      [valid, valid],
+    ]) {
+      const answer = await send(url, { authorization, "content-type": "application/json" }, chat);
+      await expectRefused(answer, "authorization", [project.testKey, "tk_some-other-test-key"]);
+    }
+  });
+
+  it("refuses two x-api-key headers on provider B and two x-goog-api-key headers on provider C", async () => {
+    const b = await send(
+      `${sluice.url}/v1/provider-b/${project.projectId}/v1/messages`,
+      { "x-api-key": [project.bearer("provider-b"), "other.key"], "content-type": "application/json" },
+      message,
+    );
+    await expectRefused(b, "x-api-key", [project.testKey, "other.key"]);
+    const c = await send(
+      `${sluice.url}/v1/provider-c/${project.projectId}/v1beta/models/gemini-2.0-flash:generateContent`,
+      { "x-goog-api-key": [project.bearer("provider-c"), "other.key"], "content-type": "application/json" },
+      generate,
+    );
+    await expectRefused(c, "x-goog-api-key", [project.testKey, "other.key"]);
+  });
+
+  it("refuses Sluice's own credential headers sent twice, on the structured endpoints too", async () => {
+    const single = { "x-sluice-test-key": project.testKey, "x-ai-key": project.partialKeys["provider-a"] };
+    const cases: Array<[string, Record<string, string | string[]>]> = [
+      ["x-sluice-test-key", { ...single, "x-sluice-test-key": [project.testKey, "tk_second"] }],
+      ["x-ai-key", { ...single, "x-ai-key": [project.partialKeys["provider-a"], "sk_sluice_second"] }],
+      ["x-device-token", { ...single, "x-device-token": ["ZGV2aWNlLW9uZQ==", "ZGV2aWNlLXR3bw=="] }],
+    ];
+    for (const [header, headers] of cases) {
+      for (const path of [
+        `/v1/text/${project.projectId}`,
+        `/v1/provider-a/${project.projectId}/embeddings`,
+      ]) {
+        const answer = await send(
+          `${sluice.url}${path}`,
+          { ...headers, "content-type": "application/json" },
+          JSON.stringify({ text: "hi", model: "text-embedding-3-small", input: "hi" }),
+        );
+        await expectRefused(answer, header, [project.testKey, "tk_second", "sk_sluice_second"]);
+      }
+    }
+  });
+
+  it("still forwards a request whose credential headers each come once, other headers repeated", async () => {
+    const answer = await send(
+      `${sluice.url}/v1/provider-a/${project.projectId}/chat/completions`,
+      {
+        authorization: `Bearer ${project.bearer("provider-a")}`,
+        "content-type": "application/json",
+        accept: ["application/json", "text/plain"],
+        "x-stainless-lang": ["js", "js"],
+      },
+      chat,
+    );
+    expect(answer.status).toBe(200);
+    expect(fake.requests).toHaveLength(1);
+    expect(await rowOf(answer)).toMatchObject({ status: 200, auth_method: "bearer-test-key" });
+  });
+});
