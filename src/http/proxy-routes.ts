@@ -5,6 +5,7 @@ import { safeProviderPath } from "../providers/provider-adapter.js";
 import type { ProviderId } from "../providers/provider-id.js";
 import { forward, type UpstreamPools } from "../proxy/forward.js";
 import type { GeneratedImages } from "../proxy/generated-images.js";
+import { RequestFacts } from "../proxy/request-facts.js";
 import { withStreamUsage, withStreamUsageDecoded } from "../proxy/stream-usage-option.js";
 import type { TokenUsage } from "../usage/token-usage.js";
 import type { Admit } from "./admission.js";
@@ -52,22 +53,31 @@ export function registerProxyRoutes(router: Router, deps: ProxyRouteDeps): void 
           ...call.rateLimitHeaders,
           ...context.corsHeaders,
         };
-        // Kept for the failure row: a call that fails once its body was read (a provider timeout, say)
-        // still names its model.
-        let body: Buffer | null = null;
+        // What the request named, kept for the failure row: a call that fails once its body was read
+        // (a provider timeout, say) still names its model.
+        let facts: RequestFacts | null = null;
         try {
-          body = await readBody(request, deps.maxBodyBytes);
+          let body = await readBody(request, deps.maxBodyBytes);
           let decoded = false;
+          let plain: Buffer | null = null;
           const coding = request.headers["content-encoding"];
           if (coding === undefined) body = withStreamUsage(adapter.id, path, body);
           else
-            ({ body, decoded } = await withStreamUsageDecoded(
+            ({ body, decoded, plain } = await withStreamUsageDecoded(
               adapter.id,
               path,
               body,
               coding,
               deps.maxBodyBytes,
             ));
+          // A body forwarded compressed is decoded for them only when they are asked for.
+          facts = new RequestFacts(
+            adapter,
+            path,
+            plain ?? body,
+            plain === null ? coding : undefined,
+            deps.maxBodyBytes,
+          );
           const result = await forward(deps.pools, {
             adapter,
             path,
@@ -75,6 +85,7 @@ export function registerProxyRoutes(router: Router, deps: ProxyRouteDeps): void 
             method: request.method ?? "GET",
             body,
             bodyDecoded: decoded,
+            facts,
             incomingHeaders: request.headers,
             providerKey: call.providerKey,
             response,
@@ -104,7 +115,8 @@ export function registerProxyRoutes(router: Router, deps: ProxyRouteDeps): void 
             },
           });
         } catch (error) {
-          call.fail(error, adapter.id, body === null ? null : adapter.requestModel(path, body));
+          const model = facts === null ? null : facts.model();
+          call.fail(error, adapter.id, model instanceof Promise ? await model : model);
           // The error answer (sent by the app) still reports the limits.
           if (!response.headersSent) setHeaders(response, call.rateLimitHeaders);
           throw error;

@@ -64,17 +64,29 @@ describe("generatedImages", () => {
     quality: null,
   });
 
-  it("counts the answer's images and prefers the size and quality it names to the request's", () => {
-    expect(generatedImages(reading(2, true, "1024x1024"), false, () => requested)).toEqual({
+  it("counts the answer's images and prefers the size and quality it names to the request's", async () => {
+    expect(await generatedImages(reading(2, true, "1024x1024"), false, () => requested)).toEqual({
       count: 2,
       size: "1024x1024",
       quality: "low",
     });
   });
 
-  it("counts at least the images asked for when the answer was cut", () => {
-    expect(generatedImages(reading(1, false), true, () => requested).count).toBe(4);
-    expect(generatedImages(reading(1, false), false, () => requested).count).toBe(1);
+  it("counts at least the images asked for when the answer was cut", async () => {
+    expect((await generatedImages(reading(1, false), true, () => requested)).count).toBe(4);
+    expect((await generatedImages(reading(1, false), false, () => requested)).count).toBe(1);
+  });
+
+  it("waits for a request that is read asynchronously (a compressed body), and only then", async () => {
+    const cut = generatedImages(reading(1, false), true, () => Promise.resolve(requested));
+    expect(cut).toBeInstanceOf(Promise);
+    expect(await cut).toEqual({ count: 4, size: "1024x1536", quality: "low" });
+    const answer = { images: 2, complete: true, size: "1024x1024", quality: "high" };
+    expect(generatedImages(answer, false, () => Promise.resolve(requested))).toEqual({
+      count: 2,
+      size: "1024x1024",
+      quality: "high",
+    });
   });
 
   it("reads the request only for what the answer does not say", () => {

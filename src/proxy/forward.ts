@@ -12,6 +12,7 @@ import { type GeneratedImages, generatedImages } from "./generated-images.js";
 import { clientResponseHeaders, upstreamQuery, upstreamRequestHeaders } from "./header-policy.js";
 import { ImageListScanner, withImageList } from "./image-list-scanner.js";
 import { ImageStreamEvents } from "./image-stream-events.js";
+import type { RequestFacts } from "./request-facts.js";
 import { createUsageMeter, type MeterReading, type UsageMeter } from "./usage-meter.js";
 
 export interface UpstreamTimeouts {
@@ -30,6 +31,8 @@ export interface ForwardCall {
   body: Buffer;
   /** The client's compressed body was decoded (to set the stream usage option): sent without its content-encoding. */
   bodyDecoded?: boolean;
+  /** What the request named (its model, the images it asked for), read only when the answer does not say. */
+  facts: RequestFacts;
   incomingHeaders: import("node:http").IncomingHttpHeaders;
   providerKey: string;
   response: ServerResponse;
@@ -144,24 +147,31 @@ export async function forward(pools: UpstreamPools, call: ForwardCall): Promise<
   } catch (error) {
     throw upstreamError(error);
   }
-  // The model the request named: only read when the provider's answer does not say.
-  const requestModel = () => adapter.requestModel(call.path, call.body);
-  if (outcome === "gone-before-headers") return failed(499, "aborted", null, requestModel());
+  const { facts } = call;
+  if (outcome === "gone-before-headers") {
+    const model = facts.model();
+    return failed(499, "aborted", null, model instanceof Promise ? await model : model);
+  }
   const reading = exchange.meter?.finish() ?? { usage: emptyUsage(), model: null };
   // Only a decompressing meter answers later: it waits for its decompressor to catch up.
   const seen: MeterReading = reading instanceof Promise ? await reading : reading;
+  // The model the request named: only read when the provider's answer does not say (a promise only
+  // for a compressed body, decoded for it).
+  const named = responses === "poll" || seen.model === null ? facts.model() : null;
+  const requestModel = named instanceof Promise ? await named : named;
   const backgroundRun = responses === null ? null : finishedRun(seen, requestModel);
-  const images =
+  const generated =
     imageCall === null || seen.images === undefined
       ? null
-      : generatedImages(seen.images, outcome !== "ok", () => imageCall.requested(call.body));
+      : generatedImages(seen.images, outcome !== "ok", () => facts.requestedImages(imageCall));
+  const images = generated instanceof Promise ? await generated : generated;
   return {
     status: exchange.status,
     outcome: outcome === "ok" && exchange.status >= 400 ? "error" : outcome,
     streamed: exchange.streamed,
     // A poll's own row records no tokens and no model, as any GET's.
     usage: backgroundRun !== null || responses === "poll" ? emptyUsage() : seen.usage,
-    model: responses === "poll" ? requestModel() : (seen.model ?? requestModel()),
+    model: responses === "poll" ? requestModel : (seen.model ?? requestModel),
     timeToFirstByteMs: exchange.timeToFirstByteMs,
     errorCode: null,
     backgroundRun,
@@ -170,10 +180,10 @@ export async function forward(pools: UpstreamPools, call: ForwardCall): Promise<
 }
 
 /** The background run a Responses API answer reports finished, with its tokens; null when none. */
-function finishedRun(seen: MeterReading, requestModel: () => string | null): BackgroundRun | null {
+function finishedRun(seen: MeterReading, requestModel: string | null): BackgroundRun | null {
   if (seen.usage.inputTokens === null && seen.usage.outputTokens === null) return null;
   const rowId = backgroundRowId(seen.response);
-  return rowId === null ? null : { rowId, usage: seen.usage, model: seen.model ?? requestModel() };
+  return rowId === null ? null : { rowId, usage: seen.usage, model: seen.model ?? requestModel };
 }
 
 /**

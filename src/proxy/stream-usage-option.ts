@@ -48,7 +48,8 @@ function mayStream(provider: ProviderId, path: string): boolean {
  * to find, and a client could stream unmetered by compressing its body. On the paths the option
  * applies to, the body is decoded to decide; it is forwarded as sent when it needs no change, and
  * else decoded with the option set (`decoded`: to be sent without its content-encoding). A coding
- * that cannot be undone is refused there (415), as the option could not be checked.
+ * that cannot be undone is refused there (415), as the option could not be checked. `plain` is the
+ * body as its JSON reads when it was decoded here (null elsewhere), so it need not be decoded again.
  */
 export async function withStreamUsageDecoded(
   provider: ProviderId,
@@ -56,11 +57,11 @@ export async function withStreamUsageDecoded(
   body: Buffer,
   contentEncoding: string,
   maxBytes: number,
-): Promise<{ body: Buffer; decoded: boolean }> {
-  if (!mayStream(provider, path) || body.length === 0) return { body, decoded: false };
+): Promise<{ body: Buffer; decoded: boolean; plain: Buffer | null }> {
+  if (!mayStream(provider, path) || body.length === 0) return { body, decoded: false, plain: null };
   const plain = await decodeRequestBody(body, contentEncoding, maxBytes);
   const asked = withStreamUsage(provider, path, plain);
-  return asked === plain ? { body, decoded: false } : { body: asked, decoded: true };
+  return asked === plain ? { body, decoded: false, plain } : { body: asked, decoded: true, plain: asked };
 }
 
 /** The body asking for usage when it streams; throws on a body that is not JSON. */

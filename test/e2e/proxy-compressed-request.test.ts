@@ -1,4 +1,4 @@
-import { createServer, type IncomingHttpHeaders, type Server } from "node:http";
+import { createServer, type IncomingHttpHeaders, type Server, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
 import { brotliCompressSync, deflateSync, gunzipSync, gzipSync, inflateSync } from "node:zlib";
 import OpenAI from "openai";
@@ -177,5 +177,195 @@ describe("a compressed request body on provider A's streamed completions", () =>
       .where("request_id", "=", response.headers.get("x-request-id") ?? "")
       .executeTakeFirstOrThrow();
     expect(row).toMatchObject({ streamed: 1, input_tokens: 1000, output_tokens: 5000 });
+  });
+});
+
+/**
+ * Elsewhere a compressed body is forwarded as sent, for the provider to read. What Sluice itself
+ * reads from it afterwards (the model for a failure row or an answer that names none, the images a
+ * cut image generation asked for) is read from the decoded body, and a body that does not decode
+ * just names nothing.
+ */
+describe("a compressed request body forwarded as sent", () => {
+  let upstream: Server;
+  let answer: (path: string, response: ServerResponse) => void;
+  let received: { url: string; headers: IncomingHttpHeaders; body: Buffer }[] = [];
+  let sluice: TestGateway;
+  let project: TestProject;
+  /** A gateway whose provider A refuses connections. */
+  let down: TestGateway;
+  let downProject: TestProject;
+
+  beforeAll(async () => {
+    upstream = createServer((request, response) => {
+      const chunks: Buffer[] = [];
+      request.on("data", (chunk: Buffer) => chunks.push(chunk));
+      request.on("end", () => {
+        received.push({ url: request.url ?? "", headers: request.headers, body: Buffer.concat(chunks) });
+        answer(request.url ?? "", response);
+      });
+    });
+    await new Promise<void>((resolve) => upstream.listen(0, "127.0.0.1", resolve));
+    const url = `http://127.0.0.1:${(upstream.address() as AddressInfo).port}`;
+    sluice = await startTestGateway({
+      providerABaseUrl: `${url}/a/v1`,
+      providerBBaseUrl: `${url}/b/v1`,
+      maxBodyBytes: 64 * 1024,
+    });
+    project = await createTestProject(sluice.gateway);
+    down = await startTestGateway({ providerABaseUrl: "http://127.0.0.1:1/v1", maxBodyBytes: 64 * 1024 });
+    downProject = await createTestProject(down.gateway);
+  });
+
+  afterAll(async () => {
+    await sluice.close();
+    await down.close();
+    upstream.closeAllConnections();
+    upstream.close();
+  });
+
+  beforeEach(() => {
+    received = [];
+  });
+
+  const send = (
+    gateway: TestGateway,
+    target: TestProject,
+    provider: "provider-a" | "provider-b",
+    path: string,
+    body: Buffer,
+    coding: string,
+  ) =>
+    fetch(`${gateway.url}/v1/${provider}/${target.projectId}/${path}`, {
+      method: "POST",
+      headers: {
+        authorization: `Bearer ${target.bearer(provider)}`,
+        "content-type": "application/json",
+        "content-encoding": coding,
+      },
+      body,
+    });
+
+  /**
+   * The usage row of a call. When the answer does not say what the request's body does, the row
+   * waits for that body to be decoded, which may be a moment after the client's last byte.
+   */
+  async function rowOf(gateway: TestGateway, response: Response) {
+    const requestId = response.headers.get("x-request-id") ?? "";
+    for (let attempt = 0; ; attempt++) {
+      await gateway.gateway.flushUsage();
+      const row = await gateway.gateway.database.db
+        .selectFrom("usage_records")
+        .selectAll()
+        .where("request_id", "=", requestId)
+        .executeTakeFirst();
+      if (row || attempt === 50) return row ?? expect.unreachable(`no usage row for ${requestId}`);
+      await new Promise((resolve) => setTimeout(resolve, 20));
+    }
+  }
+
+  const errorAnswer = (status: number, body: unknown) => (_path: string, response: ServerResponse) =>
+    response.writeHead(status, { "content-type": "application/json" }).end(JSON.stringify(body));
+
+  const message = JSON.stringify({
+    model: "claude-3-5-haiku-latest",
+    max_tokens: 16,
+    messages: [{ role: "user", content: "hi" }],
+  });
+  const embedding = JSON.stringify({ model: "text-embedding-3-small", input: "hi" });
+
+  it("names the request's model on the row when the provider fails", async () => {
+    const cases: Array<[string, Buffer, string, number, unknown]> = [
+      [
+        "provider-b",
+        gzipSync(message),
+        "gzip",
+        529,
+        { type: "error", error: { type: "overloaded_error", message: "Overloaded" } },
+      ],
+      [
+        "provider-a",
+        deflateSync(embedding),
+        "deflate",
+        503,
+        { error: { message: "busy", type: "server_error" } },
+      ],
+      ["provider-a", brotliCompressSync(embedding), "br", 500, { error: { message: "oops" } }],
+    ];
+    for (const [provider, body, coding, status, error] of cases) {
+      answer = errorAnswer(status, error);
+      const path = provider === "provider-b" ? "v1/messages" : "embeddings";
+      const response = await send(sluice, project, provider as "provider-a", path, body, coding);
+      expect(response.status, coding).toBe(status);
+      expect(await response.json(), coding).toEqual(error);
+      expect(await rowOf(sluice, response), coding).toMatchObject({
+        status,
+        outcome: "error",
+        model: provider === "provider-b" ? "claude-3-5-haiku-latest" : "text-embedding-3-small",
+      });
+    }
+    // Each body went out as sent, compressed.
+    expect(received.map(({ body }) => body)).toEqual(cases.map(([, body]) => body));
+    expect(received.map(({ headers }) => headers["content-encoding"])).toEqual(["gzip", "deflate", "br"]);
+  });
+
+  it("names the request's model on the row when the provider cannot be reached", async () => {
+    const response = await send(down, downProject, "provider-a", "embeddings", gzipSync(embedding), "gzip");
+    expect(response.status).toBe(502);
+    expect(((await response.json()) as { error: { code: string } }).error.code).toBe("PROVIDER_ERROR");
+    expect(await rowOf(down, response)).toMatchObject({
+      status: 502,
+      error_code: "PROVIDER_ERROR",
+      model: "text-embedding-3-small",
+    });
+  });
+
+  it("names no model, and fails nothing, for a forwarded body it cannot decode", async () => {
+    const bodies: Array<[Buffer, string]> = [
+      // A coding Sluice cannot undo (opaque bytes to it, as zstd's would be).
+      [gzipSync(embedding), "zstd"],
+      [Buffer.from("not gzip at all"), "gzip"],
+      // Decodes beyond SLUICE_MAX_BODY_BYTES (64 KiB here), though its model comes first.
+      [gzipSync(`{"model":"text-embedding-3-small","input":"${" ".repeat(128 * 1024)}"}`), "gzip"],
+    ];
+    for (const [body, coding] of bodies) {
+      const response = await send(down, downProject, "provider-a", "embeddings", body, coding);
+      expect(response.status, coding).toBe(502);
+      expect(await rowOf(down, response), coding).toMatchObject({
+        status: 502,
+        error_code: "PROVIDER_ERROR",
+        model: null,
+      });
+    }
+  });
+
+  it("counts the images a compressed image request asked for when the answer is cut", async () => {
+    // The answer's status, the size and quality it names and its first image arrive, then the
+    // provider goes away: only the count is the request's.
+    answer = (_path, response) => {
+      response.writeHead(200, { "content-type": "application/json" });
+      response.write('{"created":1763000000,"quality":"low","size":"1024x1024","data":[{"b64_json":"AAAA"}');
+      setTimeout(() => response.destroy(), 20);
+    };
+    const request = JSON.stringify({
+      model: "gpt-image-1",
+      prompt: "a cat",
+      n: 3,
+      size: "1024x1024",
+      quality: "low",
+    });
+    const response = await send(
+      sluice,
+      project,
+      "provider-a",
+      "images/generations",
+      gzipSync(request),
+      "gzip",
+    );
+    await response.text().catch(() => "");
+    const row = await rowOf(sluice, response);
+    expect(row).toMatchObject({ model: "gpt-image-1", outcome: "error" });
+    // Three images at gpt-image-1's low-quality 1024x1024 price, not the default count of one.
+    expect(row.cost_usd).toBeCloseTo(3 * 0.011, 10);
   });
 });
