@@ -3,7 +3,7 @@ import { GatewayError } from "../errors.js";
 import type { AiSdkModels, SdkImageModel } from "../providers/ai-sdk-provider.js";
 import type { ProviderId } from "../providers/provider-id.js";
 import type { Project } from "../storage/project-repository.js";
-import { defaultModel, findModel } from "../usage/model-catalogue.js";
+import { bareModelId, defaultModel, findModel } from "../usage/model-catalogue.js";
 import { imageCost } from "./image-cost.js";
 import { fitImageRequest, type ImageRequest, imagenSafetySettings } from "./image-request.js";
 import { type VaultStore, vaultPath } from "./vault-store.js";
@@ -26,15 +26,17 @@ export interface ImageGenerationDeps {
 /**
  * The model a request names (SPEC: it overrides the project's model), else the project's model when
  * the catalogue knows it as an image model, else the provider's default image model; null when the
- * provider has none. A project's chat model (for the analysis endpoints) is never sent here.
+ * provider has none. A project's chat model (for the analysis endpoints) is never sent here. A
+ * `models/` name is given without that prefix: the AI SDK's Imagen model adds it to the URL again.
  */
 export function imageModelFor(
   provider: ProviderId,
   project: Pick<Project, "model">,
   request: Pick<ImageRequest, "model">,
 ): string | null {
-  if (request.model) return request.model;
-  if (project.model && findModel(provider, project.model)?.capabilities.image) return project.model;
+  if (request.model) return bareModelId(request.model);
+  if (project.model && findModel(provider, project.model)?.capabilities.image)
+    return bareModelId(project.model);
   return defaultModel(provider, "image");
 }
 

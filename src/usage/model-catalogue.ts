@@ -372,8 +372,17 @@ export function findModel(provider: ProviderId, id: string | null | undefined): 
 const foundModels = new Map<ProviderId, Map<string, CatalogueModel | null>>();
 const maxRemembered = 1000;
 
+/**
+ * A model name without provider C's `models/` resource prefix (`models/gemini-2.5-flash` is
+ * `gemini-2.5-flash`): the id the catalogue lists and the AI SDK's models take, which add the
+ * prefix themselves where the provider's URL needs it.
+ */
+export function bareModelId(id: string): string {
+  return id.startsWith("models/") ? id.slice("models/".length) : id;
+}
+
 function searchModel(provider: ProviderId, id: string): CatalogueModel | null {
-  const name = id.startsWith("models/") ? id.slice(7) : id;
+  const name = bareModelId(id);
   for (const model of modelsFor(provider)) {
     if (name === model.id || model.snapshots?.includes(name)) return model;
     if (name.startsWith(model.id) && versionSuffix.test(name.slice(model.id.length))) return model;

@@ -140,6 +140,26 @@ describe("image generation", () => {
     expect((await rowFor(fallback)).model).toBe("gpt-image-1");
   });
 
+  it("sends a `models/` model name to provider C once prefixed, from the request or the project", async () => {
+    const response = await generate(c, { prompt: "x", model: "models/imagen-4.0-fast-generate-001" });
+    expect(response.status).toBe(200);
+    expect(fake.last()!.path).toBe("/c/v1beta/models/imagen-4.0-fast-generate-001:predict");
+    expect(await rowFor(response)).toMatchObject({ model: "imagen-4.0-fast-generate-001", cost_usd: 0.02 });
+    const stored = await createTestProject(sluice.gateway, {
+      provider: "provider-c",
+      model: "models/imagen-4.0-fast-generate-001",
+    });
+    fake.clear();
+    const own = await fetch(`${sluice.url}/v1/image/${stored.projectId}`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${stored.bearer("provider-c")}`, "content-type": "application/json" },
+      body: JSON.stringify({ prompt: "x" }),
+    });
+    expect(own.status).toBe(200);
+    expect(fake.last()!.path).toBe("/c/v1beta/models/imagen-4.0-fast-generate-001:predict");
+    expect(await rowFor(own)).toMatchObject({ model: "imagen-4.0-fast-generate-001", cost_usd: 0.02 });
+  });
+
   it("batches n over maxImagesPerCall", async () => {
     const response = await generate(c, {
       prompt: "x",
