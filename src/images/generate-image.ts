@@ -55,7 +55,7 @@ export async function generateImages(
   signal?: AbortSignal,
 ): Promise<{ result: ImageResult; costUsd: number | null }> {
   const modelId = imageModelFor(call.provider, call.project, request);
-  if (!modelId)
+  if (!modelId || !defaultModel(call.provider, "image"))
     throw new GatewayError(
       "VALIDATION_ERROR",
       `${call.provider} has no image models; use a project of provider-a or provider-c`,

@@ -131,11 +131,26 @@ describe("fitting an image request to its provider and model", () => {
       providerOptions: { "provider-a": { quality: "hd", style: "vivid" } },
     });
     expect(fitImageRequest("provider-a", "gpt-image-2", request)).toEqual(request);
-    // Provider A's models are not provider C's: an Imagen name on provider A is a custom model there.
-    expect(
-      fitImageRequest("provider-a", "imagen-4.0-generate-001", parsed({ aspectRatio: "2:3" })).warnings,
-    ).toEqual([]);
+    expect(fitImageRequest("provider-c", "imagen-5.0-generate-001", parsed({ aspectRatio: "2:3" }))).toEqual(
+      parsed({ aspectRatio: "2:3" }),
+    );
   });
+
+  it.each([
+    ["provider-a", "gpt-4.1-mini", "provider-a"],
+    ["provider-a", "text-embedding-3-small", "provider-a"],
+    ["provider-c", "models/gemini-2.5-flash", "provider-c"],
+    ["provider-a", "imagen-4.0-generate-001", "provider-c"],
+    ["provider-c", "dall-e-3", "provider-a"],
+  ] as const)(
+    "refuses on %s the catalogued model %s, which is no image model of it: 422 naming it",
+    (provider, model, modelProvider) => {
+      const error = refusal(() => fitImageRequest(provider, model, parsed({})));
+      expect(error.code).toBe("VALIDATION_ERROR");
+      expect(error.message).toContain(JSON.stringify(model));
+      expect(error.details).toEqual({ model, provider, modelProvider });
+    },
+  );
 
   it("drops the other image provider's options with a warning", () => {
     const request = parsed({

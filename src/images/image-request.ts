@@ -1,6 +1,6 @@
 import { GatewayError } from "../errors.js";
 import type { ProviderId } from "../providers/provider-id.js";
-import { findModel, modelsFor } from "../usage/model-catalogue.js";
+import { catalogueProviderOf, findModel, modelsFor } from "../usage/model-catalogue.js";
 
 /** A validated /v1/image request (SPEC.md, POST /v1/image). */
 export interface ImageRequest {
@@ -90,12 +90,14 @@ export const imageModelRules: Readonly<Record<string, ImageModelRules>> = {
 
 /**
  * Fits a parsed request to the project's provider and the model that will run it, before any
- * provider call: the other image provider's options (their values already checked) are dropped
- * with a warning, and a catalogued model's rules (imageModelRules) apply: a value it does not take
- * is 422 VALIDATION_ERROR naming the option and the model, a `style` it does not take is dropped
- * with a warning.
+ * provider call: a model the catalogue lists but not as an image model of this provider is 422
+ * (requireImageModel); the other image provider's options (their values already checked) are
+ * dropped with a warning, and a catalogued model's rules (imageModelRules) apply: a value it does
+ * not take is 422 VALIDATION_ERROR naming the option and the model, a `style` it does not take is
+ * dropped with a warning.
  */
 export function fitImageRequest(provider: ProviderId, modelId: string, request: ImageRequest): ImageRequest {
+  requireImageModel(provider, modelId);
   const warnings = [...request.warnings];
   const providerOptions = { ...request.providerOptions };
   for (const other of imageProviders) {
@@ -117,6 +119,24 @@ export function fitImageRequest(provider: ProviderId, modelId: string, request: 
     }
   }
   return { ...request, providerOptions, warnings };
+}
+
+/**
+ * A chat, embedding or other provider's model that the catalogue lists would only be refused by
+ * the provider (a 502): it is 422 naming the model. A model no catalogue lists is sent on, as the
+ * analysis endpoints and the admin API trust one: catalogues lag the providers' new models.
+ */
+function requireImageModel(provider: ProviderId, modelId: string): void {
+  const own = findModel(provider, modelId);
+  if (own?.capabilities.image) return;
+  const modelProvider = own ? provider : catalogueProviderOf(modelId);
+  if (!modelProvider) return;
+  const imageModels = modelsFor(provider).filter((model) => model.capabilities.image);
+  throw new GatewayError(
+    "VALIDATION_ERROR",
+    `model ${JSON.stringify(modelId)} ${own ? "is not an image model" : `is a ${modelProvider} model`}; this project generates images with ${provider}, whose image models are ${imageModels.map((model) => model.id).join(", ")}`,
+    { details: { model: modelId, provider, modelProvider } },
+  );
 }
 
 function requireListed(

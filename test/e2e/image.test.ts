@@ -353,6 +353,40 @@ describe("image generation", () => {
     },
   );
 
+  it.each([
+    ["a chat model of its own provider", "a", "gpt-4.1", "provider-a", "is not an image model"],
+    ["a dated chat model", "a", "gpt-4.1-2025-04-14", "provider-a", "is not an image model"],
+    ["an embedding model", "c", "gemini-embedding-001", "provider-c", "is not an image model"],
+    ["provider C's image model", "a", "imagen-4.0-generate-001", "provider-c", "is a provider-c model"],
+    ["provider A's image model", "c", "gpt-image-1", "provider-a", "is a provider-a model"],
+    ["provider B's chat model", "a", "claude-sonnet-4-5", "provider-b", "is a provider-b model"],
+  ] as const)(
+    "refuses %s with 422 naming it, without calling the provider, and records the row",
+    async (_name, which, model, modelProvider, says) => {
+      const project = which === "a" ? a : c;
+      const provider = providerOf(project);
+      const response = await generate(project, { prompt: "x", model });
+      expect(response.status).toBe(422);
+      expect(await response.json()).toEqual({
+        error: {
+          code: "VALIDATION_ERROR",
+          message: `model "${model}" ${says}; this project generates images with ${provider}, whose image models are ${provider === "provider-a" ? "gpt-image-1, dall-e-3, gpt-image-1-mini" : "imagen-4.0-generate-001, imagen-4.0-fast-generate-001, imagen-4.0-ultra-generate-001"}`,
+          requestId: response.headers.get("x-request-id"),
+          details: { model, provider, modelProvider },
+        },
+      });
+      expect(fake.requests).toHaveLength(0);
+      expect(await rowFor(response)).toMatchObject({
+        endpoint: "image",
+        provider,
+        model,
+        status: 422,
+        error_code: "VALIDATION_ERROR",
+        cost_usd: null,
+      });
+    },
+  );
+
   it("keeps the values each model takes, and leaves sizes and custom models alone", async () => {
     for (const [project, options] of [
       [
@@ -445,9 +479,14 @@ describe("image generation", () => {
     expect(fake.requests).toHaveLength(0);
   });
 
-  it("refuses image generation for provider B with 422", async () => {
-    const response = await generate(b, { prompt: "x" });
-    expect(response.status).toBe(422);
+  it("refuses image generation for provider B with 422, also for another provider's image model", async () => {
+    for (const body of [{ prompt: "x" }, { prompt: "x", model: "gpt-image-1" }]) {
+      const response = await generate(b, body);
+      expect(response.status).toBe(422);
+      expect(((await response.json()) as { error: { message: string } }).error.message).toBe(
+        "provider-b has no image models; use a project of provider-a or provider-c",
+      );
+    }
     expect(fake.requests).toHaveLength(0);
   });
 
