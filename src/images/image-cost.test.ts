@@ -30,14 +30,30 @@ describe("image cost, SPEC.md's table row by row", () => {
     ).toBe(0.04);
   });
 
+  it("prices a size or quality not given at the model's default, which the provider generates at", () => {
+    expect(imageCost({ provider: "provider-a", model: "dall-e-3", n: 1 })).toEqual({
+      costUsd: 0.04,
+      unitPriceUsd: 0.04,
+    });
+    expect(imageCost({ provider: "provider-a", model: "dall-e-3", quality: "hd", n: 2 }).costUsd).toBe(0.16);
+    expect(imageCost({ provider: "provider-a", model: "dall-e-3", size: "1536x1024", n: 1 }).costUsd).toBe(
+      0.08,
+    );
+    // gpt-image models default to `auto`, which has no price.
+    expect(
+      imageCost({ provider: "provider-a", model: "gpt-image-1", quality: "low", n: 1 }).costUsd,
+    ).toBeNull();
+  });
+
   it("does not price provider A by an aspect ratio, which its API never receives", () => {
     expect(
       imageCost({ provider: "provider-a", model: "gpt-image-1", quality: "low", aspectRatio: "3:2", n: 1 })
         .costUsd,
     ).toBeNull();
-    expect(
-      imageCost({ provider: "provider-a", model: "dall-e-3", aspectRatio: "2:3", n: 1 }).costUsd,
-    ).toBeNull();
+    // The model's default size, not the ratio's (2:3 would be 1024x1536, 0.08).
+    expect(imageCost({ provider: "provider-a", model: "dall-e-3", aspectRatio: "2:3", n: 1 }).costUsd).toBe(
+      0.04,
+    );
   });
 
   it.each([

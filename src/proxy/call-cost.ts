@@ -7,10 +7,10 @@ import type { GeneratedImages } from "./generated-images.js";
 
 /**
  * The cost of one proxied call. A model with token prices is priced by its tokens. An image model
- * priced per image (the catalogue's `imagePricing`, as /v1/image prices it) is priced by the images
- * its answer holds, with the model's default size and quality where neither the answer nor the
- * request names one (dall-e-3: 1024x1024, standard); a size or quality without a price (`auto`)
- * leaves the cost unknown (null), never 0.
+ * priced per image (the catalogue's `imagePricing`) is priced by the images its answer holds, with
+ * imageCost, the rule /v1/image prices by: at the model's default size and quality where neither
+ * the answer nor the request names one (dall-e-3: 1024x1024, standard); a size or quality without
+ * a price (`auto`) leaves the cost unknown (null), never 0.
  */
 export function costOfProxiedCall(
   provider: ProviderId,
@@ -21,12 +21,11 @@ export function costOfProxiedCall(
   const catalogued = images === null ? null : findModel(provider, model);
   if (images === null || model === null || !catalogued?.imagePricing || catalogued.pricing !== null)
     return costOfTokens(provider, model, usage);
-  const defaults = catalogued.imageDefaults;
   return imageCost({
     provider,
     model,
-    quality: images.quality ?? defaults?.quality,
-    size: images.size ?? defaults?.size,
+    quality: images.quality ?? undefined,
+    size: images.size ?? undefined,
     n: images.count,
   }).costUsd;
 }

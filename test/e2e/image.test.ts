@@ -192,9 +192,13 @@ describe("image generation", () => {
     ],
     [{ model: "dall-e-3", size: "1024x1536" }, 0.08],
     [{ model: "gpt-image-1-mini", size: "1536x1024" }, 0.02],
+    // The provider generates at the model's default size and quality (dall-e-3: 1024x1024, standard),
+    // as the proxy prices it; gpt-image-1's default (`auto`) has no price.
+    [{ model: "dall-e-3" }, 0.04],
+    [{ model: "dall-e-3", n: 2, providerOptions: { "provider-a": { quality: "hd" } } }, 0.16],
     [{ model: "gpt-image-1" }, null],
     // Provider A takes no aspect ratio (the SDK drops it with a warning): the size is the model's default.
-    [{ model: "dall-e-3", aspectRatio: "2:3" }, null],
+    [{ model: "dall-e-3", aspectRatio: "2:3" }, 0.04],
     [
       { model: "gpt-image-1", aspectRatio: "3:2", providerOptions: { "provider-a": { quality: "low" } } },
       null,
@@ -212,6 +216,20 @@ describe("image generation", () => {
     const response = await generate(a, { prompt: "x", ...options });
     expect(response.status).toBe(200);
     expect((await rowFor(response)).cost_usd).toBe(cost);
+  });
+
+  it("prices a generation at the model's defaults as the provider A proxy does", async () => {
+    const viaImage = await generate(a, { prompt: "a fox", model: "dall-e-3" });
+    expect(viaImage.status).toBe(200);
+    const viaProxy = await fetch(`${sluice.url}/v1/provider-a/${a.projectId}/images/generations`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${a.bearer("provider-a")}`, "content-type": "application/json" },
+      body: JSON.stringify({ model: "dall-e-3", prompt: "a fox" }),
+    });
+    expect(viaProxy.status).toBe(200);
+    const [imageRow, proxyRow] = [await rowFor(viaImage), await rowFor(viaProxy)];
+    expect(imageRow).toMatchObject({ endpoint: "image", model: "dall-e-3", cost_usd: 0.04 });
+    expect(proxyRow).toMatchObject({ endpoint: "proxy", model: "dall-e-3", cost_usd: 0.04 });
   });
 
   it("writes the AI SDK's warnings to the JSON log, not the console", async () => {
