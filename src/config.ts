@@ -277,7 +277,7 @@ export const settings = {
     "SLUICE_PUBLIC_URL",
     httpUrl.optional(),
     undefined,
-    "external base URL used in signed vault URLs (unset: http://HOST:PORT)",
+    "external base URL used in signed vault URLs (unset: the address the gateway listens on, with the port it got and an IPv6 address in brackets, e.g. `http://[::1]:41234`)",
   ),
   vaultUrlTtlSeconds: setting(
     "SLUICE_VAULT_URL_TTL_SECONDS",

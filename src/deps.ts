@@ -1,4 +1,5 @@
 import type { IncomingMessage } from "node:http";
+import type { AddressInfo } from "node:net";
 import { join } from "node:path";
 import type { Redis } from "ioredis";
 import { createProjectAdmin } from "./admin/project-admin.js";
@@ -23,6 +24,7 @@ import { registerStructuredRoutes } from "./http/structured-routes.js";
 import { createLocalVault } from "./images/local-vault.js";
 import { createS3Vault } from "./images/s3-vault.js";
 import { createUrlSigner } from "./images/signed-url.js";
+import { listeningUrl } from "./net/listening-url.js";
 import { createLogger, type Logger } from "./observability/logger.js";
 import { createMetrics } from "./observability/metrics.js";
 import { createAiSdkModels } from "./providers/ai-sdk-provider.js";
@@ -51,6 +53,8 @@ export interface Injectables {
   fetchPdf: FetchPdf;
   /** Extra API routes registered after the built-in ones (tests). */
   registerApiRoutes: (router: Router) => void;
+  /** The address the server listens on, once it does (`server.address()`), for signed vault URLs. */
+  listenAddress: () => AddressInfo | string | null;
 }
 
 export interface Gateway {
@@ -209,8 +213,10 @@ export async function createGateway(config: Config, injected: Partial<Injectable
     clientIdentifier: `sluice/${version}`,
   });
 
-  const publicUrl =
-    config.publicUrl ?? `${config.tlsCert ? "https" : "http"}://${config.host}:${config.port}`;
+  // Unset SLUICE_PUBLIC_URL: the address the server listens on, read when a URL is signed (with
+  // PORT=0 the port is known only then).
+  const publicUrl = () =>
+    config.publicUrl ?? listeningUrl(injected.listenAddress?.() ?? null, config, Boolean(config.tlsCert));
   const signer = createUrlSigner(secretBox.deriveKey("vault-url-signing"));
   const localVault = createLocalVault({ directory: join(config.dataDir, "vault"), publicUrl, signer });
   const vault =

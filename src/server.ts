@@ -12,18 +12,22 @@ import { loadConfig } from "./config.js";
 import { createGateway, type Gateway } from "./deps.js";
 import { type ConnectionDrain, trackConnections } from "./http/connection-drain.js";
 import { continueWhenRead } from "./http/read-body.js";
+import { listeningUrl } from "./net/listening-url.js";
 import { version } from "./version.js";
 
 /** Loads config, build the gateway, listen, and shut down gracefully on SIGTERM/SIGINT. */
 export async function serve(): Promise<void> {
   const config = loadConfig();
-  const gateway = await createGateway(config);
+  // Signed vault URLs name the address the server got (PORT=0 picks a port), once it listens.
+  let started: GatewayServer | undefined;
+  const gateway = await createGateway(config, { listenAddress: () => started?.address() ?? null });
   const { logger, app } = gateway;
   const tls =
     config.tlsCert && config.tlsKey
       ? { cert: readFileSync(config.tlsCert), key: readFileSync(config.tlsKey) }
       : undefined;
   const server = createGatewayServer(app, tls ? { tls } : {});
+  started = server;
   await new Promise<void>((resolve, reject) => {
     server.once("error", reject);
     server.listen(config.port, config.host, resolve);
@@ -39,7 +43,7 @@ export async function serve(): Promise<void> {
       redis: Boolean(config.redisUrl),
       tls: Boolean(config.tlsCert),
     },
-    `sluice listening on ${config.tlsCert ? "https" : "http"}://${config.host}:${port}`,
+    `sluice listening on ${listeningUrl(address, config, Boolean(config.tlsCert))}`,
   );
 
   let stopping = false;

@@ -6,7 +6,8 @@ import { isSafeVaultPath, type VaultStore } from "./vault-store.js";
 /** The vault in a local directory, served by the gateway itself through signed URLs. */
 export function createLocalVault(options: {
   directory: string;
-  publicUrl: string;
+  /** The base of signed URLs, asked each time: the listening address is known only after start. */
+  publicUrl: () => string;
   signer: UrlSigner;
 }): VaultStore & {
   read(path: string): Promise<Buffer | null>;
@@ -24,7 +25,7 @@ export function createLocalVault(options: {
       await mkdir(dirname(file), { recursive: true });
       await writeFile(file, bytes, { flag: "wx" });
     },
-    signedUrl: (path, ttlSeconds) => options.signer.sign(options.publicUrl, path, ttlSeconds),
+    signedUrl: (path, ttlSeconds) => options.signer.sign(options.publicUrl(), path, ttlSeconds),
     async read(path) {
       if (!isSafeVaultPath(path)) return null;
       try {

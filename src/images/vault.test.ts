@@ -75,7 +75,7 @@ describe("local vault", () => {
   it("writes under its directory only and reads back the same bytes", async () => {
     const vault = createLocalVault({
       directory,
-      publicUrl: "http://x",
+      publicUrl: () => "http://x",
       signer: createUrlSigner(randomBytes(32)),
     });
     const bytes = randomBytes(64);
@@ -89,7 +89,7 @@ describe("local vault", () => {
   it("stores a file for a team id with a leading _ or -", async () => {
     const vault = createLocalVault({
       directory,
-      publicUrl: "http://x",
+      publicUrl: () => "http://x",
       signer: createUrlSigner(randomBytes(32)),
     });
     const bytes = randomBytes(16);
