@@ -1,6 +1,6 @@
 import type { ProviderId } from "../providers/provider-id.js";
 import type { Project } from "../storage/project-repository.js";
-import { defaultModel, findModel } from "../usage/model-catalogue.js";
+import { bareModelId, defaultModel, findModel } from "../usage/model-catalogue.js";
 
 export type AnalysisKind = "text" | "vision" | "pdf";
 
@@ -8,7 +8,9 @@ export type AnalysisKind = "text" | "vision" | "pdf";
  * The model for an analysis: the project's custom model, or its provider's default. Vision and
  * PDF need a model that can read images or PDFs: when the configured model is catalogued without
  * that capability, the provider's default multimodal model is used instead. A custom model the
- * catalogue does not know is trusted as configured.
+ * catalogue does not know is trusted as configured. A catalogued one is sent without a `models/`
+ * prefix (provider C's list names models so, and the admin API accepts it for every provider):
+ * providers A and B would refuse `models/gpt-4.1`.
  */
 export function chooseModel(
   project: Pick<Project, "model">,
@@ -20,6 +22,7 @@ export function chooseModel(
   if (!project.model) return fallback;
   const known = findModel(provider, project.model);
   if (!known) return project.model;
-  if (kind === "text") return known.capabilities.structured ? project.model : fallback;
-  return known.capabilities[kind] ? project.model : fallback;
+  const model = bareModelId(project.model);
+  if (kind === "text") return known.capabilities.structured ? model : fallback;
+  return known.capabilities[kind] ? model : fallback;
 }

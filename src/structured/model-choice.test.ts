@@ -1,0 +1,26 @@
+import { describe, expect, it } from "vitest";
+import { defaultModel } from "../usage/model-catalogue.js";
+import { chooseModel } from "./model-choice.js";
+
+describe("chooseModel", () => {
+  it("sends a catalogued model without the models/ prefix the admin API accepts", () => {
+    expect(chooseModel({ model: "models/gpt-4.1" }, "provider-a", "text")).toBe("gpt-4.1");
+    expect(chooseModel({ model: "models/gemini-2.5-flash" }, "provider-c", "vision")).toBe(
+      "gemini-2.5-flash",
+    );
+    expect(chooseModel({ model: "gpt-4.1" }, "provider-a", "text")).toBe("gpt-4.1");
+  });
+
+  it("trusts a model the catalogue does not know as configured, prefix and all", () => {
+    expect(chooseModel({ model: "models/my-tuned-model" }, "provider-c", "text")).toBe(
+      "models/my-tuned-model",
+    );
+  });
+
+  it("uses the provider's default without a model, or for a model lacking the capability", () => {
+    expect(chooseModel({ model: null }, "provider-a", "text")).toBe(defaultModel("provider-a", "structured"));
+    expect(chooseModel({ model: "models/text-embedding-3-small" }, "provider-a", "text")).toBe(
+      defaultModel("provider-a", "structured"),
+    );
+  });
+});
