@@ -38,11 +38,13 @@ function wire(
       secretBox,
       now: () => new Date(),
       onProjectChanged: admin === "this instance" ? directory.invalidate : () => {},
+      testModeAllowed: true,
     }),
     authenticate: createAuthenticator({
       directory,
       deviceTokens: { verify: async () => ({ kind: "ok", digest: "device" }) },
       throttle: openThrottle,
+      testModeAllowed: true,
     }),
   };
 }

@@ -41,6 +41,7 @@ function wire(database: OpenDatabase, ttlMs: number, now: () => Date = () => new
     secretBox,
     now,
     onProjectChanged: directory.invalidate,
+    testModeAllowed: true,
   });
   return { secretBox, directory, admin };
 }
@@ -103,7 +104,12 @@ describe("authenticate: the SPEC's methods, in order", () => {
       redis: undefined,
       logger: createLogger("silent", new Writable({ write: (_c, _e, done) => done() })),
     });
-    authenticate = createAuthenticator({ directory, deviceTokens, throttle: openThrottle });
+    authenticate = createAuthenticator({
+      directory,
+      deviceTokens,
+      throttle: openThrottle,
+      testModeAllowed: true,
+    });
   });
 
   afterAll(async () => {
@@ -257,6 +263,7 @@ describe("authenticate: the SPEC's methods, in order", () => {
       directory,
       deviceTokens: { verify: async () => ({ kind: "invalid", reason: "no" }) },
       throttle,
+      testModeAllowed: true,
     });
     const created = await longAdmin.createProject({ name, provider: "provider-a", testMode: true });
     const key = await longAdmin.addProviderKey(created.project.id, {
@@ -319,6 +326,7 @@ describe("authenticate: the SPEC's methods, in order", () => {
         },
       },
       throttle: openThrottle,
+      testModeAllowed: true,
     });
     const created = await longAdmin.createProject({
       name: "device cached",
@@ -362,6 +370,7 @@ describe("authenticate: the SPEC's methods, in order", () => {
       directory,
       deviceTokens: { verify: async () => ({ kind: "invalid", reason: "no" }) },
       throttle: openThrottle,
+      testModeAllowed: true,
     });
     // The old tie-break (random ids) kept the wrong keys about one time in four: try several.
     for (let attempt = 0; attempt < 12; attempt++) {
@@ -487,6 +496,7 @@ describe("authenticate: the SPEC's methods, in order", () => {
       }),
       deviceTokens: { verify: async () => ({ kind: "ok", digest: "x" }) },
       throttle: { policy, retryAfter: async () => 17, recordFailure: async () => {} },
+      testModeAllowed: true,
     });
     const result = await throttled({
       projectId: fixture.projectId,
@@ -501,5 +511,102 @@ describe("authenticate: the SPEC's methods, in order", () => {
       "ratelimit-policy": '"auth-failures";q=30;w=60',
       ratelimit: '"auth-failures";r=0;t=17',
     });
+  });
+});
+
+describe("authenticate in production (SLUICE_ENV=production): no Test Mode", () => {
+  let database: OpenDatabase;
+  const validDevice = Buffer.from("a-device-token-apple-accepts").toString("base64");
+
+  beforeAll(async () => {
+    database = await openDatabase({ dataDir: "unused", sqliteFile: ":memory:" });
+  });
+  afterAll(async () => {
+    await database.close();
+  });
+
+  /**
+   * A project put in Test Mode (and Device Check) before production, and one authenticator per
+   * environment over the same records.
+   */
+  async function testModeProject() {
+    const { directory, admin } = wire(database, 0);
+    const authenticator = (testModeAllowed: boolean) =>
+      createAuthenticator({
+        directory,
+        deviceTokens: {
+          verify: async (_project, token) =>
+            token === validDevice ? { kind: "ok", digest: "device" } : { kind: "invalid", reason: "no" },
+        },
+        throttle: openThrottle,
+        testModeAllowed,
+      });
+    const created = await admin.createProject({
+      name: "still testing",
+      provider: "provider-a",
+      testMode: true,
+      deviceCheck: {
+        enabled: true,
+        teamId,
+        keyId,
+        privateKey: generateAppleKeyPair().privateKeyPem,
+        environment: "production",
+      },
+    });
+    const key = await admin.addProviderKey(created.project.id, {
+      provider: "provider-a",
+      apiKey: "sk-still-testing-123",
+    });
+    const request = (headers: Record<string, string>) => ({
+      projectId: created.project.id,
+      headers,
+      clientIp: "192.0.2.7",
+      provider: "provider-a" as const,
+    });
+    return {
+      development: authenticator(true),
+      production: authenticator(false),
+      testKey: created.testKey,
+      partialKey: key.partialKey,
+      request,
+    };
+  }
+
+  const refusal = (result: AuthResult) =>
+    result.ok
+      ? { status: 200 }
+      : { status: result.error.status, code: result.error.code, message: result.error.message };
+
+  it.each([
+    [
+      "the test-key header",
+      (partial: string, testKey: string) => ({ "x-sluice-test-key": testKey, "x-ai-key": partial }),
+      "No authentication method succeeded: Test Mode is off in production, so test keys are not accepted",
+    ],
+    [
+      "Bearer with a test key",
+      (partial: string, testKey: string) => ({ authorization: `Bearer ${partial}.${testKey}` }),
+      "No authentication method succeeded: the token is not a valid device token (Test Mode is off in production, so test keys are not accepted)",
+    ],
+  ])(
+    "refuses %s with 401, the same answer for a right and a wrong test key",
+    async (_name, headers, message) => {
+      const { development, production, testKey, partialKey, request } = await testModeProject();
+      expect((await development(request(headers(partialKey, testKey)))).ok).toBe(true);
+      const right = refusal(await production(request(headers(partialKey, testKey))));
+      expect(right).toEqual({ status: 401, code: "UNAUTHORIZED", message });
+      const wrongTestKey = refusal(await production(request(headers(partialKey, "tk_wrong"))));
+      const wrongPartialKey = refusal(await production(request(headers(`${partialKey}x`, testKey))));
+      expect(wrongTestKey).toEqual(right);
+      expect(wrongPartialKey).toEqual(right);
+    },
+  );
+
+  it("keeps the device token methods of a project in Test Mode working", async () => {
+    const { production, partialKey, request } = await testModeProject();
+    const bearer = await production(request({ authorization: `Bearer ${partialKey}.${validDevice}` }));
+    expect(bearer.ok && bearer.providerKey).toBe("sk-still-testing-123");
+    const legacy = await production(request({ "x-device-token": validDevice, "x-ai-key": partialKey }));
+    expect(legacy.ok && legacy.method).toBe("device-token-header");
   });
 });
