@@ -59,6 +59,12 @@ describe("a production gateway (SLUICE_ENV=production)", () => {
     expect(String(testModeWarnings[0]?.msg)).not.toContain(live.projectId);
   });
 
+  it("warns once at start that calls must use HTTPS, as it neither serves TLS nor trusts a proxy", () => {
+    const httpsWarnings = warningsOf(sluice).filter((line) => String(line.msg).includes("HTTPS"));
+    expect(httpsWarnings).toHaveLength(1);
+    expect(String(httpsWarnings[0]?.msg)).toContain("SLUICE_TLS_CERT and SLUICE_TLS_KEY");
+  });
+
   it("refuses a right test key with 401, saying Test Mode is off in production, and records the call", async () => {
     const response = await fetch(`${sluice.url}/v1/provider-a/${testing.projectId}/chat/completions`, {
       method: "POST",
