@@ -232,11 +232,39 @@ describe("authenticate: the SPEC's methods, in order", () => {
     return { projectId: created.project.id, keyId: key.keyId, partialKey: key.partialKey, headers };
   }
 
-  it("refuses a revoked key", async () => {
+  const codeAndMessage = (result: AuthResult) =>
+    result.ok ? "ok" : `${result.error.status} ${result.error.code}: ${result.error.message}`;
+
+  it("says a key was revoked (403) only to a caller whose partial key and test key pass", async () => {
     const own = await ownProject("revocation");
+    const other = await ownProject("revocation-elsewhere");
     expect(statusOf(await run(own.projectId, own.headers))).toBe(200);
     await admin.revokeProviderKey(own.projectId, own.keyId);
-    expect(statusOf(await run(own.projectId, own.headers))).toBe(401);
+    const revoked = "403 FORBIDDEN: This provider key was revoked";
+    expect(codeAndMessage(await run(own.projectId, own.headers))).toBe(revoked);
+    const testKey = own.headers.authorization.split(".")[1] ?? "";
+    expect(
+      codeAndMessage(await run(own.projectId, { "x-sluice-test-key": testKey, "x-ai-key": own.partialKey })),
+    ).toBe(revoked);
+    const invalidKey =
+      "401 UNAUTHORIZED: No authentication method succeeded: the partial key is not valid for this project";
+    const wrongShare = `${own.partialKey.slice(0, -2)}${own.partialKey.endsWith("AA") ? "BB" : "AA"}`;
+    const strangers: Array<[string, Record<string, string>, string]> = [
+      [
+        own.projectId,
+        { authorization: `Bearer ${own.partialKey}.tk_wrong` },
+        "401 UNAUTHORIZED: No authentication method succeeded: the token is not a valid test key (device check is off for this project)",
+      ],
+      [own.projectId, { authorization: `Bearer ${wrongShare}.${testKey}` }, invalidKey],
+      // Another project's right test key: the revoked key is not that project's.
+      [
+        other.projectId,
+        { authorization: `Bearer ${own.partialKey}.${other.headers.authorization.split(".")[1]}` },
+        invalidKey,
+      ],
+    ];
+    for (const [projectId, headers, answer] of strangers)
+      expect(codeAndMessage(await run(projectId, headers))).toBe(answer);
   });
 
   it("says a project is disabled only to a caller whose credentials pass", async () => {
@@ -293,7 +321,7 @@ describe("authenticate: the SPEC's methods, in order", () => {
     await longAdmin.revokeProviderKey(created.project.id, key.keyId);
     const afterRevoke = cachedAuth(request);
     expect(afterRevoke).toBeInstanceOf(Promise);
-    expect(statusOf(await afterRevoke)).toBe(401);
+    expect(statusOf(await afterRevoke)).toBe(403);
     // A wrong test key never takes the in-memory path, however warm the caches are.
     const wrong = { ...request, headers: { authorization: `Bearer ${key.partialKey}.tk_wrong` } };
     expect(statusOf(await cachedAuth(wrong))).toBe(401);
@@ -317,12 +345,13 @@ describe("authenticate: the SPEC's methods, in order", () => {
   it("refuses a revoked key at once on the DeviceCheck path too, where the rebuilt key is cached", async () => {
     const { directory, admin: longAdmin } = wire(database, 60_000);
     const verified: string[] = [];
+    let accepted = true;
     const cachedAuth = createAuthenticator({
       directory,
       deviceTokens: {
         verify: async (_project, token) => {
           verified.push(token);
-          return { kind: "ok", digest: "device-digest" };
+          return accepted ? { kind: "ok", digest: "device-digest" } : { kind: "invalid", reason: "no" };
         },
       },
       throttle: openThrottle,
@@ -360,7 +389,15 @@ describe("authenticate: the SPEC's methods, in order", () => {
       statusOf(await cachedAuth({ ...request, headers: { authorization: `Bearer ${wrong}.${goodDevice}` } })),
     ).toBe(401);
     await longAdmin.revokeProviderKey(created.project.id, key.keyId);
-    expect(statusOf(await cachedAuth(request))).toBe(401);
+    expect(codeAndMessage(await cachedAuth(request))).toBe("403 FORBIDDEN: This provider key was revoked");
+    // A device token Apple refuses learns nothing of the key.
+    const refused = Buffer.from("a-token-apple-refuses").toString("base64");
+    accepted = false;
+    const stranger = await cachedAuth({
+      ...request,
+      headers: { authorization: `Bearer ${key.partialKey}.${refused}` },
+    });
+    expect(stranger.ok ? 200 : stranger.error.code).toBe("UNAUTHORIZED");
   });
 
   it("keeps the newest two test keys even when they are issued in one millisecond", async () => {

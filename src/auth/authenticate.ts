@@ -141,11 +141,16 @@ export function createAuthenticator(deps: AuthenticatorDeps) {
     const parsed = parsePartialKey(partialKey);
     if (!parsed) return unauthorized("the partial key is malformed");
     const key = await directory.key(parsed.keyId);
-    if (!key || key.record.projectId !== project.id || key.record.revokedAt !== null) {
+    if (!key || key.record.projectId !== project.id) {
       return unauthorized("the partial key is not valid for this project");
     }
     if (!clientShareMatches(parsed.clientShare, key.record.clientShareDigest)) {
       return unauthorized("the partial key is not valid for this project");
+    }
+    // Revocation keeps the record: a caller holding this very partial key is told why it stopped
+    // working, as a 403 the methods give only once the token passed too (see viaDeviceCheck).
+    if (key.record.revokedAt !== null) {
+      return new GatewayError("FORBIDDEN", "This provider key was revoked");
     }
     if (key.record.provider !== provider) {
       return new GatewayError(
@@ -322,8 +327,8 @@ export function createAuthenticator(deps: AuthenticatorDeps) {
 
   /**
    * The partial key is checked first, so a wrong key never costs a call to Apple. A key of another
-   * provider (403) is said only once the device token passed, as with a test key: 403 means
-   * "authenticated, but not allowed", and a caller holding only a partial key gets 401.
+   * provider or a revoked key (403) is said only once the device token passed, as with a test key:
+   * 403 means "authenticated, but not allowed", and a caller holding only a partial key gets 401.
    */
   async function viaDeviceCheck(
     project: Project,
