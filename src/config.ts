@@ -77,7 +77,7 @@ export const settings = {
     "SLUICE_ENV",
     z.enum(["development", "production", "test"]),
     "development",
-    "`production` requires SLUICE_MASTER_KEY and refuses to generate one; `development` and `test` behave alike",
+    "`production` requires SLUICE_MASTER_KEY and refuses to generate one, turns Test Mode off (test keys are refused, no project is put in it), and warns at start when it serves plain HTTP with no SLUICE_TRUST_PROXY; `development` and `test` behave alike",
   ),
   dataDir: setting(
     "SLUICE_DATA_DIR",
@@ -342,6 +342,11 @@ export const settings = {
 
 type Settings = typeof settings;
 export type Config = { [K in keyof Settings]: Settings[K] extends Setting<infer T> ? T : never };
+
+/** SPEC rule 4: Test Mode is for development and testing only; production accepts no test key. */
+export function allowsTestMode(config: Pick<Config, "environment">): boolean {
+  return config.environment !== "production";
+}
 
 /** S3 refuses a presigned URL whose X-Amz-Expires is above seven days. */
 const s3PresignMaxSeconds = 604_800;

@@ -11,7 +11,7 @@ import { createCredentialDirectory } from "./auth/credential-directory.js";
 import { createDeviceTokenVerifier } from "./auth/device-token-verifier.js";
 import { loadMasterKey } from "./auth/master-key.js";
 import { createSecretBox } from "./auth/secret-box.js";
-import { type Config, ConfigError } from "./config.js";
+import { allowsTestMode, type Config, ConfigError } from "./config.js";
 import { createAdmission } from "./http/admission.js";
 import { createClientIpResolver } from "./http/client-ip.js";
 import { createCorsPolicy } from "./http/cors.js";
@@ -27,6 +27,7 @@ import { createUrlSigner } from "./images/signed-url.js";
 import { listeningUrl } from "./net/listening-url.js";
 import { createLogger, type Logger } from "./observability/logger.js";
 import { createMetrics } from "./observability/metrics.js";
+import { productionWarnings } from "./production-warnings.js";
 import { createAiSdkModels } from "./providers/ai-sdk-provider.js";
 import { createProviderAdapters } from "./providers/provider-adapter.js";
 import { costOfProxiedCall } from "./proxy/call-cost.js";
@@ -107,6 +108,7 @@ export async function createGateway(config: Config, injected: Partial<Injectable
   const keys = createKeyRepository(database.db);
   const usage = createUsageRepository(database.db, database.sqlite, database.runReport);
   const directory = createCredentialDirectory({ projects, keys, secretBox, ttlMs: config.projectCacheTtlMs });
+  const testModeAllowed = allowsTestMode(config);
   const admin = createProjectAdmin({
     projects,
     keys,
@@ -114,11 +116,14 @@ export async function createGateway(config: Config, injected: Partial<Injectable
     secretBox,
     now,
     onProjectChanged: directory.invalidate,
+    testModeAllowed,
   });
   if (config.configFile) {
     const seeded = await seedProjects(admin, config.configFile);
     logger.info(seeded, "projects seeded from SLUICE_CONFIG_FILE");
   }
+  for (const warning of await productionWarnings(config, projects))
+    logger.warn(warning.fields, warning.message);
 
   const redis: Redis | undefined = config.redisUrl
     ? await connectRedis(config.redisUrl, logger).catch(async (error: unknown) => {
@@ -144,7 +149,7 @@ export async function createGateway(config: Config, injected: Partial<Injectable
     failuresPerMinute: config.authFailureLimit,
   });
   const deviceTokens = createDeviceTokenVerifier({ config, secretBox, redis, redisBreaker, logger });
-  const authenticate = createAuthenticator({ directory, deviceTokens, throttle });
+  const authenticate = createAuthenticator({ directory, deviceTokens, throttle, testModeAllowed });
 
   const spend = createSpendGuard({ usage, now });
   const recorder = createUsageRecorder({

@@ -32,6 +32,7 @@ for (const engine of storageEngines) {
         secretBox,
         now: () => new Date("2026-11-02T10:00:00.000Z"),
         onProjectChanged: () => {},
+        testModeAllowed: true,
       });
     }
 

@@ -1,6 +1,6 @@
 import { loadMasterKey } from "../auth/master-key.js";
 import { createSecretBox } from "../auth/secret-box.js";
-import type { Config } from "../config.js";
+import { allowsTestMode, type Config } from "../config.js";
 import { openDatabase } from "../storage/database.js";
 import { databaseUnavailable, isDatabaseUnavailable } from "../storage/database-unavailable.js";
 import { createKeyRepository } from "../storage/key-repository.js";
@@ -33,6 +33,7 @@ export async function openAdminContext(
     secretBox,
     now: () => new Date(),
     onProjectChanged: () => {},
+    testModeAllowed: allowsTestMode(config),
   });
   return { admin, close: () => database.close() };
 }

@@ -22,7 +22,11 @@ describe("project admin use cases", () => {
     await database.close();
   });
 
-  function admin(projects: Partial<ProjectRepository> = {}, keys: Partial<KeyRepository> = {}) {
+  function admin(
+    projects: Partial<ProjectRepository> = {},
+    keys: Partial<KeyRepository> = {},
+    testModeAllowed = true,
+  ) {
     return createProjectAdmin({
       projects: { ...createProjectRepository(database.db), ...projects },
       keys: { ...createKeyRepository(database.db), ...keys },
@@ -30,8 +34,42 @@ describe("project admin use cases", () => {
       secretBox: createSecretBox(randomBytes(32)),
       now: () => new Date("2026-11-02T10:00:00.000Z"),
       onProjectChanged: (id) => changed.push(id),
+      testModeAllowed,
     });
   }
+
+  it("refuses to put a project in Test Mode in production, on creation or by an update, with 422", async () => {
+    const production = admin({}, {}, false);
+    const refusal = {
+      code: "VALIDATION_ERROR",
+      status: 422,
+      message:
+        "testMode cannot be turned on in production (SLUICE_ENV=production): Test Mode is for development and testing only",
+      details: { field: "testMode", environment: "production" },
+    };
+    await expect(
+      production.createProject({ id: "born-testing", name: "T", provider: "provider-a", testMode: true }),
+    ).rejects.toMatchObject(refusal);
+    expect(await createProjectRepository(database.db).get("born-testing")).toBeNull();
+    await production.createProject({ id: "live", name: "Live", provider: "provider-a", testMode: false });
+    await expect(production.updateProject("live", { testMode: true })).rejects.toMatchObject(refusal);
+    expect((await production.getProject("live")).testMode).toBe(false);
+    // Development and test put a project in Test Mode as before.
+    const created = await admin().createProject({
+      id: "dev",
+      name: "D",
+      provider: "provider-a",
+      testMode: true,
+    });
+    expect(created.project.testMode).toBe(true);
+  });
+
+  it("lets production change a project already in Test Mode, and turn Test Mode off", async () => {
+    await admin().createProject({ id: "legacy", name: "Legacy", provider: "provider-a", testMode: true });
+    const production = admin({}, {}, false);
+    expect(await production.updateProject("legacy", { name: "Renamed" })).toMatchObject({ testMode: true });
+    expect(await production.updateProject("legacy", { testMode: false })).toMatchObject({ testMode: false });
+  });
 
   it("creates a project with its test key or not at all, so the admin's retry succeeds", async () => {
     let failures = 1;

@@ -41,6 +41,8 @@ export interface ProjectAdminDeps {
   now: () => Date;
   /** Called after any change so caches drop the project at once on this instance. */
   onProjectChanged: (projectId: string) => void;
+  /** False in production, where no project may be put in Test Mode (SPEC rule 4). */
+  testModeAllowed: boolean;
 }
 
 const testKeysKept = 2;
@@ -120,6 +122,7 @@ export function createProjectAdmin(deps: ProjectAdminDeps) {
       };
       const { id: _id, ...changes } = fields;
       const project = applyChanges(blank, changes, secretBox);
+      assertTestModeAllowed(blank, project, deps.testModeAllowed);
       // The check above answers the usual case; this one the race of two admins creating the same id.
       if (!(await projects.insert(project)))
         throw new GatewayError("CONFLICT", `Project ${JSON.stringify(id)} already exists`);
@@ -155,6 +158,7 @@ export function createProjectAdmin(deps: ProjectAdminDeps) {
         const current = await requireProject(id);
         const updatedAt = new Date(Math.max(deps.now().getTime(), Date.parse(current.updatedAt) + 1));
         const project = { ...applyChanges(current, changes, secretBox), updatedAt: updatedAt.toISOString() };
+        assertTestModeAllowed(current, project, deps.testModeAllowed);
         if (await projects.update(project, current.updatedAt)) {
           deps.onProjectChanged(id);
           return viewOf(project);
@@ -356,6 +360,19 @@ function applyChanges(current: Project, changes: UpdateProjectInput, secretBox: 
     );
   }
   return next;
+}
+
+/**
+ * Production puts no project in Test Mode (SPEC rule 4: development and testing only). A project
+ * already in it may still be changed, and turned off; its test keys are refused all the same.
+ */
+function assertTestModeAllowed(current: Project, next: Project, allowed: boolean): void {
+  if (allowed || !next.testMode || current.testMode) return;
+  throw new GatewayError(
+    "VALIDATION_ERROR",
+    "testMode cannot be turned on in production (SLUICE_ENV=production): Test Mode is for development and testing only",
+    { details: { field: "testMode", environment: "production" } },
+  );
 }
 
 /**

@@ -30,6 +30,7 @@ describe("projects as code (SLUICE_CONFIG_FILE)", () => {
       secretBox: createSecretBox(randomBytes(32)),
       now: () => new Date(),
       onProjectChanged: () => {},
+      testModeAllowed: true,
     });
   });
   afterEach(async () => {
@@ -65,6 +66,7 @@ describe("projects as code (SLUICE_CONFIG_FILE)", () => {
       secretBox: createSecretBox(randomBytes(32)),
       now: tick,
       onProjectChanged: (id) => changed.push(id),
+      testModeAllowed: true,
     });
     const entry = {
       id: "steady-app",

@@ -41,6 +41,7 @@ function wire(database: OpenDatabase, ttlMs: number, now: () => Date = () => new
     secretBox,
     now,
     onProjectChanged: directory.invalidate,
+    testModeAllowed: true,
   });
   return { secretBox, directory, admin };
 }
@@ -103,7 +104,12 @@ describe("authenticate: the SPEC's methods, in order", () => {
       redis: undefined,
       logger: createLogger("silent", new Writable({ write: (_c, _e, done) => done() })),
     });
-    authenticate = createAuthenticator({ directory, deviceTokens, throttle: openThrottle });
+    authenticate = createAuthenticator({
+      directory,
+      deviceTokens,
+      throttle: openThrottle,
+      testModeAllowed: true,
+    });
   });
 
   afterAll(async () => {
@@ -226,11 +232,39 @@ describe("authenticate: the SPEC's methods, in order", () => {
     return { projectId: created.project.id, keyId: key.keyId, partialKey: key.partialKey, headers };
   }
 
-  it("refuses a revoked key", async () => {
+  const codeAndMessage = (result: AuthResult) =>
+    result.ok ? "ok" : `${result.error.status} ${result.error.code}: ${result.error.message}`;
+
+  it("says a key was revoked (403) only to a caller whose partial key and test key pass", async () => {
     const own = await ownProject("revocation");
+    const other = await ownProject("revocation-elsewhere");
     expect(statusOf(await run(own.projectId, own.headers))).toBe(200);
     await admin.revokeProviderKey(own.projectId, own.keyId);
-    expect(statusOf(await run(own.projectId, own.headers))).toBe(401);
+    const revoked = "403 FORBIDDEN: This provider key was revoked";
+    expect(codeAndMessage(await run(own.projectId, own.headers))).toBe(revoked);
+    const testKey = own.headers.authorization.split(".")[1] ?? "";
+    expect(
+      codeAndMessage(await run(own.projectId, { "x-sluice-test-key": testKey, "x-ai-key": own.partialKey })),
+    ).toBe(revoked);
+    const invalidKey =
+      "401 UNAUTHORIZED: No authentication method succeeded: the partial key is not valid for this project";
+    const wrongShare = `${own.partialKey.slice(0, -2)}${own.partialKey.endsWith("AA") ? "BB" : "AA"}`;
+    const strangers: Array<[string, Record<string, string>, string]> = [
+      [
+        own.projectId,
+        { authorization: `Bearer ${own.partialKey}.tk_wrong` },
+        "401 UNAUTHORIZED: No authentication method succeeded: the token is not a valid test key (device check is off for this project)",
+      ],
+      [own.projectId, { authorization: `Bearer ${wrongShare}.${testKey}` }, invalidKey],
+      // Another project's right test key: the revoked key is not that project's.
+      [
+        other.projectId,
+        { authorization: `Bearer ${own.partialKey}.${other.headers.authorization.split(".")[1]}` },
+        invalidKey,
+      ],
+    ];
+    for (const [projectId, headers, answer] of strangers)
+      expect(codeAndMessage(await run(projectId, headers))).toBe(answer);
   });
 
   it("says a project is disabled only to a caller whose credentials pass", async () => {
@@ -257,6 +291,7 @@ describe("authenticate: the SPEC's methods, in order", () => {
       directory,
       deviceTokens: { verify: async () => ({ kind: "invalid", reason: "no" }) },
       throttle,
+      testModeAllowed: true,
     });
     const created = await longAdmin.createProject({ name, provider: "provider-a", testMode: true });
     const key = await longAdmin.addProviderKey(created.project.id, {
@@ -286,7 +321,7 @@ describe("authenticate: the SPEC's methods, in order", () => {
     await longAdmin.revokeProviderKey(created.project.id, key.keyId);
     const afterRevoke = cachedAuth(request);
     expect(afterRevoke).toBeInstanceOf(Promise);
-    expect(statusOf(await afterRevoke)).toBe(401);
+    expect(statusOf(await afterRevoke)).toBe(403);
     // A wrong test key never takes the in-memory path, however warm the caches are.
     const wrong = { ...request, headers: { authorization: `Bearer ${key.partialKey}.tk_wrong` } };
     expect(statusOf(await cachedAuth(wrong))).toBe(401);
@@ -310,15 +345,17 @@ describe("authenticate: the SPEC's methods, in order", () => {
   it("refuses a revoked key at once on the DeviceCheck path too, where the rebuilt key is cached", async () => {
     const { directory, admin: longAdmin } = wire(database, 60_000);
     const verified: string[] = [];
+    let accepted = true;
     const cachedAuth = createAuthenticator({
       directory,
       deviceTokens: {
         verify: async (_project, token) => {
           verified.push(token);
-          return { kind: "ok", digest: "device-digest" };
+          return accepted ? { kind: "ok", digest: "device-digest" } : { kind: "invalid", reason: "no" };
         },
       },
       throttle: openThrottle,
+      testModeAllowed: true,
     });
     const created = await longAdmin.createProject({
       name: "device cached",
@@ -352,7 +389,15 @@ describe("authenticate: the SPEC's methods, in order", () => {
       statusOf(await cachedAuth({ ...request, headers: { authorization: `Bearer ${wrong}.${goodDevice}` } })),
     ).toBe(401);
     await longAdmin.revokeProviderKey(created.project.id, key.keyId);
-    expect(statusOf(await cachedAuth(request))).toBe(401);
+    expect(codeAndMessage(await cachedAuth(request))).toBe("403 FORBIDDEN: This provider key was revoked");
+    // A device token Apple refuses learns nothing of the key.
+    const refused = Buffer.from("a-token-apple-refuses").toString("base64");
+    accepted = false;
+    const stranger = await cachedAuth({
+      ...request,
+      headers: { authorization: `Bearer ${key.partialKey}.${refused}` },
+    });
+    expect(stranger.ok ? 200 : stranger.error.code).toBe("UNAUTHORIZED");
   });
 
   it("keeps the newest two test keys even when they are issued in one millisecond", async () => {
@@ -362,6 +407,7 @@ describe("authenticate: the SPEC's methods, in order", () => {
       directory,
       deviceTokens: { verify: async () => ({ kind: "invalid", reason: "no" }) },
       throttle: openThrottle,
+      testModeAllowed: true,
     });
     // The old tie-break (random ids) kept the wrong keys about one time in four: try several.
     for (let attempt = 0; attempt < 12; attempt++) {
@@ -487,6 +533,7 @@ describe("authenticate: the SPEC's methods, in order", () => {
       }),
       deviceTokens: { verify: async () => ({ kind: "ok", digest: "x" }) },
       throttle: { policy, retryAfter: async () => 17, recordFailure: async () => {} },
+      testModeAllowed: true,
     });
     const result = await throttled({
       projectId: fixture.projectId,
@@ -501,5 +548,102 @@ describe("authenticate: the SPEC's methods, in order", () => {
       "ratelimit-policy": '"auth-failures";q=30;w=60',
       ratelimit: '"auth-failures";r=0;t=17',
     });
+  });
+});
+
+describe("authenticate in production (SLUICE_ENV=production): no Test Mode", () => {
+  let database: OpenDatabase;
+  const validDevice = Buffer.from("a-device-token-apple-accepts").toString("base64");
+
+  beforeAll(async () => {
+    database = await openDatabase({ dataDir: "unused", sqliteFile: ":memory:" });
+  });
+  afterAll(async () => {
+    await database.close();
+  });
+
+  /**
+   * A project put in Test Mode (and Device Check) before production, and one authenticator per
+   * environment over the same records.
+   */
+  async function testModeProject() {
+    const { directory, admin } = wire(database, 0);
+    const authenticator = (testModeAllowed: boolean) =>
+      createAuthenticator({
+        directory,
+        deviceTokens: {
+          verify: async (_project, token) =>
+            token === validDevice ? { kind: "ok", digest: "device" } : { kind: "invalid", reason: "no" },
+        },
+        throttle: openThrottle,
+        testModeAllowed,
+      });
+    const created = await admin.createProject({
+      name: "still testing",
+      provider: "provider-a",
+      testMode: true,
+      deviceCheck: {
+        enabled: true,
+        teamId,
+        keyId,
+        privateKey: generateAppleKeyPair().privateKeyPem,
+        environment: "production",
+      },
+    });
+    const key = await admin.addProviderKey(created.project.id, {
+      provider: "provider-a",
+      apiKey: "sk-still-testing-123",
+    });
+    const request = (headers: Record<string, string>) => ({
+      projectId: created.project.id,
+      headers,
+      clientIp: "192.0.2.7",
+      provider: "provider-a" as const,
+    });
+    return {
+      development: authenticator(true),
+      production: authenticator(false),
+      testKey: created.testKey,
+      partialKey: key.partialKey,
+      request,
+    };
+  }
+
+  const refusal = (result: AuthResult) =>
+    result.ok
+      ? { status: 200 }
+      : { status: result.error.status, code: result.error.code, message: result.error.message };
+
+  it.each([
+    [
+      "the test-key header",
+      (partial: string, testKey: string) => ({ "x-sluice-test-key": testKey, "x-ai-key": partial }),
+      "No authentication method succeeded: Test Mode is off in production, so test keys are not accepted",
+    ],
+    [
+      "Bearer with a test key",
+      (partial: string, testKey: string) => ({ authorization: `Bearer ${partial}.${testKey}` }),
+      "No authentication method succeeded: the token is not a valid device token (Test Mode is off in production, so test keys are not accepted)",
+    ],
+  ])(
+    "refuses %s with 401, the same answer for a right and a wrong test key",
+    async (_name, headers, message) => {
+      const { development, production, testKey, partialKey, request } = await testModeProject();
+      expect((await development(request(headers(partialKey, testKey)))).ok).toBe(true);
+      const right = refusal(await production(request(headers(partialKey, testKey))));
+      expect(right).toEqual({ status: 401, code: "UNAUTHORIZED", message });
+      const wrongTestKey = refusal(await production(request(headers(partialKey, "tk_wrong"))));
+      const wrongPartialKey = refusal(await production(request(headers(`${partialKey}x`, testKey))));
+      expect(wrongTestKey).toEqual(right);
+      expect(wrongPartialKey).toEqual(right);
+    },
+  );
+
+  it("keeps the device token methods of a project in Test Mode working", async () => {
+    const { production, partialKey, request } = await testModeProject();
+    const bearer = await production(request({ authorization: `Bearer ${partialKey}.${validDevice}` }));
+    expect(bearer.ok && bearer.providerKey).toBe("sk-still-testing-123");
+    const legacy = await production(request({ "x-device-token": validDevice, "x-ai-key": partialKey }));
+    expect(legacy.ok && legacy.method).toBe("device-token-header");
   });
 });

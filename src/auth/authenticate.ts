@@ -62,6 +62,11 @@ export interface AuthenticatorDeps {
   directory: CredentialDirectory;
   deviceTokens: DeviceTokenVerifier;
   throttle: AuthThrottle;
+  /**
+   * False in production: SPEC rule 4 keeps Test Mode to development and testing, so no test key
+   * authenticates there, whatever a project's testMode says (methods 1 and 2a).
+   */
+  testModeAllowed: boolean;
 }
 
 const base64Token = /^[A-Za-z0-9+/]+={0,2}$/;
@@ -136,11 +141,16 @@ export function createAuthenticator(deps: AuthenticatorDeps) {
     const parsed = parsePartialKey(partialKey);
     if (!parsed) return unauthorized("the partial key is malformed");
     const key = await directory.key(parsed.keyId);
-    if (!key || key.record.projectId !== project.id || key.record.revokedAt !== null) {
+    if (!key || key.record.projectId !== project.id) {
       return unauthorized("the partial key is not valid for this project");
     }
     if (!clientShareMatches(parsed.clientShare, key.record.clientShareDigest)) {
       return unauthorized("the partial key is not valid for this project");
+    }
+    // Revocation keeps the record: a caller holding this very partial key is told why it stopped
+    // working, as a 403 the methods give only once the token passed too (see viaDeviceCheck).
+    if (key.record.revokedAt !== null) {
+      return new GatewayError("FORBIDDEN", "This provider key was revoked");
     }
     if (key.record.provider !== provider) {
       return new GatewayError(
@@ -172,9 +182,14 @@ export function createAuthenticator(deps: AuthenticatorDeps) {
     return cachedSuccess(verifiedKeyFor(request, project, providerFor(request, project)), project);
   }
 
+  /** Whether the project's test keys authenticate: its Test Mode is on, and this is not production. */
+  function testModeOn(project: Project): boolean {
+    return project.testMode && deps.testModeAllowed;
+  }
+
   /** Where a verified test-key credential is remembered; null when the project is not in test mode. */
   function verifiedKeyFor(request: AuthRequest, project: Project, provider: ProviderId): string | null {
-    return project.testMode
+    return testModeOn(project)
       ? testKeyCacheKey(project.id, provider, request.headers, request.sdkKeyHeader)
       : null;
   }
@@ -244,7 +259,10 @@ export function createAuthenticator(deps: AuthenticatorDeps) {
     // 1. Test key header, partial key from x-ai-key.
     const headerTestKey = single(headers[testKeyHeader]);
     if (headerTestKey !== undefined) {
-      if (!project.testMode) note(unauthorized("test mode is off for this project"), "test-key-header");
+      // Production refuses every test key alike, before any comparison: the answer says nothing of
+      // whether the key was right.
+      if (!deps.testModeAllowed) note(unauthorized(testModeOffInProduction), "test-key-header");
+      else if (!project.testMode) note(unauthorized("test mode is off for this project"), "test-key-header");
       else if (!(await matchesTestKey(project, headerTestKey)))
         note(unauthorized("the test key does not match"), "test-key-header");
       else if (!aiKey)
@@ -267,7 +285,7 @@ export function createAuthenticator(deps: AuthenticatorDeps) {
       const token = separator > 0 ? bearer.slice(separator + 1) : "";
       if (!partialKey || !token)
         note(unauthorized("the Bearer value must be <partial_key>.<token>"), "bearer-test-key");
-      else if (project.testMode && (await matchesTestKey(project, token))) {
+      else if (testModeOn(project) && (await matchesTestKey(project, token))) {
         const key = await rebuildKey(project, partialKey, provider);
         if (!(key instanceof GatewayError)) return success("bearer-test-key", project, provider, key, null);
         note(key, "bearer-test-key");
@@ -276,7 +294,7 @@ export function createAuthenticator(deps: AuthenticatorDeps) {
         if (result.ok || result.error.status !== 401) return result;
         note(result.error, "bearer-device-check");
       } else {
-        note(unauthorized(bearerMismatch(project)), "bearer-test-key");
+        note(unauthorized(bearerMismatch(project, deps.testModeAllowed)), "bearer-test-key");
       }
     }
 
@@ -309,8 +327,8 @@ export function createAuthenticator(deps: AuthenticatorDeps) {
 
   /**
    * The partial key is checked first, so a wrong key never costs a call to Apple. A key of another
-   * provider (403) is said only once the device token passed, as with a test key: 403 means
-   * "authenticated, but not allowed", and a caller holding only a partial key gets 401.
+   * provider or a revoked key (403) is said only once the device token passed, as with a test key:
+   * 403 means "authenticated, but not allowed", and a caller holding only a partial key gets 401.
    */
   async function viaDeviceCheck(
     project: Project,
@@ -373,7 +391,13 @@ function unauthorized(reason: string): GatewayError {
   return new GatewayError("UNAUTHORIZED", `No authentication method succeeded: ${reason}`);
 }
 
-function bearerMismatch(project: Project): string {
+const testModeOffInProduction = "Test Mode is off in production, so test keys are not accepted";
+
+function bearerMismatch(project: Project, testModeAllowed: boolean): string {
+  if (!testModeAllowed)
+    return project.deviceCheck.enabled
+      ? `the token is not a valid device token (${testModeOffInProduction})`
+      : `${testModeOffInProduction}, and device check is off for this project`;
   if (!project.testMode && !project.deviceCheck.enabled)
     return "neither test mode nor device check is on for this project";
   if (!project.deviceCheck.enabled)

@@ -35,6 +35,7 @@ describe.skipIf(!postgresAvailable)("usage reports on PostgreSQL", () => {
       secretBox: createSecretBox(randomBytes(32)),
       now: () => new Date("2026-11-20T00:00:00.000Z"),
       onProjectChanged: () => {},
+      testModeAllowed: true,
     });
     await admin.createProject({ id: "p1", name: "Reported", provider: "provider-a" });
     await usage.insertBatch([usageRow("r1"), usageRow("r2")]);

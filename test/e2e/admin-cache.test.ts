@@ -6,6 +6,7 @@ import {
   startTestGateway,
   type TestGateway,
   type TestProject,
+  usageRowOf,
 } from "../support/test-gateway.js";
 
 /**
@@ -70,6 +71,28 @@ describe("admin changes and the credential cache of the same instance", () => {
     expect(await answer(await call(project, withKey(first.testKey)))).toEqual([200, "ok"]);
     expect((await admin("DELETE", `${project.projectId}/test-keys/${second.testKeyId}`)).status).toBe(204);
     expect(await answer(await call(project, withKey(second.testKey)))).toEqual([401, "UNAUTHORIZED"]);
+  });
+
+  it("answers 403 FORBIDDEN to the holder of a revoked key at the next request, and records the call", async () => {
+    const project = await createTestProject(sluice.gateway);
+    expect(await answer(await call(project))).toEqual([200, "ok"]);
+    const keyId = project.keyIds["provider-a"];
+    expect((await admin("DELETE", `${project.projectId}/keys/${keyId}`)).status).toBe(204);
+    const refused = await call(project);
+    expect(refused.status).toBe(403);
+    expect(((await refused.json()) as { error: unknown }).error).toMatchObject({
+      code: "FORBIDDEN",
+      message: "This provider key was revoked",
+    });
+    expect(await usageRowOf(sluice.gateway, refused)).toMatchObject({
+      project_id: project.projectId,
+      status: 403,
+      error_code: "FORBIDDEN",
+      auth_method: "bearer-test-key",
+    });
+    // Without the right test key, the revoked key is no different from a wrong one.
+    const stranger = await call(project, `${project.partialKeys["provider-a"]}.tk_wrong`);
+    expect(await answer(stranger)).toEqual([401, "UNAUTHORIZED"]);
   });
 
   it("answers PROJECT_NOT_FOUND at the next request once the project is deleted", async () => {
