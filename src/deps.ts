@@ -1,6 +1,5 @@
 import type { IncomingMessage } from "node:http";
 import type { AddressInfo } from "node:net";
-import { join } from "node:path";
 import type { Redis } from "ioredis";
 import { createProjectAdmin } from "./admin/project-admin.js";
 import { seedProjects } from "./admin/seed-projects.js";
@@ -11,7 +10,8 @@ import { createCredentialDirectory } from "./auth/credential-directory.js";
 import { createDeviceTokenVerifier } from "./auth/device-token-verifier.js";
 import { loadMasterKey } from "./auth/master-key.js";
 import { createSecretBox } from "./auth/secret-box.js";
-import { allowsTestMode, type Config, ConfigError } from "./config.js";
+import { allowsTestMode, type Config } from "./config.js";
+import { closeGateway } from "./gateway-close.js";
 import { createAdmission } from "./http/admission.js";
 import { createClientIpResolver } from "./http/client-ip.js";
 import { createCorsPolicy } from "./http/cors.js";
@@ -21,9 +21,7 @@ import type { HealthCheck } from "./http/public-routes.js";
 import { newRequestId } from "./http/request-id.js";
 import type { Router } from "./http/router.js";
 import { registerStructuredRoutes } from "./http/structured-routes.js";
-import { createLocalVault } from "./images/local-vault.js";
-import { createS3Vault } from "./images/s3-vault.js";
-import { createUrlSigner } from "./images/signed-url.js";
+import { chooseVault } from "./images/vault-choice.js";
 import { listeningUrl } from "./net/listening-url.js";
 import { createLogger, type Logger } from "./observability/logger.js";
 import { createMetrics } from "./observability/metrics.js";
@@ -34,8 +32,8 @@ import { costOfProxiedCall } from "./proxy/call-cost.js";
 import { createUpstreamPools } from "./proxy/forward.js";
 import { createAuthThrottle } from "./rate-limit/auth-throttle.js";
 import { createRateLimiter } from "./rate-limit/rate-limiter.js";
+import { connectRedis } from "./redis/connect-redis.js";
 import { RedisBreaker } from "./redis/redis-breaker.js";
-import { createRedisClient, RedisSetupError } from "./redis/redis-client.js";
 import { type OpenDatabase, openDatabase } from "./storage/database.js";
 import { createKeyRepository } from "./storage/key-repository.js";
 import { createProjectRepository } from "./storage/project-repository.js";
@@ -43,6 +41,7 @@ import { createUsageRepository } from "./storage/usage-repository.js";
 import { createSafePdfFetcher, type FetchPdf } from "./structured/safe-pdf-fetch.js";
 import { createSpendGuard } from "./usage/spend-guard.js";
 import { createUsageRecorder } from "./usage/usage-recorder.js";
+import { usageRecorderReports } from "./usage/usage-recorder-reports.js";
 import { version } from "./version.js";
 
 /** What tests and the CLI may swap: clocks, ids, the log sink, outbound dispatchers. */
@@ -71,13 +70,6 @@ export interface Gateway {
   close(deadline?: number): Promise<void>;
   flushUsage(): Promise<void>;
 }
-
-/**
- * How long past its deadline (SLUICE_SHUTDOWN_TIMEOUT_MS after SIGTERM) the shutdown may take: half
- * for the usage rows of the calls the deadline cut short and the usage flush, half for closing the
- * pools and connections. A whole shutdown takes at most SLUICE_SHUTDOWN_TIMEOUT_MS plus this.
- */
-export const shutdownMarginMs = 1000;
 
 /** The one composition root: every dependency of the gateway is built here and nowhere else. */
 export async function createGateway(config: Config, injected: Partial<Injectables> = {}): Promise<Gateway> {
@@ -156,30 +148,8 @@ export async function createGateway(config: Config, injected: Partial<Injectable
     repository: usage,
     flushIntervalMs: config.usageFlushIntervalMs,
     queueMax: config.usageQueueMax,
-    onQueueDepth: metrics.setUsageQueueDepth,
     onWritten: spend.written,
-    onDropped: (count, reason) => {
-      metrics.countUsageRowsDropped(count);
-      logger.error(
-        { count },
-        reason === "shutdown"
-          ? "usage rows not written before shutdown: dropped"
-          : "usage queue full: usage rows dropped",
-      );
-    },
-    onRefused: (row, error) => {
-      metrics.countUsageRowsDropped(1);
-      logger.error({ err: error, requestId: row.request_id }, "usage row refused by the database: dropped");
-    },
-    onWriteFailure: (error) => {
-      metrics.countUsageWriteFailure();
-      metrics.setDegraded("database", true);
-      logger.warn({ err: error }, "usage batch not written; it stays queued and is retried");
-    },
-    onRecovered: () => {
-      metrics.setDegraded("database", false);
-      logger.info("usage writes recovered");
-    },
+    ...usageRecorderReports(metrics, logger),
   });
   const admit = createAdmission({
     authenticate,
@@ -218,25 +188,9 @@ export async function createGateway(config: Config, injected: Partial<Injectable
     clientIdentifier: `sluice/${version}`,
   });
 
-  // Unset SLUICE_PUBLIC_URL: the address the server listens on, read when a URL is signed (with
-  // PORT=0 the port is known only then).
-  const publicUrl = () =>
-    config.publicUrl ?? listeningUrl(injected.listenAddress?.() ?? null, config, Boolean(config.tlsCert));
-  const signer = createUrlSigner(secretBox.deriveKey("vault-url-signing"));
-  const localVault = createLocalVault({ directory: join(config.dataDir, "vault"), publicUrl, signer });
-  const vault =
-    config.vaultS3Endpoint &&
-    config.vaultS3Bucket &&
-    config.vaultS3AccessKeyId &&
-    config.vaultS3SecretAccessKey
-      ? createS3Vault({
-          endpoint: config.vaultS3Endpoint,
-          bucket: config.vaultS3Bucket,
-          region: config.vaultS3Region,
-          accessKeyId: config.vaultS3AccessKeyId,
-          secretAccessKey: config.vaultS3SecretAccessKey,
-        })
-      : localVault;
+  const { vault, localVault, signer } = chooseVault(config, secretBox, () =>
+    listeningUrl(injected.listenAddress?.() ?? null, config, Boolean(config.tlsCert)),
+  );
 
   // While the database is down, an instance that holds projects serves their calls from memory
   // (degraded); one that holds none can authenticate no one (unavailable).
@@ -318,59 +272,16 @@ export async function createGateway(config: Config, injected: Partial<Injectable
     database,
     admin,
     flushUsage: () => recorder.flush(),
-    async close(deadline = Date.now() + config.shutdownTimeoutMs) {
-      // Calls cut short at the deadline write their rows as they wind down (an aborted stream, a
-      // compressed answer read after its response closed): they are waited for, then the queue is
-      // flushed, until half the margin past it; a write still unanswered then (a database that
-      // hangs) is given up on, and the rows still queued are dropped, logged and counted.
-      const rowsBy = deadline + shutdownMarginMs / 2;
-      const left = () => Math.max(0, rowsBy - Date.now());
-      while (admit.unrecorded() > 0 && left() > 0) await new Promise((resolve) => setTimeout(resolve, 10));
-      await recorder.flush(left());
-      await recorder.stop(left());
-      // Closing gets the other half: a connection that hangs (a stalled PostgreSQL) must not hold
-      // the process past its shutdown time.
-      const closing = (async () => {
-        await pools.close();
-        await limiter.close();
-        redis?.disconnect();
-        await database.close();
-      })();
-      const closedBy = deadline + shutdownMarginMs;
-      await Promise.race([
-        closing,
-        new Promise((resolve) => setTimeout(resolve, Math.max(0, closedBy - Date.now())).unref()),
-      ]);
-    },
+    close: (deadline = Date.now() + config.shutdownTimeoutMs) =>
+      closeGateway(deadline, {
+        unrecorded: admit.unrecorded,
+        recorder,
+        closeConnections: async () => {
+          await pools.close();
+          await limiter.close();
+          redis?.disconnect();
+          await database.close();
+        },
+      }),
   };
-}
-
-/**
- * The Redis client of `REDIS_URL`, its errors logged (by message: an AUTH error carries the
- * command's arguments, the password among them). A Redis that refuses the URL's user, password or
- * database stops the start as invalid configuration does; one that is unreachable does not (the
- * gateway starts degraded, on per-instance limits, and connects when Redis comes).
- */
-async function connectRedis(url: string, logger: Logger): Promise<Redis> {
-  // ioredis reports every failed reconnect; a message is logged when it changes, not every 2 s.
-  let last = "";
-  let client: Redis;
-  try {
-    client = await createRedisClient(url, {
-      onError(error) {
-        if (error.message === last) return;
-        last = error.message;
-        logger.warn({ redisError: error.message }, "Redis client error");
-      },
-    });
-  } catch (error) {
-    if (error instanceof RedisSetupError)
-      throw new ConfigError(`Invalid configuration:\n  REDIS_URL: ${error.message}`);
-    throw error;
-  }
-  client.on("ready", () => {
-    if (last !== "") logger.info("Redis connection ready again");
-    last = "";
-  });
-  return client;
 }

@@ -4,7 +4,7 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
-import { shutdownMarginMs } from "../../src/deps.js";
+import { shutdownMarginMs } from "../../src/gateway-close.js";
 import { startFakeUpstream } from "../fakes/fake-upstream.js";
 import { createPostgresSchema, postgresAvailable } from "../support/services.js";
 import { startTcpProxy } from "../support/tcp-proxy.js";
