@@ -34,6 +34,7 @@ describe("header policy", () => {
       "anthropic-version": "2020-01-01",
       "openai-beta": "assistants=v2",
       "x-stainless-lang": "js",
+      "x-client-request-id": "trace-123",
       authorization: "Bearer sk_sluice_x.y",
       "x-api-key": "secret",
       "x-goog-api-key": "secret",
@@ -54,6 +55,7 @@ describe("header policy", () => {
       "anthropic-beta": "prompt-caching-2024-07-31",
       "openai-beta": "assistants=v2",
       "x-stainless-lang": "js",
+      "x-client-request-id": "trace-123",
       "accept-encoding": "identity",
     });
   });

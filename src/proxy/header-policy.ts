@@ -15,6 +15,8 @@ const forwardedRequestHeaders = new Set([
   "openai-organization",
   "openai-project",
   "openai-beta",
+  // Provider A's own trace id for a request, chosen by the client (shown in its logs and support).
+  "x-client-request-id",
   "anthropic-beta",
   "anthropic-dangerous-direct-browser-access",
   "x-goog-user-project",
