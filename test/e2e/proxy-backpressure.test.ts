@@ -29,6 +29,9 @@ function startFloodingUpstream(): Promise<{
     incoming.resume();
     response.writeHead(200, {
       "content-type": "text/event-stream",
+      // Each run on new connections (here and the client's agent: false): a connection the run
+      // before grew its TCP windows on holds several MiB more in flight while the client is paused.
+      connection: "close",
       ...(withLength ? { "content-length": String(totalBytes) } : {}),
     });
     let sent = 0;
@@ -101,6 +104,7 @@ describe("proxy backpressure", () => {
         const outgoing = request(
           `${sluice.url}/v1/provider-a/${project.projectId}/chat/completions`,
           {
+            agent: false,
             method: "POST",
             headers: {
               authorization: `Bearer ${project.bearer("provider-a")}`,
