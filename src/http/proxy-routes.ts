@@ -57,7 +57,8 @@ export function registerProxyRoutes(router: Router, deps: ProxyRouteDeps): void 
         // (a provider timeout, say) still names its model.
         let facts: RequestFacts | null = null;
         try {
-          let body = await readBody(request, deps.maxBodyBytes);
+          const sent = await readBody(request, deps.maxBodyBytes);
+          let body = sent;
           let decoded = false;
           let plain: Buffer | null = null;
           const coding = request.headers["content-encoding"];
@@ -86,6 +87,8 @@ export function registerProxyRoutes(router: Router, deps: ProxyRouteDeps): void 
             body,
             bodyDecoded: decoded,
             facts,
+            // A changed body is one that now asks for usage the client did not ask for.
+            usageOptionSet: body !== sent,
             incomingHeaders: request.headers,
             providerKey: call.providerKey,
             response,

@@ -9,9 +9,10 @@ import { emptyUsage, type TokenUsage } from "../usage/token-usage.js";
 import { type BackgroundRun, backgroundRowId } from "./background-run.js";
 import { type DecompressingMeter, decompressingMeter } from "./decompressing-meter.js";
 import { type GeneratedImages, generatedImages } from "./generated-images.js";
-import { clientResponseHeaders, upstreamQuery, upstreamRequestHeaders } from "./header-policy.js";
+import { clientResponseHeaders, hasHeader, upstreamQuery, upstreamRequestHeaders } from "./header-policy.js";
 import { ImageListScanner, withImageList } from "./image-list-scanner.js";
 import { ImageStreamEvents } from "./image-stream-events.js";
+import { InjectedUsageFilter } from "./injected-usage-filter.js";
 import type { RequestFacts } from "./request-facts.js";
 import { createUsageMeter, type MeterReading, type UsageMeter } from "./usage-meter.js";
 
@@ -33,6 +34,11 @@ export interface ForwardCall {
   bodyDecoded?: boolean;
   /** What the request named (its model, the images it asked for), read only when the answer does not say. */
   facts: RequestFacts;
+  /**
+   * Sluice set provider A's stream usage option itself (stream-usage-option.ts): the usage chunk
+   * this adds to the stream is metered but not forwarded (see InjectedUsageFilter).
+   */
+  usageOptionSet?: boolean;
   incomingHeaders: import("node:http").IncomingHttpHeaders;
   providerKey: string;
   response: ServerResponse;
@@ -130,6 +136,7 @@ export async function forward(pools: UpstreamPools, call: ForwardCall): Promise<
     responses ?? (call.method === "POST" && !adapter.answersStored?.(call.path) ? "tokens" : null),
     adapter.streamsJson?.(call.path) ?? false,
     imageCall,
+    call.usageOptionSet ?? false,
     call.response,
     call.ownHeaders,
     pools.get(target.origin),
@@ -204,6 +211,10 @@ class ProxyExchange implements Dispatcher.DispatchHandler {
   /** The client's status line and headers, written with the first chunk (or at the end). */
   private head: string[] | null = null;
   private headWritten = false;
+  /** The head is written and every body byte is forwarded as it comes: onData's one test. */
+  private verbatim = false;
+  /** Set when the usage chunk Sluice asked for is kept from the client; else the body passes as is. */
+  private filter: InjectedUsageFilter | null = null;
   private abortUpstream: ((reason: Error) => void) | null = null;
   private resumeUpstream: (() => void) | null = null;
   private sentAt = 0;
@@ -224,6 +235,8 @@ class ProxyExchange implements Dispatcher.DispatchHandler {
     private readonly jsonStream: boolean,
     /** An image generation: a successful answer's images are counted too (JSON, or provider A's stream). */
     private readonly imageCall: ImageCall | null,
+    /** Sluice set the stream usage option: an SSE answer's usage chunk is not forwarded. */
+    private readonly usageOptionSet: boolean,
     private readonly response: ServerResponse,
     private readonly ownHeaders: Record<string, string>,
     private readonly pool: Pool,
@@ -289,11 +302,24 @@ class ProxyExchange implements Dispatcher.DispatchHandler {
     // A JSON-array stream is a stream too, though its usage is read as a JSON body is.
     this.streamed = sse || (this.jsonStream && statusCode < 300);
     if (this.metering !== null) {
-      let meter = createUsageMeter(this.provider, {
+      const options = {
         streaming: sse,
         contentType: head.contentType,
         responses: this.metering === "tokens" ? undefined : this.metering,
-      });
+      };
+      // Not when the bytes cannot lose an event unseen: compressed (it would have to be decoded and
+      // compressed again), or with a content-length the client would then not get.
+      if (
+        this.usageOptionSet &&
+        sse &&
+        head.contentEncoding === "" &&
+        !hasHeader(head.headers, "content-length")
+      ) {
+        this.filter = new InjectedUsageFilter((tap) => createUsageMeter(this.provider, { ...options, tap }));
+        this.meter = this.filter.meter;
+        return true;
+      }
+      let meter = createUsageMeter(this.provider, options);
       if (this.imageCall !== null && statusCode < 300)
         meter = withImageList(
           meter,
@@ -317,6 +343,7 @@ class ProxyExchange implements Dispatcher.DispatchHandler {
       // One flat list and nothing set before: Node writes it without per-header bookkeeping.
       this.response.writeHead(this.status, this.head ?? []);
       this.headWritten = true;
+      this.verbatim = this.filter === null;
       return null;
     } catch (error) {
       return error as Error;
@@ -324,14 +351,26 @@ class ProxyExchange implements Dispatcher.DispatchHandler {
   }
 
   onData(chunk: Buffer): boolean {
-    if (!this.headWritten) {
-      const refused = this.writeHead();
-      if (refused) {
-        this.abortUpstream?.(refused); // undici reports it through onError
-        return false;
+    // One test per chunk, as before the filter existed: a call without it pays nothing for it.
+    if (!this.verbatim) {
+      if (!this.headWritten) {
+        const refused = this.writeHead();
+        if (refused) {
+          this.abortUpstream?.(refused); // undici reports it through onError
+          return false;
+        }
+      }
+      if (this.filter !== null) {
+        const forwarded = this.filter.pass(chunk);
+        return forwarded === null || this.write(forwarded);
       }
     }
     this.meter?.push(chunk);
+    return this.write(chunk);
+  }
+
+  /** Writes to the client; false (pause the provider) until it drains when its buffer is full. */
+  private write(chunk: Buffer): boolean {
     if (this.response.write(chunk)) return true;
     // Listened for only when the client's buffer is full, which most responses never reach.
     if (!this.drainListening) {
@@ -347,6 +386,10 @@ class ProxyExchange implements Dispatcher.DispatchHandler {
       this.settle(() => this.reject(refused));
       return;
     }
+    // An unterminated last event the filter held: the provider's bytes, all of them. (On a cut
+    // stream, onError, it is not forwarded: an event cut short is never dispatched anyway.)
+    const rest = this.filter?.end();
+    if (rest) this.response.write(rest);
     this.response.end();
     this.finish("ok");
   }

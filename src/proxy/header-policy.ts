@@ -139,7 +139,7 @@ export function clientResponseHeaders(
   }
   for (const name in own) {
     const value = own[name] as string;
-    if (!hasName(headers, name) || name === "vary") headers.push(name, value);
+    if (!hasHeader(headers, name) || name === "vary") headers.push(name, value);
     else if (name === "x-request-id") headers.push("x-sluice-request-id", value);
   }
   return { headers, contentType, contentEncoding };
@@ -149,7 +149,8 @@ function latin1(value: Buffer | string): string {
   return typeof value === "string" ? value : value.toString("latin1");
 }
 
-function hasName(flat: readonly string[], name: string): boolean {
+/** Whether a flat `[name, value, …]` list (lower-case names) holds `name`. */
+export function hasHeader(flat: readonly string[], name: string): boolean {
   for (let index = 0; index < flat.length; index += 2) if (flat[index] === name) return true;
   return false;
 }

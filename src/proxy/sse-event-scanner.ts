@@ -16,6 +16,11 @@ const cutTailBytes = 64 * 1024;
  *
  * Lines are found with `indexOf` (memchr) and read where they lie in the chunk: only a line split
  * across chunks is copied, and only `data` values are decoded.
+ *
+ * `onEventEnd`, when given, hears every blank line (each ends an event, dispatched or not), after
+ * `onEvent` for it: `at` is the index of the blank line's CR or LF in the chunk being pushed (a blank
+ * line never spans chunks). A CR there may be followed by an LF, in this chunk or at the next one's
+ * start. This is what a caller that forwards the stream needs to find events in the bytes.
  */
 export class SseEventScanner {
   /** The start of a line split across chunks. */
@@ -35,6 +40,7 @@ export class SseEventScanner {
   constructor(
     private readonly onEvent: (event: string | undefined, data: string, cutTail?: Buffer) => void,
     private readonly maxEventBytes = 1024 * 1024,
+    private readonly onEventEnd?: (at: number) => void,
   ) {}
 
   push(chunk: Buffer): void {
@@ -134,6 +140,7 @@ export class SseEventScanner {
   private takeLine(line: Buffer, start: number, end: number): void {
     if (start === end) {
       this.dispatch();
+      this.onEventEnd?.(end);
       return;
     }
     // Field name: up to the first colon (a line starting with one is a comment).

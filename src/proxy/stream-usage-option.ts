@@ -5,9 +5,10 @@ import { decodeRequestBody } from "./request-body-coding.js";
 /**
  * Provider A reports usage on a streamed chat completion (and a streamed legacy completion) only
  * when asked (`stream_options.include_usage`). To record usage for every call, a streamed
- * completion that does not ask gets the option set; the client then also receives the final
- * usage chunk (`choices: []`), which the official SDKs accept. Every other body is forwarded byte
- * for byte, and a changed one keeps every byte but the option's: re-serialising would round
+ * completion that does not ask gets the option set. The final usage chunk (`choices: []`) this
+ * adds to the stream is metered but not forwarded to the client (InjectedUsageFilter). Every other
+ * body is forwarded byte for byte (the same Buffer is returned: a different one means the option
+ * was set), and a changed one keeps every byte but the option's: re-serialising would round
  * integers beyond 2^53 (a `seed`, say) and rewrite numbers and escapes.
  *
  * The decision is the body's as the provider reads it: a byte search alone would miss a key written

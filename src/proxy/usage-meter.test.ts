@@ -488,6 +488,27 @@ describe("SSE event scanner", () => {
     ]);
   });
 
+  it("tells where each blank line ends an event in the chunk pushed, dispatched or not", () => {
+    const ends: Array<[number, number]> = [];
+    let chunk = 0;
+    const scanner = new SseEventScanner(
+      () => {},
+      undefined,
+      (at) => ends.push([chunk, at]),
+    );
+    for (const piece of ["data: a\n\n: c\r\n\r", "\ndata: b\r\r\n\n"]) {
+      scanner.push(Buffer.from(piece));
+      chunk++;
+    }
+    // The LF of a CRLF split across chunks (chunk 1, index 0) ends no second line.
+    expect(ends).toEqual([
+      [0, 8],
+      [0, 14],
+      [1, 9],
+      [1, 11],
+    ]);
+  });
+
   it("handles a CRLF split across chunks", () => {
     expect(events(["data: x\r", "\n\r", "\ndata: y\n\n"])).toEqual([
       [undefined, "x"],

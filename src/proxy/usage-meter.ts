@@ -41,6 +41,17 @@ export interface UsageMeter {
   finish(): MeterReading;
 }
 
+/**
+ * Hears the events a streaming meter's scanner reads, and where each event ends in the chunk being
+ * pushed (SseEventScanner's `onEventEnd`): for a caller that forwards the stream and must find
+ * events in its bytes without scanning it a second time.
+ */
+export interface SseEventTap {
+  /** Each dispatched event's data, after the meter read it; `usageRead`: the meter took usage from it (whole). */
+  onEvent(data: string, usageRead: boolean): void;
+  onEventEnd(at: number): void;
+}
+
 const maxJsonBytes = 4 * 1024 * 1024;
 /** What is kept of a larger body: its start (where the model is read) and its end (the usage). */
 const headBytes = 4096;
@@ -62,11 +73,17 @@ const tailBytes = 64 * 1024;
  */
 export function createUsageMeter(
   provider: ProviderId,
-  options: { streaming: boolean; contentType: string; responses?: ResponsesCall | undefined },
+  options: {
+    streaming: boolean;
+    contentType: string;
+    responses?: ResponsesCall | undefined;
+    /** (Streaming only) Hears the scanned events too. */
+    tap?: SseEventTap | undefined;
+  },
 ): UsageMeter {
   const responses = options.responses ?? null;
   if (!options.streaming) return jsonMeter(provider, responses);
-  return sseMeter(provider, responses);
+  return sseMeter(provider, responses, options.tap);
 }
 
 function jsonMeter(provider: ProviderId, responses: ResponsesCall | null): UsageMeter {
@@ -307,7 +324,7 @@ function fromGeminiArray(body: Buffer): { usage: TokenUsage; model: string | nul
   return { usage: emptyUsage(), model: null };
 }
 
-function sseMeter(provider: ProviderId, responses: ResponsesCall | null): UsageMeter {
+function sseMeter(provider: ProviderId, responses: ResponsesCall | null, tap?: SseEventTap): UsageMeter {
   let usage: TokenUsage | null = null;
   /** (Provider B) Its counts so far: a `message_delta` gives only the ones that changed. */
   let counts: ProviderBCounts | null = null;
@@ -368,7 +385,19 @@ function sseMeter(provider: ProviderId, responses: ResponsesCall | null): UsageM
       // usageMetadata closes each chunk: searched from the end.
     } else if (data.lastIndexOf('"usageMetadata"') >= 0) lastGemini = data;
   };
-  const scanner = new SseEventScanner(onEvent);
+  const scanner =
+    tap === undefined
+      ? new SseEventScanner(onEvent)
+      : new SseEventScanner(
+          (event, data, cutTail) => {
+            const before = usage;
+            onEvent(event, data, cutTail);
+            // (Each reading is a new object.)
+            tap.onEvent(data, cutTail === undefined && usage !== before);
+          },
+          undefined,
+          (at) => tap.onEventEnd(at),
+        );
   return {
     push: (chunk) => scanner.push(chunk),
     finish() {
