@@ -1,6 +1,6 @@
 import { request as httpRequest } from "node:http";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
-import { type FakeUpstream, startFakeUpstream } from "../fakes/fake-upstream.js";
+import { type FakeUpstream, providerBaseUrls, startFakeUpstream } from "../fakes/fake-upstream.js";
 import {
   createTestProject,
   startTestGateway,
@@ -51,9 +51,7 @@ describe("a credential header sent more than once", () => {
   beforeAll(async () => {
     fake = await startFakeUpstream();
     sluice = await startTestGateway({
-      providerABaseUrl: `${fake.url}/a/v1`,
-      providerBBaseUrl: `${fake.url}/b/v1`,
-      providerCBaseUrl: `${fake.url}/c/v1beta`,
+      ...providerBaseUrls(fake),
     });
     project = await createTestProject(sluice.gateway);
   });

@@ -3,7 +3,7 @@ import type Anthropic from "@anthropic-ai/sdk";
 import type { GoogleGenAI } from "@google/genai";
 import type OpenAI from "openai";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
-import { type FakeUpstream, startFakeUpstream } from "../fakes/fake-upstream.js";
+import { type FakeUpstream, providerBaseUrls, startFakeUpstream } from "../fakes/fake-upstream.js";
 import { sdkClients } from "../support/sdk-clients.js";
 import {
   createTestProject,
@@ -24,9 +24,7 @@ describe("proxies driven by the official SDKs", () => {
   beforeAll(async () => {
     fake = await startFakeUpstream();
     sluice = await startTestGateway({
-      providerABaseUrl: `${fake.url}/a/v1`,
-      providerBBaseUrl: `${fake.url}/b/v1`,
-      providerCBaseUrl: `${fake.url}/c/v1beta`,
+      ...providerBaseUrls(fake),
     });
     project = await createTestProject(sluice.gateway);
     ({ openai, anthropic, google } = sdkClients(sluice, project));

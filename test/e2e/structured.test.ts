@@ -4,7 +4,7 @@ import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import type { ProviderId } from "../../src/providers/provider-id.js";
 import { createSafePdfFetcher } from "../../src/structured/safe-pdf-fetch.js";
 import { costOfTokens } from "../../src/usage/token-cost.js";
-import { type FakeUpstream, startFakeUpstream } from "../fakes/fake-upstream.js";
+import { type FakeUpstream, providerBaseUrls, startFakeUpstream } from "../fakes/fake-upstream.js";
 import { providerB, tinyPng } from "../fakes/fake-upstream-responses.js";
 import {
   createTestProject,
@@ -44,9 +44,7 @@ describe("structured analysis", () => {
     pdfUrl = `http://127.0.0.5:${(pdfServer.address() as AddressInfo).port}/doc.pdf`;
     sluice = await startTestGateway(
       {
-        providerABaseUrl: `${fake.url}/a/v1`,
-        providerBBaseUrl: `${fake.url}/b/v1`,
-        providerCBaseUrl: `${fake.url}/c/v1beta`,
+        ...providerBaseUrls(fake),
         upstreamHeadersTimeoutMs: 1500,
         maxImageBytes: 4096,
       },

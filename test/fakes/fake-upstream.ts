@@ -45,6 +45,15 @@ export interface ProgrammedResponse {
   body?: unknown;
 }
 
+/** The gateway's three provider base URLs (Config's), each at its provider's path on `fake`. */
+export function providerBaseUrls(fake: { url: string }) {
+  return {
+    providerABaseUrl: `${fake.url}/a/v1`,
+    providerBBaseUrl: `${fake.url}/b/v1`,
+    providerCBaseUrl: `${fake.url}/c/v1beta`,
+  };
+}
+
 export interface FakeUpstream {
   url: string;
   requests: RecordedRequest[];
