@@ -103,7 +103,22 @@ export async function generateImages(
       if (billed > 0) onBilled(costOf(billed));
       throw imageFailure(ai, error);
     });
-  const costUsd = costOf(generated.images.length);
+  const answered = (generated.providerMetadata?.openai as { images?: AnsweredImage[] } | undefined)?.images;
+  const costUsd =
+    call.provider === "provider-a" && answered?.length === generated.images.length
+      ? answeredCost(
+          answered,
+          (image) =>
+            imageCost({
+              provider: call.provider,
+              model: modelId,
+              quality: image?.quality ?? a?.quality,
+              size: image?.size ?? fitted.size,
+              aspectRatio: fitted.aspectRatio,
+              n: 1,
+            }).costUsd,
+        )
+      : costOf(generated.images.length);
   onBilled(costUsd);
   for (const warning of generated.warnings) warnings.push(describeWarning(warning));
   const images = await Promise.all(generated.images.map((image) => storeImage(deps, call.project, image)));
@@ -120,6 +135,27 @@ export async function generateImages(
     };
   }
   return { result, costUsd };
+}
+
+/** What provider A's answer says of an image it generated (gpt-image models name both; dall-e neither). */
+type AnsweredImage = { size?: string; quality?: string } | null;
+
+/**
+ * Provider A's images priced each by the size and quality its answer names (a gpt-image model's
+ * `auto` resolved to what it generated), else the request's, as the proxy prices them; null when
+ * any image has no price.
+ */
+function answeredCost(
+  images: AnsweredImage[],
+  priceOf: (image: AnsweredImage) => number | null,
+): number | null {
+  let total = 0;
+  for (const image of images) {
+    const price = priceOf(image);
+    if (price === null) return null;
+    total += price;
+  }
+  return Math.round(total * 1e9) / 1e9;
 }
 
 /**

@@ -193,15 +193,18 @@ describe("image generation", () => {
     [{ model: "dall-e-3", size: "1024x1536" }, 0.08],
     [{ model: "gpt-image-1-mini", size: "1536x1024" }, 0.02],
     // The provider generates at the model's default size and quality (dall-e-3: 1024x1024, standard),
-    // as the proxy prices it; gpt-image-1's default (`auto`) has no price.
+    // as the proxy prices it.
     [{ model: "dall-e-3" }, 0.04],
     [{ model: "dall-e-3", n: 2, providerOptions: { "provider-a": { quality: "hd" } } }, 0.16],
-    [{ model: "gpt-image-1" }, null],
+    // gpt-image-1's default (`auto`) has no price, but its answer names what it generated (the fake
+    // upstream: 1024x1024, medium), as the proxy prices it.
+    [{ model: "gpt-image-1" }, 0.042],
+    [{ model: "gpt-image-1", n: 2, size: "1536x1024" }, 0.126],
     // Provider A takes no aspect ratio (the SDK drops it with a warning): the size is the model's default.
     [{ model: "dall-e-3", aspectRatio: "2:3" }, 0.04],
     [
       { model: "gpt-image-1", aspectRatio: "3:2", providerOptions: { "provider-a": { quality: "low" } } },
-      null,
+      0.011,
     ],
     [
       {
