@@ -150,6 +150,31 @@ describe("loadConfig", () => {
     );
   });
 
+  it.each([
+    ["0x10", "must be a whole number written as digits, such as 10"],
+    ["1e3", "must be a whole number written as digits, such as 10"],
+    [" 5 ", "must be a whole number written as digits, such as 10"],
+    ["-1", "must be a whole number written as digits, such as 10"],
+    ["65536", "must be at most 65535"],
+  ])("refuses PORT %j at start rather than misread it, saying why once", (value, reason) => {
+    expect(problemsOf({ PORT: value })).toBe(`Invalid configuration:\n  PORT: ${reason}`);
+  });
+
+  it("names a whole number too large for an integer setting once", () => {
+    expect(problemsOf({ SLUICE_DEVICE_TOKEN_TTL_SECONDS: "9999999999999999" })).toBe(
+      `Invalid configuration:\n  SLUICE_DEVICE_TOKEN_TTL_SECONDS: must be at most ${Number.MAX_SAFE_INTEGER}`,
+    );
+    expect(loadConfig({ PORT: "8080" }).port).toBe(8080);
+  });
+
+  it("refuses a REDIS_URL whose path is not a database index, which ioredis would misread", () => {
+    expect(problemsOf({ REDIS_URL: "redis://127.0.0.1:6379/abc" })).toContain(
+      "REDIS_URL: the path must be a database index (`/N`) or nothing",
+    );
+    expect(problemsOf({ REDIS_URL: "redis://127.0.0.1:6379/1/2" })).toContain("REDIS_URL: the path must be");
+    expect(loadConfig({ REDIS_URL: "redis://127.0.0.1:6379/" }).redisUrl).toBe("redis://127.0.0.1:6379/");
+  });
+
   it("caps SLUICE_VAULT_URL_TTL_SECONDS at S3's seven days with an S3 vault, and only then", () => {
     const s3 = {
       SLUICE_VAULT_S3_ENDPOINT: "http://127.0.0.1:9000",

@@ -26,7 +26,16 @@ const setting = <T>(
   doc,
 });
 
-const integer = (min: number, max = Number.MAX_SAFE_INTEGER) => z.coerce.number().int().min(min).max(max);
+/**
+ * A whole number written as digits: `0x10`, `1e3` or ` 5 ` are refused rather than misread (as
+ * `Number` would read them), and a value too large is named once.
+ */
+const integer = (min: number, max = Number.MAX_SAFE_INTEGER) =>
+  z
+    .string()
+    .regex(/^[0-9]+$/, "must be a whole number written as digits, such as 10")
+    .transform(Number)
+    .pipe(z.number().min(min, `must be at least ${min}`).max(max, `must be at most ${max}`));
 const optionalString = z.string().min(1).optional();
 const url = z.string().url();
 /** A URL of one of `schemes` (`postgres:`, say): another scheme would be misread, not refused, later. */
@@ -114,7 +123,14 @@ export const settings = {
   ),
   redisUrl: setting(
     "REDIS_URL",
-    urlOf(["redis:", "rediss:"], "must be a redis:// or rediss:// URL").optional(),
+    urlOf(["redis:", "rediss:"], "must be a redis:// or rediss:// URL")
+      .refine(
+        // ioredis reads the path as the database index: `/abc` became SELECT NaN, and then keys in
+        // database 0; `/1/2` became database 1.
+        (value) => !URL.canParse(value) || /^(?:\/[0-9]*)?$/.test(new URL(value).pathname),
+        "the path must be a database index (`/N`) or nothing",
+      )
+      .optional(),
     undefined,
     "Redis URL (`redis://` or `rediss://`) for shared limits and caches (unset: in-process); a user, password or database index (`/N`) Redis refuses stops the start",
   ),
