@@ -613,14 +613,54 @@ describe("image generation", () => {
       },
       body: JSON.stringify({ prompt: "a cat" }),
     });
-    expect(response.status).toBe(500);
+    expect(response.status).toBe(503);
+    expect(response.headers.get("retry-after")).toBe("5");
+    expect(((await response.clone().json()) as { error: { code: string } }).error.code).toBe(
+      "SERVICE_UNAVAILABLE",
+    );
     expect(fake.requests).toHaveLength(1);
     expect(await rowFor(response)).toMatchObject({
-      status: 500,
-      error_code: "INTERNAL_ERROR",
+      status: 503,
+      error_code: "SERVICE_UNAVAILABLE",
       model: "imagen-4.0-generate-001",
       cost_usd: 0.04,
     });
+  });
+
+  it("answers 503 with the billed cost recorded when the S3 vault cannot be reached", async () => {
+    const s3 = await startTestGateway({
+      providerCBaseUrl: `${fake.url}/c/v1beta`,
+      vaultS3Endpoint: "http://127.0.0.1:1",
+      vaultS3Bucket: "vault",
+      vaultS3AccessKeyId: "id",
+      vaultS3SecretAccessKey: "secret",
+    });
+    try {
+      const project = await createTestProject(s3.gateway, {
+        provider: "provider-c",
+        teamId: "team1",
+        saveImagesToVault: true,
+      });
+      fake.clear();
+      const response = await fetch(`${s3.url}/v1/image/${project.projectId}`, {
+        method: "POST",
+        headers: {
+          authorization: `Bearer ${project.bearer("provider-c")}`,
+          "content-type": "application/json",
+        },
+        body: JSON.stringify({ prompt: "a cat" }),
+      });
+      expect(response.status).toBe(503);
+      expect(((await response.json()) as { error: { code: string } }).error.code).toBe("SERVICE_UNAVAILABLE");
+      expect(fake.requests).toHaveLength(1);
+      expect(await usageRowOf(s3.gateway, response)).toMatchObject({
+        status: 503,
+        error_code: "SERVICE_UNAVAILABLE",
+        cost_usd: 0.04,
+      });
+    } finally {
+      await s3.close();
+    }
   });
 
   it("leaves url and path out when the vault is off", async () => {
