@@ -15,6 +15,7 @@ import {
   addProviderKeyInput,
   createProjectInput,
   projectIdPattern,
+  requireModelName,
   type UpdateProjectInput,
   updateProjectInput,
   usageQueryInput,
@@ -89,6 +90,7 @@ export function createProjectAdmin(deps: ProjectAdminDeps) {
       fieldName: FieldName = sameName,
     ): Promise<{ project: ProjectView; testKey: string; testKeyId: string }> {
       const fields = parse(createProjectInput, input, "project", bodyLabels(fieldName));
+      requireModelName(fields.model, fieldName("model"));
       const id =
         fields.id ??
         `prj_${randomBytes(9)
@@ -154,6 +156,7 @@ export function createProjectAdmin(deps: ProjectAdminDeps) {
      */
     async updateProject(id: string, input: unknown, fieldName: FieldName = sameName): Promise<ProjectView> {
       const changes = parse(updateProjectInput, input, "project update", bodyLabels(fieldName));
+      requireModelName(changes.model, fieldName("model"));
       for (let attempt = 0; attempt < updateAttempts; attempt++) {
         const current = await requireProject(id);
         const updatedAt = new Date(Math.max(deps.now().getTime(), Date.parse(current.updatedAt) + 1));
