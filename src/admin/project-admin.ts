@@ -14,6 +14,7 @@ import { mapDatabaseOutages } from "./map-database-outages.js";
 import {
   addProviderKeyInput,
   createProjectInput,
+  noFieldsInput,
   projectIdPattern,
   requireModelName,
   type UpdateProjectInput,
@@ -137,6 +138,11 @@ export function createProjectAdmin(deps: ProjectAdminDeps) {
       // This instance may hold the id as "not found" (asked before, or deleted and re-created).
       deps.onProjectChanged(id);
       return { project: viewOf(project), testKey, testKeyId };
+    },
+
+    /** A route that takes no fields refuses a body with any (400 with the list, as other bodies). */
+    async requireNoFields(input: unknown): Promise<void> {
+      parse(noFieldsInput, input, "request body");
     },
 
     async getProject(id: string): Promise<ProjectView> {

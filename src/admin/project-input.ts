@@ -105,6 +105,9 @@ export const addProviderKeyInput = z
   })
   .strict();
 
+/** The body of a route that takes none (a rotation, a deletion): empty, `{}`, or refused. */
+export const noFieldsInput = z.object({}).strict();
+
 /** A query parameter given more than once arrives as a list: refused, rather than one picked. */
 const givenOnce = (issue: { input?: unknown }) =>
   Array.isArray(issue.input) ? "is given more than once" : undefined;
