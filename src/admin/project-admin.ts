@@ -14,7 +14,9 @@ import { mapDatabaseOutages } from "./map-database-outages.js";
 import {
   addProviderKeyInput,
   createProjectInput,
+  noFieldsInput,
   projectIdPattern,
+  requireModelName,
   type UpdateProjectInput,
   updateProjectInput,
   usageQueryInput,
@@ -89,6 +91,7 @@ export function createProjectAdmin(deps: ProjectAdminDeps) {
       fieldName: FieldName = sameName,
     ): Promise<{ project: ProjectView; testKey: string; testKeyId: string }> {
       const fields = parse(createProjectInput, input, "project", bodyLabels(fieldName));
+      requireModelName(fields.model, fieldName("model"));
       const id =
         fields.id ??
         `prj_${randomBytes(9)
@@ -137,6 +140,11 @@ export function createProjectAdmin(deps: ProjectAdminDeps) {
       return { project: viewOf(project), testKey, testKeyId };
     },
 
+    /** A route that takes no fields refuses a body with any (400 with the list, as other bodies). */
+    async requireNoFields(input: unknown): Promise<void> {
+      parse(noFieldsInput, input, "request body");
+    },
+
     async getProject(id: string): Promise<ProjectView> {
       return viewOf(await requireProject(id));
     },
@@ -154,6 +162,7 @@ export function createProjectAdmin(deps: ProjectAdminDeps) {
      */
     async updateProject(id: string, input: unknown, fieldName: FieldName = sameName): Promise<ProjectView> {
       const changes = parse(updateProjectInput, input, "project update", bodyLabels(fieldName));
+      requireModelName(changes.model, fieldName("model"));
       for (let attempt = 0; attempt < updateAttempts; attempt++) {
         const current = await requireProject(id);
         const updatedAt = new Date(Math.max(deps.now().getTime(), Date.parse(current.updatedAt) + 1));

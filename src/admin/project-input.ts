@@ -1,5 +1,7 @@
 import { z } from "zod";
+import { GatewayError } from "../errors.js";
 import { teamIdPattern } from "../images/vault-store.js";
+import { isModelName, modelNameRule } from "../providers/model-name.js";
 import { providerIds } from "../providers/provider-id.js";
 
 /** Admin input shapes, shared by the admin API and the CLI. Unknown fields are refused. */
@@ -55,7 +57,8 @@ const projectFields = {
     .regex(teamIdPattern, "1 to 64 letters, digits, _ and - only (it is the first segment of vault paths)")
     .nullable(),
   provider: z.enum(providerIds),
-  model: storableText(z.string().min(1).max(200)).nullable(),
+  // Its form (requireModelName) is 422, as /v1/image answers it; only its type and text are 400.
+  model: storableText(z.string()).nullable(),
   testMode: z.boolean(),
   deviceCheck: deviceCheckInput,
   outputSchema: z.record(z.string(), z.unknown()).nullable(),
@@ -77,6 +80,19 @@ export const createProjectInput = updateProjectInput
   })
   .strict();
 
+/**
+ * A project's model becomes part of provider C's URL, so it follows the one model-name rule
+ * (src/providers/model-name.ts) that /v1/image applies, and is refused the same way: a well-typed
+ * but malformed value is 422 VALIDATION_ERROR, naming the field as the caller spells it.
+ */
+export function requireModelName(model: string | null | undefined, field: string): void {
+  if (model === null || model === undefined || isModelName(model)) return;
+  const problems = [`${field}: ${modelNameRule}`];
+  throw new GatewayError("VALIDATION_ERROR", `Invalid project: ${problems.join("; ")}`, {
+    details: { problems },
+  });
+}
+
 export const addProviderKeyInput = z
   .object({
     provider: z.enum(providerIds),
@@ -88,6 +104,9 @@ export const addProviderKeyInput = z
     label: storableText(z.string().trim().min(1).max(200)).optional(),
   })
   .strict();
+
+/** The body of a route that takes none (a rotation, a deletion): empty, `{}`, or refused. */
+export const noFieldsInput = z.object({}).strict();
 
 /** A query parameter given more than once arrives as a list: refused, rather than one picked. */
 const givenOnce = (issue: { input?: unknown }) =>

@@ -34,6 +34,13 @@ export function registerAdminRoutes(router: Router, deps: AdminRouteDeps): void 
     requireJsonContentType(context.request);
     return parseJsonObject(await readBody(context.request, deps.maxBodyBytes));
   };
+  // A route that takes no body still refuses one with fields, as docs/api.md says of unknown fields.
+  const none = async (context: RequestContext) => {
+    const body = await readBody(context.request, deps.maxBodyBytes);
+    if (body.length === 0) return;
+    requireJsonContentType(context.request);
+    await admin.requireNoFields(parseJsonObject(body));
+  };
   const id = (context: RequestContext, name = "projectId") => context.params[name] ?? "";
 
   router
@@ -61,6 +68,7 @@ export function registerAdminRoutes(router: Router, deps: AdminRouteDeps): void 
       "DELETE",
       "/admin/v1/projects/:projectId",
       route(async (c) => {
+        await none(c);
         await admin.deleteProject(id(c));
         return { status: 204 };
       }),
@@ -68,7 +76,10 @@ export function registerAdminRoutes(router: Router, deps: AdminRouteDeps): void 
     .on(
       "POST",
       "/admin/v1/projects/:projectId/test-keys",
-      route(async (c) => ({ status: 201, body: await admin.rotateTestKey(id(c)) })),
+      route(async (c) => {
+        await none(c);
+        return { status: 201, body: await admin.rotateTestKey(id(c)) };
+      }),
     )
     .on(
       "GET",
@@ -79,6 +90,7 @@ export function registerAdminRoutes(router: Router, deps: AdminRouteDeps): void 
       "DELETE",
       "/admin/v1/projects/:projectId/test-keys/:testKeyId",
       route(async (c) => {
+        await none(c);
         await admin.revokeTestKey(id(c), id(c, "testKeyId"));
         return { status: 204 };
       }),
@@ -97,6 +109,7 @@ export function registerAdminRoutes(router: Router, deps: AdminRouteDeps): void 
       "DELETE",
       "/admin/v1/projects/:projectId/keys/:keyId",
       route(async (c) => {
+        await none(c);
         await admin.revokeProviderKey(id(c), id(c, "keyId"));
         return { status: 204 };
       }),

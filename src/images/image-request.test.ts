@@ -197,3 +197,28 @@ describe("image request model", () => {
     expect(parseImageRequest({ prompt: "x", model }).model).toBe(model),
   );
 });
+
+describe("image request field types and values", () => {
+  const errorOf = (body: Record<string, unknown>) => {
+    try {
+      parseImageRequest({ prompt: "x", ...body });
+    } catch (error) {
+      if (error instanceof GatewayError) return { code: error.code, message: error.message };
+      throw error;
+    }
+    throw new Error("the request was accepted");
+  };
+
+  it.each([
+    [{ seed: 1.5 }, "`seed` must be a whole number"],
+    [{ model: "" }, "`model` must be a model name"],
+  ])("refuses the well-typed but malformed value %j with 422", (body, message) => {
+    const error = errorOf(body);
+    expect(error.code).toBe("VALIDATION_ERROR");
+    expect(error.message).toContain(message);
+  });
+
+  it.each([[{ seed: "1" }], [{ model: 7 }]])("refuses the ill-typed field %j with 400", (body) => {
+    expect(errorOf(body).code).toBe("BAD_REQUEST");
+  });
+});

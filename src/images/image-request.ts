@@ -1,4 +1,5 @@
 import { GatewayError } from "../errors.js";
+import { isModelName, modelNameRule } from "../providers/model-name.js";
 import type { ProviderId } from "../providers/provider-id.js";
 import { catalogueProviderOf, findModel, modelsFor } from "../usage/model-catalogue.js";
 
@@ -19,7 +20,6 @@ export interface ImageRequest {
   warnings: string[];
 }
 
-const modelName = /^(?:models\/)?[A-Za-z0-9][A-Za-z0-9._-]{0,199}$/;
 const sizePattern = /^([1-9]\d{1,4})x([1-9]\d{1,4})$/;
 const ratioPattern = /^([1-9]\d{0,2}):([1-9]\d{0,2})$/;
 
@@ -166,13 +166,9 @@ export function parseImageRequest(body: Record<string, unknown>): ImageRequest {
     throw bad("`prompt` is required and must be a non-empty string");
   const request: ImageRequest = { prompt, n: 1, providerOptions: {}, warnings: [] };
   if (model !== undefined) {
-    if (typeof model !== "string" || model === "") throw bad("`model` must be a string");
-    // It becomes part of the provider's URL (provider C: `models/{model}:predict`): a `/`, `?`, `#`,
-    // `:` or `%` in it would reach another path, add a query or cut the URL short.
-    if (!modelName.test(model))
-      throw incompatible(
-        "`model` must be a model name: letters, digits, `.`, `_` and `-` (optionally after `models/`), at most 200 characters",
-      );
+    if (typeof model !== "string") throw bad("`model` must be a string");
+    // It becomes part of the provider's URL (provider C: `models/{model}:predict`); "" is malformed.
+    if (!isModelName(model)) throw incompatible(`\`model\` ${modelNameRule}`);
     request.model = model;
   }
   if (size !== undefined && aspectRatio !== undefined)
@@ -196,7 +192,8 @@ export function parseImageRequest(body: Record<string, unknown>): ImageRequest {
     request.n = n;
   }
   if (seed !== undefined) {
-    if (typeof seed !== "number" || !Number.isInteger(seed)) throw bad("`seed` must be a whole number");
+    if (typeof seed !== "number") throw bad("`seed` must be a number");
+    if (!Number.isInteger(seed)) throw incompatible("`seed` must be a whole number");
     request.seed = seed;
   }
   if (maxImagesPerCall !== undefined) {

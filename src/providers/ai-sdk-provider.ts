@@ -1,4 +1,6 @@
 import type { LanguageModel, wrapImageModel } from "ai";
+import { GatewayError } from "../errors.js";
+import { isModelName, modelNameRule } from "./model-name.js";
 import type { ProviderId } from "./provider-id.js";
 
 /** An image model object (specification v3), as the provider packages build and middleware wraps. */
@@ -22,6 +24,7 @@ export function createAiSdkModels(options: AiSdkProviderOptions) {
   const fetchOption = options.fetch ? { fetch: options.fetch } : {};
   return {
     async language(provider: ProviderId, model: string, apiKey: string): Promise<LanguageModel> {
+      requireModelName(model);
       switch (provider) {
         case "provider-a":
           // Chat completions: SPEC describes provider A as the chat/completions style of API.
@@ -55,6 +58,7 @@ export function createAiSdkModels(options: AiSdkProviderOptions) {
       apiKey: string,
       extraBody?: Record<string, unknown>,
     ): Promise<SdkImageModel | null> {
+      requireModelName(model);
       const imageFetch = extraBody
         ? { fetch: mergingFetch(options.fetch ?? globalThis.fetch, extraBody) }
         : fetchOption;
@@ -80,6 +84,18 @@ export function createAiSdkModels(options: AiSdkProviderOptions) {
 }
 
 export type AiSdkModels = ReturnType<typeof createAiSdkModels>;
+
+/**
+ * Defence in depth: the model name goes into the provider's URL (provider C:
+ * `models/{model}:generateContent`), so a name outside the model-name rule is never built into a
+ * model, even one stored before the admin input applied the rule. 422, as the input checks answer.
+ */
+function requireModelName(model: string): void {
+  if (isModelName(model)) return;
+  throw new GatewayError("VALIDATION_ERROR", `The model ${JSON.stringify(model)} ${modelNameRule}`, {
+    details: { model },
+  });
+}
 
 /** A fetch that deep-merges `extra` into a JSON request body (one level of nested objects). */
 function mergingFetch(

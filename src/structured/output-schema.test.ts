@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { validateAgainstSchema } from "./output-schema.js";
+import { checkOutputSchema, maxSchemaNesting, validateAgainstSchema } from "./output-schema.js";
 
 const schema = {
   type: "object",
@@ -40,5 +40,60 @@ describe("validateAgainstSchema", () => {
     const check = validateAgainstSchema(schema, value);
     expect(check.valid).toBe(false);
     expect(check.errors.some((error) => error.startsWith(`${path} `))).toBe(true);
+  });
+});
+
+describe("checkOutputSchema nesting and references", () => {
+  const nested = (levels: number) => {
+    let value: unknown = 1;
+    for (let level = 0; level < levels; level++) value = [value];
+    return value;
+  };
+
+  it.each(["default", "const"])(
+    "refuses a %s nested 4,500 levels deep with a reason, not a stack overflow",
+    (keyword) => {
+      const schema = { type: "object", properties: { x: { type: "array", [keyword]: nested(4500) } } };
+      const problems = checkOutputSchema(schema);
+      expect(problems).toHaveLength(1);
+      expect(problems[0]).toMatch(
+        new RegExp(
+          `^#/properties/x/${keyword}(/0)+ nests objects and arrays deeper than ${maxSchemaNesting} levels$`,
+        ),
+      );
+    },
+  );
+
+  it("takes a value nested up to the limit", () => {
+    // The root object, properties, x, default: four levels before the arrays.
+    const schema = {
+      type: "object",
+      properties: { x: { type: "array", default: nested(maxSchemaNesting - 4) } },
+    };
+    expect(checkOutputSchema(schema)).toEqual([]);
+  });
+
+  it.each([
+    [{ type: "object", $ref: "#" }, '#/$ref "#" leads back to itself through $ref alone: it names no schema'],
+    [
+      { type: "object", $defs: { a: { $ref: "#/$defs/a" } }, properties: { x: { $ref: "#/$defs/a" } } },
+      '#/$defs/a/$ref "#/$defs/a" leads back to itself through $ref alone: it names no schema',
+    ],
+  ])("refuses a reference that leads back to itself with a clear reason (%j)", (schema, problem) => {
+    expect(checkOutputSchema(schema)).toEqual([problem]);
+  });
+
+  it("takes a recursive schema whose $ref goes through a schema", () => {
+    const schema = {
+      type: "object",
+      $defs: {
+        node: {
+          type: "object",
+          properties: { children: { type: "array", items: { $ref: "#/$defs/node" } } },
+        },
+      },
+      properties: { root: { $ref: "#/$defs/node" } },
+    };
+    expect(checkOutputSchema(schema)).toEqual([]);
   });
 });

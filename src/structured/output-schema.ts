@@ -36,6 +36,12 @@ const allowedKeywords = new Set([
 const allowedTypes = new Set(["object", "array", "string", "number", "integer", "boolean", "null"]);
 const maxDepth = 10;
 const maxSchemaBytes = 64 * 1024;
+/**
+ * How deeply objects and arrays may nest anywhere in the schema document, `default` and `const`
+ * values included (docs/api.md). Checked iteratively before anything recursive (JSON.stringify, the
+ * walk, Ajv) sees the schema: 27 KB of `[[[…]]]` would overflow their stack.
+ */
+export const maxSchemaNesting = 64;
 
 const ajv = new Ajv({ allErrors: true, strict: false, validateFormats: false });
 const compiled = new Map<string, ValidateFunction>();
@@ -45,20 +51,83 @@ export function checkOutputSchema(schema: unknown): string[] {
   if (typeof schema !== "object" || schema === null || Array.isArray(schema)) {
     return ["the output schema must be a JSON object"];
   }
+  const tooDeep = deepestPath(schema, maxSchemaNesting);
+  if (tooDeep !== null) return [`${tooDeep} nests objects and arrays deeper than ${maxSchemaNesting} levels`];
   const problems: string[] = [];
   if ((schema as Record<string, unknown>).type !== "object")
     problems.push('the root of the output schema must have "type": "object"');
   if (JSON.stringify(schema).length > maxSchemaBytes)
     problems.push(`the output schema must be under ${maxSchemaBytes} bytes`);
   walk(schema, "#", 0, problems);
+  if (problems.length === 0) problems.push(...referenceLoops(schema));
   if (problems.length === 0) {
     try {
       validatorFor(schema as Record<string, unknown>);
     } catch (error) {
-      problems.push(`the output schema does not compile: ${(error as Error).message}`);
+      problems.push(
+        error instanceof RangeError
+          ? "the output schema does not compile: its $ref references recurse without end"
+          : `the output schema does not compile: ${(error as Error).message}`,
+      );
     }
   }
   return problems;
+}
+
+/** The JSON Pointer of the first value nested deeper than `limit` levels, else null; iterative. */
+function deepestPath(root: unknown, limit: number): string | null {
+  const pending: Array<[unknown, string, number]> = [[root, "#", 1]];
+  for (let next = pending.pop(); next; next = pending.pop()) {
+    const [value, path, depth] = next;
+    if (typeof value !== "object" || value === null) continue;
+    if (depth > limit) return path;
+    for (const [key, item] of Object.entries(value)) pending.push([item, `${path}/${key}`, depth + 1]);
+  }
+  return null;
+}
+
+/**
+ * A `$ref` that leads back to itself through `$ref`s alone (`$defs.a: {"$ref": "#/$defs/a"}`)
+ * names no schema: Ajv would recurse until the stack overflows. Only local references (`#…`) are
+ * followed; the walk and the nesting limit above bound the document.
+ */
+function referenceLoops(root: object): string[] {
+  const problems: string[] = [];
+  const pending: Array<[unknown, string]> = [[root, "#"]];
+  for (let next = pending.pop(); next; next = pending.pop()) {
+    const [node, path] = next;
+    if (typeof node !== "object" || node === null) continue;
+    const seen = new Set<unknown>([node]);
+    for (let target = refTarget(root, node); target !== undefined; target = refTarget(root, target)) {
+      if (target === node) {
+        const ref = JSON.stringify((node as Record<string, unknown>).$ref);
+        problems.push(`${path}/$ref ${ref} leads back to itself through $ref alone: it names no schema`);
+      }
+      if (seen.has(target)) break;
+      seen.add(target);
+    }
+    for (const [key, item] of Object.entries(node)) pending.push([item, `${path}/${key}`]);
+  }
+  return problems;
+}
+
+/** The value a node's local `$ref` points to, or undefined (no `$ref`, not local, not found). */
+function refTarget(root: object, node: unknown): unknown {
+  const ref = typeof node === "object" && node !== null ? (node as Record<string, unknown>).$ref : undefined;
+  if (typeof ref !== "string" || (ref !== "#" && !ref.startsWith("#/"))) return undefined;
+  let target: unknown = root;
+  for (const token of ref.slice(1).split("/").slice(1)) {
+    if (typeof target !== "object" || target === null) return undefined;
+    let key: string;
+    try {
+      key = decodeURIComponent(token).replace(/~1/g, "/").replace(/~0/g, "~");
+    } catch {
+      return undefined;
+    }
+    if (!Object.hasOwn(target, key)) return undefined;
+    target = (target as Record<string, unknown>)[key];
+  }
+  return target;
 }
 
 function walk(node: unknown, path: string, depth: number, problems: string[]): void {

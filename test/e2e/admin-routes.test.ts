@@ -70,4 +70,62 @@ describe("admin routes", () => {
     const custom = await send("PATCH", "/routes", { model: "my-own-model" });
     expect(custom.status).toBe(200);
   });
+
+  const send = (method: string, path: string, body?: string, type = "application/json") =>
+    fetch(`${sluice.url}/admin/v1/projects${path}`, {
+      method,
+      headers: {
+        authorization: `Bearer ${adminToken}`,
+        ...(body === undefined ? {} : { "content-type": type }),
+      },
+      ...(body === undefined ? {} : { body }),
+    });
+
+  it.each(["default", "const"])(
+    "refuses an output schema whose %s nests 4,500 levels with 422 and the reason, not a 500",
+    async (keyword) => {
+      const deep = `${"[".repeat(4500)}1${"]".repeat(4500)}`;
+      const schema = `{"type":"object","properties":{"x":{"type":"array","${keyword}":${deep}}}}`;
+      for (const response of [
+        await send("POST", "", `{"name":"Deep","provider":"provider-a","outputSchema":${schema}}`),
+        await send("PATCH", "/routes", `{"outputSchema":${schema}}`),
+      ]) {
+        expect(response.status).toBe(422);
+        const body = (await response.json()) as { error: { code: string; details: { problems: string[] } } };
+        expect(body.error.code).toBe("VALIDATION_ERROR");
+        expect(body.error.details.problems).toEqual([
+          expect.stringMatching(/nests objects and arrays deeper than 64 levels$/),
+        ]);
+      }
+    },
+  );
+
+  it.each([
+    ["an unknown field", '{"foo":1}', 400],
+    ["a body that is not an object", "[]", 400],
+    ["an empty object", "{}", 201],
+    ["no body", undefined, 201],
+  ])("rotates a test key only when the body has no fields: %s", async (_what, body, status) => {
+    const response = await send("POST", "/routes/test-keys", body);
+    expect(response.status).toBe(status);
+    if (status === 400) {
+      const error = ((await response.json()) as { error: { code: string; details?: unknown } }).error;
+      expect(error.code).toBe("BAD_REQUEST");
+    }
+  });
+
+  it.each([
+    ["DELETE", "/routes/test-keys/tk0000000000000000"],
+    ["DELETE", "/routes/keys/key0000"],
+    ["DELETE", "/routes"],
+  ])("refuses unknown fields in the body of %s %s with 400, changing nothing", async (method, path) => {
+    const response = await send(method, path, '{"foo":1}');
+    expect(response.status).toBe(400);
+    const error = ((await response.json()) as { error: { code: string; details: unknown } }).error;
+    expect(error).toMatchObject({
+      code: "BAD_REQUEST",
+      details: { problems: ['(body): Unrecognized key: "foo"'] },
+    });
+    expect((await send("GET", "/routes")).status).toBe(200);
+  });
 });
