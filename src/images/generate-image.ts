@@ -201,7 +201,14 @@ async function storeImage(
   if (!project.saveImagesToVault || !project.teamId)
     return { base64: image.base64, mediaType: image.mediaType };
   const path = vaultPath(project.teamId, project.id, deps.now(), randomUUID(), image.mediaType);
-  await deps.vault.put(path, image.uint8Array, image.mediaType);
+  await deps.vault.put(path, image.uint8Array, image.mediaType).catch((error: unknown) => {
+    // The vault's store (a directory, an object store) is a dependency that failed, not a bug: 503,
+    // as for the database. The images were generated and are billed (the row records their cost).
+    throw new GatewayError("SERVICE_UNAVAILABLE", "The image vault could not store the generated images", {
+      cause: error,
+      headers: { "retry-after": "5" },
+    });
+  });
   return {
     base64: image.base64,
     mediaType: image.mediaType,
