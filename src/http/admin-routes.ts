@@ -3,7 +3,7 @@ import type { ProjectAdmin } from "../admin/project-admin.js";
 import type { AuthThrottle } from "../auth/authenticate.js";
 import { GatewayError } from "../errors.js";
 import { throttled } from "../rate-limit/auth-throttle.js";
-import { parseJsonObject, readBody, requireJsonContentType } from "./read-body.js";
+import { parseJsonObject, readBody, requireUtf8JsonContentType } from "./read-body.js";
 import type { Handler, RequestContext, Router } from "./router.js";
 import { sendJson } from "./send.js";
 
@@ -31,7 +31,7 @@ export function registerAdminRoutes(router: Router, deps: AdminRouteDeps): void 
       } else sendJson(context.response, status, body);
     };
   const json = async (context: RequestContext) => {
-    requireJsonContentType(context.request);
+    requireUtf8JsonContentType(context.request);
     return parseJsonObject(await readBody(context.request, deps.maxBodyBytes));
   };
   const id = (context: RequestContext, name = "projectId") => context.params[name] ?? "";
