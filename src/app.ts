@@ -237,6 +237,10 @@ function originForm(target: string): string {
 
 /** What makes a request unanswerable on any route (RFC 9112 §3.2); null when nothing does. */
 function malformedTarget(request: IncomingMessage, target: string): GatewayError | null {
+  // llhttp also passes HTTP/2.0 and a request line without a version (read as HTTP/0.9, headers
+  // and all); neither is HTTP/1.x, so neither is served. The connection closes after the answer:
+  // what the client sends next is in a framing Sluice does not speak.
+  if (request.httpVersionMajor !== 1) return notHttp1(request);
   // An empty Host is valid; a missing one is not, in HTTP/1.1 (Node's own check refuses both).
   if (request.headers.host === undefined && request.httpVersionMajor === 1 && request.httpVersionMinor === 1)
     return new GatewayError("BAD_REQUEST", "An HTTP/1.1 request must carry a Host header");
@@ -244,6 +248,14 @@ function malformedTarget(request: IncomingMessage, target: string): GatewayError
   if (target.includes("#"))
     return new GatewayError("BAD_REQUEST", "The request target must not contain a fragment (#)");
   return null;
+}
+
+function notHttp1(request: IncomingMessage): GatewayError {
+  const version = `HTTP/${request.httpVersionMajor}.${request.httpVersionMinor}`;
+  const read = version === "HTTP/0.9" ? "a request line without HTTP/1.1 or HTTP/1.0" : version;
+  return new GatewayError("BAD_REQUEST", `The request is not valid HTTP/1.1: ${read} is not served`, {
+    headers: { connection: "close" },
+  });
 }
 
 /**

@@ -5,7 +5,7 @@ import type { UrlSigner } from "../images/signed-url.js";
 import { mediaTypeOf, vaultMaxAgeSeconds } from "../images/vault-store.js";
 import type { Admit, CallSpend } from "./admission.js";
 import { watchClient } from "./client-watch.js";
-import { parseJsonObject, readBody, requireJsonContentType } from "./read-body.js";
+import { parseJsonObject, readBody, requireUtf8JsonContentType } from "./read-body.js";
 import type { RequestContext, Router } from "./router.js";
 import { sendBytes, sendJson } from "./send.js";
 
@@ -53,7 +53,7 @@ async function handleGenerate(deps: ImageRouteDeps, context: RequestContext): Pr
   // A client that leaves before its images: the provider calls are aborted, and the row says so.
   const client = watchClient(response);
   try {
-    requireJsonContentType(request);
+    requireUtf8JsonContentType(request);
     const body = parseImageRequest(parseJsonObject(await readBody(request, deps.maxBodyBytes)));
     model = imageModelFor(call.provider, call.project, body);
     const { result, costUsd } = await generateImages(

@@ -1,7 +1,7 @@
 import { createServer, type IncomingMessage } from "node:http";
 import { connect } from "node:net";
 import { describe, expect, it } from "vitest";
-import { readBody } from "./read-body.js";
+import { parseJsonObject, readBody, requireUtf8JsonContentType } from "./read-body.js";
 
 /** Sends raw bytes to a server whose handler reads the body; resolves with what readBody did. */
 async function readRaw(raw: string, maxBytes = 1024, cut = false): Promise<Buffer | Error> {
@@ -71,5 +71,74 @@ describe("readBody", () => {
     expect(await outcome).toMatchObject({ code: "BAD_REQUEST", status: 400 });
     socket.destroy();
     await new Promise((resolve) => server.close(resolve));
+  });
+});
+
+describe("parseJsonObject", () => {
+  const bytes = (...parts: Array<string | number[]>) =>
+    Buffer.concat(parts.map((part) => (typeof part === "string" ? Buffer.from(part) : Buffer.from(part))));
+
+  it.each([
+    ["a lone 0xFF", bytes('{"name":"bad', [0xff], '"}')],
+    ["an overlong encoding of '.'", bytes('{"name":"bad', [0xc0, 0xae], '"}')],
+    ["an encoded surrogate", bytes('{"name":"', [0xed, 0xa0, 0x80], '"}')],
+    ["a sequence cut short at the end", bytes('{"name":"x"}', [0xe2, 0x82])],
+    ["a Latin-1 byte in a key", bytes('{"caf', [0xe9], '":1}')],
+  ])("refuses a body with %s with 400 instead of replacing it with U+FFFD", (_name, body) => {
+    expect(() => parseJsonObject(body)).toThrow(
+      expect.objectContaining({ code: "BAD_REQUEST", status: 400, message: "The body is not valid UTF-8" }),
+    );
+  });
+
+  it("reads valid multi-byte UTF-8 as the text it encodes", () => {
+    expect(parseJsonObject(Buffer.from('{"name":"café ☕ 𝄞"}'))).toEqual({ name: "café ☕ 𝄞" });
+  });
+
+  it("skips a leading byte order mark, and only a leading one", () => {
+    expect(parseJsonObject(bytes([0xef, 0xbb, 0xbf], '{"name":"x"}'))).toEqual({ name: "x" });
+    expect(() => parseJsonObject(bytes([0xef, 0xbb, 0xbf, 0xef, 0xbb, 0xbf], "{}"))).toThrow(
+      expect.objectContaining({ code: "BAD_REQUEST", message: "The request body is not valid JSON" }),
+    );
+  });
+});
+
+describe("requireUtf8JsonContentType", () => {
+  const withType = (type: string | undefined) =>
+    ({ headers: type === undefined ? {} : { "content-type": type } }) as IncomingMessage;
+
+  it.each([
+    "application/json",
+    "application/json; charset=utf-8",
+    "application/json;charset=UTF-8",
+    'application/json; charset="Utf-8"',
+    "application/problem+json; charset=utf-8",
+  ])("accepts %s", (type) => {
+    expect(() => requireUtf8JsonContentType(withType(type))).not.toThrow();
+  });
+
+  it.each([
+    ["application/json; charset=iso-8859-1", "iso-8859-1"],
+    ["application/json;charset=UTF-16", "UTF-16"],
+    ['application/json; charset="windows-1252"', "windows-1252"],
+    ["application/json; charset=utf-8; charset=latin1", "latin1"],
+  ])("refuses %s with 415 naming the charset", (type, charset) => {
+    expect(() => requireUtf8JsonContentType(withType(type))).toThrow(
+      expect.objectContaining({
+        code: "UNSUPPORTED_MEDIA_TYPE",
+        status: 415,
+        message: `The charset "${charset}" is not supported: JSON bodies must be UTF-8`,
+      }),
+    );
+  });
+
+  it("still refuses a type that is not JSON with 415", () => {
+    for (const type of [undefined, "text/plain; charset=utf-8"]) {
+      expect(() => requireUtf8JsonContentType(withType(type))).toThrow(
+        expect.objectContaining({
+          code: "UNSUPPORTED_MEDIA_TYPE",
+          message: "Content-Type must be application/json",
+        }),
+      );
+    }
   });
 });

@@ -1,3 +1,4 @@
+import { isUtf8 } from "node:buffer";
 import type { IncomingMessage, ServerResponse } from "node:http";
 import { GatewayError } from "../errors.js";
 
@@ -70,11 +71,38 @@ export function requireJsonContentType(request: IncomingMessage): void {
   }
 }
 
-/** Parses a JSON object body; anything else is 400. */
+/**
+ * For the JSON bodies Sluice parses itself (admin API, structured and image endpoints): a JSON
+ * content type whose `charset`, if it names one, is UTF-8, as JSON between systems must be (RFC
+ * 8259 §8.1); 415 otherwise. The proxies check the type only: they forward the bytes as sent.
+ */
+export function requireUtf8JsonContentType(request: IncomingMessage): void {
+  requireJsonContentType(request);
+  const type = request.headers["content-type"] as string;
+  if (!type.includes(";")) return;
+  for (const [, quoted, token] of type.matchAll(/;\s*charset\s*=\s*(?:"([^"]*)"|([^;\s]*))/gi)) {
+    const charset = quoted ?? token ?? "";
+    if (charset.toLowerCase() !== "utf-8") {
+      throw new GatewayError(
+        "UNSUPPORTED_MEDIA_TYPE",
+        `The charset ${JSON.stringify(charset.slice(0, 40))} is not supported: JSON bodies must be UTF-8`,
+      );
+    }
+  }
+}
+
+/**
+ * Parses a JSON object body; anything else is 400. The bytes must be UTF-8 (RFC 8259 §8.1): a
+ * lenient decode would turn invalid bytes into U+FFFD and store or send text the client never
+ * wrote. A leading byte order mark is skipped, as RFC 8259 allows a parser to (and as Fastify's
+ * JSON parser does); before, it made the body invalid JSON.
+ */
 export function parseJsonObject(body: Buffer): Record<string, unknown> {
+  if (!isUtf8(body)) throw new GatewayError("BAD_REQUEST", "The body is not valid UTF-8");
+  const start = body[0] === 0xef && body[1] === 0xbb && body[2] === 0xbf ? 3 : 0;
   let value: unknown;
   try {
-    value = JSON.parse(body.toString("utf8"));
+    value = JSON.parse(body.toString("utf8", start));
   } catch {
     throw new GatewayError("BAD_REQUEST", "The request body is not valid JSON");
   }

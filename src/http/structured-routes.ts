@@ -11,7 +11,7 @@ import type { FetchPdf } from "../structured/safe-pdf-fetch.js";
 import { costOfTokens } from "../usage/token-cost.js";
 import type { Admit, CallSpend } from "./admission.js";
 import { watchClient } from "./client-watch.js";
-import { parseJsonObject, readBody, requireJsonContentType } from "./read-body.js";
+import { parseJsonObject, readBody, requireUtf8JsonContentType } from "./read-body.js";
 import type { RequestContext, Router } from "./router.js";
 import { sendJson } from "./send.js";
 
@@ -49,7 +49,7 @@ async function handle(deps: StructuredRouteDeps, kind: AnalysisKind, context: Re
   // A client that leaves before its answer: the provider calls are aborted, and the row says so.
   const client = watchClient(response);
   try {
-    requireJsonContentType(request);
+    requireUtf8JsonContentType(request);
     const body = parseJsonObject(await readBody(request, bodyCap(deps, kind)));
     const value = body[fieldOf[kind]];
     if (typeof value !== "string" || value.length === 0) {

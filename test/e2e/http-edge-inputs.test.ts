@@ -90,7 +90,7 @@ describe("HTTP edge inputs on the gateway's own server", () => {
 
   beforeAll(async () => {
     upstream = await startFakeUpstream();
-    sluice = await startTestGateway({ providerABaseUrl: `${upstream.url}/a/v1` });
+    sluice = await startTestGateway({ providerABaseUrl: `${upstream.url}/a/v1`, metricsEnabled: true });
     project = await createTestProject(sluice.gateway);
     // As serve() builds it; the request timeout is short so a stalled body is answered in time.
     server = createGatewayServer(sluice.gateway.app, {
@@ -216,6 +216,28 @@ describe("HTTP edge inputs on the gateway's own server", () => {
     );
     expect(empty?.status).toBe(200);
   });
+
+  it.each([
+    ["no version at all (HTTP/0.9)", "POST /v1/text/pa\r\n\r\n", /without HTTP\/1\.1/],
+    ["no version and no headers", "GET /health\r\n\r\n", /without HTTP\/1\.1/],
+    ["HTTP/2.0", "GET /health HTTP/2.0\r\nhost: x\r\nconnection: keep-alive\r\n\r\n", /HTTP\/2\.0/],
+  ] as const)(
+    "refuses a request line with %s with 400 and closes the connection",
+    async (_name, bytes, reason) => {
+      const method = bytes.slice(0, bytes.indexOf(" "));
+      const counted = async () =>
+        new RegExp(
+          `sluice_http_requests_total\\{route="malformed",method="${method}",status="400"\\} (\\d+)`,
+        ).exec(await (await fetch(`${sluice.url}/metrics`)).text())?.[1];
+      const before = Number((await counted()) ?? 0);
+      // The keep-alive request behind it is never answered: the connection closes first.
+      const [response, ...more] = responsesOf(await exchange(port, [bytes, head("GET", "/health")]));
+      expect(expectEnvelope(response, 400, "BAD_REQUEST").message).toMatch(reason);
+      expect(response?.headers.connection).toBe("close");
+      expect(more).toEqual([]);
+      expect(Number(await counted())).toBeGreaterThan(before);
+    },
+  );
 
   it("answers CONNECT with 404 in the envelope instead of closing the connection silently", async () => {
     const [response] = responsesOf(
