@@ -215,6 +215,26 @@ describe("sluice CLI", () => {
     },
   );
 
+  it("names the flags, not the fields, in the rules the admin use case checks", async () => {
+    const keyFile = join(dataDir, "not-a-key.p8");
+    writeFileSync(keyFile, "-----BEGIN PRIVATE KEY-----\nnot a key\n-----END PRIVATE KEY-----\n");
+    const args = ["projects", "create", "--name", "Rules", "--provider", "provider-a"];
+    expect(await cli(...args, "--device-check-private-key-file", keyFile)).toMatchObject({
+      code: 1,
+      err: "error: --device-check-private-key-file must be the PEM contents of an Apple .p8 (EC P-256) key\n",
+    });
+    expect(await cli(...args, "--device-check", "true")).toMatchObject({
+      code: 1,
+      err:
+        "error: Device Check needs --device-check-team-id, --device-check-key-id and " +
+        "--device-check-private-key-file (the .p8 file's contents) when enabled\n",
+    });
+    expect(await cli(...args, "--save-images-to-vault", "true")).toMatchObject({
+      code: 1,
+      err: "error: --save-images-to-vault needs a --team-id (it is the first segment of the vault path)\n",
+    });
+  });
+
   it.each([
     [["--from", "yesterday"], "--from: must be an ISO instant (2026-11-01T10:00:00Z) or date (2026-11-01)"],
     [["--to="], "--to: must be an ISO instant (2026-11-01T10:00:00Z) or date (2026-11-01)"],
