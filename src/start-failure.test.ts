@@ -12,4 +12,13 @@ describe("the failed-start line", () => {
       "sluice failed to start: listen EADDRINUSE\n",
     );
   });
+
+  it("does not repeat a cause whose message its wrapper already ends with, but goes on to its causes", () => {
+    const driver = new Error("connect ECONNREFUSED 127.0.0.1:5432");
+    const unavailable = new Error("The gateway's database is unavailable", { cause: driver });
+    const error = new Error(`project "x": ${unavailable.message}`, { cause: unavailable });
+    expect(startFailureMessage(error)).toBe(
+      `sluice failed to start: project "x": The gateway's database is unavailable: connect ECONNREFUSED 127.0.0.1:5432\n`,
+    );
+  });
 });

@@ -124,8 +124,8 @@ export function createProjectAdmin(deps: ProjectAdminDeps) {
         updatedAt: at,
       };
       const { id: _id, ...changes } = fields;
-      const project = applyChanges(blank, changes, secretBox);
-      assertTestModeAllowed(blank, project, deps.testModeAllowed);
+      const project = applyChanges(blank, changes, secretBox, fieldName);
+      assertTestModeAllowed(blank, project, deps.testModeAllowed, fieldName);
       // The check above answers the usual case; this one the race of two admins creating the same id.
       if (!(await projects.insert(project)))
         throw new GatewayError("CONFLICT", `Project ${JSON.stringify(id)} already exists`);
@@ -166,8 +166,11 @@ export function createProjectAdmin(deps: ProjectAdminDeps) {
       for (let attempt = 0; attempt < updateAttempts; attempt++) {
         const current = await requireProject(id);
         const updatedAt = new Date(Math.max(deps.now().getTime(), Date.parse(current.updatedAt) + 1));
-        const project = { ...applyChanges(current, changes, secretBox), updatedAt: updatedAt.toISOString() };
-        assertTestModeAllowed(current, project, deps.testModeAllowed);
+        const project = {
+          ...applyChanges(current, changes, secretBox, fieldName),
+          updatedAt: updatedAt.toISOString(),
+        };
+        assertTestModeAllowed(current, project, deps.testModeAllowed, fieldName);
         if (await projects.update(project, current.updatedAt)) {
           deps.onProjectChanged(id);
           return viewOf(project);
@@ -331,7 +334,13 @@ function parse<T>(
   throw new GatewayError("BAD_REQUEST", `Invalid ${what}: ${problems.join("; ")}`, { details: { problems } });
 }
 
-function applyChanges(current: Project, changes: UpdateProjectInput, secretBox: SecretBox): Project {
+/** Rules across fields and on values a schema cannot check; messages name fields as `fieldName` does. */
+function applyChanges(
+  current: Project,
+  changes: UpdateProjectInput,
+  secretBox: SecretBox,
+  fieldName: FieldName,
+): Project {
   const next: Project = {
     ...current,
     deviceCheck: { ...current.deviceCheck },
@@ -361,11 +370,11 @@ function applyChanges(current: Project, changes: UpdateProjectInput, secretBox: 
   }
   // Checked only when the pair changes, so a project stored before this rule keeps taking updates.
   if (next.provider !== current.provider || next.model !== current.model) assertModelOfProvider(next);
-  applyDeviceCheck(next, changes.deviceCheck, secretBox);
+  applyDeviceCheck(next, changes.deviceCheck, secretBox, fieldName);
   if (next.saveImagesToVault && !next.teamId) {
     throw new GatewayError(
       "BAD_REQUEST",
-      "saveImagesToVault needs a teamId (it is the first segment of the vault path)",
+      `${fieldName("saveImagesToVault")} needs a ${fieldName("teamId")} (it is the first segment of the vault path)`,
     );
   }
   return next;
@@ -375,11 +384,16 @@ function applyChanges(current: Project, changes: UpdateProjectInput, secretBox: 
  * Production puts no project in Test Mode (SPEC rule 4: development and testing only). A project
  * already in it may still be changed, and turned off; its test keys are refused all the same.
  */
-function assertTestModeAllowed(current: Project, next: Project, allowed: boolean): void {
+function assertTestModeAllowed(
+  current: Project,
+  next: Project,
+  allowed: boolean,
+  fieldName: FieldName,
+): void {
   if (allowed || !next.testMode || current.testMode) return;
   throw new GatewayError(
     "VALIDATION_ERROR",
-    "testMode cannot be turned on in production (SLUICE_ENV=production): Test Mode is for development and testing only",
+    `${fieldName("testMode")} cannot be turned on in production (SLUICE_ENV=production): Test Mode is for development and testing only`,
     { details: { field: "testMode", environment: "production" } },
   );
 }
@@ -403,6 +417,7 @@ function applyDeviceCheck(
   next: Project,
   changes: UpdateProjectInput["deviceCheck"],
   secretBox: SecretBox,
+  fieldName: FieldName,
 ): void {
   if (!changes) return;
   const deviceCheck = next.deviceCheck;
@@ -413,21 +428,23 @@ function applyDeviceCheck(
   if (changes.tokenMode !== undefined) deviceCheck.tokenMode = changes.tokenMode;
   if (changes.privateKey === null) deviceCheck.sealedPrivateKey = null;
   else if (changes.privateKey !== undefined) {
-    assertP256PrivateKey(changes.privateKey);
+    assertP256PrivateKey(changes.privateKey, fieldName);
     deviceCheck.sealedPrivateKey = secretBox.seal(
       Buffer.from(changes.privateKey, "utf8"),
       deviceCheckKeyAad(next.id),
     );
   }
   if (deviceCheck.enabled && (!deviceCheck.teamId || !deviceCheck.keyId || !deviceCheck.sealedPrivateKey)) {
+    // Named within deviceCheck, as the API's body nests them: `teamId`, or the CLI's flag.
+    const inDeviceCheck = (field: string) => fieldName(`deviceCheck.${field}`).replace(/^deviceCheck\./, "");
     throw new GatewayError(
       "BAD_REQUEST",
-      "Device Check needs teamId, keyId and privateKey (the .p8 file's contents) when enabled",
+      `Device Check needs ${inDeviceCheck("teamId")}, ${inDeviceCheck("keyId")} and ${inDeviceCheck("privateKey")} (the .p8 file's contents) when enabled`,
     );
   }
 }
 
-function assertP256PrivateKey(pem: string): void {
+function assertP256PrivateKey(pem: string, fieldName: FieldName): void {
   try {
     const key = createPrivateKey({ key: pem, format: "pem" });
     if (key.asymmetricKeyType === "ec" && key.asymmetricKeyDetails?.namedCurve === "prime256v1") return;
@@ -436,7 +453,7 @@ function assertP256PrivateKey(pem: string): void {
   }
   throw new GatewayError(
     "BAD_REQUEST",
-    "deviceCheck.privateKey must be the PEM contents of an Apple .p8 (EC P-256) key",
+    `${fieldName("deviceCheck.privateKey")} must be the PEM contents of an Apple .p8 (EC P-256) key`,
   );
 }
 

@@ -4,6 +4,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { createSecretBox } from "../auth/secret-box.js";
+import { startFailureMessage } from "../start-failure.js";
 import { type OpenDatabase, openDatabase } from "../storage/database.js";
 import { createKeyRepository } from "../storage/key-repository.js";
 import { createProjectRepository } from "../storage/project-repository.js";
@@ -189,5 +190,16 @@ describe("projects as code (SLUICE_CONFIG_FILE)", () => {
       new RegExp(`^SLUICE_CONFIG_FILE ${path}: project "bad-provider": `),
     );
     expect((error as Error).cause).toMatchObject({ status: 400 });
+  });
+
+  it("gives the refused entry's reason once in the failed-start line", async () => {
+    const path = file("test-mode.json", {
+      projects: [{ id: "demo-app", name: "Demo app", provider: "provider-a", testMode: "yes" }],
+    });
+    const line = startFailureMessage(await seedProjects(admin, path).catch((caught: unknown) => caught));
+    expect(line).toBe(
+      `sluice failed to start: SLUICE_CONFIG_FILE ${path}: project "demo-app": ` +
+        "Invalid project: testMode: Invalid input: expected boolean, received string\n",
+    );
   });
 });

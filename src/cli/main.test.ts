@@ -1,5 +1,5 @@
 import { randomBytes } from "node:crypto";
-import { existsSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { Writable } from "node:stream";
@@ -206,29 +206,61 @@ describe("sluice CLI", () => {
       ["keys", "add", "cli-flags", "--provider", "provider-a", "--api-key", "a b"],
       /^error: Invalid provider key: --api-key: /,
     ],
-  ])("names the flag of a bad field %j", async (args, problem) => {
-    await cli("projects", "create", "--id", "cli-flags", "--name", "Flags", "--provider", "provider-a");
-    const result = await cli(...args);
-    expect(result.code).toBe(1);
-    expect(result.err).toMatch(problem);
+  ])(
+    "names the flag of a bad field %j, as a usage error before opening the database",
+    async (args, problem) => {
+      const result = await cliWithoutDatabase(...args);
+      expect(result.code).toBe(2);
+      expect(result.err).toMatch(problem);
+    },
+  );
+
+  it("names the flags, not the fields, in the rules the admin use case checks", async () => {
+    const keyFile = join(dataDir, "not-a-key.p8");
+    writeFileSync(keyFile, "-----BEGIN PRIVATE KEY-----\nnot a key\n-----END PRIVATE KEY-----\n");
+    const args = ["projects", "create", "--name", "Rules", "--provider", "provider-a"];
+    expect(await cli(...args, "--device-check-private-key-file", keyFile)).toMatchObject({
+      code: 1,
+      err: "error: --device-check-private-key-file must be the PEM contents of an Apple .p8 (EC P-256) key\n",
+    });
+    expect(await cli(...args, "--device-check", "true")).toMatchObject({
+      code: 1,
+      err:
+        "error: Device Check needs --device-check-team-id, --device-check-key-id and " +
+        "--device-check-private-key-file (the .p8 file's contents) when enabled\n",
+    });
+    expect(await cli(...args, "--save-images-to-vault", "true")).toMatchObject({
+      code: 1,
+      err: "error: --save-images-to-vault needs a --team-id (it is the first segment of the vault path)\n",
+    });
   });
 
   it.each([
     [["--from", "yesterday"], "--from: must be an ISO instant (2026-11-01T10:00:00Z) or date (2026-11-01)"],
     [["--to="], "--to: must be an ISO instant (2026-11-01T10:00:00Z) or date (2026-11-01)"],
     [["--group-by", "week"], '--group-by: Invalid option: expected one of "day"|"model"|"endpoint"'],
-  ])("names the flag of a bad usage query %j", async (flags, problem) => {
-    await cli("projects", "create", "--id", "cli-usage", "--name", "Usage", "--provider", "provider-a");
-    const result = await cli("usage", "cli-usage", ...flags);
-    expect(result.code).toBe(1);
-    expect(result.err).toBe(`error: Invalid usage query: ${problem}\n`);
-    const reversed = await cli("usage", "cli-usage", "--from", "2026-02-01", "--to", "2026-01-01");
-    expect(reversed.err).toBe("error: `--from` must be before `--to`\n");
-  });
+  ])(
+    "names the flag of a bad usage query %j, as a usage error before opening the database",
+    async (flags, problem) => {
+      const result = await cliWithoutDatabase("usage", "cli-usage", ...flags);
+      expect(result.code).toBe(2);
+      expect(
+        result.err.startsWith(`error: Invalid usage query: ${problem}\n\nUsage: sluice`),
+        result.err,
+      ).toBe(true);
+      await cli("projects", "create", "--id", "cli-usage", "--name", "Usage", "--provider", "provider-a");
+      const reversed = await cli("usage", "cli-usage", "--from", "2026-02-01", "--to", "2026-01-01");
+      expect(reversed.err).toBe("error: `--from` must be before `--to`\n");
+    },
+  );
 
   it.each([
-    [["projects", "create", "--name", "x"], 1, /provider/],
-    [["projects", "create", "--name", "x", "--provider", "provider-z"], 1, /provider/],
+    [["projects", "create", "--name", "x"], 2, /^error: Invalid project: --provider: is required\n/],
+    [
+      ["projects", "create", "--name", "x", "--provider", "provider-z"],
+      2,
+      /^error: Invalid project: --provider: /,
+    ],
     [
       ["projects", "create", "--name", "x", "--provider", "provider-a", "--test-mode", "yes"],
       2,
@@ -252,7 +284,7 @@ describe("sluice CLI", () => {
     [["keys", "add", "nope", "--provider", "provider-a", "--api-key", "sk-123456789"], 1, /does not exist/],
     [["frobnicate"], 2, /unknown command: frobnicate/],
     [["projects", "list", "--bogus"], 2, /^error: projects list does not take --bogus; it takes no flags\n/],
-    [["usage", "nope", "--group-by", "week"], 1, /^error: Invalid usage query: --group-by: Invalid option/],
+    [["usage", "nope", "--group-by", "week"], 2, /^error: Invalid usage query: --group-by: Invalid option/],
   ])("refuses bad input %j with a clear message and no stack trace", async (argv, code, message) => {
     const result = await cli(...argv);
     expect(result.code).toBe(code);
@@ -260,14 +292,18 @@ describe("sluice CLI", () => {
     expect(result.err).not.toMatch(/\n\s+at /);
   });
 
-  /** Runs the CLI on a data dir that does not exist and no master key, and checks none was created. */
+  /**
+   * Runs the CLI on an empty data dir and no master key, and checks it stays empty: no database
+   * opened, no master key generated.
+   */
   async function cliWithoutDatabase(...argv: string[]) {
-    const fresh = join(dataDir, `never-created-${randomBytes(4).toString("hex")}`);
+    const fresh = join(dataDir, `never-opened-${randomBytes(4).toString("hex")}`);
+    mkdirSync(fresh);
     process.env.SLUICE_DATA_DIR = fresh;
     delete process.env.SLUICE_MASTER_KEY;
     try {
       const result = await cli(...argv);
-      expect(existsSync(fresh), "the database was opened").toBe(false);
+      expect(readdirSync(fresh), "the database was opened").toEqual([]);
       return result;
     } finally {
       process.env.SLUICE_DATA_DIR = dataDir;
@@ -315,6 +351,26 @@ describe("sluice CLI", () => {
       ["keys", "add", "p", "--provider", "provider-a", "--api-key", "sk-123456789", "--api-key-stdin"],
       "--api-key and --api-key-stdin contradict each other\n",
     ],
+    [["projects", "create"], "Invalid project: --name: is required; --provider: is required\n"],
+    [
+      ["projects", "create", "--name", "x", "--provider", "provider-z"],
+      "Invalid project: --provider: Invalid option",
+    ],
+    [
+      ["projects", "update", "p", "--provider", "provider-z"],
+      "Invalid project update: --provider: Invalid option",
+    ],
+    [
+      ["projects", "update", "p", "--device-check-environment", "staging"],
+      "Invalid project update: --device-check-environment: Invalid option",
+    ],
+    [
+      ["projects", "update", "p", "--device-token-mode", "sometimes"],
+      "Invalid project update: --device-token-mode: Invalid option",
+    ],
+    [["keys", "add", "p", "--api-key", "sk-123456789"], "Invalid provider key: --provider: is required\n"],
+    [["usage", "p", "--group-by", "week"], "Invalid usage query: --group-by: Invalid option"],
+    [["usage", "p", "--from", "yesterday"], "Invalid usage query: --from: must be an ISO instant"],
   ])("refuses %j as a usage error naming the flag, before opening the database", async (argv, message) => {
     const result = await cliWithoutDatabase(...argv);
     expect(result.code).toBe(2);
@@ -425,7 +481,7 @@ describe("sluice CLI", () => {
       expect(result.code).toBe(1);
       expect(result.err).toBe(
         "sluice failed to start: Invalid configuration:\n" +
-          "  PORT: Invalid input: expected number, received NaN\n" +
+          "  PORT: must be a whole number written as digits, such as 10\n" +
           "  SLUICE_ADMIN_TOKEN: Too small: expected string to have >=16 characters\n",
       );
     } finally {

@@ -1,9 +1,16 @@
 import { readFileSync } from "node:fs";
 import { openAdminContext } from "../admin/admin-context.js";
 import type { ProjectAdmin } from "../admin/project-admin.js";
+import {
+  addProviderKeyInput,
+  createProjectInput,
+  updateProjectInput,
+  usageQueryInput,
+} from "../admin/project-input.js";
 import { ConfigError, loadConfig } from "../config.js";
 import { isGatewayError } from "../errors.js";
 import { startFailureMessage } from "../start-failure.js";
+import { checkInput } from "./check-input.js";
 import { type CommandLine, type Flags, parseCommandLine, usage } from "./parse-command-line.js";
 import { projectFields } from "./project-fields.js";
 import { UsageError } from "./usage-error.js";
@@ -87,8 +94,8 @@ function causeOf(error: unknown): string {
 
 /**
  * The command line as the work it asks for. Every usage error (an unknown command or flag, a missing
- * id, a bad flag value) is thrown by parseCommandLine or here, before the database is opened or a
- * master key generated.
+ * id or required flag, a bad flag value, any value the use case's input schema refuses) is thrown by
+ * parseCommandLine or here, before the database is opened or a master key generated.
  */
 function commandOf(
   command: string,
@@ -104,6 +111,7 @@ function commandOf(
   switch (command) {
     case "projects create": {
       const fields = { ...projectFields(flags), ...(flags.id !== undefined ? { id: flags.id } : {}) };
+      checkInput(createProjectInput, fields, "project", flagOfField);
       return (admin) => admin.createProject(fields, flagOfField);
     }
     case "projects list":
@@ -114,6 +122,7 @@ function commandOf(
     }
     case "projects update": {
       const [id, fields] = [project(), projectFields(flags)];
+      checkInput(updateProjectInput, fields, "project update", flagOfField);
       return (admin) => admin.updateProject(id, fields, flagOfField);
     }
     case "projects delete": {
@@ -133,6 +142,7 @@ function commandOf(
         apiKey: need(apiKey, "--api-key or --api-key-stdin"),
         ...(flags.label !== undefined ? { label: flags.label } : {}),
       };
+      checkInput(addProviderKeyInput, fields, "provider key", flagOfField);
       return (admin) => admin.addProviderKey(id, fields, flagOfField);
     }
     case "keys list": {
@@ -168,10 +178,9 @@ function commandOf(
         ...(flags.to !== undefined ? { to: flags.to } : {}),
         ...(flags["group-by"] !== undefined ? { groupBy: flags["group-by"] } : {}),
       };
+      checkInput(usageQueryInput, query, "usage query", flagOfField);
       // Messages name the flags (`--group-by`), not the fields they set (`groupBy`).
-      const flagOf = (field: string) =>
-        `--${field.replace(/[A-Z]/g, (letter) => `-${letter.toLowerCase()}`)}`;
-      return (admin) => admin.usageReport(id, query, flagOf);
+      return (admin) => admin.usageReport(id, query, flagOfField);
     }
     default:
       throw new UsageError(`unknown command: ${command}`);
