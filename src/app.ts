@@ -8,6 +8,7 @@ import { type Handler, type RequestContext, Router } from "./http/router.js";
 import { sendError, sendRawError, setHeaders } from "./http/send.js";
 import type { Logger } from "./observability/logger.js";
 import type { Metrics } from "./observability/metrics.js";
+import { createProviderFailureLog } from "./observability/provider-failure-log.js";
 
 export interface AppDeps {
   logger: Logger;
@@ -45,16 +46,21 @@ export function createApp(deps: AppDeps): App {
   const answering = new WeakSet<Duplex>();
   const corsPolicy = deps.cors ?? null;
   const accessLog = logger.isLevelEnabled("debug");
+  const logProviderFailure = createProviderFailureLog(logger);
 
   async function run(handler: Handler, context: RequestContext, route: string): Promise<void> {
     try {
       await handler(context);
     } catch (error) {
+      // A client that left is no provider's failure, though its aborted call may look like one.
+      const clientGone = context.request.socket.destroyed;
       if (context.corsHeaders && context.writesOwnHeaders && !context.response.headersSent)
         setHeaders(context.response, context.corsHeaders);
       const status = sendError(context.response, error, context.requestId);
       if (status >= 500 && !(error instanceof GatewayError)) {
         logger.error({ err: error, requestId: context.requestId, route }, "request failed");
+      } else if (status >= 500 && !clientGone && error instanceof GatewayError) {
+        logProviderFailure(error, context.requestId, route);
       }
     }
   }

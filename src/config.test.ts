@@ -86,6 +86,30 @@ describe("loadConfig", () => {
     );
   });
 
+  it.each([
+    ["SLUICE_PROVIDER_B_VERSION", "2023-06-01\nx"],
+    ["SLUICE_PROVIDER_B_VERSION", "2023-06-01\r"],
+    ["SLUICE_PROVIDER_B_VERSION", "2023\u000006"],
+    ["SLUICE_PROVIDER_B_VERSION", " 2023-06-01"],
+    ["SLUICE_VAULT_S3_REGION", "us-east-1\n"],
+    ["SLUICE_VAULT_S3_ACCESS_KEY_ID", "AKID\r\nx-injected: 1"],
+  ])("refuses %s=%j, which could not be sent in an HTTP header", (name, value) => {
+    expect(problemsOf({ [name]: value })).toContain(`${name}: must be a valid HTTP header value`);
+  });
+
+  it("takes a provider B version and S3 credentials that fit in a header", () => {
+    const config = loadConfig({
+      SLUICE_PROVIDER_B_VERSION: "2024-10-22",
+      SLUICE_VAULT_S3_REGION: "eu-west-3",
+      SLUICE_VAULT_S3_ACCESS_KEY_ID: "AKIAIOSFODNN7EXAMPLE",
+    });
+    expect([config.providerBVersion, config.vaultS3Region, config.vaultS3AccessKeyId]).toEqual([
+      "2024-10-22",
+      "eu-west-3",
+      "AKIAIOSFODNN7EXAMPLE",
+    ]);
+  });
+
   it("reads an empty value as unset: the default applies", () => {
     const config = loadConfig({ PORT: "", HOST: "", LOG_LEVEL: "" });
     expect(config).toMatchObject({ port: 8787, host: "127.0.0.1", logLevel: "info" });

@@ -37,6 +37,17 @@ const integer = (min: number, max = Number.MAX_SAFE_INTEGER) =>
     .transform(Number)
     .pipe(z.number().min(min, `must be at least ${min}`).max(max, `must be at most ${max}`));
 const optionalString = z.string().min(1).optional();
+/**
+ * A value sent in an HTTP header (provider B's version, S3's signed credential): Node refuses a
+ * line break or a control character in one, which would fail every call that sends it.
+ */
+const headerValue = z
+  .string()
+  .min(1)
+  .regex(
+    /^[\x21-\x7e](?:[\x20-\x7e]*[\x21-\x7e])?$/,
+    "must be a valid HTTP header value: printable ASCII, no line break or control character, no space at either end",
+  );
 const url = z.string().url();
 /** A URL of one of `schemes` (`postgres:`, say): another scheme would be misread, not refused, later. */
 const urlOf = (schemes: string[], message: string) =>
@@ -171,7 +182,7 @@ export const settings = {
   ),
   providerBVersion: setting(
     "SLUICE_PROVIDER_B_VERSION",
-    z.string().min(1),
+    headerValue,
     "2023-06-01",
     "provider B version header sent upstream",
   ),
@@ -308,8 +319,13 @@ export const settings = {
     "S3-compatible endpoint (set: vault in S3)",
   ),
   vaultS3Bucket: setting("SLUICE_VAULT_S3_BUCKET", optionalString, undefined, "S3 bucket of the vault"),
-  vaultS3Region: setting("SLUICE_VAULT_S3_REGION", z.string().min(1), "us-east-1", "S3 region"),
-  vaultS3AccessKeyId: setting("SLUICE_VAULT_S3_ACCESS_KEY_ID", optionalString, undefined, "S3 access key id"),
+  vaultS3Region: setting("SLUICE_VAULT_S3_REGION", headerValue, "us-east-1", "S3 region"),
+  vaultS3AccessKeyId: setting(
+    "SLUICE_VAULT_S3_ACCESS_KEY_ID",
+    headerValue.optional(),
+    undefined,
+    "S3 access key id",
+  ),
   vaultS3SecretAccessKey: setting(
     "SLUICE_VAULT_S3_SECRET_ACCESS_KEY",
     optionalString,

@@ -123,6 +123,13 @@ export async function createGateway(config: Config, injected: Partial<Injectable
         throw error;
       })
     : undefined;
+  // Every component's gauge has a sample from the start, so an alert can tell 0 from missing: Redis
+  // unreachable now is degraded until its first connection (the limiter takes over on its first call).
+  metrics.setDegraded("database", false);
+  if (redis) {
+    metrics.setDegraded("redis", redis.status !== "ready");
+    redis.once("ready", () => metrics.setDegraded("redis", false));
+  }
   // One view of Redis's health: a failure any user sees rests Redis for all (see RedisBreaker).
   const redisBreaker = redis ? new RedisBreaker(redis) : undefined;
   const limiter = createRateLimiter({

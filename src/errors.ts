@@ -30,6 +30,8 @@ export interface GatewayErrorOptions {
   /** Extra response headers, e.g. Retry-After. */
   headers?: Record<string, string>;
   cause?: unknown;
+  /** The provider that failed (PROVIDER_ERROR, PROVIDER_TIMEOUT), for the log; never rendered. */
+  provider?: string;
 }
 
 export class GatewayError extends Error {
@@ -37,6 +39,7 @@ export class GatewayError extends Error {
   readonly status: number;
   readonly details: unknown;
   readonly headers: Record<string, string>;
+  readonly provider: string | undefined;
 
   constructor(code: ErrorCode, message: string, options: GatewayErrorOptions = {}) {
     super(message, options.cause === undefined ? undefined : { cause: options.cause });
@@ -45,6 +48,7 @@ export class GatewayError extends Error {
     this.status = errorStatus[code];
     this.details = options.details;
     this.headers = options.headers ?? {};
+    this.provider = options.provider;
   }
 }
 

@@ -1,4 +1,3 @@
-import { readFileSync } from "node:fs";
 import {
   createServer as createHttpServer,
   type IncomingMessage,
@@ -13,23 +12,27 @@ import { createGateway, type Gateway } from "./deps.js";
 import { type ConnectionDrain, trackConnections } from "./http/connection-drain.js";
 import { continueWhenRead } from "./http/read-body.js";
 import { listeningUrl } from "./net/listening-url.js";
+import { readTlsFiles, StartSettingError } from "./net/tls-files.js";
 import { version } from "./version.js";
 
 /** Loads config, build the gateway, listen, and shut down gracefully on SIGTERM/SIGINT. */
 export async function serve(): Promise<void> {
   const config = loadConfig();
+  // Checked before the database opens: a bad file stops the start at once, named.
+  const tls = config.tlsCert && config.tlsKey ? readTlsFiles(config.tlsCert, config.tlsKey) : undefined;
   // Signed vault URLs name the address the server got (PORT=0 picks a port), once it listens.
   let started: GatewayServer | undefined;
   const gateway = await createGateway(config, { listenAddress: () => started?.address() ?? null });
   const { logger, app } = gateway;
-  const tls =
-    config.tlsCert && config.tlsKey
-      ? { cert: readFileSync(config.tlsCert), key: readFileSync(config.tlsKey) }
-      : undefined;
   const server = createGatewayServer(app, tls ? { tls } : {});
   started = server;
   await new Promise<void>((resolve, reject) => {
-    server.once("error", reject);
+    // Node's reason (`getaddrinfo ENOTFOUND …`, `listen EADDRINUSE …`) names neither setting.
+    server.once("error", (error) =>
+      reject(
+        new StartSettingError(`cannot listen on HOST ${config.host} PORT ${config.port}`, { cause: error }),
+      ),
+    );
     server.listen(config.port, config.host, resolve);
   });
   const address = server.address();

@@ -101,7 +101,7 @@ export async function generateImages(
       // n split over several calls: the batches that did answer were billed all the same.
       const billed = await billedImages();
       if (billed > 0) onBilled(costOf(billed));
-      throw imageFailure(ai, error);
+      throw imageFailure(ai, error, call.provider);
     });
   const answered = (generated.providerMetadata?.openai as { images?: AnsweredImage[] } | undefined)?.images;
   const costUsd =
@@ -232,9 +232,12 @@ function describeWarning(warning: unknown): string {
     .join(": ");
 }
 
-function imageFailure(ai: typeof import("ai"), error: unknown): GatewayError {
+function imageFailure(ai: typeof import("ai"), error: unknown, provider: ProviderId): GatewayError {
   if (error instanceof Error && (error.name === "AbortError" || error.name === "TimeoutError")) {
-    return new GatewayError("PROVIDER_TIMEOUT", "The provider did not answer in time", { cause: error });
+    return new GatewayError("PROVIDER_TIMEOUT", "The provider did not answer in time", {
+      cause: error,
+      provider,
+    });
   }
   // The SDK refuses an argument (such as a provider option its schema does not accept) before it
   // sends anything: the request is at fault, not the provider. The marker check also matches
@@ -251,9 +254,13 @@ function imageFailure(ai: typeof import("ai"), error: unknown): GatewayError {
       `The provider failed to generate images (status ${error.statusCode ?? "none"})`,
       {
         cause: error,
+        provider,
         details: { providerStatus: error.statusCode ?? null, retryable: error.isRetryable },
       },
     );
   }
-  return new GatewayError("PROVIDER_ERROR", "The provider failed to generate images", { cause: error });
+  return new GatewayError("PROVIDER_ERROR", "The provider failed to generate images", {
+    cause: error,
+    provider,
+  });
 }

@@ -152,7 +152,7 @@ export async function forward(pools: UpstreamPools, call: ForwardCall): Promise<
   try {
     outcome = await exchange.run();
   } catch (error) {
-    throw upstreamError(error);
+    throw upstreamError(error, adapter.id);
   }
   const { facts } = call;
   if (outcome === "gone-before-headers") {
@@ -433,13 +433,17 @@ function failed(
 }
 
 /** Maps a failure to reach the provider onto the error table; retry advice goes in Retry-After. */
-function upstreamError(error: unknown): GatewayError {
+function upstreamError(error: unknown, provider: ProviderId): GatewayError {
   const code = (error as { code?: string }).code ?? "";
   if (code === "UND_ERR_HEADERS_TIMEOUT" || code === "UND_ERR_BODY_TIMEOUT") {
-    return new GatewayError("PROVIDER_TIMEOUT", "The provider did not answer in time", { cause: error });
+    return new GatewayError("PROVIDER_TIMEOUT", "The provider did not answer in time", {
+      cause: error,
+      provider,
+    });
   }
   return new GatewayError("PROVIDER_ERROR", "The provider could not be reached", {
     cause: error,
+    provider,
     headers: { "retry-after": "1" },
   });
 }

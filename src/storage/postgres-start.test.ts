@@ -3,6 +3,7 @@ import pg from "pg";
 import { describe, expect, it } from "vitest";
 import { createPostgresSchema, postgresAvailable } from "../../test/support/services.js";
 import { startSilentPostgres } from "../../test/support/silent-postgres.js";
+import { startFailureMessage } from "../start-failure.js";
 import { openDatabase } from "./database.js";
 import { DatabaseStartError, describeDatabaseUrl } from "./postgres-start.js";
 
@@ -38,6 +39,18 @@ async function failedOpen(databaseUrl: string, startTimeoutMs: number) {
 }
 
 describe("opening PostgreSQL at start within SLUICE_DATABASE_START_TIMEOUT_MS", () => {
+  it("fails naming DATABASE_URL, without its password, when the connection is refused", async () => {
+    const closed = createServer();
+    await new Promise<void>((resolve) => closed.listen(0, "127.0.0.1", resolve));
+    const { port } = closed.address() as AddressInfo;
+    await new Promise((resolve) => closed.close(resolve));
+    const { error } = await failedOpen(`postgres://u:not-the-password@127.0.0.1:${port}/db`, 5000);
+    expect(error).toBeInstanceOf(DatabaseStartError);
+    expect(startFailureMessage(error)).toBe(
+      `sluice failed to start: DATABASE_URL (postgres://u@127.0.0.1:${port}/db): PostgreSQL could not be reached or refused the connection: connect ECONNREFUSED 127.0.0.1:${port}\n`,
+    );
+  });
+
   it("fails naming DATABASE_URL, without its password, when the server accepts the connection but never answers", async () => {
     const mute = await startMuteServer();
     try {

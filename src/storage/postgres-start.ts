@@ -57,6 +57,13 @@ export async function migrateWithinStartTimeout(
     // Ends the statement in flight too (pg destroys the socket under it); not waited for, as a
     // server that does not answer may never close its side.
     client.end().catch(() => {});
+    // A refused connection, an unknown host, a refused login: pg's message names none of the
+    // settings; the cause (printed after this message) says why.
+    if (!progress.connected && !(error instanceof DatabaseStartError))
+      throw new DatabaseStartError(
+        `DATABASE_URL (${describeDatabaseUrl(options.databaseUrl)}): PostgreSQL could not be reached or refused the connection`,
+        { cause: error },
+      );
     throw error;
   } finally {
     clearTimeout(timer);

@@ -180,7 +180,10 @@ function providerFailure(
     signal.aborted ||
     (error instanceof Error && (error.name === "AbortError" || error.name === "TimeoutError"))
   ) {
-    return new GatewayError("PROVIDER_TIMEOUT", "The provider did not answer in time", { cause: error });
+    return new GatewayError("PROVIDER_TIMEOUT", "The provider did not answer in time", {
+      cause: error,
+      provider,
+    });
   }
   // The SDK refuses before sending anything, e.g. provider C's schema conversion takes no recursive
   // $ref and no enum of mixed types: the project's schema is at fault, not the provider (SPEC:
@@ -198,11 +201,15 @@ function providerFailure(
       `The provider failed to process the request (status ${error.statusCode ?? "none"})`,
       {
         cause: error,
+        provider,
         details: { providerStatus: error.statusCode ?? null, retryable: error.isRetryable },
       },
     );
   }
-  return new GatewayError("PROVIDER_ERROR", "The provider failed to process the request", { cause: error });
+  return new GatewayError("PROVIDER_ERROR", "The provider failed to process the request", {
+    cause: error,
+    provider,
+  });
 }
 
 interface SdkUsage {

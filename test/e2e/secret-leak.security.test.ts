@@ -238,6 +238,55 @@ describe("no secret leaks", () => {
     }
   });
 
+  it("logs a provider that cannot be reached without a key, a header value or a URL query", async () => {
+    const closed = createServer();
+    await new Promise<void>((resolve) => closed.listen(0, "127.0.0.1", resolve));
+    const port = (closed.address() as AddressInfo).port;
+    await new Promise((resolve) => closed.close(resolve));
+    const down = `http://127.0.0.1:${port}`;
+    const unreachable = await startTestGateway({
+      providerABaseUrl: `${down}/v1`,
+      providerBBaseUrl: `${down}/v1`,
+      providerCBaseUrl: `${down}/v1beta`,
+      logLevel: "warn",
+    });
+    try {
+      const downProject = await createTestProject(unreachable.gateway);
+      const calls: Array<[string, Record<string, string>]> = [
+        [
+          "provider-a/{id}/chat/completions?trace=q-secret",
+          { authorization: `Bearer ${downProject.bearer("provider-a")}` },
+        ],
+        ["provider-b/{id}/v1/messages", { "x-api-key": downProject.bearer("provider-b") }],
+        [
+          "provider-c/{id}/v1beta/models/gemini-2.0-flash:generateContent?key=q-secret",
+          { "x-goog-api-key": downProject.bearer("provider-c") },
+        ],
+      ];
+      for (const [path, headers] of calls) {
+        const response = await fetch(`${unreachable.url}/v1/${path.replace("{id}", downProject.projectId)}`, {
+          method: "POST",
+          headers: { "content-type": "application/json", ...headers },
+          body: "{}",
+        });
+        expect(response.status).toBe(502);
+        await response.arrayBuffer();
+      }
+      const logged = unreachable.logs.join("");
+      expect(logged.split('"msg":"provider call failed"')).toHaveLength(4);
+      for (const secret of [
+        downProject.testKey,
+        "q-secret",
+        ...Object.values(downProject.partialKeys),
+        ...Object.values(downProject.providerKeys),
+      ]) {
+        expect(logged).not.toContain(secret);
+      }
+    } finally {
+      await unreachable.close();
+    }
+  });
+
   it("leaves no secret in logs, responses or usage rows", async () => {
     await sluice.gateway.flushUsage();
     const rows = await sluice.gateway.database.db.selectFrom("usage_records").selectAll().execute();

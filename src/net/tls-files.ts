@@ -1,0 +1,39 @@
+import { readFileSync } from "node:fs";
+import { createSecureContext } from "node:tls";
+
+/** A start failure about a setting: its message names the variable (and the file). */
+export class StartSettingError extends Error {
+  override name = "StartSettingError";
+}
+
+/**
+ * Reads SLUICE_TLS_CERT and SLUICE_TLS_KEY and checks them as the HTTPS server will, before anything
+ * else starts: a missing file, one that is not PEM, or a key that is not the certificate's fails the
+ * start naming the variable and the file, with OpenSSL's or Node's reason after it.
+ */
+export function readTlsFiles(certFile: string, keyFile: string): { cert: Buffer; key: Buffer } {
+  const cert = read("SLUICE_TLS_CERT", certFile);
+  const key = read("SLUICE_TLS_KEY", keyFile);
+  check(`SLUICE_TLS_CERT (${certFile}) is not a PEM certificate`, () => createSecureContext({ cert }));
+  check(`SLUICE_TLS_KEY (${keyFile}) is not a PEM private key`, () => createSecureContext({ key }));
+  check(`SLUICE_TLS_KEY (${keyFile}) is not the key of SLUICE_TLS_CERT (${certFile})`, () =>
+    createSecureContext({ cert, key }),
+  );
+  return { cert, key };
+}
+
+function read(variable: string, file: string): Buffer {
+  try {
+    return readFileSync(file);
+  } catch (error) {
+    throw new StartSettingError(`${variable} (${file}) cannot be read`, { cause: error });
+  }
+}
+
+function check(problem: string, attempt: () => unknown): void {
+  try {
+    attempt();
+  } catch (error) {
+    throw new StartSettingError(problem, { cause: error });
+  }
+}

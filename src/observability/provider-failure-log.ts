@@ -1,0 +1,87 @@
+import type { GatewayError } from "../errors.js";
+import type { Logger } from "./logger.js";
+
+export interface ProviderFailureLogOptions {
+  /** One line per provider and error code per window; the others are counted (default 10 s). */
+  windowMs?: number;
+  now?: () => number;
+}
+
+/** What one failure to reach a provider is logged with; no key, header or URL query. */
+export interface ProviderFailureFacts {
+  provider: string;
+  /** The system or undici error code (`ECONNREFUSED`, `UND_ERR_HEADERS_TIMEOUT`), else the error's name. */
+  code: string;
+  /** What the innermost cause says, URL queries cut (a query may carry a key, e.g. provider C's `key=`). */
+  cause: string;
+  /** The provider's own HTTP status when it answered with an error (AI SDK routes). */
+  providerStatus?: number;
+}
+
+/** Throttles beyond this many keys are forgotten at once (codes come from Node, undici and the SDK). */
+const maxKeys = 200;
+
+/**
+ * Logs a provider failure (PROVIDER_ERROR, PROVIDER_TIMEOUT) at warn, at most once per provider
+ * and error code per window: a provider that is down fails every request, and one line per request
+ * would drown the log. The first failure of a window is logged with `suppressed`, the number left
+ * out since the previous line. No timer: the window is checked when the next failure comes.
+ */
+export function createProviderFailureLog(logger: Logger, options: ProviderFailureLogOptions = {}) {
+  const windowMs = options.windowMs ?? 10_000;
+  const now = options.now ?? Date.now;
+  const windows = new Map<string, { startedAt: number; suppressed: number }>();
+  return (error: GatewayError, requestId: string, route: string): void => {
+    if (error.provider === undefined) return;
+    const facts = providerFailureFacts(error.provider, error.cause);
+    const key = `${facts.provider} ${facts.code}`;
+    const at = now();
+    const window = windows.get(key);
+    if (window !== undefined && at - window.startedAt < windowMs) {
+      window.suppressed++;
+      return;
+    }
+    if (window === undefined && windows.size >= maxKeys) windows.clear();
+    windows.set(key, { startedAt: at, suppressed: 0 });
+    logger.warn(
+      { ...facts, status: error.status, requestId, route, suppressed: window?.suppressed ?? 0 },
+      "provider call failed",
+    );
+  };
+}
+
+export type ProviderFailureLog = ReturnType<typeof createProviderFailureLog>;
+
+/** The code and message of the innermost cause of `error` (fetch wraps the socket's error in its own). */
+export function providerFailureFacts(provider: string, error: unknown): ProviderFailureFacts {
+  let code: string | undefined;
+  let providerStatus: number | undefined;
+  let innermost: unknown = error;
+  let current: unknown = error;
+  for (let depth = 0; current instanceof Error && depth < 6; depth++) {
+    const fields = current as Error & { code?: unknown; statusCode?: unknown; errors?: unknown };
+    if (typeof fields.code === "string") code ??= fields.code;
+    if (typeof fields.statusCode === "number") providerStatus ??= fields.statusCode;
+    innermost = current;
+    // Node's connect to several addresses fails with an AggregateError of one error per address.
+    current =
+      current.cause ?? (Array.isArray(fields.errors) && fields.message === "" ? fields.errors[0] : undefined);
+  }
+  const named = innermost instanceof Error ? innermost : undefined;
+  // An AI SDK APICallError's message is the provider's error body: its status says enough.
+  const message =
+    typeof (named as { statusCode?: unknown } | undefined)?.statusCode === "number"
+      ? `the provider answered ${providerStatus}`
+      : (named?.message ?? String(innermost));
+  return {
+    provider,
+    code: code ?? named?.name ?? "unknown",
+    cause: withoutQueries(message).slice(0, 300),
+    ...(providerStatus === undefined ? {} : { providerStatus }),
+  };
+}
+
+/** The message with every URL's query and fragment cut. */
+function withoutQueries(message: string): string {
+  return message.replace(/(\b[a-z][a-z0-9+.-]*:\/\/[^\s?#]*)[?#][^\s]*/gi, "$1?[cut]");
+}

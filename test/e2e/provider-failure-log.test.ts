@@ -1,0 +1,110 @@
+import { createServer } from "node:net";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import {
+  createTestProject,
+  startTestGateway,
+  type TestGateway,
+  type TestProject,
+} from "../support/test-gateway.js";
+
+/** A local port nothing listens on: a connection to it is refused at once. */
+async function closedPort(): Promise<number> {
+  const server = createServer();
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  const { port } = server.address() as { port: number };
+  await new Promise((resolve) => server.close(resolve));
+  return port;
+}
+
+const schema = {
+  type: "object",
+  properties: { title: { type: "string" } },
+  required: ["title"],
+  additionalProperties: false,
+};
+
+describe("provider failures in the log", () => {
+  let sluice: TestGateway;
+  let project: TestProject;
+  let projectC: TestProject;
+
+  beforeAll(async () => {
+    const port = await closedPort();
+    sluice = await startTestGateway({
+      providerABaseUrl: `http://127.0.0.1:${port}/v1`,
+      providerCBaseUrl: `http://127.0.0.1:${port}/v1beta`,
+      logLevel: "warn",
+    });
+    project = await createTestProject(sluice.gateway, { outputSchema: schema });
+    projectC = await createTestProject(sluice.gateway, { provider: "provider-c", outputSchema: schema });
+  });
+
+  afterAll(async () => {
+    await sluice.close();
+  });
+
+  const warnings = (from: number) =>
+    sluice.logs
+      .slice(from)
+      .map((line) => JSON.parse(line) as Record<string, unknown>)
+      .filter((line) => line.msg === "provider call failed");
+
+  it("logs an unreachable provider at warn with its code, the request id and the route, once per window", async () => {
+    const before = sluice.logs.length;
+    const ids: string[] = [];
+    for (let call = 0; call < 3; call++) {
+      const response = await fetch(`${sluice.url}/v1/provider-a/${project.projectId}/chat/completions`, {
+        method: "POST",
+        headers: {
+          authorization: `Bearer ${project.bearer("provider-a")}`,
+          "content-type": "application/json",
+        },
+        body: JSON.stringify({ model: "gpt-4o-mini", messages: [{ role: "user", content: "hi" }] }),
+      });
+      expect(response.status).toBe(502);
+      ids.push(response.headers.get("x-request-id") ?? "");
+      await response.arrayBuffer();
+    }
+    const logged = warnings(before);
+    expect(logged).toHaveLength(1);
+    expect(logged[0]).toMatchObject({
+      level: "warn",
+      provider: "provider-a",
+      code: "ECONNREFUSED",
+      status: 502,
+      requestId: ids[0],
+      route: expect.stringContaining("provider-a"),
+      suppressed: 0,
+    });
+    expect(logged[0]?.cause).toContain("ECONNREFUSED");
+  });
+
+  it("logs a structured route's unreachable provider too, without its key", async () => {
+    const before = sluice.logs.length;
+    const response = await fetch(`${sluice.url}/v1/text/${projectC.projectId}`, {
+      method: "POST",
+      headers: {
+        "x-sluice-test-key": projectC.testKey,
+        "x-ai-key": projectC.partialKeys["provider-c"],
+        "content-type": "application/json",
+      },
+      body: JSON.stringify({ text: "A calm lake at dawn" }),
+    });
+    expect(response.status).toBeGreaterThanOrEqual(500);
+    await response.arrayBuffer();
+    const logged = warnings(before);
+    expect(logged).toHaveLength(1);
+    expect(logged[0]).toMatchObject({
+      provider: "provider-c",
+      code: "ECONNREFUSED",
+      requestId: response.headers.get("x-request-id"),
+    });
+    const text = sluice.logs.slice(before).join("");
+    for (const secret of [
+      projectC.providerKeys["provider-c"],
+      projectC.partialKeys["provider-c"],
+      projectC.testKey,
+    ])
+      expect(text).not.toContain(secret);
+  });
+});

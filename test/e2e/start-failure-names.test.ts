@@ -1,0 +1,72 @@
+import { spawn } from "node:child_process";
+import { randomBytes } from "node:crypto";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { createServer } from "node:net";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterAll, describe, expect, it } from "vitest";
+
+const dataDir = mkdtempSync(join(tmpdir(), "sluice-start-names-"));
+
+/** Runs `node --import tsx src/main.ts` (npm start) until it exits (killed after 15 s). */
+async function start(env: Record<string, string>) {
+  const child = spawn(process.execPath, ["--import", "tsx", "src/main.ts"], {
+    cwd: join(import.meta.dirname, "../.."),
+    env: {
+      ...process.env,
+      PORT: "0",
+      HOST: "127.0.0.1",
+      LOG_LEVEL: "silent",
+      SLUICE_DATA_DIR: dataDir,
+      ...env,
+    },
+    stdio: ["ignore", "pipe", "pipe"],
+  });
+  let stderr = "";
+  child.stderr.on("data", (chunk: Buffer) => {
+    stderr += String(chunk);
+  });
+  const killer = setTimeout(() => child.kill("SIGKILL"), 15_000);
+  const code = await new Promise<number | null>((resolve) => child.once("exit", resolve));
+  clearTimeout(killer);
+  return { code, stderr };
+}
+
+describe("a start that fails on a setting names it", () => {
+  afterAll(() => rmSync(dataDir, { recursive: true, force: true }));
+
+  it("names SLUICE_TLS_CERT and its file when the file is not PEM", async () => {
+    const cert = join(dataDir, "cert.pem");
+    const key = join(dataDir, "key.pem");
+    writeFileSync(cert, "not a certificate\n");
+    writeFileSync(key, "not a key\n");
+    const exited = await start({ SLUICE_TLS_CERT: cert, SLUICE_TLS_KEY: key });
+    expect(exited.code).toBe(1);
+    expect(exited.stderr).toMatch(
+      new RegExp(`^sluice failed to start: SLUICE_TLS_CERT \\(${cert}\\) is not a PEM certificate: .+\\n$`),
+    );
+  }, 20_000);
+
+  it("names HOST when it cannot be resolved", async () => {
+    const exited = await start({ HOST: "no-such-host.invalid" });
+    expect(exited.code).toBe(1);
+    expect(exited.stderr).toMatch(
+      /^sluice failed to start: cannot listen on HOST no-such-host\.invalid PORT 0: getaddrinfo \w+ no-such-host\.invalid\n$/,
+    );
+  }, 20_000);
+
+  it("names DATABASE_URL, never its password, when PostgreSQL refuses the connection", async () => {
+    const closed = createServer();
+    await new Promise<void>((resolve) => closed.listen(0, "127.0.0.1", resolve));
+    const { port } = closed.address() as { port: number };
+    await new Promise((resolve) => closed.close(resolve));
+    const exited = await start({
+      DATABASE_URL: `postgres://u:not-the-password@127.0.0.1:${port}/db`,
+      SLUICE_MASTER_KEY: randomBytes(32).toString("base64"),
+    });
+    expect(exited.code).toBe(1);
+    expect(exited.stderr).toBe(
+      `sluice failed to start: DATABASE_URL (postgres://u@127.0.0.1:${port}/db): PostgreSQL could not be reached or refused the connection: connect ECONNREFUSED 127.0.0.1:${port}\n`,
+    );
+  }, 20_000);
+});
