@@ -109,8 +109,9 @@ for (const engine of engines) {
 
     it("stores any other text exactly, astral characters included", async () => {
       const name = "Démo 🚀 \u00a0名前";
-      expect((await admin("PATCH", "/projects/kept", { name, model: "🚀-model" })).status).toBe(200);
-      expect(await (await admin("GET", "/projects/kept")).json()).toMatchObject({ name, model: "🚀-model" });
+      // (A model name is letters, digits, `.`, `_` and `-` only: it becomes part of a provider's URL.)
+      expect((await admin("PATCH", "/projects/kept", { name })).status).toBe(200);
+      expect(await (await admin("GET", "/projects/kept")).json()).toMatchObject({ name });
     });
   });
 }
