@@ -111,6 +111,7 @@ describe("requireUtf8JsonContentType", () => {
     "application/json; charset=utf-8",
     "application/json;charset=UTF-8",
     'application/json; charset="Utf-8"',
+    "application/json; charset=utf8",
     "application/problem+json; charset=utf-8",
   ])("accepts %s", (type) => {
     expect(() => requireUtf8JsonContentType(withType(type))).not.toThrow();

@@ -71,6 +71,16 @@ export function requireJsonContentType(request: IncomingMessage): void {
   }
 }
 
+/** The WHATWG Encoding Standard's labels of UTF-8 (`utf8` is what some clients send). */
+const utf8Labels = new Set([
+  "utf-8",
+  "utf8",
+  "unicode-1-1-utf-8",
+  "unicode11utf8",
+  "unicode20utf8",
+  "x-unicode20utf8",
+]);
+
 /**
  * For the JSON bodies Sluice parses itself (admin API, structured and image endpoints): a JSON
  * content type whose `charset`, if it names one, is UTF-8, as JSON between systems must be (RFC
@@ -82,7 +92,7 @@ export function requireUtf8JsonContentType(request: IncomingMessage): void {
   if (!type.includes(";")) return;
   for (const [, quoted, token] of type.matchAll(/;\s*charset\s*=\s*(?:"([^"]*)"|([^;\s]*))/gi)) {
     const charset = quoted ?? token ?? "";
-    if (charset.toLowerCase() !== "utf-8") {
+    if (!utf8Labels.has(charset.toLowerCase())) {
       throw new GatewayError(
         "UNSUPPORTED_MEDIA_TYPE",
         `The charset ${JSON.stringify(charset.slice(0, 40))} is not supported: JSON bodies must be UTF-8`,
