@@ -312,6 +312,25 @@ describe("sluice CLI", () => {
   }
 
   it.each([
+    ["--output-schema", "/nonexistent/schema.json", "no such file"],
+    ["--device-check-private-key-file", "/nonexistent/AuthKey.p8", "no such file"],
+    ["--output-schema", "/", "a directory"],
+  ])("names %s when the file it names cannot be read, as a usage error", async (flag, path, reason) => {
+    const result = await cliWithoutDatabase(
+      "projects",
+      "create",
+      "--name",
+      "x",
+      "--provider",
+      "provider-a",
+      flag,
+      path,
+    );
+    expect(result.code).toBe(2);
+    expect(result.err.split("\n")[0]).toBe(`error: ${flag}: cannot read ${JSON.stringify(path)} (${reason})`);
+  });
+
+  it.each([
     [["projects", "list", "--name", "x"], "projects list does not take --name; it takes no flags"],
     [
       ["projects", "show", "p", "--provider", "provider-a"],

@@ -52,7 +52,10 @@ export function projectFields(flags: Flags): Record<string, unknown> {
     deviceCheck.environment = flags["device-check-environment"];
   if (flags["device-token-mode"] !== undefined) deviceCheck.tokenMode = flags["device-token-mode"];
   if (flags["device-check-private-key-file"] !== undefined) {
-    deviceCheck.privateKey = readFileSync(flags["device-check-private-key-file"], "utf8");
+    deviceCheck.privateKey = readFlagFile(
+      "device-check-private-key-file",
+      flags["device-check-private-key-file"],
+    );
   }
   applyClears(flags, { project: fields, rateLimits, deviceCheck });
   if (Object.keys(rateLimits).length > 0) fields.rateLimits = rateLimits;
@@ -99,8 +102,20 @@ function applyClears(
   }
 }
 
+/** A file a flag names, read; one that cannot be read is a usage error naming the flag. */
+function readFlagFile(flag: string, path: string): string {
+  try {
+    return readFileSync(path, "utf8");
+  } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code;
+    const reason =
+      code === "ENOENT" ? "no such file" : code === "EISDIR" ? "a directory" : (code ?? "unreadable");
+    throw new UsageError(`--${flag}: cannot read ${JSON.stringify(path)} (${reason})`);
+  }
+}
+
 function readJsonArgument(value: string): unknown {
-  const text = value.trim().startsWith("{") ? value : readFileSync(value, "utf8");
+  const text = value.trim().startsWith("{") ? value : readFlagFile("output-schema", value);
   try {
     return JSON.parse(text);
   } catch {
