@@ -280,7 +280,7 @@ export const settings = {
     "SLUICE_AUTH_FAILURE_LIMIT",
     integer(1),
     "30",
-    "failed authentications per client IP per minute before 429 (apps and admin API counted apart)",
+    "failed authentications per client IP and project (per client IP for unknown project ids and the admin API) per minute before 429 (apps and admin API counted apart)",
   ),
   rateLimitProjectPerMinute: setting(
     "SLUICE_RATE_LIMIT_PROJECT_PER_MINUTE",

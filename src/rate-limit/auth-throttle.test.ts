@@ -37,8 +37,23 @@ for (const backend of backends) {
       const wait = await throttle.retryAfter("192.0.2.1", "p");
       expect(wait).toBeGreaterThan(55);
       expect(wait).toBeLessThanOrEqual(60);
-      expect(await throttle.retryAfter("192.0.2.1", undefined)).toBe(wait);
       expect(await throttle.retryAfter("192.0.2.2", "p")).toBe(0);
+    });
+
+    it("keeps failures on one project from locking the address out of the others (a shared NAT)", async () => {
+      const throttle = await backend.make(3);
+      await fail(throttle, 5, "192.0.2.30", "broken-app");
+      expect(await throttle.retryAfter("192.0.2.30", "broken-app")).toBeGreaterThan(0);
+      expect(await throttle.retryAfter("192.0.2.30", "other-app")).toBe(0);
+      expect(await throttle.retryAfter("192.0.2.30", undefined)).toBe(0);
+    });
+
+    it("locks the whole address out once it probed project ids that do not exist", async () => {
+      const throttle = await backend.make(3);
+      for (const ghost of ["g1", "g2", "g3"]) await fail(throttle, 1, "192.0.2.31", ghost, false);
+      expect(await throttle.retryAfter("192.0.2.31", "real")).toBeGreaterThan(0);
+      expect(await throttle.retryAfter("192.0.2.31", undefined)).toBeGreaterThan(0);
+      expect(await throttle.retryAfter("192.0.2.32", "real")).toBe(0);
     });
 
     it("throttles an unknown project id across addresses, but never a project that exists", async () => {

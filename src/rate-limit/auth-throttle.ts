@@ -43,7 +43,8 @@ export function throttled(
 }
 
 /**
- * Counts failed authentications per client address and, for project ids that do not exist, per
+ * Counts failed authentications per client address and project (see `keysToCount`): on a project
+ * that exists per address and project; on a project id that does not exist per address and per
  * project id, so an enumeration spread over many addresses is slowed too. Once a key has reached
  * `failuresPerMinute` failures within its window, `retryAfter` returns the seconds left in it.
  * IPv6 clients are counted per /64, the block one end site usually holds, so that rotating
@@ -93,7 +94,7 @@ export function createAuthThrottle(options: AuthThrottleOptions): AuthThrottle {
       if (blocked.size === 0 && (suspects?.size ?? 0) === 0) return 0;
       const now = Date.now();
       if (blocked.empty(now) && (suspects?.empty(now) ?? true)) return 0;
-      const keys = throttleKeys(clientIp, projectId);
+      const keys = keysToCheck(clientIp, projectId);
       const wait = Math.max(...keys.map((key) => blocked.secondsLeft(key, now)));
       if (wait > 0 || !suspects) return wait;
       const suspected = keys.filter((key) => suspects.secondsLeft(key, now) > 0);
@@ -105,8 +106,7 @@ export function createAuthThrottle(options: AuthThrottleOptions): AuthThrottle {
       })();
     },
     async recordFailure(clientIp, projectId, projectExists) {
-      const keys = throttleKeys(clientIp, projectExists ? undefined : projectId);
-      await Promise.all(keys.map(count));
+      await Promise.all(keysToCount(clientIp, projectId, projectExists).map(count));
     },
   };
 }
@@ -187,9 +187,26 @@ function failureCount(reply: unknown): FailureCount {
   return { count, msLeft: Math.max(0, msLeft) };
 }
 
-function throttleKeys(clientIp: string, projectId: string | undefined): string[] {
+/**
+ * What a failure counts against. On a project that exists: the address for that project only, so
+ * one broken client behind an address many users share (a carrier's NAT, which mobile apps sit
+ * behind) does not lock that address out of every other project. On a project id that does not
+ * exist: the address as a whole, and the id, so enumerating ids is slowed from one address and from
+ * many. Without a project (the admin API): the address.
+ */
+function keysToCount(clientIp: string, projectId: string | undefined, projectExists: boolean): string[] {
   const address = `ip:${addressBlock(clientIp)}`;
-  return projectId === undefined ? [address] : [address, `project:${projectId.slice(0, maxProjectIdLength)}`];
+  if (projectId === undefined) return [address];
+  const project = projectId.slice(0, maxProjectIdLength);
+  return projectExists ? [`${address}:project:${project}`] : [address, `project:${project}`];
+}
+
+/** Every key `keysToCount` may have blocked for this caller. */
+function keysToCheck(clientIp: string, projectId: string | undefined): string[] {
+  const address = `ip:${addressBlock(clientIp)}`;
+  if (projectId === undefined) return [address];
+  const project = projectId.slice(0, maxProjectIdLength);
+  return [address, `${address}:project:${project}`, `project:${project}`];
 }
 
 /**
