@@ -248,7 +248,7 @@ function malformedTarget(request: IncomingMessage, target: string): GatewayError
   // what the client sends next is in a framing Sluice does not speak.
   if (request.httpVersionMajor !== 1) return notHttp1(request);
   // An empty Host is valid; a missing one is not, in HTTP/1.1 (Node's own check refuses both).
-  if (request.headers.host === undefined && request.httpVersionMajor === 1 && request.httpVersionMinor === 1)
+  if (request.headers.host === undefined && request.httpVersionMinor === 1)
     return new GatewayError("BAD_REQUEST", "An HTTP/1.1 request must carry a Host header");
   // A fragment is the client's own; forwarded, it would reach the provider as part of the path.
   if (target.includes("#"))

@@ -69,12 +69,13 @@ export async function generateImages(
   const ai = await import("ai");
   const sdkModel = await deps.models.image(call.provider, modelId, call.providerKey, extraBody);
   if (!sdkModel) throw new GatewayError("VALIDATION_ERROR", `${call.provider} has no image models`);
-  const costOf = (images: number) =>
+  // `answered`: what provider A's answer says one image was generated at, over what was asked.
+  const costOf = (images: number, answered?: AnsweredImage) =>
     imageCost({
       provider: call.provider,
       model: modelId,
-      quality: a?.quality,
-      size: fitted.size,
+      quality: answered?.quality ?? a?.quality,
+      size: answered?.size ?? fitted.size,
       aspectRatio: fitted.aspectRatio,
       n: images,
     }).costUsd;
@@ -106,18 +107,7 @@ export async function generateImages(
   const answered = (generated.providerMetadata?.openai as { images?: AnsweredImage[] } | undefined)?.images;
   const costUsd =
     call.provider === "provider-a" && answered?.length === generated.images.length
-      ? answeredCost(
-          answered,
-          (image) =>
-            imageCost({
-              provider: call.provider,
-              model: modelId,
-              quality: image?.quality ?? a?.quality,
-              size: image?.size ?? fitted.size,
-              aspectRatio: fitted.aspectRatio,
-              n: 1,
-            }).costUsd,
-        )
+      ? answeredCost(answered, (image) => costOf(1, image))
       : costOf(generated.images.length);
   onBilled(costUsd);
   for (const warning of generated.warnings) warnings.push(describeWarning(warning));
