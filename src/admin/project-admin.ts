@@ -1,4 +1,4 @@
-import { createPrivateKey, randomBytes } from "node:crypto";
+import { randomBytes } from "node:crypto";
 import type { z } from "zod";
 import { newKeyId, splitProviderKey } from "../auth/partial-key.js";
 import type { SecretBox } from "../auth/secret-box.js";
@@ -8,7 +8,6 @@ import type { ProviderId } from "../providers/provider-id.js";
 import type { KeyRepository, ProviderKeyRecord } from "../storage/key-repository.js";
 import type { Project, ProjectRepository } from "../storage/project-repository.js";
 import type { UsageReportRow, UsageRepository } from "../storage/usage-repository.js";
-import { checkOutputSchema } from "../structured/output-schema.js";
 import { catalogueProviderOf, findModel } from "../usage/model-catalogue.js";
 import { mapDatabaseOutages } from "./map-database-outages.js";
 import {
@@ -16,11 +15,13 @@ import {
   createProjectInput,
   noFieldsInput,
   projectIdPattern,
-  requireModelName,
   type UpdateProjectInput,
   updateProjectInput,
   usageQueryInput,
 } from "./project-input.js";
+import { checkProjectValues, type FieldName, usageReportWindow } from "./project-values.js";
+
+export type { FieldName } from "./project-values.js";
 
 /** A project as shown to an admin: secrets are reduced to whether they are set. */
 export type ProjectView = Omit<Project, "deviceCheck"> & {
@@ -91,7 +92,7 @@ export function createProjectAdmin(deps: ProjectAdminDeps) {
       fieldName: FieldName = sameName,
     ): Promise<{ project: ProjectView; testKey: string; testKeyId: string }> {
       const fields = parse(createProjectInput, input, "project", bodyLabels(fieldName));
-      requireModelName(fields.model, fieldName("model"));
+      checkProjectValues(fields, fieldName);
       const id =
         fields.id ??
         `prj_${randomBytes(9)
@@ -162,7 +163,7 @@ export function createProjectAdmin(deps: ProjectAdminDeps) {
      */
     async updateProject(id: string, input: unknown, fieldName: FieldName = sameName): Promise<ProjectView> {
       const changes = parse(updateProjectInput, input, "project update", bodyLabels(fieldName));
-      requireModelName(changes.model, fieldName("model"));
+      checkProjectValues(changes, fieldName);
       for (let attempt = 0; attempt < updateAttempts; attempt++) {
         const current = await requireProject(id);
         const updatedAt = new Date(Math.max(deps.now().getTime(), Date.parse(current.updatedAt) + 1));
@@ -261,13 +262,7 @@ export function createProjectAdmin(deps: ProjectAdminDeps) {
     ): Promise<{ from: string; to: string; groupBy: string; rows: UsageReportRow[] }> {
       const query = parse(usageQueryInput, input, "usage query", parameterLabels(parameterName));
       await requireProject(projectId);
-      const to = query.to ? usageReportEnd(query.to) : deps.now();
-      const from = query.from ? new Date(query.from) : new Date(to.getTime() - 30 * 86_400_000);
-      if (!(from < to))
-        throw new GatewayError(
-          "BAD_REQUEST",
-          `\`${parameterName("from")}\` must be before \`${parameterName("to")}\``,
-        );
+      const { from, to } = usageReportWindow(query, deps.now(), parameterName);
       const groupBy = query.groupBy ?? "day";
       const rows = await deps.usage.report({
         projectId,
@@ -296,11 +291,6 @@ export function deviceCheckKeyAad(projectId: string): string {
 /** Each problem of an invalid input as `<where>: <what is wrong>`. */
 type ProblemLabels = (issue: z.core.$ZodIssue) => string[];
 
-/**
- * How a caller spells a field, from its dotted path (`deviceCheck.teamId`): the API as is, the CLI
- * as the flag that sets it (`--device-check-team-id`).
- */
-export type FieldName = (path: string) => string;
 const sameName: FieldName = (path) => path;
 
 /** A JSON body's problems: the field as the caller names it, or "(body)" for the body as a whole. */
@@ -357,17 +347,8 @@ function applyChanges(
   if (changes.rateLimits?.perMinute !== undefined) next.rateLimits.perMinute = changes.rateLimits.perMinute;
   if (changes.rateLimits?.devicePerMinute !== undefined)
     next.rateLimits.devicePerMinute = changes.rateLimits.devicePerMinute;
-  if (changes.outputSchema !== undefined) {
-    if (changes.outputSchema !== null) {
-      const problems = checkOutputSchema(changes.outputSchema);
-      if (problems.length > 0) {
-        throw new GatewayError("VALIDATION_ERROR", `The output schema is invalid: ${problems.join("; ")}`, {
-          details: { problems },
-        });
-      }
-    }
-    next.outputSchema = changes.outputSchema;
-  }
+  // Its values (model, output schema, DeviceCheck key) were checked by checkProjectValues.
+  if (changes.outputSchema !== undefined) next.outputSchema = changes.outputSchema;
   // Checked only when the pair changes, so a project stored before this rule keeps taking updates.
   if (next.provider !== current.provider || next.model !== current.model) assertModelOfProvider(next);
   applyDeviceCheck(next, changes.deviceCheck, secretBox, fieldName);
@@ -428,7 +409,6 @@ function applyDeviceCheck(
   if (changes.tokenMode !== undefined) deviceCheck.tokenMode = changes.tokenMode;
   if (changes.privateKey === null) deviceCheck.sealedPrivateKey = null;
   else if (changes.privateKey !== undefined) {
-    assertP256PrivateKey(changes.privateKey, fieldName);
     deviceCheck.sealedPrivateKey = secretBox.seal(
       Buffer.from(changes.privateKey, "utf8"),
       deviceCheckKeyAad(next.id),
@@ -444,19 +424,6 @@ function applyDeviceCheck(
   }
 }
 
-function assertP256PrivateKey(pem: string, fieldName: FieldName): void {
-  try {
-    const key = createPrivateKey({ key: pem, format: "pem" });
-    if (key.asymmetricKeyType === "ec" && key.asymmetricKeyDetails?.namedCurve === "prime256v1") return;
-  } catch {
-    // fall through to the one error below; the key text is never echoed
-  }
-  throw new GatewayError(
-    "BAD_REQUEST",
-    `${fieldName("deviceCheck.privateKey")} must be the PEM contents of an Apple .p8 (EC P-256) key`,
-  );
-}
-
 function viewOf(project: Project): ProjectView {
   const { sealedPrivateKey, ...deviceCheck } = project.deviceCheck;
   return { ...project, deviceCheck: { ...deviceCheck, hasPrivateKey: sealedPrivateKey !== null } };
@@ -470,16 +437,4 @@ function keyView(record: ProviderKeyRecord): ProviderKeyView {
     createdAt: record.createdAt,
     revokedAt: record.revokedAt,
   };
-}
-
-/**
- * The report's exclusive end: a date alone (`2026-11-23`) includes that whole day, UTC. Rows are
- * compared as ISO text, so the end stays within four-digit years: the day after 9999-12-31 would be
- * `+010000-01-01…`, which sorts before every row and would empty the report.
- */
-const lastInstant = new Date("9999-12-31T23:59:59.999Z");
-function usageReportEnd(to: string): Date {
-  const end = new Date(to);
-  if (/^\d{4}-\d{2}-\d{2}$/.test(to)) end.setUTCDate(end.getUTCDate() + 1);
-  return end > lastInstant ? lastInstant : end;
 }

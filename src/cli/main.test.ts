@@ -219,10 +219,19 @@ describe("sluice CLI", () => {
     const keyFile = join(dataDir, "not-a-key.p8");
     writeFileSync(keyFile, "-----BEGIN PRIVATE KEY-----\nnot a key\n-----END PRIVATE KEY-----\n");
     const args = ["projects", "create", "--name", "Rules", "--provider", "provider-a"];
-    expect(await cli(...args, "--device-check-private-key-file", keyFile)).toMatchObject({
-      code: 1,
-      err: "error: --device-check-private-key-file must be the PEM contents of an Apple .p8 (EC P-256) key\n",
-    });
+    const badKey = await cliWithoutDatabase(...args, "--device-check-private-key-file", keyFile);
+    expect(badKey.code).toBe(2);
+    expect(badKey.err).toMatch(
+      /^error: --device-check-private-key-file must be the PEM contents of an Apple \.p8 \(EC P-256\) key\n\nUsage: sluice/,
+    );
+    const schemaFile = join(dataDir, "bad-schema.json");
+    writeFileSync(schemaFile, JSON.stringify({ type: "object", properties: { a: { type: "nonsense" } } }));
+    const badSchema = await cliWithoutDatabase(...args, "--output-schema", schemaFile);
+    expect(badSchema.code).toBe(2);
+    expect(badSchema.err).toMatch(/^error: The output schema is invalid: .*\n\nUsage: sluice/);
+    const badModel = await cliWithoutDatabase("projects", "update", "cli-anything", "--model", "../evil");
+    expect(badModel.code).toBe(2);
+    expect(badModel.err).toMatch(/^error: Invalid project: --model: /);
     expect(await cli(...args, "--device-check", "true")).toMatchObject({
       code: 1,
       err:
@@ -249,8 +258,16 @@ describe("sluice CLI", () => {
         result.err,
       ).toBe(true);
       await cli("projects", "create", "--id", "cli-usage", "--name", "Usage", "--provider", "provider-a");
-      const reversed = await cli("usage", "cli-usage", "--from", "2026-02-01", "--to", "2026-01-01");
-      expect(reversed.err).toBe("error: `--from` must be before `--to`\n");
+      const reversed = await cliWithoutDatabase(
+        "usage",
+        "cli-usage",
+        "--from",
+        "2026-02-01",
+        "--to",
+        "2026-01-01",
+      );
+      expect(reversed.code).toBe(2);
+      expect(reversed.err).toMatch(/^error: `--from` must be before `--to`\n\nUsage: sluice/);
     },
   );
 
@@ -277,7 +294,7 @@ describe("sluice CLI", () => {
         "--output-schema",
         '{"type":"array"}',
       ],
-      1,
+      2,
       /output schema is invalid/,
     ],
     [["projects", "show"], 2, /the project id is required/],

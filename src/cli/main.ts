@@ -7,6 +7,7 @@ import {
   updateProjectInput,
   usageQueryInput,
 } from "../admin/project-input.js";
+import { checkProjectValues, usageReportWindow } from "../admin/project-values.js";
 import { ConfigError, loadConfig } from "../config.js";
 import { isGatewayError } from "../errors.js";
 import { startFailureMessage } from "../start-failure.js";
@@ -112,6 +113,7 @@ function commandOf(
     case "projects create": {
       const fields = { ...projectFields(flags), ...(flags.id !== undefined ? { id: flags.id } : {}) };
       checkInput(createProjectInput, fields, "project", flagOfField);
+      asUsageError(() => checkProjectValues(createProjectInput.parse(fields), flagOfField));
       return (admin) => admin.createProject(fields, flagOfField);
     }
     case "projects list":
@@ -123,6 +125,7 @@ function commandOf(
     case "projects update": {
       const [id, fields] = [project(), projectFields(flags)];
       checkInput(updateProjectInput, fields, "project update", flagOfField);
+      asUsageError(() => checkProjectValues(updateProjectInput.parse(fields), flagOfField));
       return (admin) => admin.updateProject(id, fields, flagOfField);
     }
     case "projects delete": {
@@ -179,11 +182,24 @@ function commandOf(
         ...(flags["group-by"] !== undefined ? { groupBy: flags["group-by"] } : {}),
       };
       checkInput(usageQueryInput, query, "usage query", flagOfField);
+      const window = usageQueryInput.parse(query);
+      // Without both ends the window depends on the clock at the query: checked by the use case.
+      if (window.from && window.to) asUsageError(() => usageReportWindow(window, new Date(), flagOfField));
       // Messages name the flags (`--group-by`), not the fields they set (`groupBy`).
       return (admin) => admin.usageReport(id, query, flagOfField);
     }
     default:
       throw new UsageError(`unknown command: ${command}`);
+  }
+}
+
+/** A value the use case would refuse without reading anything stored, refused as a usage error. */
+function asUsageError(check: () => unknown): void {
+  try {
+    check();
+  } catch (error) {
+    if (isGatewayError(error)) throw new UsageError(error.message);
+    throw error;
   }
 }
 

@@ -1,0 +1,73 @@
+import { createPrivateKey } from "node:crypto";
+import { GatewayError } from "../errors.js";
+import { checkOutputSchema } from "../structured/output-schema.js";
+import { requireModelName, type UpdateProjectInput, type UsageQueryInput } from "./project-input.js";
+
+/**
+ * How a caller spells a field, from its dotted path (`deviceCheck.teamId`): the API as is, the CLI
+ * as the flag that sets it (`--device-check-team-id`).
+ */
+export type FieldName = (path: string) => string;
+
+/**
+ * The checks on a project's values that need nothing stored: the model's form, the output schema,
+ * the DeviceCheck key. The use cases run them on every create and update; the CLI runs them too,
+ * before it opens the database, so such a value is a usage error there (exit 2), not a failure
+ * after a master key may have been generated.
+ */
+export function checkProjectValues(fields: UpdateProjectInput, fieldName: FieldName): void {
+  requireModelName(fields.model, fieldName("model"));
+  if (fields.outputSchema) {
+    const problems = checkOutputSchema(fields.outputSchema);
+    if (problems.length > 0)
+      throw new GatewayError("VALIDATION_ERROR", `The output schema is invalid: ${problems.join("; ")}`, {
+        details: { problems },
+      });
+  }
+  const privateKey = fields.deviceCheck?.privateKey;
+  if (typeof privateKey === "string") assertP256PrivateKey(privateKey, fieldName);
+}
+
+function assertP256PrivateKey(pem: string, fieldName: FieldName): void {
+  try {
+    const key = createPrivateKey({ key: pem, format: "pem" });
+    if (key.asymmetricKeyType === "ec" && key.asymmetricKeyDetails?.namedCurve === "prime256v1") return;
+  } catch {
+    // fall through to the one error below; the key text is never echoed
+  }
+  throw new GatewayError(
+    "BAD_REQUEST",
+    `${fieldName("deviceCheck.privateKey")} must be the PEM contents of an Apple .p8 (EC P-256) key`,
+  );
+}
+
+/**
+ * The usage report's window: `to` (exclusive; a date alone includes that whole day, UTC) defaults
+ * to now, `from` to 30 days before it, and `from` must come first. The CLI checks a window whose
+ * two ends it was given before it opens the database.
+ */
+export function usageReportWindow(
+  query: UsageQueryInput,
+  now: Date,
+  parameterName: (field: string) => string,
+): { from: Date; to: Date } {
+  const to = query.to ? usageReportEnd(query.to) : now;
+  const from = query.from ? new Date(query.from) : new Date(to.getTime() - 30 * 86_400_000);
+  if (!(from < to))
+    throw new GatewayError(
+      "BAD_REQUEST",
+      `\`${parameterName("from")}\` must be before \`${parameterName("to")}\``,
+    );
+  return { from, to };
+}
+
+/**
+ * Rows are compared as ISO text, so the end stays within four-digit years: the day after 9999-12-31
+ * would be `+010000-01-01…`, which sorts before every row and would empty the report.
+ */
+const lastInstant = new Date("9999-12-31T23:59:59.999Z");
+function usageReportEnd(to: string): Date {
+  const end = new Date(to);
+  if (/^\d{4}-\d{2}-\d{2}$/.test(to)) end.setUTCDate(end.getUTCDate() + 1);
+  return end > lastInstant ? lastInstant : end;
+}
