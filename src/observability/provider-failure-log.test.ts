@@ -15,22 +15,72 @@ function logged() {
 }
 
 describe("provider failure log", () => {
-  it("logs one line per provider and code per window, then counts what it left out", () => {
+  it("logs one line per provider and code per window, and at its end how many it left out", () => {
     const { lines, logger } = logged();
     let now = 0;
-    const log = createProviderFailureLog(logger, { windowMs: 10_000, now: () => now });
+    const timers: { at: number; run: () => void }[] = [];
+    const log = createProviderFailureLog(logger, {
+      windowMs: 10_000,
+      now: () => now,
+      schedule: (run, ms) => void timers.push({ at: now + ms, run }),
+    });
+    const passTo = (at: number) => {
+      now = at;
+      for (const timer of timers.splice(0).sort((a, b) => a.at - b.at))
+        if (timer.at <= at) timer.run();
+        else timers.push(timer);
+    };
     log(refused(), "r1", "proxy");
     log(refused(), "r2", "proxy");
     log(refused(), "r3", "proxy");
     log(refused("provider-b"), "r4", "proxy");
-    now = 10_000;
+    passTo(10_000);
     log(refused(), "r5", "proxy");
-    expect(lines.map((line) => [line.provider, line.requestId, line.suppressed])).toEqual([
-      ["provider-a", "r1", 0],
-      ["provider-b", "r4", 0],
-      ["provider-a", "r5", 2],
+    // provider-a recovers: the window of r5 ends with nothing left out, and writes nothing more.
+    passTo(30_000);
+    expect(
+      lines.map(({ msg, provider, requestId, suppressed }) => [msg, provider, requestId, suppressed]),
+    ).toEqual([
+      ["provider call failed", "provider-a", "r1", undefined],
+      ["provider call failed", "provider-b", "r4", undefined],
+      ["provider call failures suppressed", "provider-a", undefined, 2],
+      ["provider call failed", "provider-a", "r5", undefined],
     ]);
     expect(lines[0]).toMatchObject({ level: "warn", code: "ECONNREFUSED", status: 502, route: "proxy" });
+    expect(lines[2]).toMatchObject({ level: "warn", code: "ECONNREFUSED", windowMs: 10_000 });
+  });
+
+  it("writes the count left out when the provider recovers, with no failure after the window", () => {
+    const { lines, logger } = logged();
+    const closes: (() => void)[] = [];
+    const log = createProviderFailureLog(logger, { now: () => 0, schedule: (run) => void closes.push(run) });
+    for (const id of ["r1", "r2", "r3"]) log(refused(), id, "proxy");
+    expect(lines).toHaveLength(1);
+    for (const run of closes) run();
+    expect(lines[1]).toMatchObject({
+      msg: "provider call failures suppressed",
+      provider: "provider-a",
+      suppressed: 2,
+    });
+  });
+
+  it("leaves a newer window be when an older window's timer runs late", () => {
+    const { lines, logger } = logged();
+    let now = 0;
+    const closes: (() => void)[] = [];
+    const log = createProviderFailureLog(logger, {
+      windowMs: 10,
+      now: () => now,
+      schedule: (run) => void closes.push(run),
+    });
+    log(refused(), "r1", "proxy");
+    now = 20; // the first timer has not run: this failure closes that window and opens one
+    log(refused(), "r2", "proxy");
+    log(refused(), "r3", "proxy");
+    closes[0]?.(); // the late first timer
+    log(refused(), "r4", "proxy");
+    closes[1]?.();
+    expect(lines.map(({ requestId, suppressed }) => requestId ?? suppressed)).toEqual(["r1", "r2", 2]);
   });
 
   it("ignores an error that names no provider", () => {

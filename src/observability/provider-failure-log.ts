@@ -5,6 +5,8 @@ export interface ProviderFailureLogOptions {
   /** One line per provider and error code per window; the others are counted (default 10 s). */
   windowMs?: number;
   now?: () => number;
+  /** Runs `close` when a window ends (default: an unref'd timer, so it never holds the process open). */
+  schedule?: (close: () => void, ms: number) => void;
 }
 
 /** What one failure to reach a provider is logged with; no key, header or URL query. */
@@ -24,29 +26,41 @@ const maxKeys = 200;
 /**
  * Logs a provider failure (PROVIDER_ERROR, PROVIDER_TIMEOUT) at warn, at most once per provider
  * and error code per window: a provider that is down fails every request, and one line per request
- * would drown the log. The first failure of a window is logged with `suppressed`, the number left
- * out since the previous line. No timer: the window is checked when the next failure comes.
+ * would drown the log. The first failure opens a window and is logged; the others in it are
+ * counted, and when the window ends with any counted, one more line says how many ("provider call
+ * failures suppressed"), so the count is written even when the provider recovers and fails no more.
  */
 export function createProviderFailureLog(logger: Logger, options: ProviderFailureLogOptions = {}) {
   const windowMs = options.windowMs ?? 10_000;
   const now = options.now ?? Date.now;
-  const windows = new Map<string, { startedAt: number; suppressed: number }>();
+  const schedule = options.schedule ?? ((close, ms) => setTimeout(close, ms).unref());
+  type Window = { provider: string; code: string; startedAt: number; suppressed: number };
+  const windows = new Map<string, Window>();
+  // Closes this window only: a timer that outlived it (the map was cleared) leaves a newer one be.
+  const close = (key: string, window: Window): void => {
+    if (windows.get(key) !== window) return;
+    windows.delete(key);
+    const { provider, code, suppressed } = window;
+    if (suppressed > 0)
+      logger.warn({ provider, code, suppressed, windowMs }, "provider call failures suppressed");
+  };
   return (error: GatewayError, requestId: string, route: string): void => {
     if (error.provider === undefined) return;
     const facts = providerFailureFacts(error.provider, error.cause);
     const key = `${facts.provider} ${facts.code}`;
     const at = now();
-    const window = windows.get(key);
-    if (window !== undefined && at - window.startedAt < windowMs) {
-      window.suppressed++;
+    const current = windows.get(key);
+    if (current !== undefined && at - current.startedAt < windowMs) {
+      current.suppressed++;
       return;
     }
-    if (window === undefined && windows.size >= maxKeys) windows.clear();
-    windows.set(key, { startedAt: at, suppressed: 0 });
-    logger.warn(
-      { ...facts, status: error.status, requestId, route, suppressed: window?.suppressed ?? 0 },
-      "provider call failed",
-    );
+    // A window whose timer has not run yet (a late timer, a clock that jumped) is closed here.
+    if (current !== undefined) close(key, current);
+    if (windows.size >= maxKeys) windows.clear();
+    const window: Window = { provider: facts.provider, code: facts.code, startedAt: at, suppressed: 0 };
+    windows.set(key, window);
+    schedule(() => close(key, window), windowMs);
+    logger.warn({ ...facts, status: error.status, requestId, route }, "provider call failed");
   };
 }
 

@@ -74,7 +74,6 @@ describe("provider failures in the log", () => {
       status: 502,
       requestId: ids[0],
       route: expect.stringContaining("provider-a"),
-      suppressed: 0,
     });
     expect(logged[0]?.cause).toContain("ECONNREFUSED");
   });
