@@ -21,7 +21,8 @@ export interface AiSdkProviderOptions {
  * a gateway that only proxies never pays their start-up time or memory.
  */
 export function createAiSdkModels(options: AiSdkProviderOptions) {
-  const fetchOption = options.fetch ? { fetch: options.fetch } : {};
+  const fetch = withoutRedirects(options.fetch ?? globalThis.fetch);
+  const fetchOption = { fetch };
   return {
     async language(provider: ProviderId, model: string, apiKey: string): Promise<LanguageModel> {
       requireModelName(model);
@@ -60,7 +61,7 @@ export function createAiSdkModels(options: AiSdkProviderOptions) {
     ): Promise<SdkImageModel | null> {
       requireModelName(model);
       const imageFetch = extraBody
-        ? { fetch: mergingFetch(options.fetch ?? globalThis.fetch, extraBody) }
+        ? { fetch: mergingFetch(fetch, extraBody) }
         : fetchOption;
       switch (provider) {
         case "provider-a":
@@ -95,6 +96,17 @@ function requireModelName(model: string): void {
   throw new GatewayError("VALIDATION_ERROR", `The model ${JSON.stringify(model)} ${modelNameRule}`, {
     details: { model },
   });
+}
+
+/**
+ * A fetch that never follows a redirect: fetch drops only `authorization` when it follows one to
+ * another origin, so provider B's `x-api-key` and C's `x-goog-api-key` (the rebuilt key) would go
+ * to whatever host `Location` names, and an https base could be sent on over plain http. The 3xx
+ * is the SDK's answer instead, which it fails as a provider error (502). The proxies never follow
+ * one either (undici's dispatch does not), and hand it to the client.
+ */
+function withoutRedirects(base: typeof globalThis.fetch): typeof globalThis.fetch {
+  return (input, init) => base(input, { ...init, redirect: "manual" });
 }
 
 /** A fetch that deep-merges `extra` into a JSON request body (one level of nested objects). */
