@@ -13,6 +13,7 @@ import { clientResponseHeaders, hasHeader, upstreamQuery, upstreamRequestHeaders
 import { ImageListScanner, withImageList } from "./image-list-scanner.js";
 import { ImageStreamEvents } from "./image-stream-events.js";
 import { InjectedUsageFilter } from "./injected-usage-filter.js";
+import { ReflectedKeyMask } from "./reflected-key-mask.js";
 import type { RequestFacts } from "./request-facts.js";
 import { createUsageMeter, type MeterReading, type UsageMeter } from "./usage-meter.js";
 
@@ -137,6 +138,7 @@ export async function forward(pools: UpstreamPools, call: ForwardCall): Promise<
     adapter.streamsJson?.(call.path) ?? false,
     imageCall,
     call.usageOptionSet ?? false,
+    call.providerKey,
     call.response,
     call.ownHeaders,
     pools.get(target.origin),
@@ -213,8 +215,11 @@ class ProxyExchange implements Dispatcher.DispatchHandler {
   private headWritten = false;
   /** The head is written and every body byte is forwarded as it comes: onData's one test. */
   private verbatim = false;
-  /** Set when the usage chunk Sluice asked for is kept from the client; else the body passes as is. */
-  private filter: InjectedUsageFilter | null = null;
+  /**
+   * Set when the usage chunk Sluice asked for is kept from the client, or when an answer that is not
+   * a success may quote the key back; else the body passes as is.
+   */
+  private filter: InjectedUsageFilter | ReflectedKeyMask | null = null;
   private abortUpstream: ((reason: Error) => void) | null = null;
   private resumeUpstream: (() => void) | null = null;
   private sentAt = 0;
@@ -237,6 +242,8 @@ class ProxyExchange implements Dispatcher.DispatchHandler {
     private readonly imageCall: ImageCall | null,
     /** Sluice set the stream usage option: an SSE answer's usage chunk is not forwarded. */
     private readonly usageOptionSet: boolean,
+    /** The key injected: masked wherever the answer's headers, or a body that is no success, quote it. */
+    private readonly providerKey: string,
     private readonly response: ServerResponse,
     private readonly ownHeaders: Record<string, string>,
     private readonly pool: Pool,
@@ -295,7 +302,7 @@ class ProxyExchange implements Dispatcher.DispatchHandler {
     this.timeToFirstByteMs = performance.now() - this.sentAt;
     this.status = statusCode;
     this.resumeUpstream = resume;
-    const head = clientResponseHeaders(rawHeaders, this.ownHeaders);
+    const head = clientResponseHeaders(rawHeaders, this.ownHeaders, this.providerKey);
     this.head = head.headers;
     // Media types are case-insensitive (`Text/Event-Stream`).
     const sse = isEventStream(head.contentType);
@@ -312,6 +319,7 @@ class ProxyExchange implements Dispatcher.DispatchHandler {
       if (
         this.usageOptionSet &&
         sse &&
+        statusCode < 300 &&
         head.contentEncoding === "" &&
         !hasHeader(head.headers, "content-length")
       ) {
@@ -329,6 +337,9 @@ class ProxyExchange implements Dispatcher.DispatchHandler {
       // while the client still gets the provider's bytes and its content-encoding.
       this.meter = head.contentEncoding === "" ? meter : decompressingMeter(meter, head.contentEncoding);
     }
+    // (A compressed body cannot be masked byte for byte; Sluice asks for none: accept-encoding identity.)
+    if (statusCode >= 300 && head.contentEncoding === "")
+      this.filter = new ReflectedKeyMask(Buffer.from(this.providerKey, "latin1"), this.meter);
     return true;
   }
 

@@ -1,4 +1,5 @@
 import type { IncomingHttpHeaders } from "node:http";
+import { maskKeyInHeader } from "./reflected-key-mask.js";
 
 /**
  * Which client headers reach the provider and which provider headers reach the client.
@@ -107,11 +108,13 @@ export interface ClientResponseHead {
  * name wins, except the provider's `x-request-id`, which stays where its SDK reads it while
  * Sluice's id moves to `x-sluice-request-id`. When `own` carries CORS headers, they are the
  * gateway's policy: the provider's `access-control-*` headers are dropped and Sluice's `vary`
- * is added beside the provider's.
+ * is added beside the provider's. A value that quotes `providerKey`, the key Sluice injected, has
+ * it replaced by `[redacted]` (a server that echoes the request would hand the client the key).
  */
 export function clientResponseHeaders(
   raw: readonly (Buffer | string)[],
   own: Record<string, string> = {},
+  providerKey = "",
 ): ClientResponseHead {
   let headers: string[] = [];
   let contentType = "";
@@ -122,7 +125,8 @@ export function clientResponseHeaders(
     const name = latin1(raw[index] as Buffer | string).toLowerCase();
     if (name === "connection") connection = latin1(raw[index + 1] as Buffer | string);
     if (droppedResponseHeaders.has(name) || (cors && name.startsWith("access-control-"))) continue;
-    const value = latin1(raw[index + 1] as Buffer | string);
+    let value = latin1(raw[index + 1] as Buffer | string);
+    if (providerKey !== "") value = maskKeyInHeader(value, providerKey);
     if (name === "content-type" && contentType === "") contentType = value;
     // (Several fields are one list, RFC 9110 section 5.3: `gzip` then `br` means both, in that order.)
     else if (name === "content-encoding")

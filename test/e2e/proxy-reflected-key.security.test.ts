@@ -1,0 +1,107 @@
+import { createServer, type IncomingMessage, type Server } from "node:http";
+import type { AddressInfo } from "node:net";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import type { ProviderId } from "../../src/providers/provider-id.js";
+import {
+  createTestProject,
+  startTestGateway,
+  type TestGateway,
+  type TestProject,
+} from "../support/test-gateway.js";
+
+/** The key Sluice injected, as each provider receives it. */
+function injectedKey(request: IncomingMessage): string {
+  const bearer = (request.headers.authorization ?? "").replace(/^Bearer /, "");
+  return bearer || String(request.headers["x-api-key"] ?? request.headers["x-goog-api-key"] ?? "");
+}
+
+/**
+ * A compatible server at a configured base URL that quotes the request back (a debugging echo, an
+ * error that names the key it refused): the key Sluice injected must not reach a client that holds
+ * only a share of it, through a header or the body, however the body's chunks cut it.
+ */
+describe("a provider answer that quotes the injected key back", () => {
+  let upstream: Server;
+  let sluice: TestGateway;
+  let project: TestProject;
+
+  beforeAll(async () => {
+    upstream = createServer((request, response) => {
+      request.resume();
+      const key = injectedKey(request);
+      if (request.url?.includes("echo-success")) {
+        response.writeHead(200, { "content-type": "application/json", "x-echo": key });
+        response.end(JSON.stringify({ id: "chatcmpl-1", object: "chat.completion", choices: [] }));
+        return;
+      }
+      const body = Buffer.from(JSON.stringify({ error: { message: `Incorrect API key provided: ${key}` } }));
+      response.writeHead(401, {
+        "content-type": "application/json",
+        "content-length": String(body.length),
+        "x-echo-authorization": String(request.headers.authorization ?? ""),
+        "www-authenticate": `Bearer error="invalid_token", error_description="key ${key} is invalid"`,
+      });
+      // The key cut across three chunks, sent apart.
+      const at = body.indexOf(key);
+      const cuts = [at + 3, at + 9];
+      response.write(body.subarray(0, cuts[0]));
+      setTimeout(() => response.write(body.subarray(cuts[0], cuts[1])), 20);
+      setTimeout(() => response.end(body.subarray(cuts[1])), 40);
+    });
+    await new Promise<void>((resolve) => upstream.listen(0, "127.0.0.1", resolve));
+    const url = `http://127.0.0.1:${(upstream.address() as AddressInfo).port}`;
+    sluice = await startTestGateway({
+      providerABaseUrl: `${url}/a/v1`,
+      providerBBaseUrl: `${url}/b/v1`,
+      providerCBaseUrl: `${url}/c/v1beta`,
+    });
+    project = await createTestProject(sluice.gateway);
+  });
+
+  afterAll(async () => {
+    await sluice.close();
+    upstream.closeAllConnections();
+    await new Promise((resolve) => upstream.close(resolve));
+  });
+
+  const calls: [ProviderId, string][] = [
+    ["provider-a", "chat/completions"],
+    ["provider-b", "v1/messages"],
+    ["provider-c", "v1beta/models/gemini-2.5-flash:generateContent"],
+  ];
+  it.each(calls)(
+    "%s: masks it in the error's headers and body, which keeps its length",
+    async (provider, path) => {
+      const response = await fetch(`${sluice.url}/v1/${provider}/${project.projectId}/${path}`, {
+        method: "POST",
+        headers: { authorization: `Bearer ${project.bearer(provider)}`, "content-type": "application/json" },
+        body: JSON.stringify({ model: "m", messages: [] }),
+      });
+      const key = project.providerKeys[provider];
+      const body = await response.text();
+      expect(response.status).toBe(401);
+      expect(JSON.stringify([...response.headers])).not.toContain(key);
+      expect(response.headers.get("www-authenticate")).toBe(
+        'Bearer error="invalid_token", error_description="key [redacted] is invalid"',
+      );
+      expect(body).toBe(
+        JSON.stringify({ error: { message: `Incorrect API key provided: ${"*".repeat(key.length)}` } }),
+      );
+      expect(Number(response.headers.get("content-length"))).toBe(Buffer.byteLength(body));
+    },
+  );
+
+  it("masks it in a success's headers too", async () => {
+    const response = await fetch(`${sluice.url}/v1/provider-a/${project.projectId}/echo-success`, {
+      method: "POST",
+      headers: {
+        authorization: `Bearer ${project.bearer("provider-a")}`,
+        "content-type": "application/json",
+      },
+      body: "{}",
+    });
+    expect(response.status).toBe(200);
+    expect(response.headers.get("x-echo")).toBe("[redacted]");
+    expect(await response.json()).toEqual({ id: "chatcmpl-1", object: "chat.completion", choices: [] });
+  });
+});
