@@ -10,6 +10,7 @@ import type { LimitRequest, RateLimitDecision, RateLimiter } from "../rate-limit
 import type { Project } from "../storage/project-repository.js";
 import { isoTimestamp } from "../usage/iso-timestamp.js";
 import type { SpendGuard } from "../usage/spend-guard.js";
+import { storedModelName } from "../usage/stored-model-name.js";
 import type { TokenUsage } from "../usage/token-usage.js";
 import type { UsageRecorder } from "../usage/usage-recorder.js";
 import type { RequestContext } from "./router.js";
@@ -160,7 +161,7 @@ export function createAdmission(deps: AdmissionDeps) {
       key_id: base.keyId,
       endpoint: options.endpoint,
       provider,
-      model: run.model,
+      model: storedModelName(run.model),
       status: 200,
       error_code: null,
       input_tokens: run.usage.inputTokens,
@@ -203,7 +204,7 @@ export function createAdmission(deps: AdmissionDeps) {
         key_id: base.keyId,
         endpoint: options.endpoint,
         provider: report.provider,
-        model: report.model,
+        model: storedModelName(report.model),
         status: report.status,
         error_code: report.errorCode,
         input_tokens: report.usage?.inputTokens ?? null,
