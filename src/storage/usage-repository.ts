@@ -78,8 +78,12 @@ export function createUsageRepository(
   return {
     async insertBatch(rows) {
       if (rows.length === 0) return;
-      if (writeSqlite) {
-        writeSqlite(rows);
+      if (writeSqlite && sqlite) {
+        // A Kysely transaction (an admin write) holds the one connection across its awaits: rows
+        // written in between would join it as a savepoint and go if it rolled back, after being
+        // reported written. They wait for its end through Kysely's own connection lock instead.
+        if (sqlite.inTransaction) await db.connection().execute(async () => writeSqlite(rows));
+        else writeSqlite(rows);
         return;
       }
       await db.transaction().execute(async (transaction) => {
