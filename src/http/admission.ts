@@ -363,7 +363,9 @@ async function checkSpend(deps: AdmissionDeps, project: Project, capUsd: number)
       headers: { "retry-after": "5" },
     });
   }
-  if (spent >= capUsd) {
+  // Compared in billionths of a dollar, the precision a row's cost is stored at: the month's figure
+  // is a sum of floats, and ten calls of 0.1 add up to 0.9999999999999999, short of a cap of 1.
+  if (Math.round(spent * 1e9) >= Math.round(capUsd * 1e9)) {
     throw new GatewayError(
       "FORBIDDEN",
       `This project reached its monthly spend cap of ${capUsd} USD; it resets on the 1st (UTC) or when an admin raises it`,

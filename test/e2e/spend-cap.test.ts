@@ -63,4 +63,18 @@ describe("monthly spend cap", () => {
     for (let index = 0; index < 3; index++) statuses.push((await call()).status);
     expect(statuses).toEqual([200, 200, 429]);
   });
+
+  it("is reached when the month's cost equals the cap exactly, though the sum of its floats falls short", async () => {
+    // gpt-4o: 2.50 USD per 1M input tokens, so 40,000 tokens cost exactly 0.1; ten of them, 1.
+    fake.setUsage({ input: 40_000, output: 0, cached: 0, reasoning: 0 });
+    const project = await createTestProject(sluice.gateway, { monthlySpendCapUsd: 1 });
+    for (let index = 0; index < 10; index++) {
+      const response = await chat(project);
+      expect(response.status).toBe(200);
+      expect((await usageRowOf(sluice.gateway, response)).cost_usd).toBe(0.1);
+    }
+    const eleventh = await chat(project);
+    await eleventh.arrayBuffer();
+    expect(eleventh.status).toBe(403);
+  });
 });
