@@ -255,6 +255,22 @@ for (const engine of storageEngines) {
       expect(await records.count("big")).toBe(1);
     });
 
+    it("reports token sums past 2^63 (SQLite's integer sum() overflows there) on both engines", async () => {
+      const records = createUsageRepository(database.db, database.sqlite);
+      const rows = Array.from({ length: 1100 }, (_, index) =>
+        usage(`huge-${index}`, { project_id: "huge", input_tokens: Number.MAX_SAFE_INTEGER }),
+      );
+      await records.insertBatch(rows);
+      const [day] = await records.report({
+        projectId: "huge",
+        from: "2026-11-01T00:00:00.000Z",
+        to: "2026-12-01T00:00:00.000Z",
+        groupBy: "day",
+      });
+      expect(day?.requests).toBe(1100);
+      expect(Math.abs((day?.inputTokens ?? 0) / (1100 * Number.MAX_SAFE_INTEGER) - 1)).toBeLessThan(1e-12);
+    });
+
     it("writes a large batch in one call", async () => {
       const records = createUsageRepository(database.db, database.sqlite);
       const rows = Array.from({ length: 1200 }, (_, index) => usage(`bulk-${index}`, { project_id: "bulk" }));

@@ -106,14 +106,17 @@ export function createUsageRepository(
       const rows = await runReport((reader) =>
         reader
           .selectFrom("usage_records")
+          // Token sums in floating point on SQLite (`* 1.0`), whose integer sum() fails with
+          // "integer overflow" past 2^63 where PostgreSQL's (numeric) answers; a provider may report
+          // any safe integer. On PostgreSQL `* 1.0` is numeric: exact, as before.
           .select([
             group.as("group_key"),
             sql<number>`count(*)`.as("requests"),
             sql<number>`sum(case when outcome = 'ok' then 0 else 1 end)`.as("errors"),
-            sql<number>`coalesce(sum(input_tokens), 0)`.as("input_tokens"),
-            sql<number>`coalesce(sum(output_tokens), 0)`.as("output_tokens"),
-            sql<number>`coalesce(sum(cached_tokens), 0)`.as("cached_tokens"),
-            sql<number>`coalesce(sum(reasoning_tokens), 0)`.as("reasoning_tokens"),
+            sql<number>`coalesce(sum(input_tokens * 1.0), 0)`.as("input_tokens"),
+            sql<number>`coalesce(sum(output_tokens * 1.0), 0)`.as("output_tokens"),
+            sql<number>`coalesce(sum(cached_tokens * 1.0), 0)`.as("cached_tokens"),
+            sql<number>`coalesce(sum(reasoning_tokens * 1.0), 0)`.as("reasoning_tokens"),
             sql<number | null>`sum(cost_usd)`.as("cost_usd"),
             sql<number>`sum(case when cost_usd is null then 1 else 0 end)`.as("unpriced"),
           ])
