@@ -38,6 +38,19 @@ describe("project admin use cases", () => {
     });
   }
 
+  it("refuses fields that contradict each other with 422, as other incompatible parameters", async () => {
+    const base = { name: "C", provider: "provider-a" };
+    await expect(admin().createProject({ ...base, saveImagesToVault: true })).rejects.toMatchObject({
+      code: "VALIDATION_ERROR",
+      status: 422,
+      message: "saveImagesToVault needs a teamId (it is the first segment of the vault path)",
+    });
+    await expect(admin().createProject({ ...base, deviceCheck: { enabled: true } })).rejects.toMatchObject({
+      code: "VALIDATION_ERROR",
+      status: 422,
+    });
+  });
+
   it("refuses to put a project in Test Mode in production, on creation or by an update, with 422", async () => {
     const production = admin({}, {}, false);
     const refusal = {

@@ -12,6 +12,7 @@ import { catalogueProviderOf, findModel } from "../usage/model-catalogue.js";
 import { mapDatabaseOutages } from "./map-database-outages.js";
 import {
   addProviderKeyInput,
+  type CreateProjectInput,
   createProjectInput,
   noFieldsInput,
   projectIdPattern,
@@ -86,6 +87,15 @@ export function createProjectAdmin(deps: ProjectAdminDeps) {
     return { testKeyId, testKey };
   }
 
+  /** The project `fields` create, by every rule (production's Test Mode rule too); nothing written. */
+  function planNewProject(id: string, fields: CreateProjectInput, seal: Seal, fieldName: FieldName): Project {
+    const { id: _id, ...changes } = fields;
+    const blank = blankProject(id, nowIso());
+    const project = newProject(id, changes, blank.createdAt, seal, fieldName);
+    assertTestModeAllowed(blank, project, deps.testModeAllowed, fieldName);
+    return project;
+  }
+
   return mapDatabaseOutages({
     async createProject(
       input: unknown,
@@ -100,33 +110,7 @@ export function createProjectAdmin(deps: ProjectAdminDeps) {
           .replace(/[^A-Za-z0-9]/g, "x")}`;
       if (await projects.get(id))
         throw new GatewayError("CONFLICT", `Project ${JSON.stringify(id)} already exists`);
-      const at = nowIso();
-      const blank: Project = {
-        id,
-        name: fields.name,
-        teamId: null,
-        provider: fields.provider,
-        model: null,
-        testMode: false,
-        deviceCheck: {
-          enabled: false,
-          teamId: null,
-          keyId: null,
-          sealedPrivateKey: null,
-          environment: "production",
-          tokenMode: "cached",
-        },
-        outputSchema: null,
-        saveImagesToVault: false,
-        rateLimits: { perMinute: null, devicePerMinute: null },
-        monthlySpendCapUsd: null,
-        disabled: false,
-        createdAt: at,
-        updatedAt: at,
-      };
-      const { id: _id, ...changes } = fields;
-      const project = applyChanges(blank, changes, secretBox, fieldName);
-      assertTestModeAllowed(blank, project, deps.testModeAllowed, fieldName);
+      const project = planNewProject(id, fields, secretBox.seal, fieldName);
       // The check above answers the usual case; this one the race of two admins creating the same id.
       if (!(await projects.insert(project)))
         throw new GatewayError("CONFLICT", `Project ${JSON.stringify(id)} already exists`);
@@ -139,6 +123,29 @@ export function createProjectAdmin(deps: ProjectAdminDeps) {
       // This instance may hold the id as "not found" (asked before, or deleted and re-created).
       deps.onProjectChanged(id);
       return { project: viewOf(project), testKey, testKeyId };
+    },
+
+    /**
+     * Whether `input` would be accepted for project `id` as the file seeding sends it (created when
+     * missing, else updated), by every rule, against what is stored now; writes nothing. Seeding
+     * checks every entry first, so a refused one stops the start before any project is written.
+     */
+    async checkProject(
+      id: string,
+      input: Record<string, unknown>,
+      fieldName: FieldName = sameName,
+    ): Promise<void> {
+      const current = await projects.get(id);
+      if (current === null) {
+        const fields = parse(createProjectInput, { id, ...input }, "project", bodyLabels(fieldName));
+        checkProjectValues(fields, fieldName);
+        planNewProject(id, fields, notSealed, fieldName);
+        return;
+      }
+      const changes = parse(updateProjectInput, input, "project update", bodyLabels(fieldName));
+      checkProjectValues(changes, fieldName);
+      const next = applyChanges(current, changes, notSealed, fieldName);
+      assertTestModeAllowed(current, next, deps.testModeAllowed, fieldName);
     },
 
     /** A route that takes no fields refuses a body with any (400 with the list, as other bodies). */
@@ -168,7 +175,7 @@ export function createProjectAdmin(deps: ProjectAdminDeps) {
         const current = await requireProject(id);
         const updatedAt = new Date(Math.max(deps.now().getTime(), Date.parse(current.updatedAt) + 1));
         const project = {
-          ...applyChanges(current, changes, secretBox, fieldName),
+          ...applyChanges(current, changes, secretBox.seal, fieldName),
           updatedAt: updatedAt.toISOString(),
         };
         assertTestModeAllowed(current, project, deps.testModeAllowed, fieldName);
@@ -297,7 +304,7 @@ const sameName: FieldName = (path) => path;
 function bodyLabels(fieldName: FieldName): ProblemLabels {
   return (issue) => {
     const path = issue.path.join(".");
-    return [`${path ? fieldName(path) : "(body)"}: ${issue.message}`];
+    return [`${path ? fieldName(path) : fieldName("") || "(body)"}: ${issue.message}`];
   };
 }
 
@@ -324,11 +331,63 @@ function parse<T>(
   throw new GatewayError("BAD_REQUEST", `Invalid ${what}: ${problems.join("; ")}`, { details: { problems } });
 }
 
+/** Seals a secret for storage (the secret box's `seal`; a check that stores nothing passes `notSealed`). */
+type Seal = (plaintext: Buffer, aad: string) => string;
+/** Stands in for a sealed value where nothing is stored: set, so rules that need one hold. */
+const notSealed: Seal = () => "not-sealed";
+
+function blankProject(id: string, at: string): Project {
+  return {
+    id,
+    name: "",
+    teamId: null,
+    provider: "provider-a",
+    model: null,
+    testMode: false,
+    deviceCheck: {
+      enabled: false,
+      teamId: null,
+      keyId: null,
+      sealedPrivateKey: null,
+      environment: "production",
+      tokenMode: "cached",
+    },
+    outputSchema: null,
+    saveImagesToVault: false,
+    rateLimits: { perMinute: null, devicePerMinute: null },
+    monthlySpendCapUsd: null,
+    disabled: false,
+    createdAt: at,
+    updatedAt: at,
+  };
+}
+
+/** A new project as `fields` describe it, every rule across its fields checked (nothing is read). */
+function newProject(
+  id: string,
+  fields: Omit<CreateProjectInput, "id">,
+  at: string,
+  seal: Seal,
+  fieldName: FieldName,
+): Project {
+  return applyChanges(blankProject(id, at), fields, seal, fieldName);
+}
+
+/**
+ * Every rule a new project's fields must pass that reads nothing stored: its values and the rules
+ * across them. The CLI runs it before it opens the database, so such a project is a usage error.
+ */
+export function checkNewProject(fields: CreateProjectInput, fieldName: FieldName = sameName): void {
+  checkProjectValues(fields, fieldName);
+  const { id = "new", ...changes } = fields;
+  newProject(id, changes, new Date(0).toISOString(), notSealed, fieldName);
+}
+
 /** Rules across fields and on values a schema cannot check; messages name fields as `fieldName` does. */
 function applyChanges(
   current: Project,
   changes: UpdateProjectInput,
-  secretBox: SecretBox,
+  seal: Seal,
   fieldName: FieldName,
 ): Project {
   const next: Project = {
@@ -351,10 +410,10 @@ function applyChanges(
   if (changes.outputSchema !== undefined) next.outputSchema = changes.outputSchema;
   // Checked only when the pair changes, so a project stored before this rule keeps taking updates.
   if (next.provider !== current.provider || next.model !== current.model) assertModelOfProvider(next);
-  applyDeviceCheck(next, changes.deviceCheck, secretBox, fieldName);
+  applyDeviceCheck(next, changes.deviceCheck, seal, fieldName);
   if (next.saveImagesToVault && !next.teamId) {
     throw new GatewayError(
-      "BAD_REQUEST",
+      "VALIDATION_ERROR",
       `${fieldName("saveImagesToVault")} needs a ${fieldName("teamId")} (it is the first segment of the vault path)`,
     );
   }
@@ -397,7 +456,7 @@ function assertModelOfProvider({ provider, model }: Pick<Project, "provider" | "
 function applyDeviceCheck(
   next: Project,
   changes: UpdateProjectInput["deviceCheck"],
-  secretBox: SecretBox,
+  seal: Seal,
   fieldName: FieldName,
 ): void {
   if (!changes) return;
@@ -409,16 +468,13 @@ function applyDeviceCheck(
   if (changes.tokenMode !== undefined) deviceCheck.tokenMode = changes.tokenMode;
   if (changes.privateKey === null) deviceCheck.sealedPrivateKey = null;
   else if (changes.privateKey !== undefined) {
-    deviceCheck.sealedPrivateKey = secretBox.seal(
-      Buffer.from(changes.privateKey, "utf8"),
-      deviceCheckKeyAad(next.id),
-    );
+    deviceCheck.sealedPrivateKey = seal(Buffer.from(changes.privateKey, "utf8"), deviceCheckKeyAad(next.id));
   }
   if (deviceCheck.enabled && (!deviceCheck.teamId || !deviceCheck.keyId || !deviceCheck.sealedPrivateKey)) {
     // Named within deviceCheck, as the API's body nests them: `teamId`, or the CLI's flag.
     const inDeviceCheck = (field: string) => fieldName(`deviceCheck.${field}`).replace(/^deviceCheck\./, "");
     throw new GatewayError(
-      "BAD_REQUEST",
+      "VALIDATION_ERROR",
       `Device Check needs ${inDeviceCheck("teamId")}, ${inDeviceCheck("keyId")} and ${inDeviceCheck("privateKey")} (the .p8 file's contents) when enabled`,
     );
   }

@@ -6,6 +6,7 @@ import { providerIds } from "../providers/provider-id.js";
 
 /** Admin input shapes, shared by the admin API and the CLI. Unknown fields are refused. */
 export const projectIdPattern = /^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$/;
+export const projectIdRule = "must match ^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$";
 
 /**
  * NUL, which PostgreSQL text cannot hold (SQLite can), and unpaired UTF-16 surrogates, which
@@ -74,7 +75,7 @@ export const updateProjectInput = z.object(projectFields).partial().strict();
 /** A new project: the same fields, with `name` and `provider` required and an optional `id`. */
 export const createProjectInput = updateProjectInput
   .extend({
-    id: z.string().regex(projectIdPattern, "must match ^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$").optional(),
+    id: z.string().regex(projectIdPattern, projectIdRule).optional(),
     name: projectFields.name,
     provider: projectFields.provider,
   })

@@ -199,7 +199,27 @@ describe("projects as code (SLUICE_CONFIG_FILE)", () => {
     const line = startFailureMessage(await seedProjects(admin, path).catch((caught: unknown) => caught));
     expect(line).toBe(
       `sluice failed to start: SLUICE_CONFIG_FILE ${path}: project "demo-app": ` +
-        "Invalid project: testMode: Invalid input: expected boolean, received string\n",
+        "Invalid project: projects.0.testMode: Invalid input: expected boolean, received string\n",
     );
+  });
+
+  it("checks every entry before it writes any, and names each refused one and its problems", async () => {
+    const path = file("two-refused.json", {
+      projects: [
+        { id: "fresh-one", name: "Fine", provider: "provider-a" },
+        { id: "fresh-two", name: "Wrong model", provider: "provider-a", model: "claude-sonnet-4-5" },
+        { id: "fresh-three", name: "Extra", provider: "provider-a", bogus: 1 },
+        { id: "fresh-four", name: "No keys", provider: "provider-a", deviceCheck: { enabled: true } },
+      ],
+    });
+    const error = (await seedProjects(admin, path).catch((caught: unknown) => caught)) as Error;
+    expect(error.message).toBe(
+      `SLUICE_CONFIG_FILE ${path}: ` +
+        'project "fresh-two": model "claude-sonnet-4-5" is a provider-b model; this project\'s provider is provider-a; ' +
+        'project "fresh-three": Invalid project: projects.2: Unrecognized key: "bogus"; ' +
+        'project "fresh-four": Device Check needs projects.3.deviceCheck.teamId, projects.3.deviceCheck.keyId and ' +
+        "projects.3.deviceCheck.privateKey (the .p8 file's contents) when enabled",
+    );
+    expect(await admin.listProjects()).toEqual([]);
   });
 });

@@ -9,8 +9,9 @@ import { type UpdateProjectInput, updateProjectInput } from "./project-input.js"
  * Projects as code: `SLUICE_CONFIG_FILE` names a JSON file `{"projects": [{ "id": …, …}]}` whose
  * entries use the admin API's project fields. At start each project is created when missing and
  * updated to match when it differs from the file; one that already matches is not written (its
- * updatedAt and the caches that hold it stay as they are). A refused entry stops the start, naming
- * the file and the project.
+ * updatedAt and the caches that hold it stay as they are). Every entry is checked against every
+ * rule first: a refused one stops the start before any project is written, and the message names
+ * the file and each refused project with its problems.
  * Provider keys and test keys are not seeded (they are secrets and are shown once): add them with
  * the CLI or the admin API (docs/api.md).
  */
@@ -53,6 +54,21 @@ export async function seedProjects(
     );
   }
   const parsed = result.data;
+  const refused: { id: string; error: Error }[] = [];
+  for (const [index, { id, ...fields }] of parsed.projects.entries()) {
+    // Fields named by their place in the file: `projects.1.model`, `projects.1` for the entry.
+    const place = (path: string) => (path ? `projects.${index}.${path}` : `projects.${index}`);
+    try {
+      await admin.checkProject(id, fields, place);
+    } catch (error) {
+      if (!isGatewayError(error) || error.status >= 500) throw seedFailure(file, id, error);
+      refused.push({ id, error });
+    }
+  }
+  if (refused.length > 0) {
+    const reasons = refused.map(({ id, error }) => `project ${JSON.stringify(id)}: ${error.message}`);
+    throw new Error(`SLUICE_CONFIG_FILE ${file}: ${reasons.join("; ")}`, { cause: refused[0]?.error });
+  }
   const created: string[] = [];
   const updated: string[] = [];
   const unchanged: string[] = [];
@@ -68,15 +84,16 @@ export async function seedProjects(
         updated.push(id);
       }
     } catch (error) {
-      throw new Error(
-        `SLUICE_CONFIG_FILE ${file}: project ${JSON.stringify(id)}: ${(error as Error).message}`,
-        {
-          cause: error,
-        },
-      );
+      throw seedFailure(file, id, error);
     }
   }
   return { created, updated, unchanged };
+}
+
+function seedFailure(file: string, id: string, error: unknown): Error {
+  return new Error(`SLUICE_CONFIG_FILE ${file}: project ${JSON.stringify(id)}: ${(error as Error).message}`, {
+    cause: error,
+  });
 }
 
 /**

@@ -185,10 +185,10 @@ describe("sluice CLI", () => {
 
   it("refuses a model the catalogue lists under another provider, as the admin API does", async () => {
     const args = ["projects", "create", "--id", "cli-mismatch", "--name", "M", "--provider", "provider-b"];
-    const result = await cli(...args, "--model", "gpt-4.1");
-    expect(result.code).toBe(1);
-    expect(result.err).toBe(
-      `error: model "gpt-4.1" is a provider-a model; this project's provider is provider-b\n`,
+    const result = await cliWithoutDatabase(...args, "--model", "gpt-4.1");
+    expect(result.code).toBe(2);
+    expect(result.err).toMatch(
+      /^error: model "gpt-4.1" is a provider-a model; this project's provider is provider-b\n\nUsage: sluice/,
     );
     expect((await cli(...args, "--model", "claude-haiku-4-5")).code).toBe(0);
     const updated = await cli("projects", "update", "cli-mismatch", "--provider", "provider-c");
@@ -232,16 +232,21 @@ describe("sluice CLI", () => {
     const badModel = await cliWithoutDatabase("projects", "update", "cli-anything", "--model", "../evil");
     expect(badModel.code).toBe(2);
     expect(badModel.err).toMatch(/^error: Invalid project: --model: /);
-    expect(await cli(...args, "--device-check", "true")).toMatchObject({
-      code: 1,
-      err:
-        "error: Device Check needs --device-check-team-id, --device-check-key-id and " +
-        "--device-check-private-key-file (the .p8 file's contents) when enabled\n",
+    expect(await cliWithoutDatabase(...args, "--device-check", "true")).toMatchObject({
+      code: 2,
+      err: expect.stringMatching(
+        /^error: Device Check needs --device-check-team-id, --device-check-key-id and --device-check-private-key-file \(the \.p8 file's contents\) when enabled\n\nUsage: sluice/,
+      ),
     });
-    expect(await cli(...args, "--save-images-to-vault", "true")).toMatchObject({
-      code: 1,
-      err: "error: --save-images-to-vault needs a --team-id (it is the first segment of the vault path)\n",
+    expect(await cliWithoutDatabase(...args, "--save-images-to-vault", "true")).toMatchObject({
+      code: 2,
+      err: expect.stringMatching(
+        /^error: --save-images-to-vault needs a --team-id \(it is the first segment of the vault path\)\n\nUsage: sluice/,
+      ),
     });
+    const badId = await cliWithoutDatabase("projects", "show", "bad id!");
+    expect(badId.code).toBe(2);
+    expect(badId.err).toMatch(/^error: the project id "bad id!" is malformed: must match /);
   });
 
   it.each([

@@ -1,9 +1,12 @@
 import { readFileSync } from "node:fs";
 import { openAdminContext } from "../admin/admin-context.js";
 import type { ProjectAdmin } from "../admin/project-admin.js";
+import { checkNewProject } from "../admin/project-admin.js";
 import {
   addProviderKeyInput,
   createProjectInput,
+  projectIdPattern,
+  projectIdRule,
   updateProjectInput,
   usageQueryInput,
 } from "../admin/project-input.js";
@@ -108,12 +111,18 @@ function commandOf(
     if (!value) throw new UsageError(`${what} is required`);
     return value;
   };
-  const project = () => need(args[0], "the project id");
+  // A project id no project can have is refused here, before the database is opened.
+  const project = () => {
+    const id = need(args[0], "the project id");
+    if (!projectIdPattern.test(id))
+      throw new UsageError(`the project id ${JSON.stringify(id)} is malformed: ${projectIdRule}`);
+    return id;
+  };
   switch (command) {
     case "projects create": {
       const fields = { ...projectFields(flags), ...(flags.id !== undefined ? { id: flags.id } : {}) };
       checkInput(createProjectInput, fields, "project", flagOfField);
-      asUsageError(() => checkProjectValues(createProjectInput.parse(fields), flagOfField));
+      asUsageError(() => checkNewProject(createProjectInput.parse(fields), flagOfField));
       return (admin) => admin.createProject(fields, flagOfField);
     }
     case "projects list":
