@@ -131,7 +131,8 @@ for (const engine of storageEngines) {
           cachedTokens: 4,
           reasoningTokens: 0,
           costUsd: 0.001,
-          unpricedRequests: 1,
+          // r2's error cost nothing: it is not a call whose cost is unknown.
+          unpricedRequests: 0,
         },
         {
           group: "2026-11-03",
@@ -156,6 +157,23 @@ for (const engine of storageEngines) {
         ["text", 1],
       ]);
       expect(await records.spendSince("p1", "2026-11-03T00:00:00.000Z")).toBeCloseTo(0.5, 9);
+    });
+
+    it("counts as unpriced the calls that went through (ok or cut short) without a known cost, not errors", async () => {
+      const records = createUsageRepository(database.db, database.sqlite);
+      await records.insertBatch([
+        usage("u1", { project_id: "unpriced", cost_usd: null }),
+        usage("u2", { project_id: "unpriced", cost_usd: null, outcome: "aborted", status: 499 }),
+        usage("u3", { project_id: "unpriced", cost_usd: null, outcome: "error", status: 401 }),
+        usage("u4", { project_id: "unpriced", cost_usd: 0.25 }),
+      ]);
+      const [day] = await records.report({
+        projectId: "unpriced",
+        from: "2026-11-01T00:00:00.000Z",
+        to: "2026-12-01T00:00:00.000Z",
+        groupBy: "day",
+      });
+      expect(day).toMatchObject({ requests: 4, errors: 2, costUsd: 0.25, unpricedRequests: 2 });
     });
 
     it("orders report groups the same on both engines: code-unit order, a null group last", async () => {

@@ -118,7 +118,11 @@ export function createUsageRepository(
             sql<number>`coalesce(sum(cached_tokens * 1.0), 0)`.as("cached_tokens"),
             sql<number>`coalesce(sum(reasoning_tokens * 1.0), 0)`.as("reasoning_tokens"),
             sql<number | null>`sum(cost_usd)`.as("cost_usd"),
-            sql<number>`sum(case when cost_usd is null then 1 else 0 end)`.as("unpriced"),
+            // Calls whose cost is unknown: a refusal or an error costs nothing, so only rows whose call
+            // went through (ok, or cut short) without a price count.
+            sql<number>`sum(case when cost_usd is null and outcome <> 'error' then 1 else 0 end)`.as(
+              "unpriced",
+            ),
           ])
           .where("project_id", "=", projectId)
           .where("created_at", ">=", from)
