@@ -28,6 +28,7 @@ import { createMetrics } from "./observability/metrics.js";
 import { productionWarnings } from "./production-warnings.js";
 import { createAiSdkModels } from "./providers/ai-sdk-provider.js";
 import { createProviderAdapters } from "./providers/provider-adapter.js";
+import { createProviderFetch } from "./providers/provider-fetch.js";
 import { costOfProxiedCall } from "./proxy/call-cost.js";
 import { createUpstreamPools } from "./proxy/forward.js";
 import { createAuthThrottle } from "./rate-limit/auth-throttle.js";
@@ -185,6 +186,11 @@ export async function createGateway(config: Config, injected: Partial<Injectable
     idleMs: config.upstreamIdleTimeoutMs,
   });
 
+  const providerFetch = createProviderFetch({
+    connectMs: config.upstreamConnectTimeoutMs,
+    headersMs: config.upstreamHeadersTimeoutMs,
+    idleMs: config.upstreamIdleTimeoutMs,
+  });
   const aiModels = createAiSdkModels({
     baseUrls: {
       "provider-a": config.providerABaseUrl,
@@ -193,6 +199,7 @@ export async function createGateway(config: Config, injected: Partial<Injectable
     },
     providerBVersion: config.providerBVersion,
     clientIdentifier: `sluice/${version}`,
+    fetch: providerFetch.fetch,
   });
 
   const { vault, localVault, signer } = chooseVault(config, secretBox, () =>
@@ -285,6 +292,7 @@ export async function createGateway(config: Config, injected: Partial<Injectable
         recorder,
         closeConnections: async () => {
           await pools.close();
+          await providerFetch.close();
           await limiter.close();
           redis?.disconnect();
           await database.close();

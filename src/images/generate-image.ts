@@ -2,6 +2,7 @@ import { randomUUID } from "node:crypto";
 import { GatewayError } from "../errors.js";
 import type { AiSdkModels, SdkImageModel } from "../providers/ai-sdk-provider.js";
 import type { ProviderId } from "../providers/provider-id.js";
+import { apiCallFailure, isProviderTimeout } from "../providers/sdk-call-failure.js";
 import type { Project } from "../storage/project-repository.js";
 import { bareModelId, defaultModel, findModel } from "../usage/model-catalogue.js";
 import { imageCost } from "./image-cost.js";
@@ -223,7 +224,7 @@ function describeWarning(warning: unknown): string {
 }
 
 function imageFailure(ai: typeof import("ai"), error: unknown, provider: ProviderId): GatewayError {
-  if (error instanceof Error && (error.name === "AbortError" || error.name === "TimeoutError")) {
+  if (isProviderTimeout(error)) {
     return new GatewayError("PROVIDER_TIMEOUT", "The provider did not answer in time", {
       cause: error,
       provider,
@@ -238,17 +239,7 @@ function imageFailure(ai: typeof import("ai"), error: unknown, provider: Provide
       cause: error,
     });
   }
-  if (ai.APICallError.isInstance(error)) {
-    return new GatewayError(
-      "PROVIDER_ERROR",
-      `The provider failed to generate images (status ${error.statusCode ?? "none"})`,
-      {
-        cause: error,
-        provider,
-        details: { providerStatus: error.statusCode ?? null, retryable: error.isRetryable },
-      },
-    );
-  }
+  if (ai.APICallError.isInstance(error)) return apiCallFailure(error, provider, "generate images");
   return new GatewayError("PROVIDER_ERROR", "The provider failed to generate images", {
     cause: error,
     provider,

@@ -60,9 +60,7 @@ export function createAiSdkModels(options: AiSdkProviderOptions) {
       extraBody?: Record<string, unknown>,
     ): Promise<SdkImageModel | null> {
       requireModelName(model);
-      const imageFetch = extraBody
-        ? { fetch: mergingFetch(fetch, extraBody) }
-        : fetchOption;
+      const imageFetch = extraBody ? { fetch: mergingFetch(fetch, extraBody) } : fetchOption;
       switch (provider) {
         case "provider-a":
           return (await import("@ai-sdk/openai"))

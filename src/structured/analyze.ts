@@ -2,6 +2,7 @@ import type { ModelMessage } from "ai";
 import { GatewayError } from "../errors.js";
 import type { AiSdkModels } from "../providers/ai-sdk-provider.js";
 import type { ProviderId } from "../providers/provider-id.js";
+import { apiCallFailure, isProviderTimeout } from "../providers/sdk-call-failure.js";
 import { type TokenUsage, tokenCount } from "../usage/token-usage.js";
 import type { AnalysisKind } from "./model-choice.js";
 import { validateAgainstSchema } from "./output-schema.js";
@@ -176,10 +177,7 @@ function providerFailure(
   signal: AbortSignal,
   provider: ProviderId,
 ): GatewayError {
-  if (
-    signal.aborted ||
-    (error instanceof Error && (error.name === "AbortError" || error.name === "TimeoutError"))
-  ) {
+  if (signal.aborted || isProviderTimeout(error)) {
     return new GatewayError("PROVIDER_TIMEOUT", "The provider did not answer in time", {
       cause: error,
       provider,
@@ -195,17 +193,7 @@ function providerFailure(
       { cause: error },
     );
   }
-  if (ai.APICallError.isInstance(error)) {
-    return new GatewayError(
-      "PROVIDER_ERROR",
-      `The provider failed to process the request (status ${error.statusCode ?? "none"})`,
-      {
-        cause: error,
-        provider,
-        details: { providerStatus: error.statusCode ?? null, retryable: error.isRetryable },
-      },
-    );
-  }
+  if (ai.APICallError.isInstance(error)) return apiCallFailure(error, provider, "process the request");
   return new GatewayError("PROVIDER_ERROR", "The provider failed to process the request", {
     cause: error,
     provider,
