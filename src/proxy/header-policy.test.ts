@@ -60,7 +60,7 @@ describe("header policy", () => {
     });
   });
 
-  it("passes provider response headers except hop-by-hop ones, cookies and those named by Connection", () => {
+  it("passes provider response headers except hop-by-hop ones, cookies, CORS and those named by Connection", () => {
     const head = clientResponseHeaders(
       raw([
         ["Content-Type", "text/event-stream"],
@@ -71,6 +71,9 @@ describe("header policy", () => {
         ["Keep-Alive", "timeout=5"],
         ["transfer-encoding", "chunked"],
         ["set-cookie", "__cf_bm=1"],
+        // Without Sluice's own CORS headers too: the gateway decides who may call it.
+        ["Access-Control-Allow-Origin", "https://evil.example"],
+        ["access-control-expose-headers", "*"],
         ["vary", "origin"],
         ["Vary", "accept-encoding"],
         ["x-latin1", "caf\u00e9"],

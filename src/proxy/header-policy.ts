@@ -106,9 +106,9 @@ export interface ClientResponseHead {
  * name/value Buffers, read here once instead of through a parsed object): the provider's (as
  * above), then Sluice's own (`own`: x-request-id, RateLimit, CORS). A provider header of the same
  * name wins, except the provider's `x-request-id`, which stays where its SDK reads it while
- * Sluice's id moves to `x-sluice-request-id`. When `own` carries CORS headers, they are the
- * gateway's policy: the provider's `access-control-*` headers are dropped and Sluice's `vary`
- * is added beside the provider's. A value that quotes `providerKey`, the key Sluice injected, has
+ * Sluice's id moves to `x-sluice-request-id`. The provider's `access-control-*` headers are always
+ * dropped: the gateway's CORS policy (the ones `own` carries, or none) decides who may call it, and
+ * Sluice's `vary` is added beside the provider's. A value that quotes `providerKey`, the key Sluice injected, has
  * it replaced by `[redacted]` (a server that echoes the request would hand the client the key).
  */
 export function clientResponseHeaders(
@@ -120,11 +120,10 @@ export function clientResponseHeaders(
   let contentType = "";
   let contentEncoding = "";
   let connection = "";
-  const cors = own["access-control-allow-origin"] !== undefined;
   for (let index = 0; index + 1 < raw.length; index += 2) {
     const name = latin1(raw[index] as Buffer | string).toLowerCase();
     if (name === "connection") connection = latin1(raw[index + 1] as Buffer | string);
-    if (droppedResponseHeaders.has(name) || (cors && name.startsWith("access-control-"))) continue;
+    if (droppedResponseHeaders.has(name) || name.startsWith("access-control-")) continue;
     let value = latin1(raw[index + 1] as Buffer | string);
     if (providerKey !== "") value = maskKeyInHeader(value, providerKey);
     if (name === "content-type" && contentType === "") contentType = value;
