@@ -121,6 +121,15 @@ describe("loadConfig", () => {
     expect(message).toContain("SLUICE_ADMIN_TOKEN: Too small");
   });
 
+  it("names a master key that is not 32 bytes of base64 beside the other problems, never its value", () => {
+    const message = problemsOf({ SLUICE_MASTER_KEY: "abc-secret-ish", PORT: "x" });
+    expect(message).toContain("PORT:");
+    expect(message).toContain("SLUICE_MASTER_KEY: must be 32 bytes, base64-encoded");
+    expect(message).not.toContain("abc-secret-ish");
+    const key = Buffer.alloc(32, 7).toString("base64");
+    expect(loadConfig({ SLUICE_MASTER_KEY: key }).masterKey).toBe(key);
+  });
+
   it("reads SLUICE_TRUST_PROXY as addresses and subnets and refuses anything that would trust nothing", () => {
     expect(loadConfig({ SLUICE_TRUST_PROXY: "10.0.0.1, 10.0.0.0/8,2001:db8::/32" }).trustProxy).toEqual([
       "10.0.0.1",

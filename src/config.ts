@@ -158,7 +158,11 @@ export const settings = {
   ),
   masterKey: setting(
     "SLUICE_MASTER_KEY",
-    optionalString,
+    // Checked with every other setting, so a bad key is named beside them (its value never is).
+    optionalString.refine(
+      (value) => value === undefined || Buffer.from(value, "base64").length === 32,
+      "must be 32 bytes, base64-encoded (e.g. `openssl rand -base64 32`)",
+    ),
     undefined,
     "32-byte key (base64) for secrets at rest (unset: generated into the data dir on the embedded SQLite default, development only)",
   ),
