@@ -517,6 +517,17 @@ describe("authenticate: the SPEC's methods, in order", () => {
     expect(production.calls.length).toBe(before);
   });
 
+  it.each([
+    ["Basic dXNlcjpwYXNz", "Authorization must be Bearer <partial_key>.<token>"],
+    ["Token abc.def", "Authorization must be Bearer <partial_key>.<token>"],
+    ["Bearer", "the key must be <partial_key>.<token>"],
+    ["Bearer a.", "the key must be <partial_key>.<token>"],
+  ])("says what is wrong with the Authorization %j", async (authorization, reason) => {
+    const fixture = await project(true, true);
+    const result = await run(fixture.projectId, { authorization });
+    expect(result.ok ? "" : result.error.message).toBe(`No authentication method succeeded: ${reason}`);
+  });
+
   it("answers 400 without a project id", async () => {
     const result = await run(undefined, { authorization: "Bearer a.b" });
     expect(result.ok ? 200 : result.error.code).toBe("BAD_REQUEST");

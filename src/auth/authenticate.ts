@@ -284,7 +284,7 @@ export function createAuthenticator(deps: AuthenticatorDeps) {
       const partialKey = separator > 0 ? bearer.slice(0, separator) : "";
       const token = separator > 0 ? bearer.slice(separator + 1) : "";
       if (!partialKey || !token)
-        note(unauthorized("the Bearer value must be <partial_key>.<token>"), "bearer-test-key");
+        note(unauthorized(malformedBearer(headers.authorization)), "bearer-test-key");
       else if (testModeOn(project) && (await matchesTestKey(project, token))) {
         const key = await rebuildKey(project, partialKey, provider);
         if (!(key instanceof GatewayError)) return success("bearer-test-key", project, provider, key, null);
@@ -389,6 +389,13 @@ function failure(error: GatewayError, project: Project | null, method: AuthMetho
 
 function unauthorized(reason: string): GatewayError {
   return new GatewayError("UNAUTHORIZED", `No authentication method succeeded: ${reason}`);
+}
+
+/** What is wrong with a credential that is not `<partial_key>.<token>`, as the caller sent it. */
+function malformedBearer(authorization: string | undefined): string {
+  if (authorization !== undefined && !/^bearer(?:[ \t]|$)/i.test(authorization))
+    return "Authorization must be Bearer <partial_key>.<token>";
+  return "the key must be <partial_key>.<token>";
 }
 
 const testModeOffInProduction = "Test Mode is off in production, so test keys are not accepted";
