@@ -27,6 +27,7 @@ import { createLogger, type Logger } from "./observability/logger.js";
 import { createMetrics } from "./observability/metrics.js";
 import { productionWarnings } from "./production-warnings.js";
 import { createAiSdkModels } from "./providers/ai-sdk-provider.js";
+import { fetchBlockedPortWarnings } from "./providers/fetch-blocked-ports.js";
 import { createProviderAdapters } from "./providers/provider-adapter.js";
 import { createProviderFetch } from "./providers/provider-fetch.js";
 import { costOfProxiedCall } from "./proxy/call-cost.js";
@@ -115,7 +116,10 @@ export async function createGateway(config: Config, injected: Partial<Injectable
     const seeded = await seedProjects(admin, config.configFile);
     logger.info(seeded, "projects seeded from SLUICE_CONFIG_FILE");
   }
-  for (const warning of await productionWarnings(config, projects))
+  for (const warning of [
+    ...(await productionWarnings(config, projects)),
+    ...fetchBlockedPortWarnings(config),
+  ])
     logger.warn(warning.fields, warning.message);
 
   const redis: Redis | undefined = config.redisUrl

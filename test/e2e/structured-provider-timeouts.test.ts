@@ -31,7 +31,7 @@ describe("structured and image calls on the configured upstream timeouts", () =>
     sluice = await startTestGateway({
       providerABaseUrl: `${url}/a/v1`,
       // Nothing listens there.
-      providerBBaseUrl: "http://127.0.0.1:9/v1",
+      providerBBaseUrl: "http://127.0.0.1:59/v1",
       providerCBaseUrl: `${url}/c/v1beta`,
       upstreamHeadersTimeoutMs: 60_000,
       upstreamIdleTimeoutMs: 500,
