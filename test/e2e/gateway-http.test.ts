@@ -232,8 +232,8 @@ describe("the gateway over HTTP", () => {
         "device check without its key",
         JSON.stringify({ name: "x", provider: "provider-a", deviceCheck: { enabled: true } }),
         admin,
-        400,
-        "BAD_REQUEST",
+        422,
+        "VALIDATION_ERROR",
       ],
       [
         "a bad .p8",
