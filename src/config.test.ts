@@ -62,6 +62,7 @@ describe("loadConfig", () => {
       "SLUICE_DEVICECHECK_TIMEOUT_MS",
       "SLUICE_PDF_FETCH_TIMEOUT_MS",
       "SLUICE_PROJECT_CACHE_TTL_MS",
+      "SLUICE_VAULT_TIMEOUT_MS",
       "SLUICE_USAGE_FLUSH_INTERVAL_MS",
       "SLUICE_SHUTDOWN_TIMEOUT_MS",
     ]) {
@@ -72,6 +73,10 @@ describe("loadConfig", () => {
       expect(() => loadConfig({ [name]: "1e4" }), name).toThrow(new RegExp(name));
     }
     expect(loadConfig({ SLUICE_PROJECT_CACHE_TTL_MS: "0" }).projectCacheTtlMs).toBe(0);
+    expect(() => loadConfig({ SLUICE_VAULT_TIMEOUT_MS: "0" })).toThrow(
+      /SLUICE_VAULT_TIMEOUT_MS: must be at least 1/,
+    );
+    expect(loadConfig({}).vaultTimeoutMs).toBe(10_000);
   });
 
   it("takes only http:// and https:// URLs for the providers, Apple, the public URL and S3", () => {

@@ -316,6 +316,12 @@ export const settings = {
     "3600",
     "lifetime of a signed vault URL (at most 604800, 7 days, with an S3 vault)",
   ),
+  vaultTimeoutMs: setting(
+    "SLUICE_VAULT_TIMEOUT_MS",
+    milliseconds,
+    "10000",
+    "time allowed to store one generated image in the vault (503 after)",
+  ),
   vaultS3Endpoint: setting(
     "SLUICE_VAULT_S3_ENDPOINT",
     httpUrl.optional(),

@@ -274,6 +274,7 @@ export async function createGateway(config: Config, injected: Partial<Injectable
         models: aiModels,
         vault,
         vaultUrlTtlSeconds: config.vaultUrlTtlSeconds,
+        vaultTimeoutMs: config.vaultTimeoutMs,
         timeoutMs: config.upstreamHeadersTimeoutMs,
         now,
         maxBodyBytes: config.maxBodyBytes,

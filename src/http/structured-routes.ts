@@ -59,7 +59,7 @@ async function handle(deps: StructuredRouteDeps, kind: AnalysisKind, context: Re
       );
     }
     const schema = usableSchema(call.project);
-    const input = await parseInput(deps, kind, value, call.provider);
+    const input = await parseInput(deps, kind, value, call.provider, client.signal);
     model = chooseModel(call.project, call.provider, kind);
     const result = await analyze(deps.models, {
       provider: call.provider,
@@ -130,6 +130,8 @@ async function parseInput(
   kind: AnalysisKind,
   value: string,
   provider: ProviderId,
+  /** Stops a PDF fetch by URL: the client left. */
+  signal: AbortSignal,
 ): Promise<AnalysisInput> {
   if (kind === "text") return { kind, text: value };
   if (kind === "vision") {
@@ -138,5 +140,5 @@ async function parseInput(
     return { kind, ...image };
   }
   const pdf = parsePdfInput(value, { maxBytes: deps.maxPdfBytes });
-  return { kind, bytes: pdf.kind === "data" ? pdf.bytes : await deps.fetchPdf(pdf.url) };
+  return { kind, bytes: pdf.kind === "data" ? pdf.bytes : await deps.fetchPdf(pdf.url, signal) };
 }

@@ -33,6 +33,7 @@ describe("image generation failures", () => {
         models,
         vault: { put: async () => {}, signedUrl: () => "" },
         vaultUrlTtlSeconds: 60,
+        vaultTimeoutMs: 5000,
         timeoutMs: 5000,
         now: () => new Date(),
       };

@@ -20,6 +20,8 @@ export interface ImageGenerationDeps {
   models: AiSdkModels;
   vault: VaultStore;
   vaultUrlTtlSeconds: number;
+  /** Time allowed to store one image in the vault (SLUICE_VAULT_TIMEOUT_MS). */
+  vaultTimeoutMs: number;
   timeoutMs: number;
   now: () => Date;
 }
@@ -112,7 +114,9 @@ export async function generateImages(
       : costOf(generated.images.length);
   onBilled(costUsd);
   for (const warning of generated.warnings) warnings.push(describeWarning(warning));
-  const images = await Promise.all(generated.images.map((image) => storeImage(deps, call.project, image)));
+  const images = await Promise.all(
+    generated.images.map((image) => storeImage(deps, call.project, image, signal)),
+  );
   const result: ImageResult = { images };
   if (warnings.length > 0) result.warnings = warnings;
   const revised = (
@@ -184,28 +188,56 @@ function extraParameters(provider: ProviderId, style: string | undefined, safety
   return undefined;
 }
 
+/**
+ * Stores one image in the vault within `vaultTimeoutMs`, stopped early when the client leaves
+ * (`clientSignal`). A store that does not stop on the signal is no longer waited for either.
+ */
 async function storeImage(
   deps: ImageGenerationDeps,
   project: Project,
   image: { base64: string; uint8Array: Uint8Array; mediaType: string },
+  clientSignal?: AbortSignal,
 ) {
   if (!project.saveImagesToVault || !project.teamId)
     return { base64: image.base64, mediaType: image.mediaType };
   const path = vaultPath(project.teamId, project.id, deps.now(), randomUUID(), image.mediaType);
-  await deps.vault.put(path, image.uint8Array, image.mediaType).catch((error: unknown) => {
-    // The vault's store (a directory, an object store) is a dependency that failed, not a bug: 503,
-    // as for the database. The images were generated and are billed (the row records their cost).
-    throw new GatewayError("SERVICE_UNAVAILABLE", "The image vault could not store the generated images", {
-      cause: error,
-      headers: { "retry-after": "5" },
-    });
-  });
+  const deadline = AbortSignal.timeout(deps.vaultTimeoutMs);
+  const signal = clientSignal ? AbortSignal.any([deadline, clientSignal]) : deadline;
+  await untilAborted(deps.vault.put(path, image.uint8Array, image.mediaType, signal), signal).catch(
+    (error: unknown) => {
+      // The vault's store (a directory, an object store) is a dependency that failed, not a bug:
+      // 503, as for the database. The images were generated and are billed (the row records their
+      // cost). A client that left gets no answer; its row says aborted (499).
+      throw new GatewayError(
+        "SERVICE_UNAVAILABLE",
+        deadline.aborted
+          ? `The image vault did not store the generated images within ${deps.vaultTimeoutMs} ms`
+          : "The image vault could not store the generated images",
+        { cause: error, headers: { "retry-after": "5" } },
+      );
+    },
+  );
   return {
     base64: image.base64,
     mediaType: image.mediaType,
     url: deps.vault.signedUrl(path, deps.vaultUrlTtlSeconds),
     path,
   };
+}
+
+/** `work`, or the signal's reason as soon as `signal` aborts, whichever comes first. */
+async function untilAborted<T>(work: Promise<T>, signal: AbortSignal): Promise<T> {
+  let onAbort = () => {};
+  const aborted = new Promise<never>((_resolve, reject) => {
+    onAbort = () => reject(signal.reason);
+    if (signal.aborted) onAbort();
+    else signal.addEventListener("abort", onAbort, { once: true });
+  });
+  try {
+    return await Promise.race([work, aborted]);
+  } finally {
+    signal.removeEventListener("abort", onAbort);
+  }
 }
 
 function describeWarning(warning: unknown): string {

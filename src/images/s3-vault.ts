@@ -21,7 +21,7 @@ export interface S3VaultOptions {
 export function createS3Vault(options: S3VaultOptions): VaultStore {
   const now = options.now ?? (() => new Date());
   return {
-    async put(path, bytes, mediaType) {
+    async put(path, bytes, mediaType, signal) {
       // The same paths as the local vault, so a project behaves alike on either store.
       if (!isSafeVaultPath(path)) throw new Error("unsafe vault path");
       const url = presignS3Url(options, "PUT", path, 300, now());
@@ -29,6 +29,9 @@ export function createS3Vault(options: S3VaultOptions): VaultStore {
         method: "PUT",
         body: bytes,
         headers: { "content-type": mediaType, "content-length": String(bytes.length) },
+        // Without it, a store that takes the PUT and never answers holds the request for undici's
+        // 5-minute header timeout; the signal also covers reading the answer.
+        signal,
       });
       await response.body.dump();
       if (response.statusCode >= 300)

@@ -3,7 +3,8 @@
  * (default) or S3-compatible object storage, behind one interface.
  */
 export interface VaultStore {
-  put(path: string, bytes: Uint8Array, mediaType: string): Promise<void>;
+  /** `signal` stops the write (its deadline passed, or the client left); the write then fails. */
+  put(path: string, bytes: Uint8Array, mediaType: string, signal?: AbortSignal): Promise<void>;
   /** A URL that fetches the object for `ttlSeconds`, without other credentials. */
   signedUrl(path: string, ttlSeconds: number): string;
 }

@@ -20,7 +20,8 @@ export interface SafePdfFetcherOptions {
  * is pinned to the checked address so DNS cannot change between check and connect; redirects are
  * followed by hand (at most 3), each hop checked again (a URL with credentials is refused on any
  * hop); size and time are capped, the time cap covering every hop's DNS lookup too; the content
- * must start with `%PDF-`. Every refusal is 400 BAD_REQUEST (413 over the size cap).
+ * must start with `%PDF-`. Every refusal is 400 BAD_REQUEST (413 over the size cap). The caller's
+ * `signal` (the client left) stops the fetch at once, wherever it is, as the deadline does.
  */
 export function createSafePdfFetcher(options: SafePdfFetcherOptions) {
   const resolve =
@@ -43,12 +44,15 @@ export function createSafePdfFetcher(options: SafePdfFetcherOptions) {
     return addresses[0]!.address;
   }
 
-  /** The lookup runs under the fetch's deadline: one that takes longer fails as the time-out does. */
+  /**
+   * The lookup runs under the fetch's deadline: one that takes longer fails as the time-out does,
+   * and one still running when the caller's signal aborts is given up as well.
+   */
   async function resolveHost(host: string, deadline: AbortSignal) {
-    if (deadline.aborted) throw tooSlow();
+    if (deadline.aborted) throw stopped(deadline);
     let onAbort = () => {};
     const timedOut = new Promise<never>((_resolve, reject) => {
-      onAbort = () => reject(tooSlow());
+      onAbort = () => reject(stopped(deadline));
       deadline.addEventListener("abort", onAbort, { once: true });
     });
     try {
@@ -56,16 +60,18 @@ export function createSafePdfFetcher(options: SafePdfFetcherOptions) {
       return await Promise.race([resolve(host), timedOut]);
     } catch (error) {
       if (error instanceof GatewayError) throw error;
-      throw deadline.aborted ? tooSlow() : refuse("the PDF URL's host does not resolve");
+      throw deadline.aborted ? stopped(deadline) : refuse("the PDF URL's host does not resolve");
     } finally {
       deadline.removeEventListener("abort", onAbort);
     }
   }
 
-  return async function fetchPdf(start: URL): Promise<Uint8Array> {
-    const deadline = AbortSignal.timeout(options.timeoutMs);
+  return async function fetchPdf(start: URL, signal?: AbortSignal): Promise<Uint8Array> {
+    const timeout = AbortSignal.timeout(options.timeoutMs);
+    const deadline = signal ? AbortSignal.any([timeout, signal]) : timeout;
     let url = start;
     for (let hop = 0; hop <= maxRedirects; hop++) {
+      if (deadline.aborted) throw stopped(deadline);
       const address = await checkedAddress(url, deadline);
       const agent = pinnedAgent(address, options.timeoutMs);
       try {
@@ -87,7 +93,7 @@ export function createSafePdfFetcher(options: SafePdfFetcherOptions) {
         return await readCapped(response.body, options.maxBytes);
       } catch (error) {
         if (error instanceof GatewayError) throw error;
-        throw deadline.aborted ? tooSlow() : refuse("could not fetch the PDF");
+        throw deadline.aborted ? stopped(deadline) : refuse("could not fetch the PDF");
       } finally {
         void agent.close();
       }
@@ -134,8 +140,12 @@ function refuse(message: string): GatewayError {
   return new GatewayError("BAD_REQUEST", message);
 }
 
-function tooSlow(): GatewayError {
-  return refuse("fetching the PDF took too long");
+/** Why an aborted fetch stopped: its own deadline passed, or the caller gave it up. */
+function stopped(deadline: AbortSignal): GatewayError {
+  const reason: unknown = deadline.reason;
+  return reason instanceof Error && reason.name === "TimeoutError"
+    ? refuse("fetching the PDF took too long")
+    : refuse("fetching the PDF was cancelled");
 }
 
 export type FetchPdf = ReturnType<typeof createSafePdfFetcher>;

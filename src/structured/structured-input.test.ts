@@ -184,6 +184,8 @@ describe("SSRF-safe PDF fetch", () => {
   let allowed: Server;
   let allowedPort = 0;
   const allowedRequests: string[] = [];
+  /** When the connection of the last `/drip` request closed (ms since the epoch). */
+  let dripClosed: number | undefined;
 
   beforeAll(async () => {
     forbidden = createServer((_request, response) => response.end(pdf));
@@ -201,6 +203,21 @@ describe("SSRF-safe PDF fetch", () => {
       if (request.url === "/big") return void response.end(Buffer.concat([pdf, Buffer.alloc(5000)]));
       if (request.url === "/missing") return void response.writeHead(404).end();
       if (request.url === "/slow") return void setTimeout(() => response.end(pdf), 3000);
+      if (request.url === "/drip") {
+        // The headers at once, then one byte every 100 ms: longer than the deadline.
+        dripClosed = undefined;
+        response.writeHead(200, { "content-type": "application/pdf" });
+        let index = 0;
+        const timer = setInterval(() => {
+          if (index < pdf.length) response.write(pdf.subarray(index, ++index));
+          else response.end();
+        }, 100);
+        response.on("close", () => {
+          clearInterval(timer);
+          dripClosed = Date.now();
+        });
+        return;
+      }
       if (request.url === "/to-forbidden")
         return void response.writeHead(302, { location: `http://127.0.0.2:${forbiddenPort}/x.pdf` }).end();
       if (request.url === "/to-self") return void response.writeHead(302, { location: "/doc.pdf" }).end();
@@ -326,6 +343,53 @@ describe("SSRF-safe PDF fetch", () => {
     expect((error as Error).message).toBe("fetching the PDF took too long");
     expect(Date.now() - started).toBeLessThan(2300);
     expect(allowedRequests).toEqual(["/to-self"]);
+  });
+
+  it("stops at once when the caller's signal aborts, mid-body or mid-lookup, well before the deadline", async () => {
+    const abortIn = (ms: number) => {
+      const controller = new AbortController();
+      setTimeout(() => controller.abort(new Error("The client disconnected")), ms);
+      return controller.signal;
+    };
+    let started = Date.now();
+    let error = await fetcher()(new URL(`http://127.0.0.3:${allowedPort}/drip`), abortIn(200)).then(
+      () => null,
+      (caught: unknown) => caught,
+    );
+    expect(error instanceof GatewayError && error.code).toBe("BAD_REQUEST");
+    expect((error as Error).message).toBe("fetching the PDF was cancelled");
+    expect(Date.now() - started).toBeLessThan(700);
+    // The download itself stopped: the server saw its connection close.
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    expect((dripClosed ?? Number.POSITIVE_INFINITY) - started).toBeLessThan(800);
+
+    const slowLookup = () =>
+      new Promise<Array<{ address: string; family: number }>>((resolve) =>
+        setTimeout(() => resolve([{ address: "127.0.0.3", family: 4 }]), 2500),
+      );
+    started = Date.now();
+    error = await fetcher(slowLookup)(
+      new URL(`http://slow-dns.example:${allowedPort}/doc.pdf`),
+      abortIn(100),
+    ).then(
+      () => null,
+      (caught: unknown) => caught,
+    );
+    expect((error as Error).message).toBe("fetching the PDF was cancelled");
+    expect(Date.now() - started).toBeLessThan(600);
+  });
+
+  it("still names its own deadline when a caller's signal is given and does not abort", async () => {
+    const started = Date.now();
+    const error = await fetcher()(
+      new URL(`http://127.0.0.3:${allowedPort}/drip`),
+      new AbortController().signal,
+    ).then(
+      () => null,
+      (caught: unknown) => caught,
+    );
+    expect((error as Error).message).toBe("fetching the PDF took too long");
+    expect(Date.now() - started).toBeLessThan(2300);
   });
 
   it("refuses http in production, redirect loops, non-PDF content, errors, slowness and size", async () => {

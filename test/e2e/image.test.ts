@@ -1,4 +1,6 @@
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import { createServer, type Server } from "node:http";
+import { type AddressInfo, connect } from "node:net";
 import { join } from "node:path";
 import { afterAll, beforeAll, beforeEach, describe, expect, it, vi } from "vitest";
 import { type FakeUpstream, startFakeUpstream } from "../fakes/fake-upstream.js";
@@ -668,5 +670,120 @@ describe("image generation", () => {
       images: Array<Record<string, unknown>>;
     };
     expect(Object.keys(body.images[0]!).sort()).toEqual(["base64", "mediaType"]);
+  });
+});
+
+describe("image generation with an S3 vault that takes the upload and never answers", () => {
+  let fake: FakeUpstream;
+  let s3: Server;
+  let sluice: TestGateway;
+  let project: TestProject;
+  // What the object store saw of each upload: when it arrived and when its connection closed.
+  const uploads: Array<{ arrived: number; closed?: number }> = [];
+
+  beforeAll(async () => {
+    fake = await startFakeUpstream();
+    s3 = createServer((request, response) => {
+      const upload: { arrived: number; closed?: number } = { arrived: Date.now() };
+      uploads.push(upload);
+      request.resume();
+      response.on("close", () => {
+        upload.closed = Date.now();
+      });
+    });
+    await new Promise<void>((resolve) => s3.listen(0, "127.0.0.1", resolve));
+    sluice = await startTestGateway({
+      providerCBaseUrl: `${fake.url}/c/v1beta`,
+      vaultTimeoutMs: 1500,
+      vaultS3Endpoint: `http://127.0.0.1:${(s3.address() as AddressInfo).port}`,
+      vaultS3Bucket: "vault",
+      vaultS3AccessKeyId: "id",
+      vaultS3SecretAccessKey: "secret",
+    });
+    project = await createTestProject(sluice.gateway, {
+      provider: "provider-c",
+      teamId: "team1",
+      saveImagesToVault: true,
+    });
+  });
+
+  afterAll(async () => {
+    await sluice.close();
+    await fake.close();
+    s3.closeAllConnections();
+    await new Promise((resolve) => s3.close(resolve));
+  });
+
+  beforeEach(() => {
+    fake.clear();
+    uploads.length = 0;
+  });
+
+  const waitFor = async (done: () => boolean, ms: number) => {
+    const until = Date.now() + ms;
+    while (!done() && Date.now() < until) await new Promise((resolve) => setTimeout(resolve, 10));
+  };
+
+  it("answers 503 with Retry-After once SLUICE_VAULT_TIMEOUT_MS has passed, with the cost recorded", {
+    timeout: 10_000,
+  }, async () => {
+    const started = Date.now();
+    const response = await fetch(`${sluice.url}/v1/image/${project.projectId}`, {
+      method: "POST",
+      headers: {
+        authorization: `Bearer ${project.bearer("provider-c")}`,
+        "content-type": "application/json",
+      },
+      body: JSON.stringify({ prompt: "a cat" }),
+      signal: AbortSignal.timeout(6000),
+    });
+    expect(Date.now() - started).toBeLessThan(4000);
+    expect(response.status).toBe(503);
+    expect(response.headers.get("retry-after")).toBe("5");
+    const error = ((await response.clone().json()) as { error: { code: string; message: string } }).error;
+    expect(error).toMatchObject({
+      code: "SERVICE_UNAVAILABLE",
+      message: expect.stringMatching(/within 1500 ms/),
+    });
+    expect(uploads).toHaveLength(1);
+    // The upload is abandoned, not left open.
+    await waitFor(() => uploads[0]?.closed !== undefined, 1000);
+    expect(uploads[0]?.closed).toBeDefined();
+    expect(await usageRowOf(sluice.gateway, response)).toMatchObject({
+      status: 503,
+      error_code: "SERVICE_UNAVAILABLE",
+      model: "imagen-4.0-generate-001",
+      cost_usd: 0.04,
+    });
+  });
+
+  it("stops the upload at once when the client leaves, and records the request as aborted with its cost", {
+    timeout: 10_000,
+  }, async () => {
+    const body = JSON.stringify({ prompt: "a cat" });
+    const socket = connect(Number(new URL(sluice.url).port), "127.0.0.1");
+    socket.on("error", () => {});
+    socket.write(
+      `POST /v1/image/${project.projectId} HTTP/1.1\r\nhost: x\r\n` +
+        `authorization: Bearer ${project.bearer("provider-c")}\r\ncontent-type: application/json\r\n` +
+        `content-length: ${Buffer.byteLength(body)}\r\n\r\n${body}`,
+    );
+    await waitFor(() => uploads.length > 0, 3000);
+    expect(uploads).toHaveLength(1);
+    const left = Date.now();
+    socket.destroy();
+    await waitFor(() => uploads[0]?.closed !== undefined, 3000);
+    // Well before the vault's own deadline (1500 ms).
+    expect((uploads[0]?.closed ?? Number.POSITIVE_INFINITY) - left).toBeLessThan(700);
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    await sluice.gateway.flushUsage();
+    const rows = await sluice.gateway.database.db
+      .selectFrom("usage_records")
+      .selectAll()
+      .where("project_id", "=", project.projectId)
+      .where("status", "=", 499)
+      .execute();
+    expect(rows).toHaveLength(1);
+    expect(rows[0]).toMatchObject({ outcome: "aborted", cost_usd: 0.04 });
   });
 });

@@ -1,5 +1,5 @@
 import { createServer, type Server } from "node:http";
-import type { AddressInfo } from "node:net";
+import { type AddressInfo, connect } from "node:net";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import type { ProviderId } from "../../src/providers/provider-id.js";
 import { createSafePdfFetcher } from "../../src/structured/safe-pdf-fetch.js";
@@ -33,12 +33,29 @@ describe("structured analysis", () => {
   let sluice: TestGateway;
   let pdfServer: Server;
   let pdfServerConnections = 0;
+  /** When the connection of the last `/drip.pdf` download started and closed (ms since the epoch). */
+  const drip: { started?: number; closed?: number } = {};
   let pdfUrl: string;
   const projects = {} as Record<"provider-a" | "provider-b" | "provider-c", TestProject>;
 
   beforeAll(async () => {
     fake = await startFakeUpstream();
-    pdfServer = createServer((_request, response) => response.end(pdf));
+    pdfServer = createServer((request, response) => {
+      if (request.url !== "/drip.pdf") return void response.end(pdf);
+      // The headers at once, then one byte every 100 ms: slower than the fetch's deadline.
+      drip.started = Date.now();
+      drip.closed = undefined;
+      response.writeHead(200, { "content-type": "application/pdf" });
+      let index = 0;
+      const timer = setInterval(() => {
+        if (index < pdf.length) response.write(pdf.subarray(index, ++index));
+        else response.end();
+      }, 100);
+      response.on("close", () => {
+        clearInterval(timer);
+        drip.closed = Date.now();
+      });
+    });
     pdfServer.on("connection", () => pdfServerConnections++);
     await new Promise<void>((resolve) => pdfServer.listen(0, "127.0.0.5", resolve));
     pdfUrl = `http://127.0.0.5:${(pdfServer.address() as AddressInfo).port}/doc.pdf`;
@@ -559,6 +576,45 @@ describe("structured analysis", () => {
       );
     }
     expect(pdfServerConnections).toBe(before);
+  });
+
+  it("stops fetching a PDF by URL at once when the client leaves, and records the request as aborted", async () => {
+    const project = projects["provider-a"];
+    const body = JSON.stringify({ pdf: pdfUrl.replace("doc.pdf", "drip.pdf") });
+    drip.started = undefined;
+    const socket = connect(Number(new URL(sluice.url).port), "127.0.0.1");
+    socket.on("error", () => {});
+    socket.write(
+      `POST /v1/pdf/${project.projectId} HTTP/1.1\r\nhost: x\r\n` +
+        `authorization: Bearer ${project.bearer("provider-a")}\r\ncontent-type: application/json\r\n` +
+        `content-length: ${Buffer.byteLength(body)}\r\n\r\n${body}`,
+    );
+    const waitFor = async (done: () => boolean, ms: number) => {
+      const until = Date.now() + ms;
+      while (!done() && Date.now() < until) await new Promise((resolve) => setTimeout(resolve, 10));
+    };
+    await waitFor(() => drip.started !== undefined, 2000);
+    expect(drip.started).toBeDefined();
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    const left = Date.now();
+    socket.destroy();
+    await waitFor(() => drip.closed !== undefined, 3000);
+    // Well before the fetch's own deadline (2000 ms from its start).
+    expect((drip.closed ?? Number.POSITIVE_INFINITY) - left).toBeLessThan(700);
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    await sluice.gateway.flushUsage();
+    const rows = await sluice.gateway.database.db
+      .selectFrom("usage_records")
+      .selectAll()
+      .where("project_id", "=", project.projectId)
+      .where("endpoint", "=", "pdf")
+      .where("status", "=", 499)
+      .execute();
+    expect(rows).toHaveLength(1);
+    expect(rows[0]).toMatchObject({ outcome: "aborted", cost_usd: null });
+    // The row is written when the client leaves, not once the download ends.
+    expect(Number(rows[0]!.latency_ms)).toBeLessThan(1000);
+    expect(fake.requests).toHaveLength(0);
   });
 
   it("takes the project id from the path over x-project-id, and 401s without credentials", async () => {
