@@ -21,11 +21,13 @@ export function usageFromProviderA(usage: unknown): TokenUsage | null {
       reasoningTokens: count(object(record.output_tokens_details)?.reasoning_tokens),
     };
   }
-  const completion = count(record.completion_tokens);
+  const prompt = count(record.prompt_tokens);
   return {
-    inputTokens: count(record.prompt_tokens),
-    // Embeddings report no completion tokens: their output is zero, not unknown.
-    outputTokens: completion ?? (count(record.prompt_tokens) !== null ? 0 : null),
+    inputTokens: prompt,
+    // Embeddings report no completion tokens: their output is zero, not unknown. A completion count
+    // that is there but not a count is unknown.
+    outputTokens:
+      record.completion_tokens === undefined && prompt !== null ? 0 : count(record.completion_tokens),
     cachedInputTokens: count(object(record.prompt_tokens_details)?.cached_tokens),
     reasoningTokens: count(object(record.completion_tokens_details)?.reasoning_tokens),
   };
@@ -60,15 +62,13 @@ export function providerBCounts(usage: unknown, previous: ProviderBCounts | null
 
 /**
  * Provider B's input tokens include its cache reads and writes; the writes are also reported apart
- * (priced above the input price), those without a stated lifetime as five-minute ones.
+ * (priced above the input price), those without a stated lifetime as five-minute ones. Without its
+ * uncached input count, the input is unknown: the cache counts alone are only part of it.
  */
 export function usageOfProviderB(counts: ProviderBCounts): TokenUsage {
   const { input, cacheRead, cacheWrite } = counts;
   const usage: TokenUsage = {
-    inputTokens:
-      input === null && cacheRead === null && cacheWrite === null
-        ? null
-        : (input ?? 0) + (cacheRead ?? 0) + (cacheWrite ?? 0),
+    inputTokens: input === null ? null : input + (cacheRead ?? 0) + (cacheWrite ?? 0),
     outputTokens: counts.output,
     cachedInputTokens: cacheRead,
     reasoningTokens: null,
@@ -86,17 +86,25 @@ export function usageFromProviderB(usage: unknown): TokenUsage | null {
   return counts && usageOfProviderB(counts);
 }
 
-/** Provider C: output counts candidates plus thoughts (both are billed as output). */
+/**
+ * Provider C: output counts candidates plus thoughts (both are billed as output). Its API leaves out
+ * a count that is zero (no thoughts from a model that does not think, no candidates for an answer
+ * blocked or cut before any): in a report that gives a count, a part left out is 0, while one that
+ * is there but not a count leaves the output unknown.
+ */
 export function usageFromProviderC(usageMetadata: unknown): TokenUsage | null {
   const record = object(usageMetadata);
   if (!record) return null;
-  const candidates = count(record.candidatesTokenCount);
-  const thoughts = count(record.thoughtsTokenCount);
+  const parts = [record.promptTokenCount, record.candidatesTokenCount, record.thoughtsTokenCount];
+  const reported = parts.some((part) => count(part) !== null);
+  const part = (value: unknown) => (value === undefined && reported ? 0 : count(value));
+  const candidates = part(record.candidatesTokenCount);
+  const thoughts = part(record.thoughtsTokenCount);
   return {
     inputTokens: count(record.promptTokenCount),
-    outputTokens: candidates === null && thoughts === null ? null : (candidates ?? 0) + (thoughts ?? 0),
+    outputTokens: candidates === null || thoughts === null ? null : candidates + thoughts,
     cachedInputTokens: count(record.cachedContentTokenCount),
-    reasoningTokens: thoughts,
+    reasoningTokens: count(record.thoughtsTokenCount),
   };
 }
 

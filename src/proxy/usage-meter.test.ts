@@ -358,6 +358,43 @@ describe("usage meter", () => {
     expect(meter("provider-c", gemini, false).usage).toEqual({ ...none, inputTokens: 9 });
   });
 
+  // A count left out when zero is 0; one that is there but not a count is unknown, and so is the
+  // input without its uncached count: a partial count would be priced as the whole.
+  it("reads a count a provider leaves out when zero as 0, and a part that is not a count as unknown", () => {
+    const none = { inputTokens: null, outputTokens: null, cachedInputTokens: null, reasoningTokens: null };
+    const gemini = (usageMetadata: object) =>
+      meter("provider-c", JSON.stringify({ usageMetadata }), false).usage;
+    // A prompt blocked before any answer: no candidatesTokenCount, and no thoughts from this model.
+    expect(gemini({ promptTokenCount: 9, totalTokenCount: 9 })).toEqual({
+      ...none,
+      inputTokens: 9,
+      outputTokens: 0,
+    });
+    expect(gemini({ promptTokenCount: 9, thoughtsTokenCount: 4, totalTokenCount: 13 })).toEqual({
+      ...none,
+      inputTokens: 9,
+      outputTokens: 4,
+      reasoningTokens: 4,
+    });
+    expect(
+      gemini({ promptTokenCount: 9, candidatesTokenCount: 5, thoughtsTokenCount: 2.5 }).outputTokens,
+    ).toBeNull();
+    expect(gemini({ promptTokenCount: 9, candidatesTokenCount: 2.5 }).outputTokens).toBeNull();
+    expect(gemini({ totalTokenCount: "9" })).toEqual(none);
+    const chat = (usage: object) =>
+      meter("provider-a", JSON.stringify({ model: "gpt-4o-mini", usage }), false).usage;
+    expect(chat({ prompt_tokens: 12, completion_tokens: 2.5 })).toEqual({ ...none, inputTokens: 12 });
+    const message = JSON.stringify({
+      model: "claude-sonnet-4-5",
+      usage: { input_tokens: 2.5, cache_read_input_tokens: 50, output_tokens: 9 },
+    });
+    expect(meter("provider-b", message, false).usage).toEqual({
+      ...none,
+      outputTokens: 9,
+      cachedInputTokens: 50,
+    });
+  });
+
   it("reads embeddings usage as zero output", () => {
     const body = JSON.stringify({
       object: "list",

@@ -3,7 +3,7 @@ import { GatewayError } from "../errors.js";
 import type { AiSdkModels } from "../providers/ai-sdk-provider.js";
 import type { ProviderId } from "../providers/provider-id.js";
 import { apiCallFailure, isProviderTimeout } from "../providers/sdk-call-failure.js";
-import { type TokenUsage, tokenCount } from "../usage/token-usage.js";
+import { emptyUsage, type TokenUsage, tokenCount } from "../usage/token-usage.js";
 import type { AnalysisKind } from "./model-choice.js";
 import { validateAgainstSchema } from "./output-schema.js";
 
@@ -56,12 +56,7 @@ export async function analyze(models: AiSdkModels, request: AnalysisRequest): Pr
   const messages: ModelMessage[] = [{ role: "user", content: userContent(request.input) }];
   const timeout = AbortSignal.timeout(request.timeoutMs);
   const signal = request.signal ? AbortSignal.any([timeout, request.signal]) : timeout;
-  let usage: TokenUsage = {
-    inputTokens: null,
-    outputTokens: null,
-    cachedInputTokens: null,
-    reasoningTokens: null,
-  };
+  let usage: TokenUsage = emptyUsage();
   let modelUsed = request.model;
   for (let attempt = 1; attempt <= 2; attempt++) {
     let outcome: AttemptOutcome;
@@ -72,7 +67,7 @@ export async function analyze(models: AiSdkModels, request: AnalysisRequest): Pr
       if (attempt === 1 || !(error instanceof GatewayError)) throw error;
       return { ok: false, error, model: modelUsed, usage };
     }
-    usage = addUsage(usage, outcome.usage);
+    usage = attempt === 1 ? (outcome.usage ?? emptyUsage()) : addUsage(usage, outcome.usage);
     modelUsed = outcome.modelId ?? modelUsed;
     if (outcome.object !== undefined) {
       const check = validateAgainstSchema(request.schema, outcome.object);
@@ -219,13 +214,19 @@ function usageOf(usage: SdkUsage | undefined): TokenUsage | null {
   };
 }
 
-function addUsage(total: TokenUsage, next: TokenUsage | null): TokenUsage {
-  if (!next) return total;
+/**
+ * The usage of two attempts. An input or output count unknown for either attempt (no usage at all
+ * included) is unknown for both: the other attempt's alone would be priced as the whole. Cached and
+ * reasoning counts are parts of those, a missing one counted as 0.
+ */
+export function addUsage(total: TokenUsage, next: TokenUsage | null): TokenUsage {
+  const counted = next ?? emptyUsage();
+  const both = (a: number | null, b: number | null) => (a === null || b === null ? null : a + b);
   const add = (a: number | null, b: number | null) => (a === null && b === null ? null : (a ?? 0) + (b ?? 0));
   return {
-    inputTokens: add(total.inputTokens, next.inputTokens),
-    outputTokens: add(total.outputTokens, next.outputTokens),
-    cachedInputTokens: add(total.cachedInputTokens, next.cachedInputTokens),
-    reasoningTokens: add(total.reasoningTokens, next.reasoningTokens),
+    inputTokens: both(total.inputTokens, counted.inputTokens),
+    outputTokens: both(total.outputTokens, counted.outputTokens),
+    cachedInputTokens: add(total.cachedInputTokens, counted.cachedInputTokens),
+    reasoningTokens: add(total.reasoningTokens, counted.reasoningTokens),
   };
 }

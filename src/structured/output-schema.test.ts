@@ -1,5 +1,13 @@
-import { describe, expect, it } from "vitest";
-import { checkOutputSchema, maxSchemaNesting, validateAgainstSchema } from "./output-schema.js";
+import { setFlagsFromString } from "node:v8";
+import { runInNewContext } from "node:vm";
+import { Ajv } from "ajv";
+import { afterEach, describe, expect, it } from "vitest";
+import {
+  checkOutputSchema,
+  maxSchemaNesting,
+  validateAgainstSchema,
+  validatorCacheLimit,
+} from "./output-schema.js";
 
 const schema = {
   type: "object",
@@ -95,5 +103,83 @@ describe("checkOutputSchema nesting and references", () => {
       properties: { root: { $ref: "#/$defs/node" } },
     };
     expect(checkOutputSchema(schema)).toEqual([]);
+  });
+});
+
+describe("the compiled-validator cache", () => {
+  // Records every Ajv instance that compiles a schema, without keeping it alive.
+  const originalCompile = Ajv.prototype.compile;
+  const watchAjvInstances = () => {
+    const seen = new WeakSet<Ajv>();
+    const instances: WeakRef<Ajv>[] = [];
+    const compiles = { count: 0 };
+    Ajv.prototype.compile = function (this: Ajv, ...args: Parameters<Ajv["compile"]>) {
+      compiles.count++;
+      if (!seen.has(this)) {
+        seen.add(this);
+        instances.push(new WeakRef(this));
+      }
+      return originalCompile.apply(this, args);
+    } as Ajv["compile"];
+    return { instances, compiles };
+  };
+  afterEach(() => {
+    Ajv.prototype.compile = originalCompile;
+  });
+
+  // A project's schema; each index is another project's.
+  const schemaOf = (index: number) => ({
+    type: "object",
+    properties: { [`field${index}`]: { type: "string", pattern: `^v${index}` }, score: { type: "integer" } },
+    required: [`field${index}`],
+  });
+  const use = (index: number) => {
+    const schema = schemaOf(index); // a new object each time, as parsed from the project row
+    expect(checkOutputSchema(schema)).toEqual([]);
+    expect(validateAgainstSchema(schema, { [`field${index}`]: `v${index}`, score: 1 }).valid).toBe(true);
+  };
+
+  it("compiles a schema in use once, however often it is used", () => {
+    const { compiles } = watchAjvInstances();
+    for (let call = 0; call < 200; call++) use(1_000_000 + (call % 3));
+    expect(compiles.count).toBe(3);
+  });
+
+  // Ajv keeps every schema it compiled (and removeSchema leaves the validators and patterns in its
+  // code-generation scope): before, the cache was a Map cleared past 1000 entries while the one Ajv
+  // instance grew by every compile, about 5.5 KB a call once more schemas than that were in use.
+  it("keeps memory bounded with more schemas in rotation than it holds", { timeout: 60_000 }, async () => {
+    setFlagsFromString("--expose_gc");
+    const gc = runInNewContext("gc") as () => void;
+    const { instances } = watchAjvInstances();
+    const distinct = 5000;
+    for (let round = 0; round < 2; round++) for (let index = 0; index < distinct; index++) use(index);
+    Ajv.prototype.compile = originalCompile;
+    await new Promise((resolve) => setImmediate(resolve)); // WeakRefs hold their targets for a job
+    gc();
+    const live = instances.map((instance) => instance.deref()).filter((ajv) => ajv !== undefined);
+    // What each live instance holds: its schema cache, and the schemas its generated code refers to
+    // (which removeSchema does not release).
+    const held = (ajv: Ajv) => {
+      const internals = ajv as unknown as { _cache: Map<unknown, unknown> };
+      const scope = ajv.scope as unknown as { _values: Record<string, Map<unknown, unknown> | undefined> };
+      return internals._cache.size + (scope._values.schema?.size ?? 0);
+    };
+    // At most the current instance and the one before it, each with its meta-schemas.
+    expect(live.length).toBeLessThanOrEqual(2);
+    expect(live.reduce((sum, ajv) => sum + held(ajv), 0)).toBeLessThanOrEqual(
+      2 * 2 * (validatorCacheLimit + 5),
+    );
+    expect(distinct * 2).toBeGreaterThan(2 * validatorCacheLimit);
+  });
+
+  it("keeps validating a schema in use while the Ajv instances are replaced", () => {
+    for (let index = 0; index < 2.5 * validatorCacheLimit; index++) {
+      use(2_000_000 + index);
+      if (index % 100 === 0) use(3_000_000);
+    }
+    expect(validateAgainstSchema(schemaOf(3_000_000), { score: 1 }).errors).toEqual([
+      "/ must have required property 'field3000000'",
+    ]);
   });
 });

@@ -43,8 +43,25 @@ const maxSchemaBytes = 64 * 1024;
  */
 export const maxSchemaNesting = 64;
 
-const ajv = new Ajv({ allErrors: true, strict: false, validateFormats: false });
-const compiled = new Map<string, ValidateFunction>();
+/**
+ * How many compiled validators are kept, and how many schemas one Ajv instance compiles before a
+ * fresh one takes over. Ajv keeps everything it compiled (its schema cache and, beyond the reach of
+ * `removeSchema`, every schema, validator and pattern in its code-generation scope), so its memory
+ * is freed only by dropping the instance: at most two instances live, the current one and the one
+ * before, so at most twice this many compiled schemas. Exported for the tests.
+ */
+export const validatorCacheLimit = 2000;
+
+/** One Ajv instance and how many schemas it has compiled (refused ones included). */
+type Generation = { ajv: Ajv; compiles: number };
+const newGeneration = (): Generation => ({
+  ajv: new Ajv({ allErrors: true, strict: false, validateFormats: false }),
+  compiles: 0,
+});
+let current = newGeneration();
+let previous: Generation | null = null;
+/** By the schema's JSON, least recently used first (a hit moves its entry to the end). */
+const compiled = new Map<string, { validate: ValidateFunction; generation: Generation }>();
 
 /** Every reason the schema cannot be used; empty when it can. */
 export function checkOutputSchema(schema: unknown): string[] {
@@ -187,14 +204,35 @@ function walk(node: unknown, path: string, depth: number, problems: string[]): v
   }
 }
 
+/**
+ * The compiled validator of a schema, from a bounded LRU cache. When the current Ajv instance has
+ * compiled `validatorCacheLimit` schemas, a new one takes over and the one before it is dropped,
+ * with the validators it compiled: a schema still in use is compiled again, once, by a newer
+ * instance. A few schemas in use never get there: they are compiled once.
+ */
 function validatorFor(schema: Record<string, unknown>): ValidateFunction {
   const key = JSON.stringify(schema);
-  let validate = compiled.get(key);
-  if (!validate) {
-    const { $schema: _ignored, ...rest } = schema;
-    validate = ajv.compile(rest);
-    if (compiled.size > 1000) compiled.clear();
-    compiled.set(key, validate);
+  const hit = compiled.get(key);
+  if (hit) {
+    compiled.delete(key);
+    compiled.set(key, hit);
+    return hit.validate;
+  }
+  if (current.compiles >= validatorCacheLimit) {
+    for (const [cachedKey, entry] of compiled) if (entry.generation === previous) compiled.delete(cachedKey);
+    previous = current;
+    current = newGeneration();
+  }
+  const generation = current;
+  generation.compiles++;
+  const { $schema: _ignored, ...rest } = schema;
+  const validate = generation.ajv.compile(rest);
+  compiled.set(key, { validate, generation });
+  if (compiled.size > validatorCacheLimit) {
+    for (const oldest of compiled.keys()) {
+      compiled.delete(oldest);
+      break;
+    }
   }
   return validate;
 }

@@ -4,14 +4,17 @@ import { decodedLength, decodeStrictBase64 } from "./base64.js";
 export type PdfInput = { kind: "data"; bytes: Uint8Array } | { kind: "url"; url: URL };
 
 const dataPrefix = "data:application/pdf;base64,";
+/** The prefix in any letter case: the scheme, media type and `base64` are (RFC 2397, RFC 2045). */
+const dataUrl = /^data:application\/pdf;base64,/i;
 const pdfMagic = Buffer.from("%PDF-");
 
 /**
- * /v1/pdf input: exactly `data:application/pdf;base64,<data>` (checked for the `%PDF-` magic), or
+ * /v1/pdf input: `data:application/pdf;base64,<data>`, in any letter case (checked for the `%PDF-`
+ * magic), or
  * an absolute URL without credentials (the fetcher then allows https only). Anything else is 400 BAD_REQUEST; over the cap, 413.
  */
 export function parsePdfInput(value: string, options: { maxBytes: number }): PdfInput {
-  if (value.startsWith(dataPrefix)) {
+  if (dataUrl.test(value)) {
     const data = value.slice(dataPrefix.length);
     if (decodedLength(data) > options.maxBytes + 3) throw tooLarge(options.maxBytes);
     const bytes = decodeStrictBase64(data);
@@ -21,7 +24,7 @@ export function parsePdfInput(value: string, options: { maxBytes: number }): Pdf
       throw new GatewayError("BAD_REQUEST", "pdf data is not a PDF (it does not start with %PDF-)");
     return { kind: "data", bytes };
   }
-  if (value.startsWith("data:"))
+  if (/^data:/i.test(value))
     throw new GatewayError("BAD_REQUEST", `pdf must start with ${dataPrefix} or be an https URL`);
   if (value.length > 2048) throw new GatewayError("BAD_REQUEST", "pdf URL is longer than 2048 characters");
   let url: URL;

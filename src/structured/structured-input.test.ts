@@ -81,12 +81,22 @@ describe("image input", () => {
 });
 
 describe("pdf input", () => {
-  it("accepts the exact data URL prefix with PDF bytes, and https URLs", () => {
+  it("accepts the data URL prefix with PDF bytes, and https URLs", () => {
     const data = parsePdfInput(`data:application/pdf;base64,${pdf.toString("base64")}`, { maxBytes: 1024 });
     expect(data.kind === "data" && Buffer.from(data.bytes).equals(pdf)).toBe(true);
     const parsed = parsePdfInput("https://example.com/a.pdf", { maxBytes: 1024 });
     expect(parsed.kind === "url" && parsed.url.href).toBe("https://example.com/a.pdf");
   });
+
+  // RFC 2397 and RFC 2045: the scheme, the media type and "base64" are case-insensitive, as /v1/vision
+  // reads them. Before, any letter in another case was refused (400).
+  it.each(["data:application/pdf;BASE64,", "data:Application/PDF;base64,", "DATA:APPLICATION/PDF;BASE64,"])(
+    "accepts the data URL prefix in any letter case (%s)",
+    (prefix) => {
+      const data = parsePdfInput(`${prefix}${pdf.toString("base64")}`, { maxBytes: 1024 });
+      expect(data.kind === "data" && Buffer.from(data.bytes).equals(pdf)).toBe(true);
+    },
+  );
 
   it("accepts wrapped base64 just under the cap, and refuses it just over", () => {
     const under = Buffer.concat([pdf, Buffer.alloc(1024 - pdf.length, 0x20)]);
@@ -102,7 +112,12 @@ describe("pdf input", () => {
 
   it.each([
     ["another media type", `data:application/octet-stream;base64,${pdf.toString("base64")}`, "BAD_REQUEST"],
-    ["a lower-case variant", `data:Application/PDF;base64,${pdf.toString("base64")}`, "BAD_REQUEST"],
+    [
+      "a data URL with parameters",
+      `data:application/pdf;name=a.pdf;base64,${pdf.toString("base64")}`,
+      "BAD_REQUEST",
+    ],
+    ["another media type in capitals", `DATA:TEXT/PLAIN;BASE64,${pdf.toString("base64")}`, "BAD_REQUEST"],
     ["bytes that are not a PDF", `data:application/pdf;base64,${png.toString("base64")}`, "BAD_REQUEST"],
     ["broken base64", "data:application/pdf;base64,%%%", "BAD_REQUEST"],
     ["ftp", "ftp://example.com/a.pdf", "BAD_REQUEST"],

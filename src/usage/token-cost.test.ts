@@ -108,6 +108,25 @@ describe("token cost", () => {
     expect(costOfTokens("provider-a", "gpt-image-1", usage(10, 10))).toBeNull();
   });
 
+  // Before, an unknown count was priced as 0: the output alone made 0.0000112, too low a cost for
+  // cost_usd and the spend cap.
+  it("is null when a count its price needs is unknown, not the price of the counts that are known", () => {
+    expect(costOfTokens("provider-a", "gpt-4.1-mini", usage(null, 7))).toBeNull();
+    expect(costOfTokens("provider-a", "gpt-4.1-mini", usage(1000, null))).toBeNull();
+    expect(costOfTokens("provider-b", "claude-sonnet-4-5", usage(null, 20, 5))).toBeNull();
+    expect(costOfTokens("provider-c", "gemini-2.5-flash", usage(9, null))).toBeNull();
+  });
+
+  it("prices what it can: no output count at no output price (embeddings), no cached or reasoning count", () => {
+    // text-embedding-3-small: 0.02 per 1M input, no output price.
+    expect(costOfTokens("provider-a", "text-embedding-3-small", usage(1_000_000, null))).toBe(0.02);
+    expect(costOfTokens("provider-a", "text-embedding-3-small", usage(1_000_000, 0))).toBe(0.02);
+    expect(costOfTokens("provider-a", "text-embedding-3-small", usage(null, 0))).toBeNull();
+    expect(
+      costOfTokens("provider-a", "gpt-4o-mini", { ...usage(1_000_000, 0, null), reasoningTokens: null }),
+    ).toBe(0.15);
+  });
+
   it("is exactly 0 only when the provider reported zero tokens", () => {
     expect(costOfTokens("provider-a", "gpt-4o", usage(0, 0))).toBe(0);
   });

@@ -6,15 +6,20 @@ import type { TokenUsage } from "./token-usage.js";
  * The cost of one call in USD from the catalogue's per-1M-token prices. Cached input tokens are
  * billed at the cached price, input written to a prompt cache (provider B) at its cache-write
  * price, and the rest of the input at the input price; reasoning tokens are
- * already part of the output. Null when the model, a needed price or the counts are unknown:
- * an unknown cost is never reported as 0. Computed in micro-dollars to avoid float noise.
+ * already part of the output. Null when the model, a needed price or a needed count is unknown
+ * (an input count, or an output count at an output price): an unknown cost is never reported as 0
+ * nor as the price of the counts that are known. Computed in micro-dollars to avoid float noise.
  */
 export function costOfTokens(provider: ProviderId, model: string | null, usage: TokenUsage): number | null {
   const pricing = findModel(provider, model)?.pricing;
   if (!pricing) return null;
-  if (usage.inputTokens === null && usage.outputTokens === null) return null;
+  // A count that is not known prices nothing: it is unknown, not 0 (an output count only matters
+  // at a non-zero output price: embeddings' is 0). The usage parsers give 0 for a count a
+  // provider leaves out when it is zero. Cached, cache-write and reasoning counts are parts of these.
+  if (usage.inputTokens === null) return null;
+  if (usage.outputTokens === null && pricing.output !== 0) return null;
   let microDollars = 0;
-  const input = usage.inputTokens ?? 0;
+  const input = usage.inputTokens;
   const cached = Math.min(usage.cachedInputTokens ?? 0, input);
   const writes = usage.cacheWriteTokens;
   const written = writes ? writes.fiveMinutes + writes.oneHour : 0;
