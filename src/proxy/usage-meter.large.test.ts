@@ -367,6 +367,22 @@ describe("SSE event scanner, events over the cap", () => {
   const headBytes = 4096;
   const tailBytes = 64 * 1024;
 
+  it("cuts an event of empty data lines that never ends, holding a bounded amount", () => {
+    const seen: Array<{ data: string; tail?: Buffer }> = [];
+    const scanner = new SseEventScanner(
+      (_event, data, tail) => seen.push({ data, ...(tail ? { tail: Buffer.from(tail) } : {}) }),
+      maxEventBytes,
+    );
+    const chunk = Buffer.from("data:\n".repeat(16 * 1024));
+    for (let index = 0; index < 64; index++) scanner.push(chunk); // a million lines, one event
+    // Before, each line took an entry of the held data (counted as 0 bytes), without end.
+    const held = scanner as unknown as { data: string[]; dataBytes: number };
+    expect(held.data.length).toBeLessThanOrEqual(maxEventBytes);
+    scanner.push(Buffer.from("\n"));
+    expect(seen).toHaveLength(1);
+    expect(seen[0]?.data).toBe("\n".repeat(headBytes));
+  });
+
   it("passes small events whole and the first and last bytes of large ones, however the bytes are split", () => {
     const random = seeded(11);
     const text = (bytes: number) => "é🙂 data: x\u2028".repeat(Math.ceil(bytes / 16)).slice(0, bytes);
