@@ -268,6 +268,12 @@ export const settings = {
     "2000",
     "how long an instance trusts its cached copy of a project or key record",
   ),
+  projectCacheMaxStaleMs: setting(
+    "SLUICE_PROJECT_CACHE_MAX_STALE_MS",
+    milliseconds,
+    "300000",
+    "while the database cannot be read, how old a cached project or key record may be and still be served; past it those calls get 503, so a revocation made elsewhere is honoured within this time even then",
+  ),
   usageFlushIntervalMs: setting(
     "SLUICE_USAGE_FLUSH_INTERVAL_MS",
     millisecondsFrom(10),

@@ -101,7 +101,13 @@ export async function createGateway(config: Config, injected: Partial<Injectable
   const projects = createProjectRepository(database.db);
   const keys = createKeyRepository(database.db);
   const usage = createUsageRepository(database.db, database.sqlite, database.runReport);
-  const directory = createCredentialDirectory({ projects, keys, secretBox, ttlMs: config.projectCacheTtlMs });
+  const directory = createCredentialDirectory({
+    projects,
+    keys,
+    secretBox,
+    ttlMs: config.projectCacheTtlMs,
+    maxStaleMs: config.projectCacheMaxStaleMs,
+  });
   const testModeAllowed = allowsTestMode(config);
   const admin = createProjectAdmin({
     projects,

@@ -80,6 +80,66 @@ describe("credential directory", () => {
     expect(error).toMatchObject({ code: "SERVICE_UNAVAILABLE", status: 503 });
   });
 
+  it("serves a record while the database is down only until it is maxStaleMs old, then answers 503", async () => {
+    let clock = 0;
+    let down = false;
+    const refused = Object.assign(new Error("connect ECONNREFUSED 127.0.0.1:5432"), { code: "ECONNREFUSED" });
+    const cache = createCredentialDirectory({
+      projects: {
+        get: async (id: string) => {
+          if (down) throw refused;
+          return { id, name: "read" };
+        },
+      } as unknown as ProjectRepository,
+      keys: {} as KeyRepository,
+      secretBox: createSecretBox(randomBytes(32)),
+      ttlMs: 1000,
+      maxStaleMs: 10_000,
+      now: () => clock,
+    });
+    expect(await cache.project("p1")).toMatchObject({ name: "read" });
+    down = true;
+    // Stale-if-error: a failed reload does not make the record any younger (it did before, for ever).
+    for (clock = 1000; clock < 10_000; clock += 700)
+      expect(await cache.project("p1")).toMatchObject({ name: "read" });
+    expect(cache.readAt("p1", null)).toBe(0);
+    clock = 9_999;
+    expect(cache.holdsProjects()).toBe(true);
+    clock = 10_000;
+    await expect(cache.project("p1")).rejects.toMatchObject({ code: "SERVICE_UNAVAILABLE", status: 503 });
+    clock = 10_500; // between retries too
+    await expect(cache.project("p1")).rejects.toMatchObject({ code: "SERVICE_UNAVAILABLE" });
+    expect(cache.holdsProjects()).toBe(false);
+    down = false;
+    clock = 12_000;
+    expect(await cache.project("p1")).toMatchObject({ name: "read" });
+    expect(cache.readAt("p1", null)).toBe(12_000);
+  });
+
+  it("drops only the changed project's key records on an admin change", async () => {
+    let reads = 0;
+    const keyOf = (id: string, projectId: string): ProviderKeyRecord => ({
+      ...record("v1.x"),
+      id,
+      projectId,
+    });
+    const cache = directory(
+      async (id) => {
+        reads++;
+        return keyOf(id, id === "keyA00000001" ? "pa" : "pb");
+      },
+      async () => null,
+    );
+    await cache.key("keyA00000001");
+    await cache.key("keyB00000001");
+    expect(reads).toBe(2);
+    cache.invalidate("pb");
+    await cache.key("keyA00000001");
+    expect(reads).toBe(2);
+    await cache.key("keyB00000001");
+    expect(reads).toBe(3);
+  });
+
   it("passes any other failure on as it is", async () => {
     const bug = new TypeError("Cannot read properties of undefined (reading 'id')");
     const error = await directory(

@@ -16,17 +16,30 @@ export interface CredentialDirectoryDeps {
   secretBox: SecretBox;
   /** How long a cached record is trusted; changes made elsewhere show up within this time. */
   ttlMs: number;
+  /**
+   * How old a record may be and still be served while the database cannot be read (stale-if-error);
+   * past it the caller gets SERVICE_UNAVAILABLE: a revocation made elsewhere during a partition is
+   * honoured within this time at the latest. Default 5 minutes.
+   */
+  maxStaleMs?: number;
   now?: () => number;
   maxEntries?: number;
 }
 
 interface Entry<T> {
+  /** When `value` was read from the database (a failed reload does not move it). */
   at: number;
+  /** After a failed reload: no other is tried before this time, and the value is served as it is. */
+  retryAt?: number | undefined;
+  /** Why the last reload failed, for the SERVICE_UNAVAILABLE of a value too old to serve. */
+  failure?: unknown;
   value: Promise<T>;
   /** Set once `value` resolved, so a fresh hit can be read synchronously. */
   settled: { value: T } | undefined;
-  /** A stale entry's reload in flight, as its callers wait for it: at most `reloadWaitMs`. */
+  /** A stale entry's reload in flight. */
   reload?: Promise<T> | undefined;
+  /** The same reload as its callers wait for it: `reloadWaitMs` at most, then the value known. */
+  waited?: Promise<T> | undefined;
 }
 
 export interface CachedKey {
@@ -47,6 +60,7 @@ export interface CachedKey {
 export function createCredentialDirectory(deps: CredentialDirectoryDeps) {
   const now = deps.now ?? Date.now;
   const maxEntries = deps.maxEntries ?? 10_000;
+  const maxStaleMs = deps.maxStaleMs ?? 300_000;
   const projects = new Map<string, Entry<Project | null>>();
   const testKeys = new Map<string, Entry<string[]>>();
   const keys = new Map<string, Entry<CachedKey | null>>();
@@ -59,22 +73,30 @@ export function createCredentialDirectory(deps: CredentialDirectoryDeps) {
    * SERVICE_UNAVAILABLE. Any other failure (a sealed share that does not open, say) is passed on
    * as it is: it is no outage, and retrying will not help. A stale value is reloaded once for all
    * its callers, who wait for the reload at most `reloadWaitMs`, then get the value they had while
-   * the reload goes on; it replaces the entry when it answers.
+   * the reload goes on; it replaces the entry when it answers. After a failed reload the value is
+   * served for another TTL before the next try, but only while it is younger than `maxStaleMs`:
+   * then the callers wait for the reload and get its failure (a revocation the database holds must
+   * not be missed for ever because this instance cannot read it).
    */
   function cached<T>(map: Map<string, Entry<T>>, id: string, load: () => Promise<T>): Promise<T> {
     const entry = map.get(id);
     const time = now();
     if (entry && time - entry.at < deps.ttlMs) return entry.value;
     if (entry?.settled !== undefined) {
-      entry.reload ??= reload(map, id, entry, entry.settled.value, load);
-      return entry.reload;
+      const tooOld = time - entry.at >= maxStaleMs;
+      if (entry.retryAt !== undefined && time < entry.retryAt)
+        return tooOld ? Promise.reject(databaseUnavailable(entry.failure)) : entry.value;
+      entry.reload ??= reload(map, id, entry, load);
+      if (tooOld) return entry.reload;
+      const known = entry.settled.value;
+      entry.waited ??= withinReloadWait(
+        entry.reload.catch(() => known),
+        known,
+      );
+      return entry.waited;
     }
     if (map.size >= maxEntries) map.clear();
     const value = load().catch(async (error: unknown) => {
-      if (entry) {
-        map.set(id, { at: now(), value: entry.value, settled: entry.settled });
-        return entry.value;
-      }
       map.delete(id);
       throw isDatabaseUnavailable(error) ? databaseUnavailable(error) : error;
     });
@@ -89,32 +111,32 @@ export function createCredentialDirectory(deps: CredentialDirectoryDeps) {
     return value;
   }
 
-  /** Reloads a stale entry; resolves with the new value, or with `known` after `reloadWaitMs`. */
+  /** Reloads a stale entry: the new value, or the failure (the entry keeps its value and read time). */
   function reload<T>(
     map: Map<string, Entry<T>>,
     id: string,
     entry: Entry<T>,
-    known: T,
     load: () => Promise<T>,
   ): Promise<T> {
     const started = now();
-    const loaded = load().then(
+    return load().then(
       (value) => {
         // Not after an invalidation meanwhile: this read may predate the change that caused it.
         if (map.get(id) === entry)
           map.set(id, { at: started, value: Promise.resolve(value), settled: { value } });
         return value;
       },
-      () => {
-        // Stale-if-error: the value it had stays, trusted for another TTL before the next try.
+      (error: unknown) => {
+        // Stale-if-error: the value it had stays (still as old as it is) until the next try.
         if (map.get(id) === entry) {
-          entry.at = now();
+          entry.retryAt = now() + deps.ttlMs;
+          entry.failure = error;
           entry.reload = undefined;
+          entry.waited = undefined;
         }
-        return known;
+        throw isDatabaseUnavailable(error) ? databaseUnavailable(error) : error;
       },
     );
-    return withinReloadWait(loaded, known);
   }
 
   /** The fresh value already read for `id`, without a promise; undefined when it is not at hand. */
@@ -191,7 +213,9 @@ export function createCredentialDirectory(deps: CredentialDirectoryDeps) {
      * while the database is down (stale-if-error). /health asks, to tell degraded from unavailable.
      */
     holdsProjects(): boolean {
-      for (const entry of projects.values()) if (entry.settled?.value) return true;
+      const time = now();
+      for (const entry of projects.values())
+        if (entry.settled?.value && time - entry.at < maxStaleMs) return true;
       return false;
     },
     /** Changes whenever anything is invalidated, so caches built on this one know to drop entries. */
@@ -203,8 +227,11 @@ export function createCredentialDirectory(deps: CredentialDirectoryDeps) {
       projects.delete(projectId);
       testKeys.delete(projectId);
       keyProviders.delete(projectId);
-      // Key records are few and changes rare: dropping them all keeps revocation immediate.
-      keys.clear();
+      // The project's key records, and those not read yet or read as missing (a key just added);
+      // other projects' stay, so they are still served if the database goes down next.
+      for (const [keyId, entry] of keys)
+        if (entry.settled?.value == null || entry.settled.value.record.projectId === projectId)
+          keys.delete(keyId);
     },
   };
 }
