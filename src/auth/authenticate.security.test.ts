@@ -327,6 +327,18 @@ describe("authenticate: the SPEC's methods, in order", () => {
     expect(statusOf(await cachedAuth(wrong))).toBe(401);
   });
 
+  it("remembers a test-key credential by what the test-key methods read, not by x-device-token", async () => {
+    const { cachedAuth, request } = await longCacheFixture("junk-header", openThrottle, "1.1.1.3");
+    expect((await cachedAuth(request)).ok).toBe(true);
+    // The same credential with a new junk x-device-token each time is the one remembered entry: a
+    // hit, without a promise (before, each new value was an entry of its own, up to 15 KiB each).
+    for (const junk of ["a", "b".repeat(15_000), "c"]) {
+      const again = cachedAuth({ ...request, headers: { ...request.headers, "x-device-token": junk } });
+      expect(again).not.toBeInstanceOf(Promise);
+      expect((again as AuthResult).ok).toBe(true);
+    }
+  });
+
   it("checks the throttle before a warm credential: a blocked client is refused with everything in memory", async () => {
     let wait = 0;
     const { cachedAuth, request } = await longCacheFixture(

@@ -413,7 +413,15 @@ function bearerMismatch(project: Project, testModeAllowed: boolean): string {
   return "the token is neither a valid test key nor a device token";
 }
 
-/** The credentials that decide a test-key authentication, as one cache key (null: none sent). */
+/** Longer than any real test-key credential set; a longer one is verified every time, not remembered. */
+const maxCacheKeyLength = 1024;
+
+/**
+ * The credentials that decide a test-key authentication, as one cache key (null: none sent, or
+ * too long to remember). Only what the test-key methods read: they come first (SPEC order), so
+ * a success through them never depends on `x-device-token`, which stays out of the key, or one
+ * credential with a new junk header each time would fill the cache.
+ */
 function testKeyCacheKey(
   projectId: string,
   provider: ProviderId,
@@ -424,7 +432,8 @@ function testKeyCacheKey(
   const bearer = bearerValue(headers, sdkKeyHeader);
   if (headerKey === undefined && bearer === undefined) return null;
   const aiKey = headerKey === undefined ? "" : (single(headers["x-ai-key"]) ?? "");
-  return `${projectId}\u0000${provider}\u0000${headerKey ?? ""}\u0000${aiKey}\u0000${bearer ?? ""}\u0000${single(headers["x-device-token"]) ?? ""}`;
+  const key = `${projectId}\u0000${provider}\u0000${headerKey ?? ""}\u0000${aiKey}\u0000${bearer ?? ""}`;
+  return key.length > maxCacheKeyLength ? null : key;
 }
 
 /** The provider whose key the endpoint needs: named by the route, or chosen by the project. */
