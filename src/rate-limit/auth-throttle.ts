@@ -127,7 +127,8 @@ interface FailureCounter {
 function failureCounter(options: AuthThrottleOptions): FailureCounter {
   const keyPrefix = options.keyPrefix ?? "sluice:auth";
   const windowMs = windowSeconds * 1000;
-  const local = new MemoryWindows();
+  // Bounded like the blocked keys: the keys hold project ids the client chooses.
+  const local = new MemoryWindows(Date.now, maxRemembered);
   // Ended windows are dropped two per count; this drops those a burst of made-up project ids left
   // once counting stops (the keys are the client's to choose).
   setInterval(() => local.dropEnded(), windowMs).unref();

@@ -39,4 +39,16 @@ describe("MemoryWindows", () => {
     expect(windows.size()).toBe(1);
     expect(windows.add("late", 1_000, now).count).toBe(2);
   });
+
+  it("keeps at most maxKeys windows, dropping the oldest for a new key", () => {
+    const windows = new MemoryWindows(() => 0, 3);
+    for (const key of ["a", "b", "c", "d"]) windows.add(key, 60_000, 0);
+    expect(windows.size()).toBe(3);
+    expect(windows.find("a", 0)).toBeUndefined();
+    expect(windows.find("d", 0)).toMatchObject({ count: 1 });
+    // An open window counts on without dropping anything.
+    windows.add("d", 60_000, 1);
+    expect(windows.size()).toBe(3);
+    expect(windows.find("b", 1)).toMatchObject({ count: 1 });
+  });
 });

@@ -15,14 +15,18 @@ interface Window {
  * result object or timer per request. Each count also looks at the next two stored windows and
  * drops them if they ended, so memory follows the keys seen lately without a pause to sweep.
  * Only counted requests are stored: a caller looks (`find`) before it counts (`add`), so a refused
- * request leaves nothing behind.
+ * request leaves nothing behind. With `maxKeys`, a new key beyond it drops the oldest stored one
+ * (for keys a client chooses, such as the failed-authentication throttle's project ids).
  */
 export class MemoryWindows {
   private readonly windows = new Map<string, Window>();
   private sweeper: Iterator<[string, Window]> = this.windows.entries();
 
   /** `clock` gives the `now` that `find` and `add` take, read once per decision so they agree. */
-  constructor(readonly clock: () => number = Date.now) {}
+  constructor(
+    readonly clock: () => number = Date.now,
+    private readonly maxKeys = Number.POSITIVE_INFINITY,
+  ) {}
 
   /** `key`'s window open at `now`, or undefined when it has none (never opened, or ended). */
   find(key: string, now: number): OpenWindow | undefined {
@@ -36,6 +40,10 @@ export class MemoryWindows {
     this.sweep(now);
     let window = this.windows.get(key);
     if (window === undefined || now >= window.endsAt) {
+      if (window === undefined && this.windows.size >= this.maxKeys) {
+        const oldest = this.windows.keys().next();
+        if (!oldest.done) this.windows.delete(oldest.value);
+      }
       window = { count: 0, endsAt: now + windowMs };
       this.windows.set(key, window);
     }
