@@ -256,6 +256,12 @@ export const settings = {
     "20971520",
     "largest PDF, inline or fetched (413 above)",
   ),
+  maxProviderResponseBytes: setting(
+    "SLUICE_MAX_PROVIDER_RESPONSE_BYTES",
+    integer(1024),
+    "134217728",
+    "largest provider answer /v1/text, /v1/vision, /v1/pdf and /v1/image take (502 `PROVIDER_ERROR` above), counted as it arrives; 128 MiB holds /v1/image's largest call, 20 images in base64 of a few MiB each",
+  ),
   pdfFetchTimeoutMs: setting(
     "SLUICE_PDF_FETCH_TIMEOUT_MS",
     milliseconds,

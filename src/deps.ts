@@ -200,6 +200,7 @@ export async function createGateway(config: Config, injected: Partial<Injectable
     connectMs: config.upstreamConnectTimeoutMs,
     headersMs: config.upstreamHeadersTimeoutMs,
     idleMs: config.upstreamIdleTimeoutMs,
+    maxResponseBytes: config.maxProviderResponseBytes,
   });
   const aiModels = createAiSdkModels({
     baseUrls: {

@@ -2,7 +2,7 @@ import { randomUUID } from "node:crypto";
 import { GatewayError } from "../errors.js";
 import type { AiSdkModels, SdkImageModel } from "../providers/ai-sdk-provider.js";
 import type { ProviderId } from "../providers/provider-id.js";
-import { apiCallFailure, isProviderTimeout } from "../providers/sdk-call-failure.js";
+import { apiCallFailure, isProviderTimeout, responseTooLargeFailure } from "../providers/sdk-call-failure.js";
 import type { Project } from "../storage/project-repository.js";
 import { bareModelId, defaultModel, findModel } from "../usage/model-catalogue.js";
 import { imageCost } from "./image-cost.js";
@@ -271,6 +271,8 @@ function imageFailure(ai: typeof import("ai"), error: unknown, provider: Provide
       cause: error,
     });
   }
+  const tooLarge = responseTooLargeFailure(error, provider);
+  if (tooLarge) return tooLarge;
   if (ai.APICallError.isInstance(error)) return apiCallFailure(error, provider, "generate images");
   return new GatewayError("PROVIDER_ERROR", "The provider failed to generate images", {
     cause: error,

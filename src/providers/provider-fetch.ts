@@ -1,4 +1,4 @@
-import { Agent, fetch as undiciFetch } from "undici";
+import { Agent, Headers, Response, fetch as undiciFetch } from "undici";
 
 export interface ProviderFetchTimeouts {
   connectMs: number;
@@ -6,22 +6,88 @@ export interface ProviderFetchTimeouts {
   idleMs: number;
 }
 
+export interface ProviderFetchOptions extends ProviderFetchTimeouts {
+  /** The largest answer taken from a provider, in bytes (SLUICE_MAX_PROVIDER_RESPONSE_BYTES). */
+  maxResponseBytes: number;
+}
+
+/**
+ * A provider's answer over SLUICE_MAX_PROVIDER_RESPONSE_BYTES: thrown by the fetch when the
+ * answer announces a larger `content-length`, or raised by its body once more bytes than that
+ * have come. The structured and image endpoints map it to 502 PROVIDER_ERROR.
+ */
+export class ProviderResponseTooLarge extends Error {
+  override readonly name = "ProviderResponseTooLarge";
+  constructor(readonly maxBytes: number) {
+    super(`The provider's answer is larger than SLUICE_MAX_PROVIDER_RESPONSE_BYTES (${maxBytes} bytes)`);
+  }
+}
+
+/** Statuses whose response has no body (the Response constructor refuses one for them). */
+const nullBodyStatuses = new Set([101, 103, 204, 205, 304]);
+
 /**
  * The fetch the AI SDK calls providers with (structured and image endpoints), on an undici Agent
  * with the configured upstream timeouts. Node's global fetch has timeouts of its own (300 s for
  * headers and between body chunks) that no setting reached: a call configured to wait longer was
  * cut at 300 s, and as a failure to reach the provider (502), not a time-out (504).
+ *
+ * The answer is bounded: the SDK reads a whole answer into memory (up to its own 2 GiB) before it
+ * parses it. So the fetch asks for `accept-encoding: identity` (undici's fetch would otherwise ask
+ * for gzip and decode it, a few hundred KiB on the wire growing to hundreds of MiB), refuses an
+ * announced `content-length` over `maxResponseBytes`, and counts the (decoded) body as it comes,
+ * failing it with ProviderResponseTooLarge, and dropping the connection, as soon as it passes the
+ * cap: no more than the cap is ever held.
  */
-export function createProviderFetch(timeouts: ProviderFetchTimeouts) {
+export function createProviderFetch(options: ProviderFetchOptions) {
   const agent = new Agent({
-    connect: { timeout: timeouts.connectMs },
-    headersTimeout: timeouts.headersMs,
-    bodyTimeout: timeouts.idleMs,
+    connect: { timeout: options.connectMs },
+    headersTimeout: options.headersMs,
+    bodyTimeout: options.idleMs,
   });
-  const fetch = ((input: Parameters<typeof globalThis.fetch>[0], init?: RequestInit) =>
-    undiciFetch(input as Parameters<typeof undiciFetch>[0], {
+  const maxBytes = options.maxResponseBytes;
+  const fetch = (async (input: Parameters<typeof globalThis.fetch>[0], init?: RequestInit) => {
+    const headers = new Headers(
+      (init?.headers ?? (input instanceof Request ? input.headers : undefined)) as ConstructorParameters<
+        typeof Headers
+      >[0],
+    );
+    headers.set("accept-encoding", "identity");
+    const response = await undiciFetch(input as Parameters<typeof undiciFetch>[0], {
       ...(init as Parameters<typeof undiciFetch>[1]),
+      headers,
       dispatcher: agent,
-    })) as unknown as typeof globalThis.fetch;
+    });
+    return bounded(response, maxBytes);
+  }) as unknown as typeof globalThis.fetch;
   return { fetch, close: () => agent.close() };
+}
+
+/** `response` with its body counted against `maxBytes`; throws when it announces more. */
+async function bounded(response: Response, maxBytes: number): Promise<Response> {
+  const announced = Number(response.headers.get("content-length") ?? Number.NaN);
+  if (announced > maxBytes) {
+    await response.body?.cancel().catch(() => {});
+    throw new ProviderResponseTooLarge(maxBytes);
+  }
+  if (response.body === null || nullBodyStatuses.has(response.status) || response.status < 200)
+    return response;
+  let seen = 0;
+  const counted = response.body.pipeThrough(
+    new TransformStream<Uint8Array, Uint8Array>({
+      transform(chunk, controller) {
+        seen += chunk.byteLength;
+        // Erroring the stream cancels the provider's body (the connection is dropped).
+        if (seen > maxBytes) controller.error(new ProviderResponseTooLarge(maxBytes));
+        else controller.enqueue(chunk);
+      },
+    }),
+  );
+  const wrapped = new Response(counted, {
+    status: response.status,
+    statusText: response.statusText,
+    headers: response.headers,
+  });
+  Object.defineProperty(wrapped, "url", { value: response.url });
+  return wrapped;
 }

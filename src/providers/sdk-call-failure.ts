@@ -1,4 +1,5 @@
 import { GatewayError } from "../errors.js";
+import { ProviderResponseTooLarge } from "./provider-fetch.js";
 import type { ProviderId } from "./provider-id.js";
 
 /** undici's codes for a provider that took too long once connected (the proxies map them so too). */
@@ -17,6 +18,23 @@ export function isProviderTimeout(error: unknown): boolean {
     current = current.cause;
   }
   return false;
+}
+
+/**
+ * The PROVIDER_ERROR for an answer over SLUICE_MAX_PROVIDER_RESPONSE_BYTES, or null when `error`
+ * is another failure. The provider fetch throws it (an announced length) or fails the body with it
+ * while the SDK reads it, which the SDK then wraps ("Failed to process successful response"): it
+ * is looked for on the causes.
+ */
+export function responseTooLargeFailure(error: unknown, provider: ProviderId): GatewayError | null {
+  let current: unknown = error;
+  for (let depth = 0; current instanceof Error && depth < 6; depth++) {
+    if (current instanceof ProviderResponseTooLarge) {
+      return new GatewayError("PROVIDER_ERROR", current.message, { cause: error, provider });
+    }
+    current = current.cause;
+  }
+  return null;
 }
 
 /**

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { quotedValueAfterKey } from "./json-bytes.js";
+import { quotedValueAfterKey, valueEnd } from "./json-bytes.js";
 
 /** What the usage meter's model patterns found before: the regular expression on decoded text. */
 function byPattern(body: Buffer, key: string, from: number, limit: number): string | null {
@@ -65,5 +65,28 @@ describe("quotedValueAfterKey", () => {
     const edge = body.indexOf('gpt-4o-mini"') + 'gpt-4o-mini"'.length;
     expect(quotedValueAfterKey(body, Buffer.from('"model"'), 0, edge)).toBe("gpt-4o-mini");
     expect(quotedValueAfterKey(body, Buffer.from('"model"'), 0, edge - 1)).toBeNull();
+  });
+});
+
+describe("valueEnd", () => {
+  const body = Buffer.from('{"a":{"b":"x}"},"c":[1,2]} 42');
+
+  it("finds the end of an object, a string, an array or a number", () => {
+    expect(valueEnd(body, 0)).toBe(26);
+    expect(valueEnd(body, 5)).toBe(15);
+    expect(valueEnd(body, 10)).toBe(14);
+    expect(valueEnd(body, 20)).toBe(25);
+    expect(valueEnd(body, 27)).toBe(29);
+    expect(valueEnd(Buffer.from('{"a":[1'), 0)).toBe(-1);
+  });
+
+  it("reads only up to a limit: a value that does not end before it is cut", () => {
+    expect(valueEnd(body, 0, 26)).toBe(26);
+    expect(valueEnd(body, 0, 25)).toBe(-1);
+    // The string's closing quote (offset 13) is not before the limit.
+    expect(valueEnd(body, 5, 13)).toBe(-1);
+    expect(valueEnd(body, 10, 13)).toBe(-1);
+    expect(valueEnd(body, 10, 14)).toBe(14);
+    expect(valueEnd(body, 27, 28)).toBe(28);
   });
 });

@@ -12,16 +12,20 @@ export function skipSpaces(body: Buffer, from: number): number {
   return index;
 }
 
-/** The offset just past the value that starts at `at` (strings inside skipped); -1 when cut. */
-export function valueEnd(body: Buffer, at: number): number {
+/**
+ * The offset just past the value that starts at `at` (strings inside skipped); -1 when cut. Only
+ * the bytes before `limit` are read: a string, object or array that does not end before it counts
+ * as cut, and a number, true, false or null ends there at the latest.
+ */
+export function valueEnd(body: Buffer, at: number, limit = body.length): number {
   const first = body[at];
-  if (first === 0x22 /* " */) return stringEnd(body, at);
+  if (first === 0x22 /* " */) return stringEnd(body, at, limit);
   if (first === 0x7b /* { */ || first === 0x5b /* [ */) {
     let depth = 0;
-    for (let index = at; index < body.length; index++) {
+    for (let index = at; index < limit; index++) {
       const byte = body[index];
       if (byte === 0x22) {
-        const end = stringEnd(body, index);
+        const end = stringEnd(body, index, limit);
         if (end < 0) return -1;
         index = end - 1;
       } else if (byte === 0x7b || byte === 0x5b) depth++;
@@ -31,16 +35,18 @@ export function valueEnd(body: Buffer, at: number): number {
   }
   // A number, true, false or null: up to the next delimiter.
   let index = at;
-  while (index < body.length && !delimiters.has(body[index] as number)) index++;
+  while (index < limit && !delimiters.has(body[index] as number)) index++;
   return index;
 }
 
 /**
- * The offset just past the string that opens at `at`; -1 when cut. Jumps from quote to quote (a
- * native search): a quote is the string's end unless an odd run of backslashes escapes it.
+ * The offset just past the string that opens at `at`; -1 when cut (no closing quote before
+ * `limit`). Jumps from quote to quote (a native search): a quote is the string's end unless an odd
+ * run of backslashes escapes it.
  */
-function stringEnd(body: Buffer, at: number): number {
-  for (let quote = body.indexOf(0x22 /* " */, at + 1); quote >= 0; quote = body.indexOf(0x22, quote + 1)) {
+function stringEnd(body: Buffer, at: number, limit: number): number {
+  const text = limit < body.length ? body.subarray(0, limit) : body;
+  for (let quote = text.indexOf(0x22 /* " */, at + 1); quote >= 0; quote = text.indexOf(0x22, quote + 1)) {
     let backslashes = 0;
     while (body[quote - 1 - backslashes] === 0x5c /* \ */) backslashes++;
     if (backslashes % 2 === 0) return quote + 1;

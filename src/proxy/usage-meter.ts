@@ -267,12 +267,22 @@ function opensObject(body: Buffer, from: number): boolean {
 
 /** The `{…}` object that follows the key at `at` (`<key> : {…}`), parsed; null when cut or not one. */
 function objectAfterKey(body: Buffer, at: number, keyLength: number): { value: unknown; end: number } | null {
-  let open = skipSpaces(body, at + keyLength);
-  if (body[open] !== 0x3a /* : */) return null;
-  open = skipSpaces(body, open + 1);
-  if (body[open] !== 0x7b /* { */) return null;
+  const open = objectOpenAfterKey(body, at, keyLength);
+  if (open < 0) return null;
   const end = valueEnd(body, open);
-  if (end < 0) return null;
+  return end < 0 ? null : parsedObject(body, open, end);
+}
+
+/** The offset of the `{` that follows the key at `at` (`<key> : {`); -1 when no object follows. */
+function objectOpenAfterKey(body: Buffer, at: number, keyLength: number): number {
+  let open = skipSpaces(body, at + keyLength);
+  if (body[open] !== 0x3a /* : */) return -1;
+  open = skipSpaces(body, open + 1);
+  return body[open] === 0x7b /* { */ ? open : -1;
+}
+
+/** The object in `body[open..end)`, parsed (`end` of the result is its closing brace); null when it does not parse. */
+function parsedObject(body: Buffer, open: number, end: number): { value: unknown; end: number } | null {
   try {
     return { value: JSON.parse(body.toString("utf8", open, end)), end: end - 1 };
   } catch {
@@ -308,11 +318,31 @@ function fromJsonBody(provider: ProviderId, body: unknown): { usage: TokenUsage;
 /**
  * Usage from a Gemini JSON-array stream (`[{…},{…}]`), whole or cut, or from the last bytes of one:
  * the last usageMetadata object that is complete (a cut may go through the last one).
+ *
+ * The keys are tried from the last, and the work stays linear in the body: an object found cut
+ * (it opens at `cutFrom` and never closes) is inside every earlier object that reaches it, so an
+ * earlier object is read only up to there, and is cut too when it has not closed by then. A cut
+ * body with many nested keys (a function call's arguments) is thus walked once, not once per key.
+ * An object that closes but does not parse (never so in a well-formed answer) is given up after
+ * `maxUnparsedObjects` of them, each of which may have been read to the end.
  */
 function fromGeminiArray(body: Buffer): { usage: TokenUsage; model: string | null } {
   const key = usageKeys["provider-c"];
-  for (let at = body.lastIndexOf(key); at >= 0; at = at === 0 ? -1 : body.lastIndexOf(key, at - 1)) {
-    const found = objectAfterKey(body, at, key.length);
+  let cutFrom = body.length;
+  let unparsed = 0;
+  for (
+    let at = body.lastIndexOf(key);
+    at >= 0 && unparsed < maxUnparsedObjects;
+    at = at === 0 ? -1 : body.lastIndexOf(key, at - 1)
+  ) {
+    const open = objectOpenAfterKey(body, at, key.length);
+    if (open < 0) continue;
+    const end = valueEnd(body, open, cutFrom);
+    if (end < 0) {
+      cutFrom = Math.min(cutFrom, open);
+      continue;
+    }
+    const found = parsedObject(body, open, end);
     const usage = found && usageFromProviderC(found.value);
     if (found && usage) {
       // Each element names the model after its usage object; else the first element that names it.
@@ -320,9 +350,12 @@ function fromGeminiArray(body: Buffer): { usage: TokenUsage; model: string | nul
         modelIn("provider-c", body, found.end, found.end + 2000) ?? modelIn("provider-c", body, 0, at + 2000);
       return { usage, model };
     }
+    unparsed++;
   }
   return { usage: emptyUsage(), model: null };
 }
+
+const maxUnparsedObjects = 8;
 
 function sseMeter(provider: ProviderId, responses: ResponsesCall | null, tap?: SseEventTap): UsageMeter {
   let usage: TokenUsage | null = null;

@@ -2,7 +2,7 @@ import type { ModelMessage } from "ai";
 import { GatewayError } from "../errors.js";
 import type { AiSdkModels } from "../providers/ai-sdk-provider.js";
 import type { ProviderId } from "../providers/provider-id.js";
-import { apiCallFailure, isProviderTimeout } from "../providers/sdk-call-failure.js";
+import { apiCallFailure, isProviderTimeout, responseTooLargeFailure } from "../providers/sdk-call-failure.js";
 import { emptyUsage, type TokenUsage, tokenCount } from "../usage/token-usage.js";
 import type { AnalysisKind } from "./model-choice.js";
 import { validateAgainstSchema } from "./output-schema.js";
@@ -188,6 +188,8 @@ function providerFailure(
       { cause: error },
     );
   }
+  const tooLarge = responseTooLargeFailure(error, provider);
+  if (tooLarge) return tooLarge;
   if (ai.APICallError.isInstance(error)) return apiCallFailure(error, provider, "process the request");
   return new GatewayError("PROVIDER_ERROR", "The provider failed to process the request", {
     cause: error,

@@ -1,0 +1,149 @@
+import { createServer, type Server } from "node:http";
+import type { AddressInfo } from "node:net";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import {
+  createTestProject,
+  startTestGateway,
+  type TestGateway,
+  type TestProject,
+  usageRowOf,
+} from "../support/test-gateway.js";
+
+const schema = {
+  type: "object",
+  properties: { title: { type: "string" } },
+  required: ["title"],
+  additionalProperties: false,
+};
+const cap = 64 * 1024;
+
+const completion = JSON.stringify({
+  id: "chatcmpl-1",
+  object: "chat.completion",
+  created: 1,
+  model: "gpt-4o-mini",
+  choices: [{ index: 0, message: { role: "assistant", content: '{"title":"ok"}' }, finish_reason: "stop" }],
+  usage: { prompt_tokens: 1, completion_tokens: 1, total_tokens: 2 },
+});
+const imageAnswer = JSON.stringify({
+  created: 1,
+  data: [{ b64_json: Buffer.from("png").toString("base64") }],
+});
+
+/**
+ * The structured and image endpoints take at most SLUICE_MAX_PROVIDER_RESPONSE_BYTES of a
+ * provider's answer: over it, whether announced by content-length or counted as a chunked body
+ * arrives, the call is a 502 PROVIDER_ERROR with its usage row, and the body is not read further.
+ * They ask for the answer uncompressed.
+ */
+describe("a provider answer over SLUICE_MAX_PROVIDER_RESPONSE_BYTES", () => {
+  let upstream: Server;
+  let sluice: TestGateway;
+  let project: TestProject;
+  /** How the fake answers next: a valid answer, or one padded past the cap. */
+  let mode: "small" | "content-length" | "chunked" = "small";
+  const acceptEncodings: Array<string | undefined> = [];
+  /** Bytes the fake wrote of its last chunked answer. */
+  let written = 0;
+
+  beforeAll(async () => {
+    upstream = createServer((request, response) => {
+      acceptEncodings.push(request.headers["accept-encoding"]);
+      request.resume();
+      request.on("end", () => {
+        const answer = (request.url ?? "").includes("/images/") ? imageAnswer : completion;
+        if (mode === "small") {
+          response.writeHead(200, { "content-type": "application/json" });
+          response.end(answer);
+        } else if (mode === "content-length") {
+          // JSON whitespace before a valid answer: legal JSON, just too large.
+          const body = Buffer.concat([Buffer.alloc(cap, 0x20), Buffer.from(answer)]);
+          response.writeHead(200, { "content-type": "application/json", "content-length": body.length });
+          response.end(body);
+        } else {
+          // 8 MiB of whitespace in 16 KiB chunks, then the answer: only the cap's worth is read.
+          written = 0;
+          response.writeHead(200, { "content-type": "application/json" });
+          const chunk = Buffer.alloc(16 * 1024, 0x20);
+          const pump = () => {
+            while (written < 8 * 2 ** 20 && !response.destroyed) {
+              written += chunk.length;
+              if (!response.write(chunk)) return void response.once("drain", pump);
+            }
+            response.end(answer);
+          };
+          pump();
+        }
+      });
+    });
+    await new Promise<void>((resolve) => upstream.listen(0, "127.0.0.1", resolve));
+    const url = `http://127.0.0.1:${(upstream.address() as AddressInfo).port}`;
+    sluice = await startTestGateway({
+      providerABaseUrl: `${url}/a/v1`,
+      providerBBaseUrl: `${url}/b/v1`,
+      providerCBaseUrl: `${url}/c/v1beta`,
+      maxProviderResponseBytes: cap,
+    });
+    project = await createTestProject(sluice.gateway, { provider: "provider-a", outputSchema: schema });
+  });
+  afterAll(async () => {
+    await sluice?.close();
+    upstream?.closeAllConnections();
+    await new Promise((resolve) => upstream?.close(resolve));
+  });
+
+  const call = (route: "text" | "image", body: object) =>
+    fetch(`${sluice.url}/v1/${route}/${project.projectId}`, {
+      method: "POST",
+      headers: {
+        authorization: `Bearer ${project.bearer("provider-a")}`,
+        "content-type": "application/json",
+      },
+      body: JSON.stringify(body),
+    });
+
+  it("takes an answer within the cap, asked for uncompressed", async () => {
+    mode = "small";
+    acceptEncodings.length = 0;
+    const text = await call("text", { text: "hello" });
+    expect(text.status).toBe(200);
+    expect(await text.json()).toEqual({ title: "ok" });
+    const image = await call("image", { prompt: "a cat" });
+    expect(image.status).toBe(200);
+    expect(acceptEncodings).toEqual(["identity", "identity"]);
+  });
+
+  for (const how of ["content-length", "chunked"] as const) {
+    it(`answers /v1/text 502 PROVIDER_ERROR for one announced or sent larger (${how})`, async () => {
+      mode = how;
+      const response = await call("text", { text: "hello" });
+      const envelope = (await response.json()) as { error: { code: string; message: string } };
+      expect(response.status).toBe(502);
+      expect(envelope.error).toMatchObject({
+        code: "PROVIDER_ERROR",
+        message: expect.stringContaining("larger than SLUICE_MAX_PROVIDER_RESPONSE_BYTES"),
+      });
+      expect(await usageRowOf(sluice.gateway, response)).toMatchObject({
+        status: 502,
+        error_code: "PROVIDER_ERROR",
+      });
+      if (how === "chunked") expect(written).toBeLessThan(4 * 2 ** 20);
+    });
+
+    it(`answers /v1/image 502 PROVIDER_ERROR the same way (${how})`, async () => {
+      mode = how;
+      const response = await call("image", { prompt: "a cat" });
+      const envelope = (await response.json()) as { error: { code: string; message: string } };
+      expect(response.status).toBe(502);
+      expect(envelope.error).toMatchObject({
+        code: "PROVIDER_ERROR",
+        message: expect.stringContaining("larger than SLUICE_MAX_PROVIDER_RESPONSE_BYTES"),
+      });
+      expect(await usageRowOf(sluice.gateway, response)).toMatchObject({
+        status: 502,
+        error_code: "PROVIDER_ERROR",
+        cost_usd: null,
+      });
+    });
+  }
+});
