@@ -64,4 +64,54 @@ describe.skipIf(!redisAvailable)("single-use device tokens on Redis", () => {
     expect((await call(first)).status).toBe(401);
     expect(started.logs.join("")).not.toContain("ledger in Redis failed");
   });
+
+  it("once the project switches to cached tokens, trusts a token used as single-use only for the TTL", async () => {
+    const started = await startTestGateway({
+      providerABaseUrl: `${fake.url}/a/v1`,
+      deviceCheckProductionUrl: apple.url,
+      redisUrl,
+      deviceTokenTtlSeconds: 1,
+      trustProxy: ["127.0.0.1"],
+    });
+    try {
+      const project = await createTestProject(started.gateway, {
+        testMode: false,
+        deviceCheck: {
+          enabled: true,
+          teamId,
+          keyId,
+          privateKey: keys.privateKeyPem,
+          environment: "production",
+          tokenMode: "single-use",
+        },
+      });
+      const call = async (deviceToken: string) => {
+        const response = await fetch(`${started.url}/v1/provider-a/${project.projectId}/chat/completions`, {
+          method: "POST",
+          headers: {
+            authorization: `Bearer ${project.partialKeys["provider-a"]}.${deviceToken}`,
+            "content-type": "application/json",
+            "x-forwarded-for": clientIp,
+          },
+          body: JSON.stringify({ model: "gpt-4o-mini", messages: [] }),
+        });
+        await response.arrayBuffer();
+        return response.status;
+      };
+      const early = token("single-use-era");
+      apple.registerValidToken(early);
+      expect(await call(early)).toBe(200);
+      await started.gateway.admin.updateProject(project.projectId, { deviceCheck: { tokenMode: "cached" } });
+      await new Promise((resolve) => setTimeout(resolve, 1200));
+      // Past the 1 s TTL Apple is asked again, and now refuses: the 24 h entry is not trusted.
+      apple.fail({ kind: "status", status: 400 });
+      try {
+        expect(await call(early)).toBe(401);
+      } finally {
+        apple.fail(null);
+      }
+    } finally {
+      await started.close();
+    }
+  });
 });
