@@ -36,6 +36,7 @@ import { createAuthThrottle } from "./rate-limit/auth-throttle.js";
 import { createRateLimiter } from "./rate-limit/rate-limiter.js";
 import { connectRedis } from "./redis/connect-redis.js";
 import { RedisBreaker } from "./redis/redis-breaker.js";
+import { sharedStateWarnings } from "./shared-state-warnings.js";
 import { type OpenDatabase, openDatabase } from "./storage/database.js";
 import { createKeyRepository } from "./storage/key-repository.js";
 import { createProjectRepository } from "./storage/project-repository.js";
@@ -125,6 +126,7 @@ export async function createGateway(config: Config, injected: Partial<Injectable
   for (const warning of [
     ...(await productionWarnings(config, projects)),
     ...fetchBlockedPortWarnings(config),
+    ...sharedStateWarnings(config),
   ])
     logger.warn(warning.fields, warning.message);
 

@@ -23,6 +23,9 @@ interface LedgerFixture {
 const lifetimeMs = 300;
 const budget: DeviceTokenPolicy = { mode: "budget", ttlMs: lifetimeMs, maxRequests: 3 };
 const singleUse: DeviceTokenPolicy = { mode: "single-use", retentionMs: lifetimeMs };
+/** Policies that keep an entry ten times longer than `budget` trusts it. */
+const longSingleUse: DeviceTokenPolicy = { mode: "single-use", retentionMs: 10 * lifetimeMs };
+const longBudget: DeviceTokenPolicy = { mode: "budget", ttlMs: 10 * lifetimeMs, maxRequests: 3 };
 const newDigest = () => deviceTokenDigest(randomBytes(64).toString("base64"));
 
 function ledgerContract(fixture: () => LedgerFixture) {
@@ -97,6 +100,38 @@ function ledgerContract(fixture: () => LedgerFixture) {
     await advance(lifetimeMs);
     expect(await ledger.check("project-1", digest, singleUse)).toBe("fresh");
   });
+
+  it("trusts a token first used as single-use for the budget TTL only, and keeps refusing it as single-use", async () => {
+    const { ledger, advance } = fixture();
+    const digest = newDigest();
+    expect(await ledger.remember("project-1", digest, longSingleUse)).toBe("accepted");
+    // The project switched to cached tokens: within the TTL from Apple's verification, trusted.
+    expect(await ledger.check("project-1", digest, budget)).toBe("cached-ok");
+    await advance(lifetimeMs + 50);
+    // Past that TTL the entry (kept for single-use replays) is not trusted: Apple is asked again.
+    expect(await ledger.check("project-1", digest, budget)).toBe("fresh");
+    expect(await ledger.remember("project-1", digest, budget)).toBe("accepted");
+    expect(await ledger.check("project-1", digest, budget)).toBe("cached-ok");
+    // Switched back, the token is still a replay for the rest of its retention.
+    expect(await ledger.check("project-1", digest, longSingleUse)).toBe("replayed");
+    await advance(lifetimeMs + 50);
+    expect(await ledger.check("project-1", digest, budget)).toBe("fresh");
+    expect(await ledger.remember("project-1", digest, longSingleUse)).toBe("replayed");
+  });
+
+  it("trusts a token for the TTL of the caller, counted from its verification, when TTLs differ", async () => {
+    const { ledger, advance } = fixture();
+    const digest = newDigest();
+    expect(await ledger.remember("project-1", digest, longBudget)).toBe("accepted");
+    await advance(lifetimeMs + 50);
+    expect(await ledger.check("project-1", digest, budget)).toBe("fresh");
+    expect(await ledger.check("project-1", digest, longBudget)).toBe("cached-ok");
+    // Verified anew by the caller with the shorter TTL: its budget starts again.
+    expect(await ledger.remember("project-1", digest, budget)).toBe("accepted");
+    expect(await ledger.check("project-1", digest, budget)).toBe("cached-ok");
+    expect(await ledger.check("project-1", digest, budget)).toBe("cached-ok");
+    expect(await ledger.check("project-1", digest, budget)).toBe("budget-exhausted");
+  });
 }
 
 describe("deviceTokenDigest", () => {
@@ -156,6 +191,8 @@ describe.skipIf(!redisAvailable)("redis device token ledger", () => {
     const key = `${keyPrefix}project-9:${deviceTokenDigest(token)}`;
     expect(await redis.get(key)).toBe("1");
     expect(await redis.pttl(key)).toBeGreaterThan(59_000);
+    expect(Number(await redis.get(`${key}:verified`))).toBeGreaterThan(Date.now() - 60_000);
+    expect(await redis.pttl(`${key}:verified`)).toBeGreaterThan(59_000);
     const stored = await redis.keys(`${keyPrefix}*`);
     expect(stored.some((entry) => entry.includes(token))).toBe(false);
   });
@@ -179,6 +216,20 @@ describe.skipIf(!redisAvailable)("redis device token ledger", () => {
     } finally {
       await proxy.close();
     }
+  });
+
+  it("asks Apple again for a budget caller's entry without a verification time, still refusing a replay", async () => {
+    // An entry as an earlier version wrote it: the use count alone.
+    const ledger = createRedisDeviceTokenLedger({ redis, keyPrefix });
+    const digest = newDigest();
+    const key = `${keyPrefix}project-1:${digest}`;
+    await redis.set(key, 1, "PX", 60_000);
+    expect(await ledger.check("project-1", digest, singleUse)).toBe("replayed");
+    expect(await ledger.check("project-1", digest, budget)).toBe("fresh");
+    expect(await ledger.remember("project-1", digest, budget)).toBe("accepted");
+    expect(await ledger.check("project-1", digest, budget)).toBe("cached-ok");
+    expect(await redis.pttl(key)).toBeGreaterThan(59_000);
+    expect(await ledger.check("project-1", digest, singleUse)).toBe("replayed");
   });
 
   it("is shared by two instances", async () => {

@@ -6,8 +6,11 @@ import { RedisScript } from "../redis/redis-script.js";
 /**
  * What a project does with a device token Apple has verified.
  * - `budget`: the token is trusted for `ttlMs` and `maxRequests` requests, whichever ends first;
- *   after that it is refused until its entry expires (asking Apple again would defeat the budget,
- *   since Apple accepts one token for a while). Then it counts as fresh again.
+ *   after that it is refused until `ttlMs` has passed since Apple verified it (asking Apple again
+ *   would defeat the budget, since Apple accepts one token for a while). Then it counts as fresh
+ *   again. `ttlMs` is the caller's, counted from the verification at each use: an entry made under
+ *   another policy (single-use, a longer TTL on another instance or before a restart) is never
+ *   trusted for longer.
  * - `single-use`: Apple asks servers to treat a device token as single-use ("DeviceCheck",
  *   `DCDevice.generateToken` docs): accepted once, and any reuse within `retentionMs` is a replay.
  */
@@ -79,37 +82,43 @@ export function createMemoryDeviceTokenLedger(
 ): DeviceTokenLedger {
   const clock = options.clock ?? Date.now;
   const maxEntries = options.maxEntries ?? 100_000;
-  const entries = new Map<string, { count: number; expiresAt: number }>();
+  const entries = new Map<string, { count: number; verifiedAt: number; expiresAt: number }>();
 
-  function live(key: string) {
+  function live(key: string, now: number) {
     const entry = entries.get(key);
-    if (entry && entry.expiresAt <= clock()) {
+    if (entry && entry.expiresAt <= now) {
       entries.delete(key);
       return undefined;
     }
     return entry;
   }
 
-  function insert(key: string, policy: DeviceTokenPolicy): void {
-    if (entries.size >= maxEntries) {
-      const oldest = entries.keys().next();
-      if (!oldest.done) entries.delete(oldest.value);
-    }
-    entries.set(key, { count: 1, expiresAt: clock() + lifetimeMs(policy) });
-  }
-
   return {
     async check(projectId, digest, policy) {
-      const entry = live(`${projectId}:${digest}`);
-      if (!entry) return "fresh";
+      const now = clock();
+      const entry = live(`${projectId}:${digest}`, now);
+      if (!entry || outlived(entry.verifiedAt, now, policy)) return "fresh";
       entry.count += 1;
       return budgetVerdict(entry.count, policy, "cached-ok");
     },
     async remember(projectId, digest, policy) {
       const key = `${projectId}:${digest}`;
-      const entry = live(key);
+      const now = clock();
+      const entry = live(key, now);
       if (!entry) {
-        insert(key, policy);
+        if (entries.size >= maxEntries) {
+          const oldest = entries.keys().next();
+          if (!oldest.done) entries.delete(oldest.value);
+        }
+        entries.set(key, { count: 1, verifiedAt: now, expiresAt: now + lifetimeMs(policy) });
+        return "accepted";
+      }
+      if (outlived(entry.verifiedAt, now, policy)) {
+        // Verified anew: the budget starts again; the entry keeps the longer of its lifetimes, so
+        // a single-use entry still refuses a replay if the project switches back.
+        entry.count = 1;
+        entry.verifiedAt = now;
+        entry.expiresAt = Math.max(entry.expiresAt, now + lifetimeMs(policy));
         return "accepted";
       }
       entry.count += 1;
@@ -118,16 +127,57 @@ export function createMemoryDeviceTokenLedger(
   };
 }
 
-/** Counts a use of an existing entry; 0 when there is none (so nothing is created without a TTL). */
+/**
+ * True when a budget-mode caller must not trust an entry Apple verified at `verifiedAt` any more:
+ * its own TTL has passed since then. A single-use caller refuses any entry, however old.
+ */
+function outlived(verifiedAt: number, now: number, policy: DeviceTokenPolicy): boolean {
+  return policy.mode === "budget" && now - verifiedAt >= policy.ttlMs;
+}
+
+/**
+ * KEYS[1] is the entry (the use count), KEYS[2] when Apple verified it (ms on Redis's clock);
+ * ARGV[1] the caller's TTL in budget mode, -1 in single-use mode. Counts a use of an existing entry
+ * and returns the count; 0 when there is none, or a budget caller's TTL has passed since the
+ * verification (or its time is unknown: an entry written before it was kept), so nothing is
+ * created without a TTL and an old entry is asked of Apple again.
+ */
 const checkScript = new RedisScript(`
 if redis.call("EXISTS", KEYS[1]) == 0 then return 0 end
+local ttl = tonumber(ARGV[1])
+if ttl >= 0 then
+  local verifiedAt = tonumber(redis.call("GET", KEYS[2]))
+  local time = redis.call("TIME")
+  local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
+  if not verifiedAt or now - verifiedAt >= ttl then return 0 end
+end
 return redis.call("INCR", KEYS[1])`);
 
-/** Creates the entry with its TTL as use 1, or counts one more use of an existing entry. */
+/**
+ * KEYS and ARGV[2] as for `checkScript`; ARGV[1] the entry's lifetime. Creates the entry with its
+ * lifetime as use 1. An entry a budget caller may no longer trust starts again as use 1 and keeps
+ * the longer of its lifetimes; any other existing entry counts one more use.
+ */
 const rememberScript = new RedisScript(`
-if redis.call("SET", KEYS[1], 1, "NX", "PX", ARGV[1]) then return 1 end
+local time = redis.call("TIME")
+local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
+local lifetime = tonumber(ARGV[1])
+if redis.call("SET", KEYS[1], 1, "NX", "PX", lifetime) then
+  redis.call("SET", KEYS[2], now, "PX", lifetime)
+  return 1
+end
+local ttl = tonumber(ARGV[2])
+if ttl >= 0 then
+  local verifiedAt = tonumber(redis.call("GET", KEYS[2]))
+  if not verifiedAt or now - verifiedAt >= ttl then
+    local keep = math.max(redis.call("PTTL", KEYS[1]), lifetime)
+    redis.call("SET", KEYS[1], 1, "PX", keep)
+    redis.call("SET", KEYS[2], now, "PX", keep)
+    return 1
+  end
+end
 local count = redis.call("INCR", KEYS[1])
-if redis.call("PTTL", KEYS[1]) < 0 then redis.call("PEXPIRE", KEYS[1], ARGV[1]) end
+if redis.call("PTTL", KEYS[1]) < 0 then redis.call("PEXPIRE", KEYS[1], lifetime) end
 return count`);
 
 export interface RedisDeviceTokenLedgerOptions {
@@ -148,8 +198,10 @@ export class RedisRestingError extends Error {
 
 /**
  * The shared ledger for several instances. Each entry is one integer key (the use count) with a
- * PEXPIRE lifetime on Redis's clock; every read-modify-write is one Lua script or one SET NX, so it
- * is atomic across instances. While the breaker rests Redis after a failure, calls reject at once
+ * PEXPIRE lifetime on Redis's clock, beside a key `…:verified` holding when Apple verified it (ms
+ * on Redis's clock, same lifetime); the use count keeps the layout of earlier versions, so an
+ * instance not yet updated still shares it. Every read-modify-write is one Lua script, so it is
+ * atomic across instances. While the breaker rests Redis after a failure, calls reject at once
  * with `RedisRestingError` instead of waiting for a Redis that hangs.
  */
 export function createRedisDeviceTokenLedger(options: RedisDeviceTokenLedgerOptions): DeviceTokenLedger {
@@ -157,20 +209,21 @@ export function createRedisDeviceTokenLedger(options: RedisDeviceTokenLedgerOpti
   const breaker = options.breaker ?? new RedisBreaker(redis);
   const prefix = options.keyPrefix ?? "sluice:device-token:";
   const resting = () => Promise.reject(new RedisRestingError());
-  const count = (script: RedisScript, projectId: string, digest: string, args: number[]) =>
-    breaker.run(
-      async () => Number(await script.run(redis, [`${prefix}${projectId}:${digest}`], args)),
-      resting,
-    );
+  const count = (script: RedisScript, projectId: string, digest: string, args: number[]) => {
+    const key = `${prefix}${projectId}:${digest}`;
+    return breaker.run(async () => Number(await script.run(redis, [key, `${key}:verified`], args)), resting);
+  };
+  /** The TTL a budget caller trusts an entry for, counted from its verification; -1: single-use. */
+  const trustMs = (policy: DeviceTokenPolicy) => (policy.mode === "budget" ? Math.max(0, policy.ttlMs) : -1);
 
   return {
     async check(projectId, digest, policy) {
-      const uses = await count(checkScript, projectId, digest, []);
+      const uses = await count(checkScript, projectId, digest, [trustMs(policy)]);
       return uses === 0 ? "fresh" : budgetVerdict(uses, policy, "cached-ok");
     },
     async remember(projectId, digest, policy) {
-      const ttl = Math.max(1, Math.ceil(lifetimeMs(policy)));
-      const uses = await count(rememberScript, projectId, digest, [ttl]);
+      const lifetime = Math.max(1, Math.ceil(lifetimeMs(policy)));
+      const uses = await count(rememberScript, projectId, digest, [lifetime, trustMs(policy)]);
       return uses === 1 ? "accepted" : budgetVerdict(uses, policy, "accepted");
     },
   };

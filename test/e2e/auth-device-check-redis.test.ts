@@ -2,7 +2,7 @@ import { randomBytes } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type FakeApple, generateAppleKeyPair, startFakeApple } from "../fakes/fake-apple.js";
 import { type FakeUpstream, startFakeUpstream } from "../fakes/fake-upstream.js";
-import { redisAvailable, redisUrl } from "../support/services.js";
+import { createPostgresSchema, postgresAvailable, redisAvailable, redisUrl } from "../support/services.js";
 import { createTestProject, startTestGateway, type TestGateway } from "../support/test-gateway.js";
 
 const teamId = "TEAM123456";
@@ -63,5 +63,125 @@ describe.skipIf(!redisAvailable)("single-use device tokens on Redis", () => {
     expect((await call(first)).status).toBe(200);
     expect((await call(first)).status).toBe(401);
     expect(started.logs.join("")).not.toContain("ledger in Redis failed");
+  });
+
+  it("once the project switches to cached tokens, trusts a token used as single-use only for the TTL", async () => {
+    const started = await startTestGateway({
+      providerABaseUrl: `${fake.url}/a/v1`,
+      deviceCheckProductionUrl: apple.url,
+      redisUrl,
+      deviceTokenTtlSeconds: 1,
+      trustProxy: ["127.0.0.1"],
+    });
+    try {
+      const project = await createTestProject(started.gateway, {
+        testMode: false,
+        deviceCheck: {
+          enabled: true,
+          teamId,
+          keyId,
+          privateKey: keys.privateKeyPem,
+          environment: "production",
+          tokenMode: "single-use",
+        },
+      });
+      const call = async (deviceToken: string) => {
+        const response = await fetch(`${started.url}/v1/provider-a/${project.projectId}/chat/completions`, {
+          method: "POST",
+          headers: {
+            authorization: `Bearer ${project.partialKeys["provider-a"]}.${deviceToken}`,
+            "content-type": "application/json",
+            "x-forwarded-for": clientIp,
+          },
+          body: JSON.stringify({ model: "gpt-4o-mini", messages: [] }),
+        });
+        await response.arrayBuffer();
+        return response.status;
+      };
+      const early = token("single-use-era");
+      apple.registerValidToken(early);
+      expect(await call(early)).toBe(200);
+      await started.gateway.admin.updateProject(project.projectId, { deviceCheck: { tokenMode: "cached" } });
+      await new Promise((resolve) => setTimeout(resolve, 1200));
+      // Past the 1 s TTL Apple is asked again, and now refuses: the 24 h entry is not trusted.
+      apple.fail({ kind: "status", status: 400 });
+      try {
+        expect(await call(early)).toBe(401);
+      } finally {
+        apple.fail(null);
+      }
+    } finally {
+      await started.close();
+    }
+  });
+});
+
+/**
+ * Without REDIS_URL each instance keeps its own ledger (docs/auth.md): a single-use token is refused
+ * on replay by the instance that accepted it, not by another one; the start says so.
+ */
+describe.skipIf(!postgresAvailable)("single-use device tokens on several instances without Redis", () => {
+  let fake: FakeUpstream;
+  let apple: FakeApple;
+  let schema: Awaited<ReturnType<typeof createPostgresSchema>>;
+  const gateways: TestGateway[] = [];
+  const keys = generateAppleKeyPair();
+
+  beforeAll(async () => {
+    fake = await startFakeUpstream();
+    apple = await startFakeApple({ label: "production" });
+    apple.registerKey(keyId, { teamId, publicKeyPem: keys.publicKeyPem });
+    schema = await createPostgresSchema();
+  });
+
+  afterAll(async () => {
+    for (const gateway of gateways) await gateway.close();
+    await apple?.close();
+    await fake?.close();
+    await schema?.drop();
+  });
+
+  it("are refused on replay per instance only, and each start warns that REDIS_URL is unset", async () => {
+    const masterKey = randomBytes(32).toString("base64");
+    for (let i = 0; i < 2; i++)
+      gateways.push(
+        await startTestGateway({
+          masterKey,
+          databaseUrl: schema.url,
+          providerABaseUrl: `${fake.url}/a/v1`,
+          deviceCheckProductionUrl: apple.url,
+        }),
+      );
+    const [one, two] = gateways as [TestGateway, TestGateway];
+    for (const gateway of [one, two])
+      expect(gateway.logs.join("")).toContain("DATABASE_URL is set without REDIS_URL");
+    const project = await createTestProject(one.gateway, {
+      testMode: false,
+      deviceCheck: {
+        enabled: true,
+        teamId,
+        keyId,
+        privateKey: keys.privateKeyPem,
+        environment: "production",
+        tokenMode: "single-use",
+      },
+    });
+    const call = async (gateway: TestGateway, deviceToken: string) => {
+      const response = await fetch(`${gateway.url}/v1/provider-a/${project.projectId}/chat/completions`, {
+        method: "POST",
+        headers: {
+          authorization: `Bearer ${project.partialKeys["provider-a"]}.${deviceToken}`,
+          "content-type": "application/json",
+        },
+        body: JSON.stringify({ model: "gpt-4o-mini", messages: [] }),
+      });
+      await response.arrayBuffer();
+      return response.status;
+    };
+    const used = token("per-instance");
+    apple.registerValidToken(used);
+    expect(await call(one, used)).toBe(200);
+    expect(await call(one, used)).toBe(401);
+    expect(await call(two, used)).toBe(200);
   });
 });

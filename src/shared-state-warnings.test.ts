@@ -1,0 +1,29 @@
+import { describe, expect, it } from "vitest";
+import { sharedStateWarnings } from "./shared-state-warnings.js";
+
+const databaseUrl = "postgres://sluice:secret-password@db.internal:5432/sluice";
+
+describe("the warning of a start on PostgreSQL without Redis", () => {
+  it("names what is per instance without Redis, and says to set REDIS_URL", () => {
+    const warnings = sharedStateWarnings({ databaseUrl, redisUrl: undefined });
+    expect(warnings).toHaveLength(1);
+    const [warning] = warnings;
+    expect(warning?.fields).toEqual({ databaseUrl: true, redisUrl: false });
+    expect(warning?.message).toMatch(/^DATABASE_URL is set without REDIS_URL/);
+    for (const part of [
+      "single-use token",
+      "request budget",
+      "failed-authentication throttle",
+      "rate limits",
+      "set REDIS_URL",
+    ])
+      expect(warning?.message).toContain(part);
+    expect(JSON.stringify(warning)).not.toContain("secret-password");
+  });
+
+  it("says nothing with Redis, or on the embedded SQLite (one instance)", () => {
+    expect(sharedStateWarnings({ databaseUrl, redisUrl: "redis://127.0.0.1:6379" })).toEqual([]);
+    expect(sharedStateWarnings({ databaseUrl: undefined, redisUrl: undefined })).toEqual([]);
+    expect(sharedStateWarnings({ databaseUrl: undefined, redisUrl: "redis://127.0.0.1:6379" })).toEqual([]);
+  });
+});
