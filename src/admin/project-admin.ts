@@ -8,7 +8,6 @@ import type { ProviderId } from "../providers/provider-id.js";
 import type { KeyRepository, ProviderKeyRecord } from "../storage/key-repository.js";
 import type { Project, ProjectRepository } from "../storage/project-repository.js";
 import type { UsageReportRow, UsageRepository } from "../storage/usage-repository.js";
-import { catalogueProviderOf, findModel } from "../usage/model-catalogue.js";
 import { mapDatabaseOutages } from "./map-database-outages.js";
 import {
   addProviderKeyInput,
@@ -16,11 +15,18 @@ import {
   createProjectInput,
   noFieldsInput,
   projectIdPattern,
-  type UpdateProjectInput,
   updateProjectInput,
   usageQueryInput,
 } from "./project-input.js";
-import { checkProjectValues, type FieldName, usageReportWindow } from "./project-values.js";
+import {
+  applyChanges,
+  assertTestModeAllowed,
+  blankProject,
+  newProject,
+  notSealed,
+  type Seal,
+} from "./project-rules.js";
+import { checkProjectValues, type FieldName, sameName, usageReportWindow } from "./project-values.js";
 
 export type { FieldName } from "./project-values.js";
 
@@ -291,14 +297,8 @@ export function providerKeyAad(projectId: string, keyId: string): string {
   return `provider-key:${projectId}:${keyId}`;
 }
 
-export function deviceCheckKeyAad(projectId: string): string {
-  return `devicecheck-key:${projectId}`;
-}
-
 /** Each problem of an invalid input as `<where>: <what is wrong>`. */
 type ProblemLabels = (issue: z.core.$ZodIssue) => string[];
-
-const sameName: FieldName = (path) => path;
 
 /** A JSON body's problems: the field as the caller names it, or "(body)" for the body as a whole. */
 function bodyLabels(fieldName: FieldName): ProblemLabels {
@@ -329,155 +329,6 @@ function parse<T>(
   if (result.success) return result.data;
   const problems = result.error.issues.flatMap(labels);
   throw new GatewayError("BAD_REQUEST", `Invalid ${what}: ${problems.join("; ")}`, { details: { problems } });
-}
-
-/** Seals a secret for storage (the secret box's `seal`; a check that stores nothing passes `notSealed`). */
-type Seal = (plaintext: Buffer, aad: string) => string;
-/** Stands in for a sealed value where nothing is stored: set, so rules that need one hold. */
-const notSealed: Seal = () => "not-sealed";
-
-function blankProject(id: string, at: string): Project {
-  return {
-    id,
-    name: "",
-    teamId: null,
-    provider: "provider-a",
-    model: null,
-    testMode: false,
-    deviceCheck: {
-      enabled: false,
-      teamId: null,
-      keyId: null,
-      sealedPrivateKey: null,
-      environment: "production",
-      tokenMode: "cached",
-    },
-    outputSchema: null,
-    saveImagesToVault: false,
-    rateLimits: { perMinute: null, devicePerMinute: null },
-    monthlySpendCapUsd: null,
-    disabled: false,
-    createdAt: at,
-    updatedAt: at,
-  };
-}
-
-/** A new project as `fields` describe it, every rule across its fields checked (nothing is read). */
-function newProject(
-  id: string,
-  fields: Omit<CreateProjectInput, "id">,
-  at: string,
-  seal: Seal,
-  fieldName: FieldName,
-): Project {
-  return applyChanges(blankProject(id, at), fields, seal, fieldName);
-}
-
-/**
- * Every rule a new project's fields must pass that reads nothing stored: its values and the rules
- * across them. The CLI runs it before it opens the database, so such a project is a usage error.
- */
-export function checkNewProject(fields: CreateProjectInput, fieldName: FieldName = sameName): void {
-  checkProjectValues(fields, fieldName);
-  const { id = "new", ...changes } = fields;
-  newProject(id, changes, new Date(0).toISOString(), notSealed, fieldName);
-}
-
-/** Rules across fields and on values a schema cannot check; messages name fields as `fieldName` does. */
-function applyChanges(
-  current: Project,
-  changes: UpdateProjectInput,
-  seal: Seal,
-  fieldName: FieldName,
-): Project {
-  const next: Project = {
-    ...current,
-    deviceCheck: { ...current.deviceCheck },
-    rateLimits: { ...current.rateLimits },
-  };
-  if (changes.name !== undefined) next.name = changes.name;
-  if (changes.teamId !== undefined) next.teamId = changes.teamId;
-  if (changes.provider !== undefined) next.provider = changes.provider;
-  if (changes.model !== undefined) next.model = changes.model;
-  if (changes.testMode !== undefined) next.testMode = changes.testMode;
-  if (changes.saveImagesToVault !== undefined) next.saveImagesToVault = changes.saveImagesToVault;
-  if (changes.monthlySpendCapUsd !== undefined) next.monthlySpendCapUsd = changes.monthlySpendCapUsd;
-  if (changes.disabled !== undefined) next.disabled = changes.disabled;
-  if (changes.rateLimits?.perMinute !== undefined) next.rateLimits.perMinute = changes.rateLimits.perMinute;
-  if (changes.rateLimits?.devicePerMinute !== undefined)
-    next.rateLimits.devicePerMinute = changes.rateLimits.devicePerMinute;
-  // Its values (model, output schema, DeviceCheck key) were checked by checkProjectValues.
-  if (changes.outputSchema !== undefined) next.outputSchema = changes.outputSchema;
-  // Checked only when the pair changes, so a project stored before this rule keeps taking updates.
-  if (next.provider !== current.provider || next.model !== current.model) assertModelOfProvider(next);
-  applyDeviceCheck(next, changes.deviceCheck, seal, fieldName);
-  if (next.saveImagesToVault && !next.teamId) {
-    throw new GatewayError(
-      "VALIDATION_ERROR",
-      `${fieldName("saveImagesToVault")} needs a ${fieldName("teamId")} (it is the first segment of the vault path)`,
-    );
-  }
-  return next;
-}
-
-/**
- * Production puts no project in Test Mode (SPEC rule 4: development and testing only). A project
- * already in it may still be changed, and turned off; its test keys are refused all the same.
- */
-function assertTestModeAllowed(
-  current: Project,
-  next: Project,
-  allowed: boolean,
-  fieldName: FieldName,
-): void {
-  if (allowed || !next.testMode || current.testMode) return;
-  throw new GatewayError(
-    "VALIDATION_ERROR",
-    `${fieldName("testMode")} cannot be turned on in production (SLUICE_ENV=production): Test Mode is for development and testing only`,
-    { details: { field: "testMode", environment: "production" } },
-  );
-}
-
-/**
- * A model the catalogue lists under another provider could only fail later, as the provider's 502;
- * a model no provider lists (a custom or newer name) is the admin's call and stays allowed.
- */
-function assertModelOfProvider({ provider, model }: Pick<Project, "provider" | "model">): void {
-  if (!model || findModel(provider, model)) return;
-  const modelProvider = catalogueProviderOf(model);
-  if (!modelProvider) return;
-  throw new GatewayError(
-    "VALIDATION_ERROR",
-    `model ${JSON.stringify(model)} is a ${modelProvider} model; this project's provider is ${provider}`,
-    { details: { model, provider, modelProvider } },
-  );
-}
-
-function applyDeviceCheck(
-  next: Project,
-  changes: UpdateProjectInput["deviceCheck"],
-  seal: Seal,
-  fieldName: FieldName,
-): void {
-  if (!changes) return;
-  const deviceCheck = next.deviceCheck;
-  if (changes.enabled !== undefined) deviceCheck.enabled = changes.enabled;
-  if (changes.teamId !== undefined) deviceCheck.teamId = changes.teamId;
-  if (changes.keyId !== undefined) deviceCheck.keyId = changes.keyId;
-  if (changes.environment !== undefined) deviceCheck.environment = changes.environment;
-  if (changes.tokenMode !== undefined) deviceCheck.tokenMode = changes.tokenMode;
-  if (changes.privateKey === null) deviceCheck.sealedPrivateKey = null;
-  else if (changes.privateKey !== undefined) {
-    deviceCheck.sealedPrivateKey = seal(Buffer.from(changes.privateKey, "utf8"), deviceCheckKeyAad(next.id));
-  }
-  if (deviceCheck.enabled && (!deviceCheck.teamId || !deviceCheck.keyId || !deviceCheck.sealedPrivateKey)) {
-    // Named within deviceCheck, as the API's body nests them: `teamId`, or the CLI's flag.
-    const inDeviceCheck = (field: string) => fieldName(`deviceCheck.${field}`).replace(/^deviceCheck\./, "");
-    throw new GatewayError(
-      "VALIDATION_ERROR",
-      `Device Check needs ${inDeviceCheck("teamId")}, ${inDeviceCheck("keyId")} and ${inDeviceCheck("privateKey")} (the .p8 file's contents) when enabled`,
-    );
-  }
 }
 
 function viewOf(project: Project): ProjectView {

@@ -8,6 +8,7 @@ import { requireModelName, type UpdateProjectInput, type UsageQueryInput } from 
  * as the flag that sets it (`--device-check-team-id`).
  */
 export type FieldName = (path: string) => string;
+export const sameName: FieldName = (path) => path;
 
 /**
  * The checks on a project's values that need nothing stored: the model's form, the output schema,

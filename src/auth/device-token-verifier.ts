@@ -1,5 +1,5 @@
 import type { Redis } from "ioredis";
-import { deviceCheckKeyAad } from "../admin/project-admin.js";
+import { deviceCheckKeyAad } from "../admin/project-rules.js";
 import type { Config } from "../config.js";
 import type { Logger } from "../observability/logger.js";
 import type { RedisBreaker } from "../redis/redis-breaker.js";

@@ -1,7 +1,6 @@
 import { readFileSync } from "node:fs";
 import { openAdminContext } from "../admin/admin-context.js";
 import type { ProjectAdmin } from "../admin/project-admin.js";
-import { checkNewProject } from "../admin/project-admin.js";
 import {
   addProviderKeyInput,
   createProjectInput,
@@ -10,6 +9,7 @@ import {
   updateProjectInput,
   usageQueryInput,
 } from "../admin/project-input.js";
+import { checkNewProject } from "../admin/project-rules.js";
 import { checkProjectValues, usageReportWindow } from "../admin/project-values.js";
 import { ConfigError, loadConfig } from "../config.js";
 import { isGatewayError } from "../errors.js";

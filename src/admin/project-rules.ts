@@ -1,0 +1,165 @@
+import { GatewayError } from "../errors.js";
+import type { Project } from "../storage/project-repository.js";
+import { catalogueProviderOf, findModel } from "../usage/model-catalogue.js";
+import type { CreateProjectInput, UpdateProjectInput } from "./project-input.js";
+import { checkProjectValues, type FieldName, sameName } from "./project-values.js";
+
+/**
+ * A project's rules across its fields (a vault needs a team id, DeviceCheck needs its ids and key,
+ * a model of the project's provider, Test Mode and production), applied to a project as it is:
+ * pure, so the admin use cases check a change against what is stored, and the CLI and the projects
+ * file check a new project before anything is opened or written.
+ */
+
+export function deviceCheckKeyAad(projectId: string): string {
+  return `devicecheck-key:${projectId}`;
+}
+
+/** Seals a secret for storage (the secret box's `seal`; a check that stores nothing passes `notSealed`). */
+export type Seal = (plaintext: Buffer, aad: string) => string;
+/** Stands in for a sealed value where nothing is stored: set, so rules that need one hold. */
+export const notSealed: Seal = () => "not-sealed";
+
+export function blankProject(id: string, at: string): Project {
+  return {
+    id,
+    name: "",
+    teamId: null,
+    provider: "provider-a",
+    model: null,
+    testMode: false,
+    deviceCheck: {
+      enabled: false,
+      teamId: null,
+      keyId: null,
+      sealedPrivateKey: null,
+      environment: "production",
+      tokenMode: "cached",
+    },
+    outputSchema: null,
+    saveImagesToVault: false,
+    rateLimits: { perMinute: null, devicePerMinute: null },
+    monthlySpendCapUsd: null,
+    disabled: false,
+    createdAt: at,
+    updatedAt: at,
+  };
+}
+
+/** A new project as `fields` describe it, every rule across its fields checked (nothing is read). */
+export function newProject(
+  id: string,
+  fields: Omit<CreateProjectInput, "id">,
+  at: string,
+  seal: Seal,
+  fieldName: FieldName,
+): Project {
+  return applyChanges(blankProject(id, at), fields, seal, fieldName);
+}
+
+/**
+ * Every rule a new project's fields must pass that reads nothing stored: its values and the rules
+ * across them. The CLI runs it before it opens the database, so such a project is a usage error.
+ */
+export function checkNewProject(fields: CreateProjectInput, fieldName: FieldName = sameName): void {
+  checkProjectValues(fields, fieldName);
+  const { id = "new", ...changes } = fields;
+  newProject(id, changes, new Date(0).toISOString(), notSealed, fieldName);
+}
+
+/** Rules across fields and on values a schema cannot check; messages name fields as `fieldName` does. */
+export function applyChanges(
+  current: Project,
+  changes: UpdateProjectInput,
+  seal: Seal,
+  fieldName: FieldName,
+): Project {
+  const next: Project = {
+    ...current,
+    deviceCheck: { ...current.deviceCheck },
+    rateLimits: { ...current.rateLimits },
+  };
+  if (changes.name !== undefined) next.name = changes.name;
+  if (changes.teamId !== undefined) next.teamId = changes.teamId;
+  if (changes.provider !== undefined) next.provider = changes.provider;
+  if (changes.model !== undefined) next.model = changes.model;
+  if (changes.testMode !== undefined) next.testMode = changes.testMode;
+  if (changes.saveImagesToVault !== undefined) next.saveImagesToVault = changes.saveImagesToVault;
+  if (changes.monthlySpendCapUsd !== undefined) next.monthlySpendCapUsd = changes.monthlySpendCapUsd;
+  if (changes.disabled !== undefined) next.disabled = changes.disabled;
+  if (changes.rateLimits?.perMinute !== undefined) next.rateLimits.perMinute = changes.rateLimits.perMinute;
+  if (changes.rateLimits?.devicePerMinute !== undefined)
+    next.rateLimits.devicePerMinute = changes.rateLimits.devicePerMinute;
+  // Its values (model, output schema, DeviceCheck key) were checked by checkProjectValues.
+  if (changes.outputSchema !== undefined) next.outputSchema = changes.outputSchema;
+  // Checked only when the pair changes, so a project stored before this rule keeps taking updates.
+  if (next.provider !== current.provider || next.model !== current.model) assertModelOfProvider(next);
+  applyDeviceCheck(next, changes.deviceCheck, seal, fieldName);
+  if (next.saveImagesToVault && !next.teamId) {
+    throw new GatewayError(
+      "VALIDATION_ERROR",
+      `${fieldName("saveImagesToVault")} needs a ${fieldName("teamId")} (it is the first segment of the vault path)`,
+    );
+  }
+  return next;
+}
+
+/**
+ * Production puts no project in Test Mode (SPEC rule 4: development and testing only). A project
+ * already in it may still be changed, and turned off; its test keys are refused all the same.
+ */
+export function assertTestModeAllowed(
+  current: Project,
+  next: Project,
+  allowed: boolean,
+  fieldName: FieldName,
+): void {
+  if (allowed || !next.testMode || current.testMode) return;
+  throw new GatewayError(
+    "VALIDATION_ERROR",
+    `${fieldName("testMode")} cannot be turned on in production (SLUICE_ENV=production): Test Mode is for development and testing only`,
+    { details: { field: "testMode", environment: "production" } },
+  );
+}
+
+/**
+ * A model the catalogue lists under another provider could only fail later, as the provider's 502;
+ * a model no provider lists (a custom or newer name) is the admin's call and stays allowed.
+ */
+function assertModelOfProvider({ provider, model }: Pick<Project, "provider" | "model">): void {
+  if (!model || findModel(provider, model)) return;
+  const modelProvider = catalogueProviderOf(model);
+  if (!modelProvider) return;
+  throw new GatewayError(
+    "VALIDATION_ERROR",
+    `model ${JSON.stringify(model)} is a ${modelProvider} model; this project's provider is ${provider}`,
+    { details: { model, provider, modelProvider } },
+  );
+}
+
+function applyDeviceCheck(
+  next: Project,
+  changes: UpdateProjectInput["deviceCheck"],
+  seal: Seal,
+  fieldName: FieldName,
+): void {
+  if (!changes) return;
+  const deviceCheck = next.deviceCheck;
+  if (changes.enabled !== undefined) deviceCheck.enabled = changes.enabled;
+  if (changes.teamId !== undefined) deviceCheck.teamId = changes.teamId;
+  if (changes.keyId !== undefined) deviceCheck.keyId = changes.keyId;
+  if (changes.environment !== undefined) deviceCheck.environment = changes.environment;
+  if (changes.tokenMode !== undefined) deviceCheck.tokenMode = changes.tokenMode;
+  if (changes.privateKey === null) deviceCheck.sealedPrivateKey = null;
+  else if (changes.privateKey !== undefined) {
+    deviceCheck.sealedPrivateKey = seal(Buffer.from(changes.privateKey, "utf8"), deviceCheckKeyAad(next.id));
+  }
+  if (deviceCheck.enabled && (!deviceCheck.teamId || !deviceCheck.keyId || !deviceCheck.sealedPrivateKey)) {
+    // Named within deviceCheck, as the API's body nests them: `teamId`, or the CLI's flag.
+    const inDeviceCheck = (field: string) => fieldName(`deviceCheck.${field}`).replace(/^deviceCheck\./, "");
+    throw new GatewayError(
+      "VALIDATION_ERROR",
+      `Device Check needs ${inDeviceCheck("teamId")}, ${inDeviceCheck("keyId")} and ${inDeviceCheck("privateKey")} (the .p8 file's contents) when enabled`,
+    );
+  }
+}
