@@ -1,6 +1,6 @@
-import { createServer, type IncomingHttpHeaders, type Server } from "node:http";
-import type { AddressInfo } from "node:net";
+import type { IncomingHttpHeaders } from "node:http";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { type LocalServer, startLocalServer } from "../support/local-server.js";
 import {
   createTestProject,
   startTestGateway,
@@ -15,26 +15,24 @@ import {
  * routes follow no redirect (502); the proxies hand the 3xx to the client.
  */
 describe("a provider's redirect to another origin", () => {
-  let upstream: Server;
-  let elsewhere: Server;
+  let upstream: LocalServer;
+  let elsewhere: LocalServer;
   let sluice: TestGateway;
   const seenElsewhere: IncomingHttpHeaders[] = [];
   const projects = {} as Record<"provider-a" | "provider-b" | "provider-c", TestProject>;
 
   beforeAll(async () => {
-    elsewhere = createServer((request, response) => {
+    elsewhere = await startLocalServer((request, response) => {
       seenElsewhere.push(request.headers);
       request.resume();
       response.writeHead(500, { "content-type": "application/json" }).end("{}");
     });
-    await new Promise<void>((resolve) => elsewhere.listen(0, "127.0.0.1", resolve));
-    const elsewhereUrl = `http://127.0.0.1:${(elsewhere.address() as AddressInfo).port}`;
-    upstream = createServer((request, response) => {
+    const elsewhereUrl = elsewhere.url;
+    upstream = await startLocalServer((request, response) => {
       request.resume();
       response.writeHead(307, { location: `${elsewhereUrl}/steal${request.url}` }).end();
     });
-    await new Promise<void>((resolve) => upstream.listen(0, "127.0.0.1", resolve));
-    const upstreamUrl = `http://127.0.0.1:${(upstream.address() as AddressInfo).port}`;
+    const upstreamUrl = upstream.url;
     sluice = await startTestGateway({
       providerABaseUrl: `${upstreamUrl}/a/v1`,
       providerBBaseUrl: `${upstreamUrl}/b/v1`,
@@ -52,10 +50,8 @@ describe("a provider's redirect to another origin", () => {
 
   afterAll(async () => {
     await sluice.close();
-    for (const server of [upstream, elsewhere]) {
-      server.closeAllConnections();
-      await new Promise((resolve) => server.close(resolve));
-    }
+    await upstream.close();
+    await elsewhere.close();
   });
 
   for (const provider of ["provider-a", "provider-b", "provider-c"] as const) {

@@ -1,7 +1,7 @@
-import { createServer, type IncomingMessage, type Server } from "node:http";
-import type { AddressInfo } from "node:net";
+import type { IncomingMessage } from "node:http";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { ProviderId } from "../../src/providers/provider-id.js";
+import { type LocalServer, startLocalServer } from "../support/local-server.js";
 import {
   createTestProject,
   startTestGateway,
@@ -21,12 +21,12 @@ function injectedKey(request: IncomingMessage): string {
  * only a share of it, through a header or the body, however the body's chunks cut it.
  */
 describe("a provider answer that quotes the injected key back", () => {
-  let upstream: Server;
+  let upstream: LocalServer;
   let sluice: TestGateway;
   let project: TestProject;
 
   beforeAll(async () => {
-    upstream = createServer((request, response) => {
+    upstream = await startLocalServer((request, response) => {
       request.resume();
       const key = injectedKey(request);
       if (request.url?.includes("echo-success")) {
@@ -48,8 +48,7 @@ describe("a provider answer that quotes the injected key back", () => {
       setTimeout(() => response.write(body.subarray(cuts[0], cuts[1])), 20);
       setTimeout(() => response.end(body.subarray(cuts[1])), 40);
     });
-    await new Promise<void>((resolve) => upstream.listen(0, "127.0.0.1", resolve));
-    const url = `http://127.0.0.1:${(upstream.address() as AddressInfo).port}`;
+    const url = upstream.url;
     sluice = await startTestGateway({
       providerABaseUrl: `${url}/a/v1`,
       providerBBaseUrl: `${url}/b/v1`,
@@ -60,8 +59,7 @@ describe("a provider answer that quotes the injected key back", () => {
 
   afterAll(async () => {
     await sluice.close();
-    upstream.closeAllConnections();
-    await new Promise((resolve) => upstream.close(resolve));
+    await upstream.close();
   });
 
   const calls: [ProviderId, string][] = [

@@ -1,6 +1,5 @@
-import { createServer, type Server } from "node:http";
-import type { AddressInfo } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { type LocalServer, startLocalServer } from "../support/local-server.js";
 import {
   createTestProject,
   startTestGateway,
@@ -37,7 +36,7 @@ const imageAnswer = JSON.stringify({
  * They ask for the answer uncompressed.
  */
 describe("a provider answer over SLUICE_MAX_PROVIDER_RESPONSE_BYTES", () => {
-  let upstream: Server;
+  let upstream: LocalServer;
   let sluice: TestGateway;
   let project: TestProject;
   /** How the fake answers next: a valid answer, or one padded past the cap. */
@@ -47,7 +46,7 @@ describe("a provider answer over SLUICE_MAX_PROVIDER_RESPONSE_BYTES", () => {
   let written = 0;
 
   beforeAll(async () => {
-    upstream = createServer((request, response) => {
+    upstream = await startLocalServer((request, response) => {
       acceptEncodings.push(request.headers["accept-encoding"]);
       request.resume();
       request.on("end", () => {
@@ -76,8 +75,7 @@ describe("a provider answer over SLUICE_MAX_PROVIDER_RESPONSE_BYTES", () => {
         }
       });
     });
-    await new Promise<void>((resolve) => upstream.listen(0, "127.0.0.1", resolve));
-    const url = `http://127.0.0.1:${(upstream.address() as AddressInfo).port}`;
+    const url = upstream.url;
     sluice = await startTestGateway({
       providerABaseUrl: `${url}/a/v1`,
       providerBBaseUrl: `${url}/b/v1`,
@@ -88,8 +86,7 @@ describe("a provider answer over SLUICE_MAX_PROVIDER_RESPONSE_BYTES", () => {
   });
   afterAll(async () => {
     await sluice?.close();
-    upstream?.closeAllConnections();
-    await new Promise((resolve) => upstream?.close(resolve));
+    await upstream?.close();
   });
 
   const call = (route: "text" | "image", body: object) =>

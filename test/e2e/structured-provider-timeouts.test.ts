@@ -1,6 +1,5 @@
-import { createServer, type Server } from "node:http";
-import type { AddressInfo } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { type LocalServer, startLocalServer } from "../support/local-server.js";
 import { createTestProject, startTestGateway, type TestGateway } from "../support/test-gateway.js";
 
 const schema = {
@@ -16,18 +15,17 @@ const schema = {
  * SLUICE_UPSTREAM_IDLE_TIMEOUT_MS passes, and one that cannot be reached says so.
  */
 describe("structured and image calls on the configured upstream timeouts", () => {
-  let silent: Server;
+  let silent: LocalServer;
   let sluice: TestGateway;
 
   beforeAll(async () => {
     // Answers 200 and the start of a body, then nothing more.
-    silent = createServer((request, response) => {
+    silent = await startLocalServer((request, response) => {
       request.resume();
       response.writeHead(200, { "content-type": "application/json" });
       response.write('{"id":');
     });
-    await new Promise<void>((resolve) => silent.listen(0, "127.0.0.1", resolve));
-    const url = `http://127.0.0.1:${(silent.address() as AddressInfo).port}`;
+    const url = silent.url;
     sluice = await startTestGateway({
       providerABaseUrl: `${url}/a/v1`,
       // Nothing listens there.
@@ -39,8 +37,7 @@ describe("structured and image calls on the configured upstream timeouts", () =>
   });
   afterAll(async () => {
     await sluice.close();
-    silent.closeAllConnections();
-    await new Promise((resolve) => silent.close(resolve));
+    await silent.close();
   });
 
   const call = async (route: string, provider: "provider-a" | "provider-b" | "provider-c", body: object) => {
