@@ -8,6 +8,19 @@ import { createTestProject, startTestGateway, type TestGateway } from "../suppor
 const teamId = "TEAM123456";
 const keyId = "KEY1234567";
 const clientIp = `2001:db8:${randomBytes(2).toString("hex")}:${randomBytes(2).toString("hex")}::1`;
+/** A project on DeviceCheck alone, with single-use tokens, signed for by `privateKeyPem`. */
+const singleUseProject = (sluice: TestGateway, privateKeyPem: string) =>
+  createTestProject(sluice.gateway, {
+    testMode: false,
+    deviceCheck: {
+      enabled: true,
+      teamId,
+      keyId,
+      privateKey: privateKeyPem,
+      environment: "production",
+      tokenMode: "single-use",
+    },
+  });
 const token = (name: string) => Buffer.from(`device-token-${name}-${Date.now()}`).toString("base64");
 
 describe.skipIf(!redisAvailable)("single-use device tokens on Redis", () => {
@@ -37,17 +50,7 @@ describe.skipIf(!redisAvailable)("single-use device tokens on Redis", () => {
       trustProxy: ["127.0.0.1"],
     });
     sluice = started;
-    const project = await createTestProject(started.gateway, {
-      testMode: false,
-      deviceCheck: {
-        enabled: true,
-        teamId,
-        keyId,
-        privateKey: keys.privateKeyPem,
-        environment: "production",
-        tokenMode: "single-use",
-      },
-    });
+    const project = await singleUseProject(started, keys.privateKeyPem);
     const call = (deviceToken: string) =>
       fetch(`${started.url}/v1/provider-a/${project.projectId}/chat/completions`, {
         method: "POST",
@@ -74,17 +77,7 @@ describe.skipIf(!redisAvailable)("single-use device tokens on Redis", () => {
       trustProxy: ["127.0.0.1"],
     });
     try {
-      const project = await createTestProject(started.gateway, {
-        testMode: false,
-        deviceCheck: {
-          enabled: true,
-          teamId,
-          keyId,
-          privateKey: keys.privateKeyPem,
-          environment: "production",
-          tokenMode: "single-use",
-        },
-      });
+      const project = await singleUseProject(started, keys.privateKeyPem);
       const call = async (deviceToken: string) => {
         const response = await fetch(`${started.url}/v1/provider-a/${project.projectId}/chat/completions`, {
           method: "POST",
@@ -155,17 +148,7 @@ describe.skipIf(!postgresAvailable)("single-use device tokens on several instanc
     const [one, two] = gateways as [TestGateway, TestGateway];
     for (const gateway of [one, two])
       expect(gateway.logs.join("")).toContain("DATABASE_URL is set without REDIS_URL");
-    const project = await createTestProject(one.gateway, {
-      testMode: false,
-      deviceCheck: {
-        enabled: true,
-        teamId,
-        keyId,
-        privateKey: keys.privateKeyPem,
-        environment: "production",
-        tokenMode: "single-use",
-      },
-    });
+    const project = await singleUseProject(one, keys.privateKeyPem);
     const call = async (gateway: TestGateway, deviceToken: string) => {
       const response = await fetch(`${gateway.url}/v1/provider-a/${project.projectId}/chat/completions`, {
         method: "POST",
