@@ -14,6 +14,11 @@ export interface ImageCall {
   imageKeys: readonly string[];
   /** What the request asked for; its body is read only when the answer is priced. */
   requested(body: Buffer): RequestedImages;
+  /**
+   * The model the request's body names, read as the provider reads it (the whole JSON: the last
+   * `model` member, escapes decoded), where the answer names none; absent where the path names it.
+   */
+  model?(body: Buffer): string | null;
 }
 
 export interface RequestedImages {
@@ -38,6 +43,10 @@ export const openAiImageGeneration: ImageCall = {
       size: stringOrNull(request?.size),
       quality: stringOrNull(request?.quality),
     };
+  },
+  model(body) {
+    const model = jsonObject(body)?.model;
+    return typeof model === "string" && model.length <= 200 ? model : null;
   },
 };
 

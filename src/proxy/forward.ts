@@ -157,8 +157,11 @@ export async function forward(pools: UpstreamPools, call: ForwardCall): Promise<
     throw upstreamError(error, adapter.id);
   }
   const { facts } = call;
+  // An image generation's model is read from the parsed body: the quick read of the first 64 KiB
+  // would miss one after a long prompt, an escaped key or a repeated one, and price it wrong or not.
+  const requestedModel = () => (imageCall === null ? facts.model() : facts.imageModel(imageCall));
   if (outcome === "gone-before-headers") {
-    const model = facts.model();
+    const model = requestedModel();
     return failed(499, "aborted", null, model instanceof Promise ? await model : model);
   }
   const reading = exchange.meter?.finish() ?? { usage: emptyUsage(), model: null };
@@ -166,7 +169,7 @@ export async function forward(pools: UpstreamPools, call: ForwardCall): Promise<
   const seen: MeterReading = reading instanceof Promise ? await reading : reading;
   // The model the request named: only read when the provider's answer does not say (a promise only
   // for a compressed body, decoded for it).
-  const named = responses === "poll" || seen.model === null ? facts.model() : null;
+  const named = responses === "poll" || seen.model === null ? requestedModel() : null;
   const requestModel = named instanceof Promise ? await named : named;
   const backgroundRun = responses === null ? null : finishedRun(seen, requestModel);
   const generated =

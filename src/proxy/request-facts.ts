@@ -39,6 +39,15 @@ export class RequestFacts {
     return this.read((body) => this.adapter.requestModel(this.path, body));
   }
 
+  /**
+   * The model an image generation's request named, as its provider reads the body (the answer names
+   * none, and the price depends on it); else the model the request named, as `model()` reads it.
+   */
+  imageModel(imageCall: ImageCall): string | null | Promise<string | null> {
+    const read = imageCall.model;
+    return read === undefined ? this.model() : this.read((body) => read(body));
+  }
+
   /** The images an image generation asked for. */
   requestedImages(imageCall: ImageCall): RequestedImages | Promise<RequestedImages> {
     return this.read((body) => imageCall.requested(body));

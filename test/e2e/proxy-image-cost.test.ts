@@ -261,6 +261,50 @@ describe("image generation through the proxies", () => {
     });
   });
 
+  // The answer names no model: the request's is read as the provider reads it, the whole JSON.
+  // Before, a quick read of the body's first 64 KiB missed it after a long prompt (openai-python
+  // writes `prompt` first) or padding, missed an escaped key and took the first of two.
+  it.each([
+    [
+      "after a 25,000-character prompt",
+      JSON.stringify({
+        prompt: "猫".repeat(25_000),
+        model: "gpt-image-1",
+        quality: "low",
+        size: "1024x1024",
+      }),
+      0.011,
+    ],
+    [
+      "after 70,000 spaces",
+      `{"prompt":"a cat",${" ".repeat(70_000)}"model":"gpt-image-1","n":4,"quality":"high","size":"1536x1024"}`,
+      1,
+    ],
+    [
+      "named twice (the last counts)",
+      '{"model":"gpt-image-1-mini","prompt":"a cat","n":2,"quality":"high","size":"1536x1024","model":"gpt-image-1"}',
+      0.5,
+    ],
+    [
+      "under an escaped key",
+      '{"prompt":"a cat","mod\\u0065l":"gpt-image-1","quality":"high","size":"1024x1024"}',
+      0.167,
+    ],
+  ])("prices a proxied image generation whose model is %s", async (_where, body, cost) => {
+    const response = await fetch(`${sluice.url}/v1/provider-a/${project.projectId}/images/generations`, {
+      method: "POST",
+      headers: {
+        authorization: `Bearer ${project.bearer("provider-a")}`,
+        "content-type": "application/json",
+      },
+      body,
+    });
+    expect(response.status).toBe(200);
+    await response.arrayBuffer();
+    expect((fake.last()?.json as { model: string }).model).toBe("gpt-image-1");
+    expect(await rowOf(response.headers)).toMatchObject({ model: "gpt-image-1", cost_usd: cost });
+  });
+
   it("counts images generated through the proxy against the monthly spend cap", async () => {
     const capped = await createTestProject(sluice.gateway, { monthlySpendCapUsd: 0.2 });
     const { openai } = sdkClients(sluice, capped);
