@@ -87,10 +87,12 @@ export function usageFromProviderB(usage: unknown): TokenUsage | null {
 }
 
 /**
- * Provider C: output counts candidates plus thoughts (both are billed as output). Its API leaves out
- * a count that is zero (no thoughts from a model that does not think, no candidates for an answer
- * blocked or cut before any): in a report that gives a count, a part left out is 0, while one that
- * is there but not a count leaves the output unknown.
+ * Provider C: output counts candidates plus thoughts (both are billed as output); input counts the
+ * prompt plus `toolUsePromptTokenCount`, what a built-in tool (URL context, Google Search, code
+ * execution) brought in, which Google bills as input and counts in `totalTokenCount`. Its API
+ * leaves out a count that is zero (no thoughts from a model that does not think, no candidates for
+ * an answer blocked or cut before any, no tool use): in a report that gives a count, a part left
+ * out is 0, while one that is there but not a count leaves its total unknown.
  */
 export function usageFromProviderC(usageMetadata: unknown): TokenUsage | null {
   const record = object(usageMetadata);
@@ -100,8 +102,10 @@ export function usageFromProviderC(usageMetadata: unknown): TokenUsage | null {
   const part = (value: unknown) => (value === undefined && reported ? 0 : count(value));
   const candidates = part(record.candidatesTokenCount);
   const thoughts = part(record.thoughtsTokenCount);
+  const prompt = count(record.promptTokenCount);
+  const toolUse = part(record.toolUsePromptTokenCount);
   return {
-    inputTokens: count(record.promptTokenCount),
+    inputTokens: prompt === null || toolUse === null ? null : prompt + toolUse,
     outputTokens: candidates === null || thoughts === null ? null : candidates + thoughts,
     cachedInputTokens: count(record.cachedContentTokenCount),
     reasoningTokens: count(record.thoughtsTokenCount),

@@ -358,6 +358,23 @@ describe("usage meter", () => {
     expect(meter("provider-c", gemini, false).usage).toEqual({ ...none, inputTokens: 9 });
   });
 
+  it("counts what a provider C built-in tool brought in (toolUsePromptTokenCount) as input", () => {
+    const metadata = {
+      promptTokenCount: 10,
+      candidatesTokenCount: 20,
+      toolUsePromptTokenCount: 5000,
+      thoughtsTokenCount: 30,
+      totalTokenCount: 5060,
+    };
+    const body = JSON.stringify({ modelVersion: "gemini-2.5-flash", usageMetadata: metadata });
+    for (const streamed of [false, true]) {
+      const usage = meter("provider-c", streamed ? `data: ${body}\r\n\r\n` : body, streamed).usage;
+      expect(usage).toMatchObject({ inputTokens: 5010, outputTokens: 50, reasoningTokens: 30 });
+    }
+    const notACount = JSON.stringify({ usageMetadata: { ...metadata, toolUsePromptTokenCount: -1 } });
+    expect(meter("provider-c", notACount, false).usage.inputTokens).toBeNull();
+  });
+
   // A count left out when zero is 0; one that is there but not a count is unknown, and so is the
   // input without its uncached count: a partial count would be priced as the whole.
   it("reads a count a provider leaves out when zero as 0, and a part that is not a count as unknown", () => {
