@@ -120,6 +120,24 @@ describe("provider adapters", () => {
     expect(c("models/%zz:predict")).toBeNull();
     expect(c("models/:predict")).toBeNull();
   });
+
+  it("finds the model field of a multipart body (a transcription, an image edit), written after the file", () => {
+    const boundary = "----formdata-undici-0123456789";
+    const part = (name: string, value: string, extra = "") =>
+      `--${boundary}\r\nContent-Disposition: form-data; name="${name}"${extra}\r\n\r\n${value}\r\n`;
+    const body = (parts: string) => Buffer.from(`${parts}--${boundary}--\r\n`, "latin1");
+    const file = part(
+      "file",
+      "RIFF\u0000\u0001 audio bytes",
+      '; filename="a.wav"\r\nContent-Type: audio/wav',
+    );
+    const transcription = body(file + part("model", "gpt-4o-mini-transcribe"));
+    expect(adapters["provider-a"].requestModel("audio/transcriptions", transcription)).toBe(
+      "gpt-4o-mini-transcribe",
+    );
+    expect(adapters["provider-a"].requestModel("audio/transcriptions", body(file))).toBeNull();
+    expect(adapters["provider-a"].requestModel("images/edits", body(part("model", "")))).toBeNull();
+  });
 });
 
 describe("safe provider paths", () => {

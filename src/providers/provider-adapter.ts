@@ -82,8 +82,31 @@ const modelField = /"model"\s*:\s*"([^"\\]{1,200})"/;
 
 function bodyModel(body: Buffer): string | null {
   if (body.length === 0) return null;
+  // multipart/form-data (a transcription, an image edit): its body starts with the boundary line.
+  if (body[0] === 0x2d && body[1] === 0x2d) return multipartModel(body);
   const match = modelField.exec(body.toString("latin1", 0, Math.min(body.length, 64 * 1024)));
   return match?.[1] ?? null;
+}
+
+const modelPartName = Buffer.from('name="model"');
+const headerEnd = Buffer.from("\r\n\r\n");
+const lineEnd = Buffer.from("\r\n");
+
+/**
+ * The `model` field of a multipart/form-data body. The SDKs write it after the file, so it is
+ * looked for from the end; its value is the part's body, up to the line end before the next
+ * boundary (at most 200 bytes).
+ */
+function multipartModel(body: Buffer): string | null {
+  const at = body.lastIndexOf(modelPartName);
+  if (at === -1) return null;
+  const start = body.indexOf(headerEnd, at);
+  if (start === -1 || start - at > 1024) return null;
+  const end = body.indexOf(lineEnd, start + headerEnd.length);
+  const length = end - start - headerEnd.length;
+  return end === -1 || length < 1 || length > 200
+    ? null
+    : body.toString("latin1", start + headerEnd.length, end);
 }
 
 export function createProviderAdapters(options: ProviderAdapterOptions): Record<ProviderId, ProviderAdapter> {
