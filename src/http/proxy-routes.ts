@@ -40,6 +40,8 @@ export function registerProxyRoutes(router: Router, deps: ProxyRouteDeps): void 
         // which would let `%2F` pass as a slash and `%3F` start a query string upstream.
         const path = safeProviderPath(afterPrefix(context.path));
         if (path === null) throw new GatewayError("BAD_REQUEST", "The provider path is not allowed");
+        const notProxied = adapter.notProxied?.(path);
+        if (notProxied !== undefined) throw new GatewayError("NOT_FOUND", notProxied);
         if (adapter.requiresJson) requireJsonContentType(request);
         const admitted = deps.admit(context, {
           endpoint: "proxy",

@@ -14,6 +14,8 @@ export interface ProviderAdapter {
   requiresJson: boolean;
   /** The header the provider's own SDK sends its key in, also accepted for `<partial>.<token>`. */
   sdkKeyHeader?: "x-api-key" | "x-goog-api-key";
+  /** Why a path this provider has is not proxied (404, before authentication); undefined: it is. */
+  notProxied?(path: string): string | undefined;
   /** A query parameter the provider reads as its API key (C: `key`): never forwarded from clients. */
   keyQueryParameter?: string;
   /** Maps the client's path (after /v1/provider-x/{projectId}/) to an upstream origin and path. */
@@ -154,6 +156,12 @@ export function createProviderAdapters(options: ProviderAdapterOptions): Record<
       requiresJson: true,
       sdkKeyHeader: "x-goog-api-key",
       keyQueryParameter: "key",
+      // The SDK's `files.upload` starts a resumable upload here; the rest goes to Google's upload
+      // host at the URL the first answer gives, which Sluice cannot stand in for.
+      notProxied: (path) =>
+        path.startsWith("upload/")
+          ? "Provider C file uploads do not go through Sluice: the resumable upload continues on Google's upload host; upload the file to the provider directly"
+          : undefined,
       target(path) {
         if (path.startsWith("v1beta/")) return { origin: c.origin, path: `${c.basePath}/${path.slice(7)}` };
         if (path.startsWith("v1/")) return { origin: c.origin, path: `${cV1Path}/${path.slice(3)}` };

@@ -1,9 +1,9 @@
-import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
-import type { AddressInfo } from "node:net";
+import type { IncomingMessage, ServerResponse } from "node:http";
 import { connect } from "node:net";
 import { gzipSync } from "node:zlib";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { generateAppleKeyPair } from "../fakes/fake-apple.js";
+import { type LocalServer, startLocalServer } from "../support/local-server.js";
 import {
   createTestProject,
   startTestGateway,
@@ -25,10 +25,9 @@ interface Received {
 
 type Answer = (request: Received, response: ServerResponse) => void;
 
-async function listen(
-  answer: (request: Received, response: ServerResponse) => void,
-): Promise<{ server: Server; url: string }> {
-  const server = createServer((incoming, response) => {
+/** A provider stand-in that hands each request, its body read whole, to `answer`. */
+function listen(answer: (request: Received, response: ServerResponse) => void): Promise<LocalServer> {
+  return startLocalServer((incoming, response) => {
     const chunks: Buffer[] = [];
     incoming.on("data", (chunk: Buffer) => chunks.push(chunk));
     incoming.on("end", () =>
@@ -43,13 +42,6 @@ async function listen(
       ),
     );
   });
-  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
-  return { server, url: `http://127.0.0.1:${(server.address() as AddressInfo).port}` };
-}
-
-async function close(server: Server): Promise<void> {
-  server.closeAllConnections();
-  await new Promise((resolve) => server.close(resolve));
 }
 
 const json = (response: ServerResponse, body: unknown) => {
@@ -59,7 +51,7 @@ const json = (response: ServerResponse, body: unknown) => {
 };
 
 describe("proxy edge cases", () => {
-  let provider: { server: Server; url: string };
+  let provider: LocalServer;
   let answer: Answer;
   const received: Received[] = [];
   let sluice: TestGateway;
@@ -80,7 +72,7 @@ describe("proxy edge cases", () => {
 
   afterAll(async () => {
     await sluice.close();
-    await close(provider.server);
+    await provider.close();
   });
 
   beforeEach(() => {
@@ -155,6 +147,23 @@ describe("proxy edge cases", () => {
     expect(await usageRowOf(sluice.gateway, created)).toMatchObject({ input_tokens: 9, output_tokens: 4 });
   });
 
+  it("answers provider C's file upload (upload/…) 404 with the reason, and never forwards it", async () => {
+    const response = await fetch(`${sluice.url}/v1/provider-c/${project.projectId}/upload/v1beta/files`, {
+      method: "POST",
+      headers: {
+        "x-goog-api-key": project.bearer("provider-c"),
+        "content-type": "application/json",
+        "x-goog-upload-protocol": "resumable",
+      },
+      body: JSON.stringify({ file: { displayName: "a.pdf" } }),
+    });
+    expect(response.status).toBe(404);
+    const { error } = (await response.json()) as { error: { code: string; message: string } };
+    expect(error.code).toBe("NOT_FOUND");
+    expect(error.message).toMatch(/^Provider C file uploads do not go through Sluice/);
+    expect(received).toHaveLength(0);
+  });
+
   it("forwards the request's content-encoding with the body it describes", async () => {
     const body = gzipSync(JSON.stringify({ model: "gpt-4o-mini", input: "hello" }));
     const response = await callA("embeddings", {
@@ -192,9 +201,9 @@ describe("proxy edge cases", () => {
 });
 
 describe("a client that leaves while it is admitted", () => {
-  let provider: { server: Server; url: string };
+  let provider: LocalServer;
   const providerCalls: Received[] = [];
-  let apple: { server: Server; url: string };
+  let apple: LocalServer;
   const appleWaiting: ServerResponse[] = [];
   let appleCalled: () => void = () => {};
   let sluice: TestGateway;
@@ -229,8 +238,8 @@ describe("a client that leaves while it is admitted", () => {
 
   afterAll(async () => {
     await sluice.close();
-    await close(apple.server);
-    await close(provider.server);
+    await apple.close();
+    await provider.close();
   });
 
   it("records the call as aborted (499) and never calls the provider, though its body was never read", async () => {
