@@ -301,7 +301,7 @@ describe("image generation through the proxies", () => {
     });
     expect(response.status).toBe(200);
     await response.arrayBuffer();
-    expect((fake.last()?.json as { model: string }).model).toBe("gpt-image-1");
+    expect(fake.last()?.json).toMatchObject({ model: "gpt-image-1" });
     expect(await rowOf(response.headers)).toMatchObject({ model: "gpt-image-1", cost_usd: cost });
   });
 
