@@ -1,0 +1,252 @@
+import type { ProviderId } from "../providers/provider-id.js";
+import {
+  objectField,
+  usageFromProviderA,
+  usageFromProviderB,
+  usageFromProviderC,
+} from "../providers/usage-from-json.js";
+import { emptyUsage, type TokenUsage } from "../usage/token-usage.js";
+import { ByteEnds } from "./byte-ends.js";
+import { lastMembers, quotedValueAfterKey, skipSpaces, valueEnd } from "./json-bytes.js";
+import type { MeterReading } from "./usage-meter.js";
+
+/** What is kept of a larger body: its start (where the model is read) and its end (the usage). */
+const headBytes = 4096;
+const tailBytes = 64 * 1024;
+
+/** What a JSON body says: `ends` of one over the cap, else the `whole` body (null when empty). */
+export function fromJson(provider: ProviderId, ends: ByteEnds | null, whole: Buffer | null): MeterReading {
+  if (ends !== null) return fromBodyEnds(provider, ends.head(), ends.tail());
+  if (whole === null) return { usage: emptyUsage(), model: null };
+  const quick = fromUsageObject(provider, whole, whole);
+  if (quick) return quick;
+  // A Gemini JSON-array stream: its last usageMetadata holds the totals; the array is not parsed.
+  if (provider === "provider-c" && isArray(whole)) return fromGeminiArray(whole);
+  // Without the usage key anywhere a whole parse finds no usage either, and a large body (a
+  // batch of Gemini embeddings, a file, audio) would stall the event loop for milliseconds.
+  if (whole.lastIndexOf(usageKeys[provider]) < 0)
+    return { usage: emptyUsage(), model: headModel(provider, whole, true) };
+  try {
+    return fromJsonBody(provider, JSON.parse(whole.toString("utf8")));
+  } catch {
+    return { usage: emptyUsage(), model: null };
+  }
+}
+
+/**
+ * A body over the cap: from here on only copies of its first and last bytes are kept, and the
+ * chunks are let go. Every chunk passes the head until it is full; only the chunks that reach into
+ * the last `tailBytes` need to pass the ring.
+ */
+export function keepEnds(chunks: Buffer[]): ByteEnds {
+  const ends = new ByteEnds(headBytes, tailBytes);
+  let fromTail = chunks.length;
+  for (let covered = 0; fromTail > 0 && covered < tailBytes; )
+    covered += (chunks[--fromTail] as Buffer).length;
+  for (let index = 0; index < fromTail; index++) ends.pushHead(chunks[index] as Buffer);
+  for (let index = fromTail; index < chunks.length; index++) ends.push(chunks[index] as Buffer);
+  return ends;
+}
+
+/** Usage from the ends of a body over the cap; nothing when the usage object is not whole in the tail. */
+function fromBodyEnds(
+  provider: ProviderId,
+  head: Buffer,
+  tail: Buffer,
+): { usage: TokenUsage; model: string | null } {
+  if (provider === "provider-c" && isArray(head)) return fromGeminiArray(tail);
+  return fromUsageObject(provider, head, tail) ?? { usage: emptyUsage(), model: null };
+}
+
+export const usageKeys: Record<ProviderId, Buffer> = {
+  "provider-a": Buffer.from('"usage"'),
+  "provider-b": Buffer.from('"usage"'),
+  "provider-c": Buffer.from('"usageMetadata"'),
+};
+/** For event text (SSE): the key that names the model, and its value (1–200 bytes, no escapes). */
+export const modelPatterns: Record<ProviderId, RegExp> = {
+  "provider-a": /"model"\s*:\s*"([^"\\]{1,200})"/,
+  "provider-b": /"model"\s*:\s*"([^"\\]{1,200})"/,
+  "provider-c": /"modelVersion"\s*:\s*"([^"\\]{1,200})"/,
+};
+/** The same keys for bodies, found on the bytes (quotedValueAfterKey: what the pattern would find). */
+const modelKeys: Record<ProviderId, Buffer> = {
+  "provider-a": Buffer.from('"model"'),
+  "provider-b": Buffer.from('"model"'),
+  "provider-c": Buffer.from('"modelVersion"'),
+};
+
+/** The model named in `body[from..limit)` (null when none), without decoding the text around it. */
+export function modelIn(provider: ProviderId, body: Buffer, from: number, limit: number): string | null {
+  return quotedValueAfterKey(body, modelKeys[provider], from, limit);
+}
+
+/**
+ * The model the body names: found in its first bytes, where providers A and B put it. A `whole`
+ * body that holds more before it (a Responses API answer's long `instructions`, say) has its
+ * top-level members walked, so the model is the one a stream of the same answer reports; the walk
+ * reads every byte of nested values in JavaScript, so a body beyond `walkBytes` (a batch of float
+ * embeddings, whose `model` follows its `data`) is read from its last bytes instead.
+ */
+function headModel(provider: ProviderId, body: Buffer, whole: boolean): string | null {
+  const head = modelIn(provider, body, 0, headBytes);
+  if (head !== null) return head;
+  if (!whole || provider === "provider-c" || body.length <= headBytes) return null;
+  return body.length <= walkBytes
+    ? topLevelModel(body)
+    : modelIn(provider, body, body.length - headBytes, body.length);
+}
+
+const walkBytes = 256 * 1024;
+
+function topLevelModel(body: Buffer): string | null {
+  try {
+    const [model] = lastMembers(body, skipSpaces(body, 0), "model");
+    if (model === null || body[model.start] !== 0x22 /* " */) return null;
+    const value: unknown = JSON.parse(body.toString("utf8", model.start, model.end));
+    return typeof value === "string" && value.length <= 200 ? value : null;
+  } catch {
+    return null;
+  }
+}
+
+/**
+ * The cheap path for a JSON response: parse only its top-level usage object (the last one in the
+ * body; inside string values a quote would be escaped, so `"usage"` cannot match there) and read
+ * the model with a pattern, working on the bytes rather than a string of the whole body. Null when
+ * the body does not look like that; the caller then parses the whole body. `head` is the body's
+ * start and `body` the body, or of a body over the cap its last bytes (where the key cannot match
+ * inside a string either, wherever they start).
+ */
+function fromUsageObject(
+  provider: ProviderId,
+  head: Buffer,
+  body: Buffer,
+): { usage: TokenUsage; model: string | null } | null {
+  if (provider === "provider-c" && isArray(head)) return null;
+  const found = lastUsageObject(body, usageKeys[provider]);
+  if (!found) return null;
+  const usage =
+    provider === "provider-a"
+      ? usageFromProviderA(found.value)
+      : provider === "provider-b"
+        ? usageFromProviderB(found.value)
+        : usageFromProviderC(found.value);
+  if (!usage) return null;
+  const model =
+    provider === "provider-c"
+      ? modelIn(provider, body, found.end, body.length)
+      : headModel(provider, head, head === body);
+  return { usage, model };
+}
+
+/**
+ * The last `<key>: {…}` object in `body`, parsed alone (the body around it may be large; inside
+ * string values a quote is escaped, so the key cannot match there). Null when there is none or it
+ * does not parse.
+ */
+export function lastUsageObject(body: Buffer, key: Buffer): { value: unknown; end: number } | null {
+  let at = body.lastIndexOf(key);
+  // A later key of that name whose value is no object (a Responses API `metadata` entry named
+  // "usage", which comes after the usage) is passed over; a cut or broken object is not.
+  while (at > 0 && !opensObject(body, at + key.length)) at = body.lastIndexOf(key, at - 1);
+  return at < 0 ? null : objectAfterKey(body, at, key.length);
+}
+
+/** Whether `: {` (with any spaces) follows at `from`. */
+function opensObject(body: Buffer, from: number): boolean {
+  const colon = skipSpaces(body, from);
+  return body[colon] === 0x3a /* : */ && body[skipSpaces(body, colon + 1)] === 0x7b /* { */;
+}
+
+/** The `{…}` object that follows the key at `at` (`<key> : {…}`), parsed; null when cut or not one. */
+function objectAfterKey(body: Buffer, at: number, keyLength: number): { value: unknown; end: number } | null {
+  const open = objectOpenAfterKey(body, at, keyLength);
+  if (open < 0) return null;
+  const end = valueEnd(body, open);
+  return end < 0 ? null : parsedObject(body, open, end);
+}
+
+/** The offset of the `{` that follows the key at `at` (`<key> : {`); -1 when no object follows. */
+function objectOpenAfterKey(body: Buffer, at: number, keyLength: number): number {
+  let open = skipSpaces(body, at + keyLength);
+  if (body[open] !== 0x3a /* : */) return -1;
+  open = skipSpaces(body, open + 1);
+  return body[open] === 0x7b /* { */ ? open : -1;
+}
+
+/** The object in `body[open..end)`, parsed (`end` of the result is its closing brace); null when it does not parse. */
+function parsedObject(body: Buffer, open: number, end: number): { value: unknown; end: number } | null {
+  try {
+    return { value: JSON.parse(body.toString("utf8", open, end)), end: end - 1 };
+  } catch {
+    return null;
+  }
+}
+
+/** Whether the JSON text starts an array (after any whitespace). */
+function isArray(body: Buffer): boolean {
+  return body[skipSpaces(body, 0)] === 0x5b /* [ */;
+}
+
+function fromJsonBody(provider: ProviderId, body: unknown): { usage: TokenUsage; model: string | null } {
+  const model = (value: unknown) => (typeof value === "string" ? value : null);
+  switch (provider) {
+    case "provider-a": {
+      const usage = usageFromProviderA(objectField(body, "usage"));
+      return { usage: usage ?? emptyUsage(), model: model(objectField(body, "model")) };
+    }
+    case "provider-b":
+      return {
+        usage: usageFromProviderB(objectField(body, "usage")) ?? emptyUsage(),
+        model: model(objectField(body, "model")),
+      };
+    case "provider-c":
+      return {
+        usage: usageFromProviderC(objectField(body, "usageMetadata")) ?? emptyUsage(),
+        model: model(objectField(body, "modelVersion")),
+      };
+  }
+}
+
+/**
+ * Usage from a Gemini JSON-array stream (`[{…},{…}]`), whole or cut, or from the last bytes of one:
+ * the last usageMetadata object that is complete (a cut may go through the last one).
+ *
+ * The keys are tried from the last, and the work stays linear in the body: an object found cut
+ * (it opens at `cutFrom` and never closes) is inside every earlier object that reaches it, so an
+ * earlier object is read only up to there, and is cut too when it has not closed by then. A cut
+ * body with many nested keys (a function call's arguments) is thus walked once, not once per key.
+ * An object that closes but does not parse (never so in a well-formed answer) is given up after
+ * `maxUnparsedObjects` of them, each of which may have been read to the end.
+ */
+function fromGeminiArray(body: Buffer): { usage: TokenUsage; model: string | null } {
+  const key = usageKeys["provider-c"];
+  let cutFrom = body.length;
+  let unparsed = 0;
+  for (
+    let at = body.lastIndexOf(key);
+    at >= 0 && unparsed < maxUnparsedObjects;
+    at = at === 0 ? -1 : body.lastIndexOf(key, at - 1)
+  ) {
+    const open = objectOpenAfterKey(body, at, key.length);
+    if (open < 0) continue;
+    const end = valueEnd(body, open, cutFrom);
+    if (end < 0) {
+      cutFrom = Math.min(cutFrom, open);
+      continue;
+    }
+    const found = parsedObject(body, open, end);
+    const usage = found && usageFromProviderC(found.value);
+    if (found && usage) {
+      // Each element names the model after its usage object; else the first element that names it.
+      const model =
+        modelIn("provider-c", body, found.end, found.end + 2000) ?? modelIn("provider-c", body, 0, at + 2000);
+      return { usage, model };
+    }
+    unparsed++;
+  }
+  return { usage: emptyUsage(), model: null };
+}
+
+const maxUnparsedObjects = 8;

@@ -1,0 +1,152 @@
+import type { ResponsesCall } from "../providers/provider-adapter.js";
+import type { ProviderId } from "../providers/provider-id.js";
+import {
+  objectField,
+  type ProviderBCounts,
+  providerBCounts,
+  usageFromProviderA,
+  usageFromProviderC,
+  usageOfProviderB,
+} from "../providers/usage-from-json.js";
+import { emptyUsage, type TokenUsage } from "../usage/token-usage.js";
+import { isFinishedBackgroundRun } from "./background-run.js";
+import { lastUsageObject, modelIn, modelPatterns, usageKeys } from "./json-body-usage.js";
+import { type ResponseObjectFields, responseFieldsOfEvent } from "./response-object-fields.js";
+import { SseEventScanner } from "./sse-event-scanner.js";
+import type { SseEventTap, UsageMeter } from "./usage-meter.js";
+
+export function sseMeter(
+  provider: ProviderId,
+  responses: ResponsesCall | null,
+  tap?: SseEventTap,
+): UsageMeter {
+  let usage: TokenUsage | null = null;
+  /** (Provider B) Its counts so far: a `message_delta` gives only the ones that changed. */
+  let counts: ProviderBCounts | null = null;
+  let model: string | null = null;
+  /** (Responses API calls) The fields of the `response` in the event that carried `usage`. */
+  let response: ResponseObjectFields | null = null;
+  let lastGemini: string | null = null;
+  let modelLookups = 0;
+  const parse = (data: string): unknown => {
+    try {
+      return JSON.parse(data);
+    } catch {
+      return null;
+    }
+  };
+  const onEvent = (event: string | undefined, data: string, cutTail?: Buffer) => {
+    if (cutTail !== undefined) {
+      // An event over the scanner's cap: `data` is only its start.
+      const seen = fromCutEvent(provider, event, data, cutTail, counts);
+      if (seen !== null) {
+        usage = seen.usage;
+        counts = seen.counts ?? counts;
+        model ??= seen.model;
+        lastGemini = null; // (provider C: this event came after any kept before)
+        if (responses !== null) response = responseFieldsOfEvent(data);
+      }
+      return;
+    }
+    if (provider === "provider-a") {
+      if (model === null && modelLookups < 3) {
+        // The first "model" in a chunk (or in response.created's response) names it.
+        modelLookups++;
+        model = modelPatterns["provider-a"].exec(data)?.[1] ?? null;
+      }
+      // Chat chunks carry `"usage":{…}` at the top level (null until the last one); the Responses
+      // API's response.completed and response.incomplete carry it in `response`, after the
+      // output. Either way it is the event's last usage object, parsed alone: the rest of the
+      // event (a whole response, for the Responses API) is never parsed.
+      if (usageObjectStart.test(data)) {
+        const found = usageFromProviderA(lastUsageObject(Buffer.from(data), usageKeys["provider-a"])?.value);
+        if (found) {
+          usage = found;
+          if (responses !== null) response = responseFieldsOfEvent(data);
+        }
+        if (model === null) model = modelPatterns["provider-a"].exec(data)?.[1] ?? null;
+      }
+    } else if (provider === "provider-b") {
+      // Provider B names every event; without event lines, the type inside the data decides.
+      if (event !== undefined ? event === "message_start" : data.includes('"message_start"')) {
+        const message = objectField(parse(data), "message");
+        counts = providerBCounts(objectField(message, "usage"), counts);
+        usage = counts && usageOfProviderB(counts);
+        model = stringOr(objectField(message, "model"), model);
+      } else if (event !== undefined ? event === "message_delta" : data.includes('"message_delta"')) {
+        counts = providerBCounts(objectField(parse(data), "usage"), counts);
+        usage = counts && usageOfProviderB(counts);
+      }
+      // usageMetadata closes each chunk: searched from the end.
+    } else if (data.lastIndexOf('"usageMetadata"') >= 0) lastGemini = data;
+  };
+  const scanner =
+    tap === undefined
+      ? new SseEventScanner(onEvent)
+      : new SseEventScanner(
+          (event, data, cutTail) => {
+            const before = usage;
+            onEvent(event, data, cutTail);
+            // (Each reading is a new object.)
+            tap.onEvent(data, cutTail === undefined && usage !== before);
+          },
+          undefined,
+          (at) => tap.onEventEnd(at),
+        );
+  return {
+    push: (chunk) => scanner.push(chunk),
+    finish() {
+      if (provider === "provider-c" && lastGemini !== null) {
+        const body = parse(lastGemini);
+        usage = usageFromProviderC(objectField(body, "usageMetadata"));
+        model = stringOr(objectField(body, "modelVersion"), model);
+      }
+      if (responses === null) return { usage: usage ?? emptyUsage(), model };
+      // A poll reports no tokens but a finished background run's.
+      if (responses === "poll" && !isFinishedBackgroundRun(response))
+        return { usage: emptyUsage(), model: null, response };
+      return { usage: usage ?? emptyUsage(), model, response };
+    },
+  };
+}
+
+const usageObjectStart = /"usage"\s*:\s*\{/;
+
+/**
+ * An SSE event over the scanner's cap, read as its whole would be: the name and the start of its
+ * data (`head`) decide whether it can carry usage and name the model; the usage object, the event's
+ * last, is read from its end (`tail`). Null when it carries no usage, or the usage object is not
+ * whole in the tail.
+ */
+function fromCutEvent(
+  provider: ProviderId,
+  event: string | undefined,
+  head: string,
+  tail: Buffer,
+  previous: ProviderBCounts | null,
+): { usage: TokenUsage; model: string | null; counts?: ProviderBCounts } | null {
+  const found = lastUsageObject(tail, usageKeys[provider]);
+  switch (provider) {
+    case "provider-a": {
+      const usage = usageFromProviderA(found?.value);
+      return usage && { usage, model: modelPatterns[provider].exec(head)?.[1] ?? null };
+    }
+    case "provider-b": {
+      const start = event !== undefined ? event === "message_start" : head.includes('"message_start"');
+      const delta = event !== undefined ? event === "message_delta" : head.includes('"message_delta"');
+      const counts = start || delta ? providerBCounts(found?.value, previous) : null;
+      if (counts === null) return null;
+      const model = start ? (modelPatterns[provider].exec(head)?.[1] ?? null) : null;
+      return { usage: usageOfProviderB(counts), model, counts };
+    }
+    case "provider-c": {
+      const usage = found && usageFromProviderC(found.value);
+      if (!found || !usage) return null;
+      return { usage, model: modelIn(provider, tail, found.end, tail.length) };
+    }
+  }
+}
+
+function stringOr(value: unknown, fallback: string | null): string | null {
+  return typeof value === "string" ? value : fallback;
+}
