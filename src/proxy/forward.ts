@@ -1,21 +1,15 @@
 import type { ServerResponse } from "node:http";
-import type { Socket } from "node:net";
 import { type Dispatcher, Pool } from "undici";
 import { GatewayError } from "../errors.js";
-import type { ImageCall } from "../providers/image-calls.js";
-import type { ProviderAdapter, ResponsesCall } from "../providers/provider-adapter.js";
+import type { ProviderAdapter } from "../providers/provider-adapter.js";
 import type { ProviderId } from "../providers/provider-id.js";
 import { emptyUsage, type TokenUsage } from "../usage/token-usage.js";
 import { type BackgroundRun, backgroundRowId } from "./background-run.js";
-import { type DecompressingMeter, decompressingMeter } from "./decompressing-meter.js";
 import { type GeneratedImages, generatedImages } from "./generated-images.js";
-import { clientResponseHeaders, hasHeader, upstreamQuery, upstreamRequestHeaders } from "./header-policy.js";
-import { ImageListScanner, withImageList } from "./image-list-scanner.js";
-import { ImageStreamEvents } from "./image-stream-events.js";
-import { InjectedUsageFilter } from "./injected-usage-filter.js";
-import { ReflectedKeyMask } from "./reflected-key-mask.js";
+import { upstreamQuery, upstreamRequestHeaders } from "./header-policy.js";
+import { ProxyExchange } from "./proxy-exchange.js";
 import type { RequestFacts } from "./request-facts.js";
-import { createUsageMeter, type MeterReading, type UsageMeter } from "./usage-meter.js";
+import type { MeterReading } from "./usage-meter.js";
 
 export interface UpstreamTimeouts {
   connectMs: number;
@@ -70,12 +64,6 @@ export interface ForwardResult {
   /** An image generation's successful (2xx) answer, JSON or streamed: the images it holds; else null. */
   images: GeneratedImages | null;
 }
-
-/** What is metered of a call: its own tokens (any POST), or a Responses API call's (see ResponsesCall). */
-type Metering = "tokens" | ResponsesCall;
-
-// Failures that prove nothing was sent; a reset may come after the body went out, so it is not retried.
-const connectFailures = new Set(["ECONNREFUSED", "UND_ERR_CONNECT_TIMEOUT", "ENOTFOUND", "EAI_AGAIN"]);
 
 /**
  * One keep-alive pool per upstream origin. `dispatch` (not fetch, nor `request`) keeps the hot path
@@ -198,235 +186,6 @@ function finishedRun(seen: MeterReading, requestModel: string | null): Backgroun
   return rowId === null ? null : { rowId, usage: seen.usage, model: seen.model ?? requestModel };
 }
 
-/**
- * One proxied exchange as an undici dispatch handler: the provider's headers and body chunks are
- * written to the client from undici's own callbacks, so no Readable stream, promise or async
- * resource is built per response (docs/decisions/0005). It implements the callbacks undici's core
- * calls (`onConnect`, `onHeaders`, `onData`, `onComplete`, `onError`), as undici's own `request`
- * does: a handler with the newer `onResponse*` callbacks is wrapped per request in an adapter that
- * parses the raw headers into an object, which costs more than reading them here once.
- * Backpressure: a chunk the client's buffer cannot take pauses the upstream parser (onData returns
- * false) until the client drains.
- */
-class ProxyExchange implements Dispatcher.DispatchHandler {
-  status = 0;
-  streamed = false;
-  meter: UsageMeter | DecompressingMeter | null = null;
-  timeToFirstByteMs: number | null = null;
-  /** The client's status line and headers, written with the first chunk (or at the end). */
-  private head: string[] | null = null;
-  private headWritten = false;
-  /** The head is written and every body byte is forwarded as it comes: onData's one test. */
-  private verbatim = false;
-  /**
-   * Set when the usage chunk Sluice asked for is kept from the client, or when an answer that is not
-   * a success may quote the key back; else the body passes as is.
-   */
-  private filter: InjectedUsageFilter | ReflectedKeyMask | null = null;
-  private abortUpstream: ((reason: Error) => void) | null = null;
-  private resumeUpstream: (() => void) | null = null;
-  private sentAt = 0;
-  private clientGone = false;
-  private retried = false;
-  private drainListening = false;
-  private resolve: (outcome: ProxyOutcome | "gone-before-headers") => void = () => {};
-  private reject: (error: unknown) => void = () => {};
-  private settled = false;
-  /** The connection, watched for a client that leaves while this request waits in a pipeline. */
-  private queuedOn: Socket | null = null;
-
-  constructor(
-    private readonly provider: ProviderId,
-    /** What the meter reads; null: no meter. */
-    private readonly metering: Metering | null,
-    /** The call asked for a stream sent as one JSON document (provider C's JSON array). */
-    private readonly jsonStream: boolean,
-    /** An image generation: a successful answer's images are counted too (JSON, or provider A's stream). */
-    private readonly imageCall: ImageCall | null,
-    /** Sluice set the stream usage option: an SSE answer's usage chunk is not forwarded. */
-    private readonly usageOptionSet: boolean,
-    /** The key injected: masked wherever the answer's headers, or a body that is no success, quote it. */
-    private readonly providerKey: string,
-    private readonly response: ServerResponse,
-    private readonly ownHeaders: Record<string, string>,
-    private readonly pool: Pool,
-    private readonly options: Dispatcher.DispatchOptions,
-  ) {}
-
-  run(): Promise<ProxyOutcome | "gone-before-headers"> {
-    return new Promise((resolve, reject) => {
-      this.resolve = resolve;
-      this.reject = reject;
-      this.response.once("close", this.onClientClose);
-      // A pipelined request waiting behind another on its connection has no socket yet, and its
-      // response hears no `close` when the client goes: the connection's own close is watched.
-      this.queuedOn = this.response.socket === null ? this.response.req.socket : null;
-      this.queuedOn?.once("close", this.onClientClose);
-      this.sentAt = performance.now();
-      this.pool.dispatch(this.options, this);
-    });
-  }
-
-  // `close` also follows a completed response: only a response that did not finish means the
-  // client went away.
-  private readonly onClientClose = () => {
-    if (this.settled || this.response.writableFinished) return;
-    this.clientGone = true;
-    // Until undici starts the request there is no abort function: onConnect aborts it then.
-    this.abortUpstream?.(new Error("The client disconnected"));
-  };
-
-  private readonly onDrain = () => {
-    this.drainListening = false;
-    this.resumeUpstream?.();
-  };
-
-  private finish(outcome: ProxyOutcome | "gone-before-headers"): void {
-    this.settle(() => this.resolve(outcome));
-  }
-
-  /** Stops listening to the client and reports, once. */
-  private settle(report: () => void): void {
-    if (this.settled) return;
-    this.settled = true;
-    this.response.off("close", this.onClientClose);
-    this.queuedOn?.off("close", this.onClientClose);
-    if (this.drainListening) this.response.off("drain", this.onDrain);
-    report();
-  }
-
-  onConnect(abort: (reason?: Error) => void): void {
-    this.abortUpstream = abort;
-    if (this.clientGone) abort(new Error("The client disconnected"));
-  }
-
-  onHeaders(statusCode: number, rawHeaders: Buffer[], resume: () => void): boolean {
-    if (statusCode < 200) return true; // informational: the final answer follows
-    this.timeToFirstByteMs = performance.now() - this.sentAt;
-    this.status = statusCode;
-    this.resumeUpstream = resume;
-    const head = clientResponseHeaders(rawHeaders, this.ownHeaders, this.providerKey);
-    this.head = head.headers;
-    // Media types are case-insensitive (`Text/Event-Stream`).
-    const sse = isEventStream(head.contentType);
-    // A JSON-array stream is a stream too, though its usage is read as a JSON body is.
-    this.streamed = sse || (this.jsonStream && statusCode < 300);
-    if (this.metering !== null) {
-      const options = {
-        streaming: sse,
-        contentType: head.contentType,
-        responses: this.metering === "tokens" ? undefined : this.metering,
-      };
-      // Not when the bytes cannot lose an event unseen: compressed (it would have to be decoded and
-      // compressed again), or with a content-length the client would then not get.
-      if (
-        this.usageOptionSet &&
-        sse &&
-        statusCode < 300 &&
-        head.contentEncoding === "" &&
-        !hasHeader(head.headers, "content-length")
-      ) {
-        this.filter = new InjectedUsageFilter((tap) => createUsageMeter(this.provider, { ...options, tap }));
-        this.meter = this.filter.meter;
-        return true;
-      }
-      let meter = createUsageMeter(this.provider, options);
-      if (this.imageCall !== null && statusCode < 300)
-        meter = withImageList(
-          meter,
-          sse ? new ImageStreamEvents() : new ImageListScanner(this.imageCall.list, this.imageCall.imageKeys),
-        );
-      // A provider that ignored `accept-encoding: identity`: usage is read through a decompressor,
-      // while the client still gets the provider's bytes and its content-encoding.
-      this.meter = head.contentEncoding === "" ? meter : decompressingMeter(meter, head.contentEncoding);
-    }
-    // (A compressed body cannot be masked byte for byte; Sluice asks for none: accept-encoding identity.)
-    if (statusCode >= 300 && head.contentEncoding === "")
-      this.filter = new ReflectedKeyMask(Buffer.from(this.providerKey, "latin1"), this.meter);
-    return true;
-  }
-
-  /**
-   * Writes the status line and headers with the first chunk, as they would leave anyway: until
-   * then a provider that fails or goes silent can still be answered with a clean 502 or 504.
-   * Returns the error when Node refuses the provider's headers: nothing reached the client, so
-   * that is a 502 too.
-   */
-  private writeHead(): Error | null {
-    try {
-      // One flat list and nothing set before: Node writes it without per-header bookkeeping.
-      this.response.writeHead(this.status, this.head ?? []);
-      this.headWritten = true;
-      this.verbatim = this.filter === null;
-      return null;
-    } catch (error) {
-      return error as Error;
-    }
-  }
-
-  onData(chunk: Buffer): boolean {
-    // One test per chunk, as before the filter existed: a call without it pays nothing for it.
-    if (!this.verbatim) {
-      if (!this.headWritten) {
-        const refused = this.writeHead();
-        if (refused) {
-          this.abortUpstream?.(refused); // undici reports it through onError
-          return false;
-        }
-      }
-      if (this.filter !== null) {
-        const forwarded = this.filter.pass(chunk);
-        return forwarded === null || this.write(forwarded);
-      }
-    }
-    this.meter?.push(chunk);
-    return this.write(chunk);
-  }
-
-  /** Writes to the client; false (pause the provider) until it drains when its buffer is full. */
-  private write(chunk: Buffer): boolean {
-    if (this.response.write(chunk)) return true;
-    // Listened for only when the client's buffer is full, which most responses never reach.
-    if (!this.drainListening) {
-      this.drainListening = true;
-      this.response.once("drain", this.onDrain);
-    }
-    return false;
-  }
-
-  onComplete(): void {
-    const refused = this.headWritten ? null : this.writeHead();
-    if (refused) {
-      this.settle(() => this.reject(refused));
-      return;
-    }
-    // An unterminated last event the filter held: the provider's bytes, all of them. (On a cut
-    // stream, onError, it is not forwarded: an event cut short is never dispatched anyway.)
-    const rest = this.filter?.end();
-    if (rest) this.response.write(rest);
-    this.response.end();
-    this.finish("ok");
-  }
-
-  onError(error: Error): void {
-    if (this.settled) return;
-    if (!this.headWritten) {
-      // Nothing reached the client yet.
-      const code = (error as { code?: string }).code ?? "";
-      if (this.clientGone) this.finish("gone-before-headers");
-      else if (this.status === 0 && connectFailures.has(code) && !this.retried) {
-        this.retried = true;
-        this.abortUpstream = null;
-        this.pool.dispatch(this.options, this);
-      } else this.settle(() => this.reject(error));
-      return;
-    }
-    // The provider cut the stream or went silent, or the client left: the client sees the cut too.
-    this.response.destroy();
-    this.finish(this.clientGone ? "aborted" : this.response.writableFinished ? "ok" : "error");
-  }
-}
-
 function failed(
   status: number,
   outcome: ProxyOutcome,
@@ -460,13 +219,4 @@ function upstreamError(error: unknown, provider: ProviderId): GatewayError {
     provider,
     headers: { "retry-after": "1" },
   });
-}
-
-const eventStream = "text/event-stream";
-
-function isEventStream(contentType: string): boolean {
-  return (
-    contentType.startsWith(eventStream) ||
-    contentType.slice(0, eventStream.length).toLowerCase() === eventStream
-  );
 }
