@@ -4,6 +4,15 @@ import type { ProviderId } from "../providers/provider-id.js";
 import { throttled } from "../rate-limit/auth-throttle.js";
 import type { Project } from "../storage/project-repository.js";
 import type { CredentialDirectory } from "./credential-directory.js";
+import {
+  bearerMismatch,
+  bearerValue,
+  malformedBearer,
+  single,
+  testKeyCacheKey,
+  testKeyHeader,
+  testModeOffInProduction,
+} from "./credential-headers.js";
 import { clientShareMatches, parsePartialKey, rebuildProviderKey } from "./partial-key.js";
 import { testKeyMatches } from "./test-key.js";
 
@@ -13,8 +22,6 @@ export type AuthMethod =
   | "bearer-test-key"
   | "bearer-device-check"
   | "device-token-header";
-
-const testKeyHeader = "x-sluice-test-key";
 
 export type DeviceVerdict =
   | { kind: "ok"; digest: string }
@@ -391,70 +398,7 @@ function unauthorized(reason: string): GatewayError {
   return new GatewayError("UNAUTHORIZED", `No authentication method succeeded: ${reason}`);
 }
 
-/** What is wrong with a credential that is not `<partial_key>.<token>`, as the caller sent it. */
-function malformedBearer(authorization: string | undefined): string {
-  if (authorization !== undefined && !/^bearer(?:[ \t]|$)/i.test(authorization))
-    return "Authorization must be Bearer <partial_key>.<token>";
-  return "the key must be <partial_key>.<token>";
-}
-
-const testModeOffInProduction = "Test Mode is off in production, so test keys are not accepted";
-
-function bearerMismatch(project: Project, testModeAllowed: boolean): string {
-  if (!testModeAllowed)
-    return project.deviceCheck.enabled
-      ? `the token is not a valid device token (${testModeOffInProduction})`
-      : `${testModeOffInProduction}, and device check is off for this project`;
-  if (!project.testMode && !project.deviceCheck.enabled)
-    return "neither test mode nor device check is on for this project";
-  if (!project.deviceCheck.enabled)
-    return "the token is not a valid test key (device check is off for this project)";
-  if (!project.testMode) return "the token is not a valid device token (test mode is off for this project)";
-  return "the token is neither a valid test key nor a device token";
-}
-
-/** Longer than any real test-key credential set; a longer one is verified every time, not remembered. */
-const maxCacheKeyLength = 1024;
-
-/**
- * The credentials that decide a test-key authentication, as one cache key (null: none sent, or
- * too long to remember). Only what the test-key methods read: they come first (SPEC order), so
- * a success through them never depends on `x-device-token`, which stays out of the key, or one
- * credential with a new junk header each time would fill the cache.
- */
-function testKeyCacheKey(
-  projectId: string,
-  provider: ProviderId,
-  headers: IncomingHttpHeaders,
-  sdkKeyHeader: AuthRequest["sdkKeyHeader"],
-): string | null {
-  const headerKey = single(headers[testKeyHeader]);
-  const bearer = bearerValue(headers, sdkKeyHeader);
-  if (headerKey === undefined && bearer === undefined) return null;
-  const aiKey = headerKey === undefined ? "" : (single(headers["x-ai-key"]) ?? "");
-  const key = `${projectId}\u0000${provider}\u0000${headerKey ?? ""}\u0000${aiKey}\u0000${bearer ?? ""}`;
-  return key.length > maxCacheKeyLength ? null : key;
-}
-
 /** The provider whose key the endpoint needs: named by the route, or chosen by the project. */
 function providerFor(request: AuthRequest, project: Project): ProviderId {
   return typeof request.provider === "function" ? request.provider(project) : request.provider;
-}
-
-function single(value: string | string[] | undefined): string | undefined {
-  return Array.isArray(value) ? value[0] : value;
-}
-
-/** `Authorization: Bearer <value>` (scheme case-insensitive), else the SDK key header. */
-function bearerValue(
-  headers: IncomingHttpHeaders,
-  sdkKeyHeader: AuthRequest["sdkKeyHeader"],
-): string | undefined {
-  const authorization = headers.authorization;
-  if (authorization !== undefined) {
-    const match = /^bearer[ \t]+(\S*)[ \t]*$/i.exec(authorization);
-    if (match) return match[1] ?? "";
-    return sdkKeyHeader ? (single(headers[sdkKeyHeader]) ?? "") : "";
-  }
-  return sdkKeyHeader ? single(headers[sdkKeyHeader]) : undefined;
 }
