@@ -139,11 +139,14 @@ export function createAdmission(deps: AdmissionDeps) {
    */
   return Object.assign(admit, { unrecorded: () => unrecorded });
 
-  function countUsage(provider: ProviderId, usage: TokenUsage, costUsd: number | null): void {
-    deps.metrics.countTokens(provider, "input", usage.inputTokens);
-    deps.metrics.countTokens(provider, "output", usage.outputTokens);
-    deps.metrics.countTokens(provider, "cached", usage.cachedInputTokens);
-    deps.metrics.countTokens(provider, "reasoning", usage.reasoningTokens);
+  /** The metrics of a row: its tokens when it has any, and its cost (an image call has no tokens). */
+  function countUsage(provider: ProviderId, usage: TokenUsage | null, costUsd: number | null): void {
+    if (usage !== null) {
+      deps.metrics.countTokens(provider, "input", usage.inputTokens);
+      deps.metrics.countTokens(provider, "output", usage.outputTokens);
+      deps.metrics.countTokens(provider, "cached", usage.cachedInputTokens);
+      deps.metrics.countTokens(provider, "reasoning", usage.reasoningTokens);
+    }
     deps.metrics.countCost(provider, costUsd);
   }
 
@@ -221,7 +224,7 @@ export function createAdmission(deps: AdmissionDeps) {
         client_ip: context.clientIp,
         created_at: isoTimestamp(deps.now()),
       });
-      if (report.provider && report.usage) countUsage(report.provider, report.usage, report.costUsd);
+      if (report.provider) countUsage(report.provider, report.usage ?? null, report.costUsd);
       if (report.costUsd) deps.spend.add(base.projectId, report.costUsd);
       const run = report.backgroundRun;
       if (run && report.provider && recordedRuns.add(run.rowId))

@@ -28,6 +28,7 @@ describe("image generation", () => {
       providerABaseUrl: `${fake.url}/a/v1`,
       providerCBaseUrl: `${fake.url}/c/v1beta`,
       vaultUrlTtlSeconds: 2,
+      metricsEnabled: true,
     });
     a = await createTestProject(sluice.gateway, { provider: "provider-a" });
     b = await createTestProject(sluice.gateway, { provider: "provider-b" });
@@ -97,6 +98,22 @@ describe("image generation", () => {
       cost_usd: 0.08,
       status: 200,
     });
+  });
+
+  it("counts an image generation's cost in sluice_cost_usd_total, as its usage row records it", async () => {
+    const costOf = async () => {
+      const metrics = await (await fetch(`${sluice.url}/metrics`)).text();
+      const line = metrics
+        .split("\n")
+        .find((text) => text.startsWith('sluice_cost_usd_total{provider="provider-c"}'));
+      return Number(line?.split(" ")[1] ?? 0);
+    };
+    const before = await costOf();
+    const response = await generate(c, { prompt: "a lighthouse", n: 2 });
+    expect(response.status).toBe(200);
+    const row = await rowFor(response);
+    expect(row.cost_usd).toBe(0.08);
+    expect((await costOf()) - before).toBeCloseTo(0.08, 9);
   });
 
   it("uses the first model of provider A and the standard model of provider C by default", async () => {
