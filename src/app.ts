@@ -96,7 +96,10 @@ export function createApp(deps: AppDeps): App {
             : lookup.kind;
       response.once("close", () => {
         const seconds = (performance.now() - startedAt) / 1000;
-        metrics.observeRequest(route, request.method ?? "GET", response.statusCode, seconds);
+        // A client that left before the answer began got none: 499, as its usage row says, not the
+        // 200 Node holds before anything is sent.
+        const status = response.headersSent ? response.statusCode : 499;
+        metrics.observeRequest(route, request.method ?? "GET", status, seconds);
         // The path only: a query string may carry a credential (e.g. provider C's `key=`).
         if (accessLog) {
           logger.debug(
@@ -105,7 +108,9 @@ export function createApp(deps: AppDeps): App {
               method: request.method,
               path,
               route,
-              status: response.statusCode,
+              status,
+              // The answer was cut short (a stream the client or the provider ended).
+              ...(response.writableFinished ? {} : { aborted: true }),
               ms: Math.round(seconds * 1e6) / 1000,
               clientIp: context.clientIp,
             },

@@ -1,6 +1,6 @@
 import { connect } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { type FakeUpstream, startFakeUpstream } from "../fakes/fake-upstream.js";
+import { type FakeUpstream, providerBaseUrls, startFakeUpstream } from "../fakes/fake-upstream.js";
 import {
   createTestProject,
   startTestGateway,
@@ -61,4 +61,67 @@ describe("a structured analysis or image generation whose client leaves", () => 
       expect(rows[0]).toMatchObject({ status: 499, outcome: "aborted" });
     },
   );
+});
+
+describe("the access line and request metric of a client that leaves", () => {
+  let fake: FakeUpstream;
+  let sluice: TestGateway;
+  let project: TestProject;
+
+  beforeAll(async () => {
+    fake = await startFakeUpstream();
+    sluice = await startTestGateway({ ...providerBaseUrls(fake), metricsEnabled: true });
+    project = await createTestProject(sluice.gateway);
+  });
+  afterAll(async () => {
+    await sluice.close();
+    await fake.close();
+  });
+
+  /** Sends a proxied chat call on a socket of its own, to be cut by the test. */
+  const send = (body: object) => {
+    const socket = connect(Number(new URL(sluice.url).port), "127.0.0.1");
+    socket.on("error", () => {});
+    const text = JSON.stringify({ model: "gpt-4o-mini", messages: [], ...body });
+    socket.write(
+      `POST /v1/provider-a/${project.projectId}/chat/completions HTTP/1.1\r\nhost: x\r\n` +
+        `authorization: Bearer ${project.bearer("provider-a")}\r\ncontent-type: application/json\r\n` +
+        `content-length: ${Buffer.byteLength(text)}\r\n\r\n${text}`,
+    );
+    return socket;
+  };
+  const accessLineOf = (requestId: string) =>
+    sluice.logs
+      .map((line) => JSON.parse(line) as Record<string, unknown>)
+      .find((line) => line.msg === "request" && line.requestId === requestId);
+
+  it("says 499 for a client that left before the answer began, and aborted for a stream it cut", async () => {
+    fake.setLatencyMs(400);
+    const early = send({});
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    early.destroy();
+    await fake.waitForAbort(2000);
+    fake.setLatencyMs(0);
+    fake.setSseDelayMs(100);
+    const mid = send({ stream: true });
+    await new Promise<void>((resolve) => mid.once("data", () => resolve()));
+    mid.destroy();
+    await fake.waitForAbort(2000);
+    fake.setSseDelayMs(0);
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    await sluice.gateway.flushUsage();
+    const rows = await sluice.gateway.database.db
+      .selectFrom("usage_records")
+      .select(["request_id", "status"])
+      .where("project_id", "=", project.projectId)
+      .orderBy("request_id")
+      .execute();
+    expect(rows.map((row) => row.status)).toEqual([499, 200]);
+    const [left, cut] = rows.map((row) => row.request_id) as [string, string];
+    // Before, the line and the metric said 200 for the first: Node's status before anything is sent.
+    expect(accessLineOf(left)).toMatchObject({ status: 499 });
+    expect(accessLineOf(cut)).toMatchObject({ status: 200, aborted: true });
+    const metrics = await (await fetch(`${sluice.url}/metrics`)).text();
+    expect(metrics).toMatch(/sluice_http_requests_total\{[^}]*status="499"[^}]*\} 1/);
+  });
 });
