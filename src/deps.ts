@@ -245,6 +245,8 @@ export async function createGateway(config: Config, injected: Partial<Injectable
       },
       throttle,
       countThrottled: () => metrics.countLimitDecision("auth_failures", "limited"),
+      // The checks' names are the gauge's components: what /health finds, the gauge says too.
+      onCheck: (name, ok) => metrics.setDegraded(name, !ok),
       ...(config.metricsEnabled ? { metrics: () => metrics.render() } : {}),
     },
     adminRoutes: {

@@ -41,6 +41,8 @@ export interface PublicRouteDeps {
   /** Counts one of the throttle's refusals here, as the authenticated routes count theirs. */
   countThrottled?: () => void;
   metrics?: () => Promise<{ contentType: string; body: string }>;
+  /** Hears each check's result (the `sluice_degraded` gauge: a quiet instance learns of an outage too). */
+  onCheck?: (name: string, ok: boolean) => void;
 }
 
 /**
@@ -51,6 +53,7 @@ export interface PublicRouteDeps {
 export function registerPublicRoutes(router: Router, deps: PublicRouteDeps): void {
   router.on("GET", "/health", async ({ response }) => {
     const results = await Promise.all(deps.checks.map((check) => runCheck(check)));
+    for (const result of results) deps.onCheck?.(result.name, result.status === "ok");
     const checks = Object.fromEntries(
       results.map((result) => [result.name, { status: result.status, latencyMs: result.latencyMs }]),
     );

@@ -1,6 +1,7 @@
 import { createServer } from "node:net";
 import { describe, expect, it } from "vitest";
-import { redisAvailable, redisUrl } from "../support/services.js";
+import { startProxiedPostgresGateway } from "../support/proxied-postgres-gateway.js";
+import { postgresAvailable, redisAvailable, redisUrl } from "../support/services.js";
 import { startTestGateway } from "../support/test-gateway.js";
 
 async function closedPort(): Promise<number> {
@@ -54,4 +55,25 @@ describe("sluice_degraded from the start", () => {
       await sluice.close();
     }
   });
+});
+
+describe.skipIf(!postgresAvailable)("sluice_degraded on a quiet instance", () => {
+  it("says what /health finds: database 1 while it cannot be reached, 0 once it answers, with no request", async () => {
+    const setup = await startProxiedPostgresGateway({ metricsEnabled: true });
+    try {
+      const { sluice, proxy } = setup;
+      proxy.cut();
+      const down = await fetch(`${sluice.url}/health`);
+      expect(
+        ((await down.json()) as { checks: { database: { status: string } } }).checks.database.status,
+      ).toBe("down");
+      // Before, the gauge stayed 0 until a request's usage write failed.
+      expect(await degradedLines(sluice.url)).toContain('sluice_degraded{component="database"} 1');
+      proxy.restore();
+      expect((await fetch(`${sluice.url}/health`)).status).toBe(200);
+      expect(await degradedLines(sluice.url)).toContain('sluice_degraded{component="database"} 0');
+    } finally {
+      await setup.close();
+    }
+  }, 20_000);
 });
