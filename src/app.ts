@@ -162,6 +162,8 @@ export function createApp(deps: AppDeps): App {
       const error = new GatewayError("NOT_FOUND", "No such route: Sluice is not a forward proxy (CONNECT)");
       const status = sendRawError(socket, error, requestId);
       metrics.observeRequest("malformed", request.method ?? "CONNECT", status, 0);
+      if (accessLog)
+        logger.debug({ requestId, method: request.method, route: "malformed", status, ms: 0 }, "request");
     },
   };
 

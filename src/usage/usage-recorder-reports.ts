@@ -10,17 +10,36 @@ import type { UsageRecorderDeps } from "./usage-recorder.js";
 export function usageRecorderReports(
   metrics: Metrics,
   logger: Logger,
+  /** Rows dropped from a full queue are logged once per window, with the count (default 10 s). */
+  dropWindowMs = 10_000,
 ): Pick<UsageRecorderDeps, "onQueueDepth" | "onDropped" | "onRefused" | "onWriteFailure" | "onRecovered"> {
+  // A full queue drops every request's row while the outage lasts: one line per row would drown
+  // the log. The first drop is logged at once; the rest of its window are counted and logged when
+  // it ends.
+  let window: { dropped: number } | null = null;
+  const droppedFromFullQueue = (count: number) => {
+    if (window !== null) {
+      window.dropped += count;
+      return;
+    }
+    logger.error({ count }, "usage queue full: usage rows dropped");
+    const current = { dropped: 0 };
+    window = current;
+    setTimeout(() => {
+      window = null;
+      if (current.dropped > 0)
+        logger.error(
+          { count: current.dropped, windowMs: dropWindowMs },
+          "usage queue full: more usage rows dropped",
+        );
+    }, dropWindowMs).unref();
+  };
   return {
     onQueueDepth: metrics.setUsageQueueDepth,
     onDropped: (count, reason) => {
       metrics.countUsageRowsDropped(count);
-      logger.error(
-        { count },
-        reason === "shutdown"
-          ? "usage rows not written before shutdown: dropped"
-          : "usage queue full: usage rows dropped",
-      );
+      if (reason === "shutdown") logger.error({ count }, "usage rows not written before shutdown: dropped");
+      else droppedFromFullQueue(count);
     },
     onRefused: (row, error) => {
       metrics.countUsageRowsDropped(1);

@@ -243,7 +243,13 @@ describe("HTTP edge inputs on the gateway's own server", () => {
     const [response] = responsesOf(
       await exchange(port, ["CONNECT 127.0.0.1:443 HTTP/1.1\r\nhost: 127.0.0.1:443\r\n\r\n"]),
     );
-    expect(expectEnvelope(response, 404, "NOT_FOUND").message).toMatch(/forward proxy/);
+    const envelope = expectEnvelope(response, 404, "NOT_FOUND");
+    expect(envelope.message).toMatch(/forward proxy/);
+    // Its access line names the id it answered with, as every other answer's does.
+    const line = sluice.logs
+      .map((text) => JSON.parse(text))
+      .find((entry) => entry.requestId === envelope.requestId);
+    expect(line).toMatchObject({ msg: "request", method: "CONNECT", status: 404 });
   });
 
   it("serves a request whose Expect it does not know instead of a bodiless 417", async () => {

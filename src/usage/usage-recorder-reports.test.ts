@@ -1,0 +1,36 @@
+import { afterEach, describe, expect, it, vi } from "vitest";
+import { createLogger } from "../observability/logger.js";
+import { createMetrics } from "../observability/metrics.js";
+import { usageRecorderReports } from "./usage-recorder-reports.js";
+
+describe("usage recorder reports", () => {
+  afterEach(() => vi.useRealTimers());
+
+  it("logs rows dropped from a full queue once per window, then how many more it dropped", async () => {
+    vi.useFakeTimers();
+    const lines: Record<string, unknown>[] = [];
+    const logger = createLogger("info", { write: (line: string) => void lines.push(JSON.parse(line)) });
+    const metrics = createMetrics();
+    const reports = usageRecorderReports(metrics, logger, 10_000);
+    for (let row = 0; row < 30; row++) reports.onDropped?.(1, "queue-full");
+    // Before, thirty lines: one per dropped row.
+    expect(lines.map(({ msg, count }) => [msg, count])).toEqual([
+      ["usage queue full: usage rows dropped", 1],
+    ]);
+    vi.advanceTimersByTime(10_000);
+    expect(lines[1]).toMatchObject({
+      msg: "usage queue full: more usage rows dropped",
+      count: 29,
+      windowMs: 10_000,
+    });
+    reports.onDropped?.(1, "queue-full");
+    reports.onDropped?.(2, "shutdown");
+    expect(lines.slice(2).map(({ msg, count }) => [msg, count])).toEqual([
+      ["usage queue full: usage rows dropped", 1],
+      ["usage rows not written before shutdown: dropped", 2],
+    ]);
+    expect(await metrics.render()).toMatchObject({
+      body: expect.stringContaining("sluice_usage_rows_dropped_total 33"),
+    });
+  });
+});
