@@ -44,6 +44,12 @@ export function createApp(deps: AppDeps): App {
 
   const { logger, metrics } = deps;
   const answering = new WeakSet<Duplex>();
+  /**
+   * Connections whose framing can no longer be trusted (a malformed request was answered with
+   * `connection: close`): a request Node already parsed behind it is not served, as it may be the
+   * tail of a body the client framed otherwise (request smuggling); the connection is closed.
+   */
+  const closing = new WeakSet<Duplex>();
   const corsPolicy = deps.cors ?? null;
   const accessLog = logger.isLevelEnabled("debug");
   const logProviderFailure = createProviderFailureLog(logger);
@@ -67,6 +73,10 @@ export function createApp(deps: AppDeps): App {
 
   return {
     handle(request, response) {
+      if (closing.has(request.socket)) {
+        request.socket.destroy();
+        return;
+      }
       const startedAt = performance.now();
       const requestId = deps.generateRequestId();
       const url = originForm(request.url ?? "/");
@@ -132,6 +142,7 @@ export function createApp(deps: AppDeps): App {
       };
       if (malformed) {
         request.resume();
+        if (malformed.headers.connection === "close") closing.add(request.socket);
         sendError(response, malformed, requestId);
       } else if (preflight) {
         request.resume();
@@ -254,6 +265,13 @@ function malformedTarget(request: IncomingMessage, target: string): GatewayError
   // and all); neither is HTTP/1.x, so neither is served. The connection closes after the answer:
   // what the client sends next is in a framing Sluice does not speak.
   if (request.httpVersionMajor !== 1) return notHttp1(request);
+  // HTTP/1.0 has no Transfer-Encoding: a 1.0 message that carries it is faulty framing, and what
+  // follows on the connection cannot be trusted (RFC 9112 §6.1); an intermediary speaking 1.0 would
+  // read the body, and any request after it, otherwise.
+  if (request.httpVersionMinor === 0 && request.headers["transfer-encoding"] !== undefined)
+    return new GatewayError("BAD_REQUEST", "An HTTP/1.0 request must not carry Transfer-Encoding", {
+      headers: { connection: "close" },
+    });
   // An empty Host is valid; a missing one is not, in HTTP/1.1 (Node's own check refuses both).
   if (request.headers.host === undefined && request.httpVersionMinor === 1)
     return new GatewayError("BAD_REQUEST", "An HTTP/1.1 request must carry a Host header");

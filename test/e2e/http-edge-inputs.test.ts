@@ -252,6 +252,23 @@ describe("HTTP edge inputs on the gateway's own server", () => {
     expect(line).toMatchObject({ msg: "request", method: "CONNECT", status: 404 });
   });
 
+  it("refuses an HTTP/1.0 request with Transfer-Encoding and serves nothing after it on the connection", async () => {
+    upstream.clear();
+    const auth = `authorization: Bearer ${project.bearer("provider-a")}\r\ncontent-type: application/json\r\n`;
+    const base = `/v1/provider-a/${project.projectId}`;
+    // An HTTP/1.0 front end reads all of this as one request with a body; before, Sluice decoded the
+    // body as chunked, kept the connection, and forwarded the rest as a second (smuggled) request.
+    const bytes =
+      `POST ${base}/chat/completions HTTP/1.0\r\nconnection: keep-alive\r\n${auth}` +
+      "transfer-encoding: chunked\r\n\r\n0\r\n\r\n" +
+      `POST ${base}/embeddings HTTP/1.1\r\nhost: x\r\n${auth}content-length: 2\r\nconnection: close\r\n\r\n{}`;
+    const responses = responsesOf(await exchange(port, [bytes]));
+    expect(responses).toHaveLength(1);
+    expect(expectEnvelope(responses[0], 400, "BAD_REQUEST").message).toMatch(/HTTP\/1\.0.*Transfer-Encoding/);
+    expect(responses[0]?.headers.connection).toBe("close");
+    expect(upstream.requests).toEqual([]);
+  });
+
   it("serves a request whose Expect it does not know instead of a bodiless 417", async () => {
     const [response] = responsesOf(
       await exchange(port, [head("GET", "/health", { expect: "something-else", connection: "close" })]),
