@@ -79,6 +79,12 @@ export function createApp(deps: AppDeps): App {
       }
       const startedAt = performance.now();
       const requestId = deps.generateRequestId();
+      // HTTP/1.0 has no chunked coding (RFC 9112 §6.1), though Node uses it when a 1.0 request's TE
+      // asks: a streamed answer to 1.0 is delimited by the connection's close instead.
+      if (request.httpVersionMinor === 0) response.useChunkedEncodingByDefault = false;
+      // Node serves an Upgrade request as a plain one, but drops what arrived behind it on the
+      // connection: closing after the answer leaves a pipelined request unanswered, not hanging.
+      if (request.headers.upgrade !== undefined) response.shouldKeepAlive = false;
       const url = originForm(request.url ?? "/");
       const queryAt = url.indexOf("?");
       const path = queryAt < 0 ? url : url.slice(0, queryAt);

@@ -48,7 +48,8 @@ export function sendError(response: ServerResponse, error: unknown, requestId: s
 export function sendRawError(socket: Duplex, error: unknown, requestId: string): number {
   const { status, body, headers } = renderError(error, requestId);
   const payload = JSON.stringify(body);
-  let head = `HTTP/1.1 ${status} ${STATUS_CODES[status] ?? ""}\r\n`;
+  // Date, as Node writes on every other answer (RFC 9110 §6.6.1: a server with a clock sends it).
+  let head = `HTTP/1.1 ${status} ${STATUS_CODES[status] ?? ""}\r\ndate: ${new Date().toUTCString()}\r\n`;
   for (const name in headers) head += `${name}: ${headers[name]}\r\n`;
   head += `x-request-id: ${requestId}\r\ncontent-type: application/json; charset=utf-8\r\n`;
   head += `content-length: ${Buffer.byteLength(payload)}\r\nconnection: close\r\n\r\n`;

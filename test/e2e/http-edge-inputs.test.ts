@@ -245,6 +245,7 @@ describe("HTTP edge inputs on the gateway's own server", () => {
     );
     const envelope = expectEnvelope(response, 404, "NOT_FOUND");
     expect(envelope.message).toMatch(/forward proxy/);
+    expect(response?.headers.date).toMatch(/ GMT$/);
     // Its access line names the id it answered with, as every other answer's does.
     const line = sluice.logs
       .map((text) => JSON.parse(text))
@@ -267,6 +268,33 @@ describe("HTTP edge inputs on the gateway's own server", () => {
     expect(expectEnvelope(responses[0], 400, "BAD_REQUEST").message).toMatch(/HTTP\/1\.0.*Transfer-Encoding/);
     expect(responses[0]?.headers.connection).toBe("close");
     expect(upstream.requests).toEqual([]);
+  });
+
+  it("closes the connection after answering an Upgrade request, so a request pipelined behind it is not left hanging", async () => {
+    const raw = await exchange(port, [
+      "GET /health HTTP/1.1\r\nhost: x\r\nconnection: Upgrade, HTTP2-Settings\r\nupgrade: h2c\r\n" +
+        "http2-settings: AAMAAABkAARAAAAAAAIAAAAA\r\n\r\nGET /v1/nothing HTTP/1.1\r\nhost: x\r\n\r\n",
+    ]);
+    // Before, Node dropped the second request and kept the connection open (until keep-alive ended).
+    const [first] = responsesOf(raw);
+    expect(first?.status).toBe(200);
+    expect(first?.headers.connection).toBe("close");
+  });
+
+  it("never sends chunked coding to an HTTP/1.0 client, even one whose TE asks for it", async () => {
+    const text = JSON.stringify({ model: "gpt-4o-mini", messages: [], stream: true });
+    const raw = await exchange(port, [
+      `POST /v1/provider-a/${project.projectId}/chat/completions HTTP/1.0\r\n` +
+        `authorization: Bearer ${project.bearer("provider-a")}\r\ncontent-type: application/json\r\n` +
+        `te: chunked\r\ncontent-length: ${text.length}\r\n\r\n${text}`,
+    ]);
+    const end = raw.indexOf("\r\n\r\n");
+    const head = raw.slice(0, end).toLowerCase();
+    expect(head).toMatch(/^http\/1\.1 200/);
+    expect(head).not.toContain("transfer-encoding");
+    // Delimited by the connection's close: the events as the provider sent them, no chunk sizes.
+    expect(raw.slice(end + 4)).toMatch(/^data: /);
+    expect(raw.endsWith("data: [DONE]\n\n")).toBe(true);
   });
 
   it("serves a request whose Expect it does not know instead of a bodiless 417", async () => {
