@@ -88,13 +88,27 @@ export function createKeyRepository(db: Kysely<Database>): KeyRepository {
           .set((update) => ({ updated_at: update.ref("updated_at") }))
           .where("id", "=", record.projectId)
           .execute();
+        // The new key is the newest, whatever the clock of the process issuing it says: stamped after
+        // the newest stored one when that is later (another instance's clock ahead of this one's),
+        // or the rotation below would delete the key it just issued and keep the oldest.
+        const newest = await transaction
+          .selectFrom("test_keys")
+          .select("created_at")
+          .where("project_id", "=", record.projectId)
+          .orderBy("created_at", "desc")
+          .limit(1)
+          .executeTakeFirst();
+        const createdAt =
+          newest !== undefined && newest.created_at >= record.createdAt
+            ? new Date(Date.parse(newest.created_at) + 1).toISOString()
+            : record.createdAt;
         await transaction
           .insertInto("test_keys")
           .values({
             id: record.id,
             project_id: record.projectId,
             digest: record.digest,
-            created_at: record.createdAt,
+            created_at: createdAt,
           })
           .execute();
         const rows = await transaction

@@ -109,6 +109,18 @@ for (const engine of storageEngines) {
       expect((await keys.listTestKeys("p1")).map((key) => key.id)).toEqual(["t3"]);
     });
 
+    it("keeps the key a rotation issues though its clock is behind the stored keys' (another instance's)", async () => {
+      const keys = createKeyRepository(database.db);
+      const add = (id: string, createdAt: string) =>
+        keys.addTestKey({ id, projectId: "p1", digest: id, createdAt }, 2);
+      for (const key of await keys.listTestKeys("p1")) await keys.deleteTestKey("p1", key.id);
+      await add("ahead1", "2026-11-05T00:00:02.000Z");
+      await add("ahead2", "2026-11-05T00:00:03.000Z");
+      await add("behind", "2026-11-05T00:00:01.000Z");
+      // Before, "behind" sorted last and was deleted by its own rotation, which kept the oldest.
+      expect((await keys.listTestKeys("p1")).map((key) => key.id)).toEqual(["behind", "ahead2"]);
+    });
+
     it("writes usage batches without duplicating a request id and reports by day, model and endpoint", async () => {
       const records = createUsageRepository(database.db, database.sqlite);
       const batch = [
