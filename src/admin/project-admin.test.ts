@@ -183,7 +183,7 @@ describe("project admin use cases", () => {
   it("keeps every row in a report that ends with the last date there is", async () => {
     await admin().createProject({ id: "far", name: "Far", provider: "provider-a" });
     await createUsageRepository(database.db, database.sqlite).insertBatch([
-      usageRow("far-1", { project_id: "far", created_at: "2026-11-02T09:00:00.000Z" }),
+      usageRow("far-1", { project_id: "far", created_at: "2026-11-02T11:00:00.000Z" }),
     ]);
     const report = await admin().usageReport("far", { from: "2026-01-01", to: "9999-12-31" });
     expect(report.to).toBe("9999-12-31T23:59:59.999Z");

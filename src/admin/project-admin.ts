@@ -274,15 +274,16 @@ export function createProjectAdmin(deps: ProjectAdminDeps) {
       parameterName: (field: string) => string = (field) => field,
     ): Promise<{ from: string; to: string; groupBy: string; rows: UsageReportRow[] }> {
       const query = parse(usageQueryInput, input, "usage query", parameterLabels(parameterName));
-      await requireProject(projectId);
+      const project = await requireProject(projectId);
       const { from, to } = usageReportWindow(query, deps.now(), parameterName);
       const groupBy = query.groupBy ?? "day";
-      const rows = await deps.usage.report({
-        projectId,
-        from: from.toISOString(),
-        to: to.toISOString(),
-        groupBy,
-      });
+      // Rows from the project's creation on: those before it were a project deleted under its id
+      // (its rows stay), or failed attempts on the id before it existed.
+      const since = project.createdAt > from.toISOString() ? project.createdAt : from.toISOString();
+      const rows =
+        since < to.toISOString()
+          ? await deps.usage.report({ projectId, from: since, to: to.toISOString(), groupBy })
+          : [];
       return { from: from.toISOString(), to: to.toISOString(), groupBy, rows };
     },
   });

@@ -359,7 +359,7 @@ function applyLimits(decisions: readonly RateLimitDecision[]): Record<string, st
 async function checkSpend(deps: AdmissionDeps, project: Project, capUsd: number) {
   let spent: number;
   try {
-    spent = await deps.spend.monthToDate(project.id);
+    spent = await deps.spend.monthToDate(project.id, project.createdAt);
   } catch (error) {
     throw new GatewayError("SERVICE_UNAVAILABLE", "The spend cap cannot be checked right now", {
       cause: error,

@@ -33,7 +33,9 @@ describe.skipIf(!postgresAvailable)("usage reports on PostgreSQL", () => {
       keys: createKeyRepository(database.db),
       usage,
       secretBox: createSecretBox(randomBytes(32)),
-      now: () => new Date("2026-11-20T00:00:00.000Z"),
+      // The project is created before its rows (2026-11-02), as it always is: a report reads a
+      // project's rows from its creation on.
+      now: () => new Date("2026-11-01T00:00:00.000Z"),
       onProjectChanged: () => {},
       testModeAllowed: true,
     });
@@ -61,14 +63,14 @@ describe.skipIf(!postgresAvailable)("usage reports on PostgreSQL", () => {
   it("gives a report that takes longer than the query timeout, within the report timeout", async () => {
     await holdUsageTable(600);
     const started = Date.now();
-    const report = await admin.usageReport("p1", { from: "2026-11-01" });
+    const report = await admin.usageReport("p1", { from: "2026-11-01", to: "2026-11-30" });
     expect(Date.now() - started).toBeGreaterThanOrEqual(500);
     expect(report.rows.map((row) => [row.group, row.requests])).toEqual([["2026-11-02", 2]]);
   });
 
   it("answers 503 with the reason when the database cancels a report at the report timeout, leaving nothing running", async () => {
     await holdUsageTable(2000);
-    const error = await admin.usageReport("p1", { from: "2026-11-01" }).catch((caught: unknown) => caught);
+    const error = await admin.usageReport("p1", { from: "2026-11-01", to: "2026-11-30" }).catch((caught: unknown) => caught);
     expect(error).toMatchObject({
       code: "SERVICE_UNAVAILABLE",
       status: 503,

@@ -2,8 +2,13 @@ import { withinReloadWait } from "../storage/database-unavailable.js";
 import type { UsageRecord, UsageRepository } from "../storage/usage-repository.js";
 
 interface MonthSpend {
-  /** The month's first instant, ISO (what the database read asks from). */
+  /** The month's first instant, ISO. */
   month: string;
+  /**
+   * What the database read asks from: the month's first instant, or the project's creation when
+   * later (a project deleted and created again under its id does not inherit the old one's spend).
+   */
+  since: string;
   /** `YYYY-MM`, to match a usage row's `created_at`. */
   prefix: string;
   /** The month's bounds, epoch ms (end exclusive). */
@@ -39,8 +44,12 @@ export function createSpendGuard(deps: { usage: UsageRepository; now: () => Date
   const refreshMs = deps.refreshMs ?? 5000;
   const cache = new Map<string, MonthSpend>();
 
-  /** The project's figures for the month of `at`, started afresh when the month changed. */
-  function monthOf(projectId: string, at: Date): MonthSpend {
+  /**
+   * The project's figures for the month of `at`, started afresh when the month changed, or when
+   * `createdAt` says the project is another than the one they were read for (deleted and created
+   * again under its id).
+   */
+  function monthOf(projectId: string, at: Date, createdAt?: string): MonthSpend {
     const time = at.getTime();
     let entry = cache.get(projectId);
     if (!entry || time < entry.from || time >= entry.until) {
@@ -48,6 +57,7 @@ export function createSpendGuard(deps: { usage: UsageRepository; now: () => Date
       const month = new Date(from).toISOString();
       entry = {
         month,
+        since: month,
         prefix: month.slice(0, 7),
         from,
         until: Date.UTC(at.getUTCFullYear(), at.getUTCMonth() + 1, 1),
@@ -57,6 +67,14 @@ export function createSpendGuard(deps: { usage: UsageRepository; now: () => Date
         written: 0,
       };
       cache.set(projectId, entry);
+    }
+    const since = createdAt !== undefined && createdAt > entry.month ? createdAt : entry.month;
+    if (createdAt !== undefined && since !== entry.since) {
+      // Another project under the id (or its creation first learnt): the month is read again from
+      // there. Costs recorded here and not yet written stay counted until written, as always.
+      entry.since = since;
+      entry.readAt = Number.NEGATIVE_INFINITY;
+      entry.base = 0;
     }
     return entry;
   }
@@ -72,7 +90,7 @@ export function createSpendGuard(deps: { usage: UsageRepository; now: () => Date
     try {
       for (let attempt = 0; ; attempt++) {
         const writtenBefore = entry.written;
-        const base = await deps.usage.spendSince(projectId, entry.month);
+        const base = await deps.usage.spendSince(projectId, entry.since);
         if (entry.written !== writtenBefore && attempt < 2) continue;
         entry.base = base;
         entry.unread -= writtenBefore;
@@ -91,10 +109,13 @@ export function createSpendGuard(deps: { usage: UsageRepository; now: () => Date
   }
 
   return {
-    /** Known spend this calendar month (UTC), in USD. */
-    async monthToDate(projectId: string): Promise<number> {
+    /**
+     * Known spend this calendar month (UTC), in USD, of the project created at `createdAt` (rows
+     * from before then belong to a project deleted under its id).
+     */
+    async monthToDate(projectId: string, createdAt?: string): Promise<number> {
       const now = deps.now();
-      const entry = monthOf(projectId, now);
+      const entry = monthOf(projectId, now, createdAt);
       if (now.getTime() - entry.readAt > refreshMs) {
         // With a figure to judge on, the database is waited for `reloadWaitMs` at most, once for
         // every request meanwhile: one that hangs does not hold each of them. A failed read leaves

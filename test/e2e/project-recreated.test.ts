@@ -1,0 +1,72 @@
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { type FakeUpstream, startFakeUpstream } from "../fakes/fake-upstream.js";
+import {
+  adminToken,
+  createTestProject,
+  startTestGateway,
+  type TestGateway,
+} from "../support/test-gateway.js";
+import { usageRow } from "../support/usage-row.js";
+
+/**
+ * A project deleted and created again under its id is a new project: its usage rows stay in the
+ * table (DELETE keeps them), but neither the new project's usage report nor its spend cap counts
+ * them. Before, the report showed them as the new project's, and their cost refused its calls.
+ */
+describe("a project created again under a deleted project's id", () => {
+  let fake: FakeUpstream;
+  let sluice: TestGateway;
+  beforeAll(async () => {
+    fake = await startFakeUpstream();
+    sluice = await startTestGateway({ providerABaseUrl: `${fake.url}/a/v1` });
+  });
+  afterAll(async () => {
+    await sluice.close();
+    await fake.close();
+  });
+  const admin = (method: string, path: string) =>
+    fetch(`${sluice.url}/admin/v1/projects${path}`, {
+      method,
+      headers: { authorization: `Bearer ${adminToken}` },
+    });
+  /** A row of the first project, a second before the second one is created. */
+  const oldRow = (id: string, projectId: string, costUsd: number) =>
+    sluice.gateway.database.db
+      .insertInto("usage_records")
+      .values([
+        usageRow(id, {
+          project_id: projectId,
+          created_at: new Date(Date.now() - 1000).toISOString(),
+          cost_usd: costUsd,
+        }),
+      ])
+      .execute();
+
+  it("reports none of the deleted project's rows", async () => {
+    await createTestProject(sluice.gateway, { id: "reborn" });
+    await oldRow("req_old_report", "reborn", 42);
+    expect((await admin("DELETE", "/reborn")).status).toBe(204);
+    await createTestProject(sluice.gateway, { id: "reborn" });
+    const report = (await (await admin("GET", "/reborn/usage?groupBy=model")).json()) as { rows: unknown[] };
+    expect(report.rows).toEqual([]);
+  });
+
+  it("counts none of the deleted project's spend against its monthly cap", async () => {
+    const first = await createTestProject(sluice.gateway, { id: "capped", monthlySpendCapUsd: 100 });
+    const call = (bearer: string) =>
+      fetch(`${sluice.url}/v1/provider-a/capped/chat/completions`, {
+        method: "POST",
+        headers: { authorization: `Bearer ${bearer}`, "content-type": "application/json" },
+        body: JSON.stringify({ model: "gpt-4o-mini", messages: [] }),
+      });
+    await oldRow("req_old_cap", "capped", 50);
+    // The first project's month (50 USD) is read, and held by the spend guard, before it goes.
+    expect((await call(first.bearer("provider-a"))).status).toBe(200);
+    await sluice.gateway.flushUsage();
+    expect((await admin("DELETE", "/capped")).status).toBe(204);
+    const second = await createTestProject(sluice.gateway, { id: "capped", monthlySpendCapUsd: 10 });
+    const response = await call(second.bearer("provider-a"));
+    await response.arrayBuffer();
+    expect(response.status).toBe(200);
+  });
+});
