@@ -3,7 +3,7 @@ import { describe, expect, it } from "vitest";
 import { providerKeyAad } from "../admin/project-admin.js";
 import { reloadWaitMs } from "../storage/database-unavailable.js";
 import type { KeyRepository, ProviderKeyRecord } from "../storage/key-repository.js";
-import type { ProjectRepository } from "../storage/project-repository.js";
+import type { Project, ProjectRepository } from "../storage/project-repository.js";
 import { createCredentialDirectory } from "./credential-directory.js";
 import { createSecretBox } from "./secret-box.js";
 
@@ -225,5 +225,113 @@ describe("credential directory", () => {
     hung();
     await new Promise((resolve) => setImmediate(resolve));
     expect(await projects.project("p1")).toMatchObject({ name: "third" });
+  });
+
+  it("keeps serving its records, in bounded memory, whatever made-up ids callers ask for (also while the database is down)", async () => {
+    // Unauthenticated callers choose project ids and key ids: each unknown one is read, and its
+    // miss held. They once shared the records' map, which was emptied when full, so a flood of
+    // made-up ids dropped every record the instance was to serve through a database outage.
+    let clock = 0;
+    let down = false;
+    const refused = Object.assign(new Error("connect ECONNREFUSED 127.0.0.1:5432"), { code: "ECONNREFUSED" });
+    const secretBox = createSecretBox(randomBytes(32));
+    const sealed = secretBox.seal(Buffer.from("share"), providerKeyAad("p1", "key000000001"));
+    const cache = createCredentialDirectory({
+      projects: {
+        get: async (id: string) => {
+          if (down) throw refused;
+          return id === "p1" ? { id, name: "real" } : null;
+        },
+      } as unknown as ProjectRepository,
+      keys: {
+        getProviderKey: async (id: string) => {
+          if (down) throw refused;
+          return id === "key000000001" ? record(sealed) : null;
+        },
+      } as unknown as KeyRepository,
+      secretBox,
+      ttlMs: 1000,
+      maxStaleMs: 10_000,
+      maxEntries: 8,
+      now: () => clock,
+    });
+    expect(await cache.project("p1")).toMatchObject({ name: "real" });
+    expect((await cache.key("key000000001"))?.record.projectId).toBe("p1");
+    for (let index = 0; index < 50; index++) {
+      expect(await cache.project(`junk${index}`)).toBeNull();
+      expect(await cache.key(`junkkey${index}`)).toBeNull();
+    }
+    // Many at once as well: reads not answered yet are held with the misses.
+    const pending = Array.from({ length: 50 }, (_, index) => cache.project(`burst${index}`));
+    expect(await Promise.all(pending)).toEqual(Array(50).fill(null));
+    expect(cache.settledProject("p1")).toMatchObject({ name: "real" });
+    expect(cache.entryCounts()).toMatchObject({
+      projects: { known: 1, misses: 8 },
+      keys: { known: 1, misses: 8 },
+    });
+
+    down = true;
+    clock = 5000;
+    expect(cache.holdsProjects()).toBe(true);
+    expect(await cache.project("p1")).toMatchObject({ name: "real" });
+    expect((await cache.key("key000000001"))?.serverShare().toString()).toBe("share");
+    await expect(cache.project("junk-new")).rejects.toMatchObject({ code: "SERVICE_UNAVAILABLE" });
+    expect(cache.readAt("p1", "key000000001")).toBe(0);
+  });
+
+  it("lets the least recently used record go when full, one at a time", async () => {
+    let clock = 0;
+    const reads: string[] = [];
+    const cache = createCredentialDirectory({
+      projects: {
+        get: async (id: string) => {
+          reads.push(id);
+          return { id, name: id };
+        },
+      } as unknown as ProjectRepository,
+      keys: {} as KeyRepository,
+      secretBox: createSecretBox(randomBytes(32)),
+      ttlMs: 1000,
+      maxEntries: 3,
+      now: () => clock,
+    });
+    for (const id of ["a", "b", "c"]) await cache.project(id);
+    clock = 2000;
+    await cache.project("a"); // read again: now the most recently used
+    await cache.project("d"); // b goes, only b
+    expect(cache.entryCounts().projects).toEqual({ known: 3, misses: 0 });
+    reads.length = 0;
+    clock = 2500;
+    for (const id of ["a", "c", "d"]) await cache.project(id);
+    expect(reads).toEqual(["c"]); // c was stale (read at 0); a and d are fresh
+    await cache.project("b");
+    expect(reads).toEqual(["c", "b"]);
+  });
+
+  it("drops a held miss on invalidation: a project or key just added is read", async () => {
+    let exists = false;
+    let projectReads = 0;
+    let keyReads = 0;
+    const cache = directory(
+      async () => {
+        keyReads++;
+        return exists ? record("v1.x") : null;
+      },
+      async (id) => {
+        projectReads++;
+        return exists ? ({ id, name: "new" } as unknown as Project) : null;
+      },
+    );
+    expect(await cache.project("p1")).toBeNull();
+    expect(await cache.key("key000000001")).toBeNull();
+    expect(await cache.project("p1")).toBeNull();
+    expect([projectReads, keyReads]).toEqual([1, 1]);
+    exists = true;
+    cache.invalidate("p1");
+    expect(cache.entryCounts()).toMatchObject({ projects: { misses: 0 }, keys: { misses: 0 } });
+    expect(await cache.project("p1")).toMatchObject({ name: "new" });
+    expect((await cache.key("key000000001"))?.record.projectId).toBe("p1");
+    expect([projectReads, keyReads]).toEqual([2, 2]);
+    expect(cache.entryCounts()).toMatchObject({ projects: { known: 1 }, keys: { known: 1 } });
   });
 });

@@ -23,6 +23,10 @@ export interface CredentialDirectoryDeps {
    */
   maxStaleMs?: number;
   now?: () => number;
+  /**
+   * How many records of each kind are held, and apart from them how many misses (ids read as
+   * missing, reads not answered yet). Past it the least recently used goes, one at a time.
+   */
   maxEntries?: number;
 }
 
@@ -40,6 +44,20 @@ interface Entry<T> {
   reload?: Promise<T> | undefined;
   /** The same reload as its callers wait for it: `reloadWaitMs` at most, then the value known. */
   waited?: Promise<T> | undefined;
+}
+
+/**
+ * The entries of one kind of record. `known` holds the records read, `misses` the ids read as
+ * missing (null) and the reads not answered yet. Ids come from callers, unauthenticated ones too,
+ * so misses are held apart and never displace a known record: those are what is served while the
+ * database cannot be read. Each map holds `maxEntries` at most; past it the one at the front goes.
+ * An entry goes to the back when it is stored and whenever it is read again from the database
+ * (once per TTL while it is asked for), so the front is the least recently used, to within a TTL,
+ * and a fresh hit costs one lookup and no reordering.
+ */
+interface Entries<T> {
+  known: Map<string, Entry<T>>;
+  misses: Map<string, Entry<T>>;
 }
 
 export interface CachedKey {
@@ -61,11 +79,38 @@ export function createCredentialDirectory(deps: CredentialDirectoryDeps) {
   const now = deps.now ?? Date.now;
   const maxEntries = deps.maxEntries ?? 10_000;
   const maxStaleMs = deps.maxStaleMs ?? 300_000;
-  const projects = new Map<string, Entry<Project | null>>();
-  const testKeys = new Map<string, Entry<string[]>>();
-  const keys = new Map<string, Entry<CachedKey | null>>();
-  const keyProviders = new Map<string, Entry<ReadonlySet<ProviderId>>>();
+  const entries = <T>(): Entries<T> => ({ known: new Map(), misses: new Map() });
+  const projects = entries<Project | null>();
+  const testKeys = entries<string[]>();
+  const keys = entries<CachedKey | null>();
+  const keyProviders = entries<ReadonlySet<ProviderId>>();
   let generation = 0;
+
+  function entryOf<T>(held: Entries<T>, id: string): Entry<T> | undefined {
+    return held.known.get(id) ?? held.misses.get(id);
+  }
+
+  /**
+   * Stores `entry` as `id`'s (in place of any other), at the back of the map its value belongs in:
+   * `known` once it holds a record, `misses` otherwise. A full map first lets its front one go.
+   */
+  function hold<T>(held: Entries<T>, id: string, entry: Entry<T>): void {
+    held.known.delete(id);
+    held.misses.delete(id);
+    const map = entry.settled !== undefined && entry.settled.value !== null ? held.known : held.misses;
+    if (map.size >= maxEntries)
+      for (const oldest of map.keys()) {
+        map.delete(oldest);
+        break;
+      }
+    map.set(id, entry);
+  }
+
+  /** Drops `id`'s entry, record or miss. */
+  function drop<T>(held: Entries<T>, id: string): void {
+    held.known.delete(id);
+    held.misses.delete(id);
+  }
 
   /**
    * Read-through with stale-if-error: when the database cannot be read, the last known value is
@@ -78,15 +123,18 @@ export function createCredentialDirectory(deps: CredentialDirectoryDeps) {
    * then the callers wait for the reload and get its failure (a revocation the database holds must
    * not be missed for ever because this instance cannot read it).
    */
-  function cached<T>(map: Map<string, Entry<T>>, id: string, load: () => Promise<T>): Promise<T> {
-    const entry = map.get(id);
+  function cached<T>(held: Entries<T>, id: string, load: () => Promise<T>): Promise<T> {
+    const entry = entryOf(held, id);
     const time = now();
     if (entry && time - entry.at < deps.ttlMs) return entry.value;
     if (entry?.settled !== undefined) {
       const tooOld = time - entry.at >= maxStaleMs;
       if (entry.retryAt !== undefined && time < entry.retryAt)
         return tooOld ? Promise.reject(databaseUnavailable(entry.failure)) : entry.value;
-      entry.reload ??= reload(map, id, entry, load);
+      if (entry.reload === undefined) {
+        entry.reload = reload(held, id, entry, load);
+        hold(held, id, entry); // asked for again: to the back, away from eviction
+      }
       if (tooOld) return entry.reload;
       const known = entry.settled.value;
       entry.waited ??= withinReloadWait(
@@ -95,40 +143,36 @@ export function createCredentialDirectory(deps: CredentialDirectoryDeps) {
       );
       return entry.waited;
     }
-    if (map.size >= maxEntries) map.clear();
     const value = load().catch(async (error: unknown) => {
-      map.delete(id);
+      if (held.misses.get(id) === fresh) held.misses.delete(id);
       throw isDatabaseUnavailable(error) ? databaseUnavailable(error) : error;
     });
     const fresh: Entry<T> = { at: time, value, settled: undefined };
     value.then(
       (known) => {
         fresh.settled = { value: known };
+        // A record read joins the known ones, unless an invalidation or eviction dropped the read.
+        if (known !== null && held.misses.get(id) === fresh) hold(held, id, fresh);
       },
       () => {},
     );
-    map.set(id, fresh);
+    hold(held, id, fresh);
     return value;
   }
 
   /** Reloads a stale entry: the new value, or the failure (the entry keeps its value and read time). */
-  function reload<T>(
-    map: Map<string, Entry<T>>,
-    id: string,
-    entry: Entry<T>,
-    load: () => Promise<T>,
-  ): Promise<T> {
+  function reload<T>(held: Entries<T>, id: string, entry: Entry<T>, load: () => Promise<T>): Promise<T> {
     const started = now();
     return load().then(
       (value) => {
         // Not after an invalidation meanwhile: this read may predate the change that caused it.
-        if (map.get(id) === entry)
-          map.set(id, { at: started, value: Promise.resolve(value), settled: { value } });
+        if (entryOf(held, id) === entry)
+          hold(held, id, { at: started, value: Promise.resolve(value), settled: { value } });
         return value;
       },
       (error: unknown) => {
         // Stale-if-error: the value it had stays (still as old as it is) until the next try.
-        if (map.get(id) === entry) {
+        if (entryOf(held, id) === entry) {
           entry.retryAt = now() + deps.ttlMs;
           entry.failure = error;
           entry.reload = undefined;
@@ -140,8 +184,8 @@ export function createCredentialDirectory(deps: CredentialDirectoryDeps) {
   }
 
   /** The fresh value already read for `id`, without a promise; undefined when it is not at hand. */
-  function settled<T>(map: Map<string, Entry<T>>, id: string): T | undefined {
-    const entry = map.get(id);
+  function settled<T>(held: Entries<T>, id: string): T | undefined {
+    const entry = entryOf(held, id);
     if (entry?.settled === undefined || now() - entry.at >= deps.ttlMs) return undefined;
     return entry.settled.value;
   }
@@ -201,9 +245,9 @@ export function createCredentialDirectory(deps: CredentialDirectoryDeps) {
     readAt(projectId: string, keyId: string | null): number {
       let oldest = now();
       for (const entry of [
-        projects.get(projectId),
-        testKeys.get(projectId),
-        keyId ? keys.get(keyId) : undefined,
+        entryOf(projects, projectId),
+        entryOf(testKeys, projectId),
+        keyId ? entryOf(keys, keyId) : undefined,
       ])
         if (entry && entry.at < oldest) oldest = entry.at;
       return oldest;
@@ -214,24 +258,34 @@ export function createCredentialDirectory(deps: CredentialDirectoryDeps) {
      */
     holdsProjects(): boolean {
       const time = now();
-      for (const entry of projects.values())
+      for (const entry of projects.known.values())
         if (entry.settled?.value && time - entry.at < maxStaleMs) return true;
       return false;
     },
     /** Changes whenever anything is invalidated, so caches built on this one know to drop entries. */
+    /** How many entries are held, records and misses apart: memory stays bounded. */
+    entryCounts() {
+      const count = <T>(held: Entries<T>) => ({ known: held.known.size, misses: held.misses.size });
+      return {
+        projects: count(projects),
+        testKeys: count(testKeys),
+        keys: count(keys),
+        keyProviders: count(keyProviders),
+      };
+    },
     generation: () => generation,
     ttlMs: deps.ttlMs,
     now,
     invalidate(projectId: string) {
       generation++;
-      projects.delete(projectId);
-      testKeys.delete(projectId);
-      keyProviders.delete(projectId);
+      drop(projects, projectId);
+      drop(testKeys, projectId);
+      drop(keyProviders, projectId);
       // The project's key records, and those not read yet or read as missing (a key just added);
       // other projects' stay, so they are still served if the database goes down next.
-      for (const [keyId, entry] of keys)
-        if (entry.settled?.value == null || entry.settled.value.record.projectId === projectId)
-          keys.delete(keyId);
+      keys.misses.clear();
+      for (const [keyId, entry] of keys.known)
+        if (entry.settled?.value?.record.projectId === projectId) keys.known.delete(keyId);
     },
   };
 }
