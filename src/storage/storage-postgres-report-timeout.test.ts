@@ -70,7 +70,9 @@ describe.skipIf(!postgresAvailable)("usage reports on PostgreSQL", () => {
 
   it("answers 503 with the reason when the database cancels a report at the report timeout, leaving nothing running", async () => {
     await holdUsageTable(2000);
-    const error = await admin.usageReport("p1", { from: "2026-11-01", to: "2026-11-30" }).catch((caught: unknown) => caught);
+    const error = await admin
+      .usageReport("p1", { from: "2026-11-01", to: "2026-11-30" })
+      .catch((caught: unknown) => caught);
     expect(error).toMatchObject({
       code: "SERVICE_UNAVAILABLE",
       status: 503,
