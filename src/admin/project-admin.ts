@@ -279,7 +279,7 @@ export function createProjectAdmin(deps: ProjectAdminDeps) {
       const groupBy = query.groupBy ?? "day";
       // Rows from the project's creation on: those before it were a project deleted under its id
       // (its rows stay), or failed attempts on the id before it existed.
-      const since = project.createdAt > from.toISOString() ? project.createdAt : from.toISOString();
+      const since = new Date(Math.max(from.getTime(), Date.parse(project.createdAt))).toISOString();
       const rows =
         since < to.toISOString()
           ? await deps.usage.report({ projectId, from: since, to: to.toISOString(), groupBy })
