@@ -31,7 +31,7 @@ export function loadMasterKey(source: MasterKeySource, onGenerated: (file: strin
       `SLUICE_MASTER_KEY is required with DATABASE_URL (there is no ${file}): set the key every instance and the CLI share`,
     );
   }
-  mkdirSync(source.dataDir, { recursive: true });
+  mkdirSync(source.dataDir, { recursive: true, mode: 0o700 });
   const key = randomBytes(32);
   // Written whole under another name, then linked into place: a gateway and a CLI command starting
   // together on a fresh data dir both end up with the one key, and neither reads a half-written file.

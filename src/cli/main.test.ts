@@ -383,6 +383,11 @@ describe("sluice CLI", () => {
       ["keys", "revoke", "p", "k", "extra"],
       'unexpected argument "extra": keys revoke takes PROJECT KEY_ID\n',
     ],
+    // A long stray argument may be a key typed in the wrong place: only its start is quoted.
+    [
+      ["keys", "add", "p", "--provider", "provider-a", "--api-key-stdin", "sk-live-0123456789abcdef"],
+      'unexpected argument "sk-l…" (24 characters): keys add takes PROJECT\n',
+    ],
     [["usage", "p", "--from", "2026-01-01", "--from", "2026-02-01"], "--from is given more than once\n"],
     [
       ["projects", "create", "--name", "a", "--name", "b", "--provider", "provider-a"],

@@ -143,7 +143,18 @@ export function parseCommandLine(argv: string[]): CommandLine {
   const extra = args[spec.arguments.length];
   if (extra !== undefined) {
     const takes = spec.arguments.length > 0 ? spec.arguments.join(" ") : "no arguments";
-    throw new UsageError(`unexpected argument ${JSON.stringify(extra)}: ${command} takes ${takes}`);
+    throw new UsageError(`unexpected argument ${quotedStart(extra)}: ${command} takes ${takes}`);
   }
   return { kind: "command", command, arguments: args, flags };
+}
+
+/**
+ * An argument as a message may quote it: whole when short, else its first characters and length.
+ * A stray argument may be a secret typed in the wrong place (a provider key after
+ * `--api-key-stdin`), and the message goes to the terminal and its logs.
+ */
+function quotedStart(argument: string): string {
+  return argument.length <= 8
+    ? JSON.stringify(argument)
+    : `${JSON.stringify(`${argument.slice(0, 4)}…`)} (${argument.length} characters)`;
 }

@@ -22,8 +22,9 @@ export function createLocalVault(options: {
   return {
     async put(path, bytes) {
       const file = fileOf(path);
-      await mkdir(dirname(file), { recursive: true });
-      await writeFile(file, bytes, { flag: "wx" });
+      // Owner-only, as the rest of the data dir: the images are served through signed URLs only.
+      await mkdir(dirname(file), { recursive: true, mode: 0o700 });
+      await writeFile(file, bytes, { flag: "wx", mode: 0o600 });
     },
     signedUrl: (path, ttlSeconds) => options.signer.sign(options.publicUrl(), path, ttlSeconds),
     async read(path) {

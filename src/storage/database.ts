@@ -1,4 +1,4 @@
-import { mkdirSync } from "node:fs";
+import { closeSync, mkdirSync, openSync } from "node:fs";
 import { join } from "node:path";
 import BetterSqlite3 from "better-sqlite3";
 import {
@@ -112,8 +112,12 @@ export const sqliteBusyTimeoutMs = 5000;
 async function openSqlite(options: DatabaseOptions): Promise<OpenedSqlite> {
   let file = options.sqliteFile;
   if (!file) {
-    mkdirSync(options.dataDir, { recursive: true });
+    // Only the gateway's own user reads the data dir: it holds the master key, projects, and the
+    // usage table's client addresses. (Modes apply to what is created; an existing dir keeps its own.)
+    mkdirSync(options.dataDir, { recursive: true, mode: 0o700 });
     file = join(options.dataDir, "sluice.sqlite");
+    // Created owner-only before SQLite opens it; its -wal and -shm files take the same mode.
+    closeSync(openSync(file, "a", 0o600));
   }
   const database = new BetterSqlite3(file);
   try {
