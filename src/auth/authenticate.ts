@@ -38,6 +38,13 @@ export interface AuthThrottle {
   /** Seconds until the caller may try again; 0 when not throttled. A number when known at once. */
   retryAfter(clientIp: string, projectId: string | undefined): number | Promise<number>;
   recordFailure(clientIp: string, projectId: string | undefined, projectExists: boolean): Promise<void>;
+  /**
+   * Admits an attempt that may fail (a lookup of a project not known to exist, a secret comparison,
+   * an Apple call): a function to call once it ended, after any failure was recorded; or, while the
+   * failures and the attempts in flight on its key reach the limit, the seconds to wait (a 429).
+   * `projectId`: the address's key for a project that exists; undefined: the address's own key.
+   */
+  begin(clientIp: string, projectId: string | undefined): (() => void) | number;
 }
 
 export interface AuthRequest {
@@ -222,32 +229,60 @@ export function createAuthenticator(deps: AuthenticatorDeps) {
         null,
       );
     }
-    const project = await directory.project(projectId);
-    if (!project) {
-      await deps.throttle.recordFailure(clientIp, projectId, false);
-      return failure(
-        new GatewayError(
-          "PROJECT_NOT_FOUND",
-          `Project ${JSON.stringify(projectId.slice(0, 64))} does not exist`,
-        ),
-        null,
-      );
-    }
-    const provider = providerFor(request, project);
-    const cacheKey = verifiedKeyFor(request, project, provider);
-    const hit = cachedSuccess(cacheKey, project);
-    const attempt = hit ?? (await tryMethods(project, provider, headers, request.sdkKeyHeader));
-    // A hit is not written back: that would restart its time and outlive the records behind it.
-    if (!hit) remember(cacheKey, attempt, generation);
-    if (!attempt.ok) {
-      if (attempt.error.status === 401) await deps.throttle.recordFailure(clientIp, projectId, true);
+    // Each attempt that may fail holds a throttle slot until its failure is counted (see
+    // AuthThrottle.begin): the lookup of an id not known to be a project, on the address; the
+    // methods, on the address and project. A remembered success needs none.
+    let release: (() => void) | undefined;
+    try {
+      if (!directory.settledProject(projectId)) {
+        const slot = deps.throttle.begin(clientIp, undefined);
+        if (typeof slot === "number") return tooManyAttempts(slot);
+        release = slot;
+      }
+      const project = await directory.project(projectId);
+      if (!project) {
+        await deps.throttle.recordFailure(clientIp, projectId, false);
+        return failure(
+          new GatewayError(
+            "PROJECT_NOT_FOUND",
+            `Project ${JSON.stringify(projectId.slice(0, 64))} does not exist`,
+          ),
+          null,
+        );
+      }
+      release?.();
+      release = undefined;
+      const provider = providerFor(request, project);
+      const cacheKey = verifiedKeyFor(request, project, provider);
+      const hit = cachedSuccess(cacheKey, project);
+      let attempt: AuthResult;
+      if (hit) attempt = hit;
+      else {
+        const slot = deps.throttle.begin(clientIp, projectId);
+        if (typeof slot === "number") return tooManyAttempts(slot);
+        release = slot;
+        attempt = await tryMethods(project, provider, headers, request.sdkKeyHeader);
+        // A hit is not written back: that would restart its time and outlive the records behind it.
+        remember(cacheKey, attempt, generation);
+      }
+      if (!attempt.ok) {
+        if (attempt.error.status === 401) await deps.throttle.recordFailure(clientIp, projectId, true);
+        return attempt;
+      }
+      // Said only to a caller whose credentials passed: anyone else gets 401 and learns nothing of
+      // the project's state.
+      if (project.disabled)
+        return failure(new GatewayError("FORBIDDEN", "This project is disabled"), project, attempt.method);
       return attempt;
+    } finally {
+      release?.();
     }
-    // Said only to a caller whose credentials passed: anyone else gets 401 and learns nothing of
-    // the project's state.
-    if (project.disabled)
-      return failure(new GatewayError("FORBIDDEN", "This project is disabled"), project, attempt.method);
-    return attempt;
+  }
+
+  /** The throttle's refusal of an attempt while its key's failures and attempts in flight fill it. */
+  function tooManyAttempts(retryAfter: number): AuthResult {
+    const message = "Too many failed or pending authentication attempts; try again later";
+    return failure(throttled(deps.throttle, retryAfter, "auth-failures", message), null);
   }
 
   async function tryMethods(
