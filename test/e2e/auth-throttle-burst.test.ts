@@ -14,6 +14,9 @@ import { createTestProject, startTestGateway, type TestGateway } from "../suppor
 let apple: Server;
 let appleUrl: string;
 let appleStatus = 400;
+/** Whether Apple holds its answers until `answerApple`; otherwise it answers at once. */
+let holdApple = true;
+let appleCalls = 0;
 const held: ServerResponse[] = [];
 
 function answerApple(): void {
@@ -25,8 +28,12 @@ function answerApple(): void {
 
 beforeAll(async () => {
   apple = createServer((req, res) => {
+    appleCalls++;
     req.resume();
-    req.on("end", () => held.push(res));
+    req.on("end", () => {
+      held.push(res);
+      if (!holdApple) answerApple();
+    });
   });
   await new Promise<void>((resolve) => apple.listen(0, "127.0.0.1", resolve));
   appleUrl = `http://127.0.0.1:${(apple.address() as AddressInfo).port}`;
@@ -66,6 +73,7 @@ describe("junk device tokens sent at once from one address", () => {
 
   it("cost at most the throttle's limit of Apple calls; the rest are refused with 429 before Apple", async () => {
     appleStatus = 400;
+    holdApple = true;
     const fixture = await deviceCheckGateway();
     sluice = fixture.sluice;
     const agent = new Agent({ connections: 100 });
@@ -109,5 +117,34 @@ describe("junk device tokens sent at once from one address", () => {
     });
     expect(next.status).toBe(429);
     expect(held).toHaveLength(0);
+  });
+});
+
+describe("junk device tokens while Apple refuses the project's key (429)", () => {
+  let sluice: TestGateway;
+  afterAll(() => sluice?.close());
+
+  it("count against the throttle: after the limit the caller gets 429 without an Apple call", async () => {
+    appleStatus = 429;
+    holdApple = false;
+    const fixture = await deviceCheckGateway();
+    sluice = fixture.sluice;
+    appleCalls = 0;
+    const statuses: number[] = [];
+    for (let index = 0; index < 3 * limit; index++) {
+      const response = await fetch(`${sluice.url}/v1/provider-a/${fixture.projectId}/chat/completions`, {
+        method: "POST",
+        headers: {
+          authorization: `Bearer ${fixture.partialKey}.${junkToken(1000 + index)}`,
+          "content-type": "application/json",
+        },
+        body: "{}",
+      });
+      await response.arrayBuffer();
+      statuses.push(response.status);
+    }
+    expect(appleCalls).toBe(limit);
+    expect(statuses.slice(0, limit)).toEqual(Array(limit).fill(503));
+    expect(statuses.slice(limit)).toEqual(Array(2 * limit).fill(429));
   });
 });
