@@ -14,6 +14,7 @@ const openThrottle: AuthThrottle = {
   policy: { failuresPerWindow: 30, windowSeconds: 60 },
   retryAfter: () => 0,
   recordFailure: async () => {},
+  begin: () => () => {},
 };
 
 /**

@@ -26,7 +26,12 @@ interface Fixture {
 }
 
 const policy = { failuresPerWindow: 30, windowSeconds: 60 };
-const openThrottle: AuthThrottle = { policy, retryAfter: () => 0, recordFailure: async () => {} };
+const openThrottle: AuthThrottle = {
+  policy,
+  retryAfter: () => 0,
+  recordFailure: async () => {},
+  begin: () => () => {},
+};
 
 /** Admin use cases and a credential directory over one database, as the composition root wires them. */
 function wire(database: OpenDatabase, ttlMs: number, now: () => Date = () => new Date()) {
@@ -343,7 +348,7 @@ describe("authenticate: the SPEC's methods, in order", () => {
     let wait = 0;
     const { cachedAuth, request } = await longCacheFixture(
       "warm",
-      { policy, retryAfter: () => wait, recordFailure: async () => {} },
+      { policy, retryAfter: () => wait, recordFailure: async () => {}, begin: () => () => {} },
       "1.1.1.2",
     );
     expect((await cachedAuth(request)).ok).toBe(true);
@@ -352,6 +357,38 @@ describe("authenticate: the SPEC's methods, in order", () => {
     const refused = await cachedAuth(request);
     expect(refused.ok ? 200 : refused.error.code).toBe("TOO_MANY_REQUESTS");
     expect(refused.ok ? {} : refused.error.headers).toMatchObject({ "retry-after": "9" });
+  });
+
+  it("holds a throttle slot while a credential is checked and gives it back, but none for a warm one", async () => {
+    let open = 0;
+    let taken = 0;
+    let refuse = false;
+    const throttle: AuthThrottle = {
+      policy,
+      retryAfter: () => 0,
+      recordFailure: async () => {},
+      begin: () => {
+        if (refuse) return 4;
+        taken++;
+        open++;
+        return () => open--;
+      },
+    };
+    const { cachedAuth, request } = await longCacheFixture("slots", throttle, "1.1.1.4");
+    expect((await cachedAuth(request)).ok).toBe(true);
+    expect(taken).toBeGreaterThan(0);
+    expect(open).toBe(0);
+    const before = taken;
+    const warm = cachedAuth(request);
+    expect(warm).not.toBeInstanceOf(Promise);
+    expect(taken).toBe(before);
+    // A credential still to be checked is refused while the key's slots are full.
+    refuse = true;
+    const wrong = { ...request, headers: { authorization: "Bearer pk_wrong.tk_wrong" } };
+    const refused = await cachedAuth(wrong);
+    expect(refused.ok ? 200 : refused.error.code).toBe("TOO_MANY_REQUESTS");
+    expect(refused.ok ? {} : refused.error.headers).toMatchObject({ "retry-after": "4" });
+    expect(open).toBe(0);
   });
 
   it("refuses a revoked key at once on the DeviceCheck path too, where the rebuilt key is cached", async () => {
@@ -555,7 +592,7 @@ describe("authenticate: the SPEC's methods, in order", () => {
         ttlMs: 0,
       }),
       deviceTokens: { verify: async () => ({ kind: "ok", digest: "x" }) },
-      throttle: { policy, retryAfter: async () => 17, recordFailure: async () => {} },
+      throttle: { policy, retryAfter: async () => 17, recordFailure: async () => {}, begin: () => () => {} },
       testModeAllowed: true,
     });
     const result = await throttled({

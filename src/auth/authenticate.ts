@@ -26,7 +26,13 @@ export type AuthMethod =
 export type DeviceVerdict =
   | { kind: "ok"; digest: string }
   | { kind: "invalid"; reason: string }
-  | { kind: "unavailable"; retryAfterSeconds: number; reason: string };
+  | {
+      kind: "unavailable";
+      retryAfterSeconds: number;
+      reason: string;
+      /** Apple was asked (it did not answer, or answered 429, 5xx or 401): the attempt cost a call. */
+      askedApple?: boolean;
+    };
 
 export interface DeviceTokenVerifier {
   verify(project: Project, deviceToken: string): Promise<DeviceVerdict>;
@@ -38,6 +44,13 @@ export interface AuthThrottle {
   /** Seconds until the caller may try again; 0 when not throttled. A number when known at once. */
   retryAfter(clientIp: string, projectId: string | undefined): number | Promise<number>;
   recordFailure(clientIp: string, projectId: string | undefined, projectExists: boolean): Promise<void>;
+  /**
+   * Admits an attempt that may fail (a lookup of a project not known to exist, a secret comparison,
+   * an Apple call): a function to call once it ended, after any failure was recorded; or, while the
+   * failures and the attempts in flight on its key reach the limit, the seconds to wait (a 429).
+   * `projectId`: the address's key for a project that exists; undefined: the address's own key.
+   */
+  begin(clientIp: string, projectId: string | undefined): (() => void) | number;
 }
 
 export interface AuthRequest {
@@ -222,32 +235,64 @@ export function createAuthenticator(deps: AuthenticatorDeps) {
         null,
       );
     }
-    const project = await directory.project(projectId);
-    if (!project) {
-      await deps.throttle.recordFailure(clientIp, projectId, false);
-      return failure(
-        new GatewayError(
-          "PROJECT_NOT_FOUND",
-          `Project ${JSON.stringify(projectId.slice(0, 64))} does not exist`,
-        ),
-        null,
-      );
-    }
-    const provider = providerFor(request, project);
-    const cacheKey = verifiedKeyFor(request, project, provider);
-    const hit = cachedSuccess(cacheKey, project);
-    const attempt = hit ?? (await tryMethods(project, provider, headers, request.sdkKeyHeader));
-    // A hit is not written back: that would restart its time and outlive the records behind it.
-    if (!hit) remember(cacheKey, attempt, generation);
-    if (!attempt.ok) {
-      if (attempt.error.status === 401) await deps.throttle.recordFailure(clientIp, projectId, true);
+    // Each attempt that may fail holds a throttle slot until its failure is counted (see
+    // AuthThrottle.begin): the lookup of an id not known to be a project, on the address; the
+    // methods, on the address and project. A remembered success needs none.
+    let release: (() => void) | undefined;
+    try {
+      if (!directory.settledProject(projectId)) {
+        const slot = deps.throttle.begin(clientIp, undefined);
+        if (typeof slot === "number") return tooManyAttempts(slot);
+        release = slot;
+      }
+      const project = await directory.project(projectId);
+      if (!project) {
+        await deps.throttle.recordFailure(clientIp, projectId, false);
+        return failure(
+          new GatewayError(
+            "PROJECT_NOT_FOUND",
+            `Project ${JSON.stringify(projectId.slice(0, 64))} does not exist`,
+          ),
+          null,
+        );
+      }
+      release?.();
+      release = undefined;
+      const provider = providerFor(request, project);
+      const cacheKey = verifiedKeyFor(request, project, provider);
+      const hit = cachedSuccess(cacheKey, project);
+      const spent = { apple: false };
+      let attempt: AuthResult;
+      if (hit) attempt = hit;
+      else {
+        const slot = deps.throttle.begin(clientIp, projectId);
+        if (typeof slot === "number") return tooManyAttempts(slot);
+        release = slot;
+        attempt = await tryMethods(project, provider, headers, request.sdkKeyHeader, spent);
+        // A hit is not written back: that would restart its time and outlive the records behind it.
+        remember(cacheKey, attempt, generation);
+      }
+      if (!attempt.ok) {
+        // An Apple call that did not authenticate counts whatever Apple answered: while Apple
+        // throttles the project's key (429), junk tokens must not keep it throttled for free.
+        if (attempt.error.status === 401 || spent.apple)
+          await deps.throttle.recordFailure(clientIp, projectId, true);
+        return attempt;
+      }
+      // Said only to a caller whose credentials passed: anyone else gets 401 and learns nothing of
+      // the project's state.
+      if (project.disabled)
+        return failure(new GatewayError("FORBIDDEN", "This project is disabled"), project, attempt.method);
       return attempt;
+    } finally {
+      release?.();
     }
-    // Said only to a caller whose credentials passed: anyone else gets 401 and learns nothing of
-    // the project's state.
-    if (project.disabled)
-      return failure(new GatewayError("FORBIDDEN", "This project is disabled"), project, attempt.method);
-    return attempt;
+  }
+
+  /** The throttle's refusal of an attempt while its key's failures and attempts in flight fill it. */
+  function tooManyAttempts(retryAfter: number): AuthResult {
+    const message = "Too many failed or pending authentication attempts; try again later";
+    return failure(throttled(deps.throttle, retryAfter, "auth-failures", message), null);
   }
 
   async function tryMethods(
@@ -255,6 +300,8 @@ export function createAuthenticator(deps: AuthenticatorDeps) {
     provider: ProviderId,
     headers: IncomingHttpHeaders,
     sdkKeyHeader: AuthRequest["sdkKeyHeader"],
+    /** Set when an Apple call was made that did not authenticate (see viaDeviceCheck). */
+    spent: { apple: boolean },
   ): Promise<AuthResult> {
     let best: { error: GatewayError; method: AuthMethod | null } | null = null;
     const note = (error: GatewayError, method: AuthMethod) => {
@@ -297,7 +344,14 @@ export function createAuthenticator(deps: AuthenticatorDeps) {
         if (!(key instanceof GatewayError)) return success("bearer-test-key", project, provider, key, null);
         note(key, "bearer-test-key");
       } else if (project.deviceCheck.enabled && base64Token.test(token)) {
-        const result = await viaDeviceCheck(project, provider, partialKey, token, "bearer-device-check");
+        const result = await viaDeviceCheck(
+          project,
+          provider,
+          partialKey,
+          token,
+          "bearer-device-check",
+          spent,
+        );
         if (result.ok || result.error.status !== 401) return result;
         note(result.error, "bearer-device-check");
       } else {
@@ -318,7 +372,14 @@ export function createAuthenticator(deps: AuthenticatorDeps) {
       else if (!base64Token.test(deviceToken))
         note(unauthorized("the device token is not base64"), "device-token-header");
       else {
-        const result = await viaDeviceCheck(project, provider, aiKey, deviceToken, "device-token-header");
+        const result = await viaDeviceCheck(
+          project,
+          provider,
+          aiKey,
+          deviceToken,
+          "device-token-header",
+          spent,
+        );
         if (result.ok || result.error.status !== 401) return result;
         note(result.error, "device-token-header");
       }
@@ -343,6 +404,7 @@ export function createAuthenticator(deps: AuthenticatorDeps) {
     partialKey: string,
     deviceToken: string,
     method: AuthMethod,
+    spent: { apple: boolean },
   ): Promise<AuthResult> {
     if (deviceToken.length > maxCredentialLength)
       return failure(unauthorized("the device token is too long"), project, method);
@@ -355,6 +417,7 @@ export function createAuthenticator(deps: AuthenticatorDeps) {
         : success(method, project, provider, key, verdict.digest);
     if (verdict.kind === "invalid")
       return failure(unauthorized(`the device token was refused: ${verdict.reason}`), project, method);
+    if (verdict.askedApple) spent.apple = true;
     return failure(
       new GatewayError("SERVICE_UNAVAILABLE", "Device verification is unavailable right now; retry shortly", {
         headers: { "retry-after": String(verdict.retryAfterSeconds) },

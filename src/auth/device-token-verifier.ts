@@ -132,7 +132,13 @@ export function createDeviceTokenVerifier(deps: DeviceTokenVerifierDeps): Device
           { projectId: project.id, reason: verdict.reason, status: verdict.status },
           "Apple DeviceCheck unavailable",
         );
-        return { kind: "unavailable", retryAfterSeconds: verdict.retryAfterSeconds, reason: verdict.reason };
+        return {
+          kind: "unavailable",
+          retryAfterSeconds: verdict.retryAfterSeconds,
+          reason: verdict.reason,
+          // Only a key that does not load (misconfigured, no status) fails before the call.
+          askedApple: verdict.status !== undefined || verdict.reason !== "misconfigured",
+        };
       }
       const remembered = await withLedger(policy, (ledger) => ledger.remember(project.id, digest, policy));
       if (remembered === null) return unavailable("the device token store is unavailable");

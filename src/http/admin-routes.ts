@@ -149,14 +149,25 @@ function adminGuard(
       const message = "Too many failed admin authentication attempts; try again later";
       throw throttled(throttle, retryAfter, "admin-auth-failures", message);
     }
-    const header = context.request.headers.authorization ?? "";
-    const match = /^Bearer +(\S+)$/i.exec(header);
-    const actual = createHash("sha256")
-      .update(match?.[1] ?? "")
-      .digest();
-    if (!match || !timingSafeEqual(actual, expected)) {
-      await throttle.recordFailure(context.clientIp, undefined, true);
-      throw new GatewayError("UNAUTHORIZED", "A valid admin token is required");
+    // A guess holds a slot until its failure is counted: guesses pipelined on one connection (or
+    // sent at once) all pass the check above before the first is counted, so they are counted here.
+    const release = throttle.begin(context.clientIp, undefined);
+    if (typeof release === "number") {
+      const message = "Too many failed or pending admin authentication attempts; try again later";
+      throw throttled(throttle, release, "admin-auth-failures", message);
+    }
+    try {
+      const header = context.request.headers.authorization ?? "";
+      const match = /^Bearer +(\S+)$/i.exec(header);
+      const actual = createHash("sha256")
+        .update(match?.[1] ?? "")
+        .digest();
+      if (!match || !timingSafeEqual(actual, expected)) {
+        await throttle.recordFailure(context.clientIp, undefined, true);
+        throw new GatewayError("UNAUTHORIZED", "A valid admin token is required");
+      }
+    } finally {
+      release();
     }
   };
 }

@@ -38,6 +38,11 @@ export interface PublicRouteDeps {
    * exist and no way to make the gateway read its database for every id an attacker makes up.
    */
   throttle: AuthThrottle;
+  /**
+   * True when the project is known to exist without a lookup: its list needs no throttle slot. Without
+   * it every lookup holds one on the caller's address until its answer (see AuthThrottle.begin).
+   */
+  knownProject?: (projectId: string) => boolean;
   /** Counts one of the throttle's refusals here, as the authenticated routes count theirs. */
   countThrottled?: () => void;
   metrics?: () => Promise<{ contentType: string; body: string }>;
@@ -117,19 +122,28 @@ async function requireKnownProject(
   projectId: string,
   clientIp: string,
 ): Promise<ReadonlySet<ProviderId>> {
-  const retryAfter = await deps.throttle.retryAfter(clientIp, projectId);
-  if (retryAfter > 0) {
+  const refuse = (retryAfter: number) => {
     deps.countThrottled?.();
     const message = "Too many failed authentication attempts or unknown project ids; try again later";
-    throw throttled(deps.throttle, retryAfter, "auth-failures", message);
+    return throttled(deps.throttle, retryAfter, "auth-failures", message);
+  };
+  const retryAfter = await deps.throttle.retryAfter(clientIp, projectId);
+  if (retryAfter > 0) throw refuse(retryAfter);
+  // A lookup that may find no project holds a slot on the address until its failure is counted, so
+  // a burst of made-up ids is refused rather than looked up (see AuthThrottle.begin).
+  const release = deps.knownProject?.(projectId) ? undefined : deps.throttle.begin(clientIp, undefined);
+  if (typeof release === "number") throw refuse(release);
+  try {
+    const usable = await deps.projectProviders(projectId);
+    if (usable) return usable;
+    await deps.throttle.recordFailure(clientIp, projectId, false);
+    throw new GatewayError(
+      "PROJECT_NOT_FOUND",
+      `Project ${JSON.stringify(projectId.slice(0, 64))} does not exist`,
+    );
+  } finally {
+    release?.();
   }
-  const usable = await deps.projectProviders(projectId);
-  if (usable) return usable;
-  await deps.throttle.recordFailure(clientIp, projectId, false);
-  throw new GatewayError(
-    "PROJECT_NOT_FOUND",
-    `Project ${JSON.stringify(projectId.slice(0, 64))} does not exist`,
-  );
 }
 
 /**

@@ -81,6 +81,41 @@ for (const backend of backends) {
       for (let index = 0; index < 100; index++) expect(await throttle.retryAfter("192.0.2.50", "p")).toBe(0);
     });
 
+    it("counts attempts in flight with the failures: a burst is refused before it is checked", async () => {
+      const throttle = await backend.make(3);
+      const slots = [1, 2, 3].map(() => throttle.begin("192.0.2.70", "p"));
+      expect(slots.every((slot) => typeof slot === "function")).toBe(true);
+      expect(throttle.begin("192.0.2.70", "p")).toBe(1);
+      // Other keys are not held: another project of the address, its own key, another address.
+      expect(typeof throttle.begin("192.0.2.70", "other")).toBe("function");
+      expect(typeof throttle.begin("192.0.2.70", undefined)).toBe("function");
+      expect(typeof throttle.begin("192.0.2.71", "p")).toBe("function");
+      // An attempt that ended gives its slot back; a second release gives nothing more.
+      const first = slots[0] as () => void;
+      first();
+      first();
+      const again = throttle.begin("192.0.2.70", "p");
+      expect(typeof again).toBe("function");
+      expect(throttle.begin("192.0.2.70", "p")).toBe(1);
+    });
+
+    it("refuses once failures and attempts in flight reach the limit; successes count as nothing", async () => {
+      const throttle = await backend.make(3);
+      for (let round = 0; round < 10; round++) {
+        const slot = throttle.begin("192.0.2.72", "p");
+        expect(typeof slot).toBe("function");
+        (slot as () => void)();
+      }
+      expect(throttle.retryAfter("192.0.2.72", "p")).toBe(0);
+      await fail(throttle, 2, "192.0.2.72", "p");
+      const slot = throttle.begin("192.0.2.72", "p");
+      expect(typeof slot).toBe("function");
+      expect(throttle.begin("192.0.2.72", "p")).toBe(1);
+      await throttle.recordFailure("192.0.2.72", "p", true);
+      (slot as () => void)();
+      expect(await throttle.retryAfter("192.0.2.72", "p")).toBeGreaterThan(0);
+    });
+
     it("counts IPv6 clients per /64", async () => {
       const throttle = await backend.make(2);
       await fail(throttle, 1, "2001:db8:0:1::a");

@@ -50,6 +50,13 @@ export function throttled(
  * IPv6 clients are counted per /64, the block one end site usually holds, so that rotating
  * addresses inside it does not reset the count.
  *
+ * Attempts in flight are counted too (`begin`), per instance: an attempt whose outcome is not known
+ * yet holds a slot on the key its failure would count against until it ended, and a new attempt is
+ * refused (429, Retry-After 1) while the key's failures seen here and the attempts in flight reach
+ * the limit. Without that, every request of a burst (concurrent, or pipelined on one connection)
+ * passes `retryAfter` before the first failure is counted. With Redis the failures are the shared
+ * count the last failure here read; the slots are this instance's.
+ *
  * Counts are fixed windows opened by a key's first failure: in memory, or in Redis (one Lua script
  * per count) with in-memory counts beside them, so a lost Redis leaves per-instance counting, never
  * none. After a Redis failure the
@@ -69,6 +76,10 @@ export function createAuthThrottle(options: AuthThrottleOptions): AuthThrottle {
   const counter = failureCounter(options);
   const blocked = new ExpiringKeys(maxRemembered);
   const suspects = options.redis ? new ExpiringKeys(maxRemembered) : undefined;
+  /** Keys that failed here within their window, with the count the window held after the last. */
+  const failing = new ExpiringKeys(maxRemembered);
+  /** Attempts admitted by `begin` and not yet ended, per key: bounded by the requests open at once. */
+  const inFlight = new Map<string, number>();
 
   function block(key: string, msLeft: number): number {
     blocked.add(key, Date.now() + msLeft);
@@ -77,6 +88,7 @@ export function createAuthThrottle(options: AuthThrottleOptions): AuthThrottle {
 
   async function count(key: string): Promise<void> {
     const result = await counter.consume(key);
+    failing.add(key, Date.now() + result.msLeft, result.count);
     if (result.count >= limit) block(key, result.msLeft);
     else suspects?.add(key, Date.now() + result.msLeft);
   }
@@ -104,6 +116,21 @@ export function createAuthThrottle(options: AuthThrottleOptions): AuthThrottle {
         for (const key of suspected) shared = Math.max(shared, await sharedWait(key));
         return shared;
       })();
+    },
+    begin(clientIp, projectId) {
+      const key = attemptKey(clientIp, projectId);
+      const held = inFlight.get(key) ?? 0;
+      // Attempts still undecided count as failures to come: a burst is refused here, not checked.
+      if (held + failing.count(key, Date.now()) >= limit) return 1;
+      inFlight.set(key, held + 1);
+      let open = true;
+      return () => {
+        if (!open) return;
+        open = false;
+        const left = (inFlight.get(key) ?? 1) - 1;
+        if (left > 0) inFlight.set(key, left);
+        else inFlight.delete(key);
+      };
     },
     async recordFailure(clientIp, projectId, projectExists) {
       await Promise.all(keysToCount(clientIp, projectId, projectExists).map(count));
@@ -202,6 +229,16 @@ function keysToCount(clientIp: string, projectId: string | undefined, projectExi
   return projectExists ? [`${address}:project:${project}`] : [address, `project:${project}`];
 }
 
+/**
+ * The key an attempt in flight holds its slot on: the one its failure counts against once the
+ * project is known to exist (address and project), the address while that is not known (or for the
+ * admin API).
+ */
+function attemptKey(clientIp: string, projectId: string | undefined): string {
+  const address = `ip:${addressBlock(clientIp)}`;
+  return projectId === undefined ? address : `${address}:project:${projectId.slice(0, maxProjectIdLength)}`;
+}
+
 /** Every key `keysToCount` may have blocked for this caller. */
 function keysToCheck(clientIp: string, projectId: string | undefined): string[] {
   const address = `ip:${addressBlock(clientIp)}`;
@@ -216,7 +253,7 @@ function keysToCheck(clientIp: string, projectId: string | undefined): string[] 
  * the success path is a size check again instead of a lookup per request for good.
  */
 export class ExpiringKeys {
-  private readonly until = new Map<string, number>();
+  private readonly until = new Map<string, { expiresAt: number; count: number }>();
   /** The latest expiry of any key held: once it has passed, every key has. */
   private latest = 0;
 
@@ -232,27 +269,38 @@ export class ExpiringKeys {
     return this.until.size === 0;
   }
 
-  add(key: string, expiresAt: number): void {
+  /** Holds `key` until `expiresAt`, with a number that goes with it (`count`). */
+  add(key: string, expiresAt: number, count = 0): void {
     this.until.delete(key);
     if (this.until.size >= this.max) this.evict(Date.now());
-    this.until.set(key, expiresAt);
+    this.until.set(key, { expiresAt, count });
     if (expiresAt > this.latest) this.latest = expiresAt;
   }
 
   /** Whole seconds until `key` expires; 0 when it is unknown or expired. */
   secondsLeft(key: string, now: number): number {
-    const expiresAt = this.until.get(key);
-    if (expiresAt === undefined) return 0;
-    if (expiresAt <= now) {
+    const entry = this.live(key, now);
+    return entry ? Math.ceil((entry.expiresAt - now) / 1000) : 0;
+  }
+
+  /** The number `key` was last added with; 0 when it is unknown or expired. */
+  count(key: string, now: number): number {
+    return this.live(key, now)?.count ?? 0;
+  }
+
+  private live(key: string, now: number): { expiresAt: number; count: number } | undefined {
+    const entry = this.until.get(key);
+    if (entry === undefined) return undefined;
+    if (entry.expiresAt <= now) {
       this.until.delete(key);
-      return 0;
+      return undefined;
     }
-    return Math.ceil((expiresAt - now) / 1000);
+    return entry;
   }
 
   private evict(now: number): void {
-    for (const [key, expiresAt] of this.until) {
-      if (expiresAt > now && this.until.size < this.max) return;
+    for (const [key, entry] of this.until) {
+      if (entry.expiresAt > now && this.until.size < this.max) return;
       this.until.delete(key);
     }
   }

@@ -1,3 +1,4 @@
+import { connect } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import {
   adminToken,
@@ -39,5 +40,42 @@ describe("wrong admin tokens", () => {
       body: "{}",
     });
     expect(text.status).not.toBe(429);
+  });
+});
+
+describe("wrong admin tokens in one burst", () => {
+  let sluice: TestGateway;
+  beforeAll(async () => {
+    sluice = await startTestGateway({ authFailureLimit: 5 });
+  });
+  afterAll(() => sluice.close());
+
+  it("pipelined on one connection: at most the limit are compared, the rest refused with 429", async () => {
+    const guesses = 200;
+    let raw = "";
+    for (let index = 0; index < guesses; index++)
+      raw += `GET /admin/v1/projects HTTP/1.1\r\nhost: x\r\nauthorization: Bearer guess-${index}-aaaaaaaaaaaaaaaa\r\n\r\n`;
+    const socket = connect(Number(new URL(sluice.url).port), "127.0.0.1");
+    let received = "";
+    const answered = () => received.match(/HTTP\/1\.1 \d{3}/g) ?? [];
+    await new Promise<void>((resolve, reject) => {
+      socket.on("data", (chunk) => {
+        received += chunk;
+        if (answered().length >= guesses) resolve();
+      });
+      socket.on("error", reject);
+      socket.on("close", () => resolve());
+      socket.write(raw);
+    });
+    socket.destroy();
+    const statuses = answered();
+    expect(statuses).toHaveLength(guesses);
+    expect(statuses.filter((line) => line.endsWith("401")).length).toBeLessThanOrEqual(5);
+    expect(statuses.filter((line) => line.endsWith("429")).length).toBeGreaterThanOrEqual(guesses - 5);
+    // Even the right token now waits out the window.
+    const after = await fetch(`${sluice.url}/admin/v1/projects`, {
+      headers: { authorization: `Bearer ${adminToken}` },
+    });
+    expect(after.status).toBe(429);
   });
 });

@@ -1,3 +1,4 @@
+import { connect } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import {
   createTestProject,
@@ -50,6 +51,33 @@ describe("project-scoped model lists against project id enumeration", () => {
       expect(((await refused.json()) as { error: { code: string } }).error.code).toBe("TOO_MANY_REQUESTS");
     }
     // Another address is not affected.
+    expect((await list(`/v1/provider-a/${project.projectId}/models`, newAddress())).status).toBe(200);
+  });
+
+  it("bounds a burst of unknown ids pipelined on one connection: at most the limit are looked up", async () => {
+    const address = newAddress();
+    const burst = 100;
+    let raw = "";
+    for (let index = 0; index < burst; index++)
+      raw += `GET /v1/provider-a/burst-${index}/models HTTP/1.1\r\nhost: x\r\nx-forwarded-for: ${address}\r\n\r\n`;
+    const socket = connect(Number(new URL(sluice.url).port), "127.0.0.1");
+    let received = "";
+    const answered = () => received.match(/HTTP\/1\.1 \d{3}/g) ?? [];
+    await new Promise<void>((resolve, reject) => {
+      socket.on("data", (chunk) => {
+        received += chunk;
+        if (answered().length >= burst) resolve();
+      });
+      socket.on("error", reject);
+      socket.on("close", () => resolve());
+      socket.write(raw);
+    });
+    socket.destroy();
+    const statuses = answered();
+    expect(statuses).toHaveLength(burst);
+    expect(statuses.filter((line) => line.endsWith("404")).length).toBeLessThanOrEqual(3);
+    expect(statuses.filter((line) => line.endsWith("429")).length).toBeGreaterThanOrEqual(burst - 3);
+    // A project known to this instance needs no lookup slot: another address lists it at once.
     expect((await list(`/v1/provider-a/${project.projectId}/models`, newAddress())).status).toBe(200);
   });
 
