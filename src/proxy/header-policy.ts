@@ -128,8 +128,11 @@ export function clientResponseHeaders(
     if (providerKey !== "") value = maskKeyInHeader(value, providerKey);
     if (name === "content-type" && contentType === "") contentType = value;
     // (Several fields are one list, RFC 9110 section 5.3: `gzip` then `br` means both, in that order.)
-    else if (name === "content-encoding")
-      contentEncoding = contentEncoding === "" ? value : `${contentEncoding}, ${value}`;
+    else if (name === "content-encoding") {
+      // `identity` is no coding (RFC 9110 §8.4.1): an answer so marked is read, and masked, as plain.
+      const coding = withoutIdentity(value);
+      if (coding !== "") contentEncoding = contentEncoding === "" ? coding : `${contentEncoding}, ${coding}`;
+    }
     headers.push(name, value);
   }
   // Usually just `keep-alive` or `close`: nothing more to drop.
@@ -156,4 +159,14 @@ function latin1(value: Buffer | string): string {
 export function hasHeader(flat: readonly string[], name: string): boolean {
   for (let index = 0; index < flat.length; index += 2) if (flat[index] === name) return true;
   return false;
+}
+
+/** A content-encoding list without its `identity` members (any case), "" when nothing else is left. */
+function withoutIdentity(value: string): string {
+  if (!/identity/i.test(value)) return value;
+  return value
+    .split(",")
+    .map((coding) => coding.trim())
+    .filter((coding) => coding !== "" && coding.toLowerCase() !== "identity")
+    .join(", ");
 }

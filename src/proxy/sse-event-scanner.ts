@@ -147,11 +147,13 @@ export class SseEventScanner {
     const first = line[start];
     if (first === 0x64 /* d */ && hasField(line, start, end, dataField)) {
       const from = valueStart(line, start + 4, end);
-      // Each line counts its LF too, as the joined data holds it: an empty `data:` line is not free,
-      // so a stream of them that never ends its event is cut like any event past the cap.
-      if (this.cut === null && end - from + 1 + this.dataBytes <= this.maxEventBytes) {
+      // Each line after the first counts the LF that joins it, as the joined data holds it: an empty
+      // `data:` line is not free, so a stream of them that never ends its event is cut like any
+      // event past the cap.
+      const bytes = end - from + (this.data.length > 0 ? 1 : 0);
+      if (this.cut === null && bytes + this.dataBytes <= this.maxEventBytes) {
         this.data.push(line.toString("utf8", from, end));
-        this.dataBytes += end - from + 1;
+        this.dataBytes += bytes;
       } else this.keepCutLine(line.subarray(from, end));
     } else if (
       first === 0x65 /* e */ &&

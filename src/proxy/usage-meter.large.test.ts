@@ -367,6 +367,23 @@ describe("SSE event scanner, events over the cap", () => {
   const headBytes = 4096;
   const tailBytes = 64 * 1024;
 
+  it("passes whole an event whose joined data is exactly the cap, and cuts one a byte over", () => {
+    for (const [extra, whole] of [
+      [0, true],
+      [1, false],
+    ] as const) {
+      const seen: Array<{ data: string; cut: boolean }> = [];
+      const scanner = new SseEventScanner(
+        (_event, data, tail) => seen.push({ data, cut: tail !== undefined }),
+        maxEventBytes,
+      );
+      // Two lines joined by one LF: 1000 + 1 + 1047 bytes is the cap.
+      scanner.push(Buffer.from(`data: ${"a".repeat(1000)}\ndata: ${"b".repeat(1047 + extra)}\n\n`));
+      expect(seen).toHaveLength(1);
+      expect(seen[0]?.cut).toBe(!whole);
+    }
+  });
+
   it("cuts an event of empty data lines that never ends, holding a bounded amount", () => {
     const seen: Array<{ data: string; tail?: Buffer }> = [];
     const scanner = new SseEventScanner(

@@ -29,6 +29,12 @@ describe("a provider answer that quotes the injected key back", () => {
     upstream = await startLocalServer((request, response) => {
       request.resume();
       const key = injectedKey(request);
+      if (request.url?.includes("identity")) {
+        // `identity` is no coding: the body is plain and masked as any other.
+        response.writeHead(401, { "content-type": "application/json", "content-encoding": "Identity" });
+        response.end(JSON.stringify({ error: { message: `Incorrect API key provided: ${key}` } }));
+        return;
+      }
       if (request.url?.includes("echo-success")) {
         response.writeHead(200, { "content-type": "application/json", "x-echo": key });
         response.end(JSON.stringify({ id: "chatcmpl-1", object: "chat.completion", choices: [] }));
@@ -88,6 +94,19 @@ describe("a provider answer that quotes the injected key back", () => {
       expect(Number(response.headers.get("content-length"))).toBe(Buffer.byteLength(body));
     },
   );
+
+  it("masks it in an error body marked content-encoding: identity", async () => {
+    const response = await fetch(`${sluice.url}/v1/provider-a/${project.projectId}/identity`, {
+      method: "POST",
+      headers: {
+        authorization: `Bearer ${project.bearer("provider-a")}`,
+        "content-type": "application/json",
+      },
+      body: "{}",
+    });
+    expect(response.status).toBe(401);
+    expect(await response.text()).not.toContain(project.providerKeys["provider-a"]);
+  });
 
   it("masks it in a success's headers too", async () => {
     const response = await fetch(`${sluice.url}/v1/provider-a/${project.projectId}/echo-success`, {
