@@ -90,7 +90,10 @@ export function createSpendGuard(deps: { usage: UsageRepository; now: () => Date
     try {
       for (let attempt = 0; ; attempt++) {
         const writtenBefore = entry.written;
-        const base = await deps.usage.spendSince(projectId, entry.since);
+        const since = entry.since;
+        const base = await deps.usage.spendSince(projectId, since);
+        // A project created again under the id meanwhile: this figure is the old one's; read again.
+        if (entry.since !== since) continue;
         if (entry.written !== writtenBefore && attempt < 2) continue;
         entry.base = base;
         entry.unread -= writtenBefore;

@@ -2,7 +2,7 @@ import { describe, expect, it } from "vitest";
 import { connectionRefused, fakeUsageRepository } from "../../test/support/fake-usage-repository.js";
 import { usageRow } from "../../test/support/usage-row.js";
 import { reloadWaitMs } from "../storage/database-unavailable.js";
-import type { UsageRecord } from "../storage/usage-repository.js";
+import type { UsageRecord, UsageRepository } from "../storage/usage-repository.js";
 import { createSpendGuard } from "./spend-guard.js";
 import { createUsageRecorder } from "./usage-recorder.js";
 
@@ -184,5 +184,27 @@ describe("spend guard", () => {
     now = new Date("2026-11-15T00:00:10.000Z");
     expect(await guard.monthToDate("p1")).toBe(3.5);
     await recorder.stop();
+  });
+
+  it("does not judge a project created again under the id by the old one's read still in flight", async () => {
+    const reads: Array<{ from: string; answer: (value: number) => void }> = [];
+    const usage = {
+      spendSince: (_projectId: string, from: string) =>
+        new Promise<number>((resolve) => reads.push({ from, answer: resolve })),
+    } as unknown as UsageRepository;
+    let now = new Date("2026-11-20T10:00:00.000Z");
+    const guard = createSpendGuard({ usage, now: () => now, refreshMs: 5000 });
+    // The old project's (created the 1st) first read of the month starts...
+    const oldProject = guard.monthToDate("p1", "2026-11-01T00:00:00.000Z");
+    // ...it is deleted and created again under its id, whose first request comes meanwhile.
+    now = new Date("2026-11-20T10:00:00.100Z");
+    const newProject = guard.monthToDate("p1", "2026-11-20T10:00:00.050Z");
+    reads[0]?.answer(100); // the old project's spend, from the 1st
+    await new Promise((resolve) => setImmediate(resolve));
+    // Read again from the new project's creation.
+    expect(reads.map((read) => read.from)).toEqual(["2026-11-01T00:00:00.000Z", "2026-11-20T10:00:00.050Z"]);
+    reads[1]?.answer(0);
+    await oldProject;
+    expect(await newProject).toBe(0);
   });
 });
