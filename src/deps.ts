@@ -247,7 +247,7 @@ export async function createGateway(config: Config, injected: Partial<Injectable
       knownProject: (projectId) => Boolean(directory.settledProject(projectId)),
       countThrottled: () => metrics.countLimitDecision("auth_failures", "limited"),
       // The checks' names are the gauge's components: what /health finds, the gauge says too.
-      onCheck: (name, ok) => metrics.setDegraded(name, !ok),
+      onCheck: (name, ok) => metrics.setDegraded(name, !ok, "health"),
       ...(config.metricsEnabled ? { metrics: () => metrics.render() } : {}),
     },
     adminRoutes: {

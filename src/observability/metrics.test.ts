@@ -36,4 +36,17 @@ describe("metrics", () => {
     expect(body).toContain("sluice_usage_queue_depth 3");
     expect(body).toContain('sluice_degraded{component="redis"} 1');
   });
+
+  it("keeps a component degraded while any source finds it so: health answering does not hide failing writes", async () => {
+    const metrics = createMetrics();
+    const database = async () =>
+      (await metrics.render()).body
+        .split("\n")
+        .find((line) => line.startsWith('sluice_degraded{component="database"}'));
+    metrics.setDegraded("database", true, "usage-writes");
+    metrics.setDegraded("database", false, "health");
+    expect(await database()).toBe('sluice_degraded{component="database"} 1');
+    metrics.setDegraded("database", false, "usage-writes");
+    expect(await database()).toBe('sluice_degraded{component="database"} 0');
+  });
 });

@@ -74,6 +74,7 @@ export function createMetrics(options: { collectDefaults?: boolean } = {}) {
     help: "Failed attempts to write a usage batch (the batch is kept and retried)",
     registers: [registry],
   });
+  const degradedBy = new Map<string, Set<string>>();
   const degraded = new Gauge({
     name: "sluice_degraded",
     help: "1 while a component runs degraded (redis: per-instance limits; database: usage queued)",
@@ -117,7 +118,18 @@ export function createMetrics(options: { collectDefaults?: boolean } = {}) {
     setUsageQueueDepth: (depth: number) => usageQueueDepth.set(depth),
     countUsageRowsDropped: (count: number) => usageRowsDropped.inc(count),
     countUsageWriteFailure: () => usageWriteFailures.inc(),
-    setDegraded: (component: string, on: boolean) => degraded.set({ component }, on ? 1 : 0),
+    /**
+     * What `source` (the health check, the usage writes, the limiter) finds of `component`: the
+     * gauge is 1 while any source finds it degraded, so one that finds it fine does not hide another
+     * that does (reads answering while writes fail).
+     */
+    setDegraded(component: string, on: boolean, source = "state") {
+      let sources = degradedBy.get(component);
+      if (sources === undefined) degradedBy.set(component, (sources = new Set()));
+      if (on) sources.add(source);
+      else sources.delete(source);
+      degraded.set({ component }, sources.size > 0 ? 1 : 0);
+    },
     async render(): Promise<{ contentType: string; body: string }> {
       return { contentType: registry.contentType, body: await registry.metrics() };
     },

@@ -47,11 +47,11 @@ export function usageRecorderReports(
     },
     onWriteFailure: (error) => {
       metrics.countUsageWriteFailure();
-      metrics.setDegraded("database", true);
+      metrics.setDegraded("database", true, "usage-writes");
       logger.warn({ err: error }, "usage batch not written; it stays queued and is retried");
     },
     onRecovered: () => {
-      metrics.setDegraded("database", false);
+      metrics.setDegraded("database", false, "usage-writes");
       logger.info("usage writes recovered");
     },
   };
