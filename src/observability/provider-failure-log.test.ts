@@ -83,6 +83,27 @@ describe("provider failure log", () => {
     expect(lines.map(({ requestId, suppressed }) => requestId ?? suppressed)).toEqual(["r1", "r2", 2]);
   });
 
+  it("writes what each window left out when more than 200 are open at once and they all close", () => {
+    const { lines, logger } = logged();
+    const log = createProviderFailureLog(logger, { now: () => 0, schedule: () => {} });
+    const failing = (code: string) => {
+      const cause = Object.assign(new Error(code), { code });
+      return new GatewayError("PROVIDER_ERROR", "The provider could not be reached", {
+        cause,
+        provider: "provider-a",
+      });
+    };
+    for (let index = 0; index < 200; index++) {
+      log(failing(`E${index}`), "r", "proxy");
+      log(failing(`E${index}`), "r", "proxy"); // left out
+    }
+    log(failing("E200"), "r", "proxy");
+    const suppressed = lines.filter((line) => line.msg === "provider call failures suppressed");
+    // Before, the 200 windows were dropped with their counts unwritten.
+    expect(suppressed).toHaveLength(200);
+    expect(suppressed.every((line) => line.suppressed === 1)).toBe(true);
+  });
+
   it("ignores an error that names no provider", () => {
     const { lines, logger } = logged();
     createProviderFailureLog(logger)(new GatewayError("PROVIDER_ERROR", "The client disconnected"), "r", "x");

@@ -56,7 +56,8 @@ export function createProviderFailureLog(logger: Logger, options: ProviderFailur
     }
     // A window whose timer has not run yet (a late timer, a clock that jumped) is closed here.
     if (current !== undefined) close(key, current);
-    if (windows.size >= maxKeys) windows.clear();
+    // Past the bound every window closes now, writing what it left out, and the map starts afresh.
+    if (windows.size >= maxKeys) for (const [key, open] of windows) close(key, open);
     const window: Window = { provider: facts.provider, code: facts.code, startedAt: at, suppressed: 0 };
     windows.set(key, window);
     schedule(() => close(key, window), windowMs);

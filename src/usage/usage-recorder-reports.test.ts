@@ -33,4 +33,18 @@ describe("usage recorder reports", () => {
       body: expect.stringContaining("sluice_usage_rows_dropped_total 33"),
     });
   });
+
+  it("writes the full queue's last count at shutdown, before its window would have ended", () => {
+    vi.useFakeTimers();
+    const lines: Record<string, unknown>[] = [];
+    const logger = createLogger("info", { write: (line: string) => void lines.push(JSON.parse(line)) });
+    const reports = usageRecorderReports(createMetrics(), logger, 10_000);
+    for (let row = 0; row < 5; row++) reports.onDropped?.(1, "queue-full");
+    reports.onDropped?.(3, "shutdown");
+    expect(lines.map(({ msg, count }) => [msg, count])).toEqual([
+      ["usage queue full: usage rows dropped", 1],
+      ["usage queue full: more usage rows dropped", 4],
+      ["usage rows not written before shutdown: dropped", 3],
+    ]);
+  });
 });
