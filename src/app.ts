@@ -279,12 +279,33 @@ function malformedTarget(request: IncomingMessage, target: string): GatewayError
       headers: { connection: "close" },
     });
   // An empty Host is valid; a missing one is not, in HTTP/1.1 (Node's own check refuses both).
-  if (request.headers.host === undefined && request.httpVersionMinor === 1)
+  const host = request.headers.host;
+  if (host === undefined && request.httpVersionMinor === 1)
     return new GatewayError("BAD_REQUEST", "An HTTP/1.1 request must carry a Host header");
+  // RFC 9112 §3.2: two Host lines, or one that is not a host and port, are 400 (Node keeps the
+  // first of two; an intermediary in front may have routed by the other).
+  if (host !== undefined && (!validHost.test(host) || hostLines(request.rawHeaders) > 1))
+    return new GatewayError(
+      "BAD_REQUEST",
+      "The request must carry one Host header with a host and an optional port",
+    );
   // A fragment is the client's own; forwarded, it would reach the provider as part of the path.
   if (target.includes("#"))
     return new GatewayError("BAD_REQUEST", "The request target must not contain a fragment (#)");
   return null;
+}
+
+/** RFC 3986 host (an IP literal, or letters, digits and the characters a reg-name allows) and port. */
+const validHost = /^(?:\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9\-._~%!$&'()*+,;=]*)(?::[0-9]*)?$/;
+
+/** How many Host lines the request has (Node's `headers.host` holds only the first). */
+function hostLines(rawHeaders: readonly string[]): number {
+  let lines = 0;
+  for (let index = 0; index < rawHeaders.length; index += 2) {
+    const name = rawHeaders[index] as string;
+    if (name.length === 4 && name.toLowerCase() === "host") lines++;
+  }
+  return lines;
 }
 
 function notHttp1(request: IncomingMessage): GatewayError {

@@ -297,6 +297,23 @@ describe("HTTP edge inputs on the gateway's own server", () => {
     expect(raw.endsWith("data: [DONE]\n\n")).toBe(true);
   });
 
+  it.each([
+    ["two Host lines", "host: sluice.test\r\nhost: other.test\r\n"],
+    ["a Host that is not a host and port", "host: a b/c@d\r\n"],
+  ])("answers %s 400 (RFC 9112 §3.2), where it served them", async (_what, hosts) => {
+    const [response] = responsesOf(
+      await exchange(port, [`GET /health HTTP/1.1\r\n${hosts}connection: close\r\n\r\n`]),
+    );
+    expect(expectEnvelope(response, 400, "BAD_REQUEST").message).toMatch(/one Host header/);
+  });
+
+  it("serves a Host that is an IP literal with a port", async () => {
+    const [response] = responsesOf(
+      await exchange(port, ["GET /health HTTP/1.1\r\nhost: [::1]:8787\r\nconnection: close\r\n\r\n"]),
+    );
+    expect(response?.status).toBe(200);
+  });
+
   it("serves a request whose Expect it does not know instead of a bodiless 417", async () => {
     const [response] = responsesOf(
       await exchange(port, [head("GET", "/health", { expect: "something-else", connection: "close" })]),
