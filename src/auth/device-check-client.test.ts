@@ -114,6 +114,22 @@ describe.each(["production", "development"] as const)("validating on the %s host
     });
   });
 
+  it("asks Apple nothing for a key Apple answered 429 until its Retry-After has passed", async () => {
+    const sluice = client();
+    fake().fail({ kind: "status", status: 429, retryAfter: "1" }, 1);
+    expect(await sluice.validate(input(environment, validToken))).toMatchObject({ status: 429 });
+    // Before, each junk token asked Apple again, keeping the project's key throttled.
+    expect(await sluice.validate(input(environment, validToken))).toEqual({
+      kind: "unavailable",
+      reason: "resting",
+      retryAfterSeconds: 1,
+    });
+    expect(fake().calls).toHaveLength(1);
+    await new Promise((resolve) => setTimeout(resolve, 1100));
+    expect(await sluice.validate(input(environment, validToken))).toEqual({ kind: "valid" });
+    expect(fake().calls).toHaveLength(2);
+  });
+
   it("is unavailable within the timeout when Apple hangs", async () => {
     fake().fail({ kind: "hang" });
     const started = performance.now();

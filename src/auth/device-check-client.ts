@@ -22,7 +22,13 @@ export type DeviceCheckInvalidReason = "malformed-token" | "rejected-by-apple";
  * `misconfigured`: the project's key cannot sign, or Apple refused our JWT (401);
  * `apple-error`: any other non-200/400 answer or an oversized body; `timeout`; `network`.
  */
-export type DeviceCheckUnavailableReason = "misconfigured" | "apple-error" | "timeout" | "network";
+/** `resting`: Apple answered 429 for this key, and its Retry-After has not passed; Apple is not asked. */
+export type DeviceCheckUnavailableReason =
+  | "misconfigured"
+  | "apple-error"
+  | "timeout"
+  | "network"
+  | "resting";
 
 export type DeviceCheckVerdict =
   | { kind: "valid" }
@@ -121,6 +127,14 @@ export function createDeviceCheckClient(options: DeviceCheckClientOptions): Devi
     development: validateUrl(options.developmentUrl),
   } as const;
 
+  /**
+   * When each DeviceCheck key (environment, team and key id) may call Apple again after Apple
+   * answered it 429: asking again before its Retry-After would only prolong Apple's throttling of
+   * the key, for every user of the app. A few keys per gateway; bounded all the same.
+   */
+  const restingUntil = new Map<string, number>();
+  const keyOf = (input: DeviceCheckValidation) => `${input.environment} ${input.teamId} ${input.keyId}`;
+
   const unavailable = (
     reason: DeviceCheckUnavailableReason,
     status?: number,
@@ -153,16 +167,23 @@ export function createDeviceCheckClient(options: DeviceCheckClientOptions): Devi
       jwtCache.invalidate(input.teamId, input.keyId);
       return unavailable("misconfigured", status);
     }
-    return unavailable(
-      "apple-error",
-      status,
-      parseRetryAfter(response.headers["retry-after"], fallbackRetryAfter),
-    );
+    const retryAfter = parseRetryAfter(response.headers["retry-after"], fallbackRetryAfter);
+    if (status === 429) {
+      if (restingUntil.size >= 1000) restingUntil.clear();
+      restingUntil.set(keyOf(input), clock() + retryAfter * 1000);
+    }
+    return unavailable("apple-error", status, retryAfter);
   }
 
   return {
     async validate(input) {
       if (!isWellFormedDeviceToken(input.deviceToken)) return { kind: "invalid", reason: "malformed-token" };
+      const until = restingUntil.get(keyOf(input));
+      if (until !== undefined) {
+        const left = until - clock();
+        if (left > 0) return unavailable("resting", undefined, Math.ceil(left / 1000));
+        restingUntil.delete(keyOf(input));
+      }
       let jwt: string;
       try {
         jwt = jwtCache.get(input);

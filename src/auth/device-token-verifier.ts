@@ -128,7 +128,9 @@ export function createDeviceTokenVerifier(deps: DeviceTokenVerifierDeps): Device
         };
       }
       if (verdict.kind === "unavailable") {
-        deps.logger.warn(
+        // Once per Apple answer; a request refused while its key rests after a 429 asked no one.
+        (verdict.reason === "resting" ? deps.logger.debug : deps.logger.warn).call(
+          deps.logger,
           { projectId: project.id, reason: verdict.reason, status: verdict.status },
           "Apple DeviceCheck unavailable",
         );
@@ -136,8 +138,11 @@ export function createDeviceTokenVerifier(deps: DeviceTokenVerifierDeps): Device
           kind: "unavailable",
           retryAfterSeconds: verdict.retryAfterSeconds,
           reason: verdict.reason,
-          // Only a key that does not load (misconfigured, no status) fails before the call.
-          askedApple: verdict.status !== undefined || verdict.reason !== "misconfigured",
+          // Only a key that does not load (misconfigured, no status), or one resting after Apple's
+          // 429, fails before the call.
+          askedApple:
+            verdict.status !== undefined ||
+            (verdict.reason !== "misconfigured" && verdict.reason !== "resting"),
         };
       }
       const remembered = await withLedger(policy, (ledger) => ledger.remember(project.id, digest, policy));

@@ -120,12 +120,12 @@ describe("junk device tokens sent at once from one address", () => {
   });
 });
 
-describe("junk device tokens while Apple refuses the project's key (429)", () => {
+describe("junk device tokens while Apple fails (500)", () => {
   let sluice: TestGateway;
   afterAll(() => sluice?.close());
 
   it("count against the throttle: after the limit the caller gets 429 without an Apple call", async () => {
-    appleStatus = 429;
+    appleStatus = 500;
     holdApple = false;
     const fixture = await deviceCheckGateway();
     sluice = fixture.sluice;
@@ -146,5 +146,33 @@ describe("junk device tokens while Apple refuses the project's key (429)", () =>
     expect(appleCalls).toBe(limit);
     expect(statuses.slice(0, limit)).toEqual(Array(limit).fill(503));
     expect(statuses.slice(limit)).toEqual(Array(2 * limit).fill(429));
+  });
+});
+
+describe("junk device tokens once Apple answered the project's key 429", () => {
+  let sluice: TestGateway;
+  afterAll(() => sluice?.close());
+
+  it("ask Apple nothing more until its Retry-After: 503 with the time left, and no Apple call", async () => {
+    appleStatus = 429;
+    holdApple = false;
+    const fixture = await deviceCheckGateway();
+    sluice = fixture.sluice;
+    appleCalls = 0;
+    const answers: Array<[number, string | null]> = [];
+    for (let index = 0; index < 2 * limit; index++) {
+      const response = await fetch(`${sluice.url}/v1/provider-a/${fixture.projectId}/chat/completions`, {
+        method: "POST",
+        headers: {
+          authorization: `Bearer ${fixture.partialKey}.${junkToken(2000 + index)}`,
+          "content-type": "application/json",
+        },
+        body: "{}",
+      });
+      await response.arrayBuffer();
+      answers.push([response.status, response.headers.get("retry-after")]);
+    }
+    expect(appleCalls).toBe(1);
+    expect(answers.every(([status, retryAfter]) => status === 503 && Number(retryAfter) >= 1)).toBe(true);
   });
 });
