@@ -125,7 +125,10 @@ export function createMetrics(options: { collectDefaults?: boolean } = {}) {
      */
     setDegraded(component: string, on: boolean, source = "state") {
       let sources = degradedBy.get(component);
-      if (sources === undefined) degradedBy.set(component, (sources = new Set()));
+      if (sources === undefined) {
+        sources = new Set();
+        degradedBy.set(component, sources);
+      }
       if (on) sources.add(source);
       else sources.delete(source);
       degraded.set({ component }, sources.size > 0 ? 1 : 0);
