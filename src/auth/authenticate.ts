@@ -24,7 +24,16 @@ export type AuthMethod =
   | "device-token-header";
 
 export type DeviceVerdict =
-  | { kind: "ok"; digest: string }
+  | {
+      kind: "ok";
+      digest: string;
+      /**
+       * Gives the token's use back to its ledger (see `DeviceTokenLedger.release`): for a request
+       * refused after authentication (rate limits, spend cap), so a token counts admitted requests
+       * only. Never rejects; at most once.
+       */
+      refund?: () => Promise<void>;
+    }
   | { kind: "invalid"; reason: string }
   | {
       kind: "unavailable";
@@ -75,6 +84,12 @@ export type AuthResult =
       providerKey: string;
       /** SHA-256 of the device token for per-device limits; null for test keys. */
       deviceDigest: string | null;
+      /**
+       * DeviceCheck methods: gives back the use authentication counted on the token (its project,
+       * digest and ledger entry), for admission to call when it refuses the request. Absent for
+       * test keys (and their remembered results).
+       */
+      refundDeviceToken?: () => Promise<void>;
     }
   | { ok: false; error: GatewayError; project: Project | null; method: AuthMethod | null };
 
@@ -414,7 +429,7 @@ export function createAuthenticator(deps: AuthenticatorDeps) {
     if (verdict.kind === "ok")
       return key instanceof GatewayError
         ? failure(key, project, method)
-        : success(method, project, provider, key, verdict.digest);
+        : success(method, project, provider, key, verdict.digest, verdict.refund);
     if (verdict.kind === "invalid")
       return failure(unauthorized(`the device token was refused: ${verdict.reason}`), project, method);
     if (verdict.askedApple) spent.apple = true;
@@ -441,6 +456,7 @@ function success(
   provider: ProviderId,
   key: { keyId: string; providerKey: string },
   deviceDigest: string | null,
+  refundDeviceToken?: () => Promise<void>,
 ): AuthResult {
   return {
     ok: true,
@@ -450,6 +466,7 @@ function success(
     keyId: key.keyId,
     providerKey: key.providerKey,
     deviceDigest,
+    ...(refundDeviceToken ? { refundDeviceToken } : {}),
   };
 }
 

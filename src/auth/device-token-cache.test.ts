@@ -9,6 +9,7 @@ import {
   createRedisDeviceTokenLedger,
   type DeviceTokenLedger,
   type DeviceTokenPolicy,
+  type DeviceTokenReceipt,
   deviceTokenDigest,
   RedisRestingError,
 } from "./device-token-cache.js";
@@ -132,6 +133,78 @@ function ledgerContract(fixture: () => LedgerFixture) {
     expect(await ledger.check("project-1", digest, budget)).toBe("cached-ok");
     expect(await ledger.check("project-1", digest, budget)).toBe("budget-exhausted");
   });
+
+  it("gives a refused request's use back: the budget counts admitted requests only", async () => {
+    const { ledger } = fixture();
+    const digest = newDigest();
+    const first: DeviceTokenReceipt = {};
+    expect(await ledger.remember("project-1", digest, budget, first)).toBe("accepted");
+    await ledger.release("project-1", digest, first.stamp as string);
+    for (let i = 0; i < 3; i++) {
+      const receipt: DeviceTokenReceipt = {};
+      expect(await ledger.check("project-1", digest, budget, receipt)).toBe("cached-ok");
+      expect(receipt.stamp).toBe(first.stamp);
+    }
+    expect(await ledger.check("project-1", digest, budget)).toBe("budget-exhausted");
+  });
+
+  it("unmarks a refused single-use token, which then passes once more and only once", async () => {
+    const { ledger } = fixture();
+    const digest = newDigest();
+    const receipt: DeviceTokenReceipt = {};
+    expect(await ledger.remember("project-1", digest, singleUse, receipt)).toBe("accepted");
+    await ledger.release("project-1", digest, receipt.stamp as string);
+    const results = await Promise.all(
+      Array.from({ length: 5 }, () => ledger.check("project-1", digest, singleUse)),
+    );
+    expect(results.filter((result) => result === "cached-ok")).toHaveLength(1);
+    expect(results.filter((result) => result === "replayed")).toHaveLength(4);
+  });
+
+  it("never lets a single-use token be admitted twice: a replay while it was marked keeps it used", async () => {
+    const { ledger } = fixture();
+    const digest = newDigest();
+    const refused: DeviceTokenReceipt = {};
+    // Request 1 passes authentication; request 2 (a replay) comes while the mark is set.
+    expect(await ledger.remember("project-1", digest, singleUse, refused)).toBe("accepted");
+    expect(await ledger.check("project-1", digest, singleUse)).toBe("replayed");
+    // Request 1 is refused by the limits and gives its use back; the token stays used.
+    await ledger.release("project-1", digest, refused.stamp as string);
+    expect(await ledger.check("project-1", digest, singleUse)).toBe("replayed");
+    // One refund per refused use: the token passes once (request 3), and nothing gives more back.
+    const digest2 = newDigest();
+    const use: DeviceTokenReceipt = {};
+    expect(await ledger.remember("project-1", digest2, singleUse, use)).toBe("accepted");
+    await ledger.release("project-1", digest2, use.stamp as string);
+    await ledger.release("project-1", digest2, use.stamp as string);
+    expect(await ledger.check("project-1", digest2, singleUse)).toBe("cached-ok");
+    expect(await ledger.check("project-1", digest2, singleUse)).toBe("replayed");
+    expect(await ledger.remember("project-1", digest2, singleUse)).toBe("replayed");
+  });
+
+  it("never gives a use back to an expired or replaced entry, nor to another project", async () => {
+    const { ledger, advance } = fixture();
+    const expired = newDigest();
+    const old: DeviceTokenReceipt = {};
+    await ledger.remember("project-1", expired, singleUse, old);
+    await ledger.release("project-2", expired, old.stamp as string);
+    expect(await ledger.check("project-1", expired, singleUse)).toBe("replayed");
+    await advance(lifetimeMs + 50);
+    await ledger.release("project-1", expired, old.stamp as string);
+    expect(await ledger.check("project-1", expired, singleUse)).toBe("fresh");
+    // Replaced: verified anew once the budget TTL passed; the old use's refund does not touch it.
+    const replaced = newDigest();
+    const before: DeviceTokenReceipt = {};
+    const policy: DeviceTokenPolicy = { mode: "budget", ttlMs: lifetimeMs, maxRequests: 1 };
+    await ledger.remember("project-1", replaced, { ...policy, ttlMs: 10 * lifetimeMs }, before);
+    await advance(lifetimeMs + 50);
+    expect(await ledger.check("project-1", replaced, policy)).toBe("fresh");
+    const after: DeviceTokenReceipt = {};
+    expect(await ledger.remember("project-1", replaced, policy, after)).toBe("accepted");
+    expect(after.stamp).not.toBe(before.stamp);
+    await ledger.release("project-1", replaced, before.stamp as string);
+    expect(await ledger.check("project-1", replaced, policy)).toBe("budget-exhausted");
+  });
 }
 
 describe("deviceTokenDigest", () => {
@@ -195,6 +268,30 @@ describe.skipIf(!redisAvailable)("redis device token ledger", () => {
     expect(await redis.pttl(`${key}:verified`)).toBeGreaterThan(59_000);
     const stored = await redis.keys(`${keyPrefix}*`);
     expect(stored.some((entry) => entry.includes(token))).toBe(false);
+  });
+
+  it("never creates an entry when it gives a use back, nor touches one without a verification time", async () => {
+    const ledger = createRedisDeviceTokenLedger({ redis, keyPrefix });
+    const missing = newDigest();
+    await ledger.release("project-9", missing, String(Date.now()));
+    expect(await redis.exists(`${keyPrefix}project-9:${missing}`)).toBe(0);
+    // An entry written before the verification time was kept: never given anything back.
+    const old = newDigest();
+    const key = `${keyPrefix}project-9:${old}`;
+    await redis.set(key, 1, "PX", 60_000);
+    const receipt: DeviceTokenReceipt = {};
+    expect(await ledger.check("project-9", old, singleUse, receipt)).toBe("replayed");
+    expect(receipt.stamp).toBeUndefined();
+    await ledger.release("project-9", old, "");
+    expect(await redis.get(key)).toBe("2");
+    // A use given back keeps the entry's lifetime, and the count never goes below zero.
+    const digest = newDigest();
+    const use: DeviceTokenReceipt = {};
+    await ledger.remember("project-9", digest, { mode: "single-use", retentionMs: 60_000 }, use);
+    await ledger.release("project-9", digest, use.stamp as string);
+    await ledger.release("project-9", digest, use.stamp as string);
+    expect(await redis.get(`${keyPrefix}project-9:${digest}`)).toBe("0");
+    expect(await redis.pttl(`${keyPrefix}project-9:${digest}`)).toBeGreaterThan(59_000);
   });
 
   it("rejects at once while Redis rests after hanging, instead of waiting for each command's timeout", async () => {

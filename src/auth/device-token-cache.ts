@@ -32,15 +32,43 @@ export type DeviceTokenCheck = "fresh" | "cached-ok" | "budget-exhausted" | "rep
 export type DeviceTokenRemember = "accepted" | "budget-exhausted" | "replayed";
 
 /**
+ * Filled by `check` and `remember` with the stamp of the entry the use was counted on (its
+ * verification time, or another mark of that one record): `release` gives a use back only to that
+ * record, never to one that replaced it. Left unset when the record has no such stamp.
+ */
+export interface DeviceTokenReceipt {
+  stamp?: string;
+}
+
+/**
  * The port: a shared record of verified device tokens, keyed by project and token digest (never the
  * token). Flow per request: `check`; on `fresh` ask Apple; when Apple says valid, `remember`, whose
  * answer decides (two instances may verify one token at once; exactly one is `accepted` in
  * single-use mode). Both calls count the request. A failing store rejects: the caller answers 503,
- * never a pass.
+ * never a pass. A request that passed but was then refused (rate limits, spend cap) gives its use
+ * back with `release`, so a token counts admitted requests only.
  */
 export interface DeviceTokenLedger {
-  check(projectId: string, digest: string, policy: DeviceTokenPolicy): Promise<DeviceTokenCheck>;
-  remember(projectId: string, digest: string, policy: DeviceTokenPolicy): Promise<DeviceTokenRemember>;
+  check(
+    projectId: string,
+    digest: string,
+    policy: DeviceTokenPolicy,
+    receipt?: DeviceTokenReceipt,
+  ): Promise<DeviceTokenCheck>;
+  remember(
+    projectId: string,
+    digest: string,
+    policy: DeviceTokenPolicy,
+    receipt?: DeviceTokenReceipt,
+  ): Promise<DeviceTokenRemember>;
+  /**
+   * Gives back one use counted by a `check` or `remember` that passed (`cached-ok`, `accepted`),
+   * whose receipt is `stamp`: the count goes down by one, never below zero, and a single-use token
+   * is unmarked. Nothing happens when the entry expired or was replaced (another stamp) since, so
+   * a release never brings back a token. Call it at most once per passing use, and only for a
+   * request that was not admitted.
+   */
+  release(projectId: string, digest: string, stamp: string): Promise<void>;
 }
 
 /**
@@ -56,13 +84,17 @@ function lifetimeMs(policy: DeviceTokenPolicy): number {
   return policy.mode === "budget" ? policy.ttlMs : policy.retentionMs;
 }
 
-/** Maps a use count (1 = first use) of a remembered token to a verdict; `ok` names the pass. */
+/**
+ * Maps a use count (1 = first use) of a remembered token to a verdict; `ok` names the pass. A
+ * single-use token passes only as use 1: an entry `remember` makes starts at 1, so a later use is
+ * at least 2, unless a release gave the one use back (count 0) because its request was refused.
+ */
 function budgetVerdict<Ok extends "cached-ok" | "accepted">(
   count: number,
   policy: DeviceTokenPolicy,
   ok: Ok,
 ): Ok | "budget-exhausted" | "replayed" {
-  if (policy.mode === "single-use") return "replayed";
+  if (policy.mode === "single-use") return count <= 1 ? ok : "replayed";
   return count <= policy.maxRequests ? ok : "budget-exhausted";
 }
 
@@ -82,7 +114,9 @@ export function createMemoryDeviceTokenLedger(
 ): DeviceTokenLedger {
   const clock = options.clock ?? Date.now;
   const maxEntries = options.maxEntries ?? 100_000;
-  const entries = new Map<string, { count: number; verifiedAt: number; expiresAt: number }>();
+  const entries = new Map<string, { count: number; verifiedAt: number; expiresAt: number; stamp: string }>();
+  /** Each record's own stamp (see `DeviceTokenReceipt`); a reset record gets a new one. */
+  let records = 0;
 
   function live(key: string, now: number) {
     const entry = entries.get(key);
@@ -94,14 +128,15 @@ export function createMemoryDeviceTokenLedger(
   }
 
   return {
-    async check(projectId, digest, policy) {
+    async check(projectId, digest, policy, receipt) {
       const now = clock();
       const entry = live(`${projectId}:${digest}`, now);
       if (!entry || outlived(entry.verifiedAt, now, policy)) return "fresh";
       entry.count += 1;
+      if (receipt) receipt.stamp = entry.stamp;
       return budgetVerdict(entry.count, policy, "cached-ok");
     },
-    async remember(projectId, digest, policy) {
+    async remember(projectId, digest, policy, receipt) {
       const key = `${projectId}:${digest}`;
       const now = clock();
       const entry = live(key, now);
@@ -110,7 +145,9 @@ export function createMemoryDeviceTokenLedger(
           const oldest = entries.keys().next();
           if (!oldest.done) entries.delete(oldest.value);
         }
-        entries.set(key, { count: 1, verifiedAt: now, expiresAt: now + lifetimeMs(policy) });
+        const stamp = String(++records);
+        entries.set(key, { count: 1, verifiedAt: now, expiresAt: now + lifetimeMs(policy), stamp });
+        if (receipt) receipt.stamp = stamp;
         return "accepted";
       }
       if (outlived(entry.verifiedAt, now, policy)) {
@@ -119,10 +156,17 @@ export function createMemoryDeviceTokenLedger(
         entry.count = 1;
         entry.verifiedAt = now;
         entry.expiresAt = Math.max(entry.expiresAt, now + lifetimeMs(policy));
+        entry.stamp = String(++records);
+        if (receipt) receipt.stamp = entry.stamp;
         return "accepted";
       }
       entry.count += 1;
+      if (receipt) receipt.stamp = entry.stamp;
       return budgetVerdict(entry.count, policy, "accepted");
+    },
+    async release(projectId, digest, stamp) {
+      const entry = live(`${projectId}:${digest}`, clock());
+      if (entry && entry.stamp === stamp && entry.count > 0) entry.count -= 1;
     },
   };
 }
@@ -143,15 +187,16 @@ function outlived(verifiedAt: number, now: number, policy: DeviceTokenPolicy): b
  * created without a TTL and an old entry is asked of Apple again.
  */
 const checkScript = new RedisScript(`
-if redis.call("EXISTS", KEYS[1]) == 0 then return 0 end
+if redis.call("EXISTS", KEYS[1]) == 0 then return {0, false} end
+local stamp = redis.call("GET", KEYS[2])
 local ttl = tonumber(ARGV[1])
 if ttl >= 0 then
-  local verifiedAt = tonumber(redis.call("GET", KEYS[2]))
+  local verifiedAt = tonumber(stamp)
   local time = redis.call("TIME")
   local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
-  if not verifiedAt or now - verifiedAt >= ttl then return 0 end
+  if not verifiedAt or now - verifiedAt >= ttl then return {0, false} end
 end
-return redis.call("INCR", KEYS[1])`);
+return {redis.call("INCR", KEYS[1]), stamp}`);
 
 /**
  * KEYS and ARGV[2] as for `checkScript`; ARGV[1] the entry's lifetime. Creates the entry with its
@@ -164,7 +209,7 @@ local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
 local lifetime = tonumber(ARGV[1])
 if redis.call("SET", KEYS[1], 1, "NX", "PX", lifetime) then
   redis.call("SET", KEYS[2], now, "PX", lifetime)
-  return 1
+  return {1, tostring(now)}
 end
 local ttl = tonumber(ARGV[2])
 if ttl >= 0 then
@@ -173,12 +218,25 @@ if ttl >= 0 then
     local keep = math.max(redis.call("PTTL", KEYS[1]), lifetime)
     redis.call("SET", KEYS[1], 1, "PX", keep)
     redis.call("SET", KEYS[2], now, "PX", keep)
-    return 1
+    return {1, tostring(now)}
   end
 end
 local count = redis.call("INCR", KEYS[1])
 if redis.call("PTTL", KEYS[1]) < 0 then redis.call("PEXPIRE", KEYS[1], lifetime) end
-return count`);
+return {count, redis.call("GET", KEYS[2])}`);
+
+/**
+ * KEYS as for `checkScript`; ARGV[1] the verification time a use's script returned (its stamp).
+ * Gives that use back: one less, never below zero, and only while the entry is the one the use
+ * was counted on (it still exists, with that verification time), so an expired or replaced entry is
+ * never brought back, nor one without a verification time. Keeps the lifetimes.
+ */
+const releaseScript = new RedisScript(`
+if redis.call("GET", KEYS[2]) ~= ARGV[1] then return 0 end
+local count = tonumber(redis.call("GET", KEYS[1]))
+if not count or count <= 0 then return 0 end
+redis.call("DECR", KEYS[1])
+return 1`);
 
 export interface RedisDeviceTokenLedgerOptions {
   redis: Redis;
@@ -209,22 +267,43 @@ export function createRedisDeviceTokenLedger(options: RedisDeviceTokenLedgerOpti
   const breaker = options.breaker ?? new RedisBreaker(redis);
   const prefix = options.keyPrefix ?? "sluice:device-token:";
   const resting = () => Promise.reject(new RedisRestingError());
-  const count = (script: RedisScript, projectId: string, digest: string, args: number[]) => {
+  const keysOf = (projectId: string, digest: string) => {
     const key = `${prefix}${projectId}:${digest}`;
-    return breaker.run(async () => Number(await script.run(redis, [key, `${key}:verified`], args)), resting);
+    return [key, `${key}:verified`];
   };
+  /** Runs a counting script: the use count (0: none) and the entry's stamp, written to `receipt`. */
+  const count = (
+    script: RedisScript,
+    projectId: string,
+    digest: string,
+    args: number[],
+    receipt: DeviceTokenReceipt | undefined,
+  ) =>
+    breaker.run(async () => {
+      const [uses, stamp] = (await script.run(redis, keysOf(projectId, digest), args)) as [
+        number,
+        string | null,
+      ];
+      if (receipt && typeof stamp === "string") receipt.stamp = stamp;
+      return Number(uses);
+    }, resting);
   /** The TTL a budget caller trusts an entry for, counted from its verification; -1: single-use. */
   const trustMs = (policy: DeviceTokenPolicy) => (policy.mode === "budget" ? Math.max(0, policy.ttlMs) : -1);
 
   return {
-    async check(projectId, digest, policy) {
-      const uses = await count(checkScript, projectId, digest, [trustMs(policy)]);
+    async check(projectId, digest, policy, receipt) {
+      const uses = await count(checkScript, projectId, digest, [trustMs(policy)], receipt);
       return uses === 0 ? "fresh" : budgetVerdict(uses, policy, "cached-ok");
     },
-    async remember(projectId, digest, policy) {
+    async remember(projectId, digest, policy, receipt) {
       const lifetime = Math.max(1, Math.ceil(lifetimeMs(policy)));
-      const uses = await count(rememberScript, projectId, digest, [lifetime, trustMs(policy)]);
+      const uses = await count(rememberScript, projectId, digest, [lifetime, trustMs(policy)], receipt);
       return uses === 1 ? "accepted" : budgetVerdict(uses, policy, "accepted");
+    },
+    async release(projectId, digest, stamp) {
+      await breaker.run(async () => {
+        await releaseScript.run(redis, keysOf(projectId, digest), [stamp]);
+      }, resting);
     },
   };
 }

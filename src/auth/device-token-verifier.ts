@@ -15,6 +15,7 @@ import {
   createRedisDeviceTokenLedger,
   type DeviceTokenLedger,
   type DeviceTokenPolicy,
+  type DeviceTokenReceipt,
   deviceTokenDigest,
   RedisRestingError,
 } from "./device-token-cache.js";
@@ -70,11 +71,16 @@ export function createDeviceTokenVerifier(deps: DeviceTokenVerifierDeps): Device
     return pem;
   }
 
-  /** Redis when configured; if it fails, budget mode falls back to this instance's memory, single-use refuses. */
+  /**
+   * Redis when configured; if it fails, budget mode falls back to this instance's memory, single-use
+   * refuses. `counted.ledger` is set to the ledger asked last: the one a passing use was counted on.
+   */
   async function withLedger<T>(
     policy: DeviceTokenPolicy,
+    counted: { ledger: DeviceTokenLedger },
     use: (ledger: DeviceTokenLedger) => Promise<T>,
   ): Promise<T | null> {
+    counted.ledger = shared ?? memory;
     if (!shared) return use(memory);
     try {
       return await use(shared);
@@ -82,8 +88,37 @@ export function createDeviceTokenVerifier(deps: DeviceTokenVerifierDeps): Device
       // The failure that started a rest was logged; the calls answered during the rest are not.
       if (!(error instanceof RedisRestingError))
         deps.logger.warn({ err: error }, "device token ledger in Redis failed");
-      return policy.mode === "budget" ? use(memory) : null;
+      if (policy.mode !== "budget") return null;
+      counted.ledger = memory;
+      return use(memory);
     }
+  }
+
+  /**
+   * The `refund` of a passing verdict: gives its use back to the ledger that counted it, keyed by
+   * the receipt, at most once. Never rejects: a refund the store cannot take (Redis down) leaves the
+   * use counted, which refuses too much, never too little.
+   */
+  function refundOf(
+    projectId: string,
+    digest: string,
+    counted: { ledger: DeviceTokenLedger },
+    receipt: DeviceTokenReceipt,
+  ): (() => Promise<void>) | undefined {
+    const { stamp } = receipt;
+    if (stamp === undefined) return undefined;
+    const { ledger } = counted;
+    let done = false;
+    return async () => {
+      if (done) return;
+      done = true;
+      try {
+        await ledger.release(projectId, digest, stamp);
+      } catch (error) {
+        if (!(error instanceof RedisRestingError))
+          deps.logger.warn({ err: error }, "device token ledger could not give back a refused request's use");
+      }
+    };
   }
 
   return {
@@ -99,9 +134,13 @@ export function createDeviceTokenVerifier(deps: DeviceTokenVerifierDeps): Device
               ttlMs: config.deviceTokenTtlSeconds * 1000,
               maxRequests: config.deviceTokenBudget,
             };
-      const seen = await withLedger(policy, (ledger) => ledger.check(project.id, digest, policy));
+      const counted = { ledger: memory };
+      const receipt: DeviceTokenReceipt = {};
+      const seen = await withLedger(policy, counted, (ledger) =>
+        ledger.check(project.id, digest, policy, receipt),
+      );
       if (seen === null) return unavailable("the device token store is unavailable");
-      if (seen === "cached-ok") return { kind: "ok", digest };
+      if (seen === "cached-ok") return passed(digest, refundOf(project.id, digest, counted, receipt));
       if (seen === "budget-exhausted")
         return { kind: "invalid", reason: "this device token has used up its request budget; get a new one" };
       if (seen === "replayed")
@@ -145,9 +184,11 @@ export function createDeviceTokenVerifier(deps: DeviceTokenVerifierDeps): Device
             (verdict.reason !== "misconfigured" && verdict.reason !== "resting"),
         };
       }
-      const remembered = await withLedger(policy, (ledger) => ledger.remember(project.id, digest, policy));
+      const remembered = await withLedger(policy, counted, (ledger) =>
+        ledger.remember(project.id, digest, policy, receipt),
+      );
       if (remembered === null) return unavailable("the device token store is unavailable");
-      if (remembered === "accepted") return { kind: "ok", digest };
+      if (remembered === "accepted") return passed(digest, refundOf(project.id, digest, counted, receipt));
       return {
         kind: "invalid",
         reason:
@@ -157,6 +198,10 @@ export function createDeviceTokenVerifier(deps: DeviceTokenVerifierDeps): Device
       };
     },
   };
+}
+
+function passed(digest: string, refund: (() => Promise<void>) | undefined): DeviceVerdict {
+  return refund ? { kind: "ok", digest, refund } : { kind: "ok", digest };
 }
 
 function unavailable(reason: string): DeviceVerdict {

@@ -55,6 +55,79 @@ describe("admission", () => {
     ]);
   });
 
+  describe("a device token's use", () => {
+    const project = {
+      id: "prj_1",
+      rateLimits: { perMinute: null, devicePerMinute: null },
+      monthlySpendCapUsd: null,
+    };
+    const decision = (allowed: boolean): RateLimitDecision => ({
+      allowed,
+      limit: 1,
+      remaining: 0,
+      resetSeconds: 60,
+      name: "project",
+      windowSeconds: 60,
+    });
+    const context = () =>
+      ({
+        request: { headers: {}, rawHeaders: [], socket: { destroyed: false } } as unknown as IncomingMessage,
+        response: { setHeader: () => {} } as unknown as ServerResponse,
+        params: {},
+        requestId: "req_1",
+        startedAt: performance.now(),
+        clientIp: "192.0.2.1",
+        path: "/v1/text",
+        query: "",
+        writesOwnHeaders: true,
+        corsHeaders: null,
+      }) satisfies RequestContext;
+    function admission(allowed: boolean, refundDeviceToken?: () => Promise<void>) {
+      return createAdmission({
+        authenticate: (): AuthResult => ({
+          ok: true,
+          method: refundDeviceToken ? "bearer-device-check" : "bearer-test-key",
+          project: project as unknown as Project,
+          keyId: "key_1",
+          provider: "provider-a",
+          providerKey: "sk-real",
+          deviceDigest: refundDeviceToken ? "digest" : null,
+          ...(refundDeviceToken ? { refundDeviceToken } : {}),
+        }),
+        limiter: { consumeAll: () => [decision(allowed)] } as unknown as RateLimiter,
+        spend: { add: vi.fn() } as unknown as SpendGuard,
+        recorder: { record: () => {} } as unknown as UsageRecorder,
+        metrics: createMetrics({ collectDefaults: false }),
+        now: () => new Date("2026-11-23T12:00:00Z"),
+        defaults: { projectPerMinute: 60, devicePerMinute: 60, ipPerMinute: 60 },
+      });
+    }
+    const options = { endpoint: "text", projectId: "prj_1", provider: "provider-a" } as const;
+
+    it("is given back, once and before the refusal is answered, when the limits refuse the request", async () => {
+      let refunded = 0;
+      const refund = vi.fn(async () => {
+        await new Promise((resolve) => setTimeout(resolve, 5));
+        refunded++;
+      });
+      const refusal = admission(false, refund)(context(), options);
+      await expect(refusal).rejects.toMatchObject({ status: 429 });
+      expect(refund).toHaveBeenCalledTimes(1);
+      expect(refunded).toBe(1);
+    });
+
+    it("is kept by an admitted request, which is answered without a promise", () => {
+      const refund = vi.fn(async () => {});
+      const call = admission(true, refund)(context(), options);
+      expect(call).not.toBeInstanceOf(Promise);
+      expect(refund).not.toHaveBeenCalled();
+    });
+
+    it("leaves a test key's refusal synchronous: nothing to give back", () => {
+      expect(() => admission(false)(context(), options)).toThrow(GatewayError);
+    });
+  });
+
   describe("a background run's row", () => {
     const project = {
       id: "prj_1",

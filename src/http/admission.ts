@@ -269,9 +269,22 @@ export function createAdmission(deps: AdmissionDeps) {
     }
     deps.metrics.countAuthResult(auth.method, "ok");
     const base = { projectId: auth.project.id, keyId: auth.keyId, method: auth.method };
-    const refuse = (error: unknown): never => {
+    /**
+     * A request refused here was not admitted: a DeviceCheck token gives back the use authentication
+     * counted (its budget, or its single-use mark), before the answer goes out so that a retry after
+     * `Retry-After` finds it. A single-use token is still admitted at most once: the refund runs only
+     * for this request, which was not admitted, and only once; any other request with the token
+     * while the mark was set was refused at authentication (a replay), and not refunded, so the mark
+     * is given back only when no request holding the token was admitted. Test keys have nothing to
+     * give back and keep the synchronous path.
+     */
+    const refuse = (error: unknown): Promise<never> => {
       write(base, failureReport(error, auth.provider, null));
-      throw error;
+      const refund = auth.refundDeviceToken;
+      if (!refund) throw error;
+      return refund().then(() => {
+        throw error;
+      });
     };
     const admitted = (decisions: readonly RateLimitDecision[]): AdmittedCall => {
       const limitHeaders = applyLimits(decisions);

@@ -1,0 +1,147 @@
+import { randomBytes } from "node:crypto";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { type FakeApple, generateAppleKeyPair, startFakeApple } from "../fakes/fake-apple.js";
+import { type FakeUpstream, startFakeUpstream } from "../fakes/fake-upstream.js";
+import { redisAvailable, redisUrl } from "../support/services.js";
+import {
+  adminToken,
+  createTestProject,
+  startTestGateway,
+  type TestGateway,
+} from "../support/test-gateway.js";
+
+const teamId = "TEAM123456";
+const keyId = "KEY1234567";
+/** An address of this run's own: with Redis the throttle and the limits are shared between runs. */
+const address = (n: number) => `198.51.${randomBytes(1)[0]}.${n}`;
+const token = (name: string) => Buffer.from(`${name}-${randomBytes(12).toString("hex")}`).toString("base64");
+
+/**
+ * A request refused after authentication (rate limits 429, spend cap 403) gives its device token's
+ * use back: a client that waits out Retry-After and retries with the same token is admitted, and a
+ * token's budget counts admitted requests only (audit: limits, defect 1).
+ */
+describe.each([
+  { engine: "memory", redis: false },
+  { engine: "redis", redis: true },
+])("device tokens of refused requests ($engine ledger)", ({ redis }) => {
+  let fake: FakeUpstream;
+  let apple: FakeApple;
+  let sluice: TestGateway;
+  const keys = generateAppleKeyPair();
+  const skip = redis && !redisAvailable;
+
+  beforeAll(async () => {
+    if (skip) return;
+    fake = await startFakeUpstream();
+    apple = await startFakeApple({ label: "production" });
+    apple.registerKey(keyId, { teamId, publicKeyPem: keys.publicKeyPem });
+    sluice = await startTestGateway({
+      providerABaseUrl: `${fake.url}/a/v1`,
+      deviceCheckProductionUrl: apple.url,
+      deviceTokenBudget: 3,
+      authFailureLimit: 2,
+      trustProxy: ["127.0.0.1"],
+      ...(redis ? { redisUrl } : {}),
+    });
+  });
+  afterAll(async () => {
+    if (skip) return;
+    await sluice.close();
+    await apple.close();
+    await fake.close();
+  });
+
+  const project = (tokenMode: "single-use" | "cached", fields: Record<string, unknown> = {}) =>
+    createTestProject(sluice.gateway, {
+      testMode: false,
+      rateLimits: { perMinute: 1 },
+      deviceCheck: {
+        enabled: true,
+        teamId,
+        keyId,
+        privateKey: keys.privateKeyPem,
+        environment: "production",
+        tokenMode,
+      },
+      ...fields,
+    });
+  const call = async (projectId: string, partial: string, deviceToken: string, ip: string) => {
+    const r = await fetch(`${sluice.url}/v1/provider-a/${projectId}/chat/completions`, {
+      method: "POST",
+      headers: {
+        authorization: `Bearer ${partial}.${deviceToken}`,
+        "content-type": "application/json",
+        "x-forwarded-for": ip,
+      },
+      body: JSON.stringify({ model: "gpt-4o-mini", messages: [] }),
+    });
+    return { status: r.status, retryAfter: r.headers.get("retry-after"), body: await r.text() };
+  };
+  /** The admin raises the limit: as if the window had ended (ADR 0008: applies at once). */
+  const raise = (projectId: string, fields: Record<string, unknown>) =>
+    fetch(`${sluice.url}/admin/v1/projects/${projectId}`, {
+      method: "PATCH",
+      headers: { authorization: `Bearer ${adminToken}`, "content-type": "application/json" },
+      body: JSON.stringify(fields),
+    });
+
+  it.skipIf(skip)("single-use: a token refused 429 is admitted after Retry-After, once only", async () => {
+    const p = await project("single-use");
+    const partial = p.partialKeys["provider-a"];
+    const [first, second] = [token("single-use-first"), token("single-use-second")];
+    apple.registerValidToken(first);
+    apple.registerValidToken(second);
+    const ip = address(50);
+    expect((await call(p.projectId, partial, first, ip)).status).toBe(200);
+    const refused = await call(p.projectId, partial, second, ip);
+    expect(refused.status).toBe(429);
+    expect(Number(refused.retryAfter)).toBeGreaterThan(0);
+    expect((await raise(p.projectId, { rateLimits: { perMinute: 10 } })).status).toBe(200);
+    const retried = await call(p.projectId, partial, second, ip);
+    expect(retried.status).toBe(200);
+    // Admitted once: the next use is a replay.
+    const replay = await call(p.projectId, partial, second, ip);
+    expect(replay.status).toBe(401);
+    expect(replay.body).toContain("already used");
+    expect((await call(p.projectId, partial, first, address(51))).status).toBe(401);
+  });
+
+  it.skipIf(skip)("budget: refused requests do not use up the token's budget", async () => {
+    const p = await project("cached");
+    const partial = p.partialKeys["provider-a"];
+    const deviceToken = token("budget-token");
+    apple.registerValidToken(deviceToken);
+    const ip = address(52);
+    const statuses = [];
+    for (let i = 0; i < 3; i++) statuses.push((await call(p.projectId, partial, deviceToken, ip)).status);
+    expect(statuses).toEqual([200, 429, 429]);
+    expect((await raise(p.projectId, { rateLimits: { perMinute: 10 } })).status).toBe(200);
+    const after = [];
+    for (let i = 0; i < 3; i++) {
+      const r = await call(p.projectId, partial, deviceToken, ip);
+      after.push(r.status === 401 ? `401 ${r.body.includes("used up its request budget")}` : `${r.status}`);
+    }
+    // Admitted once; a budget of 3 leaves two more, then the budget is spent.
+    expect(after).toEqual(["200", "200", "401 true"]);
+  });
+
+  it.skipIf(skip)(
+    "single-use: a token the spend cap refused (403) is admitted once the cap is raised",
+    async () => {
+      fake.setUsage({ input: 1_000_000, output: 1_000_000, cached: 0, reasoning: 0 });
+      const p = await project("single-use", { rateLimits: { perMinute: 100 }, monthlySpendCapUsd: 0.01 });
+      const partial = p.partialKeys["provider-a"];
+      const [first, second] = [token("cap-first"), token("cap-second")];
+      apple.registerValidToken(first);
+      apple.registerValidToken(second);
+      const ip = address(53);
+      expect((await call(p.projectId, partial, first, ip)).status).toBe(200);
+      // The first call's cost is over the cap: the second token's request is refused.
+      expect((await call(p.projectId, partial, second, ip)).status).toBe(403);
+      expect((await raise(p.projectId, { monthlySpendCapUsd: 1_000 })).status).toBe(200);
+      expect((await call(p.projectId, partial, second, ip)).status).toBe(200);
+      expect((await call(p.projectId, partial, second, ip)).status).toBe(401);
+    },
+  );
+});
