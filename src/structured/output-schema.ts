@@ -370,3 +370,37 @@ function nonFiniteNumbers(root: unknown, errors: string[]): void {
     }
   }
 }
+
+/**
+ * The schema as handed to the AI SDK: `nullable: true` written as a type that takes null
+ * (`{"type": "string", "nullable": true}` becomes `{"type": ["string", "null"]}`), the form every
+ * provider's converter carries over. Providers B's and C's converters drop `nullable` itself, so the model
+ * could never answer null where the schema (and Ajv, which validates the answer) allows it.
+ * Values (`default`, `const`, `enum`) are copied as they are; the project's schema is not changed.
+ */
+export function schemaForProvider(schema: Record<string, unknown>): Record<string, unknown> {
+  return rewriteNullable(schema) as Record<string, unknown>;
+}
+
+const subschemaMaps = new Set(["properties", "$defs", "definitions"]);
+const subschemas = new Set(["items", "additionalProperties"]);
+
+function rewriteNullable(node: unknown): unknown {
+  if (typeof node !== "object" || node === null || Array.isArray(node)) return node;
+  const out: Record<string, unknown> = {};
+  for (const [key, value] of Object.entries(node)) {
+    if (subschemaMaps.has(key) && typeof value === "object" && value !== null && !Array.isArray(value)) {
+      out[key] = Object.fromEntries(
+        Object.entries(value).map(([name, child]) => [name, rewriteNullable(child)]),
+      );
+    } else if (subschemas.has(key)) out[key] = rewriteNullable(value);
+    else if (key === "anyOf" && Array.isArray(value)) out[key] = value.map(rewriteNullable);
+    else if (key !== "nullable") out[key] = value;
+  }
+  // Ajv takes `nullable` only beside `type` (the schema does not compile otherwise), and an `enum`
+  // still has to list null: the type is what changes.
+  if ((node as Record<string, unknown>).nullable !== true) return out;
+  if (typeof out.type === "string" && out.type !== "null") out.type = [out.type, "null"];
+  else if (Array.isArray(out.type) && !out.type.includes("null")) out.type = [...out.type, "null"];
+  return out;
+}

@@ -443,6 +443,39 @@ describe("structured analysis", () => {
     },
   );
 
+  // Before, providers B's and C's converters dropped `nullable`: the model could never answer null.
+  it.each(["provider-a", "provider-b", "provider-c"] as const)(
+    "sends %s a `nullable: true` property as one that takes null, and a null answer passes",
+    async (provider) => {
+      const outputSchema = {
+        type: "object",
+        properties: {
+          dueDate: { type: "string", nullable: true, description: "null when the text names none" },
+          kind: { type: "string", enum: ["a", "b", null], nullable: true },
+        },
+        required: ["dueDate", "kind"],
+      };
+      const project = await createTestProject(sluice.gateway, { provider, outputSchema });
+      fake.setStructuredOutput({ dueDate: null, kind: null });
+      const response = await post(`/v1/text/${project.projectId}`, project, { text: "x" }, {}, provider);
+      expect(response.status).toBe(200);
+      expect(await response.json()).toEqual({ dueDate: null, kind: null });
+      const body = fake.last()!.json as Record<string, any>;
+      const sent =
+        provider === "provider-a"
+          ? body.response_format?.json_schema?.schema
+          : provider === "provider-b"
+            ? (body.output_config?.format?.schema ?? body.tools?.[0]?.input_schema)
+            : body.generationConfig?.responseSchema;
+      const takesNull = (property: Record<string, any>) =>
+        property.nullable === true ||
+        (Array.isArray(property.type) && property.type.includes("null")) ||
+        (Array.isArray(property.anyOf) && property.anyOf.some((branch: any) => branch.type === "null"));
+      expect(takesNull(sent.properties.dueDate), JSON.stringify(sent)).toBe(true);
+      expect(takesNull(sent.properties.kind), JSON.stringify(sent)).toBe(true);
+    },
+  );
+
   it("answers a recursive schema on provider B through the AI SDK's JSON-tool fallback", async () => {
     const outputSchema = {
       type: "object",
