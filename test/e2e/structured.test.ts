@@ -460,17 +460,19 @@ describe("structured analysis", () => {
       const response = await post(`/v1/text/${project.projectId}`, project, { text: "x" }, {}, provider);
       expect(response.status).toBe(200);
       expect(await response.json()).toEqual({ dueDate: null, kind: null });
-      const body = fake.last()!.json as Record<string, any>;
+      // biome-ignore lint/suspicious/noExplicitAny: each provider's request body, read by its own path
+      type Json = any;
+      const body = fake.last()!.json as Json;
       const sent =
         provider === "provider-a"
           ? body.response_format?.json_schema?.schema
           : provider === "provider-b"
             ? (body.output_config?.format?.schema ?? body.tools?.[0]?.input_schema)
             : body.generationConfig?.responseSchema;
-      const takesNull = (property: Record<string, any>) =>
+      const takesNull = (property: Json) =>
         property.nullable === true ||
         (Array.isArray(property.type) && property.type.includes("null")) ||
-        (Array.isArray(property.anyOf) && property.anyOf.some((branch: any) => branch.type === "null"));
+        (Array.isArray(property.anyOf) && property.anyOf.some((branch: Json) => branch.type === "null"));
       expect(takesNull(sent.properties.dueDate), JSON.stringify(sent)).toBe(true);
       expect(takesNull(sent.properties.kind), JSON.stringify(sent)).toBe(true);
     },
