@@ -2,7 +2,7 @@ import { GatewayError } from "../errors.js";
 import type { Project } from "../storage/project-repository.js";
 import { catalogueProviderOf, findModel } from "../usage/model-catalogue.js";
 import type { CreateProjectInput, UpdateProjectInput } from "./project-input.js";
-import { checkProjectValues, type FieldName, sameName } from "./project-values.js";
+import { assertOutputSchema, checkProjectValues, type FieldName, sameName } from "./project-values.js";
 
 /**
  * A project's rules across its fields (a vault needs a team id, DeviceCheck needs its ids and key,
@@ -92,6 +92,11 @@ export function applyChanges(
     next.rateLimits.devicePerMinute = changes.rateLimits.devicePerMinute;
   // Its values (model, output schema, DeviceCheck key) were checked by checkProjectValues.
   if (changes.outputSchema !== undefined) next.outputSchema = changes.outputSchema;
+  // The provider's own rules (provider C refuses some schemas on every call), where the schema and
+  // the provider meet: a change to either. Not otherwise, so a project stored before this rule keeps
+  // taking updates; its calls answer 422 before any provider call (structured-routes.ts).
+  if (next.outputSchema && (changes.outputSchema || next.provider !== current.provider))
+    assertOutputSchema(next.outputSchema, next.provider);
   // Checked only when the pair changes, so a project stored before this rule keeps taking updates.
   if (next.provider !== current.provider || next.model !== current.model) assertModelOfProvider(next);
   applyDeviceCheck(next, changes.deviceCheck, seal, fieldName);

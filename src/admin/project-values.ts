@@ -1,5 +1,6 @@
 import { createPrivateKey } from "node:crypto";
 import { GatewayError } from "../errors.js";
+import type { ProviderId } from "../providers/provider-id.js";
 import { checkOutputSchema } from "../structured/output-schema.js";
 import { requireModelName, type UpdateProjectInput, type UsageQueryInput } from "./project-input.js";
 
@@ -18,15 +19,26 @@ export const sameName: FieldName = (path) => path;
  */
 export function checkProjectValues(fields: UpdateProjectInput, fieldName: FieldName): void {
   requireModelName(fields.model, fieldName("model"));
-  if (fields.outputSchema) {
-    const problems = checkOutputSchema(fields.outputSchema);
-    if (problems.length > 0)
-      throw new GatewayError("VALIDATION_ERROR", `The output schema is invalid: ${problems.join("; ")}`, {
-        details: { problems },
-      });
-  }
+  if (fields.outputSchema) assertOutputSchema(fields.outputSchema);
   const privateKey = fields.deviceCheck?.privateKey;
   if (typeof privateKey === "string") assertP256PrivateKey(privateKey, fieldName);
+}
+
+/**
+ * 422 with every reason the output schema cannot be used; with a provider, by that provider's
+ * structured-output rules too (provider C refuses some schemas on every call).
+ */
+export function assertOutputSchema(schema: Record<string, unknown>, provider?: ProviderId): void {
+  const problems = checkOutputSchema(schema, provider);
+  if (problems.length === 0) return;
+  const forProvider = provider ? ` for ${provider}` : "";
+  throw new GatewayError(
+    "VALIDATION_ERROR",
+    `The output schema is invalid${forProvider}: ${problems.join("; ")}`,
+    {
+      details: provider ? { problems, provider } : { problems },
+    },
+  );
 }
 
 function assertP256PrivateKey(pem: string, fieldName: FieldName): void {

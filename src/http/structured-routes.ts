@@ -58,7 +58,7 @@ async function handle(deps: StructuredRouteDeps, kind: AnalysisKind, context: Re
         `\`${fieldOf[kind]}\` is required and must be a non-empty string`,
       );
     }
-    const schema = usableSchema(call.project);
+    const schema = usableSchema(call.project, call.provider);
     const input = await parseInput(deps, kind, value, call.provider, client.signal);
     model = chooseModel(call.project, call.provider, kind);
     const result = await analyze(deps.models, {
@@ -93,20 +93,23 @@ async function handle(deps: StructuredRouteDeps, kind: AnalysisKind, context: Re
   }
 }
 
-/** The project's output schema, checked again before use (422 when missing or invalid). */
-function usableSchema(project: Project): Record<string, unknown> {
+/**
+ * The project's output schema, checked again before use with the provider's rules (422 when missing
+ * or invalid, also for a schema saved before a rule: never the provider's 502 on every call).
+ */
+function usableSchema(project: Project, provider: ProviderId): Record<string, unknown> {
   if (!project.outputSchema) {
     throw new GatewayError(
       "VALIDATION_ERROR",
       "This project has no output schema; an admin must set one before structured analysis can run",
     );
   }
-  const problems = checkOutputSchema(project.outputSchema);
+  const problems = checkOutputSchema(project.outputSchema, provider);
   if (problems.length > 0) {
     throw new GatewayError(
       "VALIDATION_ERROR",
-      `The project's output schema is invalid: ${problems.join("; ")}`,
-      { details: { problems } },
+      `The project's output schema is invalid for ${provider}: ${problems.join("; ")}`,
+      { details: { problems, provider } },
     );
   }
   return project.outputSchema;

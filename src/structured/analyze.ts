@@ -5,7 +5,7 @@ import type { ProviderId } from "../providers/provider-id.js";
 import { apiCallFailure, isProviderTimeout, responseTooLargeFailure } from "../providers/sdk-call-failure.js";
 import { emptyUsage, type TokenUsage, tokenCount } from "../usage/token-usage.js";
 import type { AnalysisKind } from "./model-choice.js";
-import { validateAgainstSchema } from "./output-schema.js";
+import { schemaForProvider, validateAgainstSchema } from "./output-schema.js";
 
 export type AnalysisInput =
   | { kind: "text"; text: string }
@@ -58,10 +58,13 @@ export async function analyze(models: AiSdkModels, request: AnalysisRequest): Pr
   const signal = request.signal ? AbortSignal.any([timeout, request.signal]) : timeout;
   let usage: TokenUsage = emptyUsage();
   let modelUsed = request.model;
+  // What the provider is sent (`nullable` as a type that takes null); answers are validated against
+  // the project's schema itself.
+  const sentSchema = schemaForProvider(request.schema);
   for (let attempt = 1; attempt <= 2; attempt++) {
     let outcome: AttemptOutcome;
     try {
-      outcome = await attemptOnce(ai, model, request.schema, messages, signal, request.provider);
+      outcome = await attemptOnce(ai, model, sentSchema, messages, signal, request.provider);
     } catch (error) {
       // The repair failed at the provider: the first attempt was billed all the same.
       if (attempt === 1 || !(error instanceof GatewayError)) throw error;

@@ -183,3 +183,103 @@ describe("the compiled-validator cache", () => {
     ]);
   });
 });
+
+/**
+ * Schemas the Gemini API refuses on every call (400 INVALID_ARGUMENT, Sluice's 502) once the AI
+ * SDK's Google converter has sent them: provider C's rules refuse them when saved and before use.
+ * Providers A and B take them (maps and free-form objects work there).
+ */
+describe("checkOutputSchema with provider C's rules", () => {
+  const object = (properties: Record<string, unknown>, extra: Record<string, unknown> = {}) => ({
+    type: "object",
+    properties,
+    ...extra,
+  });
+  const refusedByProviderC: Array<[string, Record<string, unknown>, string]> = [
+    [
+      "a string format email",
+      object({ contact: { type: "string", format: "email" } }),
+      "#/properties/contact/format",
+    ],
+    ["a string format date", object({ due: { type: "string", format: "date" } }), "#/properties/due/format"],
+    [
+      "a string format uuid",
+      object({ id: { type: ["string", "null"], format: "uuid" } }),
+      "#/properties/id/format",
+    ],
+    ["an integer enum", object({ stars: { type: "integer", enum: [1, 2, 3] } }), "#/properties/stars/enum"],
+    ["a boolean enum", object({ ok: { enum: [true, false] } }), "#/properties/ok/enum"],
+    ["a numeric const", object({ version: { const: 2 } }), "#/properties/version/const"],
+    [
+      "a map",
+      object({ scores: { type: "object", additionalProperties: { type: "number" } } }),
+      "#/properties/scores:",
+    ],
+    ["a free-form nested object", object({ meta: { type: "object" } }), "#/properties/meta:"],
+    [
+      "a free-form object in an array",
+      object({ list: { type: "array", items: { type: "object" } } }),
+      "#/properties/list/items:",
+    ],
+    ["a map at the root", { type: "object", additionalProperties: { type: "string" } }, "#:"],
+    ["an open root without properties", { type: "object", additionalProperties: true }, "#:"],
+    [
+      "a required name without a property",
+      object({ a: { type: "string" } }, { required: ["a", "b"] }),
+      "#/required/1:",
+    ],
+    [
+      "a map's required key",
+      { type: "object", properties: { m: { type: "object", additionalProperties: {}, required: ["k"] } } },
+      "#/properties/m/required/0:",
+    ],
+  ];
+
+  it.each(refusedByProviderC)("refuses %s for provider C, naming its path", (_name, schema, path) => {
+    const problems = checkOutputSchema(schema, "provider-c");
+    expect(problems.length).toBeGreaterThan(0);
+    expect(problems.some((problem) => problem.startsWith(path))).toBe(true);
+  });
+
+  it.each(refusedByProviderC)("takes %s for providers A and B, and with no provider", (_name, schema) => {
+    expect(checkOutputSchema(schema)).toEqual([]);
+    expect(checkOutputSchema(schema, "provider-a")).toEqual([]);
+    expect(checkOutputSchema(schema, "provider-b")).toEqual([]);
+  });
+
+  it.each([
+    ["a date-time", object({ at: { type: "string", format: "date-time" } })],
+    ["Gemini's own enum format", object({ kind: { type: "string", format: "enum", enum: ["a", "b"] } })],
+    [
+      "number formats",
+      object({ n: { type: "number", format: "double" }, i: { type: "integer", format: "int64" } }),
+    ],
+    ["a string enum with null", object({ kind: { type: ["string", "null"], enum: ["a", null] } })],
+    ["a string const", object({ kind: { const: "fixed" } })],
+    ["a free-form root (sent as no schema: plain JSON mode)", { type: "object" }],
+    [
+      "a nested object with properties",
+      object({ o: { type: "object", properties: { x: { type: "string" } }, required: ["x"] } }),
+    ],
+    [
+      "a $ref to an object",
+      {
+        type: "object",
+        $defs: { p: object({ x: { type: "string" } }) },
+        properties: { p: { $ref: "#/$defs/p" } },
+      },
+    ],
+  ])("takes %s for provider C", (_name, schema) => {
+    expect(checkOutputSchema(schema, "provider-c")).toEqual([]);
+  });
+
+  // No answer can have a property it requires while additionalProperties forbids it: the schema can
+  // never be met, whatever the provider.
+  it("refuses, for every provider, a required name a closed object does not define", () => {
+    const schema = object({ a: { type: "string" } }, { required: ["a", "b"], additionalProperties: false });
+    for (const provider of [undefined, "provider-a", "provider-b", "provider-c"] as const)
+      expect(checkOutputSchema(schema, provider)).toEqual([
+        expect.stringContaining('#/required/1: "b" is not among the properties'),
+      ]);
+  });
+});

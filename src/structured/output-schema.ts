@@ -1,4 +1,5 @@
 import { Ajv, type ValidateFunction } from "ajv";
+import type { ProviderId } from "../providers/provider-id.js";
 
 /**
  * The project's output schema: a JSON Schema object restricted to the subset that the three
@@ -63,8 +64,23 @@ let previous: Generation | null = null;
 /** By the schema's JSON, least recently used first (a hit moves its entry to the end). */
 const compiled = new Map<string, { validate: ValidateFunction; generation: Generation }>();
 
-/** Every reason the schema cannot be used; empty when it can. */
-export function checkOutputSchema(schema: unknown): string[] {
+/**
+ * The `format` values provider C's structured output (the Gemini API's responseSchema) takes, by
+ * type; it refuses any other with 400 INVALID_ARGUMENT on every call. The AI SDK passes `format`
+ * through unchanged.
+ */
+const providerCFormats: Record<string, readonly string[]> = {
+  string: ["date-time", "enum"],
+  number: ["float", "double"],
+  integer: ["int32", "int64"],
+};
+
+/**
+ * Every reason the schema cannot be used; empty when it can. With a provider, that provider's
+ * structured-output rules are checked too (provider C's, which its API would otherwise refuse on
+ * every call, as a 502): a project's schema is checked with its provider wherever the two meet.
+ */
+export function checkOutputSchema(schema: unknown, provider?: ProviderId): string[] {
   if (typeof schema !== "object" || schema === null || Array.isArray(schema)) {
     return ["the output schema must be a JSON object"];
   }
@@ -75,7 +91,7 @@ export function checkOutputSchema(schema: unknown): string[] {
     problems.push('the root of the output schema must have "type": "object"');
   if (JSON.stringify(schema).length > maxSchemaBytes)
     problems.push(`the output schema must be under ${maxSchemaBytes} bytes`);
-  walk(schema, "#", 0, problems);
+  walk(schema, "#", 0, problems, provider);
   if (problems.length === 0) problems.push(...referenceLoops(schema));
   if (problems.length === 0) {
     try {
@@ -147,7 +163,13 @@ function refTarget(root: object, node: unknown): unknown {
   return target;
 }
 
-function walk(node: unknown, path: string, depth: number, problems: string[]): void {
+function walk(
+  node: unknown,
+  path: string,
+  depth: number,
+  problems: string[],
+  provider: ProviderId | undefined,
+): void {
   if (typeof node !== "object" || node === null || Array.isArray(node)) {
     problems.push(`${path} must be a schema object`);
     return;
@@ -175,7 +197,7 @@ function walk(node: unknown, path: string, depth: number, problems: string[]): v
       problems.push(`${path}/properties must be an object`);
     } else {
       for (const [name, child] of Object.entries(record.properties))
-        walk(child, `${path}/properties/${name}`, depth + 1, problems);
+        walk(child, `${path}/properties/${name}`, depth + 1, problems, provider);
     }
   }
   if (
@@ -183,24 +205,95 @@ function walk(node: unknown, path: string, depth: number, problems: string[]): v
     (!Array.isArray(record.required) || record.required.some((name) => typeof name !== "string"))
   ) {
     problems.push(`${path}/required must be an array of property names`);
+  } else if (record.required !== undefined) {
+    requiredProperties(record, path, problems, provider);
   }
-  if (record.items !== undefined) walk(record.items, `${path}/items`, depth + 1, problems);
+  if (provider === "provider-c") providerCRules(record, types, path, depth, problems);
+  if (record.items !== undefined) walk(record.items, `${path}/items`, depth + 1, problems, provider);
   if (typeof record.additionalProperties === "object" && record.additionalProperties !== null) {
-    walk(record.additionalProperties, `${path}/additionalProperties`, depth + 1, problems);
+    walk(record.additionalProperties, `${path}/additionalProperties`, depth + 1, problems, provider);
   }
   if (record.anyOf !== undefined) {
     if (!Array.isArray(record.anyOf)) problems.push(`${path}/anyOf must be an array`);
     else {
       for (const [index, child] of record.anyOf.entries())
-        walk(child, `${path}/anyOf/${index}`, depth + 1, problems);
+        walk(child, `${path}/anyOf/${index}`, depth + 1, problems, provider);
     }
   }
   for (const definitions of ["$defs", "definitions"] as const) {
     const value = record[definitions];
     if (value !== undefined && typeof value === "object" && value !== null) {
       for (const [name, child] of Object.entries(value))
-        walk(child, `${path}/${definitions}/${name}`, depth + 1, problems);
+        walk(child, `${path}/${definitions}/${name}`, depth + 1, problems, provider);
     }
+  }
+}
+
+/**
+ * A `required` name that `properties` does not define. Where the object takes no other property
+ * (`additionalProperties: false`) no answer can hold it, so the schema can never be met: refused
+ * for every provider. An open object may require a key it leaves free (a map's key), which JSON
+ * Schema allows and providers A and B take; provider C's API refuses every such name.
+ */
+function requiredProperties(
+  record: Record<string, unknown>,
+  path: string,
+  problems: string[],
+  provider: ProviderId | undefined,
+): void {
+  const properties =
+    typeof record.properties === "object" && record.properties !== null ? record.properties : {};
+  const closed = record.additionalProperties === false;
+  if (!closed && provider !== "provider-c") return;
+  for (const [index, name] of (record.required as string[]).entries()) {
+    if (Object.hasOwn(properties, name)) continue;
+    problems.push(
+      closed
+        ? `${path}/required/${index}: ${JSON.stringify(name)} is not among the properties and additionalProperties is false, so no answer can have it`
+        : `${path}/required/${index}: ${JSON.stringify(name)} is not among the properties (provider C requires a property for every required name)`,
+    );
+  }
+}
+
+/**
+ * What provider C's API refuses in a schema the AI SDK sends it as is (format, enum, objects), so
+ * a call would always be its 400 (Sluice's 502): a `format` it does not take; an `enum` or `const`
+ * of anything but strings (the SDK sends numbers and booleans as `format: "enum"` with their text,
+ * which the API takes for strings only); an object without `properties` (a map through
+ * `additionalProperties`, or a free-form object below the root: the SDK sends `{"type": "object"}`,
+ * which the API refuses). A free-form root is sent as no schema at all (plain JSON mode), so it stays.
+ */
+function providerCRules(
+  record: Record<string, unknown>,
+  types: unknown[],
+  path: string,
+  depth: number,
+  problems: string[],
+): void {
+  const named = types.filter((type): type is string => typeof type === "string" && type !== "null");
+  if (typeof record.format === "string") {
+    const formatTypes = named.length > 0 ? named : ["string"];
+    const allowed = formatTypes.flatMap((type) => providerCFormats[type] ?? []);
+    if (!allowed.includes(record.format))
+      problems.push(
+        `${path}/format: provider C takes no format ${JSON.stringify(record.format)} for ${formatTypes.join("/")}${allowed.length > 0 ? ` (only ${allowed.join(", ")})` : ""}`,
+      );
+  }
+  for (const keyword of ["enum", "const"] as const) {
+    if (record[keyword] === undefined) continue;
+    const values = keyword === "enum" && Array.isArray(record.enum) ? record.enum : [record[keyword]];
+    if (values.some((value) => value !== null && typeof value !== "string"))
+      problems.push(`${path}/${keyword}: provider C takes ${keyword} values that are strings only`);
+  }
+  if (named.includes("object") && record.$ref === undefined) {
+    const properties = record.properties;
+    const hasProperties =
+      typeof properties === "object" && properties !== null && Object.keys(properties).length > 0;
+    const freeFormRoot = depth === 0 && !record.additionalProperties;
+    if (!hasProperties && !freeFormRoot)
+      problems.push(
+        `${path}: provider C takes an object only with properties (no map through additionalProperties, no free-form object)`,
+      );
   }
 }
 
@@ -276,4 +369,38 @@ function nonFiniteNumbers(root: unknown, errors: string[]): void {
         pending.push([item, `${path}/${pointerToken(key)}`]);
     }
   }
+}
+
+/**
+ * The schema as handed to the AI SDK: `nullable: true` written as a type that takes null
+ * (`{"type": "string", "nullable": true}` becomes `{"type": ["string", "null"]}`), the form every
+ * provider's converter carries over. Providers B's and C's converters drop `nullable` itself, so the model
+ * could never answer null where the schema (and Ajv, which validates the answer) allows it.
+ * Values (`default`, `const`, `enum`) are copied as they are; the project's schema is not changed.
+ */
+export function schemaForProvider(schema: Record<string, unknown>): Record<string, unknown> {
+  return rewriteNullable(schema) as Record<string, unknown>;
+}
+
+const subschemaMaps = new Set(["properties", "$defs", "definitions"]);
+const subschemas = new Set(["items", "additionalProperties"]);
+
+function rewriteNullable(node: unknown): unknown {
+  if (typeof node !== "object" || node === null || Array.isArray(node)) return node;
+  const out: Record<string, unknown> = {};
+  for (const [key, value] of Object.entries(node)) {
+    if (subschemaMaps.has(key) && typeof value === "object" && value !== null && !Array.isArray(value)) {
+      out[key] = Object.fromEntries(
+        Object.entries(value).map(([name, child]) => [name, rewriteNullable(child)]),
+      );
+    } else if (subschemas.has(key)) out[key] = rewriteNullable(value);
+    else if (key === "anyOf" && Array.isArray(value)) out[key] = value.map(rewriteNullable);
+    else if (key !== "nullable") out[key] = value;
+  }
+  // Ajv takes `nullable` only beside `type` (the schema does not compile otherwise), and an `enum`
+  // still has to list null: the type is what changes.
+  if ((node as Record<string, unknown>).nullable !== true) return out;
+  if (typeof out.type === "string" && out.type !== "null") out.type = [out.type, "null"];
+  else if (Array.isArray(out.type) && !out.type.includes("null")) out.type = [...out.type, "null"];
+  return out;
 }

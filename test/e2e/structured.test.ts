@@ -364,7 +364,6 @@ describe("structured analysis", () => {
         properties: { root: { $ref: "#/$defs/node" } },
       },
     ],
-    ["an enum of mixed types", { type: "object", properties: { kind: { enum: [1, "two"] } } }],
   ])(
     "answers 422 when provider C's structured mode cannot take the schema (%s), without a provider call",
     async (_name, outputSchema) => {
@@ -378,6 +377,104 @@ describe("structured analysis", () => {
         error_code: "VALIDATION_ERROR",
         cost_usd: null,
       });
+    },
+  );
+
+  // Before, these were saved (201) and every call was the provider's 400, Sluice's 502.
+  const refusedByProviderC: Array<[string, Record<string, unknown>]> = [
+    [
+      "a string format email",
+      { type: "object", properties: { contact: { type: "string", format: "email" } } },
+    ],
+    ["an integer enum", { type: "object", properties: { stars: { type: "integer", enum: [1, 2, 3] } } }],
+    ["a numeric const", { type: "object", properties: { version: { const: 2 } } }],
+    ["an enum of mixed types", { type: "object", properties: { kind: { enum: [1, "two"] } } }],
+    [
+      "a map",
+      {
+        type: "object",
+        properties: { scores: { type: "object", additionalProperties: { type: "number" } } },
+      },
+    ],
+    ["a map at the root", { type: "object", additionalProperties: { type: "string" } }],
+    [
+      "a required name without a property",
+      { type: "object", properties: { a: { type: "string" } }, required: ["a", "b"] },
+    ],
+  ];
+
+  it.each(refusedByProviderC)(
+    "refuses %s for provider C when saved, and when the provider of a project holding it becomes C",
+    async (_name, outputSchema) => {
+      await expect(
+        sluice.gateway.admin.createProject({ name: "c", provider: "provider-c", outputSchema }),
+      ).rejects.toMatchObject({ code: "VALIDATION_ERROR", message: expect.stringContaining("provider-c") });
+      const onA = await createTestProject(sluice.gateway, { provider: "provider-a", outputSchema });
+      await expect(
+        sluice.gateway.admin.updateProject(onA.projectId, { provider: "provider-c" }),
+      ).rejects.toMatchObject({ code: "VALIDATION_ERROR" });
+      const onC = await createTestProject(sluice.gateway, { provider: "provider-c" });
+      await expect(sluice.gateway.admin.updateProject(onC.projectId, { outputSchema })).rejects.toMatchObject(
+        { code: "VALIDATION_ERROR" },
+      );
+    },
+  );
+
+  it.each(refusedByProviderC)(
+    "answers 422 for %s on a provider C project saved before the rule, without a provider call",
+    async (_name, outputSchema) => {
+      const project = await createTestProject(sluice.gateway, { provider: "provider-c" });
+      await sluice.gateway.database.db
+        .updateTable("projects")
+        .set({ output_schema: JSON.stringify(outputSchema) })
+        .where("id", "=", project.projectId)
+        .execute();
+      // Other changes still go through: the provider's rules run where the schema or provider change.
+      await sluice.gateway.admin.updateProject(project.projectId, { name: "renamed" });
+      const response = await post(`/v1/text/${project.projectId}`, project, { text: "x" }, {}, "provider-c");
+      const error = await expectError(response, 422, "VALIDATION_ERROR");
+      expect(error.message).toContain("provider-c");
+      expect(fake.requests).toHaveLength(0);
+      expect(await rowFor(response)).toMatchObject({
+        status: 422,
+        error_code: "VALIDATION_ERROR",
+        cost_usd: null,
+      });
+    },
+  );
+
+  // Before, providers B's and C's converters dropped `nullable`: the model could never answer null.
+  it.each(["provider-a", "provider-b", "provider-c"] as const)(
+    "sends %s a `nullable: true` property as one that takes null, and a null answer passes",
+    async (provider) => {
+      const outputSchema = {
+        type: "object",
+        properties: {
+          dueDate: { type: "string", nullable: true, description: "null when the text names none" },
+          kind: { type: "string", enum: ["a", "b", null], nullable: true },
+        },
+        required: ["dueDate", "kind"],
+      };
+      const project = await createTestProject(sluice.gateway, { provider, outputSchema });
+      fake.setStructuredOutput({ dueDate: null, kind: null });
+      const response = await post(`/v1/text/${project.projectId}`, project, { text: "x" }, {}, provider);
+      expect(response.status).toBe(200);
+      expect(await response.json()).toEqual({ dueDate: null, kind: null });
+      // biome-ignore lint/suspicious/noExplicitAny: each provider's request body, read by its own path
+      type Json = any;
+      const body = fake.last()!.json as Json;
+      const sent =
+        provider === "provider-a"
+          ? body.response_format?.json_schema?.schema
+          : provider === "provider-b"
+            ? (body.output_config?.format?.schema ?? body.tools?.[0]?.input_schema)
+            : body.generationConfig?.responseSchema;
+      const takesNull = (property: Json) =>
+        property.nullable === true ||
+        (Array.isArray(property.type) && property.type.includes("null")) ||
+        (Array.isArray(property.anyOf) && property.anyOf.some((branch: Json) => branch.type === "null"));
+      expect(takesNull(sent.properties.dueDate), JSON.stringify(sent)).toBe(true);
+      expect(takesNull(sent.properties.kind), JSON.stringify(sent)).toBe(true);
     },
   );
 
