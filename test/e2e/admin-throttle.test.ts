@@ -1,5 +1,5 @@
-import { connect } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { pipelinedStatuses } from "../support/pipelined.js";
 import {
   adminToken,
   createTestProject,
@@ -55,20 +55,7 @@ describe("wrong admin tokens in one burst", () => {
     let raw = "";
     for (let index = 0; index < guesses; index++)
       raw += `GET /admin/v1/projects HTTP/1.1\r\nhost: x\r\nauthorization: Bearer guess-${index}-aaaaaaaaaaaaaaaa\r\n\r\n`;
-    const socket = connect(Number(new URL(sluice.url).port), "127.0.0.1");
-    let received = "";
-    const answered = () => received.match(/HTTP\/1\.1 \d{3}/g) ?? [];
-    await new Promise<void>((resolve, reject) => {
-      socket.on("data", (chunk) => {
-        received += chunk;
-        if (answered().length >= guesses) resolve();
-      });
-      socket.on("error", reject);
-      socket.on("close", () => resolve());
-      socket.write(raw);
-    });
-    socket.destroy();
-    const statuses = answered();
+    const statuses = await pipelinedStatuses(sluice.url, raw, guesses);
     expect(statuses).toHaveLength(guesses);
     expect(statuses.filter((line) => line.endsWith("401")).length).toBeLessThanOrEqual(5);
     expect(statuses.filter((line) => line.endsWith("429")).length).toBeGreaterThanOrEqual(guesses - 5);

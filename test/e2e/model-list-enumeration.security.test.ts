@@ -1,5 +1,5 @@
-import { connect } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { pipelinedStatuses } from "../support/pipelined.js";
 import {
   createTestProject,
   startTestGateway,
@@ -60,20 +60,7 @@ describe("project-scoped model lists against project id enumeration", () => {
     let raw = "";
     for (let index = 0; index < burst; index++)
       raw += `GET /v1/provider-a/burst-${index}/models HTTP/1.1\r\nhost: x\r\nx-forwarded-for: ${address}\r\n\r\n`;
-    const socket = connect(Number(new URL(sluice.url).port), "127.0.0.1");
-    let received = "";
-    const answered = () => received.match(/HTTP\/1\.1 \d{3}/g) ?? [];
-    await new Promise<void>((resolve, reject) => {
-      socket.on("data", (chunk) => {
-        received += chunk;
-        if (answered().length >= burst) resolve();
-      });
-      socket.on("error", reject);
-      socket.on("close", () => resolve());
-      socket.write(raw);
-    });
-    socket.destroy();
-    const statuses = answered();
+    const statuses = await pipelinedStatuses(sluice.url, raw, burst);
     expect(statuses).toHaveLength(burst);
     expect(statuses.filter((line) => line.endsWith("404")).length).toBeLessThanOrEqual(3);
     expect(statuses.filter((line) => line.endsWith("429")).length).toBeGreaterThanOrEqual(burst - 3);
