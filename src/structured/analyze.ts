@@ -61,6 +61,7 @@ export async function analyze(models: AiSdkModels, request: AnalysisRequest): Pr
   // What the provider is sent (`nullable` as a type that takes null); answers are validated against
   // the project's schema itself.
   const sentSchema = schemaForProvider(request.schema);
+  let cut = false;
   for (let attempt = 1; attempt <= 2; attempt++) {
     let outcome: AttemptOutcome;
     try {
@@ -84,6 +85,16 @@ export async function analyze(models: AiSdkModels, request: AnalysisRequest): Pr
         };
       outcome.problems = check.errors;
     }
+    cut = outcome.cut === true;
+    if (cut) {
+      // Cut off at the output token limit: sending the cut text back would only be cut again.
+      messages.push({
+        role: "user",
+        content:
+          "Your answer was cut off at the output token limit. Answer again with a shorter JSON object that matches the JSON Schema.",
+      });
+      continue;
+    }
     // An empty answer is not sent back: provider B refuses a conversation with an empty text block.
     const answered = outcome.text?.trim() ? outcome.text : null;
     if (answered) messages.push({ role: "assistant", content: answered });
@@ -96,7 +107,9 @@ export async function analyze(models: AiSdkModels, request: AnalysisRequest): Pr
     ok: false,
     error: new GatewayError(
       "PROVIDER_ERROR",
-      "The model's output did not match the project's output schema, also after one repair attempt",
+      cut
+        ? "The model's output was cut off at its output token limit, also after one repair attempt"
+        : "The model's output did not match the project's output schema, also after one repair attempt",
       { details: { model: modelUsed, usage } },
     ),
     model: modelUsed,
@@ -105,6 +118,8 @@ export async function analyze(models: AiSdkModels, request: AnalysisRequest): Pr
 }
 
 interface AttemptOutcome {
+  /** The answer stopped at the output token limit (finish reason `length`). */
+  cut?: boolean;
   object?: unknown;
   text?: string;
   problems: string[];
@@ -141,6 +156,7 @@ async function attemptOnce(
   } catch (error) {
     if (ai.NoObjectGeneratedError.isInstance(error)) {
       return {
+        ...(error.finishReason === "length" ? { cut: true } : {}),
         text: error.text ?? "",
         problems: ["the answer is not valid JSON"],
         usage: usageOf(error.usage),

@@ -106,6 +106,20 @@ describe("checkOutputSchema nesting and references", () => {
   });
 });
 
+describe("validation problems, as the repair prompt gives them", () => {
+  it("name the extra key to drop and the values allowed", () => {
+    const schema = {
+      type: "object",
+      properties: { mood: { type: "string", enum: ["calm", "busy"] } },
+      additionalProperties: false,
+    };
+    expect(validateAgainstSchema(schema, { mood: "sleepy", extra: 1 }).errors).toEqual([
+      '/ must NOT have additional properties: "extra"',
+      '/mood must be equal to one of the allowed values: "calm", "busy"',
+    ]);
+  });
+});
+
 describe("the compiled-validator cache", () => {
   // Records every Ajv instance that compiles a schema, without keeping it alive.
   const originalCompile = Ajv.prototype.compile;

@@ -344,9 +344,22 @@ export function validateAgainstSchema(
   const validate = validatorFor(schema);
   if (!validate(value)) {
     for (const error of validate.errors ?? [])
-      errors.push(`${error.instancePath || "/"} ${error.message ?? "is invalid"}`);
+      errors.push(`${error.instancePath || "/"} ${error.message ?? "is invalid"}${detailOf(error.params)}`);
   }
   return { valid: errors.length === 0, errors };
+}
+
+/**
+ * What the repair needs beyond Ajv's message: the extra key to drop, or the values allowed (at most
+ * 200 characters of them).
+ */
+function detailOf(params: Record<string, unknown> | undefined): string {
+  if (typeof params?.additionalProperty === "string") return `: ${JSON.stringify(params.additionalProperty)}`;
+  if (Array.isArray(params?.allowedValues)) {
+    const allowed = params.allowedValues.map((value) => JSON.stringify(value)).join(", ");
+    return `: ${allowed.length > 200 ? `${allowed.slice(0, 200)}…` : allowed}`;
+  }
+  return "";
 }
 
 /**

@@ -215,6 +215,39 @@ describe("structured analysis", () => {
         expect(fake.requests).toHaveLength(2);
       });
 
+      // Provider A's chat answer says so with finish_reason "length".
+      if (provider === "provider-a")
+        it("asks again for a shorter answer when one is cut off at the token limit, and says so when the repair is too", async () => {
+          const cutAnswer = {
+            id: "chatcmpl-cut",
+            object: "chat.completion",
+            created: 1_700_000_000,
+            model: "gpt-4o-mini",
+            choices: [
+              {
+                index: 0,
+                message: { role: "assistant", content: '{"title": "A calm la' },
+                finish_reason: "length",
+              },
+            ],
+            usage: { prompt_tokens: 11, completion_tokens: 7, total_tokens: 18 },
+          };
+          fake.enqueueResponse({ status: 200, body: cutAnswer });
+          fake.enqueueResponse({ status: 200, body: cutAnswer });
+          const response = await post(
+            "/v1/text",
+            projects[provider],
+            { text: "x" },
+            { "x-project-id": projects[provider].projectId },
+          );
+          const error = await expectError(response, 502, "PROVIDER_ERROR");
+          expect(error.message).toMatch(/cut off at its output token limit/);
+          // The cut text is not sent back; the repair asks for a shorter answer.
+          const repair = fake.last()?.json as { messages: Array<{ role: string; content: unknown }> };
+          expect(JSON.stringify(repair.messages)).not.toContain("A calm la");
+          expect(JSON.stringify(repair.messages.at(-1))).toContain("cut off at the output token limit");
+        });
+
       it("records the model, tokens and cost of both attempts when the repair fails too", async () => {
         const project = projects[provider];
         const oneAttempt = await rowFor(await post(`/v1/text/${project.projectId}`, project, { text: "x" }));
