@@ -296,8 +296,11 @@ export function createAuthenticator(deps: AuthenticatorDeps) {
       }
       // Said only to a caller whose credentials passed: anyone else gets 401 and learns nothing of
       // the project's state.
-      if (project.disabled)
+      if (project.disabled) {
+        // Not admitted: a device token's use is given back, as for any refusal after it passed.
+        await attempt.refundDeviceToken?.();
         return failure(new GatewayError("FORBIDDEN", "This project is disabled"), project, attempt.method);
+      }
       return attempt;
     } finally {
       release?.();
@@ -426,10 +429,13 @@ export function createAuthenticator(deps: AuthenticatorDeps) {
     const key = await rebuildKey(project, partialKey, provider);
     if (key instanceof GatewayError && key.status === 401) return failure(key, project, method);
     const verdict = await deps.deviceTokens.verify(project, deviceToken);
-    if (verdict.kind === "ok")
-      return key instanceof GatewayError
-        ? failure(key, project, method)
-        : success(method, project, provider, key, verdict.digest, verdict.refund);
+    if (verdict.kind === "ok") {
+      if (!(key instanceof GatewayError))
+        return success(method, project, provider, key, verdict.digest, verdict.refund);
+      // A revoked key or another provider's (403): not admitted, so the token's use is given back.
+      await verdict.refund?.();
+      return failure(key, project, method);
+    }
     if (verdict.kind === "invalid")
       return failure(unauthorized(`the device token was refused: ${verdict.reason}`), project, method);
     if (verdict.askedApple) spent.apple = true;

@@ -107,6 +107,22 @@ describe.each([
     expect((await call(p.projectId, partial, first, address(51))).status).toBe(401);
   });
 
+  it.skipIf(skip)(
+    "single-use: a token refused 403 (the project disabled) is admitted once it is enabled",
+    async () => {
+      const p = await project("single-use", { rateLimits: { perMinute: 100 }, disabled: true });
+      const partial = p.partialKeys["provider-a"];
+      const deviceToken = token("disabled-project");
+      apple.registerValidToken(deviceToken);
+      const ip = address(54);
+      expect((await call(p.projectId, partial, deviceToken, ip)).status).toBe(403);
+      expect((await raise(p.projectId, { disabled: false })).status).toBe(200);
+      // Before, the token was used up by the refused request: 401 "already used".
+      expect((await call(p.projectId, partial, deviceToken, ip)).status).toBe(200);
+      expect((await call(p.projectId, partial, deviceToken, ip)).status).toBe(401);
+    },
+  );
+
   it.skipIf(skip)("budget: refused requests do not use up the token's budget", async () => {
     const p = await project("cached");
     const partial = p.partialKeys["provider-a"];
