@@ -1,13 +1,11 @@
 import type { GatewayError } from "../errors.js";
 import type { Logger } from "./logger.js";
+import { createSuppressionWindows, type SuppressionWindowsOptions } from "./suppression-windows.js";
 
-export interface ProviderFailureLogOptions {
-  /** One line per provider and error code per window; the others are counted (default 10 s). */
-  windowMs?: number;
-  now?: () => number;
-  /** Runs `close` when a window ends (default: an unref'd timer, so it never holds the process open). */
-  schedule?: (close: () => void, ms: number) => void;
-}
+/** `windowMs`: one line per provider and error code per window; the others are counted (default 10 s). */
+export type ProviderFailureLogOptions = Partial<
+  Pick<SuppressionWindowsOptions<unknown>, "windowMs" | "now" | "schedule">
+>;
 
 /** What one failure to reach a provider is logged with; no key, header or URL query. */
 export interface ProviderFailureFacts {
@@ -20,7 +18,7 @@ export interface ProviderFailureFacts {
   providerStatus?: number;
 }
 
-/** Throttles beyond this many keys are forgotten at once (codes come from Node, undici and the SDK). */
+/** Windows beyond this many close at once (codes come from Node, undici and the SDK). */
 const maxKeys = 200;
 
 /**
@@ -32,35 +30,19 @@ const maxKeys = 200;
  */
 export function createProviderFailureLog(logger: Logger, options: ProviderFailureLogOptions = {}) {
   const windowMs = options.windowMs ?? 10_000;
-  const now = options.now ?? Date.now;
-  const schedule = options.schedule ?? ((close, ms) => setTimeout(close, ms).unref());
-  type Window = { provider: string; code: string; startedAt: number; suppressed: number };
-  const windows = new Map<string, Window>();
-  // Closes this window only: a timer that outlived it (the map was cleared) leaves a newer one be.
-  const close = (key: string, window: Window): void => {
-    if (windows.get(key) !== window) return;
-    windows.delete(key);
-    const { provider, code, suppressed } = window;
-    if (suppressed > 0)
-      logger.warn({ provider, code, suppressed, windowMs }, "provider call failures suppressed");
-  };
+  const windows = createSuppressionWindows<{ provider: string; code: string }>({
+    windowMs,
+    maxKeys,
+    ...(options.now ? { now: options.now } : {}),
+    ...(options.schedule ? { schedule: options.schedule } : {}),
+    onSuppressed: ({ provider, code }, suppressed) =>
+      logger.warn({ provider, code, suppressed, windowMs }, "provider call failures suppressed"),
+  });
   return (error: GatewayError, requestId: string, route: string): void => {
     if (error.provider === undefined) return;
     const facts = providerFailureFacts(error.provider, error.cause);
-    const key = `${facts.provider} ${facts.code}`;
-    const at = now();
-    const current = windows.get(key);
-    if (current !== undefined && at - current.startedAt < windowMs) {
-      current.suppressed++;
+    if (!windows.open(`${facts.provider} ${facts.code}`, { provider: facts.provider, code: facts.code }))
       return;
-    }
-    // A window whose timer has not run yet (a late timer, a clock that jumped) is closed here.
-    if (current !== undefined) close(key, current);
-    // Past the bound every window closes now, writing what it left out, and the map starts afresh.
-    if (windows.size >= maxKeys) for (const [key, open] of windows) close(key, open);
-    const window: Window = { provider: facts.provider, code: facts.code, startedAt: at, suppressed: 0 };
-    windows.set(key, window);
-    schedule(() => close(key, window), windowMs);
     logger.warn({ ...facts, status: error.status, requestId, route }, "provider call failed");
   };
 }

@@ -1,5 +1,6 @@
 import type { Logger } from "../observability/logger.js";
 import type { Metrics } from "../observability/metrics.js";
+import { createSuppressionWindows } from "../observability/suppression-windows.js";
 import type { UsageRecorderDeps } from "./usage-recorder.js";
 
 /**
@@ -16,39 +17,21 @@ export function usageRecorderReports(
   // A full queue drops every request's row while the outage lasts: one line per row would drown
   // the log. The first drop is logged at once; the rest of its window are counted and logged when
   // it ends.
-  let window: { dropped: number } | null = null;
-  const droppedFromFullQueue = (count: number) => {
-    if (window !== null) {
-      window.dropped += count;
-      return;
-    }
-    logger.error({ count }, "usage queue full: usage rows dropped");
-    const current = { dropped: 0 };
-    window = current;
-    setTimeout(() => {
-      window = null;
-      if (current.dropped > 0)
-        logger.error(
-          { count: current.dropped, windowMs: dropWindowMs },
-          "usage queue full: more usage rows dropped",
-        );
-    }, dropWindowMs).unref();
-  };
+  const fullQueue = createSuppressionWindows<undefined>({
+    windowMs: dropWindowMs,
+    onSuppressed: (_, count) =>
+      logger.error({ count, windowMs: dropWindowMs }, "usage queue full: more usage rows dropped"),
+  });
   return {
     onQueueDepth: metrics.setUsageQueueDepth,
     onDropped: (count, reason) => {
       metrics.countUsageRowsDropped(count);
       if (reason === "shutdown") {
         // The full queue's last window is written now: its timer would not run before the exit.
-        if (window !== null && window.dropped > 0) {
-          logger.error(
-            { count: window.dropped, windowMs: dropWindowMs },
-            "usage queue full: more usage rows dropped",
-          );
-          window.dropped = 0;
-        }
+        fullQueue.flush();
         logger.error({ count }, "usage rows not written before shutdown: dropped");
-      } else droppedFromFullQueue(count);
+      } else if (fullQueue.open("queue-full", undefined, count))
+        logger.error({ count }, "usage queue full: usage rows dropped");
     },
     onRefused: (row, error) => {
       metrics.countUsageRowsDropped(1);
