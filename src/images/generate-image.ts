@@ -2,7 +2,12 @@ import { randomUUID } from "node:crypto";
 import { GatewayError } from "../errors.js";
 import type { AiSdkModels, SdkImageModel } from "../providers/ai-sdk-provider.js";
 import type { ProviderId } from "../providers/provider-id.js";
-import { apiCallFailure, isProviderTimeout, responseTooLargeFailure } from "../providers/sdk-call-failure.js";
+import {
+  apiCallFailure,
+  isProviderTimeout,
+  providerTimeout,
+  responseTooLargeFailure,
+} from "../providers/sdk-call-failure.js";
 import type { Project } from "../storage/project-repository.js";
 import { bareModelId, defaultModel, findModel } from "../usage/model-catalogue.js";
 import { imageCost } from "./image-cost.js";
@@ -256,12 +261,7 @@ function describeWarning(warning: unknown): string {
 }
 
 function imageFailure(ai: typeof import("ai"), error: unknown, provider: ProviderId): GatewayError {
-  if (isProviderTimeout(error)) {
-    return new GatewayError("PROVIDER_TIMEOUT", "The provider did not answer in time", {
-      cause: error,
-      provider,
-    });
-  }
+  if (isProviderTimeout(error)) return providerTimeout(error, provider);
   // The SDK refuses an argument (such as a provider option its schema does not accept) before it
   // sends anything: the request is at fault, not the provider. The marker check also matches
   // @ai-sdk/provider's InvalidArgumentError, which the provider packages throw. TypeValidationError

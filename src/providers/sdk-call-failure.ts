@@ -2,22 +2,42 @@ import { GatewayError } from "../errors.js";
 import { ProviderResponseTooLarge } from "./provider-fetch.js";
 import type { ProviderId } from "./provider-id.js";
 
-/** undici's codes for a provider that took too long once connected (the proxies map them so too). */
+/** undici's codes for a provider that took too long once connected: 504 on every route. */
 const timeoutCodes = new Set(["UND_ERR_HEADERS_TIMEOUT", "UND_ERR_BODY_TIMEOUT"]);
+
+export function isUpstreamTimeoutCode(code: unknown): boolean {
+  return timeoutCodes.has(code as string);
+}
+
+/** PROVIDER_TIMEOUT (504), as every route answers a provider that did not answer in time. */
+export function providerTimeout(cause: unknown, provider: ProviderId): GatewayError {
+  return new GatewayError("PROVIDER_TIMEOUT", "The provider did not answer in time", { cause, provider });
+}
+
+/** The first of `error` and its causes (the SDK wraps fetch's error, which wraps undici's) that `test` picks. */
+function causeWhere(error: unknown, test: (cause: Error) => boolean): Error | undefined {
+  let current: unknown = error;
+  for (let depth = 0; current instanceof Error && depth < 6; depth++) {
+    if (test(current)) return current;
+    current = current.cause;
+  }
+  return undefined;
+}
 
 /**
  * Whether an AI SDK call failed for lack of time: its deadline fired (an AbortError or
- * TimeoutError), or undici gave up waiting for the provider's headers or body (the code is on a
- * cause: the SDK wraps fetch's error, which wraps undici's).
+ * TimeoutError), or undici gave up waiting for the provider's headers or body.
  */
 export function isProviderTimeout(error: unknown): boolean {
-  let current: unknown = error;
-  for (let depth = 0; current instanceof Error && depth < 6; depth++) {
-    if (current.name === "AbortError" || current.name === "TimeoutError") return true;
-    if (timeoutCodes.has((current as { code?: unknown }).code as string)) return true;
-    current = current.cause;
-  }
-  return false;
+  return (
+    causeWhere(
+      error,
+      (cause) =>
+        cause.name === "AbortError" ||
+        cause.name === "TimeoutError" ||
+        isUpstreamTimeoutCode((cause as { code?: unknown }).code),
+    ) !== undefined
+  );
 }
 
 /**
@@ -27,14 +47,10 @@ export function isProviderTimeout(error: unknown): boolean {
  * is looked for on the causes.
  */
 export function responseTooLargeFailure(error: unknown, provider: ProviderId): GatewayError | null {
-  let current: unknown = error;
-  for (let depth = 0; current instanceof Error && depth < 6; depth++) {
-    if (current instanceof ProviderResponseTooLarge) {
-      return new GatewayError("PROVIDER_ERROR", current.message, { cause: error, provider });
-    }
-    current = current.cause;
-  }
-  return null;
+  const tooLarge = causeWhere(error, (cause) => cause instanceof ProviderResponseTooLarge);
+  return tooLarge === undefined
+    ? null
+    : new GatewayError("PROVIDER_ERROR", tooLarge.message, { cause: error, provider });
 }
 
 /**

@@ -3,6 +3,7 @@ import { type Dispatcher, Pool } from "undici";
 import { GatewayError } from "../errors.js";
 import type { ProviderAdapter } from "../providers/provider-adapter.js";
 import type { ProviderId } from "../providers/provider-id.js";
+import { isUpstreamTimeoutCode, providerTimeout } from "../providers/sdk-call-failure.js";
 import { emptyUsage, type TokenUsage } from "../usage/token-usage.js";
 import { type BackgroundRun, backgroundRowId } from "./background-run.js";
 import { type GeneratedImages, generatedImages } from "./generated-images.js";
@@ -207,13 +208,7 @@ function failed(
 
 /** Maps a failure to reach the provider onto the error table; retry advice goes in Retry-After. */
 function upstreamError(error: unknown, provider: ProviderId): GatewayError {
-  const code = (error as { code?: string }).code ?? "";
-  if (code === "UND_ERR_HEADERS_TIMEOUT" || code === "UND_ERR_BODY_TIMEOUT") {
-    return new GatewayError("PROVIDER_TIMEOUT", "The provider did not answer in time", {
-      cause: error,
-      provider,
-    });
-  }
+  if (isUpstreamTimeoutCode((error as { code?: unknown }).code)) return providerTimeout(error, provider);
   return new GatewayError("PROVIDER_ERROR", "The provider could not be reached", {
     cause: error,
     provider,

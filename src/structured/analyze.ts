@@ -2,7 +2,12 @@ import type { ModelMessage } from "ai";
 import { GatewayError } from "../errors.js";
 import type { AiSdkModels } from "../providers/ai-sdk-provider.js";
 import type { ProviderId } from "../providers/provider-id.js";
-import { apiCallFailure, isProviderTimeout, responseTooLargeFailure } from "../providers/sdk-call-failure.js";
+import {
+  apiCallFailure,
+  isProviderTimeout,
+  providerTimeout,
+  responseTooLargeFailure,
+} from "../providers/sdk-call-failure.js";
 import { emptyUsage, type TokenUsage, tokenCount } from "../usage/token-usage.js";
 import type { AnalysisKind } from "./model-choice.js";
 import { schemaForProvider, validateAgainstSchema } from "./output-schema.js";
@@ -191,12 +196,7 @@ function providerFailure(
   signal: AbortSignal,
   provider: ProviderId,
 ): GatewayError {
-  if (signal.aborted || isProviderTimeout(error)) {
-    return new GatewayError("PROVIDER_TIMEOUT", "The provider did not answer in time", {
-      cause: error,
-      provider,
-    });
-  }
+  if (signal.aborted || isProviderTimeout(error)) return providerTimeout(error, provider);
   // The SDK refuses before sending anything, e.g. provider C's schema conversion takes no recursive
   // $ref and no enum of mixed types: the project's schema is at fault, not the provider (SPEC:
   // VALIDATION_ERROR for an invalid project schema). The SDK's message names what it refused.
