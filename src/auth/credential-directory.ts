@@ -95,8 +95,7 @@ export function createCredentialDirectory(deps: CredentialDirectoryDeps) {
    * `known` once it holds a record, `misses` otherwise. A full map first lets its front one go.
    */
   function hold<T>(held: Entries<T>, id: string, entry: Entry<T>): void {
-    held.known.delete(id);
-    held.misses.delete(id);
+    drop(held, id);
     const map = entry.settled !== undefined && entry.settled.value !== null ? held.known : held.misses;
     if (map.size >= maxEntries)
       for (const oldest of map.keys()) {
@@ -262,7 +261,6 @@ export function createCredentialDirectory(deps: CredentialDirectoryDeps) {
         if (entry.settled?.value && time - entry.at < maxStaleMs) return true;
       return false;
     },
-    /** Changes whenever anything is invalidated, so caches built on this one know to drop entries. */
     /** How many entries are held, records and misses apart: memory stays bounded. */
     entryCounts() {
       const count = <T>(held: Entries<T>) => ({ known: held.known.size, misses: held.misses.size });
@@ -273,6 +271,7 @@ export function createCredentialDirectory(deps: CredentialDirectoryDeps) {
         keyProviders: count(keyProviders),
       };
     },
+    /** Changes whenever anything is invalidated, so caches built on this one know to drop entries. */
     generation: () => generation,
     ttlMs: deps.ttlMs,
     now,
