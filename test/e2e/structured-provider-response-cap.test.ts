@@ -111,36 +111,28 @@ describe("a provider answer over SLUICE_MAX_PROVIDER_RESPONSE_BYTES", () => {
   });
 
   for (const how of ["content-length", "chunked"] as const) {
-    it(`answers /v1/text 502 PROVIDER_ERROR for one announced or sent larger (${how})`, async () => {
-      mode = how;
-      const response = await call("text", { text: "hello" });
-      const envelope = (await response.json()) as { error: { code: string; message: string } };
-      expect(response.status).toBe(502);
-      expect(envelope.error).toMatchObject({
-        code: "PROVIDER_ERROR",
-        message: expect.stringContaining("larger than SLUICE_MAX_PROVIDER_RESPONSE_BYTES"),
-      });
-      expect(await usageRowOf(sluice.gateway, response)).toMatchObject({
-        status: 502,
-        error_code: "PROVIDER_ERROR",
-      });
-      if (how === "chunked") expect(written).toBeLessThan(4 * 2 ** 20);
-    });
-
-    it(`answers /v1/image 502 PROVIDER_ERROR the same way (${how})`, async () => {
-      mode = how;
-      const response = await call("image", { prompt: "a cat" });
-      const envelope = (await response.json()) as { error: { code: string; message: string } };
-      expect(response.status).toBe(502);
-      expect(envelope.error).toMatchObject({
-        code: "PROVIDER_ERROR",
-        message: expect.stringContaining("larger than SLUICE_MAX_PROVIDER_RESPONSE_BYTES"),
-      });
-      expect(await usageRowOf(sluice.gateway, response)).toMatchObject({
-        status: 502,
-        error_code: "PROVIDER_ERROR",
-        cost_usd: null,
-      });
-    });
+    it.each([
+      ["text", { text: "hello" }, {}],
+      // An image call that failed generated nothing: no cost.
+      ["image", { prompt: "a cat" }, { cost_usd: null }],
+    ] as const)(
+      `answers /v1/%s 502 PROVIDER_ERROR for one announced or sent larger (${how})`,
+      async (route, body, row) => {
+        mode = how;
+        const response = await call(route, body);
+        const envelope = (await response.json()) as { error: { code: string; message: string } };
+        expect(response.status).toBe(502);
+        expect(envelope.error).toMatchObject({
+          code: "PROVIDER_ERROR",
+          message: expect.stringContaining("larger than SLUICE_MAX_PROVIDER_RESPONSE_BYTES"),
+        });
+        expect(await usageRowOf(sluice.gateway, response)).toMatchObject({
+          status: 502,
+          error_code: "PROVIDER_ERROR",
+          ...row,
+        });
+        if (how === "chunked") expect(written).toBeLessThan(4 * 2 ** 20);
+      },
+    );
   }
 });
