@@ -37,7 +37,7 @@ import { createRateLimiter } from "./rate-limit/rate-limiter.js";
 import { connectRedis } from "./redis/connect-redis.js";
 import { RedisBreaker } from "./redis/redis-breaker.js";
 import { sharedStateWarnings } from "./shared-state-warnings.js";
-import { type OpenDatabase, openDatabase } from "./storage/database.js";
+import { databaseOptionsOf, type OpenDatabase, openDatabase } from "./storage/database.js";
 import { createKeyRepository } from "./storage/key-repository.js";
 import { createProjectRepository } from "./storage/project-repository.js";
 import { createUsageRepository } from "./storage/usage-repository.js";
@@ -92,13 +92,7 @@ export async function createGateway(config: Config, injected: Partial<Injectable
   const secretBox = createSecretBox(masterKey);
   masterKey.fill(0);
 
-  const database = await openDatabase({
-    databaseUrl: config.databaseUrl,
-    dataDir: config.dataDir,
-    queryTimeoutMs: config.databaseQueryTimeoutMs,
-    reportTimeoutMs: config.usageReportTimeoutMs,
-    startTimeoutMs: config.databaseStartTimeoutMs,
-  });
+  const database = await openDatabase(databaseOptionsOf(config));
   const projects = createProjectRepository(database.db);
   const keys = createKeyRepository(database.db);
   const usage = createUsageRepository(database.db, database.sqlite, database.runReport);

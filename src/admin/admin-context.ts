@@ -1,7 +1,7 @@
 import { loadMasterKey } from "../auth/master-key.js";
 import { createSecretBox } from "../auth/secret-box.js";
 import { allowsTestMode, type Config } from "../config.js";
-import { openDatabase } from "../storage/database.js";
+import { databaseOptionsOf, openDatabase } from "../storage/database.js";
 import { databaseUnavailable, isDatabaseUnavailable } from "../storage/database-unavailable.js";
 import { createKeyRepository } from "../storage/key-repository.js";
 import { createProjectRepository } from "../storage/project-repository.js";
@@ -16,14 +16,10 @@ export async function openAdminContext(
   config: Config,
   onMasterKeyGenerated: (file: string) => void,
 ): Promise<{ admin: ProjectAdmin; close(): Promise<void> }> {
-  const secretBox = createSecretBox(loadMasterKey(config, onMasterKeyGenerated));
-  const database = await openDatabase({
-    databaseUrl: config.databaseUrl,
-    dataDir: config.dataDir,
-    queryTimeoutMs: config.databaseQueryTimeoutMs,
-    reportTimeoutMs: config.usageReportTimeoutMs,
-    startTimeoutMs: config.databaseStartTimeoutMs,
-  }).catch((error: unknown) => {
+  const masterKey = loadMasterKey(config, onMasterKeyGenerated);
+  const secretBox = createSecretBox(masterKey);
+  masterKey.fill(0);
+  const database = await openDatabase(databaseOptionsOf(config)).catch((error: unknown) => {
     throw isDatabaseUnavailable(error) ? databaseUnavailable(error) : error;
   });
   const admin = createProjectAdmin({

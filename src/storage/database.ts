@@ -10,6 +10,7 @@ import {
   sql,
 } from "kysely";
 import type { Pool as PgPool, PoolConfig as PgPoolConfig } from "pg";
+import type { Config } from "../config.js";
 import { migrateToLatest, pingDatabase } from "./migrations.js";
 import { migrateWithinStartTimeout } from "./postgres-start.js";
 import type { Database } from "./schema.js";
@@ -57,6 +58,17 @@ export interface DatabaseOptions {
 
 /** Runs `read` (a report's queries) on the connection given to it, within the report time limit. */
 export type RunReport = <T>(read: (db: Kysely<Database>) => Promise<T>) => Promise<T>;
+
+/** The database settings of a configuration: the gateway and the CLI open the same database alike. */
+export function databaseOptionsOf(config: Config): DatabaseOptions {
+  return {
+    databaseUrl: config.databaseUrl,
+    dataDir: config.dataDir,
+    queryTimeoutMs: config.databaseQueryTimeoutMs,
+    reportTimeoutMs: config.usageReportTimeoutMs,
+    startTimeoutMs: config.databaseStartTimeoutMs,
+  };
+}
 
 /** Opens the configured engine and applies migrations. */
 export async function openDatabase(options: DatabaseOptions): Promise<OpenDatabase> {
