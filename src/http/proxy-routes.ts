@@ -42,7 +42,6 @@ export function registerProxyRoutes(router: Router, deps: ProxyRouteDeps): void 
         if (path === null) throw new GatewayError("BAD_REQUEST", "The provider path is not allowed");
         const notProxied = adapter.notProxied?.(path);
         if (notProxied !== undefined) throw new GatewayError("NOT_FOUND", notProxied);
-        if (adapter.requiresJson) requireJsonContentType(request);
         const admitted = deps.admit(context, {
           endpoint: "proxy",
           projectId: params.projectId,
@@ -59,6 +58,9 @@ export function registerProxyRoutes(router: Router, deps: ProxyRouteDeps): void 
         // (a provider timeout, say) still names its model.
         let facts: RequestFacts | null = null;
         try {
+          // After authentication, as on every route: a client without credentials gets 401, an
+          // unknown project 404, and the refusal is counted and has its row.
+          if (adapter.requiresJson) requireJsonContentType(request);
           const sent = await readBody(request, deps.maxBodyBytes);
           let body = sent;
           let decoded = false;

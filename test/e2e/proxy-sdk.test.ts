@@ -558,7 +558,23 @@ describe("proxies driven by the official SDKs", () => {
         body: "hi",
       });
       expect(text.status).toBe(415);
+      expect(await usageRowOf(sluice.gateway, text)).toMatchObject({
+        status: 415,
+        error_code: "UNSUPPORTED_MEDIA_TYPE",
+      });
       expect((await fetch(url, { headers: { "x-api-key": project.bearer("provider-b") } })).status).toBe(405);
+    });
+
+    it("authenticates before it looks at the body's type, as the other routes do: 401 without credentials, 404 for an unknown project", async () => {
+      const textBody = { method: "POST", headers: { "content-type": "text/plain" }, body: "hi" };
+      const anonymous = await fetch(`${sluice.url}/v1/provider-b/${project.projectId}/messages`, textBody);
+      expect(anonymous.status).toBe(401);
+      const unknown = await fetch(
+        `${sluice.url}/v1/provider-c/prj_nosuchproject0000/models/gemini-2.5-flash:generateContent`,
+        { ...textBody, headers: { "x-goog-api-key": project.bearer("provider-c") } },
+      );
+      expect(unknown.status).toBe(404);
+      expect(((await unknown.json()) as { error: { code: string } }).error.code).toBe("PROJECT_NOT_FOUND");
     });
   });
 
