@@ -424,6 +424,24 @@ describe("proxies driven by the AI SDK", () => {
     });
   });
 
+  it("reaches the same provider paths when B's and C's base URLs leave out the version segment", async () => {
+    const base = (provider: string) => `${sluice.url}/v1/${provider}/${project.projectId}`;
+    const unversioned = [
+      createAnthropic({ baseURL: base("provider-b"), apiKey: project.bearer("provider-b") })(
+        "claude-sonnet-4-5",
+      ),
+      createGoogleGenerativeAI({ baseURL: base("provider-c"), apiKey: project.bearer("provider-c") })(
+        "gemini-2.5-flash",
+      ),
+    ];
+    for (const model of unversioned)
+      expect((await generateText({ model, prompt: "Hi", ...once })).text, model.provider).toBe(greeting);
+    expect(fake.requests.map((request) => request.path)).toEqual([
+      "/b/v1/messages",
+      "/c/v1beta/models/gemini-2.5-flash:generateContent",
+    ]);
+  });
+
   it("gives the app Sluice's own refusal as an APICallError with its status and error envelope", async () => {
     const base = (provider: string) => `${sluice.url}/v1/${provider}/${project.projectId}`;
     const wrongKey = `${project.partialKeys["provider-a"]}.not-the-test-key`;
