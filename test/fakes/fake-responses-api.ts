@@ -1,5 +1,5 @@
 import { randomBytes } from "node:crypto";
-import type { FakeUsage } from "./fake-upstream-responses.js";
+import { type FakeUsage, splitText } from "./fake-upstream-responses.js";
 
 /**
  * Provider A's Responses API as the fake upstream serves it, with stored responses and background
@@ -111,7 +111,7 @@ function responseObject(run: Run) {
       run.status === "completed"
         ? [
             {
-              id: `msg_${run.id.slice(5, 21)}`,
+              id: messageId(run),
               type: "message",
               status: "completed",
               role: "assistant",
@@ -143,7 +143,11 @@ function responseObject(run: Run) {
   };
 }
 
-/** The run's whole event stream, from `response.created` to its terminal event. */
+/**
+ * The run's whole event stream, from `response.created` to its terminal event, with the events the
+ * API sends around a message's text: its output item and content part are added, the text comes in
+ * deltas, then each is done (in that order), before `response.completed`.
+ */
 function runEvents(run: Run): string[] {
   const final = run.status;
   const at = (status: Run["status"]) => responseObject({ ...run, status });
@@ -152,10 +156,24 @@ function runEvents(run: Run): string[] {
     ["response.in_progress", { response: at("in_progress") }],
   ];
   if (final === "completed") {
+    const message = { id: messageId(run), type: "message", role: "assistant" };
+    const part = (text: string) => ({ type: "output_text", annotations: [], logprobs: [], text });
+    const inText = { item_id: message.id, output_index: 0, content_index: 0 };
     events.push(
       [
+        "response.output_item.added",
+        { output_index: 0, item: { ...message, status: "in_progress", content: [] } },
+      ],
+      ["response.content_part.added", { ...inText, part: part("") }],
+      ...splitText(run.text).map((delta): [string, Record<string, unknown>] => [
         "response.output_text.delta",
-        { item_id: "msg_1", output_index: 0, content_index: 0, delta: run.text },
+        { ...inText, delta, logprobs: [] },
+      ]),
+      ["response.output_text.done", { ...inText, text: run.text, logprobs: [] }],
+      ["response.content_part.done", { ...inText, part: part(run.text) }],
+      [
+        "response.output_item.done",
+        { output_index: 0, item: { ...message, status: "completed", content: [part(run.text)] } },
       ],
       ["response.completed", { response: at("completed") }],
     );
@@ -164,6 +182,11 @@ function runEvents(run: Run): string[] {
     ([type, fields], index) =>
       `event: ${type}\ndata: ${JSON.stringify({ type, sequence_number: index, ...fields })}\n\n`,
   );
+}
+
+/** The id of the run's message, the same in its response object and its events. */
+function messageId(run: Run): string {
+  return `msg_${run.id.slice(5, 21)}`;
 }
 
 function notFound(id: string): FakeResponsesAnswer {

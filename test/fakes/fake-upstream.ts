@@ -170,7 +170,10 @@ export async function startFakeUpstream(options: { port?: number } = {}): Promis
     }
     if (path.startsWith("/a/v1/responses")) {
       const query = request.path.slice(path.length + 1);
-      const answer = responsesApi.handle(request.method, path, query, json, text, usage);
+      // `text.format` asks for JSON (`json_schema`, `json_object`) as `response_format` does on chat.
+      const format = (json.text as { format?: { type?: string } } | undefined)?.format?.type;
+      const content = format === "json_schema" || format === "json_object" ? structuredText(request) : text;
+      const answer = responsesApi.handle(request.method, path, query, json, content, usage);
       if (answer?.kind === "json") return sendJson(response, answer.status, answer.body);
       if (answer) return stream(response, answer.events);
     }
@@ -195,7 +198,8 @@ export async function startFakeUpstream(options: { port?: number } = {}): Promis
           },
         });
       }
-      if (json.stream === true) return stream(response, providerB.events(model, text, usage));
+      const content = json.output_format || json.output_config ? structuredText(request) : text;
+      if (json.stream === true) return stream(response, providerB.events(model, content, usage));
       const tools = json.tools as Array<{ name: string }> | undefined;
       const choice = json.tool_choice as { type?: string; name?: string } | undefined;
       // `any` (must use one of the tools) is what the AI SDK sends when it falls back to a JSON tool.
@@ -212,7 +216,6 @@ export async function startFakeUpstream(options: { port?: number } = {}): Promis
           ),
         );
       }
-      const content = json.output_format || json.output_config ? structuredText(request) : text;
       return sendJson(response, 200, providerB.message(model, [{ type: "text", text: content }], usage));
     }
     if (path === "/b/v1/messages/count_tokens") return sendJson(response, 200, { input_tokens: usage.input });
