@@ -36,9 +36,10 @@ export function parsePdfInput(value: string, options: { maxBytes: number }): Pdf
       `pdf must be a data URL starting with ${dataPrefix} or an https URL`,
     );
   }
-  // Which schemes may be fetched (https only in production) is the fetcher's rule, checked on every hop.
+  // Which schemes may be fetched is the fetcher's rule, checked on every hop: https only, in every
+  // environment (the fetcher's own tests allow http to reach a local server).
   if (url.protocol !== "https:" && url.protocol !== "http:")
-    throw new GatewayError("BAD_REQUEST", "pdf URL must use https");
+    throw new GatewayError("BAD_REQUEST", "the PDF URL must use https");
   if (url.username || url.password)
     throw new GatewayError("BAD_REQUEST", "pdf URL must not contain credentials");
   return { kind: "url", url };

@@ -31,7 +31,8 @@ export function createSafePdfFetcher(options: SafePdfFetcherOptions) {
   const maxRedirects = options.maxRedirects ?? 3;
 
   async function checkedAddress(url: URL, deadline: AbortSignal): Promise<string> {
-    if (!protocols.includes(url.protocol)) throw refuse(`the PDF URL must use ${protocols.join(" or ")}`);
+    if (!protocols.includes(url.protocol))
+      throw refuse(`the PDF URL must use ${protocols.map((scheme) => scheme.slice(0, -1)).join(" or ")}`);
     // Checked on every hop: a redirect may not add what the first URL may not carry.
     if (url.username || url.password) throw refuse("the PDF URL must not contain credentials");
     const host = url.hostname.startsWith("[") ? url.hostname.slice(1, -1) : url.hostname;

@@ -408,8 +408,14 @@ describe("SSRF-safe PDF fetch", () => {
   });
 
   it("refuses http in production, redirect loops, non-PDF content, errors, slowness and size", async () => {
-    await expectRefused(
-      createSafePdfFetcher({ maxBytes: 2048, timeoutMs: 1000 })(new URL("http://example.com/a.pdf")),
+    const plainHttp = createSafePdfFetcher({ maxBytes: 2048, timeoutMs: 1000 })(
+      new URL("http://example.com/a.pdf"),
+    );
+    await expect(plainHttp).rejects.toThrow(/^the PDF URL must use https$/);
+    await expectRefused(plainHttp);
+    // The parser and the fetcher say it in the same words.
+    expect(() => parsePdfInput("ftp://example.com/a.pdf", { maxBytes: 1024 })).toThrow(
+      /^the PDF URL must use https$/,
     );
     await expectRefused(fetcher()(new URL(`http://127.0.0.3:${allowedPort}/loop`)));
     await expectRefused(fetcher()(new URL(`http://127.0.0.3:${allowedPort}/not-a-pdf`)));
