@@ -392,27 +392,41 @@ function nonFiniteNumbers(root: unknown, errors: string[]): void {
  * Values (`default`, `const`, `enum`) are copied as they are; the project's schema is not changed.
  */
 export function schemaForProvider(schema: Record<string, unknown>): Record<string, unknown> {
-  return rewriteNullable(schema) as Record<string, unknown>;
+  return eachSchema(schema, nullableAsType) as Record<string, unknown>;
 }
 
 const subschemaMaps = new Set(["properties", "$defs", "definitions"]);
 const subschemas = new Set(["items", "additionalProperties"]);
 
-function rewriteNullable(node: unknown): unknown {
+/**
+ * A copy of the schema in which `rewrite` has made each schema object, deepest first, from a copy
+ * of it (its subschemas already rewritten). Only keywords that hold schemas are followed: values
+ * (`default`, `enum`, `examples`) and the names in `properties` or `$defs` are copied as they are.
+ */
+function eachSchema(
+  node: unknown,
+  rewrite: (schema: Record<string, unknown>) => Record<string, unknown>,
+): unknown {
   if (typeof node !== "object" || node === null || Array.isArray(node)) return node;
   const out: Record<string, unknown> = {};
   for (const [key, value] of Object.entries(node)) {
     if (subschemaMaps.has(key) && typeof value === "object" && value !== null && !Array.isArray(value)) {
       out[key] = Object.fromEntries(
-        Object.entries(value).map(([name, child]) => [name, rewriteNullable(child)]),
+        Object.entries(value).map(([name, child]) => [name, eachSchema(child, rewrite)]),
       );
-    } else if (subschemas.has(key)) out[key] = rewriteNullable(value);
-    else if (key === "anyOf" && Array.isArray(value)) out[key] = value.map(rewriteNullable);
-    else if (key !== "nullable") out[key] = value;
+    } else if (subschemas.has(key)) out[key] = eachSchema(value, rewrite);
+    else if (key === "anyOf" && Array.isArray(value))
+      out[key] = value.map((child) => eachSchema(child, rewrite));
+    else out[key] = value;
   }
+  return rewrite(out);
+}
+
+function nullableAsType(schema: Record<string, unknown>): Record<string, unknown> {
+  const { nullable, ...out } = schema;
   // Ajv takes `nullable` only beside `type` (the schema does not compile otherwise), and an `enum`
   // still has to list null: the type is what changes.
-  if ((node as Record<string, unknown>).nullable !== true) return out;
+  if (nullable !== true) return out;
   if (typeof out.type === "string" && out.type !== "null") out.type = [out.type, "null"];
   else if (Array.isArray(out.type) && !out.type.includes("null")) out.type = [...out.type, "null"];
   return out;
