@@ -63,9 +63,9 @@ export async function analyze(models: AiSdkModels, request: AnalysisRequest): Pr
   const signal = request.signal ? AbortSignal.any([timeout, request.signal]) : timeout;
   let usage: TokenUsage = emptyUsage();
   let modelUsed = request.model;
-  // What the provider is sent (`nullable` as a type that takes null); answers are validated against
-  // the project's schema itself.
-  const sentSchema = schemaForProvider(request.schema);
+  // What the provider is sent (only the annotations it takes, `nullable` as a type that takes null);
+  // answers are validated against the project's schema itself.
+  const sentSchema = schemaForProvider(request.schema, request.provider);
   let cut = false;
   for (let attempt = 1; attempt <= 2; attempt++) {
     let outcome: AttemptOutcome;

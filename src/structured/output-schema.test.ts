@@ -5,6 +5,7 @@ import { afterEach, describe, expect, it } from "vitest";
 import {
   checkOutputSchema,
   maxSchemaNesting,
+  schemaForProvider,
   validateAgainstSchema,
   validatorCacheLimit,
 } from "./output-schema.js";
@@ -296,4 +297,127 @@ describe("checkOutputSchema with provider C's rules", () => {
         expect.stringContaining('#/required/1: "b" is not among the properties'),
       ]);
   });
+});
+
+/**
+ * Annotation keywords users paste in from their existing schemas describe and constrain nothing:
+ * they are taken when saved, the validator ignores them, and each provider is sent only those its
+ * structured mode takes (description everywhere, since it guides the model).
+ */
+describe("annotation keywords", () => {
+  const annotated = {
+    $schema: "https://json-schema.org/draft/2020-12/schema",
+    $id: "https://example.com/review.schema.json",
+    $comment: "Version 2",
+    title: "Review",
+    description: "A product review",
+    type: "object",
+    examples: [{ title: "Good", stars: 5 }],
+    // Properties named like annotation keywords are properties, not keywords.
+    properties: {
+      title: { type: "string", description: "Its headline", examples: ["Good"], default: "Untitled" },
+      description: {
+        type: "string",
+        nullable: true,
+        title: "Body",
+        deprecated: true,
+        readOnly: true,
+        writeOnly: false,
+      },
+      stars: { $ref: "#/$defs/stars", $comment: "1 to 5" },
+      author: {
+        type: "object",
+        properties: { name: { type: "string" } },
+        default: { name: "anonymous", $comment: "a value, not a keyword" },
+      },
+    },
+    required: ["title", "stars"],
+    $defs: { stars: { $id: "stars.json", type: "integer", minimum: 1, maximum: 5 } },
+  };
+  const providers = [undefined, "provider-a", "provider-b", "provider-c"] as const;
+
+  it.each(providers)("are taken when saved (provider %s)", (provider) => {
+    expect(checkOutputSchema(annotated, provider)).toEqual([]);
+  });
+
+  it("leave validation to the keywords that constrain", () => {
+    expect(validateAgainstSchema(annotated, { title: "Good", description: null, stars: 5 })).toEqual({
+      valid: true,
+      errors: [],
+    });
+    expect(validateAgainstSchema(annotated, { title: 1, stars: 9 }).errors).toEqual([
+      "/title must be string",
+      "/stars must be <= 5",
+    ]);
+  });
+
+  // One Ajv instance compiles every project's schema: it would refuse a second schema with an $id
+  // it already holds, and an $id below the root would change where a $ref inside it points.
+  it("let two projects' schemas share an $id, and resolve every $ref from the root as providers do", () => {
+    const other = { $id: annotated.$id, type: "object", properties: { ok: { type: "boolean" } } };
+    expect(checkOutputSchema(other)).toEqual([]);
+    expect(validateAgainstSchema(other, { ok: "yes" }).errors).toEqual(["/ok must be boolean"]);
+    const nested = {
+      type: "object",
+      $defs: {
+        word: { type: "string" },
+        box: { $id: "box.json", type: "object", properties: { inner: { $ref: "#/$defs/word" } } },
+      },
+      properties: { box: { $ref: "#/$defs/box" } },
+    };
+    expect(checkOutputSchema(nested)).toEqual([]);
+    expect(validateAgainstSchema(nested, { box: { inner: 1 } }).errors).toEqual([
+      "/box/inner must be string",
+    ]);
+  });
+
+  it.each([
+    [{ $comment: 1 }, "#/properties/x/$comment must be a string"],
+    [{ title: ["T"] }, "#/properties/x/title must be a string"],
+    [{ description: null }, "#/properties/x/description must be a string"],
+    [{ $id: 5 }, "#/properties/x/$id must be a string"],
+    [{ examples: "Good" }, "#/properties/x/examples must be an array"],
+    [{ deprecated: "yes" }, "#/properties/x/deprecated must be a boolean"],
+    [{ readOnly: 1 }, "#/properties/x/readOnly must be a boolean"],
+  ])("refuses an annotation of the wrong kind (%j), naming its path", (annotation, problem) => {
+    const schema = { type: "object", properties: { x: { type: "string", ...annotation } } };
+    expect(checkOutputSchema(schema)).toEqual([problem]);
+  });
+
+  // Provider A's strict structured outputs refuse `default`, `examples` and other annotations
+  // ("'examples' is not permitted"); B's structured outputs and C's responseSchema take `default`.
+  const sentToProviderA = {
+    title: "Review",
+    description: "A product review",
+    type: "object",
+    properties: {
+      title: { type: "string", description: "Its headline" },
+      description: { type: ["string", "null"], title: "Body" },
+      stars: { $ref: "#/$defs/stars" },
+      author: { type: "object", properties: { name: { type: "string" } } },
+    },
+    required: ["title", "stars"],
+    $defs: { stars: { type: "integer", minimum: 1, maximum: 5 } },
+  };
+  const sentToProvidersBAndC = {
+    ...sentToProviderA,
+    properties: {
+      ...sentToProviderA.properties,
+      title: { ...sentToProviderA.properties.title, default: "Untitled" },
+      author: { ...sentToProviderA.properties.author, default: annotated.properties.author.default },
+    },
+  };
+
+  it.each([
+    ["provider-a", sentToProviderA],
+    ["provider-b", sentToProvidersBAndC],
+    ["provider-c", sentToProvidersBAndC],
+  ] as const)(
+    "are sent to %s only where it takes them; the project's schema is unchanged",
+    (provider, sent) => {
+      const before = structuredClone(annotated);
+      expect(schemaForProvider(annotated, provider)).toEqual(sent);
+      expect(annotated).toEqual(before);
+    },
+  );
 });

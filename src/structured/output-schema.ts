@@ -3,8 +3,8 @@ import type { ProviderId } from "../providers/provider-id.js";
 
 /**
  * The project's output schema: a JSON Schema object restricted to the subset that the three
- * providers' structured-output modes accept. Checked when saved (422 with the reasons), checked
- * again before use, and every returned object is validated against it.
+ * providers' structured-output modes accept, plus annotations (below). Checked when saved (422 with
+ * the reasons), checked again before use, and every returned object is validated against it.
  */
 const allowedKeywords = new Set([
   "type",
@@ -13,8 +13,6 @@ const allowedKeywords = new Set([
   "items",
   "enum",
   "const",
-  "description",
-  "title",
   "additionalProperties",
   "anyOf",
   "$defs",
@@ -31,9 +29,40 @@ const allowedKeywords = new Set([
   "maxLength",
   "pattern",
   "nullable",
-  "default",
-  "$schema",
 ]);
+/**
+ * Annotation keywords, by the kind of value each takes: they describe the schema and constrain no
+ * answer (Ajv collects or ignores them), so a schema pasted in with them is taken as it is. The
+ * validator does not resolve `$ref`s against an `$id`, nor read `$schema`: a `$ref` points into the
+ * document from its root, as it does for the providers. Each provider is sent only the annotations
+ * its structured mode takes (`providerAnnotations`).
+ */
+const annotationKinds = new Map<string, "string" | "array" | "boolean" | "any value">([
+  ["title", "string"],
+  ["description", "string"],
+  ["$comment", "string"],
+  ["$id", "string"],
+  ["$schema", "string"],
+  ["examples", "array"],
+  ["default", "any value"],
+  ["deprecated", "boolean"],
+  ["readOnly", "boolean"],
+  ["writeOnly", "boolean"],
+]);
+/**
+ * The annotations each provider's structured mode takes; the others are removed from what it is
+ * sent. Provider A: its strict structured outputs refuse the others (400 "'examples' is not
+ * permitted", "'default' is not permitted"); Sluice calls it non-strict and sends what strict mode
+ * takes. Provider B: structured outputs take `title`, `description` and `default` (the AI SDK keeps
+ * them there; its JSON-tool fallback sends the schema as it is). Provider C: the Gemini API's Schema
+ * object has `title`, `description` and `default` among its fields, and an unknown field is its 400.
+ * `description` guides the model, so every provider gets it.
+ */
+const providerAnnotations: Record<ProviderId, ReadonlySet<string>> = {
+  "provider-a": new Set(["title", "description"]),
+  "provider-b": new Set(["title", "description", "default"]),
+  "provider-c": new Set(["title", "description", "default"]),
+};
 const allowedTypes = new Set(["object", "array", "string", "number", "integer", "boolean", "null"]);
 const maxDepth = 10;
 const maxSchemaBytes = 64 * 1024;
@@ -179,8 +208,13 @@ function walk(
     return;
   }
   const record = node as Record<string, unknown>;
-  for (const keyword of Object.keys(record)) {
-    if (!allowedKeywords.has(keyword))
+  for (const [keyword, value] of Object.entries(record)) {
+    const kind = annotationKinds.get(keyword);
+    if (kind) {
+      const actual = Array.isArray(value) ? "array" : typeof value;
+      if (kind !== "any value" && actual !== kind)
+        problems.push(`${path}/${keyword} must be ${kind === "array" ? "an" : "a"} ${kind}`);
+    } else if (!allowedKeywords.has(keyword))
       problems.push(`${path}: keyword "${keyword}" is not supported by the providers' structured output`);
   }
   const types = Array.isArray(record.type) ? record.type : record.type === undefined ? [] : [record.type];
@@ -318,8 +352,11 @@ function validatorFor(schema: Record<string, unknown>): ValidateFunction {
   }
   const generation = current;
   generation.compiles++;
-  const { $schema: _ignored, ...rest } = schema;
-  const validate = generation.ajv.compile(rest);
+  // Without `$id` one Ajv instance takes two projects' schemas that share one (it refuses an id it
+  // holds), and a `$ref` below an `$id` is not read relative to it; `$schema` would name a meta-schema.
+  const validate = generation.ajv.compile(
+    eachSchema(schema, ({ $id: _id, $schema: _dialect, ...rest }) => rest) as Record<string, unknown>,
+  );
   compiled.set(key, { validate, generation });
   if (compiled.size > validatorCacheLimit) {
     for (const oldest of compiled.keys()) {
@@ -385,34 +422,61 @@ function nonFiniteNumbers(root: unknown, errors: string[]): void {
 }
 
 /**
- * The schema as handed to the AI SDK: `nullable: true` written as a type that takes null
- * (`{"type": "string", "nullable": true}` becomes `{"type": ["string", "null"]}`), the form every
- * provider's converter carries over. Providers B's and C's converters drop `nullable` itself, so the model
- * could never answer null where the schema (and Ajv, which validates the answer) allows it.
- * Values (`default`, `const`, `enum`) are copied as they are; the project's schema is not changed.
+ * The schema as handed to the AI SDK for a provider: without the annotations that provider's
+ * structured mode does not take (`providerAnnotations`; `description` stays, it guides the model),
+ * and with `nullable: true` written as a type that takes null (`{"type": "string", "nullable": true}`
+ * becomes `{"type": ["string", "null"]}`), the form every provider's converter carries over.
+ * Providers B's and C's converters drop `nullable` itself, so the model could never answer null
+ * where the schema (and Ajv, which validates the answer) allows it. Values (`default`, `const`,
+ * `enum`) are copied as they are, and so are the names of properties and definitions; the
+ * project's schema is not changed.
  */
-export function schemaForProvider(schema: Record<string, unknown>): Record<string, unknown> {
-  return rewriteNullable(schema) as Record<string, unknown>;
+export function schemaForProvider(
+  schema: Record<string, unknown>,
+  provider: ProviderId,
+): Record<string, unknown> {
+  const sent = providerAnnotations[provider];
+  return eachSchema(schema, (node) =>
+    nullableAsType(
+      Object.fromEntries(
+        Object.entries(node).filter(([keyword]) => !annotationKinds.has(keyword) || sent.has(keyword)),
+      ),
+    ),
+  ) as Record<string, unknown>;
 }
 
 const subschemaMaps = new Set(["properties", "$defs", "definitions"]);
 const subschemas = new Set(["items", "additionalProperties"]);
 
-function rewriteNullable(node: unknown): unknown {
+/**
+ * A copy of the schema in which `rewrite` has made each schema object, deepest first, from a copy
+ * of it (its subschemas already rewritten). Only keywords that hold schemas are followed: values
+ * (`default`, `enum`, `examples`) and the names in `properties` or `$defs` are copied as they are.
+ */
+function eachSchema(
+  node: unknown,
+  rewrite: (schema: Record<string, unknown>) => Record<string, unknown>,
+): unknown {
   if (typeof node !== "object" || node === null || Array.isArray(node)) return node;
   const out: Record<string, unknown> = {};
   for (const [key, value] of Object.entries(node)) {
     if (subschemaMaps.has(key) && typeof value === "object" && value !== null && !Array.isArray(value)) {
       out[key] = Object.fromEntries(
-        Object.entries(value).map(([name, child]) => [name, rewriteNullable(child)]),
+        Object.entries(value).map(([name, child]) => [name, eachSchema(child, rewrite)]),
       );
-    } else if (subschemas.has(key)) out[key] = rewriteNullable(value);
-    else if (key === "anyOf" && Array.isArray(value)) out[key] = value.map(rewriteNullable);
-    else if (key !== "nullable") out[key] = value;
+    } else if (subschemas.has(key)) out[key] = eachSchema(value, rewrite);
+    else if (key === "anyOf" && Array.isArray(value))
+      out[key] = value.map((child) => eachSchema(child, rewrite));
+    else out[key] = value;
   }
+  return rewrite(out);
+}
+
+function nullableAsType(schema: Record<string, unknown>): Record<string, unknown> {
+  const { nullable, ...out } = schema;
   // Ajv takes `nullable` only beside `type` (the schema does not compile otherwise), and an `enum`
   // still has to list null: the type is what changes.
-  if ((node as Record<string, unknown>).nullable !== true) return out;
+  if (nullable !== true) return out;
   if (typeof out.type === "string" && out.type !== "null") out.type = [out.type, "null"];
   else if (Array.isArray(out.type) && !out.type.includes("null")) out.type = [...out.type, "null"];
   return out;

@@ -7,6 +7,7 @@ import { costOfTokens } from "../../src/usage/token-cost.js";
 import { type FakeUpstream, providerBaseUrls, startFakeUpstream } from "../fakes/fake-upstream.js";
 import { providerB, tinyPng } from "../fakes/fake-upstream-responses.js";
 import {
+  adminToken,
   createTestProject,
   startTestGateway,
   type TestGateway,
@@ -508,6 +509,87 @@ describe("structured analysis", () => {
         (Array.isArray(property.anyOf) && property.anyOf.some((branch: Json) => branch.type === "null"));
       expect(takesNull(sent.properties.dueDate), JSON.stringify(sent)).toBe(true);
       expect(takesNull(sent.properties.kind), JSON.stringify(sent)).toBe(true);
+    },
+  );
+
+  // Before, `$comment`, `examples`, `deprecated`, `readOnly`, `writeOnly` and `$id` were refused when
+  // saved (422), and provider A was sent `default` (which its strict mode refuses) and `$schema`.
+  const annotatedSchema = {
+    $schema: "https://json-schema.org/draft/2020-12/schema",
+    $id: "https://example.com/review.schema.json",
+    $comment: "Version 2",
+    title: "Review",
+    description: "A product review",
+    type: "object",
+    examples: [{ title: "Good", description: "Works", stars: 5 }],
+    properties: {
+      title: {
+        type: "string",
+        description: "Its headline",
+        examples: ["Good"],
+        default: "Untitled",
+        $comment: "short",
+      },
+      description: { type: "string", title: "Body", deprecated: false, readOnly: true, writeOnly: false },
+      stars: { type: "integer", description: "1 to 5", default: 3, examples: [5] },
+    },
+    required: ["title", "description", "stars"],
+  };
+  /** Annotations no provider is sent: C's Schema has no such field, B's structured outputs list none. */
+  const notTaken = ["$comment", "examples", "deprecated", "readOnly", "writeOnly", "$schema", "$id"];
+  const notSent: Record<ProviderId, string[]> = {
+    "provider-a": [...notTaken, "default"], // its strict structured outputs refuse `default` too
+    "provider-b": notTaken,
+    "provider-c": notTaken,
+  };
+  /** Every keyword of a schema as a provider got it: properties' names are not keywords. */
+  const keywordsOf = (schema: unknown): string[] => {
+    if (typeof schema !== "object" || schema === null) return [];
+    const node = schema as Record<string, unknown>;
+    const children = [
+      ...Object.values((node.properties ?? {}) as object),
+      ...Object.values((node.$defs ?? {}) as object),
+      node.items,
+      node.additionalProperties,
+      ...(Array.isArray(node.anyOf) ? node.anyOf : []),
+    ];
+    return [...Object.keys(node), ...children.flatMap(keywordsOf)];
+  };
+  // biome-ignore lint/suspicious/noExplicitAny: each provider's request body, read by its own path
+  type Body = any;
+  it.each([
+    [
+      "provider-a",
+      "response_format",
+      annotatedSchema,
+      (body: Body) => body.response_format?.json_schema?.schema,
+    ],
+    ["provider-b", "output_config", annotatedSchema, (body: Body) => body.output_config?.format?.schema],
+    [
+      "provider-b",
+      "the JSON tool an open object takes",
+      { ...annotatedSchema, additionalProperties: true },
+      (body: Body) => body.tools?.[0]?.input_schema,
+    ],
+    ["provider-c", "responseSchema", annotatedSchema, (body: Body) => body.generationConfig?.responseSchema],
+  ] as const)(
+    "saves a schema with annotations as given, and sends %s (%s) none it refuses, descriptions kept",
+    async (provider, _mode, outputSchema, sentSchemaOf) => {
+      const project = await createTestProject(sluice.gateway, { provider, outputSchema });
+      const saved = await fetch(`${sluice.url}/admin/v1/projects/${project.projectId}`, {
+        headers: { authorization: `Bearer ${adminToken}` },
+      });
+      expect(((await saved.json()) as { outputSchema: unknown }).outputSchema).toEqual(outputSchema);
+      const reviewed = { title: "Good", description: "Works", stars: 5 };
+      fake.setStructuredOutput(reviewed);
+      const response = await post(`/v1/text/${project.projectId}`, project, { text: "x" }, {}, provider);
+      expect(response.status).toBe(200);
+      expect(await response.json()).toEqual(reviewed);
+      const sent = sentSchemaOf(fake.last()!.json as Body);
+      expect(keywordsOf(sent).filter((keyword) => notSent[provider].includes(keyword))).toEqual([]);
+      expect(Object.keys(sent.properties)).toEqual(["title", "description", "stars"]);
+      expect(sent.properties.title.description).toContain("Its headline");
+      expect(sent.properties.stars.description).toContain("1 to 5");
     },
   );
 
