@@ -10,7 +10,8 @@ import {
 } from "../providers/sdk-call-failure.js";
 import { emptyUsage, type TokenUsage, tokenCount } from "../usage/token-usage.js";
 import type { AnalysisKind } from "./model-choice.js";
-import { schemaForProvider, validateAgainstSchema } from "./output-schema.js";
+import { schemaForProvider } from "./provider-schema.js";
+import { validateAgainstSchema } from "./schema-validator.js";
 
 export type AnalysisInput =
   | { kind: "text"; text: string }

@@ -2,13 +2,9 @@ import { setFlagsFromString } from "node:v8";
 import { runInNewContext } from "node:vm";
 import { Ajv } from "ajv";
 import { afterEach, describe, expect, it } from "vitest";
-import {
-  checkOutputSchema,
-  maxSchemaNesting,
-  schemaForProvider,
-  validateAgainstSchema,
-  validatorCacheLimit,
-} from "./output-schema.js";
+import { checkOutputSchema, maxSchemaNesting } from "./output-schema.js";
+import { schemaForProvider } from "./provider-schema.js";
+import { validateAgainstSchema, validatorCacheLimit } from "./schema-validator.js";
 
 const schema = {
   type: "object",

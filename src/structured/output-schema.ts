@@ -1,5 +1,5 @@
-import { Ajv, type ValidateFunction } from "ajv";
 import type { ProviderId } from "../providers/provider-id.js";
+import { validatorFor } from "./schema-validator.js";
 
 /**
  * The project's output schema: a JSON Schema object restricted to the subset that the three
@@ -35,9 +35,9 @@ const allowedKeywords = new Set([
  * answer (Ajv collects or ignores them), so a schema pasted in with them is taken as it is. The
  * validator does not resolve `$ref`s against an `$id`, nor read `$schema`: a `$ref` points into the
  * document from its root, as it does for the providers. Each provider is sent only the annotations
- * its structured mode takes (`providerAnnotations`).
+ * its structured mode takes (`providerAnnotations` in provider-schema.ts).
  */
-const annotationKinds = new Map<string, "string" | "array" | "boolean" | "any value">([
+export const annotationKinds = new Map<string, "string" | "array" | "boolean" | "any value">([
   ["title", "string"],
   ["description", "string"],
   ["$comment", "string"],
@@ -49,20 +49,6 @@ const annotationKinds = new Map<string, "string" | "array" | "boolean" | "any va
   ["readOnly", "boolean"],
   ["writeOnly", "boolean"],
 ]);
-/**
- * The annotations each provider's structured mode takes; the others are removed from what it is
- * sent. Provider A: its strict structured outputs refuse the others (400 "'examples' is not
- * permitted", "'default' is not permitted"); Sluice calls it non-strict and sends what strict mode
- * takes. Provider B: structured outputs take `title`, `description` and `default` (the AI SDK keeps
- * them there; its JSON-tool fallback sends the schema as it is). Provider C: the Gemini API's Schema
- * object has `title`, `description` and `default` among its fields, and an unknown field is its 400.
- * `description` guides the model, so every provider gets it.
- */
-const providerAnnotations: Record<ProviderId, ReadonlySet<string>> = {
-  "provider-a": new Set(["title", "description"]),
-  "provider-b": new Set(["title", "description", "default"]),
-  "provider-c": new Set(["title", "description", "default"]),
-};
 const allowedTypes = new Set(["object", "array", "string", "number", "integer", "boolean", "null"]);
 const maxDepth = 10;
 const maxSchemaBytes = 64 * 1024;
@@ -72,26 +58,6 @@ const maxSchemaBytes = 64 * 1024;
  * walk, Ajv) sees the schema: 27 KB of `[[[…]]]` would overflow their stack.
  */
 export const maxSchemaNesting = 64;
-
-/**
- * How many compiled validators are kept, and how many schemas one Ajv instance compiles before a
- * fresh one takes over. Ajv keeps everything it compiled (its schema cache and, beyond the reach of
- * `removeSchema`, every schema, validator and pattern in its code-generation scope), so its memory
- * is freed only by dropping the instance: at most two instances live, the current one and the one
- * before, so at most twice this many compiled schemas. Exported for the tests.
- */
-export const validatorCacheLimit = 2000;
-
-/** One Ajv instance and how many schemas it has compiled (refused ones included). */
-type Generation = { ajv: Ajv; compiles: number };
-const newGeneration = (): Generation => ({
-  ajv: new Ajv({ allErrors: true, strict: false, validateFormats: false }),
-  compiles: 0,
-});
-let current = newGeneration();
-let previous: Generation | null = null;
-/** By the schema's JSON, least recently used first (a hit moves its entry to the end). */
-const compiled = new Map<string, { validate: ValidateFunction; generation: Generation }>();
 
 /**
  * The `format` values provider C's structured output (the Gemini API's responseSchema) takes, by
@@ -329,155 +295,4 @@ function providerCRules(
         `${path}: provider C takes an object only with properties (no map through additionalProperties, no free-form object)`,
       );
   }
-}
-
-/**
- * The compiled validator of a schema, from a bounded LRU cache. When the current Ajv instance has
- * compiled `validatorCacheLimit` schemas, a new one takes over and the one before it is dropped,
- * with the validators it compiled: a schema still in use is compiled again, once, by a newer
- * instance. A few schemas in use never get there: they are compiled once.
- */
-function validatorFor(schema: Record<string, unknown>): ValidateFunction {
-  const key = JSON.stringify(schema);
-  const hit = compiled.get(key);
-  if (hit) {
-    compiled.delete(key);
-    compiled.set(key, hit);
-    return hit.validate;
-  }
-  if (current.compiles >= validatorCacheLimit) {
-    for (const [cachedKey, entry] of compiled) if (entry.generation === previous) compiled.delete(cachedKey);
-    previous = current;
-    current = newGeneration();
-  }
-  const generation = current;
-  generation.compiles++;
-  // Without `$id` one Ajv instance takes two projects' schemas that share one (it refuses an id it
-  // holds), and a `$ref` below an `$id` is not read relative to it; `$schema` would name a meta-schema.
-  const validate = generation.ajv.compile(
-    eachSchema(schema, ({ $id: _id, $schema: _dialect, ...rest }) => rest) as Record<string, unknown>,
-  );
-  compiled.set(key, { validate, generation });
-  if (compiled.size > validatorCacheLimit) {
-    for (const oldest of compiled.keys()) {
-      compiled.delete(oldest);
-      break;
-    }
-  }
-  return validate;
-}
-
-/**
- * Validates a model's output; the error strings say where and why. A value that would not survive
- * JSON serialisation is invalid too: JSON.parse reads `1e999` as Infinity, which Ajv takes for a
- * number and JSON.stringify would send as null, breaking the schema the answer was checked against.
- */
-export function validateAgainstSchema(
-  schema: Record<string, unknown>,
-  value: unknown,
-): { valid: boolean; errors: string[] } {
-  const errors: string[] = [];
-  nonFiniteNumbers(value, errors);
-  const validate = validatorFor(schema);
-  if (!validate(value)) {
-    for (const error of validate.errors ?? [])
-      errors.push(`${error.instancePath || "/"} ${error.message ?? "is invalid"}${detailOf(error.params)}`);
-  }
-  return { valid: errors.length === 0, errors };
-}
-
-/**
- * What the repair needs beyond Ajv's message: the extra key to drop, or the values allowed (at most
- * 200 characters of them).
- */
-function detailOf(params: Record<string, unknown> | undefined): string {
-  if (typeof params?.additionalProperty === "string") return `: ${JSON.stringify(params.additionalProperty)}`;
-  if (Array.isArray(params?.allowedValues)) {
-    const allowed = params.allowedValues.map((value) => JSON.stringify(value)).join(", ");
-    return `: ${allowed.length > 200 ? `${allowed.slice(0, 200)}…` : allowed}`;
-  }
-  return "";
-}
-
-/**
- * Reports every number JSON cannot carry (Infinity, -Infinity, NaN), by its JSON Pointer. Iterative,
- * so a deeply nested answer cannot overflow the stack.
- */
-function nonFiniteNumbers(root: unknown, errors: string[]): void {
-  const pointerToken = (key: string) => key.replace(/~/g, "~0").replace(/\//g, "~1");
-  const pending: Array<[unknown, string]> = [[root, ""]];
-  for (let next = pending.pop(); next; next = pending.pop()) {
-    const [value, path] = next;
-    if (typeof value === "number") {
-      if (!Number.isFinite(value))
-        errors.push(`${path || "/"} must be a finite number (JSON has no ${String(value)})`);
-    } else if (Array.isArray(value)) {
-      for (let index = value.length - 1; index >= 0; index--)
-        pending.push([value[index], `${path}/${index}`]);
-    } else if (typeof value === "object" && value !== null) {
-      for (const [key, item] of Object.entries(value).reverse())
-        pending.push([item, `${path}/${pointerToken(key)}`]);
-    }
-  }
-}
-
-/**
- * The schema as handed to the AI SDK for a provider: without the annotations that provider's
- * structured mode does not take (`providerAnnotations`; `description` stays, it guides the model),
- * and with `nullable: true` written as a type that takes null (`{"type": "string", "nullable": true}`
- * becomes `{"type": ["string", "null"]}`), the form every provider's converter carries over.
- * Providers B's and C's converters drop `nullable` itself, so the model could never answer null
- * where the schema (and Ajv, which validates the answer) allows it. Values (`default`, `const`,
- * `enum`) are copied as they are, and so are the names of properties and definitions; the
- * project's schema is not changed.
- */
-export function schemaForProvider(
-  schema: Record<string, unknown>,
-  provider: ProviderId,
-): Record<string, unknown> {
-  const sent = providerAnnotations[provider];
-  return eachSchema(schema, (node) =>
-    nullableAsType(
-      Object.fromEntries(
-        Object.entries(node).filter(([keyword]) => !annotationKinds.has(keyword) || sent.has(keyword)),
-      ),
-    ),
-  ) as Record<string, unknown>;
-}
-
-const subschemaMaps = new Set(["properties", "$defs", "definitions"]);
-const subschemas = new Set(["items", "additionalProperties"]);
-
-/**
- * A copy of the schema in which `rewrite` has made each schema object, deepest first, from a copy
- * of it (its subschemas already rewritten). Only keywords that hold schemas are followed: values
- * (`default`, `enum`, `examples`) and the names in `properties` or `$defs` are copied as they are.
- */
-function eachSchema(
-  node: unknown,
-  rewrite: (schema: Record<string, unknown>) => Record<string, unknown>,
-): unknown {
-  if (typeof node !== "object" || node === null || Array.isArray(node)) return node;
-  const out: Record<string, unknown> = {};
-  for (const [key, value] of Object.entries(node)) {
-    if (subschemaMaps.has(key) && typeof value === "object" && value !== null && !Array.isArray(value)) {
-      out[key] = Object.fromEntries(
-        Object.entries(value).map(([name, child]) => [name, eachSchema(child, rewrite)]),
-      );
-    } else if (subschemas.has(key)) out[key] = eachSchema(value, rewrite);
-    else if (key === "anyOf" && Array.isArray(value))
-      out[key] = value.map((child) => eachSchema(child, rewrite));
-    else out[key] = value;
-  }
-  return rewrite(out);
-}
-
-function nullableAsType(schema: Record<string, unknown>): Record<string, unknown> {
-  const { nullable, ...out } = schema;
-  // Ajv takes `nullable` only beside `type` (the schema does not compile otherwise), and an `enum`
-  // still has to list null: the type is what changes.
-  if (nullable !== true) return out;
-  if (typeof out.type === "string" && out.type !== "null") out.type = [out.type, "null"];
-  else if (Array.isArray(out.type) && !out.type.includes("null")) out.type = [...out.type, "null"];
-  return out;
 }

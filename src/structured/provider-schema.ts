@@ -1,0 +1,52 @@
+import type { ProviderId } from "../providers/provider-id.js";
+import { annotationKinds } from "./output-schema.js";
+import { eachSchema } from "./schema-walk.js";
+
+/**
+ * The annotations each provider's structured mode takes; the others are removed from what it is
+ * sent. Provider A: its strict structured outputs refuse the others (400 "'examples' is not
+ * permitted", "'default' is not permitted"); Sluice calls it non-strict and sends what strict mode
+ * takes. Provider B: structured outputs take `title`, `description` and `default` (the AI SDK keeps
+ * them there; its JSON-tool fallback sends the schema as it is). Provider C: the Gemini API's Schema
+ * object has `title`, `description` and `default` among its fields, and an unknown field is its 400.
+ * `description` guides the model, so every provider gets it.
+ */
+const providerAnnotations: Record<ProviderId, ReadonlySet<string>> = {
+  "provider-a": new Set(["title", "description"]),
+  "provider-b": new Set(["title", "description", "default"]),
+  "provider-c": new Set(["title", "description", "default"]),
+};
+
+/**
+ * The schema as handed to the AI SDK for a provider: without the annotations that provider's
+ * structured mode does not take (`providerAnnotations`; `description` stays, it guides the model),
+ * and with `nullable: true` written as a type that takes null (`{"type": "string", "nullable": true}`
+ * becomes `{"type": ["string", "null"]}`), the form every provider's converter carries over.
+ * Providers B's and C's converters drop `nullable` itself, so the model could never answer null
+ * where the schema (and Ajv, which validates the answer) allows it. Values (`default`, `const`,
+ * `enum`) are copied as they are, and so are the names of properties and definitions; the
+ * project's schema is not changed.
+ */
+export function schemaForProvider(
+  schema: Record<string, unknown>,
+  provider: ProviderId,
+): Record<string, unknown> {
+  const sent = providerAnnotations[provider];
+  return eachSchema(schema, (node) =>
+    nullableAsType(
+      Object.fromEntries(
+        Object.entries(node).filter(([keyword]) => !annotationKinds.has(keyword) || sent.has(keyword)),
+      ),
+    ),
+  ) as Record<string, unknown>;
+}
+
+function nullableAsType(schema: Record<string, unknown>): Record<string, unknown> {
+  const { nullable, ...out } = schema;
+  // Ajv takes `nullable` only beside `type` (the schema does not compile otherwise), and an `enum`
+  // still has to list null: the type is what changes.
+  if (nullable !== true) return out;
+  if (typeof out.type === "string" && out.type !== "null") out.type = [out.type, "null"];
+  else if (Array.isArray(out.type) && !out.type.includes("null")) out.type = [...out.type, "null"];
+  return out;
+}

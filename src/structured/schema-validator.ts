@@ -1,0 +1,112 @@
+import { Ajv, type ValidateFunction } from "ajv";
+import { eachSchema } from "./schema-walk.js";
+
+/**
+ * How many compiled validators are kept, and how many schemas one Ajv instance compiles before a
+ * fresh one takes over. Ajv keeps everything it compiled (its schema cache and, beyond the reach of
+ * `removeSchema`, every schema, validator and pattern in its code-generation scope), so its memory
+ * is freed only by dropping the instance: at most two instances live, the current one and the one
+ * before, so at most twice this many compiled schemas. Exported for the tests.
+ */
+export const validatorCacheLimit = 2000;
+
+/** One Ajv instance and how many schemas it has compiled (refused ones included). */
+type Generation = { ajv: Ajv; compiles: number };
+const newGeneration = (): Generation => ({
+  ajv: new Ajv({ allErrors: true, strict: false, validateFormats: false }),
+  compiles: 0,
+});
+let current = newGeneration();
+let previous: Generation | null = null;
+/** By the schema's JSON, least recently used first (a hit moves its entry to the end). */
+const compiled = new Map<string, { validate: ValidateFunction; generation: Generation }>();
+
+/**
+ * The compiled validator of a schema, from a bounded LRU cache. When the current Ajv instance has
+ * compiled `validatorCacheLimit` schemas, a new one takes over and the one before it is dropped,
+ * with the validators it compiled: a schema still in use is compiled again, once, by a newer
+ * instance. A few schemas in use never get there: they are compiled once.
+ */
+export function validatorFor(schema: Record<string, unknown>): ValidateFunction {
+  const key = JSON.stringify(schema);
+  const hit = compiled.get(key);
+  if (hit) {
+    compiled.delete(key);
+    compiled.set(key, hit);
+    return hit.validate;
+  }
+  if (current.compiles >= validatorCacheLimit) {
+    for (const [cachedKey, entry] of compiled) if (entry.generation === previous) compiled.delete(cachedKey);
+    previous = current;
+    current = newGeneration();
+  }
+  const generation = current;
+  generation.compiles++;
+  // Without `$id` one Ajv instance takes two projects' schemas that share one (it refuses an id it
+  // holds), and a `$ref` below an `$id` is not read relative to it; `$schema` would name a meta-schema.
+  const validate = generation.ajv.compile(
+    eachSchema(schema, ({ $id: _id, $schema: _dialect, ...rest }) => rest) as Record<string, unknown>,
+  );
+  compiled.set(key, { validate, generation });
+  if (compiled.size > validatorCacheLimit) {
+    for (const oldest of compiled.keys()) {
+      compiled.delete(oldest);
+      break;
+    }
+  }
+  return validate;
+}
+
+/**
+ * Validates a model's output; the error strings say where and why. A value that would not survive
+ * JSON serialisation is invalid too: JSON.parse reads `1e999` as Infinity, which Ajv takes for a
+ * number and JSON.stringify would send as null, breaking the schema the answer was checked against.
+ */
+export function validateAgainstSchema(
+  schema: Record<string, unknown>,
+  value: unknown,
+): { valid: boolean; errors: string[] } {
+  const errors: string[] = [];
+  nonFiniteNumbers(value, errors);
+  const validate = validatorFor(schema);
+  if (!validate(value)) {
+    for (const error of validate.errors ?? [])
+      errors.push(`${error.instancePath || "/"} ${error.message ?? "is invalid"}${detailOf(error.params)}`);
+  }
+  return { valid: errors.length === 0, errors };
+}
+
+/**
+ * What the repair needs beyond Ajv's message: the extra key to drop, or the values allowed (at most
+ * 200 characters of them).
+ */
+function detailOf(params: Record<string, unknown> | undefined): string {
+  if (typeof params?.additionalProperty === "string") return `: ${JSON.stringify(params.additionalProperty)}`;
+  if (Array.isArray(params?.allowedValues)) {
+    const allowed = params.allowedValues.map((value) => JSON.stringify(value)).join(", ");
+    return `: ${allowed.length > 200 ? `${allowed.slice(0, 200)}…` : allowed}`;
+  }
+  return "";
+}
+
+/**
+ * Reports every number JSON cannot carry (Infinity, -Infinity, NaN), by its JSON Pointer. Iterative,
+ * so a deeply nested answer cannot overflow the stack.
+ */
+function nonFiniteNumbers(root: unknown, errors: string[]): void {
+  const pointerToken = (key: string) => key.replace(/~/g, "~0").replace(/\//g, "~1");
+  const pending: Array<[unknown, string]> = [[root, ""]];
+  for (let next = pending.pop(); next; next = pending.pop()) {
+    const [value, path] = next;
+    if (typeof value === "number") {
+      if (!Number.isFinite(value))
+        errors.push(`${path || "/"} must be a finite number (JSON has no ${String(value)})`);
+    } else if (Array.isArray(value)) {
+      for (let index = value.length - 1; index >= 0; index--)
+        pending.push([value[index], `${path}/${index}`]);
+    } else if (typeof value === "object" && value !== null) {
+      for (const [key, item] of Object.entries(value).reverse())
+        pending.push([item, `${path}/${pointerToken(key)}`]);
+    }
+  }
+}
