@@ -206,6 +206,18 @@ describe("authenticate: the SPEC's methods, in order", () => {
     expect(statusOf(result)).toBe(200);
   });
 
+  it("never takes the partial key from x-ai-key when the Bearer value's is missing or wrong (SPEC rule 2)", async () => {
+    const fixture = await project(true, false);
+    const other = await project(true, false, "development");
+    const valid = { "x-ai-key": fixture.partial["provider-a"] };
+    for (const authorization of [
+      `Bearer .${fixture.testKey}`,
+      `Bearer ${other.partial["provider-a"]}.${fixture.testKey}`,
+      `Bearer not-a-partial-key.${fixture.testKey}`,
+    ])
+      expect(statusOf(await run(fixture.projectId, { authorization, ...valid }))).toBe(401);
+  });
+
   it("refuses a partial key of another provider with 403", async () => {
     const fixture = await project(true, false);
     const result = await run(fixture.projectId, {

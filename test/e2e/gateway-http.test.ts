@@ -37,6 +37,8 @@ describe("the gateway over HTTP", () => {
     const body = (await response.json()) as Record<string, unknown>;
     expect(body).toMatchObject({ status: "ok", version, checks: { database: { status: "ok" } } });
     expect(typeof body.uptimeSeconds).toBe("number");
+    const latencyMs = (body.checks as { database: { latencyMs: unknown } }).database.latencyMs;
+    expect(typeof latencyMs === "number" && latencyMs >= 0).toBe(true);
     expect(response.headers.get("x-request-id")).toMatch(/^req_[0-9a-f]{32}$/);
   });
 
@@ -74,6 +76,46 @@ describe("the gateway over HTTP", () => {
       expect(c.models[0]?.name).toMatch(/^models\//);
     }
     await expectError(await call("/v1/provider-a/no-such-project/models"), 404, "PROJECT_NOT_FOUND");
+  });
+
+  it("gives every list entry a name, its pricing (SPEC's per-image table; an unknown price null) and six capability flags", async () => {
+    type Entry = Record<string, unknown> & { id?: string; name: string; pricing: Record<string, unknown> };
+    const listed = async (provider: string) => {
+      const response = await call(`/v1/${provider}/models`);
+      // The lists without a project are the same for everyone: caches may keep them.
+      expect(response.headers.get("cache-control")).toBe("public, max-age=300");
+      const body = (await response.json()) as { data?: Entry[]; models?: Entry[] };
+      return body.data ?? body.models ?? [];
+    };
+    const flags = ["text", "vision", "pdf", "structured", "image", "embeddings"];
+    const all = new Map<string, Entry>();
+    for (const provider of ["provider-a", "provider-b", "provider-c"]) {
+      const entries = await listed(provider);
+      expect(entries.length).toBeGreaterThan(0);
+      for (const entry of entries) {
+        expect(typeof entry.name).toBe("string");
+        expect(Object.keys(entry.capabilities as object).sort()).toEqual([...flags].sort());
+        for (const flag of flags)
+          expect(typeof (entry.capabilities as Record<string, unknown>)[flag]).toBe("boolean");
+        expect(entry.pricing.currency).toBe("USD");
+        if (entry.pricing.unit === "1M tokens")
+          for (const price of ["input", "output", "cachedInput"])
+            expect(entry.pricing[price] === null || (entry.pricing[price] as number) >= 0).toBe(true);
+        else expect(entry.pricing.unit).toBe("image");
+        all.set(String(entry.id ?? entry.name).replace(/^models\//, ""), entry);
+      }
+    }
+    expect(all.get("gpt-image-1")?.pricing.perImage).toEqual({
+      low: { "1024x1024": 0.011, "1024x1536": 0.016, "1536x1024": 0.016 },
+      medium: { "1024x1024": 0.042, "1024x1536": 0.063, "1536x1024": 0.063 },
+      high: { "1024x1024": 0.167, "1024x1536": 0.25, "1536x1024": 0.25 },
+    });
+    expect(all.get("dall-e-3")?.pricing.perImage).toEqual({
+      standard: { "1024x1024": 0.04, "1024x1536": 0.08, "1536x1024": 0.08 },
+      hd: { "1024x1024": 0.08, "1024x1536": 0.12, "1536x1024": 0.12 },
+    });
+    // SPEC has no price for provider C's ultra model: null, never 0.
+    expect(all.get("imagen-4.0-ultra-generate-001")?.pricing.perImage).toEqual({ default: { "*": null } });
   });
 
   it("lists for a project only the models it may use: those of providers it holds a live key for, none while disabled", async () => {
