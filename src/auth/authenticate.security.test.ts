@@ -589,9 +589,9 @@ describe("authenticate: the SPEC's methods, in order", () => {
     expect(result.ok ? "" : result.error.message).toBe(`No authentication method succeeded: ${reason}`);
   });
 
-  it("answers 400 without a project id", async () => {
+  it("answers 401 without a project id: no method can succeed (SPEC)", async () => {
     const result = await run(undefined, { authorization: "Bearer a.b" });
-    expect(result.ok ? 200 : result.error.code).toBe("BAD_REQUEST");
+    expect(result.ok ? 200 : result.error.code).toBe("UNAUTHORIZED");
   });
 
   it("stops at the throttle before anything else", async () => {

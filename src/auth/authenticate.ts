@@ -241,10 +241,12 @@ export function createAuthenticator(deps: AuthenticatorDeps) {
       const message = "Too many failed authentication attempts; try again later";
       return failure(throttled(deps.throttle, retryAfter, "auth-failures", message), null);
     }
+    // The project id is the first of the three things every method needs (SPEC): without it no
+    // method can succeed, which SPEC answers with 401.
     if (!projectId) {
       return failure(
         new GatewayError(
-          "BAD_REQUEST",
+          "UNAUTHORIZED",
           "A project id is required: put it in the path or the x-project-id header",
         ),
         null,

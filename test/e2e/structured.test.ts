@@ -857,5 +857,8 @@ describe("structured analysis", () => {
       404,
       "PROJECT_NOT_FOUND",
     );
+    // No project id: no method can succeed, so it is SPEC's 401, naming what is missing.
+    const missing = await expectError(await post("/v1/text", a, { text: "x" }), 401, "UNAUTHORIZED");
+    expect(missing.message).toMatch(/project id is required/);
   });
 });
