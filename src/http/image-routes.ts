@@ -3,11 +3,11 @@ import { generateImages, type ImageGenerationDeps, imageModelFor } from "../imag
 import { parseImageRequest } from "../images/image-request.js";
 import type { UrlSigner } from "../images/signed-url.js";
 import { mediaTypeOf, vaultMaxAgeSeconds } from "../images/vault-store.js";
-import type { Admit, CallSpend } from "./admission.js";
-import { watchClient } from "./client-watch.js";
-import { parseJsonObject, readBody, requireUtf8JsonContentType } from "./read-body.js";
+import type { Admit } from "./admission.js";
+import { answerWithJson } from "./json-answer-call.js";
+import { parseJsonObject, readBody } from "./read-body.js";
 import type { RequestContext, Router } from "./router.js";
-import { sendBytes, sendJson } from "./send.js";
+import { sendBytes } from "./send.js";
 
 export interface ImageRouteDeps extends ImageGenerationDeps {
   admit: Admit;
@@ -40,48 +40,20 @@ export function registerImageRoutes(router: Router, deps: ImageRouteDeps): void 
   }
 }
 
-async function handleGenerate(deps: ImageRouteDeps, context: RequestContext): Promise<void> {
-  const { request, response, params } = context;
-  const headerProject = request.headers["x-project-id"];
-  const call = await deps.admit(context, {
-    endpoint: "image",
-    projectId: params.projectId ?? (Array.isArray(headerProject) ? headerProject[0] : headerProject),
-    provider: (project) => project.provider,
-  });
-  let model: string | null = null;
-  let spend: CallSpend | undefined;
-  // A client that leaves before its images: the provider calls are aborted, and the row says so.
-  const client = watchClient(response);
-  try {
-    requireUtf8JsonContentType(request);
-    const body = parseImageRequest(parseJsonObject(await readBody(request, deps.maxBodyBytes)));
-    model = imageModelFor(call.provider, call.project, body);
+function handleGenerate(deps: ImageRouteDeps, context: RequestContext): Promise<void> {
+  return answerWithJson(deps.admit, context, "image", async (call, signal, soFar) => {
+    const body = parseImageRequest(parseJsonObject(await readBody(context.request, deps.maxBodyBytes)));
+    const model = imageModelFor(call.provider, call.project, body);
+    soFar.model = model;
     const { result, costUsd } = await generateImages(
       deps,
       call,
       body,
       (billed) => {
-        spend = { usage: null, costUsd: billed };
+        soFar.spend = { usage: null, costUsd: billed };
       },
-      client.signal,
+      signal,
     );
-    client.throwIfGone();
-    sendJson(response, 200, result);
-    call.finish({
-      status: 200,
-      outcome: "ok",
-      provider: call.provider,
-      model,
-      usage: null,
-      costUsd,
-      streamed: false,
-      timeToFirstByteMs: null,
-      errorCode: null,
-    });
-  } catch (error) {
-    call.fail(error, call.provider, model, spend);
-    throw error;
-  } finally {
-    client.stop();
-  }
+    return { body: result, model, usage: null, costUsd };
+  });
 }

@@ -9,11 +9,10 @@ import { checkOutputSchema } from "../structured/output-schema.js";
 import { parsePdfInput } from "../structured/pdf-input.js";
 import type { FetchPdf } from "../structured/safe-pdf-fetch.js";
 import { costOfTokens } from "../usage/token-cost.js";
-import type { Admit, CallSpend } from "./admission.js";
-import { watchClient } from "./client-watch.js";
-import { parseJsonObject, readBody, requireUtf8JsonContentType } from "./read-body.js";
+import type { Admit } from "./admission.js";
+import { answerWithJson } from "./json-answer-call.js";
+import { parseJsonObject, readBody } from "./read-body.js";
 import type { RequestContext, Router } from "./router.js";
-import { sendJson } from "./send.js";
 
 export interface StructuredRouteDeps {
   admit: Admit;
@@ -36,21 +35,9 @@ export function registerStructuredRoutes(router: Router, deps: StructuredRouteDe
   }
 }
 
-async function handle(deps: StructuredRouteDeps, kind: AnalysisKind, context: RequestContext): Promise<void> {
-  const { request, response, params } = context;
-  const headerProject = request.headers["x-project-id"];
-  const call = await deps.admit(context, {
-    endpoint: kind,
-    projectId: params.projectId ?? (Array.isArray(headerProject) ? headerProject[0] : headerProject),
-    provider: (project) => project.provider,
-  });
-  let model: string | null = null;
-  let spend: CallSpend | undefined;
-  // A client that leaves before its answer: the provider calls are aborted, and the row says so.
-  const client = watchClient(response);
-  try {
-    requireUtf8JsonContentType(request);
-    const body = parseJsonObject(await readBody(request, bodyCap(deps, kind)));
+function handle(deps: StructuredRouteDeps, kind: AnalysisKind, context: RequestContext): Promise<void> {
+  return answerWithJson(deps.admit, context, kind, async (call, signal, soFar) => {
+    const body = parseJsonObject(await readBody(context.request, bodyCap(deps, kind)));
     const value = body[fieldOf[kind]];
     if (typeof value !== "string" || value.length === 0) {
       throw new GatewayError(
@@ -59,38 +46,23 @@ async function handle(deps: StructuredRouteDeps, kind: AnalysisKind, context: Re
       );
     }
     const schema = usableSchema(call.project, call.provider);
-    const input = await parseInput(deps, kind, value, call.provider, client.signal);
-    model = chooseModel(call.project, call.provider, kind);
+    const input = await parseInput(deps, kind, value, call.provider, signal);
+    soFar.model = chooseModel(call.project, call.provider, kind);
     const result = await analyze(deps.models, {
       provider: call.provider,
-      model,
+      model: soFar.model,
       providerKey: call.providerKey,
       schema,
       input,
       timeoutMs: deps.timeoutMs,
-      signal: client.signal,
+      signal,
     });
-    model = result.model;
-    spend = { usage: result.usage, costUsd: costOfTokens(call.provider, result.model, result.usage) };
+    soFar.model = result.model;
+    const spend = { usage: result.usage, costUsd: costOfTokens(call.provider, result.model, result.usage) };
+    soFar.spend = spend;
     if (!result.ok) throw result.error;
-    client.throwIfGone();
-    sendJson(response, 200, result.object);
-    call.finish({
-      status: 200,
-      outcome: "ok",
-      provider: call.provider,
-      model,
-      ...spend,
-      streamed: false,
-      timeToFirstByteMs: null,
-      errorCode: null,
-    });
-  } catch (error) {
-    call.fail(error, call.provider, model, spend);
-    throw error;
-  } finally {
-    client.stop();
-  }
+    return { body: result.object, model: result.model, ...spend };
+  });
 }
 
 /**

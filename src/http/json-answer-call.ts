@@ -1,0 +1,62 @@
+import type { Admit, AdmittedCall, CallSpend, Endpoint } from "./admission.js";
+import { watchClient } from "./client-watch.js";
+import { requireUtf8JsonContentType } from "./read-body.js";
+import type { RequestContext } from "./router.js";
+import { sendJson } from "./send.js";
+
+/** What a call has learnt by the time it fails, for its row: the model, and what it was billed. */
+export interface CallSoFar {
+  model: string | null;
+  spend?: CallSpend;
+}
+
+/** The answer's JSON body and what the call cost. */
+export interface JsonAnswer extends CallSpend {
+  body: unknown;
+  model: string | null;
+}
+
+/**
+ * A call of the AI SDK routes (structured analysis, image generation): admitted for the project in
+ * the path or the `x-project-id` header, a UTF-8 JSON body, answered with one JSON object, and one
+ * usage row whatever happens. `run` notes in `soFar` what the failure row should name. A client
+ * that leaves before its answer: `signal` aborts the provider calls, and the row says so.
+ */
+export async function answerWithJson(
+  admit: Admit,
+  context: RequestContext,
+  endpoint: Endpoint,
+  run: (call: AdmittedCall, signal: AbortSignal, soFar: CallSoFar) => Promise<JsonAnswer>,
+): Promise<void> {
+  const { request, response, params } = context;
+  const headerProject = request.headers["x-project-id"];
+  const call = await admit(context, {
+    endpoint,
+    projectId: params.projectId ?? (Array.isArray(headerProject) ? headerProject[0] : headerProject),
+    provider: (project) => project.provider,
+  });
+  const soFar: CallSoFar = { model: null };
+  const client = watchClient(response);
+  try {
+    requireUtf8JsonContentType(request);
+    const { body, model, usage, costUsd } = await run(call, client.signal, soFar);
+    client.throwIfGone();
+    sendJson(response, 200, body);
+    call.finish({
+      status: 200,
+      outcome: "ok",
+      provider: call.provider,
+      model,
+      usage,
+      costUsd,
+      streamed: false,
+      timeToFirstByteMs: null,
+      errorCode: null,
+    });
+  } catch (error) {
+    call.fail(error, call.provider, soFar.model, soFar.spend);
+    throw error;
+  } finally {
+    client.stop();
+  }
+}
