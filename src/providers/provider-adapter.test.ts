@@ -121,6 +121,48 @@ describe("provider adapters", () => {
     expect(c("models/:predict")).toBeNull();
   });
 
+  it("tells provider C's interaction creation apart, and counts nothing for a cancel", () => {
+    const c = adapters["provider-c"];
+    for (const path of ["v1beta/interactions", "interactions", "v1/interactions"])
+      expect(c.interactionsCall?.(path), path).toBe(true);
+    for (const path of [
+      "v1beta/interactions/v1_abc/cancel",
+      "v1beta/interactions/v1_abc",
+      "v1beta/models/gemini-2.5-flash:generateContent",
+      "v1beta/interactionsx",
+      "v1beta/x/interactions",
+    ])
+      expect(c.interactionsCall?.(path), path).toBe(false);
+    expect(c.answersStored?.("v1beta/interactions/v1_abc/cancel")).toBe(true);
+    expect(c.answersStored?.("v1beta/interactions")).toBe(false);
+    expect(c.answersStored?.("v1beta/models/gemini-2.5-flash:generateContent")).toBe(false);
+    expect(adapters["provider-a"].interactionsCall).toBeUndefined();
+    expect(adapters["provider-b"].interactionsCall).toBeUndefined();
+  });
+
+  it("reads an interaction's model (else its agent) from the body's top-level members, as the provider does", () => {
+    const model = (body: string) =>
+      adapters["provider-c"].requestModel("v1beta/interactions", Buffer.from(body));
+    expect(model('{"model":"gemini-2.5-flash","input":"Hi"}')).toBe("gemini-2.5-flash");
+    // After a long input, written with escapes, the last of two, spaces around.
+    expect(
+      model(` { "input" : ${JSON.stringify("x".repeat(70_000))} , "\\u006dodel" : "gemini-2.5-pro" } `),
+    ).toBe("gemini-2.5-pro");
+    expect(model('{"model":"gemini-2.5-flash","model":"gemini-2.5-pro"}')).toBe("gemini-2.5-pro");
+    // A `model` nested in a tool's schema or the input is not the request's.
+    expect(
+      model(
+        '{"tools":[{"parameters":{"properties":{"model":"x"}}}],"input":[{"role":"model"}],"model":"gemini-2.5-flash"}',
+      ),
+    ).toBe("gemini-2.5-flash");
+    expect(model('{"tools":[{"parameters":{"model":"gemini-2.5-pro"}}],"input":"Hi"}')).toBeNull();
+    expect(model('{"agent":"deep-research-pro-preview-12-2025","input":"Research","background":true}')).toBe(
+      "deep-research-pro-preview-12-2025",
+    );
+    for (const body of ["", "[]", '{"model":1}', '{"model":""}', '{"model":"gemini', "not json"])
+      expect(model(body), body).toBeNull();
+  });
+
   it("finds the model field of a multipart body (a transcription, an image edit), written after the file", () => {
     const boundary = "----formdata-undici-0123456789";
     const part = (name: string, value: string, extra = "") =>

@@ -1,3 +1,4 @@
+import { lastMembers, skipSpaces } from "../proxy/json-bytes.js";
 import { type ImageCall, imagenPrediction, openAiImageGeneration } from "./image-calls.js";
 import type { ProviderId } from "./provider-id.js";
 
@@ -29,6 +30,11 @@ export interface ProviderAdapter {
    * `streamGenerateContent` without `?alt=sse` streams a JSON array, chunk by chunk).
    */
   streamsJson?(path: string): boolean;
+  /**
+   * Provider C: whether a POST to the path creates an interaction (the Interactions API,
+   * `v1beta/interactions`), whose answer reports its usage as `usage` with `total_*` counts.
+   */
+  interactionsCall?(path: string): boolean;
   /** Provider A: whether the call is one of the Responses API's that can report a background run. */
   responsesCall?(method: string, path: string): ResponsesCall | null;
   /**
@@ -72,6 +78,32 @@ const storedObjectPost = /^(?:chat\/completions\/[^/]+|batches\/[^/]+\/cancel)$/
 function responsesCall(method: string, path: string): ResponsesCall | null {
   if (method === "POST") return path === "responses" || cancelResponse.test(path) ? "post" : null;
   return method === "GET" && oneResponse.test(path) ? "poll" : null;
+}
+
+/** Provider C's Interactions API: creating an interaction, and cancelling a background one. */
+const createInteraction = /^(?:v1beta\/|v1\/)?interactions$/;
+const cancelInteraction = /^(?:v1beta\/|v1\/)?interactions\/[^/]+\/cancel$/;
+
+/**
+ * The model an interaction's request names (its top-level `model`), else the agent it runs
+ * (`agent`, a Deep Research agent, which the catalogue does not price), as the provider reads the
+ * body: the last member of that name, escapes decoded. The SDK writes the members in the order the
+ * app gives them, so `model` may follow a long `input` (inline images): the top-level members are
+ * walked, not searched for in the first bytes. Null when there is neither, or the body is no JSON
+ * object.
+ */
+function interactionModel(body: Buffer): string | null {
+  const open = skipSpaces(body, 0);
+  if (body[open] !== 0x7b /* { */) return null;
+  try {
+    const [model, agent] = lastMembers(body, open, "model", "agent");
+    const span = model ?? agent;
+    if (span === null || body[span.start] !== 0x22 /* " */) return null;
+    const name: unknown = JSON.parse(body.toString("utf8", span.start, span.end));
+    return typeof name === "string" && name.length > 0 && name.length <= 200 ? name : null;
+  } catch {
+    return null;
+  }
 }
 
 /** Provider C's Imagen method, after the model's colon (also percent-encoded). */
@@ -171,7 +203,8 @@ export function createProviderAdapters(options: ProviderAdapterOptions): Record<
         headers["x-goog-api-key"] = key;
         headers["x-goog-api-client"] = options.clientIdentifier;
       },
-      requestModel(path) {
+      requestModel(path, body) {
+        if (createInteraction.test(path)) return interactionModel(body);
         // The method follows a colon, which a client may send percent-encoded (`x%3Apredict`).
         const segment = /(?:^|\/)models\/([^/]+)/.exec(path)?.[1];
         if (!segment) return null;
@@ -184,6 +217,10 @@ export function createProviderAdapters(options: ProviderAdapterOptions): Record<
         return model.split(":")[0] || null;
       },
       streamsJson: (path) => jsonStreamMethod.test(path),
+      interactionsCall: (path) => createInteraction.test(path),
+      // A cancel answers with the interaction it stopped, usage included: a background run, whose
+      // tokens Sluice does not see (its polls are GETs, refused on this proxy).
+      answersStored: (path) => cancelInteraction.test(path),
       imageCall: (_method, path) => (predictMethod.test(path) ? imagenPrediction : null),
     },
   };

@@ -112,6 +112,28 @@ export function usageFromProviderC(usageMetadata: unknown): TokenUsage | null {
   };
 }
 
+/**
+ * Provider C's Interactions API (`POST interactions`): the interaction's `usage`. Its `total_*`
+ * counts are generateContent's usageMetadata counts under other names: Google describes each in the
+ * same words (`total_input_tokens` the prompt, cached content included, as `promptTokenCount`;
+ * `total_cached_tokens` "the cached part of the prompt"; `total_output_tokens` the generated
+ * responses, thoughts not included, as `candidatesTokenCount`; `total_thought_tokens` and
+ * `total_tool_use_tokens` beside them, all four summing to `total_tokens`). So they are read as
+ * usageFromProviderC reads those, zero counts left out included, and an interaction costs what the
+ * same generateContent call costs.
+ */
+export function usageFromInteractions(usage: unknown): TokenUsage | null {
+  const record = object(usage);
+  if (!record) return null;
+  return usageFromProviderC({
+    promptTokenCount: record.total_input_tokens,
+    candidatesTokenCount: record.total_output_tokens,
+    thoughtsTokenCount: record.total_thought_tokens,
+    toolUsePromptTokenCount: record.total_tool_use_tokens,
+    cachedContentTokenCount: record.total_cached_tokens,
+  });
+}
+
 export function objectField(value: unknown, field: string): unknown {
   return object(value)?.[field];
 }

@@ -8,7 +8,7 @@ import { emptyUsage, type TokenUsage } from "../usage/token-usage.js";
 import { type BackgroundRun, backgroundRowId } from "./background-run.js";
 import { type GeneratedImages, generatedImages } from "./generated-images.js";
 import { upstreamQuery, upstreamRequestHeaders } from "./header-policy.js";
-import { ProxyExchange } from "./proxy-exchange.js";
+import { type Metering, ProxyExchange } from "./proxy-exchange.js";
 import type { RequestFacts } from "./request-facts.js";
 import type { MeterReading } from "./usage-meter.js";
 
@@ -123,7 +123,10 @@ export async function forward(pools: UpstreamPools, call: ForwardCall): Promise<
     // response or chat completion, a batch, a file of batch output, a list of them), and on every
     // poll; but a background run's tokens are only ever reported that way (see BackgroundRun). A POST
     // that updates or cancels a stored object and answers with it counts nothing either.
-    responses ?? (call.method === "POST" && !adapter.answersStored?.(call.path) ? "tokens" : null),
+    responses ??
+      (call.method === "POST" && !adapter.answersStored?.(call.path)
+        ? postMetering(adapter, call.path)
+        : null),
     adapter.streamsJson?.(call.path) ?? false,
     imageCall,
     call.usageOptionSet ?? false,
@@ -178,6 +181,11 @@ export async function forward(pools: UpstreamPools, call: ForwardCall): Promise<
     backgroundRun,
     images,
   };
+}
+
+/** How a POST's own tokens are read: as its provider reports them, or as the Interactions API does (provider C). */
+function postMetering(adapter: ProviderAdapter, path: string): Metering {
+  return adapter.interactionsCall?.(path) ? "interactions" : "tokens";
 }
 
 /** The background run a Responses API answer reports finished, with its tokens; null when none. */

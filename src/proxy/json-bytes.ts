@@ -94,7 +94,7 @@ export function lastMembers(
 }
 
 /** Whether the key string at `start`..`end` (quotes included) is `name` (ASCII). */
-function keyIs(body: Buffer, start: number, end: number, name: string): boolean {
+export function keyIs(body: Buffer, start: number, end: number, name: string): boolean {
   let same = end - start - 2 === name.length;
   for (let index = start + 1; index < end - 1; index++) {
     if (body[index] === 0x5c /* \ */) return JSON.parse(body.toString("utf8", start, end)) === name;

@@ -13,8 +13,11 @@ import { InjectedUsageFilter } from "./injected-usage-filter.js";
 import { ReflectedKeyMask } from "./reflected-key-mask.js";
 import { createUsageMeter, type UsageMeter } from "./usage-meter.js";
 
-/** What is metered of a call: its own tokens (any POST), or a Responses API call's (see ResponsesCall). */
-type Metering = "tokens" | ResponsesCall;
+/**
+ * What is metered of a call: its own tokens (any POST), a Responses API call's (see ResponsesCall),
+ * or an Interactions API call's (provider C's `interactions`, whose answer reports them in its own shape).
+ */
+export type Metering = "tokens" | "interactions" | ResponsesCall;
 
 // Failures that prove nothing was sent; a reset may come after the body went out, so it is not retried.
 const connectFailures = new Set(["ECONNREFUSED", "UND_ERR_CONNECT_TIMEOUT", "ENOTFOUND", "EAI_AGAIN"]);
@@ -136,7 +139,8 @@ export class ProxyExchange implements Dispatcher.DispatchHandler {
       const options = {
         streaming: sse,
         contentType: head.contentType,
-        responses: this.metering === "tokens" ? undefined : this.metering,
+        responses: this.metering === "post" || this.metering === "poll" ? this.metering : undefined,
+        interactions: this.metering === "interactions",
       };
       // Not when the bytes cannot lose an event unseen: compressed (it would have to be decoded and
       // compressed again), or with a content-length the client would then not get.

@@ -4,6 +4,7 @@ import { emptyUsage, type TokenUsage } from "../usage/token-usage.js";
 import { isFinishedBackgroundRun } from "./background-run.js";
 import type { ByteEnds } from "./byte-ends.js";
 import type { ImageListReading } from "./image-list-scanner.js";
+import { interactionsJsonUsage, interactionsSseMeter } from "./interactions-usage.js";
 import { fromJson, keepEnds } from "./json-body-usage.js";
 import { type ResponseObjectFields, responseFieldsOfBody } from "./response-object-fields.js";
 import { sseMeter } from "./sse-usage-meter.js";
@@ -53,7 +54,8 @@ const maxJsonBytes = 4 * 1024 * 1024;
  * An event over the scanner's cap (1 MiB; a Responses API completion holding an image, say) is
  * read the same way from its first 4 KiB and last 64 KiB. A Responses API call (`responses`) also
  * reads the response object's top-level fields, from the body's first 4 KiB or from the usage
- * event's; other calls pay nothing for that.
+ * event's; other calls pay nothing for that. Provider C's Interactions API (`interactions`) reports
+ * usage in its own shape, read by its own reader (interactions-usage.ts), chosen here once per call.
  */
 export function createUsageMeter(
   provider: ProviderId,
@@ -61,16 +63,20 @@ export function createUsageMeter(
     streaming: boolean;
     contentType: string;
     responses?: ResponsesCall | undefined;
+    /** Provider C's Interactions API call (`interactions`): its usage is the interaction's `usage`. */
+    interactions?: boolean | undefined;
     /** (Streaming only) Hears the scanned events too. */
     tap?: SseEventTap | undefined;
   },
 ): UsageMeter {
   const responses = options.responses ?? null;
-  if (!options.streaming) return jsonMeter(provider, responses);
+  const interactions = options.interactions === true;
+  if (!options.streaming) return jsonMeter(provider, responses, interactions);
+  if (interactions) return interactionsSseMeter(options.tap);
   return sseMeter(provider, responses, options.tap);
 }
 
-function jsonMeter(provider: ProviderId, responses: ResponsesCall | null): UsageMeter {
+function jsonMeter(provider: ProviderId, responses: ResponsesCall | null, interactions: boolean): UsageMeter {
   let chunks: Buffer[] = [];
   let size = 0;
   let ends: ByteEnds | null = null;
@@ -94,6 +100,7 @@ function jsonMeter(provider: ProviderId, responses: ResponsesCall | null): Usage
           : chunks.length === 1
             ? (chunks[0] as Buffer)
             : Buffer.concat(chunks, size);
+      if (interactions) return interactionsJsonUsage(ends, whole);
       if (responses === null) return fromJson(provider, ends, whole);
       const response = responseFieldsOfBody(ends?.head() ?? whole ?? Buffer.alloc(0));
       // A poll reports no tokens but a finished background run's: the rest is not read at all.

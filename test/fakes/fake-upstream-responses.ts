@@ -7,6 +7,8 @@ export interface FakeUsage {
   output: number;
   cached: number;
   reasoning: number;
+  /** Provider C: what built-in tools brought into the prompt (`toolUsePromptTokenCount`); left out when 0. */
+  toolUse?: number;
 }
 
 export const tinyPng = Buffer.from(
@@ -249,6 +251,55 @@ export const providerC = {
       responseId: "fake-response-id",
     }));
   },
+  /**
+   * An Interactions API answer (`POST v1beta/interactions`), in the shape `@google/genai` 1.52 reads
+   * (its `Interaction`): the top-level fields, `usage` before the `outputs` as in Google's documented
+   * answer, a thought (its signature) when the model thought, then the text. A background run answers
+   * at once, `in_progress`, with no outputs and no usage yet. An agent's run names the agent.
+   */
+  interaction(request: Record<string, unknown>, text: string, usage: FakeUsage, status = "completed") {
+    const background = request.background === true && status === "completed";
+    return {
+      ...interactionFields(request, background ? "in_progress" : status),
+      ...(background ? {} : { usage: usageInteractions(usage), outputs: interactionOutputs(text, usage) }),
+    };
+  },
+  /**
+   * The same answer streamed (`stream: true`), as Google sends it: each event named (`event:`) by its
+   * `event_type`, which its data repeats last. `interaction.start`, a status update, each content
+   * block's `content.start`, `content.delta`s and `content.stop`, then `interaction.complete`, whose
+   * interaction carries the usage and no outputs.
+   */
+  interactionEvents(request: Record<string, unknown>, text: string, usage: FakeUsage): string[] {
+    const named = (type: string, data: Record<string, unknown>) =>
+      `event: ${type}\ndata: ${JSON.stringify({ ...data, event_type: type })}\n\n`;
+    const blocks: Array<{ start: unknown; deltas: unknown[] }> = [];
+    if (usage.reasoning > 0)
+      blocks.push({
+        start: { type: "thought" },
+        deltas: [{ type: "thought_signature", signature: fakeThoughtSignature }],
+      });
+    blocks.push({
+      start: { type: "text", text: "" },
+      deltas: splitText(text).map((piece) => ({ type: "text", text: piece })),
+    });
+    return [
+      named("interaction.start", { interaction: interactionFields(request, "in_progress") }),
+      named("interaction.status_update", { interaction_id: fakeInteractionId, status: "in_progress" }),
+      ...blocks.flatMap((block, index) => [
+        named("content.start", { index, content: block.start }),
+        ...block.deltas.map((delta) => named("content.delta", { index, delta })),
+        named("content.stop", { index }),
+      ]),
+      named("interaction.complete", {
+        interaction: {
+          ...interactionFields(request, "completed"),
+          usage: usageInteractions(usage),
+          outputs: [],
+        },
+      }),
+    ];
+  },
   embedding() {
     return { embedding: { values: [0.013168523, -0.008711934, -0.046782676] } };
   },
@@ -277,9 +328,51 @@ function usageC(usage: FakeUsage) {
   return {
     promptTokenCount: usage.input,
     candidatesTokenCount: usage.output - usage.reasoning,
-    totalTokenCount: usage.input + usage.output,
+    totalTokenCount: usage.input + usage.output + (usage.toolUse ?? 0),
     cachedContentTokenCount: usage.cached,
     thoughtsTokenCount: usage.reasoning,
+    ...(usage.toolUse ? { toolUsePromptTokenCount: usage.toolUse } : {}),
+  };
+}
+
+export const fakeInteractionId = "v1_ChdmYWtlLWludGVyYWN0aW9uLWlkLTAwMRIXZmFrZQ";
+const fakeThoughtSignature = "EpYCCpMCAdHtim9fakeSignature";
+const interactionTime = "2025-11-13T02:13:20Z";
+
+/** The interaction's own fields: id, status, times, the model or agent, the previous interaction. */
+function interactionFields(request: Record<string, unknown>, status: string) {
+  const runs = typeof request.agent === "string" ? { agent: request.agent } : { model: request.model };
+  return {
+    id: fakeInteractionId,
+    status,
+    created: interactionTime,
+    updated: interactionTime,
+    ...runs,
+    role: "model",
+    object: "interaction",
+    ...(typeof request.previous_interaction_id === "string"
+      ? { previous_interaction_id: request.previous_interaction_id }
+      : {}),
+  };
+}
+
+function interactionOutputs(text: string, usage: FakeUsage) {
+  return [
+    ...(usage.reasoning > 0 ? [{ type: "thought", signature: fakeThoughtSignature }] : []),
+    { type: "text", text },
+  ];
+}
+
+/** The Interactions API's usage: usageMetadata's counts under its names, with the same split. */
+function usageInteractions(usage: FakeUsage) {
+  return {
+    total_input_tokens: usage.input,
+    total_output_tokens: usage.output - usage.reasoning,
+    total_thought_tokens: usage.reasoning,
+    total_cached_tokens: usage.cached,
+    ...(usage.toolUse ? { total_tool_use_tokens: usage.toolUse } : {}),
+    total_tokens: usage.input + usage.output + (usage.toolUse ?? 0),
+    input_tokens_by_modality: [{ modality: "text", tokens: usage.input }],
   };
 }
 

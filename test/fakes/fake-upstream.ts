@@ -19,9 +19,10 @@ import { createResponseEncoder, type ResponseCoding } from "./response-encoder.j
 
 /**
  * A real local HTTP server imitating the three providers: A (OpenAI-style) under `/a/v1`, B
- * (Anthropic-style) under `/b/v1`, C (Gemini-style) under `/c/v1beta` and `/c/v1`. It records every
- * request (raw body bytes included), streams SSE event by event with real writes, notices client
- * disconnects, and can be programmed with structured outputs, errors, latency and pacing.
+ * (Anthropic-style) under `/b/v1`, C (Gemini-style, generateContent and the Interactions API) under
+ * `/c/v1beta` and `/c/v1`. It records every request (raw body bytes included), streams SSE event by
+ * event with real writes, notices client disconnects, and can be programmed with structured outputs,
+ * errors, latency and pacing.
  */
 export interface RecordedRequest {
   provider: "a" | "b" | "c";
@@ -67,7 +68,10 @@ export interface FakeUpstream {
   setSseDelayMs(ms: number): void;
   setLatencyMs(ms: number): void;
   setUsage(usage: Partial<FakeUsage>): void;
-  /** Streams stop after `events` events and hang (until the client leaves). */
+  /**
+   * Streams stop after `events` events and hang (until the client leaves); a stream of no more
+   * events sends them all and hangs without ending.
+   */
   hangStreamsAfter(events: number | null): void;
   /**
    * Compresses every answer with `coding` whatever the request's accept-encoding says, as a server
@@ -220,6 +224,17 @@ export async function startFakeUpstream(options: { port?: number } = {}): Promis
     }
     if (path === "/b/v1/messages/count_tokens") return sendJson(response, 200, { input_tokens: usage.input });
     if (path === "/b/v1/models") return sendJson(response, 200, providerB.models());
+    if (path === "/c/v1beta/interactions" && request.method === "POST") {
+      if (json.stream === true) return stream(response, providerC.interactionEvents(json, text, usage));
+      return sendJson(response, 200, providerC.interaction(json, text, usage));
+    }
+    // A cancel answers with the interaction it stopped (the fake's one id), usage included.
+    if (/^\/c\/v1beta\/interactions\/[^/]+\/cancel$/.test(path) && request.method === "POST")
+      return sendJson(
+        response,
+        200,
+        providerC.interaction({ model: "gemini-2.5-flash" }, text, usage, "cancelled"),
+      );
     const gemini = /^\/c\/(v1beta|v1)\/models\/([^:/]+):(\w+)$/.exec(path);
     if (gemini) return routeGemini(request, response, gemini[2] ?? "", gemini[3] ?? "", json);
     if (/^\/c\/(v1beta|v1)\/models$/.test(path)) return sendJson(response, 200, providerC.models());
@@ -322,6 +337,7 @@ export async function startFakeUpstream(options: { port?: number } = {}): Promis
       if (encoder) await encoder.write(event);
       else if (!response.write(event)) await new Promise((resolve) => response.once("drain", resolve));
     }
+    if (hangAfter !== null && hangAfter >= events.length) return;
     if (encoder) await encoder.end();
     response.end();
   }

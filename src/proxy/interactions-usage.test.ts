@@ -1,0 +1,219 @@
+import { afterEach, describe, expect, it, vi } from "vitest";
+import { meterRun } from "../../test/support/meter-run.js";
+import { emptyUsage } from "../usage/token-usage.js";
+import { createUsageMeter, type SseEventTap } from "./usage-meter.js";
+
+/** Runs a body through a fresh Interactions API meter, pushed in pieces cut at `splits`. */
+function run(body: string | Buffer, streaming: boolean, splits: number[] = []) {
+  const bytes = typeof body === "string" ? Buffer.from(body) : body;
+  const meter = createUsageMeter("provider-c", {
+    streaming,
+    contentType: streaming ? "text/event-stream" : "application/json",
+    interactions: true,
+  });
+  let at = 0;
+  for (const split of [...splits, bytes.length]) {
+    meter.push(bytes.subarray(at, split));
+    at = split;
+  }
+  return meter.finish();
+}
+
+/** The usage of an answer, as the API reports it (zero counts may be left out). */
+const usage = {
+  total_input_tokens: 11,
+  total_output_tokens: 5,
+  total_thought_tokens: 2,
+  total_cached_tokens: 3,
+  total_tokens: 18,
+  input_tokens_by_modality: [{ modality: "text", tokens: 11 }],
+};
+/** What it records: output counts the thoughts too, as for generateContent. */
+const recorded = { inputTokens: 11, outputTokens: 7, cachedInputTokens: 3, reasoningTokens: 2 };
+
+const interaction = (fields: Record<string, unknown> = {}) => ({
+  id: "v1_abc",
+  status: "completed",
+  created: "2025-11-13T02:13:20Z",
+  updated: "2025-11-13T02:13:20Z",
+  model: "gemini-2.5-flash",
+  role: "model",
+  object: "interaction",
+  ...fields,
+});
+
+/** Events as Google sends them: named, the data repeating the name as `event_type`. */
+const named = (type: string, data: Record<string, unknown>, lineEnd = "\n") =>
+  `event: ${type}${lineEnd}data: ${JSON.stringify({ ...data, event_type: type })}${lineEnd}${lineEnd}`;
+
+const stream = (lineEnd = "\n") =>
+  [
+    named("interaction.start", { interaction: interaction({ status: "in_progress" }) }, lineEnd),
+    named("interaction.status_update", { interaction_id: "v1_abc", status: "in_progress" }, lineEnd),
+    named("content.start", { index: 0, content: { type: "thought" } }, lineEnd),
+    named("content.delta", { index: 0, delta: { type: "thought_signature", signature: "EpYC" } }, lineEnd),
+    named("content.stop", { index: 0 }, lineEnd),
+    named("content.start", { index: 1, content: { type: "text", text: "" } }, lineEnd),
+    named("content.delta", { index: 1, delta: { type: "text", text: 'He said "usage": {' } }, lineEnd),
+    named("content.delta", { index: 1, delta: { type: "text", text: " done." } }, lineEnd),
+    named("content.stop", { index: 1 }, lineEnd),
+    named("interaction.complete", { interaction: interaction({ usage, outputs: [] }) }, lineEnd),
+  ].join("");
+
+afterEach(() => {
+  vi.restoreAllMocks();
+});
+
+describe("the Interactions API's usage, unstreamed", () => {
+  it("records the interaction's usage: input with its cached part, output with the thoughts", () => {
+    const body = JSON.stringify(interaction({ usage, outputs: [{ type: "text", text: "Hi" }] }));
+    expect(run(body, false)).toEqual({ usage: recorded, model: null });
+    expect(run(body, false, [1, 40, 200])).toEqual({ usage: recorded, model: null });
+  });
+
+  it("counts tool-use tokens as input, and a count left out when zero as 0", () => {
+    const body = JSON.stringify(
+      interaction({ usage: { total_input_tokens: 40, total_output_tokens: 9, total_tool_use_tokens: 25 } }),
+    );
+    expect(run(body, false).usage).toEqual({
+      inputTokens: 65,
+      outputTokens: 9,
+      cachedInputTokens: null,
+      reasoningTokens: null,
+    });
+  });
+
+  it("reads only the top-level usage, not one in the outputs or the tools, before it or after", () => {
+    const decoy = { usage: { total_input_tokens: 999, total_output_tokens: 999 } };
+    const body = JSON.stringify(
+      interaction({
+        tools: [{ type: "function", name: "report", parameters: { properties: decoy } }],
+        usage,
+        outputs: [{ type: "function_call", name: "report", arguments: decoy }],
+        metadata: decoy,
+      }),
+    );
+    expect(run(body, false).usage).toEqual(recorded);
+  });
+
+  it("records no tokens for an answer without usage: a background run's first answer, an error", () => {
+    for (const body of [
+      JSON.stringify(interaction({ status: "in_progress" })),
+      JSON.stringify({ error: { code: 400, message: "bad", status: "INVALID_ARGUMENT" } }),
+      JSON.stringify(interaction({ usage: {} })),
+      "",
+      "[1,2]",
+      "not json",
+    ])
+      expect(run(body, false), body).toEqual({ usage: emptyUsage(), model: null });
+  });
+
+  it("does not read generateContent's usageMetadata, nor does generateContent's reader read this usage", () => {
+    const gemini = JSON.stringify({
+      candidates: [],
+      usageMetadata: { promptTokenCount: 11, candidatesTokenCount: 5 },
+      modelVersion: "gemini-2.5-flash",
+    });
+    expect(run(gemini, false).usage).toEqual(emptyUsage());
+    // Which reader applies is decided by the path: `interactions` chooses this one.
+    expect(meterRun("provider-c", JSON.stringify(interaction({ usage })), false).usage).toEqual(emptyUsage());
+  });
+
+  it("records what a body cut short holds: its usage when it arrived whole before the cut", () => {
+    const body = JSON.stringify(interaction({ usage, outputs: [{ type: "text", text: "Hi there" }] }));
+    const afterUsage = body.indexOf('"outputs"') + 5;
+    expect(run(body.slice(0, afterUsage), false).usage).toEqual(recorded);
+    const insideUsage = body.indexOf('"total_tokens"');
+    expect(run(body.slice(0, insideUsage), false).usage).toEqual(emptyUsage());
+  });
+
+  it("reads a body over the cap from its first bytes, where Google puts the usage, else from its last", () => {
+    const image = "A".repeat(5 * 1024 * 1024);
+    const before = JSON.stringify(interaction({ usage, outputs: [{ type: "image", data: image }] }));
+    expect(run(before, false, [1000, 3000, 4_500_000]).usage).toEqual(recorded);
+    const after = JSON.stringify(interaction({ outputs: [{ type: "image", data: image }], usage }));
+    expect(run(after, false, [1000, 3000, 4_500_000]).usage).toEqual(recorded);
+  });
+});
+
+describe("the Interactions API's usage, streamed", () => {
+  it("records the usage interaction.complete reports, the same as the unstreamed answer's, wherever the chunks split", () => {
+    const body = stream();
+    expect(run(body, true)).toEqual({ usage: recorded, model: null });
+    for (let split = 1; split < body.length; split += 7)
+      expect(run(body, true, [split]).usage, `split at ${split}`).toEqual(recorded);
+    expect(run(stream("\r\n"), true, [13, 250, 251]).usage).toEqual(recorded);
+  });
+
+  it("parses only the event that reports the usage: the content events are passed over by their name", () => {
+    const parse = vi.spyOn(JSON, "parse");
+    expect(run(stream(), true).usage).toEqual(recorded);
+    expect(parse).toHaveBeenCalledTimes(1);
+  });
+
+  it("reads the step-based stream's interaction.completed too", () => {
+    const body = [
+      named("interaction.created", { interaction: interaction({ status: "in_progress" }) }),
+      named("step.start", { index: 0, step: { type: "model_output" } }),
+      named("step.delta", { index: 0, delta: { type: "text", text: "Hi" } }),
+      named("step.stop", { index: 0 }),
+      named("interaction.completed", { interaction: interaction({ usage, steps: [] }) }),
+    ].join("");
+    expect(run(body, true).usage).toEqual(recorded);
+  });
+
+  it("reads a stream without event names from the events that hold a usage object", () => {
+    const body = stream().replace(/^event: .*\n/gm, "");
+    expect(body).not.toContain("event:");
+    expect(run(body, true).usage).toEqual(recorded);
+    // A function call's arguments named `usage` are no report.
+    const call = `data: ${JSON.stringify({ event_type: "content.delta", index: 0, delta: { type: "function_call", arguments: { usage: { total_input_tokens: 9 } } } })}\n\n`;
+    expect(run(call, true).usage).toEqual(emptyUsage());
+  });
+
+  it("records what a cut stream saw: nothing before the interaction completed, its usage after", () => {
+    const body = stream();
+    const complete = body.indexOf("event: interaction.complete");
+    expect(run(body.slice(0, complete), true).usage).toEqual(emptyUsage());
+    // Cut inside the completion event: it was never whole, so never dispatched.
+    expect(run(body.slice(0, complete + 100), true).usage).toEqual(emptyUsage());
+    expect(run(`${body}event: content.start\ndata: {"index":2`, true).usage).toEqual(recorded);
+  });
+
+  it("reads a completion event over the scanner's cap from its first bytes, else its last", () => {
+    const big = "B".repeat(1_200_000);
+    const early = named("interaction.complete", {
+      interaction: interaction({ usage, outputs: [{ type: "text", text: big }] }),
+    });
+    expect(run(early, true).usage).toEqual(recorded);
+    const late = named("interaction.complete", {
+      interaction: interaction({ outputs: [{ type: "text", text: big }], usage }),
+    });
+    expect(run(late, true, [100_000, 1_100_000]).usage).toEqual(recorded);
+    // A content event that large is not read.
+    const delta = named("content.delta", {
+      index: 0,
+      delta: { type: "text", text: big },
+      interaction: { usage },
+    });
+    expect(run(delta, true).usage).toEqual(emptyUsage());
+  });
+
+  it("tells a tap which event it took the usage from", () => {
+    const heard: Array<[string, boolean]> = [];
+    const tap: SseEventTap = {
+      onEvent: (data, usageRead) => heard.push([JSON.parse(data).event_type, usageRead]),
+      onEventEnd: () => {},
+    };
+    const meter = createUsageMeter("provider-c", {
+      streaming: true,
+      contentType: "text/event-stream",
+      interactions: true,
+      tap,
+    });
+    meter.push(Buffer.from(stream()));
+    expect(meter.finish().usage).toEqual(recorded);
+    expect(heard.filter(([, read]) => read)).toEqual([["interaction.complete", true]]);
+    expect(heard).toHaveLength(10);
+  });
+});
