@@ -1,5 +1,5 @@
-import { lastMembers, skipSpaces } from "../proxy/json-bytes.js";
 import { type ImageCall, imagenPrediction, openAiImageGeneration } from "./image-calls.js";
+import { lastMembers, skipSpaces } from "./json-bytes.js";
 import type { ProviderId } from "./provider-id.js";
 
 /**

@@ -1,8 +1,8 @@
+import { keyIs, skipSpaces, valueEnd } from "../providers/json-bytes.js";
 import { objectField, usageFromInteractions } from "../providers/usage-from-json.js";
 import { emptyUsage, type TokenUsage } from "../usage/token-usage.js";
 import type { ByteEnds } from "./byte-ends.js";
 import { lastUsageObject } from "./json-body-usage.js";
-import { keyIs, skipSpaces, valueEnd } from "./json-bytes.js";
 import { SseEventScanner } from "./sse-event-scanner.js";
 import type { MeterReading, SseEventTap, UsageMeter } from "./usage-meter.js";
 

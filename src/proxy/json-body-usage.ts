@@ -1,3 +1,4 @@
+import { lastMembers, quotedValueAfterKey, skipSpaces, valueEnd } from "../providers/json-bytes.js";
 import type { ProviderId } from "../providers/provider-id.js";
 import {
   objectField,
@@ -7,7 +8,6 @@ import {
 } from "../providers/usage-from-json.js";
 import { emptyUsage, type TokenUsage } from "../usage/token-usage.js";
 import { ByteEnds } from "./byte-ends.js";
-import { lastMembers, quotedValueAfterKey, skipSpaces, valueEnd } from "./json-bytes.js";
 import type { MeterReading } from "./usage-meter.js";
 
 /** What is kept of a larger body: its start (where the model is read) and its end (the usage). */

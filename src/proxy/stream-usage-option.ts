@@ -1,5 +1,5 @@
+import { lastMembers, type Span, skipSpaces } from "../providers/json-bytes.js";
 import type { ProviderId } from "../providers/provider-id.js";
-import { lastMembers, type Span, skipSpaces } from "./json-bytes.js";
 import { decodeRequestBody } from "./request-body-coding.js";
 
 /**

@@ -8,8 +8,8 @@ import { createUsageMeter } from "./usage-meter.js";
  * `valueEnd` reads are counted (no wall time).
  */
 const scanned = vi.hoisted(() => ({ bytes: 0 }));
-vi.mock("./json-bytes.js", async (importOriginal) => {
-  const original = await importOriginal<typeof import("./json-bytes.js")>();
+vi.mock("../providers/json-bytes.js", async (importOriginal) => {
+  const original = await importOriginal<typeof import("../providers/json-bytes.js")>();
   return {
     ...original,
     valueEnd(body: Buffer, at: number, limit?: number): number {

@@ -1,6 +1,7 @@
 /**
  * Walking JSON text in a Buffer without parsing it: what the usage meter (reading one object out of
- * a large body) and the stream usage option (finding one member's bytes) both need. Offsets are
+ * a large body), the stream usage option and the adapters reading a request's model (finding one
+ * member's bytes) need. Offsets are
  * byte offsets; a value that is cut short (the body ends inside it) gives -1.
  */
 
