@@ -3,7 +3,7 @@ import { objectField, usageFromInteractions } from "../providers/usage-from-json
 import { emptyUsage, type TokenUsage } from "../usage/token-usage.js";
 import type { ByteEnds } from "./byte-ends.js";
 import { lastUsageObject } from "./json-body-usage.js";
-import { SseEventScanner } from "./sse-event-scanner.js";
+import { meteredEventScanner } from "./sse-event-scanner.js";
 import type { MeterReading, SseEventTap, UsageMeter } from "./usage-meter.js";
 
 /**
@@ -44,18 +44,7 @@ export function interactionsSseMeter(tap?: SseEventTap): UsageMeter {
     const seen = cutTail === undefined ? fromEvent(event, data) : fromCutEvent(event, data, cutTail);
     if (seen !== null) usage = seen;
   };
-  const scanner =
-    tap === undefined
-      ? new SseEventScanner(onEvent)
-      : new SseEventScanner(
-          (event, data, cutTail) => {
-            const before = usage;
-            onEvent(event, data, cutTail);
-            tap.onEvent(data, cutTail === undefined && usage !== before);
-          },
-          undefined,
-          (at) => tap.onEventEnd(at),
-        );
+  const scanner = meteredEventScanner(onEvent, () => usage, tap);
   return {
     push: (chunk) => scanner.push(chunk),
     finish: () => ({ usage: usage ?? emptyUsage(), model: null }),

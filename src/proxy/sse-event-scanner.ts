@@ -1,4 +1,5 @@
 import { ByteEnds } from "./byte-ends.js";
+import type { SseEventTap } from "./usage-meter.js";
 
 /** How much of an event over the cap is kept: enough to read a model at its start, usage at its end. */
 const cutHeadBytes = 4096;
@@ -200,4 +201,25 @@ function valueStart(line: Buffer, afterName: number, end: number): number {
   if (afterName === end) return end;
   const value = afterName + 1;
   return value < end && line[value] === 0x20 ? value + 1 : value;
+}
+
+/**
+ * The scanner of a metered stream: `onEvent` reads each event. With a tap, the tap hears each event
+ * after it, and whether it was a whole event that gave a new reading (`reading()` changed).
+ */
+export function meteredEventScanner(
+  onEvent: (event: string | undefined, data: string, cutTail?: Buffer) => void,
+  reading: () => unknown,
+  tap: SseEventTap | undefined,
+): SseEventScanner {
+  if (tap === undefined) return new SseEventScanner(onEvent);
+  return new SseEventScanner(
+    (event, data, cutTail) => {
+      const before = reading();
+      onEvent(event, data, cutTail);
+      tap.onEvent(data, cutTail === undefined && reading() !== before);
+    },
+    undefined,
+    (at) => tap.onEventEnd(at),
+  );
 }

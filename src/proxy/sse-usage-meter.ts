@@ -12,7 +12,7 @@ import { emptyUsage, type TokenUsage } from "../usage/token-usage.js";
 import { isFinishedBackgroundRun } from "./background-run.js";
 import { lastUsageObject, modelIn, modelPatterns, usageKeys } from "./json-body-usage.js";
 import { type ResponseObjectFields, responseFieldsOfEvent } from "./response-object-fields.js";
-import { SseEventScanner } from "./sse-event-scanner.js";
+import { meteredEventScanner } from "./sse-event-scanner.js";
 import type { SseEventTap, UsageMeter } from "./usage-meter.js";
 
 export function sseMeter(
@@ -80,19 +80,8 @@ export function sseMeter(
       // usageMetadata closes each chunk: searched from the end.
     } else if (data.lastIndexOf('"usageMetadata"') >= 0) lastGemini = data;
   };
-  const scanner =
-    tap === undefined
-      ? new SseEventScanner(onEvent)
-      : new SseEventScanner(
-          (event, data, cutTail) => {
-            const before = usage;
-            onEvent(event, data, cutTail);
-            // (Each reading is a new object.)
-            tap.onEvent(data, cutTail === undefined && usage !== before);
-          },
-          undefined,
-          (at) => tap.onEventEnd(at),
-        );
+  // (Each reading is a new object.)
+  const scanner = meteredEventScanner(onEvent, () => usage, tap);
   return {
     push: (chunk) => scanner.push(chunk),
     finish() {
