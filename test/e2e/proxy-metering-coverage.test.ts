@@ -1,0 +1,402 @@
+import type Anthropic from "@anthropic-ai/sdk";
+import type { GoogleGenAI } from "@google/genai";
+import type OpenAI from "openai";
+import { toFile } from "openai";
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
+import { type FakeUpstream, providerBaseUrls, startFakeUpstream } from "../fakes/fake-upstream.js";
+import { type FakeUsage, fakeAudio } from "../fakes/fake-upstream-responses.js";
+import { sdkClients } from "../support/sdk-clients.js";
+import {
+  createTestProject,
+  startTestGateway,
+  type TestGateway,
+  type TestProject,
+} from "../support/test-gateway.js";
+
+/**
+ * The token-consuming calls of the official SDKs beyond chat, messages and generateContent (which
+ * proxy-sdk.test.ts covers), each made through Sluice against the fake upstream in the provider's
+ * recorded answer shape: whether it goes through, and what its usage row records. A call whose answer
+ * reports no tokens (a free call, one billed by duration, one that only starts a job) records none,
+ * and its cost is unknown (null), never 0.
+ */
+describe("metering of the SDKs' other token-consuming calls", () => {
+  let fake: FakeUpstream;
+  let sluice: TestGateway;
+  let project: TestProject;
+  let openai: OpenAI;
+  let anthropic: Anthropic;
+  let google: GoogleGenAI;
+  const defaultUsage: FakeUsage = { input: 11, output: 7, cached: 3, reasoning: 2 };
+
+  beforeAll(async () => {
+    fake = await startFakeUpstream();
+    sluice = await startTestGateway({ ...providerBaseUrls(fake) });
+    project = await createTestProject(sluice.gateway);
+    ({ openai, anthropic, google } = sdkClients(sluice, project));
+  });
+
+  afterAll(async () => {
+    await sluice.close();
+    await fake.close();
+  });
+
+  beforeEach(() => {
+    fake.clear();
+    fake.setUsage({
+      ...defaultUsage,
+      toolUse: 0,
+      audioInput: 0,
+      thinking: undefined,
+      webSearches: undefined,
+      compaction: undefined,
+      advisor: undefined,
+    } as FakeUsage);
+  });
+
+  async function usageRows() {
+    await sluice.gateway.flushUsage();
+    return sluice.gateway.database.db
+      .selectFrom("usage_records")
+      .selectAll()
+      .where("project_id", "=", project.projectId)
+      .execute();
+  }
+
+  /** The one usage row `call` adds (waiting for it: a row is written once the answer has been read). */
+  async function rowOf(call: () => Promise<unknown>) {
+    const before = new Set((await usageRows()).map((row) => row.request_id));
+    await call();
+    for (let attempt = 0; attempt < 50; attempt++) {
+      const added = (await usageRows()).filter((row) => !before.has(row.request_id));
+      if (added.length > 0) {
+        expect(added).toHaveLength(1);
+        return added[0]!;
+      }
+      await new Promise((resolve) => setTimeout(resolve, 20));
+    }
+    throw new Error("no usage row");
+  }
+
+  const noTokens = {
+    input_tokens: null,
+    output_tokens: null,
+    cached_tokens: null,
+    reasoning_tokens: null,
+    cost_usd: null,
+  };
+  const audioFile = () => toFile(Buffer.from("RIFF\u0024\u0000\u0000\u0000WAVEfmt fake"), "hello.wav");
+
+  describe("provider A", () => {
+    it("records a gpt-4o transcription's tokens, JSON and streamed, with an unknown cost (the catalogue has no audio prices)", async () => {
+      const json = await rowOf(async () => {
+        const transcription = await openai.audio.transcriptions.create({
+          model: "gpt-4o-transcribe",
+          file: await audioFile(),
+        });
+        expect(transcription.text).toBe("Hello from the fake upstream");
+        expect(transcription.usage).toMatchObject({ type: "tokens", input_tokens: 11, output_tokens: 7 });
+      });
+      expect(fake.last()).toMatchObject({ method: "POST", path: "/a/v1/audio/transcriptions" });
+      expect(fake.last()!.headers["content-type"]).toMatch(/^multipart\/form-data; boundary=/);
+      expect(json).toMatchObject({
+        status: 200,
+        outcome: "ok",
+        streamed: 0,
+        model: "gpt-4o-transcribe",
+        input_tokens: 11,
+        output_tokens: 7,
+        cost_usd: null,
+      });
+      const streamed = await rowOf(async () => {
+        const stream = await openai.audio.transcriptions.create({
+          model: "gpt-4o-mini-transcribe",
+          file: await audioFile(),
+          stream: true,
+        });
+        let text = "";
+        for await (const event of stream) if (event.type === "transcript.text.done") text = event.text;
+        expect(text).toBe("Hello from the fake upstream");
+      });
+      expect(streamed).toMatchObject({
+        streamed: 1,
+        model: "gpt-4o-mini-transcribe",
+        input_tokens: 11,
+        output_tokens: 7,
+        cost_usd: null,
+      });
+    });
+
+    it("records no tokens for whisper-1, which reports the audio's duration, for a translation, or for a text answer", async () => {
+      for (const call of [
+        async () => {
+          const transcription = await openai.audio.transcriptions.create({
+            model: "whisper-1",
+            file: await audioFile(),
+          });
+          expect(transcription.usage).toEqual({ type: "duration", seconds: 3 });
+        },
+        async () => openai.audio.translations.create({ model: "whisper-1", file: await audioFile() }),
+        async () => {
+          const text = await openai.audio.transcriptions.create({
+            model: "gpt-4o-transcribe",
+            file: await audioFile(),
+            response_format: "text",
+          });
+          expect(text).toBe("Hello from the fake upstream\n");
+        },
+      ]) {
+        const row = await rowOf(call);
+        expect(row).toMatchObject({ status: 200, outcome: "ok", ...noTokens });
+        expect(row.model).toMatch(/^(whisper-1|gpt-4o-transcribe)$/);
+      }
+    });
+
+    it("records speech's tokens when it streams as SSE (speech.audio.done), none for an answer of audio bytes", async () => {
+      const audio = await rowOf(async () => {
+        const speech = await openai.audio.speech.create({
+          model: "gpt-4o-mini-tts",
+          voice: "alloy",
+          input: "Hi",
+        });
+        expect(Buffer.from(await speech.arrayBuffer()).equals(fakeAudio)).toBe(true);
+      });
+      expect(audio).toMatchObject({ model: "gpt-4o-mini-tts", streamed: 0, ...noTokens });
+      const sse = await rowOf(async () => {
+        const speech = await openai.audio.speech.create({
+          model: "gpt-4o-mini-tts",
+          voice: "alloy",
+          input: "Hi",
+          stream_format: "sse",
+        });
+        expect(await speech.text()).toContain('"type":"speech.audio.done"');
+      });
+      expect(sse).toMatchObject({
+        model: "gpt-4o-mini-tts",
+        streamed: 1,
+        input_tokens: 11,
+        output_tokens: 7,
+        cost_usd: null,
+      });
+    });
+
+    it("records a legacy completion's tokens, streamed (usage asked for by Sluice, its chunk kept back) and not", async () => {
+      const plain = await rowOf(() =>
+        openai.completions.create({ model: "gpt-3.5-turbo-instruct", prompt: "Hi" }),
+      );
+      const streamed = await rowOf(async () => {
+        const stream = await openai.completions.create({
+          model: "gpt-3.5-turbo-instruct",
+          prompt: "Hi",
+          stream: true,
+        });
+        let text = "";
+        for await (const chunk of stream) {
+          expect(chunk.usage ?? null).toBeNull();
+          text += chunk.choices[0]?.text ?? "";
+        }
+        expect(text).toBe("Hello from the fake upstream");
+      });
+      expect((fake.last()!.json as { stream_options?: unknown }).stream_options).toEqual({
+        include_usage: true,
+      });
+      for (const [row, isStreamed] of [
+        [plain, 0],
+        [streamed, 1],
+      ] as const)
+        expect(row).toMatchObject({
+          model: "gpt-3.5-turbo-instruct",
+          streamed: isStreamed,
+          input_tokens: 11,
+          output_tokens: 7,
+          cost_usd: null,
+        });
+    });
+
+    it("records responses.compact's tokens and cost, as any Responses API call's", async () => {
+      fake.enqueueResponse({
+        status: 200,
+        body: {
+          id: "cmp_fake1",
+          object: "response.compaction",
+          created_at: 1_763_000_000,
+          output: [{ type: "compaction", id: "cmp_item1", encrypted_content: "gAAAA-fake" }],
+          usage: {
+            input_tokens: 1000,
+            input_tokens_details: { cached_tokens: 200 },
+            output_tokens: 100,
+            output_tokens_details: { reasoning_tokens: 0 },
+            total_tokens: 1100,
+          },
+        },
+      });
+      const row = await rowOf(() =>
+        openai.responses.compact({ model: "gpt-4.1", input: "A long conversation" }),
+      );
+      expect(fake.last()).toMatchObject({ method: "POST", path: "/a/v1/responses/compact" });
+      expect(row).toMatchObject({
+        model: "gpt-4.1",
+        input_tokens: 1000,
+        cached_tokens: 200,
+        output_tokens: 100,
+      });
+      // gpt-4.1: $2 input, $0.50 cached, $8 output per 1M tokens.
+      expect(row.cost_usd).toBeCloseTo((800 * 2 + 200 * 0.5 + 100 * 8) / 1e6, 12);
+    });
+
+    it("counts nothing for calls whose answer reports no tokens: moderations, responses.inputTokens, conversations.create, realtime.clientSecrets, batches.create", async () => {
+      const calls: Array<[string, () => Promise<unknown>, unknown]> = [
+        ["moderations", () => openai.moderations.create({ input: "Hi" }), undefined],
+        [
+          "responses/input_tokens",
+          () => openai.responses.inputTokens.count({ model: "gpt-4.1", input: "Hi" }),
+          { object: "response.input_tokens", input_tokens: 42 },
+        ],
+        [
+          "conversations",
+          () => openai.conversations.create({ items: [{ type: "message", role: "user", content: "Hi" }] }),
+          { id: "conv_fake1", object: "conversation", created_at: 1_763_000_000, metadata: {} },
+        ],
+        [
+          "realtime/client_secrets",
+          () =>
+            openai.realtime.clientSecrets.create({ session: { type: "realtime", model: "gpt-realtime" } }),
+          {
+            value: "ek_fake",
+            expires_at: 1_763_000_600,
+            session: { type: "realtime", model: "gpt-realtime" },
+          },
+        ],
+        [
+          "batches",
+          () =>
+            openai.batches.create({
+              endpoint: "/v1/chat/completions",
+              input_file_id: "file-fake1",
+              completion_window: "24h",
+            }),
+          {
+            id: "batch_fake1",
+            object: "batch",
+            endpoint: "/v1/chat/completions",
+            input_file_id: "file-fake1",
+            completion_window: "24h",
+            status: "validating",
+            created_at: 1_763_000_000,
+            request_counts: { total: 0, completed: 0, failed: 0 },
+          },
+        ],
+      ];
+      for (const [path, call, answer] of calls) {
+        if (answer !== undefined) fake.enqueueResponse({ status: 200, body: answer });
+        const row = await rowOf(call);
+        expect(fake.last(), path).toMatchObject({ method: "POST", path: `/a/v1/${path}` });
+        expect(row, path).toMatchObject({ status: 200, outcome: "ok", ...noTokens });
+      }
+    });
+  });
+
+  describe("provider B", () => {
+    it("counts nothing for messages.countTokens nor for a batch's creation; a batch's retrieval (GET) is 405", async () => {
+      const counted = await rowOf(async () => {
+        const count = await anthropic.messages.countTokens({
+          model: "claude-sonnet-4-5",
+          messages: [{ role: "user", content: "Hi" }],
+        });
+        expect(count.input_tokens).toBe(11);
+      });
+      expect(fake.last()).toMatchObject({ method: "POST", path: "/b/v1/messages/count_tokens" });
+      expect(counted).toMatchObject({ status: 200, model: "claude-sonnet-4-5", ...noTokens });
+      fake.enqueueResponse({
+        status: 200,
+        body: {
+          id: "msgbatch_fake1",
+          type: "message_batch",
+          processing_status: "in_progress",
+          request_counts: { processing: 1, succeeded: 0, errored: 0, canceled: 0, expired: 0 },
+          ended_at: null,
+          created_at: "2025-11-13T02:13:20Z",
+          expires_at: "2025-11-14T02:13:20Z",
+          archived_at: null,
+          cancel_initiated_at: null,
+          results_url: null,
+        },
+      });
+      const created = await rowOf(() =>
+        anthropic.messages.batches.create({
+          requests: [
+            {
+              custom_id: "first",
+              params: {
+                model: "claude-sonnet-4-5",
+                max_tokens: 64,
+                messages: [{ role: "user", content: "Hi" }],
+              },
+            },
+          ],
+        }),
+      );
+      expect(fake.last()).toMatchObject({ method: "POST", path: "/b/v1/messages/batches" });
+      expect(created).toMatchObject({ status: 200, ...noTokens });
+      const upstreamCalls = fake.requests.length;
+      await expect(anthropic.messages.batches.retrieve("msgbatch_fake1")).rejects.toMatchObject({
+        status: 405,
+      });
+      expect(fake.requests).toHaveLength(upstreamCalls);
+    });
+  });
+
+  describe("provider C", () => {
+    it("counts nothing for countTokens nor for embeddings (batchEmbedContents), whose answers report no usage", async () => {
+      const counted = await rowOf(async () => {
+        const count = await google.models.countTokens({ model: "gemini-2.5-flash", contents: "Hi" });
+        expect(count.totalTokens).toBe(11);
+      });
+      expect(fake.last()).toMatchObject({
+        method: "POST",
+        path: "/c/v1beta/models/gemini-2.5-flash:countTokens",
+      });
+      expect(counted).toMatchObject({ status: 200, model: "gemini-2.5-flash", ...noTokens });
+      const embedded = await rowOf(() =>
+        google.models.embedContent({ model: "gemini-embedding-001", contents: ["Hi", "there"] }),
+      );
+      expect(fake.last()!.path).toBe("/c/v1beta/models/gemini-embedding-001:batchEmbedContents");
+      expect(embedded).toMatchObject({ status: 200, model: "gemini-embedding-001", ...noTokens });
+    });
+
+    it("records no tokens for caches.create (its size is no use of tokens), and answers caches.list (GET) 405", async () => {
+      const row = await rowOf(async () => {
+        const cache = await google.caches.create({
+          model: "gemini-2.5-flash",
+          config: { contents: "A long document", ttl: "3600s" },
+        });
+        expect(cache.usageMetadata?.totalTokenCount).toBe(11);
+      });
+      expect(fake.last()).toMatchObject({ method: "POST", path: "/c/v1beta/cachedContents" });
+      expect(row).toMatchObject({ status: 200, ...noTokens });
+      await expect(google.caches.list()).rejects.toThrow(/405|METHOD_NOT_ALLOWED/);
+    });
+
+    it("records no tokens for the jobs that answer an operation (batches.create, generateVideos), whose polls (GET) are 405", async () => {
+      const batch = await rowOf(() =>
+        google.batches.create({
+          model: "gemini-2.5-flash",
+          src: [{ contents: [{ role: "user", parts: [{ text: "Hi" }] }] }],
+        }),
+      );
+      expect(fake.last()).toMatchObject({
+        method: "POST",
+        path: "/c/v1beta/models/gemini-2.5-flash:batchGenerateContent",
+      });
+      expect(batch).toMatchObject({ status: 200, model: "gemini-2.5-flash", ...noTokens });
+      await expect(google.batches.get({ name: "batches/fake-batch-1" })).rejects.toThrow(
+        /405|METHOD_NOT_ALLOWED/,
+      );
+      const video = await rowOf(() =>
+        google.models.generateVideos({ model: "veo-3.0-generate-001", prompt: "A cat on a sluice gate" }),
+      );
+      expect(fake.last()!.path).toBe("/c/v1beta/models/veo-3.0-generate-001:predictLongRunning");
+      expect(video).toMatchObject({ status: 200, model: "veo-3.0-generate-001", ...noTokens });
+    });
+  });
+});
