@@ -45,6 +45,8 @@ export interface ProviderBCounts {
   /** The part of `cacheWrite` cached for an hour (`cache_creation.ephemeral_1h_input_tokens`). */
   cacheWriteHour: number | null;
   output: number | null;
+  /** The part of `output` the model spent thinking (`output_tokens_details.thinking_tokens`). */
+  thinking: number | null;
 }
 
 export function providerBCounts(usage: unknown, previous: ProviderBCounts | null): ProviderBCounts | null {
@@ -57,13 +59,16 @@ export function providerBCounts(usage: unknown, previous: ProviderBCounts | null
     cacheWriteHour:
       count(object(record.cache_creation)?.ephemeral_1h_input_tokens) ?? previous?.cacheWriteHour ?? null,
     output: count(record.output_tokens) ?? previous?.output ?? null,
+    thinking: count(object(record.output_tokens_details)?.thinking_tokens) ?? previous?.thinking ?? null,
   };
 }
 
 /**
  * Provider B's input tokens include its cache reads and writes; the writes are also reported apart
  * (priced above the input price), those without a stated lifetime as five-minute ones. Without its
- * uncached input count, the input is unknown: the cache counts alone are only part of it.
+ * uncached input count, the input is unknown: the cache counts alone are only part of it. Its
+ * reasoning tokens are the thinking part of the output (`output_tokens_details`), which
+ * `output_tokens` already counts.
  */
 export function usageOfProviderB(counts: ProviderBCounts): TokenUsage {
   const { input, cacheRead, cacheWrite } = counts;
@@ -71,7 +76,7 @@ export function usageOfProviderB(counts: ProviderBCounts): TokenUsage {
     inputTokens: input === null ? null : input + (cacheRead ?? 0) + (cacheWrite ?? 0),
     outputTokens: counts.output,
     cachedInputTokens: cacheRead,
-    reasoningTokens: null,
+    reasoningTokens: counts.thinking,
   };
   if (cacheWrite) {
     const oneHour = Math.min(counts.cacheWriteHour ?? 0, cacheWrite);

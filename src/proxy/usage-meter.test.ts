@@ -262,6 +262,26 @@ describe("usage meter", () => {
     ).toEqual({ ...total, inputTokens: 500, cachedInputTokens: 60 });
   });
 
+  it("reads provider B's thinking tokens (output_tokens_details) as reasoning, buffered and streamed", () => {
+    const usage = {
+      input_tokens: 25,
+      cache_creation_input_tokens: 0,
+      cache_read_input_tokens: 5,
+      output_tokens: 500,
+      output_tokens_details: { thinking_tokens: 420 },
+    };
+    const expected = { inputTokens: 30, outputTokens: 500, cachedInputTokens: 5, reasoningTokens: 420 };
+    const answer = JSON.stringify({ type: "message", model: "claude-sonnet-4-5", content: [], usage });
+    expect(meter("provider-b", answer, false).usage).toEqual(expected);
+    // The stream reports them in its last message_delta (cumulative), not in message_start.
+    const start = `event: message_start\ndata: ${JSON.stringify({ type: "message_start", message: { model: "claude-sonnet-4-5", usage: { ...usage, output_tokens: 1, output_tokens_details: null } } })}\n\n`;
+    const delta = `event: message_delta\ndata: ${JSON.stringify({ type: "message_delta", delta: {}, usage })}\n\n`;
+    expect(meter("provider-b", start + delta, true).usage).toEqual(expected);
+    // A delta that leaves them out keeps what came before, as for any count.
+    const bare = `event: message_delta\ndata: ${JSON.stringify({ type: "message_delta", delta: {}, usage: { output_tokens: 501 } })}\n\n`;
+    expect(meter("provider-b", start + delta + bare, true).usage).toEqual({ ...expected, outputTokens: 501 });
+  });
+
   it("reports what a cut stream showed so far", () => {
     const cutB = anthropicStream.slice(0, anthropicStream.indexOf("event: message_delta"));
     expect(meter("provider-b", cutB, true).usage).toEqual({
