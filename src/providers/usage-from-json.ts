@@ -47,6 +47,8 @@ export interface ProviderBCounts {
   output: number | null;
   /** The part of `output` the model spent thinking (`output_tokens_details.thinking_tokens`). */
   thinking: number | null;
+  /** Searches its web search tool ran (`server_tool_use.web_search_requests`), billed per search. */
+  webSearches: number | null;
 }
 
 export function providerBCounts(usage: unknown, previous: ProviderBCounts | null): ProviderBCounts | null {
@@ -60,6 +62,7 @@ export function providerBCounts(usage: unknown, previous: ProviderBCounts | null
       count(object(record.cache_creation)?.ephemeral_1h_input_tokens) ?? previous?.cacheWriteHour ?? null,
     output: count(record.output_tokens) ?? previous?.output ?? null,
     thinking: count(object(record.output_tokens_details)?.thinking_tokens) ?? previous?.thinking ?? null,
+    webSearches: count(object(record.server_tool_use)?.web_search_requests) ?? previous?.webSearches ?? null,
   };
 }
 
@@ -68,7 +71,8 @@ export function providerBCounts(usage: unknown, previous: ProviderBCounts | null
  * (priced above the input price), those without a stated lifetime as five-minute ones. Without its
  * uncached input count, the input is unknown: the cache counts alone are only part of it. Its
  * reasoning tokens are the thinking part of the output (`output_tokens_details`), which
- * `output_tokens` already counts.
+ * `output_tokens` already counts. Its web searches (`server_tool_use`) are billed per search, beside
+ * the tokens their results brought into the input.
  */
 export function usageOfProviderB(counts: ProviderBCounts): TokenUsage {
   const { input, cacheRead, cacheWrite } = counts;
@@ -82,6 +86,7 @@ export function usageOfProviderB(counts: ProviderBCounts): TokenUsage {
     const oneHour = Math.min(counts.cacheWriteHour ?? 0, cacheWrite);
     usage.cacheWriteTokens = { fiveMinutes: cacheWrite - oneHour, oneHour };
   }
+  if (counts.webSearches) usage.webSearches = counts.webSearches;
   return usage;
 }
 

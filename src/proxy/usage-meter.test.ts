@@ -282,6 +282,25 @@ describe("usage meter", () => {
     expect(meter("provider-b", start + delta + bare, true).usage).toEqual({ ...expected, outputTokens: 501 });
   });
 
+  it("reads provider B's web searches (server_tool_use), buffered and streamed, the last report's count", () => {
+    const usage = {
+      input_tokens: 5000,
+      cache_creation_input_tokens: 0,
+      cache_read_input_tokens: 0,
+      output_tokens: 300,
+      server_tool_use: { web_search_requests: 3, web_fetch_requests: 1 },
+    };
+    const answer = JSON.stringify({ type: "message", model: "claude-sonnet-4-5", content: [], usage });
+    expect(meter("provider-b", answer, false).usage).toMatchObject({ inputTokens: 5000, webSearches: 3 });
+    const start = `event: message_start\ndata: ${JSON.stringify({ type: "message_start", message: { model: "claude-sonnet-4-5", usage: { ...usage, input_tokens: 40, output_tokens: 1, server_tool_use: null } } })}\n\n`;
+    const delta = (searches: number) =>
+      `event: message_delta\ndata: ${JSON.stringify({ type: "message_delta", delta: {}, usage: { ...usage, server_tool_use: { web_search_requests: searches, web_fetch_requests: 0 } } })}\n\n`;
+    expect(meter("provider-b", start + delta(2) + delta(3), true).usage).toMatchObject({ webSearches: 3 });
+    // None: no count at all, as before.
+    expect(meter("provider-b", start + delta(0), true).usage.webSearches).toBeUndefined();
+    expect(meter("provider-b", anthropicJson, false).usage.webSearches).toBeUndefined();
+  });
+
   it("reports what a cut stream showed so far", () => {
     const cutB = anthropicStream.slice(0, anthropicStream.indexOf("event: message_delta"));
     expect(meter("provider-b", cutB, true).usage).toEqual({

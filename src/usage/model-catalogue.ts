@@ -22,6 +22,8 @@ export interface TokenPricing {
   cachedInput: number | null;
   /** Provider B: input written to its prompt cache, by how long the entry lives. */
   cacheWrite?: { fiveMinutes: number; oneHour: number };
+  /** Provider B: USD per search its web search server tool runs, beside the tokens. */
+  webSearch?: number;
 }
 
 export interface CatalogueModel {
@@ -80,11 +82,13 @@ const price = (input: number | null, output: number | null, cachedInput: number 
 
 /**
  * Provider B's prices follow from the input price: a cache read costs 0.1x, a cache write 1.25x
- * (five minutes) or 2x (one hour).
+ * (five minutes) or 2x (one hour). Its web search tool costs $10 per 1,000 searches, whatever the
+ * model (the tokens of the results it brings in are input, at the model's prices).
  */
 const promptCachePrice = (input: number, output: number): TokenPricing => ({
   ...price(input, output, round(input * 0.1)),
   cacheWrite: { fiveMinutes: round(input * 1.25), oneHour: input * 2 },
+  webSearch: 0.01,
 });
 const round = (usd: number) => Math.round(usd * 1e6) / 1e6;
 

@@ -101,6 +101,20 @@ describe("token cost", () => {
     expect(costOfTokens("provider-b", "claude-sonnet-4-5", inconsistent)).toBeNull();
   });
 
+  it("bills provider B's web searches at $10 per 1,000 beside the tokens; without a search price the cost is unknown", () => {
+    // claude-haiku-4-5: 1 in, 5 out per 1M; 3 searches 0.03.
+    expect(costOfTokens("provider-b", "claude-haiku-4-5", { ...usage(10_000, 1000), webSearches: 3 })).toBe(
+      0.045,
+    );
+    expect(costOfTokens("provider-b", "claude-haiku-4-5", { ...usage(10_000, 1000), webSearches: 0 })).toBe(
+      0.015,
+    );
+    expect(costOfTokens("provider-a", "gpt-4.1", { ...usage(10_000, 1000), webSearches: 1 })).toBeNull();
+    expect(
+      costOfTokens("provider-b", "claude-haiku-4-5", { ...usage(null, 1000), webSearches: 1 }),
+    ).toBeNull();
+  });
+
   it("is null, never 0, when the model or the counts are unknown", () => {
     expect(costOfTokens("provider-a", "mystery", usage(10, 10))).toBeNull();
     expect(costOfTokens("provider-a", null, usage(10, 10))).toBeNull();

@@ -6,7 +6,7 @@ import type { TokenUsage } from "./token-usage.js";
  * The cost of one call in USD from the catalogue's per-1M-token prices. Cached input tokens are
  * billed at the cached price, input written to a prompt cache (provider B) at its cache-write
  * price, and the rest of the input at the input price; reasoning tokens are
- * already part of the output. Null when the model, a needed price or a needed count is unknown
+ * already part of the output. Provider B's web searches add their per-search price. Null when the model, a needed price or a needed count is unknown
  * (an input count, or an output count at an output price): an unknown cost is never reported as 0
  * nor as the price of the counts that are known. Computed in micro-dollars to avoid float noise.
  */
@@ -39,6 +39,12 @@ export function costOfTokens(provider: ProviderId, model: string | null, usage: 
   if (output > 0) {
     if (pricing.output === null) return null;
     microDollars += output * pricing.output;
+  }
+  // Billed per search beside the tokens: a model without that price leaves the whole cost unknown.
+  const searches = usage.webSearches ?? 0;
+  if (searches > 0) {
+    if (pricing.webSearch === undefined) return null;
+    microDollars += searches * pricing.webSearch * 1e6;
   }
   return Math.round(microDollars * 1000) / 1e9;
 }

@@ -14,6 +14,11 @@ export interface TokenUsage {
    * cached ones), billed above the input price, by how long the entry lives. Only when there were any.
    */
   cacheWriteTokens?: CacheWriteTokens;
+  /**
+   * Provider B: searches its web search server tool ran (`server_tool_use.web_search_requests`),
+   * billed per search beside the tokens their results brought in. Only when there were any.
+   */
+  webSearches?: number;
 }
 
 export interface CacheWriteTokens {
