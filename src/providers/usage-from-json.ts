@@ -49,6 +49,55 @@ export interface ProviderBCounts {
   thinking: number | null;
   /** Searches its web search tool ran (`server_tool_use.web_search_requests`), billed per search. */
   webSearches: number | null;
+  /** (Beta) The sampling iterations the counts above leave out (`usage.iterations`); null: none reported. */
+  iterations: ProviderBIterations | null;
+}
+
+/**
+ * What provider B's `usage.iterations` (beta) adds to its top-level counts, which hold the answer's
+ * own sampling (its `message` entries) and nothing else. A `compaction` entry is the same model
+ * summarising the context it closes, a sampling step of its own that the provider bills and leaves
+ * out of the top-level counts: its tokens are added to them (a count that is not one makes that
+ * total unknown). An `advisor_message` entry is an advisor's sub-inference on another model, billed
+ * at that model's prices: its tokens are kept apart (`otherModel`), never added to this model's.
+ */
+export interface ProviderBIterations {
+  input: number | null;
+  cacheRead: number;
+  cacheWrite: number;
+  cacheWriteHour: number;
+  output: number | null;
+  otherModel: number;
+}
+
+function iterationsOf(entries: unknown[]): ProviderBIterations {
+  const sum: ProviderBIterations = {
+    input: 0,
+    cacheRead: 0,
+    cacheWrite: 0,
+    cacheWriteHour: 0,
+    output: 0,
+    otherModel: 0,
+  };
+  for (const entry of entries) {
+    const record = object(entry);
+    const input = count(record?.input_tokens);
+    const output = count(record?.output_tokens);
+    const cacheRead = count(record?.cache_read_input_tokens) ?? 0;
+    const cacheWrite = count(record?.cache_creation_input_tokens) ?? 0;
+    if (record?.type === "compaction") {
+      sum.input = input === null || sum.input === null ? null : sum.input + input;
+      sum.output = output === null || sum.output === null ? null : sum.output + output;
+      sum.cacheRead += cacheRead;
+      sum.cacheWrite += cacheWrite;
+      sum.cacheWriteHour += Math.min(
+        count(object(record.cache_creation)?.ephemeral_1h_input_tokens) ?? 0,
+        cacheWrite,
+      );
+    } else if (record?.type === "advisor_message")
+      sum.otherModel += (input ?? 0) + cacheRead + cacheWrite + (output ?? 0);
+  }
+  return sum;
 }
 
 export function providerBCounts(usage: unknown, previous: ProviderBCounts | null): ProviderBCounts | null {
@@ -63,6 +112,9 @@ export function providerBCounts(usage: unknown, previous: ProviderBCounts | null
     output: count(record.output_tokens) ?? previous?.output ?? null,
     thinking: count(object(record.output_tokens_details)?.thinking_tokens) ?? previous?.thinking ?? null,
     webSearches: count(object(record.server_tool_use)?.web_search_requests) ?? previous?.webSearches ?? null,
+    iterations: Array.isArray(record.iterations)
+      ? iterationsOf(record.iterations)
+      : (previous?.iterations ?? null),
   };
 }
 
@@ -72,22 +124,41 @@ export function providerBCounts(usage: unknown, previous: ProviderBCounts | null
  * uncached input count, the input is unknown: the cache counts alone are only part of it. Its
  * reasoning tokens are the thinking part of the output (`output_tokens_details`), which
  * `output_tokens` already counts. Its web searches (`server_tool_use`) are billed per search, beside
- * the tokens their results brought into the input.
+ * the tokens their results brought into the input. Compaction iterations (beta) add their tokens; an
+ * advisor's are reported apart (see ProviderBIterations).
  */
 export function usageOfProviderB(counts: ProviderBCounts): TokenUsage {
-  const { input, cacheRead, cacheWrite } = counts;
+  const { iterations } = counts;
+  const { input, cacheRead, cacheWrite, cacheWriteHour, output } =
+    iterations === null ? counts : withCompactions(counts, iterations);
   const usage: TokenUsage = {
     inputTokens: input === null ? null : input + (cacheRead ?? 0) + (cacheWrite ?? 0),
-    outputTokens: counts.output,
+    outputTokens: output,
     cachedInputTokens: cacheRead,
     reasoningTokens: counts.thinking,
   };
   if (cacheWrite) {
-    const oneHour = Math.min(counts.cacheWriteHour ?? 0, cacheWrite);
+    const oneHour = Math.min(cacheWriteHour ?? 0, cacheWrite);
     usage.cacheWriteTokens = { fiveMinutes: cacheWrite - oneHour, oneHour };
   }
   if (counts.webSearches) usage.webSearches = counts.webSearches;
+  if (iterations?.otherModel) usage.otherModelTokens = iterations.otherModel;
   return usage;
+}
+
+type TokenCounts = Pick<ProviderBCounts, "input" | "cacheRead" | "cacheWrite" | "cacheWriteHour" | "output">;
+
+/** The top-level counts with the compaction iterations' added. */
+function withCompactions(counts: ProviderBCounts, iterations: ProviderBIterations): TokenCounts {
+  const plus = (value: number | null, added: number) =>
+    value === null && added === 0 ? value : (value ?? 0) + added;
+  return {
+    input: counts.input === null || iterations.input === null ? null : counts.input + iterations.input,
+    output: counts.output === null || iterations.output === null ? null : counts.output + iterations.output,
+    cacheRead: plus(counts.cacheRead, iterations.cacheRead),
+    cacheWrite: plus(counts.cacheWrite, iterations.cacheWrite),
+    cacheWriteHour: plus(counts.cacheWriteHour, iterations.cacheWriteHour),
+  };
 }
 
 /** Provider B's usage from one report (a JSON answer's `usage`). */

@@ -301,6 +301,66 @@ describe("usage meter", () => {
     expect(meter("provider-b", anthropicJson, false).usage.webSearches).toBeUndefined();
   });
 
+  it("adds provider B's compaction iterations, which its top-level counts leave out, and flags an advisor's tokens", () => {
+    const iteration = (type: string, input: number, output: number, fields: object = {}) => ({
+      type,
+      input_tokens: input,
+      cache_creation_input_tokens: 0,
+      cache_read_input_tokens: 0,
+      cache_creation: null,
+      output_tokens: output,
+      ...fields,
+    });
+    const usage = {
+      input_tokens: 23_000,
+      cache_creation_input_tokens: 0,
+      cache_read_input_tokens: 1000,
+      output_tokens: 1000,
+      iterations: [
+        iteration("compaction", 180_000, 3500, {
+          cache_read_input_tokens: 2000,
+          cache_creation_input_tokens: 500,
+          cache_creation: { ephemeral_5m_input_tokens: 0, ephemeral_1h_input_tokens: 500 },
+        }),
+        iteration("message", 23_000, 1000, { cache_read_input_tokens: 1000, model: null }),
+      ],
+    };
+    const expected = {
+      inputTokens: 24_000 + 182_500,
+      outputTokens: 4500,
+      cachedInputTokens: 3000,
+      reasoningTokens: null,
+      cacheWriteTokens: { fiveMinutes: 0, oneHour: 500 },
+    };
+    const answer = JSON.stringify({ type: "message", model: "claude-sonnet-4-5", content: [], usage });
+    expect(meter("provider-b", answer, false).usage).toEqual(expected);
+    const start = `event: message_start\ndata: ${JSON.stringify({ type: "message_start", message: { model: "claude-sonnet-4-5", usage: { ...usage, output_tokens: 1, iterations: null } } })}\n\n`;
+    const delta = (value: object) =>
+      `event: message_delta\ndata: ${JSON.stringify({ type: "message_delta", delta: {}, usage: value })}\n\n`;
+    expect(meter("provider-b", start + delta(usage), true).usage).toEqual(expected);
+    // A later delta without iterations keeps them (its counts are cumulative, as the others').
+    expect(meter("provider-b", start + delta(usage) + delta({ output_tokens: 1001 }), true).usage).toEqual({
+      ...expected,
+      outputTokens: 4501,
+    });
+    // An advisor's sub-inference ran on another model: not this model's tokens, but flagged.
+    const advised = {
+      ...usage,
+      iterations: [iteration("advisor_message", 30_000, 1600, { model: "claude-opus-4-6" })],
+    };
+    const advisedAnswer = JSON.stringify({ type: "message", model: "claude-haiku-4-5", usage: advised });
+    expect(meter("provider-b", advisedAnswer, false).usage).toEqual({
+      inputTokens: 24_000,
+      outputTokens: 1000,
+      cachedInputTokens: 1000,
+      reasoningTokens: null,
+      otherModelTokens: 31_600,
+    });
+    expect(meter("provider-b", start + delta(advised), true).usage).toMatchObject({
+      otherModelTokens: 31_600,
+    });
+  });
+
   it("reports what a cut stream showed so far", () => {
     const cutB = anthropicStream.slice(0, anthropicStream.indexOf("event: message_delta"));
     expect(meter("provider-b", cutB, true).usage).toEqual({

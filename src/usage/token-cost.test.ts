@@ -115,6 +115,15 @@ describe("token cost", () => {
     ).toBeNull();
   });
 
+  it("is null for a call that reports another model's tokens (provider B's advisor), billed at that model's prices", () => {
+    expect(
+      costOfTokens("provider-b", "claude-haiku-4-5", { ...usage(10_000, 1000), otherModelTokens: 0 }),
+    ).toBe(0.015);
+    expect(
+      costOfTokens("provider-b", "claude-haiku-4-5", { ...usage(10_000, 1000), otherModelTokens: 1600 }),
+    ).toBeNull();
+  });
+
   it("is null, never 0, when the model or the counts are unknown", () => {
     expect(costOfTokens("provider-a", "mystery", usage(10, 10))).toBeNull();
     expect(costOfTokens("provider-a", null, usage(10, 10))).toBeNull();

@@ -17,6 +17,8 @@ export function costOfTokens(provider: ProviderId, model: string | null, usage: 
   // at a non-zero output price: embeddings' is 0). The usage parsers give 0 for a count a
   // provider leaves out when it is zero. Cached, cache-write and reasoning counts are parts of these.
   if (usage.inputTokens === null) return null;
+  // Another model's tokens (provider B's advisor) have that model's prices, which no row carries.
+  if (usage.otherModelTokens) return null;
   if (usage.outputTokens === null && pricing.output !== 0) return null;
   let microDollars = 0;
   const input = usage.inputTokens;

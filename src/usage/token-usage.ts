@@ -19,6 +19,11 @@ export interface TokenUsage {
    * billed per search beside the tokens their results brought in. Only when there were any.
    */
   webSearches?: number;
+  /**
+   * Provider B (beta): tokens another model spent for this call (an advisor's sub-inference), billed
+   * at that model's prices and not counted in this call's: its cost is unknown. Only when there were any.
+   */
+  otherModelTokens?: number;
 }
 
 export interface CacheWriteTokens {
