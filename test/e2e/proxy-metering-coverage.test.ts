@@ -297,6 +297,69 @@ describe("metering of the SDKs' other token-consuming calls", () => {
   });
 
   describe("provider B", () => {
+    /** claude-sonnet-4-5: $3 input, $0.30 cache read, $15 output per 1M tokens; a web search $0.01. */
+    const sonnetCost = (input: number, cached: number, output: number, searches = 0) =>
+      ((input - cached) * 3 + cached * 0.3 + output * 15) / 1e6 + searches * 0.01;
+    const ask = {
+      model: "claude-sonnet-4-5",
+      max_tokens: 1024,
+      messages: [{ role: "user" as const, content: "Hi" }],
+    };
+
+    it("records the thinking tokens as reasoning and prices the web searches, streamed and not", async () => {
+      fake.setUsage({ thinking: 4, webSearches: 2 });
+      const created = await rowOf(async () => {
+        const message = await anthropic.messages.create(ask);
+        expect(message.usage).toMatchObject({
+          output_tokens_details: { thinking_tokens: 4 },
+          server_tool_use: { web_search_requests: 2 },
+        });
+      });
+      const streamed = await rowOf(async () => {
+        const message = await anthropic.messages.stream(ask).finalMessage();
+        expect(message.usage.server_tool_use?.web_search_requests).toBe(2);
+      });
+      for (const row of [created, streamed]) {
+        expect(row).toMatchObject({
+          input_tokens: 11,
+          cached_tokens: 3,
+          output_tokens: 7,
+          reasoning_tokens: 4,
+        });
+        expect(row.cost_usd).toBeCloseTo(sonnetCost(11, 3, 7, 2), 12);
+      }
+      expect([created.streamed, streamed.streamed]).toEqual([0, 1]);
+    });
+
+    it("adds a compaction's tokens (beta), which the top-level usage leaves out, streamed and not", async () => {
+      fake.setUsage({ compaction: { input: 150_000, output: 3500 } });
+      const params = { ...ask, betas: ["compact-2026-01-12"] };
+      const created = await rowOf(() => anthropic.beta.messages.create(params));
+      expect(fake.last()!.headers["anthropic-beta"]).toBe("compact-2026-01-12");
+      const streamed = await rowOf(() => anthropic.beta.messages.stream(params).finalMessage());
+      for (const row of [created, streamed]) {
+        expect(row).toMatchObject({ input_tokens: 150_011, cached_tokens: 3, output_tokens: 3507 });
+        expect(row.cost_usd).toBeCloseTo(sonnetCost(150_011, 3, 3507), 12);
+      }
+    });
+
+    it("leaves the cost of a call that consulted an advisor (another model, beta) unknown, with the executor's tokens", async () => {
+      fake.setUsage({ advisor: { model: "claude-opus-4-6", input: 30_000, output: 1600 } });
+      const row = await rowOf(() =>
+        anthropic.beta.messages.create({
+          ...ask,
+          model: "claude-haiku-4-5",
+          betas: ["advisor-tool-2026-03-01"],
+        }),
+      );
+      expect(row).toMatchObject({
+        model: "claude-haiku-4-5",
+        input_tokens: 11,
+        output_tokens: 7,
+        cost_usd: null,
+      });
+    });
+
     it("counts nothing for messages.countTokens nor for a batch's creation; a batch's retrieval (GET) is 405", async () => {
       const counted = await rowOf(async () => {
         const count = await anthropic.messages.countTokens({
