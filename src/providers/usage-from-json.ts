@@ -173,7 +173,9 @@ export function usageFromProviderB(usage: unknown): TokenUsage | null {
  * execution) brought in, which Google bills as input and counts in `totalTokenCount`. Its API
  * leaves out a count that is zero (no thoughts from a model that does not think, no candidates for
  * an answer blocked or cut before any, no tool use): in a report that gives a count, a part left
- * out is 0, while one that is there but not a count leaves its total unknown.
+ * out is 0, while one that is there but not a count leaves its total unknown. The prompt's audio
+ * part (`promptTokensDetails`, modality AUDIO) is reported apart: Google bills audio input at other
+ * prices than text on some models.
  */
 export function usageFromProviderC(usageMetadata: unknown): TokenUsage | null {
   const record = object(usageMetadata);
@@ -185,12 +187,29 @@ export function usageFromProviderC(usageMetadata: unknown): TokenUsage | null {
   const thoughts = part(record.thoughtsTokenCount);
   const prompt = count(record.promptTokenCount);
   const toolUse = part(record.toolUsePromptTokenCount);
-  return {
+  const usage: TokenUsage = {
     inputTokens: prompt === null || toolUse === null ? null : prompt + toolUse,
     outputTokens: candidates === null || thoughts === null ? null : candidates + thoughts,
     cachedInputTokens: count(record.cachedContentTokenCount),
     reasoningTokens: count(record.thoughtsTokenCount),
   };
+  const audio = Array.isArray(record.promptTokensDetails) ? audioTokens(record.promptTokensDetails) : 0;
+  if (audio > 0) usage.audioInputTokens = audio;
+  return usage;
+}
+
+/**
+ * The audio entries' tokens of a modality breakdown: generateContent's `{modality: "AUDIO",
+ * tokenCount}`, the Interactions API's `{modality: "audio", tokens}`.
+ */
+function audioTokens(details: unknown[]): number {
+  let audio = 0;
+  for (const detail of details) {
+    const record = object(detail);
+    if (record?.modality === "AUDIO" || record?.modality === "audio")
+      audio += count(record.tokenCount ?? record.tokens) ?? 0;
+  }
+  return audio;
 }
 
 /**
@@ -201,7 +220,7 @@ export function usageFromProviderC(usageMetadata: unknown): TokenUsage | null {
  * responses, thoughts not included, as `candidatesTokenCount`; `total_thought_tokens` and
  * `total_tool_use_tokens` beside them, all four summing to `total_tokens`). So they are read as
  * usageFromProviderC reads those, zero counts left out included, and an interaction costs what the
- * same generateContent call costs.
+ * same generateContent call costs. Its `input_tokens_by_modality` is `promptTokensDetails`.
  */
 export function usageFromInteractions(usage: unknown): TokenUsage | null {
   const record = object(usage);
@@ -212,6 +231,7 @@ export function usageFromInteractions(usage: unknown): TokenUsage | null {
     thoughtsTokenCount: record.total_thought_tokens,
     toolUsePromptTokenCount: record.total_tool_use_tokens,
     cachedContentTokenCount: record.total_cached_tokens,
+    promptTokensDetails: record.input_tokens_by_modality,
   });
 }
 

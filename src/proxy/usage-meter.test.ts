@@ -457,6 +457,28 @@ describe("usage meter", () => {
     expect(meter("provider-c", gemini, false).usage).toEqual({ ...none, inputTokens: 9 });
   });
 
+  it("tells provider C's audio input apart (promptTokensDetails), JSON, SSE and JSON array", () => {
+    const metadata = {
+      promptTokenCount: 1000,
+      candidatesTokenCount: 20,
+      totalTokenCount: 1020,
+      promptTokensDetails: [
+        { modality: "TEXT", tokenCount: 100 },
+        { modality: "AUDIO", tokenCount: 900 },
+      ],
+    };
+    const body = JSON.stringify({ modelVersion: "gemini-2.5-flash", usageMetadata: metadata });
+    const expected = { inputTokens: 1000, outputTokens: 20, audioInputTokens: 900 };
+    expect(meter("provider-c", body, false).usage).toMatchObject(expected);
+    expect(meter("provider-c", `data: ${body}\r\n\r\n`, true).usage).toMatchObject(expected);
+    expect(meter("provider-c", `[${body}]`, false).usage).toMatchObject(expected);
+    // Text, images, video and documents alone are priced as text: nothing to tell apart.
+    const text = { ...metadata, promptTokensDetails: [{ modality: "TEXT", tokenCount: 1000 }] };
+    const plain = JSON.stringify({ modelVersion: "gemini-2.5-flash", usageMetadata: text });
+    expect(meter("provider-c", plain, false).usage.audioInputTokens).toBeUndefined();
+    expect(meter("provider-c", geminiSse, true).usage.audioInputTokens).toBeUndefined();
+  });
+
   it("counts what a provider C built-in tool brought in (toolUsePromptTokenCount) as input", () => {
     const metadata = {
       promptTokenCount: 10,

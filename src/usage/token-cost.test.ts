@@ -124,6 +124,15 @@ describe("token cost", () => {
     ).toBeNull();
   });
 
+  it("is null for audio input, which the catalogue has no prices for", () => {
+    // gemini-2.5-flash lists $0.30 per 1M input tokens: text's; Google bills its audio input at $1.
+    const withAudio = { ...usage(1000, 20), audioInputTokens: 900 };
+    expect(costOfTokens("provider-c", "gemini-2.5-flash", withAudio)).toBeNull();
+    expect(costOfTokens("provider-c", "gemini-2.5-flash", { ...withAudio, audioInputTokens: 0 })).toBe(
+      0.00035,
+    );
+  });
+
   it("is null, never 0, when the model or the counts are unknown", () => {
     expect(costOfTokens("provider-a", "mystery", usage(10, 10))).toBeNull();
     expect(costOfTokens("provider-a", null, usage(10, 10))).toBeNull();

@@ -5,10 +5,12 @@ import type { TokenUsage } from "./token-usage.js";
 /**
  * The cost of one call in USD from the catalogue's per-1M-token prices. Cached input tokens are
  * billed at the cached price, input written to a prompt cache (provider B) at its cache-write
- * price, and the rest of the input at the input price; reasoning tokens are
- * already part of the output. Provider B's web searches add their per-search price. Null when the model, a needed price or a needed count is unknown
- * (an input count, or an output count at an output price): an unknown cost is never reported as 0
- * nor as the price of the counts that are known. Computed in micro-dollars to avoid float noise.
+ * price, and the rest of the input at the input price; reasoning tokens are already part of the
+ * output. Provider B's web searches add their per-search price. Null when the model, a needed price
+ * or a needed count is unknown (an input count, or an output count at an output price), or when
+ * part of the call is billed at prices the catalogue does not list (audio input, another model's
+ * tokens): an unknown cost is never reported as 0 nor as the price of the counts that are known.
+ * Computed in micro-dollars to avoid float noise.
  */
 export function costOfTokens(provider: ProviderId, model: string | null, usage: TokenUsage): number | null {
   const pricing = findModel(provider, model)?.pricing;
@@ -17,8 +19,9 @@ export function costOfTokens(provider: ProviderId, model: string | null, usage: 
   // at a non-zero output price: embeddings' is 0). The usage parsers give 0 for a count a
   // provider leaves out when it is zero. Cached, cache-write and reasoning counts are parts of these.
   if (usage.inputTokens === null) return null;
-  // Another model's tokens (provider B's advisor) have that model's prices, which no row carries.
-  if (usage.otherModelTokens) return null;
+  // Another model's tokens (provider B's advisor) have that model's prices, which no row carries;
+  // audio input has prices of its own, which the catalogue does not list.
+  if (usage.otherModelTokens || usage.audioInputTokens) return null;
   if (usage.outputTokens === null && pricing.output !== 0) return null;
   let microDollars = 0;
   const input = usage.inputTokens;

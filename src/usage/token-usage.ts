@@ -24,6 +24,11 @@ export interface TokenUsage {
    * at that model's prices and not counted in this call's: its cost is unknown. Only when there were any.
    */
   otherModelTokens?: number;
+  /**
+   * Provider C: the input tokens that are audio, which Google bills at other prices than text on
+   * some models and the catalogue has no prices for: the cost is unknown. Only when there were any.
+   */
+  audioInputTokens?: number;
 }
 
 export interface CacheWriteTokens {
