@@ -24,6 +24,12 @@ export interface TokenPricing {
   cacheWrite?: { fiveMinutes: number; oneHour: number };
   /** Provider B: USD per search its web search server tool runs, beside the tokens. */
   webSearch?: number;
+  /**
+   * The prices of a call whose input is over `above` tokens (its cached and cache-written input
+   * included), which the provider bills in whole at these instead: Gemini 2.5 Pro's prompts over
+   * 200k tokens, Claude Sonnet 4.5's with its 1M-token context window.
+   */
+  longContext?: { above: number; pricing: TokenPricing };
 }
 
 export interface CatalogueModel {
@@ -224,7 +230,10 @@ const models: CatalogueModel[] = [
     displayName: "Claude Sonnet 4.5",
     created: 1759104000,
     capabilities: chat(true, true),
-    pricing: promptCachePrice(3, 15),
+    pricing: {
+      ...promptCachePrice(3, 15),
+      longContext: { above: 200_000, pricing: promptCachePrice(6, 22.5) },
+    },
   },
   {
     id: "claude-haiku-4-5",
@@ -250,7 +259,7 @@ const models: CatalogueModel[] = [
     displayName: "Gemini 2.5 Pro",
     created: 1750118400,
     capabilities: chat(true, true),
-    pricing: price(1.25, 10, 0.31),
+    pricing: { ...price(1.25, 10, 0.31), longContext: { above: 200_000, pricing: price(2.5, 15, 0.625) } },
   },
   {
     id: "gemini-2.5-flash",
