@@ -343,6 +343,16 @@ describe("metering of the SDKs' other token-consuming calls", () => {
       }
     });
 
+    it("prices a claude-sonnet-4-5 call over 200k input tokens (1M context window) at its long-context prices", async () => {
+      fake.setUsage({ input: 250_000, output: 1000, cached: 50_000, reasoning: 0 });
+      const row = await rowOf(() =>
+        anthropic.beta.messages.create({ ...ask, betas: ["context-1m-2025-08-07"] }),
+      );
+      expect(row).toMatchObject({ input_tokens: 250_000, cached_tokens: 50_000, output_tokens: 1000 });
+      // Over 200k, cache reads included: $6 input, $0.60 cache read, $22.50 output per 1M.
+      expect(row.cost_usd).toBeCloseTo((200_000 * 6 + 50_000 * 0.6 + 1000 * 22.5) / 1e6, 12);
+    });
+
     it("leaves the cost of a call that consulted an advisor (another model, beta) unknown, with the executor's tokens", async () => {
       fake.setUsage({ advisor: { model: "claude-opus-4-6", input: 30_000, output: 1600 } });
       const row = await rowOf(() =>
@@ -410,6 +420,55 @@ describe("metering of the SDKs' other token-consuming calls", () => {
   });
 
   describe("provider C", () => {
+    it("records a prompt with audio with its tokens and an unknown cost (the catalogue lists text prices), streamed, unstreamed and as an interaction", async () => {
+      fake.setUsage({ input: 1000, output: 20, cached: 0, reasoning: 0, audioInput: 900 });
+      const audio = { inlineData: { mimeType: "audio/mp3", data: fakeAudio.toString("base64") } };
+      const contents = [{ role: "user", parts: [{ text: "What is said?" }, audio] }];
+      const rows = [
+        await rowOf(() => google.models.generateContent({ model: "gemini-2.5-flash", contents })),
+        await rowOf(async () => {
+          for await (const _chunk of await google.models.generateContentStream({
+            model: "gemini-2.5-flash",
+            contents,
+          }));
+        }),
+        await rowOf(() => google.interactions.create({ model: "gemini-2.5-flash", input: "What is said?" })),
+      ];
+      for (const row of rows)
+        expect(row).toMatchObject({
+          model: "gemini-2.5-flash",
+          input_tokens: 1000,
+          output_tokens: 20,
+          cost_usd: null,
+        });
+      // The same prompt in text alone is priced: $0.30 input, $2.50 output per 1M.
+      fake.setUsage({ audioInput: 0 });
+      const text = await rowOf(() =>
+        google.models.generateContent({ model: "gemini-2.5-flash", contents: "Hi" }),
+      );
+      expect(text.cost_usd).toBeCloseTo((1000 * 0.3 + 20 * 2.5) / 1e6, 12);
+    });
+
+    it("prices a gemini-2.5-pro prompt over 200k tokens at its long-context prices, streamed and not", async () => {
+      fake.setUsage({ input: 300_000, output: 1000, cached: 100_000, reasoning: 400 });
+      const rows = [
+        await rowOf(() =>
+          google.models.generateContent({ model: "gemini-2.5-pro", contents: "A long book" }),
+        ),
+        await rowOf(async () => {
+          for await (const _chunk of await google.models.generateContentStream({
+            model: "gemini-2.5-pro",
+            contents: "A long book",
+          }));
+        }),
+      ];
+      for (const row of rows) {
+        expect(row).toMatchObject({ input_tokens: 300_000, cached_tokens: 100_000, output_tokens: 1000 });
+        // Over 200k: $2.50 input, $0.625 cached, $15 output per 1M (not $1.25, $0.31 and $10).
+        expect(row.cost_usd).toBeCloseTo((200_000 * 2.5 + 100_000 * 0.625 + 1000 * 15) / 1e6, 12);
+      }
+    });
+
     it("counts nothing for countTokens nor for embeddings (batchEmbedContents), whose answers report no usage", async () => {
       const counted = await rowOf(async () => {
         const count = await google.models.countTokens({ model: "gemini-2.5-flash", contents: "Hi" });
