@@ -565,6 +565,7 @@ describe("usage meter on Responses API calls", () => {
   });
   const fields = (status: string, background: boolean) => ({
     id: "resp_1",
+    object: "response",
     status,
     background,
     createdAt: 1_763_000_000,
