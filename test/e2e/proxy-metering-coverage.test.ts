@@ -244,6 +244,57 @@ describe("metering of the SDKs' other token-consuming calls", () => {
       expect(row.cost_usd).toBeCloseTo((800 * 2 + 200 * 0.5 + 100 * 8) / 1e6, 12);
     });
 
+    it("records a finished batch's tokens once, on a row of its own, from the polls that see it finished, with an unknown cost (no batch prices)", async () => {
+      const batch = (status: string, usage: Record<string, unknown>) => ({
+        id: "batch_fake2",
+        object: "batch",
+        endpoint: "/v1/chat/completions",
+        model: "gpt-4o-mini-2024-07-18",
+        errors: null,
+        input_file_id: "file-fake1",
+        completion_window: "24h",
+        status,
+        output_file_id: status === "completed" ? "file-fake2" : null,
+        error_file_id: null,
+        created_at: 1_763_000_000,
+        in_progress_at: 1_763_000_010,
+        expires_at: 1_763_086_400,
+        completed_at: status === "completed" ? 1_763_000_600 : null,
+        request_counts: { total: 2, completed: status === "completed" ? 2 : 1, failed: 0 },
+        usage,
+        metadata: null,
+      });
+      const counts = (input: number, cached: number, output: number) => ({
+        input_tokens: input,
+        input_tokens_details: { cached_tokens: cached },
+        output_tokens: output,
+        output_tokens_details: { reasoning_tokens: 0 },
+        total_tokens: input + output,
+      });
+      const before = new Set((await usageRows()).map((row) => row.request_id));
+      fake.enqueueResponse({ status: 200, body: batch("in_progress", counts(500, 100, 150)) });
+      fake.enqueueResponse({ status: 200, body: batch("completed", counts(1000, 200, 300)) });
+      fake.enqueueResponse({ status: 200, body: batch("completed", counts(1000, 200, 300)) });
+      for (let poll = 0; poll < 3; poll++) await openai.batches.retrieve("batch_fake2");
+      expect(fake.last()).toMatchObject({ method: "GET", path: "/a/v1/batches/batch_fake2" });
+      const added = (await usageRows()).filter((row) => !before.has(row.request_id));
+      const runs = added.filter((row) => row.request_id.startsWith("bg_"));
+      expect(added).toHaveLength(4);
+      for (const poll of added.filter((row) => !row.request_id.startsWith("bg_")))
+        expect(poll).toMatchObject({ status: 200, ...noTokens });
+      expect(runs).toHaveLength(1);
+      expect(runs[0]).toMatchObject({
+        status: 200,
+        outcome: "ok",
+        model: "gpt-4o-mini-2024-07-18",
+        input_tokens: 1000,
+        cached_tokens: 200,
+        output_tokens: 300,
+        reasoning_tokens: 0,
+        cost_usd: null,
+      });
+    });
+
     it("counts nothing for calls whose answer reports no tokens: moderations, responses.inputTokens, conversations.create, realtime.clientSecrets, batches.create", async () => {
       const calls: Array<[string, () => Promise<unknown>, unknown]> = [
         ["moderations", () => openai.moderations.create({ input: "Hi" }), undefined],
