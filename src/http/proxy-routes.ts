@@ -117,7 +117,8 @@ export function registerProxyRoutes(router: Router, deps: ProxyRouteDeps): void 
               rowId: run.rowId,
               model: run.model,
               usage: run.usage,
-              costUsd: deps.costOf(adapter.id, run.model, run.usage),
+              // A batch is billed at the provider's batch prices, which the catalogue does not list.
+              costUsd: run.batch ? null : deps.costOf(adapter.id, run.model, run.usage),
               streamed: result.streamed,
             },
           });

@@ -91,6 +91,8 @@ describe("provider adapters", () => {
     expect(call("POST", "responses")).toBe("post");
     expect(call("POST", "responses/resp_1/cancel")).toBe("post");
     expect(call("GET", "responses/resp_1")).toBe("poll");
+    // A batch's poll reports a finished batch's tokens as a background run's poll does.
+    expect(call("GET", "batches/batch_1")).toBe("poll");
     for (const [method, path] of [
       ["POST", "chat/completions"],
       ["GET", "chat/completions/chatcmpl_1"],
@@ -99,6 +101,9 @@ describe("provider adapters", () => {
       ["GET", "responses"],
       ["POST", "responses/input_tokens"],
       ["POST", "responses/compact"],
+      ["POST", "batches"],
+      ["GET", "batches"],
+      ["POST", "batches/batch_1/cancel"],
     ] as const)
       expect(call(method, path), `${method} ${path}`).toBeNull();
     expect(adapters["provider-b"].responsesCall).toBeUndefined();

@@ -35,7 +35,10 @@ export interface ProviderAdapter {
    * `v1beta/interactions`), whose answer reports its usage as `usage` with `total_*` counts.
    */
   interactionsCall?(path: string): boolean;
-  /** Provider A: whether the call is one of the Responses API's that can report a background run. */
+  /**
+   * Provider A: whether the call is one of the Responses API's that can report a background run, or
+   * a batch's poll (`GET batches/{id}`), which reports a finished batch's tokens the same way.
+   */
   responsesCall?(method: string, path: string): ResponsesCall | null;
   /**
    * Whether a POST to the path only changes or cancels a stored object and answers with it, usage
@@ -70,6 +73,8 @@ function split(baseUrl: string): { origin: string; basePath: string } {
 
 /** `responses/{id}`: one response (not its `input_items`). */
 const oneResponse = /^responses\/[^/]+$/;
+/** `batches/{id}`: one batch (not its cancel). */
+const oneBatch = /^batches\/[^/]+$/;
 const cancelResponse = /^responses\/[^/]+\/cancel$/;
 /** Provider A's POSTs that answer with a stored object: a chat completion's metadata update, a batch's cancel. */
 const storedObjectPost = /^(?:chat\/completions\/[^/]+|batches\/[^/]+\/cancel)$/;
@@ -160,8 +165,13 @@ export function createProviderAdapters(options: ProviderAdapterOptions): Record<
         headers.authorization = `Bearer ${key}`;
       },
       requestModel: (_path, body) => bodyModel(body),
-      // Only paths under `responses` pay for more than this one comparison.
-      responsesCall: (method, path) => (path.startsWith("responses") ? responsesCall(method, path) : null),
+      // Only paths under `responses`, and GETs, pay for more than this one comparison.
+      responsesCall: (method, path) =>
+        path.startsWith("responses")
+          ? responsesCall(method, path)
+          : method === "GET" && oneBatch.test(path)
+            ? "poll"
+            : null,
       answersStored: (path) => storedObjectPost.test(path),
       imageCall: (method, path) =>
         method === "POST" && path === "images/generations" ? openAiImageGeneration : null,

@@ -45,6 +45,59 @@ export interface ProviderBCounts {
   /** The part of `cacheWrite` cached for an hour (`cache_creation.ephemeral_1h_input_tokens`). */
   cacheWriteHour: number | null;
   output: number | null;
+  /** The part of `output` the model spent thinking (`output_tokens_details.thinking_tokens`). */
+  thinking: number | null;
+  /** Searches its web search tool ran (`server_tool_use.web_search_requests`), billed per search. */
+  webSearches: number | null;
+  /** (Beta) The sampling iterations the counts above leave out (`usage.iterations`); null: none reported. */
+  iterations: ProviderBIterations | null;
+}
+
+/**
+ * What provider B's `usage.iterations` (beta) adds to its top-level counts, which hold the answer's
+ * own sampling (its `message` entries) and nothing else. A `compaction` entry is the same model
+ * summarising the context it closes, a sampling step of its own that the provider bills and leaves
+ * out of the top-level counts: its tokens are added to them (a count that is not one makes that
+ * total unknown). An `advisor_message` entry is an advisor's sub-inference on another model, billed
+ * at that model's prices: its tokens are kept apart (`otherModel`), never added to this model's.
+ */
+export interface ProviderBIterations {
+  input: number | null;
+  cacheRead: number;
+  cacheWrite: number;
+  cacheWriteHour: number;
+  output: number | null;
+  otherModel: number;
+}
+
+function iterationsOf(entries: unknown[]): ProviderBIterations {
+  const sum: ProviderBIterations = {
+    input: 0,
+    cacheRead: 0,
+    cacheWrite: 0,
+    cacheWriteHour: 0,
+    output: 0,
+    otherModel: 0,
+  };
+  for (const entry of entries) {
+    const record = object(entry);
+    const input = count(record?.input_tokens);
+    const output = count(record?.output_tokens);
+    const cacheRead = count(record?.cache_read_input_tokens) ?? 0;
+    const cacheWrite = count(record?.cache_creation_input_tokens) ?? 0;
+    if (record?.type === "compaction") {
+      sum.input = input === null || sum.input === null ? null : sum.input + input;
+      sum.output = output === null || sum.output === null ? null : sum.output + output;
+      sum.cacheRead += cacheRead;
+      sum.cacheWrite += cacheWrite;
+      sum.cacheWriteHour += Math.min(
+        count(object(record.cache_creation)?.ephemeral_1h_input_tokens) ?? 0,
+        cacheWrite,
+      );
+    } else if (record?.type === "advisor_message")
+      sum.otherModel += (input ?? 0) + cacheRead + cacheWrite + (output ?? 0);
+  }
+  return sum;
 }
 
 export function providerBCounts(usage: unknown, previous: ProviderBCounts | null): ProviderBCounts | null {
@@ -57,27 +110,55 @@ export function providerBCounts(usage: unknown, previous: ProviderBCounts | null
     cacheWriteHour:
       count(object(record.cache_creation)?.ephemeral_1h_input_tokens) ?? previous?.cacheWriteHour ?? null,
     output: count(record.output_tokens) ?? previous?.output ?? null,
+    thinking: count(object(record.output_tokens_details)?.thinking_tokens) ?? previous?.thinking ?? null,
+    webSearches: count(object(record.server_tool_use)?.web_search_requests) ?? previous?.webSearches ?? null,
+    iterations: Array.isArray(record.iterations)
+      ? iterationsOf(record.iterations)
+      : (previous?.iterations ?? null),
   };
 }
 
 /**
  * Provider B's input tokens include its cache reads and writes; the writes are also reported apart
  * (priced above the input price), those without a stated lifetime as five-minute ones. Without its
- * uncached input count, the input is unknown: the cache counts alone are only part of it.
+ * uncached input count, the input is unknown: the cache counts alone are only part of it. Its
+ * reasoning tokens are the thinking part of the output (`output_tokens_details`), which
+ * `output_tokens` already counts. Its web searches (`server_tool_use`) are billed per search, beside
+ * the tokens their results brought into the input. Compaction iterations (beta) add their tokens; an
+ * advisor's are reported apart (see ProviderBIterations).
  */
 export function usageOfProviderB(counts: ProviderBCounts): TokenUsage {
-  const { input, cacheRead, cacheWrite } = counts;
+  const { iterations } = counts;
+  const { input, cacheRead, cacheWrite, cacheWriteHour, output } =
+    iterations === null ? counts : withCompactions(counts, iterations);
   const usage: TokenUsage = {
     inputTokens: input === null ? null : input + (cacheRead ?? 0) + (cacheWrite ?? 0),
-    outputTokens: counts.output,
+    outputTokens: output,
     cachedInputTokens: cacheRead,
-    reasoningTokens: null,
+    reasoningTokens: counts.thinking,
   };
   if (cacheWrite) {
-    const oneHour = Math.min(counts.cacheWriteHour ?? 0, cacheWrite);
+    const oneHour = Math.min(cacheWriteHour ?? 0, cacheWrite);
     usage.cacheWriteTokens = { fiveMinutes: cacheWrite - oneHour, oneHour };
   }
+  if (counts.webSearches) usage.webSearches = counts.webSearches;
+  if (iterations?.otherModel) usage.otherModelTokens = iterations.otherModel;
   return usage;
+}
+
+type TokenCounts = Pick<ProviderBCounts, "input" | "cacheRead" | "cacheWrite" | "cacheWriteHour" | "output">;
+
+/** The top-level counts with the compaction iterations' added. */
+function withCompactions(counts: ProviderBCounts, iterations: ProviderBIterations): TokenCounts {
+  const plus = (value: number | null, added: number) =>
+    value === null && added === 0 ? value : (value ?? 0) + added;
+  return {
+    input: counts.input === null || iterations.input === null ? null : counts.input + iterations.input,
+    output: counts.output === null || iterations.output === null ? null : counts.output + iterations.output,
+    cacheRead: plus(counts.cacheRead, iterations.cacheRead),
+    cacheWrite: plus(counts.cacheWrite, iterations.cacheWrite),
+    cacheWriteHour: plus(counts.cacheWriteHour, iterations.cacheWriteHour),
+  };
 }
 
 /** Provider B's usage from one report (a JSON answer's `usage`). */
@@ -92,7 +173,9 @@ export function usageFromProviderB(usage: unknown): TokenUsage | null {
  * execution) brought in, which Google bills as input and counts in `totalTokenCount`. Its API
  * leaves out a count that is zero (no thoughts from a model that does not think, no candidates for
  * an answer blocked or cut before any, no tool use): in a report that gives a count, a part left
- * out is 0, while one that is there but not a count leaves its total unknown.
+ * out is 0, while one that is there but not a count leaves its total unknown. The prompt's audio
+ * part (`promptTokensDetails`, modality AUDIO) is reported apart: Google bills audio input at other
+ * prices than text on some models.
  */
 export function usageFromProviderC(usageMetadata: unknown): TokenUsage | null {
   const record = object(usageMetadata);
@@ -104,12 +187,29 @@ export function usageFromProviderC(usageMetadata: unknown): TokenUsage | null {
   const thoughts = part(record.thoughtsTokenCount);
   const prompt = count(record.promptTokenCount);
   const toolUse = part(record.toolUsePromptTokenCount);
-  return {
+  const usage: TokenUsage = {
     inputTokens: prompt === null || toolUse === null ? null : prompt + toolUse,
     outputTokens: candidates === null || thoughts === null ? null : candidates + thoughts,
     cachedInputTokens: count(record.cachedContentTokenCount),
     reasoningTokens: count(record.thoughtsTokenCount),
   };
+  const audio = Array.isArray(record.promptTokensDetails) ? audioTokens(record.promptTokensDetails) : 0;
+  if (audio > 0) usage.audioInputTokens = audio;
+  return usage;
+}
+
+/**
+ * The audio entries' tokens of a modality breakdown: generateContent's `{modality: "AUDIO",
+ * tokenCount}`, the Interactions API's `{modality: "audio", tokens}`.
+ */
+function audioTokens(details: unknown[]): number {
+  let audio = 0;
+  for (const detail of details) {
+    const record = object(detail);
+    if (record?.modality === "AUDIO" || record?.modality === "audio")
+      audio += count(record.tokenCount ?? record.tokens) ?? 0;
+  }
+  return audio;
 }
 
 /**
@@ -120,7 +220,7 @@ export function usageFromProviderC(usageMetadata: unknown): TokenUsage | null {
  * responses, thoughts not included, as `candidatesTokenCount`; `total_thought_tokens` and
  * `total_tool_use_tokens` beside them, all four summing to `total_tokens`). So they are read as
  * usageFromProviderC reads those, zero counts left out included, and an interaction costs what the
- * same generateContent call costs.
+ * same generateContent call costs. Its `input_tokens_by_modality` is `promptTokensDetails`.
  */
 export function usageFromInteractions(usage: unknown): TokenUsage | null {
   const record = object(usage);
@@ -131,6 +231,7 @@ export function usageFromInteractions(usage: unknown): TokenUsage | null {
     thoughtsTokenCount: record.total_thought_tokens,
     toolUsePromptTokenCount: record.total_tool_use_tokens,
     cachedContentTokenCount: record.total_cached_tokens,
+    promptTokensDetails: record.input_tokens_by_modality,
   });
 }
 

@@ -2,7 +2,13 @@ import { createHash } from "node:crypto";
 import { describe, expect, it } from "vitest";
 import { backgroundRowId, isFinishedBackgroundRun } from "./background-run.js";
 
-const run = { id: "resp_abc", status: "completed", background: true, createdAt: 1_763_000_000 };
+const run = {
+  id: "resp_abc",
+  object: "response",
+  status: "completed",
+  background: true,
+  createdAt: 1_763_000_000,
+};
 
 describe("background run", () => {
   it("derives one row id from the run: bg_, its creation time in ms, a digest of its id", () => {
@@ -31,5 +37,24 @@ describe("background run", () => {
     expect(backgroundRowId({ ...run, createdAt: null })).toBeNull();
     expect(backgroundRowId({ ...run, createdAt: 2 ** 48 })).toBeNull();
     expect(backgroundRowId(null)).toBeNull();
+  });
+
+  it("takes a finished batch (provider A's Batch API) for a finished run: its tokens come to its polls", () => {
+    const batch = {
+      id: "batch_abc",
+      object: "batch",
+      status: "completed",
+      background: null,
+      createdAt: 1_763_000_000,
+    };
+    for (const status of ["completed", "failed", "expired", "cancelled"])
+      expect(isFinishedBackgroundRun({ ...batch, status })).toBe(true);
+    for (const status of ["validating", "in_progress", "finalizing", "cancelling", null])
+      expect(isFinishedBackgroundRun({ ...batch, status })).toBe(false);
+    expect(isFinishedBackgroundRun({ ...batch, object: "list" })).toBe(false);
+    const digest = createHash("sha256").update("batch_abc").digest("hex").slice(0, 20);
+    expect(backgroundRowId(batch)).toBe(`bg_${(1_763_000_000_000).toString(16).padStart(12, "0")}${digest}`);
+    // A foreground response is no run, whatever its status.
+    expect(isFinishedBackgroundRun({ ...run, background: false, object: "response" })).toBe(false);
   });
 });

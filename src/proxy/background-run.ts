@@ -7,19 +7,29 @@ import type { ResponseObjectFields } from "./response-object-fields.js";
  * `queued` without usage, and the run's tokens reach whichever call sees it finished (a poll, a
  * resumed stream, the cancel answer, or the streamed POST's own terminal event), any number of
  * times. They are recorded once, on a row of their own, under an id derived from the run itself.
+ * A Batch API batch is a run of the same kind: created without usage, its tokens (all its requests')
+ * reported by the polls (`GET batches/{id}`) that see it finished.
  */
 export interface BackgroundRun {
   /** The usage row's request id: the same for every call that reports this run, on any instance. */
   rowId: string;
   usage: TokenUsage;
   model: string | null;
+  /** A batch, billed at the provider's batch prices (which the catalogue does not list). */
+  batch: boolean;
 }
 
 const finishedStatuses = new Set(["completed", "incomplete", "failed", "cancelled"]);
+const finishedBatchStatuses = new Set(["completed", "failed", "expired", "cancelled"]);
 
-/** Whether the response is a background run that has finished (no tokens are added after that). */
+/**
+ * Whether the response is a background run, or a batch, that has finished (no tokens are added
+ * after that).
+ */
 export function isFinishedBackgroundRun(fields: ResponseObjectFields | null | undefined): boolean {
-  return fields?.background === true && fields.status !== null && finishedStatuses.has(fields.status);
+  if (!fields || fields.status === null) return false;
+  if (fields.background === true) return finishedStatuses.has(fields.status);
+  return fields.object === "batch" && finishedBatchStatuses.has(fields.status);
 }
 
 /**

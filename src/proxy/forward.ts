@@ -192,7 +192,13 @@ function postMetering(adapter: ProviderAdapter, path: string): Metering {
 function finishedRun(seen: MeterReading, requestModel: string | null): BackgroundRun | null {
   if (seen.usage.inputTokens === null && seen.usage.outputTokens === null) return null;
   const rowId = backgroundRowId(seen.response);
-  return rowId === null ? null : { rowId, usage: seen.usage, model: seen.model ?? requestModel };
+  if (rowId === null) return null;
+  return {
+    rowId,
+    usage: seen.usage,
+    model: seen.model ?? requestModel,
+    batch: seen.response?.object === "batch",
+  };
 }
 
 function failed(

@@ -83,6 +83,25 @@ describe("the Interactions API's usage, unstreamed", () => {
     });
   });
 
+  it("tells the audio part of the input apart (input_tokens_by_modality), as generateContent's", () => {
+    const byModality = [
+      { modality: "text", tokens: 100 },
+      { modality: "audio", tokens: 900 },
+    ];
+    const body = JSON.stringify(
+      interaction({
+        usage: { total_input_tokens: 1000, total_output_tokens: 9, input_tokens_by_modality: byModality },
+      }),
+    );
+    expect(run(body, false).usage).toEqual({
+      inputTokens: 1000,
+      outputTokens: 9,
+      cachedInputTokens: null,
+      reasoningTokens: null,
+      audioInputTokens: 900,
+    });
+  });
+
   it("reads only the top-level usage, not one in the outputs or the tools, before it or after", () => {
     const decoy = { usage: { total_input_tokens: 999, total_output_tokens: 999 } };
     const body = JSON.stringify(

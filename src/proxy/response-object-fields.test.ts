@@ -4,7 +4,7 @@ import { responseFieldsOfBody, responseFieldsOfEvent } from "./response-object-f
 const body = (value: unknown) => Buffer.from(JSON.stringify(value));
 
 describe("response object fields", () => {
-  it("reads the top-level id, status, background and created_at of a Responses API object", () => {
+  it("reads the top-level id, object, status, background and created_at of a Responses API object", () => {
     expect(
       responseFieldsOfBody(
         body({
@@ -16,7 +16,13 @@ describe("response object fields", () => {
           output: [],
         }),
       ),
-    ).toEqual({ id: "resp_1", status: "completed", background: true, createdAt: 1_763_000_000 });
+    ).toEqual({
+      id: "resp_1",
+      object: "response",
+      status: "completed",
+      background: true,
+      createdAt: 1_763_000_000,
+    });
   });
 
   it("never takes a nested field of the same name for the response's own, whatever comes first", () => {
@@ -30,10 +36,40 @@ describe("response object fields", () => {
       background: false,
       created_at: 1_763_000_001,
     };
-    const expected = { id: "resp_2", status: "queued", background: false, createdAt: 1_763_000_001 };
+    const expected = {
+      id: "resp_2",
+      object: null,
+      status: "queued",
+      background: false,
+      createdAt: 1_763_000_001,
+    };
     expect(responseFieldsOfBody(body(nested))).toEqual(expected);
     const spaced = Buffer.from(JSON.stringify(nested, null, 2).replaceAll("\n", "\r\n"));
     expect(responseFieldsOfBody(spaced)).toEqual(expected);
+  });
+
+  it("reads a batch object's id, object, status and created_at (it has no background field)", () => {
+    const batch = {
+      id: "batch_1",
+      object: "batch",
+      endpoint: "/v1/chat/completions",
+      model: "gpt-4o-mini-2024-07-18",
+      input_file_id: "file-1",
+      completion_window: "24h",
+      status: "completed",
+      output_file_id: "file-2",
+      created_at: 1_763_000_000,
+      metadata: { object: "not-this", status: "nor-this" },
+      request_counts: { total: 2, completed: 2, failed: 0 },
+      usage: { input_tokens: 100, output_tokens: 50, total_tokens: 150 },
+    };
+    expect(responseFieldsOfBody(body(batch))).toEqual({
+      id: "batch_1",
+      object: "batch",
+      status: "completed",
+      background: null,
+      createdAt: 1_763_000_000,
+    });
   });
 
   it("reads the response object of a stream event, not a nested one named response", () => {
@@ -46,6 +82,7 @@ describe("response object fields", () => {
     });
     expect(responseFieldsOfEvent(data)).toEqual({
       id: "resp_3",
+      object: null,
       status: "completed",
       background: true,
       createdAt: 5,
@@ -63,12 +100,14 @@ describe("response object fields", () => {
     });
     expect(responseFieldsOfBody(late)).toEqual({
       id: "resp_4",
+      object: null,
       status: "completed",
       background: null,
       createdAt: null,
     });
     expect(responseFieldsOfBody(Buffer.from('{"id":"resp_5","status":"comp'))).toEqual({
       id: "resp_5",
+      object: null,
       status: null,
       background: null,
       createdAt: null,
@@ -81,7 +120,7 @@ describe("response object fields", () => {
     expect(responseFieldsOfEvent("[DONE]")).toBeNull();
     expect(
       responseFieldsOfBody(body({ id: 7, status: "a\\u0062", background: "yes", created_at: -1 })),
-    ).toEqual({ id: null, status: null, background: null, createdAt: null });
+    ).toEqual({ id: null, object: null, status: null, background: null, createdAt: null });
     for (const garbage of ['{"id"', '{"id":', "{{{", '{"a":[}', '{"a" "b"}', "\u0000{"]) {
       expect(() => responseFieldsOfBody(Buffer.from(garbage))).not.toThrow();
       expect(() => responseFieldsOfEvent(garbage)).not.toThrow();

@@ -1,13 +1,15 @@
 /**
- * The top-level `id`, `status`, `background` and `created_at` of a provider A Responses API object,
- * read without parsing it: a scan that walks the object's members at depth one and skips every
- * nested value, so the same names inside it (`id` and `status` on every output item, `background`
- * on the image-generation tool in `tools`) are never taken for the response's own. Only the first
- * 4 KiB are read, where the API puts these fields (right after `object`); a field beyond them, or
- * cut by them, is null.
+ * The top-level `id`, `object`, `status`, `background` and `created_at` of a provider A Responses API
+ * object (or of a Batch API object, which has no `background`), read without parsing it: a scan
+ * that walks the object's members at depth one and skips every nested value, so the same names
+ * inside it (`id` and `status` on every output item, `background` on the image-generation tool in
+ * `tools`) are never taken for the response's own. Only the first 4 KiB are read, where the API puts
+ * these fields (a response's right after `object`); a field beyond them, or cut by them, is null.
  */
 export interface ResponseObjectFields {
   id: string | null;
+  /** The object's type: `response`, `batch`. */
+  object: string | null;
   status: string | null;
   background: boolean | null;
   /** Unix seconds, as the API reports it. */
@@ -47,8 +49,14 @@ export function responseFieldsOfEvent(data: string): ResponseObjectFields | null
 }
 
 function fieldsOf(text: string, open: number, end: number): ResponseObjectFields {
-  const fields: ResponseObjectFields = { id: null, status: null, background: null, createdAt: null };
-  // Each name counts once (the first), so the walk stops as soon as all four were seen.
+  const fields: ResponseObjectFields = {
+    id: null,
+    object: null,
+    status: null,
+    background: null,
+    createdAt: null,
+  };
+  // Each name counts once (the first), so the walk stops as soon as all five were seen.
   let seen = 0;
   walkMembers(text, open, end, (keyStart, keyEnd, value) => {
     if (!(seen & 1) && isKey(text, keyStart, keyEnd, "id")) {
@@ -63,8 +71,11 @@ function fieldsOf(text: string, open: number, end: number): ResponseObjectFields
     } else if (!(seen & 8) && isKey(text, keyStart, keyEnd, "created_at")) {
       seen |= 8;
       fields.createdAt = numberValue(text, value, end);
+    } else if (!(seen & 16) && isKey(text, keyStart, keyEnd, "object")) {
+      seen |= 16;
+      fields.object = stringValue(text, value, end);
     }
-    return seen === 15;
+    return seen === 31;
   });
   return fields;
 }

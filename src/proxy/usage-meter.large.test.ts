@@ -332,7 +332,13 @@ describe("usage meter, a background run's large answer to a poll", () => {
     return { id, object, created_at: 1_763_000_000, status, background: true, ...rest };
   };
   const tokens = { inputTokens: 50, outputTokens: 1000, cachedInputTokens: null, reasoningTokens: null };
-  const fields = { id: "resp_1", status: "completed", background: true, createdAt: 1_763_000_000 };
+  const fields = {
+    id: "resp_1",
+    object: "response",
+    status: "completed",
+    background: true,
+    createdAt: 1_763_000_000,
+  };
   const poll = (text: string, streaming: boolean, splits: number[] = []) =>
     meter("provider-a", text, streaming, splits, "poll");
 

@@ -262,6 +262,105 @@ describe("usage meter", () => {
     ).toEqual({ ...total, inputTokens: 500, cachedInputTokens: 60 });
   });
 
+  it("reads provider B's thinking tokens (output_tokens_details) as reasoning, buffered and streamed", () => {
+    const usage = {
+      input_tokens: 25,
+      cache_creation_input_tokens: 0,
+      cache_read_input_tokens: 5,
+      output_tokens: 500,
+      output_tokens_details: { thinking_tokens: 420 },
+    };
+    const expected = { inputTokens: 30, outputTokens: 500, cachedInputTokens: 5, reasoningTokens: 420 };
+    const answer = JSON.stringify({ type: "message", model: "claude-sonnet-4-5", content: [], usage });
+    expect(meter("provider-b", answer, false).usage).toEqual(expected);
+    // The stream reports them in its last message_delta (cumulative), not in message_start.
+    const start = `event: message_start\ndata: ${JSON.stringify({ type: "message_start", message: { model: "claude-sonnet-4-5", usage: { ...usage, output_tokens: 1, output_tokens_details: null } } })}\n\n`;
+    const delta = `event: message_delta\ndata: ${JSON.stringify({ type: "message_delta", delta: {}, usage })}\n\n`;
+    expect(meter("provider-b", start + delta, true).usage).toEqual(expected);
+    // A delta that leaves them out keeps what came before, as for any count.
+    const bare = `event: message_delta\ndata: ${JSON.stringify({ type: "message_delta", delta: {}, usage: { output_tokens: 501 } })}\n\n`;
+    expect(meter("provider-b", start + delta + bare, true).usage).toEqual({ ...expected, outputTokens: 501 });
+  });
+
+  it("reads provider B's web searches (server_tool_use), buffered and streamed, the last report's count", () => {
+    const usage = {
+      input_tokens: 5000,
+      cache_creation_input_tokens: 0,
+      cache_read_input_tokens: 0,
+      output_tokens: 300,
+      server_tool_use: { web_search_requests: 3, web_fetch_requests: 1 },
+    };
+    const answer = JSON.stringify({ type: "message", model: "claude-sonnet-4-5", content: [], usage });
+    expect(meter("provider-b", answer, false).usage).toMatchObject({ inputTokens: 5000, webSearches: 3 });
+    const start = `event: message_start\ndata: ${JSON.stringify({ type: "message_start", message: { model: "claude-sonnet-4-5", usage: { ...usage, input_tokens: 40, output_tokens: 1, server_tool_use: null } } })}\n\n`;
+    const delta = (searches: number) =>
+      `event: message_delta\ndata: ${JSON.stringify({ type: "message_delta", delta: {}, usage: { ...usage, server_tool_use: { web_search_requests: searches, web_fetch_requests: 0 } } })}\n\n`;
+    expect(meter("provider-b", start + delta(2) + delta(3), true).usage).toMatchObject({ webSearches: 3 });
+    // None: no count at all, as before.
+    expect(meter("provider-b", start + delta(0), true).usage.webSearches).toBeUndefined();
+    expect(meter("provider-b", anthropicJson, false).usage.webSearches).toBeUndefined();
+  });
+
+  it("adds provider B's compaction iterations, which its top-level counts leave out, and flags an advisor's tokens", () => {
+    const iteration = (type: string, input: number, output: number, fields: object = {}) => ({
+      type,
+      input_tokens: input,
+      cache_creation_input_tokens: 0,
+      cache_read_input_tokens: 0,
+      cache_creation: null,
+      output_tokens: output,
+      ...fields,
+    });
+    const usage = {
+      input_tokens: 23_000,
+      cache_creation_input_tokens: 0,
+      cache_read_input_tokens: 1000,
+      output_tokens: 1000,
+      iterations: [
+        iteration("compaction", 180_000, 3500, {
+          cache_read_input_tokens: 2000,
+          cache_creation_input_tokens: 500,
+          cache_creation: { ephemeral_5m_input_tokens: 0, ephemeral_1h_input_tokens: 500 },
+        }),
+        iteration("message", 23_000, 1000, { cache_read_input_tokens: 1000, model: null }),
+      ],
+    };
+    const expected = {
+      inputTokens: 24_000 + 182_500,
+      outputTokens: 4500,
+      cachedInputTokens: 3000,
+      reasoningTokens: null,
+      cacheWriteTokens: { fiveMinutes: 0, oneHour: 500 },
+    };
+    const answer = JSON.stringify({ type: "message", model: "claude-sonnet-4-5", content: [], usage });
+    expect(meter("provider-b", answer, false).usage).toEqual(expected);
+    const start = `event: message_start\ndata: ${JSON.stringify({ type: "message_start", message: { model: "claude-sonnet-4-5", usage: { ...usage, output_tokens: 1, iterations: null } } })}\n\n`;
+    const delta = (value: object) =>
+      `event: message_delta\ndata: ${JSON.stringify({ type: "message_delta", delta: {}, usage: value })}\n\n`;
+    expect(meter("provider-b", start + delta(usage), true).usage).toEqual(expected);
+    // A later delta without iterations keeps them (its counts are cumulative, as the others').
+    expect(meter("provider-b", start + delta(usage) + delta({ output_tokens: 1001 }), true).usage).toEqual({
+      ...expected,
+      outputTokens: 4501,
+    });
+    // An advisor's sub-inference ran on another model: not this model's tokens, but flagged.
+    const advised = {
+      ...usage,
+      iterations: [iteration("advisor_message", 30_000, 1600, { model: "claude-opus-4-6" })],
+    };
+    const advisedAnswer = JSON.stringify({ type: "message", model: "claude-haiku-4-5", usage: advised });
+    expect(meter("provider-b", advisedAnswer, false).usage).toEqual({
+      inputTokens: 24_000,
+      outputTokens: 1000,
+      cachedInputTokens: 1000,
+      reasoningTokens: null,
+      otherModelTokens: 31_600,
+    });
+    expect(meter("provider-b", start + delta(advised), true).usage).toMatchObject({
+      otherModelTokens: 31_600,
+    });
+  });
+
   it("reports what a cut stream showed so far", () => {
     const cutB = anthropicStream.slice(0, anthropicStream.indexOf("event: message_delta"));
     expect(meter("provider-b", cutB, true).usage).toEqual({
@@ -358,6 +457,28 @@ describe("usage meter", () => {
     expect(meter("provider-c", gemini, false).usage).toEqual({ ...none, inputTokens: 9 });
   });
 
+  it("tells provider C's audio input apart (promptTokensDetails), JSON, SSE and JSON array", () => {
+    const metadata = {
+      promptTokenCount: 1000,
+      candidatesTokenCount: 20,
+      totalTokenCount: 1020,
+      promptTokensDetails: [
+        { modality: "TEXT", tokenCount: 100 },
+        { modality: "AUDIO", tokenCount: 900 },
+      ],
+    };
+    const body = JSON.stringify({ modelVersion: "gemini-2.5-flash", usageMetadata: metadata });
+    const expected = { inputTokens: 1000, outputTokens: 20, audioInputTokens: 900 };
+    expect(meter("provider-c", body, false).usage).toMatchObject(expected);
+    expect(meter("provider-c", `data: ${body}\r\n\r\n`, true).usage).toMatchObject(expected);
+    expect(meter("provider-c", `[${body}]`, false).usage).toMatchObject(expected);
+    // Text, images, video and documents alone are priced as text: nothing to tell apart.
+    const text = { ...metadata, promptTokensDetails: [{ modality: "TEXT", tokenCount: 1000 }] };
+    const plain = JSON.stringify({ modelVersion: "gemini-2.5-flash", usageMetadata: text });
+    expect(meter("provider-c", plain, false).usage.audioInputTokens).toBeUndefined();
+    expect(meter("provider-c", geminiSse, true).usage.audioInputTokens).toBeUndefined();
+  });
+
   it("counts what a provider C built-in tool brought in (toolUsePromptTokenCount) as input", () => {
     const metadata = {
       promptTokenCount: 10,
@@ -444,6 +565,7 @@ describe("usage meter on Responses API calls", () => {
   });
   const fields = (status: string, background: boolean) => ({
     id: "resp_1",
+    object: "response",
     status,
     background,
     createdAt: 1_763_000_000,

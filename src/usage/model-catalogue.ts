@@ -22,6 +22,14 @@ export interface TokenPricing {
   cachedInput: number | null;
   /** Provider B: input written to its prompt cache, by how long the entry lives. */
   cacheWrite?: { fiveMinutes: number; oneHour: number };
+  /** Provider B: USD per search its web search server tool runs, beside the tokens. */
+  webSearch?: number;
+  /**
+   * The prices of a call whose input is over `above` tokens (its cached and cache-written input
+   * included), which the provider bills in whole at these instead: Gemini 2.5 Pro's prompts over
+   * 200k tokens, Claude Sonnet 4.5's with its 1M-token context window.
+   */
+  longContext?: { above: number; pricing: TokenPricing };
 }
 
 export interface CatalogueModel {
@@ -80,11 +88,13 @@ const price = (input: number | null, output: number | null, cachedInput: number 
 
 /**
  * Provider B's prices follow from the input price: a cache read costs 0.1x, a cache write 1.25x
- * (five minutes) or 2x (one hour).
+ * (five minutes) or 2x (one hour). Its web search tool costs $10 per 1,000 searches, whatever the
+ * model (the tokens of the results it brings in are input, at the model's prices).
  */
 const promptCachePrice = (input: number, output: number): TokenPricing => ({
   ...price(input, output, round(input * 0.1)),
   cacheWrite: { fiveMinutes: round(input * 1.25), oneHour: input * 2 },
+  webSearch: 0.01,
 });
 const round = (usd: number) => Math.round(usd * 1e6) / 1e6;
 
@@ -220,7 +230,10 @@ const models: CatalogueModel[] = [
     displayName: "Claude Sonnet 4.5",
     created: 1759104000,
     capabilities: chat(true, true),
-    pricing: promptCachePrice(3, 15),
+    pricing: {
+      ...promptCachePrice(3, 15),
+      longContext: { above: 200_000, pricing: promptCachePrice(6, 22.5) },
+    },
   },
   {
     id: "claude-haiku-4-5",
@@ -246,7 +259,7 @@ const models: CatalogueModel[] = [
     displayName: "Gemini 2.5 Pro",
     created: 1750118400,
     capabilities: chat(true, true),
-    pricing: price(1.25, 10, 0.31),
+    pricing: { ...price(1.25, 10, 0.31), longContext: { above: 200_000, pricing: price(2.5, 15, 0.625) } },
   },
   {
     id: "gemini-2.5-flash",

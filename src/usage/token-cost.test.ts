@@ -87,18 +87,68 @@ describe("token cost", () => {
   });
 
   it("bills provider B's prompt-cache writes at 1.25x the input price for five minutes, 2x for an hour", () => {
-    // claude-sonnet-4-5: 3 in, 15 out, 0.3 cache read, 3.75 and 6 cache write per 1M.
+    // claude-sonnet-4-5: 3 in, 15 out, 0.3 cache read, 3.75 and 6 cache write per 1M (up to 200k input).
     const written = (fiveMinutes: number, oneHour: number) => ({
-      ...usage(1_000_000 + fiveMinutes + oneHour + 200_000, 100_000, 200_000),
+      ...usage(100_000 + fiveMinutes + oneHour + 20_000, 10_000, 20_000),
       cacheWriteTokens: { fiveMinutes, oneHour },
     });
-    // 1M fresh input 3, 200k read 0.06, 100k output 1.5.
-    expect(costOfTokens("provider-b", "claude-sonnet-4-5", written(0, 0))).toBe(4.56);
-    expect(costOfTokens("provider-b", "claude-sonnet-4-5", written(1_000_000, 0))).toBe(8.31);
-    expect(costOfTokens("provider-b", "claude-sonnet-4-5", written(0, 1_000_000))).toBe(10.56);
+    // 100k fresh input 0.3, 20k read 0.006, 10k output 0.15.
+    expect(costOfTokens("provider-b", "claude-sonnet-4-5", written(0, 0))).toBe(0.456);
+    expect(costOfTokens("provider-b", "claude-sonnet-4-5", written(50_000, 0))).toBe(0.6435);
+    expect(costOfTokens("provider-b", "claude-sonnet-4-5", written(0, 50_000))).toBe(0.756);
     // More written than the input holds: the counts do not add up, so the cost is unknown.
     const inconsistent = { ...usage(100, 10), cacheWriteTokens: { fiveMinutes: 500, oneHour: 0 } };
     expect(costOfTokens("provider-b", "claude-sonnet-4-5", inconsistent)).toBeNull();
+  });
+
+  it("bills provider B's web searches at $10 per 1,000 beside the tokens; without a search price the cost is unknown", () => {
+    // claude-haiku-4-5: 1 in, 5 out per 1M; 3 searches 0.03.
+    expect(costOfTokens("provider-b", "claude-haiku-4-5", { ...usage(10_000, 1000), webSearches: 3 })).toBe(
+      0.045,
+    );
+    expect(costOfTokens("provider-b", "claude-haiku-4-5", { ...usage(10_000, 1000), webSearches: 0 })).toBe(
+      0.015,
+    );
+    expect(costOfTokens("provider-a", "gpt-4.1", { ...usage(10_000, 1000), webSearches: 1 })).toBeNull();
+    expect(
+      costOfTokens("provider-b", "claude-haiku-4-5", { ...usage(null, 1000), webSearches: 1 }),
+    ).toBeNull();
+  });
+
+  it("is null for a call that reports another model's tokens (provider B's advisor), billed at that model's prices", () => {
+    expect(
+      costOfTokens("provider-b", "claude-haiku-4-5", { ...usage(10_000, 1000), otherModelTokens: 0 }),
+    ).toBe(0.015);
+    expect(
+      costOfTokens("provider-b", "claude-haiku-4-5", { ...usage(10_000, 1000), otherModelTokens: 1600 }),
+    ).toBeNull();
+  });
+
+  it("is null for audio input, which the catalogue has no prices for", () => {
+    // gemini-2.5-flash lists $0.30 per 1M input tokens: text's; Google bills its audio input at $1.
+    const withAudio = { ...usage(1000, 20), audioInputTokens: 900 };
+    expect(costOfTokens("provider-c", "gemini-2.5-flash", withAudio)).toBeNull();
+    expect(costOfTokens("provider-c", "gemini-2.5-flash", { ...withAudio, audioInputTokens: 0 })).toBe(
+      0.00035,
+    );
+  });
+
+  it("bills a call whose input is over the long-context threshold at the long-context prices, the whole call", () => {
+    // gemini-2.5-pro: 1.25 in, 10 out, 0.31 cached up to 200k input; 2.5, 15 and 0.625 over it.
+    expect(costOfTokens("provider-c", "gemini-2.5-pro", usage(200_000, 1000))).toBe(0.26);
+    expect(costOfTokens("provider-c", "gemini-2.5-pro", usage(300_000, 1000, 100_000))).toBe(0.5775);
+    // claude-sonnet-4-5 (1M context): 6 in, 22.5 out, 0.6 read, 7.5 and 12 cache write over 200k
+    // input, its cache reads and writes included.
+    const sonnet = {
+      ...usage(250_000, 1000, 50_000),
+      cacheWriteTokens: { fiveMinutes: 100_000, oneHour: 0 },
+    };
+    expect(costOfTokens("provider-b", "claude-sonnet-4-5-20250929", sonnet)).toBe(1.4025);
+    expect(costOfTokens("provider-b", "claude-sonnet-4-5", { ...usage(250_000, 1000), webSearches: 1 })).toBe(
+      1.5325,
+    );
+    // Models without a tier keep their prices.
+    expect(costOfTokens("provider-c", "gemini-2.5-flash", usage(1_000_000, 0))).toBe(0.3);
   });
 
   it("is null, never 0, when the model or the counts are unknown", () => {

@@ -5,18 +5,30 @@ import type { TokenUsage } from "./token-usage.js";
 /**
  * The cost of one call in USD from the catalogue's per-1M-token prices. Cached input tokens are
  * billed at the cached price, input written to a prompt cache (provider B) at its cache-write
- * price, and the rest of the input at the input price; reasoning tokens are
- * already part of the output. Null when the model, a needed price or a needed count is unknown
- * (an input count, or an output count at an output price): an unknown cost is never reported as 0
- * nor as the price of the counts that are known. Computed in micro-dollars to avoid float noise.
+ * price, and the rest of the input at the input price; reasoning tokens are already part of the
+ * output. Provider B's web searches add their per-search price. A call whose input is over a model's
+ * long-context threshold is priced at its long-context prices. Null when the model, a needed price
+ * or a needed count is unknown (an input count, or an output count at an output price), or when
+ * part of the call is billed at prices the catalogue does not list (audio input, another model's
+ * tokens): an unknown cost is never reported as 0 nor as the price of the counts that are known.
+ * Computed in micro-dollars to avoid float noise.
  */
 export function costOfTokens(provider: ProviderId, model: string | null, usage: TokenUsage): number | null {
-  const pricing = findModel(provider, model)?.pricing;
-  if (!pricing) return null;
+  const listed = findModel(provider, model)?.pricing;
+  if (!listed) return null;
+  const long = listed.longContext;
+  // A long prompt is billed in whole at the long-context prices.
+  const pricing =
+    long !== undefined && usage.inputTokens !== null && usage.inputTokens > long.above
+      ? long.pricing
+      : listed;
   // A count that is not known prices nothing: it is unknown, not 0 (an output count only matters
   // at a non-zero output price: embeddings' is 0). The usage parsers give 0 for a count a
   // provider leaves out when it is zero. Cached, cache-write and reasoning counts are parts of these.
   if (usage.inputTokens === null) return null;
+  // Another model's tokens (provider B's advisor) have that model's prices, which no row carries;
+  // audio input has prices of its own, which the catalogue does not list.
+  if (usage.otherModelTokens || usage.audioInputTokens) return null;
   if (usage.outputTokens === null && pricing.output !== 0) return null;
   let microDollars = 0;
   const input = usage.inputTokens;
@@ -39,6 +51,12 @@ export function costOfTokens(provider: ProviderId, model: string | null, usage: 
   if (output > 0) {
     if (pricing.output === null) return null;
     microDollars += output * pricing.output;
+  }
+  // Billed per search beside the tokens: a model without that price leaves the whole cost unknown.
+  const searches = usage.webSearches ?? 0;
+  if (searches > 0) {
+    if (pricing.webSearch === undefined) return null;
+    microDollars += searches * pricing.webSearch * 1e6;
   }
   return Math.round(microDollars * 1000) / 1e9;
 }

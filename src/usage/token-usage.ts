@@ -14,6 +14,21 @@ export interface TokenUsage {
    * cached ones), billed above the input price, by how long the entry lives. Only when there were any.
    */
   cacheWriteTokens?: CacheWriteTokens;
+  /**
+   * Provider B: searches its web search server tool ran (`server_tool_use.web_search_requests`),
+   * billed per search beside the tokens their results brought in. Only when there were any.
+   */
+  webSearches?: number;
+  /**
+   * Provider B (beta): tokens another model spent for this call (an advisor's sub-inference), billed
+   * at that model's prices and not counted in this call's: its cost is unknown. Only when there were any.
+   */
+  otherModelTokens?: number;
+  /**
+   * Provider C: the input tokens that are audio, which Google bills at other prices than text on
+   * some models and the catalogue has no prices for: the cost is unknown. Only when there were any.
+   */
+  audioInputTokens?: number;
 }
 
 export interface CacheWriteTokens {

@@ -9,6 +9,19 @@ export interface FakeUsage {
   reasoning: number;
   /** Provider C: what built-in tools brought into the prompt (`toolUsePromptTokenCount`); left out when 0. */
   toolUse?: number;
+  /** Provider C: the part of the prompt that is audio (`promptTokensDetails`' AUDIO entry); none when unset. */
+  audioInput?: number;
+  /** Provider B: output tokens spent thinking (`output_tokens_details.thinking_tokens`); left out when unset. */
+  thinking?: number;
+  /** Provider B: searches its web search tool ran (`server_tool_use.web_search_requests`); left out when unset. */
+  webSearches?: number;
+  /**
+   * Provider B (beta): the sampling iterations besides the answer's (`usage.iterations`): a compaction
+   * (the same model summarising the context, left out of the top-level counts) or an advisor's
+   * sub-inference (another model); no `iterations` when neither is set.
+   */
+  compaction?: { input: number; output: number };
+  advisor?: { model: string; input: number; output: number };
 }
 
 export const tinyPng = Buffer.from(
@@ -90,6 +103,89 @@ export const providerA = {
   models() {
     return { object: "list", data: [{ id: "gpt-4o-mini", object: "model", created, owned_by: "system" }] };
   },
+  /** A legacy completion (`POST completions`, gpt-3.5-turbo-instruct): chat's usage counts, no details. */
+  completion(model: string, text: string, usage: FakeUsage) {
+    return {
+      id: "cmpl-fake123",
+      object: "text_completion",
+      created,
+      model,
+      choices: [{ text, index: 0, logprobs: null, finish_reason: "stop" }],
+      usage: {
+        prompt_tokens: usage.input,
+        completion_tokens: usage.output,
+        total_tokens: usage.input + usage.output,
+      },
+    };
+  },
+  /** The same streamed: a chunk per piece, then (asked for) a usage chunk without choices. */
+  completionChunks(model: string, text: string, usage: FakeUsage, includeUsage: boolean): string[] {
+    const base = { id: "cmpl-fake123", object: "text_completion", created, model };
+    const pieces = splitText(text);
+    const events: unknown[] = pieces.map((piece, index) => ({
+      ...base,
+      choices: [
+        { text: piece, index: 0, logprobs: null, finish_reason: index === pieces.length - 1 ? "stop" : null },
+      ],
+      ...(includeUsage ? { usage: null } : {}),
+    }));
+    if (includeUsage)
+      events.push({ ...base, choices: [], usage: providerA.completion(model, "", usage).usage });
+    return [...events.map((event) => `data: ${JSON.stringify(event)}\n\n`), "data: [DONE]\n\n"];
+  },
+  /**
+   * `audio/transcriptions` as the API answers it: the gpt-4o transcribe models bill tokens and report
+   * `usage: {type: "tokens", input_tokens, input_token_details: {text_tokens, audio_tokens}, …}`
+   * (the prompt's text and the audio; `input_token_details`, unlike the chat APIs' `…tokens_details`);
+   * whisper-1 bills the audio's duration and reports `usage: {type: "duration", seconds}`. Asked for
+   * `text`, either answers the text alone.
+   */
+  transcription(model: string, text: string, usage: FakeUsage) {
+    return {
+      text,
+      usage: model.startsWith("whisper") ? { type: "duration", seconds: 3 } : transcriptionUsage(usage),
+    };
+  },
+  /**
+   * A transcription streamed (`stream: true`, gpt-4o transcribe models only): `transcript.text.delta`
+   * events, then `transcript.text.done` with the whole text and the usage; `data:` lines only.
+   */
+  transcriptionEvents(text: string, usage: FakeUsage): string[] {
+    return [
+      ...splitText(text).map((delta) => ({ type: "transcript.text.delta", delta })),
+      { type: "transcript.text.done", text, usage: transcriptionUsage(usage) },
+    ].map((event) => `data: ${JSON.stringify(event)}\n\n`);
+  },
+  /** `audio/speech` with `stream_format: "sse"`: audio deltas (base64), then `speech.audio.done` with the usage. */
+  speechEvents(usage: FakeUsage): string[] {
+    return [
+      { type: "speech.audio.delta", audio: fakeAudio.toString("base64") },
+      { type: "speech.audio.delta", audio: fakeAudio.toString("base64") },
+      {
+        type: "speech.audio.done",
+        usage: {
+          input_tokens: usage.input,
+          output_tokens: usage.output,
+          total_tokens: usage.input + usage.output,
+        },
+      },
+    ].map((event) => `data: ${JSON.stringify(event)}\n\n`);
+  },
+  /** `moderations`: free, and its answer reports no usage. */
+  moderation(model: string) {
+    return {
+      id: "modr-fake123",
+      model,
+      results: [
+        {
+          flagged: false,
+          categories: { harassment: false, violence: false },
+          category_scores: { harassment: 0.0001, violence: 0.0002 },
+          category_applied_input_types: { harassment: ["text"], violence: ["text"] },
+        },
+      ],
+    };
+  },
   /**
    * `images/generations` as the API answers it: gpt-image models return base64 and name the size and
    * quality they used (also for `auto`) with token usage; dall-e models return a URL unless asked for
@@ -129,6 +225,22 @@ export const providerA = {
   },
 };
 
+/** A few bytes standing for an MP3 (speech answers are binary, or base64 in the SSE deltas). */
+export const fakeAudio = Buffer.from(
+  "ID3\u0004\u0000\u0000\u0000\u0000\u0000\u0000fake-mp3-frames",
+  "latin1",
+);
+
+function transcriptionUsage(usage: FakeUsage) {
+  return {
+    type: "tokens",
+    input_tokens: usage.input,
+    input_token_details: { text_tokens: 0, audio_tokens: usage.input },
+    output_tokens: usage.output,
+    total_tokens: usage.input + usage.output,
+  };
+}
+
 function usageA(usage: FakeUsage) {
   return {
     prompt_tokens: usage.input,
@@ -154,13 +266,7 @@ export const providerB = {
       content,
       stop_reason: stopReason,
       stop_sequence: null,
-      usage: {
-        input_tokens: usage.input - usage.cached,
-        cache_creation_input_tokens: 0,
-        cache_read_input_tokens: usage.cached,
-        output_tokens: usage.output,
-        service_tier: "standard",
-      },
+      usage: { ...usageB(usage, usage.output), ...usageDetailsB(usage), service_tier: "standard" },
     };
   },
   events(model: string, text: string, usage: FakeUsage): string[] {
@@ -176,13 +282,7 @@ export const providerB = {
           content: [],
           stop_reason: null,
           stop_sequence: null,
-          usage: {
-            input_tokens: usage.input - usage.cached,
-            cache_creation_input_tokens: 0,
-            cache_read_input_tokens: usage.cached,
-            output_tokens: 1,
-            service_tier: "standard",
-          },
+          usage: { ...usageB(usage, 1), service_tier: "standard" },
         },
       }),
       event("content_block_start", {
@@ -202,7 +302,14 @@ export const providerB = {
       event("message_delta", {
         type: "message_delta",
         delta: { stop_reason: "end_turn", stop_sequence: null },
-        usage: { output_tokens: usage.output },
+        // Cumulative counts (the API's current shape), with the details the answer has.
+        usage: {
+          input_tokens: usage.input - usage.cached,
+          cache_creation_input_tokens: 0,
+          cache_read_input_tokens: usage.cached,
+          output_tokens: usage.output,
+          ...usageDetailsB(usage),
+        },
       }),
       event("message_stop", { type: "message_stop" }),
     ];
@@ -303,6 +410,35 @@ export const providerC = {
   embedding() {
     return { embedding: { values: [0.013168523, -0.008711934, -0.046782676] } };
   },
+  /** `models/{model}:countTokens`: free; the count is the answer itself, no usageMetadata. */
+  tokenCount(usage: FakeUsage) {
+    return {
+      totalTokens: usage.input,
+      promptTokensDetails: [{ modality: "TEXT", tokenCount: usage.input }],
+    };
+  },
+  /**
+   * `cachedContents` (`caches.create`): the cache, with its size as `usageMetadata.totalTokenCount`
+   * alone (billed by the hour it is stored, and at the cached price in each call that uses it).
+   */
+  cachedContent(model: string, usage: FakeUsage) {
+    return {
+      name: "cachedContents/fake-cache-1",
+      model: `models/${model}`,
+      createTime: "2025-11-13T02:13:20Z",
+      updateTime: "2025-11-13T02:13:20Z",
+      expireTime: "2025-11-13T03:13:20Z",
+      displayName: "",
+      usageMetadata: { totalTokenCount: usage.input },
+    };
+  },
+  /**
+   * A long-running operation, as `:batchGenerateContent` (a batch) and `:predictLongRunning` (Veo)
+   * answer at once: its name and metadata, no result and no usage yet (they come to GET polls).
+   */
+  operation(name: string, metadata: Record<string, unknown> = {}) {
+    return { name, metadata };
+  },
   predictions(count: number) {
     return {
       predictions: Array.from({ length: count }, () => ({
@@ -324,6 +460,55 @@ export const providerC = {
   },
 };
 
+/** Provider B's counts: its input leaves out the cache reads (and writes), which it reports beside it. */
+function usageB(usage: FakeUsage, output: number) {
+  return {
+    input_tokens: usage.input - usage.cached,
+    cache_creation_input_tokens: 0,
+    cache_read_input_tokens: usage.cached,
+    cache_creation: { ephemeral_5m_input_tokens: 0, ephemeral_1h_input_tokens: 0 },
+    output_tokens: output,
+  };
+}
+
+/**
+ * What provider B reports beside its counts, in the final usage (a JSON answer's, a stream's last
+ * `message_delta`): the thinking part of the output, the server tools' requests, and (beta) the
+ * sampling iterations, each only when the fake is programmed with it.
+ */
+function usageDetailsB(usage: FakeUsage) {
+  const iteration = (type: string, input: number, output: number, fields: object = {}) => ({
+    type,
+    input_tokens: input,
+    cache_creation_input_tokens: 0,
+    cache_read_input_tokens: 0,
+    cache_creation: null,
+    output_tokens: output,
+    ...fields,
+  });
+  const { compaction, advisor } = usage;
+  return {
+    ...(usage.thinking === undefined ? {} : { output_tokens_details: { thinking_tokens: usage.thinking } }),
+    ...(usage.webSearches === undefined
+      ? {}
+      : { server_tool_use: { web_search_requests: usage.webSearches, web_fetch_requests: 0 } }),
+    ...(compaction || advisor
+      ? {
+          iterations: [
+            ...(compaction ? [iteration("compaction", compaction.input, compaction.output)] : []),
+            iteration("message", usage.input - usage.cached, usage.output, {
+              cache_read_input_tokens: usage.cached,
+              model: null,
+            }),
+            ...(advisor
+              ? [iteration("advisor_message", advisor.input, advisor.output, { model: advisor.model })]
+              : []),
+          ],
+        }
+      : {}),
+  };
+}
+
 function usageC(usage: FakeUsage) {
   return {
     promptTokenCount: usage.input,
@@ -331,6 +516,10 @@ function usageC(usage: FakeUsage) {
     totalTokenCount: usage.input + usage.output + (usage.toolUse ?? 0),
     cachedContentTokenCount: usage.cached,
     thoughtsTokenCount: usage.reasoning,
+    promptTokensDetails: [
+      { modality: "TEXT", tokenCount: usage.input - (usage.audioInput ?? 0) },
+      ...(usage.audioInput ? [{ modality: "AUDIO", tokenCount: usage.audioInput }] : []),
+    ],
     ...(usage.toolUse ? { toolUsePromptTokenCount: usage.toolUse } : {}),
   };
 }
@@ -372,7 +561,10 @@ function usageInteractions(usage: FakeUsage) {
     total_cached_tokens: usage.cached,
     ...(usage.toolUse ? { total_tool_use_tokens: usage.toolUse } : {}),
     total_tokens: usage.input + usage.output + (usage.toolUse ?? 0),
-    input_tokens_by_modality: [{ modality: "text", tokens: usage.input }],
+    input_tokens_by_modality: [
+      { modality: "text", tokens: usage.input - (usage.audioInput ?? 0) },
+      ...(usage.audioInput ? [{ modality: "audio", tokens: usage.audioInput }] : []),
+    ],
   };
 }
 

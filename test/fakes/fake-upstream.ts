@@ -10,6 +10,7 @@ import { brotliCompressSync, deflateSync, gzipSync } from "node:zlib";
 import { createFakeResponsesApi } from "./fake-responses-api.js";
 import {
   type FakeUsage,
+  fakeAudio,
   providerA,
   providerB,
   providerC,
@@ -188,6 +189,31 @@ export async function startFakeUpstream(options: { port?: number } = {}): Promis
         providerA.embeddings(model, Array.isArray(json.input) ? json.input.length : 1, usage),
       );
     if (path === "/a/v1/models") return sendJson(response, 200, providerA.models());
+    if (path === "/a/v1/completions") {
+      const includeUsage =
+        (json.stream_options as { include_usage?: boolean } | undefined)?.include_usage === true;
+      if (json.stream === true)
+        return stream(response, providerA.completionChunks(model, text, usage, includeUsage));
+      return sendJson(response, 200, providerA.completion(model, text, usage));
+    }
+    if (path === "/a/v1/audio/transcriptions" || path === "/a/v1/audio/translations") {
+      // multipart/form-data: the SDK writes the fields after the file.
+      const field = (name: string) => multipartField(request.body, name);
+      const audioModel = field("model") ?? "whisper-1";
+      if (path.endsWith("translations")) return sendJson(response, 200, { text });
+      // Only the gpt-4o transcribe models stream; whisper-1 ignores `stream`.
+      if (field("stream") === "true" && !audioModel.startsWith("whisper"))
+        return stream(response, providerA.transcriptionEvents(text, usage));
+      if (field("response_format") === "text")
+        return sendBytes(response, 200, Buffer.from(`${text}\n`), "text/plain; charset=utf-8");
+      return sendJson(response, 200, providerA.transcription(audioModel, text, usage));
+    }
+    if (path === "/a/v1/audio/speech") {
+      if (json.stream_format === "sse") return stream(response, providerA.speechEvents(usage));
+      return sendBytes(response, 200, fakeAudio, "audio/mpeg");
+    }
+    if (path === "/a/v1/moderations")
+      return sendJson(response, 200, providerA.moderation(json.model ? model : "omni-moderation-latest"));
     if (path === "/a/v1/images/generations") {
       return sendJson(response, 200, providerA.images(json));
     }
@@ -235,6 +261,10 @@ export async function startFakeUpstream(options: { port?: number } = {}): Promis
         200,
         providerC.interaction({ model: "gemini-2.5-flash" }, text, usage, "cancelled"),
       );
+    if (path === "/c/v1beta/cachedContents" && request.method === "POST") {
+      const cached = typeof json.model === "string" ? json.model.replace(/^models\//, "") : "unknown-model";
+      return sendJson(response, 200, providerC.cachedContent(cached, usage));
+    }
     const gemini = /^\/c\/(v1beta|v1)\/models\/([^:/]+):(\w+)$/.exec(path);
     if (gemini) return routeGemini(request, response, gemini[2] ?? "", gemini[3] ?? "", json);
     if (/^\/c\/(v1beta|v1)\/models$/.test(path)) return sendJson(response, 200, providerC.models());
@@ -269,6 +299,19 @@ export async function startFakeUpstream(options: { port?: number } = {}): Promis
         "application/json; charset=UTF-8",
       );
     }
+    if (method === "countTokens") return sendJson(response, 200, providerC.tokenCount(usage));
+    if (method === "batchGenerateContent")
+      return sendJson(
+        response,
+        200,
+        providerC.operation("batches/fake-batch-1", {
+          "@type": "type.googleapis.com/google.ai.generativelanguage.v1main.GenerateContentBatch",
+          model: `models/${model}`,
+          state: "BATCH_STATE_PENDING",
+        }),
+      );
+    if (method === "predictLongRunning")
+      return sendJson(response, 200, providerC.operation(`models/${model}/operations/fake-operation-1`));
     if (method === "embedContent") return sendJson(response, 200, providerC.embedding());
     if (method === "batchEmbedContents") {
       const count = Array.isArray(json.requests) ? json.requests.length : 1;
@@ -307,6 +350,16 @@ export async function startFakeUpstream(options: { port?: number } = {}): Promis
       "x-fake-upstream": "json",
       ...encoding,
       ...headers,
+    });
+    response.end(payload);
+  }
+
+  /** A body that is no JSON (audio, text), as sent. */
+  function sendBytes(response: ServerResponse, status: number, payload: Buffer, contentType: string) {
+    response.writeHead(status, {
+      "content-type": contentType,
+      "content-length": String(payload.length),
+      "x-fake-upstream": "bytes",
     });
     response.end(payload);
   }
@@ -401,6 +454,16 @@ export async function startFakeUpstream(options: { port?: number } = {}): Promis
       await new Promise((resolve) => server.close(resolve));
     },
   };
+}
+
+/** A text field of a multipart/form-data body (up to the line end before the next boundary), or null. */
+function multipartField(body: Buffer, name: string): string | null {
+  const text = body.toString("latin1");
+  const at = text.lastIndexOf(`name="${name}"`);
+  if (at === -1) return null;
+  const start = text.indexOf("\r\n\r\n", at);
+  const end = text.indexOf("\r\n", start + 4);
+  return start === -1 || end === -1 ? null : text.slice(start + 4, end);
 }
 
 function hasEmptyTextBlock(messages: unknown): boolean {

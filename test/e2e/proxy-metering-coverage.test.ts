@@ -1,0 +1,575 @@
+import type Anthropic from "@anthropic-ai/sdk";
+import type { GoogleGenAI } from "@google/genai";
+import type OpenAI from "openai";
+import { toFile } from "openai";
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
+import { type FakeUpstream, providerBaseUrls, startFakeUpstream } from "../fakes/fake-upstream.js";
+import { type FakeUsage, fakeAudio } from "../fakes/fake-upstream-responses.js";
+import { sdkClients } from "../support/sdk-clients.js";
+import {
+  createTestProject,
+  startTestGateway,
+  type TestGateway,
+  type TestProject,
+} from "../support/test-gateway.js";
+
+/**
+ * The token-consuming calls of the official SDKs beyond chat, messages and generateContent (which
+ * proxy-sdk.test.ts covers), each made through Sluice against the fake upstream in the provider's
+ * recorded answer shape: whether it goes through, and what its usage row records. A call whose answer
+ * reports no tokens (a free call, one billed by duration, one that only starts a job) records none,
+ * and its cost is unknown (null), never 0.
+ */
+describe("metering of the SDKs' other token-consuming calls", () => {
+  let fake: FakeUpstream;
+  let sluice: TestGateway;
+  let project: TestProject;
+  let openai: OpenAI;
+  let anthropic: Anthropic;
+  let google: GoogleGenAI;
+  const defaultUsage: FakeUsage = { input: 11, output: 7, cached: 3, reasoning: 2 };
+
+  beforeAll(async () => {
+    fake = await startFakeUpstream();
+    sluice = await startTestGateway({ ...providerBaseUrls(fake) });
+    project = await createTestProject(sluice.gateway);
+    ({ openai, anthropic, google } = sdkClients(sluice, project));
+  });
+
+  afterAll(async () => {
+    await sluice.close();
+    await fake.close();
+  });
+
+  beforeEach(() => {
+    fake.clear();
+    fake.setUsage({
+      ...defaultUsage,
+      toolUse: 0,
+      audioInput: 0,
+      thinking: undefined,
+      webSearches: undefined,
+      compaction: undefined,
+      advisor: undefined,
+    } as FakeUsage);
+  });
+
+  async function usageRows() {
+    await sluice.gateway.flushUsage();
+    return sluice.gateway.database.db
+      .selectFrom("usage_records")
+      .selectAll()
+      .where("project_id", "=", project.projectId)
+      .execute();
+  }
+
+  /** The one usage row `call` adds (waiting for it: a row is written once the answer has been read). */
+  async function rowOf(call: () => Promise<unknown>) {
+    const before = new Set((await usageRows()).map((row) => row.request_id));
+    await call();
+    for (let attempt = 0; attempt < 50; attempt++) {
+      const added = (await usageRows()).filter((row) => !before.has(row.request_id));
+      if (added.length > 0) {
+        expect(added).toHaveLength(1);
+        return added[0]!;
+      }
+      await new Promise((resolve) => setTimeout(resolve, 20));
+    }
+    throw new Error("no usage row");
+  }
+
+  const noTokens = {
+    input_tokens: null,
+    output_tokens: null,
+    cached_tokens: null,
+    reasoning_tokens: null,
+    cost_usd: null,
+  };
+  const audioFile = () => toFile(Buffer.from("RIFF\u0024\u0000\u0000\u0000WAVEfmt fake"), "hello.wav");
+
+  describe("provider A", () => {
+    it("records a gpt-4o transcription's tokens, JSON and streamed, with an unknown cost (the catalogue has no audio prices)", async () => {
+      const json = await rowOf(async () => {
+        const transcription = await openai.audio.transcriptions.create({
+          model: "gpt-4o-transcribe",
+          file: await audioFile(),
+        });
+        expect(transcription.text).toBe("Hello from the fake upstream");
+        expect(transcription.usage).toMatchObject({ type: "tokens", input_tokens: 11, output_tokens: 7 });
+      });
+      expect(fake.last()).toMatchObject({ method: "POST", path: "/a/v1/audio/transcriptions" });
+      expect(fake.last()!.headers["content-type"]).toMatch(/^multipart\/form-data; boundary=/);
+      expect(json).toMatchObject({
+        status: 200,
+        outcome: "ok",
+        streamed: 0,
+        model: "gpt-4o-transcribe",
+        input_tokens: 11,
+        output_tokens: 7,
+        cost_usd: null,
+      });
+      const streamed = await rowOf(async () => {
+        const stream = await openai.audio.transcriptions.create({
+          model: "gpt-4o-mini-transcribe",
+          file: await audioFile(),
+          stream: true,
+        });
+        let text = "";
+        for await (const event of stream) if (event.type === "transcript.text.done") text = event.text;
+        expect(text).toBe("Hello from the fake upstream");
+      });
+      expect(streamed).toMatchObject({
+        streamed: 1,
+        model: "gpt-4o-mini-transcribe",
+        input_tokens: 11,
+        output_tokens: 7,
+        cost_usd: null,
+      });
+    });
+
+    it("records no tokens for whisper-1, which reports the audio's duration, for a translation, or for a text answer", async () => {
+      for (const call of [
+        async () => {
+          const transcription = await openai.audio.transcriptions.create({
+            model: "whisper-1",
+            file: await audioFile(),
+          });
+          expect(transcription.usage).toEqual({ type: "duration", seconds: 3 });
+        },
+        async () => openai.audio.translations.create({ model: "whisper-1", file: await audioFile() }),
+        async () => {
+          const text = await openai.audio.transcriptions.create({
+            model: "gpt-4o-transcribe",
+            file: await audioFile(),
+            response_format: "text",
+          });
+          expect(text).toBe("Hello from the fake upstream\n");
+        },
+      ]) {
+        const row = await rowOf(call);
+        expect(row).toMatchObject({ status: 200, outcome: "ok", ...noTokens });
+        expect(row.model).toMatch(/^(whisper-1|gpt-4o-transcribe)$/);
+      }
+    });
+
+    it("records speech's tokens when it streams as SSE (speech.audio.done), none for an answer of audio bytes", async () => {
+      const audio = await rowOf(async () => {
+        const speech = await openai.audio.speech.create({
+          model: "gpt-4o-mini-tts",
+          voice: "alloy",
+          input: "Hi",
+        });
+        expect(Buffer.from(await speech.arrayBuffer()).equals(fakeAudio)).toBe(true);
+      });
+      expect(audio).toMatchObject({ model: "gpt-4o-mini-tts", streamed: 0, ...noTokens });
+      const sse = await rowOf(async () => {
+        const speech = await openai.audio.speech.create({
+          model: "gpt-4o-mini-tts",
+          voice: "alloy",
+          input: "Hi",
+          stream_format: "sse",
+        });
+        expect(await speech.text()).toContain('"type":"speech.audio.done"');
+      });
+      expect(sse).toMatchObject({
+        model: "gpt-4o-mini-tts",
+        streamed: 1,
+        input_tokens: 11,
+        output_tokens: 7,
+        cost_usd: null,
+      });
+    });
+
+    it("records a legacy completion's tokens, streamed (usage asked for by Sluice, its chunk kept back) and not", async () => {
+      const plain = await rowOf(() =>
+        openai.completions.create({ model: "gpt-3.5-turbo-instruct", prompt: "Hi" }),
+      );
+      const streamed = await rowOf(async () => {
+        const stream = await openai.completions.create({
+          model: "gpt-3.5-turbo-instruct",
+          prompt: "Hi",
+          stream: true,
+        });
+        let text = "";
+        for await (const chunk of stream) {
+          expect(chunk.usage ?? null).toBeNull();
+          text += chunk.choices[0]?.text ?? "";
+        }
+        expect(text).toBe("Hello from the fake upstream");
+      });
+      expect((fake.last()!.json as { stream_options?: unknown }).stream_options).toEqual({
+        include_usage: true,
+      });
+      for (const [row, isStreamed] of [
+        [plain, 0],
+        [streamed, 1],
+      ] as const)
+        expect(row).toMatchObject({
+          model: "gpt-3.5-turbo-instruct",
+          streamed: isStreamed,
+          input_tokens: 11,
+          output_tokens: 7,
+          cost_usd: null,
+        });
+    });
+
+    it("records responses.compact's tokens and cost, as any Responses API call's", async () => {
+      fake.enqueueResponse({
+        status: 200,
+        body: {
+          id: "cmp_fake1",
+          object: "response.compaction",
+          created_at: 1_763_000_000,
+          output: [{ type: "compaction", id: "cmp_item1", encrypted_content: "gAAAA-fake" }],
+          usage: {
+            input_tokens: 1000,
+            input_tokens_details: { cached_tokens: 200 },
+            output_tokens: 100,
+            output_tokens_details: { reasoning_tokens: 0 },
+            total_tokens: 1100,
+          },
+        },
+      });
+      const row = await rowOf(() =>
+        openai.responses.compact({ model: "gpt-4.1", input: "A long conversation" }),
+      );
+      expect(fake.last()).toMatchObject({ method: "POST", path: "/a/v1/responses/compact" });
+      expect(row).toMatchObject({
+        model: "gpt-4.1",
+        input_tokens: 1000,
+        cached_tokens: 200,
+        output_tokens: 100,
+      });
+      // gpt-4.1: $2 input, $0.50 cached, $8 output per 1M tokens.
+      expect(row.cost_usd).toBeCloseTo((800 * 2 + 200 * 0.5 + 100 * 8) / 1e6, 12);
+    });
+
+    it("records a finished batch's tokens once, on a row of its own, from the polls that see it finished, with an unknown cost (no batch prices)", async () => {
+      const batch = (status: string, usage: Record<string, unknown>) => ({
+        id: "batch_fake2",
+        object: "batch",
+        endpoint: "/v1/chat/completions",
+        model: "gpt-4o-mini-2024-07-18",
+        errors: null,
+        input_file_id: "file-fake1",
+        completion_window: "24h",
+        status,
+        output_file_id: status === "completed" ? "file-fake2" : null,
+        error_file_id: null,
+        created_at: 1_763_000_000,
+        in_progress_at: 1_763_000_010,
+        expires_at: 1_763_086_400,
+        completed_at: status === "completed" ? 1_763_000_600 : null,
+        request_counts: { total: 2, completed: status === "completed" ? 2 : 1, failed: 0 },
+        usage,
+        metadata: null,
+      });
+      const counts = (input: number, cached: number, output: number) => ({
+        input_tokens: input,
+        input_tokens_details: { cached_tokens: cached },
+        output_tokens: output,
+        output_tokens_details: { reasoning_tokens: 0 },
+        total_tokens: input + output,
+      });
+      const before = new Set((await usageRows()).map((row) => row.request_id));
+      fake.enqueueResponse({ status: 200, body: batch("in_progress", counts(500, 100, 150)) });
+      fake.enqueueResponse({ status: 200, body: batch("completed", counts(1000, 200, 300)) });
+      fake.enqueueResponse({ status: 200, body: batch("completed", counts(1000, 200, 300)) });
+      for (let poll = 0; poll < 3; poll++) await openai.batches.retrieve("batch_fake2");
+      expect(fake.last()).toMatchObject({ method: "GET", path: "/a/v1/batches/batch_fake2" });
+      const added = (await usageRows()).filter((row) => !before.has(row.request_id));
+      const runs = added.filter((row) => row.request_id.startsWith("bg_"));
+      expect(added).toHaveLength(4);
+      for (const poll of added.filter((row) => !row.request_id.startsWith("bg_")))
+        expect(poll).toMatchObject({ status: 200, ...noTokens });
+      expect(runs).toHaveLength(1);
+      expect(runs[0]).toMatchObject({
+        status: 200,
+        outcome: "ok",
+        model: "gpt-4o-mini-2024-07-18",
+        input_tokens: 1000,
+        cached_tokens: 200,
+        output_tokens: 300,
+        reasoning_tokens: 0,
+        cost_usd: null,
+      });
+    });
+
+    it("counts nothing for calls whose answer reports no tokens: moderations, responses.inputTokens, conversations.create, realtime.clientSecrets, batches.create", async () => {
+      const calls: Array<[string, () => Promise<unknown>, unknown]> = [
+        ["moderations", () => openai.moderations.create({ input: "Hi" }), undefined],
+        [
+          "responses/input_tokens",
+          () => openai.responses.inputTokens.count({ model: "gpt-4.1", input: "Hi" }),
+          { object: "response.input_tokens", input_tokens: 42 },
+        ],
+        [
+          "conversations",
+          () => openai.conversations.create({ items: [{ type: "message", role: "user", content: "Hi" }] }),
+          { id: "conv_fake1", object: "conversation", created_at: 1_763_000_000, metadata: {} },
+        ],
+        [
+          "realtime/client_secrets",
+          () =>
+            openai.realtime.clientSecrets.create({ session: { type: "realtime", model: "gpt-realtime" } }),
+          {
+            value: "ek_fake",
+            expires_at: 1_763_000_600,
+            session: { type: "realtime", model: "gpt-realtime" },
+          },
+        ],
+        [
+          "batches",
+          () =>
+            openai.batches.create({
+              endpoint: "/v1/chat/completions",
+              input_file_id: "file-fake1",
+              completion_window: "24h",
+            }),
+          {
+            id: "batch_fake1",
+            object: "batch",
+            endpoint: "/v1/chat/completions",
+            input_file_id: "file-fake1",
+            completion_window: "24h",
+            status: "validating",
+            created_at: 1_763_000_000,
+            request_counts: { total: 0, completed: 0, failed: 0 },
+          },
+        ],
+      ];
+      for (const [path, call, answer] of calls) {
+        if (answer !== undefined) fake.enqueueResponse({ status: 200, body: answer });
+        const row = await rowOf(call);
+        expect(fake.last(), path).toMatchObject({ method: "POST", path: `/a/v1/${path}` });
+        expect(row, path).toMatchObject({ status: 200, outcome: "ok", ...noTokens });
+      }
+    });
+  });
+
+  describe("provider B", () => {
+    /** claude-sonnet-4-5: $3 input, $0.30 cache read, $15 output per 1M tokens; a web search $0.01. */
+    const sonnetCost = (input: number, cached: number, output: number, searches = 0) =>
+      ((input - cached) * 3 + cached * 0.3 + output * 15) / 1e6 + searches * 0.01;
+    const ask = {
+      model: "claude-sonnet-4-5",
+      max_tokens: 1024,
+      messages: [{ role: "user" as const, content: "Hi" }],
+    };
+
+    it("records the thinking tokens as reasoning and prices the web searches, streamed and not", async () => {
+      fake.setUsage({ thinking: 4, webSearches: 2 });
+      const created = await rowOf(async () => {
+        const message = await anthropic.messages.create(ask);
+        expect(message.usage).toMatchObject({
+          output_tokens_details: { thinking_tokens: 4 },
+          server_tool_use: { web_search_requests: 2 },
+        });
+      });
+      const streamed = await rowOf(async () => {
+        const message = await anthropic.messages.stream(ask).finalMessage();
+        expect(message.usage.server_tool_use?.web_search_requests).toBe(2);
+      });
+      for (const row of [created, streamed]) {
+        expect(row).toMatchObject({
+          input_tokens: 11,
+          cached_tokens: 3,
+          output_tokens: 7,
+          reasoning_tokens: 4,
+        });
+        expect(row.cost_usd).toBeCloseTo(sonnetCost(11, 3, 7, 2), 12);
+      }
+      expect([created.streamed, streamed.streamed]).toEqual([0, 1]);
+    });
+
+    it("adds a compaction's tokens (beta), which the top-level usage leaves out, streamed and not", async () => {
+      fake.setUsage({ compaction: { input: 150_000, output: 3500 } });
+      const params = { ...ask, betas: ["compact-2026-01-12"] };
+      const created = await rowOf(() => anthropic.beta.messages.create(params));
+      expect(fake.last()!.headers["anthropic-beta"]).toBe("compact-2026-01-12");
+      const streamed = await rowOf(() => anthropic.beta.messages.stream(params).finalMessage());
+      for (const row of [created, streamed]) {
+        expect(row).toMatchObject({ input_tokens: 150_011, cached_tokens: 3, output_tokens: 3507 });
+        expect(row.cost_usd).toBeCloseTo(sonnetCost(150_011, 3, 3507), 12);
+      }
+    });
+
+    it("prices a claude-sonnet-4-5 call over 200k input tokens (1M context window) at its long-context prices", async () => {
+      fake.setUsage({ input: 250_000, output: 1000, cached: 50_000, reasoning: 0 });
+      const row = await rowOf(() =>
+        anthropic.beta.messages.create({ ...ask, betas: ["context-1m-2025-08-07"] }),
+      );
+      expect(row).toMatchObject({ input_tokens: 250_000, cached_tokens: 50_000, output_tokens: 1000 });
+      // Over 200k, cache reads included: $6 input, $0.60 cache read, $22.50 output per 1M.
+      expect(row.cost_usd).toBeCloseTo((200_000 * 6 + 50_000 * 0.6 + 1000 * 22.5) / 1e6, 12);
+    });
+
+    it("leaves the cost of a call that consulted an advisor (another model, beta) unknown, with the executor's tokens", async () => {
+      fake.setUsage({ advisor: { model: "claude-opus-4-6", input: 30_000, output: 1600 } });
+      const row = await rowOf(() =>
+        anthropic.beta.messages.create({
+          ...ask,
+          model: "claude-haiku-4-5",
+          betas: ["advisor-tool-2026-03-01"],
+        }),
+      );
+      expect(row).toMatchObject({
+        model: "claude-haiku-4-5",
+        input_tokens: 11,
+        output_tokens: 7,
+        cost_usd: null,
+      });
+    });
+
+    it("counts nothing for messages.countTokens nor for a batch's creation; a batch's retrieval (GET) is 405", async () => {
+      const counted = await rowOf(async () => {
+        const count = await anthropic.messages.countTokens({
+          model: "claude-sonnet-4-5",
+          messages: [{ role: "user", content: "Hi" }],
+        });
+        expect(count.input_tokens).toBe(11);
+      });
+      expect(fake.last()).toMatchObject({ method: "POST", path: "/b/v1/messages/count_tokens" });
+      expect(counted).toMatchObject({ status: 200, model: "claude-sonnet-4-5", ...noTokens });
+      fake.enqueueResponse({
+        status: 200,
+        body: {
+          id: "msgbatch_fake1",
+          type: "message_batch",
+          processing_status: "in_progress",
+          request_counts: { processing: 1, succeeded: 0, errored: 0, canceled: 0, expired: 0 },
+          ended_at: null,
+          created_at: "2025-11-13T02:13:20Z",
+          expires_at: "2025-11-14T02:13:20Z",
+          archived_at: null,
+          cancel_initiated_at: null,
+          results_url: null,
+        },
+      });
+      const created = await rowOf(() =>
+        anthropic.messages.batches.create({
+          requests: [
+            {
+              custom_id: "first",
+              params: {
+                model: "claude-sonnet-4-5",
+                max_tokens: 64,
+                messages: [{ role: "user", content: "Hi" }],
+              },
+            },
+          ],
+        }),
+      );
+      expect(fake.last()).toMatchObject({ method: "POST", path: "/b/v1/messages/batches" });
+      expect(created).toMatchObject({ status: 200, ...noTokens });
+      const upstreamCalls = fake.requests.length;
+      await expect(anthropic.messages.batches.retrieve("msgbatch_fake1")).rejects.toMatchObject({
+        status: 405,
+      });
+      expect(fake.requests).toHaveLength(upstreamCalls);
+    });
+  });
+
+  describe("provider C", () => {
+    it("records a prompt with audio with its tokens and an unknown cost (the catalogue lists text prices), streamed, unstreamed and as an interaction", async () => {
+      fake.setUsage({ input: 1000, output: 20, cached: 0, reasoning: 0, audioInput: 900 });
+      const audio = { inlineData: { mimeType: "audio/mp3", data: fakeAudio.toString("base64") } };
+      const contents = [{ role: "user", parts: [{ text: "What is said?" }, audio] }];
+      const rows = [
+        await rowOf(() => google.models.generateContent({ model: "gemini-2.5-flash", contents })),
+        await rowOf(async () => {
+          for await (const _chunk of await google.models.generateContentStream({
+            model: "gemini-2.5-flash",
+            contents,
+          }));
+        }),
+        await rowOf(() => google.interactions.create({ model: "gemini-2.5-flash", input: "What is said?" })),
+      ];
+      for (const row of rows)
+        expect(row).toMatchObject({
+          model: "gemini-2.5-flash",
+          input_tokens: 1000,
+          output_tokens: 20,
+          cost_usd: null,
+        });
+      // The same prompt in text alone is priced: $0.30 input, $2.50 output per 1M.
+      fake.setUsage({ audioInput: 0 });
+      const text = await rowOf(() =>
+        google.models.generateContent({ model: "gemini-2.5-flash", contents: "Hi" }),
+      );
+      expect(text.cost_usd).toBeCloseTo((1000 * 0.3 + 20 * 2.5) / 1e6, 12);
+    });
+
+    it("prices a gemini-2.5-pro prompt over 200k tokens at its long-context prices, streamed and not", async () => {
+      fake.setUsage({ input: 300_000, output: 1000, cached: 100_000, reasoning: 400 });
+      const rows = [
+        await rowOf(() =>
+          google.models.generateContent({ model: "gemini-2.5-pro", contents: "A long book" }),
+        ),
+        await rowOf(async () => {
+          for await (const _chunk of await google.models.generateContentStream({
+            model: "gemini-2.5-pro",
+            contents: "A long book",
+          }));
+        }),
+      ];
+      for (const row of rows) {
+        expect(row).toMatchObject({ input_tokens: 300_000, cached_tokens: 100_000, output_tokens: 1000 });
+        // Over 200k: $2.50 input, $0.625 cached, $15 output per 1M (not $1.25, $0.31 and $10).
+        expect(row.cost_usd).toBeCloseTo((200_000 * 2.5 + 100_000 * 0.625 + 1000 * 15) / 1e6, 12);
+      }
+    });
+
+    it("counts nothing for countTokens nor for embeddings (batchEmbedContents), whose answers report no usage", async () => {
+      const counted = await rowOf(async () => {
+        const count = await google.models.countTokens({ model: "gemini-2.5-flash", contents: "Hi" });
+        expect(count.totalTokens).toBe(11);
+      });
+      expect(fake.last()).toMatchObject({
+        method: "POST",
+        path: "/c/v1beta/models/gemini-2.5-flash:countTokens",
+      });
+      expect(counted).toMatchObject({ status: 200, model: "gemini-2.5-flash", ...noTokens });
+      const embedded = await rowOf(() =>
+        google.models.embedContent({ model: "gemini-embedding-001", contents: ["Hi", "there"] }),
+      );
+      expect(fake.last()!.path).toBe("/c/v1beta/models/gemini-embedding-001:batchEmbedContents");
+      expect(embedded).toMatchObject({ status: 200, model: "gemini-embedding-001", ...noTokens });
+    });
+
+    it("records no tokens for caches.create (its size is no use of tokens), and answers caches.list (GET) 405", async () => {
+      const row = await rowOf(async () => {
+        const cache = await google.caches.create({
+          model: "gemini-2.5-flash",
+          config: { contents: "A long document", ttl: "3600s" },
+        });
+        expect(cache.usageMetadata?.totalTokenCount).toBe(11);
+      });
+      expect(fake.last()).toMatchObject({ method: "POST", path: "/c/v1beta/cachedContents" });
+      expect(row).toMatchObject({ status: 200, ...noTokens });
+      await expect(google.caches.list()).rejects.toThrow(/405|METHOD_NOT_ALLOWED/);
+    });
+
+    it("records no tokens for the jobs that answer an operation (batches.create, generateVideos), whose polls (GET) are 405", async () => {
+      const batch = await rowOf(() =>
+        google.batches.create({
+          model: "gemini-2.5-flash",
+          src: [{ contents: [{ role: "user", parts: [{ text: "Hi" }] }] }],
+        }),
+      );
+      expect(fake.last()).toMatchObject({
+        method: "POST",
+        path: "/c/v1beta/models/gemini-2.5-flash:batchGenerateContent",
+      });
+      expect(batch).toMatchObject({ status: 200, model: "gemini-2.5-flash", ...noTokens });
+      await expect(google.batches.get({ name: "batches/fake-batch-1" })).rejects.toThrow(
+        /405|METHOD_NOT_ALLOWED/,
+      );
+      const video = await rowOf(() =>
+        google.models.generateVideos({ model: "veo-3.0-generate-001", prompt: "A cat on a sluice gate" }),
+      );
+      expect(fake.last()!.path).toBe("/c/v1beta/models/veo-3.0-generate-001:predictLongRunning");
+      expect(video).toMatchObject({ status: 200, model: "veo-3.0-generate-001", ...noTokens });
+    });
+  });
+});
