@@ -1,4 +1,9 @@
-import { type CatalogueModel, catalogueVersion, modelsFor } from "../usage/model-catalogue.js";
+import {
+  type CatalogueModel,
+  catalogueVersion,
+  modelsFor,
+  type TokenPricing,
+} from "../usage/model-catalogue.js";
 import type { ProviderId } from "./provider-id.js";
 
 /**
@@ -7,13 +12,25 @@ import type { ProviderId } from "./provider-id.js";
  */
 function pricingOf(model: CatalogueModel): Record<string, unknown> {
   if (model.imagePricing) return { unit: "image", currency: "USD", perImage: model.imagePricing };
+  const pricing = model.pricing;
+  const longContext = pricing?.longContext;
   return {
     unit: "1M tokens",
     currency: "USD",
-    input: model.pricing?.input ?? null,
-    output: model.pricing?.output ?? null,
-    cachedInput: model.pricing?.cachedInput ?? null,
-    ...(model.pricing?.cacheWrite ? { cacheWrite: model.pricing.cacheWrite } : {}),
+    ...tokenPrices(pricing),
+    ...(pricing?.webSearch !== undefined ? { webSearchPerRequest: pricing.webSearch } : {}),
+    ...(longContext
+      ? { longContext: { aboveInputTokens: longContext.above, ...tokenPrices(longContext.pricing) } }
+      : {}),
+  };
+}
+
+function tokenPrices(pricing: TokenPricing | null | undefined): Record<string, unknown> {
+  return {
+    input: pricing?.input ?? null,
+    output: pricing?.output ?? null,
+    cachedInput: pricing?.cachedInput ?? null,
+    ...(pricing?.cacheWrite ? { cacheWrite: pricing.cacheWrite } : {}),
   };
 }
 

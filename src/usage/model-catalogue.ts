@@ -5,7 +5,7 @@ import { type ProviderId, providerIds } from "../providers/provider-id.js";
  * lists and the cost engine. Token prices are USD per 1M tokens; an unknown price is null, never 0.
  * Image prices are USD per image, from SPEC.md's table, keyed by variant and size ("*" = any size).
  */
-export const catalogueVersion = "2026-11-01";
+export const catalogueVersion = "2026-11-27";
 
 export interface Capabilities {
   text: boolean;

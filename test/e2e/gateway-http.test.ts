@@ -114,6 +114,15 @@ describe("the gateway over HTTP", () => {
       standard: { "1024x1024": 0.04, "1024x1536": 0.08, "1536x1024": 0.08 },
       hd: { "1024x1024": 0.08, "1024x1536": 0.12, "1536x1024": 0.12 },
     });
+    // The prices the cost engine uses beyond the base ones are listed too.
+    expect(all.get("claude-sonnet-4-5")?.pricing).toMatchObject({
+      input: 3,
+      webSearchPerRequest: 0.01,
+      longContext: { aboveInputTokens: 200_000, input: 6, output: 22.5, cachedInput: 0.6 },
+    });
+    expect(all.get("gemini-2.5-pro")?.pricing).toMatchObject({
+      longContext: { aboveInputTokens: 200_000, input: 2.5, output: 15, cachedInput: 0.625 },
+    });
     // SPEC has no price for provider C's ultra model: null, never 0.
     expect(all.get("imagen-4.0-ultra-generate-001")?.pricing.perImage).toEqual({ default: { "*": null } });
   });
