@@ -23,7 +23,7 @@ import type { Router } from "./http/router.js";
 import { registerStructuredRoutes } from "./http/structured-routes.js";
 import { chooseVault } from "./images/vault-choice.js";
 import { listeningUrl } from "./net/listening-url.js";
-import { createLogger, type Logger } from "./observability/logger.js";
+import { createStdoutLogger, type Logger } from "./observability/logger.js";
 import { createMetrics } from "./observability/metrics.js";
 import { productionWarnings } from "./production-warnings.js";
 import { createAiSdkModels } from "./providers/ai-sdk-provider.js";
@@ -76,13 +76,13 @@ export interface Gateway {
 
 /** The one composition root: every dependency of the gateway is built here and nowhere else. */
 export async function createGateway(config: Config, injected: Partial<Injectables> = {}): Promise<Gateway> {
-  const logger = injected.logger ?? createLogger(config.logLevel);
+  const metrics = createMetrics({ collectDefaults: config.metricsEnabled });
+  const logger = injected.logger ?? createStdoutLogger(config.logLevel, metrics.countLogLinesDropped);
   // The AI SDK prints its warnings (an unsupported setting, a compatibility mode) with console.warn,
   // outside the JSON log; they go to the log instead (image warnings also reach the caller).
   globalThis.AI_SDK_LOG_WARNINGS = ({ warnings, provider, model }) =>
     logger.debug({ provider, model, warnings }, "AI SDK warnings");
   const now = injected.now ?? (() => new Date());
-  const metrics = createMetrics({ collectDefaults: config.metricsEnabled });
   const masterKey = loadMasterKey(config, (file) =>
     logger.warn(
       { file },

@@ -9,6 +9,7 @@ import { createServer as createHttpsServer } from "node:https";
 import type { App } from "./app.js";
 import { loadConfig } from "./config.js";
 import { createGateway, type Gateway } from "./deps.js";
+import { shutdownMarginMs } from "./gateway-close.js";
 import { type ConnectionDrain, trackConnections } from "./http/connection-drain.js";
 import { continueWhenRead } from "./http/read-body.js";
 import { listeningUrl } from "./net/listening-url.js";
@@ -49,17 +50,60 @@ export async function serve(): Promise<void> {
     `sluice listening on ${listeningUrl(address, config, Boolean(config.tlsCert))}`,
   );
 
+  stopOnSignalOrCrash(server, gateway);
+}
+
+/**
+ * SIGTERM and SIGINT start the graceful shutdown (`shutDown`), then the process exits. A second
+ * signal while it runs hurries it: what is still open is cut at once, as at the deadline, and the
+ * usage rows are written and the queue flushed within the margin before the exit; a later one is
+ * logged and ignored. None kills the process (Node's default once no handler listens), which would
+ * lose the queued rows. A last resort for a bug that throws outside any request (an uncaught
+ * exception or unhandled rejection): it is logged and the same shutdown runs, so the rows are
+ * written, and the process exits with 1, at the latest a second after the shutdown's own limit.
+ */
+function stopOnSignalOrCrash(server: GatewayServer, gateway: Gateway): void {
+  const { logger } = gateway;
+  const hurry = new AbortController();
   let stopping = false;
-  const stop = async (signal: string) => {
-    if (stopping) return;
+  let exitCode = 0;
+  const stop = (fields: Record<string, unknown>) => {
     stopping = true;
-    logger.info({ signal }, "shutting down: no new connections, finishing in-flight requests");
-    await shutDown(server, gateway);
-    logger.info("stopped");
-    process.exit(0);
+    logger.info(fields, "shutting down: no new connections, finishing in-flight requests");
+    void shutDown(server, gateway, hurry.signal)
+      .then(
+        () => logger.info("stopped"),
+        (error: unknown) => {
+          exitCode = 1;
+          logger.error({ err: error }, "shutdown failed");
+        },
+      )
+      .finally(() => process.exit(exitCode));
   };
-  process.once("SIGTERM", () => void stop("SIGTERM"));
-  process.once("SIGINT", () => void stop("SIGINT"));
+  const onSignal = (signal: NodeJS.Signals) => {
+    if (!stopping) stop({ signal });
+    else if (!hurry.signal.aborted) {
+      logger.warn({ signal }, "signal repeated: cutting what is still open, writing the usage rows, exiting");
+      hurry.abort();
+    } else logger.warn({ signal }, "signal repeated: the shutdown is already hurried, ignored");
+  };
+  const onCrash = (error: unknown) => {
+    try {
+      logger.fatal({ err: error }, "uncaught error: shutting down");
+    } catch {
+      // Not even logged; the rows are still written.
+    }
+    if (exitCode === 0) {
+      exitCode = 1;
+      const limit = gateway.config.shutdownTimeoutMs + shutdownMarginMs + 1000;
+      setTimeout(() => process.exit(exitCode), limit).unref();
+    }
+    if (!stopping) stop({ reason: "uncaught error" });
+  };
+  process.on("SIGTERM", onSignal);
+  process.on("SIGINT", onSignal);
+  process.on("uncaughtException", onCrash);
+  process.on("unhandledRejection", onCrash);
 }
 
 /**
@@ -67,16 +111,23 @@ export async function serve(): Promise<void> {
  * closes after the answer to its current request (each answer says `Connection: close`), within
  * `SLUICE_SHUTDOWN_TIMEOUT_MS`, when what is left is cut; then the gateway closes (the usage rows
  * of calls cut short are written, the usage queue flushed) in what is left of that time, and at
- * most `shutdownMarginMs` past it: one deadline for the whole shutdown.
+ * most `shutdownMarginMs` past it: one deadline for the whole shutdown. `hurry` aborted (a second
+ * signal) cuts what is left at once, and the gateway closes within the margin from then.
  */
 export async function shutDown(
   server: GatewayServer,
   gateway: Pick<Gateway, "config" | "logger" | "close">,
+  hurry?: AbortSignal,
 ): Promise<void> {
   const deadline = Date.now() + gateway.config.shutdownTimeoutMs;
-  const cut = await server.drain(gateway.config.shutdownTimeoutMs);
-  if (cut > 0) gateway.logger.warn({ connections: cut }, "shutdown deadline reached: connections cut");
-  await gateway.close(deadline);
+  const cut = await server.drain(gateway.config.shutdownTimeoutMs, hurry);
+  const hurried = hurry?.aborted === true;
+  if (cut > 0)
+    gateway.logger.warn(
+      { connections: cut },
+      hurried ? "shutdown hurried: connections cut" : "shutdown deadline reached: connections cut",
+    );
+  await gateway.close(hurried ? Math.min(deadline, Date.now()) : deadline);
 }
 
 /** The gateway's HTTP(S) server, with its graceful close (`ConnectionDrain.drain`). */

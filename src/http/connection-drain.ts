@@ -23,9 +23,10 @@ export interface ConnectionDrain {
    * progress (idle, or whose keep-alive answer went out before the drain) is closed once it has
    * stayed quiet, no byte received, for a look (25 ms): closing it at once could reset a request
    * its client has already sent, which it cannot tell was not processed (RFC 9112 §9.3.1). After
-   * `timeoutMs` the rest are cut. Resolves with how many connections were cut.
+   * `timeoutMs`, or once `hurry` is aborted, the rest are cut. Resolves with how many connections
+   * were cut.
    */
-  drain(timeoutMs: number): Promise<number>;
+  drain(timeoutMs: number, hurry?: AbortSignal): Promise<number>;
 }
 
 /**
@@ -44,7 +45,7 @@ export function trackConnections(server: Server, event: "connection" | "secureCo
     closeIfDraining(response) {
       if (draining) response.shouldKeepAlive = false;
     },
-    async drain(timeoutMs) {
+    async drain(timeoutMs, hurry) {
       draining = true;
       for (const socket of open) {
         const response = pendingResponse(socket);
@@ -65,7 +66,7 @@ export function trackConnections(server: Server, event: "connection" | "secureCo
         await new Promise((resolve) => setTimeout(resolve, Math.min(lookEveryMs, deadline - Date.now())));
         // What arrived meanwhile is read (the poll phase) before the next look.
         await new Promise((resolve) => setImmediate(resolve));
-      } while (open.size > 0 && Date.now() < deadline);
+      } while (open.size > 0 && Date.now() < deadline && !hurry?.aborted);
       const cut = open.size;
       server.closeAllConnections();
       // Node's own close too, which stops its timeout checks on the connections.

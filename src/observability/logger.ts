@@ -1,4 +1,6 @@
+import { writeSync } from "node:fs";
 import { type DestinationStream, type Logger, pino } from "pino";
+import { createLogDestination } from "./log-destination.js";
 
 export type { Logger };
 
@@ -130,7 +132,7 @@ function redactArray(value: unknown[], depth: number, ancestors: object[]): unkn
  * runs on every object logged (and on child bindings), and a test logs objects full of secrets,
  * in every letter case, and checks that none comes out.
  */
-export function createLogger(level: string, destination?: DestinationStream): Logger {
+export function createLogger(level: string, destination: DestinationStream): Logger {
   return pino(
     {
       level,
@@ -147,4 +149,35 @@ export function createLogger(level: string, destination?: DestinationStream): Lo
     },
     destination,
   );
+}
+
+/**
+ * The gateway's logger, on stdout (`createLogDestination`): a line that cannot be written (a full
+ * disk, a closed pipe) is dropped and counted with `onDropped`, and the first line written again
+ * is a warning saying how many were and why. What is held when the process exits is written then;
+ * lines dropped and not reported by then are reported on stderr, if it can be written.
+ */
+export function createStdoutLogger(level: string, onDropped: (lines: number) => void): Logger {
+  const report = (to: Logger, dropped: number, reason: string) =>
+    to.warn({ dropped, reason }, "log lines could not be written: dropped");
+  const destination = createLogDestination({
+    fd: 1,
+    onDropped,
+    onRecovered: (dropped, reason) => report(logger, dropped, reason),
+  });
+  const logger = createLogger(level, destination);
+  process.once("exit", () => {
+    destination.flushSync();
+    const { dropped, reason } = destination.unreported();
+    if (dropped > 0) report(createLogger(level, { write: writeStderr }), dropped, reason);
+  });
+  return logger;
+}
+
+function writeStderr(line: string): void {
+  try {
+    writeSync(2, line);
+  } catch {
+    // Nowhere left to say it.
+  }
 }

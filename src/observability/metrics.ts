@@ -74,6 +74,11 @@ export function createMetrics(options: { collectDefaults?: boolean } = {}) {
     help: "Failed attempts to write a usage batch (the batch is kept and retried)",
     registers: [registry],
   });
+  const logLinesDropped = new Counter({
+    name: "sluice_log_lines_dropped_total",
+    help: "Log lines not written: stdout refused them (a full disk, a closed pipe) or fell more than 1 MiB behind",
+    registers: [registry],
+  });
   const degradedBy = new Map<string, Set<string>>();
   const degraded = new Gauge({
     name: "sluice_degraded",
@@ -118,6 +123,7 @@ export function createMetrics(options: { collectDefaults?: boolean } = {}) {
     setUsageQueueDepth: (depth: number) => usageQueueDepth.set(depth),
     countUsageRowsDropped: (count: number) => usageRowsDropped.inc(count),
     countUsageWriteFailure: () => usageWriteFailures.inc(),
+    countLogLinesDropped: (count: number) => logLinesDropped.inc(count),
     /**
      * What `source` (the health check, the usage writes, the limiter) finds of `component`: the
      * gauge is 1 while any source finds it degraded, so one that finds it fine does not hide another

@@ -1,0 +1,121 @@
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { shutdownMarginMs } from "../../src/gateway-close.js";
+import { type FakeUpstream, startFakeUpstream } from "../fakes/fake-upstream.js";
+import { type SpawnedGateway, spawnGateway } from "../support/spawned-gateway.js";
+
+const streams = 20;
+
+/** Opens `streams` streamed calls and reads each to its end (or its cut) in the background. */
+async function openStreams(gateway: SpawnedGateway) {
+  const { projectId, bearer } = await gateway.createProject();
+  const opened = await Promise.all(
+    Array.from({ length: streams }, async () => {
+      const response = await fetch(`${gateway.url}/v1/provider-a/${projectId}/chat/completions`, {
+        method: "POST",
+        headers: { authorization: `Bearer ${bearer}`, "content-type": "application/json" },
+        body: JSON.stringify({ model: "gpt-4o-mini", messages: [], stream: true }),
+      });
+      const reader = response.body!.getReader();
+      await reader.read();
+      const read = (async () => {
+        try {
+          while (!(await reader.read()).done);
+          return "whole";
+        } catch {
+          return "cut";
+        }
+      })();
+      return { requestId: String(response.headers.get("x-request-id")), read };
+    }),
+  );
+  return {
+    requestIds: opened.map((stream) => stream.requestId),
+    outcomes: () => Promise.all(opened.map((stream) => stream.read)),
+  };
+}
+
+/**
+ * Signals and crashes during the shutdown of `npm start`: a repeated SIGTERM or SIGINT hurries the
+ * shutdown instead of killing the process (Node's default once `process.once` had removed the
+ * handler), and a bug that throws outside any request runs the same shutdown; either way every
+ * call in flight gets its usage row.
+ */
+describe("signals and crashes during the shutdown", () => {
+  let fake: FakeUpstream;
+
+  beforeAll(async () => {
+    fake = await startFakeUpstream();
+  });
+
+  afterAll(async () => {
+    fake.hangStreamsAfter(null);
+    fake.setSseDelayMs(0);
+    await fake.close();
+  });
+
+  it.each([
+    ["SIGTERM", "SIGTERM"],
+    ["SIGTERM", "SIGINT"],
+  ] as const)(
+    "a second signal (%s, then %s) cuts the streams still open at once and writes all their rows",
+    async (first, second) => {
+      fake.hangStreamsAfter(1);
+      const gateway = await spawnGateway({
+        env: { SLUICE_PROVIDER_A_BASE_URL: `${fake.url}/a/v1`, SLUICE_SHUTDOWN_TIMEOUT_MS: "10000" },
+      });
+      try {
+        const open = await openStreams(gateway);
+        gateway.child.kill(first);
+        await new Promise((resolve) => setTimeout(resolve, 300));
+        const hurriedAt = performance.now();
+        gateway.child.kill(second);
+        const exit = await gateway.exit;
+        // Long before the 10 s deadline: the hanging streams were cut at the second signal.
+        expect(performance.now() - hurriedAt).toBeLessThan(shutdownMarginMs + 700);
+        expect(exit).toEqual({ code: 0, signal: null });
+        expect(await open.outcomes()).toEqual(Array(streams).fill("cut"));
+        expect(gateway.usageRequestIds()).toEqual(expect.arrayContaining(open.requestIds));
+        expect(gateway.output()).toContain(
+          `"signal":"${second}","msg":"signal repeated: cutting what is still open, writing the usage rows, exiting"`,
+        );
+        expect(gateway.output()).toContain(
+          `"connections":${streams},"msg":"shutdown hurried: connections cut"`,
+        );
+        expect(gateway.output()).toContain('"msg":"stopped"');
+      } finally {
+        fake.hangStreamsAfter(null);
+        await gateway.remove();
+      }
+    },
+    40_000,
+  );
+
+  it.each([
+    ["an uncaught exception", "SIGUSR2"],
+    ["an unhandled rejection", "SIGHUP"],
+  ] as const)(
+    "after %s the calls in flight finish, every row is written, and the process exits with 1",
+    async (_name, trigger) => {
+      fake.setSseDelayMs(100);
+      const gateway = await spawnGateway({
+        env: { SLUICE_PROVIDER_A_BASE_URL: `${fake.url}/a/v1`, SLUICE_SHUTDOWN_TIMEOUT_MS: "10000" },
+        imports: ["./test/support/crash-on-signal.ts"],
+      });
+      try {
+        const open = await openStreams(gateway);
+        gateway.child.kill(trigger);
+        const exit = await gateway.exit;
+        expect(exit).toEqual({ code: 1, signal: null });
+        expect(await open.outcomes()).toEqual(Array(streams).fill("whole"));
+        expect(gateway.usageRequestIds()).toEqual(expect.arrayContaining(open.requestIds));
+        expect(gateway.output()).toContain('"level":"fatal"');
+        expect(gateway.output()).toContain('"msg":"uncaught error: shutting down"');
+        expect(gateway.output()).toContain('"msg":"stopped"');
+      } finally {
+        fake.setSseDelayMs(0);
+        await gateway.remove();
+      }
+    },
+    40_000,
+  );
+});

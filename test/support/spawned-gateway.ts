@@ -1,0 +1,141 @@
+import { type ChildProcess, spawn } from "node:child_process";
+import { randomBytes } from "node:crypto";
+import { mkdtempSync, rmSync } from "node:fs";
+import { createServer } from "node:net";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import BetterSqlite3 from "better-sqlite3";
+
+const adminToken = `admin-${randomBytes(12).toString("hex")}`;
+
+export interface SpawnedGateway {
+  url: string;
+  child: ChildProcess;
+  /** How the process ended: its exit code, or the signal that killed it. */
+  exit: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
+  /** What it wrote to stderr, and to stdout when stdout is a pipe. */
+  output(): string;
+  /** A Test Mode project with a provider A key: its id and the Bearer value of its calls. */
+  createProject(): Promise<{ projectId: string; bearer: string }>;
+  /** The request ids of the usage rows in its SQLite database. */
+  usageRequestIds(): string[];
+  /** Kills the process if it still runs and removes its data dir. */
+  remove(): Promise<void>;
+}
+
+/**
+ * Runs `node --import tsx src/main.ts` as `npm start` does, on SQLite in a fresh data dir, on a port
+ * picked here (its stdout may go somewhere the test cannot read), and waits until /health answers.
+ * `imports` are modules preloaded after tsx (test hooks inside the process).
+ */
+export async function spawnGateway(
+  options: { env?: Record<string, string>; stdout?: "pipe" | number; imports?: string[] } = {},
+): Promise<SpawnedGateway> {
+  const dataDir = mkdtempSync(join(tmpdir(), "sluice-spawned-"));
+  const port = await freePort();
+  const url = `http://127.0.0.1:${port}`;
+  const child = spawn(
+    process.execPath,
+    ["--import", "tsx", ...(options.imports ?? []).flatMap((module) => ["--import", module]), "src/main.ts"],
+    {
+      cwd: join(import.meta.dirname, "../.."),
+      env: {
+        ...process.env,
+        PORT: String(port),
+        HOST: "127.0.0.1",
+        LOG_LEVEL: "info",
+        SLUICE_DATA_DIR: dataDir,
+        SLUICE_MASTER_KEY: randomBytes(32).toString("base64"),
+        SLUICE_ADMIN_TOKEN: adminToken,
+        ...options.env,
+      },
+      stdio: ["ignore", options.stdout ?? "pipe", "pipe"],
+    },
+  );
+  let output = "";
+  const collect = (chunk: Buffer) => {
+    output += String(chunk);
+  };
+  child.stdout?.on("data", collect);
+  child.stderr?.on("data", collect);
+  let exited = false;
+  const exit = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) =>
+    child.once("exit", (code, signal) => {
+      exited = true;
+      resolve({ code, signal });
+    }),
+  );
+  const gateway: SpawnedGateway = {
+    url,
+    child,
+    exit,
+    output: () => output,
+    async createProject() {
+      const admin = (path: string, body: unknown) =>
+        fetch(`${url}/admin/v1${path}`, {
+          method: "POST",
+          headers: { authorization: `Bearer ${adminToken}`, "content-type": "application/json" },
+          body: JSON.stringify(body),
+        }).then((response) => response.json() as Promise<Record<string, unknown>>);
+      const created = (await admin("/projects", {
+        name: "spawned",
+        provider: "provider-a",
+        testMode: true,
+      })) as {
+        project: { id: string };
+        testKey: string;
+      };
+      const key = (await admin(`/projects/${created.project.id}/keys`, {
+        provider: "provider-a",
+        apiKey: "sk-spawned-gateway-123",
+      })) as { partialKey: string };
+      return { projectId: created.project.id, bearer: `${key.partialKey}.${created.testKey}` };
+    },
+    usageRequestIds() {
+      const database = new BetterSqlite3(join(dataDir, "sluice.sqlite"), { readonly: true });
+      try {
+        return database
+          .prepare("select request_id from usage_records")
+          .all()
+          .map((row) => (row as { request_id: string }).request_id);
+      } finally {
+        database.close();
+      }
+    },
+    async remove() {
+      if (!exited) {
+        child.kill("SIGKILL");
+        await exit;
+      }
+      rmSync(dataDir, { recursive: true, force: true });
+    },
+  };
+  const readyBy = Date.now() + 20_000;
+  while (!(await answers(`${url}/health`))) {
+    if (exited || Date.now() > readyBy) {
+      const why = exited ? `it exited: ${JSON.stringify(await exit)}` : "in 20 s";
+      await gateway.remove();
+      throw new Error(`the gateway did not answer /health (${why}):\n${output}`);
+    }
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+  return gateway;
+}
+
+async function answers(url: string): Promise<boolean> {
+  try {
+    const response = await fetch(url, { signal: AbortSignal.timeout(1000) });
+    await response.arrayBuffer();
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+async function freePort(): Promise<number> {
+  const server = createServer();
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  const { port } = server.address() as { port: number };
+  await new Promise((resolve) => server.close(resolve));
+  return port;
+}
