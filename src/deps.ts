@@ -39,6 +39,7 @@ import { RedisBreaker } from "./redis/redis-breaker.js";
 import { sharedStateWarnings } from "./shared-state-warnings.js";
 import { databaseOptionsOf, type OpenDatabase, openDatabase } from "./storage/database.js";
 import { createKeyRepository } from "./storage/key-repository.js";
+import { migratedByNewerWarning } from "./storage/migrations.js";
 import { createProjectRepository } from "./storage/project-repository.js";
 import { createUsageRepository } from "./storage/usage-repository.js";
 import { createSafePdfFetcher, type FetchPdf } from "./structured/safe-pdf-fetch.js";
@@ -93,6 +94,11 @@ export async function createGateway(config: Config, injected: Partial<Injectable
   masterKey.fill(0);
 
   const database = await openDatabase(databaseOptionsOf(config));
+  if (database.unknownMigrations.length > 0)
+    logger.warn(
+      { migrations: database.unknownMigrations },
+      migratedByNewerWarning(database.unknownMigrations),
+    );
   const projects = createProjectRepository(database.db);
   const keys = createKeyRepository(database.db);
   const usage = createUsageRepository(database.db, database.sqlite, database.runReport);

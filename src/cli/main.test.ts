@@ -3,7 +3,9 @@ import { existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync 
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { Writable } from "node:stream";
+import { sql } from "kysely";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { openDatabase } from "../storage/database.js";
 import { runCli } from "./main.js";
 
 function capture() {
@@ -533,6 +535,28 @@ describe("sluice CLI", () => {
     } finally {
       delete process.env.PORT;
       delete process.env.SLUICE_ADMIN_TOKEN;
+    }
+  });
+
+  it("warns of a database a newer Sluice migrated, and runs the command on it", async () => {
+    const newer = mkdtempSync(join(tmpdir(), "sluice-cli-newer-"));
+    const database = await openDatabase({ dataDir: newer });
+    await sql`insert into sluice_migrations (name, timestamp)
+      values ('0003-added-by-a-later-build', '2099-01-01T00:00:00.000Z')`.execute(database.db);
+    await database.close();
+    process.env.SLUICE_DATA_DIR = newer;
+    try {
+      const result = await cli("projects", "list");
+      expect(result.code).toBe(0);
+      expect(result.json()).toEqual([]);
+      expect(result.err).toBe(
+        "warning: The database was migrated by a newer Sluice (migrations 0003-added-by-a-later-build are " +
+          "unknown to this build): this build runs on it, as migrations stay backward compatible for one " +
+          "version, but upgrade it to the build that migrated the database\n",
+      );
+    } finally {
+      process.env.SLUICE_DATA_DIR = dataDir;
+      rmSync(newer, { recursive: true, force: true });
     }
   });
 
