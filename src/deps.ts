@@ -9,6 +9,7 @@ import { createAuthenticator } from "./auth/authenticate.js";
 import { createCredentialDirectory } from "./auth/credential-directory.js";
 import { createDeviceTokenVerifier } from "./auth/device-token-verifier.js";
 import { loadMasterKey } from "./auth/master-key.js";
+import { checkMasterKeyOpensDatabase } from "./auth/master-key-check.js";
 import { createSecretBox } from "./auth/secret-box.js";
 import { allowsTestMode, type Config } from "./config.js";
 import { closeGateway } from "./gateway-close.js";
@@ -99,6 +100,10 @@ export async function createGateway(config: Config, injected: Partial<Injectable
       { migrations: database.unknownMigrations },
       migratedByNewerWarning(database.unknownMigrations),
     );
+  await checkMasterKeyOpensDatabase(database.db, secretBox, config).catch(async (error: unknown) => {
+    await database.close();
+    throw error;
+  });
   const projects = createProjectRepository(database.db);
   const keys = createKeyRepository(database.db);
   const usage = createUsageRepository(database.db, database.sqlite, database.runReport);

@@ -1,4 +1,5 @@
 import { loadMasterKey } from "../auth/master-key.js";
+import { checkMasterKeyOpensDatabase } from "../auth/master-key-check.js";
 import { createSecretBox } from "../auth/secret-box.js";
 import { allowsTestMode, type Config } from "../config.js";
 import { databaseOptionsOf, openDatabase } from "../storage/database.js";
@@ -27,6 +28,11 @@ export async function openAdminContext(
     throw isDatabaseUnavailable(error) ? databaseUnavailable(error) : error;
   });
   if (database.unknownMigrations.length > 0) warn(migratedByNewerWarning(database.unknownMigrations));
+  // As at the gateway's start: a key the stored secrets do not open is refused before any command.
+  await checkMasterKeyOpensDatabase(database.db, secretBox, config).catch(async (error: unknown) => {
+    await database.close();
+    throw isDatabaseUnavailable(error) ? databaseUnavailable(error) : error;
+  });
   const admin = createProjectAdmin({
     projects: createProjectRepository(database.db),
     keys: createKeyRepository(database.db),

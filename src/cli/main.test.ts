@@ -538,6 +538,37 @@ describe("sluice CLI", () => {
     }
   });
 
+  it("refuses every command when SLUICE_MASTER_KEY does not open the provider keys the database holds", async () => {
+    const own = mkdtempSync(join(tmpdir(), "sluice-cli-sealed-"));
+    process.env.SLUICE_DATA_DIR = own;
+    try {
+      await cli("projects", "create", "--id", "sealed", "--name", "Sealed", "--provider", "provider-a");
+      const added = await cli(
+        "keys",
+        "add",
+        "sealed",
+        "--provider",
+        "provider-a",
+        "--api-key",
+        "sk-live-123456",
+      );
+      const { keyId } = added.json() as { keyId: string };
+      process.env.SLUICE_MASTER_KEY = randomBytes(32).toString("base64");
+      const listed = await cli("projects", "list");
+      expect(listed.code).toBe(1);
+      expect(listed.out).toBe("");
+      expect(listed.err).toBe(
+        `error: SLUICE_MASTER_KEY does not open the secrets stored in the database (provider key ${keyId} ` +
+          "of project sealed was sealed under another master key): set SLUICE_MASTER_KEY to the key the " +
+          "database's secrets were stored under\n",
+      );
+    } finally {
+      process.env.SLUICE_DATA_DIR = dataDir;
+      process.env.SLUICE_MASTER_KEY = masterKey;
+      rmSync(own, { recursive: true, force: true });
+    }
+  });
+
   it("warns of a database a newer Sluice migrated, and runs the command on it", async () => {
     const newer = mkdtempSync(join(tmpdir(), "sluice-cli-newer-"));
     const database = await openDatabase({ dataDir: newer });
