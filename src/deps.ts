@@ -226,8 +226,15 @@ export async function createGateway(config: Config, injected: Partial<Injectable
 
   // While the database is down, an instance that holds projects serves their calls from memory
   // (degraded); one that holds none can authenticate no one (unavailable).
+  // A database that answers reads but refuses writes (a read-only standby after a failover, a full
+  // disk) is degraded: the ping reads, so the usage writer says whether rows can be written.
   const checks: HealthCheck[] = [
-    { name: "database", required: () => !directory.holdsProjects(), ping: database.ping },
+    {
+      name: "database",
+      required: () => !directory.holdsProjects(),
+      ping: database.ping,
+      degradation: () => (recorder.writesFailing() ? { usageWrites: "failing" } : undefined),
+    },
   ];
   if (redis) checks.push({ name: "redis", required: false, ping: async () => void (await redis.ping()) });
 
