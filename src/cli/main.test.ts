@@ -581,9 +581,9 @@ describe("sluice CLI", () => {
       expect(result.code).toBe(0);
       expect(result.json()).toEqual([]);
       expect(result.err).toBe(
-        "warning: The database was migrated by a newer Sluice (migrations 0003-added-by-a-later-build are " +
-          "unknown to this build): this build runs on it, as migrations stay backward compatible for one " +
-          "version, but upgrade it to the build that migrated the database\n",
+        "warning: The database was migrated by a newer Sluice (migrations this build does not know: " +
+          "0003-added-by-a-later-build): this build runs on it, as migrations stay backward compatible for " +
+          "one version, but upgrade it to the build that migrated the database\n",
       );
     } finally {
       process.env.SLUICE_DATA_DIR = dataDir;

@@ -109,8 +109,8 @@ const migrations = (engine: Engine): Record<string, Migration> => ({
 const migrationTableName = "sluice_migrations";
 
 /**
- * Migrations stay backward compatible for one version: each only adds (a table, a nullable column,
- * an index) or widens, so the build before it still runs on the database it leaves. A rollback, or
+ * Migrations stay backward compatible for one version: each only adds (a table, a nullable column
+ * or one with a default, an index) or widens, so the build before it still runs on the database it leaves. A rollback, or
  * an older instance restarting during a rolling deploy, then finds migrations it does not know.
  */
 export interface MigrationOutcome {
@@ -151,7 +151,13 @@ export async function migrateToLatest(
     if (!error && !failed) return { unknownMigrations: unknown };
     // The migrations were read before the migration lock was taken (PostgreSQL): a newer instance
     // that migrated meanwhile made Kysely find a migration it was not given. Read them again.
-    const now = attempt < 3 ? await unknownExecuted(db, known, schema).catch(() => unknown) : unknown;
+    const now =
+      attempt < 3
+        ? await unknownExecuted(db, known, schema).catch((reread: unknown) => {
+            if (reread instanceof UnknownMigrationsError) throw reread;
+            return unknown;
+          })
+        : unknown;
     if (now.some((name) => !unknown.includes(name))) {
       unknown = now;
       continue;
@@ -218,9 +224,9 @@ function alreadyRun(name: string): Migration {
  */
 export function migratedByNewerWarning(unknown: readonly string[]): string {
   return (
-    `The database was migrated by a newer Sluice (migrations ${unknown.join(", ")} are unknown to this ` +
-    "build): this build runs on it, as migrations stay backward compatible for one version, but " +
-    "upgrade it to the build that migrated the database"
+    `The database was migrated by a newer Sluice (migrations this build does not know: ${unknown.join(", ")}): ` +
+    "this build runs on it, as migrations stay backward compatible for one version, but upgrade it " +
+    "to the build that migrated the database"
   );
 }
 

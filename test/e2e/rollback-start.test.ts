@@ -37,7 +37,7 @@ describe("a start on a database a later build migrated (a rollback)", () => {
         expect.objectContaining({
           migrations: ["0003-added-by-a-later-build"],
           msg: expect.stringMatching(
-            /^The database was migrated by a newer Sluice \(migrations 0003-added-by-a-later-build/,
+            /^The database was migrated by a newer Sluice \(migrations this build does not know: 0003-added-by-a-later-build\)/,
           ),
         }),
       );
