@@ -9,6 +9,7 @@ import { createAuthenticator } from "./auth/authenticate.js";
 import { createCredentialDirectory } from "./auth/credential-directory.js";
 import { createDeviceTokenVerifier } from "./auth/device-token-verifier.js";
 import { loadMasterKey } from "./auth/master-key.js";
+import { checkMasterKeyOpensDatabase } from "./auth/master-key-check.js";
 import { createSecretBox } from "./auth/secret-box.js";
 import { allowsTestMode, type Config } from "./config.js";
 import { closeGateway } from "./gateway-close.js";
@@ -39,6 +40,7 @@ import { RedisBreaker } from "./redis/redis-breaker.js";
 import { sharedStateWarnings } from "./shared-state-warnings.js";
 import { databaseOptionsOf, type OpenDatabase, openDatabase } from "./storage/database.js";
 import { createKeyRepository } from "./storage/key-repository.js";
+import { migratedByNewerWarning } from "./storage/migrations.js";
 import { createProjectRepository } from "./storage/project-repository.js";
 import { createUsageRepository } from "./storage/usage-repository.js";
 import { createSafePdfFetcher, type FetchPdf } from "./structured/safe-pdf-fetch.js";
@@ -93,6 +95,15 @@ export async function createGateway(config: Config, injected: Partial<Injectable
   masterKey.fill(0);
 
   const database = await openDatabase(databaseOptionsOf(config));
+  if (database.unknownMigrations.length > 0)
+    logger.warn(
+      { migrations: database.unknownMigrations },
+      migratedByNewerWarning(database.unknownMigrations),
+    );
+  await checkMasterKeyOpensDatabase(database.db, secretBox, config).catch(async (error: unknown) => {
+    await database.close();
+    throw error;
+  });
   const projects = createProjectRepository(database.db);
   const keys = createKeyRepository(database.db);
   const usage = createUsageRepository(database.db, database.sqlite, database.runReport);
@@ -215,8 +226,15 @@ export async function createGateway(config: Config, injected: Partial<Injectable
 
   // While the database is down, an instance that holds projects serves their calls from memory
   // (degraded); one that holds none can authenticate no one (unavailable).
+  // A database that answers reads but refuses writes (a read-only standby after a failover, a full
+  // disk) is degraded: the ping reads, so the usage writer says whether rows can be written.
   const checks: HealthCheck[] = [
-    { name: "database", required: () => !directory.holdsProjects(), ping: database.ping },
+    {
+      name: "database",
+      required: () => !directory.holdsProjects(),
+      ping: database.ping,
+      degradation: () => (recorder.writesFailing() ? { usageWrites: "failing" } : undefined),
+    },
   ];
   if (redis) checks.push({ name: "redis", required: false, ping: async () => void (await redis.ping()) });
 

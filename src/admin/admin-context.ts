@@ -1,25 +1,36 @@
 import { loadMasterKey } from "../auth/master-key.js";
+import { checkMasterKeyOpensDatabase } from "../auth/master-key-check.js";
 import { createSecretBox } from "../auth/secret-box.js";
 import { allowsTestMode, type Config } from "../config.js";
 import { databaseOptionsOf, openDatabase } from "../storage/database.js";
 import { databaseUnavailable, isDatabaseUnavailable } from "../storage/database-unavailable.js";
 import { createKeyRepository } from "../storage/key-repository.js";
+import { migratedByNewerWarning } from "../storage/migrations.js";
 import { createProjectRepository } from "../storage/project-repository.js";
 import { createUsageRepository } from "../storage/usage-repository.js";
 import { createProjectAdmin, type ProjectAdmin } from "./project-admin.js";
 
 /**
  * The admin use cases over the configured database, without the HTTP server: what the CLI uses.
- * A running gateway sees the changes within SLUICE_PROJECT_CACHE_TTL_MS.
+ * A running gateway sees the changes within SLUICE_PROJECT_CACHE_TTL_MS. `warn` hears what the
+ * gateway would log as a warning at start (a master key generated, a database a newer Sluice migrated).
  */
 export async function openAdminContext(
   config: Config,
-  onMasterKeyGenerated: (file: string) => void,
+  warn: (message: string) => void,
 ): Promise<{ admin: ProjectAdmin; close(): Promise<void> }> {
-  const masterKey = loadMasterKey(config, onMasterKeyGenerated);
+  const masterKey = loadMasterKey(config, (file) =>
+    warn(`generated a new master key at ${file}; back it up (without it stored keys cannot be opened)`),
+  );
   const secretBox = createSecretBox(masterKey);
   masterKey.fill(0);
   const database = await openDatabase(databaseOptionsOf(config)).catch((error: unknown) => {
+    throw isDatabaseUnavailable(error) ? databaseUnavailable(error) : error;
+  });
+  if (database.unknownMigrations.length > 0) warn(migratedByNewerWarning(database.unknownMigrations));
+  // As at the gateway's start: a key the stored secrets do not open is refused before any command.
+  await checkMasterKeyOpensDatabase(database.db, secretBox, config).catch(async (error: unknown) => {
+    await database.close();
     throw isDatabaseUnavailable(error) ? databaseUnavailable(error) : error;
   });
   const admin = createProjectAdmin({

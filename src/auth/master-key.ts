@@ -50,6 +50,20 @@ export function loadMasterKey(source: MasterKeySource, onGenerated: (file: strin
   return key;
 }
 
+/**
+ * Where `loadMasterKey` takes the key from, for a message about it: its name, and how to give the
+ * right one back.
+ */
+export function masterKeyOrigin(source: MasterKeySource): { name: string; restore: string } {
+  const restore = "set SLUICE_MASTER_KEY to the key the database's secrets were stored under";
+  if (source.masterKey) return { name: "SLUICE_MASTER_KEY", restore };
+  const file = join(source.dataDir, "master.key");
+  return {
+    name: `The master key file ${file} (SLUICE_MASTER_KEY is unset)`,
+    restore: `${restore}, or put that key back in ${file}`,
+  };
+}
+
 function decodeMasterKey(value: string, origin: string): Buffer {
   const key = Buffer.from(value, "base64");
   if (key.length !== 32) throw new Error(`${origin} must be 32 bytes, base64-encoded`);

@@ -3,7 +3,9 @@ import { existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync 
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { Writable } from "node:stream";
+import { sql } from "kysely";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { openDatabase } from "../storage/database.js";
 import { runCli } from "./main.js";
 
 function capture() {
@@ -533,6 +535,59 @@ describe("sluice CLI", () => {
     } finally {
       delete process.env.PORT;
       delete process.env.SLUICE_ADMIN_TOKEN;
+    }
+  });
+
+  it("refuses every command when SLUICE_MASTER_KEY does not open the provider keys the database holds", async () => {
+    const own = mkdtempSync(join(tmpdir(), "sluice-cli-sealed-"));
+    process.env.SLUICE_DATA_DIR = own;
+    try {
+      await cli("projects", "create", "--id", "sealed", "--name", "Sealed", "--provider", "provider-a");
+      const added = await cli(
+        "keys",
+        "add",
+        "sealed",
+        "--provider",
+        "provider-a",
+        "--api-key",
+        "sk-live-123456",
+      );
+      const { keyId } = added.json() as { keyId: string };
+      process.env.SLUICE_MASTER_KEY = randomBytes(32).toString("base64");
+      const listed = await cli("projects", "list");
+      expect(listed.code).toBe(1);
+      expect(listed.out).toBe("");
+      expect(listed.err).toBe(
+        `error: SLUICE_MASTER_KEY does not open the secrets stored in the database (provider key ${keyId} ` +
+          "of project sealed was sealed under another master key): set SLUICE_MASTER_KEY to the key the " +
+          "database's secrets were stored under\n",
+      );
+    } finally {
+      process.env.SLUICE_DATA_DIR = dataDir;
+      process.env.SLUICE_MASTER_KEY = masterKey;
+      rmSync(own, { recursive: true, force: true });
+    }
+  });
+
+  it("warns of a database a newer Sluice migrated, and runs the command on it", async () => {
+    const newer = mkdtempSync(join(tmpdir(), "sluice-cli-newer-"));
+    const database = await openDatabase({ dataDir: newer });
+    await sql`insert into sluice_migrations (name, timestamp)
+      values ('0003-added-by-a-later-build', '2099-01-01T00:00:00.000Z')`.execute(database.db);
+    await database.close();
+    process.env.SLUICE_DATA_DIR = newer;
+    try {
+      const result = await cli("projects", "list");
+      expect(result.code).toBe(0);
+      expect(result.json()).toEqual([]);
+      expect(result.err).toBe(
+        "warning: The database was migrated by a newer Sluice (migrations this build does not know: " +
+          "0003-added-by-a-later-build): this build runs on it, as migrations stay backward compatible for " +
+          "one version, but upgrade it to the build that migrated the database\n",
+      );
+    } finally {
+      process.env.SLUICE_DATA_DIR = dataDir;
+      rmSync(newer, { recursive: true, force: true });
     }
   });
 

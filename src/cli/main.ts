@@ -64,11 +64,7 @@ export async function runCli(
   try {
     const run = commandOf(command, line.arguments, flags, io.stdin);
     const config = loadConfig();
-    context = await openAdminContext(config, (file) =>
-      io.err.write(
-        `warning: generated a new master key at ${file}; back it up (without it stored keys cannot be opened)\n`,
-      ),
-    );
+    context = await openAdminContext(config, (message) => io.err.write(`warning: ${message}\n`));
     const result = await run(context.admin);
     if (result !== undefined) io.out.write(`${JSON.stringify(result, null, 2)}\n`);
     return 0;

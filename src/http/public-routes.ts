@@ -20,6 +20,12 @@ export interface HealthCheck {
    */
   required: boolean | (() => boolean);
   ping(): Promise<void>;
+  /**
+   * What fails though the ping answers, as fields of the check's entry (the database's
+   * `{ usageWrites: "failing" }`: it answers reads but refuses writes). Any: the check is `degraded`,
+   * which never makes the gateway unavailable, as it can still serve.
+   */
+  degradation?: () => Record<string, string> | undefined;
 }
 
 export interface PublicRouteDeps {
@@ -46,7 +52,10 @@ export interface PublicRouteDeps {
   /** Counts one of the throttle's refusals here, as the authenticated routes count theirs. */
   countThrottled?: () => void;
   metrics?: () => Promise<{ contentType: string; body: string }>;
-  /** Hears each check's result (the `sluice_degraded` gauge: a quiet instance learns of an outage too). */
+  /**
+   * Hears whether each check's ping answered (the `sluice_degraded` gauge: a quiet instance learns of
+   * an outage too). A degradation is not told: its source tells the gauge itself.
+   */
   onCheck?: (name: string, ok: boolean) => void;
 }
 
@@ -58,11 +67,15 @@ export interface PublicRouteDeps {
 export function registerPublicRoutes(router: Router, deps: PublicRouteDeps): void {
   router.on("GET", "/health", async ({ response }) => {
     const results = await Promise.all(deps.checks.map((check) => runCheck(check)));
-    for (const result of results) deps.onCheck?.(result.name, result.status === "ok");
+    // The gauge hears the ping; what else degrades a component (usage writes) tells it itself.
+    for (const result of results) deps.onCheck?.(result.name, result.status !== "down");
     const checks = Object.fromEntries(
-      results.map((result) => [result.name, { status: result.status, latencyMs: result.latencyMs }]),
+      results.map((result) => [
+        result.name,
+        { status: result.status, latencyMs: result.latencyMs, ...result.degradation },
+      ]),
     );
-    const failedRequired = results.some((result) => result.required && result.status !== "ok");
+    const failedRequired = results.some((result) => result.required && result.status === "down");
     const degraded = results.some((result) => result.status !== "ok");
     sendJson(
       response,
@@ -156,23 +169,31 @@ function sendModels(response: Parameters<typeof sendBytes>[0], provider: Provide
   });
 }
 
-async function runCheck(
-  check: HealthCheck,
-): Promise<{ name: string; required: boolean; status: string; latencyMs: number }> {
+/** `down` when the ping fails, else `degraded` when the check names a degradation, else `ok`. */
+async function runCheck(check: HealthCheck): Promise<{
+  name: string;
+  required: boolean;
+  status: "ok" | "degraded" | "down";
+  latencyMs: number;
+  degradation: Record<string, string> | undefined;
+}> {
   const started = performance.now();
-  let status = "ok";
+  let answered = true;
   try {
     await Promise.race([
       check.ping(),
       new Promise((_, reject) => setTimeout(() => reject(new Error("timeout")), 2000).unref()),
     ]);
   } catch {
-    status = "down";
+    answered = false;
   }
+  const latencyMs = Math.round((performance.now() - started) * 100) / 100;
+  const degradation = check.degradation?.();
   return {
     name: check.name,
     required: typeof check.required === "function" ? check.required() : check.required,
-    status,
-    latencyMs: Math.round((performance.now() - started) * 100) / 100,
+    status: !answered ? "down" : degradation ? "degraded" : "ok",
+    latencyMs,
+    degradation,
   };
 }

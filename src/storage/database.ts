@@ -11,7 +11,7 @@ import {
 } from "kysely";
 import type { Pool as PgPool, PoolConfig as PgPoolConfig } from "pg";
 import type { Config } from "../config.js";
-import { migrateToLatest, pingDatabase } from "./migrations.js";
+import { type MigrationOutcome, migrateToLatest, pingDatabase } from "./migrations.js";
 import { migrateWithinStartTimeout } from "./postgres-start.js";
 import type { Database } from "./schema.js";
 
@@ -24,6 +24,11 @@ export interface OpenDatabase {
   sqlite?: BetterSqlite3.Database;
   /** Runs a report's query within the report time limit: see `DatabaseOptions.reportTimeoutMs`. */
   runReport: RunReport;
+  /**
+   * Migrations the database records that this build does not know: a newer Sluice migrated it (a
+   * rollback, or an older instance during a rolling deploy). It runs on it; the caller warns.
+   */
+  unknownMigrations: readonly string[];
   ping(): Promise<void>;
   close(): Promise<void>;
 }
@@ -79,11 +84,12 @@ export async function openDatabase(options: DatabaseOptions): Promise<OpenDataba
       startTimeoutMs: options.startTimeoutMs ?? 60_000,
     });
   }
-  const { db, engine, sqlite } = await openSqliteMigrated(options);
+  const { db, engine, sqlite, unknownMigrations } = await openSqliteMigrated(options);
   return {
     db,
     engine,
     sqlite,
+    unknownMigrations,
     runReport: (read) => read(db),
     ping: () => pingDatabase(db as Kysely<unknown>),
     close: () => db.destroy(),
@@ -102,13 +108,13 @@ interface OpenedSqlite {
  * the tables, and one would fail. So the whole migration runs in one `BEGIN IMMEDIATE`
  * transaction, which the other process waits for (busy_timeout) and then finds nothing to do.
  */
-async function openSqliteMigrated(options: DatabaseOptions): Promise<OpenedSqlite> {
+async function openSqliteMigrated(options: DatabaseOptions): Promise<OpenedSqlite & MigrationOutcome> {
   const opened = await openSqlite(options);
   try {
     opened.sqlite.exec("begin immediate");
-    await migrateToLatest(opened.db as Kysely<unknown>, "sqlite");
+    const outcome = await migrateToLatest(opened.db as Kysely<unknown>, "sqlite");
     opened.sqlite.exec("commit");
-    return opened;
+    return { ...opened, ...outcome };
   } catch (error) {
     if (opened.sqlite.inTransaction) opened.sqlite.exec("rollback");
     opened.sqlite.close();
@@ -212,12 +218,16 @@ async function openPostgres(
     connectionTimeoutMillis: limits.startTimeoutMs + 1000,
   });
   migrating.on("error", () => {});
-  await migrateWithinStartTimeout(migrating, { databaseUrl, timeoutMs: limits.startTimeoutMs });
+  const { unknownMigrations } = await migrateWithinStartTimeout(migrating, {
+    databaseUrl,
+    timeoutMs: limits.startTimeoutMs,
+  });
   const db = connect({ max: 10, query_timeout: limits.queryTimeoutMs });
   const reports = connect({ max: 2, query_timeout: limits.reportTimeoutMs + limits.queryTimeoutMs });
   return {
     db,
     engine: "postgres",
+    unknownMigrations,
     runReport: (read) =>
       reports.transaction().execute(async (transaction) => {
         // SET LOCAL, written as set_config to take a parameter: it ends with the transaction, so

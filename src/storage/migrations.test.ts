@@ -1,8 +1,11 @@
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { sql } from "kysely";
 import pg from "pg";
 import { describe, expect, it } from "vitest";
 import { createPostgresSchema, postgresAvailable } from "../../test/support/services.js";
-import { type OpenDatabase, openDatabase } from "./database.js";
+import { type DatabaseOptions, type OpenDatabase, openDatabase } from "./database.js";
 
 /** Where each table of the open database's connection lives, and the migrations it recorded. */
 async function layout(database: OpenDatabase) {
@@ -99,6 +102,141 @@ describe.skipIf(!postgresAvailable)("PostgreSQL migrations", () => {
     } finally {
       await released;
       await blocker.end();
+      await schema.drop();
+    }
+  });
+});
+
+/** One engine's database that outlives its connections: each `open` reopens the same one. */
+const durableEngines = [
+  {
+    name: "SQLite",
+    available: true,
+    async create(): Promise<{ options: DatabaseOptions; drop(): Promise<void> }> {
+      const dataDir = mkdtempSync(join(tmpdir(), "sluice-migrations-"));
+      return { options: { dataDir }, drop: async () => rmSync(dataDir, { recursive: true, force: true }) };
+    },
+  },
+  {
+    name: "PostgreSQL",
+    available: postgresAvailable,
+    async create(): Promise<{ options: DatabaseOptions; drop(): Promise<void> }> {
+      const schema = await createPostgresSchema();
+      return { options: { databaseUrl: schema.url, dataDir: "unused" }, drop: schema.drop };
+    },
+  },
+];
+
+/** Runs `change` on the database `options` names, as another build of Sluice would have left it. */
+async function alter(options: DatabaseOptions, change: (database: OpenDatabase) => Promise<void>) {
+  const database = await openDatabase(options);
+  try {
+    await change(database);
+  } finally {
+    await database.close();
+  }
+}
+
+/** A migration a later build added: recorded, and its column added (migrations only add). */
+async function migrateAsLaterBuild(database: OpenDatabase): Promise<void> {
+  await sql`alter table projects add column added_by_a_later_build text`.execute(database.db);
+  await sql`insert into sluice_migrations (name, timestamp)
+    values ('0003-added-by-a-later-build', '2099-01-01T00:00:00.000Z')`.execute(database.db);
+}
+
+for (const engine of durableEngines) {
+  describe.skipIf(!engine.available)(`migrations on ${engine.name} a later build ran`, () => {
+    it("start on a database a newer Sluice migrated further, naming the migrations this build does not know", async () => {
+      const { options, drop } = await engine.create();
+      try {
+        await alter(options, migrateAsLaterBuild);
+        const reopened = await openDatabase(options);
+        try {
+          expect(reopened.unknownMigrations).toEqual(["0003-added-by-a-later-build"]);
+          const { rows } = await sql<{ name: string }>`
+            select name from sluice_migrations order by name`.execute(reopened.db);
+          expect(rows.map((row) => row.name)).toEqual([
+            "0001-initial",
+            "0002-usage-token-counts-bigint",
+            "0003-added-by-a-later-build",
+          ]);
+          // The tables this build knows are used as before.
+          expect(await reopened.db.selectFrom("projects").select("id").execute()).toEqual([]);
+        } finally {
+          await reopened.close();
+        }
+      } finally {
+        await drop();
+      }
+    });
+
+    it("refuse a database with migrations this build does not know that lacks one it knows, naming both", async () => {
+      const { options, drop } = await engine.create();
+      try {
+        await alter(options, async (database) => {
+          await migrateAsLaterBuild(database);
+          await sql`delete from sluice_migrations where name = '0002-usage-token-counts-bigint'`.execute(
+            database.db,
+          );
+        });
+        const error = await openDatabase(options).then(
+          async (opened) => {
+            await opened.close();
+            return undefined;
+          },
+          (failure: unknown) => failure,
+        );
+        expect(error).toBeInstanceOf(Error);
+        expect((error as Error).message).toBe(
+          "The database has migrations this Sluice does not know (0003-added-by-a-later-build: another " +
+            "build ran them) and lacks one it needs (0002-usage-token-counts-bigint), so this build " +
+            "cannot run on it: start the Sluice build that migrated it, or a newer one",
+        );
+      } finally {
+        await drop();
+      }
+    });
+
+    it("start on a new database with no unknown migrations", async () => {
+      const { options, drop } = await engine.create();
+      try {
+        const database = await openDatabase(options);
+        await database.close();
+        expect(database.unknownMigrations).toEqual([]);
+      } finally {
+        await drop();
+      }
+    });
+  });
+}
+
+describe.skipIf(!postgresAvailable)("PostgreSQL migrations beside a newer instance", () => {
+  it("start when a newer instance migrates between this one reading the migrations and taking the lock", async () => {
+    const schema = await createPostgresSchema();
+    const options = { databaseUrl: schema.url, dataDir: "unused" };
+    const holder = new pg.Client({ connectionString: schema.url });
+    try {
+      await alter(options, async () => {});
+      await holder.connect();
+      // The newer instance holds the migration lock (Kysely's advisory lock) while it migrates.
+      await holder.query("select pg_advisory_lock(3853314791062309107)");
+      const opening = openDatabase(options);
+      const waitingForLock = async () => {
+        const { rows } = await holder.query<{ waiting: number }>(
+          "select count(*)::int as waiting from pg_locks where locktype = 'advisory' and not granted",
+        );
+        return (rows[0]?.waiting ?? 0) > 0;
+      };
+      while (!(await waitingForLock())) await new Promise((resolve) => setTimeout(resolve, 10));
+      await holder.query(`alter table projects add column added_by_a_later_build text`);
+      await holder.query(`insert into sluice_migrations (name, timestamp)
+        values ('0003-added-by-a-later-build', '2099-01-01T00:00:00.000Z')`);
+      await holder.query("select pg_advisory_unlock(3853314791062309107)");
+      const opened = await opening;
+      await opened.close();
+      expect(opened.unknownMigrations).toEqual(["0003-added-by-a-later-build"]);
+    } finally {
+      await holder.end();
       await schema.drop();
     }
   });

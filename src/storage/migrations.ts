@@ -1,4 +1,4 @@
-import { type Kysely, type Migration, type MigrationProvider, Migrator, sql } from "kysely";
+import { type Kysely, type Migration, Migrator, sql } from "kysely";
 import type { Engine } from "./database.js";
 
 /**
@@ -105,31 +105,129 @@ const migrations = (engine: Engine): Record<string, Migration> => ({
   },
 });
 
+/** Where the migrations run are recorded (and the lock table beside it). */
+const migrationTableName = "sluice_migrations";
+
+/**
+ * Migrations stay backward compatible for one version: each only adds (a table, a nullable column
+ * or one with a default, an index) or widens, so the build before it still runs on the database it leaves. A rollback, or
+ * an older instance restarting during a rolling deploy, then finds migrations it does not know.
+ */
+export interface MigrationOutcome {
+  /** Migrations recorded in the database that this build does not know: a newer Sluice ran them. */
+  unknownMigrations: string[];
+}
+
 /**
  * Applies every pending migration. On PostgreSQL the migration tables are looked up and created in
  * the connection's current schema (the first existing one on its search_path), where the tables
  * themselves go: Kysely's own existence check otherwise looks across every schema of the database
  * and would take another schema's Sluice tables for this one's.
+ *
+ * A database a newer build migrated further (every migration this build knows has run, and later
+ * ones too) is used as it is: Kysely calls such a schema corrupted, so the later migrations are
+ * given to it as ones already run. A database with migrations this build does not know that also
+ * lacks one it does is refused (`UnknownMigrationsError`): no build can run on it as it stands.
  */
 export async function migrateToLatest(
   db: Kysely<unknown>,
   engine: Engine,
   options: { onMigration?: (name: string) => void } = {},
-): Promise<void> {
-  const provider: MigrationProvider = { getMigrations: async () => announced(migrations(engine), options) };
-  const migrator = new Migrator({
-    db,
-    provider,
-    migrationTableName: "sluice_migrations",
-    migrationLockTableName: "sluice_migrations_lock",
-    ...(engine === "postgres" ? { migrationTableSchema: await currentSchema(db) } : {}),
-  });
-  const { error, results } = await migrator.migrateToLatest();
-  const failed = results?.find((result) => result.status === "Error");
-  if (error || failed) {
+): Promise<MigrationOutcome> {
+  const schema = engine === "postgres" ? await currentSchema(db) : undefined;
+  const known = announced(migrations(engine), options);
+  let unknown = await unknownExecuted(db, known, schema);
+  for (let attempt = 1; ; attempt++) {
+    const allKnown = { ...known, ...Object.fromEntries(unknown.map((name) => [name, alreadyRun(name)])) };
+    const migrator = new Migrator({
+      db,
+      provider: { getMigrations: async () => allKnown },
+      migrationTableName,
+      migrationLockTableName: "sluice_migrations_lock",
+      ...(schema ? { migrationTableSchema: schema } : {}),
+    });
+    const { error, results } = await migrator.migrateToLatest();
+    const failed = results?.find((result) => result.status === "Error");
+    if (!error && !failed) return { unknownMigrations: unknown };
+    // The migrations were read before the migration lock was taken (PostgreSQL): a newer instance
+    // that migrated meanwhile made Kysely find a migration it was not given. Read them again.
+    const now =
+      attempt < 3
+        ? await unknownExecuted(db, known, schema).catch((reread: unknown) => {
+            if (reread instanceof UnknownMigrationsError) throw reread;
+            return unknown;
+          })
+        : unknown;
+    if (now.some((name) => !unknown.includes(name))) {
+      unknown = now;
+      continue;
+    }
     const name = failed ? ` ${failed.migrationName}` : "";
     throw new Error(`Database migration${name} failed`, { cause: error });
   }
+}
+
+/**
+ * The database holds migrations this build does not know and lacks some it knows: a build of
+ * another line of history ran them, or one more than a version ahead whose migrations replaced ones
+ * this build needs. This build cannot run on it; the one that migrated it (or a newer one) can.
+ */
+export class UnknownMigrationsError extends Error {
+  override name = "UnknownMigrationsError";
+}
+
+/**
+ * The names of the migrations the database records that `known` lacks; throws
+ * `UnknownMigrationsError` when there are some and a known one has not run.
+ */
+async function unknownExecuted(
+  db: Kysely<unknown>,
+  known: Record<string, Migration>,
+  schema: string | undefined,
+): Promise<string[]> {
+  const executed = await executedMigrations(db, schema);
+  const unknown = executed.filter((name) => !Object.hasOwn(known, name));
+  if (unknown.length === 0) return unknown;
+  const missing = Object.keys(known).filter((name) => !executed.includes(name));
+  if (missing.length > 0)
+    throw new UnknownMigrationsError(
+      `The database has migrations this Sluice does not know (${unknown.join(", ")}: another build ran ` +
+        `them) and lacks ${missing.length === 1 ? "one" : "some"} it needs (${missing.join(", ")}), so this ` +
+        "build cannot run on it: start the Sluice build that migrated it, or a newer one",
+    );
+  return unknown;
+}
+
+/** The names recorded in the migration table, none when it does not exist yet (a new database). */
+async function executedMigrations(db: Kysely<unknown>, schema: string | undefined): Promise<string[]> {
+  const table = schema ? `${schema}.${migrationTableName}` : migrationTableName;
+  const present = schema
+    ? sql`select 1 from information_schema.tables where table_schema = ${schema} and table_name = ${migrationTableName}`
+    : sql`select 1 from sqlite_master where type = 'table' and name = ${migrationTableName}`;
+  if ((await present.execute(db)).rows.length === 0) return [];
+  const { rows } = await sql<{ name: string }>`select name from ${sql.table(table)}`.execute(db);
+  return rows.map((row) => row.name);
+}
+
+/** A migration a newer build ran, as Kysely must be given it: recorded as run, so never run here. */
+function alreadyRun(name: string): Migration {
+  return {
+    async up() {
+      throw new Error(`Migration ${name} is not known to this build and cannot be run by it`);
+    },
+  };
+}
+
+/**
+ * The warning of a start on a database a newer Sluice migrated (`MigrationOutcome.unknownMigrations`):
+ * the gateway logs it, the CLI prints it.
+ */
+export function migratedByNewerWarning(unknown: readonly string[]): string {
+  return (
+    `The database was migrated by a newer Sluice (migrations this build does not know: ${unknown.join(", ")}): ` +
+    "this build runs on it, as migrations stay backward compatible for one version, but upgrade it " +
+    "to the build that migrated the database"
+  );
 }
 
 /** `all`, each telling `onMigration` its name as it starts (what a start that waits too long names). */

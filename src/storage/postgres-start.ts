@@ -1,6 +1,6 @@
 import { Kysely, PostgresDialect, type PostgresPool, type PostgresPoolClient } from "kysely";
 import type { Client as PgClient } from "pg";
-import { migrateToLatest } from "./migrations.js";
+import { type MigrationOutcome, migrateToLatest } from "./migrations.js";
 
 /**
  * PostgreSQL could not be opened at start within `SLUICE_DATABASE_START_TIMEOUT_MS`. The message
@@ -32,7 +32,7 @@ interface Progress {
 export async function migrateWithinStartTimeout(
   client: PgClient,
   options: { databaseUrl: string; timeoutMs: number },
-): Promise<void> {
+): Promise<MigrationOutcome> {
   const progress: Progress = { connected: false, pending: undefined, migration: undefined };
   const db = new Kysely<unknown>({
     dialect: new PostgresDialect({ pool: oneConnection(client, progress, options.timeoutMs) }),
@@ -42,17 +42,21 @@ export async function migrateWithinStartTimeout(
     onMigration: (name) => {
       progress.migration = name;
     },
-  }).then(() => db.destroy());
+  }).then(async (outcome) => {
+    await db.destroy();
+    return outcome;
+  });
   let timer: NodeJS.Timeout | undefined;
   const timedOut = new Promise<"timed out">((resolve) => {
     timer = setTimeout(() => resolve("timed out"), options.timeoutMs);
   });
   try {
-    const outcome = await Promise.race([migrating.then(() => "migrated" as const), timedOut]);
+    const outcome = await Promise.race([migrating, timedOut]);
     if (outcome === "timed out") {
       migrating.catch(() => {});
       throw new DatabaseStartError(startTimeoutMessage(options, progress));
     }
+    return outcome;
   } catch (error) {
     // Ends the statement in flight too (pg destroys the socket under it); not waited for, as a
     // server that does not answer may never close its side.

@@ -123,6 +123,44 @@ describe("usage recorder, a row the database refuses", () => {
   });
 });
 
+describe("usage recorder, whether its writes fail", () => {
+  it("says its writes fail from a write the database cannot take (a full disk) until one it takes", async () => {
+    let full = true;
+    const written: string[] = [];
+    const repository = fakeUsageRepository({
+      async insertBatch(batch) {
+        if (full) throw Object.assign(new Error("database or disk is full"), { code: "SQLITE_FULL" });
+        written.push(...batch.map((each) => each.request_id));
+      },
+    });
+    const recorder = createUsageRecorder({ repository, flushIntervalMs: 60_000, queueMax: 10_000 });
+    expect(recorder.writesFailing()).toBe(false);
+    recorder.record(row(1));
+    await recorder.flush(50);
+    expect(recorder.writesFailing()).toBe(true);
+    expect(recorder.depth()).toBe(1);
+    full = false;
+    await recorder.flush();
+    expect(written).toEqual([row(1).request_id]);
+    expect(recorder.writesFailing()).toBe(false);
+    await recorder.stop();
+  });
+
+  it("does not call a row the database refuses for what it holds a failing write", async () => {
+    const repository = fakeUsageRepository({
+      insertBatch: async () => {
+        throw Object.assign(new Error('invalid byte sequence for encoding "UTF8": 0x00'), { code: "22021" });
+      },
+    });
+    const recorder = createUsageRecorder({ repository, flushIntervalMs: 60_000, queueMax: 10_000 });
+    recorder.record(row(1));
+    await recorder.flush(50);
+    expect(recorder.depth()).toBe(0);
+    expect(recorder.writesFailing()).toBe(false);
+    await recorder.stop();
+  });
+});
+
 describe("usage recorder, a database that hangs or stays down at shutdown", () => {
   const hangingRepository = () => fakeUsageRepository({ insertBatch: () => new Promise<void>(() => {}) });
   const downRepository = () =>

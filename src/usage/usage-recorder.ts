@@ -28,6 +28,11 @@ export interface UsageRecorder {
   flush(deadlineMs?: number): Promise<void>;
   depth(): number;
   /**
+   * True from a write the database could not take (an outage: unreachable, read-only, out of disk)
+   * until one it takes: what `onWriteFailure` and `onRecovered` tell, for /health to ask.
+   */
+  writesFailing(): boolean;
+  /**
    * Stops the timer, waits up to `deadlineMs` for a write in progress, and counts the rows still
    * queued, and any recorded afterwards, as dropped: they are lost, and must not be lost silently.
    */
@@ -154,6 +159,7 @@ export function createUsageRecorder(deps: UsageRecorderDeps): UsageRecorder {
       }
     },
     depth: () => queue.length,
+    writesFailing: () => failing,
     async stop(deadlineMs = 1000) {
       stopped = true;
       clearInterval(timer);

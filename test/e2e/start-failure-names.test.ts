@@ -5,6 +5,8 @@ import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
+import { openAdminContext } from "../../src/admin/admin-context.js";
+import { loadConfig } from "../../src/config.js";
 
 const dataDir = mkdtempSync(join(tmpdir(), "sluice-start-names-"));
 
@@ -67,6 +69,30 @@ describe("a start that fails on a setting names it", () => {
     expect(exited.code).toBe(1);
     expect(exited.stderr).toBe(
       `sluice failed to start: DATABASE_URL (postgres://u@127.0.0.1:${port}/db): PostgreSQL could not be reached or refused the connection: connect ECONNREFUSED 127.0.0.1:${port}\n`,
+    );
+  }, 20_000);
+
+  it("names the master key file and SLUICE_MASTER_KEY when the key does not open the stored provider keys", async () => {
+    const sealedDir = join(dataDir, "sealed");
+    const file = join(sealedDir, "master.key");
+    // Keys added under the data dir's generated key, which is then replaced by another valid key.
+    const context = await openAdminContext(loadConfig({}, { dataDir: sealedDir }), () => {});
+    try {
+      await context.admin.createProject({ id: "sealed", name: "Sealed", provider: "provider-a" });
+      await context.admin.addProviderKey("sealed", { provider: "provider-a", apiKey: "sk-upstream-123456" });
+    } finally {
+      await context.close();
+    }
+    writeFileSync(file, `${randomBytes(32).toString("base64")}\n`);
+    const exited = await start({ SLUICE_DATA_DIR: sealedDir, SLUICE_MASTER_KEY: "" });
+    expect(exited.code).toBe(1);
+    expect(exited.stderr).toMatch(
+      new RegExp(
+        `^sluice failed to start: The master key file ${file} \\(SLUICE_MASTER_KEY is unset\\) does not open ` +
+          "the secrets stored in the database \\(provider key \\w+ of project sealed was sealed under another " +
+          "master key\\): set SLUICE_MASTER_KEY to the key the database's secrets were stored under, or put " +
+          `that key back in ${file}\\n$`,
+      ),
     );
   }, 20_000);
 });

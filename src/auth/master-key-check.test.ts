@@ -1,0 +1,102 @@
+import { randomBytes } from "node:crypto";
+import { join } from "node:path";
+import { sql } from "kysely";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { storageEngines } from "../../test/support/storage-engines.js";
+import { createProjectAdmin } from "../admin/project-admin.js";
+import { deviceCheckKeyAad } from "../admin/project-rules.js";
+import type { OpenDatabase } from "../storage/database.js";
+import { createKeyRepository } from "../storage/key-repository.js";
+import { createProjectRepository } from "../storage/project-repository.js";
+import { createUsageRepository } from "../storage/usage-repository.js";
+import { checkMasterKeyOpensDatabase, MasterKeyMismatchError } from "./master-key-check.js";
+import { createSecretBox, type SecretBox } from "./secret-box.js";
+
+for (const engine of storageEngines) {
+  describe.skipIf(!engine.available)(`the master key checked against ${engine.name} at start`, () => {
+    let database: OpenDatabase;
+    let cleanup: () => Promise<void>;
+    const stored = randomBytes(32);
+    const other = randomBytes(32);
+    const box = createSecretBox(stored);
+    /** The check at a start with `key` as SLUICE_MASTER_KEY (`source` may say otherwise). */
+    const check = (key: Buffer, source: { masterKey?: string } = { masterKey: key.toString("base64") }) =>
+      checkMasterKeyOpensDatabase(database.db, createSecretBox(key), {
+        dataDir: "/srv/sluice",
+        environment: "development",
+        ...source,
+      });
+
+    beforeAll(async () => {
+      ({ database, cleanup } = await engine.open());
+    });
+    afterAll(async () => {
+      await database.close();
+      await cleanup();
+    });
+
+    const admin = (secretBox: SecretBox) =>
+      createProjectAdmin({
+        projects: createProjectRepository(database.db),
+        keys: createKeyRepository(database.db),
+        usage: createUsageRepository(database.db, database.sqlite, database.runReport),
+        secretBox,
+        now: () => new Date(),
+        onProjectChanged: () => {},
+        testModeAllowed: true,
+      });
+
+    it("passes any key on a database that holds no secret (a new one)", async () => {
+      await expect(check(other)).resolves.toBeUndefined();
+    });
+
+    it("refuses a project's DeviceCheck key sealed under another key when no provider key is stored", async () => {
+      await admin(box).createProject({ id: "with-p8", name: "p8", provider: "provider-a" });
+      await sql`update projects set device_check_private_key = ${box.seal(Buffer.from("pem"), deviceCheckKeyAad("with-p8"))}
+        where id = 'with-p8'`.execute(database.db);
+      await expect(check(stored)).resolves.toBeUndefined();
+      await expect(check(other)).rejects.toThrow(
+        new MasterKeyMismatchError(
+          "SLUICE_MASTER_KEY does not open the secrets stored in the database (the DeviceCheck key of " +
+            "project with-p8 was sealed under another master key): set SLUICE_MASTER_KEY to the key " +
+            "the database's secrets were stored under",
+        ),
+      );
+    });
+
+    it("refuses another valid key, naming SLUICE_MASTER_KEY and the newest provider key it does not open", async () => {
+      await admin(box).createProject({ id: "with-key", name: "key", provider: "provider-a" });
+      const { keyId } = await admin(box).addProviderKey("with-key", {
+        provider: "provider-a",
+        apiKey: "sk-upstream-0123456789",
+      });
+      await expect(check(stored)).resolves.toBeUndefined();
+      const refused = await check(other).catch((error: unknown) => error);
+      expect(refused).toBeInstanceOf(MasterKeyMismatchError);
+      expect((refused as Error).message).toBe(
+        `SLUICE_MASTER_KEY does not open the secrets stored in the database (provider key ${keyId} of ` +
+          "project with-key was sealed under another master key): set SLUICE_MASTER_KEY to the key " +
+          "the database's secrets were stored under",
+      );
+    });
+
+    it("names the data dir's key file when SLUICE_MASTER_KEY is unset", async () => {
+      const file = join("/srv/sluice", "master.key");
+      await expect(check(other, { masterKey: undefined })).rejects.toThrow(
+        new RegExp(
+          `^The master key file ${file} \\(SLUICE_MASTER_KEY is unset\\) does not open the secrets stored ` +
+            `in the database \\(provider key \\w+ of project with-key was sealed under another master key\\): ` +
+            `set SLUICE_MASTER_KEY to the key the database's secrets were stored under, or put that key back in ${file}$`,
+        ),
+      );
+    });
+
+    it("looks past revoked provider keys, whose shares are never opened again", async () => {
+      const keys = await admin(box).listProviderKeys("with-key");
+      for (const key of keys) await admin(box).revokeProviderKey("with-key", key.keyId);
+      // Only the DeviceCheck key is left to open: sealed under `stored` too.
+      await expect(check(stored)).resolves.toBeUndefined();
+      await expect(check(other)).rejects.toThrow(/the DeviceCheck key of project with-p8/);
+    });
+  });
+}
