@@ -203,6 +203,18 @@ describe("projects as code (SLUICE_CONFIG_FILE)", () => {
     );
   });
 
+  it("gives each refused entry's reason once in the failed-start line, also when several are refused", async () => {
+    const path = file("two-reasons.json", {
+      projects: [
+        { id: "first", name: "First", provider: "provider-a", testMode: "yes" },
+        { id: "second", name: "Second", provider: "provider-a", disabled: "no" },
+      ],
+    });
+    const line = startFailureMessage(await seedProjects(admin, path).catch((caught: unknown) => caught));
+    expect(line.split("projects.0.testMode")).toHaveLength(2);
+    expect(line).toMatch(/project "second": .*projects\.1\.disabled.*\n$/);
+  });
+
   it("checks every entry before it writes any, and names each refused one and its problems", async () => {
     const path = file("two-refused.json", {
       projects: [

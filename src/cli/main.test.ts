@@ -1,5 +1,14 @@
 import { randomBytes } from "node:crypto";
-import { existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from "node:fs";
+import {
+  closeSync,
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  openSync,
+  readdirSync,
+  rmSync,
+  writeFileSync,
+} from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { Writable } from "node:stream";
@@ -45,6 +54,40 @@ describe("sluice CLI", () => {
   afterAll(() => {
     process.env = saved;
     rmSync(dataDir, { recursive: true, force: true });
+  });
+
+  it("says so when --api-key-stdin reads nothing (an unset variable piped in), as a usage error", async () => {
+    const empty = join(dataDir, "empty-stdin");
+    writeFileSync(empty, "");
+    const fd = openSync(empty, "r");
+    try {
+      const err = capture();
+      const code = await runCli(["keys", "add", "p", "--provider", "provider-a", "--api-key-stdin"], {
+        out: capture().stream,
+        err: err.stream,
+        stdin: fd,
+      });
+      expect(code).toBe(2);
+      expect(err.text()).toMatch(
+        /^error: standard input is empty: --api-key-stdin reads the provider key from it\n/,
+      );
+    } finally {
+      closeSync(fd);
+    }
+  });
+
+  it("refuses any command but projects create where there is no database, creating nothing there", async () => {
+    const elsewhere = mkdtempSync(join(tmpdir(), "sluice-cli-elsewhere-"));
+    process.env.SLUICE_DATA_DIR = elsewhere;
+    try {
+      const listed = await cli("projects", "update", "p1", "--monthly-spend-cap", "12.50");
+      expect(listed.code).toBe(1);
+      expect(listed.err).toContain(`no Sluice database in ${elsewhere} (SLUICE_DATA_DIR)`);
+      expect(readdirSync(elsewhere)).toEqual([]);
+    } finally {
+      process.env.SLUICE_DATA_DIR = dataDir;
+      rmSync(elsewhere, { recursive: true, force: true });
+    }
   });
 
   it("creates, shows, updates, lists and deletes a project", async () => {

@@ -1,4 +1,4 @@
-import { readFileSync } from "node:fs";
+import { existsSync, readFileSync } from "node:fs";
 import { openAdminContext } from "../admin/admin-context.js";
 import type { ProjectAdmin } from "../admin/project-admin.js";
 import {
@@ -14,6 +14,7 @@ import { checkProjectValues, usageReportWindow } from "../admin/project-values.j
 import { ConfigError, loadConfig } from "../config.js";
 import { isGatewayError } from "../errors.js";
 import { startFailureMessage } from "../start-failure.js";
+import { sqliteFileIn } from "../storage/database.js";
 import { checkInput } from "./check-input.js";
 import { type CommandLine, type Flags, parseCommandLine, usage } from "./parse-command-line.js";
 import { projectFields } from "./project-fields.js";
@@ -64,6 +65,14 @@ export async function runCli(
   try {
     const run = commandOf(command, line.arguments, flags, io.stdin);
     const config = loadConfig();
+    // Only a new project may start a new embedded database: any other command run away from the
+    // gateway's data dir would otherwise write a second one (and a master key) the gateway never reads.
+    if (!config.databaseUrl && command !== "projects create" && !existsSync(sqliteFileIn(config.dataDir))) {
+      io.err.write(
+        `error: no Sluice database in ${config.dataDir} (SLUICE_DATA_DIR): run the CLI where the gateway runs, or set SLUICE_DATA_DIR or DATABASE_URL to the gateway's; \`projects create\` starts a new one\n`,
+      );
+      return 1;
+    }
     context = await openAdminContext(config, (message) => io.err.write(`warning: ${message}\n`));
     const result = await run(context.admin);
     if (result !== undefined) io.out.write(`${JSON.stringify(result, null, 2)}\n`);
@@ -145,6 +154,8 @@ function commandOf(
       if (flags["api-key-stdin"] && flags["api-key"] !== undefined)
         throw new UsageError("--api-key and --api-key-stdin contradict each other");
       const apiKey = flags["api-key-stdin"] ? readFileSync(stdin, "utf8").trim() : flags["api-key"];
+      if (flags["api-key-stdin"] && !apiKey)
+        throw new UsageError("standard input is empty: --api-key-stdin reads the provider key from it");
       const fields = {
         provider: flags.provider,
         apiKey: need(apiKey, "--api-key or --api-key-stdin"),

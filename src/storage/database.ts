@@ -122,6 +122,11 @@ async function openSqliteMigrated(options: DatabaseOptions): Promise<OpenedSqlit
   }
 }
 
+/** The embedded database's file in a data dir. */
+export function sqliteFileIn(dataDir: string): string {
+  return join(dataDir, "sluice.sqlite");
+}
+
 /** Page cache per connection, in KiB. */
 export const sqliteCacheKiB = 2000;
 /** How long a statement waits for another process's lock on the file before SQLITE_BUSY. */
@@ -133,7 +138,7 @@ async function openSqlite(options: DatabaseOptions): Promise<OpenedSqlite> {
     // Only the gateway's own user reads the data dir: it holds the master key, projects, and the
     // usage table's client addresses. (Modes apply to what is created; an existing dir keeps its own.)
     mkdirSync(options.dataDir, { recursive: true, mode: 0o700 });
-    file = join(options.dataDir, "sluice.sqlite");
+    file = sqliteFileIn(options.dataDir);
     // Created owner-only before SQLite opens it; its -wal and -shm files take the same mode.
     closeSync(openSync(file, "a", 0o600));
   }
