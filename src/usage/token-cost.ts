@@ -1,19 +1,48 @@
 import type { ProviderId } from "../providers/provider-id.js";
 import { findModel } from "./model-catalogue.js";
-import type { TokenUsage } from "./token-usage.js";
+import type { Sampling, TokenUsage } from "./token-usage.js";
 
 /**
  * The cost of one call in USD from the catalogue's per-1M-token prices. Cached input tokens are
  * billed at the cached price, input written to a prompt cache (provider B) at its cache-write
  * price, and the rest of the input at the input price; reasoning tokens are already part of the
  * output. Provider B's web searches add their per-search price. A call whose input is over a model's
- * long-context threshold is priced at its long-context prices. Null when the model, a needed price
- * or a needed count is unknown (an input count, or an output count at an output price), or when
- * part of the call is billed at prices the catalogue does not list (audio input, another model's
- * tokens): an unknown cost is never reported as 0 nor as the price of the counts that are known.
- * Computed in micro-dollars to avoid float noise.
+ * long-context threshold is priced at its long-context prices. A call made of several samplings
+ * (provider B's compaction and advisor iterations) costs the sum of theirs, each priced on its own,
+ * at the prices of the model that sampled. Null when the model, a needed price or a needed count is
+ * unknown (an input count, or an output count at an output price), or when part of the call is
+ * billed at prices the catalogue does not list (audio input): an unknown cost is never reported as
+ * 0 nor as the price of the counts that are known. Computed in micro-dollars to avoid float noise.
  */
 export function costOfTokens(provider: ProviderId, model: string | null, usage: TokenUsage): number | null {
+  const microDollars =
+    usage.samplings === undefined
+      ? microDollarsOf(provider, model, usage)
+      : microDollarsOfSamplings(provider, model, usage.samplings);
+  return microDollars === null ? null : Math.round(microDollars * 1000) / 1e9;
+}
+
+/** The samplings' costs summed: each at its model's prices (the call's, or an advisor's); null when one is unknown. */
+function microDollarsOfSamplings(
+  provider: ProviderId,
+  model: string | null,
+  samplings: readonly Sampling[],
+): number | null {
+  let sum = 0;
+  for (const sampling of samplings) {
+    const cost = microDollarsOf(
+      provider,
+      sampling.otherModel === undefined ? model : sampling.otherModel,
+      sampling.usage,
+    );
+    if (cost === null) return null;
+    sum += cost;
+  }
+  return sum;
+}
+
+/** One sampling's cost in micro-dollars (USD per 1M tokens times tokens). */
+function microDollarsOf(provider: ProviderId, model: string | null, usage: TokenUsage): number | null {
   const listed = findModel(provider, model)?.pricing;
   if (!listed) return null;
   const long = listed.longContext;
@@ -26,9 +55,8 @@ export function costOfTokens(provider: ProviderId, model: string | null, usage: 
   // at a non-zero output price: embeddings' is 0). The usage parsers give 0 for a count a
   // provider leaves out when it is zero. Cached, cache-write and reasoning counts are parts of these.
   if (usage.inputTokens === null) return null;
-  // Another model's tokens (provider B's advisor) have that model's prices, which no row carries;
-  // audio input has prices of its own, which the catalogue does not list.
-  if (usage.otherModelTokens || usage.audioInputTokens) return null;
+  // Audio input has prices of its own, which the catalogue does not list.
+  if (usage.audioInputTokens) return null;
   if (usage.outputTokens === null && pricing.output !== 0) return null;
   let microDollars = 0;
   const input = usage.inputTokens;
@@ -58,5 +86,5 @@ export function costOfTokens(provider: ProviderId, model: string | null, usage: 
     if (pricing.webSearch === undefined) return null;
     microDollars += searches * pricing.webSearch * 1e6;
   }
-  return Math.round(microDollars * 1000) / 1e9;
+  return microDollars;
 }
