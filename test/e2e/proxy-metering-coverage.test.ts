@@ -394,6 +394,25 @@ describe("metering of the SDKs' other token-consuming calls", () => {
       }
     });
 
+    it("prices a compaction and the answer each against the 200k long-context threshold on its own", async () => {
+      // Anthropic's documented example: the compaction read 180k tokens, the answer 23k; together
+      // over 200k, neither is on its own.
+      fake.setUsage({
+        input: 23_000,
+        output: 1000,
+        cached: 0,
+        reasoning: 0,
+        compaction: { input: 180_000, output: 3500 },
+      });
+      const params = { ...ask, betas: ["compact-2026-01-12"] };
+      const created = await rowOf(() => anthropic.beta.messages.create(params));
+      const streamed = await rowOf(() => anthropic.beta.messages.stream(params).finalMessage());
+      for (const row of [created, streamed]) {
+        expect(row).toMatchObject({ input_tokens: 203_000, output_tokens: 4500 });
+        expect(row.cost_usd).toBeCloseTo(sonnetCost(180_000, 0, 3500) + sonnetCost(23_000, 0, 1000), 12);
+      }
+    });
+
     it("prices a claude-sonnet-4-5 call over 200k input tokens (1M context window) at its long-context prices", async () => {
       fake.setUsage({ input: 250_000, output: 1000, cached: 50_000, reasoning: 0 });
       const row = await rowOf(() =>
@@ -404,17 +423,24 @@ describe("metering of the SDKs' other token-consuming calls", () => {
       expect(row.cost_usd).toBeCloseTo((200_000 * 6 + 50_000 * 0.6 + 1000 * 22.5) / 1e6, 12);
     });
 
-    it("leaves the cost of a call that consulted an advisor (another model, beta) unknown, with the executor's tokens", async () => {
-      fake.setUsage({ advisor: { model: "claude-opus-4-6", input: 30_000, output: 1600 } });
-      const row = await rowOf(() =>
-        anthropic.beta.messages.create({
-          ...ask,
-          model: "claude-haiku-4-5",
-          betas: ["advisor-tool-2026-03-01"],
-        }),
+    it("prices an advisor's sub-inference (beta) at the prices of the model it names, beside the executor's tokens", async () => {
+      const advised = (model: string) =>
+        rowOf(() => anthropic.beta.messages.create({ ...ask, model, betas: ["advisor-tool-2026-03-01"] }));
+      fake.setUsage({ advisor: { model: "claude-opus-4-1", input: 30_000, output: 1600 } });
+      const row = await advised("claude-haiku-4-5");
+      // The row keeps the executor's tokens; its cost adds the advisor's: claude-haiku-4-5 $1 input,
+      // $0.10 cache read, $5 output; claude-opus-4-1 $15 input, $75 output per 1M.
+      expect(row).toMatchObject({ model: "claude-haiku-4-5", input_tokens: 11, output_tokens: 7 });
+      expect(row.cost_usd).toBeCloseTo((8 * 1 + 3 * 0.1 + 7 * 5 + 30_000 * 15 + 1600 * 75) / 1e6, 12);
+      const streamed = await rowOf(() =>
+        anthropic.beta.messages
+          .stream({ ...ask, model: "claude-haiku-4-5", betas: ["advisor-tool-2026-03-01"] })
+          .finalMessage(),
       );
-      expect(row).toMatchObject({
-        model: "claude-haiku-4-5",
+      expect(streamed.cost_usd).toBe(row.cost_usd);
+      // An advisor model the catalogue does not list: its prices, and so the call's cost, are unknown.
+      fake.setUsage({ advisor: { model: "claude-opus-4-6", input: 30_000, output: 1600 } });
+      expect(await advised("claude-haiku-4-5")).toMatchObject({
         input_tokens: 11,
         output_tokens: 7,
         cost_usd: null,
