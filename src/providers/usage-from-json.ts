@@ -194,8 +194,9 @@ export function usageFromProviderB(usage: unknown): TokenUsage | null {
  * leaves out a count that is zero (no thoughts from a model that does not think, no candidates for
  * an answer blocked or cut before any, no tool use): in a report that gives a count, a part left
  * out is 0, while one that is there but not a count leaves its total unknown. The prompt's audio
- * part (`promptTokensDetails`, modality AUDIO) is reported apart: Google bills audio input at other
- * prices than text on some models.
+ * part (`promptTokensDetails`, modality AUDIO; the prompt's breakdown, its cached part included) is
+ * reported apart, and so is the cached part's (`cacheTokensDetails`) where Google breaks that down:
+ * it bills audio input at prices of its own on some models.
  */
 export function usageFromProviderC(usageMetadata: unknown): TokenUsage | null {
   const record = object(usageMetadata);
@@ -214,7 +215,11 @@ export function usageFromProviderC(usageMetadata: unknown): TokenUsage | null {
     reasoningTokens: count(record.thoughtsTokenCount),
   };
   const audio = Array.isArray(record.promptTokensDetails) ? audioTokens(record.promptTokensDetails) : 0;
-  if (audio > 0) usage.audioInputTokens = audio;
+  if (audio > 0) {
+    usage.audioInputTokens = audio;
+    const cachedAudio = Array.isArray(record.cacheTokensDetails) ? audioTokens(record.cacheTokensDetails) : 0;
+    if (cachedAudio > 0) usage.cachedAudioInputTokens = cachedAudio;
+  }
   return usage;
 }
 
@@ -240,7 +245,8 @@ function audioTokens(details: unknown[]): number {
  * responses, thoughts not included, as `candidatesTokenCount`; `total_thought_tokens` and
  * `total_tool_use_tokens` beside them, all four summing to `total_tokens`). So they are read as
  * usageFromProviderC reads those, zero counts left out included, and an interaction costs what the
- * same generateContent call costs. Its `input_tokens_by_modality` is `promptTokensDetails`.
+ * same generateContent call costs. Its `input_tokens_by_modality` is `promptTokensDetails`, and its
+ * `cached_tokens_by_modality` `cacheTokensDetails`.
  */
 export function usageFromInteractions(usage: unknown): TokenUsage | null {
   const record = object(usage);
@@ -252,6 +258,7 @@ export function usageFromInteractions(usage: unknown): TokenUsage | null {
     toolUsePromptTokenCount: record.total_tool_use_tokens,
     cachedContentTokenCount: record.total_cached_tokens,
     promptTokensDetails: record.input_tokens_by_modality,
+    cacheTokensDetails: record.cached_tokens_by_modality,
   });
 }
 

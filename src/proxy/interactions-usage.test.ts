@@ -100,6 +100,23 @@ describe("the Interactions API's usage, unstreamed", () => {
       reasoningTokens: null,
       audioInputTokens: 900,
     });
+    // And the audio part of the cached input (cached_tokens_by_modality).
+    const cached = JSON.stringify(
+      interaction({
+        usage: {
+          total_input_tokens: 1000,
+          total_cached_tokens: 600,
+          total_output_tokens: 9,
+          input_tokens_by_modality: byModality,
+          cached_tokens_by_modality: [{ modality: "audio", tokens: 500 }],
+        },
+      }),
+    );
+    expect(run(cached, false).usage).toMatchObject({
+      cachedInputTokens: 600,
+      audioInputTokens: 900,
+      cachedAudioInputTokens: 500,
+    });
   });
 
   it("reads only the top-level usage, not one in the outputs or the tools, before it or after", () => {

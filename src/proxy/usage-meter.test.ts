@@ -492,6 +492,22 @@ describe("usage meter", () => {
     const plain = JSON.stringify({ modelVersion: "gemini-2.5-flash", usageMetadata: text });
     expect(meter("provider-c", plain, false).usage.audioInputTokens).toBeUndefined();
     expect(meter("provider-c", geminiSse, true).usage.audioInputTokens).toBeUndefined();
+    // The cached part's breakdown (cacheTokensDetails) tells the cached audio apart.
+    const cached = {
+      ...metadata,
+      cachedContentTokenCount: 600,
+      cacheTokensDetails: [
+        { modality: "AUDIO", tokenCount: 500 },
+        { modality: "TEXT", tokenCount: 100 },
+      ],
+    };
+    const cachedBody = JSON.stringify({ modelVersion: "gemini-2.5-flash", usageMetadata: cached });
+    expect(meter("provider-c", cachedBody, false).usage).toMatchObject({
+      cachedInputTokens: 600,
+      audioInputTokens: 900,
+      cachedAudioInputTokens: 500,
+    });
+    expect(meter("provider-c", body, false).usage.cachedAudioInputTokens).toBeUndefined();
   });
 
   it("counts what a provider C built-in tool brought in (toolUsePromptTokenCount) as input", () => {

@@ -206,13 +206,57 @@ describe("token cost", () => {
       expect(costOfTokens("provider-b", "claude-haiku-4-5", advised(model)), String(model)).toBeNull();
   });
 
-  it("is null for audio input, which the catalogue has no prices for", () => {
-    // gemini-2.5-flash lists $0.30 per 1M input tokens: text's; Google bills its audio input at $1.
+  // Google's pricing page lists audio input apart: gemini-2.5-flash $0.30 text, image and video, $1
+  // audio; cached $0.075 and $0.25 per 1M.
+  it("prices provider C's audio input at the model's audio prices, and the rest of the input at its text prices", () => {
     const withAudio = { ...usage(1000, 20), audioInputTokens: 900 };
-    expect(costOfTokens("provider-c", "gemini-2.5-flash", withAudio)).toBeNull();
+    // 100 text tokens at 0.30, 900 audio tokens at 1, 20 output at 2.50.
+    expect(costOfTokens("provider-c", "gemini-2.5-flash", withAudio)).toBe(0.00098);
     expect(costOfTokens("provider-c", "gemini-2.5-flash", { ...withAudio, audioInputTokens: 0 })).toBe(
       0.00035,
     );
+    // A single audio token costs the difference of a token, not the call's whole cost.
+    const million = usage(1_000_000, 10_000);
+    expect(costOfTokens("provider-c", "gemini-2.5-pro", { ...million, audioInputTokens: 1 })).toBe(
+      costOfTokens("provider-c", "gemini-2.5-pro", million),
+    );
+    // gemini-2.5-flash-lite $0.30, gemini-2.0-flash $0.70 per 1M audio tokens.
+    const allAudio = { ...usage(1_000_000, 0), audioInputTokens: 1_000_000 };
+    expect(costOfTokens("provider-c", "gemini-2.5-flash-lite", allAudio)).toBe(0.3);
+    expect(costOfTokens("provider-c", "gemini-2.0-flash", allAudio)).toBe(0.7);
+    // gemini-2.5-pro lists one price for every modality, its long-context one included.
+    expect(costOfTokens("provider-c", "gemini-2.5-pro", allAudio)).toBe(2.5);
+    expect(
+      costOfTokens("provider-c", "gemini-2.5-pro", { ...usage(100_000, 0), audioInputTokens: 100_000 }),
+    ).toBe(0.125);
+  });
+
+  it("prices provider C's cached audio at the cached audio price, taking cached tokens as text first unless the breakdown says", () => {
+    // 1000 input, 600 of them cached, 500 audio: without a breakdown of the cached part, it is taken
+    // as the 500 text tokens and 100 audio ones (the dearest split): 400 audio at 1, 100 cached audio
+    // at 0.25, 500 cached text at 0.075.
+    const cachedAudio = { ...usage(1000, 0, 600), audioInputTokens: 500 };
+    expect(costOfTokens("provider-c", "gemini-2.5-flash", cachedAudio)).toBe(0.0004625);
+    // The breakdown says 500 cached tokens are audio: 400 text at 0.30, 500 cached audio at 0.25,
+    // 100 cached text at 0.075.
+    expect(
+      costOfTokens("provider-c", "gemini-2.5-flash", { ...cachedAudio, cachedAudioInputTokens: 500 }),
+    ).toBe(0.0002525);
+    // A breakdown that cannot be (more cached audio than audio, or than cached) is held to the counts.
+    expect(
+      costOfTokens("provider-c", "gemini-2.5-flash", { ...cachedAudio, cachedAudioInputTokens: 5000 }),
+    ).toBe(0.0002525);
+    // gemini-2.5-pro's cached price is the same for audio: $0.31.
+    expect(costOfTokens("provider-c", "gemini-2.5-pro", cachedAudio)).toBe(
+      costOfTokens("provider-c", "gemini-2.5-pro", usage(1000, 0, 600)),
+    );
+  });
+
+  it("is null for audio input on a model whose audio price is not published", () => {
+    const withAudio = { ...usage(1000, 0), audioInputTokens: 900 };
+    // Provider C's embeddings take text; provider A's audio models are not catalogued.
+    expect(costOfTokens("provider-c", "gemini-embedding-001", withAudio)).toBeNull();
+    expect(costOfTokens("provider-a", "gpt-4o", { ...usage(1000, 20), audioInputTokens: 900 })).toBeNull();
   });
 
   it("bills a call whose input is over the long-context threshold at the long-context prices, the whole call", () => {
