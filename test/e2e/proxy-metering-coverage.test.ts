@@ -47,6 +47,7 @@ describe("metering of the SDKs' other token-consuming calls", () => {
       ...defaultUsage,
       toolUse: 0,
       audioInput: 0,
+      cachedAudio: undefined,
       thinking: undefined,
       webSearches: undefined,
       compaction: undefined,
@@ -497,29 +498,37 @@ describe("metering of the SDKs' other token-consuming calls", () => {
   });
 
   describe("provider C", () => {
-    it("records a prompt with audio with its tokens and an unknown cost (the catalogue lists text prices), streamed, unstreamed and as an interaction", async () => {
+    it("prices a prompt with audio at the model's audio prices, streamed, unstreamed and as an interaction", async () => {
       fake.setUsage({ input: 1000, output: 20, cached: 0, reasoning: 0, audioInput: 900 });
       const audio = { inlineData: { mimeType: "audio/mp3", data: fakeAudio.toString("base64") } };
       const contents = [{ role: "user", parts: [{ text: "What is said?" }, audio] }];
-      const rows = [
-        await rowOf(() => google.models.generateContent({ model: "gemini-2.5-flash", contents })),
-        await rowOf(async () => {
+      const calls = () => [
+        () => google.models.generateContent({ model: "gemini-2.5-flash", contents }),
+        async () => {
           for await (const _chunk of await google.models.generateContentStream({
             model: "gemini-2.5-flash",
             contents,
           }));
-        }),
-        await rowOf(() => google.interactions.create({ model: "gemini-2.5-flash", input: "What is said?" })),
+        },
+        () => google.interactions.create({ model: "gemini-2.5-flash", input: "What is said?" }),
       ];
-      for (const row of rows)
-        expect(row).toMatchObject({
-          model: "gemini-2.5-flash",
-          input_tokens: 1000,
-          output_tokens: 20,
-          cost_usd: null,
-        });
-      // The same prompt in text alone is priced: $0.30 input, $2.50 output per 1M.
-      fake.setUsage({ audioInput: 0 });
+      const rows = [];
+      for (const call of calls()) rows.push(await rowOf(call));
+      // gemini-2.5-flash: $0.30 text, $1 audio, $2.50 output per 1M.
+      for (const row of rows) {
+        expect(row).toMatchObject({ model: "gemini-2.5-flash", input_tokens: 1000, output_tokens: 20 });
+        expect(row.cost_usd).toBeCloseTo((100 * 0.3 + 900 * 1 + 20 * 2.5) / 1e6, 12);
+      }
+      // Cached audio at $0.25, cached text at $0.075, as the breakdown of the cached part says.
+      fake.setUsage({ cached: 600, audioInput: 900, cachedAudio: 500 });
+      const cachedRows = [];
+      for (const call of calls()) cachedRows.push(await rowOf(call));
+      for (const row of cachedRows) {
+        expect(row).toMatchObject({ input_tokens: 1000, cached_tokens: 600 });
+        expect(row.cost_usd).toBeCloseTo((400 * 1 + 500 * 0.25 + 100 * 0.075 + 20 * 2.5) / 1e6, 12);
+      }
+      // The same prompt in text alone costs the text prices.
+      fake.setUsage({ cached: 0, audioInput: 0, cachedAudio: undefined } as Partial<FakeUsage>);
       const text = await rowOf(() =>
         google.models.generateContent({ model: "gemini-2.5-flash", contents: "Hi" }),
       );
