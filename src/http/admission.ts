@@ -47,12 +47,12 @@ export interface CallReport {
 
 /**
  * A background run's tokens, reported by every call that sees it finished (each poll, on any
- * instance): recorded on a row keyed `rowId`, which the usage table's `on conflict do nothing`
- * keeps to one across instances sharing a database. This instance records it once while it
- * remembers the id (the last `backgroundRunsRemembered` runs), so repeated polls add nothing to its
- * metrics or spend figure either. Across instances only the token and cost metrics can count a run
- * twice (once per instance); the spend guard's figure corrects itself at its next database read,
- * which finds the one row.
+ * instance): recorded on a row keyed `rowId`, one per project that sees the run (backgroundRowId),
+ * which the usage table's `on conflict do nothing` keeps to one across instances sharing a database.
+ * This instance records it once while it remembers the row id (the last `backgroundRunsRemembered`
+ * rows: per project and run), so repeated polls add nothing to its metrics or spend figure either.
+ * Across instances only the token and cost metrics can count a run twice (once per instance); the
+ * spend guard's figure corrects itself at its next database read, which finds the one row.
  */
 export interface BackgroundRunReport {
   rowId: string;

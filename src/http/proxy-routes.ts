@@ -85,6 +85,7 @@ export function registerProxyRoutes(router: Router, deps: ProxyRouteDeps): void 
           );
           const result = await forward(deps.pools, {
             adapter,
+            projectId: call.project.id,
             path,
             query: context.query,
             method: request.method ?? "GET",

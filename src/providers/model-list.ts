@@ -30,6 +30,9 @@ function tokenPrices(pricing: TokenPricing | null | undefined): Record<string, u
     input: pricing?.input ?? null,
     output: pricing?.output ?? null,
     cachedInput: pricing?.cachedInput ?? null,
+    ...(pricing?.audio
+      ? { audioInput: pricing.audio.input, cachedAudioInput: pricing.audio.cachedInput }
+      : {}),
     ...(pricing?.cacheWrite ? { cacheWrite: pricing.cacheWrite } : {}),
   };
 }

@@ -1,4 +1,4 @@
-import { type TokenUsage, tokenCount } from "../usage/token-usage.js";
+import { type Sampling, type TokenUsage, tokenCount } from "../usage/token-usage.js";
 
 /**
  * Token usage as each provider's wire format reports it, mapped onto TokenUsage. Missing counts
@@ -57,9 +57,11 @@ export interface ProviderBCounts {
  * What provider B's `usage.iterations` (beta) adds to its top-level counts, which hold the answer's
  * own sampling (its `message` entries) and nothing else. A `compaction` entry is the same model
  * summarising the context it closes, a sampling step of its own that the provider bills and leaves
- * out of the top-level counts: its tokens are added to them (a count that is not one makes that
- * total unknown). An `advisor_message` entry is an advisor's sub-inference on another model, billed
- * at that model's prices: its tokens are kept apart (`otherModel`), never added to this model's.
+ * out of the top-level counts: its tokens are added to them for the row (a count that is not one
+ * makes that total unknown). An `advisor_message` entry is an advisor's sub-inference on another
+ * model (the `model` it names), billed at that model's prices: its tokens are never added to this
+ * model's. Each of the two is also kept as a sampling of its own (`samplings`), which the cost
+ * prices apart: the top-level counts' long-context threshold is not a step's.
  */
 export interface ProviderBIterations {
   input: number | null;
@@ -67,7 +69,7 @@ export interface ProviderBIterations {
   cacheWrite: number;
   cacheWriteHour: number;
   output: number | null;
-  otherModel: number;
+  samplings: Sampling[];
 }
 
 function iterationsOf(entries: unknown[]): ProviderBIterations {
@@ -77,25 +79,30 @@ function iterationsOf(entries: unknown[]): ProviderBIterations {
     cacheWrite: 0,
     cacheWriteHour: 0,
     output: 0,
-    otherModel: 0,
+    samplings: [],
   };
   for (const entry of entries) {
     const record = object(entry);
-    const input = count(record?.input_tokens);
-    const output = count(record?.output_tokens);
-    const cacheRead = count(record?.cache_read_input_tokens) ?? 0;
-    const cacheWrite = count(record?.cache_creation_input_tokens) ?? 0;
-    if (record?.type === "compaction") {
-      sum.input = input === null || sum.input === null ? null : sum.input + input;
-      sum.output = output === null || sum.output === null ? null : sum.output + output;
-      sum.cacheRead += cacheRead;
-      sum.cacheWrite += cacheWrite;
-      sum.cacheWriteHour += Math.min(
-        count(object(record.cache_creation)?.ephemeral_1h_input_tokens) ?? 0,
-        cacheWrite,
-      );
-    } else if (record?.type === "advisor_message")
-      sum.otherModel += (input ?? 0) + cacheRead + cacheWrite + (output ?? 0);
+    const type = record?.type;
+    if (record === null || (type !== "compaction" && type !== "advisor_message")) continue;
+    const counts: TokenCounts = {
+      input: count(record.input_tokens),
+      cacheRead: count(record.cache_read_input_tokens) ?? 0,
+      cacheWrite: count(record.cache_creation_input_tokens) ?? 0,
+      cacheWriteHour: count(object(record.cache_creation)?.ephemeral_1h_input_tokens) ?? 0,
+      output: count(record.output_tokens),
+    };
+    const usage = usageOfCounts(counts, null);
+    if (type === "advisor_message") {
+      sum.samplings.push({ usage, otherModel: typeof record.model === "string" ? record.model : null });
+      continue;
+    }
+    sum.samplings.push({ usage });
+    sum.input = counts.input === null || sum.input === null ? null : sum.input + counts.input;
+    sum.output = counts.output === null || sum.output === null ? null : sum.output + counts.output;
+    sum.cacheRead += counts.cacheRead ?? 0;
+    sum.cacheWrite += counts.cacheWrite ?? 0;
+    sum.cacheWriteHour += Math.min(counts.cacheWriteHour ?? 0, counts.cacheWrite ?? 0);
   }
   return sum;
 }
@@ -125,28 +132,41 @@ export function providerBCounts(usage: unknown, previous: ProviderBCounts | null
  * reasoning tokens are the thinking part of the output (`output_tokens_details`), which
  * `output_tokens` already counts. Its web searches (`server_tool_use`) are billed per search, beside
  * the tokens their results brought into the input. Compaction iterations (beta) add their tokens; an
- * advisor's are reported apart (see ProviderBIterations).
+ * advisor's are not this model's; both are priced as samplings of their own (see ProviderBIterations).
  */
 export function usageOfProviderB(counts: ProviderBCounts): TokenUsage {
   const { iterations } = counts;
-  const { input, cacheRead, cacheWrite, cacheWriteHour, output } =
-    iterations === null ? counts : withCompactions(counts, iterations);
+  const usage = usageOfCounts(
+    iterations === null ? counts : withCompactions(counts, iterations),
+    counts.thinking,
+  );
+  if (counts.webSearches) usage.webSearches = counts.webSearches;
+  if (iterations !== null && iterations.samplings.length > 0) {
+    // The answer's own sampling: the top-level counts, with the searches it ran.
+    const answer = usageOfCounts(counts, counts.thinking);
+    if (counts.webSearches) answer.webSearches = counts.webSearches;
+    usage.samplings = [{ usage: answer }, ...iterations.samplings];
+  }
+  return usage;
+}
+
+type TokenCounts = Pick<ProviderBCounts, "input" | "cacheRead" | "cacheWrite" | "cacheWriteHour" | "output">;
+
+/** Usage of provider B's counts (a report's, or one iteration's). */
+function usageOfCounts(counts: TokenCounts, thinking: number | null): TokenUsage {
+  const { input, cacheRead, cacheWrite, cacheWriteHour, output } = counts;
   const usage: TokenUsage = {
     inputTokens: input === null ? null : input + (cacheRead ?? 0) + (cacheWrite ?? 0),
     outputTokens: output,
     cachedInputTokens: cacheRead,
-    reasoningTokens: counts.thinking,
+    reasoningTokens: thinking,
   };
   if (cacheWrite) {
     const oneHour = Math.min(cacheWriteHour ?? 0, cacheWrite);
     usage.cacheWriteTokens = { fiveMinutes: cacheWrite - oneHour, oneHour };
   }
-  if (counts.webSearches) usage.webSearches = counts.webSearches;
-  if (iterations?.otherModel) usage.otherModelTokens = iterations.otherModel;
   return usage;
 }
-
-type TokenCounts = Pick<ProviderBCounts, "input" | "cacheRead" | "cacheWrite" | "cacheWriteHour" | "output">;
 
 /** The top-level counts with the compaction iterations' added. */
 function withCompactions(counts: ProviderBCounts, iterations: ProviderBIterations): TokenCounts {
@@ -174,8 +194,9 @@ export function usageFromProviderB(usage: unknown): TokenUsage | null {
  * leaves out a count that is zero (no thoughts from a model that does not think, no candidates for
  * an answer blocked or cut before any, no tool use): in a report that gives a count, a part left
  * out is 0, while one that is there but not a count leaves its total unknown. The prompt's audio
- * part (`promptTokensDetails`, modality AUDIO) is reported apart: Google bills audio input at other
- * prices than text on some models.
+ * part (`promptTokensDetails`, modality AUDIO; the prompt's breakdown, its cached part included) is
+ * reported apart, and so is the cached part's (`cacheTokensDetails`) where Google breaks that down:
+ * it bills audio input at prices of its own on some models.
  */
 export function usageFromProviderC(usageMetadata: unknown): TokenUsage | null {
   const record = object(usageMetadata);
@@ -194,7 +215,11 @@ export function usageFromProviderC(usageMetadata: unknown): TokenUsage | null {
     reasoningTokens: count(record.thoughtsTokenCount),
   };
   const audio = Array.isArray(record.promptTokensDetails) ? audioTokens(record.promptTokensDetails) : 0;
-  if (audio > 0) usage.audioInputTokens = audio;
+  if (audio > 0) {
+    usage.audioInputTokens = audio;
+    const cachedAudio = Array.isArray(record.cacheTokensDetails) ? audioTokens(record.cacheTokensDetails) : 0;
+    if (cachedAudio > 0) usage.cachedAudioInputTokens = cachedAudio;
+  }
   return usage;
 }
 
@@ -220,7 +245,8 @@ function audioTokens(details: unknown[]): number {
  * responses, thoughts not included, as `candidatesTokenCount`; `total_thought_tokens` and
  * `total_tool_use_tokens` beside them, all four summing to `total_tokens`). So they are read as
  * usageFromProviderC reads those, zero counts left out included, and an interaction costs what the
- * same generateContent call costs. Its `input_tokens_by_modality` is `promptTokensDetails`.
+ * same generateContent call costs. Its `input_tokens_by_modality` is `promptTokensDetails`, and its
+ * `cached_tokens_by_modality` `cacheTokensDetails`.
  */
 export function usageFromInteractions(usage: unknown): TokenUsage | null {
   const record = object(usage);
@@ -232,6 +258,7 @@ export function usageFromInteractions(usage: unknown): TokenUsage | null {
     toolUsePromptTokenCount: record.total_tool_use_tokens,
     cachedContentTokenCount: record.total_cached_tokens,
     promptTokensDetails: record.input_tokens_by_modality,
+    cacheTokensDetails: record.cached_tokens_by_modality,
   });
 }
 

@@ -21,6 +21,8 @@ export interface UpstreamTimeouts {
 
 export interface ForwardCall {
   adapter: ProviderAdapter;
+  /** The project the call is made for: a background run it reports is recorded for that project. */
+  projectId: string;
   /** The provider path after /v1/provider-x/{projectId}/, already checked by safeProviderPath. */
   path: string;
   query: string;
@@ -163,7 +165,7 @@ export async function forward(pools: UpstreamPools, call: ForwardCall): Promise<
   // for a compressed body, decoded for it).
   const named = responses === "poll" || seen.model === null ? requestedModel() : null;
   const requestModel = named instanceof Promise ? await named : named;
-  const backgroundRun = responses === null ? null : finishedRun(seen, requestModel);
+  const backgroundRun = responses === null ? null : finishedRun(call.projectId, seen, requestModel);
   const generated =
     imageCall === null || seen.images === undefined
       ? null
@@ -189,9 +191,13 @@ function postMetering(adapter: ProviderAdapter, path: string): Metering {
 }
 
 /** The background run a Responses API answer reports finished, with its tokens; null when none. */
-function finishedRun(seen: MeterReading, requestModel: string | null): BackgroundRun | null {
+function finishedRun(
+  projectId: string,
+  seen: MeterReading,
+  requestModel: string | null,
+): BackgroundRun | null {
   if (seen.usage.inputTokens === null && seen.usage.outputTokens === null) return null;
-  const rowId = backgroundRowId(seen.response);
+  const rowId = backgroundRowId(projectId, seen.response);
   if (rowId === null) return null;
   return {
     rowId,

@@ -100,6 +100,23 @@ describe("the Interactions API's usage, unstreamed", () => {
       reasoningTokens: null,
       audioInputTokens: 900,
     });
+    // And the audio part of the cached input (cached_tokens_by_modality).
+    const cached = JSON.stringify(
+      interaction({
+        usage: {
+          total_input_tokens: 1000,
+          total_cached_tokens: 600,
+          total_output_tokens: 9,
+          input_tokens_by_modality: byModality,
+          cached_tokens_by_modality: [{ modality: "audio", tokens: 500 }],
+        },
+      }),
+    );
+    expect(run(cached, false).usage).toMatchObject({
+      cachedInputTokens: 600,
+      audioInputTokens: 900,
+      cachedAudioInputTokens: 500,
+    });
   });
 
   it("reads only the top-level usage, not one in the outputs or the tools, before it or after", () => {
@@ -152,6 +169,35 @@ describe("the Interactions API's usage, unstreamed", () => {
     expect(run(before, false, [1000, 3000, 4_500_000]).usage).toEqual(recorded);
     const after = JSON.stringify(interaction({ outputs: [{ type: "image", data: image }], usage }));
     expect(run(after, false, [1000, 3000, 4_500_000]).usage).toEqual(recorded);
+  });
+
+  // A function call's arguments are model output, which a prompt can steer: a `usage` there is no report.
+  it("of a body over the cap, reads from its last bytes only a usage that closes the interaction, not one in its outputs", () => {
+    const image = { type: "image", mime_type: "image/png", data: "A".repeat(4_500_000) };
+    const decoy = {
+      type: "function_call",
+      name: "log",
+      arguments: { usage: { total_input_tokens: 1, total_output_tokens: 1 } },
+    };
+    const real = { total_input_tokens: 500_000, total_output_tokens: 20_000 };
+    // The real usage is out of the first 4 KiB (after a long instruction) and of the last 64 KiB.
+    const hidden = JSON.stringify(
+      interaction({ system_instruction: "s".repeat(5000), usage: real, outputs: [image, decoy] }),
+    );
+    expect(run(hidden, false, [1000, 3000, 4_500_000]).usage).toEqual(emptyUsage());
+    // The usage last, after such outputs, closes the interaction: it is read, whatever the outputs hold.
+    const last = JSON.stringify(
+      interaction({ outputs: [image, decoy], usage: real, previous_interaction_id: "v1_x" }),
+    );
+    expect(run(last, false, [1000, 3000, 4_500_000]).usage).toMatchObject({
+      inputTokens: 500_000,
+      outputTokens: 20_000,
+    });
+    // Nor is a usage object that the outputs end with read when the interaction has none after them.
+    const none = JSON.stringify(
+      interaction({ system_instruction: "s".repeat(5000), outputs: [image, decoy] }),
+    );
+    expect(run(none, false, [1000, 3000, 4_500_000]).usage).toEqual(emptyUsage());
   });
 });
 
@@ -216,6 +262,40 @@ describe("the Interactions API's usage, streamed", () => {
       interaction: { usage },
     });
     expect(run(delta, true).usage).toEqual(emptyUsage());
+  });
+
+  it("of a completion event over the cap, reads the interaction's own usage, not one in its outputs, first bytes or last", () => {
+    const image = { type: "image", mime_type: "image/png", data: "A".repeat(1_200_000) };
+    const decoy = {
+      type: "function_call",
+      name: "log",
+      arguments: { usage: { total_input_tokens: 1, total_output_tokens: 1 } },
+    };
+    const real = { total_input_tokens: 500_000, total_output_tokens: 20_000 };
+    const expected = { inputTokens: 500_000, outputTokens: 20_000 };
+    // The decoy in the first bytes, the interaction's usage at the end.
+    const decoyFirst = named("interaction.complete", {
+      interaction: interaction({ outputs: [decoy, image], usage: real }),
+    });
+    expect(run(decoyFirst, true).usage).toMatchObject(expected);
+    // The usage first, the decoy at the end.
+    const decoyLast = named("interaction.complete", {
+      interaction: interaction({ usage: real, outputs: [image, decoy] }),
+    });
+    expect(run(decoyLast, true).usage).toMatchObject(expected);
+    // Neither end shows the interaction's own usage: none is recorded, not the decoy's.
+    const hidden = named("interaction.complete", {
+      interaction: interaction({
+        system_instruction: "s".repeat(5000),
+        usage: real,
+        outputs: [image, decoy],
+      }),
+    });
+    expect(run(hidden, true).usage).toEqual(emptyUsage());
+    const decoyOnly = named("interaction.complete", {
+      interaction: interaction({ outputs: [decoy, image, decoy] }),
+    });
+    expect(run(decoyOnly, true).usage).toEqual(emptyUsage());
   });
 
   it("tells a tap which event it took the usage from", () => {

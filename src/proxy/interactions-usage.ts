@@ -1,4 +1,4 @@
-import { keyIs, skipSpaces, valueEnd } from "../providers/json-bytes.js";
+import { keyIs, type Span, skipSpaces, valueEnd } from "../providers/json-bytes.js";
 import { objectField, usageFromInteractions } from "../providers/usage-from-json.js";
 import { emptyUsage, type TokenUsage } from "../usage/token-usage.js";
 import type { ByteEnds } from "./byte-ends.js";
@@ -17,7 +17,8 @@ import type { MeterReading, SseEventTap, UsageMeter } from "./usage-meter.js";
  * `usage` inside the outputs (a function call's arguments, say) or the echoed tools is never taken
  * for it, and a body cut short still gives a `usage` that arrived whole before the cut. Of a body
  * over the meter's cap, the walk reads its first 4 KiB (Google's documented answer has `usage`
- * before the outputs); failing that, the last `usage` object of its last 64 KiB is read.
+ * before the outputs); failing that, its last 64 KiB give the `usage` that closes the interaction
+ * (closingUsage), and else none is recorded.
  *
  * A stream (`stream: true`) names each event (`event: interaction.start` and so on, the same as
  * its `event_type`). Only the lifecycle events that carry the interaction can carry its usage:
@@ -31,9 +32,7 @@ import type { MeterReading, SseEventTap, UsageMeter } from "./usage-meter.js";
 export function interactionsJsonUsage(ends: ByteEnds | null, whole: Buffer | null): MeterReading {
   let usage: TokenUsage | null = null;
   if (ends !== null) {
-    usage =
-      topLevelUsage(ends.head()) ??
-      withCounts(usageFromInteractions(lastUsageObject(ends.tail(), usageKey)?.value));
+    usage = topLevelUsage(ends.head()) ?? closingUsage(ends.tail(), 1);
   } else if (whole !== null) usage = topLevelUsage(whole);
   return { usage: usage ?? emptyUsage(), model: null };
 }
@@ -80,15 +79,13 @@ function fromEvent(event: string | undefined, data: string): TokenUsage | null {
 
 /**
  * An event over the scanner's cap (1 MiB; the completion event carries no outputs, so hardly ever):
- * its usage object from the start of its data (`head`), where the interaction's first members are,
- * else the last one of its end (`tail`).
+ * the `usage` member of its `interaction`, found by walking the members of both from the start of
+ * its data (`head`), else the one that closes the interaction at its end (`tail`), else none. A
+ * `usage` inside the outputs (model output: a function call's arguments) is neither.
  */
 function fromCutEvent(event: string | undefined, head: string, tail: Buffer): TokenUsage | null {
   if (!mayCarryUsage(event)) return null;
-  return (
-    withCounts(usageFromInteractions(lastUsageObject(Buffer.from(head), usageKey)?.value)) ??
-    withCounts(usageFromInteractions(lastUsageObject(tail, usageKey)?.value))
-  );
+  return interactionUsage(Buffer.from(head)) ?? closingUsage(tail, 2);
 }
 
 /** The reading, when it has an input or output count; a `usage` without one is no report. */
@@ -102,29 +99,106 @@ function withCounts(usage: TokenUsage | null): TokenUsage | null {
  * Null when there is none, or the text is not a JSON object's.
  */
 function topLevelUsage(body: Buffer): TokenUsage | null {
-  let at = skipSpaces(body, 0);
-  if (body[at] !== 0x7b /* { */) return null;
-  let found: { start: number; end: number } | null = null;
-  at = skipSpaces(body, at + 1);
+  const open = skipSpaces(body, 0);
+  return body[open] === 0x7b /* { */ ? usageMember(body, open) : null;
+}
+
+/** The usage of the `usage` member of the `interaction` member of the event object `data` (its first bytes, say). */
+function interactionUsage(data: Buffer): TokenUsage | null {
+  const open = skipSpaces(data, 0);
+  if (data[open] !== 0x7b /* { */) return null;
+  let interaction = -1;
   try {
-    while (body[at] === 0x22 /* " */) {
-      const keyEnd = valueEnd(body, at);
-      if (keyEnd < 0) break;
-      const colon = skipSpaces(body, keyEnd);
-      if (body[colon] !== 0x3a /* : */) break;
-      const start = skipSpaces(body, colon + 1);
+    eachMember(data, open, (keyStart, keyEnd, start) => {
+      if (data[start] !== 0x7b || !keyIs(data, keyStart, keyEnd, "interaction")) return false;
+      interaction = start;
+      return true;
+    });
+  } catch {
+    return null;
+  }
+  return interaction < 0 ? null : usageMember(data, interaction);
+}
+
+/** The usage of the last `usage` object member, whole, of the object that opens at `open`. */
+function usageMember(body: Buffer, open: number): TokenUsage | null {
+  // Assigned in the walk's callback: typed so that it is not narrowed to its initial null.
+  let found = null as Span | null;
+  try {
+    eachMember(body, open, (keyStart, keyEnd, start) => {
+      if (body[start] !== 0x7b || !keyIs(body, keyStart, keyEnd, "usage")) return false;
       const end = valueEnd(body, start);
-      // A value cut short (a number may look whole at the cut; only an object is read).
-      if (end <= start) break;
-      if (body[start] === 0x7b && keyIs(body, at, keyEnd, "usage")) found = { start, end };
-      at = skipSpaces(body, end);
-      if (body[at] !== 0x2c /* , */) break;
-      at = skipSpaces(body, at + 1);
-    }
+      // An object cut short ends the walk (a number may look whole at the cut; only an object is read).
+      if (end < 0) return true;
+      found = { start, end };
+      return false;
+    });
     return (
       found && withCounts(usageFromInteractions(JSON.parse(body.toString("utf8", found.start, found.end))))
     );
   } catch {
     return null;
   }
+}
+
+/**
+ * Walks the members of the object that opens at `open`, up to its end or the first value cut short:
+ * `visit` gets each key's bytes (quotes included) and where its value starts, and stops the walk by
+ * answering true. Throws on a key with an escape that does not decode.
+ */
+function eachMember(
+  body: Buffer,
+  open: number,
+  visit: (keyStart: number, keyEnd: number, start: number) => boolean,
+): void {
+  let at = skipSpaces(body, open + 1);
+  while (body[at] === 0x22 /* " */) {
+    const keyEnd = valueEnd(body, at);
+    if (keyEnd < 0) return;
+    const colon = skipSpaces(body, keyEnd);
+    if (body[colon] !== 0x3a /* : */) return;
+    const start = skipSpaces(body, colon + 1);
+    if (visit(at, keyEnd, start)) return;
+    const end = valueEnd(body, start);
+    if (end <= start) return;
+    at = skipSpaces(body, end);
+    if (body[at] !== 0x2c /* , */) return;
+    at = skipSpaces(body, at + 1);
+  }
+}
+
+/**
+ * The usage of the last `usage` object in `tail` (the last bytes of a body or event too large to
+ * keep, which may start anywhere) when what follows it shows it to be a member of the interaction
+ * itself, `depth` objects from the top of the text (1: the interaction a JSON answer is; 2: the one
+ * an event's data carries): only whole members, and the closing braces of those objects, up to the
+ * end. A `usage` deeper inside (in the outputs: a function call's arguments, which the model writes)
+ * is followed by the closing brackets of the values it is in, and is not read; nor is any then.
+ */
+function closingUsage(tail: Buffer, depth: number): TokenUsage | null {
+  const found = lastUsageObject(tail, usageKey);
+  if (found === null || !closesObjects(tail, found.end + 1, depth)) return null;
+  return withCounts(usageFromInteractions(found.value));
+}
+
+/** Whether `body` from `from` on is the rest of `depth` nested objects: whole members, a closing brace each, the end. */
+function closesObjects(body: Buffer, from: number, depth: number): boolean {
+  let at = skipSpaces(body, from);
+  for (let level = 0; level < depth; level++) {
+    while (body[at] === 0x2c /* , */) {
+      const key = skipSpaces(body, at + 1);
+      if (body[key] !== 0x22 /* " */) return false;
+      const keyEnd = valueEnd(body, key);
+      if (keyEnd < 0) return false;
+      const colon = skipSpaces(body, keyEnd);
+      if (body[colon] !== 0x3a /* : */) return false;
+      const start = skipSpaces(body, colon + 1);
+      const end = valueEnd(body, start);
+      if (end <= start) return false;
+      at = skipSpaces(body, end);
+    }
+    if (body[at] !== 0x7d /* } */) return false;
+    at = skipSpaces(body, at + 1);
+  }
+  return at === body.length;
 }

@@ -301,7 +301,7 @@ describe("usage meter", () => {
     expect(meter("provider-b", anthropicJson, false).usage.webSearches).toBeUndefined();
   });
 
-  it("adds provider B's compaction iterations, which its top-level counts leave out, and flags an advisor's tokens", () => {
+  it("adds provider B's compaction iterations, which its top-level counts leave out, and keeps each iteration's counts apart, an advisor's with its model", () => {
     const iteration = (type: string, input: number, output: number, fields: object = {}) => ({
       type,
       input_tokens: input,
@@ -325,12 +325,20 @@ describe("usage meter", () => {
         iteration("message", 23_000, 1000, { cache_read_input_tokens: 1000, model: null }),
       ],
     };
-    const expected = {
-      inputTokens: 24_000 + 182_500,
-      outputTokens: 4500,
-      cachedInputTokens: 3000,
+    const counts = (inputTokens: number, outputTokens: number, cachedInputTokens: number) => ({
+      inputTokens,
+      outputTokens,
+      cachedInputTokens,
       reasoningTokens: null,
+    });
+    const expected = {
+      ...counts(24_000 + 182_500, 4500, 3000),
       cacheWriteTokens: { fiveMinutes: 0, oneHour: 500 },
+      // Each sampling as the cost prices it: the answer's own (the top-level counts), the compaction's.
+      samplings: [
+        { usage: counts(24_000, 1000, 1000) },
+        { usage: { ...counts(182_500, 3500, 2000), cacheWriteTokens: { fiveMinutes: 0, oneHour: 500 } } },
+      ],
     };
     const answer = JSON.stringify({ type: "message", model: "claude-sonnet-4-5", content: [], usage });
     expect(meter("provider-b", answer, false).usage).toEqual(expected);
@@ -342,23 +350,30 @@ describe("usage meter", () => {
     expect(meter("provider-b", start + delta(usage) + delta({ output_tokens: 1001 }), true).usage).toEqual({
       ...expected,
       outputTokens: 4501,
+      samplings: [{ usage: counts(24_000, 1001, 1000) }, expected.samplings[1]],
     });
-    // An advisor's sub-inference ran on another model: not this model's tokens, but flagged.
+    // An advisor's sub-inference ran on another model: not this model's tokens, but kept apart with its model.
     const advised = {
       ...usage,
       iterations: [iteration("advisor_message", 30_000, 1600, { model: "claude-opus-4-6" })],
     };
     const advisedAnswer = JSON.stringify({ type: "message", model: "claude-haiku-4-5", usage: advised });
-    expect(meter("provider-b", advisedAnswer, false).usage).toEqual({
-      inputTokens: 24_000,
-      outputTokens: 1000,
-      cachedInputTokens: 1000,
-      reasoningTokens: null,
-      otherModelTokens: 31_600,
-    });
-    expect(meter("provider-b", start + delta(advised), true).usage).toMatchObject({
-      otherModelTokens: 31_600,
-    });
+    const advisedUsage = {
+      ...counts(24_000, 1000, 1000),
+      samplings: [
+        { usage: counts(24_000, 1000, 1000) },
+        { usage: counts(30_000, 1600, 0), otherModel: "claude-opus-4-6" },
+      ],
+    };
+    expect(meter("provider-b", advisedAnswer, false).usage).toEqual(advisedUsage);
+    expect(meter("provider-b", start + delta(advised), true).usage).toEqual(advisedUsage);
+    // Iterations of the answer's own sampling alone (`message` entries) add nothing, and no samplings.
+    const plain = {
+      ...usage,
+      iterations: [iteration("message", 23_000, 1000, { cache_read_input_tokens: 1000 })],
+    };
+    const plainAnswer = JSON.stringify({ type: "message", model: "claude-haiku-4-5", usage: plain });
+    expect(meter("provider-b", plainAnswer, false).usage).toEqual(counts(24_000, 1000, 1000));
   });
 
   it("reports what a cut stream showed so far", () => {
@@ -477,6 +492,22 @@ describe("usage meter", () => {
     const plain = JSON.stringify({ modelVersion: "gemini-2.5-flash", usageMetadata: text });
     expect(meter("provider-c", plain, false).usage.audioInputTokens).toBeUndefined();
     expect(meter("provider-c", geminiSse, true).usage.audioInputTokens).toBeUndefined();
+    // The cached part's breakdown (cacheTokensDetails) tells the cached audio apart.
+    const cached = {
+      ...metadata,
+      cachedContentTokenCount: 600,
+      cacheTokensDetails: [
+        { modality: "AUDIO", tokenCount: 500 },
+        { modality: "TEXT", tokenCount: 100 },
+      ],
+    };
+    const cachedBody = JSON.stringify({ modelVersion: "gemini-2.5-flash", usageMetadata: cached });
+    expect(meter("provider-c", cachedBody, false).usage).toMatchObject({
+      cachedInputTokens: 600,
+      audioInputTokens: 900,
+      cachedAudioInputTokens: 500,
+    });
+    expect(meter("provider-c", body, false).usage.cachedAudioInputTokens).toBeUndefined();
   });
 
   it("counts what a provider C built-in tool brought in (toolUsePromptTokenCount) as input", () => {

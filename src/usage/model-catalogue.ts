@@ -25,6 +25,12 @@ export interface TokenPricing {
   /** Provider B: USD per search its web search server tool runs, beside the tokens. */
   webSearch?: number;
   /**
+   * Provider C: the prices of audio input, uncached and cached, which Google lists apart from text,
+   * image and video input's. A model without them prices no call with audio input (its cost is
+   * unknown).
+   */
+  audio?: { input: number; cachedInput: number };
+  /**
    * The prices of a call whose input is over `above` tokens (its cached and cache-written input
    * included), which the provider bills in whole at these instead: Gemini 2.5 Pro's prompts over
    * 200k tokens, Claude Sonnet 4.5's with its 1M-token context window.
@@ -97,6 +103,23 @@ const promptCachePrice = (input: number, output: number): TokenPricing => ({
   webSearch: 0.01,
 });
 const round = (usd: number) => Math.round(usd * 1e6) / 1e6;
+
+/**
+ * Provider C's prices, from Google's Gemini Developer API pricing page
+ * (https://ai.google.dev/gemini-api/docs/pricing, paid tier, standard), which lists per model the
+ * input price for "text / image / video" and for "audio", and the context caching (cached input)
+ * prices likewise: gemini-2.5-flash $0.30 and $1.00, cached $0.075 and $0.25; gemini-2.5-flash-lite
+ * $0.10 and $0.30, cached $0.025 and $0.125; gemini-2.0-flash $0.10 and $0.70, cached $0.025 and
+ * $0.175; gemini-2.5-pro one price for every modality, $1.25 (over 200k, $2.50), cached $0.31
+ * ($0.625). The cached prices are those of the page's version the text prices were taken from; it
+ * now lists lower ones for the 2.5 models (Pro $0.125, Flash $0.03 and $0.10 audio, Flash-Lite $0.01
+ * and $0.03 audio), which the catalogue will take for text and audio together, never one without
+ * the other. Embedding models take text alone: no audio price.
+ */
+const withAudio = (pricing: TokenPricing, input: number, cachedInput: number): TokenPricing => ({
+  ...pricing,
+  audio: { input, cachedInput },
+});
 
 const models: CatalogueModel[] = [
   // Provider A (OpenAI-style)
@@ -259,7 +282,10 @@ const models: CatalogueModel[] = [
     displayName: "Gemini 2.5 Pro",
     created: 1750118400,
     capabilities: chat(true, true),
-    pricing: { ...price(1.25, 10, 0.31), longContext: { above: 200_000, pricing: price(2.5, 15, 0.625) } },
+    pricing: {
+      ...withAudio(price(1.25, 10, 0.31), 1.25, 0.31),
+      longContext: { above: 200_000, pricing: withAudio(price(2.5, 15, 0.625), 2.5, 0.625) },
+    },
   },
   {
     id: "gemini-2.5-flash",
@@ -267,7 +293,7 @@ const models: CatalogueModel[] = [
     displayName: "Gemini 2.5 Flash",
     created: 1750118400,
     capabilities: chat(true, true),
-    pricing: price(0.3, 2.5, 0.075),
+    pricing: withAudio(price(0.3, 2.5, 0.075), 1, 0.25),
   },
   {
     id: "gemini-2.5-flash-lite",
@@ -275,7 +301,7 @@ const models: CatalogueModel[] = [
     displayName: "Gemini 2.5 Flash-Lite",
     created: 1753142400,
     capabilities: chat(true, true),
-    pricing: price(0.1, 0.4, 0.025),
+    pricing: withAudio(price(0.1, 0.4, 0.025), 0.3, 0.125),
   },
   {
     id: "gemini-2.0-flash",
@@ -283,7 +309,7 @@ const models: CatalogueModel[] = [
     displayName: "Gemini 2.0 Flash",
     created: 1738713600,
     capabilities: chat(true, true),
-    pricing: price(0.1, 0.4, 0.025),
+    pricing: withAudio(price(0.1, 0.4, 0.025), 0.7, 0.175),
   },
   {
     id: "gemini-embedding-001",

@@ -1,6 +1,8 @@
 import { describe, expect, it } from "vitest";
+import { usageFromProviderB } from "../providers/usage-from-json.js";
 import { defaultModel, findModel, modelsFor } from "./model-catalogue.js";
 import { costOfTokens } from "./token-cost.js";
+import type { TokenUsage } from "./token-usage.js";
 
 const usage = (
   inputTokens: number | null,
@@ -115,22 +117,146 @@ describe("token cost", () => {
     ).toBeNull();
   });
 
-  it("is null for a call that reports another model's tokens (provider B's advisor), billed at that model's prices", () => {
-    expect(
-      costOfTokens("provider-b", "claude-haiku-4-5", { ...usage(10_000, 1000), otherModelTokens: 0 }),
-    ).toBe(0.015);
-    expect(
-      costOfTokens("provider-b", "claude-haiku-4-5", { ...usage(10_000, 1000), otherModelTokens: 1600 }),
-    ).toBeNull();
+  // Anthropic's documented compaction example: the compaction step read 180k tokens, the answer 23k.
+  // Each is a sampling of its own, under 200k: neither is billed at the 1M-window prices.
+  it("prices each of provider B's sampling iterations against the long-context threshold on its own, and sums them", () => {
+    const compacted = usageFromProviderB({
+      input_tokens: 23_000,
+      output_tokens: 1000,
+      iterations: [
+        { type: "compaction", input_tokens: 180_000, output_tokens: 3500 },
+        { type: "message", input_tokens: 23_000, output_tokens: 1000 },
+      ],
+    });
+    // The row's counts stay the sums.
+    expect(compacted).toMatchObject({ inputTokens: 203_000, outputTokens: 4500 });
+    // claude-sonnet-4-5 up to 200k input: $3 input, $15 output per 1M.
+    const perIteration = (180_000 * 3 + 3500 * 15 + 23_000 * 3 + 1000 * 15) / 1e6;
+    expect(costOfTokens("provider-b", "claude-sonnet-4-5", compacted as TokenUsage)).toBe(perIteration);
+    // One iteration over 200k is billed at the long-context prices, and only that one.
+    const longStep = usageFromProviderB({
+      input_tokens: 23_000,
+      cache_read_input_tokens: 2000,
+      output_tokens: 1000,
+      server_tool_use: { web_search_requests: 2 },
+      iterations: [
+        {
+          type: "compaction",
+          input_tokens: 190_000,
+          cache_read_input_tokens: 15_000,
+          cache_creation_input_tokens: 1000,
+          cache_creation: { ephemeral_5m_input_tokens: 0, ephemeral_1h_input_tokens: 1000 },
+          output_tokens: 3500,
+        },
+      ],
+    });
+    // The compaction: 206k input with its cache reads and writes, over 200k: $6 input, $0.60 read,
+    // $12 one-hour write, $22.50 output. The answer: 25k, $3 and $0.30 read, $15 output, two searches.
+    const compaction = (190_000 * 6 + 15_000 * 0.6 + 1000 * 12 + 3500 * 22.5) / 1e6;
+    const answer = (23_000 * 3 + 2000 * 0.3 + 1000 * 15) / 1e6 + 0.02;
+    expect(costOfTokens("provider-b", "claude-sonnet-4-5", longStep as TokenUsage)).toBeCloseTo(
+      compaction + answer,
+      12,
+    );
+    // A step whose counts are unknown leaves the call's cost unknown.
+    const unknown = usageFromProviderB({
+      input_tokens: 23_000,
+      output_tokens: 1000,
+      iterations: [{ type: "compaction", input_tokens: "many", output_tokens: 3500 }],
+    });
+    expect(costOfTokens("provider-b", "claude-sonnet-4-5", unknown as TokenUsage)).toBeNull();
   });
 
-  it("is null for audio input, which the catalogue has no prices for", () => {
-    // gemini-2.5-flash lists $0.30 per 1M input tokens: text's; Google bills its audio input at $1.
+  it("prices provider B's advisor iterations at the prices of the model each names, beside the executor's", () => {
+    const advised = (model: unknown, input = 30_000) =>
+      usageFromProviderB({
+        input_tokens: 10_000,
+        output_tokens: 1000,
+        iterations: [
+          { type: "message", input_tokens: 6000, output_tokens: 600, model: null },
+          {
+            type: "advisor_message",
+            model,
+            input_tokens: input,
+            cache_read_input_tokens: 4000,
+            output_tokens: 1600,
+          },
+          { type: "message", input_tokens: 4000, output_tokens: 400, model: null },
+        ],
+      }) as TokenUsage;
+    // The row keeps the executor's tokens: the advisor's are another model's.
+    expect(advised("claude-opus-4-1")).toMatchObject({ inputTokens: 10_000, outputTokens: 1000 });
+    // claude-haiku-4-5 executes ($1 input, $5 output per 1M); claude-opus-4-1 advises ($15 input,
+    // $1.50 cache read, $75 output), a dated snapshot of it likewise.
+    const executor = (10_000 * 1 + 1000 * 5) / 1e6;
+    const advisor = (30_000 * 15 + 4000 * 1.5 + 1600 * 75) / 1e6;
+    expect(costOfTokens("provider-b", "claude-haiku-4-5", advised("claude-opus-4-1"))).toBeCloseTo(
+      executor + advisor,
+      12,
+    );
+    expect(costOfTokens("provider-b", "claude-haiku-4-5", advised("claude-opus-4-1-20250805"))).toBe(
+      costOfTokens("provider-b", "claude-haiku-4-5", advised("claude-opus-4-1")),
+    );
+    // A 1-token advisor call costs a little more than none, never nothing.
+    expect(costOfTokens("provider-b", "claude-haiku-4-5", advised("claude-opus-4-1", 1))).toBeGreaterThan(
+      executor,
+    );
+    // An advisor the catalogue does not list, or that names no model: its prices are unknown, and so the call's cost.
+    for (const model of ["claude-opus-4-6", null, undefined, 7])
+      expect(costOfTokens("provider-b", "claude-haiku-4-5", advised(model)), String(model)).toBeNull();
+  });
+
+  // Google's pricing page lists audio input apart: gemini-2.5-flash $0.30 text, image and video, $1
+  // audio; cached $0.075 and $0.25 per 1M.
+  it("prices provider C's audio input at the model's audio prices, and the rest of the input at its text prices", () => {
     const withAudio = { ...usage(1000, 20), audioInputTokens: 900 };
-    expect(costOfTokens("provider-c", "gemini-2.5-flash", withAudio)).toBeNull();
+    // 100 text tokens at 0.30, 900 audio tokens at 1, 20 output at 2.50.
+    expect(costOfTokens("provider-c", "gemini-2.5-flash", withAudio)).toBe(0.00098);
     expect(costOfTokens("provider-c", "gemini-2.5-flash", { ...withAudio, audioInputTokens: 0 })).toBe(
       0.00035,
     );
+    // A single audio token costs the difference of a token, not the call's whole cost.
+    const million = usage(1_000_000, 10_000);
+    expect(costOfTokens("provider-c", "gemini-2.5-pro", { ...million, audioInputTokens: 1 })).toBe(
+      costOfTokens("provider-c", "gemini-2.5-pro", million),
+    );
+    // gemini-2.5-flash-lite $0.30, gemini-2.0-flash $0.70 per 1M audio tokens.
+    const allAudio = { ...usage(1_000_000, 0), audioInputTokens: 1_000_000 };
+    expect(costOfTokens("provider-c", "gemini-2.5-flash-lite", allAudio)).toBe(0.3);
+    expect(costOfTokens("provider-c", "gemini-2.0-flash", allAudio)).toBe(0.7);
+    // gemini-2.5-pro lists one price for every modality, its long-context one included.
+    expect(costOfTokens("provider-c", "gemini-2.5-pro", allAudio)).toBe(2.5);
+    expect(
+      costOfTokens("provider-c", "gemini-2.5-pro", { ...usage(100_000, 0), audioInputTokens: 100_000 }),
+    ).toBe(0.125);
+  });
+
+  it("prices provider C's cached audio at the cached audio price, taking cached tokens as text first unless the breakdown says", () => {
+    // 1000 input, 600 of them cached, 500 audio: without a breakdown of the cached part, it is taken
+    // as the 500 text tokens and 100 audio ones (the dearest split): 400 audio at 1, 100 cached audio
+    // at 0.25, 500 cached text at 0.075.
+    const cachedAudio = { ...usage(1000, 0, 600), audioInputTokens: 500 };
+    expect(costOfTokens("provider-c", "gemini-2.5-flash", cachedAudio)).toBe(0.0004625);
+    // The breakdown says 500 cached tokens are audio: 400 text at 0.30, 500 cached audio at 0.25,
+    // 100 cached text at 0.075.
+    expect(
+      costOfTokens("provider-c", "gemini-2.5-flash", { ...cachedAudio, cachedAudioInputTokens: 500 }),
+    ).toBe(0.0002525);
+    // A breakdown that cannot be (more cached audio than audio, or than cached) is held to the counts.
+    expect(
+      costOfTokens("provider-c", "gemini-2.5-flash", { ...cachedAudio, cachedAudioInputTokens: 5000 }),
+    ).toBe(0.0002525);
+    // gemini-2.5-pro's cached price is the same for audio: $0.31.
+    expect(costOfTokens("provider-c", "gemini-2.5-pro", cachedAudio)).toBe(
+      costOfTokens("provider-c", "gemini-2.5-pro", usage(1000, 0, 600)),
+    );
+  });
+
+  it("is null for audio input on a model whose audio price is not published", () => {
+    const withAudio = { ...usage(1000, 0), audioInputTokens: 900 };
+    // Provider C's embeddings take text; provider A's audio models are not catalogued.
+    expect(costOfTokens("provider-c", "gemini-embedding-001", withAudio)).toBeNull();
+    expect(costOfTokens("provider-a", "gpt-4o", { ...usage(1000, 20), audioInputTokens: 900 })).toBeNull();
   });
 
   it("bills a call whose input is over the long-context threshold at the long-context prices, the whole call", () => {

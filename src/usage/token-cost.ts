@@ -1,19 +1,49 @@
 import type { ProviderId } from "../providers/provider-id.js";
 import { findModel } from "./model-catalogue.js";
-import type { TokenUsage } from "./token-usage.js";
+import type { Sampling, TokenUsage } from "./token-usage.js";
 
 /**
  * The cost of one call in USD from the catalogue's per-1M-token prices. Cached input tokens are
  * billed at the cached price, input written to a prompt cache (provider B) at its cache-write
  * price, and the rest of the input at the input price; reasoning tokens are already part of the
- * output. Provider B's web searches add their per-search price. A call whose input is over a model's
- * long-context threshold is priced at its long-context prices. Null when the model, a needed price
- * or a needed count is unknown (an input count, or an output count at an output price), or when
- * part of the call is billed at prices the catalogue does not list (audio input, another model's
- * tokens): an unknown cost is never reported as 0 nor as the price of the counts that are known.
- * Computed in micro-dollars to avoid float noise.
+ * output. Provider C's audio input is priced at the model's audio prices, uncached and cached, and
+ * the rest of the input at its text prices. Provider B's web searches add their per-search price. A
+ * call whose input is over a model's long-context threshold is priced at its long-context prices. A
+ * call made of several samplings (provider B's compaction and advisor iterations) costs the sum of
+ * theirs, each priced on its own, at the prices of the model that sampled. Null when the model, a
+ * needed price or a needed count is unknown (an input count, an output count at an output price,
+ * the audio price of a model with audio input): an unknown cost is never reported as 0 nor as the
+ * price of the counts that are known. Computed in micro-dollars to avoid float noise.
  */
 export function costOfTokens(provider: ProviderId, model: string | null, usage: TokenUsage): number | null {
+  const microDollars =
+    usage.samplings === undefined
+      ? microDollarsOf(provider, model, usage)
+      : microDollarsOfSamplings(provider, model, usage.samplings);
+  return microDollars === null ? null : Math.round(microDollars * 1000) / 1e9;
+}
+
+/** The samplings' costs summed: each at its model's prices (the call's, or an advisor's); null when one is unknown. */
+function microDollarsOfSamplings(
+  provider: ProviderId,
+  model: string | null,
+  samplings: readonly Sampling[],
+): number | null {
+  let sum = 0;
+  for (const sampling of samplings) {
+    const cost = microDollarsOf(
+      provider,
+      sampling.otherModel === undefined ? model : sampling.otherModel,
+      sampling.usage,
+    );
+    if (cost === null) return null;
+    sum += cost;
+  }
+  return sum;
+}
+
+/** One sampling's cost in micro-dollars (USD per 1M tokens times tokens). */
+function microDollarsOf(provider: ProviderId, model: string | null, usage: TokenUsage): number | null {
   const listed = findModel(provider, model)?.pricing;
   if (!listed) return null;
   const long = listed.longContext;
@@ -26,9 +56,6 @@ export function costOfTokens(provider: ProviderId, model: string | null, usage: 
   // at a non-zero output price: embeddings' is 0). The usage parsers give 0 for a count a
   // provider leaves out when it is zero. Cached, cache-write and reasoning counts are parts of these.
   if (usage.inputTokens === null) return null;
-  // Another model's tokens (provider B's advisor) have that model's prices, which no row carries;
-  // audio input has prices of its own, which the catalogue does not list.
-  if (usage.otherModelTokens || usage.audioInputTokens) return null;
   if (usage.outputTokens === null && pricing.output !== 0) return null;
   let microDollars = 0;
   const input = usage.inputTokens;
@@ -42,10 +69,19 @@ export function costOfTokens(provider: ProviderId, model: string | null, usage: 
       (writes?.fiveMinutes ?? 0) * pricing.cacheWrite.fiveMinutes +
       (writes?.oneHour ?? 0) * pricing.cacheWrite.oneHour;
   }
+  let fresh = input - cached - written;
+  let cachedText = cached;
+  if (usage.audioInputTokens) {
+    const audio = audioSplit(usage, usage.audioInputTokens, fresh, cached);
+    if (audio === null || pricing.audio === undefined) return null;
+    microDollars += audio.fresh * pricing.audio.input + audio.cached * pricing.audio.cachedInput;
+    fresh -= audio.fresh;
+    cachedText -= audio.cached;
+  }
   if (input > 0) {
     if (pricing.input === null) return null;
-    if (cached > 0 && pricing.cachedInput === null) return null;
-    microDollars += (input - cached - written) * pricing.input + cached * (pricing.cachedInput ?? 0);
+    if (cachedText > 0 && pricing.cachedInput === null) return null;
+    microDollars += fresh * pricing.input + cachedText * (pricing.cachedInput ?? 0);
   }
   const output = usage.outputTokens ?? 0;
   if (output > 0) {
@@ -58,5 +94,26 @@ export function costOfTokens(provider: ProviderId, model: string | null, usage: 
     if (pricing.webSearch === undefined) return null;
     microDollars += searches * pricing.webSearch * 1e6;
   }
-  return Math.round(microDollars * 1000) / 1e9;
+  return microDollars;
+}
+
+/**
+ * How much of the audio input was cached and how much not, given `fresh` input tokens neither
+ * cached nor written to a cache and `cached` ones. The cached part's own breakdown
+ * (`cachedAudioInputTokens`) says, held to what the counts allow; without it, the cached tokens are
+ * taken as text first, and only those the text cannot account for as audio: the dearest split,
+ * since cached audio costs less than fresh audio more than cached text does than fresh text (on
+ * every model that prices audio apart). Null when the counts do not add up.
+ */
+function audioSplit(
+  usage: TokenUsage,
+  audio: number,
+  fresh: number,
+  cached: number,
+): { fresh: number; cached: number } | null {
+  if (audio > fresh + cached) return null;
+  const least = Math.max(0, audio - fresh);
+  const most = Math.min(audio, cached);
+  const cachedAudio = Math.min(Math.max(usage.cachedAudioInputTokens ?? 0, least), most);
+  return { fresh: audio - cachedAudio, cached: cachedAudio };
 }

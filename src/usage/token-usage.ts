@@ -20,15 +20,31 @@ export interface TokenUsage {
    */
   webSearches?: number;
   /**
-   * Provider B (beta): tokens another model spent for this call (an advisor's sub-inference), billed
-   * at that model's prices and not counted in this call's: its cost is unknown. Only when there were any.
+   * Provider B (beta): the call's sampling steps, when its `usage.iterations` lists steps billed
+   * apart from the answer's own: the answer's (the top-level counts, with the web searches) and each
+   * compaction's (the same model) and advisor's (another model, `otherModel`). Each is priced on its
+   * own, against its own long-context threshold, and the call costs their sum. The counts above stay
+   * the row's: the answer's plus the compactions', without the advisors' (another model's tokens).
+   * Only when there were such steps.
    */
-  otherModelTokens?: number;
+  samplings?: readonly Sampling[];
   /**
-   * Provider C: the input tokens that are audio, which Google bills at other prices than text on
-   * some models and the catalogue has no prices for: the cost is unknown. Only when there were any.
+   * Provider C: the input tokens that are audio (its cached part included), which Google bills at
+   * prices of their own on some models. Only when there were any.
    */
   audioInputTokens?: number;
+  /**
+   * Provider C: the audio part of the cached input, when the provider breaks the cached input down
+   * by modality (`cacheTokensDetails`, `cached_tokens_by_modality`). Only when there were any.
+   */
+  cachedAudioInputTokens?: number;
+}
+
+/** One sampling step of a call (TokenUsage.samplings). */
+export interface Sampling {
+  usage: TokenUsage;
+  /** The model that sampled, when another than the call's (an advisor); null when it names none. */
+  otherModel?: string | null;
 }
 
 export interface CacheWriteTokens {

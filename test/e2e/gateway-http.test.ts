@@ -121,8 +121,26 @@ describe("the gateway over HTTP", () => {
       longContext: { aboveInputTokens: 200_000, input: 6, output: 22.5, cachedInput: 0.6 },
     });
     expect(all.get("gemini-2.5-pro")?.pricing).toMatchObject({
-      longContext: { aboveInputTokens: 200_000, input: 2.5, output: 15, cachedInput: 0.625 },
+      audioInput: 1.25,
+      cachedAudioInput: 0.31,
+      longContext: {
+        aboveInputTokens: 200_000,
+        input: 2.5,
+        output: 15,
+        cachedInput: 0.625,
+        audioInput: 2.5,
+        cachedAudioInput: 0.625,
+      },
     });
+    // Provider C's audio input prices, where Google lists them apart from text's.
+    expect(all.get("gemini-2.5-flash")?.pricing).toMatchObject({
+      input: 0.3,
+      cachedInput: 0.075,
+      audioInput: 1,
+      cachedAudioInput: 0.25,
+    });
+    expect(all.get("gemini-embedding-001")?.pricing).not.toHaveProperty("audioInput");
+    expect(all.get("gpt-4o")?.pricing).not.toHaveProperty("audioInput");
     // SPEC has no price for provider C's ultra model: null, never 0.
     expect(all.get("imagen-4.0-ultra-generate-001")?.pricing.perImage).toEqual({ default: { "*": null } });
   });

@@ -229,6 +229,37 @@ describe("provider A background responses, driven by the official SDK", () => {
     expect(refused).toBeInstanceOf(OpenAI.PermissionDeniedError);
     expect(withTokens(await usageRows(sluice.gateway, project.projectId))).toHaveLength(2);
   });
+
+  // Two projects whose provider keys reach the same provider account (the fake has one): each sees
+  // the run, so each counts it, on a row of its own, for its own spend cap.
+  it("records a run polled through two projects on each project's own row, and each project's cap sees it", async () => {
+    fake.setUsage({ input: 1_000_000, output: 1_000_000, cached: 0, reasoning: 0 });
+    fake.setResponsesPollsBeforeDone(0);
+    const owner = await createTestProject(sluice.gateway, { monthlySpendCapUsd: 1 });
+    const other = await createTestProject(sluice.gateway);
+    const [viaOwner, viaOther] = [client(sluice.url, owner), client(sluice.url, other)];
+    const queued = await viaOwner.responses.create({ model: "gpt-4o", input: "Hi", background: true });
+    // The other project polls first, then the owner, then the other again.
+    for (const openai of [viaOther, viaOwner, viaOther])
+      expect((await openai.responses.retrieve(queued.id)).status).toBe("completed");
+    const runs = await Promise.all(
+      [owner, other].map(async (project) => withTokens(await usageRows(sluice.gateway, project.projectId))),
+    );
+    for (const [index, project] of [owner, other].entries()) {
+      expect(runs[index]).toEqual([
+        expect.objectContaining({
+          project_id: project.projectId,
+          request_id: expect.stringMatching(rowIdOf(queued.created_at)),
+          input_tokens: 1_000_000,
+          cost_usd: 12.5,
+        }),
+      ]);
+    }
+    expect(runs[0]?.[0]?.request_id).not.toBe(runs[1]?.[0]?.request_id);
+    // The owner's 12.5 USD run reached its 1 USD cap: its next call is refused.
+    const refused = await viaOwner.responses.retrieve(queued.id).catch((error) => error);
+    expect(refused).toBeInstanceOf(OpenAI.PermissionDeniedError);
+  });
 });
 
 describe.skipIf(!postgresAvailable)(

@@ -47,6 +47,7 @@ describe("metering of the SDKs' other token-consuming calls", () => {
       ...defaultUsage,
       toolUse: 0,
       audioInput: 0,
+      cachedAudio: undefined,
       thinking: undefined,
       webSearches: undefined,
       compaction: undefined,
@@ -394,6 +395,25 @@ describe("metering of the SDKs' other token-consuming calls", () => {
       }
     });
 
+    it("prices a compaction and the answer each against the 200k long-context threshold on its own", async () => {
+      // Anthropic's documented example: the compaction read 180k tokens, the answer 23k; together
+      // over 200k, neither is on its own.
+      fake.setUsage({
+        input: 23_000,
+        output: 1000,
+        cached: 0,
+        reasoning: 0,
+        compaction: { input: 180_000, output: 3500 },
+      });
+      const params = { ...ask, betas: ["compact-2026-01-12"] };
+      const created = await rowOf(() => anthropic.beta.messages.create(params));
+      const streamed = await rowOf(() => anthropic.beta.messages.stream(params).finalMessage());
+      for (const row of [created, streamed]) {
+        expect(row).toMatchObject({ input_tokens: 203_000, output_tokens: 4500 });
+        expect(row.cost_usd).toBeCloseTo(sonnetCost(180_000, 0, 3500) + sonnetCost(23_000, 0, 1000), 12);
+      }
+    });
+
     it("prices a claude-sonnet-4-5 call over 200k input tokens (1M context window) at its long-context prices", async () => {
       fake.setUsage({ input: 250_000, output: 1000, cached: 50_000, reasoning: 0 });
       const row = await rowOf(() =>
@@ -404,17 +424,24 @@ describe("metering of the SDKs' other token-consuming calls", () => {
       expect(row.cost_usd).toBeCloseTo((200_000 * 6 + 50_000 * 0.6 + 1000 * 22.5) / 1e6, 12);
     });
 
-    it("leaves the cost of a call that consulted an advisor (another model, beta) unknown, with the executor's tokens", async () => {
-      fake.setUsage({ advisor: { model: "claude-opus-4-6", input: 30_000, output: 1600 } });
-      const row = await rowOf(() =>
-        anthropic.beta.messages.create({
-          ...ask,
-          model: "claude-haiku-4-5",
-          betas: ["advisor-tool-2026-03-01"],
-        }),
+    it("prices an advisor's sub-inference (beta) at the prices of the model it names, beside the executor's tokens", async () => {
+      const advised = (model: string) =>
+        rowOf(() => anthropic.beta.messages.create({ ...ask, model, betas: ["advisor-tool-2026-03-01"] }));
+      fake.setUsage({ advisor: { model: "claude-opus-4-1", input: 30_000, output: 1600 } });
+      const row = await advised("claude-haiku-4-5");
+      // The row keeps the executor's tokens; its cost adds the advisor's: claude-haiku-4-5 $1 input,
+      // $0.10 cache read, $5 output; claude-opus-4-1 $15 input, $75 output per 1M.
+      expect(row).toMatchObject({ model: "claude-haiku-4-5", input_tokens: 11, output_tokens: 7 });
+      expect(row.cost_usd).toBeCloseTo((8 * 1 + 3 * 0.1 + 7 * 5 + 30_000 * 15 + 1600 * 75) / 1e6, 12);
+      const streamed = await rowOf(() =>
+        anthropic.beta.messages
+          .stream({ ...ask, model: "claude-haiku-4-5", betas: ["advisor-tool-2026-03-01"] })
+          .finalMessage(),
       );
-      expect(row).toMatchObject({
-        model: "claude-haiku-4-5",
+      expect(streamed.cost_usd).toBe(row.cost_usd);
+      // An advisor model the catalogue does not list: its prices, and so the call's cost, are unknown.
+      fake.setUsage({ advisor: { model: "claude-opus-4-6", input: 30_000, output: 1600 } });
+      expect(await advised("claude-haiku-4-5")).toMatchObject({
         input_tokens: 11,
         output_tokens: 7,
         cost_usd: null,
@@ -471,29 +498,37 @@ describe("metering of the SDKs' other token-consuming calls", () => {
   });
 
   describe("provider C", () => {
-    it("records a prompt with audio with its tokens and an unknown cost (the catalogue lists text prices), streamed, unstreamed and as an interaction", async () => {
+    it("prices a prompt with audio at the model's audio prices, streamed, unstreamed and as an interaction", async () => {
       fake.setUsage({ input: 1000, output: 20, cached: 0, reasoning: 0, audioInput: 900 });
       const audio = { inlineData: { mimeType: "audio/mp3", data: fakeAudio.toString("base64") } };
       const contents = [{ role: "user", parts: [{ text: "What is said?" }, audio] }];
-      const rows = [
-        await rowOf(() => google.models.generateContent({ model: "gemini-2.5-flash", contents })),
-        await rowOf(async () => {
+      const calls = () => [
+        () => google.models.generateContent({ model: "gemini-2.5-flash", contents }),
+        async () => {
           for await (const _chunk of await google.models.generateContentStream({
             model: "gemini-2.5-flash",
             contents,
           }));
-        }),
-        await rowOf(() => google.interactions.create({ model: "gemini-2.5-flash", input: "What is said?" })),
+        },
+        () => google.interactions.create({ model: "gemini-2.5-flash", input: "What is said?" }),
       ];
-      for (const row of rows)
-        expect(row).toMatchObject({
-          model: "gemini-2.5-flash",
-          input_tokens: 1000,
-          output_tokens: 20,
-          cost_usd: null,
-        });
-      // The same prompt in text alone is priced: $0.30 input, $2.50 output per 1M.
-      fake.setUsage({ audioInput: 0 });
+      const rows = [];
+      for (const call of calls()) rows.push(await rowOf(call));
+      // gemini-2.5-flash: $0.30 text, $1 audio, $2.50 output per 1M.
+      for (const row of rows) {
+        expect(row).toMatchObject({ model: "gemini-2.5-flash", input_tokens: 1000, output_tokens: 20 });
+        expect(row.cost_usd).toBeCloseTo((100 * 0.3 + 900 * 1 + 20 * 2.5) / 1e6, 12);
+      }
+      // Cached audio at $0.25, cached text at $0.075, as the breakdown of the cached part says.
+      fake.setUsage({ cached: 600, audioInput: 900, cachedAudio: 500 });
+      const cachedRows = [];
+      for (const call of calls()) cachedRows.push(await rowOf(call));
+      for (const row of cachedRows) {
+        expect(row).toMatchObject({ input_tokens: 1000, cached_tokens: 600 });
+        expect(row.cost_usd).toBeCloseTo((400 * 1 + 500 * 0.25 + 100 * 0.075 + 20 * 2.5) / 1e6, 12);
+      }
+      // The same prompt in text alone costs the text prices.
+      fake.setUsage({ cached: 0, audioInput: 0, cachedAudio: undefined } as Partial<FakeUsage>);
       const text = await rowOf(() =>
         google.models.generateContent({ model: "gemini-2.5-flash", contents: "Hi" }),
       );

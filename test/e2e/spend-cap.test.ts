@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { type FakeUpstream, startFakeUpstream } from "../fakes/fake-upstream.js";
+import { type FakeUpstream, providerBaseUrls, startFakeUpstream } from "../fakes/fake-upstream.js";
+import type { FakeUsage } from "../fakes/fake-upstream-responses.js";
 import {
   createTestProject,
   startTestGateway,
@@ -14,7 +15,7 @@ describe("monthly spend cap", () => {
 
   beforeAll(async () => {
     fake = await startFakeUpstream();
-    sluice = await startTestGateway({ providerABaseUrl: `${fake.url}/a/v1` });
+    sluice = await startTestGateway({ ...providerBaseUrls(fake) });
   });
   afterAll(async () => {
     await sluice.close();
@@ -76,5 +77,56 @@ describe("monthly spend cap", () => {
     const eleventh = await chat(project);
     await eleventh.arrayBuffer();
     expect(eleventh.status).toBe(403);
+  });
+
+  // A client chooses what its prompt holds: a part it adds must not take its calls out of the cap.
+  it("counts a call with audio input (provider C) or an advisor (provider B) against the cap", async () => {
+    const post = (project: TestProject, path: string, body: unknown, headers: Record<string, string> = {}) =>
+      fetch(`${sluice.url}/v1/provider-${path}`.replace("{id}", project.projectId), {
+        method: "POST",
+        headers: { "content-type": "application/json", ...headers },
+        body: JSON.stringify(body),
+      });
+    const calls = async (call: () => Promise<Response>) => {
+      const statuses = [];
+      for (let index = 0; index < 3; index++) {
+        const response = await call();
+        await response.arrayBuffer();
+        statuses.push(response.status);
+      }
+      return statuses;
+    };
+    // One 1M-token gemini-2.5-pro prompt with a single audio token: 2.65 USD, over the 1 USD cap.
+    fake.setUsage({ input: 1_000_000, output: 10_000, cached: 0, reasoning: 0, audioInput: 1 });
+    const gemini = await createTestProject(sluice.gateway, { monthlySpendCapUsd: 1 });
+    const generate = () =>
+      post(
+        gemini,
+        "c/{id}/v1beta/models/gemini-2.5-pro:generateContent",
+        {
+          contents: [{ role: "user", parts: [{ text: "hi" }] }],
+        },
+        { "x-goog-api-key": gemini.bearer("provider-c") },
+      );
+    expect(await calls(generate)).toEqual([200, 403, 403]);
+    // An advisor on claude-opus-4-1 beside a 1M-token claude-haiku-4-5 call: over the cap likewise.
+    fake.setUsage({
+      input: 1_000_000,
+      output: 10_000,
+      cached: 0,
+      reasoning: 0,
+      audioInput: 0,
+      advisor: { model: "claude-opus-4-1", input: 1, output: 0 },
+    });
+    const claude = await createTestProject(sluice.gateway, { monthlySpendCapUsd: 1 });
+    const message = () =>
+      post(
+        claude,
+        "b/{id}/v1/messages",
+        { model: "claude-haiku-4-5", max_tokens: 64, messages: [{ role: "user", content: "hi" }] },
+        { "x-api-key": claude.bearer("provider-b"), "anthropic-beta": "advisor-tool-2026-03-01" },
+      );
+    expect(await calls(message)).toEqual([200, 403, 403]);
+    fake.setUsage({ advisor: undefined } as Partial<FakeUsage>);
   });
 });

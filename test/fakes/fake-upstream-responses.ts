@@ -11,6 +11,11 @@ export interface FakeUsage {
   toolUse?: number;
   /** Provider C: the part of the prompt that is audio (`promptTokensDetails`' AUDIO entry); none when unset. */
   audioInput?: number;
+  /**
+   * Provider C: the part of the cached prompt that is audio (`cacheTokensDetails`' AUDIO entry, the
+   * Interactions API's `cached_tokens_by_modality`); no breakdown of the cached part when unset.
+   */
+  cachedAudio?: number;
   /** Provider B: output tokens spent thinking (`output_tokens_details.thinking_tokens`); left out when unset. */
   thinking?: number;
   /** Provider B: searches its web search tool ran (`server_tool_use.web_search_requests`); left out when unset. */
@@ -520,6 +525,14 @@ function usageC(usage: FakeUsage) {
       { modality: "TEXT", tokenCount: usage.input - (usage.audioInput ?? 0) },
       ...(usage.audioInput ? [{ modality: "AUDIO", tokenCount: usage.audioInput }] : []),
     ],
+    ...(usage.cachedAudio === undefined
+      ? {}
+      : {
+          cacheTokensDetails: [
+            { modality: "TEXT", tokenCount: usage.cached - usage.cachedAudio },
+            { modality: "AUDIO", tokenCount: usage.cachedAudio },
+          ],
+        }),
     ...(usage.toolUse ? { toolUsePromptTokenCount: usage.toolUse } : {}),
   };
 }
@@ -565,6 +578,14 @@ function usageInteractions(usage: FakeUsage) {
       { modality: "text", tokens: usage.input - (usage.audioInput ?? 0) },
       ...(usage.audioInput ? [{ modality: "audio", tokens: usage.audioInput }] : []),
     ],
+    ...(usage.cachedAudio === undefined
+      ? {}
+      : {
+          cached_tokens_by_modality: [
+            { modality: "text", tokens: usage.cached - usage.cachedAudio },
+            { modality: "audio", tokens: usage.cachedAudio },
+          ],
+        }),
   };
 }
 
