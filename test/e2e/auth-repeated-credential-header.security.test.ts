@@ -6,6 +6,7 @@ import {
   startTestGateway,
   type TestGateway,
   type TestProject,
+  usageRowById,
 } from "../support/test-gateway.js";
 
 /**
@@ -71,14 +72,7 @@ describe("a credential header sent more than once", () => {
   });
   const generate = JSON.stringify({ contents: [{ role: "user", parts: [{ text: "hi" }] }] });
 
-  async function rowOf(answer: Answer) {
-    await sluice.gateway.flushUsage();
-    return sluice.gateway.database.db
-      .selectFrom("usage_records")
-      .selectAll()
-      .where("request_id", "=", String(answer.headers["x-request-id"]))
-      .executeTakeFirstOrThrow();
-  }
+  const rowOf = (answer: Answer) => usageRowById(sluice.gateway, String(answer.headers["x-request-id"]));
 
   /** The 400 envelope naming `header`, with none of `values` anywhere in the answer or the logs. */
   async function expectRefused(answer: Answer, header: string, values: string[]) {

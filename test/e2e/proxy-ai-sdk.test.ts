@@ -22,6 +22,7 @@ import {
   startTestGateway,
   type TestGateway,
   type TestProject,
+  usageRowById,
 } from "../support/test-gateway.js";
 
 /**
@@ -68,14 +69,7 @@ describe("proxies driven by the AI SDK", () => {
   async function rowFor(headers: Record<string, string> | undefined) {
     const requestId = headers?.["x-sluice-request-id"] ?? headers?.["x-request-id"];
     expect(requestId, "Sluice's request id in the response headers").toBeDefined();
-    await sluice.gateway.flushUsage();
-    const row = await sluice.gateway.database.db
-      .selectFrom("usage_records")
-      .selectAll()
-      .where("request_id", "=", requestId ?? "")
-      .executeTakeFirst();
-    expect(row, `usage row for ${requestId}`).toBeDefined();
-    return row!;
+    return usageRowById(sluice.gateway, requestId);
   }
   type UsageRow = Awaited<ReturnType<typeof rowFor>>;
 

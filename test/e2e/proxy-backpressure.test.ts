@@ -7,6 +7,7 @@ import {
   startTestGateway,
   type TestGateway,
   type TestProject,
+  usageRowById,
 } from "../support/test-gateway.js";
 
 const chunkBytes = 64 * 1024;
@@ -149,12 +150,7 @@ describe("proxy backpressure", () => {
       expect(received).toBe(totalBytes);
       expect(hash.digest("hex")).toBe(expectedDigest());
 
-      await sluice.gateway.flushUsage();
-      const row = await sluice.gateway.database.db
-        .selectFrom("usage_records")
-        .selectAll()
-        .where("request_id", "=", String(response.headers["x-request-id"]))
-        .executeTakeFirstOrThrow();
+      const row = await usageRowById(sluice.gateway, String(response.headers["x-request-id"]));
       expect(row).toMatchObject({ status: 200, outcome: "ok", streamed: 1 });
     },
     30_000,

@@ -177,12 +177,7 @@ describe("a compressed request body on provider A's streamed completions", () =>
       text += chunk.choices[0]?.delta.content ?? "";
     }
     expect(text).toBe("hi");
-    await sluice.gateway.flushUsage();
-    const row = await sluice.gateway.database.db
-      .selectFrom("usage_records")
-      .selectAll()
-      .where("request_id", "=", response.headers.get("x-request-id") ?? "")
-      .executeTakeFirstOrThrow();
+    const row = await usageRowOf(sluice.gateway, response);
     expect(row).toMatchObject({ streamed: 1, input_tokens: 1000, output_tokens: 5000 });
   });
 });
@@ -257,19 +252,7 @@ describe("a compressed request body forwarded as sent", () => {
    * The usage row of a call. When the answer does not say what the request's body does, the row
    * waits for that body to be decoded, which may be a moment after the client's last byte.
    */
-  async function rowOf(gateway: TestGateway, response: Response) {
-    const requestId = response.headers.get("x-request-id") ?? "";
-    for (let attempt = 0; ; attempt++) {
-      await gateway.gateway.flushUsage();
-      const row = await gateway.gateway.database.db
-        .selectFrom("usage_records")
-        .selectAll()
-        .where("request_id", "=", requestId)
-        .executeTakeFirst();
-      if (row || attempt === 50) return row ?? expect.unreachable(`no usage row for ${requestId}`);
-      await new Promise((resolve) => setTimeout(resolve, 20));
-    }
-  }
+  const rowOf = (gateway: TestGateway, response: Response) => usageRowOf(gateway.gateway, response);
 
   const errorAnswer = (status: number, body: unknown) => (_path: string, response: ServerResponse) =>
     response.writeHead(status, { "content-type": "application/json" }).end(JSON.stringify(body));

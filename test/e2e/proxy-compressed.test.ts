@@ -10,6 +10,7 @@ import {
   startTestGateway,
   type TestGateway,
   type TestProject,
+  usageRowById,
 } from "../support/test-gateway.js";
 
 /**
@@ -45,18 +46,7 @@ describe("a provider that compresses its answers though Sluice asks for identity
    * The usage row of a call. A compressed answer's row is written once its decompressor has caught
    * up, which may be a moment after the client read the last byte: it is waited for.
    */
-  async function rowFor(requestId: string | null) {
-    for (let attempt = 0; ; attempt++) {
-      await sluice.gateway.flushUsage();
-      const row = await sluice.gateway.database.db
-        .selectFrom("usage_records")
-        .selectAll()
-        .where("request_id", "=", requestId ?? "")
-        .executeTakeFirst();
-      if (row || attempt === 50) return row ?? expect.unreachable(`no usage row for ${requestId}`);
-      await new Promise((resolve) => setTimeout(resolve, 20));
-    }
-  }
+  const rowFor = (requestId: string | null) => usageRowById(sluice.gateway, requestId);
 
   /** Provider C's usage rows not in `known`, oldest first, once there are `count` (its SDK shows no headers). */
   async function newGeminiRows(known: ReadonlySet<string>, count: number) {

@@ -8,6 +8,7 @@ import {
   startTestGateway,
   type TestGateway,
   type TestProject,
+  usageRowById,
 } from "../support/test-gateway.js";
 
 /**
@@ -44,20 +45,8 @@ describe("the Gemini Interactions API through provider C's proxy", () => {
     fake.setUsage({ input: 11, output: 7, cached: 3, reasoning: 2, toolUse: 0 });
   });
 
-  async function rowFor(requestId: string | null) {
-    // A call the client left is recorded once Sluice has seen the upstream request end.
-    for (let attempt = 0; attempt < 50; attempt++) {
-      await sluice.gateway.flushUsage();
-      const row = await sluice.gateway.database.db
-        .selectFrom("usage_records")
-        .selectAll()
-        .where("request_id", "=", requestId ?? "")
-        .executeTakeFirst();
-      if (row) return row;
-      await new Promise((resolve) => setTimeout(resolve, 20));
-    }
-    throw new Error(`no usage row for ${requestId}`);
-  }
+  // A call the client left is recorded once Sluice has seen the upstream request end.
+  const rowFor = (requestId: string | null) => usageRowById(sluice.gateway, requestId);
 
   const tokenColumns = [
     "input_tokens",

@@ -7,6 +7,7 @@ import {
   startTestGateway,
   type TestGateway,
   type TestProject,
+  usageRowById,
 } from "../support/test-gateway.js";
 
 /**
@@ -44,13 +45,7 @@ describe("image generation through the proxies", () => {
         : typeof headers.get === "function"
           ? (headers as { get(name: string): string | null }).get(name)
           : ((headers as Record<string, string>)[name] ?? null);
-    const id = get("x-sluice-request-id") ?? get("x-request-id");
-    await sluice.gateway.flushUsage();
-    return sluice.gateway.database.db
-      .selectFrom("usage_records")
-      .selectAll()
-      .where("request_id", "=", id ?? "")
-      .executeTakeFirstOrThrow();
+    return usageRowById(sluice.gateway, get("x-sluice-request-id") ?? get("x-request-id"));
   }
 
   /** A gpt-image-1 answer of `count` images of `bytes` base64 characters each, as the API sends it. */

@@ -121,12 +121,26 @@ export async function createTestProject(
   };
 }
 
-/** The usage row of a response (by its x-request-id), after flushing the usage queue. */
-export async function usageRowOf(gateway: Gateway, response: Response) {
-  await gateway.flushUsage();
-  return gateway.database.db
-    .selectFrom("usage_records")
-    .selectAll()
-    .where("request_id", "=", response.headers.get("x-request-id") ?? "")
-    .executeTakeFirstOrThrow();
+/**
+ * The usage row of a request id, after flushing the usage queue. A row is written once Sluice has
+ * seen the call end (a decompressing meter catching up, an upstream request the client left): it is
+ * waited for, up to a second; no row then throws.
+ */
+export async function usageRowById(gateway: Gateway, requestId: string | null | undefined) {
+  for (let attempt = 0; ; attempt++) {
+    await gateway.flushUsage();
+    const row = await gateway.database.db
+      .selectFrom("usage_records")
+      .selectAll()
+      .where("request_id", "=", requestId ?? "")
+      .executeTakeFirst();
+    if (row) return row;
+    if (attempt === 50) throw new Error(`no usage row for ${requestId}`);
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+}
+
+/** The usage row of a response (by its x-request-id). */
+export function usageRowOf(gateway: Gateway, response: Response) {
+  return usageRowById(gateway, response.headers.get("x-request-id"));
 }
