@@ -7,6 +7,7 @@ import { describe, expect, it } from "vitest";
 import { shutdownMarginMs } from "../../src/gateway-close.js";
 import { startFakeUpstream } from "../fakes/fake-upstream.js";
 import { createPostgresSchema, postgresAvailable } from "../support/services.js";
+import { createProjectOverAdminApi } from "../support/spawned-gateway.js";
 import { startTcpProxy } from "../support/tcp-proxy.js";
 
 const adminToken = `admin-${randomBytes(12).toString("hex")}`;
@@ -61,29 +62,12 @@ describe.skipIf(!postgresAvailable)("shutdown deadline", () => {
       SLUICE_DATABASE_QUERY_TIMEOUT_MS: "60000",
     });
     try {
-      const admin = (path: string, body: unknown) =>
-        fetch(`${gateway.url}/admin/v1${path}`, {
-          method: "POST",
-          headers: { authorization: `Bearer ${adminToken}`, "content-type": "application/json" },
-          body: JSON.stringify(body),
-        }).then((response) => response.json() as Promise<Record<string, unknown>>);
-      const created = (await admin("/projects", {
-        name: "long",
-        provider: "provider-a",
-        testMode: true,
-      })) as {
-        project: { id: string };
-        testKey: string;
-      };
-      const key = (await admin(`/projects/${created.project.id}/keys`, {
-        provider: "provider-a",
-        apiKey: "sk-long-stream-123",
-      })) as { partialKey: string };
+      const project = await createProjectOverAdminApi(gateway.url, adminToken, "long");
       fake.hangStreamsAfter(1);
-      const response = await fetch(`${gateway.url}/v1/provider-a/${created.project.id}/chat/completions`, {
+      const response = await fetch(`${gateway.url}/v1/provider-a/${project.projectId}/chat/completions`, {
         method: "POST",
         headers: {
-          authorization: `Bearer ${key.partialKey}.${created.testKey}`,
+          authorization: `Bearer ${project.bearer}`,
           "content-type": "application/json",
         },
         body: JSON.stringify({ model: "gpt-4o-mini", messages: [], stream: true }),

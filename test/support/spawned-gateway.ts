@@ -70,27 +70,7 @@ export async function spawnGateway(
     child,
     exit,
     output: () => output,
-    async createProject() {
-      const admin = (path: string, body: unknown) =>
-        fetch(`${url}/admin/v1${path}`, {
-          method: "POST",
-          headers: { authorization: `Bearer ${adminToken}`, "content-type": "application/json" },
-          body: JSON.stringify(body),
-        }).then((response) => response.json() as Promise<Record<string, unknown>>);
-      const created = (await admin("/projects", {
-        name: "spawned",
-        provider: "provider-a",
-        testMode: true,
-      })) as {
-        project: { id: string };
-        testKey: string;
-      };
-      const key = (await admin(`/projects/${created.project.id}/keys`, {
-        provider: "provider-a",
-        apiKey: "sk-spawned-gateway-123",
-      })) as { partialKey: string };
-      return { projectId: created.project.id, bearer: `${key.partialKey}.${created.testKey}` };
-    },
+    createProject: () => createProjectOverAdminApi(url, adminToken, "spawned"),
     usageRequestIds() {
       const database = new BetterSqlite3(join(dataDir, "sluice.sqlite"), { readonly: true });
       try {
@@ -138,4 +118,30 @@ async function freePort(): Promise<number> {
   const { port } = server.address() as { port: number };
   await new Promise((resolve) => server.close(resolve));
   return port;
+}
+
+/**
+ * A Test Mode project with a provider A key, made through the admin API of the gateway at `url`:
+ * its id and the Bearer value of its calls.
+ */
+export async function createProjectOverAdminApi(
+  url: string,
+  token: string,
+  name: string,
+): Promise<{ projectId: string; bearer: string }> {
+  const admin = (path: string, body: unknown) =>
+    fetch(`${url}/admin/v1${path}`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${token}`, "content-type": "application/json" },
+      body: JSON.stringify(body),
+    }).then((response) => response.json() as Promise<Record<string, unknown>>);
+  const created = (await admin("/projects", { name, provider: "provider-a", testMode: true })) as {
+    project: { id: string };
+    testKey: string;
+  };
+  const key = (await admin(`/projects/${created.project.id}/keys`, {
+    provider: "provider-a",
+    apiKey: `sk-${name}-0123456789`,
+  })) as { partialKey: string };
+  return { projectId: created.project.id, bearer: `${key.partialKey}.${created.testKey}` };
 }
