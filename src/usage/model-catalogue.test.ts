@@ -1,5 +1,9 @@
+import { readFileSync } from "node:fs";
+import { createRequire } from "node:module";
+import { dirname, join } from "node:path";
 import { describe, expect, it } from "vitest";
-import { findModel } from "./model-catalogue.js";
+import { defaultModel, findModel } from "./model-catalogue.js";
+import { costOfTokens } from "./token-cost.js";
 
 describe("findModel's memo", () => {
   it("answers a name the same way each time, found or not, also after the memo filled up", () => {
@@ -12,5 +16,76 @@ describe("findModel's memo", () => {
     // Per provider: the same name under another provider is looked up there.
     expect(findModel("provider-b", "gpt-4o-mini")).toBeNull();
     expect(findModel("provider-c", "models/gemini-2.5-flash")?.id).toBe("gemini-2.5-flash");
+  });
+});
+
+/**
+ * The models the installed @anthropic-ai/sdk warns about as deprecated, with the end-of-life date
+ * it prints, read from every `DEPRECATED_MODELS` table it ships (its data module and the copies its
+ * messages resources keep). Read at test time, so an SDK upgrade that deprecates a default fails
+ * here before the provider starts refusing the calls.
+ */
+function anthropicSdkDeprecatedModels(): Map<string, string> {
+  const root = dirname(createRequire(import.meta.url).resolve("@anthropic-ai/sdk"));
+  const files = [
+    "internal/data/deprecated-models.js",
+    "resources/messages/messages.js",
+    "resources/beta/messages/messages.js",
+  ];
+  const deprecated = new Map<string, string>();
+  let tables = 0;
+  for (const file of files) {
+    let source: string;
+    try {
+      source = readFileSync(join(root, file), "utf8");
+    } catch {
+      continue;
+    }
+    for (const table of source.matchAll(/DEPRECATED_MODELS\s*=\s*\{([^}]*)\}/g)) {
+      tables++;
+      for (const [, model, date] of (table[1] ?? "").matchAll(/['"]([^'"]+)['"]\s*:\s*['"]([^'"]+)['"]/g))
+        if (model && date) deprecated.set(model, date);
+    }
+  }
+  // An SDK that moved its table would make this test pass vacuously: fail instead.
+  if (tables === 0) throw new Error(`no DEPRECATED_MODELS table found in @anthropic-ai/sdk at ${root}`);
+  return deprecated;
+}
+
+describe("the defaults against the providers' deprecations", () => {
+  it("gives no text, vision or PDF default that the installed Anthropic SDK calls deprecated", () => {
+    const deprecated = anthropicSdkDeprecatedModels();
+    expect(deprecated.size).toBeGreaterThan(0);
+    for (const provider of ["provider-a", "provider-b", "provider-c"] as const) {
+      for (const purpose of ["structured", "vision", "pdf"] as const) {
+        const model = defaultModel(provider, purpose);
+        expect(model, `${provider} ${purpose}`).not.toBeNull();
+        expect(deprecated.get(model as string), `${provider} ${purpose}: ${model}`).toBeUndefined();
+      }
+    }
+  });
+
+  it("prices every text, vision and PDF default in full, so the spend cap sees its calls", () => {
+    for (const provider of ["provider-a", "provider-b", "provider-c"] as const) {
+      for (const purpose of ["structured", "vision", "pdf"] as const) {
+        const pricing = findModel(provider, defaultModel(provider, purpose))?.pricing;
+        for (const price of ["input", "output", "cachedInput"] as const)
+          expect(pricing?.[price], `${provider} ${purpose} ${price}`).toBeGreaterThan(0);
+      }
+    }
+  });
+
+  it("uses claude-sonnet-5-5 for provider B, Anthropic's replacement for Sonnet 4.5, at its prices", () => {
+    for (const purpose of ["structured", "vision", "pdf"] as const)
+      expect(defaultModel("provider-b", purpose)).toBe("claude-sonnet-5-5");
+    // $2 in, $10 out, $0.10 cache read, $2.50 and $4 cache writes per 1M tokens.
+    const usage = {
+      inputTokens: 1_000_000,
+      outputTokens: 100_000,
+      cachedInputTokens: 200_000,
+      reasoningTokens: null,
+      cacheWriteTokens: { fiveMinutes: 100_000, oneHour: 100_000 },
+    };
+    expect(costOfTokens("provider-b", "claude-sonnet-5-5", usage)).toBe(2.87);
   });
 });

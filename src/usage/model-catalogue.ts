@@ -89,10 +89,12 @@ const price = (input: number | null, output: number | null, cachedInput: number 
 /**
  * Provider B's prices follow from the input price: a cache read costs 0.1x, a cache write 1.25x
  * (five minutes) or 2x (one hour). Its web search tool costs $10 per 1,000 searches, whatever the
- * model (the tokens of the results it brings in are input, at the model's prices).
+ * model (the tokens of the results it brings in are input, at the model's prices). A few models
+ * read the cache for less (Sonnet 5.5 and Opus 5.5 0.05x, Fable 5.1 and 5.2 0.025x): their read
+ * price is given.
  */
-const promptCachePrice = (input: number, output: number): TokenPricing => ({
-  ...price(input, output, round(input * 0.1)),
+const promptCachePrice = (input: number, output: number, cacheRead = round(input * 0.1)): TokenPricing => ({
+  ...price(input, output, cacheRead),
   cacheWrite: { fiveMinutes: round(input * 1.25), oneHour: input * 2 },
   webSearch: 0.01,
 });
@@ -252,6 +254,20 @@ const models: CatalogueModel[] = [
     pricing: promptCachePrice(0.8, 4),
     snapshots: ["claude-3-5-haiku-20241022"],
   },
+  // Provider B's current models, from Anthropic's pricing page
+  // (platform.claude.com/docs/en/about-claude/pricing) and each model's overview page
+  // (platform.claude.com/docs/en/models/<model>/overview); every one reads text, images and PDFs
+  // and takes structured outputs, with its 1M-token context at the same prices throughout.
+  // Sonnet 5.5 (2026-09-28): $2 in, $10 out; its cache reads cost $0.10 (0.05x) since 2026-10-07,
+  // $0.20 before. Anthropic names it the replacement of Sonnet 4.5, which retires 2026-11-30.
+  {
+    id: "claude-sonnet-5-5",
+    provider: "provider-b",
+    displayName: "Claude Sonnet 5.5",
+    created: 1790553600,
+    capabilities: chat(true, true),
+    pricing: promptCachePrice(2, 10, 0.1),
+  },
   // Provider C (Gemini-style)
   {
     id: "gemini-2.5-pro",
@@ -331,9 +347,9 @@ const defaults: Record<ProviderId, Record<Purpose, string | null>> = {
     image: "gpt-image-1",
   },
   "provider-b": {
-    structured: "claude-sonnet-4-5",
-    vision: "claude-sonnet-4-5",
-    pdf: "claude-sonnet-4-5",
+    structured: "claude-sonnet-5-5",
+    vision: "claude-sonnet-5-5",
+    pdf: "claude-sonnet-5-5",
     image: null,
   },
   "provider-c": {
