@@ -2,7 +2,7 @@ import { readFileSync } from "node:fs";
 import { createRequire } from "node:module";
 import { dirname, join } from "node:path";
 import { describe, expect, it } from "vitest";
-import { defaultModel, findModel } from "./model-catalogue.js";
+import { defaultModel, deprecationNotices, findModel } from "./model-catalogue.js";
 import { costOfTokens } from "./token-cost.js";
 
 describe("findModel's memo", () => {
@@ -87,5 +87,47 @@ describe("the defaults against the providers' deprecations", () => {
       cacheWriteTokens: { fiveMinutes: 100_000, oneHour: 100_000 },
     };
     expect(costOfTokens("provider-b", "claude-sonnet-5-5", usage)).toBe(2.87);
+  });
+
+  it("gives no text, vision or PDF default that its provider has deprecated", () => {
+    for (const provider of ["provider-a", "provider-b", "provider-c"] as const) {
+      for (const purpose of ["structured", "vision", "pdf"] as const)
+        expect(
+          findModel(provider, defaultModel(provider, purpose))?.deprecated,
+          `${provider} ${purpose}`,
+        ).toBe(undefined);
+    }
+  });
+});
+
+describe("deprecation notices", () => {
+  /** "November 30th, 2026", as the SDK writes it, as 2026-11-30. */
+  const isoDate = (date: string) =>
+    new Date(`${date.replace(/(\d+)(st|nd|rd|th)/, "$1")} UTC`).toISOString().slice(0, 10);
+
+  it("mark every catalogued model the installed Anthropic SDK calls deprecated, on the SDK's date", () => {
+    let marked = 0;
+    for (const [id, endOfLife] of anthropicSdkDeprecatedModels()) {
+      const model = findModel("provider-b", id);
+      if (!model) continue;
+      expect(model.deprecated?.shutdown, id).toBe(isoDate(endOfLife));
+      marked++;
+    }
+    expect(marked).toBeGreaterThan(0);
+  });
+
+  it("name catalogued models, with a YYYY-MM-DD date and a replacement that is not deprecated itself", () => {
+    for (const [provider, notices] of Object.entries(deprecationNotices()) as [
+      "provider-a" | "provider-b" | "provider-c",
+      Record<string, { shutdown: string; replacement?: string }>,
+    ][]) {
+      for (const [id, notice] of Object.entries(notices)) {
+        expect(findModel(provider, id)?.deprecated, `${provider} ${id}`).toEqual(notice);
+        expect(notice.shutdown).toMatch(/^\d{4}-\d{2}-\d{2}$/);
+        expect(isoDate(notice.shutdown)).toBe(notice.shutdown);
+        if (notice.replacement)
+          expect(findModel(provider, notice.replacement)?.deprecated, notice.replacement).toBe(undefined);
+      }
+    }
   });
 });

@@ -52,6 +52,20 @@ export interface CatalogueModel {
    * and quality they used).
    */
   imageDefaults?: { size?: string; quality?: string };
+  /** Set from `deprecations` (below): the provider has announced the model's end. */
+  deprecated?: Deprecation;
+}
+
+/**
+ * A provider's notice that a model goes away: the day its calls stop working (a day past means
+ * the provider has retired it and its calls fail) and the model it names instead, where it names
+ * one. A deprecated model stays listed and priced while calls may still use it and usage rows name
+ * it; no default is ever one.
+ */
+export interface Deprecation {
+  /** YYYY-MM-DD, as the provider's deprecations page gives it. */
+  shutdown: string;
+  replacement?: string;
 }
 
 type Purpose = "structured" | "vision" | "pdf" | "image";
@@ -339,6 +353,25 @@ const models: CatalogueModel[] = [
   },
 ];
 
+/**
+ * The providers' deprecation notices, by model, kept beside the entries rather than in them: a
+ * notice changes on its own schedule, not with a model's prices.
+ */
+const deprecations: Record<ProviderId, Record<string, Deprecation>> = {
+  "provider-a": {},
+  "provider-b": {
+    // Anthropic's model deprecations page and the model's overview (platform.claude.com/docs/en/
+    // models/sonnet-4-5/overview); the installed @anthropic-ai/sdk warns with the same date.
+    "claude-sonnet-4-5": { shutdown: "2026-11-30", replacement: "claude-sonnet-5-5" },
+    // Retired on the Claude API: the pricing page lists Opus 4.1 "retired, except on Bedrock and
+    // Google Cloud" (on 2026-08-05), and Haiku 3.5 retired on 2026-02-19 with Haiku 4.5 as its
+    // replacement. Kept: usage rows of calls made before name them.
+    "claude-opus-4-1": { shutdown: "2026-08-05" },
+    "claude-3-5-haiku-latest": { shutdown: "2026-02-19", replacement: "claude-haiku-4-5" },
+  },
+  "provider-c": {},
+};
+
 const defaults: Record<ProviderId, Record<Purpose, string | null>> = {
   "provider-a": {
     structured: "gpt-4.1-mini",
@@ -361,8 +394,16 @@ const defaults: Record<ProviderId, Record<Purpose, string | null>> = {
 };
 
 const byProvider = new Map<ProviderId, CatalogueModel[]>();
-for (const model of models)
+for (const entry of models) {
+  const deprecated = deprecations[entry.provider][entry.id];
+  const model = deprecated ? { ...entry, deprecated } : entry;
   byProvider.set(model.provider, [...(byProvider.get(model.provider) ?? []), model]);
+}
+
+/** Every deprecation notice the catalogue holds, by provider and model id (for its tests). */
+export function deprecationNotices(): Readonly<Record<ProviderId, Readonly<Record<string, Deprecation>>>> {
+  return deprecations;
+}
 
 export function modelsFor(provider: ProviderId): readonly CatalogueModel[] {
   return byProvider.get(provider) ?? [];
