@@ -52,6 +52,58 @@ function anthropicSdkDeprecatedModels(): Map<string, string> {
   return deprecated;
 }
 
+/** The model names the installed @anthropic-ai/sdk's `Model` type lists (its messages resource). */
+function anthropicSdkModelNames(): string[] {
+  const root = dirname(createRequire(import.meta.url).resolve("@anthropic-ai/sdk"));
+  const types = readFileSync(join(root, "resources/messages/messages.d.ts"), "utf8");
+  const union = /export type Model = ([^;]*);/.exec(types)?.[1];
+  if (!union) throw new Error(`no Model type found in @anthropic-ai/sdk at ${root}`);
+  return [...union.matchAll(/'([^']+)'/g)].map((match) => match[1] as string);
+}
+
+const usage = (inputTokens: number, outputTokens: number, cachedInputTokens: number | null = null) => ({
+  inputTokens,
+  outputTokens,
+  cachedInputTokens,
+  reasoningTokens: null,
+});
+
+describe("provider B's models", () => {
+  // Claude Mythos models are offered to invited organisations only (Project Glasswing), not listed.
+  const notListed = (id: string) => id.startsWith("claude-mythos-");
+
+  it("list every model the installed Anthropic SDK names, priced, with images and PDFs read", () => {
+    const names = anthropicSdkModelNames();
+    expect(names.length).toBeGreaterThan(10);
+    for (const id of names.filter((name) => !notListed(name))) {
+      const model = findModel("provider-b", id);
+      expect(model?.capabilities, id).toMatchObject({
+        text: true,
+        vision: true,
+        pdf: true,
+        structured: true,
+      });
+      expect(model?.pricing?.input, id).toBeGreaterThan(0);
+      expect(model?.pricing?.output, id).toBeGreaterThan(0);
+      expect(model?.pricing?.cachedInput, id).toBeGreaterThan(0);
+    }
+  });
+
+  it("price Haiku 5.5 by its prompt's length, and the cache reads of the models that have their own price", () => {
+    // Up to 100,000 input tokens: $0.10 in, $0.50 out; over: $0.50 and $2.50 for the whole call.
+    expect(costOfTokens("provider-b", "claude-haiku-5-5", usage(100_000, 10_000))).toBe(0.015);
+    expect(costOfTokens("provider-b", "claude-haiku-5-5", usage(100_001, 10_000))).toBe(0.0750005);
+    // Opus 5.5 reads its cache at $0.20 (0.05x $4), Fable 5.1 at $0.25 (0.025x $10), Fable 5 at $1.
+    expect(costOfTokens("provider-b", "claude-opus-5-5", usage(1_000_000, 0, 500_000))).toBe(2.1);
+    expect(costOfTokens("provider-b", "claude-fable-5-1", usage(1_000_000, 0, 1_000_000))).toBe(0.25);
+    expect(costOfTokens("provider-b", "claude-fable-5", usage(1_000_000, 0, 1_000_000))).toBe(1);
+    // A dated snapshot counts as its model.
+    expect(findModel("provider-b", "claude-opus-4-5-20251101")?.id).toBe("claude-opus-4-5");
+    // Another model whose name starts with a listed one's does not.
+    expect(findModel("provider-b", "claude-sonnet-5-6")).toBeNull();
+  });
+});
+
 describe("the defaults against the providers' deprecations", () => {
   it("gives no text, vision or PDF default that the installed Anthropic SDK calls deprecated", () => {
     const deprecated = anthropicSdkDeprecatedModels();
