@@ -104,6 +104,29 @@ describe("provider B's models", () => {
   });
 });
 
+describe("provider C's models", () => {
+  it("replace Gemini 2.5 Flash, shut down on 2026-12-01, by Gemini 3.5 Flash-Lite as the default", () => {
+    expect(findModel("provider-c", "gemini-2.5-flash")?.deprecated).toEqual({
+      shutdown: "2026-12-01",
+      replacement: "gemini-3.5-flash-lite",
+    });
+    for (const purpose of ["structured", "vision", "pdf"] as const)
+      expect(defaultModel("provider-c", purpose)).toBe("gemini-3.5-flash-lite");
+    // $0.30 in, $2.50 out, $0.03 cached input per 1M tokens.
+    expect(
+      costOfTokens("provider-c", "models/gemini-3.5-flash-lite", usage(1_000_000, 100_000, 500_000)),
+    ).toBe(0.415);
+  });
+
+  it("price Gemini 3.1 Pro Preview's long prompts in whole, and leave unknown what uses a price not found", () => {
+    expect(costOfTokens("provider-c", "gemini-3.1-pro-preview", usage(200_000, 1000))).toBe(0.412);
+    expect(costOfTokens("provider-c", "gemini-3.1-pro-preview", usage(200_001, 1000))).toBe(0.818004);
+    // No cached-input price is published for Gemini 3.5 Flash: a call reading the cache costs null.
+    expect(costOfTokens("provider-c", "gemini-3.5-flash", usage(1000, 1000))).toBe(0.0105);
+    expect(costOfTokens("provider-c", "gemini-3.5-flash", usage(1000, 1000, 10))).toBeNull();
+  });
+});
+
 describe("the defaults against the providers' deprecations", () => {
   it("gives no text, vision or PDF default that the installed Anthropic SDK calls deprecated", () => {
     const deprecated = anthropicSdkDeprecatedModels();

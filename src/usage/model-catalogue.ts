@@ -456,6 +456,39 @@ const models: CatalogueModel[] = [
     pricing: null,
     imagePricing: { default: { "*": null } },
   },
+  // Provider C's current models, from Google's Gemini API pricing page
+  // (ai.google.dev/gemini-api/docs/pricing, paid tier) and model pages
+  // (ai.google.dev/gemini-api/docs/models/<model>): text, images, video, audio and PDF in, structured
+  // outputs. Gemini 3.5 Flash-Lite (2026-07-21, stable) is Google's replacement for Gemini 2.5 Flash:
+  // $0.30 in (audio too), $2.50 out; its cached input at $0.03 (a tenth) as APIYI's list-price table
+  // gives it, the pricing page as transcribed leaving it out.
+  {
+    id: "gemini-3.5-flash-lite",
+    provider: "provider-c",
+    displayName: "Gemini 3.5 Flash-Lite",
+    created: 1784592000,
+    capabilities: chat(true, true),
+    pricing: price(0.3, 2.5, 0.03),
+  },
+  // Gemini 3.5 Flash (2026-05-19): $1.50 in, $9 out; no cached-input price found (unknown, null).
+  {
+    id: "gemini-3.5-flash",
+    provider: "provider-c",
+    displayName: "Gemini 3.5 Flash",
+    created: 1779148800,
+    capabilities: chat(true, true),
+    pricing: price(1.5, 9, null),
+  },
+  // Gemini 3.1 Pro Preview (2026-02-19): $2 in, $12 out up to 200k prompt tokens, $4 and $18 over;
+  // no cached-input price found.
+  {
+    id: "gemini-3.1-pro-preview",
+    provider: "provider-c",
+    displayName: "Gemini 3.1 Pro Preview",
+    created: 1771459200,
+    capabilities: chat(true, true),
+    pricing: { ...price(2, 12, null), longContext: { above: 200_000, pricing: price(4, 18, null) } },
+  },
 ];
 
 /**
@@ -474,7 +507,13 @@ const deprecations: Record<ProviderId, Record<string, Deprecation>> = {
     "claude-opus-4-1": { shutdown: "2026-08-05" },
     "claude-3-5-haiku-latest": { shutdown: "2026-02-19", replacement: "claude-haiku-4-5" },
   },
-  "provider-c": {},
+  "provider-c": {
+    // Google's Gemini API deprecations page (ai.google.dev/gemini-api/docs/deprecations, read
+    // 2026-11-10): shut down on 2026-12-01, after which their calls are answered by the replacement
+    // and billed at its prices. Gemini 2.5 Flash-Lite is not deprecated.
+    "gemini-2.5-flash": { shutdown: "2026-12-01", replacement: "gemini-3.5-flash-lite" },
+    "gemini-2.5-pro": { shutdown: "2026-12-01", replacement: "gemini-3.8-flash" },
+  },
 };
 
 const defaults: Record<ProviderId, Record<Purpose, string | null>> = {
@@ -491,9 +530,9 @@ const defaults: Record<ProviderId, Record<Purpose, string | null>> = {
     image: null,
   },
   "provider-c": {
-    structured: "gemini-2.5-flash",
-    vision: "gemini-2.5-flash",
-    pdf: "gemini-2.5-flash",
+    structured: "gemini-3.5-flash-lite",
+    vision: "gemini-3.5-flash-lite",
+    pdf: "gemini-3.5-flash-lite",
     image: "imagen-4.0-generate-001",
   },
 };

@@ -132,6 +132,10 @@ describe("the gateway over HTTP", () => {
       replacement: "claude-sonnet-5-5",
     });
     expect(all.get("claude-sonnet-5-5")).not.toHaveProperty("deprecated");
+    expect(all.get("gemini-2.5-flash")?.deprecated).toEqual({
+      shutdownDate: "2026-12-01",
+      replacement: "gemini-3.5-flash-lite",
+    });
   });
 
   it("lists for a project only the models it may use: those of providers it holds a live key for, none while disabled", async () => {
