@@ -104,6 +104,27 @@ describe("provider B's models", () => {
   });
 });
 
+describe("provider A's models", () => {
+  it("replace GPT-4.1 mini, shut down on 2027-01-14, by GPT-5.4 mini as the default", () => {
+    expect(findModel("provider-a", "gpt-4.1-mini-2025-04-14")?.deprecated).toEqual({
+      shutdown: "2027-01-14",
+      replacement: "gpt-6-luna",
+    });
+    for (const purpose of ["structured", "vision", "pdf"] as const)
+      expect(defaultModel("provider-a", purpose)).toBe("gpt-5.4-mini");
+    // $0.75 in, $0.075 cached, $4.50 out per 1M tokens.
+    expect(costOfTokens("provider-a", "gpt-5.4-mini-2026-03-17", usage(1_000_000, 100_000, 400_000))).toBe(
+      0.93,
+    );
+  });
+
+  it("price GPT-5.4's prompts over 272k input tokens in whole at their own prices", () => {
+    expect(costOfTokens("provider-a", "gpt-5.4", usage(272_000, 1000, 72_000))).toBe(0.533);
+    expect(costOfTokens("provider-a", "gpt-5.4", usage(272_001, 1000, 72_000))).toBe(1.058505);
+    expect(findModel("provider-a", "gpt-5.4-nano")?.id).toBe("gpt-5.4-nano");
+  });
+});
+
 describe("provider C's models", () => {
   it("replace Gemini 2.5 Flash, shut down on 2026-12-01, by Gemini 3.5 Flash-Lite as the default", () => {
     expect(findModel("provider-c", "gemini-2.5-flash")?.deprecated).toEqual({

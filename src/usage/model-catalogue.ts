@@ -231,6 +231,48 @@ const models: CatalogueModel[] = [
     pricing: null,
     imagePricing: { default: { "1024x1024": 0.016, "1024x1536": 0.018, "1536x1024": 0.02 } },
   },
+  // Provider A's GPT-5.4 and 5.2 models, from OpenAI's pricing page (developers.openai.com/api/docs/
+  // pricing) and model pages (…/docs/models/<model>): text and images in (PDFs as files), structured
+  // outputs. GPT-5.4 mini (2026-03-17): $0.75 in, $0.075 cached, $4.50 out; its 400k context takes
+  // at most 272k input tokens, so it has no long-context price. GPT-5.6 and GPT-6 models are not
+  // listed: OpenAI bills their cache writes above the input price (1.25x), which Sluice does not
+  // meter yet, so their costs would come out too low.
+  {
+    id: "gpt-5.4-mini",
+    provider: "provider-a",
+    displayName: "GPT-5.4 mini",
+    created: 1773705600,
+    capabilities: chat(true, true),
+    pricing: price(0.75, 4.5, 0.075),
+  },
+  // GPT-5.4 (2026-03-05): $2.50 in, $0.25 cached, $15 out; a prompt over 272k input tokens is billed
+  // in whole at 2x the input and cached prices and 1.5x the output price.
+  {
+    id: "gpt-5.4",
+    provider: "provider-a",
+    displayName: "GPT-5.4",
+    created: 1772668800,
+    capabilities: chat(true, true),
+    pricing: { ...price(2.5, 15, 0.25), longContext: { above: 272_000, pricing: price(5, 22.5, 0.5) } },
+  },
+  // GPT-5.4 nano (2026-03-17): $0.20 in, $0.02 cached, $1.25 out.
+  {
+    id: "gpt-5.4-nano",
+    provider: "provider-a",
+    displayName: "GPT-5.4 nano",
+    created: 1773705600,
+    capabilities: chat(true, true),
+    pricing: price(0.2, 1.25, 0.02),
+  },
+  // GPT-5.2 (2025-12-11): $1.75 in, $0.175 cached, $14 out.
+  {
+    id: "gpt-5.2",
+    provider: "provider-a",
+    displayName: "GPT-5.2",
+    created: 1765411200,
+    capabilities: chat(true, true),
+    pricing: price(1.75, 14, 0.175),
+  },
   // Provider B (Anthropic-style)
   {
     id: "claude-opus-4-1",
@@ -496,7 +538,23 @@ const models: CatalogueModel[] = [
  * notice changes on its own schedule, not with a model's prices.
  */
 const deprecations: Record<ProviderId, Record<string, Deprecation>> = {
-  "provider-a": {},
+  // OpenAI's deprecations page (developers.openai.com/api/docs/deprecations). Its replacements are
+  // given where its notices agree (GPT-6 Luna for the mini models); those of GPT-5 and GPT-5 mini
+  // changed between the page's versions (GPT-5.6 Sol and Terra, then GPT-6.1 Sol and Terra).
+  "provider-a": {
+    "gpt-4.1": { shutdown: "2027-01-14" },
+    "gpt-4.1-mini": { shutdown: "2027-01-14", replacement: "gpt-6-luna" },
+    "gpt-4o": { shutdown: "2027-01-14" },
+    "gpt-4o-mini": { shutdown: "2027-01-14", replacement: "gpt-6-luna" },
+    "gpt-5": { shutdown: "2026-12-11" },
+    "gpt-5-mini": { shutdown: "2026-12-11" },
+    "gpt-5.4-nano": { shutdown: "2027-04-01" },
+    "gpt-image-1-mini": { shutdown: "2026-12-01" },
+    // Already shut down (the 2026-04-22 notice of legacy snapshots).
+    "gpt-4.1-nano": { shutdown: "2026-10-23" },
+    "o4-mini": { shutdown: "2026-10-23" },
+    "gpt-image-1": { shutdown: "2026-10-23" },
+  },
   "provider-b": {
     // Anthropic's model deprecations page and the model's overview (platform.claude.com/docs/en/
     // models/sonnet-4-5/overview); the installed @anthropic-ai/sdk warns with the same date.
@@ -518,9 +576,9 @@ const deprecations: Record<ProviderId, Record<string, Deprecation>> = {
 
 const defaults: Record<ProviderId, Record<Purpose, string | null>> = {
   "provider-a": {
-    structured: "gpt-4.1-mini",
-    vision: "gpt-4.1-mini",
-    pdf: "gpt-4.1-mini",
+    structured: "gpt-5.4-mini",
+    vision: "gpt-5.4-mini",
+    pdf: "gpt-5.4-mini",
     image: "gpt-image-1",
   },
   "provider-b": {

@@ -132,6 +132,8 @@ describe("the gateway over HTTP", () => {
       replacement: "claude-sonnet-5-5",
     });
     expect(all.get("claude-sonnet-5-5")).not.toHaveProperty("deprecated");
+    // A day past: the provider has shut it down.
+    expect(all.get("gpt-image-1")?.deprecated).toEqual({ shutdownDate: "2026-10-23" });
     expect(all.get("gemini-2.5-flash")?.deprecated).toEqual({
       shutdownDate: "2026-12-01",
       replacement: "gemini-3.5-flash-lite",
