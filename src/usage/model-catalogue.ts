@@ -26,8 +26,9 @@ export interface TokenPricing {
   webSearch?: number;
   /**
    * The prices of a call whose input is over `above` tokens (its cached and cache-written input
-   * included), which the provider bills in whole at these instead: Gemini 2.5 Pro's prompts over
-   * 200k tokens, Claude Sonnet 4.5's with its 1M-token context window.
+   * included), which the provider bills in whole at these instead: Gemini 2.5 Pro's and 3.1 Pro's
+   * prompts over 200k tokens, Claude Sonnet 4.5's with its 1M-token context window, Claude Haiku
+   * 5.5's over 100k, GPT-5.4's over 272k.
    */
   longContext?: { above: number; pricing: TokenPricing };
 }
