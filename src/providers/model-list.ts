@@ -49,6 +49,14 @@ function entry(provider: ProviderId, model: CatalogueModel): Record<string, unkn
     pricing: pricingOf(model),
     capabilities: model.capabilities,
     catalogueVersion,
+    ...(model.deprecated
+      ? {
+          deprecated: {
+            shutdownDate: model.deprecated.shutdown,
+            ...(model.deprecated.replacement ? { replacement: model.deprecated.replacement } : {}),
+          },
+        }
+      : {}),
   };
   switch (provider) {
     case "provider-a":

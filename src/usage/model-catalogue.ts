@@ -32,8 +32,9 @@ export interface TokenPricing {
   audio?: { input: number; cachedInput: number };
   /**
    * The prices of a call whose input is over `above` tokens (its cached and cache-written input
-   * included), which the provider bills in whole at these instead: Gemini 2.5 Pro's prompts over
-   * 200k tokens, Claude Sonnet 4.5's with its 1M-token context window.
+   * included), which the provider bills in whole at these instead: Gemini 2.5 Pro's and 3.1 Pro's
+   * prompts over 200k tokens, Claude Sonnet 4.5's with its 1M-token context window, Claude Haiku
+   * 5.5's over 100k, GPT-5.4's over 272k.
    */
   longContext?: { above: number; pricing: TokenPricing };
 }
@@ -58,6 +59,20 @@ export interface CatalogueModel {
    * and quality they used).
    */
   imageDefaults?: { size?: string; quality?: string };
+  /** Set from `deprecations` (below): the provider has announced the model's end. */
+  deprecated?: Deprecation;
+}
+
+/**
+ * A provider's notice that a model goes away: the day its calls stop working (a day past means
+ * the provider has retired it and its calls fail) and the model it names instead, where it names
+ * one. A deprecated model stays listed and priced while calls may still use it and usage rows name
+ * it; no default is ever one.
+ */
+export interface Deprecation {
+  /** YYYY-MM-DD, as the provider's deprecations page gives it. */
+  shutdown: string;
+  replacement?: string;
 }
 
 type Purpose = "structured" | "vision" | "pdf" | "image";
@@ -95,10 +110,12 @@ const price = (input: number | null, output: number | null, cachedInput: number 
 /**
  * Provider B's prices follow from the input price: a cache read costs 0.1x, a cache write 1.25x
  * (five minutes) or 2x (one hour). Its web search tool costs $10 per 1,000 searches, whatever the
- * model (the tokens of the results it brings in are input, at the model's prices).
+ * model (the tokens of the results it brings in are input, at the model's prices). A few models
+ * read the cache for less (Sonnet 5.5 and Opus 5.5 0.05x, Fable 5.1 and 5.2 0.025x): their read
+ * price is given.
  */
-const promptCachePrice = (input: number, output: number): TokenPricing => ({
-  ...price(input, output, round(input * 0.1)),
+const promptCachePrice = (input: number, output: number, cacheRead = round(input * 0.1)): TokenPricing => ({
+  ...price(input, output, cacheRead),
   cacheWrite: { fiveMinutes: round(input * 1.25), oneHour: input * 2 },
   webSearch: 0.01,
 });
@@ -238,6 +255,48 @@ const models: CatalogueModel[] = [
     pricing: null,
     imagePricing: { default: { "1024x1024": 0.016, "1024x1536": 0.018, "1536x1024": 0.02 } },
   },
+  // Provider A's GPT-5.4 and 5.2 models, from OpenAI's pricing page (developers.openai.com/api/docs/
+  // pricing) and model pages (…/docs/models/<model>): text and images in (PDFs as files), structured
+  // outputs. GPT-5.4 mini (2026-03-17): $0.75 in, $0.075 cached, $4.50 out; its 400k context takes
+  // at most 272k input tokens, so it has no long-context price. GPT-5.6 and GPT-6 models are not
+  // listed: OpenAI bills their cache writes above the input price (1.25x), which Sluice does not
+  // meter yet, so their costs would come out too low.
+  {
+    id: "gpt-5.4-mini",
+    provider: "provider-a",
+    displayName: "GPT-5.4 mini",
+    created: 1773705600,
+    capabilities: chat(true, true),
+    pricing: price(0.75, 4.5, 0.075),
+  },
+  // GPT-5.4 (2026-03-05): $2.50 in, $0.25 cached, $15 out; a prompt over 272k input tokens is billed
+  // in whole at 2x the input and cached prices and 1.5x the output price.
+  {
+    id: "gpt-5.4",
+    provider: "provider-a",
+    displayName: "GPT-5.4",
+    created: 1772668800,
+    capabilities: chat(true, true),
+    pricing: { ...price(2.5, 15, 0.25), longContext: { above: 272_000, pricing: price(5, 22.5, 0.5) } },
+  },
+  // GPT-5.4 nano (2026-03-17): $0.20 in, $0.02 cached, $1.25 out.
+  {
+    id: "gpt-5.4-nano",
+    provider: "provider-a",
+    displayName: "GPT-5.4 nano",
+    created: 1773705600,
+    capabilities: chat(true, true),
+    pricing: price(0.2, 1.25, 0.02),
+  },
+  // GPT-5.2 (2025-12-11): $1.75 in, $0.175 cached, $14 out.
+  {
+    id: "gpt-5.2",
+    provider: "provider-a",
+    displayName: "GPT-5.2",
+    created: 1765411200,
+    capabilities: chat(true, true),
+    pricing: price(1.75, 14, 0.175),
+  },
   // Provider B (Anthropic-style)
   {
     id: "claude-opus-4-1",
@@ -274,6 +333,125 @@ const models: CatalogueModel[] = [
     capabilities: chat(true, false),
     pricing: promptCachePrice(0.8, 4),
     snapshots: ["claude-3-5-haiku-20241022"],
+  },
+  // Provider B's current models, from Anthropic's pricing page
+  // (platform.claude.com/docs/en/about-claude/pricing) and each model's overview page
+  // (platform.claude.com/docs/en/models/<model>/overview); every one reads text, images and PDFs
+  // and takes structured outputs, with its 1M-token context at the same prices throughout.
+  // Sonnet 5.5 (2026-09-28): $2 in, $10 out; its cache reads cost $0.10 (0.05x) since 2026-10-07,
+  // $0.20 before. Anthropic names it the replacement of Sonnet 4.5, which retires 2026-11-30.
+  {
+    id: "claude-sonnet-5-5",
+    provider: "provider-b",
+    displayName: "Claude Sonnet 5.5",
+    created: 1790553600,
+    capabilities: chat(true, true),
+    pricing: promptCachePrice(2, 10, 0.1),
+  },
+  // Sonnet 5 (2026-06-30; legacy, not deprecated): $2 in, $10 out, the planned rise to $3/$15 cancelled.
+  {
+    id: "claude-sonnet-5",
+    provider: "provider-b",
+    displayName: "Claude Sonnet 5",
+    created: 1782777600,
+    capabilities: chat(true, true),
+    pricing: promptCachePrice(2, 10),
+  },
+  {
+    id: "claude-sonnet-4-6",
+    provider: "provider-b",
+    displayName: "Claude Sonnet 4.6",
+    created: 1771286400,
+    capabilities: chat(true, true),
+    pricing: promptCachePrice(3, 15),
+  },
+  // Haiku 5.5 (2026-10-07): $0.10 in, $0.50 out for a prompt up to 100,000 tokens (cache reads and
+  // writes included); $0.50 and $2.50 for the whole of a longer one.
+  {
+    id: "claude-haiku-5-5",
+    provider: "provider-b",
+    displayName: "Claude Haiku 5.5",
+    created: 1791331200,
+    capabilities: chat(true, true),
+    pricing: {
+      ...promptCachePrice(0.1, 0.5),
+      longContext: { above: 100_000, pricing: promptCachePrice(0.5, 2.5) },
+    },
+  },
+  // Opus 5.5 (2026-09-22): $4 in, $20 out; cache reads $0.20 (0.05x).
+  {
+    id: "claude-opus-5-5",
+    provider: "provider-b",
+    displayName: "Claude Opus 5.5",
+    created: 1790035200,
+    capabilities: chat(true, true),
+    pricing: promptCachePrice(4, 20, 0.2),
+  },
+  // Opus 5 to 4.5: $5 in, $25 out.
+  {
+    id: "claude-opus-5",
+    provider: "provider-b",
+    displayName: "Claude Opus 5",
+    created: 1784851200,
+    capabilities: chat(true, true),
+    pricing: promptCachePrice(5, 25),
+  },
+  {
+    id: "claude-opus-4-8",
+    provider: "provider-b",
+    displayName: "Claude Opus 4.8",
+    created: 1779926400,
+    capabilities: chat(true, true),
+    pricing: promptCachePrice(5, 25),
+  },
+  {
+    id: "claude-opus-4-7",
+    provider: "provider-b",
+    displayName: "Claude Opus 4.7",
+    created: 1776297600,
+    capabilities: chat(true, true),
+    pricing: promptCachePrice(5, 25),
+  },
+  {
+    id: "claude-opus-4-6",
+    provider: "provider-b",
+    displayName: "Claude Opus 4.6",
+    created: 1770249600,
+    capabilities: chat(true, true),
+    pricing: promptCachePrice(5, 25),
+  },
+  {
+    id: "claude-opus-4-5",
+    provider: "provider-b",
+    displayName: "Claude Opus 4.5",
+    created: 1763942400,
+    capabilities: chat(true, true),
+    pricing: promptCachePrice(5, 25),
+  },
+  // Fable 5.2 (2026-11-09): $8 in, $40 out, cache reads $0.20 (0.025x); Fable 5.1 $10, $50, $0.25 (0.025x); Fable 5 $10, $50, $1.
+  {
+    id: "claude-fable-5-2",
+    provider: "provider-b",
+    displayName: "Claude Fable 5.2",
+    created: 1794182400,
+    capabilities: chat(true, true),
+    pricing: promptCachePrice(8, 40, 0.2),
+  },
+  {
+    id: "claude-fable-5-1",
+    provider: "provider-b",
+    displayName: "Claude Fable 5.1",
+    created: 1788220800,
+    capabilities: chat(true, true),
+    pricing: promptCachePrice(10, 50, 0.25),
+  },
+  {
+    id: "claude-fable-5",
+    provider: "provider-b",
+    displayName: "Claude Fable 5",
+    created: 1780963200,
+    capabilities: chat(true, true),
+    pricing: promptCachePrice(10, 50),
   },
   // Provider C (Gemini-style)
   {
@@ -347,32 +525,114 @@ const models: CatalogueModel[] = [
     pricing: null,
     imagePricing: { default: { "*": null } },
   },
+  // Provider C's current models, from Google's Gemini API pricing page
+  // (ai.google.dev/gemini-api/docs/pricing, paid tier) and model pages
+  // (ai.google.dev/gemini-api/docs/models/<model>): text, images, video, audio and PDF in, structured
+  // outputs. Gemini 3.5 Flash-Lite (2026-07-21, stable) is Google's replacement for Gemini 2.5 Flash:
+  // $0.30 in (audio too), $2.50 out; its cached input at $0.03 (a tenth) as APIYI's list-price table
+  // gives it, the pricing page as transcribed leaving it out.
+  {
+    id: "gemini-3.5-flash-lite",
+    provider: "provider-c",
+    displayName: "Gemini 3.5 Flash-Lite",
+    created: 1784592000,
+    capabilities: chat(true, true),
+    pricing: price(0.3, 2.5, 0.03),
+  },
+  // Gemini 3.5 Flash (2026-05-19): $1.50 in, $9 out; no cached-input price found (unknown, null).
+  {
+    id: "gemini-3.5-flash",
+    provider: "provider-c",
+    displayName: "Gemini 3.5 Flash",
+    created: 1779148800,
+    capabilities: chat(true, true),
+    pricing: price(1.5, 9, null),
+  },
+  // Gemini 3.1 Pro Preview (2026-02-19): $2 in, $12 out up to 200k prompt tokens, $4 and $18 over;
+  // no cached-input price found.
+  {
+    id: "gemini-3.1-pro-preview",
+    provider: "provider-c",
+    displayName: "Gemini 3.1 Pro Preview",
+    created: 1771459200,
+    capabilities: chat(true, true),
+    pricing: { ...price(2, 12, null), longContext: { above: 200_000, pricing: price(4, 18, null) } },
+  },
 ];
+
+/**
+ * The providers' deprecation notices, by model, kept beside the entries rather than in them: a
+ * notice changes on its own schedule, not with a model's prices.
+ */
+const deprecations: Record<ProviderId, Record<string, Deprecation>> = {
+  // OpenAI's deprecations page (developers.openai.com/api/docs/deprecations). Its replacements are
+  // given where its notices agree (GPT-6 Luna for the mini models); those of GPT-5 and GPT-5 mini
+  // changed between the page's versions (GPT-5.6 Sol and Terra, then GPT-6.1 Sol and Terra).
+  "provider-a": {
+    "gpt-4.1": { shutdown: "2027-01-14" },
+    "gpt-4.1-mini": { shutdown: "2027-01-14", replacement: "gpt-6-luna" },
+    "gpt-4o": { shutdown: "2027-01-14" },
+    "gpt-4o-mini": { shutdown: "2027-01-14", replacement: "gpt-6-luna" },
+    "gpt-5": { shutdown: "2026-12-11" },
+    "gpt-5-mini": { shutdown: "2026-12-11" },
+    "gpt-5.4-nano": { shutdown: "2027-04-01" },
+    "gpt-image-1-mini": { shutdown: "2026-12-01" },
+    // Already shut down (the 2026-04-22 notice of legacy snapshots).
+    "gpt-4.1-nano": { shutdown: "2026-10-23" },
+    "o4-mini": { shutdown: "2026-10-23" },
+    "gpt-image-1": { shutdown: "2026-10-23" },
+  },
+  "provider-b": {
+    // Anthropic's model deprecations page and the model's overview (platform.claude.com/docs/en/
+    // models/sonnet-4-5/overview); the installed @anthropic-ai/sdk warns with the same date.
+    "claude-sonnet-4-5": { shutdown: "2026-11-30", replacement: "claude-sonnet-5-5" },
+    // Retired on the Claude API: the pricing page lists Opus 4.1 "retired, except on Bedrock and
+    // Google Cloud" (on 2026-08-05), and Haiku 3.5 retired on 2026-02-19 with Haiku 4.5 as its
+    // replacement. Kept: usage rows of calls made before name them.
+    "claude-opus-4-1": { shutdown: "2026-08-05" },
+    "claude-3-5-haiku-latest": { shutdown: "2026-02-19", replacement: "claude-haiku-4-5" },
+  },
+  "provider-c": {
+    // Google's Gemini API deprecations page (ai.google.dev/gemini-api/docs/deprecations, read
+    // 2026-11-10): shut down on 2026-12-01, after which their calls are answered by the replacement
+    // and billed at its prices. Gemini 2.5 Flash-Lite is not deprecated.
+    "gemini-2.5-flash": { shutdown: "2026-12-01", replacement: "gemini-3.5-flash-lite" },
+    "gemini-2.5-pro": { shutdown: "2026-12-01", replacement: "gemini-3.8-flash" },
+  },
+};
 
 const defaults: Record<ProviderId, Record<Purpose, string | null>> = {
   "provider-a": {
-    structured: "gpt-4.1-mini",
-    vision: "gpt-4.1-mini",
-    pdf: "gpt-4.1-mini",
+    structured: "gpt-5.4-mini",
+    vision: "gpt-5.4-mini",
+    pdf: "gpt-5.4-mini",
     image: "gpt-image-1",
   },
   "provider-b": {
-    structured: "claude-sonnet-4-5",
-    vision: "claude-sonnet-4-5",
-    pdf: "claude-sonnet-4-5",
+    structured: "claude-sonnet-5-5",
+    vision: "claude-sonnet-5-5",
+    pdf: "claude-sonnet-5-5",
     image: null,
   },
   "provider-c": {
-    structured: "gemini-2.5-flash",
-    vision: "gemini-2.5-flash",
-    pdf: "gemini-2.5-flash",
+    structured: "gemini-3.5-flash-lite",
+    vision: "gemini-3.5-flash-lite",
+    pdf: "gemini-3.5-flash-lite",
     image: "imagen-4.0-generate-001",
   },
 };
 
 const byProvider = new Map<ProviderId, CatalogueModel[]>();
-for (const model of models)
+for (const entry of models) {
+  const deprecated = deprecations[entry.provider][entry.id];
+  const model = deprecated ? { ...entry, deprecated } : entry;
   byProvider.set(model.provider, [...(byProvider.get(model.provider) ?? []), model]);
+}
+
+/** Every deprecation notice the catalogue holds, by provider and model id (for its tests). */
+export function deprecationNotices(): Readonly<Record<ProviderId, Readonly<Record<string, Deprecation>>>> {
+  return deprecations;
+}
 
 export function modelsFor(provider: ProviderId): readonly CatalogueModel[] {
   return byProvider.get(provider) ?? [];

@@ -143,6 +143,19 @@ describe("the gateway over HTTP", () => {
     expect(all.get("gpt-4o")?.pricing).not.toHaveProperty("audioInput");
     // SPEC has no price for provider C's ultra model: null, never 0.
     expect(all.get("imagen-4.0-ultra-generate-001")?.pricing.perImage).toEqual({ default: { "*": null } });
+    // A model its provider deprecated says when its calls stop and what the provider names instead;
+    // the others carry no `deprecated`.
+    expect(all.get("claude-sonnet-4-5")?.deprecated).toEqual({
+      shutdownDate: "2026-11-30",
+      replacement: "claude-sonnet-5-5",
+    });
+    expect(all.get("claude-sonnet-5-5")).not.toHaveProperty("deprecated");
+    // A day past: the provider has shut it down.
+    expect(all.get("gpt-image-1")?.deprecated).toEqual({ shutdownDate: "2026-10-23" });
+    expect(all.get("gemini-2.5-flash")?.deprecated).toEqual({
+      shutdownDate: "2026-12-01",
+      replacement: "gemini-3.5-flash-lite",
+    });
   });
 
   it("lists for a project only the models it may use: those of providers it holds a live key for, none while disabled", async () => {

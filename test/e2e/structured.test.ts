@@ -593,27 +593,44 @@ describe("structured analysis", () => {
     },
   );
 
-  it("answers a recursive schema on provider B through the AI SDK's JSON-tool fallback", async () => {
-    const outputSchema = {
-      type: "object",
-      $defs: {
-        node: {
-          type: "object",
-          properties: { name: { type: "string" }, kids: { type: "array", items: { $ref: "#/$defs/node" } } },
+  // Provider B's structured outputs take no recursive schema: the AI SDK sends it as a `json` tool,
+  // forced (`any`) on a model that takes forced tool use, offered (`auto`) to one that refuses it, as
+  // provider B's default claude-sonnet-5-5 does.
+  it.each([
+    ["claude-haiku-4-5", "any"],
+    [null, "auto"],
+  ] as const)(
+    "answers a recursive schema on provider B (model %s) through the AI SDK's JSON-tool fallback, tool_choice %s",
+    async (model, toolChoice) => {
+      const outputSchema = {
+        type: "object",
+        $defs: {
+          node: {
+            type: "object",
+            properties: {
+              name: { type: "string" },
+              kids: { type: "array", items: { $ref: "#/$defs/node" } },
+            },
+          },
         },
-      },
-      properties: { root: { $ref: "#/$defs/node" } },
-      required: ["root"],
-    };
-    const tree = { root: { name: "a", kids: [{ name: "b", kids: [] }] } };
-    fake.setStructuredOutput(tree);
-    const project = await createTestProject(sluice.gateway, { provider: "provider-b", outputSchema });
-    const response = await post(`/v1/text/${project.projectId}`, project, { text: "x" }, {}, "provider-b");
-    expect(response.status).toBe(200);
-    expect(await response.json()).toEqual(tree);
-    const sent = fake.last()!.json as { tool_choice?: { type: string } };
-    expect(sent.tool_choice?.type).toBe("any");
-  });
+        properties: { root: { $ref: "#/$defs/node" } },
+        required: ["root"],
+      };
+      const tree = { root: { name: "a", kids: [{ name: "b", kids: [] }] } };
+      fake.setStructuredOutput(tree);
+      const project = await createTestProject(sluice.gateway, {
+        provider: "provider-b",
+        model,
+        outputSchema,
+      });
+      const response = await post(`/v1/text/${project.projectId}`, project, { text: "x" }, {}, "provider-b");
+      expect(response.status).toBe(200);
+      expect(await response.json()).toEqual(tree);
+      const sent = fake.last()!.json as { model: string; tool_choice?: { type: string } };
+      expect(sent.model).toBe(model ?? "claude-sonnet-5-5");
+      expect(sent.tool_choice?.type).toBe(toolChoice);
+    },
+  );
 
   it.each([
     ["/v1/text", "{not json", 400, "BAD_REQUEST"],

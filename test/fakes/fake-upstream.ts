@@ -232,8 +232,11 @@ export async function startFakeUpstream(options: { port?: number } = {}): Promis
       if (json.stream === true) return stream(response, providerB.events(model, content, usage));
       const tools = json.tools as Array<{ name: string }> | undefined;
       const choice = json.tool_choice as { type?: string; name?: string } | undefined;
-      // `any` (must use one of the tools) is what the AI SDK sends when it falls back to a JSON tool.
-      if (tools?.length && (choice?.type === "tool" || choice?.type === "any")) {
+      // `any` (must use one of the tools) is what the AI SDK sends when it falls back to a JSON tool;
+      // to a model that refuses forced tool use (Sonnet 5.5, Opus 5.5) it sends its `json` tool alone
+      // with `auto`, asking, not forcing, the model to answer through it, as such a model does.
+      const askedForJsonTool = choice?.type === "auto" && tools?.length === 1 && tools[0]?.name === "json";
+      if (tools?.length && (choice?.type === "tool" || choice?.type === "any" || askedForJsonTool)) {
         const name = choice.name ?? tools[0]?.name ?? "json";
         return sendJson(
           response,
