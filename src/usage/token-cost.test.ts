@@ -202,7 +202,7 @@ describe("token cost", () => {
       executor,
     );
     // An advisor the catalogue does not list, or that names no model: its prices are unknown, and so the call's cost.
-    for (const model of ["claude-opus-4-6", null, undefined, 7])
+    for (const model of ["claude-unlisted-9", null, undefined, 7])
       expect(costOfTokens("provider-b", "claude-haiku-4-5", advised(model)), String(model)).toBeNull();
   });
 

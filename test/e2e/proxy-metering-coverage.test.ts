@@ -440,7 +440,7 @@ describe("metering of the SDKs' other token-consuming calls", () => {
       );
       expect(streamed.cost_usd).toBe(row.cost_usd);
       // An advisor model the catalogue does not list: its prices, and so the call's cost, are unknown.
-      fake.setUsage({ advisor: { model: "claude-opus-4-6", input: 30_000, output: 1600 } });
+      fake.setUsage({ advisor: { model: "claude-unlisted-9", input: 30_000, output: 1600 } });
       expect(await advised("claude-haiku-4-5")).toMatchObject({
         input_tokens: 11,
         output_tokens: 7,
