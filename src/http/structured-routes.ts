@@ -110,7 +110,7 @@ async function parseInput(
 ): Promise<AnalysisInput> {
   if (kind === "text") return { kind, text: value };
   if (kind === "vision") {
-    const image = parseImageInput(value, { maxBytes: deps.maxImageBytes });
+    const image = parseImageInput(value, { maxBytes: deps.maxImageBytes, provider });
     requireReadableImage(provider, image.mediaType);
     return { kind, ...image };
   }

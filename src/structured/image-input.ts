@@ -15,7 +15,11 @@ const dataUrl = /^data:(image\/[a-z0-9.+-]+);base64,/i;
  * type (PNG, JPEG, GIF, WebP, HEIC/HEIF); a declared type that disagrees is ignored, since the
  * bytes are what the provider will see. Not an image, or malformed base64: 422. Over the cap: 413.
  */
-export function parseImageInput(value: string, options: { maxBytes: number }): ImageInput {
+export function parseImageInput(
+  value: string,
+  /** `provider`: the one whose readable types a refusal names (all Sluice can tell, without). */
+  options: { maxBytes: number; provider?: ProviderId },
+): ImageInput {
   let data = value;
   const match = dataUrl.exec(value);
   if (match) data = value.slice(match[0].length);
@@ -38,8 +42,14 @@ export function parseImageInput(value: string, options: { maxBytes: number }): I
     });
   }
   const mediaType = sniffImageType(bytes);
-  if (!mediaType)
-    throw new GatewayError("VALIDATION_ERROR", "image is not a PNG, JPEG, GIF, WebP or HEIC image");
+  if (!mediaType) {
+    const types = options.provider ? readableImageTypes[options.provider] : sniffedTypes;
+    const names = types.map(typeName);
+    throw new GatewayError(
+      "VALIDATION_ERROR",
+      `image is not a ${names.slice(0, -1).join(", ")} or ${names.at(-1)} image`,
+    );
+  }
   return { bytes, mediaType };
 }
 
@@ -51,13 +61,16 @@ const readableImageTypes: Record<ProviderId, readonly string[]> = {
 };
 
 /** 422 for an image type the project's provider does not read, instead of the provider's 400 as a 502. */
+/** The types sniffImageType tells apart. */
+const sniffedTypes = ["image/png", "image/jpeg", "image/gif", "image/webp", "image/heic"];
+const typeName = (type: string) => type.slice("image/".length).toUpperCase();
+
 export function requireReadableImage(provider: ProviderId, mediaType: string): void {
   const readable = readableImageTypes[provider];
   if (readable.includes(mediaType)) return;
-  const name = (type: string) => type.slice("image/".length).toUpperCase();
   throw new GatewayError(
     "VALIDATION_ERROR",
-    `${provider} does not read ${name(mediaType)} images; send ${readable.map(name).join(", ")}`,
+    `${provider} does not read ${typeName(mediaType)} images; send ${readable.map(typeName).join(", ")}`,
     { details: { mediaType, accepted: readable } },
   );
 }

@@ -40,6 +40,16 @@ describe("image input", () => {
     expect(Buffer.from(parsed.bytes).equals(bytes)).toBe(true);
   });
 
+  it("names, for bytes that are no image, the types the project's provider reads", () => {
+    const text = Buffer.from("plain text, not an image").toString("base64");
+    expect(() => parseImageInput(text, { maxBytes: 1024, provider: "provider-a" })).toThrow(
+      /^image is not a PNG, JPEG, GIF or WEBP image$/,
+    );
+    expect(() => parseImageInput(text, { maxBytes: 1024, provider: "provider-c" })).toThrow(
+      /^image is not a PNG, JPEG, WEBP, HEIC or HEIF image$/,
+    );
+  });
+
   it("tolerates MIME line wrapping", () => {
     const wrapped = png.toString("base64").replace(/(.{8})/g, "$1\r\n");
     expect(parseImageInput(wrapped, { maxBytes: 1024 }).mediaType).toBe("image/png");
