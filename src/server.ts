@@ -75,6 +75,7 @@ function stopOnSignalOrCrash(server: GatewayServer, gateway: Gateway): void {
         () => logger.info("stopped"),
         (error: unknown) => {
           exitCode = 1;
+          process.exitCode = 1;
           logger.error({ err: error }, "shutdown failed");
         },
       )
@@ -95,6 +96,8 @@ function stopOnSignalOrCrash(server: GatewayServer, gateway: Gateway): void {
     }
     if (exitCode === 0) {
       exitCode = 1;
+      // Also should the process end by itself (nothing left to wait for) before the exit below.
+      process.exitCode = 1;
       const limit = gateway.config.shutdownTimeoutMs + shutdownMarginMs + 1000;
       setTimeout(() => process.exit(exitCode), limit).unref();
     }

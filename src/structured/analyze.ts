@@ -151,6 +151,9 @@ async function attemptOnce(
       abortSignal: signal,
       // Provider A's strict mode would reject schemas that do not list every property as required.
       providerOptions: { openai: { strictJsonSchema: false } },
+      // A model offered the json tool without being forced to use it may answer in text.
+      experimental_repairText: async ({ text, error }) =>
+        error.name === "AI_JSONParseError" ? jsonInText(text) : null,
     });
     return {
       object: result.object,
@@ -171,6 +174,19 @@ async function attemptOnce(
     }
     throw providerFailure(ai, error, signal, provider);
   }
+}
+
+/**
+ * The JSON a text answer holds when it is not JSON itself: the inside of a code fence, else what
+ * lies from the first `{` to the last `}` (after a line of prose, say). Null when there is neither;
+ * whatever it finds is parsed and checked against the schema as any answer is.
+ */
+function jsonInText(text: string): string | null {
+  const fenced = /```[a-z]*\s*\n([\s\S]*?)\n?\s*```/i.exec(text);
+  if (fenced?.[1]) return fenced[1].trim();
+  const start = text.indexOf("{");
+  const end = text.lastIndexOf("}");
+  return start >= 0 && end > start ? text.slice(start, end + 1) : null;
 }
 
 function userContent(input: AnalysisInput) {

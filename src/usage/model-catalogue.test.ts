@@ -167,6 +167,12 @@ describe("the defaults against the providers' deprecations", () => {
         const pricing = findModel(provider, defaultModel(provider, purpose))?.pricing;
         for (const price of ["input", "output", "cachedInput"] as const)
           expect(pricing?.[price], `${provider} ${purpose} ${price}`).toBeGreaterThan(0);
+        // Provider C's models read audio, billed at its own price: an audio part must not make the
+        // default's calls unpriced.
+        if (provider === "provider-c") {
+          expect(pricing?.audio?.input, `${provider} ${purpose} audio`).toBeGreaterThan(0);
+          expect(pricing?.audio?.cachedInput, `${provider} ${purpose} cached audio`).toBeGreaterThan(0);
+        }
       }
     }
   });

@@ -537,7 +537,7 @@ const models: CatalogueModel[] = [
     displayName: "Gemini 3.5 Flash-Lite",
     created: 1784592000,
     capabilities: chat(true, true),
-    pricing: price(0.3, 2.5, 0.03),
+    pricing: withAudio(price(0.3, 2.5, 0.03), 0.3, 0.03),
   },
   // Gemini 3.5 Flash (2026-05-19): $1.50 in, $9 out; no cached-input price found (unknown, null).
   {
