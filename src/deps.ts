@@ -100,10 +100,17 @@ export async function createGateway(config: Config, injected: Partial<Injectable
       { migrations: database.unknownMigrations },
       migratedByNewerWarning(database.unknownMigrations),
     );
-  await checkMasterKeyOpensDatabase(database.db, secretBox, config).catch(async (error: unknown) => {
-    await database.close();
-    throw error;
-  });
+  const damaged = await checkMasterKeyOpensDatabase(database.db, secretBox, config).catch(
+    async (error: unknown) => {
+      await database.close();
+      throw error;
+    },
+  );
+  if (damaged.length > 0)
+    logger.warn(
+      { secrets: damaged },
+      "stored secrets that do not open with the master key, which opens the others",
+    );
   const projects = createProjectRepository(database.db);
   const keys = createKeyRepository(database.db);
   const usage = createUsageRepository(database.db, database.sqlite, database.runReport);

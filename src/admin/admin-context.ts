@@ -29,10 +29,16 @@ export async function openAdminContext(
   });
   if (database.unknownMigrations.length > 0) warn(migratedByNewerWarning(database.unknownMigrations));
   // As at the gateway's start: a key the stored secrets do not open is refused before any command.
-  await checkMasterKeyOpensDatabase(database.db, secretBox, config).catch(async (error: unknown) => {
-    await database.close();
-    throw isDatabaseUnavailable(error) ? databaseUnavailable(error) : error;
-  });
+  const damaged = await checkMasterKeyOpensDatabase(database.db, secretBox, config).catch(
+    async (error: unknown) => {
+      await database.close();
+      throw isDatabaseUnavailable(error) ? databaseUnavailable(error) : error;
+    },
+  );
+  if (damaged.length > 0)
+    warn(
+      `stored secrets that do not open with the master key, which opens the others: ${damaged.join("; ")}`,
+    );
   const admin = createProjectAdmin({
     projects: createProjectRepository(database.db),
     keys: createKeyRepository(database.db),

@@ -47,14 +47,14 @@ for (const engine of storageEngines) {
       });
 
     it("passes any key on a database that holds no secret (a new one)", async () => {
-      await expect(check(other)).resolves.toBeUndefined();
+      await expect(check(other)).resolves.toEqual([]);
     });
 
     it("refuses a project's DeviceCheck key sealed under another key when no provider key is stored", async () => {
       await admin(box).createProject({ id: "with-p8", name: "p8", provider: "provider-a" });
       await sql`update projects set device_check_private_key = ${box.seal(Buffer.from("pem"), deviceCheckKeyAad("with-p8"))}
         where id = 'with-p8'`.execute(database.db);
-      await expect(check(stored)).resolves.toBeUndefined();
+      await expect(check(stored)).resolves.toEqual([]);
       await expect(check(other)).rejects.toThrow(
         new MasterKeyMismatchError(
           "SLUICE_MASTER_KEY does not open the secrets stored in the database (the DeviceCheck key of " +
@@ -70,7 +70,7 @@ for (const engine of storageEngines) {
         provider: "provider-a",
         apiKey: "sk-upstream-0123456789",
       });
-      await expect(check(stored)).resolves.toBeUndefined();
+      await expect(check(stored)).resolves.toEqual([]);
       const refused = await check(other).catch((error: unknown) => error);
       expect(refused).toBeInstanceOf(MasterKeyMismatchError);
       expect((refused as Error).message).toBe(
@@ -91,11 +91,32 @@ for (const engine of storageEngines) {
       );
     });
 
+    it("takes one damaged row for a damaged row, not for the wrong key: the others open", async () => {
+      await admin(box).createProject({ id: "damaged", name: "damaged", provider: "provider-a" });
+      const { keyId } = await admin(box).addProviderKey("damaged", {
+        provider: "provider-a",
+        apiKey: "sk-upstream-damaged-0123",
+      });
+      const [row] = await sql<{
+        server_share: string;
+      }>`select server_share from provider_keys where id = ${keyId}`
+        .execute(database.db)
+        .then((result) => result.rows);
+      const share = Buffer.from(row?.server_share ?? "", "base64");
+      share[share.length - 1] = (share[share.length - 1] ?? 0) ^ 1;
+      await sql`update provider_keys set server_share = ${share.toString("base64")} where id = ${keyId}`.execute(
+        database.db,
+      );
+      await expect(check(stored)).resolves.toEqual([`provider key ${keyId} of project damaged`]);
+      await expect(check(other)).rejects.toThrow(MasterKeyMismatchError);
+      await admin(box).revokeProviderKey("damaged", keyId);
+    });
+
     it("looks past revoked provider keys, whose shares are never opened again", async () => {
       const keys = await admin(box).listProviderKeys("with-key");
       for (const key of keys) await admin(box).revokeProviderKey("with-key", key.keyId);
       // Only the DeviceCheck key is left to open: sealed under `stored` too.
-      await expect(check(stored)).resolves.toBeUndefined();
+      await expect(check(stored)).resolves.toEqual([]);
       await expect(check(other)).rejects.toThrow(/the DeviceCheck key of project with-p8/);
     });
   });

@@ -2,7 +2,7 @@ import type { Kysely } from "kysely";
 import { providerKeyAad } from "../admin/project-admin.js";
 import { deviceCheckKeyAad } from "../admin/project-rules.js";
 import type { Database } from "../storage/schema.js";
-import { type SealedSecretSample, sealedSecretSample } from "../storage/sealed-secret-sample.js";
+import { type SealedSecretSample, sealedSecretSamples } from "../storage/sealed-secret-sample.js";
 import { type MasterKeySource, masterKeyOrigin } from "./master-key.js";
 import type { SecretBox } from "./secret-box.js";
 
@@ -17,43 +17,52 @@ export class MasterKeyMismatchError extends Error {
 }
 
 /**
- * Opens `sample` (one stored secret, see `sealedSecretSample`) with `secretBox`; throws a
- * `MasterKeyMismatchError` naming `keyOrigin` (see `masterKeyOrigin`) when it does not open. There
- * is one master key at a time (no rotation): every stored secret is sealed under it. No sample (a
- * database without secrets) passes.
+ * Opens `samples` (a few stored secrets, see `sealedSecretSamples`) with `secretBox`. None opening
+ * throws a `MasterKeyMismatchError` naming `keyOrigin` (see `masterKeyOrigin`) and the newest secret.
+ * When some open, the key is the right one and those that do not are damaged rows: they are
+ * returned, to be warned about (each fails only its own calls). There is one master key at a time
+ * (no rotation): every stored secret is sealed under it. No samples (a database without secrets)
+ * pass.
  */
 export function checkMasterKey(
   secretBox: SecretBox,
-  sample: SealedSecretSample | undefined,
+  samples: readonly SealedSecretSample[],
   keyOrigin: { name: string; restore: string },
-): void {
-  if (!sample) return;
-  const [aad, what] =
-    sample.kind === "provider-key"
-      ? [
-          providerKeyAad(sample.projectId, sample.keyId),
-          `provider key ${sample.keyId} of project ${sample.projectId}`,
-        ]
-      : [deviceCheckKeyAad(sample.projectId), `the DeviceCheck key of project ${sample.projectId}`];
-  try {
-    secretBox.open(sample.sealed, aad).fill(0);
-  } catch {
+): string[] {
+  const unopened: string[] = [];
+  for (const sample of samples) {
+    const [aad, what] =
+      sample.kind === "provider-key"
+        ? [
+            providerKeyAad(sample.projectId, sample.keyId),
+            `provider key ${sample.keyId} of project ${sample.projectId}`,
+          ]
+        : [deviceCheckKeyAad(sample.projectId), `the DeviceCheck key of project ${sample.projectId}`];
+    try {
+      secretBox.open(sample.sealed, aad).fill(0);
+    } catch {
+      unopened.push(what);
+    }
+  }
+  if (samples.length > 0 && unopened.length === samples.length) {
     // Not chained: the cipher's own error ("unable to authenticate data") says no more than this.
     throw new MasterKeyMismatchError(
-      `${keyOrigin.name} does not open the secrets stored in the database (${what} was sealed under ` +
+      `${keyOrigin.name} does not open the secrets stored in the database (${unopened[0]} was sealed under ` +
         `another master key): ${keyOrigin.restore}`,
     );
   }
+  return unopened;
 }
 
 /**
  * What the gateway's start and each CLI command run once the database is open, before anything is
- * sealed (the projects file, an admin command): `checkMasterKey` on one secret the database holds.
+ * sealed (the projects file, an admin command): `checkMasterKey` on a few secrets the database
+ * holds. Returns the secrets that did not open though others did (damaged rows), to be warned about.
  */
 export async function checkMasterKeyOpensDatabase(
   db: Kysely<Database>,
   secretBox: SecretBox,
   source: MasterKeySource,
-): Promise<void> {
-  checkMasterKey(secretBox, await sealedSecretSample(db), masterKeyOrigin(source));
+): Promise<string[]> {
+  return checkMasterKey(secretBox, await sealedSecretSamples(db), masterKeyOrigin(source));
 }
