@@ -15,15 +15,10 @@ import {
 } from "ai";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { z } from "zod";
-import { type FakeUpstream, providerBaseUrls, startFakeUpstream } from "../fakes/fake-upstream.js";
+import type { FakeUpstream } from "../fakes/fake-upstream.js";
 import { aiSdkClients } from "../support/ai-sdk-clients.js";
-import {
-  createTestProject,
-  startTestGateway,
-  type TestGateway,
-  type TestProject,
-  usageRowById,
-} from "../support/test-gateway.js";
+import { type ProxyStage, startProxyStage } from "../support/proxy-stage.js";
+import { type TestGateway, type TestProject, usageRowById } from "../support/test-gateway.js";
 
 /**
  * The proxies driven by the Vercel AI SDK as an app would use it: each provider package pointed at
@@ -45,17 +40,14 @@ describe("proxies driven by the AI SDK", () => {
   const structured = { answer: "fake", confidence: 0.5 };
   const greeting = "Hello from the fake upstream";
 
+  let stage: ProxyStage;
   beforeAll(async () => {
-    fake = await startFakeUpstream();
-    sluice = await startTestGateway({ ...providerBaseUrls(fake) });
-    project = await createTestProject(sluice.gateway);
+    stage = await startProxyStage();
+    ({ fake, sluice, project } = stage);
     ({ openai, anthropic, google } = aiSdkClients(sluice, project));
   });
 
-  afterAll(async () => {
-    await sluice.close();
-    await fake.close();
-  });
+  afterAll(() => stage.close());
 
   beforeEach(() => {
     fake.clear();

@@ -3,15 +3,10 @@ import type Anthropic from "@anthropic-ai/sdk";
 import type { GoogleGenAI } from "@google/genai";
 import type OpenAI from "openai";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
-import { type FakeUpstream, providerBaseUrls, startFakeUpstream } from "../fakes/fake-upstream.js";
+import type { FakeUpstream } from "../fakes/fake-upstream.js";
+import { type ProxyStage, startProxyStage } from "../support/proxy-stage.js";
 import { sdkClients } from "../support/sdk-clients.js";
-import {
-  createTestProject,
-  startTestGateway,
-  type TestGateway,
-  type TestProject,
-  usageRowById,
-} from "../support/test-gateway.js";
+import { type TestGateway, type TestProject, usageRowById } from "../support/test-gateway.js";
 
 /**
  * Sluice asks providers for `accept-encoding: identity`; these providers compress anyway. The
@@ -26,19 +21,14 @@ describe("a provider that compresses its answers though Sluice asks for identity
   let anthropic: Anthropic;
   let google: GoogleGenAI;
 
+  let stage: ProxyStage;
   beforeAll(async () => {
-    fake = await startFakeUpstream();
-    sluice = await startTestGateway({
-      ...providerBaseUrls(fake),
-    });
-    project = await createTestProject(sluice.gateway);
+    stage = await startProxyStage();
+    ({ fake, sluice, project } = stage);
     ({ openai, anthropic, google } = sdkClients(sluice, project));
   });
 
-  afterAll(async () => {
-    await sluice.close();
-    await fake.close();
-  });
+  afterAll(() => stage.close());
 
   afterEach(() => fake.setCompression(null));
 

@@ -1,15 +1,10 @@
 import type { GoogleGenAI } from "@google/genai";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
-import { type FakeUpstream, providerBaseUrls, startFakeUpstream } from "../fakes/fake-upstream.js";
+import type { FakeUpstream } from "../fakes/fake-upstream.js";
 import { providerC } from "../fakes/fake-upstream-responses.js";
+import { type ProxyStage, startProxyStage } from "../support/proxy-stage.js";
 import { sdkClients } from "../support/sdk-clients.js";
-import {
-  createTestProject,
-  startTestGateway,
-  type TestGateway,
-  type TestProject,
-  usageRowById,
-} from "../support/test-gateway.js";
+import { type TestGateway, type TestProject, usageRowById } from "../support/test-gateway.js";
 
 /**
  * Provider C's Interactions API (`client.interactions.create` in `@google/genai`, `POST
@@ -26,17 +21,14 @@ describe("the Gemini Interactions API through provider C's proxy", () => {
   const cost = (input: number, cached: number, output: number) =>
     ((input - cached) * 0.3 + cached * 0.075 + output * 2.5) / 1e6;
 
+  let stage: ProxyStage;
   beforeAll(async () => {
-    fake = await startFakeUpstream();
-    sluice = await startTestGateway({ ...providerBaseUrls(fake) });
-    project = await createTestProject(sluice.gateway);
+    stage = await startProxyStage();
+    ({ fake, sluice, project } = stage);
     ({ google } = sdkClients(sluice, project));
   });
 
-  afterAll(async () => {
-    await sluice.close();
-    await fake.close();
-  });
+  afterAll(() => stage.close());
 
   beforeEach(() => {
     fake.clear();

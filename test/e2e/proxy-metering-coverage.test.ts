@@ -3,15 +3,11 @@ import type { GoogleGenAI } from "@google/genai";
 import type OpenAI from "openai";
 import { toFile } from "openai";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
-import { type FakeUpstream, providerBaseUrls, startFakeUpstream } from "../fakes/fake-upstream.js";
+import type { FakeUpstream } from "../fakes/fake-upstream.js";
 import { type FakeUsage, fakeAudio } from "../fakes/fake-upstream-responses.js";
+import { type ProxyStage, startProxyStage } from "../support/proxy-stage.js";
 import { sdkClients } from "../support/sdk-clients.js";
-import {
-  createTestProject,
-  startTestGateway,
-  type TestGateway,
-  type TestProject,
-} from "../support/test-gateway.js";
+import type { TestGateway, TestProject } from "../support/test-gateway.js";
 
 /**
  * The token-consuming calls of the official SDKs beyond chat, messages and generateContent (which
@@ -29,17 +25,14 @@ describe("metering of the SDKs' other token-consuming calls", () => {
   let google: GoogleGenAI;
   const defaultUsage: FakeUsage = { input: 11, output: 7, cached: 3, reasoning: 2 };
 
+  let stage: ProxyStage;
   beforeAll(async () => {
-    fake = await startFakeUpstream();
-    sluice = await startTestGateway({ ...providerBaseUrls(fake) });
-    project = await createTestProject(sluice.gateway);
+    stage = await startProxyStage();
+    ({ fake, sluice, project } = stage);
     ({ openai, anthropic, google } = sdkClients(sluice, project));
   });
 
-  afterAll(async () => {
-    await sluice.close();
-    await fake.close();
-  });
+  afterAll(() => stage.close());
 
   beforeEach(() => {
     fake.clear();

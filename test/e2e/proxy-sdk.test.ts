@@ -3,7 +3,8 @@ import type Anthropic from "@anthropic-ai/sdk";
 import type { GoogleGenAI } from "@google/genai";
 import type OpenAI from "openai";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
-import { type FakeUpstream, providerBaseUrls, startFakeUpstream } from "../fakes/fake-upstream.js";
+import type { FakeUpstream } from "../fakes/fake-upstream.js";
+import { type ProxyStage, startProxyStage } from "../support/proxy-stage.js";
 import { sdkClients } from "../support/sdk-clients.js";
 import {
   createTestProject,
@@ -21,19 +22,14 @@ describe("proxies driven by the official SDKs", () => {
   let anthropic: Anthropic;
   let google: GoogleGenAI;
 
+  let stage: ProxyStage;
   beforeAll(async () => {
-    fake = await startFakeUpstream();
-    sluice = await startTestGateway({
-      ...providerBaseUrls(fake),
-    });
-    project = await createTestProject(sluice.gateway);
+    stage = await startProxyStage();
+    ({ fake, sluice, project } = stage);
     ({ openai, anthropic, google } = sdkClients(sluice, project));
   });
 
-  afterAll(async () => {
-    await sluice.close();
-    await fake.close();
-  });
+  afterAll(() => stage.close());
 
   beforeEach(() => {
     fake.clear();
