@@ -75,21 +75,41 @@ export function lastMembers(
   second = "",
 ): [Span | null, Span | null] {
   const found: [Span | null, Span | null] = [null, null];
+  const whole = eachMember(body, open, (keyStart, keyEnd, start) => {
+    if (keyIs(body, keyStart, keyEnd, first)) found[0] = { start, end: valueEnd(body, start) };
+    else if (second !== "" && keyIs(body, keyStart, keyEnd, second))
+      found[1] = { start, end: valueEnd(body, start) };
+    return false;
+  });
+  if (!whole) throw new SyntaxError("not a JSON object");
+  return found;
+}
+
+/**
+ * Walks the members of the object that opens at `open`, up to its end or the first value cut short:
+ * `visit` gets each key's bytes (quotes included) and where its value starts, and stops the walk by
+ * answering true. Returns whether the walk reached the object's closing brace (false: stopped, or
+ * the text is cut short or no JSON object's). Throws on a key with an escape that does not decode.
+ */
+export function eachMember(
+  body: Buffer,
+  open: number,
+  visit: (keyStart: number, keyEnd: number, start: number) => boolean,
+): boolean {
   let at = skipSpaces(body, open + 1);
-  if (body[at] === 0x7d /* } */) return found;
+  if (body[at] === 0x7d /* } */) return true;
   for (;;) {
-    if (body[at] !== 0x22 /* " */) throw new SyntaxError("not a JSON object");
+    if (body[at] !== 0x22 /* " */) return false;
     const keyEnd = valueEnd(body, at);
+    if (keyEnd < 0) return false;
     const colon = skipSpaces(body, keyEnd);
-    if (keyEnd < 0 || body[colon] !== 0x3a /* : */) throw new SyntaxError("not a JSON object");
+    if (body[colon] !== 0x3a /* : */) return false;
     const start = skipSpaces(body, colon + 1);
+    if (visit(at, keyEnd, start)) return false;
     const end = valueEnd(body, start);
-    if (end <= start) throw new SyntaxError("not a JSON object");
-    if (keyIs(body, at, keyEnd, first)) found[0] = { start, end };
-    else if (second !== "" && keyIs(body, at, keyEnd, second)) found[1] = { start, end };
+    if (end <= start) return false;
     at = skipSpaces(body, end);
-    if (body[at] === 0x7d) return found;
-    if (body[at] !== 0x2c /* , */) throw new SyntaxError("not a JSON object");
+    if (body[at] !== 0x2c /* , */) return body[at] === 0x7d /* } */;
     at = skipSpaces(body, at + 1);
   }
 }

@@ -1,4 +1,4 @@
-import { keyIs, type Span, skipSpaces, valueEnd } from "../providers/json-bytes.js";
+import { eachMember, keyIs, type Span, skipSpaces, valueEnd } from "../providers/json-bytes.js";
 import { objectField, usageFromInteractions } from "../providers/usage-from-json.js";
 import { emptyUsage, type TokenUsage } from "../usage/token-usage.js";
 import type { ByteEnds } from "./byte-ends.js";
@@ -138,32 +138,6 @@ function usageMember(body: Buffer, open: number): TokenUsage | null {
     );
   } catch {
     return null;
-  }
-}
-
-/**
- * Walks the members of the object that opens at `open`, up to its end or the first value cut short:
- * `visit` gets each key's bytes (quotes included) and where its value starts, and stops the walk by
- * answering true. Throws on a key with an escape that does not decode.
- */
-function eachMember(
-  body: Buffer,
-  open: number,
-  visit: (keyStart: number, keyEnd: number, start: number) => boolean,
-): void {
-  let at = skipSpaces(body, open + 1);
-  while (body[at] === 0x22 /* " */) {
-    const keyEnd = valueEnd(body, at);
-    if (keyEnd < 0) return;
-    const colon = skipSpaces(body, keyEnd);
-    if (body[colon] !== 0x3a /* : */) return;
-    const start = skipSpaces(body, colon + 1);
-    if (visit(at, keyEnd, start)) return;
-    const end = valueEnd(body, start);
-    if (end <= start) return;
-    at = skipSpaces(body, end);
-    if (body[at] !== 0x2c /* , */) return;
-    at = skipSpaces(body, at + 1);
   }
 }
 
