@@ -98,8 +98,8 @@ function iterationsOf(entries: unknown[]): ProviderBIterations {
       continue;
     }
     sum.samplings.push({ usage });
-    sum.input = counts.input === null || sum.input === null ? null : sum.input + counts.input;
-    sum.output = counts.output === null || sum.output === null ? null : sum.output + counts.output;
+    sum.input = sumOrUnknown(sum.input, counts.input);
+    sum.output = sumOrUnknown(sum.output, counts.output);
     sum.cacheRead += counts.cacheRead ?? 0;
     sum.cacheWrite += counts.cacheWrite ?? 0;
     sum.cacheWriteHour += Math.min(counts.cacheWriteHour ?? 0, counts.cacheWrite ?? 0);
@@ -168,13 +168,18 @@ function usageOfCounts(counts: TokenCounts, thinking: number | null): TokenUsage
   return usage;
 }
 
+/** Two counts added; unknown when either is. */
+function sumOrUnknown(a: number | null, b: number | null): number | null {
+  return a === null || b === null ? null : a + b;
+}
+
 /** The top-level counts with the compaction iterations' added. */
 function withCompactions(counts: ProviderBCounts, iterations: ProviderBIterations): TokenCounts {
   const plus = (value: number | null, added: number) =>
     value === null && added === 0 ? value : (value ?? 0) + added;
   return {
-    input: counts.input === null || iterations.input === null ? null : counts.input + iterations.input,
-    output: counts.output === null || iterations.output === null ? null : counts.output + iterations.output,
+    input: sumOrUnknown(counts.input, iterations.input),
+    output: sumOrUnknown(counts.output, iterations.output),
     cacheRead: plus(counts.cacheRead, iterations.cacheRead),
     cacheWrite: plus(counts.cacheWrite, iterations.cacheWrite),
     cacheWriteHour: plus(counts.cacheWriteHour, iterations.cacheWriteHour),
@@ -209,8 +214,8 @@ export function usageFromProviderC(usageMetadata: unknown): TokenUsage | null {
   const prompt = count(record.promptTokenCount);
   const toolUse = part(record.toolUsePromptTokenCount);
   const usage: TokenUsage = {
-    inputTokens: prompt === null || toolUse === null ? null : prompt + toolUse,
-    outputTokens: candidates === null || thoughts === null ? null : candidates + thoughts,
+    inputTokens: sumOrUnknown(prompt, toolUse),
+    outputTokens: sumOrUnknown(candidates, thoughts),
     cachedInputTokens: count(record.cachedContentTokenCount),
     reasoningTokens: count(record.thoughtsTokenCount),
   };
