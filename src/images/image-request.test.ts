@@ -130,7 +130,7 @@ describe("fitting an image request to its provider and model", () => {
       size: "512x512",
       providerOptions: { "provider-a": { quality: "hd", style: "vivid" } },
     });
-    expect(fitImageRequest("provider-a", "gpt-image-2", request)).toEqual(request);
+    expect(fitImageRequest("provider-a", "gpt-image-9", request)).toEqual(request);
     expect(fitImageRequest("provider-c", "imagen-5.0-generate-001", parsed({ aspectRatio: "2:3" }))).toEqual(
       parsed({ aspectRatio: "2:3" }),
     );

@@ -45,7 +45,7 @@ export const imagenSafetySettings: Record<string, string> = {
 const optionValues: Record<"provider-a" | "provider-c", Record<string, readonly string[]>> = {
   "provider-a": {
     style: ["vivid", "natural"],
-    quality: ["low", "medium", "high", "auto", "standard", "hd"],
+    quality: ["low", "medium", "high", "xhigh", "max", "auto", "standard", "hd"],
   },
   "provider-c": {
     safetyFilterLevel: Object.keys(imagenSafetySettings),
@@ -76,15 +76,27 @@ const gptImage: ImageModelRules = {
   sizes: ["1024x1024", "1536x1024", "1024x1536"],
 };
 const imagen: ImageModelRules = { aspectRatios: ["1:1", "3:4", "4:3", "9:16", "16:9"] };
+/** GPT Image 2: any size its API takes (sides divisible by 16, up to 3840x2160): not listed here. */
+const gptImage2: ImageModelRules = { quality: ["low", "medium", "high", "auto"], style: false };
+const gptImage26: ImageModelRules = {
+  ...gptImage2,
+  quality: ["low", "medium", "high", "xhigh", "max", "auto"],
+};
+const geminiImage: ImageModelRules = {
+  aspectRatios: ["1:1", "2:3", "3:2", "3:4", "4:3", "4:5", "5:4", "9:16", "16:9", "21:9"],
+};
 
 export const imageModelRules: Readonly<Record<string, ImageModelRules>> = {
   "gpt-image-1": gptImage,
   "gpt-image-1-mini": gptImage,
   "dall-e-3": { quality: ["standard", "hd"] },
+  "gpt-image-2": gptImage2,
+  "gpt-image-2.6-sunburst": gptImage26,
+  "gpt-image-2.6-flare": gptImage26,
   ...Object.fromEntries(
     modelsFor("provider-c")
-      .filter((model) => model.capabilities.image && model.id.startsWith("imagen-"))
-      .map((model) => [model.id, imagen]),
+      .filter((model) => model.capabilities.image)
+      .map((model) => [model.id, model.id.startsWith("imagen-") ? imagen : geminiImage]),
   ),
 };
 

@@ -34,6 +34,8 @@ function tokenPrices(pricing: TokenPricing | null | undefined): Record<string, u
       ? { audioInput: pricing.audio.input, cachedAudioInput: pricing.audio.cachedInput }
       : {}),
     ...(pricing?.cacheWrite ? { cacheWrite: pricing.cacheWrite } : {}),
+    ...(pricing?.imageInput !== undefined ? { imageInput: pricing.imageInput } : {}),
+    ...(pricing?.imageOutput !== undefined ? { imageOutput: pricing.imageOutput } : {}),
   };
 }
 

@@ -14,12 +14,20 @@ export function usageFromProviderA(usage: unknown): TokenUsage | null {
   const record = object(usage);
   if (!record) return null;
   if ("input_tokens" in record || "output_tokens" in record) {
-    return {
+    const inputDetails = object(record.input_tokens_details);
+    const outputDetails = object(record.output_tokens_details);
+    const usage: TokenUsage = {
       inputTokens: count(record.input_tokens),
       outputTokens: count(record.output_tokens),
-      cachedInputTokens: count(object(record.input_tokens_details)?.cached_tokens),
-      reasoningTokens: count(object(record.output_tokens_details)?.reasoning_tokens),
+      cachedInputTokens: count(inputDetails?.cached_tokens),
+      reasoningTokens: count(outputDetails?.reasoning_tokens),
     };
+    // The images API (GPT Image models) breaks its counts down into text and image tokens.
+    const imageInput = count(inputDetails?.image_tokens);
+    if (imageInput) usage.imageInputTokens = imageInput;
+    const imageOutput = count(outputDetails?.image_tokens);
+    if (imageOutput) usage.imageOutputTokens = imageOutput;
+    return usage;
   }
   const prompt = count(record.prompt_tokens);
   return {
@@ -219,27 +227,32 @@ export function usageFromProviderC(usageMetadata: unknown): TokenUsage | null {
     cachedInputTokens: count(record.cachedContentTokenCount),
     reasoningTokens: count(record.thoughtsTokenCount),
   };
-  const audio = Array.isArray(record.promptTokensDetails) ? audioTokens(record.promptTokensDetails) : 0;
+  const audio = modalityTokens(record.promptTokensDetails, "AUDIO");
   if (audio > 0) {
     usage.audioInputTokens = audio;
-    const cachedAudio = Array.isArray(record.cacheTokensDetails) ? audioTokens(record.cacheTokensDetails) : 0;
+    const cachedAudio = modalityTokens(record.cacheTokensDetails, "AUDIO");
     if (cachedAudio > 0) usage.cachedAudioInputTokens = cachedAudio;
   }
+  // Images a Gemini image model generated, part of the candidates' count.
+  const generatedImages = modalityTokens(record.candidatesTokensDetails, "IMAGE");
+  if (generatedImages > 0) usage.imageOutputTokens = generatedImages;
   return usage;
 }
 
 /**
- * The audio entries' tokens of a modality breakdown: generateContent's `{modality: "AUDIO",
- * tokenCount}`, the Interactions API's `{modality: "audio", tokens}`.
+ * The tokens of one modality in a modality breakdown: generateContent's `{modality: "AUDIO",
+ * tokenCount}`, the Interactions API's `{modality: "audio", tokens}`. 0 without a breakdown.
  */
-function audioTokens(details: unknown[]): number {
-  let audio = 0;
+function modalityTokens(details: unknown, modality: "AUDIO" | "IMAGE"): number {
+  if (!Array.isArray(details)) return 0;
+  const lower = modality.toLowerCase();
+  let tokens = 0;
   for (const detail of details) {
     const record = object(detail);
-    if (record?.modality === "AUDIO" || record?.modality === "audio")
-      audio += count(record.tokenCount ?? record.tokens) ?? 0;
+    if (record?.modality === modality || record?.modality === lower)
+      tokens += count(record.tokenCount ?? record.tokens) ?? 0;
   }
-  return audio;
+  return tokens;
 }
 
 /**
@@ -264,6 +277,7 @@ export function usageFromInteractions(usage: unknown): TokenUsage | null {
     cachedContentTokenCount: record.total_cached_tokens,
     promptTokensDetails: record.input_tokens_by_modality,
     cacheTokensDetails: record.cached_tokens_by_modality,
+    candidatesTokensDetails: record.output_tokens_by_modality,
   });
 }
 

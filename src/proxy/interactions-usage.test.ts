@@ -119,6 +119,29 @@ describe("the Interactions API's usage, unstreamed", () => {
     });
   });
 
+  it("tells the generated images of the output apart (output_tokens_by_modality), as generateContent's", () => {
+    const body = JSON.stringify(
+      interaction({
+        model: "gemini-nano-banana-2.1",
+        usage: {
+          total_input_tokens: 20,
+          total_output_tokens: 1130,
+          output_tokens_by_modality: [
+            { modality: "text", tokens: 10 },
+            { modality: "image", tokens: 1120 },
+          ],
+        },
+      }),
+    );
+    expect(run(body, false).usage).toEqual({
+      inputTokens: 20,
+      outputTokens: 1130,
+      cachedInputTokens: null,
+      reasoningTokens: null,
+      imageOutputTokens: 1120,
+    });
+  });
+
   it("reads only the top-level usage, not one in the outputs or the tools, before it or after", () => {
     const decoy = { usage: { total_input_tokens: 999, total_output_tokens: 999 } };
     const body = JSON.stringify(

@@ -3,7 +3,9 @@ import { type ProviderId, providerIds } from "../providers/provider-id.js";
 /**
  * The one versioned catalogue of supported models and their list prices. It feeds the public model
  * lists and the cost engine. Token prices are USD per 1M tokens; an unknown price is null, never 0.
- * Image prices are USD per image, from SPEC.md's table, keyed by variant and size ("*" = any size).
+ * Image prices are USD per image, from SPEC.md's table, keyed by variant and size ("*" = any size);
+ * the providers' image models after that table are priced by the token (TokenPricing's
+ * `imageInput` and `imageOutput`), as their providers bill them.
  */
 export const catalogueVersion = "2026-11-27";
 
@@ -37,6 +39,14 @@ export interface TokenPricing {
    * 5.5's over 100k, GPT-5.4's over 272k.
    */
   longContext?: { above: number; pricing: TokenPricing };
+  /**
+   * Image models priced by the token: the price of input image tokens, where it is not the text
+   * input's (provider A's GPT Image models: $8 against $5), and of generated image tokens, where it
+   * is not the text output's (provider C's Gemini image models: $30 against $7.50). A model without
+   * them prices image tokens as text.
+   */
+  imageInput?: number;
+  imageOutput?: number;
 }
 
 export interface CatalogueModel {
@@ -254,6 +264,37 @@ const models: CatalogueModel[] = [
     capabilities: imageOnly,
     pricing: null,
     imagePricing: { default: { "1024x1024": 0.016, "1024x1536": 0.018, "1536x1024": 0.02 } },
+  },
+  // Provider A's GPT Image 2 models, which OpenAI names as the replacements of the three above (all
+  // shut down or shutting down: see `deprecations`). They are billed by the token, not by a table
+  // of sizes: text input $5 (cached $1.25), image input $8, image output $30 per 1M tokens, from
+  // the GPT Image 2.6 Sunburst model page (developers.openai.com/api/docs/models/
+  // gpt-image-2.6-sunburst). Flare and GPT Image 2 at the same prices as resellers' launch notes
+  // give them (no first-party page for either was found); the images API's answers report the
+  // tokens (`usage`, image input apart in `input_tokens_details`).
+  {
+    id: "gpt-image-2.6-sunburst",
+    provider: "provider-a",
+    displayName: "GPT Image 2.6 Sunburst",
+    created: 1793750400,
+    capabilities: imageOnly,
+    pricing: { ...price(5, 30, 1.25), imageInput: 8 },
+  },
+  {
+    id: "gpt-image-2.6-flare",
+    provider: "provider-a",
+    displayName: "GPT Image 2.6 Flare",
+    created: 1793750400,
+    capabilities: imageOnly,
+    pricing: { ...price(5, 30, 1.25), imageInput: 8 },
+  },
+  {
+    id: "gpt-image-2",
+    provider: "provider-a",
+    displayName: "GPT Image 2",
+    created: 1776729600,
+    capabilities: imageOnly,
+    pricing: { ...price(5, 30, 1.25), imageInput: 8 },
   },
   // Provider A's GPT-5.4 and 5.2 models, from OpenAI's pricing page (developers.openai.com/api/docs/
   // pricing) and model pages (…/docs/models/<model>): text and images in (PDFs as files), structured
@@ -525,6 +566,38 @@ const models: CatalogueModel[] = [
     pricing: null,
     imagePricing: { default: { "*": null } },
   },
+  // Provider C's Gemini image models ("Nano Banana"), which Google names as the replacements of
+  // Imagen 4 (shut down on 2026-08-17: see `deprecations`). They generate through generateContent
+  // and are billed by the token: input (text and images) and text output at the model's prices,
+  // generated images at $30 per 1M tokens (about 1,120 tokens, $0.034, a 1K image). Gemini Nano
+  // Banana 2.1 (GA 2026-10-06): $1.50 in, $7.50 out; Gemini 3.1 Flash-Lite Image (GA 2026-06-30):
+  // $0.25 in, $1.50 out; as LiteLLM's launch notes quote Google's pricing page. Gemini 3 Pro Image
+  // (GA 2026-05-28): $120 per 1M image tokens ($0.134 a 1K or 2K image) from a copy of the pricing
+  // page; its input and text output prices were not found, so its calls' cost is unknown (null).
+  {
+    id: "gemini-nano-banana-2.1",
+    provider: "provider-c",
+    displayName: "Gemini Nano Banana 2.1",
+    created: 1791244800,
+    capabilities: imageOnly,
+    pricing: { ...price(1.5, 7.5, null), imageOutput: 30 },
+  },
+  {
+    id: "gemini-3.1-flash-lite-image",
+    provider: "provider-c",
+    displayName: "Gemini 3.1 Flash-Lite Image",
+    created: 1782777600,
+    capabilities: imageOnly,
+    pricing: { ...price(0.25, 1.5, null), imageOutput: 30 },
+  },
+  {
+    id: "gemini-3-pro-image",
+    provider: "provider-c",
+    displayName: "Gemini 3 Pro Image",
+    created: 1779926400,
+    capabilities: imageOnly,
+    pricing: { ...price(null, null, null), imageOutput: 120 },
+  },
   // Provider C's current models, from Google's Gemini API pricing page
   // (ai.google.dev/gemini-api/docs/pricing, paid tier) and model pages
   // (ai.google.dev/gemini-api/docs/models/<model>): text, images, video, audio and PDF in, structured
@@ -576,11 +649,13 @@ const deprecations: Record<ProviderId, Record<string, Deprecation>> = {
     "gpt-5": { shutdown: "2026-12-11" },
     "gpt-5-mini": { shutdown: "2026-12-11" },
     "gpt-5.4-nano": { shutdown: "2027-04-01" },
-    "gpt-image-1-mini": { shutdown: "2026-12-01" },
+    "gpt-image-1-mini": { shutdown: "2026-12-01", replacement: "gpt-image-2.6-sunburst" },
     // Already shut down (the 2026-04-22 notice of legacy snapshots).
     "gpt-4.1-nano": { shutdown: "2026-10-23" },
     "o4-mini": { shutdown: "2026-10-23" },
-    "gpt-image-1": { shutdown: "2026-10-23" },
+    "gpt-image-1": { shutdown: "2026-10-23", replacement: "gpt-image-2.6-sunburst" },
+    // DALL·E 3's model page: shut down on 2026-05-12, GPT Image models in its place.
+    "dall-e-3": { shutdown: "2026-05-12", replacement: "gpt-image-2.6-sunburst" },
   },
   "provider-b": {
     // Anthropic's model deprecations page and the model's overview (platform.claude.com/docs/en/
@@ -598,6 +673,12 @@ const deprecations: Record<ProviderId, Record<string, Deprecation>> = {
     // and billed at its prices. Gemini 2.5 Flash-Lite is not deprecated.
     "gemini-2.5-flash": { shutdown: "2026-12-01", replacement: "gemini-3.5-flash-lite" },
     "gemini-2.5-pro": { shutdown: "2026-12-01", replacement: "gemini-3.8-flash" },
+    // The Gemini API changelog (2026-06-15): the three Imagen 4 models shut down on 2026-08-17, and
+    // its Imagen page names the Gemini image models in their place (Firebase's migration guide maps
+    // standard and fast to Nano Banana 2.1, ultra to Gemini 3 Pro Image).
+    "imagen-4.0-generate-001": { shutdown: "2026-08-17", replacement: "gemini-nano-banana-2.1" },
+    "imagen-4.0-fast-generate-001": { shutdown: "2026-08-17", replacement: "gemini-nano-banana-2.1" },
+    "imagen-4.0-ultra-generate-001": { shutdown: "2026-08-17", replacement: "gemini-3-pro-image" },
   },
 };
 

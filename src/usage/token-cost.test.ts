@@ -70,11 +70,28 @@ describe("model catalogue", () => {
       }
     }
     expect(defaultModel("provider-b", "image")).toBeNull();
-    expect(
-      modelsFor("provider-a")
+    // SPEC.md's three image models of each provider, in its order, the first the default; the
+    // providers' models after them follow (docs/decisions/0013).
+    const imageModels = (provider: "provider-a" | "provider-c") =>
+      modelsFor(provider)
         .filter((model) => model.capabilities.image)
-        .map((model) => model.id),
-    ).toEqual(["gpt-image-1", "dall-e-3", "gpt-image-1-mini"]);
+        .map((model) => model.id);
+    expect(imageModels("provider-a")).toEqual([
+      "gpt-image-1",
+      "dall-e-3",
+      "gpt-image-1-mini",
+      "gpt-image-2.6-sunburst",
+      "gpt-image-2.6-flare",
+      "gpt-image-2",
+    ]);
+    expect(imageModels("provider-c")).toEqual([
+      "imagen-4.0-generate-001",
+      "imagen-4.0-fast-generate-001",
+      "imagen-4.0-ultra-generate-001",
+      "gemini-nano-banana-2.1",
+      "gemini-3.1-flash-lite-image",
+      "gemini-3-pro-image",
+    ]);
     expect(defaultModel("provider-a", "image")).toBe("gpt-image-1");
     expect(defaultModel("provider-c", "image")).toBe("imagen-4.0-generate-001");
   });
@@ -257,6 +274,38 @@ describe("token cost", () => {
     // Provider C's embeddings take text; provider A's audio models are not catalogued.
     expect(costOfTokens("provider-c", "gemini-embedding-001", withAudio)).toBeNull();
     expect(costOfTokens("provider-a", "gpt-4o", { ...usage(1000, 20), audioInputTokens: 900 })).toBeNull();
+  });
+
+  // GPT Image 2.6 Sunburst: text in $5, cached $1.25, image in $8, image out $30 per 1M tokens.
+  // Gemini Nano Banana 2.1: $1.50 in, $7.50 text out, $30 per 1M generated image tokens.
+  it("prices image models by the token: input images and generated images at their image prices, the rest as text", () => {
+    // An edit: 50 text tokens and 1000 image tokens in, 4160 out (all images: no breakdown needed).
+    const edit = { ...usage(1050, 4160), imageInputTokens: 1000 };
+    expect(costOfTokens("provider-a", "gpt-image-2.6-sunburst", edit)).toBe(0.13305);
+    // The same counts without a breakdown are all text input: 1050 at 5.
+    expect(costOfTokens("provider-a", "gpt-image-2.6-sunburst", usage(1050, 4160))).toBe(0.13005);
+    // A dated snapshot prices as its model; cached text input at the cached price.
+    expect(
+      costOfTokens("provider-a", "gpt-image-2-2026-04-21", { ...usage(1050, 0, 50), imageInputTokens: 1000 }),
+    ).toBe(0.0080625);
+    // Provider C: 20 prompt tokens, 1120 image tokens and 200 thoughts out.
+    const generated = { ...usage(20, 1320), imageOutputTokens: 1120 };
+    expect(costOfTokens("provider-c", "gemini-nano-banana-2.1", generated)).toBe(0.03513);
+    expect(costOfTokens("provider-c", "gemini-3.1-flash-lite-image", generated)).toBe(0.033905);
+    // Without the breakdown, all output is text: what the provider reported, not a guess.
+    expect(costOfTokens("provider-c", "gemini-nano-banana-2.1", usage(20, 1320))).toBe(0.00993);
+    // A model without image prices prices image tokens as text (GPT-5's input images, say).
+    expect(costOfTokens("provider-a", "gpt-5", { ...usage(1000, 10), imageInputTokens: 900 })).toBe(
+      costOfTokens("provider-a", "gpt-5", usage(1000, 10)),
+    );
+    // Counts that do not add up, or prices not published (Gemini 3 Pro Image's input): unknown.
+    expect(
+      costOfTokens("provider-a", "gpt-image-2.6-sunburst", { ...usage(10, 10), imageInputTokens: 11 }),
+    ).toBeNull();
+    expect(
+      costOfTokens("provider-c", "gemini-nano-banana-2.1", { ...usage(10, 10), imageOutputTokens: 11 }),
+    ).toBeNull();
+    expect(costOfTokens("provider-c", "gemini-3-pro-image", generated)).toBeNull();
   });
 
   it("bills a call whose input is over the long-context threshold at the long-context prices, the whole call", () => {

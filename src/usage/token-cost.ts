@@ -9,6 +9,8 @@ import type { Sampling, TokenUsage } from "./token-usage.js";
  * output. Provider C's audio input is priced at the model's audio prices, uncached and cached, and
  * the rest of the input at its text prices. Provider B's web searches add their per-search price. A
  * call whose input is over a model's long-context threshold is priced at its long-context prices. A
+ * model priced by the token for images bills input image tokens and generated image tokens at its
+ * image prices, where it has them, and the rest at its text prices. A
  * call made of several samplings (provider B's compaction and advisor iterations) costs the sum of
  * theirs, each priced on its own, at the prices of the model that sampled. Null when the model, a
  * needed price or a needed count is unknown (an input count, an output count at an output price,
@@ -71,6 +73,13 @@ function microDollarsOf(provider: ProviderId, model: string | null, usage: Token
   }
   let fresh = input - cached - written;
   let cachedText = cached;
+  const images = usage.imageInputTokens ?? 0;
+  if (images > 0 && pricing.imageInput !== undefined) {
+    // Uncached input images at their own price; the counts give no cached part of them.
+    if (images > fresh) return null;
+    microDollars += images * pricing.imageInput;
+    fresh -= images;
+  }
   if (usage.audioInputTokens) {
     const audio = audioSplit(usage, usage.audioInputTokens, fresh, cached);
     if (audio === null || pricing.audio === undefined) return null;
@@ -83,7 +92,13 @@ function microDollarsOf(provider: ProviderId, model: string | null, usage: Token
     if (cachedText > 0 && pricing.cachedInput === null) return null;
     microDollars += fresh * pricing.input + cachedText * (pricing.cachedInput ?? 0);
   }
-  const output = usage.outputTokens ?? 0;
+  let output = usage.outputTokens ?? 0;
+  const generatedImages = usage.imageOutputTokens ?? 0;
+  if (generatedImages > 0 && pricing.imageOutput !== undefined) {
+    if (generatedImages > output) return null;
+    microDollars += generatedImages * pricing.imageOutput;
+    output -= generatedImages;
+  }
   if (output > 0) {
     if (pricing.output === null) return null;
     microDollars += output * pricing.output;

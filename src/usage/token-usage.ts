@@ -38,6 +38,17 @@ export interface TokenUsage {
    * by modality (`cacheTokensDetails`, `cached_tokens_by_modality`). Only when there were any.
    */
   cachedAudioInputTokens?: number;
+  /**
+   * Provider A's image models: the input tokens that are images (`input_tokens_details.image_tokens`
+   * of its images API), which its GPT Image models bill above text input. Only when there were any.
+   */
+  imageInputTokens?: number;
+  /**
+   * The output tokens that are generated images (provider A's `output_tokens_details.image_tokens`,
+   * provider C's `candidatesTokensDetails` of modality IMAGE), which provider C's image models bill
+   * above text output. Only when there were any.
+   */
+  imageOutputTokens?: number;
 }
 
 /** One sampling step of a call (TokenUsage.samplings). */

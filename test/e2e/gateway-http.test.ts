@@ -141,6 +141,24 @@ describe("the gateway over HTTP", () => {
     });
     expect(all.get("gemini-embedding-001")?.pricing).not.toHaveProperty("audioInput");
     expect(all.get("gpt-4o")?.pricing).not.toHaveProperty("audioInput");
+    // Image models after SPEC's table are priced by the token, images at prices of their own.
+    expect(all.get("gpt-image-2.6-sunburst")?.pricing).toEqual({
+      unit: "1M tokens",
+      currency: "USD",
+      input: 5,
+      output: 30,
+      cachedInput: 1.25,
+      imageInput: 8,
+    });
+    expect(all.get("gemini-nano-banana-2.1")?.pricing).toMatchObject({
+      input: 1.5,
+      output: 7.5,
+      imageOutput: 30,
+    });
+    expect(all.get("imagen-4.0-generate-001")?.deprecated).toEqual({
+      shutdownDate: "2026-08-17",
+      replacement: "gemini-nano-banana-2.1",
+    });
     // SPEC has no price for provider C's ultra model: null, never 0.
     expect(all.get("imagen-4.0-ultra-generate-001")?.pricing.perImage).toEqual({ default: { "*": null } });
     // A model its provider deprecated says when its calls stop and what the provider names instead;
@@ -151,7 +169,10 @@ describe("the gateway over HTTP", () => {
     });
     expect(all.get("claude-sonnet-5-5")).not.toHaveProperty("deprecated");
     // A day past: the provider has shut it down.
-    expect(all.get("gpt-image-1")?.deprecated).toEqual({ shutdownDate: "2026-10-23" });
+    expect(all.get("gpt-image-1")?.deprecated).toEqual({
+      shutdownDate: "2026-10-23",
+      replacement: "gpt-image-2.6-sunburst",
+    });
     expect(all.get("gemini-2.5-flash")?.deprecated).toEqual({
       shutdownDate: "2026-12-01",
       replacement: "gemini-3.5-flash-lite",

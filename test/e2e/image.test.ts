@@ -410,7 +410,7 @@ describe("image generation", () => {
       expect(await response.json()).toEqual({
         error: {
           code: "VALIDATION_ERROR",
-          message: `model "${model}" ${says}; this project generates images with ${provider}, whose image models are ${provider === "provider-a" ? "gpt-image-1, dall-e-3, gpt-image-1-mini" : "imagen-4.0-generate-001, imagen-4.0-fast-generate-001, imagen-4.0-ultra-generate-001"}`,
+          message: `model "${model}" ${says}; this project generates images with ${provider}, whose image models are ${provider === "provider-a" ? "gpt-image-1, dall-e-3, gpt-image-1-mini, gpt-image-2.6-sunburst, gpt-image-2.6-flare, gpt-image-2" : "imagen-4.0-generate-001, imagen-4.0-fast-generate-001, imagen-4.0-ultra-generate-001, gemini-nano-banana-2.1, gemini-3.1-flash-lite-image, gemini-3-pro-image"}`,
           requestId: response.headers.get("x-request-id"),
           details: { model, provider, modelProvider },
         },

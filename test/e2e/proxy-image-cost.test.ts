@@ -186,6 +186,97 @@ describe("image generation through the proxies", () => {
     });
   });
 
+  // GPT Image 2.6 Sunburst: text in $5, image in $8, image out $30 per 1M tokens. Gemini Nano Banana
+  // 2.1: $1.50 in, $7.50 text out, $30 per 1M generated image tokens.
+  describe("image models priced by the token", () => {
+    const gptImage2Usage = {
+      input_tokens: 1050,
+      input_tokens_details: { image_tokens: 1000, text_tokens: 50 },
+      output_tokens: 4160,
+      output_tokens_details: { image_tokens: 4160, text_tokens: 0 },
+      total_tokens: 5210,
+    };
+
+    it("prices a GPT Image 2 generation by its tokens, input images at their own price, JSON and streamed", async () => {
+      fake.enqueueResponse({
+        status: 200,
+        body: { ...gptImageAnswer(1, 100), quality: "medium", usage: gptImage2Usage },
+      });
+      const { data, response } = await clients.openai.images
+        .generate({ model: "gpt-image-2.6-sunburst", prompt: "a cat like this one" })
+        .withResponse();
+      expect(data.data).toHaveLength(1);
+      const row = await rowOf(response.headers);
+      expect(row).toMatchObject({ model: "gpt-image-2.6-sunburst", input_tokens: 1050, output_tokens: 4160 });
+      // 50 text tokens at 5, 1000 image tokens at 8, 4160 image tokens out at 30.
+      expect(row.cost_usd).toBe(0.13305);
+
+      const completed = {
+        type: "image_generation.completed",
+        b64_json: "A".repeat(5_000),
+        created_at: 1_763_000_000,
+        size: "1024x1024",
+        quality: "medium",
+        usage: gptImage2Usage,
+      };
+      fake.enqueueResponse({
+        status: 200,
+        headers: { "content-type": "text/event-stream" },
+        body: `event: image_generation.completed\ndata: ${JSON.stringify(completed)}\n\n`,
+      });
+      const streamed = await clients.openai.images
+        .generate({ model: "gpt-image-2.6-sunburst", prompt: "a cat like this one", stream: true })
+        .withResponse();
+      for await (const _event of streamed.data);
+      expect(await rowOf(streamed.response.headers)).toMatchObject({ streamed: 1, cost_usd: 0.13305 });
+    });
+
+    it("prices a Gemini image model's generated images above its text output, JSON and streamed (@google/genai)", async () => {
+      const usageMetadata = {
+        promptTokenCount: 20,
+        candidatesTokenCount: 1120,
+        thoughtsTokenCount: 200,
+        totalTokenCount: 1340,
+        promptTokensDetails: [{ modality: "TEXT", tokenCount: 20 }],
+        candidatesTokensDetails: [{ modality: "IMAGE", tokenCount: 1120 }],
+      };
+      const candidate = {
+        content: {
+          role: "model",
+          parts: [{ inlineData: { mimeType: "image/png", data: tinyPng.toString("base64") } }],
+        },
+        finishReason: "STOP",
+        index: 0,
+      };
+      const answer = { candidates: [candidate], usageMetadata, modelVersion: "gemini-nano-banana-2.1" };
+      fake.enqueueResponse({ status: 200, body: answer });
+      const generated = await clients.google.models.generateContent({
+        model: "gemini-nano-banana-2.1",
+        contents: "a lighthouse",
+        config: { responseModalities: ["IMAGE"] },
+      });
+      expect(generated.candidates?.[0]?.content?.parts?.[0]?.inlineData?.mimeType).toBe("image/png");
+      const row = await rowOf(generated.sdkHttpResponse?.headers);
+      expect(row).toMatchObject({ model: "gemini-nano-banana-2.1", input_tokens: 20, output_tokens: 1320 });
+      // 20 in at 1.50, 1120 image tokens at 30, 200 thought tokens at 7.50.
+      expect(row.cost_usd).toBe(0.03513);
+
+      fake.enqueueResponse({
+        status: 200,
+        headers: { "content-type": "text/event-stream" },
+        body: `data: ${JSON.stringify(answer)}\r\n\r\n`,
+      });
+      const stream = await clients.google.models.generateContentStream({
+        model: "gemini-nano-banana-2.1",
+        contents: "a lighthouse",
+        config: { responseModalities: ["IMAGE"] },
+      });
+      let headers: Headers | undefined;
+      for await (const chunk of stream) headers ??= chunk.sdkHttpResponse?.headers as Headers | undefined;
+      expect(await rowOf(headers)).toMatchObject({ streamed: 1, output_tokens: 1320, cost_usd: 0.03513 });
+    });
+  });
+
   describe("provider C models.generateImages (@google/genai)", () => {
     it("records Imagen's price per image in the predictions", async () => {
       const answer = await clients.google.models.generateImages({
