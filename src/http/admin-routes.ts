@@ -4,7 +4,7 @@ import type { AuthThrottle } from "../auth/authenticate.js";
 import { repeatedCredentialHeaderError } from "../auth/repeated-credential-header.js";
 import { GatewayError } from "../errors.js";
 import { throttled } from "../rate-limit/auth-throttle.js";
-import { parseJsonObject, readBody, requireUtf8JsonContentType } from "./read-body.js";
+import { parseJsonObject, readBody, requireUncompressedUtf8Json } from "./read-body.js";
 import type { Handler, RequestContext, Router } from "./router.js";
 import { sendJson } from "./send.js";
 
@@ -32,14 +32,14 @@ export function registerAdminRoutes(router: Router, deps: AdminRouteDeps): void 
       } else sendJson(context.response, status, body);
     };
   const json = async (context: RequestContext) => {
-    requireUtf8JsonContentType(context.request);
+    requireUncompressedUtf8Json(context.request);
     return parseJsonObject(await readBody(context.request, deps.maxBodyBytes));
   };
   // A route that takes no body still refuses one with fields, as docs/api.md says of unknown fields.
   const none = async (context: RequestContext) => {
     const body = await readBody(context.request, deps.maxBodyBytes);
     if (body.length === 0) return;
-    requireUtf8JsonContentType(context.request);
+    requireUncompressedUtf8Json(context.request);
     await admin.requireNoFields(parseJsonObject(body));
   };
   const id = (context: RequestContext, name = "projectId") => context.params[name] ?? "";
