@@ -1,3 +1,4 @@
+import { GatewayError } from "../errors.js";
 import type { AuthRequest } from "./authenticate.js";
 
 /** The headers authenticate() reads a credential from on every endpoint, lower-cased. */
@@ -35,6 +36,23 @@ export function repeatedCredentialHeader(
     }
   }
   return null;
+}
+
+/**
+ * The 400 for a request that carries a credential header more than once, else null: what the app
+ * routes (admission) and the admin API answer. The message names the header, never its values.
+ */
+export function repeatedCredentialHeaderError(
+  rawHeaders: readonly string[],
+  sdkKeyHeader?: AuthRequest["sdkKeyHeader"],
+): GatewayError | null {
+  const repeated = repeatedCredentialHeader(rawHeaders, sdkKeyHeader);
+  return repeated === null
+    ? null
+    : new GatewayError(
+        "BAD_REQUEST",
+        `The ${repeated} header was sent more than once; send each credential header once`,
+      );
 }
 
 /** Whether `name` is `lowerCase` in any letter case (header names are ASCII, RFC 9110 section 5.1). */

@@ -1,9 +1,10 @@
 import { createHash, timingSafeEqual } from "node:crypto";
 import type { ProjectAdmin } from "../admin/project-admin.js";
 import type { AuthThrottle } from "../auth/authenticate.js";
+import { repeatedCredentialHeaderError } from "../auth/repeated-credential-header.js";
 import { GatewayError } from "../errors.js";
 import { throttled } from "../rate-limit/auth-throttle.js";
-import { parseJsonObject, readBody, requireUtf8JsonContentType } from "./read-body.js";
+import { parseJsonObject, readBody, requireUncompressedUtf8Json } from "./read-body.js";
 import type { Handler, RequestContext, Router } from "./router.js";
 import { sendJson } from "./send.js";
 
@@ -31,14 +32,14 @@ export function registerAdminRoutes(router: Router, deps: AdminRouteDeps): void 
       } else sendJson(context.response, status, body);
     };
   const json = async (context: RequestContext) => {
-    requireUtf8JsonContentType(context.request);
+    requireUncompressedUtf8Json(context.request);
     return parseJsonObject(await readBody(context.request, deps.maxBodyBytes));
   };
   // A route that takes no body still refuses one with fields, as docs/api.md says of unknown fields.
   const none = async (context: RequestContext) => {
     const body = await readBody(context.request, deps.maxBodyBytes);
     if (body.length === 0) return;
-    requireUtf8JsonContentType(context.request);
+    requireUncompressedUtf8Json(context.request);
     await admin.requireNoFields(parseJsonObject(body));
   };
   const id = (context: RequestContext, name = "projectId") => context.params[name] ?? "";
@@ -142,6 +143,11 @@ function adminGuard(
   return async (context) => {
     if (!expected)
       throw new GatewayError("NOT_FOUND", "The admin API is off: set SLUICE_ADMIN_TOKEN to enable it");
+    // As on the app routes (admission): two `Authorization` headers are ambiguous (Node reads the
+    // first, a proxy in front may read the last), so they are refused before the token is compared,
+    // and not counted as a wrong token. The values are never named.
+    const repeated = repeatedCredentialHeaderError(context.request.rawHeaders);
+    if (repeated !== null) throw repeated;
     // Guessing the token is slowed like guessing an app's credentials: after too many wrong
     // tokens from one address, even the right one waits out the window.
     const retryAfter = await throttle.retryAfter(context.clientIp, undefined);

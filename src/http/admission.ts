@@ -1,5 +1,5 @@
 import type { Authenticate, AuthMethod, AuthRequest, AuthResult } from "../auth/authenticate.js";
-import { repeatedCredentialHeader } from "../auth/repeated-credential-header.js";
+import { repeatedCredentialHeaderError } from "../auth/repeated-credential-header.js";
 import { GatewayError, isGatewayError } from "../errors.js";
 import { addressBlock } from "../net/ip-address.js";
 import type { Metrics } from "../observability/metrics.js";
@@ -102,15 +102,12 @@ export function createAdmission(deps: AdmissionDeps) {
    * credentials, in-process limits, no spend cap): the usual proxy request waits for nothing here.
    */
   function admit(context: RequestContext, options: AdmissionOptions): AdmittedCall | Promise<AdmittedCall> {
-    const repeated = repeatedCredentialHeader(context.request.rawHeaders, options.sdkKeyHeader);
+    const repeated = repeatedCredentialHeaderError(context.request.rawHeaders, options.sdkKeyHeader);
     // Refused before authentication, with its row, as a failed authentication is. The value is
     // never named: it is a credential.
     if (repeated !== null) {
-      const error = new GatewayError(
-        "BAD_REQUEST",
-        `The ${repeated} header was sent more than once; send each credential header once`,
-      );
-      return admitAuthenticated(context, options, { ok: false, error, project: null, method: null });
+      const refused = { ok: false, error: repeated, project: null, method: null } as const;
+      return admitAuthenticated(context, options, refused);
     }
     const auth = deps.authenticate({
       projectId: options.projectId,

@@ -1,6 +1,6 @@
 import type { Admit, AdmittedCall, CallSpend, Endpoint } from "./admission.js";
 import { watchClient } from "./client-watch.js";
-import { requireUtf8JsonContentType } from "./read-body.js";
+import { requireUncompressedUtf8Json } from "./read-body.js";
 import type { RequestContext } from "./router.js";
 import { sendJson } from "./send.js";
 
@@ -38,7 +38,7 @@ export async function answerWithJson(
   const soFar: CallSoFar = { model: null };
   const client = watchClient(response);
   try {
-    requireUtf8JsonContentType(request);
+    requireUncompressedUtf8Json(request);
     const { body, model, usage, costUsd } = await run(call, client.signal, soFar);
     client.throwIfGone();
     sendJson(response, 200, body);

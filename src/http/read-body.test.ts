@@ -1,7 +1,7 @@
 import { createServer, type IncomingMessage } from "node:http";
 import { connect } from "node:net";
 import { describe, expect, it } from "vitest";
-import { parseJsonObject, readBody, requireUtf8JsonContentType } from "./read-body.js";
+import { parseJsonObject, readBody, requireUncompressedUtf8Json } from "./read-body.js";
 
 /** Sends raw bytes to a server whose handler reads the body; resolves with what readBody did. */
 async function readRaw(raw: string, maxBytes = 1024, cut = false): Promise<Buffer | Error> {
@@ -102,7 +102,7 @@ describe("parseJsonObject", () => {
   });
 });
 
-describe("requireUtf8JsonContentType", () => {
+describe("requireUncompressedUtf8Json", () => {
   const withType = (type: string | undefined) =>
     ({ headers: type === undefined ? {} : { "content-type": type } }) as IncomingMessage;
 
@@ -114,7 +114,7 @@ describe("requireUtf8JsonContentType", () => {
     "application/json; charset=utf8",
     "application/problem+json; charset=utf-8",
   ])("accepts %s", (type) => {
-    expect(() => requireUtf8JsonContentType(withType(type))).not.toThrow();
+    expect(() => requireUncompressedUtf8Json(withType(type))).not.toThrow();
   });
 
   it.each([
@@ -123,7 +123,7 @@ describe("requireUtf8JsonContentType", () => {
     ['application/json; charset="windows-1252"', "windows-1252"],
     ["application/json; charset=utf-8; charset=latin1", "latin1"],
   ])("refuses %s with 415 naming the charset", (type, charset) => {
-    expect(() => requireUtf8JsonContentType(withType(type))).toThrow(
+    expect(() => requireUncompressedUtf8Json(withType(type))).toThrow(
       expect.objectContaining({
         code: "UNSUPPORTED_MEDIA_TYPE",
         status: 415,
@@ -132,9 +132,32 @@ describe("requireUtf8JsonContentType", () => {
     );
   });
 
+  const withCoding = (coding: string) =>
+    ({ headers: { "content-type": "application/json", "content-encoding": coding } }) as IncomingMessage;
+
+  it.each(["identity", "IDENTITY", "", " identity , identity"])("accepts content-encoding %j", (coding) => {
+    expect(() => requireUncompressedUtf8Json(withCoding(coding))).not.toThrow();
+  });
+
+  it.each([
+    ["gzip", "gzip"],
+    ["br", "br"],
+    ["identity, Deflate", "Deflate"],
+    ["zstd, gzip", "zstd"],
+  ])("refuses content-encoding %j with 415 naming %s and accepting identity", (coding, named) => {
+    expect(() => requireUncompressedUtf8Json(withCoding(coding))).toThrow(
+      expect.objectContaining({
+        code: "UNSUPPORTED_MEDIA_TYPE",
+        status: 415,
+        message: `The content-encoding "${named}" is not supported: send the JSON body uncompressed`,
+        headers: { "accept-encoding": "identity" },
+      }),
+    );
+  });
+
   it("still refuses a type that is not JSON with 415", () => {
     for (const type of [undefined, "text/plain; charset=utf-8"]) {
-      expect(() => requireUtf8JsonContentType(withType(type))).toThrow(
+      expect(() => requireUncompressedUtf8Json(withType(type))).toThrow(
         expect.objectContaining({
           code: "UNSUPPORTED_MEDIA_TYPE",
           message: "Content-Type must be application/json",

@@ -84,10 +84,12 @@ const utf8Labels = new Set([
 /**
  * For the JSON bodies Sluice parses itself (admin API, structured and image endpoints): a JSON
  * content type whose `charset`, if it names one, is UTF-8, as JSON between systems must be (RFC
- * 8259 §8.1); 415 otherwise. The proxies check the type only: they forward the bytes as sent.
+ * 8259 §8.1), and no content coding; 415 otherwise. The proxies check the type only: they forward
+ * the bytes as sent.
  */
-export function requireUtf8JsonContentType(request: IncomingMessage): void {
+export function requireUncompressedUtf8Json(request: IncomingMessage): void {
   requireJsonContentType(request);
+  requireNoContentCoding(request);
   const type = request.headers["content-type"] as string;
   if (!type.includes(";")) return;
   for (const [, quoted, token] of type.matchAll(/;\s*charset\s*=\s*(?:"([^"]*)"|([^;\s]*))/gi)) {
@@ -98,6 +100,27 @@ export function requireUtf8JsonContentType(request: IncomingMessage): void {
         `The charset ${JSON.stringify(charset.slice(0, 40))} is not supported: JSON bodies must be UTF-8`,
       );
     }
+  }
+}
+
+/**
+ * 415 for a body sent with a content coding other than `identity` (RFC 9110 §8.4), naming it, with
+ * `Accept-Encoding: identity` as §15.5.16 recommends. These bodies are small JSON that nothing gains
+ * from compressing, and undoing a coding would be one more way past the size cap (a gzip bomb): a
+ * coding is refused rather than read as the bytes it is not (a gzip body was 400 "not valid UTF-8",
+ * a plain one labelled `br` was read as plain). Repeated headers reach here joined with `, `.
+ */
+function requireNoContentCoding(request: IncomingMessage): void {
+  const codings = request.headers["content-encoding"];
+  if (codings === undefined) return;
+  for (const listed of codings.split(",")) {
+    const coding = listed.trim();
+    if (coding === "" || coding.toLowerCase() === "identity") continue;
+    throw new GatewayError(
+      "UNSUPPORTED_MEDIA_TYPE",
+      `The content-encoding ${JSON.stringify(coding.slice(0, 40))} is not supported: send the JSON body uncompressed`,
+      { headers: { "accept-encoding": "identity" } },
+    );
   }
 }
 

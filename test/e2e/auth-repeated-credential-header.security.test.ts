@@ -2,6 +2,7 @@ import { request as httpRequest } from "node:http";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { type FakeUpstream, providerBaseUrls, startFakeUpstream } from "../fakes/fake-upstream.js";
 import {
+  adminToken,
   createTestProject,
   startTestGateway,
   type TestGateway,
@@ -25,9 +26,14 @@ interface Answer {
  * Sends `headers` as given: a list value goes out as that many header lines (fetch would join
  * them into one).
  */
-function send(url: string, headers: Record<string, string | string[]>, body: string): Promise<Answer> {
+function send(
+  url: string,
+  headers: Record<string, string | string[]>,
+  body: string,
+  method = "POST",
+): Promise<Answer> {
   return new Promise((resolve, reject) => {
-    const outgoing = httpRequest(url, { method: "POST", agent: false }, (incoming) => {
+    const outgoing = httpRequest(url, { method, agent: false }, (incoming) => {
       const chunks: Buffer[] = [];
       incoming.on("data", (chunk: Buffer) => chunks.push(chunk));
       incoming.on("end", () =>
@@ -51,9 +57,8 @@ describe("a credential header sent more than once", () => {
 
   beforeAll(async () => {
     fake = await startFakeUpstream();
-    sluice = await startTestGateway({
-      ...providerBaseUrls(fake),
-    });
+    // One wrong credential would throttle the client: a refusal counted as one would show.
+    sluice = await startTestGateway({ ...providerBaseUrls(fake), authFailureLimit: 1 });
     project = await createTestProject(sluice.gateway);
   });
 
@@ -154,6 +159,43 @@ describe("a credential header sent more than once", () => {
         await expectRefused(answer, header, [project.testKey, "tk_second", "sk_sluice_second"]);
       }
     }
+  });
+
+  it("refuses two Authorization headers on the admin API, whichever comes first, and counts no wrong token", async () => {
+    const valid = `Bearer ${adminToken}`;
+    const wrong = "Bearer not-the-admin-token-value";
+    for (const authorization of [
+      [valid, wrong],
+      [wrong, valid],
+      [valid, valid],
+    ]) {
+      const list = await send(`${sluice.url}/admin/v1/projects`, { authorization }, "", "GET");
+      const create = await send(
+        `${sluice.url}/admin/v1/projects`,
+        { authorization, "content-type": "application/json" },
+        JSON.stringify({ id: "twice-authorized", name: "Twice", provider: "provider-a" }),
+      );
+      for (const answer of [list, create]) {
+        expect(answer.status).toBe(400);
+        expect(JSON.parse(answer.body)).toEqual({
+          error: {
+            code: "BAD_REQUEST",
+            message: "The authorization header was sent more than once; send each credential header once",
+            requestId: answer.headers["x-request-id"],
+          },
+        });
+        for (const value of [adminToken, "not-the-admin-token-value"]) {
+          expect(answer.body).not.toContain(value);
+          expect(JSON.stringify(answer.headers)).not.toContain(value);
+          expect(sluice.logs.join("")).not.toContain(value);
+        }
+      }
+    }
+    const projects = await sluice.gateway.admin.listProjects();
+    expect(projects.map((stored) => stored.id)).not.toContain("twice-authorized");
+    // Not a wrong token: the throttle counted none, and the token alone still works.
+    const once = await send(`${sluice.url}/admin/v1/projects`, { authorization: valid }, "", "GET");
+    expect(once.status).toBe(200);
   });
 
   it("still forwards a request whose credential headers each come once, other headers repeated", async () => {

@@ -1,3 +1,4 @@
+import { brotliCompressSync, gzipSync } from "node:zlib";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { type FakeUpstream, providerBaseUrls, startFakeUpstream } from "../fakes/fake-upstream.js";
 import {
@@ -10,7 +11,8 @@ import {
 
 /**
  * The JSON bodies Sluice reads itself must be UTF-8 (RFC 8259 §8.1): invalid bytes are 400, not
- * U+FFFD, and a charset other than UTF-8 is 415. The proxies forward the bytes as sent.
+ * U+FFFD, and a charset other than UTF-8 is 415, as is a content coding. The proxies forward the
+ * bytes as sent.
  */
 describe("the encoding of JSON bodies Sluice reads itself", () => {
   let fake: FakeUpstream;
@@ -44,12 +46,18 @@ describe("the encoding of JSON bodies Sluice reads itself", () => {
     ["/v1/image", "", "prompt"],
   ] as const;
 
-  const post = (path: string, body: Buffer | string, contentType = "application/json") =>
+  const post = (
+    path: string,
+    body: Buffer | string,
+    contentType = "application/json",
+    contentEncoding?: string,
+  ) =>
     fetch(`${sluice.url}${path}${path.startsWith("/admin") ? "" : `/${project.projectId}`}`, {
       method: "POST",
       headers: {
         authorization: `Bearer ${path.startsWith("/admin") ? adminToken : project.bearer("provider-a")}`,
         "content-type": contentType,
+        ...(contentEncoding === undefined ? {} : { "content-encoding": contentEncoding }),
       },
       body,
     });
@@ -91,6 +99,38 @@ describe("the encoding of JSON bodies Sluice reads itself", () => {
       expect(fake.requests).toEqual([]);
     },
   );
+
+  it.each(routes)(
+    "refuses a content coding on %s with 415 naming it and Accept-Encoding: identity, compressed or not",
+    async (path, rest, field) => {
+      const json = `{${rest}"${field}":"hi"}`;
+      for (const [coding, body] of [
+        ["gzip", gzipSync(json)],
+        ["br", json],
+        ["identity, br", brotliCompressSync(json)],
+      ] as const) {
+        const response = await post(path, body, "application/json", coding);
+        const message = await expectError(response, 415, "UNSUPPORTED_MEDIA_TYPE");
+        expect(message).toBe(
+          `The content-encoding "${coding.replace("identity, ", "")}" is not supported: send the JSON body uncompressed`,
+        );
+        expect(response.headers.get("accept-encoding")).toBe("identity");
+      }
+      expect(fake.requests).toEqual([]);
+    },
+  );
+
+  it("stores no project from a compressed body, and reads one marked identity", async () => {
+    const json = (id: string) => JSON.stringify({ id, name: "Coded", provider: "provider-a" });
+    await post("/admin/v1/projects", gzipSync(json("gzipped")), "application/json", "gzip");
+    await post("/admin/v1/projects", json("labelled-br"), "application/json", "br");
+    const identity = await post("/admin/v1/projects", json("identity"), "application/json", "Identity");
+    expect(identity.status).toBe(201);
+    const projects = (await sluice.gateway.admin.listProjects()).map((stored) => stored.id);
+    expect(projects).toContain("identity");
+    expect(projects).not.toContain("gzipped");
+    expect(projects).not.toContain("labelled-br");
+  });
 
   it("accepts charset=utf-8 in any letter case, and a leading byte order mark", async () => {
     for (const [contentType, bom] of [
