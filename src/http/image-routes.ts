@@ -45,15 +45,15 @@ function handleGenerate(deps: ImageRouteDeps, context: RequestContext): Promise<
     const body = parseImageRequest(parseJsonObject(await readBody(context.request, deps.maxBodyBytes)));
     const model = imageModelFor(call.provider, call.project, body);
     soFar.model = model;
-    const { result, costUsd } = await generateImages(
+    const { result, costUsd, usage } = await generateImages(
       deps,
       call,
       body,
-      (billed) => {
-        soFar.spend = { usage: null, costUsd: billed };
+      (billed, billedUsage) => {
+        soFar.spend = { usage: billedUsage, costUsd: billed };
       },
       signal,
     );
-    return { body: result, model, usage: null, costUsd };
+    return { body: result, model, usage, costUsd };
   });
 }

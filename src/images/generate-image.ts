@@ -8,8 +8,11 @@ import {
   providerTimeout,
   responseTooLargeFailure,
 } from "../providers/sdk-call-failure.js";
+import { usageFromProviderC } from "../providers/usage-from-json.js";
 import type { Project } from "../storage/project-repository.js";
 import { bareModelId, defaultModel, findModel } from "../usage/model-catalogue.js";
+import { costOfTokens } from "../usage/token-cost.js";
+import { type TokenUsage, tokenCount } from "../usage/token-usage.js";
 import { imageCost } from "./image-cost.js";
 import { fitImageRequest, type ImageRequest, imagenSafetySettings } from "./image-request.js";
 import { type VaultStore, vaultPath } from "./vault-store.js";
@@ -51,17 +54,21 @@ export function imageModelFor(
 /**
  * Generates images through the AI SDK (which batches n over the model's images-per-call limit, or
  * `maxImagesPerCall`), prices the execution, and stores the images in the vault when the project
- * asks. `onBilled` hears the cost as soon as the provider has answered, so a later failure (a
- * vault write) can still record what the generation cost.
+ * asks. `onBilled` hears the cost (and the tokens the provider reported) as soon as the provider has
+ * answered, so a later failure (a vault write) can still record what the generation cost.
+ *
+ * A model of SPEC.md's price table is priced per image (imageCost); a model the catalogue prices by
+ * the token (the GPT Image 2 and Gemini image models) by the tokens each provider call reports,
+ * image tokens at their own prices, as the proxies price it.
  */
 export async function generateImages(
   deps: ImageGenerationDeps,
   call: { project: Project; provider: ProviderId; providerKey: string },
   request: ImageRequest,
-  onBilled: (costUsd: number | null) => void = () => {},
+  onBilled: (costUsd: number | null, usage: TokenUsage | null) => void = () => {},
   /** Aborts the provider calls early: the client went away. */
   signal?: AbortSignal,
-): Promise<{ result: ImageResult; costUsd: number | null }> {
+): Promise<{ result: ImageResult; costUsd: number | null; usage: TokenUsage | null }> {
   const modelId = imageModelFor(call.provider, call.project, request);
   if (!modelId || !defaultModel(call.provider, "image"))
     throw new GatewayError(
@@ -87,7 +94,12 @@ export async function generateImages(
       aspectRatio: fitted.aspectRatio,
       n: images,
     }).costUsd;
-  const { model, billedImages } = countingBilledImages(ai, sdkModel);
+  const tokenPriced = findModel(call.provider, modelId)?.pricing != null;
+  const billedCost = (calls: BilledCall[]) =>
+    tokenPriced
+      ? tokenCost(call.provider, modelId, calls)
+      : costOf(calls.reduce((sum, billed) => sum + billed.images, 0));
+  const { model, billedCalls } = countingBilledCalls(ai, sdkModel, call.provider);
   const generated = await ai
     .generateImage({
       model,
@@ -108,16 +120,19 @@ export async function generateImages(
     })
     .catch(async (error: unknown) => {
       // n split over several calls: the batches that did answer were billed all the same.
-      const billed = await billedImages();
-      if (billed > 0) onBilled(costOf(billed));
+      const billed = await billedCalls();
+      if (billed.length > 0) onBilled(billedCost(billed), summedUsage(billed));
       throw imageFailure(ai, error, call.provider);
     });
+  const calls = await billedCalls();
   const answered = (generated.providerMetadata?.openai as { images?: AnsweredImage[] } | undefined)?.images;
-  const costUsd =
-    call.provider === "provider-a" && answered?.length === generated.images.length
+  const costUsd = tokenPriced
+    ? tokenCost(call.provider, modelId, calls)
+    : call.provider === "provider-a" && answered?.length === generated.images.length
       ? answeredCost(answered, (image) => costOf(1, image))
       : costOf(generated.images.length);
-  onBilled(costUsd);
+  const usage = summedUsage(calls);
+  onBilled(costUsd, usage);
   for (const warning of generated.warnings) warnings.push(describeWarning(warning));
   const images = await Promise.all(
     generated.images.map((image) => storeImage(deps, call.project, image, signal)),
@@ -134,7 +149,7 @@ export async function generateImages(
       },
     };
   }
-  return { result, costUsd };
+  return { result, costUsd, usage };
 }
 
 /** What provider A's answer says of an image it generated (gpt-image models name both; dall-e neither). */
@@ -158,13 +173,19 @@ function answeredCost(
   return Math.round(total * 1e9) / 1e9;
 }
 
+/** One provider call that answered: the images it returned and the tokens it reported (null: none). */
+interface BilledCall {
+  images: number;
+  usage: TokenUsage | null;
+}
+
 /**
- * The model, wrapped to count the images each provider call returns. The AI SDK sends one call per
- * batch and fails as soon as one fails; `billedImages` waits for the calls still under way and
- * counts the images of those that answered.
+ * The model, wrapped to note what each provider call returns. The AI SDK sends one call per batch
+ * and fails as soon as one fails; `billedCalls` waits for the calls still under way and gives those
+ * that answered (the ones the provider billed).
  */
-function countingBilledImages(ai: typeof import("ai"), model: SdkImageModel) {
-  const calls: Array<Promise<number>> = [];
+function countingBilledCalls(ai: typeof import("ai"), model: SdkImageModel, provider: ProviderId) {
+  const calls: Array<Promise<BilledCall | null>> = [];
   const counting = ai.wrapImageModel({
     model,
     middleware: {
@@ -173,16 +194,81 @@ function countingBilledImages(ai: typeof import("ai"), model: SdkImageModel) {
         const result = Promise.resolve(doGenerate());
         calls.push(
           result.then(
-            (answer) => answer.images.length,
-            () => 0,
+            (answer) => ({ images: answer.images.length, usage: usageOfAnswer(provider, answer) }),
+            () => null,
           ),
         );
         return result;
       },
     },
   });
-  const billedImages = async () => (await Promise.all(calls)).reduce((sum, count) => sum + count, 0);
-  return { model: counting, billedImages };
+  const billedCalls = async () =>
+    (await Promise.all(calls)).filter((billed): billed is BilledCall => billed !== null);
+  return { model: counting, billedCalls };
+}
+
+type ImageAnswer = {
+  usage?: { inputTokens?: number | undefined; outputTokens?: number | undefined } | undefined;
+  providerMetadata?: Record<string, unknown> | undefined;
+};
+
+/**
+ * The tokens one provider call reported. Provider C's answer carries its usageMetadata, read as the
+ * proxy reads it (generated images apart, by modality); provider A's images API reports its input
+ * images apart, which the AI SDK shares out over the images (`imageTokens`). Null when the answer
+ * reports no tokens (DALL·E, Imagen).
+ */
+function usageOfAnswer(provider: ProviderId, answer: ImageAnswer): TokenUsage | null {
+  const metadata = answer.providerMetadata as
+    | { google?: { usageMetadata?: unknown }; openai?: { images?: Array<{ imageTokens?: unknown } | null> } }
+    | undefined;
+  if (provider === "provider-c") {
+    const reported = usageFromProviderC(metadata?.google?.usageMetadata);
+    if (reported) return reported;
+  }
+  const counts = answer.usage;
+  if (!counts || (counts.inputTokens === undefined && counts.outputTokens === undefined)) return null;
+  const usage: TokenUsage = {
+    inputTokens: tokenCount(counts.inputTokens),
+    outputTokens: tokenCount(counts.outputTokens),
+    cachedInputTokens: null,
+    reasoningTokens: null,
+  };
+  let imageInput = 0;
+  for (const image of metadata?.openai?.images ?? []) imageInput += tokenCount(image?.imageTokens) ?? 0;
+  if (provider === "provider-a" && imageInput > 0) usage.imageInputTokens = imageInput;
+  return usage;
+}
+
+/** The calls' costs by their tokens, summed; null when one call's is unknown (or reported none). */
+function tokenCost(provider: ProviderId, model: string, calls: BilledCall[]): number | null {
+  let micro = 0;
+  for (const billed of calls) {
+    const cost = billed.usage && costOfTokens(provider, model, billed.usage);
+    if (cost === null) return null;
+    micro += Math.round(cost * 1e9);
+  }
+  return micro / 1e9;
+}
+
+/** The calls' tokens added up, for the usage row; null when a call reported none. */
+function summedUsage(calls: BilledCall[]): TokenUsage | null {
+  if (calls.length === 0) return null;
+  const sum: TokenUsage = { inputTokens: 0, outputTokens: 0, cachedInputTokens: null, reasoningTokens: null };
+  let imageInput = 0;
+  let imageOutput = 0;
+  for (const { usage } of calls) {
+    if (usage === null) return null;
+    sum.inputTokens =
+      usage.inputTokens === null || sum.inputTokens === null ? null : sum.inputTokens + usage.inputTokens;
+    sum.outputTokens =
+      usage.outputTokens === null || sum.outputTokens === null ? null : sum.outputTokens + usage.outputTokens;
+    imageInput += usage.imageInputTokens ?? 0;
+    imageOutput += usage.imageOutputTokens ?? 0;
+  }
+  if (imageInput > 0) sum.imageInputTokens = imageInput;
+  if (imageOutput > 0) sum.imageOutputTokens = imageOutput;
+  return sum;
 }
 
 /** Provider parameters the AI SDK's option schemas do not carry; the values are already checked. */

@@ -1,7 +1,7 @@
 import { GatewayError } from "../errors.js";
 import { isModelName, modelNameRule } from "../providers/model-name.js";
 import type { ProviderId } from "../providers/provider-id.js";
-import { catalogueProviderOf, findModel, modelsFor } from "../usage/model-catalogue.js";
+import { bareModelId, catalogueProviderOf, findModel, modelsFor } from "../usage/model-catalogue.js";
 
 /** A validated /v1/image request (SPEC.md, POST /v1/image). */
 export interface ImageRequest {
@@ -130,8 +130,34 @@ export function fitImageRequest(provider: ProviderId, modelId: string, request: 
       warnings.push(`providerOptions.provider-a.style is not supported by ${modelId} and was ignored`);
     }
   }
+  if (provider === "provider-c" && generatesThroughGemini(modelId))
+    return fitToGemini(modelId, { ...request, providerOptions, warnings });
   return { ...request, providerOptions, warnings };
 }
+
+/**
+ * Provider C's Gemini image models (any `gemini-` name, as the AI SDK tells them from Imagen's)
+ * generate through generateContent: one image per call (the AI SDK refuses more in one, so n is
+ * sent as n calls), and Imagen's safety and person parameters mean nothing there (dropped with a
+ * warning rather than sent where the provider would refuse the request).
+ */
+function fitToGemini(modelId: string, request: ImageRequest): ImageRequest {
+  if (request.maxImagesPerCall !== undefined && request.maxImagesPerCall > 1)
+    throw new GatewayError(
+      "VALIDATION_ERROR",
+      `\`maxImagesPerCall\` must be 1 for model ${modelId}: it generates one image per call`,
+    );
+  const c = request.providerOptions["provider-c"];
+  if (!c) return { ...request, maxImagesPerCall: 1 };
+  for (const option of Object.keys(c))
+    request.warnings.push(
+      `providerOptions.provider-c.${option} is not supported by ${modelId} and was ignored`,
+    );
+  const { "provider-c": _imagenOnly, ...providerOptions } = request.providerOptions;
+  return { ...request, providerOptions, maxImagesPerCall: 1 };
+}
+
+const generatesThroughGemini = (modelId: string) => bareModelId(modelId).startsWith("gemini-");
 
 /**
  * A chat, embedding or other provider's model that the catalogue lists would only be refused by

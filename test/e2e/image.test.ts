@@ -240,6 +240,120 @@ describe("image generation", () => {
     expect((await rowFor(response)).cost_usd).toBe(cost);
   });
 
+  // GPT Image 2.6 Sunburst: text in $5, image in $8, image out $30 per 1M tokens. Gemini Nano Banana
+  // 2.1: $1.50 in, $7.50 text out, $30 per 1M generated image tokens.
+  describe("models priced by the token", () => {
+    const gptImage2Answer = (images: number) => ({
+      created: 1_763_000_000,
+      data: Array.from({ length: images }, () => ({ b64_json: tinyPng.toString("base64") })),
+      quality: "medium",
+      size: "1024x1024",
+      usage: {
+        input_tokens: 1050,
+        input_tokens_details: { image_tokens: 1000, text_tokens: 50 },
+        output_tokens: 4160 * images,
+        total_tokens: 1050 + 4160 * images,
+      },
+    });
+    const geminiImageAnswer = {
+      candidates: [
+        {
+          content: {
+            role: "model",
+            parts: [{ inlineData: { mimeType: "image/png", data: tinyPng.toString("base64") } }],
+          },
+          finishReason: "STOP",
+          index: 0,
+        },
+      ],
+      usageMetadata: {
+        promptTokenCount: 20,
+        candidatesTokenCount: 1120,
+        thoughtsTokenCount: 200,
+        totalTokenCount: 1340,
+        candidatesTokensDetails: [{ modality: "IMAGE", tokenCount: 1120 }],
+      },
+      modelVersion: "gemini-nano-banana-2.1",
+    };
+
+    it("prices a GPT Image 2 generation by the tokens its answer reports, as the proxy does", async () => {
+      fake.enqueueResponse({ status: 200, body: gptImage2Answer(2) });
+      const response = await generate(a, { prompt: "two cats", model: "gpt-image-2.6-sunburst", n: 2 });
+      expect(response.status).toBe(200);
+      expect(((await response.json()) as { images: unknown[] }).images).toHaveLength(2);
+      expect(fake.last()?.json).toMatchObject({ model: "gpt-image-2.6-sunburst", n: 2 });
+      // 50 text tokens at 5, 1000 image tokens at 8, 8320 image tokens out at 30.
+      expect(await rowFor(response)).toMatchObject({
+        model: "gpt-image-2.6-sunburst",
+        input_tokens: 1050,
+        output_tokens: 8320,
+        cost_usd: 0.25785,
+      });
+      fake.enqueueResponse({ status: 200, body: gptImage2Answer(2) });
+      const viaProxy = await fetch(`${sluice.url}/v1/provider-a/${a.projectId}/images/generations`, {
+        method: "POST",
+        headers: { authorization: `Bearer ${a.bearer("provider-a")}`, "content-type": "application/json" },
+        body: JSON.stringify({ model: "gpt-image-2.6-sunburst", prompt: "two cats", n: 2 }),
+      });
+      expect(await rowFor(viaProxy)).toMatchObject({ endpoint: "proxy", cost_usd: 0.25785 });
+    });
+
+    it("generates with a Gemini image model one image per call, priced by its tokens, images above text", async () => {
+      for (let call = 0; call < 3; call++) fake.enqueueResponse({ status: 200, body: geminiImageAnswer });
+      const response = await generate(c, {
+        prompt: "a lighthouse",
+        model: "gemini-nano-banana-2.1",
+        n: 3,
+        aspectRatio: "16:9",
+        providerOptions: { "provider-c": { safetyFilterLevel: "block_few" } },
+      });
+      expect(response.status).toBe(200);
+      const body = (await response.json()) as { images: Array<{ mediaType: string }>; warnings: string[] };
+      expect(body.images).toHaveLength(3);
+      expect(body.images[0]?.mediaType).toBe("image/png");
+      // Imagen's safety parameter means nothing to generateContent: dropped, not sent.
+      expect(body.warnings).toEqual([
+        "providerOptions.provider-c.safetyFilterLevel is not supported by gemini-nano-banana-2.1 and was ignored",
+      ]);
+      expect(fake.requests.map((request) => request.path)).toEqual(
+        Array(3).fill("/c/v1beta/models/gemini-nano-banana-2.1:generateContent"),
+      );
+      expect(fake.last()?.json).toMatchObject({
+        generationConfig: { responseModalities: ["IMAGE"], imageConfig: { aspectRatio: "16:9" } },
+      });
+      expect(JSON.stringify(fake.last()?.json)).not.toContain("safetySetting");
+      // Each call: 20 in at 1.50, 1120 image tokens at 30, 200 thought tokens at 7.50.
+      expect(await rowFor(response)).toMatchObject({
+        model: "gemini-nano-banana-2.1",
+        input_tokens: 60,
+        output_tokens: 3960,
+        cost_usd: 0.10539,
+      });
+    });
+
+    it("refuses more than one image per call for a Gemini image model with 422, before any call", async () => {
+      const response = await generate(c, {
+        prompt: "x",
+        model: "gemini-3.1-flash-image",
+        n: 2,
+        maxImagesPerCall: 2,
+      });
+      expect(response.status).toBe(422);
+      expect(((await response.json()) as { error: { message: string } }).error.message).toBe(
+        "`maxImagesPerCall` must be 1 for model gemini-3.1-flash-image: it generates one image per call",
+      );
+      expect(fake.requests).toHaveLength(0);
+    });
+
+    it("records the cost of the calls that answered when a later one fails", async () => {
+      fake.enqueueResponse({ status: 200, body: geminiImageAnswer });
+      fake.failNext(500);
+      const response = await generate(c, { prompt: "x", model: "gemini-nano-banana-2.1", n: 2 });
+      expect(response.status).toBe(502);
+      expect(await rowFor(response)).toMatchObject({ status: 502, cost_usd: 0.03513, output_tokens: 1320 });
+    });
+  });
+
   it("prices a generation at the model's defaults as the provider A proxy does", async () => {
     const viaImage = await generate(a, { prompt: "a fox", model: "dall-e-3" });
     expect(viaImage.status).toBe(200);
