@@ -1,6 +1,8 @@
 import { z } from "zod";
 import { parseCorsOrigins } from "./http/cors.js";
 import { parseTrustedProxies } from "./net/ip-address.js";
+import { isModelName, modelNameRule } from "./providers/model-name.js";
+import { catalogueProviderOf, findModel } from "./usage/model-catalogue.js";
 
 /**
  * The configuration schema: the only place that reads the environment. Every setting has an
@@ -74,6 +76,21 @@ const millisecondsFrom = (min: number) =>
 const milliseconds = millisecondsFrom(1);
 /** An http:// or https:// URL: another scheme (or `host:port` without one) would fail every call. */
 const httpUrl = urlOf(["http:", "https:"], "must be an http:// or https:// URL");
+/**
+ * A provider's default image model: a model name (it becomes part of provider C's URL) that the
+ * catalogue lists as an image model of that provider, or does not list at all (catalogues lag the
+ * providers' new models).
+ */
+const imageModelOf = (provider: "provider-a" | "provider-c") =>
+  z
+    .string()
+    .refine(isModelName, modelNameRule)
+    .refine((name) => {
+      const listedBy = catalogueProviderOf(name);
+      return (
+        listedBy === null || (listedBy === provider && findModel(provider, name)?.capabilities.image === true)
+      );
+    }, `must be an image model of ${provider} (the catalogue lists this model, but not as one)`);
 const bool = z.enum(["true", "false", "1", "0"]).transform((value) => value === "true" || value === "1");
 /** A list read by `parse`, which answers the list or what is wrong with the value. */
 const parsedList = (parse: (value: string) => string[] | string) =>
@@ -183,6 +200,18 @@ export const settings = {
     httpUrl,
     "https://generativelanguage.googleapis.com/v1beta",
     "provider C upstream base URL (its `/v1` sibling serves `v1/...` paths)",
+  ),
+  providerAImageModel: setting(
+    "SLUICE_PROVIDER_A_IMAGE_MODEL",
+    imageModelOf("provider-a"),
+    "gpt-image-1",
+    "provider A's image model for /v1/image calls that name none and whose project's model is not one (the default is SPEC's first, which OpenAI shut down on 2026-10-23: set a current one, such as gpt-image-2.6-sunburst)",
+  ),
+  providerCImageModel: setting(
+    "SLUICE_PROVIDER_C_IMAGE_MODEL",
+    imageModelOf("provider-c"),
+    "imagen-4.0-generate-001",
+    "provider C's image model for /v1/image calls that name none and whose project's model is not one (the default is SPEC's standard model, which Google shut down on 2026-08-17: set a current one, such as gemini-nano-banana-2.1)",
   ),
   providerBVersion: setting(
     "SLUICE_PROVIDER_B_VERSION",

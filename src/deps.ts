@@ -22,6 +22,7 @@ import type { HealthCheck } from "./http/public-routes.js";
 import { newRequestId } from "./http/request-id.js";
 import type { Router } from "./http/router.js";
 import { registerStructuredRoutes } from "./http/structured-routes.js";
+import { imageModelWarnings } from "./image-model-warnings.js";
 import { chooseVault } from "./images/vault-choice.js";
 import { listeningUrl } from "./net/listening-url.js";
 import { createStdoutLogger, type Logger } from "./observability/logger.js";
@@ -139,6 +140,7 @@ export async function createGateway(config: Config, injected: Partial<Injectable
     ...(await productionWarnings(config, projects)),
     ...fetchBlockedPortWarnings(config),
     ...sharedStateWarnings(config),
+    ...imageModelWarnings(config, now()),
   ])
     logger.warn(warning.fields, warning.message);
 
@@ -308,6 +310,10 @@ export async function createGateway(config: Config, injected: Partial<Injectable
         vaultTimeoutMs: config.vaultTimeoutMs,
         timeoutMs: config.upstreamHeadersTimeoutMs,
         now,
+        defaultImageModels: {
+          "provider-a": config.providerAImageModel,
+          "provider-c": config.providerCImageModel,
+        },
         maxBodyBytes: config.maxBodyBytes,
         ...(vault === localVault ? { localVault: { signer, read: localVault.read } } : {}),
       });

@@ -43,7 +43,7 @@ export function registerImageRoutes(router: Router, deps: ImageRouteDeps): void 
 function handleGenerate(deps: ImageRouteDeps, context: RequestContext): Promise<void> {
   return answerWithJson(deps.admit, context, "image", async (call, signal, soFar) => {
     const body = parseImageRequest(parseJsonObject(await readBody(context.request, deps.maxBodyBytes)));
-    const model = imageModelFor(call.provider, call.project, body);
+    const model = imageModelFor(call.provider, call.project, body, deps.defaultImageModels);
     soFar.model = model;
     const { result, costUsd, usage } = await generateImages(
       deps,

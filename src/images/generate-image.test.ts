@@ -36,6 +36,7 @@ describe("image generation failures", () => {
         vaultTimeoutMs: 5000,
         timeoutMs: 5000,
         now: () => new Date(),
+        defaultImageModels: { "provider-a": "gpt-image-1", "provider-c": "imagen-4.0-generate-001" },
       };
       const call = { project: { id: "p1" } as Project, provider: provider as ProviderId, providerKey: "k" };
       const request: ImageRequest = { prompt: "x", model, n: 1, providerOptions, warnings: [] };

@@ -32,23 +32,29 @@ export interface ImageGenerationDeps {
   vaultTimeoutMs: number;
   timeoutMs: number;
   now: () => Date;
+  /** The image model of each image provider for calls that name none (SLUICE_PROVIDER_x_IMAGE_MODEL). */
+  defaultImageModels: DefaultImageModels;
 }
+
+export type DefaultImageModels = Readonly<Record<"provider-a" | "provider-c", string>>;
 
 /**
  * The model a request names (SPEC: it overrides the project's model), else the project's model when
- * the catalogue knows it as an image model, else the provider's default image model; null when the
- * provider has none. A project's chat model (for the analysis endpoints) is never sent here. A
- * `models/` name is given without that prefix: the AI SDK's Imagen model adds it to the URL again.
+ * the catalogue knows it as an image model, else the provider's default image model (SPEC's first,
+ * unless SLUICE_PROVIDER_x_IMAGE_MODEL names another); null when the provider has none. A project's
+ * chat model (for the analysis endpoints) is never sent here. A `models/` name is given without that
+ * prefix: the AI SDK's Imagen model adds it to the URL again.
  */
 export function imageModelFor(
   provider: ProviderId,
   project: Pick<Project, "model">,
   request: Pick<ImageRequest, "model">,
+  defaults: DefaultImageModels,
 ): string | null {
   if (request.model) return bareModelId(request.model);
   if (project.model && findModel(provider, project.model)?.capabilities.image)
     return bareModelId(project.model);
-  return defaultModel(provider, "image");
+  return provider === "provider-b" ? null : bareModelId(defaults[provider]);
 }
 
 /**
@@ -69,7 +75,7 @@ export async function generateImages(
   /** Aborts the provider calls early: the client went away. */
   signal?: AbortSignal,
 ): Promise<{ result: ImageResult; costUsd: number | null; usage: TokenUsage | null }> {
-  const modelId = imageModelFor(call.provider, call.project, request);
+  const modelId = imageModelFor(call.provider, call.project, request, deps.defaultImageModels);
   if (!modelId || !defaultModel(call.provider, "image"))
     throw new GatewayError(
       "VALIDATION_ERROR",
@@ -122,7 +128,7 @@ export async function generateImages(
       // n split over several calls: the batches that did answer were billed all the same.
       const billed = await billedCalls();
       if (billed.length > 0) onBilled(billedCost(billed), summedUsage(billed));
-      throw imageFailure(ai, error, call.provider);
+      throw imageFailure(ai, error, call.provider, modelId, deps.now());
     });
   const calls = await billedCalls();
   const answered = (generated.providerMetadata?.openai as { images?: AnsweredImage[] } | undefined)?.images;
@@ -346,7 +352,13 @@ function describeWarning(warning: unknown): string {
     .join(": ");
 }
 
-function imageFailure(ai: typeof import("ai"), error: unknown, provider: ProviderId): GatewayError {
+function imageFailure(
+  ai: typeof import("ai"),
+  error: unknown,
+  provider: ProviderId,
+  model: string,
+  today: Date,
+): GatewayError {
   if (isProviderTimeout(error)) return providerTimeout(error, provider);
   // The SDK refuses an argument (such as a provider option its schema does not accept) before it
   // sends anything: the request is at fault, not the provider. The marker check also matches
@@ -359,7 +371,8 @@ function imageFailure(ai: typeof import("ai"), error: unknown, provider: Provide
   }
   const tooLarge = responseTooLargeFailure(error, provider);
   if (tooLarge) return tooLarge;
-  if (ai.APICallError.isInstance(error)) return apiCallFailure(error, provider, "generate images");
+  if (ai.APICallError.isInstance(error))
+    return apiCallFailure(error, provider, "generate images", model, today);
   return new GatewayError("PROVIDER_ERROR", "The provider failed to generate images", {
     cause: error,
     provider,

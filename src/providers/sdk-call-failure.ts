@@ -1,4 +1,5 @@
 import { GatewayError } from "../errors.js";
+import { type Deprecation, findModel } from "../usage/model-catalogue.js";
 import { ProviderResponseTooLarge } from "./provider-fetch.js";
 import type { ProviderId } from "./provider-id.js";
 
@@ -56,19 +57,42 @@ export function responseTooLargeFailure(error: unknown, provider: ProviderId): G
 /**
  * An AI SDK APICallError on the error table, without the provider's body: with the provider's
  * status when it answered (`The provider failed to <what> (status 400)`), else it could not be
- * reached, as the proxies say.
+ * reached, as the proxies say. When the model it called is one the catalogue says its provider had
+ * shut down by `today`, the message says so and names the provider's replacement: the likely
+ * reason, and what to send instead.
  */
 export function apiCallFailure(
   error: Error & { statusCode?: number; isRetryable: boolean },
   provider: ProviderId,
   what: string,
+  model: string | null = null,
+  today: Date = new Date(),
 ): GatewayError {
   const providerStatus = error.statusCode ?? null;
-  return new GatewayError(
-    "PROVIDER_ERROR",
+  const retired = providerStatus === null ? null : shutDownBy(provider, model, today);
+  const message =
     providerStatus === null
       ? "The provider could not be reached"
-      : `The provider failed to ${what} (status ${providerStatus})`,
-    { cause: error, provider, details: { providerStatus, retryable: error.isRetryable } },
+      : `The provider failed to ${what} (status ${providerStatus})`;
+  return new GatewayError(
+    "PROVIDER_ERROR",
+    retired === null
+      ? message
+      : `${message}: its model ${model} was shut down by ${provider} on ${retired.shutdown}${retired.replacement ? `; name a current model, such as ${retired.replacement}` : ""}`,
+    {
+      cause: error,
+      provider,
+      details: {
+        providerStatus,
+        retryable: error.isRetryable,
+        ...(retired === null ? {} : { modelShutdown: retired.shutdown }),
+      },
+    },
   );
+}
+
+/** The catalogue's notice of `model`, when the day it gives is `today` or earlier. */
+function shutDownBy(provider: ProviderId, model: string | null, today: Date): Deprecation | null {
+  const notice = findModel(provider, model)?.deprecated;
+  return notice && notice.shutdown <= today.toISOString().slice(0, 10) ? notice : null;
 }

@@ -172,7 +172,7 @@ async function attemptOnce(
         ...(error.response?.modelId ? { modelId: error.response.modelId } : {}),
       };
     }
-    throw providerFailure(ai, error, signal, provider);
+    throw providerFailure(ai, error, signal, provider, typeof model === "string" ? model : model.modelId);
   }
 }
 
@@ -212,6 +212,7 @@ function providerFailure(
   error: unknown,
   signal: AbortSignal,
   provider: ProviderId,
+  model: string,
 ): GatewayError {
   if (signal.aborted || isProviderTimeout(error)) return providerTimeout(error, provider);
   // The SDK refuses before sending anything, e.g. provider C's schema conversion takes no recursive
@@ -226,7 +227,7 @@ function providerFailure(
   }
   const tooLarge = responseTooLargeFailure(error, provider);
   if (tooLarge) return tooLarge;
-  if (ai.APICallError.isInstance(error)) return apiCallFailure(error, provider, "process the request");
+  if (ai.APICallError.isInstance(error)) return apiCallFailure(error, provider, "process the request", model);
   return new GatewayError("PROVIDER_ERROR", "The provider failed to process the request", {
     cause: error,
     provider,

@@ -646,11 +646,32 @@ describe("image generation", () => {
 
   it("answers 502 when the provider fails, and records which model failed", async () => {
     fake.failNext(500);
-    const response = await generate(a, { prompt: "x" });
+    const response = await generate(a, { prompt: "x", model: "gpt-image-2.6-flare" });
     expect(response.status).toBe(502);
+    expect(((await response.json()) as { error: { message: string } }).error.message).toBe(
+      "The provider failed to generate images (status 500)",
+    );
     const row = await rowFor(response);
     expect(row).toMatchObject({ status: 502, error_code: "PROVIDER_ERROR", cost_usd: null });
-    expect(row.model).toEqual(expect.any(String));
+    expect(row.model).toBe("gpt-image-2.6-flare");
+  });
+
+  it("says so when the model that failed is one its provider has shut down, naming the replacement", async () => {
+    // SPEC's default models are: gpt-image-1 on 2026-10-23, Imagen 4 on 2026-08-17.
+    for (const [project, model, shutdown, replacement] of [
+      [a, "gpt-image-1", "2026-10-23", "gpt-image-2.6-sunburst"],
+      [c, "imagen-4.0-generate-001", "2026-08-17", "gemini-nano-banana-2.1"],
+    ] as const) {
+      fake.failNext(404);
+      const response = await generate(project, { prompt: "x" });
+      expect(response.status).toBe(502);
+      const { error } = (await response.json()) as { error: { message: string; details: unknown } };
+      expect(error.message).toBe(
+        `The provider failed to generate images (status 404): its model ${model} was shut down by ${providerOf(project)} on ${shutdown}; name a current model, such as ${replacement}`,
+      );
+      expect(error.details).toMatchObject({ providerStatus: 404, modelShutdown: shutdown });
+      expect(await rowFor(response)).toMatchObject({ model, error_code: "PROVIDER_ERROR" });
+    }
   });
 
   it("records the cost of the images already billed when one of several batches fails", async () => {
@@ -916,5 +937,74 @@ describe("image generation with an S3 vault that takes the upload and never answ
       .execute();
     expect(rows).toHaveLength(1);
     expect(rows[0]).toMatchObject({ outcome: "aborted", cost_usd: 0.04 });
+  });
+});
+
+describe("image generation with the default image models configured", () => {
+  let fake: FakeUpstream;
+  let sluice: TestGateway;
+
+  beforeAll(async () => {
+    fake = await startFakeUpstream();
+    sluice = await startTestGateway({
+      providerABaseUrl: `${fake.url}/a/v1`,
+      providerCBaseUrl: `${fake.url}/c/v1beta`,
+      providerAImageModel: "gpt-image-2.6-sunburst",
+      providerCImageModel: "models/gemini-nano-banana-2.1",
+    });
+  });
+  afterAll(async () => {
+    await sluice.close();
+    await fake.close();
+  });
+
+  it("uses SLUICE_PROVIDER_x_IMAGE_MODEL for a call that names no model, and the request's model over it", async () => {
+    const answer = {
+      candidates: [
+        {
+          content: {
+            role: "model",
+            parts: [{ inlineData: { mimeType: "image/png", data: tinyPng.toString("base64") } }],
+          },
+          finishReason: "STOP",
+        },
+      ],
+      usageMetadata: {
+        promptTokenCount: 5,
+        candidatesTokenCount: 1120,
+        candidatesTokensDetails: [{ modality: "IMAGE", tokenCount: 1120 }],
+      },
+    };
+    for (const [provider, body, path, model] of [
+      [
+        "provider-c",
+        answer,
+        "/c/v1beta/models/gemini-nano-banana-2.1:generateContent",
+        "gemini-nano-banana-2.1",
+      ],
+      ["provider-a", undefined, "/a/v1/images/generations", "gpt-image-2.6-sunburst"],
+    ] as const) {
+      const project = await createTestProject(sluice.gateway, { provider });
+      if (body) fake.enqueueResponse({ status: 200, body });
+      const response = await fetch(`${sluice.url}/v1/image/${project.projectId}`, {
+        method: "POST",
+        headers: { authorization: `Bearer ${project.bearer(provider)}`, "content-type": "application/json" },
+        body: JSON.stringify({ prompt: "a lighthouse" }),
+      });
+      expect(response.status).toBe(200);
+      expect(fake.last()?.path).toBe(path);
+      expect(await usageRowOf(sluice.gateway, response)).toMatchObject({ model });
+    }
+    const project = await createTestProject(sluice.gateway, { provider: "provider-a" });
+    const named = await fetch(`${sluice.url}/v1/image/${project.projectId}`, {
+      method: "POST",
+      headers: {
+        authorization: `Bearer ${project.bearer("provider-a")}`,
+        "content-type": "application/json",
+      },
+      body: JSON.stringify({ prompt: "a lighthouse", model: "gpt-image-1", size: "1024x1024" }),
+    });
+    expect(named.status).toBe(200);
+    expect(fake.last()?.json).toMatchObject({ model: "gpt-image-1" });
   });
 });

@@ -301,6 +301,21 @@ describe("structured analysis", () => {
     });
   }
 
+  it("says so when the project's model is one its provider has shut down", async () => {
+    // Anthropic retired Claude Opus 4.1 on 2026-08-05 (it names no replacement).
+    const project = await createTestProject(sluice.gateway, {
+      provider: "provider-b",
+      model: "claude-opus-4-1",
+      outputSchema: schema,
+    });
+    fake.failNext(404);
+    const response = await post(`/v1/text/${project.projectId}`, project, { text: "x" }, {}, "provider-b");
+    const error = await expectError(response, 502, "PROVIDER_ERROR");
+    expect(error.message).toBe(
+      "The provider failed to process the request (status 404): its model claude-opus-4-1 was shut down by provider-b on 2026-08-05",
+    );
+  });
+
   // JSON.parse reads 1e999 as Infinity, which the schema's number admits; sent, it would be null.
   describe("an answer with a number JSON cannot carry", () => {
     const unbounded = {
@@ -334,7 +349,7 @@ describe("structured analysis", () => {
     const project = await createTestProject(sluice.gateway, {
       provider: "provider-b",
       outputSchema: schema,
-      model: "claude-3-5-haiku-latest",
+      model: "claude-opus-4-1",
     });
     const usage = { input: 11, output: 7, cached: 3, reasoning: 2 };
     fake.enqueueResponse({
