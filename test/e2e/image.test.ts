@@ -4,7 +4,7 @@ import { type AddressInfo, connect } from "node:net";
 import { join } from "node:path";
 import { afterAll, beforeAll, beforeEach, describe, expect, it, vi } from "vitest";
 import { type FakeUpstream, startFakeUpstream } from "../fakes/fake-upstream.js";
-import { tinyPng } from "../fakes/fake-upstream-responses.js";
+import { providerA, providerC, tinyPng } from "../fakes/fake-upstream-responses.js";
 import {
   createTestProject,
   startTestGateway,
@@ -243,38 +243,25 @@ describe("image generation", () => {
   // GPT Image 2.6 Sunburst: text in $5, image in $8, image out $30 per 1M tokens. Gemini Nano Banana
   // 2.1: $1.50 in, $7.50 text out, $30 per 1M generated image tokens.
   describe("models priced by the token", () => {
-    const gptImage2Answer = (images: number) => ({
-      created: 1_763_000_000,
-      data: Array.from({ length: images }, () => ({ b64_json: tinyPng.toString("base64") })),
-      quality: "medium",
-      size: "1024x1024",
-      usage: {
-        input_tokens: 1050,
-        input_tokens_details: { image_tokens: 1000, text_tokens: 50 },
-        output_tokens: 4160 * images,
-        total_tokens: 1050 + 4160 * images,
-      },
-    });
-    const geminiImageAnswer = {
-      candidates: [
-        {
-          content: {
-            role: "model",
-            parts: [{ inlineData: { mimeType: "image/png", data: tinyPng.toString("base64") } }],
-          },
-          finishReason: "STOP",
-          index: 0,
+    const gptImage2Answer = (images: number) =>
+      providerA.gptImage({
+        count: images,
+        quality: "medium",
+        size: "1024x1024",
+        usage: {
+          input_tokens: 1050,
+          input_tokens_details: { image_tokens: 1000, text_tokens: 50 },
+          output_tokens: 4160 * images,
+          total_tokens: 1050 + 4160 * images,
         },
-      ],
-      usageMetadata: {
-        promptTokenCount: 20,
-        candidatesTokenCount: 1120,
-        thoughtsTokenCount: 200,
-        totalTokenCount: 1340,
-        candidatesTokensDetails: [{ modality: "IMAGE", tokenCount: 1120 }],
-      },
-      modelVersion: "gemini-nano-banana-2.1",
-    };
+      });
+    const geminiImageAnswer = providerC.imageResponse("gemini-nano-banana-2.1", {
+      promptTokenCount: 20,
+      candidatesTokenCount: 1120,
+      thoughtsTokenCount: 200,
+      totalTokenCount: 1340,
+      candidatesTokensDetails: [{ modality: "IMAGE", tokenCount: 1120 }],
+    });
 
     it("prices a GPT Image 2 generation by the tokens its answer reports, as the proxy does", async () => {
       fake.enqueueResponse({ status: 200, body: gptImage2Answer(2) });
@@ -959,22 +946,11 @@ describe("image generation with the default image models configured", () => {
   });
 
   it("uses SLUICE_PROVIDER_x_IMAGE_MODEL for a call that names no model, and the request's model over it", async () => {
-    const answer = {
-      candidates: [
-        {
-          content: {
-            role: "model",
-            parts: [{ inlineData: { mimeType: "image/png", data: tinyPng.toString("base64") } }],
-          },
-          finishReason: "STOP",
-        },
-      ],
-      usageMetadata: {
-        promptTokenCount: 5,
-        candidatesTokenCount: 1120,
-        candidatesTokensDetails: [{ modality: "IMAGE", tokenCount: 1120 }],
-      },
-    };
+    const answer = providerC.imageResponse("gemini-nano-banana-2.1", {
+      promptTokenCount: 5,
+      candidatesTokenCount: 1120,
+      candidatesTokensDetails: [{ modality: "IMAGE", tokenCount: 1120 }],
+    });
     for (const [provider, body, path, model] of [
       [
         "provider-c",

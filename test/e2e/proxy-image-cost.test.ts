@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { type FakeUpstream, startFakeUpstream } from "../fakes/fake-upstream.js";
-import { tinyPng } from "../fakes/fake-upstream-responses.js";
+import { providerA, providerC, tinyPng } from "../fakes/fake-upstream-responses.js";
 import { sdkClients } from "../support/sdk-clients.js";
 import {
   createTestProject,
@@ -49,20 +49,19 @@ describe("image generation through the proxies", () => {
   }
 
   /** A gpt-image-1 answer of `count` images of `bytes` base64 characters each, as the API sends it. */
-  const gptImageAnswer = (count: number, bytes: number) => ({
-    created: 1_763_000_000,
-    background: "opaque",
-    data: Array.from({ length: count }, () => ({ b64_json: "A".repeat(bytes) })),
-    output_format: "png",
-    quality: "high",
-    size: "1024x1024",
-    usage: {
-      input_tokens: 12,
-      input_tokens_details: { image_tokens: 0, text_tokens: 12 },
-      output_tokens: 4160 * count,
-      total_tokens: 12 + 4160 * count,
-    },
-  });
+  const gptImageAnswer = (count: number, bytes: number) =>
+    providerA.gptImage({
+      count,
+      b64: "A".repeat(bytes),
+      quality: "high",
+      size: "1024x1024",
+      usage: {
+        input_tokens: 12,
+        input_tokens_details: { image_tokens: 0, text_tokens: 12 },
+        output_tokens: 4160 * count,
+        total_tokens: 12 + 4160 * count,
+      },
+    });
 
   describe("provider A images.generate (openai SDK)", () => {
     it("records gpt-image-1's catalogue price per image, with the answer's tokens", async () => {
@@ -240,15 +239,7 @@ describe("image generation through the proxies", () => {
         promptTokensDetails: [{ modality: "TEXT", tokenCount: 20 }],
         candidatesTokensDetails: [{ modality: "IMAGE", tokenCount: 1120 }],
       };
-      const candidate = {
-        content: {
-          role: "model",
-          parts: [{ inlineData: { mimeType: "image/png", data: tinyPng.toString("base64") } }],
-        },
-        finishReason: "STOP",
-        index: 0,
-      };
-      const answer = { candidates: [candidate], usageMetadata, modelVersion: "gemini-nano-banana-2.1" };
+      const answer = providerC.imageResponse("gemini-nano-banana-2.1", usageMetadata);
       fake.enqueueResponse({ status: 200, body: answer });
       const generated = await clients.google.models.generateContent({
         model: "gemini-nano-banana-2.1",

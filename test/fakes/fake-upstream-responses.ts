@@ -196,17 +196,34 @@ export const providerA = {
    * quality they used (also for `auto`) with token usage; dall-e models return a URL unless asked for
    * `b64_json`, with dall-e-3's revised prompt.
    */
+  /** A GPT Image model's answer: `count` images (`b64`, a tiny PNG unless given) and the usage it reports. */
+  gptImage(answer: {
+    count: number;
+    quality: string;
+    size: string;
+    usage: Record<string, unknown>;
+    b64?: string;
+  }) {
+    return {
+      created,
+      background: "opaque",
+      data: Array.from({ length: answer.count }, () => ({
+        b64_json: answer.b64 ?? tinyPng.toString("base64"),
+      })),
+      output_format: "png",
+      quality: answer.quality,
+      size: answer.size,
+      usage: answer.usage,
+    };
+  },
   images(request: Record<string, unknown>) {
     const model = typeof request.model === "string" ? request.model : "dall-e-2";
     const count = typeof request.n === "number" ? request.n : 1;
     const chosen = (value: unknown, fallback: string) =>
       typeof value === "string" && value !== "auto" ? value : fallback;
     if (model.startsWith("gpt-image")) {
-      return {
-        created,
-        background: "opaque",
-        data: Array.from({ length: count }, () => ({ b64_json: tinyPng.toString("base64") })),
-        output_format: "png",
+      return providerA.gptImage({
+        count,
         quality: chosen(request.quality, "medium"),
         size: chosen(request.size, "1024x1024"),
         usage: {
@@ -215,7 +232,7 @@ export const providerA = {
           output_tokens: 100,
           total_tokens: 110,
         },
-      };
+      });
     }
     const url = request.response_format !== "b64_json";
     return {
@@ -337,6 +354,23 @@ export const providerB = {
 };
 
 export const providerC = {
+  /** A Gemini image model's generateContent answer: one PNG, with the usageMetadata it reports. */
+  imageResponse(model: string, usageMetadata: Record<string, unknown>) {
+    return {
+      candidates: [
+        {
+          content: {
+            role: "model",
+            parts: [{ inlineData: { mimeType: "image/png", data: tinyPng.toString("base64") } }],
+          },
+          finishReason: "STOP",
+          index: 0,
+        },
+      ],
+      usageMetadata,
+      modelVersion: model,
+    };
+  },
   response(model: string, text: string, usage: FakeUsage) {
     return {
       candidates: [{ content: { parts: [{ text }], role: "model" }, finishReason: "STOP", index: 0 }],
