@@ -349,7 +349,7 @@ describe("structured analysis", () => {
     const project = await createTestProject(sluice.gateway, {
       provider: "provider-b",
       outputSchema: schema,
-      model: "claude-opus-4-1",
+      model: "claude-3-5-haiku-latest",
     });
     const usage = { input: 11, output: 7, cached: 3, reasoning: 2 };
     fake.enqueueResponse({
