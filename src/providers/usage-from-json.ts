@@ -10,8 +10,8 @@ const object = (value: unknown): Json | null =>
   typeof value === "object" && value !== null && !Array.isArray(value) ? (value as Json) : null;
 const count = tokenCount;
 
-export function usageFromProviderA(usage: unknown): TokenUsage | null {
-  const record = object(usage);
+export function usageFromProviderA(reported: unknown): TokenUsage | null {
+  const record = object(reported);
   if (!record) return null;
   if ("input_tokens" in record || "output_tokens" in record) {
     const inputDetails = object(record.input_tokens_details);
@@ -23,6 +23,9 @@ export function usageFromProviderA(usage: unknown): TokenUsage | null {
       reasoningTokens: count(outputDetails?.reasoning_tokens),
     };
     // The images API (GPT Image models) breaks its counts down into text and image tokens.
+    // The GPT-6 models' writes to the prompt cache, kept 30 minutes.
+    const written = count(inputDetails?.cache_write_tokens);
+    if (written) usage.cacheWriteTokens = { thirtyMinutes: written };
     const imageInput = count(inputDetails?.image_tokens);
     if (imageInput) usage.imageInputTokens = imageInput;
     const imageOutput = count(outputDetails?.image_tokens);
@@ -30,15 +33,19 @@ export function usageFromProviderA(usage: unknown): TokenUsage | null {
     return usage;
   }
   const prompt = count(record.prompt_tokens);
-  return {
+  const promptDetails = object(record.prompt_tokens_details);
+  const usage: TokenUsage = {
     inputTokens: prompt,
     // Embeddings report no completion tokens: their output is zero, not unknown. A completion count
     // that is there but not a count is unknown.
     outputTokens:
       record.completion_tokens === undefined && prompt !== null ? 0 : count(record.completion_tokens),
-    cachedInputTokens: count(object(record.prompt_tokens_details)?.cached_tokens),
+    cachedInputTokens: count(promptDetails?.cached_tokens),
     reasoningTokens: count(object(record.completion_tokens_details)?.reasoning_tokens),
   };
+  const written = count(promptDetails?.cache_write_tokens);
+  if (written) usage.cacheWriteTokens = { thirtyMinutes: written };
+  return usage;
 }
 
 /**

@@ -1,4 +1,5 @@
 import { type ProviderId, providerIds } from "../providers/provider-id.js";
+import type { CacheLifetime } from "./token-usage.js";
 
 /**
  * The one versioned catalogue of supported models and their list prices. It feeds the public model
@@ -22,8 +23,11 @@ export interface TokenPricing {
   input: number | null;
   output: number | null;
   cachedInput: number | null;
-  /** Provider B: input written to its prompt cache, by how long the entry lives. */
-  cacheWrite?: { fiveMinutes: number; oneHour: number };
+  /**
+   * Input written to the prompt cache, by how long the entry lives: provider B's five-minute and
+   * one-hour entries; provider A's thirty-minute ones, on the models that bill writes (GPT-6).
+   */
+  cacheWrite?: Partial<Record<CacheLifetime, number>>;
   /** Provider B: USD per search its web search server tool runs, beside the tokens. */
   webSearch?: number;
   /**
@@ -130,6 +134,19 @@ const promptCachePrice = (input: number, output: number, cacheRead = round(input
   webSearch: 0.01,
 });
 const round = (usd: number) => Math.round(usd * 1e6) / 1e6;
+
+/**
+ * Provider A's GPT-6 prices follow from input, output and cached input: a cache write (kept 30
+ * minutes) costs 1.25x the input price, and a prompt over 272k input tokens is billed in whole at
+ * 2x the input and cache prices and 1.5x the output price.
+ */
+const gpt6Price = (input: number, output: number, cachedInput: number): TokenPricing => {
+  const short = (scale: number, outputScale: number): TokenPricing => ({
+    ...price(round(input * scale), round(output * outputScale), round(cachedInput * scale)),
+    cacheWrite: { thirtyMinutes: round(input * 1.25 * scale) },
+  });
+  return { ...short(1, 1), longContext: { above: 272_000, pricing: short(2, 1.5) } };
+};
 
 /**
  * Provider C's prices, from Google's Gemini Developer API pricing page
@@ -319,6 +336,37 @@ const models: CatalogueModel[] = [
     created: 1772668800,
     capabilities: chat(true, true),
     pricing: { ...price(2.5, 15, 0.25), longContext: { above: 272_000, pricing: price(5, 22.5, 0.5) } },
+  },
+  // The GPT-6 models bill writes to the prompt cache too, at 1.25x the input price (their model
+  // pages, developers.openai.com/api/docs/models/<model>: "Cache writes"; entries kept 30 minutes,
+  // the only retention the API's `prompt_cache_options.ttl` takes), and a prompt over 272k input
+  // tokens in whole at 2x the input and cache prices and 1.5x the output price. GPT-6 Sol and Luna
+  // (2026-09-22): $2 in, $0.20 cached, $2.50 writes, $10 out; $0.10, $0.01, $0.125, $0.50. GPT-6.1
+  // Sol (2026-09-29): as GPT-6 Sol, cached $0.10. GPT-6 Luna is OpenAI's replacement for GPT-4.1
+  // mini and GPT-4o mini.
+  {
+    id: "gpt-6-sol",
+    provider: "provider-a",
+    displayName: "GPT-6 Sol",
+    created: 1790035200,
+    capabilities: chat(true, true),
+    pricing: gpt6Price(2, 10, 0.2),
+  },
+  {
+    id: "gpt-6.1-sol",
+    provider: "provider-a",
+    displayName: "GPT-6.1 Sol",
+    created: 1790640000,
+    capabilities: chat(true, true),
+    pricing: gpt6Price(2, 10, 0.1),
+  },
+  {
+    id: "gpt-6-luna",
+    provider: "provider-a",
+    displayName: "GPT-6 Luna",
+    created: 1790035200,
+    capabilities: chat(true, true),
+    pricing: gpt6Price(0.1, 0.5, 0.01),
   },
   // GPT-5.4 nano (2026-03-17): $0.20 in, $0.02 cached, $1.25 out.
   {

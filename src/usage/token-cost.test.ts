@@ -276,6 +276,31 @@ describe("token cost", () => {
     expect(costOfTokens("provider-a", "gpt-4o", { ...usage(1000, 20), audioInputTokens: 900 })).toBeNull();
   });
 
+  // GPT-6 Sol: $2 in, $0.20 cached, $2.50 per 1M written to the cache (30 minutes), $10 out; over
+  // 272k input tokens the whole call at 2x the input and cache prices and 1.5x the output price.
+  it("bills provider A's cache writes on the GPT-6 models at 1.25x the input price, doubled over 272k", () => {
+    const written = { ...usage(10_000, 1000, 2000), cacheWriteTokens: { thirtyMinutes: 6000 } };
+    // 2000 fresh at 2, 2000 cached at 0.20, 6000 written at 2.50, 1000 out at 10.
+    expect(costOfTokens("provider-a", "gpt-6-sol", written)).toBe(0.0294);
+    expect(costOfTokens("provider-a", "gpt-6.1-sol", written)).toBe(0.0292);
+    expect(costOfTokens("provider-a", "gpt-6-luna", written)).toBe(0.00147);
+    const long = { ...usage(300_000, 1000, 100_000), cacheWriteTokens: { thirtyMinutes: 100_000 } };
+    // 100k fresh at 4, 100k cached at 0.40, 100k written at 5, 1000 out at 15.
+    expect(costOfTokens("provider-a", "gpt-6-sol", long)).toBe(0.955);
+    // A model that does not bill writes, or a lifetime it has no price for: unknown, not guessed.
+    expect(costOfTokens("provider-a", "gpt-5.4-mini", written)).toBeNull();
+    expect(
+      costOfTokens("provider-a", "gpt-6-sol", { ...written, cacheWriteTokens: { oneHour: 6000 } }),
+    ).toBeNull();
+    expect(
+      costOfTokens("provider-b", "claude-sonnet-4-5", { ...written, cacheWriteTokens: { thirtyMinutes: 1 } }),
+    ).toBeNull();
+    // More written than the uncached input: the counts do not add up.
+    expect(
+      costOfTokens("provider-a", "gpt-6-sol", { ...written, cacheWriteTokens: { thirtyMinutes: 8001 } }),
+    ).toBeNull();
+  });
+
   // GPT Image 2.6 Sunburst: text in $5, cached $1.25, image in $8, image out $30 per 1M tokens.
   // Gemini Nano Banana 2.1: $1.50 in, $7.50 text out, $30 per 1M generated image tokens.
   it("prices image models by the token: input images and generated images at their image prices, the rest as text", () => {

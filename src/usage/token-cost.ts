@@ -1,11 +1,11 @@
 import type { ProviderId } from "../providers/provider-id.js";
 import { findModel } from "./model-catalogue.js";
-import type { Sampling, TokenUsage } from "./token-usage.js";
+import { cacheLifetimes, type Sampling, type TokenUsage } from "./token-usage.js";
 
 /**
  * The cost of one call in USD from the catalogue's per-1M-token prices. Cached input tokens are
- * billed at the cached price, input written to a prompt cache (provider B) at its cache-write
- * price, and the rest of the input at the input price; reasoning tokens are already part of the
+ * billed at the cached price, input written to a prompt cache (providers B and A) at its
+ * cache-write price for the entry's lifetime, and the rest of the input at the input price; reasoning tokens are already part of the
  * output. Provider C's audio input is priced at the model's audio prices, uncached and cached, and
  * the rest of the input at its text prices. Provider B's web searches add their per-search price. A
  * call whose input is over a model's long-context threshold is priced at its long-context prices. A
@@ -63,13 +63,19 @@ function microDollarsOf(provider: ProviderId, model: string | null, usage: Token
   const input = usage.inputTokens;
   const cached = Math.min(usage.cachedInputTokens ?? 0, input);
   const writes = usage.cacheWriteTokens;
-  const written = writes ? writes.fiveMinutes + writes.oneHour : 0;
-  if (written > 0) {
-    // Counts that do not add up, or a model without a cache-write price: unknown, not guessed.
-    if (written > input - cached || !pricing.cacheWrite) return null;
-    microDollars +=
-      (writes?.fiveMinutes ?? 0) * pricing.cacheWrite.fiveMinutes +
-      (writes?.oneHour ?? 0) * pricing.cacheWrite.oneHour;
+  let written = 0;
+  if (writes) {
+    for (const lifetime of cacheLifetimes) {
+      const tokens = writes[lifetime] ?? 0;
+      if (tokens === 0) continue;
+      // A model without a price for this lifetime's writes: unknown, not guessed.
+      const price = pricing.cacheWrite?.[lifetime];
+      if (price === undefined) return null;
+      written += tokens;
+      microDollars += tokens * price;
+    }
+    // Counts that do not add up: unknown.
+    if (written > input - cached) return null;
   }
   let fresh = input - cached - written;
   let cachedText = cached;

@@ -10,8 +10,10 @@ export interface TokenUsage {
   /** Output tokens spent on reasoning (a subset of outputTokens). */
   reasoningTokens: number | null;
   /**
-   * Provider B: input tokens written to its prompt cache (a subset of inputTokens, not of the
-   * cached ones), billed above the input price, by how long the entry lives. Only when there were any.
+   * Input tokens written to the provider's prompt cache (a subset of inputTokens, not of the cached
+   * ones), billed above the input price, by how long the entry lives: provider B's
+   * (`cache_creation_input_tokens`), and provider A's on the models that bill writes
+   * (`cache_write_tokens`). Only when there were any.
    */
   cacheWriteTokens?: CacheWriteTokens;
   /**
@@ -58,10 +60,13 @@ export interface Sampling {
   otherModel?: string | null;
 }
 
-export interface CacheWriteTokens {
-  fiveMinutes: number;
-  oneHour: number;
-}
+/**
+ * Input tokens written to a provider's prompt cache, by how long the entry is kept, which decides
+ * their price: provider B's five-minute and one-hour entries, provider A's thirty-minute ones.
+ */
+export type CacheWriteTokens = Partial<Record<CacheLifetime, number>>;
+export type CacheLifetime = "fiveMinutes" | "thirtyMinutes" | "oneHour";
+export const cacheLifetimes: readonly CacheLifetime[] = ["fiveMinutes", "thirtyMinutes", "oneHour"];
 
 export const emptyUsage = (): TokenUsage => ({
   inputTokens: null,

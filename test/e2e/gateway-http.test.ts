@@ -141,6 +141,22 @@ describe("the gateway over HTTP", () => {
     });
     expect(all.get("gemini-embedding-001")?.pricing).not.toHaveProperty("audioInput");
     expect(all.get("gpt-4o")?.pricing).not.toHaveProperty("audioInput");
+    // Provider A's GPT-6 models bill cache writes (kept 30 minutes), doubled over 272k input tokens.
+    expect(all.get("gpt-6-sol")?.pricing).toEqual({
+      unit: "1M tokens",
+      currency: "USD",
+      input: 2,
+      output: 10,
+      cachedInput: 0.2,
+      cacheWrite: { thirtyMinutes: 2.5 },
+      longContext: {
+        aboveInputTokens: 272_000,
+        input: 4,
+        output: 15,
+        cachedInput: 0.4,
+        cacheWrite: { thirtyMinutes: 5 },
+      },
+    });
     // Image models after SPEC's table are priced by the token, images at prices of their own.
     expect(all.get("gpt-image-2.6-sunburst")?.pricing).toEqual({
       unit: "1M tokens",

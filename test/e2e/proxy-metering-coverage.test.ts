@@ -82,6 +82,61 @@ describe("metering of the SDKs' other token-consuming calls", () => {
   const audioFile = () => toFile(Buffer.from("RIFF\u0024\u0000\u0000\u0000WAVEfmt fake"), "hello.wav");
 
   describe("provider A", () => {
+    // GPT-6 Sol: $2 in, $0.20 cached, $2.50 per 1M written to the cache, $10 out.
+    it("prices the GPT-6 models' cache writes: chat JSON and streamed, and the Responses API, alike", async () => {
+      fake.setUsage({
+        ...defaultUsage,
+        input: 10_000,
+        output: 1000,
+        cached: 2000,
+        reasoning: 0,
+        cacheWrite: 6000,
+      });
+      const rows = [
+        await rowOf(async () => {
+          await openai.chat.completions.create({
+            model: "gpt-6-sol",
+            messages: [{ role: "user", content: "hi" }],
+          });
+        }),
+        await rowOf(async () => {
+          const stream = await openai.chat.completions.create({
+            model: "gpt-6-sol",
+            messages: [{ role: "user", content: "hi" }],
+            stream: true,
+            stream_options: { include_usage: true },
+          });
+          for await (const _chunk of stream);
+        }),
+        await rowOf(async () => {
+          await openai.responses.create({ model: "gpt-6-sol", input: "hi" });
+        }),
+      ];
+      for (const row of rows)
+        expect(row).toMatchObject({
+          model: "gpt-6-sol",
+          input_tokens: 10_000,
+          cached_tokens: 2000,
+          cost_usd: 0.0294,
+        });
+      // Without the write count (an older model's answer), the same call costs less, and is priced.
+      fake.setUsage({
+        ...defaultUsage,
+        input: 10_000,
+        output: 1000,
+        cached: 2000,
+        reasoning: 0,
+        cacheWrite: undefined,
+      });
+      const unwritten = await rowOf(async () => {
+        await openai.chat.completions.create({
+          model: "gpt-6-sol",
+          messages: [{ role: "user", content: "hi" }],
+        });
+      });
+      expect(unwritten.cost_usd).toBe(0.0264);
+    });
+
     it("records a gpt-4o transcription's tokens, JSON and streamed, with an unknown cost (the catalogue has no audio prices)", async () => {
       const json = await rowOf(async () => {
         const transcription = await openai.audio.transcriptions.create({

@@ -132,7 +132,10 @@ function responseObject(run: Run) {
     usage: done
       ? {
           input_tokens: run.usage.input,
-          input_tokens_details: { cached_tokens: run.usage.cached },
+          input_tokens_details: {
+            cached_tokens: run.usage.cached,
+            ...(run.usage.cacheWrite === undefined ? {} : { cache_write_tokens: run.usage.cacheWrite }),
+          },
           output_tokens: run.usage.output,
           output_tokens_details: { reasoning_tokens: run.usage.reasoning },
           total_tokens: run.usage.input + run.usage.output,

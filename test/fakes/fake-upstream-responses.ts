@@ -27,6 +27,8 @@ export interface FakeUsage {
    */
   compaction?: { input: number; output: number };
   advisor?: { model: string; input: number; output: number };
+  /** Provider A: input written to the prompt cache (`cache_write_tokens`, GPT-6 models); left out when unset. */
+  cacheWrite?: number;
 }
 
 export const tinyPng = Buffer.from(
@@ -268,7 +270,11 @@ function usageA(usage: FakeUsage) {
     prompt_tokens: usage.input,
     completion_tokens: usage.output,
     total_tokens: usage.input + usage.output,
-    prompt_tokens_details: { cached_tokens: usage.cached, audio_tokens: 0 },
+    prompt_tokens_details: {
+      cached_tokens: usage.cached,
+      audio_tokens: 0,
+      ...(usage.cacheWrite === undefined ? {} : { cache_write_tokens: usage.cacheWrite }),
+    },
     completion_tokens_details: {
       reasoning_tokens: usage.reasoning,
       audio_tokens: 0,
