@@ -85,12 +85,18 @@ const imageModelOf = (provider: "provider-a" | "provider-c") =>
   z
     .string()
     .refine(isModelName, modelNameRule)
-    .refine((name) => {
+    .superRefine((name, context) => {
       const listedBy = catalogueProviderOf(name);
-      return (
-        listedBy === null || (listedBy === provider && findModel(provider, name)?.capabilities.image === true)
-      );
-    }, `must be an image model of ${provider} (the catalogue lists this model, but not as one)`);
+      if (listedBy === null || (listedBy === provider && findModel(provider, name)?.capabilities.image))
+        return;
+      context.addIssue({
+        code: "custom",
+        message:
+          listedBy === provider
+            ? `must be an image model of ${provider}: the catalogue lists ${name} as another kind of model`
+            : `must be an image model of ${provider}: the catalogue lists ${name} as a ${listedBy} model`,
+      });
+    });
 const bool = z.enum(["true", "false", "1", "0"]).transform((value) => value === "true" || value === "1");
 /** A list read by `parse`, which answers the list or what is wrong with the value. */
 const parsedList = (parse: (value: string) => string[] | string) =>

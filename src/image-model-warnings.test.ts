@@ -44,6 +44,13 @@ describe("the default image models", () => {
     expect(warnings[0]?.message).toBe(
       "provider-a's default image model gpt-image-1 was shut down by its provider on 2026-10-23: /v1/image calls that name no model (on projects whose model is not an image model) will fail there. Set SLUICE_PROVIDER_A_IMAGE_MODEL to a current image model, such as gpt-image-2.6-sunburst",
     );
+    // From the shutdown day on, not the day before.
+    expect(
+      imageModelWarnings(loadConfig({}), day("2026-10-23")).map((warning) => warning.fields.model),
+    ).toEqual(["gpt-image-1", "imagen-4.0-generate-001"]);
+    expect(
+      imageModelWarnings(loadConfig({}), day("2026-10-22")).map((warning) => warning.fields.model),
+    ).toEqual(["imagen-4.0-generate-001"]);
     // Before a shutdown, and for models still served, nothing.
     expect(imageModelWarnings(loadConfig({}), day("2026-08-16"))).toEqual([]);
     const current = loadConfig({

@@ -12,7 +12,7 @@ import { usageFromProviderC } from "../providers/usage-from-json.js";
 import type { Project } from "../storage/project-repository.js";
 import { bareModelId, defaultModel, findModel } from "../usage/model-catalogue.js";
 import { costOfTokens } from "../usage/token-cost.js";
-import { type TokenUsage, tokenCount } from "../usage/token-usage.js";
+import { sumOrUnknown, type TokenUsage, tokenCount } from "../usage/token-usage.js";
 import { imageCost } from "./image-cost.js";
 import { fitImageRequest, type ImageRequest, imagenSafetySettings } from "./image-request.js";
 import { type VaultStore, vaultPath } from "./vault-store.js";
@@ -139,7 +139,9 @@ export async function generateImages(
       : costOf(generated.images.length);
   const usage = summedUsage(calls);
   onBilled(costUsd, usage);
-  for (const warning of generated.warnings) warnings.push(describeWarning(warning));
+  // The same warning comes once per provider call (a Gemini image model makes one per image).
+  for (const warning of new Set(generated.warnings.map(describeWarning)))
+    if (!warnings.includes(warning)) warnings.push(warning);
   const images = await Promise.all(
     generated.images.map((image) => storeImage(deps, call.project, image, signal)),
   );
@@ -257,23 +259,25 @@ function tokenCost(provider: ProviderId, model: string, calls: BilledCall[]): nu
   return micro / 1e9;
 }
 
-/** The calls' tokens added up, for the usage row; null when a call reported none. */
+/**
+ * The calls' tokens added up, for the usage row, as the proxies record them (a count one call left
+ * unknown is unknown for all); null when a call reported none.
+ */
 function summedUsage(calls: BilledCall[]): TokenUsage | null {
-  if (calls.length === 0) return null;
-  const sum: TokenUsage = { inputTokens: 0, outputTokens: 0, cachedInputTokens: null, reasoningTokens: null };
-  let imageInput = 0;
-  let imageOutput = 0;
-  for (const { usage } of calls) {
+  const [first, ...rest] = calls;
+  if (!first?.usage) return null;
+  const sum: TokenUsage = { ...first.usage };
+  for (const { usage } of rest) {
     if (usage === null) return null;
-    sum.inputTokens =
-      usage.inputTokens === null || sum.inputTokens === null ? null : sum.inputTokens + usage.inputTokens;
-    sum.outputTokens =
-      usage.outputTokens === null || sum.outputTokens === null ? null : sum.outputTokens + usage.outputTokens;
-    imageInput += usage.imageInputTokens ?? 0;
-    imageOutput += usage.imageOutputTokens ?? 0;
+    sum.inputTokens = sumOrUnknown(sum.inputTokens, usage.inputTokens);
+    sum.outputTokens = sumOrUnknown(sum.outputTokens, usage.outputTokens);
+    sum.cachedInputTokens = sumOrUnknown(sum.cachedInputTokens, usage.cachedInputTokens);
+    sum.reasoningTokens = sumOrUnknown(sum.reasoningTokens, usage.reasoningTokens);
+    const imageInput = (sum.imageInputTokens ?? 0) + (usage.imageInputTokens ?? 0);
+    if (imageInput > 0) sum.imageInputTokens = imageInput;
+    const imageOutput = (sum.imageOutputTokens ?? 0) + (usage.imageOutputTokens ?? 0);
+    if (imageOutput > 0) sum.imageOutputTokens = imageOutput;
   }
-  if (imageInput > 0) sum.imageInputTokens = imageInput;
-  if (imageOutput > 0) sum.imageOutputTokens = imageOutput;
   return sum;
 }
 

@@ -57,9 +57,9 @@ export function responseTooLargeFailure(error: unknown, provider: ProviderId): G
 /**
  * An AI SDK APICallError on the error table, without the provider's body: with the provider's
  * status when it answered (`The provider failed to <what> (status 400)`), else it could not be
- * reached, as the proxies say. When the model it called is one the catalogue says its provider had
- * shut down by `today`, the message says so and names the provider's replacement: the likely
- * reason, and what to send instead.
+ * reached, as the proxies say. When the provider refused the model (400, 404, 410) and it is one
+ * the catalogue says its provider had shut down by `today`, the message says so and names the
+ * provider's replacement: the likely reason, and what to send instead.
  */
 export function apiCallFailure(
   error: Error & { statusCode?: number; isRetryable: boolean },
@@ -69,7 +69,8 @@ export function apiCallFailure(
   today: Date = new Date(),
 ): GatewayError {
   const providerStatus = error.statusCode ?? null;
-  const retired = providerStatus === null ? null : shutDownBy(provider, model, today);
+  // Only where the provider refused the model itself: a 401, 429 or 5xx has another cause.
+  const retired = modelRefusals.has(providerStatus ?? 0) ? shutDownBy(provider, model, today) : null;
   const message =
     providerStatus === null
       ? "The provider could not be reached"
@@ -90,6 +91,9 @@ export function apiCallFailure(
     },
   );
 }
+
+/** The statuses the providers answer an unknown or retired model with. */
+const modelRefusals = new Set([400, 404, 410]);
 
 /** The catalogue's notice of `model`, when the day it gives is `today` or earlier. */
 function shutDownBy(provider: ProviderId, model: string | null, today: Date): Deprecation | null {

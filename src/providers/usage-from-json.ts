@@ -1,4 +1,4 @@
-import { type Sampling, type TokenUsage, tokenCount } from "../usage/token-usage.js";
+import { type Sampling, sumOrUnknown, type TokenUsage, tokenCount } from "../usage/token-usage.js";
 
 /**
  * Token usage as each provider's wire format reports it, mapped onto TokenUsage. Missing counts
@@ -181,11 +181,6 @@ function usageOfCounts(counts: TokenCounts, thinking: number | null): TokenUsage
     usage.cacheWriteTokens = { fiveMinutes: cacheWrite - oneHour, oneHour };
   }
   return usage;
-}
-
-/** Two counts added; unknown when either is. */
-function sumOrUnknown(a: number | null, b: number | null): number | null {
-  return a === null || b === null ? null : a + b;
 }
 
 /** The top-level counts with the compaction iterations' added. */

@@ -81,7 +81,8 @@ export interface CatalogueModel {
  * A provider's notice that a model goes away: the day its calls stop working (a day past means
  * the provider has retired it and its calls fail) and the model it names instead, where it names
  * one. A deprecated model stays listed and priced while calls may still use it and usage rows name
- * it; no default is ever one.
+ * it; no analysis default is ever one (the image defaults are SPEC.md's models, all shut down since:
+ * docs/decisions/0013).
  */
 export interface Deprecation {
   /** YYYY-MM-DD, as the provider's deprecations page gives it. */

@@ -82,3 +82,8 @@ export const emptyUsage = (): TokenUsage => ({
  */
 export const tokenCount = (value: unknown): number | null =>
   typeof value === "number" && Number.isSafeInteger(value) && value >= 0 ? value : null;
+
+/** Two counts added; unknown when either is. */
+export function sumOrUnknown(a: number | null, b: number | null): number | null {
+  return a === null || b === null ? null : a + b;
+}

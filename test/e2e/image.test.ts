@@ -314,8 +314,23 @@ describe("image generation", () => {
         model: "gemini-nano-banana-2.1",
         input_tokens: 60,
         output_tokens: 3960,
+        reasoning_tokens: 600,
         cost_usd: 0.10539,
       });
+    });
+
+    it("reports a warning of every call once", async () => {
+      for (let call = 0; call < 3; call++) fake.enqueueResponse({ status: 200, body: geminiImageAnswer });
+      const response = await generate(c, {
+        prompt: "x",
+        model: "gemini-nano-banana-2.1",
+        n: 3,
+        size: "1024x1024",
+      });
+      expect(response.status).toBe(200);
+      expect(((await response.json()) as { warnings: string[] }).warnings).toEqual([
+        "size is not supported by this model: This model does not support the `size` option. Use `aspectRatio` instead.",
+      ]);
     });
 
     it("refuses more than one image per call for a Gemini image model with 422, before any call", async () => {
@@ -658,6 +673,14 @@ describe("image generation", () => {
       );
       expect(error.details).toMatchObject({ providerStatus: 404, modelShutdown: shutdown });
       expect(await rowFor(response)).toMatchObject({ model, error_code: "PROVIDER_ERROR" });
+    }
+    // A failure with another cause (the key, the rate, the provider itself) is not put on the model.
+    for (const status of [401, 429, 500]) {
+      fake.failNext(status);
+      const response = await generate(a, { prompt: "x" });
+      const { error } = (await response.json()) as { error: { message: string; details: unknown } };
+      expect(error.message).toBe(`The provider failed to generate images (status ${status})`);
+      expect(error.details).not.toHaveProperty("modelShutdown");
     }
   });
 
