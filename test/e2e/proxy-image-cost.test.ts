@@ -1,3 +1,4 @@
+import { toFile } from "openai";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { type FakeUpstream, startFakeUpstream } from "../fakes/fake-upstream.js";
 import { providerA, providerC, tinyPng } from "../fakes/fake-upstream-responses.js";
@@ -228,6 +229,27 @@ describe("image generation through the proxies", () => {
         .withResponse();
       for await (const _event of streamed.data);
       expect(await rowOf(streamed.response.headers)).toMatchObject({ streamed: 1, cost_usd: 0.13305 });
+    });
+
+    it("prices a GPT Image 2 edit by its tokens, the images it was given at the image input price", async () => {
+      fake.enqueueResponse({
+        status: 200,
+        body: { ...gptImageAnswer(1, 100), quality: "medium", usage: gptImage2Usage },
+      });
+      const { data, response } = await clients.openai.images
+        .edit({
+          model: "gpt-image-2.6-sunburst",
+          image: await toFile(tinyPng, "cat.png", { type: "image/png" }),
+          prompt: "the same cat, in a hat",
+        })
+        .withResponse();
+      expect(data.data).toHaveLength(1);
+      expect(fake.last()).toMatchObject({ method: "POST", path: "/a/v1/images/edits" });
+      expect(await rowOf(response.headers)).toMatchObject({
+        model: "gpt-image-2.6-sunburst",
+        input_tokens: 1050,
+        cost_usd: 0.13305,
+      });
     });
 
     it("prices a Gemini image model's generated images above its text output, JSON and streamed (@google/genai)", async () => {
