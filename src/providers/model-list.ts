@@ -72,9 +72,10 @@ function entry(provider: ProviderId, model: CatalogueModel): Record<string, unkn
         ...extra,
       };
     case "provider-c": {
+      // Imagen generates through `predict`; the Gemini image models through generateContent.
       const methods = model.capabilities.embeddings
         ? ["embedContent"]
-        : model.capabilities.image
+        : model.capabilities.image && model.id.startsWith("imagen-")
           ? ["predict"]
           : ["generateContent", "countTokens"];
       return {

@@ -611,6 +611,16 @@ describe("proxies driven by the official SDKs", () => {
         model.supportedActions ??
           (model as { supportedGenerationMethods?: string[] }).supportedGenerationMethods,
       ).toContain("generateContent");
+      // Imagen generates through predict, the Gemini image models through generateContent.
+      const methods = async (id: string) => {
+        const read = await google.models.get({ model: id });
+        return (
+          read.supportedActions ??
+          (read as { supportedGenerationMethods?: string[] }).supportedGenerationMethods
+        );
+      };
+      expect(await methods("imagen-4.0-generate-001")).toEqual(["predict"]);
+      expect(await methods("gemini-nano-banana-2.1")).toContain("generateContent");
       await expect(google.models.get({ model: "no-such-model" })).rejects.toMatchObject({ status: 404 });
       const other = await sluice.gateway.admin.createProject({
         name: "No keys",
