@@ -710,6 +710,9 @@ const deprecations: Record<ProviderId, Record<string, Deprecation>> = {
     // Anthropic's model deprecations page and the model's overview (platform.claude.com/docs/en/
     // models/sonnet-4-5/overview); the installed @anthropic-ai/sdk warns with the same date.
     "claude-sonnet-4-5": { shutdown: "2026-11-30", replacement: "claude-sonnet-5-5" },
+    // @anthropic-ai/sdk 1.14 warns that Claude Opus 4.5 reaches end of life on 2027-01-22; no
+    // replacement named there or found on the deprecations page as stored.
+    "claude-opus-4-5": { shutdown: "2027-01-22" },
     // Retired on the Claude API: the pricing page lists Opus 4.1 "retired, except on Bedrock and
     // Google Cloud" (on 2026-08-05), and Haiku 3.5 retired on 2026-02-19 with Haiku 4.5 as its
     // replacement. Kept: usage rows of calls made before name them.
