@@ -84,14 +84,8 @@ describe("metering of the SDKs' other token-consuming calls", () => {
   describe("provider A", () => {
     // GPT-6 Sol: $2 in, $0.20 cached, $2.50 per 1M written to the cache, $10 out.
     it("prices the GPT-6 models' cache writes: chat JSON and streamed, and the Responses API, alike", async () => {
-      fake.setUsage({
-        ...defaultUsage,
-        input: 10_000,
-        output: 1000,
-        cached: 2000,
-        reasoning: 0,
-        cacheWrite: 6000,
-      });
+      const counts = { ...defaultUsage, input: 10_000, output: 1000, cached: 2000, reasoning: 0 };
+      fake.setUsage({ ...counts, cacheWrite: 6000 });
       const rows = [
         await rowOf(async () => {
           await openai.chat.completions.create({
@@ -120,14 +114,7 @@ describe("metering of the SDKs' other token-consuming calls", () => {
           cost_usd: 0.0294,
         });
       // Without the write count (an older model's answer), the same call costs less, and is priced.
-      fake.setUsage({
-        ...defaultUsage,
-        input: 10_000,
-        output: 1000,
-        cached: 2000,
-        reasoning: 0,
-        cacheWrite: undefined,
-      });
+      fake.setUsage({ ...counts, cacheWrite: undefined });
       const unwritten = await rowOf(async () => {
         await openai.chat.completions.create({
           model: "gpt-6-sol",
