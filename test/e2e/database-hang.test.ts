@@ -45,6 +45,32 @@ describe.skipIf(!postgresAvailable)("proxied calls while PostgreSQL hangs", () =
     }
   }, 30_000);
 
+  it("answers 503 within SLUICE_DATABASE_QUERY_TIMEOUT_MS when PostgreSQL takes connections and never answers", async () => {
+    const { proxy, sluice, close } = await startProxiedPostgresGateway({
+      databaseQueryTimeoutMs: 1000,
+      shutdownTimeoutMs: 500,
+    });
+    try {
+      await createTestProject(sluice.gateway);
+      proxy.stall({ newConnections: true });
+      // Projects it holds no record of: each is read, on a pooled connection (closed once its query
+      // timed out) or on a new one, which the hung server never answers either.
+      for (const projectId of ["hung-1", "hung-2", "hung-3", "hung-4"]) {
+        const started = performance.now();
+        const response = await fetch(`${sluice.url}/v1/provider-a/${projectId}/chat/completions`, {
+          method: "POST",
+          headers: { authorization: "Bearer x.y", "content-type": "application/json" },
+          body: "{}",
+        });
+        await response.arrayBuffer();
+        expect(response.status).toBe(503);
+        expect(performance.now() - started).toBeLessThan(1000 + 400);
+      }
+    } finally {
+      await close();
+    }
+  }, 30_000);
+
   it("says degraded (200) while PostgreSQL is down if it holds projects to serve, unavailable (503) if it holds none", async () => {
     const { proxy, sluice, close } = await startProxiedPostgresGateway();
     const health = async () => {
