@@ -6,6 +6,7 @@ import { databaseOptionsOf, openDatabase } from "../storage/database.js";
 import { databaseUnavailable, isDatabaseUnavailable } from "../storage/database-unavailable.js";
 import { createKeyRepository } from "../storage/key-repository.js";
 import { migratedByNewerWarning } from "../storage/migrations.js";
+import { DatabaseStartError } from "../storage/postgres-start.js";
 import { createProjectRepository } from "../storage/project-repository.js";
 import { createUsageRepository } from "../storage/usage-repository.js";
 import { createProjectAdmin, type ProjectAdmin } from "./project-admin.js";
@@ -24,8 +25,12 @@ export async function openAdminContext(
   );
   const secretBox = createSecretBox(masterKey);
   masterKey.fill(0);
+  // A PostgreSQL that could not be opened (refused, unreachable, silent) is named, as the gateway's
+  // start names it: DATABASE_URL without its password, and why.
   const database = await openDatabase(databaseOptionsOf(config)).catch((error: unknown) => {
-    throw isDatabaseUnavailable(error) ? databaseUnavailable(error) : error;
+    throw isDatabaseUnavailable(error) && !(error instanceof DatabaseStartError)
+      ? databaseUnavailable(error)
+      : error;
   });
   if (database.unknownMigrations.length > 0) warn(migratedByNewerWarning(database.unknownMigrations));
   // As at the gateway's start: a key the stored secrets do not open is refused before any command.

@@ -2,6 +2,7 @@ import type { IncomingHttpHeaders } from "node:http";
 import { GatewayError } from "../errors.js";
 import type { ProviderId } from "../providers/provider-id.js";
 import { throttled } from "../rate-limit/auth-throttle.js";
+import type { ReloadWait } from "../storage/database-unavailable.js";
 import type { Project } from "../storage/project-repository.js";
 import type { CredentialDirectory } from "./credential-directory.js";
 import {
@@ -71,6 +72,11 @@ export interface AuthRequest {
   provider: ProviderId | ((project: Project) => ProviderId);
   /** Proxies also take `<partial>.<token>` in the header their provider's SDK sends its key in. */
   sdkKeyHeader?: "x-api-key" | "x-goog-api-key";
+  /**
+   * The request's waits for stale cached records, shared with what it reads after authentication
+   * (the month's spend): `reloadWaitMs` in all. Without it, authentication starts its own.
+   */
+  reloadWait?: ReloadWait;
 }
 
 export type AuthResult =
@@ -168,6 +174,7 @@ export function createAuthenticator(deps: AuthenticatorDeps) {
     project: Project,
     partialKey: string,
     provider: ProviderId,
+    wait: ReloadWait,
   ): Promise<{ keyId: string; providerKey: string } | GatewayError> {
     const cacheKey = `${project.id}\u0000${provider}\u0000${partialKey}`;
     const hit = rebuilt.get(cacheKey);
@@ -175,7 +182,7 @@ export function createAuthenticator(deps: AuthenticatorDeps) {
     const generation = directory.generation();
     const parsed = parsePartialKey(partialKey);
     if (!parsed) return unauthorized("the partial key is malformed");
-    const key = await directory.key(parsed.keyId);
+    const key = await directory.key(parsed.keyId, wait);
     if (!key || key.record.projectId !== project.id) {
       return unauthorized("the partial key is not valid for this project");
     }
@@ -236,6 +243,7 @@ export function createAuthenticator(deps: AuthenticatorDeps) {
     const { headers, clientIp } = request;
     const projectId = request.projectId;
     const generation = directory.generation();
+    const wait = request.reloadWait ?? {};
     const retryAfter = await pendingRetryAfter;
     if (retryAfter > 0) {
       const message = "Too many failed authentication attempts; try again later";
@@ -262,7 +270,7 @@ export function createAuthenticator(deps: AuthenticatorDeps) {
         if (typeof slot === "number") return tooManyAttempts(slot);
         release = slot;
       }
-      const project = await directory.project(projectId);
+      const project = await directory.project(projectId, wait);
       if (!project) {
         await deps.throttle.recordFailure(clientIp, projectId, false);
         return failure(
@@ -285,7 +293,7 @@ export function createAuthenticator(deps: AuthenticatorDeps) {
         const slot = deps.throttle.begin(clientIp, projectId);
         if (typeof slot === "number") return tooManyAttempts(slot);
         release = slot;
-        attempt = await tryMethods(project, provider, headers, request.sdkKeyHeader, spent);
+        attempt = await tryMethods(project, provider, headers, request.sdkKeyHeader, spent, wait);
         // A hit is not written back: that would restart its time and outlive the records behind it.
         remember(cacheKey, attempt, generation);
       }
@@ -322,6 +330,7 @@ export function createAuthenticator(deps: AuthenticatorDeps) {
     sdkKeyHeader: AuthRequest["sdkKeyHeader"],
     /** Set when an Apple call was made that did not authenticate (see viaDeviceCheck). */
     spent: { apple: boolean },
+    wait: ReloadWait,
   ): Promise<AuthResult> {
     let best: { error: GatewayError; method: AuthMethod | null } | null = null;
     const note = (error: GatewayError, method: AuthMethod) => {
@@ -337,7 +346,7 @@ export function createAuthenticator(deps: AuthenticatorDeps) {
       // whether the key was right.
       if (!deps.testModeAllowed) note(unauthorized(testModeOffInProduction), "test-key-header");
       else if (!project.testMode) note(unauthorized("test mode is off for this project"), "test-key-header");
-      else if (!(await matchesTestKey(project, headerTestKey)))
+      else if (!(await matchesTestKey(project, headerTestKey, wait)))
         note(unauthorized("the test key does not match"), "test-key-header");
       else if (!aiKey)
         note(
@@ -345,7 +354,7 @@ export function createAuthenticator(deps: AuthenticatorDeps) {
           "test-key-header",
         );
       else {
-        const key = await rebuildKey(project, aiKey, provider);
+        const key = await rebuildKey(project, aiKey, provider, wait);
         if (!(key instanceof GatewayError)) return success("test-key-header", project, provider, key, null);
         note(key, "test-key-header");
       }
@@ -359,8 +368,8 @@ export function createAuthenticator(deps: AuthenticatorDeps) {
       const token = separator > 0 ? bearer.slice(separator + 1) : "";
       if (!partialKey || !token)
         note(unauthorized(malformedBearer(headers.authorization)), "bearer-test-key");
-      else if (testModeOn(project) && (await matchesTestKey(project, token))) {
-        const key = await rebuildKey(project, partialKey, provider);
+      else if (testModeOn(project) && (await matchesTestKey(project, token, wait))) {
+        const key = await rebuildKey(project, partialKey, provider, wait);
         if (!(key instanceof GatewayError)) return success("bearer-test-key", project, provider, key, null);
         note(key, "bearer-test-key");
       } else if (project.deviceCheck.enabled && base64Token.test(token)) {
@@ -371,6 +380,7 @@ export function createAuthenticator(deps: AuthenticatorDeps) {
           token,
           "bearer-device-check",
           spent,
+          wait,
         );
         if (result.ok || result.error.status !== 401) return result;
         note(result.error, "bearer-device-check");
@@ -399,6 +409,7 @@ export function createAuthenticator(deps: AuthenticatorDeps) {
           deviceToken,
           "device-token-header",
           spent,
+          wait,
         );
         if (result.ok || result.error.status !== 401) return result;
         note(result.error, "device-token-header");
@@ -425,10 +436,11 @@ export function createAuthenticator(deps: AuthenticatorDeps) {
     deviceToken: string,
     method: AuthMethod,
     spent: { apple: boolean },
+    wait: ReloadWait,
   ): Promise<AuthResult> {
     if (deviceToken.length > maxCredentialLength)
       return failure(unauthorized("the device token is too long"), project, method);
-    const key = await rebuildKey(project, partialKey, provider);
+    const key = await rebuildKey(project, partialKey, provider, wait);
     if (key instanceof GatewayError && key.status === 401) return failure(key, project, method);
     const verdict = await deps.deviceTokens.verify(project, deviceToken);
     if (verdict.kind === "ok") {
@@ -450,9 +462,9 @@ export function createAuthenticator(deps: AuthenticatorDeps) {
     );
   }
 
-  async function matchesTestKey(project: Project, candidate: string): Promise<boolean> {
+  async function matchesTestKey(project: Project, candidate: string, wait: ReloadWait): Promise<boolean> {
     if (candidate.length === 0 || candidate.length > maxCredentialLength) return false;
-    return testKeyMatches(candidate, await directory.testKeyDigests(project.id));
+    return testKeyMatches(candidate, await directory.testKeyDigests(project.id, wait));
   }
 }
 

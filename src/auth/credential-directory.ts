@@ -4,7 +4,9 @@ import type { ProviderId } from "../providers/provider-id.js";
 import {
   databaseUnavailable,
   isDatabaseUnavailable,
+  type ReloadWait,
   withinReloadWait,
+  withinRequestWait,
 } from "../storage/database-unavailable.js";
 import type { KeyRepository, ProviderKeyRecord } from "../storage/key-repository.js";
 import type { Project, ProjectRepository } from "../storage/project-repository.js";
@@ -116,13 +118,19 @@ export function createCredentialDirectory(deps: CredentialDirectoryDeps) {
    * served (a blip must not fail traffic that was working); with nothing known, the caller gets
    * SERVICE_UNAVAILABLE. Any other failure (a sealed share that does not open, say) is passed on
    * as it is: it is no outage, and retrying will not help. A stale value is reloaded once for all
-   * its callers, who wait for the reload at most `reloadWaitMs`, then get the value they had while
-   * the reload goes on; it replaces the entry when it answers. After a failed reload the value is
-   * served for another TTL before the next try, but only while it is younger than `maxStaleMs`:
+   * its callers, who wait for the reload at most `reloadWaitMs` (or less: `wait`, the request's
+   * waits for stale records, is `reloadWaitMs` in all), then get the value they had while the reload
+   * goes on; it replaces the entry when it answers. After a failed reload the value is served for
+   * another TTL before the next try, but only while it is younger than `maxStaleMs`:
    * then the callers wait for the reload and get its failure (a revocation the database holds must
    * not be missed for ever because this instance cannot read it).
    */
-  function cached<T>(held: Entries<T>, id: string, load: () => Promise<T>): Promise<T> {
+  function cached<T>(
+    held: Entries<T>,
+    id: string,
+    wait: ReloadWait | undefined,
+    load: () => Promise<T>,
+  ): Promise<T> {
     const entry = entryOf(held, id);
     const time = now();
     if (entry && time - entry.at < deps.ttlMs) return entry.value;
@@ -140,7 +148,7 @@ export function createCredentialDirectory(deps: CredentialDirectoryDeps) {
         entry.reload.catch(() => known),
         known,
       );
-      return entry.waited;
+      return withinRequestWait(wait, entry.waited, known);
     }
     const value = load().catch(async (error: unknown) => {
       if (held.misses.get(id) === fresh) held.misses.delete(id);
@@ -192,21 +200,24 @@ export function createCredentialDirectory(deps: CredentialDirectoryDeps) {
   return {
     /**
      * Null for an id no project can have, without a lookup or a cache entry: ids come from URLs,
-     * and PostgreSQL refuses some (a NUL) outright.
+     * and PostgreSQL refuses some (a NUL) outright. `wait`, here and below: the request's waits for
+     * stale records (see `ReloadWait`).
      */
-    project: (id: string) =>
-      projectIdPattern.test(id) ? cached(projects, id, () => deps.projects.get(id)) : Promise.resolve(null),
+    project: (id: string, wait?: ReloadWait) =>
+      projectIdPattern.test(id)
+        ? cached(projects, id, wait, () => deps.projects.get(id))
+        : Promise.resolve(null),
     /**
      * The project as `project(id)` would give it, when that answer is already in memory and fresh:
      * the hot path reads it without waiting a turn; undefined means "ask `project(id)`".
      */
     settledProject: (id: string) => settled(projects, id),
-    testKeyDigests: (projectId: string) =>
-      cached(testKeys, projectId, async () =>
+    testKeyDigests: (projectId: string, wait?: ReloadWait) =>
+      cached(testKeys, projectId, wait, async () =>
         (await deps.keys.listTestKeys(projectId)).map((key) => key.digest),
       ),
-    key: (keyId: string) =>
-      cached(keys, keyId, async () => {
+    key: (keyId: string, wait?: ReloadWait) =>
+      cached(keys, keyId, wait, async () => {
         const record = await deps.keys.getProviderKey(keyId);
         if (!record) return null;
         let opened: Buffer | null = null;
@@ -229,7 +240,7 @@ export function createCredentialDirectory(deps: CredentialDirectoryDeps) {
       }),
     /** The providers a project holds a provider key for that is not revoked (the model lists ask). */
     keyProviders: (projectId: string) =>
-      cached(keyProviders, projectId, async () => {
+      cached(keyProviders, projectId, undefined, async () => {
         const records = await deps.keys.listProviderKeys(projectId);
         return new Set(
           records.filter((record) => record.revokedAt === null).map((record) => record.provider),

@@ -634,13 +634,14 @@ describe("sluice CLI", () => {
     }
   });
 
-  it("says the database is unavailable, and why, when it cannot be reached", async () => {
-    process.env.DATABASE_URL = "postgres://postgres@127.0.0.1:1/test";
+  it("names DATABASE_URL, without its password, and says why, when the database refuses the connection", async () => {
+    process.env.DATABASE_URL = "postgres://postgres:not-the-password@127.0.0.1:1/test";
     try {
       const result = await cli("projects", "list");
       expect(result.code).toBe(1);
       expect(result.err).toBe(
-        "error: The gateway's database is unavailable; retry shortly (connect ECONNREFUSED 127.0.0.1:1)\n",
+        "error: DATABASE_URL (postgres://postgres@127.0.0.1:1/test): PostgreSQL could not be reached or " +
+          "refused the connection (connect ECONNREFUSED 127.0.0.1:1)\n",
       );
     } finally {
       delete process.env.DATABASE_URL;

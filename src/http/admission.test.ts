@@ -55,6 +55,57 @@ describe("admission", () => {
     ]);
   });
 
+  it("gives authentication and the spend check one wait for stale reads, so a request waits reloadWaitMs in all", async () => {
+    const waits: unknown[] = [];
+    const project = {
+      id: "prj_1",
+      createdAt: "2026-11-01T00:00:00.000Z",
+      rateLimits: { perMinute: null, devicePerMinute: null },
+      monthlySpendCapUsd: 10,
+    };
+    const admit = createAdmission({
+      authenticate: async (request): Promise<AuthResult> => {
+        waits.push(request.reloadWait);
+        return {
+          ok: true,
+          method: "bearer-test-key",
+          project: project as unknown as Project,
+          keyId: "key_1",
+          provider: "provider-a",
+          providerKey: "sk-real",
+          deviceDigest: null,
+        };
+      },
+      limiter: { consumeAll: () => [] } as unknown as RateLimiter,
+      spend: {
+        monthToDate: async (_projectId: string, _createdAt?: string, wait?: unknown) => {
+          waits.push(wait);
+          return 0;
+        },
+      } as unknown as SpendGuard,
+      recorder: { record: () => {} } as unknown as UsageRecorder,
+      metrics: createMetrics({ collectDefaults: false }),
+      now: () => new Date("2026-11-23T12:00:00Z"),
+      defaults: { projectPerMinute: 60, devicePerMinute: 60, ipPerMinute: 60 },
+    });
+    const context = {
+      request: { headers: {}, rawHeaders: [], socket: { destroyed: false } } as unknown as IncomingMessage,
+      response: { setHeader: () => {} } as unknown as ServerResponse,
+      params: {},
+      requestId: "req_1",
+      startedAt: performance.now(),
+      clientIp: "192.0.2.1",
+      path: "/v1/text",
+      query: "",
+      writesOwnHeaders: true,
+      corsHeaders: null,
+    } satisfies RequestContext;
+    await admit(context, { endpoint: "text", projectId: "prj_1", provider: "provider-a" });
+    expect(waits).toHaveLength(2);
+    expect(waits[0]).toBeTypeOf("object");
+    expect(waits[1]).toBe(waits[0]);
+  });
+
   describe("a device token's use", () => {
     const project = {
       id: "prj_1",

@@ -7,6 +7,7 @@ import type { ProviderId } from "../providers/provider-id.js";
 import { recentIds } from "../proxy/background-run.js";
 import { rateLimitHeaders } from "../rate-limit/rate-limit-headers.js";
 import type { LimitRequest, RateLimitDecision, RateLimiter } from "../rate-limit/rate-limiter.js";
+import type { ReloadWait } from "../storage/database-unavailable.js";
 import type { Project } from "../storage/project-repository.js";
 import { isoTimestamp } from "../usage/iso-timestamp.js";
 import type { SpendGuard } from "../usage/spend-guard.js";
@@ -107,26 +108,30 @@ export function createAdmission(deps: AdmissionDeps) {
     // never named: it is a credential.
     if (repeated !== null) {
       const refused = { ok: false, error: repeated, project: null, method: null } as const;
-      return admitAuthenticated(context, options, refused);
+      return admitAuthenticated(context, options, refused, {});
     }
+    // Stale records (credentials, the month's spend) are waited for `reloadWaitMs` in all.
+    const reloadWait: ReloadWait = {};
     const auth = deps.authenticate({
       projectId: options.projectId,
       headers: context.request.headers,
       clientIp: context.clientIp,
       provider: options.provider,
       ...(options.sdkKeyHeader ? { sdkKeyHeader: options.sdkKeyHeader } : {}),
+      reloadWait,
     });
     return auth instanceof Promise
       ? auth.then(
-          (settled) => admitAuthenticated(context, options, settled),
+          (settled) => admitAuthenticated(context, options, settled, reloadWait),
           // Authentication could not be decided (the database is down, say: 503): a failed
           // authentication all the same, with its row.
           (error: unknown) => {
             if (!isGatewayError(error)) throw error;
-            return admitAuthenticated(context, options, { ok: false, error, project: null, method: null });
+            const failed = { ok: false, error, project: null, method: null } as const;
+            return admitAuthenticated(context, options, failed, reloadWait);
           },
         )
-      : admitAuthenticated(context, options, auth);
+      : admitAuthenticated(context, options, auth, reloadWait);
   }
 
   /**
@@ -186,6 +191,7 @@ export function createAdmission(deps: AdmissionDeps) {
     context: RequestContext,
     options: AdmissionOptions,
     auth: AuthResult,
+    reloadWait: ReloadWait,
   ): AdmittedCall | Promise<AdmittedCall> {
     let written = false;
     /** Whether this call is in `unrecorded` (from its admission to its row). */
@@ -312,7 +318,7 @@ export function createAdmission(deps: AdmissionDeps) {
       // The spend cap first: a request it refuses (or cannot decide) is counted by no limit, with
       // nothing to give back.
       return (async () => {
-        await checkSpend(deps, auth.project, capUsd);
+        await checkSpend(deps, auth.project, capUsd, reloadWait);
         const limits = deps.limiter.consumeAll(requests);
         return admitted(limits instanceof Promise ? await limits : limits);
       })().catch(refuse);
@@ -366,10 +372,10 @@ function applyLimits(decisions: readonly RateLimitDecision[]): Record<string, st
   return headers;
 }
 
-async function checkSpend(deps: AdmissionDeps, project: Project, capUsd: number) {
+async function checkSpend(deps: AdmissionDeps, project: Project, capUsd: number, reloadWait: ReloadWait) {
   let spent: number;
   try {
-    spent = await deps.spend.monthToDate(project.id, project.createdAt);
+    spent = await deps.spend.monthToDate(project.id, project.createdAt, reloadWait);
   } catch (error) {
     throw new GatewayError("SERVICE_UNAVAILABLE", "The spend cap cannot be checked right now", {
       cause: error,

@@ -1,6 +1,7 @@
 import type { Redis } from "ioredis";
 import { afterEach, describe, expect, it } from "vitest";
 // In CI (CI=true) an unreachable Redis makes this import throw, so the suite fails instead of skipping.
+import { startPasswordRedis } from "../../test/support/password-redis.js";
 import { redisAvailable, redisUrl } from "../../test/support/services.js";
 import { startTcpProxy } from "../../test/support/tcp-proxy.js";
 import { createRedisClient, RedisSetupError } from "./redis-client.js";
@@ -69,6 +70,29 @@ describe("createRedisClient's first connection", () => {
       await expect(started).rejects.not.toThrow(/not-the-password/);
     },
   );
+
+  it("names the missing password when Redis asks for one, whatever command it refused, and says nothing more", async () => {
+    const redis = await startPasswordRedis();
+    closers.push(redis.close);
+    const errors: Error[] = [];
+    // With a database index, SELECT is the first command Redis refuses; without, the ready check.
+    for (const path of ["/3", ""]) {
+      const started = createRedisClient(`redis://127.0.0.1:${redis.port}${path}`, {
+        onError: (error) => errors.push(error),
+      });
+      await expect(started).rejects.toThrow(RedisSetupError);
+      await expect(started).rejects.toThrow(
+        "Redis refused the connection (it requires a password, and the URL gives none): NOAUTH",
+      );
+    }
+    const wrong = createRedisClient(`redis://:not-the-password@127.0.0.1:${redis.port}/3`, {
+      onError: (error) => errors.push(error),
+    });
+    await expect(wrong).rejects.toThrow("Redis refused AUTH (the user and password in the URL): WRONGPASS");
+    // The start's failure says it all: no client error is reported for it, then or after.
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    expect(errors).toEqual([]);
+  });
 
   it.skipIf(!redisAvailable)(
     "drops a later connection whose SELECT Redis refuses (Redis was down at start) rather than use database 0",

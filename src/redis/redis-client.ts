@@ -40,6 +40,8 @@ export class RedisSetupError extends Error {
  * Rejects with `RedisSetupError` when Redis refuses the first connection's setup (AUTH, SELECT):
  * ioredis would otherwise report a connection whose SELECT failed as ready, on database 0. A later
  * connection whose SELECT is refused is dropped (and retried) rather than used on database 0.
+ * The refusal is not passed to `onError` (the rejection says it), nor anything the client says once
+ * its start failed (replies still arriving on the connection being closed).
  */
 export async function createRedisClient(
   url: string,
@@ -56,12 +58,17 @@ export async function createRedisClient(
     keepAlive: 10_000,
     retryStrategy: (attempt) => Math.min(100 * 2 ** attempt, 2_000),
   });
+  let starting = true;
+  let failed = false;
   client.on("error", (error: Error) => {
     if (refusedCommand(error) === "select") client.stream?.destroy();
+    if (failed || (starting && refusedCommand(error))) return;
     options.onError?.(error);
   });
   const refused = await firstConnection(client, connectTimeoutMs);
+  starting = false;
   if (refused) {
+    failed = true;
     client.disconnect();
     throw new RedisSetupError(setupRefusal(refused, client.options.db));
   }
@@ -94,14 +101,20 @@ function refusedCommand(error: Error): string | undefined {
   return typeof name === "string" && setupCommands.has(name.toLowerCase()) ? name.toLowerCase() : undefined;
 }
 
-/** What Redis refused, in words that never include the password (AUTH's arguments). */
+/**
+ * What Redis refused, in words that never include the password (AUTH's arguments). A password
+ * missing (NOAUTH) or refused (WRONGPASS) is named whatever command was answered so: without a
+ * password in the URL the first command sent is SELECT, when the URL names a database, and its
+ * NOAUTH says nothing of the database index.
+ */
 function setupRefusal(error: Error, db: number | undefined): string {
   const command = refusedCommand(error);
-  const what =
-    command === "select"
-      ? `SELECT ${db ?? "?"} (the database index in the URL)`
-      : command === "auth" || command === "hello"
-        ? "AUTH (the user and password in the URL)"
+  const what = error.message.startsWith("NOAUTH")
+    ? "the connection (it requires a password, and the URL gives none)"
+    : error.message.startsWith("WRONGPASS") || command === "auth" || command === "hello"
+      ? "AUTH (the user and password in the URL)"
+      : command === "select"
+        ? `SELECT ${db ?? "?"} (the database index in the URL)`
         : "the connection (a password may be required)";
   return `Redis refused ${what}: ${error.message}`;
 }

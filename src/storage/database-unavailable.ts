@@ -64,7 +64,8 @@ export const reloadWaitMs = 250;
 
 /**
  * `read`'s value if it settles within `reloadWaitMs`, else `known` (the read goes on; its timer is
- * cleared when it settles, and holds no process open). `read` must not reject.
+ * cleared when it settles, and holds no process open). `read` must not reject. Its callers share
+ * it; each bounds it further by its request's `ReloadWait`.
  */
 export function withinReloadWait<T>(read: Promise<T>, known: T): Promise<T> {
   let timer: NodeJS.Timeout | undefined;
@@ -73,4 +74,29 @@ export function withinReloadWait<T>(read: Promise<T>, known: T): Promise<T> {
     timer.unref();
   });
   return Promise.race([read.finally(() => clearTimeout(timer)), waited]);
+}
+
+/**
+ * One request's waits for stale cached reads: its project, test keys, provider key and month's
+ * spend may each be due, and each reload is waited for only until `reloadWaitMs` after the first
+ * began, so the request waits that long in all, not that long for each. The same object goes to
+ * every read of the request; `{}` starts one.
+ */
+export interface ReloadWait {
+  /** Settles `reloadWaitMs` after the request's first wait began. */
+  expiry?: Promise<void>;
+}
+
+/**
+ * `waited` (a shared `withinReloadWait`, begun at most now), or `known` once `wait`'s request has
+ * waited `reloadWaitMs` in all. Without a `wait`, `waited` as it is.
+ */
+export function withinRequestWait<T>(wait: ReloadWait | undefined, waited: Promise<T>, known: T): Promise<T> {
+  if (wait === undefined) return waited;
+  if (wait.expiry === undefined) {
+    // The request's first wait: `waited` ends within reloadWaitMs of now on its own.
+    wait.expiry = new Promise((resolve) => setTimeout(resolve, reloadWaitMs).unref());
+    return waited;
+  }
+  return Promise.race([waited, wait.expiry.then(() => known)]);
 }

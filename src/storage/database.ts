@@ -203,10 +203,16 @@ async function openPostgres(
   const { default: pg } = await import("pg");
   const types = new pg.TypeOverrides();
   types.setTypeParser(pg.types.builtins.INT8, int8AsNumber);
-  const connect = (config: PgPoolConfig): Kysely<Database> => {
+  /**
+   * A pool whose queries are unanswered for at most `queryTimeoutMs`, the wait for their connection
+   * included: opening one (a server that accepts connections and never answers would otherwise hold
+   * a request for pg's connection timeout, whatever the query timeout says) or a free one of the
+   * pool's, within the query timeout; the first query on it in what is left of that time.
+   */
+  const connect = (config: PgPoolConfig & { max: number; query_timeout: number }): Kysely<Database> => {
     const pool = new pg.Pool({
       connectionString: databaseUrl,
-      connectionTimeoutMillis: 5000,
+      connectionTimeoutMillis: limits.queryTimeoutMs,
       types,
       ...config,
     });
@@ -214,7 +220,9 @@ async function openPostgres(
     // query fails, the pool discards it, and the next query opens a new connection.
     pool.on("error", () => {});
     pool.on("connect", (client) => client.on("error", () => {}));
-    return new Kysely<Database>({ dialect: new PostgresDialect({ pool: closingTimedOut(pool) }) });
+    return new Kysely<Database>({
+      dialect: new PostgresDialect({ pool: closingTimedOut(pool, config.query_timeout) }),
+    });
   };
   const migrating = new pg.Client({
     connectionString: databaseUrl,
@@ -268,17 +276,30 @@ function int8AsNumber(text: string): number {
  * released instead of going back to the pool. pg gives up waiting but keeps the connection, and
  * its next query would queue behind the unanswered one: on a connection a network dropped without
  * a word, every query would time out until TCP gives up, minutes later, even with the server back.
+ * The first query on a connection gets `queryTimeoutMs` less the wait for the connection, so the
+ * two together take no longer than the query timeout; the others get it whole.
  */
-function closingTimedOut(pool: PgPool): PostgresPool {
+function closingTimedOut(pool: PgPool, queryTimeoutMs: number): PostgresPool {
   return {
     async connect() {
+      const asked = performance.now();
       const client = await pool.connect();
+      // At least 1 ms: pg reads a query_timeout of 0 as "the pool's".
+      let firstTimeoutMs: number | undefined = Math.max(
+        1,
+        Math.ceil(queryTimeoutMs - (performance.now() - asked)),
+      );
       let timedOut = false;
-      const query = (text: string, parameters: readonly unknown[]) =>
-        client.query(text, parameters as unknown[]).catch((error: unknown) => {
+      const query = (text: string, parameters: readonly unknown[]) => {
+        // pg takes a query_timeout in the query's config (its types do not list it); undefined
+        // leaves the pool's.
+        const config = { text, values: parameters as unknown[], query_timeout: firstTimeoutMs };
+        firstTimeoutMs = undefined;
+        return client.query(config).catch((error: unknown) => {
           if (error instanceof Error && error.message === "Query read timeout") timedOut = true;
           throw error;
         });
+      };
       return {
         // Only the (sql, parameters) form: Kysely passes a cursor only when given one to stream with.
         query: query as unknown as PostgresPoolClient["query"],

@@ -1,3 +1,4 @@
+import { sql } from "kysely";
 import pg from "pg";
 import { describe, expect, it } from "vitest";
 import { createPostgresSchema, postgresAvailable } from "../../test/support/services.js";
@@ -8,19 +9,24 @@ import { type OpenDatabase, openDatabase } from "./database.js";
 import { isDatabaseUnavailable } from "./database-unavailable.js";
 import { createUsageRepository, type UsageRepository } from "./usage-repository.js";
 
-/** A database on a fresh schema, reached through a TCP proxy the test can stall or cut. */
+/** A database on a fresh schema, reached through a TCP proxy the test can stall, delay or cut. */
 async function behindProxy(
-  use: (usage: UsageRepository, proxy: Awaited<ReturnType<typeof startTcpProxy>>) => Promise<void>,
+  use: (
+    usage: UsageRepository,
+    proxy: Awaited<ReturnType<typeof startTcpProxy>>,
+    database: OpenDatabase,
+  ) => Promise<void>,
+  queryTimeoutMs = 300,
 ): Promise<void> {
   const schema = await createPostgresSchema();
   const proxy = await startTcpProxy(5432);
   const database = await openDatabase({
     databaseUrl: schema.url.replace("127.0.0.1:5432", `127.0.0.1:${proxy.port}`),
     dataDir: "unused",
-    queryTimeoutMs: 300,
+    queryTimeoutMs,
   });
   try {
-    await use(createUsageRepository(database.db), proxy);
+    await use(createUsageRepository(database.db), proxy, database);
   } finally {
     await database.close();
     await proxy.close();
@@ -58,6 +64,36 @@ describe.skipIf(!postgresAvailable)("PostgreSQL that hangs or starts twice", () 
       await usage.insertBatch([usageRow("silent-2")]);
       expect(await usage.count("p1")).toBe(2);
     });
+  }, 10_000);
+
+  it("fails a query within the query timeout when the server takes connections and never answers, opening one included", async () => {
+    await behindProxy(async (usage, proxy) => {
+      await usage.insertBatch([usageRow("hung-1")]);
+      proxy.stall({ newConnections: true });
+      // The first times out on the pooled connection, which is closed; the next opens one.
+      for (const id of ["hung-2", "hung-3"]) {
+        const started = Date.now();
+        const error = await usage.insertBatch([usageRow(id)]).then(
+          () => null,
+          (caught: unknown) => caught,
+        );
+        expect(isDatabaseUnavailable(error)).toBe(true);
+        expect(Date.now() - started).toBeLessThan(300 + 300);
+      }
+    });
+  }, 10_000);
+
+  it("counts the wait for a new connection in the query timeout", async () => {
+    await behindProxy(async (_usage, proxy, database) => {
+      proxy.delayNew(400);
+      const started = Date.now();
+      const error = await sql`select pg_sleep(3)`.execute(database.db).then(
+        () => null,
+        (caught: unknown) => caught,
+      );
+      expect(error).toMatchObject({ message: "Query read timeout" });
+      expect(Date.now() - started).toBeLessThan(700 + 200);
+    }, 700);
   }, 10_000);
 
   it("migrates a fresh schema when two instances start at once", async () => {

@@ -1,4 +1,4 @@
-import { withinReloadWait } from "../storage/database-unavailable.js";
+import { type ReloadWait, withinReloadWait, withinRequestWait } from "../storage/database-unavailable.js";
 import type { UsageRecord, UsageRepository } from "../storage/usage-repository.js";
 
 interface MonthSpend {
@@ -114,15 +114,17 @@ export function createSpendGuard(deps: { usage: UsageRepository; now: () => Date
   return {
     /**
      * Known spend this calendar month (UTC), in USD, of the project created at `createdAt` (rows
-     * from before then belong to a project deleted under its id).
+     * from before then belong to a project deleted under its id). `wait`: the request's waits for
+     * stale cached reads, its credentials' among them (see `ReloadWait`).
      */
-    async monthToDate(projectId: string, createdAt?: string): Promise<number> {
+    async monthToDate(projectId: string, createdAt?: string, wait?: ReloadWait): Promise<number> {
       const now = deps.now();
       const entry = monthOf(projectId, now, createdAt);
       if (now.getTime() - entry.readAt > refreshMs) {
         // With a figure to judge on, the database is waited for `reloadWaitMs` at most, once for
-        // every request meanwhile: one that hangs does not hold each of them. A failed read leaves
-        // the last known figure to judge on rather than failing open.
+        // every request meanwhile (and less by a request that waited for its credentials): one that
+        // hangs does not hold each of them. A failed read leaves the last known figure to judge on
+        // rather than failing open.
         if (entry.readAt !== Number.NEGATIVE_INFINITY) {
           if (entry.loading === undefined) {
             entry.loading = refresh(projectId, entry);
@@ -131,7 +133,7 @@ export function createSpendGuard(deps: { usage: UsageRepository; now: () => Date
               undefined,
             );
           }
-          await entry.waited;
+          if (entry.waited) await withinRequestWait(wait, entry.waited, undefined);
         } else {
           entry.loading ??= refresh(projectId, entry);
           await entry.loading;

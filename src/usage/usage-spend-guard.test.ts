@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { connectionRefused, fakeUsageRepository } from "../../test/support/fake-usage-repository.js";
 import { usageRow } from "../../test/support/usage-row.js";
-import { reloadWaitMs } from "../storage/database-unavailable.js";
+import { type ReloadWait, reloadWaitMs } from "../storage/database-unavailable.js";
 import type { UsageRecord, UsageRepository } from "../storage/usage-repository.js";
 import { createSpendGuard } from "./spend-guard.js";
 import { createUsageRecorder } from "./usage-recorder.js";
@@ -82,6 +82,17 @@ describe("spend guard", () => {
     reads[1]?.(8);
     await settle();
     expect(await guard.monthToDate("p1")).toBe(8);
+  });
+
+  it("does not wait for the month's read in a request that already waited reloadWaitMs for its credentials", async () => {
+    const { guard, reads, clock } = await guardAfterFirstRead(5);
+    clock.now = new Date("2026-11-15T00:00:02.000Z");
+    // The request already waited reloadWaitMs for a stale credential's reload (hung too).
+    const wait: ReloadWait = { expiry: Promise.resolve() };
+    const started = performance.now();
+    expect(await guard.monthToDate("p1", undefined, wait)).toBe(5);
+    expect(performance.now() - started).toBeLessThan(50);
+    expect(reads).toHaveLength(2);
   });
 
   it("judges on the last known figure while the database is down, and fails without one", async () => {

@@ -7,13 +7,15 @@ import { connect, createServer, type Server, type Socket } from "node:net";
  * keeps the connections open but passes nothing on any more (a service that hangs), keeping what
  * clients send meanwhile for `stalledText()`. A connection made after `stall()` passes through (a
  * path that went silent while a new one works), unless `stall({ newConnections: true })` (a service
- * that hangs altogether: new connections are accepted and stalled too); `connections()` counts
- * the connections made to it (refused ones too).
+ * that hangs altogether: new connections are accepted and stalled too); `delayNew(ms)` holds each
+ * new connection that long before it passes through (a server slow to take connections);
+ * `connections()` counts the connections made to it (refused ones too).
  */
 export async function startTcpProxy(targetPort: number): Promise<{
   port: number;
   cut(): void;
   stall(options?: { newConnections?: boolean }): void;
+  delayNew(ms: number): void;
   stalledText(): string;
   connections(): number;
   restore(): void;
@@ -25,6 +27,7 @@ export async function startTcpProxy(targetPort: number): Promise<{
   let stalled = "";
   let accepted = 0;
   let stallNew = false;
+  let delayNewMs = 0;
   const keepStalled = (client: Socket) =>
     client.on("data", (chunk: Buffer) => (stalled += chunk.toString("latin1"))).resume();
   const server: Server = createServer((client) => {
@@ -40,6 +43,19 @@ export async function startTcpProxy(targetPort: number): Promise<{
       keepStalled(client);
       return;
     }
+    if (delayNewMs > 0) {
+      // What the client sends meanwhile waits in its socket's buffer.
+      sockets.add(client);
+      client.on("close", () => sockets.delete(client));
+      client.on("error", () => client.destroy());
+      setTimeout(() => {
+        if (!client.destroyed) passThrough(client);
+      }, delayNewMs);
+      return;
+    }
+    passThrough(client);
+  });
+  function passThrough(client: Socket): void {
     const upstream = connect(targetPort, "127.0.0.1");
     for (const socket of [client, upstream]) {
       sockets.add(socket);
@@ -53,7 +69,7 @@ export async function startTcpProxy(targetPort: number): Promise<{
     const pair: [Socket, Socket] = [client, upstream];
     pairs.add(pair);
     client.on("close", () => pairs.delete(pair));
-  });
+  }
   await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
   return {
     port: (server.address() as AddressInfo).port,
@@ -69,11 +85,15 @@ export async function startTcpProxy(targetPort: number): Promise<{
         keepStalled(client);
       }
     },
+    delayNew(ms) {
+      delayNewMs = ms;
+    },
     stalledText: () => stalled,
     connections: () => accepted,
     restore() {
       open = true;
       stallNew = false;
+      delayNewMs = 0;
     },
     async close() {
       open = false;

@@ -1,0 +1,61 @@
+import { type AddressInfo, createServer, type Socket } from "node:net";
+
+/**
+ * A Redis that requires a password and takes none: AUTH is answered WRONGPASS and every other
+ * command NOAUTH, as a Redis with `requirepass` answers a client without the right password.
+ */
+export async function startPasswordRedis(): Promise<{ port: number; close(): Promise<void> }> {
+  const sockets = new Set<Socket>();
+  const server = createServer((socket) => {
+    sockets.add(socket);
+    socket.on("close", () => sockets.delete(socket));
+    socket.on("error", () => socket.destroy());
+    let buffered = Buffer.alloc(0);
+    socket.on("data", (chunk: Buffer) => {
+      buffered = Buffer.concat([buffered, chunk]);
+      for (let command = nextCommand(buffered); command; command = nextCommand(buffered)) {
+        buffered = buffered.subarray(command.length);
+        socket.write(
+          command.name.toLowerCase() === "auth"
+            ? "-WRONGPASS invalid username-password pair or user is disabled.\r\n"
+            : "-NOAUTH Authentication required.\r\n",
+        );
+      }
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  return {
+    port: (server.address() as AddressInfo).port,
+    async close() {
+      for (const socket of sockets) socket.destroy();
+      await new Promise((resolve) => server.close(resolve));
+    },
+  };
+}
+
+/**
+ * The first command in `buffer` (RESP: an array of bulk strings, as clients send them): its name
+ * and how many bytes it takes; undefined until it has arrived whole.
+ */
+function nextCommand(buffer: Buffer): { name: string; length: number } | undefined {
+  let offset = 0;
+  const line = (): string | undefined => {
+    const end = buffer.indexOf("\r\n", offset);
+    if (end < 0) return undefined;
+    const text = buffer.toString("latin1", offset, end);
+    offset = end + 2;
+    return text;
+  };
+  const header = line();
+  if (header === undefined) return undefined;
+  let name = "";
+  for (let index = 0; index < Number(header.slice(1)); index++) {
+    const size = line();
+    if (size === undefined) return undefined;
+    const length = Number(size.slice(1));
+    if (buffer.length < offset + length + 2) return undefined;
+    if (index === 0) name = buffer.toString("latin1", offset, offset + length);
+    offset += length + 2;
+  }
+  return { name, length: offset };
+}
