@@ -141,7 +141,7 @@ export const settings = {
     "SLUICE_DATABASE_QUERY_TIMEOUT_MS",
     milliseconds,
     "10000",
-    "PostgreSQL: a query unanswered this long, the wait for its connection included (opening one, or a free one of the pool's), fails as an outage (503, usage rows kept queued) and its connection is closed",
+    "PostgreSQL: a query unanswered this long, the wait for its connection included (opening one, or a free one of the pool's), fails as an outage (503, usage rows kept queued) and its connection is closed; opening a connection waits at most 5 s of it",
   ),
   usageReportTimeoutMs: setting(
     "SLUICE_USAGE_REPORT_TIMEOUT_MS",

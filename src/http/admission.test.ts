@@ -101,9 +101,16 @@ describe("admission", () => {
       corsHeaders: null,
     } satisfies RequestContext;
     await admit(context, { endpoint: "text", projectId: "prj_1", provider: "provider-a" });
-    expect(waits).toHaveLength(2);
+    await admit(
+      { ...context, requestId: "req_2" },
+      { endpoint: "text", projectId: "prj_1", provider: "provider-a" },
+    );
+    expect(waits).toHaveLength(4);
     expect(waits[0]).toBeTypeOf("object");
     expect(waits[1]).toBe(waits[0]);
+    // Each request its own: another request's wait, begun or spent, is not this one's.
+    expect(waits[3]).toBe(waits[2]);
+    expect(waits[2]).not.toBe(waits[0]);
   });
 
   describe("a device token's use", () => {

@@ -94,6 +94,18 @@ describe("createRedisClient's first connection", () => {
     expect(errors).toEqual([]);
   });
 
+  it("does not ask for a password the URL gives when an old Redis did not take its AUTH", async () => {
+    const old = await startPasswordRedis("-ERR wrong number of arguments for 'auth' command");
+    closers.push(old.close);
+    const started = createRedisClient(`redis://app:the-password@127.0.0.1:${old.port}/2`, {
+      onError: () => {},
+    });
+    await expect(started).rejects.toThrow(
+      "Redis refused the connection (it still requires authentication after the URL's AUTH; Redis 5 and older take a password without a user name): NOAUTH",
+    );
+    await expect(started).rejects.not.toThrow(/the-password/);
+  });
+
   it.skipIf(!redisAvailable)(
     "drops a later connection whose SELECT Redis refuses (Redis was down at start) rather than use database 0",
     async () => {

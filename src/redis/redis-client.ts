@@ -70,7 +70,7 @@ export async function createRedisClient(
   if (refused) {
     failed = true;
     client.disconnect();
-    throw new RedisSetupError(setupRefusal(refused, client.options.db));
+    throw new RedisSetupError(setupRefusal(refused, client.options.db, Boolean(client.options.password)));
   }
   return client;
 }
@@ -105,12 +105,16 @@ function refusedCommand(error: Error): string | undefined {
  * What Redis refused, in words that never include the password (AUTH's arguments). A password
  * missing (NOAUTH) or refused (WRONGPASS) is named whatever command was answered so: without a
  * password in the URL the first command sent is SELECT, when the URL names a database, and its
- * NOAUTH says nothing of the database index.
+ * NOAUTH says nothing of the database index. A NOAUTH after the URL's own AUTH (which an old Redis
+ * answers with an error ioredis only warns about) says the AUTH was not taken.
  */
-function setupRefusal(error: Error, db: number | undefined): string {
+function setupRefusal(error: Error, db: number | undefined, urlHasPassword: boolean): string {
   const command = refusedCommand(error);
   const what = error.message.startsWith("NOAUTH")
-    ? "the connection (it requires a password, and the URL gives none)"
+    ? urlHasPassword
+      ? // The URL's AUTH was not taken (Redis 5 and older take a password only, no user name).
+        "the connection (it still requires authentication after the URL's AUTH; Redis 5 and older take a password without a user name)"
+      : "the connection (it requires a password, and the URL gives none)"
     : error.message.startsWith("WRONGPASS") || command === "auth" || command === "hello"
       ? "AUTH (the user and password in the URL)"
       : command === "select"

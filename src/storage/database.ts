@@ -40,9 +40,10 @@ export interface DatabaseOptions {
   /** SQLite only: `:memory:` for tests. */
   sqliteFile?: string;
   /**
-   * PostgreSQL only: how long a query may wait for the server's answer (default 10 s). A server or
-   * network that hangs without closing the connection then fails the query as an outage, instead of
-   * holding the usage writer, the request and the shutdown until TCP gives up minutes later.
+   * PostgreSQL only: how long a query may wait for its connection and the server's answer together
+   * (default 10 s; opening a connection waits at most 5 s of it). A server or network that hangs
+   * without closing the connection then fails the query as an outage, instead of holding the usage
+   * writer, the request and the shutdown until TCP gives up minutes later.
    */
   queryTimeoutMs?: number;
   /**
@@ -207,12 +208,14 @@ async function openPostgres(
    * A pool whose queries are unanswered for at most `queryTimeoutMs`, the wait for their connection
    * included: opening one (a server that accepts connections and never answers would otherwise hold
    * a request for pg's connection timeout, whatever the query timeout says) or a free one of the
-   * pool's, within the query timeout; the first query on it in what is left of that time.
+   * pool's, within the query timeout and at most pg's 5 s; the first query on it in what is left.
    */
   const connect = (config: PgPoolConfig & { max: number; query_timeout: number }): Kysely<Database> => {
     const pool = new pg.Pool({
       connectionString: databaseUrl,
-      connectionTimeoutMillis: limits.queryTimeoutMs,
+      // pg's own 5 s, or less when the query timeout is shorter: a longer one would hold every
+      // request queued for a connection during an outage that much longer.
+      connectionTimeoutMillis: Math.min(5000, limits.queryTimeoutMs),
       types,
       ...config,
     });

@@ -3,8 +3,12 @@ import { type AddressInfo, createServer, type Socket } from "node:net";
 /**
  * A Redis that requires a password and takes none: AUTH is answered WRONGPASS and every other
  * command NOAUTH, as a Redis with `requirepass` answers a client without the right password.
+ * `authReply` replaces the AUTH answer: Redis 5 and older answer an AUTH with a user name
+ * `-ERR wrong number of arguments for 'auth' command`, which ioredis only warns about.
  */
-export async function startPasswordRedis(): Promise<{ port: number; close(): Promise<void> }> {
+export async function startPasswordRedis(
+  authReply = "-WRONGPASS invalid username-password pair or user is disabled.",
+): Promise<{ port: number; close(): Promise<void> }> {
   const sockets = new Set<Socket>();
   const server = createServer((socket) => {
     sockets.add(socket);
@@ -16,9 +20,7 @@ export async function startPasswordRedis(): Promise<{ port: number; close(): Pro
       for (let command = nextCommand(buffered); command; command = nextCommand(buffered)) {
         buffered = buffered.subarray(command.length);
         socket.write(
-          command.name.toLowerCase() === "auth"
-            ? "-WRONGPASS invalid username-password pair or user is disabled.\r\n"
-            : "-NOAUTH Authentication required.\r\n",
+          command.name.toLowerCase() === "auth" ? `${authReply}\r\n` : "-NOAUTH Authentication required.\r\n",
         );
       }
     });
