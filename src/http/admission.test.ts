@@ -11,6 +11,23 @@ import type { UsageRecorder } from "../usage/usage-recorder.js";
 import { type AdmittedCall, type CallReport, createAdmission } from "./admission.js";
 import type { RequestContext } from "./router.js";
 
+/** A request's context as admission sees it, from 192.0.2.1 on /v1/text unless `fields` say. */
+function requestContext(fields: Partial<RequestContext> = {}): RequestContext {
+  return {
+    request: { headers: {}, rawHeaders: [], socket: { destroyed: false } } as unknown as IncomingMessage,
+    response: { setHeader: () => {} } as unknown as ServerResponse,
+    params: {},
+    requestId: "req_1",
+    startedAt: performance.now(),
+    clientIp: "192.0.2.1",
+    path: "/v1/text",
+    query: "",
+    writesOwnHeaders: true,
+    corsHeaders: null,
+    ...fields,
+  };
+}
+
 describe("admission", () => {
   it("writes the usage row of a request whose authentication could not be decided (database down: 503)", async () => {
     const rows: UsageRecord[] = [];
@@ -25,18 +42,7 @@ describe("admission", () => {
       now: () => new Date("2026-11-23T12:00:00Z"),
       defaults: { projectPerMinute: 60, devicePerMinute: 60, ipPerMinute: 60 },
     });
-    const context = {
-      request: { headers: {}, rawHeaders: [], socket: { destroyed: false } } as unknown as IncomingMessage,
-      response: {} as ServerResponse,
-      params: {},
-      requestId: "req_1",
-      startedAt: performance.now(),
-      clientIp: "192.0.2.1",
-      path: "/v1/text",
-      query: "",
-      writesOwnHeaders: false,
-      corsHeaders: null,
-    } satisfies RequestContext;
+    const context = requestContext({ writesOwnHeaders: false });
 
     await expect(
       admit(context, { endpoint: "text", projectId: "prj_1", provider: "provider-a" }),
@@ -88,18 +94,7 @@ describe("admission", () => {
       now: () => new Date("2026-11-23T12:00:00Z"),
       defaults: { projectPerMinute: 60, devicePerMinute: 60, ipPerMinute: 60 },
     });
-    const context = {
-      request: { headers: {}, rawHeaders: [], socket: { destroyed: false } } as unknown as IncomingMessage,
-      response: { setHeader: () => {} } as unknown as ServerResponse,
-      params: {},
-      requestId: "req_1",
-      startedAt: performance.now(),
-      clientIp: "192.0.2.1",
-      path: "/v1/text",
-      query: "",
-      writesOwnHeaders: true,
-      corsHeaders: null,
-    } satisfies RequestContext;
+    const context = requestContext({ writesOwnHeaders: true });
     await admit(context, { endpoint: "text", projectId: "prj_1", provider: "provider-a" });
     await admit(
       { ...context, requestId: "req_2" },
@@ -127,19 +122,7 @@ describe("admission", () => {
       name: "project",
       windowSeconds: 60,
     });
-    const context = () =>
-      ({
-        request: { headers: {}, rawHeaders: [], socket: { destroyed: false } } as unknown as IncomingMessage,
-        response: { setHeader: () => {} } as unknown as ServerResponse,
-        params: {},
-        requestId: "req_1",
-        startedAt: performance.now(),
-        clientIp: "192.0.2.1",
-        path: "/v1/text",
-        query: "",
-        writesOwnHeaders: true,
-        corsHeaders: null,
-      }) satisfies RequestContext;
+    const context = () => requestContext();
     function admission(allowed: boolean, refundDeviceToken?: () => Promise<void>) {
       return createAdmission({
         authenticate: (): AuthResult => ({
@@ -229,22 +212,10 @@ describe("admission", () => {
       let calls = 0;
       /** One GET poll through admission that saw the run `rowId` finished. */
       const poll = (rowId: string) => {
-        const context = {
-          request: {
-            headers: {},
-            rawHeaders: [],
-            socket: { destroyed: false },
-          } as unknown as IncomingMessage,
-          response: {} as ServerResponse,
-          params: {},
+        const context = requestContext({
           requestId: `req_${++calls}`,
-          startedAt: performance.now(),
-          clientIp: "192.0.2.1",
           path: "/v1/provider-a/prj_1/responses/resp_1",
-          query: "",
-          writesOwnHeaders: true,
-          corsHeaders: null,
-        } satisfies RequestContext;
+        });
         const call = admit(context, { endpoint: "proxy", projectId: "prj_1", provider: "provider-a" });
         const report: CallReport = {
           status: 200,

@@ -1,6 +1,6 @@
-import { type AddressInfo, createServer, type Socket } from "node:net";
 import pg from "pg";
 import { describe, expect, it } from "vitest";
+import { startLocalTcpServer } from "../../test/support/local-server.js";
 import { createPostgresSchema, postgresAvailable } from "../../test/support/services.js";
 import { startSilentPostgres } from "../../test/support/silent-postgres.js";
 import { startFailureMessage } from "../start-failure.js";
@@ -8,22 +8,7 @@ import { openDatabase } from "./database.js";
 import { DatabaseStartError, describeDatabaseUrl } from "./postgres-start.js";
 
 /** A server that accepts TCP connections and never sends a byte. */
-async function startMuteServer() {
-  const sockets = new Set<Socket>();
-  const server = createServer((socket) => {
-    sockets.add(socket);
-    socket.on("error", () => socket.destroy());
-    socket.resume();
-  });
-  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
-  return {
-    port: (server.address() as AddressInfo).port,
-    async close() {
-      for (const socket of sockets) socket.destroy();
-      await new Promise((resolve) => server.close(resolve));
-    },
-  };
-}
+const startMuteServer = () => startLocalTcpServer((socket) => socket.resume());
 
 /** How `openDatabase` failed, and after how long. */
 async function failedOpen(databaseUrl: string, startTimeoutMs: number) {
@@ -40,10 +25,10 @@ async function failedOpen(databaseUrl: string, startTimeoutMs: number) {
 
 describe("opening PostgreSQL at start within SLUICE_DATABASE_START_TIMEOUT_MS", () => {
   it("fails naming DATABASE_URL, without its password, when the connection is refused", async () => {
-    const closed = createServer();
-    await new Promise<void>((resolve) => closed.listen(0, "127.0.0.1", resolve));
-    const { port } = closed.address() as AddressInfo;
-    await new Promise((resolve) => closed.close(resolve));
+    // A port that was free a moment ago: nothing listens on it.
+    const closed = await startLocalTcpServer(() => {});
+    const { port } = closed;
+    await closed.close();
     const { error } = await failedOpen(`postgres://u:not-the-password@127.0.0.1:${port}/db`, 5000);
     expect(error).toBeInstanceOf(DatabaseStartError);
     expect(startFailureMessage(error)).toBe(

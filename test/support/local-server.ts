@@ -1,5 +1,5 @@
 import { createServer, type RequestListener, type Server } from "node:http";
-import type { AddressInfo } from "node:net";
+import { type AddressInfo, createServer as createTcpServer, type Socket } from "node:net";
 
 export interface LocalServer {
   server: Server;
@@ -18,6 +18,30 @@ export async function startLocalServer(handler: RequestListener): Promise<LocalS
     url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
     close: async () => {
       server.closeAllConnections();
+      await new Promise((resolve) => server.close(resolve));
+    },
+  };
+}
+
+/**
+ * A plain TCP server on a free loopback port, for a stand-in that speaks another protocol (a Redis,
+ * a PostgreSQL that never answers): `onSocket` gets each connection; closing cuts them.
+ */
+export async function startLocalTcpServer(
+  onSocket: (socket: Socket) => void,
+): Promise<{ port: number; close(): Promise<void> }> {
+  const sockets = new Set<Socket>();
+  const server = createTcpServer((socket) => {
+    sockets.add(socket);
+    socket.on("close", () => sockets.delete(socket));
+    socket.on("error", () => socket.destroy());
+    onSocket(socket);
+  });
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  return {
+    port: (server.address() as AddressInfo).port,
+    async close() {
+      for (const socket of sockets) socket.destroy();
       await new Promise((resolve) => server.close(resolve));
     },
   };

@@ -1,4 +1,4 @@
-import { type AddressInfo, createServer, type Socket } from "node:net";
+import { startLocalTcpServer } from "./local-server.js";
 
 /**
  * A Redis that requires a password and takes none: AUTH is answered WRONGPASS and every other
@@ -9,11 +9,7 @@ import { type AddressInfo, createServer, type Socket } from "node:net";
 export async function startPasswordRedis(
   authReply = "-WRONGPASS invalid username-password pair or user is disabled.",
 ): Promise<{ port: number; close(): Promise<void> }> {
-  const sockets = new Set<Socket>();
-  const server = createServer((socket) => {
-    sockets.add(socket);
-    socket.on("close", () => sockets.delete(socket));
-    socket.on("error", () => socket.destroy());
+  return startLocalTcpServer((socket) => {
     let buffered = Buffer.alloc(0);
     socket.on("data", (chunk: Buffer) => {
       buffered = Buffer.concat([buffered, chunk]);
@@ -25,14 +21,6 @@ export async function startPasswordRedis(
       }
     });
   });
-  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
-  return {
-    port: (server.address() as AddressInfo).port,
-    async close() {
-      for (const socket of sockets) socket.destroy();
-      await new Promise((resolve) => server.close(resolve));
-    },
-  };
 }
 
 /**
