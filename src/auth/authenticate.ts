@@ -63,7 +63,11 @@ export interface AuthThrottle {
   begin(clientIp: string, projectId: string | undefined): (() => void) | number;
 }
 
-export interface AuthRequest {
+/**
+ * A request to authenticate. It is also the request's wait for stale cached records (ReloadWait),
+ * shared with what it reads after authentication (the month's spend): `reloadWaitMs` in all.
+ */
+export interface AuthRequest extends ReloadWait {
   /** From the path (takes precedence) or the x-project-id header; the caller resolves which. */
   projectId: string | undefined;
   headers: IncomingHttpHeaders;
@@ -72,11 +76,6 @@ export interface AuthRequest {
   provider: ProviderId | ((project: Project) => ProviderId);
   /** Proxies also take `<partial>.<token>` in the header their provider's SDK sends its key in. */
   sdkKeyHeader?: "x-api-key" | "x-goog-api-key";
-  /**
-   * The request's waits for stale cached records, shared with what it reads after authentication
-   * (the month's spend): `reloadWaitMs` in all. Without it, authentication starts its own.
-   */
-  reloadWait?: ReloadWait;
 }
 
 export type AuthResult =
@@ -243,7 +242,7 @@ export function createAuthenticator(deps: AuthenticatorDeps) {
     const { headers, clientIp } = request;
     const projectId = request.projectId;
     const generation = directory.generation();
-    const wait = request.reloadWait ?? {};
+    const wait: ReloadWait = request;
     const retryAfter = await pendingRetryAfter;
     if (retryAfter > 0) {
       const message = "Too many failed authentication attempts; try again later";

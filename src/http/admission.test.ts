@@ -71,7 +71,7 @@ describe("admission", () => {
     };
     const admit = createAdmission({
       authenticate: async (request): Promise<AuthResult> => {
-        waits.push(request.reloadWait);
+        waits.push(request);
         return {
           ok: true,
           method: "bearer-test-key",

@@ -110,16 +110,16 @@ export function createAdmission(deps: AdmissionDeps) {
       const refused = { ok: false, error: repeated, project: null, method: null } as const;
       return admitAuthenticated(context, options, refused, {});
     }
-    // Stale records (credentials, the month's spend) are waited for `reloadWaitMs` in all.
-    const reloadWait: ReloadWait = {};
-    const auth = deps.authenticate({
+    // The request to authenticate is also the request's wait for stale records (credentials, the
+    // month's spend): `reloadWaitMs` in all.
+    const reloadWait: AuthRequest = {
       projectId: options.projectId,
       headers: context.request.headers,
       clientIp: context.clientIp,
       provider: options.provider,
       ...(options.sdkKeyHeader ? { sdkKeyHeader: options.sdkKeyHeader } : {}),
-      reloadWait,
-    });
+    };
+    const auth = deps.authenticate(reloadWait);
     return auth instanceof Promise
       ? auth.then(
           (settled) => admitAuthenticated(context, options, settled, reloadWait),
