@@ -1,10 +1,10 @@
-import { spawn } from "node:child_process";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { sql } from "kysely";
 import { afterEach, describe, expect, it } from "vitest";
 import { openDatabase } from "../../src/storage/database.js";
+import { runGatewayUntilExit } from "../support/spawned-gateway.js";
 import { startTestGateway } from "../support/test-gateway.js";
 
 const dataDirs: string[] = [];
@@ -48,18 +48,7 @@ describe("a start on a database a later build migrated (a rollback)", () => {
 
   it("fails with one line naming both when the database also lacks a migration this build knows", async () => {
     const dataDir = await migratedByLaterBuild("0002-usage-token-counts-bigint");
-    const child = spawn(process.execPath, ["--import", "tsx", "src/main.ts"], {
-      cwd: join(import.meta.dirname, "../.."),
-      env: { ...process.env, PORT: "0", HOST: "127.0.0.1", LOG_LEVEL: "silent", SLUICE_DATA_DIR: dataDir },
-      stdio: ["ignore", "ignore", "pipe"],
-    });
-    let stderr = "";
-    child.stderr.on("data", (chunk: Buffer) => {
-      stderr += String(chunk);
-    });
-    const killer = setTimeout(() => child.kill("SIGKILL"), 15_000);
-    const code = await new Promise<number | null>((resolve) => child.once("exit", resolve));
-    clearTimeout(killer);
+    const { code, stderr } = await runGatewayUntilExit({ SLUICE_DATA_DIR: dataDir });
     expect(code).toBe(1);
     expect(stderr).toBe(
       "sluice failed to start: The database has migrations this Sluice does not know " +

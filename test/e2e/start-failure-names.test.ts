@@ -1,4 +1,3 @@
-import { spawn } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { createServer } from "node:net";
@@ -7,32 +6,12 @@ import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
 import { openAdminContext } from "../../src/admin/admin-context.js";
 import { loadConfig } from "../../src/config.js";
+import { runGatewayUntilExit } from "../support/spawned-gateway.js";
 
 const dataDir = mkdtempSync(join(tmpdir(), "sluice-start-names-"));
 
-/** Runs `node --import tsx src/main.ts` (npm start) until it exits (killed after 15 s). */
-async function start(env: Record<string, string>) {
-  const child = spawn(process.execPath, ["--import", "tsx", "src/main.ts"], {
-    cwd: join(import.meta.dirname, "../.."),
-    env: {
-      ...process.env,
-      PORT: "0",
-      HOST: "127.0.0.1",
-      LOG_LEVEL: "silent",
-      SLUICE_DATA_DIR: dataDir,
-      ...env,
-    },
-    stdio: ["ignore", "pipe", "pipe"],
-  });
-  let stderr = "";
-  child.stderr.on("data", (chunk: Buffer) => {
-    stderr += String(chunk);
-  });
-  const killer = setTimeout(() => child.kill("SIGKILL"), 15_000);
-  const code = await new Promise<number | null>((resolve) => child.once("exit", resolve));
-  clearTimeout(killer);
-  return { code, stderr };
-}
+/** `npm start` on this test's data dir unless `env` names another, until it exits. */
+const start = (env: Record<string, string>) => runGatewayUntilExit({ SLUICE_DATA_DIR: dataDir, ...env });
 
 describe("a start that fails on a setting names it", () => {
   afterAll(() => rmSync(dataDir, { recursive: true, force: true }));

@@ -145,3 +145,25 @@ export async function createProjectOverAdminApi(
   })) as { partialKey: string };
   return { projectId: created.project.id, bearer: `${key.partialKey}.${created.testKey}` };
 }
+
+/**
+ * Runs `node --import tsx src/main.ts` (npm start) on `env` (SLUICE_DATA_DIR among it) until it
+ * exits, for a start that is to fail: its exit code and what it wrote to stderr (killed after 15 s).
+ */
+export async function runGatewayUntilExit(
+  env: Record<string, string>,
+): Promise<{ code: number | null; stderr: string }> {
+  const child = spawn(process.execPath, ["--import", "tsx", "src/main.ts"], {
+    cwd: join(import.meta.dirname, "../.."),
+    env: { ...process.env, PORT: "0", HOST: "127.0.0.1", LOG_LEVEL: "silent", ...env },
+    stdio: ["ignore", "ignore", "pipe"],
+  });
+  let stderr = "";
+  child.stderr?.on("data", (chunk: Buffer) => {
+    stderr += String(chunk);
+  });
+  const killer = setTimeout(() => child.kill("SIGKILL"), 15_000);
+  const code = await new Promise<number | null>((resolve) => child.once("exit", resolve));
+  clearTimeout(killer);
+  return { code, stderr };
+}
