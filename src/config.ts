@@ -2,7 +2,7 @@ import { z } from "zod";
 import { parseCorsOrigins } from "./http/cors.js";
 import { parseTrustedProxies } from "./net/ip-address.js";
 import { isModelName, modelNameRule } from "./providers/model-name.js";
-import { catalogueProviderOf, findModel } from "./usage/model-catalogue.js";
+import { notAnImageModelOf } from "./usage/model-catalogue.js";
 
 /**
  * The configuration schema: the only place that reads the environment. Every setting has an
@@ -86,9 +86,8 @@ const imageModelOf = (provider: "provider-a" | "provider-c") =>
     .string()
     .refine(isModelName, modelNameRule)
     .superRefine((name, context) => {
-      const listedBy = catalogueProviderOf(name);
-      if (listedBy === null || (listedBy === provider && findModel(provider, name)?.capabilities.image))
-        return;
+      const listedBy = notAnImageModelOf(provider, name)?.listedBy;
+      if (listedBy === undefined) return;
       context.addIssue({
         code: "custom",
         message:

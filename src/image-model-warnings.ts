@@ -1,6 +1,6 @@
 import type { Config } from "./config.js";
 import type { StartWarning } from "./production-warnings.js";
-import { findModel } from "./usage/model-catalogue.js";
+import { shutdownNotice } from "./usage/model-catalogue.js";
 
 /**
  * A warning for each default image model (SLUICE_PROVIDER_A_IMAGE_MODEL, SLUICE_PROVIDER_C_IMAGE_MODEL)
@@ -13,14 +13,13 @@ export function imageModelWarnings(
   config: Pick<Config, "providerAImageModel" | "providerCImageModel">,
   today: Date,
 ): StartWarning[] {
-  const day = today.toISOString().slice(0, 10);
   const warnings: StartWarning[] = [];
   for (const [provider, model, setting] of [
     ["provider-a", config.providerAImageModel, "SLUICE_PROVIDER_A_IMAGE_MODEL"],
     ["provider-c", config.providerCImageModel, "SLUICE_PROVIDER_C_IMAGE_MODEL"],
   ] as const) {
-    const deprecated = findModel(provider, model)?.deprecated;
-    if (!deprecated || deprecated.shutdown > day) continue;
+    const deprecated = shutdownNotice(provider, model, today);
+    if (!deprecated) continue;
     const instead = deprecated.replacement ? `, such as ${deprecated.replacement}` : "";
     warnings.push({
       fields: { provider, model, shutdown: deprecated.shutdown, setting },

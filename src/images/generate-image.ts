@@ -264,10 +264,9 @@ function tokenCost(provider: ProviderId, model: string, calls: BilledCall[]): nu
  * unknown is unknown for all); null when a call reported none.
  */
 function summedUsage(calls: BilledCall[]): TokenUsage | null {
-  const [first, ...rest] = calls;
-  if (!first?.usage) return null;
-  const sum: TokenUsage = { ...first.usage };
-  for (const { usage } of rest) {
+  if (calls.length === 0) return null;
+  const sum: TokenUsage = { inputTokens: 0, outputTokens: 0, cachedInputTokens: 0, reasoningTokens: 0 };
+  for (const { usage } of calls) {
     if (usage === null) return null;
     sum.inputTokens = sumOrUnknown(sum.inputTokens, usage.inputTokens);
     sum.outputTokens = sumOrUnknown(sum.outputTokens, usage.outputTokens);

@@ -1,7 +1,7 @@
 import { GatewayError } from "../errors.js";
 import { isModelName, modelNameRule } from "../providers/model-name.js";
 import type { ProviderId } from "../providers/provider-id.js";
-import { bareModelId, catalogueProviderOf, findModel, modelsFor } from "../usage/model-catalogue.js";
+import { bareModelId, findModel, modelsFor, notAnImageModelOf } from "../usage/model-catalogue.js";
 
 /** A validated /v1/image request (SPEC.md, POST /v1/image). */
 export interface ImageRequest {
@@ -165,14 +165,13 @@ const generatesThroughGemini = (modelId: string) => bareModelId(modelId).startsW
  * analysis endpoints and the admin API trust one: catalogues lag the providers' new models.
  */
 function requireImageModel(provider: ProviderId, modelId: string): void {
-  const own = findModel(provider, modelId);
-  if (own?.capabilities.image) return;
-  const modelProvider = own ? provider : catalogueProviderOf(modelId);
-  if (!modelProvider) return;
+  const refused = notAnImageModelOf(provider, modelId);
+  if (refused === null) return;
+  const modelProvider = refused.listedBy;
   const imageModels = modelsFor(provider).filter((model) => model.capabilities.image);
   throw new GatewayError(
     "VALIDATION_ERROR",
-    `model ${JSON.stringify(modelId)} ${own ? "is not an image model" : `is a ${modelProvider} model`}; this project generates images with ${provider}, whose image models are ${imageModels.map((model) => model.id).join(", ")}`,
+    `model ${JSON.stringify(modelId)} ${modelProvider === provider ? "is not an image model" : `is a ${modelProvider} model`}; this project generates images with ${provider}, whose image models are ${imageModels.map((model) => model.id).join(", ")}`,
     { details: { model: modelId, provider, modelProvider } },
   );
 }

@@ -1,5 +1,5 @@
 import { GatewayError } from "../errors.js";
-import { type Deprecation, findModel } from "../usage/model-catalogue.js";
+import { shutdownNotice } from "../usage/model-catalogue.js";
 import { ProviderResponseTooLarge } from "./provider-fetch.js";
 import type { ProviderId } from "./provider-id.js";
 
@@ -70,7 +70,7 @@ export function apiCallFailure(
 ): GatewayError {
   const providerStatus = error.statusCode ?? null;
   // Only where the provider refused the model itself: a 401, 429 or 5xx has another cause.
-  const retired = modelRefusals.has(providerStatus ?? 0) ? shutDownBy(provider, model, today) : null;
+  const retired = modelRefusals.has(providerStatus ?? 0) ? shutdownNotice(provider, model, today) : null;
   const message =
     providerStatus === null
       ? "The provider could not be reached"
@@ -94,9 +94,3 @@ export function apiCallFailure(
 
 /** The statuses the providers answer an unknown or retired model with. */
 const modelRefusals = new Set([400, 404, 410]);
-
-/** The catalogue's notice of `model`, when the day it gives is `today` or earlier. */
-function shutDownBy(provider: ProviderId, model: string | null, today: Date): Deprecation | null {
-  const notice = findModel(provider, model)?.deprecated;
-  return notice && notice.shutdown <= today.toISOString().slice(0, 10) ? notice : null;
-}

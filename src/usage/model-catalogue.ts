@@ -196,6 +196,25 @@ export function catalogueProviderOf(id: string | null | undefined): ProviderId |
   return providerIds.find((provider) => findModel(provider, id) !== null) ?? null;
 }
 
+/**
+ * Why `id` cannot be `provider`'s image model: the catalogue lists it, but as another kind of model
+ * (`listedBy` that provider) or as another provider's (`listedBy` that one). Null when it is one of
+ * that provider's image models, or a model no catalogue lists (trusted: catalogues lag the
+ * providers' new models).
+ */
+export function notAnImageModelOf(provider: ProviderId, id: string): { listedBy: ProviderId } | null {
+  const own = findModel(provider, id);
+  if (own?.capabilities.image) return null;
+  const listedBy = own ? provider : catalogueProviderOf(id);
+  return listedBy === null ? null : { listedBy };
+}
+
+/** The catalogue's notice that `provider` shut `model` down, when the day it gives is `today` or earlier. */
+export function shutdownNotice(provider: ProviderId, model: string | null, today: Date): Deprecation | null {
+  const notice = findModel(provider, model)?.deprecated;
+  return notice && notice.shutdown <= today.toISOString().slice(0, 10) ? notice : null;
+}
+
 export function defaultModel(provider: ProviderId, purpose: Purpose): string | null {
   return defaults[provider][purpose];
 }
