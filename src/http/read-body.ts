@@ -1,6 +1,7 @@
 import { isUtf8 } from "node:buffer";
 import type { IncomingMessage, ServerResponse } from "node:http";
 import { GatewayError } from "../errors.js";
+import { appliedCodings } from "../proxy/content-coding.js";
 
 /** Requests sent with `Expect: 100-continue` whose 100 is not sent yet, and where to send it. */
 const awaitingContinue = new WeakMap<IncomingMessage, ServerResponse>();
@@ -111,17 +112,14 @@ export function requireUncompressedUtf8Json(request: IncomingMessage): void {
  * a plain one labelled `br` was read as plain). Repeated headers reach here joined with `, `.
  */
 function requireNoContentCoding(request: IncomingMessage): void {
-  const codings = request.headers["content-encoding"];
-  if (codings === undefined) return;
-  for (const listed of codings.split(",")) {
-    const coding = listed.trim();
-    if (coding === "" || coding.toLowerCase() === "identity") continue;
+  const header = request.headers["content-encoding"];
+  const [coding] = header === undefined ? [] : appliedCodings(header);
+  if (coding !== undefined)
     throw new GatewayError(
       "UNSUPPORTED_MEDIA_TYPE",
       `The content-encoding ${JSON.stringify(coding.slice(0, 40))} is not supported: send the JSON body uncompressed`,
       { headers: { "accept-encoding": "identity" } },
     );
-  }
 }
 
 /**

@@ -17,3 +17,15 @@ export const contentCodings: ReadonlyMap<string, (first: Buffer) => ZlibFormat> 
   ["br", () => "br"],
   ["deflate", (first: Buffer) => (((first[0] ?? 0) & 0x0f) === 0x08 ? "deflate" : "deflate-raw")],
 ]);
+
+/**
+ * The codings a `content-encoding` header says were applied, in order (RFC 9110 section 8.4), as
+ * written: empty entries and `identity` (in any case) left out. Repeated headers arrive joined with
+ * `, `, which reads as one list.
+ */
+export function appliedCodings(contentEncoding: string): string[] {
+  return contentEncoding
+    .split(",")
+    .map((coding) => coding.trim())
+    .filter((coding) => coding !== "" && coding.toLowerCase() !== "identity");
+}

@@ -1,7 +1,7 @@
 import { promisify } from "node:util";
 import { brotliDecompress, gunzip, inflate, inflateRaw } from "node:zlib";
 import { GatewayError } from "../errors.js";
-import { contentCodings, type ZlibFormat } from "./content-coding.js";
+import { appliedCodings, contentCodings, type ZlibFormat } from "./content-coding.js";
 
 type Decode = (body: Buffer, options: { maxOutputLength: number }) => Promise<Buffer>;
 
@@ -23,14 +23,9 @@ export async function decodeRequestBody(
   contentEncoding: string,
   maxBytes: number,
 ): Promise<Buffer> {
-  const codings = contentEncoding
-    .toLowerCase()
-    .split(",")
-    .map((coding) => coding.trim())
-    .filter((coding) => coding !== "" && coding !== "identity");
   let decoded = body;
-  for (const coding of codings.reverse()) {
-    const format = contentCodings.get(coding);
+  for (const coding of appliedCodings(contentEncoding).reverse()) {
+    const format = contentCodings.get(coding.toLowerCase());
     if (format === undefined)
       throw new GatewayError(
         "UNSUPPORTED_MEDIA_TYPE",
