@@ -80,7 +80,7 @@ export function withinReloadWait<T>(read: Promise<T>, known: T): Promise<T> {
  * One request's waits for stale cached reads: its project, test keys, provider key and month's
  * spend may each be due, and each reload is waited for only until `reloadWaitMs` after the first
  * began, so the request waits that long in all, not that long for each. The same object goes to
- * every read of the request; `{}` starts one.
+ * every read of the request: admission passes its AuthRequest, which is one.
  */
 export interface ReloadWait {
   /** Settles `reloadWaitMs` after the request's first wait began. */
