@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type FakeUpstream, startFakeUpstream } from "../fakes/fake-upstream.js";
+import { proxiedChat } from "../support/proxied-chat.js";
 import {
   adminToken,
   createTestProject,
@@ -34,11 +35,7 @@ describe("admin changes and the credential cache of the same instance", () => {
       ...(body === undefined ? {} : { body: JSON.stringify(body) }),
     });
   const call = (project: TestProject, bearer = project.bearer("provider-a")) =>
-    fetch(`${sluice.url}/v1/provider-a/${project.projectId}/chat/completions`, {
-      method: "POST",
-      headers: { authorization: `Bearer ${bearer}`, "content-type": "application/json" },
-      body: JSON.stringify({ model: "gpt-4o-mini", messages: [] }),
-    });
+    proxiedChat(sluice.url, { projectId: project.projectId, bearer });
   async function answer(response: Response) {
     const body = (await response.json()) as { error?: { code: string } };
     return [response.status, body.error?.code ?? "ok"];

@@ -3,6 +3,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createClientIpResolver } from "../../src/http/client-ip.js";
 import { addressBlock } from "../../src/net/ip-address.js";
 import { type FakeUpstream, startFakeUpstream } from "../fakes/fake-upstream.js";
+import { proxiedChat } from "../support/proxied-chat.js";
 import {
   createTestProject,
   startTestGateway,
@@ -112,15 +113,11 @@ describe("the failed-authentication throttle behind a proxy that writes ports", 
   });
 
   const call = (forwardedFor: string, token: string) =>
-    fetch(`${sluice.url}/v1/provider-a/${project.projectId}/chat/completions`, {
-      method: "POST",
-      headers: {
-        authorization: `Bearer ${project.partialKeys["provider-a"]}.${token}`,
-        "content-type": "application/json",
-        "x-forwarded-for": forwardedFor,
-      },
-      body: JSON.stringify({ model: "gpt-4o-mini", messages: [] }),
-    });
+    proxiedChat(
+      sluice.url,
+      { projectId: project.projectId, bearer: `${project.partialKeys["provider-a"]}.${token}` },
+      { headers: { "x-forwarded-for": forwardedFor } },
+    );
 
   it("counts one client once, whatever source port the proxy reports", async () => {
     for (const port of [50001, 50002, 50003]) {

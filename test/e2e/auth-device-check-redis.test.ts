@@ -2,6 +2,7 @@ import { randomBytes } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type FakeApple, generateAppleKeyPair, startFakeApple } from "../fakes/fake-apple.js";
 import { type FakeUpstream, startFakeUpstream } from "../fakes/fake-upstream.js";
+import { proxiedChat } from "../support/proxied-chat.js";
 import { createPostgresSchema, postgresAvailable, redisAvailable, redisUrl } from "../support/services.js";
 import { createTestProject, startTestGateway, type TestGateway } from "../support/test-gateway.js";
 
@@ -52,15 +53,11 @@ describe.skipIf(!redisAvailable)("single-use device tokens on Redis", () => {
     sluice = started;
     const project = await singleUseProject(started, keys.privateKeyPem);
     const call = (deviceToken: string) =>
-      fetch(`${started.url}/v1/provider-a/${project.projectId}/chat/completions`, {
-        method: "POST",
-        headers: {
-          authorization: `Bearer ${project.partialKeys["provider-a"]}.${deviceToken}`,
-          "content-type": "application/json",
-          "x-forwarded-for": clientIp,
-        },
-        body: JSON.stringify({ model: "gpt-4o-mini", messages: [] }),
-      });
+      proxiedChat(
+        started.url,
+        { projectId: project.projectId, bearer: `${project.partialKeys["provider-a"]}.${deviceToken}` },
+        { headers: { "x-forwarded-for": clientIp } },
+      );
     const first = token("first");
     apple.registerValidToken(first);
     expect((await call(first)).status).toBe(200);
@@ -79,15 +76,11 @@ describe.skipIf(!redisAvailable)("single-use device tokens on Redis", () => {
     try {
       const project = await singleUseProject(started, keys.privateKeyPem);
       const call = async (deviceToken: string) => {
-        const response = await fetch(`${started.url}/v1/provider-a/${project.projectId}/chat/completions`, {
-          method: "POST",
-          headers: {
-            authorization: `Bearer ${project.partialKeys["provider-a"]}.${deviceToken}`,
-            "content-type": "application/json",
-            "x-forwarded-for": clientIp,
-          },
-          body: JSON.stringify({ model: "gpt-4o-mini", messages: [] }),
-        });
+        const response = await proxiedChat(
+          started.url,
+          { projectId: project.projectId, bearer: `${project.partialKeys["provider-a"]}.${deviceToken}` },
+          { headers: { "x-forwarded-for": clientIp } },
+        );
         await response.arrayBuffer();
         return response.status;
       };
@@ -150,13 +143,9 @@ describe.skipIf(!postgresAvailable)("single-use device tokens on several instanc
       expect(gateway.logs.join("")).toContain("DATABASE_URL is set without REDIS_URL");
     const project = await singleUseProject(one, keys.privateKeyPem);
     const call = async (gateway: TestGateway, deviceToken: string) => {
-      const response = await fetch(`${gateway.url}/v1/provider-a/${project.projectId}/chat/completions`, {
-        method: "POST",
-        headers: {
-          authorization: `Bearer ${project.partialKeys["provider-a"]}.${deviceToken}`,
-          "content-type": "application/json",
-        },
-        body: JSON.stringify({ model: "gpt-4o-mini", messages: [] }),
+      const response = await proxiedChat(gateway.url, {
+        projectId: project.projectId,
+        bearer: `${project.partialKeys["provider-a"]}.${deviceToken}`,
       });
       await response.arrayBuffer();
       return response.status;

@@ -2,6 +2,7 @@ import { randomBytes } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type FakeApple, generateAppleKeyPair, startFakeApple } from "../fakes/fake-apple.js";
 import { type FakeUpstream, startFakeUpstream } from "../fakes/fake-upstream.js";
+import { proxiedChat } from "../support/proxied-chat.js";
 import { redisAvailable, redisUrl } from "../support/services.js";
 import {
   adminToken,
@@ -67,15 +68,11 @@ describe.each([
       ...fields,
     });
   const call = async (projectId: string, partial: string, deviceToken: string, ip: string) => {
-    const r = await fetch(`${sluice.url}/v1/provider-a/${projectId}/chat/completions`, {
-      method: "POST",
-      headers: {
-        authorization: `Bearer ${partial}.${deviceToken}`,
-        "content-type": "application/json",
-        "x-forwarded-for": ip,
-      },
-      body: JSON.stringify({ model: "gpt-4o-mini", messages: [] }),
-    });
+    const r = await proxiedChat(
+      sluice.url,
+      { projectId, bearer: `${partial}.${deviceToken}` },
+      { headers: { "x-forwarded-for": ip } },
+    );
     return { status: r.status, retryAfter: r.headers.get("retry-after"), body: await r.text() };
   };
   /** The admin raises the limit: as if the window had ended (ADR 0008: applies at once). */

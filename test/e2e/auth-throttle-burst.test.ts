@@ -3,6 +3,7 @@ import type { AddressInfo } from "node:net";
 import { Agent, request } from "undici";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { generateAppleKeyPair } from "../fakes/fake-apple.js";
+import { proxiedChat } from "../support/proxied-chat.js";
 import { createTestProject, startTestGateway, type TestGateway } from "../support/test-gateway.js";
 
 /**
@@ -107,14 +108,11 @@ describe("junk device tokens sent at once from one address", () => {
       await agent.close();
     }
     // The failures were counted once decided: the next token waits out the window, without Apple.
-    const next = await fetch(`${sluice.url}/v1/provider-a/${fixture.projectId}/chat/completions`, {
-      method: "POST",
-      headers: {
-        authorization: `Bearer ${fixture.partialKey}.${junkToken(999)}`,
-        "content-type": "application/json",
-      },
-      body: "{}",
-    });
+    const next = await proxiedChat(
+      sluice.url,
+      { projectId: fixture.projectId, bearer: `${fixture.partialKey}.${junkToken(999)}` },
+      { body: "{}" },
+    );
     expect(next.status).toBe(429);
     expect(held).toHaveLength(0);
   });
@@ -132,14 +130,11 @@ describe("junk device tokens while Apple fails (500)", () => {
     appleCalls = 0;
     const statuses: number[] = [];
     for (let index = 0; index < 3 * limit; index++) {
-      const response = await fetch(`${sluice.url}/v1/provider-a/${fixture.projectId}/chat/completions`, {
-        method: "POST",
-        headers: {
-          authorization: `Bearer ${fixture.partialKey}.${junkToken(1000 + index)}`,
-          "content-type": "application/json",
-        },
-        body: "{}",
-      });
+      const response = await proxiedChat(
+        sluice.url,
+        { projectId: fixture.projectId, bearer: `${fixture.partialKey}.${junkToken(1000 + index)}` },
+        { body: "{}" },
+      );
       await response.arrayBuffer();
       statuses.push(response.status);
     }
@@ -161,14 +156,11 @@ describe("junk device tokens once Apple answered the project's key 429", () => {
     appleCalls = 0;
     const answers: Array<[number, string | null]> = [];
     for (let index = 0; index < 2 * limit; index++) {
-      const response = await fetch(`${sluice.url}/v1/provider-a/${fixture.projectId}/chat/completions`, {
-        method: "POST",
-        headers: {
-          authorization: `Bearer ${fixture.partialKey}.${junkToken(2000 + index)}`,
-          "content-type": "application/json",
-        },
-        body: "{}",
-      });
+      const response = await proxiedChat(
+        sluice.url,
+        { projectId: fixture.projectId, bearer: `${fixture.partialKey}.${junkToken(2000 + index)}` },
+        { body: "{}" },
+      );
       await response.arrayBuffer();
       answers.push([response.status, response.headers.get("retry-after")]);
     }

@@ -1,5 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { reloadWaitMs } from "../../src/storage/database-unavailable.js";
+import { proxiedChat } from "../support/proxied-chat.js";
 import { startProxiedPostgresGateway } from "../support/proxied-postgres-gateway.js";
 import { postgresAvailable } from "../support/services.js";
 import { createTestProject } from "../support/test-gateway.js";
@@ -16,14 +17,7 @@ describe.skipIf(!postgresAvailable)("proxied calls while PostgreSQL hangs", () =
     const project = await createTestProject(sluice.gateway, { monthlySpendCapUsd: 100 });
     const call = async () => {
       const started = performance.now();
-      const response = await fetch(`${sluice.url}/v1/provider-a/${project.projectId}/chat/completions`, {
-        method: "POST",
-        headers: {
-          authorization: `Bearer ${project.bearer("provider-a")}`,
-          "content-type": "application/json",
-        },
-        body: JSON.stringify({ model: "gpt-4o-mini", messages: [] }),
-      });
+      const response = await proxiedChat(sluice.url, project);
       await response.arrayBuffer();
       return { status: response.status, ms: performance.now() - started };
     };
@@ -59,11 +53,7 @@ describe.skipIf(!postgresAvailable)("proxied calls while PostgreSQL hangs", () =
       // timed out) or on a new one, which the hung server never answers either.
       for (const projectId of ["hung-1", "hung-2", "hung-3", "hung-4"]) {
         const started = performance.now();
-        const response = await fetch(`${sluice.url}/v1/provider-a/${projectId}/chat/completions`, {
-          method: "POST",
-          headers: { authorization: "Bearer x.y", "content-type": "application/json" },
-          body: "{}",
-        });
+        const response = await proxiedChat(sluice.url, { projectId, bearer: "x.y" }, { body: "{}" });
         await response.arrayBuffer();
         expect(response.status).toBe(503);
         expect(performance.now() - started).toBeLessThan(1000 + 400);
@@ -86,15 +76,7 @@ describe.skipIf(!postgresAvailable)("proxied calls while PostgreSQL hangs", () =
       // Nothing read yet: no caller could be authenticated.
       expect(await health()).toEqual({ code: 503, status: "unavailable", database: "down" });
       proxy.restore();
-      const call = () =>
-        fetch(`${sluice.url}/v1/provider-a/${project.projectId}/chat/completions`, {
-          method: "POST",
-          headers: {
-            authorization: `Bearer ${project.bearer("provider-a")}`,
-            "content-type": "application/json",
-          },
-          body: JSON.stringify({ model: "gpt-4o-mini", messages: [] }),
-        });
+      const call = () => proxiedChat(sluice.url, project);
       expect((await call()).status).toBe(200);
       proxy.cut();
       expect(await health()).toEqual({ code: 200, status: "degraded", database: "down" });

@@ -2,6 +2,7 @@ import { closeSync, existsSync, openSync } from "node:fs";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { shutdownMarginMs } from "../../src/gateway-close.js";
 import { type FakeUpstream, startFakeUpstream } from "../fakes/fake-upstream.js";
+import { proxiedChat } from "../support/proxied-chat.js";
 import { type SpawnedGateway, spawnGateway } from "../support/spawned-gateway.js";
 
 const shutdownTimeoutMs = 2000;
@@ -25,13 +26,11 @@ describe("a log that cannot be written", () => {
 
   /** Calls the gateway while its log fails, then stops it with SIGTERM: everything still holds. */
   async function servesAndKeepsItsRows(gateway: SpawnedGateway, reason: string) {
-    const { projectId, bearer } = await gateway.createProject();
+    const project = await gateway.createProject();
     const requestIds: string[] = [];
     for (let call = 0; call < 20; call++) {
-      const response = await fetch(`${gateway.url}/v1/provider-a/${projectId}/chat/completions`, {
-        method: "POST",
-        headers: { authorization: `Bearer ${bearer}`, "content-type": "application/json" },
-        body: JSON.stringify({ model: "gpt-4o-mini", messages: [{ role: "user", content: "hi" }] }),
+      const response = await proxiedChat(gateway.url, project, {
+        body: { model: "gpt-4o-mini", messages: [{ role: "user", content: "hi" }] },
       });
       expect(response.status).toBe(200);
       await response.arrayBuffer();

@@ -5,6 +5,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type FakeUpstream, startFakeUpstream } from "../fakes/fake-upstream.js";
+import { proxiedChat } from "../support/proxied-chat.js";
 import { createPostgresSchema, postgresAvailable, redisAvailable } from "../support/services.js";
 import { startTcpProxy } from "../support/tcp-proxy.js";
 
@@ -156,11 +157,7 @@ describe.skipIf(!postgresAvailable || !redisAvailable)(
     }
 
     const call = (instance: Instance, target: { id: string; bearer: string }) =>
-      fetch(`${instance.url}/v1/provider-a/${target.id}/chat/completions`, {
-        method: "POST",
-        headers: { authorization: `Bearer ${target.bearer}`, "content-type": "application/json" },
-        body: JSON.stringify({ model: "gpt-4o-mini", messages: [] }),
-      }).then(async (response) => {
+      proxiedChat(instance.url, { projectId: target.id, bearer: target.bearer }).then(async (response) => {
         await response.arrayBuffer();
         return response;
       });
@@ -258,11 +255,11 @@ describe.skipIf(!postgresAvailable || !redisAvailable)(
     it("finishes in-flight streams and exits 0 on SIGTERM", async () => {
       const target = await project(1000);
       fake.setSseDelayMs(150);
-      const response = await fetch(`${one.url}/v1/provider-a/${target.id}/chat/completions`, {
-        method: "POST",
-        headers: { authorization: `Bearer ${target.bearer}`, "content-type": "application/json" },
-        body: JSON.stringify({ model: "gpt-4o-mini", messages: [], stream: true }),
-      });
+      const response = await proxiedChat(
+        one.url,
+        { projectId: target.id, bearer: target.bearer },
+        { body: { model: "gpt-4o-mini", messages: [], stream: true } },
+      );
       one.child.kill("SIGTERM");
       const text = await response.text();
       fake.setSseDelayMs(0);

@@ -3,6 +3,7 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { proxiedChat } from "../support/proxied-chat.js";
 import {
   adminToken,
   createTestProject,
@@ -66,14 +67,7 @@ describe("a production gateway (SLUICE_ENV=production)", () => {
   });
 
   it("refuses a right test key with 401, saying Test Mode is off in production, and records the call", async () => {
-    const response = await fetch(`${sluice.url}/v1/provider-a/${testing.projectId}/chat/completions`, {
-      method: "POST",
-      headers: {
-        authorization: `Bearer ${testing.bearer("provider-a")}`,
-        "content-type": "application/json",
-      },
-      body: JSON.stringify({ model: "gpt-4o-mini", messages: [] }),
-    });
+    const response = await proxiedChat(sluice.url, testing);
     expect(response.status).toBe(401);
     expect(((await response.json()) as { error: unknown }).error).toMatchObject({
       code: "UNAUTHORIZED",

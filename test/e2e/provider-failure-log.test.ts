@@ -1,5 +1,6 @@
 import { createServer } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { proxiedChat } from "../support/proxied-chat.js";
 import {
   createTestProject,
   startTestGateway,
@@ -53,13 +54,8 @@ describe("provider failures in the log", () => {
     const before = sluice.logs.length;
     const ids: string[] = [];
     for (let call = 0; call < 3; call++) {
-      const response = await fetch(`${sluice.url}/v1/provider-a/${project.projectId}/chat/completions`, {
-        method: "POST",
-        headers: {
-          authorization: `Bearer ${project.bearer("provider-a")}`,
-          "content-type": "application/json",
-        },
-        body: JSON.stringify({ model: "gpt-4o-mini", messages: [{ role: "user", content: "hi" }] }),
+      const response = await proxiedChat(sluice.url, project, {
+        body: { model: "gpt-4o-mini", messages: [{ role: "user", content: "hi" }] },
       });
       expect(response.status).toBe(502);
       ids.push(response.headers.get("x-request-id") ?? "");

@@ -4,6 +4,7 @@ import type { GoogleGenAI } from "@google/genai";
 import type OpenAI from "openai";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import type { FakeUpstream } from "../fakes/fake-upstream.js";
+import { proxiedChat } from "../support/proxied-chat.js";
 import { type ProxyStage, startProxyStage } from "../support/proxy-stage.js";
 import { sdkClients } from "../support/sdk-clients.js";
 import {
@@ -323,13 +324,8 @@ describe("proxies driven by the official SDKs", () => {
       try {
         fake.hangStreamsAfter(0);
         const idleProject = await createTestProject(idle.gateway);
-        const response = await fetch(`${idle.url}/v1/provider-a/${idleProject.projectId}/chat/completions`, {
-          method: "POST",
-          headers: {
-            authorization: `Bearer ${idleProject.bearer("provider-a")}`,
-            "content-type": "application/json",
-          },
-          body: JSON.stringify({ model: "gpt-4o-mini", messages: [], stream: true }),
+        const response = await proxiedChat(idle.url, idleProject, {
+          body: { model: "gpt-4o-mini", messages: [], stream: true },
         });
         expect(response.status).toBe(504);
         expect(((await response.json()) as { error: { code: string } }).error.code).toBe("PROVIDER_TIMEOUT");
@@ -375,12 +371,7 @@ describe("proxies driven by the official SDKs", () => {
       try {
         fake.setLatencyMs(3000);
         const slowProject = await createTestProject(slow.gateway);
-        const timedOut = await fetch(`${slow.url}/v1/provider-a/${slowProject.projectId}/chat/completions`, {
-          method: "POST",
-          headers: {
-            authorization: `Bearer ${slowProject.bearer("provider-a")}`,
-            "content-type": "application/json",
-          },
+        const timedOut = await proxiedChat(slow.url, slowProject, {
           body: '{"model":"gpt-4o-mini","messages":[]}',
         });
         expect(timedOut.status).toBe(504);
@@ -393,17 +384,9 @@ describe("proxies driven by the official SDKs", () => {
         });
         fake.setLatencyMs(0);
         const downProject = await createTestProject(down.gateway);
-        const unreachable = await fetch(
-          `${down.url}/v1/provider-a/${downProject.projectId}/chat/completions`,
-          {
-            method: "POST",
-            headers: {
-              authorization: `Bearer ${downProject.bearer("provider-a")}`,
-              "content-type": "application/json",
-            },
-            body: '{"model":"gpt-4o","messages":[]}',
-          },
-        );
+        const unreachable = await proxiedChat(down.url, downProject, {
+          body: '{"model":"gpt-4o","messages":[]}',
+        });
         expect(unreachable.status).toBe(502);
         expect(((await unreachable.json()) as { error: { code: string } }).error.code).toBe("PROVIDER_ERROR");
         expect(await usageRowOf(down.gateway, unreachable)).toMatchObject({ status: 502, model: "gpt-4o" });
@@ -810,14 +793,11 @@ describe("proxies driven by the official SDKs", () => {
     });
 
     it("refuses a key of another provider with 403 and never calls upstream", async () => {
-      const response = await fetch(`${sluice.url}/v1/provider-a/${project.projectId}/chat/completions`, {
-        method: "POST",
-        headers: {
-          authorization: `Bearer ${project.bearer("provider-b")}`,
-          "content-type": "application/json",
-        },
-        body: "{}",
-      });
+      const response = await proxiedChat(
+        sluice.url,
+        { projectId: project.projectId, bearer: project.bearer("provider-b") },
+        { body: "{}" },
+      );
       expect(response.status).toBe(403);
       expect(((await response.json()) as { error: { code: string } }).error.code).toBe("FORBIDDEN");
       expect(fake.requests).toHaveLength(0);

@@ -4,6 +4,7 @@ import type OpenAI from "openai";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { type FakeUpstream, startFakeUpstream } from "../fakes/fake-upstream.js";
 import { providerA } from "../fakes/fake-upstream-responses.js";
+import { proxiedChat } from "../support/proxied-chat.js";
 import { sdkClients } from "../support/sdk-clients.js";
 import {
   createTestProject,
@@ -148,13 +149,8 @@ describe("provider A's usage chunk on a stream that is cut or sent whole", () =>
 
   /** A streamed completion that does not ask for usage; the body as far as it came, and whether it ended or broke. */
   async function call() {
-    const response = await fetch(`${sluice.url}/v1/provider-a/${project.projectId}/chat/completions`, {
-      method: "POST",
-      headers: {
-        authorization: `Bearer ${project.bearer("provider-a")}`,
-        "content-type": "application/json",
-      },
-      body: JSON.stringify({ model: "gpt-4o-mini", messages: [], stream: true }),
+    const response = await proxiedChat(sluice.url, project, {
+      body: { model: "gpt-4o-mini", messages: [], stream: true },
     });
     const reader = response.body!.getReader();
     const received: Uint8Array[] = [];

@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type FakeUpstream, startFakeUpstream } from "../fakes/fake-upstream.js";
+import { proxiedChat } from "../support/proxied-chat.js";
 import { redisAvailable, redisUrl } from "../support/services.js";
 import {
   createTestProject,
@@ -29,13 +30,8 @@ describe("the client-IP limit, on the embedded default", () => {
       await createTestProject(sluice.gateway),
     ];
     const call = (project: typeof first) =>
-      fetch(`${sluice.url}/v1/provider-a/${project.projectId}/chat/completions`, {
-        method: "POST",
-        headers: {
-          authorization: `Bearer ${project.bearer("provider-a")}`,
-          "content-type": "application/json",
-        },
-        body: JSON.stringify({ model: "gpt-4o-mini", messages: [{ role: "user", content: "Hi" }] }),
+      proxiedChat(sluice.url, project, {
+        body: { model: "gpt-4o-mini", messages: [{ role: "user", content: "Hi" }] },
       });
     expect((await call(first)).status).toBe(200);
     const last = await call(first);
@@ -119,13 +115,8 @@ for (const store of [
 
 /** A chat call to provider A from `address`, as the trusted proxy in front of Sluice reports it. */
 function chatFrom(sluice: TestGateway, project: TestProject, address: string): Promise<Response> {
-  return fetch(`${sluice.url}/v1/provider-a/${project.projectId}/chat/completions`, {
-    method: "POST",
-    headers: {
-      authorization: `Bearer ${project.bearer("provider-a")}`,
-      "content-type": "application/json",
-      "x-forwarded-for": address,
-    },
-    body: JSON.stringify({ model: "gpt-4o-mini", messages: [{ role: "user", content: "Hi" }] }),
+  return proxiedChat(sluice.url, project, {
+    body: { model: "gpt-4o-mini", messages: [{ role: "user", content: "Hi" }] },
+    headers: { "x-forwarded-for": address },
   });
 }

@@ -6,6 +6,7 @@ import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { shutdownMarginMs } from "../../src/gateway-close.js";
 import { startFakeUpstream } from "../fakes/fake-upstream.js";
+import { proxiedChat } from "../support/proxied-chat.js";
 import { createPostgresSchema, postgresAvailable } from "../support/services.js";
 import { createProjectOverAdminApi } from "../support/spawned-gateway.js";
 import { startTcpProxy } from "../support/tcp-proxy.js";
@@ -64,13 +65,8 @@ describe.skipIf(!postgresAvailable)("shutdown deadline", () => {
     try {
       const project = await createProjectOverAdminApi(gateway.url, adminToken, "long");
       fake.hangStreamsAfter(1);
-      const response = await fetch(`${gateway.url}/v1/provider-a/${project.projectId}/chat/completions`, {
-        method: "POST",
-        headers: {
-          authorization: `Bearer ${project.bearer}`,
-          "content-type": "application/json",
-        },
-        body: JSON.stringify({ model: "gpt-4o-mini", messages: [], stream: true }),
+      const response = await proxiedChat(gateway.url, project, {
+        body: { model: "gpt-4o-mini", messages: [], stream: true },
       });
       const reader = response.body!.getReader();
       await reader.read();

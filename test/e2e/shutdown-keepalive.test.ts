@@ -5,12 +5,12 @@ import { Agent as HttpsAgent, request as httpsRequest } from "node:https";
 import type { AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import BetterSqlite3 from "better-sqlite3";
 import { Pool } from "undici";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createGatewayServer, shutDown } from "../../src/server.js";
 import { type FakeUpstream, startFakeUpstream } from "../fakes/fake-upstream.js";
 import { createTestProject, startTestGateway, type TestGateway } from "../support/test-gateway.js";
+import { usageRequestIdsIn } from "../support/usage-request-ids.js";
 
 /** One request's outcome as its client saw it: an HTTP status (and request id), or an error code. */
 interface Outcome {
@@ -159,14 +159,9 @@ describe("shutdown with keep-alive clients", () => {
 /** The request ids of every usage row, read from the closed gateway's database; removes the data dir. */
 async function usageRequestIds(sluice: TestGateway): Promise<string[]> {
   const dataDir = sluice.gateway.config.dataDir;
-  const database = new BetterSqlite3(join(dataDir, "sluice.sqlite"), { readonly: true });
   try {
-    return database
-      .prepare("select request_id from usage_records")
-      .all()
-      .map((row) => (row as { request_id: string }).request_id);
+    return usageRequestIdsIn(dataDir);
   } finally {
-    database.close();
     rmSync(dataDir, { recursive: true, force: true });
   }
 }

@@ -1,19 +1,18 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { shutdownMarginMs } from "../../src/gateway-close.js";
 import { type FakeUpstream, startFakeUpstream } from "../fakes/fake-upstream.js";
+import { proxiedChat } from "../support/proxied-chat.js";
 import { type SpawnedGateway, spawnGateway } from "../support/spawned-gateway.js";
 
 const streams = 20;
 
 /** Opens `streams` streamed calls and reads each to its end (or its cut) in the background. */
 async function openStreams(gateway: SpawnedGateway) {
-  const { projectId, bearer } = await gateway.createProject();
+  const project = await gateway.createProject();
   const opened = await Promise.all(
     Array.from({ length: streams }, async () => {
-      const response = await fetch(`${gateway.url}/v1/provider-a/${projectId}/chat/completions`, {
-        method: "POST",
-        headers: { authorization: `Bearer ${bearer}`, "content-type": "application/json" },
-        body: JSON.stringify({ model: "gpt-4o-mini", messages: [], stream: true }),
+      const response = await proxiedChat(gateway.url, project, {
+        body: { model: "gpt-4o-mini", messages: [], stream: true },
       });
       const reader = response.body!.getReader();
       await reader.read();

@@ -3,6 +3,7 @@ import { join } from "node:path";
 import BetterSqlite3 from "better-sqlite3";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type FakeUpstream, startFakeUpstream } from "../fakes/fake-upstream.js";
+import { proxiedChat } from "../support/proxied-chat.js";
 import { createTestProject, startTestGateway } from "../support/test-gateway.js";
 
 /**
@@ -31,13 +32,8 @@ describe("usage rows at shutdown", () => {
     const project = await createTestProject(sluice.gateway);
     fake.hangStreamsAfter(kind === "stream" ? 1 : null);
     fake.setCompression(kind === "gzip" ? "gzip" : null);
-    const response = await fetch(`${sluice.url}/v1/provider-a/${project.projectId}/chat/completions`, {
-      method: "POST",
-      headers: {
-        authorization: `Bearer ${project.bearer("provider-a")}`,
-        "content-type": "application/json",
-      },
-      body: JSON.stringify({ model: "gpt-4o-mini", messages: [], stream: kind === "stream" }),
+    const response = await proxiedChat(sluice.url, project, {
+      body: { model: "gpt-4o-mini", messages: [], stream: kind === "stream" },
     });
     const reader = response.body!.getReader();
     await reader.read();

@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type FakeUpstream, providerBaseUrls, startFakeUpstream } from "../fakes/fake-upstream.js";
 import type { FakeUsage } from "../fakes/fake-upstream-responses.js";
+import { proxiedChat } from "../support/proxied-chat.js";
 import {
   createTestProject,
   startTestGateway,
@@ -23,14 +24,7 @@ describe("monthly spend cap", () => {
   });
 
   const chat = (project: TestProject) =>
-    fetch(`${sluice.url}/v1/provider-a/${project.projectId}/chat/completions`, {
-      method: "POST",
-      headers: {
-        authorization: `Bearer ${project.bearer("provider-a")}`,
-        "content-type": "application/json",
-      },
-      body: JSON.stringify({ model: "gpt-4o", messages: [] }),
-    });
+    proxiedChat(sluice.url, project, { body: { model: "gpt-4o", messages: [] } });
 
   it("answers 403 FORBIDDEN once the month's known cost reaches the cap, and again when an admin raises it", async () => {
     fake.setUsage({ input: 1_000_000, output: 1_000_000, cached: 0, reasoning: 0 });

@@ -1,5 +1,6 @@
 import pg from "pg";
 import { describe, expect, it } from "vitest";
+import { proxiedChat } from "../support/proxied-chat.js";
 import { startProxiedPostgresGateway } from "../support/proxied-postgres-gateway.js";
 import { postgresAvailable } from "../support/services.js";
 import { createTestProject } from "../support/test-gateway.js";
@@ -18,21 +19,9 @@ describe.skipIf(!postgresAvailable)("usage rows survive a database outage", () =
       const burst = async (count: number) => {
         await Promise.all(
           Array.from({ length: count }, async () => {
-            const response = await fetch(
-              `${sluice.url}/v1/provider-a/${project.projectId}/chat/completions`,
-              {
-                method: "POST",
-                headers: {
-                  authorization: `Bearer ${project.bearer("provider-a")}`,
-                  "content-type": "application/json",
-                },
-                body: JSON.stringify({
-                  model: "gpt-4o-mini",
-                  messages: [],
-                  stream: statuses.length % 2 === 0,
-                }),
-              },
-            );
+            const response = await proxiedChat(sluice.url, project, {
+              body: { model: "gpt-4o-mini", messages: [], stream: statuses.length % 2 === 0 },
+            });
             await response.arrayBuffer();
             statuses.push(response.status);
             ids.push(response.headers.get("x-request-id") ?? "missing");

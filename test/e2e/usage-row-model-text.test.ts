@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type FakeUpstream, startFakeUpstream } from "../fakes/fake-upstream.js";
+import { proxiedChat } from "../support/proxied-chat.js";
 import { createPostgresSchema, postgresAvailable } from "../support/services.js";
 import { createTestProject, startTestGateway, type TestGateway } from "../support/test-gateway.js";
 
@@ -21,12 +22,7 @@ describe.skipIf(!postgresAvailable)("a proxied call's usage row on PostgreSQL", 
   it("writes the row of a call whose body names a model holding a NUL byte", async () => {
     const project = await createTestProject(sluice.gateway);
     fake.failNext(400);
-    const response = await fetch(`${sluice.url}/v1/provider-a/${project.projectId}/chat/completions`, {
-      method: "POST",
-      headers: {
-        authorization: `Bearer ${project.bearer("provider-a")}`,
-        "content-type": "application/json",
-      },
+    const response = await proxiedChat(sluice.url, project, {
       body: Buffer.from('{"model":"gpt-4o\u0000","messages":[]}', "latin1"),
     });
     await response.arrayBuffer();

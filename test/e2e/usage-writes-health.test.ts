@@ -1,6 +1,7 @@
 import pg from "pg";
 import { afterEach, describe, expect, it } from "vitest";
 import { type FakeUpstream, startFakeUpstream } from "../fakes/fake-upstream.js";
+import { proxiedChat } from "../support/proxied-chat.js";
 import { createPostgresSchema, postgresAvailable } from "../support/services.js";
 import { createTestProject, startTestGateway, type TestGateway } from "../support/test-gateway.js";
 
@@ -30,14 +31,7 @@ describe("/health while usage rows cannot be written", () => {
     closers.push(() => sluice.close());
     const project = await createTestProject(sluice.gateway);
     const call = async () => {
-      const response = await fetch(`${sluice.url}/v1/provider-a/${project.projectId}/chat/completions`, {
-        method: "POST",
-        headers: {
-          authorization: `Bearer ${project.bearer("provider-a")}`,
-          "content-type": "application/json",
-        },
-        body: JSON.stringify({ model: "gpt-4o-mini", messages: [] }),
-      });
+      const response = await proxiedChat(sluice.url, project);
       await response.arrayBuffer();
       expect(response.status).toBe(200);
     };

@@ -4,7 +4,7 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import BetterSqlite3 from "better-sqlite3";
+import { usageRequestIdsIn } from "./usage-request-ids.js";
 
 const adminToken = `admin-${randomBytes(12).toString("hex")}`;
 
@@ -71,17 +71,7 @@ export async function spawnGateway(
     exit,
     output: () => output,
     createProject: () => createProjectOverAdminApi(url, adminToken, "spawned"),
-    usageRequestIds() {
-      const database = new BetterSqlite3(join(dataDir, "sluice.sqlite"), { readonly: true });
-      try {
-        return database
-          .prepare("select request_id from usage_records")
-          .all()
-          .map((row) => (row as { request_id: string }).request_id);
-      } finally {
-        database.close();
-      }
-    },
+    usageRequestIds: () => usageRequestIdsIn(dataDir),
     async remove() {
       if (!exited) {
         child.kill("SIGKILL");
