@@ -1,6 +1,7 @@
 import { isUtf8 } from "node:buffer";
 import type { IncomingMessage, ServerResponse } from "node:http";
 import { GatewayError } from "../errors.js";
+import { byteOrderMarkLength } from "../providers/json-bytes.js";
 import { appliedCodings } from "../proxy/content-coding.js";
 
 /** Requests sent with `Expect: 100-continue` whose 100 is not sent yet, and where to send it. */
@@ -130,10 +131,9 @@ function requireNoContentCoding(request: IncomingMessage): void {
  */
 export function parseJsonObject(body: Buffer): Record<string, unknown> {
   if (!isUtf8(body)) throw new GatewayError("BAD_REQUEST", "The body is not valid UTF-8");
-  const start = body[0] === 0xef && body[1] === 0xbb && body[2] === 0xbf ? 3 : 0;
   let value: unknown;
   try {
-    value = JSON.parse(body.toString("utf8", start));
+    value = JSON.parse(body.toString("utf8", byteOrderMarkLength(body)));
   } catch {
     throw new GatewayError("BAD_REQUEST", "The request body is not valid JSON");
   }

@@ -1,3 +1,5 @@
+import { byteOrderMarkLength } from "./json-bytes.js";
+
 /**
  * An image generation on a proxy, priced per image from what its answer holds (proxy/
  * image-list-scanner.ts): the answer's top-level list of images, the members of an entry that hold
@@ -70,7 +72,7 @@ export const imagenPrediction: ImageCall = {
 
 function jsonObject(body: Buffer): Record<string, unknown> | null {
   try {
-    const value: unknown = JSON.parse(body.toString("utf8"));
+    const value: unknown = JSON.parse(body.toString("utf8", byteOrderMarkLength(body)));
     return typeof value === "object" && value !== null && !Array.isArray(value)
       ? (value as Record<string, unknown>)
       : null;

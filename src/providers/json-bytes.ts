@@ -5,6 +5,21 @@
  * byte offsets; a value that is cut short (the body ends inside it) gives -1.
  */
 
+/**
+ * Where the JSON text in `body` starts: past a leading UTF-8 byte order mark, which RFC 8259 lets a
+ * parser skip (and the providers' parsers do), and past whitespace. `JSON.parse` of the text as
+ * `toString` decodes it refuses the mark (U+FEFF is no JSON whitespace), so a reader that did not
+ * skip it would take a body the provider reads for no JSON at all.
+ */
+export function jsonStart(body: Buffer): number {
+  return skipSpaces(body, byteOrderMarkLength(body));
+}
+
+/** 3 when `body` starts with a UTF-8 byte order mark, else 0. */
+export function byteOrderMarkLength(body: Buffer): number {
+  return body[0] === 0xef && body[1] === 0xbb && body[2] === 0xbf ? 3 : 0;
+}
+
 /** The offset of the first byte at or after `from` that is not JSON whitespace. */
 export function skipSpaces(body: Buffer, from: number): number {
   let index = from;

@@ -47,6 +47,9 @@ describe("provider adapters", () => {
     });
     expect(imagenPrediction.requested(body({ parameters: { sampleCount: 2 } })).count).toBe(2);
     expect(imagenPrediction.requested(body({ instances: [{ prompt: "x" }] })).count).toBe(4);
+    // A body after a byte order mark is read as the provider reads it.
+    const marked = Buffer.concat([Buffer.from([0xef, 0xbb, 0xbf]), body({ parameters: { sampleCount: 2 } })]);
+    expect(imagenPrediction.requested(marked).count).toBe(2);
   });
 
   it("maps each SDK's version segment onto the configured base URL", () => {
@@ -154,6 +157,7 @@ describe("provider adapters", () => {
       model(` { "input" : ${JSON.stringify("x".repeat(70_000))} , "\\u006dodel" : "gemini-2.5-pro" } `),
     ).toBe("gemini-2.5-pro");
     expect(model('{"model":"gemini-2.5-flash","model":"gemini-2.5-pro"}')).toBe("gemini-2.5-pro");
+    expect(model('\ufeff{"model":"gemini-2.5-flash","input":"Hi"}')).toBe("gemini-2.5-flash");
     // A `model` nested in a tool's schema or the input is not the request's.
     expect(
       model(

@@ -1,5 +1,5 @@
 import { type ImageCall, imagenPrediction, openAiImageGeneration } from "./image-calls.js";
-import { lastMembers, skipSpaces } from "./json-bytes.js";
+import { jsonStart, lastMembers } from "./json-bytes.js";
 import type { ProviderId } from "./provider-id.js";
 
 /**
@@ -98,7 +98,7 @@ const cancelInteraction = /^(?:v1beta\/|v1\/)?interactions\/[^/]+\/cancel$/;
  * object.
  */
 function interactionModel(body: Buffer): string | null {
-  const open = skipSpaces(body, 0);
+  const open = jsonStart(body);
   if (body[open] !== 0x7b /* { */) return null;
   try {
     const [model, agent] = lastMembers(body, open, "model", "agent");

@@ -12,6 +12,16 @@ describe("stream usage option", () => {
     });
   });
 
+  it("reads a body that starts with a byte order mark, as the provider's parser does, and keeps the mark", () => {
+    const body = Buffer.concat([
+      Buffer.from([0xef, 0xbb, 0xbf]),
+      Buffer.from(' {"model":"gpt-4o-mini","stream":true,"messages":[]}'),
+    ]);
+    const added = withStreamUsage("provider-a", "chat/completions", body);
+    expect(added.subarray(0, 3)).toEqual(Buffer.from([0xef, 0xbb, 0xbf]));
+    expect(JSON.parse(added.toString("utf8", 3)).stream_options).toEqual({ include_usage: true });
+  });
+
   it("adds only the option to the body as sent: large integers, numbers and escapes stay as they were", () => {
     const text =
       '{ "model":"gpt-4o-mini", "seed": 12345678901234567890, "temperature": 0.50,\n' +

@@ -1,4 +1,4 @@
-import { lastMembers, type Span, skipSpaces } from "../providers/json-bytes.js";
+import { jsonStart, lastMembers, type Span, skipSpaces } from "../providers/json-bytes.js";
 import type { ProviderId } from "../providers/provider-id.js";
 import { decodeRequestBody } from "./request-body-coding.js";
 
@@ -67,7 +67,7 @@ export async function withStreamUsageDecoded(
 
 /** The body asking for usage when it streams; throws on a body that is not JSON. */
 function withOption(body: Buffer): Buffer {
-  const open = skipSpaces(body, 0);
+  const open = jsonStart(body);
   if (body[open] !== 0x7b /* { */) return body;
   // Where the provider reads them: the last member of each name.
   const [stream, member] = lastMembers(body, open, "stream", "stream_options");
