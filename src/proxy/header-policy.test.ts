@@ -35,6 +35,10 @@ describe("header policy", () => {
       "openai-beta": "assistants=v2",
       "x-stainless-lang": "js",
       "x-client-request-id": "trace-123",
+      // The account billed is the key's, not the app's to pick.
+      "openai-organization": "org-other",
+      "openai-project": "proj_other",
+      "x-goog-user-project": "other-project",
       authorization: "Bearer sk_sluice_x.y",
       "x-api-key": "secret",
       "x-goog-api-key": "secret",
@@ -60,7 +64,7 @@ describe("header policy", () => {
     });
   });
 
-  it("passes provider response headers except hop-by-hop ones, cookies, CORS and those named by Connection", () => {
+  it("passes provider response headers except hop-by-hop ones, cookies, CORS, origin statements and those named by Connection", () => {
     const head = clientResponseHeaders(
       raw([
         ["Content-Type", "text/event-stream"],
@@ -71,6 +75,9 @@ describe("header policy", () => {
         ["Keep-Alive", "timeout=5"],
         ["transfer-encoding", "chunked"],
         ["set-cookie", "__cf_bm=1"],
+        // The provider's origin's, not Sluice's.
+        ["Strict-Transport-Security", "max-age=31536000; includeSubDomains; preload"],
+        ["alt-svc", 'h3=":443"; ma=86400'],
         // Without Sluice's own CORS headers too: the gateway decides who may call it.
         ["Access-Control-Allow-Origin", "https://evil.example"],
         ["access-control-expose-headers", "*"],

@@ -4,7 +4,8 @@ import { maskKeyInHeader } from "./reflected-key-mask.js";
 /**
  * Which client headers reach the provider and which provider headers reach the client.
  * Requests: an allow-list; credentials, cookies, hop-by-hop headers (RFC 9110 section 7.6.1) and
- * Sluice's own headers never pass. Responses: everything but hop-by-hop headers and cookies.
+ * Sluice's own headers never pass. Responses: everything but hop-by-hop headers, cookies and the
+ * provider's statements about its own origin.
  */
 const forwardedRequestHeaders = new Set([
   "content-type",
@@ -13,14 +14,14 @@ const forwardedRequestHeaders = new Set([
   "accept",
   "user-agent",
   "idempotency-key",
-  "openai-organization",
-  "openai-project",
+  // Not `openai-organization`, `openai-project` or `x-goog-user-project`: they choose the account
+  // a call is billed to (and whose limits and models apply), which is the operator's choice, made
+  // with the key, never an app's.
   "openai-beta",
   // Provider A's own trace id for a request, chosen by the client (shown in its logs and support).
   "x-client-request-id",
   "anthropic-beta",
   "anthropic-dangerous-direct-browser-access",
-  "x-goog-user-project",
 ]);
 const forwardedRequestPrefixes = ["x-stainless-"];
 
@@ -34,6 +35,11 @@ const droppedResponseHeaders = new Set([
   "upgrade",
   "proxy-authenticate",
   "set-cookie",
+  // Statements about the provider's origin, which a client would take for Sluice's: HSTS (with
+  // `includeSubDomains; preload`, as the providers send it) would pin Sluice's host and its
+  // subdomains to HTTPS, and `alt-svc` advertise an HTTP/3 endpoint Sluice does not serve.
+  "strict-transport-security",
+  "alt-svc",
 ]);
 
 export function upstreamRequestHeaders(incoming: IncomingHttpHeaders): Record<string, string> {
