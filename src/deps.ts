@@ -25,6 +25,7 @@ import { registerStructuredRoutes } from "./http/structured-routes.js";
 import { imageModelWarnings } from "./image-model-warnings.js";
 import { chooseVault } from "./images/vault-choice.js";
 import { listeningUrl } from "./net/listening-url.js";
+import { createDownCheckFollowUp } from "./observability/down-check-follow-up.js";
 import { createStdoutLogger, type Logger } from "./observability/logger.js";
 import { createMetrics } from "./observability/metrics.js";
 import { productionWarnings } from "./production-warnings.js";
@@ -247,6 +248,8 @@ export async function createGateway(config: Config, injected: Partial<Injectable
   ];
   if (redis) checks.push({ name: "redis", required: false, ping: async () => void (await redis.ping()) });
 
+  const downChecks = createDownCheckFollowUp(checks, (name, ok) => metrics.setDegraded(name, !ok, "health"));
+
   const startedAt = Date.now();
   const app = createApp({
     logger,
@@ -267,8 +270,9 @@ export async function createGateway(config: Config, injected: Partial<Injectable
       throttle,
       knownProject: (projectId) => Boolean(directory.settledProject(projectId)),
       countThrottled: () => metrics.countLimitDecision("auth_failures", "limited"),
-      // The checks' names are the gauge's components: what /health finds, the gauge says too.
-      onCheck: (name, ok) => metrics.setDegraded(name, !ok, "health"),
+      // The checks' names are the gauge's components: what /health finds, the gauge says too
+      // (and a check found down is followed until it answers: see createDownCheckFollowUp).
+      onCheck: (name, ok) => downChecks.heard(name, ok),
       ...(config.metricsEnabled ? { metrics: () => metrics.render() } : {}),
     },
     adminRoutes: {
@@ -333,6 +337,7 @@ export async function createGateway(config: Config, injected: Partial<Injectable
         unrecorded: admit.unrecorded,
         recorder,
         closeConnections: async () => {
+          downChecks.stop();
           await pools.close();
           await providerFetch.close();
           await limiter.close();

@@ -178,15 +178,7 @@ async function runCheck(check: HealthCheck): Promise<{
   degradation: Record<string, string> | undefined;
 }> {
   const started = performance.now();
-  let answered = true;
-  try {
-    await Promise.race([
-      check.ping(),
-      new Promise((_, reject) => setTimeout(() => reject(new Error("timeout")), 2000).unref()),
-    ]);
-  } catch {
-    answered = false;
-  }
+  const answered = await pingAnswers(check);
   const latencyMs = Math.round((performance.now() - started) * 100) / 100;
   const degradation = check.degradation?.();
   return {
@@ -196,4 +188,17 @@ async function runCheck(check: HealthCheck): Promise<{
     latencyMs,
     degradation,
   };
+}
+
+/** Whether the check's ping answers within 2 s. */
+export async function pingAnswers(check: HealthCheck): Promise<boolean> {
+  try {
+    await Promise.race([
+      check.ping(),
+      new Promise((_, reject) => setTimeout(() => reject(new Error("timeout")), 2000).unref()),
+    ]);
+    return true;
+  } catch {
+    return false;
+  }
 }

@@ -76,4 +76,23 @@ describe.skipIf(!postgresAvailable)("sluice_degraded on a quiet instance", () =>
       await setup.close();
     }
   }, 20_000);
+
+  it("follows a database /health found down until it answers: the gauge returns to 0 with no other /health", async () => {
+    const setup = await startProxiedPostgresGateway({ metricsEnabled: true });
+    try {
+      const { sluice, proxy } = setup;
+      proxy.cut();
+      expect((await (await fetch(`${sluice.url}/health`)).json()).checks.database.status).toBe("down");
+      expect(await degradedLines(sluice.url)).toContain('sluice_degraded{component="database"} 1');
+      proxy.restore();
+      // Before, it stayed 1 until the next /health, however long after the database came back.
+      const started = Date.now();
+      while (!(await degradedLines(sluice.url)).includes('sluice_degraded{component="database"} 0')) {
+        expect(Date.now() - started, "the gauge still says 1").toBeLessThan(12_000);
+        await new Promise((resolve) => setTimeout(resolve, 200));
+      }
+    } finally {
+      await setup.close();
+    }
+  }, 30_000);
 });
