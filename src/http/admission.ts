@@ -199,34 +199,38 @@ export function createAdmission(deps: AdmissionDeps) {
     const write = (
       base: { projectId: string; keyId: string | null; method: AuthMethod | null },
       report: CallReport,
+      kind: "call" | "refusal" = "call",
     ) => {
       if (written) return;
       written = true;
       if (counted) unrecorded--;
       const latencyMs = performance.now() - context.startedAt;
-      deps.recorder.record({
-        request_id: context.requestId,
-        project_id: base.projectId,
-        key_id: base.keyId,
-        endpoint: options.endpoint,
-        provider: report.provider,
-        model: storedModelName(report.model),
-        status: report.status,
-        error_code: report.errorCode,
-        input_tokens: report.usage?.inputTokens ?? null,
-        output_tokens: report.usage?.outputTokens ?? null,
-        cached_tokens: report.usage?.cachedInputTokens ?? null,
-        reasoning_tokens: report.usage?.reasoningTokens ?? null,
-        cost_usd: report.costUsd,
-        latency_ms: Math.round(latencyMs * 1000) / 1000,
-        ttfb_ms:
-          report.timeToFirstByteMs === null ? null : Math.round(report.timeToFirstByteMs * 1000) / 1000,
-        streamed: report.streamed ? 1 : 0,
-        outcome: report.outcome,
-        auth_method: base.method,
-        client_ip: context.clientIp,
-        created_at: isoTimestamp(deps.now()),
-      });
+      deps.recorder.record(
+        {
+          request_id: context.requestId,
+          project_id: base.projectId,
+          key_id: base.keyId,
+          endpoint: options.endpoint,
+          provider: report.provider,
+          model: storedModelName(report.model),
+          status: report.status,
+          error_code: report.errorCode,
+          input_tokens: report.usage?.inputTokens ?? null,
+          output_tokens: report.usage?.outputTokens ?? null,
+          cached_tokens: report.usage?.cachedInputTokens ?? null,
+          reasoning_tokens: report.usage?.reasoningTokens ?? null,
+          cost_usd: report.costUsd,
+          latency_ms: Math.round(latencyMs * 1000) / 1000,
+          ttfb_ms:
+            report.timeToFirstByteMs === null ? null : Math.round(report.timeToFirstByteMs * 1000) / 1000,
+          streamed: report.streamed ? 1 : 0,
+          outcome: report.outcome,
+          auth_method: base.method,
+          client_ip: context.clientIp,
+          created_at: isoTimestamp(deps.now()),
+        },
+        kind,
+      );
       if (report.provider) countUsage(report.provider, report.usage ?? null, report.costUsd);
       if (report.costUsd) deps.spend.add(base.projectId, report.costUsd);
       const run = report.backgroundRun;
@@ -267,6 +271,7 @@ export function createAdmission(deps: AdmissionDeps) {
         write(
           { projectId: auth.project?.id ?? claimed, keyId: null, method: auth.method },
           failureReport(auth.error, null, null),
+          "refusal",
         );
       throw auth.error;
     }
@@ -282,7 +287,7 @@ export function createAdmission(deps: AdmissionDeps) {
      * give back and keep the synchronous path.
      */
     const refuse = (error: unknown): Promise<never> => {
-      write(base, failureReport(error, auth.provider, null));
+      write(base, failureReport(error, auth.provider, null), "refusal");
       const refund = auth.refundDeviceToken;
       if (!refund) throw error;
       return refund().then(() => {

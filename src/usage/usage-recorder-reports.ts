@@ -30,6 +30,12 @@ export function usageRecorderReports(
         // The full queue's last window is written now: its timer would not run before the exit.
         fullQueue.flush();
         logger.error({ count }, "usage rows not written before shutdown: dropped");
+      } else if (reason === "refusals-evicted") {
+        // One line per pass: a pass takes every refusal's row queued, so the next needs a full queue again.
+        logger.warn(
+          { count },
+          "usage queue full: rows of refused requests dropped to keep the rows of calls",
+        );
       } else if (fullQueue.open("queue-full", undefined, count))
         logger.error({ count }, "usage queue full: usage rows dropped");
     },

@@ -203,3 +203,92 @@ describe("usage recorder, a database that hangs or stays down at shutdown", () =
     expect(recorder.depth()).toBe(0);
   });
 });
+
+describe("usage recorder, a full queue", () => {
+  /** A repository that refuses connections while `down`, and records what it writes. */
+  function switchableRepository() {
+    const written: string[] = [];
+    const state = { down: true };
+    const repository = fakeUsageRepository({
+      async insertBatch(batch) {
+        await nextTurn();
+        if (state.down) throw connectionRefused();
+        written.push(...batch.map((each) => each.request_id));
+      },
+    });
+    return { repository, written, state };
+  }
+
+  it("gives a call's row the place of the refused requests' rows, never the other way round", async () => {
+    const { repository, written, state } = switchableRepository();
+    const dropped: Array<[number, string]> = [];
+    const recorder = createUsageRecorder({
+      repository,
+      flushIntervalMs: 60_000,
+      queueMax: 10,
+      onDropped: (count, reason) => dropped.push([count, reason]),
+    });
+    for (let index = 0; index < 10; index++) recorder.record(row(index), "refusal");
+    await recorder.flush(20); // the database is down: all ten stay queued
+    expect(recorder.depth()).toBe(10);
+
+    recorder.record(row(100)); // a call's row: the refusals make way
+    expect(dropped).toEqual([[10, "refusals-evicted"]]);
+    expect(recorder.depth()).toBe(1);
+    for (let index = 10; index < 19; index++) recorder.record(row(index), "refusal");
+    recorder.record(row(19), "refusal"); // full again, and a refusal does not evict a call
+    expect(dropped.at(-1)).toEqual([1, "queue-full"]);
+    recorder.record(row(101)); // a call again: the nine refusals go
+    expect(dropped.at(-1)).toEqual([9, "refusals-evicted"]);
+
+    state.down = false;
+    await recorder.flush(1000);
+    expect(written).toEqual([row(100).request_id, row(101).request_id]);
+    await recorder.stop();
+  });
+
+  it("drops a call's row only when the queue holds nothing but calls", async () => {
+    const { repository } = switchableRepository();
+    const dropped: Array<[number, string]> = [];
+    const recorder = createUsageRecorder({
+      repository,
+      flushIntervalMs: 60_000,
+      queueMax: 3,
+      onDropped: (count, reason) => dropped.push([count, reason]),
+    });
+    for (let index = 0; index < 3; index++) recorder.record(row(index));
+    recorder.record(row(3));
+    expect(dropped).toEqual([[1, "queue-full"]]);
+    await recorder.stop(10);
+  });
+
+  it("leaves the refusals' rows a write in progress holds", async () => {
+    const written: string[] = [];
+    let release: (() => void) | undefined;
+    const repository = fakeUsageRepository({
+      async insertBatch(batch) {
+        if (written.length === 0) await new Promise<void>((resolve) => (release = resolve));
+        written.push(...batch.map((each) => each.request_id));
+      },
+    });
+    const dropped: Array<[number, string]> = [];
+    const recorder = createUsageRecorder({
+      repository,
+      flushIntervalMs: 60_000,
+      queueMax: 5,
+      onDropped: (count, reason) => dropped.push([count, reason]),
+    });
+    for (let index = 0; index < 3; index++) recorder.record(row(index), "refusal");
+    const flushed = recorder.flush(5000); // takes the three refusals and waits for the database
+    await nextTurn();
+    recorder.record(row(3), "refusal");
+    recorder.record(row(4), "refusal");
+    recorder.record(row(100)); // only the two behind the write make way
+    expect(dropped).toEqual([[2, "refusals-evicted"]]);
+    release?.();
+    await flushed;
+    await recorder.flush(1000);
+    expect(written).toEqual([row(0).request_id, row(1).request_id, row(2).request_id, row(100).request_id]);
+    await recorder.stop(10);
+  });
+});

@@ -10,8 +10,11 @@ export interface UsageRecorderDeps {
   onQueueDepth?: (depth: number) => void;
   /** Rows now in the database (the spend guard stops counting them as queued once it reads them back). */
   onWritten?: (rows: readonly UsageRecord[]) => void;
-  /** Rows lost: the queue was full (an outage longer than it holds), or the recorder had stopped. */
-  onDropped?: (count: number, reason: "queue-full" | "shutdown") => void;
+  /**
+   * Rows lost: the queue was full (an outage longer than it holds), or the recorder had stopped;
+   * `refusals-evicted`: rows of refused requests taken off a full queue to make room for a call's.
+   */
+  onDropped?: (count: number, reason: "queue-full" | "refusals-evicted" | "shutdown") => void;
   /** A row the database refuses for what it holds (not an outage): dropped, so it cannot block the rest. */
   onRefused?: (row: UsageRecord, error: unknown) => void;
   onWriteFailure?: (error: unknown) => void;
@@ -19,8 +22,12 @@ export interface UsageRecorderDeps {
 }
 
 export interface UsageRecorder {
-  /** Queues a row; never blocks and never throws on the request path. */
-  record(row: UsageRecord): void;
+  /**
+   * Queues a row; never blocks and never throws on the request path. `refusal`: the row of a request
+   * refused before it was admitted (failed authentication, an unknown project, a limit): the first
+   * to go when the queue is full.
+   */
+  record(row: UsageRecord, kind?: "call" | "refusal"): void;
   /**
    * Writes everything queued (retrying until `deadlineMs` passes); used at shutdown and in tests.
    * Returns by the deadline even when a write never answers (a database that hangs).
@@ -46,12 +53,23 @@ export interface UsageRecorder {
  * acknowledgement was lost is never written twice. A batch refused for anything else is written
  * row by row, and only the rows the database refuses are dropped: one bad row must not stop every
  * later one from being written.
+ *
+ * A full queue keeps its oldest rows, but not at the cost of a call's: refused requests cost an
+ * anonymous client nothing to send (made-up project ids, wrong keys, throttled retries), and in an
+ * outage their rows would otherwise fill the queue and push out the rows of admitted, billed calls.
+ * A call's row that finds the queue full takes the place of the refusals' rows queued behind the
+ * write in progress (all of them at once: one pass, however long the outage).
  */
 export function createUsageRecorder(deps: UsageRecorderDeps): UsageRecorder {
   // Small batches with a turn of the event loop between them: the embedded SQLite writes
   // synchronously, and one large batch would stall every request in flight meanwhile.
   const batchSize = deps.batchSize ?? 200;
   let queue: UsageRecord[] = [];
+  /** The queue's rows of refused requests, and how many of them are queued. */
+  const refusals = new WeakSet<UsageRecord>();
+  let refusalsQueued = 0;
+  /** The rows at the queue's head that the write in progress took (they stay there until it ends). */
+  let inFlight = 0;
   let writing: Promise<void> | null = null;
   let failing = false;
   let backoffMs = 0;
@@ -64,10 +82,12 @@ export function createUsageRecorder(deps: UsageRecorderDeps): UsageRecorder {
   async function writeOnce(): Promise<boolean> {
     const batch = queue.slice(0, batchSize);
     if (batch.length === 0) return true;
+    inFlight = batch.length;
     try {
       await deps.repository.insertBatch(batch);
     } catch (error) {
       if (!isDatabaseUnavailable(error)) return writeRowByRow(batch);
+      inFlight = 0;
       return failed(error);
     }
     done(batch.length);
@@ -77,6 +97,10 @@ export function createUsageRecorder(deps: UsageRecorderDeps): UsageRecorder {
 
   /** The first `count` rows of the queue are written (or refused for good): off the queue. */
   function done(count: number): void {
+    if (refusalsQueued > 0)
+      for (let index = 0; index < count; index++)
+        if (refusals.has(queue[index] as UsageRecord)) refusalsQueued--;
+    inFlight = 0;
     queue = queue.slice(count);
     deps.onQueueDepth?.(queue.length);
     if (failing) {
@@ -94,6 +118,7 @@ export function createUsageRecorder(deps: UsageRecorderDeps): UsageRecorder {
       } catch (error) {
         if (isDatabaseUnavailable(error)) {
           if (index > 0) done(index);
+          inFlight = 0;
           return failed(error);
         }
         deps.onRefused?.(row, error);
@@ -136,11 +161,30 @@ export function createUsageRecorder(deps: UsageRecorderDeps): UsageRecorder {
     }
   }
 
+  /** Takes the refusals' rows off the queue, but for those the write in progress holds. */
+  function evictRefusals(): void {
+    const kept = queue.slice(0, inFlight);
+    for (let index = inFlight; index < queue.length; index++) {
+      const row = queue[index] as UsageRecord;
+      if (!refusals.has(row)) kept.push(row);
+    }
+    const evicted = queue.length - kept.length;
+    refusalsQueued -= evicted;
+    queue = kept;
+    deps.onQueueDepth?.(queue.length);
+    if (evicted > 0) deps.onDropped?.(evicted, "refusals-evicted");
+  }
+
   return {
-    record(row) {
+    record(row, kind = "call") {
+      if (!stopped && queue.length >= deps.queueMax && kind === "call" && refusalsQueued > 0) evictRefusals();
       if (stopped || queue.length >= deps.queueMax) {
         deps.onDropped?.(1, stopped ? "shutdown" : "queue-full");
         return;
+      }
+      if (kind === "refusal") {
+        refusals.add(row);
+        refusalsQueued++;
       }
       queue.push(row);
       deps.onQueueDepth?.(queue.length);
@@ -167,6 +211,7 @@ export function createUsageRecorder(deps: UsageRecorderDeps): UsageRecorder {
       if (queue.length > 0) {
         deps.onDropped?.(queue.length, "shutdown");
         queue = [];
+        refusalsQueued = 0;
         deps.onQueueDepth?.(0);
       }
     },

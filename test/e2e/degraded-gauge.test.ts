@@ -82,7 +82,10 @@ describe.skipIf(!postgresAvailable)("sluice_degraded on a quiet instance", () =>
     try {
       const { sluice, proxy } = setup;
       proxy.cut();
-      expect((await (await fetch(`${sluice.url}/health`)).json()).checks.database.status).toBe("down");
+      const down = (await (await fetch(`${sluice.url}/health`)).json()) as {
+        checks: { database: { status: string } };
+      };
+      expect(down.checks.database.status).toBe("down");
       expect(await degradedLines(sluice.url)).toContain('sluice_degraded{component="database"} 1');
       proxy.restore();
       // Before, it stayed 1 until the next /health, however long after the database came back.

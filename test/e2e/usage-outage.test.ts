@@ -55,4 +55,50 @@ describe.skipIf(!postgresAvailable)("usage rows survive a database outage", () =
       await close();
     }
   }, 60_000);
+
+  it("keeps the rows of calls when requests refused at authentication fill the queue", async () => {
+    const { schema, proxy, sluice, close } = await startProxiedPostgresGateway({
+      usageQueueMax: 100,
+      authFailureLimit: 100_000,
+    });
+    try {
+      const project = await createTestProject(sluice.gateway);
+      // One call first: the project and its key are then known without the database.
+      const first = await proxiedChat(sluice.url, project);
+      await first.arrayBuffer();
+      const calls = [first.headers.get("x-request-id") ?? "missing"];
+      await sluice.gateway.flushUsage();
+      proxy.cut();
+      // A client with a wrong test key: each refusal has a row (evidence of the attempt), queued.
+      const wrong = `${project.bearer("provider-a").split(".")[0]}.tk_wrong`;
+      for (let index = 0; index < 150; index++) {
+        const response = await proxiedChat(sluice.url, {
+          projectId: project.projectId,
+          bearer: wrong,
+        });
+        await response.arrayBuffer();
+        expect(response.status).toBe(401);
+      }
+      for (let index = 0; index < 5; index++) {
+        const response = await proxiedChat(sluice.url, project);
+        await response.arrayBuffer();
+        expect(response.status).toBe(200);
+        calls.push(response.headers.get("x-request-id") ?? "missing");
+      }
+      proxy.restore();
+      await sluice.gateway.flushUsage();
+
+      const client = new pg.Client({ connectionString: schema.url });
+      await client.connect();
+      const { rows } = await client.query<{ request_id: string }>(
+        "select request_id from usage_records where project_id = $1 and status = 200",
+        [project.projectId],
+      );
+      await client.end();
+      // Before, the queue kept the first 100 refusals and dropped every call's row.
+      expect(rows.map((row) => row.request_id).sort()).toEqual(calls.sort());
+    } finally {
+      await close();
+    }
+  }, 60_000);
 });
