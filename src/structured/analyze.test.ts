@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import type { TokenUsage } from "../usage/token-usage.js";
-import { addUsage } from "./analyze.js";
+import { addUsage, jsonInText } from "./analyze.js";
 
 const usage = (
   inputTokens: number | null,
@@ -20,5 +20,48 @@ describe("addUsage (the first attempt's usage plus the repair's)", () => {
     expect(addUsage(usage(null, 5), usage(20, 7))).toEqual(usage(null, 12));
     expect(addUsage(usage(10, 5), usage(20, null))).toEqual(usage(30, null));
     expect(addUsage(usage(10, 5, 4), null)).toEqual(usage(null, null, 4));
+  });
+});
+
+describe("jsonInText (the JSON a text answer holds)", () => {
+  it("reads a code fence's inside, else the first { to the last }", () => {
+    expect(jsonInText('```json\n{"a":1}\n```')).toBe('{"a":1}');
+    expect(jsonInText('Here:\n```JSON  \n\n {"a":1} \n  ```\nDone')).toBe('{"a":1}');
+    expect(jsonInText('```\n{"a":1}```')).toBe('{"a":1}');
+    expect(jsonInText('The answer is {"a":{"b":2}} as asked')).toBe('{"a":{"b":2}}');
+    // An empty fence, or one whose line holds more than a language name, is no fence.
+    expect(jsonInText('```\n\n``` {"a":1}')).toBe('{"a":1}');
+    expect(jsonInText('```json5\n{"a":1}\n```')).toBe('{"a":1}');
+    expect(jsonInText("no json here")).toBeNull();
+  });
+
+  it("reads as the regular expression it replaces did, over random answers", () => {
+    const pattern = /```[a-z]*\s*\n([\s\S]*?)\n?\s*```/i;
+    const reference = (text: string) => {
+      const fenced = pattern.exec(text);
+      if (fenced?.[1]) return fenced[1].trim();
+      const start = text.indexOf("{");
+      const end = text.lastIndexOf("}");
+      return start >= 0 && end > start ? text.slice(start, end + 1) : null;
+    };
+    const pieces = ["```", "`", "json", "J", "5", " ", "\n", "\t", "{", "}", '"a"', ":", "1", "x"];
+    let seed = 7;
+    const next = () => {
+      seed = (seed * 1103515245 + 12345) % 2 ** 31;
+      return seed;
+    };
+    for (let round = 0; round < 20_000; round++) {
+      const length = next() % 14;
+      const text = Array.from({ length }, () => pieces[next() % pieces.length]).join("");
+      expect(jsonInText(text), JSON.stringify(text)).toBe(reference(text));
+    }
+  });
+
+  // The regular expression took ~20 s on these 3,000 blank lines after an open fence (the time
+  // grows with their cube), on the event loop: one answer stalled every request the instance
+  // served. (Kept at a size that fails by the test's timeout rather than hanging the run.)
+  it("reads an open fence over many blank lines or spaces in one pass", () => {
+    expect(jsonInText(`\`\`\`json\n${"\n".repeat(3000)}`)).toBeNull();
+    expect(jsonInText(`\`\`\`json\n${" ".repeat(200_000)}{"a":1}`)).toBe('{"a":1}');
   });
 });

@@ -181,12 +181,40 @@ async function attemptOnce(
  * lies from the first `{` to the last `}` (after a line of prose, say). Null when there is neither;
  * whatever it finds is parsed and checked against the schema as any answer is.
  */
-function jsonInText(text: string): string | null {
-  const fenced = /```[a-z]*\s*\n([\s\S]*?)\n?\s*```/i.exec(text);
-  if (fenced?.[1]) return fenced[1].trim();
+export function jsonInText(text: string): string | null {
+  const fenced = fencedText(text);
+  if (fenced) return fenced;
   const start = text.indexOf("{");
   const end = text.lastIndexOf("}");
   return start >= 0 && end > start ? text.slice(start, end + 1) : null;
+}
+
+/**
+ * The trimmed inside of the first code fence: "```", a language name, the line's end, and what
+ * follows up to the next "```". Found with searches that each read the text once: the answer is
+ * the model's, and a client can ask for its shape, so a pattern that backtracks (as the regular
+ * expression here did, for seconds on a fence left open over a few thousand blank lines) would
+ * let one answer stall every request the instance serves.
+ */
+function fencedText(text: string): string | null {
+  for (let open = text.indexOf("```"); open >= 0; open = text.indexOf("```", open + 3)) {
+    let at = open + 3;
+    while (at < text.length && isAsciiLetter(text.charCodeAt(at))) at++;
+    // Spaces up to the (last) line end of the run: the fence's line ends there.
+    let lineEnd = -1;
+    for (; at < text.length && whitespace.test(text.charAt(at)); at++)
+      if (text.charAt(at) === "\n") lineEnd = at;
+    if (lineEnd < 0) continue;
+    const close = text.indexOf("```", lineEnd + 1);
+    return close < 0 ? null : text.slice(lineEnd + 1, close).trim() || null;
+  }
+  return null;
+}
+
+const whitespace = /\s/;
+
+function isAsciiLetter(code: number): boolean {
+  return (code >= 0x41 && code <= 0x5a) || (code >= 0x61 && code <= 0x7a);
 }
 
 function userContent(input: AnalysisInput) {
