@@ -6,7 +6,7 @@ import { BlockList, isIPv4, isIPv6 } from "node:net";
  * RFC 6890): loopback, unspecified, private (RFC 1918), shared CGNAT (RFC 6598), link-local
  * (including the 169.254.169.254 metadata service), ULA (RFC 4193), multicast, documentation,
  * benchmarking and reserved ranges. IPv6 forms that embed an IPv4 address (mapped ::ffff:0:0/96,
- * compatible ::/96, NAT64 64:ff9b::/96, 6to4 2002::/16) are judged on that IPv4 address; Teredo
+ * translated ::ffff:0:0:0/96, compatible ::/96, NAT64 64:ff9b::/96, 6to4 2002::/16) are judged on that IPv4 address; Teredo
  * (2001::/32) and local-use NAT64 (64:ff9b:1::/48, RFC 8215: it translates to whatever the local
  * network chose) are refused outright. Anything unparsable is refused.
  */
@@ -69,6 +69,8 @@ function embeddedIpv4(address: string): string | null | undefined {
   const tail = () => `${groups[6]! >> 8}.${groups[6]! & 255}.${groups[7]! >> 8}.${groups[7]! & 255}`;
   const zeros = (from: number, to: number) => groups.slice(from, to).every((group) => group === 0);
   if (zeros(0, 5) && groups[5] === 0xffff) return tail();
+  // IPv4-translated (::ffff:0:0:0/96, RFC 2765's SIIT): a translator on the path makes it IPv4.
+  if (zeros(0, 4) && groups[4] === 0xffff && groups[5] === 0) return tail();
   if (zeros(0, 6) && (groups[6] !== 0 || groups[7]! > 1)) return tail();
   if (groups[0] === 0x64 && groups[1] === 0xff9b && zeros(2, 6)) return tail();
   if (groups[0] === 0x2002)

@@ -153,6 +153,7 @@ describe("public addresses", () => {
     "[2606:4700:4700::1111]",
     // NAT64 (well-known prefix) embedding a public IPv4 address, and the neighbours of refused ranges.
     "64:ff9b::808:808",
+    "::ffff:0:808:808",
     "2001:3::1",
     "3fff:1000::1",
     "2c0f:fb50::1",
@@ -180,6 +181,10 @@ describe("public addresses", () => {
     "::ffff:127.0.0.1",
     "::ffff:7f00:1",
     "::ffff:169.254.169.254",
+    // IPv4-translated (RFC 2765), which a translator on the path makes the IPv4 address it holds.
+    "::ffff:0:7f00:1",
+    "::ffff:0:127.0.0.1",
+    "::ffff:0:a9fe:a9fe",
     "::127.0.0.1",
     "64:ff9b::a00:1",
     "2002:7f00:1::",
