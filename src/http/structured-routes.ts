@@ -39,10 +39,12 @@ function handle(deps: StructuredRouteDeps, kind: AnalysisKind, context: RequestC
   return answerWithJson(deps.admit, context, kind, async (call, signal, soFar) => {
     const body = parseJsonObject(await readBody(context.request, bodyCap(deps, kind)));
     const value = body[fieldOf[kind]];
-    if (typeof value !== "string" || value.length === 0) {
+    // Only whitespace is nothing to analyse either (as a `prompt` on /v1/image): refused before any
+    // provider call, which would be billed.
+    if (typeof value !== "string" || value.trim() === "") {
       throw new GatewayError(
         "BAD_REQUEST",
-        `\`${fieldOf[kind]}\` is required and must be a non-empty string`,
+        `\`${fieldOf[kind]}\` is required and must be a non-empty string (not only whitespace)`,
       );
     }
     const schema = usableSchema(call.project, call.provider);

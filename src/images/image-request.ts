@@ -200,7 +200,7 @@ function requireListed(
 export function parseImageRequest(body: Record<string, unknown>): ImageRequest {
   const { prompt, model, size, aspectRatio, n, seed, maxImagesPerCall, providerOptions } = body;
   if (typeof prompt !== "string" || prompt.trim() === "")
-    throw bad("`prompt` is required and must be a non-empty string");
+    throw bad("`prompt` is required and must be a non-empty string (not only whitespace)");
   const request: ImageRequest = { prompt, n: 1, providerOptions: {}, warnings: [] };
   if (model !== undefined) {
     if (typeof model !== "string") throw bad("`model` must be a string");

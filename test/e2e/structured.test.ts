@@ -651,6 +651,8 @@ describe("structured analysis", () => {
     ["/v1/text", "{not json", 400, "BAD_REQUEST"],
     ["/v1/text", { nottext: "x" }, 400, "BAD_REQUEST"],
     ["/v1/text", { text: 42 }, 400, "BAD_REQUEST"],
+    // Nothing to analyse, and the provider would bill the call.
+    ["/v1/text", { text: " \n\t " }, 400, "BAD_REQUEST"],
     ["/v1/vision", {}, 400, "BAD_REQUEST"],
     ["/v1/vision", { image: "%%%notbase64" }, 422, "VALIDATION_ERROR"],
     [
