@@ -284,6 +284,68 @@ describe("project admin use cases", () => {
     });
   });
 
+  it("creates, shows, replaces and clears a proxy allow-list, null (every call) by default", async () => {
+    const created = await admin().createProject({ id: "listed", name: "L", provider: "provider-a" });
+    expect(created.project.proxyAllowList).toBeNull();
+    const chatOnly = { "provider-a": ["POST chat/completions"], "provider-b": ["POST messages"] };
+    expect((await admin().updateProject("listed", { proxyAllowList: chatOnly })).proxyAllowList).toEqual(
+      chatOnly,
+    );
+    expect((await admin().getProject("listed")).proxyAllowList).toEqual(chatOnly);
+    // A PATCH replaces the whole list: a provider it leaves out is no longer allowed anything.
+    const embeddings = { "provider-a": ["POST embeddings"] };
+    await admin().updateProject("listed", { proxyAllowList: embeddings });
+    expect((await admin().getProject("listed")).proxyAllowList).toEqual(embeddings);
+    // Other changes keep it.
+    await admin().updateProject("listed", { name: "Renamed" });
+    expect((await admin().getProject("listed")).proxyAllowList).toEqual(embeddings);
+    await admin().updateProject("listed", { proxyAllowList: null });
+    expect((await admin().getProject("listed")).proxyAllowList).toBeNull();
+    const born = await admin().createProject({ name: "B", provider: "provider-c", proxyAllowList: {} });
+    expect(born.project.proxyAllowList).toEqual({});
+  });
+
+  it("refuses proxy allow-list rules that do not parse with 422, naming each, and writes nothing", async () => {
+    await admin().createProject({ id: "rules", name: "R", provider: "provider-a" });
+    const problems = [
+      'proxyAllowList.provider-a.1: "post embeddings" has a method in lower case: write POST',
+      'proxyAllowList.provider-b.0: "POST v1/messages" starts with the version segment v1/: rules match the path without it (messages matches v1/messages)',
+    ];
+    const refusal = {
+      code: "VALIDATION_ERROR",
+      status: 422,
+      message: `Invalid project: ${problems.join("; ")}`,
+      details: { problems },
+    };
+    const proxyAllowList = {
+      "provider-a": ["POST chat/completions", "post embeddings"],
+      "provider-b": ["POST v1/messages"],
+    };
+    await expect(admin().updateProject("rules", { proxyAllowList })).rejects.toMatchObject(refusal);
+    await expect(
+      admin().createProject({ id: "rules-2", name: "R", provider: "provider-a", proxyAllowList }),
+    ).rejects.toMatchObject(refusal);
+    expect((await admin().getProject("rules")).proxyAllowList).toBeNull();
+    expect(await createProjectRepository(database.db).get("rules-2")).toBeNull();
+  });
+
+  it.each([
+    [{ "provider-d": ["POST x"] }, 'proxyAllowList: Unrecognized key: "provider-d"'],
+    [
+      { "provider-a": "POST chat/completions" },
+      "proxyAllowList.provider-a: Invalid input: expected array, received string",
+    ],
+    [{ "provider-a": [7] }, "proxyAllowList.provider-a.0: Invalid input: expected string, received number"],
+    [["POST chat/completions"], "proxyAllowList: Invalid input: expected object, received array"],
+  ])(
+    "refuses a proxy allow-list of the wrong shape (%j) with 400, as any ill-typed field",
+    async (proxyAllowList, problem) => {
+      await expect(
+        admin().createProject({ name: "S", provider: "provider-a", proxyAllowList }),
+      ).rejects.toMatchObject({ code: "BAD_REQUEST", details: { problems: [problem] } });
+    },
+  );
+
   it("answers SERVICE_UNAVAILABLE with Retry-After when SQLite cannot serve", async () => {
     const failing = admin({
       list: async () => {

@@ -51,6 +51,16 @@ const rateLimitsInput = z
   })
   .strict();
 
+/**
+ * A project's proxy allow-list: its shape here (400 otherwise, as any ill-typed field); its rules
+ * (their grammar and bounds) by checkProjectValues, 422 with every reason.
+ */
+const proxyRules = z.array(z.string());
+const proxyAllowListInput = z
+  .object({ "provider-a": proxyRules, "provider-b": proxyRules, "provider-c": proxyRules })
+  .partial()
+  .strict();
+
 const projectFields = {
   name: storableText(z.string().trim().min(1).max(200)),
   teamId: z
@@ -66,6 +76,7 @@ const projectFields = {
   saveImagesToVault: z.boolean(),
   rateLimits: rateLimitsInput,
   monthlySpendCapUsd: z.number().positive().max(maxMonthlySpendCapUsd).nullable(),
+  proxyAllowList: proxyAllowListInput.nullable(),
   disabled: z.boolean(),
 };
 

@@ -40,6 +40,7 @@ export function blankProject(id: string, at: string): Project {
     saveImagesToVault: false,
     rateLimits: { perMinute: null, devicePerMinute: null },
     monthlySpendCapUsd: null,
+    proxyAllowList: null,
     disabled: false,
     createdAt: at,
     updatedAt: at,
@@ -86,6 +87,8 @@ export function applyChanges(
   if (changes.testMode !== undefined) next.testMode = changes.testMode;
   if (changes.saveImagesToVault !== undefined) next.saveImagesToVault = changes.saveImagesToVault;
   if (changes.monthlySpendCapUsd !== undefined) next.monthlySpendCapUsd = changes.monthlySpendCapUsd;
+  // Replaced whole, never merged: a PATCH states the list it leaves (checkProjectValues checked it).
+  if (changes.proxyAllowList !== undefined) next.proxyAllowList = changes.proxyAllowList;
   if (changes.disabled !== undefined) next.disabled = changes.disabled;
   if (changes.rateLimits?.perMinute !== undefined) next.rateLimits.perMinute = changes.rateLimits.perMinute;
   if (changes.rateLimits?.devicePerMinute !== undefined)

@@ -1,6 +1,7 @@
 import { createPrivateKey } from "node:crypto";
 import { GatewayError } from "../errors.js";
 import type { ProviderId } from "../providers/provider-id.js";
+import { proxyAllowListProblems } from "../proxy/proxy-allow-list.js";
 import { checkOutputSchema } from "../structured/output-schema.js";
 import { requireModelName, type UpdateProjectInput, type UsageQueryInput } from "./project-input.js";
 
@@ -13,15 +14,28 @@ export const sameName: FieldName = (path) => path;
 
 /**
  * The checks on a project's values that need nothing stored: the model's form, the output schema,
- * the DeviceCheck key. The use cases run them on every create and update; the CLI runs them too,
- * before it opens the database, so such a value is a usage error there (exit 2), not a failure
- * after a master key may have been generated.
+ * the DeviceCheck key, the proxy allow-list's rules. The use cases run them on every create and
+ * update; the CLI runs them too, before it opens the database, so such a value is a usage error
+ * there (exit 2), not a failure after a master key may have been generated.
  */
 export function checkProjectValues(fields: UpdateProjectInput, fieldName: FieldName): void {
   requireModelName(fields.model, fieldName("model"));
   if (fields.outputSchema) assertOutputSchema(fields.outputSchema);
   const privateKey = fields.deviceCheck?.privateKey;
   if (typeof privateKey === "string") assertP256PrivateKey(privateKey, fieldName);
+  if (fields.proxyAllowList) assertProxyAllowList(fields.proxyAllowList, fieldName);
+}
+
+/** 422 naming every rule that cannot be saved, and why (`proxyAllowList.provider-a.0: "…" …`). */
+function assertProxyAllowList(
+  rules: NonNullable<UpdateProjectInput["proxyAllowList"]>,
+  fieldName: FieldName,
+): void {
+  const problems = proxyAllowListProblems(rules, (path) => fieldName(`proxyAllowList.${path}`));
+  if (problems.length === 0) return;
+  throw new GatewayError("VALIDATION_ERROR", `Invalid project: ${problems.join("; ")}`, {
+    details: { problems },
+  });
 }
 
 /**

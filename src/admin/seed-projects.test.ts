@@ -180,6 +180,29 @@ describe("projects as code (SLUICE_CONFIG_FILE)", () => {
     },
   );
 
+  it("seeds a proxy allow-list, leaves a project whose list matches unwritten, and names a refused rule by its place", async () => {
+    const chatOnly = {
+      "provider-a": ["POST chat/completions"],
+      "provider-c": ["POST models/*:generateContent"],
+    };
+    const entry = { id: "chat-app", name: "Chat app", provider: "provider-a", proxyAllowList: chatOnly };
+    const path = file("allow-list.json", { projects: [entry] });
+    expect(await seedProjects(admin, path)).toMatchObject({ created: ["chat-app"] });
+    expect((await admin.getProject("chat-app")).proxyAllowList).toEqual(chatOnly);
+    expect(await seedProjects(admin, path)).toMatchObject({ unchanged: ["chat-app"] });
+    const opened = file("opened.json", { projects: [{ ...entry, proxyAllowList: null }] });
+    expect(await seedProjects(admin, opened)).toMatchObject({ updated: ["chat-app"] });
+    expect((await admin.getProject("chat-app")).proxyAllowList).toBeNull();
+    const refused = file("bad-rule.json", {
+      projects: [{ ...entry, proxyAllowList: { "provider-a": ["POST chat/completions", "GET /files"] } }],
+    });
+    expect(((await seedProjects(admin, refused).catch((caught: unknown) => caught)) as Error).message).toBe(
+      `SLUICE_CONFIG_FILE ${refused}: project "chat-app": Invalid project: projects.0.proxyAllowList.provider-a.1: ` +
+        `"GET /files" starts with /: write the path after the provider's base URL (chat/completions)`,
+    );
+    expect((await admin.getProject("chat-app")).proxyAllowList).toBeNull();
+  });
+
   it("stops at an entry the admin API would refuse, with its reason", async () => {
     const path = file("refused.json", {
       projects: [{ id: "bad-provider", name: "x", provider: "provider-z" }],

@@ -260,6 +260,56 @@ describe("sluice CLI", () => {
     },
   );
 
+  it("sets a proxy allow-list from JSON or a file, replaces it and clears it", async () => {
+    const chatOnly = { "provider-a": ["POST chat/completions"] };
+    const created = await cli(
+      "projects",
+      "create",
+      "--id",
+      "cli-allow",
+      "--name",
+      "Allow",
+      "--provider",
+      "provider-a",
+      "--proxy-allow-list",
+      JSON.stringify(chatOnly),
+    );
+    expect(created.code).toBe(0);
+    expect(created.json()).toMatchObject({ project: { proxyAllowList: chatOnly } });
+    const listFile = join(dataDir, "allow-list.json");
+    const messages = { "provider-b": ["POST messages"] };
+    writeFileSync(listFile, JSON.stringify(messages));
+    const replaced = await cli("projects", "update", "cli-allow", "--proxy-allow-list", listFile);
+    expect(replaced.json()).toMatchObject({ proxyAllowList: messages });
+    const cleared = await cli("projects", "update", "cli-allow", "--clear", "proxy-allow-list");
+    expect(cleared.json()).toMatchObject({ proxyAllowList: null });
+  });
+
+  it("refuses a proxy allow-list rule that does not parse as a usage error, naming the flag and the rule", async () => {
+    const bad = await cliWithoutDatabase(
+      "projects",
+      "update",
+      "cli-anything",
+      "--proxy-allow-list",
+      '{"provider-a":["POST chat/completions","post embeddings"]}',
+    );
+    expect(bad.code).toBe(2);
+    expect(bad.err).toMatch(
+      /^error: Invalid project: --proxy-allow-list provider-a\.1: "post embeddings" has a method in lower case: write POST\n\nUsage: sluice/,
+    );
+    const notJson = await cliWithoutDatabase(
+      "projects",
+      "update",
+      "cli-anything",
+      "--proxy-allow-list",
+      "{nope",
+    );
+    expect(notJson).toMatchObject({
+      code: 2,
+      err: expect.stringMatching(/^error: --proxy-allow-list must be a JSON object or a file holding one\n/),
+    });
+  });
+
   it("names the flags, not the fields, in the rules the admin use case checks", async () => {
     const keyFile = join(dataDir, "not-a-key.p8");
     writeFileSync(keyFile, "-----BEGIN PRIVATE KEY-----\nnot a key\n-----END PRIVATE KEY-----\n");
@@ -616,7 +666,7 @@ describe("sluice CLI", () => {
     const newer = mkdtempSync(join(tmpdir(), "sluice-cli-newer-"));
     const database = await openDatabase({ dataDir: newer });
     await sql`insert into sluice_migrations (name, timestamp)
-      values ('0003-added-by-a-later-build', '2099-01-01T00:00:00.000Z')`.execute(database.db);
+      values ('0004-added-by-a-later-build', '2099-01-01T00:00:00.000Z')`.execute(database.db);
     await database.close();
     process.env.SLUICE_DATA_DIR = newer;
     try {
@@ -625,7 +675,7 @@ describe("sluice CLI", () => {
       expect(result.json()).toEqual([]);
       expect(result.err).toBe(
         "warning: The database was migrated by a newer Sluice (migrations this build does not know: " +
-          "0003-added-by-a-later-build): this build runs on it, as migrations stay backward compatible for " +
+          "0004-added-by-a-later-build): this build runs on it, as migrations stay backward compatible for " +
           "one version, but upgrade it to the build that migrated the database\n",
       );
     } finally {

@@ -235,6 +235,8 @@ const fieldFlags: Record<string, string> = {
 };
 
 function flagOfField(path: string): string {
+  // A rule of the list the flag sets: `--proxy-allow-list provider-a.0`.
+  if (path.startsWith("proxyAllowList.")) return `--proxy-allow-list ${path.slice("proxyAllowList.".length)}`;
   return fieldFlags[path] ?? `--${path.replace(/[A-Z]/g, (letter) => `-${letter.toLowerCase()}`)}`;
 }
 

@@ -18,10 +18,12 @@ Project flags: --model M --team-id T --test-mode true|false --output-schema FILE
   --save-images-to-vault true|false --rate-limit N --device-rate-limit N --monthly-spend-cap USD
   --disabled true|false --device-check true|false --device-check-team-id T --device-check-key-id K
   --device-check-private-key-file FILE.p8 --device-check-environment production|development
-  --device-token-mode cached|single-use
+  --device-token-mode cached|single-use --proxy-allow-list FILE_OR_JSON
   --clear F (repeatable) removes a value: F is one of ${[...clearable.keys()].join(", ")}
   N: requests per minute, a whole number from ${rateLimitBounds.min} to ${rateLimitBounds.max}
   USD: an amount above 0 and up to ${maxMonthlySpendCapUsd}, in plain digits (25 or 12.50)
+  --proxy-allow-list: the proxied calls allowed, by provider, replacing any list set before, e.g.
+    '{"provider-a":["POST chat/completions"]}' (docs/proxy.md); --clear proxy-allow-list allows all
 A command refuses any flag it does not take. --help (-h) prints this text.
 Configuration comes from the environment (see README), e.g. SLUICE_DATA_DIR or DATABASE_URL.`;
 
@@ -44,6 +46,7 @@ const options = {
   "device-check-private-key-file": { type: "string" },
   "device-check-environment": { type: "string" },
   "device-token-mode": { type: "string" },
+  "proxy-allow-list": { type: "string" },
   clear: { type: "string", multiple: true },
   "api-key": { type: "string" },
   "api-key-stdin": { type: "boolean" },
@@ -75,6 +78,7 @@ const projectFlags: FlagName[] = [
   "device-check-private-key-file",
   "device-check-environment",
   "device-token-mode",
+  "proxy-allow-list",
   "clear",
 ];
 

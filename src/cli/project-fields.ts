@@ -14,6 +14,7 @@ export const clearable = new Map<string, { group: "project" | "rateLimits" | "de
   ["rate-limit", { group: "rateLimits", field: "perMinute" }],
   ["device-rate-limit", { group: "rateLimits", field: "devicePerMinute" }],
   ["monthly-spend-cap", { group: "project", field: "monthlySpendCapUsd" }],
+  ["proxy-allow-list", { group: "project", field: "proxyAllowList" }],
   ["device-check-team-id", { group: "deviceCheck", field: "teamId" }],
   ["device-check-key-id", { group: "deviceCheck", field: "keyId" }],
   ["device-check-private-key", { group: "deviceCheck", field: "privateKey" }],
@@ -39,7 +40,10 @@ export function projectFields(flags: Flags): Record<string, unknown> {
   set("saveImagesToVault", bool("save-images-to-vault"));
   set("monthlySpendCapUsd", usdAmount("monthly-spend-cap", flags["monthly-spend-cap"]));
   set("disabled", bool("disabled"));
-  if (flags["output-schema"] !== undefined) set("outputSchema", readJsonArgument(flags["output-schema"]));
+  if (flags["output-schema"] !== undefined)
+    set("outputSchema", readJsonArgument("output-schema", flags["output-schema"]));
+  if (flags["proxy-allow-list"] !== undefined)
+    set("proxyAllowList", readJsonArgument("proxy-allow-list", flags["proxy-allow-list"]));
   const rateLimits: Record<string, unknown> = {};
   if (flags["rate-limit"] !== undefined) rateLimits.perMinute = perMinute("rate-limit", flags["rate-limit"]);
   if (flags["device-rate-limit"] !== undefined)
@@ -114,11 +118,12 @@ function readFlagFile(flag: string, path: string): string {
   }
 }
 
-function readJsonArgument(value: string): unknown {
-  const text = value.trim().startsWith("{") ? value : readFlagFile("output-schema", value);
+/** A flag that takes a JSON object, written on the command line (`{…}`) or in a file it names. */
+function readJsonArgument(flag: string, value: string): unknown {
+  const text = value.trim().startsWith("{") ? value : readFlagFile(flag, value);
   try {
     return JSON.parse(text);
   } catch {
-    throw new UsageError("--output-schema must be a JSON object or a file holding one");
+    throw new UsageError(`--${flag} must be a JSON object or a file holding one`);
   }
 }

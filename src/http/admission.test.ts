@@ -169,6 +169,85 @@ describe("admission", () => {
     });
   });
 
+  describe("a proxy allow-list", () => {
+    const listed = {
+      id: "prj_1",
+      rateLimits: { perMinute: null, devicePerMinute: null },
+      monthlySpendCapUsd: null,
+      proxyAllowList: { "provider-a": ["POST chat/completions"] },
+    };
+    function admission(project: object, refundDeviceToken?: () => Promise<void>) {
+      const rows: UsageRecord[] = [];
+      const consumeAll = vi.fn(() => [] as RateLimitDecision[]);
+      const admit = createAdmission({
+        authenticate: (): AuthResult => ({
+          ok: true,
+          method: refundDeviceToken ? "bearer-device-check" : "bearer-test-key",
+          project: project as unknown as Project,
+          keyId: "key_1",
+          provider: "provider-a",
+          providerKey: "sk-real",
+          deviceDigest: refundDeviceToken ? "digest" : null,
+          ...(refundDeviceToken ? { refundDeviceToken } : {}),
+        }),
+        limiter: { consumeAll } as unknown as RateLimiter,
+        spend: {} as SpendGuard,
+        recorder: { record: (row: UsageRecord) => rows.push(row) } as unknown as UsageRecorder,
+        metrics: createMetrics({ collectDefaults: false }),
+        now: () => new Date("2026-11-23T12:00:00Z"),
+        defaults: { projectPerMinute: 60, devicePerMinute: 60, ipPerMinute: 60 },
+      });
+      return { admit, rows, consumeAll };
+    }
+    const call = (method: string, proxyPath?: string) =>
+      [
+        requestContext({
+          request: {
+            method,
+            headers: {},
+            rawHeaders: [],
+            socket: { destroyed: false },
+          } as unknown as IncomingMessage,
+        }),
+        {
+          endpoint: proxyPath === undefined ? "text" : "proxy",
+          projectId: "prj_1",
+          provider: "provider-a",
+          ...(proxyPath === undefined ? {} : { proxyPath }),
+        },
+      ] as const;
+
+    it("refuses a call it leaves out with 403 and its row, before any limit counts it", () => {
+      const { admit, rows, consumeAll } = admission(listed);
+      expect(() => admit(...call("GET", "files"))).toThrow(
+        expect.objectContaining({
+          code: "FORBIDDEN",
+          message: "This project's proxy allow-list does not include GET files on provider-a",
+        }),
+      );
+      expect(consumeAll).not.toHaveBeenCalled();
+      expect(rows).toMatchObject([
+        { status: 403, error_code: "FORBIDDEN", outcome: "error", provider: "provider-a", key_id: "key_1" },
+      ]);
+    });
+
+    it("admits a call it lists, and leaves the other endpoints and unlisted projects alone", () => {
+      const { admit, consumeAll } = admission(listed);
+      expect(admit(...call("POST", "chat/completions"))).toMatchObject({ providerKey: "sk-real" });
+      expect(admit(...call("POST"))).toMatchObject({ providerKey: "sk-real" });
+      expect(consumeAll).toHaveBeenCalledTimes(2);
+      const open = admission({ ...listed, proxyAllowList: null });
+      expect(open.admit(...call("GET", "files"))).toMatchObject({ providerKey: "sk-real" });
+    });
+
+    it("gives a device token's use back when it refuses the call", async () => {
+      const refund = vi.fn(async () => {});
+      const { admit } = admission(listed, refund);
+      await expect(admit(...call("DELETE", "files/file_1"))).rejects.toMatchObject({ status: 403 });
+      expect(refund).toHaveBeenCalledTimes(1);
+    });
+  });
+
   describe("a background run's row", () => {
     const project = {
       id: "prj_1",

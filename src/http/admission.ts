@@ -5,6 +5,7 @@ import { addressBlock } from "../net/ip-address.js";
 import type { Metrics } from "../observability/metrics.js";
 import type { ProviderId } from "../providers/provider-id.js";
 import { recentIds } from "../proxy/background-run.js";
+import { notInProxyAllowList, proxyAllowListCache } from "../proxy/proxy-allow-list.js";
 import { rateLimitHeaders } from "../rate-limit/rate-limit-headers.js";
 import type { LimitRequest, RateLimitDecision, RateLimiter } from "../rate-limit/rate-limiter.js";
 import type { ReloadWait } from "../storage/database-unavailable.js";
@@ -86,16 +87,23 @@ export interface AdmissionOptions {
   projectId: string | undefined;
   provider: AuthRequest["provider"];
   sdkKeyHeader?: AuthRequest["sdkKeyHeader"];
+  /**
+   * A proxied call's provider path (after `/v1/provider-x/{projectId}/`, as safeProviderPath
+   * passed it): checked against the project's proxy allow-list, when it has one.
+   */
+  proxyPath?: string;
 }
 
 /**
- * Authentication (a credential header sent twice is refused first, 400), then the rate limits
- * (project, device, client IP), then the monthly spend cap.
+ * Authentication (a credential header sent twice is refused first, 400), then a proxied call's
+ * place on the project's allow-list, then the monthly spend cap, then the rate limits (project,
+ * device, client IP).
  * Every request that reaches authentication gets exactly one usage row of its own, whatever happens
  * next (and a background run it reports finished gets one more, once).
  */
 export function createAdmission(deps: AdmissionDeps) {
   const recordedRuns = recentIds(deps.backgroundRunsRemembered ?? 10_000);
+  const proxyAllowList = proxyAllowListCache();
   /** Admitted calls whose usage row is not written yet (shutdown waits for them). */
   let unrecorded = 0;
   /**
@@ -311,6 +319,16 @@ export function createAdmission(deps: AdmissionDeps) {
           write(base, failureReport(error, provider, model, spend)),
       };
     };
+    // A call the project's allow-list leaves out is refused as the spend cap refuses one: after
+    // authentication (403 says nothing to a caller without credentials), before any limit counts it
+    // or the provider is called, with its row, and a device token's use given back. A project
+    // without a list pays this one check.
+    const allowList = auth.project.proxyAllowList;
+    if (allowList !== null && options.proxyPath !== undefined) {
+      const method = context.request.method ?? "GET";
+      if (!proxyAllowList(allowList).allows(auth.provider, method, options.proxyPath))
+        return refuse(notInProxyAllowList(auth.provider, method, options.proxyPath));
+    }
     const capUsd = auth.project.monthlySpendCapUsd;
     try {
       const requests = limitRequests(deps, context, auth.project, auth.deviceDigest);

@@ -46,6 +46,7 @@ export function registerProxyRoutes(router: Router, deps: ProxyRouteDeps): void 
           endpoint: "proxy",
           projectId: params.projectId,
           provider: adapter.id,
+          proxyPath: path,
           ...(adapter.sdkKeyHeader ? { sdkKeyHeader: adapter.sdkKeyHeader } : {}),
         });
         const call = admitted instanceof Promise ? await admitted : admitted;

@@ -57,6 +57,40 @@ export interface ProviderAdapter {
  */
 export type ResponsesCall = "post" | "poll";
 
+/** The methods each proxy accepts (SPEC: A any, B and C POST); a project's allow-list names no other. */
+export const proxyMethods: Record<ProviderId, readonly string[]> = {
+  "provider-a": ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"],
+  "provider-b": ["POST"],
+  "provider-c": ["POST"],
+};
+
+/**
+ * The version segment each provider's official SDK puts before its paths, which the upstream base
+ * URL already holds (DESIGN: B `v1/messages` -> `messages`; C `v1beta/models/...` -> `models/...`,
+ * and C `v1/...` goes to the provider's v1 API). Provider A has none: its SDK's base URL ends in
+ * `/v1`, as Sluice's upstream base does.
+ */
+const versionSegments: Record<ProviderId, readonly string[]> = {
+  "provider-a": [],
+  "provider-b": ["v1/"],
+  "provider-c": ["v1beta/", "v1/"],
+};
+
+/** The version segment an SDK put before `path` (`v1beta/`), or "" when there is none. */
+export function versionSegmentOf(provider: ProviderId, path: string): string {
+  for (const segment of versionSegments[provider]) if (path.startsWith(segment)) return segment;
+  return "";
+}
+
+/**
+ * The path within the provider's API, as the upstream base URL continues it: without the version
+ * segment an SDK adds (B `v1/messages` is `messages`, C `v1beta/models/x:generateContent` is
+ * `models/x:generateContent`). What a project's proxy allow-list matches.
+ */
+export function apiPath(provider: ProviderId, path: string): string {
+  return path.slice(versionSegmentOf(provider, path).length);
+}
+
 export interface ProviderAdapterOptions {
   providerABaseUrl: string;
   providerBBaseUrl: string;
@@ -158,7 +192,7 @@ export function createProviderAdapters(options: ProviderAdapterOptions): Record<
   return {
     "provider-a": {
       id: "provider-a",
-      methods: ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"],
+      methods: proxyMethods["provider-a"],
       requiresJson: false,
       target: (path) => ({ origin: a.origin, path: `${a.basePath}/${path}` }),
       inject(headers, key) {
@@ -178,14 +212,11 @@ export function createProviderAdapters(options: ProviderAdapterOptions): Record<
     },
     "provider-b": {
       id: "provider-b",
-      methods: ["POST"],
+      methods: proxyMethods["provider-b"],
       requiresJson: true,
       sdkKeyHeader: "x-api-key",
       // The official SDK appends /v1/messages to its base URL: `v1/messages` -> `messages`.
-      target: (path) => ({
-        origin: b.origin,
-        path: `${b.basePath}/${path.startsWith("v1/") ? path.slice(3) : path}`,
-      }),
+      target: (path) => ({ origin: b.origin, path: `${b.basePath}/${apiPath("provider-b", path)}` }),
       inject(headers, key) {
         headers["x-api-key"] = key;
         headers["anthropic-version"] = options.providerBVersion;
@@ -194,7 +225,7 @@ export function createProviderAdapters(options: ProviderAdapterOptions): Record<
     },
     "provider-c": {
       id: "provider-c",
-      methods: ["POST"],
+      methods: proxyMethods["provider-c"],
       requiresJson: true,
       sdkKeyHeader: "x-goog-api-key",
       keyQueryParameter: "key",
@@ -205,9 +236,9 @@ export function createProviderAdapters(options: ProviderAdapterOptions): Record<
           ? "Provider C file uploads do not go through Sluice: the resumable upload continues on Google's upload host; upload the file to the provider directly"
           : undefined,
       target(path) {
-        if (path.startsWith("v1beta/")) return { origin: c.origin, path: `${c.basePath}/${path.slice(7)}` };
-        if (path.startsWith("v1/")) return { origin: c.origin, path: `${cV1Path}/${path.slice(3)}` };
-        return { origin: c.origin, path: `${c.basePath}/${path}` };
+        const version = versionSegmentOf("provider-c", path);
+        const basePath = version === "v1/" ? cV1Path : c.basePath;
+        return { origin: c.origin, path: `${basePath}/${path.slice(version.length)}` };
       },
       inject(headers, key) {
         headers["x-goog-api-key"] = key;

@@ -40,6 +40,7 @@ describe.skipIf(!postgresAvailable)("PostgreSQL migrations", () => {
         expect(each?.migrations.map((migration) => migration.name)).toEqual([
           "0001-initial",
           "0002-usage-token-counts-bigint",
+          "0003-project-proxy-allow-list",
         ]);
       }
     } finally {
@@ -76,9 +77,9 @@ describe.skipIf(!postgresAvailable)("PostgreSQL migrations", () => {
       await sql`alter table usage_records alter column input_tokens type integer,
         alter column output_tokens type integer, alter column cached_tokens type integer,
         alter column reasoning_tokens type integer`.execute(before.db);
-      await sql`delete from sluice_migrations where name = '0002-usage-token-counts-bigint'`.execute(
-        before.db,
-      );
+      // And before 0003, which a database migrated past 0002 has run too.
+      await sql`alter table projects drop column proxy_allow_list`.execute(before.db);
+      await sql`delete from sluice_migrations where name > '0001-initial'`.execute(before.db);
       await before.close();
       // A reader holds the table for well over the query timeout, so the rewrite waits that long.
       await blocker.connect();
@@ -141,7 +142,7 @@ async function alter(options: DatabaseOptions, change: (database: OpenDatabase) 
 async function migrateAsLaterBuild(database: OpenDatabase): Promise<void> {
   await sql`alter table projects add column added_by_a_later_build text`.execute(database.db);
   await sql`insert into sluice_migrations (name, timestamp)
-    values ('0003-added-by-a-later-build', '2099-01-01T00:00:00.000Z')`.execute(database.db);
+    values ('0004-added-by-a-later-build', '2099-01-01T00:00:00.000Z')`.execute(database.db);
 }
 
 for (const engine of durableEngines) {
@@ -152,13 +153,14 @@ for (const engine of durableEngines) {
         await alter(options, migrateAsLaterBuild);
         const reopened = await openDatabase(options);
         try {
-          expect(reopened.unknownMigrations).toEqual(["0003-added-by-a-later-build"]);
+          expect(reopened.unknownMigrations).toEqual(["0004-added-by-a-later-build"]);
           const { rows } = await sql<{ name: string }>`
             select name from sluice_migrations order by name`.execute(reopened.db);
           expect(rows.map((row) => row.name)).toEqual([
             "0001-initial",
             "0002-usage-token-counts-bigint",
-            "0003-added-by-a-later-build",
+            "0003-project-proxy-allow-list",
+            "0004-added-by-a-later-build",
           ]);
           // The tables this build knows are used as before.
           expect(await reopened.db.selectFrom("projects").select("id").execute()).toEqual([]);
@@ -188,7 +190,7 @@ for (const engine of durableEngines) {
         );
         expect(error).toBeInstanceOf(Error);
         expect((error as Error).message).toBe(
-          "The database has migrations this Sluice does not know (0003-added-by-a-later-build: another " +
+          "The database has migrations this Sluice does not know (0004-added-by-a-later-build: another " +
             "build ran them) and lacks one it needs (0002-usage-token-counts-bigint), so this build " +
             "cannot run on it: start the Sluice build that migrated it, or a newer one",
         );
@@ -230,11 +232,11 @@ describe.skipIf(!postgresAvailable)("PostgreSQL migrations beside a newer instan
       while (!(await waitingForLock())) await new Promise((resolve) => setTimeout(resolve, 10));
       await holder.query(`alter table projects add column added_by_a_later_build text`);
       await holder.query(`insert into sluice_migrations (name, timestamp)
-        values ('0003-added-by-a-later-build', '2099-01-01T00:00:00.000Z')`);
+        values ('0004-added-by-a-later-build', '2099-01-01T00:00:00.000Z')`);
       await holder.query("select pg_advisory_unlock(3853314791062309107)");
       const opened = await opening;
       await opened.close();
-      expect(opened.unknownMigrations).toEqual(["0003-added-by-a-later-build"]);
+      expect(opened.unknownMigrations).toEqual(["0004-added-by-a-later-build"]);
     } finally {
       await holder.end();
       await schema.drop();

@@ -103,6 +103,15 @@ const migrations = (engine: Engine): Record<string, Migration> => ({
         .execute();
     },
   },
+  "0003-project-proxy-allow-list": {
+    /**
+     * A project's proxy allow-list (JSON text), null for none. The build before it neither reads nor
+     * writes the column: it keeps a list as it is, and does not enforce it.
+     */
+    async up(db: Kysely<unknown>) {
+      await db.schema.alterTable("projects").addColumn("proxy_allow_list", "text").execute();
+    },
+  },
 });
 
 /** Where the migrations run are recorded (and the lock table beside it). */

@@ -109,12 +109,13 @@ describe.skipIf(!postgresAvailable)("opening PostgreSQL at start while another s
   it("fails naming the migration that waits for a table another session holds, and the server stops its wait too", async () => {
     const schema = await createPostgresSchema();
     try {
-      // A database migrated up to 0001: 0002 changes the usage table's columns.
+      // A database migrated up to 0001: 0002 changes the usage table's columns (0003 follows it).
       const migrated = await openDatabase({ databaseUrl: schema.url, dataDir: "unused" });
       await migrated.close();
       const session = new pg.Client({ connectionString: schema.url });
       await session.connect();
-      await session.query("delete from sluice_migrations where name = '0002-usage-token-counts-bigint'");
+      await session.query("alter table projects drop column proxy_allow_list");
+      await session.query("delete from sluice_migrations where name > '0001-initial'");
       await session.end();
       const waiting = `select count(*)::int as count from pg_locks
         where relation = to_regclass(current_schema() || '.usage_records') and not granted`;

@@ -5,6 +5,12 @@ import type { Database, ProjectsTable } from "./schema.js";
 export type DeviceCheckEnvironment = "production" | "development";
 export type DeviceTokenMode = "cached" | "single-use";
 
+/**
+ * The proxied calls a project allows, by provider: each a list of rules `[METHOD ]pattern`
+ * (src/proxy/proxy-allow-list.ts). A provider left out allows nothing.
+ */
+export type ProxyAllowListRules = Partial<Record<ProviderId, string[]>>;
+
 /** A project as the rest of the gateway sees it. Secrets stay sealed here. */
 export interface Project {
   id: string;
@@ -26,6 +32,8 @@ export interface Project {
   saveImagesToVault: boolean;
   rateLimits: { perMinute: number | null; devicePerMinute: number | null };
   monthlySpendCapUsd: number | null;
+  /** Null: every proxied call passes (SPEC's ANY); else only those a rule allows. */
+  proxyAllowList: ProxyAllowListRules | null;
   disabled: boolean;
   createdAt: string;
   updatedAt: string;
@@ -98,6 +106,7 @@ function toRow(project: Project): ProjectsTable {
     rate_limit_per_minute: project.rateLimits.perMinute,
     device_rate_limit_per_minute: project.rateLimits.devicePerMinute,
     monthly_spend_cap_usd: project.monthlySpendCapUsd,
+    proxy_allow_list: project.proxyAllowList ? JSON.stringify(project.proxyAllowList) : null,
     disabled: project.disabled ? 1 : 0,
     created_at: project.createdAt,
     updated_at: project.updatedAt,
@@ -124,8 +133,21 @@ function fromRow(row: Selectable<ProjectsTable>): Project {
     saveImagesToVault: Number(row.save_images_to_vault) === 1,
     rateLimits: { perMinute: row.rate_limit_per_minute, devicePerMinute: row.device_rate_limit_per_minute },
     monthlySpendCapUsd: row.monthly_spend_cap_usd === null ? null : Number(row.monthly_spend_cap_usd),
+    // A list that does not read back as an object allows nothing (an empty list), never everything.
+    proxyAllowList: row.proxy_allow_list === null ? null : proxyAllowListOf(row.proxy_allow_list),
     disabled: Number(row.disabled) === 1,
     createdAt: row.created_at,
     updatedAt: row.updated_at,
   };
+}
+
+function proxyAllowListOf(text: string): ProxyAllowListRules {
+  try {
+    const rules: unknown = JSON.parse(text);
+    return typeof rules === "object" && rules !== null && !Array.isArray(rules)
+      ? (rules as ProxyAllowListRules)
+      : {};
+  } catch {
+    return {};
+  }
 }

@@ -23,6 +23,8 @@ export interface ProjectsTable {
   rate_limit_per_minute: number | null;
   device_rate_limit_per_minute: number | null;
   monthly_spend_cap_usd: number | null;
+  /** The proxy allow-list as JSON text (`{"provider-a": ["POST chat/completions"]}`); null: none. */
+  proxy_allow_list: string | null;
   disabled: number;
   created_at: string;
   updated_at: string;

@@ -25,6 +25,7 @@ const project = (id: string): Project => ({
   saveImagesToVault: false,
   rateLimits: { perMinute: 10, devicePerMinute: null },
   monthlySpendCapUsd: 12.5,
+  proxyAllowList: { "provider-a": ["POST chat/completions", "GET responses/*"], "provider-c": [] },
   disabled: false,
   createdAt: "2026-11-01T00:00:00.000Z",
   updatedAt: "2026-11-01T00:00:00.000Z",
@@ -55,12 +56,35 @@ for (const engine of storageEngines) {
       await projects.insert(project("p2"));
       expect(await projects.get("p1")).toEqual(project("p1"));
       expect(await projects.get("missing")).toBeNull();
-      const changed = { ...project("p2"), testMode: false, outputSchema: null, monthlySpendCapUsd: null };
+      const changed = {
+        ...project("p2"),
+        testMode: false,
+        outputSchema: null,
+        monthlySpendCapUsd: null,
+        proxyAllowList: null,
+      };
       await projects.update(changed);
       expect(await projects.get("p2")).toEqual(changed);
       expect((await projects.list()).map((p) => p.id)).toEqual(["p1", "p2"]);
       expect(await projects.delete("p2")).toBe(true);
       expect(await projects.delete("p2")).toBe(false);
+    });
+
+    it("stores a proxy allow-list as saved: its rules in order, an empty list of a provider, an empty list, none", async () => {
+      const projects = createProjectRepository(database.db);
+      const rules = {
+        "provider-b": ["POST messages", "POST messages/count_tokens"],
+        "provider-c": ["POST models/*:generateContent", "POST models/*:streamGenerateContent"],
+        "provider-a": [],
+      };
+      await projects.insert({ ...project("allow-list"), proxyAllowList: rules });
+      expect((await projects.get("allow-list"))?.proxyAllowList).toEqual(rules);
+      for (const proxyAllowList of [{}, null, rules]) {
+        const stored = await projects.get("allow-list");
+        await projects.update({ ...stored!, proxyAllowList });
+        expect((await projects.get("allow-list"))?.proxyAllowList).toEqual(proxyAllowList);
+      }
+      expect(await projects.delete("allow-list")).toBe(true);
     });
 
     it("bounds the embedded engine's page cache to SQLite's stock 2 MiB (RSS budget; nothing to do on Postgres)", () => {

@@ -128,4 +128,74 @@ describe("admin routes", () => {
     });
     expect((await send("GET", "/routes")).status).toBe(200);
   });
+
+  it("creates, shows, replaces and removes a project's proxy allow-list", async () => {
+    const json = async (response: Response) => (await response.json()) as { proxyAllowList: unknown };
+    const chatOnly = {
+      "provider-a": ["POST chat/completions"],
+      "provider-c": ["POST models/*:generateContent"],
+    };
+    const created = await send(
+      "POST",
+      "",
+      JSON.stringify({ id: "allow-list", name: "Allow", provider: "provider-a", proxyAllowList: chatOnly }),
+    );
+    expect(created.status).toBe(201);
+    expect(
+      ((await created.json()) as { project: { proxyAllowList: unknown } }).project.proxyAllowList,
+    ).toEqual(chatOnly);
+    expect(await json(await send("GET", "/allow-list"))).toMatchObject({ proxyAllowList: chatOnly });
+    const replaced = await send(
+      "PATCH",
+      "/allow-list",
+      JSON.stringify({ proxyAllowList: { "provider-b": [] } }),
+    );
+    expect(await json(replaced)).toMatchObject({ proxyAllowList: { "provider-b": [] } });
+    const removed = await send("PATCH", "/allow-list", JSON.stringify({ proxyAllowList: null }));
+    expect(await json(removed)).toMatchObject({ proxyAllowList: null });
+    expect(await json(await send("GET", "/routes"))).toMatchObject({ proxyAllowList: null });
+  });
+
+  it("refuses proxy allow-list rules that do not parse with 422 and every reason, and a list of the wrong shape with 400", async () => {
+    const rules = {
+      "provider-a": ["GET files/**", "DELETE /files/*", `POST ${"x".repeat(200)}`],
+      "provider-b": ["GET messages/batches"],
+    };
+    const refused = await send("PATCH", "/routes", JSON.stringify({ proxyAllowList: rules }));
+    expect(refused.status).toBe(422);
+    const problems = [
+      'proxyAllowList.provider-a.1: "DELETE /files/*" starts with /: write the path after the provider\'s base URL (chat/completions)',
+      `proxyAllowList.provider-a.2: "POST ${"x".repeat(200)}" is longer than 200 characters`,
+      'proxyAllowList.provider-b.0: "GET messages/batches" names a method provider-b\'s proxy does not take (it takes POST)',
+    ];
+    expect(((await refused.json()) as { error: unknown }).error).toEqual({
+      code: "VALIDATION_ERROR",
+      message: `Invalid project: ${problems.join("; ")}`,
+      requestId: refused.headers.get("x-request-id"),
+      details: { problems },
+    });
+    const many = Array.from({ length: 101 }, (_, index) => `POST x${index}`);
+    const tooMany = await send(
+      "POST",
+      "",
+      JSON.stringify({ name: "Many", provider: "provider-a", proxyAllowList: { "provider-a": many } }),
+    );
+    expect(tooMany.status).toBe(422);
+    expect(((await tooMany.json()) as { error: { details: unknown } }).error.details).toEqual({
+      problems: ["proxyAllowList.provider-a: holds 101 rules; at most 100"],
+    });
+    const misshapen = await send(
+      "PATCH",
+      "/routes",
+      JSON.stringify({ proxyAllowList: { "provider-x": ["**"] } }),
+    );
+    expect(misshapen.status).toBe(400);
+    expect(((await misshapen.json()) as { error: unknown }).error).toMatchObject({
+      code: "BAD_REQUEST",
+      details: { problems: ['proxyAllowList: Unrecognized key: "provider-x"'] },
+    });
+    expect(await send("GET", "/routes").then((response) => response.json())).toMatchObject({
+      proxyAllowList: null,
+    });
+  });
 });
