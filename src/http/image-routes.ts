@@ -35,7 +35,11 @@ export function registerImageRoutes(router: Router, deps: ImageRouteDeps): void 
       const bytes = await local.read(path);
       if (!bytes) throw new GatewayError("NOT_FOUND", "No such vault object");
       const maxAge = vaultMaxAgeSeconds(Number(search.get("expires")), deps.now().getTime());
-      sendBytes(response, 200, bytes, mediaTypeOf(path), { "cache-control": `private, max-age=${maxAge}` });
+      sendBytes(response, 200, bytes, mediaTypeOf(path), {
+        "cache-control": `private, max-age=${maxAge}`,
+        // Served from Sluice's origin: a browser must take it for the image type it says, never sniff.
+        "x-content-type-options": "nosniff",
+      });
     });
   }
 }

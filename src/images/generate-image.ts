@@ -10,6 +10,7 @@ import {
 } from "../providers/sdk-call-failure.js";
 import { usageFromProviderC } from "../providers/usage-from-json.js";
 import type { Project } from "../storage/project-repository.js";
+import { sniffImageType } from "../structured/image-input.js";
 import { bareModelId, defaultModel, findModel } from "../usage/model-catalogue.js";
 import { costOfTokens } from "../usage/token-cost.js";
 import { sumOrUnknown, type TokenUsage, tokenCount } from "../usage/token-usage.js";
@@ -143,7 +144,7 @@ export async function generateImages(
   for (const warning of new Set(generated.warnings.map(describeWarning)))
     if (!warnings.includes(warning)) warnings.push(warning);
   const images = await Promise.all(
-    generated.images.map((image) => storeImage(deps, call.project, image, signal)),
+    generated.images.map((image) => storeImage(deps, call.project, asImage(image, call.provider), signal)),
   );
   const result: ImageResult = { images };
   if (warnings.length > 0) result.warnings = warnings;
@@ -286,6 +287,25 @@ function extraParameters(provider: ProviderId, style: string | undefined, safety
   if (provider === "provider-c" && safety)
     return { parameters: { safetySetting: imagenSafetySettings[safety] } };
   return undefined;
+}
+
+/**
+ * The image as its bytes say: the AI SDK calls bytes it does not recognise `image/png`, and they
+ * would be answered, and served from the vault on Sluice's own origin, as an image. Bytes that are
+ * no image Sluice knows (PNG, JPEG, GIF, WebP, HEIC/HEIF) are the provider's failure (502; the call
+ * was billed all the same, and its row says so).
+ */
+function asImage(
+  image: { base64: string; uint8Array: Uint8Array; mediaType: string },
+  provider: ProviderId,
+): { base64: string; uint8Array: Uint8Array; mediaType: string } {
+  const mediaType = sniffImageType(image.uint8Array);
+  if (mediaType === null)
+    throw new GatewayError(
+      "PROVIDER_ERROR",
+      `The provider (${provider}) answered with data that is not an image (${image.uint8Array.length} bytes)`,
+    );
+  return mediaType === image.mediaType ? image : { ...image, mediaType };
 }
 
 /**

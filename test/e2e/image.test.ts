@@ -684,6 +684,37 @@ describe("image generation", () => {
     }
   });
 
+  it("answers 502 for an answer whose data is no image, never stored or served as one, with its cost", async () => {
+    const text = Buffer.from("hello world").toString("base64");
+    fake.enqueueResponse({
+      status: 200,
+      body: { predictions: [{ bytesBase64Encoded: text, mimeType: "image/png" }] },
+    });
+    const response = await generate(vaulted, { prompt: "x" });
+    expect(response.status).toBe(502);
+    expect(((await response.json()) as { error: { message: string } }).error.message).toBe(
+      "The provider (provider-c) answered with data that is not an image (11 bytes)",
+    );
+    expect(await rowFor(response)).toMatchObject({
+      status: 502,
+      error_code: "PROVIDER_ERROR",
+      cost_usd: 0.04,
+    });
+    // A JPEG the SDK would call a PNG is answered, and stored, as what it is.
+    const jpeg = Buffer.concat([Buffer.from([0xff, 0xd8, 0xff, 0xe0]), Buffer.alloc(16)]);
+    fake.enqueueResponse({
+      status: 200,
+      body: { predictions: [{ bytesBase64Encoded: jpeg.toString("base64"), mimeType: "image/png" }] },
+    });
+    const stored = (await (await generate(vaulted, { prompt: "x" })).json()) as {
+      images: Array<{ mediaType: string; path: string }>;
+    };
+    expect(stored.images[0]).toMatchObject({
+      mediaType: "image/jpeg",
+      path: expect.stringMatching(/\.jpg$/),
+    });
+  });
+
   it("records the cost of the images already billed when one of several batches fails", async () => {
     const twoImages = Array.from({ length: 2 }, () => ({
       bytesBase64Encoded: tinyPng.toString("base64"),
@@ -719,6 +750,7 @@ describe("image generation", () => {
       const fetched = await fetch(image.url);
       expect(fetched.status).toBe(200);
       expect(fetched.headers.get("content-type")).toBe("image/png");
+      expect(fetched.headers.get("x-content-type-options")).toBe("nosniff");
       // The URL lives 2 s here: a cached copy must not outlive it.
       expect(fetched.headers.get("cache-control")).toMatch(/^private, max-age=[0-2]$/);
       expect(Buffer.from(await fetched.arrayBuffer()).equals(tinyPng)).toBe(true);
