@@ -55,12 +55,13 @@ export async function serve(): Promise<void> {
 
 /**
  * SIGTERM and SIGINT start the graceful shutdown (`shutDown`), then the process exits. A second
- * signal while it runs hurries it: what is still open is cut at once, as at the deadline, and the
- * usage rows are written and the queue flushed within the margin before the exit; a later one is
- * logged and ignored. None kills the process (Node's default once no handler listens), which would
- * lose the queued rows. A last resort for a bug that throws outside any request (an uncaught
- * exception or unhandled rejection): it is logged and the same shutdown runs, so the rows are
- * written, and the process exits with 1, at the latest a second after the shutdown's own limit.
+ * signal while it runs hurries it: what is still open is refused or cut at once, as at the
+ * deadline, and the usage rows are written and the queue flushed within the margin before the exit;
+ * a later one is logged and ignored. None kills the process (Node's default once no handler
+ * listens), which would lose the queued rows. A last resort for a bug that throws outside any
+ * request (an uncaught exception or unhandled rejection): it is logged and the same shutdown runs,
+ * so the rows are written, and the process exits with 1, at the latest a second after the
+ * shutdown's own limit.
  */
 function stopOnSignalOrCrash(server: GatewayServer, gateway: Gateway): void {
   const { logger } = gateway;
@@ -112,10 +113,11 @@ function stopOnSignalOrCrash(server: GatewayServer, gateway: Gateway): void {
 /**
  * Graceful shutdown, as `serve` runs it on SIGTERM/SIGINT: no new connections; every connection
  * closes after the answer to its current request (each answer says `Connection: close`), within
- * `SLUICE_SHUTDOWN_TIMEOUT_MS`, when what is left is cut; then the gateway closes (the usage rows
- * of calls cut short are written, the usage queue flushed) in what is left of that time, and at
- * most `shutdownMarginMs` past it: one deadline for the whole shutdown. `hurry` aborted (a second
- * signal) cuts what is left at once, and the gateway closes within the margin from then.
+ * `SLUICE_SHUTDOWN_TIMEOUT_MS`, when a call still waiting for its provider is refused (503) and
+ * what is left is cut; then the gateway closes (the usage rows of calls refused or cut short are
+ * written, the usage queue flushed) in what is left of that time, and at most `shutdownMarginMs`
+ * past it: one deadline for the whole shutdown. `hurry` aborted (a second signal) refuses and cuts
+ * what is left at once, and the gateway closes within the margin from then.
  */
 export async function shutDown(
   server: GatewayServer,
@@ -123,13 +125,11 @@ export async function shutDown(
   hurry?: AbortSignal,
 ): Promise<void> {
   const deadline = Date.now() + gateway.config.shutdownTimeoutMs;
-  const cut = await server.drain(gateway.config.shutdownTimeoutMs, hurry);
+  const { refused, cut } = await server.drain(gateway.config.shutdownTimeoutMs, hurry);
   const hurried = hurry?.aborted === true;
-  if (cut > 0)
-    gateway.logger.warn(
-      { connections: cut },
-      hurried ? "shutdown hurried: connections cut" : "shutdown deadline reached: connections cut",
-    );
+  const reached = hurried ? "shutdown hurried" : "shutdown deadline reached";
+  if (refused > 0) gateway.logger.warn({ refused }, `${reached}: unanswered calls refused`);
+  if (cut > 0) gateway.logger.warn({ connections: cut }, `${reached}: connections cut`);
   await gateway.close(hurried ? Math.min(deadline, Date.now()) : deadline);
 }
 

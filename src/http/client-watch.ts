@@ -1,27 +1,42 @@
 import type { ServerResponse } from "node:http";
+import { offRefusal, onRefusal } from "../deadline-refusal.js";
 import { GatewayError } from "../errors.js";
 
 /**
- * Watches for a client that leaves before its answer was sent: `signal` aborts then, so the calls
- * made for it (the provider's) stop at once. `throwIfGone` stops a route that got its answer only
- * after the client left: the call then fails, and its row records it as aborted (499) with what the
- * answer cost. `stop` ends the watch once the answer is out.
+ * Watches for a client that leaves before its answer was sent, or for the shutdown's deadline that
+ * refuses the call before then: `signal` aborts, so the calls made for it (the provider's) stop at
+ * once. `throwIfGone` stops a route that got its answer only after that: the call then fails, and
+ * its row records it as aborted (499) with what the answer cost, or as refused (`refusal`, 503).
+ * `stop` ends the watch once the answer is out.
  */
 export function watchClient(response: ServerResponse): {
   signal: AbortSignal;
   throwIfGone(): void;
+  /** The shutdown's refusal (503), if the deadline came before the answer: the call's failure. */
+  refusal(): GatewayError | null;
   stop(): void;
 } {
   const controller = new AbortController();
+  let refusal: GatewayError | null = null;
   const onClose = () => {
     if (!response.writableFinished) controller.abort(new Error("The client disconnected"));
   };
+  const onRefused = (error: GatewayError) => {
+    refusal = error;
+    controller.abort(error);
+  };
   response.once("close", onClose);
+  onRefusal(response, onRefused);
   return {
     signal: controller.signal,
     throwIfGone() {
+      if (refusal) throw refusal;
       if (controller.signal.aborted) throw new GatewayError("PROVIDER_ERROR", "The client disconnected");
     },
-    stop: () => response.off("close", onClose),
+    refusal: () => refusal,
+    stop() {
+      response.off("close", onClose);
+      offRefusal(response, onRefused);
+    },
   };
 }

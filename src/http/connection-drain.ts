@@ -1,8 +1,11 @@
 import type { Server, ServerResponse } from "node:http";
 import { Server as NetServer, type Socket } from "node:net";
+import { refuseAtDeadline } from "../deadline-refusal.js";
 
 /** How often a drain looks at the connections still open. */
 const lookEveryMs = 25;
+/** How long the connections of refused calls get to send their 503 before they are cut too. */
+const refusedAnswerWaitMs = 100;
 const netClose = NetServer.prototype.close;
 
 /**
@@ -23,10 +26,17 @@ export interface ConnectionDrain {
    * progress (idle, or whose keep-alive answer went out before the drain) is closed once it has
    * stayed quiet, no byte received, for a look (25 ms): closing it at once could reset a request
    * its client has already sent, which it cannot tell was not processed (RFC 9112 §9.3.1). After
-   * `timeoutMs`, or once `hurry` is aborted, the rest are cut. Resolves with how many connections
-   * were cut.
+   * `timeoutMs`, or once `hurry` is aborted, a call whose answer has not begun is refused
+   * (`refuseAtDeadline`: it answers 503 itself, within a short wait) and the rest are cut. Resolves
+   * with how many calls were refused and how many connections were cut.
    */
-  drain(timeoutMs: number, hurry?: AbortSignal): Promise<number>;
+  drain(timeoutMs: number, hurry?: AbortSignal): Promise<DrainEnd>;
+}
+
+/** How a drain ended: calls refused with 503 at the deadline, and connections cut. */
+export interface DrainEnd {
+  refused: number;
+  cut: number;
 }
 
 /**
@@ -67,11 +77,21 @@ export function trackConnections(server: Server, event: "connection" | "secureCo
         // What arrived meanwhile is read (the poll phase) before the next look.
         await new Promise((resolve) => setImmediate(resolve));
       } while (open.size > 0 && Date.now() < deadline && !hurry?.aborted);
-      const cut = open.size;
+      const refused = new Set<Socket>();
+      for (const socket of open) {
+        const response = pendingResponse(socket);
+        // A call still waiting for its answer is answered 503 rather than left without one.
+        if (response && !response.headersSent && refuseAtDeadline(response)) refused.add(socket);
+        else socket.destroy();
+      }
+      const cut = open.size - refused.size;
+      const answeredBy = Date.now() + refusedAnswerWaitMs;
+      while ([...refused].some((socket) => open.has(socket)) && Date.now() < answeredBy)
+        await new Promise((resolve) => setTimeout(resolve, 5));
       server.closeAllConnections();
       // Node's own close too, which stops its timeout checks on the connections.
       server.close();
-      return cut;
+      return { refused: refused.size, cut };
     },
   };
 }

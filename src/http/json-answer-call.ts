@@ -20,7 +20,8 @@ export interface JsonAnswer extends CallSpend {
  * A call of the AI SDK routes (structured analysis, image generation): admitted for the project in
  * the path or the `x-project-id` header, a UTF-8 JSON body, answered with one JSON object, and one
  * usage row whatever happens. `run` notes in `soFar` what the failure row should name. A client
- * that leaves before its answer: `signal` aborts the provider calls, and the row says so.
+ * that leaves before its answer, or the shutdown's deadline: `signal` aborts the provider calls,
+ * and the row says so (499, or 503 refused).
  */
 export async function answerWithJson(
   admit: Admit,
@@ -54,8 +55,11 @@ export async function answerWithJson(
       errorCode: null,
     });
   } catch (error) {
-    call.fail(error, call.provider, soFar.model, soFar.spend);
-    throw error;
+    // Refused at the shutdown's deadline: whatever the aborted provider call failed with, the call
+    // failed for that, and its answer is the refusal's 503.
+    const failure = client.refusal() ?? error;
+    call.fail(failure, call.provider, soFar.model, soFar.spend);
+    throw failure;
   } finally {
     client.stop();
   }

@@ -1,6 +1,7 @@
 import { writeSync } from "node:fs";
 import { type DestinationStream, type Logger, pino } from "pino";
 import { createLogDestination } from "./log-destination.js";
+import { makeStdioNonBlocking } from "./non-blocking-stdio.js";
 
 export type { Logger };
 
@@ -155,9 +156,12 @@ export function createLogger(level: string, destination: DestinationStream): Log
  * The gateway's logger, on stdout (`createLogDestination`): a line that cannot be written (a full
  * disk, a closed pipe) is dropped and counted with `onDropped`, and the first line written again
  * is a warning saying how many were and why. What is held when the process exits is written then;
- * lines dropped and not reported by then are reported on stderr, if it can be written.
+ * lines dropped and not reported by then are reported on stderr, if it can be written. A pipe or
+ * socket on stdout or stderr is written without blocking (`makeStdioNonBlocking`), so a reader that
+ * stopped reading holds neither a thread nor the exit.
  */
 export function createStdoutLogger(level: string, onDropped: (lines: number) => void): Logger {
+  makeStdioNonBlocking();
   const report = (to: Logger, dropped: number, reason: string) =>
     to.warn({ dropped, reason }, "log lines could not be written: dropped");
   const destination = createLogDestination({

@@ -1,6 +1,6 @@
 import type { ServerResponse } from "node:http";
 import { type Dispatcher, Pool } from "undici";
-import { GatewayError } from "../errors.js";
+import { GatewayError, isGatewayError } from "../errors.js";
 import type { ProviderAdapter } from "../providers/provider-adapter.js";
 import type { ProviderId } from "../providers/provider-id.js";
 import { isUpstreamTimeoutCode, providerTimeout } from "../providers/sdk-call-failure.js";
@@ -148,7 +148,8 @@ export async function forward(pools: UpstreamPools, call: ForwardCall): Promise<
   try {
     outcome = await exchange.run();
   } catch (error) {
-    throw upstreamError(error, adapter.id);
+    // A GatewayError is the gateway's own refusal (the shutdown's deadline), not the provider's failure.
+    throw isGatewayError(error) ? error : upstreamError(error, adapter.id);
   }
   const { facts } = call;
   // An image generation's model is read from the parsed body: the quick read of the first 64 KiB

@@ -1,6 +1,8 @@
 import type { ServerResponse } from "node:http";
 import type { Socket } from "node:net";
 import type { Dispatcher, Pool } from "undici";
+import { offRefusal, onRefusal } from "../deadline-refusal.js";
+import type { GatewayError } from "../errors.js";
 import type { ImageCall } from "../providers/image-calls.js";
 import type { ResponsesCall } from "../providers/provider-adapter.js";
 import type { ProviderId } from "../providers/provider-id.js";
@@ -51,6 +53,8 @@ export class ProxyExchange implements Dispatcher.DispatchHandler {
   private resumeUpstream: (() => void) | null = null;
   private sentAt = 0;
   private clientGone = false;
+  /** The shutdown's deadline came before the answer began: the call fails with this (503). */
+  private refusal: GatewayError | null = null;
   private retried = false;
   private drainListening = false;
   private resolve: (outcome: ProxyOutcome | "gone-before-headers") => void = () => {};
@@ -82,6 +86,7 @@ export class ProxyExchange implements Dispatcher.DispatchHandler {
       this.resolve = resolve;
       this.reject = reject;
       this.response.once("close", this.onClientClose);
+      onRefusal(this.response, this.onRefused);
       // A pipelined request waiting behind another on its connection has no socket yet, and its
       // response hears no `close` when the client goes: the connection's own close is watched.
       this.queuedOn = this.response.socket === null ? this.response.req.socket : null;
@@ -100,6 +105,14 @@ export class ProxyExchange implements Dispatcher.DispatchHandler {
     this.abortUpstream?.(new Error("The client disconnected"));
   };
 
+  // The drain refuses only a response whose head is not sent; the head may be held back still
+  // (waiting for the first chunk), and is then never sent.
+  private readonly onRefused = (refusal: GatewayError) => {
+    if (this.settled || this.headWritten) return;
+    this.refusal = refusal;
+    this.abortUpstream?.(refusal);
+  };
+
   private readonly onDrain = () => {
     this.drainListening = false;
     this.resumeUpstream?.();
@@ -114,6 +127,7 @@ export class ProxyExchange implements Dispatcher.DispatchHandler {
     if (this.settled) return;
     this.settled = true;
     this.response.off("close", this.onClientClose);
+    offRefusal(this.response, this.onRefused);
     this.queuedOn?.off("close", this.onClientClose);
     if (this.drainListening) this.response.off("drain", this.onDrain);
     report();
@@ -122,6 +136,7 @@ export class ProxyExchange implements Dispatcher.DispatchHandler {
   onConnect(abort: (reason?: Error) => void): void {
     this.abortUpstream = abort;
     if (this.clientGone) abort(new Error("The client disconnected"));
+    else if (this.refusal) abort(this.refusal);
   }
 
   onHeaders(statusCode: number, rawHeaders: Buffer[], resume: () => void): boolean {
@@ -239,6 +254,7 @@ export class ProxyExchange implements Dispatcher.DispatchHandler {
       // Nothing reached the client yet.
       const code = (error as { code?: string }).code ?? "";
       if (this.clientGone) this.finish("gone-before-headers");
+      else if (this.refusal) this.settle(() => this.reject(this.refusal));
       else if (this.status === 0 && connectFailures.has(code) && !this.retried) {
         this.retried = true;
         this.abortUpstream = null;

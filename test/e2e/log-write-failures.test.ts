@@ -1,4 +1,7 @@
-import { closeSync, existsSync, openSync } from "node:fs";
+import { execFileSync } from "node:child_process";
+import { closeSync, constants, existsSync, mkdtempSync, openSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { shutdownMarginMs } from "../../src/gateway-close.js";
 import { type FakeUpstream, startFakeUpstream } from "../fakes/fake-upstream.js";
@@ -11,7 +14,8 @@ const shutdownTimeoutMs = 2000;
  * A gateway whose log cannot be written (stdout on a full disk, or a pipe whose reader left) keeps
  * serving and keeps its usage rows: the lines are dropped and counted, never retried, and the
  * shutdown ends on time. pino's default destination made the first refused write an uncaught
- * exception, and its flush at exit retried a full disk forever with the event loop blocked.
+ * exception, and its flush at exit retried a full disk forever with the event loop blocked. A pipe
+ * whose reader stopped reading does not hold the exit either (a blocking write to it never returns).
  */
 describe("a log that cannot be written", () => {
   let fake: FakeUpstream;
@@ -90,6 +94,55 @@ describe("a log that cannot be written", () => {
       await servesAndKeepsItsRows(gateway, "EPIPE");
     } finally {
       await gateway.remove();
+    }
+  }, 40_000);
+
+  it("exits on SIGTERM within its shutdown time when stdout is a pipe nobody reads (a blocking pipe, full)", async () => {
+    // A named pipe, opened as a shell pipeline's is (`sluice | reader`): the gateway's end blocking
+    // and write-only, the reader's end held open here and never read, so the pipe fills (64 KiB).
+    const dir = mkdtempSync(join(tmpdir(), "sluice-pipe-"));
+    const path = join(dir, "stdout");
+    execFileSync("mkfifo", [path]);
+    const reader = openSync(path, constants.O_RDONLY | constants.O_NONBLOCK);
+    const writer = openSync(path, "w");
+    const shutdownTimeoutMs = 1000;
+    const gateway = await spawnGateway({
+      stdout: writer,
+      imports: ["./test/support/blocking-stdout.ts"],
+      env: { LOG_LEVEL: "debug", SLUICE_SHUTDOWN_TIMEOUT_MS: String(shutdownTimeoutMs) },
+    }).finally(() => closeSync(writer));
+    try {
+      // An access line of over 300 bytes each (the path is in it): over 64 KiB, more than the pipe holds.
+      for (let call = 0; call < 400; call++) {
+        const response = await fetch(`${gateway.url}/nope/${call}/${"x".repeat(200)}`);
+        expect(response.status).toBe(404);
+        await response.arrayBuffer();
+      }
+      expect((await fetch(`${gateway.url}/health`)).status).toBe(200);
+
+      const startedAt = performance.now();
+      gateway.child.kill("SIGTERM");
+      const bound = shutdownTimeoutMs + shutdownMarginMs;
+      const exit = await Promise.race([
+        gateway.exit,
+        new Promise((resolve) => setTimeout(() => resolve("still running"), bound + 2000)),
+      ]);
+      expect(exit).toEqual({ code: 0, signal: null });
+      expect(performance.now() - startedAt).toBeLessThan(bound);
+      // The lines the pipe did not take are dropped, and said on stderr (which the test reads).
+      const report = gateway
+        .output()
+        .split("\n")
+        .find((line) => line.includes('"msg":"log lines could not be written: dropped"'));
+      expect(JSON.parse(report ?? "{}")).toMatchObject({
+        level: "warn",
+        dropped: expect.any(Number),
+        reason: "EAGAIN",
+      });
+    } finally {
+      await gateway.remove();
+      closeSync(reader);
+      rmSync(dir, { recursive: true, force: true });
     }
   }, 40_000);
 });

@@ -1,0 +1,40 @@
+import type { ServerResponse } from "node:http";
+import { GatewayError } from "./errors.js";
+
+/**
+ * The event the connection drain emits on a response whose answer has not begun at the shutdown's
+ * deadline (`refuseAtDeadline`). A symbol: no other code emits it by accident.
+ */
+const refusal = Symbol("refused at the shutdown deadline");
+
+export type RefusalListener = (refusal: GatewayError) => void;
+
+/**
+ * At the shutdown's deadline, a call whose answer has not begun is refused, not cut without an
+ * answer: the work that waits for it (a provider call) listens on its response (`onRefusal`),
+ * stops, and fails with the refusal, which its route records in the usage row and answers (503,
+ * Retry-After; the drain has made every answer say `Connection: close`). Returns whether anything
+ * listened: a response nothing answers for is cut as before.
+ */
+export function refuseAtDeadline(response: ServerResponse): boolean {
+  return response.emit(
+    refusal,
+    new GatewayError(
+      "SERVICE_UNAVAILABLE",
+      "The gateway is shutting down and stopped this call before its answer began; retry it",
+      { headers: { "retry-after": "1" } },
+    ),
+  );
+}
+
+/**
+ * Calls `listener` should the shutdown's deadline refuse `response`'s call, until `offRefusal`
+ * (`on`, not `once`: the drain refuses a response once, and a proxied call saves `once`'s wrapper).
+ */
+export function onRefusal(response: ServerResponse, listener: RefusalListener): void {
+  response.on(refusal, listener);
+}
+
+export function offRefusal(response: ServerResponse, listener: RefusalListener): void {
+  response.off(refusal, listener);
+}

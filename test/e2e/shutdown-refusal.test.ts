@@ -1,0 +1,168 @@
+import { rmSync } from "node:fs";
+import { join } from "node:path";
+import BetterSqlite3 from "better-sqlite3";
+import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { shutdownMarginMs } from "../../src/gateway-close.js";
+import { shutDown } from "../../src/server.js";
+import { type FakeUpstream, startFakeUpstream } from "../fakes/fake-upstream.js";
+import { proxiedChat } from "../support/proxied-chat.js";
+import { createTestProject, startTestGateway, type TestGateway } from "../support/test-gateway.js";
+
+const shutdownTimeoutMs = 300;
+const schema = { type: "object", properties: { answer: { type: "string" } }, required: ["answer"] };
+
+/** The usage rows of a gateway that has shut down, read from its database; removes its data dir. */
+function rowsOf(sluice: TestGateway) {
+  const dataDir = sluice.gateway.config.dataDir;
+  const database = new BetterSqlite3(join(dataDir, "sluice.sqlite"), { readonly: true });
+  try {
+    return database
+      .prepare(
+        "select request_id, endpoint, status, outcome, error_code from usage_records order by request_id",
+      )
+      .all();
+  } finally {
+    database.close();
+    rmSync(dataDir, { recursive: true, force: true });
+  }
+}
+
+/** Waits until the fake upstream has received `count` requests. */
+async function untilRequested(fake: FakeUpstream, count: number): Promise<void> {
+  const by = Date.now() + 5000;
+  while (fake.requests.length < count && Date.now() < by)
+    await new Promise((resolve) => setTimeout(resolve, 10));
+  expect(fake.requests).toHaveLength(count);
+}
+
+/**
+ * At the shutdown's deadline a call whose answer has not begun (its provider is still thinking) is
+ * refused, not cut: it gets 503 with Retry-After and `Connection: close`, its provider call is
+ * aborted, and its usage row says 503, the gateway's refusal, where it said 499 (a client that
+ * left) for a connection closed without an answer. A call whose answer began is cut as before.
+ */
+describe("calls unanswered at the shutdown deadline", () => {
+  let fake: FakeUpstream;
+
+  beforeAll(async () => {
+    fake = await startFakeUpstream();
+  });
+
+  afterEach(() => {
+    fake.setLatencyMs(0);
+    fake.hangStreamsAfter(null);
+    fake.clear();
+  });
+
+  afterAll(async () => {
+    await fake.close();
+  });
+
+  /** The 503 a refused call gets: the error envelope, Retry-After, and the connection closed. */
+  async function expectRefusal(answer: Response | Error) {
+    // Not a connection closed without an answer (fetch failed: other side closed).
+    expect(answer).toBeInstanceOf(Response);
+    const response = answer as Response;
+    const requestId = String(response.headers.get("x-request-id"));
+    expect(response.status).toBe(503);
+    expect(response.headers.get("retry-after")).toBe("1");
+    expect(response.headers.get("connection")).toBe("close");
+    expect(await response.json()).toEqual({
+      error: {
+        code: "SERVICE_UNAVAILABLE",
+        message: "The gateway is shutting down and stopped this call before its answer began; retry it",
+        requestId,
+      },
+    });
+    return requestId;
+  }
+
+  it("answers a proxied call 503 and aborts it, and cuts a stream whose answer began", async () => {
+    const sluice = await startTestGateway({
+      providerABaseUrl: `${fake.url}/a/v1`,
+      shutdownTimeoutMs,
+    });
+    const project = await createTestProject(sluice.gateway);
+    fake.hangStreamsAfter(1);
+    const stream = await proxiedChat(sluice.url, project, {
+      body: { model: "gpt-4o-mini", messages: [], stream: true },
+    });
+    const reader = stream.body!.getReader();
+    await reader.read();
+    const streamCut = (async () => {
+      try {
+        while (!(await reader.read()).done);
+        return "whole";
+      } catch {
+        return "cut";
+      }
+    })();
+    fake.setLatencyMs(10_000);
+    const pending = proxiedChat(sluice.url, project).catch((error: Error) => error);
+    await untilRequested(fake, 2);
+
+    const startedAt = performance.now();
+    await shutDown(sluice.server, sluice.gateway);
+    expect(performance.now() - startedAt).toBeLessThan(shutdownTimeoutMs + shutdownMarginMs);
+    const requestId = await expectRefusal(await pending);
+    expect((await fake.waitForAbort(1000)).aborted).toBe(true);
+    expect(await streamCut).toBe("cut");
+    expect(rowsOf(sluice)).toEqual([
+      // The stream's answer began: its row keeps the provider's status, cut short (`aborted`).
+      {
+        request_id: stream.headers.get("x-request-id"),
+        endpoint: "proxy",
+        status: 200,
+        outcome: "aborted",
+        error_code: null,
+      },
+      {
+        request_id: requestId,
+        endpoint: "proxy",
+        status: 503,
+        outcome: "error",
+        error_code: "SERVICE_UNAVAILABLE",
+      },
+    ]);
+    // The access line says what the client got: 503, an answer sent whole.
+    const accessLine = sluice.logs
+      .map((line) => JSON.parse(line) as Record<string, unknown>)
+      .find((line) => line.msg === "request" && line.requestId === requestId);
+    expect(accessLine).toMatchObject({ status: 503 });
+    expect(accessLine).not.toHaveProperty("aborted");
+    expect(sluice.logs.join("")).toContain(
+      '"refused":1,"msg":"shutdown deadline reached: unanswered calls refused"',
+    );
+  });
+
+  it("answers a /v1/text call 503 and aborts its provider call", async () => {
+    const sluice = await startTestGateway({
+      providerABaseUrl: `${fake.url}/a/v1`,
+      shutdownTimeoutMs,
+    });
+    const project = await createTestProject(sluice.gateway, { provider: "provider-a", outputSchema: schema });
+    fake.setLatencyMs(8000);
+    const pending = fetch(`${sluice.url}/v1/text/${project.projectId}`, {
+      method: "POST",
+      headers: {
+        authorization: `Bearer ${project.bearer("provider-a")}`,
+        "content-type": "application/json",
+      },
+      body: JSON.stringify({ text: "hello" }),
+    }).catch((error: Error) => error);
+    await untilRequested(fake, 1);
+
+    await shutDown(sluice.server, sluice.gateway);
+    const requestId = await expectRefusal(await pending);
+    expect((await fake.waitForAbort(1000)).aborted).toBe(true);
+    expect(rowsOf(sluice)).toEqual([
+      {
+        request_id: requestId,
+        endpoint: "text",
+        status: 503,
+        outcome: "error",
+        error_code: "SERVICE_UNAVAILABLE",
+      },
+    ]);
+  });
+});
