@@ -324,7 +324,7 @@ export const settings = {
     "SLUICE_USAGE_QUEUE_MAX",
     integer(100),
     "100000",
-    "usage rows held in memory while the database is down (oldest kept; overflow counted)",
+    "usage rows held in memory while the database is down (oldest kept, but a call's row takes the place of refused requests' rows; overflow counted)",
   ),
   authFailureLimit: setting(
     "SLUICE_AUTH_FAILURE_LIMIT",

@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { tinyPng } from "../fakes/fake-upstream-responses.js";
 import { type LocalServer, startLocalServer } from "../support/local-server.js";
 import {
   createTestProject,
@@ -26,7 +27,7 @@ const completion = JSON.stringify({
 });
 const imageAnswer = JSON.stringify({
   created: 1,
-  data: [{ b64_json: Buffer.from("png").toString("base64") }],
+  data: [{ b64_json: tinyPng.toString("base64") }],
 });
 
 /**
@@ -60,16 +61,19 @@ describe("a provider answer over SLUICE_MAX_PROVIDER_RESPONSE_BYTES", () => {
           response.writeHead(200, { "content-type": "application/json", "content-length": body.length });
           response.end(body);
         } else {
-          // 8 MiB of whitespace in 16 KiB chunks, then the answer: only the cap's worth is read.
+          // 8 MiB of whitespace in 32 KiB chunks 2 ms apart, then the answer: only the cap's worth
+          // is read, and the gateway closes the connection then. Paced, so what is written before
+          // the close does not depend on the kernel's socket buffers (which, autotuned up to
+          // tcp_wmem's and tcp_rmem's maximum, take several MiB without anyone reading).
           written = 0;
           response.writeHead(200, { "content-type": "application/json" });
-          const chunk = Buffer.alloc(16 * 1024, 0x20);
+          const chunk = Buffer.alloc(32 * 1024, 0x20);
           const pump = () => {
-            while (written < 8 * 2 ** 20 && !response.destroyed) {
-              written += chunk.length;
-              if (!response.write(chunk)) return void response.once("drain", pump);
-            }
-            response.end(answer);
+            if (response.destroyed) return;
+            if (written >= 8 * 2 ** 20) return void response.end(answer);
+            written += chunk.length;
+            response.write(chunk);
+            setTimeout(pump, 2);
           };
           pump();
         }
