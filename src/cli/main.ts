@@ -158,10 +158,13 @@ function commandOf(
         throw new UsageError("standard input is empty: --api-key-stdin reads the provider key from it");
       const fields = {
         provider: flags.provider,
-        apiKey: need(apiKey, "--api-key or --api-key-stdin"),
+        apiKey,
         ...(flags.label !== undefined ? { label: flags.label } : {}),
       };
-      checkInput(addProviderKeyInput, fields, "provider key", flagOfField);
+      // Every missing flag at once: a key that is missing is named by both flags that can give it.
+      checkInput(addProviderKeyInput, fields, "provider key", (path) =>
+        path === "apiKey" && apiKey === undefined ? "--api-key or --api-key-stdin" : flagOfField(path),
+      );
       return (admin) => admin.addProviderKey(id, fields, flagOfField);
     }
     case "keys list": {
