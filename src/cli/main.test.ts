@@ -90,6 +90,39 @@ describe("sluice CLI", () => {
     }
   });
 
+  it("names SLUICE_DATA_DIR and why when its path runs through a file", async () => {
+    const notADirectory = join(dataDir, "a-file");
+    writeFileSync(notADirectory, "");
+    const under = join(notADirectory, "data");
+    process.env.SLUICE_DATA_DIR = under;
+    delete process.env.SLUICE_MASTER_KEY;
+    const reason = "(a part of its path is a file, not a directory) (ENOTDIR: not a directory";
+    try {
+      expect(await cli("projects", "list")).toMatchObject({
+        code: 1,
+        err:
+          `error: SLUICE_DATA_DIR (${under}) cannot be used: cannot look for the database ${under}/sluice.sqlite ` +
+          `${reason}, stat '${under}/sluice.sqlite')\n`,
+      });
+      expect(await cli("projects", "create", "--name", "x", "--provider", "provider-a")).toMatchObject({
+        code: 1,
+        err:
+          `error: SLUICE_DATA_DIR (${under}) cannot be used: cannot read the master key file ${under}/master.key ` +
+          `${reason}, open '${under}/master.key')\n`,
+      });
+      process.env.SLUICE_MASTER_KEY = masterKey;
+      expect(await cli("projects", "create", "--name", "x", "--provider", "provider-a")).toMatchObject({
+        code: 1,
+        err:
+          `error: SLUICE_DATA_DIR (${under}) cannot be used: cannot open the database ${under}/sluice.sqlite ` +
+          `${reason}, mkdir '${under}')\n`,
+      });
+    } finally {
+      process.env.SLUICE_DATA_DIR = dataDir;
+      process.env.SLUICE_MASTER_KEY = masterKey;
+    }
+  });
+
   it("creates, shows, updates, lists and deletes a project", async () => {
     const created = await cli(
       "projects",
