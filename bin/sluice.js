@@ -1,18 +1,53 @@
 #!/usr/bin/env node
-// The `sluice` command: runs the compiled CLI (npm run build) or, in a checkout, the TypeScript source through tsx.
-import { existsSync } from "node:fs";
-import { dirname, join } from "node:path";
+// The `sluice` command; `npx sluice` and `npm run sluice --` run this file too. It runs the compiled
+// CLI (dist/, from `npm run build` or `npm start`) while that is current, and otherwise the
+// TypeScript source through tsx: in a checkout with no build, or one whose src/ changed since the
+// build (a `git pull`), so it never runs an older CLI than the source beside it. Without tsx (an
+// install without dev dependencies) a stale build still runs, after a warning naming the newer file.
+import { existsSync, readdirSync, statSync } from "node:fs";
+import { dirname, join, relative } from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
 
 const root = join(dirname(fileURLToPath(import.meta.url)), "..");
-const compiled = join(root, "dist", "src", "cli", "main.js");
-let cli;
-if (existsSync(compiled)) {
-  cli = await import(pathToFileURL(compiled).href);
-} else {
-  const { register } = await import("tsx/esm/api");
-  register();
-  cli = await import(pathToFileURL(join(root, "src", "cli", "main.ts")).href);
+const source = join(root, "src");
+const compiled = join(root, "dist", "src");
+
+/** The first source file the build does not hold as it is now (changed or added since), if any. */
+function newerSource(directory) {
+  for (const entry of readdirSync(directory, { withFileTypes: true })) {
+    const path = join(directory, entry.name);
+    if (entry.isDirectory()) {
+      const newer = newerSource(path);
+      if (newer) return newer;
+    } else if (/(?<!\.test|\.d)\.ts$/.test(entry.name)) {
+      const output = statSync(join(compiled, relative(source, path)).replace(/\.ts$/, ".js"), {
+        throwIfNoEntry: false,
+      });
+      if (!output || output.mtimeMs < statSync(path).mtimeMs) return relative(root, path);
+    }
+  }
+  return undefined;
 }
+
+async function loadCli() {
+  const built = join(compiled, "cli", "main.js");
+  const newer = !existsSync(built) ? "(no build)" : existsSync(source) ? newerSource(source) : undefined;
+  if (newer === undefined) return import(pathToFileURL(built).href);
+  let register;
+  try {
+    ({ register } = await import("tsx/esm/api"));
+  } catch (error) {
+    if (newer === "(no build)") throw error;
+    process.stderr.write(
+      `warning: dist/ is older than ${newer} and tsx (a dev dependency) is not installed to run src/: ` +
+        "running the build; `npm run build` brings it up to date\n",
+    );
+    return import(pathToFileURL(built).href);
+  }
+  register();
+  return import(pathToFileURL(join(source, "cli", "main.ts")).href);
+}
+
+const cli = await loadCli();
 const code = await cli.runCli(process.argv.slice(2));
 if (code >= 0) process.exit(code);

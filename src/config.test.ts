@@ -154,7 +154,6 @@ describe("loadConfig", () => {
     expect(loadConfig({ SLUICE_CORS_ORIGINS: "*" }).corsOrigins).toEqual(["*"]);
     expect(loadConfig({}).corsOrigins).toBeUndefined();
     for (const wrong of [
-      "https://app.example.com/",
       "app.example.com",
       "ftp://files.example.com",
       "https://app.example.com/path",
@@ -163,6 +162,48 @@ describe("loadConfig", () => {
       expect(() => loadConfig({ SLUICE_CORS_ORIGINS: wrong }), wrong).toThrow(ConfigError);
       expect(() => loadConfig({ SLUICE_CORS_ORIGINS: wrong }), wrong).toThrow(/SLUICE_CORS_ORIGINS/);
     }
+  });
+
+  it.each([["http://x/path?q=1"], ["https://gateway.example.com/?"], ["https://gateway.example.com#vault"]])(
+    "refuses SLUICE_PUBLIC_URL %j, whose query or fragment would take in the signed vault URLs' paths",
+    (value) => {
+      expect(problemsOf({ SLUICE_PUBLIC_URL: value })).toBe(
+        "Invalid configuration:\n  SLUICE_PUBLIC_URL: must be a base URL without a query (?) or fragment (#): " +
+          "signed vault URLs append their path and query to it",
+      );
+    },
+  );
+
+  it("takes SLUICE_PUBLIC_URL with a path, which signed vault URLs keep", () => {
+    expect(loadConfig({ SLUICE_PUBLIC_URL: "https://example.com/sluice/" }).publicUrl).toBe(
+      "https://example.com/sluice/",
+    );
+  });
+
+  it("takes a CORS origin in any form naming it, as the browser serializes it in Origin", () => {
+    // A browser's Origin has a lower-case scheme and host and no default port or trailing slash.
+    expect(
+      loadConfig({
+        SLUICE_CORS_ORIGINS:
+          "https://App.Example.com, https://app.example.com:443, HTTP://Localhost:5173/, http://a.example:80, https://Bücher.example",
+      }).corsOrigins,
+    ).toEqual([
+      "https://app.example.com",
+      "http://localhost:5173",
+      "http://a.example",
+      "https://xn--bcher-kva.example",
+    ]);
+  });
+
+  it.each([
+    ["https://app.example.com/path", "https://app.example.com"],
+    ["https://App.example.com:8443/?q=1", "https://app.example.com:8443"],
+    ["https://app.example.com#top", "https://app.example.com"],
+    ["https://user@app.example.com", "https://app.example.com"],
+  ])("refuses the CORS origin %j, saying to write it as %s", (wrong, origin) => {
+    expect(problemsOf({ SLUICE_CORS_ORIGINS: wrong })).toBe(
+      `Invalid configuration:\n  SLUICE_CORS_ORIGINS: ${JSON.stringify(wrong)} is not an origin (scheme, host and port only, no path): write it as ${origin}`,
+    );
   });
 
   it("reads the PostgreSQL query and usage report timeouts, 10 s and 60 s by default", () => {

@@ -77,6 +77,14 @@ const milliseconds = millisecondsFrom(1);
 /** An http:// or https:// URL: another scheme (or `host:port` without one) would fail every call. */
 const httpUrl = urlOf(["http:", "https:"], "must be an http:// or https:// URL");
 /**
+ * An http(s) URL that paths are appended to (`SLUICE_PUBLIC_URL`: `<base>/v1/vault/…?expires=…`):
+ * a query or fragment in it would take in every path appended, so it is refused. A path is kept.
+ */
+const baseUrl = httpUrl.refine(
+  (value) => !URL.canParse(value) || !/[?#]/.test(value),
+  "must be a base URL without a query (?) or fragment (#): signed vault URLs append their path and query to it",
+);
+/**
  * A provider's default image model: a model name (it becomes part of provider C's URL) that the
  * catalogue lists as an image model of that provider, or does not list at all (catalogues lag the
  * providers' new models).
@@ -352,9 +360,9 @@ export const settings = {
   ),
   publicUrl: setting(
     "SLUICE_PUBLIC_URL",
-    httpUrl.optional(),
+    baseUrl.optional(),
     undefined,
-    "external base URL used in signed vault URLs (unset: the address the gateway listens on, with the port it got and an IPv6 address in brackets, e.g. `http://[::1]:41234`)",
+    "external base URL used in signed vault URLs, a path allowed but no query or fragment (unset: the address the gateway listens on, with the port it got and an IPv6 address in brackets, e.g. `http://[::1]:41234`)",
   ),
   vaultUrlTtlSeconds: setting(
     "SLUICE_VAULT_URL_TTL_SECONDS",
@@ -411,7 +419,7 @@ export const settings = {
     "SLUICE_CORS_ORIGINS",
     parsedList(parseCorsOrigins),
     undefined,
-    "origins browser apps may call /v1/… and /health from (`*` or comma-separated `https://app.example.com`); unset: no CORS headers",
+    "origins browser apps may call /v1/… and /health from (`*` or comma-separated `https://app.example.com`; the host's case, a default port and a trailing `/` are normalised as browsers send them); unset: no CORS headers",
   ),
   metricsEnabled: setting("SLUICE_METRICS", bool, "true", "serve Prometheus metrics at /metrics"),
   shutdownTimeoutMs: setting(

@@ -2,7 +2,7 @@ import type { IncomingMessage } from "node:http";
 import type { AddressInfo } from "node:net";
 import type { Redis } from "ioredis";
 import { createProjectAdmin } from "./admin/project-admin.js";
-import { seedProjects } from "./admin/seed-projects.js";
+import { readProjectsFile, seedProjects } from "./admin/seed-projects.js";
 import type { App } from "./app.js";
 import { createApp } from "./app.js";
 import { createAuthenticator } from "./auth/authenticate.js";
@@ -87,6 +87,8 @@ export async function createGateway(config: Config, injected: Partial<Injectable
   globalThis.AI_SDK_LOG_WARNINGS = ({ warnings, provider, model }) =>
     logger.debug({ provider, model, warnings }, "AI SDK warnings");
   const now = injected.now ?? (() => new Date());
+  // Read and checked before anything is written: a bad file leaves no master key or database behind.
+  const projectsFile = config.configFile ? readProjectsFile(config.configFile) : undefined;
   const masterKey = loadMasterKey(config, (file) =>
     logger.warn(
       { file },
@@ -133,8 +135,11 @@ export async function createGateway(config: Config, injected: Partial<Injectable
     onProjectChanged: directory.invalidate,
     testModeAllowed,
   });
-  if (config.configFile) {
-    const seeded = await seedProjects(admin, config.configFile);
+  if (projectsFile) {
+    const seeded = await seedProjects(admin, projectsFile).catch(async (error: unknown) => {
+      await database.close();
+      throw error;
+    });
     logger.info(seeded, "projects seeded from SLUICE_CONFIG_FILE");
   }
   for (const warning of [

@@ -289,6 +289,21 @@ export function createProjectAdmin(deps: ProjectAdminDeps) {
   });
 }
 
+/**
+ * The checks on a project `checkProject` makes that need nothing stored: the id's form, each
+ * field's type and form, the model name, the output schema, the DeviceCheck key. A file of projects
+ * (SLUICE_CONFIG_FILE) is checked so before the master key or the database is touched; whether an
+ * entry may create or update its project is `checkProject`'s, once the database is open.
+ */
+export function checkProjectEntry(
+  id: string,
+  input: Record<string, unknown>,
+  fieldName: FieldName = sameName,
+): void {
+  const entry = createProjectInput.partial({ name: true, provider: true });
+  checkProjectValues(parse(entry, { id, ...input }, "project", bodyLabels(fieldName)), fieldName);
+}
+
 function projectNotFound(id: string): GatewayError {
   return new GatewayError("PROJECT_NOT_FOUND", `Project ${JSON.stringify(id)} does not exist`);
 }

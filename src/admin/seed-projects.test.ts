@@ -4,13 +4,14 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { createSecretBox } from "../auth/secret-box.js";
+import { modelNameRule } from "../providers/model-name.js";
 import { startFailureMessage } from "../start-failure.js";
 import { type OpenDatabase, openDatabase } from "../storage/database.js";
 import { createKeyRepository } from "../storage/key-repository.js";
 import { createProjectRepository } from "../storage/project-repository.js";
 import { createUsageRepository } from "../storage/usage-repository.js";
 import { createProjectAdmin } from "./project-admin.js";
-import { seedProjects } from "./seed-projects.js";
+import { readProjectsFile, seedProjects } from "./seed-projects.js";
 
 describe("projects as code (SLUICE_CONFIG_FILE)", () => {
   let database: OpenDatabase;
@@ -21,6 +22,8 @@ describe("projects as code (SLUICE_CONFIG_FILE)", () => {
     writeFileSync(path, typeof content === "string" ? content : JSON.stringify(content));
     return path;
   };
+  /** Seeds the file at `path` as a start does: read and checked first, then written. */
+  const seed = async (path: string, into = admin) => seedProjects(into, readProjectsFile(path));
 
   beforeEach(async () => {
     database = await openDatabase({ dataDir: "unused", sqliteFile: ":memory:" });
@@ -43,11 +46,11 @@ describe("projects as code (SLUICE_CONFIG_FILE)", () => {
     const first = file("first.json", {
       projects: [{ id: "demo-app", name: "Demo app", provider: "provider-a", testMode: true }],
     });
-    expect(await seedProjects(admin, first)).toEqual({ created: ["demo-app"], updated: [], unchanged: [] });
+    expect(await seed(first)).toEqual({ created: ["demo-app"], updated: [], unchanged: [] });
     const second = file("second.json", {
       projects: [{ id: "demo-app", name: "Renamed", provider: "provider-a", testMode: false }],
     });
-    expect(await seedProjects(admin, second)).toEqual({ created: [], updated: ["demo-app"], unchanged: [] });
+    expect(await seed(second)).toEqual({ created: [], updated: ["demo-app"], unchanged: [] });
     expect(await admin.getProject("demo-app")).toMatchObject({ name: "Renamed", testMode: false });
     expect((await admin.listProjects()).map((project) => project.id).sort()).toEqual(["by-hand", "demo-app"]);
   });
@@ -81,17 +84,17 @@ describe("projects as code (SLUICE_CONFIG_FILE)", () => {
       monthlySpendCapUsd: 12.5,
     };
     const path = file("steady.json", { projects: [entry] });
-    expect(await seedProjects(watched, path)).toMatchObject({ created: ["steady-app"], updated: [] });
+    expect(await seed(path, watched)).toMatchObject({ created: ["steady-app"], updated: [] });
     // Changed by hand where the file says nothing: the file still matches.
     await watched.updateProject("steady-app", { rateLimits: { devicePerMinute: 5 }, model: "claude-x" });
     const before = await watched.getProject("steady-app");
     changed.length = 0;
-    const again = await seedProjects(watched, path);
+    const again = await seed(path, watched);
     expect(await watched.getProject("steady-app")).toEqual(before);
     expect(changed).toEqual([]);
     expect(again).toEqual({ created: [], updated: [], unchanged: ["steady-app"] });
     const edited = file("edited.json", { projects: [{ ...entry, rateLimits: { perMinute: 61 } }] });
-    expect(await seedProjects(watched, edited)).toEqual({
+    expect(await seed(edited, watched)).toEqual({
       created: [],
       updated: ["steady-app"],
       unchanged: [],
@@ -110,18 +113,18 @@ describe("projects as code (SLUICE_CONFIG_FILE)", () => {
       deviceCheck: { enabled: true, teamId: "TEAM123456", keyId: "KEY1234567", privateKey: pem },
     };
     const path = file("device.json", { projects: [entry] });
-    expect(await seedProjects(admin, path)).toMatchObject({ created: ["device-app"] });
-    expect(await seedProjects(admin, path)).toMatchObject({ updated: ["device-app"] });
+    expect(await seed(path)).toMatchObject({ created: ["device-app"] });
+    expect(await seed(path)).toMatchObject({ updated: ["device-app"] });
     const { privateKey: _key, ...withoutKey } = entry.deviceCheck;
     const keyless = file("keyless.json", { projects: [{ ...entry, deviceCheck: withoutKey }] });
-    expect(await seedProjects(admin, keyless)).toMatchObject({ unchanged: ["device-app"] });
+    expect(await seed(keyless)).toMatchObject({ unchanged: ["device-app"] });
   });
 
   it("lets two instances seed the same file at once: the one that loses the race to create updates", async () => {
     const path = file("shared.json", {
       projects: [{ id: "shared-app", name: "Shared app", provider: "provider-a" }],
     });
-    const results = await Promise.all([seedProjects(admin, path), seedProjects(admin, path)]);
+    const results = await Promise.all([seed(path), seed(path)]);
     expect(results.map((result) => [...result.created, ...result.updated])).toEqual([
       ["shared-app"],
       ["shared-app"],
@@ -133,7 +136,7 @@ describe("projects as code (SLUICE_CONFIG_FILE)", () => {
   it("refuses a file that does not parse or does not have the projects shape, naming the file", async () => {
     for (const content of ["{not json", { projects: [{ name: "no id" }] }, { projects: [], extra: 1 }]) {
       const path = file("bad.json", content);
-      await expect(seedProjects(admin, path)).rejects.toThrow(`SLUICE_CONFIG_FILE ${path}`);
+      await expect(seed(path)).rejects.toThrow(`SLUICE_CONFIG_FILE ${path}`);
     }
   });
 
@@ -142,7 +145,7 @@ describe("projects as code (SLUICE_CONFIG_FILE)", () => {
       "broken.json",
       '{"projects":[{"deviceCheck":{"privateKey":"MIGTAgEAMBMGByqGSM49AgEG", "x": tru}}]}',
     );
-    const error = (await seedProjects(admin, path).catch((caught: unknown) => caught)) as Error;
+    const error = (await seed(path).catch((caught: unknown) => caught)) as Error;
     expect(error.message).toBe(
       `SLUICE_CONFIG_FILE ${path} is not a valid projects file: Unexpected token '}' (not valid JSON)`,
     );
@@ -152,7 +155,7 @@ describe("projects as code (SLUICE_CONFIG_FILE)", () => {
       "long.json",
       `{"projects":[{"id":"p1","name":"P","provider":"provider-a","deviceCheck":{"privateKey": 'SECRETPEMSECRETPEMSECRETPEM-MIGTAgEAMBMGByqGSM49AgEG'}}]}`,
     );
-    const quoted = (await seedProjects(admin, long).catch((caught: unknown) => caught)) as Error;
+    const quoted = (await seed(long).catch((caught: unknown) => caught)) as Error;
     expect(quoted.message).not.toContain("SECRET");
     expect(quoted.message).toMatch(/\(not valid JSON\)$/);
   });
@@ -173,7 +176,7 @@ describe("projects as code (SLUICE_CONFIG_FILE)", () => {
     "refuses the file %j with one line naming each problem, before seeding any project",
     async (content, reason) => {
       const path = file("unclear.json", content);
-      await expect(seedProjects(admin, path)).rejects.toThrow(
+      await expect(seed(path)).rejects.toThrow(
         new Error(`SLUICE_CONFIG_FILE ${path} is not a valid projects file: ${reason}`),
       );
       expect(await admin.listProjects()).toEqual([]);
@@ -187,16 +190,16 @@ describe("projects as code (SLUICE_CONFIG_FILE)", () => {
     };
     const entry = { id: "chat-app", name: "Chat app", provider: "provider-a", proxyAllowList: chatOnly };
     const path = file("allow-list.json", { projects: [entry] });
-    expect(await seedProjects(admin, path)).toMatchObject({ created: ["chat-app"] });
+    expect(await seed(path)).toMatchObject({ created: ["chat-app"] });
     expect((await admin.getProject("chat-app")).proxyAllowList).toEqual(chatOnly);
-    expect(await seedProjects(admin, path)).toMatchObject({ unchanged: ["chat-app"] });
+    expect(await seed(path)).toMatchObject({ unchanged: ["chat-app"] });
     const opened = file("opened.json", { projects: [{ ...entry, proxyAllowList: null }] });
-    expect(await seedProjects(admin, opened)).toMatchObject({ updated: ["chat-app"] });
+    expect(await seed(opened)).toMatchObject({ updated: ["chat-app"] });
     expect((await admin.getProject("chat-app")).proxyAllowList).toBeNull();
     const refused = file("bad-rule.json", {
       projects: [{ ...entry, proxyAllowList: { "provider-a": ["POST chat/completions", "GET /files"] } }],
     });
-    expect(((await seedProjects(admin, refused).catch((caught: unknown) => caught)) as Error).message).toBe(
+    expect(((await seed(refused).catch((caught: unknown) => caught)) as Error).message).toBe(
       `SLUICE_CONFIG_FILE ${refused}: project "chat-app": Invalid project: projects.0.proxyAllowList.provider-a.1: ` +
         `"GET /files" starts with /: write the path after the provider's base URL (chat/completions)`,
     );
@@ -207,7 +210,7 @@ describe("projects as code (SLUICE_CONFIG_FILE)", () => {
     const path = file("refused.json", {
       projects: [{ id: "bad-provider", name: "x", provider: "provider-z" }],
     });
-    const error = await seedProjects(admin, path).catch((caught: unknown) => caught);
+    const error = await seed(path).catch((caught: unknown) => caught);
     expect(error).toBeInstanceOf(Error);
     expect((error as Error).message).toMatch(
       new RegExp(`^SLUICE_CONFIG_FILE ${path}: project "bad-provider": `),
@@ -219,7 +222,7 @@ describe("projects as code (SLUICE_CONFIG_FILE)", () => {
     const path = file("test-mode.json", {
       projects: [{ id: "demo-app", name: "Demo app", provider: "provider-a", testMode: "yes" }],
     });
-    const line = startFailureMessage(await seedProjects(admin, path).catch((caught: unknown) => caught));
+    const line = startFailureMessage(await seed(path).catch((caught: unknown) => caught));
     expect(line).toBe(
       `sluice failed to start: SLUICE_CONFIG_FILE ${path}: project "demo-app": ` +
         "Invalid project: projects.0.testMode: Invalid input: expected boolean, received string\n",
@@ -233,7 +236,7 @@ describe("projects as code (SLUICE_CONFIG_FILE)", () => {
         { id: "second", name: "Second", provider: "provider-a", disabled: "no" },
       ],
     });
-    const line = startFailureMessage(await seedProjects(admin, path).catch((caught: unknown) => caught));
+    const line = startFailureMessage(await seed(path).catch((caught: unknown) => caught));
     expect(line.split("projects.0.testMode")).toHaveLength(2);
     expect(line).toMatch(/project "second": .*projects\.1\.disabled.*\n$/);
   });
@@ -243,18 +246,37 @@ describe("projects as code (SLUICE_CONFIG_FILE)", () => {
       projects: [
         { id: "fresh-one", name: "Fine", provider: "provider-a" },
         { id: "fresh-two", name: "Wrong model", provider: "provider-a", model: "claude-sonnet-4-5" },
-        { id: "fresh-three", name: "Extra", provider: "provider-a", bogus: 1 },
-        { id: "fresh-four", name: "No keys", provider: "provider-a", deviceCheck: { enabled: true } },
+        { id: "fresh-three", name: "No keys", provider: "provider-a", deviceCheck: { enabled: true } },
       ],
     });
-    const error = (await seedProjects(admin, path).catch((caught: unknown) => caught)) as Error;
+    const error = (await seed(path).catch((caught: unknown) => caught)) as Error;
     expect(error.message).toBe(
       `SLUICE_CONFIG_FILE ${path}: ` +
         'project "fresh-two": model "claude-sonnet-4-5" is a provider-b model; this project\'s provider is provider-a; ' +
-        'project "fresh-three": Invalid project: projects.2: Unrecognized key: "bogus"; ' +
-        'project "fresh-four": Device Check needs projects.3.deviceCheck.teamId, projects.3.deviceCheck.keyId and ' +
-        "projects.3.deviceCheck.privateKey (the .p8 file's contents) when enabled",
+        'project "fresh-three": Device Check needs projects.2.deviceCheck.teamId, projects.2.deviceCheck.keyId and ' +
+        "projects.2.deviceCheck.privateKey (the .p8 file's contents) when enabled",
     );
     expect(await admin.listProjects()).toEqual([]);
+  });
+
+  it("checks each entry's fields and values while reading the file, before any database, naming each refused one", () => {
+    const path = file("bad-fields.json", {
+      projects: [
+        { id: "fine", name: "Fine", provider: "provider-a" },
+        { id: "extra", name: "Extra", provider: "provider-a", bogus: 1 },
+        { id: "bad id!", name: "Bad id" },
+        { id: "bad-model", model: "../evil" },
+        { id: "bad-schema", outputSchema: { type: "object", properties: { a: { type: "nonsense" } } } },
+      ],
+    });
+    expect(() => readProjectsFile(path)).toThrow(
+      new Error(
+        `SLUICE_CONFIG_FILE ${path}: ` +
+          'project "extra": Invalid project: projects.1: Unrecognized key: "bogus"; ' +
+          'project "bad id!": Invalid project: projects.2.id: must match ^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$; ' +
+          `project "bad-model": Invalid project: projects.3.model: ${modelNameRule}; ` +
+          'project "bad-schema": The output schema is invalid: #/properties/a: unknown type "nonsense"',
+      ),
+    );
   });
 });

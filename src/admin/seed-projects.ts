@@ -2,16 +2,18 @@ import { readFileSync } from "node:fs";
 import { isDeepStrictEqual } from "node:util";
 import { z } from "zod";
 import { isGatewayError } from "../errors.js";
-import type { ProjectAdmin, ProjectView } from "./project-admin.js";
+import { checkProjectEntry, type ProjectAdmin, type ProjectView } from "./project-admin.js";
 import { type UpdateProjectInput, updateProjectInput } from "./project-input.js";
 
 /**
  * Projects as code: `SLUICE_CONFIG_FILE` names a JSON file `{"projects": [{ "id": …, …}]}` whose
- * entries use the admin API's project fields. At start each project is created when missing and
- * updated to match when it differs from the file; one that already matches is not written (its
- * updatedAt and the caches that hold it stay as they are). Every entry is checked against every
- * rule first: a refused one stops the start before any project is written, and the message names
- * the file and each refused project with its problems.
+ * entries use the admin API's project fields. `readProjectsFile` reads it and checks what needs
+ * nothing stored (the file's shape, each entry's fields and values) before the start writes
+ * anything: a master key, a database. At start `seedProjects` then creates each project when
+ * missing and updates it to match when it differs from the file; one that already matches is not
+ * written (its updatedAt and the caches that hold it stay as they are). Every entry is checked
+ * against every rule first: a refused one stops the start before any project is written, and the
+ * message names the file and each refused project with its problems.
  * Provider keys and test keys are not seeded (they are secrets and are shown once): add them with
  * the CLI or the admin API (docs/api.md).
  */
@@ -31,10 +33,17 @@ const seedFile = z
     });
   });
 
-export async function seedProjects(
-  admin: ProjectAdmin,
-  file: string,
-): Promise<{ created: string[]; updated: string[]; unchanged: string[] }> {
+/** A projects file read and checked as far as it can be without the database. */
+export interface ProjectsFile {
+  file: string;
+  projects: ReadonlyArray<{ id: string } & Record<string, unknown>>;
+}
+
+/**
+ * Reads `file` and checks its shape and each entry's values; throws naming the file and every
+ * problem found. Reads nothing else and writes nothing.
+ */
+export function readProjectsFile(file: string): ProjectsFile {
   const invalid = (reason: string) =>
     new Error(`SLUICE_CONFIG_FILE ${file} is not a valid projects file: ${reason}`);
   let content: unknown;
@@ -53,26 +62,37 @@ export async function seedProjects(
       result.error.issues.map((issue) => `${issue.path.join(".") || "(file)"}: ${issue.message}`).join("; "),
     );
   }
-  const parsed = result.data;
-  const refused: { id: string; error: Error }[] = [];
-  for (const [index, { id, ...fields }] of parsed.projects.entries()) {
-    // Fields named by their place in the file: `projects.1.model`, `projects.1` for the entry.
-    const place = (path: string) => (path ? `projects.${index}.${path}` : `projects.${index}`);
+  const refused: Refusal[] = [];
+  for (const [index, { id, ...fields }] of result.data.projects.entries()) {
     try {
-      await admin.checkProject(id, fields, place);
+      checkProjectEntry(id, fields, placeIn(index));
+    } catch (error) {
+      if (!isGatewayError(error)) throw seedFailure(file, id, error);
+      refused.push({ id, error });
+    }
+  }
+  if (refused.length > 0) throw refusedEntries(file, refused);
+  return { file, projects: result.data.projects };
+}
+
+export async function seedProjects(
+  admin: ProjectAdmin,
+  { file, projects }: ProjectsFile,
+): Promise<{ created: string[]; updated: string[]; unchanged: string[] }> {
+  const refused: Refusal[] = [];
+  for (const [index, { id, ...fields }] of projects.entries()) {
+    try {
+      await admin.checkProject(id, fields, placeIn(index));
     } catch (error) {
       if (!isGatewayError(error) || error.status >= 500) throw seedFailure(file, id, error);
       refused.push({ id, error });
     }
   }
-  if (refused.length > 0) {
-    const reasons = refused.map(({ id, error }) => `project ${JSON.stringify(id)}: ${error.message}`);
-    throw new Error(`SLUICE_CONFIG_FILE ${file}: ${reasons.join("; ")}`, { cause: refused[0]?.error });
-  }
+  if (refused.length > 0) throw refusedEntries(file, refused);
   const created: string[] = [];
   const updated: string[] = [];
   const unchanged: string[] = [];
-  for (const { id, ...fields } of parsed.projects) {
+  for (const { id, ...fields } of projects) {
     try {
       const stored = await find(admin, id);
       if (!stored && (await createUnlessCreated(admin, id, fields))) {
@@ -88,6 +108,21 @@ export async function seedProjects(
     }
   }
   return { created, updated, unchanged };
+}
+
+interface Refusal {
+  id: string;
+  error: Error;
+}
+
+/** Fields named by their place in the file: `projects.1.model`, `projects.1` for the entry. */
+function placeIn(index: number): (path: string) => string {
+  return (path) => (path ? `projects.${index}.${path}` : `projects.${index}`);
+}
+
+function refusedEntries(file: string, refused: readonly Refusal[]): Error {
+  const reasons = refused.map(({ id, error }) => `project ${JSON.stringify(id)}: ${error.message}`);
+  return new Error(`SLUICE_CONFIG_FILE ${file}: ${reasons.join("; ")}`, { cause: refused[0]?.error });
 }
 
 function seedFailure(file: string, id: string, error: unknown): Error {

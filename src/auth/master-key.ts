@@ -1,6 +1,7 @@
 import { randomBytes } from "node:crypto";
 import { linkSync, mkdirSync, readFileSync, unlinkSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
+import { dataDirError, inDataDir } from "../storage/data-dir-error.js";
 
 export interface MasterKeySource {
   masterKey?: string | undefined;
@@ -21,33 +22,52 @@ export function loadMasterKey(source: MasterKeySource, onGenerated: (file: strin
   if (source.masterKey) return decodeMasterKey(source.masterKey, "SLUICE_MASTER_KEY");
   if (source.environment === "production") throw new Error("SLUICE_MASTER_KEY is required in production");
   const file = join(source.dataDir, "master.key");
-  try {
-    return decodeMasterKey(readFileSync(file, "utf8").trim(), `The master key file ${file}`);
-  } catch (error) {
-    if ((error as NodeJS.ErrnoException).code !== "ENOENT") throw error;
-  }
+  const stored = readKeyFile(source.dataDir, file);
+  if (stored !== undefined) return decodeMasterKey(stored, `The master key file ${file}`);
   if (source.databaseUrl) {
     throw new Error(
       `SLUICE_MASTER_KEY is required with DATABASE_URL (there is no ${file}): set the key every instance and the CLI share`,
     );
   }
-  mkdirSync(source.dataDir, { recursive: true, mode: 0o700 });
+  // A data dir that cannot hold the key (a path through a file, no permission) is named as the setting.
   const key = randomBytes(32);
-  // Written whole under another name, then linked into place: a gateway and a CLI command starting
-  // together on a fresh data dir both end up with the one key, and neither reads a half-written file.
+  const written = inDataDir(source.dataDir, `write the master key file ${file}`, () =>
+    writeKeyFile(source.dataDir, file, key),
+  );
+  if (!written)
+    return decodeMasterKey(readKeyFile(source.dataDir, file) ?? "", `The master key file ${file}`);
+  onGenerated(file);
+  return key;
+}
+
+/** The key file's text, or undefined when there is none; any other failure names SLUICE_DATA_DIR. */
+function readKeyFile(dataDir: string, file: string): string | undefined {
+  try {
+    return readFileSync(file, "utf8").trim();
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code === "ENOENT") return undefined;
+    throw dataDirError(dataDir, `read the master key file ${file}`, error);
+  }
+}
+
+/**
+ * Writes `key` into `file`, whole under another name, then linked into place: a gateway and a CLI
+ * command starting together on a fresh data dir both end up with the one key, and neither reads a
+ * half-written file. False when another process generated it first (that one is used).
+ */
+function writeKeyFile(dataDir: string, file: string, key: Buffer): boolean {
+  mkdirSync(dataDir, { recursive: true, mode: 0o700 });
   const draft = `${file}.${process.pid}.${randomBytes(6).toString("hex")}`;
   writeFileSync(draft, `${key.toString("base64")}\n`, { mode: 0o600, flag: "wx" });
   try {
     linkSync(draft, file);
+    return true;
   } catch (error) {
     if ((error as NodeJS.ErrnoException).code !== "EEXIST") throw error;
-    // Another process generated it first: use that one.
-    return decodeMasterKey(readFileSync(file, "utf8").trim(), `The master key file ${file}`);
+    return false;
   } finally {
     unlinkSync(draft);
   }
-  onGenerated(file);
-  return key;
 }
 
 /**

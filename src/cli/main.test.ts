@@ -90,6 +90,39 @@ describe("sluice CLI", () => {
     }
   });
 
+  it("names SLUICE_DATA_DIR and why when its path runs through a file", async () => {
+    const notADirectory = join(dataDir, "a-file");
+    writeFileSync(notADirectory, "");
+    const under = join(notADirectory, "data");
+    process.env.SLUICE_DATA_DIR = under;
+    delete process.env.SLUICE_MASTER_KEY;
+    const reason = "(a part of its path is a file, not a directory) (ENOTDIR: not a directory";
+    try {
+      expect(await cli("projects", "list")).toMatchObject({
+        code: 1,
+        err:
+          `error: SLUICE_DATA_DIR (${under}) cannot be used: cannot look for the database ${under}/sluice.sqlite ` +
+          `${reason}, stat '${under}/sluice.sqlite')\n`,
+      });
+      expect(await cli("projects", "create", "--name", "x", "--provider", "provider-a")).toMatchObject({
+        code: 1,
+        err:
+          `error: SLUICE_DATA_DIR (${under}) cannot be used: cannot read the master key file ${under}/master.key ` +
+          `${reason}, open '${under}/master.key')\n`,
+      });
+      process.env.SLUICE_MASTER_KEY = masterKey;
+      expect(await cli("projects", "create", "--name", "x", "--provider", "provider-a")).toMatchObject({
+        code: 1,
+        err:
+          `error: SLUICE_DATA_DIR (${under}) cannot be used: cannot open the database ${under}/sluice.sqlite ` +
+          `${reason}, mkdir '${under}')\n`,
+      });
+    } finally {
+      process.env.SLUICE_DATA_DIR = dataDir;
+      process.env.SLUICE_MASTER_KEY = masterKey;
+    }
+  });
+
   it("creates, shows, updates, lists and deletes a project", async () => {
     const created = await cli(
       "projects",
@@ -454,10 +487,6 @@ describe("sluice CLI", () => {
       "projects show does not take --provider; it takes no flags",
     ],
     [
-      ["projects", "update", "p", "--id", "other"],
-      "projects update does not take --id; it takes --name, --provider, --model, --team-id, --test-mode, ",
-    ],
-    [
       ["keys", "add", "p", "--provider", "provider-a", "--api-key", "sk-123456789", "--rate-limit", "5"],
       "keys add does not take --rate-limit; it takes --provider, --api-key, --api-key-stdin, --label\n",
     ],
@@ -472,6 +501,27 @@ describe("sluice CLI", () => {
     ],
     [["usage", "p", "-x"], "usage does not take -x; it takes --from, --to, --group-by\n"],
     [["serve", "--port", "9000"], "serve does not take --port; it takes no flags"],
+    [["--bogus"], "--bogus given without a command: sluice <command> [flags]\n"],
+    [["--version"], "--version given without a command: sluice <command> [flags]\n"],
+    [["-x"], "-x given without a command: sluice <command> [flags]\n"],
+    [["projects"], "projects needs a subcommand: one of create, list, show, update, delete\n"],
+    [["keys"], "keys needs a subcommand: one of add, list, revoke\n"],
+    [["test-keys", "--label", "x"], "test-keys needs a subcommand: one of rotate, list, revoke\n"],
+    [
+      ["projects", "create", "--name", "x", "--provider", "provider-a", "--clear", "model"],
+      "projects create does not take --clear; it takes --id, --name, --provider, --model, --team-id, " +
+        "--test-mode, --output-schema, --save-images-to-vault, --rate-limit, --device-rate-limit, " +
+        "--monthly-spend-cap, --disabled, --device-check, --device-check-team-id, --device-check-key-id, " +
+        "--device-check-private-key-file, --device-check-environment, --device-token-mode, --proxy-allow-list\n",
+    ],
+    [
+      ["projects", "update", "p", "--id", "other"],
+      "projects update does not take --id; it takes --name, --provider, --model, --team-id, --test-mode, " +
+        "--output-schema, --save-images-to-vault, --rate-limit, --device-rate-limit, --monthly-spend-cap, " +
+        "--disabled, --device-check, --device-check-team-id, --device-check-key-id, " +
+        "--device-check-private-key-file, --device-check-environment, --device-token-mode, --proxy-allow-list, " +
+        "--clear\n",
+    ],
     [["projects", "show", "p", "q"], 'unexpected argument "q": projects show takes ID\n'],
     [["projects", "list", "p"], 'unexpected argument "p": projects list takes no arguments\n'],
     [
@@ -510,6 +560,14 @@ describe("sluice CLI", () => {
       "Invalid project update: --device-token-mode: Invalid option",
     ],
     [["keys", "add", "p", "--api-key", "sk-123456789"], "Invalid provider key: --provider: is required\n"],
+    [
+      ["keys", "add", "prj_x"],
+      "Invalid provider key: --provider: is required; --api-key or --api-key-stdin: is required\n",
+    ],
+    [
+      ["keys", "add", "prj_x", "--provider", "provider-a"],
+      "Invalid provider key: --api-key or --api-key-stdin: is required\n",
+    ],
     [["usage", "p", "--group-by", "week"], "Invalid usage query: --group-by: Invalid option"],
     [["usage", "p", "--from", "yesterday"], "Invalid usage query: --from: must be an ISO instant"],
   ])("refuses %j as a usage error naming the flag, before opening the database", async (argv, message) => {
@@ -598,7 +656,9 @@ describe("sluice CLI", () => {
     try {
       const result = await cli("projects", "frobnicate");
       expect(result.code).toBe(2);
-      expect(result.err).toMatch(/^error: unknown command: projects frobnicate\n/);
+      expect(result.err).toMatch(
+        /^error: unknown command: projects frobnicate; projects takes create, list, show, update, delete\n/,
+      );
       expect(existsSync(fresh)).toBe(false);
       process.env.DATABASE_URL = "postgres://postgres@127.0.0.1:1/test";
       process.env.SLUICE_MASTER_KEY = randomBytes(32).toString("base64");

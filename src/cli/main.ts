@@ -1,4 +1,4 @@
-import { existsSync, readFileSync } from "node:fs";
+import { readFileSync } from "node:fs";
 import { openAdminContext } from "../admin/admin-context.js";
 import type { ProjectAdmin } from "../admin/project-admin.js";
 import {
@@ -14,7 +14,7 @@ import { checkProjectValues, usageReportWindow } from "../admin/project-values.j
 import { ConfigError, loadConfig } from "../config.js";
 import { isGatewayError } from "../errors.js";
 import { startFailureMessage } from "../start-failure.js";
-import { sqliteFileIn } from "../storage/database.js";
+import { hasSqliteFile } from "../storage/database.js";
 import { checkInput } from "./check-input.js";
 import { type CommandLine, type Flags, parseCommandLine, usage } from "./parse-command-line.js";
 import { projectFields } from "./project-fields.js";
@@ -67,7 +67,7 @@ export async function runCli(
     const config = loadConfig();
     // Only a new project may start a new embedded database: any other command run away from the
     // gateway's data dir would otherwise write a second one (and a master key) the gateway never reads.
-    if (!config.databaseUrl && command !== "projects create" && !existsSync(sqliteFileIn(config.dataDir))) {
+    if (!config.databaseUrl && command !== "projects create" && !hasSqliteFile(config.dataDir)) {
       io.err.write(
         `error: no Sluice database in ${config.dataDir} (SLUICE_DATA_DIR): run the CLI where the gateway runs, or set SLUICE_DATA_DIR or DATABASE_URL to the gateway's; \`projects create\` starts a new one\n`,
       );
@@ -158,10 +158,13 @@ function commandOf(
         throw new UsageError("standard input is empty: --api-key-stdin reads the provider key from it");
       const fields = {
         provider: flags.provider,
-        apiKey: need(apiKey, "--api-key or --api-key-stdin"),
+        apiKey,
         ...(flags.label !== undefined ? { label: flags.label } : {}),
       };
-      checkInput(addProviderKeyInput, fields, "provider key", flagOfField);
+      // Every missing flag at once: a key that is missing is named by both flags that can give it.
+      checkInput(addProviderKeyInput, fields, "provider key", (path) =>
+        path === "apiKey" && apiKey === undefined ? "--api-key or --api-key-stdin" : flagOfField(path),
+      );
       return (admin) => admin.addProviderKey(id, fields, flagOfField);
     }
     case "keys list": {

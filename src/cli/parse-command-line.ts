@@ -8,7 +8,7 @@ export const usage = `Usage: sluice <command>
   serve                                   start the gateway (same as npm start)
   projects create --name N --provider P [--id ID] [project flags]
   projects list | show ID | delete ID
-  projects update ID [--name N] [--provider P] [project flags]
+  projects update ID [--name N] [--provider P] [project flags] [--clear F]
   keys add PROJECT --provider P (--api-key K | --api-key-stdin) [--label L]
   keys list PROJECT | revoke PROJECT KEY_ID
   test-keys rotate PROJECT | list PROJECT | revoke PROJECT TEST_KEY_ID
@@ -19,7 +19,7 @@ Project flags: --model M --team-id T --test-mode true|false --output-schema FILE
   --disabled true|false --device-check true|false --device-check-team-id T --device-check-key-id K
   --device-check-private-key-file FILE.p8 --device-check-environment production|development
   --device-token-mode cached|single-use --proxy-allow-list FILE_OR_JSON
-  --clear F (repeatable) removes a value: F is one of ${[...clearable.keys()].join(", ")}
+  --clear F (projects update only; repeatable) removes a value: F is one of ${[...clearable.keys()].join(", ")}
   N: requests per minute, a whole number from ${rateLimitBounds.min} to ${rateLimitBounds.max}
   USD: an amount above 0 and up to ${maxMonthlySpendCapUsd}, in plain digits (25 or 12.50)
   --proxy-allow-list: the proxied calls allowed, by provider, replacing any list set before, e.g.
@@ -79,16 +79,21 @@ const projectFlags: FlagName[] = [
   "device-check-environment",
   "device-token-mode",
   "proxy-allow-list",
-  "clear",
 ];
 
+interface CommandSpec {
+  flags: readonly FlagName[];
+  arguments: readonly string[];
+}
+
 /** Each command with the flags it takes and the arguments (ids) that follow its name. */
-const commands: Record<string, { flags: readonly FlagName[]; arguments: readonly string[] }> = {
+const commands: Record<string, CommandSpec> = {
   serve: { flags: [], arguments: [] },
   "projects create": { flags: ["id", "name", "provider", ...projectFlags], arguments: [] },
   "projects list": { flags: [], arguments: [] },
   "projects show": { flags: [], arguments: ["ID"] },
-  "projects update": { flags: ["name", "provider", ...projectFlags], arguments: ["ID"] },
+  // A new project has no value to remove: `--clear` is refused there, not ignored.
+  "projects update": { flags: ["name", "provider", ...projectFlags, "clear"], arguments: ["ID"] },
   "projects delete": { flags: [], arguments: ["ID"] },
   "keys add": { flags: ["provider", "api-key", "api-key-stdin", "label"], arguments: ["PROJECT"] },
   "keys list": { flags: [], arguments: ["PROJECT"] },
@@ -104,10 +109,19 @@ export type CommandLine =
   | { kind: "none" }
   | { kind: "command"; command: string; arguments: string[]; flags: Flags };
 
+/** The commands in groups (`projects create`, …): each group's name and its subcommands. */
+const subcommands = new Map<string, string[]>();
+for (const name of Object.keys(commands)) {
+  const [group, subcommand] = name.split(" ");
+  if (group !== undefined && subcommand !== undefined)
+    subcommands.set(group, [...(subcommands.get(group) ?? []), subcommand]);
+}
+
 /**
- * The command, its arguments and its flags, or a UsageError: an unknown command, a flag the
- * command does not take (even one another command takes), a flag given twice, a flag without its
- * value, an argument too many. Nothing is opened or read here.
+ * The command, its arguments and its flags, or a UsageError: an unknown command, a group without
+ * its subcommand, a flag before any command or one the command does not take (even one another
+ * command takes), a flag given twice, a flag without its value, an argument too many. Nothing is
+ * opened or read here.
  */
 export function parseCommandLine(argv: string[]): CommandLine {
   // Lenient first, to learn the command: the flags it may take decide what is wrong.
@@ -119,11 +133,9 @@ export function parseCommandLine(argv: string[]): CommandLine {
     tokens: true,
   });
   if (tokens.some((token) => token.kind === "option" && token.name === "help")) return { kind: "help" };
-  const [first, second] = positionals;
-  if (first === undefined) return { kind: "none" };
-  const command = first === "serve" || first === "usage" ? first : `${first} ${second ?? ""}`.trim();
-  const spec = commands[command];
-  if (!spec) throw new UsageError(`unknown command: ${[first, second].filter(Boolean).join(" ")}`);
+  const named = commandNamed(positionals, tokens);
+  if (named === undefined) return { kind: "none" };
+  const { command, spec } = named;
   const taken = new Set<string>(spec.flags);
   const seen = new Set<string>();
   for (const token of tokens) {
@@ -150,6 +162,31 @@ export function parseCommandLine(argv: string[]): CommandLine {
     throw new UsageError(`unexpected argument ${quotedStart(extra)}: ${command} takes ${takes}`);
   }
   return { kind: "command", command, arguments: args, flags };
+}
+
+/**
+ * The command the positionals name (`projects create`, `serve`), or undefined when there are none
+ * and no flag either (the usage is printed). A flag without a command, a group without its
+ * subcommand (`projects`) and an unknown command are usage errors.
+ */
+function commandNamed(
+  positionals: string[],
+  tokens: ReadonlyArray<{ kind: string; rawName?: string }>,
+): { command: string; spec: CommandSpec } | undefined {
+  const [first, second] = positionals;
+  if (first === undefined) {
+    const flag = tokens.find((token) => token.kind === "option");
+    if (flag) throw new UsageError(`${flag.rawName} given without a command: sluice <command> [flags]`);
+    return undefined;
+  }
+  const group = subcommands.get(first);
+  if (group && second === undefined)
+    throw new UsageError(`${first} needs a subcommand: one of ${group.join(", ")}`);
+  const command = group ? `${first} ${second}` : first;
+  const spec = commands[command];
+  if (spec) return { command, spec };
+  const known = group ? `; ${first} takes ${group.join(", ")}` : "";
+  throw new UsageError(`unknown command: ${[first, second].filter(Boolean).join(" ")}${known}`);
 }
 
 /**

@@ -67,20 +67,40 @@ export function createCorsPolicy(origins: readonly string[]): CorsPolicy {
 const headerList = /^[\t ]*[!#$%&'*+.^_`|~0-9A-Za-z-]+(?:[\t ]*,[\t ]*[!#$%&'*+.^_`|~0-9A-Za-z-]+)*[\t ]*$/;
 
 /**
- * `SLUICE_CORS_ORIGINS` as a list: `*` or comma-separated origins, each exactly as a browser sends
- * it in `Origin` (no path, no trailing slash). Returns the problem as a string when one is invalid.
+ * `SLUICE_CORS_ORIGINS` as a list: `*` or comma-separated origins, each as a browser serializes it
+ * in `Origin` (RFC 6454 §6.1): an entry is taken in any form that names the same origin (an
+ * upper-case scheme or host, a default port, a trailing `/`) and stored in that serialized form,
+ * which the `Origin` header is compared with. Returns the problem as a string, with the origin to
+ * write where there is one, when an entry is not an http or https origin.
  */
 export function parseCorsOrigins(value: string): string[] | string {
-  const origins = value
+  const entries = value
     .split(",")
     .map((entry) => entry.trim())
     .filter((entry) => entry !== "");
-  if (origins.length === 0) return "list at least one origin, or `*`";
-  for (const origin of origins) {
-    if (origin === "*") continue;
-    const parsed = URL.canParse(origin) ? new URL(origin) : null;
-    if (!parsed || !/^https?:$/.test(parsed.protocol) || parsed.origin !== origin)
-      return `${JSON.stringify(origin)} is not an origin such as https://app.example.com (scheme, host and port only, no trailing slash)`;
+  if (entries.length === 0) return "list at least one origin, or `*`";
+  const origins = new Set<string>();
+  for (const entry of entries) {
+    const origin = originOf(entry);
+    if (origin.problem !== undefined) return `${JSON.stringify(entry)} ${origin.problem}`;
+    origins.add(origin.serialized);
   }
-  return origins;
+  return [...origins];
+}
+
+/** `entry`'s origin as a browser sends it, or what keeps it from being one. */
+function originOf(entry: string): { serialized: string; problem?: never } | { problem: string } {
+  if (entry === "*") return { serialized: entry };
+  const parsed = URL.canParse(entry) ? new URL(entry) : null;
+  if (!parsed || !/^https?:$/.test(parsed.protocol))
+    return {
+      problem:
+        "is not an origin such as https://app.example.com (http or https, a host, a port if not the default)",
+    };
+  // A path, query, fragment or user would be ignored by the match, not honoured: refused, not dropped.
+  if (parsed.pathname !== "/" || /[?#]/.test(entry) || parsed.username || parsed.password)
+    return {
+      problem: `is not an origin (scheme, host and port only, no path): write it as ${parsed.origin}`,
+    };
+  return { serialized: parsed.origin };
 }

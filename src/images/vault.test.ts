@@ -66,6 +66,15 @@ describe("signed URLs", () => {
     clock += 61_000;
     expect(signer.verify("t/generated-images/p/2026/01/01/x.png", expires, signature)).toBe("expired");
   });
+
+  it("keep the path of a SLUICE_PUBLIC_URL that has one, with or without its trailing slash", () => {
+    const signer = createUrlSigner(randomBytes(32), () => 1_000_000_000_000);
+    for (const base of ["https://example.com/sluice", "https://example.com/sluice/"]) {
+      const url = new URL(signer.sign(base, "t/generated-images/p/x.png", 60));
+      expect(url.pathname).toBe("/sluice/v1/vault/t/generated-images/p/x.png");
+      expect([...url.searchParams.keys()]).toEqual(["expires", "signature"]);
+    }
+  });
 });
 
 describe("local vault", () => {

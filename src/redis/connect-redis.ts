@@ -5,7 +5,8 @@ import { createRedisClient, RedisSetupError } from "./redis-client.js";
 
 /**
  * The Redis client of `REDIS_URL`, its errors logged (by message: an AUTH error carries the
- * command's arguments, the password among them). A Redis that refuses the URL's user, password or
+ * command's arguments, the password among them), and a password Redis does not need logged as a
+ * warning naming REDIS_URL (the client runs without it). A Redis that refuses the URL's user, password or
  * database stops the start as invalid configuration does; one that is unreachable does not (the
  * gateway starts degraded, on per-instance limits, and connects when Redis comes).
  */
@@ -20,6 +21,8 @@ export async function connectRedis(url: string, logger: Logger): Promise<Redis> 
         last = error.message;
         logger.warn({ redisError: error.message }, "Redis client error");
       },
+      // An AUTH Redis did not need (or could not take) is said in the log, not on the console.
+      onWarning: (message) => logger.warn({ setting: "REDIS_URL" }, message),
     });
   } catch (error) {
     if (error instanceof RedisSetupError)

@@ -1,5 +1,5 @@
 import type { Redis } from "ioredis";
-import { afterEach, describe, expect, it } from "vitest";
+import { afterEach, describe, expect, it, vi } from "vitest";
 // In CI (CI=true) an unreachable Redis makes this import throw, so the suite fails instead of skipping.
 import { startPasswordRedis } from "../../test/support/password-redis.js";
 import { redisAvailable, redisUrl } from "../../test/support/services.js";
@@ -9,6 +9,7 @@ import { createRedisClient, RedisSetupError } from "./redis-client.js";
 const made: Redis[] = [];
 const closers: Array<() => Promise<void>> = [];
 afterEach(async () => {
+  vi.restoreAllMocks();
   for (const client of made.splice(0)) client.disconnect();
   for (const close of closers.splice(0)) await close();
 });
@@ -97,14 +98,43 @@ describe("createRedisClient's first connection", () => {
   it("does not ask for a password the URL gives when an old Redis did not take its AUTH", async () => {
     const old = await startPasswordRedis("-ERR wrong number of arguments for 'auth' command");
     closers.push(old.close);
+    const console = vi.spyOn(globalThis.console, "warn");
+    const warnings: string[] = [];
     const started = createRedisClient(`redis://app:the-password@127.0.0.1:${old.port}/2`, {
       onError: () => {},
+      onWarning: (message) => warnings.push(message),
     });
     await expect(started).rejects.toThrow(
       "Redis refused the connection (it still requires authentication after the URL's AUTH; Redis 5 and older take a password without a user name): NOAUTH",
     );
     await expect(started).rejects.not.toThrow(/the-password/);
+    // ioredis's own `[ERROR] The server returned "wrong number of arguments …"` line is not printed.
+    expect(console).not.toHaveBeenCalled();
+    expect(warnings).toEqual([
+      "REDIS_URL gives a user name, which Redis 5 and older do not take: its AUTH was not used; write the URL without the user (redis://:password@host)",
+    ]);
   });
+
+  it.skipIf(!redisAvailable)(
+    "reports a password Redis does not require to onWarning once, not on the console, and runs on the URL's database",
+    async () => {
+      const console = vi.spyOn(globalThis.console, "warn");
+      const warnings: string[] = [];
+      const built = await createRedisClient("redis://:not-the-password@127.0.0.1:6379/11", {
+        onWarning: (message) => warnings.push(message),
+      });
+      made.push(built);
+      expect(built.status).toBe("ready");
+      expect(await built.client("INFO")).toMatch(/ db=11 /);
+      // A new connection's AUTH gets the same reply: it is not reported again.
+      built.disconnect(true);
+      expect(await eventually(async () => (await built.ping()) === "PONG", 3_000)).toBe(true);
+      expect(console).not.toHaveBeenCalled();
+      expect(warnings).toEqual([
+        "REDIS_URL gives a password, but this Redis requires none (its default user has no password): the password is not used, and anyone who can reach this Redis can use it",
+      ]);
+    },
+  );
 
   it.skipIf(!redisAvailable)(
     "drops a later connection whose SELECT Redis refuses (Redis was down at start) rather than use database 0",

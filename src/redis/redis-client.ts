@@ -45,7 +45,7 @@ export class RedisSetupError extends Error {
  */
 export async function createRedisClient(
   url: string,
-  options: { onError?: (error: Error) => void } = {},
+  options: { onError?: (error: Error) => void; onWarning?: (message: string) => void } = {},
 ): Promise<Redis> {
   const { Redis: RedisClient } = await import("ioredis");
   const client = new (replacingSilentConnections(RedisClient))(url, {
@@ -58,6 +58,7 @@ export async function createRedisClient(
     keepAlive: 10_000,
     retryStrategy: (attempt) => Math.min(100 * 2 ** attempt, 2_000),
   });
+  reportingAuthWarnings(client, options.onWarning ?? (() => {}));
   let starting = true;
   let failed = false;
   client.on("error", (error: Error) => {
@@ -92,6 +93,56 @@ function replacingSilentConnections(Base: typeof Redis): typeof Redis {
       return sent;
     }
   };
+}
+
+/**
+ * The AUTH replies ioredis answers with a line of its own on the console (outside the JSON log,
+ * whatever the log level) and then carries on without the URL's AUTH, each with what to tell the
+ * operator instead. Never the password: these are Redis's replies about it, not the command.
+ */
+const authWarnings: ReadonlyArray<{ reply: string; warning: string }> = [
+  {
+    // Redis 6 and later.
+    reply: "without any password configured for the default user",
+    warning:
+      "REDIS_URL gives a password, but this Redis requires none (its default user has no password): the password is not used, and anyone who can reach this Redis can use it",
+  },
+  {
+    // Redis 5 and older.
+    reply: "no password is set",
+    warning:
+      "REDIS_URL gives a password, but this Redis requires none (it has no requirepass): the password is not used, and anyone who can reach this Redis can use it",
+  },
+  {
+    // Redis 5 and older, given a user name and a password.
+    reply: "wrong number of arguments for 'auth' command",
+    warning:
+      "REDIS_URL gives a user name, which Redis 5 and older do not take: its AUTH was not used; write the URL without the user (redis://:password@host)",
+  },
+];
+
+/**
+ * Reports the AUTH replies ioredis would print on the console (`[WARN] This Redis server's
+ * \`default\` user does not require a password, but a password was supplied`) to `onWarning`
+ * instead, once per client: ioredis hands its AUTH reply to a callback that prints them, so that
+ * callback is wrapped to hear them first and pass on only the other errors.
+ */
+function reportingAuthWarnings(client: Redis, onWarning: (message: string) => void): void {
+  const auth = client.auth.bind(client) as (...args: unknown[]) => unknown;
+  let warned = false;
+  const wrapped = (...args: unknown[]) => {
+    const callback = args.at(-1);
+    if (typeof callback !== "function") return auth(...args);
+    const hearing = (error: Error | null | undefined, result?: unknown) => {
+      const known = error && authWarnings.find(({ reply }) => error.message.includes(reply));
+      if (!known) return callback(error, result);
+      if (!warned) onWarning(known.warning);
+      warned = true;
+      return callback(null, result);
+    };
+    return auth(...args.slice(0, -1), hearing);
+  };
+  client.auth = wrapped as Redis["auth"];
 }
 
 /** The setup command a reply error answered, e.g. "select"; undefined for any other error. */

@@ -1,4 +1,4 @@
-import { closeSync, mkdirSync, openSync } from "node:fs";
+import { closeSync, mkdirSync, openSync, statSync } from "node:fs";
 import { join } from "node:path";
 import BetterSqlite3 from "better-sqlite3";
 import {
@@ -11,6 +11,7 @@ import {
 } from "kysely";
 import type { Pool as PgPool, PoolConfig as PgPoolConfig } from "pg";
 import type { Config } from "../config.js";
+import { dataDirError, inDataDir } from "./data-dir-error.js";
 import { type MigrationOutcome, migrateToLatest, pingDatabase } from "./migrations.js";
 import { migrateWithinStartTimeout } from "./postgres-start.js";
 import type { Database } from "./schema.js";
@@ -128,22 +129,39 @@ export function sqliteFileIn(dataDir: string): string {
   return join(dataDir, "sluice.sqlite");
 }
 
+/**
+ * Whether the data dir holds an embedded database. A dir that cannot be looked into (a path
+ * through a file, no permission) is a `DataDirError` naming SLUICE_DATA_DIR, not a missing database.
+ */
+export function hasSqliteFile(dataDir: string): boolean {
+  const file = sqliteFileIn(dataDir);
+  return (
+    inDataDir(dataDir, `look for the database ${file}`, () => statSync(file, { throwIfNoEntry: false })) !==
+    undefined
+  );
+}
+
 /** Page cache per connection, in KiB. */
 export const sqliteCacheKiB = 2000;
 /** How long a statement waits for another process's lock on the file before SQLITE_BUSY. */
 export const sqliteBusyTimeoutMs = 5000;
 
 async function openSqlite(options: DatabaseOptions): Promise<OpenedSqlite> {
-  let file = options.sqliteFile;
-  if (!file) {
-    // Only the gateway's own user reads the data dir: it holds the master key, projects, and the
-    // usage table's client addresses. (Modes apply to what is created; an existing dir keeps its own.)
-    mkdirSync(options.dataDir, { recursive: true, mode: 0o700 });
-    file = sqliteFileIn(options.dataDir);
-    // Created owner-only before SQLite opens it; its -wal and -shm files take the same mode.
-    closeSync(openSync(file, "a", 0o600));
-  }
-  const database = new BetterSqlite3(file);
+  const file = options.sqliteFile ?? sqliteFileIn(options.dataDir);
+  // A data dir that cannot hold the database (a path through a file, no permission) is named as
+  // the setting, with the reason; an in-memory database (tests) has none.
+  const named = <T>(work: () => T): T =>
+    options.sqliteFile ? work() : inDataDir(options.dataDir, `open the database ${file}`, work);
+  const database = named(() => {
+    if (!options.sqliteFile) {
+      // Only the gateway's own user reads the data dir: it holds the master key, projects, and the
+      // usage table's client addresses. (Modes apply to what is created; an existing dir keeps its own.)
+      mkdirSync(options.dataDir, { recursive: true, mode: 0o700 });
+      // Created owner-only before SQLite opens it; its -wal and -shm files take the same mode.
+      closeSync(openSync(file, "a", 0o600));
+    }
+    return new BetterSqlite3(file);
+  });
   try {
     database.pragma(`busy_timeout = ${sqliteBusyTimeoutMs}`);
     // WAL lets readers run beside the batched usage writer; NORMAL is durable across process crashes.
@@ -156,7 +174,8 @@ async function openSqlite(options: DatabaseOptions): Promise<OpenedSqlite> {
     database.pragma(`cache_size = -${sqliteCacheKiB}`);
   } catch (error) {
     database.close();
-    throw error;
+    // WAL's -wal and -shm files are created beside the database: a dir that refuses them is named.
+    throw options.sqliteFile ? error : dataDirError(options.dataDir, `open the database ${file}`, error);
   }
   return {
     db: new Kysely<Database>({ dialect: new SqliteDialect({ database }) }),

@@ -1,5 +1,5 @@
 import { randomBytes } from "node:crypto";
-import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { chmodSync, existsSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -11,10 +11,79 @@ import { runGatewayUntilExit } from "../support/spawned-gateway.js";
 const dataDir = mkdtempSync(join(tmpdir(), "sluice-start-names-"));
 
 /** `npm start` on this test's data dir unless `env` names another, until it exits. */
-const start = (env: Record<string, string>) => runGatewayUntilExit({ SLUICE_DATA_DIR: dataDir, ...env });
+const start = (env: Record<string, string>, as?: { uid?: number; gid?: number }) =>
+  runGatewayUntilExit({ SLUICE_DATA_DIR: dataDir, ...env }, as);
 
 describe("a start that fails on a setting names it", () => {
   afterAll(() => rmSync(dataDir, { recursive: true, force: true }));
+
+  it.each([
+    ["is not JSON", "{not json"],
+    ["lists an entry with a field no project has", '{"projects":[{"id":"a","bogus":1}]}'],
+    ["does not exist", undefined],
+  ])(
+    "checks SLUICE_CONFIG_FILE before it writes anything: a file that %s leaves a fresh data dir unmade",
+    async (_, content) => {
+      const fresh = join(dataDir, `fresh-${randomBytes(4).toString("hex")}`);
+      const file = join(dataDir, `projects-${randomBytes(4).toString("hex")}.json`);
+      if (content !== undefined) writeFileSync(file, content);
+      const exited = await start({ SLUICE_DATA_DIR: fresh, SLUICE_MASTER_KEY: "", SLUICE_CONFIG_FILE: file });
+      expect(exited.code).toBe(1);
+      expect(exited.stderr).toMatch(new RegExp(`^sluice failed to start: SLUICE_CONFIG_FILE ${file}[ :]`));
+      // No master key generated, no database created: the data dir was never made.
+      expect(existsSync(fresh)).toBe(false);
+    },
+    20_000,
+  );
+
+  it.each([
+    ["SLUICE_MASTER_KEY unset: the master key file", "", "read the master key file", "master.key", "open"],
+    [
+      "SLUICE_MASTER_KEY set: the database",
+      randomBytes(32).toString("base64"),
+      "open the database",
+      "sluice.sqlite",
+      "mkdir",
+    ],
+  ])(
+    "names SLUICE_DATA_DIR and why when its path runs through a file (%s)",
+    async (_, masterKey, doing, name, syscall) => {
+      const notADirectory = join(dataDir, "a-file");
+      writeFileSync(notADirectory, "");
+      const under = join(notADirectory, "data");
+      const exited = await start({ SLUICE_DATA_DIR: under, SLUICE_MASTER_KEY: masterKey });
+      expect(exited.code).toBe(1);
+      const path = syscall === "mkdir" ? under : join(under, name);
+      expect(exited.stderr).toBe(
+        `sluice failed to start: SLUICE_DATA_DIR (${under}) cannot be used: cannot ${doing} ${join(under, name)} ` +
+          `(a part of its path is a file, not a directory): ENOTDIR: not a directory, ${syscall} '${path}'\n`,
+      );
+    },
+    20_000,
+  );
+
+  it("names SLUICE_DATA_DIR and why when the gateway's user may not write there", async () => {
+    // Root writes anywhere: as root, the gateway runs as nobody in a dir root owns.
+    const asRoot = process.getuid?.() === 0;
+    const readOnly = mkdtempSync(join(tmpdir(), "sluice-read-only-"));
+    try {
+      chmodSync(readOnly, asRoot ? 0o755 : 0o555);
+      const exited = await start(
+        { SLUICE_DATA_DIR: readOnly, SLUICE_MASTER_KEY: "" },
+        asRoot ? { uid: 65534, gid: 65534 } : {},
+      );
+      expect(exited.code).toBe(1);
+      expect(exited.stderr).toMatch(
+        new RegExp(
+          `^sluice failed to start: SLUICE_DATA_DIR \\(${readOnly}\\) cannot be used: cannot write the master key ` +
+            `file ${readOnly}/master.key \\(permission denied to the process's user\\): EACCES: permission denied, open '${readOnly}/master\\.key\\.\\d+\\.\\w+'\n$`,
+        ),
+      );
+    } finally {
+      chmodSync(readOnly, 0o700);
+      rmSync(readOnly, { recursive: true, force: true });
+    }
+  }, 20_000);
 
   it("names SLUICE_TLS_CERT and its file when the file is not PEM", async () => {
     const cert = join(dataDir, "cert.pem");

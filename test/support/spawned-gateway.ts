@@ -139,14 +139,17 @@ export async function createProjectOverAdminApi(
 /**
  * Runs `node --import tsx src/main.ts` (npm start) on `env` (SLUICE_DATA_DIR among it) until it
  * exits, for a start that is to fail: its exit code and what it wrote to stderr (killed after 15 s).
+ * `uid` and `gid` run it as another user (when the tests run as root).
  */
 export async function runGatewayUntilExit(
   env: Record<string, string>,
+  options: { uid?: number; gid?: number } = {},
 ): Promise<{ code: number | null; stderr: string }> {
   const child = spawn(process.execPath, ["--import", "tsx", "src/main.ts"], {
     cwd: join(import.meta.dirname, "../.."),
     env: { ...process.env, PORT: "0", HOST: "127.0.0.1", LOG_LEVEL: "silent", ...env },
     stdio: ["ignore", "ignore", "pipe"],
+    ...options,
   });
   let stderr = "";
   child.stderr?.on("data", (chunk: Buffer) => {

@@ -1,0 +1,112 @@
+import { execFile } from "node:child_process";
+import {
+  copyFileSync,
+  mkdirSync,
+  mkdtempSync,
+  readFileSync,
+  rmSync,
+  symlinkSync,
+  utimesSync,
+  writeFileSync,
+} from "node:fs";
+import { tmpdir } from "node:os";
+import { dirname, join } from "node:path";
+import { promisify } from "node:util";
+import { afterEach, describe, expect, it } from "vitest";
+
+const repository = join(import.meta.dirname, "../..");
+const run = promisify(execFile);
+
+/**
+ * A checkout holding the real bin/sluice.js, a CLI source and its build, each of which answers
+ * which one ran: what bin/sluice.js picks is then read from its output.
+ */
+function checkout(options: { source?: boolean; build?: boolean; tsx?: boolean } = {}) {
+  const root = mkdtempSync(join(tmpdir(), "sluice-bin-"));
+  const file = (path: string, text: string, seconds: number) => {
+    mkdirSync(dirname(join(root, path)), { recursive: true });
+    writeFileSync(join(root, path), text);
+    utimesSync(join(root, path), seconds, seconds);
+  };
+  mkdirSync(join(root, "bin"));
+  copyFileSync(join(repository, "bin/sluice.js"), join(root, "bin/sluice.js"));
+  writeFileSync(join(root, "package.json"), JSON.stringify({ type: "module" }));
+  if (options.tsx !== false) symlinkSync(join(repository, "node_modules"), join(root, "node_modules"));
+  const cli = (which: string) =>
+    `export async function runCli(argv) { process.stdout.write(${JSON.stringify(which)} + " " + argv.join(" ")); return 0; }\n`;
+  // The build is newer than its source: the usual state after `npm run build`.
+  if (options.source !== false) {
+    file("src/cli/main.ts", cli("source"), 1_000);
+    file("src/admin/project-admin.ts", "export {};\n", 1_000);
+    file("src/admin/project-admin.test.ts", "export {};\n", 3_000);
+  }
+  if (options.build !== false) {
+    file("dist/src/cli/main.js", cli("build"), 2_000);
+    file("dist/src/admin/project-admin.js", "export {};\n", 2_000);
+  }
+  return {
+    root,
+    touch: (path: string, seconds: number) => utimesSync(join(root, path), seconds, seconds),
+    add: (path: string, seconds: number) => file(path, "export {};\n", seconds),
+    sluice: async (...argv: string[]) => {
+      const { stdout, stderr } = await run(process.execPath, [join(root, "bin/sluice.js"), ...argv]);
+      return { stdout, stderr };
+    },
+  };
+}
+
+describe("bin/sluice.js", () => {
+  const roots: string[] = [];
+  const make = (options?: Parameters<typeof checkout>[0]) => {
+    const made = checkout(options);
+    roots.push(made.root);
+    return made;
+  };
+  afterEach(() => {
+    for (const root of roots.splice(0)) rmSync(root, { recursive: true, force: true });
+  });
+
+  it("runs the build while it is current, passing the arguments on", async () => {
+    expect(await make().sluice("projects", "list")).toEqual({ stdout: "build projects list", stderr: "" });
+  });
+
+  it("runs the source through tsx once a source file changed since the build (a git pull without a build)", async () => {
+    const pulled = make();
+    pulled.touch("src/admin/project-admin.ts", 2_500);
+    expect(await pulled.sluice("projects", "list")).toEqual({ stdout: "source projects list", stderr: "" });
+  });
+
+  it("runs the source through tsx when a source file is not in the build (added since)", async () => {
+    const added = make();
+    added.add("src/admin/new-rule.ts", 1_000);
+    expect((await added.sluice("usage")).stdout).toBe("source usage");
+  });
+
+  it("runs the source through tsx in a checkout with no build", async () => {
+    expect((await make({ build: false }).sluice("serve")).stdout).toBe("source serve");
+  });
+
+  it("runs the build where there is no source (an installed package)", async () => {
+    expect((await make({ source: false }).sluice("serve")).stdout).toBe("build serve");
+  });
+
+  it("runs a stale build with a warning naming the newer file when tsx is not installed", async () => {
+    const pruned = make({ tsx: false });
+    pruned.touch("src/admin/project-admin.ts", 2_500);
+    expect(await pruned.sluice("projects", "list")).toEqual({
+      stdout: "build projects list",
+      stderr:
+        "warning: dist/ is older than src/admin/project-admin.ts and tsx (a dev dependency) is not installed " +
+        "to run src/: running the build; `npm run build` brings it up to date\n",
+    });
+  });
+
+  it("is what `npm run sluice --` runs, so the two run the same CLI", () => {
+    const manifest = JSON.parse(readFileSync(join(repository, "package.json"), "utf8")) as {
+      bin: Record<string, string>;
+      scripts: Record<string, string>;
+    };
+    expect(manifest.bin.sluice).toBe("./bin/sluice.js");
+    expect(manifest.scripts.sluice).toBe("node bin/sluice.js");
+  });
+});
