@@ -172,11 +172,18 @@ describe("proxy allow-list matching", () => {
     expect(list.allows("provider-b", "POST", "x")).toBe(false);
   });
 
-  it("compiles each stored list once: the same rules object gives the same compiled list", () => {
-    const compiled = proxyAllowListCache();
+  it("compiles each list once: the same rules, read again into a new object (a reload), give the same compiled list", () => {
+    const compiled = proxyAllowListCache(2);
     const rules = { "provider-a": ["POST chat/completions"] };
     expect(compiled(rules)).toBe(compiled(rules));
-    expect(compiled({ ...rules })).not.toBe(compiled(rules));
+    expect(compiled(structuredClone(rules))).toBe(compiled(rules));
+    const other = { "provider-a": ["POST embeddings"] };
+    expect(compiled(other)).not.toBe(compiled(rules));
+    // Past its bound, the text cache forgets the list used longest ago (the record's own stays).
+    const first = compiled(rules);
+    compiled({ "provider-b": ["POST messages"] });
+    compiled(structuredClone(other));
+    expect(compiled(structuredClone(rules))).not.toBe(first);
   });
 
   it("names the method, the path and the provider in its 403", () => {
