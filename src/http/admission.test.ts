@@ -28,6 +28,23 @@ function requestContext(fields: Partial<RequestContext> = {}): RequestContext {
   };
 }
 
+/**
+ * An authentication that admits the caller as `project`'s provider A key `key_1` (with a test key,
+ * or with a DeviceCheck token whose use `refundDeviceToken` gives back).
+ */
+function authenticatedAs(project: object, refundDeviceToken?: () => Promise<void>): () => AuthResult {
+  return () => ({
+    ok: true,
+    method: refundDeviceToken ? "bearer-device-check" : "bearer-test-key",
+    project: project as unknown as Project,
+    keyId: "key_1",
+    provider: "provider-a",
+    providerKey: "sk-real",
+    deviceDigest: refundDeviceToken ? "digest" : null,
+    ...(refundDeviceToken ? { refundDeviceToken } : {}),
+  });
+}
+
 describe("admission", () => {
   it("writes the usage row of a request whose authentication could not be decided (database down: 503)", async () => {
     const rows: UsageRecord[] = [];
@@ -125,16 +142,7 @@ describe("admission", () => {
     const context = () => requestContext();
     function admission(allowed: boolean, refundDeviceToken?: () => Promise<void>) {
       return createAdmission({
-        authenticate: (): AuthResult => ({
-          ok: true,
-          method: refundDeviceToken ? "bearer-device-check" : "bearer-test-key",
-          project: project as unknown as Project,
-          keyId: "key_1",
-          provider: "provider-a",
-          providerKey: "sk-real",
-          deviceDigest: refundDeviceToken ? "digest" : null,
-          ...(refundDeviceToken ? { refundDeviceToken } : {}),
-        }),
+        authenticate: authenticatedAs(project, refundDeviceToken),
         limiter: { consumeAll: () => [decision(allowed)] } as unknown as RateLimiter,
         spend: { add: vi.fn() } as unknown as SpendGuard,
         recorder: { record: () => {} } as unknown as UsageRecorder,
@@ -180,16 +188,7 @@ describe("admission", () => {
       const rows: UsageRecord[] = [];
       const consumeAll = vi.fn(() => [] as RateLimitDecision[]);
       const admit = createAdmission({
-        authenticate: (): AuthResult => ({
-          ok: true,
-          method: refundDeviceToken ? "bearer-device-check" : "bearer-test-key",
-          project: project as unknown as Project,
-          keyId: "key_1",
-          provider: "provider-a",
-          providerKey: "sk-real",
-          deviceDigest: refundDeviceToken ? "digest" : null,
-          ...(refundDeviceToken ? { refundDeviceToken } : {}),
-        }),
+        authenticate: authenticatedAs(project, refundDeviceToken),
         limiter: { consumeAll } as unknown as RateLimiter,
         spend: {} as SpendGuard,
         recorder: { record: (row: UsageRecord) => rows.push(row) } as unknown as UsageRecorder,
@@ -271,15 +270,7 @@ describe("admission", () => {
         windowSeconds: 60,
       };
       const admit = createAdmission({
-        authenticate: (): AuthResult => ({
-          ok: true,
-          method: "bearer-test-key",
-          project: project as unknown as Project,
-          keyId: "key_1",
-          provider: "provider-a",
-          providerKey: "sk-real",
-          deviceDigest: null,
-        }),
+        authenticate: authenticatedAs(project),
         limiter: { consumeAll: () => [decision] } as unknown as RateLimiter,
         spend: spend as unknown as SpendGuard,
         recorder: { record: (row: UsageRecord) => rows.push(row) } as unknown as UsageRecorder,
