@@ -18,6 +18,46 @@ const schema = {
   required: ["title", "score"],
 };
 
+describe("a schema's patterns", () => {
+  const withPattern = (pattern: string) => ({
+    type: "object",
+    properties: { summary: { type: "string", pattern } },
+    required: ["summary"],
+  });
+
+  // The backtracking engine took seconds on 28 a's and a "!" here (doubling with each character), on
+  // the event loop; the model writes the answer, and a client steers the model.
+  it("matches in linear time, a pattern that backtracks exponentially included", () => {
+    const nested = withPattern("^(a+)+$");
+    expect(validateAgainstSchema(nested, { summary: `${"a".repeat(28)}!` }).valid).toBe(false);
+    expect(validateAgainstSchema(nested, { summary: "a".repeat(30) }).valid).toBe(true);
+    const words = withPattern("^(\\w+\\s?)*$");
+    expect(validateAgainstSchema(words, { summary: `${"word ".repeat(16)}!` }).valid).toBe(false);
+  });
+
+  it("keeps what a pattern means: classes, anchors, bounds and escapes", () => {
+    const check = (pattern: string, value: string) =>
+      validateAgainstSchema(withPattern(pattern), { summary: value }).valid;
+    expect(check("^\\d{3}-\\d{4}$", "555-1234")).toBe(true);
+    expect(check("^\\d{3}-\\d{4}$", "555-12345")).toBe(false);
+    expect(check("^[A-Z][a-z]+$", "Paris")).toBe(true);
+    expect(check("caf\\u00e9", "un café")).toBe(true);
+    expect(check("^[^@]+@[^@]+$", "a@b")).toBe(true);
+  });
+
+  it.each([
+    ["a backreference", "^(a)\\1$"],
+    ["a lookahead", "^(?=a)a$"],
+    ["a lookbehind", "(?<=a)b"],
+    ["a property escape", "^\\p{L}+$"],
+    ["a code point escape", "^\\u{1F600}$"],
+    ["a character beyond U+FFFF", "^😀$"],
+    ["a pattern Unicode mode refuses", "^\\-$"],
+  ])("is refused when saved with %s, which cannot be matched in linear time as written", (_, pattern) => {
+    expect(checkOutputSchema(withPattern(pattern)).join("; ")).toContain("cannot be matched in linear time");
+  });
+});
+
 describe("validateAgainstSchema", () => {
   it("accepts finite numbers", () => {
     expect(validateAgainstSchema(schema, { title: "A", score: 1e308, rank: -3, values: [0, -0.5] })).toEqual({

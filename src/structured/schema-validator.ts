@@ -1,5 +1,38 @@
-import { Ajv, type ValidateFunction } from "ajv";
+import { setFlagsFromString } from "node:v8";
+import { Ajv, type Options, type ValidateFunction } from "ajv";
 import { eachSchema } from "./schema-walk.js";
+
+/**
+ * A schema's `pattern`s run on the model's output, which a client steers through its input: with
+ * V8's usual (backtracking) engine, `^(a+)+$` or `^(\w+\s?)*$` takes seconds to minutes on a few
+ * dozen characters, on the event loop, stalling every request of the instance. So patterns are
+ * compiled for V8's linear-time engine (the `l` flag, behind a V8 flag in Node 20, turned on here
+ * once; it changes no other regular expression). That engine takes no backreferences, lookarounds or
+ * Unicode mode: a pattern needing them is refused when the schema is saved, and so is one whose
+ * meaning would change without Unicode mode (property escapes `\p{…}`, code point escapes `\u{…}`,
+ * characters beyond U+FFFF). What remains differs only in that `.` and negated classes count a
+ * character beyond U+FFFF (an emoji) as two.
+ */
+setFlagsFromString("--enable-experimental-regexp-engine");
+const unicodeOnly = /\\[pP]\{|\\u\{|[\u{10000}-\u{10FFFF}]/u;
+type RegExpEngine = NonNullable<NonNullable<Options["code"]>["regExp"]>;
+const linearRegExp: RegExpEngine = Object.assign(
+  (pattern: string): RegExp => {
+    let linear: RegExp;
+    try {
+      new RegExp(pattern, "u");
+      if (unicodeOnly.test(pattern)) throw new Error("Unicode mode");
+      linear = new RegExp(pattern, "l");
+    } catch {
+      throw new Error(
+        `pattern ${JSON.stringify(pattern)} cannot be matched in linear time: backreferences, lookarounds, ` +
+          "property escapes (\\p{…}), \\u{…} escapes and characters beyond U+FFFF are not supported",
+      );
+    }
+    return linear;
+  },
+  { code: "linearRegExp" },
+);
 
 /**
  * How many compiled validators are kept, and how many schemas one Ajv instance compiles before a
@@ -13,7 +46,7 @@ export const validatorCacheLimit = 2000;
 /** One Ajv instance and how many schemas it has compiled (refused ones included). */
 type Generation = { ajv: Ajv; compiles: number };
 const newGeneration = (): Generation => ({
-  ajv: new Ajv({ allErrors: true, strict: false, validateFormats: false }),
+  ajv: new Ajv({ allErrors: true, strict: false, validateFormats: false, code: { regExp: linearRegExp } }),
   compiles: 0,
 });
 let current = newGeneration();
