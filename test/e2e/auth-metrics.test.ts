@@ -5,6 +5,7 @@ import {
   startTestGateway,
   type TestGateway,
   type TestProject,
+  usageRowOf,
 } from "../support/test-gateway.js";
 
 describe("metrics of authentication and its throttle", () => {
@@ -41,12 +42,28 @@ describe("metrics of authentication and its throttle", () => {
     expect((await call(project.projectId, project.bearer("provider-a"), strangePath)).status).toBe(404);
     expect((await call(unknownProject, project.bearer("provider-a"))).status).toBe(404);
     // Failures on a project that exists count for this address and that project (limit 2).
-    for (let index = 0; index < 2; index++)
-      expect((await call(project.projectId, `${project.partialKeys["provider-a"]}.tk_wrong`)).status).toBe(
-        401,
-      );
+    const failures: Response[] = [];
+    for (let index = 0; index < 2; index++) {
+      const failure = await call(project.projectId, `${project.partialKeys["provider-a"]}.tk_wrong`);
+      expect(failure.status).toBe(401);
+      failures.push(failure);
+    }
     const throttled = await call(project.projectId, project.bearer("provider-a"));
     expect(throttled.status).toBe(429);
+    // The failures the throttle let through have their rows; its refusal has none (a row each would
+    // let a client without credentials grow the table as fast as it sends).
+    for (const failure of failures)
+      expect(await usageRowOf(sluice.gateway, failure)).toMatchObject({
+        status: 401,
+        error_code: "UNAUTHORIZED",
+      });
+    await sluice.gateway.flushUsage();
+    const throttledRows = await sluice.gateway.database.db
+      .selectFrom("usage_records")
+      .select("request_id")
+      .where("request_id", "=", throttled.headers.get("x-request-id") ?? "")
+      .execute();
+    expect(throttledRows).toEqual([]);
 
     const metrics = await (await fetch(`${sluice.url}/metrics`)).text();
     expect(metrics).toContain(
