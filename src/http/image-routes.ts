@@ -5,6 +5,7 @@ import type { UrlSigner } from "../images/signed-url.js";
 import { mediaTypeOf, vaultMaxAgeSeconds } from "../images/vault-store.js";
 import type { Admit } from "./admission.js";
 import { answerWithJson } from "./json-answer-call.js";
+import { jsonBodyLimits } from "./json-shape.js";
 import { parseJsonObject, readBody } from "./read-body.js";
 import type { RequestContext, Router } from "./router.js";
 import { sendBytes } from "./send.js";
@@ -46,7 +47,13 @@ export function registerImageRoutes(router: Router, deps: ImageRouteDeps): void 
 
 function handleGenerate(deps: ImageRouteDeps, context: RequestContext): Promise<void> {
   return answerWithJson(deps.admit, context, "image", async (call, signal, soFar) => {
-    const body = parseImageRequest(parseJsonObject(await readBody(context.request, deps.maxBodyBytes)));
+    const body = parseImageRequest(
+      parseJsonObject(await readBody(context.request, deps.maxBodyBytes), {
+        limits: jsonBodyLimits,
+        takes:
+          '/v1/image takes one JSON object such as {"prompt": "…", "providerOptions": {…}} (docs/images.md)',
+      }),
+    );
     const model = imageModelFor(call.provider, call.project, body, deps.defaultImageModels);
     soFar.model = model;
     const { result, costUsd, usage } = await generateImages(

@@ -1,6 +1,6 @@
 import { createServer, type IncomingMessage } from "node:http";
 import { connect } from "node:net";
-import { describe, expect, it } from "vitest";
+import { describe, expect, it, vi } from "vitest";
 import { parseJsonObject, readBody, requireUncompressedUtf8Json } from "./read-body.js";
 
 /** Sends raw bytes to a server whose handler reads the body; resolves with what readBody did. */
@@ -99,6 +99,39 @@ describe("parseJsonObject", () => {
     expect(() => parseJsonObject(bytes([0xef, 0xbb, 0xbf, 0xef, 0xbb, 0xbf], "{}"))).toThrow(
       expect.objectContaining({ code: "BAD_REQUEST", message: "The request body is not valid JSON" }),
     );
+  });
+});
+
+describe("parseJsonObject with bounds", () => {
+  const bounds = { limits: { maxDepth: 64, maxValues: 10_000 }, takes: '/v1/text takes {"text": "…"}' };
+
+  it("refuses a body nested too deep or holding too many values with 400, before JSON.parse", () => {
+    const parse = vi.spyOn(JSON, "parse");
+    const refusals = [
+      [`{"text":"x","a":${"[".repeat(10_000_000)}`, "nests objects and arrays more than 64 deep"],
+      [
+        `{"text":"x","a":{${'"0":0,'.repeat(2_000_000)}"1":0}}`,
+        "holds more than 10000 object members and array elements",
+      ],
+    ] as const;
+    for (const [text, says] of refusals)
+      expect(() => parseJsonObject(Buffer.from(text), bounds)).toThrow(
+        expect.objectContaining({
+          code: "BAD_REQUEST",
+          status: 400,
+          message: `The request body ${says}: /v1/text takes {"text": "…"}`,
+          details: { maxDepth: 64, maxValues: 10_000 },
+        }),
+      );
+    const calls = parse.mock.calls.length;
+    parse.mockRestore();
+    expect(calls).toBe(0);
+  });
+
+  it("parses a body within them, and any body without them (the admin API's)", () => {
+    const body = Buffer.from(`{"text":"[[[[,:,:","a":${"[".repeat(63)}${"]".repeat(63)}}`);
+    expect(parseJsonObject(body, bounds).text).toBe("[[[[,:,:");
+    expect(parseJsonObject(Buffer.from(`{"a":${"[".repeat(100)}${"]".repeat(100)}}`))).toHaveProperty("a");
   });
 });
 

@@ -3,6 +3,7 @@ import type { IncomingMessage, ServerResponse } from "node:http";
 import { GatewayError } from "../errors.js";
 import { byteOrderMarkLength } from "../providers/json-bytes.js";
 import { appliedCodings } from "../proxy/content-coding.js";
+import { exceededJsonShape, type JsonShapeLimits } from "./json-shape.js";
 
 /** Requests sent with `Expect: 100-continue` whose 100 is not sent yet, and where to send it. */
 const awaitingContinue = new WeakMap<IncomingMessage, ServerResponse>();
@@ -123,14 +124,23 @@ function requireNoContentCoding(request: IncomingMessage): void {
     );
 }
 
+/** Bounds on a body's structure, and what the endpoint takes, for the refusal's message. */
+export interface JsonBodyBounds {
+  limits: JsonShapeLimits;
+  /** E.g. `/v1/text takes one JSON object such as {"text": "…"}`. */
+  takes: string;
+}
+
 /**
  * Parses a JSON object body; anything else is 400. The bytes must be UTF-8 (RFC 8259 §8.1): a
  * lenient decode would turn invalid bytes into U+FFFD and store or send text the client never
  * wrote. A leading byte order mark is skipped, as RFC 8259 allows a parser to (and as Fastify's
- * JSON parser does); before, it made the body invalid JSON.
+ * JSON parser does); before, it made the body invalid JSON. With `bounds`, a body nested deeper or
+ * holding more values than they allow is 400 before it is parsed (exceededJsonShape).
  */
-export function parseJsonObject(body: Buffer): Record<string, unknown> {
+export function parseJsonObject(body: Buffer, bounds?: JsonBodyBounds): Record<string, unknown> {
   if (!isUtf8(body)) throw new GatewayError("BAD_REQUEST", "The body is not valid UTF-8");
+  if (bounds) requireShape(body, bounds);
   let value: unknown;
   try {
     value = JSON.parse(body.toString("utf8", byteOrderMarkLength(body)));
@@ -141,4 +151,16 @@ export function parseJsonObject(body: Buffer): Record<string, unknown> {
     throw new GatewayError("BAD_REQUEST", "The request body must be a JSON object");
   }
   return value as Record<string, unknown>;
+}
+
+function requireShape(body: Buffer, { limits, takes }: JsonBodyBounds): void {
+  const exceeded = exceededJsonShape(body, limits);
+  if (exceeded === null) return;
+  const what =
+    exceeded === "depth"
+      ? `nests objects and arrays more than ${limits.maxDepth} deep`
+      : `holds more than ${limits.maxValues} object members and array elements`;
+  throw new GatewayError("BAD_REQUEST", `The request body ${what}: ${takes}`, {
+    details: { maxDepth: limits.maxDepth, maxValues: limits.maxValues },
+  });
 }

@@ -11,6 +11,7 @@ import type { FetchPdf } from "../structured/safe-pdf-fetch.js";
 import { costOfTokens } from "../usage/token-cost.js";
 import type { Admit } from "./admission.js";
 import { answerWithJson } from "./json-answer-call.js";
+import { jsonBodyLimits } from "./json-shape.js";
 import { parseJsonObject, readBody } from "./read-body.js";
 import type { RequestContext, Router } from "./router.js";
 
@@ -37,7 +38,10 @@ export function registerStructuredRoutes(router: Router, deps: StructuredRouteDe
 
 function handle(deps: StructuredRouteDeps, kind: AnalysisKind, context: RequestContext): Promise<void> {
   return answerWithJson(deps.admit, context, kind, async (call, signal, soFar) => {
-    const body = parseJsonObject(await readBody(context.request, bodyCap(deps, kind)));
+    const body = parseJsonObject(await readBody(context.request, bodyCap(deps, kind)), {
+      limits: jsonBodyLimits,
+      takes: `/v1/${kind} takes one JSON object such as {"${fieldOf[kind]}": "…"}`,
+    });
     const value = body[fieldOf[kind]];
     // Only whitespace is nothing to analyse either (as a `prompt` on /v1/image): refused before any
     // provider call, which would be billed.

@@ -59,6 +59,48 @@ describe("image request provider options", () => {
   });
 });
 
+describe("image request provider options, bounded", () => {
+  const many = (count: number, prefix = "o") =>
+    Object.fromEntries(Array.from({ length: count }, (_, index) => [`${prefix}${index}`, 0]));
+
+  it("reports many unknown options in one warning naming the first three and the count", () => {
+    const request = parseImageRequest({
+      prompt: "x",
+      providerOptions: { "provider-a": { ...many(99), quality: "low" }, "provider-c": many(2) },
+    });
+    expect(request.providerOptions).toEqual({ "provider-a": { quality: "low" }, "provider-c": {} });
+    expect(request.warnings).toEqual([
+      "providerOptions.provider-a.o0, providerOptions.provider-a.o1, providerOptions.provider-a.o2 and 96 more are not supported and were ignored",
+      "providerOptions.provider-c.o0 and providerOptions.provider-c.o1 are not supported and were ignored",
+    ]);
+  });
+
+  it("reports unknown providers in one warning, and cuts a long name", () => {
+    const request = parseImageRequest({
+      prompt: "x",
+      providerOptions: { "provider-b": {}, openai: {}, ["x".repeat(10_000)]: {}, google: {} },
+    });
+    expect(request.warnings).toEqual([
+      `providerOptions.provider-b, providerOptions.openai, providerOptions.${"x".repeat(64)}… and 1 more are not supported and were ignored`,
+    ]);
+  });
+
+  it.each([
+    ["providerOptions", () => many(101, "provider-")],
+    ["providerOptions.provider-a", () => ({ "provider-a": many(101) })],
+    ["providerOptions.provider-c", () => ({ "provider-c": many(5_000) })],
+  ])("refuses more than 100 members in %s with 422 naming it", (option, options) => {
+    const error = refusal(options());
+    expect(error.code).toBe("VALIDATION_ERROR");
+    expect(error.message).toMatch(/^`providerOptions[\w.-]*` has \d+ members; at most 100 are taken/);
+    expect(error.details).toMatchObject({ option, max: 100 });
+  });
+
+  it("takes 100 members", () => {
+    expect(parseImageRequest({ prompt: "x", providerOptions: many(100, "p") }).warnings).toHaveLength(1);
+  });
+});
+
 describe("fitting an image request to its provider and model", () => {
   const parsed = (body: Record<string, unknown>) => parseImageRequest({ prompt: "x", ...body });
   function refusal(run: () => unknown): GatewayError {

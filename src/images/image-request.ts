@@ -243,21 +243,29 @@ export function parseImageRequest(body: Record<string, unknown>): ImageRequest {
   return request;
 }
 
+/**
+ * At most this many members in `providerOptions` and in each provider's options: there are two
+ * image providers of two options each, and every unknown one costs a word in a warning.
+ */
+export const maxProviderOptions = 100;
+
 function parseProviderOptions(value: unknown, request: ImageRequest): void {
   if (typeof value !== "object" || value === null || Array.isArray(value))
     throw bad("`providerOptions` must be an object");
-  for (const [provider, options] of Object.entries(value)) {
+  const unknownProviders: string[] = [];
+  for (const [provider, options] of entriesWithin("providerOptions", value)) {
     if (provider !== "provider-a" && provider !== "provider-c") {
-      request.warnings.push(`providerOptions.${provider} is not supported and was ignored`);
+      unknownProviders.push(`providerOptions.${provider}`);
       continue;
     }
     if (typeof options !== "object" || options === null || Array.isArray(options))
       throw bad(`\`providerOptions.${provider}\` must be an object`);
     const kept: Record<string, string> = {};
-    for (const [name, option] of Object.entries(options)) {
+    const unknown: string[] = [];
+    for (const [name, option] of entriesWithin(`providerOptions.${provider}`, options)) {
       const path = `providerOptions.${provider}.${name}`;
       const allowed = Object.hasOwn(optionValues[provider], name) ? optionValues[provider][name] : undefined;
-      if (!allowed) request.warnings.push(`${path} is not supported and was ignored`);
+      if (!allowed) unknown.push(path);
       else if (typeof option !== "string") throw bad(`\`${path}\` must be a string`);
       else if (!allowed.includes(option))
         throw new GatewayError("VALIDATION_ERROR", `\`${path}\` must be one of: ${allowed.join(", ")}`, {
@@ -265,9 +273,42 @@ function parseProviderOptions(value: unknown, request: ImageRequest): void {
         });
       else kept[name] = option;
     }
+    if (unknown.length > 0) request.warnings.push(ignored(unknown));
     request.providerOptions[provider] = kept;
   }
+  if (unknownProviders.length > 0) request.warnings.push(ignored(unknownProviders));
 }
+
+/** The members of an options object; more than maxProviderOptions is 422 naming the object. */
+function entriesWithin(path: string, options: object): Array<[string, unknown]> {
+  const entries = Object.entries(options);
+  if (entries.length > maxProviderOptions)
+    throw new GatewayError(
+      "VALIDATION_ERROR",
+      `\`${path}\` has ${entries.length} members; at most ${maxProviderOptions} are taken (docs/images.md lists the provider options)`,
+      { details: { option: path, count: entries.length, max: maxProviderOptions } },
+    );
+  return entries;
+}
+
+/**
+ * One warning for the unknown options of one object, whatever their number: the first few named
+ * (a long name cut), then how many more, so that the answer does not grow with the request.
+ */
+function ignored(paths: string[]): string {
+  const named = paths
+    .slice(0, namedInWarning)
+    .map((path) => (path.length > 80 ? `${path.slice(0, 80)}…` : path));
+  if (paths.length === 1) return `${named[0]} is not supported and was ignored`;
+  const more = paths.length - named.length;
+  const list =
+    more > 0
+      ? `${named.join(", ")} and ${more} more`
+      : `${named.slice(0, -1).join(", ")} and ${named.at(-1)}`;
+  return `${list} are not supported and were ignored`;
+}
+
+const namedInWarning = 3;
 
 function bad(message: string): GatewayError {
   return new GatewayError("BAD_REQUEST", message);

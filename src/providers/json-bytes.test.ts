@@ -1,5 +1,5 @@
-import { describe, expect, it } from "vitest";
-import { quotedValueAfterKey, valueEnd } from "./json-bytes.js";
+import { afterEach, describe, expect, it, vi } from "vitest";
+import { keyIs, lastMembers, quotedValueAfterKey, valueEnd } from "./json-bytes.js";
 
 /** What the usage meter's model patterns found before: the regular expression on decoded text. */
 function byPattern(body: Buffer, key: string, from: number, limit: number): string | null {
@@ -88,5 +88,82 @@ describe("valueEnd", () => {
     expect(valueEnd(body, 10, 13)).toBe(-1);
     expect(valueEnd(body, 10, 14)).toBe(14);
     expect(valueEnd(body, 27, 28)).toBe(28);
+  });
+});
+
+describe("keyIs", () => {
+  afterEach(() => vi.restoreAllMocks());
+
+  const is = (key: string, name: string) => keyIs(Buffer.from(key), 0, Buffer.byteLength(key), name);
+
+  it("reads escaped keys as JSON.parse does: \\u in either case, surrogate pairs, short escapes", () => {
+    expect(is('"stream"', "stream")).toBe(true);
+    expect(is('"\\u0073tream"', "stream")).toBe(true);
+    expect(is('"\\u0073\\u0074\\u0072\\u0065\\u0061\\u006D"', "stream")).toBe(true);
+    expect(is('"stream\\u005Foptions"', "stream_options")).toBe(true);
+    expect(is('"a\\/b"', "a/b")).toBe(true);
+    expect(is('"a\\"b\\\\"', 'a"b\\')).toBe(true);
+    expect(is('"\\n\\t\\r\\b\\f"', "\n\t\r\b\f")).toBe(true);
+    expect(is('"\\uD83D\\uDE00"', "\u{1F600}")).toBe(true);
+    expect(is('"\\u0053tream"', "stream")).toBe(false);
+    expect(is('"stream\\u0020"', "stream")).toBe(false);
+    expect(is('"strea"', "stream")).toBe(false);
+    expect(is('"\\u0073trea"', "stream")).toBe(false);
+    expect(is('"streams"', "stream")).toBe(false);
+    expect(is('"stréam"', "stream")).toBe(false);
+  });
+
+  it("throws on an escape that does not decode, as JSON.parse does, up to the first difference", () => {
+    expect(() => is('"\\x73tream"', "stream")).toThrow(SyntaxError);
+    expect(() => is('"\\u07tream"', "stream")).toThrow(SyntaxError);
+    expect(() => is('"\\u00g3tream"', "stream")).toThrow(SyntaxError);
+    // Past a difference the key cannot be the name, whatever follows.
+    expect(is('"x\\qtream"', "stream")).toBe(false);
+  });
+
+  it("decides as JSON.parse, over random keys with escapes", () => {
+    const names = ["stream", "stream_options", "include_usage", "model", 'a"\\/'];
+    const plain = (char: string) => (char === '"' || char === "\\" ? `\\${char}` : char);
+    const pieces = (name: string) => [
+      ...name.split("").map(plain),
+      ...name.split("").map((char) => `\\u${char.charCodeAt(0).toString(16).padStart(4, "0")}`),
+      ...name.split("").map((char) => `\\u${char.charCodeAt(0).toString(16).padStart(4, "0").toUpperCase()}`),
+      "\\u0020",
+      "\\n",
+      '\\"',
+      "\\\\",
+      "\\/",
+      "\\uD83D\\uDE00",
+      "é",
+      "x",
+    ];
+    let matched = 0;
+    for (let round = 0; round < 5000; round++) {
+      const name = names[round % names.length] as string;
+      const choices = pieces(name);
+      let raw = "";
+      // Mostly the name, char by char, each written plain or escaped, with a stray piece at times.
+      for (const char of name) {
+        const roll = Math.random();
+        if (roll < 0.45) raw += plain(char);
+        else if (roll < 0.9) raw += `\\u${char.charCodeAt(0).toString(16).padStart(4, "0")}`;
+        else raw += choices[Math.floor(Math.random() * choices.length)];
+      }
+      if (Math.random() < 0.1) raw += choices[Math.floor(Math.random() * choices.length)];
+      const key = `"${raw}"`;
+      const expected = JSON.parse(key) === name;
+      if (expected) matched++;
+      expect(is(key, name), key).toBe(expected);
+    }
+    expect(matched).toBeGreaterThan(1000);
+  });
+
+  it("walks a body of escaped keys without a JSON.parse per key", () => {
+    const parse = vi.spyOn(JSON, "parse");
+    const members = Array.from({ length: 1000 }, (_, index) => `"\\u0061${index}":1`).join(",");
+    const body = Buffer.from(`{${members},"\\u0073tream":true,"${"\\u0061".repeat(1000)}":2}`);
+    const [stream] = lastMembers(body, 0, "stream");
+    expect(body.toString("latin1", stream?.start, stream?.end)).toBe("true");
+    expect(parse).not.toHaveBeenCalled();
   });
 });

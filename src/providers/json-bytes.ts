@@ -129,14 +129,73 @@ export function eachMember(
   }
 }
 
-/** Whether the key string at `start`..`end` (quotes included) is `name` (ASCII). */
+/**
+ * Whether the key string at `start`..`end` (quotes included) is `name` (ASCII), as `JSON.parse`
+ * reads the key. A key without escapes is compared as bytes. One with escapes is decoded on the fly
+ * against `name`, up to the first difference, with no string made for it (a `JSON.parse` per key
+ * let a body of a million escaped keys hold the event loop for most of a second). An escape is at most 6 bytes (`\u0073`) for one UTF-16
+ * code unit of `name`, so a key longer than 6 times `name` cannot be it; a `\u` pair of surrogates
+ * is two code units, compared one by one as `JSON.parse` makes them. Throws on an escape that does
+ * not decode before the first difference (one after it does not change the answer, and such a body
+ * is no JSON for the provider either).
+ */
 export function keyIs(body: Buffer, start: number, end: number, name: string): boolean {
-  let same = end - start - 2 === name.length;
-  for (let index = start + 1; index < end - 1; index++) {
-    if (body[index] === 0x5c /* \ */) return JSON.parse(body.toString("utf8", start, end)) === name;
-    same &&= body[index] === name.charCodeAt(index - start - 1);
+  const close = end - 1;
+  const length = close - start - 1;
+  if (length < name.length || length > 6 * name.length) return false;
+  let at = start + 1;
+  for (let index = 0; index < name.length; index++) {
+    if (at >= close) return false;
+    let unit = body[at] as number;
+    if (unit === 0x5c /* \ */) {
+      unit = escapedUnit(body, at, close);
+      at += body[at + 1] === 0x75 /* u */ ? 6 : 2;
+    } else at++;
+    if (unit !== name.charCodeAt(index)) return false;
   }
-  return same;
+  return at === close;
+}
+
+/** The UTF-16 code unit the escape at `at` (its backslash) stands for; throws when it is none. */
+function escapedUnit(body: Buffer, at: number, close: number): number {
+  switch (body[at + 1]) {
+    case 0x22 /* " */:
+    case 0x5c /* \ */:
+    case 0x2f /* / */:
+      return body[at + 1] as number;
+    case 0x62 /* b */:
+      return 0x08;
+    case 0x66 /* f */:
+      return 0x0c;
+    case 0x6e /* n */:
+      return 0x0a;
+    case 0x72 /* r */:
+      return 0x0d;
+    case 0x74 /* t */:
+      return 0x09;
+    case 0x75 /* u */:
+      return hexUnit(body, at + 2, close);
+    default:
+      throw new SyntaxError("Bad escape in a JSON string");
+  }
+}
+
+/** The code unit of the 4 hex digits at `at` (a `\\u` escape's), before `close`; throws when cut or not hex. */
+function hexUnit(body: Buffer, at: number, close: number): number {
+  let unit = 0;
+  for (let index = at; index < at + 4; index++) {
+    const digit = index < close ? hexDigit(body[index] as number) : -1;
+    if (digit < 0) throw new SyntaxError("Bad \\u escape in a JSON string");
+    unit = unit * 16 + digit;
+  }
+  return unit;
+}
+
+function hexDigit(byte: number): number {
+  if (byte >= 0x30 && byte <= 0x39) return byte - 0x30;
+  if (byte >= 0x61 && byte <= 0x66) return byte - 0x57;
+  if (byte >= 0x41 && byte <= 0x46) return byte - 0x37;
+  return -1;
 }
 
 /**

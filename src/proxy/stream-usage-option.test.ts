@@ -1,4 +1,4 @@
-import { describe, expect, it } from "vitest";
+import { describe, expect, it, vi } from "vitest";
 import { withStreamUsage } from "./stream-usage-option.js";
 
 describe("stream usage option", () => {
@@ -102,6 +102,18 @@ describe("stream usage option", () => {
     }
   });
 
+  it("walks a body of a million escaped keys without a JSON.parse per key", () => {
+    const parse = vi.spyOn(JSON, "parse");
+    const body = Buffer.from(`{${'"\\u0061":1,'.repeat(1_000_000)}"stream":true}`);
+    const added = withStreamUsage("provider-a", "chat/completions", body);
+    const calls = parse.mock.calls.length;
+    parse.mockRestore();
+    expect(added.toString("latin1", added.length - 54)).toBe(
+      '"stream":true,"stream_options":{"include_usage":true}}',
+    );
+    expect(calls).toBe(0);
+  });
+
   it("decides as JSON.parse reads the body, over random bodies with escapes, spaces and duplicates", () => {
     let seed = 7;
     const random = () => {
@@ -111,7 +123,16 @@ describe("stream usage option", () => {
     const pick = <T>(items: readonly T[]): T => items[Math.floor(random() * items.length)] as T;
     const space = () => pick(["", "", " ", "\n  ", "\t"]);
     const key = (name: string) =>
-      pick([`"${name}"`, `"${name}"`, JSON.stringify(name).replace("s", "\\u0073"), `"${name}\\u0020"`]);
+      pick([
+        `"${name}"`,
+        `"${name}"`,
+        JSON.stringify(name).replace("s", "\\u0073"),
+        `"${name}\\u0020"`,
+        // Every letter escaped, in upper-case hex; a near miss (`S`); an escaped solidus.
+        `"${[...name].map((char) => `\\u${char.charCodeAt(0).toString(16).toUpperCase().padStart(4, "0")}`).join("")}"`,
+        JSON.stringify(name).replace("s", "\\u0053"),
+        `"${name.slice(0, -1)}\\/"`,
+      ]);
     const leaf = () => pick(["true", "false", "null", "0", "1.0", '"true"', '"a\\"b\\\\"', "[]", "{}"]);
     const value = (depth: number): string => {
       if (depth > 2 || random() < 0.4) return leaf();

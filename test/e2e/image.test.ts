@@ -609,6 +609,63 @@ describe("image generation", () => {
     },
   );
 
+  it("answers many unknown provider options with one warning, not one each", async () => {
+    const options = Object.fromEntries(Array.from({ length: 100 }, (_, index) => [String(index), 0]));
+    const response = await generate(a, { prompt: "cat", providerOptions: { "provider-a": options } });
+    expect(response.status).toBe(200);
+    expect(((await response.json()) as { warnings?: string[] }).warnings).toEqual([
+      "providerOptions.provider-a.0, providerOptions.provider-a.1, providerOptions.provider-a.2 and 97 more are not supported and were ignored",
+    ]);
+  });
+
+  it.each([
+    [
+      "1.5M provider options",
+      `{"prompt":"cat","model":"gpt-image-1.5","providerOptions":{"provider-a":{${Array.from({ length: 1_500_000 }, (_, index) => `"${index}":0`).join(",")}}}}`,
+      "holds more than 10000 object members and array elements",
+    ],
+    [
+      "10M nested arrays",
+      `{"prompt":"cat","a":${"[".repeat(10_000_000)}`,
+      "nests objects and arrays more than 64 deep",
+    ],
+  ])(
+    "refuses a body of %s with 400 before parsing it, without calling the provider",
+    async (_name, body, says) => {
+      const response = await generate(a, body);
+      expect(await response.json()).toEqual({
+        error: {
+          code: "BAD_REQUEST",
+          message: `The request body ${says}: /v1/image takes one JSON object such as {"prompt": "…", "providerOptions": {…}} (docs/images.md)`,
+          requestId: response.headers.get("x-request-id"),
+          details: { maxDepth: 64, maxValues: 10000 },
+        },
+      });
+      expect(response.status).toBe(400);
+      expect(fake.requests).toHaveLength(0);
+    },
+  );
+
+  it("refuses more than 100 provider options with 422, without calling the provider", async () => {
+    const options = Object.fromEntries(Array.from({ length: 101 }, (_, index) => [String(index), 0]));
+    const response = await generate(a, {
+      prompt: "cat",
+      model: "gpt-image-1.5",
+      providerOptions: { "provider-a": options },
+    });
+    expect(response.status).toBe(422);
+    expect(await response.json()).toEqual({
+      error: {
+        code: "VALIDATION_ERROR",
+        message:
+          "`providerOptions.provider-a` has 101 members; at most 100 are taken (docs/images.md lists the provider options)",
+        requestId: response.headers.get("x-request-id"),
+        details: { option: "providerOptions.provider-a", count: 101, max: 100 },
+      },
+    });
+    expect(fake.requests).toHaveLength(0);
+  });
+
   it("ignores the other image provider's options with a warning, after checking their values", async () => {
     const onA = await generate(a, {
       prompt: "x",

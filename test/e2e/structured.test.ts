@@ -794,6 +794,52 @@ describe("structured analysis", () => {
     }
   }
 
+  it.each(["text", "vision", "pdf"] as const)(
+    "refuses a /v1/%s body nested past 64 levels or holding over 10000 values with 400, before parsing it",
+    async (kind) => {
+      const project = projects["provider-a"];
+      const field = { text: "text", vision: "image", pdf: "pdf" }[kind];
+      const takes = `/v1/${kind} takes one JSON object such as {"${field}": "…"}`;
+      const refusals = [
+        [
+          `{"${field}":"x","a":${"[".repeat(1_000_000)}`,
+          `nests objects and arrays more than 64 deep: ${takes}`,
+        ],
+        [
+          `{"${field}":"x","a":[${"0,".repeat(10_000)}0]}`,
+          `holds more than 10000 object members and array elements: ${takes}`,
+        ],
+        [
+          `{"${field}":"x",${Array.from({ length: 10_000 }, (_, index) => `"${index}":0`).join(",")}}`,
+          `holds more than 10000 object members and array elements: ${takes}`,
+        ],
+      ] as const;
+      for (const [body, says] of refusals) {
+        const response = await post(`/v1/${kind}/${project.projectId}`, project, body);
+        expect(await response.json()).toEqual({
+          error: {
+            code: "BAD_REQUEST",
+            message: `The request body ${says}`,
+            requestId: response.headers.get("x-request-id"),
+            details: { maxDepth: 64, maxValues: 10000 },
+          },
+        });
+        expect(response.status).toBe(400);
+        expect(await rowFor(response)).toMatchObject({ status: 400, error_code: "BAD_REQUEST" });
+      }
+      expect(fake.requests).toHaveLength(0);
+    },
+  );
+
+  it("takes a body at the bounds, and brackets, colons and commas inside strings at any count", async () => {
+    const project = projects["provider-a"];
+    const text = `[{"a":1},${'\\"[{:,'.repeat(20_000)}`;
+    const body = `\ufeff{"text":${JSON.stringify(text)},"deep":${"[".repeat(63)}${"]".repeat(63)},"wide":[${"0,".repeat(9_997)}0]}`;
+    const response = await post(`/v1/text/${project.projectId}`, project, body);
+    expect(response.status).toBe(200);
+    expect(JSON.stringify(fake.last()!.json)).toContain(JSON.stringify(text).slice(1, 200));
+  });
+
   it("answers 415 without a JSON content type", async () => {
     const project = projects["provider-a"];
     const response = await post(`/v1/text/${project.projectId}`, project, "text=x", {
