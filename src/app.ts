@@ -5,7 +5,7 @@ import { type AdminRouteDeps, registerAdminRoutes } from "./http/admin-routes.js
 import type { CorsPolicy } from "./http/cors.js";
 import { type PublicRouteDeps, registerPublicRoutes } from "./http/public-routes.js";
 import { type Handler, type RequestContext, Router } from "./http/router.js";
-import { sendError, sendRawError, setHeaders } from "./http/send.js";
+import { closeIfBodyUnread, sendError, sendRawError, setHeaders } from "./http/send.js";
 import type { Logger } from "./observability/logger.js";
 import type { Metrics } from "./observability/metrics.js";
 import { createProviderFailureLog } from "./observability/provider-failure-log.js";
@@ -248,6 +248,7 @@ export function createApp(deps: AppDeps): App {
     }
     setHeaders(response, cors.preflightHeaders(origin, methods, context.request.headers));
     response.statusCode = 204;
+    closeIfBodyUnread(response);
     response.end();
   }
 }

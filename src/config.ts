@@ -248,7 +248,7 @@ export const settings = {
     "SLUICE_UPSTREAM_IDLE_TIMEOUT_MS",
     milliseconds,
     "300000",
-    "longest silence allowed between two upstream body chunks",
+    "longest silence allowed between two upstream body chunks, and longest a client may leave an answer unread while Sluice waits to write to it (the stream is then cut)",
   ),
   deviceCheckProductionUrl: setting(
     "SLUICE_DEVICECHECK_PRODUCTION_URL",

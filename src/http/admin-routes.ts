@@ -6,7 +6,7 @@ import { GatewayError } from "../errors.js";
 import { throttled } from "../rate-limit/auth-throttle.js";
 import { parseJsonObject, readBody, requireUncompressedUtf8Json } from "./read-body.js";
 import type { Handler, RequestContext, Router } from "./router.js";
-import { sendJson } from "./send.js";
+import { closeIfBodyUnread, sendJson } from "./send.js";
 
 export interface AdminRouteDeps {
   admin: ProjectAdmin;
@@ -28,6 +28,7 @@ export function registerAdminRoutes(router: Router, deps: AdminRouteDeps): void 
       const { status = 200, body } = await handler(context);
       if (body === undefined) {
         context.response.statusCode = status;
+        closeIfBodyUnread(context.response);
         context.response.end();
       } else sendJson(context.response, status, body);
     };

@@ -1,3 +1,4 @@
+import type { IncomingMessage } from "node:http";
 import { GatewayError } from "../errors.js";
 import type { Metrics } from "../observability/metrics.js";
 import type { ProviderAdapter } from "../providers/provider-adapter.js";
@@ -62,39 +63,17 @@ export function registerProxyRoutes(router: Router, deps: ProxyRouteDeps): void 
           // After authentication, as on every route: a client without credentials gets 401, an
           // unknown project 404, and the refusal is counted and has its row.
           if (adapter.requiresJson) requireJsonContentType(request);
-          const sent = await readBody(request, deps.maxBodyBytes);
-          let body = sent;
-          let decoded = false;
-          let plain: Buffer | null = null;
-          const coding = request.headers["content-encoding"];
-          if (coding === undefined) body = withStreamUsage(adapter.id, path, body);
-          else
-            ({ body, decoded, plain } = await withStreamUsageDecoded(
-              adapter.id,
-              path,
-              body,
-              coding,
-              deps.maxBodyBytes,
-            ));
-          // A body forwarded compressed is decoded for them only when they are asked for.
-          facts = new RequestFacts(
-            adapter,
-            path,
-            plain ?? body,
-            plain === null ? coding : undefined,
-            deps.maxBodyBytes,
-          );
+          const sent = await readProxiedBody(request, adapter, path, deps.maxBodyBytes);
+          facts = sent.facts;
           const result = await forward(deps.pools, {
             adapter,
             projectId: call.project.id,
             path,
             query: context.query,
             method: request.method ?? "GET",
-            body,
-            bodyDecoded: decoded,
+            bodyDecoded: sent.decoded,
             facts,
-            // A changed body is one that now asks for usage the client did not ask for.
-            usageOptionSet: body !== sent,
+            usageOptionSet: sent.usageOptionSet,
             incomingHeaders: request.headers,
             providerKey: call.providerKey,
             response,
@@ -135,6 +114,37 @@ export function registerProxyRoutes(router: Router, deps: ProxyRouteDeps): void 
       { writesOwnHeaders: true },
     );
   }
+}
+
+/**
+ * Reads the body and sets the stream usage option where it applies. In a function of its own, so
+ * that the route's frame, which waits for the whole answer, holds no reference to the body: only
+ * the returned RequestFacts does, and it lets a large body go once it is sent.
+ */
+async function readProxiedBody(
+  request: IncomingMessage,
+  adapter: ProviderAdapter,
+  path: string,
+  maxBodyBytes: number,
+): Promise<{ facts: RequestFacts; decoded: boolean; usageOptionSet: boolean }> {
+  const sent = await readBody(request, maxBodyBytes);
+  const coding = request.headers["content-encoding"];
+  if (coding === undefined) {
+    const body = withStreamUsage(adapter.id, path, sent);
+    return {
+      facts: new RequestFacts(adapter, path, body, undefined, maxBodyBytes),
+      decoded: false,
+      // A changed body is one that now asks for usage the client did not ask for.
+      usageOptionSet: body !== sent,
+    };
+  }
+  const { body, decoded, plain } = await withStreamUsageDecoded(adapter.id, path, sent, coding, maxBodyBytes);
+  return {
+    // A body forwarded compressed is decoded for them only when they are asked for.
+    facts: new RequestFacts(adapter, path, body, decoded ? undefined : coding, maxBodyBytes, plain),
+    decoded,
+    usageOptionSet: decoded,
+  };
 }
 
 /** The raw path after `/v1/provider-x/{projectId}/` (the fourth slash). */

@@ -39,20 +39,33 @@ export function readBody(request: IncomingMessage, maxBytes: number): Promise<Bu
     const onData = (chunk: Buffer) => {
       size += chunk.length;
       if (size > maxBytes) {
-        request.off("data", onData);
+        stop();
         request.resume();
         reject(tooLarge(maxBytes));
         return;
       }
       chunks.push(chunk);
     };
-    request.on("data", onData);
-    // Each fires at most once, and a promise settles once: plain listeners, no `once` wrappers.
-    request.on("end", () =>
-      resolve(chunks.length === 1 ? (chunks[0] as Buffer) : Buffer.concat(chunks, size)),
-    );
+    const onEnd = () => {
+      stop();
+      resolve(chunks.length === 1 ? (chunks[0] as Buffer) : Buffer.concat(chunks, size));
+    };
     // A client that leaves mid-body makes the request emit `error` ("aborted").
-    request.on("error", (error) => reject(unreadable(error)));
+    const onError = (error: Error) => {
+      stop();
+      reject(unreadable(error));
+    };
+    // The request lives as long as its answer (a stream's, minutes): a listener left on it would
+    // keep this promise, and with it the body, alive that long. (Without an `error` listener, an
+    // IncomingMessage does not emit the error.)
+    const stop = () => {
+      request.off("data", onData);
+      request.off("end", onEnd);
+      request.off("error", onError);
+    };
+    request.on("data", onData);
+    request.on("end", onEnd);
+    request.on("error", onError);
   });
 }
 

@@ -27,7 +27,23 @@ export function sendBytes(
   response.setHeader("content-type", contentType);
   response.setHeader("content-length", payload.length);
   response.statusCode = status;
+  closeIfBodyUnread(response);
   response.end(payload);
+}
+
+/**
+ * An answer sent before its request's body was read to the end (a refusal: 401, 404, 413, …) says
+ * `Connection: close`, and Node closes the connection once the answer is sent. Kept alive, Node
+ * would read and discard the rest of the body to reach the next request, however much was declared
+ * (gigabytes for a refused call, until the request timeout). A request without a body is complete
+ * only once its handler returns, so it is told apart by its headers: its connection is kept.
+ */
+export function closeIfBodyUnread(response: ServerResponse): void {
+  const request = response.req;
+  if (request.complete) return;
+  const { headers } = request;
+  if (headers["transfer-encoding"] !== undefined || Number(headers["content-length"] ?? 0) > 0)
+    response.shouldKeepAlive = false;
 }
 
 export function setHeaders(response: ServerResponse, headers: Record<string, string>): void {

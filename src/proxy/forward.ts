@@ -27,10 +27,12 @@ export interface ForwardCall {
   path: string;
   query: string;
   method: string;
-  body: Buffer;
   /** The client's compressed body was decoded (to set the stream usage option): sent without its content-encoding. */
   bodyDecoded?: boolean;
-  /** What the request named (its model, the images it asked for), read only when the answer does not say. */
+  /**
+   * The body to send and what it named (its model, the images it asked for), read only when the
+   * answer does not say; a large body is let go once sent (RequestFacts.release).
+   */
   facts: RequestFacts;
   /**
    * Sluice set provider A's stream usage option itself (stream-usage-option.ts): the usage chunk
@@ -114,8 +116,9 @@ export async function forward(pools: UpstreamPools, call: ForwardCall): Promise<
   const headers = upstreamRequestHeaders(call.incomingHeaders);
   if (call.bodyDecoded) delete headers["content-encoding"];
   adapter.inject(headers, call.providerKey);
-  if (call.body.length > 0 || (call.method !== "GET" && call.method !== "HEAD"))
-    headers["content-length"] = String(call.body.length);
+  const { facts } = call;
+  if (facts.length > 0 || (call.method !== "GET" && call.method !== "HEAD"))
+    headers["content-length"] = String(facts.length);
   const query = upstreamQuery(call.query, adapter.keyQueryParameter);
   const responses = adapter.responsesCall?.(call.method, call.path) ?? null;
   const imageCall = adapter.imageCall?.(call.method, call.path) ?? null;
@@ -140,8 +143,11 @@ export async function forward(pools: UpstreamPools, call: ForwardCall): Promise<
       path: query ? `${target.path}?${query}` : target.path,
       method: call.method as Dispatcher.HttpMethod,
       headers,
-      body: call.body.length > 0 ? call.body : null,
+      // undici writes an iterable body too (its types leave it out); content-length is set above.
+      body: facts.upstreamBody() as Dispatcher.DispatchOptions["body"],
     },
+    facts,
+    pools.timeouts.idleMs,
   );
   call.onSent?.();
   let outcome: ProxyOutcome | "gone-before-headers";
@@ -151,7 +157,6 @@ export async function forward(pools: UpstreamPools, call: ForwardCall): Promise<
     // A GatewayError is the gateway's own refusal (the shutdown's deadline), not the provider's failure.
     throw isGatewayError(error) ? error : upstreamError(error, adapter.id);
   }
-  const { facts } = call;
   // An image generation's model is read from the parsed body: the quick read of the first 64 KiB
   // would miss one after a long prompt, an escaped key or a repeated one, and price it wrong or not.
   const requestedModel = () => (imageCall === null ? facts.model() : facts.imageModel(imageCall));

@@ -13,6 +13,7 @@ import { ImageListScanner, withImageList } from "./image-list-scanner.js";
 import { ImageStreamEvents } from "./image-stream-events.js";
 import { InjectedUsageFilter } from "./injected-usage-filter.js";
 import { ReflectedKeyMask } from "./reflected-key-mask.js";
+import type { RequestFacts } from "./request-facts.js";
 import { createUsageMeter, type UsageMeter } from "./usage-meter.js";
 
 /**
@@ -32,7 +33,10 @@ const connectFailures = new Set(["ECONNREFUSED", "UND_ERR_CONNECT_TIMEOUT", "ENO
  * does: a handler with the newer `onResponse*` callbacks is wrapped per request in an adapter that
  * parses the raw headers into an object, which costs more than reading them here once.
  * Backpressure: a chunk the client's buffer cannot take pauses the upstream parser (onData returns
- * false) until the client drains.
+ * false) until the client drains. A client that has not drained after `stallMs` (the upstream idle
+ * timeout, whose own timer stops while the upstream is paused) is cut as one that left: else a
+ * client that stops reading would hold its connection, the provider's and the call's memory for
+ * as long as it liked.
  */
 export class ProxyExchange implements Dispatcher.DispatchHandler {
   status = 0;
@@ -57,6 +61,8 @@ export class ProxyExchange implements Dispatcher.DispatchHandler {
   private refusal: GatewayError | null = null;
   private retried = false;
   private drainListening = false;
+  /** Made at the first stall only, and refreshed at each later one: no timer on the fast path. */
+  private stallTimer: NodeJS.Timeout | null = null;
   private resolve: (outcome: ProxyOutcome | "gone-before-headers") => void = () => {};
   private reject: (error: unknown) => void = () => {};
   private settled = false;
@@ -79,6 +85,10 @@ export class ProxyExchange implements Dispatcher.DispatchHandler {
     private readonly ownHeaders: Record<string, string>,
     private readonly pool: Pool,
     private readonly options: Dispatcher.DispatchOptions,
+    /** The request's body and what it named: let go of once undici has sent it. */
+    private readonly facts: RequestFacts,
+    /** How long a client may leave a write waiting for `drain` before it is cut. */
+    private readonly stallMs: number,
   ) {}
 
   run(): Promise<ProxyOutcome | "gone-before-headers"> {
@@ -118,6 +128,15 @@ export class ProxyExchange implements Dispatcher.DispatchHandler {
     this.resumeUpstream?.();
   };
 
+  /**
+   * Still waiting for `drain`: the client read nothing for stallMs. Cut as a client that leaves is
+   * (onClientClose: the upstream request aborted, the row records what was seen, outcome aborted).
+   * A timer that runs out after a drain is left alone until the next stall refreshes it.
+   */
+  private cutStalled(): void {
+    if (this.drainListening && !this.settled) this.response.destroy();
+  }
+
   private finish(outcome: ProxyOutcome | "gone-before-headers"): void {
     this.settle(() => this.resolve(outcome));
   }
@@ -130,7 +149,13 @@ export class ProxyExchange implements Dispatcher.DispatchHandler {
     offRefusal(this.response, this.onRefused);
     this.queuedOn?.off("close", this.onClientClose);
     if (this.drainListening) this.response.off("drain", this.onDrain);
+    if (this.stallTimer !== null) clearTimeout(this.stallTimer);
     report();
+  }
+
+  /** undici has written the whole request body: a large one is not kept for the rest of the answer. */
+  onRequestSent(): void {
+    this.facts.release(this.imageCall);
   }
 
   onConnect(abort: (reason?: Error) => void): void {
@@ -230,6 +255,9 @@ export class ProxyExchange implements Dispatcher.DispatchHandler {
     if (!this.drainListening) {
       this.drainListening = true;
       this.response.once("drain", this.onDrain);
+      if (this.stallTimer === null)
+        this.stallTimer = setTimeout(() => this.cutStalled(), this.stallMs).unref();
+      else this.stallTimer.refresh();
     }
     return false;
   }

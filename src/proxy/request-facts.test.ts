@@ -1,3 +1,4 @@
+import { randomBytes } from "node:crypto";
 import { brotliCompressSync, deflateSync, gzipSync } from "node:zlib";
 import { describe, expect, it } from "vitest";
 import { imagenPrediction, openAiImageGeneration } from "../providers/image-calls.js";
@@ -69,5 +70,56 @@ describe("RequestFacts", () => {
     // Without decoding the body: the path says.
     expect(facts.model()).toBe("imagen-4.0-generate-001");
     expect((await facts.requestedImages(imagenPrediction)).count).toBe(4);
+  });
+
+  describe("once the body is sent", () => {
+    const large = Buffer.from(
+      JSON.stringify({ model: "gpt-image-1", prompt: "x".repeat(100_000), n: 2, size: "1024x1024" }),
+    );
+    const sentOnce = (facts: RequestFacts) => [...(facts.upstreamBody() as Iterable<Buffer>)];
+
+    it("hands undici a body over 64 KiB as an iterable, and lets it go, keeping what it named", () => {
+      const facts = new RequestFacts(a, "images/generations", large, undefined, 1 << 20);
+      expect(facts.upstreamBody()).not.toBeInstanceOf(Buffer);
+      expect(sentOnce(facts)).toEqual([large]);
+      facts.release(openAiImageGeneration);
+      // Nothing left to send or read: an attempt after this one would get no bytes.
+      expect(sentOnce(facts)).toEqual([]);
+      expect(facts.model()).toBe("gpt-image-1");
+      expect(facts.imageModel(openAiImageGeneration)).toBe("gpt-image-1");
+      expect(facts.requestedImages(openAiImageGeneration)).toEqual({
+        count: 2,
+        size: "1024x1024",
+        quality: null,
+      });
+    });
+
+    it("reads a large compressed body's facts from its decoded copy when it lets it go", async () => {
+      const compressed = gzipSync(large);
+      // Small compressed, large decoded: the decoded copy is what would be held.
+      expect(compressed.length).toBeLessThan(64 * 1024);
+      const facts = new RequestFacts(a, "chat/completions", compressed, "gzip", 1 << 20, large);
+      expect(facts.upstreamBody()).toBe(compressed);
+      facts.release(null);
+      expect(await facts.model()).toBe("gpt-image-1");
+      // Not decoded before (forwarded as sent): decoded once, as it is let go.
+      const noisy = gzipSync(
+        JSON.stringify({ model: "gpt-4o", input: randomBytes(100_000).toString("base64") }),
+      );
+      expect(noisy.length).toBeGreaterThan(64 * 1024);
+      const undecoded = new RequestFacts(a, "responses", noisy, "gzip", 1 << 20);
+      undecoded.release(null);
+      expect(sentOnce(undecoded)).toEqual([]);
+      expect(await undecoded.model()).toBe("gpt-4o");
+    });
+
+    it("keeps a body of at most 64 KiB, read only when asked, and hands undici the Buffer", () => {
+      const body = Buffer.from(generation);
+      const facts = new RequestFacts(a, "images/generations", body, undefined, 1024);
+      expect(facts.upstreamBody()).toBe(body);
+      facts.release(openAiImageGeneration);
+      expect(facts.upstreamBody()).toBe(body);
+      expect(facts.model()).toBe("gpt-image-1");
+    });
   });
 });

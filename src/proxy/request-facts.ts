@@ -5,38 +5,114 @@ import { decodeRequestBody } from "./request-body-coding.js";
 const empty = Buffer.alloc(0);
 
 /**
- * What a proxied request named, read from its body only when the answer does not say: its model
- * (for a failure row, or an answer that names none) and the images it asked for (for a cut image
- * generation). A body forwarded as sent in a `content-encoding` shows nothing in its compressed
- * bytes: it is decoded for these facts on the first read only, once, off the event loop and within
- * the same cap as decodeRequestBody. One that does not decode (an unknown coding, corrupt bytes,
- * beyond the cap) reads as empty, so it names no model and asks for the provider's default count:
- * the call went out already, and its row must not fail for it. An uncompressed body is read as it
- * is, with no promise.
+ * Bodies up to this size are handed to undici as the Buffer they are, which undici keeps until the
+ * answer ends (at most this much per call) and writes without an iterator's promises; larger ones
+ * as a one-shot iterable, let go once written (see `RequestFacts.upstreamBody`).
+ */
+const keptBodyBytes = 64 * 1024;
+
+/** What a request named, read from its body before the body is let go. */
+interface Named {
+  model: string | null;
+  imageModel: string | null;
+  requested: RequestedImages | null;
+}
+
+/**
+ * A proxied request's body, as it is sent upstream, and what it named, read from it only when the
+ * answer does not say: its model (for a failure row, or an answer that names none) and the images
+ * it asked for (for a cut image generation). A body forwarded as sent in a `content-encoding`
+ * shows nothing in its compressed bytes: it is decoded for these facts on the first read only,
+ * once, off the event loop and within the same cap as decodeRequestBody. One that does not decode
+ * (an unknown coding, corrupt bytes, beyond the cap) reads as empty, so it names no model and asks
+ * for the provider's default count: the call went out already, and its row must not fail for it.
+ * An uncompressed body is read as it is, with no promise.
+ *
+ * A body over 64 KiB is not kept once undici has sent it (`release`): a stream can run for minutes,
+ * and up to SLUICE_MAX_BODY_BYTES held for each would let a few clients that stop reading hold
+ * gigabytes. Its facts are read at that moment instead, and kept as the few values they are.
  */
 export class RequestFacts {
+  /** The body's length, as sent. */
+  readonly length: number;
+  private body: Buffer;
+  /** The most bytes this holds: the body, or its decoded copy when that is larger. */
+  private readonly held: number;
   /** The body as its JSON reads; null until a compressed one is first asked for. */
   private plain: Buffer | Promise<Buffer> | null;
+  /** What a released body named; null while the body is kept. */
+  private named: Named | Promise<Named> | null = null;
 
   constructor(
     private readonly adapter: ProviderAdapter,
     private readonly path: string,
-    private readonly body: Buffer,
+    /** The body exactly as it is sent upstream. */
+    body: Buffer,
     /** The body's content-encoding, when it is still in it; undefined for a body as its JSON reads. */
     private readonly contentEncoding: string | undefined,
     private readonly maxBytes: number,
+    /** A compressed body already decoded (to set the stream usage option): not decoded again. */
+    decoded: Buffer | null = null,
   ) {
-    this.plain = contentEncoding === undefined || body.length === 0 ? body : null;
+    this.body = body;
+    this.length = body.length;
+    this.plain = contentEncoding === undefined || body.length === 0 ? body : decoded;
+    this.held = Math.max(body.length, decoded?.length ?? 0);
+  }
+
+  /**
+   * The body for undici's dispatch: null when empty, the Buffer up to 64 KiB, else an iterable that
+   * yields it once (undici keeps a Buffer body for the whole exchange, an iterable's chunks only
+   * while it writes them).
+   */
+  upstreamBody(): Buffer | Iterable<Buffer> | null {
+    if (this.length === 0) return null;
+    if (this.length <= keptBodyBytes) return this.body;
+    return {
+      [Symbol.iterator]: () => {
+        let done = false;
+        return {
+          next: (): IteratorResult<Buffer> => {
+            if (done || this.named !== null) return { done: true, value: undefined };
+            done = true;
+            return { done: false, value: this.body };
+          },
+        };
+      },
+    };
+  }
+
+  /**
+   * The body was sent: one over 64 KiB (or its decoded copy) is let go, after what it named is read
+   * (the image facts only for an image generation). A smaller one is kept: undici holds it anyway,
+   * and reading it only when asked saves every call the read.
+   */
+  release(imageCall: ImageCall | null): void {
+    if (this.held <= keptBodyBytes || this.named !== null) return;
+    // As `model()`: a model the path names needs no compressed body decoded.
+    const fromPath =
+      this.plain === null && imageCall === null ? this.adapter.requestModel(this.path, empty) : null;
+    this.named =
+      fromPath !== null
+        ? { model: fromPath, imageModel: null, requested: null }
+        : this.read((body) => ({
+            model: this.modelIn(body),
+            imageModel: imageCall?.model === undefined ? null : imageCall.model(body),
+            requested: imageCall === null ? null : imageCall.requested(body),
+          }));
+    this.body = empty;
+    this.plain = empty;
   }
 
   /** The model the request named (its body's, or provider C's path's). */
   model(): string | null | Promise<string | null> {
+    if (this.named !== null) return this.recall((named) => named.model);
     if (this.plain === null) {
       // A model the path names (provider C's) needs no body: a compressed one stays undecoded.
       const fromPath = this.adapter.requestModel(this.path, empty);
       if (fromPath !== null) return fromPath;
     }
-    return this.read((body) => this.adapter.requestModel(this.path, body));
+    return this.read((body) => this.modelIn(body));
   }
 
   /**
@@ -45,12 +121,24 @@ export class RequestFacts {
    */
   imageModel(imageCall: ImageCall): string | null | Promise<string | null> {
     const read = imageCall.model;
-    return read === undefined ? this.model() : this.read((body) => read(body));
+    if (read === undefined) return this.model();
+    if (this.named !== null) return this.recall((named) => named.imageModel);
+    return this.read((body) => read(body));
   }
 
   /** The images an image generation asked for. */
   requestedImages(imageCall: ImageCall): RequestedImages | Promise<RequestedImages> {
+    if (this.named !== null) return this.recall((named) => named.requested ?? imageCall.requested(empty));
     return this.read((body) => imageCall.requested(body));
+  }
+
+  private modelIn(body: Buffer): string | null {
+    return this.adapter.requestModel(this.path, body);
+  }
+
+  private recall<T>(fact: (named: Named) => T): T | Promise<T> {
+    const named = this.named as Named | Promise<Named>;
+    return named instanceof Promise ? named.then(fact) : fact(named);
   }
 
   private read<T>(fact: (body: Buffer) => T): T | Promise<T> {
