@@ -1,4 +1,4 @@
-import { type ServerResponse, STATUS_CODES } from "node:http";
+import { type IncomingMessage, type ServerResponse, STATUS_CODES } from "node:http";
 import type { Duplex } from "node:stream";
 import { renderError } from "../errors.js";
 
@@ -32,18 +32,50 @@ export function sendBytes(
 }
 
 /**
- * An answer sent before its request's body was read to the end (a refusal: 401, 404, 413, …) says
- * `Connection: close`, and Node closes the connection once the answer is sent. Kept alive, Node
- * would read and discard the rest of the body to reach the next request, however much was declared
- * (gigabytes for a refused call, until the request timeout). A request without a body is complete
- * only once its handler returns, so it is told apart by its headers: its connection is kept.
+ * An answer sent before its request's body was read to the end (a refusal: 401, 404, 413, …). Node
+ * reads and discards the rest of the body to reach the next request on the connection, however much
+ * was declared (gigabytes for a refused call, until the request timeout). A small rest (up to
+ * `lingerBytes` declared) is left to it: the connection stays usable. A larger or chunked one is
+ * read for at most `lingerMs` or `lingerBytes` after the answer went out, then the connection is
+ * closed. Not at once, with `Connection: close`: closing a socket with unread bytes sends a reset,
+ * which over a network can overtake the answer, so the client would never see its 401 or 413 (the
+ * lingering close of RFC 9112 §9.6). A request without a body is complete only once its handler
+ * returns, so it is told apart by its headers.
  */
 export function closeIfBodyUnread(response: ServerResponse): void {
   const request = response.req;
   if (request.complete) return;
   const { headers } = request;
-  if (headers["transfer-encoding"] !== undefined || Number(headers["content-length"] ?? 0) > 0)
-    response.shouldKeepAlive = false;
+  const declared = Number(headers["content-length"] ?? 0);
+  if (headers["transfer-encoding"] === undefined && declared <= lingerBytes) return;
+  response.once("finish", () => lingerOnUnreadBody(request));
+}
+
+const lingerMs = 2000;
+const lingerBytes = 1024 * 1024;
+
+/** Lets Node read (and discard) the rest of the body for a while, then closes the connection. */
+function lingerOnUnreadBody(request: IncomingMessage): void {
+  if (request.complete) return;
+  const socket = request.socket;
+  let read = 0;
+  const close = () => {
+    clearTimeout(timer);
+    request.off("data", onData);
+    socket.destroy();
+  };
+  const onData = (chunk: Buffer) => {
+    read += chunk.length;
+    if (read > lingerBytes) close();
+  };
+  const timer = setTimeout(close, lingerMs);
+  // Node's own reading of the rest (it dropped the body's listeners) feeds this one.
+  request.on("data", onData);
+  request.once("end", () => {
+    clearTimeout(timer);
+    request.off("data", onData);
+  });
+  socket.once("close", () => clearTimeout(timer));
 }
 
 export function setHeaders(response: ServerResponse, headers: Record<string, string>): void {

@@ -81,36 +81,47 @@ describe("a request refused before its body was read", () => {
       "PAYLOAD_TOO_LARGE",
       413,
     ],
-  ])(
-    "is answered with Connection: close, and its body is not read: %s",
-    async (_name, auth, code, status) => {
-      const refusal = await keepSending(
-        sluice,
-        `POST /v1/provider-a/${project.projectId}/chat/completions HTTP/1.1\r\nhost: x\r\n${auth()}`,
-      );
-      const { head, body } = parsed(refusal.answer);
-      expect(head).toMatch(new RegExp(`^HTTP/1\\.1 ${status} `));
-      expect(head).toMatch(/\r\nconnection: close(\r\n|$)/i);
-      expect(body.error.code).toBe(code);
-      // Closed by the gateway within seconds, having taken a sliver of the 10 GB (before: all of it,
-      // read and thrown away until the request timeout, 300 s).
-      expect(refusal.closed).toBe(true);
-      expect(refusal.sent).toBeLessThan(64 * 1024 * 1024);
-    },
-  );
+  ])("is answered, and its body is not read to its end: %s", async (_name, auth, code, status) => {
+    const refusal = await keepSending(
+      sluice,
+      `POST /v1/provider-a/${project.projectId}/chat/completions HTTP/1.1\r\nhost: x\r\n${auth()}`,
+    );
+    const { head, body } = parsed(refusal.answer);
+    expect(head).toMatch(new RegExp(`^HTTP/1\\.1 ${status} `));
+    expect(body.error.code).toBe(code);
+    // Closed by the gateway within seconds of the answer (not at once: a reset could overtake the
+    // answer), having taken a sliver of the 10 GB (before: all of it, read and thrown away until
+    // the request timeout, 300 s).
+    expect(refusal.closed).toBe(true);
+    expect(refusal.sent).toBeLessThan(64 * 1024 * 1024);
+  });
 
-  it("is answered with Connection: close on the admin API and an unknown route too", async () => {
+  it("is answered, and its connection closed, on the admin API and an unknown route too", async () => {
     for (const [head, status] of [
       ["POST /admin/v1/projects HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\n", 401],
       ["POST /nowhere HTTP/1.1\r\nhost: x\r\n", 404],
     ] as const) {
       const refusal = await keepSending(sluice, head);
-      expect(parsed(refusal.answer).head).toMatch(
-        new RegExp(`^HTTP/1\\.1 ${status} [^]*\r\nconnection: close`, "i"),
-      );
+      expect(parsed(refusal.answer).head).toMatch(new RegExp(`^HTTP/1\\.1 ${status} `));
       expect(refusal.closed).toBe(true);
       expect(refusal.sent).toBeLessThan(64 * 1024 * 1024);
     }
+  });
+
+  it("keeps the connection of a refused request with a small body, read and dropped", async () => {
+    const socket = connect(Number(new URL(sluice.url).port), "127.0.0.1");
+    let answer = "";
+    socket.on("data", (data: Buffer) => {
+      answer += data.toString("latin1");
+    });
+    const request = "POST /nowhere HTTP/1.1\r\nhost: x\r\ncontent-length: 2\r\n\r\n{}";
+    socket.write(`${request}${request}`);
+    const deadline = Date.now() + 5000;
+    while ((answer.match(/HTTP\/1\.1 404 /g) ?? []).length < 2 && Date.now() < deadline)
+      await new Promise((resolve) => setTimeout(resolve, 10));
+    socket.destroy();
+    expect(answer.match(/HTTP\/1\.1 404 /g)).toHaveLength(2);
+    expect(answer).not.toMatch(/connection: close/i);
   });
 
   it("keeps the connection of a refused request that has no body", async () => {
