@@ -139,17 +139,25 @@ export async function createProjectOverAdminApi(
 /**
  * Runs `node --import tsx src/main.ts` (npm start) on `env` (SLUICE_DATA_DIR among it) until it
  * exits, for a start that is to fail: its exit code and what it wrote to stderr (killed after 15 s).
- * `uid` and `gid` run it as another user (when the tests run as root).
+ * `withoutFileOverride`: when the tests run as root, the process runs without the capabilities
+ * that let root write and search any directory (`setpriv`), so file permissions apply to it as to
+ * any user, while it can still read the checkout (another user might not: a clone in a directory
+ * only root may enter, as `mktemp -d` makes).
  */
 export async function runGatewayUntilExit(
   env: Record<string, string>,
-  options: { uid?: number; gid?: number } = {},
+  options: { withoutFileOverride?: boolean } = {},
 ): Promise<{ code: number | null; stderr: string }> {
-  const child = spawn(process.execPath, ["--import", "tsx", "src/main.ts"], {
+  const gateway = [process.execPath, "--import", "tsx", "src/main.ts"];
+  const dropped = "-dac_override,-dac_read_search";
+  const command =
+    options.withoutFileOverride && process.getuid?.() === 0
+      ? ["setpriv", `--inh-caps=${dropped}`, `--bounding-set=${dropped}`, "--", ...gateway]
+      : gateway;
+  const child = spawn(command[0] as string, command.slice(1), {
     cwd: join(import.meta.dirname, "../.."),
     env: { ...process.env, PORT: "0", HOST: "127.0.0.1", LOG_LEVEL: "silent", ...env },
     stdio: ["ignore", "ignore", "pipe"],
-    ...options,
   });
   let stderr = "";
   child.stderr?.on("data", (chunk: Buffer) => {
