@@ -174,6 +174,18 @@ describe("loadConfig", () => {
     },
   );
 
+  it.each([
+    ["SLUICE_PROVIDER_A_BASE_URL", "https://example.openai.azure.com/openai/v1?api-version=preview"],
+    ["SLUICE_PROVIDER_B_BASE_URL", "https://api.anthropic.com/v1#x"],
+    ["SLUICE_PROVIDER_C_BASE_URL", "https://user:secret@proxy.example.com/v1beta"],
+  ])("refuses %s %j, whose query, fragment or user info the calls would drop", (name, value) => {
+    expect(problemsOf({ [name]: value })).toBe(
+      `Invalid configuration:\n  ${name}: must be a base URL without a query (?), fragment (#) or user info: ` +
+        "a provider's calls go to its origin and path only, and the rest would be dropped",
+    );
+    expect(problemsOf({ [name]: value })).not.toContain("secret");
+  });
+
   it("takes SLUICE_PUBLIC_URL with a path, which signed vault URLs keep", () => {
     expect(loadConfig({ SLUICE_PUBLIC_URL: "https://example.com/sluice/" }).publicUrl).toBe(
       "https://example.com/sluice/",

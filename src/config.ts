@@ -85,6 +85,16 @@ const baseUrl = httpUrl.refine(
   "must be a base URL without a query (?) or fragment (#): signed vault URLs append their path and query to it",
 );
 /**
+ * A provider's base URL: its calls go to the URL's origin and path (provider-adapter.ts), so a query,
+ * fragment or user info in it would be dropped without a word (an Azure-style `?api-version=`, a
+ * password): refused instead.
+ */
+const upstreamBaseUrl = httpUrl.refine((value) => {
+  if (!URL.canParse(value)) return true;
+  const url = new URL(value);
+  return !/[?#]/.test(value) && url.username === "" && url.password === "";
+}, "must be a base URL without a query (?), fragment (#) or user info: a provider's calls go to its origin and path only, and the rest would be dropped");
+/**
  * A provider's default image model: a model name (it becomes part of provider C's URL) that the
  * catalogue lists as an image model of that provider, or does not list at all (catalogues lag the
  * providers' new models).
@@ -198,19 +208,19 @@ export const settings = {
   ),
   providerABaseUrl: setting(
     "SLUICE_PROVIDER_A_BASE_URL",
-    httpUrl,
+    upstreamBaseUrl,
     "https://api.openai.com/v1",
     "provider A upstream base URL",
   ),
   providerBBaseUrl: setting(
     "SLUICE_PROVIDER_B_BASE_URL",
-    httpUrl,
+    upstreamBaseUrl,
     "https://api.anthropic.com/v1",
     "provider B upstream base URL",
   ),
   providerCBaseUrl: setting(
     "SLUICE_PROVIDER_C_BASE_URL",
-    httpUrl,
+    upstreamBaseUrl,
     "https://generativelanguage.googleapis.com/v1beta",
     "provider C upstream base URL (its `/v1` sibling serves `v1/...` paths)",
   ),
