@@ -11,11 +11,14 @@ const empty = Buffer.alloc(0);
  */
 const keptBodyBytes = 64 * 1024;
 
-/** What a request named, read from its body before the body is let go. */
+/**
+ * What a request named, as the accessors answered it just before the body was let go (a promise
+ * for a body being decoded); the image facts only for an image generation.
+ */
 interface Named {
-  model: string | null;
-  imageModel: string | null;
-  requested: RequestedImages | null;
+  model: string | null | Promise<string | null>;
+  imageModel: string | null | Promise<string | null>;
+  requested: RequestedImages | Promise<RequestedImages> | null;
 }
 
 /**
@@ -41,7 +44,7 @@ export class RequestFacts {
   /** The body as its JSON reads; null until a compressed one is first asked for. */
   private plain: Buffer | Promise<Buffer> | null;
   /** What a released body named; null while the body is kept. */
-  private named: Named | Promise<Named> | null = null;
+  private named: Named | null = null;
 
   constructor(
     private readonly adapter: ProviderAdapter,
@@ -89,30 +92,26 @@ export class RequestFacts {
    */
   release(imageCall: ImageCall | null): void {
     if (this.held <= keptBodyBytes || this.named !== null) return;
-    // As `model()`: a model the path names needs no compressed body decoded.
-    const fromPath =
-      this.plain === null && imageCall === null ? this.adapter.requestModel(this.path, empty) : null;
-    this.named =
-      fromPath !== null
-        ? { model: fromPath, imageModel: null, requested: null }
-        : this.read((body) => ({
-            model: this.modelIn(body),
-            imageModel: imageCall?.model === undefined ? null : imageCall.model(body),
-            requested: imageCall === null ? null : imageCall.requested(body),
-          }));
+    // Read by the accessors themselves: a compressed body is decoded once for all of them, and not
+    // at all when the path names the model and no image facts are needed.
+    this.named = {
+      model: this.model(),
+      imageModel: imageCall === null ? null : this.imageModel(imageCall),
+      requested: imageCall === null ? null : this.requestedImages(imageCall),
+    };
     this.body = empty;
     this.plain = empty;
   }
 
   /** The model the request named (its body's, or provider C's path's). */
   model(): string | null | Promise<string | null> {
-    if (this.named !== null) return this.recall((named) => named.model);
+    if (this.named !== null) return this.named.model;
     if (this.plain === null) {
       // A model the path names (provider C's) needs no body: a compressed one stays undecoded.
       const fromPath = this.adapter.requestModel(this.path, empty);
       if (fromPath !== null) return fromPath;
     }
-    return this.read((body) => this.modelIn(body));
+    return this.read((body) => this.adapter.requestModel(this.path, body));
   }
 
   /**
@@ -122,23 +121,14 @@ export class RequestFacts {
   imageModel(imageCall: ImageCall): string | null | Promise<string | null> {
     const read = imageCall.model;
     if (read === undefined) return this.model();
-    if (this.named !== null) return this.recall((named) => named.imageModel);
+    if (this.named !== null) return this.named.imageModel;
     return this.read((body) => read(body));
   }
 
   /** The images an image generation asked for. */
   requestedImages(imageCall: ImageCall): RequestedImages | Promise<RequestedImages> {
-    if (this.named !== null) return this.recall((named) => named.requested ?? imageCall.requested(empty));
+    if (this.named !== null) return this.named.requested ?? imageCall.requested(empty);
     return this.read((body) => imageCall.requested(body));
-  }
-
-  private modelIn(body: Buffer): string | null {
-    return this.adapter.requestModel(this.path, body);
-  }
-
-  private recall<T>(fact: (named: Named) => T): T | Promise<T> {
-    const named = this.named as Named | Promise<Named>;
-    return named instanceof Promise ? named.then(fact) : fact(named);
   }
 
   private read<T>(fact: (body: Buffer) => T): T | Promise<T> {
