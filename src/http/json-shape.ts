@@ -1,4 +1,4 @@
-import { jsonStart } from "../providers/json-bytes.js";
+import { jsonStart, stringEnd } from "../providers/json-bytes.js";
 
 /**
  * Bounds on the structure of a JSON body, checked before `JSON.parse` builds it: at the body cap,
@@ -54,29 +54,3 @@ kinds[0x7d /* } */] = close;
 kinds[0x5d /* ] */] = close;
 kinds[0x3a /* : */] = colon;
 kinds[0x2c /* , */] = comma;
-
-/**
- * The offset just past the string that opens at `at`; -1 when it does not close. Byte by byte over
- * a short window, then a native search for the next quote: a long string (a base64 image) costs
- * one search, and a string dense with escaped quotes no search per quote.
- */
-function stringEnd(body: Buffer, at: number): number {
-  let index = at + 1;
-  for (;;) {
-    const stop = Math.min(index + 32, body.length);
-    for (; index < stop; index++) {
-      const byte = body[index];
-      if (byte === 0x22 /* " */) return index + 1;
-      if (byte === 0x5c /* \ */) index++;
-    }
-    if (index >= body.length) return -1;
-    // `index` starts no escape's second byte: the backslashes from there to the quote escape it
-    // when they are odd.
-    const quote = body.indexOf(0x22, index);
-    if (quote < 0) return -1;
-    let backslashes = 0;
-    while (quote - 1 - backslashes >= index && body[quote - 1 - backslashes] === 0x5c) backslashes++;
-    if (backslashes % 2 === 0) return quote + 1;
-    index = quote + 1;
-  }
-}

@@ -1,5 +1,5 @@
 import { afterEach, describe, expect, it, vi } from "vitest";
-import { keyIs, lastMembers, quotedValueAfterKey, valueEnd } from "./json-bytes.js";
+import { keyIs, lastMembers, quotedValueAfterKey, stringEnd, valueEnd } from "./json-bytes.js";
 
 /** What the usage meter's model patterns found before: the regular expression on decoded text. */
 function byPattern(body: Buffer, key: string, from: number, limit: number): string | null {
@@ -88,6 +88,32 @@ describe("valueEnd", () => {
     expect(valueEnd(body, 10, 13)).toBe(-1);
     expect(valueEnd(body, 10, 14)).toBe(14);
     expect(valueEnd(body, 27, 28)).toBe(28);
+  });
+});
+
+describe("stringEnd", () => {
+  /** Byte by byte: the first quote no escape covers, before `limit`. */
+  const reference = (body: Buffer, at: number, limit: number) => {
+    for (let index = at + 1; index < limit; index++) {
+      if (body[index] === 0x5c) index++;
+      else if (body[index] === 0x22) return index + 1;
+    }
+    return -1;
+  };
+
+  it("finds the end a byte-by-byte read finds, over random strings dense with escapes, within any limit", () => {
+    const pieces = ['"', "\\", '\\"', "\\\\", "a", "\\\\\\"];
+    let seed = 11;
+    const next = () => {
+      seed = (seed * 1103515245 + 12345) % 2 ** 31;
+      return seed;
+    };
+    for (let round = 0; round < 20_000; round++) {
+      const length = next() % 60;
+      const body = Buffer.from(`"${Array.from({ length }, () => pieces[next() % pieces.length]).join("")}`);
+      const limit = 1 + (next() % body.length);
+      expect(stringEnd(body, 0, limit), body.toString()).toBe(reference(body, 0, limit));
+    }
   });
 });
 
