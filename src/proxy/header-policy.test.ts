@@ -64,7 +64,7 @@ describe("header policy", () => {
     });
   });
 
-  it("passes provider response headers except hop-by-hop ones, cookies, CORS, origin statements and those named by Connection", () => {
+  it("passes provider response headers except hop-by-hop ones, cookies, CORS, origin statements, account ids and those named by Connection", () => {
     const head = clientResponseHeaders(
       raw([
         ["Content-Type", "text/event-stream"],
@@ -78,6 +78,10 @@ describe("header policy", () => {
         // The provider's origin's, not Sluice's.
         ["Strict-Transport-Security", "max-age=31536000; includeSubDomains; preload"],
         ["alt-svc", 'h3=":443"; ma=86400'],
+        // The operator's account, not the app's business.
+        ["openai-organization", "user-abc123"],
+        ["OpenAI-Project", "proj_abc"],
+        ["anthropic-organization-id", "0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0"],
         // Without Sluice's own CORS headers too: the gateway decides who may call it.
         ["Access-Control-Allow-Origin", "https://evil.example"],
         ["access-control-expose-headers", "*"],

@@ -40,6 +40,12 @@ const droppedResponseHeaders = new Set([
   // subdomains to HTTPS, and `alt-svc` advertise an HTTP/3 endpoint Sluice does not serve.
   "strict-transport-security",
   "alt-svc",
+  // The operator's account behind the key: provider A's organization and project, provider B's
+  // organization id. An app needs neither to use an answer, and with them anyone holding a partial
+  // key learns which provider account (and which other apps on it) the gateway bills.
+  "openai-organization",
+  "openai-project",
+  "anthropic-organization-id",
 ]);
 
 export function upstreamRequestHeaders(incoming: IncomingHttpHeaders): Record<string, string> {
