@@ -164,13 +164,20 @@ describe("loadConfig", () => {
     }
   });
 
-  it.each([["http://x/path?q=1"], ["https://gateway.example.com/?"], ["https://gateway.example.com#vault"]])(
-    "refuses SLUICE_PUBLIC_URL %j, whose query or fragment would take in the signed vault URLs' paths",
+  it.each([
+    ["http://x/path?q=1"],
+    ["https://gateway.example.com/?"],
+    ["https://gateway.example.com#vault"],
+    ["https://admin:secret@gateway.example.com/"],
+    ["https://token@gateway.example.com/"],
+  ])(
+    "refuses SLUICE_PUBLIC_URL %j, whose query or fragment would take in the signed vault URLs' paths and whose user info would reach every app",
     (value) => {
       expect(problemsOf({ SLUICE_PUBLIC_URL: value })).toBe(
-        "Invalid configuration:\n  SLUICE_PUBLIC_URL: must be a base URL without a query (?) or fragment (#): " +
-          "signed vault URLs append their path and query to it",
+        "Invalid configuration:\n  SLUICE_PUBLIC_URL: must be a base URL without a query (?), fragment (#) or user info: " +
+          "signed vault URLs, which apps receive, append their path and query to it",
       );
+      expect(problemsOf({ SLUICE_PUBLIC_URL: value })).not.toContain("secret");
     },
   );
 

@@ -78,12 +78,14 @@ const milliseconds = millisecondsFrom(1);
 const httpUrl = urlOf(["http:", "https:"], "must be an http:// or https:// URL");
 /**
  * An http(s) URL that paths are appended to (`SLUICE_PUBLIC_URL`: `<base>/v1/vault/…?expires=…`):
- * a query or fragment in it would take in every path appended, so it is refused. A path is kept.
+ * a query or fragment in it would take in every path appended, and user info would be handed to
+ * every app in every signed URL, so they are refused. A path is kept.
  */
-const baseUrl = httpUrl.refine(
-  (value) => !URL.canParse(value) || !/[?#]/.test(value),
-  "must be a base URL without a query (?) or fragment (#): signed vault URLs append their path and query to it",
-);
+const baseUrl = httpUrl.refine((value) => {
+  if (!URL.canParse(value)) return true;
+  const url = new URL(value);
+  return !/[?#]/.test(value) && url.username === "" && url.password === "";
+}, "must be a base URL without a query (?), fragment (#) or user info: signed vault URLs, which apps receive, append their path and query to it");
 /**
  * A provider's base URL: its calls go to the URL's origin and path (provider-adapter.ts), so a query,
  * fragment or user info in it would be dropped without a word (an Azure-style `?api-version=`, a
@@ -372,7 +374,7 @@ export const settings = {
     "SLUICE_PUBLIC_URL",
     baseUrl.optional(),
     undefined,
-    "external base URL used in signed vault URLs, a path allowed but no query or fragment (unset: the address the gateway listens on, with the port it got and an IPv6 address in brackets, e.g. `http://[::1]:41234`)",
+    "external base URL used in signed vault URLs, a path allowed but no query, fragment or user info (unset: the address the gateway listens on, with the port it got and an IPv6 address in brackets, e.g. `http://[::1]:41234`)",
   ),
   vaultUrlTtlSeconds: setting(
     "SLUICE_VAULT_URL_TTL_SECONDS",
