@@ -8,6 +8,7 @@ import {
   providerTimeout,
   responseTooLargeFailure,
 } from "../providers/sdk-call-failure.js";
+import { usageFromProviderA, usageFromProviderB, usageFromProviderC } from "../providers/usage-from-json.js";
 import { emptyUsage, type TokenUsage, tokenCount } from "../usage/token-usage.js";
 import type { AnalysisKind } from "./model-choice.js";
 import { schemaForProvider } from "./provider-schema.js";
@@ -116,7 +117,7 @@ export async function analyze(models: AiSdkModels, request: AnalysisRequest): Pr
       cut
         ? "The model's output was cut off at its output token limit, also after one repair attempt"
         : "The model's output did not match the project's output schema, also after one repair attempt",
-      { details: { model: modelUsed, usage } },
+      { details: { model: modelUsed, usage: countsOf(usage) } },
     ),
     model: modelUsed,
     usage,
@@ -159,7 +160,7 @@ async function attemptOnce(
       object: result.object,
       text: JSON.stringify(result.object),
       problems: [],
-      usage: usageOf(result.usage),
+      usage: usageOf(provider, result.usage),
       modelId: result.response.modelId,
     };
   } catch (error) {
@@ -168,7 +169,7 @@ async function attemptOnce(
         ...(error.finishReason === "length" ? { cut: true } : {}),
         text: error.text ?? "",
         problems: ["the answer is not valid JSON"],
-        usage: usageOf(error.usage),
+        usage: usageOf(provider, error.usage),
         ...(error.response?.modelId ? { modelId: error.response.modelId } : {}),
       };
     }
@@ -269,10 +270,26 @@ interface SdkUsage {
   cachedInputTokens?: number | undefined;
   inputTokenDetails?: { cacheReadTokens?: number | undefined };
   outputTokenDetails?: { reasoningTokens?: number | undefined };
+  /** The provider's own usage object, as its answer reported it. */
+  raw?: unknown;
 }
 
-function usageOf(usage: SdkUsage | undefined): TokenUsage | null {
+const usageFromProvider = {
+  "provider-a": usageFromProviderA,
+  "provider-b": usageFromProviderB,
+  "provider-c": usageFromProviderC,
+} as const;
+
+/**
+ * An attempt's usage, read from the provider's own usage object as the proxies read it, so the call
+ * is priced as the same call proxied would be: the AI SDK's summary leaves out what the provider
+ * bills apart (provider A's and B's cache writes, B's by their lifetime), which would be priced as
+ * plain input. The summary's counts only when the answer carries no usage object to read.
+ */
+function usageOf(provider: ProviderId, usage: SdkUsage | undefined): TokenUsage | null {
   if (!usage) return null;
+  const reported = usage.raw === undefined ? null : usageFromProvider[provider](usage.raw);
+  if (reported) return reported;
   return {
     inputTokens: tokenCount(usage.inputTokens),
     outputTokens: tokenCount(usage.outputTokens),
@@ -296,4 +313,10 @@ export function addUsage(total: TokenUsage, next: TokenUsage | null): TokenUsage
     cachedInputTokens: add(total.cachedInputTokens, counted.cachedInputTokens),
     reasoningTokens: add(total.reasoningTokens, counted.reasoningTokens),
   };
+}
+
+/** The four counts of a usage (what a 502's `details` shows). */
+function countsOf(usage: TokenUsage): TokenUsage {
+  const { inputTokens, outputTokens, cachedInputTokens, reasoningTokens } = usage;
+  return { inputTokens, outputTokens, cachedInputTokens, reasoningTokens };
 }
