@@ -9,7 +9,7 @@ import {
   responseTooLargeFailure,
 } from "../providers/sdk-call-failure.js";
 import { usageFromProviderA, usageFromProviderB, usageFromProviderC } from "../providers/usage-from-json.js";
-import { emptyUsage, type TokenUsage, tokenCount } from "../usage/token-usage.js";
+import { emptyUsage, type Sampling, type TokenUsage, tokenCount } from "../usage/token-usage.js";
 import type { AnalysisKind } from "./model-choice.js";
 import { schemaForProvider } from "./provider-schema.js";
 import { validateAgainstSchema } from "./schema-validator.js";
@@ -299,9 +299,12 @@ function usageOf(provider: ProviderId, usage: SdkUsage | undefined): TokenUsage 
 }
 
 /**
- * The usage of two attempts. An input or output count unknown for either attempt (no usage at all
- * included) is unknown for both: the other attempt's alone would be priced as the whole. Cached and
- * reasoning counts are parts of those, a missing one counted as 0.
+ * The usage of two attempts: their counts added, for the row, and each attempt a sampling of its
+ * own for the cost. Each attempt is a provider call, priced on its own as the provider bills it
+ * (held to the model's long-context threshold alone: two prompts under it are not one over it).
+ * An input or output count unknown for either attempt (no usage at all included) is unknown for
+ * both: the other attempt's alone would be priced as the whole. Cached and reasoning counts are
+ * parts of those, a missing one counted as 0.
  */
 export function addUsage(total: TokenUsage, next: TokenUsage | null): TokenUsage {
   const counted = next ?? emptyUsage();
@@ -312,7 +315,13 @@ export function addUsage(total: TokenUsage, next: TokenUsage | null): TokenUsage
     outputTokens: both(total.outputTokens, counted.outputTokens),
     cachedInputTokens: add(total.cachedInputTokens, counted.cachedInputTokens),
     reasoningTokens: add(total.reasoningTokens, counted.reasoningTokens),
+    samplings: [...samplingsOf(total), ...samplingsOf(counted)],
   };
+}
+
+/** The samplings a usage is priced as: its own (an earlier sum's, provider B's iterations), else itself. */
+function samplingsOf(usage: TokenUsage): readonly Sampling[] {
+  return usage.samplings ?? [{ usage }];
 }
 
 /** The four counts of a usage (what a 502's `details` shows). */

@@ -442,6 +442,30 @@ describe("structured analysis", () => {
     expect(row.cost_usd).toBeCloseTo(expected ?? Number.NaN, 12);
   });
 
+  // Each attempt is a provider call of its own, which the provider holds to the long-context
+  // threshold alone: two prompts under it are not billed as one over it.
+  it("prices a repaired call's attempts each against the long-context threshold", async () => {
+    const project = await createTestProject(sluice.gateway, {
+      provider: "provider-c",
+      outputSchema: schema,
+      model: "gemini-2.5-pro",
+    });
+    fake.setUsage({ input: 150_000, output: 100, cached: 0, reasoning: 0 });
+    try {
+      let calls = 0;
+      fake.setStructuredOutput(() => (++calls === 1 ? { title: "No score" } : answer));
+      const response = await post(`/v1/text/${project.projectId}`, project, { text: "x" }, {}, "provider-c");
+      expect(response.status).toBe(200);
+      expect(fake.requests).toHaveLength(2);
+      const row = await rowFor(response);
+      expect(row).toMatchObject({ input_tokens: 300_000, output_tokens: 200 });
+      // Each: 150,000 in at $1.25 and 100 out at $10 (per 1M), the prices up to 200k.
+      expect(row.cost_usd).toBeCloseTo(2 * 0.1885, 12);
+    } finally {
+      fake.setUsage({ input: 11, output: 7, cached: 3, reasoning: 2 });
+    }
+  });
+
   it("answers 504 when the provider does not answer in time", async () => {
     fake.setLatencyMs(3000);
     const response = await post(`/v1/text/${projects["provider-a"].projectId}`, projects["provider-a"], {
