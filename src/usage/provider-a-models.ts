@@ -35,6 +35,17 @@ export const providerAModels: CatalogueModel[] = [
     capabilities: chat(true, true),
     pricing: price(2.5, 10, 1.25),
   },
+  // GPT-4o's first snapshot, which OpenAI's pricing page lists apart from gpt-4o at its launch
+  // prices: $5 in, $15 out, no cached price. Its own entry, so it is not priced as the gpt-4o it is
+  // a version of (findModel takes an entry's own id before another's version suffix).
+  {
+    id: "gpt-4o-2024-05-13",
+    provider: "provider-a",
+    displayName: "GPT-4o (2024-05-13)",
+    created: 1715367049,
+    capabilities: chat(true, true),
+    pricing: price(5, 15, null),
+  },
   {
     id: "gpt-4o-mini",
     provider: "provider-a",
