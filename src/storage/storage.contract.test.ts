@@ -149,7 +149,17 @@ for (const engine of storageEngines) {
       const records = createUsageRepository(database.db, database.sqlite);
       const batch = [
         usage("r1"),
-        usage("r2", { model: "gpt-4o", endpoint: "text", cost_usd: null, outcome: "error", status: 502 }),
+        usage("r2", {
+          model: "gpt-4o",
+          endpoint: "text",
+          cost_usd: null,
+          outcome: "error",
+          status: 502,
+          input_tokens: null,
+          output_tokens: null,
+          cached_tokens: null,
+          reasoning_tokens: null,
+        }),
         usage("r3", { created_at: "2026-11-03T08:00:00.000Z", input_tokens: 100, cost_usd: 0.5 }),
       ];
       await records.insertBatch(batch);
@@ -162,12 +172,12 @@ for (const engine of storageEngines) {
           group: "2026-11-02",
           requests: 2,
           errors: 1,
-          inputTokens: 20,
-          outputTokens: 10,
-          cachedTokens: 4,
+          inputTokens: 10,
+          outputTokens: 5,
+          cachedTokens: 2,
           reasoningTokens: 0,
           costUsd: 0.001,
-          // r2's error cost nothing: it is not a call whose cost is unknown.
+          // r2's error cost nothing (no tokens): it is not a call whose cost is unknown.
           unpricedRequests: 0,
         },
         {
@@ -197,10 +207,11 @@ for (const engine of storageEngines) {
 
     it("counts as unpriced the calls that went through (ok or cut short) without a known cost, not errors", async () => {
       const records = createUsageRepository(database.db, database.sqlite);
+      const none = { input_tokens: null, output_tokens: null, cached_tokens: null, reasoning_tokens: null };
       await records.insertBatch([
         usage("u1", { project_id: "unpriced", cost_usd: null }),
-        usage("u2", { project_id: "unpriced", cost_usd: null, outcome: "aborted", status: 499 }),
-        usage("u3", { project_id: "unpriced", cost_usd: null, outcome: "error", status: 401 }),
+        usage("u2", { project_id: "unpriced", cost_usd: null, outcome: "aborted", status: 499, ...none }),
+        usage("u3", { project_id: "unpriced", cost_usd: null, outcome: "error", status: 401, ...none }),
         usage("u4", { project_id: "unpriced", cost_usd: 0.25 }),
       ]);
       const [day] = await records.report({
@@ -210,6 +221,40 @@ for (const engine of storageEngines) {
         groupBy: "day",
       });
       expect(day).toMatchObject({ requests: 4, errors: 2, costUsd: 0.25, unpricedRequests: 2 });
+    });
+
+    // A failed call that reports tokens was billed for them: a structured call whose repair failed
+    // too (502), on a model the catalogue has no price for. Before, it was left out as an error that
+    // cost nothing, and the report passed its tokens off as free.
+    it("counts as unpriced a failed call that reports tokens without a known cost", async () => {
+      const records = createUsageRepository(database.db, database.sqlite);
+      await records.insertBatch([
+        usage("f1", {
+          project_id: "failed-billed",
+          endpoint: "text",
+          cost_usd: null,
+          outcome: "error",
+          status: 502,
+        }),
+        usage("f2", {
+          project_id: "failed-billed",
+          cost_usd: null,
+          outcome: "error",
+          status: 502,
+          input_tokens: null,
+          output_tokens: 7,
+          cached_tokens: null,
+          reasoning_tokens: null,
+        }),
+        usage("f3", { project_id: "failed-billed", cost_usd: 0.002, outcome: "error", status: 502 }),
+      ]);
+      const [day] = await records.report({
+        projectId: "failed-billed",
+        from: "2026-11-01T00:00:00.000Z",
+        to: "2026-12-01T00:00:00.000Z",
+        groupBy: "day",
+      });
+      expect(day).toMatchObject({ requests: 3, errors: 3, costUsd: 0.002, unpricedRequests: 2 });
     });
 
     it("orders report groups the same on both engines: code-unit order, a null group last", async () => {

@@ -119,8 +119,9 @@ export function createUsageRepository(
             sql<number>`coalesce(sum(reasoning_tokens * 1.0), 0)`.as("reasoning_tokens"),
             sql<number | null>`sum(cost_usd)`.as("cost_usd"),
             // Calls whose cost is unknown: a refusal or an error costs nothing, so only rows whose call
-            // went through (ok, or cut short) without a price count.
-            sql<number>`sum(case when cost_usd is null and outcome <> 'error' then 1 else 0 end)`.as(
+            // went through (ok, or cut short) without a price count, and failed calls that report
+            // tokens, which the provider billed (a structured call whose repair failed too).
+            sql<number>`sum(case when cost_usd is null and (outcome <> 'error' or input_tokens is not null or output_tokens is not null) then 1 else 0 end)`.as(
               "unpriced",
             ),
           ])

@@ -1,4 +1,5 @@
 import { describe, expect, it } from "vitest";
+import { costOfTokens } from "../usage/token-cost.js";
 import type { TokenUsage } from "../usage/token-usage.js";
 import { addUsage, jsonInText } from "./analyze.js";
 
@@ -10,16 +11,37 @@ const usage = (
 ): TokenUsage => ({ inputTokens, outputTokens, cachedInputTokens, reasoningTokens });
 
 describe("addUsage (the first attempt's usage plus the repair's)", () => {
+  const counts = ({ inputTokens, outputTokens, cachedInputTokens, reasoningTokens }: TokenUsage) => ({
+    inputTokens,
+    outputTokens,
+    cachedInputTokens,
+    reasoningTokens,
+  });
+
   it("sums the counts both attempts report, a missing cached or reasoning count as 0", () => {
-    expect(addUsage(usage(10, 5, 4, null), usage(20, 7, null, 3))).toEqual(usage(30, 12, 4, 3));
-    expect(addUsage(usage(10, 5), usage(20, 7))).toEqual(usage(30, 12));
+    expect(counts(addUsage(usage(10, 5, 4, null), usage(20, 7, null, 3)))).toEqual(usage(30, 12, 4, 3));
+    expect(counts(addUsage(usage(10, 5), usage(20, 7)))).toEqual(usage(30, 12));
   });
 
   // Before, the known attempt's count stood for both, priced as the whole.
   it("leaves an input or output count unknown when one attempt did not report it", () => {
-    expect(addUsage(usage(null, 5), usage(20, 7))).toEqual(usage(null, 12));
-    expect(addUsage(usage(10, 5), usage(20, null))).toEqual(usage(30, null));
-    expect(addUsage(usage(10, 5, 4), null)).toEqual(usage(null, null, 4));
+    expect(counts(addUsage(usage(null, 5), usage(20, 7)))).toEqual(usage(null, 12));
+    expect(counts(addUsage(usage(10, 5), usage(20, null)))).toEqual(usage(30, null));
+    expect(counts(addUsage(usage(10, 5, 4), null))).toEqual(usage(null, null, 4));
+    expect(costOfTokens("provider-a", "gpt-5.4-mini", addUsage(usage(10, 5), null))).toBeNull();
+  });
+
+  // Before, the sum was priced as one call: 300k input tokens, over gemini-2.5-pro's 200k threshold,
+  // billed both attempts at the long-context prices (twice the input price, 1.5x the output's).
+  it("prices each attempt on its own, against the model's long-context threshold", () => {
+    const one = usage(150_000, 100);
+    const single = costOfTokens("provider-c", "gemini-2.5-pro", one);
+    expect(single).toBeCloseTo(0.1885, 12);
+    expect(costOfTokens("provider-c", "gemini-2.5-pro", addUsage(one, one))).toBeCloseTo(2 * 0.1885, 12);
+    // What an attempt prices apart (cache writes) stays priced on the sum.
+    const written: TokenUsage = { ...usage(1_000, 10), cacheWriteTokens: { thirtyMinutes: 400 } };
+    const alone = costOfTokens("provider-a", "gpt-6-sol", written) ?? Number.NaN;
+    expect(costOfTokens("provider-a", "gpt-6-sol", addUsage(written, written))).toBeCloseTo(2 * alone, 12);
   });
 });
 

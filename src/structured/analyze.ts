@@ -8,7 +8,8 @@ import {
   providerTimeout,
   responseTooLargeFailure,
 } from "../providers/sdk-call-failure.js";
-import { emptyUsage, type TokenUsage, tokenCount } from "../usage/token-usage.js";
+import { usageFromProviderA, usageFromProviderB, usageFromProviderC } from "../providers/usage-from-json.js";
+import { emptyUsage, type Sampling, type TokenUsage, tokenCount } from "../usage/token-usage.js";
 import type { AnalysisKind } from "./model-choice.js";
 import { schemaForProvider } from "./provider-schema.js";
 import { validateAgainstSchema } from "./schema-validator.js";
@@ -116,7 +117,7 @@ export async function analyze(models: AiSdkModels, request: AnalysisRequest): Pr
       cut
         ? "The model's output was cut off at its output token limit, also after one repair attempt"
         : "The model's output did not match the project's output schema, also after one repair attempt",
-      { details: { model: modelUsed, usage } },
+      { details: { model: modelUsed, usage: countsOf(usage) } },
     ),
     model: modelUsed,
     usage,
@@ -159,7 +160,7 @@ async function attemptOnce(
       object: result.object,
       text: JSON.stringify(result.object),
       problems: [],
-      usage: usageOf(result.usage),
+      usage: usageOf(provider, result.usage),
       modelId: result.response.modelId,
     };
   } catch (error) {
@@ -168,7 +169,7 @@ async function attemptOnce(
         ...(error.finishReason === "length" ? { cut: true } : {}),
         text: error.text ?? "",
         problems: ["the answer is not valid JSON"],
-        usage: usageOf(error.usage),
+        usage: usageOf(provider, error.usage),
         ...(error.response?.modelId ? { modelId: error.response.modelId } : {}),
       };
     }
@@ -269,10 +270,26 @@ interface SdkUsage {
   cachedInputTokens?: number | undefined;
   inputTokenDetails?: { cacheReadTokens?: number | undefined };
   outputTokenDetails?: { reasoningTokens?: number | undefined };
+  /** The provider's own usage object, as its answer reported it. */
+  raw?: unknown;
 }
 
-function usageOf(usage: SdkUsage | undefined): TokenUsage | null {
+const usageFromProvider = {
+  "provider-a": usageFromProviderA,
+  "provider-b": usageFromProviderB,
+  "provider-c": usageFromProviderC,
+} as const;
+
+/**
+ * An attempt's usage, read from the provider's own usage object as the proxies read it, so the call
+ * is priced as the same call proxied would be: the AI SDK's summary leaves out what the provider
+ * bills apart (provider A's and B's cache writes, B's by their lifetime), which would be priced as
+ * plain input. The summary's counts only when the answer carries no usage object to read.
+ */
+function usageOf(provider: ProviderId, usage: SdkUsage | undefined): TokenUsage | null {
   if (!usage) return null;
+  const reported = usage.raw === undefined ? null : usageFromProvider[provider](usage.raw);
+  if (reported) return reported;
   return {
     inputTokens: tokenCount(usage.inputTokens),
     outputTokens: tokenCount(usage.outputTokens),
@@ -282,9 +299,12 @@ function usageOf(usage: SdkUsage | undefined): TokenUsage | null {
 }
 
 /**
- * The usage of two attempts. An input or output count unknown for either attempt (no usage at all
- * included) is unknown for both: the other attempt's alone would be priced as the whole. Cached and
- * reasoning counts are parts of those, a missing one counted as 0.
+ * The usage of two attempts: their counts added, for the row, and each attempt a sampling of its
+ * own for the cost. Each attempt is a provider call, priced on its own as the provider bills it
+ * (held to the model's long-context threshold alone: two prompts under it are not one over it).
+ * An input or output count unknown for either attempt (no usage at all included) is unknown for
+ * both: the other attempt's alone would be priced as the whole. Cached and reasoning counts are
+ * parts of those, a missing one counted as 0.
  */
 export function addUsage(total: TokenUsage, next: TokenUsage | null): TokenUsage {
   const counted = next ?? emptyUsage();
@@ -295,5 +315,17 @@ export function addUsage(total: TokenUsage, next: TokenUsage | null): TokenUsage
     outputTokens: both(total.outputTokens, counted.outputTokens),
     cachedInputTokens: add(total.cachedInputTokens, counted.cachedInputTokens),
     reasoningTokens: add(total.reasoningTokens, counted.reasoningTokens),
+    samplings: [...samplingsOf(total), ...samplingsOf(counted)],
   };
+}
+
+/** The samplings a usage is priced as: its own (an earlier sum's, provider B's iterations), else itself. */
+function samplingsOf(usage: TokenUsage): readonly Sampling[] {
+  return usage.samplings ?? [{ usage }];
+}
+
+/** The four counts of a usage (what a 502's `details` shows). */
+function countsOf(usage: TokenUsage): TokenUsage {
+  const { inputTokens, outputTokens, cachedInputTokens, reasoningTokens } = usage;
+  return { inputTokens, outputTokens, cachedInputTokens, reasoningTokens };
 }

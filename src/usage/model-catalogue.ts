@@ -14,7 +14,7 @@ import type { CacheLifetime } from "./token-usage.js";
  * their prices, are in provider-a-models.ts, provider-b-models.ts and provider-c-models.ts (written
  * with catalogue-prices.ts), the providers' deprecation notices in model-deprecations.ts.
  */
-export const catalogueVersion = "2026-11-27";
+export const catalogueVersion = "2026-11-29";
 
 export interface Capabilities {
   text: boolean;
@@ -181,10 +181,12 @@ export function bareModelId(id: string): string {
 
 function searchModel(provider: ProviderId, id: string): CatalogueModel | null {
   const name = bareModelId(id);
-  for (const model of modelsFor(provider)) {
-    if (name === model.id || model.snapshots?.includes(name)) return model;
+  const models = modelsFor(provider);
+  // An entry's own id or snapshot first: a snapshot the provider prices apart has an entry of its
+  // own (`gpt-4o-2024-05-13`), which a version suffix must not give to the model it is a version of.
+  for (const model of models) if (name === model.id || model.snapshots?.includes(name)) return model;
+  for (const model of models)
     if (name.startsWith(model.id) && versionSuffix.test(name.slice(model.id.length))) return model;
-  }
   return null;
 }
 

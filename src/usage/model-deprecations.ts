@@ -13,6 +13,8 @@ export const deprecations: Record<ProviderId, Record<string, Deprecation>> = {
     "gpt-4.1": { shutdown: "2027-01-14" },
     "gpt-4.1-mini": { shutdown: "2027-01-14", replacement: "gpt-6-luna" },
     "gpt-4o": { shutdown: "2027-01-14" },
+    // A snapshot of gpt-4o with an entry of its own (its prices): gpt-4o's notice, as before it had one.
+    "gpt-4o-2024-05-13": { shutdown: "2027-01-14" },
     "gpt-4o-mini": { shutdown: "2027-01-14", replacement: "gpt-6-luna" },
     "gpt-5": { shutdown: "2026-12-11" },
     "gpt-5-mini": { shutdown: "2026-12-11" },

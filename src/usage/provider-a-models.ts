@@ -35,6 +35,17 @@ export const providerAModels: CatalogueModel[] = [
     capabilities: chat(true, true),
     pricing: price(2.5, 10, 1.25),
   },
+  // GPT-4o's first snapshot, which OpenAI's pricing page lists apart from gpt-4o at its launch
+  // prices: $5 in, $15 out, no cached price. Its own entry, so it is not priced as the gpt-4o it is
+  // a version of (findModel takes an entry's own id before another's version suffix).
+  {
+    id: "gpt-4o-2024-05-13",
+    provider: "provider-a",
+    displayName: "GPT-4o (2024-05-13)",
+    created: 1715367049,
+    capabilities: chat(true, true),
+    pricing: price(5, 15, null),
+  },
   {
     id: "gpt-4o-mini",
     provider: "provider-a",
@@ -152,9 +163,8 @@ export const providerAModels: CatalogueModel[] = [
   // Provider A's GPT-5.4 and 5.2 models, from OpenAI's pricing page (developers.openai.com/api/docs/
   // pricing) and model pages (…/docs/models/<model>): text and images in (PDFs as files), structured
   // outputs. GPT-5.4 mini (2026-03-17): $0.75 in, $0.075 cached, $4.50 out; its 400k context takes
-  // at most 272k input tokens, so it has no long-context price. GPT-5.6 and GPT-6 models are not
-  // listed: OpenAI bills their cache writes above the input price (1.25x), which Sluice does not
-  // meter yet, so their costs would come out too low.
+  // at most 272k input tokens, so it has no long-context price. The GPT-6 models (below) bill their
+  // cache writes above the input price (1.25x), which the usage parsers read apart.
   {
     id: "gpt-5.4-mini",
     provider: "provider-a",

@@ -48,6 +48,22 @@ describe("model catalogue", () => {
     expect(findModel("provider-a", "claude-3-5-haiku-20241022")).toBeNull();
   });
 
+  // OpenAI's pricing page lists GPT-4o's first snapshot apart, at $5 in and $15 out (no cached
+  // price), twice the price of the gpt-4o it would otherwise count as. Before, it was priced as that.
+  it("prices a snapshot the provider prices apart at its own prices, not as its model's", () => {
+    expect(findModel("provider-a", "gpt-4o-2024-05-13")?.id).toBe("gpt-4o-2024-05-13");
+    expect(costOfTokens("provider-a", "gpt-4o-2024-05-13", usage(1_000_000, 1_000_000))).toBe(20);
+    expect(costOfTokens("provider-a", "gpt-4o-2024-05-13", usage(1_000_000, 0, 500_000))).toBeNull();
+    expect(costOfTokens("provider-a", "gpt-4o-2024-08-06", usage(1_000_000, 1_000_000))).toBe(12.5);
+    // Still the gpt-4o it is a version of, for what it can do and when it goes.
+    expect(findModel("provider-a", "gpt-4o-2024-05-13")?.capabilities).toEqual(
+      findModel("provider-a", "gpt-4o")?.capabilities,
+    );
+    expect(findModel("provider-a", "gpt-4o-2024-05-13")?.deprecated).toEqual(
+      findModel("provider-a", "gpt-4o")?.deprecated,
+    );
+  });
+
   it("does not take another model for a catalogued one that its name starts with", () => {
     for (const [provider, id] of [
       ["provider-a", "gpt-5-nano"],

@@ -376,6 +376,96 @@ describe("structured analysis", () => {
     expect(row.cost_usd).toBeCloseTo(expected ?? Number.NaN, 12);
   });
 
+  // The proxies price these from the provider's own usage object; the AI SDK's summary of it leaves
+  // out what is billed apart (cache writes, their lifetimes), which was priced as plain input.
+  it("prices provider A's cache writes as the proxy does, at the cache-write price", async () => {
+    const project = await createTestProject(sluice.gateway, {
+      provider: "provider-a",
+      outputSchema: schema,
+      model: "gpt-6-sol",
+    });
+    fake.setUsage({ input: 10_000, output: 100, cached: 2_000, reasoning: 0, cacheWrite: 5_000 });
+    try {
+      const response = await post(`/v1/text/${project.projectId}`, project, { text: "x" }, {}, "provider-a");
+      expect(response.status).toBe(200);
+      const row = await rowFor(response);
+      expect(row).toMatchObject({ input_tokens: 10_000, output_tokens: 100, cached_tokens: 2_000 });
+      const expected = costOfTokens("provider-a", "gpt-6-sol", {
+        inputTokens: 10_000,
+        outputTokens: 100,
+        cachedInputTokens: 2_000,
+        reasoningTokens: 0,
+        cacheWriteTokens: { thirtyMinutes: 5_000 },
+      });
+      // 3,000 fresh at $2, 2,000 cached at $0.20, 5,000 written at $2.50, 100 out at $10 (per 1M).
+      expect(expected).toBeCloseTo(0.0199, 12);
+      expect(row.cost_usd).toBeCloseTo(expected ?? Number.NaN, 12);
+    } finally {
+      fake.setUsage({ input: 11, output: 7, cached: 3, reasoning: 2, cacheWrite: undefined });
+    }
+  });
+
+  it("prices provider B's cache writes by their lifetime, as the proxy does", async () => {
+    const project = await createTestProject(sluice.gateway, {
+      provider: "provider-b",
+      outputSchema: schema,
+      model: "claude-sonnet-4-5",
+    });
+    const message = providerB.message(
+      "claude-sonnet-4-5-20250929",
+      [{ type: "text", text: JSON.stringify(answer) }],
+      { input: 11, output: 7, cached: 3, reasoning: 2 },
+    );
+    message.usage = {
+      ...message.usage,
+      input_tokens: 1_000,
+      cache_read_input_tokens: 2_000,
+      cache_creation_input_tokens: 4_000,
+      cache_creation: { ephemeral_5m_input_tokens: 1_000, ephemeral_1h_input_tokens: 3_000 },
+      output_tokens: 100,
+    };
+    fake.enqueueResponse({ status: 200, body: message });
+    const response = await post(`/v1/text/${project.projectId}`, project, { text: "x" }, {}, "provider-b");
+    expect(response.status).toBe(200);
+    const row = await rowFor(response);
+    expect(row).toMatchObject({ input_tokens: 7_000, output_tokens: 100, cached_tokens: 2_000 });
+    const expected = costOfTokens("provider-b", "claude-sonnet-4-5", {
+      inputTokens: 7_000,
+      outputTokens: 100,
+      cachedInputTokens: 2_000,
+      reasoningTokens: null,
+      cacheWriteTokens: { fiveMinutes: 1_000, oneHour: 3_000 },
+    });
+    // 1,000 fresh at $3, 2,000 read at $0.30, 1,000 written for 5 minutes at $3.75 and 3,000 for an
+    // hour at $6, 100 out at $15 (per 1M).
+    expect(expected).toBeCloseTo(0.02685, 12);
+    expect(row.cost_usd).toBeCloseTo(expected ?? Number.NaN, 12);
+  });
+
+  // Each attempt is a provider call of its own, which the provider holds to the long-context
+  // threshold alone: two prompts under it are not billed as one over it.
+  it("prices a repaired call's attempts each against the long-context threshold", async () => {
+    const project = await createTestProject(sluice.gateway, {
+      provider: "provider-c",
+      outputSchema: schema,
+      model: "gemini-2.5-pro",
+    });
+    fake.setUsage({ input: 150_000, output: 100, cached: 0, reasoning: 0 });
+    try {
+      let calls = 0;
+      fake.setStructuredOutput(() => (++calls === 1 ? { title: "No score" } : answer));
+      const response = await post(`/v1/text/${project.projectId}`, project, { text: "x" }, {}, "provider-c");
+      expect(response.status).toBe(200);
+      expect(fake.requests).toHaveLength(2);
+      const row = await rowFor(response);
+      expect(row).toMatchObject({ input_tokens: 300_000, output_tokens: 200 });
+      // Each: 150,000 in at $1.25 and 100 out at $10 (per 1M), the prices up to 200k.
+      expect(row.cost_usd).toBeCloseTo(2 * 0.1885, 12);
+    } finally {
+      fake.setUsage({ input: 11, output: 7, cached: 3, reasoning: 2 });
+    }
+  });
+
   it("answers 504 when the provider does not answer in time", async () => {
     fake.setLatencyMs(3000);
     const response = await post(`/v1/text/${projects["provider-a"].projectId}`, projects["provider-a"], {
