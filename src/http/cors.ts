@@ -12,9 +12,10 @@ export interface CorsPolicy {
   /** Whether `origin` is one of the configured origins (always, with `*`). */
   allows(origin: string): boolean;
   /**
-   * Headers for an actual request from `origin` (undefined: the request sent none). For an origin
-   * not allowed, only `Vary: Origin` when the answer depends on the origin (a list, not `*`): a
-   * cache must not serve an answer without CORS headers to a listed origin, or the other way round.
+   * Headers for an actual request from `origin` (undefined: the request sent none). With `*` every
+   * answer carries them, Origin or not, so the answer does not depend on it. With a list, an origin
+   * not allowed (or none) gets only `Vary: Origin`: a cache must not serve an answer without CORS
+   * headers to a listed origin, or the other way round.
    */
   headersFor(origin: string | undefined): Record<string, string> | null;
   /** Headers for a preflight from an allowed `origin`, for a path accepting `methods`. */
@@ -46,8 +47,10 @@ export function createCorsPolicy(origins: readonly string[]): CorsPolicy {
     // `/health/` too: the router answers it as `/health`.
     covers: (path) => path.startsWith("/v1/") || path === "/health" || path === "/health/",
     allows,
+    // With `*`, a request without an Origin gets the headers too: a shared cache may hand its answer
+    // (a model list is `public, max-age=300`) to a browser, which would refuse it without them.
     headersFor: (origin) =>
-      origin !== undefined && allows(origin) ? originHeaders(origin) : anyOrigin ? null : varyOnly,
+      anyOrigin || (origin !== undefined && allowed.has(origin)) ? originHeaders(origin ?? "*") : varyOnly,
     preflightHeaders(origin, methods, headers) {
       const requested = headers["access-control-request-headers"];
       return {

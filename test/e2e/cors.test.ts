@@ -226,4 +226,26 @@ describe("cross-origin calls from browser apps (SLUICE_CORS_ORIGINS)", () => {
       await any.close();
     }
   });
+
+  it("with `*`, answers a request without an Origin the same, so a shared cache can hand it to a browser", async () => {
+    const any = await startTestGateway({ corsOrigins: ["*"] });
+    try {
+      // The model list is `public, max-age=300`: a CDN that stored the answer to a request without
+      // an Origin (curl, a server) serves it to browsers too, which refuse it without these headers.
+      for (const path of ["/v1/provider-a/models", "/health", "/v1/text"]) {
+        const response = await request(`${any.url}${path}`, { method: path === "/v1/text" ? "POST" : "GET" });
+        await response.body.dump();
+        expect(response.headers["access-control-allow-origin"], path).toBe("*");
+        expect(response.headers["access-control-expose-headers"], path).toBe("*");
+        expect(response.headers.vary, path).toBeUndefined();
+      }
+      const admin = await request(`${any.url}/admin/v1/projects`, {
+        headers: { authorization: `Bearer ${adminToken}` },
+      });
+      await admin.body.dump();
+      expect(admin.headers["access-control-allow-origin"]).toBeUndefined();
+    } finally {
+      await any.close();
+    }
+  });
 });
