@@ -480,6 +480,42 @@ describe("sluice CLI", () => {
     expect(result.err.split("\n")[0]).toBe(`error: ${flag}: cannot read ${JSON.stringify(path)} (${reason})`);
   });
 
+  // The key's contents given where its file's name goes (`--device-check-private-key-file="$(cat
+  // AuthKey.p8)"`, or a variable holding the PEM): the message goes to the terminal and CI logs.
+  const pem =
+    "-----BEGIN PRIVATE KEY-----\nMIGHAgEAMBMGByqGSM49AgEGCCqGSM49AwEHBG0wawIBAQQgSeCrEtKeYmAtErIaL\n-----END PRIVATE KEY-----";
+  it.each([
+    ["the PEM itself", pem],
+    ["a PEM written on one line with \\n escapes", pem.replaceAll("\n", "\\n")],
+  ])("does not quote %s given as the private key file, only its start", async (_what, value) => {
+    const result = await cliWithoutDatabase(
+      "projects",
+      "create",
+      "--name",
+      "x",
+      "--provider",
+      "provider-a",
+      `--device-check-private-key-file=${value}`,
+    );
+    expect(result.code).toBe(2);
+    expect(result.err).not.toContain("SeCrEtKeYmAtErIaL");
+    expect(result.err).not.toContain("MIGHAgEA");
+    expect(result.err.split("\n")[0]).toBe(
+      `error: --device-check-private-key-file: cannot read "----…" (${value.length} characters), ` +
+        "which looks like a file's contents, not its name (no such file)",
+    );
+  });
+
+  it("quotes a malformed project id longer than any id by its start only: it may be a key typed in its place", async () => {
+    const key = "sk-proj-0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
+    const result = await cliWithoutDatabase("keys", "add", key, "--provider", "provider-a");
+    expect(result.code).toBe(2);
+    expect(result.err).not.toContain(key.slice(4));
+    expect(result.err.split("\n")[0]).toMatch(
+      new RegExp(`^error: the project id "sk-p…" \\(${key.length} characters\\) is malformed: must match `),
+    );
+  });
+
   it.each([
     [["projects", "list", "--name", "x"], "projects list does not take --name; it takes no flags"],
     [

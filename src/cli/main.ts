@@ -18,6 +18,7 @@ import { hasSqliteFile } from "../storage/database.js";
 import { checkInput } from "./check-input.js";
 import { type CommandLine, type Flags, parseCommandLine, usage } from "./parse-command-line.js";
 import { projectFields } from "./project-fields.js";
+import { quotedStart } from "./quoted-start.js";
 import { UsageError } from "./usage-error.js";
 
 export interface CliIo {
@@ -120,7 +121,10 @@ function commandOf(
   const project = () => {
     const id = need(args[0], "the project id");
     if (!projectIdPattern.test(id))
-      throw new UsageError(`the project id ${JSON.stringify(id)} is malformed: ${projectIdRule}`);
+      throw new UsageError(
+        // No id is longer than 64 characters: a longer value may be a key typed in its place.
+        `the project id ${id.length > 64 ? quotedStart(id) : JSON.stringify(id)} is malformed: ${projectIdRule}`,
+      );
     return id;
   };
   switch (command) {

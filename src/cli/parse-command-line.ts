@@ -1,6 +1,7 @@
 import { parseArgs } from "node:util";
 import { maxMonthlySpendCapUsd, rateLimitBounds } from "../admin/project-input.js";
 import { clearable } from "./project-fields.js";
+import { quotedStart } from "./quoted-start.js";
 import { UsageError } from "./usage-error.js";
 
 export const usage = `Usage: sluice <command>
@@ -187,15 +188,4 @@ function commandNamed(
   if (spec) return { command, spec };
   const known = group ? `; ${first} takes ${group.join(", ")}` : "";
   throw new UsageError(`unknown command: ${[first, second].filter(Boolean).join(" ")}${known}`);
-}
-
-/**
- * An argument as a message may quote it: whole when short, else its first characters and length.
- * A stray argument may be a secret typed in the wrong place (a provider key after
- * `--api-key-stdin`), and the message goes to the terminal and its logs.
- */
-function quotedStart(argument: string): string {
-  return argument.length <= 8
-    ? JSON.stringify(argument)
-    : `${JSON.stringify(`${argument.slice(0, 4)}…`)} (${argument.length} characters)`;
 }

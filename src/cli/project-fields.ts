@@ -1,6 +1,7 @@
 import { readFileSync } from "node:fs";
 import { maxMonthlySpendCapUsd, rateLimitBounds } from "../admin/project-input.js";
 import type { Flags } from "./parse-command-line.js";
+import { quotedStart } from "./quoted-start.js";
 import { UsageError } from "./usage-error.js";
 
 /**
@@ -114,8 +115,19 @@ function readFlagFile(flag: string, path: string): string {
     const code = (error as NodeJS.ErrnoException).code;
     const reason =
       code === "ENOENT" ? "no such file" : code === "EISDIR" ? "a directory" : (code ?? "unreadable");
-    throw new UsageError(`--${flag}: cannot read ${JSON.stringify(path)} (${reason})`);
+    throw new UsageError(`--${flag}: cannot read ${quotedFileName(path)} (${reason})`);
   }
+}
+
+/**
+ * A file name as a message quotes it: whole, unless it is a file's contents given in its place (a
+ * line break, or a PEM's `-----BEGIN` written on one line): `--device-check-private-key-file` given
+ * the .p8 key itself would otherwise print the key.
+ */
+function quotedFileName(path: string): string {
+  return /[\r\n]/.test(path) || path.startsWith("-----")
+    ? `${quotedStart(path)}, which looks like a file's contents, not its name`
+    : JSON.stringify(path);
 }
 
 /** A flag that takes a JSON object, written on the command line (`{…}`) or in a file it names. */
