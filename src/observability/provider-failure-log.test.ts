@@ -127,6 +127,37 @@ describe("provider failure log", () => {
     });
   });
 
+  it("cuts the provider's text that a parse or validation error quotes (an echoed key, the user's content)", () => {
+    let parseError: unknown;
+    try {
+      JSON.parse('{"echo": sk-proj-secret-key-0123456789}');
+    } catch (error) {
+      parseError = error;
+    }
+    const invalidAnswer = new Error("Invalid JSON response", { cause: parseError });
+    expect(providerFailureFacts("provider-a", invalidAnswer)).toEqual({
+      provider: "provider-a",
+      code: "SyntaxError",
+      cause: "Unexpected token 's', [text cut]",
+    });
+    const jsonParse = Object.assign(
+      new Error(
+        'JSON parsing failed: Text: {"echo":"sk-proj-secret-key"} oops.\nError message: Unexpected token',
+      ),
+      { name: "AI_JSONParseError" },
+    );
+    const typeValidation = Object.assign(
+      new Error('Type validation failed: Value: {"echo":"sk-proj-secret-key"}'),
+      { name: "AI_TypeValidationError" },
+    );
+    expect(providerFailureFacts("provider-a", jsonParse).cause).toBe(
+      "JSON parsing failed: Text: [cut].\nError message: Unexpected token",
+    );
+    expect(providerFailureFacts("provider-a", typeValidation).cause).toBe(
+      "Type validation failed: Value: [cut]",
+    );
+  });
+
   it("says the provider's status, not its error body, for an answer with an error status", () => {
     const apiError = Object.assign(new Error("Incorrect API key provided: sk-abc"), {
       statusCode: 401,

@@ -73,9 +73,23 @@ export function providerFailureFacts(provider: string, error: unknown): Provider
   return {
     provider,
     code: code ?? named?.name ?? "unknown",
-    cause: withoutQueries(message).slice(0, 300),
+    cause: withoutProviderText(named, withoutQueries(message)).slice(0, 300),
     ...(providerStatus === undefined ? {} : { providerStatus }),
   };
+}
+
+/**
+ * The message without text the provider sent, which parse errors quote and which may hold anything
+ * (a key a server echoed, the user's content): V8's JSON errors quote the text around the bad byte
+ * (`Unexpected token 's', "{"a": sk-pro"... is not valid JSON`), and the AI SDK's parse and
+ * validation errors quote the whole answer after `Text: ` or `Value: `.
+ */
+function withoutProviderText(error: Error | undefined, message: string): string {
+  if (error instanceof SyntaxError) {
+    const quote = message.indexOf('"');
+    return quote < 0 ? message : `${message.slice(0, quote)}[text cut]`;
+  }
+  return message.replace(/\b(Text|Value): [\s\S]*?(?=\.\nError message:|$)/g, "$1: [cut]");
 }
 
 /** The message with every URL's query and fragment cut. */
