@@ -32,6 +32,8 @@ export interface GatewayErrorOptions {
   cause?: unknown;
   /** The provider that failed (PROVIDER_ERROR, PROVIDER_TIMEOUT), for the log; never rendered. */
   provider?: string;
+  /** Another dependency that failed (`vault`), for the log as a provider is; never rendered. */
+  dependency?: string;
 }
 
 export class GatewayError extends Error {
@@ -40,6 +42,7 @@ export class GatewayError extends Error {
   readonly details: unknown;
   readonly headers: Record<string, string>;
   readonly provider: string | undefined;
+  readonly dependency: string | undefined;
 
   constructor(code: ErrorCode, message: string, options: GatewayErrorOptions = {}) {
     super(message, options.cause === undefined ? undefined : { cause: options.cause });
@@ -49,6 +52,7 @@ export class GatewayError extends Error {
     this.details = options.details;
     this.headers = options.headers ?? {};
     this.provider = options.provider;
+    this.dependency = options.dependency;
   }
 }
 

@@ -333,7 +333,7 @@ async function storeImage(
         deadline.aborted
           ? `The image vault did not store the generated images within ${deps.vaultTimeoutMs} ms`
           : "The image vault could not store the generated images",
-        { cause: error, headers: { "retry-after": "5" } },
+        { cause: error, headers: { "retry-after": "5" }, dependency: "vault" },
       );
     },
   );

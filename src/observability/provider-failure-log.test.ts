@@ -64,6 +64,34 @@ describe("provider failure log", () => {
     });
   });
 
+  it("logs a failed dependency (the image vault) the same way, under its own name", () => {
+    const { lines, logger } = logged();
+    const closes: (() => void)[] = [];
+    const log = createProviderFailureLog(logger, { now: () => 0, schedule: (run) => void closes.push(run) });
+    const cause = Object.assign(new Error("EACCES: permission denied, mkdir '/data/vault/t1'"), {
+      code: "EACCES",
+    });
+    const vaultDown = () =>
+      new GatewayError("SERVICE_UNAVAILABLE", "The image vault could not store the generated images", {
+        cause,
+        dependency: "vault",
+      });
+    for (const id of ["r1", "r2"]) log(vaultDown(), id, "/v1/image");
+    log(refused(), "r3", "proxy");
+    for (const run of closes) run();
+    expect(lines.map(({ msg, provider, dependency }) => [msg, provider, dependency])).toEqual([
+      ["vault call failed", undefined, "vault"],
+      ["provider call failed", "provider-a", undefined],
+      ["vault call failures suppressed", undefined, "vault"],
+    ]);
+    expect(lines[0]).toMatchObject({
+      code: "EACCES",
+      cause: "EACCES: permission denied, mkdir '/data/vault/t1'",
+      status: 503,
+      requestId: "r1",
+    });
+  });
+
   it("leaves a newer window be when an older window's timer runs late", () => {
     const { lines, logger } = logged();
     let now = 0;

@@ -27,23 +27,35 @@ const maxKeys = 200;
  * would drown the log. The first failure opens a window and is logged; the others in it are
  * counted, and when the window ends with any counted, one more line says how many ("provider call
  * failures suppressed"), so the count is written even when the provider recovers and fails no more.
+ * Another dependency's failure (a GatewayError's `dependency`: the image vault) is logged the same
+ * way, as `<dependency> call failed` with a `dependency` field instead of `provider`.
  */
 export function createProviderFailureLog(logger: Logger, options: ProviderFailureLogOptions = {}) {
   const windowMs = options.windowMs ?? 10_000;
-  const windows = createSuppressionWindows<{ provider: string; code: string }>({
+  type Failed = { field: "provider" | "dependency"; name: string; code: string };
+  const subject = (failed: Failed) => (failed.field === "provider" ? "provider" : failed.name);
+  const windows = createSuppressionWindows<Failed>({
     windowMs,
     maxKeys,
     ...(options.now ? { now: options.now } : {}),
     ...(options.schedule ? { schedule: options.schedule } : {}),
-    onSuppressed: ({ provider, code }, suppressed) =>
-      logger.warn({ provider, code, suppressed, windowMs }, "provider call failures suppressed"),
+    onSuppressed: (failed, suppressed) =>
+      logger.warn(
+        { [failed.field]: failed.name, code: failed.code, suppressed, windowMs },
+        `${subject(failed)} call failures suppressed`,
+      ),
   });
   return (error: GatewayError, requestId: string, route: string): void => {
-    if (error.provider === undefined) return;
-    const facts = providerFailureFacts(error.provider, error.cause);
-    if (!windows.open(`${facts.provider} ${facts.code}`, { provider: facts.provider, code: facts.code }))
-      return;
-    logger.warn({ ...facts, status: error.status, requestId, route }, "provider call failed");
+    const field = error.provider !== undefined ? "provider" : "dependency";
+    const name = error.provider ?? error.dependency;
+    if (name === undefined) return;
+    const { provider: _, ...facts } = providerFailureFacts(name, error.cause);
+    const failed: Failed = { field, name, code: facts.code };
+    if (!windows.open(`${field} ${name} ${facts.code}`, failed)) return;
+    logger.warn(
+      { [field]: name, ...facts, status: error.status, requestId, route },
+      `${subject(failed)} call failed`,
+    );
   };
 }
 

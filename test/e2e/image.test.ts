@@ -878,6 +878,17 @@ describe("image generation", () => {
       model: "imagen-4.0-generate-001",
       cost_usd: 0.04,
     });
+    // The operator learns why: the file system's own error, once per code and window.
+    const logged = sluice.logs.map((line) => JSON.parse(line) as Record<string, unknown>);
+    expect(logged.find((line) => line.msg === "vault call failed")).toMatchObject({
+      level: "warn",
+      dependency: "vault",
+      code: expect.stringMatching(/^E[A-Z]+$/),
+      cause: expect.stringContaining("blocked"),
+      status: 503,
+      requestId: response.headers.get("x-request-id"),
+      route: "/v1/image/:projectId",
+    });
   });
 
   it("answers 503 with the billed cost recorded when the S3 vault cannot be reached", async () => {
