@@ -120,6 +120,21 @@ describe("provider adapters", () => {
         Buffer.from('{"model": "gpt-4o-mini","messages":[]}'),
       ),
     ).toBe("gpt-4o-mini");
+    // As the provider reads the body: the last top-level `model`, after any input, escapes decoded.
+    for (const provider of ["provider-a", "provider-b"] as const) {
+      const model = (body: string) => adapters[provider].requestModel("responses/compact", Buffer.from(body));
+      const long = JSON.stringify({ input: "x".repeat(100 * 1024), model: "gpt-4.1" });
+      expect(model(long)).toBe("gpt-4.1");
+      expect(model('{"metadata":{"model":"gpt-4.1-nano"},"input":"Hi","model":"gpt-4.1"}')).toBe("gpt-4.1");
+      expect(model('{"model":"gpt-4.1-nano","input":"Hi","model":"gpt-4.1"}')).toBe("gpt-4.1");
+      expect(model('{"model":"gpt-4.1-nano","mod\\u0065l":"gpt-4.1"}')).toBe("gpt-4.1");
+      expect(model('\ufeff {"model":"gpt-4.1"}')).toBe("gpt-4.1");
+      expect(model('{"metadata":{"model":"gpt-4.1-nano"},"input":"Hi"}')).toBeNull();
+      for (const body of ['{"model":1}', '{"model":""}', `{"model":"${"x".repeat(201)}"}`, "[]"])
+        expect(model(body), body).toBeNull();
+      // A body that is no whole JSON object (the provider refuses it) names the first model it spells.
+      expect(model('{"model":"gpt-4.1","input":[')).toBe("gpt-4.1");
+    }
     const c = (path: string) => adapters["provider-c"].requestModel(path, Buffer.alloc(0));
     expect(c("v1beta/models/gemini-2.5-flash:generateContent")).toBe("gemini-2.5-flash");
     // The colon percent-encoded, as some clients send it.

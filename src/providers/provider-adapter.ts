@@ -1,5 +1,5 @@
 import { type ImageCall, imagenPrediction, openAiImageGeneration } from "./image-calls.js";
-import { jsonStart, lastMembers } from "./json-bytes.js";
+import { jsonStart, lastMembers, type Span } from "./json-bytes.js";
 import type { ProviderId } from "./provider-id.js";
 
 /**
@@ -139,13 +139,17 @@ function interactionModel(body: Buffer): string | null {
   if (body[open] !== 0x7b /* { */) return null;
   try {
     const [model, agent] = lastMembers(body, open, "model", "agent");
-    const span = model ?? agent;
-    if (span === null || body[span.start] !== 0x22 /* " */) return null;
-    const name: unknown = JSON.parse(body.toString("utf8", span.start, span.end));
-    return typeof name === "string" && name.length > 0 && name.length <= 200 ? name : null;
+    return nameAt(body, model ?? agent);
   } catch {
     return null;
   }
+}
+
+/** The string value at `span`, decoded, when it is 1 to 200 characters; else null. */
+function nameAt(body: Buffer, span: Span | null): string | null {
+  if (span === null || body[span.start] !== 0x22 /* " */) return null;
+  const name: unknown = JSON.parse(body.toString("utf8", span.start, span.end));
+  return typeof name === "string" && name.length > 0 && name.length <= 200 ? name : null;
 }
 
 /** Provider C's Imagen method, after the model's colon (also percent-encoded). */
@@ -156,12 +160,33 @@ const jsonStreamMethod = /(?::|%3a)streamGenerateContent$/i;
 
 const modelField = /"model"\s*:\s*"([^"\\]{1,200})"/;
 
+/**
+ * The model a JSON request names, as the provider reads the body: its top-level `model` member (the
+ * last one, escapes decoded), found by walking the top-level members. It prices the calls whose
+ * answer names no model (`responses/compact`), whose model the SDK writes where the app puts it,
+ * after a conversation of any length; a first `"model"` in the first 64 KiB missed one after them,
+ * and took a `model` nested in `metadata`, or the first of a repeated one, for it. A body that is no
+ * whole JSON object (the provider refuses it, so nothing is priced) names the first model it spells,
+ * for the failed call's row. A walk reads about 1 GB/s of messages, far more of base64.
+ */
+function jsonModel(body: Buffer): string | null {
+  const open = jsonStart(body);
+  if (body[open] === 0x7b /* { */) {
+    try {
+      const [model] = lastMembers(body, open, "model");
+      return nameAt(body, model);
+    } catch {
+      // Not a whole JSON object.
+    }
+  }
+  return modelField.exec(body.toString("latin1", 0, Math.min(body.length, 64 * 1024)))?.[1] ?? null;
+}
+
 function bodyModel(body: Buffer, contentType: string | undefined): string | null {
   if (body.length === 0) return null;
   // multipart/form-data (a transcription, an image edit): read by its boundary, as the provider does.
   if (contentType !== undefined && multipartType.test(contentType)) return multipartModel(body, contentType);
-  const match = modelField.exec(body.toString("latin1", 0, Math.min(body.length, 64 * 1024)));
-  return match?.[1] ?? null;
+  return jsonModel(body);
 }
 
 const multipartType = /^\s*multipart\/form-data\s*(?:;|$)/i;
