@@ -129,10 +129,11 @@ async function readProxiedBody(
 ): Promise<{ facts: RequestFacts; decoded: boolean; usageOptionSet: boolean }> {
   const sent = await readBody(request, maxBodyBytes);
   const coding = request.headers["content-encoding"];
+  const type = request.headers["content-type"];
   if (coding === undefined) {
     const body = withStreamUsage(adapter.id, path, sent);
     return {
-      facts: new RequestFacts(adapter, path, body, undefined, maxBodyBytes),
+      facts: new RequestFacts(adapter, path, body, undefined, maxBodyBytes, null, type),
       decoded: false,
       // A changed body is one that now asks for usage the client did not ask for.
       usageOptionSet: body !== sent,
@@ -141,7 +142,7 @@ async function readProxiedBody(
   const { body, decoded, plain } = await withStreamUsageDecoded(adapter.id, path, sent, coding, maxBodyBytes);
   return {
     // A body forwarded compressed is decoded for them only when they are asked for.
-    facts: new RequestFacts(adapter, path, body, decoded ? undefined : coding, maxBodyBytes, plain),
+    facts: new RequestFacts(adapter, path, body, decoded ? undefined : coding, maxBodyBytes, plain, type),
     decoded,
     usageOptionSet: decoded,
   };

@@ -120,6 +120,21 @@ describe("provider adapters", () => {
         Buffer.from('{"model": "gpt-4o-mini","messages":[]}'),
       ),
     ).toBe("gpt-4o-mini");
+    // As the provider reads the body: the last top-level `model`, after any input, escapes decoded.
+    for (const provider of ["provider-a", "provider-b"] as const) {
+      const model = (body: string) => adapters[provider].requestModel("responses/compact", Buffer.from(body));
+      const long = JSON.stringify({ input: "x".repeat(100 * 1024), model: "gpt-4.1" });
+      expect(model(long)).toBe("gpt-4.1");
+      expect(model('{"metadata":{"model":"gpt-4.1-nano"},"input":"Hi","model":"gpt-4.1"}')).toBe("gpt-4.1");
+      expect(model('{"model":"gpt-4.1-nano","input":"Hi","model":"gpt-4.1"}')).toBe("gpt-4.1");
+      expect(model('{"model":"gpt-4.1-nano","mod\\u0065l":"gpt-4.1"}')).toBe("gpt-4.1");
+      expect(model('\ufeff {"model":"gpt-4.1"}')).toBe("gpt-4.1");
+      expect(model('{"metadata":{"model":"gpt-4.1-nano"},"input":"Hi"}')).toBeNull();
+      for (const body of ['{"model":1}', '{"model":""}', `{"model":"${"x".repeat(201)}"}`, "[]"])
+        expect(model(body), body).toBeNull();
+      // A body that is no whole JSON object (the provider refuses it) names the first model it spells.
+      expect(model('{"model":"gpt-4.1","input":[')).toBe("gpt-4.1");
+    }
     const c = (path: string) => adapters["provider-c"].requestModel(path, Buffer.alloc(0));
     expect(c("v1beta/models/gemini-2.5-flash:generateContent")).toBe("gemini-2.5-flash");
     // The colon percent-encoded, as some clients send it.
@@ -172,22 +187,79 @@ describe("provider adapters", () => {
       expect(model(body), body).toBeNull();
   });
 
-  it("finds the model field of a multipart body (a transcription, an image edit), written after the file", () => {
+  describe("the model field of a multipart body (a transcription, an image edit)", () => {
     const boundary = "----formdata-undici-0123456789";
-    const part = (name: string, value: string, extra = "") =>
-      `--${boundary}\r\nContent-Disposition: form-data; name="${name}"${extra}\r\n\r\n${value}\r\n`;
-    const body = (parts: string) => Buffer.from(`${parts}--${boundary}--\r\n`, "latin1");
-    const file = part(
-      "file",
-      "RIFF\u0000\u0001 audio bytes",
-      '; filename="a.wav"\r\nContent-Type: audio/wav',
-    );
-    const transcription = body(file + part("model", "gpt-4o-mini-transcribe"));
-    expect(adapters["provider-a"].requestModel("audio/transcriptions", transcription)).toBe(
-      "gpt-4o-mini-transcribe",
-    );
-    expect(adapters["provider-a"].requestModel("audio/transcriptions", body(file))).toBeNull();
-    expect(adapters["provider-a"].requestModel("images/edits", body(part("model", "")))).toBeNull();
+    const contentType = `multipart/form-data; boundary=${boundary}`;
+    const part = (name: string, value: string, extra = "", at = boundary) =>
+      `--${at}\r\nContent-Disposition: form-data; name="${name}"${extra}\r\n\r\n${value}\r\n`;
+    const body = (parts: string, epilogue = "") =>
+      Buffer.from(`${parts}--${boundary}--\r\n${epilogue}`, "latin1");
+    const file = (bytes = "RIFF\u0000\u0001 audio bytes") =>
+      part("file", bytes, '; filename="a.wav"\r\nContent-Type: audio/wav');
+    const model = (sent: Buffer, type = contentType) =>
+      adapters["provider-a"].requestModel("images/edits", sent, type);
+
+    it("is found, written after the file or before it", () => {
+      expect(model(body(file() + part("model", "gpt-4o-mini-transcribe")))).toBe("gpt-4o-mini-transcribe");
+      expect(model(body(part("model", "gpt-image-2") + file()))).toBe("gpt-image-2");
+      // A quoted boundary, the content type's parameters in any case, a preamble before the first part.
+      const quoted = `Multipart/Form-Data; charset=utf-8; BOUNDARY="${boundary}"`;
+      expect(model(body(part("model", "gpt-image-2")), quoted)).toBe("gpt-image-2");
+      expect(model(Buffer.concat([Buffer.from("preamble\r\n"), body(part("model", "gpt-image-2"))]))).toBe(
+        "gpt-image-2",
+      );
+      expect(model(body(file()))).toBeNull();
+      expect(model(body(part("model", "")))).toBeNull();
+      expect(model(body(part("model", "x".repeat(201))))).toBeNull();
+      expect(model(body(part("model", "gpt-image-2")), "multipart/form-data")).toBeNull();
+    });
+
+    it("is read as the provider's multipart parser reads it, not from bytes that only spell a part", () => {
+      const spelled = (name: string) =>
+        `\r\nContent-Disposition: form-data; name="${name}"\r\n\r\ngpt-4.1-nano`;
+      // A later field's value (a prompt) that spells a model part is that field's text.
+      expect(model(body(part("model", "gpt-image-2") + part("prompt", `a cat${spelled("model")}`)))).toBe(
+        "gpt-image-2",
+      );
+      // So are a file's bytes.
+      expect(model(body(part("model", "gpt-image-2") + file(`PNG${spelled("model")}\r\n`)))).toBe(
+        "gpt-image-2",
+      );
+      // What follows the closing delimiter is the epilogue, which no parser reads.
+      expect(model(body(part("model", "gpt-image-2"), part("model", "gpt-4.1-nano")))).toBe("gpt-image-2");
+      // Parts delimited by another boundary than the content type's are the preamble's or a value's text.
+      const other = part("model", "gpt-4.1-nano", "", "other-boundary");
+      expect(model(Buffer.concat([Buffer.from(other), body(part("model", "gpt-image-2"))]))).toBe(
+        "gpt-image-2",
+      );
+      // A part named `filename="model"` or `model2` is not the model.
+      expect(model(body(part("model", "gpt-image-2") + part("image", "bytes", '; filename="model"')))).toBe(
+        "gpt-image-2",
+      );
+      expect(model(body(part("model", "gpt-image-2") + part("model2", "gpt-4.1-nano")))).toBe("gpt-image-2");
+    });
+
+    it("is read in time linear in the body, over at most 1,000 parts", () => {
+      const fields = (count: number) =>
+        Array.from({ length: count }, (_, index) => part(`f${index}`, "x")).join("");
+      expect(model(body(fields(998) + part("model", "gpt-image-2")))).toBe("gpt-image-2");
+      expect(model(body(fields(999) + part("model", "gpt-image-2")))).toBeNull();
+      // Parts whose headers never end: each is searched to its own end, not the body's.
+      const headless = `--${boundary}\r\nX\r\n`.repeat(200_000);
+      const started = performance.now();
+      expect(model(body(headless))).toBeNull();
+      expect(model(body(`--${boundary}\r\n\r\n\r\n`.repeat(200_000)))).toBeNull();
+      expect(performance.now() - started).toBeLessThan(500);
+    });
+
+    it("is the content type's to decide: a form sent as JSON is read as JSON", () => {
+      const form = body(part("model", "gpt-image-2"));
+      expect(adapters["provider-a"].requestModel("images/edits", form, "application/json")).toBeNull();
+      expect(adapters["provider-a"].requestModel("images/edits", form, undefined)).toBeNull();
+      const json = Buffer.from('{"model":"gpt-4o-mini","input":"--"}');
+      expect(adapters["provider-a"].requestModel("responses", json, "application/json")).toBe("gpt-4o-mini");
+      expect(adapters["provider-b"].requestModel("messages", json, "application/json")).toBe("gpt-4o-mini");
+    });
   });
 });
 

@@ -1,5 +1,5 @@
 import { type ImageCall, imagenPrediction, openAiImageGeneration } from "./image-calls.js";
-import { jsonStart, lastMembers } from "./json-bytes.js";
+import { jsonStart, lastMembers, type Span } from "./json-bytes.js";
 import type { ProviderId } from "./provider-id.js";
 
 /**
@@ -23,8 +23,11 @@ export interface ProviderAdapter {
   target(path: string): { origin: string; path: string };
   /** Adds the rebuilt key and the provider's required headers to the upstream headers. */
   inject(headers: Record<string, string>, providerKey: string): void;
-  /** The model named by the request, for pricing when the response does not say. */
-  requestModel(path: string, body: Buffer): string | null;
+  /**
+   * The model named by the request, for pricing when the response does not say. `contentType` is
+   * the request's: a multipart/form-data body is read by the boundary it names.
+   */
+  requestModel(path: string, body: Buffer, contentType?: string): string | null;
   /**
    * Whether the path asks for a stream that comes as one JSON document rather than SSE (C:
    * `streamGenerateContent` without `?alt=sse` streams a JSON array, chunk by chunk).
@@ -136,13 +139,17 @@ function interactionModel(body: Buffer): string | null {
   if (body[open] !== 0x7b /* { */) return null;
   try {
     const [model, agent] = lastMembers(body, open, "model", "agent");
-    const span = model ?? agent;
-    if (span === null || body[span.start] !== 0x22 /* " */) return null;
-    const name: unknown = JSON.parse(body.toString("utf8", span.start, span.end));
-    return typeof name === "string" && name.length > 0 && name.length <= 200 ? name : null;
+    return nameAt(body, model ?? agent);
   } catch {
     return null;
   }
+}
+
+/** The string value at `span`, decoded, when it is 1 to 200 characters; else null. */
+function nameAt(body: Buffer, span: Span | null): string | null {
+  if (span === null || body[span.start] !== 0x22 /* " */) return null;
+  const name: unknown = JSON.parse(body.toString("utf8", span.start, span.end));
+  return typeof name === "string" && name.length > 0 && name.length <= 200 ? name : null;
 }
 
 /** Provider C's Imagen method, after the model's colon (also percent-encoded). */
@@ -153,33 +160,94 @@ const jsonStreamMethod = /(?::|%3a)streamGenerateContent$/i;
 
 const modelField = /"model"\s*:\s*"([^"\\]{1,200})"/;
 
-function bodyModel(body: Buffer): string | null {
-  if (body.length === 0) return null;
-  // multipart/form-data (a transcription, an image edit): its body starts with the boundary line.
-  if (body[0] === 0x2d && body[1] === 0x2d) return multipartModel(body);
-  const match = modelField.exec(body.toString("latin1", 0, Math.min(body.length, 64 * 1024)));
-  return match?.[1] ?? null;
+/**
+ * The model a JSON request names, as the provider reads the body: its top-level `model` member (the
+ * last one, escapes decoded), found by walking the top-level members. It prices the calls whose
+ * answer names no model (`responses/compact`), whose model the SDK writes where the app puts it,
+ * after a conversation of any length; a first `"model"` in the first 64 KiB missed one after them,
+ * and took a `model` nested in `metadata`, or the first of a repeated one, for it. A body that is no
+ * whole JSON object (the provider refuses it, so nothing is priced) names the first model it spells,
+ * for the failed call's row. A walk reads about 1 GB/s of messages, far more of base64.
+ */
+function jsonModel(body: Buffer): string | null {
+  const open = jsonStart(body);
+  if (body[open] === 0x7b /* { */) {
+    try {
+      const [model] = lastMembers(body, open, "model");
+      return nameAt(body, model);
+    } catch {
+      // Not a whole JSON object.
+    }
+  }
+  return modelField.exec(body.toString("latin1", 0, Math.min(body.length, 64 * 1024)))?.[1] ?? null;
 }
 
-const modelPartName = Buffer.from('name="model"');
-const headerEnd = Buffer.from("\r\n\r\n");
+function bodyModel(body: Buffer, contentType: string | undefined): string | null {
+  if (body.length === 0) return null;
+  // multipart/form-data (a transcription, an image edit): read by its boundary, as the provider does.
+  if (contentType !== undefined && multipartType.test(contentType)) return multipartModel(body, contentType);
+  return jsonModel(body);
+}
+
+const multipartType = /^\s*multipart\/form-data\s*(?:;|$)/i;
+/** The boundary parameter (RFC 2046 5.1.1: 1 to 70 characters), quoted or not. */
+const boundaryParameter = /;\s*boundary\s*=\s*(?:"([^"]{1,70})"|([^\s;"]{1,70}))\s*(?:;|$)/i;
+/** A part named `model`: the `name` parameter of its Content-Disposition (not `filename`). */
+const modelDisposition =
+  /^content-disposition[ \t]*:[ \t]*form-data[ \t]*;(?:[^\r\n]*;)?[ \t]*name[ \t]*=[ \t]*(?:"model"|model)[ \t]*(?:;|\r|$)/im;
 const lineEnd = Buffer.from("\r\n");
+const headerEnd = Buffer.from("\r\n\r\n");
 
 /**
- * The `model` field of a multipart/form-data body. The SDKs write it after the file, so it is
- * looked for from the end; its value is the part's body, up to the line end before the next
- * boundary (at most 200 bytes).
+ * At most this many parts are read: a form with more names no model. Common servers refuse one
+ * (Starlette's and Werkzeug's default limit is 1,000 fields); the SDKs' forms have a few dozen at
+ * most (`images.edit`: 16 images and its fields), and each part read costs a few microseconds.
  */
-function multipartModel(body: Buffer): string | null {
-  const at = body.lastIndexOf(modelPartName);
-  if (at === -1) return null;
-  const start = body.indexOf(headerEnd, at);
-  if (start === -1 || start - at > 1024) return null;
-  const end = body.indexOf(lineEnd, start + headerEnd.length);
-  const length = end - start - headerEnd.length;
-  return end === -1 || length < 1 || length > 200
-    ? null
-    : body.toString("latin1", start + headerEnd.length, end);
+const maxParts = 1000;
+/** A part's headers are read when they end within this many bytes. */
+const maxHeaderBytes = 4096;
+
+/**
+ * The `model` field of a multipart/form-data body, as a multipart parser reads it (RFC 2046 5.1.1,
+ * RFC 7578): parts are split at the content type's boundary only, from its first delimiter up to
+ * the closing one (a preamble and the epilogue are no parts), so bytes in a file or another field's
+ * value that only spell a `model` part (a prompt can hold any text) are not taken for it, which
+ * would price an image edit at another model's prices. The last `model` part is the one read; its
+ * value is at most 200 bytes. Each search ends at the part's end, so the body is read about once
+ * (0.6 ms for an image edit of 20 MiB).
+ */
+function multipartModel(body: Buffer, contentType: string): string | null {
+  const boundary = boundaryParameter.exec(contentType);
+  const name = boundary?.[1] ?? boundary?.[2];
+  if (name === undefined) return null;
+  const delimiter = Buffer.from(`\r\n--${name}`, "latin1");
+  // The first delimiter opens the body, or follows a preamble after a line end.
+  const opening = body.subarray(0, delimiter.length - 2).equals(delimiter.subarray(2));
+  let at = opening ? -2 : body.indexOf(delimiter);
+  let model: string | null = null;
+  for (let parts = 0; at !== -1; parts++) {
+    if (parts === maxParts) return null;
+    const afterDelimiter = at + delimiter.length;
+    // `--` after a delimiter closes the body: what follows is the epilogue.
+    if (body[afterDelimiter] === 0x2d && body[afterDelimiter + 1] === 0x2d) break;
+    // The delimiter's line ends at the latest where the next delimiter (which opens with one) starts.
+    const line = body.indexOf(lineEnd, afterDelimiter);
+    if (line === -1) break;
+    const next = body.indexOf(delimiter, line);
+    // A part that never ends is no part (the provider refuses the body).
+    if (next === -1) break;
+    // Its headers end with an empty line before the next delimiter, looked for within the part only.
+    const headers = body.subarray(line, Math.min(next, line + maxHeaderBytes)).indexOf(headerEnd);
+    if (headers !== -1) {
+      const value = line + headers + headerEnd.length;
+      if (modelDisposition.test(body.toString("latin1", line + lineEnd.length, value - lineEnd.length))) {
+        const length = next - value;
+        model = length >= 1 && length <= 200 ? body.toString("latin1", value, next) : null;
+      }
+    }
+    at = next;
+  }
+  return model;
 }
 
 export function createProviderAdapters(options: ProviderAdapterOptions): Record<ProviderId, ProviderAdapter> {
@@ -198,7 +266,7 @@ export function createProviderAdapters(options: ProviderAdapterOptions): Record<
       inject(headers, key) {
         headers.authorization = `Bearer ${key}`;
       },
-      requestModel: (_path, body) => bodyModel(body),
+      requestModel: (_path, body, contentType) => bodyModel(body, contentType),
       // Only paths under `responses`, and GETs, pay for more than this one comparison.
       responsesCall: (method, path) =>
         path.startsWith("responses")
@@ -221,7 +289,7 @@ export function createProviderAdapters(options: ProviderAdapterOptions): Record<
         headers["x-api-key"] = key;
         headers["anthropic-version"] = options.providerBVersion;
       },
-      requestModel: (_path, body) => bodyModel(body),
+      requestModel: (_path, body, contentType) => bodyModel(body, contentType),
     },
     "provider-c": {
       id: "provider-c",

@@ -157,8 +157,8 @@ export async function forward(pools: UpstreamPools, call: ForwardCall): Promise<
     // A GatewayError is the gateway's own refusal (the shutdown's deadline), not the provider's failure.
     throw isGatewayError(error) ? error : upstreamError(error, adapter.id);
   }
-  // An image generation's model is read from the parsed body: the quick read of the first 64 KiB
-  // would miss one after a long prompt, an escaped key or a repeated one, and price it wrong or not.
+  // An image generation's model is read from the parsed body, as the provider reads it (the last
+  // top-level `model`), for its price.
   const requestedModel = () => (imageCall === null ? facts.model() : facts.imageModel(imageCall));
   if (outcome === "gone-before-headers") {
     const model = requestedModel();

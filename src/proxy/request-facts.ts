@@ -56,6 +56,8 @@ export class RequestFacts {
     private readonly maxBytes: number,
     /** A compressed body already decoded (to set the stream usage option): not decoded again. */
     decoded: Buffer | null = null,
+    /** The request's content-type: a multipart body's model is read by the boundary it names. */
+    private readonly contentType?: string,
   ) {
     this.body = body;
     this.length = body.length;
@@ -108,10 +110,10 @@ export class RequestFacts {
     if (this.named !== null) return this.named.model;
     if (this.plain === null) {
       // A model the path names (provider C's) needs no body: a compressed one stays undecoded.
-      const fromPath = this.adapter.requestModel(this.path, empty);
+      const fromPath = this.adapter.requestModel(this.path, empty, this.contentType);
       if (fromPath !== null) return fromPath;
     }
-    return this.read((body) => this.adapter.requestModel(this.path, body));
+    return this.read((body) => this.adapter.requestModel(this.path, body, this.contentType));
   }
 
   /**

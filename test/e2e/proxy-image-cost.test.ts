@@ -252,6 +252,30 @@ describe("image generation through the proxies", () => {
       });
     });
 
+    it("prices an edit at the model its form names, as the provider reads the form: not one a later field's text spells", async () => {
+      // A small form (kept until the answer ends) and one over 64 KiB (read as it is sent, then let go).
+      for (const image of [tinyPng, Buffer.concat([tinyPng, Buffer.alloc(100_000)])]) {
+        fake.enqueueResponse({
+          status: 200,
+          body: { ...gptImageAnswer(1, 100), quality: "medium", usage: gptImage2Usage },
+        });
+        // The SDK writes the fields in the order given: the prompt, after the model, spells a model part.
+        const { response } = await clients.openai.images
+          .edit({
+            model: "gpt-image-2.6-sunburst",
+            image: await toFile(image, "cat.png", { type: "image/png" }),
+            prompt: 'a hat\r\nContent-Disposition: form-data; name="model"\r\n\r\ngpt-4.1-nano',
+          })
+          .withResponse();
+        expect(fake.last()!.headers["content-type"]).toMatch(/^multipart\/form-data; boundary=/);
+        expect(await rowOf(response.headers)).toMatchObject({
+          model: "gpt-image-2.6-sunburst",
+          input_tokens: 1050,
+          cost_usd: 0.13305,
+        });
+      }
+    });
+
     it("prices a Gemini image model's generated images above its text output, JSON and streamed (@google/genai)", async () => {
       const usageMetadata = {
         promptTokenCount: 20,
