@@ -173,6 +173,59 @@ describe("failures before or around the call", () => {
     expect(verdict).toMatchObject({ kind: "unavailable", reason: "apple-error", status: 200 });
   });
 
+  it.each([200, 400])(
+    "blames our JWT, never the device token, when Apple answers %i that the authorization token is bad",
+    async (status) => {
+      const sluice = client();
+      production.fail({ kind: "status", status, body: "Missing or badly formatted authorization token" }, 1);
+      expect(await sluice.validate(input("production", validToken))).toEqual({
+        kind: "unavailable",
+        reason: "misconfigured",
+        status,
+        retryAfterSeconds: 5,
+      });
+      // The JWT is minted anew, and the next call, which Apple answers as usual, passes.
+      expect(await sluice.validate(input("production", validToken))).toEqual({ kind: "valid" });
+      expect(production.calls.map((call) => call.status)).toEqual([status, 200]);
+    },
+  );
+
+  it("does not blame the device token when Apple refuses our request's time stamp or transaction id", async () => {
+    for (const body of [
+      "Missing or incorrectly formatted time stamp",
+      "Missing or incorrectly formatted transaction id",
+    ]) {
+      production.fail({ kind: "status", status: 400, body }, 1);
+      expect(await client().validate(input("production", validToken))).toEqual({
+        kind: "unavailable",
+        reason: "apple-error",
+        status: 400,
+        retryAfterSeconds: 5,
+      });
+    }
+  });
+
+  it("is invalid when Apple answers 400 that the device token payload is bad, or with no reason", async () => {
+    for (const body of ["Missing or incorrectly formatted device token payload", ""]) {
+      production.fail({ kind: "status", status: 400, body }, 1);
+      expect(await client().validate(input("production", validToken))).toEqual({
+        kind: "invalid",
+        reason: "rejected-by-apple",
+      });
+    }
+  });
+
+  it("is invalid, never valid, when Apple answers 200 that the device token payload is bad", async () => {
+    production.fail(
+      { kind: "status", status: 200, body: "Missing or incorrectly formatted device token payload" },
+      1,
+    );
+    expect(await client().validate(input("production", validToken))).toEqual({
+      kind: "invalid",
+      reason: "rejected-by-apple",
+    });
+  });
+
   it.each([
     ["empty", ""],
     ["base64url alphabet", "ab-_cd"],

@@ -11,16 +11,20 @@ import {
  * A client for Apple's `POST /v1/validate_device_token` ("Accessing and Modifying Per-Device Data",
  * DeviceCheck docs). Apple answers 200 when the device token is valid and 400 ("Missing or
  * incorrectly formatted device token payload") when it is not; 401 means Apple could not verify
- * our JWT. Only 200 is a pass: 401, 403, 429, 5xx, anything else, timeouts and network errors are
- * `unavailable` (the gateway answers 503 with Retry-After).
+ * our JWT. Apple's plain-text reason is read too: one about the authorization token ("Missing or
+ * badly formatted authorization token", seen with 400 and with 200) is our JWT's fault, one about
+ * the time stamp or transaction id our request's, never the device token's. Only a 200 without
+ * such a reason is a pass: those reasons, 401, 403, 429, 5xx, anything else, timeouts and network
+ * errors are `unavailable` (the gateway answers 503 with Retry-After).
  */
 export type DeviceCheckEnvironment = "production" | "development";
 
 export type DeviceCheckInvalidReason = "malformed-token" | "rejected-by-apple";
 
 /**
- * `misconfigured`: the project's key cannot sign, or Apple refused our JWT (401);
- * `apple-error`: any other non-200/400 answer or an oversized body; `timeout`; `network`.
+ * `misconfigured`: the project's key cannot sign, or Apple refused our JWT (401, or a reason about
+ * the authorization token); `apple-error`: any other non-200/400 answer, a reason about our
+ * request's time stamp or transaction id, or an oversized body; `timeout`; `network`.
  */
 /** `resting`: Apple answered 429 for this key, and its Retry-After has not passed; Apple is not asked. */
 export type DeviceCheckUnavailableReason =
@@ -91,17 +95,32 @@ function parseRetryAfter(value: string | string[] | undefined, fallback: number)
   return Math.min(3600, Math.max(1, Number(text.trim())));
 }
 
-/** Reads at most `limit` bytes; false (body destroyed) when there is more. */
-async function drainBounded(body: Dispatcher.ResponseData["body"], limit: number): Promise<boolean> {
+/** The body as text when it has at most `limit` bytes; null (body destroyed) when there is more. */
+async function readBounded(body: Dispatcher.ResponseData["body"], limit: number): Promise<string | null> {
+  const chunks: Buffer[] = [];
   let size = 0;
   for await (const chunk of body) {
     size += (chunk as Buffer).length;
     if (size > limit) {
       body.destroy();
-      return false;
+      return null;
     }
+    chunks.push(chunk as Buffer);
   }
-  return true;
+  return Buffer.concat(chunks).toString("utf8");
+}
+
+/**
+ * Whose fault Apple's plain-text reason says a refusal is: `jwt` for our authorization token
+ * ("Missing or badly formatted authorization token", "Unable to verify authorization token"),
+ * `request` for our time stamp or transaction id, `device-token` for the device token's payload;
+ * null when it names none of them.
+ */
+function blamed(reason: string): "jwt" | "request" | "device-token" | null {
+  if (/authori[sz]ation token/i.test(reason)) return "jwt";
+  if (/time ?stamp|transaction/i.test(reason)) return "request";
+  if (/device token/i.test(reason)) return "device-token";
+  return null;
 }
 
 function isTimeout(error: unknown): boolean {
@@ -159,14 +178,19 @@ export function createDeviceCheckClient(options: DeviceCheckClientOptions): Devi
       signal: AbortSignal.timeout(options.timeoutMs),
     });
     const status = response.statusCode;
-    if (!(await drainBounded(response.body, maxResponseBytes))) return unavailable("apple-error", status);
-    if (status === 200) return { kind: "valid" };
-    if (status === 400) return { kind: "invalid", reason: "rejected-by-apple" };
-    if (status === 401) {
-      // Our JWT was refused: a wrong key, team or key id. Re-mint next time in case it had aged.
+    const text = await readBounded(response.body, maxResponseBytes);
+    if (text === null) return unavailable("apple-error", status);
+    const fault = status === 200 || status === 400 ? blamed(text) : null;
+    if (status === 401 || fault === "jwt") {
+      // Our JWT was refused: a wrong key, team or key id, the operator's to fix, not the device
+      // token's. Re-mint next time in case it had aged.
       jwtCache.invalidate(input.teamId, input.keyId);
       return unavailable("misconfigured", status);
     }
+    if (fault === "request") return unavailable("apple-error", status);
+    if (fault === "device-token") return { kind: "invalid", reason: "rejected-by-apple" };
+    if (status === 200) return { kind: "valid" };
+    if (status === 400) return { kind: "invalid", reason: "rejected-by-apple" };
     const retryAfter = parseRetryAfter(response.headers["retry-after"], fallbackRetryAfter);
     if (status === 429) {
       if (restingUntil.size >= 1000) restingUntil.clear();

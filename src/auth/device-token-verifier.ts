@@ -168,10 +168,19 @@ export function createDeviceTokenVerifier(deps: DeviceTokenVerifierDeps): Device
       }
       if (verdict.kind === "unavailable") {
         // Once per Apple answer; a request refused while its key rests after a 429 asked no one.
+        // A key Apple refuses (or that does not load) is the operator's to fix: the log says so.
         (verdict.reason === "resting" ? deps.logger.debug : deps.logger.warn).call(
           deps.logger,
-          { projectId: project.id, reason: verdict.reason, status: verdict.status },
-          "Apple DeviceCheck unavailable",
+          {
+            projectId: project.id,
+            reason: verdict.reason,
+            status: verdict.status,
+            keyId: project.deviceCheck.keyId,
+            environment: project.deviceCheck.environment,
+          },
+          verdict.reason === "misconfigured"
+            ? "Apple DeviceCheck refused the project's credentials: check its team id, key id or .p8 key"
+            : "Apple DeviceCheck unavailable",
         );
         return {
           kind: "unavailable",

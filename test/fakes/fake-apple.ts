@@ -54,6 +54,8 @@ export interface FakeApple {
   registerValidToken(token: string): void;
   /** The next `times` requests (default: all until `fail(null)`) fail this way, after recording. */
   fail(failure: FakeAppleFailure | null, times?: number): void;
+  /** Each request is recorded at once and answered `ms` later (0, the default: at once). */
+  delay(ms: number): void;
   close(): Promise<void>;
 }
 
@@ -177,6 +179,7 @@ export async function startFakeApple(options: FakeAppleOptions = {}): Promise<Fa
   const calls: FakeAppleCall[] = [];
   let failure: FakeAppleFailure | null = null;
   let failuresLeft = 0;
+  let delayMs = 0;
 
   const registerKey = (keyId: string, key: FakeAppleKey) =>
     keys.set(keyId, { teamId: key.teamId, key: createPublicKey(key.publicKeyPem) });
@@ -204,6 +207,7 @@ export async function startFakeApple(options: FakeAppleOptions = {}): Promise<Fa
       status: null,
     };
     calls.push(call);
+    if (delayMs > 0) await new Promise((resolve) => setTimeout(resolve, delayMs));
     call.status = respond(request, response, jwt, body, token);
     return call.status;
   }
@@ -252,6 +256,9 @@ export async function startFakeApple(options: FakeAppleOptions = {}): Promise<Fa
     fail(next, times = Number.POSITIVE_INFINITY) {
       failure = next;
       failuresLeft = next ? times : 0;
+    },
+    delay(ms) {
+      delayMs = ms;
     },
     close() {
       return new Promise<void>((resolve) => {

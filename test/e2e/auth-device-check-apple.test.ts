@@ -1,0 +1,92 @@
+import { randomBytes } from "node:crypto";
+import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { type FakeApple, generateAppleKeyPair, startFakeApple } from "../fakes/fake-apple.js";
+import { type FakeUpstream, startFakeUpstream } from "../fakes/fake-upstream.js";
+import { proxiedChat } from "../support/proxied-chat.js";
+import { createTestProject, startTestGateway, type TestGateway } from "../support/test-gateway.js";
+
+const teamId = "TEAM123456";
+const keyId = "KEY1234567";
+const token = (name: string) => Buffer.from(`${name}-${randomBytes(12).toString("hex")}`).toString("base64");
+
+/** How the gateway answers a client for each thing Apple says about a device token (audit: devicecheck). */
+describe("Apple's answers, through the gateway", () => {
+  let fake: FakeUpstream;
+  let apple: FakeApple;
+  let sluice: TestGateway;
+  const keys = generateAppleKeyPair();
+
+  beforeAll(async () => {
+    fake = await startFakeUpstream();
+    apple = await startFakeApple({ label: "production" });
+    apple.registerKey(keyId, { teamId, publicKeyPem: keys.publicKeyPem });
+    sluice = await startTestGateway({
+      providerABaseUrl: `${fake.url}/a/v1`,
+      deviceCheckProductionUrl: apple.url,
+      authFailureLimit: 1000,
+    });
+  });
+  afterAll(async () => {
+    await sluice.close();
+    await apple.close();
+    await fake.close();
+  });
+  afterEach(() => {
+    apple.fail(null);
+    apple.delay(0);
+  });
+
+  const project = (tokenMode: "single-use" | "cached" = "cached") =>
+    createTestProject(sluice.gateway, {
+      testMode: false,
+      deviceCheck: {
+        enabled: true,
+        teamId,
+        keyId,
+        privateKey: keys.privateKeyPem,
+        environment: "production",
+        tokenMode,
+      },
+    });
+  const call = async (created: Awaited<ReturnType<typeof project>>, deviceToken: string) => {
+    const response = await proxiedChat(sluice.url, {
+      projectId: created.projectId,
+      bearer: `${created.partialKeys["provider-a"]}.${deviceToken}`,
+    });
+    const body = (await response.json()) as { error?: { code: string } };
+    return {
+      status: response.status,
+      code: body.error?.code,
+      retryAfter: response.headers.get("retry-after"),
+    };
+  };
+
+  it.each([200, 400])(
+    "answers 503, neither a pass nor the app's fault, when Apple answers %i that our JWT is badly formatted, and tells the operator",
+    async (status) => {
+      const created = await project();
+      const deviceToken = token("jwt-refused");
+      apple.registerValidToken(deviceToken);
+      apple.fail({ kind: "status", status, body: "Missing or badly formatted authorization token" }, 1);
+      const logsBefore = sluice.logs.length;
+      expect(await call(created, deviceToken)).toEqual({
+        status: 503,
+        code: "SERVICE_UNAVAILABLE",
+        retryAfter: "5",
+      });
+      const warning = sluice.logs
+        .slice(logsBefore)
+        .map((line) => JSON.parse(line) as Record<string, unknown>)
+        .find((line) => line.projectId === created.projectId && line.level === "warn");
+      expect(warning).toMatchObject({
+        reason: "misconfigured",
+        status,
+        keyId,
+        environment: "production",
+        msg: expect.stringContaining("team id, key id or .p8 key"),
+      });
+      // Nothing was remembered: once Apple takes the JWT, the same token passes.
+      expect(await call(created, deviceToken)).toMatchObject({ status: 200 });
+    },
+  );
+});
