@@ -8,6 +8,8 @@ import type { DeviceTokenVerifier, DeviceVerdict } from "./authenticate.js";
 import {
   createDeviceCheckClient,
   type DeviceCheckClient,
+  type DeviceCheckValidation,
+  type DeviceCheckVerdict,
   isWellFormedDeviceToken,
 } from "./device-check-client.js";
 import {
@@ -60,6 +62,13 @@ export function createDeviceTokenVerifier(deps: DeviceTokenVerifierDeps): Device
     ? createRedisDeviceTokenLedger({ redis: deps.redis, breaker: deps.redisBreaker })
     : null;
   const privateKeys = new Map<string, { sealed: string; pem: string }>();
+  /**
+   * Apple calls in flight, by project, token digest and the credentials asked with: requests that
+   * need the same answer while it is on its way wait for it instead of asking again, so a burst of
+   * first requests with one token (an app's parallel calls, or one token replayed by many clients)
+   * costs one Apple call, not one each. Each request still goes through the ledger on its own.
+   */
+  const appleCalls = new Map<string, Promise<DeviceCheckVerdict>>();
 
   function privateKeyOf(project: Project): string | null {
     const sealed = project.deviceCheck.sealedPrivateKey;
@@ -121,6 +130,53 @@ export function createDeviceTokenVerifier(deps: DeviceTokenVerifierDeps): Device
     };
   }
 
+  /** Apple's verdict on a token, shared with the requests that ask for it while it is on its way. */
+  function askApple(
+    project: Project,
+    digest: string,
+    input: DeviceCheckValidation,
+  ): Promise<DeviceCheckVerdict> {
+    const key = [
+      project.id,
+      digest,
+      input.environment,
+      input.teamId,
+      input.keyId,
+      project.deviceCheck.sealedPrivateKey,
+    ].join("\u0000");
+    const pending = appleCalls.get(key);
+    if (pending) return pending;
+    const asked = client
+      .validate(input)
+      .then((verdict) => {
+        if (verdict.kind === "unavailable") logUnavailable(project, verdict);
+        return verdict;
+      })
+      .finally(() => appleCalls.delete(key));
+    appleCalls.set(key, asked);
+    return asked;
+  }
+
+  /**
+   * Once per Apple answer; a request refused while its key rests after a 429 asked no one. A key
+   * Apple refuses (or that does not load) is the operator's to fix: the log says so.
+   */
+  function logUnavailable(project: Project, verdict: Extract<DeviceCheckVerdict, { kind: "unavailable" }>) {
+    (verdict.reason === "resting" ? deps.logger.debug : deps.logger.warn).call(
+      deps.logger,
+      {
+        projectId: project.id,
+        reason: verdict.reason,
+        status: verdict.status,
+        keyId: project.deviceCheck.keyId,
+        environment: project.deviceCheck.environment,
+      },
+      verdict.reason === "misconfigured"
+        ? "Apple DeviceCheck refused the project's credentials: check its team id, key id or .p8 key"
+        : "Apple DeviceCheck unavailable",
+    );
+  }
+
   return {
     async verify(project, deviceToken): Promise<DeviceVerdict> {
       if (!isWellFormedDeviceToken(deviceToken))
@@ -150,7 +206,7 @@ export function createDeviceTokenVerifier(deps: DeviceTokenVerifierDeps): Device
       if (!privateKeyPem || !project.deviceCheck.teamId || !project.deviceCheck.keyId) {
         return unavailable("device check is not fully configured for this project");
       }
-      const verdict = await client.validate({
+      const verdict = await askApple(project, digest, {
         environment: project.deviceCheck.environment,
         teamId: project.deviceCheck.teamId,
         keyId: project.deviceCheck.keyId,
@@ -167,21 +223,6 @@ export function createDeviceTokenVerifier(deps: DeviceTokenVerifierDeps): Device
         };
       }
       if (verdict.kind === "unavailable") {
-        // Once per Apple answer; a request refused while its key rests after a 429 asked no one.
-        // A key Apple refuses (or that does not load) is the operator's to fix: the log says so.
-        (verdict.reason === "resting" ? deps.logger.debug : deps.logger.warn).call(
-          deps.logger,
-          {
-            projectId: project.id,
-            reason: verdict.reason,
-            status: verdict.status,
-            keyId: project.deviceCheck.keyId,
-            environment: project.deviceCheck.environment,
-          },
-          verdict.reason === "misconfigured"
-            ? "Apple DeviceCheck refused the project's credentials: check its team id, key id or .p8 key"
-            : "Apple DeviceCheck unavailable",
-        );
         return {
           kind: "unavailable",
           retryAfterSeconds: verdict.retryAfterSeconds,

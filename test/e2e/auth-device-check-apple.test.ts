@@ -89,4 +89,34 @@ describe("Apple's answers, through the gateway", () => {
       expect(await call(created, deviceToken)).toMatchObject({ status: 200 });
     },
   );
+
+  it.each([
+    ["cached", { 200: 100 }],
+    ["single-use", { 200: 1, 401: 99 }],
+  ] as const)(
+    "asks Apple once for 100 simultaneous first requests with one %s token",
+    async (tokenMode, statuses) => {
+      const created = await project(tokenMode);
+      const deviceToken = token(`simultaneous-${tokenMode}`);
+      apple.registerValidToken(deviceToken);
+      apple.delay(200);
+      const before = apple.calls.length;
+      const answers = await Promise.all(Array.from({ length: 100 }, () => call(created, deviceToken)));
+      const counted: Record<number, number> = {};
+      for (const { status } of answers) counted[status] = (counted[status] ?? 0) + 1;
+      expect(counted).toEqual(statuses);
+      expect(apple.calls.length - before).toBe(1);
+    },
+  );
+
+  it("asks Apple again for one token once the call everyone waited for ended", async () => {
+    const created = await project();
+    const deviceToken = token("after-failure");
+    apple.registerValidToken(deviceToken);
+    apple.delay(100);
+    apple.fail({ kind: "status", status: 500 }, 1);
+    const first = await Promise.all([call(created, deviceToken), call(created, deviceToken)]);
+    expect(first.map(({ status }) => status)).toEqual([503, 503]);
+    expect(await call(created, deviceToken)).toMatchObject({ status: 200 });
+  });
 });
