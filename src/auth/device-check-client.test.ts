@@ -98,6 +98,16 @@ describe.each(["production", "development"] as const)("validating on the %s host
     });
   });
 
+  it("is unavailable, blaming our credentials, when Apple forbids our key (403)", async () => {
+    fake().fail({ kind: "status", status: 403, body: "Forbidden" }, 1);
+    expect(await client().validate(input(environment, validToken))).toEqual({
+      kind: "unavailable",
+      reason: "misconfigured",
+      status: 403,
+      retryAfterSeconds: 5,
+    });
+  });
+
   it("is unavailable when Apple fails with 500, and honours Apple's Retry-After on 429", async () => {
     fake().fail({ kind: "status", status: 500 }, 1);
     expect(await client().validate(input(environment, validToken))).toEqual({

@@ -23,7 +23,7 @@ export type DeviceCheckInvalidReason = "malformed-token" | "rejected-by-apple";
 
 /**
  * `misconfigured`: the project's key cannot sign, or Apple refused our JWT (401, or a reason about
- * the authorization token); `apple-error`: any other non-200/400 answer, a reason about our
+ * the authorization token) or our key (403); `apple-error`: any other non-200/400 answer, a reason about our
  * request's time stamp or transaction id, or an oversized body; `timeout`; `network`.
  */
 /** `resting`: Apple answered 429 for this key, and its Retry-After has not passed; Apple is not asked. */
@@ -181,9 +181,10 @@ export function createDeviceCheckClient(options: DeviceCheckClientOptions): Devi
     const text = await readBounded(response.body, maxResponseBytes);
     if (text === null) return unavailable("apple-error", status);
     const fault = status === 200 || status === 400 ? blamed(text) : null;
-    if (status === 401 || fault === "jwt") {
-      // Our JWT was refused: a wrong key, team or key id, the operator's to fix, not the device
-      // token's. Re-mint next time in case it had aged.
+    if (status === 401 || status === 403 || fault === "jwt") {
+      // Our JWT was refused (401, or a reason about it) or our key may not use DeviceCheck (403): a
+      // wrong key, team or key id, the operator's to fix, not the device token's. Re-mint next time
+      // in case it had aged.
       jwtCache.invalidate(input.teamId, input.keyId);
       return unavailable("misconfigured", status);
     }
