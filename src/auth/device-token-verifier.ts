@@ -2,6 +2,7 @@ import type { Redis } from "ioredis";
 import { deviceCheckKeyAad } from "../admin/project-rules.js";
 import type { Config } from "../config.js";
 import type { Logger } from "../observability/logger.js";
+import { createSuppressionWindows } from "../observability/suppression-windows.js";
 import type { RedisBreaker } from "../redis/redis-breaker.js";
 import type { Project } from "../storage/project-repository.js";
 import type { DeviceTokenVerifier, DeviceVerdict } from "./authenticate.js";
@@ -39,6 +40,9 @@ export interface DeviceTokenVerifierDeps {
   logger: Logger;
   client?: DeviceCheckClient;
 }
+
+/** One DeviceCheck warning per project and reason per this window; the rest are counted. */
+const warningWindowMs = 10_000;
 
 /** How long a single-use token is remembered so that a replay is refused. */
 const singleUseRetentionMs = 24 * 60 * 60 * 1000;
@@ -158,19 +162,41 @@ export function createDeviceTokenVerifier(deps: DeviceTokenVerifierDeps): Device
   }
 
   /**
-   * Once per Apple answer; a request refused while its key rests after a 429 asked no one. A key
-   * Apple refuses (or that does not load) is the operator's to fix: the log says so.
+   * Warnings per project and reason: a key Apple refuses, or Apple down, fails every fresh token of
+   * the app, and one line per Apple answer would drown the log. The first of a window is written;
+   * the others are counted into one line when the window ends, as for provider failures.
+   */
+  const warnings = createSuppressionWindows<{ projectId: string; reason: string }>({
+    windowMs: warningWindowMs,
+    maxKeys: 200,
+    onSuppressed: (context, suppressed) =>
+      deps.logger.warn(
+        { ...context, suppressed, windowMs: warningWindowMs },
+        "Apple DeviceCheck warnings suppressed",
+      ),
+  });
+
+  /**
+   * Once per Apple answer (at most once per project, reason and window at warn); a request refused
+   * while its key rests after a 429 asked no one. A key Apple refuses (or that does not load) is the
+   * operator's to fix: the log says so.
    */
   function logUnavailable(project: Project, verdict: Extract<DeviceCheckVerdict, { kind: "unavailable" }>) {
-    (verdict.reason === "resting" ? deps.logger.debug : deps.logger.warn).call(
-      deps.logger,
-      {
-        projectId: project.id,
-        reason: verdict.reason,
-        status: verdict.status,
-        keyId: project.deviceCheck.keyId,
-        environment: project.deviceCheck.environment,
-      },
+    const fields = {
+      projectId: project.id,
+      reason: verdict.reason,
+      status: verdict.status,
+      keyId: project.deviceCheck.keyId,
+      environment: project.deviceCheck.environment,
+    };
+    if (verdict.reason === "resting") {
+      deps.logger.debug(fields, "Apple DeviceCheck unavailable");
+      return;
+    }
+    if (!warnings.open(`${project.id} ${verdict.reason}`, { projectId: project.id, reason: verdict.reason }))
+      return;
+    deps.logger.warn(
+      fields,
       verdict.reason === "misconfigured"
         ? "Apple DeviceCheck refused the project's credentials: check its team id, key id or .p8 key"
         : "Apple DeviceCheck unavailable",

@@ -90,6 +90,23 @@ describe("Apple's answers, through the gateway", () => {
     },
   );
 
+  it("warns once per project and window while Apple refuses the operator's key, not once per call", async () => {
+    const created = await project();
+    apple.fail({ kind: "status", status: 401, body: "" }, 5);
+    const logsBefore = sluice.logs.length;
+    for (let call_ = 0; call_ < 5; call_++) {
+      const deviceToken = token(`refused-${call_}`);
+      apple.registerValidToken(deviceToken);
+      expect(await call(created, deviceToken)).toMatchObject({ status: 503 });
+    }
+    const warnings = sluice.logs
+      .slice(logsBefore)
+      .map((line) => JSON.parse(line) as Record<string, unknown>)
+      .filter((line) => line.projectId === created.projectId && line.level === "warn");
+    expect(warnings).toHaveLength(1);
+    expect(warnings[0]).toMatchObject({ reason: "misconfigured", status: 401 });
+  });
+
   it.each([
     ["cached", { 200: 100 }],
     ["single-use", { 200: 1, 401: 99 }],
