@@ -243,7 +243,9 @@ async function openPostgres(
     pool.on("error", () => {});
     pool.on("connect", (client) => client.on("error", () => {}));
     return new Kysely<Database>({
-      dialect: new PostgresDialect({ pool: closingTimedOut(pool, config.query_timeout) }),
+      dialect: new PostgresDialect({
+        pool: closingTimedOut(pool, config.query_timeout, limits.queryTimeoutMs),
+      }),
     });
   };
   const migrating = new pg.Client({
@@ -300,8 +302,20 @@ function int8AsNumber(text: string): number {
  * a word, every query would time out until TCP gives up, minutes later, even with the server back.
  * The first query on a connection gets `queryTimeoutMs` less the wait for the connection, so the
  * two together take no longer than the query timeout; the others get it whole.
+ *
+ * Each transaction also tells the server to end it once it has waited `idleInTransactionMs` for the
+ * client's next statement (`idle_in_transaction_session_timeout`, set local to the transaction, so
+ * the connection goes back to the pool without it, behind a PgBouncer too). A connection lost
+ * between two statements (the network failed as a usage batch's `commit` was sent) is closed on
+ * this side, but the server keeps its transaction open, with the rows it inserted or updated
+ * locked, until TCP keepalive finds the peer gone (two hours by default): the retried usage batch
+ * waited for those locks until its query timeout, again and again, and no usage row was written
+ * after it; an admin change to a project a lost transaction had locked failed the same way.
  */
-function closingTimedOut(pool: PgPool, queryTimeoutMs: number): PostgresPool {
+function closingTimedOut(pool: PgPool, queryTimeoutMs: number, idleInTransactionMs: number): PostgresPool {
+  // Kysely opens a transaction with `begin` (its only form here: no isolation level is asked for).
+  // One round trip: without parameters pg sends it as a simple query, which may hold two statements.
+  const begin = `begin; set local idle_in_transaction_session_timeout = ${idleInTransactionMs}`;
   return {
     async connect() {
       const asked = performance.now();
@@ -315,12 +329,21 @@ function closingTimedOut(pool: PgPool, queryTimeoutMs: number): PostgresPool {
       const query = (text: string, parameters: readonly unknown[]) => {
         // pg takes a query_timeout in the query's config (its types do not list it); undefined
         // leaves the pool's.
-        const config = { text, values: parameters as unknown[], query_timeout: firstTimeoutMs };
+        const opens = text === "begin" && parameters.length === 0;
+        const config = {
+          text: opens ? begin : text,
+          values: parameters as unknown[],
+          query_timeout: firstTimeoutMs,
+        };
         firstTimeoutMs = undefined;
-        return client.query(config).catch((error: unknown) => {
-          if (error instanceof Error && error.message === "Query read timeout") timedOut = true;
-          throw error;
-        });
+        return client.query(config).then(
+          // Two statements answer with a result each: Kysely is given the `begin`'s.
+          (result: unknown) => (opens && Array.isArray(result) ? result[0] : result),
+          (error: unknown) => {
+            if (error instanceof Error && error.message === "Query read timeout") timedOut = true;
+            throw error;
+          },
+        );
       };
       return {
         // Only the (sql, parameters) form: Kysely passes a cursor only when given one to stream with.

@@ -66,6 +66,19 @@ describe.skipIf(!postgresAvailable)("PostgreSQL that hangs or starts twice", () 
     });
   }, 10_000);
 
+  it("writes a batch again once the connection that lost its commit is gone, without waiting for its rows' locks", async () => {
+    await behindProxy(async (usage, proxy) => {
+      // The network fails as the batch's commit is sent: the server keeps the transaction open, its
+      // rows inserted and locked, for as long as it holds the connection (hours of TCP keepalive).
+      proxy.stallOn("commit");
+      await expect(usage.insertBatch([usageRow("unacknowledged")])).rejects.toThrow("Query read timeout");
+      // Before, the retry waited for those row locks until its query timeout, and every later one
+      // too: the usage queue stopped at that batch for good.
+      await usage.insertBatch([usageRow("unacknowledged")]);
+      expect(await usage.count("p1")).toBe(1);
+    });
+  }, 10_000);
+
   it("fails a query within the query timeout when the server takes connections and never answers, opening one included", async () => {
     await behindProxy(async (usage, proxy) => {
       await usage.insertBatch([usageRow("hung-1")]);

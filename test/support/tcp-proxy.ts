@@ -1,5 +1,6 @@
 import type { AddressInfo } from "node:net";
 import { connect, createServer, type Server, type Socket } from "node:net";
+import { Transform } from "node:stream";
 
 /**
  * A TCP proxy in front of a local service, to cut and restore it in a test without stopping the
@@ -9,25 +10,29 @@ import { connect, createServer, type Server, type Socket } from "node:net";
  * path that went silent while a new one works), unless `stall({ newConnections: true })` (a service
  * that hangs altogether: new connections are accepted and stalled too); `delayNew(ms)` holds each
  * new connection that long before it passes through (a server slow to take connections);
- * `connections()` counts the connections made to it (refused ones too).
+ * `connections()` counts the connections made to it (refused ones too); `stallOn(text)` stalls the
+ * first connection that sends `text` as it sends it, the chunk holding it not passed on (the network
+ * fails at that moment: a transaction's `commit` never reaches the server).
  */
 export async function startTcpProxy(targetPort: number): Promise<{
   port: number;
   cut(): void;
   stall(options?: { newConnections?: boolean }): void;
   delayNew(ms: number): void;
+  stallOn(text: string): void;
   stalledText(): string;
   connections(): number;
   restore(): void;
   close(): Promise<void>;
 }> {
   const sockets = new Set<Socket>();
-  const pairs = new Set<[Socket, Socket]>();
+  const pairs = new Set<[Socket, Transform, Socket]>();
   let open = true;
   let stalled = "";
   let accepted = 0;
   let stallNew = false;
   let delayNewMs = 0;
+  let stallText: string | undefined;
   const keepStalled = (client: Socket) =>
     client.on("data", (chunk: Buffer) => (stalled += chunk.toString("latin1"))).resume();
   const server: Server = createServer((client) => {
@@ -65,10 +70,25 @@ export async function startTcpProxy(targetPort: number): Promise<{
         upstream.destroy();
       });
     }
-    client.pipe(upstream).pipe(client);
-    const pair: [Socket, Socket] = [client, upstream];
+    const outbound = new Transform({
+      transform(chunk: Buffer, _encoding, done) {
+        if (stallText === undefined || !chunk.includes(stallText)) return done(null, chunk);
+        stallText = undefined;
+        stallPair(pair);
+        stalled += chunk.toString("latin1");
+        done();
+      },
+    });
+    client.pipe(outbound).pipe(upstream);
+    upstream.pipe(client);
+    const pair: [Socket, Transform, Socket] = [client, outbound, upstream];
     pairs.add(pair);
     client.on("close", () => pairs.delete(pair));
+  }
+  function stallPair([client, outbound, upstream]: [Socket, Transform, Socket]): void {
+    client.unpipe(outbound);
+    upstream.unpipe(client);
+    keepStalled(client);
   }
   await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
   return {
@@ -79,14 +99,13 @@ export async function startTcpProxy(targetPort: number): Promise<{
     },
     stall(options = {}) {
       stallNew = options.newConnections ?? false;
-      for (const [client, upstream] of pairs) {
-        client.unpipe(upstream);
-        upstream.unpipe(client);
-        keepStalled(client);
-      }
+      for (const pair of pairs) stallPair(pair);
     },
     delayNew(ms) {
       delayNewMs = ms;
+    },
+    stallOn(text) {
+      stallText = text;
     },
     stalledText: () => stalled,
     connections: () => accepted,
@@ -94,6 +113,7 @@ export async function startTcpProxy(targetPort: number): Promise<{
       open = true;
       stallNew = false;
       delayNewMs = 0;
+      stallText = undefined;
     },
     async close() {
       open = false;
