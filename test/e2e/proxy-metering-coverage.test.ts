@@ -249,23 +249,23 @@ describe("metering of the SDKs' other token-consuming calls", () => {
         });
     });
 
+    /** A responses.compact answer as provider A sends it: 1,000 tokens in (200 cached), 100 out. */
+    const compaction = (id: string) => ({
+      id: `cmp_${id}`,
+      object: "response.compaction",
+      created_at: 1_763_000_000,
+      output: [{ type: "compaction", id: `cmp_item_${id}`, encrypted_content: "gAAAA-fake" }],
+      usage: {
+        input_tokens: 1000,
+        input_tokens_details: { cached_tokens: 200 },
+        output_tokens: 100,
+        output_tokens_details: { reasoning_tokens: 0 },
+        total_tokens: 1100,
+      },
+    });
+
     it("records responses.compact's tokens and cost, as any Responses API call's", async () => {
-      fake.enqueueResponse({
-        status: 200,
-        body: {
-          id: "cmp_fake1",
-          object: "response.compaction",
-          created_at: 1_763_000_000,
-          output: [{ type: "compaction", id: "cmp_item1", encrypted_content: "gAAAA-fake" }],
-          usage: {
-            input_tokens: 1000,
-            input_tokens_details: { cached_tokens: 200 },
-            output_tokens: 100,
-            output_tokens_details: { reasoning_tokens: 0 },
-            total_tokens: 1100,
-          },
-        },
-      });
+      fake.enqueueResponse({ status: 200, body: compaction("fake1") });
       const row = await rowOf(() =>
         openai.responses.compact({ model: "gpt-4.1", input: "A long conversation" }),
       );
@@ -281,19 +281,6 @@ describe("metering of the SDKs' other token-consuming calls", () => {
     });
 
     it("prices responses.compact at the model the body names after a long input, or after a repeated model, as the provider reads it", async () => {
-      const compaction = {
-        id: "cmp_fake2",
-        object: "response.compaction",
-        created_at: 1_763_000_000,
-        output: [{ type: "compaction", id: "cmp_item2", encrypted_content: "gAAAA-fake" }],
-        usage: {
-          input_tokens: 1000,
-          input_tokens_details: { cached_tokens: 200 },
-          output_tokens: 100,
-          output_tokens_details: { reasoning_tokens: 0 },
-          total_tokens: 1100,
-        },
-      };
       // gpt-4.1: $2 input, $0.50 cached, $8 output per 1M tokens.
       const cost = (800 * 2 + 200 * 0.5 + 100 * 8) / 1e6;
       // The conversation to compact is long by nature; the SDK writes the model where the app put it.
@@ -301,13 +288,13 @@ describe("metering of the SDKs' other token-consuming calls", () => {
         role: index % 2 === 0 ? ("user" as const) : ("assistant" as const),
         content: `Turn ${index}: ${"a long exchange about the weather ".repeat(8)}`,
       }));
-      fake.enqueueResponse({ status: 200, body: compaction });
+      fake.enqueueResponse({ status: 200, body: compaction("fake2") });
       const long = await rowOf(() => openai.responses.compact({ input: conversation, model: "gpt-4.1" }));
       expect(fake.last()!.body.length).toBeGreaterThan(64 * 1024);
       expect(long).toMatchObject({ model: "gpt-4.1", input_tokens: 1000, output_tokens: 100 });
       expect(long.cost_usd).toBeCloseTo(cost, 12);
       // A body naming the model twice (or in a nested object first) runs the last top-level one.
-      fake.enqueueResponse({ status: 200, body: compaction });
+      fake.enqueueResponse({ status: 200, body: compaction("fake2") });
       const repeated = await rowOf(async () => {
         const response = await fetch(`${sluice.url}/v1/provider-a/${project.projectId}/responses/compact`, {
           method: "POST",
