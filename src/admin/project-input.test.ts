@@ -43,4 +43,23 @@ describe("project input", () => {
       false,
     ]);
   });
+
+  it("takes a monthly spend cap above 0 only (no cap is null, not 0)", () => {
+    const cap = (monthlySpendCapUsd: unknown) => updateProjectInput.safeParse({ monthlySpendCapUsd }).success;
+    expect([0, -1, 0.01, 1e9, 1e9 + 1, null].map(cap)).toEqual([false, false, true, true, false, true]);
+  });
+
+  it("refuses a fractional rate limit, NUL in text, an unknown deviceCheck field and a 65-character id", () => {
+    const update = (input: unknown) => updateProjectInput.safeParse(input).success;
+    expect(update({ rateLimits: { perMinute: 10 } })).toBe(true);
+    expect(update({ rateLimits: { perMinute: 10.5 } })).toBe(false);
+    expect(update({ rateLimits: { devicePerMinute: 0.5 } })).toBe(false);
+    expect(update({ name: "a\u0000b" })).toBe(false);
+    expect(update({ deviceCheck: { enabled: true } })).toBe(true);
+    expect(update({ deviceCheck: { enabled: true, team: "TEAM123456" } })).toBe(false);
+    const create = (id: string) =>
+      createProjectInput.safeParse({ id, name: "n", provider: "provider-a" }).success;
+    expect(create(`a${"b".repeat(63)}`)).toBe(true);
+    expect(create(`a${"b".repeat(64)}`)).toBe(false);
+  });
 });

@@ -344,6 +344,26 @@ describe("authenticate: the SPEC's methods, in order", () => {
     expect(statusOf(await cachedAuth(wrong))).toBe(401);
   });
 
+  it("refuses a warm partial key on an endpoint of another provider (403), whatever the caches hold", async () => {
+    const { cachedAuth, request } = await longCacheFixture("other-provider", openThrottle, "1.1.1.4");
+    expect((await cachedAuth(request)).ok).toBe(true);
+    const elsewhere = await cachedAuth({ ...request, provider: "provider-b" });
+    expect(elsewhere.ok ? "ok" : elsewhere.error.message).toBe(
+      "This partial key belongs to provider-a; this endpoint needs a provider-b key",
+    );
+  });
+
+  it("answers with a later method's 403 rather than an earlier method's 401", async () => {
+    const { cachedAuth, created, request } = await longCacheFixture("best-error", openThrottle, "1.1.1.5");
+    // The test-key header's key is wrong (401); the Bearer credentials pass, for another provider (403).
+    const result = await cachedAuth({
+      ...request,
+      provider: "provider-b",
+      headers: { ...request.headers, "x-sluice-test-key": `${created.testKey}x`, "x-ai-key": "sk_sluice_x" },
+    });
+    expect(result.ok ? 200 : result.error.status).toBe(403);
+  });
+
   it("remembers a test-key credential by what the test-key methods read, not by x-device-token", async () => {
     const { cachedAuth, request } = await longCacheFixture("junk-header", openThrottle, "1.1.1.3");
     expect((await cachedAuth(request)).ok).toBe(true);
@@ -556,6 +576,40 @@ describe("authenticate: the SPEC's methods, in order", () => {
       ),
     ).toBe(401);
     expect(production.calls.length).toBe(before);
+  });
+
+  it.each([
+    ["bearer", (partial: string, token: string) => ({ authorization: `Bearer ${partial}.${token}` })],
+    ["legacy header", (partial: string, token: string) => ({ "x-device-token": token, "x-ai-key": partial })],
+  ])("never sends Apple a device token over 8 KiB (%s)", async (_name, headers) => {
+    const fixture = await project(false, true);
+    const before = production.calls.length;
+    const result = await run(fixture.projectId, headers(fixture.partial["provider-a"], "QUFB".repeat(2049)));
+    expect(result.ok ? "ok" : result.error.message).toBe(
+      "No authentication method succeeded: the device token is too long",
+    );
+    expect(production.calls.length).toBe(before);
+  });
+
+  it("gives a passing device token's use back when the partial key is refused 403 (another provider's)", async () => {
+    const fixture = await project(false, true);
+    let refunds = 0;
+    const refunding = createAuthenticator({
+      directory: wire(database, 0).directory,
+      deviceTokens: {
+        verify: async () => ({ kind: "ok", digest: "device", refund: async () => void refunds++ }),
+      },
+      throttle: openThrottle,
+      testModeAllowed: true,
+    });
+    const result = await refunding({
+      projectId: fixture.projectId,
+      headers: { authorization: `Bearer ${fixture.partial["provider-b"]}.${goodDevice}` },
+      clientIp: "203.0.113.9",
+      provider: "provider-a",
+    });
+    expect(result.ok ? 200 : result.error.code).toBe("FORBIDDEN");
+    expect(refunds).toBe(1);
   });
 
   it.each([

@@ -52,8 +52,22 @@ describe("partial keys", () => {
     "sk_sluice_aaaaaaaaaaaa_abc.def",
     "sk_sluice_AAAAAAAAAAAA_abc",
     "sk-other_aaaaaaaaaaaa_abc",
+    "xx_sluice_aaaaaaaaaaaa_abc",
+    "sk_sluice_aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa_abc",
     `sk_sluice_aaaaaaaaaaaa_${"a".repeat(5000)}`,
   ])("does not parse %j", (value) => {
     expect(parsePartialKey(value)).toBeNull();
+  });
+
+  it("parses a share that holds `_` (base64url uses it) at the first `_` after the key id", () => {
+    const parsed = parsePartialKey("sk_sluice_aaaaaaaaaaaa_a_b_c");
+    expect(parsed?.keyId).toBe("aaaaaaaaaaaa");
+    expect(parsed?.clientShare.equals(Buffer.from("a_b_c", "base64url"))).toBe(true);
+  });
+
+  it("rejects a client share against a stored digest that is not one, without throwing", () => {
+    const parsed = parsePartialKey(splitProviderKey(newKeyId(), providerKey).partialKey)!;
+    expect(clientShareMatches(parsed.clientShare, "")).toBe(false);
+    expect(clientShareMatches(parsed.clientShare, "not-hex")).toBe(false);
   });
 });

@@ -41,4 +41,23 @@ describe("secret box", () => {
   it("requires a 32-byte master key", () => {
     expect(() => createSecretBox(randomBytes(16))).toThrow(/32 bytes/);
   });
+
+  it("refuses a master key longer than 32 bytes when built, not at its first use", () => {
+    expect(() => createSecretBox(randomBytes(64))).toThrow(/32 bytes/);
+  });
+
+  it("refuses a sealed value too short to hold a whole 16-byte tag (GCM would check a shorter one)", () => {
+    const sealed = box.seal(Buffer.alloc(0), "aad");
+    const raw = Buffer.from(sealed.slice(3), "base64url");
+    for (const length of [0, 16, 20, 27]) {
+      const cut = `v1.${raw.subarray(0, length).toString("base64url")}`;
+      expect(() => box.open(cut, "aad")).toThrow(/truncated/);
+    }
+  });
+
+  it("derives the same key in every version: HKDF-SHA256 with the info `sluice:<label>`", () => {
+    // Signed vault URLs already handed out must still verify after an upgrade.
+    const derived = createSecretBox(Buffer.alloc(32, 7)).deriveKey("vault-url-signing");
+    expect(derived.toString("hex")).toBe("d809960ed15efd964f0d892ac288c8992fdcc586b759e44a8d0c91df9c1ff13e");
+  });
 });

@@ -125,6 +125,58 @@ describe("admission", () => {
     expect(waits[2]).not.toBe(waits[0]);
   });
 
+  it("writes no usage row for a request the failed-authentication throttle refused (429)", async () => {
+    const rows: UsageRecord[] = [];
+    const throttled = new GatewayError("TOO_MANY_REQUESTS", "Too many failed authentication attempts");
+    const admit = createAdmission({
+      authenticate: () => ({ ok: false, error: throttled, project: null, method: null }),
+      limiter: {} as RateLimiter,
+      spend: {} as SpendGuard,
+      recorder: { record: (row: UsageRecord) => rows.push(row) } as unknown as UsageRecorder,
+      metrics: createMetrics({ collectDefaults: false }),
+      now: () => new Date("2026-11-23T12:00:00Z"),
+      defaults: { projectPerMinute: 60, devicePerMinute: 60, ipPerMinute: 60 },
+    });
+    expect(() =>
+      admit(requestContext(), { endpoint: "text", projectId: "prj_1", provider: "provider-a" }),
+    ).toThrow(throttled);
+    expect(rows).toEqual([]);
+  });
+
+  it("holds a request to the project's own per-minute and per-device limits, and the address block's", async () => {
+    const project = {
+      id: "prj_1",
+      rateLimits: { perMinute: 5, devicePerMinute: 2 },
+      monthlySpendCapUsd: null,
+      proxyAllowList: null,
+    };
+    const asked: unknown[] = [];
+    const admit = createAdmission({
+      authenticate: authenticatedAs(project, async () => {}),
+      limiter: {
+        consumeAll: (requests: unknown[]) => {
+          asked.push(...requests);
+          return [];
+        },
+      } as unknown as RateLimiter,
+      spend: {} as SpendGuard,
+      recorder: { record: () => {} } as unknown as UsageRecorder,
+      metrics: createMetrics({ collectDefaults: false }),
+      now: () => new Date("2026-11-23T12:00:00Z"),
+      defaults: { projectPerMinute: 60, devicePerMinute: 30, ipPerMinute: 90 },
+    });
+    await admit(requestContext({ clientIp: "2001:db8:1:2:3:4:5:6" }), {
+      endpoint: "text",
+      projectId: "prj_1",
+      provider: "provider-a",
+    });
+    expect(asked).toEqual([
+      { name: "project", key: "prj_1", limit: 5 },
+      { name: "ip", key: "prj_1:2001:db8:1:2::/64", limit: 90 },
+      { name: "device", key: "prj_1:digest", limit: 2 },
+    ]);
+  });
+
   describe("a device token's use", () => {
     const project = {
       id: "prj_1",

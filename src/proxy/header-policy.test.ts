@@ -127,6 +127,18 @@ describe("header policy", () => {
     ]);
   });
 
+  it("adds Sluice's vary beside the provider's, so a cache keys the answer on the CORS origin too", () => {
+    const own = { vary: "Origin", "access-control-allow-origin": "https://app.example" };
+    expect(clientResponseHeaders(raw([["Vary", "Accept-Encoding"]]), own).headers).toEqual([
+      "vary",
+      "Accept-Encoding",
+      "vary",
+      "Origin",
+      "access-control-allow-origin",
+      "https://app.example",
+    ]);
+  });
+
   it("adds Sluice's own headers; the provider's x-request-id stays and Sluice's moves beside it", () => {
     const own = { "x-request-id": "req_sluice", ratelimit: '"project";r=9;t=60' };
     expect(clientResponseHeaders(raw([["content-type", "application/json"]]), own).headers).toEqual([

@@ -43,5 +43,6 @@ describe("reflected key mask", () => {
   it("replaces the key in a header value", () => {
     expect(maskKeyInHeader(`Bearer ${key}`, key)).toBe("Bearer [redacted]");
     expect(maskKeyInHeader("no key here", key)).toBe("no key here");
+    expect(maskKeyInHeader(`${key}, ${key}`, key)).toBe("[redacted], [redacted]");
   });
 });

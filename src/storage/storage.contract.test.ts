@@ -205,6 +205,21 @@ for (const engine of storageEngines) {
       expect(await records.spendSince("p1", "2026-11-03T00:00:00.000Z")).toBeCloseTo(0.5, 9);
     });
 
+    it("reports from `from` included to `to` excluded, and counts spend from `from` included", async () => {
+      const records = createUsageRepository(database.db, database.sqlite);
+      const from = "2026-11-01T00:00:00.000Z";
+      const to = "2026-12-01T00:00:00.000Z";
+      await records.insertBatch([
+        usage("b-before", { project_id: "bounds", created_at: "2026-10-31T23:59:59.999Z", cost_usd: 10 }),
+        usage("b-from", { project_id: "bounds", created_at: from, cost_usd: 1 }),
+        usage("b-inside", { project_id: "bounds", created_at: "2026-11-15T00:00:00.000Z", cost_usd: 2 }),
+        usage("b-to", { project_id: "bounds", created_at: to, cost_usd: 100 }),
+      ]);
+      const report = await records.report({ projectId: "bounds", from, to, groupBy: "endpoint" });
+      expect(report.map((row) => [row.requests, row.costUsd])).toEqual([[2, 3]]);
+      expect(await records.spendSince("bounds", from)).toBeCloseTo(103, 9);
+    });
+
     it("counts as unpriced the calls that went through (ok or cut short) without a known cost, not errors", async () => {
       const records = createUsageRepository(database.db, database.sqlite);
       const none = { input_tokens: null, output_tokens: null, cached_tokens: null, reasoning_tokens: null };

@@ -285,6 +285,11 @@ describe("token cost", () => {
     );
   });
 
+  it("is null when the audio count is over the input count: counts that do not add up", () => {
+    const moreAudio = { ...usage(1000, 20), audioInputTokens: 1500 };
+    expect(costOfTokens("provider-c", "gemini-2.5-flash", moreAudio)).toBeNull();
+  });
+
   it("is null for audio input on a model whose audio price is not published", () => {
     const withAudio = { ...usage(1000, 0), audioInputTokens: 900 };
     // Provider C's embeddings take text; provider A's audio models are not catalogued.
@@ -391,6 +396,11 @@ describe("token cost", () => {
     expect(
       costOfTokens("provider-a", "gpt-4o-mini", { ...usage(1_000_000, 0, null), reasoningTokens: null }),
     ).toBe(0.15);
+  });
+
+  it("bills a cached count over the input count as if all the input were cached, never less", () => {
+    // gpt-4o-mini: 0.075 per 1M cached. 1,500 cached of 1,000 input: the 1,000 at the cached price.
+    expect(costOfTokens("provider-a", "gpt-4o-mini", usage(1000, 0, 1500))).toBe(0.000075);
   });
 
   it("is exactly 0 only when the provider reported zero tokens", () => {

@@ -84,11 +84,14 @@ describe("usage recorder, a row the database refuses", () => {
   it("drops only that row, and keeps writing every row before and after it", async () => {
     const { repository, rows } = refusingRepository();
     const refused: string[] = [];
+    const written: string[] = [];
     const recorder = createUsageRecorder({
       repository,
       flushIntervalMs: 60_000,
       queueMax: 10_000,
       onRefused: (refusedRow) => refused.push(refusedRow.request_id),
+      // The spend guard stops counting a row as queued once told it is written.
+      onWritten: (writtenRows) => written.push(...writtenRows.map((each) => each.request_id)),
     });
     recorder.record(row(1));
     recorder.record({ ...row(2), project_id: "bad\u0000id" });
@@ -98,6 +101,7 @@ describe("usage recorder, a row the database refuses", () => {
     await recorder.flush(2000);
     expect(rows).toEqual([row(1), row(3), row(4)].map((each) => each.request_id));
     expect(refused).toEqual([row(2).request_id]);
+    expect(written).toEqual(rows);
     expect(recorder.depth()).toBe(0);
     await recorder.stop();
   });
