@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { isSafeVaultPath, vaultPath } from "../images/vault-store.js";
-import { createProjectInput, updateProjectInput } from "./project-input.js";
+import { createProjectInput, updateProjectInput, usageQueryInput } from "./project-input.js";
 
 describe("project input", () => {
   const candidates = [
@@ -61,5 +61,14 @@ describe("project input", () => {
       createProjectInput.safeParse({ id, name: "n", provider: "provider-a" }).success;
     expect(create(`a${"b".repeat(63)}`)).toBe(true);
     expect(create(`a${"b".repeat(64)}`)).toBe(false);
+  });
+
+  it("reads a usage report's + offset that an unencoded query string turned into a space back as +", () => {
+    // `?from=2026-11-01T10:00:00+02:00` sent as typed arrives with a space where the + was.
+    expect(usageQueryInput.parse({ from: "2026-11-01T10:00:00 02:00", to: "2026-11-02" })).toEqual({
+      from: "2026-11-01T10:00:00+02:00",
+      to: "2026-11-02",
+    });
+    expect(usageQueryInput.safeParse({ from: "2026-11-01 10:00:00" }).success).toBe(false);
   });
 });
