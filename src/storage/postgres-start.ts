@@ -74,6 +74,9 @@ export async function migrateWithinStartTimeout(
   }
 }
 
+/** How long the migrating session may sit idle before the server ends it (its client is gone). */
+const lostSessionMs = 10_000;
+
 /** `client` as Kysely's pool of one connection, telling `progress` what it waits for. */
 function oneConnection(client: PgClient, progress: Progress, statementTimeoutMs: number): PostgresPool {
   const query = async (text: string, parameters: readonly unknown[]) => {
@@ -91,6 +94,15 @@ function oneConnection(client: PgClient, progress: Progress, statementTimeoutMs:
         await client.connect();
         progress.connected = true;
         await query("select set_config('statement_timeout', $1, false)", [String(statementTimeoutMs)]);
+        // Kysely's migration lock is the session's (an advisory lock on the whole database): a start
+        // whose connection is lost while it holds it (the network fails as it unlocks) leaves the
+        // server holding it for as long as TCP keepalive takes to find the peer gone, hours, and
+        // every later start fails waiting for it. Idle a few seconds, the session is ended and the
+        // lock freed: this client never waits between its statements. PostgreSQL 14 and later.
+        await query(
+          "select set_config('idle_session_timeout', $1, false) where current_setting('server_version_num')::int >= 140000",
+          [String(Math.min(statementTimeoutMs, lostSessionMs))],
+        );
       })();
       await connected;
       // Only the (sql, parameters) form: Kysely passes a cursor only when given one to stream with.

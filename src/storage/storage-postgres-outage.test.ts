@@ -124,6 +124,28 @@ describe.skipIf(!postgresAvailable)("PostgreSQL that hangs or starts twice", () 
     }
   });
 
+  it("frees the migration lock of a start whose connection was lost as it unlocked, so the next start is not blocked", async () => {
+    const schema = await createPostgresSchema();
+    const proxy = await startTcpProxy(5432);
+    try {
+      // The network fails as the first start releases Kysely's lock (one for the whole database):
+      // the server keeps the session, and the lock, while the proxy keeps its connection open.
+      proxy.stallOn("pg_advisory_unlock");
+      await expect(
+        openDatabase({
+          databaseUrl: schema.url.replace("127.0.0.1:5432", `127.0.0.1:${proxy.port}`),
+          dataDir: "unused",
+          startTimeoutMs: 1000,
+        }),
+      ).rejects.toThrow(/did not answer|did not finish/);
+      const second = await openDatabase({ databaseUrl: schema.url, dataDir: "unused", startTimeoutMs: 5000 });
+      await second.close();
+    } finally {
+      await proxy.close();
+      await schema.drop();
+    }
+  }, 15_000);
+
   it("keeps usage rows queued, not refused, while the role's statement_timeout cancels their insert", async () => {
     const schema = await createPostgresSchema();
     // An operator's statement_timeout on the role, as the connection's option here.
