@@ -283,6 +283,12 @@ export function createProviderAdapters(options: ProviderAdapterOptions): Record<
       methods: proxyMethods["provider-b"],
       requiresJson: true,
       sdkKeyHeader: "x-api-key",
+      // The SDK's `beta.files.upload` sends a multipart form here, and files are read back with GET:
+      // neither is a JSON POST, which is all this proxy forwards.
+      notProxied: (path) =>
+        apiPath("provider-b", path) === "files"
+          ? "Provider B's Files API does not go through Sluice: uploads are multipart forms and files are read back with GET, while this proxy forwards JSON POST calls; use the provider directly for files"
+          : undefined,
       // The official SDK appends /v1/messages to its base URL: `v1/messages` -> `messages`.
       target: (path) => ({ origin: b.origin, path: `${b.basePath}/${apiPath("provider-b", path)}` }),
       inject(headers, key) {

@@ -1,6 +1,7 @@
 import type { IncomingMessage, ServerResponse } from "node:http";
 import { connect } from "node:net";
 import { gzipSync } from "node:zlib";
+import Anthropic, { toFile } from "@anthropic-ai/sdk";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { generateAppleKeyPair } from "../fakes/fake-apple.js";
 import { type LocalServer, startLocalServer } from "../support/local-server.js";
@@ -161,6 +162,23 @@ describe("proxy edge cases", () => {
     const { error } = (await response.json()) as { error: { code: string; message: string } };
     expect(error.code).toBe("NOT_FOUND");
     expect(error.message).toMatch(/^Provider C file uploads do not go through Sluice/);
+    expect(received).toHaveLength(0);
+  });
+
+  it("answers provider B's file upload 404 with the reason, not a 415 about its multipart form, and never forwards it", async () => {
+    const anthropic = new Anthropic({
+      apiKey: project.bearer("provider-b"),
+      baseURL: `${sluice.url}/v1/provider-b/${project.projectId}`,
+      maxRetries: 0,
+    });
+    const error = await anthropic.beta.files
+      .upload({ file: await toFile(Buffer.from("%PDF-1.4 a"), "a.pdf", { type: "application/pdf" }) })
+      .then(
+        () => null,
+        (caught: unknown) => caught as InstanceType<typeof Anthropic.APIError>,
+      );
+    expect(error?.status).toBe(404);
+    expect(error?.message).toMatch(/Provider B's Files API does not go through Sluice/);
     expect(received).toHaveLength(0);
   });
 
