@@ -273,7 +273,7 @@ export async function createGateway(config: Config, injected: Partial<Injectable
         return project.disabled ? new Set() : directory.keyProviders(projectId);
       },
       throttle,
-      knownProject: (projectId) => Boolean(directory.settledProject(projectId)),
+      knownProject: (projectId) => directory.holdsProject(projectId),
       countThrottled: () => metrics.countLimitDecision("auth_failures", "limited"),
       // The checks' names are the gauge's components: what /health finds, the gauge says too
       // (and a check found down is followed until it answers: see createDownCheckFollowUp).

@@ -212,6 +212,12 @@ export function createCredentialDirectory(deps: CredentialDirectoryDeps) {
      * the hot path reads it without waiting a turn; undefined means "ask `project(id)`".
      */
     settledProject: (id: string) => settled(projects, id),
+    /**
+     * Whether this instance holds a record of the project, fresh or due to be read again: a project
+     * known to exist, whose lookup is no attempt that may fail (the failed-authentication throttle
+     * holds no slot for it). False for an id read as missing or not read yet.
+     */
+    holdsProject: (id: string) => projects.known.has(id),
     testKeyDigests: (projectId: string, wait?: ReloadWait) =>
       cached(testKeys, projectId, wait, async () =>
         (await deps.keys.listTestKeys(projectId)).map((key) => key.digest),
