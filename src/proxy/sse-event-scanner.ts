@@ -1,4 +1,5 @@
 import { ByteEnds } from "./byte-ends.js";
+import { compactParts } from "./compact-parts.js";
 import type { SseEventTap } from "./usage-meter.js";
 
 /** How much of an event over the cap is kept: enough to read a model at its start, usage at its end. */
@@ -121,8 +122,14 @@ export class SseEventScanner {
       this.overCap(part);
       return;
     }
-    // Copied: a view would keep alive the whole socket read it points into.
-    this.partial.push(Buffer.from(part));
+    this.holdPart(part);
+  }
+
+  /** Copied: a view would keep alive the whole socket read it points into. */
+  private holdPart(part: Buffer): void {
+    const copy = Buffer.from(part);
+    this.partial.push(copy);
+    compactParts(this.partial, copy);
   }
 
   /**
@@ -135,7 +142,7 @@ export class SseEventScanner {
       if (this.longLine === "data") this.cut?.push(part);
       return;
     }
-    this.partial.push(Buffer.from(part));
+    this.holdPart(part);
     if (this.cut === null) this.cutEvent();
     if (this.partialBytes <= this.maxEventBytes) return;
     const line = Buffer.concat(this.partial, this.partialBytes);
