@@ -1,3 +1,4 @@
+import { randomBytes } from "node:crypto";
 import { brotliCompressSync, constants, deflateRawSync, deflateSync, gzipSync } from "node:zlib";
 import { describe, expect, it } from "vitest";
 import { meterRun } from "../../test/support/meter-run.js";
@@ -168,6 +169,19 @@ describe("decompressing usage meter", () => {
     await decoding.finish();
     expect(counted.bytes).toBe(maxDecompressedBytes);
     expect(performance.now() - started).toBeLessThan(5000);
+  });
+
+  it("catches up at once with a body sent a byte per chunk: small chunks reach the decompressor together", async () => {
+    // Incompressible data (base64 of random bytes): about 300 KiB of gzip, one push per byte. Each
+    // write to the decompressor is a trip to libuv's thread pool; one per byte took ~10 s and held
+    // ~100 bytes of queue per byte until then.
+    const filler = randomBytes(225 * 1024).toString("base64");
+    const body = gzipSync(Buffer.from(chatJson.replace('"choices":', `"filler":"${filler}","choices":`)));
+    const meter = tap(meterFor("provider-a", false), "gzip");
+    const started = performance.now();
+    for (let at = 0; at < body.length; at++) meter.push(body.subarray(at, at + 1));
+    expect((await meter.finish()).usage.inputTokens).toBe(12);
+    expect(performance.now() - started).toBeLessThan(3000);
   });
 
   it("keeps no reference to the chunks it is given: the client's chunk may change once written", async () => {

@@ -28,6 +28,9 @@ export interface DecompressingMeter {
 
 type Decoder = Gunzip | Inflate | InflateRaw | BrotliDecompress;
 
+/** Chunks smaller than this are written to the decoder together, up to this many bytes at once. */
+const batchBytes = 16 * 1024;
+
 /**
  * The meter for a response whose `content-encoding` is not empty: Sluice asks for `identity`, and a
  * provider (or a compatible server) that answers gzip, deflate or br anyway is read through a
@@ -56,6 +59,9 @@ const streamDecoders: Record<ZlibFormat, () => Decoder> = {
 class DecoderTap implements DecompressingMeter {
   private decoder: Decoder | null = null;
   private decoded = 0;
+  /** Small chunks not yet written to the decoder (copies), `batched` bytes of it. */
+  private batch: Buffer | null = null;
+  private batched = 0;
   /** Nothing more is read: the decoder failed, reached the cap, or ended. */
   private stopped = false;
   private settle: () => void = () => {};
@@ -72,17 +78,36 @@ class DecoderTap implements DecompressingMeter {
   push(chunk: Buffer): void {
     if (this.stopped || chunk.length === 0) return;
     this.decoder ??= this.start(chunk);
-    // A copy: the decoder reads it later, on libuv's thread pool, and the chunk is the client's.
-    this.decoder.write(Buffer.from(chunk));
+    const decoder = this.decoder;
+    // Copies: the decoder reads them later, on libuv's thread pool, and the chunk is the client's.
+    if (chunk.length >= batchBytes) {
+      this.flush(decoder);
+      decoder.write(Buffer.from(chunk));
+      return;
+    }
+    // Each write is a trip to the thread pool: small chunks go together, or a body sent a byte per
+    // HTTP chunk would queue one write (and ~100 bytes) per byte and take seconds to decode.
+    if (this.batch !== null && this.batched + chunk.length > batchBytes) this.flush(decoder);
+    this.batch ??= Buffer.allocUnsafe(batchBytes);
+    this.batched += chunk.copy(this.batch, this.batched);
   }
 
   async finish(): Promise<MeterReading> {
     if (this.decoder !== null && !this.stopped) {
+      this.flush(this.decoder);
       // A cut or truncated body ends with a decoder error, after the bytes it could decode.
       this.decoder.end();
       await this.settled;
     }
     return this.meter.finish();
+  }
+
+  /** Writes the small chunks batched so far. */
+  private flush(decoder: Decoder): void {
+    if (this.batch === null) return;
+    decoder.write(this.batch.subarray(0, this.batched));
+    this.batch = null;
+    this.batched = 0;
   }
 
   private start(first: Buffer): Decoder {

@@ -1,4 +1,5 @@
 import { objectField, usageFromProviderA } from "../providers/usage-from-json.js";
+import { compactParts } from "./compact-parts.js";
 import type { SseEventTap, UsageMeter } from "./usage-meter.js";
 
 /**
@@ -75,7 +76,9 @@ export class InjectedUsageFilter implements SseEventTap {
       const tail = chunk.length - eventStart;
       if (this.heldBytes + tail <= maxHeldBytes) {
         // Copied: a view would keep alive the whole socket read it points into.
-        this.held.push(Buffer.from(chunk.subarray(eventStart)));
+        const copy = Buffer.from(chunk.subarray(eventStart));
+        this.held.push(copy);
+        compactParts(this.held, copy);
         this.heldBytes += tail;
         return this.collect(eventStart);
       }

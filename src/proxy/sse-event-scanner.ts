@@ -1,4 +1,5 @@
 import { ByteEnds } from "./byte-ends.js";
+import { compactParts } from "./compact-parts.js";
 import type { SseEventTap } from "./usage-meter.js";
 
 /** How much of an event over the cap is kept: enough to read a model at its start, usage at its end. */
@@ -37,6 +38,8 @@ export class SseEventScanner {
   private cutDataLines = 0;
   /** A line over the cap alone: the rest of it streams into `cut` (data) or is dropped (other). */
   private longLine: "data" | "other" | null = null;
+  /** The bytes of a leading byte order mark matched so far; -1 once the stream's start is past. */
+  private markBytes = 0;
 
   constructor(
     private readonly onEvent: (event: string | undefined, data: string, cutTail?: Buffer) => void,
@@ -45,7 +48,7 @@ export class SseEventScanner {
   ) {}
 
   push(chunk: Buffer): void {
-    let start = 0;
+    let start = this.markBytes < 0 ? 0 : this.skipByteOrderMark(chunk);
     // The LF of a CRLF split across chunks ends no second line.
     if (this.afterCarriageReturn && chunk[0] === 0x0a) start = 1;
     this.afterCarriageReturn = false;
@@ -87,6 +90,30 @@ export class SseEventScanner {
     this.resetEvent();
   }
 
+  /**
+   * Where the stream's first chunks start once one leading byte order mark is skipped (WHATWG: "one
+   * leading U+FEFF BYTE ORDER MARK character must be ignored"; a .NET server's UTF-8 writer sends
+   * one): else the first line's field name would be `\uFEFFdata` and its event lost. Bytes that
+   * only began like a mark are the first line's.
+   */
+  private skipByteOrderMark(chunk: Buffer): number {
+    const before = this.markBytes;
+    let matched = before;
+    let at = 0;
+    while (matched < byteOrderMark.length && at < chunk.length && chunk[at] === byteOrderMark[matched]) {
+      matched++;
+      at++;
+    }
+    if (matched < byteOrderMark.length && at === chunk.length) {
+      this.markBytes = matched; // all of it may still be the mark's start
+      return at;
+    }
+    this.markBytes = -1;
+    if (matched === byteOrderMark.length) return at;
+    if (before > 0) this.keepPartial(byteOrderMark.subarray(0, before));
+    return 0;
+  }
+
   private keepPartial(part: Buffer): void {
     if (part.length === 0) return;
     this.partialBytes += part.length;
@@ -95,8 +122,14 @@ export class SseEventScanner {
       this.overCap(part);
       return;
     }
-    // Copied: a view would keep alive the whole socket read it points into.
-    this.partial.push(Buffer.from(part));
+    this.holdPart(part);
+  }
+
+  /** Copied: a view would keep alive the whole socket read it points into. */
+  private holdPart(part: Buffer): void {
+    const copy = Buffer.from(part);
+    this.partial.push(copy);
+    compactParts(this.partial, copy);
   }
 
   /**
@@ -109,7 +142,7 @@ export class SseEventScanner {
       if (this.longLine === "data") this.cut?.push(part);
       return;
     }
-    this.partial.push(Buffer.from(part));
+    this.holdPart(part);
     if (this.cut === null) this.cutEvent();
     if (this.partialBytes <= this.maxEventBytes) return;
     const line = Buffer.concat(this.partial, this.partialBytes);
@@ -184,6 +217,7 @@ export class SseEventScanner {
   }
 }
 
+const byteOrderMark = Buffer.from([0xef, 0xbb, 0xbf]);
 const dataField = Buffer.from("data");
 const eventField = Buffer.from("event");
 const lineFeedByte = Buffer.from("\n");

@@ -458,3 +458,40 @@ describe("SSE event scanner, events over the cap", () => {
     }
   });
 });
+
+describe("usage meter, an answer sent in tiny chunks", () => {
+  // An upstream that sends each byte as an HTTP chunk of its own (undici hands over each chunk as
+  // it is parsed): the meter must not hold one object per chunk, which costs ~100 bytes each.
+  const heapGrowth = (run: () => void) => {
+    const before = process.memoryUsage().heapUsed;
+    run();
+    return process.memoryUsage().heapUsed - before;
+  };
+  const tokens = { inputTokens: 7, outputTokens: 3, cachedInputTokens: null, reasoningTokens: null };
+
+  it("keeps a JSON body pushed byte by byte in about its own size", () => {
+    const body = Buffer.from(
+      `{"model":"gpt-4.1","x":"${"y".repeat(1024 * 1024)}","usage":{"prompt_tokens":7,"completion_tokens":3}}`,
+    );
+    const usage = createUsageMeter("provider-a", { streaming: false, contentType: "application/json" });
+    const grown = heapGrowth(() => {
+      for (let at = 0; at < body.length; at++) usage.push(body.subarray(at, at + 1));
+    });
+    expect(usage.finish()).toEqual({ usage: tokens, model: "gpt-4.1" });
+    expect(grown).toBeLessThan(40 * 1024 * 1024);
+  });
+
+  it("keeps an event's line pushed byte by byte in about its own size, within the cap and over it", () => {
+    for (const size of [1000 * 1024, 1030 * 1024]) {
+      const stream = Buffer.from(
+        `data: {"model":"gpt-4.1","x":"${"y".repeat(size)}","usage":{"prompt_tokens":7,"completion_tokens":3}}\n\n`,
+      );
+      const usage = createUsageMeter("provider-a", { streaming: true, contentType: "text/event-stream" });
+      const grown = heapGrowth(() => {
+        for (let at = 0; at < stream.length; at++) usage.push(stream.subarray(at, at + 1));
+      });
+      expect(usage.finish(), `${size}`).toEqual({ usage: tokens, model: "gpt-4.1" });
+      expect(grown, `${size}`).toBeLessThan(40 * 1024 * 1024);
+    }
+  });
+});

@@ -716,6 +716,37 @@ describe("SSE event scanner", () => {
     ]);
   });
 
+  it("ignores one leading byte order mark, however the chunks split it, and only at the stream's start", () => {
+    const bom = "\uFEFF";
+    const stream = `${bom}event: a\ndata: one\n\ndata: ${bom}two\n\n`;
+    const bytes = Buffer.from(stream);
+    for (let cut = 0; cut <= 4; cut++) {
+      const chunks = [bytes.subarray(0, cut), bytes.subarray(cut)].map((part) => part.toString("latin1"));
+      const seen: Array<[string | undefined, string]> = [];
+      const scanner = new SseEventScanner((event, data) => seen.push([event, data]));
+      for (const chunk of chunks) scanner.push(Buffer.from(chunk, "latin1"));
+      expect(seen, `cut at ${cut}`).toEqual([
+        ["a", "one"],
+        [undefined, `${bom}two`],
+      ]);
+    }
+    // Bytes that only begin like a mark belong to the first line; a second mark is no field's name.
+    expect(events(["\xEF", "data: x\n\n"])).toEqual([]);
+    expect(events([`${bom}${bom}data: x\n\n`, "data: y\n\n"])).toEqual([[undefined, "y"]]);
+  });
+
+  it("reads the usage of a one-event stream that starts with a byte order mark", () => {
+    const usage = {
+      inputTokens: 12,
+      outputTokens: 7,
+      cachedInputTokens: 4,
+      reasoningTokens: 2,
+    };
+    const single = openAiStream.split("\n\n")[2] as string;
+    for (const splits of [[], [1], [2], [3]])
+      expect(meter("provider-a", `\uFEFF${single}\n\n`, true, splits).usage).toEqual(usage);
+  });
+
   it("handles a CRLF split across chunks", () => {
     expect(events(["data: x\r", "\n\r", "\ndata: y\n\n"])).toEqual([
       [undefined, "x"],

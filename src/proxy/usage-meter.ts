@@ -3,6 +3,7 @@ import type { ProviderId } from "../providers/provider-id.js";
 import { emptyUsage, type TokenUsage } from "../usage/token-usage.js";
 import { isFinishedBackgroundRun } from "./background-run.js";
 import type { ByteEnds } from "./byte-ends.js";
+import { compactParts } from "./compact-parts.js";
 import type { ImageListReading } from "./image-list-scanner.js";
 import { interactionsJsonUsage, interactionsSseMeter } from "./interactions-usage.js";
 import { fromJson, keepEnds } from "./json-body-usage.js";
@@ -88,6 +89,7 @@ function jsonMeter(provider: ProviderId, responses: ResponsesCall | null, intera
       }
       size += chunk.length;
       chunks.push(chunk);
+      compactParts(chunks, chunk);
       if (size > maxJsonBytes) {
         ends = keepEnds(chunks);
         chunks = [];
