@@ -234,10 +234,30 @@ function failed(
 
 /** Maps a failure to reach the provider onto the error table; retry advice goes in Retry-After. */
 function upstreamError(error: unknown, provider: ProviderId): GatewayError {
-  if (isUpstreamTimeoutCode((error as { code?: unknown }).code)) return providerTimeout(error, provider);
-  return new GatewayError("PROVIDER_ERROR", "The provider could not be reached", {
+  const code = (error as { code?: unknown }).code;
+  if (isUpstreamTimeoutCode(code)) return providerTimeout(error, provider);
+  return new GatewayError("PROVIDER_ERROR", upstreamFailure(error, code), {
     cause: error,
     provider,
     headers: { "retry-after": "1" },
   });
 }
+
+/**
+ * What went wrong before the provider's answer began, by the error's code: the client (and the
+ * operator reading its error) learns whether the provider was not reached at all, closed the
+ * connection on the request, or answered with something that is not HTTP (a self-hosted server
+ * behind the wrong port, a middlebox).
+ */
+function upstreamFailure(error: unknown, code: unknown): string {
+  // llhttp's errors carry an `HPE_` code, except the first line's, which undici checks itself.
+  if ((error as { name?: unknown }).name === "HTTPParserError") return notHttp;
+  if (typeof code === "string") {
+    if (code === "UND_ERR_HEADERS_OVERFLOW" || code === "UND_ERR_RES_CONTENT_LENGTH_MISMATCH") return notHttp;
+    if (code === "UND_ERR_SOCKET" || code === "ECONNRESET" || code === "EPIPE")
+      return "The provider closed the connection before answering";
+  }
+  return "The provider could not be reached";
+}
+
+const notHttp = "The provider's answer could not be read as HTTP";

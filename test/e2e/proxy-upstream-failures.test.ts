@@ -1,0 +1,85 @@
+import { createServer, type Server, type Socket } from "node:net";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { proxiedChat } from "../support/proxied-chat.js";
+import {
+  createTestProject,
+  startTestGateway,
+  type TestGateway,
+  usageRowOf,
+} from "../support/test-gateway.js";
+
+/** An upstream that reads a request and then does `answer` with the socket: no HTTP server in between. */
+async function rawUpstream(
+  answer: (socket: Socket) => void,
+): Promise<{ url: string; close(): Promise<void> }> {
+  const sockets = new Set<Socket>();
+  const server: Server = createServer((socket) => {
+    sockets.add(socket);
+    socket.on("close", () => sockets.delete(socket));
+    socket.on("error", () => {});
+    socket.once("data", () => answer(socket));
+  });
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  const { port } = server.address() as { port: number };
+  return {
+    url: `http://127.0.0.1:${port}/v1`,
+    close: () =>
+      new Promise((resolve) => {
+        for (const socket of sockets) socket.destroy();
+        server.close(() => resolve());
+      }),
+  };
+}
+
+/** The 502 a client gets says what went wrong before the provider's answer began. */
+describe("proxied call that fails before the provider's answer", () => {
+  const cases = [
+    [
+      "not HTTP",
+      (socket: Socket) => socket.end("SSH-2.0-OpenSSH_9.2\r\n"),
+      "The provider's answer could not be read as HTTP",
+    ],
+    [
+      "closed on the request",
+      (socket: Socket) => socket.destroy(),
+      "The provider closed the connection before answering",
+    ],
+  ] as const;
+  const upstreams: Array<{ url: string; close(): Promise<void> }> = [];
+  const gateways: TestGateway[] = [];
+
+  beforeAll(async () => {
+    for (const [, answer] of cases) {
+      const upstream = await rawUpstream(answer);
+      upstreams.push(upstream);
+      gateways.push(await startTestGateway({ providerABaseUrl: upstream.url }));
+    }
+    gateways.push(await startTestGateway({ providerABaseUrl: "http://127.0.0.1:1/v1" }));
+  });
+  afterAll(async () => {
+    for (const gateway of gateways) await gateway.close();
+    for (const upstream of upstreams) await upstream.close();
+  });
+
+  it.each([
+    ...cases.map(([name, , message], index) => [name, index, message] as const),
+    ["not reached", 2, "The provider could not be reached"] as const,
+  ])(
+    "answers 502 naming what happened when the provider is %s, with its row",
+    async (_name, index, message) => {
+      const sluice = gateways[index]!;
+      const project = await createTestProject(sluice.gateway);
+      const response = await proxiedChat(sluice.url, project);
+      expect(response.status).toBe(502);
+      expect(response.headers.get("retry-after")).toBe("1");
+      expect(((await response.clone().json()) as { error: unknown }).error).toMatchObject({
+        code: "PROVIDER_ERROR",
+        message,
+      });
+      expect(await usageRowOf(sluice.gateway, response)).toMatchObject({
+        status: 502,
+        error_code: "PROVIDER_ERROR",
+      });
+    },
+  );
+});
