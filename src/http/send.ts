@@ -59,9 +59,16 @@ function lingerOnUnreadBody(request: IncomingMessage): void {
   if (request.complete) return;
   const socket = request.socket;
   let read = 0;
-  const close = () => {
+  // Every listener is taken off once the body ended: the connection serves further requests, and a
+  // listener left on its socket per refused request would pile up for as long as it stays open.
+  const stop = () => {
     clearTimeout(timer);
     request.off("data", onData);
+    request.off("end", stop);
+    socket.off("close", stop);
+  };
+  const close = () => {
+    stop();
     socket.destroy();
   };
   const onData = (chunk: Buffer) => {
@@ -71,11 +78,8 @@ function lingerOnUnreadBody(request: IncomingMessage): void {
   const timer = setTimeout(close, lingerMs);
   // Node's own reading of the rest (it dropped the body's listeners) feeds this one.
   request.on("data", onData);
-  request.once("end", () => {
-    clearTimeout(timer);
-    request.off("data", onData);
-  });
-  socket.once("close", () => clearTimeout(timer));
+  request.once("end", stop);
+  socket.once("close", stop);
 }
 
 export function setHeaders(response: ServerResponse, headers: Record<string, string>): void {

@@ -1,3 +1,5 @@
+import { setFlagsFromString } from "node:v8";
+import { runInNewContext } from "node:vm";
 import { describe, expect, it } from "vitest";
 import { MemoryWindows } from "./memory-windows.js";
 
@@ -50,5 +52,24 @@ describe("MemoryWindows", () => {
     windows.add("d", 60_000, 1);
     expect(windows.size()).toBe(3);
     expect(windows.find("b", 1)).toMatchObject({ count: 1 });
+  });
+
+  // The sweep's iterator is a Map iterator: V8 keeps the table it was made on, entries and all, for
+  // it (a table that grew or shrank points on to its successor). Before, a burst's windows, all
+  // dropped by the timer once ended, stayed in memory through that table until the next count.
+  it("holds none of a burst's windows once dropEnded dropped them, though no count follows", async () => {
+    setFlagsFromString("--expose_gc");
+    const gc = runInNewContext("gc") as () => void;
+    let now = 0;
+    const windows = new MemoryWindows(() => now);
+    const burst: WeakRef<object>[] = [];
+    for (let index = 0; index < 5000; index++)
+      burst.push(new WeakRef(windows.add(`ip:${index}`, 60_000, now) as object));
+    now = 60_000;
+    windows.dropEnded();
+    expect(windows.size()).toBe(0);
+    await new Promise((resolve) => setImmediate(resolve)); // WeakRefs hold their targets for a job
+    gc();
+    expect(burst.filter((window) => window.deref() !== undefined).length).toBe(0);
   });
 });

@@ -55,6 +55,9 @@ export class MemoryWindows {
   dropEnded(): void {
     const now = this.clock();
     for (const [key, window] of this.windows) if (now >= window.endsAt) this.windows.delete(key);
+    // A fresh sweep: V8 keeps the table a Map iterator was made on (entries and all) for as long as
+    // the iterator lives, so the old one would hold the windows just dropped until the next count.
+    this.sweeper = this.windows.entries();
   }
 
   size(): number {
@@ -63,6 +66,7 @@ export class MemoryWindows {
 
   clear(): void {
     this.windows.clear();
+    this.sweeper = this.windows.entries();
   }
 
   private sweep(now: number): void {
