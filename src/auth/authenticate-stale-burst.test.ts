@@ -1,14 +1,8 @@
-import { randomBytes } from "node:crypto";
 import { afterAll, describe, expect, it } from "vitest";
-import { createProjectAdmin } from "../admin/project-admin.js";
+import { directoryWithSlowReads } from "../../test/support/directory-with-slow-reads.js";
 import { createAuthThrottle } from "../rate-limit/auth-throttle.js";
 import { openDatabase } from "../storage/database.js";
-import { createKeyRepository, type KeyRepository } from "../storage/key-repository.js";
-import { createProjectRepository, type ProjectRepository } from "../storage/project-repository.js";
-import { createUsageRepository } from "../storage/usage-repository.js";
-import { type AuthRequest, createAuthenticator } from "./authenticate.js";
-import { createCredentialDirectory } from "./credential-directory.js";
-import { createSecretBox } from "./secret-box.js";
+import { createAuthenticator } from "./authenticate.js";
 
 /**
  * A client that sends many requests at once from one address (a server, or an app's users behind
@@ -22,44 +16,16 @@ describe("a burst of good credentials while the records are read again", () => {
   afterAll(async () => (await opening).close());
 
   it("is admitted whole: a project held and a credential verified take no throttle slot", async () => {
-    const database = await opening;
-    const secretBox = createSecretBox(randomBytes(32));
-    const projects = createProjectRepository(database.db);
-    const keys = createKeyRepository(database.db);
     // While `gate` is set, the directory's reads wait for it (a database round trip in progress).
     let gate: Promise<void> | null = null;
-    const gated =
-      <A extends unknown[], R>(read: (...args: A) => Promise<R>) =>
-      async (...args: A): Promise<R> => {
-        if (gate) await gate;
-        return read(...args);
-      };
-    let clock = Date.now();
-    const directory = createCredentialDirectory({
-      projects: { ...projects, get: gated(projects.get) } satisfies ProjectRepository,
-      keys: {
-        ...keys,
-        listTestKeys: gated(keys.listTestKeys),
-        getProviderKey: gated(keys.getProviderKey),
-      } satisfies KeyRepository,
-      secretBox,
-      ttlMs: 1000,
-      now: () => clock,
-    });
-    const admin = createProjectAdmin({
-      projects,
-      keys,
-      usage: createUsageRepository(database.db),
-      secretBox,
-      now: () => new Date(),
-      onProjectChanged: directory.invalidate,
-      testModeAllowed: true,
-    });
-    const created = await admin.createProject({ name: "Busy", provider: "provider-a", testMode: true });
-    const { partialKey } = await admin.addProviderKey(created.project.id, {
-      provider: "provider-a",
-      apiKey: "sk-busy-12345678",
-    });
+    const { directory, partialKey, request, advance } = await directoryWithSlowReads(
+      await opening,
+      (read) =>
+        async (...args) => {
+          if (gate) await gate;
+          return read(...args);
+        },
+    );
     const limit = 5;
     const authenticate = createAuthenticator({
       directory,
@@ -67,16 +33,10 @@ describe("a burst of good credentials while the records are read again", () => {
       throttle: createAuthThrottle({ failuresPerMinute: limit }),
       testModeAllowed: true,
     });
-    const request: AuthRequest = {
-      projectId: created.project.id,
-      headers: { authorization: `Bearer ${partialKey}.${created.testKey}` },
-      clientIp: "192.0.2.1",
-      provider: "provider-a",
-    };
     expect(await authenticate(request)).toMatchObject({ ok: true, method: "bearer-test-key" });
 
     // Past the TTL the records are read again; the burst arrives while that read is out.
-    clock += 2000;
+    advance(2000);
     let answer = () => {};
     gate = new Promise<void>((resolve) => {
       answer = resolve;
