@@ -81,21 +81,25 @@ const httpUrl = urlOf(["http:", "https:"], "must be an http:// or https:// URL")
  * a query or fragment in it would take in every path appended, and user info would be handed to
  * every app in every signed URL, so they are refused. A path is kept.
  */
-const baseUrl = httpUrl.refine((value) => {
-  if (!URL.canParse(value)) return true;
-  const url = new URL(value);
-  return !/[?#]/.test(value) && url.username === "" && url.password === "";
-}, "must be a base URL without a query (?), fragment (#) or user info: signed vault URLs, which apps receive, append their path and query to it");
+const baseUrl = httpUrl.refine(
+  isBareBaseUrl,
+  "must be a base URL without a query (?), fragment (#) or user info: signed vault URLs, which apps receive, append their path and query to it",
+);
 /**
  * A provider's base URL: its calls go to the URL's origin and path (provider-adapter.ts), so a query,
  * fragment or user info in it would be dropped without a word (an Azure-style `?api-version=`, a
  * password): refused instead.
  */
-const upstreamBaseUrl = httpUrl.refine((value) => {
+const upstreamBaseUrl = httpUrl.refine(
+  isBareBaseUrl,
+  "must be a base URL without a query (?), fragment (#) or user info: a provider's calls go to its origin and path only, and the rest would be dropped",
+);
+/** A URL with no query, fragment or user info (one that does not parse is httpUrl's to refuse). */
+function isBareBaseUrl(value: string): boolean {
   if (!URL.canParse(value)) return true;
   const url = new URL(value);
   return !/[?#]/.test(value) && url.username === "" && url.password === "";
-}, "must be a base URL without a query (?), fragment (#) or user info: a provider's calls go to its origin and path only, and the rest would be dropped");
+}
 /**
  * A provider's default image model: a model name (it becomes part of provider C's URL) that the
  * catalogue lists as an image model of that provider, or does not list at all (catalogues lag the
