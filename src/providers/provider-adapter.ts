@@ -135,13 +135,22 @@ const cancelInteraction = /^(?:v1beta\/|v1\/)?interactions\/[^/]+\/cancel$/;
  * object.
  */
 function interactionModel(body: Buffer): string | null {
+  return topLevelName(body, "model", "agent") ?? null;
+}
+
+/**
+ * The name a JSON object body gives in its last top-level `first` member, else its last `second`
+ * one, as the provider reads the body (escapes decoded); null when neither holds a name of 1 to 200
+ * characters; undefined when the body is no whole JSON object.
+ */
+function topLevelName(body: Buffer, first: string, second?: string): string | null | undefined {
   const open = jsonStart(body);
-  if (body[open] !== 0x7b /* { */) return null;
+  if (body[open] !== 0x7b /* { */) return undefined;
   try {
-    const [model, agent] = lastMembers(body, open, "model", "agent");
-    return nameAt(body, model ?? agent);
+    const [named, other] = lastMembers(body, open, first, second);
+    return nameAt(body, named ?? other);
   } catch {
-    return null;
+    return undefined;
   }
 }
 
@@ -170,15 +179,8 @@ const modelField = /"model"\s*:\s*"([^"\\]{1,200})"/;
  * for the failed call's row. A walk reads about 1 GB/s of messages, far more of base64.
  */
 function jsonModel(body: Buffer): string | null {
-  const open = jsonStart(body);
-  if (body[open] === 0x7b /* { */) {
-    try {
-      const [model] = lastMembers(body, open, "model");
-      return nameAt(body, model);
-    } catch {
-      // Not a whole JSON object.
-    }
-  }
+  const named = topLevelName(body, "model");
+  if (named !== undefined) return named;
   return modelField.exec(body.toString("latin1", 0, Math.min(body.length, 64 * 1024)))?.[1] ?? null;
 }
 
