@@ -1,4 +1,5 @@
 import { type Sampling, sumOrUnknown, type TokenUsage, tokenCount } from "../usage/token-usage.js";
+import type { ProviderId } from "./provider-id.js";
 
 /**
  * Token usage as each provider's wire format reports it, mapped onto TokenUsage. Missing counts
@@ -256,6 +257,13 @@ function modalityTokens(details: unknown, modality: "AUDIO" | "IMAGE"): number {
   }
   return tokens;
 }
+
+/** Each provider's reader of its usage object, as its answers (JSON or stream events) report it. */
+export const usageFromProvider: Record<ProviderId, (reported: unknown) => TokenUsage | null> = {
+  "provider-a": usageFromProviderA,
+  "provider-b": usageFromProviderB,
+  "provider-c": usageFromProviderC,
+};
 
 /**
  * Provider C's Interactions API (`POST interactions`): the interaction's `usage`. Its `total_*`

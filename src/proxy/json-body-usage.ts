@@ -2,6 +2,7 @@ import { lastMembers, quotedValueAfterKey, skipSpaces, valueEnd } from "../provi
 import type { ProviderId } from "../providers/provider-id.js";
 import {
   objectField,
+  usageFromProvider,
   usageFromProviderA,
   usageFromProviderB,
   usageFromProviderC,
@@ -126,12 +127,7 @@ function fromUsageObject(
   if (provider === "provider-c" && isArray(head)) return null;
   const found = lastUsageObject(body, usageKeys[provider]);
   if (!found) return null;
-  const usage =
-    provider === "provider-a"
-      ? usageFromProviderA(found.value)
-      : provider === "provider-b"
-        ? usageFromProviderB(found.value)
-        : usageFromProviderC(found.value);
+  const usage = usageFromProvider[provider](found.value);
   if (!usage) return null;
   const model =
     provider === "provider-c"

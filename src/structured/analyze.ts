@@ -8,7 +8,7 @@ import {
   providerTimeout,
   responseTooLargeFailure,
 } from "../providers/sdk-call-failure.js";
-import { usageFromProviderA, usageFromProviderB, usageFromProviderC } from "../providers/usage-from-json.js";
+import { usageFromProvider } from "../providers/usage-from-json.js";
 import { emptyUsage, type Sampling, type TokenUsage, tokenCount } from "../usage/token-usage.js";
 import type { AnalysisKind } from "./model-choice.js";
 import { schemaForProvider } from "./provider-schema.js";
@@ -273,12 +273,6 @@ interface SdkUsage {
   /** The provider's own usage object, as its answer reported it. */
   raw?: unknown;
 }
-
-const usageFromProvider = {
-  "provider-a": usageFromProviderA,
-  "provider-b": usageFromProviderB,
-  "provider-c": usageFromProviderC,
-} as const;
 
 /**
  * An attempt's usage, read from the provider's own usage object as the proxies read it, so the call
