@@ -3,10 +3,14 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { type FakeApple, generateAppleKeyPair, startFakeApple } from "../fakes/fake-apple.js";
 import { type FakeUpstream, startFakeUpstream } from "../fakes/fake-upstream.js";
 import { proxiedChat } from "../support/proxied-chat.js";
-import { createTestProject, startTestGateway, type TestGateway } from "../support/test-gateway.js";
+import {
+  appleKeyId,
+  appleTeamId,
+  createDeviceCheckProject,
+  startTestGateway,
+  type TestGateway,
+} from "../support/test-gateway.js";
 
-const teamId = "TEAM123456";
-const keyId = "KEY1234567";
 const token = (name: string) => Buffer.from(`${name}-${randomBytes(12).toString("hex")}`).toString("base64");
 
 /** How the gateway answers a client for each thing Apple says about a device token (audit: devicecheck). */
@@ -19,7 +23,7 @@ describe("Apple's answers, through the gateway", () => {
   beforeAll(async () => {
     fake = await startFakeUpstream();
     apple = await startFakeApple({ label: "production" });
-    apple.registerKey(keyId, { teamId, publicKeyPem: keys.publicKeyPem });
+    apple.registerKey(appleKeyId, { teamId: appleTeamId, publicKeyPem: keys.publicKeyPem });
     sluice = await startTestGateway({
       providerABaseUrl: `${fake.url}/a/v1`,
       deviceCheckProductionUrl: apple.url,
@@ -37,17 +41,7 @@ describe("Apple's answers, through the gateway", () => {
   });
 
   const project = (tokenMode: "single-use" | "cached" = "cached") =>
-    createTestProject(sluice.gateway, {
-      testMode: false,
-      deviceCheck: {
-        enabled: true,
-        teamId,
-        keyId,
-        privateKey: keys.privateKeyPem,
-        environment: "production",
-        tokenMode,
-      },
-    });
+    createDeviceCheckProject(sluice.gateway, keys.privateKeyPem, tokenMode);
   const call = async (created: Awaited<ReturnType<typeof project>>, deviceToken: string) => {
     const response = await proxiedChat(sluice.url, {
       projectId: created.projectId,
@@ -81,7 +75,7 @@ describe("Apple's answers, through the gateway", () => {
       expect(warning).toMatchObject({
         reason: "misconfigured",
         status,
-        keyId,
+        keyId: appleKeyId,
         environment: "production",
         msg: expect.stringContaining("team id, key id or .p8 key"),
       });

@@ -4,24 +4,18 @@ import { type FakeApple, generateAppleKeyPair, startFakeApple } from "../fakes/f
 import { type FakeUpstream, startFakeUpstream } from "../fakes/fake-upstream.js";
 import { proxiedChat } from "../support/proxied-chat.js";
 import { createPostgresSchema, postgresAvailable, redisAvailable, redisUrl } from "../support/services.js";
-import { createTestProject, startTestGateway, type TestGateway } from "../support/test-gateway.js";
+import {
+  appleKeyId,
+  appleTeamId,
+  createDeviceCheckProject,
+  startTestGateway,
+  type TestGateway,
+} from "../support/test-gateway.js";
 
-const teamId = "TEAM123456";
-const keyId = "KEY1234567";
 const clientIp = `2001:db8:${randomBytes(2).toString("hex")}:${randomBytes(2).toString("hex")}::1`;
 /** A project on DeviceCheck alone, with single-use tokens, signed for by `privateKeyPem`. */
 const singleUseProject = (sluice: TestGateway, privateKeyPem: string) =>
-  createTestProject(sluice.gateway, {
-    testMode: false,
-    deviceCheck: {
-      enabled: true,
-      teamId,
-      keyId,
-      privateKey: privateKeyPem,
-      environment: "production",
-      tokenMode: "single-use",
-    },
-  });
+  createDeviceCheckProject(sluice.gateway, privateKeyPem, "single-use");
 const token = (name: string) => Buffer.from(`device-token-${name}-${Date.now()}`).toString("base64");
 
 describe.skipIf(!redisAvailable)("single-use device tokens on Redis", () => {
@@ -33,7 +27,7 @@ describe.skipIf(!redisAvailable)("single-use device tokens on Redis", () => {
   beforeAll(async () => {
     fake = await startFakeUpstream();
     apple = await startFakeApple({ label: "production" });
-    apple.registerKey(keyId, { teamId, publicKeyPem: keys.publicKeyPem });
+    apple.registerKey(appleKeyId, { teamId: appleTeamId, publicKeyPem: keys.publicKeyPem });
   });
 
   afterAll(async () => {
@@ -116,7 +110,7 @@ describe.skipIf(!postgresAvailable)("single-use device tokens on several instanc
   beforeAll(async () => {
     fake = await startFakeUpstream();
     apple = await startFakeApple({ label: "production" });
-    apple.registerKey(keyId, { teamId, publicKeyPem: keys.publicKeyPem });
+    apple.registerKey(appleKeyId, { teamId: appleTeamId, publicKeyPem: keys.publicKeyPem });
     schema = await createPostgresSchema();
   });
 

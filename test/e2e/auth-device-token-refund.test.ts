@@ -6,13 +6,13 @@ import { proxiedChat } from "../support/proxied-chat.js";
 import { redisAvailable, redisUrl } from "../support/services.js";
 import {
   adminToken,
-  createTestProject,
+  appleKeyId,
+  appleTeamId,
+  createDeviceCheckProject,
   startTestGateway,
   type TestGateway,
 } from "../support/test-gateway.js";
 
-const teamId = "TEAM123456";
-const keyId = "KEY1234567";
 /** An address of this run's own: with Redis the throttle and the limits are shared between runs. */
 const address = (n: number) => `198.51.${randomBytes(1)[0]}.${n}`;
 const token = (name: string) => Buffer.from(`${name}-${randomBytes(12).toString("hex")}`).toString("base64");
@@ -36,7 +36,7 @@ describe.each([
     if (skip) return;
     fake = await startFakeUpstream();
     apple = await startFakeApple({ label: "production" });
-    apple.registerKey(keyId, { teamId, publicKeyPem: keys.publicKeyPem });
+    apple.registerKey(appleKeyId, { teamId: appleTeamId, publicKeyPem: keys.publicKeyPem });
     sluice = await startTestGateway({
       providerABaseUrl: `${fake.url}/a/v1`,
       deviceCheckProductionUrl: apple.url,
@@ -54,17 +54,8 @@ describe.each([
   });
 
   const project = (tokenMode: "single-use" | "cached", fields: Record<string, unknown> = {}) =>
-    createTestProject(sluice.gateway, {
-      testMode: false,
+    createDeviceCheckProject(sluice.gateway, keys.privateKeyPem, tokenMode, {
       rateLimits: { perMinute: 1 },
-      deviceCheck: {
-        enabled: true,
-        teamId,
-        keyId,
-        privateKey: keys.privateKeyPem,
-        environment: "production",
-        tokenMode,
-      },
       ...fields,
     });
   const call = async (projectId: string, partial: string, deviceToken: string, ip: string) => {

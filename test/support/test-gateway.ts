@@ -121,6 +121,34 @@ export async function createTestProject(
   };
 }
 
+/** The Apple team and key id the DeviceCheck tests sign with (a fake Apple is given the key). */
+export const appleTeamId = "TEAM123456";
+export const appleKeyId = "KEY1234567";
+
+/**
+ * A project on DeviceCheck alone (test mode off), production environment, signed for by
+ * `privateKeyPem` under appleTeamId and appleKeyId; `fields` are further project fields.
+ */
+export function createDeviceCheckProject(
+  gateway: Gateway,
+  privateKeyPem: string,
+  tokenMode: "single-use" | "cached",
+  fields: Record<string, unknown> = {},
+): Promise<TestProject> {
+  return createTestProject(gateway, {
+    testMode: false,
+    deviceCheck: {
+      enabled: true,
+      teamId: appleTeamId,
+      keyId: appleKeyId,
+      privateKey: privateKeyPem,
+      environment: "production",
+      tokenMode,
+    },
+    ...fields,
+  });
+}
+
 /**
  * The usage row of a request id, after flushing the usage queue. A row is written once Sluice has
  * seen the call end (a decompressing meter catching up, an upstream request the client left): it is
