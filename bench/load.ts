@@ -17,12 +17,12 @@ export interface LoadResult {
   p99: number;
 }
 
-/** One bounded autocannon run against `url`. */
+/** One bounded autocannon run against `url`: for a number of seconds, or a number of requests. */
 export async function runLoad(
   url: string,
   load: LoadCase,
   connections: number,
-  seconds: number,
+  limit: { seconds: number } | { requests: number },
 ): Promise<LoadResult> {
   const result = await autocannon({
     url: `${url}${load.path}`,
@@ -30,7 +30,7 @@ export async function runLoad(
     headers: { "content-type": "application/json", ...load.headers },
     body: load.body,
     connections,
-    duration: seconds,
+    ...("seconds" in limit ? { duration: limit.seconds } : { amount: limit.requests }),
   });
   return {
     requests: result.requests.total,

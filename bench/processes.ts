@@ -11,13 +11,21 @@ export interface Target {
 const running = new Set<ChildProcess>();
 const ticksPerSecond = 100; // getconf CLK_TCK on Linux
 
+/** How a process is started: `wrapper` runs Node under another program (valgrind). */
+export interface StartOptions {
+  wrapper?: string[];
+  timeoutMs?: number;
+}
+
 /** Spawns a process that prints `{"url":…}` (or a "listening on" log line) and waits for it. */
 export async function startProcess(
   name: string,
   args: string[],
   env: Record<string, string> = {},
+  { wrapper = [], timeoutMs = 30_000 }: StartOptions = {},
 ): Promise<Target> {
-  const child = spawn(process.execPath, args, {
+  const [command, ...rest] = [...wrapper, process.execPath, ...args] as [string, ...string[]];
+  const child = spawn(command, rest, {
     env: { ...process.env, ...env },
     stdio: ["ignore", "pipe", "pipe"],
   });
@@ -25,7 +33,7 @@ export async function startProcess(
   child.once("exit", () => running.delete(child));
   let output = "";
   const url = await new Promise<string>((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`${name} did not start: ${output}`)), 30_000);
+    const timer = setTimeout(() => reject(new Error(`${name} did not start: ${output}`)), timeoutMs);
     const onData = (chunk: Buffer) => {
       output += String(chunk);
       const match =

@@ -1,10 +1,8 @@
 import { execSync } from "node:child_process";
-import { randomBytes } from "node:crypto";
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { request } from "undici";
-import { type FakeApple, generateAppleKeyPair, startFakeApple } from "../test/fakes/fake-apple.js";
 import {
   countSseEvents,
   type LoadCase,
@@ -15,6 +13,7 @@ import {
 } from "./load.js";
 import { cpuMicros, rssMiB, startProcess, stopAll, type Target } from "./processes.js";
 import { type Report, renderReport } from "./report.js";
+import { type Apple, createProject, loadCases, root, sluiceEnv, startApple, startSluice } from "./targets.js";
 
 /**
  * `npm run bench [-- --quick]`: Sluice against the floor (node:http + undici pass-through) and the
@@ -26,7 +25,6 @@ const rounds = quick ? 1 : 3;
 const seconds = quick ? 2 : 5;
 const connectionCounts = [1, 16, 64];
 const startupSamples = 5;
-const root = join(import.meta.dirname, "..");
 const tsx = ["--import", "tsx"];
 
 process.once("SIGINT", () => {
@@ -34,27 +32,7 @@ process.once("SIGINT", () => {
   process.exit(130);
 });
 
-interface Apple {
-  fake: FakeApple;
-  teamId: string;
-  keyId: string;
-  privateKeyPem: string;
-  deviceToken: string;
-}
-
 let apple: Apple | undefined;
-
-/** A fake Apple DeviceCheck host in this process, knowing one key and one valid device token. */
-async function startApple(): Promise<Apple> {
-  const fake = await startFakeApple({ label: "production" });
-  const { privateKeyPem, publicKeyPem } = generateAppleKeyPair();
-  const teamId = "BENCHTEAM1";
-  const keyId = "BENCHKEY01";
-  fake.registerKey(keyId, { teamId, publicKeyPem });
-  const deviceToken = randomBytes(96).toString("base64");
-  fake.registerValidToken(deviceToken);
-  return { fake, teamId, keyId, privateKeyPem, deviceToken };
-}
 
 async function main(): Promise<void> {
   console.log(`sluice bench (${quick ? "quick" : "full"}): building…`);
@@ -110,7 +88,7 @@ async function main(): Promise<void> {
     console.log("warming up…");
     for (const target of targets)
       for (const load of [cases.json, cases.sse])
-        await runLoad(target.url, at(target, load), 16, quick ? 1 : 2);
+        await runLoad(target.url, at(target, load), 16, { seconds: quick ? 1 : 2 });
 
     for (let round = 0; round < rounds; round++) {
       for (const load of [cases.json, cases.sse]) {
@@ -118,7 +96,7 @@ async function main(): Promise<void> {
           const order = round % 2 === 0 ? targets : [...targets].reverse();
           for (const target of order) {
             const cpuBefore = cpuMicros(target.child);
-            const result: LoadResult = await runLoad(target.url, at(target, load), connections, seconds);
+            const result: LoadResult = await runLoad(target.url, at(target, load), connections, { seconds });
             const cpu = (cpuMicros(target.child) - cpuBefore) / Math.max(1, result.requests);
             report.runs.push({
               round,
@@ -173,44 +151,6 @@ async function main(): Promise<void> {
   }
 }
 
-function sluiceEnv(
-  upstreamUrl: string,
-  appleUrl: string,
-  dataDir: string,
-  adminToken: string,
-): Record<string, string> {
-  return {
-    PORT: "0",
-    HOST: "127.0.0.1",
-    LOG_LEVEL: "info",
-    SLUICE_DATA_DIR: dataDir,
-    SLUICE_MASTER_KEY: randomBytes(32).toString("base64"),
-    SLUICE_ADMIN_TOKEN: adminToken,
-    SLUICE_PROVIDER_A_BASE_URL: `${upstreamUrl}/a/v1`,
-    SLUICE_RATE_LIMIT_PROJECT_PER_MINUTE: "100000000",
-    SLUICE_RATE_LIMIT_IP_PER_MINUTE: "100000000",
-    SLUICE_RATE_LIMIT_DEVICE_PER_MINUTE: "100000000",
-    SLUICE_DEVICECHECK_PRODUCTION_URL: appleUrl,
-    SLUICE_DEVICE_TOKEN_BUDGET: "100000000",
-    DATABASE_URL: "",
-    REDIS_URL: "",
-  };
-}
-
-async function startSluice(
-  upstreamUrl: string,
-  appleUrl: string,
-  dataDir: string,
-): Promise<{ target: Target; adminToken: string }> {
-  const adminToken = randomBytes(24).toString("hex");
-  const target = await startProcess(
-    "sluice",
-    [join(root, "dist/src/main.js")],
-    sluiceEnv(upstreamUrl, appleUrl, dataDir, adminToken),
-  );
-  return { target, adminToken };
-}
-
 /** From spawning the production build on a fresh data dir to its first 200 on /health. */
 async function measureStartup(upstreamUrl: string, appleUrl: string, dataDir: string): Promise<number> {
   const started = performance.now();
@@ -231,69 +171,6 @@ async function measureStartup(upstreamUrl: string, appleUrl: string, dataDir: st
   const elapsed = performance.now() - started;
   target.child.kill("SIGTERM");
   return elapsed;
-}
-
-/** A project with a provider key, as an operator creates it: test mode, or DeviceCheck when `device` is given. */
-async function createProject(
-  url: string,
-  adminToken: string,
-  device?: Apple,
-): Promise<{ id: string; bearer: string }> {
-  const admin = async (path: string, body: unknown) => {
-    const response = await request(`${url}/admin/v1${path}`, {
-      method: "POST",
-      headers: { authorization: `Bearer ${adminToken}`, "content-type": "application/json" },
-      body: JSON.stringify(body),
-    });
-    return (await response.body.json()) as Record<string, unknown>;
-  };
-  const settings = device
-    ? {
-        name: "bench devicecheck",
-        testMode: false,
-        deviceCheck: {
-          enabled: true,
-          teamId: device.teamId,
-          keyId: device.keyId,
-          privateKey: device.privateKeyPem,
-          environment: "production",
-        },
-      }
-    : { name: "bench", testMode: true };
-  const created = (await admin("/projects", { ...settings, provider: "provider-a" })) as {
-    project?: { id: string };
-    testKey: string;
-  };
-  if (!created.project) throw new Error(`creating the bench project failed: ${JSON.stringify(created)}`);
-  const key = (await admin(`/projects/${created.project.id}/keys`, {
-    provider: "provider-a",
-    apiKey: `sk-bench-${randomBytes(16).toString("hex")}`,
-  })) as { partialKey: string };
-  return {
-    id: created.project.id,
-    bearer: `${key.partialKey}.${device ? device.deviceToken : created.testKey}`,
-  };
-}
-
-function loadCases(project: { id: string; bearer: string }): { json: LoadCase; sse: LoadCase } {
-  const headers = { authorization: `Bearer ${project.bearer}` };
-  const path = `/v1/provider-a/${project.id}/chat/completions`;
-  const messages = [{ role: "user", content: "Say hello in five words." }];
-  return {
-    json: { name: "json", path, headers, body: JSON.stringify({ model: "gpt-4o-mini", messages }) },
-    // Asks for usage itself, so Sluice forwards this body unchanged, like the floor.
-    sse: {
-      name: "sse",
-      path,
-      headers,
-      body: JSON.stringify({
-        model: "gpt-4o-mini",
-        messages,
-        stream: true,
-        stream_options: { include_usage: true },
-      }),
-    },
-  };
 }
 
 main().catch((error: unknown) => {
