@@ -273,6 +273,29 @@ describe("loadConfig", () => {
     expect(loadConfig({ REDIS_URL: "redis://127.0.0.1:6379/" }).redisUrl).toBe("redis://127.0.0.1:6379/");
   });
 
+  it("reads SLUICE_REDIS_KEY_PREFIX as given, unset by default so the keys stay those of earlier versions", () => {
+    expect(loadConfig({}).redisKeyPrefix).toBeUndefined();
+    expect(loadConfig({ SLUICE_REDIS_KEY_PREFIX: "" }).redisKeyPrefix).toBeUndefined();
+    expect(loadConfig({ SLUICE_REDIS_KEY_PREFIX: "staging:" }).redisKeyPrefix).toBe("staging:");
+    expect(loadConfig({ SLUICE_REDIS_KEY_PREFIX: "{tenant-a}/" }).redisKeyPrefix).toBe("{tenant-a}/");
+    expect(loadConfig({ SLUICE_REDIS_KEY_PREFIX: "p".repeat(64) }).redisKeyPrefix).toBe("p".repeat(64));
+  });
+
+  it.each(["staging one:", " staging:", "staging:\n", "tab\tprefix", "préfixe:"])(
+    "refuses the Redis key prefix %j, naming SLUICE_REDIS_KEY_PREFIX",
+    (prefix) => {
+      expect(problemsOf({ SLUICE_REDIS_KEY_PREFIX: prefix })).toBe(
+        "Invalid configuration:\n  SLUICE_REDIS_KEY_PREFIX: must be printable ASCII without spaces, such as `staging:`",
+      );
+    },
+  );
+
+  it("refuses a Redis key prefix longer than 64 characters", () => {
+    expect(problemsOf({ SLUICE_REDIS_KEY_PREFIX: "p".repeat(65) })).toBe(
+      "Invalid configuration:\n  SLUICE_REDIS_KEY_PREFIX: must be at most 64 characters",
+    );
+  });
+
   it("caps SLUICE_VAULT_URL_TTL_SECONDS at S3's seven days with an S3 vault, and only then", () => {
     const s3 = {
       SLUICE_VAULT_S3_ENDPOINT: "http://127.0.0.1:9000",

@@ -191,6 +191,18 @@ export const settings = {
     undefined,
     "Redis URL (`redis://` or `rediss://`) for shared limits and caches (unset: in-process); a user, password or database index (`/N`) Redis refuses stops the start",
   ),
+  redisKeyPrefix: setting(
+    "SLUICE_REDIS_KEY_PREFIX",
+    z
+      .string()
+      .max(64, "must be at most 64 characters")
+      // Redis takes any bytes, but an operator types the prefix into `redis-cli --scan --pattern` and
+      // reads it in logs: it must show as it is, with no space or control character to get lost.
+      .regex(/^[\x21-\x7e]+$/, "must be printable ASCII without spaces, such as `staging:`")
+      .optional(),
+    undefined,
+    "prefix of every Redis key Sluice reads or writes (rate limits, failed-authentication counts, DeviceCheck ledger), put before it as given (`staging:` makes `sluice:rl:…` `staging:sluice:rl:…`): deployments sharing one Redis count apart under prefixes of their own, and the instances of one deployment need the same one; at most 64 printable ASCII characters without spaces (unset: no prefix, the keys of earlier versions)",
+  ),
   adminToken: setting(
     "SLUICE_ADMIN_TOKEN",
     z

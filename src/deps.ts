@@ -39,6 +39,7 @@ import { createAuthThrottle } from "./rate-limit/auth-throttle.js";
 import { createRateLimiter } from "./rate-limit/rate-limiter.js";
 import { connectRedis } from "./redis/connect-redis.js";
 import { RedisBreaker } from "./redis/redis-breaker.js";
+import { redisKeyPrefixes } from "./redis/redis-keys.js";
 import { sharedStateWarnings } from "./shared-state-warnings.js";
 import { databaseOptionsOf, type OpenDatabase, openDatabase } from "./storage/database.js";
 import { createKeyRepository } from "./storage/key-repository.js";
@@ -165,9 +166,12 @@ export async function createGateway(config: Config, injected: Partial<Injectable
   }
   // One view of Redis's health: a failure any user sees rests Redis for all (see RedisBreaker).
   const redisBreaker = redis ? new RedisBreaker(redis) : undefined;
+  // Every key in Redis begins with one of these, under SLUICE_REDIS_KEY_PREFIX.
+  const redisKeys = redisKeyPrefixes(config.redisKeyPrefix);
   const limiter = createRateLimiter({
     redis,
     breaker: redisBreaker,
+    keyPrefix: redisKeys.rateLimits,
     onFallback: (on) => {
       metrics.setDegraded("redis", on);
       if (on) logger.warn("Redis is unreachable: rate limits fall back to per-instance limits");
@@ -179,8 +183,16 @@ export async function createGateway(config: Config, injected: Partial<Injectable
     redis,
     breaker: redisBreaker,
     failuresPerMinute: config.authFailureLimit,
+    keyPrefix: redisKeys.authFailures,
   });
-  const deviceTokens = createDeviceTokenVerifier({ config, secretBox, redis, redisBreaker, logger });
+  const deviceTokens = createDeviceTokenVerifier({
+    config,
+    secretBox,
+    redis,
+    redisBreaker,
+    redisKeyPrefix: redisKeys.deviceTokens,
+    logger,
+  });
   const authenticate = createAuthenticator({ directory, deviceTokens, throttle, testModeAllowed });
 
   const spend = createSpendGuard({ usage, now });
@@ -287,7 +299,7 @@ export async function createGateway(config: Config, injected: Partial<Injectable
         redis,
         breaker: redisBreaker,
         failuresPerMinute: config.authFailureLimit,
-        keyPrefix: "sluice:admin-auth",
+        keyPrefix: redisKeys.adminAuthFailures,
       }),
       maxBodyBytes: config.maxBodyBytes,
     },

@@ -1,6 +1,7 @@
 import { createHash } from "node:crypto";
 import type { Redis } from "ioredis";
 import { RedisBreaker } from "../redis/redis-breaker.js";
+import { redisKeyPrefixes } from "../redis/redis-keys.js";
 import { RedisScript } from "../redis/redis-script.js";
 
 /**
@@ -242,8 +243,8 @@ export interface RedisDeviceTokenLedgerOptions {
   redis: Redis;
   /** The client's shared health (see `RedisBreaker`); by default one of this ledger's own. */
   breaker?: RedisBreaker | undefined;
-  /** Namespace of every key; default `sluice:device-token:`. */
-  keyPrefix?: string;
+  /** What every key begins with; `sluice:device-token:` by default (see `redisKeyPrefixes`). */
+  keyPrefix?: string | undefined;
 }
 
 /** The rejection of a ledger call made while Redis rests after a failure: no command was sent. */
@@ -265,7 +266,7 @@ export class RedisRestingError extends Error {
 export function createRedisDeviceTokenLedger(options: RedisDeviceTokenLedgerOptions): DeviceTokenLedger {
   const { redis } = options;
   const breaker = options.breaker ?? new RedisBreaker(redis);
-  const prefix = options.keyPrefix ?? "sluice:device-token:";
+  const prefix = options.keyPrefix ?? redisKeyPrefixes().deviceTokens;
   const resting = () => Promise.reject(new RedisRestingError());
   const keysOf = (projectId: string, digest: string) => {
     const key = `${prefix}${projectId}:${digest}`;

@@ -37,6 +37,8 @@ export interface DeviceTokenVerifierDeps {
   redis: Redis | undefined;
   /** The Redis client's shared health; by default one of the ledger's own. */
   redisBreaker?: RedisBreaker | undefined;
+  /** What every key of the ledger in Redis begins with; `sluice:device-token:` by default. */
+  redisKeyPrefix?: string | undefined;
   logger: Logger;
   client?: DeviceCheckClient;
 }
@@ -63,7 +65,11 @@ export function createDeviceTokenVerifier(deps: DeviceTokenVerifierDeps): Device
     });
   const memory = createMemoryDeviceTokenLedger();
   const shared = deps.redis
-    ? createRedisDeviceTokenLedger({ redis: deps.redis, breaker: deps.redisBreaker })
+    ? createRedisDeviceTokenLedger({
+        redis: deps.redis,
+        breaker: deps.redisBreaker,
+        keyPrefix: deps.redisKeyPrefix,
+      })
     : null;
   const privateKeys = new Map<string, { sealed: string; pem: string }>();
   /**

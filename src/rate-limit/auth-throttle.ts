@@ -3,6 +3,7 @@ import type { AuthThrottle } from "../auth/authenticate.js";
 import { GatewayError } from "../errors.js";
 import { addressBlock } from "../net/ip-address.js";
 import { RedisBreaker } from "../redis/redis-breaker.js";
+import { redisKeyPrefixes } from "../redis/redis-keys.js";
 import { RedisScript } from "../redis/redis-script.js";
 import { MemoryWindows } from "./memory-windows.js";
 import { rateLimitHeaders } from "./rate-limit-headers.js";
@@ -13,6 +14,7 @@ export interface AuthThrottleOptions {
   /** The client's shared health (see `RedisBreaker`); by default one of this throttle's own. */
   breaker?: RedisBreaker | undefined;
   failuresPerMinute: number;
+  /** What every Redis key begins with; `sluice:auth` by default (see `redisKeyPrefixes`). */
   keyPrefix?: string;
 }
 
@@ -152,7 +154,7 @@ interface FailureCounter {
 }
 
 function failureCounter(options: AuthThrottleOptions): FailureCounter {
-  const keyPrefix = options.keyPrefix ?? "sluice:auth";
+  const keyPrefix = options.keyPrefix ?? redisKeyPrefixes().authFailures;
   const windowMs = windowSeconds * 1000;
   // Bounded like the blocked keys: the keys hold project ids the client chooses.
   const local = new MemoryWindows(Date.now, maxRemembered);

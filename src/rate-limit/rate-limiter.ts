@@ -1,5 +1,6 @@
 import type { Redis } from "ioredis";
 import { RedisBreaker } from "../redis/redis-breaker.js";
+import { redisKeyPrefixes } from "../redis/redis-keys.js";
 import { RedisScript } from "../redis/redis-script.js";
 import { MemoryWindows } from "./memory-windows.js";
 
@@ -48,6 +49,7 @@ export interface RateLimiter {
 export interface RateLimiterOptions {
   /** A client built by `createRedisClient` (../redis/redis-client.ts), so that a lost Redis fails fast. */
   redis?: Redis | undefined;
+  /** What every Redis key begins with; `sluice:rl` by default (see `redisKeyPrefixes`). */
   keyPrefix?: string;
   /**
    * Called with true when Redis starts failing and limits run per instance, false when it answers
@@ -146,7 +148,7 @@ function memoryRateLimiter(options: RateLimiterOptions): RateLimiter {
  * Redis fails or rests.
  */
 function redisRateLimiter(client: Redis, here: RateLimiter, options: RateLimiterOptions): RateLimiter {
-  const prefix = options.keyPrefix ?? "sluice:rl";
+  const prefix = options.keyPrefix ?? redisKeyPrefixes().rateLimits;
   const breaker = options.breaker ?? new RedisBreaker(client, options.redisRestMs);
   let degraded = false;
 
