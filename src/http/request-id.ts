@@ -23,7 +23,18 @@ export function newRequestId(now = Date.now()): string {
   offset += 10;
   if (now !== lastMs) {
     lastMs = now;
-    msHex = now.toString(16).padStart(12, "0");
+    msHex = hex48(now);
   }
   return `req_${msHex}${random}`;
+}
+
+/**
+ * 12 hex digits of a whole number below 2^48, as `now.toString(16).padStart(12, "0")` writes it:
+ * V8 converts a number beyond 2^31 to another radix by its general double routine (~1.1 µs a call
+ * here), two 24-bit halves by its integer one (~0.2 µs).
+ */
+export function hex48(value: number): string {
+  const high = Math.floor(value / 0x1000000);
+  const low = value - high * 0x1000000;
+  return (high + 0x1000000).toString(16).slice(1) + (low + 0x1000000).toString(16).slice(1);
 }
