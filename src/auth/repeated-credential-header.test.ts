@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { repeatedCredentialHeader } from "./repeated-credential-header.js";
+import { projectIdHeader, repeatedCredentialHeader } from "./repeated-credential-header.js";
 
 describe("repeatedCredentialHeader", () => {
   it("finds nothing when each credential header comes once", () => {
@@ -54,5 +54,29 @@ describe("repeatedCredentialHeader", () => {
         "v",
       ]),
     ).toBeNull();
+  });
+});
+
+describe("projectIdHeader", () => {
+  it("reads the first x-project-id, in any letter case, and says whether another came", () => {
+    expect(projectIdHeader(["Host", "h", "Accept", "*/*"])).toEqual({ value: undefined, repeated: false });
+    expect(projectIdHeader(["X-Project-Id", "p1", "Accept", "*/*"])).toEqual({
+      value: "p1",
+      repeated: false,
+    });
+    // One header whose value holds a comma is sent once: it names no project, but is no repeat.
+    expect(projectIdHeader(["x-project-id", "p1, p2"])).toEqual({ value: "p1, p2", repeated: false });
+    expect(projectIdHeader(["x-project-id", "p1", "Accept", "a", "X-PROJECT-ID", "p1"])).toEqual({
+      value: "p1",
+      repeated: true,
+    });
+    expect(projectIdHeader(["x-project-id", "", "x-project-id", "p2"])).toEqual({
+      value: "",
+      repeated: true,
+    });
+    expect(projectIdHeader(["x-project-ids", "p1", "x-project-id", "p2"])).toEqual({
+      value: "p2",
+      repeated: false,
+    });
   });
 });

@@ -55,6 +55,32 @@ export function repeatedCredentialHeaderError(
       );
 }
 
+/**
+ * The `x-project-id` header as the AI SDK routes read it (where the path names no project): its
+ * first value, and whether it came more than once (Node joins repeats as `p1, p2`, which names no
+ * project). One pass over `rawHeaders`.
+ */
+export function projectIdHeader(rawHeaders: readonly string[]): {
+  value: string | undefined;
+  repeated: boolean;
+} {
+  let value: string | undefined;
+  for (let index = 0; index < rawHeaders.length; index += 2) {
+    if (!sameNameIgnoringCase(rawHeaders[index]!, "x-project-id")) continue;
+    if (value !== undefined) return { value, repeated: true };
+    value = rawHeaders[index + 1] ?? "";
+  }
+  return { value, repeated: false };
+}
+
+/** The 400 for an `x-project-id` header sent more than once where it is read (see projectIdHeader). */
+export function repeatedProjectIdError(): GatewayError {
+  return new GatewayError(
+    "BAD_REQUEST",
+    "The x-project-id header was sent more than once; send it once (or put the project id in the path)",
+  );
+}
+
 /** Whether `name` is `lowerCase` in any letter case (header names are ASCII, RFC 9110 section 5.1). */
 function sameNameIgnoringCase(name: string, lowerCase: string): boolean {
   if (name.length !== lowerCase.length) return false;

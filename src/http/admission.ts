@@ -1,5 +1,5 @@
 import type { Authenticate, AuthMethod, AuthRequest, AuthResult } from "../auth/authenticate.js";
-import { repeatedCredentialHeaderError } from "../auth/repeated-credential-header.js";
+import { repeatedCredentialHeaderError, repeatedProjectIdError } from "../auth/repeated-credential-header.js";
 import { GatewayError, isGatewayError } from "../errors.js";
 import { addressBlock } from "../net/ip-address.js";
 import type { Metrics } from "../observability/metrics.js";
@@ -85,6 +85,11 @@ export interface AdmittedCall {
 export interface AdmissionOptions {
   endpoint: Endpoint;
   projectId: string | undefined;
+  /**
+   * `projectId` is the first of several `x-project-id` headers: refused (400) as a credential
+   * header sent twice is, its row under that first id.
+   */
+  projectIdRepeated?: boolean;
   provider: AuthRequest["provider"];
   sdkKeyHeader?: AuthRequest["sdkKeyHeader"];
   /**
@@ -95,7 +100,8 @@ export interface AdmissionOptions {
 }
 
 /**
- * Authentication (a credential header sent twice is refused first, 400), then a proxied call's
+ * Authentication (a credential header, or an `x-project-id` that is read, sent twice is refused
+ * first, 400), then a proxied call's
  * place on the project's allow-list, then the monthly spend cap, then the rate limits (project,
  * device, client IP).
  * Every request that reaches authentication gets exactly one usage row of its own, whatever happens
@@ -111,9 +117,11 @@ export function createAdmission(deps: AdmissionDeps) {
    * credentials, in-process limits, no spend cap): the usual proxy request waits for nothing here.
    */
   function admit(context: RequestContext, options: AdmissionOptions): AdmittedCall | Promise<AdmittedCall> {
-    const repeated = repeatedCredentialHeaderError(context.request.rawHeaders, options.sdkKeyHeader);
-    // Refused before authentication, with its row, as a failed authentication is. The value is
-    // never named: it is a credential.
+    const repeated =
+      repeatedCredentialHeaderError(context.request.rawHeaders, options.sdkKeyHeader) ??
+      (options.projectIdRepeated ? repeatedProjectIdError() : null);
+    // Refused before authentication, with its row, as a failed authentication is, and not counted
+    // by the failed-authentication throttle. The value is never named: it may be a credential.
     if (repeated !== null) {
       const refused = { ok: false, error: repeated, project: null, method: null } as const;
       return admitAuthenticated(context, options, refused, {});

@@ -1,3 +1,4 @@
+import { projectIdHeader } from "../auth/repeated-credential-header.js";
 import type { Admit, AdmittedCall, CallSpend, Endpoint } from "./admission.js";
 import { watchClient } from "./client-watch.js";
 import { requireUncompressedUtf8Json } from "./read-body.js";
@@ -30,10 +31,12 @@ export async function answerWithJson(
   run: (call: AdmittedCall, signal: AbortSignal, soFar: CallSoFar) => Promise<JsonAnswer>,
 ): Promise<void> {
   const { request, response, params } = context;
-  const headerProject = request.headers["x-project-id"];
+  // The header only where the path names no project; sent twice, admission refuses it (400).
+  const header = params.projectId === undefined ? projectIdHeader(request.rawHeaders) : undefined;
   const call = await admit(context, {
     endpoint,
-    projectId: params.projectId ?? (Array.isArray(headerProject) ? headerProject[0] : headerProject),
+    projectId: params.projectId ?? header?.value,
+    projectIdRepeated: header?.repeated === true,
     provider: (project) => project.provider,
   });
   const soFar: CallSoFar = { model: null };

@@ -1,11 +1,7 @@
 import type { AuthThrottle } from "../auth/authenticate.js";
 import { GatewayError } from "../errors.js";
-import {
-  modelEntryBody,
-  modelListBody,
-  sdkModelListPaths,
-  sdkModelReadProviders,
-} from "../providers/model-list.js";
+import { modelEntryBody, sdkModelListPaths, sdkModelReadProviders } from "../providers/model-list.js";
+import { type ListPage, listPage, modelListPageBody } from "../providers/model-list-page.js";
 import type { ProviderId } from "../providers/provider-id.js";
 import { providerIds } from "../providers/provider-id.js";
 import { throttled } from "../rate-limit/auth-throttle.js";
@@ -91,12 +87,20 @@ export function registerPublicRoutes(router: Router, deps: PublicRouteDeps): voi
   });
 
   for (const provider of providerIds) {
-    router.on("GET", `/v1/${provider}/models`, ({ response }) => sendModels(response, provider));
+    router.on("GET", `/v1/${provider}/models`, ({ response, query }) =>
+      sendModels(response, provider, listPage(provider, query)),
+    );
     for (const path of sdkModelListPaths[provider]) {
-      router.on("GET", `/v1/${provider}/:projectId/${path}`, async ({ response, params, clientIp }) => {
-        const usable = await requireKnownProject(deps, params.projectId ?? "", clientIp);
-        sendModels(response, provider, usable.has(provider));
-      });
+      router.on(
+        "GET",
+        `/v1/${provider}/:projectId/${path}`,
+        async ({ response, params, clientIp, query }) => {
+          // The query first: a bad one is refused alike for every project id, before any lookup.
+          const page = listPage(provider, query);
+          const usable = await requireKnownProject(deps, params.projectId ?? "", clientIp);
+          sendModels(response, provider, page, usable.has(provider));
+        },
+      );
       if (!sdkModelReadProviders.includes(provider)) continue;
       router.on(
         "GET",
@@ -160,11 +164,18 @@ async function requireKnownProject(
 }
 
 /**
- * A model list: the whole list, or (project-scoped) the models the project may use, all of the
- * provider's or none. A project's list changes with its keys, so it is not kept by caches.
+ * A page of a model list (see listPage): of the whole list, or (project-scoped) of the models the
+ * project may use, all of the provider's or none. A project's list changes with its keys, so it is
+ * not kept by caches.
  */
-function sendModels(response: Parameters<typeof sendBytes>[0], provider: ProviderId, usable?: boolean): void {
-  sendBytes(response, 200, modelListBody(provider, usable === false), "application/json; charset=utf-8", {
+function sendModels(
+  response: Parameters<typeof sendBytes>[0],
+  provider: ProviderId,
+  page: ListPage,
+  usable?: boolean,
+): void {
+  const body = modelListPageBody(provider, page, usable === false);
+  sendBytes(response, 200, body, "application/json; charset=utf-8", {
     "cache-control": usable === undefined ? "public, max-age=300" : "no-cache",
   });
 }

@@ -111,30 +111,26 @@ export function modelEntryBody(provider: ProviderId, id: string): Buffer | null 
   return model ? Buffer.from(JSON.stringify(entry(provider, model))) : null;
 }
 
-function renderModelList(provider: ProviderId, models: readonly CatalogueModel[]): Record<string, unknown> {
-  const data = models.map((model) => entry(provider, model));
-  switch (provider) {
-    case "provider-a":
-      return { object: "list", data };
-    case "provider-b":
-      return { data, has_more: false, first_id: models[0]?.id ?? null, last_id: models.at(-1)?.id ?? null };
-    case "provider-c":
-      return { models: data };
+const entryTexts = new Map<ProviderId, readonly string[]>();
+
+/** Each catalogue model's entry as JSON, in the list's order, rendered once per provider. */
+export function modelEntryTexts(provider: ProviderId): readonly string[] {
+  let texts = entryTexts.get(provider);
+  if (!texts) {
+    texts = modelsFor(provider).map((model) => JSON.stringify(entry(provider, model)));
+    entryTexts.set(provider, texts);
   }
+  return texts;
 }
 
-const rendered = new Map<string, Buffer>();
+const ids = new Map<ProviderId, readonly string[]>();
 
-/**
- * A list's bytes, rendered once per provider: these are public, hot endpoints. `empty` gives the
- * provider's envelope with no models (a project that may not use the provider).
- */
-export function modelListBody(provider: ProviderId, empty = false): Buffer {
-  const key = empty ? `${provider}:empty` : provider;
-  let body = rendered.get(key);
-  if (!body) {
-    body = Buffer.from(JSON.stringify(renderModelList(provider, empty ? [] : modelsFor(provider))));
-    rendered.set(key, body);
+/** The catalogue's model ids of `provider`, in the list's order. */
+export function modelIds(provider: ProviderId): readonly string[] {
+  let list = ids.get(provider);
+  if (!list) {
+    list = modelsFor(provider).map((model) => model.id);
+    ids.set(provider, list);
   }
-  return body;
+  return list;
 }

@@ -198,6 +198,66 @@ describe("a credential header sent more than once", () => {
     expect(once.status).toBe(200);
   });
 
+  it("refuses x-project-id sent twice where the project id is read from it, as a credential header sent twice", async () => {
+    const credentials = {
+      "x-sluice-test-key": project.testKey,
+      "x-ai-key": project.partialKeys["provider-a"],
+    };
+    const text = JSON.stringify({ text: "hi" });
+    const image = JSON.stringify({ prompt: "a lighthouse" });
+    for (const [path, body] of [
+      ["/v1/text", text],
+      ["/v1/image", image],
+    ] as const) {
+      // Node would join them as "p, p" and find no such project: which one was meant is a guess.
+      for (const ids of [
+        [project.projectId, project.projectId],
+        [project.projectId, "prj_other"],
+      ]) {
+        const answer = await send(
+          `${sluice.url}${path}`,
+          { ...credentials, "x-project-id": ids, "content-type": "application/json" },
+          body,
+        );
+        expect(answer.status).toBe(400);
+        expect(JSON.parse(answer.body)).toEqual({
+          error: {
+            code: "BAD_REQUEST",
+            message:
+              "The x-project-id header was sent more than once; send it once (or put the project id in the path)",
+            requestId: answer.headers["x-request-id"],
+          },
+        });
+        // Its row, under the first id, as a failed authentication's is under the id it claims.
+        expect(await rowOf(answer)).toMatchObject({
+          project_id: project.projectId,
+          key_id: null,
+          status: 400,
+          error_code: "BAD_REQUEST",
+          outcome: "error",
+          auth_method: null,
+        });
+      }
+    }
+    expect(fake.requests).toEqual([]);
+    // Not counted as an unknown project (the limit is 1): the header once still authenticates (the
+    // project has no output schema, which is checked after authentication: 422).
+    const authenticated = { status: 422, error_code: "VALIDATION_ERROR", auth_method: "test-key-header" };
+    const once = await send(
+      `${sluice.url}/v1/text`,
+      { ...credentials, "x-project-id": project.projectId, "content-type": "application/json" },
+      text,
+    );
+    expect(await rowOf(once)).toMatchObject(authenticated);
+    // Where the path names the project the header is not read, so its repeats change nothing.
+    const inPath = await send(
+      `${sluice.url}/v1/text/${project.projectId}`,
+      { ...credentials, "x-project-id": ["prj_a", "prj_b"], "content-type": "application/json" },
+      text,
+    );
+    expect(await rowOf(inPath)).toMatchObject(authenticated);
+  });
+
   it("still forwards a request whose credential headers each come once, other headers repeated", async () => {
     const answer = await send(
       `${sluice.url}/v1/provider-a/${project.projectId}/chat/completions`,
