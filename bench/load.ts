@@ -23,6 +23,7 @@ export async function runLoad(
   load: LoadCase,
   connections: number,
   limit: { seconds: number } | { requests: number },
+  timeoutSeconds = 10,
 ): Promise<LoadResult> {
   const result = await autocannon({
     url: `${url}${load.path}`,
@@ -30,6 +31,7 @@ export async function runLoad(
     headers: { "content-type": "application/json", ...load.headers },
     body: load.body,
     connections,
+    timeout: timeoutSeconds,
     ...("seconds" in limit ? { duration: limit.seconds } : { amount: limit.requests }),
   });
   return {
