@@ -76,6 +76,14 @@ export interface AuthRequest extends ReloadWait {
   provider: ProviderId | ((project: Project) => ProviderId);
   /** Proxies also take `<partial>.<token>` in the header their provider's SDK sends its key in. */
   sdkKeyHeader?: "x-api-key" | "x-goog-api-key";
+  /**
+   * A refusal decided from the headers before any credential is read (a credential header or
+   * `x-project-id` sent more than once, 400): answered as it is, but counted as a failed
+   * authentication on the keys a wrong credential for `projectId` counts against, so that once over
+   * the throttle the client gets its 429 (with no usage row) instead. Without a project id it is
+   * answered without counting: such a request has no row to write.
+   */
+  refusal?: GatewayError;
 }
 
 export type AuthResult =
@@ -221,7 +229,10 @@ export function createAuthenticator(deps: AuthenticatorDeps) {
    */
   return function authenticate(request: AuthRequest): AuthResult | Promise<AuthResult> {
     const retryAfter = deps.throttle.retryAfter(request.clientIp, request.projectId);
-    return (retryAfter === 0 && recentTestKeySuccess(request)) || authenticateFully(request, retryAfter);
+    return (
+      (retryAfter === 0 && request.refusal === undefined && recentTestKeySuccess(request)) ||
+      authenticateFully(request, retryAfter)
+    );
   };
 
   function recentTestKeySuccess(request: AuthRequest): AuthResult | null {
@@ -254,6 +265,11 @@ export function createAuthenticator(deps: AuthenticatorDeps) {
     if (retryAfter > 0) {
       const message = "Too many failed authentication attempts; try again later";
       return failure(throttled(deps.throttle, retryAfter, "auth-failures", message), null);
+    }
+    if (request.refusal !== undefined) {
+      return projectId
+        ? countedRefusal(request.refusal, projectId, clientIp, wait)
+        : failure(request.refusal, null);
     }
     // The project id is the first of the three things every method needs (SPEC): without it no
     // method can succeed, which SPEC answers with 401.
@@ -322,6 +338,43 @@ export function createAuthenticator(deps: AuthenticatorDeps) {
         return failure(new GatewayError("FORBIDDEN", "This project is disabled"), project, attempt.method);
       }
       return attempt;
+    } finally {
+      release?.();
+    }
+  }
+
+  /**
+   * A refusal decided before the credentials are read (AuthRequest.refusal), counted as a wrong
+   * credential would be: on the address and project for a project that exists, on the address and
+   * the id for one that does not (so fresh made-up ids do not reset the count), each holding a slot
+   * until it is counted, so a burst is held to the limit too. The answer is the refusal either way:
+   * it says nothing of whether the project exists.
+   */
+  async function countedRefusal(
+    refusal: GatewayError,
+    projectId: string,
+    clientIp: string,
+    wait: ReloadWait,
+  ): Promise<AuthResult> {
+    let release: (() => void) | undefined;
+    try {
+      if (!directory.holdsProject(projectId)) {
+        const slot = deps.throttle.begin(clientIp, undefined);
+        if (typeof slot === "number") return tooManyAttempts(slot);
+        release = slot;
+      }
+      const project = await directory.project(projectId, wait);
+      if (!project) {
+        await deps.throttle.recordFailure(clientIp, projectId, false);
+        return failure(refusal, null);
+      }
+      release?.();
+      release = undefined;
+      const slot = deps.throttle.begin(clientIp, projectId);
+      if (typeof slot === "number") return tooManyAttempts(slot);
+      release = slot;
+      await deps.throttle.recordFailure(clientIp, projectId, true);
+      return failure(refusal, project);
     } finally {
       release?.();
     }

@@ -3,7 +3,7 @@ import { describe, expect, it, vi } from "vitest";
 import type { AuthResult } from "../auth/authenticate.js";
 import { GatewayError } from "../errors.js";
 import { createMetrics } from "../observability/metrics.js";
-import type { RateLimitDecision, RateLimiter } from "../rate-limit/rate-limiter.js";
+import type { LimitRequest, RateLimitDecision, RateLimiter } from "../rate-limit/rate-limiter.js";
 import type { Project } from "../storage/project-repository.js";
 import type { UsageRecord } from "../storage/usage-repository.js";
 import type { SpendGuard } from "../usage/spend-guard.js";
@@ -236,9 +236,13 @@ describe("admission", () => {
       monthlySpendCapUsd: null,
       proxyAllowList: { "provider-a": ["POST chat/completions"] },
     };
-    function admission(project: object, refundDeviceToken?: () => Promise<void>) {
+    function admission(
+      project: object,
+      refundDeviceToken?: () => Promise<void>,
+      decide: (requests: readonly LimitRequest[]) => RateLimitDecision[] = () => [],
+    ) {
       const rows: UsageRecord[] = [];
-      const consumeAll = vi.fn(() => [] as RateLimitDecision[]);
+      const consumeAll = vi.fn(decide);
       const admit = createAdmission({
         authenticate: authenticatedAs(project, refundDeviceToken),
         limiter: { consumeAll } as unknown as RateLimiter,
@@ -268,7 +272,7 @@ describe("admission", () => {
         },
       ] as const;
 
-    it("refuses a call it leaves out with 403 and its row, before any limit counts it", () => {
+    it("refuses a call it leaves out with 403 and its row, counted by the client's own limits only", () => {
       const { admit, rows, consumeAll } = admission(listed);
       expect(() => admit(...call("GET", "files"))).toThrow(
         expect.objectContaining({
@@ -276,10 +280,33 @@ describe("admission", () => {
           message: "This project's proxy allow-list does not include GET files on provider-a",
         }),
       );
-      expect(consumeAll).not.toHaveBeenCalled();
+      // The client IP's limit (and a device's), never the project's.
+      expect(consumeAll).toHaveBeenCalledTimes(1);
+      expect(consumeAll.mock.calls[0]?.[0].map((request) => request.name)).toEqual(["ip"]);
       expect(rows).toMatchObject([
         { status: 403, error_code: "FORBIDDEN", outcome: "error", provider: "provider-a", key_id: "key_1" },
       ]);
+    });
+
+    it("answers 429 with its row once the client's own limit refuses, and gives a device token's use back", async () => {
+      const refund = vi.fn(async () => {});
+      const over = (requests: readonly LimitRequest[]): RateLimitDecision[] =>
+        requests.map((request) => ({
+          name: request.name,
+          allowed: request.name !== "ip",
+          limit: request.limit,
+          remaining: 0,
+          resetSeconds: 30,
+          windowSeconds: 60,
+        }));
+      const { admit, rows, consumeAll } = admission(listed, refund, over);
+      await expect(admit(...call("GET", "files"))).rejects.toMatchObject({
+        code: "TOO_MANY_REQUESTS",
+        message: "Rate limit exceeded (ip: 60 per 60s)",
+      });
+      expect(consumeAll.mock.calls[0]?.[0].map((request) => request.name)).toEqual(["ip", "device"]);
+      expect(rows).toMatchObject([{ status: 429, error_code: "TOO_MANY_REQUESTS" }]);
+      expect(refund).toHaveBeenCalledTimes(1);
     });
 
     it("admits a call it lists, and leaves the other endpoints and unlisted projects alone", () => {

@@ -101,9 +101,9 @@ export interface AdmissionOptions {
 
 /**
  * Authentication (a credential header, or an `x-project-id` that is read, sent twice is refused
- * first, 400), then a proxied call's
- * place on the project's allow-list, then the monthly spend cap, then the rate limits (project,
- * device, client IP).
+ * first, 400, counted by the failed-authentication throttle), then a proxied call's place on the
+ * project's allow-list (a call it leaves out counts against the client IP and device limits), then
+ * the monthly spend cap, then the rate limits (project, device, client IP).
  * Every request that reaches authentication gets exactly one usage row of its own, whatever happens
  * next (and a background run it reports finished gets one more, once).
  */
@@ -120,20 +120,18 @@ export function createAdmission(deps: AdmissionDeps) {
     const repeated =
       repeatedCredentialHeaderError(context.request.rawHeaders, options.sdkKeyHeader) ??
       (options.projectIdRepeated ? repeatedProjectIdError() : null);
-    // Refused before authentication, with its row, as a failed authentication is, and not counted
-    // by the failed-authentication throttle. The value is never named: it may be a credential.
-    if (repeated !== null) {
-      const refused = { ok: false, error: repeated, project: null, method: null } as const;
-      return admitAuthenticated(context, options, refused, {});
-    }
     // The request to authenticate is also the request's wait for stale records (credentials, the
-    // month's spend): `reloadWaitMs` in all.
+    // month's spend): `reloadWaitMs` in all. A header sent twice is refused before any credential is
+    // read (400, the value never named: it may be a credential), with its row, and counted by the
+    // failed-authentication throttle as a wrong credential is: once over it, 429 with no row, so a
+    // client without credentials cannot have a row written per request without limit.
     const reloadWait: AuthRequest = {
       projectId: options.projectId,
       headers: context.request.headers,
       clientIp: context.clientIp,
       provider: options.provider,
       ...(options.sdkKeyHeader ? { sdkKeyHeader: options.sdkKeyHeader } : {}),
+      ...(repeated !== null ? { refusal: repeated } : {}),
     };
     const auth = deps.authenticate(reloadWait);
     return auth instanceof Promise
@@ -330,15 +328,34 @@ export function createAdmission(deps: AdmissionDeps) {
           write(base, failureReport(error, provider, model, spend)),
       };
     };
-    // A call the project's allow-list leaves out is refused as the spend cap refuses one: after
-    // authentication (403 says nothing to a caller without credentials), before any limit counts it
-    // or the provider is called, with its row, and a device token's use given back. A project
-    // without a list pays this one check.
+    // A call the project's allow-list leaves out is refused after authentication (403 says nothing
+    // to a caller without credentials), before the spend cap or the provider, with its row, and a
+    // device token's use given back. It counts against the client's own limits (client IP, device),
+    // so a client repeating it is held to them (429, Retry-After) as for any other call, but not
+    // against the project's: calls that never reach the provider (a stale app build's, say) must not
+    // use up the allowance of the project's other users. A project without a list pays this one check.
     const allowList = auth.project.proxyAllowList;
     if (allowList !== null && options.proxyPath !== undefined) {
       const method = context.request.method ?? "GET";
-      if (!proxyAllowList(allowList).allows(auth.provider, method, options.proxyPath))
-        return refuse(notInProxyAllowList(auth.provider, method, options.proxyPath));
+      if (!proxyAllowList(allowList).allows(auth.provider, method, options.proxyPath)) {
+        const forbidden = notInProxyAllowList(auth.provider, method, options.proxyPath);
+        const own = limitRequests(deps, context, auth.project, auth.deviceDigest).filter(
+          (request) => request.name !== "project",
+        );
+        const refuseWithin = (decisions: readonly RateLimitDecision[]): Promise<never> => {
+          try {
+            applyLimits(decisions);
+          } catch (error) {
+            return refuse(error);
+          }
+          return refuse(forbidden);
+        };
+        const limits = deps.limiter.consumeAll(own);
+        // A limiter that cannot decide leaves the 403: the call is refused either way.
+        return limits instanceof Promise
+          ? limits.then(refuseWithin, () => refuse(forbidden))
+          : refuseWithin(limits);
+      }
     }
     const capUsd = auth.project.monthlySpendCapUsd;
     try {

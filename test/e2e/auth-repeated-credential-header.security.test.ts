@@ -14,7 +14,8 @@ import {
  * A credential header sent twice is ambiguous: Node keeps the first `Authorization` (and joins
  * other repeats), while a proxy or CDN in front of Sluice may read the last. Such a request is
  * refused with 400 before authentication, names the header but none of its values, gets its usage
- * row, and never reaches the provider.
+ * row, is counted by the failed-authentication throttle (as a wrong credential is), and never
+ * reaches the provider.
  */
 interface Answer {
   status: number;
@@ -22,9 +23,14 @@ interface Answer {
   body: string;
 }
 
+let addresses = 0;
+/** A client address of its own (the gateway trusts 127.0.0.1's x-forwarded-for). */
+const freshAddress = () => `198.51.100.${++addresses}`;
+
 /**
  * Sends `headers` as given: a list value goes out as that many header lines (fetch would join
- * them into one).
+ * them into one). From an address of its own unless `headers` name one: each refusal counts as a
+ * failed authentication, and the limit is 1.
  */
 function send(
   url: string,
@@ -32,6 +38,7 @@ function send(
   body: string,
   method = "POST",
 ): Promise<Answer> {
+  if (headers["x-forwarded-for"] === undefined) headers = { ...headers, "x-forwarded-for": freshAddress() };
   return new Promise((resolve, reject) => {
     const outgoing = httpRequest(url, { method, agent: false }, (incoming) => {
       const chunks: Buffer[] = [];
@@ -57,8 +64,12 @@ describe("a credential header sent more than once", () => {
 
   beforeAll(async () => {
     fake = await startFakeUpstream();
-    // One wrong credential would throttle the client: a refusal counted as one would show.
-    sluice = await startTestGateway({ ...providerBaseUrls(fake), authFailureLimit: 1 });
+    // One wrong credential throttles the client: whether a refusal is counted as one shows.
+    sluice = await startTestGateway({
+      ...providerBaseUrls(fake),
+      authFailureLimit: 1,
+      trustProxy: ["127.0.0.1"],
+    });
     project = await createTestProject(sluice.gateway);
   });
 
@@ -77,6 +88,7 @@ describe("a credential header sent more than once", () => {
   });
   const generate = JSON.stringify({ contents: [{ role: "user", parts: [{ text: "hi" }] }] });
 
+  const json = { "content-type": "application/json" };
   const rowOf = (answer: Answer) => usageRowById(sluice.gateway, String(answer.headers["x-request-id"]));
 
   /** The 400 envelope naming `header`, with none of `values` anywhere in the answer or the logs. */
@@ -164,15 +176,17 @@ describe("a credential header sent more than once", () => {
   it("refuses two Authorization headers on the admin API, whichever comes first, and counts no wrong token", async () => {
     const valid = `Bearer ${adminToken}`;
     const wrong = "Bearer not-the-admin-token-value";
+    // All from one address: a refusal counted as a wrong token would throttle the next (limit 1).
+    const from = { "x-forwarded-for": freshAddress() };
     for (const authorization of [
       [valid, wrong],
       [wrong, valid],
       [valid, valid],
     ]) {
-      const list = await send(`${sluice.url}/admin/v1/projects`, { authorization }, "", "GET");
+      const list = await send(`${sluice.url}/admin/v1/projects`, { authorization, ...from }, "", "GET");
       const create = await send(
         `${sluice.url}/admin/v1/projects`,
-        { authorization, "content-type": "application/json" },
+        { authorization, ...from, "content-type": "application/json" },
         JSON.stringify({ id: "twice-authorized", name: "Twice", provider: "provider-a" }),
       );
       for (const answer of [list, create]) {
@@ -194,7 +208,7 @@ describe("a credential header sent more than once", () => {
     const projects = await sluice.gateway.admin.listProjects();
     expect(projects.map((stored) => stored.id)).not.toContain("twice-authorized");
     // Not a wrong token: the throttle counted none, and the token alone still works.
-    const once = await send(`${sluice.url}/admin/v1/projects`, { authorization: valid }, "", "GET");
+    const once = await send(`${sluice.url}/admin/v1/projects`, { authorization: valid, ...from }, "", "GET");
     expect(once.status).toBe(200);
   });
 
@@ -240,8 +254,19 @@ describe("a credential header sent more than once", () => {
       }
     }
     expect(fake.requests).toEqual([]);
-    // Not counted as an unknown project (the limit is 1): the header once still authenticates (the
-    // project has no output schema, which is checked after authentication: 422).
+    // Counted as a wrong credential for the project (the limit is 1): the same address is throttled
+    // then (429, no row), for that project, the header once included.
+    const from = { "x-forwarded-for": freshAddress() };
+    const twice = { ...credentials, "x-project-id": [project.projectId, project.projectId] };
+    const first = await send(`${sluice.url}/v1/text`, { ...twice, ...from, ...json }, text);
+    expect(first.status).toBe(400);
+    const again = await send(`${sluice.url}/v1/text`, { ...twice, ...from, ...json }, text);
+    expect(again.status).toBe(429);
+    await expect(rowOf(again)).rejects.toThrow(/no usage row/);
+    const single = { ...credentials, "x-project-id": project.projectId };
+    expect((await send(`${sluice.url}/v1/text`, { ...single, ...from, ...json }, text)).status).toBe(429);
+    // From another address the header once authenticates (the project has no output schema, which
+    // is checked after authentication: 422).
     const authenticated = { status: 422, error_code: "VALIDATION_ERROR", auth_method: "test-key-header" };
     const once = await send(
       `${sluice.url}/v1/text`,
