@@ -28,7 +28,12 @@ export class SseEventScanner {
   /** The start of a line split across chunks. */
   private partial: Buffer[] = [];
   private partialBytes = 0;
-  private data: string[] = [];
+  /**
+   * The event's data values: the first, and any after it. Nearly every event has one data line;
+   * an array per event cost an allocation and its growth on every event (docs/decisions/0005).
+   */
+  private firstData: string | undefined;
+  private moreData: string[] | null = null;
   /** The bytes of the data values so far. */
   private dataBytes = 0;
   private eventName: string | undefined;
@@ -155,10 +160,12 @@ export class SseEventScanner {
 
   private cutEvent(): void {
     this.cut = new ByteEnds(cutHeadBytes, cutTailBytes);
-    this.cutDataLines = this.data.length;
+    this.cutDataLines = this.dataLines();
     // (Rare: only when several data lines or a split one pass the cap; at most the cap is encoded.)
-    if (this.data.length > 0) this.cut.push(Buffer.from(this.data.join("\n")));
-    this.data = [];
+    const data = this.joinedData();
+    if (data !== undefined) this.cut.push(Buffer.from(data));
+    this.firstData = undefined;
+    this.moreData = null;
     this.dataBytes = 0;
   }
 
@@ -184,9 +191,12 @@ export class SseEventScanner {
       // Each line after the first counts the LF that joins it, as the joined data holds it: an empty
       // `data:` line is not free, so a stream of them that never ends its event is cut like any
       // event past the cap.
-      const bytes = end - from + (this.data.length > 0 ? 1 : 0);
+      const bytes = end - from + (this.firstData !== undefined ? 1 : 0);
       if (this.cut === null && bytes + this.dataBytes <= this.maxEventBytes) {
-        this.data.push(line.toString("utf8", from, end));
+        const value = line.toString("utf8", from, end);
+        if (this.firstData === undefined) this.firstData = value;
+        else if (this.moreData === null) this.moreData = [value];
+        else this.moreData.push(value);
         this.dataBytes += bytes;
       } else this.keepCutLine(line.subarray(from, end));
     } else if (
@@ -200,9 +210,21 @@ export class SseEventScanner {
 
   private dispatch(): void {
     if (this.cut !== null) this.dispatchCut(this.cut);
-    else if (this.data.length > 0)
-      this.onEvent(this.eventName, this.data.length === 1 ? (this.data[0] as string) : this.data.join("\n"));
+    else {
+      const data = this.joinedData();
+      if (data !== undefined) this.onEvent(this.eventName, data);
+    }
     this.resetEvent();
+  }
+
+  private dataLines(): number {
+    return this.firstData === undefined ? 0 : 1 + (this.moreData?.length ?? 0);
+  }
+
+  /** The data values joined with LF, as the event's data is; undefined when it has none. */
+  private joinedData(): string | undefined {
+    if (this.firstData === undefined || this.moreData === null) return this.firstData;
+    return `${this.firstData}\n${this.moreData.join("\n")}`;
   }
 
   private dispatchCut(cut: ByteEnds): void {
@@ -210,7 +232,8 @@ export class SseEventScanner {
   }
 
   private resetEvent(): void {
-    this.data = [];
+    this.firstData = undefined;
+    this.moreData = null;
     this.dataBytes = 0;
     this.eventName = undefined;
     this.cut = null;

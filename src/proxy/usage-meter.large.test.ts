@@ -399,8 +399,8 @@ describe("SSE event scanner, events over the cap", () => {
     const chunk = Buffer.from("data:\n".repeat(16 * 1024));
     for (let index = 0; index < 64; index++) scanner.push(chunk); // a million lines, one event
     // Before, each line took an entry of the held data (counted as 0 bytes), without end.
-    const held = scanner as unknown as { data: string[]; dataBytes: number };
-    expect(held.data.length).toBeLessThanOrEqual(maxEventBytes);
+    const held = scanner as unknown as { moreData: string[] | null; dataBytes: number };
+    expect(held.moreData?.length ?? 0).toBeLessThanOrEqual(maxEventBytes);
     scanner.push(Buffer.from("\n"));
     expect(seen).toHaveLength(1);
     expect(seen[0]?.data).toBe("\n".repeat(headBytes));
