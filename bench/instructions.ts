@@ -29,15 +29,13 @@ const slowTimeoutSeconds = 120;
 const agreement = 0.03;
 const connectionCounts = [16];
 const tsx = ["--import", "tsx"];
-// No background compiler or GC threads, and a heap that grows the same way every run: what
-// callgrind counts then depends on the requests, not on when a helper thread happened to run.
+// No background compiler or GC threads: what callgrind counts then depends on the requests, not
+// on when a helper thread happened to run. (`--predictable-gc-schedule` was tried too: with it,
+// garbage collection, mostly full marking and sweeping, was ~36% of Sluice's count per SSE request,
+// while natively (`--trace-gc`) Sluice and the floor each ran one mark-compact in 50,000.)
 // `--profile` also has V8 write a map of its compiled code, so the dumps can name JavaScript.
 const profile = process.argv.includes("--profile");
-const nodeFlags = [
-  "--single-threaded",
-  "--predictable-gc-schedule",
-  ...(profile ? ["--perf-basic-prof"] : []),
-];
+const nodeFlags = ["--single-threaded", ...(profile ? ["--perf-basic-prof"] : [])];
 
 process.once("SIGINT", () => {
   stopAll();
