@@ -285,26 +285,20 @@ export function createAuthenticator(deps: AuthenticatorDeps) {
     // Each attempt that may fail holds a throttle slot until its failure is counted (see
     // AuthThrottle.begin): the lookup of an id not known to be a project, on the address; the
     // methods, on the address and project. A remembered success needs none.
+    const found = await throttledProject(
+      projectId,
+      clientIp,
+      wait,
+      () =>
+        new GatewayError(
+          "PROJECT_NOT_FOUND",
+          `Project ${JSON.stringify(projectId.slice(0, 64))} does not exist`,
+        ),
+    );
+    if ("answer" in found) return found.answer;
+    const { project } = found;
     let release: (() => void) | undefined;
     try {
-      if (!directory.holdsProject(projectId)) {
-        const slot = deps.throttle.begin(clientIp, undefined);
-        if (typeof slot === "number") return tooManyAttempts(slot);
-        release = slot;
-      }
-      const project = await directory.project(projectId, wait);
-      if (!project) {
-        await deps.throttle.recordFailure(clientIp, projectId, false);
-        return failure(
-          new GatewayError(
-            "PROJECT_NOT_FOUND",
-            `Project ${JSON.stringify(projectId.slice(0, 64))} does not exist`,
-          ),
-          null,
-        );
-      }
-      release?.();
-      release = undefined;
       const provider = providerFor(request, project);
       const cacheKey = verifiedKeyFor(request, project, provider);
       const hit = cachedSuccess(cacheKey, project);
@@ -356,25 +350,40 @@ export function createAuthenticator(deps: AuthenticatorDeps) {
     clientIp: string,
     wait: ReloadWait,
   ): Promise<AuthResult> {
+    const found = await throttledProject(projectId, clientIp, wait, () => refusal);
+    if ("answer" in found) return found.answer;
+    const slot = deps.throttle.begin(clientIp, projectId);
+    if (typeof slot === "number") return tooManyAttempts(slot);
+    try {
+      await deps.throttle.recordFailure(clientIp, projectId, true);
+      return failure(refusal, found.project);
+    } finally {
+      slot();
+    }
+  }
+
+  /**
+   * The project `projectId` names, looked up as an attempt that may fail (see AuthThrottle.begin):
+   * an id not known to be a project holds a slot on the address until the lookup ended; one that
+   * names no project is counted there as a failure and answered with `missing()`.
+   */
+  async function throttledProject(
+    projectId: string,
+    clientIp: string,
+    wait: ReloadWait,
+    missing: () => GatewayError,
+  ): Promise<{ project: Project } | { answer: AuthResult }> {
     let release: (() => void) | undefined;
     try {
       if (!directory.holdsProject(projectId)) {
         const slot = deps.throttle.begin(clientIp, undefined);
-        if (typeof slot === "number") return tooManyAttempts(slot);
+        if (typeof slot === "number") return { answer: tooManyAttempts(slot) };
         release = slot;
       }
       const project = await directory.project(projectId, wait);
-      if (!project) {
-        await deps.throttle.recordFailure(clientIp, projectId, false);
-        return failure(refusal, null);
-      }
-      release?.();
-      release = undefined;
-      const slot = deps.throttle.begin(clientIp, projectId);
-      if (typeof slot === "number") return tooManyAttempts(slot);
-      release = slot;
-      await deps.throttle.recordFailure(clientIp, projectId, true);
-      return failure(refusal, project);
+      if (project) return { project };
+      await deps.throttle.recordFailure(clientIp, projectId, false);
+      return { answer: failure(missing(), null) };
     } finally {
       release?.();
     }

@@ -1,6 +1,6 @@
-import { request as httpRequest } from "node:http";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { type FakeUpstream, providerBaseUrls, startFakeUpstream } from "../fakes/fake-upstream.js";
+import { type RawAnswer, sendRawHeaders } from "../support/raw-request.js";
 import {
   adminToken,
   createTestProject,
@@ -17,12 +17,6 @@ import {
  * row, is counted by the failed-authentication throttle (as a wrong credential is), and never
  * reaches the provider.
  */
-interface Answer {
-  status: number;
-  headers: Record<string, string | string[] | undefined>;
-  body: string;
-}
-
 let addresses = 0;
 /** A client address of its own (the gateway trusts 127.0.0.1's x-forwarded-for). */
 const freshAddress = () => `198.51.100.${++addresses}`;
@@ -37,24 +31,9 @@ function send(
   headers: Record<string, string | string[]>,
   body: string,
   method = "POST",
-): Promise<Answer> {
+): Promise<RawAnswer> {
   if (headers["x-forwarded-for"] === undefined) headers = { ...headers, "x-forwarded-for": freshAddress() };
-  return new Promise((resolve, reject) => {
-    const outgoing = httpRequest(url, { method, agent: false }, (incoming) => {
-      const chunks: Buffer[] = [];
-      incoming.on("data", (chunk: Buffer) => chunks.push(chunk));
-      incoming.on("end", () =>
-        resolve({
-          status: incoming.statusCode ?? 0,
-          headers: incoming.headers,
-          body: Buffer.concat(chunks).toString(),
-        }),
-      );
-    });
-    outgoing.on("error", reject);
-    for (const [name, value] of Object.entries(headers)) outgoing.setHeader(name, value);
-    outgoing.end(body);
-  });
+  return sendRawHeaders(url, headers, body, method);
 }
 
 describe("a credential header sent more than once", () => {
@@ -89,10 +68,10 @@ describe("a credential header sent more than once", () => {
   const generate = JSON.stringify({ contents: [{ role: "user", parts: [{ text: "hi" }] }] });
 
   const json = { "content-type": "application/json" };
-  const rowOf = (answer: Answer) => usageRowById(sluice.gateway, String(answer.headers["x-request-id"]));
+  const rowOf = (answer: RawAnswer) => usageRowById(sluice.gateway, String(answer.headers["x-request-id"]));
 
   /** The 400 envelope naming `header`, with none of `values` anywhere in the answer or the logs. */
-  async function expectRefused(answer: Answer, header: string, values: string[]) {
+  async function expectRefused(answer: RawAnswer, header: string, values: string[]) {
     expect(answer.status).toBe(400);
     const body = JSON.parse(answer.body) as { error: Record<string, unknown> };
     expect(body).toEqual({

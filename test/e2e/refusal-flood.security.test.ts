@@ -1,7 +1,7 @@
-import { request as httpRequest } from "node:http";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import type { Config } from "../../src/config.js";
 import { type FakeUpstream, providerBaseUrls, startFakeUpstream } from "../fakes/fake-upstream.js";
+import { type RawAnswer, sendRawHeaders } from "../support/raw-request.js";
 import { redisAvailable, redisTestSpace, redisUrl } from "../support/services.js";
 import { createTestProject, startTestGateway, type TestGateway } from "../support/test-gateway.js";
 
@@ -12,31 +12,9 @@ import { createTestProject, startTestGateway, type TestGateway } from "../suppor
  * the throttle's 429 with none, as unknown project ids do. A proxied call the project's allow-list
  * leaves out counts against the client's own limits (client IP, device), not the project's.
  */
-interface Answer {
-  status: number;
-  headers: Record<string, string | string[] | undefined>;
-  body: string;
-}
-
 /** Sends `headers` as given: a list value goes out as that many header lines. */
-function send(url: string, headers: Record<string, string | string[]>, body: string): Promise<Answer> {
-  return new Promise((resolve, reject) => {
-    const outgoing = httpRequest(url, { method: "POST", agent: false }, (incoming) => {
-      const chunks: Buffer[] = [];
-      incoming.on("data", (chunk: Buffer) => chunks.push(chunk));
-      incoming.on("end", () =>
-        resolve({
-          status: incoming.statusCode ?? 0,
-          headers: incoming.headers,
-          body: Buffer.concat(chunks).toString(),
-        }),
-      );
-    });
-    outgoing.on("error", reject);
-    for (const [name, value] of Object.entries(headers)) outgoing.setHeader(name, value);
-    outgoing.end(body);
-  });
-}
+const send = (url: string, headers: Record<string, string | string[]>, body: string) =>
+  sendRawHeaders(url, headers, body);
 
 const limit = 3;
 const flood = 12;
@@ -92,7 +70,7 @@ for (const store of stores) {
     }
 
     /** `flood` requests one after the other: their statuses. */
-    async function statusesOf(next: (index: number) => Promise<Answer>): Promise<number[]> {
+    async function statusesOf(next: (index: number) => Promise<RawAnswer>): Promise<number[]> {
       const statuses: number[] = [];
       for (let index = 0; index < flood; index++) statuses.push((await next(index)).status);
       return statuses;

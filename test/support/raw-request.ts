@@ -1,0 +1,35 @@
+import { request as httpRequest } from "node:http";
+
+export interface RawAnswer {
+  status: number;
+  headers: Record<string, string | string[] | undefined>;
+  body: string;
+}
+
+/**
+ * Sends `headers` as given, on a connection of its own: a list value goes out as that many header
+ * lines (fetch and undici would join them into one), so a test can repeat a header.
+ */
+export function sendRawHeaders(
+  url: string,
+  headers: Record<string, string | string[]>,
+  body: string,
+  method = "POST",
+): Promise<RawAnswer> {
+  return new Promise((resolve, reject) => {
+    const outgoing = httpRequest(url, { method, agent: false }, (incoming) => {
+      const chunks: Buffer[] = [];
+      incoming.on("data", (chunk: Buffer) => chunks.push(chunk));
+      incoming.on("end", () =>
+        resolve({
+          status: incoming.statusCode ?? 0,
+          headers: incoming.headers,
+          body: Buffer.concat(chunks).toString(),
+        }),
+      );
+    });
+    outgoing.on("error", reject);
+    for (const [name, value] of Object.entries(headers)) outgoing.setHeader(name, value);
+    outgoing.end(body);
+  });
+}
