@@ -1,17 +1,11 @@
 import { closeSync, mkdirSync, openSync, statSync } from "node:fs";
 import { join } from "node:path";
 import BetterSqlite3 from "better-sqlite3";
-import {
-  Kysely,
-  PostgresDialect,
-  type PostgresPool,
-  type PostgresPoolClient,
-  SqliteDialect,
-  sql,
-} from "kysely";
+import type { PostgresPool, PostgresPoolClient } from "kysely";
 import type { Pool as PgPool, PoolConfig as PgPoolConfig } from "pg";
 import type { Config } from "../config.js";
 import { dataDirError, inDataDir } from "./data-dir-error.js";
+import { Kysely, PostgresDialect, SqliteDialect, sql } from "./kysely.js";
 import { type MigrationOutcome, migrateToLatest, pingDatabase } from "./migrations.js";
 import { migrateWithinStartTimeout } from "./postgres-start.js";
 import type { Database } from "./schema.js";

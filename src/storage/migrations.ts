@@ -1,5 +1,6 @@
-import { type Kysely, type Migration, Migrator, sql } from "kysely";
+import type { Migration } from "kysely";
 import type { Engine } from "./database.js";
+import { type Kysely, Migrator, sql } from "./kysely.js";
 
 /**
  * Migrations in code, applied at start by `migrateToLatest`. Types are the portable subset:

@@ -1,5 +1,6 @@
-import { Kysely, PostgresDialect, type PostgresPool, type PostgresPoolClient } from "kysely";
+import type { PostgresPool, PostgresPoolClient } from "kysely";
 import type { Client as PgClient } from "pg";
+import { Kysely, PostgresDialect } from "./kysely.js";
 import { type MigrationOutcome, migrateToLatest } from "./migrations.js";
 
 /**

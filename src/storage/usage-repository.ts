@@ -1,7 +1,7 @@
 import type BetterSqlite3 from "better-sqlite3";
-import { type Kysely, sql } from "kysely";
 import { GatewayError } from "../errors.js";
 import { type RunReport, sqliteBusyTimeoutMs } from "./database.js";
+import { type Kysely, sql } from "./kysely.js";
 import type { Database, UsageRecordsTable } from "./schema.js";
 
 export type UsageRecord = UsageRecordsTable;

@@ -1,5 +1,6 @@
+import { createRequire } from "node:module";
 import { setFlagsFromString } from "node:v8";
-import { Ajv, type Options, type ValidateFunction } from "ajv";
+import type { Ajv, Options, ValidateFunction } from "ajv";
 import { eachSchema } from "./schema-walk.js";
 
 /**
@@ -45,11 +46,26 @@ export const validatorCacheLimit = 2000;
 
 /** One Ajv instance and how many schemas it has compiled (refused ones included). */
 type Generation = { ajv: Ajv; compiles: number };
-const newGeneration = (): Generation => ({
-  ajv: new Ajv({ allErrors: true, strict: false, validateFormats: false, code: { regExp: linearRegExp } }),
-  compiles: 0,
-});
-let current = newGeneration();
+/**
+ * Ajv is loaded with the first schema compiled, not at start: loading it took ~70 ms of CPU here, of a
+ * start of the embedded default that answers /health (and every proxied call) without it
+ * (docs/decisions/0005). Ajv is CommonJS, so `require` loads it synchronously, as the one instance
+ * a static import would give.
+ */
+let AjvClass: typeof Ajv | undefined;
+const newGeneration = (): Generation => {
+  AjvClass ??= (createRequire(import.meta.url)("ajv") as typeof import("ajv")).Ajv;
+  return {
+    ajv: new AjvClass({
+      allErrors: true,
+      strict: false,
+      validateFormats: false,
+      code: { regExp: linearRegExp },
+    }),
+    compiles: 0,
+  };
+};
+let current: Generation | null = null;
 let previous: Generation | null = null;
 /** By the schema's JSON, least recently used first (a hit moves its entry to the end). */
 const compiled = new Map<string, { validate: ValidateFunction; generation: Generation }>();
@@ -68,6 +84,7 @@ export function validatorFor(schema: Record<string, unknown>): ValidateFunction 
     compiled.set(key, hit);
     return hit.validate;
   }
+  current ??= newGeneration();
   if (current.compiles >= validatorCacheLimit) {
     for (const [cachedKey, entry] of compiled) if (entry.generation === previous) compiled.delete(cachedKey);
     previous = current;
