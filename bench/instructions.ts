@@ -107,8 +107,13 @@ async function measure(counted: Counted, load: LoadCase, connections: number): P
     { requests: measuredRequests },
     slowTimeoutSeconds,
   );
-  if (result.errors > 0 || result.non2xx > 0)
-    throw new Error(`${target.name}: ${result.errors} errors, ${result.non2xx} non-2xx`);
+  // One answer in a thousand that is not 2xx changes the count by less than the windows differ
+  // (under valgrind a request may outlast a timeout the gateway keeps); more fails the run.
+  if (result.errors + result.non2xx > 0) {
+    const message = `${target.name}: ${result.errors} errors, answers by status ${JSON.stringify(result.statuses)}`;
+    if (result.errors + result.non2xx > measuredRequests / 1000) throw new Error(message);
+    console.warn(`warning: ${message}`);
+  }
   control(counted, "--dump");
   // The dump is written by the target asynchronously to callgrind_control's return.
   for (let attempt = 0; ; attempt++) {

@@ -15,6 +15,8 @@ export interface LoadResult {
   rps: number;
   p50: number;
   p99: number;
+  /** Answers by status code. */
+  statuses: Record<string, number>;
 }
 
 /** One bounded autocannon run against `url`: for a number of seconds, or a number of requests. */
@@ -41,6 +43,9 @@ export async function runLoad(
     rps: result.requests.average,
     p50: result.latency.p50,
     p99: result.latency.p99,
+    statuses: Object.fromEntries(
+      Object.entries(result.statusCodeStats ?? {}).map(([code, stats]) => [code, stats.count ?? 0]),
+    ),
   };
 }
 
