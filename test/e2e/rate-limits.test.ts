@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type FakeUpstream, startFakeUpstream } from "../fakes/fake-upstream.js";
 import { proxiedChat } from "../support/proxied-chat.js";
-import { redisAvailable, redisUrl } from "../support/services.js";
+import { redisAvailable, redisTestSpace, redisUrl } from "../support/services.js";
 import {
   createTestProject,
   startTestGateway,
@@ -55,9 +55,17 @@ describe("the client-IP limit, on the embedded default", () => {
   });
 });
 
+// Redis keys of a space of their own (SLUICE_REDIS_KEY_PREFIX), removed afterwards.
+const space = redisTestSpace("rate-limits");
+afterAll(() => space.cleanup());
+
 for (const store of [
   { name: "in memory", available: true, redis: {} },
-  { name: "on Redis", available: redisAvailable, redis: { redisUrl } },
+  {
+    name: "on Redis",
+    available: redisAvailable,
+    redis: { redisUrl, redisKeyPrefix: `${space.nextPrefix()}:` },
+  },
 ]) {
   describe.skipIf(!store.available)(`the client-IP limit behind a trusted proxy, ${store.name}`, () => {
     let fake: FakeUpstream;
