@@ -285,16 +285,7 @@ export function createAuthenticator(deps: AuthenticatorDeps) {
     // Each attempt that may fail holds a throttle slot until its failure is counted (see
     // AuthThrottle.begin): the lookup of an id not known to be a project, on the address; the
     // methods, on the address and project. A remembered success needs none.
-    const found = await throttledProject(
-      projectId,
-      clientIp,
-      wait,
-      () =>
-        new GatewayError(
-          "PROJECT_NOT_FOUND",
-          `Project ${JSON.stringify(projectId.slice(0, 64))} does not exist`,
-        ),
-    );
+    const found = await throttledProject(projectId, clientIp, wait);
     if ("answer" in found) return found.answer;
     const { project } = found;
     let release: (() => void) | undefined;
@@ -350,7 +341,7 @@ export function createAuthenticator(deps: AuthenticatorDeps) {
     clientIp: string,
     wait: ReloadWait,
   ): Promise<AuthResult> {
-    const found = await throttledProject(projectId, clientIp, wait, () => refusal);
+    const found = await throttledProject(projectId, clientIp, wait, refusal);
     if ("answer" in found) return found.answer;
     const slot = deps.throttle.begin(clientIp, projectId);
     if (typeof slot === "number") return tooManyAttempts(slot);
@@ -365,13 +356,14 @@ export function createAuthenticator(deps: AuthenticatorDeps) {
   /**
    * The project `projectId` names, looked up as an attempt that may fail (see AuthThrottle.begin):
    * an id not known to be a project holds a slot on the address until the lookup ended; one that
-   * names no project is counted there as a failure and answered with `missing()`.
+   * names no project is counted there as a failure and answered with `refusal`, by default
+   * PROJECT_NOT_FOUND.
    */
   async function throttledProject(
     projectId: string,
     clientIp: string,
     wait: ReloadWait,
-    missing: () => GatewayError,
+    refusal?: GatewayError,
   ): Promise<{ project: Project } | { answer: AuthResult }> {
     let release: (() => void) | undefined;
     try {
@@ -383,7 +375,13 @@ export function createAuthenticator(deps: AuthenticatorDeps) {
       const project = await directory.project(projectId, wait);
       if (project) return { project };
       await deps.throttle.recordFailure(clientIp, projectId, false);
-      return { answer: failure(missing(), null) };
+      const missing =
+        refusal ??
+        new GatewayError(
+          "PROJECT_NOT_FOUND",
+          `Project ${JSON.stringify(projectId.slice(0, 64))} does not exist`,
+        );
+      return { answer: failure(missing, null) };
     } finally {
       release?.();
     }
