@@ -111,26 +111,30 @@ export function modelEntryBody(provider: ProviderId, id: string): Buffer | null 
   return model ? Buffer.from(JSON.stringify(entry(provider, model))) : null;
 }
 
-const entryTexts = new Map<ProviderId, readonly string[]>();
-
-/** Each catalogue model's entry as JSON, in the list's order, rendered once per provider. */
-export function modelEntryTexts(provider: ProviderId): readonly string[] {
-  let texts = entryTexts.get(provider);
-  if (!texts) {
-    texts = modelsFor(provider).map((model) => JSON.stringify(entry(provider, model)));
-    entryTexts.set(provider, texts);
-  }
-  return texts;
+interface ListedModels {
+  ids: readonly string[];
+  /** Each model's entry as JSON. */
+  texts: readonly string[];
 }
 
-const ids = new Map<ProviderId, readonly string[]>();
+const listed = new Map<ProviderId, ListedModels>();
+
+/** The catalogue's models of `provider`, in the list's order, read once per provider. */
+function listedModels(provider: ProviderId): ListedModels {
+  let models = listed.get(provider);
+  if (!models) {
+    const catalogue = modelsFor(provider);
+    models = {
+      ids: catalogue.map((model) => model.id),
+      texts: catalogue.map((model) => JSON.stringify(entry(provider, model))),
+    };
+    listed.set(provider, models);
+  }
+  return models;
+}
+
+/** Each catalogue model's entry as JSON, in the list's order. */
+export const modelEntryTexts = (provider: ProviderId): readonly string[] => listedModels(provider).texts;
 
 /** The catalogue's model ids of `provider`, in the list's order. */
-export function modelIds(provider: ProviderId): readonly string[] {
-  let list = ids.get(provider);
-  if (!list) {
-    list = modelsFor(provider).map((model) => model.id);
-    ids.set(provider, list);
-  }
-  return list;
-}
+export const modelIds = (provider: ProviderId): readonly string[] => listedModels(provider).ids;
