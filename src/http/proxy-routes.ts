@@ -8,7 +8,7 @@ import { forward, type UpstreamPools } from "../proxy/forward.js";
 import type { GeneratedImages } from "../proxy/generated-images.js";
 import { RequestFacts } from "../proxy/request-facts.js";
 import { withStreamUsage, withStreamUsageDecoded } from "../proxy/stream-usage-option.js";
-import type { TokenUsage } from "../usage/token-usage.js";
+import { reportsNoTokens, type TokenUsage } from "../usage/token-usage.js";
 import type { Admit } from "./admission.js";
 import { readBody, requireJsonContentType } from "./read-body.js";
 import type { Router } from "./router.js";
@@ -84,13 +84,18 @@ export function registerProxyRoutes(router: Router, deps: ProxyRouteDeps): void 
           if (result.timeToFirstByteMs !== null)
             deps.metrics.observeTimeToFirstByte(adapter.id, result.timeToFirstByteMs / 1000);
           const run = result.backgroundRun;
+          const method = request.method ?? "GET";
           call.finish({
             status: result.status,
             outcome: result.outcome,
             provider: adapter.id,
             model: result.model,
             usage: result.usage,
-            costUsd: deps.costOf(adapter.id, result.model, result.usage, result.images),
+            // A call the provider bills nothing for that reported no tokens is free, not unpriced.
+            costUsd:
+              reportsNoTokens(result.usage) && adapter.freeCall(method, path)
+                ? 0
+                : deps.costOf(adapter.id, result.model, result.usage, result.images),
             streamed: result.streamed,
             timeToFirstByteMs: result.timeToFirstByteMs,
             errorCode: result.errorCode,

@@ -163,6 +163,70 @@ describe("provider adapters", () => {
     expect(adapters["provider-b"].interactionsCall).toBeUndefined();
   });
 
+  it("names the calls each provider bills nothing for, and only those", () => {
+    const free = (provider: keyof typeof adapters, method: string, path: string) =>
+      adapters[provider].freeCall(method, path);
+    for (const method of ["GET", "HEAD", "OPTIONS", "DELETE"]) {
+      expect(free("provider-a", method, "responses/resp_1"), method).toBe(true);
+      expect(free("provider-a", method, "files/file-1"), method).toBe(true);
+    }
+    for (const path of [
+      "moderations",
+      "responses/input_tokens",
+      "files",
+      "uploads",
+      "uploads/upload_1/parts",
+      "uploads/upload_1/complete",
+      "batches",
+      "batches/batch_1/cancel",
+      "responses/resp_1/cancel",
+      "chat/completions/chatcmpl_1",
+      "conversations",
+      "conversations/conv_1/items",
+      "realtime/client_secrets",
+    ])
+      expect(free("provider-a", "POST", path), path).toBe(true);
+    for (const path of [
+      "chat/completions",
+      "responses",
+      "responses/compact",
+      "embeddings",
+      "images/generations",
+      "audio/speech",
+      "vector_stores",
+      "fine_tuning/jobs",
+      "moderations/x",
+      "batchesx",
+      "chat/completions/chatcmpl_1/messages",
+    ])
+      expect(free("provider-a", "POST", path), path).toBe(false);
+    expect(free("provider-a", "PUT", "files/file-1")).toBe(false);
+    for (const path of [
+      "v1/messages/count_tokens",
+      "messages/count_tokens",
+      "v1/messages/batches/b_1/cancel",
+    ])
+      expect(free("provider-b", "POST", path), path).toBe(true);
+    for (const path of ["v1/messages", "v1/messages/batches", "v1/complete", "v1/x/messages/count_tokens"])
+      expect(free("provider-b", "POST", path), path).toBe(false);
+    for (const path of [
+      "v1beta/models/gemini-2.5-flash:countTokens",
+      "v1/models/gemini-2.5-flash%3AcountTokens",
+      "v1beta/tunedModels/mine:countTokens",
+      "v1beta/batches/b_1:cancel",
+      "v1beta/interactions/v1_abc/cancel",
+    ])
+      expect(free("provider-c", "POST", path), path).toBe(true);
+    for (const path of [
+      "v1beta/models/gemini-2.5-flash:generateContent",
+      "v1beta/models/gemini-embedding-001:batchEmbedContents",
+      "v1beta/cachedContents",
+      "v1beta/models/gemini-2.5-flash:batchGenerateContent",
+      "v1beta/interactions",
+    ])
+      expect(free("provider-c", "POST", path), path).toBe(false);
+  });
+
   it("reads an interaction's model (else its agent) from the body's top-level members, as the provider does", () => {
     const model = (body: string) =>
       adapters["provider-c"].requestModel("v1beta/interactions", Buffer.from(body));

@@ -50,7 +50,34 @@ export interface ProviderAdapter {
   answersStored?(path: string): boolean;
   /** Whether the call generates images, priced per image from its answer (A and C). */
   imageCall?(method: string, path: string): ImageCall | null;
+  /**
+   * Whether the provider bills nothing for the call itself (`path` as the client sent it, its
+   * version segment included): reading, listing and deleting objects, counting tokens, moderation,
+   * uploads, creating or cancelling a batch (whose tokens are billed when it runs). Such a call that
+   * reports no tokens costs 0, not an unknown cost. A call that can be billed later for what it
+   * stores or starts (a cache, a vector store, a fine-tuning job) is not listed: its cost is unknown.
+   */
+  freeCall(method: string, path: string): boolean;
 }
+
+/**
+ * Provider A's POSTs billed nothing themselves: a moderation, an input token count, a file or upload
+ * (and its parts), a batch created or cancelled (its run is billed, and recorded, when it is polled),
+ * a background response cancelled (its run's tokens have a row of their own), a stored chat
+ * completion's metadata updated, a conversation or its items, a Realtime client secret or session.
+ */
+const freePostA =
+  /^(?:moderations|responses\/input_tokens|files|uploads(?:\/[^/]+\/(?:parts|complete|cancel))?|batches(?:\/[^/]+\/cancel)?|responses\/[^/]+\/cancel|chat\/completions\/[^/]+|conversations(?:\/[^/]+(?:\/items)?)?|realtime\/(?:client_secrets|sessions|transcription_sessions))$/;
+/** Provider A's methods that only read, list or delete what is stored. */
+const readingMethods = new Set(["GET", "HEAD", "OPTIONS", "DELETE"]);
+/** Provider B's free POSTs (after the version): counting a message's tokens, cancelling a batch. */
+const freePostB = /^messages\/(?:count_tokens|batches\/[^/]+\/cancel)$/;
+/**
+ * Provider C's free POSTs (after the version): counting tokens, cancelling a batch (the colon may be
+ * percent-encoded) or a background interaction.
+ */
+const freePostC =
+  /^(?:(?:models|tunedModels)\/[^/]+(?::|%3a)countTokens|batches\/[^/]+(?::|%3a)cancel|interactions\/[^/]+\/cancel)$/i;
 
 /**
  * A provider A Responses API call: `post` (creating a response, or cancelling one) is metered as
@@ -279,6 +306,7 @@ export function createProviderAdapters(options: ProviderAdapterOptions): Record<
       answersStored: (path) => storedObjectPost.test(path),
       imageCall: (method, path) =>
         method === "POST" && path === "images/generations" ? openAiImageGeneration : null,
+      freeCall: (method, path) => readingMethods.has(method) || (method === "POST" && freePostA.test(path)),
     },
     "provider-b": {
       id: "provider-b",
@@ -298,6 +326,7 @@ export function createProviderAdapters(options: ProviderAdapterOptions): Record<
         headers["anthropic-version"] = options.providerBVersion;
       },
       requestModel: (_path, body, contentType) => bodyModel(body, contentType),
+      freeCall: (_method, path) => freePostB.test(apiPath("provider-b", path)),
     },
     "provider-c": {
       id: "provider-c",
@@ -339,6 +368,7 @@ export function createProviderAdapters(options: ProviderAdapterOptions): Record<
       // tokens Sluice does not see (its polls are GETs, refused on this proxy).
       answersStored: (path) => cancelInteraction.test(path),
       imageCall: (_method, path) => (predictMethod.test(path) ? imagenPrediction : null),
+      freeCall: (_method, path) => freePostC.test(apiPath("provider-c", path)),
     },
   };
 }

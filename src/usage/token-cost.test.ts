@@ -2,7 +2,7 @@ import { describe, expect, it } from "vitest";
 import { usageFromProviderB } from "../providers/usage-from-json.js";
 import { defaultModel, findModel, modelsFor } from "./model-catalogue.js";
 import { costOfTokens } from "./token-cost.js";
-import type { TokenUsage } from "./token-usage.js";
+import { emptyUsage, reportsNoTokens, type TokenUsage } from "./token-usage.js";
 
 const usage = (
   inputTokens: number | null,
@@ -405,5 +405,16 @@ describe("token cost", () => {
 
   it("is exactly 0 only when the provider reported zero tokens", () => {
     expect(costOfTokens("provider-a", "gpt-4o", usage(0, 0))).toBe(0);
+  });
+});
+
+describe("reportsNoTokens", () => {
+  it("is true only when no count and nothing billed beside the tokens was reported", () => {
+    expect(reportsNoTokens(emptyUsage())).toBe(true);
+    expect(reportsNoTokens({ ...emptyUsage(), inputTokens: 0 })).toBe(false);
+    expect(reportsNoTokens({ ...emptyUsage(), outputTokens: 3 })).toBe(false);
+    expect(reportsNoTokens({ ...emptyUsage(), cachedInputTokens: 1 })).toBe(false);
+    expect(reportsNoTokens({ ...emptyUsage(), webSearches: 2 })).toBe(false);
+    expect(reportsNoTokens({ ...emptyUsage(), samplings: [] })).toBe(false);
   });
 });

@@ -87,3 +87,10 @@ export const tokenCount = (value: unknown): number | null =>
 export function sumOrUnknown(a: number | null, b: number | null): number | null {
   return a === null || b === null ? null : a + b;
 }
+
+/** Whether a call reported no tokens at all: no count, nothing billed beside them. */
+export function reportsNoTokens(usage: TokenUsage): boolean {
+  if (usage.inputTokens !== null || usage.outputTokens !== null) return false;
+  for (const value of Object.values(usage)) if (value !== null && value !== undefined) return false;
+  return true;
+}

@@ -103,7 +103,8 @@ describe("provider A background responses, driven by the official SDK", () => {
         outcome: "ok",
         input_tokens: null,
         output_tokens: null,
-        cost_usd: null,
+        // The POST's cost is the run's, on the run's row; a poll is a read, free.
+        cost_usd: requestId === requestIdOf(posted) ? null : 0,
       });
     }
     const [run, ...others] = withTokens(rows);

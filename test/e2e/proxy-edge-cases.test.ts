@@ -128,7 +128,7 @@ describe("proxy edge cases", () => {
     );
   }, 30_000);
 
-  it("counts tokens only for a POST: reading a stored response again (GET, a poll) records none", async () => {
+  it("counts tokens only for a POST: reading a stored response again (GET, a poll) records none and is free", async () => {
     const stored = {
       id: "resp_1",
       object: "response",
@@ -142,7 +142,7 @@ describe("proxy edge cases", () => {
       status: 200,
       input_tokens: null,
       output_tokens: null,
-      cost_usd: null,
+      cost_usd: 0,
     });
     const created = await callA("responses", { body: '{"model":"gpt-4o-mini","input":"hi"}' });
     expect(await usageRowOf(sluice.gateway, created)).toMatchObject({ input_tokens: 9, output_tokens: 4 });

@@ -221,7 +221,8 @@ describe("the Gemini Interactions API through provider C's proxy", () => {
     const calls = fake.requests.length;
     await expect(google.interactions.get(data.id)).rejects.toMatchObject({ status: 405 });
     expect(fake.requests).toHaveLength(calls);
-    // A cancel answers with the interaction it stopped, usage included: those tokens are not counted.
+    // A cancel answers with the interaction it stopped, usage included: those tokens are not counted,
+    // and the cancel itself is free (the run's unknown cost stays on the creation's row).
     const cancelled = await google.interactions.cancel(data.id).withResponse();
     expect(cancelled.data.status).toBe("cancelled");
     expect(cancelled.data.usage?.total_input_tokens).toBe(11);
@@ -230,7 +231,7 @@ describe("the Gemini Interactions API through provider C's proxy", () => {
       status: 200,
       input_tokens: null,
       output_tokens: null,
-      cost_usd: null,
+      cost_usd: 0,
     });
   });
 

@@ -79,6 +79,8 @@ describe("metering of the SDKs' other token-consuming calls", () => {
     reasoning_tokens: null,
     cost_usd: null,
   };
+  /** A call the provider bills nothing for that reports no tokens: free, not of unknown cost. */
+  const free = { ...noTokens, cost_usd: 0 };
   const audioFile = () => toFile(Buffer.from("RIFF\u0024\u0000\u0000\u0000WAVEfmt fake"), "hello.wav");
 
   describe("provider A", () => {
@@ -347,8 +349,9 @@ describe("metering of the SDKs' other token-consuming calls", () => {
       const added = (await usageRows()).filter((row) => !before.has(row.request_id));
       const runs = added.filter((row) => row.request_id.startsWith("bg_"));
       expect(added).toHaveLength(4);
+      // A poll's own row: a read, free (the run's tokens are on its row).
       for (const poll of added.filter((row) => !row.request_id.startsWith("bg_")))
-        expect(poll).toMatchObject({ status: 200, ...noTokens });
+        expect(poll).toMatchObject({ status: 200, ...free });
       expect(runs).toHaveLength(1);
       expect(runs[0]).toMatchObject({
         status: 200,
@@ -362,7 +365,7 @@ describe("metering of the SDKs' other token-consuming calls", () => {
       });
     });
 
-    it("counts nothing for calls whose answer reports no tokens: moderations, responses.inputTokens, conversations.create, realtime.clientSecrets, batches.create", async () => {
+    it("records calls the provider bills nothing for as free: moderations, responses.inputTokens, conversations.create, realtime.clientSecrets, batches.create", async () => {
       const calls: Array<[string, () => Promise<unknown>, unknown]> = [
         ["moderations", () => openai.moderations.create({ input: "Hi" }), undefined],
         [
@@ -409,7 +412,7 @@ describe("metering of the SDKs' other token-consuming calls", () => {
         if (answer !== undefined) fake.enqueueResponse({ status: 200, body: answer });
         const row = await rowOf(call);
         expect(fake.last(), path).toMatchObject({ method: "POST", path: `/a/v1/${path}` });
-        expect(row, path).toMatchObject({ status: 200, outcome: "ok", ...noTokens });
+        expect(row, path).toMatchObject({ status: 200, outcome: "ok", ...free });
       }
     });
   });
@@ -514,7 +517,7 @@ describe("metering of the SDKs' other token-consuming calls", () => {
       });
     });
 
-    it("counts nothing for messages.countTokens nor for a batch's creation; a batch's retrieval (GET) is 405", async () => {
+    it("records messages.countTokens as free and a batch's creation with no tokens and an unknown cost (its run is not seen); a batch's retrieval (GET) is 405", async () => {
       const counted = await rowOf(async () => {
         const count = await anthropic.messages.countTokens({
           model: "claude-sonnet-4-5",
@@ -523,7 +526,7 @@ describe("metering of the SDKs' other token-consuming calls", () => {
         expect(count.input_tokens).toBe(11);
       });
       expect(fake.last()).toMatchObject({ method: "POST", path: "/b/v1/messages/count_tokens" });
-      expect(counted).toMatchObject({ status: 200, model: "claude-sonnet-4-5", ...noTokens });
+      expect(counted).toMatchObject({ status: 200, model: "claude-sonnet-4-5", ...free });
       fake.enqueueResponse({
         status: 200,
         body: {
@@ -621,7 +624,7 @@ describe("metering of the SDKs' other token-consuming calls", () => {
       }
     });
 
-    it("counts nothing for countTokens nor for embeddings (batchEmbedContents), whose answers report no usage", async () => {
+    it("records countTokens as free, and embeddings (batchEmbedContents), whose answers report no usage, with an unknown cost", async () => {
       const counted = await rowOf(async () => {
         const count = await google.models.countTokens({ model: "gemini-2.5-flash", contents: "Hi" });
         expect(count.totalTokens).toBe(11);
@@ -630,7 +633,7 @@ describe("metering of the SDKs' other token-consuming calls", () => {
         method: "POST",
         path: "/c/v1beta/models/gemini-2.5-flash:countTokens",
       });
-      expect(counted).toMatchObject({ status: 200, model: "gemini-2.5-flash", ...noTokens });
+      expect(counted).toMatchObject({ status: 200, model: "gemini-2.5-flash", ...free });
       const embedded = await rowOf(() =>
         google.models.embedContent({ model: "gemini-embedding-001", contents: ["Hi", "there"] }),
       );

@@ -151,7 +151,7 @@ describe("proxies driven by the official SDKs", () => {
       });
     });
 
-    it("counts no tokens for a POST that answers with a stored object: a completion's update, a batch's cancel", async () => {
+    it("counts no tokens for a POST that answers with a stored object, and records it as free: a completion's update, a batch's cancel", async () => {
       const created = await openai.chat.completions
         .create({ model: "gpt-4o-mini", messages: [{ role: "user", content: "Hi" }], store: true })
         .withResponse();
@@ -175,7 +175,7 @@ describe("proxies driven by the official SDKs", () => {
           outcome: "ok",
           input_tokens: null,
           output_tokens: null,
-          cost_usd: null,
+          cost_usd: 0,
         });
     });
 
