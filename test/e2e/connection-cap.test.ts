@@ -156,12 +156,17 @@ describe("the connection cap per client address (SLUICE_MAX_CONNECTIONS_PER_IP)"
     expect((await ask(again)).status).toBe(200);
   });
 
-  it("refuses a client that does not wait to send its request (node:http) with a 429 it can read", async () => {
+  it("refuses the HTTP clients of node:http and fetch with a 429 they can read", async () => {
     for (let index = 0; index < cap; index++) expect((await ask(await hold())).status).toBe(200);
     const answer = await sendRawHeaders(`http://127.0.0.1:${port}/health`, {}, "", "GET");
     expect(answer.status).toBe(429);
     expect(answer.headers.connection).toBe("close");
     expect(JSON.parse(answer.body).error.code).toBe("TOO_MANY_REQUESTS");
+    // fetch (undici) too, on a connection of its own.
+    const fetched = await fetch(`http://127.0.0.1:${port}/health`);
+    expect(fetched.status).toBe(429);
+    expect(fetched.headers.get("retry-after")).toBe("1");
+    expect(((await fetched.json()) as { error: { code: string } }).error.code).toBe("TOO_MANY_REQUESTS");
   });
 
   it("counts a refused connection in sluice_connections_refused_total and warns once per address per minute", async () => {
