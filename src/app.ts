@@ -1,7 +1,9 @@
 import { type IncomingMessage, maxHeaderSize, type ServerResponse } from "node:http";
+import type { Socket } from "node:net";
 import type { Duplex } from "node:stream";
 import { GatewayError } from "./errors.js";
 import { type AdminRouteDeps, registerAdminRoutes } from "./http/admin-routes.js";
+import type { ConnectionCap } from "./http/connection-cap.js";
 import type { CorsPolicy } from "./http/cors.js";
 import { type PublicRouteDeps, registerPublicRoutes } from "./http/public-routes.js";
 import { type Handler, type RequestContext, Router } from "./http/router.js";
@@ -21,9 +23,17 @@ export interface AppDeps {
   registerApiRoutes?: (router: Router) => void;
   /** Cross-origin access for browser apps (`SLUICE_CORS_ORIGINS`); null: no CORS headers at all. */
   cors?: CorsPolicy | null;
+  /** The per-address connection cap (`SLUICE_MAX_CONNECTIONS_PER_IP`); absent: every connection is served. */
+  connectionCap?: ConnectionCap;
 }
 
 export interface App {
+  /**
+   * The server's `connection`, before Node's HTTP (or TLS) handling sees the socket: false when the
+   * connection was refused (its address is over `SLUICE_MAX_CONNECTIONS_PER_IP`) and must not be
+   * served; see `ConnectionCap.admit`.
+   */
+  admitConnection(socket: Socket, encrypted: boolean): boolean;
   handle(request: IncomingMessage, response: ServerResponse): void;
   /**
    * The server's `clientError`: a request Node could not parse, or not in time, gets the error
@@ -71,7 +81,11 @@ export function createApp(deps: AppDeps): App {
     }
   }
 
+  const connectionCap = deps.connectionCap;
   return {
+    admitConnection: connectionCap
+      ? (socket, encrypted) => connectionCap.admit(socket, encrypted)
+      : () => true,
     handle(request, response) {
       if (closing.has(request.socket)) {
         request.socket.destroy();

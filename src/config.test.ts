@@ -258,6 +258,16 @@ describe("loadConfig", () => {
     expect(problemsOf({ PORT: value })).toBe(`Invalid configuration:\n  PORT: ${reason}`);
   });
 
+  it("reads SLUICE_MAX_CONNECTIONS_PER_IP as a whole number, 256 by default and 0 for no cap", () => {
+    expect(loadConfig({}).maxConnectionsPerIp).toBe(256);
+    expect(loadConfig({ SLUICE_MAX_CONNECTIONS_PER_IP: "0" }).maxConnectionsPerIp).toBe(0);
+    expect(loadConfig({ SLUICE_MAX_CONNECTIONS_PER_IP: "3" }).maxConnectionsPerIp).toBe(3);
+    for (const wrong of ["-1", "1e3", "ten"])
+      expect(problemsOf({ SLUICE_MAX_CONNECTIONS_PER_IP: wrong })).toContain(
+        "SLUICE_MAX_CONNECTIONS_PER_IP: must be a whole number",
+      );
+  });
+
   it("names a whole number too large for an integer setting once", () => {
     expect(problemsOf({ SLUICE_DEVICE_TOKEN_TTL_SECONDS: "9999999999999999" })).toBe(
       `Invalid configuration:\n  SLUICE_DEVICE_TOKEN_TTL_SECONDS: must be at most ${Number.MAX_SAFE_INTEGER}`,

@@ -14,7 +14,8 @@ import { createSecretBox } from "./auth/secret-box.js";
 import { allowsTestMode, type Config } from "./config.js";
 import { closeGateway } from "./gateway-close.js";
 import { createAdmission } from "./http/admission.js";
-import { createClientIpResolver } from "./http/client-ip.js";
+import { createClientIpResolver, trustMatcher } from "./http/client-ip.js";
+import { type ConnectionCap, createConnectionCap } from "./http/connection-cap.js";
 import { createCorsPolicy } from "./http/cors.js";
 import { registerImageRoutes } from "./http/image-routes.js";
 import { registerProxyRoutes } from "./http/proxy-routes.js";
@@ -77,6 +78,8 @@ export interface Gateway {
    */
   close(deadline?: number): Promise<void>;
   flushUsage(): Promise<void>;
+  /** The connections the per-address cap counts (`SLUICE_MAX_CONNECTIONS_PER_IP`). */
+  connections: Pick<ConnectionCap, "addresses" | "openFrom">;
 }
 
 /** The one composition root: every dependency of the gateway is built here and nowhere else. */
@@ -268,11 +271,26 @@ export async function createGateway(config: Config, injected: Partial<Injectable
   const downChecks = createDownCheckFollowUp(checks, (name, ok) => metrics.setDegraded(name, !ok, "health"));
 
   const startedAt = Date.now();
+  const generateRequestId = injected.generateRequestId ?? (() => newRequestId());
+  const connectionCap = createConnectionCap({
+    maxPerAddress: config.maxConnectionsPerIp,
+    isTrusted: trustMatcher(config.trustProxy ?? []),
+    generateRequestId,
+    onRefused(address, warn) {
+      metrics.countConnectionRefused();
+      if (warn)
+        logger.warn(
+          { clientIp: address, limit: config.maxConnectionsPerIp },
+          "connection refused: the address holds SLUICE_MAX_CONNECTIONS_PER_IP connections already (logged once a minute per address; sluice_connections_refused_total counts them all)",
+        );
+    },
+  });
   const app = createApp({
     logger,
     metrics,
     cors: config.corsOrigins ? createCorsPolicy(config.corsOrigins) : null,
-    generateRequestId: injected.generateRequestId ?? (() => newRequestId()),
+    generateRequestId,
+    connectionCap,
     clientIp: createClientIpResolver(config.trustProxy ?? []) as (request: IncomingMessage) => string,
     publicRoutes: {
       version,
@@ -349,6 +367,7 @@ export async function createGateway(config: Config, injected: Partial<Injectable
     database,
     admin,
     flushUsage: () => recorder.flush(),
+    connections: connectionCap,
     close: (deadline = Date.now() + config.shutdownTimeoutMs) =>
       closeGateway(deadline, {
         unrecorded: admit.unrecorded,

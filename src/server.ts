@@ -6,6 +6,7 @@ import {
   type ServerResponse,
 } from "node:http";
 import { createServer as createHttpsServer } from "node:https";
+import type { Socket } from "node:net";
 import type { App } from "./app.js";
 import { loadConfig } from "./config.js";
 import { createGateway, type Gateway } from "./deps.js";
@@ -159,6 +160,7 @@ export function createGatewayServer(
     ? createHttpsServer({ ...http, ...options.tls })
     : createHttpServer(http);
   const connections = trackConnections(server, options.tls ? "secureConnection" : "connection");
+  capConnections(server, app, Boolean(options.tls));
   const handle = (request: IncomingMessage, response: ServerResponse) => {
     connections.closeIfDraining(response);
     app.handle(request, response);
@@ -172,4 +174,19 @@ export function createGatewayServer(
     handle(request, response);
   });
   return Object.assign(server, { drain: connections.drain });
+}
+
+/**
+ * Puts `app.admitConnection` (the per-address connection cap) in front of every `connection`
+ * listener the server has so far: Node's own (the HTTP parser's, or TLS's handshake), and the
+ * drain's tracking. A refused socket is never handed to them: no parser, no handshake, no timers,
+ * and no request of it reaches the app.
+ */
+function capConnections(server: Server, app: App, encrypted: boolean): void {
+  const listeners = server.listeners("connection") as ((socket: Socket) => void)[];
+  server.removeAllListeners("connection");
+  server.on("connection", (socket: Socket) => {
+    if (!app.admitConnection(socket, encrypted)) return;
+    for (const listener of listeners) listener.call(server, socket);
+  });
 }

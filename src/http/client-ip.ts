@@ -49,7 +49,7 @@ export function createClientIpResolver(
  * since a `BlockList` check costs about a microsecond. A malformed subnet stops the start-up
  * instead of trusting nothing in silence.
  */
-function trustMatcher(entries: readonly string[]): ((address: string) => boolean) | null {
+export function trustMatcher(entries: readonly string[]): ((address: string) => boolean) | null {
   const exact = new Set<string>();
   const subnets = new BlockList();
   let hasSubnets = false;

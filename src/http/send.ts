@@ -98,6 +98,13 @@ export function sendError(response: ServerResponse, error: unknown, requestId: s
  * ServerResponse (a request it could not parse, CONNECT); the connection closes once it is sent.
  */
 export function sendRawError(socket: Duplex, error: unknown, requestId: string): number {
+  const { status, answer } = rawErrorAnswer(error, requestId);
+  socket.end(answer, () => socket.destroy());
+  return status;
+}
+
+/** The error envelope as a whole HTTP/1.1 answer (head and body) that closes its connection. */
+export function rawErrorAnswer(error: unknown, requestId: string): { status: number; answer: string } {
   const { status, body, headers } = renderError(error, requestId);
   const payload = JSON.stringify(body);
   // Date, as Node writes on every other answer (RFC 9110 §6.6.1: a server with a clock sends it).
@@ -105,6 +112,5 @@ export function sendRawError(socket: Duplex, error: unknown, requestId: string):
   for (const name in headers) head += `${name}: ${headers[name]}\r\n`;
   head += `x-request-id: ${requestId}\r\ncontent-type: application/json; charset=utf-8\r\n`;
   head += `content-length: ${Buffer.byteLength(payload)}\r\nconnection: close\r\n\r\n`;
-  socket.end(head + payload, () => socket.destroy());
-  return status;
+  return { status, answer: head + payload };
 }

@@ -79,6 +79,11 @@ export function createMetrics(options: { collectDefaults?: boolean } = {}) {
     help: "Log lines not written: stdout refused them (a full disk, a closed pipe) or fell more than 1 MiB behind",
     registers: [registry],
   });
+  const connectionsRefused = new Counter({
+    name: "sluice_connections_refused_total",
+    help: "Connections refused at once because their client address held SLUICE_MAX_CONNECTIONS_PER_IP already",
+    registers: [registry],
+  });
   const degradedBy = new Map<string, Set<string>>();
   const degraded = new Gauge({
     name: "sluice_degraded",
@@ -124,6 +129,7 @@ export function createMetrics(options: { collectDefaults?: boolean } = {}) {
     countUsageRowsDropped: (count: number) => usageRowsDropped.inc(count),
     countUsageWriteFailure: () => usageWriteFailures.inc(),
     countLogLinesDropped: (count: number) => logLinesDropped.inc(count),
+    countConnectionRefused: () => connectionsRefused.inc(),
     /**
      * What `source` (the health check, the usage writes, the limiter) finds of `component`: the
      * gauge is 1 while any source finds it degraded, so one that finds it fine does not hide another

@@ -35,6 +35,7 @@ export async function startTestGateway(
   // The production server (createGatewayServer) around an app that is built once the port is known.
   let app: App | null = null;
   const server = createGatewayServer({
+    admitConnection: (socket, encrypted) => (app ? app.admitConnection(socket, encrypted) : true),
     handle: (request, response) => (app ? app.handle(request, response) : response.writeHead(503).end()),
     answerClientError: (error, socket) => (app ? app.answerClientError(error, socket) : socket.destroy()),
     answerConnect: (request, socket) => (app ? app.answerConnect(request, socket) : socket.destroy()),
