@@ -52,6 +52,16 @@ describe("createConnectionCap", () => {
     expect(cap.addresses()).toBe(1);
   });
 
+  it("counts an IPv6 address with the rest of its /64, as the per-IP limits do", () => {
+    const { cap, admit } = capOf(2);
+    expect(admit("2001:db8:0:1::a").admitted).toBe(true);
+    expect(admit("2001:db8:0:1:ffff::b").admitted).toBe(true);
+    // Rotating the address within the block is the same client.
+    expect(admit("2001:db8:0:1::c").admitted).toBe(false);
+    expect(admit("2001:db8:0:2::a").admitted).toBe(true);
+    expect(cap.openFrom("2001:db8:0:1::/64")).toBe(2);
+  });
+
   it("answers a plain connection over the cap 429 and cuts a TLS one", () => {
     const { admit } = capOf(1);
     admit("192.0.2.1");

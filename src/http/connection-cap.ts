@@ -1,6 +1,6 @@
 import type { Socket } from "node:net";
 import { GatewayError } from "../errors.js";
-import { unmapped } from "../net/ip-address.js";
+import { addressBlock, unmapped } from "../net/ip-address.js";
 import { rawErrorAnswer } from "./send.js";
 
 /**
@@ -19,7 +19,7 @@ export interface ConnectionCap {
   admit(socket: Socket, encrypted: boolean): boolean;
   /** How many addresses hold counted connections: none once every connection closed. */
   addresses(): number;
-  /** How many counted connections `address` (canonical: IPv4 as such) holds open. */
+  /** How many counted connections `address` (canonical: IPv4 as such, IPv6 as its /64 block) holds open. */
   openFrom(address: string): number;
 }
 
@@ -70,8 +70,10 @@ export function createConnectionCap(options: ConnectionCapOptions): ConnectionCa
       // Already gone (reset before it was handed over): Node's own handling closes it.
       if (peer === undefined) return true;
       // Node writes the peer canonically (lower-case, no port): only a mapped IPv4 needs undoing.
-      const address = unmapped(peer);
-      if (isTrusted?.(address)) return true;
+      const peerAddress = unmapped(peer);
+      if (isTrusted?.(peerAddress)) return true;
+      // An IPv6 client is its /64, as for the per-IP limits: rotating addresses inside it is one client.
+      const address = addressBlock(peerAddress);
       const count = open.get(address) ?? 0;
       if (count >= maxPerAddress) {
         onRefused(address, shouldWarn(address));
