@@ -1,12 +1,9 @@
-import { execFileSync } from "node:child_process";
-import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { type AddressInfo, connect, type Socket } from "node:net";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
 import { connect as tlsConnect } from "node:tls";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { createGatewayServer, type GatewayServer } from "../../src/server.js";
 import { sendRawHeaders } from "../support/raw-request.js";
+import { selfSigned } from "../support/self-signed.js";
 import { startTestGateway, type TestGateway } from "../support/test-gateway.js";
 
 const cap = 3;
@@ -291,22 +288,4 @@ function capWarnings(logs: string[]): Record<string, unknown>[] {
   return logs
     .map((line) => JSON.parse(line) as Record<string, unknown>)
     .filter((line) => String(line.msg).includes("SLUICE_MAX_CONNECTIONS_PER_IP"));
-}
-
-/** A self-signed certificate for localhost. */
-function selfSigned(): { cert: Buffer; key: Buffer } {
-  const dir = mkdtempSync(join(tmpdir(), "sluice-tls-"));
-  try {
-    const [certFile, keyFile] = [join(dir, "cert.pem"), join(dir, "key.pem")];
-    execFileSync(
-      "openssl",
-      ["req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes", "-days", "1"]
-        .concat(["-subj", "/CN=localhost", "-addext", "subjectAltName=DNS:localhost"])
-        .concat(["-keyout", keyFile, "-out", certFile]),
-      { stdio: "ignore" },
-    );
-    return { cert: readFileSync(certFile), key: readFileSync(keyFile) };
-  } finally {
-    rmSync(dir, { recursive: true, force: true });
-  }
 }

@@ -1,10 +1,11 @@
-import { type ChildProcess, execFileSync, spawn } from "node:child_process";
+import { type ChildProcess, spawn } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { request } from "node:https";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { writeSelfSigned } from "../support/self-signed.js";
 
 /** A GET over HTTPS that trusts only `ca` and checks the certificate names `localhost`. */
 function httpsGet(url: string, ca: Buffer): Promise<{ status: number; body: string }> {
@@ -30,30 +31,7 @@ describe("serving HTTPS directly (SLUICE_TLS_CERT, SLUICE_TLS_KEY)", () => {
   let output = "";
 
   beforeAll(async () => {
-    // A self-signed certificate for localhost (openssl is installed by .ci/run where missing).
-    execFileSync(
-      "openssl",
-      [
-        "req",
-        "-x509",
-        "-newkey",
-        "ec",
-        "-pkeyopt",
-        "ec_paramgen_curve:prime256v1",
-        "-nodes",
-        "-days",
-        "1",
-        "-subj",
-        "/CN=localhost",
-        "-addext",
-        "subjectAltName=DNS:localhost",
-        "-keyout",
-        keyFile,
-        "-out",
-        certFile,
-      ],
-      { stdio: "ignore" },
-    );
+    writeSelfSigned(dir);
     child = spawn(process.execPath, ["--import", "tsx", "src/main.ts"], {
       cwd: join(import.meta.dirname, "../.."),
       env: {

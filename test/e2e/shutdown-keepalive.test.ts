@@ -1,14 +1,12 @@
-import { execFileSync } from "node:child_process";
-import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { rmSync } from "node:fs";
 import { Agent as HttpAgent, request as httpRequest } from "node:http";
 import { Agent as HttpsAgent, request as httpsRequest } from "node:https";
 import type { AddressInfo } from "node:net";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
 import { Pool } from "undici";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createGatewayServer, shutDown } from "../../src/server.js";
 import { type FakeUpstream, startFakeUpstream } from "../fakes/fake-upstream.js";
+import { selfSigned } from "../support/self-signed.js";
 import { createTestProject, startTestGateway, type TestGateway } from "../support/test-gateway.js";
 import { usageRequestIdsIn } from "../support/usage-request-ids.js";
 
@@ -163,24 +161,6 @@ async function usageRequestIds(sluice: TestGateway): Promise<string[]> {
     return usageRequestIdsIn(dataDir);
   } finally {
     rmSync(dataDir, { recursive: true, force: true });
-  }
-}
-
-/** A self-signed certificate for localhost. */
-function selfSigned(): { cert: Buffer; key: Buffer } {
-  const dir = mkdtempSync(join(tmpdir(), "sluice-tls-"));
-  try {
-    const [certFile, keyFile] = [join(dir, "cert.pem"), join(dir, "key.pem")];
-    execFileSync(
-      "openssl",
-      ["req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes", "-days", "1"]
-        .concat(["-subj", "/CN=localhost", "-addext", "subjectAltName=DNS:localhost"])
-        .concat(["-keyout", keyFile, "-out", certFile]),
-      { stdio: "ignore" },
-    );
-    return { cert: readFileSync(certFile), key: readFileSync(keyFile) };
-  } finally {
-    rmSync(dir, { recursive: true, force: true });
   }
 }
 
