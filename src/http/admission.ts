@@ -196,6 +196,7 @@ export function createAdmission(deps: AdmissionDeps) {
       auth_method: base.method,
       client_ip: context.clientIp,
       created_at: isoTimestamp(deps.now()),
+      requests: 1,
     });
     countUsage(provider, run.usage, run.costUsd);
     if (run.costUsd) deps.spend.add(base.projectId, run.costUsd);
@@ -242,6 +243,7 @@ export function createAdmission(deps: AdmissionDeps) {
           auth_method: base.method,
           client_ip: context.clientIp,
           created_at: isoTimestamp(deps.now()),
+          requests: 1,
         },
         kind,
       );
