@@ -214,7 +214,7 @@ export function createAdmission(deps: AdmissionDeps) {
     const write = (
       base: { projectId: string; keyId: string | null; method: AuthMethod | null },
       report: CallReport,
-      kind: "call" | "refusal" = "call",
+      kind: "call" | "refusal" | "authenticated-refusal" = "call",
     ) => {
       if (written) return;
       written = true;
@@ -290,7 +290,7 @@ export function createAdmission(deps: AdmissionDeps) {
         write(
           { projectId: auth.project?.id ?? claimed, keyId: null, method: auth.method },
           failureReport(auth.error, null, null),
-          "refusal",
+          refusalKind(auth.error),
         );
       throw auth.error;
     }
@@ -306,7 +306,7 @@ export function createAdmission(deps: AdmissionDeps) {
      * give back and keep the synchronous path.
      */
     const refuse = (error: unknown): Promise<never> => {
-      write(base, failureReport(error, auth.provider, null), "refusal");
+      write(base, failureReport(error, auth.provider, null), refusalKind(error));
       const refund = auth.refundDeviceToken;
       if (!refund) throw error;
       return refund().then(() => {
@@ -382,6 +382,19 @@ export function createAdmission(deps: AdmissionDeps) {
 }
 
 export type Admit = ReturnType<typeof createAdmission>;
+
+/**
+ * The kind of a refused request's usage row. A client whose credentials passed can repeat a rate
+ * limit's 429 (ignoring Retry-After), or a 403 (a revoked key, a disabled project, a spent cap, a
+ * call the allow-list leaves out), as fast as it sends, and no throttle of failed authentications
+ * holds it back: the recorder coalesces those rows past the first of a minute (decision 0015). Only
+ * a 403 says the credentials passed (a 401 or 400 says they did not), and a 429 here is a rate
+ * limit's, the failed-authentication throttle's having no row. Any other refusal is written as it is.
+ */
+function refusalKind(error: unknown): "refusal" | "authenticated-refusal" {
+  const code = isGatewayError(error) ? error.code : null;
+  return code === "TOO_MANY_REQUESTS" || code === "FORBIDDEN" ? "authenticated-refusal" : "refusal";
+}
 
 /** The rate limits of a request: project, client IP and, for a DeviceCheck token, device. */
 function limitRequests(
