@@ -105,7 +105,9 @@ export interface AdmissionOptions {
  * project's allow-list (a call it leaves out counts against the client IP and device limits), then
  * the monthly spend cap, then the rate limits (project, device, client IP).
  * Every request that reaches authentication gets exactly one usage row of its own, whatever happens
- * next (and a background run it reports finished gets one more, once).
+ * next (and a background run it reports finished gets one more, once), but for an authenticated
+ * client's repeated refusals (`refusalKind`): past the first of a minute, they share a row that
+ * counts them.
  */
 export function createAdmission(deps: AdmissionDeps) {
   const recordedRuns = recentIds(deps.backgroundRunsRemembered ?? 10_000);
