@@ -322,6 +322,12 @@ describe("usage recorder, an authenticated client's repeated refusals", () => {
     };
   }
 
+  /** Waits for `condition`, up to 5 s (the recorder's timer runs late on a busy machine). */
+  async function until(condition: () => boolean): Promise<void> {
+    const deadline = Date.now() + 5000;
+    while (!condition() && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 5));
+  }
+
   const requestsIn = (rows: readonly UsageRecord[]) => rows.reduce((sum, each) => sum + each.requests, 0);
 
   it("writes the first of a minute as rows, the rest as one row when the minute ends, counting each", async () => {
@@ -340,11 +346,13 @@ describe("usage recorder, an authenticated client's repeated refusals", () => {
     // A call's row and an anonymous refusal's are never held.
     for (let index = 50; index < 70; index++) recorder.record(row(index));
     for (let index = 70; index < 90; index++) recorder.record(refusal(index), "refusal");
-    await new Promise((resolve) => setTimeout(resolve, 60));
-    expect(repository.stored).toHaveLength(10 + 20 + 20);
+    await until(() => repository.stored.length === 10 + 20 + 20);
+    // Ticks go by within the minute: the held refusals stay held.
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    expect(repository.stored).toHaveLength(50);
     expect(coalesced).toHaveLength(40);
     now = minute + 60_000;
-    await new Promise((resolve) => setTimeout(resolve, 60));
+    await until(() => repository.stored.length > 50);
     expect(repository.stored).toHaveLength(51);
     const last = repository.stored.at(-1);
     expect(last).toEqual({ ...refusal(49), requests: 40 });
@@ -375,6 +383,25 @@ describe("usage recorder, an authenticated client's repeated refusals", () => {
     // After stop nothing is held: a refusal is dropped, counted, as any row.
     recorder.record(refusal(10), "authenticated-refusal");
     expect(dropped).toEqual([1]);
+  });
+
+  it("drops and counts a refusal recorded while stop writes the held ones: none is left held, unseen", async () => {
+    const repository = keepingRepository();
+    const dropped: Array<[number, string]> = [];
+    const recorder = createUsageRecorder({
+      repository,
+      flushIntervalMs: 60_000,
+      queueMax: 10_000,
+      now: () => minute + 100,
+      refusalRowsPerMinute: 1,
+      onDropped: (count, reason) => dropped.push([count, reason]),
+    });
+    for (let index = 0; index < 3; index++) recorder.record(refusal(index), "authenticated-refusal");
+    const stopping = recorder.stop();
+    recorder.record(refusal(3), "authenticated-refusal");
+    await stopping;
+    expect(repository.stored.map((each) => each.requests)).toEqual([1, 2]);
+    expect(dropped).toEqual([[1, "shutdown"]]);
   });
 
   it("counts the held refusals as dropped when stop cannot write them (the database is down)", async () => {

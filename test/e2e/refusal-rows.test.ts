@@ -90,7 +90,8 @@ describe("an authenticated client's repeated refusals", () => {
     expect(stored.length).toBeLessThanOrEqual(admitted + refusalRowsBound);
     expect(stored.filter((row) => row.status === 200)).toHaveLength(admitted);
     expect(stored.reduce((sum, row) => sum + Number(row.requests), 0)).toBe(200);
-    expect(Math.max(...stored.map((row) => Number(row.requests)))).toBeGreaterThan(100);
+    // Most refusals are in one or two coalesced rows (two when a minute began during the test).
+    expect(Math.max(...stored.map((row) => Number(row.requests)))).toBeGreaterThan(50);
   });
 
   it("a disabled project (403 after authentication): exact counts, a few rows", async () => {
