@@ -204,6 +204,8 @@ export async function createGateway(config: Config, injected: Partial<Injectable
     flushIntervalMs: config.usageFlushIntervalMs,
     queueMax: config.usageQueueMax,
     onWritten: spend.written,
+    // The clock the rows' created_at is read from, to tell when a minute of coalesced refusals ended.
+    now: () => now().getTime(),
     ...usageRecorderReports(metrics, logger),
   });
   const admit = createAdmission({

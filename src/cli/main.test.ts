@@ -762,7 +762,7 @@ describe("sluice CLI", () => {
     const newer = mkdtempSync(join(tmpdir(), "sluice-cli-newer-"));
     const database = await openDatabase({ dataDir: newer });
     await sql`insert into sluice_migrations (name, timestamp)
-      values ('0004-added-by-a-later-build', '2099-01-01T00:00:00.000Z')`.execute(database.db);
+      values ('0099-added-by-a-later-build', '2099-01-01T00:00:00.000Z')`.execute(database.db);
     await database.close();
     process.env.SLUICE_DATA_DIR = newer;
     try {
@@ -771,7 +771,7 @@ describe("sluice CLI", () => {
       expect(result.json()).toEqual([]);
       expect(result.err).toBe(
         "warning: The database was migrated by a newer Sluice (migrations this build does not know: " +
-          "0004-added-by-a-later-build): this build runs on it, as migrations stay backward compatible for " +
+          "0099-added-by-a-later-build): this build runs on it, as migrations stay backward compatible for " +
           "one version, but upgrade it to the build that migrated the database\n",
       );
     } finally {

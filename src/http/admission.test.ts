@@ -416,6 +416,7 @@ describe("admission", () => {
         auth_method: "bearer-test-key",
         client_ip: "192.0.2.1",
         created_at: "2026-11-23T12:00:00.000Z",
+        requests: 1,
       });
       expect(spend.add.mock.calls).toEqual([["prj_1", 0.25]]);
       expect(inputTokensCounted()).toEqual([["provider-a", "input", 11]]);
@@ -433,5 +434,125 @@ describe("admission", () => {
       ]);
       expect(spend.add).toHaveBeenCalledTimes(4);
     });
+  });
+});
+
+/**
+ * Which rows the recorder may coalesce (decision 0015): the refusals a client whose credentials
+ * passed can repeat as fast as it sends (a rate limit's 429, a 403), and no other.
+ */
+describe("the kind of a usage row", () => {
+  const project = {
+    id: "prj_1",
+    createdAt: "2026-11-01T00:00:00.000Z",
+    rateLimits: { perMinute: null, devicePerMinute: null },
+    monthlySpendCapUsd: null as number | null,
+    proxyAllowList: null,
+  };
+  const decision = (allowed: boolean): RateLimitDecision => ({
+    allowed,
+    limit: 1,
+    remaining: 0,
+    resetSeconds: 60,
+    name: "project",
+    windowSeconds: 60,
+  });
+  const options = { endpoint: "text", projectId: "prj_1", provider: "provider-a" } as const;
+
+  function admission(fields: {
+    authenticate?: () => AuthResult;
+    allowed?: boolean;
+    monthToDate?: () => Promise<number>;
+    capUsd?: number;
+  }) {
+    const kinds: Array<[number, string | null, string]> = [];
+    const admit = createAdmission({
+      authenticate:
+        fields.authenticate ?? authenticatedAs({ ...project, monthlySpendCapUsd: fields.capUsd ?? null }),
+      limiter: { consumeAll: () => [decision(fields.allowed ?? true)] } as unknown as RateLimiter,
+      spend: {
+        add: () => {},
+        monthToDate: fields.monthToDate ?? (async () => 0),
+      } as unknown as SpendGuard,
+      recorder: {
+        record: (row: UsageRecord, kind = "call") => kinds.push([row.status, row.error_code, kind]),
+      } as unknown as UsageRecorder,
+      metrics: createMetrics({ collectDefaults: false }),
+      now: () => new Date("2026-11-23T12:00:00Z"),
+      defaults: { projectPerMinute: 60, devicePerMinute: 60, ipPerMinute: 60 },
+    });
+    const attempt = async () => {
+      try {
+        return await admit(requestContext(), options);
+      } catch {
+        return null;
+      }
+    };
+    return { attempt, kinds };
+  }
+  const failed = (status: 401 | 403): (() => AuthResult) => {
+    const error =
+      status === 401
+        ? new GatewayError("UNAUTHORIZED", "the test key does not match")
+        : new GatewayError("FORBIDDEN", "This project is disabled");
+    return () => ({ ok: false, error, project: project as unknown as Project, method: "bearer-test-key" });
+  };
+
+  it("a rate limit's 429 after authentication: an authenticated refusal", async () => {
+    const { attempt, kinds } = admission({ allowed: false });
+    await attempt();
+    expect(kinds).toEqual([[429, "TOO_MANY_REQUESTS", "authenticated-refusal"]]);
+  });
+
+  it("the spend cap's 403: an authenticated refusal; a spend cap that cannot be checked (503): a refusal", async () => {
+    const spent = admission({ capUsd: 1, monthToDate: async () => 2 });
+    await spent.attempt();
+    expect(spent.kinds).toEqual([[403, "FORBIDDEN", "authenticated-refusal"]]);
+    const unknown = admission({
+      capUsd: 1,
+      monthToDate: async () => {
+        throw new Error("database down");
+      },
+    });
+    await unknown.attempt();
+    expect(unknown.kinds).toEqual([[503, "SERVICE_UNAVAILABLE", "refusal"]]);
+  });
+
+  it("a 403 of authentication (credentials passed: a revoked key, a disabled project): an authenticated refusal", async () => {
+    const { attempt, kinds } = admission({ authenticate: failed(403) });
+    await attempt();
+    expect(kinds).toEqual([[403, "FORBIDDEN", "authenticated-refusal"]]);
+  });
+
+  it("a failed authentication (401): a refusal, as before", async () => {
+    const { attempt, kinds } = admission({ authenticate: failed(401) });
+    await attempt();
+    expect(kinds).toEqual([[401, "UNAUTHORIZED", "refusal"]]);
+  });
+
+  it("an admitted call's row, finished or failed at the provider: a call", async () => {
+    const { attempt, kinds } = admission({});
+    const first = await attempt();
+    first?.finish({
+      status: 200,
+      outcome: "ok",
+      provider: "provider-a",
+      model: "gpt-4o-mini",
+      usage: null,
+      costUsd: null,
+      streamed: false,
+      timeToFirstByteMs: null,
+      errorCode: null,
+    });
+    const second = await attempt();
+    second?.fail(new GatewayError("PROVIDER_ERROR", "upstream 500"));
+    const third = await attempt();
+    // A provider's own 429 or 403 passed through is the call's, never coalesced.
+    third?.fail(new GatewayError("TOO_MANY_REQUESTS", "the provider's rate limit"));
+    expect(kinds).toEqual([
+      [200, null, "call"],
+      [502, "PROVIDER_ERROR", "call"],
+      [429, "TOO_MANY_REQUESTS", "call"],
+    ]);
   });
 });

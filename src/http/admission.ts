@@ -105,7 +105,9 @@ export interface AdmissionOptions {
  * project's allow-list (a call it leaves out counts against the client IP and device limits), then
  * the monthly spend cap, then the rate limits (project, device, client IP).
  * Every request that reaches authentication gets exactly one usage row of its own, whatever happens
- * next (and a background run it reports finished gets one more, once).
+ * next (and a background run it reports finished gets one more, once), but for an authenticated
+ * client's repeated refusals (`refusalKind`): past the first of a minute, they share a row that
+ * counts them.
  */
 export function createAdmission(deps: AdmissionDeps) {
   const recordedRuns = recentIds(deps.backgroundRunsRemembered ?? 10_000);
@@ -196,6 +198,7 @@ export function createAdmission(deps: AdmissionDeps) {
       auth_method: base.method,
       client_ip: context.clientIp,
       created_at: isoTimestamp(deps.now()),
+      requests: 1,
     });
     countUsage(provider, run.usage, run.costUsd);
     if (run.costUsd) deps.spend.add(base.projectId, run.costUsd);
@@ -213,7 +216,7 @@ export function createAdmission(deps: AdmissionDeps) {
     const write = (
       base: { projectId: string; keyId: string | null; method: AuthMethod | null },
       report: CallReport,
-      kind: "call" | "refusal" = "call",
+      kind: "call" | "refusal" | "authenticated-refusal" = "call",
     ) => {
       if (written) return;
       written = true;
@@ -242,6 +245,7 @@ export function createAdmission(deps: AdmissionDeps) {
           auth_method: base.method,
           client_ip: context.clientIp,
           created_at: isoTimestamp(deps.now()),
+          requests: 1,
         },
         kind,
       );
@@ -288,7 +292,7 @@ export function createAdmission(deps: AdmissionDeps) {
         write(
           { projectId: auth.project?.id ?? claimed, keyId: null, method: auth.method },
           failureReport(auth.error, null, null),
-          "refusal",
+          refusalKind(auth.error),
         );
       throw auth.error;
     }
@@ -304,7 +308,7 @@ export function createAdmission(deps: AdmissionDeps) {
      * give back and keep the synchronous path.
      */
     const refuse = (error: unknown): Promise<never> => {
-      write(base, failureReport(error, auth.provider, null), "refusal");
+      write(base, failureReport(error, auth.provider, null), refusalKind(error));
       const refund = auth.refundDeviceToken;
       if (!refund) throw error;
       return refund().then(() => {
@@ -380,6 +384,19 @@ export function createAdmission(deps: AdmissionDeps) {
 }
 
 export type Admit = ReturnType<typeof createAdmission>;
+
+/**
+ * The kind of a refused request's usage row. A client whose credentials passed can repeat a rate
+ * limit's 429 (ignoring Retry-After), or a 403 (a revoked key, a disabled project, a spent cap, a
+ * call the allow-list leaves out), as fast as it sends, and no throttle of failed authentications
+ * holds it back: the recorder coalesces those rows past the first of a minute (decision 0015). Only
+ * a 403 says the credentials passed (a 401 or 400 says they did not), and a 429 here is a rate
+ * limit's, the failed-authentication throttle's having no row. Any other refusal is written as it is.
+ */
+function refusalKind(error: unknown): "refusal" | "authenticated-refusal" {
+  const code = isGatewayError(error) ? error.code : null;
+  return code === "TOO_MANY_REQUESTS" || code === "FORBIDDEN" ? "authenticated-refusal" : "refusal";
+}
 
 /** The rate limits of a request: project, client IP and, for a DeviceCheck token, device. */
 function limitRequests(

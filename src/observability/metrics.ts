@@ -69,6 +69,12 @@ export function createMetrics(options: { collectDefaults?: boolean } = {}) {
     help: "Usage rows dropped: the queue was full during a database outage, or the database refused the row",
     registers: [registry],
   });
+  const refusalsCoalesced = new Counter({
+    name: "sluice_usage_refusals_coalesced_total",
+    help: "Refusals of authenticated clients (429 of a rate limit, 403) not written as a usage row of their own but counted in their minute's coalesced row, by error code",
+    labelNames: ["code"] as const,
+    registers: [registry],
+  });
   const usageWriteFailures = new Counter({
     name: "sluice_usage_write_failures_total",
     help: "Failed attempts to write a usage batch (the batch is kept and retried)",
@@ -128,6 +134,7 @@ export function createMetrics(options: { collectDefaults?: boolean } = {}) {
     setUsageQueueDepth: (depth: number) => usageQueueDepth.set(depth),
     countUsageRowsDropped: (count: number) => usageRowsDropped.inc(count),
     countUsageWriteFailure: () => usageWriteFailures.inc(),
+    countRefusalCoalesced: (code: string) => refusalsCoalesced.inc({ code }),
     countLogLinesDropped: (count: number) => logLinesDropped.inc(count),
     countConnectionRefused: () => connectionsRefused.inc(),
     /**

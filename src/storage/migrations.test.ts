@@ -41,6 +41,7 @@ describe.skipIf(!postgresAvailable)("PostgreSQL migrations", () => {
           "0001-initial",
           "0002-usage-token-counts-bigint",
           "0003-project-proxy-allow-list",
+          "0004-usage-requests",
         ]);
       }
     } finally {
@@ -77,8 +78,9 @@ describe.skipIf(!postgresAvailable)("PostgreSQL migrations", () => {
       await sql`alter table usage_records alter column input_tokens type integer,
         alter column output_tokens type integer, alter column cached_tokens type integer,
         alter column reasoning_tokens type integer`.execute(before.db);
-      // And before 0003, which a database migrated past 0002 has run too.
+      // And before 0003 and 0004, which a database migrated past 0002 has run too.
       await sql`alter table projects drop column proxy_allow_list`.execute(before.db);
+      await sql`alter table usage_records drop column requests`.execute(before.db);
       await sql`delete from sluice_migrations where name > '0001-initial'`.execute(before.db);
       await before.close();
       // A reader holds the table for well over the query timeout, so the rewrite waits that long.
@@ -142,7 +144,7 @@ async function alter(options: DatabaseOptions, change: (database: OpenDatabase) 
 async function migrateAsLaterBuild(database: OpenDatabase): Promise<void> {
   await sql`alter table projects add column added_by_a_later_build text`.execute(database.db);
   await sql`insert into sluice_migrations (name, timestamp)
-    values ('0004-added-by-a-later-build', '2099-01-01T00:00:00.000Z')`.execute(database.db);
+    values ('0099-added-by-a-later-build', '2099-01-01T00:00:00.000Z')`.execute(database.db);
 }
 
 for (const engine of durableEngines) {
@@ -153,14 +155,15 @@ for (const engine of durableEngines) {
         await alter(options, migrateAsLaterBuild);
         const reopened = await openDatabase(options);
         try {
-          expect(reopened.unknownMigrations).toEqual(["0004-added-by-a-later-build"]);
+          expect(reopened.unknownMigrations).toEqual(["0099-added-by-a-later-build"]);
           const { rows } = await sql<{ name: string }>`
             select name from sluice_migrations order by name`.execute(reopened.db);
           expect(rows.map((row) => row.name)).toEqual([
             "0001-initial",
             "0002-usage-token-counts-bigint",
             "0003-project-proxy-allow-list",
-            "0004-added-by-a-later-build",
+            "0004-usage-requests",
+            "0099-added-by-a-later-build",
           ]);
           // The tables this build knows are used as before.
           expect(await reopened.db.selectFrom("projects").select("id").execute()).toEqual([]);
@@ -190,10 +193,41 @@ for (const engine of durableEngines) {
         );
         expect(error).toBeInstanceOf(Error);
         expect((error as Error).message).toBe(
-          "The database has migrations this Sluice does not know (0004-added-by-a-later-build: another " +
+          "The database has migrations this Sluice does not know (0099-added-by-a-later-build: another " +
             "build ran them) and lacks one it needs (0002-usage-token-counts-bigint), so this build " +
             "cannot run on it: start the Sluice build that migrated it, or a newer one",
         );
+      } finally {
+        await drop();
+      }
+    });
+
+    it("count each usage row written before 0004 as one request", async () => {
+      const { options, drop } = await engine.create();
+      try {
+        // The table as a build before 0004 left it, with a row that build wrote.
+        await alter(options, async (database) => {
+          await sql`alter table usage_records drop column requests`.execute(database.db);
+          await sql`delete from sluice_migrations where name = '0004-usage-requests'`.execute(database.db);
+          await sql`insert into usage_records (request_id, project_id, endpoint, status, latency_ms,
+            outcome, created_at) values ('before-0004', 'p1', 'proxy', 429, 1.5, 'error',
+            '2026-11-02T10:00:00.000Z')`.execute(database.db);
+        });
+        const reopened = await openDatabase(options);
+        try {
+          const { rows } = await sql<{ requests: number }>`
+            select requests from usage_records where request_id = 'before-0004'`.execute(reopened.db);
+          expect(rows.map((row) => Number(row.requests))).toEqual([1]);
+          // A row written without it, as that build still writes during a rolling deploy, counts one too.
+          await sql`insert into usage_records (request_id, project_id, endpoint, status, latency_ms,
+            outcome, created_at) values ('older-build', 'p1', 'proxy', 200, 1.5, 'ok',
+            '2026-11-02T10:00:01.000Z')`.execute(reopened.db);
+          const { rows: sum } = await sql<{ n: number }>`
+            select sum(requests) as n from usage_records`.execute(reopened.db);
+          expect(Number(sum[0]?.n)).toBe(2);
+        } finally {
+          await reopened.close();
+        }
       } finally {
         await drop();
       }
@@ -232,11 +266,11 @@ describe.skipIf(!postgresAvailable)("PostgreSQL migrations beside a newer instan
       while (!(await waitingForLock())) await new Promise((resolve) => setTimeout(resolve, 10));
       await holder.query(`alter table projects add column added_by_a_later_build text`);
       await holder.query(`insert into sluice_migrations (name, timestamp)
-        values ('0004-added-by-a-later-build', '2099-01-01T00:00:00.000Z')`);
+        values ('0099-added-by-a-later-build', '2099-01-01T00:00:00.000Z')`);
       await holder.query("select pg_advisory_unlock(3853314791062309107)");
       const opened = await opening;
       await opened.close();
-      expect(opened.unknownMigrations).toEqual(["0004-added-by-a-later-build"]);
+      expect(opened.unknownMigrations).toEqual(["0099-added-by-a-later-build"]);
     } finally {
       await holder.end();
       await schema.drop();

@@ -113,6 +113,26 @@ const migrations = (engine: Engine): Record<string, Migration> => ({
       await db.schema.alterTable("projects").addColumn("proxy_allow_list", "text").execute();
     },
   },
+  "0004-usage-requests": {
+    /**
+     * How many requests a usage row stands for: 1 for every row written so far (the default fills
+     * them in), more for the row of an authenticated client's repeated refusals coalesced within a
+     * minute (docs/decisions/0015). Reports sum it instead of counting rows. A constant default adds
+     * the column without rewriting the table: on PostgreSQL 11 and later it is kept in the catalogue
+     * and read for the existing rows (no rewrite, however large the table; the exclusive lock it
+     * takes is brief, though it waits for queries holding the table, a long usage report say, and
+     * the usage writes queue behind it meanwhile; PostgreSQL 10 and older would rewrite the table),
+     * and SQLite only changes the schema text. The build before it neither reads nor writes the
+     * column: its rows get 1, and its reports count rows, which undercounts only the coalesced rows
+     * this build wrote.
+     */
+    async up(db: Kysely<unknown>) {
+      await db.schema
+        .alterTable("usage_records")
+        .addColumn("requests", "integer", (column) => column.notNull().defaultTo(1))
+        .execute();
+    },
+  },
 });
 
 /** Where the migrations run are recorded (and the lock table beside it). */

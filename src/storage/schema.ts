@@ -72,6 +72,11 @@ export interface UsageRecordsTable {
   auth_method: string | null;
   client_ip: string | null;
   created_at: string;
+  /**
+   * How many requests the row stands for: 1, but for the row of an authenticated client's repeated
+   * refusals coalesced within a minute (usage/refusal-coalescer.ts), which counts them all.
+   */
+  requests: number;
 }
 
 export interface Database {

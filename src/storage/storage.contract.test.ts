@@ -272,6 +272,44 @@ for (const engine of storageEngines) {
       expect(day).toMatchObject({ requests: 3, errors: 3, costUsd: 0.002, unpricedRequests: 2 });
     });
 
+    // The row of an authenticated client's repeated refusals coalesced within a minute stands for
+    // them all: every figure of the report that counts requests counts them, as one row each would.
+    it("counts a row's requests in the report's requests, errors and unpriced calls, and in count", async () => {
+      const records = createUsageRepository(database.db, database.sqlite);
+      const none = { input_tokens: null, output_tokens: null, cached_tokens: null, reasoning_tokens: null };
+      const refusal = { outcome: "error", cost_usd: null, ...none };
+      await records.insertBatch([
+        usage("c1", { project_id: "coalesced" }),
+        usage("c2", { project_id: "coalesced", ...refusal, status: 429, error_code: "TOO_MANY_REQUESTS" }),
+        usage("c3", {
+          project_id: "coalesced",
+          ...refusal,
+          status: 429,
+          error_code: "TOO_MANY_REQUESTS",
+          requests: 41,
+        }),
+        usage("c4", {
+          project_id: "coalesced",
+          ...refusal,
+          status: 403,
+          error_code: "FORBIDDEN",
+          requests: 5,
+        }),
+        // Not a refusal, but a row counting several must count them as unpriced too.
+        usage("c5", { project_id: "coalesced", cost_usd: null, requests: 3 }),
+      ]);
+      const window = {
+        projectId: "coalesced",
+        from: "2026-11-01T00:00:00.000Z",
+        to: "2026-12-01T00:00:00.000Z",
+      };
+      const [day] = await records.report({ ...window, groupBy: "day" });
+      expect(day).toMatchObject({ requests: 51, errors: 47, costUsd: 0.001, unpricedRequests: 3 });
+      const byEndpoint = await records.report({ ...window, groupBy: "endpoint" });
+      expect(byEndpoint.map((row) => [row.group, row.requests, row.errors])).toEqual([["proxy", 51, 47]]);
+      expect(await records.count("coalesced")).toBe(51);
+    });
+
     it("orders report groups the same on both engines: code-unit order, a null group last", async () => {
       const records = createUsageRepository(database.db, database.sqlite);
       await records.insertBatch([
@@ -313,6 +351,7 @@ for (const engine of storageEngines) {
         auth_method: "bearer-device-check",
         client_ip: "192.0.2.44",
         created_at: "2026-11-05T01:02:03.004Z",
+        requests: 7,
       };
       await records.insertBatch([row]);
       const stored = await database.db

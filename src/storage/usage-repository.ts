@@ -9,7 +9,9 @@ export type UsageGroupBy = "day" | "model" | "endpoint";
 
 export interface UsageReportRow {
   group: string | null;
+  /** Requests: the rows' `requests` summed (a row of coalesced refusals counts each it stands for). */
   requests: number;
+  /** Requests whose outcome is not ok, counted as `requests` is. */
   errors: number;
   inputTokens: number;
   outputTokens: number;
@@ -17,7 +19,7 @@ export interface UsageReportRow {
   reasoningTokens: number;
   /** Sum of known costs; null when no row in the group had a known cost. */
   costUsd: number | null;
-  /** Rows whose cost was unknown (null), so a report never passes them off as free. */
+  /** Requests whose cost was unknown (null), so a report never passes them off as free. */
   unpricedRequests: number;
 }
 
@@ -34,6 +36,7 @@ export interface UsageRepository {
   report(query: UsageQuery): Promise<UsageReportRow[]>;
   /** Known spend (USD) of a project since `from` (ISO). */
   spendSince(projectId: string, from: string): Promise<number>;
+  /** Requests recorded (the rows' `requests` summed: a coalesced row counts all it stands for). */
   count(projectId?: string): Promise<number>;
 }
 
@@ -60,6 +63,7 @@ const columns = [
   "auth_method",
   "client_ip",
   "created_at",
+  "requests",
 ] as const satisfies ReadonlyArray<keyof UsageRecord>;
 
 /**
@@ -111,8 +115,9 @@ export function createUsageRepository(
           // any safe integer. On PostgreSQL `* 1.0` is numeric: exact, as before.
           .select([
             group.as("group_key"),
-            sql<number>`count(*)`.as("requests"),
-            sql<number>`sum(case when outcome = 'ok' then 0 else 1 end)`.as("errors"),
+            // A row stands for `requests` requests (1, more for coalesced refusals: decision 0015).
+            sql<number>`sum(requests)`.as("requests"),
+            sql<number>`sum(case when outcome = 'ok' then 0 else requests end)`.as("errors"),
             sql<number>`coalesce(sum(input_tokens * 1.0), 0)`.as("input_tokens"),
             sql<number>`coalesce(sum(output_tokens * 1.0), 0)`.as("output_tokens"),
             sql<number>`coalesce(sum(cached_tokens * 1.0), 0)`.as("cached_tokens"),
@@ -121,7 +126,7 @@ export function createUsageRepository(
             // Calls whose cost is unknown: a refusal or an error costs nothing, so only rows whose call
             // went through (ok, or cut short) without a price count, and failed calls that report
             // tokens, which the provider billed (a structured call whose repair failed too).
-            sql<number>`sum(case when cost_usd is null and (outcome <> 'error' or input_tokens is not null or output_tokens is not null) then 1 else 0 end)`.as(
+            sql<number>`sum(case when cost_usd is null and (outcome <> 'error' or input_tokens is not null or output_tokens is not null) then requests else 0 end)`.as(
               "unpriced",
             ),
           ])
@@ -158,7 +163,7 @@ export function createUsageRepository(
       return Number(row?.spend ?? 0);
     },
     async count(projectId) {
-      let query = db.selectFrom("usage_records").select(sql<number>`count(*)`.as("n"));
+      let query = db.selectFrom("usage_records").select(sql<number>`coalesce(sum(requests), 0)`.as("n"));
       if (projectId) query = query.where("project_id", "=", projectId);
       const row = await query.executeTakeFirst();
       return Number(row?.n ?? 0);
@@ -218,6 +223,7 @@ function sqliteTransaction(sqlite: BetterSqlite3.Database): (rows: readonly Usag
         row.auth_method,
         row.client_ip,
         row.created_at,
+        row.requests,
       );
   });
 }

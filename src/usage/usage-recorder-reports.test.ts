@@ -47,4 +47,16 @@ describe("usage recorder reports", () => {
       ["usage rows not written before shutdown: dropped", 3],
     ]);
   });
+
+  it("counts the refusals coalesced into another row, by error code", async () => {
+    const metrics = createMetrics();
+    const reports = usageRecorderReports(metrics, createLogger("info", { write: () => {} }));
+    const refusal = (code: string) =>
+      ({ error_code: code }) as Parameters<NonNullable<typeof reports.onCoalesced>>[0];
+    for (let index = 0; index < 3; index++) reports.onCoalesced?.(refusal("TOO_MANY_REQUESTS"));
+    reports.onCoalesced?.(refusal("FORBIDDEN"));
+    const { body } = await metrics.render();
+    expect(body).toContain('sluice_usage_refusals_coalesced_total{code="TOO_MANY_REQUESTS"} 3');
+    expect(body).toContain('sluice_usage_refusals_coalesced_total{code="FORBIDDEN"} 1');
+  });
 });

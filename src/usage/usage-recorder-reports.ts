@@ -5,15 +5,18 @@ import type { UsageRecorderDeps } from "./usage-recorder.js";
 
 /**
  * What the usage recorder reports, as metrics and log lines: its queue depth, rows dropped (queue
- * full, shutdown) or refused by the database, and an outage of usage writes and its end (the
- * `database` degraded gauge).
+ * full, shutdown) or refused by the database, an outage of usage writes and its end (the
+ * `database` degraded gauge), and refusals coalesced into another row (a metric only).
  */
 export function usageRecorderReports(
   metrics: Metrics,
   logger: Logger,
   /** Rows dropped from a full queue are logged once per window, with the count (default 10 s). */
   dropWindowMs = 10_000,
-): Pick<UsageRecorderDeps, "onQueueDepth" | "onDropped" | "onRefused" | "onWriteFailure" | "onRecovered"> {
+): Pick<
+  UsageRecorderDeps,
+  "onQueueDepth" | "onDropped" | "onRefused" | "onWriteFailure" | "onRecovered" | "onCoalesced"
+> {
   // A full queue drops every request's row while the outage lasts: one line per row would drown
   // the log. The first drop is logged at once; the rest of its window are counted and logged when
   // it ends.
@@ -48,6 +51,8 @@ export function usageRecorderReports(
       metrics.setDegraded("database", true, "usage-writes");
       logger.warn({ err: error }, "usage batch not written; it stays queued and is retried");
     },
+    // No log line: a client ignoring Retry-After would write one per refusal, what the rows were kept from.
+    onCoalesced: (row) => metrics.countRefusalCoalesced(row.error_code ?? "none"),
     onRecovered: () => {
       metrics.setDegraded("database", false, "usage-writes");
       logger.info("usage writes recovered");

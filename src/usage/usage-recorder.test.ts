@@ -296,3 +296,131 @@ describe("usage recorder, a full queue", () => {
     await recorder.stop(10);
   });
 });
+
+describe("usage recorder, an authenticated client's repeated refusals", () => {
+  const minute = Date.parse("2026-11-02T10:00:00.000Z");
+  const refusal = (index: number) =>
+    usageRow(`req_${String(index).padStart(32, "0")}`, {
+      status: 429,
+      error_code: "TOO_MANY_REQUESTS",
+      outcome: "error",
+      cost_usd: null,
+      created_at: new Date(minute + index).toISOString(),
+    });
+
+  /** A repository that keeps the rows it was given, whole. */
+  function keepingRepository(): UsageRepository & { stored: UsageRecord[] } {
+    const stored: UsageRecord[] = [];
+    return {
+      stored,
+      ...fakeUsageRepository({
+        async insertBatch(batch) {
+          await nextTurn();
+          stored.push(...batch);
+        },
+      }),
+    };
+  }
+
+  /** Waits for `condition`, up to 5 s (the recorder's timer runs late on a busy machine). */
+  async function until(condition: () => boolean): Promise<void> {
+    const deadline = Date.now() + 5000;
+    while (!condition() && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 5));
+  }
+
+  const requestsIn = (rows: readonly UsageRecord[]) => rows.reduce((sum, each) => sum + each.requests, 0);
+
+  it("writes the first of a minute as rows, the rest as one row when the minute ends, counting each", async () => {
+    const repository = keepingRepository();
+    let now = minute + 100;
+    const coalesced: string[] = [];
+    const recorder = createUsageRecorder({
+      repository,
+      flushIntervalMs: 10,
+      queueMax: 10_000,
+      now: () => now,
+      refusalRowsPerMinute: 10,
+      onCoalesced: (held) => coalesced.push(held.request_id),
+    });
+    for (let index = 0; index < 50; index++) recorder.record(refusal(index), "authenticated-refusal");
+    // A call's row and an anonymous refusal's are never held.
+    for (let index = 50; index < 70; index++) recorder.record(row(index));
+    for (let index = 70; index < 90; index++) recorder.record(refusal(index), "refusal");
+    await until(() => repository.stored.length === 10 + 20 + 20);
+    // Ticks go by within the minute: the held refusals stay held.
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    expect(repository.stored).toHaveLength(50);
+    expect(coalesced).toHaveLength(40);
+    now = minute + 60_000;
+    await until(() => repository.stored.length > 50);
+    expect(repository.stored).toHaveLength(51);
+    const last = repository.stored.at(-1);
+    expect(last).toEqual({ ...refusal(49), requests: 40 });
+    expect(requestsIn(repository.stored)).toBe(90);
+    await recorder.stop();
+  });
+
+  it("writes the held refusals at a flush, and at stop, never dropping them", async () => {
+    const repository = keepingRepository();
+    const dropped: number[] = [];
+    const recorder = createUsageRecorder({
+      repository,
+      flushIntervalMs: 60_000,
+      queueMax: 10_000,
+      now: () => minute + 100,
+      refusalRowsPerMinute: 2,
+      onDropped: (count) => dropped.push(count),
+    });
+    for (let index = 0; index < 7; index++) recorder.record(refusal(index), "authenticated-refusal");
+    await recorder.flush();
+    expect(repository.stored.map((each) => each.requests)).toEqual([1, 1, 5]);
+    // Still the same minute: the next are held again, and stop writes them.
+    for (let index = 7; index < 10; index++) recorder.record(refusal(index), "authenticated-refusal");
+    await recorder.stop();
+    expect(repository.stored.map((each) => each.requests)).toEqual([1, 1, 5, 3]);
+    expect(repository.stored.at(-1)?.request_id).toBe(refusal(9).request_id);
+    expect(dropped).toEqual([]);
+    // After stop nothing is held: a refusal is dropped, counted, as any row.
+    recorder.record(refusal(10), "authenticated-refusal");
+    expect(dropped).toEqual([1]);
+  });
+
+  it("drops and counts a refusal recorded while stop writes the held ones: none is left held, unseen", async () => {
+    const repository = keepingRepository();
+    const dropped: Array<[number, string]> = [];
+    const recorder = createUsageRecorder({
+      repository,
+      flushIntervalMs: 60_000,
+      queueMax: 10_000,
+      now: () => minute + 100,
+      refusalRowsPerMinute: 1,
+      onDropped: (count, reason) => dropped.push([count, reason]),
+    });
+    for (let index = 0; index < 3; index++) recorder.record(refusal(index), "authenticated-refusal");
+    const stopping = recorder.stop();
+    recorder.record(refusal(3), "authenticated-refusal");
+    await stopping;
+    expect(repository.stored.map((each) => each.requests)).toEqual([1, 2]);
+    expect(dropped).toEqual([[1, "shutdown"]]);
+  });
+
+  it("counts the held refusals as dropped when stop cannot write them (the database is down)", async () => {
+    const dropped: Array<[number, string]> = [];
+    const recorder = createUsageRecorder({
+      repository: fakeUsageRepository({
+        insertBatch: async () => {
+          throw connectionRefused();
+        },
+      }),
+      flushIntervalMs: 60_000,
+      queueMax: 10_000,
+      now: () => minute + 100,
+      refusalRowsPerMinute: 1,
+      onDropped: (count, reason) => dropped.push([count, reason]),
+    });
+    for (let index = 0; index < 4; index++) recorder.record(refusal(index), "authenticated-refusal");
+    await recorder.stop(50);
+    // The first refusal's row and the coalesced row of the other three.
+    expect(dropped).toEqual([[2, "shutdown"]]);
+  });
+});

@@ -1,5 +1,6 @@
 import { isDatabaseUnavailable } from "../storage/database-unavailable.js";
 import type { UsageRecord, UsageRepository } from "../storage/usage-repository.js";
+import { createRefusalCoalescer } from "./refusal-coalescer.js";
 
 export interface UsageRecorderDeps {
   repository: UsageRepository;
@@ -19,18 +20,32 @@ export interface UsageRecorderDeps {
   onRefused?: (row: UsageRecord, error: unknown) => void;
   onWriteFailure?: (error: unknown) => void;
   onRecovered?: () => void;
+  /**
+   * An authenticated client's refusals (`authenticated-refusal`) of one key written as rows of their
+   * own each minute; the rest are coalesced into one row (default 10; see refusal-coalescer.ts).
+   */
+  refusalRowsPerMinute?: number;
+  /** Keys whose refusals are coalesced at once (default 10,000); beyond them rows are written one by one. */
+  refusalKeysMax?: number;
+  /** A refusal held for its key's coalesced row, not written as a row of its own. */
+  onCoalesced?: (row: UsageRecord) => void;
+  /** Epoch ms, to tell when a minute of coalesced refusals ended (default Date.now). */
+  now?: () => number;
 }
 
 export interface UsageRecorder {
   /**
    * Queues a row; never blocks and never throws on the request path. `refusal`: the row of a request
    * refused before it was admitted (failed authentication, an unknown project, a limit): the first
-   * to go when the queue is full.
+   * to go when the queue is full. `authenticated-refusal`: a refusal of a client whose credentials
+   * passed (a rate limit's 429, a 403), which it may repeat as fast as it sends: past the first of a
+   * minute for its key, held and written as one row counting them all (docs/decisions/0015).
    */
-  record(row: UsageRecord, kind?: "call" | "refusal"): void;
+  record(row: UsageRecord, kind?: "call" | "refusal" | "authenticated-refusal"): void;
   /**
-   * Writes everything queued (retrying until `deadlineMs` passes); used at shutdown and in tests.
-   * Returns by the deadline even when a write never answers (a database that hangs).
+   * Writes everything queued, and the refusals held for a coalesced row (retrying until
+   * `deadlineMs` passes); used at shutdown and in tests. Returns by the deadline even when a write
+   * never answers (a database that hangs).
    */
   flush(deadlineMs?: number): Promise<void>;
   depth(): number;
@@ -40,7 +55,8 @@ export interface UsageRecorder {
    */
   writesFailing(): boolean;
   /**
-   * Stops the timer, waits up to `deadlineMs` for a write in progress, and counts the rows still
+   * Stops the timer, waits up to `deadlineMs` for a write in progress (and, when refusals were held
+   * for a coalesced row, for their rows and those queued to be written), and counts the rows still
    * queued, and any recorded afterwards, as dropped: they are lost, and must not be lost silently.
    */
   stop(deadlineMs?: number): Promise<void>;
@@ -75,8 +91,18 @@ export function createUsageRecorder(deps: UsageRecorderDeps): UsageRecorder {
   let backoffMs = 0;
   let retryAt = 0;
   let stopped = false;
+  const coalescer = createRefusalCoalescer({
+    write: (row) => enqueue(row, "refusal"),
+    ...(deps.now ? { now: deps.now } : {}),
+    ...(deps.refusalRowsPerMinute !== undefined ? { rowsPerMinute: deps.refusalRowsPerMinute } : {}),
+    ...(deps.refusalKeysMax !== undefined ? { maxKeys: deps.refusalKeysMax } : {}),
+    ...(deps.onCoalesced ? { onCoalesced: deps.onCoalesced } : {}),
+  });
 
-  const timer = setInterval(() => void drain(true), deps.flushIntervalMs);
+  const timer = setInterval(() => {
+    coalescer.sweep();
+    void drain(true);
+  }, deps.flushIntervalMs);
   timer.unref();
 
   async function writeOnce(): Promise<boolean> {
@@ -175,39 +201,60 @@ export function createUsageRecorder(deps: UsageRecorderDeps): UsageRecorder {
     if (evicted > 0) deps.onDropped?.(evicted, "refusals-evicted");
   }
 
+  function enqueue(row: UsageRecord, kind: "call" | "refusal"): void {
+    if (!stopped && queue.length >= deps.queueMax && kind === "call" && refusalsQueued > 0) evictRefusals();
+    if (stopped || queue.length >= deps.queueMax) {
+      deps.onDropped?.(1, stopped ? "shutdown" : "queue-full");
+      return;
+    }
+    if (kind === "refusal") {
+      refusals.add(row);
+      refusalsQueued++;
+    }
+    queue.push(row);
+    deps.onQueueDepth?.(queue.length);
+    if (queue.length >= batchSize) void drain(false);
+  }
+
+  /** Queues the rows of every refusal held for a coalesced row; whether there were any. */
+  function queueHeld(): boolean {
+    const held = coalescer.takeAll();
+    for (const row of held) enqueue(row, "refusal");
+    return held.length > 0;
+  }
+
+  async function flush(deadlineMs = 10_000): Promise<void> {
+    const deadline = Date.now() + deadlineMs;
+    queueHeld();
+    while (queue.length > 0 && Date.now() < deadline) {
+      if (writing && !(await settlesBy(writing, deadline))) return;
+      retryAt = 0;
+      if (!(await settlesBy(drain(true), deadline))) return;
+      if (queue.length > 0 && failing)
+        await new Promise((resolve) =>
+          setTimeout(resolve, Math.min(backoffMs, Math.max(0, deadline - Date.now()))),
+        );
+    }
+  }
+
   return {
     record(row, kind = "call") {
-      if (!stopped && queue.length >= deps.queueMax && kind === "call" && refusalsQueued > 0) evictRefusals();
-      if (stopped || queue.length >= deps.queueMax) {
-        deps.onDropped?.(1, stopped ? "shutdown" : "queue-full");
-        return;
-      }
-      if (kind === "refusal") {
-        refusals.add(row);
-        refusalsQueued++;
-      }
-      queue.push(row);
-      deps.onQueueDepth?.(queue.length);
-      if (queue.length >= batchSize) void drain(false);
+      if (kind === "authenticated-refusal" && !stopped) coalescer.offer(row);
+      else enqueue(row, kind === "authenticated-refusal" ? "refusal" : kind);
     },
-    async flush(deadlineMs = 10_000) {
-      const deadline = Date.now() + deadlineMs;
-      while (queue.length > 0 && Date.now() < deadline) {
-        if (writing && !(await settlesBy(writing, deadline))) return;
-        retryAt = 0;
-        if (!(await settlesBy(drain(true), deadline))) return;
-        if (queue.length > 0 && failing)
-          await new Promise((resolve) =>
-            setTimeout(resolve, Math.min(backoffMs, Math.max(0, deadline - Date.now()))),
-          );
-      }
-    },
+    flush,
     depth: () => queue.length,
     writesFailing: () => failing,
     async stop(deadlineMs = 1000) {
-      stopped = true;
+      const deadline = Date.now() + deadlineMs;
       clearInterval(timer);
-      if (writing) await settlesBy(writing, Date.now() + deadlineMs);
+      // Refusals held for a coalesced row were never queued: they get their chance to be written
+      // (with what is queued before them) rather than being dropped unwritten. Any recorded from
+      // here on is dropped and counted, as every row is after stop.
+      const held = queueHeld();
+      stopped = true;
+      if (held) await flush(deadlineMs);
+      if (writing) await settlesBy(writing, deadline);
       if (queue.length > 0) {
         deps.onDropped?.(queue.length, "shutdown");
         queue = [];

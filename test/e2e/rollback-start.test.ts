@@ -16,7 +16,7 @@ async function migratedByLaterBuild(deleted?: string): Promise<string> {
   const database = await openDatabase({ dataDir });
   await sql`alter table projects add column added_by_a_later_build text`.execute(database.db);
   await sql`insert into sluice_migrations (name, timestamp)
-    values ('0004-added-by-a-later-build', '2099-01-01T00:00:00.000Z')`.execute(database.db);
+    values ('0099-added-by-a-later-build', '2099-01-01T00:00:00.000Z')`.execute(database.db);
   if (deleted) await sql`delete from sluice_migrations where name = ${deleted}`.execute(database.db);
   await database.close();
   return dataDir;
@@ -35,9 +35,9 @@ describe("a start on a database a later build migrated (a rollback)", () => {
       const warnings = sluice.logs.map((line) => JSON.parse(line)).filter((line) => line.level === "warn");
       expect(warnings).toContainEqual(
         expect.objectContaining({
-          migrations: ["0004-added-by-a-later-build"],
+          migrations: ["0099-added-by-a-later-build"],
           msg: expect.stringMatching(
-            /^The database was migrated by a newer Sluice \(migrations this build does not know: 0004-added-by-a-later-build\)/,
+            /^The database was migrated by a newer Sluice \(migrations this build does not know: 0099-added-by-a-later-build\)/,
           ),
         }),
       );
@@ -52,7 +52,7 @@ describe("a start on a database a later build migrated (a rollback)", () => {
     expect(code).toBe(1);
     expect(stderr).toBe(
       "sluice failed to start: The database has migrations this Sluice does not know " +
-        "(0004-added-by-a-later-build: another build ran them) and lacks one it needs " +
+        "(0099-added-by-a-later-build: another build ran them) and lacks one it needs " +
         "(0002-usage-token-counts-bigint), so this build cannot run on it: start the Sluice build " +
         "that migrated it, or a newer one\n",
     );
