@@ -258,8 +258,8 @@ describe("loadConfig", () => {
     expect(problemsOf({ PORT: value })).toBe(`Invalid configuration:\n  PORT: ${reason}`);
   });
 
-  it("reads SLUICE_MAX_CONNECTIONS_PER_IP as a whole number, 256 by default and 0 for no cap", () => {
-    expect(loadConfig({}).maxConnectionsPerIp).toBe(256);
+  it("reads SLUICE_MAX_CONNECTIONS_PER_IP as a whole number, 1024 by default and 0 for no cap", () => {
+    expect(loadConfig({}).maxConnectionsPerIp).toBe(1024);
     expect(loadConfig({ SLUICE_MAX_CONNECTIONS_PER_IP: "0" }).maxConnectionsPerIp).toBe(0);
     expect(loadConfig({ SLUICE_MAX_CONNECTIONS_PER_IP: "3" }).maxConnectionsPerIp).toBe(3);
     for (const wrong of ["-1", "1e3", "ten"])

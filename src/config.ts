@@ -389,8 +389,8 @@ export const settings = {
   maxConnectionsPerIp: setting(
     "SLUICE_MAX_CONNECTIONS_PER_IP",
     integer(0),
-    "256",
-    "connections one peer address may hold open at once (IPv4-mapped IPv6 counts as its IPv4 address); one more is answered 429 `TOO_MANY_REQUESTS` and closed (over TLS: cut before the handshake); addresses in SLUICE_TRUST_PROXY are not capped; 0: no cap",
+    "1024",
+    "connections one peer address may hold open at once (IPv4-mapped IPv6 counts as its IPv4 address, IPv6 with the rest of its /64); one more is answered 429 `TOO_MANY_REQUESTS` and closed (over TLS: cut before the handshake); addresses in SLUICE_TRUST_PROXY are not capped; 0: no cap",
   ),
   publicUrl: setting(
     "SLUICE_PUBLIC_URL",
