@@ -233,11 +233,14 @@ async function main(): Promise<void> {
   const apple = await startApple();
   const counts: Count[] = [];
   try {
-    const upstream = await startProcess("upstream", [
-      ...tsx,
-      join(root, "test/fakes/fake-upstream-main.ts"),
-      "0",
-    ]);
+    // Under callgrind a proxy's timers fire late: a connection the upstream closes after its 5 s of
+    // idleness could be taken for a request just then, and the request would fail (502). The
+    // upstream keeps idle connections longer than either proxy (undici: 30 s) does.
+    const upstream = await startProcess(
+      "upstream",
+      [...tsx, join(root, "test/fakes/fake-upstream-main.ts"), "0"],
+      { FAKE_KEEP_ALIVE_TIMEOUT_MS: "120000" },
+    );
     // Each case on fresh processes warmed up on that case alone: code optimized for one case and
     // then given another is deoptimized and compiled again, and the compiler's work, which a long
     // run spreads over millions of requests, would be counted as the request's.

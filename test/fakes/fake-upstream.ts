@@ -85,7 +85,13 @@ export interface FakeUpstream {
   close(): Promise<void>;
 }
 
-export async function startFakeUpstream(options: { port?: number } = {}): Promise<FakeUpstream> {
+export async function startFakeUpstream(
+  options: {
+    port?: number;
+    /** How long an idle keep-alive connection stays open (Node's default, 5 s, when not given). */
+    keepAliveTimeoutMs?: number;
+  } = {},
+): Promise<FakeUpstream> {
   const requests: RecordedRequest[] = [];
   const queued: ProgrammedResponse[] = [];
   let structured: unknown | ((request: RecordedRequest) => unknown) = { answer: "fake" };
@@ -401,6 +407,7 @@ export async function startFakeUpstream(options: { port?: number } = {}): Promis
   const server: Server = createServer((request, response) => {
     handle(request, response).catch(() => response.destroy());
   });
+  if (options.keepAliveTimeoutMs !== undefined) server.keepAliveTimeout = options.keepAliveTimeoutMs;
   await new Promise<void>((resolve) => server.listen(options.port ?? 0, "127.0.0.1", resolve));
   const { port } = server.address() as AddressInfo;
 
