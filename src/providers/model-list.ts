@@ -119,11 +119,18 @@ interface ListedModels {
 
 const listed = new Map<ProviderId, ListedModels>();
 
-/** The catalogue's models of `provider`, in the list's order, read once per provider. */
+/**
+ * The catalogue's models of `provider`, in the list's order, read once per provider: provider B's
+ * newest first, as its API lists them (the SDK's first page holds the latest models; a stable sort,
+ * so models released the same day keep the catalogue's order); the others in the catalogue's.
+ */
 function listedModels(provider: ProviderId): ListedModels {
   let models = listed.get(provider);
   if (!models) {
-    const catalogue = modelsFor(provider);
+    const catalogue =
+      provider === "provider-b"
+        ? [...modelsFor(provider)].sort((left, right) => right.created - left.created)
+        : modelsFor(provider);
     models = {
       ids: catalogue.map((model) => model.id),
       texts: catalogue.map((model) => JSON.stringify(entry(provider, model))),

@@ -32,7 +32,7 @@ describe("model list paging through the official SDKs", () => {
   const get = (path: string) => fetch(`${sluice.url}${path}`);
   const bJson = async (path: string) =>
     (await (await get(path)).json()) as {
-      data: Array<{ id: string }>;
+      data: Array<{ id: string; created_at?: string }>;
       has_more: boolean;
       first_id: string | null;
       last_id: string | null;
@@ -55,6 +55,14 @@ describe("model list paging through the official SDKs", () => {
   }
 
   describe("provider B (limit, after_id, before_id)", () => {
+    it("lists the newest models first, as provider B does", async () => {
+      const body = await bJson(`/v1/provider-b/${project.projectId}/v1/models?limit=1000`);
+      const released = body.data.map((model) => Date.parse(String(model.created_at)));
+      expect(released.length).toBeGreaterThan(4);
+      expect(released).toEqual([...released].sort((left, right) => right - left));
+      expect(new Set(released).size).toBeGreaterThan(1);
+    });
+
     it("pages client.models.list({ limit: 2 }) forwards: every model exactly once, two at a time", async () => {
       const all = await allOfB();
       expect(all.length).toBeGreaterThan(4);
