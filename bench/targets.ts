@@ -56,13 +56,13 @@ export async function startSluice(
   upstreamUrl: string,
   appleUrl: string,
   dataDir: string,
-  options: StartOptions & { nodeFlags?: string[] } = {},
+  options: StartOptions & { nodeFlags?: string[]; env?: Record<string, string> } = {},
 ): Promise<{ target: Target; adminToken: string }> {
   const adminToken = randomBytes(24).toString("hex");
   const target = await startProcess(
     "sluice",
     [...(options.nodeFlags ?? []), join(root, "dist/src/main.js")],
-    sluiceEnv(upstreamUrl, appleUrl, dataDir, adminToken),
+    { ...sluiceEnv(upstreamUrl, appleUrl, dataDir, adminToken), ...options.env },
     options,
   );
   return { target, adminToken };
