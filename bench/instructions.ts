@@ -334,7 +334,7 @@ function render(counts: readonly Count[]): string {
     "valgrind callgrind: user-space instructions of every thread of the target process per request",
     `(kernel time and cache misses are not in them). After ${warmUpRequests} uncounted requests per case,`,
     `windows of ${measuredRequests} requests are counted until two in a row agree within ${agreement * 100}%`,
-    `(at most ${maxWindows}); a line gives the mean of those two and their spread. Node flags: \`${nodeFlags.join(" ")}\`.`,
+    `(at most ${maxWindows}); a line gives the mean of those two and their spread. Node flags: \`${nodeFlags.join(" ")}\`; Sluice's usage tick ${Number(usageFlushIntervalMs) / 1000} s (transactions of 200 rows).`,
     "",
     "| case | conn | floor instructions/request | sluice instructions/request | sluice / floor | spread (floor, sluice) | windows (floor, sluice) |",
     "|---|---|---|---|---|---|---|",
