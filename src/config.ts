@@ -1,4 +1,3 @@
-import { z } from "zod";
 import { parseCorsOrigins } from "./http/cors.js";
 import { parseTrustedProxies } from "./net/ip-address.js";
 import { isModelName, modelNameRule } from "./providers/model-name.js";
@@ -8,93 +7,154 @@ import { notAnImageModelOf } from "./usage/model-catalogue.js";
  * The configuration schema: the only place that reads the environment. Every setting has an
  * environment name, a default and a one-line doc; README.md's configuration table lists exactly
  * these (a test checks). `loadConfig` fails fast with every problem named.
+ *
+ * Values are read by the small parsers below, not a schema library: loading one at every start
+ * took a tenth of the start-up budget (docs/decisions/0005).
  */
 interface Setting<T> {
   env: string;
-  schema: z.ZodType<T>;
+  parse: Parser<T>;
   default: string | undefined;
   doc: string;
 }
 
-const setting = <T>(
+/**
+ * Reads a given value (never empty: an empty one is unset) and pushes each problem it finds onto
+ * `problems`, in the order checked; what it answers is used only when it found none.
+ */
+type Parser<T> = (value: string, problems: string[]) => T;
+
+/** A setting without a default is undefined when the environment does not give it. */
+function setting<T>(env: string, parse: Parser<T>, defaultValue: string, doc: string): Setting<T>;
+function setting<T>(
   env: string,
-  schema: z.ZodType<T>,
+  parse: Parser<T>,
+  defaultValue: undefined,
+  doc: string,
+): Setting<T | undefined>;
+function setting<T>(
+  env: string,
+  parse: Parser<T>,
   defaultValue: string | undefined,
   doc: string,
-): Setting<T> => ({
-  env,
-  schema,
-  default: defaultValue,
-  doc,
-});
+): Setting<T> {
+  return { env, parse, default: defaultValue, doc };
+}
+
+/** A rule a value must follow, and what is wrong with one that does not. */
+type Rule = [follows: (value: string) => boolean, problem: string];
+
+const matching = (pattern: RegExp, problem: string): Rule => [(value) => pattern.test(value), problem];
+const atLeast = (length: number): Rule => [
+  (value) => value.length >= length,
+  `Too small: expected string to have >=${length} characters`,
+];
+
+/** Text that follows every rule; each rule it breaks is named. */
+const text =
+  (...rules: Rule[]): Parser<string> =>
+  (value, problems) => {
+    for (const [follows, problem] of rules) if (!follows(value)) problems.push(problem);
+    return value;
+  };
+const nonEmpty = text(atLeast(1));
+
+const oneOf =
+  <const V extends string>(...words: V[]): Parser<V> =>
+  (value, problems) => {
+    if (!(words as string[]).includes(value))
+      problems.push(`Invalid option: expected one of ${words.map((word) => JSON.stringify(word)).join("|")}`);
+    return value as V;
+  };
+const bool: Parser<boolean> = (value, problems) => {
+  const word = oneOf("0", "1", "true", "false")(value, problems);
+  return word === "true" || word === "1";
+};
 
 /**
  * A whole number written as digits: `0x10`, `1e3` or ` 5 ` are refused rather than misread (as
- * `Number` would read them), and a value too large is named once.
+ * `Number` would read them). NaN, with `problem` or the overflow named, when it is not one.
  */
-const integer = (min: number, max = Number.MAX_SAFE_INTEGER) =>
-  z
-    .string()
-    .regex(/^[0-9]+$/, "must be a whole number written as digits, such as 10")
-    .transform(Number)
-    .pipe(z.number().min(min, `must be at least ${min}`).max(max, `must be at most ${max}`));
-const optionalString = z.string().min(1).optional();
-/**
- * A value sent in an HTTP header (provider B's version, S3's signed credential): Node refuses a
- * line break or a control character in one, which would fail every call that sends it.
- */
-const headerValue = z
-  .string()
-  .min(1)
-  .regex(
-    /^[\x21-\x7e](?:[\x20-\x7e]*[\x21-\x7e])?$/,
-    "must be a valid HTTP header value: printable ASCII, no line break or control character, no space at either end",
-  );
-const url = z.string().url();
-/** A URL of one of `schemes` (`postgres:`, say): another scheme would be misread, not refused, later. */
-const urlOf = (schemes: string[], message: string) =>
-  url.refine(
-    // Zod runs this after a failed URL check too: an unparsable value is that check's to report.
-    (value) => !URL.canParse(value) || schemes.includes(new URL(value).protocol),
-    message,
-  );
+function wholeNumber(value: string, problem: string, problems: string[]): number {
+  if (!/^[0-9]+$/.test(value)) problems.push(problem);
+  else if (!Number.isFinite(Number(value)))
+    problems.push("Invalid input: expected number, received Infinity");
+  else return Number(value);
+  return Number.NaN;
+}
+/** A whole number from `min` to `max`; a value too large is named once. */
+const integer =
+  (min: number, max = Number.MAX_SAFE_INTEGER): Parser<number> =>
+  (value, problems) => {
+    const number = wholeNumber(value, "must be a whole number written as digits, such as 10", problems);
+    if (number < min) problems.push(`must be at least ${min}`);
+    else if (number > max) problems.push(`must be at most ${max}`);
+    return number;
+  };
 /**
  * A time limit in whole milliseconds, written as digits: `10s` or `1e4` are refused rather than
  * misread, and so is anything above a day (Node runs a timer longer than about 24.8 days at once).
  */
-const millisecondsFrom = (min: number) =>
-  z
-    .string()
-    .regex(/^[0-9]+$/, "must be a whole number of milliseconds, such as 10000")
-    .transform(Number)
-    .pipe(
-      z
-        .number()
-        .min(min, `must be at least ${min} ms`)
-        .max(86_400_000, "must be at most 86400000 ms (a day)"),
-    );
+const millisecondsFrom =
+  (min: number): Parser<number> =>
+  (value, problems) => {
+    const number = wholeNumber(value, "must be a whole number of milliseconds, such as 10000", problems);
+    if (number < min) problems.push(`must be at least ${min} ms`);
+    else if (number > 86_400_000) problems.push("must be at most 86400000 ms (a day)");
+    return number;
+  };
 const milliseconds = millisecondsFrom(1);
+/**
+ * A value sent in an HTTP header (provider B's version, S3's signed credential): Node refuses a
+ * line break or a control character in one, which would fail every call that sends it.
+ */
+const headerValue = text(
+  atLeast(1),
+  matching(
+    /^[\x21-\x7e](?:[\x20-\x7e]*[\x21-\x7e])?$/,
+    "must be a valid HTTP header value: printable ASCII, no line break or control character, no space at either end",
+  ),
+);
+/**
+ * A URL that follows `rules`. The value kept is the one parsed: without spaces at either end, nor
+ * tabs and line breaks (which the URL parser drops). One that does not parse is kept as given, for
+ * the rules, which leave it to this check.
+ */
+const url =
+  (...rules: Rule[]): Parser<string> =>
+  (value, problems) => {
+    const trimmed = value.trim();
+    if (URL.canParse(trimmed)) return text(...rules)(trimmed.replace(/[\t\n\r]/g, ""), problems);
+    problems.push("Invalid URL");
+    return text(...rules)(value, problems);
+  };
+/** A URL of one of `schemes` (`postgres:`, say): another scheme would be misread, not refused, later. */
+const schemeOf = (schemes: string[], problem: string): Rule => [
+  (value) => !URL.canParse(value) || schemes.includes(new URL(value).protocol),
+  problem,
+];
 /** An http:// or https:// URL: another scheme (or `host:port` without one) would fail every call. */
-const httpUrl = urlOf(["http:", "https:"], "must be an http:// or https:// URL");
+const httpScheme = schemeOf(["http:", "https:"], "must be an http:// or https:// URL");
+const httpUrl = url(httpScheme);
 /**
  * An http(s) URL that paths are appended to (`SLUICE_PUBLIC_URL`: `<base>/v1/vault/…?expires=…`):
  * a query or fragment in it would take in every path appended, and user info would be handed to
  * every app in every signed URL, so they are refused. A path is kept.
  */
-const baseUrl = httpUrl.refine(
+const baseUrl = url(httpScheme, [
   isBareBaseUrl,
   "must be a base URL without a query (?), fragment (#) or user info: signed vault URLs, which apps receive, append their path and query to it",
-);
+]);
 /**
  * A provider's base URL: its calls go to the URL's origin and path (provider-adapter.ts), so a query,
  * fragment or user info in it would be dropped without a word (an Azure-style `?api-version=`, a
  * password): refused instead.
  */
-const upstreamBaseUrl = httpUrl.refine(
+const upstreamBaseUrl = url(httpScheme, [
   isBareBaseUrl,
   "must be a base URL without a query (?), fragment (#) or user info: a provider's calls go to its origin and path only, and the rest would be dropped",
-);
-/** A URL with no query, fragment or user info (one that does not parse is httpUrl's to refuse). */
+]);
+/** A URL with no query, fragment or user info (one that does not parse is url's to refuse). */
 function isBareBaseUrl(value: string): boolean {
   if (!URL.canParse(value)) return true;
   const url = new URL(value);
@@ -105,58 +165,53 @@ function isBareBaseUrl(value: string): boolean {
  * catalogue lists as an image model of that provider, or does not list at all (catalogues lag the
  * providers' new models).
  */
-const imageModelOf = (provider: "provider-a" | "provider-c") =>
-  z
-    .string()
-    .refine(isModelName, modelNameRule)
-    .superRefine((name, context) => {
-      const listedBy = notAnImageModelOf(provider, name)?.listedBy;
-      if (listedBy === undefined) return;
-      context.addIssue({
-        code: "custom",
-        message:
-          listedBy === provider
-            ? `must be an image model of ${provider}: the catalogue lists ${name} as another kind of model`
-            : `must be an image model of ${provider}: the catalogue lists ${name} as a ${listedBy} model`,
-      });
-    });
-const bool = z.enum(["true", "false", "1", "0"]).transform((value) => value === "true" || value === "1");
+const imageModelOf =
+  (provider: "provider-a" | "provider-c"): Parser<string> =>
+  (name, problems) => {
+    if (!isModelName(name)) problems.push(modelNameRule);
+    const listedBy = notAnImageModelOf(provider, name)?.listedBy;
+    if (listedBy === provider)
+      problems.push(
+        `must be an image model of ${provider}: the catalogue lists ${name} as another kind of model`,
+      );
+    else if (listedBy !== undefined)
+      problems.push(
+        `must be an image model of ${provider}: the catalogue lists ${name} as a ${listedBy} model`,
+      );
+    return name;
+  };
 /** A list read by `parse`, which answers the list or what is wrong with the value. */
-const parsedList = (parse: (value: string) => string[] | string) =>
-  z
-    .string()
-    .optional()
-    .transform((value, context) => {
-      if (value === undefined) return undefined;
-      const parsed = parse(value);
-      if (typeof parsed === "string") {
-        context.addIssue({ code: "custom", message: parsed });
-        return z.NEVER;
-      }
-      return parsed;
-    });
+const parsedList =
+  (parse: (value: string) => string[] | string): Parser<string[]> =>
+  (value, problems) => {
+    const parsed = parse(value);
+    if (typeof parsed === "string") problems.push(parsed);
+    return typeof parsed === "string" ? [] : parsed;
+  };
 
 export const settings = {
   port: setting("PORT", integer(0, 65535), "8787", "TCP port the gateway listens on"),
-  host: setting("HOST", z.string().min(1), "127.0.0.1", "address the gateway binds to"),
+  host: setting("HOST", nonEmpty, "127.0.0.1", "address the gateway binds to"),
   environment: setting(
     "SLUICE_ENV",
-    z.enum(["development", "production", "test"]),
+    oneOf("development", "production", "test"),
     "development",
     "`production` requires SLUICE_MASTER_KEY and refuses to generate one, turns Test Mode off (test keys are refused, no project is put in it), and warns at start when it serves plain HTTP with no SLUICE_TRUST_PROXY; `development` and `test` behave alike",
   ),
   dataDir: setting(
     "SLUICE_DATA_DIR",
-    z.string().min(1),
+    nonEmpty,
     "./data",
     "embedded database, generated master key, local vault",
   ),
   databaseUrl: setting(
     "DATABASE_URL",
-    urlOf(
-      ["postgres:", "postgresql:", "socket:"],
-      "must be a postgres:// or postgresql:// URL (or node-postgres's socket:/path form)",
-    ).optional(),
+    url(
+      schemeOf(
+        ["postgres:", "postgresql:", "socket:"],
+        "must be a postgres:// or postgresql:// URL (or node-postgres's socket:/path form)",
+      ),
+    ),
     undefined,
     "PostgreSQL URL (`postgres://`, `postgresql://`, or node-postgres's `socket:/path` form) for several instances; needs SLUICE_MASTER_KEY unless the data dir holds a `master.key` (unset: SQLite in the data dir)",
   ),
@@ -180,47 +235,43 @@ export const settings = {
   ),
   redisUrl: setting(
     "REDIS_URL",
-    urlOf(["redis:", "rediss:"], "must be a redis:// or rediss:// URL")
-      .refine(
-        // ioredis reads the path as the database index: `/abc` became SELECT NaN, and then keys in
-        // database 0; `/1/2` became database 1.
-        (value) => !URL.canParse(value) || /^(?:\/[0-9]*)?$/.test(new URL(value).pathname),
-        "the path must be a database index (`/N`) or nothing",
-      )
-      .optional(),
+    url(schemeOf(["redis:", "rediss:"], "must be a redis:// or rediss:// URL"), [
+      // ioredis reads the path as the database index: `/abc` became SELECT NaN, and then keys in
+      // database 0; `/1/2` became database 1.
+      (value) => !URL.canParse(value) || /^(?:\/[0-9]*)?$/.test(new URL(value).pathname),
+      "the path must be a database index (`/N`) or nothing",
+    ]),
     undefined,
     "Redis URL (`redis://` or `rediss://`) for shared limits and caches (unset: in-process); a user, password or database index (`/N`) Redis refuses stops the start",
   ),
   redisKeyPrefix: setting(
     "SLUICE_REDIS_KEY_PREFIX",
-    z
-      .string()
-      .max(64, "must be at most 64 characters")
+    text(
+      [(value) => value.length <= 64, "must be at most 64 characters"],
       // Redis takes any bytes, but an operator types the prefix into `redis-cli --scan --pattern` and
       // reads it in logs: it must show as it is, with no space or control character to get lost.
-      .regex(/^[\x21-\x7e]+$/, "must be printable ASCII without spaces, such as `staging:`")
-      .optional(),
+      matching(/^[\x21-\x7e]+$/, "must be printable ASCII without spaces, such as `staging:`"),
+    ),
     undefined,
     "prefix of every Redis key Sluice reads or writes (rate limits, failed-authentication counts, DeviceCheck ledger), put before it as given (`staging:` makes `sluice:rl:…` `staging:sluice:rl:…`): deployments sharing one Redis count apart under prefixes of their own, and the instances of one deployment need the same one; at most 64 printable ASCII characters without spaces (unset: no prefix, the keys of earlier versions)",
   ),
   adminToken: setting(
     "SLUICE_ADMIN_TOKEN",
-    z
-      .string()
-      .min(16)
+    text(
+      atLeast(16),
       // It travels as `Authorization: Bearer <token>`: a space or a non-ASCII character could never match.
-      .regex(/^[\x21-\x7e]+$/, "must be printable ASCII without spaces")
-      .optional(),
+      matching(/^[\x21-\x7e]+$/, "must be printable ASCII without spaces"),
+    ),
     undefined,
     "bearer token for /admin/v1, at least 16 printable ASCII characters without spaces (unset: admin API off; the CLI works locally)",
   ),
   masterKey: setting(
     "SLUICE_MASTER_KEY",
     // Checked with every other setting, so a bad key is named beside them (its value never is).
-    optionalString.refine(
-      (value) => value === undefined || Buffer.from(value, "base64").length === 32,
+    text(atLeast(1), [
+      (value) => Buffer.from(value, "base64").length === 32,
       "must be 32 bytes, base64-encoded (e.g. `openssl rand -base64 32`)",
-    ),
+    ]),
     undefined,
     "32-byte key (base64) for secrets at rest (unset: generated into the data dir on the embedded SQLite default, development only)",
   ),
@@ -394,7 +445,7 @@ export const settings = {
   ),
   publicUrl: setting(
     "SLUICE_PUBLIC_URL",
-    baseUrl.optional(),
+    baseUrl,
     undefined,
     "external base URL used in signed vault URLs, a path allowed but no query, fragment or user info (unset: the address the gateway listens on, with the port it got and an IPv6 address in brackets, e.g. `http://[::1]:41234`)",
   ),
@@ -412,37 +463,27 @@ export const settings = {
   ),
   vaultS3Endpoint: setting(
     "SLUICE_VAULT_S3_ENDPOINT",
-    httpUrl.optional(),
+    httpUrl,
     undefined,
     "S3-compatible endpoint (set: vault in S3)",
   ),
-  vaultS3Bucket: setting("SLUICE_VAULT_S3_BUCKET", optionalString, undefined, "S3 bucket of the vault"),
+  vaultS3Bucket: setting("SLUICE_VAULT_S3_BUCKET", nonEmpty, undefined, "S3 bucket of the vault"),
   vaultS3Region: setting("SLUICE_VAULT_S3_REGION", headerValue, "us-east-1", "S3 region"),
-  vaultS3AccessKeyId: setting(
-    "SLUICE_VAULT_S3_ACCESS_KEY_ID",
-    headerValue.optional(),
-    undefined,
-    "S3 access key id",
-  ),
+  vaultS3AccessKeyId: setting("SLUICE_VAULT_S3_ACCESS_KEY_ID", headerValue, undefined, "S3 access key id"),
   vaultS3SecretAccessKey: setting(
     "SLUICE_VAULT_S3_SECRET_ACCESS_KEY",
-    optionalString,
+    nonEmpty,
     undefined,
     "S3 secret access key",
   ),
   logLevel: setting(
     "LOG_LEVEL",
-    z.enum(["fatal", "error", "warn", "info", "debug", "trace", "silent"]),
+    oneOf("fatal", "error", "warn", "info", "debug", "trace", "silent"),
     "info",
     "pino log level",
   ),
-  tlsCert: setting(
-    "SLUICE_TLS_CERT",
-    optionalString,
-    undefined,
-    "PEM certificate file: serve HTTPS directly",
-  ),
-  tlsKey: setting("SLUICE_TLS_KEY", optionalString, undefined, "PEM private key file for SLUICE_TLS_CERT"),
+  tlsCert: setting("SLUICE_TLS_CERT", nonEmpty, undefined, "PEM certificate file: serve HTTPS directly"),
+  tlsKey: setting("SLUICE_TLS_KEY", nonEmpty, undefined, "PEM private key file for SLUICE_TLS_CERT"),
   trustProxy: setting(
     "SLUICE_TRUST_PROXY",
     parsedList(parseTrustedProxies),
@@ -464,7 +505,7 @@ export const settings = {
   ),
   configFile: setting(
     "SLUICE_CONFIG_FILE",
-    optionalString,
+    nonEmpty,
     undefined,
     "JSON file of projects to seed at start-up (projects as code)",
   ),
@@ -492,13 +533,14 @@ export function loadConfig(
 ): Config {
   const problems: string[] = [];
   const values: Record<string, unknown> = {};
-  for (const [name, { env: envName, schema, default: fallback }] of Object.entries(settings)) {
+  for (const [name, { env: envName, parse, default: fallback }] of Object.entries(settings)) {
     // An empty value is an unset one: the default applies.
     const given = env[envName];
     const raw = given === undefined || given === "" ? fallback : given;
-    const parsed = (schema as z.ZodType<unknown>).safeParse(raw);
-    if (parsed.success) values[name] = parsed.data;
-    else problems.push(`${envName}: ${parsed.error.issues.map((issue) => issue.message).join("; ")}`);
+    const wrong: string[] = [];
+    const value = raw === undefined ? undefined : (parse as Parser<unknown>)(raw, wrong);
+    if (wrong.length === 0) values[name] = value;
+    else problems.push(`${envName}: ${wrong.join("; ")}`);
   }
   const config = { ...(values as Config), ...overrides };
   if (config.environment === "production" && !config.masterKey) {

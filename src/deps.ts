@@ -1,8 +1,7 @@
 import type { IncomingMessage } from "node:http";
 import type { AddressInfo } from "node:net";
 import type { Redis } from "ioredis";
-import { createProjectAdmin } from "./admin/project-admin.js";
-import { readProjectsFile, seedProjects } from "./admin/seed-projects.js";
+import { createProjectAdmin, type ProjectAdmin } from "./admin/project-admin.js";
 import type { App } from "./app.js";
 import { createApp } from "./app.js";
 import { createAuthenticator } from "./auth/authenticate.js";
@@ -82,6 +81,17 @@ export interface Gateway {
   connections: Pick<ConnectionCap, "addresses" | "openFrom">;
 }
 
+/**
+ * Reads and checks SLUICE_CONFIG_FILE (seed-projects.ts), and answers what seeds its projects. That
+ * module is loaded only then: it parses with zod, which a start without the file does not load
+ * (docs/decisions/0005).
+ */
+async function seedingFrom(file: string) {
+  const seeding = await import("./admin/seed-projects.js");
+  const projectsFile = await seeding.readProjectsFile(file);
+  return (admin: ProjectAdmin) => seeding.seedProjects(admin, projectsFile);
+}
+
 /** The one composition root: every dependency of the gateway is built here and nowhere else. */
 export async function createGateway(config: Config, injected: Partial<Injectables> = {}): Promise<Gateway> {
   const metrics = createMetrics({ collectDefaults: config.metricsEnabled });
@@ -92,7 +102,7 @@ export async function createGateway(config: Config, injected: Partial<Injectable
     logger.debug({ provider, model, warnings }, "AI SDK warnings");
   const now = injected.now ?? (() => new Date());
   // Read and checked before anything is written: a bad file leaves no master key or database behind.
-  const projectsFile = config.configFile ? readProjectsFile(config.configFile) : undefined;
+  const seedFromFile = config.configFile ? await seedingFrom(config.configFile) : undefined;
   const masterKey = loadMasterKey(config, (file) =>
     logger.warn(
       { file },
@@ -139,8 +149,8 @@ export async function createGateway(config: Config, injected: Partial<Injectable
     onProjectChanged: directory.invalidate,
     testModeAllowed,
   });
-  if (projectsFile) {
-    const seeded = await seedProjects(admin, projectsFile).catch(async (error: unknown) => {
+  if (seedFromFile) {
+    const seeded = await seedFromFile(admin).catch(async (error: unknown) => {
       await database.close();
       throw error;
     });

@@ -9,15 +9,9 @@ import type { KeyRepository, ProviderKeyRecord } from "../storage/key-repository
 import type { Project, ProjectRepository } from "../storage/project-repository.js";
 import type { UsageReportRow, UsageRepository } from "../storage/usage-repository.js";
 import { mapDatabaseOutages } from "./map-database-outages.js";
-import {
-  addProviderKeyInput,
-  type CreateProjectInput,
-  createProjectInput,
-  noFieldsInput,
-  projectIdPattern,
-  updateProjectInput,
-  usageQueryInput,
-} from "./project-input.js";
+import { projectIdPattern } from "./project-id.js";
+import type * as ProjectInput from "./project-input.js";
+import type { CreateProjectInput } from "./project-input.js";
 import {
   applyChanges,
   assertTestModeAllowed,
@@ -63,6 +57,16 @@ const issuedKeyIdPattern = /^[A-Za-z0-9_-]{1,64}$/;
 
 export type ProjectAdmin = ReturnType<typeof createProjectAdmin>;
 
+let inputSchemas: Promise<typeof ProjectInput> | undefined;
+/**
+ * The input schemas, loaded with zod on the first input parsed: a start parses none, and loading
+ * zod took a tenth of the start-up budget (docs/decisions/0005).
+ */
+function loadInputSchemas(): Promise<typeof ProjectInput> {
+  inputSchemas ??= import("./project-input.js");
+  return inputSchemas;
+}
+
 /** The administration use cases, shared by the admin HTTP API and the CLI. */
 export function createProjectAdmin(deps: ProjectAdminDeps) {
   const { projects, keys, secretBox } = deps;
@@ -107,6 +111,7 @@ export function createProjectAdmin(deps: ProjectAdminDeps) {
       input: unknown,
       fieldName: FieldName = sameName,
     ): Promise<{ project: ProjectView; testKey: string; testKeyId: string }> {
+      const { createProjectInput } = await loadInputSchemas();
       const fields = parse(createProjectInput, input, "project", bodyLabels(fieldName));
       checkProjectValues(fields, fieldName);
       const id =
@@ -141,6 +146,7 @@ export function createProjectAdmin(deps: ProjectAdminDeps) {
       input: Record<string, unknown>,
       fieldName: FieldName = sameName,
     ): Promise<void> {
+      const { createProjectInput, updateProjectInput } = await loadInputSchemas();
       const current = await projects.get(id);
       if (current === null) {
         const fields = parse(createProjectInput, { id, ...input }, "project", bodyLabels(fieldName));
@@ -156,7 +162,7 @@ export function createProjectAdmin(deps: ProjectAdminDeps) {
 
     /** A route that takes no fields refuses a body with any (400 with the list, as other bodies). */
     async requireNoFields(input: unknown): Promise<void> {
-      parse(noFieldsInput, input, "request body");
+      parse((await loadInputSchemas()).noFieldsInput, input, "request body");
     },
 
     async getProject(id: string): Promise<ProjectView> {
@@ -175,6 +181,7 @@ export function createProjectAdmin(deps: ProjectAdminDeps) {
      * one UPDATE statement on both engines: no lock held across round trips, no engine-specific SQL.
      */
     async updateProject(id: string, input: unknown, fieldName: FieldName = sameName): Promise<ProjectView> {
+      const { updateProjectInput } = await loadInputSchemas();
       const changes = parse(updateProjectInput, input, "project update", bodyLabels(fieldName));
       checkProjectValues(changes, fieldName);
       for (let attempt = 0; attempt < updateAttempts; attempt++) {
@@ -230,6 +237,7 @@ export function createProjectAdmin(deps: ProjectAdminDeps) {
       input: unknown,
       fieldName: FieldName = sameName,
     ): Promise<ProviderKeyView & { partialKey: string }> {
+      const { addProviderKeyInput } = await loadInputSchemas();
       const fields = parse(addProviderKeyInput, input, "provider key", bodyLabels(fieldName));
       await requireProject(projectId);
       const keyId = newKeyId();
@@ -273,7 +281,9 @@ export function createProjectAdmin(deps: ProjectAdminDeps) {
       input: unknown,
       parameterName: (field: string) => string = (field) => field,
     ): Promise<{ from: string; to: string; groupBy: string; rows: UsageReportRow[] }> {
-      const query = parse(usageQueryInput, input, "usage query", parameterLabels(parameterName));
+      const { usageQueryInput } = await loadInputSchemas();
+      const labels = parameterLabels(Object.keys(usageQueryInput.shape), parameterName);
+      const query = parse(usageQueryInput, input, "usage query", labels);
       const project = await requireProject(projectId);
       const { from, to } = usageReportWindow(query, deps.now(), parameterName);
       const groupBy = query.groupBy ?? "day";
@@ -295,12 +305,12 @@ export function createProjectAdmin(deps: ProjectAdminDeps) {
  * (SLUICE_CONFIG_FILE) is checked so before the master key or the database is touched; whether an
  * entry may create or update its project is `checkProject`'s, once the database is open.
  */
-export function checkProjectEntry(
+export async function checkProjectEntry(
   id: string,
   input: Record<string, unknown>,
   fieldName: FieldName = sameName,
-): void {
-  const entry = createProjectInput.partial({ name: true, provider: true });
+): Promise<void> {
+  const entry = (await loadInputSchemas()).createProjectInput.partial({ name: true, provider: true });
   checkProjectValues(parse(entry, { id, ...input }, "project", bodyLabels(fieldName)), fieldName);
 }
 
@@ -325,8 +335,8 @@ function bodyLabels(fieldName: FieldName): ProblemLabels {
 }
 
 /** Query parameters' problems, each named as the caller spells it; an unknown one is named too. */
-function parameterLabels(parameterName: (field: string) => string): ProblemLabels {
-  const known = Object.keys(usageQueryInput.shape).map(parameterName).join(", ");
+function parameterLabels(parameters: string[], parameterName: (field: string) => string): ProblemLabels {
+  const known = parameters.map(parameterName).join(", ");
   return (issue) => {
     if (issue.code === "unrecognized_keys")
       return issue.keys.map((key) => `${key}: unknown parameter (the parameters are ${known})`);

@@ -1,12 +1,12 @@
 import { z } from "zod";
-import { GatewayError } from "../errors.js";
 import { teamIdPattern } from "../images/vault-store.js";
-import { isModelName, modelNameRule } from "../providers/model-name.js";
 import { providerIds } from "../providers/provider-id.js";
+import { projectIdPattern, projectIdRule } from "./project-id.js";
 
-/** Admin input shapes, shared by the admin API and the CLI. Unknown fields are refused. */
-export const projectIdPattern = /^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$/;
-export const projectIdRule = "must match ^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$";
+/**
+ * Admin input shapes, shared by the admin API and the CLI. Unknown fields are refused. The
+ * use cases load this module (and zod with it) on the first input they parse (project-admin.ts).
+ */
 
 /**
  * NUL, which PostgreSQL text cannot hold (SQLite can), and unpaired UTF-16 surrogates, which
@@ -68,7 +68,7 @@ const projectFields = {
     .regex(teamIdPattern, "1 to 64 letters, digits, _ and - only (it is the first segment of vault paths)")
     .nullable(),
   provider: z.enum(providerIds),
-  // Its form (requireModelName) is 422, as /v1/image answers it; only its type and text are 400.
+  // Its form (project-values.ts) is 422, as /v1/image answers it; only its type and text are 400.
   model: storableText(z.string()).nullable(),
   testMode: z.boolean(),
   deviceCheck: deviceCheckInput,
@@ -91,19 +91,6 @@ export const createProjectInput = updateProjectInput
     provider: projectFields.provider,
   })
   .strict();
-
-/**
- * A project's model becomes part of provider C's URL, so it follows the one model-name rule
- * (src/providers/model-name.ts) that /v1/image applies, and is refused the same way: a well-typed
- * but malformed value is 422 VALIDATION_ERROR, naming the field as the caller spells it.
- */
-export function requireModelName(model: string | null | undefined, field: string): void {
-  if (model === null || model === undefined || isModelName(model)) return;
-  const problems = [`${field}: ${modelNameRule}`];
-  throw new GatewayError("VALIDATION_ERROR", `Invalid project: ${problems.join("; ")}`, {
-    details: { problems },
-  });
-}
 
 export const addProviderKeyInput = z
   .object({

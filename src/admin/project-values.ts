@@ -1,9 +1,10 @@
 import { createPrivateKey } from "node:crypto";
 import { GatewayError } from "../errors.js";
+import { isModelName, modelNameRule } from "../providers/model-name.js";
 import type { ProviderId } from "../providers/provider-id.js";
 import { proxyAllowListProblems } from "../proxy/proxy-allow-list.js";
 import { checkOutputSchema } from "../structured/output-schema.js";
-import { requireModelName, type UpdateProjectInput, type UsageQueryInput } from "./project-input.js";
+import type { UpdateProjectInput, UsageQueryInput } from "./project-input.js";
 
 /**
  * How a caller spells a field, from its dotted path (`deviceCheck.teamId`): the API as is, the CLI
@@ -24,6 +25,19 @@ export function checkProjectValues(fields: UpdateProjectInput, fieldName: FieldN
   const privateKey = fields.deviceCheck?.privateKey;
   if (typeof privateKey === "string") assertP256PrivateKey(privateKey, fieldName);
   if (fields.proxyAllowList) assertProxyAllowList(fields.proxyAllowList, fieldName);
+}
+
+/**
+ * A project's model becomes part of provider C's URL, so it follows the one model-name rule
+ * (src/providers/model-name.ts) that /v1/image applies, and is refused the same way: a well-typed
+ * but malformed value is 422 VALIDATION_ERROR, naming the field as the caller spells it.
+ */
+function requireModelName(model: string | null | undefined, field: string): void {
+  if (model === null || model === undefined || isModelName(model)) return;
+  const problems = [`${field}: ${modelNameRule}`];
+  throw new GatewayError("VALIDATION_ERROR", `Invalid project: ${problems.join("; ")}`, {
+    details: { problems },
+  });
 }
 
 /** 422 naming every rule that cannot be saved, and why (`proxyAllowList.provider-a.0: "…" …`). */

@@ -23,7 +23,7 @@ describe("projects as code (SLUICE_CONFIG_FILE)", () => {
     return path;
   };
   /** Seeds the file at `path` as a start does: read and checked first, then written. */
-  const seed = async (path: string, into = admin) => seedProjects(into, readProjectsFile(path));
+  const seed = async (path: string, into = admin) => seedProjects(into, await readProjectsFile(path));
 
   beforeEach(async () => {
     database = await openDatabase({ dataDir: "unused", sqliteFile: ":memory:" });
@@ -259,7 +259,7 @@ describe("projects as code (SLUICE_CONFIG_FILE)", () => {
     expect(await admin.listProjects()).toEqual([]);
   });
 
-  it("checks each entry's fields and values while reading the file, before any database, naming each refused one", () => {
+  it("checks each entry's fields and values while reading the file, before any database, naming each refused one", async () => {
     const path = file("bad-fields.json", {
       projects: [
         { id: "fine", name: "Fine", provider: "provider-a" },
@@ -269,7 +269,7 @@ describe("projects as code (SLUICE_CONFIG_FILE)", () => {
         { id: "bad-schema", outputSchema: { type: "object", properties: { a: { type: "nonsense" } } } },
       ],
     });
-    expect(() => readProjectsFile(path)).toThrow(
+    await expect(readProjectsFile(path)).rejects.toThrow(
       new Error(
         `SLUICE_CONFIG_FILE ${path}: ` +
           'project "extra": Invalid project: projects.1: Unrecognized key: "bogus"; ' +

@@ -15,7 +15,8 @@ import { type UpdateProjectInput, updateProjectInput } from "./project-input.js"
  * against every rule first: a refused one stops the start before any project is written, and the
  * message names the file and each refused project with its problems.
  * Provider keys and test keys are not seeded (they are secrets and are shown once): add them with
- * the CLI or the admin API (docs/api.md).
+ * the CLI or the admin API (docs/api.md). The start loads this module (and zod with it) only when
+ * SLUICE_CONFIG_FILE is set (deps.ts).
  */
 const seedFile = z
   .object({ projects: z.array(z.record(z.string(), z.unknown()).and(z.object({ id: z.string() }))) })
@@ -43,7 +44,7 @@ export interface ProjectsFile {
  * Reads `file` and checks its shape and each entry's values; throws naming the file and every
  * problem found. Reads nothing else and writes nothing.
  */
-export function readProjectsFile(file: string): ProjectsFile {
+export async function readProjectsFile(file: string): Promise<ProjectsFile> {
   const invalid = (reason: string) =>
     new Error(`SLUICE_CONFIG_FILE ${file} is not a valid projects file: ${reason}`);
   let content: unknown;
@@ -65,7 +66,7 @@ export function readProjectsFile(file: string): ProjectsFile {
   const refused: Refusal[] = [];
   for (const [index, { id, ...fields }] of result.data.projects.entries()) {
     try {
-      checkProjectEntry(id, fields, placeIn(index));
+      await checkProjectEntry(id, fields, placeIn(index));
     } catch (error) {
       if (!isGatewayError(error)) throw seedFailure(file, id, error);
       refused.push({ id, error });

@@ -1,5 +1,5 @@
 import { providerKeyAad } from "../admin/project-admin.js";
-import { projectIdPattern } from "../admin/project-input.js";
+import { projectIdPattern } from "../admin/project-id.js";
 import type { ProviderId } from "../providers/provider-id.js";
 import {
   databaseUnavailable,

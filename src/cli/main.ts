@@ -1,11 +1,10 @@
 import { readFileSync } from "node:fs";
 import { openAdminContext } from "../admin/admin-context.js";
 import type { ProjectAdmin } from "../admin/project-admin.js";
+import { projectIdPattern, projectIdRule } from "../admin/project-id.js";
 import {
   addProviderKeyInput,
   createProjectInput,
-  projectIdPattern,
-  projectIdRule,
   updateProjectInput,
   usageQueryInput,
 } from "../admin/project-input.js";

@@ -1,7 +1,8 @@
 /**
  * Preloaded into a spawned gateway (`--import`, after tsx): records every npm package the process
  * loads, CommonJS (Node's require cache) and ES modules (a resolve hook), and writes their names to
- * stderr as it exits, on one line: `loaded packages: ["better-sqlite3",…]`.
+ * stderr as it exits, on one line: `loaded packages: {"required":["better-sqlite3",…],"imported":[…]}`
+ * (a package imported from an ES module is in both when it is CommonJS).
  */
 import { writeSync } from "node:fs";
 import { createRequire, register } from "node:module";
@@ -28,8 +29,12 @@ function packageOf(file: string): string | undefined {
   return /.*\/node_modules\/((?:@[^/]+\/)?[^/]+)\//.exec(file)?.[1];
 }
 
+/** The packages `files` belong to, each once, sorted. */
+function packagesOf(files: string[]): string[] {
+  return [...new Set(files.map(packageOf).filter((name) => name !== undefined))].sort();
+}
+
 process.on("exit", () => {
-  const files = [...Object.keys(createRequire(import.meta.url).cache), ...resolved];
-  const names = new Set(files.map(packageOf).filter((name) => name !== undefined));
-  writeSync(2, `\nloaded packages: ${JSON.stringify([...names].sort())}\n`);
+  const required = packagesOf(Object.keys(createRequire(import.meta.url).cache));
+  writeSync(2, `\nloaded packages: ${JSON.stringify({ required, imported: packagesOf(resolved) })}\n`);
 });
