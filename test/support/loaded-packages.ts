@@ -1,10 +1,13 @@
 /**
  * Preloaded into a spawned gateway (`--import`, after tsx): records every npm package the process
  * loads, CommonJS (Node's require cache) and ES modules (a resolve hook), and writes their names to
- * stderr as it exits, on one line: `loaded packages: ["better-sqlite3",…]`.
+ * stderr as it exits, on one line: `loaded packages: ["better-sqlite3",…]`, and every file it
+ * loaded outside node_modules on the next: `loaded files: ["/…/dist/src/main.js",…]` (a bundle's
+ * chunks, whose packages its metafile names).
  */
 import { writeSync } from "node:fs";
 import { createRequire, register } from "node:module";
+import { fileURLToPath } from "node:url";
 import { MessageChannel } from "node:worker_threads";
 
 const hooks = `let port;
@@ -29,7 +32,12 @@ function packageOf(file: string): string | undefined {
 }
 
 process.on("exit", () => {
-  const files = [...Object.keys(createRequire(import.meta.url).cache), ...resolved];
+  const files = [
+    ...Object.keys(createRequire(import.meta.url).cache),
+    ...resolved.filter((url) => url.startsWith("file:")).map((url) => fileURLToPath(url)),
+  ];
   const names = new Set(files.map(packageOf).filter((name) => name !== undefined));
+  const own = new Set(files.filter((file) => packageOf(file) === undefined));
   writeSync(2, `\nloaded packages: ${JSON.stringify([...names].sort())}\n`);
+  writeSync(2, `loaded files: ${JSON.stringify([...own].sort())}\n`);
 });
