@@ -5,7 +5,7 @@
  * server in the CLI) lands in chunks of its own, loaded when imported. Type checking stays with
  * `npm run typecheck` (`tsc --noEmit`): esbuild only strips the types.
  *
- * Also written: `dist/src/sources.json`, the source files the build was made from (bin/sluice.js
+ * Also written: `dist/package.json` (its files are ES modules), `dist/src/sources.json`, the source files the build was made from (bin/sluice.js
  * runs the source instead while one changed or was added since), and `dist/meta.json`, esbuild's
  * metafile (which input went into which output file; `test/e2e/start-modules.test.ts` reads it).
  *
@@ -101,5 +101,7 @@ const result = await build({
 });
 mkdirSync(outdir, { recursive: true });
 writeFileSync(join(outdir, "meta.json"), JSON.stringify(result.metafile));
+// The build's files are ES modules wherever it lies, as in a directory without Sluice's package.json.
+writeFileSync(join(outdir, "package.json"), '{ "type": "module" }\n');
 // Written last: bin/sluice.js takes its time as the build's.
 writeFileSync(join(outdir, "src", "sources.json"), `${JSON.stringify(sources, null, 2)}\n`);

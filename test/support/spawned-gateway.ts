@@ -27,7 +27,8 @@ export interface SpawnedGateway {
  * Runs `node --import tsx src/main.ts` as `npm start` does, on SQLite in a fresh data dir, on a port
  * picked here (its stdout may go somewhere the test cannot read), and waits until /health answers.
  * `imports` are modules preloaded after tsx (test hooks inside the process); `entry` runs another
- * entry than src/main.ts (a build's).
+ * entry than src/main.ts (a build's), and `tsx: false` runs it without tsx (its preloads then
+ * JavaScript).
  */
 export async function spawnGateway(
   options: {
@@ -35,6 +36,7 @@ export async function spawnGateway(
     stdout?: "pipe" | number;
     imports?: string[];
     entry?: string;
+    tsx?: boolean;
   } = {},
 ): Promise<SpawnedGateway> {
   const dataDir = mkdtempSync(join(tmpdir(), "sluice-spawned-"));
@@ -43,8 +45,7 @@ export async function spawnGateway(
   const child = spawn(
     process.execPath,
     [
-      "--import",
-      "tsx",
+      ...(options.tsx === false ? [] : ["--import", "tsx"]),
       ...(options.imports ?? []).flatMap((module) => ["--import", module]),
       options.entry ?? "src/main.ts",
     ],
