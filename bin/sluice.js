@@ -37,10 +37,6 @@ function newerSource() {
   return newer(source);
 }
 
-// The build is one bundle: its stack traces name src/*.ts lines through its source maps, which Node
-// reads only for modules loaded after they are turned on.
-process.setSourceMapsEnabled(true);
-
 async function loadCli() {
   const built = join(compiled, "cli", "main.js");
   const newer = !existsSync(built) ? "(no build)" : existsSync(source) ? newerSource() : undefined;

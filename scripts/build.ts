@@ -5,9 +5,10 @@
  * server in the CLI) lands in chunks of its own, loaded when imported. Type checking stays with
  * `npm run typecheck` (`tsc --noEmit`): esbuild only strips the types.
  *
- * Also written: `dist/package.json` (its files are ES modules), `dist/src/sources.json`, the source files the build was made from (bin/sluice.js
- * runs the source instead while one changed or was added since), and `dist/meta.json`, esbuild's
- * metafile (which input went into which output file; `test/e2e/start-modules.test.ts` reads it).
+ * Also written: `dist/package.json` (its files are ES modules), `dist/src/sources.json` (the
+ * source files the build was made from: bin/sluice.js runs the source instead while one changed
+ * or was added since) and `dist/meta.json`, esbuild's metafile (which input went into which output
+ * file; `test/e2e/production-build.test.ts` reads it).
  *
  * `tsx scripts/build.ts [outdir]` builds into `outdir` (default `dist`). The bundle finds its
  * external packages in a node_modules beside or above it: inside the checkout, or beside a link.
@@ -32,10 +33,10 @@ const external = ["better-sqlite3", "pg-native"];
  */
 const banner = [
   'import { createRequire as __sluiceCreateRequire } from "node:module";',
+  'import { dirname as __sluiceDirname } from "node:path";',
   'import { fileURLToPath as __sluiceFileURLToPath } from "node:url";',
   "const require = __sluiceCreateRequire(import.meta.url);",
   "const __filename = __sluiceFileURLToPath(import.meta.url);",
-  'import { dirname as __sluiceDirname } from "node:path";',
   "const __dirname = __sluiceDirname(__filename);",
 ].join(" ");
 
@@ -92,8 +93,8 @@ const result = await build({
   external,
   banner: { js: banner },
   plugins: [kyselyFromEsm],
-  // Stack traces name src/*.ts lines with `node --enable-source-maps` (README); the maps point at
-  // the sources in the checkout rather than carrying them.
+  // `node --enable-source-maps` (NODE_OPTIONS) has stack traces name src/*.ts lines; npm start
+  // runs without (decision 0017). The maps point at the sources in the checkout, not carry them.
   sourcemap: "linked",
   sourcesContent: false,
   metafile: true,

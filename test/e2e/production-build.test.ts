@@ -51,7 +51,11 @@ describe("the production build", () => {
   afterAll(() => rmSync(build, { recursive: true, force: true }));
 
   /** A start of the build with `imports` preloaded: its output once it answered /health and stopped. */
-  async function outputOfStart(options: { imports: string[]; tsx?: boolean }): Promise<string> {
+  async function outputOfStart(options: {
+    imports: string[];
+    tsx?: boolean;
+    env?: Record<string, string>;
+  }): Promise<string> {
     const gateway = await spawnGateway({ ...options, entry: main });
     gateway.child.kill("SIGTERM");
     await gateway.exit;
@@ -79,7 +83,7 @@ describe("the production build", () => {
     expect(loadedOnFirstUse.filter((name) => loaded.has(name))).toEqual([]);
   });
 
-  it("has Node map its stack traces to the TypeScript sources, without a flag", {
+  it("maps stack traces to the TypeScript sources under --enable-source-maps, and reads no map without", {
     timeout: 30_000,
   }, async () => {
     // Without tsx, which turns source maps on itself: what Node holds for the chunk with forward().
@@ -92,15 +96,21 @@ describe("the production build", () => {
       import { pathToFileURL } from "node:url";
       process.on("exit", () => writeSync(2, "\\nsources: " + JSON.stringify(
         findSourceMap(pathToFileURL(${JSON.stringify(chunk)}).href)?.payload.sources ?? null) + "\\n"));`;
-    const output = await outputOfStart({
-      imports: [`data:text/javascript,${encodeURIComponent(preload)}`],
-      tsx: false,
-    });
-    const sources = JSON.parse(/sources: (.*)/.exec(output)?.[1] ?? "null") as string[] | null;
-    // As the map names them, or as Node resolved them (file: URLs).
-    const paths = (sources ?? []).map((source) =>
-      source.startsWith("file:") ? fileURLToPath(source) : resolve(dirname(chunk as string), source),
-    );
-    expect(paths).toContain(join(repository, "src/proxy/forward.ts"));
+    const sourcesOfStart = async (nodeOptions: string) => {
+      const output = await outputOfStart({
+        imports: [`data:text/javascript,${encodeURIComponent(preload)}`],
+        tsx: false,
+        env: { NODE_OPTIONS: nodeOptions },
+      });
+      const sources = JSON.parse(/sources: (.*)/.exec(output)?.[1] ?? "null") as string[] | null;
+      // As the map names them, or as Node resolved them (file: URLs).
+      return sources?.map((source) =>
+        source.startsWith("file:") ? fileURLToPath(source) : resolve(dirname(chunk as string), source),
+      );
+    };
+    expect(await sourcesOfStart("--enable-source-maps")).toContain(join(repository, "src/proxy/forward.ts"));
+    // The default start pays for no map: reading them costs ~60 ms, and ~25 MiB once a stack is
+    // formatted (decision 0017).
+    expect(await sourcesOfStart("")).toBeUndefined();
   });
 });
