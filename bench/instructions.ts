@@ -142,8 +142,9 @@ async function measure(counted: Counted, load: LoadCase, connections: number): P
 /**
  * Names the JavaScript in a target's last dump (callgrind knows compiled code only by its
  * address) from V8's `/tmp/perf-<pid>.map`, writes it beside the dump as `<dump>.named`, and
- * prints the functions of Sluice's own code (`dist/src`) and the process's largest items by
- * instructions per request, each with what it calls (inclusive).
+ * prints the functions of Sluice's own code (`src/`) and the process's largest items by
+ * instructions per request, each with what it calls (inclusive). The build is one bundle, packages
+ * and all: a function of it is named by the module it came from (`bundledModuleOf`).
  */
 function printProfile(counted: Counted, label: string): void {
   if (!counted.lastDump) return;
@@ -161,10 +162,41 @@ function printProfile(counted: Counted, label: string): void {
       perRequest: Number(match[1]?.replaceAll(",", "")) / measuredRequests,
       name: match[2] ?? "",
     }));
-  const own = rows.filter((row) => row.name.includes("/dist/src/")).slice(0, 40);
+  const own = rows.filter((row) => row.name.includes(`${ownMarker}src/`)).slice(0, 40);
   console.log(`\n${label} ${counted.target.name}: instructions per request, inclusive (${named})`);
   for (const row of own.length > 0 ? own : rows.slice(0, 40))
     console.log(`${String(Math.round(row.perRequest)).padStart(8)}  ${row.name.slice(0, 160)}`);
+}
+
+/** Begins the module path in the names `bundledModuleOf` writes, so Sluice's own are found. */
+const ownMarker = "module:";
+const moduleStarts = new Map<string, { line: number; module: string }[]>();
+
+/**
+ * A perf map name with its place in the bundle (`…/dist/src/chunks/chunk-X.js:1234:5`) given the
+ * module esbuild put there: `JS:*forward_module:src/proxy/forward.ts|chunks/chunk-X.js:1234:5`.
+ * esbuild begins each module of an unminified bundle with a comment line naming its path
+ * (`// src/proxy/forward.ts`, `// ../main/node_modules/undici/…` from a linked node_modules).
+ */
+function bundledModuleOf(name: string): string {
+  const place = /(?:file:\/\/)?(\/\S*\/dist\/src\/)(\S+\.js):(\d+):(\d+)$/.exec(name);
+  if (!place) return name;
+  const [, dir = "", file = "", line = "", column = ""] = place;
+  if (!moduleStarts.has(dir + file)) {
+    const starts: { line: number; module: string }[] = [];
+    readFileSync(dir + file, "utf8")
+      .split("\n")
+      .forEach((text, index) => {
+        const path = /^\/\/ (\S+\.(?:[cm]?[jt]s|json))$/.exec(text)?.[1] ?? "";
+        const module = path.startsWith("src/") ? path : path.slice(path.indexOf("node_modules/"));
+        if (path.includes("node_modules/") || path.startsWith("src/"))
+          starts.push({ line: index + 1, module });
+      });
+    moduleStarts.set(dir + file, starts);
+  }
+  const module = moduleStarts.get(dir + file)?.findLast((start) => start.line <= Number(line))?.module;
+  if (module === undefined) return name;
+  return `${name.slice(0, place.index)}${ownMarker}${module}|${file}:${line}:${column}`;
 }
 
 /** A callgrind dump with each `0x…` function that V8's perf map knows given its JavaScript name. */
@@ -176,7 +208,7 @@ function nameJit(dump: string, pid: number): string {
     .map((match) => ({
       start: Number.parseInt(match[1] ?? "", 16),
       size: Number.parseInt(match[2] ?? "", 16),
-      name: (match[3] ?? "").replaceAll(" ", "_"),
+      name: bundledModuleOf((match[3] ?? "").replaceAll(" ", "_")),
     }));
   const names = new Map<string, string | undefined>();
   const nameOf = (address: string): string | undefined => {

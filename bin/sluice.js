@@ -4,7 +4,7 @@
 // TypeScript source through tsx: in a checkout with no build, or one whose src/ changed since the
 // build (a `git pull`), so it never runs an older CLI than the source beside it. Without tsx (an
 // install without dev dependencies) a stale build still runs, after a warning naming the newer file.
-import { existsSync, readdirSync, statSync } from "node:fs";
+import { existsSync, readdirSync, readFileSync, statSync } from "node:fs";
 import { dirname, join, relative } from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
 
@@ -12,26 +12,34 @@ const root = join(dirname(fileURLToPath(import.meta.url)), "..");
 const source = join(root, "src");
 const compiled = join(root, "dist", "src");
 
-/** The first source file the build does not hold as it is now (changed or added since), if any. */
-function newerSource(directory) {
-  for (const entry of readdirSync(directory, { withFileTypes: true })) {
-    const path = join(directory, entry.name);
-    if (entry.isDirectory()) {
-      const newer = newerSource(path);
-      if (newer) return newer;
-    } else if (/(?<!\.test|\.d)\.ts$/.test(entry.name)) {
-      const output = statSync(join(compiled, relative(source, path)).replace(/\.ts$/, ".js"), {
-        throwIfNoEntry: false,
-      });
-      if (!output || output.mtimeMs < statSync(path).mtimeMs) return relative(root, path);
+/**
+ * The first source file the build does not hold as it is now (changed or added since), if any: the
+ * build (scripts/build.ts, one bundle) lists the source files it was made from in sources.json,
+ * written last, so a file changed after that file's time, or missing from its list, is newer.
+ */
+function newerSource() {
+  const list = join(compiled, "sources.json");
+  const built = statSync(list, { throwIfNoEntry: false });
+  const held = new Set(built ? JSON.parse(readFileSync(list, "utf8")) : []);
+  const newer = (directory) => {
+    for (const entry of readdirSync(directory, { withFileTypes: true })) {
+      const path = join(directory, entry.name);
+      if (entry.isDirectory()) {
+        const found = newer(path);
+        if (found) return found;
+      } else if (/(?<!\.test|\.d)\.ts$/.test(entry.name)) {
+        const file = relative(root, path);
+        if (!held.has(file) || built.mtimeMs < statSync(path).mtimeMs) return file;
+      }
     }
-  }
-  return undefined;
+    return undefined;
+  };
+  return newer(source);
 }
 
 async function loadCli() {
   const built = join(compiled, "cli", "main.js");
-  const newer = !existsSync(built) ? "(no build)" : existsSync(source) ? newerSource(source) : undefined;
+  const newer = !existsSync(built) ? "(no build)" : existsSync(source) ? newerSource() : undefined;
   if (newer === undefined) return import(pathToFileURL(built).href);
   let register;
   try {

@@ -21,7 +21,7 @@ const run = promisify(execFile);
  * A checkout holding the real bin/sluice.js, a CLI source and its build, each of which answers
  * which one ran: what bin/sluice.js picks is then read from its output.
  */
-function checkout(options: { source?: boolean; build?: boolean; tsx?: boolean } = {}) {
+function checkout(options: { source?: boolean; build?: boolean; sourceList?: boolean; tsx?: boolean } = {}) {
   const root = mkdtempSync(join(tmpdir(), "sluice-bin-"));
   const file = (path: string, text: string, seconds: number) => {
     mkdirSync(dirname(join(root, path)), { recursive: true });
@@ -40,9 +40,11 @@ function checkout(options: { source?: boolean; build?: boolean; tsx?: boolean } 
     file("src/admin/project-admin.ts", "export {};\n", 1_000);
     file("src/admin/project-admin.test.ts", "export {};\n", 3_000);
   }
+  // A bundle (scripts/build.ts): the CLI's entry, and the list of the sources it was made from.
   if (options.build !== false) {
     file("dist/src/cli/main.js", cli("build"), 2_000);
-    file("dist/src/admin/project-admin.js", "export {};\n", 2_000);
+    if (options.sourceList !== false)
+      file("dist/src/sources.json", JSON.stringify(["src/admin/project-admin.ts", "src/cli/main.ts"]), 2_000);
   }
   return {
     root,
@@ -80,6 +82,16 @@ describe("bin/sluice.js", () => {
     const added = make();
     added.add("src/admin/new-rule.ts", 1_000);
     expect((await added.sluice("usage")).stdout).toBe("source usage");
+  });
+
+  it("runs the source through tsx when a source file is not in the build, older as it may be", async () => {
+    const copied = make();
+    copied.add("src/admin/new-rule.ts", 500);
+    expect((await copied.sluice("usage")).stdout).toBe("source usage");
+  });
+
+  it("runs the source through tsx when the build does not list its sources (an older build)", async () => {
+    expect((await make({ sourceList: false }).sluice("serve")).stdout).toBe("source serve");
   });
 
   it("runs the source through tsx in a checkout with no build", async () => {

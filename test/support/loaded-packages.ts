@@ -2,10 +2,13 @@
  * Preloaded into a spawned gateway (`--import`, after tsx): records every npm package the process
  * loads, CommonJS (Node's require cache) and ES modules (a resolve hook), and writes their names to
  * stderr as it exits, on one line: `loaded packages: {"required":["better-sqlite3",…],"imported":[…]}`
- * (a package imported from an ES module is in both when it is CommonJS).
+ * (a package imported from an ES module is in both when it is CommonJS), and every file it loaded
+ * outside node_modules on the next: `loaded files: ["/…/dist/src/main.js",…]` (a bundle's chunks,
+ * whose packages its metafile names).
  */
 import { writeSync } from "node:fs";
 import { createRequire, register } from "node:module";
+import { fileURLToPath } from "node:url";
 import { MessageChannel } from "node:worker_threads";
 
 const hooks = `let port;
@@ -35,6 +38,10 @@ function packagesOf(files: string[]): string[] {
 }
 
 process.on("exit", () => {
-  const required = packagesOf(Object.keys(createRequire(import.meta.url).cache));
-  writeSync(2, `\nloaded packages: ${JSON.stringify({ required, imported: packagesOf(resolved) })}\n`);
+  const requiredFiles = Object.keys(createRequire(import.meta.url).cache);
+  const importedFiles = resolved.filter((url) => url.startsWith("file:")).map((url) => fileURLToPath(url));
+  const required = packagesOf(requiredFiles);
+  writeSync(2, `\nloaded packages: ${JSON.stringify({ required, imported: packagesOf(importedFiles) })}\n`);
+  const own = new Set([...requiredFiles, ...importedFiles].filter((file) => packageOf(file) === undefined));
+  writeSync(2, `loaded files: ${JSON.stringify([...own].sort())}\n`);
 });

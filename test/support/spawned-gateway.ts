@@ -26,17 +26,29 @@ export interface SpawnedGateway {
 /**
  * Runs `node --import tsx src/main.ts` as `npm start` does, on SQLite in a fresh data dir, on a port
  * picked here (its stdout may go somewhere the test cannot read), and waits until /health answers.
- * `imports` are modules preloaded after tsx (test hooks inside the process).
+ * `imports` are modules preloaded after tsx (test hooks inside the process); `entry` runs another
+ * entry than src/main.ts (a build's), and `tsx: false` runs it without tsx (its preloads then
+ * JavaScript).
  */
 export async function spawnGateway(
-  options: { env?: Record<string, string>; stdout?: "pipe" | number; imports?: string[] } = {},
+  options: {
+    env?: Record<string, string>;
+    stdout?: "pipe" | number;
+    imports?: string[];
+    entry?: string;
+    tsx?: boolean;
+  } = {},
 ): Promise<SpawnedGateway> {
   const dataDir = mkdtempSync(join(tmpdir(), "sluice-spawned-"));
   const port = await freePort();
   const url = `http://127.0.0.1:${port}`;
   const child = spawn(
     process.execPath,
-    ["--import", "tsx", ...(options.imports ?? []).flatMap((module) => ["--import", module]), "src/main.ts"],
+    [
+      ...(options.tsx === false ? [] : ["--import", "tsx"]),
+      ...(options.imports ?? []).flatMap((module) => ["--import", module]),
+      options.entry ?? "src/main.ts",
+    ],
     {
       cwd: join(import.meta.dirname, "../.."),
       env: {

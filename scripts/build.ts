@@ -1,0 +1,108 @@
+/**
+ * `npm run build`: the production build, bundled by esbuild (docs/decisions/0017). Two entries,
+ * `dist/src/main.js` (npm start) and `dist/src/cli/main.js` (bin/sluice.js), over shared chunks in
+ * `dist/src/chunks/`; what Sluice imports on first use (`import()`: the AI SDK, pg, ioredis, the
+ * server in the CLI) lands in chunks of its own, loaded when imported. Type checking stays with
+ * `npm run typecheck` (`tsc --noEmit`): esbuild only strips the types.
+ *
+ * Also written: `dist/package.json` (its files are ES modules), `dist/src/sources.json` (the
+ * source files the build was made from: bin/sluice.js runs the source instead while one changed
+ * or was added since) and `dist/meta.json`, esbuild's metafile (which input went into which output
+ * file; `test/e2e/production-build.test.ts` reads it).
+ *
+ * `tsx scripts/build.ts [outdir]` builds into `outdir` (default `dist`). The bundle finds its
+ * external packages in a node_modules beside or above it: inside the checkout, or beside a link.
+ */
+import { mkdirSync, readdirSync, rmSync, writeFileSync } from "node:fs";
+import { readFile } from "node:fs/promises";
+import { join, relative, resolve } from "node:path";
+import { build, type Plugin } from "esbuild";
+
+const root = join(import.meta.dirname, "..");
+const outdir = resolve(root, process.argv[2] ?? "dist");
+
+/**
+ * Left to Node's own loaders: better-sqlite3 loads its native addon from a path its `bindings`
+ * package finds beside its own files; pg-native is pg's optional native driver, not installed.
+ */
+const external = ["better-sqlite3", "pg-native"];
+
+/**
+ * Bundled CommonJS packages call `require`, and some read `__dirname` and `__filename`, which an ES
+ * module does not have: each output file defines them for itself, from its own URL.
+ */
+const banner = [
+  'import { createRequire as __sluiceCreateRequire } from "node:module";',
+  'import { dirname as __sluiceDirname } from "node:path";',
+  'import { fileURLToPath as __sluiceFileURLToPath } from "node:url";',
+  "const require = __sluiceCreateRequire(import.meta.url);",
+  "const __filename = __sluiceFileURLToPath(import.meta.url);",
+  "const __dirname = __sluiceDirname(__filename);",
+].join(" ");
+
+/**
+ * `src/storage/kysely.ts` takes Kysely from its CommonJS build through `createRequire`, which Node
+ * 20 loads faster than its 265 ES modules (decision 0005) but which a bundler cannot follow: the
+ * bundle takes the same values from Kysely's ES module build instead, bundled and tree-shaken.
+ * The file's exports are checked against this list, so an export added there fails the build
+ * rather than coming out undefined.
+ */
+const kyselyValues = ["Kysely", "Migrator", "PostgresDialect", "SqliteDialect", "sql"];
+const kyselyFromEsm: Plugin = {
+  name: "kysely-from-esm",
+  setup(build) {
+    build.onLoad({ filter: /[\\/]src[\\/]storage[\\/]kysely\.ts$/ }, async ({ path }) => {
+      const source = await readFile(path, "utf8");
+      const exported = [...source.matchAll(/^export const (?:\{ ([^}]*) \}|(\w+)) =/gm)].flatMap((match) =>
+        (match[1] ?? match[2] ?? "").split(",").map((name) => name.trim()),
+      );
+      if (exported.sort().join() !== [...kyselyValues].sort().join())
+        return {
+          errors: [{ text: `exports ${exported.join(", ")}; the build expects ${kyselyValues.join(", ")}` }],
+        };
+      return { contents: `export { ${kyselyValues.join(", ")} } from "kysely";`, loader: "js" };
+    });
+  },
+};
+
+/** Every source file of the build (not tests, not declarations), relative to the checkout. */
+function sourceFiles(directory: string): string[] {
+  return readdirSync(directory, { withFileTypes: true }).flatMap((entry) => {
+    const path = join(directory, entry.name);
+    if (entry.isDirectory()) return sourceFiles(path);
+    return /(?<!\.test|\.d)\.ts$/.test(entry.name) ? [relative(root, path)] : [];
+  });
+}
+
+// What an earlier build left (a tsc build's file per module, older chunks) goes first.
+if (!relative(outdir, root).startsWith(".."))
+  throw new Error(`${outdir} holds the checkout: build into a directory of its own`);
+rmSync(join(outdir, "src"), { recursive: true, force: true });
+const sources = sourceFiles(join(root, "src")).sort();
+const result = await build({
+  absWorkingDir: root,
+  entryPoints: ["src/main.ts", "src/cli/main.ts"],
+  outbase: "src",
+  outdir: join(outdir, "src"),
+  chunkNames: "chunks/[name]-[hash]",
+  bundle: true,
+  splitting: true,
+  format: "esm",
+  platform: "node",
+  target: "node20.19",
+  external,
+  banner: { js: banner },
+  plugins: [kyselyFromEsm],
+  // `node --enable-source-maps` (NODE_OPTIONS) has stack traces name src/*.ts lines; npm start
+  // runs without (decision 0017). The maps point at the sources in the checkout, not carry them.
+  sourcemap: "linked",
+  sourcesContent: false,
+  metafile: true,
+  logLevel: "warning",
+});
+mkdirSync(outdir, { recursive: true });
+writeFileSync(join(outdir, "meta.json"), JSON.stringify(result.metafile));
+// The build's files are ES modules wherever it lies, as in a directory without Sluice's package.json.
+writeFileSync(join(outdir, "package.json"), '{ "type": "module" }\n');
+// Written last: bin/sluice.js takes its time as the build's.
+writeFileSync(join(outdir, "src", "sources.json"), `${JSON.stringify(sources, null, 2)}\n`);
