@@ -4,21 +4,10 @@ import { tmpdir } from "node:os";
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { loadedOnFirstUse } from "../support/first-use-packages.js";
 import { spawnGateway } from "../support/spawned-gateway.js";
 
 const repository = join(import.meta.dirname, "../..");
-
-/** What only some calls need, loaded on first use (test/e2e/start-modules.test.ts). */
-const loadedOnFirstUse = [
-  "ai",
-  "@ai-sdk/openai",
-  "@ai-sdk/anthropic",
-  "@ai-sdk/google",
-  "pg",
-  "ioredis",
-  "ajv",
-  "zod",
-];
 
 /** The package a file in node_modules belongs to. */
 function packageOf(file: string): string | undefined {

@@ -1,23 +1,11 @@
 import { describe, expect, it } from "vitest";
+import { loadedOnFirstUse } from "../support/first-use-packages.js";
 import { spawnGateway } from "../support/spawned-gateway.js";
 
 /**
  * Loading a package costs start-up time (docs/decisions/0005): the embedded default (SQLite, no
  * Redis) answers /health without the packages only some calls need. Each is loaded on first use.
  */
-const loadedOnFirstUse = [
-  "ai",
-  "@ai-sdk/openai",
-  "@ai-sdk/anthropic",
-  "@ai-sdk/google",
-  "pg",
-  "ioredis",
-  // Output schemas of structured calls.
-  "ajv",
-  // Admin input and SLUICE_CONFIG_FILE (the settings are read without it).
-  "zod",
-];
-
 describe("start-up", () => {
   it("answers /health on the embedded default without loading what only some calls need", {
     timeout: 30_000,
