@@ -45,6 +45,16 @@ function authenticatedAs(project: object, refundDeviceToken?: () => Promise<void
   });
 }
 
+/** The project limit's decision, allowed or not. */
+const decision = (allowed: boolean): RateLimitDecision => ({
+  allowed,
+  limit: 1,
+  remaining: 0,
+  resetSeconds: 60,
+  name: "project",
+  windowSeconds: 60,
+});
+
 describe("admission", () => {
   it("writes the usage row of a request whose authentication could not be decided (database down: 503)", async () => {
     const rows: UsageRecord[] = [];
@@ -183,14 +193,6 @@ describe("admission", () => {
       rateLimits: { perMinute: null, devicePerMinute: null },
       monthlySpendCapUsd: null,
     };
-    const decision = (allowed: boolean): RateLimitDecision => ({
-      allowed,
-      limit: 1,
-      remaining: 0,
-      resetSeconds: 60,
-      name: "project",
-      windowSeconds: 60,
-    });
     const context = () => requestContext();
     function admission(allowed: boolean, refundDeviceToken?: () => Promise<void>) {
       return createAdmission({
@@ -449,14 +451,6 @@ describe("the kind of a usage row", () => {
     monthlySpendCapUsd: null as number | null,
     proxyAllowList: null,
   };
-  const decision = (allowed: boolean): RateLimitDecision => ({
-    allowed,
-    limit: 1,
-    remaining: 0,
-    resetSeconds: 60,
-    name: "project",
-    windowSeconds: 60,
-  });
   const options = { endpoint: "text", projectId: "prj_1", provider: "provider-a" } as const;
 
   function admission(fields: {
