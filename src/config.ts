@@ -120,14 +120,15 @@ const headerValue = text(
  * tabs and line breaks (which the URL parser drops). One that does not parse is kept as given, for
  * the rules, which leave it to this check.
  */
-const url =
-  (...rules: Rule[]): Parser<string> =>
-  (value, problems) => {
+const url = (...rules: Rule[]): Parser<string> => {
+  const followsRules = text(...rules);
+  return (value, problems) => {
     const trimmed = value.trim();
-    if (URL.canParse(trimmed)) return text(...rules)(trimmed.replace(/[\t\n\r]/g, ""), problems);
+    if (URL.canParse(trimmed)) return followsRules(trimmed.replace(/[\t\n\r]/g, ""), problems);
     problems.push("Invalid URL");
-    return text(...rules)(value, problems);
+    return followsRules(value, problems);
   };
+};
 /** A URL of one of `schemes` (`postgres:`, say): another scheme would be misread, not refused, later. */
 const schemeOf = (schemes: string[], problem: string): Rule => [
   (value) => !URL.canParse(value) || schemes.includes(new URL(value).protocol),
