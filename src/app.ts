@@ -23,14 +23,18 @@ export interface AppDeps {
   registerApiRoutes?: (router: Router) => void;
   /** Cross-origin access for browser apps (`SLUICE_CORS_ORIGINS`); null: no CORS headers at all. */
   cors?: CorsPolicy | null;
-  /** The per-address connection cap (`SLUICE_MAX_CONNECTIONS_PER_IP`); absent: every connection is served. */
+  /**
+   * The connection caps (`SLUICE_MAX_CONNECTIONS_PER_IP` per address, `SLUICE_MAX_CONNECTIONS` all
+   * together); absent: every connection is served.
+   */
   connectionCap?: ConnectionCap;
 }
 
 export interface App {
   /**
    * The server's `connection`, before Node's HTTP (or TLS) handling sees the socket: false when the
-   * connection was refused (its address is over `SLUICE_MAX_CONNECTIONS_PER_IP`) and must not be
+   * connection was refused (its address is over `SLUICE_MAX_CONNECTIONS_PER_IP`, or the gateway
+   * holds `SLUICE_MAX_CONNECTIONS`) and must not be
    * served; see `ConnectionCap.admit`.
    */
   admitConnection(socket: Socket, encrypted: boolean): boolean;

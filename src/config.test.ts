@@ -268,6 +268,17 @@ describe("loadConfig", () => {
       );
   });
 
+  it("reads SLUICE_MAX_CONNECTIONS as a whole number, unset (derived at start) by default and 0 for no cap", () => {
+    expect(loadConfig({}).maxConnections).toBeUndefined();
+    expect(loadConfig({ SLUICE_MAX_CONNECTIONS: "" }).maxConnections).toBeUndefined();
+    expect(loadConfig({ SLUICE_MAX_CONNECTIONS: "0" }).maxConnections).toBe(0);
+    expect(loadConfig({ SLUICE_MAX_CONNECTIONS: "5000" }).maxConnections).toBe(5000);
+    for (const wrong of ["-1", "1e3", "ten"])
+      expect(problemsOf({ SLUICE_MAX_CONNECTIONS: wrong })).toContain(
+        "SLUICE_MAX_CONNECTIONS: must be a whole number",
+      );
+  });
+
   it("names a whole number too large for an integer setting once", () => {
     expect(problemsOf({ SLUICE_DEVICE_TOKEN_TTL_SECONDS: "9999999999999999" })).toBe(
       `Invalid configuration:\n  SLUICE_DEVICE_TOKEN_TTL_SECONDS: must be at most ${Number.MAX_SAFE_INTEGER}`,

@@ -444,6 +444,12 @@ export const settings = {
     "1024",
     "connections one peer address may hold open at once (IPv4-mapped IPv6 counts as its IPv4 address, IPv6 with the rest of its /64); one more is answered 429 `TOO_MANY_REQUESTS` and closed (over TLS: cut before the handshake); addresses in SLUICE_TRUST_PROXY are not capped; 0: no cap",
   ),
+  maxConnections: setting(
+    "SLUICE_MAX_CONNECTIONS",
+    integer(0),
+    undefined,
+    "connections all peers together may hold open at once, trusted proxies' included, so that the process keeps file descriptors for its own sockets to providers, PostgreSQL and Redis and for its files; one more is answered 503 `SERVICE_UNAVAILABLE` (`Retry-After: 5`) and closed (over TLS: cut before the handshake); 0: no cap (unset: derived at start from the process's open-file limit, the soft `Max open files` of /proc/self/limits: a reserve of a tenth of it, at least 256, is kept, and half the rest may be connections, since each may wait on a provider's socket, e.g. 29491 for 65536; 4096 where the limit cannot be read or is unlimited, as off Linux)",
+  ),
   publicUrl: setting(
     "SLUICE_PUBLIC_URL",
     baseUrl,

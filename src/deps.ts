@@ -17,6 +17,7 @@ import { createClientIpResolver, trustMatcher } from "./http/client-ip.js";
 import { type ConnectionCap, createConnectionCap } from "./http/connection-cap.js";
 import { createCorsPolicy } from "./http/cors.js";
 import { registerImageRoutes } from "./http/image-routes.js";
+import { defaultMaxConnections, readOpenFileLimit } from "./http/open-file-limit.js";
 import { registerProxyRoutes } from "./http/proxy-routes.js";
 import type { HealthCheck } from "./http/public-routes.js";
 import { newRequestId } from "./http/request-id.js";
@@ -77,8 +78,11 @@ export interface Gateway {
    */
   close(deadline?: number): Promise<void>;
   flushUsage(): Promise<void>;
-  /** The connections the per-address cap counts (`SLUICE_MAX_CONNECTIONS_PER_IP`). */
-  connections: Pick<ConnectionCap, "addresses" | "openFrom">;
+  /**
+   * The connections the caps count (`SLUICE_MAX_CONNECTIONS_PER_IP` per address, `SLUICE_MAX_CONNECTIONS`
+   * all together), and the total cap in force (the setting, or its default from the open-file limit).
+   */
+  connections: Pick<ConnectionCap, "addresses" | "openFrom" | "open"> & { maxTotal: number };
 }
 
 /**
@@ -284,8 +288,11 @@ export async function createGateway(config: Config, injected: Partial<Injectable
 
   const startedAt = Date.now();
   const generateRequestId = injected.generateRequestId ?? (() => newRequestId());
+  // Read now, after Node raised the soft open-file limit to the hard one as it started.
+  const maxConnections = config.maxConnections ?? defaultMaxConnections(readOpenFileLimit());
   const connectionCap = createConnectionCap({
     maxPerAddress: config.maxConnectionsPerIp,
+    maxTotal: maxConnections,
     isTrusted: trustMatcher(config.trustProxy ?? []),
     generateRequestId,
     onRefused(address, warn) {
@@ -294,6 +301,14 @@ export async function createGateway(config: Config, injected: Partial<Injectable
         logger.warn(
           { clientIp: address, limit: config.maxConnectionsPerIp },
           "connection refused: the address holds SLUICE_MAX_CONNECTIONS_PER_IP connections already (logged once a minute per address; sluice_connections_refused_total counts them all)",
+        );
+    },
+    onFull(address, warn) {
+      metrics.countConnectionRefusedFull();
+      if (warn)
+        logger.warn(
+          { clientIp: address, limit: maxConnections },
+          "connection refused (503): the gateway holds SLUICE_MAX_CONNECTIONS connections already (logged once a minute; sluice_connections_refused_full_total counts them all)",
         );
     },
   });
@@ -379,7 +394,12 @@ export async function createGateway(config: Config, injected: Partial<Injectable
     database,
     admin,
     flushUsage: () => recorder.flush(),
-    connections: connectionCap,
+    connections: {
+      addresses: connectionCap.addresses,
+      openFrom: connectionCap.openFrom,
+      open: connectionCap.open,
+      maxTotal: maxConnections,
+    },
     close: (deadline = Date.now() + config.shutdownTimeoutMs) =>
       closeGateway(deadline, {
         unrecorded: admit.unrecorded,

@@ -47,6 +47,8 @@ export async function serve(): Promise<void> {
       database: gateway.database.engine,
       redis: Boolean(config.redisUrl),
       tls: Boolean(config.tlsCert),
+      // SLUICE_MAX_CONNECTIONS in force: when unset, what the open-file limit gave (0: no cap).
+      maxConnections: gateway.connections.maxTotal,
     },
     `sluice listening on ${listeningUrl(address, config, Boolean(config.tlsCert))}`,
   );
@@ -177,7 +179,7 @@ export function createGatewayServer(
 }
 
 /**
- * Puts `app.admitConnection` (the per-address connection cap) in front of every `connection`
+ * Puts `app.admitConnection` (the connection caps, per address and in all) in front of every `connection`
  * listener the server has so far: Node's own (the HTTP parser's, or TLS's handshake), and the
  * drain's tracking. A refused socket is never handed to them: no parser, no handshake, no timers,
  * and no request of it reaches the app.

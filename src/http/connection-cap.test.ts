@@ -20,20 +20,23 @@ function fakeSocket(remoteAddress: string) {
   return socket;
 }
 
-function capOf(maxPerAddress: number, clock = { now: 0 }) {
+function capOf(maxPerAddress: number, clock = { now: 0 }, maxTotal = 0) {
   const refusals: { address: string; warn: boolean }[] = [];
+  const fullRefusals: { address: string; warn: boolean }[] = [];
   const cap = createConnectionCap({
     maxPerAddress,
+    maxTotal,
     isTrusted: (address) => address === "10.0.0.1",
     generateRequestId: () => "req_test",
     onRefused: (address, warn) => refusals.push({ address, warn }),
+    onFull: (address, warn) => fullRefusals.push({ address, warn }),
     now: () => clock.now,
   });
   const admit = (address: string, encrypted = false) => {
     const socket = fakeSocket(address);
     return { socket, admitted: cap.admit(socket as unknown as Socket, encrypted) };
   };
-  return { cap, admit, refusals };
+  return { cap, admit, refusals, fullRefusals };
 }
 
 describe("createConnectionCap", () => {
@@ -102,5 +105,87 @@ describe("createConnectionCap", () => {
       { address: "192.0.2.1", warn: false },
       { address: "192.0.2.1", warn: true },
     ]);
+  });
+});
+
+describe("createConnectionCap: the cap on all connections together (SLUICE_MAX_CONNECTIONS)", () => {
+  it("serves as many connections as the cap from any addresses, refuses the next 503, and frees a slot on close", () => {
+    const { cap, admit, fullRefusals } = capOf(0, { now: 0 }, 3);
+    const held = [admit("192.0.2.1"), admit("192.0.2.2"), admit("2001:db8::1")];
+    expect(held.map((connection) => connection.admitted)).toEqual([true, true, true]);
+    expect(cap.open()).toBe(3);
+    const refused = admit("192.0.2.3");
+    expect(refused.admitted).toBe(false);
+    expect(refused.socket.written).toMatch(/^HTTP\/1\.1 503 Service Unavailable\r\n/);
+    expect(refused.socket.written).toMatch(/\r\nretry-after: 5\r\n/);
+    expect(refused.socket.written).toContain('"code":"SERVICE_UNAVAILABLE"');
+    expect(refused.socket.written).toContain("SLUICE_MAX_CONNECTIONS");
+    expect(refused.socket.written).toContain('"requestId":"req_test"');
+    // Refused like a connection over the per-address cap: half-closed, then let go once the client is.
+    expect(refused.socket.destroyed).toBe(false);
+    refused.socket.emit("end");
+    expect(refused.socket.destroyed).toBe(true);
+    // A refused connection is not counted, neither while it lingers nor when it closes.
+    expect(cap.open()).toBe(3);
+    expect(fullRefusals).toEqual([{ address: "192.0.2.3", warn: true }]);
+
+    held[1]?.socket.emit("close");
+    expect(cap.open()).toBe(2);
+    expect(admit("192.0.2.3").admitted).toBe(true);
+    expect(admit("192.0.2.4").admitted).toBe(false);
+  });
+
+  it("cuts a TLS connection over it before the handshake", () => {
+    const { admit } = capOf(0, { now: 0 }, 1);
+    admit("192.0.2.1", true);
+    const secure = admit("192.0.2.2", true);
+    expect(secure.admitted).toBe(false);
+    expect(secure.socket.written).toBe("");
+    expect(secure.socket.destroyed).toBe(true);
+  });
+
+  it("counts the connections of trusted proxies, which the per-address cap does not", () => {
+    const { cap, admit } = capOf(1, { now: 0 }, 3);
+    for (let index = 0; index < 3; index++) expect(admit("10.0.0.1").admitted).toBe(true);
+    expect(cap.addresses()).toBe(0);
+    expect(cap.open()).toBe(3);
+    expect(admit("10.0.0.1").admitted).toBe(false);
+    expect(admit("192.0.2.1").admitted).toBe(false);
+  });
+
+  it("is checked after the per-address cap, whose client gets its own 429, and neither counts a refusal", () => {
+    const { cap, admit, refusals, fullRefusals } = capOf(1, { now: 0 }, 2);
+    admit("192.0.2.1");
+    const overAddress = admit("192.0.2.1");
+    expect(overAddress.socket.written).toMatch(/^HTTP\/1\.1 429 /);
+    expect(cap.open()).toBe(1);
+    expect(cap.openFrom("192.0.2.1")).toBe(1);
+    admit("192.0.2.2");
+    const overTotal = admit("192.0.2.3");
+    expect(overTotal.socket.written).toMatch(/^HTTP\/1\.1 503 /);
+    // Refused by the total cap: the address holds nothing.
+    expect(cap.openFrom("192.0.2.3")).toBe(0);
+    expect(cap.addresses()).toBe(2);
+    expect(refusals).toHaveLength(1);
+    expect(fullRefusals).toHaveLength(1);
+  });
+
+  it("caps nothing and counts nothing at 0", () => {
+    const { cap, admit } = capOf(0, { now: 0 }, 0);
+    for (let index = 0; index < 10; index++) expect(admit("10.0.0.1").admitted).toBe(true);
+    expect(cap.open()).toBe(0);
+  });
+
+  it("asks for a warning once a minute, whichever addresses are refused", () => {
+    const clock = { now: 1_000_000 };
+    const { admit, fullRefusals } = capOf(0, clock, 1);
+    admit("192.0.2.1");
+    admit("192.0.2.2");
+    admit("192.0.2.3");
+    clock.now += 59_999;
+    admit("192.0.2.4");
+    clock.now += 1;
+    admit("192.0.2.5");
+    expect(fullRefusals.map((refusal) => refusal.warn)).toEqual([true, false, false, true]);
   });
 });

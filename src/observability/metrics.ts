@@ -90,6 +90,11 @@ export function createMetrics(options: { collectDefaults?: boolean } = {}) {
     help: "Connections refused at once because their client address held SLUICE_MAX_CONNECTIONS_PER_IP already",
     registers: [registry],
   });
+  const connectionsRefusedFull = new Counter({
+    name: "sluice_connections_refused_full_total",
+    help: "Connections refused at once (503) because the gateway held SLUICE_MAX_CONNECTIONS connections already",
+    registers: [registry],
+  });
   const degradedBy = new Map<string, Set<string>>();
   const degraded = new Gauge({
     name: "sluice_degraded",
@@ -137,6 +142,7 @@ export function createMetrics(options: { collectDefaults?: boolean } = {}) {
     countRefusalCoalesced: (code: string) => refusalsCoalesced.inc({ code }),
     countLogLinesDropped: (count: number) => logLinesDropped.inc(count),
     countConnectionRefused: () => connectionsRefused.inc(),
+    countConnectionRefusedFull: () => connectionsRefusedFull.inc(),
     /**
      * What `source` (the health check, the usage writes, the limiter) finds of `component`: the
      * gauge is 1 while any source finds it degraded, so one that finds it fine does not hide another

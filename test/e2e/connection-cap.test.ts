@@ -1,6 +1,7 @@
 import { type AddressInfo, connect, type Socket } from "node:net";
 import { connect as tlsConnect } from "node:tls";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { defaultMaxConnections, readOpenFileLimit } from "../../src/http/open-file-limit.js";
 import { createGatewayServer, type GatewayServer } from "../../src/server.js";
 import { sendRawHeaders } from "../support/raw-request.js";
 import { selfSigned } from "../support/self-signed.js";
@@ -16,9 +17,9 @@ interface Held {
   closed: Promise<void>;
 }
 
-function open(port: number, host = "127.0.0.1"): Promise<Held> {
+function open(port: number, host = "127.0.0.1", localAddress?: string): Promise<Held> {
   return new Promise((resolve, reject) => {
-    const socket = connect({ port, host });
+    const socket = connect({ port, host, ...(localAddress ? { localAddress } : {}) });
     let data = "";
     socket.setEncoding("utf8");
     socket.on("data", (chunk: string) => {
@@ -278,14 +279,166 @@ describe("SLUICE_MAX_CONNECTIONS_PER_IP=0", () => {
   });
 });
 
-function refusedCount(metrics: string): number {
-  const match = /^sluice_connections_refused_total (\d+)$/m.exec(metrics);
-  if (!match) throw new Error("sluice_connections_refused_total is not in /metrics");
+describe("the cap on all connections together (SLUICE_MAX_CONNECTIONS)", () => {
+  const total = 3;
+  let sluice: TestGateway;
+  let port: number;
+  const held: Held[] = [];
+  const servers: GatewayServer[] = [];
+
+  beforeAll(async () => {
+    sluice = await startTestGateway({ maxConnections: total, metricsEnabled: true });
+    port = portOf(sluice.server);
+  });
+  afterEach(async () => {
+    await Promise.all(held.splice(0).map(close));
+    await Promise.all(servers.splice(0).map(stop));
+    await until(() => sluice.gateway.connections.open() === 0, "every connection was let go");
+  });
+  afterAll(async () => {
+    await sluice.close();
+  });
+
+  /** A connection from `localAddress`: Linux routes all of 127.0.0.0/8 to the loopback. */
+  const hold = async (localAddress: string, to = port) => {
+    const connection = await open(to, "127.0.0.1", localAddress);
+    held.push(connection);
+    return connection;
+  };
+
+  it("serves as many connections from different addresses as the cap, refuses the next with a 503 envelope, and takes one again once one closes", async () => {
+    const kept = [await hold("127.0.0.1"), await hold("127.0.0.2"), await hold("127.0.0.3")];
+    for (const connection of kept) expect((await ask(connection)).status).toBe(200);
+    expect(sluice.gateway.connections.open()).toBe(total);
+    expect(sluice.gateway.connections.openFrom("127.0.0.2")).toBe(1);
+    const before = refusedCount((await ask(kept[0] as Held, "/metrics")).body, fullMetric);
+
+    const refused = await hold("127.0.0.4");
+    refused.socket.write("GET /health HTTP/1.1\r\nHost: sluice.test\r\n\r\n");
+    const answer = await answerUntilClosed(refused);
+    const [head = "", body = ""] = answer.split("\r\n\r\n");
+    expect(head).toMatch(/^HTTP\/1\.1 503 Service Unavailable\r\n/);
+    expect(head).toMatch(/\r\nconnection: close(\r\n|$)/i);
+    expect(head).toMatch(/\r\nretry-after: 5(\r\n|$)/i);
+    expect(head).toMatch(/\r\ncontent-type: application\/json; charset=utf-8(\r\n|$)/i);
+    const requestId = /\r\nx-request-id: (req_[0-9a-f]{32})(\r\n|$)/i.exec(head)?.[1];
+    expect(requestId).toBeDefined();
+    expect(JSON.parse(body)).toEqual({
+      error: {
+        code: "SERVICE_UNAVAILABLE",
+        message: expect.stringContaining("SLUICE_MAX_CONNECTIONS)"),
+        requestId,
+      },
+    });
+    // Only the one answer: the request sent on the refused connection was not served.
+    expect(answer.match(/HTTP\/1\.1 /g)).toHaveLength(1);
+    // A refused connection is not counted, and the kept ones still work.
+    expect(sluice.gateway.connections.open()).toBe(total);
+    for (const connection of kept) expect((await ask(connection)).status).toBe(200);
+    expect(refusedCount((await ask(kept[0] as Held, "/metrics")).body, fullMetric) - before).toBe(1);
+
+    await close(kept[1] as Held);
+    await until(() => sluice.gateway.connections.open() === total - 1, "the closed one was let go");
+    const again = await hold("127.0.0.4");
+    expect((await ask(again)).status).toBe(200);
+    expect((await fetch(`http://127.0.0.1:${port}/health`)).status).toBe(503);
+  });
+
+  it("warns once a minute, and counts the refusals apart from the per-address cap's", async () => {
+    const kept = [await hold("127.0.0.1"), await hold("127.0.0.2"), await hold("127.0.0.3")];
+    for (const connection of kept) await ask(connection);
+    const metrics = (await ask(kept[0] as Held, "/metrics")).body;
+    const before = refusedCount(metrics, fullMetric);
+    const perAddressBefore = refusedCount(metrics);
+    for (let index = 0; index < 3; index++) await answerUntilClosed(await hold(`127.0.0.${10 + index}`));
+    const after = (await ask(kept[0] as Held, "/metrics")).body;
+    expect(refusedCount(after, fullMetric) - before).toBe(3);
+    expect(refusedCount(after)).toBe(perAddressBefore);
+    // One line a minute, whichever case of this file was refused first.
+    const warnings = capWarnings(sluice.logs, "SLUICE_MAX_CONNECTIONS");
+    expect(warnings).toHaveLength(1);
+    expect(warnings[0]).toMatchObject({ level: "warn", limit: total });
+  });
+
+  it("cuts a TLS connection over it before the handshake", async () => {
+    const tlsServer = await listenToo(sluice, "127.0.0.1", selfSigned());
+    servers.push(tlsServer);
+    for (let index = 0; index < total; index++) await ask(await hold(`127.0.0.${index + 1}`));
+    const failure = await new Promise<unknown>((resolve) => {
+      const socket = tlsConnect({ port: portOf(tlsServer), host: "127.0.0.1", rejectUnauthorized: false });
+      socket.once("secureConnect", () => resolve(null));
+      socket.once("error", resolve);
+    });
+    expect(failure).toBeInstanceOf(Error);
+  });
+});
+
+describe("the cap on all connections together and trusted proxies", () => {
+  it("counts a trusted proxy's connections, which its address's cap does not", async () => {
+    const sluice = await startTestGateway({
+      maxConnections: 2,
+      maxConnectionsPerIp: 1,
+      trustProxy: ["127.0.0.1"],
+    });
+    const kept: Held[] = [];
+    try {
+      for (let index = 0; index < 2; index++) kept.push(await open(portOf(sluice.server)));
+      for (const connection of kept) expect((await ask(connection)).status).toBe(200);
+      expect(sluice.gateway.connections.addresses()).toBe(0);
+      expect(sluice.gateway.connections.open()).toBe(2);
+      const refused = await open(portOf(sluice.server));
+      kept.push(refused);
+      expect(await answerUntilClosed(refused)).toMatch(/^HTTP\/1\.1 503 /);
+    } finally {
+      await Promise.all(kept.map(close));
+      await sluice.close();
+    }
+  });
+});
+
+describe("SLUICE_MAX_CONNECTIONS unset", () => {
+  it("caps the connections at what the process's open-file limit leaves, read as the gateway starts", async () => {
+    const sluice = await startTestGateway();
+    try {
+      const limit = readOpenFileLimit();
+      if (process.platform === "linux") expect(limit).toBeGreaterThan(0);
+      expect(sluice.gateway.connections.maxTotal).toBe(defaultMaxConnections(limit));
+      expect(sluice.gateway.connections.maxTotal).toBeGreaterThan(0);
+      const held = await open(portOf(sluice.server));
+      expect((await ask(held)).status).toBe(200);
+      expect(sluice.gateway.connections.open()).toBe(1);
+      await close(held);
+    } finally {
+      await sluice.close();
+    }
+  });
+});
+
+describe("SLUICE_MAX_CONNECTIONS=0", () => {
+  it("caps nothing and counts nothing", async () => {
+    const sluice = await startTestGateway({ maxConnections: 0, maxConnectionsPerIp: 0 });
+    const kept: Held[] = [];
+    try {
+      for (let index = 0; index < 5; index++) kept.push(await open(portOf(sluice.server)));
+      for (const connection of kept) expect((await ask(connection)).status).toBe(200);
+      expect(sluice.gateway.connections.open()).toBe(0);
+    } finally {
+      await Promise.all(kept.map(close));
+      await sluice.close();
+    }
+  });
+});
+
+const fullMetric = "sluice_connections_refused_full_total";
+
+function refusedCount(metrics: string, name = "sluice_connections_refused_total"): number {
+  const match = new RegExp(`^${name} (\\d+)$`, "m").exec(metrics);
+  if (!match) throw new Error(`${name} is not in /metrics`);
   return Number(match[1]);
 }
 
-function capWarnings(logs: string[]): Record<string, unknown>[] {
+function capWarnings(logs: string[], setting = "SLUICE_MAX_CONNECTIONS_PER_IP"): Record<string, unknown>[] {
   return logs
     .map((line) => JSON.parse(line) as Record<string, unknown>)
-    .filter((line) => String(line.msg).includes("SLUICE_MAX_CONNECTIONS_PER_IP"));
+    .filter((line) => String(line.msg).includes(`${setting} `));
 }
