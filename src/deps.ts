@@ -17,7 +17,7 @@ import { createClientIpResolver, trustMatcher } from "./http/client-ip.js";
 import { type ConnectionCap, createConnectionCap } from "./http/connection-cap.js";
 import { createCorsPolicy } from "./http/cors.js";
 import { registerImageRoutes } from "./http/image-routes.js";
-import { defaultMaxConnections, readOpenFileLimit } from "./http/open-file-limit.js";
+import { connectionCapWarnings, defaultMaxConnections, readOpenFileLimit } from "./http/open-file-limit.js";
 import { registerProxyRoutes } from "./http/proxy-routes.js";
 import type { HealthCheck } from "./http/public-routes.js";
 import { newRequestId } from "./http/request-id.js";
@@ -160,8 +160,11 @@ export async function createGateway(config: Config, injected: Partial<Injectable
     });
     logger.info(seeded, "projects seeded from SLUICE_CONFIG_FILE");
   }
+  // Read now, after Node raised the soft open-file limit to the hard one as it started.
+  const openFileLimit = readOpenFileLimit();
   for (const warning of [
     ...(await productionWarnings(config, projects)),
+    ...connectionCapWarnings(config.maxConnections, openFileLimit),
     ...fetchBlockedPortWarnings(config),
     ...sharedStateWarnings(config),
     ...imageModelWarnings(config, now()),
@@ -288,8 +291,7 @@ export async function createGateway(config: Config, injected: Partial<Injectable
 
   const startedAt = Date.now();
   const generateRequestId = injected.generateRequestId ?? (() => newRequestId());
-  // Read now, after Node raised the soft open-file limit to the hard one as it started.
-  const maxConnections = config.maxConnections ?? defaultMaxConnections(readOpenFileLimit());
+  const maxConnections = config.maxConnections ?? defaultMaxConnections(openFileLimit);
   const connectionCap = createConnectionCap({
     maxPerAddress: config.maxConnectionsPerIp,
     maxTotal: maxConnections,

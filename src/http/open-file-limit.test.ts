@@ -1,6 +1,7 @@
 import { execFileSync } from "node:child_process";
 import { describe, expect, it } from "vitest";
 import {
+  connectionCapWarnings,
   defaultMaxConnections,
   fallbackMaxConnections,
   parseOpenFileLimit,
@@ -68,5 +69,23 @@ describe("defaultMaxConnections", () => {
   it("falls back to a constant where the limit cannot be read", () => {
     expect(defaultMaxConnections(null)).toBe(fallbackMaxConnections);
     expect(fallbackMaxConnections).toBe(4096);
+  });
+});
+
+describe("connectionCapWarnings", () => {
+  it("warns when SLUICE_MAX_CONNECTIONS leaves the process less than its reserve of descriptors", () => {
+    // 65,536 files keep a reserve of 6,554: 58,982 connections at most.
+    expect(connectionCapWarnings(58_982, 65_536)).toEqual([]);
+    const [warning, ...more] = connectionCapWarnings(58_983, 65_536);
+    expect(more).toEqual([]);
+    expect(warning?.fields).toEqual({ maxConnections: 58_983, openFileLimit: 65_536 });
+    expect(warning?.message).toContain("SLUICE_MAX_CONNECTIONS is 58983");
+    expect(warning?.message).toContain("set SLUICE_MAX_CONNECTIONS to 58982 or less (unset, it is 29491)");
+  });
+
+  it("says nothing when the setting is unset or 0 (no cap), or the limit is unknown", () => {
+    expect(connectionCapWarnings(undefined, 1024)).toEqual([]);
+    expect(connectionCapWarnings(0, 1024)).toEqual([]);
+    expect(connectionCapWarnings(1_000_000, null)).toEqual([]);
   });
 });

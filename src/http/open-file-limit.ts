@@ -1,4 +1,5 @@
 import { readFileSync } from "node:fs";
+import type { StartWarning } from "../production-warnings.js";
 
 /**
  * The default of SLUICE_MAX_CONNECTIONS, from the process's open-file limit (docs/decisions/0018).
@@ -42,6 +43,31 @@ export function readOpenFileLimit(): number | null {
  */
 export function defaultMaxConnections(limit: number | null): number {
   if (limit === null) return fallbackMaxConnections;
-  const reserve = Math.min(Math.max(256, Math.ceil(limit / 10)), Math.floor(limit / 2));
-  return Math.max(1, Math.floor((limit - reserve) / 2));
+  return Math.max(1, Math.floor((limit - reserveOf(limit)) / 2));
+}
+
+/** The descriptors kept for what the process itself holds, whatever its clients do (see `defaultMaxConnections`). */
+function reserveOf(limit: number): number {
+  return Math.min(Math.max(256, Math.ceil(limit / 10)), Math.floor(limit / 2));
+}
+
+/**
+ * A start warning when SLUICE_MAX_CONNECTIONS is set above what the open-file limit leaves once its
+ * reserve is kept: connections alone could then take the descriptors the process needs for its own
+ * sockets and files, which is what the cap is for. None when the setting is unset or 0 (no cap,
+ * chosen), or the limit is unknown.
+ */
+export function connectionCapWarnings(
+  maxConnections: number | undefined,
+  limit: number | null,
+): StartWarning[] {
+  if (!maxConnections || limit === null) return [];
+  const room = limit - reserveOf(limit);
+  if (maxConnections <= room) return [];
+  return [
+    {
+      fields: { maxConnections, openFileLimit: limit },
+      message: `SLUICE_MAX_CONNECTIONS is ${maxConnections}, but this process may open ${limit} files in all, of which ${reserveOf(limit)} are kept for its own sockets and files: before the cap is reached, its calls to providers, the database and Redis could fail for want of descriptors. Raise the open-file limit (ulimit -n, or LimitNOFILE in systemd, --ulimit nofile in Docker) or set SLUICE_MAX_CONNECTIONS to ${room} or less (unset, it is ${defaultMaxConnections(limit)})`,
+    },
+  ];
 }
