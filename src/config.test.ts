@@ -123,7 +123,16 @@ describe("loadConfig", () => {
   it("names every problem at once", () => {
     const message = problemsOf({ DATABASE_URL: "mysql://x@y/z", SLUICE_ADMIN_TOKEN: "short token" });
     expect(message).toContain("DATABASE_URL:");
-    expect(message).toContain("SLUICE_ADMIN_TOKEN: Too small");
+    expect(message).toContain("SLUICE_ADMIN_TOKEN: must be at least 16 characters");
+  });
+
+  it("says a production master key that is given but invalid is invalid, not that it is missing", () => {
+    const message = problemsOf({ SLUICE_ENV: "production", SLUICE_MASTER_KEY: "abc" });
+    expect(message).toContain("SLUICE_MASTER_KEY: must be 32 bytes, base64-encoded");
+    expect(message).not.toContain("required when SLUICE_ENV=production");
+    expect(problemsOf({ SLUICE_ENV: "production" })).toContain(
+      "SLUICE_MASTER_KEY: required when SLUICE_ENV=production",
+    );
   });
 
   it("names a master key that is not 32 bytes of base64 beside the other problems, never its value", () => {

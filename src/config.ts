@@ -47,7 +47,7 @@ type Rule = [follows: (value: string) => boolean, problem: string];
 const matching = (pattern: RegExp, problem: string): Rule => [(value) => pattern.test(value), problem];
 const atLeast = (length: number): Rule => [
   (value) => value.length >= length,
-  `Too small: expected string to have >=${length} characters`,
+  `must be at least ${length} characters`,
 ];
 
 /** Text that follows every rule; each rule it breaks is named. */
@@ -550,7 +550,8 @@ export function loadConfig(
     else problems.push(`${envName}: ${wrong.join("; ")}`);
   }
   const config = { ...(values as Config), ...overrides };
-  if (config.environment === "production" && !config.masterKey) {
+  // A key that was given but is invalid is named as such above, not as a missing one too.
+  if (config.environment === "production" && !config.masterKey && !env.SLUICE_MASTER_KEY) {
     problems.push("SLUICE_MASTER_KEY: required when SLUICE_ENV=production");
   }
   if (Boolean(config.tlsCert) !== Boolean(config.tlsKey)) {

@@ -719,7 +719,7 @@ describe("sluice CLI", () => {
       expect(result.err).toBe(
         "sluice failed to start: Invalid configuration:\n" +
           "  PORT: must be a whole number written as digits, such as 10\n" +
-          "  SLUICE_ADMIN_TOKEN: Too small: expected string to have >=16 characters\n",
+          "  SLUICE_ADMIN_TOKEN: must be at least 16 characters\n",
       );
     } finally {
       delete process.env.PORT;
