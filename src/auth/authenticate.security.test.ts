@@ -284,6 +284,18 @@ describe("authenticate: the SPEC's methods, in order", () => {
       expect(codeAndMessage(await run(projectId, headers))).toBe(answer);
   });
 
+  it("says the partial key goes first to a caller who sent <test key>.<partial key>", async () => {
+    const own = await ownProject("swapped");
+    const [partialKey, testKey] = own.headers.authorization.slice("Bearer ".length).split(".");
+    const swapped = await run(own.projectId, { authorization: `Bearer ${testKey}.${partialKey}` });
+    expect(codeAndMessage(swapped)).toBe(
+      "401 UNAUTHORIZED: No authentication method succeeded: the token is not a valid test key (device check is off for this project); the partial key (sk_sluice_…) goes first: <partial_key>.<token>",
+    );
+    expect(codeAndMessage(await run(own.projectId, { authorization: `Bearer ${partialKey}.tk_wrong` }))).toBe(
+      "401 UNAUTHORIZED: No authentication method succeeded: the token is not a valid test key (device check is off for this project)",
+    );
+  });
+
   it("says a project is disabled only to a caller whose credentials pass", async () => {
     const own = await ownProject("disabled");
     expect(statusOf(await run(own.projectId, own.headers))).toBe(200);

@@ -10,6 +10,7 @@ import {
   bearerValue,
   malformedBearer,
   single,
+  swappedBearerHint,
   testKeyCacheKey,
   testKeyHeader,
   testModeOffInProduction,
@@ -455,7 +456,10 @@ export function createAuthenticator(deps: AuthenticatorDeps) {
         if (result.ok || result.error.status !== 401) return result;
         note(result.error, "bearer-device-check");
       } else {
-        note(unauthorized(bearerMismatch(project, deps.testModeAllowed)), "bearer-test-key");
+        note(
+          unauthorized(bearerMismatch(project, deps.testModeAllowed) + swappedBearerHint(token)),
+          "bearer-test-key",
+        );
       }
     }
 

@@ -14,6 +14,16 @@ export function malformedBearer(authorization: string | undefined): string {
 
 export const testModeOffInProduction = "Test Mode is off in production, so test keys are not accepted";
 
+/**
+ * A hint for a caller who put the token first (`<test key>.<partial key>`): the token's place holds
+ * a partial key. Only the prefix every partial key has is named, never the value.
+ */
+export function swappedBearerHint(token: string): string {
+  return token.startsWith("sk_sluice_")
+    ? "; the partial key (sk_sluice_…) goes first: <partial_key>.<token>"
+    : "";
+}
+
 export function bearerMismatch(project: Project, testModeAllowed: boolean): string {
   if (!testModeAllowed)
     return project.deviceCheck.enabled
