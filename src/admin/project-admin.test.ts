@@ -284,6 +284,26 @@ describe("project admin use cases", () => {
     });
   });
 
+  it("names a missing required field as required, as the CLI names its flag", async () => {
+    const problems = [
+      "name: is required",
+      'provider: is required (expected one of "provider-a"|"provider-b"|"provider-c")',
+    ];
+    await expect(admin().createProject({})).rejects.toMatchObject({
+      code: "BAD_REQUEST",
+      message: `Invalid project: ${problems.join("; ")}`,
+      details: { problems },
+    });
+    await admin().createProject({ id: "keyless", name: "K", provider: "provider-a" });
+    await expect(admin().addProviderKey("keyless", { provider: "provider-a" })).rejects.toMatchObject({
+      message: "Invalid provider key: apiKey: is required",
+    });
+    // A value of the wrong type is still named as such.
+    await expect(admin().createProject({ name: 5, provider: "provider-a" })).rejects.toMatchObject({
+      message: "Invalid project: name: Invalid input: expected string, received number",
+    });
+  });
+
   it("creates, shows, replaces and clears a proxy allow-list, null (every call) by default", async () => {
     const created = await admin().createProject({ id: "listed", name: "L", provider: "provider-a" });
     expect(created.project.proxyAllowList).toBeNull();

@@ -323,15 +323,29 @@ export function providerKeyAad(projectId: string, keyId: string): string {
   return `provider-key:${projectId}:${keyId}`;
 }
 
-/** Each problem of an invalid input as `<where>: <what is wrong>`. */
-type ProblemLabels = (issue: z.core.$ZodIssue) => string[];
+/** Each problem of an invalid input (`input`, as sent) as `<where>: <what is wrong>`. */
+type ProblemLabels = (issue: z.core.$ZodIssue, input: unknown) => string[];
 
-/** A JSON body's problems: the field as the caller names it, or "(body)" for the body as a whole. */
+/**
+ * A JSON body's problems: the field as the caller names it, or "(body)" for the body as a whole. A
+ * field left out is "is required" (with the values allowed, for a field that takes a few), as the
+ * CLI names a missing flag, not zod's "expected string, received undefined".
+ */
 function bodyLabels(fieldName: FieldName): ProblemLabels {
-  return (issue) => {
+  return (issue, input) => {
     const path = issue.path.join(".");
-    return [`${path ? fieldName(path) : fieldName("") || "(body)"}: ${issue.message}`];
+    const missing = path !== "" && valueAt(input, issue.path) === undefined;
+    const allowed =
+      issue.code === "invalid_value" ? ` (${issue.message.replace(/^Invalid option: /, "")})` : "";
+    const problem = missing ? `is required${allowed}` : issue.message;
+    return [`${path ? fieldName(path) : fieldName("") || "(body)"}: ${problem}`];
   };
+}
+
+function valueAt(input: unknown, path: readonly PropertyKey[]): unknown {
+  let value = input;
+  for (const key of path) value = (value as Record<PropertyKey, unknown> | undefined)?.[key];
+  return value;
 }
 
 /** Query parameters' problems, each named as the caller spells it; an unknown one is named too. */
@@ -353,7 +367,7 @@ function parse<T>(
 ): T {
   const result = schema.safeParse(input);
   if (result.success) return result.data;
-  const problems = result.error.issues.flatMap(labels);
+  const problems = result.error.issues.flatMap((issue) => labels(issue, input));
   throw new GatewayError("BAD_REQUEST", `Invalid ${what}: ${problems.join("; ")}`, { details: { problems } });
 }
 
