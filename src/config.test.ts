@@ -1,3 +1,6 @@
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { ConfigError, loadConfig } from "./config.js";
 
@@ -133,6 +136,23 @@ describe("loadConfig", () => {
     expect(problemsOf({ SLUICE_ENV: "production" })).toContain(
       "SLUICE_MASTER_KEY: required when SLUICE_ENV=production",
     );
+  });
+
+  it("points a production start without a master key to the one an earlier start generated in its data dir", () => {
+    const dataDir = mkdtempSync(join(tmpdir(), "sluice-config-"));
+    try {
+      const env = { SLUICE_ENV: "production", SLUICE_DATA_DIR: dataDir };
+      expect(problemsOf(env)).toBe(
+        "Invalid configuration:\n  SLUICE_MASTER_KEY: required when SLUICE_ENV=production",
+      );
+      const key = Buffer.alloc(32, 9).toString("base64");
+      writeFileSync(join(dataDir, "master.key"), key);
+      const message = problemsOf(env);
+      expect(message).toContain(`export SLUICE_MASTER_KEY=$(cat ${join(dataDir, "master.key")})`);
+      expect(message).not.toContain(key);
+    } finally {
+      rmSync(dataDir, { recursive: true, force: true });
+    }
   });
 
   it("names a master key that is not 32 bytes of base64 beside the other problems, never its value", () => {
