@@ -326,20 +326,24 @@ export function providerKeyAad(projectId: string, keyId: string): string {
 /** Each problem of an invalid input (`input`, as sent) as `<where>: <what is wrong>`. */
 type ProblemLabels = (issue: z.core.$ZodIssue, input: unknown) => string[];
 
-/**
- * A JSON body's problems: the field as the caller names it, or "(body)" for the body as a whole. A
- * field left out is "is required" (with the values allowed, for a field that takes a few), as the
- * CLI names a missing flag, not zod's "expected string, received undefined".
- */
+/** A JSON body's problems: the field as the caller names it, or "(body)" for the body as a whole. */
 function bodyLabels(fieldName: FieldName): ProblemLabels {
   return (issue, input) => {
     const path = issue.path.join(".");
-    const missing = path !== "" && valueAt(input, issue.path) === undefined;
-    const allowed =
-      issue.code === "invalid_value" ? ` (${issue.message.replace(/^Invalid option: /, "")})` : "";
-    const problem = missing ? `is required${allowed}` : issue.message;
-    return [`${path ? fieldName(path) : fieldName("") || "(body)"}: ${problem}`];
+    return [`${path ? fieldName(path) : fieldName("") || "(body)"}: ${problemText(issue, input)}`];
   };
+}
+
+/**
+ * What is wrong with the value `issue` is about, in `input` as sent: a field left out "is required"
+ * (with the values allowed, for a field that takes a few), as the CLI names a missing flag, not
+ * zod's "expected string, received undefined"; otherwise zod's message.
+ */
+export function problemText(issue: z.core.$ZodIssue, input: unknown): string {
+  if (issue.path.length === 0 || valueAt(input, issue.path) !== undefined) return issue.message;
+  const allowed =
+    issue.code === "invalid_value" ? ` (${issue.message.replace(/^Invalid option: /, "")})` : "";
+  return `is required${allowed}`;
 }
 
 function valueAt(input: unknown, path: readonly PropertyKey[]): unknown {

@@ -161,7 +161,7 @@ describe("projects as code (SLUICE_CONFIG_FILE)", () => {
   });
 
   it.each([
-    [{ projects: [{ name: "no id" }] }, "projects.0.id: Invalid input: expected string, received undefined"],
+    [{ projects: [{ name: "no id" }] }, "projects.0.id: is required"],
     [[1], "(file): Invalid input: expected object, received array"],
     [
       {

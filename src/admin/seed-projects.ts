@@ -2,7 +2,7 @@ import { readFileSync } from "node:fs";
 import { isDeepStrictEqual } from "node:util";
 import { z } from "zod";
 import { isGatewayError } from "../errors.js";
-import { checkProjectEntry, type ProjectAdmin, type ProjectView } from "./project-admin.js";
+import { checkProjectEntry, type ProjectAdmin, type ProjectView, problemText } from "./project-admin.js";
 import { type UpdateProjectInput, updateProjectInput } from "./project-input.js";
 
 /**
@@ -60,7 +60,9 @@ export async function readProjectsFile(file: string): Promise<ProjectsFile> {
   const result = seedFile.safeParse(content);
   if (!result.success) {
     throw invalid(
-      result.error.issues.map((issue) => `${issue.path.join(".") || "(file)"}: ${issue.message}`).join("; "),
+      result.error.issues
+        .map((issue) => `${issue.path.join(".") || "(file)"}: ${problemText(issue, content)}`)
+        .join("; "),
     );
   }
   const refused: Refusal[] = [];
