@@ -1,5 +1,5 @@
 import { setImmediate as nextTurn } from "node:timers/promises";
-import { describe, expect, it } from "vitest";
+import { describe, expect, it, vi } from "vitest";
 import { connectionRefused, fakeUsageRepository } from "../../test/support/fake-usage-repository.js";
 import { usageRow } from "../../test/support/usage-row.js";
 import type { UsageRecord, UsageRepository } from "../storage/usage-repository.js";
@@ -50,12 +50,12 @@ describe("usage recorder", () => {
       queueMax: 10_000,
       batchSize: 50,
     });
+    // Waited for, not timed: on a busy machine a tick can come after any fixed wait.
+    const ticked = { timeout: 5000, interval: 5 };
     for (let index = 0; index < 30; index++) recorder.record(row(index));
-    await new Promise((resolve) => setTimeout(resolve, 100));
-    expect(repository.batches).toEqual([30]);
+    await vi.waitFor(() => expect(repository.batches).toEqual([30]), ticked);
     for (let index = 30; index < 150; index++) recorder.record(row(index));
-    await new Promise((resolve) => setTimeout(resolve, 100));
-    expect(repository.batches.reduce((sum, size) => sum + size, 0)).toBe(150);
+    await vi.waitFor(() => expect(repository.batches.reduce((sum, size) => sum + size, 0)).toBe(150), ticked);
     expect(Math.max(...repository.batches)).toBe(50);
     await recorder.stop();
   });

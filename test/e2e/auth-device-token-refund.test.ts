@@ -2,6 +2,7 @@ import { randomBytes } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type FakeApple, generateAppleKeyPair, startFakeApple } from "../fakes/fake-apple.js";
 import { type FakeUpstream, startFakeUpstream } from "../fakes/fake-upstream.js";
+import { clockAwayFromMonthEnd } from "../support/away-from-month-end.js";
 import { proxiedChat } from "../support/proxied-chat.js";
 import { redisAvailable, redisUrl } from "../support/services.js";
 import {
@@ -37,14 +38,18 @@ describe.each([
     fake = await startFakeUpstream();
     apple = await startFakeApple({ label: "production" });
     apple.registerKey(appleKeyId, { teamId: appleTeamId, publicKeyPem: keys.publicKeyPem });
-    sluice = await startTestGateway({
-      providerABaseUrl: `${fake.url}/a/v1`,
-      deviceCheckProductionUrl: apple.url,
-      deviceTokenBudget: 3,
-      authFailureLimit: 2,
-      trustProxy: ["127.0.0.1"],
-      ...(redis ? { redisUrl } : {}),
-    });
+    // Within one month: the spend cap test would see its spend start again on the 1st (UTC).
+    sluice = await startTestGateway(
+      {
+        providerABaseUrl: `${fake.url}/a/v1`,
+        deviceCheckProductionUrl: apple.url,
+        deviceTokenBudget: 3,
+        authFailureLimit: 2,
+        trustProxy: ["127.0.0.1"],
+        ...(redis ? { redisUrl } : {}),
+      },
+      { now: clockAwayFromMonthEnd() },
+    );
   });
   afterAll(async () => {
     if (skip) return;

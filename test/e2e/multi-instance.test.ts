@@ -242,16 +242,24 @@ describe.skipIf(!postgresAvailable || !redisAvailable)(
     it("reports usage that matches the requests made, from either instance", async () => {
       const target = await project(1000);
       for (let index = 0; index < 10; index++) await call(index % 2 ? one : two, target);
-      await new Promise((resolve) => setTimeout(resolve, 800));
-      const report = (await (await admin(two, `/projects/${target.id}/usage?groupBy=model`)).json()) as {
-        rows: Array<{
-          group: string;
-          requests: number;
-          inputTokens: number;
-          outputTokens: number;
-          costUsd: number;
-        }>;
-      };
+      const read = async () =>
+        (await (await admin(two, `/projects/${target.id}/usage?groupBy=model`)).json()) as {
+          rows: Array<{
+            group: string;
+            requests: number;
+            inputTokens: number;
+            outputTokens: number;
+            costUsd: number;
+          }>;
+        };
+      // Each instance writes its rows a flush interval (250 ms) and an insert after the call: on a
+      // loaded machine the last can land after any fixed wait. Read again until ten are in (10 s).
+      let report = await read();
+      const deadline = Date.now() + 10_000;
+      while ((report.rows[0]?.requests ?? 0) < 10 && Date.now() < deadline) {
+        await new Promise((resolve) => setTimeout(resolve, 100));
+        report = await read();
+      }
       expect(report.rows).toEqual([
         expect.objectContaining({ group: "gpt-4o-mini", requests: 10, inputTokens: 110, outputTokens: 70 }),
       ]);

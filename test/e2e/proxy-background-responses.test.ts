@@ -3,6 +3,7 @@ import OpenAI from "openai";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import type { Gateway } from "../../src/deps.js";
 import { type FakeUpstream, startFakeUpstream } from "../fakes/fake-upstream.js";
+import { clockAwayFromMonthEnd } from "../support/away-from-month-end.js";
 import { createPostgresSchema, postgresAvailable } from "../support/services.js";
 import {
   createTestProject,
@@ -61,7 +62,11 @@ describe("provider A background responses, driven by the official SDK", () => {
 
   beforeAll(async () => {
     fake = await startFakeUpstream();
-    sluice = await startTestGateway({ providerABaseUrl: `${fake.url}/a/v1`, metricsEnabled: true });
+    // Within one month: the spend cap tests below would see its spend start again on the 1st (UTC).
+    sluice = await startTestGateway(
+      { providerABaseUrl: `${fake.url}/a/v1`, metricsEnabled: true },
+      { now: clockAwayFromMonthEnd() },
+    );
   });
 
   afterAll(async () => {

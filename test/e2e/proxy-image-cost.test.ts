@@ -2,6 +2,7 @@ import { toFile } from "openai";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { type FakeUpstream, startFakeUpstream } from "../fakes/fake-upstream.js";
 import { providerA, providerC, tinyPng } from "../fakes/fake-upstream-responses.js";
+import { clockAwayFromMonthEnd } from "../support/away-from-month-end.js";
 import { sdkClients } from "../support/sdk-clients.js";
 import {
   createTestProject,
@@ -23,10 +24,11 @@ describe("image generation through the proxies", () => {
 
   beforeAll(async () => {
     fake = await startFakeUpstream();
-    sluice = await startTestGateway({
-      providerABaseUrl: `${fake.url}/a/v1`,
-      providerCBaseUrl: `${fake.url}/c/v1beta`,
-    });
+    // Within one month: the spend cap test below would see its spend start again on the 1st (UTC).
+    sluice = await startTestGateway(
+      { providerABaseUrl: `${fake.url}/a/v1`, providerCBaseUrl: `${fake.url}/c/v1beta` },
+      { now: clockAwayFromMonthEnd() },
+    );
     project = await createTestProject(sluice.gateway);
     clients = sdkClients(sluice, project);
   });

@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type FakeUpstream, providerBaseUrls, startFakeUpstream } from "../fakes/fake-upstream.js";
 import type { FakeUsage } from "../fakes/fake-upstream-responses.js";
+import { clockAwayFromMonthEnd } from "../support/away-from-month-end.js";
 import { proxiedChat } from "../support/proxied-chat.js";
 import {
   createTestProject,
@@ -16,7 +17,8 @@ describe("monthly spend cap", () => {
 
   beforeAll(async () => {
     fake = await startFakeUpstream();
-    sluice = await startTestGateway({ ...providerBaseUrls(fake) });
+    // Within one month: its spend, which the cap is held to, starts again at 0 on the 1st (UTC).
+    sluice = await startTestGateway({ ...providerBaseUrls(fake) }, { now: clockAwayFromMonthEnd() });
   });
   afterAll(async () => {
     await sluice.close();
