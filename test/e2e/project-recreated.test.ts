@@ -29,22 +29,28 @@ describe("a project created again under a deleted project's id", () => {
       method,
       headers: { authorization: `Bearer ${adminToken}` },
     });
-  /** A row of the first project, a second before the second one is created. */
-  const oldRow = (id: string, projectId: string, costUsd: number) =>
-    sluice.gateway.database.db
+  /** Lets the clock move past the last timestamp written (they are in milliseconds). */
+  const tick = () => new Promise((resolve) => setTimeout(resolve, 5));
+  /**
+   * A row of the first project, written after it was created and before the second one is: the
+   * first project counts it (each test checks so), the second must not.
+   */
+  const oldRow = async (id: string, projectId: string, costUsd: number) => {
+    await tick();
+    await sluice.gateway.database.db
       .insertInto("usage_records")
       .values([
-        usageRow(id, {
-          project_id: projectId,
-          created_at: new Date(Date.now() - 1000).toISOString(),
-          cost_usd: costUsd,
-        }),
+        usageRow(id, { project_id: projectId, created_at: new Date().toISOString(), cost_usd: costUsd }),
       ])
       .execute();
+    await tick();
+  };
 
   it("reports none of the deleted project's rows", async () => {
     await createTestProject(sluice.gateway, { id: "reborn" });
     await oldRow("req_old_report", "reborn", 42);
+    const before = (await (await admin("GET", "/reborn/usage?groupBy=model")).json()) as { rows: unknown[] };
+    expect(before.rows).toHaveLength(1);
     expect((await admin("DELETE", "/reborn")).status).toBe(204);
     await createTestProject(sluice.gateway, { id: "reborn" });
     const report = (await (await admin("GET", "/reborn/usage?groupBy=model")).json()) as { rows: unknown[] };
@@ -63,6 +69,19 @@ describe("a project created again under a deleted project's id", () => {
     // The first project's month (50 USD) is read, and held by the spend guard, before it goes.
     expect((await call(first.bearer("provider-a"))).status).toBe(200);
     await sluice.gateway.flushUsage();
+    // It counts the row: under a cap of 40 its next call is refused.
+    expect(
+      (
+        await fetch(`${sluice.url}/admin/v1/projects/capped`, {
+          method: "PATCH",
+          headers: { authorization: `Bearer ${adminToken}`, "content-type": "application/json" },
+          body: JSON.stringify({ monthlySpendCapUsd: 40 }),
+        })
+      ).status,
+    ).toBe(200);
+    const refused = await call(first.bearer("provider-a"));
+    await refused.arrayBuffer();
+    expect(refused.status).toBe(403);
     expect((await admin("DELETE", "/capped")).status).toBe(204);
     const second = await createTestProject(sluice.gateway, { id: "capped", monthlySpendCapUsd: 10 });
     const response = await call(second.bearer("provider-a"));
