@@ -180,4 +180,24 @@ describe.skipIf(!redisAvailable)("a connection that goes silent", () => {
       "Redis did not answer within 500 ms: connection replaced",
     );
   });
+
+  it("is kept when Redis answered while this process was stalled, and the timeout ran before the answer was read", async () => {
+    const errors: Error[] = [];
+    // Straight to Redis: a proxy in this process would stall too.
+    const built = await client(redisUrl, errors);
+    expect(await built.ping()).toBe("PONG");
+    const socket = built.stream;
+    const late = built.ping();
+    // The event loop held past the command timeout (a long GC pause, a burst of synchronous work):
+    // Redis's answer waits in the socket, and the timer comes first when the loop turns again.
+    const until = performance.now() + 700;
+    while (performance.now() < until) {}
+    // The command itself still fails (its caller has already decided without Redis) ...
+    await expect(late).rejects.toThrow("Command timed out");
+    // ... but the connection answered: it is kept, not replaced.
+    expect(await built.ping()).toBe("PONG");
+    expect(built.stream).toBe(socket);
+    expect(socket.destroyed).toBe(false);
+    expect(errors).toEqual([]);
+  });
 });

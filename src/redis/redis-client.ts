@@ -26,7 +26,9 @@ export class RedisSetupError extends Error {
  *   the socket, and only a closed socket makes it reconnect, so a connection whose peer stopped
  *   answering (a black-holed path) would time out every command forever while a new connection
  *   would work. The first command that times out on a socket destroys that socket (once: later
- *   timeouts find it destroyed), and the client reconnects; TCP keepalive also notices an idle
+ *   timeouts find it destroyed), and the client reconnects; unless the socket reads something in
+ *   the same turn of the event loop: a timer that ran late, after a stall of this process, fails
+ *   its command but keeps a connection whose answer was waiting; TCP keepalive also notices an idle
  *   connection whose peer vanished. A Redis that is only slow (a long script elsewhere) costs a
  *   reconnect too, which is cheap next to the timeouts it already caused;
  * - connects at once (`lazyConnect: false`) and reconnects forever with a capped backoff;
@@ -85,10 +87,17 @@ function replacingSilentConnections(Base: typeof Redis): typeof Redis {
       const sent = super.sendCommand(command, stream);
       command.promise.catch((error: unknown) => {
         if (!socket || socket.destroyed || !(error instanceof Error)) return;
-        if (error.message === "Command timed out")
+        if (error.message !== "Command timed out") return;
+        // After a stall of this process (a long GC pause, a burst of synchronous work) the timer
+        // runs before the answer waiting in the socket is read: the socket gets the poll phase of
+        // this turn of the event loop first, and is kept if it read anything.
+        const read = socket.bytesRead;
+        setImmediate(() => {
+          if (socket.destroyed || socket.bytesRead !== read) return;
           socket.destroy(
             new Error(`Redis did not answer within ${commandTimeoutMs} ms: connection replaced`),
           );
+        });
       });
       return sent;
     }
