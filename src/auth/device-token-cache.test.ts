@@ -215,6 +215,11 @@ describe("deviceTokenDigest", () => {
     expect(deviceTokenDigest(token.replace(/=+$/, ""))).toBe(deviceTokenDigest(token));
     expect(deviceTokenDigest(token)).not.toBe(deviceTokenDigest(randomBytes(65).toString("base64")));
   });
+
+  it("is the digest the ledgers already hold, for a known token", () => {
+    const digest = "73fff793651a92729a8553521d5f1c55c9cb417046f1dc0f82b22fc4930b82b3";
+    expect(deviceTokenDigest("ZGV2aWNlLXRva2Vu")).toBe(digest);
+  });
 });
 
 describe("memory device token ledger", () => {

@@ -1,4 +1,4 @@
-import { createHash } from "node:crypto";
+import { hash } from "node:crypto";
 import type { Redis } from "ioredis";
 import { RedisBreaker } from "../redis/redis-breaker.js";
 import { redisKeyPrefixes } from "../redis/redis-keys.js";
@@ -78,7 +78,7 @@ export interface DeviceTokenLedger {
  * the token as base64 first (see `isWellFormedDeviceToken`).
  */
 export function deviceTokenDigest(token: string): string {
-  return createHash("sha256").update(Buffer.from(token, "base64")).digest("hex");
+  return hash("sha256", Buffer.from(token, "base64"), "hex");
 }
 
 function lifetimeMs(policy: DeviceTokenPolicy): number {

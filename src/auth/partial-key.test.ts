@@ -5,6 +5,7 @@ import {
   parsePartialKey,
   partialKeyPrefix,
   rebuildProviderKey,
+  shareDigest,
   splitProviderKey,
 } from "./partial-key.js";
 
@@ -69,5 +70,15 @@ describe("partial keys", () => {
     const parsed = parsePartialKey(splitProviderKey(newKeyId(), providerKey).partialKey)!;
     expect(clientShareMatches(parsed.clientShare, "")).toBe(false);
     expect(clientShareMatches(parsed.clientShare, "not-hex")).toBe(false);
+  });
+});
+
+describe("client share digests", () => {
+  it("keep the digests already stored: SHA-256 of the share's bytes, in hex", () => {
+    const stored = "c3bc45ac352fe43ff8f0a1cc26d6cc29f71f536dc417906f8513ea44ed4bb161";
+    const share = Buffer.from("c2hhcmU=", "base64url");
+    expect(shareDigest(share)).toBe(stored);
+    expect(clientShareMatches(share, stored)).toBe(true);
+    expect(clientShareMatches(Buffer.from("other"), stored)).toBe(false);
   });
 });

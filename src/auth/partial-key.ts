@@ -1,4 +1,4 @@
-import { createHash, randomBytes, timingSafeEqual } from "node:crypto";
+import { hash, randomBytes, timingSafeEqual } from "node:crypto";
 
 /**
  * The provider-key split (DESIGN.md, Credentials). A provider key K is split into two XOR shares
@@ -51,12 +51,12 @@ export function parsePartialKey(value: string): ParsedPartialKey | null {
 }
 
 export function shareDigest(clientShare: Buffer): string {
-  return createHash("sha256").update(clientShare).digest("hex");
+  return hash("sha256", clientShare, "hex");
 }
 
 /** Constant-time check of a client share against the stored digest. */
 export function clientShareMatches(clientShare: Buffer, expectedDigest: string): boolean {
-  const actual = createHash("sha256").update(clientShare).digest();
+  const actual = hash("sha256", clientShare, "buffer");
   const expected = Buffer.from(expectedDigest, "hex");
   return expected.length === actual.length && timingSafeEqual(actual, expected);
 }

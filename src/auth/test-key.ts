@@ -1,4 +1,4 @@
-import { createHash, randomBytes, timingSafeEqual } from "node:crypto";
+import { hash, randomBytes, timingSafeEqual } from "node:crypto";
 
 /**
  * Test keys: 32 random bytes, base64url (no `.`, so a Bearer value splits unambiguously), shown
@@ -9,12 +9,12 @@ export function generateTestKey(): string {
 }
 
 export function testKeyDigest(testKey: string): string {
-  return createHash("sha256").update(testKey, "utf8").digest("hex");
+  return hash("sha256", testKey, "hex");
 }
 
 /** True when `candidate` hashes to any of the digests; every digest is compared, in constant time. */
 export function testKeyMatches(candidate: string, digests: readonly string[]): boolean {
-  const actual = createHash("sha256").update(candidate, "utf8").digest();
+  const actual = hash("sha256", candidate, "buffer");
   let matched = false;
   for (const digest of digests) {
     const expected = Buffer.from(digest, "hex");
