@@ -4,7 +4,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { type LoadCase, runLoad } from "./load.js";
 import { startProcess, stopAll, type Target } from "./processes.js";
-import { createProject, loadCases, root, startApple, startSluice } from "./targets.js";
+import { type Apple, createProject, loadCases, root, startApple, startSluice } from "./targets.js";
 
 /**
  * `npm run bench:instructions`: instructions executed per proxied request, Sluice against the
@@ -35,6 +35,16 @@ const tsx = ["--import", "tsx"];
 // while natively (`--trace-gc`) Sluice and the floor each ran one mark-compact in 50,000.)
 // `--profile` also has V8 write a map of its compiled code, so the dumps can name JavaScript.
 const profile = process.argv.includes("--profile");
+/**
+ * `--device`: Sluice's project authenticates with DeviceCheck (a token the fake Apple verified
+ * once, then served from the token ledger), the production path, instead of a test key; its report
+ * is `instructions-devicecheck-latest.md`. `--case json` or `--case sse`: that case only.
+ */
+const device = process.argv.includes("--device");
+const caseArgument = process.argv[process.argv.indexOf("--case") + 1];
+const caseNames = (["json", "sse"] as const).filter(
+  (name) => !process.argv.includes("--case") || name === caseArgument,
+);
 const nodeFlags = ["--single-threaded", ...(profile ? ["--perf-basic-prof"] : [])];
 
 /**
@@ -231,7 +241,7 @@ function nameJit(dump: string, pid: number): string {
 /** The floor and Sluice, each under callgrind with counting off, and the load cases for both. */
 async function startCounted(
   upstreamUrl: string,
-  appleUrl: string,
+  apple: Apple,
   directory: string,
 ): Promise<Counted[] & { cases: ReturnType<typeof loadCases> }> {
   mkdirSync(directory, { recursive: true });
@@ -247,13 +257,15 @@ async function startCounted(
     },
   );
   const sluiceOut = join(directory, "sluice.out");
-  const sluice = await startSluice(upstreamUrl, appleUrl, join(directory, "data"), {
+  const sluice = await startSluice(upstreamUrl, apple.fake.url, join(directory, "data"), {
     ...slow,
     nodeFlags,
     env: { SLUICE_USAGE_FLUSH_INTERVAL_MS: usageFlushIntervalMs },
     wrapper: callgrind(sluiceOut),
   });
-  const cases = loadCases(await createProject(sluice.target.url, sluice.adminToken));
+  const cases = loadCases(
+    await createProject(sluice.target.url, sluice.adminToken, device ? apple : undefined),
+  );
   const floorCase = (load: LoadCase): LoadCase => ({
     ...load,
     path: load.path.replace(/^\/v1\/provider-a\/[^/]+/, "/a/v1"),
@@ -288,13 +300,9 @@ async function main(): Promise<void> {
     // Each case on fresh processes warmed up on that case alone: code optimized for one case and
     // then given another is deoptimized and compiled again, and the compiler's work, which a long
     // run spreads over millions of requests, would be counted as the request's.
-    for (const name of ["json", "sse"] as const)
+    for (const name of caseNames)
       for (const connections of connectionCounts) {
-        const started = await startCounted(
-          upstream.url,
-          apple.fake.url,
-          join(workDir, `${name}-${connections}`),
-        );
+        const started = await startCounted(upstream.url, apple, join(workDir, `${name}-${connections}`));
         try {
           // Both targets at once: what callgrind counts does not depend on the other's load.
           const measured = await Promise.all(
@@ -343,7 +351,8 @@ async function main(): Promise<void> {
   }
   const markdown = render(counts);
   mkdirSync(join(root, "bench/results"), { recursive: true });
-  writeFileSync(join(root, "bench/results/instructions-latest.md"), markdown);
+  const report = device ? "instructions-devicecheck-latest.md" : "instructions-latest.md";
+  writeFileSync(join(root, "bench/results", report), markdown);
   console.log(`\n${markdown}`);
 }
 
@@ -367,6 +376,7 @@ function render(counts: readonly Count[]): string {
     `(kernel time and cache misses are not in them). After ${warmUpRequests} uncounted requests per case,`,
     `windows of ${measuredRequests} requests are counted until two in a row agree within ${agreement * 100}%`,
     `(at most ${maxWindows}); a line gives the mean of those two and their spread. Node flags: \`${nodeFlags.join(" ")}\`; Sluice's usage tick ${Number(usageFlushIntervalMs) / 1000} s (transactions of 200 rows).`,
+    `Sluice authenticates with ${device ? "DeviceCheck (a token the fake Apple verified once, then served from the token ledger)" : "a test key"}.`,
     "",
     "| case | conn | floor instructions/request | sluice instructions/request | sluice / floor | spread (floor, sluice) | windows (floor, sluice) |",
     "|---|---|---|---|---|---|---|",
