@@ -11,6 +11,8 @@ import { createProjectRepository } from "../storage/project-repository.js";
 import { createUsageRepository } from "../storage/usage-repository.js";
 import { type AuthResult, type AuthThrottle, createAuthenticator } from "./authenticate.js";
 import { createCredentialDirectory } from "./credential-directory.js";
+import { testKeyHeader } from "./credential-headers.js";
+import { deviceTokenDigest } from "./device-token-cache.js";
 import { createDeviceTokenVerifier } from "./device-token-verifier.js";
 import { createSecretBox } from "./secret-box.js";
 
@@ -491,6 +493,88 @@ describe("authenticate: the SPEC's methods, in order", () => {
       headers: { authorization: `Bearer ${key.partialKey}.${refused}` },
     });
     expect(stranger.ok ? 200 : stranger.error.code).toBe("UNAUTHORIZED");
+  });
+
+  it("answers a warm DeviceCheck request without a promise, counting its use, and goes the full way for the rest", async () => {
+    const { directory, admin: longAdmin, secretBox } = wire(database, 60_000);
+    const deviceTokens = createDeviceTokenVerifier({
+      config: {
+        deviceCheckProductionUrl: production.url,
+        deviceCheckDevelopmentUrl: development.url,
+        deviceCheckTimeoutMs: 1000,
+        deviceTokenTtlSeconds: 60,
+        deviceTokenBudget: 3,
+      },
+      secretBox,
+      redis: undefined,
+      logger: createLogger("silent", new Writable({ write: (_c, _e, done) => done() })),
+    });
+    const warmAuth = createAuthenticator({
+      directory,
+      deviceTokens,
+      throttle: openThrottle,
+      testModeAllowed: true,
+    });
+    const created = await longAdmin.createProject({
+      name: "device warm",
+      provider: "provider-a",
+      testMode: false,
+      deviceCheck: {
+        enabled: true,
+        teamId,
+        keyId,
+        privateKey: keys.privateKeyPem,
+        environment: "production",
+      },
+    });
+    const key = await longAdmin.addProviderKey(created.project.id, {
+      provider: "provider-a",
+      apiKey: "sk-device-warm-123",
+    });
+    const request = {
+      projectId: created.project.id,
+      headers: { authorization: `Bearer ${key.partialKey}.${goodDevice}` },
+      clientIp: "1.1.1.1",
+      provider: "provider-a" as const,
+    };
+    const appleCalls = production.calls.length;
+    // The first use asks Apple (through the full path); the next two are in memory.
+    const first = await warmAuth(request);
+    expect(first.ok && first.method).toBe("bearer-device-check");
+    for (let use = 2; use <= 3; use++) {
+      const warm = warmAuth(request);
+      expect(warm).not.toBeInstanceOf(Promise);
+      const result = warm as Awaited<typeof warm>;
+      expect(result.ok && [result.method, result.providerKey, result.deviceDigest]).toEqual([
+        "bearer-device-check",
+        "sk-device-warm-123",
+        deviceTokenDigest(goodDevice),
+      ]);
+    }
+    expect(production.calls.length).toBe(appleCalls + 1);
+    // Its budget of 3 spent: refused by the full path, and counted once, not twice.
+    const spent = warmAuth(request);
+    expect(spent).toBeInstanceOf(Promise);
+    expect(codeAndMessage(await spent)).toBe(
+      "401 UNAUTHORIZED: No authentication method succeeded: the device token was refused: this device token has used up its request budget; get a new one",
+    );
+    // A token the ledger has not seen, a test-key header beside the Bearer value, a revoked key:
+    // each goes the full way.
+    const other = Buffer.from("another-valid-device-token").toString("base64");
+    production.registerValidToken(other);
+    const fresh = warmAuth({ ...request, headers: { authorization: `Bearer ${key.partialKey}.${other}` } });
+    expect(fresh).toBeInstanceOf(Promise);
+    expect((await fresh).ok).toBe(true);
+    const withHeader = warmAuth({
+      ...request,
+      headers: { authorization: `Bearer ${key.partialKey}.${other}`, [testKeyHeader]: "tk_not-this" },
+    });
+    expect(withHeader).toBeInstanceOf(Promise);
+    await withHeader;
+    await longAdmin.revokeProviderKey(created.project.id, key.keyId);
+    const revoked = warmAuth({ ...request, headers: { authorization: `Bearer ${key.partialKey}.${other}` } });
+    expect(revoked).toBeInstanceOf(Promise);
+    expect(codeAndMessage(await revoked)).toBe("403 FORBIDDEN: This provider key was revoked");
   });
 
   it("keeps the newest two test keys even when they are issued in one millisecond", async () => {

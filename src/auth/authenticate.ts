@@ -47,6 +47,11 @@ export type DeviceVerdict =
 
 export interface DeviceTokenVerifier {
   verify(project: Project, deviceToken: string): Promise<DeviceVerdict>;
+  /**
+   * `verify`'s `ok` without a promise, when its ledger is in memory and holds the token within its
+   * budget (the use is counted); null otherwise, having counted nothing: ask `verify`.
+   */
+  verifyNow?(project: Project, deviceToken: string): Extract<DeviceVerdict, { kind: "ok" }> | null;
 }
 
 export interface AuthThrottle {
@@ -191,7 +196,7 @@ export function createAuthenticator(deps: AuthenticatorDeps) {
     provider: ProviderId,
     wait: ReloadWait,
   ): Promise<{ keyId: string; providerKey: string } | GatewayError> {
-    const cacheKey = `${project.id}\u0000${provider}\u0000${partialKey}`;
+    const cacheKey = rebuiltKeyOf(project.id, provider, partialKey);
     const hit = rebuilt.get(cacheKey);
     if (hit) return hit;
     const generation = directory.generation();
@@ -225,21 +230,46 @@ export function createAuthenticator(deps: AuthenticatorDeps) {
 
   /**
    * A result without a promise when everything it needs is in memory (the throttle's answer, the
-   * project, a recently verified test-key credential): the path almost every request takes. The
-   * answer is the same as the full path's; only the waiting is skipped.
+   * project, a recently verified test-key credential, or a partial key rebuilt recently with a
+   * device token the in-memory ledger holds): the path almost every request takes. The answer is
+   * the same as the full path's; only the waiting is skipped.
    */
   return function authenticate(request: AuthRequest): AuthResult | Promise<AuthResult> {
     const retryAfter = deps.throttle.retryAfter(request.clientIp, request.projectId);
+    if (retryAfter !== 0 || request.refusal !== undefined) return authenticateFully(request, retryAfter);
+    const project = request.projectId ? directory.settledProject(request.projectId) : undefined;
     return (
-      (retryAfter === 0 && request.refusal === undefined && recentTestKeySuccess(request)) ||
+      (project &&
+        !project.disabled &&
+        (recentTestKeySuccess(request, project) || recentDeviceCheckSuccess(request, project))) ||
       authenticateFully(request, retryAfter)
     );
   };
 
-  function recentTestKeySuccess(request: AuthRequest): AuthResult | null {
-    const project = request.projectId ? directory.settledProject(request.projectId) : undefined;
-    if (!project || project.disabled) return null;
+  function recentTestKeySuccess(request: AuthRequest, project: Project): AuthResult | null {
     return cachedSuccess(verifiedKeyFor(request, project, providerFor(request, project)), project);
+  }
+
+  /**
+   * Method 2b as `tryMethods` takes it, when it cannot wait: no test-key header (method 1 comes
+   * first), Test Mode off (so the Bearer token is not a test key), the partial key rebuilt recently
+   * for this project and provider, and the device token passed by the in-memory ledger (which
+   * counts the use). Anything else, a refusal included, is the full path's to decide.
+   */
+  function recentDeviceCheckSuccess(request: AuthRequest, project: Project): AuthResult | null {
+    const { headers } = request;
+    if (!project.deviceCheck.enabled || testModeOn(project) || headers[testKeyHeader] !== undefined)
+      return null;
+    const bearer = bearerValue(headers, request.sdkKeyHeader);
+    const separator = bearer === undefined ? -1 : bearer.indexOf(".");
+    if (bearer === undefined || separator <= 0) return null;
+    const token = bearer.slice(separator + 1);
+    if (token.length > maxCredentialLength || !base64Token.test(token)) return null;
+    const provider = providerFor(request, project);
+    const key = rebuilt.get(rebuiltKeyOf(project.id, provider, bearer.slice(0, separator)));
+    const verdict = key && deps.deviceTokens.verifyNow?.(project, token);
+    if (!key || !verdict) return null;
+    return success("bearer-device-check", project, provider, key, verdict.digest, verdict.refund);
   }
 
   /** Whether the project's test keys authenticate: its Test Mode is on, and this is not production. */
@@ -570,6 +600,11 @@ function failure(error: GatewayError, project: Project | null, method: AuthMetho
 
 function unauthorized(reason: string): GatewayError {
   return new GatewayError("UNAUTHORIZED", `No authentication method succeeded: ${reason}`);
+}
+
+/** Where a partial key rebuilt for a project and provider is remembered. */
+function rebuiltKeyOf(projectId: string, provider: ProviderId, partialKey: string): string {
+  return `${projectId}\u0000${provider}\u0000${partialKey}`;
 }
 
 /** The provider whose key the endpoint needs: named by the route, or chosen by the project. */

@@ -109,10 +109,24 @@ export interface MemoryDeviceTokenLedgerOptions {
   maxEntries?: number;
 }
 
+/** The in-process ledger, whose answers need no wait. */
+export interface MemoryDeviceTokenLedger extends DeviceTokenLedger {
+  /**
+   * `check` without a promise, for a token it passes: counts the use and returns `cached-ok` when
+   * `check` would; otherwise counts nothing and returns null (ask `check`, which decides and counts).
+   */
+  passNow(
+    projectId: string,
+    digest: string,
+    policy: DeviceTokenPolicy,
+    receipt?: DeviceTokenReceipt,
+  ): "cached-ok" | null;
+}
+
 /** The in-process ledger: one instance only; entries expire by the injected clock. */
 export function createMemoryDeviceTokenLedger(
   options: MemoryDeviceTokenLedgerOptions = {},
-): DeviceTokenLedger {
+): MemoryDeviceTokenLedger {
   const clock = options.clock ?? Date.now;
   const maxEntries = options.maxEntries ?? 100_000;
   const entries = new Map<string, { count: number; verifiedAt: number; expiresAt: number; stamp: string }>();
@@ -136,6 +150,15 @@ export function createMemoryDeviceTokenLedger(
       entry.count += 1;
       if (receipt) receipt.stamp = entry.stamp;
       return budgetVerdict(entry.count, policy, "cached-ok");
+    },
+    passNow(projectId, digest, policy, receipt) {
+      const now = clock();
+      const entry = live(`${projectId}:${digest}`, now);
+      if (!entry || outlived(entry.verifiedAt, now, policy)) return null;
+      if (budgetVerdict(entry.count + 1, policy, "cached-ok") !== "cached-ok") return null;
+      entry.count += 1;
+      if (receipt) receipt.stamp = entry.stamp;
+      return "cached-ok";
     },
     async remember(projectId, digest, policy, receipt) {
       const key = `${projectId}:${digest}`;

@@ -209,19 +209,28 @@ export function createDeviceTokenVerifier(deps: DeviceTokenVerifierDeps): Device
     );
   }
 
+  function policyOf(project: Project): DeviceTokenPolicy {
+    return project.deviceCheck.tokenMode === "single-use"
+      ? { mode: "single-use", retentionMs: singleUseRetentionMs }
+      : { mode: "budget", ttlMs: config.deviceTokenTtlSeconds * 1000, maxRequests: config.deviceTokenBudget };
+  }
+
   return {
+    verifyNow(project, deviceToken) {
+      // The shared ledger is in Redis: only `verify` can ask it.
+      if (shared || !isWellFormedDeviceToken(deviceToken)) return null;
+      const digest = deviceTokenDigest(deviceToken);
+      const counted = { ledger: memory };
+      const receipt: DeviceTokenReceipt = {};
+      if (memory.passNow(project.id, digest, policyOf(project), receipt) === null) return null;
+      return passed(digest, refundOf(project.id, digest, counted, receipt));
+    },
+
     async verify(project, deviceToken): Promise<DeviceVerdict> {
       if (!isWellFormedDeviceToken(deviceToken))
         return { kind: "invalid", reason: "the device token is not well-formed base64" };
       const digest = deviceTokenDigest(deviceToken);
-      const policy: DeviceTokenPolicy =
-        project.deviceCheck.tokenMode === "single-use"
-          ? { mode: "single-use", retentionMs: singleUseRetentionMs }
-          : {
-              mode: "budget",
-              ttlMs: config.deviceTokenTtlSeconds * 1000,
-              maxRequests: config.deviceTokenBudget,
-            };
+      const policy = policyOf(project);
       const counted = { ledger: memory };
       const receipt: DeviceTokenReceipt = {};
       const seen = await withLedger(policy, counted, (ledger) =>
@@ -282,7 +291,10 @@ export function createDeviceTokenVerifier(deps: DeviceTokenVerifierDeps): Device
   };
 }
 
-function passed(digest: string, refund: (() => Promise<void>) | undefined): DeviceVerdict {
+function passed(
+  digest: string,
+  refund: (() => Promise<void>) | undefined,
+): Extract<DeviceVerdict, { kind: "ok" }> {
   return refund ? { kind: "ok", digest, refund } : { kind: "ok", digest };
 }
 
