@@ -53,6 +53,32 @@ function wire(database: OpenDatabase, ttlMs: number, now: () => Date = () => new
   return { secretBox, directory, admin };
 }
 
+/**
+ * A project with DeviceCheck on and Test Mode off, its provider A key, and a request with that
+ * key's partial key and the token the fake Apple accepts.
+ */
+async function deviceCheckProject(
+  admin: ReturnType<typeof wire>["admin"],
+  privateKey: string,
+  name: string,
+  apiKey: string,
+) {
+  const created = await admin.createProject({
+    name,
+    provider: "provider-a",
+    testMode: false,
+    deviceCheck: { enabled: true, teamId, keyId, privateKey, environment: "production" },
+  });
+  const key = await admin.addProviderKey(created.project.id, { provider: "provider-a", apiKey });
+  const request = {
+    projectId: created.project.id,
+    headers: { authorization: `Bearer ${key.partialKey}.${goodDevice}` },
+    clientIp: "1.1.1.1",
+    provider: "provider-a" as const,
+  };
+  return { created, key, request };
+}
+
 describe("authenticate: the SPEC's methods, in order", () => {
   let database: OpenDatabase;
   let production: FakeApple;
@@ -452,28 +478,12 @@ describe("authenticate: the SPEC's methods, in order", () => {
       throttle: openThrottle,
       testModeAllowed: true,
     });
-    const created = await longAdmin.createProject({
-      name: "device cached",
-      provider: "provider-a",
-      testMode: false,
-      deviceCheck: {
-        enabled: true,
-        teamId,
-        keyId,
-        privateKey: keys.privateKeyPem,
-        environment: "production",
-      },
-    });
-    const key = await longAdmin.addProviderKey(created.project.id, {
-      provider: "provider-a",
-      apiKey: "sk-device-cached-123",
-    });
-    const request = {
-      projectId: created.project.id,
-      headers: { authorization: `Bearer ${key.partialKey}.${goodDevice}` },
-      clientIp: "1.1.1.1",
-      provider: "provider-a" as const,
-    };
+    const { created, key, request } = await deviceCheckProject(
+      longAdmin,
+      keys.privateKeyPem,
+      "device cached",
+      "sk-device-cached-123",
+    );
     const first = await cachedAuth(request);
     const second = await cachedAuth(request);
     expect(first.ok && second.ok && second.providerKey).toBe("sk-device-cached-123");
@@ -515,28 +525,12 @@ describe("authenticate: the SPEC's methods, in order", () => {
       throttle: openThrottle,
       testModeAllowed: true,
     });
-    const created = await longAdmin.createProject({
-      name: "device warm",
-      provider: "provider-a",
-      testMode: false,
-      deviceCheck: {
-        enabled: true,
-        teamId,
-        keyId,
-        privateKey: keys.privateKeyPem,
-        environment: "production",
-      },
-    });
-    const key = await longAdmin.addProviderKey(created.project.id, {
-      provider: "provider-a",
-      apiKey: "sk-device-warm-123",
-    });
-    const request = {
-      projectId: created.project.id,
-      headers: { authorization: `Bearer ${key.partialKey}.${goodDevice}` },
-      clientIp: "1.1.1.1",
-      provider: "provider-a" as const,
-    };
+    const { created, key, request } = await deviceCheckProject(
+      longAdmin,
+      keys.privateKeyPem,
+      "device warm",
+      "sk-device-warm-123",
+    );
     const appleCalls = production.calls.length;
     // The first use asks Apple (through the full path); the next two are in memory.
     const first = await warmAuth(request);
