@@ -116,6 +116,21 @@ describe("authenticate: the SPEC's methods, in order", () => {
     return fixture;
   }
 
+  /** The verifier on the fake Apple hosts, its ledger in memory, with a budget of `budget` uses a token. */
+  const verifierOn = (secretBox: ReturnType<typeof wire>["secretBox"], budget: number) =>
+    createDeviceTokenVerifier({
+      config: {
+        deviceCheckProductionUrl: production.url,
+        deviceCheckDevelopmentUrl: development.url,
+        deviceCheckTimeoutMs: 1000,
+        deviceTokenTtlSeconds: 60,
+        deviceTokenBudget: budget,
+      },
+      secretBox,
+      redis: undefined,
+      logger: createLogger("silent", new Writable({ write: (_c, _e, done) => done() })),
+    });
+
   beforeAll(async () => {
     production = await startFakeApple({ label: "production", validTokens: [goodDevice] });
     development = await startFakeApple({ label: "development", validTokens: [goodDevice] });
@@ -125,18 +140,7 @@ describe("authenticate: the SPEC's methods, in order", () => {
     const wired = wire(database, 0);
     const { secretBox, directory } = wired;
     admin = wired.admin;
-    const deviceTokens = createDeviceTokenVerifier({
-      config: {
-        deviceCheckProductionUrl: production.url,
-        deviceCheckDevelopmentUrl: development.url,
-        deviceCheckTimeoutMs: 1000,
-        deviceTokenTtlSeconds: 60,
-        deviceTokenBudget: 1000,
-      },
-      secretBox,
-      redis: undefined,
-      logger: createLogger("silent", new Writable({ write: (_c, _e, done) => done() })),
-    });
+    const deviceTokens = verifierOn(secretBox, 1000);
     authenticate = createAuthenticator({
       directory,
       deviceTokens,
@@ -507,18 +511,7 @@ describe("authenticate: the SPEC's methods, in order", () => {
 
   it("answers a warm DeviceCheck request without a promise, counting its use, and goes the full way for the rest", async () => {
     const { directory, admin: longAdmin, secretBox } = wire(database, 60_000);
-    const deviceTokens = createDeviceTokenVerifier({
-      config: {
-        deviceCheckProductionUrl: production.url,
-        deviceCheckDevelopmentUrl: development.url,
-        deviceCheckTimeoutMs: 1000,
-        deviceTokenTtlSeconds: 60,
-        deviceTokenBudget: 3,
-      },
-      secretBox,
-      redis: undefined,
-      logger: createLogger("silent", new Writable({ write: (_c, _e, done) => done() })),
-    });
+    const deviceTokens = verifierOn(secretBox, 3);
     const warmAuth = createAuthenticator({
       directory,
       deviceTokens,
