@@ -261,12 +261,11 @@ export function createAuthenticator(deps: AuthenticatorDeps) {
     if (!project.deviceCheck.enabled || testModeOn(project) || headers[testKeyHeader] !== undefined)
       return null;
     const bearer = bearerValue(headers, request.sdkKeyHeader);
-    const separator = bearer === undefined ? -1 : bearer.indexOf(".");
-    if (bearer === undefined || separator <= 0) return null;
-    const token = bearer.slice(separator + 1);
-    if (token.length > maxCredentialLength || !base64Token.test(token)) return null;
+    if (bearer === undefined) return null;
+    const { partialKey, token } = splitBearer(bearer);
+    if (!partialKey || token.length > maxCredentialLength || !base64Token.test(token)) return null;
     const provider = providerFor(request, project);
-    const key = rebuilt.get(rebuiltKeyOf(project.id, provider, bearer.slice(0, separator)));
+    const key = rebuilt.get(rebuiltKeyOf(project.id, provider, partialKey));
     const verdict = key && deps.deviceTokens.verifyNow?.(project, token);
     if (!key || !verdict) return null;
     return success("bearer-device-check", project, provider, key, verdict.digest, verdict.refund);
@@ -464,9 +463,7 @@ export function createAuthenticator(deps: AuthenticatorDeps) {
     // 2. Bearer <partial_key>.<token> (or the provider SDK's key header); x-ai-key is ignored.
     const bearer = bearerValue(headers, sdkKeyHeader);
     if (bearer !== undefined) {
-      const separator = bearer.indexOf(".");
-      const partialKey = separator > 0 ? bearer.slice(0, separator) : "";
-      const token = separator > 0 ? bearer.slice(separator + 1) : "";
+      const { partialKey, token } = splitBearer(bearer);
       if (!partialKey || !token)
         note(unauthorized(malformedBearer(headers.authorization)), "bearer-test-key");
       else if (testModeOn(project) && (await matchesTestKey(project, token, wait))) {
@@ -600,6 +597,14 @@ function failure(error: GatewayError, project: Project | null, method: AuthMetho
 
 function unauthorized(reason: string): GatewayError {
   return new GatewayError("UNAUTHORIZED", `No authentication method succeeded: ${reason}`);
+}
+
+/** `<partial_key>.<token>` split at its first dot; both empty when nothing comes before one. */
+function splitBearer(bearer: string): { partialKey: string; token: string } {
+  const separator = bearer.indexOf(".");
+  return separator > 0
+    ? { partialKey: bearer.slice(0, separator), token: bearer.slice(separator + 1) }
+    : { partialKey: "", token: "" };
 }
 
 /** Where a partial key rebuilt for a project and provider is remembered. */
