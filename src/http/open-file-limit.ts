@@ -62,12 +62,13 @@ export function connectionCapWarnings(
   limit: number | null,
 ): StartWarning[] {
   if (!maxConnections || limit === null) return [];
-  const room = limit - reserveOf(limit);
+  const reserve = reserveOf(limit);
+  const room = limit - reserve;
   if (maxConnections <= room) return [];
   return [
     {
       fields: { maxConnections, openFileLimit: limit },
-      message: `SLUICE_MAX_CONNECTIONS is ${maxConnections}, but this process may open ${limit} files in all, of which ${reserveOf(limit)} are kept for its own sockets and files: before the cap is reached, its calls to providers, the database and Redis could fail for want of descriptors. Raise the open-file limit (ulimit -n, or LimitNOFILE in systemd, --ulimit nofile in Docker) or set SLUICE_MAX_CONNECTIONS to ${room} or less (unset, it is ${defaultMaxConnections(limit)})`,
+      message: `SLUICE_MAX_CONNECTIONS is ${maxConnections}, but this process may open ${limit} files in all, of which ${reserve} are kept for its own sockets and files: before the cap is reached, its calls to providers, the database and Redis could fail for want of descriptors. Raise the open-file limit (ulimit -n, or LimitNOFILE in systemd, --ulimit nofile in Docker) or set SLUICE_MAX_CONNECTIONS to ${room} or less (unset, it is ${defaultMaxConnections(limit)})`,
     },
   ];
 }
