@@ -1,5 +1,5 @@
 import type { IncomingMessage } from "node:http";
-import { GatewayError } from "../errors.js";
+import { GatewayError, isGatewayError } from "../errors.js";
 import type { Metrics } from "../observability/metrics.js";
 import type { ProviderAdapter } from "../providers/provider-adapter.js";
 import { safeProviderPath } from "../providers/provider-adapter.js";
@@ -43,14 +43,19 @@ export function registerProxyRoutes(router: Router, deps: ProxyRouteDeps): void 
         if (path === null) throw new GatewayError("BAD_REQUEST", "The provider path is not allowed");
         const notProxied = adapter.notProxied?.(path);
         if (notProxied !== undefined) throw new GatewayError("NOT_FOUND", notProxied);
-        const admitted = deps.admit(context, {
-          endpoint: "proxy",
-          projectId: params.projectId,
-          provider: adapter.id,
-          proxyPath: path,
-          ...(adapter.sdkKeyHeader ? { sdkKeyHeader: adapter.sdkKeyHeader } : {}),
-        });
-        const call = admitted instanceof Promise ? await admitted : admitted;
+        let call: Awaited<ReturnType<Admit>>;
+        try {
+          const admitted = deps.admit(context, {
+            endpoint: "proxy",
+            projectId: params.projectId,
+            provider: adapter.id,
+            proxyPath: path,
+            ...(adapter.sdkKeyHeader ? { sdkKeyHeader: adapter.sdkKeyHeader } : {}),
+          });
+          call = admitted instanceof Promise ? await admitted : admitted;
+        } catch (error) {
+          throw withMissingProjectHint(error, adapter.id, params.projectId ?? "", path);
+        }
         const ownHeaders = {
           "x-request-id": context.requestId,
           ...call.rateLimitHeaders,
@@ -151,6 +156,55 @@ async function readProxiedBody(
     decoded,
     usageOptionSet: decoded,
   };
+}
+
+/**
+ * The first segments of the providers' own API paths. An SDK whose base URL leaves out the project
+ * id (`…/v1/provider-a` instead of `…/v1/provider-a/{projectId}`) sends its path's first segment
+ * where the project id goes: `/v1/provider-a/chat/completions` looks up project "chat".
+ */
+const providerPathStarts: Record<ProviderId, ReadonlySet<string>> = {
+  "provider-a": new Set([
+    "v1",
+    "chat",
+    "completions",
+    "responses",
+    "embeddings",
+    "images",
+    "audio",
+    "files",
+    "uploads",
+    "batches",
+    "moderations",
+    "models",
+    "fine_tuning",
+    "vector_stores",
+    "assistants",
+    "threads",
+    "conversations",
+    "realtime",
+  ]),
+  "provider-b": new Set(["v1", "messages", "models", "complete"]),
+  "provider-c": new Set(["v1", "v1beta", "v1alpha", "models", "interactions", "cachedContents", "batches"]),
+};
+
+/**
+ * An unknown project whose id is where a provider path begins: the refusal says where the project
+ * id goes, with the path the client most likely meant. Any other error is returned as it is.
+ */
+function withMissingProjectHint(
+  error: unknown,
+  provider: ProviderId,
+  projectId: string,
+  path: string,
+): unknown {
+  if (!isGatewayError(error) || error.code !== "PROJECT_NOT_FOUND") return error;
+  if (!providerPathStarts[provider].has(projectId)) return error;
+  return new GatewayError(
+    "PROJECT_NOT_FOUND",
+    `${error.message}; the project id comes right after the provider in the path: did you mean /v1/${provider}/{projectId}/${projectId}/${path.slice(0, 200)}? (an SDK's base URL ends with /v1/${provider}/{projectId})`,
+    { headers: error.headers, cause: error },
+  );
 }
 
 /** The raw path after `/v1/provider-x/{projectId}/` (the fourth slash). */

@@ -726,6 +726,44 @@ describe("proxies driven by the official SDKs", () => {
   });
 
   describe("path and credential rules", () => {
+    it("names the base URL's missing project id when the SDK's base URL leaves it out", async () => {
+      const { OpenAI } = await import("openai");
+      const { default: Anthropic } = await import("@anthropic-ai/sdk");
+      const refusal = (error: unknown) => error as { status: number; message: string };
+      const chat = await new OpenAI({
+        baseURL: `${sluice.url}/v1/provider-a`,
+        apiKey: project.bearer("provider-a"),
+        maxRetries: 0,
+      }).chat.completions
+        .create({ model: "gpt-4o-mini", messages: [{ role: "user", content: "Hi" }] })
+        .then(() => ({ status: 200, message: "" }), refusal);
+      expect(chat.status).toBe(404);
+      expect(chat.message).toContain('Project "chat" does not exist');
+      expect(chat.message).toContain("did you mean /v1/provider-a/{projectId}/chat/completions?");
+      const messages = await new Anthropic({
+        baseURL: `${sluice.url}/v1/provider-b`,
+        apiKey: project.bearer("provider-b"),
+        maxRetries: 0,
+      }).messages
+        .create({ model: "claude-haiku-4-5", max_tokens: 8, messages: [{ role: "user", content: "Hi" }] })
+        .then(() => ({ status: 200, message: "" }), refusal);
+      expect(messages.status).toBe(404);
+      expect(messages.message).toContain("PROJECT_NOT_FOUND");
+      expect(messages.message).toContain("did you mean /v1/provider-b/{projectId}/v1/messages?");
+      // A project id that is no provider path's start gets no such hint.
+      const unknown = await fetch(`${sluice.url}/v1/provider-a/prj_nosuchproject0000/chat/completions`, {
+        method: "POST",
+        headers: {
+          authorization: `Bearer ${project.bearer("provider-a")}`,
+          "content-type": "application/json",
+        },
+        body: "{}",
+      });
+      const plain = ((await unknown.json()) as { error: { message: string } }).error.message;
+      expect(plain).toBe('Project "prj_nosuchproject0000" does not exist');
+      expect(fake.requests).toHaveLength(0);
+    });
+
     it.each(["..%2Fadmin", "%2e%2e/%2e%2e/admin", "chat/../../admin", "https:%2F%2Fevil.example", "a%5Cb"])(
       "refuses the provider path %s with 400 before any upstream call",
       async (path) => {
