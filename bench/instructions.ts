@@ -189,7 +189,7 @@ const moduleStarts = new Map<string, { line: number; module: string }[]>();
  * (`// src/proxy/forward.ts`, `// ../main/node_modules/undici/…` from a linked node_modules).
  */
 function bundledModuleOf(name: string): string {
-  const place = /(?:file:\/\/)?(\/\S*\/dist\/src\/)(\S+\.js):(\d+):(\d+)$/.exec(name);
+  const place = /(?:file:\/\/)?(\/[^\s:]*\/dist\/src\/)([^\s:]+\.js):(\d+):(\d+)$/.exec(name);
   if (!place) return name;
   const [, dir = "", file = "", line = "", column = ""] = place;
   if (!moduleStarts.has(dir + file)) {

@@ -511,7 +511,7 @@ describe("authenticate: the SPEC's methods, in order", () => {
 
   it("answers a warm DeviceCheck request without a promise, counting its use, and goes the full way for the rest", async () => {
     const { directory, admin: longAdmin, secretBox } = wire(database, 60_000);
-    const deviceTokens = verifierOn(secretBox, 3);
+    const deviceTokens = verifierOn(secretBox, 4);
     const warmAuth = createAuthenticator({
       directory,
       deviceTokens,
@@ -539,7 +539,30 @@ describe("authenticate: the SPEC's methods, in order", () => {
       ]);
     }
     expect(production.calls.length).toBe(appleCalls + 1);
-    // Its budget of 3 spent: refused by the full path, and counted once, not twice.
+    // The warm path reads the Bearer value as sent: a spelling the full path would trim (a second
+    // space, a trailing one) or refuse (a URL-safe character) matches nothing it holds, and goes
+    // the full way, which answers it as before: the URL-safe one refused, the other one the
+    // token's fourth and last use.
+    const spelled = (authorization: string) => warmAuth({ ...request, headers: { authorization } });
+    // A token with a `+` is warm after its first use; its URL-safe spelling (`-`), which decodes to
+    // the same bytes, and one with a space inside (which a decoder skips) are not the token.
+    const withPlus = Buffer.concat([Buffer.from("device-token"), Buffer.from([0xfb, 0xef, 0xbe])]).toString(
+      "base64",
+    );
+    expect(withPlus).toContain("+");
+    production.registerValidToken(withPlus);
+    expect(statusOf(await spelled(`Bearer ${key.partialKey}.${withPlus}`))).toBe(200);
+    expect(spelled(`Bearer ${key.partialKey}.${withPlus}`)).not.toBeInstanceOf(Promise);
+    for (const variant of [withPlus.replaceAll("+", "-"), `${withPlus.slice(0, 8)} ${withPlus.slice(8)}`]) {
+      const refused = spelled(`Bearer ${key.partialKey}.${variant}`);
+      expect(refused).toBeInstanceOf(Promise);
+      expect(statusOf(await refused)).toBe(401);
+    }
+    const secondSpace = spelled(`Bearer  ${key.partialKey}.${goodDevice} `);
+    expect(secondSpace).toBeInstanceOf(Promise);
+    expect(statusOf(await secondSpace)).toBe(200);
+    expect(production.calls.length).toBe(appleCalls + 2);
+    // Its budget of 4 spent: refused by the full path, and counted once, not twice.
     const spent = warmAuth(request);
     expect(spent).toBeInstanceOf(Promise);
     expect(codeAndMessage(await spent)).toBe(

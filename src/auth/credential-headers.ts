@@ -77,3 +77,18 @@ export function bearerValue(
   }
   return sdkKeyHeader ? single(headers[sdkKeyHeader]) : undefined;
 }
+
+/**
+ * `bearerValue` as the warm DeviceCheck path reads it, without a regular expression over the value
+ * (a device token is a few KiB): everything after the usual `Bearer `. What the strict reading
+ * would trim or refuse (a second space, a tab, whitespace inside) is left in, where it matches
+ * nothing that path holds (a partial key rebuilt, a well-formed token), so such a request takes
+ * the full path, which reads it with `bearerValue`.
+ */
+export function bearerValueAsSent(
+  headers: IncomingHttpHeaders,
+  sdkKeyHeader: AuthRequest["sdkKeyHeader"],
+): string | undefined {
+  const authorization = headers.authorization;
+  return authorization?.startsWith("Bearer ") ? authorization.slice(7) : bearerValue(headers, sdkKeyHeader);
+}

@@ -8,6 +8,7 @@ import {
   createDeviceCheckClient,
   type DeviceCheckClientOptions,
   type DeviceCheckEnvironment,
+  decodedDeviceToken,
   isWellFormedDeviceToken,
 } from "./device-check-client.js";
 import { deviceTokenDigest } from "./device-token-cache.js";
@@ -292,5 +293,95 @@ describe("isWellFormedDeviceToken", () => {
   it("accepts up to 8 KiB and rejects from 8 KiB on", () => {
     expect(isWellFormedDeviceToken("A".repeat(8188))).toBe(true);
     expect(isWellFormedDeviceToken("A".repeat(8192))).toBe(false);
+  });
+});
+
+describe("decodedDeviceToken", () => {
+  /** A small deterministic generator (xorshift), so a failure names a case that can be run again. */
+  function generator(seed: number) {
+    let state = seed;
+    return (below: number) => {
+      state ^= state << 13;
+      state ^= state >>> 17;
+      state ^= state << 5;
+      return (state >>> 0) % below;
+    };
+  }
+  const alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+  // What Node's decoder reads besides the alphabet: padding, the URL-safe pair, whitespace it
+  // skips, other ASCII it skips, Latin-1 and characters past 0xFF (whose low byte is an alphabet
+  // character: Node reads a UTF-16 string's code units by their low byte).
+  const others = [
+    "=",
+    "-",
+    "_",
+    " ",
+    "\t",
+    "\n",
+    "!",
+    ".",
+    "\u0000",
+    "\u007f",
+    "é",
+    "\u00ff",
+    "\u0141",
+    "\u0155",
+    "\u2603",
+  ];
+
+  it("accepts exactly the tokens isWellFormedDeviceToken accepts, and decodes them as Buffer.from does", () => {
+    const next = generator(20261129);
+    const sizes = { accepted: 0, refused: 0 };
+    for (let attempt = 0; attempt < 20_000; attempt++) {
+      const length = 1 + next(40);
+      // Half of them drawn from the alphabet alone, half with one character in eight from the others.
+      const mixed = next(2) === 0;
+      let token = "";
+      for (let index = 0; index < length; index++)
+        token +=
+          mixed && next(8) === 0 ? (others[next(others.length)] ?? "") : alphabet[next(alphabet.length)];
+      // Padding, of every count, at the end of a quarter of them.
+      if (next(4) === 0) token += "=".repeat(next(4));
+      const expected = isWellFormedDeviceToken(token);
+      const decoded = decodedDeviceToken(token);
+      expect(decoded !== null, JSON.stringify(token)).toBe(expected);
+      if (decoded) expect(decoded.equals(Buffer.from(token, "base64"))).toBe(true);
+      sizes[expected ? "accepted" : "refused"] += 1;
+    }
+    // Both answers were given often enough for the comparison to mean something.
+    expect(Math.min(sizes.accepted, sizes.refused)).toBeGreaterThan(2_000);
+  });
+
+  it.each([
+    ["QQ==", true],
+    ["QR==", true],
+    ["QUJD", true],
+    ["QUJDQU", true],
+    ["QUJDQ", false],
+    ["QUJ-", false],
+    ["QUJ_", false],
+    ["QU JD", false],
+    ["QUJDQUJD QUJ", false],
+    ["QUJ\u0144", false],
+    ["QU=D", false],
+    ["Q===", false],
+    ["QQ==QQ==", false],
+    ["", false],
+  ])("reads %j as well-formed: %s", (token, wellFormed) => {
+    expect(isWellFormedDeviceToken(token)).toBe(wellFormed);
+    expect(decodedDeviceToken(token) !== null).toBe(wellFormed);
+  });
+
+  it("keeps the length limit: up to 8 KiB", () => {
+    expect(decodedDeviceToken("A".repeat(8188))?.length).toBe(6141);
+    expect(decodedDeviceToken("A".repeat(8192))).toBeNull();
+  });
+
+  it("gives the bytes the digest is taken of: the same entry for a token with or without padding", () => {
+    const token = randomBytes(100).toString("base64");
+    expect(token.endsWith("=")).toBe(true);
+    const unpadded = token.replace(/=+$/, "");
+    expect(decodedDeviceToken(unpadded)?.equals(decodedDeviceToken(token) ?? Buffer.alloc(0))).toBe(true);
+    expect(deviceTokenDigest(token)).toBe(deviceTokenDigest(unpadded));
   });
 });

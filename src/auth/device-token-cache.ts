@@ -78,7 +78,12 @@ export interface DeviceTokenLedger {
  * the token as base64 first (see `isWellFormedDeviceToken`).
  */
 export function deviceTokenDigest(token: string): string {
-  return hash("sha256", Buffer.from(token, "base64"), "hex");
+  return decodedTokenDigest(Buffer.from(token, "base64"));
+}
+
+/** `deviceTokenDigest` of a token already decoded (by `decodedDeviceToken`, which validates it too). */
+export function decodedTokenDigest(bytes: Buffer): string {
+  return hash("sha256", bytes, "hex");
 }
 
 function lifetimeMs(policy: DeviceTokenPolicy): number {

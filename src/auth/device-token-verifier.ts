@@ -11,7 +11,7 @@ import {
   type DeviceCheckClient,
   type DeviceCheckValidation,
   type DeviceCheckVerdict,
-  isWellFormedDeviceToken,
+  decodedDeviceToken,
 } from "./device-check-client.js";
 import {
   createMemoryDeviceTokenLedger,
@@ -19,7 +19,7 @@ import {
   type DeviceTokenLedger,
   type DeviceTokenPolicy,
   type DeviceTokenReceipt,
-  deviceTokenDigest,
+  decodedTokenDigest,
   RedisRestingError,
 } from "./device-token-cache.js";
 import type { SecretBox } from "./secret-box.js";
@@ -218,8 +218,10 @@ export function createDeviceTokenVerifier(deps: DeviceTokenVerifierDeps): Device
   return {
     verifyNow(project, deviceToken) {
       // The shared ledger is in Redis: only `verify` can ask it.
-      if (shared || !isWellFormedDeviceToken(deviceToken)) return null;
-      const digest = deviceTokenDigest(deviceToken);
+      if (shared) return null;
+      const bytes = decodedDeviceToken(deviceToken);
+      if (bytes === null) return null;
+      const digest = decodedTokenDigest(bytes);
       const counted = { ledger: memory };
       const receipt: DeviceTokenReceipt = {};
       if (memory.passNow(project.id, digest, policyOf(project), receipt) === null) return null;
@@ -227,9 +229,9 @@ export function createDeviceTokenVerifier(deps: DeviceTokenVerifierDeps): Device
     },
 
     async verify(project, deviceToken): Promise<DeviceVerdict> {
-      if (!isWellFormedDeviceToken(deviceToken))
-        return { kind: "invalid", reason: "the device token is not well-formed base64" };
-      const digest = deviceTokenDigest(deviceToken);
+      const bytes = decodedDeviceToken(deviceToken);
+      if (bytes === null) return { kind: "invalid", reason: "the device token is not well-formed base64" };
+      const digest = decodedTokenDigest(bytes);
       const policy = policyOf(project);
       const counted = { ledger: memory };
       const receipt: DeviceTokenReceipt = {};
