@@ -539,13 +539,11 @@ describe("authenticate: the SPEC's methods, in order", () => {
       ]);
     }
     expect(production.calls.length).toBe(appleCalls + 1);
-    // The warm path reads the Bearer value as sent: a spelling the full path would trim (a second
-    // space, a trailing one) or refuse (a URL-safe character) matches nothing it holds, and goes
-    // the full way, which answers it as before: the URL-safe one refused, the other one the
-    // token's fourth and last use.
+    // The warm path reads the Bearer value as sent. A spelling the full path refuses, though it
+    // decodes to a warm token's bytes (URL-safe `-` for `+`, a space inside), or one it trims (a
+    // second space, a trailing one) matches nothing the warm path holds: each goes the full way,
+    // which answers it as before (the last one is the token's fourth and last use).
     const spelled = (authorization: string) => warmAuth({ ...request, headers: { authorization } });
-    // A token with a `+` is warm after its first use; its URL-safe spelling (`-`), which decodes to
-    // the same bytes, and one with a space inside (which a decoder skips) are not the token.
     const withPlus = Buffer.concat([Buffer.from("device-token"), Buffer.from([0xfb, 0xef, 0xbe])]).toString(
       "base64",
     );
