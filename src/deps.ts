@@ -269,8 +269,11 @@ export async function createGateway(config: Config, injected: Partial<Injectable
     fetch: providerFetch.fetch,
   });
 
-  const { vault, localVault, signer } = chooseVault(config, secretBox, () =>
-    listeningUrl(injected.listenAddress?.() ?? null, config, Boolean(config.tlsCert)),
+  const { vault, localVault, signer } = chooseVault(
+    config,
+    secretBox,
+    () => listeningUrl(injected.listenAddress?.() ?? null, config, Boolean(config.tlsCert)),
+    now,
   );
 
   // While the database is down, an instance that holds projects serves their calls from memory

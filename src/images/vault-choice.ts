@@ -10,15 +10,17 @@ import type { VaultStore } from "./vault-store.js";
  * The vault generated images are saved to: S3-compatible storage when all of its settings are
  * given, else the local directory under the data dir, whose signed URLs Sluice serves itself. Its
  * URLs start with SLUICE_PUBLIC_URL, else `listening()`: the address the server listens on, read
- * when a URL is signed (with PORT=0 the port is known only then).
+ * when a URL is signed (with PORT=0 the port is known only then). `now` is the gateway's clock: the local
+ * vault's URLs expire by it, as the cache lifetime they are served with is counted by it.
  */
 export function chooseVault(
   config: Config,
   secretBox: SecretBox,
   listening: () => string,
+  now: () => Date,
 ): { vault: VaultStore; localVault: ReturnType<typeof createLocalVault>; signer: UrlSigner } {
   const publicUrl = () => config.publicUrl ?? listening();
-  const signer = createUrlSigner(secretBox.deriveKey("vault-url-signing"));
+  const signer = createUrlSigner(secretBox.deriveKey("vault-url-signing"), () => now().getTime());
   const localVault = createLocalVault({ directory: join(config.dataDir, "vault"), publicUrl, signer });
   const vault =
     config.vaultS3Endpoint &&

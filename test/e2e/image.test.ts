@@ -21,15 +21,20 @@ describe("image generation", () => {
   let b: TestProject;
   let vaulted: TestProject;
   let underscored: TestProject;
+  // The gateway's clock: the real time, or the instant a test stops it at.
+  let stoppedAt: Date | null = null;
 
   beforeAll(async () => {
     fake = await startFakeUpstream();
-    sluice = await startTestGateway({
-      providerABaseUrl: `${fake.url}/a/v1`,
-      providerCBaseUrl: `${fake.url}/c/v1beta`,
-      vaultUrlTtlSeconds: 2,
-      metricsEnabled: true,
-    });
+    sluice = await startTestGateway(
+      {
+        providerABaseUrl: `${fake.url}/a/v1`,
+        providerCBaseUrl: `${fake.url}/c/v1beta`,
+        vaultUrlTtlSeconds: 2,
+        metricsEnabled: true,
+      },
+      { now: () => stoppedAt ?? new Date() },
+    );
     a = await createTestProject(sluice.gateway, { provider: "provider-a" });
     b = await createTestProject(sluice.gateway, { provider: "provider-b" });
     c = await createTestProject(sluice.gateway, { provider: "provider-c" });
@@ -791,17 +796,27 @@ describe("image generation", () => {
   });
 
   it("stores images in the vault with a signed URL that serves the same bytes until it expires", async () => {
-    // The path holds the day (UTC) the image was stored: the day before the request or after it,
-    // when the request runs across midnight.
-    const dayNow = () => new Date().toISOString().slice(0, 10).replaceAll("-", "/");
-    const dayBefore = dayNow();
+    // The clock stands still at a whole second while the URLs are signed and fetched, then moves
+    // past their expiry: on a slow machine a URL of 2 s (1 s when signed late in a second) could
+    // expire before it is fetched, and waiting out its life took 3 s.
+    const signedAt = new Date(Math.floor(Date.now() / 1000) * 1000);
+    stoppedAt = signedAt;
+    try {
+      await storesAndServesUntilExpiry(signedAt);
+    } finally {
+      stoppedAt = null;
+    }
+  });
+
+  async function storesAndServesUntilExpiry(signedAt: Date) {
+    // The path holds the day (UTC) the image was stored.
+    const day = signedAt.toISOString().slice(0, 10).replaceAll("-", "/");
     const response = await generate(vaulted, { prompt: "x", n: 2 });
     const body = (await response.json()) as { images: Array<{ base64: string; url: string; path: string }> };
     expect(body.images).toHaveLength(2);
-    const days = [...new Set([dayBefore, dayNow()])].join("|");
     for (const image of body.images) {
       expect(image.path).toMatch(
-        new RegExp(`^team42/generated-images/${vaulted.projectId}/(${days})/[0-9a-f-]{36}\\.png$`),
+        new RegExp(`^team42/generated-images/${vaulted.projectId}/${day}/[0-9a-f-]{36}\\.png$`),
       );
       const file = join(sluice.gateway.config.dataDir, "vault", image.path);
       expect(existsSync(file)).toBe(true);
@@ -829,11 +844,12 @@ describe("image generation", () => {
       const attempt = await fetch(`${sluice.url}${traversal}${url.search}`);
       expect([403, 404]).toContain(attempt.status);
     }
-    await new Promise((resolve) => setTimeout(resolve, 3100));
+    expect(Number(url.searchParams.get("expires"))).toBe(signedAt.getTime() / 1000 + 2);
+    stoppedAt = new Date(signedAt.getTime() + 3100);
     const expired = await fetch(url);
     expect(expired.status).toBe(403);
     expect(((await expired.json()) as { error: { message: string } }).error.message).toContain("expired");
-  });
+  }
 
   it("stores images for a team id with a leading _ and records the billed model and cost", async () => {
     const response = await generate(underscored, { prompt: "a cat", size: "1024x1024" });
