@@ -1,16 +1,8 @@
-import { createServer } from "node:net";
 import { describe, expect, it } from "vitest";
 import { startProxiedPostgresGateway } from "../support/proxied-postgres-gateway.js";
+import { refusedPort } from "../support/refused-port.js";
 import { postgresAvailable, redisAvailable, redisUrl } from "../support/services.js";
 import { startTestGateway } from "../support/test-gateway.js";
-
-async function closedPort(): Promise<number> {
-  const server = createServer();
-  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
-  const { port } = server.address() as { port: number };
-  await new Promise((resolve) => server.close(resolve));
-  return port;
-}
 
 async function degradedLines(url: string): Promise<string[]> {
   const metrics = await (await fetch(`${url}/metrics`)).text();
@@ -30,7 +22,7 @@ describe("sluice_degraded from the start", () => {
   it("is 1 for redis when Redis is unreachable at start, before any request reaches the limiter", async () => {
     const sluice = await startTestGateway({
       metricsEnabled: true,
-      redisUrl: `redis://127.0.0.1:${await closedPort()}`,
+      redisUrl: `redis://127.0.0.1:${refusedPort}`,
     });
     try {
       const health = await (await fetch(`${sluice.url}/health`)).json();

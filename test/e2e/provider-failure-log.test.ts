@@ -1,6 +1,6 @@
-import { createServer } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { proxiedChat } from "../support/proxied-chat.js";
+import { refusedPort } from "../support/refused-port.js";
 import {
   createTestProject,
   startTestGateway,
@@ -9,14 +9,6 @@ import {
 } from "../support/test-gateway.js";
 
 /** A local port nothing listens on: a connection to it is refused at once. */
-async function closedPort(): Promise<number> {
-  const server = createServer();
-  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
-  const { port } = server.address() as { port: number };
-  await new Promise((resolve) => server.close(resolve));
-  return port;
-}
-
 const schema = {
   type: "object",
   properties: { title: { type: "string" } },
@@ -30,7 +22,7 @@ describe("provider failures in the log", () => {
   let projectC: TestProject;
 
   beforeAll(async () => {
-    const port = await closedPort();
+    const port = refusedPort;
     sluice = await startTestGateway({
       providerABaseUrl: `http://127.0.0.1:${port}/v1`,
       providerCBaseUrl: `http://127.0.0.1:${port}/v1beta`,
