@@ -8,7 +8,6 @@ import {
   type TestProject,
 } from "../support/test-gateway.js";
 
-/** A local port nothing listens on: a connection to it is refused at once. */
 const schema = {
   type: "object",
   properties: { title: { type: "string" } },
