@@ -1,5 +1,5 @@
 import { connect } from "node:net";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { type FakeUpstream, providerBaseUrls, startFakeUpstream } from "../fakes/fake-upstream.js";
 import {
   createTestProject,
@@ -98,7 +98,9 @@ describe("the access line and request metric of a client that leaves", () => {
   it("says 499 for a client that left before the answer began, and aborted for a stream it cut", async () => {
     fake.setLatencyMs(400);
     const early = send({});
-    await new Promise((resolve) => setTimeout(resolve, 100));
+    // Gone once its call reached the provider (which holds the answer 400 ms), not after a fixed
+    // wait: a slow gateway that had not called the provider yet would make no call to abort.
+    await vi.waitFor(() => expect(fake.requests).toHaveLength(1), { timeout: 2000, interval: 5 });
     early.destroy();
     await fake.waitForAbort(2000);
     fake.setLatencyMs(0);
