@@ -16,8 +16,12 @@ export interface Apple {
   deviceToken: string;
 }
 
-/** The decoded size of the bench's device token: 2,400 characters of base64. */
-export const deviceTokenBytes = 1800;
+/**
+ * The decoded size of the bench's device token: 2,400 characters of base64, as long as the tokens
+ * DCDevice hands an app (a few KiB; the bench used 128 characters before 2026-11-29, which hid the
+ * work Sluice does per character of the token).
+ */
+const deviceTokenBytes = 1800;
 
 /** A fake Apple DeviceCheck host in this process, knowing one key and one valid device token. */
 export async function startApple(): Promise<Apple> {
@@ -26,8 +30,6 @@ export async function startApple(): Promise<Apple> {
   const teamId = "BENCHTEAM1";
   const keyId = "BENCHKEY01";
   fake.registerKey(keyId, { teamId, publicKeyPem });
-  // As long as the tokens DCDevice hands an app (a few KiB of base64; the bench used 128
-  // characters before, which hid the work Sluice does per character of the token).
   const deviceToken = randomBytes(deviceTokenBytes).toString("base64");
   fake.registerValidToken(deviceToken);
   return { fake, teamId, keyId, privateKeyPem, deviceToken };

@@ -219,9 +219,8 @@ export function createDeviceTokenVerifier(deps: DeviceTokenVerifierDeps): Device
     verifyNow(project, deviceToken) {
       // The shared ledger is in Redis: only `verify` can ask it.
       if (shared) return null;
-      const bytes = decodedDeviceToken(deviceToken);
-      if (bytes === null) return null;
-      const digest = decodedTokenDigest(bytes);
+      const digest = wellFormedDigest(deviceToken);
+      if (digest === null) return null;
       const counted = { ledger: memory };
       const receipt: DeviceTokenReceipt = {};
       if (memory.passNow(project.id, digest, policyOf(project), receipt) === null) return null;
@@ -229,9 +228,8 @@ export function createDeviceTokenVerifier(deps: DeviceTokenVerifierDeps): Device
     },
 
     async verify(project, deviceToken): Promise<DeviceVerdict> {
-      const bytes = decodedDeviceToken(deviceToken);
-      if (bytes === null) return { kind: "invalid", reason: "the device token is not well-formed base64" };
-      const digest = decodedTokenDigest(bytes);
+      const digest = wellFormedDigest(deviceToken);
+      if (digest === null) return { kind: "invalid", reason: "the device token is not well-formed base64" };
       const policy = policyOf(project);
       const counted = { ledger: memory };
       const receipt: DeviceTokenReceipt = {};
@@ -302,4 +300,13 @@ function passed(
 
 function unavailable(reason: string): DeviceVerdict {
   return { kind: "unavailable", retryAfterSeconds: 5, reason };
+}
+
+/**
+ * The ledger's digest of a well-formed token, from the one decode that checks its form; null for
+ * a token that is not well-formed base64.
+ */
+function wellFormedDigest(token: string): string | null {
+  const bytes = decodedDeviceToken(token);
+  return bytes === null ? null : decodedTokenDigest(bytes);
 }
