@@ -33,7 +33,8 @@ describe("a structured analysis or image generation whose client leaves", () => 
     "%s aborts the provider call and records the request as aborted (499), not answered",
     async (path, payload, endpoint) => {
       fake.clear();
-      fake.setLatencyMs(1000);
+      // The provider holds its answer far longer than the abort may take on a loaded machine.
+      fake.setLatencyMs(10_000);
       const body = JSON.stringify(payload);
       const socket = connect(Number(new URL(sluice.url).port), "127.0.0.1");
       socket.on("error", () => {});
@@ -47,17 +48,24 @@ describe("a structured analysis or image generation whose client leaves", () => 
         await new Promise((resolve) => setTimeout(resolve, 10));
       expect(fake.requests).toHaveLength(1);
       socket.destroy();
-      const upstream = await fake.waitForAbort(500);
+      const upstream = await fake.waitForAbort(5000);
       expect(upstream.aborted).toBe(true);
-      await new Promise((resolve) => setTimeout(resolve, 50));
-      await sluice.gateway.flushUsage();
-      const rows = await sluice.gateway.database.db
-        .selectFrom("usage_records")
-        .selectAll()
-        .where("project_id", "=", project.projectId)
-        .where("endpoint", "=", endpoint)
-        .execute();
-      expect(rows).toHaveLength(1);
+      fake.setLatencyMs(0);
+      // The row is written once the gateway has seen its call end, which may come after the abort.
+      const rows = await vi.waitFor(
+        async () => {
+          await sluice.gateway.flushUsage();
+          const found = await sluice.gateway.database.db
+            .selectFrom("usage_records")
+            .selectAll()
+            .where("project_id", "=", project.projectId)
+            .where("endpoint", "=", endpoint)
+            .execute();
+          expect(found).toHaveLength(1);
+          return found;
+        },
+        { timeout: 5000, interval: 20 },
+      );
       expect(rows[0]).toMatchObject({ status: 499, outcome: "aborted" });
     },
   );
@@ -107,22 +115,32 @@ describe("the access line and request metric of a client that leaves", () => {
     fake.setSseDelayMs(100);
     const mid = send({ stream: true });
     await new Promise<void>((resolve) => mid.once("data", () => resolve()));
+    const streamCall = fake.requests[1];
     mid.destroy();
-    await fake.waitForAbort(2000);
+    // This stream's own abort: the first call's, seen above, would answer at once.
+    await fake.waitForAbort(2000, (request) => request === streamCall);
     fake.setSseDelayMs(0);
-    await new Promise((resolve) => setTimeout(resolve, 100));
-    await sluice.gateway.flushUsage();
-    const rows = await sluice.gateway.database.db
-      .selectFrom("usage_records")
-      .select(["request_id", "status"])
-      .where("project_id", "=", project.projectId)
-      .orderBy("request_id")
-      .execute();
+    const rows = await vi.waitFor(
+      async () => {
+        await sluice.gateway.flushUsage();
+        const found = await sluice.gateway.database.db
+          .selectFrom("usage_records")
+          .select(["request_id", "status"])
+          .where("project_id", "=", project.projectId)
+          .orderBy("request_id")
+          .execute();
+        expect(found).toHaveLength(2);
+        return found;
+      },
+      { timeout: 5000, interval: 20 },
+    );
     expect(rows.map((row) => row.status)).toEqual([499, 200]);
     const [left, cut] = rows.map((row) => row.request_id) as [string, string];
     // Before, the line and the metric said 200 for the first: Node's status before anything is sent.
-    expect(accessLineOf(left)).toMatchObject({ status: 499 });
-    expect(accessLineOf(cut)).toMatchObject({ status: 200, aborted: true });
+    await vi.waitFor(() => {
+      expect(accessLineOf(left)).toMatchObject({ status: 499 });
+      expect(accessLineOf(cut)).toMatchObject({ status: 200, aborted: true });
+    });
     const metrics = await (await fetch(`${sluice.url}/metrics`)).text();
     expect(metrics).toMatch(/sluice_http_requests_total\{[^}]*status="499"[^}]*\} 1/);
   });

@@ -81,7 +81,11 @@ export interface FakeUpstream {
   setCompression(coding: ResponseCoding | null): void;
   /** How many polls a provider A background response answers `in_progress` before it completes. */
   setResponsesPollsBeforeDone(polls: number): void;
-  waitForAbort(timeoutMs: number): Promise<RecordedRequest>;
+  /**
+   * The first recorded request the client aborted (of those `which` picks, when given), once there
+   * is one. Without `which`, a request aborted earlier answers at once.
+   */
+  waitForAbort(timeoutMs: number, which?: (request: RecordedRequest) => boolean): Promise<RecordedRequest>;
   close(): Promise<void>;
 }
 
@@ -103,7 +107,7 @@ export async function startFakeUpstream(
   let compression: ResponseCoding | null = null;
   const recordedOf = new WeakMap<ServerResponse, RecordedRequest>();
   const responsesApi = createFakeResponsesApi();
-  const abortWaiters: Array<(request: RecordedRequest) => void> = [];
+  const abortWaiters = new Set<(request: RecordedRequest) => void>();
 
   const structuredText = (request: RecordedRequest) => {
     const value =
@@ -145,7 +149,7 @@ export async function startFakeUpstream(
     response.once("close", () => {
       if (!response.writableFinished) {
         recorded.aborted = true;
-        for (const waiter of abortWaiters.splice(0)) waiter(recorded);
+        for (const waiter of [...abortWaiters]) waiter(recorded);
       }
       recorded.finishedAt = Date.now();
     });
@@ -448,15 +452,21 @@ export async function startFakeUpstream(
     setResponsesPollsBeforeDone(polls) {
       responsesApi.setPollsBeforeDone(polls);
     },
-    waitForAbort(timeoutMs) {
-      const already = requests.find((request) => request.aborted);
+    waitForAbort(timeoutMs, which = () => true) {
+      const already = requests.find((request) => request.aborted && which(request));
       if (already) return Promise.resolve(already);
       return new Promise((resolve, reject) => {
-        const timer = setTimeout(() => reject(new Error("no upstream abort within the timeout")), timeoutMs);
-        abortWaiters.push((request) => {
+        const waiter = (request: RecordedRequest) => {
+          if (!which(request)) return;
+          abortWaiters.delete(waiter);
           clearTimeout(timer);
           resolve(request);
-        });
+        };
+        const timer = setTimeout(() => {
+          abortWaiters.delete(waiter);
+          reject(new Error("no upstream abort within the timeout"));
+        }, timeoutMs);
+        abortWaiters.add(waiter);
       });
     },
     async close() {
