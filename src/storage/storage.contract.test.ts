@@ -367,6 +367,51 @@ for (const engine of storageEngines) {
       }).toEqual(row);
     });
 
+    it("stores every column of every row of a batch written by several statements, a request id given twice once", async () => {
+      const records = createUsageRepository(database.db, database.sqlite);
+      // 23 rows: on SQLite two statements of ten rows and three of one; every value differs by row
+      // and column, so a row or a column bound one place off cannot pass.
+      const rows: UsageRecord[] = Array.from({ length: 23 }, (_, index) => ({
+        request_id: `batch-columns-${String(index).padStart(2, "0")}`,
+        project_id: "batch-columns",
+        key_id: `key-${index}`,
+        endpoint: `endpoint-${index}`,
+        provider: `provider-${index}`,
+        model: `model-${index}`,
+        status: 200 + index,
+        error_code: index % 2 === 0 ? null : `CODE_${index}`,
+        input_tokens: 1000 + index,
+        output_tokens: 2000 + index,
+        cached_tokens: index % 3 === 0 ? null : 3000 + index,
+        reasoning_tokens: 4000 + index,
+        cost_usd: index % 4 === 0 ? null : index / 1024,
+        latency_ms: 5000 + index + 0.5,
+        ttfb_ms: index % 5 === 0 ? null : 6000 + index + 0.25,
+        streamed: index % 2,
+        outcome: `outcome-${index}`,
+        auth_method: `auth-${index}`,
+        client_ip: `192.0.2.${index}`,
+        created_at: `2026-11-05T01:02:${String(index).padStart(2, "0")}.004Z`,
+        requests: 1 + index,
+      }));
+      const again = { ...(rows[4] as UsageRecord), status: 599, model: "a second try" };
+      await records.insertBatch([...rows.slice(0, 12), again, ...rows.slice(12)]);
+      const stored = await database.db
+        .selectFrom("usage_records")
+        .selectAll()
+        .where("project_id", "=", "batch-columns")
+        .orderBy("request_id")
+        .execute();
+      expect(
+        stored.map((row) => ({
+          ...row,
+          cost_usd: row.cost_usd === null ? null : Number(row.cost_usd),
+          latency_ms: Number(row.latency_ms),
+          ttfb_ms: row.ttfb_ms === null ? null : Number(row.ttfb_ms),
+        })),
+      ).toEqual(rows);
+    });
+
     it("keeps token counts above 2^31 (up to 2^53) and costs to a double's full precision, read back as numbers", async () => {
       const records = createUsageRepository(database.db, database.sqlite);
       // Above PostgreSQL's 32-bit integer, up to the largest count the usage meter records; and a
