@@ -484,7 +484,10 @@ export function createAuthenticator(deps: AuthenticatorDeps) {
           spent,
           wait,
         );
-        if (result.ok || result.error.status !== 401) return result;
+        // A refusal once the token passed (403: a revoked key, another provider's) is this method
+        // failing, as it is after a test key: method 3 still gets its turn. A 503 (Apple or the
+        // token ledger cannot decide) is answered at once: method 3 would ask the same ones.
+        if (result.ok || result.error.status >= 500) return result;
         note(result.error, "bearer-device-check");
       } else {
         note(
