@@ -99,4 +99,46 @@ describe("the methods after a Bearer credential refused with 403", () => {
       });
     },
   );
+
+  it("counts a device token Apple refused as a failed authentication, whatever 403 another method earned", async () => {
+    const limited = await startTestGateway({
+      ...providerBaseUrls(fake),
+      deviceCheckProductionUrl: apple.url,
+      authFailureLimit: 2,
+    });
+    try {
+      const created = await createTestProject(limited.gateway, {
+        testMode: false,
+        deviceCheck: {
+          enabled: true,
+          teamId: appleTeamId,
+          keyId: appleKeyId,
+          privateKey: keys.privateKeyPem,
+          environment: "production",
+        },
+      });
+      const bearerToken = deviceToken("bearer");
+      apple.registerValidToken(bearerToken);
+      const statuses: number[] = [];
+      for (let attempt = 0; attempt < 4; attempt++) {
+        // The Bearer credential passes but is another provider's (403); the legacy header's token,
+        // new each time, costs an Apple call and is refused.
+        const response = await fetch(`${limited.url}/v1/provider-a/${created.projectId}/chat/completions`, {
+          method: "POST",
+          headers: {
+            "content-type": "application/json",
+            authorization: `Bearer ${created.partialKeys["provider-b"]}.${bearerToken}`,
+            "x-device-token": deviceToken("junk"),
+            "x-ai-key": created.partialKeys["provider-a"],
+          },
+          body: "{}",
+        });
+        await response.arrayBuffer();
+        statuses.push(response.status);
+      }
+      expect(statuses).toEqual([403, 403, 429, 429]);
+    } finally {
+      await limited.close();
+    }
+  });
 });
