@@ -327,7 +327,7 @@ export function createAuthenticator(deps: AuthenticatorDeps) {
       const provider = providerFor(request, project);
       const cacheKey = verifiedKeyFor(request, project, provider);
       const hit = cachedSuccess(cacheKey, project);
-      const spent = { apple: false };
+      const spent = { failure: false };
       let attempt: AuthResult;
       if (hit) attempt = hit;
       else {
@@ -344,8 +344,10 @@ export function createAuthenticator(deps: AuthenticatorDeps) {
       }
       if (!attempt.ok) {
         // An Apple call that did not authenticate counts whatever Apple answered: while Apple
-        // throttles the project's key (429), junk tokens must not keep it throttled for free.
-        if (attempt.error.status === 401 || spent.apple)
+        // throttles the project's key (429), junk tokens must not keep it throttled for free. So
+        // does a refused device token when another method's 403 is the answer: a passing
+        // credential of another provider must not make junk tokens' Apple calls free either.
+        if (attempt.error.status === 401 || spent.failure)
           await deps.throttle.recordFailure(clientIp, projectId, true);
         return attempt;
       }
@@ -432,8 +434,11 @@ export function createAuthenticator(deps: AuthenticatorDeps) {
     provider: ProviderId,
     headers: IncomingHttpHeaders,
     sdkKeyHeader: AuthRequest["sdkKeyHeader"],
-    /** Set when an Apple call was made that did not authenticate (see viaDeviceCheck). */
-    spent: { apple: boolean },
+    /**
+     * Set when a device token failed in a way that counts whatever the answer: refused (by Apple or
+     * its ledger), or an Apple call that did not authenticate (see viaDeviceCheck).
+     */
+    spent: { failure: boolean },
     wait: ReloadWait,
   ): Promise<AuthResult> {
     let best: { error: GatewayError; method: AuthMethod | null } | null = null;
@@ -484,7 +489,10 @@ export function createAuthenticator(deps: AuthenticatorDeps) {
           spent,
           wait,
         );
-        if (result.ok || result.error.status !== 401) return result;
+        // A refusal once the token passed (403: a revoked key, another provider's) is this method
+        // failing, as it is after a test key: method 3 still gets its turn. A 503 (Apple or the
+        // token ledger cannot decide) is answered at once: method 3 would ask the same ones.
+        if (result.ok || result.error.status >= 500) return result;
         note(result.error, "bearer-device-check");
       } else {
         note(
@@ -540,7 +548,7 @@ export function createAuthenticator(deps: AuthenticatorDeps) {
     partialKey: string,
     deviceToken: string,
     method: AuthMethod,
-    spent: { apple: boolean },
+    spent: { failure: boolean },
     wait: ReloadWait,
   ): Promise<AuthResult> {
     if (deviceToken.length > maxCredentialLength)
@@ -555,9 +563,11 @@ export function createAuthenticator(deps: AuthenticatorDeps) {
       await verdict.refund?.();
       return failure(key, project, method);
     }
-    if (verdict.kind === "invalid")
+    if (verdict.kind === "invalid") {
+      spent.failure = true;
       return failure(unauthorized(`the device token was refused: ${verdict.reason}`), project, method);
-    if (verdict.askedApple) spent.apple = true;
+    }
+    if (verdict.askedApple) spent.failure = true;
     return failure(
       new GatewayError("SERVICE_UNAVAILABLE", "Device verification is unavailable right now; retry shortly", {
         headers: { "retry-after": String(verdict.retryAfterSeconds) },
