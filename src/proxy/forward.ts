@@ -254,6 +254,11 @@ function upstreamFailure(error: unknown, code: unknown): string {
   if ((error as { name?: unknown }).name === "HTTPParserError") return notHttp;
   if (typeof code === "string") {
     if (code === "UND_ERR_HEADERS_OVERFLOW" || code === "UND_ERR_RES_CONTENT_LENGTH_MISMATCH") return notHttp;
+    // undici closes the connection itself on an answer it will not read (its `SocketError`s "bad
+    // response" and "bad upgrade"): an interim 100 or a 101 Sluice did not ask for (no `Expect`, no
+    // `Upgrade`), or an answer to no request. The provider did not close it.
+    if (code === "UND_ERR_SOCKET" && undiciRefusals.has((error as { message?: unknown }).message as string))
+      return notHttp;
     if (code === "UND_ERR_SOCKET" || code === "ECONNRESET" || code === "EPIPE")
       return "The provider closed the connection before answering";
   }
@@ -261,3 +266,4 @@ function upstreamFailure(error: unknown, code: unknown): string {
 }
 
 const notHttp = "The provider's answer could not be read as HTTP";
+const undiciRefusals = new Set(["bad response", "bad upgrade"]);

@@ -44,6 +44,22 @@ describe("proxied call that fails before the provider's answer", () => {
       (socket: Socket) => socket.destroy(),
       "The provider closed the connection before answering",
     ],
+    // RFC 9110 15.2 has a client parse a 1xx it did not ask for; undici refuses an unasked 100 or
+    // 101 (Sluice sends no `Expect` and no `Upgrade`) and closes the connection itself.
+    [
+      "answering 100 Continue unasked",
+      (socket: Socket) =>
+        socket.write(
+          "HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 2\r\n\r\n{}",
+        ),
+      "The provider's answer could not be read as HTTP",
+    ],
+    [
+      "switching protocols unasked",
+      (socket: Socket) =>
+        socket.write("HTTP/1.1 101 Switching Protocols\r\nconnection: upgrade\r\nupgrade: h2c\r\n\r\n"),
+      "The provider's answer could not be read as HTTP",
+    ],
   ] as const;
   const upstreams: Array<{ url: string; close(): Promise<void> }> = [];
   const gateways: TestGateway[] = [];
@@ -63,7 +79,7 @@ describe("proxied call that fails before the provider's answer", () => {
 
   it.each([
     ...cases.map(([name, , message], index) => [name, index, message] as const),
-    ["not reached", 2, "The provider could not be reached"] as const,
+    ["not reached", cases.length, "The provider could not be reached"] as const,
   ])(
     "answers 502 naming what happened when the provider is %s, with its row",
     async (_name, index, message) => {
