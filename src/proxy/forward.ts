@@ -179,7 +179,8 @@ export async function forward(pools: UpstreamPools, call: ForwardCall): Promise<
   const images = generated instanceof Promise ? await generated : generated;
   return {
     status: exchange.status,
-    outcome: outcome === "ok" && exchange.status >= 400 ? "error" : outcome,
+    // A stream that began 200 and then carried the provider's error event failed too.
+    outcome: outcome === "ok" && (exchange.status >= 400 || seen.failed === true) ? "error" : outcome,
     streamed: exchange.streamed,
     // A poll's own row records no tokens and no model, as any GET's.
     usage: backgroundRun !== null || responses === "poll" ? emptyUsage() : seen.usage,

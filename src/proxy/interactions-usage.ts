@@ -4,6 +4,7 @@ import { emptyUsage, type TokenUsage } from "../usage/token-usage.js";
 import type { ByteEnds } from "./byte-ends.js";
 import { lastUsageObject } from "./json-body-usage.js";
 import { meteredEventScanner } from "./sse-event-scanner.js";
+import { isStreamErrorEvent } from "./stream-error-event.js";
 import type { MeterReading, SseEventTap, UsageMeter } from "./usage-meter.js";
 
 /**
@@ -39,14 +40,19 @@ export function interactionsJsonUsage(ends: ByteEnds | null, whole: Buffer | nul
 
 export function interactionsSseMeter(tap?: SseEventTap): UsageMeter {
   let usage: TokenUsage | null = null;
+  let failed = false;
   const onEvent = (event: string | undefined, data: string, cutTail?: Buffer) => {
+    if (!failed) failed = isStreamErrorEvent(event, data);
     const seen = cutTail === undefined ? fromEvent(event, data) : fromCutEvent(event, data, cutTail);
     if (seen !== null) usage = seen;
   };
   const scanner = meteredEventScanner(onEvent, () => usage, tap);
   return {
     push: (chunk) => scanner.push(chunk),
-    finish: () => ({ usage: usage ?? emptyUsage(), model: null }),
+    finish: () =>
+      failed
+        ? { usage: usage ?? emptyUsage(), model: null, failed }
+        : { usage: usage ?? emptyUsage(), model: null },
   };
 }
 

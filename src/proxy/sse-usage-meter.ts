@@ -13,7 +13,8 @@ import { isFinishedBackgroundRun } from "./background-run.js";
 import { lastUsageObject, modelIn, modelPatterns, usageKeys } from "./json-body-usage.js";
 import { type ResponseObjectFields, responseFieldsOfEvent } from "./response-object-fields.js";
 import { meteredEventScanner } from "./sse-event-scanner.js";
-import type { SseEventTap, UsageMeter } from "./usage-meter.js";
+import { isStreamErrorEvent } from "./stream-error-event.js";
+import type { MeterReading, SseEventTap, UsageMeter } from "./usage-meter.js";
 
 export function sseMeter(
   provider: ProviderId,
@@ -28,6 +29,7 @@ export function sseMeter(
   let response: ResponseObjectFields | null = null;
   let lastGemini: string | null = null;
   let modelLookups = 0;
+  let failed = false;
   const parse = (data: string): unknown => {
     try {
       return JSON.parse(data);
@@ -36,6 +38,7 @@ export function sseMeter(
     }
   };
   const onEvent = (event: string | undefined, data: string, cutTail?: Buffer) => {
+    if (!failed) failed = isStreamErrorEvent(event, data);
     if (cutTail !== undefined) {
       // An event over the scanner's cap: `data` is only its start.
       const seen = fromCutEvent(provider, event, data, cutTail, counts);
@@ -90,11 +93,15 @@ export function sseMeter(
         usage = usageFromProviderC(objectField(body, "usageMetadata"));
         model = stringOr(objectField(body, "modelVersion"), model);
       }
-      if (responses === null) return { usage: usage ?? emptyUsage(), model };
-      // A poll reports no tokens but a finished background run's.
-      if (responses === "poll" && !isFinishedBackgroundRun(response))
-        return { usage: emptyUsage(), model: null, response };
-      return { usage: usage ?? emptyUsage(), model, response };
+      const reading: MeterReading =
+        responses === null
+          ? { usage: usage ?? emptyUsage(), model }
+          : // A poll reports no tokens but a finished background run's.
+            responses === "poll" && !isFinishedBackgroundRun(response)
+            ? { usage: emptyUsage(), model: null, response }
+            : { usage: usage ?? emptyUsage(), model, response };
+      if (failed) reading.failed = true;
+      return reading;
     },
   };
 }

@@ -21,6 +21,8 @@ export interface MeterReading {
   response?: ResponseObjectFields | null;
   /** Only when metering an image generation's answer: what its list of images holds. */
   images?: ImageListReading;
+  /** Set when a stream carried the provider's error event (isStreamErrorEvent): the call failed. */
+  failed?: boolean;
 }
 
 export interface UsageMeter {

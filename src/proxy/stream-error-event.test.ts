@@ -1,0 +1,30 @@
+import { describe, expect, it } from "vitest";
+import { isStreamErrorEvent } from "./stream-error-event.js";
+
+describe("isStreamErrorEvent", () => {
+  it.each([
+    ["error", '{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}'],
+    ["response.failed", '{"type":"response.failed","response":{"status":"failed"}}'],
+    ["error", '{"type":"error","code":"server_error","message":"boom"}'],
+    [undefined, '{"error":{"message":"The server had an error","type":"server_error"}}'],
+    [undefined, '{"error": {"code": 503, "message": "The model is overloaded.", "status": "UNAVAILABLE"}}'],
+    ["message", '{"error":{"message":"boom"}}'],
+    [undefined, '{"type":"error","error":{"type":"api_error","message":"Internal"}}'],
+    [undefined, '{"type": "error", "error": {"type": "api_error"}}'],
+  ])("takes event %s with %s for the provider's error", (event, data) => {
+    expect(isStreamErrorEvent(event, data)).toBe(true);
+  });
+
+  it.each([
+    [undefined, '{"id":"chatcmpl-1","choices":[{"delta":{"content":"{\\"error\\":1}"}}]}'],
+    [undefined, '{"errors":[]}'],
+    [undefined, "[DONE]"],
+    ["content_block_delta", '{"error":{"message":"a named event of another kind"}}'],
+    ["response.completed", '{"type":"response.completed"}'],
+    ["response.incomplete", '{"type":"response.incomplete"}'],
+    ["message_delta", '{"type":"message_delta","delta":{"stop_reason":"end_turn"}}'],
+    [undefined, '{"candidates":[{"finishReason":"SAFETY"}]}'],
+  ])("does not take event %s with %s for one", (event, data) => {
+    expect(isStreamErrorEvent(event, data)).toBe(false);
+  });
+});

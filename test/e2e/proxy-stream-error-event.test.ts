@@ -1,0 +1,170 @@
+import type Anthropic from "@anthropic-ai/sdk";
+import type OpenAI from "openai";
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
+import type { FakeUpstream } from "../fakes/fake-upstream.js";
+import { type ProxyStage, startProxyStage } from "../support/proxy-stage.js";
+import { sdkClients } from "../support/sdk-clients.js";
+import type { TestGateway, TestProject } from "../support/test-gateway.js";
+import { usageRowById } from "../support/test-gateway.js";
+
+/** An SSE body of `events` ([name or null, data]), as a provider writes it. */
+const sse = (events: Array<[string | null, object]>) =>
+  events
+    .map(([name, data]) => `${name === null ? "" : `event: ${name}\n`}data: ${JSON.stringify(data)}\n\n`)
+    .join("");
+
+const eventStream = { "content-type": "text/event-stream" };
+
+describe("a stream that begins 200 and then carries the provider's error event", () => {
+  let stage: ProxyStage;
+  let fake: FakeUpstream;
+  let sluice: TestGateway;
+  let project: TestProject;
+  let openai: OpenAI;
+  let anthropic: Anthropic;
+
+  beforeAll(async () => {
+    stage = await startProxyStage();
+    ({ fake, sluice, project } = stage);
+    ({ openai, anthropic } = sdkClients(sluice, project));
+  });
+  afterAll(() => stage.close());
+  beforeEach(() => fake.clear());
+
+  it("is recorded as failed (outcome error, status 200) with the tokens seen before it: provider B", async () => {
+    fake.enqueueResponse({
+      status: 200,
+      headers: eventStream,
+      body: sse([
+        [
+          "message_start",
+          {
+            type: "message_start",
+            message: {
+              id: "msg_1",
+              type: "message",
+              role: "assistant",
+              model: "claude-sonnet-4-5",
+              content: [],
+              stop_reason: null,
+              usage: { input_tokens: 25, output_tokens: 1 },
+            },
+          },
+        ],
+        [
+          "content_block_start",
+          { type: "content_block_start", index: 0, content_block: { type: "text", text: "" } },
+        ],
+        [
+          "content_block_delta",
+          { type: "content_block_delta", index: 0, delta: { type: "text_delta", text: "Hel" } },
+        ],
+        ["error", { type: "error", error: { type: "overloaded_error", message: "Overloaded" } }],
+      ]),
+    });
+    const { data: stream, response } = await anthropic.messages
+      .create({
+        model: "claude-sonnet-4-5",
+        max_tokens: 64,
+        messages: [{ role: "user", content: "Hi" }],
+        stream: true,
+      })
+      .withResponse();
+    const read = async () => {
+      for await (const _ of stream);
+    };
+    await expect(read()).rejects.toThrow(/Overloaded/);
+    const row = await usageRowById(sluice.gateway, response.headers.get("x-request-id"));
+    expect(row).toMatchObject({
+      status: 200,
+      outcome: "error",
+      streamed: 1,
+      input_tokens: 25,
+      model: "claude-sonnet-4-5",
+    });
+  });
+
+  it("is recorded as failed: provider A's chat completion stream with an error object", async () => {
+    const chunk = (content: string) => ({
+      id: "chatcmpl-1",
+      object: "chat.completion.chunk",
+      created: 1,
+      model: "gpt-4o-mini-2024-07-18",
+      choices: [{ index: 0, delta: { content }, finish_reason: null }],
+    });
+    fake.enqueueResponse({
+      status: 200,
+      headers: eventStream,
+      body: `${sse([
+        [null, chunk("Hel")],
+        [
+          null,
+          {
+            error: {
+              message: "The server had an error while processing your request.",
+              type: "server_error",
+            },
+          },
+        ],
+      ])}data: [DONE]\n\n`,
+    });
+    const { data: stream, response } = await openai.chat.completions
+      .create({ model: "gpt-4o-mini", messages: [{ role: "user", content: "Hi" }], stream: true })
+      .withResponse();
+    const read = async () => {
+      for await (const _ of stream);
+    };
+    await expect(read()).rejects.toThrow(/server had an error/);
+    const row = await usageRowById(sluice.gateway, response.headers.get("x-request-id"));
+    expect(row).toMatchObject({
+      status: 200,
+      outcome: "error",
+      streamed: 1,
+      model: "gpt-4o-mini-2024-07-18",
+    });
+  });
+
+  it("is recorded as failed: provider C's ?alt=sse stream with an error object", async () => {
+    fake.enqueueResponse({
+      status: 200,
+      headers: eventStream,
+      body: sse([
+        [
+          null,
+          {
+            candidates: [{ content: { role: "model", parts: [{ text: "Hel" }] }, index: 0 }],
+            usageMetadata: { promptTokenCount: 9, candidatesTokenCount: 1, totalTokenCount: 10 },
+            modelVersion: "gemini-2.5-flash",
+          },
+        ],
+        [null, { error: { code: 503, message: "The model is overloaded.", status: "UNAVAILABLE" } }],
+      ]),
+    });
+    // The way @google/genai asks for a stream; fetch, for the answer's x-request-id.
+    const response = await fetch(
+      `${sluice.url}/v1/provider-c/${project.projectId}/models/gemini-2.5-flash:streamGenerateContent?alt=sse`,
+      {
+        method: "POST",
+        headers: { "x-goog-api-key": project.bearer("provider-c"), "content-type": "application/json" },
+        body: JSON.stringify({ contents: [{ role: "user", parts: [{ text: "Hi" }] }] }),
+      },
+    );
+    expect(await response.text()).toContain("The model is overloaded.");
+    const row = await usageRowById(sluice.gateway, response.headers.get("x-request-id"));
+    expect(row).toMatchObject({ status: 200, outcome: "error", streamed: 1, input_tokens: 9 });
+  });
+
+  it("is not taken for an error when it carries none: the same streams end ok", async () => {
+    const { data: stream, response } = await anthropic.messages
+      .create({
+        model: "claude-sonnet-4-5",
+        max_tokens: 64,
+        messages: [{ role: "user", content: "Hi" }],
+        stream: true,
+      })
+      .withResponse();
+    for await (const _ of stream);
+    const row = await usageRowById(sluice.gateway, response.headers.get("x-request-id"));
+    expect(row).toMatchObject({ status: 200, outcome: "ok", streamed: 1 });
+  });
+});
