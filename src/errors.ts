@@ -79,5 +79,11 @@ export function renderError(
     error: { code: gatewayError.code, message: gatewayError.message, requestId },
   };
   if (gatewayError.details !== undefined) body.error.details = gatewayError.details;
+  // RFC 9110 §15.5.2: a 401 names the scheme that would authenticate (Bearer, the preferred method
+  // of every endpoint and of the admin API).
+  if (gatewayError.status === 401 && gatewayError.headers["www-authenticate"] === undefined)
+    return { status: 401, body, headers: { ...gatewayError.headers, "www-authenticate": bearerChallenge } };
   return { status: gatewayError.status, body, headers: gatewayError.headers };
 }
+
+const bearerChallenge = 'Bearer realm="sluice"';

@@ -28,6 +28,8 @@ describe("the gateway over HTTP", () => {
     expect(body.error.code).toBe(code);
     expect(typeof body.error.message).toBe("string");
     expect(body.error.requestId).toBe(response.headers.get("x-request-id"));
+    // RFC 9110: a 401 carries a challenge.
+    expect(response.headers.get("www-authenticate")).toBe(status === 401 ? 'Bearer realm="sluice"' : null);
     return body.error;
   }
 
