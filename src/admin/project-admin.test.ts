@@ -304,6 +304,23 @@ describe("project admin use cases", () => {
     });
   });
 
+  it("names a list given for a text field once, by its type, not also by the list's length", async () => {
+    // zod runs a string's length checks on any value with a length, so a list was also "too short".
+    await expect(admin().createProject({ name: [], provider: "provider-a" })).rejects.toMatchObject({
+      message: "Invalid project: name: Invalid input: expected string, received array",
+      details: { problems: ["name: Invalid input: expected string, received array"] },
+    });
+    await admin().createProject({ id: "listed", name: "L", provider: "provider-a" });
+    const apiKey = ["sk-0123456789abcdef"];
+    await expect(admin().addProviderKey("listed", { provider: "provider-a", apiKey })).rejects.toMatchObject({
+      message: "Invalid provider key: apiKey: Invalid input: expected string, received array",
+    });
+    await expect(admin().updateProject("listed", { deviceCheck: { privateKey: [] } })).rejects.toMatchObject({
+      message:
+        "Invalid project update: deviceCheck.privateKey: Invalid input: expected string, received array",
+    });
+  });
+
   it("creates, shows, replaces and clears a proxy allow-list, null (every call) by default", async () => {
     const created = await admin().createProject({ id: "listed", name: "L", provider: "provider-a" });
     expect(created.project.proxyAllowList).toBeNull();
