@@ -178,6 +178,11 @@ describe("project admin use cases", () => {
     ).rejects.toMatchObject({
       message: "`from` must be before `to`",
     });
+    // `to` left out is now: the refusal says so, rather than name a parameter that was not sent.
+    await expect(admin().usageReport("usage", { from: "2026-11-03" }, flag)).rejects.toMatchObject({
+      code: "BAD_REQUEST",
+      message: "`--from` must be before `--to`, which is now (2026-11-02T10:00:00.000Z) when not given",
+    });
   });
 
   it("keeps every row in a report that ends with the last date there is", async () => {
