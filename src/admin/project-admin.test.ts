@@ -178,6 +178,11 @@ describe("project admin use cases", () => {
     ).rejects.toMatchObject({
       message: "`from` must be before `to`",
     });
+    // `to` left out is now: the refusal says so, rather than name a parameter that was not sent.
+    await expect(admin().usageReport("usage", { from: "2026-11-03" }, flag)).rejects.toMatchObject({
+      code: "BAD_REQUEST",
+      message: "`--from` must be before `--to`, which is now (2026-11-02T10:00:00.000Z) when not given",
+    });
   });
 
   it("keeps every row in a report that ends with the last date there is", async () => {
@@ -301,6 +306,23 @@ describe("project admin use cases", () => {
     // A value of the wrong type is still named as such.
     await expect(admin().createProject({ name: 5, provider: "provider-a" })).rejects.toMatchObject({
       message: "Invalid project: name: Invalid input: expected string, received number",
+    });
+  });
+
+  it("names a list given for a text field once, by its type, not also by the list's length", async () => {
+    // zod runs a string's length checks on any value with a length, so a list was also "too short".
+    await expect(admin().createProject({ name: [], provider: "provider-a" })).rejects.toMatchObject({
+      message: "Invalid project: name: Invalid input: expected string, received array",
+      details: { problems: ["name: Invalid input: expected string, received array"] },
+    });
+    await admin().createProject({ id: "listed", name: "L", provider: "provider-a" });
+    const apiKey = ["sk-0123456789abcdef"];
+    await expect(admin().addProviderKey("listed", { provider: "provider-a", apiKey })).rejects.toMatchObject({
+      message: "Invalid provider key: apiKey: Invalid input: expected string, received array",
+    });
+    await expect(admin().updateProject("listed", { deviceCheck: { privateKey: [] } })).rejects.toMatchObject({
+      message:
+        "Invalid project update: deviceCheck.privateKey: Invalid input: expected string, received array",
     });
   });
 

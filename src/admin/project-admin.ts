@@ -371,8 +371,21 @@ function parse<T>(
 ): T {
   const result = schema.safeParse(input);
   if (result.success) return result.data;
-  const problems = result.error.issues.flatMap((issue) => labels(issue, input));
+  const problems = withoutFollowOns(result.error.issues).flatMap((issue) => labels(issue, input));
   throw new GatewayError("BAD_REQUEST", `Invalid ${what}: ${problems.join("; ")}`, { details: { problems } });
+}
+
+/**
+ * The issues without those about a value already named as of the wrong type: zod runs a string's
+ * length checks on anything with a length, so a list given for a name was also "too short".
+ */
+function withoutFollowOns(issues: z.core.$ZodIssue[]): z.core.$ZodIssue[] {
+  const ofWrongType = new Set(
+    issues.filter((issue) => issue.code === "invalid_type").map((issue) => JSON.stringify(issue.path)),
+  );
+  return issues.filter(
+    (issue) => issue.code === "invalid_type" || !ofWrongType.has(JSON.stringify(issue.path)),
+  );
 }
 
 function viewOf(project: Project): ProjectView {

@@ -94,11 +94,14 @@ export function usageReportWindow(
 ): { from: Date; to: Date } {
   const to = query.to ? usageReportEnd(query.to) : now;
   const from = query.from ? new Date(query.from) : new Date(to.getTime() - 30 * 86_400_000);
-  if (!(from < to))
+  if (!(from < to)) {
+    // A `to` left out is now, which the caller did not write: the refusal says what it was.
+    const defaulted = query.to ? "" : `, which is now (${now.toISOString()}) when not given`;
     throw new GatewayError(
       "BAD_REQUEST",
-      `\`${parameterName("from")}\` must be before \`${parameterName("to")}\``,
+      `\`${parameterName("from")}\` must be before \`${parameterName("to")}\`${defaulted}`,
     );
+  }
   return { from, to };
 }
 

@@ -341,6 +341,31 @@ describe("sluice CLI", () => {
       code: 2,
       err: expect.stringMatching(/^error: --proxy-allow-list must be a JSON object or a file holding one\n/),
     });
+    // A JSON list (the provider's key left out) is read as JSON and refused as one, not as a file name.
+    const list = await cliWithoutDatabase(
+      "projects",
+      "update",
+      "cli-anything",
+      "--proxy-allow-list",
+      '["POST chat/completions"]',
+    );
+    expect(list).toMatchObject({
+      code: 2,
+      err: expect.stringMatching(
+        /^error: Invalid project update: --proxy-allow-list: Invalid input: expected object, received array\n/,
+      ),
+    });
+    const schemaList = await cliWithoutDatabase(
+      "projects",
+      "update",
+      "cli-anything",
+      "--output-schema",
+      " []",
+    );
+    expect(schemaList).toMatchObject({
+      code: 2,
+      err: expect.stringMatching(/^error: Invalid project update: --output-schema: .*received array\n/),
+    });
   });
 
   it("names the flags, not the fields, in the rules the admin use case checks", async () => {

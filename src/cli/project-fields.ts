@@ -130,9 +130,12 @@ function quotedFileName(path: string): string {
     : JSON.stringify(path);
 }
 
-/** A flag that takes a JSON object, written on the command line (`{…}`) or in a file it names. */
+/**
+ * A flag that takes a JSON object, written on the command line (`{…}`) or in a file it names. A
+ * list (`[…]`) is read as JSON too, and refused by the field's type, not as a file not found.
+ */
 function readJsonArgument(flag: string, value: string): unknown {
-  const text = value.trim().startsWith("{") ? value : readFlagFile(flag, value);
+  const text = /^\s*[{[]/.test(value) ? value : readFlagFile(flag, value);
   try {
     return JSON.parse(text);
   } catch {

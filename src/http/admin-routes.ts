@@ -22,9 +22,13 @@ export function registerAdminRoutes(router: Router, deps: AdminRouteDeps): void 
   const { admin } = deps;
   const guard = adminGuard(deps.adminToken, deps.throttle);
   const route =
-    (handler: (context: RequestContext) => Promise<{ status?: number; body?: unknown }>): Handler =>
+    (
+      handler: (context: RequestContext) => Promise<{ status?: number; body?: unknown }>,
+      takesQuery = false,
+    ): Handler =>
     async (context) => {
       await guard(context);
+      if (!takesQuery) requireNoQuery(context.query);
       const { status = 200, body } = await handler(context);
       if (body === undefined) {
         context.response.statusCode = status;
@@ -119,10 +123,24 @@ export function registerAdminRoutes(router: Router, deps: AdminRouteDeps): void 
     .on(
       "GET",
       "/admin/v1/projects/:projectId/usage",
-      route(async (c) => ({
-        body: await admin.usageReport(id(c), queryFields(c.query)),
-      })),
+      route(
+        async (c) => ({
+          body: await admin.usageReport(id(c), queryFields(c.query)),
+        }),
+        true,
+      ),
     );
+}
+
+/**
+ * A route that takes no query refuses one with parameters, as a body's unknown fields are refused:
+ * the lists are not paged, so a `limit` or `offset` ignored would answer everything without a word.
+ */
+function requireNoQuery(query: string): void {
+  const names = [...new Set(new URLSearchParams(query).keys())];
+  if (names.length === 0) return;
+  const problems = names.map((name) => `${name}: unknown parameter (this route takes none)`);
+  throw new GatewayError("BAD_REQUEST", `Invalid query: ${problems.join("; ")}`, { details: { problems } });
 }
 
 /** The query string as fields; a repeated parameter stays a list, which the input schema refuses. */

@@ -139,7 +139,7 @@ function bLimit(text: string): number {
 }
 
 function cPageSize(text: string): number {
-  if (!/^[0-9]{1,10}$/.test(text))
+  if (!/^[0-9]+$/.test(text))
     throw badRequest(
       `pageSize must be a whole number, 0 or more (0 is the default ${cDefaultPageSize}; more than ${cMaxPageSize} is taken as ${cMaxPageSize}), not ${quoted(text)}`,
     );

@@ -29,6 +29,39 @@ describe("admin routes", () => {
   });
 
   it.each([
+    ["GET", "/admin/v1/projects?limit=10&offset=20", ["limit", "offset"]],
+    ["GET", "/admin/v1/projects/routes?fields=name", ["fields"]],
+    ["GET", "/admin/v1/projects/routes/keys?limit=1", ["limit"]],
+    ["GET", "/admin/v1/projects/routes/test-keys?page=2", ["page"]],
+    ["DELETE", "/admin/v1/projects/routes?force=true", ["force"]],
+  ])(
+    "refuses query parameters on a route that takes none (%s %s), as it refuses unknown fields",
+    async (method, path, names) => {
+      // The lists are not paged: a `limit` read as one would have answered every project without a word.
+      const response = await fetch(`${sluice.url}${path}`, {
+        method,
+        headers: { authorization: `Bearer ${adminToken}` },
+      });
+      expect(response.status).toBe(400);
+      const body = (await response.json()) as {
+        error: { code: string; message: string; details: { problems: string[] } };
+      };
+      const problems = names.map((name) => `${name}: unknown parameter (this route takes none)`);
+      expect(body.error).toMatchObject({ code: "BAD_REQUEST", details: { problems } });
+      expect(body.error.message).toBe(`Invalid query: ${problems.join("; ")}`);
+      // Nothing was done: the project is still there.
+      expect((await sluice.gateway.admin.getProject("routes")).id).toBe("routes");
+    },
+  );
+
+  it("answers a route that takes no query with an empty one (a bare `?`) as without", async () => {
+    const response = await fetch(`${sluice.url}/admin/v1/projects?`, {
+      headers: { authorization: `Bearer ${adminToken}` },
+    });
+    expect(response.status).toBe(200);
+  });
+
+  it.each([
     ["groupBy=day&bogus=1", ["bogus: unknown parameter (the parameters are from, to, groupBy)"]],
     ["from=yesterday", ["from: must be an ISO instant (2026-11-01T10:00:00Z) or date (2026-11-01)"]],
     [
