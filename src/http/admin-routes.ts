@@ -34,7 +34,7 @@ export function registerAdminRoutes(router: Router, deps: AdminRouteDeps): void 
         context.response.statusCode = status;
         closeIfBodyUnread(context.response);
         context.response.end();
-      } else sendJson(context.response, status, body);
+      } else sendJson(context.response, status, body, noStore);
     };
   const json = async (context: RequestContext) => {
     requireUncompressedUtf8Json(context.request);
@@ -131,6 +131,12 @@ export function registerAdminRoutes(router: Router, deps: AdminRouteDeps): void 
       ),
     );
 }
+
+/**
+ * Admin answers are never stored by a cache on the way: a project's test key and a partial key are
+ * in the answer that issues them, and only there (RFC 9111 §5.2.2.5).
+ */
+const noStore = { "cache-control": "no-store" };
 
 /**
  * A route that takes no query refuses one with parameters, as a body's unknown fields are refused:

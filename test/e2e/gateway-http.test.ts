@@ -277,6 +277,8 @@ describe("the gateway over HTTP", () => {
         body: JSON.stringify({ id: "admin-crud", name: "CRUD", provider: "provider-c", testMode: true }),
       });
       expect(created.status).toBe(201);
+      // The one answer that holds the test key is kept by no cache on the way.
+      expect(created.headers.get("cache-control")).toBe("no-store");
       const body = (await created.json()) as { project: Record<string, unknown>; testKey: string };
       expect(body.testKey).toMatch(/^tk_/);
       expect(body.project).toMatchObject({ id: "admin-crud", provider: "provider-c", testMode: true });
@@ -294,6 +296,7 @@ describe("the gateway over HTTP", () => {
         body: JSON.stringify({ provider: "provider-c", apiKey: "AIzaSyTHISISASECRET" }),
       });
       expect(key.status).toBe(201);
+      expect(key.headers.get("cache-control")).toBe("no-store");
       const keyBody = (await key.json()) as { keyId: string; partialKey: string };
       const listed = await (await call("/admin/v1/projects/admin-crud/keys", { headers: admin })).text();
       expect(listed).toContain(keyBody.keyId);
