@@ -264,3 +264,48 @@ describe("image request field types and values", () => {
     expect(errorOf(body).code).toBe("BAD_REQUEST");
   });
 });
+
+describe("image request size and aspect ratio", () => {
+  const message = (fields: Record<string, unknown>) => {
+    try {
+      parseImageRequest({ prompt: "x", ...fields });
+    } catch (error) {
+      if (error instanceof GatewayError) return `${error.code}: ${error.message}`;
+      throw error;
+    }
+    return "accepted";
+  };
+
+  it.each([
+    [
+      { size: "1x1" },
+      "VALIDATION_ERROR: `size` 1x1 is out of range: width and height are each from 10 to 99999 pixels",
+    ],
+    [
+      { size: "100000x10" },
+      "VALIDATION_ERROR: `size` 100000x10 is out of range: width and height are each from 10 to 99999 pixels",
+    ],
+    [
+      { size: "0512x512" },
+      "VALIDATION_ERROR: `size` 0512x512 is out of range: width and height are each from 10 to 99999 pixels",
+    ],
+    [{ size: "1024X1024" }, "VALIDATION_ERROR: `size` must have the form {width}x{height}, e.g. 1024x1024"],
+    [{ size: "1024x" }, "VALIDATION_ERROR: `size` must have the form {width}x{height}, e.g. 1024x1024"],
+    [
+      { aspectRatio: "1000:1" },
+      "VALIDATION_ERROR: `aspectRatio` 1000:1 is out of range: width and height are each from 1 to 999",
+    ],
+    [
+      { aspectRatio: "0:1" },
+      "VALIDATION_ERROR: `aspectRatio` 0:1 is out of range: width and height are each from 1 to 999",
+    ],
+    [
+      { aspectRatio: "16x9" },
+      "VALIDATION_ERROR: `aspectRatio` must have the form {width}:{height}, e.g. 16:9",
+    ],
+    [{ size: "10x99999" }, "accepted"],
+    [{ aspectRatio: "999:1" }, "accepted"],
+  ])("answers %j with %s", (fields, expected) => {
+    expect(message(fields)).toBe(expected);
+  });
+});

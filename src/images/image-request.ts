@@ -213,13 +213,21 @@ export function parseImageRequest(body: Record<string, unknown>): ImageRequest {
   if (size !== undefined) {
     if (typeof size !== "string") throw bad("`size` must be a string such as 1024x1024");
     if (!sizePattern.test(size))
-      throw incompatible("`size` must have the form {width}x{height}, e.g. 1024x1024");
+      throw incompatible(
+        /^\d{1,20}x\d{1,20}$/.test(size)
+          ? `\`size\` ${size} is out of range: width and height are each from 10 to 99999 pixels`
+          : "`size` must have the form {width}x{height}, e.g. 1024x1024",
+      );
     request.size = size as ImageRequest["size"];
   }
   if (aspectRatio !== undefined) {
     if (typeof aspectRatio !== "string") throw bad("`aspectRatio` must be a string such as 16:9");
     if (!ratioPattern.test(aspectRatio))
-      throw incompatible("`aspectRatio` must have the form {width}:{height}, e.g. 16:9");
+      throw incompatible(
+        /^\d{1,20}:\d{1,20}$/.test(aspectRatio)
+          ? `\`aspectRatio\` ${aspectRatio} is out of range: width and height are each from 1 to 999`
+          : "`aspectRatio` must have the form {width}:{height}, e.g. 16:9",
+      );
     request.aspectRatio = aspectRatio as ImageRequest["aspectRatio"];
   }
   if (n !== undefined) {
