@@ -26,6 +26,13 @@ describe("the methods after a Bearer credential refused with 403", () => {
   let apple: FakeApple;
   let sluice: TestGateway;
   const keys = generateAppleKeyPair();
+  const deviceCheck = {
+    enabled: true,
+    teamId: appleTeamId,
+    keyId: appleKeyId,
+    privateKey: keys.privateKeyPem,
+    environment: "production",
+  } as const;
 
   beforeAll(async () => {
     fake = await startFakeUpstream();
@@ -40,16 +47,7 @@ describe("the methods after a Bearer credential refused with 403", () => {
   });
 
   /** A project on Test Mode and DeviceCheck both, so either Bearer token can pass. */
-  const project = () =>
-    createTestProject(sluice.gateway, {
-      deviceCheck: {
-        enabled: true,
-        teamId: appleTeamId,
-        keyId: appleKeyId,
-        privateKey: keys.privateKeyPem,
-        environment: "production",
-      },
-    });
+  const project = () => createTestProject(sluice.gateway, { deviceCheck });
 
   /** Provider A's chat call with a Bearer value and the legacy headers that pass on their own. */
   async function chat(created: TestProject, bearer: string) {
@@ -107,16 +105,7 @@ describe("the methods after a Bearer credential refused with 403", () => {
       authFailureLimit: 2,
     });
     try {
-      const created = await createTestProject(limited.gateway, {
-        testMode: false,
-        deviceCheck: {
-          enabled: true,
-          teamId: appleTeamId,
-          keyId: appleKeyId,
-          privateKey: keys.privateKeyPem,
-          environment: "production",
-        },
-      });
+      const created = await createTestProject(limited.gateway, { testMode: false, deviceCheck });
       const bearerToken = deviceToken("bearer");
       apple.registerValidToken(bearerToken);
       const statuses: number[] = [];

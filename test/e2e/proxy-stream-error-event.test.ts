@@ -31,6 +31,17 @@ describe("a stream that begins 200 and then carries the provider's error event",
   afterAll(() => stage.close());
   beforeEach(() => fake.clear());
 
+  /** Provider B's streamed message, through the Anthropic SDK. */
+  const messagesStream = () =>
+    anthropic.messages
+      .create({
+        model: "claude-sonnet-4-5",
+        max_tokens: 64,
+        messages: [{ role: "user", content: "Hi" }],
+        stream: true,
+      })
+      .withResponse();
+
   it("is recorded as failed (outcome error, status 200) with the tokens seen before it: provider B", async () => {
     fake.enqueueResponse({
       status: 200,
@@ -62,18 +73,8 @@ describe("a stream that begins 200 and then carries the provider's error event",
         ["error", { type: "error", error: { type: "overloaded_error", message: "Overloaded" } }],
       ]),
     });
-    const { data: stream, response } = await anthropic.messages
-      .create({
-        model: "claude-sonnet-4-5",
-        max_tokens: 64,
-        messages: [{ role: "user", content: "Hi" }],
-        stream: true,
-      })
-      .withResponse();
-    const read = async () => {
-      for await (const _ of stream);
-    };
-    await expect(read()).rejects.toThrow(/Overloaded/);
+    const { data: stream, response } = await messagesStream();
+    await expect(readAll(stream)).rejects.toThrow(/Overloaded/);
     const row = await usageRowById(sluice.gateway, response.headers.get("x-request-id"));
     expect(row).toMatchObject({
       status: 200,
@@ -111,10 +112,7 @@ describe("a stream that begins 200 and then carries the provider's error event",
     const { data: stream, response } = await openai.chat.completions
       .create({ model: "gpt-4o-mini", messages: [{ role: "user", content: "Hi" }], stream: true })
       .withResponse();
-    const read = async () => {
-      for await (const _ of stream);
-    };
-    await expect(read()).rejects.toThrow(/server had an error/);
+    await expect(readAll(stream)).rejects.toThrow(/server had an error/);
     const row = await usageRowById(sluice.gateway, response.headers.get("x-request-id"));
     expect(row).toMatchObject({
       status: 200,
@@ -155,16 +153,14 @@ describe("a stream that begins 200 and then carries the provider's error event",
   });
 
   it("is not taken for an error when it carries none: the same streams end ok", async () => {
-    const { data: stream, response } = await anthropic.messages
-      .create({
-        model: "claude-sonnet-4-5",
-        max_tokens: 64,
-        messages: [{ role: "user", content: "Hi" }],
-        stream: true,
-      })
-      .withResponse();
-    for await (const _ of stream);
+    const { data: stream, response } = await messagesStream();
+    await readAll(stream);
     const row = await usageRowById(sluice.gateway, response.headers.get("x-request-id"));
     expect(row).toMatchObject({ status: 200, outcome: "ok", streamed: 1 });
   });
 });
+
+/** Reads a stream to its end (an SDK's stream throws there on the provider's error event). */
+async function readAll(stream: AsyncIterable<unknown>): Promise<void> {
+  for await (const _ of stream);
+}
