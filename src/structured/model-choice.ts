@@ -6,8 +6,9 @@ export type AnalysisKind = "text" | "vision" | "pdf";
 
 /**
  * The model for an analysis: the project's custom model, or its provider's default. Vision and
- * PDF need a model that can read images or PDFs: when the configured model is catalogued without
- * that capability, the provider's default multimodal model is used instead. A custom model the
+ * PDF need a model that can read images or PDFs, text one with structured output: when the
+ * configured model is catalogued without that capability (an image model the project's /v1/image
+ * calls use, say), the provider's default for it is used instead. A custom model the
  * catalogue does not know is trusted as configured. A catalogued one is sent without a `models/`
  * prefix (provider C's list names models so, and the admin API accepts it for every provider):
  * providers A and B would refuse `models/gpt-4.1`.
