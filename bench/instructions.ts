@@ -27,7 +27,13 @@ const maxWindows = 10;
 /** A request through a target under valgrind, on a machine busy with the other, may take seconds. */
 const slowTimeoutSeconds = 120;
 const agreement = 0.03;
-const connectionCounts = [16];
+/** `--connections N`: the load's connections (16 unless given), as the full benchmark's 1, 16 or 64. */
+const connectionsArgument = process.argv.includes("--connections")
+  ? Number(process.argv[process.argv.indexOf("--connections") + 1])
+  : 16;
+if (!Number.isInteger(connectionsArgument) || connectionsArgument < 1)
+  throw new Error("--connections takes a whole number, 1 or more");
+const connectionCounts = [connectionsArgument];
 const tsx = ["--import", "tsx"];
 // No background compiler or GC threads: what callgrind counts then depends on the requests, not
 // on when a helper thread happened to run. (`--predictable-gc-schedule` was tried too: with it,
