@@ -187,6 +187,33 @@ describe("usage recorder, a database that hangs or stays down at shutdown", () =
     expect(Date.now() - started).toBeLessThan(1000);
   });
 
+  it("writes at a flush once the database is back, not only when a long outage's backoff ends", async () => {
+    const written: string[] = [];
+    const state = { down: true };
+    const recorder = createUsageRecorder({
+      repository: fakeUsageRepository({
+        async insertBatch(batch) {
+          if (state.down) throw connectionRefused();
+          written.push(...batch.map((each) => each.request_id));
+        },
+      }),
+      flushIntervalMs: 60_000,
+      queueMax: 10_000,
+    });
+    recorder.record(row(1));
+    // A long outage: each failed try doubles the wait before the next, up to its cap (5 s).
+    for (let attempt = 0; attempt < 8; attempt++) await recorder.flush(5);
+    // The shutdown's flush begins while the database is still down; it is back 200 ms later.
+    setTimeout(() => {
+      state.down = false;
+    }, 200);
+    const started = Date.now();
+    await recorder.flush(1500);
+    expect(written).toEqual([row(1).request_id]);
+    expect(Date.now() - started).toBeLessThan(1000);
+    await recorder.stop();
+  });
+
   it("counts the rows still queued at stop as dropped, and a row recorded after stop", async () => {
     const dropped: Array<[number, string]> = [];
     const recorder = createUsageRecorder({
