@@ -69,6 +69,7 @@ export async function analyze(models: AiSdkModels, request: AnalysisRequest): Pr
   // answers are validated against the project's schema itself.
   const sentSchema = schemaForProvider(request.schema, request.provider);
   let cut = false;
+  let filtered = false;
   for (let attempt = 1; attempt <= 2; attempt++) {
     let outcome: AttemptOutcome;
     try {
@@ -93,6 +94,7 @@ export async function analyze(models: AiSdkModels, request: AnalysisRequest): Pr
       outcome.problems = check.errors;
     }
     cut = outcome.cut === true;
+    filtered = outcome.filtered === true;
     if (cut) {
       // Cut off at the output token limit: sending the cut text back would only be cut again.
       messages.push({
@@ -116,7 +118,9 @@ export async function analyze(models: AiSdkModels, request: AnalysisRequest): Pr
       "PROVIDER_ERROR",
       cut
         ? "The model's output was cut off at its output token limit, also after one repair attempt"
-        : "The model's output did not match the project's output schema, also after one repair attempt",
+        : filtered
+          ? "The provider's content filter stopped the model's answer, also after one repair attempt"
+          : "The model's output did not match the project's output schema, also after one repair attempt",
       { details: { model: modelUsed, usage: countsOf(usage) } },
     ),
     model: modelUsed,
@@ -127,6 +131,12 @@ export async function analyze(models: AiSdkModels, request: AnalysisRequest): Pr
 interface AttemptOutcome {
   /** The answer stopped at the output token limit (finish reason `length`). */
   cut?: boolean;
+  /**
+   * The provider's filter stopped the answer (finish reason `content-filter`: provider A's
+   * `content_filter`, provider B's `refusal`, provider C's `SAFETY` and the like, or a prompt it
+   * blocked, with no candidate at all).
+   */
+  filtered?: boolean;
   object?: unknown;
   text?: string;
   problems: string[];
@@ -167,6 +177,7 @@ async function attemptOnce(
     if (ai.NoObjectGeneratedError.isInstance(error)) {
       return {
         ...(error.finishReason === "length" ? { cut: true } : {}),
+        ...(error.finishReason === "content-filter" ? { filtered: true } : {}),
         text: error.text ?? "",
         problems: ["the answer is not valid JSON"],
         usage: usageOf(provider, error.usage),
