@@ -190,13 +190,18 @@ describe("the log destination", () => {
         const dropped: number[] = [];
         const destination = createLogDestination({ fd, onDropped: (lines) => dropped.push(lines) });
         for (let line = 0; line < 50; line++) destination.write(`{"line":${line}}\n`);
-        await vi.waitFor(() => expect(dropped.reduce((sum, lines) => sum + lines, 0)).toBe(50));
+        // The writes fail on the thread pool: waited for, up to 5 s, as a loaded machine may need.
+        const settled = { timeout: 5000, interval: 10 };
+        await vi.waitFor(() => expect(dropped.reduce((sum, lines) => sum + lines, 0)).toBe(50), settled);
         destination.write("under way at exit\n");
         destination.write("held at exit\n");
         const startedAt = performance.now();
         destination.flushSync();
         expect(performance.now() - startedAt).toBeLessThan(50);
-        await vi.waitFor(() => expect(destination.unreported()).toEqual({ dropped: 52, reason: "ENOSPC" }));
+        await vi.waitFor(
+          () => expect(destination.unreported()).toEqual({ dropped: 52, reason: "ENOSPC" }),
+          settled,
+        );
       } finally {
         closeSync(fd);
       }

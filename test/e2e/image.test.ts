@@ -1026,8 +1026,8 @@ describe("image generation with an S3 vault that takes the upload and never answ
       message: expect.stringMatching(/within 1500 ms/),
     });
     expect(uploads).toHaveLength(1);
-    // The upload is abandoned, not left open.
-    await waitFor(() => uploads[0]?.closed !== undefined, 1000);
+    // The upload is abandoned, not left open (seen by the store a moment after the answer).
+    await waitFor(() => uploads[0]?.closed !== undefined, 5000);
     expect(uploads[0]?.closed).toBeDefined();
     expect(await usageRowOf(sluice.gateway, response)).toMatchObject({
       status: 503,

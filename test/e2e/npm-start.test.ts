@@ -3,7 +3,7 @@ import { randomBytes } from "node:crypto";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { afterAll, describe, expect, it } from "vitest";
+import { afterAll, describe, expect, it, vi } from "vitest";
 
 /**
  * The README's `npm start`, as a supervisor runs it (`docker stop`, systemd with one main PID): the
@@ -50,10 +50,15 @@ describe("npm start", () => {
 
     npm.kill("SIGTERM");
     await npmExit;
-    // What the gateway wrote before it exited reached npm's pipe: it drained and said so.
-    await new Promise((resolve) => setTimeout(resolve, 500));
-    expect(output).toContain('"signal":"SIGTERM"');
-    expect(output).toContain('"msg":"stopped"');
+    // What the gateway wrote before it exited reached npm's pipe: it drained and said so. Read from
+    // the pipe, that may come after npm's exit: waited for, not for a fixed time.
+    await vi.waitFor(
+      () => {
+        expect(output).toContain('"signal":"SIGTERM"');
+        expect(output).toContain('"msg":"stopped"');
+      },
+      { timeout: 10_000, interval: 20 },
+    );
     await expect(fetch(`${url}/health`)).rejects.toThrow();
   });
 });

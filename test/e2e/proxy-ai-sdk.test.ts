@@ -266,7 +266,7 @@ describe("proxies driven by the AI SDK", () => {
         // The app sees the abort; the response (and its headers) never completes.
         expect(parts.at(-1)).toBe("abort");
         await expect(streamed.response).rejects.toMatchObject({ name: "AbortError" });
-        const upstream = await fake.waitForAbort(1000);
+        const upstream = await fake.waitForAbort(5000);
         expect(upstream.path).toBe("/a/v1/responses");
         await new Promise((resolve) => setTimeout(resolve, 50));
         const added = (await usageRows()).filter((row) => !before.has(row.request_id));

@@ -164,7 +164,7 @@ describe("the Gemini Interactions API through provider C's proxy", () => {
       if (event.event_type === "content.delta") break; // the SDK aborts the request
     }
     expect(seen).not.toContain("interaction.complete");
-    const upstream = await fake.waitForAbort(1000);
+    const upstream = await fake.waitForAbort(5000);
     expect(upstream.path).toBe("/c/v1beta/interactions");
     const row = await rowFor(response.headers.get("x-request-id"));
     expect(row).toMatchObject({
@@ -190,7 +190,7 @@ describe("the Gemini Interactions API through provider C's proxy", () => {
       .create({ model, input: "Tell me a story.", stream: true })
       .withResponse();
     for await (const event of stream) if (event.event_type === "interaction.complete") break;
-    await fake.waitForAbort(1000);
+    await fake.waitForAbort(5000);
     const row = await rowFor(response.headers.get("x-request-id"));
     expect(row).toMatchObject({
       outcome: "aborted",

@@ -57,11 +57,14 @@ describe("metering of the SDKs' other token-consuming calls", () => {
       .execute();
   }
 
-  /** The one usage row `call` adds (waiting for it: a row is written once the answer has been read). */
+  /**
+   * The one usage row `call` adds (waiting for it, up to five seconds: a row is written once the
+   * answer has been read).
+   */
   async function rowOf(call: () => Promise<unknown>) {
     const before = new Set((await usageRows()).map((row) => row.request_id));
     await call();
-    for (let attempt = 0; attempt < 50; attempt++) {
+    for (const deadline = Date.now() + 5000; Date.now() <= deadline; ) {
       const added = (await usageRows()).filter((row) => !before.has(row.request_id));
       if (added.length > 0) {
         expect(added).toHaveLength(1);

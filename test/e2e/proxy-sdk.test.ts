@@ -301,13 +301,14 @@ describe("proxies driven by the official SDKs", () => {
       const socket = connect(Number(new URL(sluice.url).port), "127.0.0.1");
       socket.on("error", () => {});
       socket.write(request + request);
-      const bothStarted = Date.now() + 2000;
+      // Bounds for the waits below, generous for a loaded machine: each ends once its condition holds.
+      const bothStarted = Date.now() + 5000;
       while (fake.requests.length < 2 && Date.now() < bothStarted)
         await new Promise((resolve) => setTimeout(resolve, 10));
       expect(fake.requests).toHaveLength(2);
       const closedAt = Date.now();
       socket.destroy();
-      const deadline = closedAt + 1000;
+      const deadline = closedAt + 5000;
       while (fake.requests.some((upstream) => !upstream.aborted) && Date.now() < deadline)
         await new Promise((resolve) => setTimeout(resolve, 10));
       expect(fake.requests.map((upstream) => upstream.aborted)).toEqual([true, true]);

@@ -1,4 +1,4 @@
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { shutdownMarginMs } from "../../src/gateway-close.js";
 import { type FakeUpstream, startFakeUpstream } from "../fakes/fake-upstream.js";
 import { proxiedChat } from "../support/proxied-chat.js";
@@ -65,7 +65,13 @@ describe("signals and crashes during the shutdown", () => {
       try {
         const open = await openStreams(gateway);
         gateway.child.kill(first);
-        await new Promise((resolve) => setTimeout(resolve, 300));
+        // The second signal must find the shutdown begun: sent with the first, before the process
+        // ran, it would be merged into it (a pending signal is not queued twice). Waited for by the
+        // line the first writes, where a fixed wait could end first on a loaded machine.
+        await vi.waitFor(
+          () => expect(gateway.output()).toContain(`"signal":"${first}","msg":"shutting down`),
+          { timeout: 10_000, interval: 10 },
+        );
         const hurriedAt = performance.now();
         gateway.child.kill(second);
         const exit = await gateway.exit;

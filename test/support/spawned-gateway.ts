@@ -104,9 +104,16 @@ export async function spawnGateway(
   return gateway;
 }
 
+/**
+ * Whether `url` answers. The harness's own requests (this probe, the admin calls) close their
+ * connections: one left idle would be open at the gateway when a test counts its connections.
+ */
 async function answers(url: string): Promise<boolean> {
   try {
-    const response = await fetch(url, { signal: AbortSignal.timeout(1000) });
+    const response = await fetch(url, {
+      headers: { connection: "close" },
+      signal: AbortSignal.timeout(1000),
+    });
     await response.arrayBuffer();
     return true;
   } catch {
@@ -131,10 +138,11 @@ export async function createProjectOverAdminApi(
   token: string,
   name: string,
 ): Promise<{ projectId: string; bearer: string }> {
+  // `connection: close`, as the probe in `spawnGateway`: nothing of the harness is left open.
   const admin = (path: string, body: unknown) =>
     fetch(`${url}/admin/v1${path}`, {
       method: "POST",
-      headers: { authorization: `Bearer ${token}`, "content-type": "application/json" },
+      headers: { authorization: `Bearer ${token}`, "content-type": "application/json", connection: "close" },
       body: JSON.stringify(body),
     }).then((response) => response.json() as Promise<Record<string, unknown>>);
   const created = (await admin("/projects", { name, provider: "provider-a", testMode: true })) as {

@@ -153,10 +153,11 @@ export function createDeviceCheckProject(
 /**
  * The usage row of a request id, after flushing the usage queue. A row is written once Sluice has
  * seen the call end (a decompressing meter catching up, an upstream request the client left): it is
- * waited for, up to a second; no row then throws.
+ * waited for, up to five seconds (a loaded machine is slow to get there); no row then throws.
  */
 export async function usageRowById(gateway: Gateway, requestId: string | null | undefined) {
-  for (let attempt = 0; ; attempt++) {
+  const deadline = Date.now() + 5000;
+  for (;;) {
     await gateway.flushUsage();
     const row = await gateway.database.db
       .selectFrom("usage_records")
@@ -164,7 +165,7 @@ export async function usageRowById(gateway: Gateway, requestId: string | null | 
       .where("request_id", "=", requestId ?? "")
       .executeTakeFirst();
     if (row) return row;
-    if (attempt === 50) throw new Error(`no usage row for ${requestId}`);
+    if (Date.now() > deadline) throw new Error(`no usage row for ${requestId}`);
     await new Promise((resolve) => setTimeout(resolve, 20));
   }
 }
