@@ -241,7 +241,9 @@ describe("a credential header sent more than once", () => {
     expect(first.status).toBe(400);
     const again = await send(`${sluice.url}/v1/text`, { ...twice, ...from, ...json }, text);
     expect(again.status).toBe(429);
-    await expect(rowOf(again)).rejects.toThrow(/no usage row/);
+    await expect(usageRowById(sluice.gateway, String(again.headers["x-request-id"]), 500)).rejects.toThrow(
+      /no usage row/,
+    );
     const single = { ...credentials, "x-project-id": project.projectId };
     expect((await send(`${sluice.url}/v1/text`, { ...single, ...from, ...json }, text)).status).toBe(429);
     // From another address the header once authenticates (the project has no output schema, which
