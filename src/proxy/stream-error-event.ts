@@ -12,7 +12,14 @@
  */
 export function isStreamErrorEvent(event: string | undefined, data: string): boolean {
   if (event !== undefined && event !== "message") return event === "error" || event === "response.failed";
-  return (
-    data.startsWith('{"error"') || data.startsWith('{"type":"error"') || data.startsWith('{"type": "error"')
-  );
+  // The first key's first letter picks the prefix to compare: every event passes here, and a chunk
+  // of the answer starts otherwise (`{"id"`, `{"candidates"`, `{"type":"content_block_delta"`).
+  switch (data.charCodeAt(2)) {
+    case 0x65 /* e */:
+      return data.startsWith('{"error"');
+    case 0x74 /* t */:
+      return data.startsWith('{"type":"error"') || data.startsWith('{"type": "error"');
+    default:
+      return false;
+  }
 }
