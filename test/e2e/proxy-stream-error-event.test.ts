@@ -35,7 +35,7 @@ describe("a stream that begins 200 and then carries the provider's error event",
   const messagesStream = () =>
     anthropic.messages
       .create({
-        model: "claude-sonnet-4-5",
+        model: "claude-sonnet-5-5",
         max_tokens: 64,
         messages: [{ role: "user", content: "Hi" }],
         stream: true,
@@ -55,7 +55,7 @@ describe("a stream that begins 200 and then carries the provider's error event",
               id: "msg_1",
               type: "message",
               role: "assistant",
-              model: "claude-sonnet-4-5",
+              model: "claude-sonnet-5-5",
               content: [],
               stop_reason: null,
               usage: { input_tokens: 25, output_tokens: 1 },
@@ -81,7 +81,7 @@ describe("a stream that begins 200 and then carries the provider's error event",
       outcome: "error",
       streamed: 1,
       input_tokens: 25,
-      model: "claude-sonnet-4-5",
+      model: "claude-sonnet-5-5",
     });
   });
 
