@@ -1,0 +1,583 @@
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
+import type { AddressInfo } from "node:net";
+import type Anthropic from "@anthropic-ai/sdk";
+import type { GoogleGenAI } from "@google/genai";
+import type OpenAI from "openai";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { sdkClients } from "../support/sdk-clients.js";
+import {
+  createTestProject,
+  startTestGateway,
+  type TestGateway,
+  type TestProject,
+  usageRowById,
+} from "../support/test-gateway.js";
+
+/**
+ * The same call streamed and buffered, on each wire format, through the official SDKs: the two
+ * usage rows hold the same tokens and cost, and the cost is the catalogue's prices applied by hand.
+ * The upstream answers each call with the JSON body or the events a test programs, in the shapes
+ * the providers send (recorded ones: see test/fakes/fake-upstream-responses.ts).
+ */
+interface Programmed {
+  /** The answer to a call that does not stream. */
+  json: unknown;
+  /** The events of a streamed answer, each written apart. */
+  events: string[];
+  /** Cut the connection after the events, instead of ending the stream. */
+  cut?: boolean;
+}
+
+const sse = (data: unknown, event?: string) =>
+  `${event === undefined ? "" : `event: ${event}\n`}data: ${JSON.stringify(data)}\n\n`;
+
+describe("metering: the same call streamed and buffered records the same tokens and cost", () => {
+  let upstream: Server;
+  let programmed: Programmed;
+  let sluice: TestGateway;
+  let project: TestProject;
+  let openai: OpenAI;
+  let anthropic: Anthropic;
+  let google: GoogleGenAI;
+
+  const streams = (request: IncomingMessage, body: string) =>
+    (request.url ?? "").includes("streamGenerateContent") ||
+    (JSON.parse(body || "{}") as { stream?: unknown }).stream === true;
+
+  function answer(request: IncomingMessage, response: ServerResponse, body: string) {
+    if (!streams(request, body)) {
+      response.writeHead(200, { "content-type": "application/json" });
+      response.end(JSON.stringify(programmed.json));
+      return;
+    }
+    response.writeHead(200, { "content-type": "text/event-stream" });
+    for (const event of programmed.events) response.write(event);
+    if (programmed.cut) setTimeout(() => response.socket?.destroy(), 50);
+    else response.end();
+  }
+
+  beforeAll(async () => {
+    upstream = createServer((request, response) => {
+      let body = "";
+      request.setEncoding("utf8");
+      request.on("data", (part: string) => {
+        body += part;
+      });
+      request.on("end", () => answer(request, response, body));
+    });
+    await new Promise<void>((resolve) => upstream.listen(0, "127.0.0.1", resolve));
+    const base = `http://127.0.0.1:${(upstream.address() as AddressInfo).port}`;
+    sluice = await startTestGateway({
+      providerABaseUrl: `${base}/a/v1`,
+      providerBBaseUrl: `${base}/b/v1`,
+      providerCBaseUrl: `${base}/c/v1beta`,
+    });
+    project = await createTestProject(sluice.gateway);
+    ({ openai, anthropic, google } = sdkClients(sluice, project));
+  });
+
+  afterAll(async () => {
+    await sluice.close();
+    upstream.closeAllConnections();
+    await new Promise((resolve) => upstream.close(resolve));
+  });
+
+  const row = (requestId: string | null | undefined) => usageRowById(sluice.gateway, requestId);
+  const metered = ["input_tokens", "output_tokens", "cached_tokens", "reasoning_tokens", "cost_usd"] as const;
+
+  /** The two rows agree on every metered column and on the model; returns the streamed one. */
+  async function sameRows(bufferedId: string | null, streamedId: string | null) {
+    const buffered = await row(bufferedId);
+    const streamed = await row(streamedId);
+    expect([buffered.streamed, streamed.streamed]).toEqual([0, 1]);
+    for (const column of [...metered, "model"] as const)
+      expect(streamed[column], column).toEqual(buffered[column]);
+    return streamed;
+  }
+
+  describe("provider A", () => {
+    const chatUsage = (input: number, cached: number, output: number, reasoning: number) => ({
+      prompt_tokens: input,
+      completion_tokens: output,
+      total_tokens: input + output,
+      prompt_tokens_details: { cached_tokens: cached, audio_tokens: 0 },
+      completion_tokens_details: {
+        reasoning_tokens: reasoning,
+        audio_tokens: 0,
+        accepted_prediction_tokens: 0,
+        rejected_prediction_tokens: 0,
+      },
+    });
+    const chat = (model: string, usage: unknown): Programmed => {
+      const base = { id: "chatcmpl-1", object: "chat.completion.chunk", created: 1, model };
+      const choice = (delta: unknown, finish: string | null) => [
+        { index: 0, delta, logprobs: null, finish_reason: finish },
+      ];
+      return {
+        json: {
+          id: "chatcmpl-1",
+          object: "chat.completion",
+          created: 1,
+          model,
+          choices: [
+            {
+              index: 0,
+              message: { role: "assistant", content: "Hi", refusal: null, annotations: [] },
+              logprobs: null,
+              finish_reason: "stop",
+            },
+          ],
+          usage,
+          service_tier: "default",
+        },
+        events: [
+          sse({ ...base, choices: choice({ role: "assistant", content: "" }, null), usage: null }),
+          sse({ ...base, choices: choice({ content: "Hi" }, null), usage: null }),
+          sse({ ...base, choices: choice({}, "stop"), usage: null }),
+          sse({ ...base, choices: [], usage }),
+          "data: [DONE]\n\n",
+        ],
+      };
+    };
+
+    async function chatBothWays(model: string) {
+      const messages = [{ role: "user" as const, content: "Hi" }];
+      const buffered = await openai.chat.completions.create({ model, messages }).withResponse();
+      const { data, response } = await openai.chat.completions
+        .create({ model, messages, stream: true })
+        .withResponse();
+      for await (const _ of data);
+      return sameRows(buffered.response.headers.get("x-request-id"), response.headers.get("x-request-id"));
+    }
+
+    it("chat completions: cached input at its price, reasoning billed as output (gpt-5)", async () => {
+      programmed = chat("gpt-5-2025-08-07", chatUsage(12_000, 8_000, 3_000, 2_000));
+      const streamed = await chatBothWays("gpt-5");
+      expect(streamed).toMatchObject({
+        model: "gpt-5-2025-08-07",
+        input_tokens: 12_000,
+        cached_tokens: 8_000,
+        output_tokens: 3_000,
+        reasoning_tokens: 2_000,
+      });
+      // gpt-5 per 1M: $1.25 in, $0.125 cached, $10 out (reasoning is part of the output).
+      expect(streamed.cost_usd).toBeCloseTo((4_000 * 1.25 + 8_000 * 0.125 + 3_000 * 10) / 1e6, 12);
+    });
+
+    it("prices an alias and its dated snapshot alike, and an unknown model as unknown (null), not 0", async () => {
+      programmed = chat("gpt-4o-mini-2024-07-18", chatUsage(1_000, 200, 100, 0));
+      const alias = await chatBothWays("gpt-4o-mini");
+      programmed = chat("gpt-4o-mini-2024-07-18", chatUsage(1_000, 200, 100, 0));
+      const snapshot = await chatBothWays("gpt-4o-mini-2024-07-18");
+      expect(alias.cost_usd).toBeCloseTo((800 * 0.15 + 200 * 0.075 + 100 * 0.6) / 1e6, 12);
+      expect(snapshot.cost_usd).toBe(alias.cost_usd);
+      programmed = chat("gpt-9-unreleased", chatUsage(1_000, 200, 100, 0));
+      const unknown = await chatBothWays("gpt-9-unreleased");
+      expect(unknown).toMatchObject({ input_tokens: 1_000, output_tokens: 100, cost_usd: null });
+    });
+
+    const responsesUsage = (input: number, cached: number, output: number, reasoning: number) => ({
+      input_tokens: input,
+      input_tokens_details: { cached_tokens: cached },
+      output_tokens: output,
+      output_tokens_details: { reasoning_tokens: reasoning },
+      total_tokens: input + output,
+    });
+    const responses = (model: string, usage: unknown): Programmed => {
+      const response = (status: string, usage: unknown, output: unknown[]) => ({
+        id: "resp_1",
+        object: "response",
+        created_at: 1,
+        status,
+        error: null,
+        incomplete_details: null,
+        instructions: null,
+        model,
+        output,
+        parallel_tool_calls: true,
+        previous_response_id: null,
+        reasoning: { effort: "medium", summary: null },
+        store: true,
+        temperature: 1,
+        text: { format: { type: "text" } },
+        tool_choice: "auto",
+        tools: [],
+        top_p: 1,
+        truncation: "disabled",
+        usage,
+        user: null,
+        metadata: {},
+      });
+      const message = {
+        type: "message",
+        id: "msg_1",
+        status: "completed",
+        role: "assistant",
+        content: [{ type: "output_text", text: "Hi", annotations: [] }],
+      };
+      return {
+        json: response("completed", usage, [message]),
+        events: [
+          sse(
+            { type: "response.created", sequence_number: 0, response: response("in_progress", null, []) },
+            "response.created",
+          ),
+          sse(
+            {
+              type: "response.output_text.delta",
+              sequence_number: 1,
+              item_id: "msg_1",
+              output_index: 0,
+              content_index: 0,
+              delta: "Hi",
+            },
+            "response.output_text.delta",
+          ),
+          sse(
+            {
+              type: "response.completed",
+              sequence_number: 2,
+              response: response("completed", usage, [message]),
+            },
+            "response.completed",
+          ),
+        ],
+      };
+    };
+
+    it("Responses API: a prompt over 272k input tokens at gpt-5.4's long-context prices", async () => {
+      programmed = responses("gpt-5.4-2026-03-05", responsesUsage(300_000, 100_000, 5_000, 4_000));
+      const buffered = await openai.responses.create({ model: "gpt-5.4", input: "Hi" }).withResponse();
+      const { data, response } = await openai.responses
+        .create({ model: "gpt-5.4", input: "Hi", stream: true })
+        .withResponse();
+      for await (const _ of data);
+      const streamed = await sameRows(
+        buffered.response.headers.get("x-request-id"),
+        response.headers.get("x-request-id"),
+      );
+      expect(streamed).toMatchObject({
+        input_tokens: 300_000,
+        cached_tokens: 100_000,
+        output_tokens: 5_000,
+        reasoning_tokens: 4_000,
+      });
+      // Over 272k, the whole call at $5 in, $0.50 cached, $22.50 out.
+      expect(streamed.cost_usd).toBeCloseTo((200_000 * 5 + 100_000 * 0.5 + 5_000 * 22.5) / 1e6, 12);
+    });
+
+    it("Responses API: a stream cut after response.completed keeps its tokens and cost", async () => {
+      programmed = {
+        ...responses("gpt-5.4-2026-03-05", responsesUsage(272_000, 0, 1_000, 0)),
+        cut: true,
+      };
+      const cut = await fetch(`${sluice.url}/v1/provider-a/${project.projectId}/responses`, {
+        method: "POST",
+        headers: {
+          authorization: `Bearer ${project.bearer("provider-a")}`,
+          "content-type": "application/json",
+        },
+        body: JSON.stringify({ model: "gpt-5.4", input: "Hi", stream: true }),
+      });
+      await cut.text().catch(() => "");
+      const seen = await row(cut.headers.get("x-request-id"));
+      // 272k exactly is not over the threshold: $2.50 in, $15 out.
+      expect(seen).toMatchObject({
+        streamed: 1,
+        outcome: "error",
+        input_tokens: 272_000,
+        output_tokens: 1_000,
+      });
+      expect(seen.cost_usd).toBeCloseTo((272_000 * 2.5 + 1_000 * 15) / 1e6, 12);
+    });
+
+    it("embeddings: input tokens at the model's price, no output", async () => {
+      programmed = {
+        json: {
+          object: "list",
+          data: [{ object: "embedding", index: 0, embedding: [0.1, 0.2] }],
+          model: "text-embedding-3-large",
+          usage: { prompt_tokens: 5_000, total_tokens: 5_000 },
+        },
+        events: [],
+      };
+      const { response } = await openai.embeddings
+        .create({ model: "text-embedding-3-large", input: "Hi" })
+        .withResponse();
+      const seen = await row(response.headers.get("x-request-id"));
+      expect(seen).toMatchObject({ input_tokens: 5_000, output_tokens: 0, streamed: 0 });
+      expect(seen.cost_usd).toBeCloseTo((5_000 * 0.13) / 1e6, 12);
+    });
+  });
+
+  describe("provider B", () => {
+    /** A message's answer and stream, with `usage` the final counts (message_delta's, cumulative). */
+    const messages = (model: string, usage: Record<string, unknown>, cacheCreation: unknown): Programmed => {
+      const { output_tokens_details, ...counts } = usage;
+      const message = (content: unknown[], usage: unknown, stop: string | null) => ({
+        id: "msg_1",
+        type: "message",
+        role: "assistant",
+        model,
+        content,
+        stop_reason: stop,
+        stop_sequence: null,
+        usage,
+      });
+      return {
+        json: message(
+          [
+            { type: "thinking", thinking: "Hm.", signature: "sig" },
+            { type: "text", text: "Hi" },
+          ],
+          { ...usage, cache_creation: cacheCreation, service_tier: "standard" },
+          "end_turn",
+        ),
+        events: [
+          sse(
+            {
+              type: "message_start",
+              message: message(
+                [],
+                { ...counts, output_tokens: 1, cache_creation: cacheCreation, service_tier: "standard" },
+                null,
+              ),
+            },
+            "message_start",
+          ),
+          sse(
+            {
+              type: "content_block_start",
+              index: 0,
+              content_block: { type: "thinking", thinking: "", signature: "" },
+            },
+            "content_block_start",
+          ),
+          sse(
+            { type: "content_block_delta", index: 0, delta: { type: "thinking_delta", thinking: "Hm." } },
+            "content_block_delta",
+          ),
+          sse(
+            { type: "content_block_delta", index: 0, delta: { type: "signature_delta", signature: "sig" } },
+            "content_block_delta",
+          ),
+          sse({ type: "content_block_stop", index: 0 }, "content_block_stop"),
+          sse(
+            { type: "content_block_start", index: 1, content_block: { type: "text", text: "" } },
+            "content_block_start",
+          ),
+          sse(
+            { type: "content_block_delta", index: 1, delta: { type: "text_delta", text: "Hi" } },
+            "content_block_delta",
+          ),
+          sse({ type: "content_block_stop", index: 1 }, "content_block_stop"),
+          // message_delta's usage has the cumulative counts, without the cache_creation breakdown.
+          sse(
+            {
+              type: "message_delta",
+              delta: { stop_reason: "end_turn", stop_sequence: null },
+              usage: { ...usage, server_tool_use: null },
+            },
+            "message_delta",
+          ),
+          sse({ type: "message_stop" }, "message_stop"),
+        ],
+      };
+    };
+
+    async function bothWays(model: string) {
+      const body = { model, max_tokens: 1024, messages: [{ role: "user" as const, content: "Hi" }] };
+      const buffered = await anthropic.messages.create(body).withResponse();
+      const { data, response } = await anthropic.messages.create({ ...body, stream: true }).withResponse();
+      for await (const _ of data);
+      return sameRows(buffered.response.headers.get("x-request-id"), response.headers.get("x-request-id"));
+    }
+
+    const cachedUsage = {
+      input_tokens: 500,
+      cache_creation_input_tokens: 3_000,
+      cache_read_input_tokens: 2_000,
+      output_tokens: 800,
+      output_tokens_details: { thinking_tokens: 600 },
+    };
+    const cacheCreation = { ephemeral_5m_input_tokens: 1_000, ephemeral_1h_input_tokens: 2_000 };
+
+    it("messages: cache reads, five-minute and one-hour cache writes, thinking as output", async () => {
+      programmed = messages("claude-sonnet-4-6", cachedUsage, cacheCreation);
+      const streamed = await bothWays("claude-sonnet-4-6");
+      expect(streamed).toMatchObject({
+        model: "claude-sonnet-4-6",
+        input_tokens: 5_500,
+        cached_tokens: 2_000,
+        output_tokens: 800,
+        reasoning_tokens: 600,
+      });
+      // Sonnet 4.6 per 1M: $3 in, $0.30 read, $3.75 five-minute and $6 one-hour writes, $15 out.
+      const expected = (500 * 3 + 2_000 * 0.3 + 1_000 * 3.75 + 2_000 * 6 + 800 * 15) / 1e6;
+      expect(streamed.cost_usd).toBeCloseTo(expected, 12);
+    });
+
+    it("messages: over 100k input tokens (cache included) at Haiku 5.5's long-context prices", async () => {
+      const usage = { ...cachedUsage, input_tokens: 150_000, cache_read_input_tokens: 60_000 };
+      programmed = messages("claude-haiku-5-5", usage, cacheCreation);
+      const streamed = await bothWays("claude-haiku-5-5");
+      expect(streamed).toMatchObject({ input_tokens: 213_000, cached_tokens: 60_000 });
+      // Over 100k: $0.50 in, $0.05 read, $0.625 and $1 writes, $2.50 out.
+      const expected = (150_000 * 0.5 + 60_000 * 0.05 + 1_000 * 0.625 + 2_000 * 1 + 800 * 2.5) / 1e6;
+      expect(streamed.cost_usd).toBeCloseTo(expected, 12);
+    });
+
+    it("prices the -latest alias as the snapshot it answers with, and an unknown model as null", async () => {
+      const usage = { ...cachedUsage, cache_creation_input_tokens: 0, output_tokens_details: null };
+      programmed = messages("claude-3-5-haiku-20241022", usage, null);
+      const alias = await bothWays("claude-3-5-haiku-latest");
+      // Haiku 3.5 per 1M: $0.80 in, $0.08 read, $4 out.
+      expect(alias.cost_usd).toBeCloseTo((500 * 0.8 + 2_000 * 0.08 + 800 * 4) / 1e6, 12);
+      const snapshot = await bothWays("claude-3-5-haiku-20241022");
+      expect(snapshot.cost_usd).toBe(alias.cost_usd);
+      programmed = messages("claude-unreleased-9", usage, null);
+      expect(await bothWays("claude-unreleased-9")).toMatchObject({ input_tokens: 2_500, cost_usd: null });
+    });
+
+    it("a stream cut after message_delta keeps its tokens and cost", async () => {
+      const whole = messages("claude-sonnet-4-6", cachedUsage, cacheCreation);
+      programmed = { ...whole, events: whole.events.slice(0, -1), cut: true };
+      const cut = await fetch(`${sluice.url}/v1/provider-b/${project.projectId}/messages`, {
+        method: "POST",
+        headers: { "x-api-key": project.bearer("provider-b"), "content-type": "application/json" },
+        body: JSON.stringify({ model: "claude-sonnet-4-6", max_tokens: 64, messages: [], stream: true }),
+      });
+      await cut.text().catch(() => "");
+      const seen = await row(cut.headers.get("x-request-id"));
+      expect(seen).toMatchObject({ streamed: 1, outcome: "error", input_tokens: 5_500, output_tokens: 800 });
+      const expected = (500 * 3 + 2_000 * 0.3 + 1_000 * 3.75 + 2_000 * 6 + 800 * 15) / 1e6;
+      expect(seen.cost_usd).toBeCloseTo(expected, 12);
+    });
+  });
+
+  describe("provider C", () => {
+    interface Counts {
+      prompt: number;
+      cached: number;
+      candidates: number;
+      thoughts: number;
+      toolUse: number;
+    }
+    const usageMetadata = (counts: Counts) => ({
+      promptTokenCount: counts.prompt,
+      candidatesTokenCount: counts.candidates,
+      totalTokenCount: counts.prompt + counts.candidates + counts.thoughts + counts.toolUse,
+      cachedContentTokenCount: counts.cached,
+      toolUsePromptTokenCount: counts.toolUse,
+      thoughtsTokenCount: counts.thoughts,
+      promptTokensDetails: [{ modality: "TEXT", tokenCount: counts.prompt }],
+      cacheTokensDetails: [{ modality: "TEXT", tokenCount: counts.cached }],
+      toolUsePromptTokensDetails: [{ modality: "TEXT", tokenCount: counts.toolUse }],
+    });
+    const gemini = (model: string, counts: Counts): Programmed => {
+      const chunk = (text: string, usage: unknown, finish: boolean) => ({
+        candidates: [
+          {
+            content: { parts: [{ text }], role: "model" },
+            ...(finish ? { finishReason: "STOP" } : {}),
+            index: 0,
+          },
+        ],
+        usageMetadata: usage,
+        modelVersion: model,
+        responseId: "resp-1",
+      });
+      // The stream's first chunks report the prompt (and thoughts so far); the last one, everything.
+      const early = {
+        promptTokenCount: counts.prompt,
+        totalTokenCount: counts.prompt + counts.thoughts,
+        cachedContentTokenCount: counts.cached,
+        thoughtsTokenCount: counts.thoughts,
+      };
+      return {
+        json: chunk("Hello there", usageMetadata(counts), true),
+        events: [
+          `data: ${JSON.stringify(chunk("Hello", early, false))}\r\n\r\n`,
+          `data: ${JSON.stringify(chunk(" there", usageMetadata(counts), true))}\r\n\r\n`,
+        ],
+      };
+    };
+
+    async function bothWays(model: string) {
+      const buffered = await google.models.generateContent({ model, contents: "Hi" });
+      let streamedId: string | null = null;
+      for await (const chunk of await google.models.generateContentStream({ model, contents: "Hi" }))
+        streamedId ??= chunk.sdkHttpResponse?.headers?.["x-request-id"] ?? null;
+      return sameRows(buffered.sdkHttpResponse?.headers?.["x-request-id"] ?? null, streamedId);
+    }
+
+    it("generateContent and ?alt=sse: cached input, thoughts as output, tool-use prompt as input", async () => {
+      programmed = gemini("gemini-2.5-flash", {
+        prompt: 10_000,
+        cached: 4_000,
+        candidates: 500,
+        thoughts: 1_500,
+        toolUse: 200,
+      });
+      const streamed = await bothWays("gemini-2.5-flash");
+      expect(streamed).toMatchObject({
+        model: "gemini-2.5-flash",
+        input_tokens: 10_200,
+        cached_tokens: 4_000,
+        output_tokens: 2_000,
+        reasoning_tokens: 1_500,
+      });
+      // 2.5 Flash per 1M: $0.30 in, $0.075 cached, $2.50 out.
+      expect(streamed.cost_usd).toBeCloseTo((6_200 * 0.3 + 4_000 * 0.075 + 2_000 * 2.5) / 1e6, 12);
+    });
+
+    it("a gemini-2.5-pro prompt over 200k tokens at its long-context prices", async () => {
+      programmed = gemini("gemini-2.5-pro", {
+        prompt: 250_000,
+        cached: 100_000,
+        candidates: 2_000,
+        thoughts: 3_000,
+        toolUse: 1_000,
+      });
+      const streamed = await bothWays("gemini-2.5-pro");
+      expect(streamed).toMatchObject({
+        input_tokens: 251_000,
+        output_tokens: 5_000,
+        reasoning_tokens: 3_000,
+      });
+      // Over 200k: $2.50 in, $0.625 cached, $15 out.
+      expect(streamed.cost_usd).toBeCloseTo((151_000 * 2.5 + 100_000 * 0.625 + 5_000 * 15) / 1e6, 12);
+    });
+
+    it("prices a numbered stable version as its model, and an unknown model as null", async () => {
+      const counts = { prompt: 1_000, cached: 0, candidates: 100, thoughts: 0, toolUse: 0 };
+      programmed = gemini("gemini-2.0-flash-001", counts);
+      const version = await bothWays("gemini-2.0-flash-001");
+      expect(version.cost_usd).toBeCloseTo((1_000 * 0.1 + 100 * 0.4) / 1e6, 12);
+      programmed = gemini("gemini-9-unreleased", counts);
+      expect(await bothWays("gemini-9-unreleased")).toMatchObject({ input_tokens: 1_000, cost_usd: null });
+    });
+
+    it("a stream cut after its last chunk keeps its tokens and cost", async () => {
+      const counts = { prompt: 10_000, cached: 4_000, candidates: 500, thoughts: 1_500, toolUse: 200 };
+      programmed = { ...gemini("gemini-2.5-flash", counts), cut: true };
+      const cut = await fetch(
+        `${sluice.url}/v1/provider-c/${project.projectId}/models/gemini-2.5-flash:streamGenerateContent?alt=sse`,
+        {
+          method: "POST",
+          headers: { "x-goog-api-key": project.bearer("provider-c"), "content-type": "application/json" },
+          body: JSON.stringify({ contents: [{ role: "user", parts: [{ text: "Hi" }] }] }),
+        },
+      );
+      await cut.text().catch(() => "");
+      const seen = await row(cut.headers.get("x-request-id"));
+      expect(seen).toMatchObject({
+        streamed: 1,
+        outcome: "error",
+        input_tokens: 10_200,
+        output_tokens: 2_000,
+      });
+      expect(seen.cost_usd).toBeCloseTo((6_200 * 0.3 + 4_000 * 0.075 + 2_000 * 2.5) / 1e6, 12);
+    });
+  });
+});
