@@ -323,6 +323,20 @@ describe("loadConfig", () => {
     expect(loadConfig({ REDIS_URL: "redis://127.0.0.1:6379/" }).redisUrl).toBe("redis://127.0.0.1:6379/");
   });
 
+  it("refuses a REDIS_URL whose user or password is not valid percent-encoding, naming it and not the password", () => {
+    const problems = problemsOf({ REDIS_URL: "redis://:pass%zzWord-0123456789@127.0.0.1:6379/0" });
+    expect(problems).toContain(
+      "REDIS_URL: the user and password must be percent-encoded (a `%` written `%25`)",
+    );
+    expect(problems).not.toContain("Word-0123456789");
+    expect(problemsOf({ REDIS_URL: "redis://us%E0er:x@127.0.0.1:6379" })).toContain(
+      "REDIS_URL: the user and",
+    );
+    expect(loadConfig({ REDIS_URL: "redis://:p%25ss%40w@127.0.0.1:6379" }).redisUrl).toBe(
+      "redis://:p%25ss%40w@127.0.0.1:6379",
+    );
+  });
+
   it("reads SLUICE_REDIS_KEY_PREFIX as given, unset by default so the keys stay those of earlier versions", () => {
     expect(loadConfig({}).redisKeyPrefix).toBeUndefined();
     expect(loadConfig({ SLUICE_REDIS_KEY_PREFIX: "" }).redisKeyPrefix).toBeUndefined();

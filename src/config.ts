@@ -157,6 +157,15 @@ const upstreamBaseUrl = url(httpScheme, [
   isBareBaseUrl,
   "must be a base URL without a query (?), fragment (#) or user info: a provider's calls go to its origin and path only, and the rest would be dropped",
 ]);
+/** Whether every one of `parts` decodes as percent-encoding (`decodeURIComponent` does not throw). */
+function isPercentEncoded(...parts: string[]): boolean {
+  try {
+    for (const part of parts) decodeURIComponent(part);
+    return true;
+  } catch {
+    return false;
+  }
+}
 /** A URL with no query, fragment or user info (one that does not parse is url's to refuse). */
 function isBareBaseUrl(value: string): boolean {
   if (!URL.canParse(value)) return true;
@@ -238,12 +247,20 @@ export const settings = {
   ),
   redisUrl: setting(
     "REDIS_URL",
-    url(schemeOf(["redis:", "rediss:"], "must be a redis:// or rediss:// URL"), [
-      // ioredis reads the path as the database index: `/abc` became SELECT NaN, and then keys in
-      // database 0; `/1/2` became database 1.
-      (value) => !URL.canParse(value) || /^(?:\/[0-9]*)?$/.test(new URL(value).pathname),
-      "the path must be a database index (`/N`) or nothing",
-    ]),
+    url(
+      schemeOf(["redis:", "rediss:"], "must be a redis:// or rediss:// URL"),
+      [
+        // ioredis reads the path as the database index: `/abc` became SELECT NaN, and then keys in
+        // database 0; `/1/2` became database 1.
+        (value) => !URL.canParse(value) || /^(?:\/[0-9]*)?$/.test(new URL(value).pathname),
+        "the path must be a database index (`/N`) or nothing",
+      ],
+      [
+        // ioredis decodes them at start: a stray `%` failed it with a bare "URI malformed".
+        (value) => !URL.canParse(value) || isPercentEncoded(new URL(value).username, new URL(value).password),
+        "the user and password must be percent-encoded (a `%` written `%25`)",
+      ],
+    ),
     undefined,
     "Redis URL (`redis://` or `rediss://`) for shared limits and caches (unset: in-process); a user, password or database index (`/N`) Redis refuses stops the start",
   ),

@@ -2,6 +2,7 @@ import { readFileSync } from "node:fs";
 import { isDeepStrictEqual } from "node:util";
 import { z } from "zod";
 import { isGatewayError } from "../errors.js";
+import { fileNameShown, isFileContents, unreadableReason } from "../file-name-shown.js";
 import { checkProjectEntry, type ProjectAdmin, type ProjectView, problemText } from "./project-admin.js";
 import { type UpdateProjectInput, updateProjectInput } from "./project-input.js";
 
@@ -47,9 +48,20 @@ export interface ProjectsFile {
 export async function readProjectsFile(file: string): Promise<ProjectsFile> {
   const invalid = (reason: string) =>
     new Error(`SLUICE_CONFIG_FILE ${file} is not a valid projects file: ${reason}`);
+  let text: string;
+  try {
+    text = readFileSync(file, "utf8");
+  } catch (error) {
+    // The projects themselves (.p8 keys among them) set in place of the file's name: not printed.
+    if (isFileContents(file))
+      throw new Error(
+        `SLUICE_CONFIG_FILE (${fileNameShown(file)}) cannot be read (${unreadableReason(error)})`,
+      );
+    throw invalid((error as Error).message);
+  }
   let content: unknown;
   try {
-    content = JSON.parse(readFileSync(file, "utf8"));
+    content = JSON.parse(text);
   } catch (error) {
     // V8 quotes the text around a JSON syntax error, which may be part of a .p8 private key.
     throw invalid(

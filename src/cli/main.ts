@@ -12,12 +12,12 @@ import { checkNewProject } from "../admin/project-rules.js";
 import { checkProjectValues, usageReportWindow } from "../admin/project-values.js";
 import { ConfigError, loadConfig } from "../config.js";
 import { isGatewayError } from "../errors.js";
+import { quotedStart } from "../quoted-start.js";
 import { startFailureMessage } from "../start-failure.js";
 import { hasSqliteFile } from "../storage/database.js";
 import { checkInput } from "./check-input.js";
 import { type CommandLine, type Flags, parseCommandLine, usage } from "./parse-command-line.js";
 import { projectFields } from "./project-fields.js";
-import { quotedStart } from "./quoted-start.js";
 import { UsageError } from "./usage-error.js";
 
 export interface CliIo {

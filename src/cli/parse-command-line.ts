@@ -1,7 +1,7 @@
 import { parseArgs } from "node:util";
 import { maxMonthlySpendCapUsd, rateLimitBounds } from "../admin/project-input.js";
+import { quotedStart } from "../quoted-start.js";
 import { clearable } from "./project-fields.js";
-import { quotedStart } from "./quoted-start.js";
 import { UsageError } from "./usage-error.js";
 
 export const usage = `Usage: sluice <command>

@@ -1,7 +1,7 @@
 import { readFileSync } from "node:fs";
 import { maxMonthlySpendCapUsd, rateLimitBounds } from "../admin/project-input.js";
+import { fileNameShown, unreadableReason } from "../file-name-shown.js";
 import type { Flags } from "./parse-command-line.js";
-import { quotedStart } from "./quoted-start.js";
 import { UsageError } from "./usage-error.js";
 
 /**
@@ -112,22 +112,11 @@ function readFlagFile(flag: string, path: string): string {
   try {
     return readFileSync(path, "utf8");
   } catch (error) {
-    const code = (error as NodeJS.ErrnoException).code;
-    const reason =
-      code === "ENOENT" ? "no such file" : code === "EISDIR" ? "a directory" : (code ?? "unreadable");
-    throw new UsageError(`--${flag}: cannot read ${quotedFileName(path)} (${reason})`);
+    // `--device-check-private-key-file` given the .p8 key itself is shown by its start only.
+    throw new UsageError(
+      `--${flag}: cannot read ${fileNameShown(path, JSON.stringify)} (${unreadableReason(error)})`,
+    );
   }
-}
-
-/**
- * A file name as a message quotes it: whole, unless it is a file's contents given in its place (a
- * line break, or a PEM's `-----BEGIN` written on one line): `--device-check-private-key-file` given
- * the .p8 key itself would otherwise print the key.
- */
-function quotedFileName(path: string): string {
-  return /[\r\n]/.test(path) || path.startsWith("-----")
-    ? `${quotedStart(path)}, which looks like a file's contents, not its name`
-    : JSON.stringify(path);
 }
 
 /**

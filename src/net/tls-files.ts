@@ -1,5 +1,6 @@
 import { readFileSync } from "node:fs";
 import { createSecureContext } from "node:tls";
+import { fileNameShown, isFileContents, unreadableReason } from "../file-name-shown.js";
 
 /** A start failure about a setting: its message names the variable (and the file). */
 export class StartSettingError extends Error {
@@ -22,10 +23,18 @@ export function readTlsFiles(certFile: string, keyFile: string): { cert: Buffer;
   return { cert, key };
 }
 
+/**
+ * A setting holding the PEM itself rather than its file's name is named with the PEM's start and
+ * length alone, and without Node's message, which repeats the name: the key would be printed.
+ */
 function read(variable: string, file: string): Buffer {
   try {
     return readFileSync(file);
   } catch (error) {
+    if (isFileContents(file))
+      throw new StartSettingError(
+        `${variable} (${fileNameShown(file)}) cannot be read (${unreadableReason(error)})`,
+      );
     throw new StartSettingError(`${variable} (${file}) cannot be read`, { cause: error });
   }
 }

@@ -1,4 +1,4 @@
-import { randomBytes } from "node:crypto";
+import { generateKeyPairSync, randomBytes } from "node:crypto";
 import { chmodSync, existsSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { createServer } from "node:net";
 import { tmpdir } from "node:os";
@@ -94,6 +94,48 @@ describe("a start that fails on a setting names it", () => {
     expect(exited.stderr).toMatch(
       new RegExp(`^sluice failed to start: SLUICE_TLS_CERT \\(${cert}\\) is not a PEM certificate: .+\\n$`),
     );
+  }, 20_000);
+
+  it("names SLUICE_TLS_KEY without printing the private key set in place of its file name", async () => {
+    const { privateKey } = generateKeyPairSync("ec", { namedCurve: "P-256" });
+    const pem = privateKey.export({ type: "pkcs8", format: "pem" }).toString();
+    const cert = join(dataDir, "cert-for-inline-key.pem");
+    writeFileSync(cert, "not read: the key is refused first\n");
+    const exited = await start({ SLUICE_TLS_CERT: cert, SLUICE_TLS_KEY: pem });
+    expect(exited.code).toBe(1);
+    expect(exited.stderr).toBe(
+      `sluice failed to start: SLUICE_TLS_KEY ("----…" (${pem.length} characters), which looks like a ` +
+        "file's contents, not its name) cannot be read (no such file)\n",
+    );
+    for (const line of pem.split("\n").slice(1, -2)) expect(exited.stderr).not.toContain(line);
+  }, 20_000);
+
+  it("names SLUICE_CONFIG_FILE without printing the projects (and .p8 keys) set in place of its file name", async () => {
+    const projects = JSON.stringify({
+      projects: [
+        {
+          id: "inline",
+          name: "Inline",
+          provider: "provider-a",
+          deviceCheck: {
+            privateKey:
+              "-----BEGIN PRIVATE KEY-----\nInlineP8KeyMaterial0123456789\n-----END PRIVATE KEY-----",
+          },
+        },
+      ],
+    });
+    const fresh = join(dataDir, `fresh-${randomBytes(4).toString("hex")}`);
+    const exited = await start({
+      SLUICE_DATA_DIR: fresh,
+      SLUICE_MASTER_KEY: "",
+      SLUICE_CONFIG_FILE: projects,
+    });
+    expect(exited.code).toBe(1);
+    expect(exited.stderr).toBe(
+      `sluice failed to start: SLUICE_CONFIG_FILE ("{\\"pr…" (${projects.length} characters), which looks like a ` +
+        "file's contents, not its name) cannot be read (no such file)\n",
+    );
+    expect(exited.stderr).not.toContain("InlineP8KeyMaterial");
   }, 20_000);
 
   it("names HOST when it cannot be resolved", async () => {

@@ -1,8 +1,8 @@
 /**
- * A value as a CLI message may quote it: whole when short, else its first characters and length.
+ * A value as a message may quote it: whole when short, else its first characters and length.
  * A value in the wrong place may be a secret (a provider key given as a stray argument or as the
- * project id, a .p8 key's contents given where its file's name goes), and the message goes to the
- * terminal and its logs.
+ * project id, a private key's contents given where its file's name goes), and the message goes to
+ * the terminal and its logs.
  */
 export function quotedStart(value: string): string {
   return value.length <= 8
