@@ -26,14 +26,14 @@ export function createMetrics(options: { collectDefaults?: boolean } = {}) {
   const overhead = new CellHistogram(
     registry,
     "sluice_gateway_overhead_seconds",
-    "Time the gateway spent before sending a request upstream (auth, key rebuild, limits)",
+    "Time the gateway spent before sending a proxied request upstream (auth, key rebuild, limits); proxies only",
     ["provider"],
     [0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.05, 0.1, 0.5],
   );
   const timeToFirstByte = new CellHistogram(
     registry,
     "sluice_upstream_time_to_first_byte_seconds",
-    "Time from sending upstream to the first response byte, by provider",
+    "Time from sending a proxied request upstream to the first response byte, by provider; proxies only",
     ["provider"],
     latencyBuckets,
   );
