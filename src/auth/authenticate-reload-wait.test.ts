@@ -23,6 +23,7 @@ describe("authentication while the database hangs", () => {
       throttle: {
         policy: { failuresPerWindow: 30, windowSeconds: 60 },
         retryAfter: () => 0,
+        retryAfterMissing: () => 0,
         recordFailure: async () => {},
         begin: () => () => {},
       },

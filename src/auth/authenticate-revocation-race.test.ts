@@ -13,6 +13,7 @@ import { createSecretBox } from "./secret-box.js";
 const openThrottle: AuthThrottle = {
   policy: { failuresPerWindow: 30, windowSeconds: 60 },
   retryAfter: () => 0,
+  retryAfterMissing: () => 0,
   recordFailure: async () => {},
   begin: () => () => {},
 };

@@ -31,6 +31,7 @@ const policy = { failuresPerWindow: 30, windowSeconds: 60 };
 const openThrottle: AuthThrottle = {
   policy,
   retryAfter: () => 0,
+  retryAfterMissing: () => 0,
   recordFailure: async () => {},
   begin: () => () => {},
 };
@@ -424,7 +425,13 @@ describe("authenticate: the SPEC's methods, in order", () => {
     let wait = 0;
     const { cachedAuth, request } = await longCacheFixture(
       "warm",
-      { policy, retryAfter: () => wait, recordFailure: async () => {}, begin: () => () => {} },
+      {
+        policy,
+        retryAfter: () => wait,
+        retryAfterMissing: () => wait,
+        recordFailure: async () => {},
+        begin: () => () => {},
+      },
       "1.1.1.2",
     );
     expect((await cachedAuth(request)).ok).toBe(true);
@@ -442,6 +449,7 @@ describe("authenticate: the SPEC's methods, in order", () => {
     const throttle: AuthThrottle = {
       policy,
       retryAfter: () => 0,
+      retryAfterMissing: () => 0,
       recordFailure: async () => {},
       begin: () => {
         if (refuse) return 4;
@@ -762,7 +770,13 @@ describe("authenticate: the SPEC's methods, in order", () => {
         ttlMs: 0,
       }),
       deviceTokens: { verify: async () => ({ kind: "ok", digest: "x" }) },
-      throttle: { policy, retryAfter: async () => 17, recordFailure: async () => {}, begin: () => () => {} },
+      throttle: {
+        policy,
+        retryAfter: async () => 17,
+        retryAfterMissing: async () => 17,
+        recordFailure: async () => {},
+        begin: () => () => {},
+      },
       testModeAllowed: true,
     });
     const result = await throttled({

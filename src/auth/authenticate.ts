@@ -62,6 +62,12 @@ export interface AuthThrottle {
   readonly policy: { failuresPerWindow: number; windowSeconds: number };
   /** Seconds until the caller may try again; 0 when not throttled. A number when known at once. */
   retryAfter(clientIp: string, projectId: string | undefined): number | Promise<number>;
+  /**
+   * As `retryAfter`, for an id just found to name no project: the failures counted for the id
+   * across addresses refuse its callers only while it names none (a project created under it is
+   * not refused for them).
+   */
+  retryAfterMissing(projectId: string): number | Promise<number>;
   recordFailure(clientIp: string, projectId: string | undefined, projectExists: boolean): Promise<void>;
   /**
    * Admits an attempt that may fail (a lookup of a project not known to exist, a secret comparison,
@@ -410,6 +416,11 @@ export function createAuthenticator(deps: AuthenticatorDeps) {
       }
       const project = await directory.project(projectId, wait);
       if (project) return { project };
+      const retryAfter = await deps.throttle.retryAfterMissing(projectId);
+      if (retryAfter > 0) {
+        const message = "Too many failed authentication attempts; try again later";
+        return { answer: failure(throttled(deps.throttle, retryAfter, "auth-failures", message), null) };
+      }
       await deps.throttle.recordFailure(clientIp, projectId, false);
       const missing =
         refusal ??

@@ -18,6 +18,8 @@ import {
 interface LedgerFixture {
   ledger: DeviceTokenLedger;
   advance(ms: number): Promise<void>;
+  /** Milliseconds since the epoch on its clock. */
+  now(): number;
 }
 
 /** Short lifetimes so the Redis run (real time) stays fast; the memory run moves a fake clock. */
@@ -53,6 +55,22 @@ function ledgerContract(fixture: () => LedgerFixture) {
     expect(await ledger.check("project-1", digest, budget)).toBe("cached-ok");
     await advance(lifetimeMs);
     expect(await ledger.check("project-1", digest, budget)).toBe("fresh");
+  });
+
+  it("asks Apple again for a token verified before the project was created (deleted and created again under its id)", async () => {
+    const { ledger, advance, now } = fixture();
+    const digest = newDigest();
+    expect(await ledger.remember("project-1", digest, longBudget)).toBe("accepted");
+    await advance(20);
+    const recreated: DeviceTokenPolicy = {
+      mode: "budget",
+      ttlMs: 10 * lifetimeMs,
+      maxRequests: 3,
+      verifiedSince: now(),
+    };
+    expect(await ledger.check("project-1", digest, recreated)).toBe("fresh");
+    expect(await ledger.remember("project-1", digest, recreated)).toBe("accepted");
+    expect(await ledger.check("project-1", digest, recreated)).toBe("cached-ok");
   });
 
   it("keeps projects apart", async () => {
@@ -230,6 +248,7 @@ describe("memory device token ledger", () => {
       advance: async (ms) => {
         now += ms;
       },
+      now: () => now,
     };
   });
 
@@ -256,6 +275,7 @@ describe.skipIf(!redisAvailable)("redis device token ledger", () => {
   ledgerContract(() => ({
     ledger: createRedisDeviceTokenLedger({ redis, keyPrefix }),
     advance: (ms) => sleep(ms),
+    now: Date.now,
   }));
 
   it("stores digests with a TTL, never the token", async () => {

@@ -11,12 +11,15 @@ import { RedisScript } from "../redis/redis-script.js";
  *   would defeat the budget, since Apple accepts one token for a while). Then it counts as fresh
  *   again. `ttlMs` is the caller's, counted from the verification at each use: an entry made under
  *   another policy (single-use, a longer TTL on another instance or before a restart) is never
- *   trusted for longer.
+ *   trusted for longer. `verifiedSince` (ms since the epoch; the project's creation) is when the
+ *   caller's trust begins: an entry Apple verified before it is asked of Apple again, so a project
+ *   deleted and created again under its id (for another app, perhaps) never inherits the tokens
+ *   the deleted one verified. The entries keep their keys, for instances of earlier versions.
  * - `single-use`: Apple asks servers to treat a device token as single-use ("DeviceCheck",
  *   `DCDevice.generateToken` docs): accepted once, and any reuse within `retentionMs` is a replay.
  */
 export type DeviceTokenPolicy =
-  | { mode: "budget"; ttlMs: number; maxRequests: number }
+  | { mode: "budget"; ttlMs: number; maxRequests: number; verifiedSince?: number }
   | { mode: "single-use"; retentionMs: number };
 
 /**
@@ -202,18 +205,25 @@ export function createMemoryDeviceTokenLedger(
 
 /**
  * True when a budget-mode caller must not trust an entry Apple verified at `verifiedAt` any more:
- * its own TTL has passed since then. A single-use caller refuses any entry, however old.
+ * its own TTL has passed since then, or the entry predates its `verifiedSince`. A single-use
+ * caller refuses any entry, however old.
  */
 function outlived(verifiedAt: number, now: number, policy: DeviceTokenPolicy): boolean {
-  return policy.mode === "budget" && now - verifiedAt >= policy.ttlMs;
+  return policy.mode === "budget" && (now - verifiedAt >= policy.ttlMs || verifiedAt < sinceOf(policy));
+}
+
+/** A budget caller's `verifiedSince`, 0 when it has none (and for single-use callers). */
+function sinceOf(policy: DeviceTokenPolicy): number {
+  return policy.mode === "budget" ? (policy.verifiedSince ?? 0) : 0;
 }
 
 /**
  * KEYS[1] is the entry (the use count), KEYS[2] when Apple verified it (ms on Redis's clock);
- * ARGV[1] the caller's TTL in budget mode, -1 in single-use mode. Counts a use of an existing entry
- * and returns the count; 0 when there is none, or a budget caller's TTL has passed since the
- * verification (or its time is unknown: an entry written before it was kept), so nothing is
- * created without a TTL and an old entry is asked of Apple again.
+ * ARGV[1] the caller's TTL in budget mode, -1 in single-use mode; ARGV[2] its `verifiedSince` (0:
+ * none). Counts a use of an existing entry and returns the count; 0 when there is none, or a budget
+ * caller's TTL has passed since the verification, or the verification predates ARGV[2] (or its
+ * time is unknown: an entry written before it was kept), so nothing is created without a TTL and
+ * an old entry is asked of Apple again.
  */
 const checkScript = new RedisScript(`
 if redis.call("EXISTS", KEYS[1]) == 0 then return {0, false} end
@@ -223,14 +233,15 @@ if ttl >= 0 then
   local verifiedAt = tonumber(stamp)
   local time = redis.call("TIME")
   local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
-  if not verifiedAt or now - verifiedAt >= ttl then return {0, false} end
+  if not verifiedAt or now - verifiedAt >= ttl or verifiedAt < tonumber(ARGV[2]) then return {0, false} end
 end
 return {redis.call("INCR", KEYS[1]), stamp}`);
 
 /**
- * KEYS and ARGV[2] as for `checkScript`; ARGV[1] the entry's lifetime. Creates the entry with its
- * lifetime as use 1. An entry a budget caller may no longer trust starts again as use 1 and keeps
- * the longer of its lifetimes; any other existing entry counts one more use.
+ * KEYS as for `checkScript`, ARGV[2] and ARGV[3] as its ARGV[1] and ARGV[2]; ARGV[1] the entry's
+ * lifetime. Creates the entry with its lifetime as use 1. An entry a budget caller may no longer
+ * trust starts again as use 1 and keeps the longer of its lifetimes; any other existing entry
+ * counts one more use.
  */
 const rememberScript = new RedisScript(`
 local time = redis.call("TIME")
@@ -243,7 +254,7 @@ end
 local ttl = tonumber(ARGV[2])
 if ttl >= 0 then
   local verifiedAt = tonumber(redis.call("GET", KEYS[2]))
-  if not verifiedAt or now - verifiedAt >= ttl then
+  if not verifiedAt or now - verifiedAt >= ttl or verifiedAt < tonumber(ARGV[3]) then
     local keep = math.max(redis.call("PTTL", KEYS[1]), lifetime)
     redis.call("SET", KEYS[1], 1, "PX", keep)
     redis.call("SET", KEYS[2], now, "PX", keep)
@@ -321,12 +332,18 @@ export function createRedisDeviceTokenLedger(options: RedisDeviceTokenLedgerOpti
 
   return {
     async check(projectId, digest, policy, receipt) {
-      const uses = await count(checkScript, projectId, digest, [trustMs(policy)], receipt);
+      const uses = await count(checkScript, projectId, digest, [trustMs(policy), sinceOf(policy)], receipt);
       return uses === 0 ? "fresh" : budgetVerdict(uses, policy, "cached-ok");
     },
     async remember(projectId, digest, policy, receipt) {
       const lifetime = Math.max(1, Math.ceil(lifetimeMs(policy)));
-      const uses = await count(rememberScript, projectId, digest, [lifetime, trustMs(policy)], receipt);
+      const uses = await count(
+        rememberScript,
+        projectId,
+        digest,
+        [lifetime, trustMs(policy), sinceOf(policy)],
+        receipt,
+      );
       return uses === 1 ? "accepted" : budgetVerdict(uses, policy, "accepted");
     },
     async release(projectId, digest, stamp) {

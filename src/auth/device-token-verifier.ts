@@ -212,7 +212,13 @@ export function createDeviceTokenVerifier(deps: DeviceTokenVerifierDeps): Device
   function policyOf(project: Project): DeviceTokenPolicy {
     return project.deviceCheck.tokenMode === "single-use"
       ? { mode: "single-use", retentionMs: singleUseRetentionMs }
-      : { mode: "budget", ttlMs: config.deviceTokenTtlSeconds * 1000, maxRequests: config.deviceTokenBudget };
+      : {
+          mode: "budget",
+          ttlMs: config.deviceTokenTtlSeconds * 1000,
+          maxRequests: config.deviceTokenBudget,
+          // A project deleted and created again under its id trusts no token verified for the old one.
+          verifiedSince: Date.parse(project.createdAt) || 0,
+        };
   }
 
   return {

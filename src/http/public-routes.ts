@@ -153,6 +153,8 @@ async function requireKnownProject(
   try {
     const usable = await deps.projectProviders(projectId);
     if (usable) return usable;
+    const missingRetryAfter = await deps.throttle.retryAfterMissing(projectId);
+    if (missingRetryAfter > 0) throw refuse(missingRetryAfter);
     await deps.throttle.recordFailure(clientIp, projectId, false);
     throw new GatewayError(
       "PROJECT_NOT_FOUND",

@@ -60,10 +60,21 @@ for (const backend of backends) {
       const throttle = await backend.make(3);
       for (const ip of ["198.51.100.1", "198.51.100.2", "198.51.100.3"])
         await fail(throttle, 1, ip, "ghost", false);
-      expect(await throttle.retryAfter("203.0.113.9", "ghost")).toBeGreaterThan(0);
+      expect(await throttle.retryAfterMissing("ghost")).toBeGreaterThan(0);
       for (const ip of ["198.51.100.4", "198.51.100.5", "198.51.100.6"])
         await fail(throttle, 1, ip, "real", true);
       expect(await throttle.retryAfter("203.0.113.9", "real")).toBe(0);
+      expect(await throttle.retryAfterMissing("real")).toBe(0);
+    });
+
+    it("never refuses the callers of a project created under an id throttled while it named none", async () => {
+      const throttle = await backend.make(3);
+      for (const ip of ["198.51.100.7", "198.51.100.8", "198.51.100.9"])
+        await fail(throttle, 1, ip, "created-later", false);
+      // Asked before the lookup: the caller's own address and project only.
+      expect(await throttle.retryAfter("203.0.113.10", "created-later")).toBe(0);
+      // Asked once the lookup found no project: the id's count too.
+      expect(await throttle.retryAfterMissing("created-later")).toBeGreaterThan(0);
     });
 
     it("answers at once (no promise) while no failure is remembered, and for a blocked address", async () => {

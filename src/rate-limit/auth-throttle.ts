@@ -48,7 +48,8 @@ export function throttled(
  * Counts failed authentications per client address and project (see `keysToCount`): on a project
  * that exists per address and project; on a project id that does not exist per address and per
  * project id, so an enumeration spread over many addresses is slowed too. Once a key has reached
- * `failuresPerMinute` failures within its window, `retryAfter` returns the seconds left in it.
+ * `failuresPerMinute` failures within its window, `retryAfter` returns the seconds left in it; for
+ * the id's own key, `retryAfterMissing`, asked once the id is found to name no project.
  * IPv6 clients are counted per /64, the block one end site usually holds, so that rotating
  * addresses inside it does not reset the count.
  *
@@ -101,24 +102,27 @@ export function createAuthThrottle(options: AuthThrottleOptions): AuthThrottle {
     return result && result.count >= limit ? block(key, result.msLeft) : 0;
   }
 
+  /** The longest wait any of `keys` imposes. Answered at once unless a suspect's shared count must be read. */
+  function waitFor(keys: () => string[]): number | Promise<number> {
+    if (blocked.size === 0 && (suspects?.size ?? 0) === 0) return 0;
+    const now = Date.now();
+    if (blocked.empty(now) && (suspects?.empty(now) ?? true)) return 0;
+    const checked = keys();
+    const wait = Math.max(...checked.map((key) => blocked.secondsLeft(key, now)));
+    if (wait > 0 || !suspects) return wait;
+    const suspected = checked.filter((key) => suspects.secondsLeft(key, now) > 0);
+    if (suspected.length === 0) return 0;
+    return (async () => {
+      let shared = 0;
+      for (const key of suspected) shared = Math.max(shared, await sharedWait(key));
+      return shared;
+    })();
+  }
+
   return {
     policy: { failuresPerWindow: limit, windowSeconds },
-    retryAfter(clientIp, projectId) {
-      // Answered at once unless a suspect's shared count must be read from Redis.
-      if (blocked.size === 0 && (suspects?.size ?? 0) === 0) return 0;
-      const now = Date.now();
-      if (blocked.empty(now) && (suspects?.empty(now) ?? true)) return 0;
-      const keys = keysToCheck(clientIp, projectId);
-      const wait = Math.max(...keys.map((key) => blocked.secondsLeft(key, now)));
-      if (wait > 0 || !suspects) return wait;
-      const suspected = keys.filter((key) => suspects.secondsLeft(key, now) > 0);
-      if (suspected.length === 0) return 0;
-      return (async () => {
-        let shared = 0;
-        for (const key of suspected) shared = Math.max(shared, await sharedWait(key));
-        return shared;
-      })();
-    },
+    retryAfter: (clientIp, projectId) => waitFor(() => keysToCheck(clientIp, projectId)),
+    retryAfterMissing: (projectId) => waitFor(() => [unknownIdKey(projectId)]),
     begin(clientIp, projectId) {
       const key = attemptKey(clientIp, projectId);
       const held = inFlight.get(key) ?? 0;
@@ -228,7 +232,12 @@ function keysToCount(clientIp: string, projectId: string | undefined, projectExi
   const address = `ip:${addressBlock(clientIp)}`;
   if (projectId === undefined) return [address];
   const project = projectId.slice(0, maxProjectIdLength);
-  return projectExists ? [`${address}:project:${project}`] : [address, `project:${project}`];
+  return projectExists ? [`${address}:project:${project}`] : [address, unknownIdKey(projectId)];
+}
+
+/** The key of an id's failures while it names no project, whatever the address. */
+function unknownIdKey(projectId: string): string {
+  return `project:${projectId.slice(0, maxProjectIdLength)}`;
 }
 
 /**
@@ -241,12 +250,16 @@ function attemptKey(clientIp: string, projectId: string | undefined): string {
   return projectId === undefined ? address : `${address}:project:${projectId.slice(0, maxProjectIdLength)}`;
 }
 
-/** Every key `keysToCount` may have blocked for this caller. */
+/**
+ * Every key `keysToCount` may have blocked for this caller, but the id's own (`unknownIdKey`): that
+ * one refuses only callers of an id found to name no project (`retryAfterMissing`), so failures
+ * counted before a project was created under the id (or on an instance that had not seen it yet)
+ * never refuse the project's callers.
+ */
 function keysToCheck(clientIp: string, projectId: string | undefined): string[] {
   const address = `ip:${addressBlock(clientIp)}`;
   if (projectId === undefined) return [address];
-  const project = projectId.slice(0, maxProjectIdLength);
-  return [address, `${address}:project:${project}`, `project:${project}`];
+  return [address, `${address}:project:${projectId.slice(0, maxProjectIdLength)}`];
 }
 
 /**

@@ -3,11 +3,18 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type FakeApple, generateAppleKeyPair, startFakeApple } from "../fakes/fake-apple.js";
 import { type FakeUpstream, startFakeUpstream } from "../fakes/fake-upstream.js";
 import { proxiedChat } from "../support/proxied-chat.js";
-import { createPostgresSchema, postgresAvailable, redisAvailable, redisUrl } from "../support/services.js";
+import {
+  createPostgresSchema,
+  postgresAvailable,
+  redisAvailable,
+  redisTestSpace,
+  redisUrl,
+} from "../support/services.js";
 import {
   appleKeyId,
   appleTeamId,
   createDeviceCheckProject,
+  createTestProject,
   startTestGateway,
   type TestGateway,
 } from "../support/test-gateway.js";
@@ -151,3 +158,90 @@ describe.skipIf(!postgresAvailable)("single-use device tokens on several instanc
     expect(await call(two, used)).toBe(200);
   });
 });
+
+/**
+ * A project deleted and created again under its id is a new project (docs/api.md, DELETE): a
+ * device token Apple verified for the deleted one, perhaps for another app, is no credential of the
+ * new one. The ledger in Redis outlives the project, and is shared by every instance.
+ */
+describe.skipIf(!postgresAvailable || !redisAvailable)(
+  "a project created again under its id, on two instances",
+  () => {
+    let fake: FakeUpstream;
+    let apple: FakeApple;
+    let schema: Awaited<ReturnType<typeof createPostgresSchema>>;
+    const gateways: TestGateway[] = [];
+    const space = redisTestSpace("device-token-recreated");
+    const keys = generateAppleKeyPair();
+    const otherKeys = generateAppleKeyPair();
+
+    beforeAll(async () => {
+      fake = await startFakeUpstream();
+      apple = await startFakeApple({ label: "production" });
+      apple.registerKey(appleKeyId, { teamId: appleTeamId, publicKeyPem: keys.publicKeyPem });
+      apple.registerKey("OTHERKEY01", { teamId: "OTHERTEAM1", publicKeyPem: otherKeys.publicKeyPem });
+      schema = await createPostgresSchema();
+    });
+
+    afterAll(async () => {
+      for (const gateway of gateways) await gateway.close();
+      await apple?.close();
+      await fake?.close();
+      await schema?.drop();
+      await space.cleanup();
+    });
+
+    it("asks Apple again for a token the deleted project's app had verified", async () => {
+      const shared = {
+        masterKey: randomBytes(32).toString("base64"),
+        databaseUrl: schema.url,
+        redisUrl,
+        redisKeyPrefix: `${space.nextPrefix()}:`,
+        providerABaseUrl: `${fake.url}/a/v1`,
+        deviceCheckProductionUrl: apple.url,
+        trustProxy: ["127.0.0.1"],
+      };
+      for (let i = 0; i < 2; i++) gateways.push(await startTestGateway(shared));
+      const [one, two] = gateways as [TestGateway, TestGateway];
+      const projectId = `recreated-${randomBytes(4).toString("hex")}`;
+      const before = await createDeviceCheckProject(one.gateway, keys.privateKeyPem, "cached", {
+        id: projectId,
+      });
+      const call = async (gateway: TestGateway, partialKey: string, deviceToken: string) => {
+        const response = await proxiedChat(
+          gateway.url,
+          { projectId, bearer: `${partialKey}.${deviceToken}` },
+          { headers: { "x-forwarded-for": clientIp } },
+        );
+        await response.arrayBuffer();
+        return response.status;
+      };
+      const verified = token("old-app");
+      apple.registerValidToken(verified);
+      expect(await call(one, before.partialKeys["provider-a"], verified)).toBe(200);
+      await one.gateway.admin.deleteProject(projectId);
+      // Created again for another app (another Apple team): Apple, asked for that team, refuses it.
+      const after = await createTestProject(one.gateway, {
+        id: projectId,
+        testMode: false,
+        deviceCheck: {
+          enabled: true,
+          teamId: "OTHERTEAM1",
+          keyId: "OTHERKEY01",
+          privateKey: otherKeys.privateKeyPem,
+          environment: "production",
+          tokenMode: "cached",
+        },
+      });
+      apple.fail({ kind: "status", status: 400 });
+      try {
+        const calls = apple.calls.length;
+        expect(await call(two, after.partialKeys["provider-a"], verified)).toBe(401);
+        expect(await call(one, after.partialKeys["provider-a"], verified)).toBe(401);
+        expect(apple.calls.length - calls).toBe(2);
+      } finally {
+        apple.fail(null);
+      }
+    });
+  },
+);
