@@ -305,7 +305,9 @@ function asImage(
       "PROVIDER_ERROR",
       `The provider (${provider}) answered with data that is not an image (${image.uint8Array.length} bytes)`,
     );
-  return mediaType === image.mediaType ? image : { ...image, mediaType };
+  if (mediaType === image.mediaType) return image;
+  // Named, not spread: the AI SDK's file keeps `base64` and `uint8Array` as getters, which a spread drops.
+  return { base64: image.base64, uint8Array: image.uint8Array, mediaType };
 }
 
 /**

@@ -46,6 +46,8 @@ const extensions: Record<string, string> = {
   "image/jpeg": "jpg",
   "image/webp": "webp",
   "image/gif": "gif",
+  "image/heic": "heic",
+  "image/heif": "heif",
 };
 
 function extensionOf(mediaType: string): string {

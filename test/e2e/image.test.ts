@@ -777,6 +777,38 @@ describe("image generation", () => {
     });
   });
 
+  it.each([
+    ["heic", "image/heic"],
+    ["mif1", "image/heif"],
+  ])("answers, stores and serves a %s image the AI SDK calls a PNG as %s", async (brand, mediaType) => {
+    // An ftyp box of 24 bytes, as iPhones write it: the AI SDK knows HEIC by a 32-byte box only.
+    const bytes = Buffer.concat([Buffer.from([0, 0, 0, 24]), Buffer.from(`ftyp${brand}`), Buffer.alloc(24)]);
+    const base64 = bytes.toString("base64");
+    for (const project of [c, vaulted]) {
+      fake.enqueueResponse({
+        status: 200,
+        body: { predictions: [{ bytesBase64Encoded: base64, mimeType: "image/png" }] },
+      });
+      const response = await generate(project, { prompt: "x" });
+      expect(response.status).toBe(200);
+      const body = (await response.json()) as { images: Array<{ base64: string; mediaType: string }> };
+      expect(body.images[0]).toMatchObject({ base64, mediaType });
+    }
+    fake.enqueueResponse({
+      status: 200,
+      body: { predictions: [{ bytesBase64Encoded: base64, mimeType: "image/png" }] },
+    });
+    const stored = (await (await generate(vaulted, { prompt: "x" })).json()) as {
+      images: Array<{ url: string; path: string }>;
+    };
+    const extension = mediaType.slice("image/".length);
+    expect(stored.images[0]!.path).toMatch(new RegExp(`\\.${extension}$`));
+    const served = await fetch(stored.images[0]!.url);
+    expect(served.headers.get("content-type")).toBe(mediaType);
+    expect(served.headers.get("x-content-type-options")).toBe("nosniff");
+    expect(Buffer.from(await served.arrayBuffer()).equals(bytes)).toBe(true);
+  });
+
   it("records the cost of the images already billed when one of several batches fails", async () => {
     const twoImages = Array.from({ length: 2 }, () => ({
       bytesBase64Encoded: tinyPng.toString("base64"),
