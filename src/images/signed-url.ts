@@ -14,8 +14,10 @@ export function createUrlSigner(key: Buffer, now: () => number = Date.now) {
     },
     /** "ok", or why the URL is refused. */
     verify(path: string, expiresText: string | null, signature: string | null): "ok" | "expired" | "invalid" {
+      // The expiry exactly as signed (decimal digits): another notation of the same number (`0x…`,
+      // `+…`, `….0`) is a tampered URL, refused as one.
+      if (!expiresText || !signature || !/^[1-9][0-9]{0,14}$/.test(expiresText)) return "invalid";
       const expires = Number(expiresText);
-      if (!expiresText || !signature || !Number.isInteger(expires)) return "invalid";
       const expected = Buffer.from(sign(path, expires));
       const actual = Buffer.from(signature);
       if (expected.length !== actual.length || !timingSafeEqual(expected, actual)) return "invalid";

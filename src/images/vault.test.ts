@@ -67,6 +67,23 @@ describe("signed URLs", () => {
     expect(signer.verify("t/generated-images/p/2026/01/01/x.png", expires, signature)).toBe("expired");
   });
 
+  it("refuse an expiry rewritten in another notation of the same number", () => {
+    const signer = createUrlSigner(randomBytes(32), () => 1_000_000_000_000);
+    const path = "t/generated-images/p/2026/01/01/x.png";
+    const url = new URL(signer.sign("http://sluice.test", path, 60));
+    const signature = url.searchParams.get("signature");
+    expect(url.searchParams.get("expires")).toBe("1000000060");
+    for (const expires of [
+      "0x3b9aca3c",
+      "+1000000060",
+      " 1000000060",
+      "1000000060.0",
+      "100000006e1",
+      "01000000060",
+    ])
+      expect(signer.verify(path, expires, signature), expires).toBe("invalid");
+  });
+
   it("keep the path of a SLUICE_PUBLIC_URL that has one, with or without its trailing slash", () => {
     const signer = createUrlSigner(randomBytes(32), () => 1_000_000_000_000);
     for (const base of ["https://example.com/sluice", "https://example.com/sluice/"]) {
