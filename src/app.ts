@@ -5,6 +5,7 @@ import { GatewayError } from "./errors.js";
 import { type AdminRouteDeps, registerAdminRoutes } from "./http/admin-routes.js";
 import type { ConnectionCap } from "./http/connection-cap.js";
 import type { CorsPolicy } from "./http/cors.js";
+import { maxHeaderFields } from "./http/max-header-fields.js";
 import { type PublicRouteDeps, registerPublicRoutes } from "./http/public-routes.js";
 import { type Handler, type RequestContext, Router } from "./http/router.js";
 import { closeIfBodyUnread, sendError, sendRawError, setHeaders } from "./http/send.js";
@@ -297,6 +298,13 @@ function malformedTarget(request: IncomingMessage, target: string): GatewayError
     return new GatewayError("BAD_REQUEST", "An HTTP/1.0 request must not carry Transfer-Encoding", {
       headers: { connection: "close" },
     });
+  // Node drops the header lines past its count without a word (and keeps at most a few dozen more
+  // in rawHeaders): what they said, a second Host or credential header say, would go unchecked.
+  if (request.rawHeaders.length >= maxHeaderFields * 2)
+    return new GatewayError(
+      "REQUEST_HEADER_FIELDS_TOO_LARGE",
+      `The request carries ${maxHeaderFields} header fields or more`,
+    );
   // An empty Host is valid; a missing one is not, in HTTP/1.1 (Node's own check refuses both).
   const host = request.headers.host;
   if (host === undefined && request.httpVersionMinor === 1)

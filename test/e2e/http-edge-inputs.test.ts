@@ -180,6 +180,23 @@ describe("HTTP edge inputs on the gateway's own server", () => {
     }
   });
 
+  it("answers a request with 1000 header fields or more with 431, where Node would drop those past the 1000th unseen", async () => {
+    const filler = (count: number) => Array.from({ length: count }, (_, at) => `x-${at}: v\r\n`).join("");
+    // A second Host (or credential header) past Node's 1000th line went unseen, and was served.
+    const [hidden] = responsesOf(
+      await exchange(port, [
+        `GET /health HTTP/1.1\r\nhost: x\r\n${filler(1100)}host: y\r\nconnection: close\r\n\r\n`,
+      ]),
+    );
+    expect(expectEnvelope(hidden, 431, "REQUEST_HEADER_FIELDS_TOO_LARGE").message).toMatch(
+      /1000 header fields/,
+    );
+    const [most] = responsesOf(
+      await exchange(port, [`GET /health HTTP/1.1\r\nhost: x\r\n${filler(997)}connection: close\r\n\r\n`]),
+    );
+    expect(most?.status).toBe(200);
+  });
+
   it("answers a body that stops mid-way with 408 once the request timeout passes", async () => {
     const started = Date.now();
     const bytes = head("POST", `/v1/text/${project.projectId}`, {
