@@ -237,6 +237,13 @@ export function createApp(deps: AppDeps): App {
         socket.destroy();
         return;
       }
+      // What Node could not read is the body of a request answered already (a refusal sent before
+      // it was read): a second answer would be taken for the next request's. Only the close is left.
+      if (pending === null && parsedRequest(socket)?.complete === false) {
+        socket.end(() => socket.destroy());
+        logger.debug({ code }, "malformed body after its answer: connection closed");
+        return;
+      }
       const status = sendRawError(socket, clientErrorOf(error), requestId);
       metrics.observeRequest("malformed", "none", status, 0);
       logger.debug({ requestId, status, code }, "malformed request");
@@ -349,6 +356,16 @@ function notHttp1(request: IncomingMessage): GatewayError {
  */
 function pendingResponse(socket: Duplex): ServerResponse | null {
   return (socket as Duplex & { _httpMessage?: ServerResponse | null })._httpMessage ?? null;
+}
+
+/**
+ * The request Node's parser on `socket` read the head of last, if any (the parser's own field:
+ * it is still attached when `clientError` is emitted).
+ */
+function parsedRequest(socket: Duplex): IncomingMessage | null {
+  return (
+    (socket as Duplex & { parser?: { incoming?: IncomingMessage | null } | null }).parser?.incoming ?? null
+  );
 }
 
 /** The error for what Node's parser refused, with the status Node itself would have sent. */

@@ -221,6 +221,33 @@ describe("HTTP edge inputs on the gateway's own server", () => {
     expect(more).toEqual([]);
   });
 
+  it("answers a request once when its body, read after its answer, is malformed or cut short, and closes", async () => {
+    for (const parts of [
+      // Bad chunk framing, with a request pipelined behind it that the 400 would have seemed to answer.
+      [
+        "POST /nowhere HTTP/1.1\r\nhost: x\r\ntransfer-encoding: chunked\r\n\r\n2\r\n{}XX0\r\n\r\n" +
+          head("GET", "/health"),
+      ],
+      // The client ends its side before the body it declared is all there.
+      ['POST /nowhere HTTP/1.1\r\nhost: x\r\ncontent-length: 100\r\n\r\n{"te', "end"],
+    ]) {
+      const raw = await new Promise<string>((resolve) => {
+        const socket = connect(port, "127.0.0.1");
+        let received = "";
+        socket.on("data", (chunk) => {
+          received += chunk;
+        });
+        socket.on("error", () => {});
+        socket.on("close", () => resolve(received));
+        socket.write(parts[0] as string);
+        if (parts[1] === "end") setTimeout(() => socket.end(), 50);
+      });
+      const [missing, ...more] = responsesOf(raw);
+      expectEnvelope(missing, 404, "NOT_FOUND");
+      expect(more).toEqual([]);
+    }
+  });
+
   it("answers an HTTP/1.1 request without Host with 400 in the envelope, and an HTTP/1.0 one", async () => {
     const [missing] = responsesOf(
       await exchange(port, ["GET /health HTTP/1.1\r\nconnection: close\r\n\r\n"]),
