@@ -5,6 +5,7 @@ import { GatewayError } from "./errors.js";
 import { type AdminRouteDeps, registerAdminRoutes } from "./http/admin-routes.js";
 import type { ConnectionCap } from "./http/connection-cap.js";
 import type { CorsPolicy } from "./http/cors.js";
+import { maxHeaderFields } from "./http/max-header-fields.js";
 import { type PublicRouteDeps, registerPublicRoutes } from "./http/public-routes.js";
 import { type Handler, type RequestContext, Router } from "./http/router.js";
 import { closeIfBodyUnread, sendError, sendRawError, setHeaders } from "./http/send.js";
@@ -236,6 +237,13 @@ export function createApp(deps: AppDeps): App {
         socket.destroy();
         return;
       }
+      // What Node could not read is the body of a request answered already (a refusal sent before
+      // it was read): a second answer would be taken for the next request's. Only the close is left.
+      if (pending === null && parsedRequest(socket)?.complete === false) {
+        socket.end(() => socket.destroy());
+        logger.debug({ code }, "malformed body after its answer: connection closed");
+        return;
+      }
       const status = sendRawError(socket, clientErrorOf(error), requestId);
       metrics.observeRequest("malformed", "none", status, 0);
       logger.debug({ requestId, status, code }, "malformed request");
@@ -297,6 +305,13 @@ function malformedTarget(request: IncomingMessage, target: string): GatewayError
     return new GatewayError("BAD_REQUEST", "An HTTP/1.0 request must not carry Transfer-Encoding", {
       headers: { connection: "close" },
     });
+  // Node drops the header lines past its count without a word (and keeps at most a few dozen more
+  // in rawHeaders): what they said, a second Host or credential header say, would go unchecked.
+  if (request.rawHeaders.length >= maxHeaderFields * 2)
+    return new GatewayError(
+      "REQUEST_HEADER_FIELDS_TOO_LARGE",
+      `The request carries ${maxHeaderFields} header fields or more`,
+    );
   // An empty Host is valid; a missing one is not, in HTTP/1.1 (Node's own check refuses both).
   const host = request.headers.host;
   if (host === undefined && request.httpVersionMinor === 1)
@@ -341,6 +356,16 @@ function notHttp1(request: IncomingMessage): GatewayError {
  */
 function pendingResponse(socket: Duplex): ServerResponse | null {
   return (socket as Duplex & { _httpMessage?: ServerResponse | null })._httpMessage ?? null;
+}
+
+/**
+ * The request Node's parser on `socket` read the head of last, if any (the parser's own field:
+ * it is still attached when `clientError` is emitted).
+ */
+function parsedRequest(socket: Duplex): IncomingMessage | null {
+  return (
+    (socket as Duplex & { parser?: { incoming?: IncomingMessage | null } | null }).parser?.incoming ?? null
+  );
 }
 
 /** The error for what Node's parser refused, with the status Node itself would have sent. */

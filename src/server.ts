@@ -12,6 +12,7 @@ import { loadConfig } from "./config.js";
 import { createGateway, type Gateway } from "./deps.js";
 import { shutdownMarginMs } from "./gateway-close.js";
 import { type ConnectionDrain, trackConnections } from "./http/connection-drain.js";
+import { maxHeaderFields } from "./http/max-header-fields.js";
 import { continueWhenRead } from "./http/read-body.js";
 import { listeningUrl } from "./net/listening-url.js";
 import { readTlsFiles, StartSettingError } from "./net/tls-files.js";
@@ -161,6 +162,8 @@ export function createGatewayServer(
   const server: Server = options.tls
     ? createHttpsServer({ ...http, ...options.tls })
     : createHttpServer(http);
+  // Node's own count, said here: the app refuses a request that reaches it (431).
+  server.maxHeadersCount = maxHeaderFields;
   const connections = trackConnections(server, options.tls ? "secureConnection" : "connection");
   capConnections(server, app, Boolean(options.tls));
   const handle = (request: IncomingMessage, response: ServerResponse) => {

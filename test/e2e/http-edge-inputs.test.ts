@@ -180,6 +180,23 @@ describe("HTTP edge inputs on the gateway's own server", () => {
     }
   });
 
+  it("answers a request with 1000 header fields or more with 431, where Node would drop those past the 1000th unseen", async () => {
+    const filler = (count: number) => Array.from({ length: count }, (_, at) => `x-${at}: v\r\n`).join("");
+    // A second Host (or credential header) past Node's 1000th line went unseen, and was served.
+    const [hidden] = responsesOf(
+      await exchange(port, [
+        `GET /health HTTP/1.1\r\nhost: x\r\n${filler(1100)}host: y\r\nconnection: close\r\n\r\n`,
+      ]),
+    );
+    expect(expectEnvelope(hidden, 431, "REQUEST_HEADER_FIELDS_TOO_LARGE").message).toMatch(
+      /1000 header fields/,
+    );
+    const [most] = responsesOf(
+      await exchange(port, [`GET /health HTTP/1.1\r\nhost: x\r\n${filler(997)}connection: close\r\n\r\n`]),
+    );
+    expect(most?.status).toBe(200);
+  });
+
   it("answers a body that stops mid-way with 408 once the request timeout passes", async () => {
     const started = Date.now();
     const bytes = head("POST", `/v1/text/${project.projectId}`, {
@@ -202,6 +219,33 @@ describe("HTTP edge inputs on the gateway's own server", () => {
     expectEnvelope(missing, 404, "NOT_FOUND");
     expectEnvelope(malformed, 400, "BAD_REQUEST");
     expect(more).toEqual([]);
+  });
+
+  it("answers a request once when its body, read after its answer, is malformed or cut short, and closes", async () => {
+    for (const parts of [
+      // Bad chunk framing, with a request pipelined behind it that the 400 would have seemed to answer.
+      [
+        "POST /nowhere HTTP/1.1\r\nhost: x\r\ntransfer-encoding: chunked\r\n\r\n2\r\n{}XX0\r\n\r\n" +
+          head("GET", "/health"),
+      ],
+      // The client ends its side before the body it declared is all there.
+      ['POST /nowhere HTTP/1.1\r\nhost: x\r\ncontent-length: 100\r\n\r\n{"te', "end"],
+    ]) {
+      const raw = await new Promise<string>((resolve) => {
+        const socket = connect(port, "127.0.0.1");
+        let received = "";
+        socket.on("data", (chunk) => {
+          received += chunk;
+        });
+        socket.on("error", () => {});
+        socket.on("close", () => resolve(received));
+        socket.write(parts[0] as string);
+        if (parts[1] === "end") setTimeout(() => socket.end(), 50);
+      });
+      const [missing, ...more] = responsesOf(raw);
+      expectEnvelope(missing, 404, "NOT_FOUND");
+      expect(more).toEqual([]);
+    }
   });
 
   it("answers an HTTP/1.1 request without Host with 400 in the envelope, and an HTTP/1.0 one", async () => {
