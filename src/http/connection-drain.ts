@@ -64,15 +64,18 @@ export function trackConnections(server: Server, event: "connection" | "secureCo
   });
 
   return {
-    admitRequest(request, response) {
+    admitRequest(request, response: TrackedResponse) {
       const socket = request.socket as TrackedSocket;
-      const ahead = socket[lastResponse];
+      const previous = socket[lastResponse];
       socket[lastResponse] = response;
+      // Pipelined: linked to the answer ahead while that one is unfinished, so the chain is never
+      // longer than the requests in flight on the connection.
+      if (previous !== undefined && !previous.writableFinished) response[ahead] = previous;
       if (!draining) return true;
-      if (ahead !== undefined) {
-        if (!ahead.headersSent && closedByDrain.has(ahead)) ahead.shouldKeepAlive = true;
-        else if (closesConnection(ahead)) {
-          socket[lastResponse] = ahead;
+      if (previous !== undefined) {
+        if (!previous.headersSent && closedByDrain.has(previous)) previous.shouldKeepAlive = true;
+        else if (closesConnection(previous)) {
+          socket[lastResponse] = previous;
           return false;
         }
       }
@@ -103,8 +106,14 @@ export function trackConnections(server: Server, event: "connection" | "secureCo
         await new Promise((resolve) => setImmediate(resolve));
       } while (open.size > 0 && Date.now() < deadline && !hurry?.aborted);
       const refused = new Set<Socket>();
+      let refusedPipelined = 0;
       for (const socket of open) {
         const response = pendingResponse(socket);
+        // Calls pipelined behind the one being answered are refused first, before a cut connection
+        // ends them: their answers never go out, but their rows say the gateway refused them (503),
+        // not that their client left (499).
+        for (let queued = socket[lastResponse]; queued && queued !== response; queued = queued[ahead])
+          if (!queued.headersSent && refuseAtDeadline(queued)) refusedPipelined++;
         // A call still waiting for its answer is answered 503 rather than left without one, and its
         // answer closes the connection, even if it kept it open for a request pipelined behind it.
         if (response && !response.headersSent) response.shouldKeepAlive = false;
@@ -118,14 +127,17 @@ export function trackConnections(server: Server, event: "connection" | "secureCo
       server.closeAllConnections();
       // Node's own close too, which stops its timeout checks on the connections.
       server.close();
-      return { refused: refused.size, cut };
+      return { refused: refused.size + refusedPipelined, cut };
     },
   };
 }
 
 /** The last request's response on a connection, set by `admitRequest`. */
 const lastResponse = Symbol("the connection's last response");
-type TrackedSocket = Socket & { [lastResponse]?: ServerResponse };
+/** The unfinished response a pipelined request's response waits behind. */
+const ahead = Symbol("the response ahead");
+type TrackedResponse = ServerResponse & { [ahead]?: TrackedResponse };
+type TrackedSocket = Socket & { [lastResponse]?: TrackedResponse };
 
 /**
  * Whether `response` closes its connection once sent: its head said `Connection: close` (Node's

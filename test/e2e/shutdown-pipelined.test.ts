@@ -1,5 +1,7 @@
 import { rmSync } from "node:fs";
 import { connect, type Socket } from "node:net";
+import { join } from "node:path";
+import BetterSqlite3 from "better-sqlite3";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { shutDown } from "../../src/server.js";
 import { type FakeUpstream, startFakeUpstream } from "../fakes/fake-upstream.js";
@@ -50,8 +52,8 @@ describe("shutdown with pipelined requests", () => {
     await fake.close();
   });
 
-  async function gateway() {
-    const sluice = await startTestGateway({ providerABaseUrl: `${fake.url}/a/v1`, shutdownTimeoutMs: 5000 });
+  async function gateway(shutdownTimeoutMs = 5000) {
+    const sluice = await startTestGateway({ providerABaseUrl: `${fake.url}/a/v1`, shutdownTimeoutMs });
     const project = await createTestProject(sluice.gateway);
     const chat = (stream: boolean) => {
       const body = JSON.stringify({ model: "gpt-4o-mini", messages: [], stream });
@@ -98,7 +100,36 @@ describe("shutdown with pipelined requests", () => {
     expect(fake.requests).toHaveLength(1);
     expect(await usageRowCount(sluice)).toBe(1);
   });
+
+  it("refuses at the deadline a pipelined call still waiting for its provider, as the one ahead of it", async () => {
+    const { sluice, chat } = await gateway(300);
+    fake.setLatencyMs(10_000);
+    const connection = rawConnection(sluice.url);
+    connection.socket.write(chat(false) + chat(false));
+    await until(() => fake.requests.length === 2);
+    await shutDown(sluice.server, sluice.gateway);
+    await connection.closed;
+    // The connection carries one answer: the refusal of the call ahead, which closes it.
+    expect(answersIn(connection.received())).toEqual(["503 close"]);
+    // Neither call is recorded as one its client left (499): the gateway refused both.
+    expect(await usageRowStatuses(sluice)).toEqual([503, 503]);
+  });
 });
+
+/** The status of each usage row the closed gateway wrote; removes its data dir. */
+async function usageRowStatuses(sluice: TestGateway): Promise<number[]> {
+  const dataDir = sluice.gateway.config.dataDir;
+  const database = new BetterSqlite3(join(dataDir, "sluice.sqlite"), { readonly: true });
+  try {
+    return database
+      .prepare("select status from usage_records order by status")
+      .all()
+      .map((row) => (row as { status: number }).status);
+  } finally {
+    database.close();
+    rmSync(dataDir, { recursive: true, force: true });
+  }
+}
 
 /** How many usage rows the closed gateway wrote; removes its data dir. */
 async function usageRowCount(sluice: TestGateway): Promise<number> {
