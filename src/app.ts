@@ -259,17 +259,17 @@ export function createApp(deps: AppDeps): App {
   function answerPreflight(cors: CorsPolicy, origin: string, context: RequestContext): void {
     const { response, requestId } = context;
     const methods = router.methodsOf(context.path);
-    if (methods.length === 0) {
-      sendError(response, new GatewayError("NOT_FOUND", "No such route"), requestId);
-      return;
-    }
-    if (!cors.allows(origin)) {
+    if (methods.length === 0 || !cors.allows(origin)) {
+      // Answered as any other request from `origin`: `Vary: Origin` with a list of origins (a 403
+      // depends on it), and the origin's own CORS headers when it is listed.
+      const headers = cors.headersFor(origin);
+      if (headers) setHeaders(response, headers);
       const named = JSON.stringify(origin.slice(0, 200));
-      sendError(
-        response,
-        new GatewayError("FORBIDDEN", `Origin ${named} may not call this gateway (SLUICE_CORS_ORIGINS)`),
-        requestId,
-      );
+      const error =
+        methods.length === 0
+          ? new GatewayError("NOT_FOUND", "No such route")
+          : new GatewayError("FORBIDDEN", `Origin ${named} may not call this gateway (SLUICE_CORS_ORIGINS)`);
+      sendError(response, error, requestId);
       return;
     }
     setHeaders(response, cors.preflightHeaders(origin, methods, context.request.headers));

@@ -167,8 +167,8 @@ export function createGatewayServer(
   const connections = trackConnections(server, options.tls ? "secureConnection" : "connection");
   capConnections(server, app, Boolean(options.tls));
   const handle = (request: IncomingMessage, response: ServerResponse) => {
-    connections.closeIfDraining(response);
-    app.handle(request, response);
+    if (connections.admitRequest(request, response)) app.handle(request, response);
+    else request.resume();
   };
   server.on("request", handle);
   server.on("clientError", app.answerClientError);

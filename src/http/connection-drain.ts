@@ -1,4 +1,4 @@
-import type { Server, ServerResponse } from "node:http";
+import type { IncomingMessage, Server, ServerResponse } from "node:http";
 import { Server as NetServer, type Socket } from "node:net";
 import { refuseAtDeadline } from "../deadline-refusal.js";
 
@@ -16,10 +16,15 @@ const netClose = NetServer.prototype.close;
  */
 export interface ConnectionDrain {
   /**
-   * Marks `response` to close its connection (`Connection: close`) once a drain has begun; called
-   * for every request before the app sees it, so also for one that arrives during the drain.
+   * Called for every request before the app sees it, so also for one that arrives during the drain,
+   * which makes its answer close the connection (`Connection: close`). A request pipelined behind
+   * another (HTTP/1.1 lets a client send it before the answer ahead of it) is answered too: the answer
+   * ahead, not begun yet, keeps the connection open for it. Returns false for a request the
+   * connection can no longer answer, behind an answer that has said `close`: it is not served (RFC
+   * 9112 §9.6), so its client, seeing the connection close, knows it was not processed, where it
+   * would have been processed and its answer dropped.
    */
-  closeIfDraining(response: ServerResponse): void;
+  admitRequest(request: IncomingMessage, response: ServerResponse): boolean;
   /**
    * Stops listening; every response whose head is not written yet, and every later one, says
    * `Connection: close`, and its connection closes once it is sent. A connection with nothing in
@@ -44,22 +49,45 @@ export interface DrainEnd {
  * HTTPS (the TLS socket is the one the HTTP parser and its responses use).
  */
 export function trackConnections(server: Server, event: "connection" | "secureConnection"): ConnectionDrain {
-  const open = new Set<Socket>();
+  const open = new Set<TrackedSocket>();
   let draining = false;
+  /** Answers the drain made close their connection, which one pipelined behind may reopen. */
+  const closedByDrain = new WeakSet<ServerResponse>();
+  const closeConnectionAfter = (response: ServerResponse) => {
+    // Only the drain's own close is undone: one Node decided (HTTP/1.0, `Connection: close`) stays.
+    if (response.shouldKeepAlive) closedByDrain.add(response);
+    response.shouldKeepAlive = false;
+  };
   server.on(event, (socket: Socket) => {
     open.add(socket);
     socket.once("close", () => open.delete(socket));
   });
 
   return {
-    closeIfDraining(response) {
-      if (draining) response.shouldKeepAlive = false;
+    admitRequest(request, response: TrackedResponse) {
+      const socket = request.socket as TrackedSocket;
+      const previous = socket[lastResponse];
+      socket[lastResponse] = response;
+      // Pipelined: linked to the answer ahead while that one is unfinished, so the chain is never
+      // longer than the requests in flight on the connection.
+      if (previous !== undefined && !previous.writableFinished) response[ahead] = previous;
+      if (!draining) return true;
+      if (previous !== undefined) {
+        if (!previous.headersSent && closedByDrain.has(previous)) previous.shouldKeepAlive = true;
+        else if (closesConnection(previous)) {
+          socket[lastResponse] = previous;
+          return false;
+        }
+      }
+      closeConnectionAfter(response);
+      return true;
     },
     async drain(timeoutMs, hurry) {
       draining = true;
+      // The last answer of each connection closes it: one pipelined ahead keeps it open for it.
       for (const socket of open) {
-        const response = pendingResponse(socket);
-        if (response && !response.headersSent) response.shouldKeepAlive = false;
+        const response = socket[lastResponse];
+        if (response && !response.headersSent) closeConnectionAfter(response);
       }
       const deadline = Date.now() + timeoutMs;
       // Stops listening only: `server.close()` would also close the connections idle this moment
@@ -78,9 +106,17 @@ export function trackConnections(server: Server, event: "connection" | "secureCo
         await new Promise((resolve) => setImmediate(resolve));
       } while (open.size > 0 && Date.now() < deadline && !hurry?.aborted);
       const refused = new Set<Socket>();
+      let refusedPipelined = 0;
       for (const socket of open) {
         const response = pendingResponse(socket);
-        // A call still waiting for its answer is answered 503 rather than left without one.
+        // Calls pipelined behind the one being answered are refused first, before a cut connection
+        // ends them: their answers never go out, but their rows say the gateway refused them (503),
+        // not that their client left (499).
+        for (let queued = socket[lastResponse]; queued && queued !== response; queued = queued[ahead])
+          if (!queued.headersSent && refuseAtDeadline(queued)) refusedPipelined++;
+        // A call still waiting for its answer is answered 503 rather than left without one, and its
+        // answer closes the connection, even if it kept it open for a request pipelined behind it.
+        if (response && !response.headersSent) response.shouldKeepAlive = false;
         if (response && !response.headersSent && refuseAtDeadline(response)) refused.add(socket);
         else socket.destroy();
       }
@@ -91,9 +127,27 @@ export function trackConnections(server: Server, event: "connection" | "secureCo
       server.closeAllConnections();
       // Node's own close too, which stops its timeout checks on the connections.
       server.close();
-      return { refused: refused.size, cut };
+      return { refused: refused.size + refusedPipelined, cut };
     },
   };
+}
+
+/** The last request's response on a connection, set by `admitRequest`. */
+const lastResponse = Symbol("the connection's last response");
+/** The unfinished response a pipelined request's response waits behind. */
+const ahead = Symbol("the response ahead");
+type TrackedResponse = ServerResponse & { [ahead]?: TrackedResponse };
+type TrackedSocket = Socket & { [lastResponse]?: TrackedResponse };
+
+/**
+ * Whether `response` closes its connection once sent: its head said `Connection: close` (Node's
+ * `_last`), or will, as Node decided when the request arrived (an HTTP/1.0 client, one that sent
+ * `Connection: close`) or a route did.
+ */
+function closesConnection(response: ServerResponse): boolean {
+  return response.headersSent
+    ? (response as ServerResponse & { _last?: boolean })._last === true
+    : !response.shouldKeepAlive;
 }
 
 /** The response Node is writing on `socket`, if any (the field Node's own idle check reads). */

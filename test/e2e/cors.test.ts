@@ -101,6 +101,20 @@ describe("cross-origin calls from browser apps (SLUICE_CORS_ORIGINS)", () => {
     await nowhere.body.dump();
   });
 
+  it("marks a refused preflight's answer as every other: Vary: Origin, and the origin's headers when listed", async () => {
+    const other = await preflight(sluice.url, "/v1/text", "https://evil.example.net");
+    await other.body.dump();
+    expect(other.statusCode).toBe(403);
+    expect(other.headers.vary).toBe("Origin");
+    expect(other.headers["access-control-allow-origin"]).toBeUndefined();
+    const nowhere = await preflight(sluice.url, "/v1/nothing-here", app);
+    await nowhere.body.dump();
+    expect(nowhere.statusCode).toBe(404);
+    expect(nowhere.headers.vary).toBe("Origin");
+    expect(nowhere.headers["access-control-allow-origin"]).toBe(app);
+    expect(nowhere.headers["access-control-expose-headers"]).toBe("*");
+  });
+
   it("never echoes requested header names that are not a plain list", async () => {
     const policy = createCorsPolicy([app]);
     const headers = policy.preflightHeaders(app, ["POST"], {
