@@ -1,12 +1,10 @@
 import { rmSync } from "node:fs";
 import { connect, type Socket } from "node:net";
-import { join } from "node:path";
-import BetterSqlite3 from "better-sqlite3";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { shutDown } from "../../src/server.js";
 import { type FakeUpstream, startFakeUpstream } from "../fakes/fake-upstream.js";
 import { createTestProject, startTestGateway, type TestGateway } from "../support/test-gateway.js";
-import { usageRequestIdsIn } from "../support/usage-request-ids.js";
+import { usageColumnIn, usageRequestIdsIn } from "../support/usage-request-ids.js";
 
 /** A raw connection to `url` and what it has received, until the server closes it. */
 function rawConnection(url: string): { socket: Socket; received(): string; closed: Promise<void> } {
@@ -119,14 +117,9 @@ describe("shutdown with pipelined requests", () => {
 /** The status of each usage row the closed gateway wrote; removes its data dir. */
 async function usageRowStatuses(sluice: TestGateway): Promise<number[]> {
   const dataDir = sluice.gateway.config.dataDir;
-  const database = new BetterSqlite3(join(dataDir, "sluice.sqlite"), { readonly: true });
   try {
-    return database
-      .prepare("select status from usage_records order by status")
-      .all()
-      .map((row) => (row as { status: number }).status);
+    return usageColumnIn<number>(dataDir, "status", true);
   } finally {
-    database.close();
     rmSync(dataDir, { recursive: true, force: true });
   }
 }
