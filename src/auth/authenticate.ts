@@ -293,6 +293,12 @@ export function createAuthenticator(deps: AuthenticatorDeps) {
       : null;
   }
 
+  /** The refusal of a caller the failure throttle holds back for `retryAfter` seconds. */
+  function throttledFailure(retryAfter: number): AuthResult {
+    const message = "Too many failed authentication attempts; try again later";
+    return failure(throttled(deps.throttle, retryAfter, "auth-failures", message), null);
+  }
+
   async function authenticateFully(
     request: AuthRequest,
     pendingRetryAfter: number | Promise<number>,
@@ -302,10 +308,7 @@ export function createAuthenticator(deps: AuthenticatorDeps) {
     const generation = directory.generation();
     const wait: ReloadWait = request;
     const retryAfter = await pendingRetryAfter;
-    if (retryAfter > 0) {
-      const message = "Too many failed authentication attempts; try again later";
-      return failure(throttled(deps.throttle, retryAfter, "auth-failures", message), null);
-    }
+    if (retryAfter > 0) return throttledFailure(retryAfter);
     if (request.refusal !== undefined) {
       return projectId
         ? countedRefusal(request.refusal, projectId, clientIp, wait)
@@ -417,10 +420,7 @@ export function createAuthenticator(deps: AuthenticatorDeps) {
       const project = await directory.project(projectId, wait);
       if (project) return { project };
       const retryAfter = await deps.throttle.retryAfterMissing(projectId);
-      if (retryAfter > 0) {
-        const message = "Too many failed authentication attempts; try again later";
-        return { answer: failure(throttled(deps.throttle, retryAfter, "auth-failures", message), null) };
-      }
+      if (retryAfter > 0) return { answer: throttledFailure(retryAfter) };
       await deps.throttle.recordFailure(clientIp, projectId, false);
       const missing =
         refusal ??
