@@ -29,7 +29,7 @@ const singleUse: DeviceTokenPolicy = { mode: "single-use", retentionMs: lifetime
 /** Policies that keep an entry ten times longer than `budget` trusts it. */
 const longSingleUse: DeviceTokenPolicy = { mode: "single-use", retentionMs: 10 * lifetimeMs };
 const longBudget: DeviceTokenPolicy = { mode: "budget", ttlMs: 10 * lifetimeMs, maxRequests: 3 };
-const newDigest = () => deviceTokenDigest(randomBytes(64).toString("base64"));
+const newDigest = () => deviceTokenDigest(randomBytes(64).toString("base64")) as string;
 
 function ledgerContract(fixture: () => LedgerFixture) {
   it("calls a never-seen token fresh", async () => {
@@ -281,7 +281,7 @@ describe.skipIf(!redisAvailable)("redis device token ledger", () => {
   it("stores digests with a TTL, never the token", async () => {
     const ledger = createRedisDeviceTokenLedger({ redis, keyPrefix });
     const token = randomBytes(64).toString("base64");
-    await ledger.remember("project-9", deviceTokenDigest(token), {
+    await ledger.remember("project-9", deviceTokenDigest(token) as string, {
       mode: "budget",
       ttlMs: 60_000,
       maxRequests: 2,

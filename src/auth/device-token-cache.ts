@@ -3,6 +3,7 @@ import type { Redis } from "ioredis";
 import { RedisBreaker } from "../redis/redis-breaker.js";
 import { redisKeyPrefixes } from "../redis/redis-keys.js";
 import { RedisScript } from "../redis/redis-script.js";
+import { decodedDeviceToken } from "./device-check-client.js";
 
 /**
  * What a project does with a device token Apple has verified.
@@ -77,16 +78,13 @@ export interface DeviceTokenLedger {
 
 /**
  * Hex SHA-256 of the token's decoded bytes, so spellings of one token that decode alike (with or
- * without padding, non-zero trailing bits) share one entry and cannot dodge single-use. Validate
- * the token as base64 first (see `isWellFormedDeviceToken`).
+ * without padding, non-zero trailing bits) share one entry and cannot dodge single-use; null for a
+ * token that is not well-formed base64 (`isWellFormedDeviceToken`), told by the one decode
+ * (`decodedDeviceToken`) that also gives the bytes.
  */
-export function deviceTokenDigest(token: string): string {
-  return decodedTokenDigest(Buffer.from(token, "base64"));
-}
-
-/** `deviceTokenDigest` of a token already decoded (by `decodedDeviceToken`, which validates it too). */
-export function decodedTokenDigest(bytes: Buffer): string {
-  return hash("sha256", bytes, "hex");
+export function deviceTokenDigest(token: string): string | null {
+  const bytes = decodedDeviceToken(token);
+  return bytes === null ? null : hash("sha256", bytes, "hex");
 }
 
 function lifetimeMs(policy: DeviceTokenPolicy): number {

@@ -11,7 +11,6 @@ import {
   type DeviceCheckClient,
   type DeviceCheckValidation,
   type DeviceCheckVerdict,
-  decodedDeviceToken,
 } from "./device-check-client.js";
 import {
   createMemoryDeviceTokenLedger,
@@ -19,7 +18,7 @@ import {
   type DeviceTokenLedger,
   type DeviceTokenPolicy,
   type DeviceTokenReceipt,
-  decodedTokenDigest,
+  deviceTokenDigest,
   RedisRestingError,
 } from "./device-token-cache.js";
 import type { SecretBox } from "./secret-box.js";
@@ -225,7 +224,7 @@ export function createDeviceTokenVerifier(deps: DeviceTokenVerifierDeps): Device
     verifyNow(project, deviceToken) {
       // The shared ledger is in Redis: only `verify` can ask it.
       if (shared) return null;
-      const digest = wellFormedDigest(deviceToken);
+      const digest = deviceTokenDigest(deviceToken);
       if (digest === null) return null;
       const counted = { ledger: memory };
       const receipt: DeviceTokenReceipt = {};
@@ -234,7 +233,7 @@ export function createDeviceTokenVerifier(deps: DeviceTokenVerifierDeps): Device
     },
 
     async verify(project, deviceToken): Promise<DeviceVerdict> {
-      const digest = wellFormedDigest(deviceToken);
+      const digest = deviceTokenDigest(deviceToken);
       if (digest === null) return { kind: "invalid", reason: "the device token is not well-formed base64" };
       const policy = policyOf(project);
       const counted = { ledger: memory };
@@ -306,13 +305,4 @@ function passed(
 
 function unavailable(reason: string): DeviceVerdict {
   return { kind: "unavailable", retryAfterSeconds: 5, reason };
-}
-
-/**
- * The ledger's digest of a well-formed token, from the one decode that checks its form; null for
- * a token that is not well-formed base64.
- */
-function wellFormedDigest(token: string): string | null {
-  const bytes = decodedDeviceToken(token);
-  return bytes === null ? null : decodedTokenDigest(bytes);
 }
