@@ -50,11 +50,7 @@ export function keepEnds(chunks: Buffer[]): ByteEnds {
 }
 
 /** Usage from the ends of a body over the cap; nothing when the usage object is not whole in the tail. */
-function fromBodyEnds(
-  provider: ProviderId,
-  head: Buffer,
-  tail: Buffer,
-): { usage: TokenUsage; model: string | null } {
+function fromBodyEnds(provider: ProviderId, head: Buffer, tail: Buffer): MeterReading {
   if (provider === "provider-c" && isArray(head)) return fromGeminiArray(tail);
   return fromUsageObject(provider, head, tail) ?? { usage: emptyUsage(), model: null };
 }
@@ -215,8 +211,12 @@ function fromJsonBody(provider: ProviderId, body: unknown): { usage: TokenUsage;
  * body with many nested keys (a function call's arguments) is thus walked once, not once per key.
  * An object that closes but does not parse (never so in a well-formed answer) is given up after
  * `maxUnparsedObjects` of them, each of which may have been read to the end.
+ *
+ * An array whose last element is the provider's error (`{"error":…}`, what the SSE form sends as
+ * an event, isStreamErrorEvent) is read as failed. It follows the last usage object, so only the
+ * bytes after that are searched for it (endsWithErrorElement).
  */
-function fromGeminiArray(body: Buffer): { usage: TokenUsage; model: string | null } {
+function fromGeminiArray(body: Buffer): MeterReading {
   const key = usageKeys["provider-c"];
   let cutFrom = body.length;
   let unparsed = 0;
@@ -238,11 +238,56 @@ function fromGeminiArray(body: Buffer): { usage: TokenUsage; model: string | nul
       // Each element names the model after its usage object; else the first element that names it.
       const model =
         modelIn("provider-c", body, found.end, found.end + 2000) ?? modelIn("provider-c", body, 0, at + 2000);
-      return { usage, model };
+      return failedIf(endsWithErrorElement(body, found.end), { usage, model });
     }
     unparsed++;
   }
-  return { usage: emptyUsage(), model: null };
+  return failedIf(endsWithErrorElement(body, 0), { usage: emptyUsage(), model: null });
+}
+
+function failedIf(failed: boolean, reading: MeterReading): MeterReading {
+  if (failed) reading.failed = true;
+  return reading;
+}
+
+const errorKey = Buffer.from('"error"');
+
+/**
+ * Whether the array's last element, found after `from`, is an error object: `{"error"` (any spaces)
+ * that closes where the array does (before `]` and the body's end, or at the end of a body cut
+ * after it). Outside a string such bytes open an object whose first key is `error` (inside one the
+ * quotes would be escaped). The search goes forward, so the first such object found holds any later
+ * one; an object that is not the last element is stepped over whole: each byte is read once.
+ */
+function endsWithErrorElement(body: Buffer, from: number): boolean {
+  for (let at = body.indexOf(errorKey, from); at >= 0; ) {
+    const open = spacesBefore(body, at) - 1;
+    if (body[open] !== 0x7b /* { */) {
+      at = body.indexOf(errorKey, at + errorKey.length);
+      continue;
+    }
+    const end = valueEnd(body, open);
+    if (end < 0) return false; // cut inside it: the object that holds the rest is no error element
+    const close = skipSpaces(body, end);
+    if (
+      close === body.length ||
+      (body[close] === 0x5d /* ] */ && skipSpaces(body, close + 1) === body.length)
+    )
+      return true;
+    at = body.indexOf(errorKey, end);
+  }
+  return false;
+}
+
+/** The offset of the JSON whitespace that ends just before `at` (`at` when there is none). */
+function spacesBefore(body: Buffer, at: number): number {
+  let index = at;
+  while (index > 0) {
+    const byte = body[index - 1];
+    if (byte !== 0x20 && byte !== 0x0a && byte !== 0x0d && byte !== 0x09) break;
+    index--;
+  }
+  return index;
 }
 
 const maxUnparsedObjects = 8;

@@ -68,3 +68,49 @@ describe("usage of a cut provider C JSON array", () => {
     expect(scanned.bytes).toBeLessThan(element.length);
   });
 });
+
+/** Google's in-stream error, as the array form carries it: an element of its own, the last. */
+const errorElement =
+  '{\n  "error": {\n    "code": 503,\n    "message": "The model is overloaded.",\n    "status": "UNAVAILABLE"\n  }\n}';
+const usageOfElement = { inputTokens: 3, outputTokens: 4, cachedInputTokens: null, reasoningTokens: null };
+
+describe("a provider C JSON array that carries the provider's error element", () => {
+  it("is read as failed, with the tokens of the elements before it", () => {
+    expect(read(`[${element},\r\n${errorElement}\r\n]`)).toEqual({
+      usage: usageOfElement,
+      model: "gemini-2.5-flash",
+      failed: true,
+    });
+  });
+
+  it("is read as failed when the error is the only element, or the array is cut after it", () => {
+    expect(read(`[${errorElement}]`)).toEqual({ usage: emptyUsage(), model: null, failed: true });
+    expect(read(`[${element},${errorElement}`).failed).toBe(true);
+  });
+
+  it("is read as failed from the last bytes of an array over the kept size", () => {
+    const many = Array.from({ length: Math.ceil((5 * 1024 * 1024) / element.length) }, () => element);
+    const reading = read(`[${many.join(",\r\n")},\r\n${errorElement}\r\n]`);
+    expect(reading).toMatchObject({ usage: usageOfElement, failed: true });
+  });
+
+  it("is not read as failed for an error object that is no element of the array", () => {
+    // A function call's arguments, the last element's or a cut one's, may hold an `error` object.
+    const call = `{"candidates":[{"content":{"parts":[{"functionCall":{"name":"f","args":${errorElement}}}]}}]}`;
+    expect(read(`[${element},${call}]`)).not.toHaveProperty("failed");
+    expect(read(`[${element},${call.slice(0, -3)}`)).not.toHaveProperty("failed");
+    // Text that names an error, and an error element that is not the last.
+    const text = element.replace('"Hello"', '"{\\"error\\": 1}"');
+    expect(read(`[${text},${element}]`)).not.toHaveProperty("failed");
+    expect(read(`[${errorElement},${element}]`)).not.toHaveProperty("failed");
+  });
+
+  it("finds the error element with work linear in what follows the last usage object", () => {
+    // Nested `{"error":` objects after the usage: each is read only inside the one before it.
+    const keys = 5_000;
+    const nested = `{"candidates":[{"content":{"parts":[{"functionCall":{"name":"f","args":${'{"error":'.repeat(keys)}1${"}".repeat(keys)}}}]}}]}`;
+    const body = `[${element},${nested}]`;
+    expect(read(body)).not.toHaveProperty("failed");
+    expect(scanned.bytes).toBeLessThanOrEqual(2 * body.length);
+  });
+});

@@ -29,7 +29,10 @@ describe("a stream that begins 200 and then carries the provider's error event",
     ({ openai, anthropic } = sdkClients(sluice, project));
   });
   afterAll(() => stage.close());
-  beforeEach(() => fake.clear());
+  beforeEach(() => {
+    fake.clear();
+    fake.setSseDelayMs(0);
+  });
 
   /** Provider B's streamed message, through the Anthropic SDK. */
   const messagesStream = () =>
@@ -152,11 +155,61 @@ describe("a stream that begins 200 and then carries the provider's error event",
     expect(row).toMatchObject({ status: 200, outcome: "error", streamed: 1, input_tokens: 9 });
   });
 
+  /**
+   * Provider C's stream as one JSON array (no ?alt=sse). @google/genai's generateContentStream
+   * always asks for ?alt=sse (it sets `alt=sse` on every stream's URL and reads SSE only), so the
+   * array form is asked for with fetch, as Google's REST API documents it.
+   */
+  const arrayStream = () =>
+    fetch(
+      `${sluice.url}/v1/provider-c/${project.projectId}/v1beta/models/gemini-2.5-flash:streamGenerateContent`,
+      {
+        method: "POST",
+        headers: { "x-goog-api-key": project.bearer("provider-c"), "content-type": "application/json" },
+        body: JSON.stringify({ contents: [{ role: "user", parts: [{ text: "Hi" }] }] }),
+      },
+    );
+
+  it("is recorded as failed: provider C's JSON-array stream (no ?alt=sse) with an error element", async () => {
+    // The array as Google streams it: one write per element, the error the last element.
+    const parts = [
+      `[${JSON.stringify({
+        candidates: [{ content: { role: "model", parts: [{ text: "Hel" }] }, index: 0 }],
+        usageMetadata: { promptTokenCount: 9, candidatesTokenCount: 1, totalTokenCount: 10 },
+        modelVersion: "gemini-2.5-flash",
+      })}`,
+      ',\r\n{\n  "error": {\n    "code": 503,\n    "message": "The model is overloaded.",\n    "status": "UNAVAILABLE"\n  }\n}\r\n',
+      "]",
+    ];
+    fake.setSseDelayMs(20);
+    fake.enqueueResponse({
+      status: 200,
+      headers: { "content-type": "application/json; charset=UTF-8" },
+      parts,
+    });
+    const response = await arrayStream();
+    expect(response.status).toBe(200);
+    expect(await response.text()).toBe(parts.join(""));
+    const row = await usageRowById(sluice.gateway, response.headers.get("x-request-id"));
+    expect(row).toMatchObject({
+      status: 200,
+      outcome: "error",
+      streamed: 1,
+      input_tokens: 9,
+      output_tokens: 1,
+      model: "gemini-2.5-flash",
+    });
+  });
+
   it("is not taken for an error when it carries none: the same streams end ok", async () => {
     const { data: stream, response } = await messagesStream();
     await readAll(stream);
     const row = await usageRowById(sluice.gateway, response.headers.get("x-request-id"));
     expect(row).toMatchObject({ status: 200, outcome: "ok", streamed: 1 });
+    const array = await arrayStream();
+    expect((JSON.parse(await array.text()) as unknown[]).length).toBeGreaterThan(1);
+    const arrayRow = await usageRowById(sluice.gateway, array.headers.get("x-request-id"));
+    expect(arrayRow).toMatchObject({ status: 200, outcome: "ok", streamed: 1 });
   });
 });
 

@@ -45,6 +45,11 @@ export interface ProgrammedResponse {
   headers?: Record<string, string>;
   /** The body to send; omitted: the requesting provider's own error shape for `status`. */
   body?: unknown;
+  /**
+   * (Status 200 only) The body as a stream of these pieces, each a write of its own, paced as
+   * streams are (setSseDelayMs), with `headers`' content-type; `body` is then not sent.
+   */
+  parts?: string[];
 }
 
 /** The gateway's three provider base URLs (Config's), each at its provider's path on `fake`. */
@@ -156,6 +161,10 @@ export async function startFakeUpstream(
     if (latencyMs > 0) await sleep(latencyMs);
     if (response.destroyed) return;
     const programmed = queued.shift();
+    if (programmed?.parts !== undefined) {
+      await stream(response, programmed.parts, programmed.headers?.["content-type"]);
+      return;
+    }
     if (programmed) {
       const body =
         programmed.body === undefined ? providerErrors[provider](programmed.status) : programmed.body;
