@@ -311,7 +311,7 @@ export const settings = {
     "SLUICE_PROVIDER_C_BASE_URL",
     upstreamBaseUrl,
     "https://generativelanguage.googleapis.com/v1beta",
-    "provider C upstream base URL (its `/v1` sibling serves `v1/...` paths)",
+    "provider C upstream base URL (its `/v1` and `/v1alpha` siblings serve `v1/...` and `v1alpha/...` paths)",
   ),
   providerAImageModel: setting(
     "SLUICE_PROVIDER_A_IMAGE_MODEL",

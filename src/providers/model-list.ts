@@ -91,12 +91,12 @@ function entry(provider: ProviderId, model: CatalogueModel): Record<string, unkn
 /**
  * Where each provider's official SDK asks for its model list, relative to its base URL
  * `{sluice}/v1/provider-x/{projectId}`: the SDKs of B and C add their API version segment (as on
- * the proxy paths), and C's may address its v1 API as well as v1beta.
+ * the proxy paths), and C's may address its v1 and v1alpha APIs as well as v1beta.
  */
 export const sdkModelListPaths: Record<ProviderId, readonly string[]> = {
   "provider-a": ["models"],
   "provider-b": ["models", "v1/models"],
-  "provider-c": ["models", "v1beta/models", "v1/models"],
+  "provider-c": ["models", "v1beta/models", "v1alpha/models", "v1/models"],
 };
 
 /**

@@ -72,6 +72,9 @@ describe("provider adapters", () => {
     expect(adapters["provider-c"].target("v1/models/gemini-2.5-flash:generateContent").path).toBe(
       "/v1/models/gemini-2.5-flash:generateContent",
     );
+    expect(adapters["provider-c"].target("v1alpha/models/gemini-2.5-flash:generateContent").path).toBe(
+      "/v1alpha/models/gemini-2.5-flash:generateContent",
+    );
     expect(adapters["provider-c"].target("models/x:streamGenerateContent").path).toBe(
       "/v1beta/models/x:streamGenerateContent",
     );
@@ -146,7 +149,7 @@ describe("provider adapters", () => {
 
   it("tells provider C's interaction creation apart, and counts nothing for a cancel", () => {
     const c = adapters["provider-c"];
-    for (const path of ["v1beta/interactions", "interactions", "v1/interactions"])
+    for (const path of ["v1beta/interactions", "interactions", "v1/interactions", "v1alpha/interactions"])
       expect(c.interactionsCall?.(path), path).toBe(true);
     for (const path of [
       "v1beta/interactions/v1_abc/cancel",
@@ -157,6 +160,7 @@ describe("provider adapters", () => {
     ])
       expect(c.interactionsCall?.(path), path).toBe(false);
     expect(c.answersStored?.("v1beta/interactions/v1_abc/cancel")).toBe(true);
+    expect(c.answersStored?.("v1alpha/interactions/v1_abc/cancel")).toBe(true);
     expect(c.answersStored?.("v1beta/interactions")).toBe(false);
     expect(c.answersStored?.("v1beta/models/gemini-2.5-flash:generateContent")).toBe(false);
     expect(adapters["provider-a"].interactionsCall).toBeUndefined();

@@ -97,13 +97,13 @@ export const proxyMethods: Record<ProviderId, readonly string[]> = {
 /**
  * The version segment each provider's official SDK puts before its paths, which the upstream base
  * URL already holds (DESIGN: B `v1/messages` -> `messages`; C `v1beta/models/...` -> `models/...`,
- * and C `v1/...` goes to the provider's v1 API). Provider A has none: its SDK's base URL ends in
- * `/v1`, as Sluice's upstream base does.
+ * and C `v1/...` and `v1alpha/...` go to the provider's v1 and v1alpha APIs). Provider A has none:
+ * its SDK's base URL ends in `/v1`, as Sluice's upstream base does.
  */
 const versionSegments: Record<ProviderId, readonly string[]> = {
   "provider-a": [],
   "provider-b": ["v1/"],
-  "provider-c": ["v1beta/", "v1/"],
+  "provider-c": ["v1beta/", "v1alpha/", "v1/"],
 };
 
 /** The version segment an SDK put before `path` (`v1beta/`), or "" when there is none. */
@@ -149,9 +149,9 @@ function responsesCall(method: string, path: string): ResponsesCall | null {
   return method === "GET" && oneResponse.test(path) ? "poll" : null;
 }
 
-/** Provider C's Interactions API: creating an interaction, and cancelling a background one. */
-const createInteraction = /^(?:v1beta\/|v1\/)?interactions$/;
-const cancelInteraction = /^(?:v1beta\/|v1\/)?interactions\/[^/]+\/cancel$/;
+/** Provider C's Interactions API (after the version, apiPath): creating an interaction, and cancelling a background one. */
+const createInteraction = /^interactions$/;
+const cancelInteraction = /^interactions\/[^/]+\/cancel$/;
 
 /**
  * The model an interaction's request names (its top-level `model`), else the agent it runs
@@ -283,8 +283,10 @@ export function createProviderAdapters(options: ProviderAdapterOptions): Record<
   const a = split(options.providerABaseUrl);
   const b = split(options.providerBBaseUrl);
   const c = split(options.providerCBaseUrl);
-  // Provider C's SDK may address its v1 API; that lives beside the configured v1beta base.
+  // Provider C's SDK may address its v1 or v1alpha API (`httpOptions.apiVersion`); those live beside
+  // the configured v1beta base.
   const cV1Path = c.basePath.replace(/\/v1beta$/, "/v1");
+  const cV1alphaPath = c.basePath.replace(/\/v1beta$/, "/v1alpha");
 
   return {
     "provider-a": {
@@ -342,7 +344,7 @@ export function createProviderAdapters(options: ProviderAdapterOptions): Record<
           : undefined,
       target(path) {
         const version = versionSegmentOf("provider-c", path);
-        const basePath = version === "v1/" ? cV1Path : c.basePath;
+        const basePath = version === "v1/" ? cV1Path : version === "v1alpha/" ? cV1alphaPath : c.basePath;
         return { origin: c.origin, path: `${basePath}/${path.slice(version.length)}` };
       },
       inject(headers, key) {
@@ -350,7 +352,7 @@ export function createProviderAdapters(options: ProviderAdapterOptions): Record<
         headers["x-goog-api-client"] = options.clientIdentifier;
       },
       requestModel(path, body) {
-        if (createInteraction.test(path)) return interactionModel(body);
+        if (createInteraction.test(apiPath("provider-c", path))) return interactionModel(body);
         // The method follows a colon, which a client may send percent-encoded (`x%3Apredict`).
         const segment = /(?:^|\/)models\/([^/]+)/.exec(path)?.[1];
         if (!segment) return null;
@@ -363,10 +365,10 @@ export function createProviderAdapters(options: ProviderAdapterOptions): Record<
         return model.split(":")[0] || null;
       },
       streamsJson: (path) => jsonStreamMethod.test(path),
-      interactionsCall: (path) => createInteraction.test(path),
+      interactionsCall: (path) => createInteraction.test(apiPath("provider-c", path)),
       // A cancel answers with the interaction it stopped, usage included: a background run, whose
       // tokens Sluice does not see (its polls are GETs, refused on this proxy).
-      answersStored: (path) => cancelInteraction.test(path),
+      answersStored: (path) => cancelInteraction.test(apiPath("provider-c", path)),
       imageCall: (_method, path) => (predictMethod.test(path) ? imagenPrediction : null),
       freeCall: (_method, path) => freePostC.test(apiPath("provider-c", path)),
     },

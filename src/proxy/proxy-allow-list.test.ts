@@ -108,6 +108,7 @@ describe("proxy allow-list matching", () => {
     const c = { "provider-c": ["POST models/*:generateContent"] };
     for (const path of [
       "v1beta/models/m:generateContent",
+      "v1alpha/models/m:generateContent",
       "v1/models/m:generateContent",
       "models/m:generateContent",
     ])
@@ -287,6 +288,11 @@ describe("proxy allow-list rules", () => {
       "provider-c",
       "POST v1beta/models/*:generateContent",
       "starts with the version segment v1beta/: rules match the path without it (messages matches v1/messages)",
+    ],
+    [
+      "provider-c",
+      "POST v1alpha/models/*:generateContent",
+      "starts with the version segment v1alpha/: rules match the path without it (messages matches v1/messages)",
     ],
     [
       "provider-a",

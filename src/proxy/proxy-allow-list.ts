@@ -210,6 +210,9 @@ function parseRule(provider: ProviderId, rule: string): Rule | string {
   return { method, segments, rest };
 }
 
+/** A pattern's first segment that is an SDK's version segment (B `v1`, C `v1beta`, `v1alpha`, `v1`). */
+const versionSegmentNames = new Set(["v1", "v1beta", "v1alpha"]);
+
 function patternProblem(provider: ProviderId, pattern: string): string | null {
   if (pattern.includes(" ")) return "must be a method, one space and a path, or a path alone";
   if (pattern.startsWith("/"))
@@ -229,7 +232,7 @@ function patternProblem(provider: ProviderId, pattern: string): string | null {
     )
   )
     return "has ** other than as its last segment (files/**) or alone (**)";
-  const version = segments[0] === "v1" || segments[0] === "v1beta" ? `${segments[0]}/` : "";
+  const version = versionSegmentNames.has(segments[0] ?? "") ? `${segments[0]}/` : "";
   if (version !== "" && segments.length > 1)
     return provider === "provider-a"
       ? `starts with ${version}: provider-a's base URL already ends in /v1, so write the path after it (chat/completions)`

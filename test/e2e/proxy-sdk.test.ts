@@ -724,6 +724,27 @@ describe("proxies driven by the official SDKs", () => {
       expect(response.status).toBe(200);
       expect(fake.last()!.path).toBe("/c/v1/models/gemini-2.5-flash:generateContent");
     });
+
+    it("maps the SDK's v1alpha path onto the provider's v1alpha API", async () => {
+      const { GoogleGenAI } = await import("@google/genai");
+      const alpha = new GoogleGenAI({
+        apiKey: project.bearer("provider-c"),
+        httpOptions: { baseUrl: `${sluice.url}/v1/provider-c/${project.projectId}`, apiVersion: "v1alpha" },
+      });
+      const answer = await alpha.models.generateContent({ model: "gemini-2.5-flash", contents: "Hi" });
+      expect(answer.text).toBeTruthy();
+      expect(fake.last()!.path).toBe("/c/v1alpha/models/gemini-2.5-flash:generateContent");
+      const stream = await alpha.models.generateContentStream({ model: "gemini-2.5-flash", contents: "Hi" });
+      for await (const _chunk of stream);
+      expect(fake.last()!.path).toBe("/c/v1alpha/models/gemini-2.5-flash:streamGenerateContent?alt=sse");
+      const [row] = (await usageRows()).filter((entry) => entry.provider === "provider-c").slice(-1);
+      expect(row).toMatchObject({ status: 200, streamed: 1, input_tokens: 11, output_tokens: 7 });
+      // Its model list and one model's entry are Sluice's own answers, as under v1beta and v1.
+      const models = await alpha.models.list();
+      expect(models.page.length).toBeGreaterThan(0);
+      expect((await alpha.models.get({ model: "gemini-2.5-flash" })).name).toBe("models/gemini-2.5-flash");
+      expect(fake.last()!.path).toBe("/c/v1alpha/models/gemini-2.5-flash:streamGenerateContent?alt=sse");
+    });
   });
 
   describe("path and credential rules", () => {

@@ -287,9 +287,9 @@ export async function startFakeUpstream(
       const cached = typeof json.model === "string" ? json.model.replace(/^models\//, "") : "unknown-model";
       return sendJson(response, 200, providerC.cachedContent(cached, usage));
     }
-    const gemini = /^\/c\/(v1beta|v1)\/models\/([^:/]+):(\w+)$/.exec(path);
+    const gemini = /^\/c\/(v1beta|v1alpha|v1)\/models\/([^:/]+):(\w+)$/.exec(path);
     if (gemini) return routeGemini(request, response, gemini[2] ?? "", gemini[3] ?? "", json);
-    if (/^\/c\/(v1beta|v1)\/models$/.test(path)) return sendJson(response, 200, providerC.models());
+    if (/^\/c\/(v1beta|v1alpha|v1)\/models$/.test(path)) return sendJson(response, 200, providerC.models());
     sendJson(response, 404, { error: { message: `fake upstream has no route ${request.method} ${path}` } });
   }
 
