@@ -68,16 +68,26 @@ interface ImageModelRules {
   style?: false;
   sizes?: readonly string[];
   aspectRatios?: readonly string[];
+  /**
+   * The most images one provider call takes (provider A's `n`, Imagen's `sampleCount`): a
+   * `maxImagesPerCall` above it would be the provider's 400, answered as a 502 (422 instead).
+   */
+  maxImagesPerCall?: number;
 }
 
 const gptImage: ImageModelRules = {
   quality: ["low", "medium", "high", "auto"],
   style: false,
   sizes: ["1024x1024", "1536x1024", "1024x1536"],
+  maxImagesPerCall: 10,
 };
-const imagen: ImageModelRules = { aspectRatios: ["1:1", "3:4", "4:3", "9:16", "16:9"] };
+const imagen: ImageModelRules = { aspectRatios: ["1:1", "3:4", "4:3", "9:16", "16:9"], maxImagesPerCall: 4 };
 /** GPT Image 2: any size its API takes (sides divisible by 16, up to 3840x2160): not listed here. */
-const gptImage2: ImageModelRules = { quality: ["low", "medium", "high", "auto"], style: false };
+const gptImage2: ImageModelRules = {
+  quality: ["low", "medium", "high", "auto"],
+  style: false,
+  maxImagesPerCall: 10,
+};
 const gptImage26: ImageModelRules = {
   ...gptImage2,
   quality: ["low", "medium", "high", "xhigh", "max", "auto"],
@@ -89,7 +99,7 @@ const geminiImage: ImageModelRules = {
 export const imageModelRules: Readonly<Record<string, ImageModelRules>> = {
   "gpt-image-1": gptImage,
   "gpt-image-1-mini": gptImage,
-  "dall-e-3": { quality: ["standard", "hd"] },
+  "dall-e-3": { quality: ["standard", "hd"], maxImagesPerCall: 1 },
   "gpt-image-2": gptImage2,
   "gpt-image-2.6-sunburst": gptImage26,
   "gpt-image-2.6-flare": gptImage26,
@@ -124,6 +134,7 @@ export function fitImageRequest(provider: ProviderId, modelId: string, request: 
     requireListed("providerOptions.provider-a.quality", a?.quality, rules.quality, modelId);
     requireListed("size", request.size, rules.sizes, modelId);
     requireListed("aspectRatio", request.aspectRatio, rules.aspectRatios, modelId);
+    requireAtMost(request.maxImagesPerCall, rules.maxImagesPerCall, modelId);
     if (rules.style === false && a?.style !== undefined) {
       const { style: _ignored, ...kept } = a;
       providerOptions["provider-a"] = kept;
@@ -189,6 +200,15 @@ function requireListed(
     {
       details: { option, allowed },
     },
+  );
+}
+
+function requireAtMost(maxImagesPerCall: number | undefined, max: number | undefined, modelId: string): void {
+  if (maxImagesPerCall === undefined || max === undefined || maxImagesPerCall <= max) return;
+  throw new GatewayError(
+    "VALIDATION_ERROR",
+    `\`maxImagesPerCall\` must be at most ${max} for model ${modelId}: it generates at most ${max} per call`,
+    { details: { option: "maxImagesPerCall", max } },
   );
 }
 

@@ -201,6 +201,43 @@ describe("image generation", () => {
     expect(await rowFor(response)).toMatchObject({ model: "imagen-4.0-fast-generate-001", cost_usd: 0.1 });
   });
 
+  // One call with more images than the model takes is the provider's 400, which Sluice would answer
+  // 502 as if the provider had failed: the parameters are incompatible (SPEC: VALIDATION_ERROR).
+  it.each([
+    ["dall-e-3", "a", 2, 1],
+    ["gpt-image-1", "a", 11, 10],
+    ["imagen-4.0-generate-001", "c", 5, 4],
+  ] as const)(
+    "refuses a maxImagesPerCall above what %s takes in one call with 422, before any call",
+    async (model, which, maxImagesPerCall, max) => {
+      const response = await generate(which === "a" ? a : c, {
+        prompt: "x",
+        model,
+        n: maxImagesPerCall,
+        maxImagesPerCall,
+      });
+      expect(response.status).toBe(422);
+      const body = (await response.json()) as { error: { code: string; message: string; details: unknown } };
+      expect(body.error).toMatchObject({
+        code: "VALIDATION_ERROR",
+        message: `\`maxImagesPerCall\` must be at most ${max} for model ${model}: it generates at most ${max} per call`,
+        details: { option: "maxImagesPerCall", max },
+      });
+      expect(fake.requests).toHaveLength(0);
+      expect(await rowFor(response)).toMatchObject({ model, status: 422, error_code: "VALIDATION_ERROR" });
+    },
+  );
+
+  it("takes a maxImagesPerCall up to what the model takes in one call", async () => {
+    const response = await generate(c, { prompt: "x", n: 5, maxImagesPerCall: 4 });
+    expect(response.status).toBe(200);
+    expect(
+      fake.requests.map(
+        (request) => (request.json as { parameters: { sampleCount: number } }).parameters.sampleCount,
+      ),
+    ).toEqual([4, 1]);
+  });
+
   it.each([
     [
       { model: "gpt-image-1", size: "1024x1536", providerOptions: { "provider-a": { quality: "low" } } },
