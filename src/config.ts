@@ -138,7 +138,16 @@ const schemeOf = (schemes: string[], problem: string): Rule => [
 ];
 /** An http:// or https:// URL: another scheme (or `host:port` without one) would fail every call. */
 const httpScheme = schemeOf(["http:", "https:"], "must be an http:// or https:// URL");
-const httpUrl = url(httpScheme);
+/**
+ * An http(s) URL without user info: fetch refuses a URL that holds credentials, with an error that
+ * quotes it, password included, so every call to Apple's DeviceCheck hosts would fail; the S3 vault
+ * signs with its own credentials and would drop them without a word. The message never shows the
+ * value, its password among it.
+ */
+const httpUrlWithoutUserInfo = url(httpScheme, [
+  (value) => !URL.canParse(value) || (new URL(value).username === "" && new URL(value).password === ""),
+  "must not hold user info (user:password@): credentials go in the settings made for them",
+]);
 /**
  * An http(s) URL that paths are appended to (`SLUICE_PUBLIC_URL`: `<base>/v1/vault/…?expires=…`):
  * a query or fragment in it would take in every path appended, and user info would be handed to
@@ -200,6 +209,18 @@ const parsedList =
     if (typeof parsed === "string") problems.push(parsed);
     return typeof parsed === "string" ? [] : parsed;
   };
+
+/**
+ * The longest SLUICE_DEVICE_TOKEN_TTL_SECONDS: the Redis ledger's scripts hand Redis the lifetime
+ * in ms as a Lua number, which Redis writes in exponent notation (and then refuses as an expiry)
+ * from 1e17 ms; a year is far below that, and longer than any app needs to trust a token.
+ */
+export const deviceTokenTtlMaxSeconds = 31_536_000;
+/**
+ * The longest SLUICE_VAULT_URL_TTL_SECONDS: a local vault URL's expiry (unix seconds) must keep to
+ * the 15 digits its check takes, or every URL signed would be refused; 10 years keeps to them.
+ */
+export const vaultUrlTtlMaxSeconds = 315_360_000;
 
 export const settings = {
   port: setting("PORT", integer(0, 65535), "8787", "TCP port the gateway listens on"),
@@ -351,15 +372,15 @@ export const settings = {
   ),
   deviceCheckProductionUrl: setting(
     "SLUICE_DEVICECHECK_PRODUCTION_URL",
-    httpUrl,
+    httpUrlWithoutUserInfo,
     "https://api.devicecheck.apple.com",
-    "Apple DeviceCheck production host",
+    "Apple DeviceCheck production host, without user info",
   ),
   deviceCheckDevelopmentUrl: setting(
     "SLUICE_DEVICECHECK_DEVELOPMENT_URL",
-    httpUrl,
+    httpUrlWithoutUserInfo,
     "https://api.development.devicecheck.apple.com",
-    "Apple DeviceCheck development host",
+    "Apple DeviceCheck development host, without user info",
   ),
   deviceCheckTimeoutMs: setting(
     "SLUICE_DEVICECHECK_TIMEOUT_MS",
@@ -369,9 +390,9 @@ export const settings = {
   ),
   deviceTokenTtlSeconds: setting(
     "SLUICE_DEVICE_TOKEN_TTL_SECONDS",
-    integer(1),
+    integer(1, deviceTokenTtlMaxSeconds),
     "3600",
-    "how long a verified device token is trusted without asking Apple again",
+    "how long a verified device token is trusted without asking Apple again (at most 31536000, a year)",
   ),
   deviceTokenBudget: setting(
     "SLUICE_DEVICE_TOKEN_BUDGET",
@@ -477,9 +498,9 @@ export const settings = {
   ),
   vaultUrlTtlSeconds: setting(
     "SLUICE_VAULT_URL_TTL_SECONDS",
-    integer(1),
+    integer(1, vaultUrlTtlMaxSeconds),
     "3600",
-    "lifetime of a signed vault URL (at most 604800, 7 days, with an S3 vault)",
+    "lifetime of a signed vault URL (at most 315360000, 10 years; 604800, 7 days, with an S3 vault)",
   ),
   vaultTimeoutMs: setting(
     "SLUICE_VAULT_TIMEOUT_MS",
@@ -489,9 +510,9 @@ export const settings = {
   ),
   vaultS3Endpoint: setting(
     "SLUICE_VAULT_S3_ENDPOINT",
-    httpUrl,
+    httpUrlWithoutUserInfo,
     undefined,
-    "S3-compatible endpoint (set: vault in S3)",
+    "S3-compatible endpoint, without user info (set: vault in S3)",
   ),
   vaultS3Bucket: setting("SLUICE_VAULT_S3_BUCKET", nonEmpty, undefined, "S3 bucket of the vault"),
   vaultS3Region: setting("SLUICE_VAULT_S3_REGION", headerValue, "us-east-1", "S3 region"),

@@ -3,6 +3,7 @@ import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
+import { vaultUrlTtlMaxSeconds } from "../config.js";
 import { createLocalVault } from "./local-vault.js";
 import { createS3Vault, presignS3Url } from "./s3-vault.js";
 import { createUrlSigner } from "./signed-url.js";
@@ -65,6 +66,14 @@ describe("signed URLs", () => {
     expect(signer.verify("t/generated-images/p/2026/01/01/x.png", null, signature)).toBe("invalid");
     clock += 61_000;
     expect(signer.verify("t/generated-images/p/2026/01/01/x.png", expires, signature)).toBe("expired");
+  });
+
+  it("verify when signed for the longest SLUICE_VAULT_URL_TTL_SECONDS, far in the future", () => {
+    const signer = createUrlSigner(randomBytes(32), () => Date.UTC(2099, 0, 1));
+    const url = new URL(signer.sign("http://sluice.test", "t/x.png", vaultUrlTtlMaxSeconds));
+    expect(signer.verify("t/x.png", url.searchParams.get("expires"), url.searchParams.get("signature"))).toBe(
+      "ok",
+    );
   });
 
   it("refuse an expiry rewritten in another notation of the same number", () => {
