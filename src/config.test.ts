@@ -51,6 +51,27 @@ describe("loadConfig", () => {
     },
   );
 
+  it.each(["bogus", "allow", "REQUIRE"])(
+    "refuses a DATABASE_URL whose sslmode is %s, which node-postgres would read as verify-full",
+    (mode) => {
+      const problems = problemsOf({
+        DATABASE_URL: `postgres://u:pw-0123456789@db.test/sluice?sslmode=${mode}`,
+      });
+      expect(problems).toBe(
+        "Invalid configuration:\n  DATABASE_URL: sslmode must be disable, prefer, require, verify-ca, verify-full or no-verify",
+      );
+      expect(problems).not.toContain("pw-0123456789");
+    },
+  );
+
+  it.each(["disable", "prefer", "require", "verify-ca", "verify-full", "no-verify"])(
+    "takes a DATABASE_URL whose sslmode is %s",
+    (mode) => {
+      const databaseUrl = `postgres://u@db.test/sluice?sslmode=${mode}`;
+      expect(loadConfig({ DATABASE_URL: databaseUrl }).databaseUrl).toBe(databaseUrl);
+    },
+  );
+
   it("reports a value that is no URL at all once, as such", () => {
     expect(problemsOf({ DATABASE_URL: "notaurl", REDIS_URL: "::" })).toBe(
       "Invalid configuration:\n  DATABASE_URL: Invalid URL\n  REDIS_URL: Invalid URL",

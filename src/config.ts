@@ -210,6 +210,9 @@ const parsedList =
     return typeof parsed === "string" ? [] : parsed;
   };
 
+/** The sslmode values of a DATABASE_URL that node-postgres knows (pg-connection-string). */
+const postgresSslModes = ["disable", "prefer", "require", "verify-ca", "verify-full", "no-verify"];
+
 /**
  * The longest SLUICE_DEVICE_TOKEN_TTL_SECONDS: the Redis ledger's scripts hand Redis the lifetime
  * in ms as a Lua number, which Redis writes in exponent notation (and then refuses as an expiry)
@@ -244,9 +247,16 @@ export const settings = {
         ["postgres:", "postgresql:", "socket:"],
         "must be a postgres:// or postgresql:// URL (or node-postgres's socket:/path form)",
       ),
+      [
+        // node-postgres reads any other sslmode (libpq's `allow`, a typo) as verify-full, without a word.
+        (value) =>
+          !URL.canParse(value) ||
+          new URL(value).searchParams.getAll("sslmode").every((mode) => postgresSslModes.includes(mode)),
+        `sslmode must be ${postgresSslModes.slice(0, -1).join(", ")} or ${postgresSslModes.at(-1)}`,
+      ],
     ),
     undefined,
-    "PostgreSQL URL (`postgres://`, `postgresql://`, or node-postgres's `socket:/path` form) for several instances; needs SLUICE_MASTER_KEY unless the data dir holds a `master.key` (unset: SQLite in the data dir)",
+    "PostgreSQL URL (`postgres://`, `postgresql://`, or node-postgres's `socket:/path` form) for several instances; its `sslmode`, when given, one of node-postgres's (`disable`, `prefer`, `require`, `verify-ca`, `verify-full`, `no-verify`); needs SLUICE_MASTER_KEY unless the data dir holds a `master.key` (unset: SQLite in the data dir)",
   ),
   databaseQueryTimeoutMs: setting(
     "SLUICE_DATABASE_QUERY_TIMEOUT_MS",
@@ -283,7 +293,7 @@ export const settings = {
       ],
     ),
     undefined,
-    "Redis URL (`redis://` or `rediss://`) for shared limits and caches (unset: in-process); a user, password or database index (`/N`) Redis refuses stops the start",
+    "Redis URL (`redis://` or `rediss://`) for shared limits and caches (unset: in-process); a user, password or database index (`/N`) Redis refuses stops the start, as does `rediss://` to a Redis without TLS",
   ),
   redisKeyPrefix: setting(
     "SLUICE_REDIS_KEY_PREFIX",

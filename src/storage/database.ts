@@ -7,7 +7,7 @@ import type { Config } from "../config.js";
 import { dataDirError, inDataDir } from "./data-dir-error.js";
 import { Kysely, PostgresDialect, SqliteDialect, sql } from "./kysely.js";
 import { type MigrationOutcome, migrateToLatest, pingDatabase } from "./migrations.js";
-import { migrateWithinStartTimeout } from "./postgres-start.js";
+import { checkSslFiles, migrateWithinStartTimeout } from "./postgres-start.js";
 import type { Database } from "./schema.js";
 
 export type Engine = "sqlite" | "postgres";
@@ -242,6 +242,7 @@ async function openPostgres(
       }),
     });
   };
+  checkSslFiles(databaseUrl);
   const migrating = new pg.Client({
     connectionString: databaseUrl,
     // A second after the start timeout: pg's own connect timeout destroys a socket still connecting
