@@ -1,5 +1,5 @@
 import { randomBytes } from "node:crypto";
-import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { mkdirSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
@@ -119,6 +119,23 @@ describe("local vault", () => {
     expect((await vault.read("t/generated-images/p/2026/01/01/a.png"))?.equals(bytes)).toBe(true);
     await expect(vault.put("../escape/x.png", bytes, "image/png")).rejects.toThrow();
     expect(await vault.read("t/../../etc/passwd")).toBeNull();
+  });
+
+  it("reads a missing file as none, and fails on any other file system error", async () => {
+    const vault = createLocalVault({
+      directory,
+      publicUrl: () => "http://x",
+      signer: createUrlSigner(randomBytes(32)),
+    });
+    expect(await vault.read("t/generated-images/p/2026/01/01/missing.png")).toBeNull();
+    // A path through a file is as missing as any other.
+    await vault.put("t/generated-images/p/2026/01/01/file.png", randomBytes(8), "image/png");
+    expect(await vault.read("t/generated-images/p/2026/01/01/file.png/x.png")).toBeNull();
+    // As root, chmod 000 stops no read: a directory where the file should be does.
+    mkdirSync(join(directory, "t/generated-images/p/2026/01/01/dir.png"), { recursive: true });
+    await expect(vault.read("t/generated-images/p/2026/01/01/dir.png")).rejects.toMatchObject({
+      code: "EISDIR",
+    });
   });
 
   it("stores a file for a team id with a leading _ or -", async () => {
