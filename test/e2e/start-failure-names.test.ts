@@ -63,6 +63,22 @@ describe("a start that fails on a setting names it", () => {
     20_000,
   );
 
+  it.skipIf(!existsSync("/proc/self"))(
+    "names SLUICE_DATA_DIR under /proc, where no directory can be made, instead of hanging",
+    async () => {
+      // Node's recursive mkdirSync loops forever there: mkdir answers ENOENT though the parent exists.
+      const underProc = `/proc/sluice-${randomBytes(4).toString("hex")}/data`;
+      const exited = await start({ SLUICE_DATA_DIR: underProc, SLUICE_MASTER_KEY: "" });
+      expect(exited.code).toBe(1);
+      expect(exited.stderr).toBe(
+        `sluice failed to start: SLUICE_DATA_DIR (${underProc}) cannot be used: cannot write the master key file ` +
+          `${underProc}/master.key (no such directory, and the file system makes none there): ` +
+          `ENOENT: no such file or directory, mkdir '${underProc.slice(0, underProc.lastIndexOf("/"))}'\n`,
+      );
+    },
+    20_000,
+  );
+
   it("names SLUICE_DATA_DIR and why when the gateway's user may not write there", async () => {
     // Root writes anywhere: as root, the gateway runs without the capabilities that let it.
     const readOnly = mkdtempSync(join(tmpdir(), "sluice-read-only-"));
