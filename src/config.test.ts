@@ -2,7 +2,7 @@ import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
-import { ConfigError, loadConfig } from "./config.js";
+import { ConfigError, deviceTokenTtlMaxSeconds, loadConfig, vaultUrlTtlMaxSeconds } from "./config.js";
 
 const problemsOf = (env: Record<string, string>): string => {
   try {
@@ -48,6 +48,27 @@ describe("loadConfig", () => {
       expect(problemsOf({ SLUICE_ADMIN_TOKEN: token })).toContain(
         "SLUICE_ADMIN_TOKEN: must be printable ASCII without spaces",
       );
+    },
+  );
+
+  it.each(["bogus", "allow", "REQUIRE"])(
+    "refuses a DATABASE_URL whose sslmode is %s, which node-postgres would read as verify-full",
+    (mode) => {
+      const problems = problemsOf({
+        DATABASE_URL: `postgres://u:pw-0123456789@db.test/sluice?sslmode=${mode}`,
+      });
+      expect(problems).toBe(
+        "Invalid configuration:\n  DATABASE_URL: sslmode must be disable, prefer, require, verify-ca, verify-full or no-verify",
+      );
+      expect(problems).not.toContain("pw-0123456789");
+    },
+  );
+
+  it.each(["disable", "prefer", "require", "verify-ca", "verify-full", "no-verify"])(
+    "takes a DATABASE_URL whose sslmode is %s",
+    (mode) => {
+      const databaseUrl = `postgres://u@db.test/sluice?sslmode=${mode}`;
+      expect(loadConfig({ DATABASE_URL: databaseUrl }).databaseUrl).toBe(databaseUrl);
     },
   );
 
@@ -309,8 +330,8 @@ describe("loadConfig", () => {
   });
 
   it("names a whole number too large for an integer setting once", () => {
-    expect(problemsOf({ SLUICE_DEVICE_TOKEN_TTL_SECONDS: "9999999999999999" })).toBe(
-      `Invalid configuration:\n  SLUICE_DEVICE_TOKEN_TTL_SECONDS: must be at most ${Number.MAX_SAFE_INTEGER}`,
+    expect(problemsOf({ SLUICE_DEVICE_TOKEN_BUDGET: "9999999999999999" })).toBe(
+      `Invalid configuration:\n  SLUICE_DEVICE_TOKEN_BUDGET: must be at most ${Number.MAX_SAFE_INTEGER}`,
     );
     expect(loadConfig({ PORT: "8080" }).port).toBe(8080);
   });
@@ -358,6 +379,35 @@ describe("loadConfig", () => {
     expect(problemsOf({ SLUICE_REDIS_KEY_PREFIX: "p".repeat(65) })).toBe(
       "Invalid configuration:\n  SLUICE_REDIS_KEY_PREFIX: must be at most 64 characters",
     );
+  });
+
+  it("refuses a lifetime in seconds too long for what carries it, naming the setting and its bound", () => {
+    // 1e15 s: the expiry of a local vault URL no longer fits the 15 digits its check takes, so every
+    // URL signed would answer 403. 1e14 s: Redis refuses the device token ledger's lifetime in ms.
+    expect(problemsOf({ SLUICE_VAULT_URL_TTL_SECONDS: "1000000000000000" })).toBe(
+      "Invalid configuration:\n  SLUICE_VAULT_URL_TTL_SECONDS: must be at most 315360000",
+    );
+    expect(problemsOf({ SLUICE_DEVICE_TOKEN_TTL_SECONDS: "100000000000000" })).toBe(
+      "Invalid configuration:\n  SLUICE_DEVICE_TOKEN_TTL_SECONDS: must be at most 31536000",
+    );
+    expect(problemsOf({ SLUICE_VAULT_URL_TTL_SECONDS: "315360001" })).toContain("must be at most 315360000");
+    expect(problemsOf({ SLUICE_DEVICE_TOKEN_TTL_SECONDS: "31536001" })).toContain("must be at most 31536000");
+    const longest = loadConfig({
+      SLUICE_VAULT_URL_TTL_SECONDS: String(vaultUrlTtlMaxSeconds),
+      SLUICE_DEVICE_TOKEN_TTL_SECONDS: String(deviceTokenTtlMaxSeconds),
+    });
+    expect([longest.vaultUrlTtlSeconds, longest.deviceTokenTtlSeconds]).toEqual([315_360_000, 31_536_000]);
+  });
+
+  it.each([
+    "SLUICE_DEVICECHECK_PRODUCTION_URL",
+    "SLUICE_DEVICECHECK_DEVELOPMENT_URL",
+    "SLUICE_VAULT_S3_ENDPOINT",
+  ])("refuses user info in %s, naming the setting and never the password", (name) => {
+    const problems = problemsOf({ [name]: "https://user:pass-0123456789@host.test" });
+    expect(problems).toContain(`${name}: must not hold user info (user:password@)`);
+    expect(problems).not.toContain("pass-0123456789");
+    expect(problemsOf({ [name]: "https://user@host.test" })).toContain(`${name}: must not hold user info`);
   });
 
   it("caps SLUICE_VAULT_URL_TTL_SECONDS at S3's seven days with an S3 vault, and only then", () => {

@@ -138,7 +138,16 @@ const schemeOf = (schemes: string[], problem: string): Rule => [
 ];
 /** An http:// or https:// URL: another scheme (or `host:port` without one) would fail every call. */
 const httpScheme = schemeOf(["http:", "https:"], "must be an http:// or https:// URL");
-const httpUrl = url(httpScheme);
+/**
+ * An http(s) URL without user info: fetch refuses a URL that holds credentials, with an error that
+ * quotes it, password included, so every call to Apple's DeviceCheck hosts would fail; the S3 vault
+ * signs with its own credentials and would drop them without a word. The message never shows the
+ * value, its password among it.
+ */
+const httpUrlWithoutUserInfo = url(httpScheme, [
+  (value) => !URL.canParse(value) || (new URL(value).username === "" && new URL(value).password === ""),
+  "must not hold user info (user:password@): credentials go in the settings made for them",
+]);
 /**
  * An http(s) URL that paths are appended to (`SLUICE_PUBLIC_URL`: `<base>/v1/vault/…?expires=…`):
  * a query or fragment in it would take in every path appended, and user info would be handed to
@@ -201,6 +210,21 @@ const parsedList =
     return typeof parsed === "string" ? [] : parsed;
   };
 
+/** The sslmode values of a DATABASE_URL that node-postgres knows (pg-connection-string). */
+const postgresSslModes = ["disable", "prefer", "require", "verify-ca", "verify-full", "no-verify"];
+
+/**
+ * The longest SLUICE_DEVICE_TOKEN_TTL_SECONDS: the Redis ledger's scripts hand Redis the lifetime
+ * in ms as a Lua number, which Redis writes in exponent notation (and then refuses as an expiry)
+ * from 1e17 ms; a year is far below that, and longer than any app needs to trust a token.
+ */
+export const deviceTokenTtlMaxSeconds = 31_536_000;
+/**
+ * The longest SLUICE_VAULT_URL_TTL_SECONDS: a local vault URL's expiry (unix seconds) must keep to
+ * the 15 digits its check takes, or every URL signed would be refused; 10 years keeps to them.
+ */
+export const vaultUrlTtlMaxSeconds = 315_360_000;
+
 export const settings = {
   port: setting("PORT", integer(0, 65535), "8787", "TCP port the gateway listens on"),
   host: setting("HOST", nonEmpty, "127.0.0.1", "address the gateway binds to"),
@@ -223,9 +247,16 @@ export const settings = {
         ["postgres:", "postgresql:", "socket:"],
         "must be a postgres:// or postgresql:// URL (or node-postgres's socket:/path form)",
       ),
+      [
+        // node-postgres reads any other sslmode (libpq's `allow`, a typo) as verify-full, without a word.
+        (value) =>
+          !URL.canParse(value) ||
+          new URL(value).searchParams.getAll("sslmode").every((mode) => postgresSslModes.includes(mode)),
+        `sslmode must be ${postgresSslModes.slice(0, -1).join(", ")} or ${postgresSslModes.at(-1)}`,
+      ],
     ),
     undefined,
-    "PostgreSQL URL (`postgres://`, `postgresql://`, or node-postgres's `socket:/path` form) for several instances; needs SLUICE_MASTER_KEY unless the data dir holds a `master.key` (unset: SQLite in the data dir)",
+    "PostgreSQL URL (`postgres://`, `postgresql://`, or node-postgres's `socket:/path` form) for several instances; its `sslmode`, when given, one of node-postgres's (`disable`, `prefer`, `require`, `verify-ca`, `verify-full`, `no-verify`); needs SLUICE_MASTER_KEY unless the data dir holds a `master.key` (unset: SQLite in the data dir)",
   ),
   databaseQueryTimeoutMs: setting(
     "SLUICE_DATABASE_QUERY_TIMEOUT_MS",
@@ -262,7 +293,7 @@ export const settings = {
       ],
     ),
     undefined,
-    "Redis URL (`redis://` or `rediss://`) for shared limits and caches (unset: in-process); a user, password or database index (`/N`) Redis refuses stops the start",
+    "Redis URL (`redis://` or `rediss://`) for shared limits and caches (unset: in-process); a user, password or database index (`/N`) Redis refuses stops the start, as does `rediss://` to a Redis without TLS",
   ),
   redisKeyPrefix: setting(
     "SLUICE_REDIS_KEY_PREFIX",
@@ -351,15 +382,15 @@ export const settings = {
   ),
   deviceCheckProductionUrl: setting(
     "SLUICE_DEVICECHECK_PRODUCTION_URL",
-    httpUrl,
+    httpUrlWithoutUserInfo,
     "https://api.devicecheck.apple.com",
-    "Apple DeviceCheck production host",
+    "Apple DeviceCheck production host, without user info",
   ),
   deviceCheckDevelopmentUrl: setting(
     "SLUICE_DEVICECHECK_DEVELOPMENT_URL",
-    httpUrl,
+    httpUrlWithoutUserInfo,
     "https://api.development.devicecheck.apple.com",
-    "Apple DeviceCheck development host",
+    "Apple DeviceCheck development host, without user info",
   ),
   deviceCheckTimeoutMs: setting(
     "SLUICE_DEVICECHECK_TIMEOUT_MS",
@@ -369,9 +400,9 @@ export const settings = {
   ),
   deviceTokenTtlSeconds: setting(
     "SLUICE_DEVICE_TOKEN_TTL_SECONDS",
-    integer(1),
+    integer(1, deviceTokenTtlMaxSeconds),
     "3600",
-    "how long a verified device token is trusted without asking Apple again",
+    "how long a verified device token is trusted without asking Apple again (at most 31536000, a year)",
   ),
   deviceTokenBudget: setting(
     "SLUICE_DEVICE_TOKEN_BUDGET",
@@ -477,9 +508,9 @@ export const settings = {
   ),
   vaultUrlTtlSeconds: setting(
     "SLUICE_VAULT_URL_TTL_SECONDS",
-    integer(1),
+    integer(1, vaultUrlTtlMaxSeconds),
     "3600",
-    "lifetime of a signed vault URL (at most 604800, 7 days, with an S3 vault)",
+    "lifetime of a signed vault URL (at most 315360000, 10 years; 604800, 7 days, with an S3 vault)",
   ),
   vaultTimeoutMs: setting(
     "SLUICE_VAULT_TIMEOUT_MS",
@@ -489,9 +520,9 @@ export const settings = {
   ),
   vaultS3Endpoint: setting(
     "SLUICE_VAULT_S3_ENDPOINT",
-    httpUrl,
+    httpUrlWithoutUserInfo,
     undefined,
-    "S3-compatible endpoint (set: vault in S3)",
+    "S3-compatible endpoint, without user info (set: vault in S3)",
   ),
   vaultS3Bucket: setting("SLUICE_VAULT_S3_BUCKET", nonEmpty, undefined, "S3 bucket of the vault"),
   vaultS3Region: setting("SLUICE_VAULT_S3_REGION", headerValue, "us-east-1", "S3 region"),

@@ -4,6 +4,7 @@ import type { Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { redisAvailable, redisTestSpace } from "../../test/support/services.js";
 import { startTcpProxy } from "../../test/support/tcp-proxy.js";
+import { deviceTokenTtlMaxSeconds } from "../config.js";
 import {
   createMemoryDeviceTokenLedger,
   createRedisDeviceTokenLedger,
@@ -293,6 +294,17 @@ describe.skipIf(!redisAvailable)("redis device token ledger", () => {
     expect(await redis.pttl(`${key}:verified`)).toBeGreaterThan(59_000);
     const stored = await redis.keys(`${keyPrefix}*`);
     expect(stored.some((entry) => entry.includes(token))).toBe(false);
+  });
+
+  it("takes the longest SLUICE_DEVICE_TOKEN_TTL_SECONDS, which Redis must accept as an expiry", async () => {
+    const ledger = createRedisDeviceTokenLedger({ redis, keyPrefix });
+    const digest = newDigest();
+    const policy = { mode: "budget", ttlMs: deviceTokenTtlMaxSeconds * 1000, maxRequests: 2 } as const;
+    expect(await ledger.remember("project-9", digest, policy)).toBe("accepted");
+    expect(await ledger.check("project-9", digest, policy)).toBe("cached-ok");
+    expect(await redis.pttl(`${keyPrefix}project-9:${digest}`)).toBeGreaterThan(
+      deviceTokenTtlMaxSeconds * 999,
+    );
   });
 
   it("never creates an entry when it gives a use back, nor touches one without a verification time", async () => {

@@ -1,7 +1,8 @@
 import { randomBytes } from "node:crypto";
-import { linkSync, mkdirSync, readFileSync, unlinkSync, writeFileSync } from "node:fs";
+import { linkSync, readFileSync, unlinkSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { dataDirError, inDataDir } from "../storage/data-dir-error.js";
+import { makeDirectorySync } from "../storage/make-directory.js";
 
 export interface MasterKeySource {
   masterKey?: string | undefined;
@@ -56,7 +57,7 @@ function readKeyFile(dataDir: string, file: string): string | undefined {
  * half-written file. False when another process generated it first (that one is used).
  */
 function writeKeyFile(dataDir: string, file: string, key: Buffer): boolean {
-  mkdirSync(dataDir, { recursive: true, mode: 0o700 });
+  makeDirectorySync(dataDir, 0o700);
   const draft = `${file}.${process.pid}.${randomBytes(6).toString("hex")}`;
   writeFileSync(draft, `${key.toString("base64")}\n`, { mode: 0o600, flag: "wx" });
   try {

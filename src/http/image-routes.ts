@@ -33,7 +33,15 @@ export function registerImageRoutes(router: Router, deps: ImageRouteDeps): void 
           "FORBIDDEN",
           verdict === "expired" ? "This vault URL has expired" : "This vault URL is not valid",
         );
-      const bytes = await local.read(path);
+      const bytes = await local.read(path).catch((error: unknown) => {
+        // The vault's directory is a dependency that failed, as when storing: 503, logged by its
+        // code and message (the file's path at most; the route, not the URL, so no signature).
+        throw new GatewayError("SERVICE_UNAVAILABLE", "The image vault could not read this file", {
+          cause: error,
+          headers: { "retry-after": "5" },
+          dependency: "vault",
+        });
+      });
       if (!bytes) throw new GatewayError("NOT_FOUND", "No such vault object");
       const maxAge = vaultMaxAgeSeconds(Number(search.get("expires")), deps.now().getTime());
       sendBytes(response, 200, bytes, mediaTypeOf(path), {

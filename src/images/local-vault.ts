@@ -27,12 +27,19 @@ export function createLocalVault(options: {
       await writeFile(file, bytes, { flag: "wx", mode: 0o600 });
     },
     signedUrl: (path, ttlSeconds) => options.signer.sign(options.publicUrl(), path, ttlSeconds),
+    /**
+     * The file's bytes, or null when there is no such file (ENOENT; ENOTDIR: a part of its path is a
+     * file). Any other error (EACCES, EISDIR, EIO, EMFILE…) rejects: the vault cannot be read, which
+     * is no answer that the file does not exist.
+     */
     async read(path) {
       if (!isSafeVaultPath(path)) return null;
       try {
         return await readFile(fileOf(path));
-      } catch {
-        return null;
+      } catch (error) {
+        const code = (error as NodeJS.ErrnoException).code;
+        if (code === "ENOENT" || code === "ENOTDIR") return null;
+        throw error;
       }
     },
   };

@@ -1,8 +1,9 @@
 import { randomBytes } from "node:crypto";
-import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { mkdirSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
+import { vaultUrlTtlMaxSeconds } from "../config.js";
 import { createLocalVault } from "./local-vault.js";
 import { createS3Vault, presignS3Url } from "./s3-vault.js";
 import { createUrlSigner } from "./signed-url.js";
@@ -67,6 +68,14 @@ describe("signed URLs", () => {
     expect(signer.verify("t/generated-images/p/2026/01/01/x.png", expires, signature)).toBe("expired");
   });
 
+  it("verify when signed for the longest SLUICE_VAULT_URL_TTL_SECONDS, far in the future", () => {
+    const signer = createUrlSigner(randomBytes(32), () => Date.UTC(2099, 0, 1));
+    const url = new URL(signer.sign("http://sluice.test", "t/x.png", vaultUrlTtlMaxSeconds));
+    expect(signer.verify("t/x.png", url.searchParams.get("expires"), url.searchParams.get("signature"))).toBe(
+      "ok",
+    );
+  });
+
   it("refuse an expiry rewritten in another notation of the same number", () => {
     const signer = createUrlSigner(randomBytes(32), () => 1_000_000_000_000);
     const path = "t/generated-images/p/2026/01/01/x.png";
@@ -110,6 +119,23 @@ describe("local vault", () => {
     expect((await vault.read("t/generated-images/p/2026/01/01/a.png"))?.equals(bytes)).toBe(true);
     await expect(vault.put("../escape/x.png", bytes, "image/png")).rejects.toThrow();
     expect(await vault.read("t/../../etc/passwd")).toBeNull();
+  });
+
+  it("reads a missing file as none, and fails on any other file system error", async () => {
+    const vault = createLocalVault({
+      directory,
+      publicUrl: () => "http://x",
+      signer: createUrlSigner(randomBytes(32)),
+    });
+    expect(await vault.read("t/generated-images/p/2026/01/01/missing.png")).toBeNull();
+    // A path through a file is as missing as any other.
+    await vault.put("t/generated-images/p/2026/01/01/file.png", randomBytes(8), "image/png");
+    expect(await vault.read("t/generated-images/p/2026/01/01/file.png/x.png")).toBeNull();
+    // As root, chmod 000 stops no read: a directory where the file should be does.
+    mkdirSync(join(directory, "t/generated-images/p/2026/01/01/dir.png"), { recursive: true });
+    await expect(vault.read("t/generated-images/p/2026/01/01/dir.png")).rejects.toMatchObject({
+      code: "EISDIR",
+    });
   });
 
   it("stores a file for a team id with a leading _ or -", async () => {

@@ -7,7 +7,7 @@ import { createRedisClient, RedisSetupError } from "./redis-client.js";
  * The Redis client of `REDIS_URL`, its errors logged (by message: an AUTH error carries the
  * command's arguments, the password among them), and a password Redis does not need logged as a
  * warning naming REDIS_URL (the client runs without it). A Redis that refuses the URL's user, password or
- * database stops the start as invalid configuration does; one that is unreachable does not (the
+ * database, or answers a `rediss://` URL without TLS, stops the start as invalid configuration does; one that is unreachable does not (the
  * gateway starts degraded, on per-instance limits, and connects when Redis comes).
  */
 export async function connectRedis(url: string, logger: Logger): Promise<Redis> {

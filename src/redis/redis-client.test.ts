@@ -72,6 +72,24 @@ describe("createRedisClient's first connection", () => {
     },
   );
 
+  it("refuses a rediss:// URL whose server answers in plain text, saying so, never naming the password", async () => {
+    const redis = await startPasswordRedis();
+    closers.push(redis.close);
+    const started = createRedisClient(`rediss://:not-the-password@127.0.0.1:${redis.port}/0`);
+    await expect(started).rejects.toThrow(RedisSetupError);
+    await expect(started).rejects.toThrow(
+      `the URL is rediss:// (TLS), but the Redis at 127.0.0.1:${redis.port} answers without TLS: write redis://, or turn TLS on in Redis`,
+    );
+    await expect(started).rejects.not.toThrow(/not-the-password/);
+  });
+
+  it("does not wait for a TLS Redis that refuses connections, nor take it for a plain one", async () => {
+    const started = performance.now();
+    const built = await client("rediss://127.0.0.1:1");
+    expect(performance.now() - started).toBeLessThan(900);
+    await expect(built.ping()).rejects.toThrow();
+  });
+
   it("names the missing password when Redis asks for one, whatever command it refused, and says nothing more", async () => {
     const redis = await startPasswordRedis();
     closers.push(redis.close);

@@ -1,3 +1,4 @@
+import { createConnection } from "node:net";
 import type { Command, Redis } from "ioredis";
 
 const connectTimeoutMs = 1_000;
@@ -40,7 +41,8 @@ export class RedisSetupError extends Error {
  * answer its first requests as if Redis were down (single-use device tokens refused with 503,
  * limits per instance). A Redis that is down still costs no wait beyond its first failure.
  * Rejects with `RedisSetupError` when Redis refuses the first connection's setup (AUTH, SELECT):
- * ioredis would otherwise report a connection whose SELECT failed as ready, on database 0. A later
+ * ioredis would otherwise report a connection whose SELECT failed as ready, on database 0; and when
+ * a `rediss://` URL reaches a Redis that answers without TLS (`answersWithoutTls`). A later
  * connection whose SELECT is refused is dropped (and retried) rather than used on database 0.
  * The refusal is not passed to `onError` (the rejection says it), nor anything the client says once
  * its start failed (replies still arriving on the connection being closed).
@@ -69,13 +71,43 @@ export async function createRedisClient(
     options.onError?.(error);
   });
   const refused = await firstConnection(client, connectTimeoutMs);
+  const plainText = !refused && client.status !== "ready" && (await answersWithoutTls(client));
   starting = false;
-  if (refused) {
+  if (refused || plainText) {
     failed = true;
     client.disconnect();
-    throw new RedisSetupError(setupRefusal(refused, client.options.db, Boolean(client.options.password)));
+    throw new RedisSetupError(
+      refused
+        ? setupRefusal(refused, client.options.db, Boolean(client.options.password))
+        : `the URL is rediss:// (TLS), but the Redis at ${client.options.host}:${client.options.port} answers without TLS: write redis://, or turn TLS on in Redis`,
+    );
   }
   return client;
+}
+
+/**
+ * Whether the server of a `rediss://` client whose first connection never became ready answers
+ * a PING in plain text: a Redis without TLS waits for the end of a line that the TLS handshake never
+ * sends, so the client only ever times out connecting, as for a Redis that is down. One connection
+ * of its own, at start only, sending no credential; a TLS server answers the PING with an alert or by
+ * closing, never with a RESP reply (`+PONG`, `-NOAUTH …`).
+ */
+function answersWithoutTls(client: Redis): Promise<boolean> {
+  const { host = "localhost", port = 6379, tls, path } = client.options;
+  if (!tls || path) return Promise.resolve(false);
+  return new Promise((resolve) => {
+    const socket = createConnection({ host, port });
+    const settle = (plain: boolean) => {
+      clearTimeout(timer);
+      socket.destroy();
+      resolve(plain);
+    };
+    const timer = setTimeout(() => settle(false), commandTimeoutMs);
+    socket.once("connect", () => socket.write("*1\r\n$4\r\nPING\r\n"));
+    socket.once("data", (chunk: Buffer) => settle(chunk[0] === 0x2b || chunk[0] === 0x2d));
+    socket.once("error", () => settle(false));
+    socket.once("close", () => settle(false));
+  });
 }
 
 /** The Redis class with every command watched for a timeout that leaves its socket silent. */

@@ -38,7 +38,11 @@ export function inDataDir<T>(dataDir: string, doing: string, work: () => T): T {
 export function dataDirError(dataDir: string, doing: string, error: unknown): unknown {
   const code = (error as { code?: unknown } | null)?.code;
   if (typeof code !== "string" || !isFileSystemCode(code)) return error;
-  const reason = reasons[code] ?? reasons[code.replace(/^(SQLITE_[A-Z]+)_.*$/, "$1")];
+  const reason =
+    // mkdir's ENOENT once its parent exists: a file system that makes no directory there (/proc).
+    code === "ENOENT" && (error as NodeJS.ErrnoException).syscall === "mkdir"
+      ? "no such directory, and the file system makes none there"
+      : (reasons[code] ?? reasons[code.replace(/^(SQLITE_[A-Z]+)_.*$/, "$1")]);
   return new DataDirError(
     `SLUICE_DATA_DIR (${dataDir}) cannot be used: cannot ${doing}${reason ? ` (${reason})` : ""}`,
     { cause: error },

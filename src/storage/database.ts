@@ -1,4 +1,4 @@
-import { closeSync, mkdirSync, openSync, statSync } from "node:fs";
+import { closeSync, openSync, statSync } from "node:fs";
 import { join } from "node:path";
 import BetterSqlite3 from "better-sqlite3";
 import type { PostgresPool, PostgresPoolClient } from "kysely";
@@ -6,8 +6,9 @@ import type { Pool as PgPool, PoolConfig as PgPoolConfig } from "pg";
 import type { Config } from "../config.js";
 import { dataDirError, inDataDir } from "./data-dir-error.js";
 import { Kysely, PostgresDialect, SqliteDialect, sql } from "./kysely.js";
+import { makeDirectorySync } from "./make-directory.js";
 import { type MigrationOutcome, migrateToLatest, pingDatabase } from "./migrations.js";
-import { migrateWithinStartTimeout } from "./postgres-start.js";
+import { checkSslFiles, migrateWithinStartTimeout } from "./postgres-start.js";
 import type { Database } from "./schema.js";
 
 export type Engine = "sqlite" | "postgres";
@@ -150,7 +151,7 @@ async function openSqlite(options: DatabaseOptions): Promise<OpenedSqlite> {
     if (!options.sqliteFile) {
       // Only the gateway's own user reads the data dir: it holds the master key, projects, and the
       // usage table's client addresses. (Modes apply to what is created; an existing dir keeps its own.)
-      mkdirSync(options.dataDir, { recursive: true, mode: 0o700 });
+      makeDirectorySync(options.dataDir, 0o700);
       // Created owner-only before SQLite opens it; its -wal and -shm files take the same mode.
       closeSync(openSync(file, "a", 0o600));
     }
@@ -242,6 +243,7 @@ async function openPostgres(
       }),
     });
   };
+  checkSslFiles(databaseUrl);
   const migrating = new pg.Client({
     connectionString: databaseUrl,
     // A second after the start timeout: pg's own connect timeout destroys a socket still connecting

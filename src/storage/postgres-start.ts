@@ -1,5 +1,7 @@
+import { readFileSync } from "node:fs";
 import type { PostgresPool, PostgresPoolClient } from "kysely";
 import type { Client as PgClient } from "pg";
+import { fileNameShown, isFileContents, unreadableReason } from "../file-name-shown.js";
 import { Kysely, PostgresDialect } from "./kysely.js";
 import { type MigrationOutcome, migrateToLatest } from "./migrations.js";
 
@@ -64,6 +66,11 @@ export async function migrateWithinStartTimeout(
     client.end().catch(() => {});
     // A refused connection, an unknown host, a refused login: pg's message names none of the
     // settings; the cause (printed after this message) says why.
+    if (!progress.connected && !(error instanceof DatabaseStartError) && refusedTls(error))
+      throw new DatabaseStartError(
+        `DATABASE_URL (${describeDatabaseUrl(options.databaseUrl)}): its sslmode (${new URL(options.databaseUrl).searchParams.get("sslmode") ?? "set by its ssl parameters"}) asks for TLS, which this PostgreSQL server does not offer: set sslmode=disable, or enable TLS on the server`,
+        { cause: error },
+      );
     if (!progress.connected && !(error instanceof DatabaseStartError))
       throw new DatabaseStartError(
         `DATABASE_URL (${describeDatabaseUrl(options.databaseUrl)}): PostgreSQL could not be reached or refused the connection`,
@@ -72,6 +79,35 @@ export async function migrateWithinStartTimeout(
     throw error;
   } finally {
     clearTimeout(timer);
+  }
+}
+
+/** pg's error when it asked for TLS (sslmode, sslcert…) and the server answered that it has none. */
+function refusedTls(error: unknown): boolean {
+  return error instanceof Error && error.message === "The server does not support SSL connections";
+}
+
+/** The DATABASE_URL parameters that name a file node-postgres reads, in the order it reads them. */
+const sslFileParameters = ["sslcert", "sslkey", "sslrootcert"] as const;
+
+/**
+ * Reads the files DATABASE_URL's `sslcert`, `sslkey` and `sslrootcert` name, as node-postgres will
+ * when it builds a client: one that cannot be read fails the start naming DATABASE_URL (never its
+ * password) and the parameter, instead of the bare `ENOENT: … open '…'` pg throws. A value that
+ * looks like a file's contents (a key pasted in) is shown by its start and length only.
+ */
+export function checkSslFiles(databaseUrl: string): void {
+  if (!URL.canParse(databaseUrl)) return;
+  const parameters = new URL(databaseUrl).searchParams;
+  for (const parameter of sslFileParameters) {
+    const file = parameters.get(parameter);
+    if (!file) continue;
+    try {
+      readFileSync(file);
+    } catch (error) {
+      const problem = `DATABASE_URL (${describeDatabaseUrl(databaseUrl)}): its ${parameter} file ${fileNameShown(file)} cannot be read (${unreadableReason(error)})`;
+      throw new DatabaseStartError(problem, isFileContents(file) ? undefined : { cause: error });
+    }
   }
 }
 

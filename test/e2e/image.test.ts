@@ -1,4 +1,4 @@
-import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { createServer, type Server } from "node:http";
 import { type AddressInfo, connect } from "node:net";
 import { join } from "node:path";
@@ -920,6 +920,49 @@ describe("image generation", () => {
     expect(((await expired.json()) as { error: { message: string } }).error.message).toContain("expired");
   }
 
+  it("answers 503 and logs it when a vault file cannot be read, 404 when it is missing, never logging the signature", async () => {
+    const signedAt = new Date(Math.floor(Date.now() / 1000) * 1000);
+    stoppedAt = signedAt;
+    try {
+      const response = await generate(vaulted, { prompt: "x", n: 2 });
+      const [unreadable, missing] = (
+        (await response.json()) as { images: Array<{ url: string; path: string }> }
+      ).images as [{ url: string; path: string }, { url: string; path: string }];
+      // As root, chmod 000 stops no read: a directory where the file should be does (EISDIR).
+      const file = join(sluice.gateway.config.dataDir, "vault", unreadable.path);
+      rmSync(file);
+      mkdirSync(file);
+      const failed = await fetch(unreadable.url);
+      expect(failed.status).toBe(503);
+      expect(failed.headers.get("retry-after")).toBe("5");
+      expect(await failed.json()).toEqual({
+        error: {
+          code: "SERVICE_UNAVAILABLE",
+          message: "The image vault could not read this file",
+          requestId: failed.headers.get("x-request-id"),
+        },
+      });
+      const logged = sluice.logs.map((line) => JSON.parse(line) as Record<string, unknown>);
+      expect(logged.find((line) => line.msg === "vault call failed" && line.code === "EISDIR")).toMatchObject(
+        {
+          level: "warn",
+          dependency: "vault",
+          status: 503,
+          requestId: failed.headers.get("x-request-id"),
+          route: "/v1/vault/*",
+        },
+      );
+      const signature = new URL(unreadable.url).searchParams.get("signature") as string;
+      expect(sluice.logs.join("\n")).not.toContain(signature);
+      rmSync(join(sluice.gateway.config.dataDir, "vault", missing.path));
+      const gone = await fetch(missing.url);
+      expect(gone.status).toBe(404);
+      expect(((await gone.json()) as { error: { code: string } }).error.code).toBe("NOT_FOUND");
+    } finally {
+      stoppedAt = null;
+    }
+  });
+
   it("stores images for a team id with a leading _ and records the billed model and cost", async () => {
     const response = await generate(underscored, { prompt: "a cat", size: "1024x1024" });
     expect(response.status).toBe(200);
@@ -967,7 +1010,9 @@ describe("image generation", () => {
     });
     // The operator learns why: the file system's own error, once per code and window.
     const logged = sluice.logs.map((line) => JSON.parse(line) as Record<string, unknown>);
-    expect(logged.find((line) => line.msg === "vault call failed")).toMatchObject({
+    expect(
+      logged.find((line) => line.msg === "vault call failed" && line.route === "/v1/image/:projectId"),
+    ).toMatchObject({
       level: "warn",
       dependency: "vault",
       code: expect.stringMatching(/^E[A-Z]+$/),

@@ -6,6 +6,7 @@ import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
 import { openAdminContext } from "../../src/admin/admin-context.js";
 import { loadConfig } from "../../src/config.js";
+import { postgresAvailable, postgresBaseUrl, redisAvailable, redisUrl } from "../support/services.js";
 import { runGatewayUntilExit } from "../support/spawned-gateway.js";
 
 const dataDir = mkdtempSync(join(tmpdir(), "sluice-start-names-"));
@@ -57,6 +58,22 @@ describe("a start that fails on a setting names it", () => {
       expect(exited.stderr).toBe(
         `sluice failed to start: SLUICE_DATA_DIR (${under}) cannot be used: cannot ${doing} ${join(under, name)} ` +
           `(a part of its path is a file, not a directory): ENOTDIR: not a directory, ${syscall} '${path}'\n`,
+      );
+    },
+    20_000,
+  );
+
+  it.skipIf(!existsSync("/proc/self"))(
+    "names SLUICE_DATA_DIR under /proc, where no directory can be made, instead of hanging",
+    async () => {
+      // Node's recursive mkdirSync loops forever there: mkdir answers ENOENT though the parent exists.
+      const underProc = `/proc/sluice-${randomBytes(4).toString("hex")}/data`;
+      const exited = await start({ SLUICE_DATA_DIR: underProc, SLUICE_MASTER_KEY: "" });
+      expect(exited.code).toBe(1);
+      expect(exited.stderr).toBe(
+        `sluice failed to start: SLUICE_DATA_DIR (${underProc}) cannot be used: cannot write the master key file ` +
+          `${underProc}/master.key (no such directory, and the file system makes none there): ` +
+          `ENOENT: no such file or directory, mkdir '${underProc.slice(0, underProc.lastIndexOf("/"))}'\n`,
       );
     },
     20_000,
@@ -160,6 +177,60 @@ describe("a start that fails on a setting names it", () => {
       `sluice failed to start: DATABASE_URL (postgres://u@127.0.0.1:${port}/db): PostgreSQL could not be reached or refused the connection: connect ECONNREFUSED 127.0.0.1:${port}\n`,
     );
   }, 20_000);
+
+  it.each([
+    ["sslcert", "a missing file", "no such file", "missing.pem"],
+    ["sslkey", "a missing file", "no such file", "missing.key"],
+    ["sslrootcert", "a directory", "a directory", "."],
+  ])(
+    "names DATABASE_URL and its %s parameter, never the password, when it names %s",
+    async (parameter, _, reason, name) => {
+      const file = join(dataDir, name);
+      const exited = await start({
+        DATABASE_URL: `postgres://u:not-the-password@127.0.0.1:9/db?sslmode=require&${parameter}=${file}`,
+        SLUICE_MASTER_KEY: randomBytes(32).toString("base64"),
+      });
+      expect(exited.code).toBe(1);
+      expect(exited.stderr).toMatch(
+        new RegExp(
+          `^sluice failed to start: DATABASE_URL \\(postgres://u@127\\.0\\.0\\.1:9/db\\): its ${parameter} file ` +
+            `${file.replaceAll(".", "\\.")} cannot be read \\(${reason}\\): E[A-Z]+: .+\\n$`,
+        ),
+      );
+      expect(exited.stderr).not.toContain("not-the-password");
+    },
+    20_000,
+  );
+
+  it.skipIf(!postgresAvailable)(
+    "names DATABASE_URL and its sslmode when PostgreSQL does not offer TLS",
+    async () => {
+      const url = new URL(postgresBaseUrl);
+      url.password = "not-the-password";
+      url.searchParams.set("sslmode", "verify-full");
+      const exited = await start({
+        DATABASE_URL: url.href,
+        SLUICE_MASTER_KEY: randomBytes(32).toString("base64"),
+      });
+      expect(exited.code).toBe(1);
+      expect(exited.stderr).toBe(
+        `sluice failed to start: DATABASE_URL (postgres://postgres@127.0.0.1:5432/test): its sslmode (verify-full) asks for TLS, which this PostgreSQL server does not offer: set sslmode=disable, or enable TLS on the server: The server does not support SSL connections\n`,
+      );
+    },
+    20_000,
+  );
+
+  it.skipIf(!redisAvailable)(
+    "names REDIS_URL and says a rediss:// URL reaches a Redis without TLS",
+    async () => {
+      const exited = await start({ REDIS_URL: `rediss://:not-the-password@${new URL(redisUrl).host}/0` });
+      expect(exited.code).toBe(1);
+      expect(exited.stderr).toBe(
+        `sluice failed to start: Invalid configuration:\n  REDIS_URL: the URL is rediss:// (TLS), but the Redis at ${new URL(redisUrl).host} answers without TLS: write redis://, or turn TLS on in Redis\n`,
+      );
+    },
+    20_000,
+  );
 
   it("names the master key file and SLUICE_MASTER_KEY when the key does not open the stored provider keys", async () => {
     const sealedDir = join(dataDir, "sealed");
