@@ -51,7 +51,11 @@ export async function createRedisClient(
   url: string,
   options: { onError?: (error: Error) => void; onWarning?: (message: string) => void } = {},
 ): Promise<Redis> {
-  const { Redis: RedisClient } = await import("ioredis");
+  // Through the default export: ioredis is CommonJS, and the production build's chunk of a CommonJS
+  // package exports its `module.exports` as the default alone, so a named export read from import()
+  // is undefined there (Node's own loader has both). `module.exports` is the Redis class, which
+  // also carries itself as `Redis`, the name its types give it.
+  const { Redis: RedisClient } = (await import("ioredis")).default;
   const client = new (replacingSilentConnections(RedisClient))(url, {
     lazyConnect: false,
     enableOfflineQueue: false,

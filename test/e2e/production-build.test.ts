@@ -1,10 +1,12 @@
 import { execFileSync } from "node:child_process";
+import { randomBytes } from "node:crypto";
 import { mkdtempSync, readFileSync, rmSync, symlinkSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { loadedOnFirstUse } from "../support/first-use-packages.js";
+import { redisAvailable, redisUrl } from "../support/services.js";
 import { spawnGateway } from "../support/spawned-gateway.js";
 
 const repository = join(import.meta.dirname, "../..");
@@ -76,6 +78,35 @@ describe("the production build", () => {
     expect(loadedOnFirstUse.filter((name) => !inBuild.has(name))).toEqual(["ajv"]);
     expect(loadedOnFirstUse.filter((name) => loaded.has(name))).toEqual([]);
   });
+
+  it.skipIf(!redisAvailable)(
+    "starts on Redis: ioredis, imported on first use from a chunk of its own, is whole there",
+    {
+      timeout: 30_000,
+    },
+    async () => {
+      // As `npm start` runs it (no tsx). A package of CommonJS imported with import() comes out of
+      // its chunk as a default export alone: a named export read from it is undefined there.
+      const gateway = await spawnGateway({
+        entry: main,
+        tsx: false,
+        env: {
+          REDIS_URL: redisUrl,
+          SLUICE_REDIS_KEY_PREFIX: `sluice-test:build:${randomBytes(6).toString("hex")}:`,
+        },
+      });
+      try {
+        const health = (await (await fetch(`${gateway.url}/health`)).json()) as {
+          checks: { redis?: { status: string } };
+        };
+        expect(health.checks.redis?.status).toBe("ok");
+      } finally {
+        gateway.child.kill("SIGTERM");
+        await gateway.exit;
+        await gateway.remove();
+      }
+    },
+  );
 
   it("maps stack traces to the TypeScript sources under --enable-source-maps, and reads no map without", {
     timeout: 30_000,
