@@ -1,4 +1,4 @@
-import { randomBytes } from "node:crypto";
+import { generateKeyPairSync, randomBytes } from "node:crypto";
 import BetterSqlite3 from "better-sqlite3";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { usageRow } from "../../test/support/usage-row.js";
@@ -104,6 +104,53 @@ describe("project admin use cases", () => {
     expect(await createProjectRepository(database.db).get("whole")).toBeNull();
     const retried = await flaky.createProject({ id: "whole", name: "Whole", provider: "provider-a" });
     expect(retried.testKey).toBeTruthy();
+  });
+
+  it("stamps deviceCheck.changedAt when a change names another Apple app (team, key id, .p8 key, environment), and for no other change", async () => {
+    const projectAdmin = admin();
+    const newKey = () =>
+      generateKeyPairSync("ec", { namedCurve: "prime256v1" })
+        .privateKey.export({ type: "pkcs8", format: "pem" })
+        .toString();
+    const key = newKey();
+    const deviceCheck = {
+      enabled: true,
+      teamId: "TEAM123456",
+      keyId: "KEY1234567",
+      privateKey: key,
+      environment: "development",
+    } as const;
+    const { project } = await projectAdmin.createProject({
+      id: "apple",
+      name: "Apple",
+      provider: "provider-a",
+      deviceCheck,
+    });
+    expect(project.deviceCheck.changedAt).toBeNull();
+    // The same settings sent again (the .p8 key too, sealed anew), or other fields: no change.
+    for (const unrelated of [
+      { name: "Renamed" },
+      { rateLimits: { perMinute: 5, devicePerMinute: 2 } },
+      { deviceCheck: { tokenMode: "single-use" } },
+      { deviceCheck: { enabled: false } },
+      { deviceCheck },
+    ]) {
+      expect((await projectAdmin.updateProject("apple", unrelated)).deviceCheck.changedAt).toBeNull();
+    }
+    for (const change of [
+      { environment: "production" },
+      { teamId: "TEAM654321" },
+      { keyId: "KEY7654321" },
+      { privateKey: newKey() },
+    ]) {
+      const updated = await projectAdmin.updateProject("apple", { deviceCheck: change });
+      expect(updated.deviceCheck.changedAt).toBe(updated.updatedAt);
+      // Kept by later changes of other fields, and stored.
+      expect((await projectAdmin.updateProject("apple", { name: "Again" })).deviceCheck.changedAt).toBe(
+        updated.updatedAt,
+      );
+      expect((await projectAdmin.getProject("apple")).deviceCheck.changedAt).toBe(updated.updatedAt);
+    }
   });
 
   it("answers CONFLICT when another admin created the same id between the check and the insert", async () => {

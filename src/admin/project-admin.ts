@@ -13,9 +13,11 @@ import { projectIdPattern } from "./project-id.js";
 import type * as ProjectInput from "./project-input.js";
 import type { CreateProjectInput } from "./project-input.js";
 import {
+  appleSettingsChanged,
   applyChanges,
   assertTestModeAllowed,
   blankProject,
+  deviceCheckKeyAad,
   newProject,
   notSealed,
   type Seal,
@@ -95,6 +97,18 @@ export function createProjectAdmin(deps: ProjectAdminDeps) {
     // The project was checked first; false means it was deleted since.
     if (!(await keys.addTestKey(record, testKeysKept))) throw projectNotFound(projectId);
     return { testKeyId, testKey };
+  }
+
+  /** Whether two sealed DeviceCheck keys of project `id` hold one key; false when either cannot be opened. */
+  function samePrivateKey(id: string): (a: string, b: string) => boolean {
+    return (a, b) => {
+      try {
+        const aad = deviceCheckKeyAad(id);
+        return secretBox.open(a, aad).equals(secretBox.open(b, aad));
+      } catch {
+        return false;
+      }
+    };
   }
 
   /** The project `fields` create, by every rule (production's Test Mode rule too); nothing written. */
@@ -187,10 +201,11 @@ export function createProjectAdmin(deps: ProjectAdminDeps) {
       for (let attempt = 0; attempt < updateAttempts; attempt++) {
         const current = await requireProject(id);
         const updatedAt = new Date(Math.max(deps.now().getTime(), Date.parse(current.updatedAt) + 1));
-        const project = {
-          ...applyChanges(current, changes, secretBox.seal, fieldName),
-          updatedAt: updatedAt.toISOString(),
-        };
+        const next = applyChanges(current, changes, secretBox.seal, fieldName);
+        const project: Project = { ...next, updatedAt: updatedAt.toISOString() };
+        // Another Apple app from now on: the tokens verified for the old one are trusted no more.
+        if (appleSettingsChanged(current, next, samePrivateKey(id)))
+          project.deviceCheck.changedAt = project.updatedAt;
         assertTestModeAllowed(current, project, deps.testModeAllowed, fieldName);
         if (await projects.update(project, current.updatedAt)) {
           deps.onProjectChanged(id);

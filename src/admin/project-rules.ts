@@ -35,6 +35,7 @@ export function blankProject(id: string, at: string): Project {
       sealedPrivateKey: null,
       environment: "production",
       tokenMode: "cached",
+      changedAt: null,
     },
     outputSchema: null,
     saveImagesToVault: false,
@@ -110,6 +111,27 @@ export function applyChanges(
     );
   }
   return next;
+}
+
+/**
+ * Whether `next` asks Apple about another app than `current`: another team id, key id, .p8 key or
+ * environment (Apple's development host knows other tokens than its production one). A device token
+ * Apple verified under the old settings is then no credential of the project: `changedAt` says
+ * since when the ledger may trust one (device-token-verifier.ts). `samePrivateKey` tells whether
+ * two sealed keys hold the same key: a key sent again is sealed anew, into another text.
+ */
+export function appleSettingsChanged(
+  current: Project,
+  next: Project,
+  samePrivateKey: (a: string, b: string) => boolean,
+): boolean {
+  const before = current.deviceCheck;
+  const after = next.deviceCheck;
+  if (before.teamId !== after.teamId || before.keyId !== after.keyId) return true;
+  if (before.environment !== after.environment) return true;
+  if (before.sealedPrivateKey === after.sealedPrivateKey) return false;
+  if (before.sealedPrivateKey === null || after.sealedPrivateKey === null) return true;
+  return !samePrivateKey(before.sealedPrivateKey, after.sealedPrivateKey);
 }
 
 /**

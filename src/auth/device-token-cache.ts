@@ -12,10 +12,12 @@ import { decodedDeviceToken } from "./device-check-client.js";
  *   would defeat the budget, since Apple accepts one token for a while). Then it counts as fresh
  *   again. `ttlMs` is the caller's, counted from the verification at each use: an entry made under
  *   another policy (single-use, a longer TTL on another instance or before a restart) is never
- *   trusted for longer. `verifiedSince` (ms since the epoch; the project's creation) is when the
- *   caller's trust begins: an entry Apple verified before it is asked of Apple again, so a project
- *   deleted and created again under its id (for another app, perhaps) never inherits the tokens
- *   the deleted one verified. The entries keep their keys, for instances of earlier versions.
+ *   trusted for longer. `verifiedSince` (ms since the epoch; the project's creation or the last
+ *   change of its Apple settings, whichever is later) is when the caller's trust begins: an entry
+ *   Apple verified before it is asked of Apple again, so a project deleted and created again under
+ *   its id (for another app, perhaps), or switched to another app, team or environment, never
+ *   inherits the tokens verified for the old one. The entries keep their keys, for instances of
+ *   earlier versions.
  * - `single-use`: Apple asks servers to treat a device token as single-use ("DeviceCheck",
  *   `DCDevice.generateToken` docs): accepted once, and any reuse within `retentionMs` is a replay.
  */

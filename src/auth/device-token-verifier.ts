@@ -208,16 +208,27 @@ export function createDeviceTokenVerifier(deps: DeviceTokenVerifierDeps): Device
     );
   }
 
+  const singleUse: DeviceTokenPolicy = { mode: "single-use", retentionMs: singleUseRetentionMs };
+  /**
+   * Each project record's budget policy, made on its first request: the record is replaced, never
+   * changed, when it is read again (credential-directory.ts), so a request costs one lookup, not a
+   * parse of its timestamps.
+   */
+  const budgetPolicies = new WeakMap<Project, DeviceTokenPolicy>();
+
   function policyOf(project: Project): DeviceTokenPolicy {
-    return project.deviceCheck.tokenMode === "single-use"
-      ? { mode: "single-use", retentionMs: singleUseRetentionMs }
-      : {
-          mode: "budget",
-          ttlMs: config.deviceTokenTtlSeconds * 1000,
-          maxRequests: config.deviceTokenBudget,
-          // A project deleted and created again under its id trusts no token verified for the old one.
-          verifiedSince: Date.parse(project.createdAt) || 0,
-        };
+    if (project.deviceCheck.tokenMode === "single-use") return singleUse;
+    let policy = budgetPolicies.get(project);
+    if (policy === undefined) {
+      policy = {
+        mode: "budget",
+        ttlMs: config.deviceTokenTtlSeconds * 1000,
+        maxRequests: config.deviceTokenBudget,
+        verifiedSince: trustedSince(project),
+      };
+      budgetPolicies.set(project, policy);
+    }
+    return policy;
   }
 
   return {
@@ -294,6 +305,18 @@ export function createDeviceTokenVerifier(deps: DeviceTokenVerifierDeps): Device
       };
     },
   };
+}
+
+/**
+ * When a project's trust in verified device tokens begins (ms since the epoch): its creation, so a
+ * project deleted and created again under its id trusts no token verified for the old one, or the
+ * last change of its Apple settings (team, key, environment), so a token Apple verified for the old
+ * app, a development build's say, is asked of Apple again on the new settings.
+ */
+function trustedSince(project: Project): number {
+  const created = Date.parse(project.createdAt) || 0;
+  const changed = project.deviceCheck.changedAt === null ? 0 : Date.parse(project.deviceCheck.changedAt) || 0;
+  return Math.max(created, changed);
 }
 
 function passed(

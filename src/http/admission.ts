@@ -315,6 +315,13 @@ export function createAdmission(deps: AdmissionDeps) {
         throw error;
       });
     };
+    // A client that left while its credentials were checked (Apple's answer about its device token,
+    // a record read again) is not admitted: nothing goes to the provider, no limit counts it, its
+    // row records the disconnect (499), and a device token's use is given back as for any refusal
+    // here, so the app's retry with the same token passes. A single-use token is still admitted at
+    // most once: this request never was. One that leaves after this check keeps its use counted.
+    if (context.request.socket.destroyed)
+      return refuse(new GatewayError("PROVIDER_ERROR", "The client disconnected"));
     const admitted = (decisions: readonly RateLimitDecision[]): AdmittedCall => {
       const limitHeaders = applyLimits(decisions);
       counted = true;

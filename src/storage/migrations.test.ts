@@ -6,6 +6,7 @@ import pg from "pg";
 import { describe, expect, it } from "vitest";
 import { createPostgresSchema, postgresAvailable } from "../../test/support/services.js";
 import { type DatabaseOptions, type OpenDatabase, openDatabase } from "./database.js";
+import { createProjectRepository } from "./project-repository.js";
 
 /** Where each table of the open database's connection lives, and the migrations it recorded. */
 async function layout(database: OpenDatabase) {
@@ -42,6 +43,7 @@ describe.skipIf(!postgresAvailable)("PostgreSQL migrations", () => {
           "0002-usage-token-counts-bigint",
           "0003-project-proxy-allow-list",
           "0004-usage-requests",
+          "0005-project-device-check-changed-at",
         ]);
       }
     } finally {
@@ -78,8 +80,9 @@ describe.skipIf(!postgresAvailable)("PostgreSQL migrations", () => {
       await sql`alter table usage_records alter column input_tokens type integer,
         alter column output_tokens type integer, alter column cached_tokens type integer,
         alter column reasoning_tokens type integer`.execute(before.db);
-      // And before 0003 and 0004, which a database migrated past 0002 has run too.
+      // And before 0003 to 0005, which a database migrated past 0002 has run too.
       await sql`alter table projects drop column proxy_allow_list`.execute(before.db);
+      await sql`alter table projects drop column device_check_changed_at`.execute(before.db);
       await sql`alter table usage_records drop column requests`.execute(before.db);
       await sql`delete from sluice_migrations where name > '0001-initial'`.execute(before.db);
       await before.close();
@@ -163,6 +166,7 @@ for (const engine of durableEngines) {
             "0002-usage-token-counts-bigint",
             "0003-project-proxy-allow-list",
             "0004-usage-requests",
+            "0005-project-device-check-changed-at",
             "0099-added-by-a-later-build",
           ]);
           // The tables this build knows are used as before.
@@ -208,7 +212,8 @@ for (const engine of durableEngines) {
         // The table as a build before 0004 left it, with a row that build wrote.
         await alter(options, async (database) => {
           await sql`alter table usage_records drop column requests`.execute(database.db);
-          await sql`delete from sluice_migrations where name = '0004-usage-requests'`.execute(database.db);
+          await sql`alter table projects drop column device_check_changed_at`.execute(database.db);
+          await sql`delete from sluice_migrations where name >= '0004'`.execute(database.db);
           await sql`insert into usage_records (request_id, project_id, endpoint, status, latency_ms,
             outcome, created_at) values ('before-0004', 'p1', 'proxy', 429, 1.5, 'error',
             '2026-11-02T10:00:00.000Z')`.execute(database.db);
@@ -225,6 +230,34 @@ for (const engine of durableEngines) {
           const { rows: sum } = await sql<{ n: number }>`
             select sum(requests) as n from usage_records`.execute(reopened.db);
           expect(Number(sum[0]?.n)).toBe(2);
+        } finally {
+          await reopened.close();
+        }
+      } finally {
+        await drop();
+      }
+    });
+
+    it("read every project stored before 0005, and one an older build writes, as no DeviceCheck change since creation", async () => {
+      const { options, drop } = await engine.create();
+      try {
+        // The table as a build before 0005 left it, with a project that build wrote.
+        await alter(options, async (database) => {
+          await sql`alter table projects drop column device_check_changed_at`.execute(database.db);
+          await sql`delete from sluice_migrations where name >= '0005'`.execute(database.db);
+          await sql`insert into projects (id, name, provider, created_at, updated_at)
+            values ('before-0005', 'Old', 'provider-a', '2026-11-02T10:00:00.000Z',
+            '2026-11-02T10:00:00.000Z')`.execute(database.db);
+        });
+        const reopened = await openDatabase(options);
+        try {
+          // As that build still writes during a rolling deploy: without the column.
+          await sql`insert into projects (id, name, provider, created_at, updated_at)
+            values ('older-build', 'Older', 'provider-a', '2026-11-02T10:00:01.000Z',
+            '2026-11-02T10:00:01.000Z')`.execute(reopened.db);
+          const projects = createProjectRepository(reopened.db);
+          for (const id of ["before-0005", "older-build"])
+            expect((await projects.get(id))?.deviceCheck.changedAt).toBeNull();
         } finally {
           await reopened.close();
         }

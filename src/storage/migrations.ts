@@ -133,6 +133,18 @@ const migrations = (engine: Engine): Record<string, Migration> => ({
         .execute();
     },
   },
+  "0005-project-device-check-changed-at": {
+    /**
+     * When a project's DeviceCheck team id, key id, .p8 key or environment last changed (ISO text),
+     * null for every project so far (none since its creation, as far as is known). The device token
+     * ledger trusts no token verified before it (docs/auth.md). A nullable column: no rewrite on
+     * either engine. The build before it neither reads nor writes it: its instances keep trusting
+     * such tokens for their TTL, and a change of the settings it writes leaves the column as it was.
+     */
+    async up(db: Kysely<unknown>) {
+      await db.schema.alterTable("projects").addColumn("device_check_changed_at", "text").execute();
+    },
+  },
 });
 
 /** Where the migrations run are recorded (and the lock table beside it). */

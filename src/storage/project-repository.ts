@@ -27,6 +27,12 @@ export interface Project {
     sealedPrivateKey: string | null;
     environment: DeviceCheckEnvironment;
     tokenMode: DeviceTokenMode;
+    /**
+     * When `teamId`, `keyId`, the private key or `environment` last changed (ISO, as `updatedAt`):
+     * Apple was asked about another app from then on, so no device token verified before it is
+     * trusted from the ledger (docs/auth.md). Null: none changed since the project was created.
+     */
+    changedAt: string | null;
   };
   outputSchema: Record<string, unknown> | null;
   saveImagesToVault: boolean;
@@ -101,6 +107,7 @@ function toRow(project: Project): ProjectsTable {
     device_check_private_key: project.deviceCheck.sealedPrivateKey,
     device_check_environment: project.deviceCheck.environment,
     device_token_mode: project.deviceCheck.tokenMode,
+    device_check_changed_at: project.deviceCheck.changedAt,
     output_schema: project.outputSchema ? JSON.stringify(project.outputSchema) : null,
     save_images_to_vault: project.saveImagesToVault ? 1 : 0,
     rate_limit_per_minute: project.rateLimits.perMinute,
@@ -128,6 +135,7 @@ function fromRow(row: Selectable<ProjectsTable>): Project {
       sealedPrivateKey: row.device_check_private_key,
       environment: row.device_check_environment as DeviceCheckEnvironment,
       tokenMode: row.device_token_mode as DeviceTokenMode,
+      changedAt: row.device_check_changed_at,
     },
     outputSchema: row.output_schema ? (JSON.parse(row.output_schema) as Record<string, unknown>) : null,
     saveImagesToVault: Number(row.save_images_to_vault) === 1,

@@ -18,6 +18,8 @@ export interface ProjectsTable {
   device_check_private_key: string | null;
   device_check_environment: string;
   device_token_mode: string;
+  /** When the DeviceCheck team id, key id, .p8 key or environment last changed; null: never since creation. */
+  device_check_changed_at: string | null;
   output_schema: string | null;
   save_images_to_vault: number;
   rate_limit_per_minute: number | null;

@@ -20,6 +20,7 @@ const project = (id: string): Project => ({
     sealedPrivateKey: null,
     environment: "development",
     tokenMode: "cached",
+    changedAt: "2026-11-01T00:00:01.000Z",
   },
   outputSchema: { type: "object", properties: { a: { type: "string" } }, required: ["a"] },
   saveImagesToVault: false,
@@ -62,6 +63,7 @@ for (const engine of storageEngines) {
         outputSchema: null,
         monthlySpendCapUsd: null,
         proxyAllowList: null,
+        deviceCheck: { ...project("p2").deviceCheck, changedAt: null },
       };
       await projects.update(changed);
       expect(await projects.get("p2")).toEqual(changed);

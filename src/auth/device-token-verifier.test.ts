@@ -1,0 +1,123 @@
+import { Writable } from "node:stream";
+import { setTimeout as sleep } from "node:timers/promises";
+import { describe, expect, it } from "vitest";
+import { blankProject } from "../admin/project-rules.js";
+import { createLogger } from "../observability/logger.js";
+import type { Project } from "../storage/project-repository.js";
+import type { DeviceCheckClient, DeviceCheckValidation } from "./device-check-client.js";
+import { createDeviceTokenVerifier } from "./device-token-verifier.js";
+import type { SecretBox } from "./secret-box.js";
+
+const deviceToken = Buffer.from("a-development-build-token").toString("base64");
+
+/** An Apple that knows `deviceToken` on its development host only, and records what it is asked. */
+function developmentOnlyApple(): DeviceCheckClient & { asked: DeviceCheckValidation[] } {
+  const asked: DeviceCheckValidation[] = [];
+  return {
+    asked,
+    async validate(input) {
+      asked.push(input);
+      return input.environment === "development" && input.deviceToken === deviceToken
+        ? { kind: "valid" }
+        : { kind: "invalid", reason: "rejected-by-apple" };
+    },
+  };
+}
+
+const openSecretBox: SecretBox = {
+  seal: () => "sealed",
+  open: () => Buffer.from("-----BEGIN PRIVATE KEY-----"),
+  deriveKey: () => Buffer.alloc(32),
+};
+
+function verifierWith(client: DeviceCheckClient) {
+  return createDeviceTokenVerifier({
+    config: {
+      deviceCheckProductionUrl: "http://127.0.0.1:1",
+      deviceCheckDevelopmentUrl: "http://127.0.0.1:1",
+      deviceCheckTimeoutMs: 1000,
+      deviceTokenTtlSeconds: 3600,
+      deviceTokenBudget: 100,
+    },
+    secretBox: openSecretBox,
+    redis: undefined,
+    logger: createLogger("silent", new Writable({ write: (_chunk, _encoding, done) => done() })),
+    client,
+  });
+}
+
+/** A DeviceCheck project on Apple's development host, created a second ago. */
+function developmentProject(tokenMode: Project["deviceCheck"]["tokenMode"]): Project {
+  const project = blankProject("apps", new Date(Date.now() - 1000).toISOString());
+  project.deviceCheck = {
+    ...project.deviceCheck,
+    enabled: true,
+    teamId: "TEAM123456",
+    keyId: "KEY1234567",
+    sealedPrivateKey: "sealed",
+    environment: "development",
+    tokenMode,
+  };
+  return project;
+}
+
+/** `project` as an admin's change leaves it, stamped now (a new record, as a reload reads it). */
+async function changed(project: Project, deviceCheck: Partial<Project["deviceCheck"]>): Promise<Project> {
+  await sleep(2);
+  const at = new Date().toISOString();
+  return {
+    ...project,
+    deviceCheck: { ...project.deviceCheck, ...deviceCheck, changedAt: at },
+    updatedAt: at,
+  };
+}
+
+describe("the device token verifier across a change of the project's Apple settings", () => {
+  it("asks Apple again, on the new settings, for a token verified before they changed", async () => {
+    const apple = developmentOnlyApple();
+    const verifier = verifierWith(apple);
+    const before = developmentProject("cached");
+    expect(await verifier.verify(before, deviceToken)).toMatchObject({ kind: "ok" });
+    expect(await verifier.verify(before, deviceToken)).toMatchObject({ kind: "ok" });
+    expect(verifier.verifyNow?.(before, deviceToken)).toMatchObject({ kind: "ok" });
+    expect(apple.asked).toHaveLength(1);
+
+    const production = await changed(before, { environment: "production" });
+    expect(verifier.verifyNow?.(production, deviceToken)).toBeNull();
+    expect(await verifier.verify(production, deviceToken)).toEqual({
+      kind: "invalid",
+      reason: "Apple rejected the device token",
+    });
+    expect(apple.asked.map((input) => input.environment)).toEqual(["development", "production"]);
+  });
+
+  it("keeps trusting a verified token across changes that leave the Apple settings alone", async () => {
+    const apple = developmentOnlyApple();
+    const verifier = verifierWith(apple);
+    const before = developmentProject("cached");
+    expect(await verifier.verify(before, deviceToken)).toMatchObject({ kind: "ok" });
+    await sleep(2);
+    const renamed: Project = {
+      ...before,
+      name: "Renamed",
+      rateLimits: { perMinute: 5, devicePerMinute: 5 },
+      updatedAt: new Date().toISOString(),
+    };
+    expect(verifier.verifyNow?.(renamed, deviceToken)).toMatchObject({ kind: "ok" });
+    expect(await verifier.verify(renamed, deviceToken)).toMatchObject({ kind: "ok" });
+    expect(apple.asked).toHaveLength(1);
+  });
+
+  it("still refuses a single-use token used before the change as a replay, without asking Apple", async () => {
+    const apple = developmentOnlyApple();
+    const verifier = verifierWith(apple);
+    const before = developmentProject("single-use");
+    expect(await verifier.verify(before, deviceToken)).toMatchObject({ kind: "ok" });
+    const rekeyed = await changed(before, { keyId: "KEY7654321" });
+    expect(await verifier.verify(rekeyed, deviceToken)).toEqual({
+      kind: "invalid",
+      reason: "this single-use device token was already used",
+    });
+    expect(apple.asked).toHaveLength(1);
+  });
+});
