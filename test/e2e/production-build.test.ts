@@ -1,4 +1,4 @@
-import { execFileSync } from "node:child_process";
+import { execFileSync, spawn } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import {
   copyFileSync,
@@ -10,7 +10,7 @@ import {
   writeFileSync,
 } from "node:fs";
 import { createServer } from "node:http";
-import type { AddressInfo } from "node:net";
+import { type AddressInfo, createServer as createNetServer } from "node:net";
 import { tmpdir } from "node:os";
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -109,6 +109,44 @@ describe("the production build", () => {
     const inBuild = new Set([...bundled.values()].flatMap((names) => [...names]));
     expect(loadedOnFirstUse.filter((name) => !inBuild.has(name))).toEqual(["ajv"]);
     expect(loadedOnFirstUse.filter((name) => loaded.has(name))).toEqual([]);
+  });
+
+  it("tells Redis the version of the ioredis it holds (CLIENT SETINFO LIB-VER), not that of the package.json two levels above its chunk", {
+    timeout: 30_000,
+  }, async () => {
+    // ioredis reads its version from `<its file's directory>/../../package.json` at run time: from
+    // the bundle's chunk, that is dist/package.json, which has none. A server that records what the
+    // client sends on connecting (it answers nothing: the commands are sent at once).
+    let received = "";
+    const redis = createNetServer((socket) => socket.on("data", (data) => (received += String(data))));
+    await new Promise<void>((resolve) => redis.listen(0, "127.0.0.1", resolve));
+    const dataDir = mkdtempSync(join(tmpdir(), "sluice-build-redis-"));
+    const child = spawn(process.execPath, [main], {
+      env: {
+        ...process.env,
+        PORT: "0",
+        HOST: "127.0.0.1",
+        LOG_LEVEL: "silent",
+        SLUICE_DATA_DIR: dataDir,
+        REDIS_URL: `redis://127.0.0.1:${(redis.address() as AddressInfo).port}`,
+      },
+      stdio: "ignore",
+    });
+    const exited = new Promise((resolve) => child.once("exit", resolve));
+    const libVer = /\$7\r\nLIB-VER\r\n\$\d+\r\n(.*?)\r\n/;
+    try {
+      for (const deadline = Date.now() + 20_000; !libVer.test(received) && Date.now() < deadline; )
+        await new Promise((resolve) => setTimeout(resolve, 20));
+      const { version } = JSON.parse(
+        readFileSync(join(repository, "node_modules/ioredis/package.json"), "utf8"),
+      ) as { version: string };
+      expect(libVer.exec(received)?.[1]).toBe(version);
+    } finally {
+      child.kill("SIGKILL");
+      await exited;
+      redis.close();
+      rmSync(dataDir, { recursive: true, force: true });
+    }
   });
 
   it("maps stack traces to the TypeScript sources under --enable-source-maps, and reads no map without", {
