@@ -65,6 +65,31 @@ const kyselyFromEsm: Plugin = {
   },
 };
 
+/**
+ * ioredis reads its version (which it tells the server: `CLIENT SETINFO LIB-VER`) from
+ * `__dirname/../../package.json` at run time. From a chunk, that is `dist/package.json`, which has
+ * none, and Redis was told an empty version: the build writes the version in instead. Code that no
+ * longer reads it so fails the build, rather than reading another file.
+ */
+const ioredisVersion: Plugin = {
+  name: "ioredis-version",
+  setup(build) {
+    build.onLoad({ filter: /[\\/]ioredis[\\/]built[\\/]utils[\\/]index\.js$/ }, async ({ path }) => {
+      const source = await readFile(path, "utf8");
+      const read =
+        'const filePath = (0, path_1.resolve)(__dirname, "..", "..", "package.json");\n' +
+        '        const data = await fs_1.promises.readFile(filePath, "utf8");';
+      if (!source.includes(read))
+        return { errors: [{ text: "ioredis no longer reads its version as the build expects" }] };
+      const { version } = JSON.parse(await readFile(join(path, "../../../package.json"), "utf8")) as {
+        version: string;
+      };
+      const data = JSON.stringify(JSON.stringify({ version }));
+      return { contents: source.replace(read, `const data = ${data};`), loader: "js" };
+    });
+  },
+};
+
 /** Every source file of the build (not tests, not declarations), relative to the checkout. */
 function sourceFiles(directory: string): string[] {
   return readdirSync(directory, { withFileTypes: true }).flatMap((entry) => {
@@ -92,7 +117,7 @@ const result = await build({
   target: "node20.19",
   external,
   banner: { js: banner },
-  plugins: [kyselyFromEsm],
+  plugins: [kyselyFromEsm, ioredisVersion],
   // `node --enable-source-maps` (NODE_OPTIONS) has stack traces name src/*.ts lines; npm start
   // runs without (decision 0017). The maps point at the sources in the checkout, not carry them.
   sourcemap: "linked",

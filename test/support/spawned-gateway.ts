@@ -6,7 +6,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { usageRequestIdsIn } from "./usage-request-ids.js";
 
-const adminToken = `admin-${randomBytes(12).toString("hex")}`;
+export const adminToken = `admin-${randomBytes(12).toString("hex")}`;
 
 export interface SpawnedGateway {
   url: string;
@@ -27,8 +27,8 @@ export interface SpawnedGateway {
  * Runs `node --import tsx src/main.ts` as `npm start` does, on SQLite in a fresh data dir, on a port
  * picked here (its stdout may go somewhere the test cannot read), and waits until /health answers.
  * `imports` are modules preloaded after tsx (test hooks inside the process); `entry` runs another
- * entry than src/main.ts (a build's), and `tsx: false` runs it without tsx (its preloads then
- * JavaScript).
+ * entry than src/main.ts (a build's), with `args` after it (`serve` for bin/sluice.js), and
+ * `tsx: false` runs it without tsx (its preloads then JavaScript).
  */
 export async function spawnGateway(
   options: {
@@ -36,6 +36,7 @@ export async function spawnGateway(
     stdout?: "pipe" | number;
     imports?: string[];
     entry?: string;
+    args?: string[];
     tsx?: boolean;
   } = {},
 ): Promise<SpawnedGateway> {
@@ -48,6 +49,7 @@ export async function spawnGateway(
       ...(options.tsx === false ? [] : ["--import", "tsx"]),
       ...(options.imports ?? []).flatMap((module) => ["--import", module]),
       options.entry ?? "src/main.ts",
+      ...(options.args ?? []),
     ],
     {
       cwd: join(import.meta.dirname, "../.."),
