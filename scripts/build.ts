@@ -69,7 +69,7 @@ const kyselyFromEsm: Plugin = {
  * ioredis reads its version (which it tells the server: `CLIENT SETINFO LIB-VER`) from
  * `__dirname/../../package.json` at run time. From a chunk, that is `dist/package.json`, which has
  * none, and Redis was told an empty version: the build writes the version in instead. Code that no
- * longer reads it so fails the build, rather than reading another file.
+ * longer reads it so is left alone, with a warning: the version is cosmetic, a failed build is not.
  */
 const ioredisVersion: Plugin = {
   name: "ioredis-version",
@@ -79,8 +79,11 @@ const ioredisVersion: Plugin = {
       const read =
         'const filePath = (0, path_1.resolve)(__dirname, "..", "..", "package.json");\n' +
         '        const data = await fs_1.promises.readFile(filePath, "utf8");';
+      // Only what Redis's CLIENT LIST shows is at stake: a newer ioredis read otherwise is built as it is.
       if (!source.includes(read))
-        return { errors: [{ text: "ioredis no longer reads its version as the build expects" }] };
+        return {
+          warnings: [{ text: "ioredis no longer reads its version as the build expects: left as it is" }],
+        };
       const { version } = JSON.parse(await readFile(join(path, "../../../package.json"), "utf8")) as {
         version: string;
       };
