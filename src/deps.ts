@@ -352,6 +352,10 @@ export async function createGateway(config: Config, injected: Partial<Injectable
         keyPrefix: redisKeys.adminAuthFailures,
       }),
       maxBodyBytes: config.maxBodyBytes,
+      onAuthResult(result) {
+        metrics.countAuthResult("admin-token", result);
+        if (result === "TOO_MANY_REQUESTS") metrics.countLimitDecision("admin_auth_failures", "limited");
+      },
     },
     registerApiRoutes(router) {
       registerProxyRoutes(router, {

@@ -49,13 +49,13 @@ export function createMetrics(options: { collectDefaults?: boolean } = {}) {
   const limitDecisions = new CellCounter(
     registry,
     "sluice_rate_limit_decisions_total",
-    "Rate-limit decisions, by limit (project, device, ip; auth_failures: refusals only) and decision (allowed, limited)",
+    "Rate-limit decisions, by limit (project, device, ip; auth_failures and admin_auth_failures: refusals only) and decision (allowed, limited)",
     ["limit", "decision"],
   );
   const authResults = new CellCounter(
     registry,
     "sluice_auth_results_total",
-    "Authentication outcomes, by method and result",
+    "Authentication outcomes, by method (the apps' methods, none, admin-token) and result (ok, or the error code)",
     ["method", "result"],
   );
   const usageQueueDepth = new CellGauge(
