@@ -212,6 +212,7 @@ export async function createGateway(config: Config, injected: Partial<Injectable
     redisBreaker,
     redisKeyPrefix: redisKeys.deviceTokens,
     logger,
+    onVerdict: metrics.countDeviceCheckResult,
   });
   const authenticate = createAuthenticator({ directory, deviceTokens, throttle, testModeAllowed });
 

@@ -58,6 +58,12 @@ export function createMetrics(options: { collectDefaults?: boolean } = {}) {
     "Authentication outcomes, by method (the apps' methods, none, admin-token) and result (ok, or the error code)",
     ["method", "result"],
   );
+  const deviceCheckResults = new Counter({
+    name: "sluice_devicecheck_results_total",
+    help: "Apple DeviceCheck verdicts on device tokens, by environment and result: valid, rejected (Apple refused the token), malformed (not sent to Apple); Apple unavailable: misconfigured (Apple refused the project's key or JWT), apple-error, timeout, network, resting (Apple throttled the key: not asked)",
+    labelNames: ["environment", "result"] as const,
+    registers: [registry],
+  });
   const usageQueueDepth = new CellGauge(
     registry,
     "sluice_usage_queue_depth",
@@ -136,6 +142,8 @@ export function createMetrics(options: { collectDefaults?: boolean } = {}) {
     },
     countLimitDecision: (limit: string, decision: "allowed" | "limited") => limitCell(limit)(decision).inc(),
     countAuthResult: (method: string, result: string) => authCell(method)(result).inc(),
+    countDeviceCheckResult: (environment: string, result: string) =>
+      deviceCheckResults.inc({ environment, result }),
     setUsageQueueDepth: (depth: number) => usageQueueDepth.set(depth),
     countUsageRowsDropped: (count: number) => usageRowsDropped.inc(count),
     countUsageWriteFailure: () => usageWriteFailures.inc(),
