@@ -221,7 +221,10 @@ export async function createGateway(config: Config, injected: Partial<Injectable
     repository: usage,
     flushIntervalMs: config.usageFlushIntervalMs,
     queueMax: config.usageQueueMax,
-    onWritten: spend.written,
+    onWritten(rows) {
+      spend.written(rows);
+      metrics.countUsageRowsWritten(rows.length);
+    },
     // The clock the rows' created_at is read from, to tell when a minute of coalesced refusals ended.
     now: () => now().getTime(),
     ...usageRecorderReports(metrics, logger),

@@ -81,6 +81,11 @@ export function createMetrics(options: { collectDefaults?: boolean } = {}) {
     labelNames: ["code"] as const,
     registers: [registry],
   });
+  const usageRowsWritten = new Counter({
+    name: "sluice_usage_rows_written_total",
+    help: "Usage rows written to the database (a coalesced row of refusals counts once)",
+    registers: [registry],
+  });
   const usageWriteFailures = new Counter({
     name: "sluice_usage_write_failures_total",
     help: "Failed attempts to write a usage batch (the batch is kept and retried)",
@@ -146,6 +151,7 @@ export function createMetrics(options: { collectDefaults?: boolean } = {}) {
       deviceCheckResults.inc({ environment, result }),
     setUsageQueueDepth: (depth: number) => usageQueueDepth.set(depth),
     countUsageRowsDropped: (count: number) => usageRowsDropped.inc(count),
+    countUsageRowsWritten: (count: number) => usageRowsWritten.inc(count),
     countUsageWriteFailure: () => usageWriteFailures.inc(),
     countRefusalCoalesced: (code: string) => refusalsCoalesced.inc({ code }),
     countLogLinesDropped: (count: number) => logLinesDropped.inc(count),
