@@ -72,7 +72,7 @@ export function createMetrics(options: { collectDefaults?: boolean } = {}) {
   ).cell({});
   const usageRowsDropped = new Counter({
     name: "sluice_usage_rows_dropped_total",
-    help: "Usage rows dropped: the queue was full during a database outage, or the database refused the row",
+    help: "Usage rows dropped: the queue was full during a database outage, rows were still queued at shutdown, or the database refused the row",
     registers: [registry],
   });
   const refusalsCoalesced = new Counter({
