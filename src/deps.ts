@@ -212,6 +212,7 @@ export async function createGateway(config: Config, injected: Partial<Injectable
     redisBreaker,
     redisKeyPrefix: redisKeys.deviceTokens,
     logger,
+    onVerdict: metrics.countDeviceCheckResult,
   });
   const authenticate = createAuthenticator({ directory, deviceTokens, throttle, testModeAllowed });
 
@@ -220,7 +221,10 @@ export async function createGateway(config: Config, injected: Partial<Injectable
     repository: usage,
     flushIntervalMs: config.usageFlushIntervalMs,
     queueMax: config.usageQueueMax,
-    onWritten: spend.written,
+    onWritten(rows) {
+      spend.written(rows);
+      metrics.countUsageRowsWritten(rows.length);
+    },
     // The clock the rows' created_at is read from, to tell when a minute of coalesced refusals ended.
     now: () => now().getTime(),
     ...usageRecorderReports(metrics, logger),
@@ -280,15 +284,22 @@ export async function createGateway(config: Config, injected: Partial<Injectable
   // (degraded); one that holds none can authenticate no one (unavailable).
   // A database that answers reads but refuses writes (a read-only standby after a failover, a full
   // disk) is degraded: the ping reads, so the usage writer says whether rows can be written.
+  // /health is public and unthrottled: a ping on its way is shared by the checks that ask meanwhile,
+  // so a flood of them queues no query per request on the database's pool or Redis's connection.
   const checks: HealthCheck[] = [
     {
       name: "database",
       required: () => !directory.holdsProjects(),
-      ping: database.ping,
+      ping: sharedWhileRunning(() => database.ping()),
       degradation: () => (recorder.writesFailing() ? { usageWrites: "failing" } : undefined),
     },
   ];
-  if (redis) checks.push({ name: "redis", required: false, ping: async () => void (await redis.ping()) });
+  if (redis)
+    checks.push({
+      name: "redis",
+      required: false,
+      ping: sharedWhileRunning(async () => void (await redis.ping())),
+    });
 
   const downChecks = createDownCheckFollowUp(checks, (name, ok) => metrics.setDegraded(name, !ok, "health"));
 
@@ -352,6 +363,10 @@ export async function createGateway(config: Config, injected: Partial<Injectable
         keyPrefix: redisKeys.adminAuthFailures,
       }),
       maxBodyBytes: config.maxBodyBytes,
+      onAuthResult(result) {
+        metrics.countAuthResult("admin-token", result);
+        if (result === "TOO_MANY_REQUESTS") metrics.countLimitDecision("admin_auth_failures", "limited");
+      },
     },
     registerApiRoutes(router) {
       registerProxyRoutes(router, {
@@ -418,5 +433,16 @@ export async function createGateway(config: Config, injected: Partial<Injectable
           await database.close();
         },
       }),
+  };
+}
+
+/** `run`, whose call on its way (not yet settled) is shared by the calls made meanwhile. */
+function sharedWhileRunning(run: () => Promise<void>): () => Promise<void> {
+  let running: Promise<void> | null = null;
+  return () => {
+    running ??= run().finally(() => {
+      running = null;
+    });
+    return running;
   };
 }

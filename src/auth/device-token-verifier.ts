@@ -9,6 +9,7 @@ import type { DeviceTokenVerifier, DeviceVerdict } from "./authenticate.js";
 import {
   createDeviceCheckClient,
   type DeviceCheckClient,
+  type DeviceCheckEnvironment,
   type DeviceCheckValidation,
   type DeviceCheckVerdict,
 } from "./device-check-client.js";
@@ -40,6 +41,12 @@ export interface DeviceTokenVerifierDeps {
   redisKeyPrefix?: string | undefined;
   logger: Logger;
   client?: DeviceCheckClient;
+  /**
+   * Each verdict of the DeviceCheck client (once per Apple call, however many requests waited for
+   * it), by environment: "valid", "rejected" (Apple refused the token), "malformed" (not sent), or
+   * why Apple could not say (an unavailable verdict's reason); for the metrics.
+   */
+  onVerdict?: (environment: DeviceCheckEnvironment, result: string) => void;
 }
 
 /** One DeviceCheck warning per project and reason per this window; the rest are counted. */
@@ -158,6 +165,7 @@ export function createDeviceTokenVerifier(deps: DeviceTokenVerifierDeps): Device
     const asked = client
       .validate(input)
       .then((verdict) => {
+        deps.onVerdict?.(input.environment, verdictResult(verdict));
         if (verdict.kind === "unavailable") logUnavailable(project, verdict);
         return verdict;
       })
@@ -328,4 +336,11 @@ function passed(
 
 function unavailable(reason: string): DeviceVerdict {
   return { kind: "unavailable", retryAfterSeconds: 5, reason };
+}
+
+/** The `result` a verdict is counted under (see `DeviceTokenVerifierDeps.onVerdict`). */
+function verdictResult(verdict: DeviceCheckVerdict): string {
+  if (verdict.kind === "valid") return "valid";
+  if (verdict.kind === "invalid") return verdict.reason === "malformed-token" ? "malformed" : "rejected";
+  return verdict.reason;
 }

@@ -15,12 +15,31 @@ export interface AdminRouteDeps {
   /** Counts wrong admin tokens per client address (its own counts, apart from the apps'). */
   throttle: AuthThrottle;
   maxBodyBytes: number;
+  /**
+   * Each admin authentication's outcome: "ok", or the code it was refused with (`UNAUTHORIZED`, a
+   * repeated header's `BAD_REQUEST`, the throttle's `TOO_MANY_REQUESTS`); for the metrics.
+   */
+  onAuthResult?: (result: string) => void;
 }
 
 /** `/admin/v1`: parse, call one admin use case, respond. */
 export function registerAdminRoutes(router: Router, deps: AdminRouteDeps): void {
   const { admin } = deps;
-  const guard = adminGuard(deps.adminToken, deps.throttle);
+  const check = adminGuard(deps.adminToken, deps.throttle);
+  const onAuthResult = deps.onAuthResult;
+  const guard = onAuthResult
+    ? async (context: RequestContext) => {
+        // The admin API off (404) is no authentication: nothing is counted.
+        if (!deps.adminToken) return check(context);
+        try {
+          await check(context);
+        } catch (error) {
+          onAuthResult(error instanceof GatewayError ? error.code : "INTERNAL_ERROR");
+          throw error;
+        }
+        onAuthResult("ok");
+      }
+    : check;
   const route =
     (
       handler: (context: RequestContext) => Promise<{ status?: number; body?: unknown }>,

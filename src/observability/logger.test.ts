@@ -33,6 +33,28 @@ function expectNoSecret(text: string) {
 }
 
 describe("log redaction", () => {
+  it("redacts the password of a URL with user info wherever it is written: a field, a message, a stack", () => {
+    const { logger, text, records } = capture("trace");
+    const databaseUrl = "postgres://sluice:pg-pass-1234@db.internal:5432/sluice?sslmode=require";
+    const redisUrl = "rediss://default:redis-pass-5678@cache.internal:6380/0";
+    logger.error(
+      {
+        connectionString: databaseUrl,
+        options: { url: redisUrl, hosts: [`${redisUrl} (primary)`] },
+        err: new Error(`could not connect to ${databaseUrl}`, { cause: new Error(`lost ${redisUrl}`) }),
+      },
+      `connecting to ${redisUrl}`,
+    );
+    const written = text();
+    expect(written).not.toContain("pg-pass-1234");
+    expect(written).not.toContain("redis-pass-5678");
+    // What the operator needs to tell which server it was stays.
+    expect(records()[0]).toMatchObject({
+      connectionString: "postgres://sluice:[redacted]@db.internal:5432/sluice?sslmode=require",
+      msg: "connecting to rediss://default:[redacted]@cache.internal:6380/0",
+    });
+  });
+
   it("redacts credential headers whatever their letter case", () => {
     const { logger, text, records } = capture();
     logger.info(

@@ -72,7 +72,21 @@ export function redactSecrets<T>(value: T): T {
   return redactValue(value, maxDepth, []) as T;
 }
 
+/** A URL's user info with a password (`scheme://user:password@`), wherever it is in a string. */
+const urlPassword = /(\b[a-z][a-z0-9+.-]*:\/\/[^\s/?#@:]*:)[^\s/?#@]*@/gi;
+
+/**
+ * The string with the password of every URL in it replaced (`postgres://u:[redacted]@host`): a
+ * DATABASE_URL or REDIS_URL quoted by a library's error message, stack or options object. Strings
+ * without both `://` and `@` are returned as they are, without a regular expression run.
+ */
+export function redactUrlPasswords(text: string): string {
+  if (!text.includes("@") || !text.includes("://")) return text;
+  return text.replace(urlPassword, `$1${censor}@`);
+}
+
 function redactValue(value: unknown, depth: number, ancestors: object[]): unknown {
+  if (typeof value === "string") return redactUrlPasswords(value);
   if (typeof value !== "object" || value === null) return value;
   if (value instanceof Error) return redactValue(pino.stdSerializers.err(value), depth, ancestors);
   const toJSON = (value as { toJSON?: unknown }).toJSON;
@@ -147,6 +161,13 @@ export function createLogger(level: string, destination: DestinationStream): Log
       // `log` above has serialized every error already; serializing the result again would
       // report each error's type as "Object".
       serializers: { err: (error: unknown) => error },
+      // The message and its interpolation values are strings the formatters never see.
+      hooks: {
+        logMethod(args, method) {
+          const redacted = args.map((arg) => (typeof arg === "string" ? redactUrlPasswords(arg) : arg));
+          method.apply(this, redacted as Parameters<typeof method>);
+        },
+      },
     },
     destination,
   );

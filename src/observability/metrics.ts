@@ -49,15 +49,21 @@ export function createMetrics(options: { collectDefaults?: boolean } = {}) {
   const limitDecisions = new CellCounter(
     registry,
     "sluice_rate_limit_decisions_total",
-    "Rate-limit decisions, by limit (project, device, ip; auth_failures: refusals only) and decision (allowed, limited)",
+    "Rate-limit decisions, by limit (project, device, ip; auth_failures and admin_auth_failures: refusals only) and decision (allowed, limited)",
     ["limit", "decision"],
   );
   const authResults = new CellCounter(
     registry,
     "sluice_auth_results_total",
-    "Authentication outcomes, by method and result",
+    "Authentication outcomes, by method (the apps' methods, none, admin-token) and result (ok, or the error code)",
     ["method", "result"],
   );
+  const deviceCheckResults = new Counter({
+    name: "sluice_devicecheck_results_total",
+    help: "Apple DeviceCheck verdicts on device tokens, by environment and result: valid, rejected (Apple refused the token), malformed (not sent to Apple); Apple unavailable: misconfigured (Apple refused the project's key or JWT), apple-error, timeout, network, resting (Apple throttled the key: not asked)",
+    labelNames: ["environment", "result"] as const,
+    registers: [registry],
+  });
   const usageQueueDepth = new CellGauge(
     registry,
     "sluice_usage_queue_depth",
@@ -66,13 +72,18 @@ export function createMetrics(options: { collectDefaults?: boolean } = {}) {
   ).cell({});
   const usageRowsDropped = new Counter({
     name: "sluice_usage_rows_dropped_total",
-    help: "Usage rows dropped: the queue was full during a database outage, or the database refused the row",
+    help: "Usage rows dropped: the queue was full during a database outage, rows were still queued at shutdown, or the database refused the row",
     registers: [registry],
   });
   const refusalsCoalesced = new Counter({
     name: "sluice_usage_refusals_coalesced_total",
     help: "Refusals of authenticated clients (429 of a rate limit, 403) not written as a usage row of their own but counted in their minute's coalesced row, by error code",
     labelNames: ["code"] as const,
+    registers: [registry],
+  });
+  const usageRowsWritten = new Counter({
+    name: "sluice_usage_rows_written_total",
+    help: "Usage rows written to the database (a coalesced row of refusals counts once)",
     registers: [registry],
   });
   const usageWriteFailures = new Counter({
@@ -136,8 +147,11 @@ export function createMetrics(options: { collectDefaults?: boolean } = {}) {
     },
     countLimitDecision: (limit: string, decision: "allowed" | "limited") => limitCell(limit)(decision).inc(),
     countAuthResult: (method: string, result: string) => authCell(method)(result).inc(),
+    countDeviceCheckResult: (environment: string, result: string) =>
+      deviceCheckResults.inc({ environment, result }),
     setUsageQueueDepth: (depth: number) => usageQueueDepth.set(depth),
     countUsageRowsDropped: (count: number) => usageRowsDropped.inc(count),
+    countUsageRowsWritten: (count: number) => usageRowsWritten.inc(count),
     countUsageWriteFailure: () => usageWriteFailures.inc(),
     countRefusalCoalesced: (code: string) => refusalsCoalesced.inc({ code }),
     countLogLinesDropped: (count: number) => logLinesDropped.inc(count),

@@ -1,4 +1,5 @@
 import { describe, expect, it, vi } from "vitest";
+import { startLocalTcpServer } from "../../test/support/local-server.js";
 import { redisAvailable } from "../../test/support/services.js";
 import { createLogger } from "../observability/logger.js";
 import { connectRedis } from "./connect-redis.js";
@@ -28,4 +29,30 @@ describe("connectRedis", () => {
       }
     },
   );
+
+  it("logs each error once per outage when Redis's errors alternate, not two lines per reconnect", async () => {
+    // A Redis behind a proxy or load balancer that takes connections and drops them (the Redis
+    // behind it is down): each reconnect fails twice, with two messages in turn ("write EPIPE",
+    // then the command's), which a check against the last message alone let through every time.
+    const server = await startLocalTcpServer((socket) => {
+      socket.on("error", () => {});
+      socket.destroy();
+    });
+    const lines: Array<Record<string, unknown>> = [];
+    const logger = createLogger("info", { write: (line: string) => void lines.push(JSON.parse(line)) });
+    const client = await connectRedis(`redis://127.0.0.1:${server.port}`, logger);
+    try {
+      const until = Date.now() + 2500;
+      while (Date.now() < until) {
+        await client.get("key").catch(() => undefined);
+        await new Promise((resolve) => setTimeout(resolve, 100));
+      }
+      const errors = lines.filter((line) => line.msg === "Redis client error").map((line) => line.redisError);
+      expect(errors.length).toBeGreaterThan(0);
+      expect(errors).toEqual([...new Set(errors)]);
+    } finally {
+      client.disconnect();
+      await server.close();
+    }
+  });
 });

@@ -10,15 +10,20 @@ import { createRedisClient, RedisSetupError } from "./redis-client.js";
  * database, or answers a `rediss://` URL without TLS, stops the start as invalid configuration does; one that is unreachable does not (the
  * gateway starts degraded, on per-instance limits, and connects when Redis comes).
  */
+/** Distinct client errors logged per outage; any more are not (the degraded gauge and /health say it). */
+const maxLoggedErrors = 20;
+
 export async function connectRedis(url: string, logger: Logger): Promise<Redis> {
-  // ioredis reports every failed reconnect; a message is logged when it changes, not every 2 s.
-  let last = "";
+  // ioredis reports every failed reconnect (every 2 s at most), with one message or several in
+  // turn (a proxy that takes the connection and drops it: `write EPIPE`, then the command's): each
+  // message is logged once until the connection is ready again, at most `maxLoggedErrors` of them.
+  const logged = new Set<string>();
   let client: Redis;
   try {
     client = await createRedisClient(url, {
       onError(error) {
-        if (error.message === last) return;
-        last = error.message;
+        if (logged.has(error.message) || logged.size >= maxLoggedErrors) return;
+        logged.add(error.message);
         logger.warn({ redisError: error.message }, "Redis client error");
       },
       // An AUTH Redis did not need (or could not take) is said in the log, not on the console.
@@ -30,8 +35,8 @@ export async function connectRedis(url: string, logger: Logger): Promise<Redis> 
     throw error;
   }
   client.on("ready", () => {
-    if (last !== "") logger.info("Redis connection ready again");
-    last = "";
+    if (logged.size > 0) logger.info("Redis connection ready again");
+    logged.clear();
   });
   return client;
 }

@@ -59,4 +59,41 @@ describe("usage recorder reports", () => {
     expect(body).toContain('sluice_usage_refusals_coalesced_total{code="TOO_MANY_REQUESTS"} 3');
     expect(body).toContain('sluice_usage_refusals_coalesced_total{code="FORBIDDEN"} 1');
   });
+
+  it("logs each reason a usage write failed once per outage, and how many attempts failed when it ends", () => {
+    const lines: Record<string, unknown>[] = [];
+    const logger = createLogger("info", { write: (line: string) => void lines.push(JSON.parse(line)) });
+    const reports = usageRecorderReports(createMetrics(), logger);
+    // The recorder retries every 5 s at most during an outage: before, a line with its stack each time.
+    for (let attempt = 0; attempt < 10; attempt++)
+      reports.onWriteFailure?.(new Error("Connection terminated unexpectedly"));
+    reports.onWriteFailure?.(new Error("connect ECONNREFUSED 127.0.0.1:5432"));
+    reports.onWriteFailure?.(new Error("Connection terminated unexpectedly"));
+    reports.onRecovered?.();
+    reports.onWriteFailure?.(new Error("Connection terminated unexpectedly"));
+    expect(
+      lines.map(({ msg, err, failedAttempts }) => [
+        msg,
+        (err as { message?: string })?.message,
+        failedAttempts,
+      ]),
+    ).toEqual([
+      [
+        "usage batch not written; it stays queued and is retried",
+        "Connection terminated unexpectedly",
+        undefined,
+      ],
+      [
+        "usage batch not written; it stays queued and is retried",
+        "connect ECONNREFUSED 127.0.0.1:5432",
+        undefined,
+      ],
+      ["usage writes recovered", undefined, 12],
+      [
+        "usage batch not written; it stays queued and is retried",
+        "Connection terminated unexpectedly",
+        undefined,
+      ],
+    ]);
+  });
 });

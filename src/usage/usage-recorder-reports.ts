@@ -8,6 +8,9 @@ import type { UsageRecorderDeps } from "./usage-recorder.js";
  * full, shutdown) or refused by the database, an outage of usage writes and its end (the
  * `database` degraded gauge), and refusals coalesced into another row (a metric only).
  */
+/** Distinct reasons for failed usage writes logged per outage; the attempts are all counted. */
+const maxFailureReasons = 20;
+
 export function usageRecorderReports(
   metrics: Metrics,
   logger: Logger,
@@ -25,6 +28,9 @@ export function usageRecorderReports(
     onSuppressed: (_, count) =>
       logger.error({ count, windowMs: dropWindowMs }, "usage queue full: more usage rows dropped"),
   });
+  // The reasons of the outage's failed writes logged so far, and its failed attempts.
+  const failureReasons = new Set<string>();
+  let failedAttempts = 0;
   return {
     onQueueDepth: metrics.setUsageQueueDepth,
     onDropped: (count, reason) => {
@@ -49,13 +55,20 @@ export function usageRecorderReports(
     onWriteFailure: (error) => {
       metrics.countUsageWriteFailure();
       metrics.setDegraded("database", true, "usage-writes");
+      // Retried every 5 s at most while the outage lasts: each reason is logged once per outage.
+      failedAttempts++;
+      const reason = error instanceof Error ? error.message : String(error);
+      if (failureReasons.has(reason) || failureReasons.size >= maxFailureReasons) return;
+      failureReasons.add(reason);
       logger.warn({ err: error }, "usage batch not written; it stays queued and is retried");
     },
     // No log line: a client ignoring Retry-After would write one per refusal, what the rows were kept from.
     onCoalesced: (row) => metrics.countRefusalCoalesced(row.error_code ?? "none"),
     onRecovered: () => {
       metrics.setDegraded("database", false, "usage-writes");
-      logger.info("usage writes recovered");
+      logger.info({ failedAttempts }, "usage writes recovered");
+      failedAttempts = 0;
+      failureReasons.clear();
     },
   };
 }

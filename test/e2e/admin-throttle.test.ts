@@ -13,7 +13,7 @@ describe("wrong admin tokens", () => {
   let project: TestProject;
 
   beforeAll(async () => {
-    sluice = await startTestGateway({ authFailureLimit: 3 });
+    sluice = await startTestGateway({ authFailureLimit: 3, metricsEnabled: true });
     project = await createTestProject(sluice.gateway);
   });
   afterAll(() => sluice.close());
@@ -40,6 +40,36 @@ describe("wrong admin tokens", () => {
       body: "{}",
     });
     expect(text.status).not.toBe(429);
+  });
+
+  it("are counted in the metrics: the token's outcomes and the throttle's refusals", async () => {
+    // The address is over its admin limit since the test above.
+    expect((await projects(adminToken)).status).toBe(429);
+    const body = await (await fetch(`${sluice.url}/metrics`)).text();
+    expect(body).toContain('sluice_auth_results_total{method="admin-token",result="UNAUTHORIZED"} 3');
+    expect(body).toContain('sluice_auth_results_total{method="admin-token",result="TOO_MANY_REQUESTS"} 2');
+    expect(body).toContain(
+      'sluice_rate_limit_decisions_total{limit="admin_auth_failures",decision="limited"} 2',
+    );
+    // Apart from the apps' throttle, which refused no one here.
+    expect(body).not.toContain('limit="auth_failures"');
+  });
+});
+
+describe("the right admin token", () => {
+  it("is counted as an admin authentication that passed", async () => {
+    const sluice = await startTestGateway({ metricsEnabled: true });
+    try {
+      const response = await fetch(`${sluice.url}/admin/v1/projects`, {
+        headers: { authorization: `Bearer ${adminToken}` },
+      });
+      expect(response.status).toBe(200);
+      await response.arrayBuffer();
+      const body = await (await fetch(`${sluice.url}/metrics`)).text();
+      expect(body).toContain('sluice_auth_results_total{method="admin-token",result="ok"} 1');
+    } finally {
+      await sluice.close();
+    }
   });
 });
 

@@ -131,3 +131,59 @@ describe("Apple's answers, through the gateway", () => {
     expect(await call(created, deviceToken)).toMatchObject({ status: 200 });
   });
 });
+
+describe("Apple's answers, in the metrics", () => {
+  it("counts each Apple validation by environment and result, so an operator sees Apple's outages", async () => {
+    const fake = await startFakeUpstream();
+    const apple = await startFakeApple({ label: "production" });
+    const keys = generateAppleKeyPair();
+    apple.registerKey(appleKeyId, { teamId: appleTeamId, publicKeyPem: keys.publicKeyPem });
+    const sluice = await startTestGateway({
+      providerABaseUrl: `${fake.url}/a/v1`,
+      deviceCheckProductionUrl: apple.url,
+      authFailureLimit: 1000,
+      metricsEnabled: true,
+    });
+    try {
+      const created = await createDeviceCheckProject(sluice.gateway, keys.privateKeyPem, "cached");
+      const call = async (deviceToken: string) => {
+        const response = await proxiedChat(sluice.url, {
+          projectId: created.projectId,
+          bearer: `${created.partialKeys["provider-a"]}.${deviceToken}`,
+        });
+        await response.arrayBuffer();
+        return response.status;
+      };
+      const valid = token("valid");
+      apple.registerValidToken(valid);
+      expect(await call(valid)).toBe(200);
+      // Trusted for its TTL: no second Apple call, nothing more counted.
+      expect(await call(valid)).toBe(200);
+      expect(await call(token("unknown"))).toBe(401);
+      apple.fail({ kind: "status", status: 500 }, 1);
+      expect(await call(token("apple-down"))).toBe(503);
+      apple.fail({ kind: "close" }, 1);
+      expect(await call(token("apple-gone"))).toBe(503);
+      apple.fail({ kind: "status", status: 401 }, 1);
+      expect(await call(token("jwt-refused"))).toBe(503);
+      const metrics = await (await fetch(`${sluice.url}/metrics`)).text();
+      const counted = metrics
+        .split("\n")
+        .filter((line) => line.startsWith("sluice_devicecheck_results_total"));
+      expect(counted.sort()).toEqual(
+        [
+          'sluice_devicecheck_results_total{environment="production",result="valid"} 1',
+          'sluice_devicecheck_results_total{environment="production",result="rejected"} 1',
+          'sluice_devicecheck_results_total{environment="production",result="apple-error"} 1',
+          'sluice_devicecheck_results_total{environment="production",result="network"} 1',
+          'sluice_devicecheck_results_total{environment="production",result="misconfigured"} 1',
+        ].sort(),
+      );
+      expect(metrics).toContain("# TYPE sluice_devicecheck_results_total counter");
+    } finally {
+      await sluice.close();
+      await apple.close();
+      await fake.close();
+    }
+  });
+});

@@ -1,9 +1,18 @@
+import { randomBytes } from "node:crypto";
 import { createServer, type IncomingHttpHeaders, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createLogger } from "../../src/observability/logger.js";
 import { type FakeApple, generateAppleKeyPair, startFakeApple } from "../fakes/fake-apple.js";
+import { startFakeUpstream } from "../fakes/fake-upstream.js";
+import { proxiedChat } from "../support/proxied-chat.js";
+import { createPostgresSchema, postgresAvailable, redisAvailable, redisUrl } from "../support/services.js";
+import { startTcpProxy } from "../support/tcp-proxy.js";
 import {
+  adminToken,
+  appleKeyId,
+  appleTeamId,
+  createDeviceCheckProject,
   createTestProject,
   startTestGateway,
   type TestGateway,
@@ -248,10 +257,14 @@ describe("no secret leaks", () => {
       providerABaseUrl: `${down}/v1`,
       providerBBaseUrl: `${down}/v1`,
       providerCBaseUrl: `${down}/v1beta`,
-      logLevel: "warn",
+      // Every line the gateway can write, the access log's included.
+      logLevel: "trace",
+      metricsEnabled: true,
     });
     try {
-      const downProject = await createTestProject(unreachable.gateway);
+      const downProject = await createTestProject(unreachable.gateway, {
+        outputSchema: { type: "object", properties: { answer: { type: "string" } }, required: ["answer"] },
+      });
       const calls: Array<[string, Record<string, string>]> = [
         [
           "provider-a/{id}/chat/completions?trace=q-secret",
@@ -262,18 +275,28 @@ describe("no secret leaks", () => {
           "provider-c/{id}/v1beta/models/gemini-2.0-flash:generateContent?key=q-secret",
           { "x-goog-api-key": downProject.bearer("provider-c") },
         ],
+        // The routes that call the provider through the AI SDK fail through its errors.
+        ["text/{id}", { authorization: `Bearer ${downProject.bearer("provider-a")}` }],
+        ["image/{id}?trace=q-secret", { authorization: `Bearer ${downProject.bearer("provider-a")}` }],
       ];
       for (const [path, headers] of calls) {
         const response = await fetch(`${unreachable.url}/v1/${path.replace("{id}", downProject.projectId)}`, {
           method: "POST",
           headers: { "content-type": "application/json", ...headers },
-          body: "{}",
+          body: path.startsWith("text/")
+            ? JSON.stringify({ text: "hi" })
+            : path.startsWith("image/")
+              ? JSON.stringify({ prompt: "a cat", model: "gpt-image-1" })
+              : "{}",
         });
-        expect(response.status).toBe(502);
+        expect(response.status, path).toBe(502);
         await response.arrayBuffer();
       }
-      const logged = unreachable.logs.join("");
+      const metrics = await (await fetch(`${unreachable.url}/metrics`)).text();
+      const logged = unreachable.logs.join("") + metrics;
+      // Provider A's line per window (its proxy first), B's and C's.
       expect(logged.split('"msg":"provider call failed"')).toHaveLength(4);
+      expect(logged).toContain('"msg":"request"');
       for (const secret of [
         downProject.testKey,
         "q-secret",
@@ -312,6 +335,133 @@ describe("no secret leaks", () => {
       for (const [name, secret] of Object.entries(secrets)) {
         expect(text.includes(secret), `${name} found in ${where}`).toBe(false);
       }
+    }
+  });
+});
+
+/**
+ * The error paths of the gateway's other dependencies, at trace: Apple failing every way it can
+ * (the JWT Sluice signs is a credential too), the admin token, and PostgreSQL and Redis going away
+ * under URLs that carry passwords. No log line, /health or /metrics answer may hold any of them.
+ */
+describe.skipIf(!postgresAvailable || !redisAvailable)("no secret leaks when dependencies fail", () => {
+  it("logs Apple's failures, a wrong admin token and database and Redis outages without a secret", async () => {
+    const schema = await createPostgresSchema();
+    const postgres = await startTcpProxy(5432);
+    const redis = await startTcpProxy(Number(new URL(redisUrl).port || 6379));
+    const fake = await startFakeUpstream();
+    const apple = await startFakeApple({ label: "production" });
+    const keys = generateAppleKeyPair();
+    apple.registerKey(appleKeyId, { teamId: appleTeamId, publicKeyPem: keys.publicKeyPem });
+    const databasePassword = `pg-password-${randomBytes(6).toString("hex")}`;
+    const redisPassword = `redis-password-${randomBytes(6).toString("hex")}`;
+    // PostgreSQL here trusts local connections and Redis needs no password: both are sent anyway.
+    const databaseUrl = schema.url.replace(
+      /^postgres:\/\/postgres@127\.0\.0\.1:5432\//,
+      `postgres://postgres:${databasePassword}@127.0.0.1:${postgres.port}/`,
+    );
+    expect(databaseUrl).toContain(databasePassword);
+    const sluice = await startTestGateway({
+      providerABaseUrl: `${fake.url}/a/v1`,
+      databaseUrl,
+      databaseQueryTimeoutMs: 1000,
+      redisUrl: `redis://:${redisPassword}@127.0.0.1:${redis.port}`,
+      redisKeyPrefix: `sluice-test:leak:${randomBytes(6).toString("hex")}:`,
+      deviceCheckProductionUrl: apple.url,
+      deviceCheckTimeoutMs: 200,
+      logLevel: "trace",
+      metricsEnabled: true,
+      trustProxy: ["127.0.0.1"],
+    });
+    const answers: string[] = [];
+    const clientIp = `2001:db8:${randomBytes(2).toString("hex")}::1`;
+    const get = async (path: string, headers: Record<string, string> = {}) => {
+      const response = await fetch(`${sluice.url}${path}`, {
+        headers: { "x-forwarded-for": clientIp, ...headers },
+      });
+      answers.push(`${response.status} ${JSON.stringify([...response.headers])} ${await response.text()}`);
+      return response.status;
+    };
+    try {
+      const project = await createDeviceCheckProject(sluice.gateway, keys.privateKeyPem, "cached");
+      const deviceTokens: string[] = [];
+      const call = async (headers: (deviceToken: string) => Record<string, string>) => {
+        const deviceToken = Buffer.from(`leak-${randomBytes(12).toString("hex")}`).toString("base64");
+        deviceTokens.push(deviceToken);
+        apple.registerValidToken(deviceToken);
+        const response = await proxiedChat(
+          sluice.url,
+          { projectId: project.projectId, bearer: "unused" },
+          { headers: { "x-forwarded-for": clientIp, ...headers(deviceToken) } },
+        );
+        answers.push(`${response.status} ${JSON.stringify([...response.headers])} ${await response.text()}`);
+        return response.status;
+      };
+      const partial = project.partialKeys["provider-a"];
+      const bearer = (deviceToken: string) => ({ authorization: `Bearer ${partial}.${deviceToken}` });
+      const legacy = (deviceToken: string) => ({
+        authorization: "",
+        "x-device-token": deviceToken,
+        "x-ai-key": partial,
+      });
+      expect(await call(bearer)).toBe(200);
+      apple.fail({ kind: "status", status: 500, body: "Internal error" }, 1);
+      expect(await call(bearer)).toBe(503);
+      apple.fail({ kind: "status", status: 401, body: "Missing or badly formatted authorization token" }, 1);
+      expect(await call(legacy)).toBe(503);
+      apple.fail({ kind: "status", status: 403 }, 1);
+      expect(await call(bearer)).toBe(503);
+      apple.fail({ kind: "close" }, 1);
+      expect(await call(legacy)).toBe(503);
+      apple.fail({ kind: "hang" }, 1);
+      expect(await call(bearer)).toBe(503);
+      apple.fail(null);
+      expect(apple.calls.some((each) => each.jwtHeader !== null)).toBe(true);
+
+      expect(await get("/admin/v1/projects", { authorization: `Bearer ${adminToken}` })).toBe(200);
+      expect(await get("/admin/v1/projects", { authorization: `Bearer ${adminToken}-wrong` })).toBe(401);
+      expect(await get("/admin/v1/projects", { authorization: `bearer ${adminToken.slice(0, -2)}` })).toBe(
+        401,
+      );
+
+      postgres.cut();
+      redis.cut();
+      expect(await get("/admin/v1/projects", { authorization: `Bearer ${adminToken}` })).toBe(503);
+      // A call served from the caches while both are down: its usage row waits, its limits run locally.
+      expect(await call(bearer)).toBe(200);
+      await get("/health");
+      await new Promise((resolve) => setTimeout(resolve, 300));
+      await get("/health");
+      await get("/metrics");
+      expect(answers.join("\n")).toContain('"status":"down"');
+
+      const logged = sluice.logs.join("");
+      expect(logged).toContain("Apple DeviceCheck");
+      expect(logged).toContain("usage batch not written");
+      expect(logged).toContain("Redis");
+      const secrets: Record<string, string> = {
+        databasePassword,
+        redisPassword,
+        adminToken,
+        // The start of every JWT ('{"' in base64url): the one Sluice signs for Apple.
+        jwt: "eyJ",
+        p8: keys.privateKeyPem.split("\n")[1] ?? "missing",
+        "provider key": project.providerKeys["provider-a"],
+        "key share": partial.slice(`sk_sluice_${project.keyIds["provider-a"]}_`.length),
+        ...Object.fromEntries(deviceTokens.map((token, index) => [`device token ${index}`, token])),
+      };
+      for (const [where, text] of Object.entries({ logs: logged, answers: answers.join("\n") }))
+        for (const [name, secret] of Object.entries(secrets))
+          expect(text.includes(secret), `${name} found in ${where}`).toBe(false);
+    } finally {
+      postgres.restore();
+      redis.restore();
+      await sluice.close();
+      await postgres.close();
+      await redis.close();
+      await apple.close();
+      await fake.close();
+      await schema.drop();
     }
   });
 });
