@@ -132,13 +132,17 @@ function oneConnection(client: PgClient, progress: Progress, statementTimeoutMs:
         progress.connected = true;
         await query("select set_config('statement_timeout', $1, false)", [String(statementTimeoutMs)]);
         // Kysely's migration lock is the session's (an advisory lock on the whole database): a start
-        // whose connection is lost while it holds it (the network fails as it unlocks) leaves the
-        // server holding it for as long as TCP keepalive takes to find the peer gone, hours, and
-        // every later start fails waiting for it. Idle a few seconds, the session is ended and the
-        // lock freed: this client never waits between its statements. PostgreSQL 14 and later.
+        // whose connection is lost while it holds it leaves the server holding it for as long as
+        // TCP keepalive takes to find the peer gone, hours, and every later start fails waiting for
+        // it. Idle a few seconds, the session is ended and the lock freed: this client never waits
+        // between its statements. Lost as it unlocks, the session is idle outside a transaction
+        // (idle_session_timeout, PostgreSQL 14 and later); lost during a migration, it is idle in
+        // the migration's transaction, which only idle_in_transaction_session_timeout ends (9.6 on).
+        const idleMs = String(Math.min(statementTimeoutMs, lostSessionMs));
+        await query("select set_config('idle_in_transaction_session_timeout', $1, false)", [idleMs]);
         await query(
           "select set_config('idle_session_timeout', $1, false) where current_setting('server_version_num')::int >= 140000",
-          [String(Math.min(statementTimeoutMs, lostSessionMs))],
+          [idleMs],
         );
       })();
       await connected;

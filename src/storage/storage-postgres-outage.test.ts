@@ -146,6 +146,29 @@ describe.skipIf(!postgresAvailable)("PostgreSQL that hangs or starts twice", () 
     }
   }, 15_000);
 
+  it("frees the migration lock of a start whose connection was lost in the middle of a migration, so the next start is not blocked", async () => {
+    const schema = await createPostgresSchema();
+    const proxy = await startTcpProxy(5432);
+    try {
+      // The network fails inside the migration's transaction (the lock is the session's, taken
+      // before it): the server holds the session idle in that transaction, and the lock with it.
+      proxy.stallOn('create table "projects"');
+      await expect(
+        openDatabase({
+          databaseUrl: schema.url.replace("127.0.0.1:5432", `127.0.0.1:${proxy.port}`),
+          dataDir: "unused",
+          startTimeoutMs: 1000,
+        }),
+      ).rejects.toThrow(/did not finish/);
+      expect(proxy.stalledText()).toContain('create table "projects"');
+      const second = await openDatabase({ databaseUrl: schema.url, dataDir: "unused", startTimeoutMs: 5000 });
+      await second.close();
+    } finally {
+      await proxy.close();
+      await schema.drop();
+    }
+  }, 15_000);
+
   it("keeps usage rows queued, not refused, while the role's statement_timeout cancels their insert", async () => {
     const schema = await createPostgresSchema();
     // An operator's statement_timeout on the role, as the connection's option here.
