@@ -67,7 +67,7 @@ export function registerProxyRoutes(router: Router, deps: ProxyRouteDeps): void 
         try {
           // After authentication, as on every route: a client without credentials gets 401, an
           // unknown project 404, and the refusal is counted and has its row.
-          if (adapter.requiresJson) requireJsonContentType(request);
+          if (adapter.requiresJson && !untypedEmptyBody(request)) requireJsonContentType(request);
           const sent = await readProxiedBody(request, adapter, path, deps.maxBodyBytes);
           facts = sent.facts;
           const result = await forward(deps.pools, {
@@ -124,6 +124,18 @@ export function registerProxyRoutes(router: Router, deps: ProxyRouteDeps): void 
       { writesOwnHeaders: true },
     );
   }
+}
+
+/**
+ * A request that declares no content type and carries no body (`content-length: 0`, or neither a
+ * length nor a transfer coding): B's `messages.batches.cancel` is a POST the SDK sends so. There is
+ * no content for a type to describe, so the JSON content type B and C require is not asked of it.
+ */
+function untypedEmptyBody(request: IncomingMessage): boolean {
+  const { headers } = request;
+  if (headers["content-type"] !== undefined) return false;
+  const length = headers["content-length"];
+  return length === undefined ? headers["transfer-encoding"] === undefined : length.trim() === "0";
 }
 
 /**

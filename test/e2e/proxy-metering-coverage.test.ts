@@ -6,6 +6,7 @@ import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import type { FakeUpstream } from "../fakes/fake-upstream.js";
 import { type FakeUsage, fakeAudio } from "../fakes/fake-upstream-responses.js";
 import { type ProxyStage, startProxyStage } from "../support/proxy-stage.js";
+import { sendRawHeaders } from "../support/raw-request.js";
 import { sdkClients } from "../support/sdk-clients.js";
 import type { TestGateway, TestProject } from "../support/test-gateway.js";
 
@@ -566,6 +567,35 @@ describe("metering of the SDKs' other token-consuming calls", () => {
         status: 405,
       });
       expect(fake.requests).toHaveLength(upstreamCalls);
+    });
+
+    it("forwards a batch's cancel, a POST the SDK sends without a body or a content type, and records it as free", async () => {
+      for (const cancel of [
+        () => anthropic.messages.batches.cancel("msgbatch_fake1"),
+        () => anthropic.beta.messages.batches.cancel("msgbatch_fake1"),
+      ]) {
+        fake.clear();
+        const row = await rowOf(async () => {
+          const batch = await cancel();
+          expect(batch.processing_status).toBe("canceling");
+        });
+        expect(fake.last()).toMatchObject({
+          method: "POST",
+          path: "/b/v1/messages/batches/msgbatch_fake1/cancel",
+        });
+        expect(fake.last()!.body).toHaveLength(0);
+        expect(fake.last()!.headers["content-type"]).toBeUndefined();
+        expect(row).toMatchObject({ status: 200, outcome: "ok", ...free });
+      }
+      // Only a POST with no body is spared the content type: one with a body and none is still 415.
+      fake.clear();
+      const untyped = await sendRawHeaders(
+        `${sluice.url}/v1/provider-b/${project.projectId}/v1/messages/batches/msgbatch_fake1/cancel`,
+        { "x-api-key": project.bearer("provider-b"), "content-length": "2" },
+        "{}",
+      );
+      expect(untyped.status).toBe(415);
+      expect(fake.requests).toHaveLength(0);
     });
   });
 
