@@ -170,6 +170,21 @@ async function readProxiedBody(
   };
 }
 
+/** A path of provider B's or C's proxy, whose only method is POST: the provider and the provider path. */
+const postOnlyProxyPath = /^\/v1\/(provider-[bc])\/[^/]+\/(.+)$/;
+
+/**
+ * The message of the 405 a method other than POST gets on provider B's or C's proxy (their SDKs'
+ * retrievals, lists, downloads, updates and deletions: `messages.batches.retrieve`, `caches.get`…),
+ * which names the provider, the call and why it does not pass, rather than only that the method is
+ * not allowed. Null for any other path (the generic message).
+ */
+export function methodNotForwarded(method: string, path: string): string | null {
+  const match = postOnlyProxyPath.exec(path);
+  if (match === null) return null;
+  return `${method} is not allowed on this path: ${match[1]}'s proxy forwards POST calls only: ${method} ${(match[2] ?? "").slice(0, 200)} does not go through Sluice (retrieving, listing, downloading, updating or deleting a batch, file, cache or operation is done with the provider directly; see docs/proxy.md)`;
+}
+
 /**
  * The first segments of the providers' own API paths. An SDK whose base URL leaves out the project
  * id (`…/v1/provider-a` instead of `…/v1/provider-a/{projectId}`) sends its path's first segment

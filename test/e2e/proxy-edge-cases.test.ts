@@ -2,6 +2,7 @@ import type { IncomingMessage, ServerResponse } from "node:http";
 import { connect } from "node:net";
 import { gzipSync } from "node:zlib";
 import Anthropic, { toFile } from "@anthropic-ai/sdk";
+import { GoogleGenAI } from "@google/genai";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { generateAppleKeyPair } from "../fakes/fake-apple.js";
 import { type LocalServer, startLocalServer } from "../support/local-server.js";
@@ -179,6 +180,62 @@ describe("proxy edge cases", () => {
       );
     expect(error?.status).toBe(404);
     expect(error?.message).toMatch(/Provider B's Files API does not go through Sluice/);
+    expect(received).toHaveLength(0);
+  });
+
+  it("answers the SDKs' calls that are no POST (retrievals, lists, downloads, updates, deletions) on B and C 405 naming the POST-only proxy, and never forwards them", async () => {
+    const anthropic = new Anthropic({
+      apiKey: project.bearer("provider-b"),
+      baseURL: `${sluice.url}/v1/provider-b/${project.projectId}`,
+      maxRetries: 0,
+    });
+    const google = new GoogleGenAI({
+      apiKey: project.bearer("provider-c"),
+      httpOptions: { baseUrl: `${sluice.url}/v1/provider-c/${project.projectId}` },
+    });
+    const calls: Array<[string, string, () => Promise<unknown>]> = [
+      [
+        "provider-b",
+        "GET v1/messages/batches/msgbatch_1",
+        () => anthropic.messages.batches.retrieve("msgbatch_1"),
+      ],
+      [
+        "provider-b",
+        "GET v1/messages/batches/msgbatch_1",
+        () => anthropic.messages.batches.results("msgbatch_1"),
+      ],
+      ["provider-b", "GET v1/messages/batches", () => anthropic.messages.batches.list()],
+      [
+        "provider-b",
+        "DELETE v1/messages/batches/msgbatch_1",
+        () => anthropic.messages.batches.delete("msgbatch_1"),
+      ],
+      ["provider-b", "GET v1/files", () => anthropic.beta.files.list()],
+      ["provider-b", "GET v1/files/file_1/content", () => anthropic.beta.files.download("file_1")],
+      ["provider-c", "GET v1beta/cachedContents/c1", () => google.caches.get({ name: "cachedContents/c1" })],
+      [
+        "provider-c",
+        "PATCH v1beta/cachedContents/c1",
+        () => google.caches.update({ name: "cachedContents/c1", config: { ttl: "60s" } }),
+      ],
+      [
+        "provider-c",
+        "DELETE v1beta/cachedContents/c1",
+        () => google.caches.delete({ name: "cachedContents/c1" }),
+      ],
+      ["provider-c", "GET v1beta/files/f1", () => google.files.get({ name: "files/f1" })],
+      ["provider-c", "GET v1beta/batches/b1", () => google.batches.get({ name: "batches/b1" })],
+    ];
+    for (const [provider, call, make] of calls) {
+      const error = (await make().then(
+        () => null,
+        (caught: unknown) => caught,
+      )) as { status?: number; message?: string } | null;
+      expect(error?.status, call).toBe(405);
+      expect(error?.message, call).toContain(
+        `${provider}'s proxy forwards POST calls only: ${call} does not go through Sluice`,
+      );
+    }
     expect(received).toHaveLength(0);
   });
 
