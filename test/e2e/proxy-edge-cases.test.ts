@@ -166,6 +166,39 @@ describe("proxy edge cases", () => {
     expect(received).toHaveLength(0);
   });
 
+  it("never starts a provider C resumable upload through v1beta/files, and never shows an upload URL's key", async () => {
+    // `files.create` on the API path (no `upload/`): the upload headers stay behind, so the provider
+    // makes no upload session; an upload URL that quoted the key back would show it redacted.
+    const key = project.providerKeys["provider-c"];
+    answer = (_request, response) => {
+      response.writeHead(200, {
+        "content-type": "application/json",
+        "x-goog-upload-url": `https://generativelanguage.googleapis.com/upload/v1beta/files?upload_id=u1&key=${key}`,
+        "x-goog-upload-status": "active",
+      });
+      response.end("{}");
+    };
+    const response = await fetch(`${sluice.url}/v1/provider-c/${project.projectId}/v1beta/files`, {
+      method: "POST",
+      headers: {
+        "x-goog-api-key": project.bearer("provider-c"),
+        "content-type": "application/json",
+        "x-goog-upload-protocol": "resumable",
+        "x-goog-upload-command": "start",
+        "x-goog-upload-header-content-length": "5",
+        "x-goog-upload-header-content-type": "text/plain",
+      },
+      body: JSON.stringify({ file: { displayName: "a.txt" } }),
+    });
+    expect(response.status).toBe(200);
+    expect(response.headers.get("x-goog-upload-url")).toBe(
+      "https://generativelanguage.googleapis.com/upload/v1beta/files?upload_id=u1&key=[redacted]",
+    );
+    expect(received).toHaveLength(1);
+    expect(received[0]!.url).toBe("/c/v1beta/files");
+    expect(Object.keys(received[0]!.headers).filter((name) => name.startsWith("x-goog-upload"))).toEqual([]);
+  });
+
   it("answers provider B's file upload 404 with the reason, not a 415 about its multipart form, and never forwards it", async () => {
     const anthropic = new Anthropic({
       apiKey: project.bearer("provider-b"),
