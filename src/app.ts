@@ -6,6 +6,7 @@ import { type AdminRouteDeps, registerAdminRoutes } from "./http/admin-routes.js
 import type { ConnectionCap } from "./http/connection-cap.js";
 import type { CorsPolicy } from "./http/cors.js";
 import { maxHeaderFields } from "./http/max-header-fields.js";
+import { methodNotForwarded } from "./http/proxy-routes.js";
 import { type PublicRouteDeps, registerPublicRoutes } from "./http/public-routes.js";
 import { type Handler, type RequestContext, Router } from "./http/router.js";
 import { closeIfBodyUnread, sendError, sendRawError, setHeaders } from "./http/send.js";
@@ -178,9 +179,12 @@ export function createApp(deps: AppDeps): App {
         request.resume();
         sendError(
           response,
-          new GatewayError("METHOD_NOT_ALLOWED", `${request.method} is not allowed on this path`, {
-            headers: { allow: lookup.allowed.join(", ") },
-          }),
+          new GatewayError(
+            "METHOD_NOT_ALLOWED",
+            methodNotForwarded(request.method ?? "GET", path) ??
+              `${request.method} is not allowed on this path`,
+            { headers: { allow: lookup.allowed.join(", ") } },
+          ),
           requestId,
         );
       } else {

@@ -67,7 +67,7 @@ export function registerProxyRoutes(router: Router, deps: ProxyRouteDeps): void 
         try {
           // After authentication, as on every route: a client without credentials gets 401, an
           // unknown project 404, and the refusal is counted and has its row.
-          if (adapter.requiresJson) requireJsonContentType(request);
+          if (adapter.requiresJson && !untypedEmptyBody(request)) requireJsonContentType(request);
           const sent = await readProxiedBody(request, adapter, path, deps.maxBodyBytes);
           facts = sent.facts;
           const result = await forward(deps.pools, {
@@ -127,6 +127,18 @@ export function registerProxyRoutes(router: Router, deps: ProxyRouteDeps): void 
 }
 
 /**
+ * A request that declares no content type and carries no body (`content-length: 0`, or neither a
+ * length nor a transfer coding): B's `messages.batches.cancel` is a POST the SDK sends so. There is
+ * no content for a type to describe, so the JSON content type B and C require is not asked of it.
+ */
+function untypedEmptyBody(request: IncomingMessage): boolean {
+  const { headers } = request;
+  if (headers["content-type"] !== undefined) return false;
+  const length = headers["content-length"];
+  return length === undefined ? headers["transfer-encoding"] === undefined : length.trim() === "0";
+}
+
+/**
  * Reads the body and sets the stream usage option where it applies. In a function of its own, so
  * that the route's frame, which waits for the whole answer, holds no reference to the body: only
  * the returned RequestFacts does, and it lets a large body go once it is sent.
@@ -156,6 +168,21 @@ async function readProxiedBody(
     decoded,
     usageOptionSet: decoded,
   };
+}
+
+/** A path of provider B's or C's proxy, whose only method is POST: the provider and the provider path. */
+const postOnlyProxyPath = /^\/v1\/(provider-[bc])\/[^/]+\/(.+)$/;
+
+/**
+ * The message of the 405 a method other than POST gets on provider B's or C's proxy (their SDKs'
+ * retrievals, lists, downloads, updates and deletions: `messages.batches.retrieve`, `caches.get`…),
+ * which names the provider, the call and why it does not pass, rather than only that the method is
+ * not allowed. Null for any other path (the generic message).
+ */
+export function methodNotForwarded(method: string, path: string): string | null {
+  const match = postOnlyProxyPath.exec(path);
+  if (match === null) return null;
+  return `${method} is not allowed on this path: ${match[1]}'s proxy forwards POST calls only: ${method} ${(match[2] ?? "").slice(0, 200)} does not go through Sluice (retrieving, listing, downloading, updating or deleting a batch, file, cache or operation is done with the provider directly; see docs/proxy.md)`;
 }
 
 /**

@@ -2,6 +2,7 @@ import type { IncomingMessage, ServerResponse } from "node:http";
 import { connect } from "node:net";
 import { gzipSync } from "node:zlib";
 import Anthropic, { toFile } from "@anthropic-ai/sdk";
+import { GoogleGenAI } from "@google/genai";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { generateAppleKeyPair } from "../fakes/fake-apple.js";
 import { type LocalServer, startLocalServer } from "../support/local-server.js";
@@ -165,6 +166,39 @@ describe("proxy edge cases", () => {
     expect(received).toHaveLength(0);
   });
 
+  it("never starts a provider C resumable upload through v1beta/files, and never shows an upload URL's key", async () => {
+    // `files.create` on the API path (no `upload/`): the upload headers stay behind, so the provider
+    // makes no upload session; an upload URL that quoted the key back would show it redacted.
+    const key = project.providerKeys["provider-c"];
+    answer = (_request, response) => {
+      response.writeHead(200, {
+        "content-type": "application/json",
+        "x-goog-upload-url": `https://generativelanguage.googleapis.com/upload/v1beta/files?upload_id=u1&key=${key}`,
+        "x-goog-upload-status": "active",
+      });
+      response.end("{}");
+    };
+    const response = await fetch(`${sluice.url}/v1/provider-c/${project.projectId}/v1beta/files`, {
+      method: "POST",
+      headers: {
+        "x-goog-api-key": project.bearer("provider-c"),
+        "content-type": "application/json",
+        "x-goog-upload-protocol": "resumable",
+        "x-goog-upload-command": "start",
+        "x-goog-upload-header-content-length": "5",
+        "x-goog-upload-header-content-type": "text/plain",
+      },
+      body: JSON.stringify({ file: { displayName: "a.txt" } }),
+    });
+    expect(response.status).toBe(200);
+    expect(response.headers.get("x-goog-upload-url")).toBe(
+      "https://generativelanguage.googleapis.com/upload/v1beta/files?upload_id=u1&key=[redacted]",
+    );
+    expect(received).toHaveLength(1);
+    expect(received[0]!.url).toBe("/c/v1beta/files");
+    expect(Object.keys(received[0]!.headers).filter((name) => name.startsWith("x-goog-upload"))).toEqual([]);
+  });
+
   it("answers provider B's file upload 404 with the reason, not a 415 about its multipart form, and never forwards it", async () => {
     const anthropic = new Anthropic({
       apiKey: project.bearer("provider-b"),
@@ -179,6 +213,62 @@ describe("proxy edge cases", () => {
       );
     expect(error?.status).toBe(404);
     expect(error?.message).toMatch(/Provider B's Files API does not go through Sluice/);
+    expect(received).toHaveLength(0);
+  });
+
+  it("answers the SDKs' calls that are no POST (retrievals, lists, downloads, updates, deletions) on B and C 405 naming the POST-only proxy, and never forwards them", async () => {
+    const anthropic = new Anthropic({
+      apiKey: project.bearer("provider-b"),
+      baseURL: `${sluice.url}/v1/provider-b/${project.projectId}`,
+      maxRetries: 0,
+    });
+    const google = new GoogleGenAI({
+      apiKey: project.bearer("provider-c"),
+      httpOptions: { baseUrl: `${sluice.url}/v1/provider-c/${project.projectId}` },
+    });
+    const calls: Array<[string, string, () => Promise<unknown>]> = [
+      [
+        "provider-b",
+        "GET v1/messages/batches/msgbatch_1",
+        () => anthropic.messages.batches.retrieve("msgbatch_1"),
+      ],
+      [
+        "provider-b",
+        "GET v1/messages/batches/msgbatch_1",
+        () => anthropic.messages.batches.results("msgbatch_1"),
+      ],
+      ["provider-b", "GET v1/messages/batches", () => anthropic.messages.batches.list()],
+      [
+        "provider-b",
+        "DELETE v1/messages/batches/msgbatch_1",
+        () => anthropic.messages.batches.delete("msgbatch_1"),
+      ],
+      ["provider-b", "GET v1/files", () => anthropic.beta.files.list()],
+      ["provider-b", "GET v1/files/file_1/content", () => anthropic.beta.files.download("file_1")],
+      ["provider-c", "GET v1beta/cachedContents/c1", () => google.caches.get({ name: "cachedContents/c1" })],
+      [
+        "provider-c",
+        "PATCH v1beta/cachedContents/c1",
+        () => google.caches.update({ name: "cachedContents/c1", config: { ttl: "60s" } }),
+      ],
+      [
+        "provider-c",
+        "DELETE v1beta/cachedContents/c1",
+        () => google.caches.delete({ name: "cachedContents/c1" }),
+      ],
+      ["provider-c", "GET v1beta/files/f1", () => google.files.get({ name: "files/f1" })],
+      ["provider-c", "GET v1beta/batches/b1", () => google.batches.get({ name: "batches/b1" })],
+    ];
+    for (const [provider, call, make] of calls) {
+      const error = (await make().then(
+        () => null,
+        (caught: unknown) => caught,
+      )) as { status?: number; message?: string } | null;
+      expect(error?.status, call).toBe(405);
+      expect(error?.message, call).toContain(
+        `${provider}'s proxy forwards POST calls only: ${call} does not go through Sluice`,
+      );
+    }
     expect(received).toHaveLength(0);
   });
 

@@ -6,6 +6,7 @@ import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import type { FakeUpstream } from "../fakes/fake-upstream.js";
 import { type FakeUsage, fakeAudio } from "../fakes/fake-upstream-responses.js";
 import { type ProxyStage, startProxyStage } from "../support/proxy-stage.js";
+import { sendRawHeaders } from "../support/raw-request.js";
 import { sdkClients } from "../support/sdk-clients.js";
 import type { TestGateway, TestProject } from "../support/test-gateway.js";
 
@@ -219,6 +220,114 @@ describe("metering of the SDKs' other token-consuming calls", () => {
         output_tokens: 7,
         cost_usd: null,
       });
+    });
+
+    it("forwards files.create's multipart form intact, records it as free, and refuses a form over the body cap with 413 before the provider sees it", async () => {
+      const content = Buffer.from(Array.from({ length: 300_000 }, (_, index) => (index * 7) % 256));
+      fake.enqueueResponse({
+        status: 200,
+        body: {
+          id: "file-abc123",
+          object: "file",
+          bytes: content.length,
+          created_at: 1_763_000_000,
+          filename: "batch.jsonl",
+          purpose: "batch",
+          status: "processed",
+        },
+      });
+      const row = await rowOf(async () => {
+        const file = await openai.files.create({
+          file: await toFile(content, "batch.jsonl"),
+          purpose: "batch",
+        });
+        expect(file.id).toBe("file-abc123");
+      });
+      expect(row).toMatchObject({ status: 200, outcome: "ok", ...free });
+      const sent = fake.last()!;
+      expect(sent).toMatchObject({ method: "POST", path: "/a/v1/files" });
+      // One form, its boundary the one the content type names, whole: the file's bytes and the
+      // purpose field between its delimiters, the closing delimiter at the end.
+      const boundary = /^multipart\/form-data; boundary=(\S+)$/.exec(
+        String(sent.headers["content-type"]),
+      )?.[1];
+      expect(boundary).toBeDefined();
+      expect(Number(sent.headers["content-length"])).toBe(sent.body.length);
+      expect(sent.body.subarray(0, boundary!.length + 4).toString("latin1")).toBe(`--${boundary}\r\n`);
+      expect(sent.body.subarray(-boundary!.length - 8).toString("latin1")).toBe(`\r\n--${boundary}--\r\n`);
+      expect(sent.body.includes(content)).toBe(true);
+      expect(sent.body.toString("latin1")).toMatch(/name="purpose"\r\n\r\nbatch\r\n/);
+
+      fake.clear();
+      const over = Buffer.alloc(21 * 1024 * 1024, 0x61);
+      const refused = await rowOf(async () => {
+        const error = await openai.files
+          .create({ file: await toFile(over, "big.jsonl"), purpose: "batch" })
+          .catch((caught: unknown) => caught as InstanceType<typeof OpenAI.APIError>);
+        expect(error).toMatchObject({ status: 413, message: "413 The request body exceeds 20971520 bytes" });
+      });
+      expect(refused).toMatchObject({ status: 413, error_code: "PAYLOAD_TOO_LARGE" });
+      expect(fake.requests).toHaveLength(0);
+    });
+
+    it("streams a binary answer (a file's content, speech's audio) chunk by chunk as the provider sends it, unchanged", async () => {
+      const first = Buffer.from(Array.from({ length: 40_000 }, (_, index) => index % 251));
+      const second = Buffer.from(Array.from({ length: 40_000 }, (_, index) => (index * 3) % 256));
+      fake.setSseDelayMs(800);
+      try {
+        for (const [contentType, call] of [
+          ["application/octet-stream", () => openai.files.content("file-abc123")],
+          [
+            "audio/mpeg",
+            () => openai.audio.speech.create({ model: "gpt-4o-mini-tts", voice: "alloy", input: "Hi" }),
+          ],
+        ] as const) {
+          fake.enqueueResponse({
+            status: 200,
+            parts: [first, second],
+            headers: { "content-type": contentType },
+          });
+          const startedAt = Date.now();
+          const answer = await call();
+          expect(answer.headers.get("content-type")).toBe(contentType);
+          const reader = answer.body!.getReader();
+          const chunks: Uint8Array[] = [];
+          let firstChunkAfter = -1;
+          for (let read = await reader.read(); !read.done; read = await reader.read()) {
+            if (firstChunkAfter === -1) firstChunkAfter = Date.now() - startedAt;
+            chunks.push(read.value);
+          }
+          // The first part arrives before the provider sends the second, 800 ms later.
+          expect(firstChunkAfter).toBeLessThan(500);
+          expect(Buffer.concat(chunks).equals(Buffer.concat([first, second]))).toBe(true);
+        }
+      } finally {
+        fake.setSseDelayMs(0);
+      }
+    });
+
+    it("records embeddings' tokens when the SDK asks for base64 (its default), also from an answer of many megabytes", async () => {
+      const one = await rowOf(async () => {
+        const answer = await openai.embeddings.create({ model: "text-embedding-3-small", input: "Hi" });
+        expect(answer.data[0]!.embedding).toHaveLength(3);
+        expect(answer.data[0]!.embedding[0]).toBeCloseTo(0.0023064255, 8);
+      });
+      expect((fake.last()!.json as { encoding_format?: string }).encoding_format).toBe("base64");
+      expect(one).toMatchObject({ model: "text-embedding-3-small", input_tokens: 11, output_tokens: 0 });
+      expect(one.cost_usd).toBeCloseTo((11 * 0.02) / 1e6, 12);
+      // 600 vectors of 3072 floats: about 9.8 MB of base64, read from its tail.
+      fake.setUsage({ input: 600 });
+      const many = await rowOf(async () => {
+        const answer = await openai.embeddings.create({
+          model: "text-embedding-3-large",
+          input: Array.from({ length: 600 }, () => "Hi"),
+          dimensions: 3072,
+        });
+        expect(answer.data).toHaveLength(600);
+        expect(answer.data[599]!.embedding).toHaveLength(3072);
+      });
+      expect(many).toMatchObject({ model: "text-embedding-3-large", input_tokens: 600, output_tokens: 0 });
+      expect(many.cost_usd).toBeCloseTo((600 * 0.13) / 1e6, 12);
     });
 
     it("records a legacy completion's tokens, streamed (usage asked for by Sluice, its chunk kept back) and not", async () => {
@@ -566,6 +675,35 @@ describe("metering of the SDKs' other token-consuming calls", () => {
         status: 405,
       });
       expect(fake.requests).toHaveLength(upstreamCalls);
+    });
+
+    it("forwards a batch's cancel, a POST the SDK sends without a body or a content type, and records it as free", async () => {
+      for (const cancel of [
+        () => anthropic.messages.batches.cancel("msgbatch_fake1"),
+        () => anthropic.beta.messages.batches.cancel("msgbatch_fake1"),
+      ]) {
+        fake.clear();
+        const row = await rowOf(async () => {
+          const batch = await cancel();
+          expect(batch.processing_status).toBe("canceling");
+        });
+        expect(fake.last()).toMatchObject({
+          method: "POST",
+          path: "/b/v1/messages/batches/msgbatch_fake1/cancel",
+        });
+        expect(fake.last()!.body).toHaveLength(0);
+        expect(fake.last()!.headers["content-type"]).toBeUndefined();
+        expect(row).toMatchObject({ status: 200, outcome: "ok", ...free });
+      }
+      // Only a POST with no body is spared the content type: one with a body and none is still 415.
+      fake.clear();
+      const untyped = await sendRawHeaders(
+        `${sluice.url}/v1/provider-b/${project.projectId}/v1/messages/batches/msgbatch_fake1/cancel`,
+        { "x-api-key": project.bearer("provider-b"), "content-length": "2" },
+        "{}",
+      );
+      expect(untyped.status).toBe(415);
+      expect(fake.requests).toHaveLength(0);
     });
   });
 

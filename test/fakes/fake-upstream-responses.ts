@@ -95,13 +95,22 @@ export const providerA = {
     if (includeUsage) events.push({ ...base, choices: [], usage: usageA(usage) } as never);
     return [...events.map((event) => `data: ${JSON.stringify(event)}\n\n`), "data: [DONE]\n\n"];
   },
-  embeddings(model: string, inputs: number, usage: FakeUsage) {
+  /**
+   * An embeddings answer: `dimensions` floats per input, as a JSON array, or with `base64` (what the
+   * SDK asks for unless told otherwise) as the base64 of their little-endian float32 bytes.
+   */
+  embeddings(model: string, inputs: number, usage: FakeUsage, base64 = false, dimensions = 3) {
+    const floats = Array.from(
+      { length: dimensions },
+      (_, index) => [0.0023064255, -0.009327292, 0.015797347][index % 3] as number,
+    );
+    const vector = base64 ? Buffer.from(new Float32Array(floats).buffer).toString("base64") : floats;
     return {
       object: "list",
       data: Array.from({ length: inputs }, (_, index) => ({
         object: "embedding",
         index,
-        embedding: [0.0023064255, -0.009327292, 0.015797347],
+        embedding: vector,
       })),
       model,
       usage: { prompt_tokens: usage.input, total_tokens: usage.input },
@@ -285,6 +294,27 @@ function usageA(usage: FakeUsage) {
 }
 
 export const providerB = {
+  /** A Message Batch object, as the Message Batches API answers one (created, retrieved, cancelled). */
+  batch(id: string, status: "in_progress" | "canceling" | "ended" = "in_progress") {
+    return {
+      id,
+      type: "message_batch",
+      processing_status: status,
+      request_counts: {
+        processing: status === "ended" ? 0 : 1,
+        succeeded: 0,
+        errored: 0,
+        canceled: 0,
+        expired: 0,
+      },
+      ended_at: status === "ended" ? "2025-11-13T02:20:00Z" : null,
+      created_at: "2025-11-13T02:13:20Z",
+      expires_at: "2025-11-14T02:13:20Z",
+      archived_at: null,
+      cancel_initiated_at: status === "in_progress" ? null : "2025-11-13T02:14:00Z",
+      results_url: status === "ended" ? `https://api.anthropic.com/v1/messages/batches/${id}/results` : null,
+    };
+  },
   message(model: string, content: unknown[], usage: FakeUsage, stopReason = "end_turn") {
     return {
       id: "msg_fake123",

@@ -43,13 +43,16 @@ export interface RecordedRequest {
 export interface ProgrammedResponse {
   status: number;
   headers?: Record<string, string>;
-  /** The body to send; omitted: the requesting provider's own error shape for `status`. */
+  /**
+   * The body to send (a Buffer as its bytes, a string as it is, anything else as JSON); omitted: the
+   * requesting provider's own error shape for `status`.
+   */
   body?: unknown;
   /**
    * (Status 200 only) The body as a stream of these pieces, each a write of its own, paced as
    * streams are (setSseDelayMs), with `headers`' content-type; `body` is then not sent.
    */
-  parts?: string[];
+  parts?: Array<string | Buffer>;
 }
 
 /** The gateway's three provider base URLs (Config's), each at its provider's path on `fake`. */
@@ -205,7 +208,13 @@ export async function startFakeUpstream(
       return sendJson(
         response,
         200,
-        providerA.embeddings(model, Array.isArray(json.input) ? json.input.length : 1, usage),
+        providerA.embeddings(
+          model,
+          Array.isArray(json.input) ? json.input.length : 1,
+          usage,
+          json.encoding_format === "base64",
+          typeof json.dimensions === "number" ? json.dimensions : 3,
+        ),
       );
     if (path === "/a/v1/models") return sendJson(response, 200, providerA.models());
     if (path === "/a/v1/completions") {
@@ -270,6 +279,10 @@ export async function startFakeUpstream(
       }
       return sendJson(response, 200, providerB.message(model, [{ type: "text", text: content }], usage));
     }
+    // A batch's cancel: a POST without a body, answered with the batch, now canceling.
+    const batchCancel = /^\/b\/v1\/messages\/batches\/([^/]+)\/cancel$/.exec(path);
+    if (batchCancel && request.method === "POST")
+      return sendJson(response, 200, providerB.batch(batchCancel[1] ?? "", "canceling"));
     if (path === "/b/v1/messages/count_tokens") return sendJson(response, 200, { input_tokens: usage.input });
     if (path === "/b/v1/models") return sendJson(response, 200, providerB.models());
     if (path === "/c/v1beta/interactions" && request.method === "POST") {
@@ -358,7 +371,9 @@ export async function startFakeUpstream(
     body: unknown,
     headers: Record<string, string> = {},
   ) {
-    let payload: Buffer = Buffer.from(typeof body === "string" ? body : JSON.stringify(body));
+    let payload: Buffer = Buffer.isBuffer(body)
+      ? body
+      : Buffer.from(typeof body === "string" ? body : JSON.stringify(body));
     const encoding: Record<string, string> = {};
     if (compression !== null) {
       payload = compressSync[compression](payload);
@@ -388,7 +403,7 @@ export async function startFakeUpstream(
 
   async function stream(
     response: ServerResponse,
-    events: string[],
+    events: Array<string | Buffer>,
     contentType = "text/event-stream",
     path = "",
   ) {

@@ -5,7 +5,7 @@ export type ResponseCoding = "gzip" | "deflate" | "br";
 
 export interface ResponseEncoder {
   /** Compresses `text` and flushes it to the client, so a stream still arrives event by event. */
-  write(text: string): Promise<void>;
+  write(text: string | Buffer): Promise<void>;
   /** Writes the compressed stream's end (not the response's). */
   end(): Promise<void>;
 }
