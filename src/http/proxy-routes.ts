@@ -67,7 +67,7 @@ export function registerProxyRoutes(router: Router, deps: ProxyRouteDeps): void 
         try {
           // After authentication, as on every route: a client without credentials gets 401, an
           // unknown project 404, and the refusal is counted and has its row.
-          if (adapter.requiresJson && !untypedEmptyBody(request)) requireJsonContentType(request);
+          if (adapter.requiresJson && !untypedCancel(request, path)) requireJsonContentType(request);
           const sent = await readProxiedBody(request, adapter, path, deps.maxBodyBytes);
           facts = sent.facts;
           const result = await forward(deps.pools, {
@@ -127,11 +127,13 @@ export function registerProxyRoutes(router: Router, deps: ProxyRouteDeps): void 
 }
 
 /**
- * A request that declares no content type and carries no body (`content-length: 0`, or neither a
- * length nor a transfer coding): B's `messages.batches.cancel` is a POST the SDK sends so. There is
- * no content for a type to describe, so the JSON content type B and C require is not asked of it.
+ * A cancel (`…/cancel`, `…:cancel`) that declares no content type and carries no body
+ * (`content-length: 0`, or neither a length nor a transfer coding): B's `messages.batches.cancel` is
+ * a POST its SDK sends so, and there is no content for a type to describe. Every other call keeps
+ * SPEC's rule that B and C require `Content-Type: application/json`, a bodiless POST included.
  */
-function untypedEmptyBody(request: IncomingMessage): boolean {
+function untypedCancel(request: IncomingMessage, path: string): boolean {
+  if (!cancelCall.test(path)) return false;
   const { headers } = request;
   if (headers["content-type"] !== undefined) return false;
   const length = headers["content-length"];
@@ -169,6 +171,8 @@ async function readProxiedBody(
     usageOptionSet: decoded,
   };
 }
+
+const cancelCall = /[/:]cancel$/;
 
 /** A path of provider B's or C's proxy, whose only method is POST: the provider and the provider path. */
 const postOnlyProxyPath = /^\/v1\/(provider-[bc])\/[^/]+\/(.+)$/;

@@ -703,6 +703,13 @@ describe("metering of the SDKs' other token-consuming calls", () => {
         "{}",
       );
       expect(untyped.status).toBe(415);
+      // Any other call keeps SPEC's rule: a POST without a content type is 415, bodiless or not.
+      const bodiless = await sendRawHeaders(
+        `${sluice.url}/v1/provider-b/${project.projectId}/v1/messages`,
+        { "x-api-key": project.bearer("provider-b"), "content-length": "0" },
+        "",
+      );
+      expect(bodiless.status).toBe(415);
       expect(fake.requests).toHaveLength(0);
     });
   });
