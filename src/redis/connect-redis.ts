@@ -3,16 +3,17 @@ import { ConfigError } from "../config.js";
 import type { Logger } from "../observability/logger.js";
 import { createRedisClient, RedisSetupError } from "./redis-client.js";
 
-/**
- * The Redis client of `REDIS_URL`, its errors logged (by message: an AUTH error carries the
- * command's arguments, the password among them), and a password Redis does not need logged as a
- * warning naming REDIS_URL (the client runs without it). A Redis that refuses the URL's user, password or
- * database, or answers a `rediss://` URL without TLS, stops the start as invalid configuration does; one that is unreachable does not (the
- * gateway starts degraded, on per-instance limits, and connects when Redis comes).
- */
 /** Distinct client errors logged per outage; any more are not (the degraded gauge and /health say it). */
 const maxLoggedErrors = 20;
 
+/**
+ * The Redis client of `REDIS_URL`, its errors logged (by message: an AUTH error carries the
+ * command's arguments, the password among them), and a password Redis does not need logged as a
+ * warning naming REDIS_URL (the client runs without it). A Redis that refuses the URL's user,
+ * password or database, or answers a `rediss://` URL without TLS, stops the start as invalid
+ * configuration does; one that is unreachable does not (the gateway starts degraded, on
+ * per-instance limits, and connects when Redis comes).
+ */
 export async function connectRedis(url: string, logger: Logger): Promise<Redis> {
   // ioredis reports every failed reconnect (every 2 s at most), with one message or several in
   // turn (a proxy that takes the connection and drops it: `write EPIPE`, then the command's): each

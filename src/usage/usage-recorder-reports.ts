@@ -3,14 +3,14 @@ import type { Metrics } from "../observability/metrics.js";
 import { createSuppressionWindows } from "../observability/suppression-windows.js";
 import type { UsageRecorderDeps } from "./usage-recorder.js";
 
+/** Distinct reasons for failed usage writes logged per outage; the attempts are all counted. */
+const maxFailureReasons = 20;
+
 /**
  * What the usage recorder reports, as metrics and log lines: its queue depth, rows dropped (queue
  * full, shutdown) or refused by the database, an outage of usage writes and its end (the
  * `database` degraded gauge), and refusals coalesced into another row (a metric only).
  */
-/** Distinct reasons for failed usage writes logged per outage; the attempts are all counted. */
-const maxFailureReasons = 20;
-
 export function usageRecorderReports(
   metrics: Metrics,
   logger: Logger,
