@@ -583,7 +583,6 @@ export class ConfigError extends Error {
   override name = "ConfigError";
 }
 
-/** Reads every setting from `env` (default: the process environment) and validates it. */
 /**
  * For a production start without SLUICE_MASTER_KEY on a data dir where a development start
  * generated one: where the key is and how to pass it (never the key itself).
@@ -595,6 +594,7 @@ function generatedKeyHint(dataDir: string | undefined): string {
     : "";
 }
 
+/** Reads every setting from `env` (default: the process environment) and validates it. */
 export function loadConfig(
   env: Record<string, string | undefined> = process.env,
   overrides: Partial<Config> = {},

@@ -24,9 +24,9 @@ export type DeviceCheckInvalidReason = "malformed-token" | "rejected-by-apple";
 /**
  * `misconfigured`: the project's key cannot sign, or Apple refused our JWT (401, or a reason about
  * the authorization token) or our key (403); `apple-error`: any other non-200/400 answer, a reason about our
- * request's time stamp or transaction id, or an oversized body; `timeout`; `network`.
+ * request's time stamp or transaction id, or an oversized body; `timeout`; `network`; `resting`:
+ * Apple answered 429 for this key, and its Retry-After has not passed, so Apple is not asked.
  */
-/** `resting`: Apple answered 429 for this key, and its Retry-After has not passed; Apple is not asked. */
 export type DeviceCheckUnavailableReason =
   | "misconfigured"
   | "apple-error"

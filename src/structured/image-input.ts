@@ -60,11 +60,11 @@ const readableImageTypes: Record<ProviderId, readonly string[]> = {
   "provider-c": ["image/png", "image/jpeg", "image/webp", "image/heic", "image/heif"],
 };
 
-/** 422 for an image type the project's provider does not read, instead of the provider's 400 as a 502. */
 /** The types sniffImageType tells apart. */
 const sniffedTypes = ["image/png", "image/jpeg", "image/gif", "image/webp", "image/heic"];
 const typeName = (type: string) => type.slice("image/".length).toUpperCase();
 
+/** 422 for an image type the project's provider does not read, instead of the provider's 400 as a 502. */
 export function requireReadableImage(provider: ProviderId, mediaType: string): void {
   const readable = readableImageTypes[provider];
   if (readable.includes(mediaType)) return;
