@@ -124,50 +124,49 @@ describe.skipIf(!postgresAvailable)("PostgreSQL that hangs or starts twice", () 
     }
   });
 
-  it("frees the migration lock of a start whose connection was lost as it unlocked, so the next start is not blocked", async () => {
-    const schema = await createPostgresSchema();
-    const proxy = await startTcpProxy(5432);
-    try {
+  it.each([
+    {
       // The network fails as the first start releases Kysely's lock (one for the whole database):
       // the server keeps the session, and the lock, while the proxy keeps its connection open.
-      proxy.stallOn("pg_advisory_unlock");
-      await expect(
-        openDatabase({
-          databaseUrl: schema.url.replace("127.0.0.1:5432", `127.0.0.1:${proxy.port}`),
-          dataDir: "unused",
-          startTimeoutMs: 1000,
-        }),
-      ).rejects.toThrow(/did not answer|did not finish/);
-      const second = await openDatabase({ databaseUrl: schema.url, dataDir: "unused", startTimeoutMs: 5000 });
-      await second.close();
-    } finally {
-      await proxy.close();
-      await schema.drop();
-    }
-  }, 15_000);
-
-  it("frees the migration lock of a start whose connection was lost in the middle of a migration, so the next start is not blocked", async () => {
-    const schema = await createPostgresSchema();
-    const proxy = await startTcpProxy(5432);
-    try {
+      when: "as it unlocked",
+      stallOn: "pg_advisory_unlock",
+      failure: /did not answer|did not finish/,
+    },
+    {
       // The network fails inside the migration's transaction (the lock is the session's, taken
       // before it): the server holds the session idle in that transaction, and the lock with it.
-      proxy.stallOn('create table "projects"');
-      await expect(
-        openDatabase({
-          databaseUrl: schema.url.replace("127.0.0.1:5432", `127.0.0.1:${proxy.port}`),
+      when: "in the middle of a migration",
+      stallOn: 'create table "projects"',
+      failure: /did not finish/,
+    },
+  ])(
+    "frees the migration lock of a start whose connection was lost $when, so the next start is not blocked",
+    async ({ stallOn, failure }) => {
+      const schema = await createPostgresSchema();
+      const proxy = await startTcpProxy(5432);
+      try {
+        proxy.stallOn(stallOn);
+        await expect(
+          openDatabase({
+            databaseUrl: schema.url.replace("127.0.0.1:5432", `127.0.0.1:${proxy.port}`),
+            dataDir: "unused",
+            startTimeoutMs: 1000,
+          }),
+        ).rejects.toThrow(failure);
+        expect(proxy.stalledText()).toContain(stallOn);
+        const second = await openDatabase({
+          databaseUrl: schema.url,
           dataDir: "unused",
-          startTimeoutMs: 1000,
-        }),
-      ).rejects.toThrow(/did not finish/);
-      expect(proxy.stalledText()).toContain('create table "projects"');
-      const second = await openDatabase({ databaseUrl: schema.url, dataDir: "unused", startTimeoutMs: 5000 });
-      await second.close();
-    } finally {
-      await proxy.close();
-      await schema.drop();
-    }
-  }, 15_000);
+          startTimeoutMs: 5000,
+        });
+        await second.close();
+      } finally {
+        await proxy.close();
+        await schema.drop();
+      }
+    },
+    15_000,
+  );
 
   it("keeps usage rows queued, not refused, while the role's statement_timeout cancels their insert", async () => {
     const schema = await createPostgresSchema();
