@@ -2,7 +2,7 @@ import { randomBytes } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type FakeApple, generateAppleKeyPair, startFakeApple } from "../fakes/fake-apple.js";
 import { type FakeUpstream, startFakeUpstream } from "../fakes/fake-upstream.js";
-import { proxiedChat } from "../support/proxied-chat.js";
+import { proxiedChat, proxiedChatStatus } from "../support/proxied-chat.js";
 import {
   createPostgresSchema,
   postgresAvailable,
@@ -77,13 +77,11 @@ describe.skipIf(!redisAvailable)("single-use device tokens on Redis", () => {
     try {
       const project = await singleUseProject(started, keys.privateKeyPem);
       const call = async (deviceToken: string) => {
-        const response = await proxiedChat(
+        return proxiedChatStatus(
           started.url,
           { projectId: project.projectId, bearer: `${project.partialKeys["provider-a"]}.${deviceToken}` },
           { headers: { "x-forwarded-for": clientIp } },
         );
-        await response.arrayBuffer();
-        return response.status;
       };
       const early = token("single-use-era");
       apple.registerValidToken(early);
@@ -144,12 +142,10 @@ describe.skipIf(!postgresAvailable)("single-use device tokens on several instanc
       expect(gateway.logs.join("")).toContain("DATABASE_URL is set without REDIS_URL");
     const project = await singleUseProject(one, keys.privateKeyPem);
     const call = async (gateway: TestGateway, deviceToken: string) => {
-      const response = await proxiedChat(gateway.url, {
+      return proxiedChatStatus(gateway.url, {
         projectId: project.projectId,
         bearer: `${project.partialKeys["provider-a"]}.${deviceToken}`,
       });
-      await response.arrayBuffer();
-      return response.status;
     };
     const used = token("per-instance");
     apple.registerValidToken(used);
@@ -208,13 +204,11 @@ describe.skipIf(!postgresAvailable || !redisAvailable)(
         id: projectId,
       });
       const call = async (gateway: TestGateway, partialKey: string, deviceToken: string) => {
-        const response = await proxiedChat(
+        return proxiedChatStatus(
           gateway.url,
           { projectId, bearer: `${partialKey}.${deviceToken}` },
           { headers: { "x-forwarded-for": clientIp } },
         );
-        await response.arrayBuffer();
-        return response.status;
       };
       const verified = token("old-app");
       apple.registerValidToken(verified);

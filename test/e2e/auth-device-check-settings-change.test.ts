@@ -3,7 +3,7 @@ import { setTimeout as sleep } from "node:timers/promises";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type FakeApple, generateAppleKeyPair, startFakeApple } from "../fakes/fake-apple.js";
 import { type FakeUpstream, startFakeUpstream } from "../fakes/fake-upstream.js";
-import { proxiedChat } from "../support/proxied-chat.js";
+import { proxiedChatStatus } from "../support/proxied-chat.js";
 import {
   createPostgresSchema,
   postgresAvailable,
@@ -50,13 +50,11 @@ async function developmentTokenAfterSwitchToProduction(
     },
   });
   const call = async (sluice: TestGateway, deviceToken: string) => {
-    const response = await proxiedChat(
+    return proxiedChatStatus(
       sluice.url,
       { projectId: project.projectId, bearer: `${project.partialKeys["provider-a"]}.${deviceToken}` },
       { headers: { "x-forwarded-for": clientIp } },
     );
-    await response.arrayBuffer();
-    return response.status;
   };
   const patch = async (fields: Record<string, unknown>) => {
     const response = await fetch(`${first.url}/admin/v1/projects/${project.projectId}`, {

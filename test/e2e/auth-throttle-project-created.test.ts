@@ -1,7 +1,7 @@
 import { randomBytes } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type FakeUpstream, startFakeUpstream } from "../fakes/fake-upstream.js";
-import { proxiedChat } from "../support/proxied-chat.js";
+import { proxiedChatStatus } from "../support/proxied-chat.js";
 import {
   createPostgresSchema,
   postgresAvailable,
@@ -55,13 +55,11 @@ describe.skipIf(!postgresAvailable || !redisAvailable)(
       const [one, two] = gateways as [TestGateway, TestGateway];
       const projectId = `created-${randomBytes(4).toString("hex")}`;
       const call = async (gateway: TestGateway, bearer: string, from: string) => {
-        const response = await proxiedChat(
+        return proxiedChatStatus(
           gateway.url,
           { projectId, bearer },
           { headers: { "x-forwarded-for": from } },
         );
-        await response.arrayBuffer();
-        return response.status;
       };
       // Instance two is asked for the id before the project exists, and holds it as missing.
       expect(await call(two, "sk_sluice_k_s.t", address(0))).toBe(404);
@@ -79,13 +77,11 @@ describe.skipIf(!postgresAvailable || !redisAvailable)(
       // An id that still names no project stays throttled across addresses.
       const ghost = `ghost-${randomBytes(4).toString("hex")}`;
       const probe = async (from: string) => {
-        const response = await proxiedChat(
+        return proxiedChatStatus(
           two.url,
           { projectId: ghost, bearer },
           { headers: { "x-forwarded-for": from } },
         );
-        await response.arrayBuffer();
-        return response.status;
       };
       const probes = [];
       for (let i = 0; i < limit + 2; i++) probes.push(await probe(address(40 + i)));

@@ -5,7 +5,7 @@ import type { Config } from "../../src/config.js";
 import { addressBlock } from "../../src/net/ip-address.js";
 import { type FakeApple, generateAppleKeyPair, startFakeApple } from "../fakes/fake-apple.js";
 import { type FakeUpstream, startFakeUpstream } from "../fakes/fake-upstream.js";
-import { proxiedChat } from "../support/proxied-chat.js";
+import { proxiedChat, proxiedChatStatus } from "../support/proxied-chat.js";
 import {
   createPostgresSchema,
   postgresAvailable,
@@ -90,9 +90,7 @@ describe.skipIf(!postgresAvailable || !redisAvailable)("SLUICE_REDIS_KEY_PREFIX"
     const sameAsOne = await gatewayUnder(prefixA);
     const project = await createTestProject(one.gateway, { rateLimits: { perMinute: 2 } });
     const status = async (sluice: TestGateway) => {
-      const response = await proxiedChat(sluice.url, project);
-      await response.arrayBuffer();
-      return response.status;
+      return proxiedChatStatus(sluice.url, project);
     };
 
     expect([await status(one), await status(one)]).toEqual([200, 200]);
@@ -140,9 +138,7 @@ describe.skipIf(!postgresAvailable || !redisAvailable)("SLUICE_REDIS_KEY_PREFIX"
     const deviceToken = Buffer.from(`device-token-${randomBytes(8).toString("hex")}`).toString("base64");
     apple.registerValidToken(deviceToken);
     const call = async (projectId: string, bearer: string) => {
-      const response = await proxiedChat(sluice.url, { projectId, bearer }, { headers: from });
-      await response.arrayBuffer();
-      return response.status;
+      return proxiedChatStatus(sluice.url, { projectId, bearer }, { headers: from });
     };
 
     // Rate limits (project, device, address) and the ledger, twice: the second use is the ledger's.

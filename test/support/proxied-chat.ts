@@ -30,3 +30,14 @@ export function proxiedChat(
     body: typeof body === "string" || Buffer.isBuffer(body) ? body : JSON.stringify(body),
   });
 }
+
+/** The status of `proxiedChat`'s answer, its body read (and so its connection free again). */
+export async function proxiedChatStatus(
+  baseUrl: string,
+  project: ChatProject,
+  options: ProxiedChatOptions = {},
+): Promise<number> {
+  const response = await proxiedChat(baseUrl, project, options);
+  await response.arrayBuffer();
+  return response.status;
+}
