@@ -137,6 +137,40 @@ describe("the cost of a provider B call, as it reports it", () => {
   });
 });
 
+describe("the cost of a provider B call at a premium it reports", () => {
+  const cost = (model: string, reported: unknown) => {
+    const usage = usageFromProviderB(reported);
+    return usage && costOfTokens("provider-b", model, usage);
+  };
+
+  // Anthropic's data residency page: `inference_geo: "us"` (Claude Opus 4.6 and later) costs 1.1x
+  // every token price; the answer's usage says where inference ran.
+  it("bills US-only inference at 1.1x every token price, its web searches at their price", () => {
+    // Sonnet 4.6: (1000 x 3 + 10,000 x 0.30 + 1000 x 3.75 + 500 x 15) x 1.1 = 17,250 x 1.1.
+    const reported = {
+      input_tokens: 1000,
+      cache_read_input_tokens: 10_000,
+      cache_creation_input_tokens: 1000,
+      output_tokens: 500,
+      inference_geo: "us",
+    };
+    expect(cost("claude-sonnet-4-6", reported)).toBe(0.018975);
+    expect(cost("claude-sonnet-4-6", { ...reported, inference_geo: "global" })).toBe(0.01725);
+    // Two searches at $10 per 1,000 beside the tokens: 18,975 + 20,000.
+    expect(cost("claude-sonnet-4-6", { ...reported, server_tool_use: { web_search_requests: 2 } })).toBe(
+      0.038975,
+    );
+  });
+
+  // Anthropic's fast mode page: fast mode is billed at a multiple of the model's standard prices,
+  // which the catalogue does not list.
+  it("leaves a fast-mode call's cost unknown, never the standard price", () => {
+    const reported = { input_tokens: 1000, output_tokens: 500, speed: "fast" };
+    expect(cost("claude-opus-5-5", reported)).toBeNull();
+    expect(cost("claude-opus-5-5", { ...reported, speed: "standard" })).toBe(0.014);
+  });
+});
+
 describe("the cost of a provider C call, as it reports it", () => {
   const cost = (model: string, reported: unknown) =>
     costOfTokens(
