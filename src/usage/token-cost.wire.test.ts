@@ -229,3 +229,25 @@ describe("the cost of a provider C call, as it reports it", () => {
     expect(cost("gemini-2.5-flash", reported)).toBe(0.000985);
   });
 });
+
+describe("the price of a model named by a version of it", () => {
+  const reported = {
+    inputTokens: 100_000,
+    outputTokens: 0,
+    cachedInputTokens: null,
+    reasoningTokens: null,
+  };
+
+  it("prices a dated or numbered snapshot as its model, and a preview, priced apart in its time, as unknown", () => {
+    expect(costOfTokens("provider-a", "gpt-4o-2024-08-06", reported)).toBe(0.25);
+    expect(costOfTokens("provider-a", "gpt-4o-mini-2024-07-18", reported)).toBe(0.015);
+    expect(costOfTokens("provider-b", "claude-sonnet-4-5-20250929", reported)).toBe(0.3);
+    expect(costOfTokens("provider-b", "claude-3-5-haiku-20241022", reported)).toBe(0.08);
+    expect(costOfTokens("provider-c", "models/gemini-2.5-flash-001", reported)).toBe(0.03);
+    // gemini-2.5-flash-preview-04-17 was $0.15 in, $0.60 out ($3.50 thinking): not gemini-2.5-flash's prices.
+    expect(costOfTokens("provider-c", "gemini-2.5-flash-preview-04-17", reported)).toBeNull();
+    expect(costOfTokens("provider-c", "gemini-2.5-flash-lite-preview-06-17", reported)).toBeNull();
+    // chatgpt-4o-latest ($5 in, $15 out) is not gpt-4o.
+    expect(costOfTokens("provider-a", "chatgpt-4o-latest", reported)).toBeNull();
+  });
+});
