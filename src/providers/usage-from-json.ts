@@ -166,13 +166,19 @@ export function usageOfProviderB(counts: ProviderBCounts): TokenUsage {
     counts.thinking,
   );
   if (counts.webSearches) usage.webSearches = counts.webSearches;
-  if (counts.speed === "fast") usage.fastMode = true;
-  if (counts.inferenceGeo === "us") usage.usOnlyInference = true;
+  const premiums: Pick<TokenUsage, "fastMode" | "usOnlyInference"> = {};
+  if (counts.speed === "fast") premiums.fastMode = true;
+  if (counts.inferenceGeo === "us") premiums.usOnlyInference = true;
+  Object.assign(usage, premiums);
   if (iterations !== null && iterations.samplings.length > 0) {
     // The answer's own sampling: the top-level counts, with the searches it ran.
     const answer = usageOfCounts(counts, counts.thinking);
     if (counts.webSearches) answer.webSearches = counts.webSearches;
-    usage.samplings = [{ usage: answer }, ...iterations.samplings];
+    // Each sampling keeps the call's premiums, as a sum of attempts (addUsage) prices each apart.
+    usage.samplings = [{ usage: answer }, ...iterations.samplings].map((sampling) => ({
+      ...sampling,
+      usage: { ...sampling.usage, ...premiums },
+    }));
   }
   return usage;
 }

@@ -21,12 +21,10 @@ import { cacheLifetimes, type Sampling, type TokenUsage } from "./token-usage.js
  * in micro-dollars to avoid float noise.
  */
 export function costOfTokens(provider: ProviderId, model: string | null, usage: TokenUsage): number | null {
-  if (usage.fastMode) return null;
-  const tokenScale = usage.usOnlyInference ? usOnlyInferenceScale : 1;
   const microDollars =
     usage.samplings === undefined
-      ? microDollarsOf(provider, model, usage, tokenScale)
-      : microDollarsOfSamplings(provider, model, usage.samplings, tokenScale);
+      ? microDollarsOf(provider, model, usage, usage)
+      : microDollarsOfSamplings(provider, model, usage.samplings, usage);
   return microDollars === null ? null : Math.round(microDollars * 1000) / 1e9;
 }
 
@@ -37,12 +35,15 @@ export function costOfTokens(provider: ProviderId, model: string | null, usage: 
  */
 const usOnlyInferenceScale = 1.1;
 
-/** The samplings' costs summed: each at its model's prices (the call's, or an advisor's); null when one is unknown. */
+/**
+ * The samplings' costs summed: each at its model's prices (the call's, or an advisor's), with the
+ * premiums the call or the sampling reports; null when one is unknown.
+ */
 function microDollarsOfSamplings(
   provider: ProviderId,
   model: string | null,
   samplings: readonly Sampling[],
-  tokenScale: number,
+  call: TokenUsage,
 ): number | null {
   let sum = 0;
   for (const sampling of samplings) {
@@ -50,7 +51,7 @@ function microDollarsOfSamplings(
       provider,
       sampling.otherModel === undefined ? model : sampling.otherModel,
       sampling.usage,
-      tokenScale,
+      call,
     );
     if (cost === null) return null;
     sum += cost;
@@ -59,15 +60,17 @@ function microDollarsOfSamplings(
 }
 
 /**
- * One sampling's cost in micro-dollars (USD per 1M tokens times tokens), its tokens' at `tokenScale`
- * times their prices.
+ * One sampling's cost in micro-dollars (USD per 1M tokens times tokens), at a premium when it or the
+ * `call` it is part of reports one.
  */
 function microDollarsOf(
   provider: ProviderId,
   model: string | null,
   usage: TokenUsage,
-  tokenScale: number,
+  call: TokenUsage,
 ): number | null {
+  if (usage.fastMode || call.fastMode) return null;
+  const tokenScale = usage.usOnlyInference || call.usOnlyInference ? usOnlyInferenceScale : 1;
   const listed = findModel(provider, model)?.pricing;
   if (!listed) return null;
   const long = listed.longContext;
