@@ -67,6 +67,10 @@ export interface ProviderBCounts {
   webSearches: number | null;
   /** (Beta) The sampling iterations the counts above leave out (`usage.iterations`); null: none reported. */
   iterations: ProviderBIterations | null;
+  /** The speed the call ran at (`usage.speed`): `fast` is billed above the standard prices. */
+  speed: string | null;
+  /** Where inference ran (`usage.inference_geo`): `us` is billed above the global prices. */
+  inferenceGeo: string | null;
 }
 
 /**
@@ -138,6 +142,9 @@ export function providerBCounts(usage: unknown, previous: ProviderBCounts | null
     iterations: Array.isArray(record.iterations)
       ? iterationsOf(record.iterations)
       : (previous?.iterations ?? null),
+    speed: typeof record.speed === "string" ? record.speed : (previous?.speed ?? null),
+    inferenceGeo:
+      typeof record.inference_geo === "string" ? record.inference_geo : (previous?.inferenceGeo ?? null),
   };
 }
 
@@ -149,6 +156,8 @@ export function providerBCounts(usage: unknown, previous: ProviderBCounts | null
  * `output_tokens` already counts. Its web searches (`server_tool_use`) are billed per search, beside
  * the tokens their results brought into the input. Compaction iterations (beta) add their tokens; an
  * advisor's are not this model's; both are priced as samplings of their own (see ProviderBIterations).
+ * A call that ran in fast mode (`speed: "fast"`) or kept its inference in the US (`inference_geo:
+ * "us"`) says so, as both are billed above the standard prices.
  */
 export function usageOfProviderB(counts: ProviderBCounts): TokenUsage {
   const { iterations } = counts;
@@ -157,11 +166,19 @@ export function usageOfProviderB(counts: ProviderBCounts): TokenUsage {
     counts.thinking,
   );
   if (counts.webSearches) usage.webSearches = counts.webSearches;
+  const premiums: Pick<TokenUsage, "fastMode" | "usOnlyInference"> = {};
+  if (counts.speed === "fast") premiums.fastMode = true;
+  if (counts.inferenceGeo === "us") premiums.usOnlyInference = true;
+  Object.assign(usage, premiums);
   if (iterations !== null && iterations.samplings.length > 0) {
     // The answer's own sampling: the top-level counts, with the searches it ran.
     const answer = usageOfCounts(counts, counts.thinking);
     if (counts.webSearches) answer.webSearches = counts.webSearches;
-    usage.samplings = [{ usage: answer }, ...iterations.samplings];
+    // Each sampling keeps the call's premiums, as a sum of attempts (addUsage) prices each apart.
+    usage.samplings = [{ usage: answer }, ...iterations.samplings].map((sampling) => ({
+      ...sampling,
+      usage: { ...sampling.usage, ...premiums },
+    }));
   }
   return usage;
 }

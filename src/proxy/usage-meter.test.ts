@@ -282,6 +282,29 @@ describe("usage meter", () => {
     expect(meter("provider-b", start + delta + bare, true).usage).toEqual({ ...expected, outputTokens: 501 });
   });
 
+  it("reads provider B's fast mode and US-only inference (speed, inference_geo), buffered and streamed", () => {
+    const usage = { input_tokens: 40, output_tokens: 9, speed: "fast", inference_geo: "us" };
+    const answer = JSON.stringify({ type: "message", model: "claude-opus-5-5", content: [], usage });
+    const premiums = { fastMode: true, usOnlyInference: true };
+    expect(meter("provider-b", answer, false).usage).toMatchObject(premiums);
+    // The stream says so in message_start; a message_delta that leaves them out keeps them.
+    const start = `event: message_start\ndata: ${JSON.stringify({ type: "message_start", message: { model: "claude-opus-5-5", usage: { ...usage, output_tokens: 1 } } })}\n\n`;
+    const delta = `event: message_delta\ndata: ${JSON.stringify({ type: "message_delta", delta: {}, usage: { output_tokens: 9 } })}\n\n`;
+    expect(meter("provider-b", start + delta, true).usage).toMatchObject({ ...premiums, outputTokens: 9 });
+    // Standard speed, global inference: neither.
+    const standard = JSON.stringify({
+      type: "message",
+      model: "claude-opus-5-5",
+      usage: { ...usage, speed: "standard", inference_geo: "global" },
+    });
+    expect(meter("provider-b", standard, false).usage).toEqual({
+      inputTokens: 40,
+      outputTokens: 9,
+      cachedInputTokens: null,
+      reasoningTokens: null,
+    });
+  });
+
   it("reads provider B's web searches (server_tool_use), buffered and streamed, the last report's count", () => {
     const usage = {
       input_tokens: 5000,

@@ -1,4 +1,5 @@
 import { describe, expect, it } from "vitest";
+import { usageFromProviderB } from "../providers/usage-from-json.js";
 import { costOfTokens } from "../usage/token-cost.js";
 import type { TokenUsage } from "../usage/token-usage.js";
 import { addUsage, jsonInText } from "./analyze.js";
@@ -42,6 +43,31 @@ describe("addUsage (the first attempt's usage plus the repair's)", () => {
     const written: TokenUsage = { ...usage(1_000, 10), cacheWriteTokens: { thirtyMinutes: 400 } };
     const alone = costOfTokens("provider-a", "gpt-6-sol", written) ?? Number.NaN;
     expect(costOfTokens("provider-a", "gpt-6-sol", addUsage(written, written))).toBeCloseTo(2 * alone, 12);
+  });
+});
+
+describe("addUsage of attempts billed at a premium", () => {
+  // A workspace whose default inference geo is the US: each attempt reports inference_geo "us".
+  it("keeps each attempt's premium: US-only inference at 1.1x, fast mode unknown", () => {
+    const us = usageFromProviderB({ input_tokens: 1000, output_tokens: 100, inference_geo: "us" });
+    const single = costOfTokens("provider-b", "claude-sonnet-4-6", us ?? usage(null, null));
+    // (1000 x 3 + 100 x 15) x 1.1.
+    expect(single).toBe(0.00495);
+    expect(costOfTokens("provider-b", "claude-sonnet-4-6", addUsage(us ?? usage(null, null), us))).toBe(
+      0.0099,
+    );
+    // With compaction iterations, each of the answer's samplings keeps it too.
+    const compacted = usageFromProviderB({
+      input_tokens: 1000,
+      output_tokens: 100,
+      inference_geo: "us",
+      iterations: [{ type: "compaction", input_tokens: 1000, output_tokens: 100 }],
+    });
+    expect(
+      costOfTokens("provider-b", "claude-sonnet-4-6", addUsage(compacted ?? usage(null, null), us)),
+    ).toBe(0.01485);
+    const fast = usageFromProviderB({ input_tokens: 1000, output_tokens: 100, speed: "fast" });
+    expect(costOfTokens("provider-b", "claude-opus-5-5", addUsage(usage(1000, 100), fast))).toBeNull();
   });
 });
 

@@ -15,21 +15,35 @@ import { cacheLifetimes, type Sampling, type TokenUsage } from "./token-usage.js
  * theirs, each priced on its own, at the prices of the model that sampled. Null when the model, a
  * needed price or a needed count is unknown (an input count, an output count at an output price,
  * the audio price of a model with audio input): an unknown cost is never reported as 0 nor as the
- * price of the counts that are known. Computed in micro-dollars to avoid float noise.
+ * price of the counts that are known. Provider B's calls whose inference ran only in the US cost
+ * 1.1x every token price (not the searches'); its fast-mode calls, billed at a multiple per model
+ * that the catalogue does not list, cost what is unknown (null), never the standard price. Computed
+ * in micro-dollars to avoid float noise.
  */
 export function costOfTokens(provider: ProviderId, model: string | null, usage: TokenUsage): number | null {
   const microDollars =
     usage.samplings === undefined
-      ? microDollarsOf(provider, model, usage)
-      : microDollarsOfSamplings(provider, model, usage.samplings);
+      ? microDollarsOf(provider, model, usage, usage)
+      : microDollarsOfSamplings(provider, model, usage.samplings, usage);
   return microDollars === null ? null : Math.round(microDollars * 1000) / 1e9;
 }
 
-/** The samplings' costs summed: each at its model's prices (the call's, or an advisor's); null when one is unknown. */
+/**
+ * Anthropic's data residency pricing: inference kept in the US (`inference_geo: "us"`) costs 1.1x
+ * every token price (platform.claude.com/docs/en/manage-claude/data-residency; the pricing page's
+ * "Data residency pricing").
+ */
+const usOnlyInferenceScale = 1.1;
+
+/**
+ * The samplings' costs summed: each at its model's prices (the call's, or an advisor's), with the
+ * premiums the call or the sampling reports; null when one is unknown.
+ */
 function microDollarsOfSamplings(
   provider: ProviderId,
   model: string | null,
   samplings: readonly Sampling[],
+  call: TokenUsage,
 ): number | null {
   let sum = 0;
   for (const sampling of samplings) {
@@ -37,6 +51,7 @@ function microDollarsOfSamplings(
       provider,
       sampling.otherModel === undefined ? model : sampling.otherModel,
       sampling.usage,
+      call,
     );
     if (cost === null) return null;
     sum += cost;
@@ -44,8 +59,18 @@ function microDollarsOfSamplings(
   return sum;
 }
 
-/** One sampling's cost in micro-dollars (USD per 1M tokens times tokens). */
-function microDollarsOf(provider: ProviderId, model: string | null, usage: TokenUsage): number | null {
+/**
+ * One sampling's cost in micro-dollars (USD per 1M tokens times tokens), at a premium when it or the
+ * `call` it is part of reports one.
+ */
+function microDollarsOf(
+  provider: ProviderId,
+  model: string | null,
+  usage: TokenUsage,
+  call: TokenUsage,
+): number | null {
+  if (usage.fastMode || call.fastMode) return null;
+  const tokenScale = usage.usOnlyInference || call.usOnlyInference ? usOnlyInferenceScale : 1;
   const listed = findModel(provider, model)?.pricing;
   if (!listed) return null;
   const long = listed.longContext;
@@ -109,6 +134,7 @@ function microDollarsOf(provider: ProviderId, model: string | null, usage: Token
     if (pricing.output === null) return null;
     microDollars += output * pricing.output;
   }
+  microDollars *= tokenScale;
   // Billed per search beside the tokens: a model without that price leaves the whole cost unknown.
   const searches = usage.webSearches ?? 0;
   if (searches > 0) {

@@ -31,6 +31,17 @@ export interface TokenUsage {
    */
   samplings?: readonly Sampling[];
   /**
+   * Provider B: the call ran in fast mode (`usage.speed: "fast"`), which Anthropic bills at a
+   * multiple of the model's standard prices, one per model, that the catalogue does not list. Only
+   * when it did.
+   */
+  fastMode?: true;
+  /**
+   * Provider B: the call's inference ran only in the US (`usage.inference_geo: "us"`, on Claude
+   * Opus 4.6 and later models), which Anthropic bills at 1.1x every token price. Only when it did.
+   */
+  usOnlyInference?: true;
+  /**
    * Provider C: the input tokens that are audio (its cached part included), which Google bills at
    * prices of their own on some models. Only when there were any.
    */
