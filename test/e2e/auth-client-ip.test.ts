@@ -45,6 +45,13 @@ describe("the client address behind trusted proxies", () => {
     ["[2001:db8::7]", "2001:db8::7"],
     ["2001:DB8::7", "2001:db8::7"],
     ["::FFFF:198.51.100.7", "198.51.100.7"],
+    // IPv4-mapped IPv6 however it is written: hex groups, zeros spelt out, in brackets with a port.
+    ["::ffff:c633:6407", "198.51.100.7"],
+    ["0:0:0:0:0:ffff:198.51.100.7", "198.51.100.7"],
+    ["0::FFFF:C633:6407", "198.51.100.7"],
+    ["[::ffff:c633:6407]:443", "198.51.100.7"],
+    // Not IPv4-mapped (::ffff:0:0/96 is another block): an IPv6 address, kept whole.
+    ["::ffff:0:198.51.100.7", "::ffff:0:198.51.100.7"],
     ["203.0.113.1, 198.51.100.7:1234 , 10.0.0.1", "198.51.100.7"],
     ["198.51.100.7, 2001:db8::fe, 10.0.0.2:80", "198.51.100.7"],
   ])("reads the x-forwarded-for entry %j as %j", (forwardedFor, expected) => {

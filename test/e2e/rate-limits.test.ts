@@ -118,6 +118,18 @@ for (const store of [
       expect((await from("2001:db8:0:2::a")).status).toBe(200);
       expect((await from("198.51.100.7")).status).toBe(200);
     });
+
+    it("counts an IPv4 client the proxy writes as IPv4-mapped IPv6 as that IPv4 client, however it is written", async () => {
+      const project = await createTestProject(sluice.gateway);
+      const from = (address: string) => chatFrom(sluice, project, address);
+      expect((await from("::ffff:c633:640a")).status).toBe(200);
+      const expanded = await from("0:0:0:0:0:ffff:198.51.100.10");
+      expect(expanded.status).toBe(200);
+      expect(await usageRowOf(sluice.gateway, expanded)).toMatchObject({ client_ip: "198.51.100.10" });
+      expect((await from("198.51.100.10")).status).toBe(429);
+      // Another IPv4 client written the same way is not in a block with the first.
+      expect((await from("::ffff:c633:640b")).status).toBe(200);
+    });
   });
 }
 
