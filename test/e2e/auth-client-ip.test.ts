@@ -67,6 +67,12 @@ describe("the client address behind trusted proxies", () => {
     expect(resolve(requestFrom("10.0.0.1"))).toBe("10.0.0.1");
   });
 
+  it("takes the left-most entry when every entry is a trusted proxy: the hop that reached the first proxy", () => {
+    expect(resolve(requestFrom("10.0.0.1", "10.0.0.2"))).toBe("10.0.0.2");
+    expect(resolve(requestFrom("10.0.0.1", "2001:db8::fe, 10.0.0.2"))).toBe("2001:db8::fe");
+    expect(resolve(requestFrom("10.0.0.1", "10.0.0.1"))).toBe("10.0.0.1");
+  });
+
   it.each([
     ["unknown", "10.0.0.1"],
     ["198.51.100.7, unknown", "10.0.0.1"],
@@ -89,6 +95,14 @@ describe("trusted proxies given as subnets", () => {
     expect(resolve(requestFrom("192.0.2.10", "198.51.100.7, 10.9.9.9"))).toBe("198.51.100.7");
     expect(resolve(requestFrom("11.0.0.1", "198.51.100.7"))).toBe("11.0.0.1");
     expect(resolve(requestFrom("2001:db8:fe::5", "198.51.100.7"))).toBe("2001:db8:fe::5");
+  });
+
+  it("counts a client inside a trusted subnet as itself, not as the proxy that carried it", () => {
+    // An internal service calling through the load balancer: both in 10.0.0.0/8.
+    expect(resolve(requestFrom("10.0.0.1", "10.20.30.40"))).toBe("10.20.30.40");
+    expect(resolve(requestFrom("10.0.0.1", "10.20.30.41, 10.9.9.9"))).toBe("10.20.30.41");
+    // A client outside them still cannot hide behind an address of theirs.
+    expect(resolve(requestFrom("10.0.0.1", "10.20.30.40, 198.51.100.7"))).toBe("198.51.100.7");
   });
 
   it.each(["10.0.0.0/33", "10.0.0.0/x", "proxy.internal/8", "10.0.0.0/"])(
