@@ -53,6 +53,23 @@ describe("the client-IP limit, on the embedded default", () => {
     // The same address has its own allowance in another project.
     expect((await call(second)).status).toBe(200);
   });
+
+  it("believes no forwarding header without SLUICE_TRUST_PROXY: a client cannot pick a new address per request", async () => {
+    const project = await createTestProject(sluice.gateway);
+    const spoofed = (index: number) =>
+      proxiedChat(sluice.url, project, {
+        headers: {
+          "x-forwarded-for": `203.0.113.${index}`,
+          forwarded: `for=203.0.113.${index}`,
+          "x-real-ip": `203.0.113.${index}`,
+        },
+      });
+    expect((await spoofed(1)).status).toBe(200);
+    const second = await spoofed(2);
+    expect(second.status).toBe(200);
+    expect(await usageRowOf(sluice.gateway, second)).toMatchObject({ client_ip: "127.0.0.1" });
+    expect((await spoofed(3)).status).toBe(429);
+  });
 });
 
 // Redis keys of a space of their own (SLUICE_REDIS_KEY_PREFIX), removed afterwards.
