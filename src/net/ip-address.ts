@@ -16,16 +16,22 @@ export function parseTrustedProxies(value: string): string[] | string {
   return entries;
 }
 
-/** An address, or a subnet with its prefix length; null for anything else. */
+/**
+ * An address, or a subnet with its prefix length; null for anything else. An IPv4-mapped subnet
+ * (`::ffff:10.0.0.0/104`) is the IPv4 subnet it maps (`10.0.0.0/8`), as its addresses are read.
+ */
 export function trustedEntry(entry: string): { address: string; family: number; bits?: number } | null {
   const slash = entry.indexOf("/");
-  const address = normalizeAddress(slash < 0 ? entry : entry.slice(0, slash));
+  const written = slash < 0 ? entry : entry.slice(0, slash);
+  const address = normalizeAddress(written);
   const family = isIP(address);
   if (family === 0) return null;
   if (slash < 0) return { address, family };
   const prefix = entry.slice(slash + 1).trim();
-  const bits = Number(prefix);
-  if (!/^\d+$/.test(prefix) || bits > (family === 6 ? 128 : 32)) return null;
+  if (!/^\d+$/.test(prefix)) return null;
+  // Written as IPv6, read as IPv4: the first 96 bits are the mapping's.
+  const bits = Number(prefix) - (family === 4 && written.includes(":") ? 96 : 0);
+  if (bits < 0 || bits > (family === 6 ? 128 : 32)) return null;
   return { address, family, bits };
 }
 

@@ -105,6 +105,20 @@ describe("trusted proxies given as subnets", () => {
     expect(resolve(requestFrom("10.0.0.1", "10.20.30.40, 198.51.100.7"))).toBe("198.51.100.7");
   });
 
+  it("reads a trusted proxy or subnet written as IPv4-mapped IPv6 as the IPv4 address or subnet it maps", () => {
+    const mapped = createClientIpResolver([
+      "::ffff:a00:1",
+      "0:0:0:0:0:ffff:c000:200/120",
+      "::ffff:172.16.0.0/108",
+    ]);
+    expect(mapped(requestFrom("10.0.0.1", "198.51.100.7"))).toBe("198.51.100.7");
+    expect(mapped(requestFrom("::ffff:10.0.0.1", "198.51.100.8"))).toBe("198.51.100.8");
+    expect(mapped(requestFrom("192.0.2.99", "198.51.100.9"))).toBe("198.51.100.9");
+    expect(mapped(requestFrom("172.31.1.1", "198.51.100.10"))).toBe("198.51.100.10");
+    expect(mapped(requestFrom("172.32.0.1", "198.51.100.11"))).toBe("172.32.0.1");
+    expect(() => createClientIpResolver(["::ffff:10.0.0.0/95"])).toThrow(/SLUICE_TRUST_PROXY/);
+  });
+
   it.each(["10.0.0.0/33", "10.0.0.0/x", "proxy.internal/8", "10.0.0.0/"])(
     "refuses to start with the malformed subnet %j instead of trusting nothing",
     (entry) => {
