@@ -4,7 +4,7 @@ import { normalizeAddress, trustedEntry, unmapped } from "../net/ip-address.js";
 
 /**
  * The client's address: the socket peer, or, when the peer is a trusted proxy, the right-most
- * x-forwarded-for entry that is not itself a trusted proxy. Trusted proxies are addresses or
+ * x-forwarded-for entry that is not itself a trusted proxy (the left-most entry when all are). Trusted proxies are addresses or
  * subnets (`10.0.0.0/8`, `2001:db8::/32`), as load balancers whose addresses change need.
  *
  * Entries are read as addresses, whatever the proxy wrote around them: a port (`192.0.2.1:53211`,
@@ -39,7 +39,9 @@ export function createClientIpResolver(
       if (!isTrusted(hop)) return hop;
       nearest = hop;
     }
-    return peer;
+    // Every entry is a trusted address: the left-most, vouched for by the hop to its right, is the
+    // client (an internal service calling through the load balancer), not the proxy that carried it.
+    return nearest;
   };
 }
 

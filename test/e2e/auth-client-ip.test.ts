@@ -45,6 +45,13 @@ describe("the client address behind trusted proxies", () => {
     ["[2001:db8::7]", "2001:db8::7"],
     ["2001:DB8::7", "2001:db8::7"],
     ["::FFFF:198.51.100.7", "198.51.100.7"],
+    // IPv4-mapped IPv6 however it is written: hex groups, zeros spelt out, in brackets with a port.
+    ["::ffff:c633:6407", "198.51.100.7"],
+    ["0:0:0:0:0:ffff:198.51.100.7", "198.51.100.7"],
+    ["0::FFFF:C633:6407", "198.51.100.7"],
+    ["[::ffff:c633:6407]:443", "198.51.100.7"],
+    // Not IPv4-mapped (::ffff:0:0/96 is another block): an IPv6 address, kept whole.
+    ["::ffff:0:198.51.100.7", "::ffff:0:198.51.100.7"],
     ["203.0.113.1, 198.51.100.7:1234 , 10.0.0.1", "198.51.100.7"],
     ["198.51.100.7, 2001:db8::fe, 10.0.0.2:80", "198.51.100.7"],
   ])("reads the x-forwarded-for entry %j as %j", (forwardedFor, expected) => {
@@ -58,6 +65,12 @@ describe("the client address behind trusted proxies", () => {
     expect(resolve(requestFrom("2001:db8::fe", "198.51.100.7"))).toBe("198.51.100.7");
     expect(resolve(requestFrom("10.0.0.1", " , 10.0.0.1,"))).toBe("10.0.0.1");
     expect(resolve(requestFrom("10.0.0.1"))).toBe("10.0.0.1");
+  });
+
+  it("takes the left-most entry when every entry is a trusted proxy: the hop that reached the first proxy", () => {
+    expect(resolve(requestFrom("10.0.0.1", "10.0.0.2"))).toBe("10.0.0.2");
+    expect(resolve(requestFrom("10.0.0.1", "2001:db8::fe, 10.0.0.2"))).toBe("2001:db8::fe");
+    expect(resolve(requestFrom("10.0.0.1", "10.0.0.1"))).toBe("10.0.0.1");
   });
 
   it.each([
@@ -82,6 +95,28 @@ describe("trusted proxies given as subnets", () => {
     expect(resolve(requestFrom("192.0.2.10", "198.51.100.7, 10.9.9.9"))).toBe("198.51.100.7");
     expect(resolve(requestFrom("11.0.0.1", "198.51.100.7"))).toBe("11.0.0.1");
     expect(resolve(requestFrom("2001:db8:fe::5", "198.51.100.7"))).toBe("2001:db8:fe::5");
+  });
+
+  it("counts a client inside a trusted subnet as itself, not as the proxy that carried it", () => {
+    // An internal service calling through the load balancer: both in 10.0.0.0/8.
+    expect(resolve(requestFrom("10.0.0.1", "10.20.30.40"))).toBe("10.20.30.40");
+    expect(resolve(requestFrom("10.0.0.1", "10.20.30.41, 10.9.9.9"))).toBe("10.20.30.41");
+    // A client outside them still cannot hide behind an address of theirs.
+    expect(resolve(requestFrom("10.0.0.1", "10.20.30.40, 198.51.100.7"))).toBe("198.51.100.7");
+  });
+
+  it("reads a trusted proxy or subnet written as IPv4-mapped IPv6 as the IPv4 address or subnet it maps", () => {
+    const mapped = createClientIpResolver([
+      "::ffff:a00:1",
+      "0:0:0:0:0:ffff:c000:200/120",
+      "::ffff:172.16.0.0/108",
+    ]);
+    expect(mapped(requestFrom("10.0.0.1", "198.51.100.7"))).toBe("198.51.100.7");
+    expect(mapped(requestFrom("::ffff:10.0.0.1", "198.51.100.8"))).toBe("198.51.100.8");
+    expect(mapped(requestFrom("192.0.2.99", "198.51.100.9"))).toBe("198.51.100.9");
+    expect(mapped(requestFrom("172.31.1.1", "198.51.100.10"))).toBe("198.51.100.10");
+    expect(mapped(requestFrom("172.32.0.1", "198.51.100.11"))).toBe("172.32.0.1");
+    expect(() => createClientIpResolver(["::ffff:10.0.0.0/95"])).toThrow(/SLUICE_TRUST_PROXY/);
   });
 
   it.each(["10.0.0.0/33", "10.0.0.0/x", "proxy.internal/8", "10.0.0.0/"])(

@@ -53,6 +53,23 @@ describe("the client-IP limit, on the embedded default", () => {
     // The same address has its own allowance in another project.
     expect((await call(second)).status).toBe(200);
   });
+
+  it("believes no forwarding header without SLUICE_TRUST_PROXY: a client cannot pick a new address per request", async () => {
+    const project = await createTestProject(sluice.gateway);
+    const spoofed = (index: number) =>
+      proxiedChat(sluice.url, project, {
+        headers: {
+          "x-forwarded-for": `203.0.113.${index}`,
+          forwarded: `for=203.0.113.${index}`,
+          "x-real-ip": `203.0.113.${index}`,
+        },
+      });
+    expect((await spoofed(1)).status).toBe(200);
+    const second = await spoofed(2);
+    expect(second.status).toBe(200);
+    expect(await usageRowOf(sluice.gateway, second)).toMatchObject({ client_ip: "127.0.0.1" });
+    expect((await spoofed(3)).status).toBe(429);
+  });
 });
 
 // Redis keys of a space of their own (SLUICE_REDIS_KEY_PREFIX), removed afterwards.
@@ -117,6 +134,18 @@ for (const store of [
       // Another block, and an IPv4 client, have their own allowance.
       expect((await from("2001:db8:0:2::a")).status).toBe(200);
       expect((await from("198.51.100.7")).status).toBe(200);
+    });
+
+    it("counts an IPv4 client the proxy writes as IPv4-mapped IPv6 as that IPv4 client, however it is written", async () => {
+      const project = await createTestProject(sluice.gateway);
+      const from = (address: string) => chatFrom(sluice, project, address);
+      expect((await from("::ffff:c633:640a")).status).toBe(200);
+      const expanded = await from("0:0:0:0:0:ffff:198.51.100.10");
+      expect(expanded.status).toBe(200);
+      expect(await usageRowOf(sluice.gateway, expanded)).toMatchObject({ client_ip: "198.51.100.10" });
+      expect((await from("198.51.100.10")).status).toBe(429);
+      // Another IPv4 client written the same way is not in a block with the first.
+      expect((await from("::ffff:c633:640b")).status).toBe(200);
     });
   });
 }
