@@ -4,8 +4,9 @@ import { normalizeAddress, trustedEntry, unmapped } from "../net/ip-address.js";
 
 /**
  * The client's address: the socket peer, or, when the peer is a trusted proxy, the right-most
- * x-forwarded-for entry that is not itself a trusted proxy (the left-most entry when all are). Trusted proxies are addresses or
- * subnets (`10.0.0.0/8`, `2001:db8::/32`), as load balancers whose addresses change need.
+ * x-forwarded-for entry that is not itself a trusted proxy (the left-most entry when all are).
+ * Trusted proxies are addresses or subnets (`10.0.0.0/8`, `2001:db8::/32`), as load balancers whose
+ * addresses change need.
  *
  * Entries are read as addresses, whatever the proxy wrote around them: a port (`192.0.2.1:53211`,
  * `[2001:db8::1]:443`, as some load balancers write them) or brackets are dropped, an IPv4-mapped
