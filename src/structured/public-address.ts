@@ -8,7 +8,10 @@ import { BlockList, isIPv4, isIPv6 } from "node:net";
  * benchmarking and reserved ranges. IPv6 forms that embed an IPv4 address (mapped ::ffff:0:0/96,
  * translated ::ffff:0:0:0/96, compatible ::/96, NAT64 64:ff9b::/96, 6to4 2002::/16) are judged on that IPv4 address; Teredo
  * (2001::/32) and local-use NAT64 (64:ff9b:1::/48, RFC 8215: it translates to whatever the local
- * network chose) are refused outright. Anything unparsable is refused.
+ * network chose) are refused outright. Any other IPv6 address must be global unicast (2000::/3):
+ * the rest is reserved by the IETF (`1::1`, `4000::1`), and a network that routes it anyway is a
+ * local one. So is the IETF's 2001::/23, but for the assignments IANA lists as globally reachable.
+ * Anything unparsable is refused.
  */
 const v4 = new BlockList();
 for (const [network, prefix] of [
@@ -38,6 +41,7 @@ for (const [network, prefix] of [
   ["64:ff9b:1::", 48], // local-use NAT64 (RFC 8215)
   ["100::", 64], // discard-only (RFC 6666)
   ["100:0:0:1::", 64], // dummy prefix (RFC 9780)
+  ["2001::", 23], // IETF protocol assignments, but for `globalInIetfBlock`
   ["2001::", 32], // Teredo
   ["2001:2::", 48], // benchmarking (RFC 5180)
   ["2001:db8::", 32], // documentation
@@ -53,13 +57,31 @@ for (const [network, prefix] of [
   v6.addSubnet(network, prefix, "ipv6");
 }
 
+/** Global unicast (RFC 4291): every public IPv6 address is in it. */
+const globalUnicast = new BlockList();
+globalUnicast.addSubnet("2000::", 3, "ipv6");
+
+/** The assignments in 2001::/23 IANA's registry marks globally reachable (ORCHIDv2 stays refused). */
+const globalInIetfBlock = new BlockList();
+for (const [network, prefix] of [
+  ["2001:1::1", 128], // Port Control Protocol anycast (RFC 7723)
+  ["2001:1::2", 128], // TURN anycast (RFC 8155)
+  ["2001:1::3", 128], // DNS-SD service registration anycast (RFC 9665)
+  ["2001:3::", 32], // AMT (RFC 7450)
+  ["2001:4:112::", 48], // AS112-v6 (RFC 7535)
+  ["2001:30::", 28], // drone remote ID DETs (RFC 9374)
+] as const) {
+  globalInIetfBlock.addSubnet(network, prefix, "ipv6");
+}
+
 export function isPublicAddress(ip: string): boolean {
   const address = ip.startsWith("[") && ip.endsWith("]") ? ip.slice(1, -1) : ip;
   if (isIPv4(address)) return !v4.check(address, "ipv4");
   if (!isIPv6(address)) return false;
   const embedded = embeddedIpv4(address);
   if (embedded !== undefined) return embedded !== null && isPublicAddress(embedded);
-  return !v6.check(address, "ipv6");
+  if (globalInIetfBlock.check(address, "ipv6")) return true;
+  return globalUnicast.check(address, "ipv6") && !v6.check(address, "ipv6");
 }
 
 /** The IPv4 address an IPv6 address embeds (undefined: none; null: unparsable). */

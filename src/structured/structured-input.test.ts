@@ -157,6 +157,12 @@ describe("public addresses", () => {
     "2001:3::1",
     "3fff:1000::1",
     "2c0f:fb50::1",
+    // The globally reachable assignments inside the IETF's 2001::/23 (IANA's registry).
+    "2001:1::1",
+    "2001:1::3",
+    "2001:4:112::1",
+    "2001:30::1",
+    "3fff:ffff:ffff:ffff:ffff:ffff:ffff:ffff",
   ])("allows %s", (ip) => {
     expect(isPublicAddress(ip)).toBe(true);
   });
@@ -200,6 +206,19 @@ describe("public addresses", () => {
     "3fff:fff:ffff::1",
     "100:0:0:1::1",
     "5f00::1",
+    // Outside global unicast 2000::/3: reserved by the IETF, never a public host's address.
+    "1::1",
+    "400::1",
+    "4000::1",
+    "8000::1",
+    "e000::1",
+    "fe00::1",
+    // In 64:ff9b::/32 but not the /96 well-known prefix, nor 64:ff9b:1::/48.
+    "64:ff9b:0:0:0:1:7f00:1",
+    // The unassigned rest of the IETF's 2001::/23 (IANA: not globally reachable).
+    "2001:1::4",
+    "2001:5::1",
+    "2001:1ff:ffff::1",
     "not an ip",
     "",
   ])("refuses %s", (ip) => {
@@ -324,6 +343,20 @@ describe("SSRF-safe PDF fetch", () => {
       ])(new URL(`https://mixed.example:${forbiddenPort}/x.pdf`)),
     );
     expect(forbiddenConnections).toBe(before);
+  });
+
+  it("refuses a host whose DNS answers a reserved IPv6 address", async () => {
+    for (const address of ["1::1", "4000::7", "2001:5::1"]) {
+      const error = await fetcher(async () => [{ address, family: 6 }])(
+        new URL(`https://reserved.example:${forbiddenPort}/x.pdf`),
+      ).then(
+        () => null,
+        (caught: unknown) => caught,
+      );
+      expect(error instanceof GatewayError && error.message).toBe(
+        "the PDF URL resolves to a non-public address",
+      );
+    }
   });
 
   it("refuses a redirect to a private address without connecting to it", async () => {
