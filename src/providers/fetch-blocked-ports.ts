@@ -4,7 +4,7 @@ import type { StartWarning } from "../production-warnings.js";
 /**
  * The ports fetch refuses to call (WHATWG Fetch, "bad port"), which undici's fetch, and so the AI
  * SDK calls of the structured and image endpoints, enforce. The proxies call through undici's
- * dispatcher, which does not.
+ * dispatcher, which does not; the PDF fetcher (undici's `request`) refuses them itself.
  */
 const blockedPorts = new Set([
   1, 7, 9, 11, 13, 15, 17, 19, 20, 21, 22, 23, 25, 37, 42, 43, 53, 69, 77, 79, 87, 95, 101, 102, 103, 104,
@@ -12,6 +12,11 @@ const blockedPorts = new Set([
   526, 530, 531, 532, 540, 548, 554, 556, 563, 587, 601, 636, 989, 990, 993, 995, 1719, 1720, 1723, 2049,
   3659, 4045, 4190, 5060, 5061, 6000, 6566, 6665, 6666, 6667, 6668, 6669, 6679, 6697, 10080,
 ]);
+
+/** Whether fetch refuses to call `port` (a WHATWG "bad port": SMTP, IRC, LDAPS…). */
+export function isFetchBlockedPort(port: number): boolean {
+  return blockedPorts.has(port);
+}
 
 const settings = {
   SLUICE_PROVIDER_A_BASE_URL: "providerABaseUrl",

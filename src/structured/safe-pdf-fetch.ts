@@ -2,6 +2,7 @@ import { lookup as dnsLookup } from "node:dns/promises";
 import { isIP } from "node:net";
 import { Agent, request } from "undici";
 import { GatewayError } from "../errors.js";
+import { isFetchBlockedPort } from "../providers/fetch-blocked-ports.js";
 import { isPdf } from "./pdf-input.js";
 import { isPublicAddress } from "./public-address.js";
 
@@ -18,8 +19,8 @@ export interface SafePdfFetcherOptions {
  * Fetches a PDF by URL without letting a client reach internal addresses (SSRF): every address
  * the host resolves to must be allowed (public by default) before any connection; the connection
  * is pinned to the checked address so DNS cannot change between check and connect; redirects are
- * followed by hand (at most 3), each hop checked again (a URL with credentials is refused on any
- * hop); size and time are capped, the time cap covering every hop's DNS lookup too; the content
+ * followed by hand (at most 3), each hop checked again (a URL with credentials, or on a port
+ * fetch refuses, is refused on any hop); size and time are capped, the time cap covering every hop's DNS lookup too; the content
  * must start with `%PDF-`. Every refusal is 400 BAD_REQUEST (413 over the size cap). The caller's
  * `signal` (the client left) stops the fetch at once, wherever it is, as the deadline does.
  */
@@ -35,6 +36,10 @@ export function createSafePdfFetcher(options: SafePdfFetcherOptions) {
       throw refuse(`the PDF URL must use ${protocols.map((scheme) => scheme.slice(0, -1)).join(" or ")}`);
     // Checked on every hop: a redirect may not add what the first URL may not carry.
     if (url.username || url.password) throw refuse("the PDF URL must not contain credentials");
+    // The ports a browser's fetch refuses (mail, IRC, LDAP…): a PDF is not served there, and a
+    // request sent there would speak to another protocol's server on the client's behalf.
+    if (url.port && isFetchBlockedPort(Number(url.port)))
+      throw refuse(`the PDF URL's port ${url.port} is one fetch refuses to call`);
     const host = url.hostname.startsWith("[") ? url.hostname.slice(1, -1) : url.hostname;
     const addresses = isIP(host)
       ? [{ address: host, family: isIP(host) }]

@@ -269,6 +269,8 @@ describe("SSRF-safe PDF fetch", () => {
       }
       if (request.url === "/to-forbidden")
         return void response.writeHead(302, { location: `http://127.0.0.2:${forbiddenPort}/x.pdf` }).end();
+      if (request.url === "/to-bad-port")
+        return void response.writeHead(302, { location: "http://127.0.0.3:6667/doc.pdf" }).end();
       if (request.url === "/to-self") return void response.writeHead(302, { location: "/doc.pdf" }).end();
       if (request.url === "/loop") return void response.writeHead(302, { location: "/loop" }).end();
       response.writeHead(404).end();
@@ -357,6 +359,30 @@ describe("SSRF-safe PDF fetch", () => {
         "the PDF URL resolves to a non-public address",
       );
     }
+  });
+
+  it("refuses a port fetch refuses (a WHATWG bad port: SMTP, IRC…), on the first URL and on a redirect", async () => {
+    let lookups = 0;
+    const counting = async () => {
+      lookups++;
+      return [{ address: "127.0.0.3", family: 4 }];
+    };
+    for (const target of ["http://mail.example:25/doc.pdf", "https://irc.example:6697/doc.pdf"]) {
+      const error = await fetcher(counting)(new URL(target)).then(
+        () => null,
+        (caught: unknown) => caught,
+      );
+      expect(error instanceof GatewayError && error.code).toBe("BAD_REQUEST");
+      expect((error as Error).message).toMatch(/^the PDF URL's port \d+ is one fetch refuses/);
+    }
+    expect(lookups).toBe(0);
+    allowedRequests.length = 0;
+    const error = await fetcher()(new URL(`http://127.0.0.3:${allowedPort}/to-bad-port`)).then(
+      () => null,
+      (caught: unknown) => caught,
+    );
+    expect((error as Error).message).toBe("the PDF URL's port 6667 is one fetch refuses to call");
+    expect(allowedRequests).toEqual(["/to-bad-port"]);
   });
 
   it("refuses a redirect to a private address without connecting to it", async () => {
