@@ -322,12 +322,25 @@ describe("SSRF-safe PDF fetch", () => {
     "https://169.254.169.254/latest/meta-data",
     "https://10.0.0.1/x.pdf",
     "https://[fd00::1]/x.pdf",
+    // The host's own resolver answers loopback for it.
+    "https://localhost/x.pdf",
+    "https://0177.0.0.1/x.pdf",
+    "https://0x7f.1/x.pdf",
+    "https://0.0.0.0/x.pdf",
+    "https://[::]/x.pdf",
+    "https://[0:0:0:0:0:ffff:127.0.0.1]/x.pdf",
+    "https://[::ffff:0:127.0.0.1]/x.pdf",
+    "https://[64:ff9b::7f00:1]/x.pdf",
+    "https://[2002:7f00:1::]/x.pdf",
   ])("refuses %s with no connection", async (target) => {
     const before = forbiddenConnections;
     const url = new URL(
       target.replace("/x.pdf", `:${forbiddenPort}/x.pdf`).replace("/latest", `:${forbiddenPort}/latest`),
     );
-    await expectRefused(createSafePdfFetcher({ maxBytes: 2048, timeoutMs: 1000 })(url));
+    // Refused for its address, before any connection: not a connection that merely failed.
+    await expect(createSafePdfFetcher({ maxBytes: 2048, timeoutMs: 1000 })(url)).rejects.toThrow(
+      /^the PDF URL resolves to a non-public address$/,
+    );
     expect(forbiddenConnections).toBe(before);
   });
 
