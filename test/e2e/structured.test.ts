@@ -960,6 +960,40 @@ describe("structured analysis", () => {
     expect(pdfServerConnections).toBe(before);
   });
 
+  it("uses a fetcher that refuses the local PDF server when none is injected, as production does", async () => {
+    // The gateway's own fetcher, as deps.ts builds it: no test's allowance reaches production.
+    const own = await startTestGateway(providerBaseUrls(fake));
+    try {
+      const project = await createTestProject(own.gateway, { provider: "provider-a", outputSchema: schema });
+      const before = pdfServerConnections;
+      const refusals: string[] = [];
+      for (const target of [pdfUrl, pdfUrl.replace("http:", "https:")]) {
+        const response = await fetch(`${own.url}/v1/pdf/${project.projectId}`, {
+          method: "POST",
+          headers: {
+            authorization: `Bearer ${project.bearer("provider-a")}`,
+            "content-type": "application/json",
+          },
+          body: JSON.stringify({ pdf: target }),
+        });
+        const body = (await response.json()) as { error: { code: string; message: string } };
+        expect({ status: response.status, code: body.error.code }).toEqual({
+          status: 400,
+          code: "BAD_REQUEST",
+        });
+        refusals.push(body.error.message);
+      }
+      expect(refusals).toEqual([
+        "the PDF URL must use https",
+        "the PDF URL resolves to a non-public address",
+      ]);
+      expect(pdfServerConnections).toBe(before);
+      expect(fake.requests).toHaveLength(0);
+    } finally {
+      await own.close();
+    }
+  });
+
   it("stops fetching a PDF by URL at once when the client leaves, and records the request as aborted", async () => {
     const project = projects["provider-a"];
     const body = JSON.stringify({ pdf: pdfUrl.replace("doc.pdf", "drip.pdf") });
