@@ -398,6 +398,18 @@ describe("SSRF-safe PDF fetch", () => {
     expect(allowedRequests).toEqual(["/to-bad-port"]);
   });
 
+  it("pins the connection to the address it checked: DNS asked again (rebinding) is not asked", async () => {
+    let lookups = 0;
+    // The first answer is allowed; any later one (the connection's own lookup) points elsewhere.
+    const rebinding = async () =>
+      ++lookups === 1 ? [{ address: "127.0.0.3", family: 4 }] : [{ address: "127.0.0.1", family: 4 }];
+    const before = forbiddenConnections;
+    const bytes = await fetcher(rebinding)(new URL(`http://rebind.example:${allowedPort}/doc.pdf`));
+    expect(Buffer.from(bytes).equals(pdf)).toBe(true);
+    expect(lookups).toBe(1);
+    expect(forbiddenConnections).toBe(before);
+  });
+
   it("refuses a redirect to a private address without connecting to it", async () => {
     const before = forbiddenConnections;
     await expectRefused(fetcher()(new URL(`http://127.0.0.3:${allowedPort}/to-forbidden`)));
