@@ -3,6 +3,7 @@ import { runInNewContext } from "node:vm";
 import { Ajv } from "ajv";
 import { afterEach, describe, expect, it } from "vitest";
 import { checkOutputSchema, maxSchemaNesting } from "./output-schema.js";
+import { sentAsStructuredOutput } from "./provider-limits.js";
 import { schemaForProvider } from "./provider-schema.js";
 import { validateAgainstSchema, validatorCacheLimit } from "./schema-validator.js";
 
@@ -279,6 +280,36 @@ describe("checkOutputSchema with provider C's rules", () => {
       object({ a: { type: "string" } }, { required: ["a", "b"] }),
       "#/required/1:",
     ],
+    ["an array without items", object({ tags: { type: "array" } }), "#/properties/tags:"],
+    ["a property without a type", object({ extra: {} }), "#/properties/extra:"],
+    [
+      "array items with only a description",
+      object({ l: { type: "array", items: { description: "x" } } }),
+      "#/properties/l/items:",
+    ],
+    [
+      "an array in a type list",
+      object({ v: { type: ["array", "string"], items: { type: "string" } } }),
+      "#/properties/v/type:",
+    ],
+    [
+      "a $ref below the root's $defs",
+      {
+        type: "object",
+        $defs: { g: { type: "string", $defs: { i: { type: "string" } } } },
+        properties: { i: { $ref: "#/$defs/g/$defs/i" } },
+      },
+      "#/properties/i/$ref:",
+    ],
+    [
+      "a recursive $ref",
+      {
+        type: "object",
+        $defs: { n: object({ kids: { type: "array", items: { $ref: "#/$defs/n" } } }) },
+        properties: { root: { $ref: "#/$defs/n" } },
+      },
+      "#/properties/root/properties/kids/items/$ref:",
+    ],
     [
       "a map's required key",
       { type: "object", properties: { m: { type: "object", additionalProperties: {}, required: ["k"] } } },
@@ -308,6 +339,16 @@ describe("checkOutputSchema with provider C's rules", () => {
     ["a string enum with null", object({ kind: { type: ["string", "null"], enum: ["a", null] } })],
     ["a string const", object({ kind: { const: "fixed" } })],
     ["a free-form root (sent as no schema: plain JSON mode)", { type: "object" }],
+    [
+      "a nullable type list",
+      object({ n: { type: ["string", "null"] }, m: { type: "integer", nullable: true } }),
+    ],
+    ["an anyOf without a type", object({ v: { anyOf: [{ type: "string" }, { type: "integer" }] } })],
+    ["an enum or const without a type", object({ e: { enum: ["a", "b"] }, c: { const: "x" } })],
+    [
+      "a nullable array of objects",
+      object({ l: { type: ["array", "null"], items: object({ x: { type: "string" } }) } }),
+    ],
     [
       "a nested object with properties",
       object({ o: { type: "object", properties: { x: { type: "string" } }, required: ["x"] } }),
@@ -456,4 +497,70 @@ describe("annotation keywords", () => {
       expect(annotated).toEqual(before);
     },
   );
+});
+
+describe("checkOutputSchema with provider B's limits", () => {
+  const nullables = (count: number, optional = 0) => {
+    const properties = Object.fromEntries(
+      Array.from({ length: count + optional }, (_, index) => [
+        `f${index}`,
+        { type: "string", nullable: true },
+      ]),
+    );
+    return { type: "object", properties, required: Object.keys(properties).slice(0, count) };
+  };
+
+  it("refuses more than 16 union-typed properties where the AI SDK sends structured output", () => {
+    expect(checkOutputSchema(nullables(16), "provider-b")).toEqual([]);
+    expect(checkOutputSchema(nullables(17), "provider-b")).toEqual([
+      expect.stringMatching(/^#: provider B's structured outputs take at most 16 .* this schema has 17$/),
+    ]);
+    // Sent as a `json` tool (over 10 optional properties), which has no such limit.
+    expect(checkOutputSchema(nullables(17, 11), "provider-b")).toEqual([]);
+    for (const provider of [undefined, "provider-a", "provider-c"] as const)
+      expect(checkOutputSchema(nullables(17), provider)).toEqual([]);
+  });
+
+  // The mirror of the SDK's choice must not drift from the SDK on an upgrade.
+  it("decides structured output or json tool as the installed AI SDK does", async () => {
+    const { supportsNativeStructuredOutputSchema } = await import("@ai-sdk/anthropic/internal");
+    const closed = (properties: Record<string, unknown>, required = Object.keys(properties)) => ({
+      type: "object",
+      properties,
+      required,
+    });
+    const schemas: Record<string, unknown>[] = [
+      nullables(3),
+      nullables(3, 10),
+      nullables(3, 11),
+      { type: "object" },
+      closed({ m: { type: "object", additionalProperties: { type: "number" } } }),
+      closed({ m: { type: "object", properties: { x: { type: "string" } }, additionalProperties: true } }),
+      closed({ m: { type: "object", additionalProperties: false } }),
+      closed({ l: { type: "array", items: { type: "object" } } }),
+      closed({ v: { anyOf: [{ type: "object" }, { type: "null" }] } }),
+      {
+        type: "object",
+        $defs: { n: closed({ kids: { type: "array", items: { $ref: "#/$defs/n" } } }) },
+        properties: { root: { $ref: "#/$defs/n" } },
+        required: ["root"],
+      },
+      {
+        type: "object",
+        $defs: { p: nullables(0, 4) },
+        properties: { a: { $ref: "#/$defs/p" }, b: { $ref: "#/$defs/p" }, c: { $ref: "#/$defs/p" } },
+        required: ["a", "b", "c"],
+      },
+      {
+        type: "object",
+        definitions: { p: nullables(0, 5) },
+        properties: { a: { $ref: "#/definitions/p" }, b: { $ref: "#/definitions/p" } },
+        required: ["a", "b"],
+      },
+    ];
+    for (const schema of schemas)
+      expect(sentAsStructuredOutput(schema), JSON.stringify(schema)).toBe(
+        supportsNativeStructuredOutputSchema(schema as never),
+      );
+  });
 });

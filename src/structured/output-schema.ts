@@ -1,4 +1,5 @@
 import type { ProviderId } from "../providers/provider-id.js";
+import { providerBUnionProblem, providerCReferenceProblems } from "./provider-limits.js";
 import { validatorFor } from "./schema-validator.js";
 
 /**
@@ -88,6 +89,7 @@ export function checkOutputSchema(schema: unknown, provider?: ProviderId): strin
     problems.push(`the output schema must be under ${maxSchemaBytes} bytes`);
   walk(schema, "#", 0, problems, provider);
   if (problems.length === 0) problems.push(...referenceLoops(schema));
+  if (problems.length === 0) problems.push(...providerLimits(schema as Record<string, unknown>, provider));
   if (problems.length === 0) {
     try {
       validatorFor(schema as Record<string, unknown>);
@@ -100,6 +102,16 @@ export function checkOutputSchema(schema: unknown, provider?: ProviderId): strin
     }
   }
   return problems;
+}
+
+/** What the provider's structured mode refuses in the schema as a whole (provider-limits.ts). */
+function providerLimits(schema: Record<string, unknown>, provider: ProviderId | undefined): string[] {
+  if (provider === "provider-c") return providerCReferenceProblems(schema);
+  if (provider === "provider-b") {
+    const unions = providerBUnionProblem(schema);
+    return unions ? [unions] : [];
+  }
+  return [];
 }
 
 /** The JSON Pointer of the first value nested deeper than `limit` levels, else null; iterative. */
@@ -285,6 +297,22 @@ function providerCRules(
     if (values.some((value) => value !== null && typeof value !== "string"))
       problems.push(`${path}/${keyword}: provider C takes ${keyword} values that are strings only`);
   }
+  // The Gemini API needs a type on every schema ("….type: must be specified"); the SDK gives one to
+  // an enum, a const and a type list, and resolves a $ref.
+  const typed = ["type", "anyOf", "enum", "const", "$ref"].some((keyword) => record[keyword] !== undefined);
+  if (!typed)
+    problems.push(
+      `${path}: provider C needs a type here (or anyOf, enum, const or $ref): it takes no schema without one`,
+    );
+  if (named.includes("array") && record.items === undefined && record.$ref === undefined)
+    problems.push(
+      `${path}: provider C takes an array only with items (the API answers "items: missing field")`,
+    );
+  // The SDK sends a list of several types as anyOf of each type alone, without its items or properties.
+  if (named.length > 1 && named.some((type) => type === "array" || type === "object"))
+    problems.push(
+      `${path}/type: provider C takes an array or object type only on its own (or with null), not in a list with ${named.filter((type) => type !== "array" && type !== "object").join(", ") || "each other"}`,
+    );
   if (named.includes("object") && record.$ref === undefined) {
     const properties = record.properties;
     const hasProperties =

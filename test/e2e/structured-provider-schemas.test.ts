@@ -1,0 +1,183 @@
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
+import type { ProviderId } from "../../src/providers/provider-id.js";
+import { type FakeUpstream, providerBaseUrls, startFakeUpstream } from "../fakes/fake-upstream.js";
+import {
+  createTestProject,
+  startTestGateway,
+  type TestGateway,
+  type TestProject,
+  usageRowOf,
+} from "../support/test-gateway.js";
+
+/**
+ * Schemas a project can save against what each provider's structured mode takes, with a fake that
+ * refuses what the real provider refuses (test/fakes/fake-schema-refusals.ts): a schema the provider
+ * would refuse on every call is refused when saved (422), never sent and answered 502 call after call.
+ */
+describe("output schemas per provider", () => {
+  let fake: FakeUpstream;
+  let sluice: TestGateway;
+
+  beforeAll(async () => {
+    fake = await startFakeUpstream();
+    sluice = await startTestGateway({ ...providerBaseUrls(fake) });
+  });
+
+  afterAll(async () => {
+    await sluice.close();
+    await fake.close();
+  });
+
+  beforeEach(() => fake.clear());
+
+  const call = (project: TestProject, provider: ProviderId) =>
+    fetch(`${sluice.url}/v1/text/${project.projectId}`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${project.bearer(provider)}`, "content-type": "application/json" },
+      body: JSON.stringify({ text: "x" }),
+    });
+
+  /** A project holding `outputSchema` without the save-time checks, as one saved before a rule. */
+  async function savedBeforeTheRule(provider: ProviderId, outputSchema: Record<string, unknown>) {
+    const project = await createTestProject(sluice.gateway, { provider });
+    await sluice.gateway.database.db
+      .updateTable("projects")
+      .set({ output_schema: JSON.stringify(outputSchema) })
+      .where("id", "=", project.projectId)
+      .execute();
+    return project;
+  }
+
+  async function expectRefusedBeforeAnyCall(project: TestProject, provider: ProviderId, says: string) {
+    const response = await call(project, provider);
+    const body = (await response.json()) as { error: { code: string; message: string } };
+    expect({ status: response.status, code: body.error.code }).toEqual({
+      status: 422,
+      code: "VALIDATION_ERROR",
+    });
+    expect(body.error.message).toContain(says);
+    expect(fake.requests).toHaveLength(0);
+    expect(await usageRowOf(sluice.gateway, response)).toMatchObject({ status: 422, cost_usd: null });
+  }
+
+  const object = (properties: Record<string, unknown>, extra: Record<string, unknown> = {}) => ({
+    type: "object",
+    properties,
+    ...extra,
+  });
+
+  // Before, each was saved and every call was provider C's 400, Sluice's 502.
+  const refusedByProviderC: Array<[string, Record<string, unknown>, Record<string, unknown>]> = [
+    ["an array without items", object({ tags: { type: "array" } }), { tags: ["a"] }],
+    ["a property without a type", object({ extra: {} }), { extra: 1 }],
+    ["a property with only a description", object({ note: { description: "anything" } }), { note: "n" }],
+    [
+      "array items without a type",
+      object({ list: { type: "array", items: { description: "x" } } }),
+      { list: [1] },
+    ],
+    [
+      "a $ref to a definition below the root's $defs",
+      {
+        type: "object",
+        $defs: { group: { $defs: { item: { type: "string" } } } },
+        properties: { item: { $ref: "#/$defs/group/$defs/item" } },
+      },
+      { item: "i" },
+    ],
+    [
+      "a recursive $ref",
+      {
+        type: "object",
+        $defs: {
+          node: object({
+            name: { type: "string" },
+            kids: { type: "array", items: { $ref: "#/$defs/node" } },
+          }),
+        },
+        properties: { root: { $ref: "#/$defs/node" } },
+      },
+      { root: { name: "r", kids: [] } },
+    ],
+  ];
+
+  it.each(refusedByProviderC)("refuses %s for provider C when saved", async (_name, outputSchema) => {
+    await expect(
+      sluice.gateway.admin.createProject({ name: "c", provider: "provider-c", outputSchema }),
+    ).rejects.toMatchObject({ code: "VALIDATION_ERROR", message: expect.stringContaining("provider-c") });
+  });
+
+  it.each(refusedByProviderC)(
+    "answers 422 for %s on a provider C project saved before the rule, without a provider call",
+    async (_name, outputSchema) => {
+      const project = await savedBeforeTheRule("provider-c", outputSchema);
+      await expectRefusedBeforeAnyCall(project, "provider-c", "provider-c");
+    },
+  );
+
+  it.each(refusedByProviderC)("takes %s on providers A and B", async (_name, outputSchema, answer) => {
+    for (const provider of ["provider-a", "provider-b"] as const) {
+      const project = await createTestProject(sluice.gateway, { provider, outputSchema });
+      fake.setStructuredOutput(answer);
+      const response = await call(project, provider);
+      expect(response.status, provider).toBe(200);
+      expect(await response.json()).toEqual(answer);
+    }
+  });
+
+  const nullables = (count: number, optional = 0) => {
+    const properties = Object.fromEntries(
+      Array.from({ length: count + optional }, (_, index) => [
+        `field${index}`,
+        { type: "string", nullable: true },
+      ]),
+    );
+    return object(properties, { required: Object.keys(properties).slice(0, count) });
+  };
+  const nullAnswer = (count: number) =>
+    Object.fromEntries(Array.from({ length: count }, (_, index) => [`field${index}`, null]));
+
+  // Before, the schema was saved, sent as provider B's structured output (every `nullable` a type
+  // list) and refused by its grammar compiler on every call: Sluice's 502.
+  it("refuses for provider B a schema with more than 16 properties that may be null or of several types", async () => {
+    await expect(
+      sluice.gateway.admin.createProject({ name: "b", provider: "provider-b", outputSchema: nullables(17) }),
+    ).rejects.toMatchObject({ code: "VALIDATION_ERROR", message: expect.stringContaining("provider-b") });
+    const properties = {
+      ...nullables(8).properties,
+      ...Object.fromEntries(
+        Array.from({ length: 9 }, (_, index) => [
+          `either${index}`,
+          { anyOf: [{ type: "string" }, { type: "integer" }] },
+        ]),
+      ),
+    };
+    const unions = object(properties, { required: Object.keys(properties) });
+    await expect(
+      sluice.gateway.admin.createProject({ name: "b", provider: "provider-b", outputSchema: unions }),
+    ).rejects.toMatchObject({ code: "VALIDATION_ERROR" });
+    const project = await savedBeforeTheRule("provider-b", nullables(17));
+    await expectRefusedBeforeAnyCall(project, "provider-b", "provider-b");
+  });
+
+  it("takes 16 such properties on provider B, and more where the schema goes as a tool", async () => {
+    const sixteen = await createTestProject(sluice.gateway, {
+      provider: "provider-b",
+      outputSchema: nullables(16),
+    });
+    fake.setStructuredOutput(nullAnswer(16));
+    expect((await call(sixteen, "provider-b")).status).toBe(200);
+    // Over 10 optional properties, the AI SDK sends the schema as a `json` tool, which has no such limit.
+    const asTool = await createTestProject(sluice.gateway, {
+      provider: "provider-b",
+      outputSchema: nullables(17, 11),
+    });
+    fake.setStructuredOutput(nullAnswer(17));
+    expect((await call(asTool, "provider-b")).status).toBe(200);
+    expect((fake.last()?.json as { tools?: unknown[] } | undefined)?.tools).toHaveLength(1);
+    for (const provider of ["provider-a", "provider-c"] as const) {
+      const project = await createTestProject(sluice.gateway, { provider, outputSchema: nullables(17) });
+      expect((await call(project, provider)).status, provider).toBe(200);
+    }
+  });
+});
