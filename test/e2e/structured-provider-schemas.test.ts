@@ -180,4 +180,94 @@ describe("output schemas per provider", () => {
       expect((await call(project, provider)).status, provider).toBe(200);
     }
   });
+
+  // Provider C cannot be told to leave other properties out (its schema has no additionalProperties),
+  // nor is provider A's non-strict mode held to it: before, one extra key failed the answer, the
+  // repair answered it again, and the call was 502 after two billed attempts (docs/decisions/0019).
+  describe("an answer holding properties a closed object does not list", () => {
+    const closedSchema = {
+      type: "object",
+      $defs: {
+        person: {
+          type: "object",
+          properties: { name: { type: "string" } },
+          required: ["name"],
+          additionalProperties: false,
+        },
+      },
+      properties: {
+        title: { type: "string" },
+        author: { $ref: "#/$defs/person" },
+        items: {
+          type: "array",
+          items: {
+            type: "object",
+            properties: { label: { type: "string" }, count: { type: "integer" } },
+            required: ["label"],
+            additionalProperties: false,
+          },
+        },
+        meta: { type: "object", properties: { source: { type: "string" } } },
+      },
+      required: ["title", "author", "items"],
+      additionalProperties: false,
+    };
+    const listed = {
+      title: "t",
+      author: { name: "n" },
+      items: [{ label: "a", count: 3 }, { label: "b" }],
+      meta: { source: "s", open: true },
+    };
+    const answered = {
+      ...listed,
+      summary: "extra at the root",
+      author: { name: "n", email: "x@example.com" },
+      items: [
+        { label: "a", count: 3, note: "extra" },
+        { label: "b", confidence: 0.5 },
+      ],
+    };
+
+    it.each(["provider-a", "provider-b", "provider-c"] as const)(
+      "on %s, answers without them at the first attempt; an open object keeps its own",
+      async (provider) => {
+        const project = await createTestProject(sluice.gateway, { provider, outputSchema: closedSchema });
+        fake.setStructuredOutput(answered);
+        const response = await call(project, provider);
+        expect(response.status).toBe(200);
+        expect(await response.json()).toEqual(listed);
+        expect(fake.requests).toHaveLength(1);
+      },
+    );
+
+    it("keeps them inside anyOf, where the branch that applies is not known, and repairs as before", async () => {
+      const outputSchema = {
+        type: "object",
+        properties: {
+          shape: {
+            anyOf: [
+              {
+                type: "object",
+                properties: { r: { type: "number" } },
+                required: ["r"],
+                additionalProperties: false,
+              },
+              {
+                type: "object",
+                properties: { w: { type: "number" } },
+                required: ["w"],
+                additionalProperties: false,
+              },
+            ],
+          },
+        },
+        required: ["shape"],
+      };
+      const project = await createTestProject(sluice.gateway, { provider: "provider-c", outputSchema });
+      fake.setStructuredOutput({ shape: { r: 1, w: 2 } });
+      const response = await call(project, "provider-c");
+      expect(response.status).toBe(502);
+      expect(fake.requests).toHaveLength(2);
+    });
+  });
 });
