@@ -485,10 +485,16 @@ describe("annotation keywords", () => {
     },
   };
 
+  // Provider C's responseSchema, as the AI SDK builds it, carries no bounds: they go into the description.
+  const sentToProviderC = {
+    ...sentToProvidersBAndC,
+    $defs: { stars: { ...sentToProvidersBAndC.$defs.stars, description: "minimum: 1; maximum: 5." } },
+  };
+
   it.each([
     ["provider-a", sentToProviderA],
     ["provider-b", sentToProvidersBAndC],
-    ["provider-c", sentToProvidersBAndC],
+    ["provider-c", sentToProviderC],
   ] as const)(
     "are sent to %s only where it takes them; the project's schema is unchanged",
     (provider, sent) => {

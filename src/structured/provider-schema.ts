@@ -32,13 +32,48 @@ export function schemaForProvider(
   provider: ProviderId,
 ): Record<string, unknown> {
   const sent = providerAnnotations[provider];
-  return eachSchema(schema, (node) =>
-    nullableAsType(
+  return eachSchema(schema, (node) => {
+    const out = nullableAsType(
       Object.fromEntries(
         Object.entries(node).filter(([keyword]) => !annotationKinds.has(keyword) || sent.has(keyword)),
       ),
-    ),
-  ) as Record<string, unknown>;
+    );
+    return provider === "provider-c" ? withBoundsDescribed(out) : out;
+  }) as Record<string, unknown>;
+}
+
+/**
+ * The bounds the AI SDK leaves out of provider C's responseSchema (it carries `minLength` alone),
+ * written into the description it does carry, as `@ai-sdk/anthropic` does for provider B: without
+ * them the model was never told a `maximum` or a `pattern`, and an answer out of bounds cost a repair.
+ * Ajv still checks every bound.
+ */
+const providerCDescribedBounds = [
+  "minimum",
+  "maximum",
+  "exclusiveMinimum",
+  "exclusiveMaximum",
+  "maxLength",
+  "pattern",
+  "minItems",
+  "maxItems",
+];
+
+function withBoundsDescribed(schema: Record<string, unknown>): Record<string, unknown> {
+  const bounds = providerCDescribedBounds
+    .filter((keyword) => schema[keyword] !== undefined)
+    .map((keyword) => {
+      const value = schema[keyword];
+      return `${keyword.replace(/[A-Z]/g, (letter) => ` ${letter.toLowerCase()}`)}: ${typeof value === "string" ? value : JSON.stringify(value)}`;
+    });
+  if (bounds.length === 0) return schema;
+  const described = `${bounds.join("; ")}.`;
+  const { description } = schema;
+  return {
+    ...schema,
+    description:
+      typeof description === "string" && description !== "" ? `${description}\n${described}` : described,
+  };
 }
 
 function nullableAsType(schema: Record<string, unknown>): Record<string, unknown> {

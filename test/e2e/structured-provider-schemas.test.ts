@@ -270,4 +270,30 @@ describe("output schemas per provider", () => {
       expect(fake.requests).toHaveLength(2);
     });
   });
+
+  // The AI SDK sends provider C's responseSchema without the bounds (only minLength), so the model
+  // was never told them and an answer out of range cost a repair; provider B's SDK moves them into the
+  // description the same way.
+  it("tells provider C's model the bounds its schema cannot carry, in the description", async () => {
+    const outputSchema = object(
+      {
+        score: { type: "integer", minimum: 0, maximum: 10, description: "How good" },
+        code: { type: "string", pattern: "^[A-Z]{3}$", maxLength: 3 },
+        tags: { type: "array", items: { type: "string" }, minItems: 1, maxItems: 5 },
+        plain: { type: "string" },
+      },
+      { required: ["score"] },
+    );
+    const project = await createTestProject(sluice.gateway, { provider: "provider-c", outputSchema });
+    fake.setStructuredOutput({ score: 7 });
+    expect((await call(project, "provider-c")).status).toBe(200);
+    type Sent = {
+      generationConfig: { responseSchema: { properties: Record<string, { description?: string }> } };
+    };
+    const sent = (fake.last()!.json as Sent).generationConfig.responseSchema.properties;
+    expect(sent.score?.description).toBe("How good\nminimum: 0; maximum: 10.");
+    expect(sent.code?.description).toBe("max length: 3; pattern: ^[A-Z]{3}$.");
+    expect(sent.tags?.description).toBe("min items: 1; max items: 5.");
+    expect(sent.plain?.description).toBeUndefined();
+  });
 });
