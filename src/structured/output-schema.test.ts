@@ -87,6 +87,26 @@ describe("validateAgainstSchema", () => {
     expect(check.valid).toBe(false);
     expect(check.errors.some((error) => error.startsWith(`${path} `))).toBe(true);
   });
+
+  // A model may write an integer as 3.0 (Gemini and GPT models do); JSON has one number type.
+  it("takes an integer written with a zero fraction, and refuses one with a fraction", () => {
+    expect(validateAgainstSchema(schema, JSON.parse('{"title":"A","score":1,"rank":3.0}'))).toEqual({
+      valid: true,
+      errors: [],
+    });
+    expect(validateAgainstSchema(schema, JSON.parse('{"title":"A","score":1,"rank":3.5}')).errors).toEqual([
+      "/rank must be integer",
+    ]);
+  });
+
+  // A `format` is a hint to the provider (docs/structured.md): Sluice does not check it.
+  it("leaves a string's format unchecked", () => {
+    const formats = {
+      type: "object",
+      properties: { on: { type: "string", format: "date" }, to: { type: "string", format: "email" } },
+    };
+    expect(validateAgainstSchema(formats, { on: "next Tuesday", to: "nobody" }).valid).toBe(true);
+  });
 });
 
 describe("checkOutputSchema nesting and references", () => {
