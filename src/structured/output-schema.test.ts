@@ -3,7 +3,7 @@ import { runInNewContext } from "node:vm";
 import { Ajv } from "ajv";
 import { afterEach, describe, expect, it } from "vitest";
 import { checkOutputSchema, maxSchemaNesting } from "./output-schema.js";
-import { sentAsStructuredOutput } from "./provider-limits.js";
+import { sdkGivesStructuredOutput, sentAsStructuredOutput } from "./provider-limits.js";
 import { schemaForProvider } from "./provider-schema.js";
 import { validateAgainstSchema, validatorCacheLimit } from "./schema-validator.js";
 
@@ -545,6 +545,51 @@ describe("checkOutputSchema with provider B's limits", () => {
     expect(checkOutputSchema(nullables(17, 11), "provider-b")).toEqual([]);
     for (const provider of [undefined, "provider-a", "provider-c"] as const)
       expect(checkOutputSchema(nullables(17), provider)).toEqual([]);
+  });
+
+  it("applies the limit only to a model the AI SDK gives structured output", () => {
+    expect(checkOutputSchema(nullables(17), "provider-b", "claude-sonnet-5-5")).toHaveLength(1);
+    expect(checkOutputSchema(nullables(17), "provider-b", "claude-haiku-4-5-20251001")).toHaveLength(1);
+    expect(checkOutputSchema(nullables(17), "provider-b", "claude-sonnet-4-20250514")).toEqual([]);
+    expect(checkOutputSchema(nullables(17), "provider-b", "claude-3-5-haiku-latest")).toEqual([]);
+  });
+
+  it("knows which models the installed AI SDK gives structured output", async () => {
+    const { getModelCapabilities } = await import("@ai-sdk/anthropic/internal");
+    const models = [
+      "claude-sonnet-5-5",
+      "claude-opus-5-5",
+      "claude-haiku-5-5",
+      "claude-opus-5",
+      "claude-fable-5-1",
+      "claude-sonnet-5",
+      "claude-opus-4-8",
+      "claude-opus-4-7",
+      "claude-sonnet-4-6",
+      "claude-opus-4-6",
+      "claude-sonnet-4-5",
+      "claude-sonnet-4-5-20250929",
+      "claude-opus-4-5",
+      "claude-haiku-4-5",
+      "claude-opus-4-1",
+      "claude-opus-4-1-20250805",
+      "claude-sonnet-4-0",
+      "claude-sonnet-4-20250514",
+      "claude-opus-4-0",
+      "claude-opus-4-20250514",
+      "claude-3-haiku-20240307",
+      "claude-3-5-haiku-latest",
+      "claude-3-7-sonnet-20250219",
+      "claude-3-opus-latest",
+      "claude-2.1",
+      "claude-instant-1.2",
+      "claude-next",
+      "custom-model",
+    ];
+    for (const model of models)
+      expect(sdkGivesStructuredOutput(model), model).toBe(
+        getModelCapabilities(model).supportsStructuredOutput,
+      );
   });
 
   // The mirror of the SDK's choice must not drift from the SDK on an upgrade.

@@ -74,9 +74,11 @@ const providerCFormats: Record<string, readonly string[]> = {
 /**
  * Every reason the schema cannot be used; empty when it can. With a provider, that provider's
  * structured-output rules are checked too (provider C's, which its API would otherwise refuse on
- * every call, as a 502): a project's schema is checked with its provider wherever the two meet.
+ * every call, as a 502): a project's schema is checked with its provider wherever the two meet. With
+ * a model, a rule that holds only for some of the provider's models (provider B's union limit) is
+ * checked for that one.
  */
-export function checkOutputSchema(schema: unknown, provider?: ProviderId): string[] {
+export function checkOutputSchema(schema: unknown, provider?: ProviderId, model?: string): string[] {
   if (typeof schema !== "object" || schema === null || Array.isArray(schema)) {
     return ["the output schema must be a JSON object"];
   }
@@ -89,7 +91,8 @@ export function checkOutputSchema(schema: unknown, provider?: ProviderId): strin
     problems.push(`the output schema must be under ${maxSchemaBytes} bytes`);
   walk(schema, "#", 0, problems, provider);
   if (problems.length === 0) problems.push(...referenceLoops(schema));
-  if (problems.length === 0) problems.push(...providerLimits(schema as Record<string, unknown>, provider));
+  if (problems.length === 0)
+    problems.push(...providerLimits(schema as Record<string, unknown>, provider, model));
   if (problems.length === 0) {
     try {
       validatorFor(schema as Record<string, unknown>);
@@ -105,10 +108,14 @@ export function checkOutputSchema(schema: unknown, provider?: ProviderId): strin
 }
 
 /** What the provider's structured mode refuses in the schema as a whole (provider-limits.ts). */
-function providerLimits(schema: Record<string, unknown>, provider: ProviderId | undefined): string[] {
+function providerLimits(
+  schema: Record<string, unknown>,
+  provider: ProviderId | undefined,
+  model: string | undefined,
+): string[] {
   if (provider === "provider-c") return providerCReferenceProblems(schema);
   if (provider === "provider-b") {
-    const unions = providerBUnionProblem(schema);
+    const unions = providerBUnionProblem(schema, model);
     return unions ? [unions] : [];
   }
   return [];

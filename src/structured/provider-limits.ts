@@ -18,9 +18,11 @@ const sdkOptionalPropertyLimit = 10;
  * or `anyOf` ("Schemas contains too many parameters with union types … (limit: 16 parameters with
  * unions)", a 400 before any inference); `nullable: true` is sent as a type list that takes null, so
  * it counts. Only where the AI SDK sends the schema that way: one it sends as a `json` tool (an open
- * object, a recursive `$ref`, more than 10 optional properties) has no such limit.
+ * object, a recursive `$ref`, more than 10 optional properties, or a model it gives no structured
+ * output) has no such limit. Without a model, the rule applies.
  */
-export function providerBUnionProblem(schema: Schema): string | null {
+export function providerBUnionProblem(schema: Schema, model?: string): string | null {
+  if (model !== undefined && !sdkGivesStructuredOutput(model)) return null;
   let unions = 0;
   forEachSchema(schema, (node) => {
     if (isUnion(node)) unions++;
@@ -30,6 +32,18 @@ export function providerBUnionProblem(schema: Schema): string | null {
     `#: provider B's structured outputs take at most ${providerBUnionLimit} properties that may be null or ` +
     `of several types (nullable, a type list or anyOf); this schema has ${unions}`
   );
+}
+
+/**
+ * Whether the AI SDK (`@ai-sdk/anthropic`'s `getModelCapabilities`) gives provider B's model
+ * structured output: every Claude model but Sonnet and Opus 4.0, Claude 3 and older; not a model
+ * whose name it does not know as Claude's. output-schema.test.ts checks it against the SDK's own.
+ */
+export function sdkGivesStructuredOutput(model: string): boolean {
+  if (!model.includes("claude-")) return false;
+  if (/claude-(?:sonnet|opus)-4-/.test(model) && !/claude-(?:sonnet-4-[56]|opus-4-[15678])/.test(model))
+    return false;
+  return !/claude-(?:3-haiku|instant(?:-|$)|v?2(?=$|[-.:])|3(?=$|[-.]))/.test(model);
 }
 
 function isUnion(node: Schema): boolean {

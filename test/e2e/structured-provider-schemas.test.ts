@@ -181,6 +181,21 @@ describe("output schemas per provider", () => {
     }
   });
 
+  // The AI SDK gives Claude Sonnet 4.0 no structured output: the schema goes as a `json` tool.
+  it("takes more on a provider B model the AI SDK sends a json tool, and refuses a change to one it does not", async () => {
+    const project = await createTestProject(sluice.gateway, {
+      provider: "provider-b",
+      model: "claude-sonnet-4-20250514",
+      outputSchema: nullables(17),
+    });
+    fake.setStructuredOutput(nullAnswer(17));
+    expect((await call(project, "provider-b")).status).toBe(200);
+    expect((fake.last()?.json as { tools?: unknown[] } | undefined)?.tools).toHaveLength(1);
+    await expect(
+      sluice.gateway.admin.updateProject(project.projectId, { model: "claude-sonnet-5-5" }),
+    ).rejects.toMatchObject({ code: "VALIDATION_ERROR", message: expect.stringContaining("provider-b") });
+  });
+
   // Provider C cannot be told to leave other properties out (its schema has no additionalProperties),
   // nor is provider A's non-strict mode held to it: before, one extra key failed the answer, the
   // repair answered it again, and the call was 502 after two billed attempts (docs/decisions/0019).
