@@ -125,6 +125,60 @@ describe("output schemas per provider", () => {
     }
   });
 
+  // What an extraction schema commonly holds, on each provider against a fake that refuses what the
+  // provider refuses: nullable and optional fields, string enums, nested arrays of objects, $defs and
+  // $ref, integers and numbers, a date-time string.
+  it.each(["provider-a", "provider-b", "provider-c"] as const)(
+    "takes and answers a typical extraction schema on %s",
+    async (provider) => {
+      const outputSchema = {
+        type: "object",
+        $defs: {
+          money: object(
+            { amount: { type: "number" }, currency: { type: "string", enum: ["EUR", "USD"] } },
+            {
+              required: ["amount", "currency"],
+            },
+          ),
+        },
+        properties: {
+          issuedAt: { type: "string", format: "date-time" },
+          vendor: { type: ["string", "null"] },
+          note: { type: "string", nullable: true },
+          total: { $ref: "#/$defs/money" },
+          lines: {
+            type: "array",
+            items: object(
+              {
+                label: { type: "string" },
+                quantity: { type: "integer", minimum: 1 },
+                price: { $ref: "#/$defs/money" },
+                tags: { type: "array", items: { type: "string" } },
+              },
+              { required: ["label", "quantity"] },
+            ),
+          },
+          status: { anyOf: [{ type: "string", enum: ["paid", "open"] }, { type: "null" }] },
+        },
+        required: ["issuedAt", "vendor", "total", "lines", "status"],
+        additionalProperties: false,
+      };
+      const project = await createTestProject(sluice.gateway, { provider, outputSchema });
+      const answer = {
+        issuedAt: "2026-11-29T10:00:00Z",
+        vendor: null,
+        total: { amount: 12.5, currency: "EUR" },
+        lines: [{ label: "tea", quantity: 2, price: { amount: 6.25, currency: "EUR" }, tags: [] }],
+        status: "paid",
+      };
+      fake.setStructuredOutput(answer);
+      const response = await call(project, provider);
+      expect(response.status).toBe(200);
+      expect(await response.json()).toEqual(answer);
+      expect(fake.requests).toHaveLength(1);
+    },
+  );
+
   const nullables = (count: number, optional = 0) => {
     const properties = Object.fromEntries(
       Array.from({ length: count + optional }, (_, index) => [
