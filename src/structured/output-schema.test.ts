@@ -268,17 +268,6 @@ describe("checkOutputSchema with provider C's rules", () => {
     ...extra,
   });
   const refusedByProviderC: Array<[string, Record<string, unknown>, string]> = [
-    [
-      "a string format email",
-      object({ contact: { type: "string", format: "email" } }),
-      "#/properties/contact/format",
-    ],
-    ["a string format date", object({ due: { type: "string", format: "date" } }), "#/properties/due/format"],
-    [
-      "a string format uuid",
-      object({ id: { type: ["string", "null"], format: "uuid" } }),
-      "#/properties/id/format",
-    ],
     ["an integer enum", object({ stars: { type: "integer", enum: [1, 2, 3] } }), "#/properties/stars/enum"],
     ["a boolean enum", object({ ok: { enum: [true, false] } }), "#/properties/ok/enum"],
     ["a numeric const", object({ version: { const: 2 } }), "#/properties/version/const"],
@@ -351,6 +340,16 @@ describe("checkOutputSchema with provider C's rules", () => {
 
   it.each([
     ["a date-time", object({ at: { type: "string", format: "date-time" } })],
+    // Sent to the model in the description instead (provider-schema.ts), and not checked by Sluice.
+    [
+      "formats its API refuses",
+      object({
+        contact: { type: "string", format: "email" },
+        due: { type: "string", format: "date" },
+        id: { type: ["string", "null"], format: "uuid" },
+        n: { type: "integer", format: "double" },
+      }),
+    ],
     ["Gemini's own enum format", object({ kind: { type: "string", format: "enum", enum: ["a", "b"] } })],
     [
       "number formats",
@@ -383,6 +382,24 @@ describe("checkOutputSchema with provider C's rules", () => {
     ],
   ])("takes %s for provider C", (_name, schema) => {
     expect(checkOutputSchema(schema, "provider-c")).toEqual([]);
+  });
+
+  it("sends provider C a format its API refuses in the description, and one it takes as it is", () => {
+    const schema = object({
+      n: { type: "integer", format: "double", minimum: 0 },
+      m: { type: ["number", "null"], format: "double" },
+      s: { type: "string", format: "uuid", description: "An id" },
+      t: { type: "string", format: "date-time" },
+    });
+    expect(schemaForProvider(schema, "provider-c")).toEqual(
+      object({
+        n: { type: "integer", minimum: 0, description: "minimum: 0; format: double." },
+        m: { type: ["number", "null"], format: "double" },
+        s: { type: "string", description: "An id\nformat: uuid." },
+        t: { type: "string", format: "date-time" },
+      }),
+    );
+    expect(schemaForProvider(schema, "provider-a")).toEqual(schema);
   });
 
   // No answer can have a property it requires while additionalProperties forbids it: the schema can

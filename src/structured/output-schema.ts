@@ -62,10 +62,11 @@ export const maxSchemaNesting = 64;
 
 /**
  * The `format` values provider C's structured output (the Gemini API's responseSchema) takes, by
- * type; it refuses any other with 400 INVALID_ARGUMENT on every call. The AI SDK passes `format`
- * through unchanged.
+ * type; it refuses any other with 400 INVALID_ARGUMENT on every call ("only 'enum' and 'date-time'
+ * are supported for STRING type"). The AI SDK passes `format` through unchanged, so another is sent
+ * in the description instead (provider-schema.ts).
  */
-const providerCFormats: Record<string, readonly string[]> = {
+export const providerCFormats: Record<string, readonly string[]> = {
   string: ["date-time", "enum"],
   number: ["float", "double"],
   integer: ["int32", "int64"],
@@ -275,8 +276,8 @@ function requiredProperties(
 }
 
 /**
- * What provider C's API refuses in a schema the AI SDK sends it as is (format, enum, objects), so
- * a call would always be its 400 (Sluice's 502): a `format` it does not take; an `enum` or `const`
+ * What provider C's API refuses in a schema the AI SDK sends it as is (enum, objects, types), so
+ * a call would always be its 400 (Sluice's 502): an `enum` or `const`
  * of anything but strings (the SDK sends numbers and booleans as `format: "enum"` with their text,
  * which the API takes for strings only); an object without `properties` (a map through
  * `additionalProperties`, or a free-form object below the root: the SDK sends `{"type": "object"}`,
@@ -290,14 +291,6 @@ function providerCRules(
   problems: string[],
 ): void {
   const named = types.filter((type): type is string => typeof type === "string" && type !== "null");
-  if (typeof record.format === "string") {
-    const formatTypes = named.length > 0 ? named : ["string"];
-    const allowed = formatTypes.flatMap((type) => providerCFormats[type] ?? []);
-    if (!allowed.includes(record.format))
-      problems.push(
-        `${path}/format: provider C takes no format ${JSON.stringify(record.format)} for ${formatTypes.join("/")}${allowed.length > 0 ? ` (only ${allowed.join(", ")})` : ""}`,
-      );
-  }
   for (const keyword of ["enum", "const"] as const) {
     if (record[keyword] === undefined) continue;
     const values = keyword === "enum" && Array.isArray(record.enum) ? record.enum : [record[keyword]];

@@ -1,5 +1,5 @@
 import type { ProviderId } from "../providers/provider-id.js";
-import { annotationKinds } from "./output-schema.js";
+import { annotationKinds, providerCFormats } from "./output-schema.js";
 import { eachSchema } from "./schema-walk.js";
 
 /**
@@ -44,9 +44,9 @@ export function schemaForProvider(
 
 /**
  * The bounds the AI SDK leaves out of provider C's responseSchema (it carries `minLength` alone),
- * written into the description it does carry, as `@ai-sdk/anthropic` does for provider B: without
- * them the model was never told a `maximum` or a `pattern`, and an answer out of bounds cost a repair.
- * Ajv still checks every bound.
+ * and a `format` the API refuses, written into the description it does carry, as
+ * `@ai-sdk/anthropic` does for provider B: without them the model was never told a `maximum` or a
+ * `pattern`, and an answer out of bounds cost a repair. Ajv still checks every bound.
  */
 const providerCDescribedBounds = [
   "minimum",
@@ -59,13 +59,22 @@ const providerCDescribedBounds = [
   "maxItems",
 ];
 
-function withBoundsDescribed(schema: Record<string, unknown>): Record<string, unknown> {
+function withBoundsDescribed(node: Record<string, unknown>): Record<string, unknown> {
   const bounds = providerCDescribedBounds
-    .filter((keyword) => schema[keyword] !== undefined)
+    .filter((keyword) => node[keyword] !== undefined)
     .map((keyword) => {
-      const value = schema[keyword];
+      const value = node[keyword];
       return `${keyword.replace(/[A-Z]/g, (letter) => ` ${letter.toLowerCase()}`)}: ${typeof value === "string" ? value : JSON.stringify(value)}`;
     });
+  // A `format` the API refuses ("only 'enum' and 'date-time' are supported for STRING type") is
+  // described instead of sent: the model is told it, and Sluice checks no format anyway.
+  const { format, ...schema } = node;
+  const types = (Array.isArray(node.type) ? node.type : [node.type ?? "string"]).filter(
+    (type) => type !== "null",
+  );
+  if (typeof format === "string" && !types.some((type) => providerCFormats[type as string]?.includes(format)))
+    bounds.push(`format: ${format}`);
+  else if (format !== undefined) schema.format = format;
   if (bounds.length === 0) return schema;
   const described = `${bounds.join("; ")}.`;
   const { description } = schema;

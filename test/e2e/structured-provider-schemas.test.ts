@@ -365,4 +365,34 @@ describe("output schemas per provider", () => {
     expect(sent.tags?.description).toBe("min items: 1; max items: 5.");
     expect(sent.plain?.description).toBeUndefined();
   });
+
+  // Before, provider C refused such a schema when saved (its API answers "only 'enum' and 'date-time'
+  // are supported for STRING type"), though providers A and B take it and Sluice checks no format.
+  it("takes a string format provider C has no room for, and tells its model in the description", async () => {
+    const outputSchema = object(
+      {
+        contact: { type: "string", format: "email", description: "Who to write to" },
+        due: { type: ["string", "null"], format: "date" },
+        at: { type: "string", format: "date-time" },
+        id: { type: "integer", format: "int64" },
+      },
+      { required: ["contact"] },
+    );
+    const project = await createTestProject(sluice.gateway, { provider: "provider-c", outputSchema });
+    fake.setStructuredOutput({ contact: "someone@example.com", due: null });
+    const response = await call(project, "provider-c");
+    expect(response.status).toBe(200);
+    type Sent = {
+      generationConfig: {
+        responseSchema: { properties: Record<string, { format?: string; description?: string }> };
+      };
+    };
+    const sent = (fake.last()!.json as Sent).generationConfig.responseSchema.properties;
+    expect(sent.contact).toMatchObject({ description: "Who to write to\nformat: email." });
+    expect(sent.contact?.format).toBeUndefined();
+    expect(sent.due).toMatchObject({ description: "format: date." });
+    expect(sent.due?.format).toBeUndefined();
+    expect(sent.at?.format).toBe("date-time");
+    expect(sent.id?.format).toBe("int64");
+  });
 });
