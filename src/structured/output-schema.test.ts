@@ -268,9 +268,8 @@ describe("checkOutputSchema with provider C's rules", () => {
     ...extra,
   });
   const refusedByProviderC: Array<[string, Record<string, unknown>, string]> = [
-    ["an integer enum", object({ stars: { type: "integer", enum: [1, 2, 3] } }), "#/properties/stars/enum"],
-    ["a boolean enum", object({ ok: { enum: [true, false] } }), "#/properties/ok/enum"],
-    ["a numeric const", object({ version: { const: 2 } }), "#/properties/version/const"],
+    ["an enum holding an object", object({ v: { enum: [{ a: 1 }, "b"] } }), "#/properties/v/enum"],
+    ["a const array", object({ v: { const: [1, 2] } }), "#/properties/v/const"],
     [
       "a map",
       object({ scores: { type: "object", additionalProperties: { type: "number" } } }),
@@ -340,6 +339,16 @@ describe("checkOutputSchema with provider C's rules", () => {
 
   it.each([
     ["a date-time", object({ at: { type: "string", format: "date-time" } })],
+    // Sent to the model in the description instead of as an enum (provider-schema.ts).
+    [
+      "enums and consts of numbers and booleans",
+      object({
+        stars: { type: "integer", enum: [1, 2, 3] },
+        ok: { enum: [true, false] },
+        version: { const: 2 },
+        kind: { enum: [1, "two", null] },
+      }),
+    ],
     // Sent to the model in the description instead (provider-schema.ts), and not checked by Sluice.
     [
       "formats its API refuses",

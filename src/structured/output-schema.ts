@@ -294,8 +294,11 @@ function providerCRules(
   for (const keyword of ["enum", "const"] as const) {
     if (record[keyword] === undefined) continue;
     const values = keyword === "enum" && Array.isArray(record.enum) ? record.enum : [record[keyword]];
-    if (values.some((value) => value !== null && typeof value !== "string"))
-      problems.push(`${path}/${keyword}: provider C takes ${keyword} values that are strings only`);
+    // Numbers and booleans are sent to the model in the description (provider-schema.ts).
+    if (values.some((value) => typeof value === "object" && value !== null))
+      problems.push(
+        `${path}/${keyword}: provider C takes ${keyword} values that are strings, numbers, booleans or null only`,
+      );
   }
   // The Gemini API needs a type on every schema ("….type: must be specified"); the SDK gives one to
   // an enum, a const and a type list, and resolves a $ref.

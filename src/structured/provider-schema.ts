@@ -43,6 +43,34 @@ export function schemaForProvider(
 }
 
 /**
+ * A node whose `enum` or `const` holds a number or a boolean, without them, typed by its values when
+ * it had no type: the AI SDK sends such an enum as strings, which provider C's API refuses ("enum:
+ * only allowed for STRING type"). The values go into the description; Ajv still checks them.
+ */
+function withoutNonStringValues(node: Record<string, unknown>): {
+  node: Record<string, unknown>;
+  values?: unknown[];
+} {
+  const values = Array.isArray(node.enum) ? node.enum : node.const !== undefined ? [node.const] : undefined;
+  if (!values || values.every((value) => value === null || typeof value === "string")) return { node };
+  const { enum: _enum, const: _const, ...rest } = node;
+  if (rest.type === undefined) {
+    const types = new Set(
+      values.map((value) =>
+        value === null
+          ? "null"
+          : typeof value === "number" && Number.isInteger(value)
+            ? "integer"
+            : typeof value,
+      ),
+    );
+    if (types.has("number")) types.delete("integer");
+    rest.type = types.size === 1 ? [...types][0] : [...types];
+  }
+  return { node: rest, values };
+}
+
+/**
  * The bounds the AI SDK leaves out of provider C's responseSchema (it carries `minLength` alone),
  * and a `format` the API refuses, written into the description it does carry, as
  * `@ai-sdk/anthropic` does for provider B: without them the model was never told a `maximum` or a
@@ -59,13 +87,17 @@ const providerCDescribedBounds = [
   "maxItems",
 ];
 
-function withBoundsDescribed(node: Record<string, unknown>): Record<string, unknown> {
-  const bounds = providerCDescribedBounds
-    .filter((keyword) => node[keyword] !== undefined)
-    .map((keyword) => {
-      const value = node[keyword];
-      return `${keyword.replace(/[A-Z]/g, (letter) => ` ${letter.toLowerCase()}`)}: ${typeof value === "string" ? value : JSON.stringify(value)}`;
-    });
+function withBoundsDescribed(given: Record<string, unknown>): Record<string, unknown> {
+  const { node, values } = withoutNonStringValues(given);
+  const bounds = values ? [`one of: ${values.map((value) => JSON.stringify(value)).join(", ")}`] : [];
+  bounds.push(
+    ...providerCDescribedBounds
+      .filter((keyword) => node[keyword] !== undefined)
+      .map((keyword) => {
+        const value = node[keyword];
+        return `${keyword.replace(/[A-Z]/g, (letter) => ` ${letter.toLowerCase()}`)}: ${typeof value === "string" ? value : JSON.stringify(value)}`;
+      }),
+  );
   // A `format` the API refuses ("only 'enum' and 'date-time' are supported for STRING type") is
   // described instead of sent: the model is told it, and Sluice checks no format anyway.
   const { format, ...schema } = node;

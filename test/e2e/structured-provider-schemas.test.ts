@@ -395,4 +395,37 @@ describe("output schemas per provider", () => {
     expect(sent.at?.format).toBe("date-time");
     expect(sent.id?.format).toBe("int64");
   });
+
+  // Before, provider C refused these when saved: the AI SDK sends a number's or boolean's enum as
+  // strings, which the API refuses ("enum: only allowed for STRING type").
+  it("takes an enum or const of numbers or booleans on provider C, and tells its model the values", async () => {
+    const outputSchema = object(
+      {
+        stars: { type: "integer", enum: [1, 2, 3, 4, 5], description: "The rating" },
+        ok: { enum: [true, false] },
+        version: { const: 2 },
+        kind: { enum: [1, "two", null] },
+        label: { type: "string", enum: ["a", "b"] },
+      },
+      { required: ["stars", "ok", "version", "kind"] },
+    );
+    const project = await createTestProject(sluice.gateway, { provider: "provider-c", outputSchema });
+    const answer = { stars: 4, ok: true, version: 2, kind: null, label: "a" };
+    fake.setStructuredOutput(answer);
+    const response = await call(project, "provider-c");
+    expect(response.status).toBe(200);
+    expect(await response.json()).toEqual(answer);
+    type Sent = {
+      generationConfig: { responseSchema: { properties: Record<string, Record<string, unknown>> } };
+    };
+    const sent = (fake.last()!.json as Sent).generationConfig.responseSchema.properties;
+    expect(sent.stars).toEqual({ type: "integer", description: "The rating\none of: 1, 2, 3, 4, 5." });
+    expect(sent.ok).toEqual({ type: "boolean", description: "one of: true, false." });
+    expect(sent.version).toEqual({ type: "integer", description: "one of: 2." });
+    expect(sent.kind).toMatchObject({ nullable: true, description: 'one of: 1, "two", null.' });
+    expect(sent.label).toEqual({ type: "string", enum: ["a", "b"] });
+    // A wrong value is still refused, and repaired.
+    fake.setStructuredOutput({ ...answer, stars: 6 });
+    expect((await call(project, "provider-c")).status).toBe(502);
+  });
 });

@@ -68,7 +68,8 @@ const geminiSchemaFields = new Set([
  * Provider C's `generationConfig.responseSchema` (the Gemini API's Schema, an OpenAPI subset), with
  * its recorded messages: an unknown field ("Invalid JSON payload received. Unknown name …"), a schema
  * without `type` ("….type: must be specified"), a string `format` other than `enum` and `date-time`
- * ("only 'enum' and 'date-time' are supported for STRING type"), an array without `items` ("….items: missing field."),
+ * ("only 'enum' and 'date-time' are supported for STRING type"), an `enum` on another type ("….enum:
+ * only allowed for STRING type", as the AI SDK sends a number's or boolean's), an array without `items` ("….items: missing field."),
  * an object whose `properties` are empty below the root ("should be non-empty for OBJECT type") and a
  * `required` name that is not a property ("property is not defined").
  */
@@ -92,6 +93,8 @@ export function providerCSchemaRefusal(schema: unknown): string | null {
       node.format !== "date-time"
     )
       problems.push(`* ${path}.format: only 'enum' and 'date-time' are supported for STRING type\n`);
+    if (node.enum !== undefined && type !== "STRING")
+      problems.push(`* ${path}.enum: only allowed for STRING type\n`);
     if (type === "ARRAY" && node.items === undefined) problems.push(`* ${path}.items: missing field.\n`);
     const properties = isSchema(node.properties) ? node.properties : {};
     if (type === "OBJECT" && node.properties !== undefined && Object.keys(properties).length === 0)
