@@ -23,9 +23,11 @@ const providerAnnotations: Record<ProviderId, ReadonlySet<string>> = {
  * and with `nullable: true` written as a type that takes null (`{"type": "string", "nullable": true}`
  * becomes `{"type": ["string", "null"]}`), the form every provider's converter carries over.
  * Providers B's and C's converters drop `nullable` itself, so the model could never answer null
- * where the schema (and Ajv, which validates the answer) allows it. Values (`default`, `const`,
- * `enum`) are copied as they are, and so are the names of properties and definitions; the
- * project's schema is not changed.
+ * where the schema (and Ajv, which validates the answer) allows it. For provider C, what its API
+ * refuses or the SDK leaves out (bounds, a `format` it does not take, an `enum` or `const` of
+ * numbers or booleans) is written into the description instead (`withBoundsDescribed`). Values
+ * (`default`, `const`, `enum`) are otherwise copied as they are, and so are the names of properties
+ * and definitions; the project's schema is not changed.
  */
 export function schemaForProvider(
   schema: Record<string, unknown>,
