@@ -1,5 +1,5 @@
 import type { ProviderId } from "../providers/provider-id.js";
-import { providerBUnionProblem, providerCReferenceProblems } from "./provider-limits.js";
+import { providerBUnionProblem, providerCReferenceProblems, providerCRules } from "./provider-limits.js";
 import { validatorFor } from "./schema-validator.js";
 
 /**
@@ -59,18 +59,6 @@ const maxSchemaBytes = 64 * 1024;
  * walk, Ajv) sees the schema: 27 KB of `[[[…]]]` would overflow their stack.
  */
 export const maxSchemaNesting = 64;
-
-/**
- * The `format` values provider C's structured output (the Gemini API's responseSchema) takes, by
- * type; it refuses any other with 400 INVALID_ARGUMENT on every call ("only 'enum' and 'date-time'
- * are supported for STRING type"). The AI SDK passes `format` through unchanged, so another is sent
- * in the description instead (provider-schema.ts).
- */
-export const providerCFormats: Record<string, readonly string[]> = {
-  string: ["date-time", "enum"],
-  number: ["float", "double"],
-  integer: ["int32", "int64"],
-};
 
 /**
  * Every reason the schema cannot be used; empty when it can. With a provider, that provider's
@@ -272,58 +260,5 @@ function requiredProperties(
         ? `${path}/required/${index}: ${JSON.stringify(name)} is not among the properties and additionalProperties is false, so no answer can have it`
         : `${path}/required/${index}: ${JSON.stringify(name)} is not among the properties (provider C requires a property for every required name)`,
     );
-  }
-}
-
-/**
- * What provider C's API refuses in a schema the AI SDK sends it as is (enum, objects, types), so
- * a call would always be its 400 (Sluice's 502): an `enum` or `const`
- * of anything but strings (the SDK sends numbers and booleans as `format: "enum"` with their text,
- * which the API takes for strings only); an object without `properties` (a map through
- * `additionalProperties`, or a free-form object below the root: the SDK sends `{"type": "object"}`,
- * which the API refuses). A free-form root is sent as no schema at all (plain JSON mode), so it stays.
- */
-function providerCRules(
-  record: Record<string, unknown>,
-  types: unknown[],
-  path: string,
-  depth: number,
-  problems: string[],
-): void {
-  const named = types.filter((type): type is string => typeof type === "string" && type !== "null");
-  for (const keyword of ["enum", "const"] as const) {
-    if (record[keyword] === undefined) continue;
-    const values = keyword === "enum" && Array.isArray(record.enum) ? record.enum : [record[keyword]];
-    // Numbers and booleans are sent to the model in the description (provider-schema.ts).
-    if (values.some((value) => typeof value === "object" && value !== null))
-      problems.push(
-        `${path}/${keyword}: provider C takes ${keyword} values that are strings, numbers, booleans or null only`,
-      );
-  }
-  // The Gemini API needs a type on every schema ("….type: must be specified"); the SDK gives one to
-  // an enum, a const and a type list, and resolves a $ref.
-  const typed = ["type", "anyOf", "enum", "const", "$ref"].some((keyword) => record[keyword] !== undefined);
-  if (!typed)
-    problems.push(
-      `${path}: provider C needs a type here (or anyOf, enum, const or $ref): it takes no schema without one`,
-    );
-  if (named.includes("array") && record.items === undefined && record.$ref === undefined)
-    problems.push(
-      `${path}: provider C takes an array only with items (the API answers "items: missing field")`,
-    );
-  // The SDK sends a list of several types as anyOf of each type alone, without its items or properties.
-  if (named.length > 1 && named.some((type) => type === "array" || type === "object"))
-    problems.push(
-      `${path}/type: provider C takes an array or object type only on its own (or with null), not in a list with ${named.filter((type) => type !== "array" && type !== "object").join(", ") || "each other"}`,
-    );
-  if (named.includes("object") && record.$ref === undefined) {
-    const properties = record.properties;
-    const hasProperties =
-      typeof properties === "object" && properties !== null && Object.keys(properties).length > 0;
-    const freeFormRoot = depth === 0 && !record.additionalProperties;
-    if (!hasProperties && !freeFormRoot)
-      problems.push(
-        `${path}: provider C takes an object only with properties (no map through additionalProperties, no free-form object)`,
-      );
   }
 }

@@ -1,6 +1,8 @@
 /**
- * Provider rules that look at the whole schema rather than one keyword (those are in
- * output-schema.ts): what the provider's API or the AI SDK's converter would refuse on every call.
+ * Providers' own rules on an output schema, beyond the subset every provider takes
+ * (output-schema.ts): what the provider's API or the AI SDK's converter would refuse on every call.
+ * Provider C's per schema (`providerCRules`, called by the walk) and across references; provider B's
+ * over the whole schema.
  */
 
 type Schema = Record<string, unknown>;
@@ -207,4 +209,70 @@ function isRootDefinition(schema: Schema, ref: unknown): boolean {
   if (!match?.[1] || !match[2]) return false;
   const definitions = schema[match[1]];
   return isSchema(definitions) && resolvePointer(schema, ref) !== undefined;
+}
+
+/**
+ * The `format` values provider C's structured output (the Gemini API's responseSchema) takes, by
+ * type; it refuses any other with 400 INVALID_ARGUMENT on every call ("only 'enum' and 'date-time'
+ * are supported for STRING type"). The AI SDK passes `format` through unchanged, so another is sent
+ * in the description instead (provider-schema.ts).
+ */
+export const providerCFormats: Record<string, readonly string[]> = {
+  string: ["date-time", "enum"],
+  number: ["float", "double"],
+  integer: ["int32", "int64"],
+};
+
+/**
+ * What provider C's API refuses in one schema the AI SDK sends it (a call would always be its 400,
+ * Sluice's 502): an `enum` or `const` holding an object or array (numbers and booleans are sent in
+ * the description, provider-schema.ts); a schema without a type ("….type: must be specified"); an
+ * array without `items` ("….items: missing field"); `array` or `object` in a list of types (the SDK
+ * sends each alone, without its items or properties); an object without `properties` (a map through
+ * `additionalProperties`, or a free-form object below the root: the SDK sends `{"type": "object"}`,
+ * which the API refuses). A free-form root is sent as no schema at all (plain JSON mode), so it stays.
+ */
+export function providerCRules(
+  record: Record<string, unknown>,
+  types: unknown[],
+  path: string,
+  depth: number,
+  problems: string[],
+): void {
+  const named = types.filter((type): type is string => typeof type === "string" && type !== "null");
+  for (const keyword of ["enum", "const"] as const) {
+    if (record[keyword] === undefined) continue;
+    const values = keyword === "enum" && Array.isArray(record.enum) ? record.enum : [record[keyword]];
+    // Numbers and booleans are sent to the model in the description (provider-schema.ts).
+    if (values.some((value) => typeof value === "object" && value !== null))
+      problems.push(
+        `${path}/${keyword}: provider C takes ${keyword} values that are strings, numbers, booleans or null only`,
+      );
+  }
+  // The Gemini API needs a type on every schema ("….type: must be specified"); the SDK gives one to
+  // an enum, a const and a type list, and resolves a $ref.
+  const typed = ["type", "anyOf", "enum", "const", "$ref"].some((keyword) => record[keyword] !== undefined);
+  if (!typed)
+    problems.push(
+      `${path}: provider C needs a type here (or anyOf, enum, const or $ref): it takes no schema without one`,
+    );
+  if (named.includes("array") && record.items === undefined && record.$ref === undefined)
+    problems.push(
+      `${path}: provider C takes an array only with items (the API answers "items: missing field")`,
+    );
+  // The SDK sends a list of several types as anyOf of each type alone, without its items or properties.
+  if (named.length > 1 && named.some((type) => type === "array" || type === "object"))
+    problems.push(
+      `${path}/type: provider C takes an array or object type only on its own (or with null), not in a list with ${named.filter((type) => type !== "array" && type !== "object").join(", ") || "each other"}`,
+    );
+  if (named.includes("object") && record.$ref === undefined) {
+    const properties = record.properties;
+    const hasProperties =
+      typeof properties === "object" && properties !== null && Object.keys(properties).length > 0;
+    const freeFormRoot = depth === 0 && !record.additionalProperties;
+    if (!hasProperties && !freeFormRoot)
+      problems.push(
+        `${path}: provider C takes an object only with properties (no map through additionalProperties, no free-form object)`,
+      );
+  }
 }

@@ -1,5 +1,6 @@
 import type { ProviderId } from "../providers/provider-id.js";
-import { annotationKinds, providerCFormats } from "./output-schema.js";
+import { annotationKinds } from "./output-schema.js";
+import { providerCFormats } from "./provider-limits.js";
 import { eachSchema } from "./schema-walk.js";
 
 /**
