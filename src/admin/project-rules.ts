@@ -1,5 +1,6 @@
 import { GatewayError } from "../errors.js";
 import type { Project } from "../storage/project-repository.js";
+import { chooseModel } from "../structured/model-choice.js";
 import { catalogueProviderOf, findModel } from "../usage/model-catalogue.js";
 import type { CreateProjectInput, UpdateProjectInput } from "./project-input.js";
 import { assertOutputSchema, checkProjectValues, type FieldName, sameName } from "./project-values.js";
@@ -96,11 +97,13 @@ export function applyChanges(
     next.rateLimits.devicePerMinute = changes.rateLimits.devicePerMinute;
   // Its values (model, output schema, DeviceCheck key) were checked by checkProjectValues.
   if (changes.outputSchema !== undefined) next.outputSchema = changes.outputSchema;
-  // The provider's own rules (provider C refuses some schemas on every call), where the schema and
-  // the provider meet: a change to either. Not otherwise, so a project stored before this rule keeps
-  // taking updates; its calls answer 422 before any provider call (structured-routes.ts).
-  if (next.outputSchema && (changes.outputSchema || next.provider !== current.provider))
-    assertOutputSchema(next.outputSchema, next.provider);
+  // The provider's own rules (provider C refuses some schemas on every call, provider B some on some
+  // models), where the schema and the provider meet, or provider B's model: a change to one of them.
+  // Not otherwise, so a project stored before this rule keeps taking updates; its calls answer 422
+  // before any provider call (structured-routes.ts).
+  const modelRule = next.provider === "provider-b" && next.model !== current.model;
+  if (next.outputSchema && (changes.outputSchema || next.provider !== current.provider || modelRule))
+    assertOutputSchema(next.outputSchema, next.provider, chooseModel(next, next.provider, "text"));
   // Checked only when the pair changes, so a project stored before this rule keeps taking updates.
   if (next.provider !== current.provider || next.model !== current.model) assertModelOfProvider(next);
   applyDeviceCheck(next, changes.deviceCheck, seal, fieldName);

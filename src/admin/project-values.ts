@@ -54,10 +54,15 @@ function assertProxyAllowList(
 
 /**
  * 422 with every reason the output schema cannot be used; with a provider, by that provider's
- * structured-output rules too (provider C refuses some schemas on every call).
+ * structured-output rules too (provider C refuses some schemas on every call), for the model its
+ * text calls use when given.
  */
-export function assertOutputSchema(schema: Record<string, unknown>, provider?: ProviderId): void {
-  const problems = checkOutputSchema(schema, provider);
+export function assertOutputSchema(
+  schema: Record<string, unknown>,
+  provider?: ProviderId,
+  model?: string,
+): void {
+  const problems = checkOutputSchema(schema, provider, model);
   if (problems.length === 0) return;
   const forProvider = provider ? ` for ${provider}` : "";
   throw new GatewayError(

@@ -51,9 +51,10 @@ function handle(deps: StructuredRouteDeps, kind: AnalysisKind, context: RequestC
         `\`${fieldOf[kind]}\` is required and must be a non-empty string (not only whitespace)`,
       );
     }
-    const schema = usableSchema(call.project, call.provider);
+    const model = chooseModel(call.project, call.provider, kind);
+    const schema = usableSchema(call.project, call.provider, model);
     const input = await parseInput(deps, kind, value, call.provider, signal);
-    soFar.model = chooseModel(call.project, call.provider, kind);
+    soFar.model = model;
     const result = await analyze(deps.models, {
       provider: call.provider,
       model: soFar.model,
@@ -75,14 +76,14 @@ function handle(deps: StructuredRouteDeps, kind: AnalysisKind, context: RequestC
  * The project's output schema, checked again before use with the provider's rules (422 when missing
  * or invalid, also for a schema saved before a rule: never the provider's 502 on every call).
  */
-function usableSchema(project: Project, provider: ProviderId): Record<string, unknown> {
+function usableSchema(project: Project, provider: ProviderId, model: string): Record<string, unknown> {
   if (!project.outputSchema) {
     throw new GatewayError(
       "VALIDATION_ERROR",
       "This project has no output schema; an admin must set one before structured analysis can run",
     );
   }
-  const problems = checkOutputSchema(project.outputSchema, provider);
+  const problems = checkOutputSchema(project.outputSchema, provider, model);
   if (problems.length > 0) {
     throw new GatewayError(
       "VALIDATION_ERROR",

@@ -10,6 +10,7 @@ import {
 } from "../providers/sdk-call-failure.js";
 import { usageFromProvider } from "../providers/usage-from-json.js";
 import { emptyUsage, type Sampling, type TokenUsage, tokenCount } from "../usage/token-usage.js";
+import { withoutUnlistedProperties } from "./drop-unlisted-properties.js";
 import type { AnalysisKind } from "./model-choice.js";
 import { schemaForProvider } from "./provider-schema.js";
 import { validateAgainstSchema } from "./schema-validator.js";
@@ -82,11 +83,13 @@ export async function analyze(models: AiSdkModels, request: AnalysisRequest): Pr
     usage = attempt === 1 ? (outcome.usage ?? emptyUsage()) : addUsage(usage, outcome.usage);
     modelUsed = outcome.modelId ?? modelUsed;
     if (outcome.object !== undefined) {
-      const check = validateAgainstSchema(request.schema, outcome.object);
+      // Keys a closed object does not list are dropped, not repaired (docs/decisions/0019).
+      const object = withoutUnlistedProperties(request.schema, outcome.object);
+      const check = validateAgainstSchema(request.schema, object);
       if (check.valid)
         return {
           ok: true,
-          object: outcome.object as Record<string, unknown>,
+          object: object as Record<string, unknown>,
           model: modelUsed,
           usage,
           attempts: attempt,

@@ -3,6 +3,7 @@ import { runInNewContext } from "node:vm";
 import { Ajv } from "ajv";
 import { afterEach, describe, expect, it } from "vitest";
 import { checkOutputSchema, maxSchemaNesting } from "./output-schema.js";
+import { sdkGivesStructuredOutput, sentAsStructuredOutput } from "./provider-limits.js";
 import { schemaForProvider } from "./provider-schema.js";
 import { validateAgainstSchema, validatorCacheLimit } from "./schema-validator.js";
 
@@ -85,6 +86,26 @@ describe("validateAgainstSchema", () => {
     const check = validateAgainstSchema(schema, value);
     expect(check.valid).toBe(false);
     expect(check.errors.some((error) => error.startsWith(`${path} `))).toBe(true);
+  });
+
+  // A model may write an integer as 3.0 (Gemini and GPT models do); JSON has one number type.
+  it("takes an integer written with a zero fraction, and refuses one with a fraction", () => {
+    expect(validateAgainstSchema(schema, JSON.parse('{"title":"A","score":1,"rank":3.0}'))).toEqual({
+      valid: true,
+      errors: [],
+    });
+    expect(validateAgainstSchema(schema, JSON.parse('{"title":"A","score":1,"rank":3.5}')).errors).toEqual([
+      "/rank must be integer",
+    ]);
+  });
+
+  // A `format` is a hint to the provider (docs/structured.md): Sluice does not check it.
+  it("leaves a string's format unchecked", () => {
+    const formats = {
+      type: "object",
+      properties: { on: { type: "string", format: "date" }, to: { type: "string", format: "email" } },
+    };
+    expect(validateAgainstSchema(formats, { on: "next Tuesday", to: "nobody" }).valid).toBe(true);
   });
 });
 
@@ -247,20 +268,8 @@ describe("checkOutputSchema with provider C's rules", () => {
     ...extra,
   });
   const refusedByProviderC: Array<[string, Record<string, unknown>, string]> = [
-    [
-      "a string format email",
-      object({ contact: { type: "string", format: "email" } }),
-      "#/properties/contact/format",
-    ],
-    ["a string format date", object({ due: { type: "string", format: "date" } }), "#/properties/due/format"],
-    [
-      "a string format uuid",
-      object({ id: { type: ["string", "null"], format: "uuid" } }),
-      "#/properties/id/format",
-    ],
-    ["an integer enum", object({ stars: { type: "integer", enum: [1, 2, 3] } }), "#/properties/stars/enum"],
-    ["a boolean enum", object({ ok: { enum: [true, false] } }), "#/properties/ok/enum"],
-    ["a numeric const", object({ version: { const: 2 } }), "#/properties/version/const"],
+    ["an enum holding an object", object({ v: { enum: [{ a: 1 }, "b"] } }), "#/properties/v/enum"],
+    ["a const array", object({ v: { const: [1, 2] } }), "#/properties/v/const"],
     [
       "a map",
       object({ scores: { type: "object", additionalProperties: { type: "number" } } }),
@@ -278,6 +287,36 @@ describe("checkOutputSchema with provider C's rules", () => {
       "a required name without a property",
       object({ a: { type: "string" } }, { required: ["a", "b"] }),
       "#/required/1:",
+    ],
+    ["an array without items", object({ tags: { type: "array" } }), "#/properties/tags:"],
+    ["a property without a type", object({ extra: {} }), "#/properties/extra:"],
+    [
+      "array items with only a description",
+      object({ l: { type: "array", items: { description: "x" } } }),
+      "#/properties/l/items:",
+    ],
+    [
+      "an array in a type list",
+      object({ v: { type: ["array", "string"], items: { type: "string" } } }),
+      "#/properties/v/type:",
+    ],
+    [
+      "a $ref below the root's $defs",
+      {
+        type: "object",
+        $defs: { g: { type: "string", $defs: { i: { type: "string" } } } },
+        properties: { i: { $ref: "#/$defs/g/$defs/i" } },
+      },
+      "#/properties/i/$ref:",
+    ],
+    [
+      "a recursive $ref",
+      {
+        type: "object",
+        $defs: { n: object({ kids: { type: "array", items: { $ref: "#/$defs/n" } } }) },
+        properties: { root: { $ref: "#/$defs/n" } },
+      },
+      "#/properties/root/properties/kids/items/$ref:",
     ],
     [
       "a map's required key",
@@ -300,6 +339,26 @@ describe("checkOutputSchema with provider C's rules", () => {
 
   it.each([
     ["a date-time", object({ at: { type: "string", format: "date-time" } })],
+    // Sent to the model in the description instead of as an enum (provider-schema.ts).
+    [
+      "enums and consts of numbers and booleans",
+      object({
+        stars: { type: "integer", enum: [1, 2, 3] },
+        ok: { enum: [true, false] },
+        version: { const: 2 },
+        kind: { enum: [1, "two", null] },
+      }),
+    ],
+    // Sent to the model in the description instead (provider-schema.ts), and not checked by Sluice.
+    [
+      "formats its API refuses",
+      object({
+        contact: { type: "string", format: "email" },
+        due: { type: "string", format: "date" },
+        id: { type: ["string", "null"], format: "uuid" },
+        n: { type: "integer", format: "double" },
+      }),
+    ],
     ["Gemini's own enum format", object({ kind: { type: "string", format: "enum", enum: ["a", "b"] } })],
     [
       "number formats",
@@ -308,6 +367,16 @@ describe("checkOutputSchema with provider C's rules", () => {
     ["a string enum with null", object({ kind: { type: ["string", "null"], enum: ["a", null] } })],
     ["a string const", object({ kind: { const: "fixed" } })],
     ["a free-form root (sent as no schema: plain JSON mode)", { type: "object" }],
+    [
+      "a nullable type list",
+      object({ n: { type: ["string", "null"] }, m: { type: "integer", nullable: true } }),
+    ],
+    ["an anyOf without a type", object({ v: { anyOf: [{ type: "string" }, { type: "integer" }] } })],
+    ["an enum or const without a type", object({ e: { enum: ["a", "b"] }, c: { const: "x" } })],
+    [
+      "a nullable array of objects",
+      object({ l: { type: ["array", "null"], items: object({ x: { type: "string" } }) } }),
+    ],
     [
       "a nested object with properties",
       object({ o: { type: "object", properties: { x: { type: "string" } }, required: ["x"] } }),
@@ -322,6 +391,24 @@ describe("checkOutputSchema with provider C's rules", () => {
     ],
   ])("takes %s for provider C", (_name, schema) => {
     expect(checkOutputSchema(schema, "provider-c")).toEqual([]);
+  });
+
+  it("sends provider C a format its API refuses in the description, and one it takes as it is", () => {
+    const schema = object({
+      n: { type: "integer", format: "double", minimum: 0 },
+      m: { type: ["number", "null"], format: "double" },
+      s: { type: "string", format: "uuid", description: "An id" },
+      t: { type: "string", format: "date-time" },
+    });
+    expect(schemaForProvider(schema, "provider-c")).toEqual(
+      object({
+        n: { type: "integer", minimum: 0, description: "minimum: 0; format: double." },
+        m: { type: ["number", "null"], format: "double" },
+        s: { type: "string", description: "An id\nformat: uuid." },
+        t: { type: "string", format: "date-time" },
+      }),
+    );
+    expect(schemaForProvider(schema, "provider-a")).toEqual(schema);
   });
 
   // No answer can have a property it requires while additionalProperties forbids it: the schema can
@@ -444,10 +531,16 @@ describe("annotation keywords", () => {
     },
   };
 
+  // Provider C's responseSchema, as the AI SDK builds it, carries no bounds: they go into the description.
+  const sentToProviderC = {
+    ...sentToProvidersBAndC,
+    $defs: { stars: { ...sentToProvidersBAndC.$defs.stars, description: "minimum: 1; maximum: 5." } },
+  };
+
   it.each([
     ["provider-a", sentToProviderA],
     ["provider-b", sentToProvidersBAndC],
-    ["provider-c", sentToProvidersBAndC],
+    ["provider-c", sentToProviderC],
   ] as const)(
     "are sent to %s only where it takes them; the project's schema is unchanged",
     (provider, sent) => {
@@ -456,4 +549,115 @@ describe("annotation keywords", () => {
       expect(annotated).toEqual(before);
     },
   );
+});
+
+describe("checkOutputSchema with provider B's limits", () => {
+  const nullables = (count: number, optional = 0) => {
+    const properties = Object.fromEntries(
+      Array.from({ length: count + optional }, (_, index) => [
+        `f${index}`,
+        { type: "string", nullable: true },
+      ]),
+    );
+    return { type: "object", properties, required: Object.keys(properties).slice(0, count) };
+  };
+
+  it("refuses more than 16 union-typed properties where the AI SDK sends structured output", () => {
+    expect(checkOutputSchema(nullables(16), "provider-b")).toEqual([]);
+    expect(checkOutputSchema(nullables(17), "provider-b")).toEqual([
+      expect.stringMatching(/^#: provider B's structured outputs take at most 16 .* this schema has 17$/),
+    ]);
+    // Sent as a `json` tool (over 10 optional properties), which has no such limit.
+    expect(checkOutputSchema(nullables(17, 11), "provider-b")).toEqual([]);
+    for (const provider of [undefined, "provider-a", "provider-c"] as const)
+      expect(checkOutputSchema(nullables(17), provider)).toEqual([]);
+  });
+
+  it("applies the limit only to a model the AI SDK gives structured output", () => {
+    expect(checkOutputSchema(nullables(17), "provider-b", "claude-sonnet-5-5")).toHaveLength(1);
+    expect(checkOutputSchema(nullables(17), "provider-b", "claude-haiku-4-5-20251001")).toHaveLength(1);
+    expect(checkOutputSchema(nullables(17), "provider-b", "claude-sonnet-4-20250514")).toEqual([]);
+    expect(checkOutputSchema(nullables(17), "provider-b", "claude-3-5-haiku-latest")).toEqual([]);
+  });
+
+  it("knows which models the installed AI SDK gives structured output", async () => {
+    const { getModelCapabilities } = await import("@ai-sdk/anthropic/internal");
+    const models = [
+      "claude-sonnet-5-5",
+      "claude-opus-5-5",
+      "claude-haiku-5-5",
+      "claude-opus-5",
+      "claude-fable-5-1",
+      "claude-sonnet-5",
+      "claude-opus-4-8",
+      "claude-opus-4-7",
+      "claude-sonnet-4-6",
+      "claude-opus-4-6",
+      "claude-sonnet-4-5",
+      "claude-sonnet-4-5-20250929",
+      "claude-opus-4-5",
+      "claude-haiku-4-5",
+      "claude-opus-4-1",
+      "claude-opus-4-1-20250805",
+      "claude-sonnet-4-0",
+      "claude-sonnet-4-20250514",
+      "claude-opus-4-0",
+      "claude-opus-4-20250514",
+      "claude-3-haiku-20240307",
+      "claude-3-5-haiku-latest",
+      "claude-3-7-sonnet-20250219",
+      "claude-3-opus-latest",
+      "claude-2.1",
+      "claude-instant-1.2",
+      "claude-next",
+      "custom-model",
+    ];
+    for (const model of models)
+      expect(sdkGivesStructuredOutput(model), model).toBe(
+        getModelCapabilities(model).supportsStructuredOutput,
+      );
+  });
+
+  // The mirror of the SDK's choice must not drift from the SDK on an upgrade.
+  it("decides structured output or json tool as the installed AI SDK does", async () => {
+    const { supportsNativeStructuredOutputSchema } = await import("@ai-sdk/anthropic/internal");
+    const closed = (properties: Record<string, unknown>, required = Object.keys(properties)) => ({
+      type: "object",
+      properties,
+      required,
+    });
+    const schemas: Record<string, unknown>[] = [
+      nullables(3),
+      nullables(3, 10),
+      nullables(3, 11),
+      { type: "object" },
+      closed({ m: { type: "object", additionalProperties: { type: "number" } } }),
+      closed({ m: { type: "object", properties: { x: { type: "string" } }, additionalProperties: true } }),
+      closed({ m: { type: "object", additionalProperties: false } }),
+      closed({ l: { type: "array", items: { type: "object" } } }),
+      closed({ v: { anyOf: [{ type: "object" }, { type: "null" }] } }),
+      {
+        type: "object",
+        $defs: { n: closed({ kids: { type: "array", items: { $ref: "#/$defs/n" } } }) },
+        properties: { root: { $ref: "#/$defs/n" } },
+        required: ["root"],
+      },
+      {
+        type: "object",
+        $defs: { p: nullables(0, 4) },
+        properties: { a: { $ref: "#/$defs/p" }, b: { $ref: "#/$defs/p" }, c: { $ref: "#/$defs/p" } },
+        required: ["a", "b", "c"],
+      },
+      {
+        type: "object",
+        definitions: { p: nullables(0, 5) },
+        properties: { a: { $ref: "#/definitions/p" }, b: { $ref: "#/definitions/p" } },
+        required: ["a", "b"],
+      },
+    ];
+    for (const schema of schemas)
+      expect(sentAsStructuredOutput(schema), JSON.stringify(schema)).toBe(
+        supportsNativeStructuredOutputSchema(schema as never),
+      );
+  });
 });

@@ -1,4 +1,5 @@
 import type { ProviderId } from "../providers/provider-id.js";
+import { providerBUnionProblem, providerCReferenceProblems, providerCRules } from "./provider-limits.js";
 import { validatorFor } from "./schema-validator.js";
 
 /**
@@ -60,22 +61,13 @@ const maxSchemaBytes = 64 * 1024;
 export const maxSchemaNesting = 64;
 
 /**
- * The `format` values provider C's structured output (the Gemini API's responseSchema) takes, by
- * type; it refuses any other with 400 INVALID_ARGUMENT on every call. The AI SDK passes `format`
- * through unchanged.
- */
-const providerCFormats: Record<string, readonly string[]> = {
-  string: ["date-time", "enum"],
-  number: ["float", "double"],
-  integer: ["int32", "int64"],
-};
-
-/**
  * Every reason the schema cannot be used; empty when it can. With a provider, that provider's
  * structured-output rules are checked too (provider C's, which its API would otherwise refuse on
- * every call, as a 502): a project's schema is checked with its provider wherever the two meet.
+ * every call, as a 502): a project's schema is checked with its provider wherever the two meet. With
+ * a model, a rule that holds only for some of the provider's models (provider B's union limit) is
+ * checked for that one.
  */
-export function checkOutputSchema(schema: unknown, provider?: ProviderId): string[] {
+export function checkOutputSchema(schema: unknown, provider?: ProviderId, model?: string): string[] {
   if (typeof schema !== "object" || schema === null || Array.isArray(schema)) {
     return ["the output schema must be a JSON object"];
   }
@@ -88,6 +80,8 @@ export function checkOutputSchema(schema: unknown, provider?: ProviderId): strin
     problems.push(`the output schema must be under ${maxSchemaBytes} bytes`);
   walk(schema, "#", 0, problems, provider);
   if (problems.length === 0) problems.push(...referenceLoops(schema));
+  if (problems.length === 0)
+    problems.push(...providerLimits(schema as Record<string, unknown>, provider, model));
   if (problems.length === 0) {
     try {
       validatorFor(schema as Record<string, unknown>);
@@ -100,6 +94,20 @@ export function checkOutputSchema(schema: unknown, provider?: ProviderId): strin
     }
   }
   return problems;
+}
+
+/** What the provider's structured mode refuses in the schema as a whole (provider-limits.ts). */
+function providerLimits(
+  schema: Record<string, unknown>,
+  provider: ProviderId | undefined,
+  model: string | undefined,
+): string[] {
+  if (provider === "provider-c") return providerCReferenceProblems(schema);
+  if (provider === "provider-b") {
+    const unions = providerBUnionProblem(schema, model);
+    return unions ? [unions] : [];
+  }
+  return [];
 }
 
 /** The JSON Pointer of the first value nested deeper than `limit` levels, else null; iterative. */
@@ -252,47 +260,5 @@ function requiredProperties(
         ? `${path}/required/${index}: ${JSON.stringify(name)} is not among the properties and additionalProperties is false, so no answer can have it`
         : `${path}/required/${index}: ${JSON.stringify(name)} is not among the properties (provider C requires a property for every required name)`,
     );
-  }
-}
-
-/**
- * What provider C's API refuses in a schema the AI SDK sends it as is (format, enum, objects), so
- * a call would always be its 400 (Sluice's 502): a `format` it does not take; an `enum` or `const`
- * of anything but strings (the SDK sends numbers and booleans as `format: "enum"` with their text,
- * which the API takes for strings only); an object without `properties` (a map through
- * `additionalProperties`, or a free-form object below the root: the SDK sends `{"type": "object"}`,
- * which the API refuses). A free-form root is sent as no schema at all (plain JSON mode), so it stays.
- */
-function providerCRules(
-  record: Record<string, unknown>,
-  types: unknown[],
-  path: string,
-  depth: number,
-  problems: string[],
-): void {
-  const named = types.filter((type): type is string => typeof type === "string" && type !== "null");
-  if (typeof record.format === "string") {
-    const formatTypes = named.length > 0 ? named : ["string"];
-    const allowed = formatTypes.flatMap((type) => providerCFormats[type] ?? []);
-    if (!allowed.includes(record.format))
-      problems.push(
-        `${path}/format: provider C takes no format ${JSON.stringify(record.format)} for ${formatTypes.join("/")}${allowed.length > 0 ? ` (only ${allowed.join(", ")})` : ""}`,
-      );
-  }
-  for (const keyword of ["enum", "const"] as const) {
-    if (record[keyword] === undefined) continue;
-    const values = keyword === "enum" && Array.isArray(record.enum) ? record.enum : [record[keyword]];
-    if (values.some((value) => value !== null && typeof value !== "string"))
-      problems.push(`${path}/${keyword}: provider C takes ${keyword} values that are strings only`);
-  }
-  if (named.includes("object") && record.$ref === undefined) {
-    const properties = record.properties;
-    const hasProperties =
-      typeof properties === "object" && properties !== null && Object.keys(properties).length > 0;
-    const freeFormRoot = depth === 0 && !record.additionalProperties;
-    if (!hasProperties && !freeFormRoot)
-      problems.push(
-        `${path}: provider C takes an object only with properties (no map through additionalProperties, no free-form object)`,
-      );
   }
 }

@@ -1,5 +1,6 @@
 import type { ProviderId } from "../providers/provider-id.js";
 import { annotationKinds } from "./output-schema.js";
+import { providerCFormats } from "./provider-limits.js";
 import { eachSchema } from "./schema-walk.js";
 
 /**
@@ -23,22 +24,100 @@ const providerAnnotations: Record<ProviderId, ReadonlySet<string>> = {
  * and with `nullable: true` written as a type that takes null (`{"type": "string", "nullable": true}`
  * becomes `{"type": ["string", "null"]}`), the form every provider's converter carries over.
  * Providers B's and C's converters drop `nullable` itself, so the model could never answer null
- * where the schema (and Ajv, which validates the answer) allows it. Values (`default`, `const`,
- * `enum`) are copied as they are, and so are the names of properties and definitions; the
- * project's schema is not changed.
+ * where the schema (and Ajv, which validates the answer) allows it. For provider C, what its API
+ * refuses or the SDK leaves out (bounds, a `format` it does not take, an `enum` or `const` of
+ * numbers or booleans) is written into the description instead (`withBoundsDescribed`). Values
+ * (`default`, `const`, `enum`) are otherwise copied as they are, and so are the names of properties
+ * and definitions; the project's schema is not changed.
  */
 export function schemaForProvider(
   schema: Record<string, unknown>,
   provider: ProviderId,
 ): Record<string, unknown> {
   const sent = providerAnnotations[provider];
-  return eachSchema(schema, (node) =>
-    nullableAsType(
+  return eachSchema(schema, (node) => {
+    const out = nullableAsType(
       Object.fromEntries(
         Object.entries(node).filter(([keyword]) => !annotationKinds.has(keyword) || sent.has(keyword)),
       ),
-    ),
-  ) as Record<string, unknown>;
+    );
+    return provider === "provider-c" ? withBoundsDescribed(out) : out;
+  }) as Record<string, unknown>;
+}
+
+/**
+ * A node whose `enum` or `const` holds a number or a boolean, without them, typed by its values when
+ * it had no type: the AI SDK sends such an enum as strings, which provider C's API refuses ("enum:
+ * only allowed for STRING type"). The values go into the description; Ajv still checks them.
+ */
+function withoutNonStringValues(node: Record<string, unknown>): {
+  node: Record<string, unknown>;
+  values?: unknown[];
+} {
+  const values = Array.isArray(node.enum) ? node.enum : node.const !== undefined ? [node.const] : undefined;
+  if (!values || values.every((value) => value === null || typeof value === "string")) return { node };
+  const { enum: _enum, const: _const, ...rest } = node;
+  if (rest.type === undefined) {
+    const types = new Set(
+      values.map((value) =>
+        value === null
+          ? "null"
+          : typeof value === "number" && Number.isInteger(value)
+            ? "integer"
+            : typeof value,
+      ),
+    );
+    if (types.has("number")) types.delete("integer");
+    rest.type = types.size === 1 ? [...types][0] : [...types];
+  }
+  return { node: rest, values };
+}
+
+/**
+ * The bounds the AI SDK leaves out of provider C's responseSchema (it carries `minLength` alone),
+ * and a `format` the API refuses, written into the description it does carry, as
+ * `@ai-sdk/anthropic` does for provider B: without them the model was never told a `maximum` or a
+ * `pattern`, and an answer out of bounds cost a repair. Ajv still checks every bound.
+ */
+const providerCDescribedBounds = [
+  "minimum",
+  "maximum",
+  "exclusiveMinimum",
+  "exclusiveMaximum",
+  "maxLength",
+  "pattern",
+  "minItems",
+  "maxItems",
+];
+
+function withBoundsDescribed(given: Record<string, unknown>): Record<string, unknown> {
+  const { node, values } = withoutNonStringValues(given);
+  const bounds = values ? [`one of: ${values.map((value) => JSON.stringify(value)).join(", ")}`] : [];
+  bounds.push(
+    ...providerCDescribedBounds
+      .filter((keyword) => node[keyword] !== undefined)
+      .map((keyword) => {
+        const value = node[keyword];
+        return `${keyword.replace(/[A-Z]/g, (letter) => ` ${letter.toLowerCase()}`)}: ${typeof value === "string" ? value : JSON.stringify(value)}`;
+      }),
+  );
+  // A `format` the API refuses ("only 'enum' and 'date-time' are supported for STRING type") is
+  // described instead of sent: the model is told it, and Sluice checks no format anyway.
+  const { format, ...schema } = node;
+  const types = (Array.isArray(node.type) ? node.type : [node.type ?? "string"]).filter(
+    (type) => type !== "null",
+  );
+  if (typeof format === "string" && !types.some((type) => providerCFormats[type as string]?.includes(format)))
+    bounds.push(`format: ${format}`);
+  else if (format !== undefined) schema.format = format;
+  if (bounds.length === 0) return schema;
+  const described = `${bounds.join("; ")}.`;
+  const { description } = schema;
+  return {
+    ...schema,
+    description:
+      typeof description === "string" && description !== "" ? `${description}\n${described}` : described,
+  };
 }
 
 function nullableAsType(schema: Record<string, unknown>): Record<string, unknown> {

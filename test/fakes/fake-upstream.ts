@@ -8,6 +8,7 @@ import {
 import type { AddressInfo } from "node:net";
 import { brotliCompressSync, deflateSync, gzipSync } from "node:zlib";
 import { createFakeResponsesApi } from "./fake-responses-api.js";
+import { providerBSchemaRefusal, providerCSchemaRefusal } from "./fake-schema-refusals.js";
 import {
   type FakeUsage,
   fakeAudio,
@@ -256,6 +257,15 @@ export async function startFakeUpstream(
           },
         });
       }
+      // As provider B does: a structured-output schema its grammar compiler refuses, before inference.
+      const refused = providerBSchemaRefusal(
+        (json.output_config as { format?: { schema?: unknown } } | undefined)?.format?.schema,
+      );
+      if (refused)
+        return sendJson(response, 400, {
+          type: "error",
+          error: { type: "invalid_request_error", message: refused },
+        });
       const content = json.output_format || json.output_config ? structuredText(request) : text;
       if (json.stream === true) return stream(response, providerB.events(model, content, usage));
       const tools = json.tools as Array<{ name: string }> | undefined;
@@ -314,6 +324,13 @@ export async function startFakeUpstream(
     json: Record<string, unknown>,
   ) {
     const config = (json.generationConfig ?? {}) as Record<string, unknown>;
+    // As provider C does: a response schema its API refuses, on every call.
+    const refused =
+      config.responseSchema !== undefined && method.endsWith("enerateContent")
+        ? providerCSchemaRefusal(config.responseSchema)
+        : null;
+    if (refused)
+      return sendJson(response, 400, { error: { code: 400, message: refused, status: "INVALID_ARGUMENT" } });
     const content = config.responseMimeType === "application/json" ? structuredText(request) : text;
     if (method === "generateContent")
       return sendJson(response, 200, providerC.response(model, content, usage));

@@ -1,0 +1,278 @@
+/**
+ * Providers' own rules on an output schema, beyond the subset every provider takes
+ * (output-schema.ts): what the provider's API or the AI SDK's converter would refuse on every call.
+ * Provider C's per schema (`providerCRules`, called by the walk) and across references; provider B's
+ * over the whole schema.
+ */
+
+type Schema = Record<string, unknown>;
+
+const isSchema = (value: unknown): value is Schema =>
+  typeof value === "object" && value !== null && !Array.isArray(value);
+
+/** Provider B's structured outputs compile at most this many union-typed parameters. */
+export const providerBUnionLimit = 16;
+/** Over this many optional properties, the AI SDK sends provider B the schema as a `json` tool. */
+const sdkOptionalPropertyLimit = 10;
+
+/**
+ * Provider B's structured outputs refuse a schema with more than 16 parameters that have a type list
+ * or `anyOf` ("Schemas contains too many parameters with union types … (limit: 16 parameters with
+ * unions)", a 400 before any inference); `nullable: true` is sent as a type list that takes null, so
+ * it counts. Only where the AI SDK sends the schema that way: one it sends as a `json` tool (an open
+ * object, a recursive `$ref`, more than 10 optional properties, or a model it gives no structured
+ * output) has no such limit. Without a model, the rule applies.
+ */
+export function providerBUnionProblem(schema: Schema, model?: string): string | null {
+  if (model !== undefined && !sdkGivesStructuredOutput(model)) return null;
+  let unions = 0;
+  forEachSchema(schema, (node) => {
+    if (isUnion(node)) unions++;
+  });
+  if (unions <= providerBUnionLimit || !sentAsStructuredOutput(schema)) return null;
+  return (
+    `#: provider B's structured outputs take at most ${providerBUnionLimit} properties that may be null or ` +
+    `of several types (nullable, a type list or anyOf); this schema has ${unions}`
+  );
+}
+
+/**
+ * Whether the AI SDK (`@ai-sdk/anthropic`'s `getModelCapabilities`) gives provider B's model
+ * structured output: every Claude model but Sonnet and Opus 4.0, Claude 3 and older; not a model
+ * whose name it does not know as Claude's. output-schema.test.ts checks it against the SDK's own.
+ */
+export function sdkGivesStructuredOutput(model: string): boolean {
+  if (!model.includes("claude-")) return false;
+  if (/claude-(?:sonnet|opus)-4-/.test(model) && !/claude-(?:sonnet-4-[56]|opus-4-[15678])/.test(model))
+    return false;
+  return !/claude-(?:3-haiku|instant(?:-|$)|v?2(?=$|[-.:])|3(?=$|[-.]))/.test(model);
+}
+
+function isUnion(node: Schema): boolean {
+  if (Array.isArray(node.anyOf)) return true;
+  const types = new Set(Array.isArray(node.type) ? node.type : node.type === undefined ? [] : [node.type]);
+  if (node.nullable === true && types.size > 0) types.add("null");
+  return types.size > 1;
+}
+
+/** Calls `visit` on every schema in the document, definitions included, once each. */
+function forEachSchema(root: unknown, visit: (node: Schema) => void): void {
+  const pending: unknown[] = [root];
+  while (pending.length > 0) {
+    const node = pending.pop();
+    if (!isSchema(node)) continue;
+    visit(node);
+    for (const key of ["properties", "$defs", "definitions"])
+      if (isSchema(node[key])) pending.push(...Object.values(node[key]));
+    pending.push(node.items, node.additionalProperties);
+    if (Array.isArray(node.anyOf)) pending.push(...node.anyOf);
+  }
+}
+
+/**
+ * Whether the AI SDK (`@ai-sdk/anthropic`'s `supportsNativeStructuredOutputSchema`) sends provider B
+ * this schema as structured output (`output_config.format`) rather than as a `json` tool: no
+ * recursive `$ref`, no open object, at most 10 optional properties (a `$ref`'s counted where it is
+ * used). output-schema.test.ts checks that this agrees with the SDK's own function.
+ */
+export function sentAsStructuredOutput(schema: Schema): boolean {
+  if (recursiveReference(schema) !== null) return false;
+  let optional = 0;
+  let open = false;
+  const counted = new Map<string, { optional: number; open: boolean }>();
+  const visit = (node: unknown): { optional: number; open: boolean } => {
+    const stats = { optional: 0, open: false };
+    if (!isSchema(node)) return stats;
+    const add = (child: { optional: number; open: boolean }) => {
+      stats.optional += child.optional;
+      stats.open ||= child.open;
+    };
+    if (typeof node.$ref === "string" && node.$ref.startsWith("#")) {
+      let target = counted.get(node.$ref);
+      if (!target) {
+        target = visit(resolvePointer(schema, node.$ref));
+        counted.set(node.$ref, target);
+      }
+      add(target);
+    }
+    if (isOpenObject(node)) stats.open = true;
+    if (isSchema(node.properties)) {
+      const required = new Set(Array.isArray(node.required) ? node.required : []);
+      stats.optional += Object.keys(node.properties).filter((name) => !required.has(name)).length;
+      for (const child of Object.values(node.properties)) add(visit(child));
+    }
+    add(visit(node.items));
+    add(visit(node.additionalProperties));
+    if (Array.isArray(node.anyOf)) for (const child of node.anyOf) add(visit(child));
+    return stats;
+  };
+  ({ optional, open } = visit(schema));
+  return !open && optional <= sdkOptionalPropertyLimit;
+}
+
+function isOpenObject(node: Schema): boolean {
+  const { additionalProperties, properties, type } = node;
+  if (additionalProperties === true || isSchema(additionalProperties)) return true;
+  const object = type === "object" || (Array.isArray(type) && type.includes("object"));
+  return object && properties === undefined && additionalProperties !== false;
+}
+
+/**
+ * The first `$ref` reached from the root that leads back into a definition it is inside (a
+ * recursive schema), as the path of that `$ref`; null when there is none. Definitions are reached
+ * only through a `$ref`, as the providers' converters read them.
+ */
+export function recursiveReference(schema: Schema): string | null {
+  const done = new Set<string>();
+  const resolving = new Set<string>();
+  const visit = (node: unknown, path: string): string | null => {
+    if (!isSchema(node)) return null;
+    if (typeof node.$ref === "string" && node.$ref.startsWith("#")) {
+      const ref = node.$ref;
+      if (resolving.has(ref)) return `${path}/$ref`;
+      if (!done.has(ref)) {
+        resolving.add(ref);
+        const found = visit(resolvePointer(schema, ref), path);
+        resolving.delete(ref);
+        if (found) return found;
+        done.add(ref);
+      }
+    }
+    const children: Array<[unknown, string]> = [
+      [node.items, `${path}/items`],
+      [node.additionalProperties, `${path}/additionalProperties`],
+    ];
+    if (isSchema(node.properties))
+      for (const [name, child] of Object.entries(node.properties))
+        children.push([child, `${path}/properties/${name}`]);
+    if (Array.isArray(node.anyOf))
+      for (const [index, child] of node.anyOf.entries()) children.push([child, `${path}/anyOf/${index}`]);
+    for (const [child, childPath] of children) {
+      const found = visit(child, childPath);
+      if (found) return found;
+    }
+    return null;
+  };
+  return visit(schema, "#");
+}
+
+/** The value a local JSON Pointer (`#/…`) names in the document, else undefined. */
+export function resolvePointer(root: Schema, ref: string): unknown {
+  if (ref === "#") return root;
+  if (!ref.startsWith("#/")) return undefined;
+  let target: unknown = root;
+  for (const token of ref.slice(2).split("/")) {
+    let key: string;
+    try {
+      key = decodeURIComponent(token).replace(/~1/g, "/").replace(/~0/g, "~");
+    } catch {
+      return undefined;
+    }
+    if (!isSchema(target) || !Object.hasOwn(target, key)) return undefined;
+    target = target[key];
+  }
+  return target;
+}
+
+/**
+ * Provider C: the AI SDK's converter resolves a `$ref` only to a direct child of the root's `$defs`
+ * or `definitions` (`#/$defs/name`), and takes no recursive one; anything else it refuses before
+ * sending. Refused when saved rather than on every call.
+ */
+export function providerCReferenceProblems(schema: Schema): string[] {
+  const problems: string[] = [];
+  const walk = (node: unknown, path: string): void => {
+    if (!isSchema(node)) return;
+    if (node.$ref !== undefined && !isRootDefinition(schema, node.$ref))
+      problems.push(
+        `${path}/$ref: provider C takes a $ref only to an entry of the root's $defs or definitions ("#/$defs/name")`,
+      );
+    for (const key of ["properties", "$defs", "definitions"])
+      if (isSchema(node[key]))
+        for (const [name, child] of Object.entries(node[key])) walk(child, `${path}/${key}/${name}`);
+    walk(node.items, `${path}/items`);
+    walk(node.additionalProperties, `${path}/additionalProperties`);
+    if (Array.isArray(node.anyOf))
+      for (const [index, child] of node.anyOf.entries()) walk(child, `${path}/anyOf/${index}`);
+  };
+  walk(schema, "#");
+  if (problems.length > 0) return problems;
+  const recursive = recursiveReference(schema);
+  return recursive
+    ? [`${recursive}: provider C takes no recursive $ref (a definition that refers to itself)`]
+    : [];
+}
+
+function isRootDefinition(schema: Schema, ref: unknown): boolean {
+  if (typeof ref !== "string") return false;
+  const match = /^#\/(\$defs|definitions)\/([^/]+)$/.exec(ref);
+  if (!match?.[1] || !match[2]) return false;
+  const definitions = schema[match[1]];
+  return isSchema(definitions) && resolvePointer(schema, ref) !== undefined;
+}
+
+/**
+ * The `format` values provider C's structured output (the Gemini API's responseSchema) takes, by
+ * type; it refuses any other with 400 INVALID_ARGUMENT on every call ("only 'enum' and 'date-time'
+ * are supported for STRING type"). The AI SDK passes `format` through unchanged, so another is sent
+ * in the description instead (provider-schema.ts).
+ */
+export const providerCFormats: Record<string, readonly string[]> = {
+  string: ["date-time", "enum"],
+  number: ["float", "double"],
+  integer: ["int32", "int64"],
+};
+
+/**
+ * What provider C's API refuses in one schema the AI SDK sends it (a call would always be its 400,
+ * Sluice's 502): an `enum` or `const` holding an object or array (numbers and booleans are sent in
+ * the description, provider-schema.ts); a schema without a type ("….type: must be specified"); an
+ * array without `items` ("….items: missing field"); `array` or `object` in a list of types (the SDK
+ * sends each alone, without its items or properties); an object without `properties` (a map through
+ * `additionalProperties`, or a free-form object below the root: the SDK sends `{"type": "object"}`,
+ * which the API refuses). A free-form root is sent as no schema at all (plain JSON mode), so it stays.
+ */
+export function providerCRules(
+  record: Record<string, unknown>,
+  types: unknown[],
+  path: string,
+  depth: number,
+  problems: string[],
+): void {
+  const named = types.filter((type): type is string => typeof type === "string" && type !== "null");
+  for (const keyword of ["enum", "const"] as const) {
+    if (record[keyword] === undefined) continue;
+    const values = keyword === "enum" && Array.isArray(record.enum) ? record.enum : [record[keyword]];
+    // Numbers and booleans are sent to the model in the description (provider-schema.ts).
+    if (values.some((value) => typeof value === "object" && value !== null))
+      problems.push(
+        `${path}/${keyword}: provider C takes ${keyword} values that are strings, numbers, booleans or null only`,
+      );
+  }
+  // The Gemini API needs a type on every schema ("….type: must be specified"); the SDK gives one to
+  // an enum, a const and a type list, and resolves a $ref.
+  const typed = ["type", "anyOf", "enum", "const", "$ref"].some((keyword) => record[keyword] !== undefined);
+  if (!typed)
+    problems.push(
+      `${path}: provider C needs a type here (or anyOf, enum, const or $ref): it takes no schema without one`,
+    );
+  if (named.includes("array") && record.items === undefined && record.$ref === undefined)
+    problems.push(
+      `${path}: provider C takes an array only with items (the API answers "items: missing field")`,
+    );
+  // The SDK sends a list of several types as anyOf of each type alone, without its items or properties.
+  if (named.length > 1 && named.some((type) => type === "array" || type === "object"))
+    problems.push(
+      `${path}/type: provider C takes an array or object type only on its own (or with null), not in a list with ${named.filter((type) => type !== "array" && type !== "object").join(", ") || "each other"}`,
+    );
+  if (named.includes("object") && record.$ref === undefined) {
+    const properties = record.properties;
+    const hasProperties =
+      typeof properties === "object" && properties !== null && Object.keys(properties).length > 0;
+    const freeFormRoot = depth === 0 && !record.additionalProperties;
+    if (!hasProperties && !freeFormRoot)
+      problems.push(
+        `${path}: provider C takes an object only with properties (no map through additionalProperties, no free-form object)`,
+      );
+  }
+}
