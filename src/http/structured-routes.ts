@@ -4,6 +4,7 @@ import type { ProviderId } from "../providers/provider-id.js";
 import type { Project } from "../storage/project-repository.js";
 import { type AnalysisInput, analyze } from "../structured/analyze.js";
 import { parseImageInput, requireReadableImage } from "../structured/image-input.js";
+import { requireImageWithinLimits } from "../structured/input-limits.js";
 import { type AnalysisKind, chooseModel } from "../structured/model-choice.js";
 import { checkOutputSchema } from "../structured/output-schema.js";
 import { parsePdfInput } from "../structured/pdf-input.js";
@@ -119,6 +120,7 @@ async function parseInput(
   if (kind === "vision") {
     const image = parseImageInput(value, { maxBytes: deps.maxImageBytes, provider });
     requireReadableImage(provider, image.mediaType);
+    requireImageWithinLimits(provider, image);
     return { kind, ...image };
   }
   const pdf = parsePdfInput(value, { maxBytes: deps.maxPdfBytes });

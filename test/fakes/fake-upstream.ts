@@ -7,6 +7,7 @@ import {
 } from "node:http";
 import type { AddressInfo } from "node:net";
 import { brotliCompressSync, deflateSync, gzipSync } from "node:zlib";
+import { providerBInputRefusal } from "./fake-input-refusals.js";
 import { createFakeResponsesApi } from "./fake-responses-api.js";
 import { providerBSchemaRefusal, providerCSchemaRefusal } from "./fake-schema-refusals.js";
 import {
@@ -257,6 +258,13 @@ export async function startFakeUpstream(
           },
         });
       }
+      // As provider B does: an image over its size or dimension limit, before inference.
+      const refusedInput = providerBInputRefusal(json.messages);
+      if (refusedInput)
+        return sendJson(response, 400, {
+          type: "error",
+          error: { type: "invalid_request_error", message: refusedInput },
+        });
       // As provider B does: a structured-output schema its grammar compiler refuses, before inference.
       const refused = providerBSchemaRefusal(
         (json.output_config as { format?: { schema?: unknown } } | undefined)?.format?.schema,

@@ -1,0 +1,65 @@
+export interface ImageDimensions {
+  width: number;
+  height: number;
+}
+
+/**
+ * An image's size in pixels, read from its header alone (no decoding): PNG's IHDR, GIF's logical
+ * screen, WebP's VP8/VP8L/VP8X header, JPEG's first start-of-frame segment. Null when the header
+ * does not say (HEIC/HEIF, truncated or unusual bytes): the provider then judges.
+ */
+export function imageDimensions(bytes: Uint8Array, mediaType: string): ImageDimensions | null {
+  const buffer = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+  if (mediaType === "image/png") return pngDimensions(buffer);
+  if (mediaType === "image/gif")
+    return buffer.length >= 10 ? { width: buffer.readUInt16LE(6), height: buffer.readUInt16LE(8) } : null;
+  if (mediaType === "image/webp") return webpDimensions(buffer);
+  if (mediaType === "image/jpeg") return jpegDimensions(buffer);
+  return null;
+}
+
+function pngDimensions(buffer: Buffer): ImageDimensions | null {
+  if (buffer.length < 24 || buffer.toString("latin1", 12, 16) !== "IHDR") return null;
+  return { width: buffer.readUInt32BE(16), height: buffer.readUInt32BE(20) };
+}
+
+/** WebP container (RIFF): the first chunk is VP8 (lossy), VP8L (lossless) or VP8X (extended). */
+function webpDimensions(buffer: Buffer): ImageDimensions | null {
+  if (buffer.length < 30) return null;
+  const chunk = buffer.toString("latin1", 12, 16);
+  if (chunk === "VP8 ") {
+    // Frame tag (3 bytes), start code 9d 01 2a, then 14-bit width and height.
+    if (buffer[23] !== 0x9d || buffer[24] !== 0x01 || buffer[25] !== 0x2a) return null;
+    return { width: buffer.readUInt16LE(26) & 0x3fff, height: buffer.readUInt16LE(28) & 0x3fff };
+  }
+  if (chunk === "VP8L") {
+    if (buffer[20] !== 0x2f) return null;
+    const bits = buffer.readUInt32LE(21);
+    return { width: (bits & 0x3fff) + 1, height: ((bits >>> 14) & 0x3fff) + 1 };
+  }
+  if (chunk === "VP8X") return { width: buffer.readUIntLE(24, 3) + 1, height: buffer.readUIntLE(27, 3) + 1 };
+  return null;
+}
+
+/** JPEG: walk the marker segments to the first SOFn (C0–CF but DHT C4, JPG C8, DAC CC). */
+function jpegDimensions(buffer: Buffer): ImageDimensions | null {
+  let offset = 2;
+  while (offset + 9 < buffer.length) {
+    if (buffer[offset] !== 0xff) return null;
+    const marker = buffer[offset + 1] ?? 0;
+    if (marker === 0xff) {
+      offset++; // fill byte
+      continue;
+    }
+    // Standalone markers: TEM and RSTn carry no length.
+    if (marker === 0x01 || (marker >= 0xd0 && marker <= 0xd7)) {
+      offset += 2;
+      continue;
+    }
+    if (marker === 0xd9 || marker === 0xda) return null; // end of image, start of scan: no frame
+    if (marker >= 0xc0 && marker <= 0xcf && marker !== 0xc4 && marker !== 0xc8 && marker !== 0xcc)
+      return { width: buffer.readUInt16BE(offset + 7), height: buffer.readUInt16BE(offset + 5) };
+    offset += 2 + buffer.readUInt16BE(offset + 2);
+  }
+  return null;
+}

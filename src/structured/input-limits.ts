@@ -1,0 +1,49 @@
+import { GatewayError } from "../errors.js";
+import type { ProviderId } from "../providers/provider-id.js";
+import { imageDimensions } from "./image-dimensions.js";
+import type { ImageInput } from "./image-input.js";
+
+/**
+ * What each provider refuses in one image on every call, so Sluice answers it before any call
+ * (never the provider's 400 as a 502). Only limits a provider enforces with an error are here:
+ * provider A (20 MB an image, 50 MB a request) and C (inline data up to its request limit) scale
+ * a large image down and are above `SLUICE_MAX_IMAGE_BYTES`' default; see docs/structured.md.
+ */
+interface ImageLimits {
+  /** Decoded bytes. */
+  maxBytes?: number;
+  /** The longer side, in pixels. */
+  maxSide?: number;
+  /** How the provider states its byte limit, for the message. */
+  statedAs?: string;
+}
+
+const imageLimits: Record<ProviderId, ImageLimits> = {
+  "provider-a": {},
+  // Anthropic: "image exceeds 5 MB maximum", counted on the base64 text (5 MiB of it: 3,932,160
+  // bytes decoded), and "At least one of the image dimensions exceed max allowed size: 8000 pixels"
+  // (2000 with more than 20 images; Sluice sends one).
+  "provider-b": { maxBytes: ((5 * 1024 * 1024) / 4) * 3, maxSide: 8000, statedAs: "5 MB in base64" },
+  "provider-c": {},
+};
+
+/** 413 for an image over the provider's byte limit, 422 for one over its side limit. */
+export function requireImageWithinLimits(provider: ProviderId, image: ImageInput): void {
+  const limits = imageLimits[provider];
+  if (limits.maxBytes !== undefined && image.bytes.length > limits.maxBytes) {
+    throw new GatewayError(
+      "PAYLOAD_TOO_LARGE",
+      `${provider} takes an image of at most ${limits.maxBytes} bytes (${limits.statedAs}); this one has ${image.bytes.length}`,
+      { details: { maxBytes: limits.maxBytes } },
+    );
+  }
+  if (limits.maxSide === undefined) return;
+  const size = imageDimensions(image.bytes, image.mediaType);
+  if (size && Math.max(size.width, size.height) > limits.maxSide) {
+    throw new GatewayError(
+      "VALIDATION_ERROR",
+      `${provider} takes an image of at most ${limits.maxSide} pixels a side; this one is ${size.width}x${size.height}`,
+      { details: { ...size, maxSide: limits.maxSide } },
+    );
+  }
+}

@@ -1,0 +1,41 @@
+/**
+ * What the real providers refuse in an input (image, PDF) before any inference, with their recorded
+ * messages, so an input Sluice lets through reaches the fake as it would reach them: the provider's
+ * 400 (Sluice's 502) on every call.
+ */
+
+/** Provider B's image limit: the base64 text of one image, at most 5 MiB (not the decoded bytes). */
+const providerBMaxImageBase64 = 5 * 1024 * 1024;
+/** Provider B's largest image side, in pixels (2000 with more than 20 images; Sluice sends one). */
+const providerBMaxImageSide = 8000;
+
+/**
+ * Provider B (`/v1/messages`): an image whose base64 exceeds 5 MB (recorded: "messages.0.content.0.
+ * image.source.base64: image exceeds 5 MB maximum: 6500712 bytes > 5242880 bytes") or a side over
+ * 8000 px (recorded: "….image.source.base64.data: At least one of the image dimensions exceed max
+ * allowed size: 8000 pixels"). The fake reads the size of a PNG only (its IHDR), which the tests send.
+ */
+export function providerBInputRefusal(messages: unknown): string | null {
+  if (!Array.isArray(messages)) return null;
+  for (const [messageIndex, message] of messages.entries()) {
+    const content = (message as { content?: unknown }).content;
+    if (!Array.isArray(content)) continue;
+    for (const [blockIndex, block] of content.entries()) {
+      const source = (block as { type?: string; source?: { type?: string; data?: unknown } }).source;
+      if ((block as { type?: string }).type !== "image" || source?.type !== "base64") continue;
+      if (typeof source.data !== "string") continue;
+      const path = `messages.${messageIndex}.content.${blockIndex}.image.source.base64`;
+      if (source.data.length > providerBMaxImageBase64)
+        return `${path}: image exceeds 5 MB maximum: ${source.data.length} bytes > ${providerBMaxImageBase64} bytes`;
+      const size = pngSize(Buffer.from(source.data.slice(0, 32), "base64"));
+      if (size && Math.max(size.width, size.height) > providerBMaxImageSide)
+        return `${path}.data: At least one of the image dimensions exceed max allowed size: ${providerBMaxImageSide} pixels`;
+    }
+  }
+  return null;
+}
+
+function pngSize(bytes: Buffer): { width: number; height: number } | null {
+  if (bytes.length < 24 || bytes.toString("latin1", 12, 16) !== "IHDR") return null;
+  return { width: bytes.readUInt32BE(16), height: bytes.readUInt32BE(20) };
+}
