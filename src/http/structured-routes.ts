@@ -4,7 +4,7 @@ import type { ProviderId } from "../providers/provider-id.js";
 import type { Project } from "../storage/project-repository.js";
 import { type AnalysisInput, analyze } from "../structured/analyze.js";
 import { parseImageInput, requireReadableImage } from "../structured/image-input.js";
-import { requireImageWithinLimits } from "../structured/input-limits.js";
+import { requireImageWithinLimits, requirePdfWithinLimits } from "../structured/input-limits.js";
 import { type AnalysisKind, chooseModel } from "../structured/model-choice.js";
 import { checkOutputSchema } from "../structured/output-schema.js";
 import { parsePdfInput } from "../structured/pdf-input.js";
@@ -124,5 +124,7 @@ async function parseInput(
     return { kind, ...image };
   }
   const pdf = parsePdfInput(value, { maxBytes: deps.maxPdfBytes });
-  return { kind, bytes: pdf.kind === "data" ? pdf.bytes : await deps.fetchPdf(pdf.url, signal) };
+  const bytes = pdf.kind === "data" ? pdf.bytes : await deps.fetchPdf(pdf.url, signal);
+  requirePdfWithinLimits(provider, bytes);
+  return { kind, bytes };
 }

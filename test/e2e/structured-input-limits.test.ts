@@ -24,6 +24,20 @@ function png(width: number, height: number, length = tinyPng.length): Buffer {
   return bytes;
 }
 
+/** An uncompressed PDF with a page tree of `pages` pages; `encrypt` adds an /Encrypt to its trailer. */
+function pdf(pages: number, options: { encrypt?: boolean } = {}): string {
+  const leaves = Array.from(
+    { length: pages },
+    (_, index) => `${index + 3} 0 obj\n<< /Type /Page /Parent 2 0 R >>\nendobj\n`,
+  );
+  const kids = Array.from({ length: pages }, (_, index) => `${index + 3} 0 R`).join(" ");
+  const text =
+    "%PDF-1.7\n1 0 obj\n<< /Type /Catalog /Pages 2 0 R >>\nendobj\n" +
+    `2 0 obj\n<< /Type /Pages /Kids [${kids}] /Count ${pages} >>\nendobj\n${leaves.join("")}` +
+    `trailer\n<< /Size ${pages + 3} /Root 1 0 R${options.encrypt ? " /Encrypt 9 0 R" : ""} >>\n%%EOF\n`;
+  return `data:application/pdf;base64,${Buffer.from(text, "latin1").toString("base64")}`;
+}
+
 /** Provider B's cap: 5 MiB of base64, so 3,932,160 decoded bytes. */
 const providerBMaxImageBytes = ((5 * 1024 * 1024) / 4) * 3;
 
@@ -98,5 +112,41 @@ describe("structured input limits of the providers", () => {
     // Providers A and C scale a large image down themselves.
     expect((await vision("provider-a", png(9000, 9000))).status).toBe(200);
     expect((await vision("provider-c", png(9000, 9000))).status).toBe(200);
+  });
+
+  function pdfCall(provider: ProviderId, data: string) {
+    const project = projects[provider];
+    return fetch(`${sluice.url}/v1/pdf/${project.projectId}`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${project.bearer(provider)}`, "content-type": "application/json" },
+      body: JSON.stringify({ pdf: data }),
+    });
+  }
+
+  it("answers 422 for a PDF of more pages than provider B reads on any model, before any call", async () => {
+    const error = await errorOf(await pdfCall("provider-b", pdf(601)));
+    expect(error).toMatchObject({ status: 422, code: "VALIDATION_ERROR" });
+    expect(error.message).toContain("601 pages");
+    expect(error.message).toContain("600");
+    expect(fake.requests).toHaveLength(0);
+    expect((await pdfCall("provider-b", pdf(600))).status).toBe(200);
+    expect((await pdfCall("provider-c", pdf(601))).status).toBe(200);
+  });
+
+  it("answers 422 for an encrypted PDF on provider B, which reads none, before any call", async () => {
+    const error = await errorOf(await pdfCall("provider-b", pdf(2, { encrypt: true })));
+    expect(error).toMatchObject({ status: 422, code: "VALIDATION_ERROR" });
+    expect(error.message).toContain("encrypted");
+    expect(fake.requests).toHaveLength(0);
+    expect((await pdfCall("provider-b", pdf(2))).status).toBe(200);
+  });
+
+  it("answers 400 for a PDF of no pages on every provider: nothing to analyse, and a billed call", async () => {
+    for (const provider of ["provider-a", "provider-b", "provider-c"] as const) {
+      const error = await errorOf(await pdfCall(provider, pdf(0)));
+      expect(error, provider).toMatchObject({ status: 400, code: "BAD_REQUEST" });
+      expect(error.message).toContain("no pages");
+    }
+    expect(fake.requests).toHaveLength(0);
   });
 });

@@ -35,6 +35,31 @@ export function providerBInputRefusal(messages: unknown): string | null {
   return null;
 }
 
+/** Provider B's most PDF pages in one request (100 on a model with a 200k-token context window). */
+const providerBMaxPdfPages = 600;
+
+/**
+ * Provider B: a PDF document of more pages than it reads (recorded with the 100-page limit of a
+ * 200k-context model: "messages.38.content.0.pdf.source.base64.data: A maximum of 100 PDF pages may
+ * be provided."). The fake counts the uncompressed page objects (`/Type /Page`).
+ */
+export function providerBPdfRefusal(messages: unknown): string | null {
+  if (!Array.isArray(messages)) return null;
+  for (const [messageIndex, message] of messages.entries()) {
+    const content = (message as { content?: unknown }).content;
+    if (!Array.isArray(content)) continue;
+    for (const [blockIndex, block] of content.entries()) {
+      const source = (block as { source?: { media_type?: string; data?: unknown } }).source;
+      if (source?.media_type !== "application/pdf" || typeof source.data !== "string") continue;
+      const text = Buffer.from(source.data, "base64").toString("latin1");
+      const pages = text.match(/\/Type\s*\/Page(?![a-zA-Z])/g)?.length ?? 0;
+      if (pages > providerBMaxPdfPages)
+        return `messages.${messageIndex}.content.${blockIndex}.pdf.source.base64.data: A maximum of ${providerBMaxPdfPages} PDF pages may be provided.`;
+    }
+  }
+  return null;
+}
+
 function pngSize(bytes: Buffer): { width: number; height: number } | null {
   if (bytes.length < 24 || bytes.toString("latin1", 12, 16) !== "IHDR") return null;
   return { width: bytes.readUInt32BE(16), height: bytes.readUInt32BE(20) };

@@ -7,7 +7,7 @@ import {
 } from "node:http";
 import type { AddressInfo } from "node:net";
 import { brotliCompressSync, deflateSync, gzipSync } from "node:zlib";
-import { providerBInputRefusal } from "./fake-input-refusals.js";
+import { providerBInputRefusal, providerBPdfRefusal } from "./fake-input-refusals.js";
 import { createFakeResponsesApi } from "./fake-responses-api.js";
 import { providerBSchemaRefusal, providerCSchemaRefusal } from "./fake-schema-refusals.js";
 import {
@@ -258,8 +258,8 @@ export async function startFakeUpstream(
           },
         });
       }
-      // As provider B does: an image over its size or dimension limit, before inference.
-      const refusedInput = providerBInputRefusal(json.messages);
+      // As provider B does: an image over its size or dimension limit, a PDF over its pages, before inference.
+      const refusedInput = providerBInputRefusal(json.messages) ?? providerBPdfRefusal(json.messages);
       if (refusedInput)
         return sendJson(response, 400, {
           type: "error",

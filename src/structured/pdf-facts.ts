@@ -1,0 +1,30 @@
+export interface PdfFacts {
+  /** The trailer (or cross-reference stream) names an `/Encrypt` dictionary (ISO 32000-1, 7.6). */
+  encrypted: boolean;
+  /**
+   * The page tree's `/Count` (its root's: the largest of the `/Type /Pages` nodes), or null when
+   * no node is readable without decompressing (a page tree inside an object stream, PDF 1.5+).
+   */
+  pages: number | null;
+}
+
+const pagesNode = /\/Type\s*\/Pages(?![A-Za-z])/g;
+const encryptEntry = /\/Encrypt\s*(?:\d+\s+\d+\s+R|<<)/;
+
+/**
+ * What a PDF's uncompressed structure says about it, read with linear scans (no parser, nothing
+ * decompressed): enough to refuse what a provider refuses on every call, never to judge a PDF
+ * further. What it cannot read is left to the provider.
+ */
+export function readPdfFacts(bytes: Uint8Array): PdfFacts {
+  const text = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength).toString("latin1");
+  let pages: number | null = null;
+  for (const match of text.matchAll(pagesNode)) {
+    // The node's object: from its `obj` keyword to its `endobj`.
+    const start = Math.max(0, text.lastIndexOf("obj", match.index));
+    const end = text.indexOf("endobj", match.index);
+    const count = /\/Count\s+(\d+)/.exec(text.slice(start, end === -1 ? undefined : end));
+    if (count?.[1] !== undefined) pages = Math.max(pages ?? 0, Number(count[1]));
+  }
+  return { encrypted: encryptEntry.test(text), pages };
+}
