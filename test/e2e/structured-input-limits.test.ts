@@ -149,4 +149,37 @@ describe("structured input limits of the providers", () => {
     }
     expect(fake.requests).toHaveLength(0);
   });
+
+  it("answers text only of whitespace 400 and text over the body cap 413 with its message, calling no provider", async () => {
+    const small = await startTestGateway({ ...providerBaseUrls(fake), maxBodyBytes: 4096 });
+    try {
+      const project = await createTestProject(small.gateway, {
+        provider: "provider-a",
+        outputSchema: schema,
+      });
+      const text = (value: string) =>
+        fetch(`${small.url}/v1/text/${project.projectId}`, {
+          method: "POST",
+          headers: {
+            authorization: `Bearer ${project.bearer("provider-a")}`,
+            "content-type": "application/json",
+          },
+          body: JSON.stringify({ text: value }),
+        });
+      // Unicode spaces too: no-break, em space, line separator, byte order mark.
+      expect(await errorOf(await text(" \u00a0\u2003\u2028\ufeff\n"))).toMatchObject({
+        status: 400,
+        code: "BAD_REQUEST",
+      });
+      expect(await errorOf(await text("x".repeat(5000)))).toMatchObject({
+        status: 413,
+        code: "PAYLOAD_TOO_LARGE",
+        message: "The request body exceeds 4096 bytes",
+        details: { maxBytes: 4096 },
+      });
+      expect(fake.requests).toHaveLength(0);
+    } finally {
+      await small.close();
+    }
+  });
 });
