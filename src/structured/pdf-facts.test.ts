@@ -29,4 +29,11 @@ describe("PDF facts read without a parser", () => {
       false,
     );
   });
+
+  it("reads a PDF of many unterminated page tree nodes in linear time (each object scanned once)", () => {
+    const hostile = `%PDF-1.4\n1 0 obj\n<<${" /Type /Pages".repeat(200_000)}`;
+    const started = performance.now();
+    expect(facts(hostile)).toEqual({ encrypted: false, pages: null });
+    expect(performance.now() - started).toBeLessThan(500);
+  }, 10_000);
 });

@@ -19,11 +19,17 @@ const encryptEntry = /\/Encrypt\s*(?:\d+\s+\d+\s+R|<<)/;
 export function readPdfFacts(bytes: Uint8Array): PdfFacts {
   const text = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength).toString("latin1");
   let pages: number | null = null;
+  // Where the last object read ends: each object is scanned once, so a client's PDF of many nodes
+  // (or of unterminated ones) costs one pass, never one per node.
+  let readUntil = 0;
   for (const match of text.matchAll(pagesNode)) {
-    // The node's object: from its `obj` keyword to its `endobj`.
-    const start = Math.max(0, text.lastIndexOf("obj", match.index));
+    if (match.index < readUntil) continue;
+    // The node's object: from its `obj` keyword to its `endobj`; none: not a readable object.
     const end = text.indexOf("endobj", match.index);
-    const count = /\/Count\s+(\d+)/.exec(text.slice(start, end === -1 ? undefined : end));
+    if (end === -1) break;
+    const start = Math.max(readUntil, text.lastIndexOf("obj", match.index));
+    readUntil = end;
+    const count = /\/Count\s+(\d+)/.exec(text.slice(start, end));
     if (count?.[1] !== undefined) pages = Math.max(pages ?? 0, Number(count[1]));
   }
   return { encrypted: encryptEntry.test(text), pages };
