@@ -1,6 +1,4 @@
 export interface PdfFacts {
-  /** The trailer (or cross-reference stream) names an `/Encrypt` dictionary (ISO 32000-1, 7.6). */
-  encrypted: boolean;
   /**
    * The page tree's `/Count` (its root's: the largest of the `/Type /Pages` nodes), or null when
    * no node is readable without decompressing (a page tree inside an object stream, PDF 1.5+).
@@ -9,7 +7,6 @@ export interface PdfFacts {
 }
 
 const pagesNode = /\/Type\s*\/Pages(?![A-Za-z])/g;
-const encryptEntry = /\/Encrypt\s*(?:\d+\s+\d+\s+R|<<)/;
 
 /**
  * What a PDF's uncompressed structure says about it, read with linear scans (no parser, nothing
@@ -32,5 +29,5 @@ export function readPdfFacts(bytes: Uint8Array): PdfFacts {
     const count = /\/Count\s+(\d+)/.exec(text.slice(start, end));
     if (count?.[1] !== undefined) pages = Math.max(pages ?? 0, Number(count[1]));
   }
-  return { encrypted: encryptEntry.test(text), pages };
+  return { pages };
 }
