@@ -76,6 +76,24 @@ describe("sluice CLI", () => {
     }
   });
 
+  it("says why when --api-key-stdin cannot read standard input (a directory given as it), as a usage error", async () => {
+    const fd = openSync(dataDir, "r");
+    try {
+      const err = capture();
+      const code = await runCli(["keys", "add", "p", "--provider", "provider-a", "--api-key-stdin"], {
+        out: capture().stream,
+        err: err.stream,
+        stdin: fd,
+      });
+      expect(code).toBe(2);
+      expect(err.text()).toMatch(
+        /^error: --api-key-stdin: cannot read standard input \(a directory\)\n\nUsage: /,
+      );
+    } finally {
+      closeSync(fd);
+    }
+  });
+
   it("refuses any command but projects create where there is no database, creating nothing there", async () => {
     const elsewhere = mkdtempSync(join(tmpdir(), "sluice-cli-elsewhere-"));
     process.env.SLUICE_DATA_DIR = elsewhere;
