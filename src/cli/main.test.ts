@@ -656,6 +656,21 @@ describe("sluice CLI", () => {
     expect(result.err.startsWith(`error: ${message}`), result.err).toBe(true);
   });
 
+  it.each([
+    [["projects", "create", "--name", "--provider", "provider-a"], "--name"],
+    [["keys", "add", "p", "--provider", "provider-a", "--api-key", "-sk-0123456789abcdef"], "--api-key"],
+  ])("says in one line that %j gives a flag a dash-led argument, not its value", async (argv, flag) => {
+    const result = await cliWithoutDatabase(...argv);
+    expect(result.code).toBe(2);
+    expect(result.err).not.toContain("0123456789abcdef");
+    expect(result.err.split("\n").slice(0, 3)).toEqual([
+      `error: ${flag} is followed by an argument that starts with a dash, not by its value: ` +
+        `give its value, or write a value that starts with a dash as ${flag}=VALUE`,
+      "",
+      "Usage: sluice <command>",
+    ]);
+  });
+
   describe.each([["rate-limit"], ["device-rate-limit"]])("--%s", (flag) => {
     it.each([
       ["0x10"],
