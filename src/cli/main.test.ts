@@ -108,6 +108,23 @@ describe("sluice CLI", () => {
     }
   });
 
+  it("names the database file when what the data dir holds under its name is not an SQLite database", async () => {
+    const other = mkdtempSync(join(tmpdir(), "sluice-cli-notadb-"));
+    writeFileSync(join(other, "sluice.sqlite"), randomBytes(8192));
+    process.env.SLUICE_DATA_DIR = other;
+    try {
+      expect(await cli("projects", "list")).toMatchObject({
+        code: 1,
+        err:
+          `error: SLUICE_DATA_DIR (${other}) cannot be used: cannot open the database ${other}/sluice.sqlite ` +
+          "(the file is not an SQLite database) (file is not a database)\n",
+      });
+    } finally {
+      process.env.SLUICE_DATA_DIR = dataDir;
+      rmSync(other, { recursive: true, force: true });
+    }
+  });
+
   it("names SLUICE_DATA_DIR and why when its path runs through a file", async () => {
     const notADirectory = join(dataDir, "a-file");
     writeFileSync(notADirectory, "");
