@@ -56,6 +56,35 @@ async function loadCli() {
   return import(pathToFileURL(join(source, "cli", "main.ts")).href);
 }
 
+/**
+ * The first error writing to standard output, if any. Listened for from the start: an output that
+ * cannot be written is then an exit code and a line on stderr, not an uncaught exception.
+ */
+let outputError;
+process.stdout.on("error", (error) => {
+  outputError ??= error;
+});
+process.stderr.on("error", () => {});
+
+/**
+ * Exits with `code` once what the CLI wrote has been written: on Linux a write to a pipe that is
+ * full is queued, and an exit right after it cut the output at the pipe's size (a `projects list`
+ * of 64 KiB or more piped to jq). Output that could not be written (a full disk) fails the command
+ * with a line on stderr; a reader that stopped reading early (`| head`) does not.
+ */
+async function exitWhenWritten(code) {
+  const flushed = (stream) => new Promise((resolve) => stream.write("", () => resolve()));
+  await flushed(process.stdout);
+  if (outputError && outputError.code !== "EPIPE") {
+    process.stderr.write(
+      `error: cannot write the output to standard output (${outputError.code ?? outputError.message})\n`,
+    );
+    code = 1;
+  }
+  await flushed(process.stderr);
+  process.exit(code);
+}
+
 const cli = await loadCli();
 const code = await cli.runCli(process.argv.slice(2));
-if (code >= 0) process.exit(code);
+if (code >= 0) await exitWhenWritten(code);

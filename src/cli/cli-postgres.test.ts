@@ -1,4 +1,7 @@
 import { randomBytes } from "node:crypto";
+import { mkdtempSync, readdirSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { Writable } from "node:stream";
 import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -89,6 +92,44 @@ describe.skipIf(!postgresAvailable)("sluice CLI on PostgreSQL", () => {
       code: 1,
       err: 'error: Project "pg-cli" does not exist\n',
     });
+  });
+
+  it("refuses every command without SLUICE_MASTER_KEY in one line, before it migrates or writes anything", async () => {
+    const key = process.env.SLUICE_MASTER_KEY;
+    const dataDir = mkdtempSync(join(tmpdir(), "sluice-cli-pg-nokey-"));
+    const fresh = await createPostgresSchema();
+    process.env.DATABASE_URL = fresh.url;
+    process.env.SLUICE_DATA_DIR = dataDir;
+    delete process.env.SLUICE_MASTER_KEY;
+    const client = new pg.Client({ connectionString: fresh.url });
+    await client.connect();
+    try {
+      for (const argv of [
+        ["projects", "create", "--name", "x", "--provider", "provider-a"],
+        ["projects", "list"],
+      ])
+        expect(await cli(...argv)).toEqual({
+          code: 1,
+          out: "",
+          err:
+            `error: SLUICE_MASTER_KEY is required with DATABASE_URL (there is no ${dataDir}/master.key): ` +
+            "set the key every instance and the CLI share\n",
+          json: expect.any(Function),
+        });
+      const tables = await client.query(
+        "select 1 from information_schema.tables where table_schema = current_schema()",
+      );
+      expect(tables.rowCount, "the schema was migrated").toBe(0);
+      expect(readdirSync(dataDir), "a master key was generated").toEqual([]);
+    } finally {
+      await client.end();
+      await fresh.drop();
+      rmSync(dataDir, { recursive: true, force: true });
+      process.env.DATABASE_URL = url;
+      process.env.SLUICE_MASTER_KEY = key;
+      if (saved.SLUICE_DATA_DIR === undefined) delete process.env.SLUICE_DATA_DIR;
+      else process.env.SLUICE_DATA_DIR = saved.SLUICE_DATA_DIR;
+    }
   });
 
   it("runs usage reports within SLUICE_USAGE_REPORT_TIMEOUT_MS, as the gateway does", async () => {

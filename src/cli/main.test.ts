@@ -76,6 +76,24 @@ describe("sluice CLI", () => {
     }
   });
 
+  it("says why when --api-key-stdin cannot read standard input (a directory given as it), as a usage error", async () => {
+    const fd = openSync(dataDir, "r");
+    try {
+      const err = capture();
+      const code = await runCli(["keys", "add", "p", "--provider", "provider-a", "--api-key-stdin"], {
+        out: capture().stream,
+        err: err.stream,
+        stdin: fd,
+      });
+      expect(code).toBe(2);
+      expect(err.text()).toMatch(
+        /^error: --api-key-stdin: cannot read standard input \(a directory\)\n\nUsage: /,
+      );
+    } finally {
+      closeSync(fd);
+    }
+  });
+
   it("refuses any command but projects create where there is no database, creating nothing there", async () => {
     const elsewhere = mkdtempSync(join(tmpdir(), "sluice-cli-elsewhere-"));
     process.env.SLUICE_DATA_DIR = elsewhere;
@@ -87,6 +105,23 @@ describe("sluice CLI", () => {
     } finally {
       process.env.SLUICE_DATA_DIR = dataDir;
       rmSync(elsewhere, { recursive: true, force: true });
+    }
+  });
+
+  it("names the database file when what the data dir holds under its name is not an SQLite database", async () => {
+    const other = mkdtempSync(join(tmpdir(), "sluice-cli-notadb-"));
+    writeFileSync(join(other, "sluice.sqlite"), randomBytes(8192));
+    process.env.SLUICE_DATA_DIR = other;
+    try {
+      expect(await cli("projects", "list")).toMatchObject({
+        code: 1,
+        err:
+          `error: SLUICE_DATA_DIR (${other}) cannot be used: cannot open the database ${other}/sluice.sqlite ` +
+          "(the file is not an SQLite database) (file is not a database)\n",
+      });
+    } finally {
+      process.env.SLUICE_DATA_DIR = dataDir;
+      rmSync(other, { recursive: true, force: true });
     }
   });
 
@@ -636,6 +671,21 @@ describe("sluice CLI", () => {
     expect(result.code).toBe(2);
     expect(result.out).toBe("");
     expect(result.err.startsWith(`error: ${message}`), result.err).toBe(true);
+  });
+
+  it.each([
+    [["projects", "create", "--name", "--provider", "provider-a"], "--name"],
+    [["keys", "add", "p", "--provider", "provider-a", "--api-key", "-sk-0123456789abcdef"], "--api-key"],
+  ])("says in one line that %j gives a flag a dash-led argument, not its value", async (argv, flag) => {
+    const result = await cliWithoutDatabase(...argv);
+    expect(result.code).toBe(2);
+    expect(result.err).not.toContain("0123456789abcdef");
+    expect(result.err.split("\n").slice(0, 3)).toEqual([
+      `error: ${flag} is followed by an argument that starts with a dash, not by its value: ` +
+        `give its value, or write a value that starts with a dash as ${flag}=VALUE`,
+      "",
+      "Usage: sluice <command>",
+    ]);
   });
 
   describe.each([["rate-limit"], ["device-rate-limit"]])("--%s", (flag) => {

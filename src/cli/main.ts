@@ -12,6 +12,7 @@ import { checkNewProject } from "../admin/project-rules.js";
 import { checkProjectValues, usageReportWindow } from "../admin/project-values.js";
 import { ConfigError, loadConfig } from "../config.js";
 import { isGatewayError } from "../errors.js";
+import { unreadableReason } from "../file-name-shown.js";
 import { quotedStart } from "../quoted-start.js";
 import { startFailureMessage } from "../start-failure.js";
 import { hasSqliteFile } from "../storage/database.js";
@@ -156,7 +157,7 @@ function commandOf(
       const id = project();
       if (flags["api-key-stdin"] && flags["api-key"] !== undefined)
         throw new UsageError("--api-key and --api-key-stdin contradict each other");
-      const apiKey = flags["api-key-stdin"] ? readFileSync(stdin, "utf8").trim() : flags["api-key"];
+      const apiKey = flags["api-key-stdin"] ? readStandardInput(stdin) : flags["api-key"];
       if (flags["api-key-stdin"] && !apiKey)
         throw new UsageError("standard input is empty: --api-key-stdin reads the provider key from it");
       const fields = {
@@ -212,6 +213,15 @@ function commandOf(
     }
     default:
       throw new UsageError(`unknown command: ${command}`);
+  }
+}
+
+/** The provider key `--api-key-stdin` reads; standard input that cannot be read is a usage error. */
+function readStandardInput(stdin: number): string {
+  try {
+    return readFileSync(stdin, "utf8").trim();
+  } catch (error) {
+    throw new UsageError(`--api-key-stdin: cannot read standard input (${unreadableReason(error)})`);
   }
 }
 

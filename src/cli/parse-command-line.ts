@@ -154,6 +154,13 @@ export function parseCommandLine(argv: string[]): CommandLine {
   try {
     flags = parseArgs({ args: argv, options, allowPositionals: true, strict: true }).values;
   } catch (error) {
+    // Node's three lines for `--name --provider …` or `--api-key -k…`, in one (without the argument).
+    const ambiguous = /^Option '(-[^']*)' argument is ambiguous\./.exec((error as Error).message);
+    if (ambiguous)
+      throw new UsageError(
+        `${ambiguous[1]} is followed by an argument that starts with a dash, not by its value: ` +
+          `give its value, or write a value that starts with a dash as ${ambiguous[1]}=VALUE`,
+      );
     throw new UsageError((error as Error).message);
   }
   const args = positionals.slice(command.includes(" ") ? 2 : 1);

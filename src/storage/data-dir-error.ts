@@ -20,6 +20,8 @@ const reasons: Record<string, string> = {
   SQLITE_READONLY: "SQLite may not write there",
   SQLITE_PERM: "permission denied",
   SQLITE_FULL: "no space left on the device",
+  SQLITE_NOTADB: "the file is not an SQLite database",
+  SQLITE_CORRUPT: "the database file is corrupt",
 };
 
 /** Runs `work` on the data dir; a file system error it throws becomes a `DataDirError`. */
@@ -33,7 +35,8 @@ export function inDataDir<T>(dataDir: string, doing: string, work: () => T): T {
 
 /**
  * `error` as a `DataDirError` when it is a file system error (a Node `E…` code, or a SQLite one
- * about its files: SQLITE_CANTOPEN, _READONLY, _PERM, _FULL, _IOERR…); anything else unchanged.
+ * about its files: SQLITE_CANTOPEN, _READONLY, _PERM, _FULL, _IOERR…, and _NOTADB or _CORRUPT for
+ * a file there that is not a database SQLite can read); anything else unchanged.
  */
 export function dataDirError(dataDir: string, doing: string, error: unknown): unknown {
   const code = (error as { code?: unknown } | null)?.code;
@@ -50,5 +53,5 @@ export function dataDirError(dataDir: string, doing: string, error: unknown): un
 }
 
 function isFileSystemCode(code: string): boolean {
-  return /^E[A-Z]+$/.test(code) || /^SQLITE_(CANTOPEN|READONLY|PERM|FULL|IOERR)/.test(code);
+  return /^E[A-Z]+$/.test(code) || /^SQLITE_(CANTOPEN|READONLY|PERM|FULL|IOERR|NOTADB|CORRUPT)/.test(code);
 }

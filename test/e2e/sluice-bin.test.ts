@@ -1,8 +1,11 @@
-import { execFile } from "node:child_process";
+import { execFile, spawn } from "node:child_process";
 import {
+  closeSync,
   copyFileSync,
+  existsSync,
   mkdirSync,
   mkdtempSync,
+  openSync,
   readFileSync,
   rmSync,
   symlinkSync,
@@ -120,5 +123,56 @@ describe("bin/sluice.js", () => {
     };
     expect(manifest.bin.sluice).toBe("./bin/sluice.js");
     expect(manifest.scripts.sluice).toBe("node bin/sluice.js");
+  });
+
+  /** A checkout whose CLI (its build) is `body`, the text of an async runCli(argv). */
+  const writing = (body: string) => {
+    const made = make({ source: false });
+    writeFileSync(
+      join(made.root, "dist/src/cli/main.js"),
+      `export async function runCli(argv) {\n${body}\n}\n`,
+    );
+    return join(made.root, "bin/sluice.js");
+  };
+
+  it("writes all of a long output through a pipe before it exits (a projects list past 64 KiB piped to jq)", async () => {
+    const bin = writing('process.stdout.write("x".repeat(4_000_000) + "\\n"); return 0;');
+    const { stdout, stderr } = await run(process.execPath, [bin], { maxBuffer: 1 << 23 });
+    expect(stderr).toBe("");
+    expect(stdout.length).toBe(4_000_001);
+  });
+
+  /** Runs `bin` with its standard output going to `stdout`; its exit code and what it wrote on stderr. */
+  async function exited(bin: string, stdout: "pipe" | number, onSpawn = (_stdout: unknown) => {}) {
+    const child = spawn(process.execPath, [bin], { stdio: ["ignore", stdout, "pipe"] });
+    onSpawn(child.stdout);
+    let stderr = "";
+    child.stderr?.on("data", (chunk) => {
+      stderr += String(chunk);
+    });
+    const code = await new Promise((resolve) => child.on("close", resolve));
+    return { code, stderr };
+  }
+
+  it.skipIf(!existsSync("/dev/full"))(
+    "fails, saying so in one line, when its output cannot be written (a full disk)",
+    async () => {
+      const bin = writing('process.stdout.write("{}\\n"); return 0;');
+      const full = openSync("/dev/full", "w");
+      try {
+        expect(await exited(bin, full)).toEqual({
+          code: 1,
+          stderr: "error: cannot write the output to standard output (ENOSPC)\n",
+        });
+      } finally {
+        closeSync(full);
+      }
+    },
+  );
+
+  it("stops quietly, with its own exit code, when the reader of its output leaves early (| head)", async () => {
+    const bin = writing('process.stdout.write("x".repeat(4_000_000)); return 0;');
+    const left = await exited(bin, "pipe", (stdout) => (stdout as { destroy(): void }).destroy());
+    expect(left).toEqual({ code: 0, stderr: "" });
   });
 });
