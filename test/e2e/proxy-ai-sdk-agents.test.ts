@@ -1,0 +1,413 @@
+import {
+  APICallError,
+  generateText,
+  type LanguageModel,
+  type LanguageModelUsage,
+  stepCountIs,
+  streamText,
+  tool,
+} from "ai";
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
+import { z } from "zod";
+import {
+  type AgentTurn,
+  chatTurn,
+  geminiTurn,
+  messagesTurn,
+  responsesTurn,
+} from "../fakes/fake-agent-answers.js";
+import type { FakeUpstream, ProgrammedResponse } from "../fakes/fake-upstream.js";
+import { type FakeUsage, tinyPng } from "../fakes/fake-upstream-responses.js";
+import { aiSdkClients } from "../support/ai-sdk-clients.js";
+import { type ProxyStage, startProxyStage } from "../support/proxy-stage.js";
+import { type TestGateway, type TestProject, usageRowById } from "../support/test-gateway.js";
+
+/**
+ * The proxies driven by the Vercel AI SDK as an agent drives them: tool loops of several steps
+ * (`stopWhen`), reasoning models, image input, the provider's errors and the app's abort. Every
+ * step is a call of its own with a usage row of its own, whose tokens are the ones the SDK reports
+ * for that step; the SDK's retries reach the provider once each, through Sluice.
+ */
+describe("proxies driven by the AI SDK, as an agent", () => {
+  let fake: FakeUpstream;
+  let sluice: TestGateway;
+  let project: TestProject;
+  let stage: ProxyStage;
+  let clients: ReturnType<typeof aiSdkClients>;
+  const greeting = "Hello from the fake upstream";
+  const usage: FakeUsage = { input: 11, output: 7, cached: 3, reasoning: 2 };
+
+  beforeAll(async () => {
+    stage = await startProxyStage();
+    ({ fake, sluice, project } = stage);
+    clients = aiSdkClients(sluice, project);
+  });
+  afterAll(() => stage.close());
+  beforeEach(() => {
+    fake.clear();
+    fake.setUsage({ ...usage, thinking: undefined });
+  });
+
+  type Turn = (model: string, turn: AgentTurn, usage: FakeUsage, stream: boolean) => ProgrammedResponse;
+  const apis: Array<[string, () => LanguageModel, string, Turn]> = [
+    ["A, the Responses API", () => clients.openai("gpt-4o-mini"), "gpt-4o-mini", responsesTurn],
+    ["A, chat completions", () => clients.openai.chat("gpt-4o-mini"), "gpt-4o-mini", chatTurn],
+    ["B, messages", () => clients.anthropic("claude-sonnet-4-5"), "claude-sonnet-4-5", messagesTurn],
+    ["C, generateContent", () => clients.google("gemini-2.5-flash"), "gemini-2.5-flash", geminiTurn],
+  ];
+
+  async function rowFor(headers: Record<string, string> | undefined) {
+    const requestId = headers?.["x-sluice-request-id"] ?? headers?.["x-request-id"];
+    expect(requestId, "Sluice's request id in the response headers").toBeDefined();
+    return usageRowById(sluice.gateway, requestId);
+  }
+
+  async function newRows(before: Set<string>) {
+    await sluice.gateway.flushUsage();
+    const rows = await sluice.gateway.database.db
+      .selectFrom("usage_records")
+      .selectAll()
+      .where("project_id", "=", project.projectId)
+      .execute();
+    return rows.filter((row) => !before.has(row.request_id));
+  }
+  async function rowIds() {
+    return new Set((await newRows(new Set())).map((row) => row.request_id));
+  }
+
+  function tokensOf(usage: LanguageModelUsage) {
+    return {
+      input: usage.inputTokens ?? null,
+      output: usage.outputTokens ?? null,
+      cached: usage.inputTokenDetails.cacheReadTokens ?? null,
+      reasoning: usage.outputTokenDetails.reasoningTokens ?? null,
+    };
+  }
+  function tokensOfRow(row: {
+    input_tokens: number | null;
+    output_tokens: number | null;
+    cached_tokens: number | null;
+    reasoning_tokens: number | null;
+  }) {
+    return {
+      input: row.input_tokens,
+      output: row.output_tokens,
+      cached: row.cached_tokens,
+      reasoning: row.reasoning_tokens,
+    };
+  }
+
+  const weather = tool({
+    description: "The weather in a city",
+    inputSchema: z.object({ city: z.string() }),
+    execute: async ({ city }) => ({ city, forecast: "sunny-and-22C" }),
+  });
+
+  describe.each(apis)("provider %s", (_name, model, modelId, turn) => {
+    it.each([false, true])(
+      "runs a two-step tool loop (streamed: %s), a row per step with the step's tokens",
+      async (streamed) => {
+        fake.enqueueResponse(
+          turn(modelId, { call: { name: "weather", input: { city: "Paris" } } }, usage, streamed),
+        );
+        const options = {
+          model: model(),
+          prompt: "Weather in Paris?",
+          tools: { weather },
+          stopWhen: stepCountIs(3),
+          maxRetries: 0,
+        };
+        let steps: Array<{
+          usage: LanguageModelUsage;
+          toolCalls: unknown[];
+          response: { headers?: Record<string, string> };
+        }>;
+        let total: LanguageModelUsage;
+        let text: string;
+        if (streamed) {
+          const result = streamText(options);
+          text = await result.text;
+          steps = await result.steps;
+          total = await result.totalUsage;
+        } else {
+          const result = await generateText(options);
+          ({ text, steps, totalUsage: total } = result);
+        }
+        expect(text).toBe(greeting);
+        expect(steps).toHaveLength(2);
+        expect(steps[0]!.toolCalls).toMatchObject([{ toolName: "weather", input: { city: "Paris" } }]);
+        expect(fake.requests).toHaveLength(2);
+        // The tool's result went back to the provider in the second step.
+        expect(fake.requests[1]!.body.toString()).toContain("sunny-and-22C");
+        const rows = [];
+        for (const step of steps) {
+          const row = await rowFor(step.response.headers);
+          expect(row).toMatchObject({
+            model: modelId,
+            status: 200,
+            outcome: "ok",
+            streamed: streamed ? 1 : 0,
+          });
+          expect(tokensOfRow(row), "a step's row has the step's tokens").toEqual(tokensOf(step.usage));
+          expect(row.cost_usd).not.toBeNull();
+          rows.push(row);
+        }
+        expect(rows[0]!.request_id).not.toBe(rows[1]!.request_id);
+        expect(rows.reduce((sum, row) => sum + (row.input_tokens ?? 0), 0)).toBe(total.inputTokens);
+        expect(rows.reduce((sum, row) => sum + (row.output_tokens ?? 0), 0)).toBe(total.outputTokens);
+      },
+    );
+
+    it("passes an image part through, and records the call", async () => {
+      const result = await generateText({
+        model: model(),
+        messages: [
+          {
+            role: "user",
+            content: [
+              { type: "text", text: "What is this?" },
+              { type: "image", image: tinyPng, mediaType: "image/png" },
+            ],
+          },
+        ],
+        maxRetries: 0,
+      });
+      expect(result.text).toBe(greeting);
+      expect(fake.last()!.body.toString()).toContain(tinyPng.toString("base64"));
+      const row = await rowFor(result.response.headers);
+      expect(row).toMatchObject({ status: 200, outcome: "ok" });
+      expect(tokensOfRow(row)).toEqual(tokensOf(result.usage));
+    });
+  });
+
+  const thinkers: Array<[string, () => LanguageModel, string, Turn, Partial<FakeUsage>]> = [
+    ["A (o4-mini, a reasoning summary)", () => clients.openai("o4-mini"), "o4-mini", responsesTurn, {}],
+    [
+      "B (thinking)",
+      () => clients.anthropic("claude-sonnet-4-5"),
+      "claude-sonnet-4-5",
+      messagesTurn,
+      { thinking: 5 },
+    ],
+    ["C (thoughts)", () => clients.google("gemini-2.5-flash"), "gemini-2.5-flash", geminiTurn, {}],
+  ];
+
+  it.each(thinkers)(
+    "gives the reasoning of %s to the app and records its tokens, streamed or not",
+    async (_name, model, modelId, turn, extra) => {
+      const reasoned = { ...usage, ...extra };
+      const thought = "The user greets me; I should greet back.";
+      const rows = [];
+      for (const streamed of [false, true]) {
+        fake.enqueueResponse(turn(modelId, { thought, text: greeting }, reasoned, streamed));
+        const options = { model: model(), prompt: "Hi", maxRetries: 0 };
+        const result = streamed ? streamText(options) : await generateText(options);
+        expect(await result.text).toBe(greeting);
+        expect(await result.reasoningText).toBe(thought);
+        const sdkUsage = await result.usage;
+        const row = await rowFor((await result.response).headers);
+        expect(tokensOfRow(row)).toEqual(tokensOf(sdkUsage));
+        expect(row.reasoning_tokens).toBe(extra.thinking ?? usage.reasoning);
+        expect(row).toMatchObject({ model: modelId, streamed: streamed ? 1 : 0, outcome: "ok" });
+        rows.push(row);
+      }
+      expect(rows[1]!.cost_usd).not.toBeNull();
+      expect(rows[1]!.cost_usd).toBe(rows[0]!.cost_usd);
+    },
+  );
+
+  const failures: Array<[string, () => LanguageModel, number, unknown]> = [
+    [
+      "A's 500",
+      () => clients.openai("gpt-4o-mini"),
+      500,
+      {
+        error: {
+          message: "The server had an error while processing your request.",
+          type: "server_error",
+          param: null,
+          code: null,
+        },
+      },
+    ],
+    [
+      "A's 429",
+      () => clients.openai.chat("gpt-4o-mini"),
+      429,
+      {
+        error: {
+          message: "Rate limit reached for gpt-4o-mini.",
+          type: "requests",
+          param: null,
+          code: "rate_limit_exceeded",
+        },
+      },
+    ],
+    [
+      "B's 529 overloaded",
+      () => clients.anthropic("claude-sonnet-4-5"),
+      529,
+      { type: "error", error: { type: "overloaded_error", message: "Overloaded" } },
+    ],
+    [
+      "C's 503",
+      () => clients.google("gemini-2.5-flash"),
+      503,
+      {
+        error: {
+          code: 503,
+          message: "The model is overloaded. Please try again later.",
+          status: "UNAVAILABLE",
+        },
+      },
+    ],
+  ];
+
+  it.each(failures)(
+    "gives the app %s as the provider's APICallError, once per attempt of the SDK's own",
+    async (_name, model, status, body) => {
+      for (const streamed of [false, true]) {
+        fake.clear();
+        const before = await rowIds();
+        for (let attempt = 0; attempt < 3; attempt++)
+          fake.enqueueResponse({ status, body, headers: { "retry-after-ms": "1" } });
+        const options = { model: model(), prompt: "Hi", maxRetries: 2 };
+        let caught: unknown;
+        if (streamed) {
+          for await (const part of streamText({ ...options, onError: () => {} }).fullStream)
+            if (part.type === "error") caught = part.error;
+        } else caught = await generateText(options).catch((error: unknown) => error);
+        const errors = (caught as { errors?: unknown[] }).errors ?? [];
+        expect(errors, "the SDK tried three times").toHaveLength(3);
+        for (const error of errors) {
+          expect(APICallError.isInstance(error)).toBe(true);
+          const { statusCode, isRetryable, responseBody, responseHeaders } = error as APICallError;
+          expect({ statusCode, isRetryable }).toEqual({ statusCode: status, isRetryable: true });
+          expect(JSON.parse(responseBody ?? "null")).toEqual(body);
+          expect(responseHeaders?.["retry-after-ms"]).toBe("1");
+        }
+        // Sluice retried none of them: three attempts, three provider calls, three rows.
+        expect(fake.requests).toHaveLength(3);
+        const rows = await newRows(before);
+        expect(rows).toHaveLength(3);
+        for (const row of rows)
+          expect(row).toMatchObject({
+            status,
+            outcome: "error",
+            input_tokens: null,
+            output_tokens: null,
+            cost_usd: null,
+          });
+      }
+    },
+  );
+
+  it.each([
+    [
+      "B",
+      () => clients.anthropic("claude-sonnet-4-5"),
+      "/b/v1/messages",
+      { input: 11, output: 1, cached: 3 },
+    ],
+    [
+      "C",
+      () => clients.google("gemini-2.5-flash"),
+      "/c/v1beta/models/gemini-2.5-flash:streamGenerateContent?alt=sse",
+      { input: 11, output: 0, cached: null },
+    ],
+  ] as const)(
+    "records what %s's stream reported before the app aborted it, and cuts the provider's stream",
+    async (_name, model, path, seen) => {
+      fake.setSseDelayMs(100);
+      try {
+        const before = await rowIds();
+        const controller = new AbortController();
+        const result = streamText({
+          model: model(),
+          prompt: "Hi",
+          abortSignal: controller.signal,
+          maxRetries: 0,
+        });
+        const parts: string[] = [];
+        for await (const part of result.fullStream) {
+          parts.push(part.type);
+          if (part.type === "text-delta") controller.abort();
+        }
+        expect(parts.at(-1)).toBe("abort");
+        expect((await fake.waitForAbort(5000)).path).toBe(path);
+        await new Promise((resolve) => setTimeout(resolve, 50));
+        const rows = await newRows(before);
+        expect(rows).toHaveLength(1);
+        expect(rows[0]).toMatchObject({ streamed: 1, status: 200, outcome: "aborted" });
+        expect({
+          input: rows[0]!.input_tokens,
+          output: rows[0]!.output_tokens,
+          cached: rows[0]!.cached_tokens,
+        }).toEqual(seen);
+      } finally {
+        fake.setSseDelayMs(0);
+      }
+    },
+  );
+
+  it("records B's prompt-cache writes in the input tokens, as the SDK counts them, priced at the write price", async () => {
+    const cachedUsage = {
+      input_tokens: 5,
+      cache_creation_input_tokens: 100,
+      cache_read_input_tokens: 3,
+      cache_creation: { ephemeral_5m_input_tokens: 100, ephemeral_1h_input_tokens: 0 },
+      output_tokens: 7,
+    };
+    fake.enqueueResponse({
+      status: 200,
+      body: {
+        id: "msg_fake_cache",
+        type: "message",
+        role: "assistant",
+        model: "claude-sonnet-4-5",
+        content: [{ type: "text", text: greeting }],
+        stop_reason: "end_turn",
+        stop_sequence: null,
+        usage: cachedUsage,
+      },
+    });
+    const result = await generateText({
+      model: clients.anthropic("claude-sonnet-4-5"),
+      messages: [
+        {
+          role: "system",
+          content: "A long system prompt worth caching.",
+          providerOptions: { anthropic: { cacheControl: { type: "ephemeral" } } },
+        },
+        { role: "user", content: "Hi" },
+      ],
+      allowSystemInMessages: true,
+      maxRetries: 0,
+    });
+    expect(fake.last()!.json).toMatchObject({ system: [{ cache_control: { type: "ephemeral" } }] });
+    expect(result.usage.inputTokens).toBe(108);
+    expect(result.usage.inputTokenDetails.cacheWriteTokens).toBe(100);
+    const row = await rowFor(result.response.headers);
+    expect(tokensOfRow(row)).toEqual(tokensOf(result.usage));
+    // claude-sonnet-4-5, per 1M: 3 input, 0.3 cache read, 3.75 five-minute cache write, 15 output.
+    expect(row.cost_usd).toBeCloseTo((5 * 3 + 3 * 0.3 + 100 * 3.75 + 7 * 15) / 1e6, 12);
+  });
+
+  it("counts C's tool-use prompt tokens as input, which the SDK's inputTokens leaves out", async () => {
+    fake.setUsage({ toolUse: 5 });
+    try {
+      const result = await generateText({
+        model: clients.google("gemini-2.5-flash"),
+        prompt: "Hi",
+        maxRetries: 0,
+      });
+      const row = await rowFor(result.response.headers);
+      // Google bills toolUsePromptTokenCount as input; @ai-sdk/google reports promptTokenCount alone.
+      expect(result.usage.inputTokens).toBe(11);
+      expect(row.input_tokens).toBe(16);
+      expect({ ...tokensOfRow(row), input: 11 }).toEqual(tokensOf(result.usage));
+    } finally {
+      fake.setUsage({ toolUse: 0 });
+    }
+  });
+});
