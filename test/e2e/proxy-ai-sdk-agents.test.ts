@@ -294,6 +294,8 @@ describe("proxies driven by the AI SDK, as an agent", () => {
           expect(row).toMatchObject({
             status,
             outcome: "error",
+            // The answer was no stream, though the SDK asked for one.
+            streamed: 0,
             input_tokens: null,
             output_tokens: null,
             cost_usd: null,
@@ -410,4 +412,30 @@ describe("proxies driven by the AI SDK, as an agent", () => {
       fake.setUsage({ toolUse: 0 });
     }
   });
+
+  it.each(apis)(
+    "records a call not streamed that %s's app aborts as aborted, and cuts the provider's request",
+    async (_name, model) => {
+      fake.setLatencyMs(1000);
+      try {
+        const before = await rowIds();
+        const controller = new AbortController();
+        setTimeout(() => controller.abort(), 100);
+        const caught = await generateText({
+          model: model(),
+          prompt: "Hi",
+          abortSignal: controller.signal,
+          maxRetries: 0,
+        }).catch((error: unknown) => error);
+        expect(caught).toMatchObject({ name: "AbortError" });
+        await fake.waitForAbort(5000);
+        await new Promise((resolve) => setTimeout(resolve, 50));
+        const rows = await newRows(before);
+        expect(rows).toHaveLength(1);
+        expect(rows[0]).toMatchObject({ status: 499, outcome: "aborted", streamed: 0, input_tokens: null });
+      } finally {
+        fake.setLatencyMs(0);
+      }
+    },
+  );
 });
