@@ -438,4 +438,152 @@ describe("proxies driven by the AI SDK, as an agent", () => {
       }
     },
   );
+
+  const sse = (event: string | null, data: unknown) =>
+    `${event === null ? "" : `event: ${event}\n`}data: ${JSON.stringify(data)}\n\n`;
+  const midStreamErrors: Array<[string, () => LanguageModel, string[], Record<string, unknown>, boolean]> = [
+    [
+      "B's overloaded_error event",
+      () => clients.anthropic("claude-sonnet-4-5"),
+      [
+        sse("message_start", {
+          type: "message_start",
+          message: {
+            id: "msg_1",
+            type: "message",
+            role: "assistant",
+            model: "claude-sonnet-4-5",
+            content: [],
+            stop_reason: null,
+            stop_sequence: null,
+            usage: {
+              input_tokens: 8,
+              cache_creation_input_tokens: 0,
+              cache_read_input_tokens: 3,
+              output_tokens: 1,
+            },
+          },
+        }),
+        sse("content_block_start", {
+          type: "content_block_start",
+          index: 0,
+          content_block: { type: "text", text: "" },
+        }),
+        sse("content_block_delta", {
+          type: "content_block_delta",
+          index: 0,
+          delta: { type: "text_delta", text: "Hel" },
+        }),
+        sse("error", { type: "error", error: { type: "overloaded_error", message: "Overloaded" } }),
+      ],
+      { model: "claude-sonnet-4-5", input_tokens: 11, output_tokens: 1, cached_tokens: 3 },
+      false,
+    ],
+    [
+      "the Responses API's error event",
+      () => clients.openai("gpt-4o-mini"),
+      [
+        sse("response.created", {
+          type: "response.created",
+          sequence_number: 0,
+          response: {
+            id: "resp_1",
+            object: "response",
+            created_at: 1,
+            status: "in_progress",
+            model: "gpt-4o-mini",
+            output: [],
+            usage: null,
+          },
+        }),
+        sse("response.output_item.added", {
+          type: "response.output_item.added",
+          sequence_number: 1,
+          output_index: 0,
+          item: { id: "msg_1", type: "message", status: "in_progress", role: "assistant", content: [] },
+        }),
+        sse("response.output_text.delta", {
+          type: "response.output_text.delta",
+          sequence_number: 1,
+          item_id: "msg_1",
+          output_index: 0,
+          content_index: 0,
+          delta: "Hel",
+        }),
+        sse("error", {
+          type: "error",
+          sequence_number: 2,
+          code: "server_error",
+          message: "The server had an error",
+          param: null,
+        }),
+      ],
+      { model: "gpt-4o-mini", input_tokens: null, output_tokens: null },
+      false,
+    ],
+    [
+      "C's error chunk",
+      () => clients.google("gemini-2.5-flash"),
+      [
+        `data: ${JSON.stringify({
+          candidates: [{ content: { parts: [{ text: "Hel" }], role: "model" }, index: 0 }],
+          usageMetadata: { promptTokenCount: 11, totalTokenCount: 11 },
+          modelVersion: "gemini-2.5-flash",
+        })}\r\n\r\n`,
+        `data: ${JSON.stringify({ error: { code: 503, message: "The model is overloaded.", status: "UNAVAILABLE" } })}\r\n\r\n`,
+      ],
+      { model: "gemini-2.5-flash", input_tokens: 11, output_tokens: 0 },
+      true,
+    ],
+  ];
+
+  it.each(midStreamErrors)(
+    "gives the app %s in a 200 stream as the stream's error, once, and records the stream's tokens so far",
+    async (_name, model, parts, row, apiCallError) => {
+      const before = await rowIds();
+      fake.enqueueResponse({ status: 200, headers: { "content-type": "text/event-stream" }, parts });
+      const result = streamText({ model: model(), prompt: "Hi", maxRetries: 2, onError: () => {} });
+      const errors: unknown[] = [];
+      for await (const part of result.fullStream) if (part.type === "error") errors.push(part.error);
+      expect(await result.finishReason).toBe("error");
+      expect(errors).toHaveLength(1);
+      expect(APICallError.isInstance(errors[0])).toBe(apiCallError);
+      // Not retried: the SDK does not retry a stream that began.
+      expect(fake.requests).toHaveLength(1);
+      const rows = await newRows(before);
+      expect(rows).toHaveLength(1);
+      expect(rows[0]).toMatchObject({ status: 200, outcome: "error", streamed: 1, ...row });
+    },
+  );
+
+  it("gives the app an error event before any output of A's stream as an APICallError, which the SDK retries, a row per attempt", async () => {
+    const before = await rowIds();
+    fake.enqueueResponse({
+      status: 200,
+      // The SDK's wait before it retries is read from the answer's headers.
+      headers: { "content-type": "text/event-stream", "retry-after-ms": "1" },
+      parts: [
+        sse("error", {
+          type: "error",
+          sequence_number: 0,
+          code: "server_error",
+          message: "The server had an error",
+          param: null,
+        }),
+      ],
+    });
+    const result = streamText({
+      model: clients.openai("gpt-4o-mini"),
+      prompt: "Hi",
+      maxRetries: 1,
+      onError: () => {},
+    });
+    expect(await result.text).toBe(greeting);
+    expect(fake.requests).toHaveLength(2);
+    const rows = await newRows(before);
+    expect(rows.map((row) => [row.status, row.outcome, row.streamed]).sort()).toEqual([
+      [200, "error", 1],
+      [200, "ok", 1],
+    ]);
+  });
 });
