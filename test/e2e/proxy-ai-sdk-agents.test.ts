@@ -1,9 +1,11 @@
 import {
   APICallError,
+  generateObject,
   generateText,
   type LanguageModel,
   type LanguageModelUsage,
   stepCountIs,
+  streamObject,
   streamText,
   tool,
 } from "ai";
@@ -180,29 +182,52 @@ describe("proxies driven by the AI SDK, as an agent", () => {
     });
   });
 
-  const thinkers: Array<[string, () => LanguageModel, string, Turn, Partial<FakeUsage>]> = [
-    ["A (o4-mini, a reasoning summary)", () => clients.openai("o4-mini"), "o4-mini", responsesTurn, {}],
+  type ProviderOptions = NonNullable<Parameters<typeof generateText>[0]["providerOptions"]>;
+  /** Each provider's reasoning model as an app asks it to show its reasoning, and what that asks the provider. */
+  const thinkers: Array<
+    [string, () => LanguageModel, string, Turn, Partial<FakeUsage>, ProviderOptions, object]
+  > = [
+    [
+      "A (o4-mini, a reasoning summary)",
+      () => clients.openai("o4-mini"),
+      "o4-mini",
+      responsesTurn,
+      {},
+      { openai: { reasoningSummary: "auto", reasoningEffort: "low" } },
+      { reasoning: { summary: "auto", effort: "low" } },
+    ],
     [
       "B (thinking)",
       () => clients.anthropic("claude-sonnet-4-5"),
       "claude-sonnet-4-5",
       messagesTurn,
       { thinking: 5 },
+      { anthropic: { thinking: { type: "enabled", budgetTokens: 1024 } } },
+      { thinking: { type: "enabled", budget_tokens: 1024 } },
     ],
-    ["C (thoughts)", () => clients.google("gemini-2.5-flash"), "gemini-2.5-flash", geminiTurn, {}],
+    [
+      "C (thoughts)",
+      () => clients.google("gemini-2.5-flash"),
+      "gemini-2.5-flash",
+      geminiTurn,
+      {},
+      { google: { thinkingConfig: { includeThoughts: true, thinkingBudget: 1024 } } },
+      { generationConfig: { thinkingConfig: { includeThoughts: true, thinkingBudget: 1024 } } },
+    ],
   ];
 
   it.each(thinkers)(
     "gives the reasoning of %s to the app and records its tokens, streamed or not",
-    async (_name, model, modelId, turn, extra) => {
+    async (_name, model, modelId, turn, extra, providerOptions, asked) => {
       const reasoned = { ...usage, ...extra };
       const thought = "The user greets me; I should greet back.";
       const rows = [];
       for (const streamed of [false, true]) {
         fake.enqueueResponse(turn(modelId, { thought, text: greeting }, reasoned, streamed));
-        const options = { model: model(), prompt: "Hi", maxRetries: 0 };
+        const options = { model: model(), prompt: "Hi", providerOptions, maxRetries: 0 };
         const result = streamed ? streamText(options) : await generateText(options);
         expect(await result.text).toBe(greeting);
+        expect(fake.last()!.json).toMatchObject(asked);
         expect(await result.reasoningText).toBe(thought);
         const sdkUsage = await result.usage;
         const row = await rowFor((await result.response).headers);
@@ -212,6 +237,25 @@ describe("proxies driven by the AI SDK, as an agent", () => {
         rows.push(row);
       }
       expect(rows[1]!.cost_usd).not.toBeNull();
+      expect(rows[1]!.cost_usd).toBe(rows[0]!.cost_usd);
+    },
+  );
+
+  it.each(apis)(
+    "answers generateObject and streamObject on %s, with the SDK's tokens in the rows",
+    async (_name, model) => {
+      const schema = z.object({ answer: z.string() });
+      fake.setStructuredOutput({ answer: "fake" });
+      const buffered = await generateObject({ model: model(), schema, prompt: "Hi", maxRetries: 0 });
+      expect(buffered.object).toEqual({ answer: "fake" });
+      const streamed = streamObject({ model: model(), schema, prompt: "Hi", maxRetries: 0 });
+      // streamObject's promises settle once its stream has been read.
+      for await (const _partial of streamed.partialObjectStream);
+      expect(await streamed.object).toEqual({ answer: "fake" });
+      const rows = [await rowFor(buffered.response.headers), await rowFor((await streamed.response).headers)];
+      expect(rows.map((row) => row.streamed)).toEqual([0, 1]);
+      expect(tokensOfRow(rows[0]!)).toEqual(tokensOf(buffered.usage));
+      expect(tokensOfRow(rows[1]!)).toEqual(tokensOf(await streamed.usage));
       expect(rows[1]!.cost_usd).toBe(rows[0]!.cost_usd);
     },
   );
