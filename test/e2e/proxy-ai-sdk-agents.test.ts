@@ -15,6 +15,7 @@ import {
   type AgentTurn,
   chatTurn,
   geminiTurn,
+  messagesFallbackTurn,
   messagesTurn,
   responsesTurn,
 } from "../fakes/fake-agent-answers.js";
@@ -629,5 +630,35 @@ describe("proxies driven by the AI SDK, as an agent", () => {
       [200, "error", 1],
       [200, "ok", 1],
     ]);
+  });
+
+  it("records a B answer its server-side fallback served as the fallback model's, priced so, streamed or not", async () => {
+    const rows = [];
+    for (const streamed of [false, true]) {
+      fake.enqueueResponse(
+        messagesFallbackTurn("claude-fable-5", "claude-opus-4-8", greeting, usage, streamed),
+      );
+      const options = {
+        model: clients.anthropic("claude-fable-5"),
+        prompt: "Hi",
+        providerOptions: { anthropic: { fallbacks: [{ model: "claude-opus-4-8" }] } },
+        maxRetries: 0,
+      };
+      const result = streamed ? streamText(options) : await generateText(options);
+      expect(await result.text).toBe(greeting);
+      expect(fake.last()!.json).toMatchObject({
+        model: "claude-fable-5",
+        fallbacks: [{ model: "claude-opus-4-8" }],
+      });
+      const row = await rowFor((await result.response).headers);
+      expect(tokensOfRow(row)).toEqual(tokensOf(await result.usage));
+      rows.push(row);
+    }
+    // claude-opus-4-8, per 1M: 5 input, 0.5 cache read, 25 output; the refused attempt is not billed.
+    const opusCost = ((11 - 3) * 5 + 3 * 0.5 + 7 * 25) / 1e6;
+    for (const row of rows) {
+      expect(row.model).toBe("claude-opus-4-8");
+      expect(row.cost_usd).toBeCloseTo(opusCost, 12);
+    }
   });
 });

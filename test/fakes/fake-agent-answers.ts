@@ -308,3 +308,69 @@ function json(body: unknown): ProgrammedResponse {
 function events(parts: string[]): ProgrammedResponse {
   return { status: 200, headers: { "content-type": "text/event-stream" }, parts };
 }
+
+/**
+ * Provider B's server-side fallback (beta `fallbacks`): the requested model refused before any
+ * output and the API ran the request again on `served`, in one answer. The answer's `model` is the
+ * model that served it; a stream's `message_start`, sent before the refusal, names the requested
+ * one. The hop is a `fallback` content block, and `usage.iterations` lists each attempt: the refused
+ * `message` (no output, not billed) and the `fallback_message` on the model that answered, whose
+ * counts are the top-level ones.
+ */
+export function messagesFallbackTurn(
+  requested: string,
+  served: string,
+  text: string,
+  usage: FakeUsage,
+  stream: boolean,
+): ProgrammedResponse {
+  const counts = (output: number) => ({
+    input_tokens: usage.input - usage.cached,
+    cache_creation_input_tokens: 0,
+    cache_read_input_tokens: usage.cached,
+    output_tokens: output,
+  });
+  const finalUsage = {
+    ...counts(usage.output),
+    iterations: [
+      { type: "message", model: requested, ...counts(0) },
+      { type: "fallback_message", model: served, ...counts(usage.output) },
+    ],
+  };
+  const hop = { type: "fallback", from: { model: requested }, to: { model: served } };
+  const message = { id: "msg_fake_fallback", type: "message", role: "assistant" };
+  if (!stream)
+    return json({
+      ...message,
+      model: served,
+      content: [hop, { type: "text", text }],
+      stop_reason: "end_turn",
+      stop_sequence: null,
+      usage: finalUsage,
+    });
+  const block = (index: number, start: object, deltas: object[]) => [
+    sse({ type: "content_block_start", index, content_block: start }, "content_block_start"),
+    ...deltas.map((delta) => sse({ type: "content_block_delta", index, delta }, "content_block_delta")),
+    sse({ type: "content_block_stop", index }, "content_block_stop"),
+  ];
+  return events([
+    sse(
+      {
+        type: "message_start",
+        message: { ...message, model: requested, content: [], stop_reason: null, usage: counts(1) },
+      },
+      "message_start",
+    ),
+    ...block(0, hop, []),
+    ...block(
+      1,
+      { type: "text", text: "" },
+      splitText(text).map((piece) => ({ type: "text_delta", text: piece })),
+    ),
+    sse(
+      { type: "message_delta", delta: { stop_reason: "end_turn", stop_sequence: null }, usage: finalUsage },
+      "message_delta",
+    ),
+    sse({ type: "message_stop" }, "message_stop"),
+  ]);
+}
