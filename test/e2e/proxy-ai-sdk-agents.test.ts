@@ -19,7 +19,7 @@ import {
   responsesTurn,
 } from "../fakes/fake-agent-answers.js";
 import type { FakeUpstream, ProgrammedResponse } from "../fakes/fake-upstream.js";
-import { type FakeUsage, tinyPng } from "../fakes/fake-upstream-responses.js";
+import { type FakeUsage, providerC, tinyPng } from "../fakes/fake-upstream-responses.js";
 import { aiSdkClients } from "../support/ai-sdk-clients.js";
 import { aiSdkRows, tokensOf, tokensOfRow } from "../support/ai-sdk-rows.js";
 import { type ProxyStage, startProxyStage } from "../support/proxy-stage.js";
@@ -312,5 +312,32 @@ describe("proxies driven by the AI SDK, as an agent", () => {
       expect(row.model).toBe("claude-opus-4-8");
       expect(row.cost_usd).toBeCloseTo(opusCost, 12);
     }
+  });
+
+  it("records each request of a C answer the SDK continues (finishReason CONTINUATION), which add up to its usage", async () => {
+    const continued = providerC.response("gemini-2.5-flash", "Hello from ", usage);
+    const first = continued.candidates[0]!;
+    fake.enqueueResponse({
+      status: 200,
+      body: {
+        ...continued,
+        candidates: [{ ...first, finishReason: "CONTINUATION", continuationToken: "fake-continuation-1" }],
+      },
+    });
+    const before = await recorded.rowIds();
+    const result = await generateText({
+      model: clients.google("gemini-2.5-flash"),
+      prompt: "Hi",
+      maxRetries: 0,
+    });
+    expect(result.text).toBe(`Hello from ${greeting}`);
+    expect(fake.requests).toHaveLength(2);
+    expect(fake.requests[1]!.json).toMatchObject({ continuationToken: "fake-continuation-1" });
+    const rows = await recorded.newRows(before);
+    expect(rows).toHaveLength(2);
+    // The SDK's usage is the two requests' summed; its response headers name the last one's row.
+    expect(result.usage.inputTokens).toBe(rows.reduce((sum, row) => sum + (row.input_tokens ?? 0), 0));
+    expect(result.usage.outputTokens).toBe(rows.reduce((sum, row) => sum + (row.output_tokens ?? 0), 0));
+    expect(rows.map((row) => row.request_id)).toContain((await rowFor(result.response.headers)).request_id);
   });
 });
