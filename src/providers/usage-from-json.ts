@@ -71,6 +71,13 @@ export interface ProviderBCounts {
   speed: string | null;
   /** Where inference ran (`usage.inference_geo`): `us` is billed above the global prices. */
   inferenceGeo: string | null;
+  /**
+   * (Beta, server-side fallback) The model that served the answer when the requested one refused
+   * it: the `model` of the last `fallback_message` entry of `usage.iterations`. The top-level counts
+   * are that model's, billed at its prices; a stream's `message_start`, sent before the refusal,
+   * names the requested model. Null: no fallback ran.
+   */
+  servedBy: string | null;
 }
 
 /**
@@ -145,7 +152,21 @@ export function providerBCounts(usage: unknown, previous: ProviderBCounts | null
     speed: typeof record.speed === "string" ? record.speed : (previous?.speed ?? null),
     inferenceGeo:
       typeof record.inference_geo === "string" ? record.inference_geo : (previous?.inferenceGeo ?? null),
+    servedBy:
+      (Array.isArray(record.iterations) ? fallbackModel(record.iterations) : null) ??
+      previous?.servedBy ??
+      null,
   };
+}
+
+/** The model of the last `fallback_message` entry (a server-side fallback's), or null. */
+function fallbackModel(entries: unknown[]): string | null {
+  for (let at = entries.length - 1; at >= 0; at--) {
+    const record = object(entries[at]);
+    if (record?.type === "fallback_message" && typeof record.model === "string" && record.model !== "")
+      return record.model;
+  }
+  return null;
 }
 
 /**

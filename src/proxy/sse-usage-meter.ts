@@ -45,7 +45,7 @@ export function sseMeter(
       if (seen !== null) {
         usage = seen.usage;
         counts = seen.counts ?? counts;
-        model ??= seen.model;
+        model = counts?.servedBy ?? model ?? seen.model;
         lastGemini = null; // (provider C: this event came after any kept before)
         if (responses !== null) response = responseFieldsOfEvent(data);
       }
@@ -80,6 +80,8 @@ export function sseMeter(
         counts = providerBCounts(objectField(parse(data), "usage"), counts);
         usage = counts && usageOfProviderB(counts);
       }
+      // A server-side fallback's answer is the fallback model's (message_start named the requested one).
+      if (counts?.servedBy) model = counts.servedBy;
       // usageMetadata closes each chunk: searched from the end.
     } else if (data.lastIndexOf('"usageMetadata"') >= 0) lastGemini = data;
   };

@@ -204,6 +204,39 @@ describe("usage meter", () => {
     expect(meter("provider-c", geminiSse, true).model).toBe("gemini-2.5-flash");
   });
 
+  it("reports the model a provider B server-side fallback served, streamed as buffered", () => {
+    const counts = { input_tokens: 25, cache_creation_input_tokens: 0, cache_read_input_tokens: 5 };
+    const usage = {
+      ...counts,
+      output_tokens: 15,
+      iterations: [
+        { type: "message", model: "claude-fable-5", ...counts, output_tokens: 0 },
+        { type: "fallback_message", model: "claude-opus-4-8", ...counts, output_tokens: 15 },
+      ],
+    };
+    const json = JSON.stringify({
+      id: "msg_1",
+      type: "message",
+      model: "claude-opus-4-8",
+      content: [],
+      usage,
+    });
+    const start = anthropicStream.split("\n\n")[0]!.replace("claude-sonnet-4-5-20250929", "claude-fable-5");
+    const delta = (pad: string) =>
+      `event: message_delta\ndata: ${JSON.stringify({ type: "message_delta", delta: { stop_reason: "end_turn", pad }, usage })}\n\n`;
+    const buffered = meter("provider-b", json, false);
+    expect(buffered.model).toBe("claude-opus-4-8");
+    // Its message_start, sent before the refusal, names the requested model; a message_delta over
+    // the scanner's cap is read from its ends.
+    for (const pad of ["", "x".repeat(1_100_000)]) {
+      const streamed = meter("provider-b", `${start}\n\n${delta(pad)}`, true);
+      expect(streamed.model, `pad ${pad.length}`).toBe("claude-opus-4-8");
+      expect(streamed.usage).toEqual(buffered.usage);
+    }
+    // Without a fallback the requested model is kept.
+    expect(meter("provider-b", anthropicStream, true).model).toBe("claude-sonnet-4-5-20250929");
+  });
+
   it("gives the same usage streamed and buffered", () => {
     expect(meter("provider-a", openAiStream, true).usage).toEqual(
       meter("provider-a", openAiJson, false).usage,
