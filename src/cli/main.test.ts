@@ -56,10 +56,23 @@ describe("sluice CLI", () => {
     rmSync(dataDir, { recursive: true, force: true });
   });
 
-  it("says so when --api-key-stdin reads nothing (an unset variable piped in), as a usage error", async () => {
-    const empty = join(dataDir, "empty-stdin");
-    writeFileSync(empty, "");
-    const fd = openSync(empty, "r");
+  it.each([
+    {
+      stdin: "nothing (an unset variable piped in)",
+      open: () => {
+        const empty = join(dataDir, "empty-stdin");
+        writeFileSync(empty, "");
+        return openSync(empty, "r");
+      },
+      said: /^error: standard input is empty: --api-key-stdin reads the provider key from it\n/,
+    },
+    {
+      stdin: "what cannot be read (a directory given as it)",
+      open: () => openSync(dataDir, "r"),
+      said: /^error: --api-key-stdin: cannot read standard input \(a directory\)\n\nUsage: /,
+    },
+  ])("says why when --api-key-stdin gets $stdin, as a usage error", async ({ open, said }) => {
+    const fd = open();
     try {
       const err = capture();
       const code = await runCli(["keys", "add", "p", "--provider", "provider-a", "--api-key-stdin"], {
@@ -68,27 +81,7 @@ describe("sluice CLI", () => {
         stdin: fd,
       });
       expect(code).toBe(2);
-      expect(err.text()).toMatch(
-        /^error: standard input is empty: --api-key-stdin reads the provider key from it\n/,
-      );
-    } finally {
-      closeSync(fd);
-    }
-  });
-
-  it("says why when --api-key-stdin cannot read standard input (a directory given as it), as a usage error", async () => {
-    const fd = openSync(dataDir, "r");
-    try {
-      const err = capture();
-      const code = await runCli(["keys", "add", "p", "--provider", "provider-a", "--api-key-stdin"], {
-        out: capture().stream,
-        err: err.stream,
-        stdin: fd,
-      });
-      expect(code).toBe(2);
-      expect(err.text()).toMatch(
-        /^error: --api-key-stdin: cannot read standard input \(a directory\)\n\nUsage: /,
-      );
+      expect(err.text()).toMatch(said);
     } finally {
       closeSync(fd);
     }
