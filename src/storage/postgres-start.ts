@@ -1,8 +1,8 @@
 import { readFileSync } from "node:fs";
-import type { PostgresPool, PostgresPoolClient } from "kysely";
+import type { DatabaseIntrospector, PostgresPool, PostgresPoolClient, TableMetadata } from "kysely";
 import type { Client as PgClient } from "pg";
 import { fileNameShown, isFileContents, unreadableReason } from "../file-name-shown.js";
-import { Kysely, PostgresDialect } from "./kysely.js";
+import { Kysely, PostgresDialect, sql } from "./kysely.js";
 import { type MigrationOutcome, migrateToLatest } from "./migrations.js";
 
 /**
@@ -37,9 +37,10 @@ export async function migrateWithinStartTimeout(
   options: { databaseUrl: string; timeoutMs: number },
 ): Promise<MigrationOutcome> {
   const progress: Progress = { connected: false, pending: undefined, migration: undefined };
-  const db = new Kysely<unknown>({
-    dialect: new PostgresDialect({ pool: oneConnection(client, progress, options.timeoutMs) }),
-  });
+  const dialect = new PostgresDialect({ pool: oneConnection(client, progress, options.timeoutMs) });
+  dialect.createIntrospector = (db) =>
+    currentSchemaIntrospector(db, PostgresDialect.prototype.createIntrospector.call(dialect, db));
+  const db = new Kysely<unknown>({ dialect });
   // Ending the connection (gracefully, once migrated) is within the time limit too.
   const migrating = migrateToLatest(db, "postgres", {
     onMigration: (name) => {
@@ -150,6 +151,31 @@ function oneConnection(client: PgClient, progress: Progress, statementTimeoutMs:
       return { query: query as unknown as PostgresPoolClient["query"], release: () => {} };
     },
     end: () => client.end(),
+  };
+}
+
+/**
+ * Kysely's introspector, but its table list (all the migrator asks of it: whether its two tables
+ * exist) is the current schema's, where the migration tables go (`migrateToLatest`). Kysely's own
+ * lists every table of the database and calls has_schema_privilege on each schema's name: a schema
+ * another session dropped meanwhile (another application's, another Sluice's) failed the start.
+ */
+function currentSchemaIntrospector(
+  db: Kysely<unknown>,
+  introspector: DatabaseIntrospector,
+): DatabaseIntrospector {
+  return {
+    getSchemas: () => introspector.getSchemas(),
+    getMetadata: (options) => introspector.getMetadata(options),
+    async getTables() {
+      const { rows } = await sql<{ name: string; schema: string; kind: string }>`
+        select c.relname as name, n.nspname as schema, c.relkind as kind
+        from pg_catalog.pg_class c join pg_catalog.pg_namespace n on n.oid = c.relnamespace
+        where n.nspname = current_schema() and c.relkind in ('r', 'v', 'p')`.execute(db);
+      return rows.map(
+        ({ name, schema, kind }): TableMetadata => ({ name, schema, isView: kind === "v", columns: [] }),
+      );
+    },
   };
 }
 

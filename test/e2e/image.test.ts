@@ -1169,14 +1169,21 @@ describe("image generation with an S3 vault that takes the upload and never answ
     await waitFor(() => uploads[0]?.closed !== undefined, 3000);
     // Well before the vault's own deadline (1500 ms).
     expect((uploads[0]?.closed ?? Number.POSITIVE_INFINITY) - left).toBeLessThan(700);
-    await new Promise((resolve) => setTimeout(resolve, 50));
-    await sluice.gateway.flushUsage();
-    const rows = await sluice.gateway.database.db
-      .selectFrom("usage_records")
-      .selectAll()
-      .where("project_id", "=", project.projectId)
-      .where("status", "=", 499)
-      .execute();
+    // The row is written once the gateway has seen the client leave: waited for, not assumed.
+    const aborted = async () => {
+      await sluice.gateway.flushUsage();
+      return sluice.gateway.database.db
+        .selectFrom("usage_records")
+        .selectAll()
+        .where("project_id", "=", project.projectId)
+        .where("status", "=", 499)
+        .execute();
+    };
+    let rows = await aborted();
+    for (const deadline = Date.now() + 5000; rows.length === 0 && Date.now() < deadline; ) {
+      await new Promise((resolve) => setTimeout(resolve, 20));
+      rows = await aborted();
+    }
     expect(rows).toHaveLength(1);
     expect(rows[0]).toMatchObject({ outcome: "aborted", cost_usd: 0.04 });
   });

@@ -17,6 +17,7 @@ describe("proxies driven by the AI SDK, when calls fail", () => {
   let clients: ReturnType<typeof aiSdkClients>;
   let recorded: ReturnType<typeof aiSdkRows>;
   const newRows = (before: Set<string>) => recorded.newRows(before);
+  const newRowsOnce = (before: Set<string>, count: number) => recorded.newRowsOnce(before, count);
   const rowIds = () => recorded.rowIds();
   const greeting = "Hello from the fake upstream";
 
@@ -157,8 +158,7 @@ describe("proxies driven by the AI SDK, when calls fail", () => {
         }
         expect(parts.at(-1)).toBe("abort");
         expect((await fake.waitForAbort(5000)).path).toBe(path);
-        await new Promise((resolve) => setTimeout(resolve, 50));
-        const rows = await newRows(before);
+        const rows = await newRowsOnce(before, 1);
         expect(rows).toHaveLength(1);
         expect(rows[0]).toMatchObject({ streamed: 1, status: 200, outcome: "aborted" });
         expect({
@@ -188,8 +188,7 @@ describe("proxies driven by the AI SDK, when calls fail", () => {
         }).catch((error: unknown) => error);
         expect(caught).toMatchObject({ name: "AbortError" });
         await fake.waitForAbort(5000);
-        await new Promise((resolve) => setTimeout(resolve, 50));
-        const rows = await newRows(before);
+        const rows = await newRowsOnce(before, 1);
         expect(rows).toHaveLength(1);
         expect(rows[0]).toMatchObject({ status: 499, outcome: "aborted", streamed: 0, input_tokens: null });
       } finally {

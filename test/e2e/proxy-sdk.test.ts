@@ -2,7 +2,7 @@ import { connect } from "node:net";
 import type Anthropic from "@anthropic-ai/sdk";
 import type { GoogleGenAI } from "@google/genai";
 import type OpenAI from "openai";
-import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, beforeEach, describe, expect, it, vi } from "vitest";
 import type { FakeUpstream } from "../fakes/fake-upstream.js";
 import { proxiedChat } from "../support/proxied-chat.js";
 import { type ProxyStage, startProxyStage } from "../support/proxy-stage.js";
@@ -734,11 +734,16 @@ describe("proxies driven by the official SDKs", () => {
       const answer = await alpha.models.generateContent({ model: "gemini-2.5-flash", contents: "Hi" });
       expect(answer.text).toBeTruthy();
       expect(fake.last()!.path).toBe("/c/v1alpha/models/gemini-2.5-flash:generateContent");
+      const before = new Set((await usageRows()).map((entry) => entry.request_id));
       const stream = await alpha.models.generateContentStream({ model: "gemini-2.5-flash", contents: "Hi" });
       for await (const _chunk of stream);
       expect(fake.last()!.path).toBe("/c/v1alpha/models/gemini-2.5-flash:streamGenerateContent?alt=sse");
-      const [row] = (await usageRows()).filter((entry) => entry.provider === "provider-c").slice(-1);
-      expect(row).toMatchObject({ status: 200, streamed: 1, input_tokens: 11, output_tokens: 7 });
+      // The stream's row is written as the gateway ends it, a moment after the SDK read its end.
+      const streamed = async () => (await usageRows()).filter((entry) => !before.has(entry.request_id));
+      await vi.waitFor(async () => expect(await streamed()).toHaveLength(1), { timeout: 5000 });
+      expect(await streamed()).toMatchObject([
+        { provider: "provider-c", status: 200, streamed: 1, input_tokens: 11, output_tokens: 7 },
+      ]);
       // Its model list and one model's entry are Sluice's own answers, as under v1beta and v1.
       const models = await alpha.models.list();
       expect(models.page.length).toBeGreaterThan(0);

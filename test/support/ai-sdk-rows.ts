@@ -22,10 +22,22 @@ export function aiSdkRows(sluice: TestGateway, project: TestProject) {
       .execute();
     return rows.filter((row) => !before.has(row.request_id));
   }
+  /**
+   * The rows written since `before`, once there are at least `count` (or 5 s have passed): a row
+   * the gateway writes once it sees the client leave may come a moment after the client's abort.
+   */
+  async function newRowsOnce(before: Set<string>, count: number, waitMs = 5000) {
+    const deadline = Date.now() + waitMs;
+    for (;;) {
+      const rows = await newRows(before);
+      if (rows.length >= count || Date.now() > deadline) return rows;
+      await new Promise((resolve) => setTimeout(resolve, 20));
+    }
+  }
   async function rowIds() {
     return new Set((await newRows(new Set())).map((row) => row.request_id));
   }
-  return { rowFor, newRows, rowIds };
+  return { rowFor, newRows, newRowsOnce, rowIds };
 }
 
 /** The tokens the AI SDK reported to the app, as a usage row's columns hold them. */
