@@ -62,7 +62,11 @@ export function normalizeAddress(value: string): string {
   const groups = ipv6Groups(address);
   if (groups === null || groups[5] !== 0xffff || groups.slice(0, 5).some((group) => group !== 0))
     return address;
-  const [high = 0, low = 0] = groups.slice(6);
+  return dottedQuad(groups[6] ?? 0, groups[7] ?? 0);
+}
+
+/** The IPv4 address two 16-bit IPv6 groups hold (`c000`, `201` → `192.0.2.1`). */
+export function dottedQuad(high: number, low: number): string {
   return `${high >> 8}.${high & 255}.${low >> 8}.${low & 255}`;
 }
 
@@ -82,7 +86,7 @@ export function unmapped(address: string): string {
  */
 export function addressBlock(address: string): string {
   if (!address.includes(":")) return address; // IPv4, the usual case: no parsing
-  const groups = ipv6Groups(address.split("%")[0] ?? address);
+  const groups = ipv6Groups(address);
   if (groups === null) return address;
   return `${groups
     .slice(0, 4)
@@ -90,15 +94,16 @@ export function addressBlock(address: string): string {
     .join(":")}::/64`;
 }
 
-/** The eight 16-bit groups of an IPv6 address (without a zone); null when it is not one. */
-function ipv6Groups(address: string): number[] | null {
-  if (!isIPv6(address)) return null;
-  const [head = "", tail = ""] = address.split("::");
+/** The eight 16-bit groups of an IPv6 address (a zone, `%eth0`, left out); null when it is not one. */
+export function ipv6Groups(address: string): number[] | null {
+  const bare = address.split("%")[0] ?? address;
+  if (!isIPv6(bare)) return null;
+  const [head = "", tail = ""] = bare.split("::");
   const left = head ? groupsOf(head) : [];
   const right = tail ? groupsOf(tail) : [];
   // `::` stands for the zero groups between the two sides; the right side may reach into the
   // first four (`2001:db8::1:0:0:0:1` is in 2001:db8:0:1::/64).
-  return address.includes("::")
+  return bare.includes("::")
     ? [...left, ...Array<number>(8 - left.length - right.length).fill(0), ...right]
     : left;
 }

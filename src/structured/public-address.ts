@@ -1,4 +1,5 @@
 import { BlockList, isIPv4, isIPv6 } from "node:net";
+import { dottedQuad, ipv6Groups } from "../net/ip-address.js";
 
 /**
  * Whether an IP address is a public unicast address that a server-side fetch may connect to.
@@ -86,37 +87,15 @@ export function isPublicAddress(ip: string): boolean {
 
 /** The IPv4 address an IPv6 address embeds (undefined: none; null: unparsable). */
 function embeddedIpv4(address: string): string | null | undefined {
-  const groups = expandIpv6(address);
+  const groups = ipv6Groups(address);
   if (!groups) return null;
-  const tail = () => `${groups[6]! >> 8}.${groups[6]! & 255}.${groups[7]! >> 8}.${groups[7]! & 255}`;
+  const tail = () => dottedQuad(groups[6] ?? 0, groups[7] ?? 0);
   const zeros = (from: number, to: number) => groups.slice(from, to).every((group) => group === 0);
   if (zeros(0, 5) && groups[5] === 0xffff) return tail();
   // IPv4-translated (::ffff:0:0:0/96, RFC 2765's SIIT): a translator on the path makes it IPv4.
   if (zeros(0, 4) && groups[4] === 0xffff && groups[5] === 0) return tail();
-  if (zeros(0, 6) && (groups[6] !== 0 || groups[7]! > 1)) return tail();
+  if (zeros(0, 6) && (groups[6] !== 0 || (groups[7] ?? 0) > 1)) return tail();
   if (groups[0] === 0x64 && groups[1] === 0xff9b && zeros(2, 6)) return tail();
-  if (groups[0] === 0x2002)
-    return `${groups[1]! >> 8}.${groups[1]! & 255}.${groups[2]! >> 8}.${groups[2]! & 255}`;
+  if (groups[0] === 0x2002) return dottedQuad(groups[1] ?? 0, groups[2] ?? 0);
   return undefined;
-}
-
-function expandIpv6(address: string): number[] | null {
-  let text = address.split("%")[0] ?? "";
-  const dotted = /(\d+\.\d+\.\d+\.\d+)$/.exec(text);
-  if (dotted?.[1]) {
-    const parts = dotted[1].split(".").map(Number);
-    text = `${text.slice(0, -dotted[1].length)}${((parts[0]! << 8) | parts[1]!).toString(16)}:${((parts[2]! << 8) | parts[3]!).toString(16)}`;
-  }
-  const [head = "", tail] = text.split("::");
-  const left = head ? head.split(":") : [];
-  const right = tail ? tail.split(":") : [];
-  const missing = 8 - left.length - right.length;
-  if (tail === undefined ? left.length !== 8 : missing < 0) return null;
-  const groups = [...left, ...Array(tail === undefined ? 0 : missing).fill("0"), ...right].map((group) =>
-    Number.parseInt(group, 16),
-  );
-  return groups.length === 8 &&
-    groups.every((group) => Number.isInteger(group) && group >= 0 && group <= 0xffff)
-    ? groups
-    : null;
 }

@@ -20,8 +20,8 @@ export interface SafePdfFetcherOptions {
  * the host resolves to must be allowed (public by default) before any connection; the connection
  * is pinned to the checked address so DNS cannot change between check and connect; redirects are
  * followed by hand (at most 3), each hop checked again (a URL with credentials, or on a port
- * fetch refuses, is refused on any hop); size and time are capped, the time cap covering every hop's DNS lookup too; the content
- * must start with `%PDF-`. Every refusal is 400 BAD_REQUEST (413 over the size cap). The caller's
+ * fetch refuses, is refused on any hop); size and time are capped, the time cap covering every
+ * hop's DNS lookup too; the content must start with `%PDF-`. Every refusal is 400 BAD_REQUEST (413 over the size cap). The caller's
  * `signal` (the client left) stops the fetch at once, wherever it is, as the deadline does.
  */
 export function createSafePdfFetcher(options: SafePdfFetcherOptions) {
