@@ -2,7 +2,7 @@ import { GatewayError } from "../errors.js";
 import type { ProviderId } from "../providers/provider-id.js";
 import { imageDimensions } from "./image-dimensions.js";
 import type { ImageInput } from "./image-input.js";
-import { readPdfFacts } from "./pdf-facts.js";
+import { pdfPageCount } from "./pdf-page-count.js";
 
 /**
  * What each provider refuses in one image on every call, so Sluice answers it before any call
@@ -66,18 +66,18 @@ const pdfLimits: Record<ProviderId, PdfLimits> = {
 
 /**
  * 400 for a PDF of no pages (nothing to analyse, and a billed call), 422 for one the provider
- * refuses on every call: more pages than it reads. What the PDF's uncompressed
- * structure does not say (a page tree in an object stream) is left to the provider.
+ * refuses on every call: more pages than it reads. What the PDF's uncompressed structure does not
+ * say (a page tree in an object stream) is left to the provider.
  */
 export function requirePdfWithinLimits(provider: ProviderId, bytes: Uint8Array): void {
-  const facts = readPdfFacts(bytes);
-  if (facts.pages === 0) throw new GatewayError("BAD_REQUEST", "The PDF has no pages: nothing to analyse");
+  const pages = pdfPageCount(bytes);
+  if (pages === 0) throw new GatewayError("BAD_REQUEST", "The PDF has no pages: nothing to analyse");
   const limits = pdfLimits[provider];
-  if (limits.maxPages !== undefined && facts.pages !== null && facts.pages > limits.maxPages) {
+  if (limits.maxPages !== undefined && pages !== null && pages > limits.maxPages) {
     throw new GatewayError(
       "VALIDATION_ERROR",
-      `${provider} reads at most ${limits.maxPages} PDF pages in a call; this one has ${facts.pages} pages`,
-      { details: { pages: facts.pages, maxPages: limits.maxPages } },
+      `${provider} reads at most ${limits.maxPages} PDF pages in a call; this one has ${pages} pages`,
+      { details: { pages, maxPages: limits.maxPages } },
     );
   }
 }
