@@ -62,11 +62,27 @@ function forEachSchema(root: unknown, visit: (node: Schema) => void): void {
     const node = pending.pop();
     if (!isSchema(node)) continue;
     visit(node);
-    for (const key of ["properties", "$defs", "definitions"])
-      if (isSchema(node[key])) pending.push(...Object.values(node[key]));
-    pending.push(node.items, node.additionalProperties);
-    if (Array.isArray(node.anyOf)) pending.push(...node.anyOf);
+    for (const [child] of subschemas(node, "", true)) pending.push(child);
   }
+}
+
+/**
+ * The schemas a schema holds, each with its path below `path`: under `properties`, `$defs` and
+ * `definitions` (the last two only with `definitions`: the providers' converters reach a
+ * definition through a `$ref` alone), `items`, `additionalProperties` and `anyOf`, the keywords
+ * output-schema.ts lets a schema nest others in. Entries that are no schema are the caller's to skip.
+ */
+function subschemas(node: Schema, path: string, definitions: boolean): Array<[unknown, string]> {
+  const children: Array<[unknown, string]> = [];
+  for (const key of definitions ? ["properties", "$defs", "definitions"] : ["properties"]) {
+    const named = node[key];
+    if (isSchema(named))
+      for (const [name, child] of Object.entries(named)) children.push([child, `${path}/${key}/${name}`]);
+  }
+  children.push([node.items, `${path}/items`], [node.additionalProperties, `${path}/additionalProperties`]);
+  if (Array.isArray(node.anyOf))
+    for (const [index, child] of node.anyOf.entries()) children.push([child, `${path}/anyOf/${index}`]);
+  return children;
 }
 
 /**
@@ -99,11 +115,8 @@ export function sentAsStructuredOutput(schema: Schema): boolean {
     if (isSchema(node.properties)) {
       const required = new Set(Array.isArray(node.required) ? node.required : []);
       stats.optional += Object.keys(node.properties).filter((name) => !required.has(name)).length;
-      for (const child of Object.values(node.properties)) add(visit(child));
     }
-    add(visit(node.items));
-    add(visit(node.additionalProperties));
-    if (Array.isArray(node.anyOf)) for (const child of node.anyOf) add(visit(child));
+    for (const [child] of subschemas(node, "", false)) add(visit(child));
     return stats;
   };
   ({ optional, open } = visit(schema));
@@ -138,16 +151,7 @@ export function recursiveReference(schema: Schema): string | null {
         done.add(ref);
       }
     }
-    const children: Array<[unknown, string]> = [
-      [node.items, `${path}/items`],
-      [node.additionalProperties, `${path}/additionalProperties`],
-    ];
-    if (isSchema(node.properties))
-      for (const [name, child] of Object.entries(node.properties))
-        children.push([child, `${path}/properties/${name}`]);
-    if (Array.isArray(node.anyOf))
-      for (const [index, child] of node.anyOf.entries()) children.push([child, `${path}/anyOf/${index}`]);
-    for (const [child, childPath] of children) {
+    for (const [child, childPath] of subschemas(node, path, false)) {
       const found = visit(child, childPath);
       if (found) return found;
     }
@@ -187,13 +191,7 @@ export function providerCReferenceProblems(schema: Schema): string[] {
       problems.push(
         `${path}/$ref: provider C takes a $ref only to an entry of the root's $defs or definitions ("#/$defs/name")`,
       );
-    for (const key of ["properties", "$defs", "definitions"])
-      if (isSchema(node[key]))
-        for (const [name, child] of Object.entries(node[key])) walk(child, `${path}/${key}/${name}`);
-    walk(node.items, `${path}/items`);
-    walk(node.additionalProperties, `${path}/additionalProperties`);
-    if (Array.isArray(node.anyOf))
-      for (const [index, child] of node.anyOf.entries()) walk(child, `${path}/anyOf/${index}`);
+    for (const [child, childPath] of subschemas(node, path, true)) walk(child, childPath);
   };
   walk(schema, "#");
   if (problems.length > 0) return problems;
