@@ -23,8 +23,8 @@ import { cacheLifetimes, type Sampling, type TokenUsage } from "./token-usage.js
 export function costOfTokens(provider: ProviderId, model: string | null, usage: TokenUsage): number | null {
   const microDollars =
     usage.samplings === undefined
-      ? microDollarsOf(provider, model, usage, usage)
-      : microDollarsOfSamplings(provider, model, usage.samplings, usage);
+      ? microDollarsOf(provider, model, usage)
+      : microDollarsOfSamplings(provider, model, usage.samplings);
   return microDollars === null ? null : Math.round(microDollars * 1000) / 1e9;
 }
 
@@ -37,13 +37,13 @@ const usOnlyInferenceScale = 1.1;
 
 /**
  * The samplings' costs summed: each at its model's prices (the call's, or an advisor's), with the
- * premiums the call or the sampling reports; null when one is unknown.
+ * premiums it reports (each sampling carries its call's: usageOfProviderB, addUsage); null when one
+ * is unknown.
  */
 function microDollarsOfSamplings(
   provider: ProviderId,
   model: string | null,
   samplings: readonly Sampling[],
-  call: TokenUsage,
 ): number | null {
   let sum = 0;
   for (const sampling of samplings) {
@@ -51,7 +51,6 @@ function microDollarsOfSamplings(
       provider,
       sampling.otherModel === undefined ? model : sampling.otherModel,
       sampling.usage,
-      call,
     );
     if (cost === null) return null;
     sum += cost;
@@ -59,18 +58,10 @@ function microDollarsOfSamplings(
   return sum;
 }
 
-/**
- * One sampling's cost in micro-dollars (USD per 1M tokens times tokens), at a premium when it or the
- * `call` it is part of reports one.
- */
-function microDollarsOf(
-  provider: ProviderId,
-  model: string | null,
-  usage: TokenUsage,
-  call: TokenUsage,
-): number | null {
-  if (usage.fastMode || call.fastMode) return null;
-  const tokenScale = usage.usOnlyInference || call.usOnlyInference ? usOnlyInferenceScale : 1;
+/** One sampling's cost in micro-dollars (USD per 1M tokens times tokens), at the premium it reports. */
+function microDollarsOf(provider: ProviderId, model: string | null, usage: TokenUsage): number | null {
+  if (usage.fastMode) return null;
+  const tokenScale = usage.usOnlyInference ? usOnlyInferenceScale : 1;
   const listed = findModel(provider, model)?.pricing;
   if (!listed) return null;
   const long = listed.longContext;
