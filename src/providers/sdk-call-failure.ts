@@ -2,6 +2,7 @@ import { GatewayError } from "../errors.js";
 import { shutdownNotice } from "../usage/model-catalogue.js";
 import { ProviderResponseTooLarge } from "./provider-fetch.js";
 import type { ProviderId } from "./provider-id.js";
+import { providerRefusal, type RefusalReason, refusalOfFailedCall } from "./provider-refusal.js";
 
 /** undici's codes for a provider that took too long once connected: 504 on every route. */
 const timeoutCodes = new Set(["UND_ERR_HEADERS_TIMEOUT", "UND_ERR_BODY_TIMEOUT"]);
@@ -59,15 +60,23 @@ export function responseTooLargeFailure(error: unknown, provider: ProviderId): G
  * status when it answered (`The provider failed to <what> (status 400)`), else it could not be
  * reached, as the proxies say. When the provider refused the model (400, 404, 410) and it is one
  * the catalogue says its provider had shut down by `today`, the message says so and names the
- * provider's replacement: the likely reason, and what to send instead.
+ * provider's replacement: the likely reason, and what to send instead. A 400 that refuses the
+ * caller's input (refusalOfFailedCall) is no failure of the provider's: 422 VALIDATION_ERROR,
+ * saying why (`refusalMessages` words it for the route), docs/decisions/0020.
  */
 export function apiCallFailure(
-  error: Error & { statusCode?: number; isRetryable: boolean },
+  error: Error & { statusCode?: number; isRetryable: boolean; data?: unknown; responseBody?: string },
   provider: ProviderId,
   what: string,
   model: string | null = null,
   today: Date = new Date(),
+  refusalMessages: Partial<Record<RefusalReason, string>> = {},
 ): GatewayError {
+  const refusal = refusalOfFailedCall(provider, error);
+  if (refusal !== null) {
+    const message = refusalMessages[refusal];
+    return providerRefusal(refusal, 400, { cause: error, ...(message ? { message } : {}) });
+  }
   const providerStatus = error.statusCode ?? null;
   // Only where the provider refused the model itself: a 401, 429 or 5xx has another cause.
   const retired = modelRefusals.has(providerStatus ?? 0) ? shutdownNotice(provider, model, today) : null;

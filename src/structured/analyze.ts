@@ -2,6 +2,7 @@ import type { ModelMessage } from "ai";
 import { GatewayError } from "../errors.js";
 import type { AiSdkModels } from "../providers/ai-sdk-provider.js";
 import type { ProviderId } from "../providers/provider-id.js";
+import { providerRefusal, type RefusalReason } from "../providers/provider-refusal.js";
 import {
   apiCallFailure,
   isProviderTimeout,
@@ -33,8 +34,9 @@ export interface AnalysisRequest {
 
 /**
  * The schema-shaped object, or the PROVIDER_ERROR for output that did not match the schema even
- * after the repair. Both carry the model the provider says answered and the usage of every attempt,
- * since both attempts were billed.
+ * after the repair, or the VALIDATION_ERROR for an answer the provider's filter or the model
+ * refused. All carry the model the provider says answered and the usage of every attempt, since
+ * every attempt was billed.
  */
 export type AnalysisResult = { model: string; usage: TokenUsage } & (
   | { ok: true; object: Record<string, unknown>; attempts: number }
@@ -54,9 +56,10 @@ const instruction: Record<AnalysisKind, string> = {
 /**
  * Structured analysis through the AI SDK in the provider's native structured-output mode. Every
  * returned object validates against the schema; when the model's output does not, it is asked
- * once more with the reasons (a bounded repair), and then the result is a PROVIDER_ERROR. A provider
- * failure or time-out is thrown, except on the repair, where the result carries it with the first
- * attempt's usage.
+ * once more with the reasons (a bounded repair), and then the result is a PROVIDER_ERROR. An answer
+ * the provider's filter stopped or the model refused is not repaired (the same conversation is
+ * refused again): the result is a 422 at once (docs/decisions/0020). A provider failure or time-out
+ * is thrown, except on the repair, where the result carries it with the first attempt's usage.
  */
 export async function analyze(models: AiSdkModels, request: AnalysisRequest): Promise<AnalysisResult> {
   const ai = await import("ai");
@@ -70,7 +73,6 @@ export async function analyze(models: AiSdkModels, request: AnalysisRequest): Pr
   // answers are validated against the project's schema itself.
   const sentSchema = schemaForProvider(request.schema, request.provider);
   let cut = false;
-  let filtered = false;
   for (let attempt = 1; attempt <= 2; attempt++) {
     let outcome: AttemptOutcome;
     try {
@@ -82,6 +84,16 @@ export async function analyze(models: AiSdkModels, request: AnalysisRequest): Pr
     }
     usage = attempt === 1 ? (outcome.usage ?? emptyUsage()) : addUsage(usage, outcome.usage);
     modelUsed = outcome.modelId ?? modelUsed;
+    if (outcome.refused !== undefined) {
+      return {
+        ok: false,
+        error: providerRefusal(outcome.refused, 200, {
+          extra: { model: modelUsed, usage: countsOf(usage) },
+        }),
+        model: modelUsed,
+        usage,
+      };
+    }
     if (outcome.object !== undefined) {
       // Keys a closed object does not list are dropped, not repaired (docs/decisions/0019).
       const object = withoutUnlistedProperties(request.schema, outcome.object);
@@ -97,7 +109,6 @@ export async function analyze(models: AiSdkModels, request: AnalysisRequest): Pr
       outcome.problems = check.errors;
     }
     cut = outcome.cut === true;
-    filtered = outcome.filtered === true;
     if (cut) {
       // Cut off at the output token limit: sending the cut text back would only be cut again.
       messages.push({
@@ -121,9 +132,7 @@ export async function analyze(models: AiSdkModels, request: AnalysisRequest): Pr
       "PROVIDER_ERROR",
       cut
         ? "The model's output was cut off at its output token limit, also after one repair attempt"
-        : filtered
-          ? "The provider's content filter stopped the model's answer, also after one repair attempt"
-          : "The model's output did not match the project's output schema, also after one repair attempt",
+        : "The model's output did not match the project's output schema, also after one repair attempt",
       { details: { model: modelUsed, usage: countsOf(usage) } },
     ),
     model: modelUsed,
@@ -135,11 +144,12 @@ interface AttemptOutcome {
   /** The answer stopped at the output token limit (finish reason `length`). */
   cut?: boolean;
   /**
-   * The provider's filter stopped the answer (finish reason `content-filter`: provider A's
-   * `content_filter`, provider B's `refusal`, provider C's `SAFETY` and the like, or a prompt it
-   * blocked, with no candidate at all).
+   * The answer was refused (finish reason `content-filter`): the model declined (provider A's
+   * `refusal`, provider B's `refusal` stop reason), or the provider's filter stopped it (provider
+   * A's `content_filter`, provider C's `SAFETY`, `PROHIBITED_CONTENT`, `RECITATION` and the like,
+   * or a prompt it blocked, with no candidate at all).
    */
-  filtered?: boolean;
+  refused?: RefusalReason;
   object?: unknown;
   text?: string;
   problems: string[];
@@ -180,7 +190,10 @@ async function attemptOnce(
     if (ai.NoObjectGeneratedError.isInstance(error)) {
       return {
         ...(error.finishReason === "length" ? { cut: true } : {}),
-        ...(error.finishReason === "content-filter" ? { filtered: true } : {}),
+        ...(error.finishReason === "content-filter"
+          ? // The response's body is the provider's answer, as the SDK parsed it (its type leaves it out).
+            { refused: refusalReason(provider, (error.response as { body?: unknown } | undefined)?.body) }
+          : {}),
         text: error.text ?? "",
         problems: ["the answer is not valid JSON"],
         usage: usageOf(provider, error.usage),
@@ -189,6 +202,24 @@ async function attemptOnce(
     }
     throw providerFailure(ai, error, signal, provider, typeof model === "string" ? model : model.modelId);
   }
+}
+
+/**
+ * Why an answer that finished with `content-filter` was refused: provider B's only such stop
+ * reason is the model's `refusal`; provider A's answer says `refusal` (the model's explanation,
+ * not passed on) where its model declined, and finishes with `content_filter` where its filter
+ * stopped it; provider C's are all its filters'.
+ */
+function refusalReason(provider: ProviderId, body: unknown): RefusalReason {
+  if (provider === "provider-b") return "modelRefused";
+  if (provider === "provider-a") {
+    const choices = (body as { choices?: unknown } | null | undefined)?.choices;
+    const refusal = Array.isArray(choices)
+      ? (choices[0] as { message?: { refusal?: unknown } } | undefined)?.message?.refusal
+      : undefined;
+    if (typeof refusal === "string" && refusal.length > 0) return "modelRefused";
+  }
+  return "contentPolicy";
 }
 
 /**
@@ -332,7 +363,7 @@ function samplingsOf(usage: TokenUsage): readonly Sampling[] {
   return usage.samplings ?? [{ usage }];
 }
 
-/** The four counts of a usage (what a 502's `details` shows). */
+/** The four counts of a usage (what a 502's or a refusal's `details` shows). */
 function countsOf(usage: TokenUsage): TokenUsage {
   const { inputTokens, outputTokens, cachedInputTokens, reasoningTokens } = usage;
   return { inputTokens, outputTokens, cachedInputTokens, reasoningTokens };

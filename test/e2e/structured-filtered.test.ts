@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { type FakeUpstream, providerBaseUrls, startFakeUpstream } from "../fakes/fake-upstream.js";
+import { providerA } from "../fakes/fake-upstream-responses.js";
 import {
   createTestProject,
   startTestGateway,
@@ -44,9 +45,29 @@ const filtered = {
 
 /** Provider C's answer to a prompt its filter blocked: no candidates at all. */
 const promptBlocked = {
-  promptFeedback: { blockReason: "SAFETY", safetyRatings: [] },
+  promptFeedback: { blockReason: "PROHIBITED_CONTENT" },
   usageMetadata: { promptTokenCount: 11, totalTokenCount: 11 },
   modelVersion: "gemini-3.5-flash-lite",
+};
+
+/**
+ * Provider A's structured outputs when the model refuses: the explanation in `refusal`, no
+ * `content`, and the finish reason `stop` (recorded shape, OpenAI's "Refusals with Structured Outputs").
+ */
+const providerARefusal = {
+  id: "chatcmpl-refused",
+  object: "chat.completion",
+  created: 1_700_000_000,
+  model: "gpt-5.4-mini",
+  choices: [
+    {
+      index: 0,
+      message: { role: "assistant", content: null, refusal: "I'm sorry, I cannot assist with that request." },
+      logprobs: null,
+      finish_reason: "stop",
+    },
+  ],
+  usage: { prompt_tokens: 11, completion_tokens: 10, total_tokens: 21 },
 };
 
 describe("a structured analysis the provider's content filter stopped", () => {
@@ -57,6 +78,8 @@ describe("a structured analysis the provider's content filter stopped", () => {
   beforeAll(async () => {
     fake = await startFakeUpstream();
     sluice = await startTestGateway({ ...providerBaseUrls(fake) });
+    // What a repair would be answered with: an object the schema takes.
+    fake.setStructuredOutput({ title: "repaired" });
     for (const provider of ["provider-a", "provider-b", "provider-c"] as const)
       projects[provider] = await createTestProject(sluice.gateway, { provider, outputSchema: schema });
   });
@@ -77,22 +100,51 @@ describe("a structured analysis the provider's content filter stopped", () => {
     });
 
   it.each([
-    ["provider-a", filtered["provider-a"]],
-    ["provider-b", filtered["provider-b"]],
-    ["provider-c", filtered["provider-c"]],
-    ["provider-c", promptBlocked],
-  ] as const)("answers 502 saying so on %s, with the tokens of both attempts", async (provider, body) => {
-    fake.enqueueResponse({ status: 200, body });
+    ["provider-a", filtered["provider-a"], "contentPolicy"],
+    ["provider-a", providerARefusal, "modelRefused"],
+    ["provider-b", filtered["provider-b"], "modelRefused"],
+    ["provider-c", filtered["provider-c"], "contentPolicy"],
+    ["provider-c", promptBlocked, "contentPolicy"],
+  ] as const)("answers 422 on %s (%s), not repaired, its tokens recorded", async (provider, body, reason) => {
+    // A repair would be answered with a valid object (and counted).
     fake.enqueueResponse({ status: 200, body });
     const response = await post(provider);
-    expect(response.status).toBe(502);
-    const { error } = (await response.json()) as { error: { code: string; message: string } };
-    expect(error.code).toBe("PROVIDER_ERROR");
+    expect(response.status).toBe(422);
+    const { error } = (await response.json()) as {
+      error: { code: string; message: string; details: Record<string, unknown> };
+    };
+    expect(error.code).toBe("VALIDATION_ERROR");
     expect(error.message).toBe(
-      "The provider's content filter stopped the model's answer, also after one repair attempt",
+      reason === "modelRefused"
+        ? "The model refused to analyse this input; change the input rather than retry it"
+        : "The provider's content filter refused this input or the model's answer to it; change the input rather than retry it",
     );
-    expect(fake.requests).toHaveLength(2);
+    expect(error.details).toMatchObject({ reason, providerStatus: 200, retryable: false });
+    // The provider's own words (provider A's refusal text) are not passed on.
+    expect(JSON.stringify(error)).not.toContain("sorry");
+    // The same conversation is refused again (provider B documents it): one billed call, not two.
+    expect(fake.requests).toHaveLength(1);
     const row = await usageRowOf(sluice.gateway, response);
-    expect(row).toMatchObject({ status: 502, outcome: "error", input_tokens: 22 });
+    expect(row).toMatchObject({
+      status: 422,
+      outcome: "error",
+      error_code: "VALIDATION_ERROR",
+      input_tokens: 11,
+    });
+  });
+
+  it("answers 422 when the repair's answer is refused, with the tokens of both attempts", async () => {
+    const usage = { input: 11, output: 7, cached: 0, reasoning: 0 };
+    fake.enqueueResponse({ status: 200, body: providerA.chat("gpt-5.4-mini", '{"other":1}', usage) });
+    fake.enqueueResponse({ status: 200, body: providerARefusal });
+    const response = await post("provider-a");
+    expect(response.status).toBe(422);
+    const { error } = (await response.json()) as { error: { details: unknown } };
+    expect(error.details).toMatchObject({
+      reason: "modelRefused",
+      usage: { inputTokens: 22, outputTokens: 17 },
+    });
+    expect(fake.requests).toHaveLength(2);
+    expect(await usageRowOf(sluice.gateway, response)).toMatchObject({ status: 422, input_tokens: 22 });
   });
 });
