@@ -2,6 +2,7 @@ import { randomUUID } from "node:crypto";
 import { GatewayError } from "../errors.js";
 import type { AiSdkModels, SdkImageModel } from "../providers/ai-sdk-provider.js";
 import type { ProviderId } from "../providers/provider-id.js";
+import { providerRefusal } from "../providers/provider-refusal.js";
 import {
   apiCallFailure,
   isProviderTimeout,
@@ -129,7 +130,8 @@ export async function generateImages(
       // n split over several calls: the batches that did answer were billed all the same.
       const billed = await billedCalls();
       if (billed.length > 0) onBilled(billedCost(billed), summedUsage(billed));
-      throw imageFailure(ai, error, call.provider, modelId, deps.now());
+      const filtered = billed.some((answer) => answer.filtered);
+      throw imageFailure(ai, error, call.provider, modelId, deps.now(), filtered);
     });
   const calls = await billedCalls();
   const answered = (generated.providerMetadata?.openai as { images?: AnsweredImage[] } | undefined)?.images;
@@ -182,10 +184,15 @@ function answeredCost(
   return Math.round(total * 1e9) / 1e9;
 }
 
-/** One provider call that answered: the images it returned and the tokens it reported (null: none). */
+/**
+ * One provider call that answered: the images it returned, the tokens it reported (null: none), and
+ * whether the provider's filter withheld images (Imagen's `raiFilteredReason`, a Gemini image
+ * model's `IMAGE_SAFETY` or blocked prompt: the AI SDK marks such an answer not retryable).
+ */
 interface BilledCall {
   images: number;
   usage: TokenUsage | null;
+  filtered: boolean;
 }
 
 /**
@@ -203,7 +210,11 @@ function countingBilledCalls(ai: typeof import("ai"), model: SdkImageModel, prov
         const result = Promise.resolve(doGenerate());
         calls.push(
           result.then(
-            (answer) => ({ images: answer.images.length, usage: usageOfAnswer(provider, answer) }),
+            (answer) => ({
+              images: answer.images.length,
+              usage: usageOfAnswer(provider, answer),
+              filtered: (answer as { isRetryable?: boolean }).isRetryable === false,
+            }),
             () => null,
           ),
         );
@@ -377,14 +388,25 @@ function describeWarning(warning: unknown): string {
     .join(": ");
 }
 
+/** The 422's message for a prompt the provider's filter refused (docs/decisions/0020). */
+const promptRefused =
+  "The provider's content filter refused this prompt or the images generated for it; change the prompt rather than retry it";
+
+/**
+ * A failed generation on the error table. `filtered`: a call answered with images withheld by the
+ * provider's filter; when no image came at all, the prompt is why (422), not the provider.
+ */
 function imageFailure(
   ai: typeof import("ai"),
   error: unknown,
   provider: ProviderId,
   model: string,
   today: Date,
+  filtered: boolean,
 ): GatewayError {
   if (isProviderTimeout(error)) return providerTimeout(error, provider);
+  if (filtered && ai.NoImageGeneratedError.isInstance(error))
+    return providerRefusal("contentPolicy", 200, { cause: error, message: promptRefused });
   // The SDK refuses an argument (such as a provider option its schema does not accept) before it
   // sends anything: the request is at fault, not the provider. The marker check also matches
   // @ai-sdk/provider's InvalidArgumentError, which the provider packages throw. TypeValidationError
@@ -397,7 +419,7 @@ function imageFailure(
   const tooLarge = responseTooLargeFailure(error, provider);
   if (tooLarge) return tooLarge;
   if (ai.APICallError.isInstance(error))
-    return apiCallFailure(error, provider, "generate images", model, today);
+    return apiCallFailure(error, provider, "generate images", model, today, { contentPolicy: promptRefused });
   return new GatewayError("PROVIDER_ERROR", "The provider failed to generate images", {
     cause: error,
     provider,

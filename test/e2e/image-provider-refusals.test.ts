@@ -1,0 +1,148 @@
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
+import { type FakeUpstream, startFakeUpstream } from "../fakes/fake-upstream.js";
+import {
+  createTestProject,
+  startTestGateway,
+  type TestGateway,
+  type TestProject,
+  usageRowOf,
+} from "../support/test-gateway.js";
+
+/**
+ * Provider A's images API refusing a prompt (recorded shapes): DALL·E's `content_policy_violation`,
+ * the GPT Image models' `moderation_blocked` (whose message names a request id and the categories).
+ */
+const dallEContentPolicy = {
+  error: {
+    code: "content_policy_violation",
+    message:
+      "Your request was rejected as a result of our safety system. Your prompt may contain text that is not allowed by our safety system.",
+    param: null,
+    type: "invalid_request_error",
+  },
+};
+const gptImageModerationBlocked = {
+  error: {
+    message:
+      "Your request was rejected by the safety system. If you believe this is an error, contact us at help.openai.com and include the request ID req_4f1e2d3c. safety_violations=[violence].",
+    type: "image_generation_user_error",
+    param: null,
+    code: "moderation_blocked",
+  },
+};
+/** Imagen's pre-filter refusing a prompt: a 400 (recorded in googleapis/js-genai#321). */
+const imagenPromptRefused = {
+  error: {
+    code: 400,
+    message:
+      "Image generation failed with the following error: The prompt could not be submitted. This prompt contains sensitive words that violate Google's Responsible AI practices. Try rephrasing the prompt. If you think this was an error, send feedback. Support codes: 42876398",
+    status: "INVALID_ARGUMENT",
+  },
+};
+/** Imagen's answer when its filter withheld every image: predictions with only a reason. */
+const imagenAllFiltered = {
+  predictions: [
+    {
+      raiFilteredReason:
+        "Unable to show generated images. All images were filtered out because they violated Vertex AI's usage guidelines. You will not be charged for blocked images. Try rephrasing the prompt. If you think this was an error, send feedback. Support codes: 29310472",
+    },
+  ],
+};
+/** A Gemini image model's answers when its filter stopped the image, or blocked the prompt. */
+const geminiImageSafety = {
+  candidates: [{ finishReason: "IMAGE_SAFETY", index: 0 }],
+  usageMetadata: { promptTokenCount: 20, totalTokenCount: 20 },
+  modelVersion: "gemini-nano-banana-2.1",
+};
+const geminiPromptBlocked = {
+  promptFeedback: { blockReason: "PROHIBITED_CONTENT" },
+  usageMetadata: { promptTokenCount: 20, totalTokenCount: 20 },
+  modelVersion: "gemini-nano-banana-2.1",
+};
+
+const refusedMessage =
+  "The provider's content filter refused this prompt or the images generated for it; change the prompt rather than retry it";
+
+describe("an image generation the provider refuses for its prompt", () => {
+  let fake: FakeUpstream;
+  let sluice: TestGateway;
+  let a: TestProject;
+  let c: TestProject;
+
+  beforeAll(async () => {
+    fake = await startFakeUpstream();
+    sluice = await startTestGateway({
+      providerABaseUrl: `${fake.url}/a/v1`,
+      providerCBaseUrl: `${fake.url}/c/v1beta`,
+    });
+    a = await createTestProject(sluice.gateway, { provider: "provider-a" });
+    c = await createTestProject(sluice.gateway, { provider: "provider-c" });
+  });
+  afterAll(async () => {
+    await sluice.close();
+    await fake.close();
+  });
+  beforeEach(() => fake.clear());
+
+  const generate = (project: TestProject, body: unknown) =>
+    fetch(`${sluice.url}/v1/image/${project.projectId}`, {
+      method: "POST",
+      headers: {
+        authorization: `Bearer ${project.bearer(project === a ? "provider-a" : "provider-c")}`,
+        "content-type": "application/json",
+      },
+      body: JSON.stringify(body),
+    });
+
+  it.each([
+    ["provider A's content_policy_violation", "a", "dall-e-3", 400, dallEContentPolicy],
+    ["provider A's moderation_blocked", "a", "gpt-image-2.6-sunburst", 400, gptImageModerationBlocked],
+    // A model its provider has shut down: the refusal is not put on the model.
+    [
+      "provider A's moderation_blocked on a model shut down",
+      "a",
+      "gpt-image-1",
+      400,
+      gptImageModerationBlocked,
+    ],
+    ["Imagen's refused prompt", "c", "imagen-4.0-generate-001", 400, imagenPromptRefused],
+    ["Imagen's filtered images", "c", "imagen-4.0-generate-001", 200, imagenAllFiltered],
+    ["a Gemini image model's IMAGE_SAFETY", "c", "gemini-nano-banana-2.1", 200, geminiImageSafety],
+    ["a Gemini image model's blocked prompt", "c", "gemini-nano-banana-2.1", 200, geminiPromptBlocked],
+  ] as const)(
+    "answers 422 contentPolicy for %s, without the provider's words",
+    async (_, which, model, status, body) => {
+      fake.enqueueResponse({ status, body });
+      const response = await generate(which === "a" ? a : c, { prompt: "x", model, n: 1 });
+      expect(response.status).toBe(422);
+      const { error } = (await response.json()) as {
+        error: { code: string; message: string; details: unknown };
+      };
+      expect(error.code).toBe("VALIDATION_ERROR");
+      expect(error.message).toBe(refusedMessage);
+      expect(error.details).toEqual({ reason: "contentPolicy", providerStatus: status, retryable: false });
+      expect(JSON.stringify(error)).not.toMatch(/safety system|violence|req_4f1e|Support codes/);
+      expect(fake.requests).toHaveLength(1);
+      expect(await usageRowOf(sluice.gateway, response)).toMatchObject({
+        status: 422,
+        outcome: "error",
+        error_code: "VALIDATION_ERROR",
+        model,
+      });
+    },
+  );
+
+  it("records the tokens a Gemini image model's refused call was billed for", async () => {
+    fake.enqueueResponse({ status: 200, body: geminiImageSafety });
+    const response = await generate(c, { prompt: "x", model: "gemini-nano-banana-2.1" });
+    expect(response.status).toBe(422);
+    expect(await usageRowOf(sluice.gateway, response)).toMatchObject({ input_tokens: 20, output_tokens: 0 });
+  });
+
+  it("keeps an answer without images and without a filter's word the provider's failure (502)", async () => {
+    fake.enqueueResponse({ status: 200, body: { predictions: [] } });
+    const response = await generate(c, { prompt: "x", model: "imagen-4.0-generate-001" });
+    expect(response.status).toBe(502);
+    expect(((await response.json()) as { error: { code: string } }).error.code).toBe("PROVIDER_ERROR");
+  });
+});
