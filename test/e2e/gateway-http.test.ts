@@ -410,8 +410,10 @@ describe("the gateway over HTTP", () => {
     });
 
     it("reads a `+` offset written unencoded in a usage query as the offset it is", async () => {
+      const body = JSON.stringify({ id: "plus-offset", name: "x", provider: "provider-a" });
+      expect((await call("/admin/v1/projects", { method: "POST", headers: admin, body })).status).toBe(201);
       const usage = await call(
-        "/admin/v1/projects/dupe/usage?from=2026-11-01T10:00:00+02:00&to=2026-11-02T00:00:00%2B01:30",
+        "/admin/v1/projects/plus-offset/usage?from=2026-11-01T10:00:00+02:00&to=2026-11-02T00:00:00%2B01:30",
         { headers: admin },
       );
       expect(usage.status).toBe(200);
