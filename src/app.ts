@@ -248,11 +248,27 @@ export function createApp(deps: AppDeps): App {
         logger.debug({ code }, "malformed body after its answer: connection closed");
         return;
       }
-      const status = sendRawError(socket, clientErrorOf(error), requestId);
+      // Still pending here, the response is the refused request's own: Node read its head.
+      const cors = pending ? corsHeadersOf(pending.req) : null;
+      const status = sendRawError(socket, clientErrorOf(error), requestId, cors);
       metrics.observeRequest("malformed", "none", status, 0);
       logger.debug({ requestId, status, code }, "malformed request");
     };
     answer();
+  }
+
+  /**
+   * The CORS headers of an answer to `request`, by the rule `handle` follows (null: none), for an
+   * answer written without its ServerResponse. Only a request whose head Node read has an Origin
+   * and a path to decide by; Node hands over nothing of a head it could not finish (431, a
+   * malformed request line), so that answer gets none (docs/decisions/0007).
+   */
+  function corsHeadersOf(request: IncomingMessage): Record<string, string> | null {
+    if (!corsPolicy) return null;
+    const url = originForm(request.url ?? "/");
+    const queryAt = url.indexOf("?");
+    const path = queryAt < 0 ? url : url.slice(0, queryAt);
+    return corsPolicy.covers(path) ? corsPolicy.headersFor(request.headers.origin) : null;
   }
 
   /**

@@ -275,6 +275,22 @@ describe("loadConfig", () => {
     );
   });
 
+  it("reads SLUICE_REDIS_COMMAND_TIMEOUT_MS, 500 ms by default, from 100 ms to 10 s", () => {
+    expect(loadConfig({}).redisCommandTimeoutMs).toBe(500);
+    expect(loadConfig({ SLUICE_REDIS_COMMAND_TIMEOUT_MS: "2000" }).redisCommandTimeoutMs).toBe(2000);
+    expect(loadConfig({ SLUICE_REDIS_COMMAND_TIMEOUT_MS: "100" }).redisCommandTimeoutMs).toBe(100);
+    expect(loadConfig({ SLUICE_REDIS_COMMAND_TIMEOUT_MS: "10000" }).redisCommandTimeoutMs).toBe(10_000);
+    expect(problemsOf({ SLUICE_REDIS_COMMAND_TIMEOUT_MS: "99" })).toBe(
+      "Invalid configuration:\n  SLUICE_REDIS_COMMAND_TIMEOUT_MS: must be at least 100 ms",
+    );
+    expect(problemsOf({ SLUICE_REDIS_COMMAND_TIMEOUT_MS: "10001" })).toBe(
+      "Invalid configuration:\n  SLUICE_REDIS_COMMAND_TIMEOUT_MS: must be at most 10000 ms",
+    );
+    expect(problemsOf({ SLUICE_REDIS_COMMAND_TIMEOUT_MS: "1s" })).toBe(
+      "Invalid configuration:\n  SLUICE_REDIS_COMMAND_TIMEOUT_MS: must be a whole number of milliseconds, such as 10000",
+    );
+  });
+
   it("reads the PostgreSQL query and usage report timeouts, 10 s and 60 s by default", () => {
     expect(loadConfig({})).toMatchObject({ databaseQueryTimeoutMs: 10_000, usageReportTimeoutMs: 60_000 });
     expect(

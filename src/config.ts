@@ -98,11 +98,11 @@ const integer =
  * misread, and so is anything above a day (Node runs a timer longer than about 24.8 days at once).
  */
 const millisecondsFrom =
-  (min: number): Parser<number> =>
+  (min: number, max = 86_400_000): Parser<number> =>
   (value, problems) => {
     const number = wholeNumber(value, "must be a whole number of milliseconds, such as 10000", problems);
     if (number < min) problems.push(`must be at least ${min} ms`);
-    else if (number > 86_400_000) problems.push("must be at most 86400000 ms (a day)");
+    else if (number > max) problems.push(`must be at most ${max} ms${max === 86_400_000 ? " (a day)" : ""}`);
     return number;
   };
 const milliseconds = millisecondsFrom(1);
@@ -294,6 +294,12 @@ export const settings = {
     ),
     undefined,
     "Redis URL (`redis://` or `rediss://`) for shared limits and caches (unset: in-process); a user, password or database index (`/N`) Redis refuses stops the start, as does `rediss://` to a Redis without TLS",
+  ),
+  redisCommandTimeoutMs: setting(
+    "SLUICE_REDIS_COMMAND_TIMEOUT_MS",
+    millisecondsFrom(100, 10_000),
+    "500",
+    "Redis: a command unanswered this long fails and its connection is replaced (the limits, the authentication throttle and the DeviceCheck ledger answer as without Redis, which then rests for 2 s), so the requests in flight when Redis hangs wait this long once; raise it for a Redis far away whose round trips come near it (100 ms to 10 s)",
   ),
   redisKeyPrefix: setting(
     "SLUICE_REDIS_KEY_PREFIX",

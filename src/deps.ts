@@ -172,10 +172,12 @@ export async function createGateway(config: Config, injected: Partial<Injectable
     logger.warn(warning.fields, warning.message);
 
   const redis: Redis | undefined = config.redisUrl
-    ? await connectRedis(config.redisUrl, logger).catch(async (error: unknown) => {
-        await database.close();
-        throw error;
-      })
+    ? await connectRedis(config.redisUrl, logger, config.redisCommandTimeoutMs).catch(
+        async (error: unknown) => {
+          await database.close();
+          throw error;
+        },
+      )
     : undefined;
   // Every component's gauge has a sample from the start, so an alert can tell 0 from missing: Redis
   // unreachable now is degraded until its first connection (the limiter takes over on its first call).

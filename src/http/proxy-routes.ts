@@ -2,8 +2,8 @@ import type { IncomingMessage } from "node:http";
 import { GatewayError, isGatewayError } from "../errors.js";
 import type { Metrics } from "../observability/metrics.js";
 import type { ProviderAdapter } from "../providers/provider-adapter.js";
-import { safeProviderPath } from "../providers/provider-adapter.js";
-import type { ProviderId } from "../providers/provider-id.js";
+import { proxyMethods, safeProviderPath } from "../providers/provider-adapter.js";
+import { isProviderId, type ProviderId } from "../providers/provider-id.js";
 import { forward, type UpstreamPools } from "../proxy/forward.js";
 import type { GeneratedImages } from "../proxy/generated-images.js";
 import { RequestFacts } from "../proxy/request-facts.js";
@@ -174,19 +174,24 @@ async function readProxiedBody(
 
 const cancelCall = /[/:]cancel$/;
 
-/** A path of provider B's or C's proxy, whose only method is POST: the provider and the provider path. */
-const postOnlyProxyPath = /^\/v1\/(provider-[bc])\/[^/]+\/(.+)$/;
+/** A path of a provider's proxy: the provider and the provider path. */
+const proxyPath = /^\/v1\/([^/]+)\/[^/]+\/(.+)$/;
 
 /**
- * The message of the 405 a method other than POST gets on provider B's or C's proxy (their SDKs'
- * retrievals, lists, downloads, updates and deletions: `messages.batches.retrieve`, `caches.get`…),
- * which names the provider, the call and why it does not pass, rather than only that the method is
- * not allowed. Null for any other path (the generic message).
+ * The message of the 405 a method gets on a proxy that forwards no reads (B's and C's, POST only:
+ * their SDKs' retrievals, lists, downloads, updates and deletions, `messages.batches.retrieve`,
+ * `caches.get`…), which names the provider, the call and why it does not pass, rather than only that
+ * the method is not allowed. Null for a method the proxy takes, for a proxy that takes reads, and for
+ * any other path (the generic message). The methods are the ones its route is registered with
+ * (`proxyMethods`).
  */
 export function methodNotForwarded(method: string, path: string): string | null {
-  const match = postOnlyProxyPath.exec(path);
-  if (match === null) return null;
-  return `${method} is not allowed on this path: ${match[1]}'s proxy forwards POST calls only: ${method} ${(match[2] ?? "").slice(0, 200)} does not go through Sluice (retrieving, listing, downloading, updating or deleting a batch, file, cache or operation is done with the provider directly; see docs/proxy.md)`;
+  const match = proxyPath.exec(path);
+  const provider = match?.[1];
+  if (!isProviderId(provider)) return null;
+  const methods = proxyMethods[provider];
+  if (methods.includes(method) || methods.includes("GET")) return null;
+  return `${method} is not allowed on this path: ${provider}'s proxy forwards ${methods.join(", ")} calls only: ${method} ${(match?.[2] ?? "").slice(0, 200)} does not go through Sluice (retrieving, listing, downloading, updating or deleting a batch, file, cache or operation is done with the provider directly; see docs/proxy.md)`;
 }
 
 /**

@@ -96,20 +96,31 @@ export function sendError(response: ServerResponse, error: unknown, requestId: s
 /**
  * The error envelope written straight to a connection, for what Node hands over without a
  * ServerResponse (a request it could not parse, CONNECT); the connection closes once it is sent.
+ * `extra` headers (CORS) must be valid header values: they are written as given.
  */
-export function sendRawError(socket: Duplex, error: unknown, requestId: string): number {
-  const { status, answer } = rawErrorAnswer(error, requestId);
+export function sendRawError(
+  socket: Duplex,
+  error: unknown,
+  requestId: string,
+  extra: Record<string, string> | null = null,
+): number {
+  const { status, answer } = rawErrorAnswer(error, requestId, extra);
   socket.end(answer, () => socket.destroy());
   return status;
 }
 
 /** The error envelope as a whole HTTP/1.1 answer (head and body) that closes its connection. */
-export function rawErrorAnswer(error: unknown, requestId: string): { status: number; answer: string } {
+export function rawErrorAnswer(
+  error: unknown,
+  requestId: string,
+  extra: Record<string, string> | null = null,
+): { status: number; answer: string } {
   const { status, body, headers } = renderError(error, requestId);
   const payload = JSON.stringify(body);
   // Date, as Node writes on every other answer (RFC 9110 §6.6.1: a server with a clock sends it).
   let head = `HTTP/1.1 ${status} ${STATUS_CODES[status] ?? ""}\r\ndate: ${new Date().toUTCString()}\r\n`;
   for (const name in headers) head += `${name}: ${headers[name]}\r\n`;
+  for (const name in extra) head += `${name}: ${extra[name]}\r\n`;
   head += `x-request-id: ${requestId}\r\ncontent-type: application/json; charset=utf-8\r\n`;
   head += `content-length: ${Buffer.byteLength(payload)}\r\nconnection: close\r\n\r\n`;
   return { status, answer: head + payload };

@@ -87,7 +87,7 @@ export interface RateLimiterOptions {
  * next decision Redis makes.
  *
  * A Redis that hangs instead of closing the connection makes each command wait for the client's
- * command timeout (500 ms) before the fallback decides. So after a failure the `RedisBreaker` rests
+ * command timeout (SLUICE_REDIS_COMMAND_TIMEOUT_MS) before the fallback decides. So after a failure the `RedisBreaker` rests
  * Redis: decisions stay on this instance, then one request probes Redis again.
  */
 export function createRateLimiter(options: RateLimiterOptions = {}): RateLimiter {

@@ -11,7 +11,7 @@ describe("connectRedis", () => {
       const console = vi.spyOn(globalThis.console, "warn");
       const lines: Array<Record<string, unknown>> = [];
       const logger = createLogger("info", { write: (line: string) => void lines.push(JSON.parse(line)) });
-      const client = await connectRedis("redis://:not-the-password@127.0.0.1:6379/11", logger);
+      const client = await connectRedis("redis://:not-the-password@127.0.0.1:6379/11", logger, 500);
       try {
         expect(client.status).toBe("ready");
         expect(console).not.toHaveBeenCalled();
@@ -30,6 +30,21 @@ describe("connectRedis", () => {
     },
   );
 
+  it("gives the client the command timeout it is given", async () => {
+    const server = await startLocalTcpServer((socket) => socket.on("error", () => {}));
+    const client = await connectRedis(
+      `redis://127.0.0.1:${server.port}`,
+      createLogger("silent", { write: () => {} }),
+      1200,
+    );
+    try {
+      expect(client.options.commandTimeout).toBe(1200);
+    } finally {
+      client.disconnect();
+      await server.close();
+    }
+  });
+
   it("logs each error once per outage when Redis's errors alternate, not two lines per reconnect", async () => {
     // A Redis behind a proxy or load balancer that takes connections and drops them (the Redis
     // behind it is down): each reconnect fails twice, with two messages in turn ("write EPIPE",
@@ -40,7 +55,7 @@ describe("connectRedis", () => {
     });
     const lines: Array<Record<string, unknown>> = [];
     const logger = createLogger("info", { write: (line: string) => void lines.push(JSON.parse(line)) });
-    const client = await connectRedis(`redis://127.0.0.1:${server.port}`, logger);
+    const client = await connectRedis(`redis://127.0.0.1:${server.port}`, logger, 500);
     try {
       const until = Date.now() + 2500;
       while (Date.now() < until) {

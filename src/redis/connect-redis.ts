@@ -12,9 +12,10 @@ const maxLoggedErrors = 20;
  * warning naming REDIS_URL (the client runs without it). A Redis that refuses the URL's user,
  * password or database, or answers a `rediss://` URL without TLS, stops the start as invalid
  * configuration does; one that is unreachable does not (the gateway starts degraded, on
- * per-instance limits, and connects when Redis comes).
+ * per-instance limits, and connects when Redis comes). A command unanswered for `commandTimeoutMs`
+ * (SLUICE_REDIS_COMMAND_TIMEOUT_MS) fails, and its connection is replaced.
  */
-export async function connectRedis(url: string, logger: Logger): Promise<Redis> {
+export async function connectRedis(url: string, logger: Logger, commandTimeoutMs: number): Promise<Redis> {
   // ioredis reports every failed reconnect (every 2 s at most), with one message or several in
   // turn (a proxy that takes the connection and drops it: `write EPIPE`, then the command's): each
   // message is logged once until the connection is ready again, at most `maxLoggedErrors` of them.
@@ -22,6 +23,7 @@ export async function connectRedis(url: string, logger: Logger): Promise<Redis> 
   let client: Redis;
   try {
     client = await createRedisClient(url, {
+      commandTimeoutMs,
       onError(error) {
         if (logged.has(error.message) || logged.size >= maxLoggedErrors) return;
         logged.add(error.message);

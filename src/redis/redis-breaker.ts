@@ -6,10 +6,15 @@ export type RedisPass = "redis" | "probe" | "rest";
  * authentication throttle, the device token ledger).
  *
  * A Redis that hangs instead of closing the connection makes every command wait for the client's
- * command timeout (500 ms) before it fails. So after a failure, calls go around Redis for `restMs`
- * (each user answers as it does when Redis is down); then one call asks Redis again while the
- * others keep going around it, and Redis is used again once that call succeeds, or as soon as the
- * client reconnects (`ready`). A failure seen by one user rests Redis for all of them.
+ * command timeout (SLUICE_REDIS_COMMAND_TIMEOUT_MS, 500 ms by default) before it fails. So after a
+ * failure, calls go around Redis for `restMs` (each user answers as it does when Redis is down);
+ * then one call asks Redis again while the others keep going around it, and Redis is used again
+ * once that call succeeds, or as soon as the client reconnects (`ready`). A failure seen by one user
+ * rests Redis for all of them.
+ *
+ * The rest does not grow with the command timeout: only the one probe waits for the timeout, so
+ * the rest decides how often one request pays it while Redis hangs, not how many; and a Redis that
+ * is slow rather than gone ends the rest sooner anyway, through the reconnect that the timeout makes.
  */
 export class RedisBreaker {
   /** While non-zero, Redis failed and calls go around it until then. */

@@ -1,6 +1,7 @@
 import type { Redis } from "ioredis";
 import { afterEach, describe, expect, it, vi } from "vitest";
 // In CI (CI=true) an unreachable Redis makes this import throw, so the suite fails instead of skipping.
+import { startLocalTcpServer } from "../../test/support/local-server.js";
 import { startPasswordRedis } from "../../test/support/password-redis.js";
 import { redisAvailable, redisUrl } from "../../test/support/services.js";
 import { startTcpProxy } from "../../test/support/tcp-proxy.js";
@@ -217,5 +218,55 @@ describe.skipIf(!redisAvailable)("a connection that goes silent", () => {
     expect(built.stream).toBe(socket);
     expect(socket.destroyed).toBe(false);
     expect(errors).toEqual([]);
+  });
+});
+
+describe("the command timeout", () => {
+  /**
+   * A Redis that answers the client's set-up (CLIENT SETINFO, then the ready check's INFO) and then
+   * nothing: a server far away or hung, whose connection stays open.
+   */
+  async function silentRedis() {
+    const server = await startLocalTcpServer((socket) => {
+      socket.on("error", () => {});
+      socket.on("data", (chunk: Buffer) => {
+        for (const [, name] of chunk.toString("latin1").matchAll(/\*\d+\r\n\$\d+\r\n(\w+)/g)) {
+          if (name?.toLowerCase() === "client") socket.write("+OK\r\n");
+          if (name?.toLowerCase() === "info") socket.write("$9\r\nloading:0\r\n");
+        }
+      });
+    });
+    closers.push(server.close);
+    return `redis://127.0.0.1:${server.port}`;
+  }
+
+  const failureAfter = async (built: Redis) => {
+    expect(built.status).toBe("ready");
+    const started = performance.now();
+    await expect(built.ping()).rejects.toThrow("Command timed out");
+    return performance.now() - started;
+  };
+
+  it("is the one configured: a command waits that long before it fails, and its connection is replaced", async () => {
+    const errors: Error[] = [];
+    const built = await createRedisClient(await silentRedis(), {
+      commandTimeoutMs: 1500,
+      onError: (error) => errors.push(error),
+    });
+    made.push(built);
+    const waited = await failureAfter(built);
+    expect(waited).toBeGreaterThanOrEqual(1450);
+    expect(waited).toBeLessThan(2500);
+    await eventually(async () => errors.length > 0, 1000);
+    expect(errors.map((error) => error.message)).toContain(
+      "Redis did not answer within 1500 ms: connection replaced",
+    );
+  });
+
+  it("is 500 ms when none is given", async () => {
+    const built = await client(await silentRedis());
+    const waited = await failureAfter(built);
+    expect(waited).toBeGreaterThanOrEqual(450);
+    expect(waited).toBeLessThan(1400);
   });
 });

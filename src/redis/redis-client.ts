@@ -2,7 +2,8 @@ import { createConnection } from "node:net";
 import type { Command, Redis } from "ioredis";
 
 const connectTimeoutMs = 1_000;
-const commandTimeoutMs = 500;
+/** SLUICE_REDIS_COMMAND_TIMEOUT_MS's default, for a client built without one (tests). */
+const defaultCommandTimeoutMs = 500;
 
 /** The commands ioredis sends itself to set a connection up (user and password, database, ready check). */
 const setupCommands: ReadonlySet<string> = new Set(["auth", "hello", "select", "info"]);
@@ -22,7 +23,8 @@ export class RedisSetupError extends Error {
  * - no offline queue: a command while disconnected fails at once and the per-instance fallback answers;
  * - no retry of a command whose connection dropped (`maxRetriesPerRequest: 0`) and no replay of it
  *   after a reconnect: it fails at once, and a counter increment replayed later would count twice;
- * - short connect and command timeouts, so a Redis that hangs costs at most half a second;
+ * - short connect and command timeouts, so a Redis that hangs costs a command at most
+ *   `commandTimeoutMs` (SLUICE_REDIS_COMMAND_TIMEOUT_MS, 500 ms by default; more for a Redis far away);
  * - a connection that goes silent is replaced: ioredis's command timeout fails the command but keeps
  *   the socket, and only a closed socket makes it reconnect, so a connection whose peer stopped
  *   answering (a black-holed path) would time out every command forever while a new connection
@@ -49,14 +51,19 @@ export class RedisSetupError extends Error {
  */
 export async function createRedisClient(
   url: string,
-  options: { onError?: (error: Error) => void; onWarning?: (message: string) => void } = {},
+  options: {
+    commandTimeoutMs?: number;
+    onError?: (error: Error) => void;
+    onWarning?: (message: string) => void;
+  } = {},
 ): Promise<Redis> {
+  const commandTimeoutMs = options.commandTimeoutMs ?? defaultCommandTimeoutMs;
   // Through the default export: ioredis is CommonJS, and the production build's chunk of a CommonJS
   // package exports its `module.exports` as the default alone, so a named export read from import()
   // is undefined there (Node's own loader has both). `module.exports` is the Redis class, which
   // also carries itself as `Redis`, the name its types give it.
   const { Redis: RedisClient } = (await import("ioredis")).default;
-  const client = new (replacingSilentConnections(RedisClient))(url, {
+  const client = new (replacingSilentConnections(RedisClient, commandTimeoutMs))(url, {
     lazyConnect: false,
     enableOfflineQueue: false,
     maxRetriesPerRequest: 0,
@@ -75,7 +82,8 @@ export async function createRedisClient(
     options.onError?.(error);
   });
   const refused = await firstConnection(client, connectTimeoutMs);
-  const plainText = !refused && client.status !== "ready" && (await answersWithoutTls(client));
+  const plainText =
+    !refused && client.status !== "ready" && (await answersWithoutTls(client, commandTimeoutMs));
   starting = false;
   if (refused || plainText) {
     failed = true;
@@ -96,7 +104,7 @@ export async function createRedisClient(
  * of its own, at start only, sending no credential; a TLS server answers the PING with an alert or by
  * closing, never with a RESP reply (`+PONG`, `-NOAUTH …`).
  */
-function answersWithoutTls(client: Redis): Promise<boolean> {
+function answersWithoutTls(client: Redis, commandTimeoutMs: number): Promise<boolean> {
   const { host = "localhost", port = 6379, tls, path } = client.options;
   if (!tls || path) return Promise.resolve(false);
   return new Promise((resolve) => {
@@ -115,7 +123,7 @@ function answersWithoutTls(client: Redis): Promise<boolean> {
 }
 
 /** The Redis class with every command watched for a timeout that leaves its socket silent. */
-function replacingSilentConnections(Base: typeof Redis): typeof Redis {
+function replacingSilentConnections(Base: typeof Redis, commandTimeoutMs: number): typeof Redis {
   return class extends Base {
     override sendCommand(command: Command, stream?: Parameters<Redis["sendCommand"]>[1]): unknown {
       // The socket the command is written to; by the time it times out, the client may have another.

@@ -34,6 +34,17 @@ describe("withoutUnlistedProperties (keys a closed object does not list)", () =>
     expect(answer.tags[0]).toEqual({ name: "a", extra: 1 });
   });
 
+  it("follows a $ref that steps into an array by index (RFC 6901)", () => {
+    const schema = {
+      type: "object",
+      $defs: { choice: { anyOf: [closed({ name: { type: "string" } }), { type: "null" }] } },
+      properties: { pick: { $ref: "#/$defs/choice/anyOf/0" } },
+    };
+    const fitted = withoutUnlistedProperties(schema, { pick: { name: "a", extra: 1 } });
+    expect(fitted).toEqual({ pick: { name: "a" } });
+    expect(validateAgainstSchema(schema, fitted).valid).toBe(true);
+  });
+
   it("applies a $ref's closed object and its own, each being required of the value", () => {
     const schema = {
       type: "object",

@@ -1,4 +1,4 @@
-import { resolvePointer } from "./provider-limits.js";
+import { resolveJsonPointer } from "./resolve-json-pointer.js";
 
 type Schema = Record<string, unknown>;
 
@@ -20,7 +20,7 @@ export function withoutUnlistedProperties(schema: Schema, answer: unknown): unkn
     if (!isObject(node)) return value;
     let out = value;
     if (typeof node.$ref === "string" && node.$ref.startsWith("#"))
-      out = keepListed(resolvePointer(schema, node.$ref), out);
+      out = keepListed(resolveJsonPointer(schema, node.$ref), out);
     if (Array.isArray(out))
       return node.items === undefined ? out : out.map((item) => keepListed(node.items, item));
     if (!isObject(out)) return out;

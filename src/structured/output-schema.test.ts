@@ -654,6 +654,17 @@ describe("checkOutputSchema with provider B's limits", () => {
         properties: { a: { $ref: "#/definitions/p" }, b: { $ref: "#/definitions/p" } },
         required: ["a", "b"],
       },
+      // A $ref may step into an array by index (RFC 6901): here to 11 optional properties.
+      {
+        type: "object",
+        $defs: { u: { anyOf: [nullables(0, 11), { type: "null" }] } },
+        properties: { a: { $ref: "#/$defs/u/anyOf/0" } },
+        required: ["a"],
+      },
+      // … and here back into the schema it is inside: recursive.
+      closed({
+        x: { anyOf: [closed({ y: { $ref: "#/properties/x/anyOf/0" } }, []), { type: "null" }] },
+      }),
     ];
     for (const schema of schemas)
       expect(sentAsStructuredOutput(schema), JSON.stringify(schema)).toBe(

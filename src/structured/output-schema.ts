@@ -1,5 +1,6 @@
 import type { ProviderId } from "../providers/provider-id.js";
 import { providerBUnionProblem, providerCReferenceProblems, providerCRules } from "./provider-limits.js";
+import { resolveJsonPointer } from "./resolve-json-pointer.js";
 import { validatorFor } from "./schema-validator.js";
 
 /**
@@ -150,20 +151,7 @@ function referenceLoops(root: object): string[] {
 /** The value a node's local `$ref` points to, or undefined (no `$ref`, not local, not found). */
 function refTarget(root: object, node: unknown): unknown {
   const ref = typeof node === "object" && node !== null ? (node as Record<string, unknown>).$ref : undefined;
-  if (typeof ref !== "string" || (ref !== "#" && !ref.startsWith("#/"))) return undefined;
-  let target: unknown = root;
-  for (const token of ref.slice(1).split("/").slice(1)) {
-    if (typeof target !== "object" || target === null) return undefined;
-    let key: string;
-    try {
-      key = decodeURIComponent(token).replace(/~1/g, "/").replace(/~0/g, "~");
-    } catch {
-      return undefined;
-    }
-    if (!Object.hasOwn(target, key)) return undefined;
-    target = (target as Record<string, unknown>)[key];
-  }
-  return target;
+  return typeof ref === "string" ? resolveJsonPointer(root, ref) : undefined;
 }
 
 function walk(

@@ -5,6 +5,8 @@
  * over the whole schema.
  */
 
+import { resolveJsonPointer } from "./resolve-json-pointer.js";
+
 type Schema = Record<string, unknown>;
 
 const isSchema = (value: unknown): value is Schema =>
@@ -106,7 +108,7 @@ export function sentAsStructuredOutput(schema: Schema): boolean {
     if (typeof node.$ref === "string" && node.$ref.startsWith("#")) {
       let target = counted.get(node.$ref);
       if (!target) {
-        target = visit(resolvePointer(schema, node.$ref));
+        target = visit(resolveJsonPointer(schema, node.$ref));
         counted.set(node.$ref, target);
       }
       add(target);
@@ -145,7 +147,7 @@ export function recursiveReference(schema: Schema): string | null {
       if (resolving.has(ref)) return `${path}/$ref`;
       if (!done.has(ref)) {
         resolving.add(ref);
-        const found = visit(resolvePointer(schema, ref), path);
+        const found = visit(resolveJsonPointer(schema, ref), path);
         resolving.delete(ref);
         if (found) return found;
         done.add(ref);
@@ -158,24 +160,6 @@ export function recursiveReference(schema: Schema): string | null {
     return null;
   };
   return visit(schema, "#");
-}
-
-/** The value a local JSON Pointer (`#/…`) names in the document, else undefined. */
-export function resolvePointer(root: Schema, ref: string): unknown {
-  if (ref === "#") return root;
-  if (!ref.startsWith("#/")) return undefined;
-  let target: unknown = root;
-  for (const token of ref.slice(2).split("/")) {
-    let key: string;
-    try {
-      key = decodeURIComponent(token).replace(/~1/g, "/").replace(/~0/g, "~");
-    } catch {
-      return undefined;
-    }
-    if (!isSchema(target) || !Object.hasOwn(target, key)) return undefined;
-    target = target[key];
-  }
-  return target;
 }
 
 /**
@@ -206,7 +190,7 @@ function isRootDefinition(schema: Schema, ref: unknown): boolean {
   const match = /^#\/(\$defs|definitions)\/([^/]+)$/.exec(ref);
   if (!match?.[1] || !match[2]) return false;
   const definitions = schema[match[1]];
-  return isSchema(definitions) && resolvePointer(schema, ref) !== undefined;
+  return isSchema(definitions) && resolveJsonPointer(schema, ref) !== undefined;
 }
 
 /**

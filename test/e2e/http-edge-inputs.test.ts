@@ -4,6 +4,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createGatewayServer } from "../../src/server.js";
 import { type FakeUpstream, startFakeUpstream } from "../fakes/fake-upstream.js";
 import {
+  adminToken,
   createTestProject,
   startTestGateway,
   type TestGateway,
@@ -428,5 +429,92 @@ describe("HTTP edge inputs on the gateway's own server", () => {
     const raw = await exchange(port, [chat(`/v1/provider-a/${project.projectId}/chat/completions#frag`)]);
     expect(expectEnvelope(responsesOf(raw)[0], 400, "BAD_REQUEST").message).toMatch(/fragment/);
     expect(upstream.requests).toEqual([]);
+  });
+});
+
+/**
+ * A browser app reads an answer only when it carries CORS headers: the answers to what Node's parser
+ * refused get them where the request's head was read (its Origin and path are known), by the rule
+ * every other answer follows (docs/decisions/0007).
+ */
+describe("answers to what Node's parser refused, for a browser app (SLUICE_CORS_ORIGINS)", () => {
+  const app = "https://app.example.com";
+  let sluice: TestGateway;
+  let server: Server;
+  let port: number;
+  let project: TestProject;
+
+  beforeAll(async () => {
+    sluice = await startTestGateway({ corsOrigins: [app] });
+    project = await createTestProject(sluice.gateway);
+    server = createGatewayServer(sluice.gateway.app, {
+      http: { requestTimeout: 1000, headersTimeout: 1000, connectionsCheckingInterval: 50 },
+    });
+    await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+    port = (server.address() as AddressInfo).port;
+  });
+  afterAll(async () => {
+    server.closeAllConnections();
+    await new Promise((resolve) => server.close(resolve));
+    await sluice.close();
+  });
+
+  const head = (target: string, headers: Record<string, string>) =>
+    `POST ${target} HTTP/1.1\r\n${Object.entries({ host: "sluice.test", ...headers })
+      .map(([name, value]) => `${name}: ${value}\r\n`)
+      .join("")}\r\n`;
+  const upload = (
+    origin: string,
+    target = `/v1/text/${project.projectId}`,
+    authorization = `Bearer ${project.bearer("provider-a")}`,
+  ) =>
+    head(target, {
+      origin,
+      authorization,
+      "content-type": "application/json",
+      "content-length": "100",
+    });
+
+  it("marks a 408 for a body that stops mid-way with the CORS headers of an allowed origin", async () => {
+    const [response] = responsesOf(await exchange(port, [upload(app), '{"text":"hal']));
+    expectEnvelope(response, 408, "REQUEST_TIMEOUT");
+    expect(response?.headers["access-control-allow-origin"]).toBe(app);
+    expect(response?.headers["access-control-expose-headers"]).toBe("*");
+    expect(response?.headers.vary).toBe("Origin");
+  });
+
+  it("marks a 400 for a malformed chunked body with them", async () => {
+    const bytes = `${head(`/v1/text/${project.projectId}`, {
+      origin: app,
+      authorization: `Bearer ${project.bearer("provider-a")}`,
+      "content-type": "application/json",
+      "transfer-encoding": "chunked",
+    })}2\r\n{}XX`;
+    const [response] = responsesOf(await exchange(port, [bytes]));
+    expectEnvelope(response, 400, "BAD_REQUEST");
+    expect(response?.headers["access-control-allow-origin"]).toBe(app);
+  });
+
+  it("gives an origin not listed, and the admin API, only what any other answer gets", async () => {
+    const [other] = responsesOf(await exchange(port, [upload("https://evil.example"), '{"text":"hal']));
+    expectEnvelope(other, 408, "REQUEST_TIMEOUT");
+    expect(other?.headers["access-control-allow-origin"]).toBeUndefined();
+    expect(other?.headers.vary).toBe("Origin");
+    const [admin] = responsesOf(
+      await exchange(port, [upload(app, "/admin/v1/projects", `Bearer ${adminToken}`), '{"name":"hal']),
+    );
+    expect(admin?.status).toBe(408);
+    expect(admin?.headers["access-control-allow-origin"]).toBeUndefined();
+    expect(admin?.headers.vary).toBeUndefined();
+  });
+
+  // Node's parser hands over nothing of a head it could not finish, so its Origin and path are not
+  // known: no CORS header is guessed (docs/decisions/0007).
+  it("adds nothing to a 431 for a head over Node's limit, whose Origin Node never read", async () => {
+    const [response] = responsesOf(
+      await exchange(port, [head("/v1/text/x", { origin: app, "x-long": "a".repeat(20_000) })]),
+    );
+    expectEnvelope(response, 431, "REQUEST_HEADER_FIELDS_TOO_LARGE");
+    expect(response?.headers["access-control-allow-origin"]).toBeUndefined();
   });
 });
