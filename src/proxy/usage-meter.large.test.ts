@@ -157,6 +157,13 @@ describe("usage meter, JSON bodies over 4 MiB", () => {
     }
   });
 
+  it("reads provider A's service tier, beside the usage object, from a large body's last bytes", () => {
+    const body = Buffer.from(chatJson.replace('"service_tier":"default"', '"service_tier":"flex"'));
+    expect(body.length).toBeGreaterThan(4 * 1024 * 1024);
+    expect(meter("provider-a", body, false).usage.serviceTier).toBe("flex");
+    expect(meter("provider-a", body, false, randomSplits(body.length, 1)).usage.serviceTier).toBe("flex");
+  });
+
   it("records nothing, and does not throw, when the usage object is longer than the kept tail", () => {
     const body = Buffer.from(
       embeddingsJson.replace('"usage":{', `"usage":{"note":"${"x".repeat(70 * 1024)}",`),
