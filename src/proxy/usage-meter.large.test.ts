@@ -315,6 +315,17 @@ describe("usage meter, SSE events over 1 MiB", () => {
     }
   });
 
+  it("reads provider A's service tier from the end of a response.completed over 1 MiB", () => {
+    const tiered = responsesImageStream.replaceAll(
+      '"parallel_tool_calls":true,"tools"',
+      '"parallel_tool_calls":true,"service_tier":"flex","tools"',
+    );
+    expect(tiered).not.toBe(responsesImageStream);
+    const body = Buffer.from(tiered);
+    expect(meter("provider-a", body, true).usage.serviceTier).toBe("flex");
+    expect(meter("provider-a", body, true, randomSplits(body.length, 2)).usage.serviceTier).toBe("flex");
+  });
+
   it("keeps only a bounded tail of an event: memory stays flat however large it grows", () => {
     const usage = createUsageMeter("provider-a", { streaming: true, contentType: "text/event-stream" });
     usage.push(Buffer.from('event: response.completed\ndata: {"type":"response.completed","response":{'));
