@@ -1,4 +1,10 @@
-import { type Sampling, sumOrUnknown, type TokenUsage, tokenCount } from "../usage/token-usage.js";
+import {
+  type Sampling,
+  type ServiceTier,
+  sumOrUnknown,
+  type TokenUsage,
+  tokenCount,
+} from "../usage/token-usage.js";
 import type { ProviderId } from "./provider-id.js";
 
 /**
@@ -11,7 +17,43 @@ const object = (value: unknown): Json | null =>
   typeof value === "object" && value !== null && !Array.isArray(value) ? (value as Json) : null;
 const count = tokenCount;
 
-export function usageFromProviderA(reported: unknown): TokenUsage | null {
+/**
+ * The service tier an answer says served the call (its `service_tier`: provider A's at the answer's
+ * top level, B's in `usage`; C's `usageMetadata.serviceTier`), as TokenUsage.serviceTier holds it:
+ * undefined for the standard tier (A's `default`, B's and C's `standard`, C's `unspecified`, which
+ * Google documents as standard) and for an answer that names none (A's `null`), as the call is
+ * then billed at the standard prices. A's `fast` is its `priority` under the name OpenAI gave it on
+ * 2026-07-30. Any other value, `auto` included (it names no tier), is `other`: never priced.
+ */
+export function serviceTierOf(provider: ProviderId, reported: unknown): ServiceTier | undefined {
+  if (reported === undefined || reported === null) return undefined;
+  if (typeof reported !== "string") return "other";
+  const name = reported.toLowerCase();
+  if (name === standardTier[provider] || (provider === "provider-c" && name === "unspecified"))
+    return undefined;
+  if (name === "flex" && provider !== "provider-b") return "flex";
+  if (name === "priority" || (provider === "provider-a" && name === "fast")) return "priority";
+  return "other";
+}
+
+const standardTier: Record<ProviderId, string> = {
+  "provider-a": "default",
+  "provider-b": "standard",
+  "provider-c": "standard",
+};
+
+/**
+ * Provider A's usage object, with `serviceTier` the answer's top-level `service_tier` (which is
+ * outside the usage object; undefined when the caller did not find one).
+ */
+export function usageFromProviderA(reported: unknown, serviceTier?: unknown): TokenUsage | null {
+  const usage = countsOfProviderA(reported);
+  const tier = serviceTierOf("provider-a", serviceTier);
+  if (usage && tier) usage.serviceTier = tier;
+  return usage;
+}
+
+function countsOfProviderA(reported: unknown): TokenUsage | null {
   const record = object(reported);
   if (!record) return null;
   if ("input_tokens" in record || "output_tokens" in record) {
@@ -71,6 +113,8 @@ export interface ProviderBCounts {
   speed: string | null;
   /** Where inference ran (`usage.inference_geo`): `us` is billed above the global prices. */
   inferenceGeo: string | null;
+  /** The tier that served the call (`usage.service_tier`): `priority` and `batch` are not billed at the standard prices. */
+  serviceTier: unknown;
   /**
    * (Beta, server-side fallback) The model that served the answer when the requested one refused
    * it: the `model` of the last `fallback_message` entry of `usage.iterations`. The top-level counts
@@ -152,6 +196,7 @@ export function providerBCounts(usage: unknown, previous: ProviderBCounts | null
     speed: typeof record.speed === "string" ? record.speed : (previous?.speed ?? null),
     inferenceGeo:
       typeof record.inference_geo === "string" ? record.inference_geo : (previous?.inferenceGeo ?? null),
+    serviceTier: record.service_tier ?? previous?.serviceTier ?? null,
     servedBy:
       (Array.isArray(record.iterations) ? fallbackModel(record.iterations) : null) ??
       previous?.servedBy ??
@@ -178,7 +223,8 @@ function fallbackModel(entries: unknown[]): string | null {
  * the tokens their results brought into the input. Compaction iterations (beta) add their tokens; an
  * advisor's are not this model's; both are priced as samplings of their own (see ProviderBIterations).
  * A call that ran in fast mode (`speed: "fast"`) or kept its inference in the US (`inference_geo:
- * "us"`) says so, as both are billed above the standard prices.
+ * "us"`) says so, as both are billed above the standard prices, and so does one served on a tier
+ * other than the standard one (`service_tier`: Priority Tier, billed against a commitment).
  */
 export function usageOfProviderB(counts: ProviderBCounts): TokenUsage {
   const { iterations } = counts;
@@ -187,9 +233,11 @@ export function usageOfProviderB(counts: ProviderBCounts): TokenUsage {
     counts.thinking,
   );
   if (counts.webSearches) usage.webSearches = counts.webSearches;
-  const premiums: Pick<TokenUsage, "fastMode" | "usOnlyInference"> = {};
+  const premiums: Pick<TokenUsage, "fastMode" | "usOnlyInference" | "serviceTier"> = {};
   if (counts.speed === "fast") premiums.fastMode = true;
   if (counts.inferenceGeo === "us") premiums.usOnlyInference = true;
+  const tier = serviceTierOf("provider-b", counts.serviceTier);
+  if (tier) premiums.serviceTier = tier;
   Object.assign(usage, premiums);
   if (iterations !== null && iterations.samplings.length > 0) {
     // The answer's own sampling: the top-level counts, with the searches it ran.
@@ -250,7 +298,8 @@ export function usageFromProviderB(usage: unknown): TokenUsage | null {
  * out is 0, while one that is there but not a count leaves its total unknown. The prompt's audio
  * part (`promptTokensDetails`, modality AUDIO; the prompt's breakdown, its cached part included) is
  * reported apart, and so is the cached part's (`cacheTokensDetails`) where Google breaks that down:
- * it bills audio input at prices of its own on some models.
+ * it bills audio input at prices of its own on some models. The tier that served the call
+ * (`serviceTier`: flex, priority) is read too, as Google bills those above or below the standard prices.
  */
 export function usageFromProviderC(usageMetadata: unknown): TokenUsage | null {
   const record = object(usageMetadata);
@@ -277,6 +326,8 @@ export function usageFromProviderC(usageMetadata: unknown): TokenUsage | null {
   // Images a Gemini image model generated, part of the candidates' count.
   const generatedImages = modalityTokens(record.candidatesTokensDetails, "IMAGE");
   if (generatedImages > 0) usage.imageOutputTokens = generatedImages;
+  const tier = serviceTierOf("provider-c", record.serviceTier);
+  if (tier) usage.serviceTier = tier;
   return usage;
 }
 

@@ -9,6 +9,7 @@ import {
 } from "../providers/usage-from-json.js";
 import { emptyUsage, type TokenUsage } from "../usage/token-usage.js";
 import { ByteEnds } from "./byte-ends.js";
+import { serviceTierMember } from "./service-tier-member.js";
 import type { MeterReading } from "./usage-meter.js";
 
 /** What is kept of a larger body: its start (where the model is read) and its end (the usage). */
@@ -123,7 +124,11 @@ function fromUsageObject(
   if (provider === "provider-c" && isArray(head)) return null;
   const found = lastUsageObject(body, usageKeys[provider]);
   if (!found) return null;
-  const usage = usageFromProvider[provider](found.value);
+  // Provider A names the tier that served the call beside the usage object, not in it.
+  const usage =
+    provider === "provider-a"
+      ? usageFromProviderA(found.value, serviceTierMember(body, 0))
+      : usageFromProvider[provider](found.value);
   if (!usage) return null;
   const model =
     provider === "provider-c"
@@ -185,7 +190,7 @@ function fromJsonBody(provider: ProviderId, body: unknown): { usage: TokenUsage;
   const model = (value: unknown) => (typeof value === "string" ? value : null);
   switch (provider) {
     case "provider-a": {
-      const usage = usageFromProviderA(objectField(body, "usage"));
+      const usage = usageFromProviderA(objectField(body, "usage"), objectField(body, "service_tier"));
       return { usage: usage ?? emptyUsage(), model: model(objectField(body, "model")) };
     }
     case "provider-b":

@@ -12,6 +12,7 @@ import { emptyUsage, type TokenUsage } from "../usage/token-usage.js";
 import { isFinishedBackgroundRun } from "./background-run.js";
 import { lastUsageObject, modelIn, modelPatterns, usageKeys } from "./json-body-usage.js";
 import { type ResponseObjectFields, responseFieldsOfEvent } from "./response-object-fields.js";
+import { serviceTierMember } from "./service-tier-member.js";
 import { meteredEventScanner } from "./sse-event-scanner.js";
 import { isStreamErrorEvent } from "./stream-error-event.js";
 import type { MeterReading, SseEventTap, UsageMeter } from "./usage-meter.js";
@@ -62,7 +63,12 @@ export function sseMeter(
       // output. Either way it is the event's last usage object, parsed alone: the rest of the
       // event (a whole response, for the Responses API) is never parsed.
       if (usageObjectStart.test(data)) {
-        const found = usageFromProviderA(lastUsageObject(Buffer.from(data), usageKeys["provider-a"])?.value);
+        const bytes = Buffer.from(data);
+        // The tier that served the call, in the same chunk (or the same event's response).
+        const found = usageFromProviderA(
+          lastUsageObject(bytes, usageKeys["provider-a"])?.value,
+          serviceTierMember(bytes, 1),
+        );
         if (found) {
           usage = found;
           if (responses !== null) response = responseFieldsOfEvent(data);
@@ -126,7 +132,7 @@ function fromCutEvent(
   const found = lastUsageObject(tail, usageKeys[provider]);
   switch (provider) {
     case "provider-a": {
-      const usage = usageFromProviderA(found?.value);
+      const usage = usageFromProviderA(found?.value, serviceTierMember(tail, 1));
       return usage && { usage, model: modelPatterns[provider].exec(head)?.[1] ?? null };
     }
     case "provider-b": {

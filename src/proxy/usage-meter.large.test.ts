@@ -157,6 +157,13 @@ describe("usage meter, JSON bodies over 4 MiB", () => {
     }
   });
 
+  it("reads provider A's service tier, beside the usage object, from a large body's last bytes", () => {
+    const body = Buffer.from(chatJson.replace('"service_tier":"default"', '"service_tier":"flex"'));
+    expect(body.length).toBeGreaterThan(4 * 1024 * 1024);
+    expect(meter("provider-a", body, false).usage.serviceTier).toBe("flex");
+    expect(meter("provider-a", body, false, randomSplits(body.length, 1)).usage.serviceTier).toBe("flex");
+  });
+
   it("records nothing, and does not throw, when the usage object is longer than the kept tail", () => {
     const body = Buffer.from(
       embeddingsJson.replace('"usage":{', `"usage":{"note":"${"x".repeat(70 * 1024)}",`),
@@ -306,6 +313,17 @@ describe("usage meter, SSE events over 1 MiB", () => {
     for (let seed = 1; seed <= 6; seed++) {
       expect(meter(provider, body, true, randomSplits(body.length, seed))).toEqual({ usage, model });
     }
+  });
+
+  it("reads provider A's service tier from the end of a response.completed over 1 MiB", () => {
+    const tiered = responsesImageStream.replaceAll(
+      '"parallel_tool_calls":true,"tools"',
+      '"parallel_tool_calls":true,"service_tier":"flex","tools"',
+    );
+    expect(tiered).not.toBe(responsesImageStream);
+    const body = Buffer.from(tiered);
+    expect(meter("provider-a", body, true).usage.serviceTier).toBe("flex");
+    expect(meter("provider-a", body, true, randomSplits(body.length, 2)).usage.serviceTier).toBe("flex");
   });
 
   it("keeps only a bounded tail of an event: memory stays flat however large it grows", () => {

@@ -315,6 +315,89 @@ describe("usage meter", () => {
     expect(meter("provider-b", start + delta + bare, true).usage).toEqual({ ...expected, outputTokens: 501 });
   });
 
+  it("reads the service tier provider A's answer names at its top level, buffered and streamed", () => {
+    const usage = { prompt_tokens: 12, completion_tokens: 7, total_tokens: 19 };
+    const chat = (tier: unknown) =>
+      JSON.stringify({
+        id: "chatcmpl-1",
+        object: "chat.completion",
+        model: "gpt-5",
+        choices: [],
+        usage,
+        service_tier: tier,
+        system_fingerprint: "fp",
+      });
+    expect(meter("provider-a", chat("flex"), false).usage.serviceTier).toBe("flex");
+    expect(meter("provider-a", chat("priority"), false).usage.serviceTier).toBe("priority");
+    expect(meter("provider-a", chat("default"), false).usage).not.toHaveProperty("serviceTier");
+    expect(meter("provider-a", openAiJson, false).usage).not.toHaveProperty("serviceTier");
+    // The stream's usage chunk names it as every chunk does.
+    const chunk = (tier: string, chunkUsage: unknown) =>
+      `data: ${JSON.stringify({ id: "chatcmpl-1", object: "chat.completion.chunk", model: "gpt-5", choices: [], usage: chunkUsage, service_tier: tier })}\n\n`;
+    const stream = `${chunk("flex", null)}${chunk("flex", usage)}data: [DONE]\n\n`;
+    expect(meter("provider-a", stream, true).usage).toMatchObject({ inputTokens: 12, serviceTier: "flex" });
+    expect(meter("provider-a", chunk("default", usage), true).usage).not.toHaveProperty("serviceTier");
+  });
+
+  it("reads the Responses API's tier from the response object itself, not from its metadata, buffered and streamed", () => {
+    const usage = { input_tokens: 30, output_tokens: 8, total_tokens: 38 };
+    // The tier comes before the usage; the app's own `metadata` (after it) may hold a key of that
+    // name, and so may a tool's schema: neither is the response's.
+    const response = (status: string, tier: string, responseUsage: unknown) => ({
+      id: "resp_1",
+      object: "response",
+      status,
+      model: "gpt-5",
+      output: [],
+      service_tier: tier,
+      tools: [
+        { type: "function", name: "f", parameters: { properties: { service_tier: { const: "flex" } } } },
+      ],
+      usage: responseUsage,
+      metadata: { service_tier: "flex" },
+    });
+    const body = JSON.stringify(response("completed", "priority", usage));
+    expect(meter("provider-a", body, false).usage.serviceTier).toBe("priority");
+    expect(meter("provider-a", body, false, [], "post").usage.serviceTier).toBe("priority");
+    const standard = JSON.stringify(response("completed", "default", usage));
+    expect(meter("provider-a", standard, false).usage).not.toHaveProperty("serviceTier");
+    // response.created says what was asked (auto); response.completed what served it.
+    const events = [
+      `event: response.created\ndata: ${JSON.stringify({ type: "response.created", sequence_number: 0, response: response("in_progress", "auto", null) })}`,
+      `event: response.completed\ndata: ${JSON.stringify({ type: "response.completed", sequence_number: 1, response: response("completed", "priority", usage) })}`,
+    ]
+      .map((event) => `${event}\n\n`)
+      .join("");
+    expect(meter("provider-a", events, true).usage).toMatchObject({
+      inputTokens: 30,
+      serviceTier: "priority",
+    });
+    expect(meter("provider-a", events, true, [], "post").usage.serviceTier).toBe("priority");
+    const standardEvents = events.replace('"service_tier":"priority"', '"service_tier":"default"');
+    expect(meter("provider-a", standardEvents, true).usage).not.toHaveProperty("serviceTier");
+  });
+
+  it("reads provider B's and C's service tier from their usage, buffered and streamed", () => {
+    const usage = { input_tokens: 40, output_tokens: 9, service_tier: "priority" };
+    const answer = JSON.stringify({ type: "message", model: "claude-sonnet-4-6", content: [], usage });
+    expect(meter("provider-b", answer, false).usage.serviceTier).toBe("priority");
+    const start = `event: message_start\ndata: ${JSON.stringify({ type: "message_start", message: { model: "claude-sonnet-4-6", usage: { ...usage, output_tokens: 1 } } })}\n\n`;
+    const delta = `event: message_delta\ndata: ${JSON.stringify({ type: "message_delta", delta: {}, usage: { output_tokens: 9 } })}\n\n`;
+    expect(meter("provider-b", start + delta, true).usage).toMatchObject({
+      outputTokens: 9,
+      serviceTier: "priority",
+    });
+    const metadata = { promptTokenCount: 10, candidatesTokenCount: 5, serviceTier: "flex" };
+    const gemini = JSON.stringify({
+      candidates: [],
+      usageMetadata: metadata,
+      modelVersion: "gemini-2.5-flash",
+    });
+    expect(meter("provider-c", gemini, false).usage.serviceTier).toBe("flex");
+    expect(meter("provider-c", `data: ${gemini}\r\n\r\n`, true).usage.serviceTier).toBe("flex");
+    expect(meter("provider-c", `[${gemini}]`, false).usage.serviceTier).toBe("flex");
+  });
+
   it("reads provider B's fast mode and US-only inference (speed, inference_geo), buffered and streamed", () => {
     const usage = { input_tokens: 40, output_tokens: 9, speed: "fast", inference_geo: "us" };
     const answer = JSON.stringify({ type: "message", model: "claude-opus-5-5", content: [], usage });

@@ -9,7 +9,12 @@ import {
   providerTimeout,
   responseTooLargeFailure,
 } from "../providers/sdk-call-failure.js";
-import { usageFromProvider } from "../providers/usage-from-json.js";
+import {
+  objectField,
+  serviceTierOf,
+  usageFromProvider,
+  usageFromProviderA,
+} from "../providers/usage-from-json.js";
 import { emptyUsage, type Sampling, type TokenUsage, tokenCount } from "../usage/token-usage.js";
 import { withoutUnlistedProperties } from "./drop-unlisted-properties.js";
 import type { AnalysisKind } from "./model-choice.js";
@@ -183,7 +188,7 @@ async function attemptOnce(
       object: result.object,
       text: JSON.stringify(result.object),
       problems: [],
-      usage: usageOf(provider, result.usage),
+      usage: usageOf(provider, result.usage, result.response.body),
       modelId: result.response.modelId,
     };
   } catch (error) {
@@ -196,7 +201,8 @@ async function attemptOnce(
           : {}),
         text: error.text ?? "",
         problems: ["the answer is not valid JSON"],
-        usage: usageOf(provider, error.usage),
+        // The SDK's error keeps the answer's body beside the metadata its type names.
+        usage: usageOf(provider, error.usage, (error.response as { body?: unknown } | undefined)?.body),
         ...(error.response?.modelId ? { modelId: error.response.modelId } : {}),
       };
     }
@@ -323,18 +329,30 @@ interface SdkUsage {
  * An attempt's usage, read from the provider's own usage object as the proxies read it, so the call
  * is priced as the same call proxied would be: the AI SDK's summary leaves out what the provider
  * bills apart (provider A's and B's cache writes, B's by their lifetime), which would be priced as
- * plain input. The summary's counts only when the answer carries no usage object to read.
+ * plain input. The summary's counts only when the answer carries no usage object to read. The route
+ * asks for no service tier, but a project's default may serve the call on another: B and C name it
+ * in their usage objects, A beside its usage, in the answer's `service_tier` (`body`, the answer as
+ * the SDK parsed it).
  */
-function usageOf(provider: ProviderId, usage: SdkUsage | undefined): TokenUsage | null {
+function usageOf(provider: ProviderId, usage: SdkUsage | undefined, body: unknown): TokenUsage | null {
   if (!usage) return null;
-  const reported = usage.raw === undefined ? null : usageFromProvider[provider](usage.raw);
+  const tier =
+    provider === "provider-a" ? serviceTierOf(provider, objectField(body, "service_tier")) : undefined;
+  const reported =
+    usage.raw === undefined
+      ? null
+      : provider === "provider-a"
+        ? usageFromProviderA(usage.raw, objectField(body, "service_tier"))
+        : usageFromProvider[provider](usage.raw);
   if (reported) return reported;
-  return {
+  const summary: TokenUsage = {
     inputTokens: tokenCount(usage.inputTokens),
     outputTokens: tokenCount(usage.outputTokens),
     cachedInputTokens: tokenCount(usage.inputTokenDetails?.cacheReadTokens ?? usage.cachedInputTokens),
     reasoningTokens: tokenCount(usage.outputTokenDetails?.reasoningTokens ?? usage.reasoningTokens),
   };
+  if (tier) summary.serviceTier = tier;
+  return summary;
 }
 
 /**

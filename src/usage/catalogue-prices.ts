@@ -1,4 +1,5 @@
 import type { Capabilities, TokenPricing } from "./model-catalogue.js";
+import type { CacheLifetime } from "./token-usage.js";
 
 /** The capability presets and price builders the catalogue's entries are written with. */
 export const chat = (vision: boolean, pdf: boolean): Capabilities => ({
@@ -56,15 +57,67 @@ export const round = (usd: number) => Math.round(usd * 1e6) / 1e6;
 /**
  * Provider A's GPT-6 prices follow from input, output and cached input: a cache write (kept 30
  * minutes) costs 1.25x the input price, and a prompt over 272k input tokens is billed in whole at
- * 2x the input and cache prices and 1.5x the output price.
+ * 2x the input and cache prices and 1.5x the output price. On its tiers (the model pages: "Batch and
+ * Flex cost 50% of Standard", "Fast mode costs twice the applicable rate") flex costs half of every
+ * price and priority (Fast mode) twice, long-context prices included.
  */
 export const gpt6Price = (input: number, output: number, cachedInput: number): TokenPricing => {
   const short = (scale: number, outputScale: number): TokenPricing => ({
     ...price(round(input * scale), round(output * outputScale), round(cachedInput * scale)),
     cacheWrite: { thirtyMinutes: round(input * 1.25 * scale) },
   });
-  return { ...short(1, 1), longContext: { above: 272_000, pricing: short(2, 1.5) } };
+  const standard = { ...short(1, 1), longContext: { above: 272_000, pricing: short(2, 1.5) } };
+  return { ...standard, tiers: { flex: scaledPrice(standard, 0.5), priority: scaledPrice(standard, 2) } };
 };
+
+/**
+ * Every token price of `pricing` (its long-context prices' too) times `scale`: a tier billed at a
+ * multiple of the standard prices. A price that is unknown stays unknown.
+ */
+export function scaledPrice(pricing: TokenPricing, scale: number): TokenPricing {
+  const times = (usd: number) => round(usd * scale);
+  const orNull = (usd: number | null) => (usd === null ? null : times(usd));
+  const scaled: TokenPricing = price(
+    orNull(pricing.input),
+    orNull(pricing.output),
+    orNull(pricing.cachedInput),
+  );
+  if (pricing.cacheWrite) {
+    const writes: NonNullable<TokenPricing["cacheWrite"]> = {};
+    for (const [lifetime, usd] of Object.entries(pricing.cacheWrite) as [CacheLifetime, number][])
+      writes[lifetime] = times(usd);
+    scaled.cacheWrite = writes;
+  }
+  if (pricing.audio)
+    scaled.audio = { input: times(pricing.audio.input), cachedInput: orNull(pricing.audio.cachedInput) };
+  if (pricing.imageInput !== undefined) scaled.imageInput = times(pricing.imageInput);
+  if (pricing.imageOutput !== undefined) scaled.imageOutput = times(pricing.imageOutput);
+  if (pricing.longContext)
+    scaled.longContext = {
+      above: pricing.longContext.above,
+      pricing: scaledPrice(pricing.longContext.pricing, scale),
+    };
+  return scaled;
+}
+
+/**
+ * Provider A's tiers of a model, beside its standard prices. Flex, on the models OpenAI offers it
+ * for: "Tokens are priced at Batch API rates" (its flex processing guide), half of every standard
+ * price, cached input included. Priority, where OpenAI's Priority processing page (renamed "Fast
+ * mode for API Customers" on 2026-07-30, openai.com/api-fast-mode) lists the model: its input,
+ * cached input and output prices, which exclude long context (so a long prompt on that tier has an
+ * unknown cost).
+ */
+export const openAiTiers = (
+  standard: TokenPricing,
+  tiers: { flex: boolean; priority?: TokenPricing },
+): TokenPricing => ({
+  ...standard,
+  tiers: {
+    ...(tiers.flex ? { flex: scaledPrice(standard, 0.5) } : {}),
+    ...(tiers.priority ? { priority: tiers.priority } : {}),
+  },
+});
 
 /**
  * Provider C's prices, from Google's Gemini Developer API pricing page
@@ -82,3 +135,23 @@ export const withAudio = (pricing: TokenPricing, input: number, cachedInput: num
   ...pricing,
   audio: { input, cachedInput },
 });
+
+/**
+ * Provider C's flex tier beside a model's standard prices: Google's flex inference page gives it "a
+ * 50% cost reduction compared to standard rates", half the input (audio too) and output prices,
+ * long-context ones included. It publishes no flex price for cached input, so a flex call that read
+ * the cache has an unknown cost. Its priority tier costs "75% to 100% more than standard", by model,
+ * with no price per model: not listed, so unknown.
+ */
+export const withGeminiFlex = (pricing: TokenPricing): TokenPricing => ({
+  ...pricing,
+  tiers: { flex: uncached(scaledPrice(pricing, 0.5)) },
+});
+
+function uncached(pricing: TokenPricing): TokenPricing {
+  const without: TokenPricing = { ...pricing, cachedInput: null };
+  if (pricing.audio) without.audio = { ...pricing.audio, cachedInput: null };
+  if (pricing.longContext)
+    without.longContext = { ...pricing.longContext, pricing: uncached(pricing.longContext.pricing) };
+  return without;
+}

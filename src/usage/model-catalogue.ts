@@ -39,9 +39,9 @@ export interface TokenPricing {
   /**
    * Provider C: the prices of audio input, uncached and cached, which Google lists apart from text,
    * image and video input's. A model without them prices no call with audio input (its cost is
-   * unknown).
+   * unknown). A cached price of null is unknown (a tier's: provider C's flex).
    */
-  audio?: { input: number; cachedInput: number };
+  audio?: { input: number; cachedInput: number | null };
   /**
    * The prices of a call whose input is over `above` tokens (its cached and cache-written input
    * included), which the provider bills in whole at these instead: Gemini 2.5 Pro's and 3.1 Pro's
@@ -57,6 +57,15 @@ export interface TokenPricing {
    */
   imageInput?: number;
   imageOutput?: number;
+  /**
+   * The prices of a call its answer says was served on another tier than the standard one
+   * (TokenUsage.serviceTier), where the provider publishes them for the model: provider A's flex
+   * (Batch API rates) and priority (Fast mode) prices, provider C's flex prices. Each holds its own
+   * long-context prices, where published: a long prompt on a tier without them costs what is
+   * unknown. A tier a model does not list prices nothing (an unknown cost), never at the standard
+   * prices.
+   */
+  tiers?: { flex?: TokenPricing; priority?: TokenPricing };
 }
 
 export interface CatalogueModel {

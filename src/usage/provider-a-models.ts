@@ -1,7 +1,13 @@
-import { chat, embeddings, gpt6Price, imageOnly, price } from "./catalogue-prices.js";
+import { chat, embeddings, gpt6Price, imageOnly, openAiTiers, price } from "./catalogue-prices.js";
 import type { CatalogueModel } from "./model-catalogue.js";
 
-/** Provider A's (OpenAI-style) catalogued models, in the order the lists show them. */
+/**
+ * Provider A's (OpenAI-style) catalogued models, in the order the lists show them. Their tiers
+ * (openAiTiers): flex on the GPT-5, o4-mini and later models, which OpenAI offers it for (not the
+ * GPT-4.1 and GPT-4o models); priority at the prices of OpenAI's Priority processing (Fast mode)
+ * page for the models it lists, every one here but GPT-5.4 nano; the GPT-6 models' from their
+ * model pages (gpt6Price).
+ */
 export const providerAModels: CatalogueModel[] = [
   {
     id: "gpt-4.1",
@@ -9,7 +15,7 @@ export const providerAModels: CatalogueModel[] = [
     displayName: "GPT-4.1",
     created: 1744316542,
     capabilities: chat(true, true),
-    pricing: price(2, 8, 0.5),
+    pricing: openAiTiers(price(2, 8, 0.5), { flex: false, priority: price(3.5, 14, 0.875) }),
   },
   {
     id: "gpt-4.1-mini",
@@ -17,7 +23,7 @@ export const providerAModels: CatalogueModel[] = [
     displayName: "GPT-4.1 mini",
     created: 1744318173,
     capabilities: chat(true, true),
-    pricing: price(0.4, 1.6, 0.1),
+    pricing: openAiTiers(price(0.4, 1.6, 0.1), { flex: false, priority: price(0.7, 2.8, 0.175) }),
   },
   {
     id: "gpt-4.1-nano",
@@ -25,7 +31,7 @@ export const providerAModels: CatalogueModel[] = [
     displayName: "GPT-4.1 nano",
     created: 1744321707,
     capabilities: chat(true, true),
-    pricing: price(0.1, 0.4, 0.025),
+    pricing: openAiTiers(price(0.1, 0.4, 0.025), { flex: false, priority: price(0.2, 0.8, 0.05) }),
   },
   {
     id: "gpt-4o",
@@ -33,7 +39,7 @@ export const providerAModels: CatalogueModel[] = [
     displayName: "GPT-4o",
     created: 1715367049,
     capabilities: chat(true, true),
-    pricing: price(2.5, 10, 1.25),
+    pricing: openAiTiers(price(2.5, 10, 1.25), { flex: false, priority: price(4.25, 17, 2.125) }),
   },
   // GPT-4o's first snapshot, which OpenAI's pricing page lists apart from gpt-4o at its launch
   // prices: $5 in, $15 out, no cached price. Its own entry, so it is not priced as the gpt-4o it is
@@ -44,7 +50,7 @@ export const providerAModels: CatalogueModel[] = [
     displayName: "GPT-4o (2024-05-13)",
     created: 1715367049,
     capabilities: chat(true, true),
-    pricing: price(5, 15, null),
+    pricing: openAiTiers(price(5, 15, null), { flex: false, priority: price(8.75, 26.25, null) }),
   },
   {
     id: "gpt-4o-mini",
@@ -52,7 +58,7 @@ export const providerAModels: CatalogueModel[] = [
     displayName: "GPT-4o mini",
     created: 1721172741,
     capabilities: chat(true, true),
-    pricing: price(0.15, 0.6, 0.075),
+    pricing: openAiTiers(price(0.15, 0.6, 0.075), { flex: false, priority: price(0.25, 1, 0.125) }),
   },
   {
     id: "gpt-5",
@@ -60,7 +66,7 @@ export const providerAModels: CatalogueModel[] = [
     displayName: "GPT-5",
     created: 1754425777,
     capabilities: chat(true, true),
-    pricing: price(1.25, 10, 0.125),
+    pricing: openAiTiers(price(1.25, 10, 0.125), { flex: true, priority: price(2.5, 20, 0.25) }),
   },
   {
     id: "gpt-5-mini",
@@ -68,7 +74,7 @@ export const providerAModels: CatalogueModel[] = [
     displayName: "GPT-5 mini",
     created: 1754425867,
     capabilities: chat(true, true),
-    pricing: price(0.25, 2, 0.025),
+    pricing: openAiTiers(price(0.25, 2, 0.025), { flex: true, priority: price(0.45, 3.6, 0.045) }),
   },
   {
     id: "o4-mini",
@@ -76,7 +82,7 @@ export const providerAModels: CatalogueModel[] = [
     displayName: "o4-mini",
     created: 1744225351,
     capabilities: chat(true, true),
-    pricing: price(1.1, 4.4, 0.275),
+    pricing: openAiTiers(price(1.1, 4.4, 0.275), { flex: true, priority: price(2, 8, 0.5) }),
   },
   {
     id: "text-embedding-3-small",
@@ -171,7 +177,7 @@ export const providerAModels: CatalogueModel[] = [
     displayName: "GPT-5.4 mini",
     created: 1773705600,
     capabilities: chat(true, true),
-    pricing: price(0.75, 4.5, 0.075),
+    pricing: openAiTiers(price(0.75, 4.5, 0.075), { flex: true, priority: price(1.5, 9, 0.15) }),
   },
   // GPT-5.4 (2026-03-05): $2.50 in, $0.25 cached, $15 out; a prompt over 272k input tokens is billed
   // in whole at 2x the input and cached prices and 1.5x the output price.
@@ -181,7 +187,10 @@ export const providerAModels: CatalogueModel[] = [
     displayName: "GPT-5.4",
     created: 1772668800,
     capabilities: chat(true, true),
-    pricing: { ...price(2.5, 15, 0.25), longContext: { above: 272_000, pricing: price(5, 22.5, 0.5) } },
+    pricing: openAiTiers(
+      { ...price(2.5, 15, 0.25), longContext: { above: 272_000, pricing: price(5, 22.5, 0.5) } },
+      { flex: true, priority: price(5, 30, 0.5) },
+    ),
   },
   // The GPT-6 models bill writes to the prompt cache too, at 1.25x the input price (their model
   // pages, developers.openai.com/api/docs/models/<model>: "Cache writes"; entries kept 30 minutes,
@@ -221,7 +230,7 @@ export const providerAModels: CatalogueModel[] = [
     displayName: "GPT-5.4 nano",
     created: 1773705600,
     capabilities: chat(true, true),
-    pricing: price(0.2, 1.25, 0.02),
+    pricing: openAiTiers(price(0.2, 1.25, 0.02), { flex: true }),
   },
   // GPT-5.2 (2025-12-11): $1.75 in, $0.175 cached, $14 out.
   {
@@ -230,6 +239,6 @@ export const providerAModels: CatalogueModel[] = [
     displayName: "GPT-5.2",
     created: 1765411200,
     capabilities: chat(true, true),
-    pricing: price(1.75, 14, 0.175),
+    pricing: openAiTiers(price(1.75, 14, 0.175), { flex: true, priority: price(3.5, 28, 0.35) }),
   },
 ];

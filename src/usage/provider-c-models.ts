@@ -1,7 +1,11 @@
-import { chat, embeddings, imageOnly, price, withAudio } from "./catalogue-prices.js";
+import { chat, embeddings, imageOnly, price, withAudio, withGeminiFlex } from "./catalogue-prices.js";
 import type { CatalogueModel } from "./model-catalogue.js";
 
-/** Provider C's (Gemini-style) catalogued models, in the order the lists show them. */
+/**
+ * Provider C's (Gemini-style) catalogued models, in the order the lists show them. The text models
+ * price the flex tier (withGeminiFlex); no model prices the priority tier, which Google bills per
+ * model without a published price.
+ */
 export const providerCModels: CatalogueModel[] = [
   {
     id: "gemini-2.5-pro",
@@ -9,10 +13,10 @@ export const providerCModels: CatalogueModel[] = [
     displayName: "Gemini 2.5 Pro",
     created: 1750118400,
     capabilities: chat(true, true),
-    pricing: {
+    pricing: withGeminiFlex({
       ...withAudio(price(1.25, 10, 0.31), 1.25, 0.31),
       longContext: { above: 200_000, pricing: withAudio(price(2.5, 15, 0.625), 2.5, 0.625) },
-    },
+    }),
   },
   {
     id: "gemini-2.5-flash",
@@ -20,7 +24,7 @@ export const providerCModels: CatalogueModel[] = [
     displayName: "Gemini 2.5 Flash",
     created: 1750118400,
     capabilities: chat(true, true),
-    pricing: withAudio(price(0.3, 2.5, 0.075), 1, 0.25),
+    pricing: withGeminiFlex(withAudio(price(0.3, 2.5, 0.075), 1, 0.25)),
   },
   {
     id: "gemini-2.5-flash-lite",
@@ -28,7 +32,7 @@ export const providerCModels: CatalogueModel[] = [
     displayName: "Gemini 2.5 Flash-Lite",
     created: 1753142400,
     capabilities: chat(true, true),
-    pricing: withAudio(price(0.1, 0.4, 0.025), 0.3, 0.125),
+    pricing: withGeminiFlex(withAudio(price(0.1, 0.4, 0.025), 0.3, 0.125)),
   },
   {
     id: "gemini-2.0-flash",
@@ -36,7 +40,7 @@ export const providerCModels: CatalogueModel[] = [
     displayName: "Gemini 2.0 Flash",
     created: 1738713600,
     capabilities: chat(true, true),
-    pricing: withAudio(price(0.1, 0.4, 0.025), 0.7, 0.175),
+    pricing: withGeminiFlex(withAudio(price(0.1, 0.4, 0.025), 0.7, 0.175)),
   },
   {
     id: "gemini-embedding-001",
@@ -118,7 +122,7 @@ export const providerCModels: CatalogueModel[] = [
     displayName: "Gemini 3.5 Flash-Lite",
     created: 1784592000,
     capabilities: chat(true, true),
-    pricing: withAudio(price(0.3, 2.5, 0.03), 0.3, 0.03),
+    pricing: withGeminiFlex(withAudio(price(0.3, 2.5, 0.03), 0.3, 0.03)),
   },
   // Gemini 3.5 Flash (2026-05-19): $1.50 in, $9 out; no cached-input price found (unknown, null).
   {
@@ -127,7 +131,7 @@ export const providerCModels: CatalogueModel[] = [
     displayName: "Gemini 3.5 Flash",
     created: 1779148800,
     capabilities: chat(true, true),
-    pricing: price(1.5, 9, null),
+    pricing: withGeminiFlex(price(1.5, 9, null)),
   },
   // Gemini 3.1 Pro Preview (2026-02-19): $2 in, $12 out up to 200k prompt tokens, $4 and $18 over;
   // no cached-input price found.
@@ -137,6 +141,9 @@ export const providerCModels: CatalogueModel[] = [
     displayName: "Gemini 3.1 Pro Preview",
     created: 1771459200,
     capabilities: chat(true, true),
-    pricing: { ...price(2, 12, null), longContext: { above: 200_000, pricing: price(4, 18, null) } },
+    pricing: withGeminiFlex({
+      ...price(2, 12, null),
+      longContext: { above: 200_000, pricing: price(4, 18, null) },
+    }),
   },
 ];

@@ -1,5 +1,5 @@
 import type { ProviderId } from "../providers/provider-id.js";
-import { findModel } from "./model-catalogue.js";
+import { findModel, type TokenPricing } from "./model-catalogue.js";
 import { cacheLifetimes, type Sampling, type TokenUsage } from "./token-usage.js";
 
 /**
@@ -17,8 +17,10 @@ import { cacheLifetimes, type Sampling, type TokenUsage } from "./token-usage.js
  * the audio price of a model with audio input): an unknown cost is never reported as 0 nor as the
  * price of the counts that are known. Provider B's calls whose inference ran only in the US cost
  * 1.1x every token price (not the searches'); its fast-mode calls, billed at a multiple per model
- * that the catalogue does not list, cost what is unknown (null), never the standard price. Computed
- * in micro-dollars to avoid float noise.
+ * that the catalogue does not list, cost what is unknown (null), never the standard price. A call
+ * its answer says was served on another tier than the standard one (TokenUsage.serviceTier) is
+ * priced at the model's prices for that tier (TokenPricing.tiers), and is unknown (null) where the
+ * catalogue lists none. Computed in micro-dollars to avoid float noise.
  */
 export function costOfTokens(provider: ProviderId, model: string | null, usage: TokenUsage): number | null {
   const microDollars =
@@ -62,7 +64,8 @@ function microDollarsOfSamplings(
 function microDollarsOf(provider: ProviderId, model: string | null, usage: TokenUsage): number | null {
   if (usage.fastMode) return null;
   const tokenScale = usage.usOnlyInference ? usOnlyInferenceScale : 1;
-  const listed = findModel(provider, model)?.pricing;
+  const standard = findModel(provider, model)?.pricing;
+  const listed = standard && tierPricing(standard, usage);
   if (!listed) return null;
   const long = listed.longContext;
   // A long prompt is billed in whole at the long-context prices.
@@ -105,7 +108,9 @@ function microDollarsOf(provider: ProviderId, model: string | null, usage: Token
   if (usage.audioInputTokens) {
     const audio = audioSplit(usage, usage.audioInputTokens, fresh, cached);
     if (audio === null || pricing.audio === undefined) return null;
-    microDollars += audio.fresh * pricing.audio.input + audio.cached * pricing.audio.cachedInput;
+    const cachedAudioPrice = pricing.audio.cachedInput;
+    if (audio.cached > 0 && cachedAudioPrice === null) return null;
+    microDollars += audio.fresh * pricing.audio.input + audio.cached * (cachedAudioPrice ?? 0);
     fresh -= audio.fresh;
     cachedText -= audio.cached;
   }
@@ -133,6 +138,28 @@ function microDollarsOf(provider: ProviderId, model: string | null, usage: Token
     microDollars += searches * pricing.webSearch * 1e6;
   }
   return microDollars;
+}
+
+/**
+ * The prices of the tier the call was served on: the standard ones, or the model's for its tier;
+ * null when the model lists none for it, or none for a prompt over the standard long-context
+ * threshold (the tier's published prices exclude long context: GPT-5.4's priority prices).
+ */
+function tierPricing(standard: TokenPricing, usage: TokenUsage): TokenPricing | null {
+  const tier = usage.serviceTier;
+  if (tier === undefined) return standard;
+  if (tier === "other") return null;
+  const priced = standard.tiers?.[tier];
+  if (priced === undefined) return null;
+  const long = standard.longContext;
+  if (
+    long !== undefined &&
+    priced.longContext === undefined &&
+    usage.inputTokens !== null &&
+    usage.inputTokens > long.above
+  )
+    return null;
+  return priced;
 }
 
 /**

@@ -230,6 +230,109 @@ describe("the cost of a provider C call, as it reports it", () => {
   });
 });
 
+describe("the cost of a call on the service tier its answer names", () => {
+  // Provider A's answer names the tier that served it at its top level (`service_tier`), beside the
+  // usage object; the usage reader takes it as a second argument.
+  const costA = (model: string, reported: unknown, tier?: unknown) => {
+    const usage = usageFromProviderA(reported, tier);
+    return usage && costOfTokens("provider-a", model, usage);
+  };
+  const chat = {
+    prompt_tokens: 12_000,
+    completion_tokens: 3000,
+    prompt_tokens_details: { cached_tokens: 8000 },
+  };
+
+  // OpenAI's flex guide: flex is billed at Batch API rates, 50% of every standard price (cached
+  // input included); its priority (now "Fast mode") page lists a price per model.
+  it("bills provider A's flex at half every price, priority at the model's published priority prices", () => {
+    // gpt-5: 4000 x 1.25 + 8000 x 0.125 + 3000 x 10 = 36,000 micro-dollars.
+    expect(costA("gpt-5", chat)).toBe(0.036);
+    expect(costA("gpt-5", chat, "default")).toBe(0.036);
+    expect(costA("gpt-5", chat, "flex")).toBe(0.018);
+    // Priority: $2.50 in, $0.25 cached, $20 out: 10,000 + 2000 + 60,000. "fast" is its new name.
+    expect(costA("gpt-5", chat, "priority")).toBe(0.072);
+    expect(costA("gpt-5", chat, "fast")).toBe(0.072);
+    // gpt-4.1 priority: $3.50 in, $14 out: 1000 x 3.50 + 100 x 14.
+    expect(costA("gpt-4.1", { prompt_tokens: 1000, completion_tokens: 100 }, "priority")).toBe(0.0049);
+  });
+
+  it("leaves a tier without a published price unknown (null), never the standard price", () => {
+    // gpt-4.1 takes no flex; scale is prepaid; auto names no tier; gpt-5.4 nano has no priority row.
+    expect(costA("gpt-4.1", chat, "flex")).toBeNull();
+    expect(costA("gpt-5", chat, "scale")).toBeNull();
+    expect(costA("gpt-5", chat, "auto")).toBeNull();
+    expect(costA("gpt-5", chat, "ultrafast")).toBeNull();
+    expect(costA("gpt-5", chat, "constructor")).toBeNull();
+    expect(costA("gpt-5.4-nano", chat, "priority")).toBeNull();
+  });
+
+  it("prices a long prompt on a tier at that tier's long-context prices, unknown where none is published", () => {
+    const long = {
+      input_tokens: 300_000,
+      input_tokens_details: { cached_tokens: 100_000 },
+      output_tokens: 5000,
+    };
+    // gpt-5.4 over 272k: 200,000 x 5 + 100,000 x 0.50 + 5000 x 22.50 = 1,162,500; flex half of it.
+    expect(costA("gpt-5.4", long)).toBe(1.1625);
+    expect(costA("gpt-5.4", long, "flex")).toBe(0.58125);
+    // Its priority prices exclude long context.
+    expect(costA("gpt-5.4", long, "priority")).toBeNull();
+    // Under the threshold: $5 in, $30 out.
+    expect(costA("gpt-5.4", { input_tokens: 200_000, output_tokens: 1000 }, "priority")).toBe(1.03);
+  });
+
+  // The GPT-6 model pages: Batch and Flex cost 50% of Standard, Fast mode twice the applicable rate.
+  it("bills GPT-6's cache writes on a tier at the tier's multiple too", () => {
+    const reported = {
+      prompt_tokens: 10_000,
+      completion_tokens: 1000,
+      prompt_tokens_details: { cached_tokens: 2000, cache_write_tokens: 4000 },
+    };
+    // 4000 x 2 + 2000 x 0.20 + 4000 x 2.50 + 1000 x 10 = 28,400.
+    expect(costA("gpt-6-sol", reported)).toBe(0.0284);
+    expect(costA("gpt-6-sol", reported, "priority")).toBe(0.0568);
+    expect(costA("gpt-6-sol", reported, "flex")).toBe(0.0142);
+  });
+
+  // Anthropic's service tiers page: Priority Tier is billed against a capacity commitment, not a
+  // published price per token; the answer's `usage.service_tier` names the tier.
+  it("leaves provider B's priority and batch tiers unknown, its standard tier at the standard price", () => {
+    const cost = (tier: string) => {
+      const usage = usageFromProviderB({ input_tokens: 1000, output_tokens: 500, service_tier: tier });
+      return usage && costOfTokens("provider-b", "claude-sonnet-4-6", usage);
+    };
+    // 1000 x 3 + 500 x 15.
+    expect(cost("standard")).toBe(0.0105);
+    expect(cost("priority")).toBeNull();
+    expect(cost("batch")).toBeNull();
+  });
+
+  // Google's flex inference page: a 50% cost reduction compared to standard rates; priority costs 75%
+  // to 100% more, by model, with no price per model published. The answer's
+  // `usageMetadata.serviceTier` names the tier.
+  it("bills provider C's flex at half its input, audio and output prices, priority as unknown", () => {
+    const cost = (reported: Record<string, unknown>) => {
+      const usage = usageFromProviderC(reported);
+      return usage && costOfTokens("provider-c", "gemini-2.5-flash", usage);
+    };
+    const plain = { promptTokenCount: 1000, candidatesTokenCount: 200 };
+    // (1000 x 0.30 + 200 x 2.50) / 2.
+    expect(cost({ ...plain, serviceTier: "standard" })).toBe(0.0008);
+    expect(cost({ ...plain, serviceTier: "flex" })).toBe(0.0004);
+    expect(cost({ ...plain, serviceTier: "FLEX" })).toBe(0.0004);
+    expect(cost({ ...plain, serviceTier: "priority" })).toBeNull();
+    // (200 x 0.30 + 800 x 1 + 200 x 2.50) / 2: audio at half the audio price.
+    const audio = [
+      { modality: "TEXT", tokenCount: 200 },
+      { modality: "AUDIO", tokenCount: 800 },
+    ];
+    expect(cost({ ...plain, promptTokensDetails: audio, serviceTier: "flex" })).toBe(0.00068);
+    // No flex price for cached input is published: unknown.
+    expect(cost({ ...plain, cachedContentTokenCount: 500, serviceTier: "flex" })).toBeNull();
+  });
+});
+
 describe("the price of a model named by a version of it", () => {
   const reported = {
     inputTokens: 100_000,

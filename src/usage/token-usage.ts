@@ -42,6 +42,14 @@ export interface TokenUsage {
    */
   usOnlyInference?: true;
   /**
+   * The service tier the provider's answer says served the call, when not its standard one
+   * (serviceTierOf): provider A's `service_tier`, B's `usage.service_tier`, C's
+   * `usageMetadata.serviceTier`. The catalogue prices `flex` and `priority` per model, where the
+   * provider publishes those prices; `other` (a tier no price is published for, or a name not
+   * known) has an unknown cost. Only when the answer names such a tier.
+   */
+  serviceTier?: ServiceTier;
+  /**
    * Provider C: the input tokens that are audio (its cached part included), which Google bills at
    * prices of their own on some models. Only when there were any.
    */
@@ -63,6 +71,14 @@ export interface TokenUsage {
    */
   imageOutputTokens?: number;
 }
+
+/**
+ * A tier other than the standard one that served a call: `flex` (provider A's and C's discounted
+ * tier), `priority` (A's Priority processing, renamed Fast mode, and C's and B's priority tiers), or
+ * `other`, any other tier (A's `scale`, `ultrafast`, an `auto` that names none, B's `batch`, a name
+ * not known), which no catalogue entry prices.
+ */
+export type ServiceTier = "flex" | "priority" | "other";
 
 /** One sampling step of a call (TokenUsage.samplings). */
 export interface Sampling {

@@ -1,7 +1,7 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
 import type Anthropic from "@anthropic-ai/sdk";
-import type { GoogleGenAI } from "@google/genai";
+import { type GoogleGenAI, ServiceTier } from "@google/genai";
 import type OpenAI from "openai";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { sdkClients } from "../support/sdk-clients.js";
@@ -108,8 +108,15 @@ describe("metering: the same call streamed and buffered records the same tokens 
         rejected_prediction_tokens: 0,
       },
     });
-    const chat = (model: string, usage: unknown): Programmed => {
-      const base = { id: "chatcmpl-1", object: "chat.completion.chunk", created: 1, model };
+    /** `tier`: the service tier the answer and each chunk name (`default` when not given, and no chunk names it). */
+    const chat = (model: string, usage: unknown, tier?: string): Programmed => {
+      const base = {
+        id: "chatcmpl-1",
+        object: "chat.completion.chunk",
+        created: 1,
+        model,
+        ...(tier === undefined ? {} : { service_tier: tier }),
+      };
       const choice = (delta: unknown, finish: string | null) => [
         { index: 0, delta, logprobs: null, finish_reason: finish },
       ];
@@ -128,7 +135,7 @@ describe("metering: the same call streamed and buffered records the same tokens 
             },
           ],
           usage,
-          service_tier: "default",
+          service_tier: tier ?? "default",
         },
         events: [
           sse({ ...base, choices: choice({ role: "assistant", content: "" }, null), usage: null }),
@@ -140,11 +147,12 @@ describe("metering: the same call streamed and buffered records the same tokens 
       };
     };
 
-    async function chatBothWays(model: string) {
+    async function chatBothWays(model: string, asked?: "flex" | "priority" | "auto") {
       const messages = [{ role: "user" as const, content: "Hi" }];
-      const buffered = await openai.chat.completions.create({ model, messages }).withResponse();
+      const tier = asked === undefined ? {} : { service_tier: asked };
+      const buffered = await openai.chat.completions.create({ model, messages, ...tier }).withResponse();
       const { data, response } = await openai.chat.completions
-        .create({ model, messages, stream: true })
+        .create({ model, messages, ...tier, stream: true })
         .withResponse();
       for await (const _ of data);
       return sameRows(buffered.response.headers.get("x-request-id"), response.headers.get("x-request-id"));
@@ -162,6 +170,25 @@ describe("metering: the same call streamed and buffered records the same tokens 
       });
       // gpt-5 per 1M: $1.25 in, $0.125 cached, $10 out (reasoning is part of the output).
       expect(streamed.cost_usd).toBeCloseTo((4_000 * 1.25 + 8_000 * 0.125 + 3_000 * 10) / 1e6, 12);
+    });
+
+    it("chat completions: priced at the tier the answer says served the call, not the one asked for", async () => {
+      const usage = chatUsage(12_000, 8_000, 3_000, 2_000);
+      programmed = chat("gpt-5-2025-08-07", usage, "flex");
+      const flex = await chatBothWays("gpt-5", "flex");
+      // gpt-5 flex (Batch API rates): half of 4,000 x $1.25 + 8,000 x $0.125 + 3,000 x $10.
+      expect(flex.cost_usd).toBeCloseTo((4_000 * 0.625 + 8_000 * 0.0625 + 3_000 * 5) / 1e6, 12);
+      // Asked for priority, served (and billed) at the standard tier.
+      programmed = chat("gpt-5-2025-08-07", usage, "default");
+      const downgraded = await chatBothWays("gpt-5", "priority");
+      expect(downgraded.cost_usd).toBeCloseTo((4_000 * 1.25 + 8_000 * 0.125 + 3_000 * 10) / 1e6, 12);
+      // Asked for auto, served at priority: $2.50 in, $0.25 cached, $20 out.
+      programmed = chat("gpt-5-2025-08-07", usage, "priority");
+      const priority = await chatBothWays("gpt-5", "auto");
+      expect(priority.cost_usd).toBeCloseTo((4_000 * 2.5 + 8_000 * 0.25 + 3_000 * 20) / 1e6, 12);
+      // A tier with no published price for the model: unknown, never the standard price.
+      programmed = chat("gpt-4.1-2025-04-14", usage, "flex");
+      expect(await chatBothWays("gpt-4.1", "flex")).toMatchObject({ input_tokens: 12_000, cost_usd: null });
     });
 
     it("prices an alias and its dated snapshot alike, and an unknown model as unknown (null), not 0", async () => {
@@ -183,8 +210,9 @@ describe("metering: the same call streamed and buffered records the same tokens 
       output_tokens_details: { reasoning_tokens: reasoning },
       total_tokens: input + output,
     });
-    const responses = (model: string, usage: unknown): Programmed => {
-      const response = (status: string, usage: unknown, output: unknown[]) => ({
+    /** `tier`: the service tier response.completed and the JSON answer name (response.created: `auto`). */
+    const responses = (model: string, usage: unknown, tier?: string): Programmed => {
+      const response = (status: string, usage: unknown, output: unknown[], served = tier) => ({
         id: "resp_1",
         object: "response",
         created_at: 1,
@@ -197,6 +225,7 @@ describe("metering: the same call streamed and buffered records the same tokens 
         parallel_tool_calls: true,
         previous_response_id: null,
         reasoning: { effort: "medium", summary: null },
+        ...(served === undefined ? {} : { service_tier: served }),
         store: true,
         temperature: 1,
         text: { format: { type: "text" } },
@@ -219,7 +248,11 @@ describe("metering: the same call streamed and buffered records the same tokens 
         json: response("completed", usage, [message]),
         events: [
           sse(
-            { type: "response.created", sequence_number: 0, response: response("in_progress", null, []) },
+            {
+              type: "response.created",
+              sequence_number: 0,
+              response: response("in_progress", null, [], tier && "auto"),
+            },
             "response.created",
           ),
           sse(
@@ -264,6 +297,20 @@ describe("metering: the same call streamed and buffered records the same tokens 
       });
       // Over 272k, the whole call at $5 in, $0.50 cached, $22.50 out.
       expect(streamed.cost_usd).toBeCloseTo((200_000 * 5 + 100_000 * 0.5 + 5_000 * 22.5) / 1e6, 12);
+    });
+
+    it("Responses API: priority at the model's priority prices, read from response.completed", async () => {
+      programmed = responses("gpt-5.4-2026-03-05", responsesUsage(200_000, 50_000, 1_000, 0), "priority");
+      const asked = { model: "gpt-5.4", input: "Hi", service_tier: "priority" as const };
+      const buffered = await openai.responses.create(asked).withResponse();
+      const { data, response } = await openai.responses.create({ ...asked, stream: true }).withResponse();
+      for await (const _ of data);
+      const streamed = await sameRows(
+        buffered.response.headers.get("x-request-id"),
+        response.headers.get("x-request-id"),
+      );
+      // gpt-5.4 priority: $5 in, $0.50 cached, $30 out.
+      expect(streamed.cost_usd).toBeCloseTo((150_000 * 5 + 50_000 * 0.5 + 1_000 * 30) / 1e6, 12);
     });
 
     it("Responses API: a stream cut after response.completed keeps its tokens and cost", async () => {
@@ -312,7 +359,12 @@ describe("metering: the same call streamed and buffered records the same tokens 
 
   describe("provider B", () => {
     /** A message's answer and stream, with `usage` the final counts (message_delta's, cumulative). */
-    const messages = (model: string, usage: Record<string, unknown>, cacheCreation: unknown): Programmed => {
+    const messages = (
+      model: string,
+      usage: Record<string, unknown>,
+      cacheCreation: unknown,
+      tier = "standard",
+    ): Programmed => {
       const { output_tokens_details, ...counts } = usage;
       const message = (content: unknown[], usage: unknown, stop: string | null) => ({
         id: "msg_1",
@@ -330,7 +382,7 @@ describe("metering: the same call streamed and buffered records the same tokens 
             { type: "thinking", thinking: "Hm.", signature: "sig" },
             { type: "text", text: "Hi" },
           ],
-          { ...usage, cache_creation: cacheCreation, service_tier: "standard" },
+          { ...usage, cache_creation: cacheCreation, service_tier: tier },
           "end_turn",
         ),
         events: [
@@ -339,7 +391,7 @@ describe("metering: the same call streamed and buffered records the same tokens 
               type: "message_start",
               message: message(
                 [],
-                { ...counts, output_tokens: 1, cache_creation: cacheCreation, service_tier: "standard" },
+                { ...counts, output_tokens: 1, cache_creation: cacheCreation, service_tier: tier },
                 null,
               ),
             },
@@ -439,6 +491,11 @@ describe("metering: the same call streamed and buffered records the same tokens 
       expect(await bothWays("claude-unreleased-9")).toMatchObject({ input_tokens: 2_500, cost_usd: null });
     });
 
+    it("messages served on Priority Tier: tokens recorded, cost unknown (billed against a commitment)", async () => {
+      programmed = messages("claude-sonnet-4-6", cachedUsage, cacheCreation, "priority");
+      expect(await bothWays("claude-sonnet-4-6")).toMatchObject({ input_tokens: 5_500, cost_usd: null });
+    });
+
     it("a stream cut after message_delta keeps its tokens and cost", async () => {
       const whole = messages("claude-sonnet-4-6", cachedUsage, cacheCreation);
       programmed = { ...whole, events: whole.events.slice(0, -1), cut: true };
@@ -474,7 +531,7 @@ describe("metering: the same call streamed and buffered records the same tokens 
       cacheTokensDetails: [{ modality: "TEXT", tokenCount: counts.cached }],
       toolUsePromptTokensDetails: [{ modality: "TEXT", tokenCount: counts.toolUse }],
     });
-    const gemini = (model: string, counts: Counts): Programmed => {
+    const gemini = (model: string, counts: Counts, tier?: string): Programmed => {
       const chunk = (text: string, usage: unknown, finish: boolean) => ({
         candidates: [
           {
@@ -487,6 +544,7 @@ describe("metering: the same call streamed and buffered records the same tokens 
         modelVersion: model,
         responseId: "resp-1",
       });
+      const served = tier === undefined ? {} : { serviceTier: tier };
       // The stream's first chunks report the prompt (and thoughts so far); the last one, everything.
       const early = {
         promptTokenCount: counts.prompt,
@@ -495,21 +553,39 @@ describe("metering: the same call streamed and buffered records the same tokens 
         thoughtsTokenCount: counts.thoughts,
       };
       return {
-        json: chunk("Hello there", usageMetadata(counts), true),
+        json: chunk("Hello there", { ...usageMetadata(counts), ...served }, true),
         events: [
-          `data: ${JSON.stringify(chunk("Hello", early, false))}\r\n\r\n`,
-          `data: ${JSON.stringify(chunk(" there", usageMetadata(counts), true))}\r\n\r\n`,
+          `data: ${JSON.stringify(chunk("Hello", { ...early, ...served }, false))}\r\n\r\n`,
+          `data: ${JSON.stringify(chunk(" there", { ...usageMetadata(counts), ...served }, true))}\r\n\r\n`,
         ],
       };
     };
 
-    async function bothWays(model: string) {
-      const buffered = await google.models.generateContent({ model, contents: "Hi" });
+    async function bothWays(model: string, serviceTier?: ServiceTier) {
+      const config = serviceTier === undefined ? {} : { config: { serviceTier } };
+      const buffered = await google.models.generateContent({ model, contents: "Hi", ...config });
       let streamedId: string | null = null;
-      for await (const chunk of await google.models.generateContentStream({ model, contents: "Hi" }))
+      for await (const chunk of await google.models.generateContentStream({
+        model,
+        contents: "Hi",
+        ...config,
+      }))
         streamedId ??= chunk.sdkHttpResponse?.headers?.["x-request-id"] ?? null;
       return sameRows(buffered.sdkHttpResponse?.headers?.["x-request-id"] ?? null, streamedId);
     }
+
+    it("generateContent and ?alt=sse: flex at half the input and output prices, priority unknown", async () => {
+      const counts = { prompt: 10_000, cached: 0, candidates: 500, thoughts: 1_500, toolUse: 200 };
+      programmed = gemini("gemini-2.5-flash", counts, "flex");
+      const flex = await bothWays("gemini-2.5-flash", ServiceTier.FLEX);
+      // Half of 10,200 x $0.30 in and 2,000 x $2.50 out.
+      expect(flex.cost_usd).toBeCloseTo((10_200 * 0.15 + 2_000 * 1.25) / 1e6, 12);
+      programmed = gemini("gemini-2.5-flash", counts, "priority");
+      expect(await bothWays("gemini-2.5-flash", ServiceTier.PRIORITY)).toMatchObject({
+        input_tokens: 10_200,
+        cost_usd: null,
+      });
+    });
 
     it("generateContent and ?alt=sse: cached input, thoughts as output, tool-use prompt as input", async () => {
       programmed = gemini("gemini-2.5-flash", {

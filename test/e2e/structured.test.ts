@@ -5,7 +5,7 @@ import type { ProviderId } from "../../src/providers/provider-id.js";
 import { createSafePdfFetcher } from "../../src/structured/safe-pdf-fetch.js";
 import { costOfTokens } from "../../src/usage/token-cost.js";
 import { type FakeUpstream, providerBaseUrls, startFakeUpstream } from "../fakes/fake-upstream.js";
-import { providerB, tinyPng } from "../fakes/fake-upstream-responses.js";
+import { providerA, providerB, tinyPng } from "../fakes/fake-upstream-responses.js";
 import {
   adminToken,
   createTestProject,
@@ -440,6 +440,60 @@ describe("structured analysis", () => {
     // hour at $6, 100 out at $15 (per 1M).
     expect(expected).toBeCloseTo(0.02685, 12);
     expect(row.cost_usd).toBeCloseTo(expected ?? Number.NaN, 12);
+  });
+
+  // The route asks for no tier, but a project's default tier (OpenAI's project setting, Anthropic's
+  // Priority Tier commitment) may serve the call on another: the answer says which, as on the proxies.
+  it("prices the service tier the answer says served the call (A: priority prices; B: Priority Tier unknown)", async () => {
+    const projectA = await createTestProject(sluice.gateway, {
+      provider: "provider-a",
+      outputSchema: schema,
+      model: "gpt-5",
+    });
+    const counts = { input: 1_000, output: 100, cached: 200, reasoning: 0 };
+    fake.enqueueResponse({
+      status: 200,
+      body: {
+        ...providerA.chat("gpt-5-2025-08-07", JSON.stringify(answer), counts),
+        service_tier: "priority",
+      },
+    });
+    const responseA = await post(`/v1/text/${projectA.projectId}`, projectA, { text: "x" }, {}, "provider-a");
+    expect(responseA.status).toBe(200);
+    const rowA = await rowFor(responseA);
+    expect(rowA).toMatchObject({ input_tokens: 1_000, output_tokens: 100, cached_tokens: 200 });
+    // gpt-5 priority per 1M: 800 in at $2.50, 200 cached at $0.25, 100 out at $20.
+    expect(rowA.cost_usd).toBeCloseTo(0.00405, 12);
+
+    // An answer that is no JSON (the SDK's error path) and its repair, each at its own tier.
+    fake.enqueueResponse({
+      status: 200,
+      body: { ...providerA.chat("gpt-5-2025-08-07", "no JSON here", counts), service_tier: "priority" },
+    });
+    fake.enqueueResponse({
+      status: 200,
+      body: providerA.chat("gpt-5-2025-08-07", JSON.stringify(answer), counts),
+    });
+    const repaired = await post(`/v1/text/${projectA.projectId}`, projectA, { text: "x" }, {}, "provider-a");
+    expect(repaired.status).toBe(200);
+    // 0.00405 at priority, then 800 x $1.25 + 200 x $0.125 + 100 x $10 at the standard tier.
+    expect((await rowFor(repaired)).cost_usd).toBeCloseTo(0.00405 + 0.002025, 12);
+
+    const projectB = await createTestProject(sluice.gateway, {
+      provider: "provider-b",
+      outputSchema: schema,
+      model: "claude-sonnet-4-5",
+    });
+    const message = providerB.message(
+      "claude-sonnet-4-5-20250929",
+      [{ type: "text", text: JSON.stringify(answer) }],
+      counts,
+    );
+    message.usage = { ...message.usage, service_tier: "priority" };
+    fake.enqueueResponse({ status: 200, body: message });
+    const responseB = await post(`/v1/text/${projectB.projectId}`, projectB, { text: "x" }, {}, "provider-b");
+    expect(responseB.status).toBe(200);
+    expect(await rowFor(responseB)).toMatchObject({ output_tokens: 100, cost_usd: null });
   });
 
   // Each attempt is a provider call of its own, which the provider holds to the long-context
