@@ -163,8 +163,10 @@ describe("loadConfig", () => {
     const dataDir = mkdtempSync(join(tmpdir(), "sluice-config-"));
     try {
       const env = { SLUICE_ENV: "production", SLUICE_DATA_DIR: dataDir };
+      // With no key to point to, it says how to make one.
       expect(problemsOf(env)).toBe(
-        "Invalid configuration:\n  SLUICE_MASTER_KEY: required when SLUICE_ENV=production",
+        "Invalid configuration:\n  SLUICE_MASTER_KEY: required when SLUICE_ENV=production (a 32-byte key, base64-encoded: " +
+          "make one with `openssl rand -base64 32`, and keep a copy somewhere safe)",
       );
       const key = Buffer.alloc(32, 9).toString("base64");
       writeFileSync(join(dataDir, "master.key"), key);

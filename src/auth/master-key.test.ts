@@ -55,7 +55,10 @@ describe("loadMasterKey", () => {
   it("never generates a key for a shared PostgreSQL database, whose other users hold another", () => {
     const dir = dataDir();
     const source = { ...development, dataDir: dir, databaseUrl: "postgres://postgres@127.0.0.1:5432/test" };
-    expect(() => loadMasterKey(source, () => {})).toThrow(/^SLUICE_MASTER_KEY is required with DATABASE_URL/);
+    expect(() => loadMasterKey(source, () => {})).toThrow(
+      `SLUICE_MASTER_KEY is required with DATABASE_URL (there is no ${join(dir, "master.key")}): set the key ` +
+        "every instance and the CLI share (a new deployment makes one with `openssl rand -base64 32`)",
+    );
     expect(existsSync(join(dir, "master.key"))).toBe(false);
   });
 

@@ -27,7 +27,7 @@ export function loadMasterKey(source: MasterKeySource, onGenerated: (file: strin
   if (stored !== undefined) return decodeMasterKey(stored, `The master key file ${file}`);
   if (source.databaseUrl) {
     throw new Error(
-      `SLUICE_MASTER_KEY is required with DATABASE_URL (there is no ${file}): set the key every instance and the CLI share`,
+      `SLUICE_MASTER_KEY is required with DATABASE_URL (there is no ${file}): set the key every instance and the CLI share (a new deployment makes one with \`openssl rand -base64 32\`)`,
     );
   }
   // A data dir that cannot hold the key (a path through a file, no permission) is named as the setting.

@@ -113,7 +113,7 @@ describe.skipIf(!postgresAvailable)("sluice CLI on PostgreSQL", () => {
           out: "",
           err:
             `error: SLUICE_MASTER_KEY is required with DATABASE_URL (there is no ${dataDir}/master.key): ` +
-            "set the key every instance and the CLI share\n",
+            "set the key every instance and the CLI share (a new deployment makes one with `openssl rand -base64 32`)\n",
           json: expect.any(Function),
         });
       const tables = await client.query(

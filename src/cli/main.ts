@@ -17,6 +17,7 @@ import { quotedStart } from "../quoted-start.js";
 import { startFailureMessage } from "../start-failure.js";
 import { hasSqliteFile } from "../storage/database.js";
 import { checkInput } from "./check-input.js";
+import { exitWhenWritten } from "./exit-when-written.js";
 import { type CommandLine, type Flags, parseCommandLine, usage } from "./parse-command-line.js";
 import { projectFields } from "./project-fields.js";
 import { UsageError } from "./usage-error.js";
@@ -256,9 +257,11 @@ function flagOfField(path: string): string {
   return fieldFlags[path] ?? `--${path.replace(/[A-Z]/g, (letter) => `-${letter.toLowerCase()}`)}`;
 }
 
+// Run directly (`npx tsx src/cli/main.ts …`), it exits as bin/sluice.js does: once its output is written.
 const isEntry = process.argv[1]?.endsWith("cli/main.ts") || process.argv[1]?.endsWith("cli/main.js");
 if (isEntry) {
+  const exit = exitWhenWritten();
   runCli(process.argv.slice(2)).then((code) => {
-    if (code >= 0) process.exit(code);
+    if (code >= 0) void exit(code);
   });
 }

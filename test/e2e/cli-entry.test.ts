@@ -1,0 +1,97 @@
+import { spawn } from "node:child_process";
+import { randomBytes } from "node:crypto";
+import { closeSync, existsSync, mkdtempSync, openSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { runCli } from "../../src/cli/main.js";
+
+const repository = join(import.meta.dirname, "../..");
+const entry = join(repository, "src/cli/main.ts");
+
+/**
+ * src/cli/main.ts run directly (`npx tsx src/cli/main.ts …`), not through bin/sluice.js: it must
+ * write its output as bin/sluice.js does, all of it before it exits, and fail on one it cannot write.
+ */
+describe("src/cli/main.ts run directly", () => {
+  const dataDir = mkdtempSync(join(tmpdir(), "sluice-cli-entry-"));
+  const env = {
+    ...process.env,
+    SLUICE_DATA_DIR: dataDir,
+    SLUICE_MASTER_KEY: randomBytes(32).toString("base64"),
+    DATABASE_URL: "",
+  };
+  const saved = { ...process.env };
+
+  beforeAll(async () => {
+    Object.assign(process.env, env);
+    // Three projects whose output schema holds 900 fields: a list of about 150 KB, past a pipe's 64 KiB.
+    const properties = Object.fromEntries(
+      Array.from({ length: 900 }, (_, i) => [`f${i}`, { type: "string" }]),
+    );
+    const schema = JSON.stringify({ type: "object", properties });
+    const quiet = { write: () => true };
+    for (const name of ["one", "two", "three"]) {
+      const code = await runCli(
+        ["projects", "create", "--name", name, "--provider", "provider-a", "--output-schema", schema],
+        { out: quiet, err: quiet, stdin: 0 },
+      );
+      expect(code).toBe(0);
+    }
+  });
+  afterAll(() => {
+    process.env = saved;
+    rmSync(dataDir, { recursive: true, force: true });
+  });
+
+  it("writes all of a long output through a pipe before it exits (a projects list past 64 KiB)", async () => {
+    // An OS pipe (as a shell makes: Node's own child pipes are socket pairs, which do not show it) to
+    // a reader that takes its time, as jq may: the pipe fills, and the rest waits in the process.
+    const child = spawn(
+      "sh",
+      ["-c", '"$0" --import tsx "$1" projects list | (sleep 1; cat)', process.execPath, entry],
+      {
+        env,
+        cwd: repository,
+        stdio: ["ignore", "pipe", "pipe"],
+      },
+    );
+    let stdout = "";
+    let stderr = "";
+    child.stdout.on("data", (chunk) => {
+      stdout += String(chunk);
+    });
+    child.stderr.on("data", (chunk) => {
+      stderr += String(chunk);
+    });
+    const code = await new Promise((resolve) => child.on("close", resolve));
+    expect({ code, stderr }).toEqual({ code: 0, stderr: "" });
+    expect(stdout.length).toBeGreaterThan(1 << 17);
+    expect((JSON.parse(stdout) as unknown[]).length).toBe(3);
+  });
+
+  it.skipIf(!existsSync("/dev/full"))(
+    "fails, saying so in one line, when its output cannot be written (a full disk)",
+    async () => {
+      const full = openSync("/dev/full", "w");
+      try {
+        const child = spawn(process.execPath, ["--import", "tsx", entry, "projects", "list"], {
+          env,
+          cwd: repository,
+          stdio: ["ignore", full, "pipe"],
+        });
+        let stderr = "";
+        child.stderr?.on("data", (chunk) => {
+          stderr += String(chunk);
+        });
+        const code = await new Promise((resolve) => child.on("close", resolve));
+        expect({ code, stderr }).toEqual({
+          code: 1,
+          stderr: "error: cannot write the output to standard output (ENOSPC)\n",
+        });
+      } finally {
+        closeSync(full);
+      }
+    },
+  );
+});
