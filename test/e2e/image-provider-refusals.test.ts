@@ -30,6 +30,18 @@ const gptImageModerationBlocked = {
     code: "moderation_blocked",
   },
 };
+/**
+ * Provider A's older answer for a prompt its safety system refused: no code, only the words
+ * (recorded on the images API, community.openai.com/t/232241, with the trailing space).
+ */
+const legacySafetyRefusal = {
+  error: {
+    code: null,
+    message: "Your request was rejected as a result of our safety system. ",
+    param: null,
+    type: "invalid_request_error",
+  },
+};
 /** Imagen's pre-filter refusing a prompt: a 400 (recorded in googleapis/js-genai#321). */
 const imagenPromptRefused = {
   error: {
@@ -97,6 +109,7 @@ describe("an image generation the provider refuses for its prompt", () => {
   it.each([
     ["provider A's content_policy_violation", "a", "dall-e-3", 400, dallEContentPolicy],
     ["provider A's moderation_blocked", "a", "gpt-image-2.6-sunburst", 400, gptImageModerationBlocked],
+    ["provider A's older safety refusal, without a code", "a", "dall-e-3", 400, legacySafetyRefusal],
     // A model its provider has shut down: the refusal is not put on the model.
     [
       "provider A's moderation_blocked on a model shut down",
@@ -137,6 +150,20 @@ describe("an image generation the provider refuses for its prompt", () => {
     const response = await generate(c, { prompt: "x", model: "gemini-nano-banana-2.1" });
     expect(response.status).toBe(422);
     expect(await usageRowOf(sluice.gateway, response)).toMatchObject({ input_tokens: 20, output_tokens: 0 });
+  });
+
+  it.each([
+    // The safety system's sentence, but another type: not the recorded shape.
+    [{ error: { ...legacySafetyRefusal.error, type: "server_error" } }],
+    // The recorded type and no code, but other words.
+    [{ error: { code: null, message: "Invalid size: 5x5", param: "size", type: "invalid_request_error" } }],
+    // A code other than the recorded ones, with the safety system's words.
+    [{ error: { ...legacySafetyRefusal.error, code: "invalid_value" } }],
+  ])("keeps provider A's other 400 (%j) the provider's failure (502)", async (body) => {
+    fake.enqueueResponse({ status: 400, body });
+    const response = await generate(a, { prompt: "x", model: "dall-e-3" });
+    expect(response.status).toBe(502);
+    expect(((await response.json()) as { error: { code: string } }).error.code).toBe("PROVIDER_ERROR");
   });
 
   it("keeps an answer without images and without a filter's word the provider's failure (502)", async () => {
