@@ -1,6 +1,7 @@
 import { randomUUID } from "node:crypto";
 import { GatewayError } from "../errors.js";
 import type { AiSdkModels, SdkImageModel } from "../providers/ai-sdk-provider.js";
+import { watchingFinish } from "../providers/answer-finish-reason.js";
 import type { ProviderId } from "../providers/provider-id.js";
 import { providerRefusal } from "../providers/provider-refusal.js";
 import {
@@ -16,7 +17,12 @@ import { bareModelId, defaultModel, findModel } from "../usage/model-catalogue.j
 import { costOfTokens } from "../usage/token-cost.js";
 import { sumOrUnknown, type TokenUsage, tokenCount } from "../usage/token-usage.js";
 import { imageCost } from "./image-cost.js";
-import { fitImageRequest, type ImageRequest, imagenSafetySettings } from "./image-request.js";
+import {
+  fitImageRequest,
+  generatesThroughGemini,
+  type ImageRequest,
+  imagenSafetySettings,
+} from "./image-request.js";
 import { type VaultStore, vaultPath } from "./vault-store.js";
 
 /** SPEC.md's image generation result. */
@@ -107,7 +113,10 @@ export async function generateImages(
     tokenPriced
       ? tokenCost(call.provider, modelId, calls)
       : costOf(calls.reduce((sum, billed) => sum + billed.images, 0));
-  const { model, billedCalls } = countingBilledCalls(ai, sdkModel, call.provider);
+  // Imagen leaves out the images its filter withheld unless asked for their reason: an answer
+  // with fewer images than asked is the filter's doing (a Gemini image model says why, each call).
+  const shortfallFiltered = call.provider === "provider-c" && !generatesThroughGemini(modelId);
+  const { model, billedCalls } = countingBilledCalls(ai, sdkModel, call.provider, shortfallFiltered);
   const generated = await ai
     .generateImage({
       model,
@@ -130,8 +139,7 @@ export async function generateImages(
       // n split over several calls: the batches that did answer were billed all the same.
       const billed = await billedCalls();
       if (billed.length > 0) onBilled(billedCost(billed), summedUsage(billed));
-      const filtered = billed.some((answer) => answer.filtered);
-      throw imageFailure(ai, error, call.provider, modelId, deps.now(), filtered);
+      throw imageFailure(ai, error, call.provider, modelId, deps.now(), billed);
     });
   const calls = await billedCalls();
   const answered = (generated.providerMetadata?.openai as { images?: AnsweredImage[] } | undefined)?.images;
@@ -145,6 +153,7 @@ export async function generateImages(
   // The same warning comes once per provider call (a Gemini image model makes one per image).
   for (const warning of new Set(generated.warnings.map(describeWarning)))
     if (!warnings.includes(warning)) warnings.push(warning);
+  warnings.push(...withheldWarnings(calls, fitted.n));
   const images = await Promise.all(
     generated.images.map((image) => storeImage(deps, call.project, asImage(image, call.provider), signal)),
   );
@@ -185,14 +194,43 @@ function answeredCost(
 }
 
 /**
- * One provider call that answered: the images it returned, the tokens it reported (null: none), and
- * whether the provider's filter withheld images (Imagen's `raiFilteredReason`, a Gemini image
- * model's `IMAGE_SAFETY` or blocked prompt: the AI SDK marks such an answer not retryable).
+ * One provider call that answered: the images it asked for and returned, the tokens it reported
+ * (null: none), and what its answer says of images it did not return (docs/decisions/0020):
+ * - `filtered`: the provider's filter withheld them: Imagen's `raiFilteredReason`, a Gemini image
+ *   model's `IMAGE_SAFETY` or blocked prompt (the AI SDK marks such an answer not retryable), or its
+ *   `IMAGE_PROHIBITED_CONTENT` or `IMAGE_RECITATION` (ordinary finishes to the SDK);
+ * - `noImage`: a Gemini image model's `NO_IMAGE`, the model answered without one.
  */
 interface BilledCall {
+  asked: number;
   images: number;
   usage: TokenUsage | null;
   filtered: boolean;
+  noImage: boolean;
+  /** Images missing from the answer were withheld by the filter (Imagen's way), whatever it says. */
+  shortfallFiltered: boolean;
+}
+
+/** A Gemini image model's finish reasons for an image its filter stopped, beyond what the SDK marks. */
+const filteredFinishes = new Set(["IMAGE_PROHIBITED_CONTENT", "IMAGE_RECITATION"]);
+
+/**
+ * The warnings for images asked for and not returned by calls that did answer: those the provider's
+ * filter withheld, and the rest (a Gemini image model's `NO_IMAGE` or `IMAGE_OTHER`, or no word).
+ */
+function withheldWarnings(calls: BilledCall[], asked: number): string[] {
+  let filtered = 0;
+  let missing = 0;
+  for (const billed of calls) {
+    const short = Math.max(0, billed.asked - billed.images);
+    if (billed.filtered || billed.shortfallFiltered) filtered += short;
+    else missing += short;
+  }
+  const count = (images: number) => `${images} of ${asked} images ${images === 1 ? "was" : "were"}`;
+  return [
+    ...(filtered > 0 ? [`${count(filtered)} withheld by the provider's safety filter`] : []),
+    ...(missing > 0 ? [`${count(missing)} not generated by the provider`] : []),
+  ];
 }
 
 /**
@@ -200,20 +238,31 @@ interface BilledCall {
  * and fails as soon as one fails; `billedCalls` waits for the calls still under way and gives those
  * that answered (the ones the provider billed).
  */
-function countingBilledCalls(ai: typeof import("ai"), model: SdkImageModel, provider: ProviderId) {
+function countingBilledCalls(
+  ai: typeof import("ai"),
+  model: SdkImageModel,
+  provider: ProviderId,
+  shortfallFiltered: boolean,
+) {
   const calls: Array<Promise<BilledCall | null>> = [];
   const counting = ai.wrapImageModel({
     model,
     middleware: {
       specificationVersion: "v3",
-      wrapGenerate: ({ doGenerate }) => {
-        const result = Promise.resolve(doGenerate());
+      wrapGenerate: ({ doGenerate, params }) => {
+        const watched = watchingFinish(() => Promise.resolve(doGenerate()));
+        const result = watched.result;
         calls.push(
           result.then(
             (answer) => ({
+              asked: params.n,
               images: answer.images.length,
               usage: usageOfAnswer(provider, answer),
-              filtered: (answer as { isRetryable?: boolean }).isRetryable === false,
+              filtered:
+                (answer as { isRetryable?: boolean }).isRetryable === false ||
+                filteredFinishes.has(watched.finish.reason ?? ""),
+              noImage: watched.finish.reason === "NO_IMAGE",
+              shortfallFiltered,
             }),
             () => null,
           ),
@@ -392,9 +441,16 @@ function describeWarning(warning: unknown): string {
 const promptRefused =
   "The provider's content filter refused this prompt or the images generated for it; change the prompt rather than retry it";
 
+/** The 422's message for a prompt a Gemini image model answered without an image (`NO_IMAGE`). */
+const noImageAnswered =
+  "The model answered this prompt without an image; change the prompt (ask plainly for an image) rather than retry it";
+
 /**
- * A failed generation on the error table. `filtered`: a call answered with images withheld by the
- * provider's filter; when no image came at all, the prompt is why (422), not the provider.
+ * A failed generation on the error table. `billed`: the calls that answered. When no image came at
+ * all, the prompt is why (422), not the provider, where an answer says so: a call's images were
+ * withheld by the provider's filter (contentPolicy), or every call's model answered without one
+ * (`NO_IMAGE`: modelRefused). A Gemini image model's `IMAGE_OTHER`, or an answer with no word,
+ * stays the provider's failure.
  */
 function imageFailure(
   ai: typeof import("ai"),
@@ -402,11 +458,15 @@ function imageFailure(
   provider: ProviderId,
   model: string,
   today: Date,
-  filtered: boolean,
+  billed: BilledCall[],
 ): GatewayError {
   if (isProviderTimeout(error)) return providerTimeout(error, provider);
-  if (filtered && ai.NoImageGeneratedError.isInstance(error))
-    return providerRefusal("contentPolicy", 200, { cause: error, message: promptRefused });
+  if (ai.NoImageGeneratedError.isInstance(error)) {
+    if (billed.some((answer) => answer.filtered))
+      return providerRefusal("contentPolicy", 200, { cause: error, message: promptRefused });
+    if (billed.length > 0 && billed.every((answer) => answer.noImage))
+      return providerRefusal("modelRefused", 200, { cause: error, message: noImageAnswered });
+  }
   // The SDK refuses an argument (such as a provider option its schema does not accept) before it
   // sends anything: the request is at fault, not the provider. The marker check also matches
   // @ai-sdk/provider's InvalidArgumentError, which the provider packages throw. TypeValidationError

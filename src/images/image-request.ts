@@ -168,7 +168,8 @@ function fitToGemini(modelId: string, request: ImageRequest): ImageRequest {
   return { ...request, providerOptions, maxImagesPerCall: 1 };
 }
 
-const generatesThroughGemini = (modelId: string) => bareModelId(modelId).startsWith("gemini-");
+/** Whether provider C generates with this model through a Gemini image model (any `gemini-` name), not Imagen. */
+export const generatesThroughGemini = (modelId: string) => bareModelId(modelId).startsWith("gemini-");
 
 /**
  * A chat, embedding or other provider's model that the catalogue lists would only be refused by

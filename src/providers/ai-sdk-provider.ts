@@ -1,5 +1,6 @@
 import type { LanguageModel, wrapImageModel } from "ai";
 import { GatewayError } from "../errors.js";
+import { finishReadingFetch } from "./answer-finish-reason.js";
 import { isModelName, modelNameRule } from "./model-name.js";
 import type { ProviderId } from "./provider-id.js";
 
@@ -51,7 +52,8 @@ export function createAiSdkModels(options: AiSdkProviderOptions) {
     /**
      * Image models exist for providers A and C; B has none (null). `extraBody` is merged into the
      * JSON request body, for provider parameters the AI SDK's option schemas do not carry
-     * (provider A `style`; provider C `parameters.safetySetting`).
+     * (provider A `style`; provider C `parameters.safetySetting`). Provider C's fetch notes a Gemini
+     * image model's finish reason for the calls made inside `watchingFinish`.
      */
     async image(
       provider: ProviderId,
@@ -72,7 +74,7 @@ export function createAiSdkModels(options: AiSdkProviderOptions) {
               apiKey,
               baseURL: options.baseUrls[provider],
               headers: { "x-goog-api-client": options.clientIdentifier },
-              ...imageFetch,
+              fetch: finishReadingFetch(imageFetch.fetch),
             })
             .image(model);
         default:

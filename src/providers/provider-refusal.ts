@@ -37,7 +37,9 @@ export function providerRefusal(
  * (`data`: the AI SDK's parse of the body; else the body), or null for any other failure, which
  * stays the provider's (502). Only the recorded shapes, by code where the provider gives one:
  * - provider A: `context_length_exceeded`; on the images API `content_policy_violation` (DALL·E)
- *   and `moderation_blocked` (the GPT Image models);
+ *   and `moderation_blocked` (the GPT Image models), and its older answer with no code: type
+ *   `invalid_request_error` and a message that opens with "Your request was rejected as a result of
+ *   our safety system." (the sentence every recorded variant starts with);
  * - provider B (no code, `invalid_request_error` for every 400): "prompt is too long: N tokens > M
  *   maximum", and "A maximum of N PDF pages may be provided.";
  * - provider C (`INVALID_ARGUMENT` for every 400): "The input token count (N) exceeds the maximum
@@ -52,11 +54,18 @@ export function refusalOfFailedCall(
   const answered = (error.data ?? jsonOrNull(error.responseBody)) as { error?: unknown } | null;
   const inner = answered?.error;
   if (typeof inner !== "object" || inner === null) return null;
-  const { code, message } = inner as { code?: unknown; message?: unknown };
+  const { code, message, type } = inner as { code?: unknown; message?: unknown; type?: unknown };
   switch (provider) {
     case "provider-a":
       if (code === "context_length_exceeded") return "inputTooLong";
       if (code === "content_policy_violation" || code === "moderation_blocked") return "contentPolicy";
+      if (
+        code == null &&
+        type === "invalid_request_error" &&
+        typeof message === "string" &&
+        message.startsWith("Your request was rejected as a result of our safety system.")
+      )
+        return "contentPolicy";
       return null;
     case "provider-b":
       if (typeof message !== "string") return null;

@@ -85,7 +85,7 @@ export async function analyze(models: AiSdkModels, request: AnalysisRequest): Pr
     } catch (error) {
       // The repair failed at the provider: the first attempt was billed all the same.
       if (attempt === 1 || !(error instanceof GatewayError)) throw error;
-      return { ok: false, error, model: modelUsed, usage };
+      return { ok: false, error: withAttemptsUsage(error, modelUsed, usage), model: modelUsed, usage };
     }
     usage = attempt === 1 ? (outcome.usage ?? emptyUsage()) : addUsage(usage, outcome.usage);
     modelUsed = outcome.modelId ?? modelUsed;
@@ -143,6 +143,20 @@ export async function analyze(models: AiSdkModels, request: AnalysisRequest): Pr
     model: modelUsed,
     usage,
   };
+}
+
+/**
+ * The repair's 400 refusal (docs/decisions/0020) with the model and the attempts' usage in its
+ * details, as a refusal inside an answer carries them: the refused call was not billed, so the sum
+ * is the first attempt's. Any other failure is left as it is.
+ */
+function withAttemptsUsage(error: GatewayError, model: string, usage: TokenUsage): GatewayError {
+  const details = error.details as Record<string, unknown> | undefined;
+  if (error.code !== "VALIDATION_ERROR" || typeof details?.reason !== "string") return error;
+  return new GatewayError(error.code, error.message, {
+    cause: error.cause,
+    details: { ...details, model, usage: countsOf(usage) },
+  });
 }
 
 interface AttemptOutcome {

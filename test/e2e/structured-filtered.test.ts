@@ -147,4 +147,38 @@ describe("a structured analysis the provider's content filter stopped", () => {
     expect(fake.requests).toHaveLength(2);
     expect(await usageRowOf(sluice.gateway, response)).toMatchObject({ status: 422, input_tokens: 22 });
   });
+
+  it("answers the repair's 400 refusal with the first attempt's tokens in its details, as its row", async () => {
+    const usage = { input: 11, output: 7, cached: 0, reasoning: 0 };
+    fake.enqueueResponse({ status: 200, body: providerA.chat("gpt-5.4-mini", '{"other":1}', usage) });
+    fake.enqueueResponse({
+      status: 400,
+      body: {
+        error: {
+          message: "This model's maximum context length is 128000 tokens.",
+          type: "invalid_request_error",
+          param: "messages",
+          code: "context_length_exceeded",
+        },
+      },
+    });
+    const response = await post("provider-a");
+    expect(response.status).toBe(422);
+    const { error } = (await response.json()) as { error: { code: string; details: unknown } };
+    expect(error.code).toBe("VALIDATION_ERROR");
+    // The refused repair was not billed: the sum of both attempts is the first attempt's.
+    expect(error.details).toEqual({
+      reason: "inputTooLong",
+      providerStatus: 400,
+      retryable: false,
+      model: "gpt-5.4-mini",
+      usage: { inputTokens: 11, outputTokens: 7, cachedInputTokens: 0, reasoningTokens: 0 },
+    });
+    expect(fake.requests).toHaveLength(2);
+    expect(await usageRowOf(sluice.gateway, response)).toMatchObject({
+      status: 422,
+      input_tokens: 11,
+      output_tokens: 7,
+    });
+  });
 });
