@@ -121,3 +121,39 @@ describe("the device token verifier across a change of the project's Apple setti
     expect(apple.asked).toHaveLength(1);
   });
 });
+
+describe("the device token verifier's opened private keys", () => {
+  // Each project's opened .p8 key was kept by project id for good: an instance serving many
+  // DeviceCheck projects over its life (deleted ones too) held every key it ever opened.
+  it("keeps a bounded number of them, however many projects it serves", async () => {
+    let opened = 0;
+    const verifier = createDeviceTokenVerifier({
+      config: {
+        deviceCheckProductionUrl: "http://127.0.0.1:1",
+        deviceCheckDevelopmentUrl: "http://127.0.0.1:1",
+        deviceCheckTimeoutMs: 1000,
+        deviceTokenTtlSeconds: 3600,
+        deviceTokenBudget: 100,
+      },
+      secretBox: {
+        ...openSecretBox,
+        open: () => {
+          opened++;
+          return Buffer.from("-----BEGIN PRIVATE KEY-----");
+        },
+      },
+      redis: undefined,
+      logger: createLogger("silent", new Writable({ write: (_chunk, _encoding, done) => done() })),
+      client: { validate: async () => ({ kind: "invalid", reason: "rejected-by-apple" }) },
+    });
+    const projects = Array.from({ length: 3000 }, (_, index) => {
+      const project = developmentProject("cached");
+      return { ...project, id: `prj_${index}` };
+    });
+    for (const project of projects) await verifier.verify(project, deviceToken);
+    expect(opened).toBe(projects.length);
+    // Asked again: a key still held is not opened again, so at most the bound of them are held.
+    for (const project of projects) await verifier.verify(project, deviceToken);
+    expect(projects.length * 2 - opened).toBeLessThanOrEqual(1000);
+  });
+});

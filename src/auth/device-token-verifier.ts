@@ -54,6 +54,8 @@ const warningWindowMs = 10_000;
 
 /** How long a single-use token is remembered so that a replay is refused. */
 const singleUseRetentionMs = 24 * 60 * 60 * 1000;
+/** Opened DeviceCheck private keys held at most (one per project). */
+const maxPrivateKeys = 1000;
 
 /**
  * DeviceCheck for authentication: a token verified by Apple is trusted for a TTL and a request
@@ -77,6 +79,11 @@ export function createDeviceTokenVerifier(deps: DeviceTokenVerifierDeps): Device
         keyPrefix: deps.redisKeyPrefix,
       })
     : null;
+  /**
+   * Each project's opened .p8 key, by project id: at most `maxPrivateKeys`, the oldest opened going
+   * first (opening one again costs a decryption), so an instance serving many DeviceCheck projects
+   * over its life, deleted ones too, does not hold every key it ever opened.
+   */
   const privateKeys = new Map<string, { sealed: string; pem: string }>();
   /**
    * Apple calls in flight, by project, token digest and the credentials asked with: requests that
@@ -92,6 +99,8 @@ export function createDeviceTokenVerifier(deps: DeviceTokenVerifierDeps): Device
     const cached = privateKeys.get(project.id);
     if (cached?.sealed === sealed) return cached.pem;
     const pem = deps.secretBox.open(sealed, deviceCheckKeyAad(project.id)).toString("utf8");
+    privateKeys.delete(project.id);
+    if (privateKeys.size >= maxPrivateKeys) privateKeys.delete(privateKeys.keys().next().value as string);
     privateKeys.set(project.id, { sealed, pem });
     return pem;
   }

@@ -68,9 +68,17 @@ export function trackConnections(server: Server, event: "connection" | "secureCo
       const socket = request.socket as TrackedSocket;
       const previous = socket[lastResponse];
       socket[lastResponse] = response;
-      // Pipelined: linked to the answer ahead while that one is unfinished, so the chain is never
-      // longer than the requests in flight on the connection.
-      if (previous !== undefined && !previous.writableFinished) response[ahead] = previous;
+      // Pipelined: linked to the answer ahead while that one is unfinished, and the link goes once
+      // this answer is done (answers go out in order), so the chain is never longer than the
+      // requests in flight on the connection. A link kept after that held every answer a client that
+      // always pipelines had on the connection, for as long as it stayed open. Only a pipelined
+      // request pays the listener.
+      if (previous !== undefined && !previous.writableFinished) {
+        response[ahead] = previous;
+        response.once("close", () => {
+          response[ahead] = undefined;
+        });
+      }
       if (!draining) return true;
       if (previous !== undefined) {
         if (!previous.headersSent && closedByDrain.has(previous)) previous.shouldKeepAlive = true;

@@ -1,4 +1,4 @@
-import { afterAll, describe, expect, it } from "vitest";
+import { afterAll, describe, expect, it, vi } from "vitest";
 // In CI (CI=true) an unreachable Redis makes this import throw, so the suite fails instead of skipping.
 import { redisAvailable, redisTestSpace } from "../../test/support/services.js";
 import { startTcpProxy } from "../../test/support/tcp-proxy.js";
@@ -230,5 +230,26 @@ describe("the throttle's remembered keys", () => {
     keys.add("ip:192.0.2.3", 3_000);
     expect(keys.empty(2_500)).toBe(false);
     expect(keys.size).toBe(1);
+  });
+
+  // A burst of failures from many addresses left one key per address in the keys failing here for
+  // good (up to 100,000 of them): they were dropped only when met again, or at the bound, and,
+  // unlike the blocked keys, never all at once, so a trickle of later failures did not matter.
+  it("lets go of a burst's keys once their windows ended, though failures go on elsewhere", async () => {
+    vi.useFakeTimers({ toFake: ["Date", "setInterval", "clearInterval"] });
+    try {
+      const throttle = createAuthThrottle({ failuresPerMinute: 2 });
+      for (let index = 0; index < 3000; index++)
+        await throttle.recordFailure(`198.51.${index >> 8}.${index & 255}`, undefined, false);
+      expect(throttle.remembered()).toBeGreaterThanOrEqual(3000);
+      // One address fails every 20 s: some key is always live.
+      for (let step = 0; step < 7; step++) {
+        vi.advanceTimersByTime(20_000);
+        await throttle.recordFailure("192.0.2.1", undefined, false);
+      }
+      expect(throttle.remembered()).toBeLessThan(10);
+    } finally {
+      vi.useRealTimers();
+    }
   });
 });

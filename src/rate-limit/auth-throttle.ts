@@ -74,7 +74,10 @@ export function throttled(
  * each instance still lets one more failure through before blocking (at most one per instance and
  * window); every other request pays no Redis round trip.
  */
-export function createAuthThrottle(options: AuthThrottleOptions): AuthThrottle {
+export function createAuthThrottle(options: AuthThrottleOptions): AuthThrottle & {
+  /** Keys held here (blocked, suspect, failing, or with attempts in flight): memory stays bounded. */
+  remembered(): number;
+} {
   const limit = Math.max(1, Math.floor(options.failuresPerMinute));
   const counter = failureCounter(options);
   const blocked = new ExpiringKeys(maxRemembered);
@@ -83,6 +86,12 @@ export function createAuthThrottle(options: AuthThrottleOptions): AuthThrottle {
   const failing = new ExpiringKeys(maxRemembered);
   /** Attempts admitted by `begin` and not yet ended, per key: bounded by the requests open at once. */
   const inFlight = new Map<string, number>();
+  // Expired keys go when met, or all at once when the last one expired; this drops those a burst
+  // from many addresses left while failures go on elsewhere (a key per address, up to the bound).
+  setInterval(() => {
+    const now = Date.now();
+    for (const keys of [blocked, suspects, failing]) keys?.dropExpired(now);
+  }, windowSeconds * 1000).unref();
 
   function block(key: string, msLeft: number): number {
     blocked.add(key, Date.now() + msLeft);
@@ -141,6 +150,7 @@ export function createAuthThrottle(options: AuthThrottleOptions): AuthThrottle {
     async recordFailure(clientIp, projectId, projectExists) {
       await Promise.all(keysToCount(clientIp, projectId, projectExists).map(count));
     },
+    remembered: () => blocked.size + (suspects?.size ?? 0) + failing.size + inFlight.size,
   };
 }
 
@@ -263,9 +273,10 @@ function keysToCheck(clientIp: string, projectId: string | undefined): string[] 
 }
 
 /**
- * Keys with an expiry, bounded: expired keys are dropped when met, the oldest when full, and all
- * at once when the last one has expired, so that after an attack (or, with Redis, any failure)
- * the success path is a size check again instead of a lookup per request for good.
+ * Keys with an expiry, bounded: expired keys are dropped when met, the oldest when full, all at
+ * once when the last one has expired, so that after an attack (or, with Redis, any failure) the
+ * success path is a size check again instead of a lookup per request for good, and by the caller's
+ * sweep (`dropExpired`).
  */
 export class ExpiringKeys {
   private readonly until = new Map<string, { expiresAt: number; count: number }>();
@@ -290,6 +301,11 @@ export class ExpiringKeys {
     if (this.until.size >= this.max) this.evict(Date.now());
     this.until.set(key, { expiresAt, count });
     if (expiresAt > this.latest) this.latest = expiresAt;
+  }
+
+  /** Drops every key expired at `now`. */
+  dropExpired(now: number): void {
+    for (const [key, entry] of this.until) if (entry.expiresAt <= now) this.until.delete(key);
   }
 
   /** Whole seconds until `key` expires; 0 when it is unknown or expired. */

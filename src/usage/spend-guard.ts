@@ -1,6 +1,9 @@
 import { type ReloadWait, withinReloadWait, withinRequestWait } from "../storage/database-unavailable.js";
 import type { UsageRecord, UsageRepository } from "../storage/usage-repository.js";
 
+/** Projects whose figures are held at most, but for those holding a cost not yet written (see `dropIdle`). */
+const maxProjects = 10_000;
+
 interface MonthSpend {
   /** The month's first instant, ISO. */
   month: string;
@@ -45,6 +48,18 @@ export function createSpendGuard(deps: { usage: UsageRepository; now: () => Date
   const cache = new Map<string, MonthSpend>();
 
   /**
+   * Lets go of the figures that hold nothing this instance alone knows (no cost whose row the last
+   * read could not see, no read in flight), the longest held first, until the cache has room: read
+   * again, they cost one database read. Figures with unwritten costs stay, however many.
+   */
+  function dropIdle(): void {
+    for (const [id, held] of cache) {
+      if (cache.size < maxProjects) return;
+      if (held.loading === undefined && Math.abs(held.unread) < 1e-12) cache.delete(id);
+    }
+  }
+
+  /**
    * The project's figures for the month of `at`, started afresh when the month changed, or when
    * `createdAt` says the project is another than the one they were read for (deleted and created
    * again under its id).
@@ -66,6 +81,7 @@ export function createSpendGuard(deps: { usage: UsageRepository; now: () => Date
         unread: 0,
         written: 0,
       };
+      if (cache.size >= maxProjects) dropIdle();
       cache.set(projectId, entry);
     }
     const since = createdAt !== undefined && createdAt > entry.month ? createdAt : entry.month;
@@ -112,6 +128,8 @@ export function createSpendGuard(deps: { usage: UsageRepository; now: () => Date
   }
 
   return {
+    /** How many projects' figures are held: memory stays bounded. */
+    projects: () => cache.size,
     /**
      * Known spend this calendar month (UTC), in USD, of the project created at `createdAt` (rows
      * from before then belong to a project deleted under its id). `wait`: the request's waits for

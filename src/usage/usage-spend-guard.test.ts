@@ -145,6 +145,23 @@ describe("spend guard", () => {
     expect(await guard.monthToDate("p1")).toBe(3);
   });
 
+  // Each project's figures were kept for good: an instance serving many projects over its life
+  // (deleted ones too) held one entry for every project that ever made a priced call on it.
+  it("holds a bounded number of projects' figures, but never drops a cost not yet written", async () => {
+    const now = new Date("2026-11-15T00:00:00.000Z");
+    const guard = createSpendGuard({ usage: fakeUsageRepository(), now: () => now });
+    guard.add("busy", 2);
+    for (let index = 0; index < 25_000; index++) {
+      const id = `p${index}`;
+      guard.add(id, 1);
+      guard.written([usageRow(`r${index}`, { project_id: id, cost_usd: 1, created_at: now.toISOString() })]);
+      await guard.monthToDate(id);
+    }
+    expect(guard.projects()).toBeLessThanOrEqual(10_000);
+    // Its row is still queued (the database cannot have it): its cost still counts.
+    expect(await guard.monthToDate("busy")).toBe(2);
+  });
+
   it("counts costs recorded before the project's first check (a cap set while its rows are queued)", async () => {
     const guard = createSpendGuard({
       usage: fakeUsageRepository(),

@@ -1,0 +1,63 @@
+import { createServer, type Server, type ServerResponse } from "node:http";
+import { connect } from "node:net";
+import { setFlagsFromString } from "node:v8";
+import { runInNewContext } from "node:vm";
+import { afterEach, describe, expect, it } from "vitest";
+import { trackConnections } from "./connection-drain.js";
+
+describe("trackConnections", () => {
+  let server: Server | undefined;
+  afterEach(async () => {
+    server?.closeAllConnections();
+    await new Promise((resolve) => server?.close(resolve));
+    server = undefined;
+  });
+
+  // A response pipelined behind an unfinished one is linked to it (for the drain's refusals). The
+  // link outlived the answer ahead: on a keep-alive connection whose client always has a request
+  // in flight behind another, every response ever answered on it stayed reachable from the last.
+  it("holds none of a connection's finished pipelined answers while the connection stays open", async () => {
+    setFlagsFromString("--expose_gc");
+    const gc = runInNewContext("gc") as () => void;
+    const answered: WeakRef<ServerResponse>[] = [];
+    server = createServer();
+    const drain = trackConnections(server, "connection");
+    let unanswered: ServerResponse | undefined;
+    server.on("request", (request, response) => {
+      if (!drain.admitRequest(request, response)) return;
+      answered.push(new WeakRef(response));
+      // Each answer waits for the request behind it: the client always has two in flight.
+      unanswered?.end("ok");
+      unanswered = response;
+    });
+    await new Promise<void>((resolve) => server?.listen(0, "127.0.0.1", resolve));
+    const { port } = server.address() as { port: number };
+    const socket = connect(port, "127.0.0.1");
+    let received = "";
+    socket.on("data", (chunk) => {
+      received += chunk;
+    });
+    const answers = () => received.split("HTTP/1.1 200").length - 1;
+    const until = async (done: () => boolean) => {
+      const by = Date.now() + 5000;
+      while (!done() && Date.now() < by) await new Promise((resolve) => setTimeout(resolve, 1));
+    };
+    const count = 200;
+    socket.write("GET / HTTP/1.1\r\nhost: x\r\n\r\n");
+    for (let sent = 1; sent < count; sent++) {
+      socket.write("GET / HTTP/1.1\r\nhost: x\r\n\r\n");
+      await until(() => answers() >= sent);
+    }
+    unanswered?.end("ok");
+    unanswered = undefined;
+    await until(() => answers() >= count);
+    expect(answers()).toBe(count);
+    expect(answered.length).toBe(count);
+    await new Promise((resolve) => setTimeout(resolve, 20));
+    gc();
+    // The connection is still open: only its last answer may be held.
+    expect(socket.destroyed).toBe(false);
+    expect(answered.filter((response) => response.deref() !== undefined).length).toBeLessThanOrEqual(1);
+    socket.destroy();
+  });
+});
