@@ -207,6 +207,12 @@ export async function createGateway(config: Config, injected: Partial<Injectable
     failuresPerMinute: config.authFailureLimit,
     keyPrefix: redisKeys.authFailures,
   });
+  const adminThrottle = createAuthThrottle({
+    redis,
+    breaker: redisBreaker,
+    failuresPerMinute: config.authFailureLimit,
+    keyPrefix: redisKeys.adminAuthFailures,
+  });
   const deviceTokens = createDeviceTokenVerifier({
     config,
     secretBox,
@@ -358,12 +364,7 @@ export async function createGateway(config: Config, injected: Partial<Injectable
     adminRoutes: {
       admin,
       adminToken: config.adminToken,
-      throttle: createAuthThrottle({
-        redis,
-        breaker: redisBreaker,
-        failuresPerMinute: config.authFailureLimit,
-        keyPrefix: redisKeys.adminAuthFailures,
-      }),
+      throttle: adminThrottle,
       maxBodyBytes: config.maxBodyBytes,
       onAuthResult(result) {
         metrics.countAuthResult("admin-token", result);
@@ -431,6 +432,8 @@ export async function createGateway(config: Config, injected: Partial<Injectable
           await pools.close();
           await providerFetch.close();
           await limiter.close();
+          throttle.stop();
+          adminThrottle.stop();
           redis?.disconnect();
           await database.close();
         },

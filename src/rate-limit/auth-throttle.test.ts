@@ -253,3 +253,17 @@ describe("the throttle's remembered keys", () => {
     }
   });
 });
+
+describe("the throttle's sweeps", () => {
+  it("are stopped by stop(): a gateway closed in a process that goes on leaves no timer behind", () => {
+    vi.useFakeTimers();
+    try {
+      const throttle = createAuthThrottle({ failuresPerMinute: 5, keyPrefix: nextPrefix() });
+      expect(vi.getTimerCount()).toBe(2);
+      throttle.stop();
+      expect(vi.getTimerCount()).toBe(0);
+    } finally {
+      vi.useRealTimers();
+    }
+  });
+});

@@ -77,6 +77,8 @@ export function throttled(
 export function createAuthThrottle(options: AuthThrottleOptions): AuthThrottle & {
   /** Keys held here (blocked, suspect, failing, or with attempts in flight): memory stays bounded. */
   remembered(): number;
+  /** Stops the sweeps (on close): a gateway closed in a process that goes on leaves no timer. */
+  stop(): void;
 } {
   const limit = Math.max(1, Math.floor(options.failuresPerMinute));
   const counter = failureCounter(options);
@@ -88,7 +90,7 @@ export function createAuthThrottle(options: AuthThrottleOptions): AuthThrottle &
   const inFlight = new Map<string, number>();
   // Expired keys go when met, or all at once when the last one expired; this drops those a burst
   // from many addresses left while failures go on elsewhere (a key per address, up to the bound).
-  setInterval(() => {
+  const sweep = setInterval(() => {
     const now = Date.now();
     for (const keys of [blocked, suspects, failing]) keys?.dropExpired(now);
   }, windowSeconds * 1000).unref();
@@ -151,6 +153,10 @@ export function createAuthThrottle(options: AuthThrottleOptions): AuthThrottle &
       await Promise.all(keysToCount(clientIp, projectId, projectExists).map(count));
     },
     remembered: () => blocked.size + (suspects?.size ?? 0) + failing.size + inFlight.size,
+    stop() {
+      clearInterval(sweep);
+      counter.stop();
+    },
   };
 }
 
@@ -165,6 +171,8 @@ interface FailureCounter {
   /** Counts one failure and says what the window holds now. */
   consume(key: string): Promise<FailureCount>;
   get(key: string): Promise<FailureCount | null>;
+  /** Stops the sweep of ended windows. */
+  stop(): void;
 }
 
 function failureCounter(options: AuthThrottleOptions): FailureCounter {
@@ -174,7 +182,8 @@ function failureCounter(options: AuthThrottleOptions): FailureCounter {
   const local = new MemoryWindows(Date.now, maxRemembered);
   // Ended windows are dropped two per count; this drops those a burst of made-up project ids left
   // once counting stops (the keys are the client's to choose).
-  setInterval(() => local.dropEnded(), windowMs).unref();
+  const sweep = setInterval(() => local.dropEnded(), windowMs).unref();
+  const stop = () => clearInterval(sweep);
   const countHere = async (key: string): Promise<FailureCount> => {
     const now = Date.now();
     const window = local.add(key, windowMs, now);
@@ -183,6 +192,7 @@ function failureCounter(options: AuthThrottleOptions): FailureCounter {
   const redis = options.redis;
   if (!redis) {
     return {
+      stop,
       consume: countHere,
       get: async (key) => {
         const now = Date.now();
@@ -198,6 +208,7 @@ function failureCounter(options: AuthThrottleOptions): FailureCounter {
   const shared = (script: RedisScript, key: string) =>
     script.run(client, [`${keyPrefix}:${key}`], [windowMs]).then(failureCount);
   return {
+    stop,
     consume: (key) =>
       breaker
         .run(
