@@ -250,6 +250,37 @@ describe("the Interactions API's usage, streamed", () => {
     expect(run(body, true).usage).toEqual(recorded);
   });
 
+  it("records what a step-based stream cut before interaction.completed reported so far: step.stop's and status updates' usage", () => {
+    const soFar = { total_input_tokens: 11, total_output_tokens: 3 };
+    const steps = [
+      named("interaction.created", { interaction: interaction({ status: "in_progress" }) }),
+      named("step.start", { index: 0, step: { type: "function_call" } }),
+      // A function call's arguments named `usage` are the model's, no report.
+      named("step.delta", {
+        index: 0,
+        delta: { type: "arguments", arguments: { usage: { total_input_tokens: 9 } } },
+      }),
+      named("step.stop", { index: 0, step_usage: { total_output_tokens: 3 }, usage: soFar }),
+    ];
+    // The client left (or the provider stopped) after the first step: the running total it reported.
+    const counts = (inputTokens: number, outputTokens: number) => ({
+      inputTokens,
+      outputTokens,
+      cachedInputTokens: null,
+      reasoningTokens: null,
+    });
+    expect(run(steps.join(""), true).usage).toEqual(counts(11, 3));
+    const updated = named("interaction.status_update", {
+      interaction_id: "v1_abc",
+      status: "in_progress",
+      usage: { total_input_tokens: 20, total_output_tokens: 4 },
+    });
+    expect(run(steps.join("") + updated, true).usage).toEqual(counts(20, 4));
+    // The completion's usage is the last report, and wins.
+    const completed = named("interaction.completed", { interaction: interaction({ usage, steps: [] }) });
+    expect(run(steps.join("") + updated + completed, true).usage).toEqual(recorded);
+  });
+
   it("reads a stream without event names from the events that hold a usage object", () => {
     const body = stream().replace(/^event: .*\n/gm, "");
     expect(body).not.toContain("event:");

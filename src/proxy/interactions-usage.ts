@@ -23,12 +23,14 @@ import type { MeterReading, SseEventTap, UsageMeter } from "./usage-meter.js";
  *
  * A stream (`stream: true`) names each event (`event: interaction.start` and so on, the same as
  * its `event_type`). Only the lifecycle events that carry the interaction can carry its usage:
- * `interaction.complete` (and `interaction.start`) in the API version the SDK reads,
- * `interaction.completed` (and `interaction.created`) in the step-based one. Only those are parsed,
- * and only when they hold a `"usage"` object; the content events are passed over by their name. A
- * stream without event names has each event that holds a `"usage"` object parsed. The last report
- * with a count wins, so a stream cut before the interaction completed records what it reported
- * until then (usually nothing: Google reports usage on completion).
+ * `interaction.complete` (and `interaction.start`) in the content-based stream (`@google/genai`
+ * 1.x and 2.x), `interaction.completed` (and `interaction.created`) in the step-based one (3.x),
+ * where `step.stop` and `interaction.status_update` may also report the interaction's usage so
+ * far, as their own `usage` (not `step_usage`, the step's alone). Only those are parsed, and only
+ * when they hold a `"usage"` object; the content and `step.delta` events are passed over by their
+ * name. A stream without event names has each event that holds a `"usage"` object parsed. The last
+ * report with a count wins, so a stream cut before the interaction completed records what it
+ * reported until then (nothing when Google reports usage only on completion).
  */
 export function interactionsJsonUsage(ends: ByteEnds | null, whole: Buffer | null): MeterReading {
   let usage: TokenUsage | null = null;
@@ -67,9 +69,12 @@ const interactionEvents = new Set([
   "interaction.completed",
 ]);
 
+/** The step-based stream's events that report the usage so far as their own top-level `usage`. */
+const runningUsageEvents = new Set(["step.stop", "interaction.status_update"]);
+
 /** Whether an event may carry usage: a lifecycle event by its name; without a name, any. */
 function mayCarryUsage(event: string | undefined): boolean {
-  return event === undefined || interactionEvents.has(event);
+  return event === undefined || interactionEvents.has(event) || runningUsageEvents.has(event);
 }
 
 function fromEvent(event: string | undefined, data: string): TokenUsage | null {
@@ -80,7 +85,13 @@ function fromEvent(event: string | undefined, data: string): TokenUsage | null {
   } catch {
     return null;
   }
-  return withCounts(usageFromInteractions(objectField(objectField(parsed, "interaction"), "usage")));
+  // Without a name, the event's `event_type` says which it is.
+  const type = event ?? objectField(parsed, "event_type");
+  const reported =
+    typeof type === "string" && runningUsageEvents.has(type)
+      ? objectField(parsed, "usage")
+      : objectField(objectField(parsed, "interaction"), "usage");
+  return withCounts(usageFromInteractions(reported));
 }
 
 /**
@@ -90,7 +101,8 @@ function fromEvent(event: string | undefined, data: string): TokenUsage | null {
  * `usage` inside the outputs (model output: a function call's arguments) is neither.
  */
 function fromCutEvent(event: string | undefined, head: string, tail: Buffer): TokenUsage | null {
-  if (!mayCarryUsage(event)) return null;
+  // (A step.stop or status update that large is not read: they carry no output.)
+  if (event !== undefined && !interactionEvents.has(event)) return null;
   return interactionUsage(Buffer.from(head)) ?? closingUsage(tail, 2);
 }
 

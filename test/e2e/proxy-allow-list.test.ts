@@ -153,8 +153,9 @@ describe("a project's proxy allow-list, driven by the official SDKs", () => {
     await expect(
       google.caches.create({ model: "gemini-2.5-flash", config: { contents: "A long document" } }),
     ).rejects.toMatchObject({ status: 403 });
+    // @google/genai 3.x addresses v1 (1.x and 2.x: v1beta): the rule names neither.
     expect(fake.requests.map((request) => request.path)).toEqual([
-      "/c/v1beta/models/gemini-2.5-flash:generateContent",
+      "/c/v1/models/gemini-2.5-flash:generateContent",
     ]);
   });
 

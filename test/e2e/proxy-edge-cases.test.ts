@@ -245,19 +245,21 @@ describe("proxy edge cases", () => {
       ],
       ["provider-b", "GET v1/files", () => anthropic.beta.files.list()],
       ["provider-b", "GET v1/files/file_1/content", () => anthropic.beta.files.download("file_1")],
-      ["provider-c", "GET v1beta/cachedContents/c1", () => google.caches.get({ name: "cachedContents/c1" })],
+      ["provider-c", "GET v1/cachedContents/c1", () => google.caches.get({ name: "cachedContents/c1" })],
       [
         "provider-c",
-        "PATCH v1beta/cachedContents/c1",
+        "PATCH v1/cachedContents/c1",
         () => google.caches.update({ name: "cachedContents/c1", config: { ttl: "60s" } }),
       ],
       [
         "provider-c",
-        "DELETE v1beta/cachedContents/c1",
+        "DELETE v1/cachedContents/c1",
         () => google.caches.delete({ name: "cachedContents/c1" }),
       ],
-      ["provider-c", "GET v1beta/files/f1", () => google.files.get({ name: "files/f1" })],
-      ["provider-c", "GET v1beta/batches/b1", () => google.batches.get({ name: "batches/b1" })],
+      ["provider-c", "GET v1/files/f1", () => google.files.get({ name: "files/f1" })],
+      ["provider-c", "GET v1/batches/b1", () => google.batches.get({ name: "batches/b1" })],
+      ["provider-c", "GET v1/interactions/i1", () => google.interactions.get("i1")],
+      ["provider-c", "DELETE v1/interactions/i1", () => google.interactions.delete("i1")],
     ];
     for (const [provider, call, make] of calls) {
       const error = (await make().then(

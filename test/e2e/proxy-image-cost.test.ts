@@ -3,7 +3,7 @@ import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { type FakeUpstream, startFakeUpstream } from "../fakes/fake-upstream.js";
 import { providerA, providerC, tinyPng } from "../fakes/fake-upstream-responses.js";
 import { clockAwayFromMonthEnd } from "../support/away-from-month-end.js";
-import { sdkClients } from "../support/sdk-clients.js";
+import { googleGenAiV1Client, sdkClients } from "../support/sdk-clients.js";
 import {
   createTestProject,
   startTestGateway,
@@ -21,6 +21,7 @@ describe("image generation through the proxies", () => {
   let sluice: TestGateway;
   let project: TestProject;
   let clients: ReturnType<typeof sdkClients>;
+  let googleV1: ReturnType<typeof googleGenAiV1Client>;
 
   beforeAll(async () => {
     fake = await startFakeUpstream();
@@ -31,6 +32,7 @@ describe("image generation through the proxies", () => {
     );
     project = await createTestProject(sluice.gateway);
     clients = sdkClients(sluice, project);
+    googleV1 = googleGenAiV1Client(sluice, project);
   });
   afterAll(async () => {
     await sluice.close();
@@ -316,9 +318,11 @@ describe("image generation through the proxies", () => {
     });
   });
 
-  describe("provider C models.generateImages (@google/genai)", () => {
+  // `models.generateImages` calls Imagen's `predict` on the Gemini API in @google/genai 1.x; from 2.0
+  // on the SDK refuses it there (Vertex AI only), but 1.x apps, `@ai-sdk/google` and REST still call it.
+  describe("provider C models.generateImages (@google/genai 1.x)", () => {
     it("records Imagen's price per image in the predictions", async () => {
-      const answer = await clients.google.models.generateImages({
+      const answer = await googleV1.models.generateImages({
         model: "imagen-4.0-generate-001",
         prompt: "a lighthouse",
         config: { numberOfImages: 2 },
@@ -331,7 +335,7 @@ describe("image generation through the proxies", () => {
     });
 
     it("prices the images the answer holds when the request does not say how many", async () => {
-      const answer = await clients.google.models.generateImages({
+      const answer = await googleV1.models.generateImages({
         model: "imagen-4.0-fast-generate-001",
         prompt: "a lighthouse",
       });
@@ -353,7 +357,7 @@ describe("image generation through the proxies", () => {
           ],
         },
       });
-      const answer = await clients.google.models.generateImages({
+      const answer = await googleV1.models.generateImages({
         model: "imagen-4.0-generate-001",
         prompt: "a lighthouse",
         config: { numberOfImages: 2, includeRaiReason: true, includeSafetyAttributes: true },
@@ -365,7 +369,7 @@ describe("image generation through the proxies", () => {
     it("records no cost for an error answer, and an unknown one for a model without a price", async () => {
       fake.failNext(400);
       await expect(
-        clients.google.models.generateImages({ model: "imagen-4.0-generate-001", prompt: "a lighthouse" }),
+        googleV1.models.generateImages({ model: "imagen-4.0-generate-001", prompt: "a lighthouse" }),
       ).rejects.toThrow();
       await sluice.gateway.flushUsage();
       const rows = await sluice.gateway.database.db
@@ -377,7 +381,7 @@ describe("image generation through the proxies", () => {
         .execute();
       expect(rows).toHaveLength(1);
       expect(rows[0]?.cost_usd).toBeNull();
-      const ultra = await clients.google.models.generateImages({
+      const ultra = await googleV1.models.generateImages({
         model: "imagen-4.0-ultra-generate-001",
         prompt: "a lighthouse",
         config: { numberOfImages: 1 },

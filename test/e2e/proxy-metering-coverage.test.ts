@@ -7,7 +7,7 @@ import type { FakeUpstream } from "../fakes/fake-upstream.js";
 import { type FakeUsage, fakeAudio } from "../fakes/fake-upstream-responses.js";
 import { type ProxyStage, startProxyStage } from "../support/proxy-stage.js";
 import { sendRawHeaders } from "../support/raw-request.js";
-import { sdkClients } from "../support/sdk-clients.js";
+import { googleGenAiV1Client, sdkClients } from "../support/sdk-clients.js";
 import type { TestGateway, TestProject } from "../support/test-gateway.js";
 
 /**
@@ -779,13 +779,13 @@ describe("metering of the SDKs' other token-consuming calls", () => {
       });
       expect(fake.last()).toMatchObject({
         method: "POST",
-        path: "/c/v1beta/models/gemini-2.5-flash:countTokens",
+        path: "/c/v1/models/gemini-2.5-flash:countTokens",
       });
       expect(counted).toMatchObject({ status: 200, model: "gemini-2.5-flash", ...free });
       const embedded = await rowOf(() =>
         google.models.embedContent({ model: "gemini-embedding-001", contents: ["Hi", "there"] }),
       );
-      expect(fake.last()!.path).toBe("/c/v1beta/models/gemini-embedding-001:batchEmbedContents");
+      expect(fake.last()!.path).toBe("/c/v1/models/gemini-embedding-001:batchEmbedContents");
       expect(embedded).toMatchObject({ status: 200, model: "gemini-embedding-001", ...noTokens });
     });
 
@@ -797,7 +797,7 @@ describe("metering of the SDKs' other token-consuming calls", () => {
         });
         expect(cache.usageMetadata?.totalTokenCount).toBe(11);
       });
-      expect(fake.last()).toMatchObject({ method: "POST", path: "/c/v1beta/cachedContents" });
+      expect(fake.last()).toMatchObject({ method: "POST", path: "/c/v1/cachedContents" });
       expect(row).toMatchObject({ status: 200, ...noTokens });
       await expect(google.caches.list()).rejects.toThrow(/405|METHOD_NOT_ALLOWED/);
     });
@@ -811,14 +811,18 @@ describe("metering of the SDKs' other token-consuming calls", () => {
       );
       expect(fake.last()).toMatchObject({
         method: "POST",
-        path: "/c/v1beta/models/gemini-2.5-flash:batchGenerateContent",
+        path: "/c/v1/models/gemini-2.5-flash:batchGenerateContent",
       });
       expect(batch).toMatchObject({ status: 200, model: "gemini-2.5-flash", ...noTokens });
       await expect(google.batches.get({ name: "batches/fake-batch-1" })).rejects.toThrow(
         /405|METHOD_NOT_ALLOWED/,
       );
+      // @google/genai 3.x calls generateVideos on Vertex AI only; 1.x and 2.x call it on the Gemini API.
       const video = await rowOf(() =>
-        google.models.generateVideos({ model: "veo-3.0-generate-001", prompt: "A cat on a sluice gate" }),
+        googleGenAiV1Client(sluice, project).models.generateVideos({
+          model: "veo-3.0-generate-001",
+          prompt: "A cat on a sluice gate",
+        }),
       );
       expect(fake.last()!.path).toBe("/c/v1beta/models/veo-3.0-generate-001:predictLongRunning");
       expect(video).toMatchObject({ status: 200, model: "veo-3.0-generate-001", ...noTokens });

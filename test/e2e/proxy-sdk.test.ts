@@ -6,7 +6,7 @@ import { afterAll, beforeAll, beforeEach, describe, expect, it, vi } from "vites
 import type { FakeUpstream } from "../fakes/fake-upstream.js";
 import { proxiedChat } from "../support/proxied-chat.js";
 import { type ProxyStage, startProxyStage } from "../support/proxy-stage.js";
-import { sdkClients } from "../support/sdk-clients.js";
+import { googleGenAiV1Client, sdkClients } from "../support/sdk-clients.js";
 import {
   createTestProject,
   startTestGateway,
@@ -563,9 +563,57 @@ describe("proxies driven by the official SDKs", () => {
       const result = await google.models.generateContent({ model: "gemini-2.5-flash", contents: "Hi" });
       expect(result.text).toBe("Hello from the fake upstream");
       const upstream = fake.last()!;
-      expect(upstream.path).toBe("/c/v1beta/models/gemini-2.5-flash:generateContent");
+      // @google/genai 3.x addresses the v1 API by default: the configured base's v1 sibling.
+      expect(upstream.path).toBe("/c/v1/models/gemini-2.5-flash:generateContent");
       expect(upstream.headers["x-goog-api-key"]).toBe(project.providerKeys["provider-c"]);
       expect(upstream.headers["x-goog-api-client"]).toMatch(/^sluice\//);
+    });
+
+    it("serves @google/genai 1.x, still the most used, on its default v1beta API: generateContent, its stream and interactions", async () => {
+      const v1 = googleGenAiV1Client(sluice, project);
+      const result = await v1.models.generateContent({ model: "gemini-2.5-flash", contents: "Hi" });
+      expect(result.text).toBe("Hello from the fake upstream");
+      expect(fake.last()!.path).toBe("/c/v1beta/models/gemini-2.5-flash:generateContent");
+      expect(fake.last()!.headers["x-goog-api-key"]).toBe(project.providerKeys["provider-c"]);
+      const stream = await v1.models.generateContentStream({ model: "gemini-2.5-flash", contents: "Hi" });
+      for await (const _chunk of stream);
+      expect(fake.last()!.path).toBe("/c/v1beta/models/gemini-2.5-flash:streamGenerateContent?alt=sse");
+      const { data, response } = await v1.interactions
+        .create({ model: "gemini-2.5-flash", input: "Hi", store: false })
+        .withResponse();
+      expect(data.status).toBe("completed");
+      expect(fake.last()!.path).toBe("/c/v1beta/interactions");
+      expect(await rowFor(result.sdkHttpResponse?.headers?.["x-request-id"] ?? null)).toMatchObject({
+        provider: "provider-c",
+        model: "gemini-2.5-flash",
+        streamed: 0,
+        input_tokens: 11,
+        output_tokens: 7,
+      });
+      expect(await rowFor(response.headers.get("x-request-id"))).toMatchObject({
+        model: "gemini-2.5-flash",
+        input_tokens: 11,
+        output_tokens: 7,
+      });
+      // Its interactions stream names its events as v1beta does (3.x reads the step-based v1 stream).
+      const { data: events, response: streamed } = await v1.interactions
+        .create({ model: "gemini-2.5-flash", input: "Hi", stream: true })
+        .withResponse();
+      const types: string[] = [];
+      for await (const event of events) types.push(event.event_type);
+      expect(types.at(-1)).toBe("interaction.complete");
+      await vi.waitFor(
+        async () =>
+          expect(await rowFor(streamed.headers.get("x-request-id"))).toMatchObject({
+            streamed: 1,
+            input_tokens: 11,
+            output_tokens: 7,
+          }),
+        { timeout: 5000 },
+      );
+      const names = [];
+      for await (const model of await v1.models.list()) names.push(model.name);
+      expect(names).toContain("models/gemini-2.5-flash");
     });
 
     it("streams with ?alt=sse and records the same usage as generateContent", async () => {
@@ -573,7 +621,7 @@ describe("proxies driven by the official SDKs", () => {
       let text = "";
       for await (const chunk of stream) text += chunk.text ?? "";
       expect(text).toBe("Hello from the fake upstream");
-      expect(fake.last()!.path).toBe("/c/v1beta/models/gemini-2.5-flash:streamGenerateContent?alt=sse");
+      expect(fake.last()!.path).toBe("/c/v1/models/gemini-2.5-flash:streamGenerateContent?alt=sse");
       await google.models.generateContent({ model: "gemini-2.5-flash", contents: "Hi" });
       const rows = (await usageRows()).filter((row) => row.provider === "provider-c").slice(-2);
       expect(rows.map((row) => row.streamed).sort()).toEqual([0, 1]);
@@ -618,14 +666,14 @@ describe("proxies driven by the official SDKs", () => {
       expect(fake.requests).toHaveLength(upstreamCalls);
     });
 
-    it("serves models.list from the catalogue, on the SDK's v1beta path and on v1", async () => {
+    it("serves models.list from the catalogue, on the SDK's v1 path and on v1beta", async () => {
       const upstreamCalls = fake.requests.length;
       const names = [];
       for await (const model of await google.models.list()) names.push(model.name);
       expect(names).toContain("models/gemini-2.5-flash");
-      const v1 = await fetch(`${sluice.url}/v1/provider-c/${project.projectId}/v1/models`);
-      expect(v1.status).toBe(200);
-      expect(((await v1.json()) as { models: unknown[] }).models).toHaveLength(names.length);
+      const v1beta = await fetch(`${sluice.url}/v1/provider-c/${project.projectId}/v1beta/models`);
+      expect(v1beta.status).toBe(200);
+      expect(((await v1beta.json()) as { models: unknown[] }).models).toHaveLength(names.length);
       const unknown = await fetch(`${sluice.url}/v1/provider-c/no-such-project/v1beta/models`);
       expect(unknown.status).toBe(404);
       expect(fake.requests).toHaveLength(upstreamCalls);

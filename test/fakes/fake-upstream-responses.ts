@@ -434,50 +434,87 @@ export const providerC = {
     }));
   },
   /**
-   * An Interactions API answer (`POST v1beta/interactions`), in the shape `@google/genai` 1.52 reads
-   * (its `Interaction`): the top-level fields, `usage` before the `outputs` as in Google's documented
-   * answer, a thought (its signature) when the model thought, then the text. A background run answers
-   * at once, `in_progress`, with no outputs and no usage yet. An agent's run names the agent.
+   * An Interactions API answer (`POST …/interactions`): the top-level fields, `usage` before the
+   * output as in Google's documented answer, a thought (its signature) when the model thought, then
+   * the text. The output is in the shape of the SDK that addresses the API version: `outputs` (text
+   * and thought blocks) on v1beta, as `@google/genai` 1.x and 2.x read it, `steps` (a `thought` step,
+   * a `model_output` step holding the text) on v1, as 3.x reads it (`steps: true`). A background run
+   * answers at once, `in_progress`, with no output and no usage yet. An agent's run names the agent.
    */
-  interaction(request: Record<string, unknown>, text: string, usage: FakeUsage, status = "completed") {
+  interaction(
+    request: Record<string, unknown>,
+    text: string,
+    usage: FakeUsage,
+    status = "completed",
+    steps = false,
+  ) {
     const background = request.background === true && status === "completed";
+    const output = steps
+      ? { steps: interactionSteps(text, usage) }
+      : { outputs: interactionOutputs(text, usage) };
     return {
       ...interactionFields(request, background ? "in_progress" : status),
-      ...(background ? {} : { usage: usageInteractions(usage), outputs: interactionOutputs(text, usage) }),
+      ...(background ? {} : { usage: usageInteractions(usage), ...output }),
     };
   },
   /**
    * The same answer streamed (`stream: true`), as Google sends it: each event named (`event:`) by its
-   * `event_type`, which its data repeats last. `interaction.start`, a status update, each content
-   * block's `content.start`, `content.delta`s and `content.stop`, then `interaction.complete`, whose
-   * interaction carries the usage and no outputs.
+   * `event_type`, which its data repeats last. On v1beta: `interaction.start`, a status update, each
+   * content block's `content.start`, `content.delta`s and `content.stop`, then
+   * `interaction.complete`, whose interaction carries the usage and no outputs. On v1 (`steps: true`),
+   * the step-based stream: `interaction.created`, a status update, each step's `step.start`,
+   * `step.delta`s and `step.stop`, then `interaction.completed` with the usage and no steps.
    */
-  interactionEvents(request: Record<string, unknown>, text: string, usage: FakeUsage): string[] {
+  interactionEvents(
+    request: Record<string, unknown>,
+    text: string,
+    usage: FakeUsage,
+    steps = false,
+  ): string[] {
     const named = (type: string, data: Record<string, unknown>) =>
       `event: ${type}\ndata: ${JSON.stringify({ ...data, event_type: type })}\n\n`;
-    const blocks: Array<{ start: unknown; deltas: unknown[] }> = [];
+    const blocks: Array<{ start: unknown; step: unknown; deltas: unknown[] }> = [];
     if (usage.reasoning > 0)
       blocks.push({
         start: { type: "thought" },
+        step: { type: "thought" },
         deltas: [{ type: "thought_signature", signature: fakeThoughtSignature }],
       });
     blocks.push({
       start: { type: "text", text: "" },
+      step: { type: "model_output" },
       deltas: splitText(text).map((piece) => ({ type: "text", text: piece })),
     });
+    const [start, status, open, delta, stop, complete] = steps
+      ? [
+          "interaction.created",
+          "interaction.status_update",
+          "step.start",
+          "step.delta",
+          "step.stop",
+          "interaction.completed",
+        ]
+      : [
+          "interaction.start",
+          "interaction.status_update",
+          "content.start",
+          "content.delta",
+          "content.stop",
+          "interaction.complete",
+        ];
     return [
-      named("interaction.start", { interaction: interactionFields(request, "in_progress") }),
-      named("interaction.status_update", { interaction_id: fakeInteractionId, status: "in_progress" }),
+      named(start, { interaction: interactionFields(request, "in_progress") }),
+      named(status, { interaction_id: fakeInteractionId, status: "in_progress" }),
       ...blocks.flatMap((block, index) => [
-        named("content.start", { index, content: block.start }),
-        ...block.deltas.map((delta) => named("content.delta", { index, delta })),
-        named("content.stop", { index }),
+        named(open, steps ? { index, step: block.step } : { index, content: block.start }),
+        ...block.deltas.map((piece) => named(delta, { index, delta: piece })),
+        named(stop, { index }),
       ]),
-      named("interaction.complete", {
+      named(complete, {
         interaction: {
           ...interactionFields(request, "completed"),
           usage: usageInteractions(usage),
-          outputs: [],
+          ...(steps ? { steps: [] } : { outputs: [] }),
         },
       }),
     ];
@@ -632,6 +669,13 @@ function interactionOutputs(text: string, usage: FakeUsage) {
   return [
     ...(usage.reasoning > 0 ? [{ type: "thought", signature: fakeThoughtSignature }] : []),
     { type: "text", text },
+  ];
+}
+
+function interactionSteps(text: string, usage: FakeUsage) {
+  return [
+    ...(usage.reasoning > 0 ? [{ type: "thought", signature: fakeThoughtSignature }] : []),
+    { type: "model_output", content: [{ type: "text", text }] },
   ];
 }
 

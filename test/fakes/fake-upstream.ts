@@ -23,7 +23,7 @@ import { createResponseEncoder, type ResponseCoding } from "./response-encoder.j
 /**
  * A real local HTTP server imitating the three providers: A (OpenAI-style) under `/a/v1`, B
  * (Anthropic-style) under `/b/v1`, C (Gemini-style, generateContent and the Interactions API) under
- * `/c/v1beta` and `/c/v1`. It records every request (raw body bytes included), streams SSE event by
+ * `/c/v1beta`, `/c/v1alpha` and `/c/v1`. It records every request (raw body bytes included), streams SSE event by
  * event with real writes, notices client disconnects, and can be programmed with structured outputs,
  * errors, latency and pacing.
  */
@@ -303,18 +303,23 @@ export async function startFakeUpstream(
       return sendJson(response, 200, providerB.batch(batchCancel[1] ?? "", "canceling"));
     if (path === "/b/v1/messages/count_tokens") return sendJson(response, 200, { input_tokens: usage.input });
     if (path === "/b/v1/models") return sendJson(response, 200, providerB.models());
-    if (path === "/c/v1beta/interactions" && request.method === "POST") {
-      if (json.stream === true) return stream(response, providerC.interactionEvents(json, text, usage));
-      return sendJson(response, 200, providerC.interaction(json, text, usage));
+    // The Interactions API and context caches, on whichever API version the SDK addresses
+    // (`@google/genai` 1.x and 2.x: v1beta, 3.x: v1).
+    // On v1 in the step-based shape 3.x reads, on v1beta and v1alpha in the outputs shape before it.
+    const steps = path.startsWith("/c/v1/");
+    if (/^\/c\/(v1beta|v1alpha|v1)\/interactions$/.test(path) && request.method === "POST") {
+      if (json.stream === true)
+        return stream(response, providerC.interactionEvents(json, text, usage, steps));
+      return sendJson(response, 200, providerC.interaction(json, text, usage, "completed", steps));
     }
     // A cancel answers with the interaction it stopped (the fake's one id), usage included.
-    if (/^\/c\/v1beta\/interactions\/[^/]+\/cancel$/.test(path) && request.method === "POST")
+    if (/^\/c\/(v1beta|v1alpha|v1)\/interactions\/[^/]+\/cancel$/.test(path) && request.method === "POST")
       return sendJson(
         response,
         200,
-        providerC.interaction({ model: "gemini-2.5-flash" }, text, usage, "cancelled"),
+        providerC.interaction({ model: "gemini-2.5-flash" }, text, usage, "cancelled", steps),
       );
-    if (path === "/c/v1beta/cachedContents" && request.method === "POST") {
+    if (/^\/c\/(v1beta|v1alpha|v1)\/cachedContents$/.test(path) && request.method === "POST") {
       const cached = typeof json.model === "string" ? json.model.replace(/^models\//, "") : "unknown-model";
       return sendJson(response, 200, providerC.cachedContent(cached, usage));
     }
