@@ -188,12 +188,19 @@ describe("requireUncompressedUtf8Json", () => {
     );
   });
 
-  it("still refuses a type that is not JSON with 415", () => {
-    for (const type of [undefined, "text/plain; charset=utf-8"]) {
+  it("accepts an application/…+json type, in any letter case", () => {
+    for (const type of ["application/vnd.api+json", "Application/LD+JSON", "application/json-patch+json"]) {
+      expect(() => requireUncompressedUtf8Json(withType(type))).not.toThrow();
+    }
+  });
+
+  it("still refuses a type that is not JSON with 415, naming the +json types it takes", () => {
+    for (const type of [undefined, "text/plain; charset=utf-8", "text/vnd.api+json", "application/jsonx"]) {
       expect(() => requireUncompressedUtf8Json(withType(type))).toThrow(
         expect.objectContaining({
           code: "UNSUPPORTED_MEDIA_TYPE",
-          message: "Content-Type must be application/json",
+          message:
+            "Content-Type must be application/json or an application/…+json type (such as application/vnd.api+json)",
         }),
       );
     }

@@ -79,11 +79,18 @@ function tooLarge(maxBytes: number): GatewayError {
   });
 }
 
-/** 415 unless the request declares a JSON content type. */
+/**
+ * 415 unless the request declares a JSON content type: `application/json`, or an `application/`
+ * type with the `+json` structured suffix (RFC 6839), such as `application/vnd.api+json`; any
+ * letter case, parameters after a `;`.
+ */
 export function requireJsonContentType(request: IncomingMessage): void {
   const type = request.headers["content-type"];
   if (!type || !/^application\/(?:[\w.+-]*\+)?json\s*(?:;|$)/i.test(type)) {
-    throw new GatewayError("UNSUPPORTED_MEDIA_TYPE", "Content-Type must be application/json");
+    throw new GatewayError(
+      "UNSUPPORTED_MEDIA_TYPE",
+      "Content-Type must be application/json or an application/…+json type (such as application/vnd.api+json)",
+    );
   }
 }
 
