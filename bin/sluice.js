@@ -85,6 +85,23 @@ async function exitWhenWritten(code) {
   process.exit(code);
 }
 
-const cli = await loadCli();
-const code = await cli.runCli(process.argv.slice(2));
+/**
+ * The one line an error that escapes the CLI (a bug, a CLI that cannot be loaded) is reported by, as
+ * the CLI reports its own failures: the message and the innermost cause's, no stack.
+ */
+function failureLine(error) {
+  let cause = error instanceof Error ? error.cause : undefined;
+  while (cause instanceof Error && cause.cause instanceof Error) cause = cause.cause;
+  const inner = cause instanceof Error ? ` (${cause.message || cause.code || cause.name})` : "";
+  return `error: ${error?.message ?? String(error)}${inner}\n`;
+}
+
+let code;
+try {
+  const cli = await loadCli();
+  code = await cli.runCli(process.argv.slice(2));
+} catch (error) {
+  process.stderr.write(failureLine(error));
+  code = 1;
+}
 if (code >= 0) await exitWhenWritten(code);

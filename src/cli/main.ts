@@ -88,11 +88,19 @@ export async function runCli(
       io.err.write(`error: ${error.message}${causeOf(error)}\n`);
       return 1;
     }
-    io.err.write(`error: ${(error as Error).message ?? String(error)}${causeOf(error)}\n`);
+    io.err.write(failureLine(error));
     return 1;
   } finally {
     await context?.close();
   }
+}
+
+/**
+ * The one line an unexpected error is reported by: its message and its innermost cause's, no stack
+ * (bin/sluice.js words one that escapes runCli the same way).
+ */
+function failureLine(error: unknown): string {
+  return `error: ${(error as Error | undefined)?.message ?? String(error)}${causeOf(error)}\n`;
 }
 
 /** " (innermost cause)" for an error that wraps one, e.g. the driver's "connect ECONNREFUSED …". */
@@ -257,11 +265,19 @@ function flagOfField(path: string): string {
   return fieldFlags[path] ?? `--${path.replace(/[A-Z]/g, (letter) => `-${letter.toLowerCase()}`)}`;
 }
 
-// Run directly (`npx tsx src/cli/main.ts …`), it exits as bin/sluice.js does: once its output is written.
+// Run directly (`npx tsx src/cli/main.ts …`), it exits as bin/sluice.js does: once its output is
+// written, and with 1 and one line on stderr if runCli throws (a bug, a module that fails to load),
+// not an unhandled rejection's stack.
 const isEntry = process.argv[1]?.endsWith("cli/main.ts") || process.argv[1]?.endsWith("cli/main.js");
 if (isEntry) {
   const exit = exitWhenWritten();
-  runCli(process.argv.slice(2)).then((code) => {
-    if (code >= 0) void exit(code);
-  });
+  runCli(process.argv.slice(2)).then(
+    (code) => {
+      if (code >= 0) void exit(code);
+    },
+    (error: unknown) => {
+      process.stderr.write(failureLine(error));
+      void exit(1);
+    },
+  );
 }

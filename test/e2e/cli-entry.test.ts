@@ -1,6 +1,6 @@
 import { spawn } from "node:child_process";
 import { randomBytes } from "node:crypto";
-import { closeSync, existsSync, mkdtempSync, openSync, rmSync } from "node:fs";
+import { closeSync, existsSync, mkdtempSync, openSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -94,4 +94,37 @@ describe("src/cli/main.ts run directly", () => {
       }
     },
   );
+
+  it("fails with one line naming the error, no stack, when runCli throws (a module it loads that fails)", async () => {
+    // A module hook, run before tsx's, that fails `serve`'s import of the server (a broken install,
+    // say): the one step of runCli outside its own error handling.
+    const hook = join(dataDir, "fail-server-import.mjs");
+    const resolve = `export async function resolve(specifier, context, next) {
+      if (specifier === "../server.js") throw new Error("the server could not be loaded", { cause: new Error("ENOENT") });
+      return next(specifier, context);
+    }`;
+    writeFileSync(
+      hook,
+      `import { register } from "node:module";\nregister(${JSON.stringify(`data:text/javascript,${encodeURIComponent(resolve)}`)});\n`,
+    );
+    const child = spawn(process.execPath, ["--import", "tsx", "--import", hook, entry, "serve"], {
+      env,
+      cwd: repository,
+      stdio: ["ignore", "pipe", "pipe"],
+    });
+    let stdout = "";
+    let stderr = "";
+    child.stdout.on("data", (chunk) => {
+      stdout += String(chunk);
+    });
+    child.stderr.on("data", (chunk) => {
+      stderr += String(chunk);
+    });
+    const code = await new Promise((resolve) => child.on("close", resolve));
+    expect({ code, stdout, stderr }).toEqual({
+      code: 1,
+      stdout: "",
+      stderr: "error: the server could not be loaded (ENOENT)\n",
+    });
+  });
 });

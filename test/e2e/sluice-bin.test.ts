@@ -170,6 +170,30 @@ describe("bin/sluice.js", () => {
     },
   );
 
+  it("fails with one line naming the error, no stack, when the CLI throws (a bug)", async () => {
+    const bin = writing(
+      'throw new Error("something unexpected", { cause: new Error("connect ECONNRESET") });',
+    );
+    expect(await exited(bin, "pipe")).toEqual({
+      code: 1,
+      stderr: "error: something unexpected (connect ECONNRESET)\n",
+    });
+  });
+
+  it("fails with one line when the CLI throws something that is not an Error", async () => {
+    expect(await exited(writing('throw "a string";'), "pipe")).toEqual({
+      code: 1,
+      stderr: "error: a string\n",
+    });
+  });
+
+  it("fails with one line when there is no build and tsx is not installed to run the source", async () => {
+    const bare = make({ build: false, tsx: false });
+    const { code, stderr } = await exited(join(bare.root, "bin/sluice.js"), "pipe");
+    expect(code).toBe(1);
+    expect(stderr).toMatch(/^error: Cannot find package 'tsx'[^\n]*\n$/);
+  });
+
   it("stops quietly, with its own exit code, when the reader of its output leaves early (| head)", async () => {
     const bin = writing('process.stdout.write("x".repeat(4_000_000)); return 0;');
     const left = await exited(bin, "pipe", (stdout) => (stdout as { destroy(): void }).destroy());
