@@ -83,9 +83,12 @@ export async function analyze(models: AiSdkModels, request: AnalysisRequest): Pr
     try {
       outcome = await attemptOnce(ai, model, sentSchema, messages, signal, request.provider);
     } catch (error) {
+      if (!(error instanceof GatewayError)) throw error;
+      // A 400 refusal of the input (docs/decisions/0020) gives the model and usage, as every
+      // refusal here does: on the first attempt, the model asked and no tokens (the call unbilled).
+      if (attempt === 1) throw isInputRefusal(error) ? withModelAndUsage(error, modelUsed, usage) : error;
       // The repair failed at the provider: the first attempt was billed all the same.
-      if (attempt === 1 || !(error instanceof GatewayError)) throw error;
-      return { ok: false, error: withAttemptsUsage(error, modelUsed, usage), model: modelUsed, usage };
+      return { ok: false, error: withModelAndUsage(error, modelUsed, usage), model: modelUsed, usage };
     }
     usage = attempt === 1 ? (outcome.usage ?? emptyUsage()) : addUsage(usage, outcome.usage);
     modelUsed = outcome.modelId ?? modelUsed;
@@ -145,16 +148,25 @@ export async function analyze(models: AiSdkModels, request: AnalysisRequest): Pr
   };
 }
 
-/**
- * The repair's 400 refusal (docs/decisions/0020) with the model and the attempts' usage in its
- * details, as a refusal inside an answer carries them: the refused call was not billed, so the sum
- * is the first attempt's. Any other failure is left as it is.
- */
-function withAttemptsUsage(error: GatewayError, model: string, usage: TokenUsage): GatewayError {
+/** A provider's 400 that refuses the caller's input (providerRefusal): 422 with a `reason`. */
+function isInputRefusal(error: GatewayError): boolean {
   const details = error.details as Record<string, unknown> | undefined;
-  if (error.code !== "VALIDATION_ERROR" || typeof details?.reason !== "string") return error;
+  return error.code === "VALIDATION_ERROR" && typeof details?.reason === "string";
+}
+
+/**
+ * A failed call's error with the model and the attempts' usage added to its details, as the row
+ * records them and as a refusal inside an answer or a mismatch after the repair carry them: the
+ * repair's failure (a 400 refusal, a 502, a 504) with the first attempt's usage, the failed call
+ * being unbilled; the first attempt's 400 refusal with no tokens.
+ */
+function withModelAndUsage(error: GatewayError, model: string, usage: TokenUsage): GatewayError {
+  const details = error.details as Record<string, unknown> | undefined;
   return new GatewayError(error.code, error.message, {
     cause: error.cause,
+    headers: error.headers,
+    ...(error.provider === undefined ? {} : { provider: error.provider }),
+    ...(error.dependency === undefined ? {} : { dependency: error.dependency }),
     details: { ...details, model, usage: countsOf(usage) },
   });
 }

@@ -111,13 +111,25 @@ describe("a structured analysis the provider refuses for its input", () => {
       expect(error.message).toBe(
         "The input is longer than the model takes (its context window, or its page limit for a PDF); send a shorter input rather than retry it",
       );
-      expect(error.details).toEqual({ reason: "inputTooLong", providerStatus: 400, retryable: false });
       expect(JSON.stringify(error)).not.toMatch(/5242881|req_011|maximum/);
       expect(fake.requests).toHaveLength(1);
-      expect(await usageRowOf(sluice.gateway, response)).toMatchObject({
+      const row = await usageRowOf(sluice.gateway, response);
+      expect(row).toMatchObject({
         status: 422,
         outcome: "error",
         error_code: "VALIDATION_ERROR",
+        input_tokens: null,
+        output_tokens: null,
+      });
+      // The model and usage as the row records them (the refused call was not billed: no tokens
+      // known), as a refusal on the repair or inside an answer gives them.
+      expect(row.model).toEqual(expect.any(String));
+      expect(error.details).toEqual({
+        reason: "inputTooLong",
+        providerStatus: 400,
+        retryable: false,
+        model: row.model,
+        usage: { inputTokens: null, outputTokens: null, cachedInputTokens: null, reasoningTokens: null },
       });
     },
   );

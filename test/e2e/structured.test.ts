@@ -275,7 +275,7 @@ describe("structured analysis", () => {
           return { answer: "neither a title nor a score" };
         });
         const response = await post(`/v1/text/${project.projectId}`, project, { text: "x" });
-        await expectError(response, 502, "PROVIDER_ERROR");
+        const error = await expectError(response, 502, "PROVIDER_ERROR");
         expect(
           fake.requests.filter((request) => request.headers["x-sluice-test-key"] === undefined),
         ).toHaveLength(3);
@@ -287,6 +287,12 @@ describe("structured analysis", () => {
           output_tokens: 7,
         });
         expect(row.cost_usd).toBeCloseTo(oneAttempt.cost_usd ?? 0, 12);
+        // The first attempt was billed: its model and tokens are in the details, as in the row.
+        expect((error as { details?: unknown }).details).toMatchObject({
+          providerStatus: 500,
+          model: row.model,
+          usage: { inputTokens: 11, outputTokens: 7 },
+        });
       });
 
       it("answers 502 when the provider fails", async () => {
@@ -518,6 +524,22 @@ describe("structured analysis", () => {
     } finally {
       fake.setUsage({ input: 11, output: 7, cached: 3, reasoning: 2 });
     }
+  });
+
+  it("answers 504 when the repair times out, with the first attempt's model and tokens in its details", async () => {
+    const project = projects["provider-a"];
+    fake.setStructuredOutput(() => {
+      fake.setLatencyMs(3000); // the repair request
+      return { answer: "neither a title nor a score" };
+    });
+    const response = await post(`/v1/text/${project.projectId}`, project, { text: "x" });
+    const error = await expectError(response, 504, "PROVIDER_TIMEOUT");
+    const row = await rowFor(response);
+    expect(row).toMatchObject({ status: 504, input_tokens: 11, output_tokens: 7 });
+    expect((error as { details?: unknown }).details).toMatchObject({
+      model: row.model,
+      usage: { inputTokens: 11, outputTokens: 7 },
+    });
   });
 
   it("answers 504 when the provider does not answer in time", async () => {
