@@ -70,6 +70,11 @@ export interface FakeUpstream {
   url: string;
   requests: RecordedRequest[];
   last(): RecordedRequest | undefined;
+  /**
+   * Forgets the recorded requests and drops the answers still queued (enqueueResponse, failNext), so
+   * one test's leftovers never answer the next test's calls. The other settings (structured output,
+   * text, latency, usage, …) stay as set.
+   */
   clear(): void;
   setStructuredOutput(value: unknown | ((request: RecordedRequest) => unknown)): void;
   setText(text: string): void;
@@ -475,6 +480,7 @@ export async function startFakeUpstream(
     last: () => requests.at(-1),
     clear: () => {
       requests.length = 0;
+      queued.length = 0;
     },
     setStructuredOutput(value) {
       structured = value;
