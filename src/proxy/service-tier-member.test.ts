@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { serviceTierMember, unreadable } from "./service-tier-member.js";
+import { serviceTierMember } from "./service-tier-member.js";
 
 const tierOf = (answer: unknown, depth: 0 | 1 = 0) =>
   serviceTierMember(Buffer.from(JSON.stringify(answer)), depth);
@@ -50,12 +50,25 @@ describe("provider A's service_tier, read from the answer's own object", () => {
     expect(serviceTierMember(body.subarray(60), 0)).toBe("flex");
   });
 
-  it("gives up, as unreadable, after eight keys of that name that are not the answer's", () => {
+  it("finds the answer's own past any number of keys of that name that are not the answer's", () => {
+    // A tool's schema is the app's to write: nine such keys made the tier unreadable, and the
+    // call's cost unknown (null), which the spend cap does not count.
     const decoys = Object.fromEntries(
-      Array.from({ length: 9 }, (_, index) => [`k${index}`, { service_tier: "flex" }]),
+      Array.from({ length: 1000 }, (_, index) => [`k${index}`, { service_tier: "flex" }]),
     );
-    expect(tierOf({ id: "r", service_tier: "priority", usage, metadata: decoys })).toBe(unreadable);
-    const fewer = Object.fromEntries(Object.entries(decoys).slice(0, 7));
-    expect(tierOf({ id: "r", service_tier: "priority", usage, metadata: fewer })).toBe("priority");
+    const tools = [{ type: "function", parameters: decoys }];
+    expect(tierOf({ id: "r", service_tier: "priority", tools, usage })).toBe("priority");
+    expect(tierOf({ id: "r", tools, usage })).toBeUndefined();
+    // Nested in one another, each key's object holds every later one: read once, not once per key.
+    const levels = 20_000;
+    const chain = `${'{"service_tier":"flex","pad":"xxxxxxxxxxxxxxxxxxxx","next":'.repeat(levels)}{}${"}".repeat(levels)}`;
+    const body = Buffer.from(
+      `{"id":"r","service_tier":"priority","tools":[${chain}],"usage":${JSON.stringify(usage)}}`,
+    );
+    expect(() => JSON.parse(body.toString())).not.toThrow();
+    const started = performance.now();
+    expect(serviceTierMember(body, 0)).toBe("priority");
+    expect(serviceTierMember(body, 1)).toBe("priority");
+    expect(performance.now() - started).toBeLessThan(1000);
   });
 });
