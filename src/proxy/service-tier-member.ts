@@ -25,10 +25,14 @@ export function serviceTierMember(body: Buffer, depth: 0 | 1): string | undefine
   let objects = 0;
   /** The string value just after `:` (going forward), while the key before it is awaited. */
   let valueAfterColon: { start: number; end: number } | null = null;
-  /** The string just met (going back), and whether it was the token right after the current one. */
+  /** The string met last going back, while it is the token right after the one being read. */
   let lastString: { start: number; end: number } | null = null;
+  // Before the first key of that name there is nothing to find: an answer without one (an
+  // embeddings list, say) is not read at all.
+  const first = body.indexOf(key);
+  if (first < 0) return undefined;
   let at = body.length - 1;
-  while (at >= 0) {
+  while (at >= first) {
     const byte = body[at] as number;
     if (byte === 0x20 || byte === 0x0a || byte === 0x0d || byte === 0x09) {
       at--;
