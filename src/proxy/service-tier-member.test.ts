@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { serviceTierMember, unreadable } from "./service-tier-member.js";
+import { serviceTierMember } from "./service-tier-member.js";
 
 const tierOf = (answer: unknown, depth: 0 | 1 = 0) =>
   serviceTierMember(Buffer.from(JSON.stringify(answer)), depth);
@@ -50,12 +50,84 @@ describe("provider A's service_tier, read from the answer's own object", () => {
     expect(serviceTierMember(body.subarray(60), 0)).toBe("flex");
   });
 
-  it("gives up, as unreadable, after eight keys of that name that are not the answer's", () => {
+  it("finds the answer's own past any number of keys of that name that are not the answer's", () => {
+    // A tool's schema is the app's to write: nine such keys made the tier unreadable, and the
+    // call's cost unknown (null), which the spend cap does not count.
     const decoys = Object.fromEntries(
-      Array.from({ length: 9 }, (_, index) => [`k${index}`, { service_tier: "flex" }]),
+      Array.from({ length: 1000 }, (_, index) => [`k${index}`, { service_tier: "flex" }]),
     );
-    expect(tierOf({ id: "r", service_tier: "priority", usage, metadata: decoys })).toBe(unreadable);
-    const fewer = Object.fromEntries(Object.entries(decoys).slice(0, 7));
-    expect(tierOf({ id: "r", service_tier: "priority", usage, metadata: fewer })).toBe("priority");
+    const tools = [{ type: "function", parameters: decoys }];
+    expect(tierOf({ id: "r", service_tier: "priority", tools, usage })).toBe("priority");
+    expect(tierOf({ id: "r", tools, usage })).toBeUndefined();
+    // Nested in one another, each key's object holds every later one: read once, not once per key.
+    const levels = 20_000;
+    const chain = `${'{"service_tier":"flex","pad":"xxxxxxxxxxxxxxxxxxxx","next":'.repeat(levels)}{}${"}".repeat(levels)}`;
+    const body = Buffer.from(
+      `{"id":"r","service_tier":"priority","tools":[${chain}],"usage":${JSON.stringify(usage)}}`,
+    );
+    expect(() => JSON.parse(body.toString())).not.toThrow();
+    const started = performance.now();
+    expect(serviceTierMember(body, 0)).toBe("priority");
+    expect(serviceTierMember(body, 1)).toBe("priority");
+    expect(performance.now() - started).toBeLessThan(1000);
+  });
+});
+
+describe("provider A's service_tier, against a parse of random answers", () => {
+  // Keys and strings that look like the member from inside a string, and members of that name
+  // nested anywhere, with values of every type.
+  const strings = [
+    "flex",
+    "priority",
+    'a "service_tier',
+    "service_tier",
+    '\\"service_tier\\"',
+    "x\\",
+    'b":"f',
+  ];
+  const keys = ["a", "service_tier", 'service_tier"', "k", "usage"];
+  let seed = 12345;
+  const random = () => {
+    seed = (seed * 1103515245 + 12345) & 0x7fffffff;
+    return seed / 0x7fffffff;
+  };
+  const pick = <T>(values: T[]) => values[Math.floor(random() * values.length)] as T;
+  const value = (depth: number): unknown => {
+    const roll = random();
+    if (depth > 4 || roll < 0.3) return pick([null, 1, true, pick(strings)]);
+    if (roll < 0.5) return Array.from({ length: Math.floor(random() * 3) }, () => value(depth + 1));
+    return object(depth + 1);
+  };
+  const object = (depth: number): Record<string, unknown> => {
+    const made: Record<string, unknown> = {};
+    for (let index = Math.floor(random() * 4); index > 0; index--) made[`${pick(keys)}`] = value(depth);
+    if (random() < 0.4) made.service_tier = pick<unknown>([...strings, null, 3]);
+    return made;
+  };
+  const tier = (holder: unknown) => {
+    const found = (holder as { service_tier?: unknown }).service_tier;
+    return typeof found === "string" ? found : undefined;
+  };
+
+  it("finds what a parse finds: the root's member, or at depth 1 the last of its own and its objects'", () => {
+    for (let round = 0; round < 5000; round++) {
+      const answer = object(0);
+      const text = JSON.stringify(answer, null, random() < 0.3 ? 1 : undefined);
+      expect(serviceTierMember(Buffer.from(text), 0), text).toBe(tier(answer));
+      // In text order: each member of the root, an object member's own member standing in its place.
+      let last: string | undefined;
+      for (const [name, member] of Object.entries(answer)) {
+        const found =
+          typeof member === "string"
+            ? name === "service_tier"
+              ? member
+              : undefined
+            : typeof member === "object" && member !== null && !Array.isArray(member)
+              ? tier(member)
+              : undefined;
+        if (found !== undefined) last = found;
+      }
+      expect(serviceTierMember(Buffer.from(text), 1), text).toBe(last);
+    }
   });
 });

@@ -377,6 +377,35 @@ describe("usage meter", () => {
     expect(meter("provider-a", standardEvents, true).usage).not.toHaveProperty("serviceTier");
   });
 
+  // The app's own tool schemas, echoed after the response's own tier, are the client's to write:
+  // with nine string-valued keys of that name in them, the tier was given up on as unreadable, and
+  // the call's cost was unknown (null), which the spend cap does not count.
+  it("reads provider A's tier past any number of keys of that name in the app's own tool schemas", () => {
+    const usage = { input_tokens: 30, output_tokens: 8, total_tokens: 38 };
+    const tools = Array.from({ length: 12 }, (_, index) => ({
+      type: "function",
+      name: `f${index}`,
+      parameters: { type: "object", properties: {}, service_tier: "flex" },
+    }));
+    const response = {
+      id: "resp_1",
+      object: "response",
+      model: "gpt-5",
+      output: [],
+      service_tier: "priority",
+      tools,
+      usage,
+    };
+    const completed = JSON.stringify({ type: "response.completed", sequence_number: 1, response });
+    const stream = `event: response.completed\ndata: ${completed}\n\n`;
+    expect(meter("provider-a", stream, true).usage).toMatchObject({
+      inputTokens: 30,
+      serviceTier: "priority",
+    });
+    const standard = stream.replace('"service_tier":"priority"', '"service_tier":"default"');
+    expect(meter("provider-a", standard, true).usage).not.toHaveProperty("serviceTier");
+  });
+
   it("reads provider B's and C's service tier from their usage, buffered and streamed", () => {
     const usage = { input_tokens: 40, output_tokens: 9, service_tier: "priority" };
     const answer = JSON.stringify({ type: "message", model: "claude-sonnet-4-6", content: [], usage });
