@@ -66,10 +66,9 @@ describe("provider A's service_tier, read from the answer's own object", () => {
       `{"id":"r","service_tier":"priority","tools":[${chain}],"usage":${JSON.stringify(usage)}}`,
     );
     expect(() => JSON.parse(body.toString())).not.toThrow();
-    const started = performance.now();
+    // A walk per key would read ~24 GB here and run past the test's time-out; no clock is read.
     expect(serviceTierMember(body, 0)).toBe("priority");
     expect(serviceTierMember(body, 1)).toBe("priority");
-    expect(performance.now() - started).toBeLessThan(1000);
   });
 });
 
