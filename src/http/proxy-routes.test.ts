@@ -35,6 +35,13 @@ describe("methodNotForwarded (the 405 message of a proxy)", () => {
     }
   });
 
+  it("quotes at most 200 characters of the provider path it refuses", () => {
+    const long = `files/${"x".repeat(5000)}`;
+    const message = methodNotForwarded("DELETE", `/v1/provider-b/project-1/${long}`);
+    expect(message).toContain(` DELETE ${long.slice(0, 200)} does not go through Sluice`);
+    expect(message?.length).toBeLessThan(600);
+  });
+
   it("leaves every other path to the generic message", () => {
     expect(methodNotForwarded("GET", "/v1/provider-d/project-1/messages")).toBeNull();
     expect(methodNotForwarded("GET", "/admin/v1/projects")).toBeNull();

@@ -281,6 +281,21 @@ describe("the Interactions API's usage, streamed", () => {
     expect(run(steps.join("") + updated + completed, true).usage).toEqual(recorded);
   });
 
+  it("reads a nameless step-based stream's step.stop usage by its event_type", () => {
+    const stop = named("step.stop", {
+      index: 0,
+      step_usage: { total_output_tokens: 3 },
+      usage: { total_input_tokens: 11, total_output_tokens: 3 },
+    }).replace(/^event: .*\n/gm, "");
+    expect(stop).not.toContain("event:");
+    expect(run(stop, true).usage).toEqual({
+      inputTokens: 11,
+      outputTokens: 3,
+      cachedInputTokens: null,
+      reasoningTokens: null,
+    });
+  });
+
   it("reads a stream without event names from the events that hold a usage object", () => {
     const body = stream().replace(/^event: .*\n/gm, "");
     expect(body).not.toContain("event:");

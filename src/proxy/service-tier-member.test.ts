@@ -43,6 +43,16 @@ describe("provider A's service_tier, read from the answer's own object", () => {
     expect(tierOf({ ...event, response: untiered }, 1)).toBeUndefined();
   });
 
+  it("passes over a key of that name in an object inside an array: a choice's is not the chunk's", () => {
+    const chunk = {
+      id: "c",
+      object: "chat.completion.chunk",
+      choices: [{ index: 0, delta: {}, service_tier: "flex" }],
+    };
+    expect(tierOf(chunk, 1)).toBeUndefined();
+    expect(tierOf({ ...chunk, service_tier: "priority" }, 1)).toBe("priority");
+  });
+
   it("reads the last bytes of a body over the cap as the whole", () => {
     const body = Buffer.from(
       JSON.stringify({ id: "c", choices: [{ text: "x".repeat(100) }], usage, service_tier: "flex" }),

@@ -16,6 +16,9 @@ describe("resolveJsonPointer (a local $ref, RFC 6901)", () => {
     expect(resolveJsonPointer(document, "#/$defs/a~1b")).toEqual({ type: "string" });
     expect(resolveJsonPointer(document, "#/$defs/m~0n")).toEqual({ type: "number" });
     expect(resolveJsonPointer(document, "#/$defs/per%20cent")).toEqual({ type: "null" });
+    // ~1 is unescaped before ~0 (RFC 6901 §4): "~01" names the key "~1", not "/".
+    const tilde = { $defs: { "~1": { type: "boolean" }, "/": { type: "integer" } } };
+    expect(resolveJsonPointer(tilde, "#/$defs/~01")).toEqual({ type: "boolean" });
   });
 
   it("steps into arrays by index", () => {

@@ -285,6 +285,19 @@ describe("token cost", () => {
     );
   });
 
+  // Flex on gemini-2.5-flash: half of every price ($0.15 text, $0.50 audio, $1.25 out); Google
+  // publishes no flex price for cached input, audio's included.
+  it("prices a provider C flex call's audio at half, and is null when its audio was read from the cache", () => {
+    const flexAudio = { ...usage(1000, 20), audioInputTokens: 900, serviceTier: "flex" as const };
+    // 100 text tokens at 0.15, 900 audio at 0.50, 20 output at 1.25.
+    expect(costOfTokens("provider-c", "gemini-2.5-flash", flexAudio)).toBe(0.00049);
+    const cachedAudio = { ...usage(1000, 0, 500), audioInputTokens: 500, cachedAudioInputTokens: 500 };
+    expect(costOfTokens("provider-c", "gemini-2.5-flash", cachedAudio)).not.toBeNull();
+    expect(
+      costOfTokens("provider-c", "gemini-2.5-flash", { ...cachedAudio, serviceTier: "flex" }),
+    ).toBeNull();
+  });
+
   it("is null when the audio count is over the input count: counts that do not add up", () => {
     const moreAudio = { ...usage(1000, 20), audioInputTokens: 1500 };
     expect(costOfTokens("provider-c", "gemini-2.5-flash", moreAudio)).toBeNull();

@@ -70,6 +70,31 @@ describe("src/cli/main.ts run directly", () => {
     expect((JSON.parse(stdout) as unknown[]).length).toBe(3);
   });
 
+  it("exits 0, saying nothing, when its reader stops reading early (a projects list piped to head)", async () => {
+    // The reader goes after 10 bytes: the rest of the output meets a closed pipe (EPIPE), which is the
+    // reader's choice, not a failure of the command. The shell reports the command's own exit status.
+    const child = spawn(
+      "sh",
+      [
+        "-c",
+        '{ "$0" --import tsx "$1" projects list; echo "exit $?" >&2; } | head -c 10',
+        process.execPath,
+        entry,
+      ],
+      { env, cwd: repository, stdio: ["ignore", "pipe", "pipe"] },
+    );
+    let stdout = "";
+    let stderr = "";
+    child.stdout.on("data", (chunk) => {
+      stdout += String(chunk);
+    });
+    child.stderr.on("data", (chunk) => {
+      stderr += String(chunk);
+    });
+    await new Promise((resolve) => child.on("close", resolve));
+    expect({ stdout: stdout.length, stderr }).toEqual({ stdout: 10, stderr: "exit 0\n" });
+  });
+
   it.skipIf(!existsSync("/dev/full"))(
     "fails, saying so in one line, when its output cannot be written (a full disk)",
     async () => {
