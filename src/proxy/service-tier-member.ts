@@ -19,20 +19,30 @@
  * such member (or it is no string: `null`, when the API names no tier).
  */
 export function serviceTierMember(body: Buffer, depth: 0 | 1): string | undefined {
+  // Before the first key of that name there is nothing to find. A chat completion names its tier
+  // in its last bytes, found before that key is looked for; past them, the search (a native call
+  // that costs more than those bytes read here) bounds the pass, and an answer without the key (an
+  // embeddings list, say) is read no further.
+  const searchFrom = body.length - nearEnd;
+  let first = -1;
   /** The closing bytes met going back whose opening ones are not met yet: the levels around `at`. */
   const levels: number[] = [];
   /** Objects among `levels` (the others are arrays). */
   let objects = 0;
-  /** The string value just after `:` (going forward), while the key before it is awaited. */
-  let valueAfterColon: { start: number; end: number } | null = null;
-  /** The string met last going back, while it is the token right after the one being read. */
-  let lastString: { start: number; end: number } | null = null;
-  // Before the first key of that name there is nothing to find: an answer without one (an
-  // embeddings list, say) is not read at all.
-  const first = body.indexOf(key);
-  if (first < 0) return undefined;
+  // The string value just after `:` (going forward), while the key before it is awaited, and the
+  // string met last going back, while it is the token right after the one being read: their
+  // opening quote's offset (-1: none) and the offset past their closing one. (Numbers, not
+  // objects: this runs on every answer of provider A.)
+  let valueStart = -1;
+  let valueEnd = 0;
+  let lastStart = -1;
+  let lastEnd = 0;
   let at = body.length - 1;
-  while (at >= first) {
+  while (at >= 0 && at >= first) {
+    if (first < 0 && at < searchFrom) {
+      first = body.indexOf(key);
+      if (first < 0 || at < first) return undefined;
+    }
     const byte = body[at] as number;
     if (byte === 0x20 || byte === 0x0a || byte === 0x0d || byte === 0x09) {
       at--;
@@ -41,36 +51,37 @@ export function serviceTierMember(body: Buffer, depth: 0 | 1): string | undefine
     if (byte === 0x22 /* " */) {
       const start = stringStart(body, at);
       if (start < 0) return undefined;
-      const string = { start, end: at + 1 };
-      if (valueAfterColon !== null) {
+      if (valueStart >= 0) {
         // A key, with a string for its value.
         if (
           levels.length >= 1 &&
           levels.length <= depth + 1 &&
           objects === levels.length &&
-          body.subarray(string.start, string.end).equals(key)
+          isKey(body, start, at + 1)
         ) {
-          const text = body.toString("utf8", valueAfterColon.start + 1, valueAfterColon.end - 1);
+          const text = body.toString("utf8", valueStart + 1, valueEnd - 1);
           // A tier's name has no escapes; one that has them is read as JSON reads it.
-          return text.includes("\\")
-            ? parsedString(body.toString("utf8", valueAfterColon.start, valueAfterColon.end))
-            : text;
+          return text.includes("\\") ? parsedString(body.toString("utf8", valueStart, valueEnd)) : text;
         }
-        valueAfterColon = null;
-        lastString = null;
-      } else lastString = string;
+        valueStart = -1;
+        lastStart = -1;
+      } else {
+        lastStart = start;
+        lastEnd = at + 1;
+      }
       at = start - 1;
       continue;
     }
     if (byte === 0x3a /* : */) {
       // The string after it (if that was the token after it) is a member's value.
-      valueAfterColon = lastString;
-      lastString = null;
+      valueStart = lastStart;
+      valueEnd = lastEnd;
+      lastStart = -1;
       at--;
       continue;
     }
-    valueAfterColon = null;
-    lastString = null;
+    valueStart = -1;
+    lastStart = -1;
     if (byte === 0x7d /* } */ || byte === 0x5d /* ] */) {
       levels.push(byte);
       if (byte === 0x7d) objects++;
@@ -86,7 +97,16 @@ export function serviceTierMember(body: Buffer, depth: 0 | 1): string | undefine
   return undefined;
 }
 
+/** Whether the string from `start` to `end` (its quotes included) is the key's, byte for byte. */
+function isKey(body: Buffer, start: number, end: number): boolean {
+  if (end - start !== key.length) return false;
+  for (let index = 0; index < key.length; index++) if (body[start + index] !== key[index]) return false;
+  return true;
+}
+
 const key = Buffer.from('"service_tier"');
+/** The bytes at an answer's end read before the key is searched for. */
+const nearEnd = 256;
 
 /**
  * The offset of the quote that opens the string whose closing quote is at `close`; -1 when the
@@ -96,7 +116,7 @@ const key = Buffer.from('"service_tier"');
 function stringStart(body: Buffer, close: number): number {
   let at = close - 1;
   while (at >= 0) {
-    const quote = body.lastIndexOf(0x22 /* " */, at);
+    const quote = previousQuote(body, at);
     if (quote < 0) return -1;
     let backslashes = 0;
     while (quote - 1 - backslashes >= 0 && body[quote - 1 - backslashes] === 0x5c /* \ */) backslashes++;
@@ -104,6 +124,17 @@ function stringStart(body: Buffer, close: number): number {
     at = quote - 1;
   }
   return -1;
+}
+
+/**
+ * The offset of the last quote at or before `at`, or -1. The keys and values around the tier are
+ * short: the first bytes are looked at here, a longer string (a message's content) is left to
+ * Buffer's native search, whose call costs more than a few bytes read in JavaScript.
+ */
+function previousQuote(body: Buffer, at: number): number {
+  const near = Math.max(0, at - 32);
+  for (let index = at; index >= near; index--) if (body[index] === 0x22 /* " */) return index;
+  return near === 0 ? -1 : body.lastIndexOf(0x22 /* " */, near - 1);
 }
 
 function parsedString(json: string): string | undefined {
