@@ -116,7 +116,7 @@ export async function generateImages(
   // Imagen leaves out the images its filter withheld unless asked for their reason: an answer
   // with fewer images than asked is the filter's doing (a Gemini image model says why, each call).
   const shortfallFiltered = call.provider === "provider-c" && !generatesThroughGemini(modelId);
-  const { model, billedCalls } = countingBilledCalls(ai, sdkModel, call.provider, shortfallFiltered);
+  const { model, billedCalls } = countingBilledCalls(ai, sdkModel, call.provider);
   const generated = await ai
     .generateImage({
       model,
@@ -153,7 +153,7 @@ export async function generateImages(
   // The same warning comes once per provider call (a Gemini image model makes one per image).
   for (const warning of new Set(generated.warnings.map(describeWarning)))
     if (!warnings.includes(warning)) warnings.push(warning);
-  warnings.push(...withheldWarnings(calls, fitted.n));
+  warnings.push(...withheldWarnings(calls, fitted.n, shortfallFiltered));
   const images = await Promise.all(
     generated.images.map((image) => storeImage(deps, call.project, asImage(image, call.provider), signal)),
   );
@@ -207,8 +207,6 @@ interface BilledCall {
   usage: TokenUsage | null;
   filtered: boolean;
   noImage: boolean;
-  /** Images missing from the answer were withheld by the filter (Imagen's way), whatever it says. */
-  shortfallFiltered: boolean;
 }
 
 /** A Gemini image model's finish reasons for an image its filter stopped, beyond what the SDK marks. */
@@ -217,13 +215,15 @@ const filteredFinishes = new Set(["IMAGE_PROHIBITED_CONTENT", "IMAGE_RECITATION"
 /**
  * The warnings for images asked for and not returned by calls that did answer: those the provider's
  * filter withheld, and the rest (a Gemini image model's `NO_IMAGE` or `IMAGE_OTHER`, or no word).
+ * `shortfallFiltered`: images missing from an answer were withheld by the filter (Imagen's way),
+ * whatever it says.
  */
-function withheldWarnings(calls: BilledCall[], asked: number): string[] {
+function withheldWarnings(calls: BilledCall[], asked: number, shortfallFiltered: boolean): string[] {
   let filtered = 0;
   let missing = 0;
   for (const billed of calls) {
     const short = Math.max(0, billed.asked - billed.images);
-    if (billed.filtered || billed.shortfallFiltered) filtered += short;
+    if (billed.filtered || shortfallFiltered) filtered += short;
     else missing += short;
   }
   const count = (images: number) => `${images} of ${asked} images ${images === 1 ? "was" : "were"}`;
@@ -238,12 +238,7 @@ function withheldWarnings(calls: BilledCall[], asked: number): string[] {
  * and fails as soon as one fails; `billedCalls` waits for the calls still under way and gives those
  * that answered (the ones the provider billed).
  */
-function countingBilledCalls(
-  ai: typeof import("ai"),
-  model: SdkImageModel,
-  provider: ProviderId,
-  shortfallFiltered: boolean,
-) {
+function countingBilledCalls(ai: typeof import("ai"), model: SdkImageModel, provider: ProviderId) {
   const calls: Array<Promise<BilledCall | null>> = [];
   const counting = ai.wrapImageModel({
     model,
@@ -262,7 +257,6 @@ function countingBilledCalls(
                 (answer as { isRetryable?: boolean }).isRetryable === false ||
                 filteredFinishes.has(watched.finish.reason ?? ""),
               noImage: watched.finish.reason === "NO_IMAGE",
-              shortfallFiltered,
             }),
             () => null,
           ),

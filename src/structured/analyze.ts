@@ -362,13 +362,13 @@ interface SdkUsage {
  */
 function usageOf(provider: ProviderId, usage: SdkUsage | undefined, body: unknown): TokenUsage | null {
   if (!usage) return null;
-  const tier =
-    provider === "provider-a" ? serviceTierOf(provider, objectField(body, "service_tier")) : undefined;
+  // Provider A's answer names its tier beside the usage object, not in it.
+  const tierField = provider === "provider-a" ? objectField(body, "service_tier") : undefined;
   const reported =
     usage.raw === undefined
       ? null
       : provider === "provider-a"
-        ? usageFromProviderA(usage.raw, objectField(body, "service_tier"))
+        ? usageFromProviderA(usage.raw, tierField)
         : usageFromProvider[provider](usage.raw);
   if (reported) return reported;
   const summary: TokenUsage = {
@@ -377,6 +377,7 @@ function usageOf(provider: ProviderId, usage: SdkUsage | undefined, body: unknow
     cachedInputTokens: tokenCount(usage.inputTokenDetails?.cacheReadTokens ?? usage.cachedInputTokens),
     reasoningTokens: tokenCount(usage.outputTokenDetails?.reasoningTokens ?? usage.reasoningTokens),
   };
+  const tier = serviceTierOf(provider, tierField);
   if (tier) summary.serviceTier = tier;
   return summary;
 }
