@@ -67,7 +67,7 @@ export const gpt6Price = (input: number, output: number, cachedInput: number): T
     cacheWrite: { thirtyMinutes: round(input * 1.25 * scale) },
   });
   const standard = { ...short(1, 1), longContext: { above: 272_000, pricing: short(2, 1.5) } };
-  return { ...standard, tiers: { flex: scaledPrice(standard, 0.5), priority: scaledPrice(standard, 2) } };
+  return openAiTiers(standard, { flex: true, priority: scaledPrice(standard, 2) });
 };
 
 /**
