@@ -127,7 +127,7 @@ function fromUsageObject(
   // Provider A names the tier that served the call beside the usage object, not in it.
   const usage =
     provider === "provider-a"
-      ? usageFromProviderA(found.value, serviceTierMember(body, 0))
+      ? usageFromProviderA(found.value, serviceTierMember(body, 0, found))
       : usageFromProvider[provider](found.value);
   if (!usage) return null;
   const model =
@@ -142,7 +142,7 @@ function fromUsageObject(
  * string values a quote is escaped, so the key cannot match there). Null when there is none or it
  * does not parse.
  */
-export function lastUsageObject(body: Buffer, key: Buffer): { value: unknown; end: number } | null {
+export function lastUsageObject(body: Buffer, key: Buffer): UsageObject | null {
   let at = body.lastIndexOf(key);
   // A later key of that name whose value is no object (a Responses API `metadata` entry named
   // "usage", which comes after the usage) is passed over; a cut or broken object is not.
@@ -156,8 +156,11 @@ function opensObject(body: Buffer, from: number): boolean {
   return body[colon] === 0x3a /* : */ && body[skipSpaces(body, colon + 1)] === 0x7b /* { */;
 }
 
+/** A usage object found in a body: its value, and the offsets of its opening and closing braces. */
+export type UsageObject = { value: unknown; start: number; end: number };
+
 /** The `{…}` object that follows the key at `at` (`<key> : {…}`), parsed; null when cut or not one. */
-function objectAfterKey(body: Buffer, at: number, keyLength: number): { value: unknown; end: number } | null {
+function objectAfterKey(body: Buffer, at: number, keyLength: number): UsageObject | null {
   const open = objectOpenAfterKey(body, at, keyLength);
   if (open < 0) return null;
   const end = valueEnd(body, open);
@@ -173,9 +176,9 @@ function objectOpenAfterKey(body: Buffer, at: number, keyLength: number): number
 }
 
 /** The object in `body[open..end)`, parsed (`end` of the result is its closing brace); null when it does not parse. */
-function parsedObject(body: Buffer, open: number, end: number): { value: unknown; end: number } | null {
+function parsedObject(body: Buffer, open: number, end: number): UsageObject | null {
   try {
-    return { value: JSON.parse(body.toString("utf8", open, end)), end: end - 1 };
+    return { value: JSON.parse(body.toString("utf8", open, end)), start: open, end: end - 1 };
   } catch {
     return null;
   }

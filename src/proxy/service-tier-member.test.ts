@@ -1,4 +1,5 @@
 import { describe, expect, it } from "vitest";
+import { lastUsageObject } from "./json-body-usage.js";
 import { serviceTierMember } from "./service-tier-member.js";
 
 const tierOf = (answer: unknown, depth: 0 | 1 = 0) =>
@@ -79,6 +80,65 @@ describe("provider A's service_tier, read from the answer's own object", () => {
     // A walk per key would read ~24 GB here and run past the test's time-out; no clock is read.
     expect(serviceTierMember(body, 0)).toBe("priority");
     expect(serviceTierMember(body, 1)).toBe("priority");
+  });
+});
+
+describe("provider A's service_tier, stepping over the usage object found", () => {
+  const usageKey = Buffer.from('"usage"');
+  const read = (text: string, depth: 0 | 1) => {
+    const body = Buffer.from(text);
+    return serviceTierMember(body, depth, lastUsageObject(body, usageKey));
+  };
+
+  it("finds a stream's last chat chunk's tier before its usage, and never one inside the usage", () => {
+    const usage = {
+      prompt_tokens: 9,
+      completion_tokens: 12,
+      prompt_tokens_details: { cached_tokens: 0 },
+      completion_tokens_details: { reasoning_tokens: 0 },
+    };
+    const chunk = { id: "c", object: "chat.completion.chunk", service_tier: "flex", choices: [], usage };
+    expect(read(JSON.stringify(chunk), 1)).toBe("flex");
+    expect(read(JSON.stringify({ ...chunk, obfuscation: "x".repeat(300) }), 1)).toBe("flex");
+    // A key of that name inside the usage object is the usage's, not the chunk's.
+    const { service_tier: _, ...untiered } = chunk;
+    expect(
+      read(JSON.stringify({ ...untiered, usage: { ...usage, service_tier: "priority" } }), 1),
+    ).toBeUndefined();
+    // The tier far before the usage (a Responses API object's tools between them).
+    const tools = Array.from({ length: 50 }, (_, index) => ({ type: "function", name: `tool${index}` }));
+    const response = { id: "r", output: [], service_tier: "priority", tools, usage, metadata: {} };
+    expect(read(JSON.stringify(response), 0)).toBe("priority");
+    expect(read(JSON.stringify({ type: "response.completed", response }), 1)).toBe("priority");
+  });
+
+  it("reads as the whole pass reads the answer with the usage object emptied", () => {
+    let seed = 777;
+    const random = () => {
+      seed = (seed * 1103515245 + 12345) & 0x7fffffff;
+      return seed / 0x7fffffff;
+    };
+    const pick = <T>(values: T[]) => values[Math.floor(random() * values.length)] as T;
+    const member = (depth: number): unknown => {
+      const roll = random();
+      if (depth > 3 || roll < 0.3) return pick([null, 2, pick(["flex", "priority", 'x"usage":{']), false]);
+      if (roll < 0.45) return [member(depth + 1)];
+      const made: Record<string, unknown> = {};
+      for (let index = Math.floor(random() * 4); index > 0; index--)
+        made[pick(["usage", "service_tier", "a", "b"])] = member(depth + 1);
+      return made;
+    };
+    for (let round = 0; round < 3000; round++) {
+      const answer = member(0);
+      if (typeof answer !== "object" || answer === null || Array.isArray(answer)) continue;
+      const text = JSON.stringify(answer, null, random() < 0.3 ? 1 : undefined);
+      const body = Buffer.from(text);
+      const found = lastUsageObject(body, usageKey);
+      const emptied = Buffer.from(body);
+      if (found) emptied.fill(0x20, found.start + 1, found.end);
+      for (const depth of [0, 1] as const)
+        expect(serviceTierMember(body, depth, found), text).toBe(serviceTierMember(emptied, depth));
+    }
   });
 });
 

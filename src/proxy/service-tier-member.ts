@@ -17,13 +17,25 @@
  * bytes (a body over the meter's cap): what precedes them is not needed, and is never reached when
  * the member is in them. Returns the member's value (a string), undefined when the answer has no
  * such member (or it is no string: `null`, when the API names no tier).
+ *
+ * `usage` is the usage object the caller found (lastUsageObject: the offsets of its braces). The
+ * pass steps over it whole when it reaches its closing brace: a stream's last chat chunk names its
+ * tier before its usage, which is most of the chunk. The answer's own member is never inside it (a
+ * key there is the usage object's, not the answer's).
  */
-export function serviceTierMember(body: Buffer, depth: 0 | 1): string | undefined {
+export function serviceTierMember(
+  body: Buffer,
+  depth: 0 | 1,
+  usage?: { start: number; end: number } | null,
+): string | undefined {
+  // (-1: nothing to step over.)
+  const usageEnd = usage ? usage.end : -1;
   // Before the first key of that name there is nothing to find. A chat completion names its tier
-  // in its last bytes, found before that key is looked for; past them, the search (a native call
-  // that costs more than those bytes read here) bounds the pass, and an answer without the key (an
-  // embeddings list, say) is read no further.
-  const searchFrom = body.length - nearEnd;
+  // in its last bytes, and a chat chunk in the bytes before its usage: either is found before that
+  // key is looked for; past them, the search (a native call that costs more than those bytes read
+  // here) bounds the pass, and an answer without the key (an embeddings list, say) is read no
+  // further.
+  const searchFrom = (usage ? usage.start : body.length) - nearEnd;
   let first = -1;
   /** The closing bytes met going back whose opening ones are not met yet: the levels around `at`. */
   const levels: number[] = [];
@@ -82,6 +94,11 @@ export function serviceTierMember(body: Buffer, depth: 0 | 1): string | undefine
     }
     valueStart = -1;
     lastStart = -1;
+    if (at === usageEnd && usage) {
+      // A whole object: the levels around it are those after it.
+      at = usage.start - 1;
+      continue;
+    }
     if (byte === 0x7d /* } */ || byte === 0x5d /* ] */) {
       levels.push(byte);
       if (byte === 0x7d) objects++;

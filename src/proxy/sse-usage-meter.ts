@@ -65,10 +65,8 @@ export function sseMeter(
       if (usageObjectStart.test(data)) {
         const bytes = Buffer.from(data);
         // The tier that served the call, in the same chunk (or the same event's response).
-        const found = usageFromProviderA(
-          lastUsageObject(bytes, usageKeys["provider-a"])?.value,
-          serviceTierMember(bytes, 1),
-        );
+        const object = lastUsageObject(bytes, usageKeys["provider-a"]);
+        const found = usageFromProviderA(object?.value, serviceTierMember(bytes, 1, object));
         if (found) {
           usage = found;
           if (responses !== null) response = responseFieldsOfEvent(data);
@@ -132,7 +130,7 @@ function fromCutEvent(
   const found = lastUsageObject(tail, usageKeys[provider]);
   switch (provider) {
     case "provider-a": {
-      const usage = usageFromProviderA(found?.value, serviceTierMember(tail, 1));
+      const usage = usageFromProviderA(found?.value, serviceTierMember(tail, 1, found));
       return usage && { usage, model: modelPatterns[provider].exec(head)?.[1] ?? null };
     }
     case "provider-b": {
