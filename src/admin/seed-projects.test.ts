@@ -120,17 +120,46 @@ describe("projects as code (SLUICE_CONFIG_FILE)", () => {
     expect(await seed(keyless)).toMatchObject({ unchanged: ["device-app"] });
   });
 
-  it("lets two instances seed the same file at once: the one that loses the race to create updates", async () => {
+  it("lets two instances seed the same file at once: the one that loses the race to create writes nothing", async () => {
+    // Each write a millisecond after the one before, so an updatedAt that moved shows.
+    let clock = Date.parse("2026-11-20T10:00:00.000Z");
+    const changed: string[] = [];
+    const instance = () =>
+      createProjectAdmin({
+        projects: createProjectRepository(database.db),
+        keys: createKeyRepository(database.db),
+        usage: createUsageRepository(database.db, database.sqlite),
+        secretBox: createSecretBox(randomBytes(32)),
+        now: () => new Date(++clock),
+        onProjectChanged: (id) => changed.push(id),
+        testModeAllowed: true,
+      });
     const path = file("shared.json", {
       projects: [{ id: "shared-app", name: "Shared app", provider: "provider-a" }],
     });
-    const results = await Promise.all([seed(path), seed(path)]);
-    expect(results.map((result) => [...result.created, ...result.updated])).toEqual([
-      ["shared-app"],
-      ["shared-app"],
-    ]);
+    const results = await Promise.all([seed(path, instance()), seed(path, instance())]);
     expect(results.flatMap((result) => result.created)).toEqual(["shared-app"]);
-    expect(await admin.getProject("shared-app")).toMatchObject({ name: "Shared app" });
+    expect(results.flatMap((result) => result.updated)).toEqual([]);
+    expect(results.flatMap((result) => result.unchanged)).toEqual(["shared-app"]);
+    const stored = await admin.getProject("shared-app");
+    expect(stored).toMatchObject({ name: "Shared app" });
+    expect(stored.updatedAt).toBe(stored.createdAt);
+    // Dropped from the caches once, by the instance that created it.
+    expect(changed).toEqual(["shared-app"]);
+  });
+
+  it("updates a project another instance created meanwhile from a file that differs (a rolling deploy)", async () => {
+    const older = file("older.json", {
+      projects: [{ id: "rolled-app", name: "Old name", provider: "provider-a" }],
+    });
+    const newer = file("newer.json", {
+      projects: [{ id: "rolled-app", name: "New name", provider: "provider-a" }],
+    });
+    const [first, second] = await Promise.all([seed(older), seed(newer)]);
+    // The newer file's instance lost the race to create, and still brings the project to its file.
+    expect(first).toEqual({ created: ["rolled-app"], updated: [], unchanged: [] });
+    expect(second).toEqual({ created: [], updated: ["rolled-app"], unchanged: [] });
+    expect(await admin.getProject("rolled-app")).toMatchObject({ name: "New name" });
   });
 
   it("refuses a file that does not parse or does not have the projects shape, naming the file", async () => {

@@ -109,10 +109,18 @@ export async function seedProjects(
   const unchanged: string[] = [];
   for (const { id, ...fields } of projects) {
     try {
-      const stored = await find(admin, id);
-      if (!stored && (await createUnlessCreated(admin, id, fields))) {
-        created.push(id);
-      } else if (stored && matches(stored, fields)) {
+      let stored = await find(admin, id);
+      if (!stored) {
+        if (await createUnlessCreated(admin, id, fields)) {
+          created.push(id);
+          continue;
+        }
+        // Another instance seeding at the same moment created it: from the same file it already
+        // matches, and writing it again would move its updatedAt and drop it from that instance's
+        // caches for nothing.
+        stored = await find(admin, id);
+      }
+      if (stored && matches(stored, fields)) {
         unchanged.push(id);
       } else {
         await admin.updateProject(id, fields);
@@ -171,8 +179,9 @@ function holds(stored: object, wanted: object): boolean {
 }
 
 /**
- * False when another instance seeding the same file (several starting at once on one PostgreSQL)
- * created the project between the check and this insert: it is then updated like any other.
+ * False when another instance seeding at the same moment (several starting at once on one
+ * PostgreSQL) created the project between the check and this insert: it is then read again, and
+ * updated only where it differs from this file (a rolling deploy's newer file, say).
  */
 async function createUnlessCreated(
   admin: ProjectAdmin,
