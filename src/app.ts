@@ -6,6 +6,7 @@ import { type AdminRouteDeps, registerAdminRoutes } from "./http/admin-routes.js
 import type { ConnectionCap } from "./http/connection-cap.js";
 import type { CorsPolicy } from "./http/cors.js";
 import { maxHeaderFields } from "./http/max-header-fields.js";
+import { originForm } from "./http/origin-form.js";
 import { methodNotForwarded } from "./http/proxy-routes.js";
 import { type PublicRouteDeps, registerPublicRoutes } from "./http/public-routes.js";
 import { type Handler, type RequestContext, Router } from "./http/router.js";
@@ -297,19 +298,6 @@ export function createApp(deps: AppDeps): App {
     closeIfBodyUnread(response);
     response.end();
   }
-}
-
-/**
- * The request target in origin form (`/path?query`). A server must accept the absolute form
- * (`http://host/path?query`) too, which names the same resource (RFC 9112 §3.2.2).
- */
-function originForm(target: string): string {
-  if (target.charCodeAt(0) === 47) return target;
-  const authority = /^https?:\/\/[^/?#]*/i.exec(target);
-  // `*` (OPTIONS) or `host:port` (CONNECT): no route has them.
-  if (!authority) return target;
-  const rest = target.slice(authority[0].length);
-  return rest.startsWith("/") ? rest : `/${rest}`;
 }
 
 /** What makes a request unanswerable on any route (RFC 9112 §3.2); null when nothing does. */

@@ -32,6 +32,30 @@ describe("loadConfig", () => {
     },
   );
 
+  it("serves metrics on the gateway's port unless SLUICE_METRICS_PORT is set, whose listener binds to loopback by default", () => {
+    const unset = loadConfig({});
+    expect(unset.metricsPort).toBeUndefined();
+    const set = loadConfig({ HOST: "0.0.0.0", SLUICE_METRICS_PORT: "9464" });
+    expect([set.metricsPort, set.metricsHost]).toEqual([9464, "127.0.0.1"]);
+    expect(loadConfig({ SLUICE_METRICS_PORT: "0", SLUICE_METRICS_HOST: "0.0.0.0" }).metricsHost).toBe(
+      "0.0.0.0",
+    );
+  });
+
+  it.each([
+    [
+      { SLUICE_METRICS: "false", SLUICE_METRICS_PORT: "9464" },
+      "SLUICE_METRICS_PORT: set with SLUICE_METRICS=false, which serves no metrics: unset one of them",
+    ],
+    [
+      { SLUICE_METRICS_HOST: "0.0.0.0" },
+      "SLUICE_METRICS_HOST: set without SLUICE_METRICS_PORT, which it is the address of (unset, /metrics is on the gateway's own HOST and PORT)",
+    ],
+    [{ SLUICE_METRICS_PORT: "65536" }, "SLUICE_METRICS_PORT: must be at most 65535"],
+  ])("refuses the metrics settings %j rather than ignore them", (env, problem) => {
+    expect(problemsOf(env)).toBe(`Invalid configuration:\n  ${problem}`);
+  });
+
   it("takes redis:// and rediss:// URLs and refuses others", () => {
     expect(loadConfig({ REDIS_URL: "redis://127.0.0.1:6379" }).redisUrl).toBe("redis://127.0.0.1:6379");
     expect(loadConfig({ REDIS_URL: "rediss://cache.internal:6380/2" }).redisUrl).toBe(

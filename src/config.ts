@@ -560,6 +560,18 @@ export const settings = {
     "origins browser apps may call /v1/… and /health from (`*` or comma-separated `https://app.example.com`; the host's case, a default port and a trailing `/` are normalised as browsers send them); unset: no CORS headers",
   ),
   metricsEnabled: setting("SLUICE_METRICS", bool, "true", "serve Prometheus metrics at /metrics"),
+  metricsPort: setting(
+    "SLUICE_METRICS_PORT",
+    integer(0, 65535),
+    undefined,
+    "TCP port of a listener of its own that serves /metrics (GET and HEAD, plain HTTP) and nothing else; the gateway's port then answers /metrics 404 as any unknown path (unset: /metrics on the gateway's port)",
+  ),
+  metricsHost: setting(
+    "SLUICE_METRICS_HOST",
+    nonEmpty,
+    "127.0.0.1",
+    "address the SLUICE_METRICS_PORT listener binds to: loopback whatever HOST is, so metrics reach no other machine unless this says so (`0.0.0.0` for a scraper in another container or host)",
+  ),
   shutdownTimeoutMs: setting(
     "SLUICE_SHUTDOWN_TIMEOUT_MS",
     millisecondsFrom(100),
@@ -637,6 +649,17 @@ export function loadConfig(
   if (config.vaultS3Endpoint && config.vaultUrlTtlSeconds > s3PresignMaxSeconds) {
     problems.push(
       `SLUICE_VAULT_URL_TTL_SECONDS: at most ${s3PresignMaxSeconds} (7 days) with an S3 vault, whose presigned URLs cannot live longer`,
+    );
+  }
+  // Either would otherwise be ignored without a word: no metrics are served, or none on their port.
+  if (config.metricsPort !== undefined && !config.metricsEnabled) {
+    problems.push(
+      "SLUICE_METRICS_PORT: set with SLUICE_METRICS=false, which serves no metrics: unset one of them",
+    );
+  }
+  if (config.metricsPort === undefined && env.SLUICE_METRICS_HOST) {
+    problems.push(
+      "SLUICE_METRICS_HOST: set without SLUICE_METRICS_PORT, which it is the address of (unset, /metrics is on the gateway's own HOST and PORT)",
     );
   }
   if (problems.length > 0) throw new ConfigError(`Invalid configuration:\n  ${problems.join("\n  ")}`);

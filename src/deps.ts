@@ -17,6 +17,7 @@ import { createClientIpResolver, trustMatcher } from "./http/client-ip.js";
 import { type ConnectionCap, createConnectionCap } from "./http/connection-cap.js";
 import { createCorsPolicy } from "./http/cors.js";
 import { registerImageRoutes } from "./http/image-routes.js";
+import { createMetricsListener, type MetricsListener } from "./http/metrics-listener.js";
 import { connectionCapWarnings, defaultMaxConnections, readOpenFileLimit } from "./http/open-file-limit.js";
 import { registerProxyRoutes } from "./http/proxy-routes.js";
 import type { HealthCheck } from "./http/public-routes.js";
@@ -83,6 +84,8 @@ export interface Gateway {
    * all together), and the total cap in force (the setting, or its default from the open-file limit).
    */
   connections: Pick<ConnectionCap, "addresses" | "openFrom" | "open"> & { maxTotal: number };
+  /** What the SLUICE_METRICS_PORT listener serves; null when it is unset (or metrics are off). */
+  metricsListener: MetricsListener | null;
 }
 
 /**
@@ -359,7 +362,10 @@ export async function createGateway(config: Config, injected: Partial<Injectable
       // The checks' names are the gauge's components: what /health finds, the gauge says too
       // (and a check found down is followed until it answers: see createDownCheckFollowUp).
       onCheck: (name, ok) => downChecks.heard(name, ok),
-      ...(config.metricsEnabled ? { metrics: () => metrics.render() } : {}),
+      // With a port of their own, the metrics are not served on the gateway's.
+      ...(config.metricsEnabled && config.metricsPort === undefined
+        ? { metrics: () => metrics.render() }
+        : {}),
     },
     adminRoutes: {
       admin,
@@ -423,6 +429,10 @@ export async function createGateway(config: Config, injected: Partial<Injectable
       open: connectionCap.open,
       maxTotal: maxConnections,
     },
+    metricsListener:
+      config.metricsEnabled && config.metricsPort !== undefined
+        ? createMetricsListener({ metrics, generateRequestId })
+        : null,
     close: (deadline = Date.now() + config.shutdownTimeoutMs) =>
       closeGateway(deadline, {
         unrecorded: admit.unrecorded,

@@ -29,15 +29,16 @@ export async function serve(): Promise<void> {
   const { logger, app } = gateway;
   const server = createGatewayServer(app, tls ? { tls } : {});
   started = server;
-  await new Promise<void>((resolve, reject) => {
-    // Node's reason (`getaddrinfo ENOTFOUND …`, `listen EADDRINUSE …`) names neither setting.
-    server.once("error", (error) =>
-      reject(
-        new StartSettingError(`cannot listen on HOST ${config.host} PORT ${config.port}`, { cause: error }),
-      ),
+  // The metrics port first: when it is taken, the start fails before the gateway's port takes a call.
+  const metricsServer = gateway.metricsListener ? createHttpServer(gateway.metricsListener) : null;
+  if (metricsServer)
+    await listen(
+      metricsServer,
+      config.metricsPort ?? 0,
+      config.metricsHost,
+      `SLUICE_METRICS_HOST ${config.metricsHost} SLUICE_METRICS_PORT ${config.metricsPort}`,
     );
-    server.listen(config.port, config.host, resolve);
-  });
+  await listen(server, config.port, config.host, `HOST ${config.host} PORT ${config.port}`);
   const address = server.address();
   const port = typeof address === "object" && address ? address.port : config.port;
   logger.info(
@@ -50,11 +51,27 @@ export async function serve(): Promise<void> {
       tls: Boolean(config.tlsCert),
       // SLUICE_MAX_CONNECTIONS in force: when unset, what the open-file limit gave (0: no cap).
       maxConnections: gateway.connections.maxTotal,
+      ...(metricsServer
+        ? {
+            metrics: `${listeningUrl(metricsServer.address(), { host: config.metricsHost, port: config.metricsPort ?? 0 }, false)}/metrics`,
+          }
+        : {}),
     },
     `sluice listening on ${listeningUrl(address, config, Boolean(config.tlsCert))}`,
   );
 
-  stopOnSignalOrCrash(server, gateway);
+  stopOnSignalOrCrash(server, gateway, metricsServer);
+}
+
+/** Listens on `port` at `host`; a failure names the settings (`settings`) they come from. */
+function listen(server: Server, port: number, host: string, settings: string): Promise<void> {
+  return new Promise<void>((resolve, reject) => {
+    // Node's reason (`getaddrinfo ENOTFOUND …`, `listen EADDRINUSE …`) names neither setting.
+    server.once("error", (error) =>
+      reject(new StartSettingError(`cannot listen on ${settings}`, { cause: error })),
+    );
+    server.listen(port, host, resolve);
+  });
 }
 
 /**
@@ -67,13 +84,17 @@ export async function serve(): Promise<void> {
  * so the rows are written, and the process exits with 1, at the latest a second after the
  * shutdown's own limit.
  */
-function stopOnSignalOrCrash(server: GatewayServer, gateway: Gateway): void {
+function stopOnSignalOrCrash(server: GatewayServer, gateway: Gateway, metricsServer: Server | null): void {
   const { logger } = gateway;
   const hurry = new AbortController();
   let stopping = false;
   let exitCode = 0;
   const stop = (fields: Record<string, unknown>) => {
     stopping = true;
+    // The metrics port closes at once, its kept-alive scrapes and one under way too: a scrape is no
+    // call to finish, and the drain of the gateway's port must not wait for a scraper.
+    metricsServer?.close();
+    metricsServer?.closeAllConnections();
     logger.info(fields, "shutting down: no new connections, finishing in-flight requests");
     void shutDown(server, gateway, hurry.signal)
       .then(

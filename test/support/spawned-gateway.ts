@@ -123,7 +123,8 @@ async function answers(url: string): Promise<boolean> {
   }
 }
 
-async function freePort(): Promise<number> {
+/** A port on 127.0.0.1 free when asked (the system's pick), for a process started next to listen on. */
+export async function freePort(): Promise<number> {
   const server = createServer();
   await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
   const { port } = server.address() as { port: number };
