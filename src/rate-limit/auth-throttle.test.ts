@@ -1,3 +1,5 @@
+import { spawn } from "node:child_process";
+import { join } from "node:path";
 import { afterAll, describe, expect, it, vi } from "vitest";
 // In CI (CI=true) an unreachable Redis makes this import throw, so the suite fails instead of skipping.
 import { redisAvailable, redisTestSpace } from "../../test/support/services.js";
@@ -266,4 +268,42 @@ describe("the throttle's sweeps", () => {
       vi.useRealTimers();
     }
   });
+
+  // A sweep's timer that held the event loop kept any process that built the throttle running for
+  // good (a CLI command, a test, a script that builds the gateway and leaves it): the sweeps run
+  // for as long as something else keeps the process alive, never in its place.
+  it("do not keep a process alive that built the throttle and never stopped it", async () => {
+    const script = [
+      'import { createAuthThrottle } from "./src/rate-limit/auth-throttle.ts";',
+      "const throttle = createAuthThrottle({ failuresPerMinute: 5 });",
+      'await throttle.recordFailure("192.0.2.1", "p1", true);',
+      'console.log("built");',
+    ].join("\n");
+    const child = spawn(process.execPath, ["--import", "tsx", "--input-type=module", "-e", script], {
+      cwd: join(import.meta.dirname, "../.."),
+      stdio: ["ignore", "pipe", "pipe"],
+    });
+    let output = "";
+    child.stdout.on("data", (chunk) => {
+      output += String(chunk);
+    });
+    child.stderr.on("data", (chunk) => {
+      output += String(chunk);
+    });
+    const exit = new Promise<number | null>((resolve) => child.once("exit", (code) => resolve(code)));
+    // Far longer than the process takes to build it and end, far shorter than a sweep's minute.
+    let held = false;
+    const bound = setTimeout(() => {
+      held = true;
+      child.kill("SIGKILL");
+    }, 20_000);
+    try {
+      const code = await exit;
+      expect(output).toContain("built");
+      expect(held ? "still running after 20 s" : code).toBe(0);
+    } finally {
+      clearTimeout(bound);
+      child.kill("SIGKILL");
+    }
+  }, 30_000);
 });

@@ -1,10 +1,16 @@
 import { type ReloadWait, withinReloadWait, withinRequestWait } from "../storage/database-unavailable.js";
 import type { UsageRecord, UsageRepository } from "../storage/usage-repository.js";
 
-/** Projects whose figures are held at most, but for those holding a cost not yet written (see `dropIdle`). */
-const maxProjects = 10_000;
+/**
+ * What a figure may hold that this instance alone knows and still be let go (a billionth of a
+ * dollar, the precision a row's cost is stored at): its costs summed in another order as they are
+ * written may differ from their sum as recorded in the last bits.
+ */
+const negligibleUsd = 1e-9;
 
 interface MonthSpend {
+  /** The project's id, the key the figure is held under. */
+  projectId: string;
   /** The month's first instant, ISO. */
   month: string;
   /**
@@ -33,6 +39,10 @@ interface MonthSpend {
   loading?: Promise<void> | undefined;
   /** The same read as the requests that have a figure wait for it: `reloadWaitMs` at most, then none. */
   waited?: Promise<void> | undefined;
+  /** Whether the figure is in the list of those that may go, and its neighbours there. */
+  mayGo: boolean;
+  older?: MonthSpend | undefined;
+  newer?: MonthSpend | undefined;
 }
 
 /**
@@ -43,19 +53,61 @@ interface MonthSpend {
  * queued (after an outage, say) are never left out, nor counted twice once written and read back.
  * Several instances each see the others' spend within `refreshMs` of its rows being written.
  */
-export function createSpendGuard(deps: { usage: UsageRepository; now: () => Date; refreshMs?: number }) {
+export function createSpendGuard(deps: {
+  usage: UsageRepository;
+  now: () => Date;
+  refreshMs?: number;
+  /** Projects whose figures are held at most, but for those holding a cost not yet written (10,000). */
+  maxProjects?: number;
+}) {
   const refreshMs = deps.refreshMs ?? 5000;
+  const maxProjects = deps.maxProjects ?? 10_000;
   const cache = new Map<string, MonthSpend>();
+  /**
+   * The held figures that hold nothing this instance alone knows (no read in flight, and no cost but
+   * those whose rows are written, which a read that begins now sees), the longest so first. They are
+   * linked through themselves, so that making room, and listing a figure or taking it off as its
+   * costs and reads come and go, costs the same however many are held: through an outage none may
+   * go, and each new project must not look over all of them again to find that out.
+   */
+  const mayGo: { oldest?: MonthSpend | undefined; newest?: MonthSpend | undefined } = {};
 
   /**
-   * Lets go of the figures that hold nothing this instance alone knows (no cost whose row the last
-   * read could not see, no read in flight), the longest held first, until the cache has room: read
-   * again, they cost one database read. Figures with unwritten costs stay, however many.
+   * Lists the figure among those that may go, or takes it off, after what it holds changed (or it
+   * was replaced in the cache).
    */
-  function dropIdle(): void {
-    for (const [id, held] of cache) {
-      if (cache.size < maxProjects) return;
-      if (held.loading === undefined && Math.abs(held.unread) < 1e-12) cache.delete(id);
+  function relist(entry: MonthSpend): void {
+    const may =
+      cache.get(entry.projectId) === entry &&
+      entry.loading === undefined &&
+      Math.abs(entry.unread - entry.written) < negligibleUsd;
+    if (may === entry.mayGo) return;
+    entry.mayGo = may;
+    if (may) {
+      entry.older = mayGo.newest;
+      if (mayGo.newest) mayGo.newest.newer = entry;
+      else mayGo.oldest = entry;
+      mayGo.newest = entry;
+      return;
+    }
+    if (entry.older) entry.older.newer = entry.newer;
+    else mayGo.oldest = entry.newer;
+    if (entry.newer) entry.newer.older = entry.older;
+    else mayGo.newest = entry.older;
+    entry.older = undefined;
+    entry.newer = undefined;
+  }
+
+  /**
+   * Lets go of the figures that may go, the longest so first, until the cache has room: read again,
+   * they cost one database read, which holds their costs. Figures with unwritten costs stay, however
+   * many.
+   */
+  function makeRoom(): void {
+    while (cache.size >= maxProjects && mayGo.oldest) {
+      const oldest = mayGo.oldest;
+      cache.delete(oldest.projectId);
+      relist(oldest);
     }
   }
 
@@ -70,7 +122,9 @@ export function createSpendGuard(deps: { usage: UsageRepository; now: () => Date
     if (!entry || time < entry.from || time >= entry.until) {
       const from = Date.UTC(at.getUTCFullYear(), at.getUTCMonth(), 1);
       const month = new Date(from).toISOString();
+      const replaced = entry;
       entry = {
+        projectId,
         month,
         since: month,
         prefix: month.slice(0, 7),
@@ -80,9 +134,12 @@ export function createSpendGuard(deps: { usage: UsageRepository; now: () => Date
         base: 0,
         unread: 0,
         written: 0,
+        mayGo: false,
       };
-      if (cache.size >= maxProjects) dropIdle();
+      if (!replaced) makeRoom();
       cache.set(projectId, entry);
+      if (replaced) relist(replaced);
+      relist(entry);
     }
     const since = createdAt !== undefined && createdAt > entry.month ? createdAt : entry.month;
     if (createdAt !== undefined && since !== entry.since) {
@@ -124,6 +181,7 @@ export function createSpendGuard(deps: { usage: UsageRepository; now: () => Date
     } finally {
       entry.loading = undefined;
       entry.waited = undefined;
+      relist(entry);
     }
   }
 
@@ -150,10 +208,14 @@ export function createSpendGuard(deps: { usage: UsageRepository; now: () => Date
               entry.loading.catch(() => {}),
               undefined,
             );
+            relist(entry);
           }
           if (entry.waited) await withinRequestWait(wait, entry.waited, undefined);
         } else {
-          entry.loading ??= refresh(projectId, entry);
+          if (entry.loading === undefined) {
+            entry.loading = refresh(projectId, entry);
+            relist(entry);
+          }
           await entry.loading;
         }
       }
@@ -162,7 +224,9 @@ export function createSpendGuard(deps: { usage: UsageRepository; now: () => Date
     /** Adds the cost of a usage row just recorded on this instance (and not yet written). */
     add(projectId: string, usd: number | null): void {
       if (!usd) return;
-      monthOf(projectId, deps.now()).unread += usd;
+      const entry = monthOf(projectId, deps.now());
+      entry.unread += usd;
+      relist(entry);
     },
     /**
      * Usage rows now in the database (the usage recorder's `onWritten`): the next read counts
@@ -173,7 +237,10 @@ export function createSpendGuard(deps: { usage: UsageRepository; now: () => Date
       for (const row of rows) {
         if (!row.cost_usd) continue;
         const entry = cache.get(row.project_id);
-        if (entry && row.created_at.startsWith(entry.prefix)) entry.written += row.cost_usd;
+        if (entry && row.created_at.startsWith(entry.prefix)) {
+          entry.written += row.cost_usd;
+          relist(entry);
+        }
       }
     },
   };

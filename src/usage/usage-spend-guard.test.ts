@@ -17,6 +17,47 @@ function pendingSpend() {
 
 const settle = () => new Promise((resolve) => setImmediate(resolve));
 
+/**
+ * How many steps `run` takes through Map and Set iterators (the way the guard looks over the
+ * figures it holds): the work it does, counted rather than timed.
+ */
+function countCollectionSteps(run: () => void): number {
+  let steps = 0;
+  const restore: Array<() => void> = [];
+  for (const prototype of [Map.prototype, Set.prototype]) {
+    for (const name of ["entries", "keys", "values", Symbol.iterator] as const) {
+      const original = Reflect.get(prototype, name) as (this: unknown) => Iterator<unknown>;
+      Reflect.set(prototype, name, function (this: unknown) {
+        const inner = original.call(this);
+        return {
+          next() {
+            steps++;
+            return inner.next();
+          },
+          [Symbol.iterator]() {
+            return this;
+          },
+        };
+      });
+      restore.push(() => Reflect.set(prototype, name, original));
+    }
+    const forEach = Reflect.get(prototype, "forEach") as (this: unknown, ...args: unknown[]) => void;
+    Reflect.set(prototype, "forEach", function (this: unknown, callback: (...args: unknown[]) => void) {
+      forEach.call(this, (...args: unknown[]) => {
+        steps++;
+        callback(...args);
+      });
+    });
+    restore.push(() => Reflect.set(prototype, "forEach", forEach));
+  }
+  try {
+    run();
+  } finally {
+    for (const undo of restore) undo();
+  }
+  return steps;
+}
+
 /** A guard whose first read of p1's month answered `spend`, on a clock the test moves (refresh: 1 s). */
 async function guardAfterFirstRead(spend: number) {
   const { usage, reads } = pendingSpend();
@@ -162,6 +203,48 @@ describe("spend guard", () => {
     expect(guard.projects()).toBe(10_000);
     // Its row is still queued (the database cannot have it): its cost still counts.
     expect(await guard.monthToDate("busy")).toBe(2);
+  });
+
+  // During an outage every held figure has a cost not yet written, so none can go: each new project
+  // looked over all of them again to find that out (10,000 steps each, quadratic in a burst).
+  it("makes room for a new project without looking over every held figure again when none can go", () => {
+    const now = new Date("2026-11-15T00:00:00.000Z");
+    const guard = createSpendGuard({ usage: fakeUsageRepository(), now: () => now, maxProjects: 100 });
+    for (let index = 0; index < 100; index++) guard.add(`held${index}`, 1);
+    const burst = 1000;
+    const steps = countCollectionSteps(() => {
+      for (let index = 0; index < burst; index++) guard.add(`new${index}`, 1);
+    });
+    expect(steps).toBeLessThanOrEqual(4 * burst);
+    // None of their costs was let go to make room.
+    expect(guard.projects()).toBe(100 + burst);
+  });
+
+  // A figure could go only once a read had taken its costs back from the database, and a project
+  // with no cap is never read (nor one whose last call it was): each held its entry for good.
+  it("lets a figure go once its costs are written, though the project is never read again", async () => {
+    const rows: UsageRecord[] = [];
+    const usage = fakeUsageRepository({
+      async spendSince(projectId) {
+        const costs = rows.filter((row) => row.project_id === projectId);
+        return costs.reduce((sum, row) => sum + (row.cost_usd ?? 0), 0);
+      },
+    });
+    const now = new Date("2026-11-15T00:00:00.000Z");
+    const guard = createSpendGuard({ usage, now: () => now, maxProjects: 100 });
+    // An outage: 150 projects' calls recorded, none of their rows written.
+    for (let index = 0; index < 150; index++) guard.add(`p${index}`, 1);
+    expect(guard.projects()).toBe(150);
+    // It ends: the first 120 rows are written, the last 30 are still queued.
+    const written = Array.from({ length: 120 }, (_, index) =>
+      usageRow(`r${index}`, { project_id: `p${index}`, cost_usd: 1, created_at: now.toISOString() }),
+    );
+    rows.push(...written);
+    guard.written(written);
+    for (let index = 0; index < 60; index++) guard.add(`q${index}`, 0.5);
+    expect(guard.projects()).toBe(100);
+    // Each cost still counts: the written ones read back, the queued ones held here.
+    for (let index = 0; index < 150; index++) expect(await guard.monthToDate(`p${index}`)).toBe(1);
   });
 
   it("counts costs recorded before the project's first check (a cap set while its rows are queued)", async () => {

@@ -97,6 +97,43 @@ describe("a log that cannot be written", () => {
     }
   }, 40_000);
 
+  // The log's own writes dropped their lines, but Node's streams for stdout and stderr, which a
+  // dependency's console.warn or a Node warning writes to, made the refused write an uncaught
+  // exception: the gateway died on the first such line after its parent closed the pipes.
+  it("keeps serving when what a dependency prints goes to stdout and stderr pipes their reader closed", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "sluice-printed-"));
+    const printed = join(dir, "printed");
+    const gateway = await spawnGateway({
+      imports: ["./test/support/print-on-signal.ts"],
+      env: {
+        SLUICE_TEST_PRINTED: printed,
+        SLUICE_PROVIDER_A_BASE_URL: `${fake.url}/a/v1`,
+        SLUICE_SHUTDOWN_TIMEOUT_MS: String(shutdownTimeoutMs),
+      },
+    });
+    try {
+      gateway.child.stdout?.destroy();
+      gateway.child.stderr?.destroy();
+      const project = await gateway.createProject();
+      gateway.child.kill("SIGUSR2");
+      while (!existsSync(printed)) await new Promise((resolve) => setTimeout(resolve, 20));
+      for (let call = 0; call < 5; call++) {
+        const response = await proxiedChat(gateway.url, project, {
+          body: { model: "gpt-4o-mini", messages: [{ role: "user", content: "hi" }] },
+        });
+        expect(response.status).toBe(200);
+        await response.arrayBuffer();
+        gateway.child.kill("SIGUSR2");
+      }
+      expect((await fetch(`${gateway.url}/health`)).status).toBe(200);
+      gateway.child.kill("SIGTERM");
+      expect(await gateway.exit).toEqual({ code: 0, signal: null });
+    } finally {
+      await gateway.remove();
+      rmSync(dir, { recursive: true, force: true });
+    }
+  }, 40_000);
+
   it("exits on SIGTERM within its shutdown time when stdout is a pipe nobody reads (a blocking pipe, full)", async () => {
     // A named pipe, opened as a shell pipeline's is (`sluice | reader`): the gateway's end blocking
     // and write-only, the reader's end held open here and never read, so the pipe fills (64 KiB).
