@@ -37,6 +37,11 @@ export function createLocalVault(options: {
         throw error;
       }
     },
+    async remove(path) {
+      await unlink(fileOf(path)).catch((error: NodeJS.ErrnoException) => {
+        if (error.code !== "ENOENT") throw error;
+      });
+    },
     signedUrl: (path, ttlSeconds) => options.signer.sign(options.publicUrl(), path, ttlSeconds),
     /**
      * The file's bytes, or null when there is no such file (ENOENT; ENOTDIR: a part of its path is a

@@ -37,6 +37,17 @@ export function createS3Vault(options: S3VaultOptions): VaultStore {
       if (response.statusCode >= 300)
         throw new Error(`the vault's object store answered ${response.statusCode}`);
     },
+    async remove(path, signal) {
+      if (!isSafeVaultPath(path)) throw new Error("unsafe vault path");
+      const response = await request(presignS3Url(options, "DELETE", path, 300, now()), {
+        method: "DELETE",
+        signal,
+      });
+      await response.body.dump();
+      // S3 answers 204 whether or not the object was there; other stores may say 404.
+      if (response.statusCode >= 300 && response.statusCode !== 404)
+        throw new Error(`the vault's object store answered ${response.statusCode}`);
+    },
     signedUrl: (path, ttlSeconds) => presignS3Url(options, "GET", path, ttlSeconds, now()),
   };
 }

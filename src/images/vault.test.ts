@@ -166,6 +166,20 @@ describe("local vault", () => {
     expect(existsSync(join(directory, "t/generated-images/p/2026/01/01/big.png"))).toBe(false);
   });
 
+  it("removes a stored file, and takes one already gone as removed", async () => {
+    const vault = createLocalVault({
+      directory,
+      publicUrl: () => "http://x",
+      signer: createUrlSigner(randomBytes(32)),
+    });
+    const path = "t/generated-images/p/2026/01/01/discarded.png";
+    await vault.put(path, randomBytes(8), "image/png");
+    await vault.remove(path);
+    expect(existsSync(join(directory, path))).toBe(false);
+    await expect(vault.remove(path)).resolves.toBeUndefined();
+    await expect(vault.remove("../escape/x.png")).rejects.toThrow("unsafe vault path");
+  });
+
   it("never removes a file it did not write", async () => {
     const vault = createLocalVault({
       directory,
