@@ -17,6 +17,9 @@ interface StoreRequest {
   query: URLSearchParams;
 }
 
+/** S3's error codes for these statuses (a bad access key id, a store shedding load). */
+const s3Codes: Record<number, string> = { 403: "InvalidAccessKeyId", 500: "InternalError", 503: "SlowDown" };
+
 const secretAccessKey = "s3-secret-wJalrXUtnFEMI-K7MDENG-never-shown";
 
 describe("image generation with an S3 vault that refuses the upload", () => {
@@ -44,9 +47,7 @@ describe("image generation with an S3 vault that refuses the upload", () => {
         // An S3 error body, as the store sends it.
         response.writeHead(status, { "content-type": "application/xml" });
         response.end(
-          status >= 300
-            ? `<Error><Code>${status === 403 ? "InvalidAccessKeyId" : "InternalError"}</Code></Error>`
-            : "",
+          status >= 300 ? `<Error><Code>${s3Codes[status] ?? "InternalError"}</Code></Error>` : "",
         );
       });
     });
@@ -109,6 +110,19 @@ describe("image generation with an S3 vault that refuses the upload", () => {
         error_code: "SERVICE_UNAVAILABLE",
         model: "imagen-4.0-generate-001",
         cost_usd: 0.04,
+      });
+      // The operator learns what the store said: its status and its own error code.
+      const logged = sluice.logs.map((line) => JSON.parse(line) as Record<string, unknown>);
+      expect(
+        logged.find(
+          (line) =>
+            line.msg === "vault call failed" && line.requestId === response.headers.get("x-request-id"),
+        ),
+      ).toMatchObject({
+        level: "warn",
+        dependency: "vault",
+        code: s3Codes[status],
+        cause: `the vault's object store answered ${status} (${s3Codes[status]})`,
       });
       // Neither the secret key nor a presigned URL's signature reaches the client or the log.
       const signatures = seen.map((request) => request.query.get("X-Amz-Signature") as string);
