@@ -1,10 +1,12 @@
 import { describe, expect, it } from "vitest";
+import { providerC } from "../../test/fakes/fake-upstream-responses.js";
 import { GatewayError } from "../errors.js";
 import { createAiSdkModels } from "../providers/ai-sdk-provider.js";
 import type { ProviderId } from "../providers/provider-id.js";
 import type { Project } from "../storage/project-repository.js";
 import { generateImages } from "./generate-image.js";
 import type { ImageRequest } from "./image-request.js";
+import type { VaultStore } from "./vault-store.js";
 
 describe("image generation failures", () => {
   // Requests built directly, past parseImageRequest's checks, reach the AI SDK's own option schemas
@@ -31,7 +33,7 @@ describe("image generation failures", () => {
       });
       const deps = {
         models,
-        vault: { put: async () => {}, signedUrl: () => "" },
+        vault: { put: async () => {}, remove: async () => {}, signedUrl: () => "" },
         vaultUrlTtlSeconds: 60,
         vaultTimeoutMs: 5000,
         timeoutMs: 5000,
@@ -46,4 +48,54 @@ describe("image generation failures", () => {
       expect(upstreamCalls).toBe(0);
     },
   );
+});
+
+describe("image generation with a vault that stores late", () => {
+  it("deletes an image whose store finished after its deadline, as the 503 never named it", async () => {
+    const models = createAiSdkModels({
+      baseUrls: {
+        "provider-a": "http://upstream.test/v1",
+        "provider-b": "http://upstream.test/v1",
+        "provider-c": "http://upstream.test/v1beta",
+      },
+      providerBVersion: "2023-06-01",
+      clientIdentifier: "sluice-test",
+      fetch: async () => Response.json(providerC.predictions(1)),
+    });
+    // A store that takes no notice of the deadline's signal: it finishes when the test says.
+    let finish = () => {};
+    const removed: string[] = [];
+    let wasRemoved = () => {};
+    const vault: VaultStore = {
+      put: () => new Promise<void>((resolve) => (finish = resolve)),
+      remove: async (path) => {
+        removed.push(path);
+        wasRemoved();
+      },
+      signedUrl: () => "",
+    };
+    const deps = {
+      models,
+      vault,
+      vaultUrlTtlSeconds: 60,
+      vaultTimeoutMs: 50,
+      timeoutMs: 5000,
+      now: () => new Date(),
+      defaultImageModels: { "provider-a": "gpt-image-1", "provider-c": "imagen-4.0-generate-001" },
+    };
+    const project = { id: "p1", teamId: "team1", saveImagesToVault: true } as Project;
+    const request: ImageRequest = { prompt: "x", n: 1, providerOptions: {}, warnings: [] };
+    const error = await generateImages(
+      deps,
+      { project, provider: "provider-c", providerKey: "k" },
+      request,
+    ).catch((thrown: unknown) => thrown);
+    expect((error as GatewayError).code).toBe("SERVICE_UNAVAILABLE");
+    expect(removed).toEqual([]);
+    const removal = new Promise<void>((resolve) => (wasRemoved = resolve));
+    finish();
+    await removal;
+    expect(removed).toHaveLength(1);
+    expect(removed[0]).toMatch(/^team1\/generated-images\/p1\//);
+  });
 });

@@ -154,8 +154,11 @@ export async function generateImages(
   for (const warning of new Set(generated.warnings.map(describeWarning)))
     if (!warnings.includes(warning)) warnings.push(warning);
   warnings.push(...withheldWarnings(calls, fitted.n, shortfallFiltered));
-  const images = await Promise.all(
-    generated.images.map((image) => storeImage(deps, call.project, asImage(image, call.provider), signal)),
+  const images = await storeImages(
+    deps,
+    call.project,
+    generated.images.map((image) => asImage(image, call.provider)),
+    signal,
   );
   const result: ImageResult = { images };
   if (warnings.length > 0) result.warnings = warnings;
@@ -365,6 +368,36 @@ function asImage(
 }
 
 /**
+ * Stores the images in the vault, each on its own (storeImage). When one cannot be stored the
+ * request fails (503), and those that were stored are deleted: its answer never names them, so
+ * nobody could fetch them, and they would stay in the vault for good.
+ */
+async function storeImages(
+  deps: ImageGenerationDeps,
+  project: Project,
+  images: Array<{ base64: string; uint8Array: Uint8Array; mediaType: string }>,
+  clientSignal?: AbortSignal,
+): Promise<ImageResult["images"]> {
+  const stored = await Promise.allSettled(
+    images.map((image) => storeImage(deps, project, image, clientSignal)),
+  );
+  const failed = stored.find((result) => result.status === "rejected");
+  if (!failed)
+    return stored.map((result) => (result as PromiseFulfilledResult<ImageResult["images"][number]>).value);
+  for (const result of stored)
+    if (result.status === "fulfilled" && result.value.path) discard(deps, result.value.path);
+  throw failed.reason;
+}
+
+/**
+ * Deletes an image stored for a request that failed, within `vaultTimeoutMs`, without waiting for
+ * it: the request's 503 is already why, and a deletion that fails leaves no worse than before.
+ */
+function discard(deps: ImageGenerationDeps, path: string): void {
+  deps.vault.remove(path, AbortSignal.timeout(deps.vaultTimeoutMs)).catch(() => {});
+}
+
+/**
  * Stores one image in the vault within `vaultTimeoutMs`, stopped early when the client leaves
  * (`clientSignal`). A store that does not stop on the signal is no longer waited for either.
  */
@@ -379,20 +412,24 @@ async function storeImage(
   const path = vaultPath(project.teamId, project.id, deps.now(), randomUUID(), image.mediaType);
   const deadline = AbortSignal.timeout(deps.vaultTimeoutMs);
   const signal = clientSignal ? AbortSignal.any([deadline, clientSignal]) : deadline;
-  await untilAborted(deps.vault.put(path, image.uint8Array, image.mediaType, signal), signal).catch(
-    (error: unknown) => {
-      // The vault's store (a directory, an object store) is a dependency that failed, not a bug:
-      // 503, as for the database. The images were generated and are billed (the row records their
-      // cost). A client that left gets no answer; its row says aborted (499).
-      throw new GatewayError(
-        "SERVICE_UNAVAILABLE",
-        deadline.aborted
-          ? `The image vault did not store the generated images within ${deps.vaultTimeoutMs} ms`
-          : "The image vault could not store the generated images",
-        { cause: error, headers: { "retry-after": "5" }, dependency: "vault" },
-      );
-    },
-  );
+  const put = deps.vault.put(path, image.uint8Array, image.mediaType, signal);
+  await untilAborted(put, signal).catch((error: unknown) => {
+    // A store that was not waited for may still finish: the image it keeps is deleted then.
+    put.then(
+      () => discard(deps, path),
+      () => {},
+    );
+    // The vault's store (a directory, an object store) is a dependency that failed, not a bug:
+    // 503, as for the database. The images were generated and are billed (the row records their
+    // cost). A client that left gets no answer; its row says aborted (499).
+    throw new GatewayError(
+      "SERVICE_UNAVAILABLE",
+      deadline.aborted
+        ? `The image vault did not store the generated images within ${deps.vaultTimeoutMs} ms`
+        : "The image vault could not store the generated images",
+      { cause: error, headers: { "retry-after": "5" }, dependency: "vault" },
+    );
+  });
   return {
     base64: image.base64,
     mediaType: image.mediaType,

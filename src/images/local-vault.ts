@@ -1,4 +1,4 @@
-import { mkdir, readFile, writeFile } from "node:fs/promises";
+import { mkdir, open, readFile, unlink } from "node:fs/promises";
 import { dirname, join, resolve, sep } from "node:path";
 import type { UrlSigner } from "./signed-url.js";
 import { isSafeVaultPath, type VaultStore } from "./vault-store.js";
@@ -20,11 +20,27 @@ export function createLocalVault(options: {
     return file;
   };
   return {
-    async put(path, bytes) {
+    async put(path, bytes, _mediaType, signal) {
       const file = fileOf(path);
       // Owner-only, as the rest of the data dir: the images are served through signed URLs only.
       await mkdir(dirname(file), { recursive: true, mode: 0o700 });
-      await writeFile(file, bytes, { flag: "wx", mode: 0o600 });
+      // `wx`: a file already there (EEXIST) is another's and stays. Once this one is created, any
+      // failure (a full disk, the deadline's signal) removes it: a partial image would keep the
+      // disk full and could never be served, as its URL was never answered.
+      const handle = await open(file, "wx", 0o600);
+      try {
+        await handle.writeFile(bytes, signal ? { signal } : {});
+        await handle.close();
+      } catch (error) {
+        await handle.close().catch(() => {});
+        await unlink(file).catch(() => {});
+        throw error;
+      }
+    },
+    async remove(path) {
+      await unlink(fileOf(path)).catch((error: NodeJS.ErrnoException) => {
+        if (error.code !== "ENOENT") throw error;
+      });
     },
     signedUrl: (path, ttlSeconds) => options.signer.sign(options.publicUrl(), path, ttlSeconds),
     /**

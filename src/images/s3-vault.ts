@@ -33,12 +33,47 @@ export function createS3Vault(options: S3VaultOptions): VaultStore {
         // 5-minute header timeout; the signal also covers reading the answer.
         signal,
       });
+      if (response.statusCode >= 300) throw await storeRefusal(response.statusCode, response.body);
       await response.body.dump();
-      if (response.statusCode >= 300)
-        throw new Error(`the vault's object store answered ${response.statusCode}`);
+    },
+    async remove(path, signal) {
+      if (!isSafeVaultPath(path)) throw new Error("unsafe vault path");
+      const response = await request(presignS3Url(options, "DELETE", path, 300, now()), {
+        method: "DELETE",
+        signal,
+      });
+      // S3 answers 204 whether or not the object was there; other stores may say 404.
+      if (response.statusCode >= 300 && response.statusCode !== 404)
+        throw await storeRefusal(response.statusCode, response.body);
+      await response.body.dump();
     },
     signedUrl: (path, ttlSeconds) => presignS3Url(options, "GET", path, ttlSeconds, now()),
   };
+}
+
+/**
+ * The store's refusal, with its own error code (`<Code>` of S3's error body: `InvalidAccessKeyId`,
+ * `SignatureDoesNotMatch`, `RequestTimeTooSkewed`, `SlowDown`…) as the error's code: the operator's
+ * log then tells bad credentials from a skewed clock or a store shedding load, where the status
+ * alone does not, and each code is logged apart. Only the code is read from the body (its first
+ * 4 KiB): S3's other fields name the request, never the secret key, but need not be logged.
+ */
+async function storeRefusal(status: number, body: AsyncIterable<Buffer> & { destroy(): unknown }) {
+  let text = "";
+  try {
+    for await (const chunk of body) {
+      text += chunk.toString("utf8");
+      if (text.length >= 4096) break;
+    }
+  } catch {
+    // An error body cut short says no less than the status.
+  }
+  body.destroy();
+  const code = /<Code>([A-Za-z0-9.]{1,64})<\/Code>/.exec(text)?.[1];
+  return Object.assign(
+    new Error(`the vault's object store answered ${status}${code ? ` (${code})` : ""}`),
+    code ? { code } : {},
+  );
 }
 
 /** A SigV4 presigned URL (AWS S3 docs, "Authenticating Requests: Using Query Parameters"). */

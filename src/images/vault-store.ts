@@ -5,6 +5,11 @@
 export interface VaultStore {
   /** `signal` stops the write (its deadline passed, or the client left); the write then fails. */
   put(path: string, bytes: Uint8Array, mediaType: string, signal?: AbortSignal): Promise<void>;
+  /**
+   * Deletes an object stored for a request that failed after all (its answer never named it); an
+   * object already gone is no failure. `signal` stops the deletion.
+   */
+  remove(path: string, signal?: AbortSignal): Promise<void>;
   /** A URL that fetches the object for `ttlSeconds`, without other credentials. */
   signedUrl(path: string, ttlSeconds: number): string;
 }

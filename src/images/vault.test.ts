@@ -1,7 +1,10 @@
+import { execFile } from "node:child_process";
 import { randomBytes } from "node:crypto";
-import { mkdirSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { promisify } from "node:util";
 import { afterAll, describe, expect, it } from "vitest";
 import { vaultUrlTtlMaxSeconds } from "../config.js";
 import { createLocalVault } from "./local-vault.js";
@@ -136,6 +139,58 @@ describe("local vault", () => {
     await expect(vault.read("t/generated-images/p/2026/01/01/dir.png")).rejects.toMatchObject({
       code: "EISDIR",
     });
+  });
+
+  it("leaves no partial file when the disk fills during a write", {
+    timeout: 20_000,
+  }, async () => {
+    // A full disk, portably: a child whose file size limit (`ulimit -f`, 8 blocks of 512 bytes in
+    // sh) stops the write after its first bytes, as ENOSPC does (Node ignores SIGXFSZ: EFBIG).
+    const script = `
+      const { createLocalVault } = await import(process.argv[1]);
+      const vault = createLocalVault({ directory: process.argv[2], publicUrl: () => "http://x", signer: {} });
+      await vault.put("t/generated-images/p/2026/01/01/big.png", new Uint8Array(65536), "image/png").then(
+        () => console.log("stored"),
+        (error) => console.log(error.code),
+      );`;
+    const module = fileURLToPath(new URL("./local-vault.ts", import.meta.url));
+    const { stdout } = await promisify(execFile)("sh", [
+      "-c",
+      'ulimit -f 8 && exec "$0" --import tsx --input-type=module -e "$1" "$2" "$3"',
+      process.execPath,
+      script,
+      module,
+      directory,
+    ]);
+    expect(stdout.trim()).toBe("EFBIG");
+    expect(existsSync(join(directory, "t/generated-images/p/2026/01/01/big.png"))).toBe(false);
+  });
+
+  it("removes a stored file, and takes one already gone as removed", async () => {
+    const vault = createLocalVault({
+      directory,
+      publicUrl: () => "http://x",
+      signer: createUrlSigner(randomBytes(32)),
+    });
+    const path = "t/generated-images/p/2026/01/01/discarded.png";
+    await vault.put(path, randomBytes(8), "image/png");
+    await vault.remove(path);
+    expect(existsSync(join(directory, path))).toBe(false);
+    await expect(vault.remove(path)).resolves.toBeUndefined();
+    await expect(vault.remove("../escape/x.png")).rejects.toThrow("unsafe vault path");
+  });
+
+  it("never removes a file it did not write", async () => {
+    const vault = createLocalVault({
+      directory,
+      publicUrl: () => "http://x",
+      signer: createUrlSigner(randomBytes(32)),
+    });
+    const path = "t/generated-images/p/2026/01/01/taken.png";
+    mkdirSync(join(directory, "t/generated-images/p/2026/01/01"), { recursive: true });
+    writeFileSync(join(directory, path), "someone else's");
+    await expect(vault.put(path, randomBytes(8), "image/png")).rejects.toMatchObject({ code: "EEXIST" });
+    expect(readFileSync(join(directory, path), "utf8")).toBe("someone else's");
   });
 
   it("stores a file for a team id with a leading _ or -", async () => {
