@@ -159,10 +159,19 @@ export function createSpendGuard(deps: { usage: UsageRepository; now: () => Date
       }
       return entry.base + entry.unread;
     },
-    /** Adds the cost of a usage row just recorded on this instance (and not yet written). */
-    add(projectId: string, usd: number | null): void {
+    /**
+     * Adds the cost of a usage row just recorded on this instance (and not yet written), to the
+     * month of its `created_at` (now when not given). The row's own time, not a second reading of
+     * the clock: a row stamped at a month's last millisecond and counted in the next month would
+     * never be read back from that month, and its cost would count there for good. A row of a
+     * month this project's figures have already left counts in none.
+     */
+    add(projectId: string, usd: number | null, createdAt?: string): void {
       if (!usd) return;
-      monthOf(projectId, deps.now()).unread += usd;
+      const at = createdAt === undefined ? deps.now() : new Date(createdAt);
+      const held = cache.get(projectId);
+      if (held && at.getTime() < held.from) return;
+      monthOf(projectId, at).unread += usd;
     },
     /**
      * Usage rows now in the database (the usage recorder's `onWritten`): the next read counts
