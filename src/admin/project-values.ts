@@ -98,7 +98,7 @@ export function usageReportWindow(
   parameterName: (field: string) => string,
 ): { from: Date; to: Date } {
   const to = query.to ? usageReportEnd(query.to) : now;
-  const from = query.from ? new Date(query.from) : new Date(to.getTime() - 30 * 86_400_000);
+  const from = query.from ? instantOf(query.from) : new Date(to.getTime() - 30 * 86_400_000);
   if (!(from < to)) {
     // A `to` left out is now, which the caller did not write: the refusal says what it was.
     const defaulted = query.to ? "" : `, which is now (${now.toISOString()}) when not given`;
@@ -111,12 +111,24 @@ export function usageReportWindow(
 }
 
 /**
+ * The instant or date `text` names, to the millisecond a row's time has, rounded up: `Date` cuts
+ * what is finer (microseconds, as Python's `isoformat` writes them), so a `from` of 00:00:00.0005
+ * would take in the row of 00:00:00.000, before it, and a `to` (exclusive) would leave that row
+ * out. Rounded up, each end holds exactly the rows that the instant as written does.
+ */
+function instantOf(text: string): Date {
+  const date = new Date(text);
+  const finer = /\.\d{3}(\d+)/.exec(text)?.[1];
+  return finer && /[1-9]/.test(finer) ? new Date(date.getTime() + 1) : date;
+}
+
+/**
  * Rows are compared as ISO text, so the end stays within four-digit years: the day after 9999-12-31
  * would be `+010000-01-01…`, which sorts before every row and would empty the report.
  */
 const lastInstant = new Date("9999-12-31T23:59:59.999Z");
 function usageReportEnd(to: string): Date {
-  const end = new Date(to);
+  const end = instantOf(to);
   if (/^\d{4}-\d{2}-\d{2}$/.test(to)) end.setUTCDate(end.getUTCDate() + 1);
   return end > lastInstant ? lastInstant : end;
 }

@@ -11,6 +11,7 @@ import {
   decodedDeviceToken,
   isWellFormedDeviceToken,
 } from "./device-check-client.js";
+import { deviceCheckJwtMaxAgeMs } from "./device-check-jwt.js";
 import { deviceTokenDigest } from "./device-token-cache.js";
 
 const teamId = "TEAM123456";
@@ -278,6 +279,39 @@ describe("failures before or around the call", () => {
     const [first, second] = production.calls;
     expect(second?.jwtClaims).toEqual(first?.jwtClaims);
     expect(second?.timestamp).toBe(now);
+  });
+});
+
+describe("the DeviceCheck JWT over time", () => {
+  it("is reused up to 40 minutes, renewed from then, and renewed after hours idle, within Apple's hour", async () => {
+    let now = Date.UTC(2026, 10, 30, 23, 59, 59, 999);
+    // Apple, on the same clock: it refuses an iat over an hour old or in the future.
+    const apple = await startFakeApple({
+      publicKeys: new Map([[keyId, { teamId, publicKeyPem: keys.publicKeyPem }]]),
+      validTokens: [validToken],
+      clock: () => now,
+    });
+    try {
+      const sluice = client({ productionUrl: apple.url, clock: () => now });
+      const start = now;
+      const iats = async (at: number) => {
+        now = at;
+        expect(await sluice.validate(input("production", validToken))).toEqual({ kind: "valid" });
+        return apple.calls.at(-1)?.jwtClaims?.iat;
+      };
+      const first = await iats(start);
+      // Minted at a second's last millisecond: iat is that second, 999 ms older than the mint.
+      expect(first).toBe(Math.floor(start / 1000));
+      expect(await iats(start + deviceCheckJwtMaxAgeMs - 1)).toBe(first);
+      const renewed = await iats(start + deviceCheckJwtMaxAgeMs);
+      expect(renewed).toBe(Math.floor((start + deviceCheckJwtMaxAgeMs) / 1000));
+      // Idle five hours: the token held is far past Apple's hour, and a new one is minted.
+      const later = start + deviceCheckJwtMaxAgeMs + 5 * 3_600_000;
+      expect(await iats(later)).toBe(Math.floor(later / 1000));
+      expect(apple.calls.map((call) => call.status)).toEqual([200, 200, 200, 200]);
+    } finally {
+      await apple.close();
+    }
   });
 });
 

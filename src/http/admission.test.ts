@@ -1,12 +1,13 @@
 import type { IncomingMessage, ServerResponse } from "node:http";
 import { describe, expect, it, vi } from "vitest";
+import { fakeUsageRepository } from "../../test/support/fake-usage-repository.js";
 import type { AuthResult } from "../auth/authenticate.js";
 import { GatewayError } from "../errors.js";
 import { createMetrics } from "../observability/metrics.js";
 import type { LimitRequest, RateLimitDecision, RateLimiter } from "../rate-limit/rate-limiter.js";
 import type { Project } from "../storage/project-repository.js";
 import type { UsageRecord } from "../storage/usage-repository.js";
-import type { SpendGuard } from "../usage/spend-guard.js";
+import { createSpendGuard, type SpendGuard } from "../usage/spend-guard.js";
 import type { UsageRecorder } from "../usage/usage-recorder.js";
 import { type AdmittedCall, type CallReport, createAdmission } from "./admission.js";
 import type { RequestContext } from "./router.js";
@@ -133,6 +134,61 @@ describe("admission", () => {
     // Each request its own: another request's wait, begun or spent, is not this one's.
     expect(waits[3]).toBe(waits[2]);
     expect(waits[2]).not.toBe(waits[0]);
+  });
+
+  // The row's time and the guard's month were read from the clock apart: a call that finished at
+  // November's last millisecond, its row November's, counted in December's figure instead, and as
+  // its row never comes back in a December read, the project was refused all December for it.
+  it("counts a call's cost in its row's month, though the month turns while its row is recorded", async () => {
+    const project = {
+      id: "prj_1",
+      createdAt: "2026-11-01T00:00:00.000Z",
+      rateLimits: { perMinute: null, devicePerMinute: null },
+      monthlySpendCapUsd: 1,
+    };
+    let clock = new Date("2026-11-30T23:59:59.999Z");
+    const stored: UsageRecord[] = [];
+    const spend = createSpendGuard({
+      usage: fakeUsageRepository({
+        spendSince: async (projectId, from) =>
+          stored
+            .filter((row) => row.project_id === projectId && row.created_at >= from)
+            .reduce((sum, row) => sum + (row.cost_usd ?? 0), 0),
+      }),
+      now: () => clock,
+    });
+    const admit = createAdmission({
+      authenticate: authenticatedAs(project),
+      limiter: { consumeAll: () => [] } as unknown as RateLimiter,
+      spend,
+      recorder: {
+        record: (row: UsageRecord) => {
+          stored.push(row);
+          // Midnight passes between the row's timestamp and what follows it.
+          clock = new Date("2026-12-01T00:00:00.000Z");
+        },
+      } as unknown as UsageRecorder,
+      metrics: createMetrics({ collectDefaults: false }),
+      now: () => clock,
+      defaults: { projectPerMinute: 60, devicePerMinute: 60, ipPerMinute: 60 },
+    });
+    const options = { endpoint: "text", projectId: "prj_1", provider: "provider-a" } as const;
+    const call = (await admit(requestContext(), options)) as AdmittedCall;
+    call.finish({
+      status: 200,
+      outcome: "ok",
+      provider: "provider-a",
+      model: "gpt-4o",
+      usage: { inputTokens: 1_000_000, outputTokens: 1_000_000, cachedInputTokens: 0, reasoningTokens: 0 },
+      costUsd: 12.5,
+      streamed: false,
+      timeToFirstByteMs: 1,
+      errorCode: null,
+    });
+    expect(stored.map((row) => row.created_at)).toEqual(["2026-11-30T23:59:59.999Z"]);
+    spend.written(stored);
+    // December's first request: nothing spent this month.
+    await expect(admit(requestContext({ requestId: "req_2" }), options)).resolves.toBeDefined();
   });
 
   it("writes no usage row for a request the failed-authentication throttle refused (429)", async () => {
@@ -420,7 +476,7 @@ describe("admission", () => {
         created_at: "2026-11-23T12:00:00.000Z",
         requests: 1,
       });
-      expect(spend.add.mock.calls).toEqual([["prj_1", 0.25]]);
+      expect(spend.add.mock.calls).toEqual([["prj_1", 0.25, new Date("2026-11-23T12:00:00.000Z")]]);
       expect(inputTokensCounted()).toEqual([["provider-a", "input", 11]]);
     });
 

@@ -176,6 +176,7 @@ export function createAdmission(deps: AdmissionDeps) {
     provider: ProviderId,
     run: BackgroundRunReport,
   ): void {
+    const now = deps.now();
     deps.recorder.record({
       request_id: run.rowId,
       project_id: base.projectId,
@@ -197,11 +198,11 @@ export function createAdmission(deps: AdmissionDeps) {
       outcome: "ok",
       auth_method: base.method,
       client_ip: context.clientIp,
-      created_at: isoTimestamp(deps.now()),
+      created_at: isoTimestamp(now),
       requests: 1,
     });
     countUsage(provider, run.usage, run.costUsd);
-    if (run.costUsd) deps.spend.add(base.projectId, run.costUsd);
+    if (run.costUsd) deps.spend.add(base.projectId, run.costUsd, now);
   }
 
   function admitAuthenticated(
@@ -222,6 +223,8 @@ export function createAdmission(deps: AdmissionDeps) {
       written = true;
       if (counted) unrecorded--;
       const latencyMs = performance.now() - context.startedAt;
+      // One reading of the clock for the row and the spend guard: the cost counts in the row's month.
+      const now = deps.now();
       deps.recorder.record(
         {
           request_id: context.requestId,
@@ -244,13 +247,13 @@ export function createAdmission(deps: AdmissionDeps) {
           outcome: report.outcome,
           auth_method: base.method,
           client_ip: context.clientIp,
-          created_at: isoTimestamp(deps.now()),
+          created_at: isoTimestamp(now),
           requests: 1,
         },
         kind,
       );
       if (report.provider) countUsage(report.provider, report.usage ?? null, report.costUsd);
-      if (report.costUsd) deps.spend.add(base.projectId, report.costUsd);
+      if (report.costUsd) deps.spend.add(base.projectId, report.costUsd, now);
       const run = report.backgroundRun;
       if (run && report.provider && recordedRuns.add(run.rowId))
         recordRun(context, options, base, report.provider, run);

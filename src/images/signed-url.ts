@@ -3,13 +3,17 @@ import { createHmac, timingSafeEqual } from "node:crypto";
 /**
  * HMAC-SHA256 signed, expiring URLs for the local vault:
  * `<base>/v1/vault/<path>?expires=<unix seconds>&signature=<base64url hmac(path \n expires)>`.
+ * A URL is good through the millisecond its expiry names, and refused from the next.
  */
 export function createUrlSigner(key: Buffer, now: () => number = Date.now) {
   const sign = (path: string, expires: number) =>
     createHmac("sha256", key).update(`${path}\n${expires}`).digest("base64url");
   return {
     sign(baseUrl: string, path: string, ttlSeconds: number): string {
-      const expires = Math.floor(now() / 1000) + ttlSeconds;
+      // Rounded up to the second it names: the URL lives its TTL at least, a second more at most.
+      // Rounded down, one signed late in a second lived up to a second less (with a TTL of 1, a
+      // millisecond).
+      const expires = Math.ceil(now() / 1000) + ttlSeconds;
       return `${baseUrl.replace(/\/+$/, "")}/v1/vault/${path}?expires=${expires}&signature=${sign(path, expires)}`;
     },
     /** "ok", or why the URL is refused. */

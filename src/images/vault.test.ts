@@ -71,6 +71,29 @@ describe("signed URLs", () => {
     expect(signer.verify("t/generated-images/p/2026/01/01/x.png", expires, signature)).toBe("expired");
   });
 
+  // The expiry is whole seconds: rounded down, a URL signed late in a second lived up to a second
+  // less than SLUICE_VAULT_URL_TTL_SECONDS, and with the shortest (1) could expire a millisecond on.
+  it("live at least their TTL, however late in a second they are signed, and expire a millisecond after their expiry", () => {
+    for (const signedAt of [1_000_000_000_000, 1_000_000_000_001, 1_000_000_000_999]) {
+      for (const ttlSeconds of [1, 60]) {
+        let clock = signedAt;
+        const signer = createUrlSigner(randomBytes(32), () => clock);
+        const url = new URL(signer.sign("http://sluice.test", "t/x.png", ttlSeconds));
+        const expires = url.searchParams.get("expires");
+        const verify = () => signer.verify("t/x.png", expires, url.searchParams.get("signature"));
+        clock = signedAt + ttlSeconds * 1000;
+        expect(verify(), `${signedAt} + ${ttlSeconds} s`).toBe("ok");
+        // Good through the second its expiry names, refused from the millisecond after.
+        clock = Number(expires) * 1000;
+        expect(verify()).toBe("ok");
+        clock += 1;
+        expect(verify()).toBe("expired");
+        // Never more than a second beyond the TTL.
+        expect(Number(expires) * 1000 - signedAt).toBeLessThan((ttlSeconds + 1) * 1000);
+      }
+    }
+  });
+
   it("verify when signed for the longest SLUICE_VAULT_URL_TTL_SECONDS, far in the future", () => {
     const signer = createUrlSigner(randomBytes(32), () => Date.UTC(2099, 0, 1));
     const url = new URL(signer.sign("http://sluice.test", "t/x.png", vaultUrlTtlMaxSeconds));

@@ -147,6 +147,15 @@ for (const engine of storageEngines) {
       expect((await keys.listTestKeys("p1")).map((key) => key.id)).toEqual(["behind", "ahead2"]);
     });
 
+    it("keeps the newest two test keys when rotations are stamped in the same millisecond", async () => {
+      const keys = createKeyRepository(database.db);
+      for (const key of await keys.listTestKeys("p1")) await keys.deleteTestKey("p1", key.id);
+      // Ids that sort against the order of issue: the one kept must be the later issued, not the larger id.
+      for (const id of ["z1", "y2", "x3"])
+        await keys.addTestKey({ id, projectId: "p1", digest: id, createdAt: "2026-11-05T00:00:00.000Z" }, 2);
+      expect((await keys.listTestKeys("p1")).map((key) => key.id)).toEqual(["x3", "y2"]);
+    });
+
     it("writes usage batches without duplicating a request id and reports by day, model and endpoint", async () => {
       const records = createUsageRepository(database.db, database.sqlite);
       const batch = [

@@ -221,10 +221,19 @@ export function createSpendGuard(deps: {
       }
       return entry.base + entry.unread;
     },
-    /** Adds the cost of a usage row just recorded on this instance (and not yet written). */
-    add(projectId: string, usd: number | null): void {
+    /**
+     * Adds the cost of a usage row just recorded on this instance (and not yet written), to the
+     * month of its `created_at` (`recordedAt`; now when not given). The row's own time, not a
+     * second reading of the clock: a row stamped at a month's last millisecond and counted in the
+     * next month would never be read back from that month, and its cost would count there for
+     * good. A row of a month this project's figures have already left counts in none.
+     */
+    add(projectId: string, usd: number | null, recordedAt?: Date): void {
       if (!usd) return;
-      const entry = monthOf(projectId, deps.now());
+      const at = recordedAt ?? deps.now();
+      const held = cache.get(projectId);
+      if (held && at.getTime() < held.from) return;
+      const entry = monthOf(projectId, at);
       entry.unread += usd;
       relist(entry);
     },

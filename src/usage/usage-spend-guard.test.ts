@@ -186,6 +186,17 @@ describe("spend guard", () => {
     expect(await guard.monthToDate("p1")).toBe(3);
   });
 
+  it("counts a cost in its row's month: one stamped in a month left behind changes nothing in the new one", async () => {
+    let now = new Date("2026-12-01T00:00:00.002Z");
+    const guard = createSpendGuard({ usage: fakeUsageRepository(), now: () => now });
+    expect(await guard.monthToDate("p1")).toBe(0);
+    guard.add("p1", 2, new Date("2026-12-01T00:00:00.001Z"));
+    // A row stamped before the turn (a clock stepped back, say) reaches the guard after December's.
+    guard.add("p1", 5, new Date("2026-11-30T23:59:59.999Z"));
+    now = new Date("2026-12-01T00:00:00.003Z");
+    expect(await guard.monthToDate("p1")).toBe(2);
+  });
+
   // Each project's figures were kept for good: an instance serving many projects over its life
   // (deleted ones too) held one entry for every project that ever made a priced call on it.
   it("holds a bounded number of projects' figures, but never drops a cost not yet written", async () => {

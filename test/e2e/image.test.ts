@@ -866,8 +866,8 @@ describe("image generation", () => {
 
   it("stores images in the vault with a signed URL that serves the same bytes until it expires", async () => {
     // The clock stands still at a whole second while the URLs are signed and fetched, then moves
-    // past their expiry: on a slow machine a URL of 2 s (1 s when signed late in a second) could
-    // expire before it is fetched, and waiting out its life took 3 s.
+    // past their expiry: on a slow machine a URL of 2 s could expire before it is fetched, and
+    // waiting out its life took 3 s.
     const signedAt = new Date(Math.floor(Date.now() / 1000) * 1000);
     stoppedAt = signedAt;
     try {

@@ -1,0 +1,73 @@
+import { afterAll, afterEach, describe, expect, it, vi } from "vitest";
+// In CI (CI=true) an unreachable Redis makes this import throw, so the suite fails instead of skipping.
+import { redisAvailable, redisTestSpace } from "../../test/support/services.js";
+import { createRateLimiter, type RateLimiter } from "./rate-limiter.js";
+
+const { nextPrefix, readyClient, cleanup } = redisTestSpace("rl-boundary");
+
+afterAll(cleanup);
+afterEach(() => {
+  vi.useRealTimers();
+});
+
+async function consume(limiter: RateLimiter, key: string, limit: number) {
+  const [decision] = await limiter.consumeAll([{ name: "project", key, limit }]);
+  if (!decision) throw new Error("consumeAll gave no decision");
+  return decision;
+}
+
+/**
+ * The documented algorithm (docs/api.md, "Limits"): fixed windows of a minute, each opened by a
+ * key's first admitted request. Across the end of one window and the start of the next a key gets
+ * its limit twice, and never more than its limit within one window.
+ */
+describe("rate limit windows at their boundary", () => {
+  it("in memory: refuses up to the window's last millisecond, and opens a whole new window at its end", async () => {
+    vi.useFakeTimers({ toFake: ["Date"] });
+    const opened = Date.UTC(2026, 10, 30, 23, 59, 30, 500);
+    vi.setSystemTime(opened);
+    const limiter = createRateLimiter();
+    try {
+      for (let index = 0; index < 3; index++) expect((await consume(limiter, "p", 3)).allowed).toBe(true);
+      vi.setSystemTime(opened + 59_999);
+      expect(await consume(limiter, "p", 3)).toMatchObject({ allowed: false, resetSeconds: 1 });
+      // Not aligned to the clock: the minute turning (23:59:59.999 to 00:00) opened nothing.
+      vi.setSystemTime(opened + 60_000);
+      const first = await consume(limiter, "p", 3);
+      expect(first).toMatchObject({ allowed: true, remaining: 2, resetSeconds: 60 });
+      expect((await consume(limiter, "p", 3)).allowed).toBe(true);
+      expect((await consume(limiter, "p", 3)).allowed).toBe(true);
+      vi.setSystemTime(opened + 119_999);
+      expect(await consume(limiter, "p", 3)).toMatchObject({ allowed: false, resetSeconds: 1 });
+      vi.setSystemTime(opened + 120_000);
+      expect((await consume(limiter, "p", 3)).allowed).toBe(true);
+    } finally {
+      await limiter.close();
+    }
+  });
+
+  it.skipIf(!redisAvailable)(
+    "on Redis: a window refuses until its key expires, then a new one opens for a whole window",
+    async () => {
+      const keyPrefix = nextPrefix();
+      const redis = await readyClient();
+      const limiter = createRateLimiter({ redis, keyPrefix });
+      const key = `${keyPrefix}:project:60:p`;
+      for (let index = 0; index < 3; index++) expect((await consume(limiter, "p", 3)).allowed).toBe(true);
+      // The window's last moment: Redis's clock cannot be set, so the key is given 1 ms to live.
+      await redis.pexpire(key, 1);
+      const refused = await consume(limiter, "p", 3);
+      expect(refused.allowed).toBe(false);
+      await new Promise((resolve) => setTimeout(resolve, 20));
+      expect(await redis.exists(key)).toBe(0);
+      const first = await consume(limiter, "p", 3);
+      expect(first).toMatchObject({ allowed: true, remaining: 2 });
+      // The new window lasts a whole minute from its first request, not what the old one had left.
+      expect(await redis.pttl(key)).toBeGreaterThan(55_000);
+      expect((await consume(limiter, "p", 3)).allowed).toBe(true);
+      expect((await consume(limiter, "p", 3)).allowed).toBe(true);
+      expect((await consume(limiter, "p", 3)).allowed).toBe(false);
+      expect(limiter.degraded()).toBe(false);
+    },
+  );
+});
