@@ -58,7 +58,8 @@ describe("which endpoints need authentication", () => {
   it.each(required)(
     "answers %s %s 401 without credentials, and with a partial key alone",
     async (method, path, body) => {
-      for (const credentials of [{}, { "x-ai-key": project.partialKeys["provider-a"] }]) {
+      const alone: Record<string, string>[] = [{}, { "x-ai-key": project.partialKeys["provider-a"] }];
+      for (const credentials of alone) {
         const response = await fetch(`${sluice.url}${path.replace("{id}", project.projectId)}`, {
           method,
           headers: { "content-type": "application/json", "x-project-id": project.projectId, ...credentials },
