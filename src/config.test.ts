@@ -163,6 +163,46 @@ describe("loadConfig", () => {
     ]);
   });
 
+  // DESIGN.md's configuration table and its provider base URLs (which include the API version): a
+  // default that drifts from them sends production traffic to the wrong host or path.
+  it("defaults every setting DESIGN.md names to its value there", () => {
+    const config = loadConfig({});
+    expect({
+      port: config.port,
+      host: config.host,
+      dataDir: config.dataDir,
+      databaseUrl: config.databaseUrl,
+      redisUrl: config.redisUrl,
+      adminToken: config.adminToken,
+      providerABaseUrl: config.providerABaseUrl,
+      providerBBaseUrl: config.providerBBaseUrl,
+      providerCBaseUrl: config.providerCBaseUrl,
+      deviceCheckProductionUrl: config.deviceCheckProductionUrl,
+      deviceCheckDevelopmentUrl: config.deviceCheckDevelopmentUrl,
+      providerBVersion: config.providerBVersion,
+      logLevel: config.logLevel,
+      tlsCert: config.tlsCert,
+      tlsKey: config.tlsKey,
+    }).toEqual({
+      port: 8787,
+      host: "127.0.0.1",
+      dataDir: "./data",
+      databaseUrl: undefined,
+      redisUrl: undefined,
+      adminToken: undefined,
+      providerABaseUrl: "https://api.openai.com/v1",
+      providerBBaseUrl: "https://api.anthropic.com/v1",
+      providerCBaseUrl: "https://generativelanguage.googleapis.com/v1beta",
+      deviceCheckProductionUrl: "https://api.devicecheck.apple.com",
+      deviceCheckDevelopmentUrl: "https://api.development.devicecheck.apple.com",
+      providerBVersion: "2023-06-01",
+      logLevel: "info",
+      tlsCert: undefined,
+      tlsKey: undefined,
+    });
+    expect(config.trustProxy ?? []).toEqual([]);
+  });
+
   it("reads an empty value as unset: the default applies", () => {
     const config = loadConfig({ PORT: "", HOST: "", LOG_LEVEL: "" });
     expect(config).toMatchObject({ port: 8787, host: "127.0.0.1", logLevel: "info" });

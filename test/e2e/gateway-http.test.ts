@@ -80,6 +80,38 @@ describe("the gateway over HTTP", () => {
     await expectError(await call("/v1/provider-a/no-such-project/models"), 404, "PROJECT_NOT_FOUND");
   });
 
+  // DESIGN: each provider's own entry fields, which its SDK's Model type declares, on every entry.
+  it("gives every entry the fields of its provider's own model object", async () => {
+    const entries = async (provider: string) => {
+      const body = (await (await call(`/v1/${provider}/models`)).json()) as {
+        data?: Array<Record<string, unknown>>;
+        models?: Array<Record<string, unknown>>;
+      };
+      return body.data ?? body.models ?? [];
+    };
+    for (const entry of await entries("provider-a"))
+      expect(entry).toMatchObject({
+        id: expect.any(String),
+        object: "model",
+        created: expect.any(Number),
+        owned_by: expect.any(String),
+      });
+    for (const entry of await entries("provider-b")) {
+      expect(entry).toMatchObject({
+        id: expect.any(String),
+        type: "model",
+        display_name: expect.any(String),
+        created_at: expect.any(String),
+      });
+      expect(new Date(entry.created_at as string).toISOString()).toBe(entry.created_at);
+    }
+    for (const entry of await entries("provider-c"))
+      expect(entry).toMatchObject({
+        name: expect.stringMatching(/^models\/./),
+        displayName: expect.any(String),
+      });
+  });
+
   it("gives every list entry a name, its pricing (SPEC's per-image table; an unknown price null) and six capability flags", async () => {
     type Entry = Record<string, unknown> & { id?: string; name: string; pricing: Record<string, unknown> };
     const listed = async (provider: string) => {

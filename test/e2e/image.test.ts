@@ -228,6 +228,18 @@ describe("image generation", () => {
     },
   );
 
+  // SPEC Limits: n is at most 20, so 20 itself is taken (21 is refused below).
+  it("generates SPEC's maximum of 20 images in one request", async () => {
+    const response = await generate(c, { prompt: "x", n: 20 });
+    expect(response.status).toBe(200);
+    expect(((await response.json()) as { images: unknown[] }).images).toHaveLength(20);
+    const counts = fake.requests.map(
+      (request) => (request.json as { parameters: { sampleCount: number } }).parameters.sampleCount,
+    );
+    expect(counts.reduce((sum, count) => sum + count, 0)).toBe(20);
+    expect(await rowFor(response)).toMatchObject({ status: 200, cost_usd: 0.8 });
+  });
+
   it("takes a maxImagesPerCall up to what the model takes in one call", async () => {
     const response = await generate(c, { prompt: "x", n: 5, maxImagesPerCall: 4 });
     expect(response.status).toBe(200);

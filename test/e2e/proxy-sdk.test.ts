@@ -6,6 +6,7 @@ import { afterAll, beforeAll, beforeEach, describe, expect, it, vi } from "vites
 import type { FakeUpstream } from "../fakes/fake-upstream.js";
 import { proxiedChat } from "../support/proxied-chat.js";
 import { type ProxyStage, startProxyStage } from "../support/proxy-stage.js";
+import { sendRawHeaders } from "../support/raw-request.js";
 import { googleGenAiV1Client, sdkClients } from "../support/sdk-clients.js";
 import {
   createTestProject,
@@ -545,6 +546,37 @@ describe("proxies driven by the official SDKs", () => {
       expect((await fetch(url, { headers: { "x-api-key": project.bearer("provider-b") } })).status).toBe(405);
     });
 
+    // SPEC: "Provider errors are forwarded" on B's and C's proxies too, status, headers and body.
+    it.each([
+      [
+        "provider-b",
+        "v1/messages",
+        529,
+        { type: "error", error: { type: "overloaded_error", message: "Overloaded" } },
+      ],
+      [
+        "provider-c",
+        "v1beta/models/gemini-2.5-flash:generateContent",
+        400,
+        { error: { code: 400, message: "Invalid JSON payload", status: "INVALID_ARGUMENT" } },
+      ],
+    ] as const)("passes %s's error through unchanged", async (provider, path, status, error) => {
+      fake.enqueueResponse({ status, headers: { "retry-after": "3" }, body: error });
+      const response = await fetch(`${sluice.url}/v1/${provider}/${project.projectId}/${path}`, {
+        method: "POST",
+        headers: { authorization: `Bearer ${project.bearer(provider)}`, "content-type": "application/json" },
+        body: "{}",
+      });
+      expect(response.status).toBe(status);
+      expect(response.headers.get("retry-after")).toBe("3");
+      expect(await response.json()).toEqual(error);
+      expect(await rowFor(response.headers.get("x-request-id"))).toMatchObject({
+        status,
+        outcome: "error",
+        error_code: null,
+      });
+    });
+
     it("authenticates before it looks at the body's type, as the other routes do: 401 without credentials, 404 for an unknown project", async () => {
       const textBody = { method: "POST", headers: { "content-type": "text/plain" }, body: "hi" };
       const anonymous = await fetch(`${sluice.url}/v1/provider-b/${project.projectId}/messages`, textBody);
@@ -567,6 +599,26 @@ describe("proxies driven by the official SDKs", () => {
       expect(upstream.path).toBe("/c/v1/models/gemini-2.5-flash:generateContent");
       expect(upstream.headers["x-goog-api-key"]).toBe(project.providerKeys["provider-c"]);
       expect(upstream.headers["x-goog-api-client"]).toMatch(/^sluice\//);
+    });
+
+    // SPEC: provider C's proxy requires `Content-Type: application/json`, as provider B's does.
+    it("refuses a body that is not JSON, or has no content type, with 415 and never calls upstream", async () => {
+      const url = `${sluice.url}/v1/provider-c/${project.projectId}/v1beta/models/gemini-2.5-flash:generateContent`;
+      const body = JSON.stringify({ contents: [{ parts: [{ text: "Hi" }] }] });
+      const text = await fetch(url, {
+        method: "POST",
+        headers: { "x-goog-api-key": project.bearer("provider-c"), "content-type": "text/plain" },
+        body,
+      });
+      expect(text.status).toBe(415);
+      expect(((await text.json()) as { error: { code: string } }).error.code).toBe("UNSUPPORTED_MEDIA_TYPE");
+      const untyped = await sendRawHeaders(
+        url,
+        { "x-goog-api-key": project.bearer("provider-c"), "content-length": String(body.length) },
+        body,
+      );
+      expect(untyped.status).toBe(415);
+      expect(fake.requests).toHaveLength(0);
     });
 
     it("serves @google/genai 1.x, still the most used, on its default v1beta API: generateContent, its stream and interactions", async () => {

@@ -1076,6 +1076,33 @@ describe("structured analysis", () => {
     expect(fake.requests).toHaveLength(0);
   });
 
+  // SPEC /v1/pdf: "Needs a multimodal model. The service selects a suitable model from the project's
+  // provider." A project's custom model that cannot read the input is not sent it.
+  it("analyses a PDF with the provider's PDF model when the project's model cannot read PDFs, and keeps it elsewhere", async () => {
+    const b = await createTestProject(sluice.gateway, {
+      provider: "provider-b",
+      outputSchema: schema,
+      model: "claude-3-5-haiku-latest",
+    });
+    const sentModel = async (kind: string, body: unknown, project: TestProject, provider: ProviderId) => {
+      const response = await post(`/v1/${kind}/${project.projectId}`, project, body, {}, provider);
+      expect(response.status, kind).toBe(200);
+      return (fake.last()!.json as { model: string }).model;
+    };
+    expect(await sentModel("pdf", { pdf: pdfDataUrl }, b, "provider-b")).toBe("claude-sonnet-5-5");
+    const image = { image: tinyPng.toString("base64") };
+    expect(await sentModel("vision", image, b, "provider-b")).toBe("claude-3-5-haiku-latest");
+    expect(await sentModel("text", { text: "x" }, b, "provider-b")).toBe("claude-3-5-haiku-latest");
+    // An image model (the project's /v1/image model) reads neither images nor PDFs.
+    const a = await createTestProject(sluice.gateway, {
+      provider: "provider-a",
+      outputSchema: schema,
+      model: "gpt-image-1",
+    });
+    expect(await sentModel("vision", image, a, "provider-a")).toBe("gpt-5.4-mini");
+    expect(await sentModel("pdf", { pdf: pdfDataUrl }, a, "provider-a")).toBe("gpt-5.4-mini");
+  });
+
   it("takes the project id from the path over x-project-id, and 401s without credentials", async () => {
     const a = projects["provider-a"];
     const response = await post(
