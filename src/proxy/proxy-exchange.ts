@@ -12,7 +12,7 @@ import { clientResponseHeaders, hasHeader } from "./header-policy.js";
 import { ImageListScanner, withImageList } from "./image-list-scanner.js";
 import { ImageStreamEvents } from "./image-stream-events.js";
 import { InjectedUsageFilter } from "./injected-usage-filter.js";
-import { ReflectedKeyMask } from "./reflected-key-mask.js";
+import { CompressedKeyMask, ReflectedKeyMask } from "./reflected-key-mask.js";
 import type { RequestFacts } from "./request-facts.js";
 import { createUsageMeter, type UsageMeter } from "./usage-meter.js";
 
@@ -52,7 +52,7 @@ export class ProxyExchange implements Dispatcher.DispatchHandler {
    * Set when the usage chunk Sluice asked for is kept from the client, or when an answer that is not
    * a success may quote the key back; else the body passes as is.
    */
-  private filter: InjectedUsageFilter | ReflectedKeyMask | null = null;
+  private filter: InjectedUsageFilter | ReflectedKeyMask | CompressedKeyMask | null = null;
   private abortUpstream: ((reason: Error) => void) | null = null;
   private resumeUpstream: (() => void) | null = null;
   private sentAt = 0;
@@ -205,9 +205,18 @@ export class ProxyExchange implements Dispatcher.DispatchHandler {
       // while the client still gets the provider's bytes and its content-encoding.
       this.meter = head.contentEncoding === "" ? meter : decompressingMeter(meter, head.contentEncoding);
     }
-    // (A compressed body cannot be masked byte for byte; Sluice asks for none: accept-encoding identity.)
     if (statusCode >= 300 && head.contentEncoding === "")
       this.filter = new ReflectedKeyMask(Buffer.from(this.providerKey, "latin1"), this.meter);
+    else if (statusCode >= 300) {
+      // A compressed body cannot be masked byte for byte (Sluice asks for identity, and a provider
+      // compressed anyway): it is held, decoded and masked whole, and the client gets it decoded.
+      this.filter = new CompressedKeyMask(
+        Buffer.from(this.providerKey, "latin1"),
+        head.contentEncoding,
+        this.meter,
+      );
+      this.head = withoutHeaders(head.headers, ["content-encoding", "content-length"]);
+    }
     return true;
   }
 
@@ -303,4 +312,12 @@ function isEventStream(contentType: string): boolean {
     contentType.startsWith(eventStream) ||
     contentType.slice(0, eventStream.length).toLowerCase() === eventStream
   );
+}
+
+/** A flat `[name, value, …]` list (lower-case names) without the `names` headers. */
+function withoutHeaders(flat: readonly string[], names: readonly string[]): string[] {
+  const kept: string[] = [];
+  for (let index = 0; index + 1 < flat.length; index += 2)
+    if (!names.includes(flat[index] as string)) kept.push(flat[index] as string, flat[index + 1] as string);
+  return kept;
 }

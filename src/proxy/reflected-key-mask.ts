@@ -1,3 +1,5 @@
+import { brotliDecompressSync, gunzipSync, inflateRawSync, inflateSync } from "node:zlib";
+import { appliedCodings, contentCodings, type ZlibFormat } from "./content-coding.js";
 import type { DecompressingMeter } from "./decompressing-meter.js";
 import type { UsageMeter } from "./usage-meter.js";
 
@@ -46,4 +48,63 @@ export class ReflectedKeyMask {
 /** A header value with every occurrence of the key replaced (header values have no length to keep). */
 export function maskKeyInHeader(value: string, key: string): string {
   return value.includes(key) ? value.replaceAll(key, "[redacted]") : value;
+}
+
+/**
+ * The most compressed bytes of an error answer held to be decoded and masked, and the most it may
+ * decode to: a provider's error is a few hundred bytes; one past either is not forwarded at all.
+ */
+export const maxCompressedErrorBytes = 1024 * 1024;
+const maxDecodedErrorBytes = 8 * 1024 * 1024;
+
+const wholeDecoders: Record<ZlibFormat, (body: Buffer, options: { maxOutputLength: number }) => Buffer> = {
+  gzip: gunzipSync,
+  deflate: inflateSync,
+  "deflate-raw": inflateRawSync,
+  br: brotliDecompressSync,
+};
+
+/**
+ * `ReflectedKeyMask` for an error answer the provider compressed though Sluice asks for `identity`:
+ * the key is not in the compressed bytes as they are, and the client decodes them. The whole body
+ * is held, decoded at its end (last coding first) and masked, and the client gets it decoded (the
+ * caller drops the content-encoding and content-length). A body in a coding Sluice cannot undo, one
+ * that does not decode, or one past the caps is not forwarded: the client gets the status and
+ * headers with an empty body, never bytes it cannot check. The meter reads the provider's bytes.
+ */
+export class CompressedKeyMask {
+  private held: Buffer[] = [];
+  private heldBytes = 0;
+
+  constructor(
+    private readonly key: Buffer,
+    private readonly contentEncoding: string,
+    private readonly meter: UsageMeter | DecompressingMeter | null,
+  ) {}
+
+  pass(chunk: Buffer): null {
+    this.meter?.push(chunk);
+    this.heldBytes += chunk.length;
+    if (this.heldBytes <= maxCompressedErrorBytes) this.held.push(chunk);
+    else this.held = [];
+    return null;
+  }
+
+  end(): Buffer | null {
+    if (this.heldBytes > maxCompressedErrorBytes || this.heldBytes === 0) return null;
+    let body: Buffer = Buffer.concat(this.held);
+    this.held = [];
+    try {
+      for (const coding of appliedCodings(this.contentEncoding).reverse()) {
+        const format = contentCodings.get(coding.toLowerCase());
+        if (format === undefined) return null;
+        body = wholeDecoders[format(body)](body, { maxOutputLength: maxDecodedErrorBytes });
+      }
+    } catch {
+      return null;
+    }
+    const mask = new ReflectedKeyMask(this.key, null);
+    const parts = [mask.pass(body), mask.end()].filter((part): part is Buffer => part !== null);
+    return parts.length === 0 ? null : Buffer.concat(parts);
+  }
 }

@@ -1,4 +1,5 @@
 import type { IncomingMessage } from "node:http";
+import { brotliCompressSync, deflateSync, gzipSync } from "node:zlib";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { ProviderId } from "../../src/providers/provider-id.js";
 import { type LocalServer, startLocalServer } from "../support/local-server.js";
@@ -33,6 +34,29 @@ describe("a provider answer that quotes the injected key back", () => {
         // `identity` is no coding: the body is plain and masked as any other.
         response.writeHead(401, { "content-type": "application/json", "content-encoding": "Identity" });
         response.end(JSON.stringify({ error: { message: `Incorrect API key provided: ${key}` } }));
+        return;
+      }
+      const compress = /compressed-(gzip|br|deflate|zstd)/.exec(request.url ?? "")?.[1];
+      if (compress) {
+        // A server that compresses its answers though Sluice asks for identity: the key is in the
+        // compressed bytes, where no byte-for-byte mask can see it, and the client decodes them.
+        const text = Buffer.from(
+          JSON.stringify({ error: { message: `Incorrect API key provided: ${key}` } }),
+        );
+        const body =
+          compress === "gzip"
+            ? gzipSync(text)
+            : compress === "br"
+              ? brotliCompressSync(text)
+              : compress === "deflate"
+                ? deflateSync(text)
+                : text;
+        response.writeHead(401, {
+          "content-type": "application/json",
+          "content-encoding": compress,
+          "content-length": String(body.length),
+        });
+        response.end(body);
         return;
       }
       if (request.url?.includes("echo-success")) {
@@ -120,5 +144,44 @@ describe("a provider answer that quotes the injected key back", () => {
     expect(response.status).toBe(200);
     expect(response.headers.get("x-echo")).toBe("[redacted]");
     expect(await response.json()).toEqual({ id: "chatcmpl-1", object: "chat.completion", choices: [] });
+  });
+
+  it.each(["gzip", "br", "deflate"])(
+    "masks it in a %s-compressed error body, sent decoded",
+    async (coding) => {
+      const response = await fetch(`${sluice.url}/v1/provider-a/${project.projectId}/compressed-${coding}`, {
+        method: "POST",
+        headers: {
+          authorization: `Bearer ${project.bearer("provider-a")}`,
+          "content-type": "application/json",
+        },
+        body: "{}",
+      });
+      const key = project.providerKeys["provider-a"];
+      // fetch decodes what the content-encoding it gets names, as every client does.
+      const body = await response.text();
+      expect(body).not.toContain(key);
+      expect(response.status).toBe(401);
+      expect(response.headers.get("content-encoding")).toBeNull();
+      expect(body).toBe(
+        JSON.stringify({ error: { message: `Incorrect API key provided: ${"*".repeat(key.length)}` } }),
+      );
+    },
+  );
+
+  it("answers a compressed error body in a coding it cannot read without the body", async () => {
+    const response = await fetch(`${sluice.url}/v1/provider-a/${project.projectId}/compressed-zstd`, {
+      method: "POST",
+      headers: {
+        authorization: `Bearer ${project.bearer("provider-a")}`,
+        "content-type": "application/json",
+      },
+      body: "{}",
+    });
+    const body = Buffer.from(await response.arrayBuffer());
+    expect(body.includes(project.providerKeys["provider-a"])).toBe(false);
+    expect(response.status).toBe(401);
+    expect(response.headers.get("content-encoding")).toBeNull();
+    expect(body.length).toBe(0);
   });
 });
