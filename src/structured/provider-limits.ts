@@ -39,6 +39,29 @@ export function providerBUnionProblem(schema: Schema, model?: string): string | 
 }
 
 /**
+ * Provider B's structured outputs take `enum` values that are strings, numbers, booleans or null
+ * only: it documents "complex types within enums" as unsupported, and an unsupported feature is its
+ * 400 before inference, on every call. The AI SDK passes `enum` on unchanged, so such a schema is
+ * refused where it is sent as structured output; as a `json` tool (see `providerBUnionProblem`) it is
+ * taken. Each problem names the `enum`'s path; definitions count, as the SDK sends them all.
+ */
+export function providerBEnumProblems(schema: Schema, model?: string): string[] {
+  if (model !== undefined && !sdkGivesStructuredOutput(model)) return [];
+  const problems: string[] = [];
+  const pending: Array<[unknown, string]> = [[schema, "#"]];
+  for (let next = pending.pop(); next; next = pending.pop()) {
+    const [node, path] = next;
+    if (!isSchema(node)) continue;
+    if (Array.isArray(node.enum) && node.enum.some((value) => typeof value === "object" && value !== null))
+      problems.push(
+        `${path}/enum: provider B's structured outputs take enum values that are strings, numbers, booleans or null only`,
+      );
+    for (const [child, childPath] of subschemas(node, path, true).reverse()) pending.push([child, childPath]);
+  }
+  return problems.length > 0 && sentAsStructuredOutput(schema) ? problems : [];
+}
+
+/**
  * Whether the AI SDK (`@ai-sdk/anthropic`'s `getModelCapabilities`) gives provider B's model
  * structured output: every Claude model but Sonnet and Opus 4.0, Claude 3 and older; not a model
  * whose name it does not know as Claude's. output-schema.test.ts checks it against the SDK's own.
