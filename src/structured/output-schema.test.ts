@@ -334,8 +334,9 @@ describe("checkOutputSchema with provider C's rules", () => {
   it.each(refusedByProviderC)("takes %s for providers A and B, and with no provider", (name, schema) => {
     expect(checkOutputSchema(schema)).toEqual([]);
     expect(checkOutputSchema(schema, "provider-a")).toEqual([]);
-    // Provider B's structured outputs refuse an enum holding an object too (its limits, below).
-    if (name !== "an enum holding an object") expect(checkOutputSchema(schema, "provider-b")).toEqual([]);
+    // Provider B's structured outputs refuse these too (its limits, below).
+    if (name !== "an enum holding an object" && name !== "a required name without a property")
+      expect(checkOutputSchema(schema, "provider-b")).toEqual([]);
   });
 
   it.each([
@@ -608,6 +609,33 @@ describe("checkOutputSchema with provider B's limits", () => {
     expect(checkOutputSchema(schema, "provider-b", "claude-sonnet-5-5")).toHaveLength(2);
     // As a `json` tool (an open object, or a model the SDK gives no structured output) it is taken.
     expect(checkOutputSchema({ ...schema, additionalProperties: true }, "provider-b")).toEqual([]);
+    expect(checkOutputSchema(schema, "provider-b", "claude-sonnet-4-20250514")).toEqual([]);
+    expect(checkOutputSchema(schema, "provider-a")).toEqual([]);
+  });
+
+  // The AI SDK closes every object it sends as provider B's structured output
+  // (`additionalProperties: false`), so a required name the object does not list cannot be answered.
+  it("refuses a required name that is not a property where the AI SDK sends structured output", () => {
+    const schema = {
+      type: "object",
+      properties: {
+        a: { type: "string" },
+        m: { type: "object", properties: { x: { type: "number" } }, required: ["y"] },
+      },
+      required: ["a", "k", "m"],
+    };
+    expect(checkOutputSchema(schema, "provider-b")).toEqual([
+      expect.stringMatching(
+        /^#\/required\/1: "k" is not among the properties; provider B's structured outputs/,
+      ),
+      expect.stringMatching(/^#\/properties\/m\/required\/0: "y" is not among the properties/),
+    ]);
+    // A map or a free-form object makes the AI SDK send a `json` tool, which leaves them open.
+    const withMap = {
+      ...schema,
+      properties: { ...schema.properties, map: { type: "object", additionalProperties: { type: "number" } } },
+    };
+    expect(checkOutputSchema(withMap, "provider-b")).toEqual([]);
     expect(checkOutputSchema(schema, "provider-b", "claude-sonnet-4-20250514")).toEqual([]);
     expect(checkOutputSchema(schema, "provider-a")).toEqual([]);
   });

@@ -1,6 +1,6 @@
 import type { ProviderId } from "../providers/provider-id.js";
 import {
-  providerBEnumProblems,
+  providerBStructuredOutputProblems,
   providerBUnionProblem,
   providerCReferenceProblems,
   providerCRules,
@@ -111,7 +111,7 @@ function providerLimits(
   if (provider === "provider-c") return providerCReferenceProblems(schema);
   if (provider === "provider-b") {
     const unions = providerBUnionProblem(schema, model);
-    return [...providerBEnumProblems(schema, model), ...(unions ? [unions] : [])];
+    return [...providerBStructuredOutputProblems(schema, model), ...(unions ? [unions] : [])];
   }
   return [];
 }
@@ -234,7 +234,8 @@ function walk(
  * A `required` name that `properties` does not define. Where the object takes no other property
  * (`additionalProperties: false`) no answer can hold it, so the schema can never be met: refused
  * for every provider. An open object may require a key it leaves free (a map's key), which JSON
- * Schema allows and providers A and B take; provider C's API refuses every such name.
+ * Schema allows and provider A takes; provider C's API refuses every such name, and provider B's
+ * structured outputs, which the AI SDK sends every object closed (provider-limits.ts).
  */
 function requiredProperties(
   record: Record<string, unknown>,

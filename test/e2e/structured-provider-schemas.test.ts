@@ -292,6 +292,28 @@ describe("output schemas per provider", () => {
     expect(await response.json()).toEqual(answer);
   });
 
+  // The AI SDK sends provider B's structured output with every object closed (`additionalProperties:
+  // false`), so a required name an object does not list can never be answered. Before, such a schema
+  // was saved, and every call failed: two billed attempts, then 502.
+  it("refuses for provider B a required name that is not a property where the AI SDK sends structured output", async () => {
+    const outputSchema = object({ title: { type: "string" } }, { required: ["title", "summary"] });
+    await expect(
+      sluice.gateway.admin.createProject({ name: "b", provider: "provider-b", outputSchema }),
+    ).rejects.toMatchObject({
+      code: "VALIDATION_ERROR",
+      details: { provider: "provider-b", problems: [expect.stringContaining("#/required/1")] },
+    });
+    const project = await savedBeforeTheRule("provider-b", outputSchema);
+    await expectRefusedBeforeAnyCall(project, "provider-b", "provider-b");
+    const answer = { title: "t", summary: "s" };
+    // Provider A is sent the object open, and answers it.
+    const onA = await createTestProject(sluice.gateway, { provider: "provider-a", outputSchema });
+    fake.setStructuredOutput(answer);
+    const response = await call(onA, "provider-a");
+    expect(response.status).toBe(200);
+    expect(await response.json()).toEqual(answer);
+  });
+
   // The AI SDK gives Claude Sonnet 4.0 no structured output: the schema goes as a `json` tool.
   it("takes more on a provider B model the AI SDK sends a json tool, and refuses a change to one it does not", async () => {
     const project = await createTestProject(sluice.gateway, {
