@@ -331,10 +331,12 @@ describe("checkOutputSchema with provider C's rules", () => {
     expect(problems.some((problem) => problem.startsWith(path))).toBe(true);
   });
 
-  it.each(refusedByProviderC)("takes %s for providers A and B, and with no provider", (_name, schema) => {
+  it.each(refusedByProviderC)("takes %s for providers A and B, and with no provider", (name, schema) => {
     expect(checkOutputSchema(schema)).toEqual([]);
     expect(checkOutputSchema(schema, "provider-a")).toEqual([]);
-    expect(checkOutputSchema(schema, "provider-b")).toEqual([]);
+    // Provider B's structured outputs refuse these too (its limits, below).
+    if (name !== "an enum holding an object" && name !== "a required name without a property")
+      expect(checkOutputSchema(schema, "provider-b")).toEqual([]);
   });
 
   it.each([
@@ -578,6 +580,64 @@ describe("checkOutputSchema with provider B's limits", () => {
     expect(checkOutputSchema(nullables(17), "provider-b", "claude-haiku-4-5-20251001")).toHaveLength(1);
     expect(checkOutputSchema(nullables(17), "provider-b", "claude-sonnet-4-20250514")).toEqual([]);
     expect(checkOutputSchema(nullables(17), "provider-b", "claude-3-5-haiku-latest")).toEqual([]);
+  });
+
+  it("refuses an enum holding an object or array where the AI SDK sends structured output", () => {
+    const schema = {
+      type: "object",
+      $defs: {
+        corner: {
+          type: "array",
+          items: { type: "integer" },
+          enum: [
+            [0, 0],
+            [1, 1],
+          ],
+        },
+      },
+      properties: {
+        size: { enum: [{ w: 1 }, "none"] },
+        corner: { $ref: "#/$defs/corner" },
+        mode: { enum: ["a", 1, true, null] },
+      },
+      required: ["size", "corner", "mode"],
+    };
+    expect(checkOutputSchema(schema, "provider-b")).toEqual([
+      expect.stringMatching(/^#\/properties\/size\/enum: provider B's structured outputs take enum values/),
+      expect.stringMatching(/^#\/\$defs\/corner\/enum: provider B's/),
+    ]);
+    expect(checkOutputSchema(schema, "provider-b", "claude-sonnet-5-5")).toHaveLength(2);
+    // As a `json` tool (an open object, or a model the SDK gives no structured output) it is taken.
+    expect(checkOutputSchema({ ...schema, additionalProperties: true }, "provider-b")).toEqual([]);
+    expect(checkOutputSchema(schema, "provider-b", "claude-sonnet-4-20250514")).toEqual([]);
+    expect(checkOutputSchema(schema, "provider-a")).toEqual([]);
+  });
+
+  // The AI SDK closes every object it sends as provider B's structured output
+  // (`additionalProperties: false`), so a required name the object does not list cannot be answered.
+  it("refuses a required name that is not a property where the AI SDK sends structured output", () => {
+    const schema = {
+      type: "object",
+      properties: {
+        a: { type: "string" },
+        m: { type: "object", properties: { x: { type: "number" } }, required: ["y"] },
+      },
+      required: ["a", "k", "m"],
+    };
+    expect(checkOutputSchema(schema, "provider-b")).toEqual([
+      expect.stringMatching(
+        /^#\/required\/1: "k" is not among the properties; provider B's structured outputs/,
+      ),
+      expect.stringMatching(/^#\/properties\/m\/required\/0: "y" is not among the properties/),
+    ]);
+    // A map or a free-form object makes the AI SDK send a `json` tool, which leaves them open.
+    const withMap = {
+      ...schema,
+      properties: { ...schema.properties, map: { type: "object", additionalProperties: { type: "number" } } },
+    };
+    expect(checkOutputSchema(withMap, "provider-b")).toEqual([]);
+    expect(checkOutputSchema(schema, "provider-b", "claude-sonnet-4-20250514")).toEqual([]);
+    expect(checkOutputSchema(schema, "provider-a")).toEqual([]);
   });
 
   it("knows which models the installed AI SDK gives structured output", async () => {

@@ -1,5 +1,10 @@
 import type { ProviderId } from "../providers/provider-id.js";
-import { providerBUnionProblem, providerCReferenceProblems, providerCRules } from "./provider-limits.js";
+import {
+  providerBStructuredOutputProblems,
+  providerBUnionProblem,
+  providerCReferenceProblems,
+  providerCRules,
+} from "./provider-limits.js";
 import { resolveJsonPointer } from "./resolve-json-pointer.js";
 import { validatorFor } from "./schema-validator.js";
 
@@ -65,8 +70,8 @@ export const maxSchemaNesting = 64;
  * Every reason the schema cannot be used; empty when it can. With a provider, that provider's
  * structured-output rules are checked too (provider C's, which its API would otherwise refuse on
  * every call, as a 502): a project's schema is checked with its provider wherever the two meet. With
- * a model, a rule that holds only for some of the provider's models (provider B's union limit) is
- * checked for that one.
+ * a model, a rule that holds only for some of the provider's models (provider B's union limit and its
+ * enum values) is checked for that one.
  */
 export function checkOutputSchema(schema: unknown, provider?: ProviderId, model?: string): string[] {
   if (typeof schema !== "object" || schema === null || Array.isArray(schema)) {
@@ -106,7 +111,7 @@ function providerLimits(
   if (provider === "provider-c") return providerCReferenceProblems(schema);
   if (provider === "provider-b") {
     const unions = providerBUnionProblem(schema, model);
-    return unions ? [unions] : [];
+    return [...providerBStructuredOutputProblems(schema, model), ...(unions ? [unions] : [])];
   }
   return [];
 }
@@ -229,7 +234,8 @@ function walk(
  * A `required` name that `properties` does not define. Where the object takes no other property
  * (`additionalProperties: false`) no answer can hold it, so the schema can never be met: refused
  * for every provider. An open object may require a key it leaves free (a map's key), which JSON
- * Schema allows and providers A and B take; provider C's API refuses every such name.
+ * Schema allows and provider A takes; provider C's API refuses every such name, and provider B's
+ * structured outputs, which the AI SDK sends every object closed (provider-limits.ts).
  */
 function requiredProperties(
   record: Record<string, unknown>,

@@ -39,6 +39,49 @@ export function providerBUnionProblem(schema: Schema, model?: string): string | 
 }
 
 /**
+ * What provider B's structured outputs cannot take in a schema the AI SDK sends them, beyond the
+ * union limit: an `enum` holding an object or array (provider B documents enum values as strings,
+ * numbers, booleans or null only, "complex types within enums" being unsupported, and answers an
+ * unsupported feature with a 400 before inference), and a `required` name that is not among its
+ * object's `properties` (the SDK sends every object closed, `additionalProperties: false`, so no
+ * answer could hold it: each call would be refused, or billed twice and fail). Only where the SDK
+ * sends structured output: as a `json` tool (see `providerBUnionProblem`) the schema goes as it is.
+ * Each problem names its path; definitions count, as the SDK sends them all.
+ */
+export function providerBStructuredOutputProblems(schema: Schema, model?: string): string[] {
+  if (model !== undefined && !sdkGivesStructuredOutput(model)) return [];
+  const problems: string[] = [];
+  const pending: Array<[unknown, string]> = [[schema, "#"]];
+  for (let next = pending.pop(); next; next = pending.pop()) {
+    const [node, path] = next;
+    if (!isSchema(node)) continue;
+    if (Array.isArray(node.enum) && node.enum.some((value) => typeof value === "object" && value !== null))
+      problems.push(
+        `${path}/enum: provider B's structured outputs take enum values that are strings, numbers, booleans or null only`,
+      );
+    problems.push(...unlistedRequiredNames(node, path));
+    for (const [child, childPath] of subschemas(node, path, true).reverse()) pending.push([child, childPath]);
+  }
+  return problems.length > 0 && sentAsStructuredOutput(schema) ? problems : [];
+}
+
+/**
+ * The `required` names of an object the AI SDK closes for provider B's structured outputs (one with
+ * `"type": "object"` or `properties`, as its sanitizer reads them) that its `properties` do not list.
+ */
+function unlistedRequiredNames(node: Schema, path: string): string[] {
+  if (!Array.isArray(node.required) || (node.type !== "object" && node.properties === undefined)) return [];
+  const properties = isSchema(node.properties) ? node.properties : {};
+  return node.required.flatMap((name, index) =>
+    typeof name !== "string" || Object.hasOwn(properties, name)
+      ? []
+      : [
+          `${path}/required/${index}: ${JSON.stringify(name)} is not among the properties; provider B's structured outputs take no other property, so no answer could have it`,
+        ],
+  );
+}
+
+/**
  * Whether the AI SDK (`@ai-sdk/anthropic`'s `getModelCapabilities`) gives provider B's model
  * structured output: every Claude model but Sonnet and Opus 4.0, Claude 3 and older; not a model
  * whose name it does not know as Claude's. output-schema.test.ts checks it against the SDK's own.

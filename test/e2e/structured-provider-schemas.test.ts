@@ -235,6 +235,85 @@ describe("output schemas per provider", () => {
     }
   });
 
+  // Provider B documents enum values as strings, numbers, booleans or null only ("complex types in
+  // enums" are not supported) and refuses an unsupported schema with a 400 before inference. Before,
+  // such a schema was saved, and every call was that 400, Sluice's 502.
+  it("refuses for provider B an enum holding an object or array where the AI SDK sends structured output", async () => {
+    const outputSchema = object(
+      {
+        size: {
+          enum: [
+            { w: 1, h: 1 },
+            { w: 2, h: 2 },
+          ],
+        },
+        pair: {
+          type: "array",
+          items: { type: "integer" },
+          enum: [
+            [1, 2],
+            [3, 4],
+          ],
+        },
+      },
+      { required: ["size", "pair"] },
+    );
+    await expect(
+      sluice.gateway.admin.createProject({ name: "b", provider: "provider-b", outputSchema }),
+    ).rejects.toMatchObject({
+      code: "VALIDATION_ERROR",
+      details: {
+        provider: "provider-b",
+        problems: [
+          expect.stringContaining("#/properties/size/enum"),
+          expect.stringContaining("#/properties/pair/enum"),
+        ],
+      },
+    });
+    const project = await savedBeforeTheRule("provider-b", outputSchema);
+    await expectRefusedBeforeAnyCall(project, "provider-b", "provider-b");
+    // Sent as a `json` tool (an open object), which takes it; so do providers A (non-strict) and B's
+    // models the AI SDK gives no structured output.
+    const answer = { size: { w: 2, h: 2 }, pair: [3, 4] };
+    const open = { ...outputSchema, additionalProperties: true };
+    const asTool = await createTestProject(sluice.gateway, { provider: "provider-b", outputSchema: open });
+    fake.setStructuredOutput(answer);
+    expect((await call(asTool, "provider-b")).status).toBe(200);
+    expect((fake.last()?.json as { tools?: unknown[] } | undefined)?.tools).toHaveLength(1);
+    const olderModel = await createTestProject(sluice.gateway, {
+      provider: "provider-b",
+      model: "claude-sonnet-4-20250514",
+      outputSchema,
+    });
+    expect((await call(olderModel, "provider-b")).status).toBe(200);
+    const onA = await createTestProject(sluice.gateway, { provider: "provider-a", outputSchema });
+    const response = await call(onA, "provider-a");
+    expect(response.status).toBe(200);
+    expect(await response.json()).toEqual(answer);
+  });
+
+  // The AI SDK sends provider B's structured output with every object closed (`additionalProperties:
+  // false`), so a required name an object does not list can never be answered. Before, such a schema
+  // was saved, and every call failed: two billed attempts, then 502.
+  it("refuses for provider B a required name that is not a property where the AI SDK sends structured output", async () => {
+    const outputSchema = object({ title: { type: "string" } }, { required: ["title", "summary"] });
+    await expect(
+      sluice.gateway.admin.createProject({ name: "b", provider: "provider-b", outputSchema }),
+    ).rejects.toMatchObject({
+      code: "VALIDATION_ERROR",
+      details: { provider: "provider-b", problems: [expect.stringContaining("#/required/1")] },
+    });
+    const project = await savedBeforeTheRule("provider-b", outputSchema);
+    await expectRefusedBeforeAnyCall(project, "provider-b", "provider-b");
+    const answer = { title: "t", summary: "s" };
+    // Provider A is sent the object open, and answers it.
+    const onA = await createTestProject(sluice.gateway, { provider: "provider-a", outputSchema });
+    fake.setStructuredOutput(answer);
+    const response = await call(onA, "provider-a");
+    expect(response.status).toBe(200);
+    expect(await response.json()).toEqual(answer);
+  });
+
   // The AI SDK gives Claude Sonnet 4.0 no structured output: the schema goes as a `json` tool.
   it("takes more on a provider B model the AI SDK sends a json tool, and refuses a change to one it does not", async () => {
     const project = await createTestProject(sluice.gateway, {

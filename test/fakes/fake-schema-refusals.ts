@@ -31,11 +31,32 @@ export function providerBSchemaRefusal(schema: unknown): string | null {
     }
   };
   visit(schema);
+  if (complexEnum(schema))
+    return "output_config.format.schema: enum values must be strings, numbers, booleans or null";
   return unions > 16
     ? `Schemas contains too many parameters with union types (${unions} parameters with type arrays or anyOf). ` +
         "This causes exponential compilation cost. Reduce the number of nullable or union-typed parameters " +
         "(limit: 16 parameters with unions)."
     : null;
+}
+
+/**
+ * Whether a schema sent to provider B's structured outputs holds an `enum` with an object or array
+ * among its values, which provider B documents as unsupported ("complex types within enums"; its
+ * unsupported features are a 400 before inference). The message is the fake's own, not a recorded one.
+ */
+function complexEnum(node: unknown): boolean {
+  if (Array.isArray(node)) return node.some(complexEnum);
+  if (!isSchema(node)) return false;
+  if (Array.isArray(node.enum) && node.enum.some((value) => typeof value === "object" && value !== null))
+    return true;
+  return Object.entries(node).some(
+    ([key, value]) =>
+      (["properties", "$defs", "definitions"].includes(key) &&
+        isSchema(value) &&
+        Object.values(value).some(complexEnum)) ||
+      (["items", "additionalProperties", "anyOf", "allOf"].includes(key) && complexEnum(value)),
+  );
 }
 
 /** The fields of the Gemini API's Schema object; any other is "Unknown name". */
