@@ -1,7 +1,6 @@
-import { spawn } from "node:child_process";
-import { join } from "node:path";
 import { afterAll, describe, expect, it, vi } from "vitest";
 // In CI (CI=true) an unreachable Redis makes this import throw, so the suite fails instead of skipping.
+import { exitOfScript } from "../../test/support/script-exit.js";
 import { redisAvailable, redisTestSpace } from "../../test/support/services.js";
 import { startTcpProxy } from "../../test/support/tcp-proxy.js";
 import type { AuthThrottle } from "../auth/authenticate.js";
@@ -279,31 +278,8 @@ describe("the throttle's sweeps", () => {
       'await throttle.recordFailure("192.0.2.1", "p1", true);',
       'console.log("built");',
     ].join("\n");
-    const child = spawn(process.execPath, ["--import", "tsx", "--input-type=module", "-e", script], {
-      cwd: join(import.meta.dirname, "../.."),
-      stdio: ["ignore", "pipe", "pipe"],
-    });
-    let output = "";
-    child.stdout.on("data", (chunk) => {
-      output += String(chunk);
-    });
-    child.stderr.on("data", (chunk) => {
-      output += String(chunk);
-    });
-    const exit = new Promise<number | null>((resolve) => child.once("exit", (code) => resolve(code)));
-    // Far longer than the process takes to build it and end, far shorter than a sweep's minute.
-    let held = false;
-    const bound = setTimeout(() => {
-      held = true;
-      child.kill("SIGKILL");
-    }, 20_000);
-    try {
-      const code = await exit;
-      expect(output).toContain("built");
-      expect(held ? "still running after 20 s" : code).toBe(0);
-    } finally {
-      clearTimeout(bound);
-      child.kill("SIGKILL");
-    }
+    const { code, output } = await exitOfScript(script);
+    expect(output).toContain("built");
+    expect(code).toBe(0);
   }, 30_000);
 });
