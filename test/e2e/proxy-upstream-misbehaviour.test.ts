@@ -365,6 +365,22 @@ describe("a provider that misbehaves", () => {
     await upstream.lastConnectionClosed();
   });
 
+  it("answers 502 for a transfer coding other than chunked, and closes the provider's connection", async () => {
+    const sent = gzipSync(chat.stream);
+    const { received, row } = await through(chat, (socket) =>
+      socket.write(
+        Buffer.concat([
+          Buffer.from(`${head("transfer-encoding: gzip, chunked\r\n")}${sent.length.toString(16)}\r\n`),
+          sent,
+          Buffer.from("\r\n0\r\n\r\n"),
+        ]),
+      ),
+    );
+    expect(received.status).toBe(502);
+    expect(row).toMatchObject({ status: 502, error_code: "PROVIDER_ERROR" });
+    await upstream.lastConnectionClosed();
+  });
+
   it("passes a header value of latin-1 bytes (obs-text) byte for byte", async () => {
     const stream = chat.stream;
     const { received } = await through(chat, (socket) =>
