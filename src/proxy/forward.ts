@@ -254,7 +254,12 @@ function upstreamFailure(error: unknown, code: unknown): string {
   // llhttp's errors carry an `HPE_` code, except the first line's, which undici checks itself.
   if ((error as { name?: unknown }).name === "HTTPParserError") return notHttp;
   if (typeof code === "string") {
-    if (code === "UND_ERR_HEADERS_OVERFLOW" || code === "UND_ERR_RES_CONTENT_LENGTH_MISMATCH") return notHttp;
+    if (
+      code === "UND_ERR_HEADERS_OVERFLOW" ||
+      code === "UND_ERR_RES_CONTENT_LENGTH_MISMATCH" ||
+      code === "SLUICE_UNOFFERED_TRANSFER_CODING"
+    )
+      return notHttp;
     // undici closes the connection itself on an answer it will not read (its `SocketError`s "bad
     // response" and "bad upgrade"): an interim 100 or a 101 Sluice did not ask for (no `Expect`, no
     // `Upgrade`), or an answer to no request. The provider did not close it.

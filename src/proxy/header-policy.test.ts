@@ -107,6 +107,19 @@ describe("header policy", () => {
     ]);
   });
 
+  it("reports a transfer coding other than chunked alone, which undici leaves on the body, and never passes it on", () => {
+    const coding = (...values: string[]) =>
+      clientResponseHeaders(raw(values.map((value) => ["Transfer-Encoding", value]))).transferCoding;
+    expect(coding()).toBe("");
+    expect(coding("chunked")).toBe("");
+    expect(coding(" Chunked ")).toBe("");
+    expect(coding("gzip, chunked")).toBe("gzip, chunked");
+    expect(coding("gzip", "chunked")).toBe("gzip, chunked");
+    expect(coding("chunked, chunked")).toBe("chunked, chunked");
+    expect(coding("identity")).toBe("identity");
+    expect(clientResponseHeaders(raw([["transfer-encoding", "gzip, chunked"]])).headers).toEqual([]);
+  });
+
   it("reports the provider's content-encoding (every field of it, in order) and passes it on unchanged", () => {
     expect(clientResponseHeaders(raw([["content-type", "application/json"]])).contentEncoding).toBe("");
     const head = clientResponseHeaders(

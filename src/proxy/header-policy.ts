@@ -111,6 +111,11 @@ export interface ClientResponseHead {
   contentType: string;
   /** The provider's content-encoding ("" when none), for a provider that ignored `identity`. */
   contentEncoding: string;
+  /**
+   * The provider's transfer codings besides a last `chunked` ("" when none): undici undoes only
+   * `chunked`, so the body it hands on still carries these.
+   */
+  transferCoding: string;
 }
 
 /**
@@ -132,9 +137,12 @@ export function clientResponseHeaders(
   let contentType = "";
   let contentEncoding = "";
   let connection = "";
+  let transferEncoding = "";
   for (let index = 0; index + 1 < raw.length; index += 2) {
     const name = latin1(raw[index] as Buffer | string).toLowerCase();
     if (name === "connection") connection = latin1(raw[index + 1] as Buffer | string);
+    else if (name === "transfer-encoding")
+      transferEncoding = `${transferEncoding}${transferEncoding === "" ? "" : ","}${latin1(raw[index + 1] as Buffer | string)}`;
     if (droppedResponseHeaders.has(name) || name.startsWith("access-control-")) continue;
     let value = latin1(raw[index + 1] as Buffer | string);
     if (providerKey !== "") value = maskKeyInHeader(value, providerKey);
@@ -160,7 +168,21 @@ export function clientResponseHeaders(
     if (!hasHeader(headers, name) || name === "vary") headers.push(name, value);
     else if (name === "x-request-id") headers.push("x-sluice-request-id", value);
   }
-  return { headers, contentType, contentEncoding };
+  return { headers, contentType, contentEncoding, transferCoding: unreadTransferCoding(transferEncoding) };
+}
+
+/**
+ * The transfer codings of a `transfer-encoding` list that undici leaves on the body: all of them
+ * unless the list is `chunked` alone (in any case, with any spaces), which is all a server may
+ * send to a request without a `TE` (RFC 9110 10.1.4), and all that providers send.
+ */
+function unreadTransferCoding(value: string): string {
+  if (value === "" || value === "chunked") return "";
+  const codings = value
+    .split(",")
+    .map((coding) => coding.trim().toLowerCase())
+    .filter((coding) => coding !== "");
+  return codings.length === 1 && codings[0] === "chunked" ? "" : codings.join(", ");
 }
 
 function latin1(value: Buffer | string): string {

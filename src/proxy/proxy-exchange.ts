@@ -167,9 +167,15 @@ export class ProxyExchange implements Dispatcher.DispatchHandler {
   onHeaders(statusCode: number, rawHeaders: Buffer[], resume: () => void): boolean {
     if (statusCode < 200) return true; // informational: the final answer follows
     this.timeToFirstByteMs = performance.now() - this.sentAt;
+    const head = clientResponseHeaders(rawHeaders, this.ownHeaders, this.providerKey);
+    if (head.transferCoding !== "") {
+      // Its body would reach the client still so coded, with nothing saying so (transfer-encoding
+      // is hop-by-hop), and its usage would go unread: refused as an answer that is not HTTP (502).
+      this.abortUpstream?.(new UnofferedTransferCoding(head.transferCoding));
+      return false;
+    }
     this.status = statusCode;
     this.resumeUpstream = resume;
-    const head = clientResponseHeaders(rawHeaders, this.ownHeaders, this.providerKey);
     this.head = head.headers;
     // Media types are case-insensitive (`Text/Event-Stream`).
     const sse = isEventStream(head.contentType);
@@ -302,6 +308,15 @@ export class ProxyExchange implements Dispatcher.DispatchHandler {
     // The provider cut the stream or went silent, or the client left: the client sees the cut too.
     this.response.destroy();
     this.finish(this.clientGone ? "aborted" : this.response.writableFinished ? "ok" : "error");
+  }
+}
+
+/** The provider sent a transfer coding Sluice did not offer (it sends no `TE`): see onHeaders. */
+export class UnofferedTransferCoding extends Error {
+  readonly code = "SLUICE_UNOFFERED_TRANSFER_CODING";
+
+  constructor(coding: string) {
+    super(`The provider sent the transfer coding "${coding.slice(0, 100)}", which Sluice did not offer`);
   }
 }
 

@@ -1,4 +1,5 @@
 import { createServer, type Server, type Socket } from "node:net";
+import { gzipSync } from "node:zlib";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { proxiedChat } from "../support/proxied-chat.js";
 import {
@@ -58,6 +59,25 @@ describe("proxied call that fails before the provider's answer", () => {
       "switching protocols unasked",
       (socket: Socket) =>
         socket.write("HTTP/1.1 101 Switching Protocols\r\nconnection: upgrade\r\nupgrade: h2c\r\n\r\n"),
+      "The provider's answer could not be read as HTTP",
+    ],
+    // Sluice offers no transfer coding but chunked (it sends no `TE`, RFC 9110 10.1.4), and undici
+    // undoes none other: forwarded, the body would reach the client still gzipped, with nothing
+    // saying so (`transfer-encoding` is hop-by-hop), and its usage would go unread.
+    [
+      "sending a transfer coding it was not offered",
+      (socket: Socket) => {
+        const body = gzipSync('{"model":"gpt-4o-mini","usage":{"prompt_tokens":11,"completion_tokens":7}}');
+        socket.write(
+          Buffer.concat([
+            Buffer.from(
+              `HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ntransfer-encoding: gzip, chunked\r\n\r\n${body.length.toString(16)}\r\n`,
+            ),
+            body,
+            Buffer.from("\r\n0\r\n\r\n"),
+          ]),
+        );
+      },
       "The provider's answer could not be read as HTTP",
     ],
   ] as const;

@@ -1,0 +1,476 @@
+import { request as httpRequest } from "node:http";
+import { createServer, type Server, type Socket } from "node:net";
+import { gzipSync } from "node:zlib";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import {
+  createTestProject,
+  startTestGateway,
+  type TestGateway,
+  type TestProject,
+  usageRowById,
+} from "../support/test-gateway.js";
+
+/**
+ * A provider that speaks raw TCP: it reads each request whole (head and content-length body, several
+ * on a kept-alive connection) and then does what the test says with the socket, valid HTTP or not.
+ */
+async function rawUpstream() {
+  let answer: (socket: Socket) => void = (socket) => socket.destroy();
+  let last: Promise<void> = Promise.resolve();
+  const sockets = new Set<Socket>();
+  const server: Server = createServer((socket) => {
+    sockets.add(socket);
+    const closed = new Promise<void>((resolve) => socket.on("close", () => resolve()));
+    socket.on("close", () => sockets.delete(socket));
+    socket.on("error", () => {});
+    let received = Buffer.alloc(0);
+    socket.on("data", (data: Buffer) => {
+      received = Buffer.concat([received, data]);
+      for (;;) {
+        const headEnd = received.indexOf("\r\n\r\n");
+        if (headEnd < 0) return;
+        const head = received.subarray(0, headEnd).toString("latin1");
+        const end = headEnd + 4 + Number(/content-length:\s*(\d+)/i.exec(head)?.[1] ?? 0);
+        if (received.length < end) return;
+        received = received.subarray(end);
+        last = closed;
+        answer(socket);
+      }
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  return {
+    port: (server.address() as { port: number }).port,
+    answer(next: (socket: Socket) => void) {
+      answer = next;
+    },
+    /** Resolves once the connection of the last request answered is closed (else the test times out). */
+    lastConnectionClosed: () => last,
+    close: () =>
+      new Promise<void>((resolve) => {
+        for (const socket of sockets) socket.destroy();
+        server.close(() => resolve());
+      }),
+  };
+}
+
+interface Received {
+  status: number;
+  headers: Record<string, string | string[] | undefined>;
+  body: Buffer;
+  /** Whether the answer ended as HTTP ends a message, or its connection was cut short. */
+  how: "ended" | "cut";
+}
+
+/** A POST on a connection of its own, read to its end or its cut (fetch hides which). */
+function post(url: string, headers: Record<string, string>, body: unknown): Promise<Received> {
+  const payload = Buffer.from(JSON.stringify(body));
+  return new Promise((resolve, reject) => {
+    const outgoing = httpRequest(
+      url,
+      {
+        method: "POST",
+        agent: false,
+        headers: { ...headers, "content-type": "application/json", "content-length": payload.length },
+      },
+      (incoming) => {
+        const parts: Buffer[] = [];
+        incoming.on("data", (part: Buffer) => parts.push(part));
+        incoming.on("error", () => {});
+        incoming.on("close", () =>
+          resolve({
+            status: incoming.statusCode ?? 0,
+            headers: incoming.headers,
+            body: Buffer.concat(parts),
+            how: incoming.complete ? "ended" : "cut",
+          }),
+        );
+      },
+    );
+    outgoing.on("error", reject);
+    outgoing.end(payload);
+  });
+}
+
+const event = (name: string | null, data: unknown) =>
+  `${name === null ? "" : `event: ${name}\n`}data: ${JSON.stringify(data)}\n\n`;
+const chatChunk = (fields: Record<string, unknown>) =>
+  event(null, { id: "c1", object: "chat.completion.chunk", created: 1, model: "gpt-4o-mini", ...fields });
+const content = chatChunk({ choices: [{ index: 0, delta: { content: "Hi" }, finish_reason: "stop" }] });
+const usageChunk = chatChunk({
+  choices: [],
+  usage: { prompt_tokens: 11, completion_tokens: 7, total_tokens: 18 },
+});
+
+/** One streamed call of each provider's own format, and the tokens its stream reports. */
+interface StreamCall {
+  provider: "provider-a" | "provider-b" | "provider-c";
+  path: string;
+  keyHeader: "authorization" | "x-api-key" | "x-goog-api-key";
+  body: Record<string, unknown>;
+  stream: string;
+  tokens: { input_tokens: number; output_tokens: number };
+}
+
+const streamCalls: Record<string, StreamCall> = {
+  "provider A, usage asked for": {
+    provider: "provider-a",
+    path: "chat/completions",
+    keyHeader: "authorization",
+    body: { model: "gpt-4o-mini", messages: [], stream: true, stream_options: { include_usage: true } },
+    stream: `${content}${usageChunk}data: [DONE]\n\n`,
+    tokens: { input_tokens: 11, output_tokens: 7 },
+  },
+  // Sluice asks for the usage itself and keeps its chunk from the client (InjectedUsageFilter).
+  "provider A, usage not asked for": {
+    provider: "provider-a",
+    path: "chat/completions",
+    keyHeader: "authorization",
+    body: { model: "gpt-4o-mini", messages: [], stream: true },
+    stream: `${content}${usageChunk}data: [DONE]\n\n`,
+    tokens: { input_tokens: 11, output_tokens: 7 },
+  },
+  "provider B": {
+    provider: "provider-b",
+    path: "v1/messages",
+    keyHeader: "x-api-key",
+    body: { model: "claude-sonnet-5-5", max_tokens: 5, messages: [], stream: true },
+    stream:
+      event("message_start", {
+        type: "message_start",
+        message: {
+          id: "msg_1",
+          type: "message",
+          role: "assistant",
+          model: "claude-sonnet-5-5",
+          content: [],
+          usage: { input_tokens: 25, output_tokens: 1 },
+        },
+      }) +
+      event("content_block_delta", {
+        type: "content_block_delta",
+        index: 0,
+        delta: { type: "text_delta", text: "Hi" },
+      }) +
+      event("message_delta", {
+        type: "message_delta",
+        delta: { stop_reason: "end_turn" },
+        usage: { output_tokens: 9 },
+      }) +
+      event("message_stop", { type: "message_stop" }),
+    tokens: { input_tokens: 25, output_tokens: 9 },
+  },
+  "provider C": {
+    provider: "provider-c",
+    path: "v1beta/models/gemini-2.5-flash:streamGenerateContent?alt=sse",
+    keyHeader: "x-goog-api-key",
+    body: { contents: [] },
+    stream:
+      event(null, {
+        candidates: [{ content: { role: "model", parts: [{ text: "Hi" }] }, index: 0 }],
+        modelVersion: "gemini-2.5-flash",
+      }) +
+      event(null, {
+        candidates: [{ content: { role: "model", parts: [{ text: "!" }] }, finishReason: "STOP", index: 0 }],
+        usageMetadata: { promptTokenCount: 9, candidatesTokenCount: 5, totalTokenCount: 14 },
+        modelVersion: "gemini-2.5-flash",
+      }),
+    tokens: { input_tokens: 9, output_tokens: 5 },
+  },
+};
+
+/** The same events written as other servers write them: the WHATWG event stream format allows each. */
+const spellings: Record<string, (stream: string) => string> = {
+  "CRLF line ends": (stream) => stream.replace(/\n/g, "\r\n"),
+  "lone CR line ends": (stream) => stream.replace(/\n/g, "\r"),
+  "a leading byte order mark": (stream) => `\ufeff${stream}`,
+  "comments between events (: ping)": (stream) =>
+    `: ping\n\n${stream.replace(/\n\n/g, "\n: ping\n\n: keep-alive\n\n")}`,
+  "data: without its space": (stream) => stream.replace(/data: /g, "data:"),
+  "each JSON split over several data lines": (stream) =>
+    stream.replace(/data: (.*)\n/g, (_line, json: string) => `data: ${json.replace(/,"/g, ',\ndata: "')}\n`),
+};
+
+/** The answer head with the given framing headers. */
+const head = (fields: string) => `HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n${fields}\r\n`;
+
+/** The body in chunks of one byte each: undici hands the proxy every byte as a chunk of its own. */
+function byteChunks(body: Buffer): Buffer {
+  const parts: Buffer[] = [];
+  for (let at = 0; at < body.length; at++)
+    parts.push(Buffer.from("1\r\n"), body.subarray(at, at + 1), Buffer.from("\r\n"));
+  parts.push(Buffer.from("0\r\n\r\n"));
+  return Buffer.concat(parts);
+}
+
+describe("a provider that misbehaves", () => {
+  let upstream: Awaited<ReturnType<typeof rawUpstream>>;
+  let sluice: TestGateway;
+  let project: TestProject;
+
+  beforeAll(async () => {
+    upstream = await rawUpstream();
+    const base = `http://127.0.0.1:${upstream.port}`;
+    sluice = await startTestGateway({
+      providerABaseUrl: `${base}/a/v1`,
+      providerBBaseUrl: `${base}/b/v1`,
+      providerCBaseUrl: `${base}/c/v1beta`,
+      // Short, so that the silent provider below is given up on soon.
+      upstreamIdleTimeoutMs: 300,
+    });
+    project = await createTestProject(sluice.gateway);
+  });
+
+  afterAll(async () => {
+    await sluice.close();
+    await upstream.close();
+  });
+
+  /** Makes `call` through the gateway, answered by `answer`: what the client got and the call's row. */
+  async function through(call: StreamCall, answer: (socket: Socket) => void) {
+    upstream.answer(answer);
+    const key = project.bearer(call.provider);
+    const received = await post(
+      `${sluice.url}/v1/${call.provider}/${project.projectId}/${call.path}`,
+      { [call.keyHeader]: call.keyHeader === "authorization" ? `Bearer ${key}` : key },
+      call.body,
+    );
+    const row = await usageRowById(sluice.gateway, received.headers["x-request-id"] as string);
+    return { received, row };
+  }
+
+  const chat = streamCalls["provider A, usage asked for"] as StreamCall;
+  /** What the provider sends before it breaks: the events up to the usage chunk, and part of the next. */
+  const beforeCut = `${content}${usageChunk}data: [DO`;
+
+  describe("breaks its stream after its headers", () => {
+    it.each([
+      [
+        "resets the connection mid-body",
+        (socket: Socket) => {
+          socket.write(
+            `${head("transfer-encoding: chunked\r\n")}${beforeCut.length.toString(16)}\r\n${beforeCut}\r\n`,
+          );
+          setTimeout(() => socket.resetAndDestroy(), 20);
+        },
+      ],
+      [
+        "closes before the content-length it announced",
+        (socket: Socket) => {
+          socket.end(`${head(`content-length: ${beforeCut.length + 100}\r\n`)}${beforeCut}`);
+        },
+      ],
+      [
+        "resets a connection: close answer before its content-length",
+        (socket: Socket) => {
+          socket.write(
+            `${head(`connection: close\r\ncontent-length: ${beforeCut.length + 100}\r\n`)}${beforeCut}`,
+          );
+          setTimeout(() => socket.resetAndDestroy(), 20);
+        },
+      ],
+      [
+        "breaks its chunked framing",
+        (socket: Socket) => {
+          socket.write(
+            `${head("transfer-encoding: chunked\r\n")}${beforeCut.length.toString(16)}\r\n${beforeCut}\r\nzz\r\n`,
+          );
+        },
+      ],
+      [
+        "goes silent for longer than the idle timeout",
+        (socket: Socket) => {
+          socket.write(
+            `${head("transfer-encoding: chunked\r\n")}${beforeCut.length.toString(16)}\r\n${beforeCut}\r\n`,
+          );
+        },
+      ],
+    ])(
+      "%s: the client's stream is cut, its connection closed, and the row has the tokens seen",
+      async (_name, answer) => {
+        const { received, row } = await through(chat, answer);
+        expect(received.status).toBe(200);
+        expect(received.how).toBe("cut");
+        expect(received.body.toString()).toBe(beforeCut);
+        expect(row).toMatchObject({
+          status: 200,
+          outcome: "error",
+          streamed: 1,
+          input_tokens: 11,
+          output_tokens: 7,
+        });
+        await upstream.lastConnectionClosed();
+      },
+    );
+
+    it("before any body byte: the client gets a clean 502 in Sluice's envelope, and the row says so", async () => {
+      const { received, row } = await through(chat, (socket) => {
+        socket.write(head("transfer-encoding: chunked\r\n"));
+        setTimeout(() => socket.resetAndDestroy(), 20);
+      });
+      expect(received.status).toBe(502);
+      expect(received.how).toBe("ended");
+      expect(JSON.parse(received.body.toString())).toMatchObject({ error: { code: "PROVIDER_ERROR" } });
+      expect(row).toMatchObject({ status: 502, outcome: "error", error_code: "PROVIDER_ERROR" });
+      await upstream.lastConnectionClosed();
+    });
+  });
+
+  it("passes over interim answers (102, 103 Early Hints) and forwards the final one", async () => {
+    const stream = chat.stream;
+    const { received, row } = await through(chat, (socket) =>
+      socket.write(
+        "HTTP/1.1 103 Early Hints\r\nlink: </style.css>; rel=preload\r\n\r\n" +
+          "HTTP/1.1 102 Processing\r\n\r\n" +
+          `${head(`content-length: ${stream.length}\r\n`)}${stream}`,
+      ),
+    );
+    expect(received).toMatchObject({ status: 200, how: "ended" });
+    expect(received.body.toString()).toBe(stream);
+    expect(row).toMatchObject({ status: 200, outcome: "ok", input_tokens: 11, output_tokens: 7 });
+  });
+
+  it("reads an HTTP/1.0 answer without a content-length to the connection's close, and forwards all of it", async () => {
+    const stream = chat.stream;
+    const { received, row } = await through(chat, (socket) =>
+      socket.end(`HTTP/1.0 200 OK\r\ncontent-type: text/event-stream\r\n\r\n${stream}`),
+    );
+    expect(received).toMatchObject({ status: 200, how: "ended" });
+    expect(received.body.toString()).toBe(stream);
+    expect(row).toMatchObject({
+      status: 200,
+      outcome: "ok",
+      streamed: 1,
+      input_tokens: 11,
+      output_tokens: 7,
+    });
+  });
+
+  // RFC 9112 5.2: a proxy that receives an obs-fold either replaces it or answers 502.
+  it.each([
+    ["a folded header line (obs-fold)", "x-folded: a\r\n  b\r\n"],
+    ["a control character in a header value", "x-bad: a\u0001b\r\n"],
+    ["two content-lengths", "content-length: 5\r\n"],
+    ["a header block over undici's 16 KiB", `${`x-big: ${"a".repeat(1000)}\r\n`.repeat(20)}`],
+  ])("answers 502 for %s, with its row, and closes the provider's connection", async (_name, fields) => {
+    const stream = chat.stream;
+    const { received, row } = await through(chat, (socket) =>
+      socket.write(`${head(`${fields}content-length: ${stream.length}\r\n`)}${stream}`),
+    );
+    expect(received.status).toBe(502);
+    expect(JSON.parse(received.body.toString())).toMatchObject({
+      error: { code: "PROVIDER_ERROR", message: "The provider's answer could not be read as HTTP" },
+    });
+    expect(row).toMatchObject({ status: 502, error_code: "PROVIDER_ERROR" });
+    await upstream.lastConnectionClosed();
+  });
+
+  it("answers 502 for a transfer coding other than chunked, and closes the provider's connection", async () => {
+    const sent = gzipSync(chat.stream);
+    const { received, row } = await through(chat, (socket) =>
+      socket.write(
+        Buffer.concat([
+          Buffer.from(`${head("transfer-encoding: gzip, chunked\r\n")}${sent.length.toString(16)}\r\n`),
+          sent,
+          Buffer.from("\r\n0\r\n\r\n"),
+        ]),
+      ),
+    );
+    expect(received.status).toBe(502);
+    expect(row).toMatchObject({ status: 502, error_code: "PROVIDER_ERROR" });
+    await upstream.lastConnectionClosed();
+  });
+
+  it("passes a header value of latin-1 bytes (obs-text) byte for byte", async () => {
+    const stream = chat.stream;
+    const { received } = await through(chat, (socket) =>
+      socket.write(
+        Buffer.from(
+          `${head(`x-text: caf\u00e9\r\ncontent-length: ${stream.length}\r\n`)}${stream}`,
+          "latin1",
+        ),
+      ),
+    );
+    expect(received.status).toBe(200);
+    expect(received.headers["x-text"]).toBe("caf\u00e9"); // Node reads header bytes as latin-1
+  });
+
+  describe.each(Object.keys(streamCalls))("an event stream of %s", (name) => {
+    const call = streamCalls[name] as StreamCall;
+    const filtered = name === "provider A, usage not asked for";
+
+    /** What the client should get of `sent` (the provider's bytes). */
+    const expectForwarded = (received: Buffer, sent: Buffer) => {
+      if (!filtered) expect(received.equals(sent)).toBe(true);
+      else {
+        // The usage chunk Sluice asked for is kept back; the rest arrives.
+        expect(received.toString()).not.toContain("prompt_tokens");
+        expect(received.toString()).toContain('"content":"Hi"');
+        expect(received.toString()).toContain("[DONE]");
+      }
+    };
+
+    it.each(Object.keys(spellings))(
+      "with %s, split at every byte, is read for its tokens",
+      async (spelling) => {
+        const sent = Buffer.from((spellings[spelling] as (stream: string) => string)(call.stream));
+        const { received, row } = await through(call, (socket) =>
+          socket.write(
+            Buffer.concat([Buffer.from(head("transfer-encoding: chunked\r\n")), byteChunks(sent)]),
+          ),
+        );
+        expect(received).toMatchObject({ status: 200, how: "ended" });
+        expectForwarded(received.body, sent);
+        expect(row).toMatchObject({ status: 200, outcome: "ok", streamed: 1, ...call.tokens });
+      },
+    );
+
+    it.each(Object.keys(spellings))(
+      "with %s, gzipped though Sluice asks for identity, is read for its tokens",
+      async (spelling) => {
+        const sent = gzipSync((spellings[spelling] as (stream: string) => string)(call.stream));
+        const { received, row } = await through(call, (socket) =>
+          socket.write(
+            Buffer.concat([
+              Buffer.from(head(`content-encoding: gzip\r\ncontent-length: ${sent.length}\r\n`)),
+              sent,
+            ]),
+          ),
+        );
+        expect(received).toMatchObject({ status: 200, how: "ended" });
+        expect(received.headers["content-encoding"]).toBe("gzip");
+        expect(received.body.equals(sent)).toBe(true); // forwarded compressed, usage chunk included
+        expect(row).toMatchObject({ status: 200, outcome: "ok", streamed: 1, ...call.tokens });
+      },
+    );
+
+    it("with a 1 MiB event before the one with the usage, is read for its tokens", async () => {
+      const sent = Buffer.from(call.stream.replace('"Hi"', `"${"x".repeat(1024 * 1024)}"`));
+      const { received, row } = await through(call, (socket) =>
+        socket.write(Buffer.concat([Buffer.from(head(`content-length: ${sent.length}\r\n`)), sent])),
+      );
+      expect(received).toMatchObject({ status: 200, how: "ended" });
+      expect(received.body.equals(sent)).toBe(true); // sent with a content-length: nothing is kept back
+      expect(row).toMatchObject({ status: 200, outcome: "ok", streamed: 1, ...call.tokens });
+    });
+  });
+
+  // WHATWG: an event the stream ends before its blank line is not dispatched, and the SDKs do not
+  // read it either (@google/genai throws "Incomplete JSON segment at the end"). Providers A and B
+  // report their usage before their last event, so a last event left open loses them nothing.
+  it.each(["provider A, usage asked for", "provider A, usage not asked for", "provider B"])(
+    "reads the tokens of %s whose last event ends without its blank line, and forwards that event",
+    async (name) => {
+      const call = streamCalls[name] as StreamCall;
+      const sent = call.stream.replace(/\n\n$/, "");
+      const { received, row } = await through(call, (socket) =>
+        socket.write(
+          `${head("transfer-encoding: chunked\r\n")}${sent.length.toString(16)}\r\n${sent}\r\n0\r\n\r\n`,
+        ),
+      );
+      expect(received).toMatchObject({ status: 200, how: "ended" });
+      expect(received.body.toString().endsWith(sent.slice(-12))).toBe(true);
+      expect(row).toMatchObject({ status: 200, outcome: "ok", ...call.tokens });
+    },
+  );
+});
