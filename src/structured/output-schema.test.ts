@@ -875,3 +875,27 @@ describe("oneOf, propertyNames and tuples, as Zod writes them", () => {
       ]);
   });
 });
+
+describe("the output schema's size cap", () => {
+  const withDescription = (description: string) => ({
+    type: "object",
+    properties: { title: { type: "string", description } },
+  });
+  const overhead = JSON.stringify(withDescription("")).length;
+
+  it("counts the UTF-8 bytes of its JSON, as its message says", () => {
+    // 30,000 "é" are 30,000 UTF-16 code units and 60,000 bytes: with 6,000 more, over 64 KiB.
+    const schema = withDescription("é".repeat(30_000) + "x".repeat(6_000));
+    expect(JSON.stringify(schema).length).toBeLessThan(64 * 1024);
+    expect(checkOutputSchema(schema)).toEqual([
+      "the output schema must be at most 65536 bytes of JSON (UTF-8)",
+    ]);
+  });
+
+  it("takes a schema of exactly 64 KiB", () => {
+    expect(checkOutputSchema(withDescription("x".repeat(64 * 1024 - overhead)))).toEqual([]);
+    expect(checkOutputSchema(withDescription("x".repeat(64 * 1024 - overhead + 1)))).toEqual([
+      "the output schema must be at most 65536 bytes of JSON (UTF-8)",
+    ]);
+  });
+});

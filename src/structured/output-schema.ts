@@ -61,6 +61,7 @@ export const annotationKinds = new Map<string, "string" | "array" | "boolean" | 
 ]);
 const allowedTypes = new Set(["object", "array", "string", "number", "integer", "boolean", "null"]);
 const maxDepth = 10;
+/** The UTF-8 bytes of the schema's JSON (docs/structured.md). */
 const maxSchemaBytes = 64 * 1024;
 /**
  * How deeply objects and arrays may nest anywhere in the schema document, `default` and `const`
@@ -85,8 +86,9 @@ export function checkOutputSchema(schema: unknown, provider?: ProviderId, model?
   const problems: string[] = [];
   if ((schema as Record<string, unknown>).type !== "object")
     problems.push('the root of the output schema must have "type": "object"');
-  if (JSON.stringify(schema).length > maxSchemaBytes)
-    problems.push(`the output schema must be under ${maxSchemaBytes} bytes`);
+  // Bytes, as the message says: `length` counts UTF-16 code units, half the bytes of "é".
+  if (Buffer.byteLength(JSON.stringify(schema), "utf8") > maxSchemaBytes)
+    problems.push(`the output schema must be at most ${maxSchemaBytes} bytes of JSON (UTF-8)`);
   walk(schema, "#", 0, problems, provider);
   if (problems.length === 0) problems.push(...referenceLoops(schema));
   if (problems.length === 0)
