@@ -143,34 +143,39 @@ function alternativesAsAnyOf(node: Record<string, unknown>): Record<string, unkn
   return out;
 }
 
-/** What a schema keyword holds, as a JSON Pointer steps through it: named schemas, a list, or one. */
-const pointerSteps: Record<string, "names" | "list" | "schema"> = {
-  properties: "names",
-  $defs: "names",
-  definitions: "names",
-  anyOf: "list",
-  oneOf: "list",
-  items: "schema",
-  additionalProperties: "schema",
-};
+/**
+ * What a JSON Pointer steps into through a schema keyword: a name (of a property or definition) or an
+ * index (of an alternative), then a schema; `items` and `additionalProperties` hold a schema.
+ */
+const pointerSteps = new Map<string, "name" | "index" | "schema">([
+  ["properties", "name"],
+  ["$defs", "name"],
+  ["definitions", "name"],
+  ["anyOf", "index"],
+  ["oneOf", "index"],
+  ["items", "schema"],
+  ["additionalProperties", "schema"],
+]);
 
 /**
  * A local `$ref` with each step into a `oneOf` made a step into `anyOf`, as `alternativesAsAnyOf`
  * sends it; a property or definition named `oneOf` keeps its name, and so does anything past a
- * keyword that holds no schema.
+ * keyword that holds no schema (a `default`'s value).
  */
 function referenceAsSent(ref: string): string {
   if (!ref.startsWith("#/")) return ref;
-  let next: "keyword" | "names" | "list" | "schema" | "value" = "keyword";
+  let next: "keyword" | "name" | "index" | "value" = "keyword";
   const tokens = ref
     .slice(2)
     .split("/")
     .map((token) => {
-      const at = next;
-      if (at === "names" || at === "list" || at === "schema") next = "keyword";
-      if (at !== "keyword") return token;
-      next = pointerSteps[token] ?? "value";
-      if (next === "schema") next = "keyword";
+      if (next === "name" || next === "index") {
+        next = "keyword";
+        return token;
+      }
+      if (next === "value") return token;
+      const step = pointerSteps.get(token);
+      next = step === undefined ? "value" : step === "schema" ? "keyword" : step;
       return token === "oneOf" ? "anyOf" : token;
     });
   return `#/${tokens.join("/")}`;
