@@ -9,7 +9,7 @@ const isObject = (value: unknown): value is Record<string, unknown> =>
  * A model's answer without the keys that a closed object (`additionalProperties: false` beside
  * `properties`) does not list, wherever the schema that applies to a value is certain: the root,
  * through `properties`, `items`, a map's `additionalProperties` schema and a local `$ref`; never
- * inside `anyOf`, where which branch the value is meant to match is not known. Provider C cannot be
+ * inside `anyOf` or `oneOf`, where which branch the value is meant to match is not known. Provider C cannot be
  * told to leave them out, and provider A's non-strict mode is not held to it, so one extra key would
  * fail an otherwise valid answer. Each key removed is one that object's `additionalProperties: false`
  * refuses whatever else holds, so the removal never turns a valid answer invalid

@@ -732,3 +732,170 @@ describe("checkOutputSchema with provider B's limits", () => {
       );
   });
 });
+
+/**
+ * What Zod v4's `z.toJSONSchema` writes for a discriminated union (`oneOf`), a record
+ * (`propertyNames: {"type": "string"}`) and a tuple (`prefixItems`, `items: false`): the union and the
+ * record are served (decision 0021), the tuple refused with what to write instead.
+ */
+describe("oneOf, propertyNames and tuples, as Zod writes them", () => {
+  const closed = (properties: Record<string, unknown>) => ({
+    type: "object",
+    properties,
+    required: Object.keys(properties),
+    additionalProperties: false,
+  });
+  const union = closed({
+    shape: {
+      oneOf: [
+        closed({ kind: { type: "string", const: "circle" }, radius: { type: "number" } }),
+        closed({ kind: { type: "string", const: "square" }, side: { type: "number" } }),
+      ],
+    },
+  });
+  const providers = [undefined, "provider-a", "provider-b", "provider-c"] as const;
+
+  it.each(providers)("takes a discriminated union written as oneOf (provider %s)", (provider) => {
+    expect(checkOutputSchema(union, provider)).toEqual([]);
+  });
+
+  it("sends every provider a oneOf as anyOf, and validates the answer against the oneOf", () => {
+    for (const provider of ["provider-a", "provider-b", "provider-c"] as const) {
+      const sent = schemaForProvider(union, provider);
+      expect(JSON.stringify(sent), provider).not.toContain("oneOf");
+      expect(sent, provider).toHaveProperty("properties.shape.anyOf.1.properties.side");
+    }
+    expect(validateAgainstSchema(union, { shape: { kind: "square", side: 2 } }).valid).toBe(true);
+    // An answer that matches both branches does not match a oneOf, though it matches the anyOf sent.
+    const overlapping = closed({ n: { oneOf: [{ type: "number" }, { type: "integer" }] } });
+    expect(validateAgainstSchema(schemaForProvider(overlapping, "provider-a"), { n: 3 }).valid).toBe(true);
+    expect(validateAgainstSchema(overlapping, { n: 3 })).toEqual({
+      valid: false,
+      errors: [expect.stringContaining("/n must match exactly one schema in oneOf")],
+    });
+  });
+
+  it("keeps a $ref that points into a oneOf's branches pointing at the branch sent", () => {
+    const schema = {
+      ...closed({ a: { $ref: "#/$defs/u/oneOf/1" }, b: { $ref: "#/$defs/u" } }),
+      $defs: {
+        u: { oneOf: [{ type: "string" }, closed({ oneOf: { type: "number" } })] },
+      },
+    };
+    expect(checkOutputSchema(schema, "provider-a")).toEqual([]);
+    const sent = schemaForProvider(schema, "provider-a");
+    expect(sent).toHaveProperty("properties.a.$ref", "#/$defs/u/anyOf/1");
+    // A property named oneOf is a property: its name stays.
+    expect(sent).toHaveProperty("$defs.u.anyOf.1.properties.oneOf.type", "number");
+  });
+
+  it("refuses anyOf and oneOf side by side, which no provider is sent as one list", () => {
+    const schema = closed({
+      v: { anyOf: [{ type: "string" }, { type: "number" }], oneOf: [{ minLength: 1 }, { minimum: 1 }] },
+    });
+    expect(checkOutputSchema(schema)).toEqual([expect.stringContaining("#/properties/v: anyOf and oneOf")]);
+  });
+
+  it("checks a provider's rules inside a oneOf's branches too", () => {
+    const schema = closed({ v: { oneOf: [closed({ m: { type: "object" } }), { type: "null" }] } });
+    expect(checkOutputSchema(schema, "provider-c")).toEqual([
+      expect.stringContaining("#/properties/v/oneOf/0/properties/m: provider C takes an object only"),
+    ]);
+  });
+
+  it("counts a oneOf among provider B's union-typed parameters", () => {
+    const properties = Object.fromEntries(
+      Array.from({ length: 17 }, (_, index) => [
+        `f${index}`,
+        { oneOf: [{ type: "string" }, { type: "null" }] },
+      ]),
+    );
+    expect(checkOutputSchema(closed(properties), "provider-b")).toEqual([
+      expect.stringContaining("this schema has 17"),
+    ]);
+  });
+
+  it("decides structured output or json tool with a oneOf as the installed AI SDK does", async () => {
+    const { supportsNativeStructuredOutputSchema } = await import("@ai-sdk/anthropic/internal");
+    const optional = (count: number) => ({
+      type: "object",
+      properties: Object.fromEntries(
+        Array.from({ length: count }, (_, index) => [`o${index}`, { type: "string" }]),
+      ),
+    });
+    for (const schema of [
+      closed({ v: { oneOf: [optional(11), { type: "null" }] } }),
+      closed({ v: { oneOf: [{ type: "object", additionalProperties: true }, { type: "null" }] } }),
+      union,
+    ])
+      expect(sentAsStructuredOutput(schema), JSON.stringify(schema)).toBe(
+        supportsNativeStructuredOutputSchema(schema as never),
+      );
+  });
+
+  it("takes a record's propertyNames of strings, and sends it to no provider", () => {
+    const record = closed({
+      scores: { type: "object", propertyNames: { type: "string" }, additionalProperties: { type: "number" } },
+    });
+    for (const provider of [undefined, "provider-a", "provider-b"] as const)
+      expect(checkOutputSchema(record, provider)).toEqual([]);
+    for (const provider of ["provider-a", "provider-b"] as const)
+      expect(JSON.stringify(schemaForProvider(record, provider)), provider).not.toContain("propertyNames");
+    expect(validateAgainstSchema(record, { scores: { a: 1 } }).valid).toBe(true);
+  });
+
+  it("refuses propertyNames that constrain the names", () => {
+    const record = closed({
+      scores: {
+        type: "object",
+        propertyNames: { type: "string", enum: ["a", "b"] },
+        additionalProperties: { type: "number" },
+      },
+    });
+    expect(checkOutputSchema(record, "provider-a")).toEqual([
+      expect.stringContaining('#/properties/scores: keyword "propertyNames"'),
+    ]);
+  });
+
+  it("refuses a tuple, naming what to write instead", () => {
+    const tuple = closed({
+      pair: {
+        type: "array",
+        prefixItems: [{ type: "string" }, { type: "number" }],
+        items: false,
+        minItems: 2,
+        maxItems: 2,
+      },
+    });
+    for (const provider of providers)
+      expect(checkOutputSchema(tuple, provider)).toEqual([
+        expect.stringMatching(
+          /^#\/properties\/pair: a tuple \(prefixItems.*an object with a property for each position/,
+        ),
+      ]);
+  });
+});
+
+describe("the output schema's size cap", () => {
+  const withDescription = (description: string) => ({
+    type: "object",
+    properties: { title: { type: "string", description } },
+  });
+  const overhead = JSON.stringify(withDescription("")).length;
+
+  it("counts the UTF-8 bytes of its JSON, as its message says", () => {
+    // 30,000 "é" are 30,000 UTF-16 code units and 60,000 bytes: with 6,000 more, over 64 KiB.
+    const schema = withDescription("é".repeat(30_000) + "x".repeat(6_000));
+    expect(JSON.stringify(schema).length).toBeLessThan(64 * 1024);
+    expect(checkOutputSchema(schema)).toEqual([
+      "the output schema must be at most 65536 bytes of JSON (UTF-8)",
+    ]);
+  });
+
+  it("takes a schema of exactly 64 KiB", () => {
+    expect(checkOutputSchema(withDescription("x".repeat(64 * 1024 - overhead)))).toEqual([]);
+    expect(checkOutputSchema(withDescription("x".repeat(64 * 1024 - overhead + 1)))).toEqual([
+      "the output schema must be at most 65536 bytes of JSON (UTF-8)",
+    ]);
+  });
+});

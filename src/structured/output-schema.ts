@@ -10,7 +10,9 @@ import { validatorFor } from "./schema-validator.js";
 
 /**
  * The project's output schema: a JSON Schema object restricted to the subset that the three
- * providers' structured-output modes accept, plus annotations (below). Checked when saved (422 with
+ * providers' structured-output modes accept, plus annotations (below) and what Sluice rewrites into
+ * that subset for them (provider-schema.ts): `oneOf`, sent as `anyOf`, and a record's
+ * `propertyNames: {"type": "string"}`, left out (docs/decisions/0021). Checked when saved (422 with
  * the reasons), checked again before use, and every returned object is validated against it.
  */
 const allowedKeywords = new Set([
@@ -22,6 +24,7 @@ const allowedKeywords = new Set([
   "const",
   "additionalProperties",
   "anyOf",
+  "oneOf",
   "$defs",
   "definitions",
   "$ref",
@@ -58,6 +61,7 @@ export const annotationKinds = new Map<string, "string" | "array" | "boolean" | 
 ]);
 const allowedTypes = new Set(["object", "array", "string", "number", "integer", "boolean", "null"]);
 const maxDepth = 10;
+/** The UTF-8 bytes of the schema's JSON (docs/structured.md). */
 const maxSchemaBytes = 64 * 1024;
 /**
  * How deeply objects and arrays may nest anywhere in the schema document, `default` and `const`
@@ -82,8 +86,9 @@ export function checkOutputSchema(schema: unknown, provider?: ProviderId, model?
   const problems: string[] = [];
   if ((schema as Record<string, unknown>).type !== "object")
     problems.push('the root of the output schema must have "type": "object"');
-  if (JSON.stringify(schema).length > maxSchemaBytes)
-    problems.push(`the output schema must be under ${maxSchemaBytes} bytes`);
+  // Bytes, as the message says: `length` counts UTF-16 code units, half the bytes of "é".
+  if (Buffer.byteLength(JSON.stringify(schema), "utf8") > maxSchemaBytes)
+    problems.push(`the output schema must be at most ${maxSchemaBytes} bytes of JSON (UTF-8)`);
   walk(schema, "#", 0, problems, provider);
   if (problems.length === 0) problems.push(...referenceLoops(schema));
   if (problems.length === 0)
@@ -181,9 +186,17 @@ function walk(
       const actual = Array.isArray(value) ? "array" : typeof value;
       if (kind !== "any value" && actual !== kind)
         problems.push(`${path}/${keyword} must be ${kind === "array" ? "an" : "a"} ${kind}`);
-    } else if (!allowedKeywords.has(keyword))
+    } else if (keyword === "prefixItems") {
+      problems.push(
+        `${path}: a tuple (prefixItems, as z.tuple writes it) is not supported by the providers' structured output: use an object with a property for each position, or an array whose items share one schema`,
+      );
+    } else if (!allowedKeywords.has(keyword) && !(keyword === "propertyNames" && namesAnyString(value)))
       problems.push(`${path}: keyword "${keyword}" is not supported by the providers' structured output`);
   }
+  if (record.anyOf !== undefined && record.oneOf !== undefined)
+    problems.push(
+      `${path}: anyOf and oneOf together are not supported (oneOf is sent to the providers as anyOf, and a schema has one list of alternatives)`,
+    );
   const types = Array.isArray(record.type) ? record.type : record.type === undefined ? [] : [record.type];
   for (const type of types) {
     if (typeof type !== "string" || !allowedTypes.has(type))
@@ -210,15 +223,19 @@ function walk(
     requiredProperties(record, path, problems, provider);
   }
   if (provider === "provider-c") providerCRules(record, types, path, depth, problems);
-  if (record.items !== undefined) walk(record.items, `${path}/items`, depth + 1, problems, provider);
+  // A tuple's `items: false` is refused with its prefixItems, above.
+  if (record.items !== undefined && !(record.items === false && record.prefixItems !== undefined))
+    walk(record.items, `${path}/items`, depth + 1, problems, provider);
   if (typeof record.additionalProperties === "object" && record.additionalProperties !== null) {
     walk(record.additionalProperties, `${path}/additionalProperties`, depth + 1, problems, provider);
   }
-  if (record.anyOf !== undefined) {
-    if (!Array.isArray(record.anyOf)) problems.push(`${path}/anyOf must be an array`);
+  for (const alternatives of ["anyOf", "oneOf"] as const) {
+    const value = record[alternatives];
+    if (value === undefined) continue;
+    if (!Array.isArray(value)) problems.push(`${path}/${alternatives} must be an array`);
     else {
-      for (const [index, child] of record.anyOf.entries())
-        walk(child, `${path}/anyOf/${index}`, depth + 1, problems, provider);
+      for (const [index, child] of value.entries())
+        walk(child, `${path}/${alternatives}/${index}`, depth + 1, problems, provider);
     }
   }
   for (const definitions of ["$defs", "definitions"] as const) {
@@ -228,6 +245,20 @@ function walk(
         walk(child, `${path}/${definitions}/${name}`, depth + 1, problems, provider);
     }
   }
+}
+
+/**
+ * Whether a `propertyNames` schema is `{"type": "string"}`, as Zod writes it for a record: JSON's
+ * keys are strings, so it constrains nothing, and is not sent (provider A's structured outputs list
+ * `propertyNames` among the keywords they do not take). One that constrains the names is refused.
+ */
+function namesAnyString(value: unknown): boolean {
+  return (
+    typeof value === "object" &&
+    value !== null &&
+    Object.keys(value).length === 1 &&
+    (value as Record<string, unknown>).type === "string"
+  );
 }
 
 /**

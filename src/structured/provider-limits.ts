@@ -94,7 +94,8 @@ export function sdkGivesStructuredOutput(model: string): boolean {
 }
 
 function isUnion(node: Schema): boolean {
-  if (Array.isArray(node.anyOf)) return true;
+  // A oneOf is sent as anyOf (provider-schema.ts), which provider B counts.
+  if (Array.isArray(node.anyOf) || Array.isArray(node.oneOf)) return true;
   const types = new Set(Array.isArray(node.type) ? node.type : node.type === undefined ? [] : [node.type]);
   if (node.nullable === true && types.size > 0) types.add("null");
   return types.size > 1;
@@ -114,8 +115,8 @@ function forEachSchema(root: unknown, visit: (node: Schema) => void): void {
 /**
  * The schemas a schema holds, each with its path below `path`: under `properties`, `$defs` and
  * `definitions` (the last two only with `definitions`: the providers' converters reach a
- * definition through a `$ref` alone), `items`, `additionalProperties` and `anyOf`, the keywords
- * output-schema.ts lets a schema nest others in. Entries that are no schema are the caller's to skip.
+ * definition through a `$ref` alone), `items`, `additionalProperties`, `anyOf` and `oneOf` (sent as
+ * `anyOf`), the keywords output-schema.ts lets a schema nest others in. Entries that are no schema are the caller's to skip.
  */
 function subschemas(node: Schema, path: string, definitions: boolean): Array<[unknown, string]> {
   const children: Array<[unknown, string]> = [];
@@ -125,8 +126,12 @@ function subschemas(node: Schema, path: string, definitions: boolean): Array<[un
       for (const [name, child] of Object.entries(named)) children.push([child, `${path}/${key}/${name}`]);
   }
   children.push([node.items, `${path}/items`], [node.additionalProperties, `${path}/additionalProperties`]);
-  if (Array.isArray(node.anyOf))
-    for (const [index, child] of node.anyOf.entries()) children.push([child, `${path}/anyOf/${index}`]);
+  for (const alternatives of ["anyOf", "oneOf"] as const) {
+    const value = node[alternatives];
+    if (Array.isArray(value))
+      for (const [index, child] of value.entries())
+        children.push([child, `${path}/${alternatives}/${index}`]);
+  }
   return children;
 }
 
@@ -276,10 +281,12 @@ export function providerCRules(
   }
   // The Gemini API needs a type on every schema ("….type: must be specified"); the SDK gives one to
   // an enum, a const and a type list, and resolves a $ref.
-  const typed = ["type", "anyOf", "enum", "const", "$ref"].some((keyword) => record[keyword] !== undefined);
+  const typed = ["type", "anyOf", "oneOf", "enum", "const", "$ref"].some(
+    (keyword) => record[keyword] !== undefined,
+  );
   if (!typed)
     problems.push(
-      `${path}: provider C needs a type here (or anyOf, enum, const or $ref): it takes no schema without one`,
+      `${path}: provider C needs a type here (or anyOf, oneOf, enum, const or $ref): it takes no schema without one`,
     );
   if (named.includes("array") && record.items === undefined && record.$ref === undefined)
     problems.push(

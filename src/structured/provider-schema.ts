@@ -26,9 +26,11 @@ const providerAnnotations: Record<ProviderId, ReadonlySet<string>> = {
  * Providers B's and C's converters drop `nullable` itself, so the model could never answer null
  * where the schema (and Ajv, which validates the answer) allows it. For provider C, what its API
  * refuses or the SDK leaves out (bounds, a `format` it does not take, an `enum` or `const` of
- * numbers or booleans) is written into the description instead (`withBoundsDescribed`). Values
- * (`default`, `const`, `enum`) are otherwise copied as they are, and so are the names of properties
- * and definitions; the project's schema is not changed.
+ * numbers or booleans) is written into the description instead (`withBoundsDescribed`). A `oneOf`
+ * is sent as `anyOf`, and a record's `propertyNames: {"type": "string"}` is left out
+ * (`alternativesAsAnyOf`). Values (`default`, `const`, `enum`) are otherwise copied as they are, and
+ * so are the names of properties and definitions; the project's schema is not changed, and the
+ * answer is validated against it, `oneOf` included.
  */
 export function schemaForProvider(
   schema: Record<string, unknown>,
@@ -36,9 +38,11 @@ export function schemaForProvider(
 ): Record<string, unknown> {
   const sent = providerAnnotations[provider];
   return eachSchema(schema, (node) => {
-    const out = nullableAsType(
-      Object.fromEntries(
-        Object.entries(node).filter(([keyword]) => !annotationKinds.has(keyword) || sent.has(keyword)),
+    const out = alternativesAsAnyOf(
+      nullableAsType(
+        Object.fromEntries(
+          Object.entries(node).filter(([keyword]) => !annotationKinds.has(keyword) || sent.has(keyword)),
+        ),
       ),
     );
     return provider === "provider-c" ? withBoundsDescribed(out) : out;
@@ -118,6 +122,63 @@ function withBoundsDescribed(given: Record<string, unknown>): Record<string, unk
     description:
       typeof description === "string" && description !== "" ? `${description}\n${described}` : described,
   };
+}
+
+/**
+ * A node with its `oneOf` as `anyOf`, without `propertyNames`, and with a `$ref` that stepped into a
+ * `oneOf` stepping into the `anyOf` sent instead. Provider A's structured outputs refuse `oneOf`
+ * ("'oneOf' is not permitted") and list `anyOf` among the keywords they take; provider C's
+ * responseSchema (the Gemini API's Schema object) has `anyOf` and no `oneOf` field, which the AI SDK
+ * passes through as it is, so every call was the API's 400; the AI SDK already sends provider B's
+ * structured outputs a `oneOf` as `anyOf`. The model may then give an answer that matches two
+ * branches; Ajv, holding it to the project's `oneOf`, refuses it and the model is asked once more, as
+ * for any other answer (docs/decisions/0021). The only `propertyNames` output-schema.ts lets through
+ * is `{"type": "string"}`, which every JSON key meets; provider A's structured outputs do not take
+ * the keyword, and the AI SDK leaves it out for provider B's and C's.
+ */
+function alternativesAsAnyOf(node: Record<string, unknown>): Record<string, unknown> {
+  const { oneOf, propertyNames: _names, ...out } = node;
+  if (oneOf !== undefined) out.anyOf = oneOf;
+  if (typeof out.$ref === "string") out.$ref = referenceAsSent(out.$ref);
+  return out;
+}
+
+/**
+ * What a JSON Pointer steps into through a schema keyword: a name (of a property or definition) or an
+ * index (of an alternative), then a schema; `items` and `additionalProperties` hold a schema.
+ */
+const pointerSteps = new Map<string, "name" | "index" | "schema">([
+  ["properties", "name"],
+  ["$defs", "name"],
+  ["definitions", "name"],
+  ["anyOf", "index"],
+  ["oneOf", "index"],
+  ["items", "schema"],
+  ["additionalProperties", "schema"],
+]);
+
+/**
+ * A local `$ref` with each step into a `oneOf` made a step into `anyOf`, as `alternativesAsAnyOf`
+ * sends it; a property or definition named `oneOf` keeps its name, and so does anything past a
+ * keyword that holds no schema (a `default`'s value).
+ */
+function referenceAsSent(ref: string): string {
+  if (!ref.startsWith("#/")) return ref;
+  let next: "keyword" | "name" | "index" | "value" = "keyword";
+  const tokens = ref
+    .slice(2)
+    .split("/")
+    .map((token) => {
+      if (next === "name" || next === "index") {
+        next = "keyword";
+        return token;
+      }
+      if (next === "value") return token;
+      const step = pointerSteps.get(token);
+      next = step === undefined ? "value" : step === "schema" ? "keyword" : step;
+      return token === "oneOf" ? "anyOf" : token;
+    });
+  return `#/${tokens.join("/")}`;
 }
 
 function nullableAsType(schema: Record<string, unknown>): Record<string, unknown> {

@@ -18,7 +18,7 @@ export function eachSchema(
         Object.entries(value).map(([name, child]) => [name, eachSchema(child, rewrite)]),
       );
     } else if (subschemas.has(key)) out[key] = eachSchema(value, rewrite);
-    else if (key === "anyOf" && Array.isArray(value))
+    else if ((key === "anyOf" || key === "oneOf") && Array.isArray(value))
       out[key] = value.map((child) => eachSchema(child, rewrite));
     else out[key] = value;
   }

@@ -84,14 +84,77 @@ const corpus: Record<string, Case> = {
         }),
     },
   },
+  // Sent as anyOf, which every provider takes (decision 0021); the answer is held to the oneOf.
   "oneOf, as Zod writes a discriminated union": {
-    schema: closed({ value: { oneOf: [{ type: "string" }, { type: "number" }] } }),
-    answer: { value: 1 },
-    wrong: { value: true },
+    schema: {
+      $schema: "https://json-schema.org/draft/2020-12/schema",
+      ...closed({
+        shape: {
+          oneOf: [
+            closed({ kind: { type: "string", const: "circle" }, radius: { type: "number" } }),
+            closed({ kind: { type: "string", const: "square" }, side: { type: "number" } }),
+          ],
+        },
+      }),
+    },
+    answer: { shape: { kind: "square", side: 2 } },
+    wrong: { shape: { kind: "square", radius: 2 } },
     expect: {
-      "provider-a": { refused: 'keyword "oneOf"' },
-      "provider-b": { refused: 'keyword "oneOf"' },
-      "provider-c": { refused: 'keyword "oneOf"' },
+      "provider-a": (sent) => {
+        sentAsIs(sent);
+        expect(sent).toHaveProperty("json_schema.schema.properties.shape.anyOf.1.properties.side");
+        expect(JSON.stringify(sent)).not.toContain("oneOf");
+      },
+      "provider-b": (sent) => {
+        structuredOutputB(sent);
+        expect(sent).toHaveProperty("format.schema.properties.shape.anyOf.1.properties.side");
+      },
+      "provider-c": (sent) => {
+        expect(sent).toMatchObject({
+          responseSchema: {
+            properties: { shape: { anyOf: [{ properties: { kind: { enum: ["circle"] } } }, {}] } },
+          },
+        });
+        expect(JSON.stringify(sent)).not.toContain("oneOf");
+      },
+    },
+  },
+  "a record, as Zod writes it (propertyNames of strings)": {
+    schema: closed({
+      scores: { type: "object", propertyNames: { type: "string" }, additionalProperties: { type: "number" } },
+    }),
+    answer: { scores: { a: 1, b: 2 } },
+    wrong: { scores: { a: "one" } },
+    expect: {
+      "provider-a": (sent) => {
+        expect(sent).toHaveProperty("json_schema.schema.properties.scores.additionalProperties", {
+          type: "number",
+        });
+        expect(JSON.stringify(sent)).not.toContain("propertyNames");
+      },
+      "provider-b": (sent) => {
+        jsonToolB(sent);
+        expect(JSON.stringify(sent)).not.toContain("propertyNames");
+      },
+      "provider-c": { refused: "provider C takes an object only with properties" },
+    },
+  },
+  "a tuple, as Zod writes it": {
+    schema: closed({
+      pair: {
+        type: "array",
+        prefixItems: [{ type: "string" }, { type: "number" }],
+        items: false,
+        minItems: 2,
+        maxItems: 2,
+      },
+    }),
+    answer: {},
+    wrong: {},
+    expect: {
+      "provider-a": { refused: "a tuple (prefixItems" },
+      "provider-b": { refused: "a tuple (prefixItems" },
+      "provider-c": { refused: "a tuple (prefixItems" },
     },
   },
   "$ref to $defs, as Pydantic writes a model it uses twice": {
@@ -357,4 +420,26 @@ describe("a corpus of output schemas, on every provider", () => {
     expect(refused.status).toBe(502);
     expect(fake.requests).toHaveLength(2);
   });
+
+  // The providers are sent a oneOf as anyOf, under which an answer may match two branches: the
+  // project's oneOf refuses it, and the model is asked once more, told why.
+  it.each(["provider-a", "provider-b", "provider-c"] as const)(
+    "repairs an answer that matches two branches of a oneOf, on %s",
+    async (provider) => {
+      const schema = closed({ n: { oneOf: [{ type: "number" }, { type: "integer" }] } });
+      const project = await createTestProject(sluice.gateway, { provider, outputSchema: schema });
+      let answers = 0;
+      fake.setStructuredOutput(() => (++answers === 1 ? { n: 3 } : { n: 2.5 }));
+      const response = await fetch(`${sluice.url}/v1/text/${project.projectId}`, {
+        method: "POST",
+        headers: { authorization: `Bearer ${project.bearer(provider)}`, "content-type": "application/json" },
+        body: JSON.stringify({ text: "x" }),
+      });
+      expect(response.status).toBe(200);
+      expect(await response.json()).toEqual({ n: 2.5 });
+      expect(fake.requests).toHaveLength(2);
+      expect(JSON.stringify(sentSchema(provider))).not.toContain("oneOf");
+      expect(fake.requests[1]?.body.toString()).toContain("must match exactly one schema in oneOf");
+    },
+  );
 });
