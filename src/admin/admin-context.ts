@@ -1,4 +1,4 @@
-import { loadMasterKey } from "../auth/master-key.js";
+import { loadMasterKey, loadPreviousMasterKey } from "../auth/master-key.js";
 import { checkMasterKeyOpensDatabase } from "../auth/master-key-check.js";
 import { createSecretBox } from "../auth/secret-box.js";
 import { allowsTestMode, type Config } from "../config.js";
@@ -23,8 +23,11 @@ export async function openAdminContext(
   const masterKey = loadMasterKey(config, (file) =>
     warn(`generated a new master key at ${file}; back it up (without it stored keys cannot be opened)`),
   );
-  const secretBox = createSecretBox(masterKey);
+  // During a rotation, the key the secrets stored before it were sealed under opens them too.
+  const previousKey = loadPreviousMasterKey(config);
+  const secretBox = createSecretBox(masterKey, previousKey);
   masterKey.fill(0);
+  previousKey?.fill(0);
   // A PostgreSQL that could not be opened (refused, unreachable, silent) is named, as the gateway's
   // start names it: DATABASE_URL without its password, and why.
   const database = await openDatabase(databaseOptionsOf(config)).catch((error: unknown) => {

@@ -27,6 +27,7 @@ function developmentOnlyApple(): DeviceCheckClient & { asked: DeviceCheckValidat
 const openSecretBox: SecretBox = {
   seal: () => "sealed",
   open: () => Buffer.from("-----BEGIN PRIVATE KEY-----"),
+  reseal: () => undefined,
   deriveKey: () => Buffer.alloc(32),
 };
 
