@@ -29,6 +29,7 @@ const openSecretBox: SecretBox = {
   open: () => Buffer.from("-----BEGIN PRIVATE KEY-----"),
   reseal: () => undefined,
   deriveKey: () => Buffer.alloc(32),
+  derivePreviousKey: () => undefined,
 };
 
 function verifierWith(client: DeviceCheckClient) {

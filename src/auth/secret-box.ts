@@ -19,6 +19,8 @@ export interface SecretBox {
   reseal(sealed: string, aad: string): string | undefined;
   /** A 32-byte key for `label` derived from the (current) master key (HKDF-SHA256, RFC 5869). */
   deriveKey(label: string): Buffer;
+  /** The same from the previous key, during a rotation (what it signed still verifies); else undefined. */
+  derivePreviousKey(label: string): Buffer | undefined;
 }
 
 const ivBytes = 12;
@@ -52,7 +54,8 @@ export function createSecretBox(masterKey: Buffer, previousKey?: Buffer): Secret
     }
   };
   return {
-    deriveKey: (label) => Buffer.from(hkdfSync("sha256", key, Buffer.alloc(0), `sluice:${label}`, 32)),
+    deriveKey: (label) => derive(key, label),
+    derivePreviousKey: (label) => (previous === undefined ? undefined : derive(previous, label)),
     seal,
     open: (sealed, aad) => openEither(sealed, aad).plaintext,
     reseal(sealed, aad) {
@@ -64,6 +67,10 @@ export function createSecretBox(masterKey: Buffer, previousKey?: Buffer): Secret
       }
     },
   };
+}
+
+function derive(key: Buffer, label: string): Buffer {
+  return Buffer.from(hkdfSync("sha256", key, Buffer.alloc(0), `sluice:${label}`, 32));
 }
 
 function openWith(key: Buffer, sealed: string, aad: string): Buffer {
