@@ -251,6 +251,22 @@ describe("loadConfig", () => {
     expect(loadConfig({ SLUICE_MASTER_KEY: key }).masterKey).toBe(key);
   });
 
+  it("reads SLUICE_MASTER_KEY_PREVIOUS as a second master key, only beside SLUICE_MASTER_KEY, never naming its value", () => {
+    const [key, previous] = [Buffer.alloc(32, 7).toString("base64"), Buffer.alloc(32, 9).toString("base64")];
+    expect(
+      loadConfig({ SLUICE_MASTER_KEY: key, SLUICE_MASTER_KEY_PREVIOUS: previous }).masterKeyPrevious,
+    ).toBe(previous);
+    expect(loadConfig({ SLUICE_MASTER_KEY: key }).masterKeyPrevious).toBeUndefined();
+    const wrong = problemsOf({ SLUICE_MASTER_KEY: key, SLUICE_MASTER_KEY_PREVIOUS: "old-secret-ish" });
+    expect(wrong).toContain("SLUICE_MASTER_KEY_PREVIOUS: must be 32 bytes, base64-encoded");
+    expect(wrong).not.toContain("old-secret-ish");
+    // Without the new key, the previous one would be the only one given: nothing would be rotated.
+    expect(problemsOf({ SLUICE_MASTER_KEY_PREVIOUS: previous })).toContain(
+      "SLUICE_MASTER_KEY_PREVIOUS: set only beside SLUICE_MASTER_KEY (the new key)",
+    );
+    expect(problemsOf({ SLUICE_MASTER_KEY_PREVIOUS: previous })).not.toContain(previous);
+  });
+
   it("reads SLUICE_TRUST_PROXY as addresses and subnets and refuses anything that would trust nothing", () => {
     expect(loadConfig({ SLUICE_TRUST_PROXY: "10.0.0.1, 10.0.0.0/8,2001:db8::/32" }).trustProxy).toEqual([
       "10.0.0.1",

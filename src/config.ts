@@ -332,6 +332,15 @@ export const settings = {
     undefined,
     "32-byte key (base64) for secrets at rest (unset: generated into the data dir on the embedded SQLite default, development only)",
   ),
+  masterKeyPrevious: setting(
+    "SLUICE_MASTER_KEY_PREVIOUS",
+    text(atLeast(1), [
+      (value) => Buffer.from(value, "base64").length === 32,
+      "must be 32 bytes, base64-encoded (e.g. `openssl rand -base64 32`)",
+    ]),
+    undefined,
+    "the master key being rotated away from, during a rotation (README, Rotating the master key): secrets are sealed under SLUICE_MASTER_KEY and opened under either, until `sluice master-key reseal` has moved them all; set only beside SLUICE_MASTER_KEY (unset: no rotation under way)",
+  ),
   providerABaseUrl: setting(
     "SLUICE_PROVIDER_A_BASE_URL",
     upstreamBaseUrl,
@@ -634,6 +643,10 @@ export function loadConfig(
     problems.push(
       `SLUICE_MASTER_KEY: required when SLUICE_ENV=production${generatedKeyHint(config.dataDir)}`,
     );
+  }
+  // The rotation needs the new key given: alone, the previous key would sit beside a generated one.
+  if (config.masterKeyPrevious && !config.masterKey && !env.SLUICE_MASTER_KEY) {
+    problems.push("SLUICE_MASTER_KEY_PREVIOUS: set only beside SLUICE_MASTER_KEY (the new key)");
   }
   if (Boolean(config.tlsCert) !== Boolean(config.tlsKey)) {
     problems.push("SLUICE_TLS_CERT and SLUICE_TLS_KEY: set both or neither");

@@ -7,7 +7,7 @@ import { createApp } from "./app.js";
 import { createAuthenticator } from "./auth/authenticate.js";
 import { createCredentialDirectory } from "./auth/credential-directory.js";
 import { createDeviceTokenVerifier } from "./auth/device-token-verifier.js";
-import { loadMasterKey } from "./auth/master-key.js";
+import { loadMasterKey, loadPreviousMasterKey } from "./auth/master-key.js";
 import { checkMasterKeyOpensDatabase } from "./auth/master-key-check.js";
 import { createSecretBox } from "./auth/secret-box.js";
 import { allowsTestMode, type Config } from "./config.js";
@@ -116,8 +116,11 @@ export async function createGateway(config: Config, injected: Partial<Injectable
       "GENERATED A NEW MASTER KEY for secrets at rest. Back it up: without it stored provider keys cannot be opened. Set SLUICE_MASTER_KEY in production.",
     ),
   );
-  const secretBox = createSecretBox(masterKey);
+  // During a rotation, the key the secrets stored before it were sealed under opens them too.
+  const previousKey = loadPreviousMasterKey(config);
+  const secretBox = createSecretBox(masterKey, previousKey);
   masterKey.fill(0);
+  previousKey?.fill(0);
 
   const database = await openDatabase(databaseOptionsOf(config));
   if (database.unknownMigrations.length > 0)

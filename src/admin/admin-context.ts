@@ -1,5 +1,6 @@
-import { loadMasterKey } from "../auth/master-key.js";
+import { loadMasterKey, loadPreviousMasterKey } from "../auth/master-key.js";
 import { checkMasterKeyOpensDatabase } from "../auth/master-key-check.js";
+import { resealSecrets } from "../auth/master-key-reseal.js";
 import { createSecretBox } from "../auth/secret-box.js";
 import { allowsTestMode, type Config } from "../config.js";
 import { databaseOptionsOf, openDatabase } from "../storage/database.js";
@@ -8,8 +9,16 @@ import { createKeyRepository } from "../storage/key-repository.js";
 import { migratedByNewerWarning } from "../storage/migrations.js";
 import { DatabaseStartError } from "../storage/postgres-start.js";
 import { createProjectRepository } from "../storage/project-repository.js";
+import type { ResealCounts } from "../storage/sealed-secret-reseal.js";
 import { createUsageRepository } from "../storage/usage-repository.js";
 import { createProjectAdmin, type ProjectAdmin } from "./project-admin.js";
+
+export interface AdminContext {
+  admin: ProjectAdmin;
+  /** `sluice master-key reseal` (see master-key-reseal.ts). */
+  resealSecrets(): Promise<ResealCounts>;
+  close(): Promise<void>;
+}
 
 /**
  * The admin use cases over the configured database, without the HTTP server: what the CLI uses.
@@ -19,12 +28,15 @@ import { createProjectAdmin, type ProjectAdmin } from "./project-admin.js";
 export async function openAdminContext(
   config: Config,
   warn: (message: string) => void,
-): Promise<{ admin: ProjectAdmin; close(): Promise<void> }> {
+): Promise<AdminContext> {
   const masterKey = loadMasterKey(config, (file) =>
     warn(`generated a new master key at ${file}; back it up (without it stored keys cannot be opened)`),
   );
-  const secretBox = createSecretBox(masterKey);
+  // During a rotation, the key the secrets stored before it were sealed under opens them too.
+  const previousKey = loadPreviousMasterKey(config);
+  const secretBox = createSecretBox(masterKey, previousKey);
   masterKey.fill(0);
+  previousKey?.fill(0);
   // A PostgreSQL that could not be opened (refused, unreachable, silent) is named, as the gateway's
   // start names it: DATABASE_URL without its password, and why.
   const database = await openDatabase(databaseOptionsOf(config)).catch((error: unknown) => {
@@ -53,5 +65,9 @@ export async function openAdminContext(
     onProjectChanged: () => {},
     testModeAllowed: allowsTestMode(config),
   });
-  return { admin, close: () => database.close() };
+  return {
+    admin,
+    resealSecrets: () => resealSecrets(database.db, secretBox, config),
+    close: () => database.close(),
+  };
 }

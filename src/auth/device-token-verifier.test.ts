@@ -27,7 +27,9 @@ function developmentOnlyApple(): DeviceCheckClient & { asked: DeviceCheckValidat
 const openSecretBox: SecretBox = {
   seal: () => "sealed",
   open: () => Buffer.from("-----BEGIN PRIVATE KEY-----"),
+  reseal: () => undefined,
   deriveKey: () => Buffer.alloc(32),
+  derivePreviousKey: () => undefined,
 };
 
 function verifierWith(client: DeviceCheckClient) {

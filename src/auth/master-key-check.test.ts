@@ -112,6 +112,40 @@ for (const engine of storageEngines) {
       await admin(box).revokeProviderKey("damaged", keyId);
     });
 
+    it("passes, during a rotation, a store sealed under the previous key (SLUICE_MASTER_KEY_PREVIOUS)", async () => {
+      const rotated = randomBytes(32);
+      const rotating = createSecretBox(rotated, stored);
+      const source = {
+        dataDir: "/srv/sluice",
+        environment: "development",
+        masterKey: rotated.toString("base64"),
+        masterKeyPrevious: stored.toString("base64"),
+      };
+      await expect(checkMasterKeyOpensDatabase(database.db, rotating, source)).resolves.toEqual([]);
+      // A secret added during the rotation is sealed under the new key: the store opens under each.
+      await admin(rotating).addProviderKey("with-key", {
+        provider: "provider-a",
+        apiKey: "sk-upstream-rotation-1",
+      });
+      await expect(checkMasterKeyOpensDatabase(database.db, rotating, source)).resolves.toEqual([]);
+    });
+
+    it("refuses, during a rotation, a store neither key opens, naming both settings", async () => {
+      const [current, previous] = [randomBytes(32), randomBytes(32)];
+      const refused = await checkMasterKeyOpensDatabase(database.db, createSecretBox(current, previous), {
+        dataDir: "/srv/sluice",
+        environment: "development",
+        masterKey: current.toString("base64"),
+        masterKeyPrevious: previous.toString("base64"),
+      }).catch((error: unknown) => error);
+      expect(refused).toBeInstanceOf(MasterKeyMismatchError);
+      const message = (refused as Error).message;
+      expect(message).toMatch(
+        /^Neither SLUICE_MASTER_KEY nor SLUICE_MASTER_KEY_PREVIOUS opens the secrets stored in the database \(provider key \w+ of project with-key was sealed under another master key\): set SLUICE_MASTER_KEY to the key the database's secrets were stored under, or SLUICE_MASTER_KEY_PREVIOUS to it during a rotation$/,
+      );
+      for (const key of [current, previous]) expect(message).not.toContain(key.toString("base64"));
+    });
+
     it("looks past revoked provider keys, whose shares are never opened again", async () => {
       const keys = await admin(box).listProviderKeys("with-key");
       for (const key of keys) await admin(box).revokeProviderKey("with-key", key.keyId);

@@ -6,6 +6,20 @@ import { type SealedSecretSample, sealedSecretSamples } from "../storage/sealed-
 import { type MasterKeySource, masterKeyOrigin } from "./master-key.js";
 import type { SecretBox } from "./secret-box.js";
 
+/** The AAD a stored secret was sealed with: it binds the secret to its row (see secret-box.ts). */
+export function sealedSecretAad(secret: SealedSecretSample): string {
+  return secret.kind === "provider-key"
+    ? providerKeyAad(secret.projectId, secret.keyId)
+    : deviceCheckKeyAad(secret.projectId);
+}
+
+/** A stored secret as messages name it. */
+export function sealedSecretName(secret: SealedSecretSample): string {
+  return secret.kind === "provider-key"
+    ? `provider key ${secret.keyId} of project ${secret.projectId}`
+    : `the DeviceCheck key of project ${secret.projectId}`;
+}
+
 /**
  * The master key does not open the secrets the database holds: they were sealed under another one
  * (SLUICE_MASTER_KEY changed, or another data dir's master.key). Raised at start, by the gateway and
@@ -20,34 +34,27 @@ export class MasterKeyMismatchError extends Error {
  * Opens `samples` (a few stored secrets, see `sealedSecretSamples`) with `secretBox`. None opening
  * throws a `MasterKeyMismatchError` naming `keyOrigin` (see `masterKeyOrigin`) and the newest secret.
  * When some open, the key is the right one and those that do not are damaged rows: they are
- * returned, to be warned about (each fails only its own calls). There is one master key at a time
- * (no rotation): every stored secret is sealed under it. No samples (a database without secrets)
- * pass.
+ * returned, to be warned about (each fails only its own calls). During a rotation `secretBox` holds
+ * the previous key too (SLUICE_MASTER_KEY_PREVIOUS), and a secret opens under either: a store only
+ * partly re-sealed passes. No samples (a database without secrets) pass.
  */
 export function checkMasterKey(
   secretBox: SecretBox,
   samples: readonly SealedSecretSample[],
-  keyOrigin: { name: string; restore: string },
+  keyOrigin: { doesNotOpen: string; restore: string },
 ): string[] {
   const unopened: string[] = [];
   for (const sample of samples) {
-    const [aad, what] =
-      sample.kind === "provider-key"
-        ? [
-            providerKeyAad(sample.projectId, sample.keyId),
-            `provider key ${sample.keyId} of project ${sample.projectId}`,
-          ]
-        : [deviceCheckKeyAad(sample.projectId), `the DeviceCheck key of project ${sample.projectId}`];
     try {
-      secretBox.open(sample.sealed, aad).fill(0);
+      secretBox.open(sample.sealed, sealedSecretAad(sample)).fill(0);
     } catch {
-      unopened.push(what);
+      unopened.push(sealedSecretName(sample));
     }
   }
   if (samples.length > 0 && unopened.length === samples.length) {
     // Not chained: the cipher's own error ("unable to authenticate data") says no more than this.
     throw new MasterKeyMismatchError(
-      `${keyOrigin.name} does not open the secrets stored in the database (${unopened[0]} was sealed under ` +
+      `${keyOrigin.doesNotOpen} the secrets stored in the database (${unopened[0]} was sealed under ` +
         `another master key): ${keyOrigin.restore}`,
     );
   }

@@ -6,6 +6,8 @@ import { makeDirectorySync } from "../storage/make-directory.js";
 
 export interface MasterKeySource {
   masterKey?: string | undefined;
+  /** SLUICE_MASTER_KEY_PREVIOUS: during a rotation, the key secrets stored before it were sealed under. */
+  masterKeyPrevious?: string | undefined;
   dataDir: string;
   environment: string;
   /** Set: the secrets live in a shared PostgreSQL database, so no key is generated (see below). */
@@ -72,15 +74,30 @@ function writeKeyFile(dataDir: string, file: string, key: Buffer): boolean {
 }
 
 /**
+ * SLUICE_MASTER_KEY_PREVIOUS decoded, or undefined when no rotation is under way. Config accepts it
+ * only beside SLUICE_MASTER_KEY, so it never stands beside a key generated into the data dir.
+ */
+export function loadPreviousMasterKey(source: MasterKeySource): Buffer | undefined {
+  return source.masterKeyPrevious
+    ? decodeMasterKey(source.masterKeyPrevious, "SLUICE_MASTER_KEY_PREVIOUS")
+    : undefined;
+}
+
+/**
  * Where `loadMasterKey` takes the key from, for a message about it: its name, and how to give the
  * right one back.
  */
-export function masterKeyOrigin(source: MasterKeySource): { name: string; restore: string } {
+export function masterKeyOrigin(source: MasterKeySource): { doesNotOpen: string; restore: string } {
   const restore = "set SLUICE_MASTER_KEY to the key the database's secrets were stored under";
-  if (source.masterKey) return { name: "SLUICE_MASTER_KEY", restore };
+  if (source.masterKey && source.masterKeyPrevious)
+    return {
+      doesNotOpen: "Neither SLUICE_MASTER_KEY nor SLUICE_MASTER_KEY_PREVIOUS opens",
+      restore: `${restore}, or SLUICE_MASTER_KEY_PREVIOUS to it during a rotation`,
+    };
+  if (source.masterKey) return { doesNotOpen: "SLUICE_MASTER_KEY does not open", restore };
   const file = join(source.dataDir, "master.key");
   return {
-    name: `The master key file ${file} (SLUICE_MASTER_KEY is unset)`,
+    doesNotOpen: `The master key file ${file} (SLUICE_MASTER_KEY is unset) does not open`,
     restore: `${restore}, or put that key back in ${file}`,
   };
 }

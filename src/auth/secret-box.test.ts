@@ -61,3 +61,53 @@ describe("secret box", () => {
     expect(derived.toString("hex")).toBe("d809960ed15efd964f0d892ac288c8992fdcc586b759e44a8d0c91df9c1ff13e");
   });
 });
+
+describe("secret box during a master key rotation (a previous key beside the current one)", () => {
+  const oldKey = randomBytes(32);
+  const newKey = randomBytes(32);
+  const before = createSecretBox(oldKey);
+  const rotating = createSecretBox(newKey, oldKey);
+
+  it("opens a secret sealed under the previous key, and one sealed under the current key", () => {
+    const old = before.seal(Buffer.from("old share"), "provider-key:p1:k1");
+    expect(rotating.open(old, "provider-key:p1:k1").toString()).toBe("old share");
+    const fresh = rotating.seal(Buffer.from("new share"), "provider-key:p1:k2");
+    expect(rotating.open(fresh, "provider-key:p1:k2").toString()).toBe("new share");
+  });
+
+  it("seals under the current key: an instance holding only the new key opens it, one holding only the old does not", () => {
+    const fresh = rotating.seal(Buffer.from("new share"), "aad");
+    expect(createSecretBox(newKey).open(fresh, "aad").toString()).toBe("new share");
+    expect(() => before.open(fresh, "aad")).toThrow();
+  });
+
+  it("still refuses a secret under a third key, or moved to another owner", () => {
+    const other = createSecretBox(randomBytes(32)).seal(Buffer.from("x"), "aad");
+    expect(() => rotating.open(other, "aad")).toThrow();
+    const old = before.seal(Buffer.from("x"), "provider-key:p1:k1");
+    expect(() => rotating.open(old, "provider-key:p2:k1")).toThrow();
+  });
+
+  it("reseals a secret under the previous key to the current key with the same AAD, and leaves one already under it", () => {
+    const old = before.seal(Buffer.from("share"), "devicecheck-key:p1");
+    const resealed = rotating.reseal(old, "devicecheck-key:p1");
+    expect(resealed).toBeDefined();
+    expect(
+      createSecretBox(newKey)
+        .open(resealed ?? "", "devicecheck-key:p1")
+        .toString(),
+    ).toBe("share");
+    expect(() => createSecretBox(newKey).open(resealed ?? "", "devicecheck-key:p2")).toThrow();
+    expect(rotating.reseal(resealed ?? "", "devicecheck-key:p1")).toBeUndefined();
+  });
+
+  it("refuses to reseal a secret that opens under neither key", () => {
+    const other = createSecretBox(randomBytes(32)).seal(Buffer.from("x"), "aad");
+    expect(() => rotating.reseal(other, "aad")).toThrow();
+    expect(() => createSecretBox(newKey).reseal(before.seal(Buffer.from("x"), "aad"), "aad")).toThrow();
+  });
+
+  it("derives keys from the current key only", () => {
+    expect(rotating.deriveKey("vault").equals(createSecretBox(newKey).deriveKey("vault"))).toBe(true);
+  });
+});

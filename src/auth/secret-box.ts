@@ -4,38 +4,81 @@ import { createCipheriv, createDecipheriv, hkdfSync, randomBytes } from "node:cr
  * AES-256-GCM sealing of secrets at rest. Sealed form: `v1.<base64url(iv | tag | ciphertext)>`.
  * The AAD binds a sealed value to its owner (e.g. project and key id), so a value copied to
  * another row does not open.
+ *
+ * During a master key rotation the box also holds the previous key (SLUICE_MASTER_KEY_PREVIOUS):
+ * it seals under the current key only, and opens what either key sealed, so secrets stored before
+ * the rotation keep working until `sluice master-key reseal` has moved them to the current key.
  */
 export interface SecretBox {
   seal(plaintext: Buffer, aad: string): string;
   open(sealed: string, aad: string): Buffer;
-  /** A 32-byte key for `label` derived from the master key (HKDF-SHA256, RFC 5869). */
+  /**
+   * `sealed` sealed again under the current key (same AAD) when only the previous key opens it;
+   * undefined when the current key already opens it. Throws when neither key opens it.
+   */
+  reseal(sealed: string, aad: string): string | undefined;
+  /** A 32-byte key for `label` derived from the (current) master key (HKDF-SHA256, RFC 5869). */
   deriveKey(label: string): Buffer;
+  /** The same from the previous key, during a rotation (what it signed still verifies); else undefined. */
+  derivePreviousKey(label: string): Buffer | undefined;
 }
 
 const ivBytes = 12;
 const tagBytes = 16;
 
-export function createSecretBox(masterKey: Buffer): SecretBox {
+export function createSecretBox(masterKey: Buffer, previousKey?: Buffer): SecretBox {
   if (masterKey.length !== 32) throw new Error("The master key must be 32 bytes");
-  // A private copy: the caller may wipe its buffer once the box is built.
+  if (previousKey !== undefined && previousKey.length !== 32)
+    throw new Error("The previous master key must be 32 bytes");
+  // Private copies: the caller may wipe its buffers once the box is built.
   const key = Buffer.from(masterKey);
+  const previous = previousKey === undefined ? undefined : Buffer.from(previousKey);
+  const seal = (plaintext: Buffer, aad: string) => {
+    const iv = randomBytes(ivBytes);
+    const cipher = createCipheriv("aes-256-gcm", key, iv);
+    cipher.setAAD(Buffer.from(aad, "utf8"));
+    const ciphertext = Buffer.concat([cipher.update(plaintext), cipher.final()]);
+    return `v1.${Buffer.concat([iv, cipher.getAuthTag(), ciphertext]).toString("base64url")}`;
+  };
+  /** The plaintext and whether the current key opened it; throws the current key's error when neither does. */
+  const openEither = (sealed: string, aad: string): { plaintext: Buffer; current: boolean } => {
+    try {
+      return { plaintext: openWith(key, sealed, aad), current: true };
+    } catch (error) {
+      if (previous === undefined) throw error;
+      try {
+        return { plaintext: openWith(previous, sealed, aad), current: false };
+      } catch {
+        throw error;
+      }
+    }
+  };
   return {
-    deriveKey: (label) => Buffer.from(hkdfSync("sha256", key, Buffer.alloc(0), `sluice:${label}`, 32)),
-    seal(plaintext, aad) {
-      const iv = randomBytes(ivBytes);
-      const cipher = createCipheriv("aes-256-gcm", key, iv);
-      cipher.setAAD(Buffer.from(aad, "utf8"));
-      const ciphertext = Buffer.concat([cipher.update(plaintext), cipher.final()]);
-      return `v1.${Buffer.concat([iv, cipher.getAuthTag(), ciphertext]).toString("base64url")}`;
-    },
-    open(sealed, aad) {
-      if (!sealed.startsWith("v1.")) throw new Error("Unknown sealed-secret format");
-      const raw = Buffer.from(sealed.slice(3), "base64url");
-      if (raw.length < ivBytes + tagBytes) throw new Error("Sealed secret is truncated");
-      const decipher = createDecipheriv("aes-256-gcm", key, raw.subarray(0, ivBytes));
-      decipher.setAAD(Buffer.from(aad, "utf8"));
-      decipher.setAuthTag(raw.subarray(ivBytes, ivBytes + tagBytes));
-      return Buffer.concat([decipher.update(raw.subarray(ivBytes + tagBytes)), decipher.final()]);
+    deriveKey: (label) => derive(key, label),
+    derivePreviousKey: (label) => (previous === undefined ? undefined : derive(previous, label)),
+    seal,
+    open: (sealed, aad) => openEither(sealed, aad).plaintext,
+    reseal(sealed, aad) {
+      const { plaintext, current } = openEither(sealed, aad);
+      try {
+        return current ? undefined : seal(plaintext, aad);
+      } finally {
+        plaintext.fill(0);
+      }
     },
   };
+}
+
+function derive(key: Buffer, label: string): Buffer {
+  return Buffer.from(hkdfSync("sha256", key, Buffer.alloc(0), `sluice:${label}`, 32));
+}
+
+function openWith(key: Buffer, sealed: string, aad: string): Buffer {
+  if (!sealed.startsWith("v1.")) throw new Error("Unknown sealed-secret format");
+  const raw = Buffer.from(sealed.slice(3), "base64url");
+  if (raw.length < ivBytes + tagBytes) throw new Error("Sealed secret is truncated");
+  const decipher = createDecipheriv("aes-256-gcm", key, raw.subarray(0, ivBytes));
+  decipher.setAAD(Buffer.from(aad, "utf8"));
+  decipher.setAuthTag(raw.subarray(ivBytes, ivBytes + tagBytes));
+  return Buffer.concat([decipher.update(raw.subarray(ivBytes + tagBytes)), decipher.final()]);
 }

@@ -826,6 +826,52 @@ describe("sluice CLI", () => {
     }
   });
 
+  it("rotates the master key: master-key reseal moves the secrets to SLUICE_MASTER_KEY, then SLUICE_MASTER_KEY_PREVIOUS can go", async () => {
+    const own = mkdtempSync(join(tmpdir(), "sluice-cli-rotate-"));
+    process.env.SLUICE_DATA_DIR = own;
+    const newKey = randomBytes(32).toString("base64");
+    try {
+      await cli("projects", "create", "--id", "rotated", "--name", "Rotated", "--provider", "provider-a");
+      for (const provider of ["provider-a", "provider-b"])
+        expect(
+          (await cli("keys", "add", "rotated", "--provider", provider, "--api-key", "sk-live-123456")).code,
+        ).toBe(0);
+      process.env.SLUICE_MASTER_KEY = newKey;
+      // Without the old key beside it, the new one opens nothing stored: refused, as before.
+      expect((await cli("projects", "list")).code).toBe(1);
+      process.env.SLUICE_MASTER_KEY_PREVIOUS = masterKey;
+      expect((await cli("projects", "list")).code).toBe(0);
+      const resealed = await cli("master-key", "reseal");
+      expect({ code: resealed.code, err: resealed.err }).toEqual({ code: 0, err: "" });
+      expect(resealed.json()).toEqual({
+        providerKeys: { resealed: 2, alreadyCurrent: 0, unopenedRevoked: 0 },
+        deviceCheckKeys: { resealed: 0, alreadyCurrent: 0 },
+      });
+      expect(resealed.out).not.toContain(newKey);
+      expect(resealed.out).not.toContain(masterKey);
+      delete process.env.SLUICE_MASTER_KEY_PREVIOUS;
+      expect((await cli("projects", "list")).code).toBe(0);
+      const again = await cli("master-key", "reseal");
+      expect(again.json()).toEqual({
+        providerKeys: { resealed: 0, alreadyCurrent: 2, unopenedRevoked: 0 },
+        deviceCheckKeys: { resealed: 0, alreadyCurrent: 0 },
+      });
+    } finally {
+      delete process.env.SLUICE_MASTER_KEY_PREVIOUS;
+      process.env.SLUICE_DATA_DIR = dataDir;
+      process.env.SLUICE_MASTER_KEY = masterKey;
+      rmSync(own, { recursive: true, force: true });
+    }
+  });
+
+  it("refuses master-key reseal with flags or arguments, as a usage error", async () => {
+    const flagged = await cli("master-key", "reseal", "--id", "x");
+    expect(flagged.code).toBe(2);
+    expect(flagged.err).toMatch(/^error: master-key reseal does not take --id; it takes no flags\n/);
+    expect((await cli("master-key", "reseal", "extra")).code).toBe(2);
+    expect((await cli("master-key")).err).toMatch(/^error: master-key needs a subcommand: one of reseal\n/);
+  });
+
   it("warns of a database a newer Sluice migrated, and runs the command on it", async () => {
     const newer = mkdtempSync(join(tmpdir(), "sluice-cli-newer-"));
     const database = await openDatabase({ dataDir: newer });

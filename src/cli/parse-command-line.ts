@@ -14,6 +14,8 @@ export const usage = `Usage: sluice <command>
   keys list PROJECT | revoke PROJECT KEY_ID
   test-keys rotate PROJECT | list PROJECT | revoke PROJECT TEST_KEY_ID
   usage PROJECT [--from ISO] [--to ISO] [--group-by day|model|endpoint]
+  master-key reseal                       re-seal every stored secret under SLUICE_MASTER_KEY
+                                          (with SLUICE_MASTER_KEY_PREVIOUS set: see README, Rotating the master key)
 
 Project flags: --model M --team-id T --test-mode true|false --output-schema FILE_OR_JSON
   --save-images-to-vault true|false --rate-limit N --device-rate-limit N --monthly-spend-cap USD
@@ -103,6 +105,7 @@ const commands: Record<string, CommandSpec> = {
   "test-keys list": { flags: [], arguments: ["PROJECT"] },
   "test-keys revoke": { flags: [], arguments: ["PROJECT", "TEST_KEY_ID"] },
   usage: { flags: ["from", "to", "group-by"], arguments: ["PROJECT"] },
+  "master-key reseal": { flags: [], arguments: [] },
 };
 
 export type CommandLine =

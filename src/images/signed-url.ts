@@ -3,11 +3,18 @@ import { createHmac, timingSafeEqual } from "node:crypto";
 /**
  * HMAC-SHA256 signed, expiring URLs for the local vault:
  * `<base>/v1/vault/<path>?expires=<unix seconds>&signature=<base64url hmac(path \n expires)>`.
- * A URL is good through the millisecond its expiry names, and refused from the next.
+ * A URL is good through the millisecond its expiry names, and refused from the next. `previousKey`
+ * (during a master key rotation) verifies the URLs signed before it, which are still handed out.
  */
-export function createUrlSigner(key: Buffer, now: () => number = Date.now) {
-  const sign = (path: string, expires: number) =>
-    createHmac("sha256", key).update(`${path}\n${expires}`).digest("base64url");
+export function createUrlSigner(key: Buffer, now: () => number = Date.now, previousKey?: Buffer) {
+  const signWith = (signingKey: Buffer, path: string, expires: number) =>
+    createHmac("sha256", signingKey).update(`${path}\n${expires}`).digest("base64url");
+  const sign = (path: string, expires: number) => signWith(key, path, expires);
+  const matches = (signingKey: Buffer, path: string, expires: number, signature: string) => {
+    const expected = Buffer.from(signWith(signingKey, path, expires));
+    const actual = Buffer.from(signature);
+    return expected.length === actual.length && timingSafeEqual(expected, actual);
+  };
   return {
     sign(baseUrl: string, path: string, ttlSeconds: number): string {
       // Rounded up to the second it names: the URL lives its TTL at least, a second more at most.
@@ -22,9 +29,10 @@ export function createUrlSigner(key: Buffer, now: () => number = Date.now) {
       // `+…`, `….0`) is a tampered URL, refused as one.
       if (!expiresText || !signature || !/^[1-9][0-9]{0,14}$/.test(expiresText)) return "invalid";
       const expires = Number(expiresText);
-      const expected = Buffer.from(sign(path, expires));
-      const actual = Buffer.from(signature);
-      if (expected.length !== actual.length || !timingSafeEqual(expected, actual)) return "invalid";
+      const signed =
+        matches(key, path, expires, signature) ||
+        (previousKey !== undefined && matches(previousKey, path, expires, signature));
+      if (!signed) return "invalid";
       return expires * 1000 < now() ? "expired" : "ok";
     },
   };

@@ -20,7 +20,11 @@ export function chooseVault(
   now: () => Date,
 ): { vault: VaultStore; localVault: ReturnType<typeof createLocalVault>; signer: UrlSigner } {
   const publicUrl = () => config.publicUrl ?? listening();
-  const signer = createUrlSigner(secretBox.deriveKey("vault-url-signing"), () => now().getTime());
+  const signer = createUrlSigner(
+    secretBox.deriveKey("vault-url-signing"),
+    () => now().getTime(),
+    secretBox.derivePreviousKey("vault-url-signing"),
+  );
   const localVault = createLocalVault({ directory: join(config.dataDir, "vault"), publicUrl, signer });
   const vault =
     config.vaultS3Endpoint &&

@@ -6,10 +6,12 @@ import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { promisify } from "node:util";
 import { afterAll, describe, expect, it } from "vitest";
-import { vaultUrlTtlMaxSeconds } from "../config.js";
+import { createSecretBox, type SecretBox } from "../auth/secret-box.js";
+import { loadConfig, vaultUrlTtlMaxSeconds } from "../config.js";
 import { createLocalVault } from "./local-vault.js";
 import { createS3Vault, presignS3Url } from "./s3-vault.js";
 import { createUrlSigner } from "./signed-url.js";
+import { chooseVault } from "./vault-choice.js";
 import { isSafeVaultPath, vaultMaxAgeSeconds, vaultPath } from "./vault-store.js";
 
 describe("vault paths", () => {
@@ -69,6 +71,34 @@ describe("signed URLs", () => {
     expect(signer.verify("t/generated-images/p/2026/01/01/x.png", null, signature)).toBe("invalid");
     clock += 61_000;
     expect(signer.verify("t/generated-images/p/2026/01/01/x.png", expires, signature)).toBe("expired");
+  });
+
+  it("signed before a master key rotation still verify during it (SLUICE_MASTER_KEY_PREVIOUS), and those of a third key do not", () => {
+    const [oldKey, newKey] = [randomBytes(32), randomBytes(32)];
+    const config = loadConfig({}, { dataDir: "/unused" });
+    const signerOf = (box: SecretBox) =>
+      chooseVault(
+        config,
+        box,
+        () => "http://sluice.test",
+        () => new Date(),
+      ).signer;
+    const path = "t/generated-images/p/2026/01/01/x.png";
+    const rotating = signerOf(createSecretBox(newKey, oldKey));
+    for (const [signedBy, verdict] of [
+      [createSecretBox(oldKey), "ok"],
+      [createSecretBox(newKey), "ok"],
+      [createSecretBox(randomBytes(32)), "invalid"],
+    ] as const) {
+      const url = new URL(signerOf(signedBy).sign("http://sluice.test", path, 60));
+      expect(rotating.verify(path, url.searchParams.get("expires"), url.searchParams.get("signature"))).toBe(
+        verdict,
+      );
+    }
+    // Signed during the rotation: under the new key, which instances on it alone verify.
+    const url = new URL(rotating.sign("http://sluice.test", path, 60));
+    const after = signerOf(createSecretBox(newKey));
+    expect(after.verify(path, url.searchParams.get("expires"), url.searchParams.get("signature"))).toBe("ok");
   });
 
   // The expiry is whole seconds: rounded down, a URL signed late in a second lived up to a second

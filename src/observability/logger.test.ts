@@ -101,7 +101,12 @@ describe("log redaction", () => {
         device_token: secrets.deviceToken,
         privateKeyPem: secrets.pem,
         deviceCheck: { JWT: secrets.deviceCheckJwt },
-        config: { SecretAccessKey: secrets.apiKey, masterKey: secrets.apiKey, ADMIN_TOKEN: secrets.apiKey },
+        config: {
+          SecretAccessKey: secrets.apiKey,
+          masterKey: secrets.apiKey,
+          masterKeyPrevious: secrets.share,
+          ADMIN_TOKEN: secrets.apiKey,
+        },
       },
       "spellings",
     );

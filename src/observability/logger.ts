@@ -37,6 +37,7 @@ const redactedNames: ReadonlySet<string> = new Set(
     "privateKeyPem",
     "deviceToken",
     "masterKey",
+    "masterKeyPrevious",
     "adminToken",
     "token",
     "accessToken",
