@@ -581,6 +581,12 @@ export const settings = {
     "127.0.0.1",
     "address the SLUICE_METRICS_PORT listener binds to: loopback whatever HOST is, so metrics reach no other machine unless this says so (`0.0.0.0` for a scraper in another container or host)",
   ),
+  shutdownDelayMs: setting(
+    "SLUICE_SHUTDOWN_DELAY_MS",
+    millisecondsFrom(0),
+    "0",
+    "time after SIGTERM during which the gateway still accepts connections and serves every route, while /health answers 503 `stopping` so a load balancer takes the instance out; SLUICE_SHUTDOWN_TIMEOUT_MS starts after it, and a second signal ends it at once and hurries the shutdown (0: stop accepting at once)",
+  ),
   shutdownTimeoutMs: setting(
     "SLUICE_SHUTDOWN_TIMEOUT_MS",
     millisecondsFrom(100),

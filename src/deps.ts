@@ -86,6 +86,8 @@ export interface Gateway {
   connections: Pick<ConnectionCap, "addresses" | "openFrom" | "open"> & { maxTotal: number };
   /** What the SLUICE_METRICS_PORT listener serves; null when it is unset (or metrics are off). */
   metricsListener: MetricsListener | null;
+  /** From now on /health answers 503 `stopping` (the shutdown has begun, or its delay). */
+  announceStopping(): void;
 }
 
 /**
@@ -318,6 +320,8 @@ export async function createGateway(config: Config, injected: Partial<Injectable
   const downChecks = createDownCheckFollowUp(checks, (name, ok) => metrics.setDegraded(name, !ok, "health"));
 
   const startedAt = Date.now();
+  /** Set by `announceStopping`: /health says the instance is going away. */
+  let stopping = false;
   const generateRequestId = injected.generateRequestId ?? (() => newRequestId());
   const maxConnections = config.maxConnections ?? defaultMaxConnections(openFileLimit);
   const connectionCap = createConnectionCap({
@@ -365,6 +369,7 @@ export async function createGateway(config: Config, injected: Partial<Injectable
       // The checks' names are the gauge's components: what /health finds, the gauge says too
       // (and a check found down is followed until it answers: see createDownCheckFollowUp).
       onCheck: (name, ok) => downChecks.heard(name, ok),
+      stopping: () => stopping,
       // With a port of their own, the metrics are not served on the gateway's.
       ...(config.metricsEnabled && config.metricsPort === undefined
         ? { metrics: () => metrics.render() }
@@ -426,6 +431,9 @@ export async function createGateway(config: Config, injected: Partial<Injectable
     database,
     admin,
     flushUsage: () => recorder.flush(),
+    announceStopping: () => {
+      stopping = true;
+    },
     connections: {
       addresses: connectionCap.addresses,
       openFrom: connectionCap.openFrom,

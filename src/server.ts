@@ -75,21 +75,30 @@ function listen(server: Server, port: number, host: string, settings: string): P
 }
 
 /**
- * SIGTERM and SIGINT start the graceful shutdown (`shutDown`), then the process exits. A second
- * signal while it runs hurries it: what is still open is refused or cut at once, as at the
- * deadline, and the usage rows are written and the queue flushed within the margin before the exit;
- * a later one is logged and ignored. None kills the process (Node's default once no handler
+ * SIGTERM and SIGINT start the graceful shutdown (`shutDown`), then the process exits. With
+ * SLUICE_SHUTDOWN_DELAY_MS set, the first signal starts a delay instead: the gateway goes on
+ * accepting connections and serving every route while /health answers 503 `stopping`, and the
+ * shutdown begins when it is over. A load balancer learns of a stopping instance asynchronously (a
+ * Kubernetes endpoint removal reaches the proxies some seconds after the SIGTERM), and meanwhile
+ * sends it new connections, which a server that stopped listening refuses. A second signal while
+ * the delay or the shutdown runs hurries it: what is still open is refused or cut at once, as at
+ * the deadline, and the usage rows are written and the queue flushed within the margin before the
+ * exit; a later one is logged and ignored. None kills the process (Node's default once no handler
  * listens), which would lose the queued rows. A last resort for a bug that throws outside any
- * request (an uncaught exception or unhandled rejection): it is logged and the same shutdown runs,
- * so the rows are written, and the process exits with 1, at the latest a second after the
- * shutdown's own limit.
+ * request (an uncaught exception or unhandled rejection): it is logged and the same shutdown runs
+ * at once, the delay cut short, so the rows are written, and the process exits with 1, at the
+ * latest a second after the shutdown's own limit.
  */
 function stopOnSignalOrCrash(server: GatewayServer, gateway: Gateway, metricsServer: Server | null): void {
   const { logger } = gateway;
   const hurry = new AbortController();
+  /** The delay's timer, while the delay runs; cleared when the shutdown begins by other means. */
+  let delay: NodeJS.Timeout | undefined;
   let stopping = false;
   let exitCode = 0;
   const stop = (fields: Record<string, unknown>) => {
+    clearTimeout(delay);
+    delay = undefined;
     stopping = true;
     // The metrics port closes at once, its kept-alive scrapes and one under way too: a scrape is no
     // call to finish, and the drain of the gateway's port must not wait for a scraper.
@@ -107,9 +116,19 @@ function stopOnSignalOrCrash(server: GatewayServer, gateway: Gateway, metricsSer
       )
       .finally(() => process.exit(exitCode));
   };
+  const delayMs = gateway.config.shutdownDelayMs;
   const onSignal = (signal: NodeJS.Signals) => {
-    if (!stopping) stop({ signal });
+    if (!stopping && delay === undefined && delayMs > 0) {
+      gateway.announceStopping();
+      logger.info(
+        { signal, delayMs },
+        "shutdown delayed: still accepting and serving, /health answers 503 stopping so load balancers take this instance out",
+      );
+      delay = setTimeout(() => stop({ signal, delayedMs: delayMs }), delayMs);
+    } else if (!stopping && delay === undefined) stop({ signal });
     else if (!hurry.signal.aborted) {
+      // During the delay: the rest of it is skipped, and the shutdown begins hurried.
+      if (!stopping) stop({ signal, delayCutShort: true });
       logger.warn({ signal }, "signal repeated: cutting what is still open, writing the usage rows, exiting");
       hurry.abort();
     } else logger.warn({ signal }, "signal repeated: the shutdown is already hurried, ignored");
@@ -136,7 +155,8 @@ function stopOnSignalOrCrash(server: GatewayServer, gateway: Gateway, metricsSer
 }
 
 /**
- * Graceful shutdown, as `serve` runs it on SIGTERM/SIGINT: no new connections; every connection
+ * Graceful shutdown, as `serve` runs it on SIGTERM/SIGINT (after SLUICE_SHUTDOWN_DELAY_MS): /health
+ * answers 503 `stopping` to a request still sent on an open connection; no new connections; every connection
  * closes after the answer to its current request (each answer says `Connection: close`), within
  * `SLUICE_SHUTDOWN_TIMEOUT_MS`, when a call still waiting for its provider is refused (503) and
  * what is left is cut; then the gateway closes (the usage rows of calls refused or cut short are
@@ -146,9 +166,10 @@ function stopOnSignalOrCrash(server: GatewayServer, gateway: Gateway, metricsSer
  */
 export async function shutDown(
   server: GatewayServer,
-  gateway: Pick<Gateway, "config" | "logger" | "close">,
+  gateway: Pick<Gateway, "config" | "logger" | "close" | "announceStopping">,
   hurry?: AbortSignal,
 ): Promise<void> {
+  gateway.announceStopping();
   const deadline = Date.now() + gateway.config.shutdownTimeoutMs;
   const { refused, cut } = await server.drain(gateway.config.shutdownTimeoutMs, hurry);
   const hurried = hurry?.aborted === true;

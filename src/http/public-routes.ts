@@ -53,6 +53,12 @@ export interface PublicRouteDeps {
    * an outage too). A degradation is not told: its source tells the gauge itself.
    */
   onCheck?: (name: string, ok: boolean) => void;
+  /**
+   * True once the gateway is shutting down (SIGTERM or SIGINT, its SLUICE_SHUTDOWN_DELAY_MS
+   * included): /health then answers 503 `stopping`, so a load balancer takes the instance out while
+   * it still serves what it is sent.
+   */
+  stopping?: () => boolean;
 }
 
 /**
@@ -73,11 +79,14 @@ export function registerPublicRoutes(router: Router, deps: PublicRouteDeps): voi
     );
     const failedRequired = results.some((result) => result.required && result.status === "down");
     const degraded = results.some((result) => result.status !== "ok");
+    // A stopping instance is still checked: the entries say what it could serve, the status that it
+    // soon will not, whatever they say.
+    const stopping = deps.stopping?.() === true;
     sendJson(
       response,
-      failedRequired ? 503 : 200,
+      stopping || failedRequired ? 503 : 200,
       {
-        status: failedRequired ? "unavailable" : degraded ? "degraded" : "ok",
+        status: stopping ? "stopping" : failedRequired ? "unavailable" : degraded ? "degraded" : "ok",
         version: deps.version,
         uptimeSeconds: Math.floor((deps.now() - deps.startedAt) / 1000),
         checks,

@@ -126,6 +126,52 @@ describe("shutdown with keep-alive clients", () => {
     },
   );
 
+  it("answers /health asked on a kept-alive connection during the grace period 503 stopping", async () => {
+    // A load balancer's health check on a connection it keeps open reaches a draining gateway: it is
+    // told the instance is going away, not that it is ready.
+    fake.setSseDelayMs(40);
+    const sluice = await startTestGateway({ providerABaseUrl: `${fake.url}/a/v1`, shutdownTimeoutMs: 5000 });
+    const project = await createTestProject(sluice.gateway);
+    const agent = new HttpAgent({ keepAlive: true, maxSockets: 1 });
+    try {
+      const send = agentSender(sluice.url, project.projectId, project.bearer("provider-a"), agent);
+      let stopping: Promise<void> | undefined;
+      const first = await send(JSON.stringify({ model: "gpt-4o-mini", messages: [], stream: true }), () => {
+        stopping = shutDown(sluice.server, sluice.gateway);
+      });
+      const health = await new Promise<{ status: number; connection: string; body: string }>(
+        (resolve, reject) => {
+          const request = httpRequest(`${sluice.url}/health`, { agent }, (response) => {
+            let body = "";
+            response.on("data", (chunk: Buffer) => {
+              body += String(chunk);
+            });
+            response.on("end", () =>
+              resolve({
+                status: response.statusCode ?? 0,
+                connection: String(response.headers.connection),
+                body,
+              }),
+            );
+          });
+          request.on("error", reject);
+          request.end();
+        },
+      );
+      await stopping;
+      expect(first).toMatchObject({ status: 200, connection: "keep-alive" });
+      expect(health).toMatchObject({ status: 503, connection: "close" });
+      expect(JSON.parse(health.body)).toMatchObject({
+        status: "stopping",
+        checks: { database: { status: "ok" } },
+      });
+    } finally {
+      agent.destroy();
+      fake.setSseDelayMs(0);
+      rmSync(sluice.gateway.config.dataDir, { recursive: true, force: true });
+    }
+  });
+
   it("cuts what is still open at the deadline, and keeps its usage row", async () => {
     fake.hangStreamsAfter(1);
     const sluice = await startTestGateway({ providerABaseUrl: `${fake.url}/a/v1`, shutdownTimeoutMs: 300 });
