@@ -5,8 +5,9 @@ import { type Kysely, Migrator, sql } from "./kysely.js";
 /**
  * Migrations in code, applied at start by `migrateToLatest`. Types are the portable subset:
  * text, integer (bigint where PostgreSQL's 32-bit integer is too small), double precision.
+ * Exported for the upgrade tests, which build a database as each earlier release left it.
  */
-const migrations = (engine: Engine): Record<string, Migration> => ({
+export const migrations = (engine: Engine): Record<string, Migration> => ({
   "0001-initial": {
     async up(db: Kysely<unknown>) {
       await db.schema
