@@ -267,6 +267,22 @@ for (const engine of durableEngines) {
       }
     });
 
+    it("start on a database whose migrations were recorded out of order in time (a clock ahead ran one)", async () => {
+      const { options, drop } = await engine.create();
+      try {
+        // 0004 run by an instance whose clock was ahead of the one that ran 0005 in a later release.
+        await alter(options, async (database) => {
+          await sql`update sluice_migrations set timestamp = '2099-01-01T00:00:00.000Z'
+            where name = '0004-usage-requests'`.execute(database.db);
+        });
+        const reopened = await openDatabase(options);
+        await reopened.close();
+        expect(reopened.unknownMigrations).toEqual([]);
+      } finally {
+        await drop();
+      }
+    });
+
     it("start on a new database with no unknown migrations", async () => {
       const { options, drop } = await engine.create();
       try {
