@@ -1,11 +1,12 @@
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import BetterSqlite3 from "better-sqlite3";
 import { sql } from "kysely";
 import pg from "pg";
 import { describe, expect, it } from "vitest";
 import { createPostgresSchema, postgresAvailable } from "../../test/support/services.js";
-import { type DatabaseOptions, type OpenDatabase, openDatabase } from "./database.js";
+import { type DatabaseOptions, type OpenDatabase, openDatabase, sqliteFileIn } from "./database.js";
 import { createProjectRepository } from "./project-repository.js";
 
 /** Where each table of the open database's connection lives, and the migrations it recorded. */
@@ -266,6 +267,22 @@ for (const engine of durableEngines) {
       }
     });
 
+    it("start on a database whose migrations were recorded out of order in time (a clock ahead ran one)", async () => {
+      const { options, drop } = await engine.create();
+      try {
+        // 0004 run by an instance whose clock was ahead of the one that ran 0005 in a later release.
+        await alter(options, async (database) => {
+          await sql`update sluice_migrations set timestamp = '2099-01-01T00:00:00.000Z'
+            where name = '0004-usage-requests'`.execute(database.db);
+        });
+        const reopened = await openDatabase(options);
+        await reopened.close();
+        expect(reopened.unknownMigrations).toEqual([]);
+      } finally {
+        await drop();
+      }
+    });
+
     it("start on a new database with no unknown migrations", async () => {
       const { options, drop } = await engine.create();
       try {
@@ -306,6 +323,135 @@ describe.skipIf(!postgresAvailable)("PostgreSQL migrations beside a newer instan
       expect(opened.unknownMigrations).toEqual(["0099-added-by-a-later-build"]);
     } finally {
       await holder.end();
+      await schema.drop();
+    }
+  });
+});
+
+/**
+ * Runs `statement` on the database `options` names as another client, not through `openDatabase`
+ * (which migrates): what an operator looking at it after a failed start sees.
+ */
+async function raw(options: DatabaseOptions, statement: string): Promise<Record<string, unknown>[]> {
+  if (!options.databaseUrl) {
+    const database = new BetterSqlite3(sqliteFileIn(options.dataDir));
+    try {
+      const prepared = database.prepare(statement);
+      if (prepared.reader) return prepared.all() as Record<string, unknown>[];
+      prepared.run();
+      return [];
+    } finally {
+      database.close();
+    }
+  }
+  const client = new pg.Client({ connectionString: options.databaseUrl });
+  await client.connect();
+  try {
+    return (await client.query(statement)).rows;
+  } finally {
+    await client.end();
+  }
+}
+
+/** The names of a table's columns (sorted) and of the migrations recorded, read as `raw` does. */
+async function state(options: DatabaseOptions) {
+  const columns = async (table: string) =>
+    (
+      await raw(
+        options,
+        options.databaseUrl
+          ? `select column_name as name from information_schema.columns
+             where table_schema = current_schema() and table_name = '${table}'`
+          : `select name from pragma_table_info('${table}')`,
+      )
+    )
+      .map((row) => String(row.name))
+      .sort();
+  return {
+    projects: await columns("projects"),
+    usage: await columns("usage_records"),
+    migrations: (await raw(options, "select name from sluice_migrations order by name")).map(
+      (row) => row.name,
+    ),
+  };
+}
+
+for (const engine of durableEngines) {
+  describe.skipIf(!engine.available)(`an upgrade on ${engine.name} that fails half-way`, () => {
+    it("leaves the database as the release before it left it, and the next start completes it", async () => {
+      const { options, drop } = await engine.create();
+      try {
+        // A release that ran 0001 and 0002, and a column of the name 0005 adds already there (as an
+        // operator's, say): of the three migrations the start runs, the last fails after the others.
+        await alter(options, async (database) => {
+          await sql`alter table projects drop column proxy_allow_list`.execute(database.db);
+          await sql`alter table usage_records drop column requests`.execute(database.db);
+          await sql`delete from sluice_migrations where name >= '0003'`.execute(database.db);
+          await sql`insert into usage_records (request_id, project_id, endpoint, status, latency_ms,
+            outcome, created_at) values ('before-0003', 'p1', 'proxy', 200, 1.5, 'ok',
+            '2026-11-02T10:00:00.000Z')`.execute(database.db);
+        });
+        const before = await state(options);
+        expect(before.migrations).toEqual(["0001-initial", "0002-usage-token-counts-bigint"]);
+        await expect(openDatabase(options)).rejects.toThrow(
+          "Database migration 0005-project-device-check-changed-at failed",
+        );
+        // Neither 0003's nor 0004's column, nor their record: all three ran in one transaction.
+        expect(await state(options)).toEqual(before);
+        // The operator removes the column in the way; the next start runs all three.
+        await raw(options, "alter table projects drop column device_check_changed_at");
+        const reopened = await openDatabase(options);
+        try {
+          expect(await state(options)).toEqual({
+            projects: [...before.projects, "proxy_allow_list"].sort(),
+            usage: [...before.usage, "requests"].sort(),
+            migrations: [
+              "0001-initial",
+              "0002-usage-token-counts-bigint",
+              "0003-project-proxy-allow-list",
+              "0004-usage-requests",
+              "0005-project-device-check-changed-at",
+            ],
+          });
+          const { rows } = await sql<{ requests: number }>`select requests from usage_records`.execute(
+            reopened.db,
+          );
+          expect(rows.map((row) => Number(row.requests))).toEqual([1]);
+        } finally {
+          await reopened.close();
+        }
+      } finally {
+        await drop();
+      }
+    });
+  });
+}
+
+describe.skipIf(!postgresAvailable)("PostgreSQL upgrade with instances starting together", () => {
+  it("migrates a database an earlier release left once, when three instances of this one start at once", async () => {
+    const schema = await createPostgresSchema();
+    const options = { databaseUrl: schema.url, dataDir: "unused" };
+    const opened: OpenDatabase[] = [];
+    try {
+      // As the release whose last migration was 0002 left it.
+      await alter(options, async (database) => {
+        await sql`alter table projects drop column proxy_allow_list`.execute(database.db);
+        await sql`alter table projects drop column device_check_changed_at`.execute(database.db);
+        await sql`alter table usage_records drop column requests`.execute(database.db);
+        await sql`delete from sluice_migrations where name >= '0003'`.execute(database.db);
+      });
+      const results = await Promise.allSettled([1, 2, 3].map(() => openDatabase(options)));
+      for (const result of results) if (result.status === "fulfilled") opened.push(result.value);
+      expect(results.map((result) => result.status)).toEqual(["fulfilled", "fulfilled", "fulfilled"]);
+      expect((await state(options)).migrations).toEqual([
+        "0001-initial",
+        "0002-usage-token-counts-bigint",
+        "0003-project-proxy-allow-list",
+        "0004-usage-requests",
+        "0005-project-device-check-changed-at",
+      ]);
+    } finally {
+      for (const database of opened) await database.close();
       await schema.drop();
     }
   });

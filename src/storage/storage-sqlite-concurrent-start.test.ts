@@ -46,6 +46,41 @@ describe("embedded database", () => {
     expect(outcomes).toEqual(Array.from({ length: 6 }, () => "ok"));
   }, 60_000);
 
+  it("upgrades a data dir an earlier release left when two processes start on it at once", async () => {
+    const outcomes: string[] = [];
+    const recorded: string[][] = [];
+    for (let round = 0; round < 2; round++) {
+      const dataDir = mkdtempSync(join(tmpdir(), "sluice-start-"));
+      try {
+        // As the release whose last migration was 0002 left it.
+        const earlier = await openDatabase({ dataDir });
+        earlier.sqlite?.exec(`alter table projects drop column proxy_allow_list;
+          alter table projects drop column device_check_changed_at;
+          alter table usage_records drop column requests;
+          delete from sluice_migrations where name >= '0003'`);
+        await earlier.close();
+        outcomes.push(
+          ...(await Promise.all([start(dataDir, Date.now() + 3000), start(dataDir, Date.now() + 3000)])),
+        );
+        const database = new BetterSqlite3(join(dataDir, "sluice.sqlite"));
+        const rows = database.prepare("select name from sluice_migrations order by name").all();
+        recorded.push(rows.map((row) => (row as { name: string }).name));
+        database.close();
+      } finally {
+        rmSync(dataDir, { recursive: true, force: true });
+      }
+    }
+    expect(outcomes).toEqual(Array.from({ length: 4 }, () => "ok"));
+    const all = [
+      "0001-initial",
+      "0002-usage-token-counts-bigint",
+      "0003-project-proxy-allow-list",
+      "0004-usage-requests",
+      "0005-project-device-check-changed-at",
+    ];
+    expect(recorded).toEqual([all, all]);
+  }, 60_000);
+
   it("waits for another process switching a fresh data dir to WAL, which SQLite's busy timeout does not cover", async () => {
     const dataDir = mkdtempSync(join(tmpdir(), "sluice-start-"));
     // What the other process holds while it switches the fresh file to WAL: the write lock of a
