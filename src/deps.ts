@@ -30,6 +30,7 @@ import { listeningUrl } from "./net/listening-url.js";
 import { createDownCheckFollowUp } from "./observability/down-check-follow-up.js";
 import { createStdoutLogger, type Logger } from "./observability/logger.js";
 import { createMetrics } from "./observability/metrics.js";
+import { createSchemaRefusalLog } from "./observability/schema-refusal-log.js";
 import { productionWarnings } from "./production-warnings.js";
 import { createAiSdkModels } from "./providers/ai-sdk-provider.js";
 import { fetchBlockedPortWarnings } from "./providers/fetch-blocked-ports.js";
@@ -404,6 +405,7 @@ export async function createGateway(config: Config, injected: Partial<Injectable
         maxImageBytes: config.maxImageBytes,
         maxPdfBytes: config.maxPdfBytes,
         timeoutMs: config.upstreamHeadersTimeoutMs,
+        logSchemaRefusal: createSchemaRefusalLog(logger),
       });
       registerImageRoutes(router, {
         admit,

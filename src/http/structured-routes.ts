@@ -1,6 +1,8 @@
 import { GatewayError } from "../errors.js";
+import type { SchemaRefusalLog } from "../observability/schema-refusal-log.js";
 import type { AiSdkModels } from "../providers/ai-sdk-provider.js";
 import type { ProviderId } from "../providers/provider-id.js";
+import { schemaRefusalOf } from "../providers/provider-refusal.js";
 import type { Project } from "../storage/project-repository.js";
 import { type AnalysisInput, analyze } from "../structured/analyze.js";
 import { parseImageInput, requireReadableImage } from "../structured/image-input.js";
@@ -24,6 +26,8 @@ export interface StructuredRouteDeps {
   maxImageBytes: number;
   maxPdfBytes: number;
   timeoutMs: number;
+  /** Tells the operator of a provider's refusal of a project's output schema (none: not logged). */
+  logSchemaRefusal?: SchemaRefusalLog;
 }
 
 const fieldOf: Record<AnalysisKind, string> = { text: "text", vision: "image", pdf: "pdf" };
@@ -56,6 +60,16 @@ function handle(deps: StructuredRouteDeps, kind: AnalysisKind, context: RequestC
     const schema = usableSchema(call.project, call.provider, model);
     const input = await parseInput(deps, kind, value, call.provider, signal);
     soFar.model = model;
+    // Only the project's admin can change a schema the provider refuses: the operator hears of it.
+    const noteSchemaRefusal = (error: unknown): void => {
+      const reason = schemaRefusalOf(error, call.provider);
+      if (reason === null || !deps.logSchemaRefusal) return;
+      deps.logSchemaRefusal(
+        { projectId: call.project.id, provider: call.provider, reason, model: soFar.model ?? model },
+        context.requestId,
+        `/v1/${kind}`,
+      );
+    };
     const result = await analyze(deps.models, {
       provider: call.provider,
       model: soFar.model,
@@ -64,11 +78,17 @@ function handle(deps: StructuredRouteDeps, kind: AnalysisKind, context: RequestC
       input,
       timeoutMs: deps.timeoutMs,
       signal,
+    }).catch((error: unknown) => {
+      noteSchemaRefusal(error);
+      throw error;
     });
     soFar.model = result.model;
     const spend = { usage: result.usage, costUsd: costOfTokens(call.provider, result.model, result.usage) };
     soFar.spend = spend;
-    if (!result.ok) throw result.error;
+    if (!result.ok) {
+      noteSchemaRefusal(result.error);
+      throw result.error;
+    }
     return { body: result.object, model: result.model, ...spend };
   });
 }

@@ -81,6 +81,104 @@ export function refusalOfFailedCall(
   }
 }
 
+/**
+ * Why a provider refused the project's output schema (docs/decisions/0020, amended): it is too
+ * complex for the provider (its grammar, its states, its nesting), or it holds a keyword or shape
+ * the provider does not take. Every call with that schema is refused the same way, whatever the
+ * input: the project's admin must change the schema. Sluice's save-time check (output-schema.ts,
+ * provider-limits.ts) refuses what is known beforehand; this is what it did not foresee.
+ */
+export type SchemaRefusal = "tooComplex" | "unsupported";
+
+const schemaRefusedMessage =
+  "The provider refused this project's output schema (too complex for it, or a keyword or shape it does not take); the project's admin must simplify the schema, and a retry is refused the same way";
+
+/**
+ * The 422 VALIDATION_ERROR, `reason` `schemaRefused`, for a provider's 400 that refuses the
+ * project's output schema. Never the provider's words: they may quote the schema (provider B's
+ * "Invalid schema" does, provider C's name its fields) or a request id. `extra` as providerRefusal's.
+ */
+export function schemaRefusal(
+  options: { cause?: unknown; extra?: Record<string, unknown> } = {},
+): GatewayError {
+  return new GatewayError("VALIDATION_ERROR", schemaRefusedMessage, {
+    cause: options.cause,
+    details: { reason: "schemaRefused", providerStatus: 400, retryable: false, ...options.extra },
+  });
+}
+
+/**
+ * Why the provider refused the project's output schema, from the 400 it answered a structured
+ * analysis with, or null for any other failure. Only answers that name the schema (its parameter
+ * or its field path, or words that can only be about it), as recorded in public reports
+ * (test/fakes/fake-schema-refusals.ts names them); an answer that names the structured output but
+ * not its schema (an unknown `response_format.type`, provider B's retired `output_format`) or
+ * nothing at all ("Request contains an invalid argument.") stays the provider's failure:
+ * - provider A: `param` `response_format` and a message that opens "Invalid schema for
+ *   response_format" (its code is null);
+ * - provider B: a message that opens with the schema's path (`output_config.format.schema:`, the
+ *   older `output_format.schema:`, a tool's `tools.N.input_schema:` or `tools.N.custom.input_schema:`,
+ *   the AI SDK sending the schema as its `json` tool), or its grammar compiler's "The compiled grammar
+ *   is too large" and "Schemas contains too many parameters with union types";
+ * - provider C: "The specified schema produces a constraint that has too many states for serving",
+ *   "A schema in GenerationConfig in the request exceeds the maximum allowed nesting depth", and a
+ *   field path in `generation_config.response_schema`.
+ */
+export function schemaRefusalOfFailedCall(
+  provider: ProviderId,
+  error: { statusCode?: number | undefined; data?: unknown; responseBody?: string | undefined },
+): SchemaRefusal | null {
+  if (error.statusCode !== 400) return null;
+  const answered = (error.data ?? jsonOrNull(error.responseBody)) as { error?: unknown } | null;
+  const inner = answered?.error;
+  if (typeof inner !== "object" || inner === null) return null;
+  const { message, param } = inner as { message?: unknown; param?: unknown };
+  if (typeof message !== "string") return null;
+  switch (provider) {
+    case "provider-a":
+      return param === "response_format" && message.startsWith("Invalid schema for response_format")
+        ? "unsupported"
+        : null;
+    case "provider-b":
+      if (
+        message.startsWith("The compiled grammar is too large") ||
+        message.startsWith("Schemas contains too many parameters with union types")
+      )
+        return "tooComplex";
+      return /^(output_config\.format\.schema|output_format\.schema|tools\.\d+(\.custom)?\.input_schema)[.:[ ]/.test(
+        message,
+      )
+        ? "unsupported"
+        : null;
+    case "provider-c":
+      if (
+        message.startsWith(
+          "The specified schema produces a constraint that has too many states for serving",
+        ) ||
+        message.startsWith(
+          "A schema in GenerationConfig in the request exceeds the maximum allowed nesting depth",
+        )
+      )
+        return "tooComplex";
+      return /(^\* GenerateContentRequest\.generation_config\.response_schema[.:[ ]|^Invalid JSON payload received\. Unknown name "[^"]*" at 'generation_config\.response_schema)/.test(
+        message,
+      )
+        ? "unsupported"
+        : null;
+  }
+}
+
+/**
+ * Which schema refusal `error` is (a GatewayError that schemaRefusal made, with the provider's
+ * error as its cause), for the operator's log; null for any other error.
+ */
+export function schemaRefusalOf(error: unknown, provider: ProviderId): SchemaRefusal | null {
+  if (!(error instanceof GatewayError) || error.code !== "VALIDATION_ERROR") return null;
+  if ((error.details as { reason?: unknown } | undefined)?.reason !== "schemaRefused") return null;
+  const cause = error.cause as { statusCode?: number; data?: unknown; responseBody?: string } | undefined;
+  return cause === undefined ? null : schemaRefusalOfFailedCall(provider, cause);
+}
+
 function jsonOrNull(text: string | undefined): unknown {
   if (text === undefined || text.length > 65_536) return null;
   try {

@@ -2,7 +2,12 @@ import type { ModelMessage } from "ai";
 import { GatewayError } from "../errors.js";
 import type { AiSdkModels } from "../providers/ai-sdk-provider.js";
 import type { ProviderId } from "../providers/provider-id.js";
-import { providerRefusal, type RefusalReason } from "../providers/provider-refusal.js";
+import {
+  providerRefusal,
+  type RefusalReason,
+  schemaRefusal,
+  schemaRefusalOfFailedCall,
+} from "../providers/provider-refusal.js";
 import {
   apiCallFailure,
   isProviderTimeout,
@@ -84,9 +89,9 @@ export async function analyze(models: AiSdkModels, request: AnalysisRequest): Pr
       outcome = await attemptOnce(ai, model, sentSchema, messages, signal, request.provider);
     } catch (error) {
       if (!(error instanceof GatewayError)) throw error;
-      // A 400 refusal of the input (docs/decisions/0020) gives the model and usage, as every
+      // A 400 refusal of the input or of the schema (docs/decisions/0020) gives the model and usage, as every
       // refusal here does: on the first attempt, the model asked and no tokens (the call unbilled).
-      if (attempt === 1) throw isInputRefusal(error) ? withModelAndUsage(error, modelUsed, usage) : error;
+      if (attempt === 1) throw isRefusal(error) ? withModelAndUsage(error, modelUsed, usage) : error;
       // The repair failed at the provider: the first attempt was billed all the same.
       return { ok: false, error: withModelAndUsage(error, modelUsed, usage), model: modelUsed, usage };
     }
@@ -148,8 +153,11 @@ export async function analyze(models: AiSdkModels, request: AnalysisRequest): Pr
   };
 }
 
-/** A provider's 400 that refuses the caller's input (providerRefusal): 422 with a `reason`. */
-function isInputRefusal(error: GatewayError): boolean {
+/**
+ * A provider's 400 that refuses the caller's input (providerRefusal) or the project's output schema
+ * (schemaRefusal): 422 with a `reason`.
+ */
+function isRefusal(error: GatewayError): boolean {
   const details = error.details as Record<string, unknown> | undefined;
   return error.code === "VALIDATION_ERROR" && typeof details?.reason === "string";
 }
@@ -333,7 +341,12 @@ function providerFailure(
   }
   const tooLarge = responseTooLargeFailure(error, provider);
   if (tooLarge) return tooLarge;
-  if (ai.APICallError.isInstance(error)) return apiCallFailure(error, provider, "process the request", model);
+  if (ai.APICallError.isInstance(error)) {
+    // The provider refused the project's output schema: every call is refused the same way until
+    // the project's admin changes it, so it is no failure of the provider's to retry (0020, amended).
+    if (schemaRefusalOfFailedCall(provider, error) !== null) return schemaRefusal({ cause: error });
+    return apiCallFailure(error, provider, "process the request", model);
+  }
   return new GatewayError("PROVIDER_ERROR", "The provider failed to process the request", {
     cause: error,
     provider,
