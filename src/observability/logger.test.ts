@@ -1,6 +1,6 @@
 import { APICallError } from "ai";
 import { describe, expect, it } from "vitest";
-import { createLogger, redactSecrets } from "./logger.js";
+import { createLogger, ignoreStdioWriteErrors, redactSecrets } from "./logger.js";
 
 function capture(level = "info") {
   const lines: string[] = [];
@@ -179,5 +179,17 @@ describe("log redaction", () => {
   it("leaves a record without secrets as it is, without copying it", () => {
     const record = { requestId: "req_1", route: "/v1/text", status: 200, nested: { tokens: 12 } };
     expect(redactSecrets(record)).toBe(record);
+  });
+});
+
+describe("stdout and stderr write errors", () => {
+  it("are ignored by one listener each, however many loggers are made", () => {
+    const before = [process.stdout.listenerCount("error"), process.stderr.listenerCount("error")];
+    for (let made = 0; made < 20; made++) ignoreStdioWriteErrors();
+    const after = [process.stdout.listenerCount("error"), process.stderr.listenerCount("error")];
+    expect(after[0] as number).toBeGreaterThan(0);
+    expect(after[1] as number).toBeGreaterThan(0);
+    expect((after[0] as number) - (before[0] as number)).toBeLessThanOrEqual(1);
+    expect((after[1] as number) - (before[1] as number)).toBeLessThanOrEqual(1);
   });
 });

@@ -184,12 +184,7 @@ export function createLogger(level: string, destination: DestinationStream): Log
  */
 export function createStdoutLogger(level: string, onDropped: (lines: number) => void): Logger {
   makeStdioNonBlocking();
-  // What the gateway's dependencies print goes through Node's own streams on the same descriptors
-  // (a package's console.warn, a Node warning). A write they refuse (a pipe whose reader left, a
-  // full disk) is an `error` event, and with nobody listening an uncaught exception that ends the
-  // process: the line gives way instead, as the log's do.
-  process.stdout.on("error", () => {});
-  process.stderr.on("error", () => {});
+  ignoreStdioWriteErrors();
   const report = (to: Logger, dropped: number, reason: string) =>
     to.warn({ dropped, reason }, "log lines could not be written: dropped");
   const destination = createLogDestination({
@@ -212,4 +207,20 @@ function writeStderr(line: string): void {
   } catch {
     // Nowhere left to say it.
   }
+}
+
+let stdioWriteErrorsIgnored = false;
+
+/**
+ * What the gateway's dependencies print goes through Node's own streams on the log's descriptors
+ * (a package's console.warn, a Node warning). A write they refuse (a pipe whose reader left, a
+ * full disk) is an `error` event, and with nobody listening an uncaught exception that ends the
+ * process: the line gives way instead, as the log's do. Once per process, however many loggers
+ * are made (a listener each would pile up past Node's warning in a process that builds many).
+ */
+export function ignoreStdioWriteErrors(): void {
+  if (stdioWriteErrorsIgnored) return;
+  stdioWriteErrorsIgnored = true;
+  process.stdout.on("error", () => {});
+  process.stderr.on("error", () => {});
 }
