@@ -414,10 +414,15 @@ async function storeImage(
   const signal = clientSignal ? AbortSignal.any([deadline, clientSignal]) : deadline;
   const put = deps.vault.put(path, image.uint8Array, image.mediaType, signal);
   await untilAborted(put, signal).catch((error: unknown) => {
-    // A store that was not waited for may still finish: the image it keeps is deleted then.
+    // A store that was not waited for may still finish: the image it keeps is deleted then. One
+    // the deadline or the client's leaving cut may have been kept all the same (an object store
+    // that stored it, whose answer was on its way): it is deleted too, which costs one request
+    // that finds nothing when the store had not kept it.
     put.then(
       () => discard(deps, path),
-      () => {},
+      () => {
+        if (signal.aborted) discard(deps, path);
+      },
     );
     // The vault's store (a directory, an object store) is a dependency that failed, not a bug:
     // 503, as for the database. The images were generated and are billed (the row records their

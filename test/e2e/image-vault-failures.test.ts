@@ -28,8 +28,9 @@ describe("image generation with an S3 vault that refuses the upload", () => {
   let sluice: TestGateway;
   let project: TestProject;
   const seen: StoreRequest[] = [];
-  // How the store answers each request (set by each test; 200 unless told).
-  let answer: (request: StoreRequest, index: number) => number = () => 200;
+  // How the store answers each request (set by each test; 200 unless told). "stored, unanswered":
+  // the object is kept, and the answer never comes (lost on the way, or a store that hangs).
+  let answer: (request: StoreRequest, index: number) => number | "stored, unanswered" = () => 200;
 
   beforeAll(async () => {
     fake = await startFakeUpstream();
@@ -44,6 +45,7 @@ describe("image generation with an S3 vault that refuses the upload", () => {
       request.resume();
       request.on("end", () => {
         const status = answer(stored, index);
+        if (status === "stored, unanswered") return;
         // An S3 error body, as the store sends it.
         response.writeHead(status, { "content-type": "application/xml" });
         response.end(
@@ -58,6 +60,8 @@ describe("image generation with an S3 vault that refuses the upload", () => {
       vaultS3Bucket: "vault",
       vaultS3AccessKeyId: "AKIDTEST",
       vaultS3SecretAccessKey: secretAccessKey,
+      // Short, for the upload whose answer never comes; the others are answered at once.
+      vaultTimeoutMs: 1000,
     });
     project = await createTestProject(sluice.gateway, {
       provider: "provider-c",
@@ -153,5 +157,25 @@ describe("image generation with an S3 vault that refuses the upload", () => {
     for (const deadline = Date.now() + 5000; deletes().length < 2 && Date.now() < deadline; )
       await new Promise((resolve) => setTimeout(resolve, 10));
     expect(deletes().sort()).toEqual(stored.sort());
+  });
+
+  it("deletes an image whose upload the deadline cut, which the store may have kept", async () => {
+    // The store keeps the object but its answer never comes: the 503 names no URL for it.
+    const stored: string[] = [];
+    answer = (request) => {
+      if (request.method !== "PUT") return 204;
+      stored.push(request.key);
+      return "stored, unanswered";
+    };
+    const response = await generate({ prompt: "a cat" });
+    expect(response.status).toBe(503);
+    expect(((await response.json()) as { error: { message: string } }).error.message).toBe(
+      "The image vault did not store the generated images within 1000 ms",
+    );
+    expect(stored).toHaveLength(1);
+    const deletes = () => seen.filter((request) => request.method === "DELETE").map((request) => request.key);
+    for (const deadline = Date.now() + 5000; deletes().length < 1 && Date.now() < deadline; )
+      await new Promise((resolve) => setTimeout(resolve, 10));
+    expect(deletes()).toEqual(stored);
   });
 });
