@@ -479,6 +479,12 @@ export const settings = {
     "100000",
     "usage rows held in memory while the database is down (oldest kept, but a call's row takes the place of refused requests' rows; overflow counted)",
   ),
+  usageRetentionDays: setting(
+    "SLUICE_USAGE_RETENTION_DAYS",
+    integer(62),
+    undefined,
+    "days usage rows are kept: older ones are deleted hourly, in small batches (unset: kept forever); at least 62, so the current and previous calendar months (UTC), which spend caps and reports read, are always kept whole",
+  ),
   authFailureLimit: setting(
     "SLUICE_AUTH_FAILURE_LIMIT",
     integer(1),

@@ -53,6 +53,7 @@ import { createSafePdfFetcher, type FetchPdf } from "./structured/safe-pdf-fetch
 import { createSpendGuard } from "./usage/spend-guard.js";
 import { createUsageRecorder } from "./usage/usage-recorder.js";
 import { usageRecorderReports } from "./usage/usage-recorder-reports.js";
+import { createUsagePruner, type UsagePrunerOptions } from "./usage/usage-retention.js";
 import { version } from "./version.js";
 
 /** What tests and the CLI may swap: clocks, ids, the log sink, outbound dispatchers. */
@@ -66,6 +67,8 @@ export interface Injectables {
   registerApiRoutes: (router: Router) => void;
   /** The address the server listens on, once it does (`server.address()`), for signed vault URLs. */
   listenAddress: () => AddressInfo | string | null;
+  /** When SLUICE_USAGE_RETENTION_DAYS prunes, and how many rows a statement (tests). */
+  usagePruning: Pick<UsagePrunerOptions, "firstRunDelayMs" | "intervalMs" | "batchSize">;
 }
 
 export interface Gateway {
@@ -246,6 +249,24 @@ export async function createGateway(config: Config, injected: Partial<Injectable
     now: () => now().getTime(),
     ...usageRecorderReports(metrics, logger),
   });
+  // Usage rows past SLUICE_USAGE_RETENTION_DAYS are deleted on every instance's timer: the deletes
+  // are idempotent, and instances pruning at once skip each other's locked rows (usage-retention.ts).
+  const pruner =
+    config.usageRetentionDays === undefined
+      ? undefined
+      : createUsagePruner({
+          repository: usage,
+          retentionDays: config.usageRetentionDays,
+          now,
+          ...injected.usagePruning,
+          onPruned: (deleted, before) =>
+            logger.info({ deleted, before }, "usage rows past the retention deleted"),
+          onFailed: (error) =>
+            logger.warn(
+              { err: error },
+              "deleting usage rows past the retention failed: retried within the hour",
+            ),
+        });
   const admit = createAdmission({
     authenticate,
     limiter,
@@ -446,8 +467,11 @@ export async function createGateway(config: Config, injected: Partial<Injectable
       config.metricsEnabled && config.metricsPort !== undefined
         ? createMetricsListener({ metrics, generateRequestId })
         : null,
-    close: (deadline = Date.now() + config.shutdownTimeoutMs) =>
-      closeGateway(deadline, {
+    close: (deadline = Date.now() + config.shutdownTimeoutMs) => {
+      // Its timer ends now; a prune under way ends after its current batch, awaited before the
+      // database closes.
+      const pruned = pruner?.stop();
+      return closeGateway(deadline, {
         unrecorded: admit.unrecorded,
         recorder,
         closeConnections: async () => {
@@ -458,9 +482,11 @@ export async function createGateway(config: Config, injected: Partial<Injectable
           throttle.stop();
           adminThrottle.stop();
           redis?.disconnect();
+          await pruned;
           await database.close();
         },
-      }),
+      });
+    },
   };
 }
 

@@ -3,6 +3,7 @@ import { checkMasterKeyOpensDatabase } from "../auth/master-key-check.js";
 import { resealSecrets } from "../auth/master-key-reseal.js";
 import { createSecretBox } from "../auth/secret-box.js";
 import { allowsTestMode, type Config } from "../config.js";
+import { GatewayError } from "../errors.js";
 import { databaseOptionsOf, openDatabase } from "../storage/database.js";
 import { databaseUnavailable, isDatabaseUnavailable } from "../storage/database-unavailable.js";
 import { createKeyRepository } from "../storage/key-repository.js";
@@ -11,12 +12,18 @@ import { DatabaseStartError } from "../storage/postgres-start.js";
 import { createProjectRepository } from "../storage/project-repository.js";
 import type { ResealCounts } from "../storage/sealed-secret-reseal.js";
 import { createUsageRepository } from "../storage/usage-repository.js";
+import { prunedMonthsProblem, pruneUsage } from "../usage/usage-retention.js";
 import { createProjectAdmin, type ProjectAdmin } from "./project-admin.js";
 
 export interface AdminContext {
   admin: ProjectAdmin;
   /** `sluice master-key reseal` (see master-key-reseal.ts). */
   resealSecrets(): Promise<ResealCounts>;
+  /**
+   * `sluice usage prune`: deletes the usage rows created before `before`, in batches, and answers
+   * how many. A `before` inside the current or previous calendar month is refused (400).
+   */
+  pruneUsage(before: Date): Promise<{ deleted: number; before: string }>;
   close(): Promise<void>;
 }
 
@@ -56,10 +63,11 @@ export async function openAdminContext(
     warn(
       `stored secrets that do not open with the master key, which opens the others: ${damaged.join("; ")}`,
     );
+  const usage = createUsageRepository(database.db, database.sqlite, database.runReport);
   const admin = createProjectAdmin({
     projects: createProjectRepository(database.db),
     keys: createKeyRepository(database.db),
-    usage: createUsageRepository(database.db, database.sqlite, database.runReport),
+    usage,
     secretBox,
     now: () => new Date(),
     onProjectChanged: () => {},
@@ -68,6 +76,12 @@ export async function openAdminContext(
   return {
     admin,
     resealSecrets: () => resealSecrets(database.db, secretBox, config),
+    async pruneUsage(before) {
+      const problem = prunedMonthsProblem(before, new Date());
+      if (problem) throw new GatewayError("BAD_REQUEST", problem);
+      const iso = before.toISOString();
+      return { deleted: await pruneUsage(usage, iso), before: iso };
+    },
     close: () => database.close(),
   };
 }

@@ -6,6 +6,7 @@ import {
   addProviderKeyInput,
   createProjectInput,
   updateProjectInput,
+  usagePruneInput,
   usageQueryInput,
 } from "../admin/project-input.js";
 import { checkNewProject } from "../admin/project-rules.js";
@@ -16,6 +17,7 @@ import { unreadableReason } from "../file-name-shown.js";
 import { quotedStart } from "../quoted-start.js";
 import { startFailureMessage } from "../start-failure.js";
 import { hasSqliteFile } from "../storage/database.js";
+import { prunedMonthsProblem } from "../usage/usage-retention.js";
 import { checkInput } from "./check-input.js";
 import { exitWhenWritten } from "./exit-when-written.js";
 import { type CommandLine, type Flags, parseCommandLine, usage } from "./parse-command-line.js";
@@ -219,6 +221,14 @@ function commandOf(
       if (window.from && window.to) asUsageError(() => usageReportWindow(window, new Date(), flagOfField));
       // Messages name the flags (`--group-by`), not the fields they set (`groupBy`).
       return (admin) => admin.usageReport(id, query, flagOfField);
+    }
+    case "usage prune": {
+      checkInput(usagePruneInput, { before: flags.before }, "usage prune", flagOfField);
+      const before = new Date(usagePruneInput.parse({ before: flags.before }).before);
+      // Checked again when it runs: the month may turn meanwhile.
+      const problem = prunedMonthsProblem(before, new Date());
+      if (problem) throw new UsageError(`--before: ${problem}`);
+      return (_admin, context) => context.pruneUsage(before);
     }
     case "master-key reseal":
       // The start check has already refused a store neither key opens; this moves the rest.

@@ -14,6 +14,8 @@ export const usage = `Usage: sluice <command>
   keys list PROJECT | revoke PROJECT KEY_ID
   test-keys rotate PROJECT | list PROJECT | revoke PROJECT TEST_KEY_ID
   usage PROJECT [--from ISO] [--to ISO] [--group-by day|model|endpoint]
+  usage prune --before DATE               delete usage rows created before DATE (ISO date or instant,
+                                          UTC; never within the current or previous month)
   master-key reseal                       re-seal every stored secret under SLUICE_MASTER_KEY
                                           (with SLUICE_MASTER_KEY_PREVIOUS set: see README, Rotating the master key)
 
@@ -57,6 +59,7 @@ const options = {
   from: { type: "string" },
   to: { type: "string" },
   "group-by": { type: "string" },
+  before: { type: "string" },
   help: { type: "boolean", short: "h" },
 } as const;
 
@@ -105,6 +108,9 @@ const commands: Record<string, CommandSpec> = {
   "test-keys list": { flags: [], arguments: ["PROJECT"] },
   "test-keys revoke": { flags: [], arguments: ["PROJECT", "TEST_KEY_ID"] },
   usage: { flags: ["from", "to", "group-by"], arguments: ["PROJECT"] },
+  // `usage prune` is a command of its own beside `usage PROJECT`: a project named `prune` is
+  // reported by `usage prune` only with one of the report's flags (`--from`, `--to`, `--group-by`).
+  "usage prune": { flags: ["before"], arguments: [] },
   "master-key reseal": { flags: [], arguments: [] },
 };
 
@@ -182,7 +188,7 @@ export function parseCommandLine(argv: string[]): CommandLine {
  */
 function commandNamed(
   positionals: string[],
-  tokens: ReadonlyArray<{ kind: string; rawName?: string }>,
+  tokens: ReadonlyArray<{ kind: string; name?: string; rawName?: string }>,
 ): { command: string; spec: CommandSpec } | undefined {
   const [first, second] = positionals;
   if (first === undefined) {
@@ -190,6 +196,18 @@ function commandNamed(
     if (flag) throw new UsageError(`${flag.rawName} given without a command: sluice <command> [flags]`);
     return undefined;
   }
+  // `usage` is a command (`usage PROJECT`) and a group (`usage prune`) at once: `usage prune` is the
+  // subcommand, unless every flag given is one only the report takes (a project named `prune`).
+  const standalone = commands[first];
+  const pair = second === undefined ? undefined : commands[`${first} ${second}`];
+  const given = tokens.flatMap((token) => (token.kind === "option" && token.name ? [token.name] : []));
+  const reportsOn =
+    pair !== undefined &&
+    given.length > 0 &&
+    given.every(
+      (name) => standalone?.flags.includes(name as FlagName) && !pair.flags.includes(name as FlagName),
+    );
+  if (standalone && (pair === undefined || reportsOn)) return { command: first, spec: standalone };
   const group = subcommands.get(first);
   if (group && second === undefined)
     throw new UsageError(`${first} needs a subcommand: one of ${group.join(", ")}`);

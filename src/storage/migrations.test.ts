@@ -45,6 +45,7 @@ describe.skipIf(!postgresAvailable)("PostgreSQL migrations", () => {
           "0003-project-proxy-allow-list",
           "0004-usage-requests",
           "0005-project-device-check-changed-at",
+          "0006-usage-created-at-index",
         ]);
       }
     } finally {
@@ -168,6 +169,7 @@ for (const engine of durableEngines) {
             "0003-project-proxy-allow-list",
             "0004-usage-requests",
             "0005-project-device-check-changed-at",
+            "0006-usage-created-at-index",
             "0099-added-by-a-later-build",
           ]);
           // The tables this build knows are used as before.
@@ -382,7 +384,7 @@ for (const engine of durableEngines) {
       const { options, drop } = await engine.create();
       try {
         // A release that ran 0001 and 0002, and a column of the name 0005 adds already there (as an
-        // operator's, say): of the three migrations the start runs, the last fails after the others.
+        // operator's, say): of the migrations the start runs, 0005 fails after 0003 and 0004 ran.
         await alter(options, async (database) => {
           await sql`alter table projects drop column proxy_allow_list`.execute(database.db);
           await sql`alter table usage_records drop column requests`.execute(database.db);
@@ -396,9 +398,9 @@ for (const engine of durableEngines) {
         await expect(openDatabase(options)).rejects.toThrow(
           "Database migration 0005-project-device-check-changed-at failed",
         );
-        // Neither 0003's nor 0004's column, nor their record: all three ran in one transaction.
+        // Neither 0003's nor 0004's column, nor their record: all of them ran in one transaction.
         expect(await state(options)).toEqual(before);
-        // The operator removes the column in the way; the next start runs all three.
+        // The operator removes the column in the way; the next start runs them all.
         await raw(options, "alter table projects drop column device_check_changed_at");
         const reopened = await openDatabase(options);
         try {
@@ -411,6 +413,7 @@ for (const engine of durableEngines) {
               "0003-project-proxy-allow-list",
               "0004-usage-requests",
               "0005-project-device-check-changed-at",
+              "0006-usage-created-at-index",
             ],
           });
           const { rows } = await sql<{ requests: number }>`select requests from usage_records`.execute(
@@ -449,6 +452,7 @@ describe.skipIf(!postgresAvailable)("PostgreSQL upgrade with instances starting 
         "0003-project-proxy-allow-list",
         "0004-usage-requests",
         "0005-project-device-check-changed-at",
+        "0006-usage-created-at-index",
       ]);
     } finally {
       for (const database of opened) await database.close();

@@ -77,6 +77,7 @@ describe("embedded database", () => {
       "0003-project-proxy-allow-list",
       "0004-usage-requests",
       "0005-project-device-check-changed-at",
+      "0006-usage-created-at-index",
     ];
     expect(recorded).toEqual([all, all]);
   }, 60_000);

@@ -1,7 +1,7 @@
 import type BetterSqlite3 from "better-sqlite3";
 import { GatewayError } from "../errors.js";
 import { type RunReport, sqliteBusyTimeoutMs } from "./database.js";
-import { type Kysely, sql } from "./kysely.js";
+import { type Kysely, PostgresAdapter, sql } from "./kysely.js";
 import type { Database, UsageRecordsTable } from "./schema.js";
 
 export type UsageRecord = UsageRecordsTable;
@@ -38,6 +38,11 @@ export interface UsageRepository {
   spendSince(projectId: string, from: string): Promise<number>;
   /** Requests recorded (the rows' `requests` summed: a coalesced row counts all it stands for). */
   count(projectId?: string): Promise<number>;
+  /**
+   * Deletes at most `limit` rows created before `before` (ISO), the oldest first, in one short
+   * statement of its own; answers how many it deleted (fewer than `limit`: none older are left).
+   */
+  deleteBefore(before: string, limit: number): Promise<number>;
 }
 
 const insertChunk = 500;
@@ -101,40 +106,8 @@ export function createUsageRepository(
       });
     },
     async report({ projectId, from, to, groupBy }) {
-      const group =
-        groupBy === "day"
-          ? sql<string>`substr(created_at, 1, 10)`
-          : groupBy === "model"
-            ? sql<string>`model`
-            : sql<string>`endpoint`;
       const rows = await runReport((reader) =>
-        reader
-          .selectFrom("usage_records")
-          // Token sums in floating point on SQLite (`* 1.0`), whose integer sum() fails with
-          // "integer overflow" past 2^63 where PostgreSQL's (numeric) answers; a provider may report
-          // any safe integer. On PostgreSQL `* 1.0` is numeric: exact, as before.
-          .select([
-            group.as("group_key"),
-            // A row stands for `requests` requests (1, more for coalesced refusals: decision 0015).
-            sql<number>`sum(requests)`.as("requests"),
-            sql<number>`sum(case when outcome = 'ok' then 0 else requests end)`.as("errors"),
-            sql<number>`coalesce(sum(input_tokens * 1.0), 0)`.as("input_tokens"),
-            sql<number>`coalesce(sum(output_tokens * 1.0), 0)`.as("output_tokens"),
-            sql<number>`coalesce(sum(cached_tokens * 1.0), 0)`.as("cached_tokens"),
-            sql<number>`coalesce(sum(reasoning_tokens * 1.0), 0)`.as("reasoning_tokens"),
-            sql<number | null>`sum(cost_usd)`.as("cost_usd"),
-            // Calls whose cost is unknown: a refusal or an error costs nothing, so only rows whose call
-            // went through (ok, or cut short) without a price count, and failed calls that report
-            // tokens, which the provider billed (a structured call whose repair failed too).
-            sql<number>`sum(case when cost_usd is null and (outcome <> 'error' or input_tokens is not null or output_tokens is not null) then requests else 0 end)`.as(
-              "unpriced",
-            ),
-          ])
-          .where("project_id", "=", projectId)
-          .where("created_at", ">=", from)
-          .where("created_at", "<", to)
-          .groupBy(group)
-          .execute(),
+        reportQuery(reader, { projectId, from, to, groupBy }).execute(),
       ).catch((error: unknown) => {
         throw (error as { code?: unknown } | null)?.code === queryCanceled ? reportCancelled(error) : error;
       });
@@ -154,12 +127,7 @@ export function createUsageRepository(
       }));
     },
     async spendSince(projectId, from) {
-      const row = await db
-        .selectFrom("usage_records")
-        .select(sql<number | null>`sum(cost_usd)`.as("spend"))
-        .where("project_id", "=", projectId)
-        .where("created_at", ">=", from)
-        .executeTakeFirst();
+      const row = await spendQuery(db, projectId, from).executeTakeFirst();
       return Number(row?.spend ?? 0);
     },
     async count(projectId) {
@@ -168,7 +136,88 @@ export function createUsageRepository(
       const row = await query.executeTakeFirst();
       return Number(row?.n ?? 0);
     },
+    async deleteBefore(before, limit) {
+      const result = await pruneQuery(db, before, limit).executeTakeFirst();
+      return Number(result.numDeletedRows);
+    },
   };
+}
+
+/**
+ * The queries the usage table answers, built apart so a test can ask each engine for its plan
+ * (usage-query-plans.test.ts): each must find its rows through an index, as the table grows
+ * without bound unless SLUICE_USAGE_RETENTION_DAYS is set.
+ */
+
+/** A project's known spend since `from`: the spend guard's month-to-date sum (index on project, time). */
+export function spendQuery(db: Kysely<Database>, projectId: string, from: string) {
+  return db
+    .selectFrom("usage_records")
+    .select(sql<number | null>`sum(cost_usd)`.as("spend"))
+    .where("project_id", "=", projectId)
+    .where("created_at", ">=", from);
+}
+
+/** A project's usage report over a window, grouped (index on project, time). */
+export function reportQuery(reader: Kysely<Database>, { projectId, from, to, groupBy }: UsageQuery) {
+  const group =
+    groupBy === "day"
+      ? sql<string>`substr(created_at, 1, 10)`
+      : groupBy === "model"
+        ? sql<string>`model`
+        : sql<string>`endpoint`;
+  return (
+    reader
+      .selectFrom("usage_records")
+      // Token sums in floating point on SQLite (`* 1.0`), whose integer sum() fails with
+      // "integer overflow" past 2^63 where PostgreSQL's (numeric) answers; a provider may report
+      // any safe integer. On PostgreSQL `* 1.0` is numeric: exact, as before.
+      .select([
+        group.as("group_key"),
+        // A row stands for `requests` requests (1, more for coalesced refusals: decision 0015).
+        sql<number>`sum(requests)`.as("requests"),
+        sql<number>`sum(case when outcome = 'ok' then 0 else requests end)`.as("errors"),
+        sql<number>`coalesce(sum(input_tokens * 1.0), 0)`.as("input_tokens"),
+        sql<number>`coalesce(sum(output_tokens * 1.0), 0)`.as("output_tokens"),
+        sql<number>`coalesce(sum(cached_tokens * 1.0), 0)`.as("cached_tokens"),
+        sql<number>`coalesce(sum(reasoning_tokens * 1.0), 0)`.as("reasoning_tokens"),
+        sql<number | null>`sum(cost_usd)`.as("cost_usd"),
+        // Calls whose cost is unknown: a refusal or an error costs nothing, so only rows whose call
+        // went through (ok, or cut short) without a price count, and failed calls that report
+        // tokens, which the provider billed (a structured call whose repair failed too).
+        sql<number>`sum(case when cost_usd is null and (outcome <> 'error' or input_tokens is not null or output_tokens is not null) then requests else 0 end)`.as(
+          "unpriced",
+        ),
+      ])
+      .where("project_id", "=", projectId)
+      .where("created_at", ">=", from)
+      .where("created_at", "<", to)
+      .groupBy(group)
+  );
+}
+
+/**
+ * One batch of the retention's deletes: the oldest `limit` rows before `before` (index on time,
+ * 0006). Ordered by time so the planner walks that index rather than the table, whose oldest rows
+ * sit behind the dead ones earlier batches left. On PostgreSQL the rows are locked `skip locked`:
+ * an instance pruning at the same time as another deletes other rows instead of waiting for the
+ * other's batch (both then delete what is left; deleting a row twice is never attempted). SQLite
+ * has no row locks and one writer: the statement is short, and so is its write lock.
+ */
+export function pruneQuery(db: Kysely<Database>, before: string, limit: number) {
+  const oldest = db
+    .selectFrom("usage_records")
+    .select("request_id")
+    .where("created_at", "<", before)
+    .orderBy("created_at")
+    .limit(limit);
+  return db
+    .deleteFrom("usage_records")
+    .where(
+      "request_id",
+      "in",
+      db.getExecutor().adapter instanceof PostgresAdapter ? oldest.forUpdate().skipLocked() : oldest,
+    );
 }
 
 /**

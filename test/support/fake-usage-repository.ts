@@ -7,6 +7,7 @@ export function fakeUsageRepository(overrides: Partial<UsageRepository> = {}): U
     report: async () => [],
     spendSince: async () => 0,
     count: async () => 0,
+    deleteBefore: async () => 0,
     ...overrides,
   };
 }

@@ -1,0 +1,110 @@
+import pg from "pg";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { createPostgresSchema, postgresAvailable } from "../../test/support/services.js";
+import { type OpenDatabase, openDatabase } from "./database.js";
+import type { Kysely } from "./kysely.js";
+import type { Database } from "./schema.js";
+import { pruneQuery, reportQuery, spendQuery } from "./usage-repository.js";
+
+/**
+ * Each query the code runs on the usage table finds its rows through an index: the table grows by
+ * a row a request (without bound unless SLUICE_USAGE_RETENTION_DAYS is set), so a query that scans
+ * it whole grows as slow as the table is large. The plans are read, not timed.
+ */
+
+/** The queries, compiled as the code runs them, with the index each must use. */
+const queries = (db: Kysely<Database>) => [
+  {
+    name: "the spend guard's month-to-date sum",
+    compiled: spendQuery(db, "p7", "2026-11-01T00:00:00.000Z").compile(),
+    index: "usage_records_project_time",
+  },
+  ...(["day", "model", "endpoint"] as const).map((groupBy) => ({
+    name: `the usage report by ${groupBy}`,
+    compiled: reportQuery(db, {
+      projectId: "p7",
+      from: "2026-10-01T00:00:00.000Z",
+      to: "2026-11-01T00:00:00.000Z",
+      groupBy,
+    }).compile(),
+    index: "usage_records_project_time",
+  })),
+  {
+    name: "the retention's batch of deletes",
+    compiled: pruneQuery(db, "2026-07-01T00:00:00.000Z", 1000).compile(),
+    index: "usage_records_created_at",
+  },
+];
+
+/** 3,000 rows of 30 projects over six months, written by the database itself. */
+const rowCount = 3000;
+const columns =
+  "request_id, project_id, endpoint, status, cost_usd, latency_ms, outcome, created_at, requests";
+
+describe("usage query plans on SQLite", () => {
+  let database: OpenDatabase;
+  beforeAll(async () => {
+    database = await openDatabase({ dataDir: "unused", sqliteFile: ":memory:" });
+    database.sqlite?.exec(`
+      with recursive n(i) as (select 1 union all select i + 1 from n where i < ${rowCount})
+      insert into usage_records (${columns})
+      select 'r' || i, 'p' || (i % 30), 'proxy', 200, 0.001, 10, 'ok',
+        strftime('%Y-%m-%dT%H:%M:%fZ', 1795996800 - i * 5184.0, 'unixepoch'), 1 from n`);
+  });
+  afterAll(() => database.close());
+
+  for (const index of [0, 1, 2, 3, 4]) {
+    it(`finds the rows of query ${index + 1} through its index, never scanning the table`, () => {
+      const query = queries(database.db)[index];
+      if (!query || !database.sqlite) throw new Error("no such query");
+      const plan = database.sqlite
+        .prepare(`explain query plan ${query.compiled.sql}`)
+        .all(...query.compiled.parameters)
+        .map((row) => (row as { detail: string }).detail);
+      expect(
+        plan.filter((line) => /^SCAN usage_records\b/.test(line)),
+        query.name,
+      ).toEqual([]);
+      expect(plan.join("\n"), query.name).toMatch(new RegExp(`USING (COVERING )?INDEX ${query.index}\\b`));
+    });
+  }
+});
+
+describe.skipIf(!postgresAvailable)("usage query plans on PostgreSQL", () => {
+  let database: OpenDatabase;
+  let client: pg.Client;
+  let drop: () => Promise<void>;
+  beforeAll(async () => {
+    const schema = await createPostgresSchema();
+    drop = schema.drop;
+    database = await openDatabase({ databaseUrl: schema.url, dataDir: "unused" });
+    client = new pg.Client({ connectionString: schema.url });
+    await client.connect();
+    await client.query(`
+      insert into usage_records (${columns})
+      select 'r' || i, 'p' || (i % 30), 'proxy', 200, 0.001, 10, 'ok',
+        to_char(to_timestamp(1795996800 - i * 5184.0) at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'), 1
+      from generate_series(1, ${rowCount}) i`);
+    await client.query("analyze usage_records");
+    // A table this small is read whole more cheaply than through any index: with sequential scans
+    // priced out, the planner shows whether an index can serve the query at all (it still scans
+    // the table when none can).
+    await client.query("set enable_seqscan = off");
+  });
+  afterAll(async () => {
+    await client?.end();
+    await database?.close();
+    await drop?.();
+  });
+
+  for (const index of [0, 1, 2, 3, 4]) {
+    it(`finds the rows of query ${index + 1} through its index, never scanning the table`, async () => {
+      const query = queries(database.db)[index];
+      if (!query) throw new Error("no such query");
+      const { rows } = await client.query(`explain ${query.compiled.sql}`, [...query.compiled.parameters]);
+      const plan = rows.map((row: { "QUERY PLAN": string }) => row["QUERY PLAN"]).join("\n");
+      expect(plan, query.name).not.toMatch(/Seq Scan on usage_records/);
+      expect(plan, query.name).toMatch(new RegExp(`Index (Only )?Scan (using|on) ${query.index}\\b`));
+    });
+  }
+});
