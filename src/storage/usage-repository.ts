@@ -1,7 +1,7 @@
 import type BetterSqlite3 from "better-sqlite3";
 import { GatewayError } from "../errors.js";
 import { type RunReport, sqliteBusyTimeoutMs } from "./database.js";
-import { type Kysely, PostgresAdapter, sql } from "./kysely.js";
+import { type Kysely, sql } from "./kysely.js";
 import type { Database, UsageRecordsTable } from "./schema.js";
 
 export type UsageRecord = UsageRecordsTable;
@@ -137,7 +137,7 @@ export function createUsageRepository(
       return Number(row?.n ?? 0);
     },
     async deleteBefore(before, limit) {
-      const result = await pruneQuery(db, before, limit).executeTakeFirst();
+      const result = await pruneQuery(db, before, limit, sqlite === undefined).executeTakeFirst();
       return Number(result.numDeletedRows);
     },
   };
@@ -202,9 +202,11 @@ export function reportQuery(reader: Kysely<Database>, { projectId, from, to, gro
  * sit behind the dead ones earlier batches left. On PostgreSQL the rows are locked `skip locked`:
  * an instance pruning at the same time as another deletes other rows instead of waiting for the
  * other's batch (both then delete what is left; deleting a row twice is never attempted). SQLite
- * has no row locks and one writer: the statement is short, and so is its write lock.
+ * has no row locks and one writer: the statement is short, and so is its write lock. (`postgres`:
+ * the engine, which the repository knows from its SQLite handle; the production bundle takes only
+ * the Kysely values scripts/build.ts lists, no adapter class to test against.)
  */
-export function pruneQuery(db: Kysely<Database>, before: string, limit: number) {
+export function pruneQuery(db: Kysely<Database>, before: string, limit: number, postgres: boolean) {
   const oldest = db
     .selectFrom("usage_records")
     .select("request_id")
@@ -213,11 +215,7 @@ export function pruneQuery(db: Kysely<Database>, before: string, limit: number) 
     .limit(limit);
   return db
     .deleteFrom("usage_records")
-    .where(
-      "request_id",
-      "in",
-      db.getExecutor().adapter instanceof PostgresAdapter ? oldest.forUpdate().skipLocked() : oldest,
-    );
+    .where("request_id", "in", postgres ? oldest.forUpdate().skipLocked() : oldest);
 }
 
 /**
