@@ -51,17 +51,13 @@ export function providerBUnionProblem(schema: Schema, model?: string): string | 
 export function providerBStructuredOutputProblems(schema: Schema, model?: string): string[] {
   if (model !== undefined && !sdkGivesStructuredOutput(model)) return [];
   const problems: string[] = [];
-  const pending: Array<[unknown, string]> = [[schema, "#"]];
-  for (let next = pending.pop(); next; next = pending.pop()) {
-    const [node, path] = next;
-    if (!isSchema(node)) continue;
+  forEachSchema(schema, (node, path) => {
     if (Array.isArray(node.enum) && node.enum.some((value) => typeof value === "object" && value !== null))
       problems.push(
         `${path}/enum: provider B's structured outputs take enum values that are strings, numbers, booleans or null only`,
       );
     problems.push(...unlistedRequiredNames(node, path));
-    for (const [child, childPath] of subschemas(node, path, true).reverse()) pending.push([child, childPath]);
-  }
+  });
   return problems.length > 0 && sentAsStructuredOutput(schema) ? problems : [];
 }
 
@@ -101,14 +97,17 @@ function isUnion(node: Schema): boolean {
   return types.size > 1;
 }
 
-/** Calls `visit` on every schema in the document, definitions included, once each. */
-function forEachSchema(root: unknown, visit: (node: Schema) => void): void {
-  const pending: unknown[] = [root];
-  while (pending.length > 0) {
-    const node = pending.pop();
+/**
+ * Calls `visit` on every schema in the document, definitions included, once each, with its path
+ * (`#/properties/a/items`), in document order (a problem list reads as the schema does).
+ */
+function forEachSchema(root: unknown, visit: (node: Schema, path: string) => void): void {
+  const pending: Array<[unknown, string]> = [[root, "#"]];
+  for (let next = pending.pop(); next; next = pending.pop()) {
+    const [node, path] = next;
     if (!isSchema(node)) continue;
-    visit(node);
-    for (const [child] of subschemas(node, "", true)) pending.push(child);
+    visit(node, path);
+    for (const child of subschemas(node, path, true).reverse()) pending.push(child);
   }
 }
 
