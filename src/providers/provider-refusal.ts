@@ -50,10 +50,8 @@ export function refusalOfFailedCall(
   provider: ProviderId,
   error: { statusCode?: number | undefined; data?: unknown; responseBody?: string | undefined },
 ): RefusalReason | null {
-  if (error.statusCode !== 400) return null;
-  const answered = (error.data ?? jsonOrNull(error.responseBody)) as { error?: unknown } | null;
-  const inner = answered?.error;
-  if (typeof inner !== "object" || inner === null) return null;
+  const inner = errorOf400(error);
+  if (inner === null) return null;
   const { code, message, type } = inner as { code?: unknown; message?: unknown; type?: unknown };
   switch (provider) {
     case "provider-a":
@@ -128,10 +126,8 @@ export function schemaRefusalOfFailedCall(
   provider: ProviderId,
   error: { statusCode?: number | undefined; data?: unknown; responseBody?: string | undefined },
 ): SchemaRefusal | null {
-  if (error.statusCode !== 400) return null;
-  const answered = (error.data ?? jsonOrNull(error.responseBody)) as { error?: unknown } | null;
-  const inner = answered?.error;
-  if (typeof inner !== "object" || inner === null) return null;
+  const inner = errorOf400(error);
+  if (inner === null) return null;
   const { message, param } = inner as { message?: unknown; param?: unknown };
   if (typeof message !== "string") return null;
   switch (provider) {
@@ -177,6 +173,21 @@ export function schemaRefusalOf(error: unknown, provider: ProviderId): SchemaRef
   if ((error.details as { reason?: unknown } | undefined)?.reason !== "schemaRefused") return null;
   const cause = error.cause as { statusCode?: number; data?: unknown; responseBody?: string } | undefined;
   return cause === undefined ? null : schemaRefusalOfFailedCall(provider, cause);
+}
+
+/**
+ * The `error` object of a provider's 400 (`data`: the AI SDK's parse of the body; else the body,
+ * parsed), which every provider answers a refusal with; null for another status or shape.
+ */
+function errorOf400(error: {
+  statusCode?: number | undefined;
+  data?: unknown;
+  responseBody?: string | undefined;
+}): object | null {
+  if (error.statusCode !== 400) return null;
+  const answered = (error.data ?? jsonOrNull(error.responseBody)) as { error?: unknown } | null;
+  const inner = answered?.error;
+  return typeof inner === "object" && inner !== null ? inner : null;
 }
 
 function jsonOrNull(text: string | undefined): unknown {
