@@ -8,7 +8,7 @@ import { createAuthenticator } from "./auth/authenticate.js";
 import { createCredentialDirectory } from "./auth/credential-directory.js";
 import { createDeviceTokenVerifier } from "./auth/device-token-verifier.js";
 import { loadMasterKey, loadPreviousMasterKey } from "./auth/master-key.js";
-import { checkMasterKeyOpensDatabase } from "./auth/master-key-check.js";
+import { checkMasterKeyOpensDatabase, previousKeyUnneededWarning } from "./auth/master-key-check.js";
 import { createSecretBox } from "./auth/secret-box.js";
 import { allowsTestMode, type Config } from "./config.js";
 import { closeGateway } from "./gateway-close.js";
@@ -134,17 +134,21 @@ export async function createGateway(config: Config, injected: Partial<Injectable
       { migrations: database.unknownMigrations },
       migratedByNewerWarning(database.unknownMigrations),
     );
-  const damaged = await checkMasterKeyOpensDatabase(database.db, secretBox, config).catch(
-    async (error: unknown) => {
-      await database.close();
-      throw error;
-    },
-  );
+  const { damaged, previousKeyUnneeded } = await checkMasterKeyOpensDatabase(
+    database.db,
+    secretBox,
+    config,
+  ).catch(async (error: unknown) => {
+    await database.close();
+    throw error;
+  });
   if (damaged.length > 0)
     logger.warn(
       { secrets: damaged },
       "stored secrets that do not open with the master key, which opens the others",
     );
+  // The rotation's reseal is done but the old key is still set: it should go (README, step 3).
+  if (previousKeyUnneeded) logger.warn({ masterKeyPreviousNeeded: false }, previousKeyUnneededWarning);
   const projects = createProjectRepository(database.db);
   const keys = createKeyRepository(database.db);
   const usage = createUsageRepository(database.db, database.sqlite, database.runReport);

@@ -1,5 +1,5 @@
 import { loadMasterKey, loadPreviousMasterKey } from "../auth/master-key.js";
-import { checkMasterKeyOpensDatabase } from "../auth/master-key-check.js";
+import { checkMasterKeyOpensDatabase, previousKeyUnneededWarning } from "../auth/master-key-check.js";
 import { resealSecrets } from "../auth/master-key-reseal.js";
 import { createSecretBox } from "../auth/secret-box.js";
 import { allowsTestMode, type Config } from "../config.js";
@@ -17,8 +17,11 @@ import { createProjectAdmin, type ProjectAdmin } from "./project-admin.js";
 
 export interface AdminContext {
   admin: ProjectAdmin;
-  /** `sluice master-key reseal` (see master-key-reseal.ts). */
-  resealSecrets(): Promise<ResealCounts>;
+  /**
+   * `sluice master-key reseal` (see master-key-reseal.ts): its counts, and whether
+   * SLUICE_MASTER_KEY_PREVIOUS is set, which every secret no longer needs once it has run.
+   */
+  resealSecrets(): Promise<{ counts: ResealCounts; previousKeySet: boolean }>;
   /**
    * `sluice usage prune`: deletes the usage rows created before `before`, in batches, and answers
    * how many. A `before` inside the current or previous calendar month is refused (400).
@@ -30,7 +33,8 @@ export interface AdminContext {
 /**
  * The admin use cases over the configured database, without the HTTP server: what the CLI uses.
  * A running gateway sees the changes within SLUICE_PROJECT_CACHE_TTL_MS. `warn` hears what the
- * gateway would log as a warning at start (a master key generated, a database a newer Sluice migrated).
+ * gateway would log as a warning at start (a master key generated, a database a newer Sluice migrated,
+ * SLUICE_MASTER_KEY_PREVIOUS set when no stored secret needs it any more).
  */
 export async function openAdminContext(
   config: Config,
@@ -53,16 +57,19 @@ export async function openAdminContext(
   });
   if (database.unknownMigrations.length > 0) warn(migratedByNewerWarning(database.unknownMigrations));
   // As at the gateway's start: a key the stored secrets do not open is refused before any command.
-  const damaged = await checkMasterKeyOpensDatabase(database.db, secretBox, config).catch(
-    async (error: unknown) => {
-      await database.close();
-      throw isDatabaseUnavailable(error) ? databaseUnavailable(error) : error;
-    },
-  );
+  const { damaged, previousKeyUnneeded } = await checkMasterKeyOpensDatabase(
+    database.db,
+    secretBox,
+    config,
+  ).catch(async (error: unknown) => {
+    await database.close();
+    throw isDatabaseUnavailable(error) ? databaseUnavailable(error) : error;
+  });
   if (damaged.length > 0)
     warn(
       `stored secrets that do not open with the master key, which opens the others: ${damaged.join("; ")}`,
     );
+  if (previousKeyUnneeded) warn(previousKeyUnneededWarning);
   const usage = createUsageRepository(database.db, database.sqlite, database.runReport);
   const admin = createProjectAdmin({
     projects: createProjectRepository(database.db),
@@ -75,7 +82,10 @@ export async function openAdminContext(
   });
   return {
     admin,
-    resealSecrets: () => resealSecrets(database.db, secretBox, config),
+    resealSecrets: async () => ({
+      counts: await resealSecrets(database.db, secretBox, config),
+      previousKeySet: Boolean(config.masterKeyPrevious),
+    }),
     async pruneUsage(before) {
       const problem = prunedMonthsProblem(before, new Date());
       if (problem) throw new GatewayError("BAD_REQUEST", problem);

@@ -10,6 +10,7 @@ import { createKeyRepository } from "../storage/key-repository.js";
 import { createProjectRepository } from "../storage/project-repository.js";
 import { createUsageRepository } from "../storage/usage-repository.js";
 import { checkMasterKeyOpensDatabase, MasterKeyMismatchError } from "./master-key-check.js";
+import { resealSecrets } from "./master-key-reseal.js";
 import { createSecretBox, type SecretBox } from "./secret-box.js";
 
 for (const engine of storageEngines) {
@@ -47,14 +48,14 @@ for (const engine of storageEngines) {
       });
 
     it("passes any key on a database that holds no secret (a new one)", async () => {
-      await expect(check(other)).resolves.toEqual([]);
+      await expect(check(other)).resolves.toEqual({ damaged: [], previousKeyUnneeded: false });
     });
 
     it("refuses a project's DeviceCheck key sealed under another key when no provider key is stored", async () => {
       await admin(box).createProject({ id: "with-p8", name: "p8", provider: "provider-a" });
       await sql`update projects set device_check_private_key = ${box.seal(Buffer.from("pem"), deviceCheckKeyAad("with-p8"))}
         where id = 'with-p8'`.execute(database.db);
-      await expect(check(stored)).resolves.toEqual([]);
+      await expect(check(stored)).resolves.toEqual({ damaged: [], previousKeyUnneeded: false });
       await expect(check(other)).rejects.toThrow(
         new MasterKeyMismatchError(
           "SLUICE_MASTER_KEY does not open the secrets stored in the database (the DeviceCheck key of " +
@@ -70,7 +71,7 @@ for (const engine of storageEngines) {
         provider: "provider-a",
         apiKey: "sk-upstream-0123456789",
       });
-      await expect(check(stored)).resolves.toEqual([]);
+      await expect(check(stored)).resolves.toEqual({ damaged: [], previousKeyUnneeded: false });
       const refused = await check(other).catch((error: unknown) => error);
       expect(refused).toBeInstanceOf(MasterKeyMismatchError);
       expect((refused as Error).message).toBe(
@@ -107,7 +108,10 @@ for (const engine of storageEngines) {
       await sql`update provider_keys set server_share = ${share.toString("base64")} where id = ${keyId}`.execute(
         database.db,
       );
-      await expect(check(stored)).resolves.toEqual([`provider key ${keyId} of project damaged`]);
+      await expect(check(stored)).resolves.toEqual({
+        damaged: [`provider key ${keyId} of project damaged`],
+        previousKeyUnneeded: false,
+      });
       await expect(check(other)).rejects.toThrow(MasterKeyMismatchError);
       await admin(box).revokeProviderKey("damaged", keyId);
     });
@@ -121,13 +125,19 @@ for (const engine of storageEngines) {
         masterKey: rotated.toString("base64"),
         masterKeyPrevious: stored.toString("base64"),
       };
-      await expect(checkMasterKeyOpensDatabase(database.db, rotating, source)).resolves.toEqual([]);
+      await expect(checkMasterKeyOpensDatabase(database.db, rotating, source)).resolves.toEqual({
+        damaged: [],
+        previousKeyUnneeded: false,
+      });
       // A secret added during the rotation is sealed under the new key: the store opens under each.
       await admin(rotating).addProviderKey("with-key", {
         provider: "provider-a",
         apiKey: "sk-upstream-rotation-1",
       });
-      await expect(checkMasterKeyOpensDatabase(database.db, rotating, source)).resolves.toEqual([]);
+      await expect(checkMasterKeyOpensDatabase(database.db, rotating, source)).resolves.toEqual({
+        damaged: [],
+        previousKeyUnneeded: false,
+      });
     });
 
     it("refuses, during a rotation, a store neither key opens, naming both settings", async () => {
@@ -150,8 +160,102 @@ for (const engine of storageEngines) {
       const keys = await admin(box).listProviderKeys("with-key");
       for (const key of keys) await admin(box).revokeProviderKey("with-key", key.keyId);
       // Only the DeviceCheck key is left to open: sealed under `stored` too.
-      await expect(check(stored)).resolves.toEqual([]);
+      await expect(check(stored)).resolves.toEqual({ damaged: [], previousKeyUnneeded: false });
       await expect(check(other)).rejects.toThrow(/the DeviceCheck key of project with-p8/);
     });
   });
+
+  describe.skipIf(!engine.available)(
+    `whether SLUICE_MASTER_KEY_PREVIOUS is still needed, told by the start check on ${engine.name}`,
+    () => {
+      let database: OpenDatabase;
+      let cleanup: () => Promise<void>;
+      const oldKey = randomBytes(32);
+      const newKey = randomBytes(32);
+      const before = createSecretBox(oldKey);
+      const rotating = createSecretBox(newKey, oldKey);
+      const source = (previous: boolean) => ({
+        dataDir: "/srv/sluice",
+        environment: "development",
+        masterKey: newKey.toString("base64"),
+        ...(previous ? { masterKeyPrevious: oldKey.toString("base64") } : {}),
+      });
+      const check = (previous = true) =>
+        checkMasterKeyOpensDatabase(
+          database.db,
+          previous ? rotating : createSecretBox(newKey),
+          source(previous),
+        );
+
+      beforeAll(async () => {
+        ({ database, cleanup } = await engine.open());
+      });
+      afterAll(async () => {
+        await database.close();
+        await cleanup();
+      });
+
+      const admin = (secretBox: SecretBox) =>
+        createProjectAdmin({
+          projects: createProjectRepository(database.db),
+          keys: createKeyRepository(database.db),
+          usage: createUsageRepository(database.db, database.sqlite, database.runReport),
+          secretBox,
+          now: () => new Date(),
+          onProjectChanged: () => {},
+          testModeAllowed: true,
+        });
+      const addKeys = async (secretBox: SecretBox, project: string, count: number) => {
+        const ids: string[] = [];
+        for (let index = 0; index < count; index++)
+          ids.push(
+            (
+              await admin(secretBox).addProviderKey(project, {
+                provider: "provider-a",
+                apiKey: `sk-upstream-${project}-${index}-0123456789`,
+              })
+            ).keyId,
+          );
+        return ids;
+      };
+
+      it("says it is not needed on a store that holds no secret", async () => {
+        await expect(check()).resolves.toEqual({ damaged: [], previousKeyUnneeded: true });
+        // Without SLUICE_MASTER_KEY_PREVIOUS there is nothing to remove.
+        await expect(check(false)).resolves.toEqual({ damaged: [], previousKeyUnneeded: false });
+      });
+
+      it("says it is needed while an older secret opens under it alone, though the newest open under SLUICE_MASTER_KEY", async () => {
+        await admin(before).createProject({ id: "older", name: "older", provider: "provider-a" });
+        await addKeys(before, "older", 1);
+        // Added during the rotation, so the newest secrets (the ones a start samples) are all under
+        // the new key: the older one still needs the previous key all the same.
+        await admin(rotating).createProject({ id: "newer", name: "newer", provider: "provider-a" });
+        await addKeys(rotating, "newer", 4);
+        await expect(check()).resolves.toEqual({ damaged: [], previousKeyUnneeded: false });
+      });
+
+      it("says it is not needed once every secret is re-sealed under SLUICE_MASTER_KEY", async () => {
+        await resealSecrets(database.db, rotating, source(true));
+        await expect(check()).resolves.toEqual({ damaged: [], previousKeyUnneeded: true });
+        await expect(check(false)).resolves.toEqual({ damaged: [], previousKeyUnneeded: false });
+      });
+
+      it("says it is needed while a revoked provider key's share opens under it alone (the reseal moves those too)", async () => {
+        const [revoked] = await addKeys(before, "older", 1);
+        await admin(rotating).revokeProviderKey("older", revoked ?? "");
+        await expect(check()).resolves.toEqual({ damaged: [], previousKeyUnneeded: false });
+        await resealSecrets(database.db, rotating, source(true));
+        await expect(check()).resolves.toEqual({ damaged: [], previousKeyUnneeded: true });
+      });
+
+      it("says it is needed while a project's DeviceCheck key opens under it alone", async () => {
+        await sql`update projects set device_check_private_key = ${before.seal(Buffer.from("pem"), deviceCheckKeyAad("older"))}
+          where id = 'older'`.execute(database.db);
+        await expect(check()).resolves.toEqual({ damaged: [], previousKeyUnneeded: false });
+        await resealSecrets(database.db, rotating, source(true));
+        await expect(check()).resolves.toEqual({ damaged: [], previousKeyUnneeded: true });
+      });
+    },
+  );
 }

@@ -2,7 +2,11 @@ import type { Kysely } from "kysely";
 import { providerKeyAad } from "../admin/project-admin.js";
 import { deviceCheckKeyAad } from "../admin/project-rules.js";
 import type { Database } from "../storage/schema.js";
-import { type SealedSecretSample, sealedSecretSamples } from "../storage/sealed-secret-sample.js";
+import {
+  type SealedSecretSample,
+  type StoredSealedSecret,
+  sealedSecretSamples,
+} from "../storage/sealed-secret-sample.js";
 import { type MasterKeySource, masterKeyOrigin } from "./master-key.js";
 import type { SecretBox } from "./secret-box.js";
 
@@ -36,40 +40,78 @@ export class MasterKeyMismatchError extends Error {
  * When some open, the key is the right one and those that do not are damaged rows: they are
  * returned, to be warned about (each fails only its own calls). During a rotation `secretBox` holds
  * the previous key too (SLUICE_MASTER_KEY_PREVIOUS), and a secret opens under either: a store only
- * partly re-sealed passes. No samples (a database without secrets) pass.
+ * partly re-sealed passes. No samples (a database without secrets) pass. A revoked provider key's
+ * share (read during a rotation) takes no part in that: it is never opened again. `underPrevious`
+ * counts the samples, revoked shares included, that only the previous key opens: those
+ * `sluice master-key reseal` would still move.
  */
 export function checkMasterKey(
   secretBox: SecretBox,
-  samples: readonly SealedSecretSample[],
+  samples: readonly StoredSealedSecret[],
   keyOrigin: { doesNotOpen: string; restore: string },
-): string[] {
+): { damaged: string[]; underPrevious: number } {
   const unopened: string[] = [];
+  let live = 0;
+  let underPrevious = 0;
   for (const sample of samples) {
+    if (!sample.revoked) live++;
     try {
-      secretBox.open(sample.sealed, sealedSecretAad(sample)).fill(0);
+      // What the reseal would do with it: nothing (undefined) when the current key opens it, a new
+      // sealed form (dropped here) when only the previous key does; it throws when neither does.
+      if (secretBox.reseal(sample.sealed, sealedSecretAad(sample)) !== undefined) underPrevious++;
     } catch {
-      unopened.push(sealedSecretName(sample));
+      if (!sample.revoked) unopened.push(sealedSecretName(sample));
     }
   }
-  if (samples.length > 0 && unopened.length === samples.length) {
+  if (live > 0 && unopened.length === live) {
     // Not chained: the cipher's own error ("unable to authenticate data") says no more than this.
     throw new MasterKeyMismatchError(
       `${keyOrigin.doesNotOpen} the secrets stored in the database (${unopened[0]} was sealed under ` +
         `another master key): ${keyOrigin.restore}`,
     );
   }
-  return unopened;
+  return { damaged: unopened, underPrevious };
 }
+
+/** What the start check found, beyond refusing a key that opens none of the stored secrets. */
+export interface MasterKeyCheck {
+  /** Stored secrets that did not open though others did (damaged rows), to be warned about. */
+  damaged: string[];
+  /**
+   * SLUICE_MASTER_KEY_PREVIOUS is set and no stored secret opens under it alone any more (the
+   * reseal has moved them all): it should be removed (`previousKeyUnneededWarning`).
+   */
+  previousKeyUnneeded: boolean;
+}
+
+/**
+ * What the gateway's start logs and each CLI command prints when `previousKeyUnneeded`. It names the
+ * setting, never a key.
+ */
+export const previousKeyUnneededWarning =
+  "SLUICE_MASTER_KEY_PREVIOUS is set, but every stored secret opens under SLUICE_MASTER_KEY " +
+  "(sluice master-key reseal has moved them all), so none needs it any more: remove " +
+  "SLUICE_MASTER_KEY_PREVIOUS from the environment of every instance and the CLI, as a retired key " +
+  "left there keeps old backups and leaked copies of the database decryptable";
 
 /**
  * What the gateway's start and each CLI command run once the database is open, before anything is
  * sealed (the projects file, an admin command): `checkMasterKey` on a few secrets the database
- * holds. Returns the secrets that did not open though others did (damaged rows), to be warned about.
+ * holds, or on every one during a rotation (SLUICE_MASTER_KEY_PREVIOUS set), so that the same pass
+ * tells whether any still needs the previous key (a sample holds the newest secrets, those sealed
+ * under the new key since the rotation began). The secrets are few: a row per provider key and
+ * per project.
  */
 export async function checkMasterKeyOpensDatabase(
   db: Kysely<Database>,
   secretBox: SecretBox,
   source: MasterKeySource,
-): Promise<string[]> {
-  return checkMasterKey(secretBox, await sealedSecretSamples(db), masterKeyOrigin(source));
+): Promise<MasterKeyCheck> {
+  const rotating = Boolean(source.masterKeyPrevious);
+  const { damaged, underPrevious } = checkMasterKey(
+    secretBox,
+    await sealedSecretSamples(db, rotating ? "all" : 3),
+    masterKeyOrigin(source),
+  );
+  return { damaged, previousKeyUnneeded: rotating && underPrevious === 0 };
 }

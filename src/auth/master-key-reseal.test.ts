@@ -135,7 +135,10 @@ for (const engine of storageEngines) {
         deviceCheckKeys: { resealed: 0, alreadyCurrent: 1 },
       });
       expect(await rows()).toEqual(stored);
-      await expect(checkMasterKeyOpensDatabase(database.db, after, source("after"))).resolves.toEqual([]);
+      await expect(checkMasterKeyOpensDatabase(database.db, after, source("after"))).resolves.toEqual({
+        damaged: [],
+        previousKeyUnneeded: false,
+      });
       await expect(resealSecrets(database.db, after, source("after"))).resolves.toEqual({
         providerKeys: { resealed: 0, alreadyCurrent: 4, unopenedRevoked: 0 },
         deviceCheckKeys: { resealed: 0, alreadyCurrent: 1 },
@@ -192,7 +195,10 @@ for (const engine of storageEngines) {
         providerKeys: { resealed: 1, alreadyCurrent: 4, unopenedRevoked: 1 },
         deviceCheckKeys: { resealed: 0, alreadyCurrent: 1 },
       });
-      await expect(checkMasterKeyOpensDatabase(database.db, after, source("after"))).resolves.toEqual([]);
+      await expect(checkMasterKeyOpensDatabase(database.db, after, source("after"))).resolves.toEqual({
+        damaged: [],
+        previousKeyUnneeded: false,
+      });
     });
   });
 }

@@ -6,6 +6,16 @@ import { MasterKeyMismatchError, sealedSecretAad, sealedSecretName } from "./mas
 import type { SecretBox } from "./secret-box.js";
 
 /**
+ * What `sluice master-key reseal` says at its end, after its counts, when SLUICE_MASTER_KEY_PREVIOUS
+ * is set: the run has moved every secret it opens, so the old key opens nothing the store still
+ * needs, and should go. Names the settings, never a key.
+ */
+export const resealedUnderCurrentKey =
+  "every secret now opens under SLUICE_MASTER_KEY; remove SLUICE_MASTER_KEY_PREVIOUS from the " +
+  "environment (of every instance and the CLI: a retired key left there keeps old backups and " +
+  "leaked copies of the database decryptable)";
+
+/**
  * `sluice master-key reseal`: every secret the database holds that only SLUICE_MASTER_KEY_PREVIOUS
  * opens is sealed again under SLUICE_MASTER_KEY, with the AAD it had (its project and key id), in
  * one transaction. Secrets already under the current key are left, so a second run writes nothing.

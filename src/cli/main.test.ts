@@ -840,18 +840,40 @@ describe("sluice CLI", () => {
       // Without the old key beside it, the new one opens nothing stored: refused, as before.
       expect((await cli("projects", "list")).code).toBe(1);
       process.env.SLUICE_MASTER_KEY_PREVIOUS = masterKey;
-      expect((await cli("projects", "list")).code).toBe(0);
+      // The stored secrets still need the old key: nothing said about removing it.
+      const rotating = await cli("projects", "list");
+      expect({ code: rotating.code, err: rotating.err }).toEqual({ code: 0, err: "" });
       const resealed = await cli("master-key", "reseal");
-      expect({ code: resealed.code, err: resealed.err }).toEqual({ code: 0, err: "" });
+      // The counts on standard output, still JSON; then, at the end, that the old key can go.
+      expect({ code: resealed.code, err: resealed.err }).toEqual({
+        code: 0,
+        err:
+          "warning: every secret now opens under SLUICE_MASTER_KEY; remove SLUICE_MASTER_KEY_PREVIOUS " +
+          "from the environment (of every instance and the CLI: a retired key left there keeps old " +
+          "backups and leaked copies of the database decryptable)\n",
+      });
       expect(resealed.json()).toEqual({
         providerKeys: { resealed: 2, alreadyCurrent: 0, unopenedRevoked: 0 },
         deviceCheckKeys: { resealed: 0, alreadyCurrent: 0 },
       });
-      expect(resealed.out).not.toContain(newKey);
-      expect(resealed.out).not.toContain(masterKey);
+      for (const key of [newKey, masterKey]) {
+        const raw = Buffer.from(key, "base64");
+        for (const form of [key, raw.toString("base64url"), raw.toString("hex")])
+          expect(resealed.out + resealed.err).not.toContain(form);
+      }
+      // Any other command run with the old key still set says so too, as the gateway's start does.
+      const lingering = await cli("projects", "list");
+      expect({ code: lingering.code, err: lingering.err }).toEqual({
+        code: 0,
+        err: expect.stringMatching(
+          /^warning: SLUICE_MASTER_KEY_PREVIOUS is set, but every stored secret opens under SLUICE_MASTER_KEY .*remove SLUICE_MASTER_KEY_PREVIOUS from the environment/,
+        ),
+      });
       delete process.env.SLUICE_MASTER_KEY_PREVIOUS;
       expect((await cli("projects", "list")).code).toBe(0);
       const again = await cli("master-key", "reseal");
+      // No old key set, none to remove: nothing said.
+      expect({ code: again.code, err: again.err }).toEqual({ code: 0, err: "" });
       expect(again.json()).toEqual({
         providerKeys: { resealed: 0, alreadyCurrent: 2, unopenedRevoked: 0 },
         deviceCheckKeys: { resealed: 0, alreadyCurrent: 0 },

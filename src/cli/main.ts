@@ -11,6 +11,7 @@ import {
 } from "../admin/project-input.js";
 import { checkNewProject } from "../admin/project-rules.js";
 import { checkProjectValues, usageReportWindow } from "../admin/project-values.js";
+import { resealedUnderCurrentKey } from "../auth/master-key-reseal.js";
 import { ConfigError, loadConfig } from "../config.js";
 import { isGatewayError } from "../errors.js";
 import { unreadableReason } from "../file-name-shown.js";
@@ -77,9 +78,12 @@ export async function runCli(
       );
       return 1;
     }
-    context = await openAdminContext(config, (message) => io.err.write(`warning: ${message}\n`));
-    const result = await run(context.admin, context);
+    const warn = (message: string) => io.err.write(`warning: ${message}\n`);
+    context = await openAdminContext(config, warn);
+    const afterward: string[] = [];
+    const result = await run(context.admin, context, (message) => afterward.push(message));
     if (result !== undefined) io.out.write(`${JSON.stringify(result, null, 2)}\n`);
+    for (const message of afterward) warn(message);
     return 0;
   } catch (error) {
     if (error instanceof UsageError) {
@@ -123,7 +127,12 @@ function commandOf(
   args: string[],
   flags: Flags,
   stdin: number,
-): (admin: ProjectAdmin, context: AdminContext) => Promise<unknown> {
+): (
+  admin: ProjectAdmin,
+  context: AdminContext,
+  /** A warning to print once the command's output is written, at its end. */
+  warnAfterward: (message: string) => void,
+) => Promise<unknown> {
   const need = (value: string | undefined, what: string): string => {
     if (!value) throw new UsageError(`${what} is required`);
     return value;
@@ -232,7 +241,11 @@ function commandOf(
     }
     case "master-key reseal":
       // The start check has already refused a store neither key opens; this moves the rest.
-      return (_admin, context) => context.resealSecrets();
+      return async (_admin, context, warnAfterward) => {
+        const { counts, previousKeySet } = await context.resealSecrets();
+        if (previousKeySet) warnAfterward(resealedUnderCurrentKey);
+        return counts;
+      };
     default:
       throw new UsageError(`unknown command: ${command}`);
   }

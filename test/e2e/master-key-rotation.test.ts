@@ -56,6 +56,11 @@ describe.skipIf(!postgresAvailable)("rotating the master key across instances on
   });
 
   const upstreamKeys = () => fake.requests.map((request) => request.headers.authorization);
+  /** The start's log lines that say SLUICE_MASTER_KEY_PREVIOUS can go (parsed). */
+  const previousKeyUnneeded = (gateway: TestGateway) =>
+    gateway.logs
+      .flatMap((chunk) => chunk.split("\n"))
+      .filter((line) => line.includes("every stored secret opens under SLUICE_MASTER_KEY"));
 
   it("serves a project whose key was sealed under the old key, from an instance on the new key with the old as previous, through reseal and after", async () => {
     const before = await instance({ masterKey: oldKey });
@@ -64,6 +69,8 @@ describe.skipIf(!postgresAvailable)("rotating the master key across instances on
     // Step 1. The new key alone opens nothing stored: an instance started so is refused.
     expect(await refusedStart({ masterKey: newKey })).toBeInstanceOf(MasterKeyMismatchError);
     const rotating = await instance({ masterKey: newKey, masterKeyPrevious: oldKey });
+    // Every stored secret still needs the old key: the start does not say it can go.
+    expect(previousKeyUnneeded(rotating)).toEqual([]);
     fake.clear();
     expect((await proxiedChat(rotating.url, project)).status).toBe(200);
     expect(upstreamKeys()).toEqual([`Bearer ${project.providerKeys["provider-a"]}`]);
@@ -80,6 +87,10 @@ describe.skipIf(!postgresAvailable)("rotating the master key across instances on
     );
     for (const key of [oldKey, newKey])
       expect([...before.logs, ...rotating.logs].join("")).not.toContain(key);
+    // The newest secrets (those added meanwhile) open under the new key, the older ones need the
+    // old key still: an instance starting now does not say the old key can go either.
+    const restarted = await instance({ masterKey: newKey, masterKeyPrevious: oldKey });
+    expect(previousKeyUnneeded(restarted)).toEqual([]);
 
     // Step 2, once every instance runs on the new key: reseal, through the CLI.
     process.env.DATABASE_URL = schema.url;
@@ -102,8 +113,26 @@ describe.skipIf(!postgresAvailable)("rotating the master key across instances on
       deviceCheckKeys: { resealed: 0, alreadyCurrent: 0 },
     });
 
+    // Once resealed, an instance started with the old key still beside the new one says it can go,
+    // once, at warn level, without either key in any form.
+    const lingering = await instance({ masterKey: newKey, masterKeyPrevious: oldKey });
+    const [line, ...more] = previousKeyUnneeded(lingering);
+    expect(more).toEqual([]);
+    expect(JSON.parse(line ?? "{}")).toMatchObject({
+      level: "warn",
+      msg: expect.stringMatching(/remove SLUICE_MASTER_KEY_PREVIOUS from the environment/),
+    });
+    for (const key of [oldKey, newKey]) {
+      const raw = Buffer.from(key, "base64");
+      for (const form of [key, raw.toString("base64url"), raw.toString("hex")]) {
+        expect(line).not.toContain(form);
+        expect(lingering.logs.join("")).not.toContain(form);
+      }
+    }
+
     // Step 3. The new key alone now starts and serves both projects; the old key alone is refused.
     const after = await instance({ masterKey: newKey });
+    expect(previousKeyUnneeded(after)).toEqual([]);
     fake.clear();
     for (const served of [project, added]) expect((await proxiedChat(after.url, served)).status).toBe(200);
     expect(upstreamKeys()).toEqual([
