@@ -616,7 +616,8 @@ export function allowsTestMode(config: Pick<Config, "environment">): boolean {
 }
 
 /** S3 refuses a presigned URL whose X-Amz-Expires is above seven days. */
-const s3PresignMaxSeconds = 604_800;
+/** The longest an S3 presigned URL may live (X-Amz-Expires), 7 days, as its signing key does. */
+export const s3PresignMaxSeconds = 604_800;
 
 export class ConfigError extends Error {
   override name = "ConfigError";

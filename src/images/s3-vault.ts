@@ -1,5 +1,6 @@
 import { createHash, createHmac } from "node:crypto";
 import { request } from "undici";
+import { s3PresignMaxSeconds } from "../config.js";
 import { isSafeVaultPath, type VaultStore } from "./vault-store.js";
 
 export interface S3VaultOptions {
@@ -76,7 +77,15 @@ async function storeRefusal(status: number, body: AsyncIterable<Buffer> & { dest
   );
 }
 
-/** A SigV4 presigned URL (AWS S3 docs, "Authenticating Requests: Using Query Parameters"). */
+/**
+ * A SigV4 presigned URL (AWS S3 docs, "Authenticating Requests: Using Query Parameters"), good from
+ * `date` for `expiresSeconds` at least. X-Amz-Date is a whole second, `date`'s rounded down, and
+ * the URL lives X-Amz-Expires from it: signed within a second, it asks a second more, so it lives
+ * its TTL at least (a second more at most), as the local vault's URLs do. The stamp is not rounded
+ * up instead: a store refuses a URL stamped after the moment it is used ("Request is not yet
+ * valid"). Never more than S3's 7 days, which the store would refuse: at that TTL a URL signed
+ * within a second lives up to a second less.
+ */
 export function presignS3Url(
   options: S3VaultOptions,
   method: string,
@@ -99,7 +108,9 @@ export function presignS3Url(
     "X-Amz-Algorithm": "AWS4-HMAC-SHA256",
     "X-Amz-Credential": `${options.accessKeyId}/${scope}`,
     "X-Amz-Date": stamp,
-    "X-Amz-Expires": String(expiresSeconds),
+    "X-Amz-Expires": String(
+      Math.min(expiresSeconds + (date.getUTCMilliseconds() > 0 ? 1 : 0), s3PresignMaxSeconds),
+    ),
     "X-Amz-SignedHeaders": "host",
   };
   const canonicalQuery = Object.keys(query)

@@ -278,7 +278,49 @@ describe("S3 vault", () => {
   });
 });
 
+/** When a presigned URL stops being valid: its X-Amz-Date (a whole second) plus X-Amz-Expires. */
+function presignedExpiry(url: string): { stamp: number; expires: number; expiresAt: number } {
+  const query = new URL(url).searchParams;
+  const stamp = Date.parse(
+    (query.get("X-Amz-Date") ?? "").replace(
+      /^(\d{4})(\d\d)(\d\d)T(\d\d)(\d\d)(\d\d)Z$/,
+      "$1-$2-$3T$4:$5:$6Z",
+    ),
+  );
+  const expires = Number(query.get("X-Amz-Expires"));
+  return { stamp, expires, expiresAt: stamp + expires * 1000 };
+}
+
 describe("S3 presigned URLs", () => {
+  const s3 = {
+    endpoint: "http://127.0.0.1:9",
+    bucket: "b",
+    region: "us-east-1",
+    accessKeyId: "AKID",
+    secretAccessKey: "secret",
+  };
+
+  it.each([0, 1, 400, 999])(
+    "live their TTL at least, a second more at most, signed %i ms into a second, never stamped after it",
+    (ms) => {
+      const signedAt = Date.parse("2026-11-30T04:00:00.000Z") + ms;
+      const vault = createS3Vault({ ...s3, now: () => new Date(signedAt) });
+      for (const ttl of [1, 3600]) {
+        const { stamp, expiresAt } = presignedExpiry(vault.signedUrl("t/generated-images/p/a.png", ttl));
+        // A store refuses a URL stamped after the moment it is used ("Request is not yet valid").
+        expect(stamp).toBeLessThanOrEqual(signedAt);
+        expect(expiresAt).toBeGreaterThanOrEqual(signedAt + ttl * 1000);
+        expect(expiresAt).toBeLessThan(signedAt + ttl * 1000 + 1000);
+      }
+    },
+  );
+
+  it("never ask for more than S3's 7 days, the longest TTL config accepts with an S3 vault", () => {
+    const signedAt = new Date("2026-11-30T04:00:00.400Z");
+    const url = presignS3Url(s3, "GET", "t/generated-images/p/a.png", 604_800, signedAt);
+    expect(presignedExpiry(url).expires).toBe(604_800);
+  });
+
   it("match AWS's documented SigV4 query-string example", () => {
     const url = presignS3Url(
       {
