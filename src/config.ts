@@ -615,7 +615,6 @@ export function allowsTestMode(config: Pick<Config, "environment">): boolean {
   return config.environment !== "production";
 }
 
-/** S3 refuses a presigned URL whose X-Amz-Expires is above seven days. */
 /** The longest an S3 presigned URL may live (X-Amz-Expires), 7 days, as its signing key does. */
 export const s3PresignMaxSeconds = 604_800;
 
