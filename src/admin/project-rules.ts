@@ -1,9 +1,14 @@
 import { GatewayError } from "../errors.js";
 import type { Project } from "../storage/project-repository.js";
-import { chooseModel } from "../structured/model-choice.js";
+import { routeModels } from "../structured/model-choice.js";
 import { catalogueProviderOf, findModel } from "../usage/model-catalogue.js";
 import type { CreateProjectInput, UpdateProjectInput } from "./project-input.js";
-import { assertOutputSchema, checkProjectValues, type FieldName, sameName } from "./project-values.js";
+import {
+  assertOutputSchemaOnRoutes,
+  checkProjectValues,
+  type FieldName,
+  sameName,
+} from "./project-values.js";
 
 /**
  * A project's rules across its fields (a vault needs a team id, DeviceCheck needs its ids and key,
@@ -99,11 +104,13 @@ export function applyChanges(
   if (changes.outputSchema !== undefined) next.outputSchema = changes.outputSchema;
   // The provider's own rules (provider C refuses some schemas on every call, provider B some on some
   // models), where the schema and the provider meet, or provider B's model: a change to one of them.
-  // Not otherwise, so a project stored before this rule keeps taking updates; its calls answer 422
-  // before any provider call (structured-routes.ts).
+  // For the model of each structured route, which may differ (/v1/pdf's where the project's model
+  // reads no PDFs): a schema refused for one route would fail its every call. Not otherwise, so a
+  // project stored before this rule keeps taking updates; its calls answer 422 before any provider
+  // call (structured-routes.ts), which checks again, as the catalogue or the rules may change.
   const modelRule = next.provider === "provider-b" && next.model !== current.model;
   if (next.outputSchema && (changes.outputSchema || next.provider !== current.provider || modelRule))
-    assertOutputSchema(next.outputSchema, next.provider, chooseModel(next, next.provider, "text"));
+    assertOutputSchemaOnRoutes(next.outputSchema, next.provider, routeModels(next, next.provider));
   // Checked only when the pair changes, so a project stored before this rule keeps taking updates.
   if (next.provider !== current.provider || next.model !== current.model) assertModelOfProvider(next);
   applyDeviceCheck(next, changes.deviceCheck, seal, fieldName);

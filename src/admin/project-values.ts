@@ -52,26 +52,59 @@ function assertProxyAllowList(
   });
 }
 
-/**
- * 422 with every reason the output schema cannot be used; with a provider, by that provider's
- * structured-output rules too (provider C refuses some schemas on every call), for the model its
- * text calls use when given.
- */
-export function assertOutputSchema(
-  schema: Record<string, unknown>,
-  provider?: ProviderId,
-  model?: string,
-): void {
-  const problems = checkOutputSchema(schema, provider, model);
+/** 422 with every reason the output schema cannot be used, whatever the provider. */
+function assertOutputSchema(schema: Record<string, unknown>): void {
+  const problems = checkOutputSchema(schema);
   if (problems.length === 0) return;
-  const forProvider = provider ? ` for ${provider}` : "";
+  throw new GatewayError("VALIDATION_ERROR", `The output schema is invalid: ${problems.join("; ")}`, {
+    details: { problems },
+  });
+}
+
+/**
+ * 422 when the provider's structured-output rules refuse the output schema for the model any of
+ * `routes` sends (provider B's depend on the model, and /v1/pdf may send another model than
+ * /v1/text: model-choice.ts). The message names each route refused, with its model and why
+ * (`… for provider-b on /v1/pdf (model claude-sonnet-5-5): #: …`); `details` gives the problems
+ * (each once), the provider, and each refused route with its model and problems.
+ */
+export function assertOutputSchemaOnRoutes(
+  schema: Record<string, unknown>,
+  provider: ProviderId,
+  routes: ReadonlyArray<{ route: string; model: string }>,
+): void {
+  const problemsOf = new Map<string, string[]>();
+  const refused: Array<{ route: string; model: string; problems: string[] }> = [];
+  for (const { route, model } of routes) {
+    let problems = problemsOf.get(model);
+    if (!problems) {
+      problems = checkOutputSchema(schema, provider, model);
+      problemsOf.set(model, problems);
+    }
+    if (problems.length > 0) refused.push({ route, model, problems });
+  }
+  if (refused.length === 0) return;
+  // One clause per model: the routes that send it share its problems.
+  const clauses = [...new Set(refused.map(({ model }) => model))].map((model) => {
+    const named = refused.filter((entry) => entry.model === model).map(({ route }) => route);
+    return `on ${listed(named)} (model ${model}): ${problemsOf.get(model)?.join("; ")}`;
+  });
   throw new GatewayError(
     "VALIDATION_ERROR",
-    `The output schema is invalid${forProvider}: ${problems.join("; ")}`,
+    `The output schema is invalid for ${provider} ${clauses.join("; ")}`,
     {
-      details: provider ? { problems, provider } : { problems },
+      details: {
+        problems: [...new Set(refused.flatMap(({ problems }) => problems))],
+        provider,
+        routes: refused,
+      },
     },
   );
+}
+
+/** `a`, `a and b`, `a, b and c`. */
+function listed(names: string[]): string {
+  return names.length < 2 ? names.join("") : `${names.slice(0, -1).join(", ")} and ${names.at(-1)}`;
 }
 
 function assertP256PrivateKey(pem: string, fieldName: FieldName): void {

@@ -7,7 +7,7 @@ import type { Project } from "../storage/project-repository.js";
 import { type AnalysisInput, analyze } from "../structured/analyze.js";
 import { parseImageInput, requireReadableImage } from "../structured/image-input.js";
 import { requireImageWithinLimits, requirePdfWithinLimits } from "../structured/input-limits.js";
-import { type AnalysisKind, chooseModel } from "../structured/model-choice.js";
+import { type AnalysisKind, chooseModel, structuredRoutes } from "../structured/model-choice.js";
 import { checkOutputSchema } from "../structured/output-schema.js";
 import { parsePdfInput } from "../structured/pdf-input.js";
 import type { FetchPdf } from "../structured/safe-pdf-fetch.js";
@@ -57,7 +57,7 @@ function handle(deps: StructuredRouteDeps, kind: AnalysisKind, context: RequestC
       );
     }
     const model = chooseModel(call.project, call.provider, kind);
-    const schema = usableSchema(call.project, call.provider, model);
+    const schema = usableSchema(call.project, call.provider, model, kind);
     const input = await parseInput(deps, kind, value, call.provider, signal);
     soFar.model = model;
     // Only the project's admin can change a schema the provider refuses: the operator hears of it.
@@ -94,10 +94,16 @@ function handle(deps: StructuredRouteDeps, kind: AnalysisKind, context: RequestC
 }
 
 /**
- * The project's output schema, checked again before use with the provider's rules (422 when missing
- * or invalid, also for a schema saved before a rule: never the provider's 502 on every call).
+ * The project's output schema, checked again before use with the provider's rules for the model this
+ * route sends (422 when missing or invalid, also for a schema saved before a rule or the catalogue
+ * changed this route's model: never the provider's 502 on every call).
  */
-function usableSchema(project: Project, provider: ProviderId, model: string): Record<string, unknown> {
+function usableSchema(
+  project: Project,
+  provider: ProviderId,
+  model: string,
+  kind: AnalysisKind,
+): Record<string, unknown> {
   if (!project.outputSchema) {
     throw new GatewayError(
       "VALIDATION_ERROR",
@@ -108,7 +114,7 @@ function usableSchema(project: Project, provider: ProviderId, model: string): Re
   if (problems.length > 0) {
     throw new GatewayError(
       "VALIDATION_ERROR",
-      `The project's output schema is invalid for ${provider}: ${problems.join("; ")}`,
+      `The project's output schema is invalid for ${provider} on ${structuredRoutes[kind]} (model ${model}): ${problems.join("; ")}`,
       { details: { problems, provider } },
     );
   }

@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { defaultModel } from "../usage/model-catalogue.js";
-import { chooseModel } from "./model-choice.js";
+import { chooseModel, routeModels } from "./model-choice.js";
 
 describe("chooseModel", () => {
   it("sends a catalogued model without the models/ prefix the admin API accepts", () => {
@@ -22,5 +22,13 @@ describe("chooseModel", () => {
     expect(chooseModel({ model: "models/text-embedding-3-small" }, "provider-a", "text")).toBe(
       defaultModel("provider-a", "structured"),
     );
+  });
+
+  it("lists each structured route with the model it sends, which may differ", () => {
+    expect(routeModels({ model: "claude-3-5-haiku-latest" }, "provider-b")).toEqual([
+      { kind: "text", route: "/v1/text", model: "claude-3-5-haiku-latest" },
+      { kind: "vision", route: "/v1/vision", model: "claude-3-5-haiku-latest" },
+      { kind: "pdf", route: "/v1/pdf", model: defaultModel("provider-b", "pdf") },
+    ]);
   });
 });

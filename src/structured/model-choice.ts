@@ -27,3 +27,28 @@ export function chooseModel(
   if (kind === "text") return known.capabilities.structured ? model : fallback;
   return known.capabilities[kind] ? model : fallback;
 }
+
+/** Each structured route, by the analysis it runs. */
+export const structuredRoutes: Readonly<Record<AnalysisKind, string>> = {
+  text: "/v1/text",
+  vision: "/v1/vision",
+  pdf: "/v1/pdf",
+};
+
+/**
+ * The model each structured route sends a project's calls to (`chooseModel`), route by route: they
+ * may differ (a model that reads no PDFs leaves /v1/pdf to the provider's default), and a provider's
+ * rules on an output schema may depend on the model (provider B's). Every route is listed: the three
+ * call the same provider with the same keys and credentials, so a project that can call one can
+ * call each, and the catalogue names a default model for every route of every provider.
+ */
+export function routeModels(
+  project: Pick<Project, "model">,
+  provider: ProviderId,
+): Array<{ kind: AnalysisKind; route: string; model: string }> {
+  return (["text", "vision", "pdf"] as const).map((kind) => ({
+    kind,
+    route: structuredRoutes[kind],
+    model: chooseModel(project, provider, kind),
+  }));
+}

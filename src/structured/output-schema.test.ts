@@ -59,6 +59,35 @@ describe("a schema's patterns", () => {
   });
 });
 
+// docs/structured.md: 10 levels below the root, an array's `items` a level as a property is, as
+// OpenAI's SDK counts the "10 levels of nesting" its structured outputs document.
+describe("a schema's nesting", () => {
+  const objects = (count: number) => {
+    let node: Record<string, unknown> = { type: "string" };
+    for (let index = 0; index < count; index++) node = { type: "object", properties: { a: node } };
+    return node;
+  };
+  const objectsOfArrays = (count: number) => {
+    let node: Record<string, unknown> = { type: "string" };
+    for (let index = 0; index < count; index++)
+      node = { type: "object", properties: { a: { type: "array", items: node } } };
+    return node;
+  };
+
+  it("takes 10 levels below the root, each property, items or branch a level, and refuses 11", () => {
+    expect(checkOutputSchema(objects(10))).toEqual([]);
+    expect(checkOutputSchema(objects(11))).toEqual([
+      `#${"/properties/a".repeat(11)} nests deeper than 10 levels`,
+    ]);
+    expect(checkOutputSchema(objectsOfArrays(5))).toEqual([]);
+    expect(checkOutputSchema(objectsOfArrays(6))).toEqual([
+      `#${"/properties/a/items".repeat(5)}/properties/a nests deeper than 10 levels`,
+    ]);
+    const branches = { type: "object", properties: { a: { anyOf: [objects(9), { type: "null" }] } } };
+    expect(checkOutputSchema(branches)).toEqual([expect.stringContaining("nests deeper than 10 levels")]);
+  });
+});
+
 describe("validateAgainstSchema", () => {
   it("accepts finite numbers", () => {
     expect(validateAgainstSchema(schema, { title: "A", score: 1e308, rank: -3, values: [0, -0.5] })).toEqual({

@@ -329,6 +329,56 @@ describe("output schemas per provider", () => {
     ).rejects.toMatchObject({ code: "VALIDATION_ERROR", message: expect.stringContaining("provider-b") });
   });
 
+  // /v1/pdf sends provider B's PDF model when the project's model reads no PDFs (model-choice.ts): Claude
+  // 3.5 Haiku's text and vision calls go as a `json` tool, which takes 17 unions, while the PDF
+  // calls go to Claude Sonnet 5.5 as structured output, which does not. Before, the save checked the
+  // text route's model alone: the schema was saved, and every PDF call answered 422.
+  it("checks a schema against the model each structured route sends, and names the route it fails on", async () => {
+    const pdf = `data:application/pdf;base64,${Buffer.from("%PDF-1.4\n%%EOF\n").toString("base64")}`;
+    const fields = { name: "b", provider: "provider-b", model: "claude-3-5-haiku-latest" } as const;
+    await expect(
+      sluice.gateway.admin.createProject({ ...fields, outputSchema: nullables(17) }),
+    ).rejects.toMatchObject({
+      code: "VALIDATION_ERROR",
+      message: expect.stringMatching(/provider-b on \/v1\/pdf \(model claude-sonnet-5-5\): #: provider B's/),
+      details: {
+        provider: "provider-b",
+        problems: [expect.stringContaining("at most 16")],
+        routes: [{ route: "/v1/pdf", model: "claude-sonnet-5-5", problems: [expect.stringContaining("16")] }],
+      },
+    });
+    const project = await createTestProject(sluice.gateway, {
+      provider: "provider-b",
+      outputSchema: nullables(16),
+    });
+    await expect(
+      sluice.gateway.admin.updateProject(project.projectId, {
+        model: "claude-3-5-haiku-latest",
+        outputSchema: nullables(17),
+      }),
+    ).rejects.toMatchObject({ code: "VALIDATION_ERROR", message: expect.stringContaining("/v1/pdf") });
+    // Stored before the rule: the text route still answers, the PDF route refuses before any call.
+    const stored = await createTestProject(sluice.gateway, { ...fields });
+    await sluice.gateway.database.db
+      .updateTable("projects")
+      .set({ output_schema: JSON.stringify(nullables(17)) })
+      .where("id", "=", stored.projectId)
+      .execute();
+    fake.setStructuredOutput(nullAnswer(17));
+    expect((await call(stored, "provider-b")).status).toBe(200);
+    fake.clear();
+    const response = await fetch(`${sluice.url}/v1/pdf/${stored.projectId}`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${stored.bearer("provider-b")}`, "content-type": "application/json" },
+      body: JSON.stringify({ pdf }),
+    });
+    expect(response.status).toBe(422);
+    expect(((await response.json()) as { error: { message: string } }).error.message).toContain(
+      "for provider-b on /v1/pdf (model claude-sonnet-5-5): #: provider B's",
+    );
+    expect(fake.requests).toHaveLength(0);
+  });
+
   // Provider C cannot be told to leave other properties out (its schema has no additionalProperties),
   // nor is provider A's non-strict mode held to it: before, one extra key failed the answer, the
   // repair answered it again, and the call was 502 after two billed attempts (docs/decisions/0019).
