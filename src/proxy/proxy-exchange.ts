@@ -68,6 +68,8 @@ export class ProxyExchange implements Dispatcher.DispatchHandler {
   private settled = false;
   /** The connection, watched for a client that leaves while this request waits in a pipeline. */
   private queuedOn: Socket | null = null;
+  /** The provider's answer is complete and a compressed error's body is being decoded (endDecoded). */
+  private decoding = false;
 
   constructor(
     private readonly provider: ProviderId,
@@ -111,6 +113,12 @@ export class ProxyExchange implements Dispatcher.DispatchHandler {
   private readonly onClientClose = () => {
     if (this.settled || this.response.writableFinished) return;
     this.clientGone = true;
+    // The provider's answer is all in, and its body is being decoded (endDecoded): nothing is left
+    // to abort, and the call ends now rather than when the decode does.
+    if (this.decoding) {
+      this.finish("aborted");
+      return;
+    }
     // Until undici starts the request there is no abort function: onConnect aborts it then.
     this.abortUpstream?.(new Error("The client disconnected"));
   };
@@ -284,9 +292,32 @@ export class ProxyExchange implements Dispatcher.DispatchHandler {
       return;
     }
     // An unterminated last event the filter held: the provider's bytes, all of them. (On a cut
-    // stream, onError, it is not forwarded: an event cut short is never dispatched anyway.)
+    // stream, onError, it is not forwarded: an event cut short is never dispatched anyway.) A
+    // compressed error's body is decoded off the event loop first: only that filter answers later.
     const rest = this.filter?.end();
+    if (rest instanceof Promise) {
+      this.decoding = true;
+      void rest.then((body) => this.endDecoded(body));
+      return;
+    }
     if (rest) this.response.write(rest);
+    this.response.end();
+    this.finish("ok");
+  }
+
+  /**
+   * Ends a compressed error's answer with its decoded, masked body (CompressedKeyMask). The client
+   * may have left meanwhile, or the shutdown cut its connection: onClientClose finished the call
+   * (aborted), and nothing is written. (A method, not a bound field: no call but this one pays for it.)
+   */
+  private endDecoded(body: Buffer | null): void {
+    this.decoding = false;
+    if (this.settled) return;
+    if (this.clientGone || this.response.destroyed) {
+      this.finish("aborted");
+      return;
+    }
+    if (body) this.response.write(body);
     this.response.end();
     this.finish("ok");
   }
