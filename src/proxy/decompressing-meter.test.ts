@@ -1,9 +1,28 @@
 import { randomBytes } from "node:crypto";
+import type { Gunzip } from "node:zlib";
 import { brotliCompressSync, constants, deflateRawSync, deflateSync, gzipSync } from "node:zlib";
-import { describe, expect, it } from "vitest";
+import { describe, expect, it, vi } from "vitest";
 import { meterRun } from "../../test/support/meter-run.js";
 import type { ProviderId } from "../providers/provider-id.js";
 import { type DecompressingMeter, decompressingMeter, maxDecompressedBytes } from "./decompressing-meter.js";
+
+/** The gunzip streams the meters made, last one last: the test reads how much waits in each. */
+const decoders = vi.hoisted(() => [] as Gunzip[]);
+vi.mock("node:zlib", async (importOriginal) => {
+  const zlib = await importOriginal<typeof import("node:zlib")>();
+  return {
+    ...zlib,
+    createGunzip: (options?: object) => {
+      const decoder = zlib.createGunzip(options);
+      decoders.push(decoder);
+      return decoder;
+    },
+  };
+});
+
+/** The most compressed bytes a meter may hold for its decoder before it says it is full. */
+const maxQueued = 1024 * 1024;
+
 import { createUsageMeter, type UsageMeter } from "./usage-meter.js";
 
 const chatJson = JSON.stringify({
@@ -191,5 +210,47 @@ describe("decompressing usage meter", () => {
     meter.push(chunk);
     chunk.fill(0);
     expect((await meter.finish()).usage.inputTokens).toBe(12);
+  });
+
+  it("holds at most 1 MiB of compressed bytes for a lagging decoder when its feeder waits while it says it is full", async () => {
+    // ~6 MiB of gzip (incompressible data, gzipped fast): pushed as a provider on a fast network
+    // sends it, in 64 KiB chunks, far faster than the decoder catches up. A feeder (the exchange,
+    // which then pauses the provider) waits while the meter says it is full.
+    const filler = randomBytes(4608 * 1024).toString("base64");
+    const body = gzipSync(Buffer.from(chatJson.replace('"choices":', `"filler":"${filler}","choices":`)), {
+      level: 1,
+    });
+    expect(body.length).toBeGreaterThan(4 * maxQueued);
+    const meter = tap(meterFor("provider-a", false), "gzip");
+    const piece = 64 * 1024;
+    let mostQueued = 0;
+    let waits = 0;
+    for (let at = 0; at < body.length; at += piece) {
+      meter.push(body.subarray(at, at + piece));
+      const decoder = decoders.at(-1) as Gunzip;
+      mostQueued = Math.max(mostQueued, decoder.writableLength);
+      const full = (meter as { full?: boolean }).full === true;
+      if (full) {
+        waits++;
+        await new Promise<void>((resolve) => meter.whenRoom(resolve));
+        expect((meter as { full?: boolean }).full).toBe(false);
+      }
+    }
+    expect(mostQueued).toBeLessThanOrEqual(maxQueued + piece);
+    expect(waits).toBeGreaterThan(0);
+    // No usage lost: the usage after the filler is read.
+    expect((await meter.finish()).usage.inputTokens).toBe(12);
+  });
+
+  it("is never full once it stopped reading, and calls a waiting feeder back then", async () => {
+    // A body that is not gzip: the decoder fails on its first bytes, with more queued behind them.
+    const junk = randomBytes(2 * maxQueued);
+    const meter = tap(meterFor("provider-a", false), "gzip");
+    for (let at = 0; at < junk.length; at += 64 * 1024) meter.push(junk.subarray(at, at + 64 * 1024));
+    if (meter.full) await new Promise<void>((resolve) => meter.whenRoom(resolve));
+    expect(meter.full).toBe(false);
+    meter.push(junk);
+    expect(meter.full).toBe(false);
+    expect((await meter.finish()).usage.inputTokens).toBeNull();
   });
 });

@@ -18,10 +18,25 @@ import type { MeterReading, UsageMeter } from "./usage-meter.js";
  */
 export const maxDecompressedBytes = 64 * 1024 * 1024;
 
+/**
+ * The most compressed bytes one response's decompressor may have waiting before its meter says it
+ * is full (the exchange then pauses the provider until it has caught up): a provider that sends
+ * faster than libuv's thread pool decodes would otherwise have Sluice queue its whole body, up to
+ * the 64 MiB it may decode to, and more for one that does not decode to much.
+ */
+export const maxQueuedBytes = 1024 * 1024;
+
 /** A usage meter behind a decompressor: it knows what it saw only once the decompressor has caught up. */
 export interface DecompressingMeter {
-  /** Every response chunk as the provider sent it (compressed), in order. */
+  /** Every response chunk as the provider sent it (compressed), in order. Always taken. */
   push(chunk: Buffer): void;
+  /**
+   * More than `maxQueuedBytes` wait for the decompressor: the caller should send no more (pause
+   * the provider) until `whenRoom` calls back. Never true once nothing more is read.
+   */
+  readonly full: boolean;
+  /** Calls `resume` once the decompressor has caught up (or stopped reading). Only when `full`. */
+  whenRoom(resume: () => void): void;
   /** What was seen: at the end, or after a cut stream, a corrupt body or the cap. Never rejects. */
   finish(): Promise<MeterReading>;
 }
@@ -42,11 +57,19 @@ export function decompressingMeter(
   meter: UsageMeter,
   contentEncoding: string,
   maxBytes = maxDecompressedBytes,
+  maxQueued = maxQueuedBytes,
 ): UsageMeter | DecompressingMeter | null {
   const coding = contentEncoding.trim().toLowerCase();
   if (coding === "identity") return meter;
   const format = contentCodings.get(coding);
-  return format ? new DecoderTap(meter, (first) => streamDecoders[format(first)](), maxBytes) : null;
+  return format
+    ? new DecoderTap(meter, (first) => streamDecoders[format(first)](), maxBytes, maxQueued)
+    : null;
+}
+
+/** Whether a meter is one behind a decompressor (its queue may fill: see `full`). */
+export function isDecompressing(meter: UsageMeter | DecompressingMeter | null): meter is DecompressingMeter {
+  return meter instanceof DecoderTap;
 }
 
 const streamDecoders: Record<ZlibFormat, () => Decoder> = {
@@ -64,6 +87,8 @@ class DecoderTap implements DecompressingMeter {
   private batched = 0;
   /** Nothing more is read: the decoder failed, reached the cap, or ended. */
   private stopped = false;
+  /** The caller waiting for the decompressor to catch up (whenRoom). */
+  private waiting: (() => void) | null = null;
   private settle: () => void = () => {};
   private readonly settled = new Promise<void>((resolve) => {
     this.settle = resolve;
@@ -73,7 +98,32 @@ class DecoderTap implements DecompressingMeter {
     private readonly meter: UsageMeter,
     private readonly create: (first: Buffer) => Decoder,
     private readonly maxBytes: number,
+    private readonly maxQueued: number,
   ) {}
+
+  get full(): boolean {
+    // The decoder's writable length counts the bytes written to it that it has not finished with.
+    return (
+      !this.stopped && this.decoder !== null && this.decoder.writableLength + this.batched > this.maxQueued
+    );
+  }
+
+  whenRoom(resume: () => void): void {
+    if (!this.full) {
+      resume();
+      return;
+    }
+    this.waiting = resume;
+    // Full means a write found the decoder past its high-water mark: it emits `drain` once empty.
+    this.decoder?.once("drain", this.roomMade);
+  }
+
+  private readonly roomMade = () => {
+    const resume = this.waiting;
+    this.waiting = null;
+    this.decoder?.off("drain", this.roomMade);
+    resume?.();
+  };
 
   push(chunk: Buffer): void {
     if (this.stopped || chunk.length === 0) return;
@@ -135,5 +185,7 @@ class DecoderTap implements DecompressingMeter {
   private stop(): void {
     this.stopped = true;
     this.settle();
+    // Nothing more is read: a caller waiting for room goes on (the rest of the body is not queued).
+    if (this.waiting !== null) this.roomMade();
   }
 }

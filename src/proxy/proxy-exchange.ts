@@ -6,7 +6,7 @@ import type { GatewayError } from "../errors.js";
 import type { ImageCall } from "../providers/image-calls.js";
 import type { ResponsesCall } from "../providers/provider-adapter.js";
 import type { ProviderId } from "../providers/provider-id.js";
-import { type DecompressingMeter, decompressingMeter } from "./decompressing-meter.js";
+import { type DecompressingMeter, decompressingMeter, isDecompressing } from "./decompressing-meter.js";
 import type { ProxyOutcome } from "./forward.js";
 import { clientResponseHeaders, hasHeader } from "./header-policy.js";
 import { ImageListScanner, withImageList } from "./image-list-scanner.js";
@@ -68,6 +68,15 @@ export class ProxyExchange implements Dispatcher.DispatchHandler {
   private settled = false;
   /** The connection, watched for a client that leaves while this request waits in a pipeline. */
   private queuedOn: Socket | null = null;
+  /** The provider's answer is complete and a compressed error's body is being decoded (endDecoded). */
+  private decoding = false;
+  /**
+   * The meter, when it reads a compressed answer through a decompressor: its queue for the
+   * decompressor is bounded by pausing the provider as a full client buffer does (decoderKeepsUp).
+   */
+  private decompressing: DecompressingMeter | null = null;
+  /** The provider is paused until the decompressor catches up (as `drainListening` for the client). */
+  private decoderWaiting = false;
 
   constructor(
     private readonly provider: ProviderId,
@@ -111,6 +120,12 @@ export class ProxyExchange implements Dispatcher.DispatchHandler {
   private readonly onClientClose = () => {
     if (this.settled || this.response.writableFinished) return;
     this.clientGone = true;
+    // The provider's answer is all in, and its body is being decoded (endDecoded): nothing is left
+    // to abort, and the call ends now rather than when the decode does.
+    if (this.decoding) {
+      this.finish("aborted");
+      return;
+    }
     // Until undici starts the request there is no abort function: onConnect aborts it then.
     this.abortUpstream?.(new Error("The client disconnected"));
   };
@@ -125,7 +140,7 @@ export class ProxyExchange implements Dispatcher.DispatchHandler {
 
   private readonly onDrain = () => {
     this.drainListening = false;
-    this.resumeUpstream?.();
+    if (!this.decoderWaiting) this.resumeUpstream?.();
   };
 
   /**
@@ -210,6 +225,7 @@ export class ProxyExchange implements Dispatcher.DispatchHandler {
       // A provider that ignored `accept-encoding: identity`: usage is read through a decompressor,
       // while the client still gets the provider's bytes and its content-encoding.
       this.meter = head.contentEncoding === "" ? meter : decompressingMeter(meter, head.contentEncoding);
+      if (isDecompressing(this.meter)) this.decompressing = this.meter;
     }
     if (statusCode >= 300 && head.contentEncoding === "")
       this.filter = new ReflectedKeyMask(Buffer.from(this.providerKey, "latin1"), this.meter);
@@ -237,7 +253,8 @@ export class ProxyExchange implements Dispatcher.DispatchHandler {
       // One flat list and nothing set before: Node writes it without per-header bookkeeping.
       this.response.writeHead(this.status, this.head ?? []);
       this.headWritten = true;
-      this.verbatim = this.filter === null;
+      // A compressed answer's meter may ask to pause the provider: its chunks take the longer path.
+      this.verbatim = this.filter === null && this.decompressing === null;
       return null;
     } catch (error) {
       return error as Error;
@@ -256,11 +273,38 @@ export class ProxyExchange implements Dispatcher.DispatchHandler {
       }
       if (this.filter !== null) {
         const forwarded = this.filter.pass(chunk);
-        return forwarded === null || this.write(forwarded);
+        const written = forwarded === null || this.write(forwarded);
+        return this.decompressing === null ? written : this.decoderKeepsUp(written);
+      }
+      if (this.decompressing !== null) {
+        this.decompressing.push(chunk);
+        return this.decoderKeepsUp(this.write(chunk));
       }
     }
     this.meter?.push(chunk);
     return this.write(chunk);
+  }
+
+  /**
+   * A compressed answer's chunk went to the decompressing meter, and to the client (`written`: its
+   * buffer took it). The provider is paused (false) also while the decompressor lags more than its
+   * cap behind, until it catches up: a provider sending faster than the thread pool decodes would
+   * otherwise have its whole body queued for it, however fast the client reads. Resumed once both
+   * the client and the decompressor have room.
+   */
+  private decoderKeepsUp(written: boolean): boolean {
+    const meter = this.decompressing as DecompressingMeter;
+    if (!meter.full) return written;
+    if (!this.decoderWaiting) {
+      this.decoderWaiting = true;
+      meter.whenRoom(() => this.onDecoderRoom());
+    }
+    return false;
+  }
+
+  private onDecoderRoom(): void {
+    this.decoderWaiting = false;
+    if (!this.drainListening && !this.settled) this.resumeUpstream?.();
   }
 
   /** Writes to the client; false (pause the provider) until it drains when its buffer is full. */
@@ -284,9 +328,32 @@ export class ProxyExchange implements Dispatcher.DispatchHandler {
       return;
     }
     // An unterminated last event the filter held: the provider's bytes, all of them. (On a cut
-    // stream, onError, it is not forwarded: an event cut short is never dispatched anyway.)
+    // stream, onError, it is not forwarded: an event cut short is never dispatched anyway.) A
+    // compressed error's body is decoded off the event loop first: only that filter answers later.
     const rest = this.filter?.end();
+    if (rest instanceof Promise) {
+      this.decoding = true;
+      void rest.then((body) => this.endDecoded(body));
+      return;
+    }
     if (rest) this.response.write(rest);
+    this.response.end();
+    this.finish("ok");
+  }
+
+  /**
+   * Ends a compressed error's answer with its decoded, masked body (CompressedKeyMask). The client
+   * may have left meanwhile, or the shutdown cut its connection: onClientClose finished the call
+   * (aborted), and nothing is written. (A method, not a bound field: no call but this one pays for it.)
+   */
+  private endDecoded(body: Buffer | null): void {
+    this.decoding = false;
+    if (this.settled) return;
+    if (this.clientGone || this.response.destroyed) {
+      this.finish("aborted");
+      return;
+    }
+    if (body) this.response.write(body);
     this.response.end();
     this.finish("ok");
   }

@@ -1,5 +1,28 @@
-import { describe, expect, it } from "vitest";
-import { maskKeyInHeader, ReflectedKeyMask } from "./reflected-key-mask.js";
+import { brotliCompressSync, deflateRawSync, deflateSync, gzipSync } from "node:zlib";
+import { describe, expect, it, vi } from "vitest";
+import {
+  CompressedKeyMask,
+  maskKeyInHeader,
+  maxCompressedErrorBytes,
+  ReflectedKeyMask,
+} from "./reflected-key-mask.js";
+
+// zlib's synchronous decoders would hold the event loop (and every other call) for as long as a
+// compressed error takes to decode: the mask must not use them.
+vi.mock("node:zlib", async (importOriginal) => {
+  const zlib = await importOriginal<typeof import("node:zlib")>();
+  const refused = (name: string) => () => {
+    throw new Error(`${name} blocks the event loop`);
+  };
+  return {
+    ...zlib,
+    gunzipSync: refused("gunzipSync"),
+    inflateSync: refused("inflateSync"),
+    inflateRawSync: refused("inflateRawSync"),
+    brotliDecompressSync: refused("brotliDecompressSync"),
+    unzipSync: refused("unzipSync"),
+  };
+});
 
 const key = "sk-live-0123456789abcdef";
 const masked = "*".repeat(key.length);
@@ -44,5 +67,62 @@ describe("reflected key mask", () => {
     expect(maskKeyInHeader(`Bearer ${key}`, key)).toBe("Bearer [redacted]");
     expect(maskKeyInHeader("no key here", key)).toBe("no key here");
     expect(maskKeyInHeader(`${key}, ${key}`, key)).toBe("[redacted], [redacted]");
+  });
+
+  describe("compressed key mask", () => {
+    const text = Buffer.from(body, "latin1");
+
+    /** The mask's whole output for `chunks`, and whether other work ran before its decode ended. */
+    async function decodeAll(coding: string, chunks: Buffer[]) {
+      const mask = new CompressedKeyMask(Buffer.from(key), coding, null);
+      for (const chunk of chunks) expect(mask.pass(chunk)).toBeNull();
+      const order: string[] = [];
+      const decoded = Promise.resolve(mask.end()).then((out) => {
+        order.push("decoded");
+        return out;
+      });
+      queueMicrotask(() => order.push("other work"));
+      const out = await decoded;
+      return { out: out?.toString("latin1") ?? null, order };
+    }
+
+    it.each([
+      ["gzip", gzipSync(text)],
+      ["x-gzip", gzipSync(text)],
+      ["deflate", deflateSync(text)],
+      ["deflate", deflateRawSync(text)],
+      ["br", brotliCompressSync(text)],
+      ["gzip, br", brotliCompressSync(gzipSync(text))],
+      ["identity, GZIP", gzipSync(text)],
+    ])(
+      "decodes %s off the event loop (other work runs meanwhile) and masks the key",
+      async (coding, bytes) => {
+        const cut = Math.floor(bytes.length / 2);
+        const { out, order } = await decodeAll(coding, [bytes.subarray(0, cut), bytes.subarray(cut)]);
+        expect(out).toBe(expected);
+        expect(order).toEqual(["other work", "decoded"]);
+      },
+    );
+
+    it("forwards nothing for a coding it cannot undo, bytes that do not decode, or a body past the caps", async () => {
+      expect((await decodeAll("zstd", [gzipSync(text)])).out).toBeNull();
+      expect((await decodeAll("gzip", [Buffer.from("not gzip")])).out).toBeNull();
+      expect((await decodeAll("gzip", [gzipSync(text).subarray(0, 10)])).out).toBeNull();
+      expect((await decodeAll("gzip", [])).out).toBeNull();
+      // 9 MiB of zeros: a few KiB compressed, past the 8 MiB it may decode to.
+      expect((await decodeAll("gzip", [gzipSync(Buffer.alloc(9 * 1024 * 1024))])).out).toBeNull();
+      const big = gzipSync(Buffer.alloc(maxCompressedErrorBytes + 1), { level: 0 });
+      expect((await decodeAll("gzip", [big])).out).toBeNull();
+    });
+
+    it("lets the meter read the provider's compressed bytes", async () => {
+      const seen: Buffer[] = [];
+      const meter = { push: (chunk: Buffer) => void seen.push(chunk), finish: () => ({}) } as never;
+      const bytes = gzipSync(text);
+      const mask = new CompressedKeyMask(Buffer.from(key), "gzip", meter);
+      mask.pass(bytes);
+      expect((await mask.end())?.toString("latin1")).toBe(expected);
+      expect(Buffer.concat(seen)).toEqual(bytes);
+    });
   });
 });

@@ -1,5 +1,4 @@
-import { brotliDecompressSync, gunzipSync, inflateRawSync, inflateSync } from "node:zlib";
-import { appliedCodings, contentCodings, type ZlibFormat } from "./content-coding.js";
+import { decodeContent } from "./content-coding.js";
 import type { DecompressingMeter } from "./decompressing-meter.js";
 import type { UsageMeter } from "./usage-meter.js";
 
@@ -57,17 +56,10 @@ export function maskKeyInHeader(value: string, key: string): string {
 export const maxCompressedErrorBytes = 1024 * 1024;
 const maxDecodedErrorBytes = 8 * 1024 * 1024;
 
-const wholeDecoders: Record<ZlibFormat, (body: Buffer, options: { maxOutputLength: number }) => Buffer> = {
-  gzip: gunzipSync,
-  deflate: inflateSync,
-  "deflate-raw": inflateRawSync,
-  br: brotliDecompressSync,
-};
-
 /**
  * `ReflectedKeyMask` for an error answer the provider compressed though Sluice asks for `identity`:
  * the key is not in the compressed bytes as they are, and the client decodes them. The whole body
- * is held, decoded at its end (last coding first) and masked, and the client gets it decoded (the
+ * is held, decoded at its end (decodeContent: last coding first, off the event loop) and masked, and the client gets it decoded (the
  * caller drops the content-encoding and content-length). A body in a coding Sluice cannot undo, one
  * that does not decode, or one past the caps is not forwarded: the client gets the status and
  * headers with an empty body, never bytes it cannot check. The meter reads the provider's bytes.
@@ -90,16 +82,17 @@ export class CompressedKeyMask {
     return null;
   }
 
-  end(): Buffer | null {
+  /**
+   * The body decoded and masked, once zlib (on libuv's thread pool, off the event loop) has decoded
+   * it; null for nothing to forward. Never rejects.
+   */
+  async end(): Promise<Buffer | null> {
     if (this.heldBytes > maxCompressedErrorBytes || this.heldBytes === 0) return null;
-    let body: Buffer = Buffer.concat(this.held);
+    const held = Buffer.concat(this.held);
     this.held = [];
+    let body: Buffer;
     try {
-      for (const coding of appliedCodings(this.contentEncoding).reverse()) {
-        const format = contentCodings.get(coding.toLowerCase());
-        if (format === undefined) return null;
-        body = wholeDecoders[format(body)](body, { maxOutputLength: maxDecodedErrorBytes });
-      }
+      body = await decodeContent(held, this.contentEncoding, maxDecodedErrorBytes);
     } catch {
       return null;
     }
