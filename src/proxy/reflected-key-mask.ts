@@ -59,10 +59,11 @@ const maxDecodedErrorBytes = 8 * 1024 * 1024;
 /**
  * `ReflectedKeyMask` for an error answer the provider compressed though Sluice asks for `identity`:
  * the key is not in the compressed bytes as they are, and the client decodes them. The whole body
- * is held, decoded at its end (decodeContent: last coding first, off the event loop) and masked, and the client gets it decoded (the
- * caller drops the content-encoding and content-length). A body in a coding Sluice cannot undo, one
- * that does not decode, or one past the caps is not forwarded: the client gets the status and
- * headers with an empty body, never bytes it cannot check. The meter reads the provider's bytes.
+ * is held, decoded at its end (decodeContent: last coding first, off the event loop) and masked,
+ * and the client gets it decoded (the caller drops the content-encoding and content-length). A body
+ * in a coding Sluice cannot undo, one that does not decode, or one past the caps is not forwarded:
+ * the client gets the status and headers with an empty body, never bytes it cannot check. The
+ * meter reads the provider's bytes.
  */
 export class CompressedKeyMask {
   private held: Buffer[] = [];
