@@ -915,6 +915,26 @@ describe("SSE event scanner", () => {
       expect(meter("provider-a", `\uFEFF${single}\n\n`, true, splits).usage).toEqual(usage);
   });
 
+  it("dispatches an unterminated last event only when asked to at the end, taking its last line as one", () => {
+    const ended = (chunks: string[], dispatchLast: boolean) => {
+      const seen: Array<[string | undefined, string]> = [];
+      const scanner = new SseEventScanner((event, data) => seen.push([event, data]));
+      for (const chunk of chunks) scanner.push(Buffer.from(chunk));
+      scanner.end(dispatchLast);
+      return seen;
+    };
+    const chunks = ["data: one\n\nevent: e\ndata: two\nda", "ta: three"];
+    expect(ended(chunks, false)).toEqual([[undefined, "one"]]);
+    expect(ended(chunks, true)).toEqual([
+      [undefined, "one"],
+      ["e", "two\nthree"],
+    ]);
+    expect(ended(["data: x\r"], true)).toEqual([[undefined, "x"]]);
+    // Nothing open: nothing more; an event without data is not dispatched.
+    expect(ended(["data: x\n\n"], true)).toEqual([[undefined, "x"]]);
+    expect(ended(["data: x\n\nevent: e\n: c"], true)).toEqual([[undefined, "x"]]);
+  });
+
   it("handles a CRLF split across chunks", () => {
     expect(events(["data: x\r", "\n\r", "\ndata: y\n\n"])).toEqual([
       [undefined, "x"],
@@ -922,9 +942,12 @@ describe("SSE event scanner", () => {
     ]);
   });
 
-  it("finds the same events as a whole-text reading, however the bytes are split", () => {
-    const reference = (text: string) =>
-      referenceSseEvents(text).map(({ event, data }): [string | undefined, string] => [event, data]);
+  it("finds the same events as a whole-text reading, however the bytes are split, at a clean end or not", () => {
+    const reference = (text: string, dispatchLast: boolean) =>
+      referenceSseEvents(text, dispatchLast).map(({ event, data }): [string | undefined, string] => [
+        event,
+        data,
+      ]);
     const pieces = [
       "data: x",
       "data:é🙂",
@@ -949,17 +972,25 @@ describe("SSE event scanner", () => {
       let text = "";
       for (let line = 0; line < 12; line++)
         text += `${pieces[random(pieces.length)]}${ends[random(ends.length)]}`;
+      // A third of the streams end inside their last line, or right after it (no blank line).
+      if (random(3) === 0) text += pieces[random(pieces.length)];
       const bytes = Buffer.from(text);
       const chunks: string[] = [];
       const seen: Array<[string | undefined, string]> = [];
+      const seenToEnd: Array<[string | undefined, string]> = [];
       const scanner = new SseEventScanner((event, data) => seen.push([event, data]));
+      const toEnd = new SseEventScanner((event, data) => seenToEnd.push([event, data]));
       for (let at = 0; at < bytes.length; ) {
         const size = 1 + random(8);
         scanner.push(bytes.subarray(at, at + size));
+        toEnd.push(bytes.subarray(at, at + size));
         chunks.push(bytes.subarray(at, at + size).toString("latin1"));
         at += size;
       }
-      expect(seen, JSON.stringify(chunks)).toEqual(reference(text));
+      scanner.end();
+      toEnd.end(true);
+      expect(seen, JSON.stringify(chunks)).toEqual(reference(text, false));
+      expect(seenToEnd, `${JSON.stringify(chunks)}, dispatching the last`).toEqual(reference(text, true));
     }
   });
 
