@@ -22,6 +22,11 @@ export const maxDecompressedBytes = 64 * 1024 * 1024;
 export interface DecompressingMeter {
   /** Every response chunk as the provider sent it (compressed), in order. */
   push(chunk: Buffer): void;
+  /**
+   * The answer ended cleanly: the meter's `end` follows at finish, once the decompressor has caught
+   * up, if it decoded the body to its end (not after a corrupt or truncated body, or the cap).
+   */
+  end(): void;
   /** What was seen: at the end, or after a cut stream, a corrupt body or the cap. Never rejects. */
   finish(): Promise<MeterReading>;
 }
@@ -64,6 +69,10 @@ class DecoderTap implements DecompressingMeter {
   private batched = 0;
   /** Nothing more is read: the decoder failed, reached the cap, or ended. */
   private stopped = false;
+  /** The decoder ended: it decoded the whole body (no error, not cut at the cap). */
+  private decodedAll = false;
+  /** The answer ended cleanly (`end`). */
+  private ended = false;
   private settle: () => void = () => {};
   private readonly settled = new Promise<void>((resolve) => {
     this.settle = resolve;
@@ -92,6 +101,10 @@ class DecoderTap implements DecompressingMeter {
     this.batched += chunk.copy(this.batch, this.batched);
   }
 
+  end(): void {
+    this.ended = true;
+  }
+
   async finish(): Promise<MeterReading> {
     if (this.decoder !== null && !this.stopped) {
       this.flush(this.decoder);
@@ -99,6 +112,7 @@ class DecoderTap implements DecompressingMeter {
       this.decoder.end();
       await this.settled;
     }
+    if (this.ended && (this.decoder === null || this.decodedAll)) this.meter.end();
     return this.meter.finish();
   }
 
@@ -114,7 +128,10 @@ class DecoderTap implements DecompressingMeter {
     const decoder = this.create(first);
     decoder.on("data", (bytes: Buffer) => this.read(bytes));
     decoder.on("error", () => this.stop());
-    decoder.once("end", () => this.stop());
+    decoder.once("end", () => {
+      this.decodedAll = !this.stopped; // (an error or the cap stopped it first)
+      this.stop();
+    });
     decoder.once("close", () => this.stop());
     return decoder;
   }
