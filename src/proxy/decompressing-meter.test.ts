@@ -82,6 +82,7 @@ function countingMeter() {
       counted.bytes += chunk.length;
       counted.chunks++;
     },
+    end() {},
     finish: () => ({
       usage: { inputTokens: null, outputTokens: null, cachedInputTokens: null, reasoningTokens: null },
       model: null,
@@ -132,6 +133,23 @@ describe("decompressing usage meter", () => {
       cachedInputTokens: 5,
       reasoningTokens: null,
     });
+  });
+
+  it("at a clean end, reads provider A's last event left without its blank line once the whole body is decoded", async () => {
+    const completed =
+      'event: response.completed\ndata: {"type":"response.completed","response":{"id":"resp_1","model":"gpt-4.1","usage":{"input_tokens":30,"output_tokens":8}}}';
+    const open = Buffer.from(`event: response.created\ndata: {"type":"response.created"}\n\n${completed}`);
+    const read = async (body: Buffer, ended: boolean) => {
+      const meter = tap(meterFor("provider-a", true), "gzip");
+      for (let at = 0; at < body.length; at += 10) meter.push(body.subarray(at, at + 10));
+      if (ended) meter.end();
+      return (await meter.finish()).usage;
+    };
+    expect(await read(gzipSync(open), true)).toMatchObject({ inputTokens: 30, outputTokens: 8 });
+    // Not after a cut, nor when the body stops short of its compressed end (the decoder fails).
+    expect((await read(gzipSync(open), false)).inputTokens).toBeNull();
+    const truncated = gzipSync(open, { finishFlush: constants.Z_SYNC_FLUSH });
+    expect((await read(truncated, true)).inputTokens).toBeNull();
   });
 
   it("never rejects on a corrupt body, and reads no usage from it", async () => {

@@ -37,6 +37,11 @@ export interface DecompressingMeter {
   readonly full: boolean;
   /** Calls `resume` once the decompressor has caught up (or stopped reading). Only when `full`. */
   whenRoom(resume: () => void): void;
+  /**
+   * The answer ended cleanly: the meter's `end` follows at finish, once the decompressor has caught
+   * up, if it decoded the body to its end (not after a corrupt or truncated body, or the cap).
+   */
+  end(): void;
   /** What was seen: at the end, or after a cut stream, a corrupt body or the cap. Never rejects. */
   finish(): Promise<MeterReading>;
 }
@@ -89,6 +94,10 @@ class DecoderTap implements DecompressingMeter {
   private stopped = false;
   /** The caller waiting for the decompressor to catch up (whenRoom). */
   private waiting: (() => void) | null = null;
+  /** The decoder ended: it decoded the whole body (no error, not cut at the cap). */
+  private decodedAll = false;
+  /** The answer ended cleanly (`end`). */
+  private ended = false;
   private settle: () => void = () => {};
   private readonly settled = new Promise<void>((resolve) => {
     this.settle = resolve;
@@ -142,6 +151,10 @@ class DecoderTap implements DecompressingMeter {
     this.batched += chunk.copy(this.batch, this.batched);
   }
 
+  end(): void {
+    this.ended = true;
+  }
+
   async finish(): Promise<MeterReading> {
     if (this.decoder !== null && !this.stopped) {
       this.flush(this.decoder);
@@ -149,6 +162,7 @@ class DecoderTap implements DecompressingMeter {
       this.decoder.end();
       await this.settled;
     }
+    if (this.ended && (this.decoder === null || this.decodedAll)) this.meter.end();
     return this.meter.finish();
   }
 
@@ -164,7 +178,10 @@ class DecoderTap implements DecompressingMeter {
     const decoder = this.create(first);
     decoder.on("data", (bytes: Buffer) => this.read(bytes));
     decoder.on("error", () => this.stop());
-    decoder.once("end", () => this.stop());
+    decoder.once("end", () => {
+      this.decodedAll = !this.stopped; // (an error or the cap stopped it first)
+      this.stop();
+    });
     decoder.once("close", () => this.stop());
     return decoder;
   }

@@ -171,12 +171,16 @@ export class ImageListScanner {
  */
 export function withImageList(
   meter: UsageMeter,
-  scanner: { push(chunk: Buffer): void; result(): ImageListReading },
+  scanner: { push(chunk: Buffer): void; end?(): void; result(): ImageListReading },
 ): UsageMeter {
   return {
     push(chunk) {
       meter.push(chunk);
       scanner.push(chunk);
+    },
+    end() {
+      meter.end();
+      scanner.end?.();
     },
     finish: () => ({ ...meter.finish(), images: scanner.result() }),
   };

@@ -32,6 +32,14 @@ export class ImageStreamEvents {
     this.scanner.push(chunk);
   }
 
+  /**
+   * The stream ended cleanly: a last `image_generation.completed` left without its blank line is
+   * counted, as the openai SDK gives it to its user (see the usage meter's end).
+   */
+  end(): void {
+    this.scanner.end(true);
+  }
+
   /** Never complete: a stream the client cut counts at least the images the request asked for. */
   result(): ImageListReading {
     return { images: this.images, complete: false, size: this.size, quality: this.quality };

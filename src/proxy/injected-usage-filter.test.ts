@@ -8,7 +8,10 @@ const filter = () =>
     createUsageMeter("provider-a", { streaming: true, contentType: "text/event-stream", tap }),
   );
 
-/** Passes `bytes` cut at `splits`; returns every forwarded piece, the end's included, and the meter's reading. */
+/**
+ * Passes `bytes` cut at `splits` to a clean end (the meter's end, then the filter's, as ProxyExchange
+ * does); returns every forwarded piece, the end's included, and the meter's reading.
+ */
 function run(bytes: Buffer, splits: number[]) {
   const under = filter();
   const pieces: Buffer[] = [];
@@ -18,6 +21,7 @@ function run(bytes: Buffer, splits: number[]) {
     if (forwarded !== null) pieces.push(forwarded);
     at = split;
   }
+  under.meter.end();
   const rest = under.end();
   if (rest !== null) pieces.push(rest);
   return { forwarded: Buffer.concat(pieces), pieces, reading: under.meter.finish() };
@@ -104,7 +108,23 @@ describe("InjectedUsageFilter", () => {
     expect(under.pass(Buffer.from(usageEvent))).toBeNull();
     expect(under.pass(Buffer.from("data: [DONE]\n\ndata: unfinis"))?.toString()).toBe("data: [DONE]\n\n");
     // At the provider's clean end, an unterminated last event is forwarded as it came.
+    under.meter.end();
     expect(under.end()?.toString()).toBe("data: unfinis");
+  });
+
+  it("drops the usage chunk the stream ends with, without its blank line, at a clean end, and meters it", () => {
+    // No [DONE]: the usage chunk is the last event; openai's SDK would dispatch it at the clean end.
+    const open = Buffer.from(events.slice(0, -1).join("").replace(/\n+$/, ""));
+    const expected = stream.subarray(0, usageStart).toString();
+    for (let split = 0; split <= open.length; split++) {
+      const { forwarded, reading } = run(open, [split]);
+      expect(forwarded.toString(), `cut at ${split}`).toBe(expected);
+      expect(reading.usage, `cut at ${split}`).toEqual(recorded);
+    }
+    // Another last event left open is forwarded, as before.
+    const last = 'data: {"choices":[{"index":0}],"usage":null}';
+    const other = Buffer.from(`${events.slice(0, -1).join("")}${last}`);
+    expect(run(other, []).forwarded.toString()).toBe(`${expected}${last}`);
   });
 
   it("forwards an event that outgrows the hold limit as it arrives, whatever it is", () => {

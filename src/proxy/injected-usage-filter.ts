@@ -89,8 +89,18 @@ export class InjectedUsageFilter implements SseEventTap {
     return this.collect(chunk.length);
   }
 
-  /** At the stream's clean end: an unterminated last event, as the provider sent it (null: none). */
+  /**
+   * At the stream's clean end, after the meter's `end` (which may dispatch the unterminated last
+   * event to `onEvent`, as the openai SDK does): that event as the provider sent it, or null when
+   * there is none or it is the usage chunk, which is dropped as any other one is.
+   */
   end(): Buffer | null {
+    if (this.usageEvent) {
+      this.usageEvent = false;
+      this.held = [];
+      this.heldBytes = 0;
+      return null;
+    }
     if (this.heldBytes === 0) return null;
     const rest = Buffer.concat(this.held, this.heldBytes);
     this.held = [];

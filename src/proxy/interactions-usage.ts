@@ -51,6 +51,8 @@ export function interactionsSseMeter(tap?: SseEventTap): UsageMeter {
   const scanner = meteredEventScanner(onEvent, () => usage, tap);
   return {
     push: (chunk) => scanner.push(chunk),
+    // Provider C's: @google/genai's Interactions stream drops a last event left without its blank line.
+    end: () => {},
     finish: () =>
       failed
         ? { usage: usage ?? emptyUsage(), model: null, failed }

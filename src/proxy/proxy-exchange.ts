@@ -327,8 +327,11 @@ export class ProxyExchange implements Dispatcher.DispatchHandler {
       this.settle(() => this.reject(refused));
       return;
     }
-    // An unterminated last event the filter held: the provider's bytes, all of them. (On a cut
-    // stream, onError, it is not forwarded: an event cut short is never dispatched anyway.) A
+    // The clean end: the meter reads an unterminated last event where the provider's client does
+    // (first: the usage filter judges that event by it). Never on a cut stream (onError).
+    this.meter?.end();
+    // An unterminated last event the filter held: the provider's bytes, all of them, but for the
+    // usage chunk. (On a cut stream, onError, it is not forwarded: no client dispatches it.) A
     // compressed error's body is decoded off the event loop first: only that filter answers later.
     const rest = this.filter?.end();
     if (rest instanceof Promise) {

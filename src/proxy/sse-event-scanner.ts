@@ -87,8 +87,23 @@ export class SseEventScanner {
     }
   }
 
-  /** The stream ended: an unterminated event is not dispatched (WHATWG). */
-  end(): void {
+  /**
+   * The stream ended: an unterminated event is not dispatched (WHATWG). With `dispatchLast` it is,
+   * as a client that reads it does at a clean end (openai's SSEDecoder): its last line, if the
+   * stream ended inside it, is a line, and the event is dispatched as a blank line would dispatch it
+   * (`onEventEnd` is not called: no blank line came). Only work at the end: nothing per chunk.
+   */
+  end(dispatchLast = false): void {
+    if (dispatchLast) {
+      // A line over the cap alone (`longLine`) is in `cut` already, or was dropped.
+      if (this.longLine === null && this.partialBytes > 0) {
+        const line = this.partial.length === 1 ? (this.partial[0] as Buffer) : Buffer.concat(this.partial);
+        this.partial = [];
+        this.partialBytes = 0;
+        this.takeLine(line, 0, line.length);
+      }
+      this.dispatch();
+    }
     this.partial = [];
     this.partialBytes = 0;
     this.longLine = null;

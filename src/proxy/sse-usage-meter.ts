@@ -93,6 +93,7 @@ export function sseMeter(
   const scanner = meteredEventScanner(onEvent, () => usage, tap);
   return {
     push: (chunk) => scanner.push(chunk),
+    end: () => scanner.end(readsUnterminatedLastEvent[provider]),
     finish() {
       if (provider === "provider-c" && lastGemini !== null) {
         const body = parse(lastGemini);
@@ -113,6 +114,19 @@ export function sseMeter(
 }
 
 const usageObjectStart = /"usage"\s*:\s*\{/;
+
+/**
+ * Whether the provider's official client reads a last event that the stream ends without its blank
+ * line, at a clean end: `openai` does (its SSEDecoder flushes it: a Responses API stream's
+ * `response.completed` and its usage reach the app); `@anthropic-ai/sdk` drops it, and
+ * `@google/genai` throws "Incomplete JSON segment at the end" (the AI SDK's eventsource-parser drops
+ * it for all three). The meter reads what that client gives its user; after a cut, no client reads it.
+ */
+const readsUnterminatedLastEvent: Record<ProviderId, boolean> = {
+  "provider-a": true,
+  "provider-b": false,
+  "provider-c": false,
+};
 
 /**
  * An SSE event over the scanner's cap, read as its whole would be: the name and the start of its

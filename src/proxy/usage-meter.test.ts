@@ -840,6 +840,66 @@ describe("usage meter on Responses API calls", () => {
   });
 });
 
+describe("usage meter, an event stream's last event left without its blank line", () => {
+  /** The stream without the line ends after its last event's data. */
+  const unterminated = (stream: string) => stream.replace(/[\r\n]+$/, "");
+  const run = (provider: ProviderId, text: string, ended: boolean, splits: number[] = []) =>
+    meter(provider, text, true, splits, undefined, ended);
+
+  it("reads provider A's at a clean end, as openai's SDK gives it to its user, and not after a cut", () => {
+    const stream = unterminated(responsesStream);
+    const tokens = { inputTokens: 30, outputTokens: 8, cachedInputTokens: 10, reasoningTokens: 3 };
+    for (let split = 1; split < stream.length; split += 13) {
+      expect(run("provider-a", stream, true, [split]), `split at ${split}`).toEqual({
+        usage: tokens,
+        model: "gpt-4.1",
+      });
+      expect(run("provider-a", stream, false, [split]).usage, `split at ${split}`).toEqual(emptyUsage());
+    }
+    // Ended by one line end, not two: no blank line either.
+    expect(run("provider-a", `${stream}\r\n`, true).usage).toEqual(tokens);
+    // A Responses API call's reading (the response object's fields) comes from it too.
+    expect(meter("provider-a", stream, true, [], "post", true)).toMatchObject({
+      usage: tokens,
+      response: { id: "resp_1" },
+    });
+  });
+
+  it("reads provider A's event over the scanner's cap at a clean end, from its kept ends", () => {
+    const completed = responsesStream.slice(responsesStream.indexOf("event: response.completed"));
+    const large = completed.replace(
+      '"id":"resp_1"',
+      `"id":"resp_1","instructions":"${"x".repeat(2 * 1024 * 1024)}"`,
+    );
+    const stream = unterminated(large);
+    expect(run("provider-a", stream, true, [1000, 1024 * 1024]).usage).toEqual({
+      inputTokens: 30,
+      outputTokens: 8,
+      cachedInputTokens: 10,
+      reasoningTokens: 3,
+    });
+    expect(run("provider-a", stream, false, [1000]).usage).toEqual(emptyUsage());
+  });
+
+  it("never reads provider B's or C's, whose clients drop it (or throw on it)", () => {
+    // B: message_delta last, left open: message_start's counts.
+    const stopAt = anthropicStream.indexOf("event: message_stop");
+    const deltaLast = unterminated(anthropicStream.slice(0, stopAt));
+    for (const ended of [true, false])
+      expect(run("provider-b", deltaLast, ended).usage).toEqual({
+        inputTokens: 30,
+        outputTokens: 1,
+        cachedInputTokens: 5,
+        reasoningTokens: null,
+      });
+    // C: the last chunk (the totals) left open: the chunk before's.
+    for (const ended of [true, false])
+      expect(run("provider-c", unterminated(geminiSse), ended).usage.outputTokens).toBe(5);
+    // Terminated, both read their last event as ever.
+    expect(run("provider-c", geminiSse, true).usage.outputTokens).toBe(10);
+  });
+});
+
 describe("SSE event scanner", () => {
   function events(chunks: string[]) {
     const seen: Array<[string | undefined, string]> = [];
@@ -915,6 +975,26 @@ describe("SSE event scanner", () => {
       expect(meter("provider-a", `\uFEFF${single}\n\n`, true, splits).usage).toEqual(usage);
   });
 
+  it("dispatches an unterminated last event only when asked to at the end, taking its last line as one", () => {
+    const ended = (chunks: string[], dispatchLast: boolean) => {
+      const seen: Array<[string | undefined, string]> = [];
+      const scanner = new SseEventScanner((event, data) => seen.push([event, data]));
+      for (const chunk of chunks) scanner.push(Buffer.from(chunk));
+      scanner.end(dispatchLast);
+      return seen;
+    };
+    const chunks = ["data: one\n\nevent: e\ndata: two\nda", "ta: three"];
+    expect(ended(chunks, false)).toEqual([[undefined, "one"]]);
+    expect(ended(chunks, true)).toEqual([
+      [undefined, "one"],
+      ["e", "two\nthree"],
+    ]);
+    expect(ended(["data: x\r"], true)).toEqual([[undefined, "x"]]);
+    // Nothing open: nothing more; an event without data is not dispatched.
+    expect(ended(["data: x\n\n"], true)).toEqual([[undefined, "x"]]);
+    expect(ended(["data: x\n\nevent: e\n: c"], true)).toEqual([[undefined, "x"]]);
+  });
+
   it("handles a CRLF split across chunks", () => {
     expect(events(["data: x\r", "\n\r", "\ndata: y\n\n"])).toEqual([
       [undefined, "x"],
@@ -922,9 +1002,12 @@ describe("SSE event scanner", () => {
     ]);
   });
 
-  it("finds the same events as a whole-text reading, however the bytes are split", () => {
-    const reference = (text: string) =>
-      referenceSseEvents(text).map(({ event, data }): [string | undefined, string] => [event, data]);
+  it("finds the same events as a whole-text reading, however the bytes are split, at a clean end or not", () => {
+    const reference = (text: string, dispatchLast: boolean) =>
+      referenceSseEvents(text, dispatchLast).map(({ event, data }): [string | undefined, string] => [
+        event,
+        data,
+      ]);
     const pieces = [
       "data: x",
       "data:é🙂",
@@ -949,17 +1032,25 @@ describe("SSE event scanner", () => {
       let text = "";
       for (let line = 0; line < 12; line++)
         text += `${pieces[random(pieces.length)]}${ends[random(ends.length)]}`;
+      // A third of the streams end inside their last line, or right after it (no blank line).
+      if (random(3) === 0) text += pieces[random(pieces.length)];
       const bytes = Buffer.from(text);
       const chunks: string[] = [];
       const seen: Array<[string | undefined, string]> = [];
+      const seenToEnd: Array<[string | undefined, string]> = [];
       const scanner = new SseEventScanner((event, data) => seen.push([event, data]));
+      const toEnd = new SseEventScanner((event, data) => seenToEnd.push([event, data]));
       for (let at = 0; at < bytes.length; ) {
         const size = 1 + random(8);
         scanner.push(bytes.subarray(at, at + size));
+        toEnd.push(bytes.subarray(at, at + size));
         chunks.push(bytes.subarray(at, at + size).toString("latin1"));
         at += size;
       }
-      expect(seen, JSON.stringify(chunks)).toEqual(reference(text));
+      scanner.end();
+      toEnd.end(true);
+      expect(seen, JSON.stringify(chunks)).toEqual(reference(text, false));
+      expect(seenToEnd, `${JSON.stringify(chunks)}, dispatching the last`).toEqual(reference(text, true));
     }
   });
 

@@ -28,6 +28,11 @@ export interface MeterReading {
 export interface UsageMeter {
   /** Every response chunk, in order, as it is forwarded. */
   push(chunk: Buffer): void;
+  /**
+   * The answer ended cleanly (never called after a cut): an event stream's last event left without
+   * its blank line is read where the provider's official client reads it (provider A's). Before finish.
+   */
+  end(): void;
   /** What was seen: at the end, or after a cut stream. Never throws. */
   finish(): MeterReading;
 }
@@ -84,6 +89,7 @@ function jsonMeter(provider: ProviderId, responses: ResponsesCall | null, intera
   let size = 0;
   let ends: ByteEnds | null = null;
   return {
+    end() {},
     push(chunk) {
       if (ends !== null) {
         ends.push(chunk);

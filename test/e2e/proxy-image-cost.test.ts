@@ -118,6 +118,33 @@ describe("image generation through the proxies", () => {
       }
     });
 
+    it("prices a streamed generation whose completed event ends without its blank line, which the SDK still gives", async () => {
+      const completed = {
+        type: "image_generation.completed",
+        b64_json: "A".repeat(2_000),
+        created_at: 1_763_000_000,
+        size: "1024x1024",
+        quality: "low",
+        background: "opaque",
+        output_format: "png",
+        usage: { input_tokens: 12, output_tokens: 4160, total_tokens: 4172 },
+      };
+      fake.enqueueResponse({
+        status: 200,
+        headers: { "content-type": "text/event-stream" },
+        body: `event: image_generation.completed\ndata: ${JSON.stringify(completed)}`,
+      });
+      const { data: stream, response } = await clients.openai.images
+        .generate({ model: "gpt-image-1", prompt: "a cat", stream: true })
+        .withResponse();
+      const types: string[] = [];
+      for await (const streamed of stream) types.push(streamed.type);
+      expect(types).toEqual(["image_generation.completed"]);
+      const row = await rowOf(response.headers);
+      expect(row).toMatchObject({ model: "gpt-image-1", streamed: 1, input_tokens: 12, output_tokens: 4160 });
+      expect(row.cost_usd).toBe(0.011);
+    });
+
     it("prices every image of n > 1 at its size and quality", async () => {
       const { data, response } = await clients.openai.images
         .generate({ model: "gpt-image-1", prompt: "cats", n: 3, size: "1536x1024", quality: "high" })

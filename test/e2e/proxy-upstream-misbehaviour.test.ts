@@ -455,9 +455,10 @@ describe("a provider that misbehaves", () => {
     });
   });
 
-  // WHATWG: an event the stream ends before its blank line is not dispatched, and the SDKs do not
-  // read it either (@google/genai throws "Incomplete JSON segment at the end"). Providers A and B
-  // report their usage before their last event, so a last event left open loses them nothing.
+  // WHATWG: an event the stream ends before its blank line is not dispatched; @google/genai throws
+  // on it ("Incomplete JSON segment at the end") and @anthropic-ai/sdk drops it, while openai
+  // dispatches it at a clean end, as provider A's meter then reads it
+  // (proxy-unterminated-last-event.test.ts). Here the last event comes after the usage.
   it.each(["provider A, usage asked for", "provider A, usage not asked for", "provider B"])(
     "reads the tokens of %s whose last event ends without its blank line, and forwards that event",
     async (name) => {

@@ -42,6 +42,9 @@ export interface RecordedRequest {
   sentBody?: Buffer;
 }
 
+/** How the fake ends a stream: see FakeUpstream.setStreamEnd. */
+export type StreamEnd = "whole" | "unterminated" | "cut";
+
 export interface ProgrammedResponse {
   status: number;
   headers?: Record<string, string>;
@@ -90,6 +93,12 @@ export interface FakeUpstream {
    */
   hangStreamsAfter(events: number | null): void;
   /**
+   * How each stream ends: `whole` (as the providers send it), `unterminated` (its last event without
+   * its line end and blank line, and the answer ended cleanly: the server that forgets them), or
+   * `cut` (the same bytes, and the connection then closed without ending the answer).
+   */
+  setStreamEnd(end: StreamEnd): void;
+  /**
    * Compresses every answer with `coding` whatever the request's accept-encoding says, as a server
    * that ignores it does (null: never). Streams are flushed event by event, so they still stream.
    */
@@ -118,6 +127,7 @@ export async function startFakeUpstream(
   let sseDelayMs = 0;
   let latencyMs = 0;
   let hangAfter: number | null = null;
+  let streamEnd: StreamEnd = "whole";
   let usage: FakeUsage = { input: 11, output: 7, cached: 3, reasoning: 2 };
   let compression: ResponseCoding | null = null;
   const recordedOf = new WeakMap<ServerResponse, RecordedRequest>();
@@ -454,15 +464,24 @@ export async function startFakeUpstream(
       ...(compression === null ? {} : { "content-encoding": compression }),
     });
     response.flushHeaders();
-    for (const [index, event] of events.entries()) {
+    for (const [index, whole] of events.entries()) {
       if (response.destroyed) return;
       if (hangAfter !== null && index >= hangAfter) return;
       if (index > 0 && delay > 0) await sleep(delay);
       if (response.destroyed) return;
+      const event =
+        streamEnd !== "whole" && index === events.length - 1 && typeof whole === "string"
+          ? whole.replace(/[\r\n]+$/, "")
+          : whole;
       if (encoder) await encoder.write(event);
       else if (!response.write(event)) await new Promise((resolve) => response.once("drain", resolve));
     }
     if (hangAfter !== null && hangAfter >= events.length) return;
+    if (streamEnd === "cut") {
+      // What was written leaves first; the chunked body then lacks its last chunk.
+      response.socket?.end();
+      return;
+    }
     if (encoder) await encoder.end();
     response.end();
   }
@@ -505,6 +524,9 @@ export async function startFakeUpstream(
     },
     hangStreamsAfter(events) {
       hangAfter = events;
+    },
+    setStreamEnd(end) {
+      streamEnd = end;
     },
     setCompression(coding) {
       compression = coding;

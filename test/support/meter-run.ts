@@ -4,7 +4,8 @@ import { createUsageMeter } from "../../src/proxy/usage-meter.js";
 
 /**
  * Runs a body through a fresh usage meter, pushed in pieces cut at `splits`, and returns what it saw
- * (`responses`: a provider A Responses API call, whose response object's fields are read too).
+ * (`responses`: a provider A Responses API call, whose response object's fields are read too;
+ * `ended`: the answer ended cleanly, so the meter's `end` comes before `finish`, as in the proxy).
  */
 export function meterRun(
   provider: ProviderId,
@@ -12,6 +13,7 @@ export function meterRun(
   streaming: boolean,
   splits: number[] = [],
   responses?: ResponsesCall,
+  ended = false,
 ) {
   const bytes = typeof body === "string" ? Buffer.from(body) : body;
   const usage = createUsageMeter(provider, {
@@ -24,5 +26,6 @@ export function meterRun(
     usage.push(bytes.subarray(at, split));
     at = split;
   }
+  if (ended) usage.end();
   return usage.finish();
 }
