@@ -169,6 +169,16 @@ describe("projects as code (SLUICE_CONFIG_FILE)", () => {
     }
   });
 
+  // A file that is not there is not "an invalid projects file": the start says it cannot be read.
+  it.each([
+    ["missing.json", "no such file"],
+    ["", "a directory"],
+  ])("names a file it cannot read (%j) as such, with the reason", async (name, reason) => {
+    const path = join(directory, name);
+    const error = (await readProjectsFile(path).catch((caught: unknown) => caught)) as Error;
+    expect(error.message).toMatch(`SLUICE_CONFIG_FILE ${path} cannot be read (${reason}): E`);
+  });
+
   it("never quotes the file's text around a JSON syntax error: it may be part of a private key", async () => {
     const path = file(
       "broken.json",

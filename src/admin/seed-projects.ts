@@ -57,7 +57,9 @@ export async function readProjectsFile(file: string): Promise<ProjectsFile> {
       throw new Error(
         `SLUICE_CONFIG_FILE (${fileNameShown(file)}) cannot be read (${unreadableReason(error)})`,
       );
-    throw invalid((error as Error).message);
+    throw new Error(
+      `SLUICE_CONFIG_FILE ${file} cannot be read (${unreadableReason(error)}): ${(error as Error).message}`,
+    );
   }
   let content: unknown;
   try {

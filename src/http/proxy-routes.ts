@@ -2,7 +2,7 @@ import type { IncomingMessage } from "node:http";
 import { GatewayError, isGatewayError } from "../errors.js";
 import type { Metrics } from "../observability/metrics.js";
 import type { ProviderAdapter } from "../providers/provider-adapter.js";
-import { proxyMethods, safeProviderPath } from "../providers/provider-adapter.js";
+import { providerPathProblem, proxyMethods, safeProviderPath } from "../providers/provider-adapter.js";
 import { isProviderId, type ProviderId } from "../providers/provider-id.js";
 import { forward, type UpstreamPools } from "../proxy/forward.js";
 import type { GeneratedImages } from "../proxy/generated-images.js";
@@ -40,7 +40,13 @@ export function registerProxyRoutes(router: Router, deps: ProxyRouteDeps): void 
         // Checked and forwarded as the client sent it: the router's `*` param is percent-decoded,
         // which would let `%2F` pass as a slash and `%3F` start a query string upstream.
         const path = safeProviderPath(afterPrefix(context.path));
-        if (path === null) throw new GatewayError("BAD_REQUEST", "The provider path is not allowed");
+        if (path === null) {
+          const problem = providerPathProblem(afterPrefix(context.path));
+          throw new GatewayError(
+            "BAD_REQUEST",
+            `The provider path is not allowed: it ${problem} (docs/proxy.md#paths)`,
+          );
+        }
         const notProxied = adapter.notProxied?.(path);
         if (notProxied !== undefined) throw new GatewayError("NOT_FOUND", notProxied);
         let call: Awaited<ReturnType<Admit>>;

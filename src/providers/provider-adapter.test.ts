@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { imagenPrediction, openAiImageGeneration } from "./image-calls.js";
-import { createProviderAdapters, safeProviderPath } from "./provider-adapter.js";
+import { createProviderAdapters, providerPathProblem, safeProviderPath } from "./provider-adapter.js";
 
 const adapters = createProviderAdapters({
   providerABaseUrl: "https://api.openai.com/v1",
@@ -374,7 +374,20 @@ describe("safe provider paths", () => {
     // A stray escape that decodes to nothing does not hide the traversal behind it.
     "x%252f..%252f..%252fadmin%25",
     "a%252fb%25",
-  ])("rejects %j", (path) => expect(safeProviderPath(path)).toBeNull());
+  ])("rejects %j, and says why", (path) => {
+    expect(safeProviderPath(path)).toBeNull();
+    expect(providerPathProblem(path)).not.toBe("is not one the proxy forwards");
+  });
+  it.each([
+    ["", "is empty"],
+    ["chat/completions/", "has an empty segment (a leading, trailing or doubled slash)"],
+    ["/chat/completions", "has an empty segment (a leading, trailing or doubled slash)"],
+    ["chat/%2E%2e/x", "has a `.` or `..` segment"],
+    ["chat%2fcompletions", "has an encoded slash or backslash"],
+    ["https://evil.example/x", "reads as an absolute URL (a scheme such as `http:` first)"],
+    ["a%zz", "has a `%` that starts no UTF-8 escape (write a percent sign as `%25`)"],
+    ["a|b", 'has a character a URL path must percent-encode (such as `|`, `{`, `<`, `"` or `^`)'],
+  ])("names the problem of %j: it %s", (path, problem) => expect(providerPathProblem(path)).toBe(problem));
   it.each([
     ["chat/c%6Fmpletions", "chat/completions"],
     ["r%65sponses/resp_1", "responses/resp_1"],

@@ -407,6 +407,37 @@ export function safeProviderPath(path: string): string | null {
     : path;
 }
 
+/**
+ * Why `safeProviderPath` refused `path`, for the client's 400 (`it has an empty segment …`): the
+ * same checks in the same order, run only on a refused path.
+ */
+export function providerPathProblem(path: string): string {
+  if (path.length === 0) return "is empty";
+  if (path.length > 2048) return "is longer than 2048 characters";
+  if (path.startsWith("/")) return emptySegment;
+  if (/^[a-z][a-z0-9+.-]*:/i.test(path)) return "reads as an absolute URL (a scheme such as `http:` first)";
+  if (/%2f|%5c|\\/i.test(path)) return "has an encoded slash or backslash";
+  if (/%00/.test(path) || hasControlOrSpace(path))
+    return "has a space, a control character or an encoded NUL";
+  if (!uriPath.test(path))
+    return 'has a character a URL path must percent-encode (such as `|`, `{`, `<`, `"` or `^`)';
+  for (const segment of path.split("/")) {
+    let decoded: string;
+    try {
+      decoded = decodeURIComponent(segment);
+    } catch {
+      return "has a `%` that starts no UTF-8 escape (write a percent sign as `%25`)";
+    }
+    if (decoded === "") return emptySegment;
+    if (decoded === "." || decoded === "..") return "has a `.` or `..` segment";
+    if (decoded.includes("%") && hidesTraversal(decoded))
+      return "has an escape that decodes, decoded again, to a `.` or `..` segment, a slash, a backslash or a NUL";
+  }
+  return "is not one the proxy forwards";
+}
+
+const emptySegment = "has an empty segment (a leading, trailing or doubled slash)";
+
 /** A percent-encoded unreserved character: ALPHA, DIGIT, `-`, `.`, `_` or `~`. */
 const encodedUnreserved = /%(?:4[1-9A-F]|5[0-9A]|6[1-9A-F]|7[0-9A]|3[0-9]|2D|2E|5F|7E)/gi;
 

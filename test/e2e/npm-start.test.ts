@@ -25,19 +25,37 @@ describe("npm start", () => {
     rmSync(dataDir, { recursive: true, force: true });
   });
 
-  it("drains and stops the gateway when npm alone gets SIGTERM", { timeout: 120_000 }, async () => {
+  /**
+   * Runs `npm start` (in a process group of its own with `detached`, as a terminal's foreground job
+   * is) until the gateway listens; `output` is what npm and the gateway wrote so far.
+   */
+  async function npmStart(env: Record<string, string> = {}) {
     const npm = spawn("npm", ["start", "--", marker], {
       cwd: join(import.meta.dirname, "../.."),
-      env: { ...process.env, PORT: "0", HOST: "127.0.0.1", LOG_LEVEL: "info", SLUICE_DATA_DIR: dataDir },
+      env: {
+        ...process.env,
+        PORT: "0",
+        HOST: "127.0.0.1",
+        LOG_LEVEL: "info",
+        SLUICE_DATA_DIR: dataDir,
+        ...env,
+      },
       stdio: ["ignore", "pipe", "pipe"],
+      detached: true,
     });
-    let output = "";
-    const npmExit = new Promise<void>((resolve) => npm.once("exit", () => resolve()));
+    const started = {
+      npm,
+      output: "",
+      exit: new Promise<void>((resolve) => npm.once("exit", () => resolve())),
+    };
     const url = await new Promise<string>((resolve, reject) => {
-      const timer = setTimeout(() => reject(new Error(`npm start did not serve:\n${output}`)), 100_000);
+      const timer = setTimeout(
+        () => reject(new Error(`npm start did not serve:\n${started.output}`)),
+        100_000,
+      );
       const onData = (chunk: Buffer) => {
-        output += String(chunk);
-        const listening = /sluice listening on (http:\/\/[^"\s]+)/.exec(output);
+        started.output += String(chunk);
+        const listening = /sluice listening on (http:\/\/[^"\s]+)/.exec(started.output);
         if (listening) {
           clearTimeout(timer);
           resolve(listening[1] as string);
@@ -46,6 +64,11 @@ describe("npm start", () => {
       npm.stdout.on("data", onData);
       npm.stderr.on("data", onData);
     });
+    return { ...started, url, output: () => started.output };
+  }
+
+  it("drains and stops the gateway when npm alone gets SIGTERM", { timeout: 120_000 }, async () => {
+    const { npm, url, exit: npmExit, output: read } = await npmStart();
     expect((await fetch(`${url}/health`)).status).toBe(200);
 
     npm.kill("SIGTERM");
@@ -54,11 +77,28 @@ describe("npm start", () => {
     // the pipe, that may come after npm's exit: waited for, not for a fixed time.
     await vi.waitFor(
       () => {
-        expect(output).toContain('"signal":"SIGTERM"');
-        expect(output).toContain('"msg":"stopped"');
+        expect(read()).toContain('"signal":"SIGTERM"');
+        expect(read()).toContain('"msg":"stopped"');
       },
       { timeout: 10_000, interval: 20 },
     );
     await expect(fetch(`${url}/health`)).rejects.toThrow();
+  });
+
+  // A terminal's Ctrl-C sends SIGINT to its whole foreground job, npm and the gateway alike, and npm
+  // passes the one it gets on to the gateway: one key press, two signals. Taken as two, the second
+  // "hurried" the shutdown, skipping SLUICE_SHUTDOWN_DELAY_MS and cutting the calls in flight.
+  it("takes a terminal's Ctrl-C (SIGINT to npm's process group) as one signal: the delay runs whole, nothing is hurried", {
+    timeout: 120_000,
+  }, async () => {
+    const { npm, url, exit: npmExit, output: read } = await npmStart({ SLUICE_SHUTDOWN_DELAY_MS: "1000" });
+    expect((await fetch(`${url}/health`)).status).toBe(200);
+
+    process.kill(-(npm.pid as number), "SIGINT");
+    await npmExit;
+    await vi.waitFor(() => expect(read()).toContain('"msg":"stopped"'), { timeout: 10_000, interval: 20 });
+    expect(read()).toContain('"signal":"SIGINT","delayedMs":1000,"msg":"shutting down');
+    expect(read()).not.toContain("signal repeated");
+    expect(read()).not.toContain("delayCutShort");
   });
 });

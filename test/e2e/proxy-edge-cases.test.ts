@@ -300,6 +300,26 @@ describe("proxy edge cases", () => {
     expect(received).toHaveLength(0);
   });
 
+  // A client that joins its base URL and the path with one slash too many (`…/prj_1/` and
+  // `/chat/completions`) is told what is wrong with the path, not only that it is refused.
+  it.each([
+    ["/chat/completions", "an empty segment (a leading, trailing or doubled slash)"],
+    ["chat/completions/", "an empty segment (a leading, trailing or doubled slash)"],
+    ["chat//completions", "an empty segment (a leading, trailing or doubled slash)"],
+    ["chat%2fcompletions", "an encoded slash or backslash"],
+    [
+      "%252e%252e/admin",
+      "an escape that decodes, decoded again, to a `.` or `..` segment, a slash, a backslash or a NUL",
+    ],
+  ])("refuses the provider path %s with 400 saying why: %s", async (path, reason) => {
+    const response = await callA(path, { body: "{}" });
+    expect(response.status).toBe(400);
+    const { error } = (await response.json()) as { error: { code: string; message: string } };
+    expect(error.code).toBe("BAD_REQUEST");
+    expect(error.message).toBe(`The provider path is not allowed: it has ${reason} (docs/proxy.md#paths)`);
+    expect(received).toHaveLength(0);
+  });
+
   it.each(["files/report%2520v2", "files/100%25off"])(
     "still forwards the path %s, whose encoded percent sign hides nothing",
     async (path) => {
