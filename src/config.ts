@@ -633,6 +633,20 @@ function generatedKeyHint(dataDir: string | undefined): string {
     : " (a 32-byte key, base64-encoded: make one with `openssl rand -base64 32`, and keep a copy somewhere safe)";
 }
 
+/**
+ * Whether the gateway runs as an npm script that starts it (`npm start`, `npm run dev`, `npm run
+ * sluice -- serve`), read here as the environment is read in this file alone (server.ts asks, for
+ * its signals): npm then passes on to its child every SIGINT and SIGTERM it gets, and a signal
+ * sent to the whole process group (a terminal's Ctrl-C, systemd's default `KillMode=control-group`)
+ * reaches the gateway twice, once directly and once from npm. npm names the script it runs in
+ * `npm_lifecycle_event`; the test runner's (`npm test`) is not one of these, so the gateways the
+ * tests start take each signal as it comes.
+ */
+export function startedByNpmScript(env: Record<string, string | undefined> = process.env): boolean {
+  const script = env.npm_lifecycle_event;
+  return script === "start" || script === "dev" || script === "sluice";
+}
+
 /** Reads every setting from `env` (default: the process environment) and validates it. */
 export function loadConfig(
   env: Record<string, string | undefined> = process.env,

@@ -8,7 +8,7 @@ import {
 import { createServer as createHttpsServer } from "node:https";
 import type { Socket } from "node:net";
 import type { App } from "./app.js";
-import { loadConfig } from "./config.js";
+import { loadConfig, startedByNpmScript } from "./config.js";
 import { createGateway, type Gateway } from "./deps.js";
 import { shutdownMarginMs } from "./gateway-close.js";
 import { type ConnectionDrain, trackConnections } from "./http/connection-drain.js";
@@ -86,8 +86,8 @@ function listen(server: Server, port: number, host: string, settings: string): P
  * exit; a later one is logged and ignored. None kills the process (Node's default once no handler
  * listens), which would lose the queued rows. Under an npm script, the same signal again within
  * `npmCopyWindowMs` is npm's copy of the one before (a Ctrl-C reaches the gateway from the terminal
- * and from npm), not a second one: it is logged and ignored. A last resort for a bug that throws outside any
- * request (an uncaught exception or unhandled rejection): it is logged and the same shutdown runs
+ * and from npm), not a second one: it is logged and ignored. A last resort for a bug that throws
+ * outside any request (an uncaught exception or unhandled rejection): it is logged and the same shutdown runs
  * at once, the delay cut short, so the rows are written, and the process exits with 1, at the
  * latest a second after the shutdown's own limit.
  */
@@ -119,7 +119,7 @@ function stopOnSignalOrCrash(server: GatewayServer, gateway: Gateway, metricsSer
       .finally(() => process.exit(exitCode));
   };
   const delayMs = gateway.config.shutdownDelayMs;
-  const passedOnByNpm = npmPassesSignalsOn();
+  const passedOnByNpm = startedByNpmScript();
   /** The last signal acted on, and when: npm's copy of it is not a second one. */
   let last: { signal: NodeJS.Signals; at: number } | undefined;
   const onSignal = (signal: NodeJS.Signals) => {
@@ -173,19 +173,6 @@ function stopOnSignalOrCrash(server: GatewayServer, gateway: Gateway, metricsSer
  * npm passes it on at once; a person pressing Ctrl-C again to hurry the shutdown does so later.
  */
 const npmCopyWindowMs = 1000;
-
-/**
- * Whether the gateway runs as an npm script that starts it (`npm start`, `npm run dev`, `npm run
- * sluice -- serve`): npm then passes on to its child every SIGINT and SIGTERM it gets, and a signal
- * sent to the whole process group (a terminal's Ctrl-C, systemd's default `KillMode=control-group`)
- * reaches the gateway twice, once directly and once from npm. npm names the script it runs in
- * `npm_lifecycle_event`; the test runner's (`npm test`) is not one of these, so the gateways the
- * tests start take each signal as it comes.
- */
-function npmPassesSignalsOn(): boolean {
-  const script = process.env.npm_lifecycle_event;
-  return script === "start" || script === "dev" || script === "sluice";
-}
 
 /**
  * Graceful shutdown, as `serve` runs it on SIGTERM/SIGINT (after SLUICE_SHUTDOWN_DELAY_MS): /health

@@ -58,7 +58,7 @@ export async function readProjectsFile(file: string): Promise<ProjectsFile> {
         `SLUICE_CONFIG_FILE (${fileNameShown(file)}) cannot be read (${unreadableReason(error)})`,
       );
     throw new Error(
-      `SLUICE_CONFIG_FILE ${file} cannot be read (${unreadableReason(error)}): ${(error as Error).message}`,
+      `SLUICE_CONFIG_FILE ${fileNameShown(file)} cannot be read (${unreadableReason(error)}): ${(error as Error).message}`,
     );
   }
   let content: unknown;
