@@ -7,9 +7,6 @@ import { createApp } from "./app.js";
 import { createAuthenticator } from "./auth/authenticate.js";
 import { createCredentialDirectory } from "./auth/credential-directory.js";
 import { createDeviceTokenVerifier } from "./auth/device-token-verifier.js";
-import { loadMasterKey, loadPreviousMasterKey } from "./auth/master-key.js";
-import { checkMasterKeyOpensDatabase, previousKeyUnneededWarning } from "./auth/master-key-check.js";
-import { createSecretBox } from "./auth/secret-box.js";
 import { allowsTestMode, type Config } from "./config.js";
 import { closeGateway } from "./gateway-close.js";
 import { createAdmission } from "./http/admission.js";
@@ -31,6 +28,7 @@ import { createDownCheckFollowUp } from "./observability/down-check-follow-up.js
 import { createStdoutLogger, type Logger } from "./observability/logger.js";
 import { createMetrics } from "./observability/metrics.js";
 import { createSchemaRefusalLog } from "./observability/schema-refusal-log.js";
+import { openSealedStore } from "./open-sealed-store.js";
 import { productionWarnings } from "./production-warnings.js";
 import { createAiSdkModels } from "./providers/ai-sdk-provider.js";
 import { fetchBlockedPortWarnings } from "./providers/fetch-blocked-ports.js";
@@ -44,9 +42,8 @@ import { connectRedis } from "./redis/connect-redis.js";
 import { RedisBreaker } from "./redis/redis-breaker.js";
 import { redisKeyPrefixes } from "./redis/redis-keys.js";
 import { sharedStateWarnings } from "./shared-state-warnings.js";
-import { databaseOptionsOf, type OpenDatabase, openDatabase } from "./storage/database.js";
+import type { OpenDatabase } from "./storage/database.js";
 import { createKeyRepository } from "./storage/key-repository.js";
-import { migratedByNewerWarning } from "./storage/migrations.js";
 import { createProjectRepository } from "./storage/project-repository.js";
 import { createUsageRepository } from "./storage/usage-repository.js";
 import { createSafePdfFetcher, type FetchPdf } from "./structured/safe-pdf-fetch.js";
@@ -116,39 +113,9 @@ export async function createGateway(config: Config, injected: Partial<Injectable
   const now = injected.now ?? (() => new Date());
   // Read and checked before anything is written: a bad file leaves no master key or database behind.
   const seedFromFile = config.configFile ? await seedingFrom(config.configFile) : undefined;
-  const masterKey = loadMasterKey(config, (file) =>
-    logger.warn(
-      { file },
-      "GENERATED A NEW MASTER KEY for secrets at rest. Back it up: without it stored provider keys cannot be opened. Set SLUICE_MASTER_KEY in production.",
-    ),
+  const { database, secretBox } = await openSealedStore(config, (fields, message) =>
+    logger.warn(fields, message),
   );
-  // During a rotation, the key the secrets stored before it were sealed under opens them too.
-  const previousKey = loadPreviousMasterKey(config);
-  const secretBox = createSecretBox(masterKey, previousKey);
-  masterKey.fill(0);
-  previousKey?.fill(0);
-
-  const database = await openDatabase(databaseOptionsOf(config));
-  if (database.unknownMigrations.length > 0)
-    logger.warn(
-      { migrations: database.unknownMigrations },
-      migratedByNewerWarning(database.unknownMigrations),
-    );
-  const { damaged, previousKeyUnneeded } = await checkMasterKeyOpensDatabase(
-    database.db,
-    secretBox,
-    config,
-  ).catch(async (error: unknown) => {
-    await database.close();
-    throw error;
-  });
-  if (damaged.length > 0)
-    logger.warn(
-      { secrets: damaged },
-      "stored secrets that do not open with the master key, which opens the others",
-    );
-  // The rotation's reseal is done but the old key is still set: it should go (README, step 3).
-  if (previousKeyUnneeded) logger.warn({ masterKeyPreviousNeeded: false }, previousKeyUnneededWarning);
   const projects = createProjectRepository(database.db);
   const keys = createKeyRepository(database.db);
   const usage = createUsageRepository(database.db, database.sqlite, database.runReport);

@@ -1,13 +1,9 @@
-import { loadMasterKey, loadPreviousMasterKey } from "../auth/master-key.js";
-import { checkMasterKeyOpensDatabase, previousKeyUnneededWarning } from "../auth/master-key-check.js";
 import { resealSecrets } from "../auth/master-key-reseal.js";
-import { createSecretBox } from "../auth/secret-box.js";
 import { allowsTestMode, type Config } from "../config.js";
 import { GatewayError } from "../errors.js";
-import { databaseOptionsOf, openDatabase } from "../storage/database.js";
+import { openSealedStore } from "../open-sealed-store.js";
 import { databaseUnavailable, isDatabaseUnavailable } from "../storage/database-unavailable.js";
 import { createKeyRepository } from "../storage/key-repository.js";
-import { migratedByNewerWarning } from "../storage/migrations.js";
 import { DatabaseStartError } from "../storage/postgres-start.js";
 import { createProjectRepository } from "../storage/project-repository.js";
 import type { ResealCounts } from "../storage/sealed-secret-reseal.js";
@@ -40,36 +36,16 @@ export async function openAdminContext(
   config: Config,
   warn: (message: string) => void,
 ): Promise<AdminContext> {
-  const masterKey = loadMasterKey(config, (file) =>
-    warn(`generated a new master key at ${file}; back it up (without it stored keys cannot be opened)`),
-  );
-  // During a rotation, the key the secrets stored before it were sealed under opens them too.
-  const previousKey = loadPreviousMasterKey(config);
-  const secretBox = createSecretBox(masterKey, previousKey);
-  masterKey.fill(0);
-  previousKey?.fill(0);
   // A PostgreSQL that could not be opened (refused, unreachable, silent) is named, as the gateway's
-  // start names it: DATABASE_URL without its password, and why.
-  const database = await openDatabase(databaseOptionsOf(config)).catch((error: unknown) => {
-    throw isDatabaseUnavailable(error) && !(error instanceof DatabaseStartError)
-      ? databaseUnavailable(error)
-      : error;
-  });
-  if (database.unknownMigrations.length > 0) warn(migratedByNewerWarning(database.unknownMigrations));
-  // As at the gateway's start: a key the stored secrets do not open is refused before any command.
-  const { damaged, previousKeyUnneeded } = await checkMasterKeyOpensDatabase(
-    database.db,
-    secretBox,
-    config,
-  ).catch(async (error: unknown) => {
-    await database.close();
-    throw isDatabaseUnavailable(error) ? databaseUnavailable(error) : error;
-  });
-  if (damaged.length > 0)
-    warn(
-      `stored secrets that do not open with the master key, which opens the others: ${damaged.join("; ")}`,
-    );
-  if (previousKeyUnneeded) warn(previousKeyUnneededWarning);
+  // start names it: DATABASE_URL without its password, and why. As at the gateway's start, a key
+  // the stored secrets do not open is refused before any command.
+  const { database, secretBox } = await openSealedStore(config, (_fields, message) => warn(message)).catch(
+    (error: unknown) => {
+      throw isDatabaseUnavailable(error) && !(error instanceof DatabaseStartError)
+        ? databaseUnavailable(error)
+        : error;
+    },
+  );
   const usage = createUsageRepository(database.db, database.sqlite, database.runReport);
   const admin = createProjectAdmin({
     projects: createProjectRepository(database.db),
