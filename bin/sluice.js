@@ -14,7 +14,7 @@ const compiled = join(root, "dist", "src");
 
 /**
  * The first source file the build does not hold as it is now (changed or added since), if any: the
- * build (scripts/build.ts, one bundle) lists the source files it was made from in sources.json,
+ * build (scripts/build.js, one bundle) lists the source files it was made from in sources.json,
  * written last, so a file changed after that file's time, or missing from its list, is newer.
  */
 function newerSource() {

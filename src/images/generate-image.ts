@@ -90,7 +90,7 @@ export async function generateImages(
       `${call.provider} has no image models; use a project of provider-a or provider-c`,
     );
   // What this provider and model cannot take is refused (422) or dropped here, before any call.
-  const fitted = fitImageRequest(call.provider, modelId, request);
+  const fitted = fitImageRequest(call.provider, modelId, request, deps.now());
   const a = fitted.providerOptions["provider-a"];
   const c = fitted.providerOptions["provider-c"];
   const warnings = [...fitted.warnings];

@@ -194,6 +194,37 @@ describe("fitting an image request to its provider and model", () => {
     },
   );
 
+  it.each([
+    [
+      "provider-a",
+      "gpt-4.1",
+      "2026-11-30",
+      "gpt-image-2.6-sunburst, gpt-image-2.6-flare, gpt-image-2, gpt-image-1-mini (until 2026-12-01)",
+    ],
+    ["provider-a", "gpt-4.1", "2026-12-01", "gpt-image-2.6-sunburst, gpt-image-2.6-flare, gpt-image-2"],
+    [
+      "provider-a",
+      "gpt-4.1",
+      "2026-05-11",
+      "gpt-image-2.6-sunburst, gpt-image-2.6-flare, gpt-image-2, gpt-image-1 (until 2026-10-23), " +
+        "dall-e-3 (until 2026-05-12), gpt-image-1-mini (until 2026-12-01)",
+    ],
+    [
+      "provider-c",
+      "gpt-image-1",
+      "2026-11-30",
+      "gemini-nano-banana-2.1, gemini-3.1-flash-lite-image, gemini-3-pro-image",
+    ],
+  ] as const)(
+    "lists on %s, refusing %s on %s, the image models its provider still serves, those it will shut down after the others",
+    (provider, model, day, listed) => {
+      const error = refusal(() => fitImageRequest(provider, model, parsed({}), new Date(`${day}T12:00:00Z`)));
+      expect(error.message).toMatch(
+        new RegExp(`, whose image models are ${listed.replace(/[().]/g, "\\$&")}$`),
+      );
+    },
+  );
+
   it("drops the other image provider's options with a warning", () => {
     const request = parsed({
       providerOptions: { "provider-a": { quality: "hd" }, "provider-c": { personGeneration: "allow_all" } },

@@ -1,7 +1,13 @@
 import { GatewayError } from "../errors.js";
 import { isModelName, modelNameRule } from "../providers/model-name.js";
 import type { ProviderId } from "../providers/provider-id.js";
-import { bareModelId, findModel, modelsFor, notAnImageModelOf } from "../usage/model-catalogue.js";
+import {
+  bareModelId,
+  findModel,
+  modelsFor,
+  notAnImageModelOf,
+  shutdownNotice,
+} from "../usage/model-catalogue.js";
 
 /** A validated /v1/image request (SPEC.md, POST /v1/image). */
 export interface ImageRequest {
@@ -118,8 +124,13 @@ export const imageModelRules: Readonly<Record<string, ImageModelRules>> = {
  * not take is 422 VALIDATION_ERROR naming the option and the model, a `style` it does not take is
  * dropped with a warning.
  */
-export function fitImageRequest(provider: ProviderId, modelId: string, request: ImageRequest): ImageRequest {
-  requireImageModel(provider, modelId);
+export function fitImageRequest(
+  provider: ProviderId,
+  modelId: string,
+  request: ImageRequest,
+  today: Date = new Date(),
+): ImageRequest {
+  requireImageModel(provider, modelId, today);
   const warnings = [...request.warnings];
   const providerOptions = { ...request.providerOptions };
   for (const other of imageProviders) {
@@ -173,19 +184,37 @@ export const generatesThroughGemini = (modelId: string) => bareModelId(modelId).
 
 /**
  * A chat, embedding or other provider's model that the catalogue lists would only be refused by
- * the provider (a 502): it is 422 naming the model. A model no catalogue lists is sent on, as the
- * analysis endpoints and the admin API trust one: catalogues lag the providers' new models.
+ * the provider (a 502): it is 422 naming the model and the image models to name instead. A model
+ * no catalogue lists is sent on, as the analysis endpoints and the admin API trust one: catalogues
+ * lag the providers' new models.
  */
-function requireImageModel(provider: ProviderId, modelId: string): void {
+function requireImageModel(provider: ProviderId, modelId: string, today: Date): void {
   const refused = notAnImageModelOf(provider, modelId);
   if (refused === null) return;
   const modelProvider = refused.listedBy;
-  const imageModels = modelsFor(provider).filter((model) => model.capabilities.image);
+  const served = servedImageModels(provider, today);
   throw new GatewayError(
     "VALIDATION_ERROR",
-    `model ${JSON.stringify(modelId)} ${modelProvider === provider ? "is not an image model" : `is a ${modelProvider} model`}; this project generates images with ${provider}, whose image models are ${imageModels.map((model) => model.id).join(", ")}`,
+    `model ${JSON.stringify(modelId)} ${modelProvider === provider ? "is not an image model" : `is a ${modelProvider} model`}; this project generates images with ${provider}, ${served.length > 0 ? `whose image models are ${served.join(", ")}` : "none of whose catalogued image models is still served"}`,
     { details: { model: modelId, provider, modelProvider } },
   );
+}
+
+/**
+ * `provider`'s catalogued image models still served on `today`, to pick one from: those without
+ * a shutdown date first, then those with one, each with its date. One its provider has shut down
+ * (gpt-image-1, Imagen 4) is left out: named, it would fail at the provider.
+ */
+function servedImageModels(provider: ProviderId, today: Date): string[] {
+  const served = modelsFor(provider).filter(
+    (model) => model.capabilities.image && shutdownNotice(provider, model.id, today) === null,
+  );
+  return [
+    ...served.filter((model) => !model.deprecated).map((model) => model.id),
+    ...served.flatMap((model) =>
+      model.deprecated ? [`${model.id} (until ${model.deprecated.shutdown})`] : [],
+    ),
+  ];
 }
 
 function requireListed(

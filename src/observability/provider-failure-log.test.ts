@@ -155,6 +155,24 @@ describe("provider failure log", () => {
     });
   });
 
+  it("names fetch's refusal of a WHATWG bad port (FETCH_BAD_PORT), which undici gives no code", async () => {
+    const { fetch } = await import("undici");
+    const refused = await fetch("http://127.0.0.1:6000/v1/responses").catch((error: unknown) => error);
+    expect(providerFailureFacts("provider-a", refused)).toEqual({
+      provider: "provider-a",
+      code: "FETCH_BAD_PORT",
+      cause: "bad port",
+    });
+    // The AI SDK puts its own error in place of fetch's, over the same cause.
+    const wrapped = Object.assign(
+      new Error("Cannot connect to API: bad port", { cause: (refused as Error).cause }),
+      { name: "AI_APICallError" },
+    );
+    expect(providerFailureFacts("provider-a", wrapped).code).toBe("FETCH_BAD_PORT");
+    // Only fetch's own network error: another error that says so keeps its name.
+    expect(providerFailureFacts("provider-a", new Error("bad port")).code).toBe("Error");
+  });
+
   it("cuts the provider's text that a parse or validation error quotes (an echoed key, the user's content)", () => {
     let parseError: unknown;
     try {

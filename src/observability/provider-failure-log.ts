@@ -10,7 +10,11 @@ export type ProviderFailureLogOptions = Partial<
 /** What one failure to reach a provider is logged with; no key, header or URL query. */
 export interface ProviderFailureFacts {
   provider: string;
-  /** The system or undici error code (`ECONNREFUSED`, `UND_ERR_HEADERS_TIMEOUT`), else the error's name. */
+  /**
+   * The system or undici error code (`ECONNREFUSED`, `UND_ERR_HEADERS_TIMEOUT`); `FETCH_BAD_PORT`
+   * for fetch's refusal of a WHATWG "bad port" (its base URL's port), which undici gives no code;
+   * else the error's name.
+   */
   code: string;
   /** What the innermost cause says, URL queries cut (a query may carry a key, e.g. provider C's `key=`). */
   cause: string;
@@ -61,15 +65,20 @@ export function createProviderFailureLog(logger: Logger, options: ProviderFailur
 
 export type ProviderFailureLog = ReturnType<typeof createProviderFailureLog>;
 
+/** What fetch's error, and the AI SDK's in its place, say of a refused "bad port" above its cause. */
+const fetchFailures = new Set(["fetch failed", "Cannot connect to API: bad port"]);
+
 /** The code and message of the innermost cause of `error` (fetch wraps the socket's error in its own). */
 export function providerFailureFacts(provider: string, error: unknown): ProviderFailureFacts {
   let code: string | undefined;
   let providerStatus: number | undefined;
   let innermost: unknown = error;
   let current: unknown = error;
+  let fetchFailed = false;
   for (let depth = 0; current instanceof Error && depth < 6; depth++) {
     const fields = current as Error & { code?: unknown; statusCode?: unknown; errors?: unknown };
     if (typeof fields.code === "string") code ??= fields.code;
+    if (fetchFailures.has(current.message)) fetchFailed = true;
     if (typeof fields.statusCode === "number") providerStatus ??= fields.statusCode;
     innermost = current;
     // Node's connect to several addresses fails with an AggregateError of one error per address.
@@ -82,6 +91,10 @@ export function providerFailureFacts(provider: string, error: unknown): Provider
     typeof (named as { statusCode?: unknown } | undefined)?.statusCode === "number"
       ? `the provider answered ${providerStatus}`
       : (named?.message ?? String(innermost));
+  // fetch (undici) refuses a WHATWG "bad port" before connecting, with a network error of that
+  // message alone (under its "fetch failed", or the AI SDK's "Cannot connect to API: …" in its
+  // place): named here as the codes beside it are, so a search or an alert can tell it.
+  if (code === undefined && fetchFailed && named?.message === "bad port") code = "FETCH_BAD_PORT";
   return {
     provider,
     code: code ?? named?.name ?? "unknown",

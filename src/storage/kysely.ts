@@ -8,7 +8,7 @@ import type * as KyselyModule from "kysely";
  * `require` loads the same modules in ~190. Every value Sluice takes from Kysely comes from here, so
  * a process holds one copy; types come from "kysely" as usual. This is how the sources load it
  * (tsx: tests, `npm run dev`); the production build, one bundle, takes the same values from the ES
- * module build instead, bundled (scripts/build.ts, docs/decisions/0017).
+ * module build instead, bundled (scripts/build.js, docs/decisions/0017).
  */
 const kysely = createRequire(import.meta.url)("kysely") as typeof KyselyModule;
 

@@ -204,7 +204,7 @@ export function reportQuery(reader: Kysely<Database>, { projectId, from, to, gro
  * other's batch (both then delete what is left; deleting a row twice is never attempted). SQLite
  * has no row locks and one writer: the statement is short, and so is its write lock. (`postgres`:
  * the engine, which the repository knows from its SQLite handle; the production bundle takes only
- * the Kysely values scripts/build.ts lists, no adapter class to test against.)
+ * the Kysely values scripts/build.js lists, no adapter class to test against.)
  */
 export function pruneQuery(db: Kysely<Database>, before: string, limit: number, postgres: boolean) {
   const oldest = db

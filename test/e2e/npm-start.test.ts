@@ -1,9 +1,19 @@
 import { execFileSync, spawn } from "node:child_process";
 import { randomBytes } from "node:crypto";
-import { mkdtempSync, rmSync } from "node:fs";
+import { mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, describe, expect, it, vi } from "vitest";
+
+/** Whether this machine lets the tests make a PID namespace (root, or user namespaces allowed). */
+const pidNamespaces = (() => {
+  try {
+    execFileSync("unshare", ["--pid", "--fork", "true"], { stdio: "ignore" });
+    return true;
+  } catch {
+    return false;
+  }
+})();
 
 /**
  * The README's `npm start`, as a supervisor runs it (`docker stop`, systemd with one main PID): the
@@ -27,10 +37,12 @@ describe("npm start", () => {
 
   /**
    * Runs `npm start` (in a process group of its own with `detached`, as a terminal's foreground job
-   * is) until the gateway listens; `output` is what npm and the gateway wrote so far.
+   * is), under the command `under` when given, until the gateway listens; `output` is what npm and
+   * the gateway wrote so far.
    */
-  async function npmStart(env: Record<string, string> = {}) {
-    const npm = spawn("npm", ["start", "--", marker], {
+  async function npmStart(env: Record<string, string> = {}, under: string[] = []) {
+    const [command = "npm", ...args] = [...under, ...(under.length > 0 ? ["npm"] : [])];
+    const npm = spawn(command, [...args, "start", "--", marker], {
       cwd: join(import.meta.dirname, "../.."),
       env: {
         ...process.env,
@@ -101,4 +113,46 @@ describe("npm start", () => {
     expect(read()).not.toContain("signal repeated");
     expect(read()).not.toContain("delayCutShort");
   });
+
+  // A container whose command is `npm start` (README: Graceful shutdown) runs npm as PID 1, which
+  // every orphan of its process tree goes to, and which waits for its own child alone: a process
+  // of the build left behind (esbuild's service, the build's or tsx's) stayed a zombie beside the
+  // gateway for as long as it ran. A PID namespace of its own (unshare) puts npm there.
+  it.skipIf(!pidNamespaces)(
+    "leaves no zombie beside the gateway when npm is PID 1, as a container's command",
+    { timeout: 120_000 },
+    async () => {
+      const { npm: unshare, url, exit } = await npmStart({}, ["unshare", "--pid", "--fork", "--kill-child"]);
+      expect((await fetch(`${url}/health`)).status).toBe(200);
+      const [npm] = childrenOf(unshare.pid as number);
+      expect(npm).toBeDefined();
+      const [gateway, ...others] = childrenOf(npm as number);
+      const zombies = (pids: number[]) => pids.map(processState).filter((child) => child?.state === "Z");
+      expect(zombies([gateway as number, ...others])).toEqual([]);
+      expect(zombies(childrenOf(gateway as number))).toEqual([]);
+      expect(others.map(processState)).toEqual([]);
+
+      // npm (PID 1 there) takes SIGTERM, as `docker stop` sends it, and passes it on.
+      process.kill(npm as number, "SIGTERM");
+      await exit;
+    },
+  );
 });
+
+/** A process's children, from every thread's list in /proc (Linux). */
+function childrenOf(pid: number): number[] {
+  return readdirSync(`/proc/${pid}/task`).flatMap((task) =>
+    readFileSync(`/proc/${pid}/task/${task}/children`, "utf8").split(" ").filter(Boolean).map(Number),
+  );
+}
+
+/** A process's name and state (`Z`: exited, not yet waited for), from /proc; null once it is gone. */
+function processState(pid: number): { name: string; state: string } | null {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+    const name = stat.slice(stat.indexOf("(") + 1, stat.lastIndexOf(")"));
+    return { name, state: stat.slice(stat.lastIndexOf(")") + 2).split(" ")[0] ?? "" };
+  } catch {
+    return null;
+  }
+}

@@ -43,7 +43,7 @@ function packageOf(file: string): string | undefined {
 }
 
 /**
- * The production build, `npm run build` (scripts/build.ts): one bundle whose chunks a start loads
+ * The production build, `npm run build` (scripts/build.js): one bundle whose chunks a start loads
  * or not (docs/decisions/0017). Built here into the dist/ of a directory of its own, beside a link
  * to node_modules where it finds its external packages (better-sqlite3, Ajv) and a copy of
  * bin/sluice.js, which runs the build there (no src/ beside it).
@@ -56,12 +56,19 @@ describe("the production build", () => {
   const main = join(build, "src/main.js");
   /** Output file → the packages esbuild bundled into it (from its metafile). */
   let bundled: Map<string, Set<string | undefined>>;
+  /** The child processes the build still had as it exited (test/support/children-at-exit.js). */
+  let childrenAtExit: unknown;
 
   beforeAll(() => {
     symlinkSync(join(repository, "node_modules"), join(root, "node_modules"));
     mkdirSync(join(root, "bin"));
     copyFileSync(join(repository, "bin/sluice.js"), join(root, "bin/sluice.js"));
-    execFileSync(process.execPath, ["--import", "tsx", "scripts/build.ts", build], { cwd: repository });
+    const printed = execFileSync(
+      process.execPath,
+      ["--import", "./test/support/children-at-exit.js", "scripts/build.js", build],
+      { cwd: repository, encoding: "utf8" },
+    );
+    childrenAtExit = JSON.parse(/children at exit: (.*)/.exec(printed)?.[1] ?? "null");
     const { outputs } = JSON.parse(readFileSync(join(build, "meta.json"), "utf8")) as {
       outputs: Record<string, { inputs: Record<string, unknown> }>;
     };
@@ -86,6 +93,15 @@ describe("the production build", () => {
     await gateway.remove();
     return gateway.output();
   }
+
+  it.skipIf(process.platform !== "linux")(
+    "leaves no child behind as it exits: esbuild's service is stopped and waited for, not left to init",
+    () => {
+      // A child the build has not waited for goes to init when it exits, and under `npm start` as a
+      // container's command (npm as PID 1, which waits only for its own child) stays a zombie.
+      expect(childrenAtExit).toEqual([]);
+    },
+  );
 
   it("answers /health without loading a chunk that holds what only some calls need", {
     timeout: 30_000,

@@ -94,3 +94,51 @@ describe("provider failures in the log", () => {
       expect(text).not.toContain(secret);
   });
 });
+
+describe("a provider base URL on a port fetch refuses, in the log", () => {
+  let sluice: TestGateway;
+  let project: TestProject;
+
+  beforeAll(async () => {
+    // 6000 (X11) is one of the WHATWG "bad ports": fetch refuses it before connecting.
+    sluice = await startTestGateway({ providerABaseUrl: "http://127.0.0.1:6000/v1", logLevel: "warn" });
+    project = await createTestProject(sluice.gateway, { outputSchema: schema });
+  });
+
+  afterAll(async () => {
+    await sluice.close();
+  });
+
+  it("logs a structured route's call with a named code, and answers the client as an unreachable provider", async () => {
+    const before = sluice.logs.length;
+    const response = await fetch(`${sluice.url}/v1/text/${project.projectId}`, {
+      method: "POST",
+      headers: {
+        "x-sluice-test-key": project.testKey,
+        "x-ai-key": project.partialKeys["provider-a"],
+        "content-type": "application/json",
+      },
+      body: JSON.stringify({ text: "A calm lake at dawn" }),
+    });
+    expect(response.status).toBe(502);
+    const body = (await response.json()) as { error: Record<string, unknown> };
+    expect(body.error).toMatchObject({
+      code: "PROVIDER_ERROR",
+      message: "The provider could not be reached",
+      requestId: response.headers.get("x-request-id"),
+    });
+    const logged = sluice.logs
+      .slice(before)
+      .map((line) => JSON.parse(line) as Record<string, unknown>)
+      .filter((line) => line.msg === "provider call failed");
+    expect(logged).toHaveLength(1);
+    expect(logged[0]).toMatchObject({
+      level: "warn",
+      provider: "provider-a",
+      code: "FETCH_BAD_PORT",
+      status: 502,
+      requestId: response.headers.get("x-request-id"),
+    });
+    expect(logged[0]?.cause).toContain("bad port");
+  });
+});

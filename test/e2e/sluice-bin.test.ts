@@ -43,7 +43,7 @@ function checkout(options: { source?: boolean; build?: boolean; sourceList?: boo
     file("src/admin/project-admin.ts", "export {};\n", 1_000);
     file("src/admin/project-admin.test.ts", "export {};\n", 3_000);
   }
-  // A bundle (scripts/build.ts): the CLI's entry, and the list of the sources it was made from.
+  // A bundle (scripts/build.js): the CLI's entry, and the list of the sources it was made from.
   if (options.build !== false) {
     file("dist/src/cli/main.js", cli("build"), 2_000);
     if (options.sourceList !== false)

@@ -10,13 +10,50 @@
  * or was added since) and `dist/meta.json`, esbuild's metafile (which input went into which output
  * file; `test/e2e/production-build.test.ts` reads it).
  *
- * `tsx scripts/build.ts [outdir]` builds into `outdir` (default `dist`). The bundle finds its
+ * `node scripts/build.js [outdir]` builds into `outdir` (default `dist`). The bundle finds its
  * external packages in a node_modules beside or above it: inside the checkout, or beside a link.
+ *
+ * JavaScript, type-checked from its JSDoc (tsconfig's `checkJs`), run by Node without tsx, as
+ * bin/sluice.js is: tsx's loader transforms a TypeScript script through an esbuild service of its
+ * own, in a thread of its own, which it neither stops nor waits for, so it outlived the script
+ * whenever tsx's cache (in the temporary directory, empty in a new container) missed; see
+ * `spawned` below for what that leaves behind.
  */
+import { subscribe } from "node:diagnostics_channel";
+import { once } from "node:events";
 import { mkdirSync, readdirSync, rmSync, writeFileSync } from "node:fs";
 import { readFile } from "node:fs/promises";
 import { join, relative, resolve } from "node:path";
-import { build, type Plugin } from "esbuild";
+import { build, stop } from "esbuild";
+
+/**
+ * The child processes this script spawns: esbuild's service, which its JS API starts on first use
+ * and leaves running, unreferenced, for later calls. Node heard nothing of its end as the script
+ * exited (it may not have ended yet), so it went to init still unreaped: under `npm start` as a
+ * container's command, npm is PID 1, waits only for its own child, and kept an `[esbuild]
+ * <defunct>` beside the gateway for as long as it ran. `stopEsbuild` stops it and waits for it.
+ */
+/** @type {import("node:child_process").ChildProcess[]} */
+const spawned = [];
+subscribe("child_process", (message) => {
+  spawned.push(/** @type {{ process: import("node:child_process").ChildProcess }} */ (message).process);
+});
+
+/**
+ * Stops esbuild's service and waits until Node has reaped it (its `exit`).
+ * @returns {Promise<void>}
+ */
+async function stopEsbuild() {
+  await stop();
+  const running = spawned.filter((child) => child.exitCode === null && child.signalCode === null);
+  await Promise.all(
+    running.map((child) => {
+      // Unreferenced by esbuild: referenced again, so the script waits for its exit.
+      child.ref();
+      return once(child, "exit");
+    }),
+  );
+}
 
 const root = join(import.meta.dirname, "..");
 const outdir = resolve(root, process.argv[2] ?? "dist");
@@ -48,7 +85,8 @@ const banner = [
  * rather than coming out undefined.
  */
 const kyselyValues = ["Kysely", "Migrator", "PostgresDialect", "SqliteDialect", "sql"];
-const kyselyFromEsm: Plugin = {
+/** @type {import("esbuild").Plugin} */
+const kyselyFromEsm = {
   name: "kysely-from-esm",
   setup(build) {
     build.onLoad({ filter: /[\\/]src[\\/]storage[\\/]kysely\.ts$/ }, async ({ path }) => {
@@ -71,7 +109,8 @@ const kyselyFromEsm: Plugin = {
  * none, and Redis was told an empty version: the build writes the version in instead. Code that no
  * longer reads it so is left alone, with a warning: the version is cosmetic, a failed build is not.
  */
-const ioredisVersion: Plugin = {
+/** @type {import("esbuild").Plugin} */
+const ioredisVersion = {
   name: "ioredis-version",
   setup(build) {
     build.onLoad({ filter: /[\\/]ioredis[\\/]built[\\/]utils[\\/]index\.js$/ }, async ({ path }) => {
@@ -84,17 +123,21 @@ const ioredisVersion: Plugin = {
         return {
           warnings: [{ text: "ioredis no longer reads its version as the build expects: left as it is" }],
         };
-      const { version } = JSON.parse(await readFile(join(path, "../../../package.json"), "utf8")) as {
-        version: string;
-      };
+      const { version } = /** @type {{ version: string }} */ (
+        JSON.parse(await readFile(join(path, "../../../package.json"), "utf8"))
+      );
       const data = JSON.stringify(JSON.stringify({ version }));
       return { contents: source.replace(read, `const data = ${data};`), loader: "js" };
     });
   },
 };
 
-/** Every source file of the build (not tests, not declarations), relative to the checkout. */
-function sourceFiles(directory: string): string[] {
+/**
+ * Every source file of the build (not tests, not declarations), relative to the checkout.
+ * @param {string} directory
+ * @returns {string[]}
+ */
+function sourceFiles(directory) {
   return readdirSync(directory, { withFileTypes: true }).flatMap((entry) => {
     const path = join(directory, entry.name);
     if (entry.isDirectory()) return sourceFiles(path);
@@ -107,27 +150,33 @@ if (!relative(outdir, root).startsWith(".."))
   throw new Error(`${outdir} holds the checkout: build into a directory of its own`);
 rmSync(join(outdir, "src"), { recursive: true, force: true });
 const sources = sourceFiles(join(root, "src")).sort();
-const result = await build({
-  absWorkingDir: root,
-  entryPoints: ["src/main.ts", "src/cli/main.ts"],
-  outbase: "src",
-  outdir: join(outdir, "src"),
-  chunkNames: "chunks/[name]-[hash]",
-  bundle: true,
-  splitting: true,
-  format: "esm",
-  platform: "node",
-  target: "node20.19",
-  external,
-  banner: { js: banner },
-  plugins: [kyselyFromEsm, ioredisVersion],
-  // `node --enable-source-maps` (NODE_OPTIONS) has stack traces name src/*.ts lines; npm start
-  // runs without (decision 0017). The maps point at the sources in the checkout, not carry them.
-  sourcemap: "linked",
-  sourcesContent: false,
-  metafile: true,
-  logLevel: "warning",
-});
+/** @type {import("esbuild").BuildResult<{ metafile: true }>} */
+let result;
+try {
+  result = await build({
+    absWorkingDir: root,
+    entryPoints: ["src/main.ts", "src/cli/main.ts"],
+    outbase: "src",
+    outdir: join(outdir, "src"),
+    chunkNames: "chunks/[name]-[hash]",
+    bundle: true,
+    splitting: true,
+    format: "esm",
+    platform: "node",
+    target: "node20.19",
+    external,
+    banner: { js: banner },
+    plugins: [kyselyFromEsm, ioredisVersion],
+    // `node --enable-source-maps` (NODE_OPTIONS) has stack traces name src/*.ts lines; npm start
+    // runs without (decision 0017). The maps point at the sources in the checkout, not carry them.
+    sourcemap: "linked",
+    sourcesContent: false,
+    metafile: true,
+    logLevel: "warning",
+  });
+} finally {
+  await stopEsbuild();
+}
 mkdirSync(outdir, { recursive: true });
 writeFileSync(join(outdir, "meta.json"), JSON.stringify(result.metafile));
 // The build's files are ES modules wherever it lies, as in a directory without Sluice's package.json.
