@@ -1,0 +1,978 @@
+/**
+ * Seeded malformed requests for every route of the gateway (test/e2e/fuzz-bad-inputs.test.ts). The
+ * same seed gives the same requests, whatever the gateway answers, so a failing case replays.
+ */
+
+/** mulberry32: a small, well-mixed 32-bit PRNG; deterministic across platforms. */
+export function mulberry32(seed: number): () => number {
+  let state = seed >>> 0;
+  return () => {
+    state = (state + 0x6d2b79f5) >>> 0;
+    let t = state;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
+
+export class Random {
+  constructor(readonly next: () => number) {}
+  int(below: number): number {
+    return Math.floor(this.next() * below);
+  }
+  pick<T>(items: readonly T[]): T {
+    return items[this.int(items.length)] as T;
+  }
+  chance(p: number): boolean {
+    return this.next() < p;
+  }
+}
+
+/** Which statuses DESIGN.md and docs/api.md allow a route (besides the HTTP-level refusals). */
+export type RouteKind =
+  | "health"
+  | "metrics"
+  | "models"
+  | "structured"
+  | "image"
+  | "proxy"
+  | "admin"
+  | "vault"
+  /** A model list's path or method changed: a list still, or a proxied call now. */
+  | "models-or-proxy"
+  | "unknown";
+
+export interface FuzzCase {
+  index: number;
+  /** What was done to the request, for the failure report. */
+  mutations: string[];
+  method: string;
+  target: string;
+  headers: Array<[string, string]>;
+  body: Buffer;
+  kind: RouteKind;
+  /**
+   * The status docs/api.md gives this request, when one mutation alone decides it (valid
+   * credentials, the route's own method and path); null when several answers are right.
+   */
+  expected: number | null;
+}
+
+export interface FuzzSecrets {
+  projectId: string;
+  /** The project the admin routes may change (never the one the credentials belong to). */
+  adminProjectId: string;
+  bearerA: string;
+  bearerB: string;
+  bearerC: string;
+  partialKeyA: string;
+  testKey: string;
+  adminToken: string;
+  keyIdA: string;
+}
+
+export interface FuzzCaps {
+  maxBodyBytes: number;
+  maxImageBytes: number;
+  maxPdfBytes: number;
+}
+
+const png1x1 =
+  "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg==";
+const pdfMinimal = Buffer.from(
+  "%PDF-1.4\n1 0 obj<</Type/Catalog/Pages 2 0 R>>endobj\n2 0 obj<</Type/Pages/Kids[3 0 R]/Count 1>>endobj\n3 0 obj<</Type/Page/Parent 2 0 R/MediaBox[0 0 10 10]>>endobj\ntrailer<</Root 1 0 R>>\n%%EOF\n",
+).toString("base64");
+const outputSchema = { type: "object", properties: { a: { type: "string" } }, required: ["a"] };
+
+interface RouteTemplate {
+  kind: RouteKind;
+  methods: string[];
+  path: (s: FuzzSecrets) => string;
+  /** A valid body for the route's main method (undefined: the route takes none). */
+  body?: (s: FuzzSecrets) => unknown;
+  auth: "app-a" | "app-b" | "app-c" | "admin" | "none";
+  /**
+   * How the route reads a body, for the cases whose answer is known: `bounded` (structured and image
+   * routes: UTF-8 JSON, bounded shape), `admin` (UTF-8 JSON, unknown fields refused), `json-proxy`
+   * (forwarded, JSON content type required), `proxy` (forwarded as sent).
+   */
+  reads?: "bounded" | "admin" | "json-proxy" | "proxy";
+  /** The structured and image routes' one required field. */
+  field?: "text" | "image" | "pdf" | "prompt";
+}
+
+const routes: RouteTemplate[] = [
+  { kind: "health", methods: ["GET", "HEAD"], path: () => "/health", auth: "none" },
+  { kind: "metrics", methods: ["GET", "HEAD"], path: () => "/metrics", auth: "none" },
+  ...(["provider-a", "provider-b", "provider-c"] as const).flatMap((provider): RouteTemplate[] => [
+    { kind: "models", methods: ["GET"], path: () => `/v1/${provider}/models`, auth: "none" },
+    { kind: "models", methods: ["GET"], path: (s) => `/v1/${provider}/${s.projectId}/models`, auth: "none" },
+  ]),
+  { kind: "models", methods: ["GET"], path: (s) => `/v1/provider-b/${s.projectId}/v1/models`, auth: "none" },
+  {
+    kind: "models",
+    methods: ["GET"],
+    path: (s) => `/v1/provider-b/${s.projectId}/v1/models/claude-sonnet-4-5`,
+    auth: "none",
+  },
+  {
+    kind: "models",
+    methods: ["GET"],
+    path: (s) => `/v1/provider-c/${s.projectId}/v1beta/models`,
+    auth: "none",
+  },
+  {
+    kind: "models",
+    methods: ["GET"],
+    path: (s) => `/v1/provider-c/${s.projectId}/v1beta/models/gemini-2.5-flash`,
+    auth: "none",
+  },
+  ...(["text", "vision", "pdf"] as const).flatMap((kind): RouteTemplate[] => {
+    const fieldOf = { text: "text", vision: "image", pdf: "pdf" } as const;
+    const body = () =>
+      kind === "text"
+        ? { text: "Hello" }
+        : kind === "vision"
+          ? { image: `data:image/png;base64,${png1x1}` }
+          : { pdf: `data:application/pdf;base64,${pdfMinimal}` };
+    return [
+      {
+        kind: "structured",
+        methods: ["POST"],
+        path: () => `/v1/${kind}`,
+        body,
+        auth: "app-a",
+        reads: "bounded",
+        field: fieldOf[kind],
+      },
+      {
+        kind: "structured",
+        methods: ["POST"],
+        path: (s) => `/v1/${kind}/${s.projectId}`,
+        body,
+        auth: "app-a",
+        reads: "bounded",
+        field: fieldOf[kind],
+      },
+    ];
+  }),
+  ...[(_: FuzzSecrets) => "/v1/image", (s: FuzzSecrets) => `/v1/image/${s.projectId}`].map(
+    (path): RouteTemplate => ({
+      kind: "image",
+      methods: ["POST"],
+      path,
+      body: () => ({
+        prompt: "a lighthouse",
+        size: "1024x1024",
+        n: 1,
+        seed: 7,
+        providerOptions: { "provider-a": { quality: "low", style: "vivid" } },
+      }),
+      auth: "app-a",
+      reads: "bounded",
+      field: "prompt",
+    }),
+  ),
+  {
+    kind: "proxy",
+    methods: ["POST"],
+    path: (s) => `/v1/provider-a/${s.projectId}/chat/completions`,
+    body: () => ({ model: "gpt-4.1-mini", messages: [{ role: "user", content: "Hi" }] }),
+    auth: "app-a",
+    reads: "proxy",
+  },
+  {
+    kind: "proxy",
+    methods: ["POST"],
+    path: (s) => `/v1/provider-a/${s.projectId}/embeddings`,
+    body: () => ({ model: "text-embedding-3-small", input: "Hi" }),
+    auth: "app-a",
+    reads: "proxy",
+  },
+  {
+    kind: "proxy",
+    methods: ["GET", "DELETE"],
+    path: (s) => `/v1/provider-a/${s.projectId}/files`,
+    auth: "app-a",
+  },
+  {
+    kind: "proxy",
+    methods: ["POST"],
+    path: (s) => `/v1/provider-b/${s.projectId}/v1/messages`,
+    body: () => ({ model: "claude-sonnet-4-5", max_tokens: 16, messages: [{ role: "user", content: "Hi" }] }),
+    auth: "app-b",
+    reads: "json-proxy",
+  },
+  {
+    kind: "proxy",
+    methods: ["POST"],
+    path: (s) => `/v1/provider-c/${s.projectId}/v1beta/models/gemini-2.5-flash:generateContent`,
+    body: () => ({ contents: [{ role: "user", parts: [{ text: "Hi" }] }] }),
+    auth: "app-c",
+    reads: "json-proxy",
+  },
+  {
+    kind: "admin",
+    methods: ["POST"],
+    path: () => "/admin/v1/projects",
+    body: () => ({
+      name: "Fuzzed",
+      provider: "provider-a",
+      testMode: true,
+      outputSchema,
+      rateLimits: { perMinute: 100, devicePerMinute: 10 },
+      monthlySpendCapUsd: 5,
+      proxyAllowList: { "provider-a": ["POST chat/completions"] },
+    }),
+    auth: "admin",
+    reads: "admin",
+  },
+  { kind: "admin", methods: ["GET"], path: () => "/admin/v1/projects", auth: "admin" },
+  {
+    kind: "admin",
+    methods: ["GET", "PATCH", "DELETE"],
+    path: (s) => `/admin/v1/projects/${s.adminProjectId}`,
+    body: () => ({ name: "Renamed", testMode: false, model: "gpt-4.1-mini", saveImagesToVault: false }),
+    auth: "admin",
+    reads: "admin",
+  },
+  {
+    kind: "admin",
+    methods: ["GET", "POST"],
+    path: (s) => `/admin/v1/projects/${s.adminProjectId}/test-keys`,
+    auth: "admin",
+    reads: "admin",
+  },
+  {
+    kind: "admin",
+    methods: ["DELETE"],
+    path: (s) => `/admin/v1/projects/${s.adminProjectId}/test-keys/tk_0000`,
+    auth: "admin",
+    reads: "admin",
+  },
+  {
+    kind: "admin",
+    methods: ["GET", "POST"],
+    path: (s) => `/admin/v1/projects/${s.adminProjectId}/keys`,
+    body: () => ({ provider: "provider-a", apiKey: "sk-fuzz-0123456789", label: "fuzz" }),
+    auth: "admin",
+    reads: "admin",
+  },
+  {
+    kind: "admin",
+    methods: ["DELETE"],
+    path: (s) => `/admin/v1/projects/${s.adminProjectId}/keys/${s.keyIdA}`,
+    auth: "admin",
+    reads: "admin",
+  },
+  {
+    kind: "admin",
+    methods: ["GET"],
+    path: (s) => `/admin/v1/projects/${s.adminProjectId}/usage?from=2026-01-01&to=2026-02-01&groupBy=model`,
+    auth: "admin",
+    reads: "admin",
+  },
+  {
+    kind: "vault",
+    methods: ["GET"],
+    path: () => "/v1/vault/team/generated-images/p/2026/01/01/x.png",
+    auth: "none",
+  },
+];
+
+const allMethods = [
+  "GET",
+  "POST",
+  "PUT",
+  "PATCH",
+  "DELETE",
+  "HEAD",
+  "OPTIONS",
+  "TRACE",
+  "get",
+  "post",
+  "Patch",
+  "FOO",
+  "PROPFIND",
+  "M-SEARCH",
+  "PURGE",
+  "QUERY",
+  "BREW",
+  "G\u00c9T",
+];
+
+/** JSON values of every type, for a field that expects another. */
+const wrongValues: Array<[string, unknown]> = [
+  ["number", 42],
+  ["negative", -1],
+  ["float", 0.5],
+  ["numeric string", "20"],
+  ["empty string", ""],
+  ["whitespace", "   "],
+  ["array", ["x"]],
+  ["empty array", []],
+  ["object", { value: "x" }],
+  ["empty object", {}],
+  ["null", null],
+  ["true", true],
+  ["false", false],
+  ["huge number", 1e308],
+  ["unicode string", "\u{1F600}\u202e\ud800"],
+  ["NUL string", "a\u0000b"],
+  ["long string", "x".repeat(300)],
+];
+
+/** Raw JSON texts for a value, for what JSON.stringify cannot write. */
+const rawValues: Array<[string, string]> = [
+  ["1e999", "1e999"],
+  ["-1e999", "-1e999"],
+  ["big integer", "123456789012345678901234567890"],
+  ["-0", "-0"],
+  ["deep array", `${"[".repeat(80)}${"]".repeat(80)}`],
+  ["deep object", `${'{"a":'.repeat(80)}1${"}".repeat(80)}`],
+  ["NaN", "NaN"],
+  ["undefined", "undefined"],
+  ["single quotes", "'x'"],
+  ["raw NUL in string", '"a\u0000b"'],
+  ["lone surrogate escape", '"\\ud800"'],
+];
+
+export function generateCase(
+  random: Random,
+  index: number,
+  secrets: FuzzSecrets,
+  caps: FuzzCaps,
+  port: number,
+): FuzzCase {
+  const route = random.pick(routes);
+  const mutations: string[] = [];
+  let method = random.pick(route.methods);
+  let kind = route.kind;
+  if (random.chance(0.15)) {
+    if (kind === "models") kind = "models-or-proxy";
+    method = random.pick(allMethods);
+    mutations.push(`method ${JSON.stringify(method)}`);
+  }
+  let target = route.path(secrets);
+  if (random.chance(0.25)) {
+    target = mutatePath(random, target, mutations);
+    if (kind === "models") kind = "models-or-proxy";
+  }
+  if (random.chance(0.15)) target = mutateQuery(random, target, mutations);
+
+  const headers: Array<[string, string]> = [["host", `127.0.0.1:${port}`]];
+  const untouched = mutations.length === 0;
+  const validCredentials = addCredentials(random, route, secrets, headers, mutations);
+
+  const base = route.body?.(secrets);
+  let body: Buffer = Buffer.alloc(0);
+  const sendsBody = method === "POST" || method === "PATCH";
+  if (base !== undefined && (sendsBody || random.chance(0.2))) body = Buffer.from(JSON.stringify(base));
+  let bodyExpected: number | null | undefined;
+  if (random.chance(0.6)) {
+    const mutated = mutateBody(random, route, base, body, caps, mutations);
+    body = mutated.body;
+    bodyExpected = mutated.expected;
+  }
+
+  let contentType: string | null = body.length > 0 || route.body ? "application/json" : null;
+  let framing: "length" | "chunked" = "length";
+  let headerExpected: number | null | undefined;
+  if (random.chance(0.3)) {
+    const changed = mutateHeaders(random, route, body.length > 0, headers, mutations);
+    if (changed.contentType !== undefined) contentType = changed.contentType;
+    if (changed.framing) framing = changed.framing;
+    headerExpected = changed.expected ?? null;
+  }
+  // One mutation alone, on the route's own method and path with valid credentials, decides the answer.
+  let expected: number | null = null;
+  if (untouched && validCredentials && route.auth !== "none") {
+    if (bodyExpected !== undefined && headerExpected === undefined && sendsBody) expected = bodyExpected;
+    // A 415 is for a body the route reads (POST, PATCH); the framing's 400 and the head's 431 for any.
+    const framing = headerExpected === 400 || headerExpected === 431;
+    if (headerExpected !== undefined && bodyExpected === undefined && (sendsBody || framing))
+      expected = headerExpected;
+  }
+  if (contentType !== null) headers.push(["content-type", contentType]);
+  if (framing === "chunked") headers.push(["transfer-encoding", "chunked"]);
+  else if (body.length > 0 || method === "POST" || method === "PATCH")
+    headers.push(["content-length", String(body.length)]);
+  headers.push(["connection", "close"]);
+  return { index, mutations, method, target, headers, body, kind, expected };
+}
+
+function mutatePath(random: Random, path: string, mutations: string[]): string {
+  const [plain = path, query] = path.split("?");
+  const choices: Array<[string, (p: string) => string]> = [
+    ["trailing slash", (p) => `${p}/`],
+    ["double slash", (p) => p.replace("/v1/", "//v1/").replace("/admin/", "//admin/")],
+    ["doubled inner slash", (p) => p.replace(/\/(?=[^/]*$)/, "//")],
+    ["encoded slash", (p) => p.replace(/\/(?=[^/]*$)/, "%2F")],
+    ["%zz", (p) => `${p}%zz`],
+    ["overlong dot %C0%AE", (p) => `${p}/%C0%AE%C0%AE/x`],
+    ["%FF", (p) => `${p}%FF`],
+    ["%00", (p) => `${p}%00`],
+    ["dot dot", (p) => `${p}/../../health`],
+    ["encoded dot dot", (p) => `${p}/%2e%2e/%2e%2e/x`],
+    ["dot segment", (p) => p.replace(/\/(?=[^/]*$)/, "/./")],
+    ["very long", (p) => `${p}/${"a".repeat(8000)}`],
+    ["too long for the head", (p) => `${p}/${"a".repeat(20000)}`],
+    ["unicode", (p) => `${p}/\u00e9\u{1F600}`],
+    ["encoded unicode", (p) => `${p}/%E2%82%AC`],
+    ["upper case", (p) => p.toUpperCase()],
+    ["fragment", (p) => `${p}#frag`],
+    ["absolute form", (p) => `http://127.0.0.1${p}`],
+    ["asterisk", () => "*"],
+    ["no leading slash", (p) => p.slice(1)],
+    ["backslash", (p) => p.replace(/\//g, "\\")],
+    ["semicolon", (p) => `${p};a=b`],
+    ["space", (p) => `${p}%20`],
+  ];
+  const [name, change] = random.pick(choices);
+  mutations.push(`path ${name}`);
+  const changed = change(plain);
+  return query === undefined ? changed : `${changed}?${query}`;
+}
+
+function mutateQuery(random: Random, target: string, mutations: string[]): string {
+  const choices: Array<[string, string]> = [
+    ["empty", ""],
+    ["repeated", "a=1&a=2"],
+    ["bad escape", "q=%zz"],
+    ["encoded NUL", "q=%00"],
+    ["unicode", "q=\u00e9"],
+    ["long", `q=${"b".repeat(6000)}`],
+    ["key", "key=AIzaFAKE"],
+    ["limit", "limit=-1"],
+    ["limit huge", "limit=99999999999999999999"],
+    ["pageSize", "pageSize=abc"],
+    ["pageToken", "pageToken=%FF%FE"],
+    ["after_id", "after_id=&before_id=x"],
+    ["groupBy", "groupBy=week"],
+    ["from", "from=not-a-date"],
+    ["to before from", "from=2026-02-01&to=2026-01-01"],
+    ["proto", "__proto__=1&constructor=2"],
+    ["only ampersands", "&&&"],
+    ["only equals", "=&=="],
+  ];
+  const [name, query] = random.pick(choices);
+  mutations.push(`query ${name}`);
+  return target.includes("?") && random.chance(0.5)
+    ? `${target}&${query}`
+    : `${target.split("?")[0]}?${query}`;
+}
+
+function addCredentials(
+  random: Random,
+  route: RouteTemplate,
+  s: FuzzSecrets,
+  headers: Array<[string, string]>,
+  mutations: string[],
+): boolean {
+  const valid: Array<[string, string]> =
+    route.auth === "admin"
+      ? [["authorization", `Bearer ${s.adminToken}`]]
+      : route.auth === "app-a"
+        ? [["authorization", `Bearer ${s.bearerA}`]]
+        : route.auth === "app-b"
+          ? [["authorization", `Bearer ${s.bearerB}`]]
+          : route.auth === "app-c"
+            ? [["authorization", `Bearer ${s.bearerC}`]]
+            : [];
+  // The structured and image routes without the project id in the path take it from x-project-id.
+  if (route.auth.startsWith("app") && !route.path(s).includes(s.projectId))
+    valid.push(["x-project-id", s.projectId]);
+  if (!random.chance(0.3)) {
+    headers.push(...valid);
+    return true;
+  }
+  const choices: Array<[string, Array<[string, string]>]> = [
+    ["no credentials", []],
+    ["admin token as x-api-key", [["x-api-key", s.adminToken]]],
+    ["admin token as x-sluice-test-key", [["x-sluice-test-key", s.adminToken]]],
+    ["bearer as x-ai-key", [["x-ai-key", s.bearerA]]],
+    ["bearer in x-goog-api-key", [["x-goog-api-key", s.bearerA]]],
+    ["test key alone as bearer", [["authorization", `Bearer ${s.testKey}`]]],
+    ["partial key alone as bearer", [["authorization", `Bearer ${s.partialKeyA}`]]],
+    ["bearer of provider b", [["authorization", `Bearer ${s.bearerB}`]]],
+    ["basic scheme", [["authorization", `Basic ${Buffer.from(`x:${s.adminToken}`).toString("base64")}`]]],
+    ["empty authorization", [["authorization", ""]]],
+    ["bearer with no value", [["authorization", "Bearer "]]],
+    ["lower-case scheme", [["authorization", `bearer ${valid[0]?.[1].slice(7) ?? s.bearerA}`]]],
+    ["authorization twice", [...valid, ...valid]],
+    [
+      "authorization twice, contradicting",
+      [...valid, ["authorization", "Bearer wrong.value"] as [string, string]],
+    ],
+    [
+      "test key header with x-ai-key and x-project-id",
+      [
+        ["x-sluice-test-key", s.testKey],
+        ["x-ai-key", s.partialKeyA],
+        ["x-project-id", s.projectId],
+      ],
+    ],
+    ["x-project-id twice", [...valid, ["x-project-id", s.projectId], ["x-project-id", "other"]]],
+    ["x-project-id empty", [...valid, ["x-project-id", ""]]],
+    [
+      "x-device-token garbage",
+      [
+        ["x-device-token", "!!!not-base64!!!"],
+        ["x-ai-key", s.partialKeyA],
+      ],
+    ],
+    ["bearer with a huge token", [["authorization", `Bearer ${s.partialKeyA}.${"t".repeat(7000)}`]]],
+  ];
+  const [name, chosen] = random.pick(choices);
+  mutations.push(`credentials: ${name}`);
+  headers.push(...chosen);
+  return false;
+}
+
+interface HeaderChange {
+  contentType?: string | null;
+  framing?: "chunked";
+  expected?: number | null;
+}
+
+function mutateHeaders(
+  random: Random,
+  route: RouteTemplate,
+  hasBody: boolean,
+  headers: Array<[string, string]>,
+  mutations: string[],
+): HeaderChange {
+  // Sluice reads the JSON itself: content type, charset and coding are checked (415).
+  const parsed = route.reads === "bounded" || (route.reads === "admin" && route.body !== undefined);
+  const notJson = parsed || route.reads === "json-proxy" ? 415 : null;
+  const notUtf8 = parsed ? 415 : null;
+  // [name, value, expected status with a valid body]; undefined: served as JSON.
+  const contentTypes: Array<[string, string | null, number | null | undefined]> = [
+    ["none", null, notJson],
+    ["text/plain", "text/plain", notJson],
+    ["empty", "", notJson],
+    ["charset latin1", "application/json; charset=iso-8859-1", notUtf8],
+    ["charset UTF-8", "application/json; charset=UTF-8", undefined],
+    ["charset quoted utf8", 'application/json;charset="utf8"', undefined],
+    ["charset utf-16", "application/json; charset=utf-16", notUtf8],
+    ["charset empty", "application/json; charset=", notUtf8],
+    ["+json", "application/vnd.api+json", undefined],
+    ["upper case", "APPLICATION/JSON", undefined],
+    ["list", "application/json, text/plain", null],
+    ["form", "application/x-www-form-urlencoded", notJson],
+    ["multipart", "multipart/form-data; boundary=x", notJson],
+    ["bare +json", "+json", notJson],
+    ["parameters only", ";charset=utf-8", notJson],
+    ["huge", `application/json; x=${"y".repeat(9000)}`, undefined],
+  ];
+  const known = (status: number | null | undefined) => (hasBody ? status : null);
+  const choices: Array<[string, () => HeaderChange]> = [
+    [
+      "content-type",
+      () => {
+        const [name, value, status] = random.pick(contentTypes);
+        mutations.push(`content-type ${name}`);
+        return status === undefined
+          ? { contentType: value }
+          : { contentType: value, expected: known(status) };
+      },
+    ],
+    [
+      "content-type twice",
+      () => {
+        mutations.push("content-type twice, contradicting");
+        headers.push(["content-type", "text/plain"]);
+        return { expected: null };
+      },
+    ],
+    [
+      "content-encoding",
+      () => {
+        const value = random.pick([
+          "gzip",
+          "br",
+          "deflate",
+          "zstd",
+          "identity",
+          "gzip, identity",
+          "x-unknown",
+          "",
+        ]);
+        mutations.push(`content-encoding ${JSON.stringify(value)}`);
+        headers.push(["content-encoding", value]);
+        if (value === "identity") return {};
+        return { expected: value === "" ? null : known(parsed ? 415 : null) };
+      },
+    ],
+    [
+      "chunked",
+      () => {
+        mutations.push("chunked body");
+        return { framing: "chunked", expected: null };
+      },
+    ],
+    [
+      "content-length twice",
+      () => {
+        mutations.push("content-length with transfer-encoding");
+        headers.push(["transfer-encoding", "chunked"], ["content-length", "5"]);
+        return { expected: 400 };
+      },
+    ],
+    [
+      "huge header",
+      () => {
+        const size = random.pick([4000, 12000, 17000]);
+        mutations.push(`huge x-fuzz header ${size}`);
+        headers.push(["x-fuzz", "v".repeat(size)]);
+        return { expected: size > 16384 ? 431 : null };
+      },
+    ],
+    [
+      "expect",
+      () => {
+        const value = random.pick(["100-continue", "200-ok", ""]);
+        mutations.push(`expect ${JSON.stringify(value)}`);
+        headers.push(["expect", value]);
+        return { expected: null };
+      },
+    ],
+    [
+      "accept",
+      () => {
+        mutations.push("accept text/html");
+        headers.push(["accept", "text/html"], ["accept-encoding", "gzip, br"]);
+        return { expected: null };
+      },
+    ],
+    [
+      "origin",
+      () => {
+        mutations.push("origin with preflight headers");
+        headers.push(["origin", "https://evil.example"], ["access-control-request-method", "POST"]);
+        return { expected: null };
+      },
+    ],
+  ];
+  const [, apply] = random.pick(choices);
+  return apply();
+}
+
+function mutateBody(
+  random: Random,
+  route: RouteTemplate,
+  base: unknown,
+  current: Buffer,
+  caps: FuzzCaps,
+  mutations: string[],
+): { body: Buffer; expected: number | null } {
+  const text = current.length > 0 ? current.toString() : JSON.stringify(base ?? {});
+  // Sluice parses the body itself (a route that takes none parses one that is sent).
+  const parsed = route.reads === "bounded" || route.reads === "admin";
+  const bad = parsed ? 400 : null;
+  const choices: Array<[string, () => { body: Buffer; expected: number | null }]> = [
+    ["empty", () => ({ body: Buffer.alloc(0), expected: route.body && parsed ? 400 : null })],
+    [
+      "truncated",
+      () => ({
+        body: Buffer.from(text.slice(0, random.int(Math.max(1, text.length)))),
+        expected: route.body && parsed ? 400 : null,
+      }),
+    ],
+    [
+      "wrong type",
+      () => {
+        const [name, value] = random.pick(wrongValues);
+        const { described, path, result } = replaceSomewhere(random, base, value);
+        mutations.push(`${described} := ${name}`);
+        return {
+          body: Buffer.from(JSON.stringify(result)),
+          expected: parsed ? wrongTypeStatus(route, base, path, value) : null,
+        };
+      },
+    ],
+    [
+      "raw value",
+      () => {
+        const [name, raw] = random.pick(rawValues);
+        const marker = "\u0001RAW\u0001";
+        const { described, path, result } = replaceSomewhere(random, base, marker);
+        mutations.push(`${described} := raw ${name}`);
+        const notJson = ["NaN", "undefined", "single quotes", "raw NUL in string"].includes(name);
+        const deep = name.startsWith("deep") && route.reads === "bounded";
+        const overNumber = name.endsWith("1e999") && stringAt(base, path);
+        return {
+          body: Buffer.from(JSON.stringify(result).replace(JSON.stringify(marker), raw)),
+          expected: path === null || notJson || deep || overNumber ? bad : null,
+        };
+      },
+    ],
+    ["top-level array", () => ({ body: Buffer.from(`[${text}]`), expected: bad })],
+    ["top-level string", () => ({ body: Buffer.from(JSON.stringify(text)), expected: bad })],
+    ["top-level null", () => ({ body: Buffer.from("null"), expected: bad })],
+    ["top-level number", () => ({ body: Buffer.from("12"), expected: bad })],
+    ["deep nesting", () => ({ body: Buffer.from(`${"[".repeat(5000)}${"]".repeat(5000)}`), expected: bad })],
+    ["wide", () => ({ body: Buffer.from(`{"a":[${"0,".repeat(12000)}0]}`), expected: bad })],
+    [
+      "__proto__ key",
+      () => ({
+        body: Buffer.from(text.replace(/^\{/, '{"__proto__":{"polluted":true,"text":1},')),
+        expected: route.reads === "admin" ? 400 : null,
+      }),
+    ],
+    [
+      "constructor key",
+      () => ({
+        body: Buffer.from(text.replace(/^\{/, '{"constructor":{"prototype":{"x":1}},')),
+        expected: route.reads === "admin" ? 400 : null,
+      }),
+    ],
+    ["duplicate keys", () => ({ body: Buffer.from(duplicateFirstKey(text)), expected: null })],
+    [
+      "invalid UTF-8",
+      () => ({ body: insertBytes(random, Buffer.from(text), random.pick(invalidUtf8)), expected: bad }),
+    ],
+    [
+      "raw NUL byte",
+      () => ({ body: insertBytes(random, Buffer.from(text), Buffer.from([0])), expected: bad }),
+    ],
+    [
+      "BOM",
+      () => ({ body: Buffer.concat([Buffer.from([0xef, 0xbb, 0xbf]), Buffer.from(text)]), expected: null }),
+    ],
+    [
+      "double BOM",
+      () => ({
+        body: Buffer.concat([Buffer.from([0xef, 0xbb, 0xbf, 0xef, 0xbb, 0xbf]), Buffer.from(text)]),
+        expected: bad,
+      }),
+    ],
+    ["UTF-16", () => ({ body: Buffer.from(`\ufeff${text}`, "utf16le"), expected: bad })],
+    ["trailing garbage", () => ({ body: Buffer.from(`${text} x`), expected: bad })],
+    ["two objects", () => ({ body: Buffer.from(`${text}${text}`), expected: bad })],
+    ["comments", () => ({ body: Buffer.from(`/* c */${text}`), expected: bad })],
+    ["just over the cap", () => ({ body: overCap(text, caps), expected: route.reads ? 413 : null })],
+  ];
+  if (route.reads === "bounded") {
+    // A body made for another route lacks this route's field: 400 (docs/api.md, "a missing field").
+    const made = (field: string, cases: Array<[unknown, number | null]>) => () => {
+      const [value, status] = random.pick(cases);
+      const body = field === "" ? value : { [field]: value };
+      const own = field === "" ? route.field === "prompt" : route.field === field;
+      return { body: Buffer.from(JSON.stringify(body)), expected: own ? status : 400 };
+    };
+    choices.push(
+      ["bad image", made("image", badImages)],
+      ["bad pdf", made("pdf", badPdfs)],
+      ["bad image options", made("", badImageBodies)],
+    );
+  }
+  // The structured and image routes' own bad values are chosen often: each list is long.
+  const special = route.reads === "bounded" && random.chance(0.4);
+  const [name, make] = special ? random.pick(choices.slice(-3)) : random.pick(choices);
+  if (name !== "wrong type" && name !== "raw value") mutations.push(`body ${name}`);
+  return make();
+}
+
+/** Whether `base` holds a string at `path`. */
+function stringAt(base: unknown, path: string[] | null): boolean {
+  if (path === null) return false;
+  let node = base;
+  for (const key of path) node = (node as Record<string, unknown> | undefined)?.[key];
+  return typeof node === "string";
+}
+
+/**
+ * A field of the wrong JSON type is 400 (docs/api.md: "a missing or ill-typed field"), as is the
+ * whole body replaced by something other than an object, and an empty or blank required string of
+ * the structured and image routes. Null (clears an optional field on the admin API) and the output
+ * schema's inside (422, the schema's own problems) are left undecided.
+ */
+function wrongTypeStatus(
+  route: RouteTemplate,
+  base: unknown,
+  path: string[] | null,
+  value: unknown,
+): number | null {
+  if (path === null) {
+    const object = typeof value === "object" && value !== null && !Array.isArray(value);
+    return object ? null : 400;
+  }
+  if (path[0] === "outputSchema" || value === null) return null;
+  let original: unknown = base;
+  for (const key of path) original = (original as Record<string, unknown>)[key];
+  const typeOf = (v: unknown) => (Array.isArray(v) ? "array" : typeof v);
+  if (typeOf(original) !== typeOf(value)) return 400;
+  const required = route.reads === "bounded" && path.length === 1;
+  if (
+    required &&
+    typeof value === "string" &&
+    value.trim() === "" &&
+    ["text", "image", "pdf", "prompt"].includes(path[0] as string)
+  )
+    return 400;
+  return null;
+}
+
+const invalidUtf8 = [
+  Buffer.from([0xff]),
+  Buffer.from([0xc0, 0xae]),
+  Buffer.from([0xed, 0xa0, 0x80]),
+  Buffer.from([0xe2, 0x82]),
+  Buffer.from([0xf8, 0x88, 0x80, 0x80, 0x80]),
+];
+
+function insertBytes(random: Random, text: Buffer, bytes: Buffer): Buffer {
+  // Inside a string when there is one, where a parser would otherwise keep the bytes.
+  const quote = text.indexOf('"', 2);
+  const at = quote > 0 && random.chance(0.7) ? quote : random.int(text.length + 1);
+  return Buffer.concat([text.subarray(0, at), bytes, text.subarray(at)]);
+}
+
+function duplicateFirstKey(text: string): string {
+  const match = /^\{"([^"]+)":/.exec(text);
+  if (!match) return `{"a":1,"a":2}`;
+  return text.replace(/^\{/, `{"${match[1]}":17,`);
+}
+
+/** A JSON object just over SLUICE_MAX_BODY_BYTES (the cap of every route given these caps). */
+function overCap(text: string, caps: FuzzCaps): Buffer {
+  const target = caps.maxBodyBytes + 1 + (text.length % 7);
+  return Buffer.from(
+    text.replace(/^\{/, `{"padding":"${"p".repeat(Math.max(0, target - text.length - 13))}",`),
+  );
+}
+
+/** A PNG's signature and IHDR chunk (no pixel data): `width`x`height`. */
+function pngHeader(width: number, height: number): Buffer {
+  const header = Buffer.from("89504e470d0a1a0a0000000d49484452000000000000000008060000001f15c489", "hex");
+  header.writeUInt32BE(width, 16);
+  header.writeUInt32BE(height, 20);
+  return header;
+}
+
+/** `/v1/vision` images and what docs/structured.md answers (null: the provider judges). */
+const badImages: Array<[string, number | null]> = [
+  ["not base64 at all!", 422],
+  ["data:image/png;base64,%%%%", 422],
+  ["data:image/png;base64,", 422],
+  ["data:image/png,iVBORw0KGgo=", 422],
+  ["data:text/plain;base64,aGVsbG8=", 422],
+  ["data:image/png;base64,aGVsbG8gd29ybGQ=", 422],
+  // The bytes decide the type: a PNG declared as JPEG or GIF is a PNG.
+  [`data:image/jpeg;base64,${png1x1}`, null],
+  [`data:image/gif;base64,${png1x1}`, null],
+  ["data:image/svg+xml;base64,PHN2Zz48L3N2Zz4=", 422],
+  [`data:application/pdf;base64,${pdfMinimal}`, 422],
+  // The PNG signature alone, a PNG of 0x0 pixels, a GIF's signature alone: no header, no image.
+  ["iVBORw0KGgo=", 422],
+  ["DATA:IMAGE/PNG;BASE64,iVBORw0KGgo=", 422],
+  [pngHeader(0, 0).toString("base64"), 422],
+  [Buffer.from("GIF89a").toString("base64"), 422],
+  ["====", 422],
+  ["A", 422],
+  [`data:image/png;base64,${"A".repeat(3000)}`, 422],
+  [
+    `data:image/png;base64,${Buffer.concat([Buffer.from(png1x1, "base64"), Buffer.alloc(2100)]).toString("base64")}`,
+    null,
+  ],
+  // Over SLUICE_MAX_IMAGE_BYTES (the fuzz test's 16384) decoded, under the body's cap.
+  [`data:image/png;base64,${Buffer.concat([pngHeader(1, 1), Buffer.alloc(16_400)]).toString("base64")}`, 413],
+  ["data:image/png;charset=utf-8;base64,iVBORw0KGgo=", 422],
+];
+
+/** `/v1/pdf` values and their answers (null: the provider judges). */
+const badPdfs: Array<[string, number | null]> = [
+  ["data:application/pdf;base64,not-base64!!", 400],
+  ["data:application/pdf;base64,", 400],
+  [`data:application/pdf;base64,${png1x1}`, 400],
+  // `%PDF-` and nothing more: its page count is not read, so the provider judges (docs/structured.md).
+  ["data:application/pdf;base64,JVBERi0=", null],
+  ["data:application/pdf,%PDF-1.4", 400],
+  ["data:text/plain;base64,JVBERi0xLjQK", 400],
+  [
+    `data:application/pdf;base64,${Buffer.concat([Buffer.from("%PDF-1.4\n"), Buffer.alloc(2100)]).toString("base64")}`,
+    null,
+  ],
+  // A page tree of no pages: nothing to analyse.
+  [
+    `data:application/pdf;base64,${Buffer.from("%PDF-1.4\n1 0 obj<</Type/Pages/Kids[]/Count 0>>endobj\n%%EOF").toString("base64")}`,
+    400,
+  ],
+  [
+    `data:application/pdf;base64,${Buffer.concat([Buffer.from("%PDF-1.4\n"), Buffer.alloc(16_400)]).toString("base64")}`,
+    413,
+  ],
+  ["http://127.0.0.1/x.pdf", 400],
+  ["https://10.0.0.1/a.pdf", 400],
+  ["https://[::1]/a.pdf", 400],
+  ["https://169.254.169.254/latest/meta-data", 400],
+  ["https://127.0.0.1:1/a.pdf", 400],
+  ["file:///etc/passwd", 400],
+  ["ftp://127.0.0.1/a.pdf", 400],
+  ["javascript:alert(1)", 400],
+  ["https://user:pass@127.0.0.1/a.pdf", 400],
+  ["https://", 400],
+  ["//127.0.0.1/a.pdf", 400],
+  ["not a url", 400],
+];
+
+/** `/v1/image` bodies and their answers (docs/images.md; null: served). */
+const badImageBodies: Array<[unknown, number | null]> = [
+  [{ prompt: "x", size: "1024x1024", aspectRatio: "1:1" }, 422],
+  [{ prompt: "x", size: "big" }, 422],
+  [{ prompt: "x", size: "0x0" }, 422],
+  [{ prompt: "x", size: "99999999x99999999" }, 422],
+  [{ prompt: "x", size: 1024 }, 400],
+  [{ prompt: "x", aspectRatio: "1:0" }, 422],
+  [{ prompt: "x", aspectRatio: "a:b" }, 422],
+  [{ prompt: "x", n: 0 }, 422],
+  [{ prompt: "x", n: 21 }, 422],
+  [{ prompt: "x", n: 1.5 }, 422],
+  [{ prompt: "x", n: -3 }, 422],
+  [{ prompt: "x", n: 1e308 }, 422],
+  [{ prompt: "x", n: "2" }, 400],
+  [{ prompt: "x", seed: "7" }, 400],
+  [{ prompt: "x", seed: 1.5 }, 422],
+  [{ prompt: "x", seed: -1 }, null],
+  [{ prompt: "x", maxImagesPerCall: 0 }, 422],
+  [{ prompt: "x", maxImagesPerCall: 1000 }, 422],
+  [{ prompt: "x", maxImagesPerCall: "2" }, 400],
+  [{ prompt: "x", model: "../../etc" }, 422],
+  [{ prompt: "x", model: "dall-e-3?x=1" }, 422],
+  [{ prompt: "x", model: "" }, 422],
+  [{ prompt: "x", model: 3 }, 400],
+  [{ prompt: "x", model: "gpt-4.1" }, 422],
+  [{ prompt: "x", providerOptions: [] }, 400],
+  [{ prompt: "x", providerOptions: { "provider-a": "low" } }, 400],
+  [{ prompt: "x", providerOptions: { "provider-a": { quality: 5 } } }, 400],
+  [{ prompt: "x", providerOptions: { "provider-a": { quality: "ultra" } } }, 422],
+  [{ prompt: "x", providerOptions: { "provider-z": {} } }, null],
+  [{ prompt: "x", providerOptions: { "provider-c": { safetyFilterLevel: 3 } } }, 400],
+  [{ prompt: "x", providerOptions: { "provider-c": { safetyFilterLevel: "none" } } }, 422],
+  [{ prompt: ["x"] }, 400],
+  [{ prompt: "" }, 400],
+  [{ prompt: " \n\t" }, 400],
+];
+
+function replaceSomewhere(
+  random: Random,
+  base: unknown,
+  value: unknown,
+): { described: string; path: string[] | null; result: unknown } {
+  if (base === null || typeof base !== "object") return { described: "body", path: null, result: value };
+  const copy = JSON.parse(JSON.stringify(base)) as Record<string, unknown>;
+  const paths: string[][] = [];
+  const walk = (node: unknown, path: string[]) => {
+    if (path.length > 0) paths.push(path);
+    if (node !== null && typeof node === "object")
+      for (const [key, child] of Object.entries(node as Record<string, unknown>)) walk(child, [...path, key]);
+  };
+  walk(copy, []);
+  if (paths.length === 0 || random.chance(0.1)) return { described: "body", path: null, result: value };
+  const path = random.pick(paths);
+  let node = copy as Record<string, unknown>;
+  for (const key of path.slice(0, -1)) node = node[key] as Record<string, unknown>;
+  node[path[path.length - 1] as string] = value;
+  return { described: path.join("."), path, result: copy };
+}
