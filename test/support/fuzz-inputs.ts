@@ -753,6 +753,38 @@ function mutateBody(
     ["comments", () => ({ body: Buffer.from(`/* c */${text}`), expected: bad })],
     ["just over the cap", () => ({ body: overCap(text, caps), expected: route.reads ? 413 : null })],
   ];
+  if (
+    route.reads === "admin" &&
+    base !== undefined &&
+    typeof base === "object" &&
+    "name" in (base as object)
+  ) {
+    // The output schema's own caps (docs/api.md, Admin API): 65,536 bytes of JSON, 64 levels deep.
+    const withSchema = (schema: unknown) => () => ({
+      body: Buffer.from(JSON.stringify({ ...(base as object), outputSchema: schema })),
+      expected: 422,
+    });
+    choices.push(
+      [
+        "output schema just over 65536 bytes",
+        withSchema({
+          type: "object",
+          properties: { a: { type: "string", description: "d".repeat(65_500) } },
+        }),
+      ],
+      [
+        "output schema nested 65 deep in a default",
+        withSchema({
+          type: "object",
+          properties: { a: { type: "array", default: JSON.parse(`${"[".repeat(65)}${"]".repeat(65)}`) } },
+        }),
+      ],
+      [
+        "output schema that refers to itself",
+        withSchema({ $defs: { a: { $ref: "#/$defs/a" } }, $ref: "#/$defs/a" }),
+      ],
+    );
+  }
   if (route.reads === "bounded") {
     // A body made for another route lacks this route's field: 400 (docs/api.md, "a missing field").
     const made = (field: string, cases: Array<[unknown, number | null]>) => () => {
@@ -799,6 +831,10 @@ function wrongTypeStatus(
     return object ? null : 400;
   }
   if (path[0] === "outputSchema" || value === null) return null;
+  // Admin text holding a NUL or an unpaired surrogate is refused: one database engine cannot store it.
+  const text = route.reads === "admin" && ["name", "label"].includes(path[0] as string);
+  if (text && typeof value === "string" && (value.includes("\u0000") || /[\ud800-\udfff]/u.test(value)))
+    return 400;
   let original: unknown = base;
   for (const key of path) original = (original as Record<string, unknown>)[key];
   const typeOf = (v: unknown) => (Array.isArray(v) ? "array" : typeof v);
