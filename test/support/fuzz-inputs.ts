@@ -362,7 +362,8 @@ export function generateCase(
 
   const headers: Array<[string, string]> = [["host", `127.0.0.1:${port}`]];
   const untouched = mutations.length === 0;
-  const validCredentials = addCredentials(random, route, secrets, headers, mutations);
+  const credentials = addCredentials(random, route, secrets, headers, mutations);
+  const validCredentials = credentials.valid;
 
   const base = route.body?.(secrets);
   let body: Buffer = Buffer.alloc(0);
@@ -386,6 +387,9 @@ export function generateCase(
   }
   // One mutation alone, on the route's own method and path with valid credentials, decides the answer.
   let expected: number | null = null;
+  // Credentials are checked first (docs/api.md): only the HTTP-level refusals come before them.
+  const httpLevel = headerExpected === 400 || headerExpected === 431;
+  if (untouched && !validCredentials && !httpLevel) expected = credentials.expected;
   if (untouched && validCredentials && route.auth !== "none") {
     if (bodyExpected !== undefined && headerExpected === undefined && sendsBody) expected = bodyExpected;
     // A 415 is for a body the route reads (POST, PATCH); the framing's 400 and the head's 431 for any.
@@ -468,7 +472,7 @@ function addCredentials(
   s: FuzzSecrets,
   headers: Array<[string, string]>,
   mutations: string[],
-): boolean {
+): { valid: boolean; expected: number | null } {
   const valid: Array<[string, string]> =
     route.auth === "admin"
       ? [["authorization", `Bearer ${s.adminToken}`]]
@@ -484,7 +488,7 @@ function addCredentials(
     valid.push(["x-project-id", s.projectId]);
   if (!random.chance(0.3)) {
     headers.push(...valid);
-    return true;
+    return { valid: true, expected: null };
   }
   const choices: Array<[string, Array<[string, string]>]> = [
     ["no credentials", []],
@@ -526,7 +530,25 @@ function addCredentials(
   const [name, chosen] = random.pick(choices);
   mutations.push(`credentials: ${name}`);
   headers.push(...chosen);
-  return false;
+  return { valid: false, expected: credentialsStatus(route, name, route.path(s).includes(s.projectId)) };
+}
+
+/**
+ * What docs/api.md and docs/auth.md answer these credentials (null: served, or undecided): 401 when
+ * no method succeeds (or no project id was given), 403 for a partial key of another provider, 400
+ * for a credential header or a read x-project-id sent twice.
+ */
+function credentialsStatus(route: RouteTemplate, name: string, idInPath: boolean): number | null {
+  if (route.auth === "none") return null;
+  if (name === "lower-case scheme") return null;
+  if (name.startsWith("authorization twice")) return 400;
+  if (route.auth === "admin") return name.startsWith("x-project-id") ? null : 401;
+  if (name.startsWith("x-project-id")) return idInPath ? null : 400;
+  const keyOfA = name === "test key header with x-ai-key and x-project-id";
+  if (keyOfA) return route.auth === "app-a" ? null : 403;
+  if (name === "bearer of provider b") return route.auth === "app-b" ? null : idInPath ? 403 : 401;
+  if (name === "bearer in x-goog-api-key" && route.auth === "app-c") return 403;
+  return 401;
 }
 
 interface HeaderChange {
