@@ -209,9 +209,11 @@ describe(`malformed requests on every route (seed ${seed}, ${runs} runs)`, () =>
 });
 
 function serialize(fuzzCase: FuzzCase): Buffer {
+  // Chunked when the last coding named is chunked (any case, with whitespace), as a server reads it.
   const chunked =
-    fuzzCase.headers.some(([name, value]) => name === "transfer-encoding" && value === "chunked") &&
-    !fuzzCase.headers.some(([name]) => name === "content-length");
+    fuzzCase.headers.some(
+      ([name, value]) => name === "transfer-encoding" && /(?:^|,)\s*chunked\s*$/i.test(value),
+    ) && !fuzzCase.headers.some(([name]) => name === "content-length");
   const head = `${fuzzCase.method} ${fuzzCase.target} HTTP/1.1\r\n${fuzzCase.headers
     .map(([name, value]) => `${name}: ${value}\r\n`)
     .join("")}\r\n`;

@@ -377,18 +377,19 @@ export function generateCase(
   }
 
   let contentType: string | null = body.length > 0 || route.body ? "application/json" : null;
-  let framing: "length" | "chunked" = "length";
+  let framing: "length" | "chunked" | "none" = "length";
   let headerExpected: number | null | undefined;
+  let httpLevel = false;
   if (random.chance(0.3)) {
     const changed = mutateHeaders(random, route, body.length > 0, headers, mutations);
     if (changed.contentType !== undefined) contentType = changed.contentType;
     if (changed.framing) framing = changed.framing;
     headerExpected = changed.expected ?? null;
+    httpLevel = changed.httpLevel === true;
   }
   // One mutation alone, on the route's own method and path with valid credentials, decides the answer.
   let expected: number | null = null;
   // Credentials are checked first (docs/api.md): only the HTTP-level refusals come before them.
-  const httpLevel = headerExpected === 400 || headerExpected === 431;
   if (untouched && !validCredentials && !httpLevel) expected = credentials.expected;
   if (untouched && validCredentials && route.auth !== "none") {
     if (bodyExpected !== undefined && headerExpected === undefined && sendsBody) expected = bodyExpected;
@@ -399,7 +400,9 @@ export function generateCase(
   }
   if (contentType !== null) headers.push(["content-type", contentType]);
   if (framing === "chunked") headers.push(["transfer-encoding", "chunked"]);
-  else if (body.length > 0 || method === "POST" || method === "PATCH")
+  else if (framing === "none") {
+    // The transfer-encoding mutation framed the request.
+  } else if (body.length > 0 || method === "POST" || method === "PATCH")
     headers.push(["content-length", String(body.length)]);
   headers.push(["connection", "close"]);
   return { index, mutations, method, target, headers, body, kind, expected };
@@ -553,8 +556,11 @@ function credentialsStatus(route: RouteTemplate, name: string, idInPath: boolean
 
 interface HeaderChange {
   contentType?: string | null;
-  framing?: "chunked";
+  /** `chunked`: the body is sent chunked; `none`: the mutation wrote the framing header itself. */
+  framing?: "chunked" | "none";
   expected?: number | null;
+  /** The change can make Node's parser refuse the request (400, 431) before any route sees it. */
+  httpLevel?: boolean;
 }
 
 function mutateHeaders(
@@ -634,11 +640,29 @@ function mutateHeaders(
       },
     ],
     [
+      "transfer-encoding",
+      () => {
+        // RFC 9112 §6.3: a request whose final coding is not chunked has no length (400); as sent.
+        const value = random.pick([
+          "CHUNKED",
+          " chunked",
+          "gzip, chunked",
+          "chunked, gzip",
+          "identity",
+          "gzip",
+          "chunked;x=1",
+        ]);
+        mutations.push(`transfer-encoding ${JSON.stringify(value)}`);
+        headers.push(["transfer-encoding", value]);
+        return { framing: "none", expected: null, httpLevel: true };
+      },
+    ],
+    [
       "content-length twice",
       () => {
         mutations.push("content-length with transfer-encoding");
         headers.push(["transfer-encoding", "chunked"], ["content-length", "5"]);
-        return { expected: 400 };
+        return { expected: 400, httpLevel: true };
       },
     ],
     [
@@ -647,7 +671,7 @@ function mutateHeaders(
         const size = random.pick([4000, 12000, 17000]);
         mutations.push(`huge x-fuzz header ${size}`);
         headers.push(["x-fuzz", "v".repeat(size)]);
-        return { expected: size > 16384 ? 431 : null };
+        return { expected: size > 16384 ? 431 : null, httpLevel: true };
       },
     ],
     [
