@@ -287,6 +287,8 @@ function problemsOf(
     problems.push(`message ${JSON.stringify(error.message)} says nothing`);
   else if (reply.status !== 500 && /internal error/i.test(error.message))
     problems.push("the message is the internal error's");
+  // A problem labelled with nothing (`Invalid query: : unknown parameter`) names nothing.
+  else if (/(?:^|: |; ): /.test(error.message)) problems.push("the message names an empty label");
   if (typeof error.requestId !== "string" || error.requestId !== reply.headers["x-request-id"])
     problems.push(
       `requestId ${String(error.requestId)} is not x-request-id ${reply.headers["x-request-id"]}`,
