@@ -23,6 +23,7 @@ import {
   type Seal,
 } from "./project-rules.js";
 import { checkProjectValues, type FieldName, sameName, usageReportWindow } from "./project-values.js";
+import { shownParameterName } from "./shown-parameter-name.js";
 
 export type { FieldName } from "./project-values.js";
 
@@ -372,7 +373,9 @@ function parameterLabels(parameters: string[], parameterName: (field: string) =>
   const known = parameters.map(parameterName).join(", ");
   return (issue) => {
     if (issue.code === "unrecognized_keys")
-      return issue.keys.map((key) => `${key}: unknown parameter (the parameters are ${known})`);
+      return issue.keys.map(
+        (key) => `${shownParameterName(key)}: unknown parameter (the parameters are ${known})`,
+      );
     const field = issue.path.join(".");
     return [`${field ? parameterName(field) : "(parameters)"}: ${issue.message}`];
   };

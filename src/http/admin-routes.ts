@@ -1,5 +1,6 @@
 import { createHash, timingSafeEqual } from "node:crypto";
 import type { ProjectAdmin } from "../admin/project-admin.js";
+import { shownParameterName } from "../admin/shown-parameter-name.js";
 import type { AuthThrottle } from "../auth/authenticate.js";
 import { repeatedCredentialHeaderError } from "../auth/repeated-credential-header.js";
 import { GatewayError } from "../errors.js";
@@ -164,7 +165,9 @@ const noStore = { "cache-control": "no-store" };
 function requireNoQuery(query: string): void {
   const names = [...new Set(new URLSearchParams(query).keys())];
   if (names.length === 0) return;
-  const problems = names.map((name) => `${name}: unknown parameter (this route takes none)`);
+  const problems = names.map(
+    (name) => `${shownParameterName(name)}: unknown parameter (this route takes none)`,
+  );
   throw new GatewayError("BAD_REQUEST", `Invalid query: ${problems.join("; ")}`, { details: { problems } });
 }
 

@@ -18,6 +18,25 @@ export function imageDimensions(bytes: Uint8Array, mediaType: string): ImageDime
   return null;
 }
 
+/**
+ * Why an image of a type whose header every file has is malformed, or null: a PNG must begin with
+ * its IHDR chunk and state a width and height of at least 1 (ISO/IEC 15948 §5.6, §11.2.2), a GIF
+ * with its logical screen descriptor (GIF89a §18). Such bytes are no image whatever the signature
+ * says, and no provider reads them: refused before a call that would be billed (422). Headers that
+ * may be read otherwise (JPEG's segments, WebP's chunks, HEIC's boxes) are left to the provider.
+ */
+export function malformedImageHeader(bytes: Uint8Array, mediaType: string): string | null {
+  const buffer = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+  if (mediaType === "image/png") {
+    const size = pngDimensions(buffer);
+    if (!size) return "a PNG without its header: the IHDR chunk must follow the signature";
+    if (size.width === 0 || size.height === 0) return `a PNG of ${size.width}x${size.height} pixels`;
+  }
+  if (mediaType === "image/gif" && buffer.length < 10)
+    return "a GIF cut short: its logical screen descriptor is missing";
+  return null;
+}
+
 function pngDimensions(buffer: Buffer): ImageDimensions | null {
   if (buffer.length < 24 || buffer.toString("latin1", 12, 16) !== "IHDR") return null;
   return { width: buffer.readUInt32BE(16), height: buffer.readUInt32BE(20) };

@@ -1,6 +1,7 @@
 import { GatewayError } from "../errors.js";
 import type { ProviderId } from "../providers/provider-id.js";
 import { decodedLength, decodeStrictBase64 } from "./base64.js";
+import { malformedImageHeader } from "./image-dimensions.js";
 
 export interface ImageInput {
   bytes: Uint8Array;
@@ -13,7 +14,8 @@ const dataUrl = /^data:(image\/[a-z0-9.+-]+);base64,/i;
 /**
  * /v1/vision input: raw base64 or `data:image/<type>;base64,<data>`. The bytes decide the media
  * type (PNG, JPEG, GIF, WebP, HEIC/HEIF); a declared type that disagrees is ignored, since the
- * bytes are what the provider will see. Not an image, or malformed base64: 422. Over the cap: 413.
+ * bytes are what the provider will see. Not an image, malformed base64, or a PNG or GIF whose header
+ * is missing (malformedImageHeader): 422. Over the cap: 413.
  */
 export function parseImageInput(
   value: string,
@@ -50,6 +52,8 @@ export function parseImageInput(
       `image is not a ${names.slice(0, -1).join(", ")} or ${names.at(-1)} image`,
     );
   }
+  const malformed = malformedImageHeader(bytes, mediaType);
+  if (malformed) throw new GatewayError("VALIDATION_ERROR", `image is malformed: ${malformed}`);
   return { bytes, mediaType };
 }
 

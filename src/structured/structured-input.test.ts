@@ -8,7 +8,8 @@ import { parsePdfInput } from "./pdf-input.js";
 import { isPublicAddress } from "./public-address.js";
 import { createSafePdfFetcher } from "./safe-pdf-fetch.js";
 
-const png = Buffer.from("89504e470d0a1a0a0000000d49484452", "hex");
+// The signature and the IHDR chunk's length, type and size (1x1): a PNG's header, as every PNG begins.
+const png = Buffer.from("89504e470d0a1a0a0000000d494844520000000100000001", "hex");
 const jpeg = Buffer.from("ffd8ffe000104a464946", "hex");
 const gif = Buffer.from("GIF89a\u0001\u0000\u0001\u0000", "latin1");
 const webp = Buffer.concat([Buffer.from("RIFF"), Buffer.from([0x24, 0, 0, 0]), Buffer.from("WEBPVP8 ")]);
@@ -87,6 +88,33 @@ describe("image input", () => {
     ["too large", Buffer.concat([png, Buffer.alloc(2000)]).toString("base64"), "PAYLOAD_TOO_LARGE"],
   ])("refuses %s", (_name, value, code) => {
     expect(codeOf(() => parseImageInput(value, { maxBytes: 1024 }))).toBe(code);
+  });
+
+  // Found by test/e2e/fuzz-bad-inputs.test.ts: the PNG signature alone was taken for a PNG and sent to
+  // the provider, a billed call for bytes no provider reads as an image.
+  it.each([
+    ["the PNG signature alone", png.subarray(0, 8), /^image is malformed: a PNG without its header/],
+    ["a PNG cut inside its IHDR", png.subarray(0, 20), /^image is malformed: a PNG without its header/],
+    [
+      "a PNG whose first chunk is not IHDR",
+      Buffer.concat([png.subarray(0, 12), Buffer.from("IDAT"), png.subarray(16)]),
+      /^image is malformed: a PNG without its header/,
+    ],
+    [
+      "a PNG of no width",
+      Buffer.concat([png.subarray(0, 16), Buffer.alloc(4), png.subarray(20)]),
+      /0x1 pixels$/,
+    ],
+    [
+      "a GIF cut before its screen descriptor",
+      Buffer.from("GIF89a\u0001\u0000", "latin1"),
+      /a GIF cut short/,
+    ],
+  ])("refuses %s as a malformed image (422), whatever its signature says", (_name, bytes, message) => {
+    for (const value of [bytes.toString("base64"), `data:image/png;base64,${bytes.toString("base64")}`]) {
+      expect(codeOf(() => parseImageInput(value, { maxBytes: 1024 }))).toBe("VALIDATION_ERROR");
+      expect(() => parseImageInput(value, { maxBytes: 1024 })).toThrow(message);
+    }
   });
 });
 

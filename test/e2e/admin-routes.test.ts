@@ -79,6 +79,26 @@ describe("admin routes", () => {
     expect(body.error.message).toBe(`Invalid usage query: ${problems.join("; ")}`);
   });
 
+  // Found by test/e2e/fuzz-bad-inputs.test.ts: `?=1` was refused as ": unknown parameter (…)", a
+  // problem that names nothing.
+  it.each([
+    [
+      "/admin/v1/projects?=1",
+      "Invalid query: (a parameter without a name): unknown parameter (this route takes none)",
+    ],
+    [
+      "/admin/v1/projects/routes/usage?=&groupBy=day",
+      "Invalid usage query: (a parameter without a name): unknown parameter (the parameters are from, to, groupBy)",
+    ],
+  ])("names a query parameter sent without a name as such (%s)", async (path, message) => {
+    const response = await fetch(`${sluice.url}${path}`, {
+      headers: { authorization: `Bearer ${adminToken}` },
+    });
+    expect(response.status).toBe(400);
+    const body = (await response.json()) as { error: { code: string; message: string } };
+    expect(body.error).toMatchObject({ code: "BAD_REQUEST", message });
+  });
+
   it("refuses a project whose model the catalogue lists under another provider with 422", async () => {
     const send = (method: string, path: string, body: unknown) =>
       fetch(`${sluice.url}/admin/v1/projects${path}`, {

@@ -800,6 +800,14 @@ describe("structured analysis", () => {
       413,
       "PAYLOAD_TOO_LARGE",
     ],
+    // Found by the fuzz test: a PNG or GIF whose header is missing is no image; never sent (and billed).
+    ["/v1/vision", { image: tinyPng.subarray(0, 8).toString("base64") }, 422, "VALIDATION_ERROR"],
+    [
+      "/v1/vision",
+      { image: `data:image/gif;base64,${Buffer.from("GIF89a").toString("base64")}` },
+      422,
+      "VALIDATION_ERROR",
+    ],
     ["/v1/pdf", {}, 400, "BAD_REQUEST"],
     [
       "/v1/pdf",
