@@ -180,3 +180,145 @@ describe("header policy", () => {
     ]);
   });
 });
+
+describe("clientResponseHeaders against a straightforward reading, on random header lists", () => {
+  /** What clientResponseHeaders gives, written plainly: every name decoded and lower-cased. */
+  function reference(raw: readonly (Buffer | string)[], own: Record<string, string>, key: string) {
+    const text = (value: Buffer | string) => (typeof value === "string" ? value : value.toString("latin1"));
+    const dropped = new Set([
+      "connection",
+      "keep-alive",
+      "proxy-connection",
+      "transfer-encoding",
+      "te",
+      "trailer",
+    ]);
+    for (const name of [
+      "upgrade",
+      "proxy-authenticate",
+      "set-cookie",
+      "strict-transport-security",
+      "alt-svc",
+    ])
+      dropped.add(name);
+    for (const name of ["openai-organization", "openai-project", "anthropic-organization-id"])
+      dropped.add(name);
+    const pairs: [string, string][] = [];
+    let contentType = "";
+    const encodings: string[] = [];
+    const connection: string[] = [];
+    const transfer: string[] = [];
+    for (let index = 0; index + 1 < raw.length; index += 2) {
+      const name = text(raw[index] as Buffer | string).toLowerCase();
+      const value = text(raw[index + 1] as Buffer | string);
+      if (name === "connection") connection.splice(0, connection.length, value);
+      if (name === "transfer-encoding") transfer.push(value);
+      if (dropped.has(name) || name.startsWith("access-control-")) continue;
+      const masked = key === "" ? value : value.replaceAll(key, "[redacted]");
+      if (name === "content-type" && contentType === "") contentType = masked;
+      else if (name === "content-encoding") {
+        const codings = masked
+          .split(",")
+          .map((coding) => coding.trim())
+          .filter((coding) => coding !== "" && coding.toLowerCase() !== "identity");
+        const coding = /identity/i.test(masked) ? codings.join(", ") : masked;
+        if (coding !== "") encodings.push(coding);
+      }
+      pairs.push([name, masked]);
+    }
+    const listed = (connection[0] ?? "").toLowerCase();
+    const kept =
+      listed === "" || listed === "keep-alive" || listed === "close"
+        ? pairs
+        : pairs.filter(([name]) => !listed.split(",").some((option) => option.trim() === name));
+    const headers = kept.flat();
+    for (const [name, value] of Object.entries(own)) {
+      if (!kept.some(([provider]) => provider === name) || name === "vary") headers.push(name, value);
+      else if (name === "x-request-id") headers.push("x-sluice-request-id", value);
+    }
+    const codings = transfer
+      .join(",")
+      .split(",")
+      .map((coding) => coding.trim().toLowerCase())
+      .filter((coding) => coding !== "");
+    const transferCoding = codings.length === 1 && codings[0] === "chunked" ? "" : codings.join(", ");
+    return { headers, contentType, contentEncoding: encodings.join(", "), transferCoding };
+  }
+
+  it("gives the same headers, content type and codings", () => {
+    let seed = 2026;
+    const random = () => {
+      seed = (seed * 1103515245 + 12345) & 0x7fffffff;
+      return seed / 0x7fffffff;
+    };
+    const pick = <T>(values: readonly T[]) => values[Math.floor(random() * values.length)] as T;
+    const key = "sk-provider-key-123";
+    const names = [
+      "content-type",
+      "content-length",
+      "content-encoding",
+      "transfer-encoding",
+      "date",
+      "connection",
+      "keep-alive",
+      "vary",
+      "x-request-id",
+      "request-id",
+      "openai-processing-ms",
+      "openai-organization",
+      "x-ratelimit-limit-requests",
+      "x-ratelimit-reset-requests",
+      "x-ratelimit-reset-tokens",
+      "strict-transport-security",
+      "set-cookie",
+      "access-control-allow-origin",
+      "access-control-expose-headers",
+      "te",
+      "x-custom",
+      "x-fake-upstream",
+      // Like a common name but one byte off (in a letter, in the bit case folding sets, past ASCII).
+      "content-typf",
+      "content\u000dtype",
+      "conTent-tyPf",
+      "content-typ\u00c9",
+      "d\u00c4te",
+      "dat",
+      "dates",
+      "",
+    ];
+    const values = [
+      "application/json",
+      "text/event-stream; charset=utf-8",
+      "keep-alive",
+      "close",
+      "Keep-Alive, X-Custom",
+      "x-ratelimit-limit-requests, DATE",
+      "gzip",
+      "identity",
+      "gzip, identity, br",
+      "chunked",
+      "gzip, chunked",
+      "Chunked",
+      `Bearer ${key}`,
+      `${key}${key}`,
+      "",
+      "caf\u00e9",
+    ];
+    const mixedCase = (name: string) =>
+      [...name].map((letter) => (random() < 0.3 ? letter.toUpperCase() : letter)).join("");
+    const ownNames = ["x-request-id", "ratelimit", "vary", "access-control-allow-origin", "content-type"];
+    for (let round = 0; round < 3000; round++) {
+      const pairs: [string, string][] = [];
+      for (let count = Math.floor(random() * 10); count > 0; count--)
+        pairs.push([random() < 0.5 ? mixedCase(pick(names)) : pick(names), pick(values)]);
+      const raw = pairs.flatMap(([name, value]): (Buffer | string)[] =>
+        random() < 0.9 ? [Buffer.from(name, "latin1"), Buffer.from(value, "latin1")] : [name, value],
+      );
+      const own: Record<string, string> = {};
+      for (const name of ownNames) if (random() < 0.5) own[name] = `own-${name}`;
+      const providerKey = random() < 0.7 ? key : "";
+      const context = JSON.stringify({ pairs, own, providerKey });
+      expect(clientResponseHeaders(raw, own, providerKey), context).toEqual(reference(raw, own, providerKey));
+    }
+  });
+});

@@ -139,7 +139,7 @@ export function clientResponseHeaders(
   let connection = "";
   let transferEncoding = "";
   for (let index = 0; index + 1 < raw.length; index += 2) {
-    const name = latin1(raw[index] as Buffer | string).toLowerCase();
+    const name = headerName(raw[index] as Buffer | string);
     if (name === "connection") connection = latin1(raw[index + 1] as Buffer | string);
     else if (name === "transfer-encoding")
       transferEncoding = `${transferEncoding}${transferEncoding === "" ? "" : ","}${latin1(raw[index + 1] as Buffer | string)}`;
@@ -183,6 +183,88 @@ function unreadTransferCoding(value: string): string {
     .map((coding) => coding.trim().toLowerCase())
     .filter((coding) => coding !== "");
   return codings.length === 1 && codings[0] === "chunked" ? "" : codings.join(", ");
+}
+
+/**
+ * A provider header's name, lower-cased. A common one (every answer's `content-type`, `date`,
+ * `connection`, the providers' rate-limit headers) is matched on its bytes, in any case, and given
+ * as its constant: making a string of the bytes, lower-casing it and hashing it for the lookups
+ * below cost ~800 instructions a header. Any other is decoded (a byte that is not ASCII never
+ * matches, so a name is taken this way only when `toLowerCase` gives the same).
+ */
+function headerName(raw: Buffer | string): string {
+  if (typeof raw === "string") return raw.toLowerCase();
+  const length = raw.length;
+  if (length > 0) {
+    const known =
+      commonNames[nameSlot(length, raw[0] as number, raw[length >> 1] as number, raw[length - 1] as number)];
+    if (known !== undefined && known.codes.length === length) {
+      const { codes } = known;
+      let at = 0;
+      while (at < length && codes[at] === asciiLower(raw[at] as number)) at++;
+      if (at === length) return known.name;
+    }
+  }
+  return raw.toString("latin1").toLowerCase();
+}
+
+function asciiLower(byte: number): number {
+  return byte >= 0x41 && byte <= 0x5a ? byte | 0x20 : byte;
+}
+
+/** A common name's place: by its length and its first, middle and last bytes (lower-cased), which tell these apart. */
+function nameSlot(length: number, first: number, middle: number, last: number): number {
+  return (
+    (((length * 31 + asciiLower(first)) * 31 + asciiLower(middle)) * 31 + asciiLower(last)) & nameSlotMask
+  );
+}
+
+const nameSlotMask = 1023;
+/** (A slot an earlier name took leaves a later one to be decoded: slower, never wrong. These take one each.) */
+const commonNames: ({ name: string; codes: number[] } | undefined)[] = new Array(nameSlotMask + 1).fill(
+  undefined,
+);
+for (const name of [
+  "content-type",
+  "content-length",
+  "content-encoding",
+  "transfer-encoding",
+  "date",
+  "connection",
+  "keep-alive",
+  "server",
+  "vary",
+  "cache-control",
+  "x-request-id",
+  "request-id",
+  "openai-processing-ms",
+  "openai-version",
+  "openai-organization",
+  "openai-project",
+  "x-ratelimit-limit-requests",
+  "x-ratelimit-limit-tokens",
+  "x-ratelimit-remaining-requests",
+  "x-ratelimit-remaining-tokens",
+  "x-ratelimit-reset-requests",
+  "x-ratelimit-reset-tokens",
+  "anthropic-organization-id",
+  "strict-transport-security",
+  "alt-svc",
+  "set-cookie",
+  "cf-ray",
+  "cf-cache-status",
+  "x-content-type-options",
+  "x-envoy-upstream-service-time",
+  "server-timing",
+]) {
+  const codes = [...Buffer.from(name, "latin1")];
+  const slot = nameSlot(
+    codes.length,
+    codes[0] as number,
+    codes[codes.length >> 1] as number,
+    codes[codes.length - 1] as number,
+  );
+  commonNames[slot] ??= { name, codes };
 }
 
 function latin1(value: Buffer | string): string {
