@@ -1,4 +1,5 @@
 import { GatewayError } from "../errors.js";
+import { providerFailureFacts } from "../observability/provider-failure-log.js";
 import { shutdownNotice } from "../usage/model-catalogue.js";
 import { ProviderResponseTooLarge } from "./provider-fetch.js";
 import type { ProviderId } from "./provider-id.js";
@@ -94,7 +95,8 @@ export function apiCallFailure(
       provider,
       details: {
         providerStatus,
-        retryable: error.isRetryable,
+        // A base URL on a port fetch refuses (a WHATWG "bad port") fails every try the same way.
+        retryable: error.isRetryable && providerFailureFacts(provider, error).code !== "FETCH_BAD_PORT",
         ...(retired === null ? {} : { modelShutdown: retired.shutdown }),
       },
     },

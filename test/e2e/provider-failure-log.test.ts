@@ -127,6 +127,9 @@ describe("a provider base URL on a port fetch refuses, in the log", () => {
       message: "The provider could not be reached",
       requestId: response.headers.get("x-request-id"),
     });
+    // No retry can reach it until the base URL changes: not marked retryable, as other unreachable
+    // providers are (a refused or reset connection may pass on the next try).
+    expect(body.error.details).toMatchObject({ providerStatus: null, retryable: false });
     const logged = sluice.logs
       .slice(before)
       .map((line) => JSON.parse(line) as Record<string, unknown>)
