@@ -40,9 +40,13 @@ describe("npm start", () => {
    * is), under the command `under` when given, until the gateway listens; `output` is what npm and
    * the gateway wrote so far.
    */
-  async function npmStart(env: Record<string, string> = {}, under: string[] = []) {
+  async function npmStart(
+    env: Record<string, string> = {},
+    under: string[] = [],
+    script: string[] = ["start", "--", marker],
+  ) {
     const [command = "npm", ...args] = [...under, ...(under.length > 0 ? ["npm"] : [])];
-    const npm = spawn(command, [...args, "start", "--", marker], {
+    const npm = spawn(command, [...args, ...script], {
       cwd: join(import.meta.dirname, "../.."),
       env: {
         ...process.env,
@@ -95,6 +99,42 @@ describe("npm start", () => {
       { timeout: 10_000, interval: 20 },
     );
     await expect(fetch(`${url}/health`)).rejects.toThrow();
+  });
+
+  // The README's other way to start it, `npm run sluice -- serve`: npm runs the script through a
+  // shell, which must give way to the gateway (exec), or the SIGTERM npm passes on ends the shell
+  // and the gateway, left without a parent, never hears it.
+  it("drains and stops the gateway of npm run sluice -- serve when npm alone gets SIGTERM", {
+    timeout: 120_000,
+  }, async () => {
+    const {
+      npm,
+      url,
+      exit: npmExit,
+      output: read,
+    } = await npmStart({}, [], ["run", "sluice", "--", "serve"]);
+    const [gateway, ...others] = childrenOf(npm.pid as number);
+    try {
+      expect((await fetch(`${url}/health`)).status).toBe(200);
+      expect(others).toEqual([]);
+      expect(processState(gateway as number)?.name).toBe("node");
+
+      npm.kill("SIGTERM");
+      await npmExit;
+      await vi.waitFor(
+        () => {
+          expect(read()).toContain('"signal":"SIGTERM"');
+          expect(read()).toContain('"msg":"stopped"');
+        },
+        { timeout: 10_000, interval: 20 },
+      );
+      await expect(fetch(`${url}/health`)).rejects.toThrow();
+    } finally {
+      // Left running by a failure: not left behind the test.
+      const below = processState(gateway as number) === null ? [] : childrenOf(gateway as number);
+      for (const pid of [gateway, ...others, ...below])
+        if (pid !== undefined && processState(pid) !== null) process.kill(pid, "SIGKILL");
+    }
   });
 
   // A terminal's Ctrl-C sends SIGINT to its whole foreground job, npm and the gateway alike, and npm
