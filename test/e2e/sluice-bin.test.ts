@@ -122,7 +122,8 @@ describe("bin/sluice.js", () => {
       scripts: Record<string, string>;
     };
     expect(manifest.bin.sluice).toBe("./bin/sluice.js");
-    expect(manifest.scripts.sluice).toBe("node bin/sluice.js");
+    // exec: the shell npm runs the script in gives way to it (npm-start.test.ts, its signals).
+    expect(manifest.scripts.sluice).toBe("exec node bin/sluice.js");
   });
 
   /** A checkout whose CLI (its build) is `body`, the text of an async runCli(argv). */
