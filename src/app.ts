@@ -306,13 +306,27 @@ function malformedTarget(request: IncomingMessage, target: string): GatewayError
   // and all); neither is HTTP/1.x, so neither is served. The connection closes after the answer:
   // what the client sends next is in a framing Sluice does not speak.
   if (request.httpVersionMajor !== 1) return notHttp1(request);
-  // HTTP/1.0 has no Transfer-Encoding: a 1.0 message that carries it is faulty framing, and what
-  // follows on the connection cannot be trusted (RFC 9112 §6.1); an intermediary speaking 1.0 would
-  // read the body, and any request after it, otherwise.
-  if (request.httpVersionMinor === 0 && request.headers["transfer-encoding"] !== undefined)
-    return new GatewayError("BAD_REQUEST", "An HTTP/1.0 request must not carry Transfer-Encoding", {
-      headers: { connection: "close" },
-    });
+  // A request without Transfer-Encoding pays this one property read.
+  const transferCoding = request.headers["transfer-encoding"];
+  if (transferCoding !== undefined) {
+    // HTTP/1.0 has no Transfer-Encoding: a 1.0 message that carries it is faulty framing, and what
+    // follows on the connection cannot be trusted (RFC 9112 §6.1); an intermediary speaking 1.0
+    // would read the body, and any request after it, otherwise.
+    if (request.httpVersionMinor === 0)
+      return new GatewayError("BAD_REQUEST", "An HTTP/1.0 request must not carry Transfer-Encoding", {
+        headers: { connection: "close" },
+      });
+    // A final coding other than chunked leaves the body without a length (RFC 9112 §6.3: 400, then
+    // close), and Sluice undoes no other coding (gzip, chunked). llhttp refuses the first only
+    // after this handler ran: a route that answers without reading the body would have sent its
+    // own status first (a 404, a 405), and another route the parser's 400, as timing fell.
+    if (!chunkedAlone(transferCoding))
+      return new GatewayError(
+        "BAD_REQUEST",
+        "The request's Transfer-Encoding must be chunked alone: Sluice reads no other transfer coding",
+        { headers: { connection: "close" } },
+      );
+  }
   // Node drops the header lines past its count without a word (and keeps at most a few dozen more
   // in rawHeaders): what they said, a second Host or credential header say, would go unchecked.
   if (request.rawHeaders.length >= maxHeaderFields * 2)
@@ -335,6 +349,11 @@ function malformedTarget(request: IncomingMessage, target: string): GatewayError
   if (target.includes("#"))
     return new GatewayError("BAD_REQUEST", "The request target must not contain a fragment (#)");
   return null;
+}
+
+/** `chunked`, in any case (Node has taken off the spaces around a single line's value already). */
+function chunkedAlone(transferCoding: string): boolean {
+  return transferCoding === "chunked" || transferCoding.trim().toLowerCase() === "chunked";
 }
 
 /** RFC 3986 host (an IP literal, or letters, digits and the characters a reg-name allows) and port. */

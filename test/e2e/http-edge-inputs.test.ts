@@ -3,6 +3,7 @@ import { type AddressInfo, connect } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createGatewayServer } from "../../src/server.js";
 import { type FakeUpstream, startFakeUpstream } from "../fakes/fake-upstream.js";
+import { rawExchange } from "../support/raw-exchange.js";
 import {
   adminToken,
   createTestProject,
@@ -313,6 +314,86 @@ describe("HTTP edge inputs on the gateway's own server", () => {
     expect(expectEnvelope(responses[0], 400, "BAD_REQUEST").message).toMatch(/HTTP\/1\.0.*Transfer-Encoding/);
     expect(responses[0]?.headers.connection).toBe("close");
     expect(upstream.requests).toEqual([]);
+  });
+
+  // RFC 9112 §6.3: a request whose final transfer coding is not chunked has no length Sluice can
+  // read: 400, then the connection closes. Before, Node's parser refused it only after the route
+  // was chosen, so a route that answers without reading the body (/health, a 404, a 405) sent its
+  // own status, and routes that authenticate first sent the parser's 400.
+  it.each([
+    ["GET /health", () => head("GET", "/health")],
+    ["POST /health", () => head("POST", "/health")],
+    ["an unknown path", () => head("POST", "/nowhere")],
+    [
+      "an admin route (GET)",
+      () => head("GET", "/admin/v1/projects", { authorization: `Bearer ${adminToken}` }),
+    ],
+    [
+      "an admin route (POST)",
+      () =>
+        head("POST", "/admin/v1/projects", {
+          authorization: `Bearer ${adminToken}`,
+          "content-type": "application/json",
+        }),
+    ],
+    [
+      "a proxy route",
+      () =>
+        head("POST", `/v1/provider-a/${project.projectId}/chat/completions`, {
+          authorization: `Bearer ${project.bearer("provider-a")}`,
+          "content-type": "application/json",
+        }),
+    ],
+    [
+      "a structured route",
+      () =>
+        head("POST", `/v1/text/${project.projectId}`, {
+          authorization: `Bearer ${project.bearer("provider-a")}`,
+          "content-type": "application/json",
+        }),
+    ],
+  ])(
+    "answers a transfer coding other than chunked alone with 400 on %s, and serves nothing after it on the connection",
+    async (_route, headOf) => {
+      for (const coding of ["gzip", "identity", "chunked;x=1", "gzip, chunked", "chunked, gzip"]) {
+        upstream.clear();
+        const request = headOf().replace("\r\n\r\n", `\r\ntransfer-encoding: ${coding}\r\n\r\n`);
+        // What a front end that reads the body as chunked takes for one request; a request pipelined
+        // behind it that would be served if the connection were kept (request smuggling).
+        const raw = await exchange(
+          port,
+          [`${request}2\r\n{}\r\n0\r\n\r\n${head("GET", "/health", { connection: "close" })}`],
+          15_000,
+        );
+        const responses = responsesOf(raw);
+        expect(
+          responses.map((response) => response.status),
+          `transfer-encoding: ${coding}`,
+        ).toEqual([400]);
+        expect(expectEnvelope(responses[0], 400, "BAD_REQUEST").message).toMatch(/Transfer-Encoding/);
+        expect(responses[0]?.headers.connection, `transfer-encoding: ${coding}`).toBe("close");
+        expect(upstream.requests, `transfer-encoding: ${coding}`).toEqual([]);
+      }
+    },
+  );
+
+  it("serves a chunked body whatever the case of chunked and the spaces around it", async () => {
+    for (const coding of ["chunked", "CHUNKED", "Chunked ", "  chunked"]) {
+      upstream.clear();
+      const request = head("POST", `/v1/provider-a/${project.projectId}/chat/completions`, {
+        authorization: `Bearer ${project.bearer("provider-a")}`,
+        "content-type": "application/json",
+        "transfer-encoding": coding,
+        connection: "close",
+      });
+      const reply = await rawExchange(
+        port,
+        Buffer.from(`${request}${chatBody.length.toString(16)}\r\n${chatBody}\r\n0\r\n\r\n`),
+        { timeoutMs: 15_000 },
+      );
+      expect(reply.status, `transfer-encoding: ${JSON.stringify(coding)}`).toBe(200);
+      expect(upstream.requests.map((forwarded) => String(forwarded.body))).toEqual([chatBody]);
+    }
   });
 
   it("closes the connection after answering an Upgrade request, so a request pipelined behind it is not left hanging", async () => {
