@@ -131,12 +131,14 @@ export function generateCase(
   let framing: "length" | "chunked" | "none" = "length";
   let headerExpected: number | null | undefined;
   let httpLevel = false;
+  let beforeRouting = false;
   if (random.chance(0.3)) {
     const changed = mutateHeaders(random, route, body.length > 0, headers, mutations);
     if (changed.contentType !== undefined) contentType = changed.contentType;
     if (changed.framing) framing = changed.framing;
     headerExpected = changed.expected ?? null;
     httpLevel = changed.httpLevel === true;
+    beforeRouting = changed.beforeRouting === true;
   }
   // One mutation alone, on the route's own method and path with valid credentials, decides the answer.
   let expected: number | null = null;
@@ -156,6 +158,13 @@ export function generateCase(
   } else if (body.length > 0 || method === "POST" || method === "PATCH")
     headers.push(["content-length", String(body.length)]);
   headers.push(["connection", "close"]);
+  if (beforeRouting) {
+    // Node's limit on the head is 16 KiB: a head near it may be refused (431) before Sluice reads it.
+    const headBytes = Buffer.byteLength(
+      `${method} ${target} HTTP/1.1\r\n${headers.map(([name, value]) => `${name}: ${value}\r\n`).join("")}`,
+    );
+    expected = headBytes < 15_000 && method !== "CONNECT" ? (headerExpected ?? null) : null;
+  }
   return { index, mutations, method, target, headers, body, kind, expected };
 }
 
@@ -319,6 +328,12 @@ interface HeaderChange {
   expected?: number | null;
   /** The change can make Node's parser refuse the request (400, 431) before any route sees it. */
   httpLevel?: boolean;
+  /**
+   * `expected` is the answer whatever the method, path, credentials and body (the request is
+   * refused before routing), unless Node's parser refuses the head first (431 for its size, or
+   * CONNECT, which never reaches the routes).
+   */
+  beforeRouting?: boolean;
 }
 
 function mutateHeaders(
@@ -400,7 +415,9 @@ function mutateHeaders(
     [
       "transfer-encoding",
       () => {
-        // RFC 9112 §6.3: a request whose final coding is not chunked has no length (400); as sent.
+        // Chunked alone (any case, spaces around it) is read; any other coding is 400 on every
+        // route, before the route is chosen (RFC 9112 §6.3, docs/api.md). Sent framed as a server
+        // reads it.
         const value = random.pick([
           "CHUNKED",
           " chunked",
@@ -412,7 +429,8 @@ function mutateHeaders(
         ]);
         mutations.push(`transfer-encoding ${JSON.stringify(value)}`);
         headers.push(["transfer-encoding", value]);
-        return { framing: "none", expected: null, httpLevel: true };
+        if (/^\s*chunked\s*$/i.test(value)) return { framing: "none", expected: null };
+        return { framing: "none", expected: 400, httpLevel: true, beforeRouting: true };
       },
     ],
     [
