@@ -169,8 +169,9 @@ function stopOnSignalOrCrash(server: GatewayServer, gateway: Gateway, metricsSer
 }
 
 /**
- * How long after a signal the same signal is taken as npm's copy of it, under an npm script (below).
- * npm passes it on at once; a person pressing Ctrl-C again to hurry the shutdown does so later.
+ * How long after a signal the same signal is taken as npm's copy of it, under an npm script
+ * (stopOnSignalOrCrash, above). npm passes it on at once; a person pressing Ctrl-C again to hurry
+ * the shutdown does so later.
  */
 const npmCopyWindowMs = 1000;
 

@@ -32,7 +32,8 @@ export function malformedImageHeader(bytes: Uint8Array, mediaType: string): stri
     if (!size) return "a PNG without its header: the IHDR chunk must follow the signature";
     if (size.width === 0 || size.height === 0) return `a PNG of ${size.width}x${size.height} pixels`;
   }
-  if (mediaType === "image/gif" && buffer.length < 10)
+  // The descriptor is 7 bytes after the 6 of the signature: width, height, flags, background, aspect.
+  if (mediaType === "image/gif" && buffer.length < 13)
     return "a GIF cut short: its logical screen descriptor is missing";
   return null;
 }

@@ -11,7 +11,8 @@ import { createSafePdfFetcher } from "./safe-pdf-fetch.js";
 // The signature and the IHDR chunk's length, type and size (1x1): a PNG's header, as every PNG begins.
 const png = Buffer.from("89504e470d0a1a0a0000000d494844520000000100000001", "hex");
 const jpeg = Buffer.from("ffd8ffe000104a464946", "hex");
-const gif = Buffer.from("GIF89a\u0001\u0000\u0001\u0000", "latin1");
+// A GIF's signature and its whole logical screen descriptor (GIF89a §18): 1x1, no colour table.
+const gif = Buffer.from("GIF89a\u0001\u0000\u0001\u0000\u0000\u0000\u0000", "latin1");
 const webp = Buffer.concat([Buffer.from("RIFF"), Buffer.from([0x24, 0, 0, 0]), Buffer.from("WEBPVP8 ")]);
 const heic = Buffer.concat([Buffer.from([0, 0, 0, 0x18]), Buffer.from("ftypheic"), Buffer.alloc(8)]);
 const pdf = Buffer.from("%PDF-1.7\n%âãÏÓ\n1 0 obj\n<<>>\nendobj\n%%EOF\n", "latin1");
@@ -108,6 +109,12 @@ describe("image input", () => {
     [
       "a GIF cut before its screen descriptor",
       Buffer.from("GIF89a\u0001\u0000", "latin1"),
+      /a GIF cut short/,
+    ],
+    [
+      // Its logical screen descriptor is 7 bytes (GIF89a §18): width and height alone are not it.
+      "a GIF cut inside its screen descriptor",
+      Buffer.from("GIF89a\u0001\u0000\u0001\u0000\u0000\u0000", "latin1"),
       /a GIF cut short/,
     ],
   ])("refuses %s as a malformed image (422), whatever its signature says", (_name, bytes, message) => {
