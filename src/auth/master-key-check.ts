@@ -48,7 +48,8 @@ export class MasterKeyMismatchError extends Error {
 export function checkMasterKey(
   secretBox: SecretBox,
   samples: readonly StoredSealedSecret[],
-  keyOrigin: { doesNotOpen: string; restore: string },
+  /** Asked only for the refusal's message (it may read the data dir's key file for a hint). */
+  keyOrigin: () => { doesNotOpen: string; restore: string },
 ): { damaged: string[]; underPrevious: number } {
   const unopened: string[] = [];
   let live = 0;
@@ -64,10 +65,11 @@ export function checkMasterKey(
     }
   }
   if (live > 0 && unopened.length === live) {
+    const { doesNotOpen, restore } = keyOrigin();
     // Not chained: the cipher's own error ("unable to authenticate data") says no more than this.
     throw new MasterKeyMismatchError(
-      `${keyOrigin.doesNotOpen} the secrets stored in the database (${unopened[0]} was sealed under ` +
-        `another master key): ${keyOrigin.restore}`,
+      `${doesNotOpen} the secrets stored in the database (${unopened[0]} was sealed under ` +
+        `another master key): ${restore}`,
     );
   }
   return { damaged: unopened, underPrevious };
@@ -111,7 +113,7 @@ export async function checkMasterKeyOpensDatabase(
   const { damaged, underPrevious } = checkMasterKey(
     secretBox,
     await sealedSecretSamples(db, rotating ? "all" : 3),
-    masterKeyOrigin(source),
+    () => masterKeyOrigin(source),
   );
   return { damaged, previousKeyUnneeded: rotating && underPrevious === 0 };
 }
