@@ -109,9 +109,9 @@ describe("a compressed error answer decoded to mask the key", () => {
       ),
     ]);
 
-  /** The project's usage rows once there are `count`, waited for up to five seconds. */
+  /** The project's usage rows once there are `count`, waited for up to 15 seconds (a loaded machine). */
   async function rowsOf(gateway: TestGateway, project: TestProject, count: number) {
-    const deadline = Date.now() + 5000;
+    const deadline = Date.now() + 15_000;
     for (;;) {
       await gateway.gateway.flushUsage();
       const rows = await gateway.gateway.database.db

@@ -23,10 +23,11 @@ export function aiSdkRows(sluice: TestGateway, project: TestProject) {
     return rows.filter((row) => !before.has(row.request_id));
   }
   /**
-   * The rows written since `before`, once there are at least `count` (or 5 s have passed): a row
-   * the gateway writes once it sees the client leave may come a moment after the client's abort.
+   * The rows written since `before`, once there are at least `count` (or 15 s have passed, on a
+   * loaded machine): a row the gateway writes once it sees the client leave may come a moment after
+   * the client's abort.
    */
-  async function newRowsOnce(before: Set<string>, count: number, waitMs = 5000) {
+  async function newRowsOnce(before: Set<string>, count: number, waitMs = 15_000) {
     const deadline = Date.now() + waitMs;
     for (;;) {
       const rows = await newRows(before);
