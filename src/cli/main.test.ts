@@ -869,6 +869,11 @@ describe("sluice CLI", () => {
           /^warning: SLUICE_MASTER_KEY_PREVIOUS is set, but every stored secret opens under SLUICE_MASTER_KEY .*remove SLUICE_MASTER_KEY_PREVIOUS from the environment/,
         ),
       });
+      // A second reseal with the old key still set moves nothing: the start's warning says it once.
+      const twice = await cli("master-key", "reseal");
+      expect(twice.code).toBe(0);
+      expect(twice.err.match(/^warning: /gm)).toHaveLength(1);
+      expect(twice.err).toMatch(/^warning: SLUICE_MASTER_KEY_PREVIOUS is set, but every stored secret/);
       delete process.env.SLUICE_MASTER_KEY_PREVIOUS;
       expect((await cli("projects", "list")).code).toBe(0);
       const again = await cli("master-key", "reseal");

@@ -243,7 +243,9 @@ function commandOf(
       // The start check has already refused a store neither key opens; this moves the rest.
       return async (_admin, context, warnAfterward) => {
         const { counts, previousKeySet } = await context.resealSecrets();
-        if (previousKeySet) warnAfterward(resealedUnderCurrentKey);
+        // A run that moved nothing found every secret current already: the start check said so.
+        const moved = counts.providerKeys.resealed + counts.deviceCheckKeys.resealed > 0;
+        if (previousKeySet && moved) warnAfterward(resealedUnderCurrentKey);
         return counts;
       };
     default:
