@@ -83,6 +83,8 @@ interface Engine {
   available: boolean;
   /** The gateway's storage settings, and what removes what they made. */
   open(): Promise<{ config: Partial<Config>; cleanup(): Promise<void> }>;
+  /** Where the run's shared state went: its database engine, and whether Redis holds keys of it. */
+  storedIn: { database: "sqlite" | "postgres"; redisKeys: boolean };
 }
 
 const engines: Engine[] = [
@@ -90,6 +92,7 @@ const engines: Engine[] = [
     name: "SQLite, limits in memory",
     available: true,
     open: async () => ({ config: {}, cleanup: async () => {} }),
+    storedIn: { database: "sqlite", redisKeys: false },
   },
   {
     name: "PostgreSQL and Redis",
@@ -101,6 +104,7 @@ const engines: Engine[] = [
         cleanup: schema.drop,
       };
     },
+    storedIn: { database: "postgres", redisKeys: true },
   },
 ];
 
@@ -121,11 +125,13 @@ for (const engine of engines)
       let secrets: FuzzSecrets;
       let markers: string[];
       let cleanup: (() => Promise<void>) | undefined;
+      let redisKeyPrefix: string | undefined;
 
       beforeAll(async () => {
         fake = await startFakeUpstream();
         const storage = await engine.open();
         cleanup = storage.cleanup;
+        redisKeyPrefix = storage.config.redisKeyPrefix;
         sluice = await startTestGateway({
           ...storage.config,
           ...providerBaseUrls(fake),
@@ -266,16 +272,34 @@ for (const engine of engines)
       }, 600_000);
 
       it("wrote every usage row of the run: none left queued, dropped or refused by the database", async () => {
-        await sluice.gateway.flushUsage();
-        const text = await (await fetch(`${sluice.url}/metrics`)).text();
-        const metric = (line: string) => {
-          const found = text.split("\n").find((each) => each.startsWith(`${line} `));
-          return found === undefined ? undefined : Number(found.slice(line.length + 1));
+        const metrics = async () => {
+          const text = await (await fetch(`${sluice.url}/metrics`)).text();
+          return (line: string) => {
+            const found = text.split("\n").find((each) => each.startsWith(`${line} `));
+            return found === undefined ? undefined : Number(found.slice(line.length + 1));
+          };
         };
-        const rows = await sluice.gateway.database.db
-          .selectFrom("usage_records")
-          .select((eb) => eb.fn.countAll<number | string>().as("n"))
-          .executeTakeFirstOrThrow();
+        const countRows = async () =>
+          Number(
+            (
+              await sluice.gateway.database.db
+                .selectFrom("usage_records")
+                .select((eb) => eb.fn.countAll<number | string>().as("n"))
+                .executeTakeFirstOrThrow()
+            ).n,
+          );
+        // A call's row is queued once Sluice has seen the call end, which may follow its answer: flush
+        // until the written count holds still around the table's count (a few rounds at most).
+        let metric = await metrics();
+        let rows = 0;
+        for (let round = 0; round < 10; round++) {
+          await sluice.gateway.flushUsage();
+          const before = await metrics();
+          rows = await countRows();
+          metric = await metrics();
+          const written = "sluice_usage_rows_written_total";
+          if (before(written) === metric(written) && metric("sluice_usage_queue_depth") === 0) break;
+        }
         const refusedLines = sluice.logs.filter((line) => line.includes("usage row refused by the database"));
         expect({
           queued: metric("sluice_usage_queue_depth"),
@@ -292,10 +316,17 @@ for (const engine of engines)
           databaseDegraded: 0,
           redisDegraded: 0,
         });
+        // The run went where its engine says: a row refused by PostgreSQL is only seen on PostgreSQL.
+        const redisKeys = redisKeyPrefix
+          ? (await (await space.readyClient()).keys(`${redisKeyPrefix}*`)).length
+          : 0;
+        expect({ database: sluice.gateway.database.engine, redisKeys: redisKeys > 0 }).toEqual(
+          engine.storedIn,
+        );
         // Every row counted as written is in the table (the run writes hundreds: some rows at least).
         const written = metric("sluice_usage_rows_written_total");
         expect(written).toBeGreaterThan(0);
-        expect(Number(rows.n)).toBe(written);
+        expect(rows).toBe(written);
       }, 60_000);
     },
   );
