@@ -11,6 +11,7 @@ import {
   badPdfs,
   invalidUtf8,
   rawValues,
+  storageHostileStrings,
   wrongValues,
 } from "./fuzz-values.js";
 
@@ -179,6 +180,12 @@ function mutatePath(random: Random, path: string, mutations: string[]): string {
     ["overlong dot %C0%AE", (p) => `${p}/%C0%AE%C0%AE/x`],
     ["%FF", (p) => `${p}%FF`],
     ["%00", (p) => `${p}%00`],
+    ["encoded lone surrogate", (p) => `${p}%ED%A0%80`],
+    ["NUL in the project id", (p) => p.replace(/(\/(?:fuzz-app|fuzz-admin))(?=\/|$)/, "$1%00")],
+    [
+      "lone surrogate in the project id",
+      (p) => p.replace(/(\/(?:fuzz-app|fuzz-admin))(?=\/|$)/, "$1%ED%B0%80"),
+    ],
     ["dot dot", (p) => `${p}/../../health`],
     ["encoded dot dot", (p) => `${p}/%2e%2e/%2e%2e/x`],
     ["dot segment", (p) => p.replace(/\/(?=[^/]*$)/, "/./")],
@@ -574,6 +581,31 @@ function mutateBody(
     ["two objects", () => ({ body: Buffer.from(`${text}${text}`), expected: bad })],
     ["comments", () => ({ body: Buffer.from(`/* c */${text}`), expected: bad })],
     ["just over the cap", () => ({ body: overCap(text, caps), expected: route.reads ? 413 : null })],
+    [
+      // What SQLite stores and PostgreSQL refuses, in a string Sluice may store (a model name, a
+      // project's name): a NUL, a lone surrogate, bytes that are not UTF-8 (read as latin1 for a
+      // forwarded call's row). Written as JSON escapes the body is valid JSON; raw, it is not.
+      "storage-hostile string",
+      () => {
+        const [name, raw, valid] = random.pick(storageHostileStrings);
+        const marker = "\u0001RAW\u0001";
+        const { described, path, result } = replaceString(random, base, marker);
+        mutations.push(`${described} := ${name}`);
+        const bytes = Buffer.from(JSON.stringify(result));
+        const at = bytes.indexOf(JSON.stringify(marker));
+        return {
+          body:
+            at < 0
+              ? bytes
+              : Buffer.concat([
+                  bytes.subarray(0, at),
+                  raw,
+                  bytes.subarray(at + Buffer.byteLength(JSON.stringify(marker))),
+                ]),
+          expected: path !== null && !valid ? bad : null,
+        };
+      },
+    ],
   ];
   if (
     route.reads === "admin" &&
@@ -691,6 +723,31 @@ function overCap(text: string, caps: FuzzCaps): Buffer {
   return Buffer.from(
     text.replace(/^\{/, `{"padding":"${"p".repeat(Math.max(0, target - text.length - 13))}",`),
   );
+}
+
+/** A string of `base` (anything, when it holds none) replaced by `value`. */
+function replaceString(
+  random: Random,
+  base: unknown,
+  value: string,
+): { described: string; path: string[] | null; result: unknown } {
+  if (base === null || typeof base !== "object") return { described: "body", path: null, result: value };
+  const copy = JSON.parse(JSON.stringify(base)) as Record<string, unknown>;
+  const paths: string[][] = [];
+  const walk = (node: unknown, path: string[]) => {
+    if (typeof node === "string") paths.push(path);
+    else if (node !== null && typeof node === "object")
+      for (const [key, child] of Object.entries(node as Record<string, unknown>)) walk(child, [...path, key]);
+  };
+  walk(copy, []);
+  if (paths.length === 0) return replaceSomewhere(random, base, value);
+  // Half the time a string a usage row or a project keeps (a model name, a project's name), if any.
+  const stored = paths.filter((path) => ["model", "name", "teamId", "label"].includes(path.at(-1) ?? ""));
+  const path = random.pick(stored.length > 0 && random.chance(0.5) ? stored : paths);
+  let node = copy as Record<string, unknown>;
+  for (const key of path.slice(0, -1)) node = node[key] as Record<string, unknown>;
+  node[path[path.length - 1] as string] = value;
+  return { described: path.join("."), path, result: copy };
 }
 
 function replaceSomewhere(

@@ -66,6 +66,26 @@ export const rawValues: Array<[string, string]> = [
   ["lone surrogate escape", '"\\ud800"'],
 ];
 
+/**
+ * Strings SQLite stores and PostgreSQL `text` refuses, as the bytes that stand for a JSON string
+ * (quotes included), and whether those bytes are valid JSON.
+ */
+export const storageHostileStrings: Array<[string, Buffer, boolean]> = [
+  ["escaped NUL", Buffer.from('"gpt-4.1-mini\\u0000x"'), true],
+  ["only an escaped NUL", Buffer.from('"\\u0000"'), true],
+  ["escaped lone high surrogate", Buffer.from('"gpt\\ud800"'), true],
+  ["escaped lone low surrogate", Buffer.from('"\\udc00x"'), true],
+  ["escaped reversed surrogates", Buffer.from('"\\udc00\\ud800"'), true],
+  ["C1 control, BOM and a non-character", Buffer.from('"a\u0085\ufeff\uffffb"'), true],
+  ["raw NUL byte", Buffer.concat([Buffer.from('"gpt'), Buffer.from([0]), Buffer.from('x"')]), false],
+  ["raw 0xFF byte", Buffer.concat([Buffer.from('"gpt'), Buffer.from([0xff, 0xfe]), Buffer.from('"')]), false],
+  [
+    "raw CESU-8 surrogate",
+    Buffer.concat([Buffer.from('"gpt'), Buffer.from([0xed, 0xa0, 0x80]), Buffer.from('"')]),
+    false,
+  ],
+];
+
 export const invalidUtf8 = [
   Buffer.from([0xff]),
   Buffer.from([0xc0, 0xae]),
