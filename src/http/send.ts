@@ -57,7 +57,11 @@ export function closeIfBodyUnread(response: ServerResponse): void {
 const lingerMs = 2000;
 const lingerBytes = 1024 * 1024;
 
-/** Lets Node read (and discard) the rest of the body for a while, then closes the connection. */
+/**
+ * Lets Node read (and discard) the rest of the body for a while, then closes the connection, the
+ * lingering way. The bytes are counted on the socket: Node drops a body whose answer is sent
+ * (`_dump`) without emitting it, so the request's own `data` never comes.
+ */
 function lingerOnUnreadBody(request: IncomingMessage): void {
   if (request.complete) return;
   const socket = request.socket;
@@ -66,21 +70,20 @@ function lingerOnUnreadBody(request: IncomingMessage): void {
   // listener left on its socket per refused request would pile up for as long as it stays open.
   const stop = () => {
     clearTimeout(timer);
-    request.off("data", onData);
+    socket.off("data", onData);
     request.off("end", stop);
     socket.off("close", stop);
   };
   const close = () => {
     stop();
-    socket.destroy();
+    lingeringClose(socket);
   };
   const onData = (chunk: Buffer) => {
     read += chunk.length;
     if (read > lingerBytes) close();
   };
   const timer = setTimeout(close, lingerMs);
-  // Node's own reading of the rest (it dropped the body's listeners) feeds this one.
-  request.on("data", onData);
+  socket.on("data", onData);
   request.once("end", stop);
   socket.once("close", stop);
 }

@@ -225,4 +225,52 @@ describe("the lingering close of a refused request", () => {
     // 64 KiB every 5 ms (about 13 MB/s) for 15 s is ~190 MB: the close came long before.
     expect(sent).toBeLessThan(64 * 1024 * 1024);
   });
+  it("reads a bounded part of a body refused on a kept connection, however fast it comes", async () => {
+    const project = await createTestProject(sluice.gateway);
+    const head =
+      `POST /v1/provider-a/${project.projectId}/chat/completions HTTP/1.1\r\nhost: x\r\n` +
+      `authorization: Bearer ${project.bearer("provider-a")}\r\ncontent-type: application/json\r\n` +
+      "content-length: 10000000000\r\n\r\n";
+    const big = Buffer.alloc(1024 * 1024, 0x20);
+    const { answer, sent, closed } = await new Promise<{ answer: string; sent: number; closed: boolean }>(
+      (resolve) => {
+        let closed = false;
+        let answer = "";
+        let sent = 0;
+        const socket = connect({ port: Number(new URL(sluice.url).port), host: "127.0.0.1" });
+        const settle = () => {
+          clearTimeout(timer);
+          socket.destroy();
+          resolve({ answer, sent, closed });
+        };
+        const timer = setTimeout(settle, 15_000);
+        sluice.server.once("connection", (server: Socket) =>
+          server.once("close", () => {
+            closed = true;
+            setImmediate(settle);
+          }),
+        );
+        socket.on("data", (data: Buffer) => {
+          answer += data.toString("latin1");
+        });
+        socket.on("error", () => {});
+        // As fast as the connection takes it: up to 1 GiB.
+        const pump = () => {
+          while (socket.writable && sent < 1024 * big.length) {
+            sent += big.length;
+            if (!socket.write(big)) {
+              socket.once("drain", pump);
+              return;
+            }
+          }
+        };
+        socket.write(head);
+        pump();
+      },
+    );
+    expect(answer).toMatch(/^HTTP\/1\.1 413 /);
+    expect(closed).toBe(true);
+    // 1 MiB read on the kept connection, 4 MiB on its lingering close, and what the kernels buffer.
+    expect(sent).toBeLessThan(64 * 1024 * 1024);
+  });
 });
