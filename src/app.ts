@@ -10,7 +10,7 @@ import { originForm } from "./http/origin-form.js";
 import { methodNotForwarded } from "./http/proxy-routes.js";
 import { type PublicRouteDeps, registerPublicRoutes } from "./http/public-routes.js";
 import { type Handler, type RequestContext, Router } from "./http/router.js";
-import { closeIfBodyUnread, sendError, sendRawError, setHeaders } from "./http/send.js";
+import { closeIfBodyUnread, lingeringClose, sendError, sendRawError, setHeaders } from "./http/send.js";
 import type { Logger } from "./observability/logger.js";
 import type { Metrics } from "./observability/metrics.js";
 import { createProviderFailureLog } from "./observability/provider-failure-log.js";
@@ -238,14 +238,15 @@ export function createApp(deps: AppDeps): App {
         return;
       }
       // The unparsable request is the one being answered, and its answer has begun: cut it.
-      if (pending?.headersSent) {
+      if (pending?.headersSent && !pending.writableEnded) {
         socket.destroy();
         return;
       }
       // What Node could not read is the body of a request answered already (a refusal sent before
-      // it was read): a second answer would be taken for the next request's. Only the close is left.
-      if (pending === null && parsedRequest(socket)?.complete === false) {
-        socket.end(() => socket.destroy());
+      // it was read, written whole, or gone already): a second answer would be taken for the next
+      // request's. Only the close is left, a lingering one, so the client gets to read that answer.
+      if (pending ? pending.writableEnded : parsedRequest(socket)?.complete === false) {
+        lingeringClose(socket);
         logger.debug({ code }, "malformed body after its answer: connection closed");
         return;
       }

@@ -3,7 +3,9 @@ import { connect } from "node:net";
 import { setFlagsFromString } from "node:v8";
 import { runInNewContext } from "node:vm";
 import { afterEach, describe, expect, it } from "vitest";
+import { GatewayError } from "../errors.js";
 import { trackConnections } from "./connection-drain.js";
+import { sendRawError } from "./send.js";
 
 describe("trackConnections", () => {
   let server: Server | undefined;
@@ -58,6 +60,40 @@ describe("trackConnections", () => {
     // The connection is still open: only its last answer may be held.
     expect(socket.destroyed).toBe(false);
     expect(answered.filter((response) => response.deref() !== undefined).length).toBeLessThanOrEqual(1);
+    socket.destroy();
+  });
+  // A connection closed after an early answer lingers (reading what its client still sends) for up
+  // to 2 s; a drain must not wait on it: cut at the deadline like any connection still busy.
+  it("cuts a connection lingering after an early answer at the deadline", async () => {
+    server = createServer();
+    const drain = trackConnections(server, "connection");
+    // Node reports each further chunk the parser refuses: answered once, as the app does.
+    server.on("clientError", (_error, socket) => {
+      if (!socket.writableEnded)
+        sendRawError(socket, new GatewayError("BAD_REQUEST", "not HTTP/1.1"), "req-1");
+    });
+    await new Promise<void>((resolve) => server?.listen(0, "127.0.0.1", resolve));
+    const { port } = server.address() as { port: number };
+    const socket = connect({ port, host: "127.0.0.1", allowHalfOpen: true });
+    socket.on("error", () => {});
+    let received = "";
+    const answered = new Promise<void>((resolve) =>
+      socket.on("data", (chunk) => {
+        received += chunk;
+        resolve();
+      }),
+    );
+    socket.write("POST / HTTP/1.1\r\nhost: x\r\nx-bad: a\u0001b\r\ncontent-length: 1000000\r\n\r\n");
+    await answered;
+    // The client keeps sending its body and never closes: only the cut ends the connection.
+    const sending = setInterval(() => socket.writable && socket.write(Buffer.alloc(1024)), 5);
+    const hurry = new AbortController();
+    const drained = drain.drain(60_000, hurry.signal);
+    hurry.abort();
+    const end = await drained;
+    clearInterval(sending);
+    expect(received).toMatch(/^HTTP\/1\.1 400 /);
+    expect(end).toEqual({ refused: 0, cut: 1 });
     socket.destroy();
   });
 });

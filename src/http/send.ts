@@ -45,6 +45,9 @@ export function sendBytes(
 export function closeIfBodyUnread(response: ServerResponse): void {
   const request = response.req;
   if (request.complete) return;
+  // An answer that closes its connection (`Connection: close`, HTTP/1.0, a drain) is followed by
+  // Node's `destroySoon`: the socket destroyed once the answer is written, the body's rest unread.
+  closeLingeringly(request.socket);
   const { headers } = request;
   const declared = Number(headers["content-length"] ?? 0);
   if (headers["transfer-encoding"] === undefined && declared <= lingerBytes) return;
@@ -54,7 +57,11 @@ export function closeIfBodyUnread(response: ServerResponse): void {
 const lingerMs = 2000;
 const lingerBytes = 1024 * 1024;
 
-/** Lets Node read (and discard) the rest of the body for a while, then closes the connection. */
+/**
+ * Lets Node read (and discard) the rest of the body for a while, then closes the connection, the
+ * lingering way. The bytes are counted on the socket: Node drops a body whose answer is sent
+ * (`_dump`) without emitting it, so the request's own `data` never comes.
+ */
 function lingerOnUnreadBody(request: IncomingMessage): void {
   if (request.complete) return;
   const socket = request.socket;
@@ -63,21 +70,20 @@ function lingerOnUnreadBody(request: IncomingMessage): void {
   // listener left on its socket per refused request would pile up for as long as it stays open.
   const stop = () => {
     clearTimeout(timer);
-    request.off("data", onData);
+    socket.off("data", onData);
     request.off("end", stop);
     socket.off("close", stop);
   };
   const close = () => {
     stop();
-    socket.destroy();
+    lingeringClose(socket);
   };
   const onData = (chunk: Buffer) => {
     read += chunk.length;
     if (read > lingerBytes) close();
   };
   const timer = setTimeout(close, lingerMs);
-  // Node's own reading of the rest (it dropped the body's listeners) feeds this one.
-  request.on("data", onData);
+  socket.on("data", onData);
   request.once("end", stop);
   socket.once("close", stop);
 }
@@ -105,8 +111,58 @@ export function sendRawError(
   extra: Record<string, string> | null = null,
 ): number {
   const { status, answer } = rawErrorAnswer(error, requestId, extra);
-  socket.end(answer, () => socket.destroy());
+  socket.write(answer);
+  lingeringClose(socket);
   return status;
+}
+
+/**
+ * How long, and how many bytes, a connection closed after an early answer is still read. 4 MiB: a
+ * client's kernel may have that much of its body in flight when the answer goes out (Linux tunes a
+ * socket's send buffer up to 4 MiB), and a client that writes its whole body before reading has
+ * all of it queued. 2 s: many round trips on any network, for a client to read its answer and
+ * stop; a connection slot (SLUICE_MAX_CONNECTIONS) is held no longer than that.
+ */
+const closingLingerMs = 2000;
+const closingLingerBytes = 4 * 1024 * 1024;
+const lingering = new WeakSet<Duplex>();
+
+/**
+ * Closes a connection after an answer written before the request was read to its end (the
+ * lingering close of RFC 9112 §9.6): the sending side is closed at once, after the answer, and
+ * what the client still sends is read and dropped until it closes its side too, for at most
+ * `closingLingerMs` or `closingLingerBytes`, then the connection is destroyed. Destroyed at once,
+ * with bytes unread or still arriving, it would send a reset, on which the client's kernel may
+ * drop the answer before the client read it: the client would see ECONNRESET, not its 400 or 413.
+ * A drain cuts a lingering connection like any other (it has no answer in progress).
+ */
+export function lingeringClose(socket: Duplex): void {
+  if (socket.destroyed || lingering.has(socket)) return;
+  lingering.add(socket);
+  // Node's own close after an answer that says `close` would destroy the socket once it is written.
+  closeLingeringly(socket);
+  socket.end();
+  let read = 0;
+  const close = () => {
+    clearTimeout(timer);
+    socket.destroy();
+  };
+  const timer = setTimeout(close, closingLingerMs);
+  timer.unref();
+  socket.on("data", (chunk: Buffer) => {
+    read += chunk.length;
+    if (read > closingLingerBytes) close();
+  });
+  socket.once("end", close);
+  socket.once("error", close);
+  socket.once("close", () => clearTimeout(timer));
+  // Read even when nothing else does (Node's parser stopped on a request it could not parse).
+  socket.resume();
+}
+
+/** Makes Node's close of `socket` after an answer (`destroySoon`) a lingering one. */
+function closeLingeringly(socket: Duplex): void {
+  (socket as Duplex & { destroySoon?: () => void }).destroySoon = () => lingeringClose(socket);
 }
 
 /** The error envelope as a whole HTTP/1.1 answer (head and body) that closes its connection. */
