@@ -9,9 +9,14 @@ function fakeSocket(remoteAddress: string) {
     remoteAddress,
     written: "",
     destroyed: false,
-    end(answer: string) {
+    write(answer: string) {
       socket.written += answer;
+      return true;
     },
+    end(answer?: string) {
+      if (answer !== undefined) socket.written += answer;
+    },
+    resume() {},
     destroy() {
       socket.destroyed = true;
       socket.emit("close");

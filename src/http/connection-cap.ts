@@ -1,7 +1,7 @@
 import type { Socket } from "node:net";
 import { GatewayError } from "../errors.js";
 import { addressBlock, unmapped } from "../net/ip-address.js";
-import { rawErrorAnswer } from "./send.js";
+import { lingeringClose, rawErrorAnswer } from "./send.js";
 
 /**
  * The caps on the connections the gateway holds open, taken before any request is read.
@@ -54,7 +54,10 @@ const retryAfterSeconds = 1;
  * connection closes, which may take a while; a longer wait spreads the retries of many clients.
  */
 const fullRetryAfterSeconds = 5;
-/** How long a refused connection's bytes are read and dropped after its answer, at most. */
+/**
+ * How long a refused connection's bytes are read and dropped after its answer, at most: less than
+ * after a request's early answer (send.ts), as a flood of connections over a cap is what it serves.
+ */
 const lingerMs = 1000;
 const lingerBytes = 64 * 1024;
 /** One warning per address (the total cap: one in all) per this long. */
@@ -149,9 +152,10 @@ function overTotalCap(): GatewayError {
 
 /**
  * Answers a plain HTTP connection `error` (429 or 503, with its Retry-After) at once, without
- * reading a request, and half-closes it; what the client sends meanwhile is read and dropped until it closes its side, for
- * at most `lingerMs` or `lingerBytes`: closing a socket with unread bytes sends a reset, which can
- * overtake the answer. A TLS connection is cut instead.
+ * reading a request, and closes it lingeringly (send.ts): what the client sends meanwhile is read
+ * and dropped until it closes its side, for at most `lingerMs` or `lingerBytes`, as closing a
+ * socket with unread bytes sends a reset, which can overtake the answer. A TLS connection is cut
+ * instead.
  */
 function refuse(
   socket: Socket,
@@ -165,14 +169,6 @@ function refuse(
     socket.destroy();
     return;
   }
-  const timer = setTimeout(() => socket.destroy(), lingerMs);
-  timer.unref();
-  socket.once("close", () => clearTimeout(timer));
-  let read = 0;
-  socket.on("data", (chunk: Buffer) => {
-    read += chunk.length;
-    if (read > lingerBytes) socket.destroy();
-  });
-  socket.once("end", () => socket.destroy());
-  socket.end(rawErrorAnswer(error, generateRequestId()).answer);
+  socket.write(rawErrorAnswer(error, generateRequestId()).answer);
+  lingeringClose(socket, { ms: lingerMs, bytes: lingerBytes });
 }

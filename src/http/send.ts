@@ -131,12 +131,16 @@ const lingering = new WeakSet<Duplex>();
  * Closes a connection after an answer written before the request was read to its end (the
  * lingering close of RFC 9112 §9.6): the sending side is closed at once, after the answer, and
  * what the client still sends is read and dropped until it closes its side too, for at most
- * `closingLingerMs` or `closingLingerBytes`, then the connection is destroyed. Destroyed at once,
+ * `limits` (`closingLingerMs` and `closingLingerBytes` unless given), then the connection is
+ * destroyed. Destroyed at once,
  * with bytes unread or still arriving, it would send a reset, on which the client's kernel may
  * drop the answer before the client read it: the client would see ECONNRESET, not its 400 or 413.
  * A drain cuts a lingering connection like any other (it has no answer in progress).
  */
-export function lingeringClose(socket: Duplex): void {
+export function lingeringClose(
+  socket: Duplex,
+  limits: { ms: number; bytes: number } = { ms: closingLingerMs, bytes: closingLingerBytes },
+): void {
   if (socket.destroyed || lingering.has(socket)) return;
   lingering.add(socket);
   // Node's own close after an answer that says `close` would destroy the socket once it is written.
@@ -147,11 +151,11 @@ export function lingeringClose(socket: Duplex): void {
     clearTimeout(timer);
     socket.destroy();
   };
-  const timer = setTimeout(close, closingLingerMs);
+  const timer = setTimeout(close, limits.ms);
   timer.unref();
   socket.on("data", (chunk: Buffer) => {
     read += chunk.length;
-    if (read > closingLingerBytes) close();
+    if (read > limits.bytes) close();
   });
   socket.once("end", close);
   socket.once("error", close);
