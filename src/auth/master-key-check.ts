@@ -2,11 +2,7 @@ import type { Kysely } from "kysely";
 import { providerKeyAad } from "../admin/project-admin.js";
 import { deviceCheckKeyAad } from "../admin/project-rules.js";
 import type { Database } from "../storage/schema.js";
-import {
-  type SealedSecretSample,
-  type StoredSealedSecret,
-  sealedSecretSamples,
-} from "../storage/sealed-secret-sample.js";
+import { type SealedSecretSample, sealedSecretSamples } from "../storage/sealed-secret-sample.js";
 import { type MasterKeySource, masterKeyOrigin } from "./master-key.js";
 import type { SecretBox } from "./secret-box.js";
 
@@ -47,7 +43,7 @@ export class MasterKeyMismatchError extends Error {
  */
 export function checkMasterKey(
   secretBox: SecretBox,
-  samples: readonly StoredSealedSecret[],
+  samples: readonly (SealedSecretSample & { revoked?: true })[],
   /** Asked only for the refusal's message (it may read the data dir's key file for a hint). */
   keyOrigin: () => { doesNotOpen: string; restore: string },
 ): { damaged: string[]; underPrevious: number } {

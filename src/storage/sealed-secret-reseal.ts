@@ -1,6 +1,6 @@
 import type { Kysely } from "kysely";
 import type { Database } from "./schema.js";
-import type { SealedSecretSample } from "./sealed-secret-sample.js";
+import { type SealedSecretSample, sealedSecretSamples } from "./sealed-secret-sample.js";
 
 /** What `resealStoredSecrets` did, by table. */
 export interface ResealCounts {
@@ -37,36 +37,25 @@ export async function resealStoredSecrets(
       providerKeys: { resealed: 0, alreadyCurrent: 0, unopenedRevoked: 0 },
       deviceCheckKeys: { resealed: 0, alreadyCurrent: 0 },
     };
-    const keys = await transaction
-      .selectFrom("provider_keys")
-      .select(["id", "project_id", "server_share", "revoked_at"])
-      .orderBy("id")
-      .execute();
-    const projects = await transaction
-      .selectFrom("projects")
-      .select(["id", "device_check_private_key", "updated_at"])
-      .where("device_check_private_key", "is not", null)
-      .orderBy("id")
-      .execute();
     const keyWrites: Array<{ id: string; from: string; to: string }> = [];
-    for (const key of keys) {
-      const secret = {
-        kind: "provider-key",
-        projectId: key.project_id,
-        keyId: key.id,
-        sealed: key.server_share,
-      } as const;
-      const next = reseal(secret, key.revoked_at !== null);
-      if (next === "unopened") counts.providerKeys.unopenedRevoked++;
-      else if (next === undefined) counts.providerKeys.alreadyCurrent++;
-      else keyWrites.push({ id: key.id, from: key.server_share, to: next });
-    }
     const projectWrites: Array<{ id: string; from: string; to: string; updatedAt: string }> = [];
-    for (const project of projects) {
-      const sealed = project.device_check_private_key ?? "";
-      const next = reseal({ kind: "device-check-key", projectId: project.id, sealed }, false);
-      if (next === undefined || next === "unopened") counts.deviceCheckKeys.alreadyCurrent++;
-      else projectWrites.push({ id: project.id, from: sealed, to: next, updatedAt: project.updated_at });
+    for (const secret of await sealedSecretSamples(transaction, "all")) {
+      if (secret.kind === "provider-key") {
+        const next = reseal(secret, secret.revoked === true);
+        if (next === "unopened") counts.providerKeys.unopenedRevoked++;
+        else if (next === undefined) counts.providerKeys.alreadyCurrent++;
+        else keyWrites.push({ id: secret.keyId, from: secret.sealed, to: next });
+      } else {
+        const next = reseal(secret, false);
+        if (next === undefined || next === "unopened") counts.deviceCheckKeys.alreadyCurrent++;
+        else
+          projectWrites.push({
+            id: secret.projectId,
+            from: secret.sealed,
+            to: next,
+            updatedAt: secret.updatedAt,
+          });
+      }
     }
     for (const write of keyWrites) {
       const result = await transaction

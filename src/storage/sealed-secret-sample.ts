@@ -6,8 +6,13 @@ export type SealedSecretSample =
   | { kind: "provider-key"; projectId: string; keyId: string; sealed: string }
   | { kind: "device-check-key"; projectId: string; sealed: string };
 
-/** A sample as the start check reads it: a revoked provider key's share is marked so. */
-export type StoredSealedSecret = SealedSecretSample & { revoked?: true };
+/**
+ * A secret as it is read from its row: a revoked provider key's share is marked so, and a
+ * DeviceCheck key carries its project's `updated_at` (the reseal writes only on the value it read).
+ */
+export type StoredSealedSecret =
+  | (Extract<SealedSecretSample, { kind: "provider-key" }> & { revoked?: true })
+  | (Extract<SealedSecretSample, { kind: "device-check-key" }> & { updatedAt: string });
 
 /**
  * A few secrets the database holds: the server shares of the newest `keys` provider keys that are
@@ -16,9 +21,10 @@ export type StoredSealedSecret = SealedSecretSample & { revoked?: true };
  * needs. Several, so that one damaged row is not taken for the wrong master key.
  *
  * `keys` "all": every secret instead, newest first as above, revoked keys' shares too (marked), and
- * every project's DeviceCheck key. What the start check reads during a rotation, to tell whether any
- * secret still needs the previous key: the newest ones, which a sample holds, are those sealed under
- * the new key since the rotation began, so a sample would call the previous key unneeded too soon.
+ * every project's DeviceCheck key. What `sluice master-key reseal` moves, and what the start check
+ * reads during a rotation, to tell whether any secret still needs the previous key: the newest
+ * ones, which a sample holds, are those sealed under the new key since the rotation began, so a
+ * sample would call the previous key unneeded too soon.
  */
 export async function sealedSecretSamples(
   db: Kysely<Database>,
@@ -40,7 +46,7 @@ export async function sealedSecretSamples(
   }));
   let projects = db
     .selectFrom("projects")
-    .select(["id", "device_check_private_key"])
+    .select(["id", "device_check_private_key", "updated_at"])
     .where("device_check_private_key", "is not", null)
     .orderBy("updated_at", "desc")
     .orderBy("id", "desc");
@@ -51,6 +57,7 @@ export async function sealedSecretSamples(
         kind: "device-check-key",
         projectId: project.id,
         sealed: project.device_check_private_key,
+        updatedAt: project.updated_at,
       });
   return samples;
 }
