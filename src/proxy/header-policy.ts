@@ -161,7 +161,7 @@ export function clientResponseHeaders(
       .toLowerCase()
       .split(",")
       .map((name) => name.trim());
-    headers = headers.filter((_, index, all) => !listed.includes(all[index - (index % 2)] as string));
+    headers = withoutHeaders(headers, listed);
   }
   for (const name in own) {
     const value = own[name] as string;
@@ -269,6 +269,14 @@ for (const name of [
 
 function latin1(value: Buffer | string): string {
   return typeof value === "string" ? value : value.toString("latin1");
+}
+
+/** A flat `[name, value, …]` list (lower-case names) without the `names` headers. */
+export function withoutHeaders(flat: readonly string[], names: readonly string[]): string[] {
+  const kept: string[] = [];
+  for (let index = 0; index + 1 < flat.length; index += 2)
+    if (!names.includes(flat[index] as string)) kept.push(flat[index] as string, flat[index + 1] as string);
+  return kept;
 }
 
 /** Whether a flat `[name, value, …]` list (lower-case names) holds `name`. */

@@ -8,7 +8,7 @@ import type { ResponsesCall } from "../providers/provider-adapter.js";
 import type { ProviderId } from "../providers/provider-id.js";
 import { type DecompressingMeter, decompressingMeter, isDecompressing } from "./decompressing-meter.js";
 import type { ProxyOutcome } from "./forward.js";
-import { clientResponseHeaders, hasHeader } from "./header-policy.js";
+import { clientResponseHeaders, hasHeader, withoutHeaders } from "./header-policy.js";
 import { ImageListScanner, withImageList } from "./image-list-scanner.js";
 import { ImageStreamEvents } from "./image-stream-events.js";
 import { InjectedUsageFilter } from "./injected-usage-filter.js";
@@ -397,12 +397,4 @@ function isEventStream(contentType: string): boolean {
     contentType.startsWith(eventStream) ||
     contentType.slice(0, eventStream.length).toLowerCase() === eventStream
   );
-}
-
-/** A flat `[name, value, …]` list (lower-case names) without the `names` headers. */
-function withoutHeaders(flat: readonly string[], names: readonly string[]): string[] {
-  const kept: string[] = [];
-  for (let index = 0; index + 1 < flat.length; index += 2)
-    if (!names.includes(flat[index] as string)) kept.push(flat[index] as string, flat[index + 1] as string);
-  return kept;
 }
