@@ -87,9 +87,9 @@ function listen(server: Server, port: number, host: string, settings: string): P
  * listens), which would lose the queued rows. Under an npm script, the same signal again within
  * `npmCopyWindowMs` is npm's copy of the one before (a Ctrl-C reaches the gateway from the terminal
  * and from npm), not a second one: it is logged and ignored. A last resort for a bug that throws
- * outside any request (an uncaught exception or unhandled rejection): it is logged and the same shutdown runs
- * at once, the delay cut short, so the rows are written, and the process exits with 1, at the
- * latest a second after the shutdown's own limit.
+ * outside any request (an uncaught exception or unhandled rejection): it is logged and the same
+ * shutdown runs at once, the delay cut short, so the rows are written, and the process exits with
+ * 1, at the latest a second after the shutdown's own limit.
  */
 function stopOnSignalOrCrash(server: GatewayServer, gateway: Gateway, metricsServer: Server | null): void {
   const { logger } = gateway;
