@@ -132,9 +132,9 @@ const lingering = new WeakSet<Duplex>();
  * lingering close of RFC 9112 §9.6): the sending side is closed at once, after the answer, and
  * what the client still sends is read and dropped until it closes its side too, for at most
  * `limits` (`closingLingerMs` and `closingLingerBytes` unless given), then the connection is
- * destroyed. Destroyed at once,
- * with bytes unread or still arriving, it would send a reset, on which the client's kernel may
- * drop the answer before the client read it: the client would see ECONNRESET, not its 400 or 413.
+ * destroyed. Destroyed at once, with bytes unread or still arriving, it would send a reset, on
+ * which the client's kernel may drop the answer before the client read it: the client would see
+ * ECONNRESET, not its 400 or 413.
  * A drain cuts a lingering connection like any other (it has no answer in progress).
  */
 export function lingeringClose(
