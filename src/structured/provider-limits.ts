@@ -6,6 +6,7 @@
  */
 
 import { resolveJsonPointer } from "./resolve-json-pointer.js";
+import { nestingKeywords } from "./schema-walk.js";
 
 type Schema = Record<string, unknown>;
 
@@ -115,21 +116,18 @@ function forEachSchema(root: unknown, visit: (node: Schema, path: string) => voi
  * The schemas a schema holds, each with its path below `path`: under `properties`, `$defs` and
  * `definitions` (the last two only with `definitions`: the providers' converters reach a
  * definition through a `$ref` alone), `items`, `additionalProperties`, `anyOf` and `oneOf` (sent as
- * `anyOf`), the keywords output-schema.ts lets a schema nest others in. Entries that are no schema are the caller's to skip.
+ * `anyOf`): `nestingKeywords`, in their order. Entries that are no schema are the caller's to skip.
  */
 function subschemas(node: Schema, path: string, definitions: boolean): Array<[unknown, string]> {
   const children: Array<[unknown, string]> = [];
-  for (const key of definitions ? ["properties", "$defs", "definitions"] : ["properties"]) {
-    const named = node[key];
-    if (isSchema(named))
-      for (const [name, child] of Object.entries(named)) children.push([child, `${path}/${key}/${name}`]);
-  }
-  children.push([node.items, `${path}/items`], [node.additionalProperties, `${path}/additionalProperties`]);
-  for (const alternatives of ["anyOf", "oneOf"] as const) {
-    const value = node[alternatives];
-    if (Array.isArray(value))
-      for (const [index, child] of value.entries())
-        children.push([child, `${path}/${alternatives}/${index}`]);
+  for (const [key, nesting] of nestingKeywords) {
+    const value = node[key];
+    if (nesting === "schema") children.push([value, `${path}/${key}`]);
+    else if (nesting === "list") {
+      if (Array.isArray(value))
+        for (const [index, child] of value.entries()) children.push([child, `${path}/${key}/${index}`]);
+    } else if ((key === "properties" || definitions) && isSchema(value))
+      for (const [name, child] of Object.entries(value)) children.push([child, `${path}/${key}/${name}`]);
   }
   return children;
 }

@@ -1,7 +1,7 @@
 import type { ProviderId } from "../providers/provider-id.js";
 import { annotationKinds } from "./output-schema.js";
 import { providerCFormats } from "./provider-limits.js";
-import { eachSchema } from "./schema-walk.js";
+import { eachSchema, nestingKeywords } from "./schema-walk.js";
 
 /**
  * The annotations each provider's structured mode takes; the others are removed from what it is
@@ -144,38 +144,26 @@ function alternativesAsAnyOf(node: Record<string, unknown>): Record<string, unkn
 }
 
 /**
- * What a JSON Pointer steps into through a schema keyword: a name (of a property or definition) or an
- * index (of an alternative), then a schema; `items` and `additionalProperties` hold a schema.
- */
-const pointerSteps = new Map<string, "name" | "index" | "schema">([
-  ["properties", "name"],
-  ["$defs", "name"],
-  ["definitions", "name"],
-  ["anyOf", "index"],
-  ["oneOf", "index"],
-  ["items", "schema"],
-  ["additionalProperties", "schema"],
-]);
-
-/**
  * A local `$ref` with each step into a `oneOf` made a step into `anyOf`, as `alternativesAsAnyOf`
  * sends it; a property or definition named `oneOf` keeps its name, and so does anything past a
  * keyword that holds no schema (a `default`'s value).
  */
 function referenceAsSent(ref: string): string {
   if (!ref.startsWith("#/")) return ref;
-  let next: "keyword" | "name" | "index" | "value" = "keyword";
+  let next: "keyword" | "member" | "value" = "keyword";
   const tokens = ref
     .slice(2)
     .split("/")
     .map((token) => {
-      if (next === "name" || next === "index") {
+      if (next === "member") {
         next = "keyword";
         return token;
       }
       if (next === "value") return token;
-      const step = pointerSteps.get(token);
-      next = step === undefined ? "value" : step === "schema" ? "keyword" : step;
+      // Past a keyword: a member (a property's or definition's name, an alternative's index), then
+      // a schema; `items` and `additionalProperties` hold a schema; any other keyword a value.
+      const nesting = nestingKeywords.get(token);
+      next = nesting === undefined ? "value" : nesting === "schema" ? "keyword" : "member";
       return token === "oneOf" ? "anyOf" : token;
     });
   return `#/${tokens.join("/")}`;

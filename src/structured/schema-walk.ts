@@ -1,5 +1,17 @@
-const subschemaMaps = new Set(["properties", "$defs", "definitions"]);
-const subschemas = new Set(["items", "additionalProperties"]);
+/**
+ * The keywords output-schema.ts lets a schema nest other schemas in, in document order, and how each
+ * holds them: a map of names (of properties or definitions) to schemas, one schema, or a list of
+ * alternatives. Every walk over a schema's subschemas reads them here.
+ */
+export const nestingKeywords: ReadonlyMap<string, "names" | "schema" | "list"> = new Map([
+  ["properties", "names"],
+  ["$defs", "names"],
+  ["definitions", "names"],
+  ["items", "schema"],
+  ["additionalProperties", "schema"],
+  ["anyOf", "list"],
+  ["oneOf", "list"],
+]);
 
 /**
  * A copy of the schema in which `rewrite` has made each schema object, deepest first, from a copy
@@ -13,12 +25,13 @@ export function eachSchema(
   if (typeof node !== "object" || node === null || Array.isArray(node)) return node;
   const out: Record<string, unknown> = {};
   for (const [key, value] of Object.entries(node)) {
-    if (subschemaMaps.has(key) && typeof value === "object" && value !== null && !Array.isArray(value)) {
+    const nesting = nestingKeywords.get(key);
+    if (nesting === "names" && typeof value === "object" && value !== null && !Array.isArray(value)) {
       out[key] = Object.fromEntries(
         Object.entries(value).map(([name, child]) => [name, eachSchema(child, rewrite)]),
       );
-    } else if (subschemas.has(key)) out[key] = eachSchema(value, rewrite);
-    else if ((key === "anyOf" || key === "oneOf") && Array.isArray(value))
+    } else if (nesting === "schema") out[key] = eachSchema(value, rewrite);
+    else if (nesting === "list" && Array.isArray(value))
       out[key] = value.map((child) => eachSchema(child, rewrite));
     else out[key] = value;
   }
