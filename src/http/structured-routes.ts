@@ -36,8 +36,8 @@ const fieldOf: Record<AnalysisKind, string> = { text: "text", vision: "image", p
 export function registerStructuredRoutes(router: Router, deps: StructuredRouteDeps): void {
   for (const kind of ["text", "vision", "pdf"] as const) {
     const handler = (context: RequestContext) => handle(deps, kind, context);
-    router.on("POST", `/v1/${kind}`, handler);
-    router.on("POST", `/v1/${kind}/:projectId`, handler);
+    router.on("POST", structuredRoutes[kind], handler);
+    router.on("POST", `${structuredRoutes[kind]}/:projectId`, handler);
   }
 }
 
@@ -45,7 +45,7 @@ function handle(deps: StructuredRouteDeps, kind: AnalysisKind, context: RequestC
   return answerWithJson(deps.admit, context, kind, async (call, signal, soFar) => {
     const body = parseJsonObject(await readBody(context.request, bodyCap(deps, kind)), {
       limits: jsonBodyLimits,
-      takes: `/v1/${kind} takes one JSON object such as {"${fieldOf[kind]}": "…"}`,
+      takes: `${structuredRoutes[kind]} takes one JSON object such as {"${fieldOf[kind]}": "…"}`,
     });
     const value = body[fieldOf[kind]];
     // Only whitespace is nothing to analyse either (as a `prompt` on /v1/image): refused before any
@@ -67,7 +67,7 @@ function handle(deps: StructuredRouteDeps, kind: AnalysisKind, context: RequestC
       deps.logSchemaRefusal(
         { projectId: call.project.id, provider: call.provider, reason, model: soFar.model ?? model },
         context.requestId,
-        `/v1/${kind}`,
+        structuredRoutes[kind],
       );
     };
     const result = await analyze(deps.models, {
