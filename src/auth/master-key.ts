@@ -110,12 +110,14 @@ export function masterKeyOrigin(source: MasterKeySource): { doesNotOpen: string;
  */
 function keyFileHint(source: MasterKeySource): string {
   const file = join(source.dataDir, "master.key");
-  let stored: Buffer;
+  let text: string | undefined;
   try {
-    stored = Buffer.from(readFileSync(file, "utf8").trim(), "base64");
+    text = readKeyFile(source.dataDir, file);
   } catch {
-    return "";
+    return ""; // A hint only: a file that cannot be read is no reason to say more.
   }
+  if (text === undefined) return "";
+  const stored = Buffer.from(text, "base64");
   const given = [source.masterKey, source.masterKeyPrevious].map((key) => Buffer.from(key ?? "", "base64"));
   const another = stored.length === 32 && !given.some((key) => key.equals(stored));
   // The keys decoded only to compare are wiped, as loadMasterKey's callers wipe theirs (the file's
