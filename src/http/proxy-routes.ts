@@ -41,7 +41,8 @@ export function registerProxyRoutes(router: Router, deps: ProxyRouteDeps): void 
         // which would let `%2F` pass as a slash and `%3F` start a query string upstream.
         const path = safeProviderPath(afterPrefix(context.path));
         if (path === null) {
-          const problem = providerPathProblem(afterPrefix(context.path));
+          // safeProviderPath refused it: there is a problem to name.
+          const problem = providerPathProblem(afterPrefix(context.path)) as string;
           throw new GatewayError(
             "BAD_REQUEST",
             `The provider path is not allowed: it ${problem} (docs/proxy.md#paths)`,

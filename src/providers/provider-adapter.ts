@@ -376,49 +376,36 @@ export function createProviderAdapters(options: ProviderAdapterOptions): Record<
 }
 
 /**
- * Rejects paths that could leave the provider's API: `..` or `.` segments (also percent-encoded),
- * encoded slashes or backslashes, empty segments, and anything that parses as an absolute URL,
- * also when a segment becomes one of those only when decoded again (`%252e%252e`). Returns the
- * path when it is safe, with percent-encoded unreserved characters decoded (`c%6Fmpletions` is
- * `completions`, RFC 3986 6.2.2.2: the same path, written as Sluice's path checks compare it),
- * else null.
+ * Rejects paths that could leave the provider's API (`providerPathProblem`): `..` or `.` segments
+ * (also percent-encoded), encoded slashes or backslashes, empty segments, and anything that parses
+ * as an absolute URL, also when a segment becomes one of those only when decoded again
+ * (`%252e%252e`). Returns the path when it is safe, with percent-encoded unreserved characters
+ * decoded (`c%6Fmpletions` is `completions`, RFC 3986 6.2.2.2: the same path, written as Sluice's
+ * path checks compare it), else null.
  */
 export function safeProviderPath(path: string): string | null {
-  if (path.length === 0 || path.length > 2048) return null;
   // The common case (`chat/completions`, `v1/messages`): plain segments, nothing to decode.
-  if (plainPath.test(path)) return path;
-  if (/^[a-z][a-z0-9+.-]*:/i.test(path) || path.startsWith("/")) return null;
-  if (/%2f|%5c|\\|%00/i.test(path) || hasControlOrSpace(path)) return null;
-  // Only what RFC 3986 allows in a path (`|`, `{`, `<`, `"`, `^`, a backtick and the like must be
-  // percent-encoded): a provider's front end may read them otherwise than the server behind it.
-  if (!uriPath.test(path)) return null;
-  for (const segment of path.split("/")) {
-    let decoded: string;
-    try {
-      decoded = decodeURIComponent(segment);
-    } catch {
-      return null;
-    }
-    if (decoded === "" || decoded === "." || decoded === ".." || decoded.includes("/")) return null;
-    if (decoded.includes("%") && hidesTraversal(decoded)) return null;
-  }
+  if (path.length <= 2048 && plainPath.test(path)) return path;
+  if (providerPathProblem(path) !== null) return null;
   return path.includes("%")
     ? path.replace(encodedUnreserved, (encoded) => decodeURIComponent(encoded))
     : path;
 }
 
 /**
- * Why `safeProviderPath` refused `path`, for the client's 400 (`it has an empty segment …`): the
- * same checks in the same order, run only on a refused path.
+ * Why the proxy refuses `path`, for the client's 400 (`it has an empty segment …`), or null when it
+ * forwards it (safeProviderPath).
  */
-export function providerPathProblem(path: string): string {
+export function providerPathProblem(path: string): string | null {
   if (path.length === 0) return "is empty";
   if (path.length > 2048) return "is longer than 2048 characters";
   if (path.startsWith("/")) return emptySegment;
   if (/^[a-z][a-z0-9+.-]*:/i.test(path)) return "reads as an absolute URL (a scheme such as `http:` first)";
-  if (/%2f|%5c|\\/i.test(path)) return "has an encoded slash or backslash";
+  if (/%2f|%5c|\\/i.test(path)) return encodedSlash;
   if (/%00/.test(path) || hasControlOrSpace(path))
     return "has a space, a control character or an encoded NUL";
+  // Only what RFC 3986 allows in a path (`|`, `{`, `<`, `"`, `^`, a backtick and the like must be
+  // percent-encoded): a provider's front end may read them otherwise than the server behind it.
   if (!uriPath.test(path))
     return 'has a character a URL path must percent-encode (such as `|`, `{`, `<`, `"` or `^`)';
   for (const segment of path.split("/")) {
@@ -430,12 +417,14 @@ export function providerPathProblem(path: string): string {
     }
     if (decoded === "") return emptySegment;
     if (decoded === "." || decoded === "..") return "has a `.` or `..` segment";
+    if (decoded.includes("/")) return encodedSlash;
     if (decoded.includes("%") && hidesTraversal(decoded))
       return "has an escape that decodes, decoded again, to a `.` or `..` segment, a slash, a backslash or a NUL";
   }
-  return "is not one the proxy forwards";
+  return null;
 }
 
+const encodedSlash = "has an encoded slash or backslash";
 const emptySegment = "has an empty segment (a leading, trailing or doubled slash)";
 
 /** A percent-encoded unreserved character: ALPHA, DIGIT, `-`, `.`, `_` or `~`. */
