@@ -1,13 +1,11 @@
 import { generateKeyPairSync, randomBytes } from "node:crypto";
 import { sql } from "kysely";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { projectAdminOn } from "../../test/support/project-admin-on.js";
 import { storageEngines } from "../../test/support/storage-engines.js";
-import { createProjectAdmin, providerKeyAad } from "../admin/project-admin.js";
+import { providerKeyAad } from "../admin/project-admin.js";
 import { deviceCheckKeyAad } from "../admin/project-rules.js";
 import type { OpenDatabase } from "../storage/database.js";
-import { createKeyRepository } from "../storage/key-repository.js";
-import { createProjectRepository } from "../storage/project-repository.js";
-import { createUsageRepository } from "../storage/usage-repository.js";
 import { checkMasterKeyOpensDatabase, MasterKeyMismatchError } from "./master-key-check.js";
 import { resealSecrets } from "./master-key-reseal.js";
 import { createSecretBox, type SecretBox } from "./secret-box.js";
@@ -41,16 +39,7 @@ for (const engine of storageEngines) {
       await cleanup();
     });
 
-    const admin = (secretBox: SecretBox) =>
-      createProjectAdmin({
-        projects: createProjectRepository(database.db),
-        keys: createKeyRepository(database.db),
-        usage: createUsageRepository(database.db, database.sqlite, database.runReport),
-        secretBox,
-        now: () => new Date(),
-        onProjectChanged: () => {},
-        testModeAllowed: true,
-      });
+    const admin = (secretBox: SecretBox) => projectAdminOn(database, secretBox);
     const rows = async () => ({
       shares: (
         await sql<{
