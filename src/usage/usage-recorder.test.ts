@@ -322,6 +322,43 @@ describe("usage recorder, a full queue", () => {
     expect(written).toEqual([row(0).request_id, row(1).request_id, row(2).request_id, row(100).request_id]);
     await recorder.stop(10);
   });
+  it("keeps a call's row when the queue is full of refusals a write in progress holds", async () => {
+    let fail: ((error: unknown) => void) | undefined;
+    let down = true;
+    const written: string[] = [];
+    const repository = fakeUsageRepository({
+      async insertBatch(batch) {
+        if (down) await new Promise<void>((_resolve, reject) => (fail = reject));
+        written.push(...batch.map((each) => each.request_id));
+      },
+    });
+    const dropped: Array<[number, string]> = [];
+    const recorder = createUsageRecorder({
+      repository,
+      flushIntervalMs: 60_000,
+      queueMax: 3,
+      onDropped: (count, reason) => dropped.push([count, reason]),
+    });
+    for (let index = 0; index < 3; index++) recorder.record(row(index), "refusal");
+    const flushed = recorder.flush(50); // takes all three refusals; the database does not answer yet
+    await nextTurn();
+    recorder.record(row(100)); // the queue is full, and only of refusals the write holds
+    expect(dropped).toEqual([]);
+    recorder.record(row(3), "refusal"); // a refusal still finds the queue full
+    expect(dropped).toEqual([[1, "queue-full"]]);
+    fail?.(connectionRefused());
+    await flushed;
+    // The write failed: the refusals it held make way for the call's row, as they would have.
+    expect(dropped).toEqual([
+      [1, "queue-full"],
+      [3, "refusals-evicted"],
+    ]);
+    expect(recorder.depth()).toBe(1);
+    down = false;
+    await recorder.flush(1000);
+    expect(written).toEqual([row(100).request_id]);
+    await recorder.stop(10);
+  });
 });
 
 describe("usage recorder, an authenticated client's repeated refusals", () => {

@@ -74,7 +74,9 @@ export interface UsageRecorder {
  * anonymous client nothing to send (made-up project ids, wrong keys, throttled retries), and in an
  * outage their rows would otherwise fill the queue and push out the rows of admitted, billed calls.
  * A call's row that finds the queue full takes the place of the refusals' rows queued behind the
- * write in progress (all of them at once: one pass, however long the outage).
+ * write in progress (all of them at once: one pass, however long the outage). Those the write holds
+ * stay until it ends, as it may yet write them; calls' rows take their room meanwhile, so the queue
+ * holds at most `queueMax` plus one batch, and when the write fails they go too.
  */
 export function createUsageRecorder(deps: UsageRecorderDeps): UsageRecorder {
   // Small batches with a turn of the event loop between them: the embedded SQLite writes
@@ -86,6 +88,11 @@ export function createUsageRecorder(deps: UsageRecorderDeps): UsageRecorder {
   let refusalsQueued = 0;
   /** The rows at the queue's head that the write in progress took (they stay there until it ends). */
   let inFlight = 0;
+  /**
+   * Refusals' rows the write in progress holds whose room calls' rows have taken: the queue holds
+   * that many more than `queueMax` until the write ends (written, or evicted if it failed).
+   */
+  let overdrawn = 0;
   let writing: Promise<void> | null = null;
   let failing = false;
   let backoffMs = 0;
@@ -113,7 +120,7 @@ export function createUsageRecorder(deps: UsageRecorderDeps): UsageRecorder {
       await deps.repository.insertBatch(batch);
     } catch (error) {
       if (!isDatabaseUnavailable(error)) return writeRowByRow(batch);
-      inFlight = 0;
+      writeEnded();
       return failed(error);
     }
     done(batch.length);
@@ -121,13 +128,24 @@ export function createUsageRecorder(deps: UsageRecorderDeps): UsageRecorder {
     return true;
   }
 
+  /**
+   * The write in progress ended, its rows written or still queued. Refusals it held that calls'
+   * rows were let in for, still queued (the write failed), make way now.
+   */
+  function writeEnded(): void {
+    inFlight = 0;
+    if (overdrawn === 0) return;
+    overdrawn = 0;
+    if (queue.length > deps.queueMax && refusalsQueued > 0) evictRefusals();
+  }
+
   /** The first `count` rows of the queue are written (or refused for good): off the queue. */
   function done(count: number): void {
     if (refusalsQueued > 0)
       for (let index = 0; index < count; index++)
         if (refusals.has(queue[index] as UsageRecord)) refusalsQueued--;
-    inFlight = 0;
     queue = queue.slice(count);
+    writeEnded();
     deps.onQueueDepth?.(queue.length);
     if (failing) {
       failing = false;
@@ -144,7 +162,7 @@ export function createUsageRecorder(deps: UsageRecorderDeps): UsageRecorder {
       } catch (error) {
         if (isDatabaseUnavailable(error)) {
           if (index > 0) done(index);
-          inFlight = 0;
+          else writeEnded();
           return failed(error);
         }
         deps.onRefused?.(row, error);
@@ -187,23 +205,34 @@ export function createUsageRecorder(deps: UsageRecorderDeps): UsageRecorder {
     }
   }
 
-  /** Takes the refusals' rows off the queue, but for those the write in progress holds. */
+  /**
+   * Takes the refusals' rows off the queue, but for those the write in progress holds (it may yet
+   * write them); calls' rows may take their room meanwhile (`overdrawn`), and they go when it fails.
+   */
   function evictRefusals(): void {
     const kept = queue.slice(0, inFlight);
+    let held = 0;
+    for (const row of kept) if (refusals.has(row)) held++;
     for (let index = inFlight; index < queue.length; index++) {
       const row = queue[index] as UsageRecord;
       if (!refusals.has(row)) kept.push(row);
     }
     const evicted = queue.length - kept.length;
     refusalsQueued -= evicted;
+    overdrawn = held;
     queue = kept;
     deps.onQueueDepth?.(queue.length);
     if (evicted > 0) deps.onDropped?.(evicted, "refusals-evicted");
   }
 
+  /** Whether the queue has no room for a row of `kind`. */
+  function full(kind: "call" | "refusal"): boolean {
+    return queue.length >= deps.queueMax + (kind === "call" ? overdrawn : 0);
+  }
+
   function enqueue(row: UsageRecord, kind: "call" | "refusal"): void {
-    if (!stopped && queue.length >= deps.queueMax && kind === "call" && refusalsQueued > 0) evictRefusals();
-    if (stopped || queue.length >= deps.queueMax) {
+    if (!stopped && kind === "call" && refusalsQueued > 0 && full(kind)) evictRefusals();
+    if (stopped || full(kind)) {
       deps.onDropped?.(1, stopped ? "shutdown" : "queue-full");
       return;
     }
@@ -259,6 +288,7 @@ export function createUsageRecorder(deps: UsageRecorderDeps): UsageRecorder {
         deps.onDropped?.(queue.length, "shutdown");
         queue = [];
         refusalsQueued = 0;
+        overdrawn = 0;
         deps.onQueueDepth?.(0);
       }
     },
