@@ -942,6 +942,46 @@ describe("proxies driven by the official SDKs", () => {
       expect(Number(list.headers.get("content-length"))).toBeGreaterThan(0);
     });
 
+    it("forwards GET, PUT, PATCH and DELETE on provider A (SPEC: ANY) with their bodies and the injected key, and answers with the provider's status", async () => {
+      const url = `${sluice.url}/v1/provider-a/${project.projectId}/vector_stores/vs_1/files/file-1`;
+      for (const method of ["GET", "PUT", "PATCH", "DELETE"]) {
+        fake.clear();
+        fake.enqueueResponse({ status: 202, body: { method } });
+        const body = method === "GET" || method === "DELETE" ? undefined : JSON.stringify({ method });
+        const response = await fetch(url, {
+          method,
+          headers: {
+            authorization: `Bearer ${project.bearer("provider-a")}`,
+            "x-ai-key": project.partialKeys["provider-a"],
+            ...(body === undefined ? {} : { "content-type": "application/json" }),
+          },
+          ...(body === undefined ? {} : { body }),
+        });
+        expect(response.status, method).toBe(202);
+        expect(await response.json()).toEqual({ method });
+        const upstream = fake.last()!;
+        expect(upstream).toMatchObject({ method, path: "/a/v1/vector_stores/vs_1/files/file-1" });
+        expect(upstream.body.toString()).toBe(body ?? "");
+        expect(upstream.headers.authorization).toBe(`Bearer ${project.providerKeys["provider-a"]}`);
+        expect(upstream.headers["x-ai-key"]).toBeUndefined();
+      }
+    });
+
+    it("takes the project from the path over a different x-project-id on the proxies (SPEC: not needed there)", async () => {
+      const other = await createTestProject(sluice.gateway);
+      const response = await postToA(JSON.stringify({ model: "gpt-4o-mini", messages: [] }), {
+        headers: {
+          authorization: `Bearer ${project.bearer("provider-a")}`,
+          "content-type": "application/json",
+          "x-project-id": other.projectId,
+        },
+      });
+      expect(response.status).toBe(200);
+      expect(fake.last()!.headers.authorization).toBe(`Bearer ${project.providerKeys["provider-a"]}`);
+      expect(fake.last()!.headers["x-project-id"]).toBeUndefined();
+      expect((await rowFor(response.headers.get("x-request-id"))).project_id).toBe(project.projectId);
+    });
+
     it("never forwards a client's key= query parameter to provider C, which would stand beside the injected key", async () => {
       const response = await fetch(
         `${sluice.url}/v1/provider-c/${project.projectId}/v1beta/models/gemini-2.5-flash:generateContent?key=CLIENT-SECRET&alt=json&k%65y=AGAIN`,
