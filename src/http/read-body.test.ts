@@ -46,6 +46,17 @@ describe("readBody", () => {
     expect(await readRaw(chunked, 1024)).toMatchObject({ code: "PAYLOAD_TOO_LARGE" });
   });
 
+  it("takes a body of exactly the cap and refuses one byte more, announced or chunked", async () => {
+    const chunked = (size: number) =>
+      `POST / HTTP/1.1\r\nhost: x\r\ntransfer-encoding: chunked\r\n\r\n${size.toString(16)}\r\n${"x".repeat(size)}\r\n0\r\n\r\n`;
+    expect(String(await readRaw(`${head(1024)}${"x".repeat(1024)}`, 1024))).toHaveLength(1024);
+    expect(String(await readRaw(chunked(1024), 1024))).toHaveLength(1024);
+    expect(await readRaw(`${head(1025)}${"x".repeat(1025)}`, 1024)).toMatchObject({
+      code: "PAYLOAD_TOO_LARGE",
+    });
+    expect(await readRaw(chunked(1025), 1024)).toMatchObject({ code: "PAYLOAD_TOO_LARGE" });
+  });
+
   it("fails with 400 when the client leaves in the middle of the body", async () => {
     expect(await readRaw(`${head(100)}only ten b`, 1024, true)).toMatchObject({
       code: "BAD_REQUEST",
