@@ -239,6 +239,30 @@ describe("failures before or around the call", () => {
   });
 
   it.each([
+    ["an HTML page (a captive portal, a wrong host)", "<html><body>Welcome</body></html>"],
+    ["JSON", '{"status":"error"}'],
+    ["a reason naming nothing", "Service temporarily degraded"],
+  ])(
+    "is unavailable, never valid, when a 200 holds a body that is not Apple's answer: %s",
+    async (_name, body) => {
+      production.fail({ kind: "status", status: 200, body }, 1);
+      expect(await client().validate(input("production", unknownToken))).toEqual({
+        kind: "unavailable",
+        reason: "apple-error",
+        status: 200,
+        retryAfterSeconds: 5,
+      });
+    },
+  );
+
+  it("is valid when a 200 holds no body, only white space, or Apple's status text", async () => {
+    for (const body of ["", "\r\n", "OK", "ok\n"]) {
+      production.fail({ kind: "status", status: 200, body }, 1);
+      expect(await client().validate(input("production", unknownToken))).toEqual({ kind: "valid" });
+    }
+  });
+
+  it.each([
     ["empty", ""],
     ["base64url alphabet", "ab-_cd"],
     ["whitespace", "abcd efgh"],

@@ -13,9 +13,9 @@ import {
  * incorrectly formatted device token payload") when it is not; 401 means Apple could not verify
  * our JWT. Apple's plain-text reason is read too: one about the authorization token ("Missing or
  * badly formatted authorization token", seen with 400 and with 200) is our JWT's fault, one about
- * the time stamp or transaction id our request's, never the device token's. Only a 200 without
- * such a reason is a pass: those reasons, 401, 403, 429, 5xx, anything else, timeouts and network
- * errors are `unavailable` (the gateway answers 503 with Retry-After).
+ * the time stamp or transaction id our request's, never the device token's. Only a 200 without a
+ * body (or with `OK`) is a pass: a 200 with any other body, those reasons, 401, 403, 429, 5xx, anything else,
+ * timeouts and network errors are `unavailable` (the gateway answers 503 with Retry-After).
  */
 export type DeviceCheckEnvironment = "production" | "development";
 
@@ -24,7 +24,7 @@ export type DeviceCheckInvalidReason = "malformed-token" | "rejected-by-apple";
 /**
  * `misconfigured`: the project's key cannot sign, or Apple refused our JWT (401, or a reason about
  * the authorization token) or our key (403); `apple-error`: any other non-200/400 answer, a reason about our
- * request's time stamp or transaction id, or an oversized body; `timeout`; `network`; `resting`:
+ * request's time stamp or transaction id, a 200 with a body no reason explains, or an oversized body; `timeout`; `network`; `resting`:
  * Apple answered 429 for this key, and its Retry-After has not passed, so Apple is not asked.
  */
 export type DeviceCheckUnavailableReason =
@@ -142,6 +142,9 @@ function blamed(reason: string): "jwt" | "request" | "device-token" | null {
   return null;
 }
 
+/** The body of Apple's 200 for a valid token: none (white space at most), or its status text. */
+const appleOk = /^\s*(?:OK)?\s*$/i;
+
 function isTimeout(error: unknown): boolean {
   if (!(error instanceof Error)) return false;
   const code = (error as { code?: unknown }).code;
@@ -209,7 +212,10 @@ export function createDeviceCheckClient(options: DeviceCheckClientOptions): Devi
     }
     if (fault === "request") return unavailable("apple-error", status);
     if (fault === "device-token") return { kind: "invalid", reason: "rejected-by-apple" };
-    if (status === 200) return { kind: "valid" };
+    // Apple's 200 for a valid token has no body (its docs' table names it "OK", read as the body
+    // too). One with any other (an HTML page from a captive portal or a wrong host, JSON, a reason
+    // not known here) is no answer of Apple's: never a pass.
+    if (status === 200) return appleOk.test(text) ? { kind: "valid" } : unavailable("apple-error", status);
     if (status === 400) return { kind: "invalid", reason: "rejected-by-apple" };
     const retryAfter = parseRetryAfter(response.headers["retry-after"], fallbackRetryAfter);
     if (status === 429) {

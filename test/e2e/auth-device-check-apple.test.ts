@@ -130,6 +130,20 @@ describe("Apple's answers, through the gateway", () => {
     expect(first.map(({ status }) => status)).toEqual([503, 503]);
     expect(await call(created, deviceToken)).toMatchObject({ status: 200 });
   });
+
+  it("answers 503, never a pass, when Apple's host answers 200 with a page that is not Apple's answer", async () => {
+    const created = await project();
+    // A token Apple never issued: a captive portal or a wrong host answering 200 must not admit it.
+    const deviceToken = token("captive-portal");
+    apple.fail({ kind: "status", status: 200, body: "<html><body>Sign in to the network</body></html>" }, 1);
+    expect(await call(created, deviceToken)).toEqual({
+      status: 503,
+      code: "SERVICE_UNAVAILABLE",
+      retryAfter: "5",
+    });
+    // Nothing was remembered: Apple itself, asked next, refuses the token.
+    expect(await call(created, deviceToken)).toMatchObject({ status: 401, code: "UNAUTHORIZED" });
+  });
 });
 
 describe("Apple's answers, in the metrics", () => {
