@@ -833,6 +833,22 @@ describe("structured analysis", () => {
     ],
     // Found by the fuzz test: a PNG or GIF whose header is missing is no image; never sent (and billed).
     ["/v1/vision", { image: tinyPng.subarray(0, 8).toString("base64") }, 422, "VALIDATION_ERROR"],
+    // A JPEG that ends before its scan holds no pixels, nor a WebP without its frame header: no
+    // provider reads them. Before, they were sent (a billed call) and the provider's 400 was a 502.
+    [
+      "/v1/vision",
+      { image: Buffer.from("ffd8ffe000104a464946", "hex").toString("base64") },
+      422,
+      "VALIDATION_ERROR",
+    ],
+    [
+      "/v1/vision",
+      {
+        image: `data:image/webp;base64,${Buffer.from("RIFF\x24\0\0\0WEBPVP8 ", "latin1").toString("base64")}`,
+      },
+      422,
+      "VALIDATION_ERROR",
+    ],
     [
       "/v1/vision",
       { image: `data:image/gif;base64,${Buffer.from("GIF89a").toString("base64")}` },
