@@ -166,6 +166,17 @@ it.each([
   expect(() => parseImageInput(bytes.toString("base64"), { maxBytes: 1024 })).not.toThrow();
 });
 
+// RFC 2397: the scheme is case-insensitive, as the data URL of an image is read. Before, a non-image
+// data URL in capitals was told its whole text was not valid base64.
+it.each(["data:text/plain;base64,aGVsbG8=", "DATA:text/plain;base64,aGVsbG8=", "Data:image/png,aGVsbG8="])(
+  "names the data URL form it takes for %s",
+  (value) => {
+    expect(() => parseImageInput(value, { maxBytes: 1024 })).toThrow(
+      /^image must be base64 or a data URL of the form data:image\/<type>;base64,<data>$/,
+    );
+  },
+);
+
 describe("pdf input", () => {
   it("accepts the data URL prefix with PDF bytes, and https URLs", () => {
     const data = parsePdfInput(`data:application/pdf;base64,${pdf.toString("base64")}`, { maxBytes: 1024 });
