@@ -21,9 +21,13 @@ export function imageDimensions(bytes: Uint8Array, mediaType: string): ImageDime
 /**
  * Why an image of a type whose header every file has is malformed, or null: a PNG must begin with
  * its IHDR chunk and state a width and height of at least 1 (ISO/IEC 15948 §5.6, §11.2.2), a GIF
- * with its logical screen descriptor (GIF89a §18). Such bytes are no image whatever the signature
- * says, and no provider reads them: refused before a call that would be billed (422). Headers that
- * may be read otherwise (JPEG's segments, WebP's chunks, HEIC's boxes) are left to the provider.
+ * with its logical screen descriptor (GIF89a §18), a WebP with a VP8, VP8L or VP8X chunk and its
+ * header (the WebP container specification: the first chunk is one of the three), and a JPEG must
+ * reach its start of scan, where its pixels begin (ITU T.81 B.2.1: the frame's segments come
+ * before its first scan). Such bytes are no image whatever the signature says, and no provider
+ * reads them: refused before a call that would be billed (422). What may still be read is left to
+ * the provider: a scan cut short (decoders show what arrived), stray bytes between a JPEG's
+ * segments (decoders skip them), HEIC's boxes.
  */
 export function malformedImageHeader(bytes: Uint8Array, mediaType: string): string | null {
   const buffer = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
@@ -35,7 +39,41 @@ export function malformedImageHeader(bytes: Uint8Array, mediaType: string): stri
   // The descriptor is 7 bytes after the 6 of the signature: width, height, flags, background, aspect.
   if (mediaType === "image/gif" && buffer.length < 13)
     return "a GIF cut short: its logical screen descriptor is missing";
+  if (mediaType === "image/webp" && !webpDimensions(buffer))
+    return "a WebP without its header: its first chunk must be VP8, VP8L or VP8X, with the frame's size";
+  if (mediaType === "image/jpeg" && jpegEndsBeforeScan(buffer))
+    return "a JPEG that ends before its image data: no start of scan follows its segments";
   return null;
+}
+
+/**
+ * Whether a JPEG's segments, walked from its start of image, end (the bytes run out, or an end of
+ * image comes) before a start of scan. False as soon as the walk meets what it cannot read (a byte
+ * that is no marker, a segment length under 2): the provider judges those.
+ */
+function jpegEndsBeforeScan(buffer: Buffer): boolean {
+  let offset = 2;
+  while (offset < buffer.length) {
+    if (buffer[offset] !== 0xff) return false;
+    const marker = buffer[offset + 1];
+    if (marker === undefined) return true;
+    if (marker === 0xff) {
+      offset++; // fill byte
+      continue;
+    }
+    if (marker === 0xda) return false;
+    if (marker === 0xd9) return true;
+    // Standalone markers: TEM and RSTn carry no length.
+    if (marker === 0x01 || (marker >= 0xd0 && marker <= 0xd7)) {
+      offset += 2;
+      continue;
+    }
+    if (offset + 4 > buffer.length) return true;
+    const length = buffer.readUInt16BE(offset + 2);
+    if (length < 2) return false;
+    offset += 2 + length;
+  }
+  return true;
 }
 
 function pngDimensions(buffer: Buffer): ImageDimensions | null {

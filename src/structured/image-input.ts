@@ -25,7 +25,7 @@ export function parseImageInput(
   let data = value;
   const match = dataUrl.exec(value);
   if (match) data = value.slice(match[0].length);
-  else if (value.startsWith("data:")) {
+  else if (/^data:/i.test(value)) {
     throw new GatewayError(
       "VALIDATION_ERROR",
       "image must be base64 or a data URL of the form data:image/<type>;base64,<data>",

@@ -454,6 +454,85 @@ describe("checkOutputSchema with provider C's rules", () => {
 });
 
 /**
+ * A schema object no value can match on its own keywords can never be met by an answer: every call
+ * would be two billed calls (the answer, its repair) and a 502. Refused when saved, for every provider.
+ */
+describe("a schema no value can match", () => {
+  const withScore = (score: Record<string, unknown>) => ({
+    type: "object",
+    properties: { score },
+    required: ["score"],
+    additionalProperties: false,
+  });
+
+  it.each([
+    [{ type: "integer", minimum: 10, maximum: 0 }, "minimum 10 with maximum 0 leaves no whole number"],
+    [
+      { type: "number", exclusiveMinimum: 1, maximum: 1 },
+      "exclusiveMinimum 1 with maximum 1 leaves no number",
+    ],
+    [
+      { type: "number", minimum: 1, exclusiveMaximum: 1 },
+      "minimum 1 with exclusiveMaximum 1 leaves no number",
+    ],
+    [{ type: "integer", minimum: 1.2, maximum: 1.8 }, "minimum 1.2 with maximum 1.8 leaves no whole number"],
+    [{ type: "integer", exclusiveMinimum: 1, exclusiveMaximum: 2 }, "leaves no whole number"],
+    [{ type: "string", minLength: 5, maxLength: 2 }, "minLength 5 is above maxLength 2"],
+    [
+      { type: "array", items: { type: "string" }, minItems: 3, maxItems: 1 },
+      "minItems 3 is above maxItems 1",
+    ],
+    [{ type: "string", const: 5 }, "its const does not have its type"],
+    [{ type: "integer", const: 1.5 }, "its const does not have its type"],
+    [{ type: "string", enum: [1, 2] }, "none of its enum values has its type"],
+    [{ type: "string", enum: ["long", "longer"], maxLength: 3 }, "none of its enum values"],
+    [{ type: "integer", enum: [1, 2], minimum: 5 }, "none of its enum values"],
+    [{ enum: [1, 2], minimum: 5 }, "none of its enum values"],
+  ])("refuses %j", (score, reason) => {
+    for (const provider of [undefined, "provider-a", "provider-b", "provider-c"] as const)
+      expect(checkOutputSchema(withScore(score), provider)).toContainEqual(
+        expect.stringMatching(new RegExp(`^#/properties/score: .*${reason}.*so no value can match it$`)),
+      );
+  });
+
+  it("refuses it wherever it is: inside items, anyOf branches and $defs", () => {
+    const never = { type: "integer", minimum: 2, maximum: 1 };
+    const schema = {
+      type: "object",
+      properties: {
+        list: { type: "array", items: never },
+        either: { anyOf: [{ type: "string" }, never] },
+        ref: { $ref: "#/$defs/never" },
+      },
+      $defs: { never },
+    };
+    expect(checkOutputSchema(schema)).toEqual([
+      expect.stringContaining("#/properties/list/items: minimum 2 with maximum 1"),
+      expect.stringContaining("#/properties/either/anyOf/1: minimum 2 with maximum 1"),
+      expect.stringContaining("#/$defs/never: minimum 2 with maximum 1"),
+    ]);
+  });
+
+  it.each([
+    [{ type: "integer", minimum: 1, maximum: 1 }],
+    [{ type: "number", minimum: 1.2, maximum: 1.8 }],
+    [{ type: "integer", minimum: 1.2, maximum: 2 }],
+    [{ type: ["integer", "null"], minimum: 10, maximum: 0 }],
+    [{ type: "integer", nullable: true, minimum: 10, maximum: 0 }],
+    [{ minimum: 10, maximum: 0 }],
+    [{ type: ["string", "number"], minLength: 5, maxLength: 2 }],
+    [{ type: "string", minLength: 2, maxLength: 2 }],
+    [{ type: "string", enum: ["a", 1] }],
+    [{ type: "string", enum: ["é"], maxLength: 1 }],
+    [{ type: "string", enum: [null, "a"], nullable: true, minLength: 2 }],
+    [{ type: "integer", const: 2, minimum: 2 }],
+    [{ type: "integer", enum: [1, 2, 6], minimum: 5 }],
+  ])("takes %j, which some value matches", (score) => {
+    expect(checkOutputSchema(withScore(score))).toEqual([]);
+  });
+});
+
+/**
  * Annotation keywords users paste in from their existing schemas describe and constrain nothing:
  * they are taken when saved, the validator ignores them, and each provider is sent only those its
  * structured mode takes (description everywhere, since it guides the model).

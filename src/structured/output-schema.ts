@@ -7,6 +7,7 @@ import {
 } from "./provider-limits.js";
 import { resolveJsonPointer } from "./resolve-json-pointer.js";
 import { validatorFor } from "./schema-validator.js";
+import { unmeetableReason } from "./unmeetable-schema.js";
 
 /**
  * The project's output schema: a JSON Schema object restricted to the subset that the three
@@ -202,6 +203,8 @@ function walk(
     if (typeof type !== "string" || !allowedTypes.has(type))
       problems.push(`${path}: unknown type ${JSON.stringify(type)}`);
   }
+  const unmeetable = unmeetableReason(record, types);
+  if (unmeetable !== null) problems.push(`${path}: ${unmeetable}`);
   if (record.properties !== undefined) {
     if (
       typeof record.properties !== "object" ||

@@ -10,10 +10,17 @@ import { createSafePdfFetcher } from "./safe-pdf-fetch.js";
 
 // The signature and the IHDR chunk's length, type and size (1x1): a PNG's header, as every PNG begins.
 const png = Buffer.from("89504e470d0a1a0a0000000d494844520000000100000001", "hex");
-const jpeg = Buffer.from("ffd8ffe000104a464946", "hex");
+// A JPEG's start of image, its APP0 (JFIF) segment and its start-of-scan header: the scan follows.
+const jpeg = Buffer.from("ffd8ffe000104a46494600010100000100010000ffda000c03010002110311003f00", "hex");
 // A GIF's signature and its whole logical screen descriptor (GIF89a §18): 1x1, no colour table.
 const gif = Buffer.from("GIF89a\u0001\u0000\u0001\u0000\u0000\u0000\u0000", "latin1");
-const webp = Buffer.concat([Buffer.from("RIFF"), Buffer.from([0x24, 0, 0, 0]), Buffer.from("WEBPVP8 ")]);
+// A lossy WebP's container, its VP8 chunk header and its key frame's header (1x1).
+const webp = Buffer.concat([
+  Buffer.from("RIFF"),
+  Buffer.from([0x24, 0, 0, 0]),
+  Buffer.from("WEBPVP8 "),
+  Buffer.from("180000003001009d012a0100010000", "hex"),
+]);
 const heic = Buffer.concat([Buffer.from([0, 0, 0, 0x18]), Buffer.from("ftypheic"), Buffer.alloc(8)]);
 const pdf = Buffer.from("%PDF-1.7\n%âãÏÓ\n1 0 obj\n<<>>\nendobj\n%%EOF\n", "latin1");
 
@@ -117,6 +124,19 @@ describe("image input", () => {
       Buffer.from("GIF89a\u0001\u0000\u0001\u0000\u0000\u0000", "latin1"),
       /a GIF cut short/,
     ],
+    ["the JPEG signature alone", jpeg.subarray(0, 3), /a JPEG that ends before its image data/],
+    ["a JPEG cut inside its APP0 segment", jpeg.subarray(0, 10), /a JPEG that ends before its image data/],
+    [
+      "a JPEG whose end of image comes before any scan",
+      Buffer.concat([jpeg.subarray(0, 20), Buffer.from("ffd9", "hex")]),
+      /a JPEG that ends before its image data/,
+    ],
+    ["a WebP cut inside its frame header", webp.subarray(0, 16), /a WebP without its header/],
+    [
+      "a WebP whose first chunk is not VP8, VP8L or VP8X",
+      Buffer.concat([webp.subarray(0, 12), Buffer.from("EXIF"), webp.subarray(16)]),
+      /a WebP without its header/,
+    ],
   ])("refuses %s as a malformed image (422), whatever its signature says", (_name, bytes, message) => {
     for (const value of [bytes.toString("base64"), `data:image/png;base64,${bytes.toString("base64")}`]) {
       expect(codeOf(() => parseImageInput(value, { maxBytes: 1024 }))).toBe("VALIDATION_ERROR");
@@ -124,6 +144,38 @@ describe("image input", () => {
     }
   });
 });
+
+// What is not certainly malformed is left to the provider: a scan cut short still has pixels, and
+// decoders skip stray bytes between a JPEG's segments.
+it.each([
+  ["a JPEG cut inside its scan", Buffer.concat([jpeg, Buffer.alloc(4, 0x55)])],
+  [
+    "a JPEG with stray bytes between segments",
+    Buffer.concat([jpeg.subarray(0, 20), Buffer.from([0]), jpeg.subarray(20)]),
+  ],
+  [
+    "a lossless WebP",
+    Buffer.concat([
+      webp.subarray(0, 12),
+      Buffer.from("VP8L"),
+      Buffer.from("0a0000002f00000000", "hex"),
+      Buffer.alloc(6),
+    ]),
+  ],
+])("sends %s on", (_name, bytes) => {
+  expect(() => parseImageInput(bytes.toString("base64"), { maxBytes: 1024 })).not.toThrow();
+});
+
+// RFC 2397: the scheme is case-insensitive, as the data URL of an image is read. Before, a non-image
+// data URL in capitals was told its whole text was not valid base64.
+it.each(["data:text/plain;base64,aGVsbG8=", "DATA:text/plain;base64,aGVsbG8=", "Data:image/png,aGVsbG8="])(
+  "names the data URL form it takes for %s",
+  (value) => {
+    expect(() => parseImageInput(value, { maxBytes: 1024 })).toThrow(
+      /^image must be base64 or a data URL of the form data:image\/<type>;base64,<data>$/,
+    );
+  },
+);
 
 describe("pdf input", () => {
   it("accepts the data URL prefix with PDF bytes, and https URLs", () => {

@@ -625,6 +625,37 @@ describe("structured analysis", () => {
     },
   );
 
+  // Before, these were saved (201), and every call was answered, refused by the validator, repaired
+  // (a second billed call) and answered 502 PROVIDER_ERROR, blaming the provider for the schema.
+  const unmeetable: Array<[string, Record<string, unknown>]> = [
+    ["a minimum above its maximum", { type: "integer", minimum: 10, maximum: 0 }],
+    ["a minLength above its maxLength", { type: "string", minLength: 5, maxLength: 2 }],
+    ["an enum none of whose values has its type", { type: "string", enum: [1, 2] }],
+  ];
+
+  it.each(unmeetable)(
+    "refuses an output schema with %s when saved, and answers 422 without a provider call for one saved before",
+    async (_name, score) => {
+      const outputSchema = { ...schema, properties: { ...schema.properties, score } };
+      await expect(
+        sluice.gateway.admin.createProject({ name: "u", provider: "provider-a", outputSchema }),
+      ).rejects.toMatchObject({
+        code: "VALIDATION_ERROR",
+        message: expect.stringContaining("#/properties/score"),
+      });
+      const project = await createTestProject(sluice.gateway, { provider: "provider-a" });
+      await sluice.gateway.database.db
+        .updateTable("projects")
+        .set({ output_schema: JSON.stringify(outputSchema) })
+        .where("id", "=", project.projectId)
+        .execute();
+      const response = await post(`/v1/text/${project.projectId}`, project, { text: "x" });
+      const error = await expectError(response, 422, "VALIDATION_ERROR");
+      expect(error.message).toContain("no value can match it");
+      expect(fake.requests).toHaveLength(0);
+    },
+  );
+
   // Before, providers B's and C's converters dropped `nullable`: the model could never answer null.
   it.each(["provider-a", "provider-b", "provider-c"] as const)(
     "sends %s a `nullable: true` property as one that takes null, and a null answer passes",
@@ -802,6 +833,22 @@ describe("structured analysis", () => {
     ],
     // Found by the fuzz test: a PNG or GIF whose header is missing is no image; never sent (and billed).
     ["/v1/vision", { image: tinyPng.subarray(0, 8).toString("base64") }, 422, "VALIDATION_ERROR"],
+    // A JPEG that ends before its scan holds no pixels, nor a WebP without its frame header: no
+    // provider reads them. Before, they were sent (a billed call) and the provider's 400 was a 502.
+    [
+      "/v1/vision",
+      { image: Buffer.from("ffd8ffe000104a464946", "hex").toString("base64") },
+      422,
+      "VALIDATION_ERROR",
+    ],
+    [
+      "/v1/vision",
+      {
+        image: `data:image/webp;base64,${Buffer.from("RIFF\x24\0\0\0WEBPVP8 ", "latin1").toString("base64")}`,
+      },
+      422,
+      "VALIDATION_ERROR",
+    ],
     [
       "/v1/vision",
       { image: `data:image/gif;base64,${Buffer.from("GIF89a").toString("base64")}` },

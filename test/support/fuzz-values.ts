@@ -120,6 +120,9 @@ export const badImages: Array<[string, number | null]> = [
   ["DATA:IMAGE/PNG;BASE64,iVBORw0KGgo=", 422],
   [pngHeader(0, 0).toString("base64"), 422],
   [Buffer.from("GIF89a").toString("base64"), 422],
+  // A JPEG's signature alone, a WebP cut before its frame header: no pixels, no image.
+  [Buffer.from([0xff, 0xd8, 0xff]).toString("base64"), 422],
+  [Buffer.from("RIFF\x24\0\0\0WEBPVP8 ", "latin1").toString("base64"), 422],
   ["====", 422],
   ["A", 422],
   [`data:image/png;base64,${"A".repeat(3000)}`, 422],
