@@ -83,8 +83,10 @@ function pngDimensions(buffer: Buffer): ImageDimensions | null {
 
 /** WebP container (RIFF): the first chunk is VP8 (lossy), VP8L (lossless) or VP8X (extended). */
 function webpDimensions(buffer: Buffer): ImageDimensions | null {
-  if (buffer.length < 30) return null;
   const chunk = buffer.toString("latin1", 12, 16);
+  // VP8L's header is 5 bytes after the chunk's 8 (a whole 1x1 lossless image may be 28 bytes);
+  // VP8's frame tag and size, and VP8X's flags and canvas size, are 10.
+  if (buffer.length < (chunk === "VP8L" ? 25 : 30)) return null;
   if (chunk === "VP8 ") {
     // Frame tag (3 bytes), start code 9d 01 2a, then 14-bit width and height.
     if (buffer[23] !== 0x9d || buffer[24] !== 0x01 || buffer[25] !== 0x2a) return null;
