@@ -262,6 +262,38 @@ describe("failures before or around the call", () => {
     }
   });
 
+  it.each([
+    [
+      400,
+      "an HTML page (a proxy's, a wrong host's)",
+      "<!DOCTYPE html><html><body>400 Bad Request</body></html>",
+    ],
+    [400, "JSON", '{"error":"bad_request"}'],
+    [400, "a JSON list", '  ["device token"]'],
+    [400, "an HTML page that names the device token", "<html><body>Invalid device token</body></html>"],
+    [200, "an HTML page that names the device token", "<html><body>Invalid device token</body></html>"],
+    [200, "an HTML page that names the authorization token", "<p>Missing authorization token</p>"],
+  ])(
+    "is unavailable, not the device token's fault, when a %i holds a body that is no reason of Apple's: %s",
+    async (status, _name, body) => {
+      production.fail({ kind: "status", status, body }, 1);
+      expect(await client().validate(input("production", validToken))).toEqual({
+        kind: "unavailable",
+        reason: "apple-error",
+        status,
+        retryAfterSeconds: 5,
+      });
+    },
+  );
+
+  it("is invalid when Apple answers 400 with a plain-text reason that names nothing", async () => {
+    production.fail({ kind: "status", status: 400, body: "Bad Request" }, 1);
+    expect(await client().validate(input("production", validToken))).toEqual({
+      kind: "invalid",
+      reason: "rejected-by-apple",
+    });
+  });
+
   describe("Apple's Retry-After", () => {
     // Whole seconds, so the HTTP dates below (which have no finer part) are exact.
     const now = Math.floor(Date.now() / 1000) * 1000;

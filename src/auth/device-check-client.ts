@@ -14,8 +14,9 @@ import {
  * our JWT. Apple's plain-text reason is read too: one about the authorization token ("Missing or
  * badly formatted authorization token", seen with 400 and with 200) is our JWT's fault, one about
  * the time stamp or transaction id our request's, never the device token's. Only a 200 without a
- * body (or with `OK`) is a pass: a 200 with any other body, those reasons, 401, 403, 429, 5xx, anything else,
- * timeouts and network errors are `unavailable` (the gateway answers 503 with Retry-After).
+ * body (or with `OK`) is a pass: a 200 with any other body, those reasons, a 400 holding an HTML
+ * page or JSON (no reason of Apple's: a proxy's or a wrong host's), 401, 403, 429, 5xx, anything
+ * else, timeouts and network errors are `unavailable` (the gateway answers 503 with Retry-After).
  */
 export type DeviceCheckEnvironment = "production" | "development";
 
@@ -24,7 +25,8 @@ export type DeviceCheckInvalidReason = "malformed-token" | "rejected-by-apple";
 /**
  * `misconfigured`: the project's key cannot sign, or Apple refused our JWT (401, or a reason about
  * the authorization token) or our key (403); `apple-error`: any other non-200/400 answer, a reason about our
- * request's time stamp or transaction id, a 200 with a body no reason explains, or an oversized body; `timeout`; `network`; `resting`:
+ * request's time stamp or transaction id, a 200 with a body no reason explains, a 200 or 400 holding
+ * an HTML page or JSON, or an oversized body; `timeout`; `network`; `resting`:
  * Apple answered 429 for this key, and its Retry-After has not passed, so Apple is not asked.
  */
 export type DeviceCheckUnavailableReason =
@@ -191,6 +193,9 @@ function blamed(reason: string): "jwt" | "request" | "device-token" | null {
   return null;
 }
 
+/** A body that is markup (an HTML page) or JSON, never one of Apple's plain-text reasons. */
+const notAppleText = /^\s*[<{[]/;
+
 /** The body of Apple's 200 for a valid token: none (white space at most), or its status text. */
 const appleOk = /^\s*(?:OK)?\s*$/i;
 
@@ -251,7 +256,10 @@ export function createDeviceCheckClient(options: DeviceCheckClientOptions): Devi
     const status = response.statusCode;
     const text = await readBounded(response.body, maxResponseBytes);
     if (text === null) return unavailable("apple-error", status);
-    const fault = status === 200 || status === 400 ? blamed(text) : null;
+    // Apple's reasons are plain text: a page or JSON is some other server's (a proxy's, or a wrong
+    // SLUICE_DEVICECHECK_*_URL's), whatever words it holds, and blames no one Apple would.
+    const foreign = notAppleText.test(text);
+    const fault = (status === 200 || status === 400) && !foreign ? blamed(text) : null;
     if (status === 401 || status === 403 || fault === "jwt") {
       // Our JWT was refused (401, or a reason about it) or our key may not use DeviceCheck (403): a
       // wrong key, team or key id, the operator's to fix, not the device token's. Re-mint next time
@@ -265,7 +273,10 @@ export function createDeviceCheckClient(options: DeviceCheckClientOptions): Devi
     // too). One with any other (an HTML page from a captive portal or a wrong host, JSON, a reason
     // not known here) is no answer of Apple's: never a pass.
     if (status === 200) return appleOk.test(text) ? { kind: "valid" } : unavailable("apple-error", status);
-    if (status === 400) return { kind: "invalid", reason: "rejected-by-apple" };
+    // A 400 holding a page or JSON is no refusal of the token by Apple: read as one, every device
+    // of the app would be refused (401) with nothing to tell the operator; a 503 is logged and counted.
+    if (status === 400)
+      return foreign ? unavailable("apple-error", status) : { kind: "invalid", reason: "rejected-by-apple" };
     const retryAfter = parseRetryAfter(response.headers["retry-after"], clock(), fallbackRetryAfter);
     if (status === 429) {
       if (restingUntil.size >= 1000) restingUntil.clear();
