@@ -356,6 +356,26 @@ describe("project admin use cases", () => {
     });
   });
 
+  it("names a .p8 key that does not load in details.problems, as every other field's refusal, without echoing it", async () => {
+    const problems = ["deviceCheck.privateKey: must be the PEM contents of an Apple .p8 (EC P-256) key"];
+    const refusal = {
+      code: "BAD_REQUEST",
+      message: `Invalid project: ${problems[0]}`,
+      details: { problems },
+    };
+    const privateKey = "-----BEGIN PRIVATE KEY-----\nnot a key\n-----END PRIVATE KEY-----\n";
+    await expect(
+      admin().createProject({ id: "p8", name: "K", provider: "provider-a", deviceCheck: { privateKey } }),
+    ).rejects.toMatchObject(refusal);
+    await admin().createProject({ id: "p8", name: "K", provider: "provider-a" });
+    const refused = await admin()
+      .updateProject("p8", { deviceCheck: { privateKey } })
+      .catch((error: unknown) => error);
+    expect(refused).toMatchObject(refusal);
+    const { message, details } = refused as { message: string; details: unknown };
+    expect(JSON.stringify({ message, details })).not.toContain("not a key");
+  });
+
   it("names a list given for a text field once, by its type, not also by the list's length", async () => {
     // zod runs a string's length checks on any value with a length, so a list was also "too short".
     await expect(admin().createProject({ name: [], provider: "provider-a" })).rejects.toMatchObject({

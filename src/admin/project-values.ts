@@ -114,10 +114,10 @@ function assertP256PrivateKey(pem: string, fieldName: FieldName): void {
   } catch {
     // fall through to the one error below; the key text is never echoed
   }
-  throw new GatewayError(
-    "BAD_REQUEST",
-    `${fieldName("deviceCheck.privateKey")} must be the PEM contents of an Apple .p8 (EC P-256) key`,
-  );
+  const problems = [
+    `${fieldName("deviceCheck.privateKey")}: must be the PEM contents of an Apple .p8 (EC P-256) key`,
+  ];
+  throw new GatewayError("BAD_REQUEST", `Invalid project: ${problems.join("; ")}`, { details: { problems } });
 }
 
 /**

@@ -263,6 +263,115 @@ describe("failures before or around the call", () => {
   });
 
   it.each([
+    [
+      400,
+      "an HTML page (a proxy's, a wrong host's)",
+      "<!DOCTYPE html><html><body>400 Bad Request</body></html>",
+    ],
+    [400, "JSON", '{"error":"bad_request"}'],
+    [400, "a JSON list", '  ["device token"]'],
+    [400, "an HTML page that names the device token", "<html><body>Invalid device token</body></html>"],
+    [200, "an HTML page that names the device token", "<html><body>Invalid device token</body></html>"],
+    [200, "an HTML page that names the authorization token", "<p>Missing authorization token</p>"],
+  ])(
+    "is unavailable, not the device token's fault, when a %i holds a body that is no reason of Apple's: %s",
+    async (status, _name, body) => {
+      production.fail({ kind: "status", status, body }, 1);
+      expect(await client().validate(input("production", validToken))).toEqual({
+        kind: "unavailable",
+        reason: "apple-error",
+        status,
+        retryAfterSeconds: 5,
+      });
+    },
+  );
+
+  it("is invalid when Apple answers 400 with a plain-text reason that names nothing", async () => {
+    production.fail({ kind: "status", status: 400, body: "Bad Request" }, 1);
+    expect(await client().validate(input("production", validToken))).toEqual({
+      kind: "invalid",
+      reason: "rejected-by-apple",
+    });
+  });
+
+  describe("Apple's Retry-After", () => {
+    // Whole seconds, so the HTTP dates below (which have no finer part) are exact.
+    const now = Math.floor(Date.now() / 1000) * 1000;
+    const inTwoMinutes = new Date(now + 120_000);
+    const weekday = inTwoMinutes.toLocaleDateString("en-US", { weekday: "long", timeZone: "UTC" });
+    const [, day, month, year, time] = /^\w+, (\d\d) (\w+) (\d{4}) (\S+) GMT$/.exec(
+      inTwoMinutes.toUTCString(),
+    ) as unknown as string[];
+    const sixtyYearsOn = String((inTwoMinutes.getUTCFullYear() + 60) % 100).padStart(2, "0");
+
+    it.each([
+      ["seconds", "120"],
+      ["an HTTP date (IMF-fixdate)", inTwoMinutes.toUTCString()],
+      [
+        "an HTTP date in the obsolete RFC 850 form",
+        `${weekday}, ${day}-${month}-${year?.slice(2)} ${time} GMT`,
+      ],
+      [
+        "an HTTP date in the obsolete asctime form",
+        `${weekday.slice(0, 3)} ${month} ${String(Number(day)).padStart(2, " ")} ${time} ${year}`,
+      ],
+    ])("is read as %s, and the key rests that long", async (_form, retryAfter) => {
+      const sluice = client({ clock: () => now });
+      production.fail({ kind: "status", status: 429, retryAfter }, 1);
+      expect(await sluice.validate(input("production", validToken))).toEqual({
+        kind: "unavailable",
+        reason: "apple-error",
+        status: 429,
+        retryAfterSeconds: 120,
+      });
+      expect(await sluice.validate(input("production", validToken))).toEqual({
+        kind: "unavailable",
+        reason: "resting",
+        retryAfterSeconds: 120,
+      });
+      expect(production.calls).toHaveLength(1);
+    });
+
+    it.each([
+      ["a date in the past: the least wait", new Date(now - 3_600_000).toUTCString(), 1],
+      ["now: the least wait", new Date(now).toUTCString(), 1],
+      ["zero seconds: the least wait", "0", 1],
+      ["a date a year ahead: at most an hour", new Date(now + 365 * 86_400_000).toUTCString(), 3600],
+      [
+        "a two-digit year over 50 years ahead: the last century's, past",
+        `Sunday, 06-Nov-${sixtyYearsOn} 08:49:37 GMT`,
+        1,
+      ],
+      ["a year of five digits: the default", "Fri, 31 Dec 99999 23:59:59 GMT", 5],
+      ["seconds past an hour: at most an hour", "86400", 3600],
+      ["a date that does not exist: the default", "Sat, 31 Feb 2026 07:28:00 GMT", 5],
+      ["a date in another zone: the default", inTwoMinutes.toUTCString().replace("GMT", "PST"), 5],
+      ["a fraction: the default", "1.5", 5],
+      ["words: the default", "in a while", 5],
+    ])("is bounded: %s", async (_case, retryAfter, seconds) => {
+      production.fail({ kind: "status", status: 429, retryAfter }, 1);
+      expect(await client({ clock: () => now }).validate(input("production", validToken))).toEqual({
+        kind: "unavailable",
+        reason: "apple-error",
+        status: 429,
+        retryAfterSeconds: seconds,
+      });
+    });
+
+    it("is read on a 503 too, without resting the key", async () => {
+      const sluice = client({ clock: () => now });
+      production.fail({ kind: "status", status: 503, retryAfter: inTwoMinutes.toUTCString() }, 1);
+      expect(await sluice.validate(input("production", validToken))).toMatchObject({
+        status: 503,
+        retryAfterSeconds: 120,
+      });
+      production.fail({ kind: "status", status: 500 }, 1);
+      expect(await sluice.validate(input("production", validToken))).toMatchObject({ status: 500 });
+      expect(production.calls).toHaveLength(2);
+    });
+  });
+
+  it.each([
     ["empty", ""],
     ["base64url alphabet", "ab-_cd"],
     ["whitespace", "abcd efgh"],

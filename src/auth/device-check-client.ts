@@ -14,8 +14,9 @@ import {
  * our JWT. Apple's plain-text reason is read too: one about the authorization token ("Missing or
  * badly formatted authorization token", seen with 400 and with 200) is our JWT's fault, one about
  * the time stamp or transaction id our request's, never the device token's. Only a 200 without a
- * body (or with `OK`) is a pass: a 200 with any other body, those reasons, 401, 403, 429, 5xx, anything else,
- * timeouts and network errors are `unavailable` (the gateway answers 503 with Retry-After).
+ * body (or with `OK`) is a pass: a 200 with any other body, those reasons, a 400 holding an HTML
+ * page or JSON (no reason of Apple's: a proxy's or a wrong host's), 401, 403, 429, 5xx, anything
+ * else, timeouts and network errors are `unavailable` (the gateway answers 503 with Retry-After).
  */
 export type DeviceCheckEnvironment = "production" | "development";
 
@@ -24,7 +25,8 @@ export type DeviceCheckInvalidReason = "malformed-token" | "rejected-by-apple";
 /**
  * `misconfigured`: the project's key cannot sign, or Apple refused our JWT (401, or a reason about
  * the authorization token) or our key (403); `apple-error`: any other non-200/400 answer, a reason about our
- * request's time stamp or transaction id, a 200 with a body no reason explains, or an oversized body; `timeout`; `network`; `resting`:
+ * request's time stamp or transaction id, a 200 with a body no reason explains, a 200 or 400 holding
+ * an HTML page or JSON, or an oversized body; `timeout`; `network`; `resting`:
  * Apple answered 429 for this key, and its Retry-After has not passed, so Apple is not asked.
  */
 export type DeviceCheckUnavailableReason =
@@ -61,7 +63,7 @@ export interface DeviceCheckClientOptions {
   /** The body's `transaction_id`; a UUID by default. */
   generateId?: () => string;
   jwtCache?: DeviceCheckJwtCache;
-  /** Retry-After when Apple gives none. Default 5 seconds. */
+  /** Retry-After when Apple gives none (or one that is neither seconds nor an HTTP date). Default 5 seconds. */
   retryAfterSeconds?: number;
   /** Larger response bodies are not read; the call counts as failed. Default 16 KiB. */
   maxResponseBytes?: number;
@@ -108,10 +110,59 @@ function validateUrl(base: string): string {
   return `${base.replace(/\/+$/, "")}/v1/validate_device_token`;
 }
 
-function parseRetryAfter(value: string | string[] | undefined, fallback: number): number {
-  const text = Array.isArray(value) ? value[0] : value;
-  if (text === undefined || !/^\d+$/.test(text.trim())) return fallback;
-  return Math.min(3600, Math.max(1, Number(text.trim())));
+const months = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"];
+const month = `(?<month>${months.join("|")})`;
+const time = "(?<hours>\\d\\d):(?<minutes>\\d\\d):(?<seconds>\\d\\d)";
+const weekday = "(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun)";
+/**
+ * RFC 9110 section 5.6.7's three forms of an HTTP-date, which a recipient must all accept:
+ * `Sun, 06 Nov 1994 08:49:37 GMT`, and the obsolete `Sunday, 06-Nov-94 08:49:37 GMT` and
+ * `Sun Nov  6 08:49:37 1994` (UTC too).
+ */
+const httpDateForms = [
+  new RegExp(`^${weekday}, (?<day>\\d\\d) ${month} (?<year>\\d{4}) ${time} GMT$`),
+  new RegExp(
+    `^(?:Mon|Tues|Wednes|Thurs|Fri|Satur|Sun)day, (?<day>\\d\\d)-${month}-(?<year>\\d\\d) ${time} GMT$`,
+  ),
+  new RegExp(`^${weekday} ${month} (?<day>[ \\d]\\d) ${time} (?<year>\\d{4})$`),
+];
+
+/** The instant (ms since the epoch) an HTTP-date names; null for other text or a day that does not exist. */
+function httpDate(text: string, now: number): number | null {
+  const found = httpDateForms.map((form) => form.exec(text)?.groups).find((groups) => groups !== undefined);
+  if (!found) return null;
+  const [day, hours, minutes, seconds] = [found.day, found.hours, found.minutes, found.seconds].map(
+    Number,
+  ) as [number, number, number, number];
+  let year = Number(found.year);
+  if (found.year?.length === 2) {
+    // A two-digit year more than 50 years ahead is the last such year in the past (RFC 9110).
+    const thisYear = new Date(now).getUTCFullYear();
+    year += thisYear - (thisYear % 100);
+    if (year > thisYear + 50) year -= 100;
+  }
+  const date = new Date(Date.UTC(year, months.indexOf(found.month ?? ""), day, hours, minutes, seconds));
+  // The grammar allows a leap second (60); 31 Feb or 25:00 are no instant.
+  if (date.getUTCDate() !== day || hours > 23 || minutes > 59 || seconds > 60) return null;
+  return date.getTime();
+}
+
+/**
+ * Apple's Retry-After in whole seconds: delay-seconds or an HTTP-date (RFC 9110 section 10.2.3),
+ * a date counted from `now`; at least 1 (a date past or now, or 0) and at most an hour. Anything
+ * else, or none, is `fallback`.
+ */
+function parseRetryAfter(value: string | string[] | undefined, now: number, fallback: number): number {
+  const text = (Array.isArray(value) ? value[0] : value)?.trim();
+  if (text === undefined) return fallback;
+  let seconds: number;
+  if (/^\d+$/.test(text)) seconds = Number(text);
+  else {
+    const date = httpDate(text, now);
+    if (date === null) return fallback;
+    seconds = Math.ceil((date - now) / 1000);
+  }
+  return Math.min(3600, Math.max(1, seconds));
 }
 
 /** The body as text when it has at most `limit` bytes; null (body destroyed) when there is more. */
@@ -141,6 +192,9 @@ function blamed(reason: string): "jwt" | "request" | "device-token" | null {
   if (/device token/i.test(reason)) return "device-token";
   return null;
 }
+
+/** A body that is markup (an HTML page) or JSON, never one of Apple's plain-text reasons. */
+const notAppleText = /^\s*[<{[]/;
 
 /** The body of Apple's 200 for a valid token: none (white space at most), or its status text. */
 const appleOk = /^\s*(?:OK)?\s*$/i;
@@ -202,7 +256,10 @@ export function createDeviceCheckClient(options: DeviceCheckClientOptions): Devi
     const status = response.statusCode;
     const text = await readBounded(response.body, maxResponseBytes);
     if (text === null) return unavailable("apple-error", status);
-    const fault = status === 200 || status === 400 ? blamed(text) : null;
+    // Apple's reasons are plain text: a page or JSON is some other server's (a proxy's, or a wrong
+    // SLUICE_DEVICECHECK_*_URL's), whatever words it holds, and blames no one Apple would.
+    const foreign = notAppleText.test(text);
+    const fault = (status === 200 || status === 400) && !foreign ? blamed(text) : null;
     if (status === 401 || status === 403 || fault === "jwt") {
       // Our JWT was refused (401, or a reason about it) or our key may not use DeviceCheck (403): a
       // wrong key, team or key id, the operator's to fix, not the device token's. Re-mint next time
@@ -216,8 +273,11 @@ export function createDeviceCheckClient(options: DeviceCheckClientOptions): Devi
     // too). One with any other (an HTML page from a captive portal or a wrong host, JSON, a reason
     // not known here) is no answer of Apple's: never a pass.
     if (status === 200) return appleOk.test(text) ? { kind: "valid" } : unavailable("apple-error", status);
-    if (status === 400) return { kind: "invalid", reason: "rejected-by-apple" };
-    const retryAfter = parseRetryAfter(response.headers["retry-after"], fallbackRetryAfter);
+    // A 400 holding a page or JSON is no refusal of the token by Apple: read as one, every device
+    // of the app would be refused (401) with nothing to tell the operator; a 503 is logged and counted.
+    if (status === 400)
+      return foreign ? unavailable("apple-error", status) : { kind: "invalid", reason: "rejected-by-apple" };
+    const retryAfter = parseRetryAfter(response.headers["retry-after"], clock(), fallbackRetryAfter);
     if (status === 429) {
       if (restingUntil.size >= 1000) restingUntil.clear();
       restingUntil.set(keyOf(input), clock() + retryAfter * 1000);

@@ -403,7 +403,7 @@ describe("sluice CLI", () => {
     const badKey = await cliWithoutDatabase(...args, "--device-check-private-key-file", keyFile);
     expect(badKey.code).toBe(2);
     expect(badKey.err).toMatch(
-      /^error: --device-check-private-key-file must be the PEM contents of an Apple \.p8 \(EC P-256\) key\n\nUsage: sluice/,
+      /^error: Invalid project: --device-check-private-key-file: must be the PEM contents of an Apple \.p8 \(EC P-256\) key\n\nUsage: sluice/,
     );
     const schemaFile = join(dataDir, "bad-schema.json");
     writeFileSync(schemaFile, JSON.stringify({ type: "object", properties: { a: { type: "nonsense" } } }));

@@ -144,6 +144,31 @@ describe("Apple's answers, through the gateway", () => {
     // Nothing was remembered: Apple itself, asked next, refuses the token.
     expect(await call(created, deviceToken)).toMatchObject({ status: 401, code: "UNAUTHORIZED" });
   });
+
+  it("answers 503, not 401, and warns the operator when Apple's host answers 400 with a page that is not Apple's", async () => {
+    const created = await project();
+    // A proxy's or a wrong SLUICE_DEVICECHECK_*_URL's error page: every device would be refused as
+    // holding a bad token, with nothing in the log.
+    const deviceToken = token("proxy-page");
+    apple.registerValidToken(deviceToken);
+    apple.fail(
+      { kind: "status", status: 400, body: "<html><body><h1>400 Bad Request</h1></body></html>" },
+      1,
+    );
+    const logsBefore = sluice.logs.length;
+    expect(await call(created, deviceToken)).toEqual({
+      status: 503,
+      code: "SERVICE_UNAVAILABLE",
+      retryAfter: "5",
+    });
+    const warning = sluice.logs
+      .slice(logsBefore)
+      .map((line) => JSON.parse(line) as Record<string, unknown>)
+      .find((line) => line.projectId === created.projectId && line.level === "warn");
+    expect(warning).toMatchObject({ reason: "apple-error", status: 400, environment: "production" });
+    // Apple itself, asked next, takes the token.
+    expect(await call(created, deviceToken)).toMatchObject({ status: 200 });
+  });
 });
 
 describe("Apple's answers, in the metrics", () => {
