@@ -69,6 +69,50 @@ describe("reflected key mask", () => {
     expect(maskKeyInHeader(`${key}, ${key}`, key)).toBe("[redacted], [redacted]");
   });
 
+  describe("a key with characters encoders escape", () => {
+    const escapable = "q8+Zr/0Ab+Kd/7WmX=";
+    const forms: [string, string][] = [
+      ["PHP's JSON (`\\/`)", escapable.replaceAll("/", "\\/")],
+      ["JSON \\u escapes, any case", escapable.replaceAll("+", "\\u002B").replaceAll("=", "\\u003d")],
+      [
+        "every character \\u-escaped",
+        [...escapable].map((c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, "0")}`).join(""),
+      ],
+      ["percent-encoded", encodeURIComponent(escapable)],
+      [
+        "percent-encoded, lower case",
+        encodeURIComponent(escapable).replace(/%[0-9A-F]{2}/g, (hex) => hex.toLowerCase()),
+      ],
+    ];
+
+    it.each(forms)("masks it %s wherever two cuts fall, each byte of it becoming a `*`", (_, form) => {
+      const body = `{"error":"bad key \\\\${form}, again ${escapable} and ${form}."}`;
+      const expected = body
+        .replaceAll(form, "*".repeat(form.length))
+        .replaceAll(escapable, "*".repeat(escapable.length));
+      const bytes = Buffer.from(body, "latin1");
+      for (let first = 0; first <= bytes.length; first += 2)
+        for (let second = first; second <= bytes.length; second += 5) {
+          const chunks = [bytes.subarray(0, first), bytes.subarray(first, second), bytes.subarray(second)];
+          expect(passAll(new ReflectedKeyMask(Buffer.from(escapable), null), chunks)).toBe(expected);
+        }
+    });
+
+    it("leaves alone what decodes to another text, and an escape that only looks like one", () => {
+      const other = `{"a":"${encodeURIComponent("q8+Zr/0Ab+Kd/7WmY=")}","b":"q8\\u002BZr\\\\/0Ab+Kd/7WmX="}`;
+      expect(passAll(new ReflectedKeyMask(Buffer.from(escapable), null), [Buffer.from(other)])).toBe(other);
+    });
+
+    it("replaces it escaped in a header value", () => {
+      expect(maskKeyInHeader(`https://x.example/?key=${encodeURIComponent(escapable)}&a=1`, escapable)).toBe(
+        "https://x.example/?key=[redacted]&a=1",
+      );
+      expect(maskKeyInHeader(`"${escapable.replaceAll("/", "\\/")}" 100%`, escapable)).toBe(
+        '"[redacted]" 100%',
+      );
+    });
+  });
+
   describe("compressed key mask", () => {
     const text = Buffer.from(body, "latin1");
 
