@@ -61,11 +61,16 @@ describe("a provider answer that quotes the injected key back", () => {
       }
       // The key as other encoders write it: a JSON string with `/` escaped (PHP's json_encode), or
       // with `+` as `\u002B` (.NET's System.Text.Json), a URL query (percent-encoded), the redirect
-      // to it.
-      const escaped = /\/(php|dotnet|url|location)$/.exec(request.url ?? "")?.[1];
+      // to it, and a server that names a header after the value it echoes.
+      const escaped = /\/(php|dotnet|url|location|header-name)$/.exec(request.url ?? "")?.[1];
       if (escaped === "location") {
         response.writeHead(302, { location: `https://login.example/?key=${encodeURIComponent(key)}` });
         response.end();
+        return;
+      }
+      if (escaped === "header-name") {
+        response.writeHead(401, { [`x-echo-${key}`]: "1", "content-type": "application/json" });
+        response.end("{}");
         return;
       }
       if (escaped) {
@@ -246,6 +251,20 @@ describe("a provider answer that quotes the injected key back", () => {
       expect(response.status).toBe(302);
       expect(response.headers.get("location")).toBe("https://login.example/?key=[redacted]");
     });
+  });
+
+  it("drops a header whose name quotes the key", async () => {
+    const response = await fetch(`${sluice.url}/v1/provider-a/${project.projectId}/header-name`, {
+      method: "POST",
+      headers: {
+        authorization: `Bearer ${project.bearer("provider-a")}`,
+        "content-type": "application/json",
+      },
+      body: "{}",
+    });
+    expect(response.status).toBe(401);
+    expect(JSON.stringify([...response.headers])).not.toContain(project.providerKeys["provider-a"]);
+    expect(await response.text()).toBe("{}");
   });
 
   it("answers a compressed error body in a coding it cannot read without the body", async () => {
