@@ -66,7 +66,8 @@ export class ReflectedKeyMask {
  */
 export function maskKeyInHeader(value: string, key: string): string {
   const masked = value.includes(key) ? value.replaceAll(key, "[redacted]") : value;
-  if (!(masked.includes("%") || masked.includes("\\")) || !mayBeEscaped(key)) return masked;
+  // The key's test first: for the providers' own keys it is all a header value pays.
+  if (!mayBeEscaped(key) || !(masked.includes("%") || masked.includes("\\"))) return masked;
   const { ranges } = escapedKeyRanges(Buffer.from(masked, "latin1"), Buffer.from(key, "latin1"));
   if (ranges.length === 0) return masked;
   let out = "";
@@ -92,8 +93,16 @@ const neverEscaped = /^[A-Za-z0-9._-]*$/;
  * never are; a key of a compatible server, such as one made with `openssl rand -base64`, may be.
  */
 function mayBeEscaped(key: string): boolean {
-  return !neverEscaped.test(key);
+  if (key !== lastKey) {
+    lastKey = key;
+    lastKeyMayBeEscaped = !neverEscaped.test(key);
+  }
+  return lastKeyMayBeEscaped;
 }
+
+/** The last key asked about, remembered: every header value of an answer asks about the same one. */
+let lastKey = "";
+let lastKeyMayBeEscaped = false;
 
 /** The value of JSON's two-character escapes (`\/`, `\n`…), by their second byte. */
 const shortEscapes = new Map([
