@@ -1,4 +1,5 @@
 import type { IncomingMessage } from "node:http";
+import { connect } from "node:net";
 import { brotliCompressSync, deflateSync, gzipSync } from "node:zlib";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { ProviderId } from "../../src/providers/provider-id.js";
@@ -93,6 +94,19 @@ describe("a provider answer that quotes the injected key back", () => {
           setImmediate(next);
         };
         next();
+        return;
+      }
+      if (request.url?.endsWith("/interim-and-trailer")) {
+        // Headers a client must never see either: an informational answer's, a cookie, a trailer's.
+        response.writeEarlyHints({ link: `</k/${key}>; rel=preload`, "x-echo": key });
+        response.writeHead(401, {
+          "content-type": "text/plain",
+          "set-cookie": `k=${key}`,
+          trailer: "x-echo",
+        });
+        response.write("refused");
+        response.addTrailers({ "x-echo": key });
+        response.end();
         return;
       }
       if (request.url?.includes("echo-success")) {
@@ -265,6 +279,23 @@ describe("a provider answer that quotes the injected key back", () => {
     expect(response.status).toBe(401);
     expect(JSON.stringify([...response.headers])).not.toContain(project.providerKeys["provider-a"]);
     expect(await response.text()).toBe("{}");
+  });
+
+  it("forwards neither an informational answer nor a trailer, nor a cookie, that quote it", async () => {
+    const socket = connect(Number(new URL(sluice.url).port), "127.0.0.1");
+    const chunks: Buffer[] = [];
+    socket.on("data", (chunk: Buffer) => chunks.push(chunk));
+    const closed = new Promise((resolve) => socket.on("close", resolve));
+    socket.write(
+      `POST /v1/provider-a/${project.projectId}/interim-and-trailer HTTP/1.1\r\nhost: sluice\r\n` +
+        `authorization: Bearer ${project.bearer("provider-a")}\r\ncontent-type: application/json\r\n` +
+        "content-length: 2\r\nconnection: close\r\n\r\n{}",
+    );
+    await closed;
+    const raw = Buffer.concat(chunks).toString("latin1");
+    expect(raw).toMatch(/^HTTP\/1\.1 401 /);
+    expect(raw).toContain("refused");
+    expect(raw).not.toContain(project.providerKeys["provider-a"]);
   });
 
   it("answers a compressed error body in a coding it cannot read without the body", async () => {
