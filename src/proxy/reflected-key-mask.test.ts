@@ -159,6 +159,26 @@ describe("reflected key mask", () => {
       expect((await decodeAll("gzip", [big])).out).toBeNull();
     });
 
+    it("masks a key quoted escaped, plain or escaped, wherever it falls in a large decoded body", async () => {
+      const escapable = "q8+Zr/0Ab+Kd/7WmX=";
+      const quotes = [escapable, encodeURIComponent(escapable), escapable.replaceAll("/", "\\/")];
+      // Each quote across one of the 64 KiB slices the decoded body is masked in: cut after its
+      // first byte, in its middle, before its last byte, and starting on the boundary.
+      let body = "";
+      let boundary = 0;
+      for (const quote of quotes)
+        for (const before of [quote.length - 1, quote.length >> 1, 1, 0]) {
+          boundary += 64 * 1024;
+          body += "x".repeat(boundary - before - body.length) + quote;
+        }
+      const expected = quotes.reduce((text, quote) => text.replaceAll(quote, "*".repeat(quote.length)), body);
+      const mask = new CompressedKeyMask(Buffer.from(escapable), "gzip", null);
+      mask.pass(gzipSync(Buffer.from(body, "latin1")));
+      const out = (await mask.end())?.toString("latin1");
+      expect(out?.length).toBe(body.length);
+      expect(out === expected).toBe(true);
+    });
+
     it("lets the meter read the provider's compressed bytes", async () => {
       const seen: Buffer[] = [];
       const meter = { push: (chunk: Buffer) => void seen.push(chunk), finish: () => ({}) } as never;

@@ -197,6 +197,8 @@ function firstAtOrAfter(starts: Uint32Array, offset: number): number {
  */
 export const maxCompressedErrorBytes = 1024 * 1024;
 const maxDecodedErrorBytes = 8 * 1024 * 1024;
+/** How much of a decoded error body is masked at once (CompressedKeyMask.end). */
+const maskedSliceBytes = 64 * 1024;
 
 /**
  * `ReflectedKeyMask` for an error answer the provider compressed though Sluice asks for `identity`:
@@ -239,8 +241,16 @@ export class CompressedKeyMask {
     } catch {
       return null;
     }
+    // In slices, as the provider's chunks would come: the search for an escaped key reads each
+    // into a copy and an offset a byte, which for the whole of an 8 MiB body would take 40 MiB.
     const mask = new ReflectedKeyMask(this.key, null);
-    const parts = [mask.pass(body), mask.end()].filter((part): part is Buffer => part !== null);
+    const parts: Buffer[] = [];
+    for (let at = 0; at < body.length; at += maskedSliceBytes) {
+      const part = mask.pass(body.subarray(at, at + maskedSliceBytes));
+      if (part) parts.push(part);
+    }
+    const rest = mask.end();
+    if (rest) parts.push(rest);
     return parts.length === 0 ? null : Buffer.concat(parts);
   }
 }
