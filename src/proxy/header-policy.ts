@@ -126,7 +126,8 @@ export interface ClientResponseHead {
  * Sluice's id moves to `x-sluice-request-id`. The provider's `access-control-*` headers are always
  * dropped: the gateway's CORS policy (the ones `own` carries, or none) decides who may call it, and
  * Sluice's `vary` is added beside the provider's. A value that quotes `providerKey`, the key Sluice injected, has
- * it replaced by `[redacted]` (a server that echoes the request would hand the client the key).
+ * it replaced by `[redacted]` (a server that echoes the request would hand the client the key), and
+ * a header whose name quotes it is dropped.
  */
 export function clientResponseHeaders(
   raw: readonly (Buffer | string)[],
@@ -138,12 +139,16 @@ export function clientResponseHeaders(
   let contentEncoding = "";
   let connection = "";
   let transferEncoding = "";
+  // Names are compared lower-cased, as they are read.
+  const keyInName = providerKey.toLowerCase();
   for (let index = 0; index + 1 < raw.length; index += 2) {
     const name = headerName(raw[index] as Buffer | string);
     if (name === "connection") connection = latin1(raw[index + 1] as Buffer | string);
     else if (name === "transfer-encoding")
       transferEncoding = `${transferEncoding}${transferEncoding === "" ? "" : ","}${latin1(raw[index + 1] as Buffer | string)}`;
     if (droppedResponseHeaders.has(name) || name.startsWith("access-control-")) continue;
+    // A server that names a header after a value it echoes: the name cannot be masked as a value is.
+    if (keyInName !== "" && name.includes(keyInName)) continue;
     let value = latin1(raw[index + 1] as Buffer | string);
     if (providerKey !== "") value = maskKeyInHeader(value, providerKey);
     if (name === "content-type" && contentType === "") contentType = value;

@@ -69,6 +69,50 @@ describe("reflected key mask", () => {
     expect(maskKeyInHeader(`${key}, ${key}`, key)).toBe("[redacted], [redacted]");
   });
 
+  describe("a key with characters encoders escape", () => {
+    const escapable = "q8+Zr/0Ab+Kd/7WmX=";
+    const forms: [string, string][] = [
+      ["PHP's JSON (`\\/`)", escapable.replaceAll("/", "\\/")],
+      ["JSON \\u escapes, any case", escapable.replaceAll("+", "\\u002B").replaceAll("=", "\\u003d")],
+      [
+        "every character \\u-escaped",
+        [...escapable].map((c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, "0")}`).join(""),
+      ],
+      ["percent-encoded", encodeURIComponent(escapable)],
+      [
+        "percent-encoded, lower case",
+        encodeURIComponent(escapable).replace(/%[0-9A-F]{2}/g, (hex) => hex.toLowerCase()),
+      ],
+    ];
+
+    it.each(forms)("masks it %s wherever two cuts fall, each byte of it becoming a `*`", (_, form) => {
+      const body = `{"error":"bad key \\\\${form}, again ${escapable} and ${form}."}`;
+      const expected = body
+        .replaceAll(form, "*".repeat(form.length))
+        .replaceAll(escapable, "*".repeat(escapable.length));
+      const bytes = Buffer.from(body, "latin1");
+      for (let first = 0; first <= bytes.length; first += 2)
+        for (let second = first; second <= bytes.length; second += 5) {
+          const chunks = [bytes.subarray(0, first), bytes.subarray(first, second), bytes.subarray(second)];
+          expect(passAll(new ReflectedKeyMask(Buffer.from(escapable), null), chunks)).toBe(expected);
+        }
+    });
+
+    it("leaves alone what decodes to another text, and an escape that only looks like one", () => {
+      const other = `{"a":"${encodeURIComponent("q8+Zr/0Ab+Kd/7WmY=")}","b":"q8\\u002BZr\\\\/0Ab+Kd/7WmX="}`;
+      expect(passAll(new ReflectedKeyMask(Buffer.from(escapable), null), [Buffer.from(other)])).toBe(other);
+    });
+
+    it("replaces it escaped in a header value", () => {
+      expect(maskKeyInHeader(`https://x.example/?key=${encodeURIComponent(escapable)}&a=1`, escapable)).toBe(
+        "https://x.example/?key=[redacted]&a=1",
+      );
+      expect(maskKeyInHeader(`"${escapable.replaceAll("/", "\\/")}" 100%`, escapable)).toBe(
+        '"[redacted]" 100%',
+      );
+    });
+  });
+
   describe("compressed key mask", () => {
     const text = Buffer.from(body, "latin1");
 
@@ -113,6 +157,26 @@ describe("reflected key mask", () => {
       expect((await decodeAll("gzip", [gzipSync(Buffer.alloc(9 * 1024 * 1024))])).out).toBeNull();
       const big = gzipSync(Buffer.alloc(maxCompressedErrorBytes + 1), { level: 0 });
       expect((await decodeAll("gzip", [big])).out).toBeNull();
+    });
+
+    it("masks a key quoted escaped, plain or escaped, wherever it falls in a large decoded body", async () => {
+      const escapable = "q8+Zr/0Ab+Kd/7WmX=";
+      const quotes = [escapable, encodeURIComponent(escapable), escapable.replaceAll("/", "\\/")];
+      // Each quote across one of the 64 KiB slices the decoded body is masked in: cut after its
+      // first byte, in its middle, before its last byte, and starting on the boundary.
+      let body = "";
+      let boundary = 0;
+      for (const quote of quotes)
+        for (const before of [quote.length - 1, quote.length >> 1, 1, 0]) {
+          boundary += 64 * 1024;
+          body += "x".repeat(boundary - before - body.length) + quote;
+        }
+      const expected = quotes.reduce((text, quote) => text.replaceAll(quote, "*".repeat(quote.length)), body);
+      const mask = new CompressedKeyMask(Buffer.from(escapable), "gzip", null);
+      mask.pass(gzipSync(Buffer.from(body, "latin1")));
+      const out = (await mask.end())?.toString("latin1");
+      expect(out?.length).toBe(body.length);
+      expect(out === expected).toBe(true);
     });
 
     it("lets the meter read the provider's compressed bytes", async () => {

@@ -10,30 +10,46 @@ const star = 0x2a;
  * server that echoes the request in its error, say, would otherwise hand the whole key to a client
  * that holds only a share of it. Each occurrence becomes as many `*`, so the body keeps its length
  * (and any content-length stays true). Used on answers that are not a success (3xx, 4xx, 5xx), which
- * are small; a success passes untouched. The last `key.length - 1` bytes of each chunk are held back
- * until the next chunk or the end shows whether a key starts in them. The meter reads the
- * provider's own bytes.
+ * are small; a success passes untouched. A key with a character encoders escape (mayBeEscaped) is
+ * also found escaped (escapedKeyRanges): JSON's `\/` or `\u002B`, a URL's `%2B`, each of its bytes
+ * masked. The last bytes of each chunk that may begin a key (`key.length - 1`, or six times the key's
+ * length when it may be escaped: `\uXXXX` for each character) are held back until the next chunk or
+ * the end shows whether a key starts in them. The meter reads the provider's own bytes.
  */
 export class ReflectedKeyMask {
   private held: Buffer = noBytes;
+  private readonly escapable: boolean;
+  /** The most bytes a quote of the key takes, less one: what each chunk holds back. */
+  private readonly keep: number;
 
   constructor(
     private readonly key: Buffer,
     private readonly meter: UsageMeter | DecompressingMeter | null,
-  ) {}
+  ) {
+    this.escapable = mayBeEscaped(key.toString("latin1"));
+    this.keep = (this.escapable ? longestEscape : 1) * key.length - 1;
+  }
 
   /** The bytes to forward now (null: none yet). */
   pass(chunk: Buffer): Buffer | null {
     this.meter?.push(chunk);
     let data = this.held.length === 0 ? chunk : Buffer.concat([this.held, chunk]);
     let at = data.indexOf(this.key);
+    const escapes = this.escapable && (data.includes(backslash) || data.includes(percent));
     // A copy before masking: the meter (a decompressor) may still hold the provider's chunk.
-    if (at !== -1 && data === chunk) data = Buffer.from(chunk);
+    if ((at !== -1 || escapes) && data === chunk) data = Buffer.from(chunk);
     for (; at !== -1; at = data.indexOf(this.key, at + this.key.length))
       data.fill(star, at, at + this.key.length);
-    const kept = Math.min(this.key.length - 1, data.length);
-    this.held = data.subarray(data.length - kept);
-    return data.length > kept ? data.subarray(0, data.length - kept) : null;
+    let cut = Math.max(0, data.length - this.keep);
+    if (escapes) {
+      const { ranges, starts } = escapedKeyRanges(data, this.key);
+      for (const [start, end] of ranges) data.fill(star, start, end);
+      // The held bytes begin with a whole character, never inside an escape, so that the next
+      // chunk's search reads the escapes in them as they are.
+      cut = firstAtOrAfter(starts, cut);
+    }
+    this.held = data.subarray(cut);
+    return cut > 0 ? data.subarray(0, cut) : null;
   }
 
   /** What is still held at the end of the body (no key can start in it). */
@@ -44,9 +60,135 @@ export class ReflectedKeyMask {
   }
 }
 
-/** A header value with every occurrence of the key replaced (header values have no length to keep). */
+/**
+ * A header value with every occurrence of the key replaced (header values have no length to keep),
+ * also one written escaped (a redirect's `location: …?key=q8%2BZr…`).
+ */
 export function maskKeyInHeader(value: string, key: string): string {
-  return value.includes(key) ? value.replaceAll(key, "[redacted]") : value;
+  const masked = value.includes(key) ? value.replaceAll(key, "[redacted]") : value;
+  // The key's test first: for the providers' own keys it is all a header value pays.
+  if (!mayBeEscaped(key) || !(masked.includes("%") || masked.includes("\\"))) return masked;
+  const { ranges } = escapedKeyRanges(Buffer.from(masked, "latin1"), Buffer.from(key, "latin1"));
+  if (ranges.length === 0) return masked;
+  let out = "";
+  let from = 0;
+  for (const [start, end] of ranges) {
+    out += `${masked.slice(from, start)}[redacted]`;
+    from = end;
+  }
+  return out + masked.slice(from);
+}
+
+const backslash = 0x5c;
+const percent = 0x25;
+/** The longest escape of one character: JSON's `\uXXXX`. */
+const longestEscape = 6;
+/** Characters no JSON or URL encoder escapes: a key of these alone is only ever quoted as it is. */
+const neverEscaped = /^[A-Za-z0-9._-]*$/;
+
+/**
+ * Whether some encoder may write the key otherwise than as its bytes: it holds a character that
+ * JSON escapes (`"`, `\`; `/` as `\/` in PHP's json_encode; `+`, `<`, `>`, `&`, `'` as `\u002B`…
+ * in .NET's and Go's) or a URL percent-encodes. The providers' own keys (letters, digits, `-`, `_`)
+ * never are; a key of a compatible server, such as one made with `openssl rand -base64`, may be.
+ */
+function mayBeEscaped(key: string): boolean {
+  if (key !== lastKey) {
+    lastKey = key;
+    lastKeyMayBeEscaped = !neverEscaped.test(key);
+  }
+  return lastKeyMayBeEscaped;
+}
+
+/** The last key asked about, remembered: every header value of an answer asks about the same one. */
+let lastKey = "";
+let lastKeyMayBeEscaped = false;
+
+/** The value of JSON's two-character escapes (`\/`, `\n`…), by their second byte. */
+const shortEscapes = new Map([
+  [0x22, 0x22],
+  [0x5c, 0x5c],
+  [0x2f, 0x2f],
+  [0x62, 0x08],
+  [0x66, 0x0c],
+  [0x6e, 0x0a],
+  [0x72, 0x0d],
+  [0x74, 0x09],
+]);
+
+function hexDigit(byte: number | undefined): number {
+  if (byte === undefined) return -1;
+  if (byte >= 0x30 && byte <= 0x39) return byte - 0x30;
+  const lower = byte | 0x20;
+  return lower >= 0x61 && lower <= 0x66 ? lower - 0x61 + 10 : -1;
+}
+
+/** The value of the `digits` hex digits at `at`, or -1. */
+function hexAt(data: Buffer, at: number, digits: number): number {
+  let value = 0;
+  for (let index = 0; index < digits; index++) {
+    const digit = hexDigit(data[at + index]);
+    if (digit < 0) return -1;
+    value = value * 16 + digit;
+  }
+  return value;
+}
+
+/**
+ * Where `data` quotes the key escaped: `data` read left to right as characters, a JSON string
+ * escape (`\/`, `\"`, `\\`, `\u002B` in any case) or a percent-escape (`%2B`, `%2b`) each one
+ * character, and searched for the key. `ranges`: the `[start, end)` byte offsets of each quote;
+ * `starts`: the offset where each character begins, and `data.length` last. A `\u` escape past
+ * latin1 reads as 0, which no key holds (the admin input takes printable ASCII).
+ */
+function escapedKeyRanges(data: Buffer, key: Buffer): { ranges: [number, number][]; starts: Uint32Array } {
+  const text = Buffer.allocUnsafe(data.length);
+  const starts = new Uint32Array(data.length + 1);
+  let characters = 0;
+  for (let at = 0; at < data.length; characters++) {
+    starts[characters] = at;
+    const byte = data[at] as number;
+    let value = byte;
+    let size = 1;
+    if (byte === backslash) {
+      const next = data[at + 1];
+      const short = next === undefined ? undefined : shortEscapes.get(next);
+      const unicode = next === 0x75 ? hexAt(data, at + 2, 4) : -1;
+      if (short !== undefined) {
+        value = short;
+        size = 2;
+      } else if (unicode >= 0) {
+        value = unicode > 0xff ? 0 : unicode;
+        size = 6;
+      }
+    } else if (byte === percent) {
+      const escaped = hexAt(data, at + 1, 2);
+      if (escaped >= 0) {
+        value = escaped;
+        size = 3;
+      }
+    }
+    text[characters] = value;
+    at += size;
+  }
+  starts[characters] = data.length;
+  const read = text.subarray(0, characters);
+  const ranges: [number, number][] = [];
+  for (let found = read.indexOf(key); found !== -1; found = read.indexOf(key, found + key.length))
+    ranges.push([starts[found] as number, starts[found + key.length] as number]);
+  return { ranges, starts: starts.subarray(0, characters + 1) };
+}
+
+/** The first of the ascending `starts` at or after `offset` (the last is the data's length). */
+function firstAtOrAfter(starts: Uint32Array, offset: number): number {
+  let low = 0;
+  let high = starts.length - 1;
+  while (low < high) {
+    const middle = (low + high) >> 1;
+    if ((starts[middle] as number) < offset) low = middle + 1;
+    else high = middle;
+  }
+  return starts[low] as number;
 }
 
 /**
@@ -55,6 +197,8 @@ export function maskKeyInHeader(value: string, key: string): string {
  */
 export const maxCompressedErrorBytes = 1024 * 1024;
 const maxDecodedErrorBytes = 8 * 1024 * 1024;
+/** How much of a decoded error body is masked at once (CompressedKeyMask.end). */
+const maskedSliceBytes = 64 * 1024;
 
 /**
  * `ReflectedKeyMask` for an error answer the provider compressed though Sluice asks for `identity`:
@@ -97,8 +241,16 @@ export class CompressedKeyMask {
     } catch {
       return null;
     }
+    // In slices, as the provider's chunks would come: the search for an escaped key reads each
+    // into a copy and an offset a byte, which for the whole of an 8 MiB body would take 40 MiB.
     const mask = new ReflectedKeyMask(this.key, null);
-    const parts = [mask.pass(body), mask.end()].filter((part): part is Buffer => part !== null);
+    const parts: Buffer[] = [];
+    for (let at = 0; at < body.length; at += maskedSliceBytes) {
+      const part = mask.pass(body.subarray(at, at + maskedSliceBytes));
+      if (part) parts.push(part);
+    }
+    const rest = mask.end();
+    if (rest) parts.push(rest);
     return parts.length === 0 ? null : Buffer.concat(parts);
   }
 }

@@ -1,4 +1,5 @@
 import type { IncomingMessage } from "node:http";
+import { connect } from "node:net";
 import { brotliCompressSync, deflateSync, gzipSync } from "node:zlib";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { ProviderId } from "../../src/providers/provider-id.js";
@@ -57,6 +58,55 @@ describe("a provider answer that quotes the injected key back", () => {
           "content-length": String(body.length),
         });
         response.end(body);
+        return;
+      }
+      // The key as other encoders write it: a JSON string with `/` escaped (PHP's json_encode), or
+      // with `+` as `\u002B` (.NET's System.Text.Json), a URL query (percent-encoded), the redirect
+      // to it, and a server that names a header after the value it echoes.
+      const escaped = /\/(php|dotnet|url|location|header-name)$/.exec(request.url ?? "")?.[1];
+      if (escaped === "location") {
+        response.writeHead(302, { location: `https://login.example/?key=${encodeURIComponent(key)}` });
+        response.end();
+        return;
+      }
+      if (escaped === "header-name") {
+        response.writeHead(401, { [`x-echo-${key}`]: "1", "content-type": "application/json" });
+        response.end("{}");
+        return;
+      }
+      if (escaped) {
+        const message = JSON.stringify({ error: { message: `Incorrect API key provided: ${key}` } });
+        const body =
+          escaped === "php"
+            ? message.replaceAll("/", "\\/")
+            : escaped === "dotnet"
+              ? message.replaceAll("+", "\\u002B")
+              : JSON.stringify({
+                  error: { retry: `https://console.example/keys?key=${encodeURIComponent(key)}` },
+                });
+        response.writeHead(401, { "content-type": "application/json" });
+        // Sent a few bytes at a time: an escaped key is cut by chunk boundaries as a plain one is.
+        let at = 0;
+        const next = () => {
+          if (at >= body.length) return void response.end();
+          response.write(body.slice(at, at + 5));
+          at += 5;
+          setImmediate(next);
+        };
+        next();
+        return;
+      }
+      if (request.url?.endsWith("/interim-and-trailer")) {
+        // Headers a client must never see either: an informational answer's, a cookie, a trailer's.
+        response.writeEarlyHints({ link: `</k/${key}>; rel=preload`, "x-echo": key });
+        response.writeHead(401, {
+          "content-type": "text/plain",
+          "set-cookie": `k=${key}`,
+          trailer: "x-echo",
+        });
+        response.write("refused");
+        response.addTrailers({ "x-echo": key });
+        response.end();
         return;
       }
       if (request.url?.includes("echo-success")) {
@@ -168,6 +218,85 @@ describe("a provider answer that quotes the injected key back", () => {
       );
     },
   );
+
+  describe("a key with characters encoders escape (`openssl rand -base64`)", () => {
+    const base64Key = "q8+Zr/0Ab+Kd/7WmX+Yt/3Hc+Ep/9Jn+Uv/1Ls=";
+    let bearer = "";
+
+    beforeAll(async () => {
+      const added = await sluice.gateway.admin.addProviderKey(project.projectId, {
+        provider: "provider-a",
+        apiKey: base64Key,
+      });
+      bearer = `${added.partialKey}.${project.testKey}`;
+    });
+
+    /** Every form of the key a client could decode: as is, JSON string escapes undone, percent-decoded. */
+    function decodedForms(text: string): string[] {
+      const json = text.replace(/\\u([0-9a-fA-F]{4})|\\(.)/g, (_, hex: string | undefined, char: string) =>
+        hex ? String.fromCharCode(Number.parseInt(hex, 16)) : char,
+      );
+      return [text, json, decodeURIComponent(text), decodeURIComponent(json)];
+    }
+
+    it.each(["php", "dotnet", "url"])(
+      "masks it in an error body that quotes it escaped (%s)",
+      async (form) => {
+        const response = await fetch(`${sluice.url}/v1/provider-a/${project.projectId}/${form}`, {
+          method: "POST",
+          headers: { authorization: `Bearer ${bearer}`, "content-type": "application/json" },
+          body: "{}",
+        });
+        const body = await response.text();
+        expect(response.status).toBe(401);
+        for (const decoded of decodedForms(body)) expect(decoded).not.toContain(base64Key);
+        // Still the provider's JSON, the key's bytes each replaced by `*`.
+        expect(JSON.stringify(JSON.parse(body))).toMatch(/\*{40}/);
+      },
+    );
+
+    it("masks it percent-encoded in a redirect's location", async () => {
+      const response = await fetch(`${sluice.url}/v1/provider-a/${project.projectId}/location`, {
+        method: "POST",
+        headers: { authorization: `Bearer ${bearer}`, "content-type": "application/json" },
+        body: "{}",
+        redirect: "manual",
+      });
+      expect(response.status).toBe(302);
+      expect(response.headers.get("location")).toBe("https://login.example/?key=[redacted]");
+    });
+  });
+
+  it("drops a header whose name quotes the key", async () => {
+    const response = await fetch(`${sluice.url}/v1/provider-a/${project.projectId}/header-name`, {
+      method: "POST",
+      headers: {
+        authorization: `Bearer ${project.bearer("provider-a")}`,
+        "content-type": "application/json",
+      },
+      body: "{}",
+    });
+    expect(response.status).toBe(401);
+    expect(JSON.stringify([...response.headers])).not.toContain(project.providerKeys["provider-a"]);
+    expect(await response.text()).toBe("{}");
+  });
+
+  it("forwards neither an informational answer nor a trailer, nor a cookie, that quote it", async () => {
+    const socket = connect(Number(new URL(sluice.url).port), "127.0.0.1");
+    const chunks: Buffer[] = [];
+    socket.on("data", (chunk: Buffer) => chunks.push(chunk));
+    const closed = new Promise((resolve) => socket.on("close", resolve));
+    socket.write(
+      `POST /v1/provider-a/${project.projectId}/interim-and-trailer HTTP/1.1\r\nhost: sluice\r\n` +
+        `authorization: Bearer ${project.bearer("provider-a")}\r\ncontent-type: application/json\r\n` +
+        "content-length: 2\r\nconnection: close\r\n\r\n{}",
+    );
+    await closed;
+    const raw = Buffer.concat(chunks).toString("latin1");
+    expect(raw).toMatch(/^HTTP\/1\.1 401 /);
+    expect(raw).toContain("refused");
+    expect(raw).not.toContain(project.providerKeys["provider-a"]);
+  });
 
   it("answers a compressed error body in a coding it cannot read without the body", async () => {
     const response = await fetch(`${sluice.url}/v1/provider-a/${project.projectId}/compressed-zstd`, {
