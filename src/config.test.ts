@@ -514,6 +514,18 @@ describe("loadConfig", () => {
     expect(problemsOf({ [name]: "https://user@host.test" })).toContain(`${name}: must not hold user info`);
   });
 
+  it.each([
+    "SLUICE_DEVICECHECK_PRODUCTION_URL",
+    "SLUICE_DEVICECHECK_DEVELOPMENT_URL",
+    "SLUICE_VAULT_S3_ENDPOINT",
+  ])("refuses a query or fragment in %s, whose calls append their path to it", (name) => {
+    // Apple's path went after the query (`https://host/?x=1/v1/validate_device_token`), so every
+    // DeviceCheck call asked for `/`; the S3 vault dropped them without a word.
+    for (const value of ["https://host.test/?region=eu", "https://host.test#v1", "https://host.test?"])
+      expect(problemsOf({ [name]: value })).toContain(`${name}: must not hold a query (?) or fragment (#)`);
+    expect(problemsOf({ [name]: "https://host.test/base" })).not.toContain(`${name}: must not hold`);
+  });
+
   it("caps SLUICE_VAULT_URL_TTL_SECONDS at S3's seven days with an S3 vault, and only then", () => {
     const s3 = {
       SLUICE_VAULT_S3_ENDPOINT: "http://127.0.0.1:9000",
