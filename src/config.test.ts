@@ -1,8 +1,14 @@
-import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
-import { ConfigError, deviceTokenTtlMaxSeconds, loadConfig, vaultUrlTtlMaxSeconds } from "./config.js";
+import {
+  ConfigError,
+  deviceTokenTtlMaxSeconds,
+  loadConfig,
+  settings,
+  vaultUrlTtlMaxSeconds,
+} from "./config.js";
 
 const problemsOf = (env: Record<string, string>): string => {
   try {
@@ -508,6 +514,18 @@ describe("loadConfig", () => {
     expect(problemsOf({ [name]: "https://user@host.test" })).toContain(`${name}: must not hold user info`);
   });
 
+  it.each([
+    "SLUICE_DEVICECHECK_PRODUCTION_URL",
+    "SLUICE_DEVICECHECK_DEVELOPMENT_URL",
+    "SLUICE_VAULT_S3_ENDPOINT",
+  ])("refuses a query or fragment in %s, whose calls append their path to it", (name) => {
+    // Apple's path went after the query (`https://host/?x=1/v1/validate_device_token`), so every
+    // DeviceCheck call asked for `/`; the S3 vault dropped them without a word.
+    for (const value of ["https://host.test/?region=eu", "https://host.test#v1", "https://host.test?"])
+      expect(problemsOf({ [name]: value })).toContain(`${name}: must not hold a query (?) or fragment (#)`);
+    expect(problemsOf({ [name]: "https://host.test/base" })).not.toContain(`${name}: must not hold`);
+  });
+
   it("caps SLUICE_VAULT_URL_TTL_SECONDS at S3's seven days with an S3 vault, and only then", () => {
     const s3 = {
       SLUICE_VAULT_S3_ENDPOINT: "http://127.0.0.1:9000",
@@ -520,5 +538,46 @@ describe("loadConfig", () => {
       /SLUICE_VAULT_URL_TTL_SECONDS: at most 604800/,
     );
     expect(loadConfig({ SLUICE_VAULT_URL_TTL_SECONDS: "2592000" }).vaultUrlTtlSeconds).toBe(2_592_000);
+  });
+
+  it("names every number setting whose range is not its kind's in the README's list of the values each setting takes", () => {
+    const readme = readFileSync(new URL("../README.md", import.meta.url), "utf8");
+    const start = readme.indexOf("The values each setting takes:");
+    const list = readme.slice(start, readme.indexOf("\n\n", readme.indexOf("\n- ", start)));
+    const bullets = list.split("\n- ").slice(1);
+    // The smallest and largest value loadConfig takes, found by bisection on its "at least" and
+    // "at most" problems.
+    const refuses = (name: string, value: number, bound: "least" | "most") =>
+      problemsOf({ [name]: String(value) }).includes(`must be at ${bound}`);
+    const rangeOf = (name: string): [number, number] => {
+      let low = 0;
+      let high = Number.MAX_SAFE_INTEGER;
+      while (low < high) {
+        const middle = low + Math.floor((high - low) / 2);
+        if (refuses(name, middle, "least")) low = middle + 1;
+        else high = middle;
+      }
+      const min = low;
+      high = Number.MAX_SAFE_INTEGER;
+      while (low < high) {
+        const middle = low + Math.ceil((high - low) / 2);
+        if (refuses(name, middle, "most")) high = middle - 1;
+        else low = middle;
+      }
+      return [min, low];
+    };
+    const misdescribed: string[] = [];
+    for (const { env } of Object.values(settings)) {
+      if (!problemsOf({ [env]: "x" }).includes("must be a whole number")) continue;
+      const [min, max] = rangeOf(env);
+      // The README's rule for each kind: times from 1 ms to a day, anything else from 1 up.
+      const [kindMin, kindMax] = env.endsWith("_MS") ? [1, 86_400_000] : [1, Number.MAX_SAFE_INTEGER];
+      if (min === kindMin && max === kindMax) continue;
+      const bullet = bullets.find((text) => text.includes(`\`${env}\``)) ?? "";
+      const says = (value: number) => new RegExp(`\\b${value}\\b`).test(bullet);
+      if (!says(min) || (max !== Number.MAX_SAFE_INTEGER && !says(max)))
+        misdescribed.push(`${env} (${min} to ${max === Number.MAX_SAFE_INTEGER ? "any" : max})`);
+    }
+    expect(misdescribed).toEqual([]);
   });
 });

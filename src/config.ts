@@ -139,15 +139,24 @@ const schemeOf = (schemes: string[], problem: string): Rule => [
 /** An http:// or https:// URL: another scheme (or `host:port` without one) would fail every call. */
 const httpScheme = schemeOf(["http:", "https:"], "must be an http:// or https:// URL");
 /**
- * An http(s) URL without user info: fetch refuses a URL that holds credentials, with an error that
- * quotes it, password included, so every call to Apple's DeviceCheck hosts would fail; the S3 vault
- * signs with its own credentials and would drop them without a word. The message never shows the
- * value, its password among it.
+ * An http(s) URL that calls append their path to (Apple's DeviceCheck hosts, the S3 endpoint),
+ * without user info: fetch refuses a URL that holds credentials, with an error that quotes it,
+ * password included, so every call to Apple's DeviceCheck hosts would fail; the S3 vault signs with
+ * its own credentials and would drop them without a word. The message never shows the value, its
+ * password among it. Nor a query or fragment: Apple's path would go after it (`?x=1/v1/…`, every
+ * call asking for `/`), and the S3 vault would drop it.
  */
-const httpUrlWithoutUserInfo = url(httpScheme, [
-  (value) => !URL.canParse(value) || (new URL(value).username === "" && new URL(value).password === ""),
-  "must not hold user info (user:password@): credentials go in the settings made for them",
-]);
+const httpUrlWithoutUserInfo = url(
+  httpScheme,
+  [
+    (value) => !URL.canParse(value) || (new URL(value).username === "" && new URL(value).password === ""),
+    "must not hold user info (user:password@): credentials go in the settings made for them",
+  ],
+  [
+    (value) => !/[?#]/.test(value),
+    "must not hold a query (?) or fragment (#): the calls append their path to it, which would go after them",
+  ],
+);
 /**
  * An http(s) URL that paths are appended to (`SLUICE_PUBLIC_URL`: `<base>/v1/vault/…?expires=…`):
  * a query or fragment in it would take in every path appended, and user info would be handed to
@@ -399,13 +408,13 @@ export const settings = {
     "SLUICE_DEVICECHECK_PRODUCTION_URL",
     httpUrlWithoutUserInfo,
     "https://api.devicecheck.apple.com",
-    "Apple DeviceCheck production host, without user info",
+    "Apple DeviceCheck production host, without user info, query or fragment",
   ),
   deviceCheckDevelopmentUrl: setting(
     "SLUICE_DEVICECHECK_DEVELOPMENT_URL",
     httpUrlWithoutUserInfo,
     "https://api.development.devicecheck.apple.com",
-    "Apple DeviceCheck development host, without user info",
+    "Apple DeviceCheck development host, without user info, query or fragment",
   ),
   deviceCheckTimeoutMs: setting(
     "SLUICE_DEVICECHECK_TIMEOUT_MS",
@@ -543,7 +552,7 @@ export const settings = {
     "SLUICE_VAULT_S3_ENDPOINT",
     httpUrlWithoutUserInfo,
     undefined,
-    "S3-compatible endpoint, without user info (set: vault in S3)",
+    "S3-compatible endpoint, without user info, query or fragment (set: vault in S3)",
   ),
   vaultS3Bucket: setting("SLUICE_VAULT_S3_BUCKET", nonEmpty, undefined, "S3 bucket of the vault"),
   vaultS3Region: setting("SLUICE_VAULT_S3_REGION", headerValue, "us-east-1", "S3 region"),

@@ -1,3 +1,4 @@
+import { createPrivateKey, X509Certificate } from "node:crypto";
 import { readFileSync } from "node:fs";
 import { createSecureContext } from "node:tls";
 import { fileNameShown, isFileContents, unreadableReason } from "../file-name-shown.js";
@@ -17,9 +18,12 @@ export function readTlsFiles(certFile: string, keyFile: string): { cert: Buffer;
   const key = read("SLUICE_TLS_KEY", keyFile);
   check(`SLUICE_TLS_CERT (${certFile}) is not a PEM certificate`, () => createSecureContext({ cert }));
   check(`SLUICE_TLS_KEY (${keyFile}) is not a PEM private key`, () => createSecureContext({ key }));
-  check(`SLUICE_TLS_KEY (${keyFile}) is not the key of SLUICE_TLS_CERT (${certFile})`, () =>
-    createSecureContext({ cert, key }),
-  );
+  const mismatch = `SLUICE_TLS_KEY (${keyFile}) is not the key of SLUICE_TLS_CERT (${certFile})`;
+  check(mismatch, () => createSecureContext({ cert, key }));
+  // OpenSSL compares a key with the certificate of its own type only: a key of another type (RSA
+  // beside a P-256 certificate) was taken without a word, and every handshake then failed.
+  if (!new X509Certificate(cert).checkPrivateKey(createPrivateKey(key)))
+    throw new StartSettingError(`${mismatch}: the certificate's public key is not this key's`);
   return { cert, key };
 }
 
