@@ -507,23 +507,21 @@ describe("loadConfig", () => {
     "SLUICE_DEVICECHECK_PRODUCTION_URL",
     "SLUICE_DEVICECHECK_DEVELOPMENT_URL",
     "SLUICE_VAULT_S3_ENDPOINT",
-  ])("refuses user info in %s, naming the setting and never the password", (name) => {
+  ])("refuses user info, a query or a fragment in %s, naming the setting and never the password", (name) => {
+    const refusal = `${name}: must be a base URL without a query (?), fragment (#) or user info`;
     const problems = problemsOf({ [name]: "https://user:pass-0123456789@host.test" });
-    expect(problems).toContain(`${name}: must not hold user info (user:password@)`);
+    expect(problems).toContain(refusal);
     expect(problems).not.toContain("pass-0123456789");
-    expect(problemsOf({ [name]: "https://user@host.test" })).toContain(`${name}: must not hold user info`);
-  });
-
-  it.each([
-    "SLUICE_DEVICECHECK_PRODUCTION_URL",
-    "SLUICE_DEVICECHECK_DEVELOPMENT_URL",
-    "SLUICE_VAULT_S3_ENDPOINT",
-  ])("refuses a query or fragment in %s, whose calls append their path to it", (name) => {
     // Apple's path went after the query (`https://host/?x=1/v1/validate_device_token`), so every
     // DeviceCheck call asked for `/`; the S3 vault dropped them without a word.
-    for (const value of ["https://host.test/?region=eu", "https://host.test#v1", "https://host.test?"])
-      expect(problemsOf({ [name]: value })).toContain(`${name}: must not hold a query (?) or fragment (#)`);
-    expect(problemsOf({ [name]: "https://host.test/base" })).not.toContain(`${name}: must not hold`);
+    for (const value of [
+      "https://user@host.test",
+      "https://host.test/?region=eu",
+      "https://host.test#v1",
+      "https://host.test?",
+    ])
+      expect(problemsOf({ [name]: value })).toContain(refusal);
+    expect(problemsOf({ [name]: "https://host.test/base" })).not.toContain(`${name}: must`);
   });
 
   it("caps SLUICE_VAULT_URL_TTL_SECONDS at S3's seven days with an S3 vault, and only then", () => {

@@ -139,42 +139,36 @@ const schemeOf = (schemes: string[], problem: string): Rule => [
 /** An http:// or https:// URL: another scheme (or `host:port` without one) would fail every call. */
 const httpScheme = schemeOf(["http:", "https:"], "must be an http:// or https:// URL");
 /**
- * An http(s) URL that calls append their path to (Apple's DeviceCheck hosts, the S3 endpoint),
- * without user info: fetch refuses a URL that holds credentials, with an error that quotes it,
- * password included, so every call to Apple's DeviceCheck hosts would fail; the S3 vault signs with
- * its own credentials and would drop them without a word. The message never shows the value, its
- * password among it. Nor a query or fragment: Apple's path would go after it (`?x=1/v1/…`, every
- * call asking for `/`), and the S3 vault would drop it.
+ * An http(s) URL that paths are appended to, without a query, fragment or user info, which would
+ * take in or lose every path appended, or hand out credentials: `why` says what it is used for.
  */
-const httpUrlWithoutUserInfo = url(
-  httpScheme,
-  [
-    (value) => !URL.canParse(value) || (new URL(value).username === "" && new URL(value).password === ""),
-    "must not hold user info (user:password@): credentials go in the settings made for them",
-  ],
-  [
-    (value) => !/[?#]/.test(value),
-    "must not hold a query (?) or fragment (#): the calls append their path to it, which would go after them",
-  ],
-);
+const bareBaseUrl = (why: string): Parser<string> =>
+  url(httpScheme, [
+    isBareBaseUrl,
+    `must be a base URL without a query (?), fragment (#) or user info: ${why}`,
+  ]);
 /**
- * An http(s) URL that paths are appended to (`SLUICE_PUBLIC_URL`: `<base>/v1/vault/…?expires=…`):
- * a query or fragment in it would take in every path appended, and user info would be handed to
- * every app in every signed URL, so they are refused. A path is kept.
+ * `SLUICE_PUBLIC_URL`: `<base>/v1/vault/…?expires=…`; user info would be handed to every app in
+ * every signed URL. A path is kept.
  */
-const baseUrl = url(httpScheme, [
-  isBareBaseUrl,
-  "must be a base URL without a query (?), fragment (#) or user info: signed vault URLs, which apps receive, append their path and query to it",
-]);
+const baseUrl = bareBaseUrl("signed vault URLs, which apps receive, append their path and query to it");
 /**
  * A provider's base URL: its calls go to the URL's origin and path (provider-adapter.ts), so a query,
  * fragment or user info in it would be dropped without a word (an Azure-style `?api-version=`, a
- * password): refused instead.
+ * password).
  */
-const upstreamBaseUrl = url(httpScheme, [
-  isBareBaseUrl,
-  "must be a base URL without a query (?), fragment (#) or user info: a provider's calls go to its origin and path only, and the rest would be dropped",
-]);
+const upstreamBaseUrl = bareBaseUrl(
+  "a provider's calls go to its origin and path only, and the rest would be dropped",
+);
+/**
+ * Apple's DeviceCheck hosts and the S3 endpoint: Apple's path would go after a query (`?x=1/v1/…`,
+ * every call asking for `/`); fetch refuses a URL that holds credentials, with an error that quotes
+ * it, password included; the S3 vault signs with its own credentials and would drop them, and a
+ * query, without a word. The message never shows the value, its password among it.
+ */
+const serviceUrl = bareBaseUrl(
+  "calls append their path to it, and credentials go in the settings made for them",
+);
 /** Whether every one of `parts` decodes as percent-encoding (`decodeURIComponent` does not throw). */
 function isPercentEncoded(...parts: string[]): boolean {
   try {
@@ -406,13 +400,13 @@ export const settings = {
   ),
   deviceCheckProductionUrl: setting(
     "SLUICE_DEVICECHECK_PRODUCTION_URL",
-    httpUrlWithoutUserInfo,
+    serviceUrl,
     "https://api.devicecheck.apple.com",
     "Apple DeviceCheck production host, without user info, query or fragment",
   ),
   deviceCheckDevelopmentUrl: setting(
     "SLUICE_DEVICECHECK_DEVELOPMENT_URL",
-    httpUrlWithoutUserInfo,
+    serviceUrl,
     "https://api.development.devicecheck.apple.com",
     "Apple DeviceCheck development host, without user info, query or fragment",
   ),
@@ -550,7 +544,7 @@ export const settings = {
   ),
   vaultS3Endpoint: setting(
     "SLUICE_VAULT_S3_ENDPOINT",
-    httpUrlWithoutUserInfo,
+    serviceUrl,
     undefined,
     "S3-compatible endpoint, without user info, query or fragment (set: vault in S3)",
   ),
