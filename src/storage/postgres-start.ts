@@ -2,6 +2,7 @@ import { readFileSync } from "node:fs";
 import type { DatabaseIntrospector, PostgresPool, PostgresPoolClient, TableMetadata } from "kysely";
 import type { Client as PgClient } from "pg";
 import { fileNameShown, isFileContents, unreadableReason } from "../file-name-shown.js";
+import { describeDatabaseUrl } from "../service-url-shown.js";
 import { Kysely, PostgresDialect, sql } from "./kysely.js";
 import { type MigrationOutcome, migrateToLatest } from "./migrations.js";
 
@@ -199,15 +200,4 @@ function startTimeoutMessage(
       "or it needs longer on a large table (then raise SLUICE_DATABASE_START_TIMEOUT_MS)"
     );
   return `${database}: PostgreSQL did not answer ${within}`;
-}
-
-/**
- * DATABASE_URL as a message may show it: scheme, user, host, port and database. Never the password,
- * nor the query string, which may hold one (`?password=`, `sslpassword=`).
- */
-export function describeDatabaseUrl(databaseUrl: string): string {
-  if (!URL.canParse(databaseUrl)) return "not a URL";
-  const url = new URL(databaseUrl);
-  if (url.protocol === "socket:") return `socket:${url.pathname}`;
-  return `${url.protocol}//${url.username ? `${url.username}@` : ""}${url.host}${url.pathname}`;
 }
