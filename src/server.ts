@@ -7,6 +7,7 @@ import {
 } from "node:http";
 import { createServer as createHttpsServer } from "node:https";
 import type { Socket } from "node:net";
+import { resolve } from "node:path";
 import type { App } from "./app.js";
 import { loadConfig, startedByNpmScript } from "./config.js";
 import { createGateway, type Gateway } from "./deps.js";
@@ -16,6 +17,8 @@ import { maxHeaderFields } from "./http/max-header-fields.js";
 import { continueWhenRead } from "./http/read-body.js";
 import { listeningUrl } from "./net/listening-url.js";
 import { readTlsFiles, StartSettingError } from "./net/tls-files.js";
+import { describeDatabaseUrl, describeRedisUrl } from "./service-url-shown.js";
+import { sqliteFileIn } from "./storage/database.js";
 import { version } from "./version.js";
 
 /** Loads config, build the gateway, listen, and shut down gracefully on SIGTERM/SIGINT. */
@@ -46,8 +49,14 @@ export async function serve(): Promise<void> {
       version,
       host: config.host,
       port,
+      // Which database and Redis, as an operator checks a deployment against its settings: no
+      // password, no query (either may hold one).
       database: gateway.database.engine,
+      databaseAt: config.databaseUrl
+        ? describeDatabaseUrl(config.databaseUrl)
+        : resolve(sqliteFileIn(config.dataDir)),
       redis: Boolean(config.redisUrl),
+      ...(config.redisUrl ? { redisAt: describeRedisUrl(config.redisUrl) } : {}),
       tls: Boolean(config.tlsCert),
       // SLUICE_MAX_CONNECTIONS in force: when unset, what the open-file limit gave (0: no cap).
       maxConnections: gateway.connections.maxTotal,

@@ -193,12 +193,40 @@ export function createStdoutLogger(level: string, onDropped: (lines: number) => 
     onRecovered: (dropped, reason) => report(logger, dropped, reason),
   });
   const logger = createLogger(level, destination);
+  logProcessWarnings(logger);
   process.once("exit", () => {
     destination.flushSync();
     const { dropped, reason } = destination.unreported();
     if (dropped > 0) report(createLogger(level, { write: writeStderr }), dropped, reason);
   });
   return logger;
+}
+
+/** The logger Node's warnings go to: the last stdout logger made (`logProcessWarnings`). */
+let warningsLogger: Logger | undefined;
+
+/**
+ * Node prints a process warning (node-postgres's SECURITY WARNING for `sslmode=require`, a
+ * package's deprecation) as plain text on stderr, often over several lines, which a log collector
+ * takes for as many entries outside the JSON log. It goes to `logger` instead, as one line at
+ * `warn` (`warning`: its name, `code` when it has one; the message whole). Once per process, in
+ * place of Node's printer; with `--no-warnings` or NODE_NO_WARNINGS=1, Node added none, and
+ * warnings stay unprinted.
+ */
+export function logProcessWarnings(logger: Logger): void {
+  const first = warningsLogger === undefined;
+  warningsLogger = logger;
+  if (!first) return;
+  const printers = process.listeners("warning");
+  if (printers.length === 0) return;
+  for (const printer of printers) process.removeListener("warning", printer);
+  process.on("warning", (warning) => {
+    const code = (warning as { code?: unknown }).code;
+    warningsLogger?.warn(
+      { warning: warning.name, ...(typeof code === "string" ? { code } : {}) },
+      warning.message,
+    );
+  });
 }
 
 function writeStderr(line: string): void {

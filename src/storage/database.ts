@@ -8,7 +8,7 @@ import { dataDirError, inDataDir } from "./data-dir-error.js";
 import { Kysely, PostgresDialect, SqliteDialect, sql } from "./kysely.js";
 import { makeDirectorySync } from "./make-directory.js";
 import { type MigrationOutcome, migrateToLatest, pingDatabase } from "./migrations.js";
-import { checkSslFiles, migrateWithinStartTimeout } from "./postgres-start.js";
+import { checkSslFiles, migrateWithinStartTimeout, pgClientOf } from "./postgres-start.js";
 import type { Database } from "./schema.js";
 
 export type Engine = "sqlite" | "postgres";
@@ -244,12 +244,16 @@ async function openPostgres(
     });
   };
   checkSslFiles(databaseUrl);
-  const migrating = new pg.Client({
-    connectionString: databaseUrl,
-    // A second after the start timeout: pg's own connect timeout destroys a socket still connecting
-    // (ending the client at the start timeout waits for the connection), and never fires first.
-    connectionTimeoutMillis: limits.startTimeoutMs + 1000,
-  });
+  const migrating = pgClientOf(
+    databaseUrl,
+    () =>
+      new pg.Client({
+        connectionString: databaseUrl,
+        // A second after the start timeout: pg's own connect timeout destroys a socket still connecting
+        // (ending the client at the start timeout waits for the connection), and never fires first.
+        connectionTimeoutMillis: limits.startTimeoutMs + 1000,
+      }),
+  );
   migrating.on("error", () => {});
   const { unknownMigrations } = await migrateWithinStartTimeout(migrating, {
     databaseUrl,

@@ -4,9 +4,10 @@ import { describe, expect, it } from "vitest";
 import { startLocalTcpServer } from "../../test/support/local-server.js";
 import { createPostgresSchema, postgresAvailable, postgresBaseUrl } from "../../test/support/services.js";
 import { startSilentPostgres } from "../../test/support/silent-postgres.js";
+import { describeDatabaseUrl } from "../service-url-shown.js";
 import { startFailureMessage } from "../start-failure.js";
 import { openDatabase } from "./database.js";
-import { DatabaseStartError, describeDatabaseUrl } from "./postgres-start.js";
+import { DatabaseStartError } from "./postgres-start.js";
 
 /** A server that accepts TCP connections and never sends a byte. */
 const startMuteServer = () => startLocalTcpServer((socket) => socket.resume());

@@ -2,6 +2,7 @@ import { readFileSync } from "node:fs";
 import type { DatabaseIntrospector, PostgresPool, PostgresPoolClient, TableMetadata } from "kysely";
 import type { Client as PgClient } from "pg";
 import { fileNameShown, isFileContents, unreadableReason } from "../file-name-shown.js";
+import { describeDatabaseUrl } from "../service-url-shown.js";
 import { Kysely, PostgresDialect, sql } from "./kysely.js";
 import { type MigrationOutcome, migrateToLatest } from "./migrations.js";
 
@@ -72,6 +73,11 @@ export async function migrateWithinStartTimeout(
         `DATABASE_URL (${describeDatabaseUrl(options.databaseUrl)}): its sslmode (${new URL(options.databaseUrl).searchParams.get("sslmode") ?? "set by its ssl parameters"}) asks for TLS, which this PostgreSQL server does not offer: set sslmode=disable, or enable TLS on the server`,
         { cause: error },
       );
+    if (!progress.connected && !(error instanceof DatabaseStartError) && refusedCertificate(error))
+      throw new DatabaseStartError(
+        `DATABASE_URL (${describeDatabaseUrl(options.databaseUrl)}): PostgreSQL's TLS certificate was not accepted: node-postgres verifies the certificate and its host name with sslmode require, prefer and verify-ca too, as with verify-full (not as libpq does): give the CA that signed it with sslrootcert=/path/to/ca.pem, or add uselibpqcompat=true for libpq's meaning of sslmode (require: encrypted, not verified)`,
+        { cause: error },
+      );
     if (!progress.connected && !(error instanceof DatabaseStartError))
       throw new DatabaseStartError(
         `DATABASE_URL (${describeDatabaseUrl(options.databaseUrl)}): PostgreSQL could not be reached or refused the connection`,
@@ -86,6 +92,32 @@ export async function migrateWithinStartTimeout(
 /** pg's error when it asked for TLS (sslmode, sslcert…) and the server answered that it has none. */
 function refusedTls(error: unknown): boolean {
   return error instanceof Error && error.message === "The server does not support SSL connections";
+}
+
+/**
+ * Node's codes for a server certificate its TLS client did not accept: an issuer it does not trust
+ * (a managed database's own CA, a self-signed one), another host name, or out of its dates.
+ */
+const certificateRefusals = new Set([
+  "DEPTH_ZERO_SELF_SIGNED_CERT",
+  "SELF_SIGNED_CERT_IN_CHAIN",
+  "UNABLE_TO_VERIFY_LEAF_SIGNATURE",
+  "UNABLE_TO_GET_ISSUER_CERT",
+  "UNABLE_TO_GET_ISSUER_CERT_LOCALLY",
+  "CERT_UNTRUSTED",
+  "CERT_HAS_EXPIRED",
+  "CERT_NOT_YET_VALID",
+  "ERR_TLS_CERT_ALTNAME_INVALID",
+]);
+
+/**
+ * pg's error when its TLS client refused the server's certificate. node-postgres (pg-connection-string
+ * 2) reads sslmode require, prefer and verify-ca as verify-full, so a URL written for libpq, where
+ * `require` encrypts without checking, fails here against a server whose CA Node does not know.
+ */
+function refusedCertificate(error: unknown): boolean {
+  const code = (error as { code?: unknown } | null)?.code;
+  return typeof code === "string" && certificateRefusals.has(code);
 }
 
 /** The DATABASE_URL parameters that name a file node-postgres reads, in the order it reads them. */
@@ -109,6 +141,22 @@ export function checkSslFiles(databaseUrl: string): void {
       const problem = `DATABASE_URL (${describeDatabaseUrl(databaseUrl)}): its ${parameter} file ${fileNameShown(file)} cannot be read (${unreadableReason(error)})`;
       throw new DatabaseStartError(problem, isFileContents(file) ? undefined : { cause: error });
     }
+  }
+}
+
+/**
+ * The client `make` builds on DATABASE_URL. node-postgres reads the URL's parameters as it builds
+ * one, and throws on some it cannot use together (`sslmode=verify-ca` with `uselibpqcompat=true`
+ * and no `sslrootcert`); that message names neither the setting nor the URL, so the start's does.
+ */
+export function pgClientOf<T>(databaseUrl: string, make: () => T): T {
+  try {
+    return make();
+  } catch (error) {
+    throw new DatabaseStartError(
+      `DATABASE_URL (${describeDatabaseUrl(databaseUrl)}): node-postgres cannot use its parameters`,
+      { cause: error },
+    );
   }
 }
 
@@ -199,15 +247,4 @@ function startTimeoutMessage(
       "or it needs longer on a large table (then raise SLUICE_DATABASE_START_TIMEOUT_MS)"
     );
   return `${database}: PostgreSQL did not answer ${within}`;
-}
-
-/**
- * DATABASE_URL as a message may show it: scheme, user, host, port and database. Never the password,
- * nor the query string, which may hold one (`?password=`, `sslpassword=`).
- */
-export function describeDatabaseUrl(databaseUrl: string): string {
-  if (!URL.canParse(databaseUrl)) return "not a URL";
-  const url = new URL(databaseUrl);
-  if (url.protocol === "socket:") return `socket:${url.pathname}`;
-  return `${url.protocol}//${url.username ? `${url.username}@` : ""}${url.host}${url.pathname}`;
 }

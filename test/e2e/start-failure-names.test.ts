@@ -3,9 +3,11 @@ import { chmodSync, existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync
 import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { TLSSocket } from "node:tls";
 import { afterAll, describe, expect, it } from "vitest";
 import { openAdminContext } from "../../src/admin/admin-context.js";
 import { loadConfig } from "../../src/config.js";
+import { selfSigned } from "../support/self-signed.js";
 import { postgresAvailable, postgresBaseUrl, redisAvailable, redisUrl } from "../support/services.js";
 import { runGatewayUntilExit } from "../support/spawned-gateway.js";
 
@@ -284,5 +286,50 @@ describe("a start that fails on a setting names it", () => {
     );
     const stored = readFileSync(file, "utf8").trim();
     for (const key of [stored, other]) expect(exited.stderr).not.toContain(key);
+  }, 20_000);
+
+  it("names DATABASE_URL and says node-postgres verifies the certificate when sslmode=require meets a private CA", async () => {
+    // A PostgreSQL that speaks TLS with a certificate no public CA signed (a managed database's own
+    // CA, which libpq's sslmode=require would not check): SSLRequest is answered `S`, then TLS.
+    const { cert, key } = selfSigned();
+    const server = createServer((socket) => {
+      socket.once("data", () => {
+        socket.write("S");
+        const secure = new TLSSocket(socket, { isServer: true, cert, key });
+        secure.on("error", () => {});
+      });
+      socket.on("error", () => {});
+    });
+    await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+    const { port } = server.address() as { port: number };
+    try {
+      const exited = await start({
+        DATABASE_URL: `postgres://u:not-the-password@localhost:${port}/db?sslmode=require`,
+        SLUICE_MASTER_KEY: randomBytes(32).toString("base64"),
+      });
+      expect(exited.code).toBe(1);
+      // One line: node-postgres's SECURITY WARNING for sslmode=require is in the log, not here.
+      expect(exited.stderr).toBe(
+        `sluice failed to start: DATABASE_URL (postgres://u@localhost:${port}/db): PostgreSQL's TLS certificate was not accepted: ` +
+          "node-postgres verifies the certificate and its host name with sslmode require, prefer and verify-ca too, as with verify-full " +
+          "(not as libpq does): give the CA that signed it with sslrootcert=/path/to/ca.pem, or add uselibpqcompat=true for " +
+          "libpq's meaning of sslmode (require: encrypted, not verified): self-signed certificate\n",
+      );
+      expect(exited.stderr).not.toContain("not-the-password");
+    } finally {
+      server.close();
+    }
+  }, 20_000);
+
+  it("names DATABASE_URL when node-postgres refuses its parameters", async () => {
+    const exited = await start({
+      DATABASE_URL: "postgres://u:not-the-password@127.0.0.1:9/db?sslmode=verify-ca&uselibpqcompat=true",
+      SLUICE_MASTER_KEY: randomBytes(32).toString("base64"),
+    });
+    expect(exited.code).toBe(1);
+    expect(exited.stderr).toMatch(
+      /^sluice failed to start: DATABASE_URL \(postgres:\/\/u@127\.0\.0\.1:9\/db\): node-postgres cannot use its parameters: SECURITY WARNING: Using sslmode=verify-ca requires specifying a CA with sslrootcert\. .+\n$/,
+    );
+    expect(exited.stderr).not.toContain("not-the-password");
   }, 20_000);
 });

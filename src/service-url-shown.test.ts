@@ -1,0 +1,13 @@
+import { describe, expect, it } from "vitest";
+import { describeRedisUrl } from "./service-url-shown.js";
+
+describe("REDIS_URL as the start line shows it", () => {
+  it.each([
+    ["redis://:secret@127.0.0.1:6379", "redis://127.0.0.1:6379"],
+    ["rediss://app:secret@cache.example.com:6380/2", "rediss://app@cache.example.com:6380/2"],
+    ["redis://cache.example.com/1?password=secret&family=6", "redis://cache.example.com/1"],
+    ["redis://[::1]:6379", "redis://[::1]:6379"],
+  ])("shows %s as %s", (url, shown) => {
+    expect(describeRedisUrl(url)).toBe(shown);
+  });
+});
