@@ -4,7 +4,8 @@ import { describe, expect, it } from "vitest";
 import { GatewayError } from "../errors.js";
 import { isDatabaseUnavailable } from "./database-unavailable.js";
 
-const systemError = (code: string) => Object.assign(new Error(`connect ${code} 127.0.0.1:5432`), { code });
+const systemError = (code: string, syscall = "connect") =>
+  Object.assign(new Error(`${syscall} ${code} 127.0.0.1:5432`), { code, syscall });
 const postgresError = (code: string, message = "server error") =>
   Object.assign(new DatabaseError(message, 0, "error"), { code });
 const sqliteError = (code: string) => new BetterSqlite3.SqliteError("sqlite error", code);
@@ -13,6 +14,9 @@ describe("isDatabaseUnavailable", () => {
   it.each([
     ["a refused connection", systemError("ECONNREFUSED")],
     ["a reset connection", systemError("ECONNRESET")],
+    ["a Unix socket whose file a restart removed (connect ENOENT)", systemError("ENOENT")],
+    ["no local port left to connect from (connect EADDRNOTAVAIL)", systemError("EADDRNOTAVAIL")],
+    ["an interface gone down under a connection (write ENETDOWN)", systemError("ENETDOWN", "write")],
     ["a connection node-postgres lost", new Error("Connection terminated unexpectedly")],
     ["pg-pool's connect timeout", new Error("timeout exceeded when trying to connect")],
     [
@@ -44,6 +48,7 @@ describe("isDatabaseUnavailable", () => {
     ["a missing relation (42P01)", postgresError("42P01", 'relation "projects" does not exist')],
     ["SQLITE_CONSTRAINT_PRIMARYKEY", sqliteError("SQLITE_CONSTRAINT_PRIMARYKEY")],
     ["SQLITE_ERROR (bad SQL)", sqliteError("SQLITE_ERROR")],
+    ["a file that cannot be opened (open ENOENT)", systemError("ENOENT", "open")],
     ["a bug", new TypeError("Cannot read properties of undefined (reading 'id')")],
     ["something that is not an error", "ECONNREFUSED"],
     [

@@ -12,6 +12,14 @@ const unreachableCodes = new Set([
   "ENETUNREACH",
 ]);
 /**
+ * System calls of a connection to the database. Whatever the code the operating system failed one
+ * with, the database was not reached, and refused nothing: a Unix socket's file is gone while the
+ * server restarts (`connect ENOENT`), no local port is left (`connect EADDRNOTAVAIL`), an interface
+ * went down. Before, such a code not in the list above was no outage: a usage batch was written row
+ * by row, and every row refused and dropped.
+ */
+const connectionSyscalls = new Set(["connect", "bind", "read", "write", "writev", "getaddrinfo", "shutdown"]);
+/**
  * PostgreSQL SQLSTATE classes of a server that cannot serve: 08 connection exception,
  * 53 insufficient resources, 57P01–57P03 shutting down or starting up, 58 system (I/O) error.
  * Also a statement the server gave up on for now, which the same statement can pass later:
@@ -40,6 +48,8 @@ export function isDatabaseUnavailable(error: unknown, depth = 0): boolean {
   const code = (error as { code?: unknown }).code;
   if (typeof code === "string") {
     if (unreachableCodes.has(code) || postgresDownState.test(code) || sqliteDownCode.test(code)) return true;
+    const syscall = (error as { syscall?: unknown }).syscall;
+    if (typeof syscall === "string" && connectionSyscalls.has(syscall)) return true;
   } else if (postgresDownMessage.test(error.message)) return true;
   if (error instanceof AggregateError && error.errors.some((each) => isDatabaseUnavailable(each, depth + 1)))
     return true;
