@@ -25,6 +25,8 @@ describe("isDatabaseUnavailable", () => {
     ],
     ["too many connections (53300)", postgresError("53300", "sorry, too many clients already")],
     ["a connection exception (08006)", postgresError("08006")],
+    ["a role not permitted to log in (28000)", postgresError("28000")],
+    ["a password refused (28P01)", postgresError("28P01", "password authentication failed")],
     ["a statement cancelled by the role's statement_timeout (57014)", postgresError("57014")],
     ["a write refused by a read-only server, a standby during a failover (25006)", postgresError("25006")],
     ["a lock not available under lock_timeout (55P03)", postgresError("55P03")],

@@ -27,9 +27,10 @@ const connectionSyscalls = new Set(["connect", "bind", "read", "write", "writev"
  * 55P03 a lock not available (`lock_timeout`), 40001 and 40P01 a serialization failure or a
  * deadlock. Before, these were answered 500 and their usage rows refused for good. And 25006, a
  * write refused by a read-only server: a standby during a failover, which takes writes again once
- * promoted (or the primary's address points at the new one).
+ * promoted (or the primary's address points at the new one). And class 28, a connection refused
+ * its role (a password rotated before DATABASE_URL, a login revoked for a while): no statement ran.
  */
-const postgresDownState = /^(?:08|53|58)[0-9A-Z]{3}$|^57P0[1-3]$|^57014$|^55P03$|^40001$|^40P01$|^25006$/;
+const postgresDownState = /^(?:08|28|53|58)[0-9A-Z]{3}$|^57P0[1-3]$|^57014$|^55P03$|^40001$|^40P01$|^25006$/;
 /** node-postgres and pg-pool errors for a lost or timed-out connection; they carry no code. */
 const postgresDownMessage =
   /^(?:Connection terminated|timeout expired|timeout exceeded when trying to connect|Query read timeout|Client has encountered a connection error|Client was closed)/;
