@@ -51,6 +51,7 @@ describe("isDatabaseUnavailable", () => {
     ["SQLITE_CONSTRAINT_PRIMARYKEY", sqliteError("SQLITE_CONSTRAINT_PRIMARYKEY")],
     ["SQLITE_ERROR (bad SQL)", sqliteError("SQLITE_ERROR")],
     ["a file that cannot be opened (open ENOENT)", systemError("ENOENT", "open")],
+    ["a file that cannot be read (read EISDIR)", systemError("EISDIR", "read")],
     ["a bug", new TypeError("Cannot read properties of undefined (reading 'id')")],
     ["something that is not an error", "ECONNREFUSED"],
     [

@@ -10,15 +10,19 @@ const unreachableCodes = new Set([
   "EAI_AGAIN",
   "EHOSTUNREACH",
   "ENETUNREACH",
+  "ENETDOWN",
+  "EHOSTDOWN",
+  "ENETRESET",
+  "ECONNABORTED",
 ]);
 /**
- * System calls of a connection to the database. Whatever the code the operating system failed one
- * with, the database was not reached, and refused nothing: a Unix socket's file is gone while the
- * server restarts (`connect ENOENT`), no local port is left (`connect EADDRNOTAVAIL`), an interface
- * went down. Before, such a code not in the list above was no outage: a usage batch was written row
- * by row, and every row refused and dropped.
+ * System calls that only a connection makes. Whatever the code the operating system failed one
+ * with, the database was not reached and refused nothing: a Unix socket's file is gone while the
+ * server restarts (`connect ENOENT`), no local port is left (`connect EADDRNOTAVAIL`). Before, a
+ * code not in the list above was no outage: a usage batch was written row by row, and every row
+ * refused and dropped. (Not `read` or `write`, which a file's failures name too.)
  */
-const connectionSyscalls = new Set(["connect", "bind", "read", "write", "writev", "getaddrinfo", "shutdown"]);
+const connectionSyscalls = new Set(["connect", "bind", "getaddrinfo"]);
 /**
  * PostgreSQL SQLSTATE classes of a server that cannot serve: 08 connection exception,
  * 53 insufficient resources, 57P01–57P03 shutting down or starting up, 58 system (I/O) error.
