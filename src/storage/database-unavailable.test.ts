@@ -4,7 +4,8 @@ import { describe, expect, it } from "vitest";
 import { GatewayError } from "../errors.js";
 import { isDatabaseUnavailable } from "./database-unavailable.js";
 
-const systemError = (code: string) => Object.assign(new Error(`connect ${code} 127.0.0.1:5432`), { code });
+const systemError = (code: string, syscall = "connect") =>
+  Object.assign(new Error(`${syscall} ${code} 127.0.0.1:5432`), { code, syscall });
 const postgresError = (code: string, message = "server error") =>
   Object.assign(new DatabaseError(message, 0, "error"), { code });
 const sqliteError = (code: string) => new BetterSqlite3.SqliteError("sqlite error", code);
@@ -13,6 +14,9 @@ describe("isDatabaseUnavailable", () => {
   it.each([
     ["a refused connection", systemError("ECONNREFUSED")],
     ["a reset connection", systemError("ECONNRESET")],
+    ["a Unix socket whose file a restart removed (connect ENOENT)", systemError("ENOENT")],
+    ["no local port left to connect from (connect EADDRNOTAVAIL)", systemError("EADDRNOTAVAIL")],
+    ["an interface gone down under a connection (write ENETDOWN)", systemError("ENETDOWN", "write")],
     ["a connection node-postgres lost", new Error("Connection terminated unexpectedly")],
     ["pg-pool's connect timeout", new Error("timeout exceeded when trying to connect")],
     [
@@ -21,6 +25,8 @@ describe("isDatabaseUnavailable", () => {
     ],
     ["too many connections (53300)", postgresError("53300", "sorry, too many clients already")],
     ["a connection exception (08006)", postgresError("08006")],
+    ["a role not permitted to log in (28000)", postgresError("28000")],
+    ["a password refused (28P01)", postgresError("28P01", "password authentication failed")],
     ["a statement cancelled by the role's statement_timeout (57014)", postgresError("57014")],
     ["a write refused by a read-only server, a standby during a failover (25006)", postgresError("25006")],
     ["a lock not available under lock_timeout (55P03)", postgresError("55P03")],
@@ -44,6 +50,8 @@ describe("isDatabaseUnavailable", () => {
     ["a missing relation (42P01)", postgresError("42P01", 'relation "projects" does not exist')],
     ["SQLITE_CONSTRAINT_PRIMARYKEY", sqliteError("SQLITE_CONSTRAINT_PRIMARYKEY")],
     ["SQLITE_ERROR (bad SQL)", sqliteError("SQLITE_ERROR")],
+    ["a file that cannot be opened (open ENOENT)", systemError("ENOENT", "open")],
+    ["a file that cannot be read (read EISDIR)", systemError("EISDIR", "read")],
     ["a bug", new TypeError("Cannot read properties of undefined (reading 'id')")],
     ["something that is not an error", "ECONNREFUSED"],
     [

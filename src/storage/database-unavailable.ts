@@ -10,7 +10,19 @@ const unreachableCodes = new Set([
   "EAI_AGAIN",
   "EHOSTUNREACH",
   "ENETUNREACH",
+  "ENETDOWN",
+  "EHOSTDOWN",
+  "ENETRESET",
+  "ECONNABORTED",
 ]);
+/**
+ * System calls that only a connection makes. Whatever the code the operating system failed one
+ * with, the database was not reached and refused nothing: a Unix socket's file is gone while the
+ * server restarts (`connect ENOENT`), no local port is left (`connect EADDRNOTAVAIL`). Before, a
+ * code not in the list above was no outage: a usage batch was written row by row, and every row
+ * refused and dropped. (Not `read` or `write`, which a file's failures name too.)
+ */
+const connectionSyscalls = new Set(["connect", "bind", "getaddrinfo"]);
 /**
  * PostgreSQL SQLSTATE classes of a server that cannot serve: 08 connection exception,
  * 53 insufficient resources, 57P01–57P03 shutting down or starting up, 58 system (I/O) error.
@@ -19,9 +31,10 @@ const unreachableCodes = new Set([
  * 55P03 a lock not available (`lock_timeout`), 40001 and 40P01 a serialization failure or a
  * deadlock. Before, these were answered 500 and their usage rows refused for good. And 25006, a
  * write refused by a read-only server: a standby during a failover, which takes writes again once
- * promoted (or the primary's address points at the new one).
+ * promoted (or the primary's address points at the new one). And class 28, a connection refused
+ * its role (a password rotated before DATABASE_URL, a login revoked for a while): no statement ran.
  */
-const postgresDownState = /^(?:08|53|58)[0-9A-Z]{3}$|^57P0[1-3]$|^57014$|^55P03$|^40001$|^40P01$|^25006$/;
+const postgresDownState = /^(?:08|28|53|58)[0-9A-Z]{3}$|^57P0[1-3]$|^57014$|^55P03$|^40001$|^40P01$|^25006$/;
 /** node-postgres and pg-pool errors for a lost or timed-out connection; they carry no code. */
 const postgresDownMessage =
   /^(?:Connection terminated|timeout expired|timeout exceeded when trying to connect|Query read timeout|Client has encountered a connection error|Client was closed)/;
@@ -40,6 +53,8 @@ export function isDatabaseUnavailable(error: unknown, depth = 0): boolean {
   const code = (error as { code?: unknown }).code;
   if (typeof code === "string") {
     if (unreachableCodes.has(code) || postgresDownState.test(code) || sqliteDownCode.test(code)) return true;
+    const syscall = (error as { syscall?: unknown }).syscall;
+    if (typeof syscall === "string" && connectionSyscalls.has(syscall)) return true;
   } else if (postgresDownMessage.test(error.message)) return true;
   if (error instanceof AggregateError && error.errors.some((each) => isDatabaseUnavailable(each, depth + 1)))
     return true;
