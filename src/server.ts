@@ -17,7 +17,7 @@ import { maxHeaderFields } from "./http/max-header-fields.js";
 import { continueWhenRead } from "./http/read-body.js";
 import { listeningUrl } from "./net/listening-url.js";
 import { readTlsFiles, StartSettingError } from "./net/tls-files.js";
-import { describeDatabaseUrl, describeRedisUrl } from "./service-url-shown.js";
+import { serviceUrlShown } from "./service-url-shown.js";
 import { sqliteFileIn } from "./storage/database.js";
 import { version } from "./version.js";
 
@@ -53,10 +53,10 @@ export async function serve(): Promise<void> {
       // password, no query (either may hold one).
       database: gateway.database.engine,
       databaseAt: config.databaseUrl
-        ? describeDatabaseUrl(config.databaseUrl)
+        ? serviceUrlShown(config.databaseUrl)
         : resolve(sqliteFileIn(config.dataDir)),
       redis: Boolean(config.redisUrl),
-      ...(config.redisUrl ? { redisAt: describeRedisUrl(config.redisUrl) } : {}),
+      ...(config.redisUrl ? { redisAt: serviceUrlShown(config.redisUrl) } : {}),
       tls: Boolean(config.tlsCert),
       // SLUICE_MAX_CONNECTIONS in force: when unset, what the open-file limit gave (0: no cap).
       maxConnections: gateway.connections.maxTotal,

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { describeRedisUrl } from "./service-url-shown.js";
+import { serviceUrlShown } from "./service-url-shown.js";
 
 describe("REDIS_URL as the start line shows it", () => {
   it.each([
@@ -8,6 +8,19 @@ describe("REDIS_URL as the start line shows it", () => {
     ["redis://cache.example.com/1?password=secret&family=6", "redis://cache.example.com/1"],
     ["redis://[::1]:6379", "redis://[::1]:6379"],
   ])("shows %s as %s", (url, shown) => {
-    expect(describeRedisUrl(url)).toBe(shown);
+    expect(serviceUrlShown(url)).toBe(shown);
+  });
+});
+
+describe("DATABASE_URL in messages", () => {
+  it.each([
+    [
+      "postgres://user:secret@db.example.com:5433/sluice?sslmode=require",
+      "postgres://user@db.example.com:5433/sluice",
+    ],
+    ["postgresql://db.example.com/sluice?password=secret", "postgresql://db.example.com/sluice"],
+    ["socket:/var/run/postgresql?db=sluice&password=secret", "socket:/var/run/postgresql"],
+  ])("shows %s as %s", (url, shown) => {
+    expect(serviceUrlShown(url)).toBe(shown);
   });
 });

@@ -1,18 +1,11 @@
 /**
- * DATABASE_URL as a message or the start line may show it: scheme, user, host, port and database.
- * Never the password, nor the query string, which may hold one (`?password=`, `sslpassword=`).
+ * DATABASE_URL or REDIS_URL as a message or the start line may show it: scheme, user, host, port
+ * and database (Redis: its index). Never the password, nor the query string, which may hold one
+ * (`?password=`, `sslpassword=`; ioredis takes its options there).
  */
-export function describeDatabaseUrl(databaseUrl: string): string {
-  if (!URL.canParse(databaseUrl)) return "not a URL";
-  const url = new URL(databaseUrl);
+export function serviceUrlShown(serviceUrl: string): string {
+  if (!URL.canParse(serviceUrl)) return "not a URL";
+  const url = new URL(serviceUrl);
   if (url.protocol === "socket:") return `socket:${url.pathname}`;
   return `${url.protocol}//${url.username ? `${url.username}@` : ""}${url.host}${url.pathname}`;
-}
-
-/**
- * REDIS_URL as the start line shows it: scheme, user, host, port and database index. Never the
- * password, nor the query string (ioredis takes its options there, `?password=` among them).
- */
-export function describeRedisUrl(redisUrl: string): string {
-  return describeDatabaseUrl(redisUrl);
 }

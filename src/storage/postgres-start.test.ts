@@ -4,7 +4,6 @@ import { describe, expect, it } from "vitest";
 import { startLocalTcpServer } from "../../test/support/local-server.js";
 import { createPostgresSchema, postgresAvailable, postgresBaseUrl } from "../../test/support/services.js";
 import { startSilentPostgres } from "../../test/support/silent-postgres.js";
-import { describeDatabaseUrl } from "../service-url-shown.js";
 import { startFailureMessage } from "../start-failure.js";
 import { openDatabase } from "./database.js";
 import { DatabaseStartError } from "./postgres-start.js";
@@ -149,19 +148,6 @@ describe.skipIf(!postgresAvailable)("opening PostgreSQL at start while another s
     } finally {
       await schema.drop();
     }
-  });
-});
-
-describe("DATABASE_URL in messages", () => {
-  it.each([
-    [
-      "postgres://user:secret@db.example.com:5433/sluice?sslmode=require",
-      "postgres://user@db.example.com:5433/sluice",
-    ],
-    ["postgresql://db.example.com/sluice?password=secret", "postgresql://db.example.com/sluice"],
-    ["socket:/var/run/postgresql?db=sluice&password=secret", "socket:/var/run/postgresql"],
-  ])("shows %s as %s", (url, shown) => {
-    expect(describeDatabaseUrl(url)).toBe(shown);
   });
 });
 

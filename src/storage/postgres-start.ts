@@ -2,7 +2,7 @@ import { readFileSync } from "node:fs";
 import type { DatabaseIntrospector, PostgresPool, PostgresPoolClient, TableMetadata } from "kysely";
 import type { Client as PgClient } from "pg";
 import { fileNameShown, isFileContents, unreadableReason } from "../file-name-shown.js";
-import { describeDatabaseUrl } from "../service-url-shown.js";
+import { serviceUrlShown } from "../service-url-shown.js";
 import { Kysely, PostgresDialect, sql } from "./kysely.js";
 import { type MigrationOutcome, migrateToLatest } from "./migrations.js";
 
@@ -70,17 +70,17 @@ export async function migrateWithinStartTimeout(
     // settings; the cause (printed after this message) says why.
     if (!progress.connected && !(error instanceof DatabaseStartError) && refusedTls(error))
       throw new DatabaseStartError(
-        `DATABASE_URL (${describeDatabaseUrl(options.databaseUrl)}): its sslmode (${new URL(options.databaseUrl).searchParams.get("sslmode") ?? "set by its ssl parameters"}) asks for TLS, which this PostgreSQL server does not offer: set sslmode=disable, or enable TLS on the server`,
+        `DATABASE_URL (${serviceUrlShown(options.databaseUrl)}): its sslmode (${new URL(options.databaseUrl).searchParams.get("sslmode") ?? "set by its ssl parameters"}) asks for TLS, which this PostgreSQL server does not offer: set sslmode=disable, or enable TLS on the server`,
         { cause: error },
       );
     if (!progress.connected && !(error instanceof DatabaseStartError) && refusedCertificate(error))
       throw new DatabaseStartError(
-        `DATABASE_URL (${describeDatabaseUrl(options.databaseUrl)}): PostgreSQL's TLS certificate was not accepted: node-postgres verifies the certificate and its host name with sslmode require, prefer and verify-ca too, as with verify-full (not as libpq does): give the CA that signed it with sslrootcert=/path/to/ca.pem, or add uselibpqcompat=true for libpq's meaning of sslmode (require: encrypted, not verified)`,
+        `DATABASE_URL (${serviceUrlShown(options.databaseUrl)}): PostgreSQL's TLS certificate was not accepted: node-postgres verifies the certificate and its host name with sslmode require, prefer and verify-ca too, as with verify-full (not as libpq does): give the CA that signed it with sslrootcert=/path/to/ca.pem, or add uselibpqcompat=true for libpq's meaning of sslmode (require: encrypted, not verified)`,
         { cause: error },
       );
     if (!progress.connected && !(error instanceof DatabaseStartError))
       throw new DatabaseStartError(
-        `DATABASE_URL (${describeDatabaseUrl(options.databaseUrl)}): PostgreSQL could not be reached or refused the connection`,
+        `DATABASE_URL (${serviceUrlShown(options.databaseUrl)}): PostgreSQL could not be reached or refused the connection`,
         { cause: error },
       );
     throw error;
@@ -138,7 +138,7 @@ export function checkSslFiles(databaseUrl: string): void {
     try {
       readFileSync(file);
     } catch (error) {
-      const problem = `DATABASE_URL (${describeDatabaseUrl(databaseUrl)}): its ${parameter} file ${fileNameShown(file)} cannot be read (${unreadableReason(error)})`;
+      const problem = `DATABASE_URL (${serviceUrlShown(databaseUrl)}): its ${parameter} file ${fileNameShown(file)} cannot be read (${unreadableReason(error)})`;
       throw new DatabaseStartError(problem, isFileContents(file) ? undefined : { cause: error });
     }
   }
@@ -154,7 +154,7 @@ export function pgClientOf<T>(databaseUrl: string, make: () => T): T {
     return make();
   } catch (error) {
     throw new DatabaseStartError(
-      `DATABASE_URL (${describeDatabaseUrl(databaseUrl)}): node-postgres cannot use its parameters`,
+      `DATABASE_URL (${serviceUrlShown(databaseUrl)}): node-postgres cannot use its parameters`,
       { cause: error },
     );
   }
@@ -231,7 +231,7 @@ function startTimeoutMessage(
   { databaseUrl, timeoutMs }: { databaseUrl: string; timeoutMs: number },
   progress: Progress,
 ): string {
-  const database = `DATABASE_URL (${describeDatabaseUrl(databaseUrl)})`;
+  const database = `DATABASE_URL (${serviceUrlShown(databaseUrl)})`;
   const within = `within ${timeoutMs} ms (SLUICE_DATABASE_START_TIMEOUT_MS)`;
   if (!progress.connected) return `${database}: PostgreSQL did not answer the connection ${within}`;
   // Kysely's migrator takes a session-level advisory lock, one for the whole database.
