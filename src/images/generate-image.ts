@@ -351,20 +351,25 @@ function extraParameters(provider: ProviderId, style: string | undefined, safety
  * would be answered, and served from the vault on Sluice's own origin, as an image. Bytes that are
  * no image Sluice knows (PNG, JPEG, GIF, WebP, HEIC/HEIF) are the provider's failure (502; the call
  * was billed all the same, and its row says so).
+ *
+ * `base64` is those bytes in standard, padded base64, not the provider's string as it came: the AI
+ * SDK also decodes URL-safe or unpadded base64 and base64 broken into lines, which a strict decoder
+ * (a browser's atob, Swift's Data(base64Encoded:)) refuses and a lenient one (Python's b64decode)
+ * reads as other bytes than those sniffed and stored.
  */
 function asImage(
-  image: { base64: string; uint8Array: Uint8Array; mediaType: string },
+  image: { uint8Array: Uint8Array; mediaType: string },
   provider: ProviderId,
 ): { base64: string; uint8Array: Uint8Array; mediaType: string } {
-  const mediaType = sniffImageType(image.uint8Array);
+  const bytes = image.uint8Array;
+  const mediaType = sniffImageType(bytes);
   if (mediaType === null)
     throw new GatewayError(
       "PROVIDER_ERROR",
-      `The provider (${provider}) answered with data that is not an image (${image.uint8Array.length} bytes)`,
+      `The provider (${provider}) answered with data that is not an image (${bytes.length} bytes)`,
     );
-  if (mediaType === image.mediaType) return image;
-  // Named, not spread: the AI SDK's file keeps `base64` and `uint8Array` as getters, which a spread drops.
-  return { base64: image.base64, uint8Array: image.uint8Array, mediaType };
+  const base64 = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength).toString("base64");
+  return { base64, uint8Array: bytes, mediaType };
 }
 
 /**

@@ -868,6 +868,33 @@ describe("image generation", () => {
     expect(Buffer.from(await served.arrayBuffer()).equals(bytes)).toBe(true);
   });
 
+  it("answers each image in standard, padded base64 of its bytes, whatever base64 the provider sent", async () => {
+    // A JPEG whose base64 has `+` and `/` (`-` and `_` in the URL-safe alphabet) and needs padding.
+    const jpeg = Buffer.from([0xff, 0xd8, 0xff, 0xfb, 0xff, 0xfe, 0xfa, 0x3e, 0xff, 0xbf]);
+    const standard = jpeg.toString("base64");
+    expect(standard).toMatch(/[+/].*=$/);
+    const lineBroken = tinyPng.toString("base64").replace(/(.{16})/g, "$1\r\n");
+    for (const [project, answer, bytes] of [
+      // The AI SDK decodes URL-safe and unpadded base64, and base64 broken into lines, alike.
+      [
+        c,
+        { predictions: [{ bytesBase64Encoded: jpeg.toString("base64url"), mimeType: "image/jpeg" }] },
+        jpeg,
+      ],
+      [vaulted, { predictions: [{ bytesBase64Encoded: lineBroken, mimeType: "image/png" }] }, tinyPng],
+    ] as const) {
+      fake.enqueueResponse({ status: 200, body: answer });
+      const response = await generate(project, { prompt: "x" });
+      expect(response.status).toBe(200);
+      const { images } = (await response.json()) as { images: Array<{ base64: string; url?: string }> };
+      // What a strict decoder (a browser's atob, Swift's Data(base64Encoded:)) reads as the bytes.
+      expect(images[0]!.base64).toBe(bytes.toString("base64"));
+      if (project !== vaulted) continue;
+      // The vault's file holds the same bytes.
+      expect(Buffer.from(await (await fetch(images[0]!.url!)).arrayBuffer()).equals(bytes)).toBe(true);
+    }
+  });
+
   it("records the cost of the images already billed when one of several batches fails", async () => {
     const twoImages = Array.from({ length: 2 }, () => ({
       bytesBase64Encoded: tinyPng.toString("base64"),
