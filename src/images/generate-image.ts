@@ -361,7 +361,13 @@ function asImage(
   image: { uint8Array: Uint8Array; mediaType: string },
   provider: ProviderId,
 ): { base64: string; uint8Array: Uint8Array; mediaType: string } {
-  const bytes = image.uint8Array;
+  let bytes: Uint8Array;
+  try {
+    // Decoded here in full: the AI SDK read only the start, to name the type.
+    bytes = image.uint8Array;
+  } catch (error) {
+    throw notBase64(error, provider) ?? error;
+  }
   const mediaType = sniffImageType(bytes);
   if (mediaType === null)
     throw new GatewayError(
@@ -370,6 +376,20 @@ function asImage(
     );
   const base64 = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength).toString("base64");
   return { base64, uint8Array: bytes, mediaType };
+}
+
+/**
+ * The PROVIDER_ERROR for an image whose base64 the AI SDK could not decode (atob's
+ * InvalidCharacterError: a character outside base64, or a string cut short), or null for another
+ * error. The provider's failure, as data that is no image is: never a 500.
+ */
+function notBase64(error: unknown, provider: ProviderId): GatewayError | null {
+  if (!(error instanceof Error) || error.name !== "InvalidCharacterError") return null;
+  return new GatewayError(
+    "PROVIDER_ERROR",
+    `The provider (${provider}) answered with an image that is not valid base64`,
+    { cause: error, provider },
+  );
 }
 
 /**
@@ -519,6 +539,9 @@ function imageFailure(
   }
   const tooLarge = responseTooLargeFailure(error, provider);
   if (tooLarge) return tooLarge;
+  // The SDK decodes the start of each image to name its type: where that is no base64.
+  const undecodable = notBase64(error, provider);
+  if (undecodable) return undecodable;
   if (ai.APICallError.isInstance(error))
     return apiCallFailure(error, provider, "generate images", model, today, { contentPolicy: promptRefused });
   return new GatewayError("PROVIDER_ERROR", "The provider failed to generate images", {

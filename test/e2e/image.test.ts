@@ -868,6 +868,30 @@ describe("image generation", () => {
     expect(Buffer.from(await served.arrayBuffer()).equals(bytes)).toBe(true);
   });
 
+  it.each([
+    ["that is no base64 at all", "!!!***"],
+    // The AI SDK reads the start to name the type: what follows is read only for the answer.
+    ["whose base64 breaks off after a PNG's start", `${tinyPng.toString("base64")}A`],
+    [
+      "whose base64 holds a stray character after a PNG's start",
+      `${tinyPng.toString("base64").slice(0, 40)}*`,
+    ],
+  ])("answers 502, not 500, for an image %s, with its cost", async (_, base64) => {
+    fake.enqueueResponse({ status: 200, body: { predictions: [{ bytesBase64Encoded: base64 }] } });
+    const response = await generate(vaulted, { prompt: "x" });
+    expect(response.status).toBe(502);
+    const { error } = (await response.json()) as { error: { code: string; message: string } };
+    expect(error).toMatchObject({
+      code: "PROVIDER_ERROR",
+      message: "The provider (provider-c) answered with an image that is not valid base64",
+    });
+    expect(await rowFor(response)).toMatchObject({
+      status: 502,
+      error_code: "PROVIDER_ERROR",
+      cost_usd: 0.04,
+    });
+  });
+
   it("answers each image in standard, padded base64 of its bytes, whatever base64 the provider sent", async () => {
     // A JPEG whose base64 has `+` and `/` (`-` and `_` in the URL-safe alphabet) and needs padding.
     const jpeg = Buffer.from([0xff, 0xd8, 0xff, 0xfb, 0xff, 0xfe, 0xfa, 0x3e, 0xff, 0xbf]);
