@@ -868,6 +868,26 @@ describe("image generation", () => {
     expect(Buffer.from(await served.arrayBuffer()).equals(bytes)).toBe(true);
   });
 
+  it("never fetches an image URL in provider A's answer: the answer is the provider's failure (502)", async () => {
+    // A URL the provider names is fetched by nobody: not the gateway, not the AI SDK (which asks for
+    // b64_json and refuses an answer without it), so an answer cannot point either at an internal host.
+    const url = `${fake.url}/a/v1/fetched-by-the-gateway.png`;
+    for (const data of [[{ url }], [{ b64_json: tinyPng.toString("base64") }, { url }], [{}]]) {
+      fake.clear();
+      fake.enqueueResponse({ status: 200, body: { created: 1, data } });
+      const response = await generate(a, { prompt: "x", model: "dall-e-3" });
+      expect(response.status).toBe(502);
+      expect(((await response.json()) as { error: { code: string } }).error.code).toBe("PROVIDER_ERROR");
+      expect(fake.requests.map((request) => request.path)).toEqual(["/a/v1/images/generations"]);
+      expect(fake.requests[0]!.json).toMatchObject({ response_format: "b64_json" });
+      expect(await rowFor(response)).toMatchObject({
+        status: 502,
+        error_code: "PROVIDER_ERROR",
+        model: "dall-e-3",
+      });
+    }
+  });
+
   it.each([
     ["that is no base64 at all", "!!!***"],
     // The AI SDK reads the start to name the type: what follows is read only for the answer.
@@ -935,6 +955,57 @@ describe("image generation", () => {
       model: "imagen-4.0-generate-001",
       cost_usd: 0.08,
     });
+  });
+
+  it("records a client that leaves between two batches as aborted (499), with the cost of the batch that answered", async () => {
+    const twoImages = Array.from({ length: 2 }, () => ({ bytesBase64Encoded: tinyPng.toString("base64") }));
+    fake.enqueueResponse({ status: 200, body: { predictions: twoImages } });
+    // The second batch's answer starts and goes no further.
+    fake.enqueueResponse({
+      status: 200,
+      headers: { "content-type": "application/json" },
+      parts: ['{"predictions":[', "]}"],
+    });
+    fake.hangStreamsAfter(1);
+    const client = new AbortController();
+    try {
+      const pending = fetch(`${sluice.url}/v1/image/${c.projectId}`, {
+        method: "POST",
+        headers: { authorization: `Bearer ${c.bearer("provider-c")}`, "content-type": "application/json" },
+        body: JSON.stringify({ prompt: "x", n: 4, maxImagesPerCall: 2 }),
+        signal: client.signal,
+      }).catch(() => null);
+      await vi.waitFor(() => expect(fake.requests).toHaveLength(2), { timeout: 5000, interval: 10 });
+      // The first batch answered whole; a moment for the gateway to read its few hundred bytes.
+      await vi.waitFor(
+        () => expect(fake.requests.some((request) => request.finishedAt && !request.aborted)).toBe(true),
+        { timeout: 5000, interval: 10 },
+      );
+      await new Promise((resolve) => setTimeout(resolve, 200));
+      client.abort();
+      expect(await pending).toBeNull();
+      // The batch still under way is stopped at once.
+      const hung = fake.requests.find((request) => !request.finishedAt);
+      expect(hung).toBeDefined();
+      await fake.waitForAbort(5000, (request) => request === hung);
+    } finally {
+      fake.hangStreamsAfter(null);
+    }
+    const row = await vi.waitFor(
+      async () => {
+        await sluice.gateway.flushUsage();
+        const found = await sluice.gateway.database.db
+          .selectFrom("usage_records")
+          .selectAll()
+          .where("project_id", "=", c.projectId)
+          .where("status", "=", 499)
+          .executeTakeFirst();
+        expect(found).toBeDefined();
+        return found!;
+      },
+      { timeout: 5000, interval: 20 },
+    );
+    expect(row).toMatchObject({ outcome: "aborted", model: "imagen-4.0-generate-001", cost_usd: 0.08 });
   });
 
   it("stores images in the vault with a signed URL that serves the same bytes until it expires", async () => {
