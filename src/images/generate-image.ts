@@ -351,20 +351,45 @@ function extraParameters(provider: ProviderId, style: string | undefined, safety
  * would be answered, and served from the vault on Sluice's own origin, as an image. Bytes that are
  * no image Sluice knows (PNG, JPEG, GIF, WebP, HEIC/HEIF) are the provider's failure (502; the call
  * was billed all the same, and its row says so).
+ *
+ * `base64` is those bytes in standard, padded base64, not the provider's string as it came: the AI
+ * SDK also decodes URL-safe or unpadded base64 and base64 broken into lines, which a strict decoder
+ * (a browser's atob, Swift's Data(base64Encoded:)) refuses and a lenient one (Python's b64decode)
+ * reads as other bytes than those sniffed and stored.
  */
 function asImage(
-  image: { base64: string; uint8Array: Uint8Array; mediaType: string },
+  image: { uint8Array: Uint8Array; mediaType: string },
   provider: ProviderId,
 ): { base64: string; uint8Array: Uint8Array; mediaType: string } {
-  const mediaType = sniffImageType(image.uint8Array);
+  let bytes: Uint8Array;
+  try {
+    // Decoded here in full: the AI SDK read only the start, to name the type.
+    bytes = image.uint8Array;
+  } catch (error) {
+    throw notBase64(error, provider) ?? error;
+  }
+  const mediaType = sniffImageType(bytes);
   if (mediaType === null)
     throw new GatewayError(
       "PROVIDER_ERROR",
-      `The provider (${provider}) answered with data that is not an image (${image.uint8Array.length} bytes)`,
+      `The provider (${provider}) answered with data that is not an image (${bytes.length} bytes)`,
     );
-  if (mediaType === image.mediaType) return image;
-  // Named, not spread: the AI SDK's file keeps `base64` and `uint8Array` as getters, which a spread drops.
-  return { base64: image.base64, uint8Array: image.uint8Array, mediaType };
+  const base64 = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength).toString("base64");
+  return { base64, uint8Array: bytes, mediaType };
+}
+
+/**
+ * The PROVIDER_ERROR for an image whose base64 the AI SDK could not decode (atob's
+ * InvalidCharacterError: a character outside base64, or a string cut short), or null for another
+ * error. The provider's failure, as data that is no image is: never a 500.
+ */
+function notBase64(error: unknown, provider: ProviderId): GatewayError | null {
+  if (!(error instanceof Error) || error.name !== "InvalidCharacterError") return null;
+  return new GatewayError(
+    "PROVIDER_ERROR",
+    `The provider (${provider}) answered with an image that is not valid base64`,
+    { cause: error, provider },
+  );
 }
 
 /**
@@ -514,6 +539,9 @@ function imageFailure(
   }
   const tooLarge = responseTooLargeFailure(error, provider);
   if (tooLarge) return tooLarge;
+  // The SDK decodes the start of each image to name its type: where that is no base64.
+  const undecodable = notBase64(error, provider);
+  if (undecodable) return undecodable;
   if (ai.APICallError.isInstance(error))
     return apiCallFailure(error, provider, "generate images", model, today, { contentPolicy: promptRefused });
   return new GatewayError("PROVIDER_ERROR", "The provider failed to generate images", {
