@@ -165,7 +165,11 @@ it.each([
   [
     // A 1x1 lossless image's whole bitstream fits in a few bytes: 28 in all, as small as WebP goes.
     "a lossless WebP of 28 bytes",
-    Buffer.concat([webp.subarray(0, 12), Buffer.from("VP8L"), Buffer.from("080000002f00000000000000", "hex")]),
+    Buffer.concat([
+      webp.subarray(0, 12),
+      Buffer.from("VP8L"),
+      Buffer.from("080000002f00000000000000", "hex"),
+    ]),
   ],
 ])("sends %s on", (_name, bytes) => {
   expect(() => parseImageInput(bytes.toString("base64"), { maxBytes: 1024 })).not.toThrow();
