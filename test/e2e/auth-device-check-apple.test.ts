@@ -55,6 +55,13 @@ describe("Apple's answers, through the gateway", () => {
     };
   };
 
+  /** The warn lines logged for `created` since the log held `from` lines. */
+  const warningsFor = (created: { projectId: string }, from: number) =>
+    sluice.logs
+      .slice(from)
+      .map((line) => JSON.parse(line) as Record<string, unknown>)
+      .filter((line) => line.projectId === created.projectId && line.level === "warn");
+
   it.each([200, 400])(
     "answers 503, neither a pass nor the app's fault, when Apple answers %i that our JWT is badly formatted, and tells the operator",
     async (status) => {
@@ -68,10 +75,7 @@ describe("Apple's answers, through the gateway", () => {
         code: "SERVICE_UNAVAILABLE",
         retryAfter: "5",
       });
-      const warning = sluice.logs
-        .slice(logsBefore)
-        .map((line) => JSON.parse(line) as Record<string, unknown>)
-        .find((line) => line.projectId === created.projectId && line.level === "warn");
+      const warning = warningsFor(created, logsBefore)[0];
       expect(warning).toMatchObject({
         reason: "misconfigured",
         status,
@@ -93,10 +97,7 @@ describe("Apple's answers, through the gateway", () => {
       apple.registerValidToken(deviceToken);
       expect(await call(created, deviceToken)).toMatchObject({ status: 503 });
     }
-    const warnings = sluice.logs
-      .slice(logsBefore)
-      .map((line) => JSON.parse(line) as Record<string, unknown>)
-      .filter((line) => line.projectId === created.projectId && line.level === "warn");
+    const warnings = warningsFor(created, logsBefore);
     expect(warnings).toHaveLength(1);
     expect(warnings[0]).toMatchObject({ reason: "misconfigured", status: 401 });
   });
@@ -161,10 +162,7 @@ describe("Apple's answers, through the gateway", () => {
       code: "SERVICE_UNAVAILABLE",
       retryAfter: "5",
     });
-    const warning = sluice.logs
-      .slice(logsBefore)
-      .map((line) => JSON.parse(line) as Record<string, unknown>)
-      .find((line) => line.projectId === created.projectId && line.level === "warn");
+    const warning = warningsFor(created, logsBefore)[0];
     expect(warning).toMatchObject({ reason: "apple-error", status: 400, environment: "production" });
     // Apple itself, asked next, takes the token.
     expect(await call(created, deviceToken)).toMatchObject({ status: 200 });

@@ -147,6 +147,15 @@ describe("a provider answer that quotes the injected key back", () => {
     ["provider-b", "v1/messages"],
     ["provider-c", "v1beta/models/gemini-2.5-flash:generateContent"],
   ];
+  /** POSTs `{}` to the fake's `path` through provider A's proxy, with `bearer` (the project's by default). */
+  const postToA = (path: string, bearer = project.bearer("provider-a"), init: RequestInit = {}) =>
+    fetch(`${sluice.url}/v1/provider-a/${project.projectId}/${path}`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${bearer}`, "content-type": "application/json" },
+      body: "{}",
+      ...init,
+    });
+
   it.each(calls)(
     "%s: masks it in the error's headers and body, which keeps its length",
     async (provider, path) => {
@@ -170,27 +179,13 @@ describe("a provider answer that quotes the injected key back", () => {
   );
 
   it("masks it in an error body marked content-encoding: identity", async () => {
-    const response = await fetch(`${sluice.url}/v1/provider-a/${project.projectId}/identity`, {
-      method: "POST",
-      headers: {
-        authorization: `Bearer ${project.bearer("provider-a")}`,
-        "content-type": "application/json",
-      },
-      body: "{}",
-    });
+    const response = await postToA("identity");
     expect(response.status).toBe(401);
     expect(await response.text()).not.toContain(project.providerKeys["provider-a"]);
   });
 
   it("masks it in a success's headers too", async () => {
-    const response = await fetch(`${sluice.url}/v1/provider-a/${project.projectId}/echo-success`, {
-      method: "POST",
-      headers: {
-        authorization: `Bearer ${project.bearer("provider-a")}`,
-        "content-type": "application/json",
-      },
-      body: "{}",
-    });
+    const response = await postToA("echo-success");
     expect(response.status).toBe(200);
     expect(response.headers.get("x-echo")).toBe("[redacted]");
     expect(await response.json()).toEqual({ id: "chatcmpl-1", object: "chat.completion", choices: [] });
@@ -199,14 +194,7 @@ describe("a provider answer that quotes the injected key back", () => {
   it.each(["gzip", "br", "deflate"])(
     "masks it in a %s-compressed error body, sent decoded",
     async (coding) => {
-      const response = await fetch(`${sluice.url}/v1/provider-a/${project.projectId}/compressed-${coding}`, {
-        method: "POST",
-        headers: {
-          authorization: `Bearer ${project.bearer("provider-a")}`,
-          "content-type": "application/json",
-        },
-        body: "{}",
-      });
+      const response = await postToA(`compressed-${coding}`);
       const key = project.providerKeys["provider-a"];
       // fetch decodes what the content-encoding it gets names, as every client does.
       const body = await response.text();
@@ -242,11 +230,7 @@ describe("a provider answer that quotes the injected key back", () => {
     it.each(["php", "dotnet", "url"])(
       "masks it in an error body that quotes it escaped (%s)",
       async (form) => {
-        const response = await fetch(`${sluice.url}/v1/provider-a/${project.projectId}/${form}`, {
-          method: "POST",
-          headers: { authorization: `Bearer ${bearer}`, "content-type": "application/json" },
-          body: "{}",
-        });
+        const response = await postToA(`${form}`, bearer);
         const body = await response.text();
         expect(response.status).toBe(401);
         for (const decoded of decodedForms(body)) expect(decoded).not.toContain(base64Key);
@@ -256,26 +240,14 @@ describe("a provider answer that quotes the injected key back", () => {
     );
 
     it("masks it percent-encoded in a redirect's location", async () => {
-      const response = await fetch(`${sluice.url}/v1/provider-a/${project.projectId}/location`, {
-        method: "POST",
-        headers: { authorization: `Bearer ${bearer}`, "content-type": "application/json" },
-        body: "{}",
-        redirect: "manual",
-      });
+      const response = await postToA("location", bearer, { redirect: "manual" });
       expect(response.status).toBe(302);
       expect(response.headers.get("location")).toBe("https://login.example/?key=[redacted]");
     });
   });
 
   it("drops a header whose name quotes the key", async () => {
-    const response = await fetch(`${sluice.url}/v1/provider-a/${project.projectId}/header-name`, {
-      method: "POST",
-      headers: {
-        authorization: `Bearer ${project.bearer("provider-a")}`,
-        "content-type": "application/json",
-      },
-      body: "{}",
-    });
+    const response = await postToA("header-name");
     expect(response.status).toBe(401);
     expect(JSON.stringify([...response.headers])).not.toContain(project.providerKeys["provider-a"]);
     expect(await response.text()).toBe("{}");
@@ -299,14 +271,7 @@ describe("a provider answer that quotes the injected key back", () => {
   });
 
   it("answers a compressed error body in a coding it cannot read without the body", async () => {
-    const response = await fetch(`${sluice.url}/v1/provider-a/${project.projectId}/compressed-zstd`, {
-      method: "POST",
-      headers: {
-        authorization: `Bearer ${project.bearer("provider-a")}`,
-        "content-type": "application/json",
-      },
-      body: "{}",
-    });
+    const response = await postToA("compressed-zstd");
     const body = Buffer.from(await response.arrayBuffer());
     expect(body.includes(project.providerKeys["provider-a"])).toBe(false);
     expect(response.status).toBe(401);
