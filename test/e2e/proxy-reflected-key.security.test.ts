@@ -230,7 +230,7 @@ describe("a provider answer that quotes the injected key back", () => {
     it.each(["php", "dotnet", "url"])(
       "masks it in an error body that quotes it escaped (%s)",
       async (form) => {
-        const response = await postToA(`${form}`, bearer);
+        const response = await postToA(form, bearer);
         const body = await response.text();
         expect(response.status).toBe(401);
         for (const decoded of decodedForms(body)) expect(decoded).not.toContain(base64Key);
