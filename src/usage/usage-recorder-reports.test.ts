@@ -1,6 +1,9 @@
 import { afterEach, describe, expect, it, vi } from "vitest";
+import { fakeUsageRepository } from "../../test/support/fake-usage-repository.js";
+import { usageRow } from "../../test/support/usage-row.js";
 import { createLogger } from "../observability/logger.js";
 import { createMetrics } from "../observability/metrics.js";
+import { createUsageRecorder } from "./usage-recorder.js";
 import { usageRecorderReports } from "./usage-recorder-reports.js";
 
 describe("usage recorder reports", () => {
@@ -95,5 +98,38 @@ describe("usage recorder reports", () => {
         undefined,
       ],
     ]);
+  });
+
+  it("logs a table that refuses every row once, not once per row, and says so on /metrics until it takes them", async () => {
+    const lines: Record<string, unknown>[] = [];
+    const logger = createLogger("info", { write: (line: string) => void lines.push(JSON.parse(line)) });
+    const metrics = createMetrics();
+    let revoked = true;
+    const recorder = createUsageRecorder({
+      repository: fakeUsageRepository({
+        async insertBatch() {
+          if (revoked)
+            throw Object.assign(new Error("permission denied for table usage_records"), { code: "42501" });
+        },
+      }),
+      flushIntervalMs: 60_000,
+      queueMax: 100_000,
+      ...usageRecorderReports(metrics, logger),
+    });
+    for (let index = 0; index < 1000; index++) recorder.record(usageRow(`req_${index}`));
+    await recorder.flush(300);
+    // Before, a line per row, each row dropped: the whole queue within the flush.
+    expect(lines.map(({ msg }) => msg)).toEqual(["usage batch not written; it stays queued and is retried"]);
+    const failing = await metrics.render();
+    expect(failing.body).toMatch(/sluice_degraded\{[^}]*database[^}]*\} 1/);
+    expect(failing.body).not.toMatch(/sluice_usage_rows_dropped_total [1-9]/);
+    revoked = false;
+    await recorder.flush(2000);
+    expect(lines.map(({ msg }) => msg)).toEqual([
+      "usage batch not written; it stays queued and is retried",
+      "usage writes recovered",
+    ]);
+    expect((await metrics.render()).body).toMatch(/sluice_degraded\{[^}]*database[^}]*\} 0/);
+    await recorder.stop();
   });
 });

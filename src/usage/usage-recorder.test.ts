@@ -1,4 +1,5 @@
 import { setImmediate as nextTurn } from "node:timers/promises";
+import BetterSqlite3 from "better-sqlite3";
 import { describe, expect, it, vi } from "vitest";
 import { connectionRefused, fakeUsageRepository } from "../../test/support/fake-usage-repository.js";
 import { usageRow } from "../../test/support/usage-row.js";
@@ -123,6 +124,144 @@ describe("usage recorder, a row the database refuses", () => {
     expect(rows).toEqual([row(1).request_id]);
     expect(recorder.depth()).toBe(2);
     expect(failures.length).toBeGreaterThan(0);
+    await recorder.stop();
+  });
+});
+
+describe("usage recorder, a refusal of every row (the table's, the role's, not a row's)", () => {
+  const postgresError = (code: string, message: string) => Object.assign(new Error(message), { code });
+  /** Refuses every batch with `refusal` while it is set, as the database does whatever the rows hold. */
+  function tableRefusingRepository(refusal: Error) {
+    const written: string[] = [];
+    const state = { refusing: true as boolean, attempts: 0 };
+    const repository = fakeUsageRepository({
+      async insertBatch(batch) {
+        await nextTurn();
+        state.attempts++;
+        if (state.refusing) throw refusal;
+        written.push(...batch.map((each) => each.request_id));
+      },
+    });
+    return { repository, written, state };
+  }
+
+  it.each([
+    ["the INSERT grant revoked (42501)", postgresError("42501", "permission denied for table usage_records")],
+    ["the table missing (42P01)", postgresError("42P01", 'relation "usage_records" does not exist')],
+    [
+      "a column missing, a build against another schema (42703)",
+      postgresError("42703", 'column "requests" of relation "usage_records" does not exist'),
+    ],
+    [
+      "a transaction already aborted (25P02)",
+      postgresError(
+        "25P02",
+        "current transaction is aborted, commands ignored until end of transaction block",
+      ),
+    ],
+    [
+      "SQLite's table missing (SQLITE_ERROR)",
+      new BetterSqlite3.SqliteError("no such table: usage_records", "SQLITE_ERROR"),
+    ],
+  ])(
+    "keeps every row queued while the database refuses them all for %s, and writes each once after",
+    async (_name, refusal) => {
+      const { repository, written, state } = tableRefusingRepository(refusal);
+      const refused: string[] = [];
+      const failures: unknown[] = [];
+      const recorder = createUsageRecorder({
+        repository,
+        flushIntervalMs: 60_000,
+        queueMax: 10_000,
+        batchSize: 4,
+        onRefused: (refusedRow) => refused.push(refusedRow.request_id),
+        onWriteFailure: (error) => failures.push(error),
+      });
+      for (let index = 0; index < 10; index++) recorder.record(row(index));
+      await recorder.flush(50);
+      // Before, each row was tried on its own, refused and dropped: the whole queue, within the flush.
+      expect(refused).toEqual([]);
+      expect(recorder.depth()).toBe(10);
+      expect(recorder.writesFailing()).toBe(true);
+      expect(failures.length).toBeGreaterThan(0);
+      expect(failures.every((failure) => failure === refusal)).toBe(true);
+      // One statement a try, not one a row.
+      expect(state.attempts).toBe(failures.length);
+      state.refusing = false;
+      await recorder.flush(2000);
+      expect(written).toEqual(Array.from({ length: 10 }, (_, index) => row(index).request_id));
+      expect(recorder.depth()).toBe(0);
+      expect(recorder.writesFailing()).toBe(false);
+      expect(refused).toEqual([]);
+      await recorder.stop();
+    },
+  );
+
+  it("bounds the queue at queueMax meanwhile, counting the rows beyond it as dropped", async () => {
+    const { repository, written, state } = tableRefusingRepository(
+      postgresError("42501", "permission denied for table usage_records"),
+    );
+    const dropped: Array<[number, string]> = [];
+    const recorder = createUsageRecorder({
+      repository,
+      flushIntervalMs: 60_000,
+      queueMax: 3,
+      onDropped: (count, reason) => dropped.push([count, reason]),
+    });
+    for (let index = 0; index < 3; index++) recorder.record(row(index));
+    await recorder.flush(20);
+    recorder.record(row(3));
+    recorder.record(row(4));
+    expect(dropped).toEqual([
+      [1, "queue-full"],
+      [1, "queue-full"],
+    ]);
+    state.refusing = false;
+    await recorder.flush(1000);
+    expect(written).toEqual([0, 1, 2].map((index) => row(index).request_id));
+    await recorder.stop();
+  });
+
+  it("keeps the rest queued when the table starts refusing every row while a refused batch is written row by row", async () => {
+    const written: string[] = [];
+    const refused: string[] = [];
+    let revoked = false;
+    let revokeAfterRow = true;
+    const repository = fakeUsageRepository({
+      async insertBatch(batch) {
+        await nextTurn();
+        if (revoked) throw postgresError("42501", "permission denied for table usage_records");
+        if (batch.some((each) => each.project_id.includes("\u0000")))
+          throw postgresError("22021", 'invalid byte sequence for encoding "UTF8": 0x00');
+        written.push(...batch.map((each) => each.request_id));
+        // The grant is revoked once the first row of the pass is in.
+        if (batch.length === 1 && revokeAfterRow) {
+          revoked = true;
+          revokeAfterRow = false;
+        }
+      },
+    });
+    const recorder = createUsageRecorder({
+      repository,
+      flushIntervalMs: 60_000,
+      queueMax: 10_000,
+      onRefused: (refusedRow) => refused.push(refusedRow.request_id),
+    });
+    recorder.record(row(1));
+    recorder.record({ ...row(2), project_id: "bad\u0000id" });
+    recorder.record(row(3));
+    recorder.record(row(4));
+    await recorder.flush(50);
+    expect(written).toEqual([row(1).request_id]);
+    expect(refused).toEqual([]);
+    expect(recorder.depth()).toBe(3);
+    expect(recorder.writesFailing()).toBe(true);
+    revoked = false;
+    await recorder.flush(2000);
+    // The bad row is still refused for what it holds once the table takes rows again.
+    expect(refused).toEqual([row(2).request_id]);
+    expect(written).toEqual([row(1), row(3), row(4)].map((each) => each.request_id));
+    expect(recorder.writesFailing()).toBe(false);
     await recorder.stop();
   });
 });

@@ -1,4 +1,5 @@
 import { isDatabaseUnavailable } from "../storage/database-unavailable.js";
+import { refusesEveryRow } from "../storage/refuses-every-row.js";
 import type { UsageRecord, UsageRepository } from "../storage/usage-repository.js";
 import { createRefusalCoalescer } from "./refusal-coalescer.js";
 
@@ -16,7 +17,10 @@ export interface UsageRecorderDeps {
    * `refusals-evicted`: rows of refused requests taken off a full queue to make room for a call's.
    */
   onDropped?: (count: number, reason: "queue-full" | "refusals-evicted" | "shutdown") => void;
-  /** A row the database refuses for what it holds (not an outage): dropped, so it cannot block the rest. */
+  /**
+   * A row the database refuses for what it holds (not an outage, nor a refusal of every row): dropped,
+   * so it cannot block the rest.
+   */
   onRefused?: (row: UsageRecord, error: unknown) => void;
   onWriteFailure?: (error: unknown) => void;
   onRecovered?: () => void;
@@ -50,8 +54,9 @@ export interface UsageRecorder {
   flush(deadlineMs?: number): Promise<void>;
   depth(): number;
   /**
-   * True from a write the database could not take (an outage: unreachable, read-only, out of disk)
-   * until one it takes: what `onWriteFailure` and `onRecovered` tell, for /health to ask.
+   * True from a write the database could not take (an outage: unreachable, read-only, out of disk;
+   * or a refusal of every row: the table or a column missing, the INSERT grant revoked) until one it
+   * takes: what `onWriteFailure` and `onRecovered` tell, for /health to ask.
    */
   writesFailing(): boolean;
   /**
@@ -64,11 +69,14 @@ export interface UsageRecorder {
 
 /**
  * Writes usage rows in batches off the request path. A batch that fails because the database is
- * unavailable stays at the head of the queue and is retried with backoff; rows are keyed by
- * request id and inserted with on-conflict-do-nothing, so a batch that committed before its
- * acknowledgement was lost is never written twice. A batch refused for anything else is written
- * row by row, and only the rows the database refuses are dropped: one bad row must not stop every
- * later one from being written.
+ * unavailable, or that it refuses for something no row holds (the table or a column missing, the
+ * role's INSERT grant revoked: refuses-every-row.ts), stays at the head of the queue and is retried
+ * with backoff; rows are keyed by request id and inserted with on-conflict-do-nothing, so a batch
+ * that committed before its acknowledgement was lost is never written twice. A batch refused for
+ * anything else is written row by row, and only the rows the database refuses are dropped: one bad
+ * row must not stop every later one from being written. Before, a refusal of every row was taken
+ * for one per row: the whole queue was dropped within seconds, a log line per row, and /health
+ * never said the writes failed.
  *
  * A full queue keeps its oldest rows, but not at the cost of a call's: refused requests cost an
  * anonymous client nothing to send (made-up project ids, wrong keys, throttled retries), and in an
@@ -119,7 +127,7 @@ export function createUsageRecorder(deps: UsageRecorderDeps): UsageRecorder {
     try {
       await deps.repository.insertBatch(batch);
     } catch (error) {
-      if (!isDatabaseUnavailable(error)) return writeRowByRow(batch);
+      if (!keepsRows(error)) return writeRowByRow(batch);
       writeEnded();
       return failed(error);
     }
@@ -154,13 +162,16 @@ export function createUsageRecorder(deps: UsageRecorderDeps): UsageRecorder {
     }
   }
 
-  /** Each row of a refused batch on its own; stops at an outage, keeping the rest queued. */
+  /**
+   * Each row of a refused batch on its own; stops at an outage or a refusal of every row (the grant
+   * revoked meanwhile, say), keeping the rest queued.
+   */
   async function writeRowByRow(batch: UsageRecord[]): Promise<boolean> {
     for (const [index, row] of batch.entries()) {
       try {
         await deps.repository.insertBatch([row]);
       } catch (error) {
-        if (isDatabaseUnavailable(error)) {
+        if (keepsRows(error)) {
           if (index > 0) done(index);
           else writeEnded();
           return failed(error);
@@ -314,4 +325,13 @@ async function settlesBy(promise: Promise<unknown>, deadline: number): Promise<b
   } finally {
     clearTimeout(timer);
   }
+}
+
+/**
+ * Whether a failed write keeps its rows queued, to be retried: the database cannot serve now (an
+ * outage), or it refuses every row alike, whatever it holds. Either ends only when the database
+ * (or its operator) changes; a row's own bad value never does, and only that row is dropped.
+ */
+function keepsRows(error: unknown): boolean {
+  return isDatabaseUnavailable(error) || refusesEveryRow(error);
 }
