@@ -1,6 +1,7 @@
 import { sql } from "kysely";
 import pg from "pg";
 import { describe, expect, it, vi } from "vitest";
+import { countingRecorder, openAsOwnRole } from "../../test/support/counting-recorder.js";
 import { createPostgresSchema, postgresAvailable } from "../../test/support/services.js";
 import { startTcpProxy } from "../../test/support/tcp-proxy.js";
 import { startUnixSocketPostgres } from "../../test/support/unix-socket-postgres.js";
@@ -213,37 +214,24 @@ describe.skipIf(!postgresAvailable)("PostgreSQL that hangs or starts twice", () 
     const url = `${schema.url}&host=${encodeURIComponent(socket.dir)}`;
     const database = await openDatabase({ databaseUrl: url, dataDir: "unused", queryTimeoutMs: 2000 });
     const usage = createUsageRepository(database.db);
-    let writes = 0;
-    const refused: unknown[] = [];
-    const recorder = createUsageRecorder({
-      repository: {
-        ...usage,
-        insertBatch: (rows) => {
-          writes++;
-          return usage.insertBatch(rows);
-        },
-      },
-      flushIntervalMs: 60_000,
-      queueMax: 100,
-      onRefused: (_row, error) => refused.push(error),
-    });
+    const { recorder, seen } = countingRecorder(usage);
     try {
       recorder.record(usageRow("before"));
       await recorder.flush(2000);
       await socket.restarting();
       for (let index = 0; index < 3; index++) recorder.record(usageRow(`restart-${index}`));
-      writes = 0;
+      seen.writes = 0;
       const flushed = recorder.flush(10_000);
       // The connection the pool held fails first (EPIPE, or reset); the next tries open new ones,
       // and find no socket file: connect ENOENT. Before, that was no outage: the batch was written
       // row by row, and each row refused and dropped.
-      await vi.waitFor(() => expect(writes).toBeGreaterThanOrEqual(3), { timeout: 5000, interval: 5 });
-      expect(refused).toEqual([]);
+      await vi.waitFor(() => expect(seen.writes).toBeGreaterThanOrEqual(3), { timeout: 5000, interval: 5 });
+      expect(seen.refused).toEqual([]);
       expect(recorder.writesFailing()).toBe(true);
       expect(recorder.depth()).toBe(3);
       await socket.restarted();
       await flushed;
-      expect(refused).toEqual([]);
+      expect(seen.refused).toEqual([]);
       expect(recorder.depth()).toBe(0);
       expect(await usage.count("p1")).toBe(4);
     } finally {
@@ -255,57 +243,31 @@ describe.skipIf(!postgresAvailable)("PostgreSQL that hangs or starts twice", () 
   }, 15_000);
 
   it("keeps usage rows queued, not refused, while the server refuses the gateway's role its connections", async () => {
-    const schema = await createPostgresSchema();
-    const name = decodeURIComponent(schema.url).match(/search_path=(\w+)/)?.[1] ?? "";
-    const role = `${name}_writer`;
-    const admin = new pg.Client({ connectionString: schema.url });
-    await admin.connect();
-    await admin.query(`create role ${role} login`);
-    await admin.query(`grant all on schema ${name} to ${role}`);
     // A password rotated before the gateway's DATABASE_URL, a login revoked for a while: the role
     // the gateway connects as (here, the schema's own) is refused new connections (28000, 28P01).
-    const database = await openDatabase({
-      databaseUrl: schema.url.replace("postgres@", `${role}@`),
-      dataDir: "unused",
-    });
+    const { database, admin, role, close } = await openAsOwnRole();
     const usage = createUsageRepository(database.db);
-    let writes = 0;
-    const refused: unknown[] = [];
-    const recorder = createUsageRecorder({
-      repository: {
-        ...usage,
-        insertBatch: (rows) => {
-          writes++;
-          return usage.insertBatch(rows);
-        },
-      },
-      flushIntervalMs: 60_000,
-      queueMax: 100,
-      onRefused: (_row, error) => refused.push(error),
-    });
+    const { recorder, seen } = countingRecorder(usage);
     try {
       recorder.record(usageRow("before"));
       await recorder.flush(2000);
       await admin.query(`alter role ${role} nologin`);
       await admin.query("select pg_terminate_backend(pid) from pg_stat_activity where usename = $1", [role]);
       for (let index = 0; index < 3; index++) recorder.record(usageRow(`refused-login-${index}`));
-      writes = 0;
+      seen.writes = 0;
       const flushed = recorder.flush(10_000);
       // The connection held fails first (57P01, or terminated); the next tries are refused their
       // new connection. Before, that was no outage: each row was refused and dropped.
-      await vi.waitFor(() => expect(writes).toBeGreaterThanOrEqual(3), { timeout: 5000, interval: 5 });
-      expect(refused).toEqual([]);
+      await vi.waitFor(() => expect(seen.writes).toBeGreaterThanOrEqual(3), { timeout: 5000, interval: 5 });
+      expect(seen.refused).toEqual([]);
       expect(recorder.depth()).toBe(3);
       await admin.query(`alter role ${role} login`);
       await flushed;
-      expect(refused).toEqual([]);
+      expect(seen.refused).toEqual([]);
       expect(await usage.count("p1")).toBe(4);
     } finally {
       await recorder.stop();
-      await database.close();
-      await schema.drop();
-      await admin.query(`drop role ${role}`);
-      await admin.end();
+      await close();
     }
   }, 15_000);
 });

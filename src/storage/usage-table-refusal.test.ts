@@ -1,11 +1,10 @@
 import { sql } from "kysely";
-import pg from "pg";
 import { describe, expect, it, vi } from "vitest";
-import { createPostgresSchema, postgresAvailable } from "../../test/support/services.js";
+import { countingRecorder, openAsOwnRole } from "../../test/support/counting-recorder.js";
+import { postgresAvailable } from "../../test/support/services.js";
 import { storageEngines } from "../../test/support/storage-engines.js";
 import { usageRow } from "../../test/support/usage-row.js";
-import { createUsageRecorder } from "../usage/usage-recorder.js";
-import { type OpenDatabase, openDatabase } from "./database.js";
+import type { OpenDatabase } from "./database.js";
 import { createUsageRepository } from "./usage-repository.js";
 
 /** More than one batch (200 rows). */
@@ -22,39 +21,24 @@ async function keepsRowsWhileRefused(
   restore: () => Promise<void>,
 ): Promise<void> {
   const usage = createUsageRepository(database.db, database.sqlite, database.runReport);
-  let writes = 0;
-  const refused: unknown[] = [];
-  const failures: unknown[] = [];
-  const recorder = createUsageRecorder({
-    repository: {
-      ...usage,
-      insertBatch: (rows) => {
-        writes++;
-        return usage.insertBatch(rows);
-      },
-    },
-    flushIntervalMs: 60_000,
-    queueMax: 10_000,
-    onRefused: (_row, error) => refused.push(error),
-    onWriteFailure: (error) => failures.push(error),
-  });
+  const { recorder, seen } = countingRecorder(usage, 10_000);
   try {
     recorder.record(usageRow("before"));
     await recorder.flush(2000);
     await refuse();
     const ids = Array.from({ length: rowCount }, (_, index) => `refused-${index}`);
     for (const id of ids) recorder.record(usageRow(id));
-    writes = 0;
+    seen.writes = 0;
     const flushed = recorder.flush(10_000);
-    await vi.waitFor(() => expect(writes).toBeGreaterThanOrEqual(3), { timeout: 5000, interval: 5 });
+    await vi.waitFor(() => expect(seen.writes).toBeGreaterThanOrEqual(3), { timeout: 5000, interval: 5 });
     // Before, the batch was written row by row, and each row refused and dropped.
-    expect(refused).toEqual([]);
+    expect(seen.refused).toEqual([]);
     expect(recorder.writesFailing()).toBe(true);
     expect(recorder.depth()).toBe(rowCount);
-    expect(failures.length).toBeGreaterThan(0);
+    expect(seen.failures.length).toBeGreaterThan(0);
     await restore();
     await flushed;
-    expect(refused).toEqual([]);
+    expect(seen.refused).toEqual([]);
     expect(recorder.depth()).toBe(0);
     expect(recorder.writesFailing()).toBe(false);
     const stored = await database.db.selectFrom("usage_records").select("request_id").execute();
@@ -114,18 +98,7 @@ describe.each(storageEngines)("usage rows the $name table refuses whatever they 
 
 describe.skipIf(!postgresAvailable)("usage rows PostgreSQL refuses the gateway's role", () => {
   it("are kept queued while the role's INSERT on usage_records is revoked (42501), and written once granted", async () => {
-    const schema = await createPostgresSchema();
-    const name = decodeURIComponent(schema.url).match(/search_path=(\w+)/)?.[1] ?? "";
-    const role = `${name}_writer`;
-    const admin = new pg.Client({ connectionString: schema.url });
-    await admin.connect();
-    await admin.query(`create role ${role} login`);
-    await admin.query(`grant all on schema ${name} to ${role}`);
-    // The gateway connects as its own role, which migrates (and so owns) the tables.
-    const database = await openDatabase({
-      databaseUrl: schema.url.replace("postgres@", `${role}@`),
-      dataDir: "unused",
-    });
+    const { database, admin, role, close } = await openAsOwnRole();
     try {
       await keepsRowsWhileRefused(
         database,
@@ -133,10 +106,7 @@ describe.skipIf(!postgresAvailable)("usage rows PostgreSQL refuses the gateway's
         () => admin.query(`grant insert on usage_records to ${role}`).then(() => {}),
       );
     } finally {
-      await database.close();
-      await schema.drop();
-      await admin.query(`drop role ${role}`);
-      await admin.end();
+      await close();
     }
   }, 15_000);
 });
