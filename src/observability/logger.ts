@@ -180,7 +180,8 @@ export function createLogger(level: string, destination: DestinationStream): Log
  * is a warning saying how many were and why. What is held when the process exits is written then;
  * lines dropped and not reported by then are reported on stderr, if it can be written. A pipe or
  * socket on stdout or stderr is written without blocking (`makeStdioNonBlocking`), so a reader that
- * stopped reading holds neither a thread nor the exit.
+ * stopped reading holds neither the event loop nor the exit. Lines are written in the order they
+ * were logged, the exit's included (`createLogDestination` writes on the main thread).
  */
 export function createStdoutLogger(level: string, onDropped: (lines: number) => void): Logger {
   makeStdioNonBlocking();
