@@ -205,7 +205,7 @@ describe("the stdout logger at exit", () => {
     const script = `
       import { pbkdf2 } from "node:crypto";
       import { createStdoutLogger } from "./src/observability/logger.ts";
-      const logger = createStdoutLogger("info", () => {});
+      const logger = createStdoutLogger("info", () => {}, new Set());
       pbkdf2("password", "salt", 200000, 64, "sha512", () => {});
       logger.info("shutting down");
       logger.info("stopped");
