@@ -5,6 +5,7 @@ import { describe, expect, it } from "vitest";
 import {
   ConfigError,
   deviceTokenTtlMaxSeconds,
+  disabledNodeWarnings,
   loadConfig,
   settings,
   vaultUrlTtlMaxSeconds,
@@ -577,5 +578,29 @@ describe("loadConfig", () => {
         misdescribed.push(`${env} (${min} to ${max === Number.MAX_SAFE_INTEGER ? "any" : max})`);
     }
     expect(misdescribed).toEqual([]);
+  });
+});
+
+describe("the warnings Node is told to leave out", () => {
+  it("are read from Node's flags and NODE_OPTIONS, in each form Node takes", () => {
+    const execArgv = [
+      "--import",
+      "tsx",
+      "--disable-warning=DEP0005",
+      "--disable_warning",
+      "ExperimentalWarning",
+    ];
+    const nodeOptions =
+      ' --max-old-space-size=512  --disable-warning "DEP 1\\"x"\t--disable-warning=DEP0040 ';
+    expect([...disabledNodeWarnings(execArgv, nodeOptions)].sort()).toEqual(
+      ['DEP 1"x', "DEP0005", "DEP0040", "ExperimentalWarning"].sort(),
+    );
+  });
+
+  it("are none without the flag, whatever else is given", () => {
+    expect(
+      disabledNodeWarnings(["--no-deprecation", "-e", "x"], "--trace-warnings --disable-warnings=X"),
+    ).toEqual(new Set());
+    expect(disabledNodeWarnings([], undefined)).toEqual(new Set());
   });
 });

@@ -651,6 +651,53 @@ export function startedByNpmScript(env: Record<string, string | undefined> = pro
   return script === "start" || script === "dev" || script === "sluice";
 }
 
+/**
+ * The process warnings Node is told to leave out with `--disable-warning=CODE_OR_TYPE` (`DEP0005`,
+ * `ExperimentalWarning`), each given on the command line (`execArgv`: Node's flags, before the
+ * script) or in NODE_OPTIONS, as `--disable-warning=X` or `--disable-warning X` (an underscore for
+ * the dash too, as Node accepts). Read here as the environment is read in this file alone (the
+ * logger asks, in place of Node's printer, which honours them; Node gives no public way to ask
+ * it). A Node flag, not a setting of the gateway's: it is not in the README's table.
+ */
+export function disabledNodeWarnings(
+  execArgv: readonly string[] = process.execArgv,
+  nodeOptions: string | undefined = process.env.NODE_OPTIONS,
+): ReadonlySet<string> {
+  const disabled = new Set<string>();
+  for (const args of [execArgv, nodeOptionsArgs(nodeOptions ?? "")]) {
+    for (let index = 0; index < args.length; index++) {
+      const [name, value] = (args[index] as string).split(/=(.*)/s, 2);
+      if (name?.replaceAll("_", "-") !== "--disable-warning") continue;
+      const given = value ?? args[++index];
+      if (given) disabled.add(given);
+    }
+  }
+  return disabled;
+}
+
+/**
+ * NODE_OPTIONS split as Node splits it: on white space, except within double quotes, where a
+ * backslash takes the next character as it is.
+ */
+function nodeOptionsArgs(text: string): string[] {
+  const args: string[] = [];
+  let current: string | undefined;
+  let quoted = false;
+  for (let index = 0; index < text.length; index++) {
+    const char = text[index] as string;
+    if (quoted && char === "\\" && index + 1 < text.length) current = (current ?? "") + text[++index];
+    else if (char === '"') {
+      quoted = !quoted;
+      current ??= "";
+    } else if (!quoted && /\s/.test(char)) {
+      if (current !== undefined) args.push(current);
+      current = undefined;
+    } else current = (current ?? "") + char;
+  }
+  if (current !== undefined) args.push(current);
+  return args;
+}
+
 /** Reads every setting from `env` (default: the process environment) and validates it. */
 export function loadConfig(
   env: Record<string, string | undefined> = process.env,

@@ -7,7 +7,7 @@ import { createApp } from "./app.js";
 import { createAuthenticator } from "./auth/authenticate.js";
 import { createCredentialDirectory } from "./auth/credential-directory.js";
 import { createDeviceTokenVerifier } from "./auth/device-token-verifier.js";
-import { allowsTestMode, type Config } from "./config.js";
+import { allowsTestMode, type Config, disabledNodeWarnings } from "./config.js";
 import { closeGateway } from "./gateway-close.js";
 import { createAdmission } from "./http/admission.js";
 import { createClientIpResolver, trustMatcher } from "./http/client-ip.js";
@@ -105,7 +105,9 @@ async function seedingFrom(file: string) {
 /** The one composition root: every dependency of the gateway is built here and nowhere else. */
 export async function createGateway(config: Config, injected: Partial<Injectables> = {}): Promise<Gateway> {
   const metrics = createMetrics({ collectDefaults: config.metricsEnabled });
-  const logger = injected.logger ?? createStdoutLogger(config.logLevel, metrics.countLogLinesDropped);
+  const logger =
+    injected.logger ??
+    createStdoutLogger(config.logLevel, metrics.countLogLinesDropped, disabledNodeWarnings());
   // The AI SDK prints its warnings (an unsupported setting, a compatibility mode) with console.warn,
   // outside the JSON log; they go to the log instead (image warnings also reach the caller).
   globalThis.AI_SDK_LOG_WARNINGS = ({ warnings, provider, model }) =>

@@ -4,39 +4,30 @@ import { createLogDestination, type LogDestinationOptions } from "./log-destinat
 
 type Answer = { error: string } | { written: number } | "all";
 
-/** An `fs.write` the test answers: each call waits until `answer` is given its result. */
+/**
+ * An `fs.writeSync` the test scripts: each call takes the next answer given (all of what it is
+ * given when none is left), and records what it was given and what it wrote.
+ */
 function fakeFile() {
   const file = { text: "", writes: [] as string[] };
-  const pending: Array<{
-    data: Uint8Array;
-    callback: (error: NodeJS.ErrnoException | null, n: number) => void;
-  }> = [];
-  const write: LogDestinationOptions["write"] = (_fd, data, callback) => {
+  const answers: Answer[] = [];
+  const writeSync = (_fd: number, data: Uint8Array): number => {
     file.writes.push(Buffer.from(data).toString());
-    pending.push({ data, callback });
-  };
-  const answer = (result: Answer) => {
-    const call = pending.shift();
-    if (!call) throw new Error("no write under way");
+    const result = answers.shift() ?? "all";
     if (typeof result === "object" && "error" in result)
-      call.callback(Object.assign(new Error(result.error), { code: result.error }), 0);
-    else {
-      const written = result === "all" ? call.data.length : result.written;
-      file.text += Buffer.from(call.data.subarray(0, written)).toString();
-      call.callback(null, written);
-    }
+      throw Object.assign(new Error(result.error), { code: result.error });
+    const written = result === "all" ? data.length : result.written;
+    file.text += Buffer.from(data.subarray(0, written)).toString();
+    return written;
   };
-  return { file, write, answer, underWay: () => pending.length };
+  return { file, writeSync, answer: (...next: Answer[]) => answers.push(...next) };
 }
 
 function destinationOn(fake: ReturnType<typeof fakeFile>, options: Partial<LogDestinationOptions> = {}) {
   const reports = { dropped: 0, recovered: [] as Array<[number, string]> };
   const destination = createLogDestination({
     fd: 99,
-    write: fake.write,
-    writeSync: () => {
-      throw Object.assign(new Error("ENOSPC"), { code: "ENOSPC" });
-    },
+    writeSync: fake.writeSync,
     onDropped: (lines) => {
       reports.dropped += lines;
     },
@@ -51,27 +42,23 @@ describe("the log destination", () => {
     vi.useRealTimers();
   });
 
-  it("writes in the background, one write at a time, joining the lines logged meanwhile", () => {
+  it("writes each line when it is logged", () => {
     const fake = fakeFile();
     const { destination, reports } = destinationOn(fake);
     destination.write("a\n");
+    expect(fake.file.text).toBe("a\n");
     destination.write("b\n");
     destination.write("c\n");
-    expect(fake.file.writes).toEqual(["a\n"]);
-    fake.answer("all");
-    expect(fake.file.writes).toEqual(["a\n", "b\nc\n"]);
-    fake.answer("all");
+    expect(fake.file.writes).toEqual(["a\n", "b\n", "c\n"]);
     expect(fake.file.text).toBe("a\nb\nc\n");
-    expect(fake.underWay()).toBe(0);
     expect(reports).toEqual({ dropped: 0, recovered: [] });
   });
 
   it("writes the rest of a partial write", () => {
     const fake = fakeFile();
     const { destination } = destinationOn(fake);
-    destination.write("hello\n");
     fake.answer({ written: 2 });
-    fake.answer("all");
+    destination.write("hello\n");
     expect(fake.file.writes).toEqual(["hello\n", "llo\n"]);
     expect(fake.file.text).toBe("hello\n");
   });
@@ -81,32 +68,43 @@ describe("the log destination", () => {
     (code) => {
       const fake = fakeFile();
       const { destination, reports } = destinationOn(fake);
+      fake.answer({ error: code }, { error: code }, { error: code });
       destination.write("one\n");
       destination.write("two\n");
       destination.write("three\n");
-      fake.answer({ error: code });
-      // The next chunk is tried: the destination may take it.
-      expect(fake.file.writes).toEqual(["one\n", "two\nthree\n"]);
-      fake.answer({ error: code });
-      expect(fake.underWay()).toBe(0);
+      expect(fake.file.writes).toEqual(["one\n", "two\n", "three\n"]);
       expect(reports.dropped).toBe(3);
       destination.write("four\n");
-      expect(fake.file.writes.at(-1)).toBe("four\n");
-      fake.answer("all");
+      // The report is a line logged by `onRecovered` (here, none): "four" is written all the same.
       expect(fake.file.text).toBe("four\n");
       expect(reports.recovered).toEqual([[3, code]]);
       expect(destination.unreported().dropped).toBe(0);
     },
   );
 
+  it("writes the line `onRecovered` logs right after the one that worked, the lines held before it after", () => {
+    vi.useFakeTimers();
+    const fake = fakeFile();
+    let destination: ReturnType<typeof createLogDestination> | undefined;
+    destination = createLogDestination({
+      fd: 99,
+      writeSync: fake.writeSync,
+      onRecovered: (dropped, reason) => destination?.write(`dropped ${dropped} ${reason}\n`),
+    });
+    fake.answer({ error: "EPIPE" }, { written: 3 }, { error: "EAGAIN" });
+    destination.write("lost\n");
+    destination.write("first\n");
+    destination.write("held\n");
+    vi.advanceTimersByTime(100);
+    expect(fake.file.text).toBe("first\ndropped 1 EPIPE\nheld\n");
+  });
+
   it("starts a new line after dropping the rest of one cut short by a full disk", () => {
     const fake = fakeFile();
     const { destination, reports } = destinationOn(fake);
+    fake.answer({ written: 5 }, { error: "ENOSPC" });
     destination.write("first line\n");
-    fake.answer({ written: 5 });
-    fake.answer({ error: "ENOSPC" });
     destination.write("second\n");
-    fake.answer("all");
     expect(fake.file.text).toBe("first\nsecond\n");
     expect(reports.recovered).toEqual([[1, "ENOSPC"]]);
   });
@@ -115,93 +113,106 @@ describe("the log destination", () => {
     vi.useFakeTimers();
     const fake = fakeFile();
     const { destination, reports } = destinationOn(fake, { maxHeldBytes: 10 });
-    destination.write("busy\n");
     fake.answer({ error: "EAGAIN" });
+    destination.write("busy\n");
     for (const line of ["1234\n", "5678\n", "past\n"]) destination.write(line);
     expect(reports.dropped).toBe(1);
-    expect(fake.underWay()).toBe(0);
-    vi.advanceTimersByTime(100);
+    expect(fake.file.writes).toEqual(["busy\n"]);
+    vi.advanceTimersByTime(99);
+    expect(fake.file.writes).toEqual(["busy\n"]);
+    fake.answer({ error: "EAGAIN" });
+    vi.advanceTimersByTime(1);
     expect(fake.file.writes).toEqual(["busy\n", "busy\n"]);
-    fake.answer("all");
-    fake.answer("all");
+    vi.advanceTimersByTime(100);
+    // The lines held meanwhile are joined into one write.
+    expect(fake.file.writes).toEqual(["busy\n", "busy\n", "busy\n", "1234\n5678\n"]);
     expect(fake.file.text).toBe("busy\n1234\n5678\n");
     expect(reports.recovered).toEqual([[1, "backlog"]]);
+    destination.write("next\n");
+    expect(fake.file.text).toBe("busy\n1234\n5678\nnext\n");
+  });
+
+  it("joins the lines held while busy into writes of 16 KiB at most", () => {
+    vi.useFakeTimers();
+    const fake = fakeFile();
+    const { destination } = destinationOn(fake);
+    fake.answer({ error: "EAGAIN" });
+    const line = `${"x".repeat(1023)}\n`;
+    for (let count = 0; count < 40; count++) destination.write(line);
+    vi.advanceTimersByTime(100);
+    // The chunk begun (the first line) is tried again as it was, then the lines held after it.
+    const sizes = fake.file.writes.map((text) => text.length);
+    expect(sizes).toEqual([1024, 1024, 16 * 1024, 16 * 1024, 7 * 1024]);
+    expect(fake.file.text).toBe(line.repeat(40));
   });
 
   it("drops a line logged while the destination refuses, without holding it", () => {
     const fake = fakeFile();
     const { destination, reports } = destinationOn(fake);
     for (let line = 0; line < 1000; line++) {
-      destination.write(`line ${line}\n`);
       fake.answer({ error: "ENOSPC" });
+      destination.write(`line ${line}\n`);
     }
     expect(reports.dropped).toBe(1000);
     expect(destination.unreported()).toEqual({ dropped: 1000, reason: "ENOSPC" });
   });
 
-  it("at exit writes what it holds at once, and gives up on a refusal without retrying", () => {
+  it("at exit writes what it holds at once, the rest of a chunk begun first, and gives up on a refusal without retrying", () => {
+    vi.useFakeTimers();
     const fake = fakeFile();
-    const synced: string[] = [];
-    const writeSync = vi.fn((_fd: number, data: Uint8Array) => {
-      synced.push(Buffer.from(data).toString());
-      return data.length;
-    });
-    const { destination } = destinationOn(fake, { writeSync });
+    const { destination } = destinationOn(fake);
+    fake.answer({ written: 3 }, { error: "EAGAIN" });
     destination.write("under way\n");
     destination.write("held 1\n");
     destination.write("held 2\n");
     destination.flushSync();
-    expect(synced).toEqual(["held 1\nheld 2\n"]);
+    expect(fake.file.writes.at(-1)).toBe("er way\nheld 1\nheld 2\n");
+    expect(fake.file.text).toBe("under way\nheld 1\nheld 2\n");
+    // The retry is cancelled: nothing is written twice.
+    vi.advanceTimersByTime(1000);
+    expect(fake.file.text).toBe("under way\nheld 1\nheld 2\n");
 
-    const refused = vi.fn(() => {
-      throw Object.assign(new Error("ENOSPC"), { code: "ENOSPC" });
-    });
-    const full = destinationOn(fakeFile(), { writeSync: refused });
-    full.destination.write("a\n");
-    full.destination.write("b\n");
-    full.destination.write("c\n");
+    const full = fakeFile();
+    const refused = destinationOn(full);
+    full.answer({ error: "EAGAIN" }, { error: "ENOSPC" }, "all");
+    refused.destination.write("a\n");
+    refused.destination.write("b\n");
+    refused.destination.write("c\n");
     const startedAt = performance.now();
-    full.destination.flushSync();
+    refused.destination.flushSync();
     expect(performance.now() - startedAt).toBeLessThan(50);
-    expect(refused).toHaveBeenCalledTimes(1);
-    expect(full.reports.dropped).toBe(2);
+    expect(full.file.writes).toEqual(["a\n", "a\nb\nc\n"]);
+    expect(refused.reports.dropped).toBe(3);
   });
 
   it("at exit waits at most 100 ms for a busy destination", () => {
-    const busy = vi.fn(() => {
-      throw Object.assign(new Error("EAGAIN"), { code: "EAGAIN" });
-    });
-    const { destination, reports } = destinationOn(fakeFile(), { writeSync: busy });
-    destination.write("under way\n");
+    const fake = fakeFile();
+    const { destination, reports } = destinationOn(fake);
+    fake.answer(...Array.from({ length: 1000 }, () => ({ error: "EAGAIN" })));
+    destination.write("busy\n");
     destination.write("held\n");
     const startedAt = performance.now();
     destination.flushSync();
     const took = performance.now() - startedAt;
     expect(took).toBeGreaterThanOrEqual(95);
     expect(took).toBeLessThan(300);
-    expect(reports.dropped).toBe(1);
+    expect(reports.dropped).toBe(2);
   });
 
   it.skipIf(!existsSync("/dev/full"))(
     "never throws on a real file that refuses every write (/dev/full)",
-    async () => {
+    () => {
       const fd = openSync("/dev/full", "w");
       try {
         const dropped: number[] = [];
         const destination = createLogDestination({ fd, onDropped: (lines) => dropped.push(lines) });
         for (let line = 0; line < 50; line++) destination.write(`{"line":${line}}\n`);
-        // The writes fail on the thread pool: waited for, up to 5 s, as a loaded machine may need.
-        const settled = { timeout: 5000, interval: 10 };
-        await vi.waitFor(() => expect(dropped.reduce((sum, lines) => sum + lines, 0)).toBe(50), settled);
-        destination.write("under way at exit\n");
-        destination.write("held at exit\n");
+        expect(dropped.reduce((sum, lines) => sum + lines, 0)).toBe(50);
+        destination.write("at exit\n");
         const startedAt = performance.now();
         destination.flushSync();
         expect(performance.now() - startedAt).toBeLessThan(50);
-        await vi.waitFor(
-          () => expect(destination.unreported()).toEqual({ dropped: 52, reason: "ENOSPC" }),
-          settled,
-        );
+        expect(destination.unreported()).toEqual({ dropped: 51, reason: "ENOSPC" });
       } finally {
         closeSync(fd);
       }

@@ -1,4 +1,4 @@
-import { write as fsWrite, writeSync as fsWriteSync } from "node:fs";
+import { writeSync as fsWriteSync } from "node:fs";
 
 /** The largest write: what Docker's log copier reads at once (as pino's sonic-boom writes). */
 const maxChunkBytes = 16 * 1024;
@@ -8,12 +8,10 @@ const busyRetryMs = 100;
 const exitWaitMs = 100;
 const newline = 0x0a;
 
-type WriteCallback = (error: NodeJS.ErrnoException | null, written: number) => void;
-
 export interface LogDestinationOptions {
   /** The file descriptor written to (1: stdout). */
   fd: number;
-  /** Bytes of log lines held while a write is under way or the destination is busy; lines past it are dropped. */
+  /** Bytes of log lines held while the destination is busy; lines past it are dropped. */
   maxHeldBytes?: number;
   /** Lines dropped: refused by the destination (ENOSPC, EPIPE, EIO, …) or past `maxHeldBytes`. */
   onDropped?: (lines: number) => void;
@@ -22,8 +20,7 @@ export interface LogDestinationOptions {
    * of the last refusal, or "backlog" for lines past `maxHeldBytes`).
    */
   onRecovered?: (dropped: number, reason: string) => void;
-  /** `fs.write` and `fs.writeSync` (tests make them fail). */
-  write?: (fd: number, data: Uint8Array, callback: WriteCallback) => void;
+  /** `fs.writeSync` (tests make it fail, or write part of what it is given). */
   writeSync?: (fd: number, data: Uint8Array) => number;
 }
 
@@ -31,9 +28,8 @@ export interface LogDestinationOptions {
 export interface LogDestination {
   write(line: string): void;
   /**
-   * Writes what is held, synchronously; a write under way in the background is left to finish. A
-   * busy destination is waited for 100 ms at most, one that refuses is not retried: what cannot be
-   * written is dropped and counted. Never throws.
+   * Writes what is held, synchronously. A busy destination is waited for 100 ms at most, one that
+   * refuses is not retried: what cannot be written is dropped and counted. Never throws.
    */
   flushSync(): void;
   /** Lines dropped and not yet reported through `onRecovered` (writes have not worked since). */
@@ -41,23 +37,28 @@ export interface LogDestination {
 }
 
 /**
- * An asynchronous destination for log lines that never fails the process: pino's default
- * (sonic-boom) emits a write error with nobody listening, an uncaught exception, and its flush at
- * exit retries a full disk forever, blocking the event loop. Here a line that cannot be written is
- * dropped and counted, never retried, except on EAGAIN (a busy pipe), which is waited out while
- * at most `maxHeldBytes` of lines are held. Lines are written in the background one chunk at a
- * time, those logged meanwhile joined into the next, so logging never blocks the event loop on a
- * slow reader.
+ * A destination for log lines that never fails the process: pino's default (sonic-boom) emits a
+ * write error with nobody listening, an uncaught exception, and its flush at exit retries a full
+ * disk forever, blocking the event loop. Here a line that cannot be written is dropped and
+ * counted, never retried, except on EAGAIN (a busy pipe), which is waited out while at most
+ * `maxHeldBytes` of lines are held, those logged meanwhile joined into chunks.
+ *
+ * A line is written when it is logged, synchronously, on the main thread: the gateway's stdout,
+ * when it is a pipe or a socket, is non-blocking (`makeStdioNonBlocking`), so a slow reader
+ * answers EAGAIN at once instead of holding the event loop, and a file or a terminal is written
+ * as Node's own `process.stdout` writes them, synchronously. Nothing is ever under way elsewhere:
+ * a write left to libuv's thread pool (`fs.write`) could neither be waited for nor known to be
+ * done by the write at exit, and landed after the lines that write put out (decision 0011).
  */
 export function createLogDestination(options: LogDestinationOptions): LogDestination {
   const { fd, onDropped, onRecovered } = options;
   const maxHeldBytes = options.maxHeldBytes ?? 1024 * 1024;
-  const write = options.write ?? ((target, data, callback) => fsWrite(target, data, callback));
   const writeSync = options.writeSync ?? ((target, data) => fsWriteSync(target, data));
   let held: string[] = [];
   let heldBytes = 0;
-  /** What is left to write of the chunk under way: in the background, or waiting out EAGAIN. */
+  /** What is left to write of the chunk begun, after a partial write or while waiting out EAGAIN. */
   let chunk: Buffer | undefined;
+  /** `writing`: in `writeHeld` (a line logged by `onRecovered` is only held); `waiting`: on EAGAIN. */
   let state: "idle" | "writing" | "waiting" = "idle";
   let retry: NodeJS.Timeout | undefined;
   let dropped = 0;
@@ -90,72 +91,65 @@ export function createLogDestination(options: LogDestinationOptions): LogDestina
     return Buffer.from(newlineFirst ? `\n${text}` : text);
   }
 
-  function writeNext(): void {
-    if (state !== "idle" || held.length === 0) return;
-    chunk = takeChunk();
-    start();
-  }
-
-  function start(): void {
+  /** Writes the chunk begun and the held lines, until they are all out or the destination is busy. */
+  function writeHeld(): void {
     state = "writing";
-    write(fd, chunk as Buffer, written);
-  }
-
-  function written(error: NodeJS.ErrnoException | null, bytes: number): void {
-    const current = chunk as Buffer;
-    if (error && error.code !== "EAGAIN" && error.code !== "EBUSY") {
-      chunk = undefined;
+    while (chunk !== undefined || held.length > 0) {
+      const current = chunk ?? takeChunk();
+      chunk = current;
+      let bytes: number;
+      try {
+        bytes = writeSync(fd, current);
+      } catch (error) {
+        const code = (error as NodeJS.ErrnoException).code ?? "EIO";
+        if (code === "EAGAIN" || code === "EBUSY") break;
+        chunk = undefined;
+        drop(linesIn(current, newlineFirst), code);
+        continue;
+      }
+      if (bytes <= 0) break;
+      atLineStart = current[bytes - 1] === newline;
+      newlineFirst = false;
+      chunk = bytes < current.length ? current.subarray(bytes) : undefined;
+      if (dropped > 0) {
+        const report = { dropped, reason };
+        dropped = 0;
+        onRecovered?.(report.dropped, report.reason);
+      }
+    }
+    if (chunk === undefined && held.length === 0) {
       state = "idle";
-      drop(linesIn(current, newlineFirst), error.code ?? "EIO");
-      writeNext();
       return;
     }
-    if (error || bytes <= 0) {
-      state = "waiting";
-      retry = setTimeout(start, busyRetryMs);
-      retry.unref();
-      return;
-    }
-    atLineStart = current[bytes - 1] === newline;
-    newlineFirst = false;
-    const report = dropped > 0 ? { dropped, reason } : undefined;
-    dropped = 0;
-    chunk = current.subarray(bytes);
-    if (chunk.length > 0) start();
-    else {
-      chunk = undefined;
-      state = "idle";
-      writeNext();
-    }
-    if (report) onRecovered?.(report.dropped, report.reason);
+    state = "waiting";
+    retry = setTimeout(writeHeld, busyRetryMs);
+    retry.unref();
   }
 
   return {
     write(line) {
       const bytes = Buffer.byteLength(line);
+      if (bytes === 0) return;
       if (heldBytes + bytes > maxHeldBytes) {
         drop(1, dropped > 0 ? reason : "backlog");
         return;
       }
       held.push(line);
       heldBytes += bytes;
-      writeNext();
+      if (state === "idle") writeHeld();
     },
     flushSync() {
-      // A chunk under way in the background is left to it; one waiting out EAGAIN is written here.
-      let rest: Buffer = Buffer.alloc(0);
-      let prefixed = false;
-      if (state === "waiting" && chunk) {
-        clearTimeout(retry);
-        rest = chunk;
-        prefixed = newlineFirst;
-        chunk = undefined;
-        state = "idle";
-      }
+      // Within `writeHeld` (a line `onRecovered` logged at `fatal`): the loop there writes it.
+      if (state === "writing") return;
+      clearTimeout(retry);
+      state = "idle";
+      let rest: Buffer = chunk ?? Buffer.alloc(0);
+      let prefixed = chunk !== undefined && newlineFirst;
+      chunk = undefined;
       if (held.length > 0) {
         const text = held.join("");
-        // After a line cut short (not while its end may still be under way in the background).
-        const cut = !atLineStart && rest.length === 0 && state === "idle";
+        // After a line cut short (the rest of a chunk begun ends it otherwise).
+        const cut = !atLineStart && rest.length === 0;
         rest = Buffer.concat([rest, Buffer.from(cut ? `\n${text}` : text)]);
         prefixed ||= cut;
       }

@@ -1,5 +1,6 @@
 import { APICallError } from "ai";
 import { describe, expect, it } from "vitest";
+import { exitOfScript } from "../../test/support/script-exit.js";
 import { createLogger, ignoreStdioWriteErrors, redactSecrets } from "./logger.js";
 
 function capture(level = "info") {
@@ -192,4 +193,30 @@ describe("stdout and stderr write errors", () => {
     expect((after[0] as number) - (before[0] as number)).toBeLessThanOrEqual(1);
     expect((after[1] as number) - (before[1] as number)).toBeLessThanOrEqual(1);
   });
+});
+
+describe("the stdout logger at exit", () => {
+  // The lines held at exit were written at once while the chunk before them was still to be
+  // written by libuv's thread pool, which the exit waits for: it landed after them, and an audit
+  // saw "stopped" before "shutting down". A thread pool busy with something else (a DNS lookup, a
+  // compression, a key derivation; here one pbkdf2 on a pool of one thread) holds that write back
+  // for as long as it takes.
+  it("writes the lines in the order they were logged, a write held back by a busy thread pool first", async () => {
+    const script = `
+      import { pbkdf2 } from "node:crypto";
+      import { createStdoutLogger } from "./src/observability/logger.ts";
+      const logger = createStdoutLogger("info", () => {}, new Set());
+      pbkdf2("password", "salt", 200000, 64, "sha512", () => {});
+      logger.info("shutting down");
+      logger.info("stopped");
+      process.exit(0);
+    `;
+    const { code, output } = await exitOfScript(script, { ...process.env, UV_THREADPOOL_SIZE: "1" });
+    expect(code).toBe(0);
+    const messages = output
+      .split("\n")
+      .filter((line) => line.startsWith("{"))
+      .map((line) => (JSON.parse(line) as { msg: string }).msg);
+    expect(messages).toEqual(["shutting down", "stopped"]);
+  }, 30_000);
 });

@@ -180,9 +180,14 @@ export function createLogger(level: string, destination: DestinationStream): Log
  * is a warning saying how many were and why. What is held when the process exits is written then;
  * lines dropped and not reported by then are reported on stderr, if it can be written. A pipe or
  * socket on stdout or stderr is written without blocking (`makeStdioNonBlocking`), so a reader that
- * stopped reading holds neither a thread nor the exit.
+ * stopped reading holds neither the event loop nor the exit. Lines are written in the order they
+ * were logged, the exit's included (`createLogDestination` writes on the main thread).
  */
-export function createStdoutLogger(level: string, onDropped: (lines: number) => void): Logger {
+export function createStdoutLogger(
+  level: string,
+  onDropped: (lines: number) => void,
+  disabledWarnings: ReadonlySet<string>,
+): Logger {
   makeStdioNonBlocking();
   ignoreStdioWriteErrors();
   const report = (to: Logger, dropped: number, reason: string) =>
@@ -193,7 +198,7 @@ export function createStdoutLogger(level: string, onDropped: (lines: number) => 
     onRecovered: (dropped, reason) => report(logger, dropped, reason),
   });
   const logger = createLogger(level, destination);
-  logProcessWarnings(logger);
+  logProcessWarnings(logger, disabledWarnings);
   process.once("exit", () => {
     destination.flushSync();
     const { dropped, reason } = destination.unreported();
@@ -211,9 +216,10 @@ let warningsLogger: Logger | undefined;
  * takes for as many entries outside the JSON log. It goes to `logger` instead, as one line at
  * `warn` (`warning`: its name, `code` when it has one; the message whole). Once per process, in
  * place of Node's printer; with `--no-warnings` or NODE_NO_WARNINGS=1, Node added none, and
- * warnings stay unprinted.
+ * warnings stay unprinted. A warning whose code or name is in `disabled` (`--disable-warning`,
+ * `disabledNodeWarnings`) is left out, as Node's printer leaves it out: Node emits it all the same.
  */
-export function logProcessWarnings(logger: Logger): void {
+export function logProcessWarnings(logger: Logger, disabled: ReadonlySet<string>): void {
   const first = warningsLogger === undefined;
   warningsLogger = logger;
   if (!first) return;
@@ -222,6 +228,7 @@ export function logProcessWarnings(logger: Logger): void {
   for (const printer of printers) process.removeListener("warning", printer);
   process.on("warning", (warning) => {
     const code = (warning as { code?: unknown }).code;
+    if (disabled.has(warning.name) || (typeof code === "string" && disabled.has(code))) return;
     warningsLogger?.warn(
       { warning: warning.name, ...(typeof code === "string" ? { code } : {}) },
       warning.message,

@@ -9,7 +9,10 @@ import { writeFileSync } from "node:fs";
 process.on("SIGUSR2", () => {
   console.log("a dependency's notice");
   console.warn("a dependency's warning");
-  process.emitWarning("a dependency's deprecation", "DeprecationWarning");
+  process.emitWarning("a dependency's deprecation", {
+    type: "DeprecationWarning",
+    code: "DEP_SLUICE_TEST",
+  });
   const printed = process.env.SLUICE_TEST_PRINTED;
   if (printed) writeFileSync(printed, "printed");
 });

@@ -28,7 +28,7 @@ export interface SpawnedGateway {
  * picked here (its stdout may go somewhere the test cannot read), and waits until /health answers.
  * `imports` are modules preloaded after tsx (test hooks inside the process); `entry` runs another
  * entry than src/main.ts (a build's), with `args` after it (`serve` for bin/sluice.js), and
- * `tsx: false` runs it without tsx (its preloads then JavaScript).
+ * `tsx: false` runs it without tsx (its preloads then JavaScript). `nodeFlags` go to Node first.
  */
 export async function spawnGateway(
   options: {
@@ -38,6 +38,7 @@ export async function spawnGateway(
     entry?: string;
     args?: string[];
     tsx?: boolean;
+    nodeFlags?: string[];
   } = {},
 ): Promise<SpawnedGateway> {
   const dataDir = mkdtempSync(join(tmpdir(), "sluice-spawned-"));
@@ -46,6 +47,7 @@ export async function spawnGateway(
   const child = spawn(
     process.execPath,
     [
+      ...(options.nodeFlags ?? []),
       ...(options.tsx === false ? [] : ["--import", "tsx"]),
       ...(options.imports ?? []).flatMap((module) => ["--import", module]),
       options.entry ?? "src/main.ts",
