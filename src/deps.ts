@@ -321,6 +321,9 @@ export async function createGateway(config: Config, injected: Partial<Injectable
       name: "redis",
       required: false,
       ping: sharedWhileRunning(async () => void (await redis.ping())),
+      // A Redis that answers PING but refuses the limits' writes (full, or a replica after a
+      // failover) leaves the limits per instance: the check says so.
+      degradation: () => (limiter.degraded() ? { rateLimits: "per-instance" } : undefined),
     });
 
   const downChecks = createDownCheckFollowUp(checks, (name, ok) => metrics.setDegraded(name, !ok, "health"));

@@ -57,4 +57,31 @@ describe.skipIf(!redisServerInstalled)("a Redis that answers with an error", () 
       }),
     ]);
   });
+
+  it("is degraded in /health while the limits run per instance, though it answers PING, and ok once it takes writes again", async () => {
+    const redis = await startPrivateRedis();
+    closers.push(redis.stop);
+    const sluice = await gatewayOn(redis.url);
+    const project = await createTestProject(sluice.gateway);
+    const health = async () => {
+      const response = await fetch(`${sluice.url}/health`);
+      return { code: response.status, body: (await response.json()) as Record<string, unknown> };
+    };
+    expect(await proxiedChatStatus(sluice.url, project)).toBe(200);
+    const admin = await createRedisClient(redis.url);
+    closers.push(async () => admin.disconnect());
+    await admin.config("SET", "maxmemory", "1");
+    expect(await proxiedChatStatus(sluice.url, project)).toBe(200);
+    expect(await health()).toMatchObject({
+      code: 200,
+      body: { status: "degraded", checks: { redis: { status: "degraded", rateLimits: "per-instance" } } },
+    });
+    await admin.config("SET", "maxmemory", "0");
+    // Past the rest the next call asks Redis again, which now counts it.
+    await new Promise((resolve) => setTimeout(resolve, 2_100));
+    expect(await proxiedChatStatus(sluice.url, project)).toBe(200);
+    const after = await health();
+    expect(after).toMatchObject({ code: 200, body: { status: "ok", checks: { redis: { status: "ok" } } } });
+    expect(after.body.checks).not.toHaveProperty("redis.rateLimits");
+  });
 });
