@@ -179,10 +179,21 @@ export async function createGateway(config: Config, injected: Partial<Injectable
     redis,
     breaker: redisBreaker,
     keyPrefix: redisKeys.rateLimits,
-    onFallback: (on) => {
+    onFallback: (on, error) => {
       metrics.setDegraded("redis", on);
-      if (on) logger.warn("Redis is unreachable: rate limits fall back to per-instance limits");
-      else logger.info("Redis answers again: rate limits are shared again");
+      if (!on) logger.info("Redis answers again: rate limits are shared again");
+      // By message only: a reply error carries its command's arguments. A reply (OOM when Redis is
+      // full, READONLY from a replica) comes from a Redis that is reachable and answers /health.
+      else if (error?.name === "ReplyError")
+        logger.warn(
+          { redisError: error.message },
+          "Redis answers with an error: rate limits fall back to per-instance limits",
+        );
+      else
+        logger.warn(
+          error ? { redisError: error.message } : {},
+          "Redis is unreachable: rate limits fall back to per-instance limits",
+        );
     },
     onDecision: (name, allowed) => metrics.countLimitDecision(name, allowed ? "allowed" : "limited"),
   });
@@ -310,6 +321,9 @@ export async function createGateway(config: Config, injected: Partial<Injectable
       name: "redis",
       required: false,
       ping: sharedWhileRunning(async () => void (await redis.ping())),
+      // A Redis that answers PING but refuses the limits' writes (full, or a replica after a
+      // failover) leaves the limits per instance: the check says so.
+      degradation: () => (limiter.degraded() ? { rateLimits: "per-instance" } : undefined),
     });
 
   const downChecks = createDownCheckFollowUp(checks, (name, ok) => metrics.setDegraded(name, !ok, "health"));

@@ -70,4 +70,25 @@ describe("rate limit windows at their boundary", () => {
       expect(limiter.degraded()).toBe(false);
     },
   );
+
+  it.skipIf(!redisAvailable)(
+    "on Redis: instances whose clocks differ by an hour share one window, which Redis's clock ends",
+    async () => {
+      const keyPrefix = nextPrefix();
+      const behind = createRateLimiter({ redis: await readyClient(), keyPrefix });
+      const ahead = createRateLimiter({ redis: await readyClient(), keyPrefix });
+      vi.useFakeTimers({ toFake: ["Date"], now: Date.now() - 3_600_000 });
+      expect(await consume(behind, "skew", 3)).toMatchObject({ allowed: true, remaining: 2 });
+      vi.setSystemTime(Date.now() + 7_200_000);
+      expect(await consume(ahead, "skew", 3)).toMatchObject({ allowed: true, remaining: 1 });
+      vi.setSystemTime(Date.now() - 7_200_000);
+      expect(await consume(behind, "skew", 3)).toMatchObject({ allowed: true, remaining: 0 });
+      vi.setSystemTime(Date.now() + 7_200_000);
+      const refused = await consume(ahead, "skew", 3);
+      expect(refused.allowed).toBe(false);
+      expect(refused.resetSeconds).toBeGreaterThan(55);
+      expect(refused.resetSeconds).toBeLessThanOrEqual(60);
+      expect([behind.degraded(), ahead.degraded()]).toEqual([false, false]);
+    },
+  );
 });

@@ -54,9 +54,10 @@ export interface RateLimiterOptions {
   /**
    * Called with true when Redis starts failing and limits run per instance, false when it answers
    * again (its client reconnected or a call through the breaker succeeded), without waiting for a
-   * decision.
+   * decision. With true, `error` is what the decision's command failed with (a reply error, such as
+   * OOM or READONLY, when Redis answered); none when Redis rested after another user's failure.
    */
-  onFallback?: (on: boolean) => void;
+  onFallback?: (on: boolean, error?: Error) => void;
   /** Called once per limit of every request, with that limit's own decision. */
   onDecision?: (name: string, allowed: boolean) => void;
   /** The client's shared health (see `RedisBreaker`); by default one of this limiter's own. */
@@ -152,10 +153,10 @@ function redisRateLimiter(client: Redis, here: RateLimiter, options: RateLimiter
   const breaker = options.breaker ?? new RedisBreaker(client, options.redisRestMs);
   let degraded = false;
 
-  function setDegraded(on: boolean): void {
+  function setDegraded(on: boolean, error?: Error): void {
     if (on === degraded) return;
     degraded = on;
-    options.onFallback?.(on);
+    options.onFallback?.(on, error);
   }
   // Redis answers again (a reconnect, or another user's call): the next decision is Redis's.
   breaker.onRecovered(() => setDegraded(false));
@@ -163,20 +164,22 @@ function redisRateLimiter(client: Redis, here: RateLimiter, options: RateLimiter
   const redisKeys = (requests: readonly LimitRequest[]) =>
     requests.map((request) => `${prefix}:${windowKey(request)}`);
 
-  /** The decisions Redis made, or null when Redis rests or did not answer. */
-  async function fromRedis(requests: readonly LimitRequest[]): Promise<RateLimitDecision[] | null> {
+  /** The decisions Redis made, or what kept it from making them: its error, or none while it rests. */
+  async function fromRedis(
+    requests: readonly LimitRequest[],
+  ): Promise<RateLimitDecision[] | { error: Error | undefined }> {
     const pass = breaker.enter();
-    if (pass === "rest") return null;
+    if (pass === "rest") return { error: undefined };
     const args: number[] = [];
     for (const request of requests) args.push(limitOf(request), windowOf(request) * 1000);
     let reply: number[];
     try {
       // The reply of consumeScript: admitted (1 or 0), then each limit's count and window ms left.
       reply = (await consumeScript.run(client, redisKeys(requests), args)) as number[];
-    } catch {
+    } catch (error) {
       // Not connected (the client fails at once), a timeout, or an error reply.
       breaker.leave(pass, false);
-      return null;
+      return { error: error instanceof Error ? error : undefined };
     }
     breaker.leave(pass, true);
     const admitted = reply[0] === 1;
@@ -197,9 +200,12 @@ function redisRateLimiter(client: Redis, here: RateLimiter, options: RateLimiter
     degraded: () => degraded,
     async consumeAll(requests) {
       const decisions = await fromRedis(requests);
-      setDegraded(decisions === null);
-      // Not a refusal: Redis did not answer. Judged on this instance alone, never unlimited.
-      if (decisions === null) return here.consumeAll(requests);
+      if (!Array.isArray(decisions)) {
+        setDegraded(true, decisions.error);
+        // Not a refusal: Redis did not decide. Judged on this instance alone, never unlimited.
+        return here.consumeAll(requests);
+      }
+      setDegraded(false);
       for (const decision of decisions) options.onDecision?.(decision.name, decision.allowed);
       return decisions;
     },

@@ -3,6 +3,7 @@ import { afterEach, describe, expect, it, vi } from "vitest";
 // In CI (CI=true) an unreachable Redis makes this import throw, so the suite fails instead of skipping.
 import { startLocalTcpServer } from "../../test/support/local-server.js";
 import { startPasswordRedis } from "../../test/support/password-redis.js";
+import { redisServerInstalled, startPrivateRedis } from "../../test/support/private-redis.js";
 import { redisAvailable, redisUrl } from "../../test/support/services.js";
 import { startTcpProxy } from "../../test/support/tcp-proxy.js";
 import { createRedisClient, RedisSetupError } from "./redis-client.js";
@@ -218,6 +219,61 @@ describe.skipIf(!redisAvailable)("a connection that goes silent", () => {
     expect(built.stream).toBe(socket);
     expect(socket.destroyed).toBe(false);
     expect(errors).toEqual([]);
+  });
+});
+
+describe.skipIf(!redisServerInstalled)("a failover", () => {
+  /**
+   * Two Redis servers of this test's own behind one name (the proxy): the first is demoted to a
+   * replica of the second, which is promoted, and the name then points to the second, as a managed
+   * Redis's failover does. The demoted server keeps its connections open and answers every write
+   * READONLY.
+   */
+  async function failover() {
+    const [first, second] = [await startPrivateRedis(), await startPrivateRedis()];
+    closers.push(first.stop, second.stop);
+    const name = await startTcpProxy(first.port);
+    closers.push(name.close);
+    return {
+      url: `redis://127.0.0.1:${name.port}`,
+      /** Demotes the first; `moveName: false` leaves the name on it (a REDIS_URL naming a replica). */
+      async run({ moveName = true } = {}) {
+        const admin = await client(first.url);
+        await admin.call("REPLICAOF", "127.0.0.1", String(second.port));
+        if (moveName) name.retarget(second.port);
+      },
+      connections: () => name.connections(),
+    };
+  }
+
+  it("moves to the new primary: a connection answered READONLY is replaced, once", async () => {
+    const servers = await failover();
+    const errors: Error[] = [];
+    const built = await client(servers.url, errors);
+    expect(await built.incr("counter")).toBe(1);
+    await servers.run();
+    // Several writes refused together: one replacement, not one per write.
+    const refused = await Promise.allSettled([built.incr("counter"), built.incr("counter")]);
+    expect(refused.map((result) => result.status)).toEqual(["rejected", "rejected"]);
+    expect(await eventually(async () => (await built.incr("counter")) === 1, 3_000)).toBe(true);
+    expect(servers.connections()).toBe(2);
+    expect(errors.map((error) => error.message)).toContain(
+      "Redis answered READONLY (a replica, as after a failover): connection replaced",
+    );
+  });
+
+  it("replaces a connection to a Redis that stays a replica at most once in 5 s, not at each write", async () => {
+    const servers = await failover();
+    const built = await client(servers.url);
+    await servers.run({ moveName: false });
+    const until = Date.now() + 1_500;
+    let refusals = 0;
+    while (Date.now() < until) {
+      await built.set("key", "value").catch(() => refusals++);
+      await new Promise((resolve) => setTimeout(resolve, 20));
+    }
+    expect(refusals).toBeGreaterThan(10);
+    expect(servers.connections()).toBeLessThanOrEqual(2);
   });
 });
 

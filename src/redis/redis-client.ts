@@ -34,6 +34,9 @@ export class RedisSetupError extends Error {
  *   its command but keeps a connection whose answer was waiting; TCP keepalive also notices an idle
  *   connection whose peer vanished. A Redis that is only slow (a long script elsewhere) costs a
  *   reconnect too, which is cheap next to the timeouts it already caused;
+ * - a connection answered READONLY (a primary demoted to a replica by a failover keeps its
+ *   connections and refuses writes on them) is replaced, at most once in 5 s: the new connection
+ *   reaches the server the URL's name points to now, the new primary;
  * - connects at once (`lazyConnect: false`) and reconnects forever with a capped backoff;
  * - an 'error' listener, so a lost Redis never crashes the process (ioredis emits 'error' on every
  *   failed reconnect, and an 'error' event without a listener would throw).
@@ -122,8 +125,20 @@ function answersWithoutTls(client: Redis, commandTimeoutMs: number): Promise<boo
   });
 }
 
-/** The Redis class with every command watched for a timeout that leaves its socket silent. */
+/**
+ * How often at most a connection answered READONLY is replaced: a Redis that stays a replica (a
+ * REDIS_URL naming one, a name not yet moved after a failover) costs a reconnect and its log line
+ * this often, not one per write.
+ */
+const readonlyReplacementMs = 5_000;
+
+/**
+ * The Redis class with every command watched for a timeout that leaves its socket silent, and for
+ * a READONLY reply: after a failover the demoted primary keeps its connections open and refuses
+ * every write on them, while a new connection to the same name reaches the new primary.
+ */
 function replacingSilentConnections(Base: typeof Redis, commandTimeoutMs: number): typeof Redis {
+  let readonlyReplacedAt = Number.NEGATIVE_INFINITY;
   return class extends Base {
     override sendCommand(command: Command, stream?: Parameters<Redis["sendCommand"]>[1]): unknown {
       // The socket the command is written to; by the time it times out, the client may have another.
@@ -131,6 +146,14 @@ function replacingSilentConnections(Base: typeof Redis, commandTimeoutMs: number
       const sent = super.sendCommand(command, stream);
       command.promise.catch((error: unknown) => {
         if (!socket || socket.destroyed || !(error instanceof Error)) return;
+        if (error.message.startsWith("READONLY ")) {
+          if (performance.now() - readonlyReplacedAt < readonlyReplacementMs) return;
+          readonlyReplacedAt = performance.now();
+          socket.destroy(
+            new Error("Redis answered READONLY (a replica, as after a failover): connection replaced"),
+          );
+          return;
+        }
         if (error.message !== "Command timed out") return;
         // After a stall of this process (a long GC pause, a burst of synchronous work) the timer
         // runs before the answer waiting in the socket is read: the socket gets the poll phase of

@@ -12,19 +12,23 @@ import { Transform } from "node:stream";
  * new connection that long before it passes through (a server slow to take connections);
  * `connections()` counts the connections made to it (refused ones too); `stallOn(text)` stalls the
  * first connection that sends `text` as it sends it, the chunk holding it not passed on (the network
- * fails at that moment: a transaction's `commit` never reaches the server).
+ * fails at that moment: a transaction's `commit` never reaches the server); `retarget(port)` sends
+ * new connections to another local port, those open staying where they are (a name that points to
+ * another server after a failover).
  */
-export async function startTcpProxy(targetPort: number): Promise<{
+export async function startTcpProxy(firstTargetPort: number): Promise<{
   port: number;
   cut(): void;
   stall(options?: { newConnections?: boolean }): void;
   delayNew(ms: number): void;
   stallOn(text: string): void;
+  retarget(port: number): void;
   stalledText(): string;
   connections(): number;
   restore(): void;
   close(): Promise<void>;
 }> {
+  let targetPort = firstTargetPort;
   const sockets = new Set<Socket>();
   const pairs = new Set<[Socket, Transform, Socket]>();
   let open = true;
@@ -106,6 +110,9 @@ export async function startTcpProxy(targetPort: number): Promise<{
     },
     stallOn(text) {
       stallText = text;
+    },
+    retarget(port) {
+      targetPort = port;
     },
     stalledText: () => stalled,
     connections: () => accepted,
