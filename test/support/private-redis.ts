@@ -1,12 +1,18 @@
 import { type ChildProcess, spawn } from "node:child_process";
 import { type AddressInfo, createServer, Socket } from "node:net";
 
-/** Whether a `redis-server` binary is on the PATH, for the tests that start Redis servers of their own. */
+/**
+ * Whether a `redis-server` binary is on the PATH, for the tests that start Redis servers of their
+ * own; in CI (where the shared Redis runs from the same package) its absence throws, so those tests
+ * fail loudly rather than skip, as services.ts does for the shared servers.
+ */
 export const redisServerInstalled = await new Promise<boolean>((resolve) => {
   const probe = spawn("redis-server", ["--version"], { stdio: "ignore" });
   probe.once("error", () => resolve(false));
   probe.once("exit", (code) => resolve(code === 0));
 });
+if (!redisServerInstalled && process.env.CI === "true")
+  throw new Error("redis-server is not on the PATH, and CI=true requires it (apt-get install redis-server)");
 
 async function freePort(): Promise<number> {
   const server = createServer();
