@@ -1,5 +1,6 @@
 import { randomUUID } from "node:crypto";
 import { type Dispatcher, request } from "undici";
+import { retryAfterSeconds } from "../net/retry-after.js";
 import {
   createDeviceCheckJwtCache,
   type DeviceCheckCredentials,
@@ -108,61 +109,6 @@ function validateUrl(base: string): string {
     throw new Error(`DeviceCheck base URL must be http(s): ${url.origin}`);
   }
   return `${base.replace(/\/+$/, "")}/v1/validate_device_token`;
-}
-
-const months = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"];
-const month = `(?<month>${months.join("|")})`;
-const time = "(?<hours>\\d\\d):(?<minutes>\\d\\d):(?<seconds>\\d\\d)";
-const weekday = "(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun)";
-/**
- * RFC 9110 section 5.6.7's three forms of an HTTP-date, which a recipient must all accept:
- * `Sun, 06 Nov 1994 08:49:37 GMT`, and the obsolete `Sunday, 06-Nov-94 08:49:37 GMT` and
- * `Sun Nov  6 08:49:37 1994` (UTC too).
- */
-const httpDateForms = [
-  new RegExp(`^${weekday}, (?<day>\\d\\d) ${month} (?<year>\\d{4}) ${time} GMT$`),
-  new RegExp(
-    `^(?:Mon|Tues|Wednes|Thurs|Fri|Satur|Sun)day, (?<day>\\d\\d)-${month}-(?<year>\\d\\d) ${time} GMT$`,
-  ),
-  new RegExp(`^${weekday} ${month} (?<day>[ \\d]\\d) ${time} (?<year>\\d{4})$`),
-];
-
-/** The instant (ms since the epoch) an HTTP-date names; null for other text or a day that does not exist. */
-function httpDate(text: string, now: number): number | null {
-  const found = httpDateForms.map((form) => form.exec(text)?.groups).find((groups) => groups !== undefined);
-  if (!found) return null;
-  const [day, hours, minutes, seconds] = [found.day, found.hours, found.minutes, found.seconds].map(
-    Number,
-  ) as [number, number, number, number];
-  let year = Number(found.year);
-  if (found.year?.length === 2) {
-    // A two-digit year more than 50 years ahead is the last such year in the past (RFC 9110).
-    const thisYear = new Date(now).getUTCFullYear();
-    year += thisYear - (thisYear % 100);
-    if (year > thisYear + 50) year -= 100;
-  }
-  const date = new Date(Date.UTC(year, months.indexOf(found.month ?? ""), day, hours, minutes, seconds));
-  // The grammar allows a leap second (60); 31 Feb or 25:00 are no instant.
-  if (date.getUTCDate() !== day || hours > 23 || minutes > 59 || seconds > 60) return null;
-  return date.getTime();
-}
-
-/**
- * Apple's Retry-After in whole seconds: delay-seconds or an HTTP-date (RFC 9110 section 10.2.3),
- * a date counted from `now`; at least 1 (a date past or now, or 0) and at most an hour. Anything
- * else, or none, is `fallback`.
- */
-function parseRetryAfter(value: string | string[] | undefined, now: number, fallback: number): number {
-  const text = (Array.isArray(value) ? value[0] : value)?.trim();
-  if (text === undefined) return fallback;
-  let seconds: number;
-  if (/^\d+$/.test(text)) seconds = Number(text);
-  else {
-    const date = httpDate(text, now);
-    if (date === null) return fallback;
-    seconds = Math.ceil((date - now) / 1000);
-  }
-  return Math.min(3600, Math.max(1, seconds));
 }
 
 /** The body as text when it has at most `limit` bytes; null (body destroyed) when there is more. */
@@ -277,7 +223,7 @@ export function createDeviceCheckClient(options: DeviceCheckClientOptions): Devi
     // of the app would be refused (401) with nothing to tell the operator; a 503 is logged and counted.
     if (status === 400)
       return foreign ? unavailable("apple-error", status) : { kind: "invalid", reason: "rejected-by-apple" };
-    const retryAfter = parseRetryAfter(response.headers["retry-after"], clock(), fallbackRetryAfter);
+    const retryAfter = retryAfterSeconds(response.headers["retry-after"], clock()) ?? fallbackRetryAfter;
     if (status === 429) {
       if (restingUntil.size >= 1000) restingUntil.clear();
       restingUntil.set(keyOf(input), clock() + retryAfter * 1000);

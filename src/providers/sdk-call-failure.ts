@@ -4,6 +4,7 @@ import { shutdownNotice } from "../usage/model-catalogue.js";
 import { ProviderResponseTooLarge } from "./provider-fetch.js";
 import type { ProviderId } from "./provider-id.js";
 import { providerRefusal, type RefusalReason, refusalOfFailedCall } from "./provider-refusal.js";
+import { providerRetryAfter } from "./provider-retry-after.js";
 
 /** undici's codes for a provider that took too long once connected: 504 on every route. */
 const timeoutCodes = new Set(["UND_ERR_HEADERS_TIMEOUT", "UND_ERR_BODY_TIMEOUT"]);
@@ -63,10 +64,17 @@ export function responseTooLargeFailure(error: unknown, provider: ProviderId): G
  * the catalogue says its provider had shut down by `today`, the message says so and names the
  * provider's replacement: the likely reason, and what to send instead. A 400 that refuses the
  * caller's input (refusalOfFailedCall) is no failure of the provider's: 422 VALIDATION_ERROR,
- * saying why (`refusalMessages` words it for the route), docs/decisions/0020.
+ * saying why (`refusalMessages` words it for the route), docs/decisions/0020. A retryable failure
+ * carries the wait the provider asked for (providerRetryAfter) as its Retry-After.
  */
 export function apiCallFailure(
-  error: Error & { statusCode?: number; isRetryable: boolean; data?: unknown; responseBody?: string },
+  error: Error & {
+    statusCode?: number;
+    isRetryable: boolean;
+    data?: unknown;
+    responseBody?: string;
+    responseHeaders?: Record<string, string>;
+  },
   provider: ProviderId,
   what: string,
   model: string | null = null,
@@ -81,6 +89,10 @@ export function apiCallFailure(
   const providerStatus = error.statusCode ?? null;
   // Only where the provider refused the model itself: a 401, 429 or 5xx has another cause.
   const retired = modelRefusals.has(providerStatus ?? 0) ? shutdownNotice(provider, model, today) : null;
+  // A base URL on a port fetch refuses (a WHATWG "bad port") fails every try the same way.
+  const retryable = error.isRetryable && providerFailureFacts(provider, error).code !== "FETCH_BAD_PORT";
+  // The provider's wait (its rate limit, an overload) is the client's: retrying sooner fails again.
+  const wait = retryable ? providerRetryAfter(error.responseHeaders, error.responseBody) : null;
   const message =
     providerStatus === null
       ? "The provider could not be reached"
@@ -93,10 +105,10 @@ export function apiCallFailure(
     {
       cause: error,
       provider,
+      ...(wait === null ? {} : { headers: { "retry-after": String(wait) } }),
       details: {
         providerStatus,
-        // A base URL on a port fetch refuses (a WHATWG "bad port") fails every try the same way.
-        retryable: error.isRetryable && providerFailureFacts(provider, error).code !== "FETCH_BAD_PORT",
+        retryable,
         ...(retired === null ? {} : { modelShutdown: retired.shutdown }),
       },
     },

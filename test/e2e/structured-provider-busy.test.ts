@@ -1,0 +1,163 @@
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
+import type { ProviderId } from "../../src/providers/provider-id.js";
+import { type FakeUpstream, providerBaseUrls, startFakeUpstream } from "../fakes/fake-upstream.js";
+import { providerA } from "../fakes/fake-upstream-responses.js";
+import {
+  createTestProject,
+  startTestGateway,
+  type TestGateway,
+  type TestProject,
+  usageRowOf,
+} from "../support/test-gateway.js";
+
+const schema = {
+  type: "object",
+  properties: { title: { type: "string" } },
+  required: ["title"],
+  additionalProperties: false,
+};
+
+/** Provider C's 429 (recorded shape): no Retry-After header, the delay in its RetryInfo. */
+const providerCQuota = (retryDelay: string) => ({
+  error: {
+    code: 429,
+    message: "You exceeded your current quota, please check your plan and billing details.",
+    status: "RESOURCE_EXHAUSTED",
+    details: [
+      {
+        "@type": "type.googleapis.com/google.rpc.QuotaFailure",
+        violations: [{ quotaId: "GenerateRequestsPerMinutePerProjectPerModel" }],
+      },
+      { "@type": "type.googleapis.com/google.rpc.RetryInfo", retryDelay },
+    ],
+  },
+});
+
+/** Provider B's answer when it is overloaded (recorded shape). */
+const providerBOverloaded = { type: "error", error: { type: "overloaded_error", message: "Overloaded" } };
+
+/**
+ * A provider that is busy (its rate limit, an overload) answers a retryable failure, most often
+ * with the time to wait. The client gets 502 PROVIDER_ERROR, `retryable: true`, and that wait as
+ * its own Retry-After, not a bare 502 to retry at once or guess at.
+ */
+describe("a structured analysis the provider is too busy to answer", () => {
+  let fake: FakeUpstream;
+  let sluice: TestGateway;
+  const projects = {} as Record<ProviderId, TestProject>;
+
+  beforeAll(async () => {
+    fake = await startFakeUpstream();
+    sluice = await startTestGateway({ ...providerBaseUrls(fake) });
+    fake.setStructuredOutput({ title: "t" });
+    for (const provider of ["provider-a", "provider-b", "provider-c"] as const)
+      projects[provider] = await createTestProject(sluice.gateway, { provider, outputSchema: schema });
+  });
+  afterAll(async () => {
+    await sluice.close();
+    await fake.close();
+  });
+  beforeEach(() => fake.clear());
+
+  const post = (provider: ProviderId) =>
+    fetch(`${sluice.url}/v1/text/${projects[provider].projectId}`, {
+      method: "POST",
+      headers: {
+        authorization: `Bearer ${projects[provider].bearer(provider)}`,
+        "content-type": "application/json",
+      },
+      body: JSON.stringify({ text: "x" }),
+    });
+
+  const inSeconds = (seconds: number) => new Date(Date.now() + seconds * 1000).toUTCString();
+
+  it.each([
+    ["provider-a", 429, { "retry-after": "7" }, undefined, "7"],
+    ["provider-a", 429, { "retry-after-ms": "1500" }, undefined, "2"],
+    ["provider-a", 503, { "retry-after": "3" }, undefined, "3"],
+    ["provider-b", 429, { "retry-after": "12" }, undefined, "12"],
+    ["provider-b", 529, { "retry-after": "4" }, providerBOverloaded, "4"],
+    ["provider-c", 429, {}, providerCQuota("17.5s"), "18"],
+    ["provider-c", 503, { "retry-after": "5" }, undefined, "5"],
+  ] as const)(
+    "%s %i: 502, retryable, with the provider's wait as Retry-After (%j)",
+    async (provider, status, headers, body, retryAfter) => {
+      fake.enqueueResponse({ status, headers, ...(body === undefined ? {} : { body }) });
+      const response = await post(provider);
+      expect(response.status).toBe(502);
+      expect(response.headers.get("retry-after")).toBe(retryAfter);
+      const { error } = (await response.json()) as { error: { code: string; details: unknown } };
+      expect(error).toMatchObject({
+        code: "PROVIDER_ERROR",
+        details: { providerStatus: status, retryable: true },
+      });
+      expect(fake.requests).toHaveLength(1);
+      expect(await usageRowOf(sluice.gateway, response)).toMatchObject({
+        status: 502,
+        error_code: "PROVIDER_ERROR",
+        input_tokens: null,
+        cost_usd: null,
+      });
+    },
+  );
+
+  it("reads an HTTP-date Retry-After as the seconds until it", async () => {
+    fake.enqueueResponse({ status: 429, headers: { "retry-after": inSeconds(30) } });
+    const response = await post("provider-a");
+    expect(response.status).toBe(502);
+    expect(Number(response.headers.get("retry-after"))).toBeGreaterThanOrEqual(28);
+    expect(Number(response.headers.get("retry-after"))).toBeLessThanOrEqual(30);
+  });
+
+  it("gives no Retry-After where the provider gave none, or one that is no wait", async () => {
+    fake.enqueueResponse({ status: 529, body: providerBOverloaded });
+    fake.enqueueResponse({ status: 429, headers: { "retry-after": "soon" } });
+    for (const provider of ["provider-b", "provider-a"] as const) {
+      const response = await post(provider);
+      expect(response.status).toBe(502);
+      expect(response.headers.get("retry-after")).toBeNull();
+      await response.arrayBuffer();
+    }
+  });
+
+  it("passes on no Retry-After of a failure a retry cannot mend (the server's key refused)", async () => {
+    fake.enqueueResponse({ status: 401, headers: { "retry-after": "7" } });
+    const response = await post("provider-a");
+    expect(response.status).toBe(502);
+    expect(response.headers.get("retry-after")).toBeNull();
+    const { error } = (await response.json()) as { error: { details: unknown } };
+    expect(error.details).toEqual({ providerStatus: 401, retryable: false });
+  });
+
+  it("gives the repair's wait too, beside the first attempt's billed usage", async () => {
+    const usage = { input: 11, output: 7, cached: 0, reasoning: 0 };
+    fake.enqueueResponse({ status: 200, body: providerA.chat("gpt-5.4-mini", '{"other":1}', usage) });
+    fake.enqueueResponse({ status: 429, headers: { "retry-after": "9" } });
+    const response = await post("provider-a");
+    expect(response.status).toBe(502);
+    expect(response.headers.get("retry-after")).toBe("9");
+    const { error } = (await response.json()) as { error: { details: unknown } };
+    expect(error.details).toMatchObject({
+      providerStatus: 429,
+      retryable: true,
+      usage: { inputTokens: 11, outputTokens: 7 },
+    });
+    expect(await usageRowOf(sluice.gateway, response)).toMatchObject({ status: 502, input_tokens: 11 });
+  });
+
+  it("gives the wait on /v1/image too", async () => {
+    fake.enqueueResponse({ status: 429, headers: { "retry-after": "6" } });
+    const response = await fetch(`${sluice.url}/v1/image/${projects["provider-a"].projectId}`, {
+      method: "POST",
+      headers: {
+        authorization: `Bearer ${projects["provider-a"].bearer("provider-a")}`,
+        "content-type": "application/json",
+      },
+      body: JSON.stringify({ prompt: "a calm lake" }),
+    });
+    expect(response.status).toBe(502);
+    expect(response.headers.get("retry-after")).toBe("6");
+    const { error } = (await response.json()) as { error: { details: unknown } };
+    expect(error.details).toMatchObject({ providerStatus: 429, retryable: true });
+  });
+});
