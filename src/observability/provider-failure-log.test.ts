@@ -216,4 +216,41 @@ describe("provider failure log", () => {
       providerStatus: 401,
     });
   });
+
+  it("keeps a window per status the provider answered, so its 401 is not left out behind its 429s", () => {
+    const { lines, logger } = logged();
+    const closes: (() => void)[] = [];
+    const log = createProviderFailureLog(logger, { now: () => 0, schedule: (run) => void closes.push(run) });
+    const answered = (statusCode: number) =>
+      new GatewayError(
+        "PROVIDER_ERROR",
+        `The provider failed to process the request (status ${statusCode})`,
+        {
+          cause: Object.assign(new Error("provider's words"), { statusCode, name: "AI_APICallError" }),
+          provider: "provider-a",
+        },
+      );
+    for (const [status, id] of [
+      [429, "r1"],
+      [429, "r2"],
+      [401, "r3"],
+      [401, "r4"],
+      [429, "r5"],
+    ] as const)
+      log(answered(status), id, "/v1/text");
+    for (const run of closes) run();
+    expect(
+      lines.map(({ msg, providerStatus, requestId, suppressed }) => [
+        msg,
+        providerStatus,
+        requestId,
+        suppressed,
+      ]),
+    ).toEqual([
+      ["provider call failed", 429, "r1", undefined],
+      ["provider call failed", 401, "r3", undefined],
+      ["provider call failures suppressed", 429, undefined, 2],
+      ["provider call failures suppressed", 401, undefined, 1],
+    ]);
+  });
 });

@@ -26,8 +26,8 @@ export interface ProviderFailureFacts {
 const maxKeys = 200;
 
 /**
- * Logs a provider failure (PROVIDER_ERROR, PROVIDER_TIMEOUT) at warn, at most once per provider
- * and error code per window: a provider that is down fails every request, and one line per request
+ * Logs a provider failure (PROVIDER_ERROR, PROVIDER_TIMEOUT) at warn, at most once per provider,
+ * error code and status the provider answered (`providerStatus`) per window: a provider that is down fails every request, and one line per request
  * would drown the log. The first failure opens a window and is logged; the others in it are
  * counted, and when the window ends with any counted, one more line says how many ("provider call
  * failures suppressed"), so the count is written even when the provider recovers and fails no more.
@@ -36,7 +36,7 @@ const maxKeys = 200;
  */
 export function createProviderFailureLog(logger: Logger, options: ProviderFailureLogOptions = {}) {
   const windowMs = options.windowMs ?? 10_000;
-  type Failed = { field: "provider" | "dependency"; name: string; code: string };
+  type Failed = { field: "provider" | "dependency"; name: string; code: string; providerStatus?: number };
   const subject = (failed: Failed) => (failed.field === "provider" ? "provider" : failed.name);
   const windows = createSuppressionWindows<Failed>({
     windowMs,
@@ -45,7 +45,13 @@ export function createProviderFailureLog(logger: Logger, options: ProviderFailur
     ...(options.schedule ? { schedule: options.schedule } : {}),
     onSuppressed: (failed, suppressed) =>
       logger.warn(
-        { [failed.field]: failed.name, code: failed.code, suppressed, windowMs },
+        {
+          [failed.field]: failed.name,
+          code: failed.code,
+          ...(failed.providerStatus === undefined ? {} : { providerStatus: failed.providerStatus }),
+          suppressed,
+          windowMs,
+        },
         `${subject(failed)} call failures suppressed`,
       ),
   });
@@ -55,7 +61,10 @@ export function createProviderFailureLog(logger: Logger, options: ProviderFailur
     if (name === undefined) return;
     const { provider: _, ...facts } = providerFailureFacts(name, error.cause);
     const failed: Failed = { field, name, code: facts.code };
-    if (!windows.open(`${field} ${name} ${facts.code}`, failed)) return;
+    if (facts.providerStatus !== undefined) failed.providerStatus = facts.providerStatus;
+    // A window per status the provider answered: its 401 (the project's key refused) is not
+    // counted into the window of its 429s (a busy provider), where no line would name it.
+    if (!windows.open(`${field} ${name} ${facts.code} ${facts.providerStatus ?? ""}`, failed)) return;
     logger.warn(
       { [field]: name, ...facts, status: error.status, requestId, route },
       `${subject(failed)} call failed`,

@@ -160,4 +160,30 @@ describe("a structured analysis the provider is too busy to answer", () => {
     const { error } = (await response.json()) as { error: { details: unknown } };
     expect(error.details).toMatchObject({ providerStatus: 429, retryable: true });
   });
+
+  it("logs the provider's 403 for the operator, though a 429 of the same provider came just before", async () => {
+    // A status no other test here answers: its window (10 s) is this test's own.
+    fake.enqueueResponse({ status: 429, headers: { "retry-after": "7" } });
+    fake.enqueueResponse({ status: 403 });
+    const before = sluice.logs.length;
+    await (await post("provider-b")).arrayBuffer();
+    const refused = await post("provider-b");
+    expect(refused.status).toBe(502);
+    await refused.arrayBuffer();
+    const failed = sluice.logs
+      .slice(before)
+      .map((line) => JSON.parse(line) as Record<string, unknown>)
+      .filter((line) => line.msg === "provider call failed");
+    expect(failed).toContainEqual(
+      expect.objectContaining({
+        level: "warn",
+        provider: "provider-b",
+        providerStatus: 403,
+        cause: "the provider answered 403",
+        status: 502,
+        requestId: refused.headers.get("x-request-id"),
+      }),
+    );
+    expect(JSON.stringify(failed)).not.toContain(projects["provider-b"].providerKeys["provider-b"]);
+  });
 });
