@@ -253,4 +253,30 @@ describe("provider failure log", () => {
       ["provider call failures suppressed", 401, undefined, 1],
     ]);
   });
+
+  it("names the kind of error the provider answered, a word of its error body and never its message", () => {
+    const answered = (statusCode: number, data: unknown) =>
+      Object.assign(new Error("the provider's words: sk-abc"), { statusCode, data, name: "AI_APICallError" });
+    const kind = (statusCode: number, data: unknown) =>
+      providerFailureFacts("provider-x", answered(statusCode, data)).providerError;
+    expect(
+      kind(429, { error: { message: "m", type: "insufficient_quota", code: "insufficient_quota" } }),
+    ).toBe("insufficient_quota");
+    expect(kind(429, { error: { message: "m", type: "rate_limit_exceeded", code: null } })).toBe(
+      "rate_limit_exceeded",
+    );
+    expect(kind(529, { type: "error", error: { type: "overloaded_error", message: "Overloaded" } })).toBe(
+      "overloaded_error",
+    );
+    expect(kind(429, { error: { code: 429, message: "m", status: "RESOURCE_EXHAUSTED" } })).toBe(
+      "RESOURCE_EXHAUSTED",
+    );
+    // Not a word: free text is no kind, and is never logged.
+    expect(kind(500, { error: { code: "Incorrect API key sk-abc", message: "m" } })).toBeUndefined();
+    expect(kind(500, { error: "boom" })).toBeUndefined();
+    expect(kind(500, undefined)).toBeUndefined();
+    expect(
+      JSON.stringify(providerFailureFacts("provider-x", answered(401, { error: { message: "sk-abc" } }))),
+    ).not.toContain("sk-abc");
+  });
 });

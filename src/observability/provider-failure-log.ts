@@ -20,6 +20,12 @@ export interface ProviderFailureFacts {
   cause: string;
   /** The provider's own HTTP status when it answered with an error (AI SDK routes). */
   providerStatus?: number;
+  /**
+   * The name the provider's error gives its kind (AI SDK routes), a word and never its message:
+   * provider A's `code` or `type` (`rate_limit_exceeded`, `insufficient_quota`), B's `type`
+   * (`overloaded_error`), C's `status` (`RESOURCE_EXHAUSTED`).
+   */
+  providerError?: string;
 }
 
 /** Windows beyond this many close at once (codes come from Node, undici and the SDK). */
@@ -27,7 +33,7 @@ const maxKeys = 200;
 
 /**
  * Logs a provider failure (PROVIDER_ERROR, PROVIDER_TIMEOUT) at warn, at most once per provider,
- * error code and status the provider answered (`providerStatus`) per window: a provider that is down fails every request, and one line per request
+ * error code, and status and kind the provider answered (`providerStatus`, `providerError`) per window: a provider that is down fails every request, and one line per request
  * would drown the log. The first failure opens a window and is logged; the others in it are
  * counted, and when the window ends with any counted, one more line says how many ("provider call
  * failures suppressed"), so the count is written even when the provider recovers and fails no more.
@@ -36,7 +42,13 @@ const maxKeys = 200;
  */
 export function createProviderFailureLog(logger: Logger, options: ProviderFailureLogOptions = {}) {
   const windowMs = options.windowMs ?? 10_000;
-  type Failed = { field: "provider" | "dependency"; name: string; code: string; providerStatus?: number };
+  type Failed = {
+    field: "provider" | "dependency";
+    name: string;
+    code: string;
+    providerStatus?: number;
+    providerError?: string;
+  };
   const subject = (failed: Failed) => (failed.field === "provider" ? "provider" : failed.name);
   const windows = createSuppressionWindows<Failed>({
     windowMs,
@@ -49,6 +61,7 @@ export function createProviderFailureLog(logger: Logger, options: ProviderFailur
           [failed.field]: failed.name,
           code: failed.code,
           ...(failed.providerStatus === undefined ? {} : { providerStatus: failed.providerStatus }),
+          ...(failed.providerError === undefined ? {} : { providerError: failed.providerError }),
           suppressed,
           windowMs,
         },
@@ -62,9 +75,12 @@ export function createProviderFailureLog(logger: Logger, options: ProviderFailur
     const { provider: _, ...facts } = providerFailureFacts(name, error.cause);
     const failed: Failed = { field, name, code: facts.code };
     if (facts.providerStatus !== undefined) failed.providerStatus = facts.providerStatus;
-    // A window per status the provider answered: its 401 (the project's key refused) is not
-    // counted into the window of its 429s (a busy provider), where no line would name it.
-    if (!windows.open(`${field} ${name} ${facts.code} ${facts.providerStatus ?? ""}`, failed)) return;
+    if (facts.providerError !== undefined) failed.providerError = facts.providerError;
+    // A window per status and kind the provider answered: its 401 (the project's key refused), or
+    // its 429 for an account out of credit, is not counted into the window of its 429s for a rate
+    // limit (a busy provider), where no line would name it.
+    const answered = `${facts.providerStatus ?? ""} ${facts.providerError ?? ""}`;
+    if (!windows.open(`${field} ${name} ${facts.code} ${answered}`, failed)) return;
     logger.warn(
       { [field]: name, ...facts, status: error.status, requestId, route },
       `${subject(failed)} call failed`,
@@ -81,6 +97,7 @@ const fetchFailures = new Set(["fetch failed", "Cannot connect to API: bad port"
 export function providerFailureFacts(provider: string, error: unknown): ProviderFailureFacts {
   let code: string | undefined;
   let providerStatus: number | undefined;
+  let providerError: string | undefined;
   let innermost: unknown = error;
   let current: unknown = error;
   let fetchFailed = false;
@@ -88,7 +105,10 @@ export function providerFailureFacts(provider: string, error: unknown): Provider
     const fields = current as Error & { code?: unknown; statusCode?: unknown; errors?: unknown };
     if (typeof fields.code === "string") code ??= fields.code;
     if (fetchFailures.has(current.message)) fetchFailed = true;
-    if (typeof fields.statusCode === "number") providerStatus ??= fields.statusCode;
+    if (typeof fields.statusCode === "number") {
+      providerStatus ??= fields.statusCode;
+      providerError ??= errorName((fields as { data?: unknown }).data);
+    }
     innermost = current;
     // Node's connect to several addresses fails with an AggregateError of one error per address.
     current =
@@ -109,7 +129,21 @@ export function providerFailureFacts(provider: string, error: unknown): Provider
     code: code ?? named?.name ?? "unknown",
     cause: withoutProviderText(named, withoutQueries(message)).slice(0, 300),
     ...(providerStatus === undefined ? {} : { providerStatus }),
+    ...(providerError === undefined ? {} : { providerError }),
   };
+}
+
+/**
+ * The kind an error body (the AI SDK's parse of it) names in its `error` object: the first of
+ * `code`, `type` and `status` that is a word (a provider's enumerated name, never free text).
+ */
+function errorName(data: unknown): string | undefined {
+  const inner = (data as { error?: unknown } | null | undefined)?.error;
+  if (typeof inner !== "object" || inner === null) return undefined;
+  const { code, type, status } = inner as Record<string, unknown>;
+  return [code, type, status].find(
+    (value): value is string => typeof value === "string" && /^[A-Za-z][A-Za-z0-9_.]{0,63}$/.test(value),
+  );
 }
 
 /**

@@ -89,8 +89,13 @@ export function apiCallFailure(
   const providerStatus = error.statusCode ?? null;
   // Only where the provider refused the model itself: a 401, 429 or 5xx has another cause.
   const retired = modelRefusals.has(providerStatus ?? 0) ? shutdownNotice(provider, model, today) : null;
-  // A base URL on a port fetch refuses (a WHATWG "bad port") fails every try the same way.
-  const retryable = error.isRetryable && providerFailureFacts(provider, error).code !== "FETCH_BAD_PORT";
+  const facts = providerFailureFacts(provider, error);
+  // A base URL on a port fetch refuses (a WHATWG "bad port") fails every try the same way, and so
+  // does provider A's 429 for an account out of credit: only its billing mends it.
+  const retryable =
+    error.isRetryable &&
+    facts.code !== "FETCH_BAD_PORT" &&
+    !(provider === "provider-a" && facts.providerError === "insufficient_quota");
   // The provider's wait (its rate limit, an overload) is the client's: retrying sooner fails again.
   const wait = retryable ? providerRetryAfter(error.responseHeaders, error.responseBody) : null;
   const message =

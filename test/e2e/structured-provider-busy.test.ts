@@ -33,6 +33,19 @@ const providerCQuota = (retryDelay: string) => ({
   },
 });
 
+/**
+ * Provider A's 429 for an account out of credit or over its monthly budget (recorded shape,
+ * OpenAI's error codes guide): no retry mends it, only the account's billing.
+ */
+const providerAInsufficientQuota = {
+  error: {
+    message: "You exceeded your current quota, please check your plan and billing details.",
+    type: "insufficient_quota",
+    param: null,
+    code: "insufficient_quota",
+  },
+};
+
 /** Provider B's answer when it is overloaded (recorded shape). */
 const providerBOverloaded = { type: "error", error: { type: "overloaded_error", message: "Overloaded" } };
 
@@ -185,5 +198,29 @@ describe("a structured analysis the provider is too busy to answer", () => {
       }),
     );
     expect(JSON.stringify(failed)).not.toContain(projects["provider-b"].providerKeys["provider-b"]);
+  });
+
+  it("answers provider A's 429 for an account out of credit as not retryable, and logs it apart from rate limits", async () => {
+    fake.enqueueResponse({ status: 429, headers: { "retry-after": "7" } });
+    fake.enqueueResponse({ status: 429, body: providerAInsufficientQuota });
+    const before = sluice.logs.length;
+    await (await post("provider-a")).arrayBuffer();
+    const response = await post("provider-a");
+    expect(response.status).toBe(502);
+    expect(response.headers.get("retry-after")).toBeNull();
+    const { error } = (await response.json()) as { error: { details: unknown } };
+    expect(error.details).toEqual({ providerStatus: 429, retryable: false });
+    const failed = sluice.logs
+      .slice(before)
+      .map((line) => JSON.parse(line) as Record<string, unknown>)
+      .filter((line) => line.msg === "provider call failed");
+    expect(failed).toContainEqual(
+      expect.objectContaining({
+        provider: "provider-a",
+        providerStatus: 429,
+        providerError: "insufficient_quota",
+        requestId: response.headers.get("x-request-id"),
+      }),
+    );
   });
 });
