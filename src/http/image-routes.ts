@@ -1,3 +1,4 @@
+import type { IncomingHttpHeaders } from "node:http";
 import { pipeline } from "node:stream";
 import { GatewayError } from "../errors.js";
 import { generateImages, type ImageGenerationDeps, imageModelFor } from "../images/generate-image.js";
@@ -46,14 +47,24 @@ export function registerImageRoutes(router: Router, deps: ImageRouteDeps): void 
       });
       if (!file) throw new GatewayError("NOT_FOUND", "No such vault object");
       const maxAge = vaultMaxAgeSeconds(Number(search.get("expires")), deps.now().getTime());
+      // A file is never rewritten (a new image gets a new name): its size and time name its bytes,
+      // so a client whose copy is stale (past its max-age) revalidates it instead of fetching it.
+      const etag = `"${Math.trunc(file.modified.getTime()).toString(16)}-${file.size.toString(16)}"`;
       setHeaders(response, {
         "cache-control": `private, max-age=${maxAge}`,
+        etag,
+        "last-modified": file.modified.toUTCString(),
         // Served from Sluice's origin: a browser must take it for the image type it says, never sniff.
         "x-content-type-options": "nosniff",
-        "content-type": mediaTypeOf(path),
-        "content-length": String(file.size),
       });
       closeIfBodyUnread(response);
+      if (notModified(request.headers, etag, file.modified)) {
+        await file.close();
+        response.statusCode = 304;
+        response.end();
+        return;
+      }
+      setHeaders(response, { "content-type": mediaTypeOf(path), "content-length": String(file.size) });
       if (request.method === "HEAD" || file.size === 0) {
         await file.close();
         response.end();
@@ -65,6 +76,22 @@ export function registerImageRoutes(router: Router, deps: ImageRouteDeps): void 
       pipeline(file.stream(), response, () => {});
     });
   }
+}
+
+/**
+ * Whether the client's copy is current (RFC 9110 §13.1.2, §13.1.3): If-None-Match naming the file's
+ * tag (weakly compared) or `*`; else, without If-None-Match, If-Modified-Since at or after the
+ * file's time (in whole seconds, as Last-Modified says it). A date that does not parse is ignored.
+ */
+function notModified(headers: IncomingHttpHeaders, etag: string, modified: Date): boolean {
+  const noneMatch = headers["if-none-match"];
+  if (noneMatch !== undefined)
+    return noneMatch
+      .split(",")
+      .map((tag) => tag.trim().replace(/^W\//, ""))
+      .some((tag) => tag === "*" || tag === etag);
+  const since = Date.parse(headers["if-modified-since"] ?? "");
+  return Number.isFinite(since) && Math.floor(modified.getTime() / 1000) * 1000 <= since;
 }
 
 function handleGenerate(deps: ImageRouteDeps, context: RequestContext): Promise<void> {

@@ -4,9 +4,10 @@ import type { Readable } from "node:stream";
 import type { UrlSigner } from "./signed-url.js";
 import { isSafeVaultPath, type VaultStore } from "./vault-store.js";
 
-/** A vault file opened to be served: its size, and its bytes when asked for. */
+/** A vault file opened to be served: its size and time, and its bytes when asked for. */
 export interface VaultFile {
   size: number;
+  modified: Date;
   /**
    * The file's `size` bytes (not one more, should it grow), read as they are taken, a chunk at a
    * time: a client that reads slowly, or not at all, holds a chunk of memory, never the whole file.
@@ -81,6 +82,7 @@ export function createLocalVault(options: {
         }
         return {
           size: stat.size,
+          modified: stat.mtime,
           stream: () => handle.createReadStream({ start: 0, end: stat.size - 1 }),
           close: () => handle.close(),
         };

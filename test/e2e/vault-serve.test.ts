@@ -1,4 +1,4 @@
-import { readdirSync, readlinkSync, writeFileSync } from "node:fs";
+import { readdirSync, readlinkSync, statSync, writeFileSync } from "node:fs";
 import { connect, type Socket } from "node:net";
 import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
@@ -126,5 +126,48 @@ describe("the local vault's signed URLs", () => {
     expect(fetched.headers.get("x-content-type-options")).toBe("nosniff");
     expect(fetched.headers.get("content-length")).toBe(String(tinyPng.length));
     expect(Buffer.from(await fetched.arrayBuffer()).equals(tinyPng)).toBe(true);
+  });
+
+  // Files are never rewritten (a new image gets a new name), so a browser or app that cached one
+  // can revalidate it once its max-age (5 minutes at most) has passed, without fetching it again.
+  it("answers 304 to a client revalidating a copy it holds, by ETag or by date", async () => {
+    const { url, file } = await stored();
+    const first = await fetch(url);
+    expect(first.status).toBe(200);
+    const etag = first.headers.get("etag");
+    const lastModified = first.headers.get("last-modified");
+    expect(etag).toMatch(/^"[0-9a-f]+-[0-9a-f]+"$/);
+    expect(lastModified).toBe(statSync(file).mtime.toUTCString());
+    // Node's fetch keeps no cache: each answer is the gateway's own.
+    const revalidate = (headers: Record<string, string>, target: URL = url) => fetch(target, { headers });
+    for (const headers of <Array<Record<string, string>>>[
+      { "if-none-match": etag as string },
+      { "if-none-match": `"other", W/${etag}` },
+      { "if-none-match": "*" },
+      { "if-modified-since": lastModified as string },
+      { "if-modified-since": new Date(Date.now() + 60_000).toUTCString() },
+    ]) {
+      const answer = await revalidate(headers);
+      expect(answer.status, JSON.stringify(headers)).toBe(304);
+      expect(answer.headers.get("etag")).toBe(etag);
+      expect(answer.headers.get("cache-control")).toMatch(/^private, max-age=\d+$/);
+      expect(await answer.text()).toBe("");
+    }
+    // Another copy, an older one, or a date that is none: the file, whole.
+    for (const headers of <Array<Record<string, string>>>[
+      { "if-none-match": '"other"' },
+      { "if-modified-since": new Date(statSync(file).mtimeMs - 60_000).toUTCString() },
+      { "if-modified-since": "yesterday" },
+      // If-None-Match decides alone when both are sent (RFC 9110 §13.1.3).
+      { "if-none-match": '"other"', "if-modified-since": lastModified as string },
+    ]) {
+      const answer = await revalidate(headers);
+      expect(answer.status, JSON.stringify(headers)).toBe(200);
+      expect(Buffer.from(await answer.arrayBuffer()).equals(tinyPng)).toBe(true);
+    }
+    // The URL is checked first: a tampered one gets no 304, whatever the client holds.
+    const tampered = new URL(url);
+    tampered.searchParams.set("signature", "A".repeat(43));
+    expect((await revalidate({ "if-none-match": etag as string }, tampered)).status).toBe(403);
   });
 });
