@@ -428,7 +428,7 @@ export async function createGateway(config: Config, injected: Partial<Injectable
           "provider-c": config.providerCImageModel,
         },
         maxBodyBytes: config.maxBodyBytes,
-        ...(vault === localVault ? { localVault: { signer, read: localVault.read } } : {}),
+        ...(vault === localVault ? { localVault: { signer, open: localVault.open } } : {}),
       });
       injected.registerApiRoutes?.(router);
     },

@@ -1,6 +1,9 @@
+import type { IncomingHttpHeaders } from "node:http";
+import { pipeline } from "node:stream";
 import { GatewayError } from "../errors.js";
 import { generateImages, type ImageGenerationDeps, imageModelFor } from "../images/generate-image.js";
 import { parseImageRequest } from "../images/image-request.js";
+import type { VaultFile } from "../images/local-vault.js";
 import type { UrlSigner } from "../images/signed-url.js";
 import { mediaTypeOf, vaultMaxAgeSeconds } from "../images/vault-store.js";
 import type { Admit } from "./admission.js";
@@ -8,13 +11,13 @@ import { answerWithJson } from "./json-answer-call.js";
 import { jsonBodyLimits } from "./json-shape.js";
 import { parseJsonObject, readBody } from "./read-body.js";
 import type { RequestContext, Router } from "./router.js";
-import { sendBytes } from "./send.js";
+import { closeIfBodyUnread, setHeaders } from "./send.js";
 
 export interface ImageRouteDeps extends ImageGenerationDeps {
   admit: Admit;
   maxBodyBytes: number;
   /** Present when the vault is local: the gateway serves its files through signed URLs. */
-  localVault?: { signer: UrlSigner; read(path: string): Promise<Buffer | null> };
+  localVault?: { signer: UrlSigner; open(path: string): Promise<VaultFile | null> };
 }
 
 /** POST /v1/image, /v1/image/{projectId}, and GET /v1/vault/{path} for the local vault. */
@@ -24,7 +27,7 @@ export function registerImageRoutes(router: Router, deps: ImageRouteDeps): void 
   router.on("POST", "/v1/image/:projectId", generate);
   const local = deps.localVault;
   if (local) {
-    router.on("GET", "/v1/vault/*", async ({ params, query, response }) => {
+    router.on("GET", "/v1/vault/*", async ({ params, query, request, response }) => {
       const path = params["*"] ?? "";
       const search = new URLSearchParams(query);
       const verdict = local.signer.verify(path, search.get("expires"), search.get("signature"));
@@ -33,7 +36,7 @@ export function registerImageRoutes(router: Router, deps: ImageRouteDeps): void 
           "FORBIDDEN",
           verdict === "expired" ? "This vault URL has expired" : "This vault URL is not valid",
         );
-      const bytes = await local.read(path).catch((error: unknown) => {
+      const file = await local.open(path).catch((error: unknown) => {
         // The vault's directory is a dependency that failed, as when storing: 503, logged by its
         // code and message (the file's path at most; the route, not the URL, so no signature).
         throw new GatewayError("SERVICE_UNAVAILABLE", "The image vault could not read this file", {
@@ -42,15 +45,53 @@ export function registerImageRoutes(router: Router, deps: ImageRouteDeps): void 
           dependency: "vault",
         });
       });
-      if (!bytes) throw new GatewayError("NOT_FOUND", "No such vault object");
+      if (!file) throw new GatewayError("NOT_FOUND", "No such vault object");
       const maxAge = vaultMaxAgeSeconds(Number(search.get("expires")), deps.now().getTime());
-      sendBytes(response, 200, bytes, mediaTypeOf(path), {
+      // A file is never rewritten (a new image gets a new name): its size and time name its bytes,
+      // so a client whose copy is stale (past its max-age) revalidates it instead of fetching it.
+      const etag = `"${Math.trunc(file.modified.getTime()).toString(16)}-${file.size.toString(16)}"`;
+      setHeaders(response, {
         "cache-control": `private, max-age=${maxAge}`,
+        etag,
+        "last-modified": file.modified.toUTCString(),
         // Served from Sluice's origin: a browser must take it for the image type it says, never sniff.
         "x-content-type-options": "nosniff",
       });
+      closeIfBodyUnread(response);
+      if (notModified(request.headers, etag, file.modified)) {
+        await file.close();
+        response.statusCode = 304;
+        response.end();
+        return;
+      }
+      setHeaders(response, { "content-type": mediaTypeOf(path), "content-length": String(file.size) });
+      if (request.method === "HEAD" || file.size === 0) {
+        await file.close();
+        response.end();
+        return;
+      }
+      // Streamed as the client takes it: the file is never held whole, however many clients read it
+      // slowly at once. A client that leaves, or a file that fails to read once the answer is under
+      // way, ends it cut short (pipeline destroys both), with the file closed.
+      pipeline(file.stream(), response, () => {});
     });
   }
+}
+
+/**
+ * Whether the client's copy is current (RFC 9110 §13.1.2, §13.1.3): If-None-Match naming the file's
+ * tag (weakly compared) or `*`; else, without If-None-Match, If-Modified-Since at or after the
+ * file's time (in whole seconds, as Last-Modified says it). A date that does not parse is ignored.
+ */
+function notModified(headers: IncomingHttpHeaders, etag: string, modified: Date): boolean {
+  const noneMatch = headers["if-none-match"];
+  if (noneMatch !== undefined)
+    return noneMatch
+      .split(",")
+      .map((tag) => tag.trim().replace(/^W\//, ""))
+      .some((tag) => tag === "*" || tag === etag);
+  const since = Date.parse(headers["if-modified-since"] ?? "");
+  return Number.isFinite(since) && Math.floor(modified.getTime() / 1000) * 1000 <= since;
 }
 
 function handleGenerate(deps: ImageRouteDeps, context: RequestContext): Promise<void> {

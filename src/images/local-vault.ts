@@ -1,7 +1,22 @@
-import { mkdir, open, readFile, unlink } from "node:fs/promises";
+import { type FileHandle, mkdir, open, unlink } from "node:fs/promises";
 import { dirname, join, resolve, sep } from "node:path";
+import type { Readable } from "node:stream";
 import type { UrlSigner } from "./signed-url.js";
 import { isSafeVaultPath, type VaultStore } from "./vault-store.js";
+
+/** A vault file opened to be served: its size and time, and its bytes when asked for. */
+export interface VaultFile {
+  size: number;
+  modified: Date;
+  /**
+   * The file's `size` bytes (not one more, should it grow), read as they are taken, a chunk at a
+   * time: a client that reads slowly, or not at all, holds a chunk of memory, never the whole file.
+   * The file closes when the stream ends or is destroyed. Only for a file of at least one byte.
+   */
+  stream(): Readable;
+  /** Closes the file unread (an answer without a body: HEAD, 304). */
+  close(): Promise<void>;
+}
 
 /** The vault in a local directory, served by the gateway itself through signed URLs. */
 export function createLocalVault(options: {
@@ -10,7 +25,7 @@ export function createLocalVault(options: {
   publicUrl: () => string;
   signer: UrlSigner;
 }): VaultStore & {
-  read(path: string): Promise<Buffer | null>;
+  open(path: string): Promise<VaultFile | null>;
 } {
   const root = resolve(options.directory);
   const fileOf = (path: string): string => {
@@ -44,17 +59,35 @@ export function createLocalVault(options: {
     },
     signedUrl: (path, ttlSeconds) => options.signer.sign(options.publicUrl(), path, ttlSeconds),
     /**
-     * The file's bytes, or null when there is no such file (ENOENT; ENOTDIR: a part of its path is a
+     * The file, opened, or null when there is no such file (ENOENT; ENOTDIR: a part of its path is a
      * file). Any other error (EACCES, EISDIR, EIO, EMFILE…) rejects: the vault cannot be read, which
      * is no answer that the file does not exist.
      */
-    async read(path) {
+    async open(path) {
       if (!isSafeVaultPath(path)) return null;
+      let handle: FileHandle;
       try {
-        return await readFile(fileOf(path));
+        handle = await open(fileOf(path), "r");
       } catch (error) {
         const code = (error as NodeJS.ErrnoException).code;
         if (code === "ENOENT" || code === "ENOTDIR") return null;
+        throw error;
+      }
+      try {
+        const stat = await handle.stat();
+        // A directory opens, but reads as EISDIR: refused as such before any answer begins.
+        if (!stat.isFile()) {
+          const code = stat.isDirectory() ? "EISDIR" : "EINVAL";
+          throw Object.assign(new Error(`${code}: not a file, open`), { code });
+        }
+        return {
+          size: stat.size,
+          modified: stat.mtime,
+          stream: () => handle.createReadStream({ start: 0, end: stat.size - 1 }),
+          close: () => handle.close(),
+        };
+      } catch (error) {
+        await handle.close().catch(() => {});
         throw error;
       }
     },

@@ -1,0 +1,241 @@
+import { readdirSync, readlinkSync, statSync, writeFileSync } from "node:fs";
+import { connect, type Socket } from "node:net";
+import { join } from "node:path";
+import { setTimeout as sleep } from "node:timers/promises";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { type FakeUpstream, startFakeUpstream } from "../fakes/fake-upstream.js";
+import { tinyPng } from "../fakes/fake-upstream-responses.js";
+import {
+  createTestProject,
+  startTestGateway,
+  type TestGateway,
+  type TestProject,
+} from "../support/test-gateway.js";
+
+/** Serving the local vault's files at their signed URLs, to browsers and apps (docs/images.md). */
+describe("the local vault's signed URLs", () => {
+  let fake: FakeUpstream;
+  let sluice: TestGateway;
+  let project: TestProject;
+
+  beforeAll(async () => {
+    fake = await startFakeUpstream();
+    sluice = await startTestGateway({ providerCBaseUrl: `${fake.url}/c/v1beta`, vaultUrlTtlSeconds: 3600 });
+    project = await createTestProject(sluice.gateway, {
+      provider: "provider-c",
+      teamId: "team7",
+      saveImagesToVault: true,
+    });
+  });
+
+  afterAll(async () => {
+    await sluice.close();
+    await fake.close();
+  });
+
+  /** A freshly generated image: its signed URL and its file in the vault. */
+  async function stored(): Promise<{ url: URL; file: string }> {
+    const response = await fetch(`${sluice.url}/v1/image/${project.projectId}`, {
+      method: "POST",
+      headers: {
+        authorization: `Bearer ${project.bearer("provider-c")}`,
+        "content-type": "application/json",
+      },
+      body: JSON.stringify({ prompt: "a lighthouse" }),
+    });
+    expect(response.status).toBe(200);
+    const [image] = ((await response.json()) as { images: Array<{ url: string; path: string }> }).images;
+    return { url: new URL(image!.url), file: join(sluice.gateway.config.dataDir, "vault", image!.path) };
+  }
+
+  /**
+   * A client that sends its request and reads nothing of the answer after its first bytes, as a slow
+   * or stalled client (or one holding many connections on purpose) does.
+   */
+  function stalledClient(url: URL): Promise<Socket> {
+    return new Promise((resolve, reject) => {
+      const socket = connect(Number(url.port), url.hostname, () =>
+        socket.write(`GET ${url.pathname}${url.search} HTTP/1.1\r\nHost: ${url.host}\r\n\r\n`),
+      );
+      socket.once("data", () => {
+        socket.pause();
+        resolve(socket);
+      });
+      socket.once("error", reject);
+    });
+  }
+
+  /** How many of this process's open files are `file` (Linux: /proc/self/fd). */
+  function openCount(file: string): number {
+    return readdirSync("/proc/self/fd").filter((fd) => {
+      try {
+        return readlinkSync(`/proc/self/fd/${fd}`) === file;
+      } catch {
+        return false;
+      }
+    }).length;
+  }
+
+  it("holds no more than a chunk of a large file in memory per client that does not read its answer", {
+    timeout: 30_000,
+  }, async () => {
+    const { url, file } = await stored();
+    const size = 16 * 1024 * 1024;
+    writeFileSync(file, Buffer.alloc(size, 7));
+    const before = process.memoryUsage().arrayBuffers;
+    const clients = await Promise.all(Array.from({ length: 12 }, () => stalledClient(url)));
+    try {
+      // The server writes what the connections take, then waits on them.
+      await sleep(300);
+      const held = process.memoryUsage().arrayBuffers - before;
+      // Read whole, each answer holds the file's 16 MiB until its client has read it all: 192 MiB.
+      expect(held).toBeLessThan(size * 3);
+    } finally {
+      for (const client of clients) client.destroy();
+    }
+    // The file is still served whole to a client that reads it.
+    const fetched = await fetch(url);
+    expect(fetched.status).toBe(200);
+    expect(fetched.headers.get("content-length")).toBe(String(size));
+    expect((await fetched.arrayBuffer()).byteLength).toBe(size);
+  });
+
+  it.skipIf(process.platform !== "linux")(
+    "closes the file when a client leaves in the middle of its answer, and after a HEAD",
+    async () => {
+      const { url, file } = await stored();
+      writeFileSync(file, Buffer.alloc(32 * 1024 * 1024, 7));
+      const clients = await Promise.all(Array.from({ length: 4 }, () => stalledClient(url)));
+      await sleep(100);
+      expect(openCount(file)).toBe(4);
+      for (const client of clients) client.destroy();
+      await expect.poll(() => openCount(file)).toBe(0);
+      const head = await fetch(url, { method: "HEAD" });
+      expect(head.status).toBe(200);
+      expect(head.headers.get("content-length")).toBe(String(32 * 1024 * 1024));
+      expect(head.headers.get("content-type")).toBe("image/png");
+      expect(openCount(file)).toBe(0);
+    },
+  );
+
+  it("serves a small file whole, with its type and nosniff", async () => {
+    const { url } = await stored();
+    const fetched = await fetch(url);
+    expect(fetched.status).toBe(200);
+    expect(fetched.headers.get("content-type")).toBe("image/png");
+    expect(fetched.headers.get("x-content-type-options")).toBe("nosniff");
+    expect(fetched.headers.get("content-length")).toBe(String(tinyPng.length));
+    expect(Buffer.from(await fetched.arrayBuffer()).equals(tinyPng)).toBe(true);
+  });
+
+  // Files are never rewritten (a new image gets a new name), so a browser or app that cached one
+  // can revalidate it once its max-age (5 minutes at most) has passed, without fetching it again.
+  it("answers 304 to a client revalidating a copy it holds, by ETag or by date", async () => {
+    const { url, file } = await stored();
+    const first = await fetch(url);
+    expect(first.status).toBe(200);
+    const etag = first.headers.get("etag");
+    const lastModified = first.headers.get("last-modified");
+    expect(etag).toMatch(/^"[0-9a-f]+-[0-9a-f]+"$/);
+    expect(lastModified).toBe(statSync(file).mtime.toUTCString());
+    // Node's fetch keeps no cache: each answer is the gateway's own.
+    const revalidate = (headers: Record<string, string>, target: URL = url) => fetch(target, { headers });
+    for (const headers of <Array<Record<string, string>>>[
+      { "if-none-match": etag as string },
+      { "if-none-match": `"other", W/${etag}` },
+      { "if-none-match": "*" },
+      { "if-modified-since": lastModified as string },
+      { "if-modified-since": new Date(Date.now() + 60_000).toUTCString() },
+    ]) {
+      const answer = await revalidate(headers);
+      expect(answer.status, JSON.stringify(headers)).toBe(304);
+      expect(answer.headers.get("etag")).toBe(etag);
+      expect(answer.headers.get("cache-control")).toMatch(/^private, max-age=\d+$/);
+      expect(await answer.text()).toBe("");
+    }
+    // Another copy, an older one, or a date that is none: the file, whole.
+    for (const headers of <Array<Record<string, string>>>[
+      { "if-none-match": '"other"' },
+      { "if-modified-since": new Date(statSync(file).mtimeMs - 60_000).toUTCString() },
+      { "if-modified-since": "yesterday" },
+      // If-None-Match decides alone when both are sent (RFC 9110 §13.1.3).
+      { "if-none-match": '"other"', "if-modified-since": lastModified as string },
+    ]) {
+      const answer = await revalidate(headers);
+      expect(answer.status, JSON.stringify(headers)).toBe(200);
+      expect(Buffer.from(await answer.arrayBuffer()).equals(tinyPng)).toBe(true);
+    }
+    // The URL is checked first: a tampered one gets no 304, whatever the client holds.
+    const tampered = new URL(url);
+    tampered.searchParams.set("signature", "A".repeat(43));
+    expect((await revalidate({ "if-none-match": etag as string }, tampered)).status).toBe(403);
+  });
+
+  /** The status of a request sent as written, the target unnormalized (fetch resolves `..`). */
+  function statusOf(target: string, method = "GET", headers = ""): Promise<number> {
+    const { port, hostname } = new URL(sluice.url);
+    return new Promise((resolve, reject) => {
+      const socket = connect(Number(port), hostname, () =>
+        socket.write(`${method} ${target} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n${headers}\r\n`),
+      );
+      let answer = "";
+      socket.on("data", (chunk: Buffer) => {
+        answer += chunk.toString("latin1");
+      });
+      socket.once("close", () => resolve(Number(/^HTTP\/1\.1 (\d{3})/.exec(answer)?.[1])));
+      socket.once("error", reject);
+    });
+  }
+
+  it("refuses every change to a signed URL but the spellings of its own path, with 403", async () => {
+    const { url } = await stored();
+    const { url: other } = await stored();
+    const { pathname, search } = url;
+    const expires = url.searchParams.get("expires") as string;
+    const signature = url.searchParams.get("signature") as string;
+    const refused = [
+      `${other.pathname}${search}`,
+      `${pathname.replace(".png", ".PNG")}${search}`,
+      `${pathname.replace("/generated-images", "//generated-images")}${search}`,
+      `${pathname}%00${search}`,
+      `${pathname};x${search}`,
+      `${pathname}/${"a".repeat(4000)}${search}`,
+      `/v1/vault/team7/generated-images/../../master.key${search}`,
+      `/v1/vault/team7/%2e%2e/%2e%2e/master.key${search}`,
+      `${pathname}?signature=${"A".repeat(43)}&expires=${expires}&signature=${signature}`,
+      `${pathname}?EXPIRES=${expires}&signature=${signature}`,
+      `${pathname}?expires=${expires}&signature=${signature}=`,
+      `${pathname}?expires=${expires}&signature=${signature}%00`,
+      `${pathname}?expires=${Number(expires) + 1}&signature=${signature}`,
+      `${pathname}?expires=-1&signature=${signature}`,
+      `${pathname}?expires=never&signature=${signature}`,
+      `${pathname}?expires=${expires}`,
+      pathname,
+    ];
+    for (const target of refused) expect(await statusOf(target), target).toBe(403);
+    // The same path spelled otherwise (decoded, as the signature covers it), or beside parameters
+    // the signature does not cover: the same file, still only until the URL's expiry.
+    for (const target of [
+      `${pathname}/${search}`,
+      `${pathname.replace("generated", "%67enerated")}${search}`,
+      `${pathname}${search}&download=1`,
+    ])
+      expect(await statusOf(target), target).toBe(200);
+  });
+
+  it("answers GET and HEAD only (405 with Allow otherwise), and a Range request with the whole file", async () => {
+    const { url } = await stored();
+    const target = `${url.pathname}${url.search}`;
+    for (const method of ["POST", "PUT", "DELETE", "PATCH"]) {
+      const answer = await fetch(url, { method });
+      expect(answer.status, method).toBe(405);
+      expect(answer.headers.get("allow")).toBe("GET, HEAD");
+    }
+    expect(await statusOf(target, "HEAD")).toBe(200);
+    // Range is not supported (docs/images.md): ignored, as RFC 9110 §14.2 lets a server do.
+    expect(await statusOf(target, "GET", "Range: bytes=0-3\r\n")).toBe(200);
+    const ranged = await fetch(url, { headers: { range: "bytes=999999-" } });
+    expect(ranged.status).toBe(200);
+    expect(Buffer.from(await ranged.arrayBuffer()).equals(tinyPng)).toBe(true);
+  });
+});
