@@ -1,13 +1,7 @@
-import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
-import { type FakeUpstream, providerBaseUrls, startFakeUpstream } from "../fakes/fake-upstream.js";
+import { describe, expect, it } from "vitest";
 import { providerA } from "../fakes/fake-upstream-responses.js";
-import {
-  createTestProject,
-  startTestGateway,
-  type TestGateway,
-  type TestProject,
-  usageRowOf,
-} from "../support/test-gateway.js";
+import { structuredOnEachProvider } from "../support/structured-on-each-provider.js";
+import { usageRowOf } from "../support/test-gateway.js";
 
 const schema = {
   type: "object",
@@ -71,33 +65,8 @@ const providerARefusal = {
 };
 
 describe("a structured analysis the provider's content filter stopped", () => {
-  let fake: FakeUpstream;
-  let sluice: TestGateway;
-  const projects = {} as Record<keyof typeof filtered, TestProject>;
-
-  beforeAll(async () => {
-    fake = await startFakeUpstream();
-    sluice = await startTestGateway({ ...providerBaseUrls(fake) });
-    // What a repair would be answered with: an object the schema takes.
-    fake.setStructuredOutput({ title: "repaired" });
-    for (const provider of ["provider-a", "provider-b", "provider-c"] as const)
-      projects[provider] = await createTestProject(sluice.gateway, { provider, outputSchema: schema });
-  });
-  afterAll(async () => {
-    await sluice.close();
-    await fake.close();
-  });
-  beforeEach(() => fake.clear());
-
-  const post = (provider: keyof typeof filtered) =>
-    fetch(`${sluice.url}/v1/text/${projects[provider].projectId}`, {
-      method: "POST",
-      headers: {
-        authorization: `Bearer ${projects[provider].bearer(provider)}`,
-        "content-type": "application/json",
-      },
-      body: JSON.stringify({ text: "x" }),
-    });
+  const on = structuredOnEachProvider(schema, { title: "repaired" });
+  const post = on.postText;
 
   it.each([
     ["provider-a", filtered["provider-a"], "contentPolicy"],
@@ -107,7 +76,7 @@ describe("a structured analysis the provider's content filter stopped", () => {
     ["provider-c", promptBlocked, "contentPolicy"],
   ] as const)("answers 422 on %s (%s), not repaired, its tokens recorded", async (provider, body, reason) => {
     // A repair would be answered with a valid object (and counted).
-    fake.enqueueResponse({ status: 200, body });
+    on.fake.enqueueResponse({ status: 200, body });
     const response = await post(provider);
     expect(response.status).toBe(422);
     const { error } = (await response.json()) as {
@@ -123,8 +92,8 @@ describe("a structured analysis the provider's content filter stopped", () => {
     // The provider's own words (provider A's refusal text) are not passed on.
     expect(JSON.stringify(error)).not.toContain("sorry");
     // The same conversation is refused again (provider B documents it): one billed call, not two.
-    expect(fake.requests).toHaveLength(1);
-    const row = await usageRowOf(sluice.gateway, response);
+    expect(on.fake.requests).toHaveLength(1);
+    const row = await usageRowOf(on.sluice.gateway, response);
     expect(row).toMatchObject({
       status: 422,
       outcome: "error",
@@ -135,8 +104,8 @@ describe("a structured analysis the provider's content filter stopped", () => {
 
   it("answers 422 when the repair's answer is refused, with the tokens of both attempts", async () => {
     const usage = { input: 11, output: 7, cached: 0, reasoning: 0 };
-    fake.enqueueResponse({ status: 200, body: providerA.chat("gpt-5.4-mini", '{"other":1}', usage) });
-    fake.enqueueResponse({ status: 200, body: providerARefusal });
+    on.fake.enqueueResponse({ status: 200, body: providerA.chat("gpt-5.4-mini", '{"other":1}', usage) });
+    on.fake.enqueueResponse({ status: 200, body: providerARefusal });
     const response = await post("provider-a");
     expect(response.status).toBe(422);
     const { error } = (await response.json()) as { error: { details: unknown } };
@@ -144,14 +113,14 @@ describe("a structured analysis the provider's content filter stopped", () => {
       reason: "modelRefused",
       usage: { inputTokens: 22, outputTokens: 17 },
     });
-    expect(fake.requests).toHaveLength(2);
-    expect(await usageRowOf(sluice.gateway, response)).toMatchObject({ status: 422, input_tokens: 22 });
+    expect(on.fake.requests).toHaveLength(2);
+    expect(await usageRowOf(on.sluice.gateway, response)).toMatchObject({ status: 422, input_tokens: 22 });
   });
 
   it("answers the repair's 400 refusal with the first attempt's tokens in its details, as its row", async () => {
     const usage = { input: 11, output: 7, cached: 0, reasoning: 0 };
-    fake.enqueueResponse({ status: 200, body: providerA.chat("gpt-5.4-mini", '{"other":1}', usage) });
-    fake.enqueueResponse({
+    on.fake.enqueueResponse({ status: 200, body: providerA.chat("gpt-5.4-mini", '{"other":1}', usage) });
+    on.fake.enqueueResponse({
       status: 400,
       body: {
         error: {
@@ -174,8 +143,8 @@ describe("a structured analysis the provider's content filter stopped", () => {
       model: "gpt-5.4-mini",
       usage: { inputTokens: 11, outputTokens: 7, cachedInputTokens: 0, reasoningTokens: 0 },
     });
-    expect(fake.requests).toHaveLength(2);
-    expect(await usageRowOf(sluice.gateway, response)).toMatchObject({
+    expect(on.fake.requests).toHaveLength(2);
+    expect(await usageRowOf(on.sluice.gateway, response)).toMatchObject({
       status: 422,
       input_tokens: 11,
       output_tokens: 7,

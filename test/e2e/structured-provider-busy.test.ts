@@ -1,14 +1,7 @@
-import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
-import type { ProviderId } from "../../src/providers/provider-id.js";
-import { type FakeUpstream, providerBaseUrls, startFakeUpstream } from "../fakes/fake-upstream.js";
+import { describe, expect, it } from "vitest";
 import { providerA } from "../fakes/fake-upstream-responses.js";
-import {
-  createTestProject,
-  startTestGateway,
-  type TestGateway,
-  type TestProject,
-  usageRowOf,
-} from "../support/test-gateway.js";
+import { structuredOnEachProvider } from "../support/structured-on-each-provider.js";
+import { usageRowOf } from "../support/test-gateway.js";
 
 const schema = {
   type: "object",
@@ -55,32 +48,8 @@ const providerBOverloaded = { type: "error", error: { type: "overloaded_error", 
  * its own Retry-After, not a bare 502 to retry at once or guess at.
  */
 describe("a structured analysis the provider is too busy to answer", () => {
-  let fake: FakeUpstream;
-  let sluice: TestGateway;
-  const projects = {} as Record<ProviderId, TestProject>;
-
-  beforeAll(async () => {
-    fake = await startFakeUpstream();
-    sluice = await startTestGateway({ ...providerBaseUrls(fake) });
-    fake.setStructuredOutput({ title: "t" });
-    for (const provider of ["provider-a", "provider-b", "provider-c"] as const)
-      projects[provider] = await createTestProject(sluice.gateway, { provider, outputSchema: schema });
-  });
-  afterAll(async () => {
-    await sluice.close();
-    await fake.close();
-  });
-  beforeEach(() => fake.clear());
-
-  const post = (provider: ProviderId) =>
-    fetch(`${sluice.url}/v1/text/${projects[provider].projectId}`, {
-      method: "POST",
-      headers: {
-        authorization: `Bearer ${projects[provider].bearer(provider)}`,
-        "content-type": "application/json",
-      },
-      body: JSON.stringify({ text: "x" }),
-    });
+  const on = structuredOnEachProvider(schema, { title: "t" });
+  const post = on.postText;
 
   const inSeconds = (seconds: number) => new Date(Date.now() + seconds * 1000).toUTCString();
 
@@ -95,7 +64,7 @@ describe("a structured analysis the provider is too busy to answer", () => {
   ] as const)(
     "%s %i: 502, retryable, with the provider's wait as Retry-After (%j)",
     async (provider, status, headers, body, retryAfter) => {
-      fake.enqueueResponse({ status, headers, ...(body === undefined ? {} : { body }) });
+      on.fake.enqueueResponse({ status, headers, ...(body === undefined ? {} : { body }) });
       const response = await post(provider);
       expect(response.status).toBe(502);
       expect(response.headers.get("retry-after")).toBe(retryAfter);
@@ -104,8 +73,8 @@ describe("a structured analysis the provider is too busy to answer", () => {
         code: "PROVIDER_ERROR",
         details: { providerStatus: status, retryable: true },
       });
-      expect(fake.requests).toHaveLength(1);
-      expect(await usageRowOf(sluice.gateway, response)).toMatchObject({
+      expect(on.fake.requests).toHaveLength(1);
+      expect(await usageRowOf(on.sluice.gateway, response)).toMatchObject({
         status: 502,
         error_code: "PROVIDER_ERROR",
         input_tokens: null,
@@ -115,7 +84,7 @@ describe("a structured analysis the provider is too busy to answer", () => {
   );
 
   it("reads an HTTP-date Retry-After as the seconds until it", async () => {
-    fake.enqueueResponse({ status: 429, headers: { "retry-after": inSeconds(30) } });
+    on.fake.enqueueResponse({ status: 429, headers: { "retry-after": inSeconds(30) } });
     const response = await post("provider-a");
     expect(response.status).toBe(502);
     expect(Number(response.headers.get("retry-after"))).toBeGreaterThanOrEqual(28);
@@ -123,8 +92,8 @@ describe("a structured analysis the provider is too busy to answer", () => {
   });
 
   it("gives no Retry-After where the provider gave none, or one that is no wait", async () => {
-    fake.enqueueResponse({ status: 529, body: providerBOverloaded });
-    fake.enqueueResponse({ status: 429, headers: { "retry-after": "soon" } });
+    on.fake.enqueueResponse({ status: 529, body: providerBOverloaded });
+    on.fake.enqueueResponse({ status: 429, headers: { "retry-after": "soon" } });
     for (const provider of ["provider-b", "provider-a"] as const) {
       const response = await post(provider);
       expect(response.status).toBe(502);
@@ -134,7 +103,7 @@ describe("a structured analysis the provider is too busy to answer", () => {
   });
 
   it("passes on no Retry-After of a failure a retry cannot mend (the server's key refused)", async () => {
-    fake.enqueueResponse({ status: 401, headers: { "retry-after": "7" } });
+    on.fake.enqueueResponse({ status: 401, headers: { "retry-after": "7" } });
     const response = await post("provider-a");
     expect(response.status).toBe(502);
     expect(response.headers.get("retry-after")).toBeNull();
@@ -144,8 +113,8 @@ describe("a structured analysis the provider is too busy to answer", () => {
 
   it("gives the repair's wait too, beside the first attempt's billed usage", async () => {
     const usage = { input: 11, output: 7, cached: 0, reasoning: 0 };
-    fake.enqueueResponse({ status: 200, body: providerA.chat("gpt-5.4-mini", '{"other":1}', usage) });
-    fake.enqueueResponse({ status: 429, headers: { "retry-after": "9" } });
+    on.fake.enqueueResponse({ status: 200, body: providerA.chat("gpt-5.4-mini", '{"other":1}', usage) });
+    on.fake.enqueueResponse({ status: 429, headers: { "retry-after": "9" } });
     const response = await post("provider-a");
     expect(response.status).toBe(502);
     expect(response.headers.get("retry-after")).toBe("9");
@@ -155,15 +124,15 @@ describe("a structured analysis the provider is too busy to answer", () => {
       retryable: true,
       usage: { inputTokens: 11, outputTokens: 7 },
     });
-    expect(await usageRowOf(sluice.gateway, response)).toMatchObject({ status: 502, input_tokens: 11 });
+    expect(await usageRowOf(on.sluice.gateway, response)).toMatchObject({ status: 502, input_tokens: 11 });
   });
 
   it("gives the wait on /v1/image too", async () => {
-    fake.enqueueResponse({ status: 429, headers: { "retry-after": "6" } });
-    const response = await fetch(`${sluice.url}/v1/image/${projects["provider-a"].projectId}`, {
+    on.fake.enqueueResponse({ status: 429, headers: { "retry-after": "6" } });
+    const response = await fetch(`${on.sluice.url}/v1/image/${on.projects["provider-a"].projectId}`, {
       method: "POST",
       headers: {
-        authorization: `Bearer ${projects["provider-a"].bearer("provider-a")}`,
+        authorization: `Bearer ${on.projects["provider-a"].bearer("provider-a")}`,
         "content-type": "application/json",
       },
       body: JSON.stringify({ prompt: "a calm lake" }),
@@ -176,14 +145,14 @@ describe("a structured analysis the provider is too busy to answer", () => {
 
   it("logs the provider's 403 for the operator, though a 429 of the same provider came just before", async () => {
     // A status no other test here answers: its window (10 s) is this test's own.
-    fake.enqueueResponse({ status: 429, headers: { "retry-after": "7" } });
-    fake.enqueueResponse({ status: 403 });
-    const before = sluice.logs.length;
+    on.fake.enqueueResponse({ status: 429, headers: { "retry-after": "7" } });
+    on.fake.enqueueResponse({ status: 403 });
+    const before = on.sluice.logs.length;
     await (await post("provider-b")).arrayBuffer();
     const refused = await post("provider-b");
     expect(refused.status).toBe(502);
     await refused.arrayBuffer();
-    const failed = sluice.logs
+    const failed = on.sluice.logs
       .slice(before)
       .map((line) => JSON.parse(line) as Record<string, unknown>)
       .filter((line) => line.msg === "provider call failed");
@@ -197,20 +166,20 @@ describe("a structured analysis the provider is too busy to answer", () => {
         requestId: refused.headers.get("x-request-id"),
       }),
     );
-    expect(JSON.stringify(failed)).not.toContain(projects["provider-b"].providerKeys["provider-b"]);
+    expect(JSON.stringify(failed)).not.toContain(on.projects["provider-b"].providerKeys["provider-b"]);
   });
 
   it("answers provider A's 429 for an account out of credit as not retryable, and logs it apart from rate limits", async () => {
-    fake.enqueueResponse({ status: 429, headers: { "retry-after": "7" } });
-    fake.enqueueResponse({ status: 429, body: providerAInsufficientQuota });
-    const before = sluice.logs.length;
+    on.fake.enqueueResponse({ status: 429, headers: { "retry-after": "7" } });
+    on.fake.enqueueResponse({ status: 429, body: providerAInsufficientQuota });
+    const before = on.sluice.logs.length;
     await (await post("provider-a")).arrayBuffer();
     const response = await post("provider-a");
     expect(response.status).toBe(502);
     expect(response.headers.get("retry-after")).toBeNull();
     const { error } = (await response.json()) as { error: { details: unknown } };
     expect(error.details).toEqual({ providerStatus: 429, retryable: false });
-    const failed = sluice.logs
+    const failed = on.sluice.logs
       .slice(before)
       .map((line) => JSON.parse(line) as Record<string, unknown>)
       .filter((line) => line.msg === "provider call failed");

@@ -1,12 +1,6 @@
-import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
-import { type FakeUpstream, providerBaseUrls, startFakeUpstream } from "../fakes/fake-upstream.js";
-import {
-  createTestProject,
-  startTestGateway,
-  type TestGateway,
-  type TestProject,
-  usageRowOf,
-} from "../support/test-gateway.js";
+import { describe, expect, it } from "vitest";
+import { structuredOnEachProvider } from "../support/structured-on-each-provider.js";
+import { usageRowOf } from "../support/test-gateway.js";
 
 const schema = {
   type: "object",
@@ -72,36 +66,13 @@ const tooLong: Array<[Provider, unknown]> = [
 ];
 
 describe("a structured analysis the provider refuses for its input", () => {
-  let fake: FakeUpstream;
-  let sluice: TestGateway;
-  const projects = {} as Record<Provider, TestProject>;
-
-  beforeAll(async () => {
-    fake = await startFakeUpstream();
-    sluice = await startTestGateway({ ...providerBaseUrls(fake) });
-    for (const provider of ["provider-a", "provider-b", "provider-c"] as const)
-      projects[provider] = await createTestProject(sluice.gateway, { provider, outputSchema: schema });
-  });
-  afterAll(async () => {
-    await sluice.close();
-    await fake.close();
-  });
-  beforeEach(() => fake.clear());
-
-  const post = (provider: Provider) =>
-    fetch(`${sluice.url}/v1/text/${projects[provider].projectId}`, {
-      method: "POST",
-      headers: {
-        authorization: `Bearer ${projects[provider].bearer(provider)}`,
-        "content-type": "application/json",
-      },
-      body: JSON.stringify({ text: "x" }),
-    });
+  const on = structuredOnEachProvider(schema);
+  const post = on.postText;
 
   it.each(tooLong)(
     "answers 422 inputTooLong on %s's 400 for a too long input, without its body",
     async (provider, body) => {
-      fake.enqueueResponse({ status: 400, body });
+      on.fake.enqueueResponse({ status: 400, body });
       const response = await post(provider);
       expect(response.status).toBe(422);
       const { error } = (await response.json()) as {
@@ -112,8 +83,8 @@ describe("a structured analysis the provider refuses for its input", () => {
         "The input is longer than the model takes (its context window, or its page limit for a PDF); send a shorter input rather than retry it",
       );
       expect(JSON.stringify(error)).not.toMatch(/5242881|req_011|maximum/);
-      expect(fake.requests).toHaveLength(1);
-      const row = await usageRowOf(sluice.gateway, response);
+      expect(on.fake.requests).toHaveLength(1);
+      const row = await usageRowOf(on.sluice.gateway, response);
       expect(row).toMatchObject({
         status: 422,
         outcome: "error",
@@ -135,7 +106,7 @@ describe("a structured analysis the provider refuses for its input", () => {
   );
 
   it("keeps another 400 of the provider a 502: not known to be the input's fault", async () => {
-    fake.enqueueResponse({
+    on.fake.enqueueResponse({
       status: 400,
       body: {
         error: {
