@@ -27,6 +27,18 @@ function recordingRepository(): UsageRepository & { batches: number[]; rows: str
   };
 }
 
+/** A recorder that writes only when flushed, and the drops it reported, as [count, reason]. */
+function droppingRecorder(repository: UsageRepository, queueMax: number) {
+  const dropped: Array<[number, string]> = [];
+  const recorder = createUsageRecorder({
+    repository,
+    flushIntervalMs: 60_000,
+    queueMax,
+    onDropped: (count, reason) => dropped.push([count, reason]),
+  });
+  return { recorder, dropped };
+}
+
 describe("usage recorder", () => {
   it("writes full batches at once and leaves rows that trickle in for the next tick", async () => {
     const repository = recordingRepository();
@@ -201,13 +213,7 @@ describe("usage recorder, a refusal of every row (the table's, the role's, not a
     const { repository, written, state } = tableRefusingRepository(
       postgresError("42501", "permission denied for table usage_records"),
     );
-    const dropped: Array<[number, string]> = [];
-    const recorder = createUsageRecorder({
-      repository,
-      flushIntervalMs: 60_000,
-      queueMax: 3,
-      onDropped: (count, reason) => dropped.push([count, reason]),
-    });
+    const { recorder, dropped } = droppingRecorder(repository, 3);
     for (let index = 0; index < 3; index++) recorder.record(row(index));
     await recorder.flush(20);
     recorder.record(row(3));
@@ -354,13 +360,7 @@ describe("usage recorder, a database that hangs or stays down at shutdown", () =
   });
 
   it("counts the rows still queued at stop as dropped, and a row recorded after stop", async () => {
-    const dropped: Array<[number, string]> = [];
-    const recorder = createUsageRecorder({
-      repository: downRepository(),
-      flushIntervalMs: 60_000,
-      queueMax: 10_000,
-      onDropped: (count, reason) => dropped.push([count, reason]),
-    });
+    const { recorder, dropped } = droppingRecorder(downRepository(), 10_000);
     for (let index = 0; index < 3; index++) recorder.record(row(index));
     await recorder.flush(50);
     await recorder.stop();
@@ -391,13 +391,7 @@ describe("usage recorder, a full queue", () => {
 
   it("gives a call's row the place of the refused requests' rows, never the other way round", async () => {
     const { repository, written, state } = switchableRepository();
-    const dropped: Array<[number, string]> = [];
-    const recorder = createUsageRecorder({
-      repository,
-      flushIntervalMs: 60_000,
-      queueMax: 10,
-      onDropped: (count, reason) => dropped.push([count, reason]),
-    });
+    const { recorder, dropped } = droppingRecorder(repository, 10);
     for (let index = 0; index < 10; index++) recorder.record(row(index), "refusal");
     await recorder.flush(20); // the database is down: all ten stay queued
     expect(recorder.depth()).toBe(10);
@@ -419,13 +413,7 @@ describe("usage recorder, a full queue", () => {
 
   it("drops a call's row only when the queue holds nothing but calls", async () => {
     const { repository } = switchableRepository();
-    const dropped: Array<[number, string]> = [];
-    const recorder = createUsageRecorder({
-      repository,
-      flushIntervalMs: 60_000,
-      queueMax: 3,
-      onDropped: (count, reason) => dropped.push([count, reason]),
-    });
+    const { recorder, dropped } = droppingRecorder(repository, 3);
     for (let index = 0; index < 3; index++) recorder.record(row(index));
     recorder.record(row(3));
     expect(dropped).toEqual([[1, "queue-full"]]);
@@ -441,13 +429,7 @@ describe("usage recorder, a full queue", () => {
         written.push(...batch.map((each) => each.request_id));
       },
     });
-    const dropped: Array<[number, string]> = [];
-    const recorder = createUsageRecorder({
-      repository,
-      flushIntervalMs: 60_000,
-      queueMax: 5,
-      onDropped: (count, reason) => dropped.push([count, reason]),
-    });
+    const { recorder, dropped } = droppingRecorder(repository, 5);
     for (let index = 0; index < 3; index++) recorder.record(row(index), "refusal");
     const flushed = recorder.flush(5000); // takes the three refusals and waits for the database
     await nextTurn();
@@ -461,6 +443,7 @@ describe("usage recorder, a full queue", () => {
     expect(written).toEqual([row(0).request_id, row(1).request_id, row(2).request_id, row(100).request_id]);
     await recorder.stop(10);
   });
+
   it("keeps a call's row when the queue is full of refusals a write in progress holds", async () => {
     let fail: ((error: unknown) => void) | undefined;
     let down = true;
@@ -475,13 +458,7 @@ describe("usage recorder, a full queue", () => {
         written.push(...batch.map((each) => each.request_id));
       },
     });
-    const dropped: Array<[number, string]> = [];
-    const recorder = createUsageRecorder({
-      repository,
-      flushIntervalMs: 60_000,
-      queueMax: 3,
-      onDropped: (count, reason) => dropped.push([count, reason]),
-    });
+    const { recorder, dropped } = droppingRecorder(repository, 3);
     for (let index = 0; index < 3; index++) recorder.record(row(index), "refusal");
     const flushed = recorder.flush(50); // takes all three refusals; the database does not answer yet
     await nextTurn();
