@@ -66,14 +66,7 @@ export async function startTcpProxy(firstTargetPort: number): Promise<{
   });
   function passThrough(client: Socket): void {
     const upstream = connect(targetPort, "127.0.0.1");
-    for (const socket of [client, upstream]) {
-      sockets.add(socket);
-      socket.on("close", () => sockets.delete(socket));
-      socket.on("error", () => {
-        client.destroy();
-        upstream.destroy();
-      });
-    }
+    pairSockets(sockets, client, upstream);
     const outbound = new Transform({
       transform(chunk: Buffer, _encoding, done) {
         if (stallText === undefined || !chunk.includes(stallText)) return done(null, chunk);
@@ -128,4 +121,19 @@ export async function startTcpProxy(firstTargetPort: number): Promise<{
       await new Promise((resolve) => server.close(resolve));
     },
   };
+}
+
+/**
+ * Keeps `client` and `upstream`, a connection passed through, in `sockets` while they are open
+ * (for a stop to destroy), and ends both when either fails.
+ */
+export function pairSockets(sockets: Set<Socket>, client: Socket, upstream: Socket): void {
+  for (const socket of [client, upstream]) {
+    sockets.add(socket);
+    socket.on("close", () => sockets.delete(socket));
+    socket.on("error", () => {
+      client.destroy();
+      upstream.destroy();
+    });
+  }
 }

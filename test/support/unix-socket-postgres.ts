@@ -2,6 +2,7 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { connect, createServer, type Server, type Socket } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { pairSockets } from "./tcp-proxy.js";
 
 /**
  * The shared PostgreSQL as a server on a Unix socket sees it: a socket file in a directory of its
@@ -22,14 +23,7 @@ export async function startUnixSocketPostgres(): Promise<{
     new Promise<void>((resolve) => {
       server = createServer((client) => {
         const upstream = connect(5432, "127.0.0.1");
-        for (const socket of [client, upstream]) {
-          sockets.add(socket);
-          socket.on("close", () => sockets.delete(socket));
-          socket.on("error", () => {
-            client.destroy();
-            upstream.destroy();
-          });
-        }
+        pairSockets(sockets, client, upstream);
         client.pipe(upstream).pipe(client);
       });
       server.listen(path, resolve);
