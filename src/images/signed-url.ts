@@ -5,8 +5,16 @@ import { createHmac, timingSafeEqual } from "node:crypto";
  * `<base>/v1/vault/<path>?expires=<unix seconds>&signature=<base64url hmac(path \n expires)>`.
  * A URL is good through the millisecond its expiry names, and refused from the next. `previousKey`
  * (during a master key rotation) verifies the URLs signed before it, which are still handed out.
+ * With `maxTtlSeconds` (SLUICE_VAULT_URL_TTL_SECONDS), a URL whose expiry lies further ahead than
+ * a URL signed now would get is refused as expired: lowering the TTL (a URL shared too widely)
+ * shortens the URLs already handed out too, rather than only those signed from then on.
  */
-export function createUrlSigner(key: Buffer, now: () => number = Date.now, previousKey?: Buffer) {
+export function createUrlSigner(
+  key: Buffer,
+  now: () => number = Date.now,
+  previousKey?: Buffer,
+  maxTtlSeconds?: number,
+) {
   const signWith = (signingKey: Buffer, path: string, expires: number) =>
     createHmac("sha256", signingKey).update(`${path}\n${expires}`).digest("base64url");
   const sign = (path: string, expires: number) => signWith(key, path, expires);
@@ -33,7 +41,11 @@ export function createUrlSigner(key: Buffer, now: () => number = Date.now, previ
         matches(key, path, expires, signature) ||
         (previousKey !== undefined && matches(previousKey, path, expires, signature));
       if (!signed) return "invalid";
-      return expires * 1000 < now() ? "expired" : "ok";
+      const at = now();
+      if (expires * 1000 < at) return "expired";
+      // The latest expiry `sign` gives now: its TTL from the second it rounds up to.
+      if (maxTtlSeconds !== undefined && expires > Math.ceil(at / 1000) + maxTtlSeconds) return "expired";
+      return "ok";
     },
   };
 }

@@ -11,7 +11,8 @@ import type { VaultStore } from "./vault-store.js";
  * given, else the local directory under the data dir, whose signed URLs Sluice serves itself. Its
  * URLs start with SLUICE_PUBLIC_URL, else `listening()`: the address the server listens on, read
  * when a URL is signed (with PORT=0 the port is known only then). `now` is the gateway's clock: the local
- * vault's URLs expire by it, as the cache lifetime they are served with is counted by it.
+ * vault's URLs expire by it, as the cache lifetime they are served with is counted by it; none
+ * outlives SLUICE_VAULT_URL_TTL_SECONDS from now, whatever TTL it was signed with.
  */
 export function chooseVault(
   config: Config,
@@ -24,6 +25,7 @@ export function chooseVault(
     secretBox.deriveKey("vault-url-signing"),
     () => now().getTime(),
     secretBox.derivePreviousKey("vault-url-signing"),
+    config.vaultUrlTtlSeconds,
   );
   const localVault = createLocalVault({ directory: join(config.dataDir, "vault"), publicUrl, signer });
   const vault =

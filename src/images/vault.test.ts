@@ -101,6 +101,20 @@ describe("signed URLs", () => {
     expect(after.verify(path, url.searchParams.get("expires"), url.searchParams.get("signature"))).toBe("ok");
   });
 
+  it("refuse as expired a URL that outlives the TTL in force, as after SLUICE_VAULT_URL_TTL_SECONDS was lowered", () => {
+    const key = randomBytes(32);
+    const clock = 1_000_000_000_500;
+    const path = "t/generated-images/p/2026/01/01/x.png";
+    const long = new URL(createUrlSigner(key, () => clock).sign("http://sluice.test", path, 86_400));
+    const short = new URL(createUrlSigner(key, () => clock).sign("http://sluice.test", path, 60));
+    const verifier = createUrlSigner(key, () => clock, undefined, 60);
+    const verdict = (url: URL) =>
+      verifier.verify(path, url.searchParams.get("expires"), url.searchParams.get("signature"));
+    // Before, an operator who lowered the TTL (a URL shared too widely) left every longer one good.
+    expect(verdict(long)).toBe("expired");
+    expect(verdict(short)).toBe("ok");
+  });
+
   // The expiry is whole seconds: rounded down, a URL signed late in a second lived up to a second
   // less than SLUICE_VAULT_URL_TTL_SECONDS, and with the shortest (1) could expire a millisecond on.
   it("live at least their TTL, however late in a second they are signed, and expire a millisecond after their expiry", () => {
