@@ -83,14 +83,19 @@ describe("npm start", () => {
     return { ...started, url, output: () => started.output };
   }
 
-  it("drains and stops the gateway when npm alone gets SIGTERM", { timeout: 120_000 }, async () => {
-    const { npm, url, exit: npmExit, output: read } = await npmStart();
-    expect((await fetch(`${url}/health`)).status).toBe(200);
-
+  /**
+   * Sends SIGTERM to npm alone and waits for it to exit; the gateway must have drained and said so,
+   * and stopped serving. What the gateway wrote before it exited reached npm's pipe, but read from
+   * the pipe it may come after npm's exit: waited for, not for a fixed time.
+   */
+  async function drainsOnSigtermToNpm(
+    npm: ReturnType<typeof spawn>,
+    npmExit: Promise<void>,
+    read: () => string,
+    url: string,
+  ): Promise<void> {
     npm.kill("SIGTERM");
     await npmExit;
-    // What the gateway wrote before it exited reached npm's pipe: it drained and said so. Read from
-    // the pipe, that may come after npm's exit: waited for, not for a fixed time.
     await vi.waitFor(
       () => {
         expect(read()).toContain('"signal":"SIGTERM"');
@@ -99,6 +104,13 @@ describe("npm start", () => {
       { timeout: 10_000, interval: 20 },
     );
     await expect(fetch(`${url}/health`)).rejects.toThrow();
+  }
+
+  it("drains and stops the gateway when npm alone gets SIGTERM", { timeout: 120_000 }, async () => {
+    const { npm, url, exit: npmExit, output: read } = await npmStart();
+    expect((await fetch(`${url}/health`)).status).toBe(200);
+
+    await drainsOnSigtermToNpm(npm, npmExit, read, url);
   });
 
   // The README's other way to start it, `npm run sluice -- serve`: npm runs the script through a
@@ -119,16 +131,7 @@ describe("npm start", () => {
       expect(others).toEqual([]);
       expect(processState(gateway as number)?.name).toBe("node");
 
-      npm.kill("SIGTERM");
-      await npmExit;
-      await vi.waitFor(
-        () => {
-          expect(read()).toContain('"signal":"SIGTERM"');
-          expect(read()).toContain('"msg":"stopped"');
-        },
-        { timeout: 10_000, interval: 20 },
-      );
-      await expect(fetch(`${url}/health`)).rejects.toThrow();
+      await drainsOnSigtermToNpm(npm, npmExit, read, url);
     } finally {
       // Left running by a failure: not left behind the test.
       const below = processState(gateway as number) === null ? [] : childrenOf(gateway as number);
