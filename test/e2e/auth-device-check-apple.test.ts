@@ -7,6 +7,7 @@ import {
   appleKeyId,
   appleTeamId,
   createDeviceCheckProject,
+  logLinesOf,
   startTestGateway,
   type TestGateway,
 } from "../support/test-gateway.js";
@@ -57,10 +58,7 @@ describe("Apple's answers, through the gateway", () => {
 
   /** The warn lines logged for `created` since the log held `from` lines. */
   const warningsFor = (created: { projectId: string }, from: number) =>
-    sluice.logs
-      .slice(from)
-      .map((line) => JSON.parse(line) as Record<string, unknown>)
-      .filter((line) => line.projectId === created.projectId && line.level === "warn");
+    logLinesOf(sluice, from).filter((line) => line.projectId === created.projectId && line.level === "warn");
 
   it.each([200, 400])(
     "answers 503, neither a pass nor the app's fault, when Apple answers %i that our JWT is badly formatted, and tells the operator",

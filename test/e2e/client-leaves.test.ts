@@ -3,6 +3,7 @@ import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { type FakeUpstream, providerBaseUrls, startFakeUpstream } from "../fakes/fake-upstream.js";
 import {
   createTestProject,
+  logLinesOf,
   startTestGateway,
   type TestGateway,
   type TestProject,
@@ -99,9 +100,7 @@ describe("the access line and request metric of a client that leaves", () => {
     return socket;
   };
   const accessLineOf = (requestId: string) =>
-    sluice.logs
-      .map((line) => JSON.parse(line) as Record<string, unknown>)
-      .find((line) => line.msg === "request" && line.requestId === requestId);
+    logLinesOf(sluice).find((line) => line.msg === "request" && line.requestId === requestId);
 
   it("says 499 for a client that left before the answer began, and aborted for a stream it cut", async () => {
     fake.setLatencyMs(400);

@@ -4,6 +4,7 @@ import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { type FakeUpstream, startFakeUpstream } from "../fakes/fake-upstream.js";
 import {
   createTestProject,
+  logLinesOf,
   startTestGateway,
   type TestGateway,
   type TestProject,
@@ -116,7 +117,7 @@ describe("image generation with an S3 vault that refuses the upload", () => {
         cost_usd: 0.04,
       });
       // The operator learns what the store said: its status and its own error code.
-      const logged = sluice.logs.map((line) => JSON.parse(line) as Record<string, unknown>);
+      const logged = logLinesOf(sluice);
       expect(
         logged.find(
           (line) =>

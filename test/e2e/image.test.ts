@@ -7,6 +7,7 @@ import { type FakeUpstream, startFakeUpstream } from "../fakes/fake-upstream.js"
 import { providerA, providerC, tinyPng } from "../fakes/fake-upstream-responses.js";
 import {
   createTestProject,
+  logLinesOf,
   startTestGateway,
   type TestGateway,
   type TestProject,
@@ -1109,7 +1110,7 @@ describe("image generation", () => {
           requestId: failed.headers.get("x-request-id"),
         },
       });
-      const logged = sluice.logs.map((line) => JSON.parse(line) as Record<string, unknown>);
+      const logged = logLinesOf(sluice);
       expect(logged.find((line) => line.msg === "vault call failed" && line.code === "EISDIR")).toMatchObject(
         {
           level: "warn",
@@ -1176,7 +1177,7 @@ describe("image generation", () => {
       cost_usd: 0.04,
     });
     // The operator learns why: the file system's own error, once per code and window.
-    const logged = sluice.logs.map((line) => JSON.parse(line) as Record<string, unknown>);
+    const logged = logLinesOf(sluice);
     expect(
       logged.find((line) => line.msg === "vault call failed" && line.route === "/v1/image/:projectId"),
     ).toMatchObject({

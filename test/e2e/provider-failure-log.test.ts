@@ -3,6 +3,7 @@ import { proxiedChat } from "../support/proxied-chat.js";
 import { refusedPort } from "../support/refused-port.js";
 import {
   createTestProject,
+  logLinesOf,
   startTestGateway,
   type TestGateway,
   type TestProject,
@@ -36,10 +37,7 @@ describe("provider failures in the log", () => {
   });
 
   const warnings = (from: number) =>
-    sluice.logs
-      .slice(from)
-      .map((line) => JSON.parse(line) as Record<string, unknown>)
-      .filter((line) => line.msg === "provider call failed");
+    logLinesOf(sluice, from).filter((line) => line.msg === "provider call failed");
 
   it("logs an unreachable provider at warn with its code, the request id and the route, once per window", async () => {
     const before = sluice.logs.length;
@@ -130,10 +128,7 @@ describe("a provider base URL on a port fetch refuses, in the log", () => {
     // No retry can reach it until the base URL changes: not marked retryable, as other unreachable
     // providers are (a refused or reset connection may pass on the next try).
     expect(body.error.details).toMatchObject({ providerStatus: null, retryable: false });
-    const logged = sluice.logs
-      .slice(before)
-      .map((line) => JSON.parse(line) as Record<string, unknown>)
-      .filter((line) => line.msg === "provider call failed");
+    const logged = logLinesOf(sluice, before).filter((line) => line.msg === "provider call failed");
     expect(logged).toHaveLength(1);
     expect(logged[0]).toMatchObject({
       level: "warn",

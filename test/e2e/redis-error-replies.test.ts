@@ -3,7 +3,12 @@ import { createRedisClient } from "../../src/redis/redis-client.js";
 import { type FakeUpstream, startFakeUpstream } from "../fakes/fake-upstream.js";
 import { redisServerInstalled, startPrivateRedis } from "../support/private-redis.js";
 import { proxiedChatStatus } from "../support/proxied-chat.js";
-import { createTestProject, startTestGateway, type TestGateway } from "../support/test-gateway.js";
+import {
+  createTestProject,
+  logLinesOf,
+  startTestGateway,
+  type TestGateway,
+} from "../support/test-gateway.js";
 
 /**
  * A Redis that is reachable (it answers PING, /health finds it) but refuses the limits' writes with
@@ -31,9 +36,7 @@ describe.skipIf(!redisServerInstalled)("a Redis that answers with an error", () 
   }
 
   const warnings = (sluice: TestGateway) =>
-    sluice.logs
-      .map((line) => JSON.parse(line) as Record<string, unknown>)
-      .filter((line) => line.level === "warn" && String(line.msg).includes("rate limits"));
+    logLinesOf(sluice).filter((line) => line.level === "warn" && String(line.msg).includes("rate limits"));
 
   it("logs Redis's own error when it is full (OOM), and serves on per-instance limits", async () => {
     const redis = await startPrivateRedis();

@@ -6,7 +6,12 @@ import { shutdownMarginMs } from "../../src/gateway-close.js";
 import { shutDown } from "../../src/server.js";
 import { type FakeUpstream, startFakeUpstream } from "../fakes/fake-upstream.js";
 import { proxiedChat } from "../support/proxied-chat.js";
-import { createTestProject, startTestGateway, type TestGateway } from "../support/test-gateway.js";
+import {
+  createTestProject,
+  logLinesOf,
+  startTestGateway,
+  type TestGateway,
+} from "../support/test-gateway.js";
 
 const shutdownTimeoutMs = 300;
 const schema = { type: "object", properties: { answer: { type: "string" } }, required: ["answer"] };
@@ -127,9 +132,9 @@ describe("calls unanswered at the shutdown deadline", () => {
       },
     ]);
     // The access line says what the client got: 503, an answer sent whole.
-    const accessLine = sluice.logs
-      .map((line) => JSON.parse(line) as Record<string, unknown>)
-      .find((line) => line.msg === "request" && line.requestId === requestId);
+    const accessLine = logLinesOf(sluice).find(
+      (line) => line.msg === "request" && line.requestId === requestId,
+    );
     expect(accessLine).toMatchObject({ status: 503 });
     expect(accessLine).not.toHaveProperty("aborted");
     expect(sluice.logs.join("")).toContain(

@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { providerA } from "../fakes/fake-upstream-responses.js";
 import { structuredOnEachProvider } from "../support/structured-on-each-provider.js";
-import { usageRowOf } from "../support/test-gateway.js";
+import { logLinesOf, usageRowOf } from "../support/test-gateway.js";
 
 const schema = {
   type: "object",
@@ -152,10 +152,7 @@ describe("a structured analysis the provider is too busy to answer", () => {
     const refused = await post("provider-b");
     expect(refused.status).toBe(502);
     await refused.arrayBuffer();
-    const failed = on.sluice.logs
-      .slice(before)
-      .map((line) => JSON.parse(line) as Record<string, unknown>)
-      .filter((line) => line.msg === "provider call failed");
+    const failed = logLinesOf(on.sluice, before).filter((line) => line.msg === "provider call failed");
     expect(failed).toContainEqual(
       expect.objectContaining({
         level: "warn",
@@ -179,10 +176,7 @@ describe("a structured analysis the provider is too busy to answer", () => {
     expect(response.headers.get("retry-after")).toBeNull();
     const { error } = (await response.json()) as { error: { details: unknown } };
     expect(error.details).toEqual({ providerStatus: 429, retryable: false });
-    const failed = on.sluice.logs
-      .slice(before)
-      .map((line) => JSON.parse(line) as Record<string, unknown>)
-      .filter((line) => line.msg === "provider call failed");
+    const failed = logLinesOf(on.sluice, before).filter((line) => line.msg === "provider call failed");
     expect(failed).toContainEqual(
       expect.objectContaining({
         provider: "provider-a",

@@ -7,6 +7,7 @@ import { type FakeUpstream, providerBaseUrls, startFakeUpstream } from "../fakes
 import { providerA } from "../fakes/fake-upstream-responses.js";
 import {
   createTestProject,
+  logLinesOf,
   startTestGateway,
   type TestGateway,
   type TestProject,
@@ -50,10 +51,7 @@ describe("a structured analysis whose output schema the provider refuses", () =>
     });
 
   const refusalLines = (from: number) =>
-    sluice.logs
-      .slice(from)
-      .map((line) => JSON.parse(line) as Record<string, unknown>)
-      .filter((line) => String(line.msg).includes("output schema"));
+    logLinesOf(sluice, from).filter((line) => String(line.msg).includes("output schema"));
 
   it.each(recordedSchemaRefusals.map((shape) => [shape.provider, shape.what, shape.body] as const))(
     "answers 422 schemaRefused on %s's 400 for %s, without its words, and logs it for the operator",

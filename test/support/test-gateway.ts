@@ -22,6 +22,11 @@ export interface TestGateway {
   close(): Promise<void>;
 }
 
+/** The log lines `sluice` wrote, parsed: from its `from`-th on (the count of lines before the act a test looks at). */
+export function logLinesOf(sluice: TestGateway, from = 0): Record<string, unknown>[] {
+  return sluice.logs.slice(from).map((line) => JSON.parse(line) as Record<string, unknown>);
+}
+
 /**
  * Starts a real gateway on 127.0.0.1 port 0 with a throwaway data dir, fast usage flushes and
  * captured logs. `overrides` are config values (e.g. provider base URLs pointing at a fake).
