@@ -1,5 +1,5 @@
 import type { IncomingHttpHeaders } from "node:http";
-import { maskKeyInHeader } from "./reflected-key-mask.js";
+import { keyMayBeEscaped, maskKeyInHeader } from "./reflected-key-mask.js";
 
 /**
  * Which client headers reach the provider and which provider headers reach the client.
@@ -141,6 +141,7 @@ export function clientResponseHeaders(
   let transferEncoding = "";
   // Names are compared lower-cased, as they are read.
   const keyInName = providerKey.toLowerCase();
+  const escapable = providerKey !== "" && keyMayBeEscaped(providerKey);
   for (let index = 0; index + 1 < raw.length; index += 2) {
     const name = headerName(raw[index] as Buffer | string);
     if (name === "connection") connection = latin1(raw[index + 1] as Buffer | string);
@@ -150,7 +151,7 @@ export function clientResponseHeaders(
     // A server that names a header after a value it echoes: the name cannot be masked as a value is.
     if (keyInName !== "" && name.includes(keyInName)) continue;
     let value = latin1(raw[index + 1] as Buffer | string);
-    if (providerKey !== "") value = maskKeyInHeader(value, providerKey);
+    if (providerKey !== "") value = maskKeyInHeader(value, providerKey, escapable);
     if (name === "content-type" && contentType === "") contentType = value;
     // (Several fields are one list, RFC 9110 section 5.3: `gzip` then `br` means both, in that order.)
     else if (name === "content-encoding") {

@@ -10,7 +10,7 @@ const star = 0x2a;
  * server that echoes the request in its error, say, would otherwise hand the whole key to a client
  * that holds only a share of it. Each occurrence becomes as many `*`, so the body keeps its length
  * (and any content-length stays true). Used on answers that are not a success (3xx, 4xx, 5xx), which
- * are small; a success passes untouched. A key with a character encoders escape (mayBeEscaped) is
+ * are small; a success passes untouched. A key with a character encoders escape (keyMayBeEscaped) is
  * also found escaped (escapedKeyRanges): JSON's `\/` or `\u002B`, a URL's `%2B`, each of its bytes
  * masked. The last bytes of each chunk that may begin a key (`key.length - 1`, or six times the key's
  * length when it may be escaped: `\uXXXX` for each character) are held back until the next chunk or
@@ -26,7 +26,7 @@ export class ReflectedKeyMask {
     private readonly key: Buffer,
     private readonly meter: UsageMeter | DecompressingMeter | null,
   ) {
-    this.escapable = mayBeEscaped(key.toString("latin1"));
+    this.escapable = keyMayBeEscaped(key.toString("latin1"));
     this.keep = (this.escapable ? longestEscape : 1) * key.length - 1;
   }
 
@@ -62,12 +62,13 @@ export class ReflectedKeyMask {
 
 /**
  * A header value with every occurrence of the key replaced (header values have no length to keep),
- * also one written escaped (a redirect's `location: …?key=q8%2BZr…`).
+ * also one written escaped (a redirect's `location: …?key=q8%2BZr…`) when `escapable`: whether the
+ * key may be (keyMayBeEscaped), which a caller masking every header of an answer asks once.
  */
-export function maskKeyInHeader(value: string, key: string): string {
+export function maskKeyInHeader(value: string, key: string, escapable = keyMayBeEscaped(key)): string {
   const masked = value.includes(key) ? value.replaceAll(key, "[redacted]") : value;
-  // The key's test first: for the providers' own keys it is all a header value pays.
-  if (!mayBeEscaped(key) || !(masked.includes("%") || masked.includes("\\"))) return masked;
+  // For the providers' own keys (never escapable) the search for the key is all a header value pays.
+  if (!escapable || !(masked.includes("%") || masked.includes("\\"))) return masked;
   const { ranges } = escapedKeyRanges(Buffer.from(masked, "latin1"), Buffer.from(key, "latin1"));
   if (ranges.length === 0) return masked;
   let out = "";
@@ -92,17 +93,9 @@ const neverEscaped = /^[A-Za-z0-9._-]*$/;
  * in .NET's and Go's) or a URL percent-encodes. The providers' own keys (letters, digits, `-`, `_`)
  * never are; a key of a compatible server, such as one made with `openssl rand -base64`, may be.
  */
-function mayBeEscaped(key: string): boolean {
-  if (key !== lastKey) {
-    lastKey = key;
-    lastKeyMayBeEscaped = !neverEscaped.test(key);
-  }
-  return lastKeyMayBeEscaped;
+export function keyMayBeEscaped(key: string): boolean {
+  return !neverEscaped.test(key);
 }
-
-/** The last key asked about, remembered: every header value of an answer asks about the same one. */
-let lastKey = "";
-let lastKeyMayBeEscaped = false;
 
 /** The value of JSON's two-character escapes (`\/`, `\n`…), by their second byte. */
 const shortEscapes = new Map([
