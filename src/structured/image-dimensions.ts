@@ -52,28 +52,41 @@ export function malformedImageHeader(bytes: Uint8Array, mediaType: string): stri
  * that is no marker, a segment length under 2): the provider judges those.
  */
 function jpegEndsBeforeScan(buffer: Buffer): boolean {
+  const stop = walkJpeg(buffer, (marker) => marker === 0xda || marker === 0xd9);
+  if (stop === "unreadable") return false;
+  return stop === "ran-out" || stop.marker === 0xd9;
+}
+
+/**
+ * Walks a JPEG's marker segments from its start of image (ITU T.81 B.1.1), stepping over fill bytes
+ * and the standalone markers (TEM, RSTn), to the first marker `stopAt` takes: that marker and its
+ * offset; "ran-out" when the bytes end first (within a segment's marker and length included);
+ * "unreadable" at a byte that is no marker or a segment length under 2.
+ */
+function walkJpeg(
+  buffer: Buffer,
+  stopAt: (marker: number) => boolean,
+): { marker: number; offset: number } | "ran-out" | "unreadable" {
   let offset = 2;
   while (offset < buffer.length) {
-    if (buffer[offset] !== 0xff) return false;
+    if (buffer[offset] !== 0xff) return "unreadable";
     const marker = buffer[offset + 1];
-    if (marker === undefined) return true;
+    if (marker === undefined) return "ran-out";
     if (marker === 0xff) {
       offset++; // fill byte
       continue;
     }
-    if (marker === 0xda) return false;
-    if (marker === 0xd9) return true;
-    // Standalone markers: TEM and RSTn carry no length.
+    if (stopAt(marker)) return { marker, offset };
     if (marker === 0x01 || (marker >= 0xd0 && marker <= 0xd7)) {
       offset += 2;
       continue;
     }
-    if (offset + 4 > buffer.length) return true;
+    if (offset + 4 > buffer.length) return "ran-out";
     const length = buffer.readUInt16BE(offset + 2);
-    if (length < 2) return false;
+    if (length < 2) return "unreadable";
     offset += 2 + length;
   }
-  return true;
+  return "ran-out";
 }
 
 function pngDimensions(buffer: Buffer): ImageDimensions | null {
@@ -103,23 +116,11 @@ function webpDimensions(buffer: Buffer): ImageDimensions | null {
 
 /** JPEG: walk the marker segments to the first SOFn (C0–CF but DHT C4, JPG C8, DAC CC). */
 function jpegDimensions(buffer: Buffer): ImageDimensions | null {
-  let offset = 2;
-  while (offset + 9 < buffer.length) {
-    if (buffer[offset] !== 0xff) return null;
-    const marker = buffer[offset + 1] ?? 0;
-    if (marker === 0xff) {
-      offset++; // fill byte
-      continue;
-    }
-    // Standalone markers: TEM and RSTn carry no length.
-    if (marker === 0x01 || (marker >= 0xd0 && marker <= 0xd7)) {
-      offset += 2;
-      continue;
-    }
-    if (marker === 0xd9 || marker === 0xda) return null; // end of image, start of scan: no frame
-    if (marker >= 0xc0 && marker <= 0xcf && marker !== 0xc4 && marker !== 0xc8 && marker !== 0xcc)
-      return { width: buffer.readUInt16BE(offset + 7), height: buffer.readUInt16BE(offset + 5) };
-    offset += 2 + buffer.readUInt16BE(offset + 2);
-  }
-  return null;
+  const isFrame = (marker: number) =>
+    marker >= 0xc0 && marker <= 0xcf && marker !== 0xc4 && marker !== 0xc8 && marker !== 0xcc;
+  // An end of image or a start of scan before any frame: no frame.
+  const stop = walkJpeg(buffer, (marker) => isFrame(marker) || marker === 0xd9 || marker === 0xda);
+  // The frame header's height and width, 5 and 7 bytes after its marker.
+  if (typeof stop === "string" || !isFrame(stop.marker) || stop.offset + 9 >= buffer.length) return null;
+  return { width: buffer.readUInt16BE(stop.offset + 7), height: buffer.readUInt16BE(stop.offset + 5) };
 }
