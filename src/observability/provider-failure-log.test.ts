@@ -274,6 +274,9 @@ describe("provider failure log", () => {
     // Not a word: free text is no kind, and is never logged.
     expect(kind(500, { error: { code: "Incorrect API key sk-abc", message: "m" } })).toBeUndefined();
     expect(kind(500, { error: "boom" })).toBeUndefined();
+    // Nor a key a server quotes as its code: an enumerated name has no digits, a key does.
+    expect(kind(401, { error: { code: "AIzaSyD4kX9e2Qm7TzA1bC3dE5fG7hJ9kL0mN1o" } })).toBeUndefined();
+    expect(kind(401, { error: { status: "k3y_0f_4_c0mp4t1bl3_s3rv3r" } })).toBeUndefined();
     expect(kind(500, undefined)).toBeUndefined();
     expect(
       JSON.stringify(providerFailureFacts("provider-x", answered(401, { error: { message: "sk-abc" } }))),

@@ -135,14 +135,18 @@ export function providerFailureFacts(provider: string, error: unknown): Provider
 
 /**
  * The kind an error body (the AI SDK's parse of it) names in its `error` object: the first of
- * `code`, `type` and `status` that is a word (a provider's enumerated name, never free text).
+ * `code`, `type` and `status` that is a word of letters (a provider's enumerated name, never free
+ * text nor a key).
  */
 function errorName(data: unknown): string | undefined {
   const inner = (data as { error?: unknown } | null | undefined)?.error;
   if (typeof inner !== "object" || inner === null) return undefined;
   const { code, type, status } = inner as Record<string, unknown>;
   return [code, type, status].find(
-    (value): value is string => typeof value === "string" && /^[A-Za-z][A-Za-z0-9_.]{0,63}$/.test(value),
+    // Words of letters joined by `_` or `.`, no digits: the providers' enumerated names have none,
+    // and a key (which a compatible server might quote as its code) has some, so is never logged.
+    (value): value is string =>
+      typeof value === "string" && value.length <= 64 && /^[A-Za-z]+(?:[_.][A-Za-z]+)*$/.test(value),
   );
 }
 
