@@ -103,9 +103,10 @@ export function registerProxyRoutes(router: Router, deps: ProxyRouteDeps): void 
             provider: adapter.id,
             model: result.model,
             usage: result.usage,
-            // A call the provider bills nothing for that reported no tokens is free, not unpriced.
+            // A call the provider bills nothing for that reported no tokens is free, not unpriced:
+            // so is a 304 Not Modified, a revalidation answered without content (ran nothing).
             costUsd:
-              reportsNoTokens(result.usage) && adapter.freeCall(method, path)
+              reportsNoTokens(result.usage) && (result.status === 304 || adapter.freeCall(method, path))
                 ? 0
                 : deps.costOf(adapter.id, result.model, result.usage, result.images),
             streamed: result.streamed,

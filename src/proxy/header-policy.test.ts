@@ -64,6 +64,36 @@ describe("header policy", () => {
     });
   });
 
+  it("forwards the conditional headers and provider C's server deadline, as sent", () => {
+    const conditional = {
+      "if-none-match": 'W/"v1", "v2"',
+      "if-modified-since": "Tue, 01 Jul 2025 10:00:00 GMT",
+      "if-match": '"v3"',
+      "if-unmodified-since": "Wed, 02 Jul 2025 10:00:00 GMT",
+      // What @google/genai sends when `httpOptions.timeout` is set: the deadline, in seconds.
+      "x-server-timeout": "30",
+    };
+    expect(upstreamRequestHeaders(conditional)).toEqual({ ...conditional, "accept-encoding": "identity" });
+  });
+
+  it("drops the SDKs' account and billing selectors, trace context, upload and Vertex headers", () => {
+    const headers = upstreamRequestHeaders({
+      "anthropic-workspace-id": "wrkspc_other",
+      "anthropic-user-profile-id": "uprof_other",
+      "anthropic-worker-id": "worker-1",
+      traceparent: "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01",
+      tracestate: "vendor=x",
+      baggage: "user=alice",
+      "x-goog-upload-protocol": "resumable",
+      "x-goog-upload-command": "start",
+      "x-vertex-ai-llm-request-type": "shared",
+      "x-goog-api-client": "google-genai-sdk/3.3.0",
+      range: "bytes=0-9",
+      "if-range": '"v1"',
+    });
+    expect(headers).toEqual({ "accept-encoding": "identity" });
+  });
+
   it("passes provider response headers except hop-by-hop ones, cookies, CORS, origin statements, account ids and those named by Connection", () => {
     const head = clientResponseHeaders(
       raw([

@@ -6,6 +6,17 @@ import { keyMayBeEscaped, maskKeyInHeader } from "./reflected-key-mask.js";
  * Requests: an allow-list; credentials, cookies, hop-by-hop headers (RFC 9110 section 7.6.1) and
  * Sluice's own headers never pass. Responses: everything but hop-by-hop headers, cookies and the
  * provider's statements about its own origin.
+ *
+ * The headers the official SDKs send, each decided (test/e2e/proxy-sdk-headers.test.ts lists them
+ * per SDK): forwarded as below; the key headers (`authorization`, `x-api-key`, `x-goog-api-key`)
+ * carry the app's Sluice credential and are replaced by the provider key, as `anthropic-version`
+ * and `x-goog-api-client` are by Sluice's own (provider-adapter.ts); dropped are the account and
+ * billing selectors `openai-organization`, `openai-project`, `x-goog-user-project`,
+ * `anthropic-workspace-id` and `anthropic-user-profile-id` (they choose the account or profile a call
+ * is billed to, whose limits and models apply: the operator's choice, made with the key, never an
+ * app's), the trace context (`traceparent`, `tracestate`, `baggage`: the app's trace, not a hop the
+ * provider reports on), and what only calls this proxy does not forward send (`x-goog-upload-*` of
+ * C's resumable uploads, `anthropic-worker-id` of a B GET, Vertex AI's `x-vertex-ai-*`).
  */
 const forwardedRequestHeaders = new Set([
   "content-type",
@@ -14,14 +25,20 @@ const forwardedRequestHeaders = new Set([
   "accept",
   "user-agent",
   "idempotency-key",
-  // Not `openai-organization`, `openai-project` or `x-goog-user-project`: they choose the account
-  // a call is billed to (and whose limits and models apply), which is the operator's choice, made
-  // with the key, never an app's.
   "openai-beta",
   // Provider A's own trace id for a request, chosen by the client (shown in its logs and support).
   "x-client-request-id",
   "anthropic-beta",
   "anthropic-dangerous-direct-browser-access",
+  // Provider C's deadline for the call, in seconds (`@google/genai` sends its `httpOptions.timeout`).
+  "x-server-timeout",
+  // Conditional requests (RFC 9110 section 13): a revalidation's answer (304) is passed back as the
+  // provider sends it, and a precondition that fails (412) is the provider's to judge. Dropped, a
+  // conditional write would become an unconditional one.
+  "if-none-match",
+  "if-modified-since",
+  "if-match",
+  "if-unmodified-since",
 ]);
 const forwardedRequestPrefixes = ["x-stainless-"];
 
