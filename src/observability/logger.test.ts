@@ -177,6 +177,78 @@ describe("log redaction", () => {
     expect(text()).toContain("[Circular]");
   });
 
+  it("redacts the message pino takes from an error when none is given", () => {
+    const { logger, text, records } = capture();
+    const databaseUrl = "postgres://sluice:pg-pass-1234@db.internal:5432/sluice";
+    logger.error(new Error(`could not connect to ${databaseUrl}`));
+    logger.warn({ err: new Error(`lost ${databaseUrl}`) });
+    expect(text()).not.toContain("pg-pass-1234");
+    expect(records().map((record) => record.msg)).toEqual([
+      "could not connect to postgres://sluice:[redacted]@db.internal:5432/sluice",
+      "lost postgres://sluice:[redacted]@db.internal:5432/sluice",
+    ]);
+  });
+
+  it("redacts a child logger's bindings and the values a message interpolates", () => {
+    const { logger, text, records } = capture();
+    const child = logger.child({ headers: { authorization: secrets.bearer }, requestId: "req_1" });
+    child.info("bound");
+    child.child({ apiKey: secrets.apiKey }).info("bound twice");
+    logger.info("sent %o with %j", { "x-api-key": secrets.anthropicKey }, { testKey: secrets.testKey });
+    expectNoSecret(text());
+    expect(records()[0]).toMatchObject({ requestId: "req_1", headers: { authorization: "[redacted]" } });
+  });
+
+  it("redacts credentials in a URL's query and a password holding an @, wherever a string has them", () => {
+    const { logger, text, records } = capture();
+    const quoted = [
+      `https://generativelanguage.googleapis.com/v1beta/models/m:generateContent?alt=sse&key=${secrets.googKey}`,
+      "postgres://sluice@db.internal/sluice?sslmode=require&password=pg-query-pass-1",
+      "redis://cache.internal:6379/0?Password=redis-query-pass-2",
+      "https://gw.example/v1/vault/t/p/a.png?expires=1700000000&signature=vault-signature-3",
+      "https://s3.example/b/k?X-Amz-Credential=AKIA%2F1&X-Amz-Signature=0123abcd-s3-signature-4",
+      "postgres://sluice:p@ss-at-5@db.internal:5432/sluice",
+    ];
+    logger.error({ urls: quoted, err: new TypeError(`Invalid URL: ${quoted[0]}`) }, `calling ${quoted[1]}`);
+    const written = text();
+    expectNoSecret(written);
+    for (const part of ["pg-query-pass-1", "redis-query-pass-2", "vault-signature-3", "ss-at-5"])
+      expect(written).not.toContain(part);
+    expect(written).not.toContain("s3-signature-4");
+    // What tells the operator which server and call it was stays.
+    expect(records()[0].urls).toEqual([
+      "https://generativelanguage.googleapis.com/v1beta/models/m:generateContent?alt=sse&key=[redacted]",
+      "postgres://sluice@db.internal/sluice?sslmode=require&password=[redacted]",
+      "redis://cache.internal:6379/0?Password=[redacted]",
+      "https://gw.example/v1/vault/t/p/a.png?expires=1700000000&signature=[redacted]",
+      "https://s3.example/b/k?X-Amz-Credential=AKIA%2F1&X-Amz-Signature=[redacted]",
+      "postgres://sluice:[redacted]@db.internal:5432/sluice",
+    ]);
+  });
+
+  it("redacts the arguments of a Redis AUTH or HELLO quoted by an ioredis reply error", () => {
+    const { logger, text, records } = capture();
+    const refused = (name: string, args: string[]) =>
+      Object.assign(new Error("WRONGPASS invalid username-password pair or user is disabled."), {
+        name: "ReplyError",
+        command: { name, args },
+      });
+    logger.warn(
+      {
+        err: refused("auth", ["default", "redis-auth-pass-1"]),
+        hello: refused("HELLO", ["3", "AUTH", "default", "redis-hello-pass-2"]),
+        other: refused("evalsha", ["0123abcd", "1", "sluice:dt:p1"]),
+      },
+      "ledger failed",
+    );
+    expect(text()).not.toContain("redis-auth-pass-1");
+    expect(text()).not.toContain("redis-hello-pass-2");
+    const [record] = records();
+    expect(record.err.command).toEqual({ name: "auth", args: "[redacted]" });
+    // Other commands keep their arguments: key names and digests, which tell what failed.
+    expect(record.other.command.args).toEqual(["0123abcd", "1", "sluice:dt:p1"]);
+  });
+
   it("leaves a record without secrets as it is, without copying it", () => {
     const record = { requestId: "req_1", route: "/v1/text", status: 200, nested: { tokens: 12 } };
     expect(redactSecrets(record)).toBe(record);

@@ -73,21 +73,48 @@ export function redactSecrets<T>(value: T): T {
   return redactValue(value, maxDepth, []) as T;
 }
 
-/** A URL's user info with a password (`scheme://user:password@`), wherever it is in a string. */
-const urlPassword = /(\b[a-z][a-z0-9+.-]*:\/\/[^\s/?#@:]*:)[^\s/?#@]*@/gi;
+/**
+ * A URL's user info with a password (`scheme://user:password@`), wherever it is in a string: the
+ * password runs to the last `@` before the host, as URL parsers read it, so one holding an `@`
+ * (`p@ss`, which node-postgres and ioredis take) is replaced whole.
+ */
+const urlPassword = /(\b[a-z][a-z0-9+.-]*:\/\/[^\s/?#@:]*:)[^\s/?#]*@/gi;
+
+/** A query parameter (`?name=value`, `&name=value`): its name and value. */
+const queryParameter = /([?&;])([^=&#\s?;]+)=([^&#\s"'<>;]*)/g;
 
 /**
- * The string with the password of every URL in it replaced (`postgres://u:[redacted]@host`): a
- * DATABASE_URL or REDIS_URL quoted by a library's error message, stack or options object. Strings
- * without both `://` and `@` are returned as they are, without a regular expression run.
+ * Query parameters whose values are credentials, besides the field names above: provider C's
+ * `key=`, the password node-postgres (`password=`, `sslpassword=`) and ioredis take from a URL's
+ * query, a signed vault URL's `signature=` and an S3 presigned URL's `X-Amz-Signature=`.
  */
-export function redactUrlPasswords(text: string): string {
-  if (!text.includes("@") || !text.includes("://")) return text;
-  return text.replace(urlPassword, `$1${censor}@`);
+const redactedQueryNames: ReadonlySet<string> = new Set([
+  ...redactedNames,
+  ...["key", "sslPassword", "signature", "sig", "X-Amz-Signature", "X-Amz-Security-Token", "secret"].map(
+    normalizedName,
+  ),
+]);
+
+/**
+ * The string with the credentials of every URL in it replaced: a password in its user info
+ * (`postgres://u:[redacted]@host`) and the value of a credential query parameter (`?key=[redacted]`),
+ * as a library's error message, stack or options object may quote a DATABASE_URL, a REDIS_URL, a
+ * provider call or a signed URL. A string with neither `://` and `@` nor `=` after `?` or `&` is
+ * returned as it is, without a regular expression run.
+ */
+export function redactUrlCredentials(text: string): string {
+  let redacted = text;
+  if (redacted.includes("@") && redacted.includes("://"))
+    redacted = redacted.replace(urlPassword, `$1${censor}@`);
+  if (redacted.includes("=") && (redacted.includes("?") || redacted.includes("&")))
+    redacted = redacted.replace(queryParameter, (parameter, start: string, name: string, value: string) =>
+      value !== "" && redactedQueryNames.has(normalizedName(name)) ? `${start}${name}=${censor}` : parameter,
+    );
+  return redacted;
 }
 
 function redactValue(value: unknown, depth: number, ancestors: object[]): unknown {
-  if (typeof value === "string") return redactUrlPasswords(value);
+  if (typeof value === "string") return redactUrlCredentials(value);
   if (typeof value !== "object" || value === null) return value;
   if (value instanceof Error) return redactValue(pino.stdSerializers.err(value), depth, ancestors);
   const toJSON = (value as { toJSON?: unknown }).toJSON;
@@ -107,15 +134,24 @@ function redactValue(value: unknown, depth: number, ancestors: object[]): unknow
   }
 }
 
+/**
+ * The Redis commands whose arguments hold a password: an ioredis reply error quotes the command it
+ * answered (`command: { name: "auth", args: [user, password] }`), and so does its AbortError.
+ */
+const passwordCommands: ReadonlySet<string> = new Set(["auth", "hello", "migrate"]);
+
 function redactObject(value: object, depth: number, ancestors: object[]): object {
   let copy: Record<string, unknown> | undefined;
+  const commandName = (value as { name?: unknown }).name;
+  const passwordCommand = typeof commandName === "string" && passwordCommands.has(commandName.toLowerCase());
   for (const key of Object.keys(value)) {
     const field = (value as Record<string, unknown>)[key];
-    const redacted = redactedNames.has(normalizedName(key))
-      ? field === undefined || field === null
-        ? field
-        : censor
-      : redactValue(field, depth - 1, ancestors);
+    const redacted =
+      redactedNames.has(normalizedName(key)) || (passwordCommand && key === "args")
+        ? field === undefined || field === null
+          ? field
+          : censor
+        : redactValue(field, depth - 1, ancestors);
     if (redacted !== field) {
       copy ??= { ...value };
       copy[key] = redacted;
@@ -145,11 +181,14 @@ function redactArray(value: unknown[], depth: number, ancestors: object[]): unkn
 
 /**
  * Secrets are redacted by this configuration, not by the callers' discipline: `redactSecrets`
- * runs on every object logged (and on child bindings), and a test logs objects full of secrets,
- * in every letter case, and checks that none comes out.
+ * runs on every object logged, on the base and every child logger's bindings (pino's `bindings`
+ * formatter sees the base's only, so `child` is wrapped) and on the values a message interpolates
+ * (`%o`, `%j`); `redactUrlCredentials` on the message, the one pino takes from an error when none
+ * is given included. A test logs objects full of secrets, in every letter case, and checks that
+ * none comes out.
  */
 export function createLogger(level: string, destination: DestinationStream): Logger {
-  return pino(
+  const logger = pino(
     {
       level,
       base: { service: "sluice" },
@@ -162,16 +201,44 @@ export function createLogger(level: string, destination: DestinationStream): Log
       // `log` above has serialized every error already; serializing the result again would
       // report each error's type as "Object".
       serializers: { err: (error: unknown) => error },
-      // The message and its interpolation values are strings the formatters never see.
+      // The message and its interpolation values are never seen by the formatters.
       hooks: {
         logMethod(args, method) {
-          const redacted = args.map((arg) => (typeof arg === "string" ? redactUrlPasswords(arg) : arg));
+          // Past the first argument (the object the formatters redact): the message and the values
+          // it interpolates.
+          const redacted = args.map((arg, index) =>
+            typeof arg === "string" ? redactUrlCredentials(arg) : index > 0 ? redactSecrets(arg) : arg,
+          );
+          const implied = args.length === 1 ? impliedMessage(args[0]) : undefined;
+          if (implied !== undefined) redacted.push(redactUrlCredentials(implied));
           method.apply(this, redacted as Parameters<typeof method>);
         },
       },
     },
     destination,
   );
+  const child = logger.child;
+  logger.child = function (this: Logger, bindings, options) {
+    return child.call(this, redactSecrets(bindings), options);
+  } as Logger["child"];
+  return logger;
+}
+
+/**
+ * The message pino writes for a record logged without one: an error's (`logger.error(err)`), or
+ * that of the record's `err` when it has no `msg` (`logger.warn({ err })`). Written as it is, it
+ * would escape the redaction, which sees only the record.
+ */
+function impliedMessage(record: unknown): string | undefined {
+  if (typeof record !== "object" || record === null) return undefined;
+  const error =
+    record instanceof Error
+      ? record
+      : (record as { msg?: unknown }).msg === undefined
+        ? (record as { err?: unknown }).err
+        : undefined;
+  const message = (error as { message?: unknown } | null | undefined)?.message;
+  return typeof message === "string" ? message : undefined;
 }
 
 /**
