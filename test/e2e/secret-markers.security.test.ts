@@ -445,7 +445,7 @@ describe.skipIf(!postgresAvailable || !redisAvailable)(
         for (const leak of leaksIn(scrubbed, all)) found.push(`${leak} in ${where}`);
       }
       expect(found).toEqual([]);
-    }, 120_000);
+    }, 300_000);
   },
 );
 
