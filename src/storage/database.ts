@@ -10,6 +10,7 @@ import { makeDirectorySync } from "./make-directory.js";
 import { type MigrationOutcome, migrateToLatest, pingDatabase } from "./migrations.js";
 import { checkSslFiles, migrateWithinStartTimeout, pgClientOf } from "./postgres-start.js";
 import type { Database } from "./schema.js";
+import { cachingStatements } from "./statement-cache.js";
 
 export type Engine = "sqlite" | "postgres";
 
@@ -173,7 +174,7 @@ async function openSqlite(options: DatabaseOptions): Promise<OpenedSqlite> {
     throw options.sqliteFile ? error : dataDirError(options.dataDir, `open the database ${file}`, error);
   }
   return {
-    db: new Kysely<Database>({ dialect: new SqliteDialect({ database }) }),
+    db: new Kysely<Database>({ dialect: new SqliteDialect({ database: cachingStatements(database) }) }),
     engine: "sqlite",
     sqlite: database,
   };
