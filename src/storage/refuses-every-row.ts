@@ -27,7 +27,8 @@ const sqliteTableState =
  * True when the database refused a write for something no row holds (the table, its columns, the
  * role's grants, the transaction), so it refuses every row alike until an operator (or a deploy)
  * changes that: the usage recorder keeps its rows queued, as in an outage, instead of dropping them
- * one by one. Not an outage (isDatabaseUnavailable): a request or an admin call that meets one is
+ * one by one, once a row written on its own is refused too (a trigger or a row-level security
+ * policy may refuse only some rows with such a code: usage-recorder.ts, tableTakesRows). Not an outage (isDatabaseUnavailable): a request or an admin call that meets one is
  * answered 500, the fault logged, not 503 asking to retry shortly.
  */
 export function refusesEveryRow(error: unknown, depth = 0): boolean {

@@ -110,3 +110,79 @@ describe.skipIf(!postgresAvailable)("usage rows PostgreSQL refuses the gateway's
     }
   }, 15_000);
 });
+
+/** Rows of the mixed queue (fewer than a batch: a refused batch is written one row a statement). */
+const mixedRows = 40;
+
+/**
+ * Records rows of a project the database refuses (`blocked`) between rows of one it takes, the
+ * first row a blocked one, and flushes: `refuseSome` refuses only the blocked project's rows, with
+ * a class-42 SQLSTATE (as the whole table's refusals are), so the rows it takes must be written and
+ * only the blocked ones dropped, each counted as refused; then a queue of blocked rows alone.
+ */
+async function writesTheRowsItTakes(database: OpenDatabase, refuseSome: () => Promise<void>): Promise<void> {
+  const usage = createUsageRepository(database.db, database.sqlite, database.runReport);
+  const { recorder, seen } = countingRecorder(usage, 10_000);
+  try {
+    await refuseSome();
+    const ids = Array.from({ length: mixedRows }, (_, index) => `row-${index}`);
+    const blocked = (id: string) => Number(id.slice(4)) % 2 === 0;
+    for (const id of ids) recorder.record(usageRow(id, blocked(id) ? { project_id: "blocked" } : {}));
+    // Before, the batch stayed queued and was retried until the deadline: the rows it takes never written.
+    await recorder.flush(10_000);
+    expect(recorder.depth()).toBe(0);
+    expect(recorder.writesFailing()).toBe(false);
+    const stored = await database.db.selectFrom("usage_records").select("request_id").execute();
+    expect(stored.map((each) => each.request_id).sort()).toEqual(ids.filter((id) => !blocked(id)).sort());
+    expect(seen.refused).toHaveLength(mixedRows / 2);
+    expect(seen.refused.every((error) => (error as { code?: unknown }).code === "42501")).toBe(true);
+    // A queue of refused rows alone is not taken for a refusal of every row: the table took rows.
+    for (const id of ["late-0", "late-1"]) recorder.record(usageRow(id, { project_id: "blocked" }));
+    await recorder.flush(10_000);
+    expect(recorder.depth()).toBe(0);
+    expect(seen.refused).toHaveLength(mixedRows / 2 + 2);
+    expect(recorder.writesFailing()).toBe(false);
+    expect(await usage.count()).toBe(mixedRows / 2);
+  } finally {
+    await recorder.stop();
+  }
+}
+
+describe.skipIf(!postgresAvailable)("usage rows PostgreSQL refuses some of with a class-42 SQLSTATE", () => {
+  it("writes the rows a trigger takes when it raises 42501 for one project's rows, dropping only those", async () => {
+    const { database, admin, close } = await openAsOwnRole();
+    try {
+      await writesTheRowsItTakes(database, async () => {
+        await admin.query(`create function refuse_blocked() returns trigger language plpgsql as $$
+          begin
+            if new.project_id = 'blocked' then
+              raise exception 'project % may not write usage', new.project_id using errcode = '42501';
+            end if;
+            return new;
+          end $$`);
+        await admin.query(
+          "create trigger refuse_blocked before insert on usage_records for each row execute function refuse_blocked()",
+        );
+      });
+    } finally {
+      await close();
+    }
+  }, 30_000);
+
+  it("writes the rows a row-level security policy's WITH CHECK takes, dropping only those it refuses", async () => {
+    const { database, admin, close } = await openAsOwnRole();
+    try {
+      await writesTheRowsItTakes(database, async () => {
+        await admin.query("alter table usage_records enable row level security");
+        // The gateway's role owns the table: only a forced policy applies to it.
+        await admin.query("alter table usage_records force row level security");
+        await admin.query("create policy usage_read on usage_records for select using (true)");
+        await admin.query(
+          "create policy usage_write on usage_records for insert with check (project_id <> 'blocked')",
+        );
+      });
+    } finally {
+      await close();
+    }
+  }, 30_000);
+});

@@ -51,6 +51,46 @@ describe("usage recorder reports", () => {
     ]);
   });
 
+  it("logs rows the database refuses for one reason once per window, then how many more, each reason apart", async () => {
+    vi.useFakeTimers();
+    const lines: Record<string, unknown>[] = [];
+    const logger = createLogger("info", { write: (line: string) => void lines.push(JSON.parse(line)) });
+    const metrics = createMetrics();
+    const reports = usageRecorderReports(metrics, logger, 10_000);
+    const nul = () =>
+      Object.assign(new Error('invalid byte sequence for encoding "UTF8": 0x00'), { code: "22021" });
+    const policy = () =>
+      Object.assign(new Error('new row violates row-level security policy for table "usage_records"'), {
+        code: "42501",
+      });
+    for (let index = 0; index < 50; index++) reports.onRefused?.(usageRow(`req_${index}`), nul());
+    reports.onRefused?.(usageRow("req_policy"), policy());
+    // Before, fifty-one lines: one per refused row.
+    expect(lines.map(({ msg, requestId }) => [msg, requestId])).toEqual([
+      ["usage row refused by the database: dropped", "req_0"],
+      ["usage row refused by the database: dropped", "req_policy"],
+    ]);
+    vi.advanceTimersByTime(10_000);
+    expect(lines.slice(2)).toEqual([
+      expect.objectContaining({
+        msg: "usage rows refused by the database: more dropped",
+        count: 49,
+        code: "22021",
+        reason: 'invalid byte sequence for encoding "UTF8": 0x00',
+        windowMs: 10_000,
+      }),
+    ]);
+    // A window still open at shutdown is written then, before the shutdown's own line.
+    for (let index = 0; index < 3; index++) reports.onRefused?.(usageRow(`req_late_${index}`), policy());
+    reports.onDropped?.(1, "shutdown");
+    expect(lines.slice(3).map(({ msg, count, requestId }) => [msg, count, requestId])).toEqual([
+      ["usage row refused by the database: dropped", undefined, "req_late_0"],
+      ["usage rows refused by the database: more dropped", 2, undefined],
+      ["usage rows not written before shutdown: dropped", 1, undefined],
+    ]);
+    expect((await metrics.render()).body).toContain("sluice_usage_rows_dropped_total 55");
+  });
+
   it("counts the refusals coalesced into another row, by error code", async () => {
     const metrics = createMetrics();
     const reports = usageRecorderReports(metrics, createLogger("info", { write: () => {} }));

@@ -6,6 +6,23 @@ import type { UsageRecorderDeps } from "./usage-recorder.js";
 /** Distinct reasons for failed usage writes logged per outage; the attempts are all counted. */
 const maxFailureReasons = 20;
 
+/** Reasons rows were refused for whose windows are open at once; beyond them, they close at once. */
+const maxRefusalReasons = 100;
+
+/** Why the database refused a row: its error's code (a SQLSTATE, a SQLite code) and message. */
+interface RefusalReason {
+  code: string | undefined;
+  reason: string;
+}
+
+function refusalReason(error: unknown): RefusalReason {
+  const code = (error as { code?: unknown } | null)?.code;
+  return {
+    code: typeof code === "string" ? code : undefined,
+    reason: error instanceof Error ? error.message : String(error),
+  };
+}
+
 /**
  * What the usage recorder reports, as metrics and log lines: its queue depth, rows dropped (queue
  * full, shutdown) or refused by the database, an outage of usage writes and its end (the
@@ -14,7 +31,10 @@ const maxFailureReasons = 20;
 export function usageRecorderReports(
   metrics: Metrics,
   logger: Logger,
-  /** Rows dropped from a full queue are logged once per window, with the count (default 10 s). */
+  /**
+   * Rows dropped from a full queue, and rows refused for one reason, are logged once per window, with
+   * the count (default 10 s).
+   */
   dropWindowMs = 10_000,
 ): Pick<
   UsageRecorderDeps,
@@ -28,6 +48,18 @@ export function usageRecorderReports(
     onSuppressed: (_, count) =>
       logger.error({ count, windowMs: dropWindowMs }, "usage queue full: more usage rows dropped"),
   });
+  // Rows refused for the same reason (a bad value every row carries, a policy refusing a project's
+  // rows) would each write a line: the first of a reason's window is logged with its request id, the
+  // rest counted and logged, with the reason, when the window ends.
+  const refusedRows = createSuppressionWindows<RefusalReason>({
+    windowMs: dropWindowMs,
+    maxKeys: maxRefusalReasons,
+    onSuppressed: ({ code, reason }, count) =>
+      logger.error(
+        { count, code, reason, windowMs: dropWindowMs },
+        "usage rows refused by the database: more dropped",
+      ),
+  });
   // The reasons of the outage's failed writes logged so far, and its failed attempts.
   const failureReasons = new Set<string>();
   let failedAttempts = 0;
@@ -36,8 +68,9 @@ export function usageRecorderReports(
     onDropped: (count, reason) => {
       metrics.countUsageRowsDropped(count);
       if (reason === "shutdown") {
-        // The full queue's last window is written now: its timer would not run before the exit.
+        // The last windows are written now: their timers would not run before the exit.
         fullQueue.flush();
+        refusedRows.flush();
         logger.error({ count }, "usage rows not written before shutdown: dropped");
       } else if (reason === "refusals-evicted") {
         // One line per pass: a pass takes every refusal's row queued, so the next needs a full queue again.
@@ -50,7 +83,9 @@ export function usageRecorderReports(
     },
     onRefused: (row, error) => {
       metrics.countUsageRowsDropped(1);
-      logger.error({ err: error, requestId: row.request_id }, "usage row refused by the database: dropped");
+      const refusal = refusalReason(error);
+      if (refusedRows.open(`${refusal.code} ${refusal.reason}`, refusal))
+        logger.error({ err: error, requestId: row.request_id }, "usage row refused by the database: dropped");
     },
     onWriteFailure: (error) => {
       metrics.countUsageWriteFailure();

@@ -197,8 +197,9 @@ describe("usage recorder, a refusal of every row (the table's, the role's, not a
       expect(recorder.writesFailing()).toBe(true);
       expect(failures.length).toBeGreaterThan(0);
       expect(failures.every((failure) => failure === refusal)).toBe(true);
-      // One statement a try, not one a row.
-      expect(state.attempts).toBe(failures.length);
+      // Two statements a try, not one a row: the batch, and one of its rows on its own, which a
+      // policy refusing only some rows would take (no row was written before to try again).
+      expect(state.attempts).toBe(2 * failures.length);
       state.refusing = false;
       await recorder.flush(2000);
       expect(written).toEqual(Array.from({ length: 10 }, (_, index) => row(index).request_id));
@@ -371,6 +372,69 @@ describe("usage recorder, a database that hangs or stays down at shutdown", () =
       [1, "shutdown"],
     ]);
     expect(recorder.depth()).toBe(0);
+  });
+
+  /** A recorder over `repository` that writes only when flushed, and what it reported of its rows. */
+  function accountingRecorder(repository: UsageRepository) {
+    const seen = { written: [] as string[], refused: [] as string[], dropped: 0 };
+    const recorder = createUsageRecorder({
+      repository,
+      flushIntervalMs: 60_000,
+      queueMax: 10_000,
+      onWritten: (rows) => seen.written.push(...rows.map((each) => each.request_id)),
+      onRefused: (refused) => seen.refused.push(refused.request_id),
+      onDropped: (count) => {
+        seen.dropped += count;
+      },
+    });
+    return { recorder, seen };
+  }
+
+  it("counts the rows of a batch stop gave up on once, as dropped, not as written too when it answers late", async () => {
+    const answers: Array<() => void> = [];
+    const { recorder, seen } = accountingRecorder(
+      fakeUsageRepository({ insertBatch: () => new Promise<void>((resolve) => answers.push(resolve)) }),
+    );
+    for (let index = 0; index < 3; index++) recorder.record(row(index));
+    await recorder.flush(20);
+    await recorder.stop(20);
+    expect(seen.dropped).toBe(3);
+    // The database answers after the shutdown gave up on the write: before, its rows were counted
+    // written as well (sluice_usage_rows_written_total and _dropped_total both).
+    for (const answer of answers) answer();
+    for (let turn = 0; turn < 5; turn++) await nextTurn();
+    expect(seen).toEqual({ written: [], refused: [], dropped: 3 });
+  });
+
+  it("counts each row of a row-by-row pass stop gave up on once: written, refused or dropped", async () => {
+    const answers: Array<() => void> = [];
+    const tried: string[] = [];
+    const repository = fakeUsageRepository({
+      async insertBatch(batch) {
+        await nextTurn();
+        if (batch.some((each) => each.project_id.includes("\u0000")))
+          throw Object.assign(new Error('invalid byte sequence for encoding "UTF8": 0x00'), {
+            code: "22021",
+          });
+        tried.push(...batch.map((each) => each.request_id));
+        // The database stops answering after the first row of the pass.
+        if (tried.length > 1) await new Promise<void>((resolve) => answers.push(resolve));
+      },
+    });
+    const { recorder, seen } = accountingRecorder(repository);
+    recorder.record(row(1));
+    recorder.record({ ...row(2), project_id: "bad\u0000id" });
+    recorder.record(row(3));
+    recorder.record(row(4));
+    await recorder.flush(50);
+    await recorder.stop(20);
+    for (const answer of answers) answer();
+    for (let turn = 0; turn < 10; turn++) await nextTurn();
+    // Row 1 written, row 2 refused, rows 3 (its write given up on) and 4 dropped: before, the
+    // shutdown counted all four dropped on top of row 1 written and row 2 refused, and the pass
+    // went on to write rows 3 and 4 after it.
+    expect(seen).toEqual({ written: [row(1).request_id], refused: [row(2).request_id], dropped: 2 });
+    expect(tried).toEqual([row(1).request_id, row(3).request_id]);
   });
 });
 

@@ -18,8 +18,9 @@ export interface UsageRecorderDeps {
    */
   onDropped?: (count: number, reason: "queue-full" | "refusals-evicted" | "shutdown") => void;
   /**
-   * A row the database refuses for what it holds (not an outage, nor a refusal of every row): dropped,
-   * so it cannot block the rest.
+   * A row the database refuses for what it holds (not an outage, nor a refusal of every row; a
+   * policy's or a trigger's refusal of that row with a code that names no value, the table taking
+   * other rows): dropped, so it cannot block the rest.
    */
   onRefused?: (row: UsageRecord, error: unknown) => void;
   onWriteFailure?: (error: unknown) => void;
@@ -76,7 +77,9 @@ export interface UsageRecorder {
  * anything else is written row by row, and only the rows the database refuses are dropped: one bad
  * row must not stop every later one from being written. Before, a refusal of every row was taken
  * for one per row: the whole queue was dropped within seconds, a log line per row, and /health
- * never said the writes failed.
+ * never said the writes failed. A code that names no value may still be a policy's or a trigger's
+ * refusal of some rows: the table is asked to take a row on its own first (tableTakesRows), and
+ * when it does, the batch is written row by row as well.
  *
  * A full queue keeps its oldest rows, but not at the cost of a call's: refused requests cost an
  * anonymous client nothing to send (made-up project ids, wrong keys, throttled retries), and in an
@@ -101,6 +104,21 @@ export function createUsageRecorder(deps: UsageRecorderDeps): UsageRecorder {
    * that many more than `queueMax` until the write ends (written, or evicted if it failed).
    */
   let overdrawn = 0;
+  /**
+   * Rows at the queue's head that the write in progress has reported (written or refused: a
+   * row-by-row pass's); they leave the queue when it ends. A stop that gives up on the write counts
+   * the rest as dropped, not these.
+   */
+  let reported = 0;
+  /** Set by a stop that gave up waiting for the write in progress: nothing it does is reported after. */
+  let givenUp = false;
+  /**
+   * The last row the database took. Written again (on conflict do nothing: a no-op), it asks
+   * whether the table takes rows at all after a refusal that names no value (tableTakesRows).
+   */
+  let lastWritten: UsageRecord | null = null;
+  /** Which row of a refused batch the next probe tries (each try another). */
+  let probeTurn = 0;
   let writing: Promise<void> | null = null;
   let failing = false;
   let backoffMs = 0;
@@ -127,13 +145,57 @@ export function createUsageRecorder(deps: UsageRecorderDeps): UsageRecorder {
     try {
       await deps.repository.insertBatch(batch);
     } catch (error) {
-      if (!keepsRows(error)) return writeRowByRow(batch);
+      // A single row of the batch is another statement: the batch of one is that row's.
+      const kept = !givenUp && (await keepsRows(error, batch.length > 1 ? batch : []));
+      if (givenUp) return false;
+      if (!kept) return writeRowByRow(batch, error);
       writeEnded();
       return failed(error);
     }
+    if (givenUp) return false;
     done(batch.length);
+    lastWritten = batch[batch.length - 1] ?? null;
     deps.onWritten?.(batch);
     return true;
+  }
+
+  /**
+   * Whether a failed write keeps its rows queued, to be retried: the database cannot serve now (an
+   * outage), or it refuses every row alike, whatever it holds (refuses-every-row.ts), and still
+   * does when asked for one row on its own (`tableTakesRows`). Either ends only when the database
+   * (or its operator) changes; a row's own bad value never does, and only that row is dropped.
+   */
+  async function keepsRows(error: unknown, others: readonly UsageRecord[]): Promise<boolean> {
+    if (isDatabaseUnavailable(error)) return true;
+    if (!refusesEveryRow(error)) return false;
+    return !(await tableTakesRows(others));
+  }
+
+  /**
+   * Whether the table takes a row now, after a refusal whose code names the table, the role or the
+   * statement, never a value: a policy or a trigger may refuse some rows with such a code too (a
+   * row-level security policy's WITH CHECK, a trigger raising 42501 for one project's rows). It
+   * writes again the last row the database took (a no-op, on conflict do nothing), which a revoked
+   * grant or a missing table or column refuses as it refuses any; then, should that be refused too
+   * (a policy that now refuses that row, or none written yet), one of `others`, another each try,
+   * which stays in the table: the pass that follows writes it again, as a no-op, and reports it.
+   * Before, a policy's refusal of some rows held the queue for good, the rows it takes never written.
+   */
+  async function tableTakesRows(others: readonly UsageRecord[]): Promise<boolean> {
+    const probes: UsageRecord[] = [];
+    if (lastWritten) probes.push(lastWritten);
+    if (others.length > 0) probes.push(others[probeTurn++ % others.length] as UsageRecord);
+    for (const probe of probes) {
+      if (givenUp) return false;
+      try {
+        await deps.repository.insertBatch([probe]);
+      } catch {
+        continue;
+      }
+      lastWritten = probe;
+      return true;
+    }
+    return false;
   }
 
   /**
@@ -142,6 +204,7 @@ export function createUsageRecorder(deps: UsageRecorderDeps): UsageRecorder {
    */
   function writeEnded(): void {
     inFlight = 0;
+    reported = 0;
     if (overdrawn === 0) return;
     overdrawn = 0;
     if (queue.length > deps.queueMax && refusalsQueued > 0) evictRefusals();
@@ -164,21 +227,37 @@ export function createUsageRecorder(deps: UsageRecorderDeps): UsageRecorder {
 
   /**
    * Each row of a refused batch on its own; stops at an outage or a refusal of every row (the grant
-   * revoked meanwhile, say), keeping the rest queued.
+   * revoked meanwhile, say), keeping the rest queued. A row refused with a code that names no value
+   * is dropped when the table still takes rows (`tableTakesRows`): a policy's or a trigger's
+   * refusal of that row; other rows refused for the same reason in the pass are dropped without
+   * asking again (a project's rows, say, half the batch). Stops, reporting nothing more, once a stop
+   * gave up on it.
    */
-  async function writeRowByRow(batch: UsageRecord[]): Promise<boolean> {
+  async function writeRowByRow(batch: UsageRecord[], batchError: unknown): Promise<boolean> {
+    /** Refusals naming no value that the table was found to take other rows after, this pass. */
+    const rowsOwn = new Set<string>();
+    if (refusesEveryRow(batchError)) rowsOwn.add(refusalKey(batchError));
     for (const [index, row] of batch.entries()) {
+      if (givenUp) return false;
       try {
         await deps.repository.insertBatch([row]);
       } catch (error) {
-        if (keepsRows(error)) {
+        const known = refusesEveryRow(error) && rowsOwn.has(refusalKey(error));
+        const kept = !known && !givenUp && (await keepsRows(error, batch.slice(index + 1)));
+        if (givenUp) return false;
+        if (kept) {
           if (index > 0) done(index);
           else writeEnded();
           return failed(error);
         }
+        if (refusesEveryRow(error)) rowsOwn.add(refusalKey(error));
+        reported++;
         deps.onRefused?.(row, error);
         continue;
       }
+      if (givenUp) return false;
+      reported++;
+      lastWritten = row;
       deps.onWritten?.([row]);
     }
     done(batch.length);
@@ -294,16 +373,28 @@ export function createUsageRecorder(deps: UsageRecorderDeps): UsageRecorder {
       const held = queueHeld();
       stopped = true;
       if (held) await flush(deadlineMs);
-      if (writing) await settlesBy(writing, deadline);
+      // A write still unanswered is given up on: its rows are counted dropped now (but those it
+      // already reported written or refused), and whatever it does later is not reported, so no
+      // row is counted twice. One it did write after all is in the table, counted as dropped.
+      if (writing && !(await settlesBy(writing, deadline))) givenUp = true;
+      const unreported = queue.length - reported;
       if (queue.length > 0) {
-        deps.onDropped?.(queue.length, "shutdown");
+        if (unreported > 0) deps.onDropped?.(unreported, "shutdown");
         queue = [];
         refusalsQueued = 0;
         overdrawn = 0;
+        inFlight = 0;
+        reported = 0;
         deps.onQueueDepth?.(0);
       }
     },
   };
+}
+
+/** A refusal's code and message: a reason the database gives alike for whatever row it refuses so. */
+function refusalKey(error: unknown): string {
+  const code = (error as { code?: unknown } | null)?.code;
+  return `${String(code)} ${error instanceof Error ? error.message : String(error)}`;
 }
 
 /**
@@ -325,13 +416,4 @@ async function settlesBy(promise: Promise<unknown>, deadline: number): Promise<b
   } finally {
     clearTimeout(timer);
   }
-}
-
-/**
- * Whether a failed write keeps its rows queued, to be retried: the database cannot serve now (an
- * outage), or it refuses every row alike, whatever it holds. Either ends only when the database
- * (or its operator) changes; a row's own bad value never does, and only that row is dropped.
- */
-function keepsRows(error: unknown): boolean {
-  return isDatabaseUnavailable(error) || refusesEveryRow(error);
 }
