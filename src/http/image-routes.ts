@@ -7,6 +7,7 @@ import type { VaultFile } from "../images/local-vault.js";
 import type { UrlSigner } from "../images/signed-url.js";
 import { mediaTypeOf, vaultMaxAgeSeconds } from "../images/vault-store.js";
 import type { Admit } from "./admission.js";
+import { requestedRange } from "./byte-range.js";
 import { answerWithJson } from "./json-answer-call.js";
 import { jsonBodyLimits } from "./json-shape.js";
 import { parseJsonObject, readBody } from "./read-body.js";
@@ -51,6 +52,7 @@ export function registerImageRoutes(router: Router, deps: ImageRouteDeps): void 
       // so a client whose copy is stale (past its max-age) revalidates it instead of fetching it.
       const etag = `"${Math.trunc(file.modified.getTime()).toString(16)}-${file.size.toString(16)}"`;
       setHeaders(response, {
+        "accept-ranges": "bytes",
         "cache-control": `private, max-age=${maxAge}`,
         etag,
         "last-modified": file.modified.toUTCString(),
@@ -64,8 +66,23 @@ export function registerImageRoutes(router: Router, deps: ImageRouteDeps): void 
         response.end();
         return;
       }
-      setHeaders(response, { "content-type": mediaTypeOf(path), "content-length": String(file.size) });
-      if (request.method === "HEAD" || file.size === 0) {
+      // Range is for GET alone (RFC 9110 §14.2): a HEAD describes the whole file.
+      const range = request.method === "GET" ? requestedRange(request.headers, file.size, etag) : null;
+      if (range === "unsatisfiable") {
+        await file.close();
+        throw new GatewayError(
+          "RANGE_NOT_SATISFIABLE",
+          `The range asked for starts at or past the end of this ${file.size}-byte file`,
+          { headers: { "content-range": `bytes */${file.size}` } },
+        );
+      }
+      const length = range ? range.last - range.first + 1 : file.size;
+      setHeaders(response, { "content-type": mediaTypeOf(path), "content-length": String(length) });
+      if (range) {
+        response.statusCode = 206;
+        response.setHeader("content-range", `bytes ${range.first}-${range.last}/${file.size}`);
+      }
+      if (request.method === "HEAD" || length === 0) {
         await file.close();
         response.end();
         return;
@@ -73,7 +90,7 @@ export function registerImageRoutes(router: Router, deps: ImageRouteDeps): void 
       // Streamed as the client takes it: the file is never held whole, however many clients read it
       // slowly at once. A client that leaves, or a file that fails to read once the answer is under
       // way, ends it cut short (pipeline destroys both), with the file closed.
-      pipeline(file.stream(), response, () => {});
+      pipeline(file.stream(range ?? undefined), response, () => {});
     });
   }
 }

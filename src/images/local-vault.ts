@@ -9,11 +9,12 @@ export interface VaultFile {
   size: number;
   modified: Date;
   /**
-   * The file's `size` bytes (not one more, should it grow), read as they are taken, a chunk at a
-   * time: a client that reads slowly, or not at all, holds a chunk of memory, never the whole file.
-   * The file closes when the stream ends or is destroyed. Only for a file of at least one byte.
+   * The file's `size` bytes (not one more, should it grow), or its bytes `first` through `last`
+   * (inclusive, within `size`), read as they are taken, a chunk at a time: a client that reads
+   * slowly, or not at all, holds a chunk of memory, never the whole file. The file closes when the
+   * stream ends or is destroyed. Only for a file of at least one byte.
    */
-  stream(): Readable;
+  stream(range?: { first: number; last: number }): Readable;
   /** Closes the file unread (an answer without a body: HEAD, 304). */
   close(): Promise<void>;
 }
@@ -83,7 +84,8 @@ export function createLocalVault(options: {
         return {
           size: stat.size,
           modified: stat.mtime,
-          stream: () => handle.createReadStream({ start: 0, end: stat.size - 1 }),
+          stream: (range) =>
+            handle.createReadStream({ start: range?.first ?? 0, end: range?.last ?? stat.size - 1 }),
           close: () => handle.close(),
         };
       } catch (error) {
