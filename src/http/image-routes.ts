@@ -6,6 +6,8 @@ import { parseImageRequest } from "../images/image-request.js";
 import type { VaultFile } from "../images/local-vault.js";
 import type { UrlSigner } from "../images/signed-url.js";
 import { mediaTypeOf, vaultMaxAgeSeconds } from "../images/vault-store.js";
+import type { Logger } from "../observability/logger.js";
+import { providerFailureFacts } from "../observability/provider-failure-log.js";
 import type { Admit } from "./admission.js";
 import { requestedRange } from "./byte-range.js";
 import { answerWithJson } from "./json-answer-call.js";
@@ -17,9 +19,13 @@ import { closeIfBodyUnread, setHeaders } from "./send.js";
 export interface ImageRouteDeps extends ImageGenerationDeps {
   admit: Admit;
   maxBodyBytes: number;
+  /** For a vault file that fails to read once its answer has begun (no error answer can say it then). */
+  logger: Pick<Logger, "warn">;
   /** Present when the vault is local: the gateway serves its files through signed URLs. */
   localVault?: { signer: UrlSigner; open(path: string): Promise<VaultFile | null> };
 }
+
+const vaultRoute = "/v1/vault/*";
 
 /** POST /v1/image, /v1/image/{projectId}, and GET /v1/vault/{path} for the local vault. */
 export function registerImageRoutes(router: Router, deps: ImageRouteDeps): void {
@@ -28,7 +34,7 @@ export function registerImageRoutes(router: Router, deps: ImageRouteDeps): void 
   router.on("POST", "/v1/image/:projectId", generate);
   const local = deps.localVault;
   if (local) {
-    router.on("GET", "/v1/vault/*", async ({ params, query, request, response }) => {
+    router.on("GET", vaultRoute, async ({ params, query, request, requestId, response }) => {
       const path = params["*"] ?? "";
       const search = new URLSearchParams(query);
       const verdict = local.signer.verify(path, search.get("expires"), search.get("signature"));
@@ -89,8 +95,16 @@ export function registerImageRoutes(router: Router, deps: ImageRouteDeps): void 
       }
       // Streamed as the client takes it: the file is never held whole, however many clients read it
       // slowly at once. A client that leaves, or a file that fails to read once the answer is under
-      // way, ends it cut short (pipeline destroys both), with the file closed.
-      pipeline(file.stream(range ?? undefined), response, () => {});
+      // way, ends it cut short (pipeline destroys both), with the file closed. The answer has begun,
+      // so no 503 can say it: the read's failure is logged, once (a client that left is none).
+      pipeline(file.stream(range ?? undefined), response, (error) => {
+        if (!error || (error as NodeJS.ErrnoException).code === "ERR_STREAM_PREMATURE_CLOSE") return;
+        const { code, cause } = providerFailureFacts("vault", error);
+        deps.logger.warn(
+          { dependency: "vault", code, cause, path, requestId, route: vaultRoute },
+          "vault read failed",
+        );
+      });
     });
   }
 }

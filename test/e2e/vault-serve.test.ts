@@ -1,4 +1,4 @@
-import { readdirSync, readlinkSync, statSync, writeFileSync } from "node:fs";
+import { readdirSync, readlinkSync, statSync, truncateSync, writeFileSync } from "node:fs";
 import { connect, type Socket } from "node:net";
 import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
@@ -7,6 +7,7 @@ import { type FakeUpstream, startFakeUpstream } from "../fakes/fake-upstream.js"
 import { tinyPng } from "../fakes/fake-upstream-responses.js";
 import {
   createTestProject,
+  logLinesOf,
   startTestGateway,
   type TestGateway,
   type TestProject,
@@ -117,6 +118,53 @@ describe("the local vault's signed URLs", () => {
       expect(openCount(file)).toBe(0);
     },
   );
+
+  // A file cut short while it is served (truncated by an operator's cleanup, a disk error) cannot
+  // give the bytes its Content-Length promised: the client must see its answer cut short at once,
+  // not wait on a connection that keeps alive, and the operator must see why, once.
+  it("cuts the answer short and logs the failure once, without the URL, when the file is truncated while served", {
+    timeout: 20_000,
+  }, async () => {
+    const { url, file } = await stored();
+    const size = 8 * 1024 * 1024;
+    writeFileSync(file, Buffer.alloc(size, 7));
+    const from = sluice.logs.length;
+    const client = await stalledClient(url);
+    let received = 0;
+    const closed = new Promise<void>((resolve) => client.once("close", () => resolve()));
+    client.on("data", (chunk: Buffer) => {
+      received += chunk.length;
+    });
+    truncateSync(file, 1024 * 1024);
+    client.resume();
+    const closedInTime = await Promise.race([closed.then(() => true), sleep(5000).then(() => false)]);
+    client.destroy();
+    expect(closedInTime).toBe(true);
+    expect(received).toBeLessThan(size);
+    const failures = logLinesOf(sluice, from).filter((line) => line.msg === "vault read failed");
+    expect(failures).toHaveLength(1);
+    expect(failures[0]).toMatchObject({
+      level: "warn",
+      dependency: "vault",
+      code: "ERR_VAULT_FILE_TRUNCATED",
+      route: "/v1/vault/*",
+    });
+    if (process.platform === "linux") await expect.poll(() => openCount(file)).toBe(0);
+    expect(failures[0]?.requestId).toEqual(expect.any(String));
+    const written = sluice.logs.slice(from).join("\n");
+    expect(written).not.toContain(url.searchParams.get("signature") as string);
+    expect(written).not.toContain("expires=");
+  });
+
+  it("logs nothing when a client leaves in the middle of its answer", async () => {
+    const { url, file } = await stored();
+    writeFileSync(file, Buffer.alloc(8 * 1024 * 1024, 7));
+    const from = sluice.logs.length;
+    const client = await stalledClient(url);
+    client.destroy();
+    await sleep(200);
+    expect(logLinesOf(sluice, from).filter((line) => line.level !== "debug")).toEqual([]);
+  });
 
   it("serves a small file whole, with its type and nosniff", async () => {
     const { url } = await stored();
