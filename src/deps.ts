@@ -428,6 +428,7 @@ export async function createGateway(config: Config, injected: Partial<Injectable
           "provider-c": config.providerCImageModel,
         },
         maxBodyBytes: config.maxBodyBytes,
+        logger,
         ...(vault === localVault ? { localVault: { signer, open: localVault.open } } : {}),
       });
       injected.registerApiRoutes?.(router);

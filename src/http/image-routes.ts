@@ -6,7 +6,10 @@ import { parseImageRequest } from "../images/image-request.js";
 import type { VaultFile } from "../images/local-vault.js";
 import type { UrlSigner } from "../images/signed-url.js";
 import { mediaTypeOf, vaultMaxAgeSeconds } from "../images/vault-store.js";
+import type { Logger } from "../observability/logger.js";
+import { providerFailureFacts } from "../observability/provider-failure-log.js";
 import type { Admit } from "./admission.js";
+import { requestedRange } from "./byte-range.js";
 import { answerWithJson } from "./json-answer-call.js";
 import { jsonBodyLimits } from "./json-shape.js";
 import { parseJsonObject, readBody } from "./read-body.js";
@@ -16,9 +19,13 @@ import { closeIfBodyUnread, setHeaders } from "./send.js";
 export interface ImageRouteDeps extends ImageGenerationDeps {
   admit: Admit;
   maxBodyBytes: number;
+  /** For a vault file that fails to read once its answer has begun (no error answer can say it then). */
+  logger: Pick<Logger, "warn">;
   /** Present when the vault is local: the gateway serves its files through signed URLs. */
   localVault?: { signer: UrlSigner; open(path: string): Promise<VaultFile | null> };
 }
+
+const vaultRoute = "/v1/vault/*";
 
 /** POST /v1/image, /v1/image/{projectId}, and GET /v1/vault/{path} for the local vault. */
 export function registerImageRoutes(router: Router, deps: ImageRouteDeps): void {
@@ -27,7 +34,7 @@ export function registerImageRoutes(router: Router, deps: ImageRouteDeps): void 
   router.on("POST", "/v1/image/:projectId", generate);
   const local = deps.localVault;
   if (local) {
-    router.on("GET", "/v1/vault/*", async ({ params, query, request, response }) => {
+    router.on("GET", vaultRoute, async ({ params, query, request, requestId, response }) => {
       const path = params["*"] ?? "";
       const search = new URLSearchParams(query);
       const verdict = local.signer.verify(path, search.get("expires"), search.get("signature"));
@@ -51,6 +58,7 @@ export function registerImageRoutes(router: Router, deps: ImageRouteDeps): void 
       // so a client whose copy is stale (past its max-age) revalidates it instead of fetching it.
       const etag = `"${Math.trunc(file.modified.getTime()).toString(16)}-${file.size.toString(16)}"`;
       setHeaders(response, {
+        "accept-ranges": "bytes",
         "cache-control": `private, max-age=${maxAge}`,
         etag,
         "last-modified": file.modified.toUTCString(),
@@ -64,16 +72,39 @@ export function registerImageRoutes(router: Router, deps: ImageRouteDeps): void 
         response.end();
         return;
       }
-      setHeaders(response, { "content-type": mediaTypeOf(path), "content-length": String(file.size) });
-      if (request.method === "HEAD" || file.size === 0) {
+      // Range is for GET alone (RFC 9110 §14.2): a HEAD describes the whole file.
+      const range = request.method === "GET" ? requestedRange(request.headers, file.size, etag) : null;
+      if (range === "unsatisfiable") {
+        await file.close();
+        throw new GatewayError(
+          "RANGE_NOT_SATISFIABLE",
+          `The range asked for starts at or past the end of this ${file.size}-byte file`,
+          { headers: { "content-range": `bytes */${file.size}` } },
+        );
+      }
+      const length = range ? range.last - range.first + 1 : file.size;
+      setHeaders(response, { "content-type": mediaTypeOf(path), "content-length": String(length) });
+      if (range) {
+        response.statusCode = 206;
+        response.setHeader("content-range", `bytes ${range.first}-${range.last}/${file.size}`);
+      }
+      if (request.method === "HEAD" || length === 0) {
         await file.close();
         response.end();
         return;
       }
       // Streamed as the client takes it: the file is never held whole, however many clients read it
       // slowly at once. A client that leaves, or a file that fails to read once the answer is under
-      // way, ends it cut short (pipeline destroys both), with the file closed.
-      pipeline(file.stream(), response, () => {});
+      // way, ends it cut short (pipeline destroys both), with the file closed. The answer has begun,
+      // so no 503 can say it: the read's failure is logged, once (a client that left is none).
+      pipeline(file.stream(range ?? undefined), response, (error) => {
+        if (!error || (error as NodeJS.ErrnoException).code === "ERR_STREAM_PREMATURE_CLOSE") return;
+        const { code, cause } = providerFailureFacts("vault", error);
+        deps.logger.warn(
+          { dependency: "vault", code, cause, path, requestId, route: vaultRoute },
+          "vault read failed",
+        );
+      });
     });
   }
 }

@@ -1,6 +1,6 @@
 import { type FileHandle, mkdir, open, unlink } from "node:fs/promises";
 import { dirname, join, resolve, sep } from "node:path";
-import type { Readable } from "node:stream";
+import { pipeline, type Readable, Transform } from "node:stream";
 import type { UrlSigner } from "./signed-url.js";
 import { isSafeVaultPath, type VaultStore } from "./vault-store.js";
 
@@ -9,11 +9,12 @@ export interface VaultFile {
   size: number;
   modified: Date;
   /**
-   * The file's `size` bytes (not one more, should it grow), read as they are taken, a chunk at a
-   * time: a client that reads slowly, or not at all, holds a chunk of memory, never the whole file.
-   * The file closes when the stream ends or is destroyed. Only for a file of at least one byte.
+   * The file's `size` bytes (not one more, should it grow), or its bytes `first` through `last`
+   * (inclusive, within `size`), read as they are taken, a chunk at a time: a client that reads
+   * slowly, or not at all, holds a chunk of memory, never the whole file. The file closes when the
+   * stream ends or is destroyed. Only for a file of at least one byte.
    */
-  stream(): Readable;
+  stream(range?: { first: number; last: number }): Readable;
   /** Closes the file unread (an answer without a body: HEAD, 304). */
   close(): Promise<void>;
 }
@@ -83,7 +84,11 @@ export function createLocalVault(options: {
         return {
           size: stat.size,
           modified: stat.mtime,
-          stream: () => handle.createReadStream({ start: 0, end: stat.size - 1 }),
+          stream: (range) => {
+            const first = range?.first ?? 0;
+            const last = range?.last ?? stat.size - 1;
+            return failingIfShort(handle.createReadStream({ start: first, end: last }), last - first + 1);
+          },
           close: () => handle.close(),
         };
       } catch (error) {
@@ -92,4 +97,32 @@ export function createLocalVault(options: {
       }
     },
   };
+}
+
+/**
+ * `source`'s bytes, failing (code `ERR_VAULT_FILE_TRUNCATED`) if it ends before `expected` of them:
+ * a file cut short while it is served (truncated after it was opened) ends its read early without
+ * an error, and its answer, whose Content-Length promised `expected` bytes, would end short on a
+ * connection kept alive, the client waiting on it for bytes that never come. Destroying this stream
+ * destroys `source`, which closes the file.
+ */
+function failingIfShort(source: Readable, expected: number): Readable {
+  let read = 0;
+  const counted = new Transform({
+    transform(chunk: Buffer, _encoding, done) {
+      read += chunk.length;
+      done(null, chunk);
+    },
+    flush(done) {
+      done(
+        read < expected
+          ? Object.assign(new Error(`the vault file ended after ${read} of the ${expected} bytes to serve`), {
+              code: "ERR_VAULT_FILE_TRUNCATED",
+            })
+          : null,
+      );
+    },
+  });
+  pipeline(source, counted, () => {});
+  return counted;
 }

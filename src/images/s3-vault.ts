@@ -1,7 +1,7 @@
 import { createHash, createHmac } from "node:crypto";
 import { request } from "undici";
 import { s3PresignMaxSeconds } from "../config.js";
-import { isSafeVaultPath, type VaultStore } from "./vault-store.js";
+import { isSafeVaultPath, mediaTypeOf, type VaultStore, vaultMaxAgeSeconds } from "./vault-store.js";
 
 export interface S3VaultOptions {
   endpoint: string;
@@ -48,7 +48,28 @@ export function createS3Vault(options: S3VaultOptions): VaultStore {
         throw await storeRefusal(response.statusCode, response.body);
       await response.body.dump();
     },
-    signedUrl: (path, ttlSeconds) => presignS3Url(options, "GET", path, ttlSeconds, now()),
+    signedUrl: (path, ttlSeconds) => {
+      const at = now();
+      return presignS3Url(options, "GET", path, ttlSeconds, at, servingHeaders(path, ttlSeconds, at));
+    },
+  };
+}
+
+/**
+ * What the store is asked to answer a presigned GET with (S3's `response-*` overrides, covered by
+ * the signature), as the local vault serves its files: the image's type by its extension, whatever
+ * the store kept from the upload; and a private cache lifetime that ends 5 minutes after signing or
+ * at the URL's expiry, whichever is first (`Expires`, with no max-age, which a URL fixed when signed
+ * cannot count from the moment it is fetched), so no cached copy outlives the URL. The store cannot
+ * be asked for `X-Content-Type-Options: nosniff` (S3 has no such override), but it serves from its
+ * own origin, never Sluice's.
+ */
+function servingHeaders(path: string, ttlSeconds: number, at: Date): Record<string, string> {
+  const freshSeconds = vaultMaxAgeSeconds(at.getTime() / 1000 + ttlSeconds, at.getTime());
+  return {
+    "response-cache-control": "private",
+    "response-content-type": mediaTypeOf(path),
+    "response-expires": new Date(at.getTime() + freshSeconds * 1000).toUTCString(),
   };
 }
 
@@ -92,6 +113,8 @@ export function presignS3Url(
   key: string,
   expiresSeconds: number,
   date: Date,
+  /** More query parameters to sign (`response-content-type`…). */
+  extraQuery: Record<string, string> = {},
 ): string {
   const endpoint = new URL(options.endpoint);
   const pathStyle = options.pathStyle ?? true;
@@ -112,6 +135,7 @@ export function presignS3Url(
       Math.min(expiresSeconds + (date.getUTCMilliseconds() > 0 ? 1 : 0), s3PresignMaxSeconds),
     ),
     "X-Amz-SignedHeaders": "host",
+    ...extraQuery,
   };
   const canonicalQuery = Object.keys(query)
     .sort()

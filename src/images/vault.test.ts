@@ -338,6 +338,31 @@ describe("S3 presigned URLs", () => {
     },
   );
 
+  // The store, not Sluice, answers these URLs: the headers the local vault sends are asked of it
+  // with S3's response-* overrides, which the signature covers.
+  it("ask the store for the image's type and a private cache lifetime no longer than 5 minutes or the URL", () => {
+    const signedAt = Date.parse("2026-11-30T04:00:00.400Z");
+    const vault = createS3Vault({ ...s3, now: () => new Date(signedAt) });
+    for (const [path, ttl, type, fresh] of <Array<[string, number, string, string]>>[
+      ["t/generated-images/p/a.png", 3600, "image/png", "Mon, 30 Nov 2026 04:05:00 GMT"],
+      ["t/generated-images/p/a.webp", 42, "image/webp", "Mon, 30 Nov 2026 04:00:42 GMT"],
+      ["t/generated-images/p/a.jpg", 300, "image/jpeg", "Mon, 30 Nov 2026 04:05:00 GMT"],
+    ]) {
+      const url = vault.signedUrl(path, ttl);
+      const query = new URL(url).searchParams;
+      expect(query.get("response-content-type"), path).toBe(type);
+      expect(query.get("response-cache-control"), path).toBe("private");
+      expect(query.get("response-expires"), path).toBe(fresh);
+      // Fresh no longer than the URL answers.
+      expect(Date.parse(fresh)).toBeLessThanOrEqual(presignedExpiry(url).expiresAt);
+      // Signed with them: the same URL without them has another signature.
+      const bare = presignS3Url(s3, "GET", path, ttl, new Date(signedAt));
+      expect(query.get("X-Amz-Signature")).not.toBe(new URL(bare).searchParams.get("X-Amz-Signature"));
+      // Spaces, commas and colons percent-encoded (%20, %2C, %3A), as the canonical query signs them.
+      expect(url).toContain(`response-expires=${encodeURIComponent(fresh)}&`);
+    }
+  });
+
   it("never ask for more than S3's 7 days, the longest TTL config accepts with an S3 vault", () => {
     const signedAt = new Date("2026-11-30T04:00:00.400Z");
     const url = presignS3Url(s3, "GET", "t/generated-images/p/a.png", 604_800, signedAt);

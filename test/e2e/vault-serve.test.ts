@@ -1,4 +1,4 @@
-import { readdirSync, readlinkSync, statSync, writeFileSync } from "node:fs";
+import { readdirSync, readlinkSync, statSync, truncateSync, writeFileSync } from "node:fs";
 import { connect, type Socket } from "node:net";
 import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
@@ -7,6 +7,7 @@ import { type FakeUpstream, startFakeUpstream } from "../fakes/fake-upstream.js"
 import { tinyPng } from "../fakes/fake-upstream-responses.js";
 import {
   createTestProject,
+  logLinesOf,
   startTestGateway,
   type TestGateway,
   type TestProject,
@@ -118,6 +119,53 @@ describe("the local vault's signed URLs", () => {
     },
   );
 
+  // A file cut short while it is served (truncated by an operator's cleanup, a disk error) cannot
+  // give the bytes its Content-Length promised: the client must see its answer cut short at once,
+  // not wait on a connection that keeps alive, and the operator must see why, once.
+  it("cuts the answer short and logs the failure once, without the URL, when the file is truncated while served", {
+    timeout: 20_000,
+  }, async () => {
+    const { url, file } = await stored();
+    const size = 8 * 1024 * 1024;
+    writeFileSync(file, Buffer.alloc(size, 7));
+    const from = sluice.logs.length;
+    const client = await stalledClient(url);
+    let received = 0;
+    const closed = new Promise<void>((resolve) => client.once("close", () => resolve()));
+    client.on("data", (chunk: Buffer) => {
+      received += chunk.length;
+    });
+    truncateSync(file, 1024 * 1024);
+    client.resume();
+    const closedInTime = await Promise.race([closed.then(() => true), sleep(5000).then(() => false)]);
+    client.destroy();
+    expect(closedInTime).toBe(true);
+    expect(received).toBeLessThan(size);
+    const failures = logLinesOf(sluice, from).filter((line) => line.msg === "vault read failed");
+    expect(failures).toHaveLength(1);
+    expect(failures[0]).toMatchObject({
+      level: "warn",
+      dependency: "vault",
+      code: "ERR_VAULT_FILE_TRUNCATED",
+      route: "/v1/vault/*",
+    });
+    if (process.platform === "linux") await expect.poll(() => openCount(file)).toBe(0);
+    expect(failures[0]?.requestId).toEqual(expect.any(String));
+    const written = sluice.logs.slice(from).join("\n");
+    expect(written).not.toContain(url.searchParams.get("signature") as string);
+    expect(written).not.toContain("expires=");
+  });
+
+  it("logs nothing when a client leaves in the middle of its answer", async () => {
+    const { url, file } = await stored();
+    writeFileSync(file, Buffer.alloc(8 * 1024 * 1024, 7));
+    const from = sluice.logs.length;
+    const client = await stalledClient(url);
+    client.destroy();
+    await sleep(200);
+    expect(logLinesOf(sluice, from).filter((line) => line.level !== "debug")).toEqual([]);
+  });
+
   it("serves a small file whole, with its type and nosniff", async () => {
     const { url } = await stored();
     const fetched = await fetch(url);
@@ -223,7 +271,7 @@ describe("the local vault's signed URLs", () => {
       expect(await statusOf(target), target).toBe(200);
   });
 
-  it("answers GET and HEAD only (405 with Allow otherwise), and a Range request with the whole file", async () => {
+  it("answers GET and HEAD only (405 with Allow otherwise)", async () => {
     const { url } = await stored();
     const target = `${url.pathname}${url.search}`;
     for (const method of ["POST", "PUT", "DELETE", "PATCH"]) {
@@ -232,10 +280,107 @@ describe("the local vault's signed URLs", () => {
       expect(answer.headers.get("allow")).toBe("GET, HEAD");
     }
     expect(await statusOf(target, "HEAD")).toBe(200);
-    // Range is not supported (docs/images.md): ignored, as RFC 9110 §14.2 lets a server do.
-    expect(await statusOf(target, "GET", "Range: bytes=0-3\r\n")).toBe(200);
-    const ranged = await fetch(url, { headers: { range: "bytes=999999-" } });
-    expect(ranged.status).toBe(200);
-    expect(Buffer.from(await ranged.arrayBuffer()).equals(tinyPng)).toBe(true);
+  });
+
+  /** A file of `size` known bytes (byte i is i % 251) in place of a freshly generated image. */
+  async function storedBytes(size: number): Promise<{ url: URL; bytes: Buffer }> {
+    const { url, file } = await stored();
+    const bytes = Buffer.from(Array.from({ length: size }, (_, i) => i % 251));
+    writeFileSync(file, bytes);
+    return { url, bytes };
+  }
+
+  // RFC 9110 §14: a player or a resumed download asks for part of the file.
+  it("answers a single byte range with 206 and that part, and says it takes ranges", async () => {
+    const { url, bytes } = await storedBytes(1000);
+    const whole = await fetch(url);
+    expect(whole.status).toBe(200);
+    expect(whole.headers.get("accept-ranges")).toBe("bytes");
+    await whole.arrayBuffer();
+    for (const [range, first, last] of <Array<[string, number, number]>>[
+      ["bytes=0-99", 0, 99],
+      ["bytes=100-", 100, 999],
+      ["bytes=-10", 990, 999],
+      ["bytes=990-5000", 990, 999],
+      ["bytes=999-999", 999, 999],
+      ["bytes=-5000", 0, 999],
+      ["BYTES=5-9", 5, 9],
+    ]) {
+      const answer = await fetch(url, { headers: { range } });
+      expect(answer.status, range).toBe(206);
+      expect(answer.headers.get("content-range"), range).toBe(`bytes ${first}-${last}/1000`);
+      expect(answer.headers.get("content-length"), range).toBe(String(last - first + 1));
+      expect(answer.headers.get("content-type")).toBe("image/png");
+      expect(answer.headers.get("x-content-type-options")).toBe("nosniff");
+      expect(answer.headers.get("etag")).toBe(whole.headers.get("etag"));
+      expect(answer.headers.get("accept-ranges")).toBe("bytes");
+      expect(Buffer.from(await answer.arrayBuffer()).equals(bytes.subarray(first, last + 1)), range).toBe(
+        true,
+      );
+    }
+  });
+
+  it("answers 416 with the file's size to a range that starts past its end", async () => {
+    const { url } = await storedBytes(1000);
+    for (const range of ["bytes=1000-", "bytes=5000-6000", "bytes=-0"]) {
+      const answer = await fetch(url, { headers: { range } });
+      expect(answer.status, range).toBe(416);
+      expect(answer.headers.get("content-range"), range).toBe("bytes */1000");
+      expect(((await answer.json()) as { error: { code: string } }).error.code).toBe("RANGE_NOT_SATISFIABLE");
+    }
+    // The connection serves the next request after it.
+    const target = `${url.pathname}${url.search}`;
+    expect(await statusOf(target, "GET", "Range: bytes=2000-\r\n")).toBe(416);
+  });
+
+  it("answers the whole file, 200, to several ranges, a range it cannot read, or a HEAD", async () => {
+    const { url, bytes } = await storedBytes(1000);
+    for (const range of [
+      "bytes=0-1,5-6",
+      "bytes=0-1, 5-6",
+      "bytes=5-1",
+      "bytes=a-b",
+      "bytes=-",
+      "items=0-1",
+      "bytes 0-1",
+      "bytes=0x1-2",
+      "",
+    ]) {
+      const answer = await fetch(url, { headers: { range } });
+      expect(answer.status, range).toBe(200);
+      expect(answer.headers.get("content-range"), range).toBeNull();
+      expect(Buffer.from(await answer.arrayBuffer()).equals(bytes), range).toBe(true);
+    }
+    // Range is for GET only (RFC 9110 §14.2).
+    const head = await fetch(url, { method: "HEAD", headers: { range: "bytes=0-9" } });
+    expect(head.status).toBe(200);
+    expect(head.headers.get("content-length")).toBe("1000");
+    expect(head.headers.get("accept-ranges")).toBe("bytes");
+  });
+
+  // A client resuming a download sends the tag of the copy it has part of: if the file is another
+  // now, it gets the whole of it, never a part of another to splice onto its own.
+  it("honours If-Range: the part when it names the file's ETag, else the whole file", async () => {
+    const { url, bytes } = await storedBytes(1000);
+    const etag = (await fetch(url, { method: "HEAD" })).headers.get("etag") as string;
+    const part = await fetch(url, { headers: { range: "bytes=10-19", "if-range": etag } });
+    expect(part.status).toBe(206);
+    expect(Buffer.from(await part.arrayBuffer()).equals(bytes.subarray(10, 20))).toBe(true);
+    for (const ifRange of ['"other"', `W/${etag}`, new Date(Date.now() + 60_000).toUTCString(), "junk"]) {
+      const answer = await fetch(url, { headers: { range: "bytes=10-19", "if-range": ifRange } });
+      expect(answer.status, ifRange).toBe(200);
+      expect(Buffer.from(await answer.arrayBuffer()).equals(bytes), ifRange).toBe(true);
+    }
+    // Nor does If-Range make a range that starts past the end answerable: the whole file.
+    const past = await fetch(url, { headers: { range: "bytes=5000-", "if-range": '"other"' } });
+    expect(past.status).toBe(200);
+    await past.arrayBuffer();
+  });
+
+  it("answers 304 before a range to a client whose copy is current", async () => {
+    const { url } = await storedBytes(1000);
+    const etag = (await fetch(url, { method: "HEAD" })).headers.get("etag") as string;
+    const answer = await fetch(url, { headers: { range: "bytes=0-9", "if-none-match": etag } });
+    expect(answer.status).toBe(304);
   });
 });

@@ -1,0 +1,148 @@
+import { randomBytes } from "node:crypto";
+import { request as httpRequest } from "node:http";
+import { Readable, Writable } from "node:stream";
+import { afterEach, describe, expect, it } from "vitest";
+import { startLocalServer } from "../../test/support/local-server.js";
+import type { VaultFile } from "../images/local-vault.js";
+import { createUrlSigner } from "../images/signed-url.js";
+import { createLogger } from "../observability/logger.js";
+import { type ImageRouteDeps, registerImageRoutes } from "./image-routes.js";
+import { Router } from "./router.js";
+
+/**
+ * GET /v1/vault/* alone, served over real HTTP by a bare router (no app around it), for a vault file
+ * the test makes: its `open` answers `file`. Returns its URL for `path`, and the log lines written.
+ */
+async function serveVault(file: VaultFile) {
+  const signer = createUrlSigner(randomBytes(32));
+  const lines: Array<Record<string, unknown>> = [];
+  const logger = createLogger(
+    "debug",
+    new Writable({
+      write(chunk, _encoding, done) {
+        lines.push(JSON.parse(String(chunk)) as Record<string, unknown>);
+        done();
+      },
+    }),
+  );
+  const router = new Router();
+  registerImageRoutes(router, {
+    now: () => new Date(),
+    logger,
+    localVault: { signer, open: async () => file },
+  } as unknown as ImageRouteDeps);
+  const server = await startLocalServer((request, response) => {
+    const url = request.url ?? "/";
+    const queryAt = url.indexOf("?");
+    const path = url.slice(0, queryAt);
+    const lookup = router.find(request.method ?? "GET", path);
+    if (lookup.kind !== "found") throw new Error(`no route for ${path}`);
+    void lookup.handler({
+      request,
+      response,
+      params: lookup.params,
+      requestId: "req-vault-1",
+      startedAt: performance.now(),
+      clientIp: "127.0.0.1",
+      path,
+      query: url.slice(queryAt + 1),
+      writesOwnHeaders: false,
+      corsHeaders: null,
+    });
+  });
+  const path = "team1/generated-images/prj_1/2026/01/01/a.png";
+  return { server, lines, url: signer.sign(server.url, path, 60) };
+}
+
+/** What a GET of `url` got: its status and the bytes before the answer ended or was cut. */
+function get(url: string): Promise<{ status: number; bytes: number; cut: boolean }> {
+  return new Promise((resolve, reject) => {
+    httpRequest(url, (response) => {
+      let bytes = 0;
+      response.on("data", (chunk: Buffer) => {
+        bytes += chunk.length;
+      });
+      response.once("end", () => resolve({ status: response.statusCode ?? 0, bytes, cut: false }));
+      response.once("error", () => resolve({ status: response.statusCode ?? 0, bytes, cut: true }));
+    })
+      .once("error", reject)
+      .end();
+  });
+}
+
+/** A file of `size` bytes whose read fails (EIO) after its first `good` bytes. */
+function failingFile(size: number, good: number): VaultFile & { closed: boolean } {
+  const file = {
+    size,
+    modified: new Date("2026-01-01T00:00:00Z"),
+    closed: false,
+    stream: () => {
+      let sent = false;
+      return new Readable({
+        read() {
+          if (!sent) {
+            sent = true;
+            this.push(Buffer.alloc(good, 1));
+          } else
+            setImmediate(() =>
+              this.destroy(Object.assign(new Error("EIO: i/o error, read"), { code: "EIO", errno: -5 })),
+            );
+        },
+        destroy(error, callback) {
+          file.closed = true;
+          callback(error);
+        },
+      });
+    },
+    close: async () => {
+      file.closed = true;
+    },
+  };
+  return file;
+}
+
+describe("GET /v1/vault/* when the file fails to read in the middle of its answer", () => {
+  let close: (() => Promise<void>) | null = null;
+  afterEach(async () => {
+    await close?.();
+    close = null;
+  });
+
+  it("cuts the answer short, closes the file, and logs the failure once at warn, without the URL's signature", async () => {
+    const file = failingFile(100_000, 1000);
+    const { server, lines, url } = await serveVault(file);
+    close = server.close;
+    const answer = await get(url);
+    expect(answer.status).toBe(200);
+    expect(answer.cut).toBe(true);
+    expect(answer.bytes).toBe(1000);
+    expect(file.closed).toBe(true);
+    await expect.poll(() => lines.filter((line) => line.msg === "vault read failed")).toHaveLength(1);
+    expect(lines).toHaveLength(1);
+    expect(lines[0]).toMatchObject({
+      level: "warn",
+      dependency: "vault",
+      code: "EIO",
+      cause: "EIO: i/o error, read",
+      requestId: "req-vault-1",
+      route: "/v1/vault/*",
+      path: "team1/generated-images/prj_1/2026/01/01/a.png",
+    });
+    const signature = new URL(url).searchParams.get("signature") as string;
+    expect(JSON.stringify(lines)).not.toContain(signature);
+    expect(JSON.stringify(lines)).not.toContain("expires");
+  });
+
+  it("logs nothing for a file read whole", async () => {
+    const bytes = randomBytes(5000);
+    const { server, lines, url } = await serveVault({
+      size: bytes.length,
+      modified: new Date("2026-01-01T00:00:00Z"),
+      stream: () => Readable.from([bytes]),
+      close: async () => {},
+    });
+    close = server.close;
+    expect(await get(url)).toEqual({ status: 200, bytes: 5000, cut: false });
+    expect(lines).toEqual([]);
+  });
+});
