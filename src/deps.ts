@@ -175,6 +175,13 @@ export async function createGateway(config: Config, injected: Partial<Injectable
   const redisBreaker = redis ? new RedisBreaker(redis) : undefined;
   // Every key in Redis begins with one of these, under SLUICE_REDIS_KEY_PREFIX.
   const redisKeys = redisKeyPrefixes(config.redisKeyPrefix);
+  // A count another program wrote inside the prefix (another type, no count) was replaced by a
+  // fresh one: the key is named (limit, window, project, address or token digest: no secret).
+  const onKeyRepaired = (key: string) =>
+    logger.warn(
+      { redisKey: key },
+      "a Redis key of Sluice's held what Sluice did not write: replaced by a fresh count",
+    );
   const limiter = createRateLimiter({
     redis,
     breaker: redisBreaker,
@@ -196,18 +203,21 @@ export async function createGateway(config: Config, injected: Partial<Injectable
         );
     },
     onDecision: (name, allowed) => metrics.countLimitDecision(name, allowed ? "allowed" : "limited"),
+    onKeyRepaired,
   });
   const throttle = createAuthThrottle({
     redis,
     breaker: redisBreaker,
     failuresPerMinute: config.authFailureLimit,
     keyPrefix: redisKeys.authFailures,
+    onKeyRepaired,
   });
   const adminThrottle = createAuthThrottle({
     redis,
     breaker: redisBreaker,
     failuresPerMinute: config.authFailureLimit,
     keyPrefix: redisKeys.adminAuthFailures,
+    onKeyRepaired,
   });
   const deviceTokens = createDeviceTokenVerifier({
     config,

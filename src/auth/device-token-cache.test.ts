@@ -5,6 +5,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { redisAvailable, redisTestSpace } from "../../test/support/services.js";
 import { startTcpProxy } from "../../test/support/tcp-proxy.js";
 import { deviceTokenTtlMaxSeconds } from "../config.js";
+import { RedisBreaker } from "../redis/redis-breaker.js";
 import {
   createMemoryDeviceTokenLedger,
   createRedisDeviceTokenLedger,
@@ -12,6 +13,7 @@ import {
   type DeviceTokenPolicy,
   type DeviceTokenReceipt,
   deviceTokenDigest,
+  RedisKeyDataError,
   RedisRestingError,
 } from "./device-token-cache.js";
 
@@ -329,6 +331,31 @@ describe.skipIf(!redisAvailable)("redis device token ledger", () => {
     await ledger.release("project-9", digest, use.stamp as string);
     expect(await redis.get(`${keyPrefix}project-9:${digest}`)).toBe("0");
     expect(await redis.pttl(`${keyPrefix}project-9:${digest}`)).toBeGreaterThan(59_000);
+  });
+
+  it("refuses only the token whose entry another program wrote in another type, naming it, without resting Redis", async () => {
+    const breaker = new RedisBreaker(redis, 60_000);
+    const ledger = createRedisDeviceTokenLedger({ redis, breaker, keyPrefix });
+    const digest = newDigest();
+    const key = `${keyPrefix}project-9:${digest}`;
+    await redis.hset(key, "field", "1");
+    const refused = ledger.check("project-9", digest, singleUse);
+    await expect(refused).rejects.toThrow(RedisKeyDataError);
+    await expect(refused).rejects.toMatchObject({ key });
+    await expect(ledger.remember("project-9", digest, singleUse)).rejects.toThrow(RedisKeyDataError);
+    // The `…:verified` key alike, and a count that is no number.
+    const other = newDigest();
+    await redis.set(`${keyPrefix}project-9:${other}`, "1", "PX", 60_000);
+    await redis.hset(`${keyPrefix}project-9:${other}:verified`, "field", "1");
+    await expect(ledger.check("project-9", other, budget)).rejects.toMatchObject({
+      key: `${keyPrefix}project-9:${other}`,
+    });
+    const text = newDigest();
+    await redis.set(`${keyPrefix}project-9:${text}`, "not a count", "PX", 60_000);
+    await expect(ledger.check("project-9", text, singleUse)).rejects.toThrow(RedisKeyDataError);
+    // Redis itself answers: every other token is decided there, none waits for a rest.
+    expect(breaker.resting).toBe(false);
+    expect(await ledger.remember("project-9", newDigest(), singleUse)).toBe("accepted");
   });
 
   it("rejects at once while Redis rests after hanging, instead of waiting for each command's timeout", async () => {

@@ -1,6 +1,6 @@
 import { hash } from "node:crypto";
 import type { Redis } from "ioredis";
-import { RedisBreaker } from "../redis/redis-breaker.js";
+import { isKeyDataError, RedisBreaker } from "../redis/redis-breaker.js";
 import { redisKeyPrefixes } from "../redis/redis-keys.js";
 import { RedisScript } from "../redis/redis-script.js";
 import { decodedDeviceToken } from "./device-check-client.js";
@@ -295,12 +295,32 @@ export class RedisRestingError extends Error {
 }
 
 /**
+ * The rejection of a ledger call whose entry (`key`, or its `…:verified`) holds what Sluice never
+ * writes there: a key of another type, or a use count that is no integer, written by another program
+ * inside the key prefix. Redis answered, so it does not rest; the entry is left as it is (it may be a
+ * single-use token's mark), and the caller answers for this token alone as when Redis is down. The
+ * message is Redis's reply alone, never the command's arguments.
+ */
+export class RedisKeyDataError extends Error {
+  constructor(
+    /** The entry's key in Redis: project id and token digest, never the token. */
+    readonly key: string,
+    /** Redis's reply (`WRONGTYPE …`), without the script's digest. */
+    readonly reply: string,
+  ) {
+    super(`the device token ledger entry ${key} in Redis holds what Sluice did not write: ${reply}`);
+    this.name = "RedisKeyDataError";
+  }
+}
+
+/**
  * The shared ledger for several instances. Each entry is one integer key (the use count) with a
  * PEXPIRE lifetime on Redis's clock, beside a key `…:verified` holding when Apple verified it (ms
  * on Redis's clock, same lifetime); the use count keeps the layout of earlier versions, so an
  * instance not yet updated still shares it. Every read-modify-write is one Lua script, so it is
  * atomic across instances. While the breaker rests Redis after a failure, calls reject at once
- * with `RedisRestingError` instead of waiting for a Redis that hangs.
+ * with `RedisRestingError` instead of waiting for a Redis that hangs. An entry another program wrote
+ * in another type rejects its calls with `RedisKeyDataError`, and rests nothing.
  */
 export function createRedisDeviceTokenLedger(options: RedisDeviceTokenLedgerOptions): DeviceTokenLedger {
   const { redis } = options;
@@ -311,6 +331,17 @@ export function createRedisDeviceTokenLedger(options: RedisDeviceTokenLedgerOpti
     const key = `${prefix}${projectId}:${digest}`;
     return [key, `${key}:verified`];
   };
+  /**
+   * Runs a ledger script behind the breaker; a key's data error (which the breaker took as an
+   * answer) becomes a `RedisKeyDataError` naming the entry.
+   */
+  const run = <T>(keys: string[], call: () => Promise<T>): Promise<T> =>
+    breaker.run(call, resting).catch((error: unknown) => {
+      if (!isKeyDataError(error)) throw error;
+      // Redis's reply up to the script's name: the reason, without the script's digest.
+      const reply = (error as Error).message.replace(/ script: .*$/s, "");
+      throw new RedisKeyDataError(keys[0] as string, reply);
+    });
   /** Runs a counting script: the use count (0: none) and the entry's stamp, written to `receipt`. */
   const count = (
     script: RedisScript,
@@ -318,15 +349,14 @@ export function createRedisDeviceTokenLedger(options: RedisDeviceTokenLedgerOpti
     digest: string,
     args: number[],
     receipt: DeviceTokenReceipt | undefined,
-  ) =>
-    breaker.run(async () => {
-      const [uses, stamp] = (await script.run(redis, keysOf(projectId, digest), args)) as [
-        number,
-        string | null,
-      ];
+  ) => {
+    const keys = keysOf(projectId, digest);
+    return run(keys, async () => {
+      const [uses, stamp] = (await script.run(redis, keys, args)) as [number, string | null];
       if (receipt && typeof stamp === "string") receipt.stamp = stamp;
       return Number(uses);
-    }, resting);
+    });
+  };
   /** The TTL a budget caller trusts an entry for, counted from its verification; -1: single-use. */
   const trustMs = (policy: DeviceTokenPolicy) => (policy.mode === "budget" ? Math.max(0, policy.ttlMs) : -1);
 
@@ -347,9 +377,10 @@ export function createRedisDeviceTokenLedger(options: RedisDeviceTokenLedgerOpti
       return uses === 1 ? "accepted" : budgetVerdict(uses, policy, "accepted");
     },
     async release(projectId, digest, stamp) {
-      await breaker.run(async () => {
-        await releaseScript.run(redis, keysOf(projectId, digest), [stamp]);
-      }, resting);
+      const keys = keysOf(projectId, digest);
+      await run(keys, async () => {
+        await releaseScript.run(redis, keys, [stamp]);
+      });
     },
   };
 }

@@ -1,10 +1,13 @@
 import { Writable } from "node:stream";
 import { setTimeout as sleep } from "node:timers/promises";
-import { describe, expect, it } from "vitest";
+import { afterAll, describe, expect, it } from "vitest";
+// In CI (CI=true) an unreachable Redis makes this import throw, so the suite fails instead of skipping.
+import { redisAvailable, redisTestSpace } from "../../test/support/services.js";
 import { blankProject } from "../admin/project-rules.js";
 import { createLogger } from "../observability/logger.js";
 import type { Project } from "../storage/project-repository.js";
 import type { DeviceCheckClient, DeviceCheckValidation } from "./device-check-client.js";
+import { deviceTokenDigest } from "./device-token-cache.js";
 import { createDeviceTokenVerifier } from "./device-token-verifier.js";
 import type { SecretBox } from "./secret-box.js";
 
@@ -157,5 +160,58 @@ describe("the device token verifier's opened private keys", () => {
     // Asked again: a key still held is not opened again, so at most the bound of them are held.
     for (const project of projects) await verifier.verify(project, deviceToken);
     expect(projects.length * 2 - opened).toBeLessThanOrEqual(1000);
+  });
+});
+
+describe.skipIf(!redisAvailable)("the device token verifier on a ledger entry another program wrote", () => {
+  const space = redisTestSpace("device-token-verifier");
+  afterAll(space.cleanup);
+
+  it("answers for that token alone as without Redis, and logs the key once, never the token", async () => {
+    const lines: Array<Record<string, unknown>> = [];
+    const redisKeyPrefix = `${space.nextPrefix()}:`;
+    const redis = await space.readyClient();
+    const verifier = createDeviceTokenVerifier({
+      config: {
+        deviceCheckProductionUrl: "http://127.0.0.1:1",
+        deviceCheckDevelopmentUrl: "http://127.0.0.1:1",
+        deviceCheckTimeoutMs: 1000,
+        deviceTokenTtlSeconds: 3600,
+        deviceTokenBudget: 100,
+      },
+      secretBox: openSecretBox,
+      redis,
+      redisKeyPrefix,
+      logger: createLogger(
+        "info",
+        new Writable({
+          write(chunk, _encoding, done) {
+            lines.push(JSON.parse(String(chunk)));
+            done();
+          },
+        }),
+      ),
+      client: developmentOnlyApple(),
+    });
+    const singleUse = developmentProject("single-use");
+    const budget = { ...developmentProject("cached"), id: "apps-on-a-budget" };
+    const digest = deviceTokenDigest(deviceToken) as string;
+    await redis.hset(`${redisKeyPrefix}${singleUse.id}:${digest}`, "field", "1");
+    // The budget token's entry holds a count, its verification time a hash.
+    await redis.set(`${redisKeyPrefix}${budget.id}:${digest}`, "1", "PX", 60_000);
+    await redis.hset(`${redisKeyPrefix}${budget.id}:${digest}:verified`, "field", "1");
+    // Single-use: a replay cannot be ruled out for this token, so it is refused as with Redis down.
+    expect(await verifier.verify(singleUse, deviceToken)).toMatchObject({ kind: "unavailable" });
+    expect(await verifier.verify(singleUse, deviceToken)).toMatchObject({ kind: "unavailable" });
+    // Budget: counted in this instance's memory (its check and its remember failed: logged once).
+    expect(await verifier.verify(budget, deviceToken)).toMatchObject({ kind: "ok" });
+    const warned = lines.filter((line) => line.level === "warn");
+    expect(warned.map((line) => line.redisKey)).toEqual([
+      `${redisKeyPrefix}${singleUse.id}:${digest}`,
+      `${redisKeyPrefix}${budget.id}:${digest}`,
+    ]);
+    expect(warned[0]?.msg).toMatch(/did not write/);
+    expect(warned[0]?.redisError).toMatch(/^WRONGTYPE /);
+    expect(JSON.stringify(lines)).not.toContain(deviceToken);
   });
 });

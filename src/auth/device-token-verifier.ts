@@ -20,6 +20,7 @@ import {
   type DeviceTokenPolicy,
   type DeviceTokenReceipt,
   deviceTokenDigest,
+  RedisKeyDataError,
   RedisRestingError,
 } from "./device-token-cache.js";
 import type { SecretBox } from "./secret-box.js";
@@ -119,9 +120,7 @@ export function createDeviceTokenVerifier(deps: DeviceTokenVerifierDeps): Device
     try {
       return await use(shared);
     } catch (error) {
-      // The failure that started a rest was logged; the calls answered during the rest are not.
-      if (!(error instanceof RedisRestingError))
-        deps.logger.warn({ err: error }, "device token ledger in Redis failed");
+      logLedgerFailure(error, "device token ledger in Redis failed");
       if (policy.mode !== "budget") return null;
       counted.ledger = memory;
       return use(memory);
@@ -149,10 +148,41 @@ export function createDeviceTokenVerifier(deps: DeviceTokenVerifierDeps): Device
       try {
         await ledger.release(projectId, digest, stamp);
       } catch (error) {
-        if (!(error instanceof RedisRestingError))
-          deps.logger.warn({ err: error }, "device token ledger could not give back a refused request's use");
+        logLedgerFailure(error, "device token ledger could not give back a refused request's use");
       }
     };
+  }
+
+  /**
+   * Warnings per ledger entry another program wrote in Redis (`RedisKeyDataError`): the entry stays
+   * as it is, so each use of its token fails alike; the first of a window names the key.
+   */
+  const keyWarnings = createSuppressionWindows<{ redisKey: string }>({
+    windowMs: warningWindowMs,
+    maxKeys: 200,
+    onSuppressed: (context, suppressed) =>
+      deps.logger.warn(
+        { ...context, suppressed, windowMs: warningWindowMs },
+        "device token ledger key warnings suppressed",
+      ),
+  });
+
+  /**
+   * Logs a failure of the ledger in Redis. The failure that started a rest was logged; the calls
+   * answered during the rest are not. An entry another program wrote is named (its key holds the
+   * project id and the token's digest, never the token), once per window.
+   */
+  function logLedgerFailure(error: unknown, message: string): void {
+    if (error instanceof RedisRestingError) return;
+    if (error instanceof RedisKeyDataError) {
+      if (keyWarnings.open(error.key, { redisKey: error.key }))
+        deps.logger.warn(
+          { redisKey: error.key, redisError: error.reply },
+          "a device token ledger key in Redis holds what Sluice did not write: its token is answered as without Redis",
+        );
+      return;
+    }
+    deps.logger.warn({ err: error }, message);
   }
 
   /** Apple's verdict on a token, shared with the requests that ask for it while it is on its way. */

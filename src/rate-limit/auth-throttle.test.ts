@@ -4,6 +4,7 @@ import { exitOfScript } from "../../test/support/script-exit.js";
 import { redisAvailable, redisTestSpace } from "../../test/support/services.js";
 import { startTcpProxy } from "../../test/support/tcp-proxy.js";
 import type { AuthThrottle } from "../auth/authenticate.js";
+import { RedisBreaker } from "../redis/redis-breaker.js";
 import { createAuthThrottle, ExpiringKeys } from "./auth-throttle.js";
 
 const { nextPrefix, readyClient, unreachableClient, cleanup } = redisTestSpace("auth");
@@ -181,6 +182,43 @@ describe.skipIf(!redisAvailable)("auth-failure throttle across instances", () =>
     expect(await three.retryAfter("192.0.2.8", undefined)).toBe(0);
     await fail(three, 1, "192.0.2.8");
     expect(await three.retryAfter("192.0.2.8", undefined)).toBeGreaterThan(0);
+  });
+
+  it("gives a count it reads without expiry the window's expiry, so it never blocks a client for good", async () => {
+    const keyPrefix = nextPrefix();
+    const redis = await readyClient();
+    const throttle = createAuthThrottle({ redis, failuresPerMinute: 2, keyPrefix });
+    await fail(throttle, 1, "192.0.2.11");
+    // A restore, a manual SET or another program leaves the count at the limit without an expiry.
+    await redis.set(`${keyPrefix}:ip:192.0.2.11`, "2");
+    const wait = await throttle.retryAfter("192.0.2.11", undefined);
+    expect(wait).toBeGreaterThan(55);
+    expect(wait).toBeLessThanOrEqual(60);
+    expect(await redis.pttl(`${keyPrefix}:ip:192.0.2.11`)).toBeGreaterThan(55_000);
+    expect(await redis.pttl(`${keyPrefix}:ip:192.0.2.11`)).toBeLessThanOrEqual(60_000);
+  });
+
+  it("counts afresh over a key of another type or that holds no count, without resting Redis", async () => {
+    const keyPrefix = nextPrefix();
+    const redis = await readyClient();
+    const breaker = new RedisBreaker(redis, 60_000);
+    const onKeyRepaired = vi.fn();
+    const throttle = createAuthThrottle({ redis, breaker, failuresPerMinute: 3, keyPrefix, onKeyRepaired });
+    const hashKey = `${keyPrefix}:ip:192.0.2.12`;
+    const textKey = `${keyPrefix}:ip:192.0.2.13`;
+    await redis.hset(hashKey, "field", "1");
+    await redis.set(textKey, "not a count");
+    await fail(throttle, 1, "192.0.2.12");
+    await fail(throttle, 1, "192.0.2.13");
+    expect(breaker.resting).toBe(false);
+    expect([await redis.get(hashKey), await redis.get(textKey)]).toEqual(["1", "1"]);
+    expect(await redis.pttl(hashKey)).toBeGreaterThan(55_000);
+    expect(onKeyRepaired.mock.calls).toEqual([[hashKey], [textKey]]);
+    // Read as no count (never an error) while another program holds the key in another type.
+    await redis.del(hashKey);
+    await redis.hset(hashKey, "field", "1");
+    expect(await throttle.retryAfter("192.0.2.12", undefined)).toBe(0);
+    expect(breaker.resting).toBe(false);
   });
 
   it("keeps counting per instance when Redis is unreachable", async () => {

@@ -16,6 +16,12 @@ export interface AuthThrottleOptions {
   failuresPerMinute: number;
   /** What every Redis key begins with; `sluice:auth` by default (see `redisKeyPrefixes`). */
   keyPrefix?: string;
+  /**
+   * Called with the Redis key of a count that held what Sluice never writes there (a key of another
+   * type, a string that is no count), written by another program inside the key prefix: the failure
+   * was counted there afresh, as the first of a new window. Redis is not taken for down.
+   */
+  onKeyRepaired?: (key: string) => void;
 }
 
 const windowSeconds = 60;
@@ -205,8 +211,12 @@ function failureCounter(options: AuthThrottleOptions): FailureCounter {
   const breaker = options.breaker ?? new RedisBreaker(client);
   // Keys as rate-limiter-flexible, which kept these counts before, named them: instances of both
   // versions share the counts during a rolling update.
-  const shared = (script: RedisScript, key: string) =>
-    script.run(client, [`${keyPrefix}:${key}`], [windowMs]).then(failureCount);
+  const shared = async (script: RedisScript, key: string) => {
+    const redisKey = `${keyPrefix}:${key}`;
+    const reply = (await script.run(client, [redisKey], [windowMs])) as [number, number, number?];
+    if (reply[2] === 1) options.onKeyRepaired?.(redisKey);
+    return failureCount(reply);
+  };
   return {
     stop,
     consume: (key) =>
@@ -224,21 +234,43 @@ function failureCounter(options: AuthThrottleOptions): FailureCounter {
   };
 }
 
-/** Counts a failure; the window opens with the key's first. Replies the count and the ms left. */
+/**
+ * Counts a failure; the window opens with the key's first. Replies the count, the ms left, and 1
+ * when it repaired the key: one of another type, or a string that is not a count (digits), is not
+ * one Sluice wrote and is deleted and counted afresh; a count without expiry (a restore, a manual
+ * SET) gets the window's. Only the read is guarded (a GET fails for a key's type alone): the INCR's
+ * failures (OOM, READONLY) are Redis's and fail the script.
+ */
 const countScript = new RedisScript(`
+local repaired = 0
+local value = redis.pcall("GET", KEYS[1])
+if type(value) == "table" or (value and (#value > 15 or not string.find(value, "^%d+$"))) then
+  redis.call("DEL", KEYS[1])
+  repaired = 1
+end
 local count = redis.call("INCR", KEYS[1])
 local ttl = redis.call("PTTL", KEYS[1])
 if ttl < 0 then
   ttl = tonumber(ARGV[1])
   redis.call("PEXPIRE", KEYS[1], ttl)
 end
-return {count, ttl}`);
+return {count, ttl, repaired}`);
 
+/**
+ * Reads a count and its ms left. A count without expiry gets the window's, so it never blocks for
+ * good; what is no count (another type, another string) reads as none, and the next count repairs it.
+ */
 const readScript = new RedisScript(`
-return {tonumber(redis.call("GET", KEYS[1])) or 0, redis.call("PTTL", KEYS[1])}`);
+local value = redis.pcall("GET", KEYS[1])
+local count = type(value) == "string" and tonumber(value) or nil
+local ttl = redis.call("PTTL", KEYS[1])
+if count and ttl == -1 then
+  ttl = tonumber(ARGV[1])
+  redis.call("PEXPIRE", KEYS[1], ttl)
+end
+return {count or 0, ttl}`);
 
-function failureCount(reply: unknown): FailureCount {
-  const [count, msLeft] = reply as [number, number];
+function failureCount([count, msLeft]: [number, number, number?]): FailureCount {
   return { count, msLeft: Math.max(0, msLeft) };
 }
 

@@ -460,6 +460,76 @@ describe.skipIf(!redisAvailable)("rate limiter on Redis", () => {
   });
 });
 
+describe.skipIf(!redisAvailable)("rate limiter on Redis, keys Sluice did not write", () => {
+  it("gives a window key without expiry, at its limit, the window's expiry instead of refusing it for good", async () => {
+    const redis = await readyClient();
+    const keyPrefix = nextPrefix();
+    const limiter = createRateLimiter({ redis, keyPrefix });
+    // Sluice never writes one; a restore, a manual SET or another program's script may.
+    await redis.set(`${keyPrefix}:project:1:stuck`, "3");
+    await redis.set(`${keyPrefix}:ip:60:stuck`, "1");
+    const refused = await limiter.consumeAll([
+      { name: "project", key: "stuck", limit: 3, windowSeconds: 1 },
+      { name: "ip", key: "stuck", limit: 5 },
+    ]);
+    expect(refused.map((decision) => decision.allowed)).toEqual([false, true]);
+    expect(await redis.pttl(`${keyPrefix}:project:1:stuck`)).toBeGreaterThan(0);
+    expect(await redis.pttl(`${keyPrefix}:project:1:stuck`)).toBeLessThanOrEqual(1_000);
+    // A limit that had room, in a request another refused, gets its expiry too; its count stays.
+    expect(await redis.pttl(`${keyPrefix}:ip:60:stuck`)).toBeGreaterThan(55_000);
+    expect(await redis.get(`${keyPrefix}:ip:60:stuck`)).toBe("1");
+    await new Promise((resolve) => setTimeout(resolve, 1_100));
+    expect((await consume(limiter, "project", "stuck", 3, 1)).allowed).toBe(true);
+  });
+
+  it("counts afresh over a window key of another type or that holds no count, without falling back", async () => {
+    const redis = await readyClient();
+    const keyPrefix = nextPrefix();
+    const breaker = new RedisBreaker(redis, 60_000);
+    const onFallback = vi.fn();
+    const onKeyRepaired = vi.fn();
+    const limiter = createRateLimiter({ redis, breaker, keyPrefix, onFallback, onKeyRepaired });
+    const projectKey = `${keyPrefix}:project:60:odd`;
+    const ipKey = `${keyPrefix}:ip:60:odd`;
+    await redis.hset(projectKey, "field", "1");
+    await redis.set(ipKey, "not a count");
+    const limits = [
+      { name: "project", key: "odd", limit: 2 },
+      { name: "ip", key: "odd", limit: 2 },
+    ];
+    expect((await limiter.consumeAll(limits)).map((decision) => decision.remaining)).toEqual([1, 1]);
+    expect([await redis.get(projectKey), await redis.get(ipKey)]).toEqual(["1", "1"]);
+    expect(await redis.pttl(projectKey)).toBeGreaterThan(55_000);
+    expect(onKeyRepaired.mock.calls).toEqual([[projectKey], [ipKey]]);
+    expect([limiter.degraded(), breaker.resting]).toEqual([false, false]);
+    expect(onFallback).not.toHaveBeenCalled();
+    // Repaired once: the next request finds the counts Sluice wrote.
+    expect((await limiter.consumeAll(limits)).map((decision) => decision.remaining)).toEqual([0, 0]);
+    expect(onKeyRepaired).toHaveBeenCalledTimes(2);
+  });
+
+  it("reports the fallback as soon as another user of the client sees Redis fail, before any decision", async () => {
+    const redis = await readyClient();
+    const breaker = new RedisBreaker(redis, 60_000);
+    const events: Array<[boolean, string | undefined]> = [];
+    const limiter = createRateLimiter({
+      redis,
+      breaker,
+      keyPrefix: nextPrefix(),
+      onFallback: (on, error) => events.push([on, error?.message]),
+    });
+    // The authentication throttle, say, saw Redis fail: the limits are per instance from now on.
+    await breaker
+      .run(
+        () => Promise.reject(new Error("Command timed out")),
+        () => null,
+      )
+      .catch(() => {});
+    expect(limiter.degraded()).toBe(true);
+    expect(events).toEqual([[true, "Command timed out"]]);
+  });
+});
+
 describe("createRedisClient", () => {
   it("builds a client that fails fast and survives an unreachable server", async () => {
     const errors: Error[] = [];

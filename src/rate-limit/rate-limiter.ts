@@ -53,11 +53,21 @@ export interface RateLimiterOptions {
   keyPrefix?: string;
   /**
    * Called with true when Redis starts failing and limits run per instance, false when it answers
-   * again (its client reconnected or a call through the breaker succeeded), without waiting for a
-   * decision. With true, `error` is what the decision's command failed with (a reply error, such as
-   * OOM or READONLY, when Redis answered); none when Redis rested after another user's failure.
+   * again (its client reconnected or a call through the breaker succeeded), in both cases without
+   * waiting for a decision: a failure any user of the breaker saw (the authentication throttle, the
+   * device token ledger) rests Redis for the limits too, and is reported at once. With true, `error`
+   * is what that call failed with (a reply error, such as OOM or READONLY, when Redis answered);
+   * none when the limits found Redis resting without having heard of the failure. A key's data error
+   * (`isKeyDataError`) is no failure of Redis.
    */
   onFallback?: (on: boolean, error?: Error) => void;
+  /**
+   * Called with the Redis key of a window that held what Sluice never writes there (a key of another
+   * type, a string that is no count), written by another program inside the key prefix: the script
+   * replaced it with a fresh count (the request is counted there as in a new window). Once per
+   * repair, so once per key another program wrote. Redis is not taken for down.
+   */
+  onKeyRepaired?: (key: string) => void;
   /** Called once per limit of every request, with that limit's own decision. */
   onDecision?: (name: string, allowed: boolean) => void;
   /** The client's shared health (see `RedisBreaker`); by default one of this limiter's own. */
@@ -83,9 +93,11 @@ export interface RateLimiterOptions {
  * so a limit becomes a per-instance limit, never unlimited. Pass a client built by
  * `createRedisClient` (no offline queue, no command retry or replay, short connect and command
  * timeouts): a lost Redis then costs one immediate rejection, not a request waiting for a
- * reconnect. `onFallback(true)` fires on the first decision made here, `onFallback(false)` as soon
- * as Redis is back (the client reconnected, or any user of the breaker had an answer), or on the
- * next decision Redis makes.
+ * reconnect. `onFallback(true)` fires as soon as any user of the breaker sees Redis fail (or on the
+ * first decision made here), `onFallback(false)` as soon as Redis is back (the client reconnected,
+ * or any user of the breaker had an answer), or on the next decision Redis makes. A key another
+ * program wrote inside the prefix (another type, a string that is no count) is no outage: the
+ * script replaces it with a fresh count and `onKeyRepaired` names it.
  *
  * A Redis that hangs instead of closing the connection makes each command wait for the client's
  * command timeout (SLUICE_REDIS_COMMAND_TIMEOUT_MS) before the fallback decides. So after a failure the `RedisBreaker` rests
@@ -160,6 +172,8 @@ function redisRateLimiter(client: Redis, here: RateLimiter, options: RateLimiter
   }
   // Redis answers again (a reconnect, or another user's call): the next decision is Redis's.
   breaker.onRecovered(() => setDegraded(false));
+  // Another user (the throttle, the ledger) saw Redis fail: it rests, so decisions are made here.
+  breaker.onFailed((error) => setDegraded(true, error));
 
   const redisKeys = (requests: readonly LimitRequest[]) =>
     requests.map((request) => `${prefix}:${windowKey(request)}`);
@@ -172,16 +186,20 @@ function redisRateLimiter(client: Redis, here: RateLimiter, options: RateLimiter
     if (pass === "rest") return { error: undefined };
     const args: number[] = [];
     for (const request of requests) args.push(limitOf(request), windowOf(request) * 1000);
+    const keys = redisKeys(requests);
     let reply: number[];
     try {
-      // The reply of consumeScript: admitted (1 or 0), then each limit's count and window ms left.
-      reply = (await consumeScript.run(client, redisKeys(requests), args)) as number[];
+      // The reply of consumeScript: admitted (1 or 0), then each limit's count and window ms left,
+      // then the numbers (from 1) of the keys it repaired.
+      reply = (await consumeScript.run(client, keys, args)) as number[];
     } catch (error) {
       // Not connected (the client fails at once), a timeout, or an error reply.
-      breaker.leave(pass, false);
+      breaker.leave(pass, false, error);
       return { error: error instanceof Error ? error : undefined };
     }
     breaker.leave(pass, true);
+    for (const repaired of reply.slice(1 + 2 * requests.length))
+      options.onKeyRepaired?.(keys[repaired - 1] as string);
     const admitted = reply[0] === 1;
     return requests.map((request, index) => {
       const msLeft = reply[2 + 2 * index] ?? -1;
@@ -216,28 +234,43 @@ function redisRateLimiter(client: Redis, here: RateLimiter, options: RateLimiter
 /**
  * KEYS[i] counts limit i's window; ARGV[2i - 1] is that limit, ARGV[2i] its window length (ms).
  * Admits the request only if every count is below its limit, and then counts it in every window
- * (a window opens, with its expiry, at its first counted request); a refused request changes
- * nothing. Replies {admitted (1 or 0), count 1, ms left 1, count 2, ms left 2, ...}, the counts
- * after this request; ms left is negative for a window that is not open.
+ * (a window opens, with its expiry, at its first counted request); a refused request changes no
+ * count. Replies {admitted (1 or 0), count 1, ms left 1, count 2, ms left 2, ...}, the counts
+ * after this request; ms left is negative for a window that is not open; then the number i of
+ * each key repaired.
+ *
+ * Repairs what Sluice never writes but a restore, a manual SET or another program may: a key
+ * without expiry is given its window's (refused or not, so a count at its limit never refuses for
+ * good); a key of another type, or a string that is not a count (digits), is deleted before anything
+ * is counted, so its window opens afresh (a WRONGTYPE or INCR error would fail every request on it,
+ * and a failure after another key's INCR would leave that count behind).
  */
 const consumeScript = new RedisScript(`
 local counts = {}
+local repaired = {}
 local admitted = 1
 for i, key in ipairs(KEYS) do
-  counts[i] = tonumber(redis.call("GET", key)) or 0
+  local value = redis.pcall("GET", key)
+  if type(value) == "table" or (value and (#value > 15 or not string.find(value, "^%d+$"))) then
+    redis.call("DEL", key)
+    repaired[#repaired + 1] = i
+    value = false
+  end
+  counts[i] = tonumber(value) or 0
   if counts[i] >= tonumber(ARGV[2 * i - 1]) then admitted = 0 end
 end
 local reply = {admitted}
 for i, key in ipairs(KEYS) do
   if admitted == 1 then counts[i] = redis.call("INCR", key) end
   local ttl = redis.call("PTTL", key)
-  if admitted == 1 and ttl < 0 then
+  if ttl == -1 then
     ttl = tonumber(ARGV[2 * i])
     redis.call("PEXPIRE", key, ttl)
   end
   reply[2 * i] = counts[i]
   reply[2 * i + 1] = ttl
 end
+for _, i in ipairs(repaired) do reply[#reply + 1] = i end
 return reply`);
 
 /** One limit's decision, from whether the request was admitted and the count of its window. */

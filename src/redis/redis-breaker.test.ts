@@ -1,6 +1,6 @@
 import { EventEmitter } from "node:events";
 import { afterEach, describe, expect, it, vi } from "vitest";
-import { RedisBreaker } from "./redis-breaker.js";
+import { isKeyDataError, RedisBreaker } from "./redis-breaker.js";
 
 const fails = () => Promise.reject(new Error("Command timed out"));
 const answers = () => Promise.resolve("redis");
@@ -74,6 +74,35 @@ describe("RedisBreaker", () => {
     vi.setSystemTime(100);
     expect(await breaker.run(answers, around)).toBe("redis");
     expect(recovered).toHaveBeenCalledTimes(2);
+  });
+
+  it("takes a key's wrong type or value as an answer: the error is passed on, Redis does not rest", async () => {
+    const breaker = new RedisBreaker(new EventEmitter(), 60_000);
+    for (const message of [
+      "WRONGTYPE Operation against a key holding the wrong kind of value script: 62017de6, on @user_script:1.",
+      "ERR value is not an integer or out of range script: f793247d, on @user_script:1.",
+    ]) {
+      const error = Object.assign(new Error(message), { name: "ReplyError" });
+      await expect(breaker.run(() => Promise.reject(error), around)).rejects.toBe(error);
+      expect(isKeyDataError(error)).toBe(true);
+      expect(breaker.resting).toBe(false);
+    }
+    // A Redis that refuses every write (full, a replica) rests as one that is gone.
+    const full = Object.assign(new Error("OOM command not allowed when used memory > 'maxmemory'."), {
+      name: "ReplyError",
+    });
+    expect(isKeyDataError(full)).toBe(false);
+    await expect(breaker.run(() => Promise.reject(full), around)).rejects.toBe(full);
+    expect(breaker.resting).toBe(true);
+  });
+
+  it("tells its failure listeners when a call fails, with the error", async () => {
+    const breaker = new RedisBreaker(new EventEmitter(), 60_000);
+    const failed = vi.fn();
+    breaker.onFailed(failed);
+    const error = new Error("Command timed out");
+    await expect(breaker.run(() => Promise.reject(error), around)).rejects.toBe(error);
+    expect(failed).toHaveBeenCalledWith(error);
   });
 
   it("a call that learned nothing leaves the state as it was, and frees the probe", () => {

@@ -2,6 +2,22 @@
 export type RedisPass = "redis" | "probe" | "rest";
 
 /**
+ * Whether Redis refused a command for what one key holds, not for its own state: a key of another
+ * type (`WRONGTYPE`), or a string that is no integer under INCR (`ERR value is not an integer or out
+ * of range`, also for an overflow). Something other than Sluice wrote that key inside its prefix;
+ * Redis itself answered, so it is a data error of that key (each user decides what it does with the
+ * key), never an outage that rests Redis for every user.
+ */
+export function isKeyDataError(error: unknown): boolean {
+  if (!(error instanceof Error) || error.name !== "ReplyError") return false;
+  return (
+    error.message.startsWith("WRONGTYPE ") ||
+    error.message.startsWith("ERR value is not an integer or out of range") ||
+    error.message.startsWith("ERR increment or decrement would overflow")
+  );
+}
+
+/**
  * One view of a Redis client's health, shared by everything that uses the client (rate limits, the
  * authentication throttle, the device token ledger).
  *
@@ -21,6 +37,7 @@ export class RedisBreaker {
   private restUntil = 0;
   private probing = false;
   private readonly recoveryListeners: Array<() => void> = [];
+  private readonly failureListeners: Array<(error: Error | undefined) => void> = [];
 
   constructor(
     /** The Redis client (only its `ready` event is used). */
@@ -44,6 +61,15 @@ export class RedisBreaker {
     this.recoveryListeners.push(listener);
   }
 
+  /**
+   * Calls `listener` each time a call (of any user) fails and Redis rests, with what the call failed
+   * with: the rate limits run per instance from then on, so they report their fallback (the degraded
+   * gauge, /health) at once, whichever user saw the failure, not at their own next decision.
+   */
+  onFailed(listener: (error: Error | undefined) => void): void {
+    this.failureListeners.push(listener);
+  }
+
   /** Decides how a call goes; a `probe` must be followed by `leave`, once. */
   enter(): RedisPass {
     if (this.restUntil === 0) return "redis";
@@ -52,12 +78,19 @@ export class RedisBreaker {
     return "probe";
   }
 
-  /** What a call that went to Redis learned: `true` Redis answered, `false` it failed, `undefined` nothing. */
-  leave(pass: RedisPass, answered: boolean | undefined): void {
+  /**
+   * What a call that went to Redis learned: `true` Redis answered, `false` it failed (with `error`),
+   * `undefined` nothing. A key's data error (`isKeyDataError`) is an answer.
+   */
+  leave(pass: RedisPass, answered: boolean | undefined, error?: unknown): void {
     if (pass === "probe") this.probing = false;
     if (pass === "rest" || answered === undefined) return;
-    if (answered) this.recover();
-    else this.restUntil = Date.now() + this.restMs;
+    if (answered || isKeyDataError(error)) {
+      this.recover();
+      return;
+    }
+    this.restUntil = Date.now() + this.restMs;
+    for (const listener of this.failureListeners) listener(error instanceof Error ? error : undefined);
   }
 
   private recover(): void {
@@ -68,7 +101,7 @@ export class RedisBreaker {
 
   /**
    * Runs `call` on Redis, or `around` while Redis rests. A call that rejects counts as a Redis
-   * failure and its error is passed on.
+   * failure (but for a key's data error, an answer) and its error is passed on.
    */
   async run<T>(call: () => Promise<T>, around: () => T | Promise<T>): Promise<T> {
     const pass = this.enter();
@@ -78,7 +111,7 @@ export class RedisBreaker {
       this.leave(pass, true);
       return value;
     } catch (error) {
-      this.leave(pass, false);
+      this.leave(pass, false, error);
       throw error;
     }
   }
