@@ -83,7 +83,7 @@ export function createApp(deps: AppDeps): App {
       if (status >= 500 && !(error instanceof GatewayError)) {
         logger.error({ err: error, requestId: context.requestId, route }, "request failed");
       } else if (status >= 500 && !clientGone && error instanceof GatewayError) {
-        logProviderFailure(error, context.requestId, route);
+        logProviderFailure(error, context.requestId, route, context.projectId);
       }
     }
   }
@@ -166,6 +166,8 @@ export function createApp(deps: AppDeps): App {
         query,
         writesOwnHeaders,
         corsHeaders,
+        // Set by admission: present from the start, so every context has the one shape.
+        projectId: undefined,
       };
       if (malformed) {
         request.resume();

@@ -51,6 +51,49 @@ describe("project admin use cases", () => {
     });
   });
 
+  it("names each field a rule across fields needs in details.problems, as a single field's refusal", async () => {
+    const base = { name: "C", provider: "provider-a" };
+    await expect(admin().createProject({ ...base, saveImagesToVault: true })).rejects.toMatchObject({
+      details: {
+        problems: [
+          "teamId: is required when saveImagesToVault is true (it is the first segment of the vault path)",
+        ],
+      },
+    });
+    await expect(admin().createProject({ ...base, deviceCheck: { enabled: true } })).rejects.toMatchObject({
+      details: {
+        problems: [
+          "deviceCheck.teamId: is required when deviceCheck.enabled is true",
+          "deviceCheck.keyId: is required when deviceCheck.enabled is true",
+          "deviceCheck.privateKey: is required when deviceCheck.enabled is true (the .p8 file's contents)",
+        ],
+      },
+    });
+    // Only the fields still missing, the stored project's included.
+    await admin().createProject({ ...base, id: "half", deviceCheck: { teamId: "TEAM123456" } });
+    await expect(
+      admin().updateProject("half", { deviceCheck: { enabled: true, keyId: "KEY1234567" } }),
+    ).rejects.toMatchObject({
+      details: {
+        problems: [
+          "deviceCheck.privateKey: is required when deviceCheck.enabled is true (the .p8 file's contents)",
+        ],
+      },
+    });
+    await expect(admin().createProject({ ...base, model: "claude-sonnet-4-5" })).rejects.toMatchObject({
+      details: {
+        problems: [`model: "claude-sonnet-4-5" is a provider-b model; this project's provider is provider-a`],
+        model: "claude-sonnet-4-5",
+      },
+    });
+    await expect(admin({}, {}, false).createProject({ ...base, testMode: true })).rejects.toMatchObject({
+      details: {
+        problems: ["testMode: cannot be turned on in production (SLUICE_ENV=production)"],
+        field: "testMode",
+      },
+    });
+  });
+
   it("refuses to put a project in Test Mode in production, on creation or by an update, with 422", async () => {
     const production = admin({}, {}, false);
     const refusal = {
@@ -356,10 +399,13 @@ describe("project admin use cases", () => {
     });
   });
 
-  it("names a .p8 key that does not load in details.problems, as every other field's refusal, without echoing it", async () => {
+  it("refuses a .p8 key that does not load with 422, naming it in details.problems as every other field's rule, without echoing it", async () => {
+    // Well typed (a string, within its length), but not a key: 422, as a malformed model name or
+    // proxy rule; 400 is for a body that does not parse or a field missing or of the wrong type.
     const problems = ["deviceCheck.privateKey: must be the PEM contents of an Apple .p8 (EC P-256) key"];
     const refusal = {
-      code: "BAD_REQUEST",
+      code: "VALIDATION_ERROR",
+      status: 422,
       message: `Invalid project: ${problems[0]}`,
       details: { problems },
     };

@@ -112,12 +112,19 @@ export function applyChanges(
   if (next.outputSchema && (changes.outputSchema || next.provider !== current.provider || modelRule))
     assertOutputSchemaOnRoutes(next.outputSchema, next.provider, routeModels(next, next.provider));
   // Checked only when the pair changes, so a project stored before this rule keeps taking updates.
-  if (next.provider !== current.provider || next.model !== current.model) assertModelOfProvider(next);
+  if (next.provider !== current.provider || next.model !== current.model)
+    assertModelOfProvider(next, fieldName);
   applyDeviceCheck(next, changes.deviceCheck, seal, fieldName);
   if (next.saveImagesToVault && !next.teamId) {
+    const why = "(it is the first segment of the vault path)";
     throw new GatewayError(
       "VALIDATION_ERROR",
-      `${fieldName("saveImagesToVault")} needs a ${fieldName("teamId")} (it is the first segment of the vault path)`,
+      `${fieldName("saveImagesToVault")} needs a ${fieldName("teamId")} ${why}`,
+      {
+        details: {
+          problems: [`${fieldName("teamId")}: ${requiredWhen("saveImagesToVault", fieldName)} ${why}`],
+        },
+      },
     );
   }
   return next;
@@ -155,10 +162,17 @@ export function assertTestModeAllowed(
   fieldName: FieldName,
 ): void {
   if (allowed || !next.testMode || current.testMode) return;
+  const rule = "cannot be turned on in production (SLUICE_ENV=production)";
   throw new GatewayError(
     "VALIDATION_ERROR",
-    `${fieldName("testMode")} cannot be turned on in production (SLUICE_ENV=production): Test Mode is for development and testing only`,
-    { details: { field: "testMode", environment: "production" } },
+    `${fieldName("testMode")} ${rule}: Test Mode is for development and testing only`,
+    {
+      details: {
+        problems: [`${fieldName("testMode")}: ${rule}`],
+        field: "testMode",
+        environment: "production",
+      },
+    },
   );
 }
 
@@ -166,15 +180,22 @@ export function assertTestModeAllowed(
  * A model the catalogue lists under another provider could only fail later, as the provider's 502;
  * a model no provider lists (a custom or newer name) is the admin's call and stays allowed.
  */
-function assertModelOfProvider({ provider, model }: Pick<Project, "provider" | "model">): void {
+function assertModelOfProvider(
+  { provider, model }: Pick<Project, "provider" | "model">,
+  fieldName: FieldName,
+): void {
   if (!model || findModel(provider, model)) return;
   const modelProvider = catalogueProviderOf(model);
   if (!modelProvider) return;
-  throw new GatewayError(
-    "VALIDATION_ERROR",
-    `model ${JSON.stringify(model)} is a ${modelProvider} model; this project's provider is ${provider}`,
-    { details: { model, provider, modelProvider } },
-  );
+  const rule = `${JSON.stringify(model)} is a ${modelProvider} model; this project's provider is ${provider}`;
+  throw new GatewayError("VALIDATION_ERROR", `model ${rule}`, {
+    details: { problems: [`${fieldName("model")}: ${rule}`], model, provider, modelProvider },
+  });
+}
+
+/** A rule across fields, as a problem of the field it needs: `is required when deviceCheck.enabled is true`. */
+function requiredWhen(path: string, fieldName: FieldName): string {
+  return `is required when ${fieldName(path)} is true`;
 }
 
 function applyDeviceCheck(
@@ -197,9 +218,19 @@ function applyDeviceCheck(
   if (deviceCheck.enabled && (!deviceCheck.teamId || !deviceCheck.keyId || !deviceCheck.sealedPrivateKey)) {
     // Named within deviceCheck, as the API's body nests them: `teamId`, or the CLI's flag.
     const inDeviceCheck = (field: string) => fieldName(`deviceCheck.${field}`).replace(/^deviceCheck\./, "");
+    // details.problems: each field still missing, by its whole path, as a single field's refusal.
+    const needed = requiredWhen("deviceCheck.enabled", fieldName);
+    const problems = [
+      ...(deviceCheck.teamId ? [] : [`${fieldName("deviceCheck.teamId")}: ${needed}`]),
+      ...(deviceCheck.keyId ? [] : [`${fieldName("deviceCheck.keyId")}: ${needed}`]),
+      ...(deviceCheck.sealedPrivateKey
+        ? []
+        : [`${fieldName("deviceCheck.privateKey")}: ${needed} (the .p8 file's contents)`]),
+    ];
     throw new GatewayError(
       "VALIDATION_ERROR",
       `Device Check needs ${inDeviceCheck("teamId")}, ${inDeviceCheck("keyId")} and ${inDeviceCheck("privateKey")} (the .p8 file's contents) when enabled`,
+      { details: { problems } },
     );
   }
 }

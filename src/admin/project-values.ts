@@ -117,7 +117,11 @@ function assertP256PrivateKey(pem: string, fieldName: FieldName): void {
   const problems = [
     `${fieldName("deviceCheck.privateKey")}: must be the PEM contents of an Apple .p8 (EC P-256) key`,
   ];
-  throw new GatewayError("BAD_REQUEST", `Invalid project: ${problems.join("; ")}`, { details: { problems } });
+  // Well typed but not a key: 422, as a malformed model name or proxy rule (400 is a body that does
+  // not parse, or a field missing or of the wrong type).
+  throw new GatewayError("VALIDATION_ERROR", `Invalid project: ${problems.join("; ")}`, {
+    details: { problems },
+  });
 }
 
 /**

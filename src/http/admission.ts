@@ -300,6 +300,7 @@ export function createAdmission(deps: AdmissionDeps) {
       throw auth.error;
     }
     deps.metrics.countAuthResult(auth.method, "ok");
+    context.projectId = auth.project.id;
     const base = { projectId: auth.project.id, keyId: auth.keyId, method: auth.method };
     /**
      * A request refused here was not admitted: a DeviceCheck token gives back the use authentication

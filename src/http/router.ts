@@ -20,6 +20,11 @@ export interface RequestContext {
    * except on a route that writes its own headers, which adds them to its `writeHead`.
    */
   corsHeaders: Record<string, string> | null;
+  /**
+   * The project the request was admitted for, once admission authenticated it (an id, no secret):
+   * for the log lines of its failure.
+   */
+  projectId?: string;
 }
 
 export type Handler = (context: RequestContext) => Promise<void> | void;

@@ -254,6 +254,46 @@ describe("provider failure log", () => {
     ]);
   });
 
+  it("names the project of a call the provider refused, with a window per project, as its key is the project's", () => {
+    const { lines, logger } = logged();
+    const closes: (() => void)[] = [];
+    const log = createProviderFailureLog(logger, { now: () => 0, schedule: (run) => void closes.push(run) });
+    const answered = (statusCode: number) =>
+      new GatewayError(
+        "PROVIDER_ERROR",
+        `The provider failed to process the request (status ${statusCode})`,
+        {
+          cause: Object.assign(new Error("provider's words"), { statusCode, name: "AI_APICallError" }),
+          provider: "provider-a",
+        },
+      );
+    log(answered(401), "r1", "/v1/text", "prj_one");
+    log(answered(401), "r2", "/v1/text", "prj_one");
+    // Another project's key refused: its own line, not counted into the first project's window.
+    log(answered(401), "r3", "/v1/text", "prj_two");
+    // The provider's own failure is one window for every project; its line names the request's.
+    log(answered(503), "r4", "/v1/text", "prj_one");
+    log(answered(503), "r5", "/v1/text", "prj_two");
+    log(refused(), "r6", "proxy");
+    for (const run of closes) run();
+    expect(
+      lines.map(({ msg, providerStatus, projectId, requestId, suppressed }) => [
+        msg,
+        providerStatus,
+        projectId,
+        requestId,
+        suppressed,
+      ]),
+    ).toEqual([
+      ["provider call failed", 401, "prj_one", "r1", undefined],
+      ["provider call failed", 401, "prj_two", "r3", undefined],
+      ["provider call failed", 503, "prj_one", "r4", undefined],
+      ["provider call failed", undefined, undefined, "r6", undefined],
+      ["provider call failures suppressed", 401, "prj_one", undefined, 1],
+      ["provider call failures suppressed", 503, undefined, undefined, 1],
+    ]);
+  });
+
   it("names the kind of error the provider answered, a word of its error body and never its message", () => {
     const answered = (statusCode: number, data: unknown) =>
       Object.assign(new Error("the provider's words: sk-abc"), { statusCode, data, name: "AI_APICallError" });

@@ -38,7 +38,11 @@ const maxKeys = 200;
  * counted, and when the window ends with any counted, one more line says how many ("provider call
  * failures suppressed"), so the count is written even when the provider recovers and fails no more.
  * Another dependency's failure (a GatewayError's `dependency`: the image vault) is logged the same
- * way, as `<dependency> call failed` with a `dependency` field instead of `provider`.
+ * way, as `<dependency> call failed` with a `dependency` field instead of `provider`. The line names
+ * the project the call was admitted for (`projectId`, an id and no secret), when there is one. A
+ * provider's 4xx (its 401 or 403 for the project's key, its 429 for the project's account) is the
+ * project's own, so its window is the project's too: another project's key refused meanwhile is not
+ * counted into it unnamed. Its 5xx, or a provider not reached, is one window for every project.
  */
 export function createProviderFailureLog(logger: Logger, options: ProviderFailureLogOptions = {}) {
   const windowMs = options.windowMs ?? 10_000;
@@ -46,6 +50,8 @@ export function createProviderFailureLog(logger: Logger, options: ProviderFailur
     field: "provider" | "dependency";
     name: string;
     code: string;
+    /** Set when the window is the project's (the provider answered a 4xx). */
+    projectId?: string;
     providerStatus?: number;
     providerError?: string;
   };
@@ -59,6 +65,7 @@ export function createProviderFailureLog(logger: Logger, options: ProviderFailur
       logger.warn(
         {
           [failed.field]: failed.name,
+          ...(failed.projectId === undefined ? {} : { projectId: failed.projectId }),
           code: failed.code,
           ...(failed.providerStatus === undefined ? {} : { providerStatus: failed.providerStatus }),
           ...(failed.providerError === undefined ? {} : { providerError: failed.providerError }),
@@ -68,21 +75,31 @@ export function createProviderFailureLog(logger: Logger, options: ProviderFailur
         `${subject(failed)} call failures suppressed`,
       ),
   });
-  return (error: GatewayError, requestId: string, route: string): void => {
+  return (error: GatewayError, requestId: string, route: string, projectId?: string): void => {
     const field = error.provider !== undefined ? "provider" : "dependency";
     const name = error.provider ?? error.dependency;
     if (name === undefined) return;
     const { provider: _, ...facts } = providerFailureFacts(name, error.cause);
     const failed: Failed = { field, name, code: facts.code };
-    if (facts.providerStatus !== undefined) failed.providerStatus = facts.providerStatus;
+    const status = facts.providerStatus;
+    if (projectId !== undefined && status !== undefined && status >= 400 && status < 500)
+      failed.projectId = projectId;
+    if (status !== undefined) failed.providerStatus = status;
     if (facts.providerError !== undefined) failed.providerError = facts.providerError;
     // A window per status and kind the provider answered: its 401 (the project's key refused), or
     // its 429 for an account out of credit, is not counted into the window of its 429s for a rate
     // limit (a busy provider), where no line would name it.
-    const answered = `${facts.providerStatus ?? ""} ${facts.providerError ?? ""}`;
-    if (!windows.open(`${field} ${name} ${facts.code} ${answered}`, failed)) return;
+    const answered = `${status ?? ""} ${facts.providerError ?? ""}`;
+    if (!windows.open(`${field} ${name} ${facts.code} ${answered} ${failed.projectId ?? ""}`, failed)) return;
     logger.warn(
-      { [field]: name, ...facts, status: error.status, requestId, route },
+      {
+        [field]: name,
+        ...(projectId === undefined ? {} : { projectId }),
+        ...facts,
+        status: error.status,
+        requestId,
+        route,
+      },
       `${subject(failed)} call failed`,
     );
   };

@@ -93,7 +93,7 @@ export function apiCallFailure(
   // A base URL on a port fetch refuses (a WHATWG "bad port") fails every try the same way, and so
   // does provider A's 429 for an account out of credit: only its billing mends it.
   const retryable =
-    error.isRetryable &&
+    (error.isRetryable || unreadableAnswer(error, providerStatus)) &&
     facts.code !== "FETCH_BAD_PORT" &&
     !(provider === "provider-a" && facts.providerError === "insufficient_quota");
   // The provider's wait (its rate limit, an overload) is the client's: retrying sooner fails again.
@@ -118,6 +118,18 @@ export function apiCallFailure(
       },
     },
   );
+}
+
+/**
+ * A 2xx whose body does not parse as JSON (the AI SDK's "Invalid JSON response" over a
+ * JSONParseError): a proxy's or captive portal's page, a body cut short. No answer of the
+ * provider's, so the same call may get one later, as after its 5xx; the SDK marks it not retryable
+ * (it reads only the status). JSON of another shape than the provider's (a TypeValidationError) is
+ * not this: the same call gets it again.
+ */
+function unreadableAnswer(error: Error, providerStatus: number | null): boolean {
+  if (providerStatus === null || providerStatus < 200 || providerStatus > 299) return false;
+  return causeWhere(error.cause, (cause) => cause.name === "AI_JSONParseError") !== undefined;
 }
 
 /** The statuses the providers answer an unknown or retired model with. */

@@ -1,4 +1,5 @@
-import { GatewayError, isGatewayError } from "../errors.js";
+import { GatewayError } from "../errors.js";
+import { someInChain } from "./error-chain.js";
 
 /** Socket errors of a database that cannot be reached. */
 const unreachableCodes = new Set([
@@ -44,21 +45,17 @@ const sqliteDownCode = /^SQLITE_(?:BUSY|LOCKED|IOERR|FULL|CANTOPEN|PROTOCOL|READ
 /**
  * True when a query failed because the database cannot serve right now (unreachable, restarting,
  * locked, out of disk), so a retry later can succeed. Constraint violations, bad SQL and other
- * bugs are false: they are not outages.
+ * bugs are false: they are not outages. Read along errorChain: an error that already carries its
+ * answer (a GatewayError) keeps it, and is not turned into the generic outage answer.
  */
-export function isDatabaseUnavailable(error: unknown, depth = 0): boolean {
-  // An error that already carries its answer (a usage report the database cancelled, whose cause
-  // is the cancellation) keeps it: it is not turned into the generic outage answer.
-  if (!(error instanceof Error) || depth > 4 || isGatewayError(error)) return false;
-  const code = (error as { code?: unknown }).code;
-  if (typeof code === "string") {
+export function isDatabaseUnavailable(error: unknown): boolean {
+  return someInChain(error, (each) => {
+    const code = (each as { code?: unknown }).code;
+    if (typeof code !== "string") return postgresDownMessage.test(each.message);
     if (unreachableCodes.has(code) || postgresDownState.test(code) || sqliteDownCode.test(code)) return true;
-    const syscall = (error as { syscall?: unknown }).syscall;
-    if (typeof syscall === "string" && connectionSyscalls.has(syscall)) return true;
-  } else if (postgresDownMessage.test(error.message)) return true;
-  if (error instanceof AggregateError && error.errors.some((each) => isDatabaseUnavailable(each, depth + 1)))
-    return true;
-  return isDatabaseUnavailable(error.cause, depth + 1);
+    const syscall = (each as { syscall?: unknown }).syscall;
+    return typeof syscall === "string" && connectionSyscalls.has(syscall);
+  });
 }
 
 /** The one answer while the database is down: 503 SERVICE_UNAVAILABLE with Retry-After. */

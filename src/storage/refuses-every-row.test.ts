@@ -1,6 +1,7 @@
 import BetterSqlite3 from "better-sqlite3";
 import { DatabaseError } from "pg";
 import { describe, expect, it } from "vitest";
+import { GatewayError } from "../errors.js";
 import { refusesEveryRow } from "./refuses-every-row.js";
 
 const postgresError = (code: string, message = "server error") =>
@@ -30,6 +31,10 @@ describe("refusesEveryRow", () => {
     ["SQLite's schema changed", sqliteError("SQLITE_SCHEMA")],
     ["SQLite's authorizer", sqliteError("SQLITE_AUTH")],
     ["a refusal wrapped as a cause", new Error("insert failed", { cause: postgresError("42501") })],
+    [
+      "a refusal among an AggregateError's errors",
+      new AggregateError([new Error("another"), postgresError("42P01")], "every insert failed"),
+    ],
   ])("is true for %s", (_name, error) => {
     expect(refusesEveryRow(error)).toBe(true);
   });
@@ -53,6 +58,10 @@ describe("refusesEveryRow", () => {
     ["a refused connection", Object.assign(new Error("connect ECONNREFUSED"), { code: "ECONNREFUSED" })],
     ["a value better-sqlite3 cannot bind", new TypeError("SQLite3 can only bind numbers, strings, bigints")],
     ["something that is not an error", "42501"],
+    [
+      "an error that already has its answer, caused by a refusal",
+      new GatewayError("INTERNAL_ERROR", "The write failed", { cause: postgresError("42501") }),
+    ],
   ])("is false for %s", (_name, error) => {
     expect(refusesEveryRow(error)).toBe(false);
   });

@@ -1,3 +1,5 @@
+import { someInChain } from "./error-chain.js";
+
 /**
  * PostgreSQL SQLSTATE classes that name the statement, the table, the role, the transaction or the
  * server, never a value: the same INSERT fails whatever its rows hold. 42 (syntax error or access
@@ -28,12 +30,15 @@ const sqliteTableState =
  * role's grants, the transaction), so it refuses every row alike until an operator (or a deploy)
  * changes that: the usage recorder keeps its rows queued, as in an outage, instead of dropping them
  * one by one, once a row written on its own is refused too (a trigger or a row-level security
- * policy may refuse only some rows with such a code: usage-recorder.ts, tableTakesRows). Not an outage (isDatabaseUnavailable): a request or an admin call that meets one is
- * answered 500, the fault logged, not 503 asking to retry shortly.
+ * policy may refuse only some rows with such a code: usage-recorder.ts, tableTakesRows). Not an
+ * outage (isDatabaseUnavailable): a request or an admin call that meets one is answered 500, the
+ * fault logged, not 503 asking to retry shortly. Read along errorChain, as isDatabaseUnavailable
+ * is: a refusal among an AggregateError's errors counts, one under a GatewayError (which already
+ * carries its answer) does not.
  */
-export function refusesEveryRow(error: unknown, depth = 0): boolean {
-  if (!(error instanceof Error) || depth > 4) return false;
-  const code = (error as { code?: unknown }).code;
-  if (typeof code === "string" && (postgresTableState.test(code) || sqliteTableState.test(code))) return true;
-  return refusesEveryRow(error.cause, depth + 1);
+export function refusesEveryRow(error: unknown): boolean {
+  return someInChain(error, (each) => {
+    const code = (each as { code?: unknown }).code;
+    return typeof code === "string" && (postgresTableState.test(code) || sqliteTableState.test(code));
+  });
 }

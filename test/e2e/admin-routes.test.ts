@@ -124,6 +124,40 @@ describe("admin routes", () => {
     expect(custom.status).toBe(200);
   });
 
+  it("answers a rule across fields and a .p8 that is no key with 422 and details.problems naming the fields", async () => {
+    const post = async (body: unknown) => {
+      const response = await fetch(`${sluice.url}/admin/v1/projects`, {
+        method: "POST",
+        headers: { authorization: `Bearer ${adminToken}`, "content-type": "application/json" },
+        body: JSON.stringify(body),
+      });
+      return { status: response.status, error: ((await response.json()) as { error: unknown }).error };
+    };
+    const base = { name: "Rules", provider: "provider-a" };
+    expect(await post({ ...base, deviceCheck: { enabled: true, teamId: "TEAM123456" } })).toMatchObject({
+      status: 422,
+      error: {
+        code: "VALIDATION_ERROR",
+        details: {
+          problems: [
+            "deviceCheck.keyId: is required when deviceCheck.enabled is true",
+            "deviceCheck.privateKey: is required when deviceCheck.enabled is true (the .p8 file's contents)",
+          ],
+        },
+      },
+    });
+    const privateKey = "-----BEGIN PRIVATE KEY-----\nnot a key\n-----END PRIVATE KEY-----\n";
+    expect(await post({ ...base, deviceCheck: { privateKey } })).toMatchObject({
+      status: 422,
+      error: {
+        code: "VALIDATION_ERROR",
+        details: {
+          problems: ["deviceCheck.privateKey: must be the PEM contents of an Apple .p8 (EC P-256) key"],
+        },
+      },
+    });
+  });
+
   const send = (method: string, path: string, body?: string, type = "application/json") =>
     fetch(`${sluice.url}/admin/v1/projects${path}`, {
       method,

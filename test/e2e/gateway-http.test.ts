@@ -399,8 +399,8 @@ describe("the gateway over HTTP", () => {
           deviceCheck: { privateKey: "-----BEGIN PRIVATE KEY-----\nnope" },
         }),
         admin,
-        400,
-        "BAD_REQUEST",
+        422,
+        "VALIDATION_ERROR",
       ],
       ["a text body", "name=x", { ...admin, "content-type": "text/plain" }, 415, "UNSUPPORTED_MEDIA_TYPE"],
       [

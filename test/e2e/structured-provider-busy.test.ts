@@ -143,6 +143,50 @@ describe("a structured analysis the provider is too busy to answer", () => {
     expect(error.details).toMatchObject({ providerStatus: 429, retryable: true });
   });
 
+  const captivePage = "<!doctype html><html><body>Sign in to the network to continue</body></html>";
+  it.each([
+    ["provider-a", "a proxy's or captive portal's page", captivePage],
+    ["provider-b", "a proxy's or captive portal's page", captivePage],
+    ["provider-c", "a proxy's or captive portal's page", captivePage],
+    ["provider-a", "a body cut short", '{"id":"chatcmpl-1","object":"chat.comp'],
+    ["provider-c", "a body cut short", '{"candidates":[{"content":{"parts":[{"te'],
+  ] as const)(
+    "%s: a 200 whose body is not JSON (%s) is a 502 to retry, as the provider's 5xx",
+    async (provider, _what, body) => {
+      on.fake.enqueueResponse({ status: 200, headers: { "content-type": "text/html" }, body });
+      const response = await post(provider);
+      expect(response.status).toBe(502);
+      const { error } = (await response.json()) as { error: { code: string; details: unknown } };
+      expect(error).toMatchObject({
+        code: "PROVIDER_ERROR",
+        details: { providerStatus: 200, retryable: true },
+      });
+    },
+  );
+
+  it("keeps a 200 of JSON in another shape than the provider's not retryable: the same call gets it again", async () => {
+    on.fake.enqueueResponse({ status: 200, body: { unexpected: "shape" } });
+    const response = await post("provider-a");
+    expect(response.status).toBe(502);
+    const { error } = (await response.json()) as { error: { details: unknown } };
+    expect(error.details).toEqual({ providerStatus: 200, retryable: false });
+  });
+
+  it("answers a 200 whose body is not JSON as retryable on /v1/image too", async () => {
+    on.fake.enqueueResponse({ status: 200, headers: { "content-type": "text/html" }, body: captivePage });
+    const response = await fetch(`${on.sluice.url}/v1/image/${on.projects["provider-a"].projectId}`, {
+      method: "POST",
+      headers: {
+        authorization: `Bearer ${on.projects["provider-a"].bearer("provider-a")}`,
+        "content-type": "application/json",
+      },
+      body: JSON.stringify({ prompt: "a calm lake" }),
+    });
+    expect(response.status).toBe(502);
+    const { error } = (await response.json()) as { error: { details: unknown } };
+    expect(error.details).toMatchObject({ providerStatus: 200, retryable: true });
+  });
+
   it("logs the provider's 403 for the operator, though a 429 of the same provider came just before", async () => {
     // A status no other test here answers: its window (10 s) is this test's own.
     on.fake.enqueueResponse({ status: 429, headers: { "retry-after": "7" } });
@@ -161,6 +205,8 @@ describe("a structured analysis the provider is too busy to answer", () => {
         cause: "the provider answered 403",
         status: 502,
         requestId: refused.headers.get("x-request-id"),
+        // Which project's provider key was refused: an id, no secret.
+        projectId: on.projects["provider-b"].projectId,
       }),
     );
     expect(JSON.stringify(failed)).not.toContain(on.projects["provider-b"].providerKeys["provider-b"]);
