@@ -169,6 +169,14 @@ describe("projects as code (SLUICE_CONFIG_FILE)", () => {
     }
   });
 
+  // Windows editors (Notepad) save UTF-8 with a byte order mark, which JSON.parse refused as an
+  // unexpected token the message could not show.
+  it("reads a file that starts with a UTF-8 byte order mark", async () => {
+    const entry = { id: "bom-app", name: "BOM app", provider: "provider-a" };
+    const path = file("bom.json", `\uFEFF${JSON.stringify({ projects: [entry] })}`);
+    expect(await seed(path)).toEqual({ created: ["bom-app"], updated: [], unchanged: [] });
+  });
+
   // A file that is not there is not "an invalid projects file": the start says it cannot be read.
   it.each([
     ["missing.json", "no such file"],

@@ -50,7 +50,8 @@ export async function readProjectsFile(file: string): Promise<ProjectsFile> {
     new Error(`SLUICE_CONFIG_FILE ${file} is not a valid projects file: ${reason}`);
   let text: string;
   try {
-    text = readFileSync(file, "utf8");
+    // Without a UTF-8 byte order mark (Windows editors save one), which JSON.parse refuses.
+    text = readFileSync(file, "utf8").replace(/^\uFEFF/, "");
   } catch (error) {
     // The projects themselves (.p8 keys among them) set in place of the file's name: not printed.
     if (isFileContents(file))

@@ -169,9 +169,10 @@ describe("sluice CLI", () => {
     expect(body.project).toMatchObject({ id: "cli-demo", testMode: true });
     expect(body.testKey).toMatch(/^tk_/);
     const schemaFile = join(dataDir, "schema.json");
+    // Saved with a UTF-8 byte order mark, as Windows editors do: read as the JSON it holds.
     writeFileSync(
       schemaFile,
-      JSON.stringify({ type: "object", properties: { title: { type: "string" } }, required: ["title"] }),
+      `\uFEFF${JSON.stringify({ type: "object", properties: { title: { type: "string" } }, required: ["title"] })}`,
     );
     const updated = await cli(
       "projects",

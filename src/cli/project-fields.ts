@@ -107,10 +107,13 @@ function applyClears(
   }
 }
 
-/** A file a flag names, read; one that cannot be read is a usage error naming the flag. */
+/**
+ * A file a flag names, read; one that cannot be read is a usage error naming the flag. A UTF-8 byte
+ * order mark (Windows editors save one) is left out: JSON.parse refuses it.
+ */
 function readFlagFile(flag: string, path: string): string {
   try {
-    return readFileSync(path, "utf8");
+    return readFileSync(path, "utf8").replace(/^\uFEFF/, "");
   } catch (error) {
     // `--device-check-private-key-file` given the .p8 key itself is shown by its start only.
     throw new UsageError(
