@@ -211,6 +211,8 @@ describe("projects as code (SLUICE_CONFIG_FILE)", () => {
   it.each([
     [{ projects: [{ name: "no id" }] }, "projects.0.id: is required"],
     [[1], "(file): Invalid input: expected object, received array"],
+    // One problem, said once: not as both a record and an object expected.
+    [{ projects: ["demo-app"] }, "projects.0: Invalid input: expected object, received string"],
     [
       {
         projects: [

@@ -20,7 +20,9 @@ import { type UpdateProjectInput, updateProjectInput } from "./project-input.js"
  * SLUICE_CONFIG_FILE is set (deps.ts).
  */
 const seedFile = z
-  .object({ projects: z.array(z.record(z.string(), z.unknown()).and(z.object({ id: z.string() }))) })
+  // Each entry an object with an id, its other fields checked later as the admin API's: one schema,
+  // so an entry that is no object is said once (a record and an object both expected were two).
+  .object({ projects: z.array(z.looseObject({ id: z.string() })) })
   .strict()
   .superRefine(({ projects }, context) => {
     const seen = new Set<string>();
