@@ -177,6 +177,18 @@ describe("projects as code (SLUICE_CONFIG_FILE)", () => {
     expect(await seed(path)).toEqual({ created: ["bom-app"], updated: [], unchanged: [] });
   });
 
+  // Node 20 says only "at position 181": in a file of many lines, a count of characters to make.
+  it("names the line and column of a JSON syntax error, never the text there", async () => {
+    const path = file(
+      "lines.json",
+      '{\n  "projects": [\n    {\n      "id": "a",\n      "name": "A"\n      "provider": "provider-a"\n    }\n  ]\n}\n',
+    );
+    const error = (await seed(path).catch((caught: unknown) => caught)) as Error;
+    expect(error.message).toBe(
+      `SLUICE_CONFIG_FILE ${path} is not a valid projects file: Expected ',' or '}' after property value in JSON at line 6, column 7`,
+    );
+  });
+
   // A file that is not there is not "an invalid projects file": the start says it cannot be read.
   it.each([
     ["missing.json", "no such file"],

@@ -3,6 +3,7 @@ import { isDeepStrictEqual } from "node:util";
 import { z } from "zod";
 import { isGatewayError } from "../errors.js";
 import { fileNameShown, isFileContents, unreadableReason } from "../file-name-shown.js";
+import { jsonSyntaxProblem } from "../json-syntax.js";
 import { checkProjectEntry, type ProjectAdmin, type ProjectView, problemText } from "./project-admin.js";
 import { type UpdateProjectInput, updateProjectInput } from "./project-input.js";
 
@@ -69,10 +70,7 @@ export async function readProjectsFile(file: string): Promise<ProjectsFile> {
     content = JSON.parse(text);
   } catch (error) {
     // V8 quotes the text around a JSON syntax error, which may be part of a .p8 private key.
-    throw invalid(
-      // Everything from the quote on: `, "…" is not valid JSON` and `, …"…"… is not valid JSON`.
-      (error as Error).message.replace(/, (?:\.\.\.)?".*$/s, " (not valid JSON)"),
-    );
+    throw invalid(jsonSyntaxProblem(error, text));
   }
   const result = seedFile.safeParse(content);
   if (!result.success) {

@@ -370,6 +370,23 @@ describe("sluice CLI", () => {
       code: 2,
       err: expect.stringMatching(/^error: --proxy-allow-list must be a JSON object or a file holding one\n/),
     });
+    // A file that is not JSON is named, with where its syntax breaks, not as if no file were given.
+    const brokenFile = join(dataDir, "broken-allow-list.json");
+    writeFileSync(
+      brokenFile,
+      '{\n  "provider-a": ["POST chat/completions"]\n  "provider-b": ["POST messages"]\n}\n',
+    );
+    const broken = await cliWithoutDatabase(
+      "projects",
+      "update",
+      "cli-anything",
+      "--proxy-allow-list",
+      brokenFile,
+    );
+    expect(broken.code).toBe(2);
+    expect(broken.err.split("\n")[0]).toBe(
+      `error: --proxy-allow-list: ${JSON.stringify(brokenFile)} is not valid JSON: Expected ',' or '}' after property value in JSON at line 3, column 3`,
+    );
     // A JSON list (the provider's key left out) is read as JSON and refused as one, not as a file name.
     const list = await cliWithoutDatabase(
       "projects",

@@ -1,6 +1,7 @@
 import { readFileSync } from "node:fs";
 import { maxMonthlySpendCapUsd, rateLimitBounds } from "../admin/project-input.js";
 import { fileNameShown, unreadableReason } from "../file-name-shown.js";
+import { jsonSyntaxProblem } from "../json-syntax.js";
 import type { Flags } from "./parse-command-line.js";
 import { UsageError } from "./usage-error.js";
 
@@ -127,10 +128,15 @@ function readFlagFile(flag: string, path: string): string {
  * list (`[…]`) is read as JSON too, and refused by the field's type, not as a file not found.
  */
 function readJsonArgument(flag: string, value: string): unknown {
-  const text = /^\s*[{[]/.test(value) ? value : readFlagFile(flag, value);
+  const inline = /^\s*[{[]/.test(value);
+  const text = inline ? value : readFlagFile(flag, value);
   try {
     return JSON.parse(text);
-  } catch {
-    throw new UsageError(`--${flag} must be a JSON object or a file holding one`);
+  } catch (error) {
+    if (inline) throw new UsageError(`--${flag} must be a JSON object or a file holding one`);
+    // A file given is named, with where its syntax breaks (never the text there).
+    throw new UsageError(
+      `--${flag}: ${JSON.stringify(value)} is not valid JSON: ${jsonSyntaxProblem(error, text)}`,
+    );
   }
 }
