@@ -813,6 +813,24 @@ describe("sluice CLI", () => {
     }
   });
 
+  it("reports invalid settings to an admin command as serve does, after error:, exit code 1 and no usage text", async () => {
+    process.env.PORT = "abc";
+    process.env.SLUICE_ADMIN_TOKEN = "short";
+    try {
+      expect(await cli("projects", "list")).toMatchObject({
+        code: 1,
+        out: "",
+        err:
+          "error: Invalid configuration:\n" +
+          "  PORT: must be a whole number written as digits, such as 10\n" +
+          "  SLUICE_ADMIN_TOKEN: must be at least 16 characters\n",
+      });
+    } finally {
+      delete process.env.PORT;
+      delete process.env.SLUICE_ADMIN_TOKEN;
+    }
+  });
+
   it("refuses every command when SLUICE_MASTER_KEY does not open the provider keys the database holds", async () => {
     const own = mkdtempSync(join(tmpdir(), "sluice-cli-sealed-"));
     process.env.SLUICE_DATA_DIR = own;
