@@ -63,6 +63,27 @@ describe("loadConfig", () => {
     expect(problemsOf(env)).toBe(`Invalid configuration:\n  ${problem}`);
   });
 
+  // SLUICE_VAULT_S3_ENDPOINT turns the S3 vault on: without it the other S3 settings were ignored and
+  // generated images went to the local vault of each instance, without a word (an AWS user expecting
+  // AWS's endpoint by default, say).
+  it.each([
+    [
+      {
+        SLUICE_VAULT_S3_BUCKET: "vault",
+        SLUICE_VAULT_S3_ACCESS_KEY_ID: "id",
+        SLUICE_VAULT_S3_SECRET_ACCESS_KEY: "secret",
+      },
+    ],
+    [{ SLUICE_VAULT_S3_REGION: "eu-west-3" }],
+    [{ SLUICE_VAULT_S3_SECRET_ACCESS_KEY: "secret" }],
+  ])("refuses the S3 vault settings %j without SLUICE_VAULT_S3_ENDPOINT rather than ignore them", (env) => {
+    const names = Object.keys(env).join(", ");
+    expect(problemsOf(env)).toBe(
+      `Invalid configuration:\n  ${names}: set without SLUICE_VAULT_S3_ENDPOINT, which turns the S3 vault on (unset, generated images are stored in the local vault under SLUICE_DATA_DIR)`,
+    );
+    expect(problemsOf(env)).not.toContain('secret"');
+  });
+
   it("takes redis:// and rediss:// URLs and refuses others", () => {
     expect(loadConfig({ REDIS_URL: "redis://127.0.0.1:6379" }).redisUrl).toBe("redis://127.0.0.1:6379");
     expect(loadConfig({ REDIS_URL: "rediss://cache.internal:6380/2" }).redisUrl).toBe(
@@ -160,8 +181,11 @@ describe("loadConfig", () => {
   it("takes a provider B version and S3 credentials that fit in a header", () => {
     const config = loadConfig({
       SLUICE_PROVIDER_B_VERSION: "2024-10-22",
+      SLUICE_VAULT_S3_ENDPOINT: "https://s3.eu-west-3.amazonaws.com",
+      SLUICE_VAULT_S3_BUCKET: "vault",
       SLUICE_VAULT_S3_REGION: "eu-west-3",
       SLUICE_VAULT_S3_ACCESS_KEY_ID: "AKIAIOSFODNN7EXAMPLE",
+      SLUICE_VAULT_S3_SECRET_ACCESS_KEY: "secret",
     });
     expect([config.providerBVersion, config.vaultS3Region, config.vaultS3AccessKeyId]).toEqual([
       "2024-10-22",

@@ -736,6 +736,19 @@ export function loadConfig(
       "SLUICE_VAULT_S3_ENDPOINT: also set SLUICE_VAULT_S3_BUCKET, SLUICE_VAULT_S3_ACCESS_KEY_ID and SLUICE_VAULT_S3_SECRET_ACCESS_KEY",
     );
   }
+  // The endpoint turns the S3 vault on: the other S3 settings without it would be ignored, and the
+  // images stored in each instance's local vault instead, without a word. Named, never their values.
+  const s3WithoutEndpoint = [
+    "SLUICE_VAULT_S3_BUCKET",
+    "SLUICE_VAULT_S3_REGION",
+    "SLUICE_VAULT_S3_ACCESS_KEY_ID",
+    "SLUICE_VAULT_S3_SECRET_ACCESS_KEY",
+  ].filter((name) => env[name]);
+  if (!config.vaultS3Endpoint && !env.SLUICE_VAULT_S3_ENDPOINT && s3WithoutEndpoint.length > 0) {
+    problems.push(
+      `${s3WithoutEndpoint.join(", ")}: set without SLUICE_VAULT_S3_ENDPOINT, which turns the S3 vault on (unset, generated images are stored in the local vault under SLUICE_DATA_DIR)`,
+    );
+  }
   if (config.vaultS3Endpoint && config.vaultUrlTtlSeconds > s3PresignMaxSeconds) {
     problems.push(
       `SLUICE_VAULT_URL_TTL_SECONDS: at most ${s3PresignMaxSeconds} (7 days) with an S3 vault, whose presigned URLs cannot live longer`,

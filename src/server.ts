@@ -41,7 +41,13 @@ export async function serve(): Promise<void> {
       config.metricsHost,
       `SLUICE_METRICS_HOST ${config.metricsHost} SLUICE_METRICS_PORT ${config.metricsPort}`,
     );
-  await listen(server, config.port, config.host, `HOST ${config.host} PORT ${config.port}`);
+  // One port for both: the metrics listener, started first, holds it, and Node's "address already
+  // in use" alone sends the operator looking for another process.
+  const sharedPort =
+    metricsServer && config.port !== 0 && config.metricsPort === config.port
+      ? "SLUICE_METRICS_PORT is the same port, which the metrics listener, started first, holds: give it a port of its own"
+      : undefined;
+  await listen(server, config.port, config.host, `HOST ${config.host} PORT ${config.port}`, sharedPort);
   const address = server.address();
   const port = typeof address === "object" && address ? address.port : config.port;
   logger.info(
@@ -72,13 +78,23 @@ export async function serve(): Promise<void> {
   stopOnSignalOrCrash(server, gateway, metricsServer);
 }
 
-/** Listens on `port` at `host`; a failure names the settings (`settings`) they come from. */
-function listen(server: Server, port: number, host: string, settings: string): Promise<void> {
+/**
+ * Listens on `port` at `host`; a failure names the settings (`settings`) they come from, and a port
+ * in use says `whyInUse` when given.
+ */
+function listen(
+  server: Server,
+  port: number,
+  host: string,
+  settings: string,
+  whyInUse?: string,
+): Promise<void> {
   return new Promise<void>((resolve, reject) => {
     // Node's reason (`getaddrinfo ENOTFOUND …`, `listen EADDRINUSE …`) names neither setting.
-    server.once("error", (error) =>
-      reject(new StartSettingError(`cannot listen on ${settings}`, { cause: error })),
-    );
+    server.once("error", (error: NodeJS.ErrnoException) => {
+      const why = whyInUse && error.code === "EADDRINUSE" ? ` (${whyInUse})` : "";
+      reject(new StartSettingError(`cannot listen on ${settings}${why}`, { cause: error }));
+    });
     server.listen(port, host, resolve);
   });
 }

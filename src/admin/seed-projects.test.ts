@@ -169,6 +169,26 @@ describe("projects as code (SLUICE_CONFIG_FILE)", () => {
     }
   });
 
+  // Windows editors (Notepad) save UTF-8 with a byte order mark, which JSON.parse refused as an
+  // unexpected token the message could not show.
+  it("reads a file that starts with a UTF-8 byte order mark", async () => {
+    const entry = { id: "bom-app", name: "BOM app", provider: "provider-a" };
+    const path = file("bom.json", `\uFEFF${JSON.stringify({ projects: [entry] })}`);
+    expect(await seed(path)).toEqual({ created: ["bom-app"], updated: [], unchanged: [] });
+  });
+
+  // Node 20 says only "at position 181": in a file of many lines, a count of characters to make.
+  it("names the line and column of a JSON syntax error, never the text there", async () => {
+    const path = file(
+      "lines.json",
+      '{\n  "projects": [\n    {\n      "id": "a",\n      "name": "A"\n      "provider": "provider-a"\n    }\n  ]\n}\n',
+    );
+    const error = (await seed(path).catch((caught: unknown) => caught)) as Error;
+    expect(error.message).toBe(
+      `SLUICE_CONFIG_FILE ${path} is not a valid projects file: Expected ',' or '}' after property value in JSON at line 6, column 7`,
+    );
+  });
+
   // A file that is not there is not "an invalid projects file": the start says it cannot be read.
   it.each([
     ["missing.json", "no such file"],
@@ -203,6 +223,8 @@ describe("projects as code (SLUICE_CONFIG_FILE)", () => {
   it.each([
     [{ projects: [{ name: "no id" }] }, "projects.0.id: is required"],
     [[1], "(file): Invalid input: expected object, received array"],
+    // One problem, said once: not as both a record and an object expected.
+    [{ projects: ["demo-app"] }, "projects.0: Invalid input: expected object, received string"],
     [
       {
         projects: [

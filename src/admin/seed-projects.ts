@@ -3,6 +3,7 @@ import { isDeepStrictEqual } from "node:util";
 import { z } from "zod";
 import { isGatewayError } from "../errors.js";
 import { fileNameShown, isFileContents, unreadableReason } from "../file-name-shown.js";
+import { jsonSyntaxProblem } from "../json-syntax.js";
 import { checkProjectEntry, type ProjectAdmin, type ProjectView, problemText } from "./project-admin.js";
 import { type UpdateProjectInput, updateProjectInput } from "./project-input.js";
 
@@ -20,7 +21,9 @@ import { type UpdateProjectInput, updateProjectInput } from "./project-input.js"
  * SLUICE_CONFIG_FILE is set (deps.ts).
  */
 const seedFile = z
-  .object({ projects: z.array(z.record(z.string(), z.unknown()).and(z.object({ id: z.string() }))) })
+  // Each entry an object with an id, its other fields checked later as the admin API's: one schema,
+  // so an entry that is no object is said once (a record and an object both expected were two).
+  .object({ projects: z.array(z.looseObject({ id: z.string() })) })
   .strict()
   .superRefine(({ projects }, context) => {
     const seen = new Set<string>();
@@ -50,7 +53,8 @@ export async function readProjectsFile(file: string): Promise<ProjectsFile> {
     new Error(`SLUICE_CONFIG_FILE ${file} is not a valid projects file: ${reason}`);
   let text: string;
   try {
-    text = readFileSync(file, "utf8");
+    // Without a UTF-8 byte order mark (Windows editors save one), which JSON.parse refuses.
+    text = readFileSync(file, "utf8").replace(/^\uFEFF/, "");
   } catch (error) {
     // The projects themselves (.p8 keys among them) set in place of the file's name: not printed.
     if (isFileContents(file))
@@ -66,10 +70,7 @@ export async function readProjectsFile(file: string): Promise<ProjectsFile> {
     content = JSON.parse(text);
   } catch (error) {
     // V8 quotes the text around a JSON syntax error, which may be part of a .p8 private key.
-    throw invalid(
-      // Everything from the quote on: `, "…" is not valid JSON` and `, …"…"… is not valid JSON`.
-      (error as Error).message.replace(/, (?:\.\.\.)?".*$/s, " (not valid JSON)"),
-    );
+    throw invalid(jsonSyntaxProblem(error, text));
   }
   const result = seedFile.safeParse(content);
   if (!result.success) {

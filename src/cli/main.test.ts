@@ -169,9 +169,10 @@ describe("sluice CLI", () => {
     expect(body.project).toMatchObject({ id: "cli-demo", testMode: true });
     expect(body.testKey).toMatch(/^tk_/);
     const schemaFile = join(dataDir, "schema.json");
+    // Saved with a UTF-8 byte order mark, as Windows editors do: read as the JSON it holds.
     writeFileSync(
       schemaFile,
-      JSON.stringify({ type: "object", properties: { title: { type: "string" } }, required: ["title"] }),
+      `\uFEFF${JSON.stringify({ type: "object", properties: { title: { type: "string" } }, required: ["title"] })}`,
     );
     const updated = await cli(
       "projects",
@@ -369,6 +370,23 @@ describe("sluice CLI", () => {
       code: 2,
       err: expect.stringMatching(/^error: --proxy-allow-list must be a JSON object or a file holding one\n/),
     });
+    // A file that is not JSON is named, with where its syntax breaks, not as if no file were given.
+    const brokenFile = join(dataDir, "broken-allow-list.json");
+    writeFileSync(
+      brokenFile,
+      '{\n  "provider-a": ["POST chat/completions"]\n  "provider-b": ["POST messages"]\n}\n',
+    );
+    const broken = await cliWithoutDatabase(
+      "projects",
+      "update",
+      "cli-anything",
+      "--proxy-allow-list",
+      brokenFile,
+    );
+    expect(broken.code).toBe(2);
+    expect(broken.err.split("\n")[0]).toBe(
+      `error: --proxy-allow-list: ${JSON.stringify(brokenFile)} is not valid JSON: Expected ',' or '}' after property value in JSON at line 3, column 3`,
+    );
     // A JSON list (the provider's key left out) is read as JSON and refused as one, not as a file name.
     const list = await cliWithoutDatabase(
       "projects",
@@ -789,6 +807,24 @@ describe("sluice CLI", () => {
           "  PORT: must be a whole number written as digits, such as 10\n" +
           "  SLUICE_ADMIN_TOKEN: must be at least 16 characters\n",
       );
+    } finally {
+      delete process.env.PORT;
+      delete process.env.SLUICE_ADMIN_TOKEN;
+    }
+  });
+
+  it("reports invalid settings to an admin command as serve does, after error:, exit code 1 and no usage text", async () => {
+    process.env.PORT = "abc";
+    process.env.SLUICE_ADMIN_TOKEN = "short";
+    try {
+      expect(await cli("projects", "list")).toMatchObject({
+        code: 1,
+        out: "",
+        err:
+          "error: Invalid configuration:\n" +
+          "  PORT: must be a whole number written as digits, such as 10\n" +
+          "  SLUICE_ADMIN_TOKEN: must be at least 16 characters\n",
+      });
     } finally {
       delete process.env.PORT;
       delete process.env.SLUICE_ADMIN_TOKEN;

@@ -1,6 +1,7 @@
 import { readFileSync } from "node:fs";
 import { maxMonthlySpendCapUsd, rateLimitBounds } from "../admin/project-input.js";
 import { fileNameShown, unreadableReason } from "../file-name-shown.js";
+import { jsonSyntaxProblem } from "../json-syntax.js";
 import type { Flags } from "./parse-command-line.js";
 import { UsageError } from "./usage-error.js";
 
@@ -107,10 +108,13 @@ function applyClears(
   }
 }
 
-/** A file a flag names, read; one that cannot be read is a usage error naming the flag. */
+/**
+ * A file a flag names, read; one that cannot be read is a usage error naming the flag. A UTF-8 byte
+ * order mark (Windows editors save one) is left out: JSON.parse refuses it.
+ */
 function readFlagFile(flag: string, path: string): string {
   try {
-    return readFileSync(path, "utf8");
+    return readFileSync(path, "utf8").replace(/^\uFEFF/, "");
   } catch (error) {
     // `--device-check-private-key-file` given the .p8 key itself is shown by its start only.
     throw new UsageError(
@@ -124,10 +128,15 @@ function readFlagFile(flag: string, path: string): string {
  * list (`[…]`) is read as JSON too, and refused by the field's type, not as a file not found.
  */
 function readJsonArgument(flag: string, value: string): unknown {
-  const text = /^\s*[{[]/.test(value) ? value : readFlagFile(flag, value);
+  const inline = /^\s*[{[]/.test(value);
+  const text = inline ? value : readFlagFile(flag, value);
   try {
     return JSON.parse(text);
-  } catch {
-    throw new UsageError(`--${flag} must be a JSON object or a file holding one`);
+  } catch (error) {
+    if (inline) throw new UsageError(`--${flag} must be a JSON object or a file holding one`);
+    // A file given is named, with where its syntax breaks (never the text there).
+    throw new UsageError(
+      `--${flag}: ${JSON.stringify(value)} is not valid JSON: ${jsonSyntaxProblem(error, text)}`,
+    );
   }
 }

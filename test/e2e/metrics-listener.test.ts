@@ -144,6 +144,22 @@ describe("SLUICE_METRICS_PORT", () => {
     }
   }, 20_000);
 
+  // The metrics listener starts first and takes the port: "address already in use" alone sent the
+  // operator looking for another process holding PORT.
+  it("says so when SLUICE_METRICS_PORT is the gateway's own PORT", async () => {
+    const port = await freePort();
+    const exited = await runGatewayUntilExit({
+      SLUICE_DATA_DIR: dataDir,
+      PORT: String(port),
+      SLUICE_METRICS_PORT: String(port),
+    });
+    expect(exited.code).toBe(1);
+    expect(exited.stderr).toBe(
+      `sluice failed to start: cannot listen on HOST 127.0.0.1 PORT ${port} (SLUICE_METRICS_PORT is the same port, which the metrics listener, started first, holds: give it a port of its own): ` +
+        `listen EADDRINUSE: address already in use 127.0.0.1:${port}\n`,
+    );
+  }, 20_000);
+
   it("closes at the start of a graceful shutdown, its kept-alive connections too, while the gateway's port still drains", async () => {
     const metricsPort = await freePort();
     const gateway = await spawnGateway({
