@@ -76,6 +76,32 @@ function ledgerContract(fixture: () => LedgerFixture) {
     expect(await ledger.check("project-1", digest, recreated)).toBe("cached-ok");
   });
 
+  it("keeps the budget of a token verified under settings stamped ahead of its clock (the writer's clock ahead)", async () => {
+    const { ledger, advance, now } = fixture();
+    const digest = newDigest();
+    // The project was created (or its Apple settings changed) by an instance, or a CLI, whose clock
+    // is a minute ahead of this ledger's: the token Apple verifies now is verified under them.
+    const ahead: DeviceTokenPolicy = {
+      mode: "budget",
+      ttlMs: lifetimeMs,
+      maxRequests: 3,
+      verifiedSince: now() + 60_000,
+    };
+    expect(await ledger.check("project-1", digest, ahead)).toBe("fresh");
+    const first: DeviceTokenReceipt = {};
+    expect(await ledger.remember("project-1", digest, ahead, first)).toBe("accepted");
+    expect(await ledger.check("project-1", digest, ahead)).toBe("cached-ok");
+    // A refused request's use still goes back to the entry it was counted on.
+    await ledger.release("project-1", digest, first.stamp as string);
+    expect(await ledger.check("project-1", digest, ahead)).toBe("cached-ok");
+    expect(await ledger.check("project-1", digest, ahead)).toBe("cached-ok");
+    expect(await ledger.check("project-1", digest, ahead)).toBe("budget-exhausted");
+    expect(await ledger.remember("project-1", digest, ahead)).toBe("budget-exhausted");
+    // Trusted no longer than the entry lives: the TTL from the verification, on the ledger's clock.
+    await advance(lifetimeMs + 50);
+    expect(await ledger.check("project-1", digest, ahead)).toBe("fresh");
+  });
+
   it("keeps projects apart", async () => {
     const { ledger } = fixture();
     const digest = newDigest();

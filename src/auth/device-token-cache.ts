@@ -172,13 +172,14 @@ export function createMemoryDeviceTokenLedger(
       const key = `${projectId}:${digest}`;
       const now = clock();
       const entry = live(key, now);
+      const verifiedAt = verifiedUnder(now, policy);
       if (!entry) {
         if (entries.size >= maxEntries) {
           const oldest = entries.keys().next();
           if (!oldest.done) entries.delete(oldest.value);
         }
         const stamp = String(++records);
-        entries.set(key, { count: 1, verifiedAt: now, expiresAt: now + lifetimeMs(policy), stamp });
+        entries.set(key, { count: 1, verifiedAt, expiresAt: now + lifetimeMs(policy), stamp });
         if (receipt) receipt.stamp = stamp;
         return "accepted";
       }
@@ -186,7 +187,7 @@ export function createMemoryDeviceTokenLedger(
         // Verified anew: the budget starts again; the entry keeps the longer of its lifetimes, so
         // a single-use entry still refuses a replay if the project switches back.
         entry.count = 1;
-        entry.verifiedAt = now;
+        entry.verifiedAt = verifiedAt;
         entry.expiresAt = Math.max(entry.expiresAt, now + lifetimeMs(policy));
         entry.stamp = String(++records);
         if (receipt) receipt.stamp = entry.stamp;
@@ -218,6 +219,18 @@ function sinceOf(policy: DeviceTokenPolicy): number {
 }
 
 /**
+ * The verification time `remember` records for a token Apple verified at `now` for a caller with
+ * `policy`: never before the caller's `verifiedSince`, since Apple verified it under the settings
+ * that time stands for. That time is on the clock of whichever instance (or CLI) wrote the project,
+ * which may be ahead of the ledger's: recorded as `now`, the token would predate it and be asked of
+ * Apple again, its budget starting over, at every request until the ledger's clock caught up. The
+ * entry still expires `lifetimeMs` after `now`, so a token is never trusted longer than its TTL.
+ */
+function verifiedUnder(now: number, policy: DeviceTokenPolicy): number {
+  return Math.max(now, sinceOf(policy));
+}
+
+/**
  * KEYS[1] is the entry (the use count), KEYS[2] when Apple verified it (ms on Redis's clock);
  * ARGV[1] the caller's TTL in budget mode, -1 in single-use mode; ARGV[2] its `verifiedSince` (0:
  * none). Counts a use of an existing entry and returns the count; 0 when there is none, or a budget
@@ -239,7 +252,8 @@ return {redis.call("INCR", KEYS[1]), stamp}`);
 
 /**
  * KEYS as for `checkScript`, ARGV[2] and ARGV[3] as its ARGV[1] and ARGV[2]; ARGV[1] the entry's
- * lifetime. Creates the entry with its lifetime as use 1. An entry a budget caller may no longer
+ * lifetime. The verification time written is Redis's time, or ARGV[3] when that is later (see
+ * `verifiedUnder`). Creates the entry with its lifetime as use 1. An entry a budget caller may no longer
  * trust starts again as use 1 and keeps the longer of its lifetimes; any other existing entry
  * counts one more use.
  */
@@ -247,18 +261,20 @@ const rememberScript = new RedisScript(`
 local time = redis.call("TIME")
 local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
 local lifetime = tonumber(ARGV[1])
+local since = tonumber(ARGV[3])
+local verified = math.max(now, since)
 if redis.call("SET", KEYS[1], 1, "NX", "PX", lifetime) then
-  redis.call("SET", KEYS[2], now, "PX", lifetime)
-  return {1, tostring(now)}
+  redis.call("SET", KEYS[2], verified, "PX", lifetime)
+  return {1, tostring(verified)}
 end
 local ttl = tonumber(ARGV[2])
 if ttl >= 0 then
   local verifiedAt = tonumber(redis.call("GET", KEYS[2]))
-  if not verifiedAt or now - verifiedAt >= ttl or verifiedAt < tonumber(ARGV[3]) then
+  if not verifiedAt or now - verifiedAt >= ttl or verifiedAt < since then
     local keep = math.max(redis.call("PTTL", KEYS[1]), lifetime)
     redis.call("SET", KEYS[1], 1, "PX", keep)
-    redis.call("SET", KEYS[2], now, "PX", keep)
-    return {1, tostring(now)}
+    redis.call("SET", KEYS[2], verified, "PX", keep)
+    return {1, tostring(verified)}
   end
 end
 local count = redis.call("INCR", KEYS[1])
