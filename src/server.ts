@@ -21,7 +21,11 @@ import { serviceUrlShown } from "./service-url-shown.js";
 import { sqliteFileIn } from "./storage/database.js";
 import { version } from "./version.js";
 
-/** Loads config, build the gateway, listen, and shut down gracefully on SIGTERM/SIGINT. */
+/**
+ * Loads config, build the gateway, listen, and shut down gracefully on SIGTERM/SIGINT. A port that
+ * cannot be listened on (in use, a host that does not resolve) closes what the start opened (the
+ * metrics listener, the gateway: its database, Redis, pools and timers) before the error is thrown.
+ */
 export async function serve(): Promise<void> {
   const config = loadConfig();
   // Checked before the database opens: a bad file stops the start at once, named.
@@ -34,20 +38,30 @@ export async function serve(): Promise<void> {
   started = server;
   // The metrics port first: when it is taken, the start fails before the gateway's port takes a call.
   const metricsServer = gateway.metricsListener ? createHttpServer(gateway.metricsListener) : null;
-  if (metricsServer)
-    await listen(
-      metricsServer,
-      config.metricsPort ?? 0,
-      config.metricsHost,
-      `SLUICE_METRICS_HOST ${config.metricsHost} SLUICE_METRICS_PORT ${config.metricsPort}`,
-    );
-  // One port for both: the metrics listener, started first, holds it, and Node's "address already
-  // in use" alone sends the operator looking for another process.
-  const sharedPort =
-    metricsServer && config.port !== 0 && config.metricsPort === config.port
-      ? "SLUICE_METRICS_PORT is the same port, which the metrics listener, started first, holds: give it a port of its own"
-      : undefined;
-  await listen(server, config.port, config.host, `HOST ${config.host} PORT ${config.port}`, sharedPort);
+  try {
+    if (metricsServer)
+      await listen(
+        metricsServer,
+        config.metricsPort ?? 0,
+        config.metricsHost,
+        `SLUICE_METRICS_HOST ${config.metricsHost} SLUICE_METRICS_PORT ${config.metricsPort}`,
+      );
+    // One port for both: the metrics listener, started first, holds it, and Node's "address already
+    // in use" alone sends the operator looking for another process.
+    const sharedPort =
+      metricsServer && config.port !== 0 && config.metricsPort === config.port
+        ? "SLUICE_METRICS_PORT is the same port, which the metrics listener, started first, holds: give it a port of its own"
+        : undefined;
+    await listen(server, config.port, config.host, `HOST ${config.host} PORT ${config.port}`, sharedPort);
+  } catch (error) {
+    // A program that called serve() goes on: what was opened is closed before the failure is
+    // thrown on (the CLI would exit anyway). Nothing was served, so the gateway closes at once.
+    if (metricsServer?.listening) await new Promise((resolve) => metricsServer.close(resolve));
+    await gateway.close(Date.now()).catch((closeError: unknown) => {
+      logger.warn({ err: closeError }, "closing the gateway after its failed start failed");
+    });
+    throw error;
+  }
   const address = server.address();
   const port = typeof address === "object" && address ? address.port : config.port;
   logger.info(
