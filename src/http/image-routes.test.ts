@@ -13,7 +13,7 @@ import { Router } from "./router.js";
  * GET /v1/vault/* alone, served over real HTTP by a bare router (no app around it), for a vault file
  * the test makes: its `open` answers `file`. Returns its URL for `path`, and the log lines written.
  */
-async function serveVault(file: VaultFile) {
+async function serveVault(file: VaultFile, vaultReadWindows?: ImageRouteDeps["vaultReadWindows"]) {
   const signer = createUrlSigner(randomBytes(32));
   const lines: Array<Record<string, unknown>> = [];
   const logger = createLogger(
@@ -30,6 +30,7 @@ async function serveVault(file: VaultFile) {
     now: () => new Date(),
     logger,
     localVault: { signer, open: async () => file },
+    ...(vaultReadWindows ? { vaultReadWindows } : {}),
   } as unknown as ImageRouteDeps);
   const server = await startLocalServer((request, response) => {
     const url = request.url ?? "/";
@@ -131,6 +132,51 @@ describe("GET /v1/vault/* when the file fails to read in the middle of its answe
     const signature = new URL(url).searchParams.get("signature") as string;
     expect(JSON.stringify(lines)).not.toContain(signature);
     expect(JSON.stringify(lines)).not.toContain("expires");
+  });
+
+  it("logs one line per error code and 10 s window, then how many it left out when the window ends", async () => {
+    let clock = 0;
+    // Each failure logged or counted reads the clock once.
+    let failures = 0;
+    const ends: Array<{ run: () => void; ms: number }> = [];
+    const file = failingFile(100_000, 1000);
+    const { server, lines, url } = await serveVault(file, {
+      now: () => {
+        failures++;
+        return clock;
+      },
+      schedule: (run, ms) => ends.push({ run, ms }),
+    });
+    close = server.close;
+    const failed = () => lines.filter((line) => line.msg === "vault read failed");
+    // A failing disk under traffic: every answer cut short, one line for them all.
+    for (let answer = 0; answer < 4; answer++) {
+      expect(await get(url)).toMatchObject({ status: 200, cut: true });
+      clock += 1000;
+    }
+    await expect.poll(() => failures).toBe(4);
+    expect(ends).toHaveLength(1);
+    expect(failed()).toHaveLength(1);
+    expect(ends[0]?.ms).toBe(10_000);
+    expect(lines).toHaveLength(1);
+    ends[0]?.run();
+    expect(lines).toHaveLength(2);
+    expect(lines[1]).toEqual(
+      expect.objectContaining({
+        level: "warn",
+        msg: "vault read failures suppressed",
+        dependency: "vault",
+        code: "EIO",
+        route: "/v1/vault/*",
+        suppressed: 3,
+        windowMs: 10_000,
+      }),
+    );
+    // The next window's first failure is written again.
+    clock += 10_000;
+    expect(await get(url)).toMatchObject({ status: 200, cut: true });
+    await expect.poll(() => failed()).toHaveLength(2);
+    expect(JSON.stringify(lines)).not.toContain(new URL(url).searchParams.get("signature") as string);
   });
 
   it("logs nothing for a file read whole", async () => {

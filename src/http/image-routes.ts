@@ -8,6 +8,10 @@ import type { UrlSigner } from "../images/signed-url.js";
 import { mediaTypeOf, vaultMaxAgeSeconds } from "../images/vault-store.js";
 import type { Logger } from "../observability/logger.js";
 import { providerFailureFacts } from "../observability/provider-failure-log.js";
+import {
+  createSuppressionWindows,
+  type SuppressionWindowsOptions,
+} from "../observability/suppression-windows.js";
 import type { Admit } from "./admission.js";
 import { requestedRange } from "./byte-range.js";
 import { answerWithJson } from "./json-answer-call.js";
@@ -21,11 +25,46 @@ export interface ImageRouteDeps extends ImageGenerationDeps {
   maxBodyBytes: number;
   /** For a vault file that fails to read once its answer has begun (no error answer can say it then). */
   logger: Pick<Logger, "warn">;
+  /** The windows those lines are coalesced in (default: 10 s, an unref'd timer each); for tests. */
+  vaultReadWindows?: Partial<Pick<SuppressionWindowsOptions<unknown>, "windowMs" | "now" | "schedule">>;
   /** Present when the vault is local: the gateway serves its files through signed URLs. */
   localVault?: { signer: UrlSigner; open(path: string): Promise<VaultFile | null> };
 }
 
 const vaultRoute = "/v1/vault/*";
+
+/** Windows beyond this many close at once (one per error code: Node's codes are few). */
+const maxVaultReadKeys = 50;
+
+/**
+ * Logs a local vault file's read that failed once its answer had begun, at warn, at most once per
+ * error code per window (10 s), as provider-failure-log.ts does the other dependency failures: a
+ * failing disk under traffic fails every answer, and a line each would drown the log. The others
+ * of the window are counted, and when it ends with any counted, one more line says how many
+ * (`vault read failures suppressed`).
+ */
+function createVaultReadLog(logger: Pick<Logger, "warn">, options: ImageRouteDeps["vaultReadWindows"] = {}) {
+  const windowMs = options.windowMs ?? 10_000;
+  const windows = createSuppressionWindows<{ code: string }>({
+    windowMs,
+    maxKeys: maxVaultReadKeys,
+    ...(options.now ? { now: options.now } : {}),
+    ...(options.schedule ? { schedule: options.schedule } : {}),
+    onSuppressed: ({ code }, suppressed) =>
+      logger.warn(
+        { dependency: "vault", code, route: vaultRoute, suppressed, windowMs },
+        "vault read failures suppressed",
+      ),
+  });
+  return (error: unknown, path: string, requestId: string): void => {
+    const { code, cause } = providerFailureFacts("vault", error);
+    if (!windows.open(code, { code })) return;
+    logger.warn(
+      { dependency: "vault", code, cause, path, requestId, route: vaultRoute },
+      "vault read failed",
+    );
+  };
+}
 
 /** POST /v1/image, /v1/image/{projectId}, and GET /v1/vault/{path} for the local vault. */
 export function registerImageRoutes(router: Router, deps: ImageRouteDeps): void {
@@ -34,6 +73,7 @@ export function registerImageRoutes(router: Router, deps: ImageRouteDeps): void 
   router.on("POST", "/v1/image/:projectId", generate);
   const local = deps.localVault;
   if (local) {
+    const logReadFailure = createVaultReadLog(deps.logger, deps.vaultReadWindows);
     router.on("GET", vaultRoute, async ({ params, query, request, requestId, response }) => {
       const path = params["*"] ?? "";
       const search = new URLSearchParams(query);
@@ -96,14 +136,11 @@ export function registerImageRoutes(router: Router, deps: ImageRouteDeps): void 
       // Streamed as the client takes it: the file is never held whole, however many clients read it
       // slowly at once. A client that leaves, or a file that fails to read once the answer is under
       // way, ends it cut short (pipeline destroys both), with the file closed. The answer has begun,
-      // so no 503 can say it: the read's failure is logged, once (a client that left is none).
+      // so no 503 can say it: the read's failure is logged (a client that left is none), once per
+      // error code and window, the others of the window counted (createVaultReadLog).
       pipeline(file.stream(range ?? undefined), response, (error) => {
         if (!error || (error as NodeJS.ErrnoException).code === "ERR_STREAM_PREMATURE_CLOSE") return;
-        const { code, cause } = providerFailureFacts("vault", error);
-        deps.logger.warn(
-          { dependency: "vault", code, cause, path, requestId, route: vaultRoute },
-          "vault read failed",
-        );
+        logReadFailure(error, path, requestId);
       });
     });
   }
