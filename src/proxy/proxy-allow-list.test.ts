@@ -287,12 +287,17 @@ describe("proxy allow-list rules", () => {
     [
       "provider-c",
       "POST v1beta/models/*:generateContent",
-      "starts with the version segment v1beta/: rules match the path without it (messages matches v1/messages)",
+      "starts with the version segment v1beta/: rules match the path without it (models/*:generateContent matches v1beta/models/x:generateContent)",
     ],
     [
       "provider-c",
       "POST v1alpha/models/*:generateContent",
-      "starts with the version segment v1alpha/: rules match the path without it (messages matches v1/messages)",
+      "starts with the version segment v1alpha/: rules match the path without it (models/*:generateContent matches v1alpha/models/x:generateContent)",
+    ],
+    [
+      "provider-c",
+      "POST v1/models/*:generateContent",
+      "starts with the version segment v1/: rules match the path without it (models/*:generateContent matches v1/models/x:generateContent)",
     ],
     [
       "provider-a",

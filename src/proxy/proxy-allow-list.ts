@@ -233,9 +233,13 @@ function patternProblem(provider: ProviderId, pattern: string): string | null {
   )
     return "has ** other than as its last segment (files/**) or alone (**)";
   const version = versionSegmentNames.has(segments[0] ?? "") ? `${segments[0]}/` : "";
-  if (version !== "" && segments.length > 1)
-    return provider === "provider-a"
-      ? `starts with ${version}: provider-a's base URL already ends in /v1, so write the path after it (chat/completions)`
-      : `starts with the version segment ${version}: rules match the path without it (messages matches v1/messages)`;
-  return null;
+  if (version === "" || segments.length <= 1) return null;
+  if (provider === "provider-a")
+    return `starts with ${version}: provider-a's base URL already ends in /v1, so write the path after it (chat/completions)`;
+  // The example is the provider's own, so a provider C rule is not shown provider B's path.
+  const example =
+    provider === "provider-b"
+      ? "messages matches v1/messages"
+      : `models/*:generateContent matches ${version}models/x:generateContent`;
+  return `starts with the version segment ${version}: rules match the path without it (${example})`;
 }

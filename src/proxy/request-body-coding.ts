@@ -19,6 +19,8 @@ export async function decodeRequestBody(
       throw new GatewayError(
         "UNSUPPORTED_MEDIA_TYPE",
         "The request body's content-encoding cannot be read on this path; send it uncompressed, or as gzip, deflate or br",
+        // RFC 9110 15.5.16: the codings the path reads, as the JSON endpoints' 415 names identity.
+        { headers: { "accept-encoding": "gzip, deflate, br, identity" } },
       );
     if (reason === "too-large")
       throw new GatewayError("PAYLOAD_TOO_LARGE", `The decoded request body exceeds ${maxBytes} bytes`, {

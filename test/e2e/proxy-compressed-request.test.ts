@@ -147,6 +147,10 @@ describe("a compressed request body on provider A's streamed completions", () =>
       const response = await post("chat/completions", body, coding);
       expect(response.status, coding).toBe(status);
       expect(((await response.json()) as { error: { code: string } }).error.code).toBe(code);
+      // RFC 9110 15.5.16: a 415 for a content coding names the codings the path reads.
+      expect(response.headers.get("accept-encoding"), coding).toBe(
+        status === 415 ? "gzip, deflate, br, identity" : null,
+      );
     }
     expect(received).toEqual([]);
     // Elsewhere the option does not apply, and the body goes out as sent, for the provider to read.
