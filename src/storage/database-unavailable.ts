@@ -63,6 +63,7 @@ export function databaseUnavailable(cause: unknown): GatewayError {
   return new GatewayError("SERVICE_UNAVAILABLE", "The gateway's database is unavailable; retry shortly", {
     cause,
     headers: { "retry-after": "2" },
+    details: { retryable: true },
   });
 }
 
