@@ -1,3 +1,4 @@
+import { errorChain } from "../error-chain.js";
 import { GatewayError } from "../errors.js";
 import { providerFailureFacts } from "../observability/provider-failure-log.js";
 import { shutdownNotice } from "../usage/model-catalogue.js";
@@ -24,11 +25,7 @@ export function providerTimeout(cause: unknown, provider: ProviderId): GatewayEr
 
 /** The first of `error` and its causes (the SDK wraps fetch's error, which wraps undici's) that `test` picks. */
 function causeWhere(error: unknown, test: (cause: Error) => boolean): Error | undefined {
-  let current: unknown = error;
-  for (let depth = 0; current instanceof Error && depth < 6; depth++) {
-    if (test(current)) return current;
-    current = current.cause;
-  }
+  for (const each of errorChain(error)) if (test(each)) return each;
   return undefined;
 }
 

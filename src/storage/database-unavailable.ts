@@ -1,5 +1,5 @@
+import { someInChain } from "../error-chain.js";
 import { GatewayError } from "../errors.js";
-import { someInChain } from "./error-chain.js";
 
 /** Socket errors of a database that cannot be reached. */
 const unreachableCodes = new Set([

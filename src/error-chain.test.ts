@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
-import { GatewayError } from "../errors.js";
 import { errorChain } from "./error-chain.js";
+import { GatewayError } from "./errors.js";
 
 const messages = (error: unknown) => [...errorChain(error)].map((each) => each.message);
 
