@@ -22,7 +22,7 @@ export function refuseAtDeadline(response: ServerResponse): boolean {
     new GatewayError(
       "SERVICE_UNAVAILABLE",
       "The gateway is shutting down and stopped this call before its answer began; retry it",
-      { headers: { "retry-after": "1" } },
+      { headers: { "retry-after": "1" }, details: { retryable: true } },
     ),
   );
 }

@@ -37,6 +37,20 @@ export interface GatewayErrorOptions {
   dependency?: string;
 }
 
+/**
+ * The codes of a failure the client may meet again or not: a provider's (502, 504) or another
+ * dependency's, or the gateway's own load (503). Each says in `details.retryable` whether the same
+ * call may succeed later (transient, cut short, overloaded: true; the same call gets the same
+ * answer: false); the constructor's type asks for it, so no such error is built without it.
+ */
+export type FailureCode = "PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "PROVIDER_TIMEOUT";
+
+/** A FailureCode's details: `retryable`, and whatever else the failure names. */
+export interface FailureDetails {
+  retryable: boolean;
+  [key: string]: unknown;
+}
+
 export class GatewayError extends Error {
   readonly code: ErrorCode;
   readonly status: number;
@@ -45,6 +59,8 @@ export class GatewayError extends Error {
   readonly provider: string | undefined;
   readonly dependency: string | undefined;
 
+  constructor(code: FailureCode, message: string, options: GatewayErrorOptions & { details: FailureDetails });
+  constructor(code: Exclude<ErrorCode, FailureCode>, message: string, options?: GatewayErrorOptions);
   constructor(code: ErrorCode, message: string, options: GatewayErrorOptions = {}) {
     super(message, options.cause === undefined ? undefined : { cause: options.cause });
     this.name = "GatewayError";
@@ -54,6 +70,18 @@ export class GatewayError extends Error {
     this.headers = options.headers ?? {};
     this.provider = options.provider;
     this.dependency = options.dependency;
+  }
+
+  /** This error with `extra` added to its details (a FailureCode's `retryable` kept), all else the same. */
+  withDetails(extra: Record<string, unknown>): GatewayError {
+    const details = this.details as Record<string, unknown> | undefined;
+    return new GatewayError(this.code as FailureCode, this.message, {
+      cause: this.cause,
+      headers: this.headers,
+      ...(this.provider === undefined ? {} : { provider: this.provider }),
+      ...(this.dependency === undefined ? {} : { dependency: this.dependency }),
+      details: { ...details, ...extra } as FailureDetails,
+    });
   }
 }
 

@@ -7,6 +7,7 @@
 export function startFailureMessage(error: unknown): string {
   const parts: string[] = [];
   let current: unknown = error;
+  // Not errorChain: it prints each message down one path, a cause that is no Error included (errorChain stops there).
   for (let depth = 0; current !== undefined && current !== null && depth < 4; depth++) {
     const message = current instanceof Error ? current.message : String(current);
     if (!parts.at(-1)?.includes(message)) parts.push(message);

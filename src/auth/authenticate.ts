@@ -582,6 +582,7 @@ export function createAuthenticator(deps: AuthenticatorDeps) {
     return failure(
       new GatewayError("SERVICE_UNAVAILABLE", "Device verification is unavailable right now; retry shortly", {
         headers: { "retry-after": String(verdict.retryAfterSeconds) },
+        details: { retryable: true },
       }),
       project,
       method,

@@ -111,6 +111,7 @@ function failureLine(error: unknown): string {
 
 /** " (innermost cause)" for an error that wraps one, e.g. the driver's "connect ECONNREFUSED …". */
 function causeOf(error: unknown): string {
+  // Not errorChain: it names the innermost cause under a GatewayError too (the driver's error under a 503).
   let cause = error instanceof Error ? error.cause : undefined;
   while (cause instanceof Error && cause.cause instanceof Error) cause = cause.cause;
   if (!(cause instanceof Error)) return "";

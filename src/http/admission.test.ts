@@ -60,7 +60,9 @@ describe("admission", () => {
   it("writes the usage row of a request whose authentication could not be decided (database down: 503)", async () => {
     const rows: UsageRecord[] = [];
     const recorder = { record: (row: UsageRecord) => rows.push(row) } as unknown as UsageRecorder;
-    const unavailable = new GatewayError("SERVICE_UNAVAILABLE", "The database is unavailable");
+    const unavailable = new GatewayError("SERVICE_UNAVAILABLE", "The database is unavailable", {
+      details: { retryable: true },
+    });
     const admit = createAdmission({
       authenticate: () => Promise.reject(unavailable),
       limiter: {} as RateLimiter,
@@ -595,7 +597,7 @@ describe("the kind of a usage row", () => {
       errorCode: null,
     });
     const second = await attempt();
-    second?.fail(new GatewayError("PROVIDER_ERROR", "upstream 500"));
+    second?.fail(new GatewayError("PROVIDER_ERROR", "upstream 500", { details: { retryable: true } }));
     const third = await attempt();
     // A provider's own 429 or 403 passed through is the call's, never coalesced.
     third?.fail(new GatewayError("TOO_MANY_REQUESTS", "the provider's rate limit"));

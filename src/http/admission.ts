@@ -15,6 +15,7 @@ import type { SpendGuard } from "../usage/spend-guard.js";
 import { storedModelName } from "../usage/stored-model-name.js";
 import type { TokenUsage } from "../usage/token-usage.js";
 import type { UsageRecorder } from "../usage/usage-recorder.js";
+import { clientDisconnected } from "./client-watch.js";
 import type { RequestContext } from "./router.js";
 import { setHeaders } from "./send.js";
 
@@ -324,8 +325,7 @@ export function createAdmission(deps: AdmissionDeps) {
     // row records the disconnect (499), and a device token's use is given back as for any refusal
     // here, so the app's retry with the same token passes. A single-use token is still admitted at
     // most once: this request never was. One that leaves after this check keeps its use counted.
-    if (context.request.socket.destroyed)
-      return refuse(new GatewayError("PROVIDER_ERROR", "The client disconnected"));
+    if (context.request.socket.destroyed) return refuse(clientDisconnected());
     const admitted = (decisions: readonly RateLimitDecision[]): AdmittedCall => {
       const limitHeaders = applyLimits(decisions);
       counted = true;
@@ -459,6 +459,7 @@ async function checkSpend(deps: AdmissionDeps, project: Project, capUsd: number,
     throw new GatewayError("SERVICE_UNAVAILABLE", "The spend cap cannot be checked right now", {
       cause: error,
       headers: { "retry-after": "5" },
+      details: { retryable: true },
     });
   }
   // Compared in billionths of a dollar, the precision a row's cost is stored at: the month's figure

@@ -31,7 +31,7 @@ export function watchClient(response: ServerResponse): {
     signal: controller.signal,
     throwIfGone() {
       if (refusal) throw refusal;
-      if (controller.signal.aborted) throw new GatewayError("PROVIDER_ERROR", "The client disconnected");
+      if (controller.signal.aborted) throw clientDisconnected();
     },
     refusal: () => refusal,
     stop() {
@@ -39,4 +39,12 @@ export function watchClient(response: ServerResponse): {
       offRefusal(response, onRefused);
     },
   };
+}
+
+/**
+ * The error a call whose client left is failed with: its row records the disconnect (499) and no
+ * one reads the answer; retryable, as the same call made again may well be answered.
+ */
+export function clientDisconnected(): GatewayError {
+  return new GatewayError("PROVIDER_ERROR", "The client disconnected", { details: { retryable: true } });
 }

@@ -146,7 +146,7 @@ function overTotalCap(): GatewayError {
   return new GatewayError(
     "SERVICE_UNAVAILABLE",
     "The gateway holds as many connections as it may at once (SLUICE_MAX_CONNECTIONS): retry shortly",
-    { headers: { "retry-after": String(fullRetryAfterSeconds) } },
+    { headers: { "retry-after": String(fullRetryAfterSeconds) }, details: { retryable: true } },
   );
 }
 

@@ -90,6 +90,7 @@ export function registerImageRoutes(router: Router, deps: ImageRouteDeps): void 
           cause: error,
           headers: { "retry-after": "5" },
           dependency: "vault",
+          details: { retryable: true },
         });
       });
       if (!file) throw new GatewayError("NOT_FOUND", "No such vault object");

@@ -368,9 +368,11 @@ function asImage(
   if (!bytes) throw notBase64(provider);
   const mediaType = sniffImageType(bytes);
   if (mediaType === null)
+    // A form Sluice reads no image in (or no image at all) comes again on the same call.
     throw new GatewayError(
       "PROVIDER_ERROR",
       `The provider (${provider}) answered with data that is not an image (${bytes.length} bytes)`,
+      { provider, details: { retryable: false } },
     );
   // The provider's own string where it is standard already (it is, from all three): no second copy.
   const base64 = isPaddedBase64(image.base64) ? image.base64 : bytes.toString("base64");
@@ -380,13 +382,14 @@ function asImage(
 /**
  * The PROVIDER_ERROR for an image whose base64 does not decode (a character outside base64, or a
  * string cut short: `cause`, atob's InvalidCharacterError where the AI SDK decoded its start). The
- * provider's failure, as data that is no image is: never a 500.
+ * provider's failure, as data that is no image is: never a 500. Retryable: an answer cut short or
+ * garbled on its way, which the next generation need not be.
  */
 function notBase64(provider: ProviderId, cause?: Error): GatewayError {
   return new GatewayError(
     "PROVIDER_ERROR",
     `The provider (${provider}) answered with an image that is not valid base64`,
-    { provider, ...(cause ? { cause } : {}) },
+    { provider, details: { retryable: true }, ...(cause ? { cause } : {}) },
   );
 }
 
@@ -455,7 +458,7 @@ async function storeImage(
       deadline.aborted
         ? `The image vault did not store the generated images within ${deps.vaultTimeoutMs} ms`
         : "The image vault could not store the generated images",
-      { cause: error, headers: { "retry-after": "5" }, dependency: "vault" },
+      { cause: error, headers: { "retry-after": "5" }, dependency: "vault", details: { retryable: true } },
     );
   });
   return {
@@ -541,8 +544,11 @@ function imageFailure(
   if (error instanceof Error && error.name === "InvalidCharacterError") return notBase64(provider, error);
   if (ai.APICallError.isInstance(error))
     return apiCallFailure(error, provider, "generate images", model, today, { contentPolicy: promptRefused });
+  // No image and no word why (a Gemini image model's IMAGE_OTHER): another generation may bring one.
+  // Anything else is an answer the SDK could not use, which the same call gets again.
   return new GatewayError("PROVIDER_ERROR", "The provider failed to generate images", {
     cause: error,
     provider,
+    details: { retryable: ai.NoImageGeneratedError.isInstance(error) },
   });
 }

@@ -1,11 +1,16 @@
 import { describe, expect, it } from "vitest";
 import { GatewayError } from "../errors.js";
+import { clientDisconnected } from "../http/client-watch.js";
 import { createLogger } from "./logger.js";
 import { createProviderFailureLog, providerFailureFacts } from "./provider-failure-log.js";
 
 function refused(provider = "provider-a"): GatewayError {
   const cause = Object.assign(new Error("connect ECONNREFUSED 127.0.0.1:1"), { code: "ECONNREFUSED" });
-  return new GatewayError("PROVIDER_ERROR", "The provider could not be reached", { cause, provider });
+  return new GatewayError("PROVIDER_ERROR", "The provider could not be reached", {
+    cause,
+    provider,
+    details: { retryable: true },
+  });
 }
 
 function logged() {
@@ -75,6 +80,7 @@ describe("provider failure log", () => {
       new GatewayError("SERVICE_UNAVAILABLE", "The image vault could not store the generated images", {
         cause,
         dependency: "vault",
+        details: { retryable: true },
       });
     for (const id of ["r1", "r2"]) log(vaultDown(), id, "/v1/image");
     log(refused(), "r3", "proxy");
@@ -119,6 +125,7 @@ describe("provider failure log", () => {
       return new GatewayError("PROVIDER_ERROR", "The provider could not be reached", {
         cause,
         provider: "provider-a",
+        details: { retryable: true },
       });
     };
     for (let index = 0; index < 200; index++) {
@@ -134,7 +141,7 @@ describe("provider failure log", () => {
 
   it("ignores an error that names no provider", () => {
     const { lines, logger } = logged();
-    createProviderFailureLog(logger)(new GatewayError("PROVIDER_ERROR", "The client disconnected"), "r", "x");
+    createProviderFailureLog(logger)(clientDisconnected(), "r", "x");
     expect(lines).toEqual([]);
   });
 
@@ -226,6 +233,7 @@ describe("provider failure log", () => {
         "PROVIDER_ERROR",
         `The provider failed to process the request (status ${statusCode})`,
         {
+          details: { retryable: statusCode >= 500 },
           cause: Object.assign(new Error("provider's words"), { statusCode, name: "AI_APICallError" }),
           provider: "provider-a",
         },
@@ -263,6 +271,7 @@ describe("provider failure log", () => {
         "PROVIDER_ERROR",
         `The provider failed to process the request (status ${statusCode})`,
         {
+          details: { retryable: statusCode >= 500 },
           cause: Object.assign(new Error("provider's words"), { statusCode, name: "AI_APICallError" }),
           provider: "provider-a",
         },

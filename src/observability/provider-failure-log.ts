@@ -118,6 +118,7 @@ export function providerFailureFacts(provider: string, error: unknown): Provider
   let innermost: unknown = error;
   let current: unknown = error;
   let fetchFailed = false;
+  // Not errorChain: one path down to a single innermost cause (an AggregateError's first member), named in one line.
   for (let depth = 0; current instanceof Error && depth < 6; depth++) {
     const fields = current as Error & { code?: unknown; statusCode?: unknown; errors?: unknown };
     if (typeof fields.code === "string") code ??= fields.code;

@@ -1,3 +1,4 @@
+import { errorChain } from "../error-chain.js";
 import { GatewayError } from "../errors.js";
 import { providerFailureFacts } from "../observability/provider-failure-log.js";
 import { shutdownNotice } from "../usage/model-catalogue.js";
@@ -13,18 +14,18 @@ export function isUpstreamTimeoutCode(code: unknown): boolean {
   return timeoutCodes.has(code as string);
 }
 
-/** PROVIDER_TIMEOUT (504), as every route answers a provider that did not answer in time. */
+/** PROVIDER_TIMEOUT (504), as every route answers a provider that did not answer in time: retryable. */
 export function providerTimeout(cause: unknown, provider: ProviderId): GatewayError {
-  return new GatewayError("PROVIDER_TIMEOUT", "The provider did not answer in time", { cause, provider });
+  return new GatewayError("PROVIDER_TIMEOUT", "The provider did not answer in time", {
+    cause,
+    provider,
+    details: { retryable: true },
+  });
 }
 
 /** The first of `error` and its causes (the SDK wraps fetch's error, which wraps undici's) that `test` picks. */
 function causeWhere(error: unknown, test: (cause: Error) => boolean): Error | undefined {
-  let current: unknown = error;
-  for (let depth = 0; current instanceof Error && depth < 6; depth++) {
-    if (test(current)) return current;
-    current = current.cause;
-  }
+  for (const each of errorChain(error)) if (test(each)) return each;
   return undefined;
 }
 
@@ -48,13 +49,18 @@ export function isProviderTimeout(error: unknown): boolean {
  * The PROVIDER_ERROR for an answer over SLUICE_MAX_PROVIDER_RESPONSE_BYTES, or null when `error`
  * is another failure. The provider fetch throws it (an announced length) or fails the body with it
  * while the SDK reads it, which the SDK then wraps ("Failed to process successful response"): it
- * is looked for on the causes.
+ * is looked for on the causes. Not retryable: the same call's answer is as large again (the cap is
+ * the gateway's, not the provider's).
  */
 export function responseTooLargeFailure(error: unknown, provider: ProviderId): GatewayError | null {
   const tooLarge = causeWhere(error, (cause) => cause instanceof ProviderResponseTooLarge);
   return tooLarge === undefined
     ? null
-    : new GatewayError("PROVIDER_ERROR", tooLarge.message, { cause: error, provider });
+    : new GatewayError("PROVIDER_ERROR", tooLarge.message, {
+        cause: error,
+        provider,
+        details: { retryable: false },
+      });
 }
 
 /**

@@ -241,6 +241,7 @@ function upstreamError(error: unknown, provider: ProviderId): GatewayError {
     cause: error,
     provider,
     headers: { "retry-after": "1" },
+    details: { retryable: true },
   });
 }
 

@@ -58,6 +58,7 @@ describe("isDatabaseUnavailable", () => {
       "an error that already has its answer, caused by a cancellation",
       new GatewayError("SERVICE_UNAVAILABLE", "The usage report took too long", {
         cause: postgresError("57014"),
+        details: { retryable: true },
       }),
     ],
   ])("is false for %s", (_name, error) => {

@@ -1,5 +1,5 @@
+import { someInChain } from "../error-chain.js";
 import { GatewayError } from "../errors.js";
-import { someInChain } from "./error-chain.js";
 
 /** Socket errors of a database that cannot be reached. */
 const unreachableCodes = new Set([
@@ -63,6 +63,7 @@ export function databaseUnavailable(cause: unknown): GatewayError {
   return new GatewayError("SERVICE_UNAVAILABLE", "The gateway's database is unavailable; retry shortly", {
     cause,
     headers: { "retry-after": "2" },
+    details: { retryable: true },
   });
 }
 

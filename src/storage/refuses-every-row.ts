@@ -1,4 +1,4 @@
-import { someInChain } from "./error-chain.js";
+import { someInChain } from "../error-chain.js";
 
 /**
  * PostgreSQL SQLSTATE classes that name the statement, the table, the role, the transaction or the

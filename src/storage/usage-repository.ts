@@ -311,7 +311,7 @@ function reportCancelled(cause: unknown): GatewayError {
   return new GatewayError(
     "SERVICE_UNAVAILABLE",
     "The usage report took too long and the database cancelled it; ask for a shorter range (from, to) or retry later",
-    { cause, headers: { "retry-after": "30" } },
+    { cause, headers: { "retry-after": "30" }, details: { retryable: true } },
   );
 }
 

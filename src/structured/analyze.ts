@@ -146,7 +146,9 @@ export async function analyze(models: AiSdkModels, request: AnalysisRequest): Pr
       cut
         ? "The model's output was cut off at its output token limit, also after one repair attempt"
         : "The model's output did not match the project's output schema, also after one repair attempt",
-      { details: { model: modelUsed, usage: countsOf(usage) } },
+      // The model may answer the same call otherwise; one cut again after being asked for a shorter
+      // answer will be cut again (its output limit is too small for what the schema asks).
+      { details: { retryable: !cut, model: modelUsed, usage: countsOf(usage) } },
     ),
     model: modelUsed,
     usage,
@@ -169,14 +171,7 @@ function isRefusal(error: GatewayError): boolean {
  * being unbilled; the first attempt's 400 refusal with no tokens.
  */
 function withModelAndUsage(error: GatewayError, model: string, usage: TokenUsage): GatewayError {
-  const details = error.details as Record<string, unknown> | undefined;
-  return new GatewayError(error.code, error.message, {
-    cause: error.cause,
-    headers: error.headers,
-    ...(error.provider === undefined ? {} : { provider: error.provider }),
-    ...(error.dependency === undefined ? {} : { dependency: error.dependency }),
-    details: { ...details, model, usage: countsOf(usage) },
-  });
+  return error.withDetails({ model, usage: countsOf(usage) });
 }
 
 interface AttemptOutcome {
@@ -347,9 +342,11 @@ function providerFailure(
     if (schemaRefusalOfFailedCall(provider, error) !== null) return schemaRefusal({ cause: error });
     return apiCallFailure(error, provider, "process the request", model);
   }
+  // An answer the SDK could not use (a shape it does not read): the same call gets it again.
   return new GatewayError("PROVIDER_ERROR", "The provider failed to process the request", {
     cause: error,
     provider,
+    details: { retryable: false },
   });
 }
 

@@ -58,6 +58,7 @@ async function expectUnavailable(sluice: TestGateway, call: AdminCall): Promise<
   expect(await response.json()).toEqual({
     error: {
       code: "SERVICE_UNAVAILABLE",
+      details: { retryable: true },
       message: "The gateway's database is unavailable; retry shortly",
       requestId: response.headers.get("x-request-id"),
     },

@@ -326,6 +326,7 @@ describe("the cap on all connections together (SLUICE_MAX_CONNECTIONS)", () => {
     expect(JSON.parse(body)).toEqual({
       error: {
         code: "SERVICE_UNAVAILABLE",
+        details: { retryable: true },
         message: expect.stringContaining("SLUICE_MAX_CONNECTIONS)"),
         requestId,
       },

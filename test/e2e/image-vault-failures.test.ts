@@ -105,6 +105,7 @@ describe("image generation with an S3 vault that refuses the upload", () => {
       expect(JSON.parse(text)).toEqual({
         error: {
           code: "SERVICE_UNAVAILABLE",
+          details: { retryable: true },
           message: "The image vault could not store the generated images",
           requestId: response.headers.get("x-request-id"),
         },

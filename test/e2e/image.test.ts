@@ -1106,6 +1106,7 @@ describe("image generation", () => {
       expect(await failed.json()).toEqual({
         error: {
           code: "SERVICE_UNAVAILABLE",
+          details: { retryable: true },
           message: "The image vault could not read this file",
           requestId: failed.headers.get("x-request-id"),
         },

@@ -75,6 +75,7 @@ describe("calls unanswered at the shutdown deadline", () => {
     expect(await response.json()).toEqual({
       error: {
         code: "SERVICE_UNAVAILABLE",
+        details: { retryable: true },
         message: "The gateway is shutting down and stopped this call before its answer began; retry it",
         requestId,
       },

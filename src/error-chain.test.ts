@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
-import { GatewayError } from "../errors.js";
 import { errorChain } from "./error-chain.js";
+import { GatewayError } from "./errors.js";
 
 const messages = (error: unknown) => [...errorChain(error)].map((each) => each.message);
 
@@ -25,7 +25,10 @@ describe("errorChain", () => {
   });
 
   it("stops at a GatewayError, which already carries its answer, and yields nothing under it", () => {
-    const answered = new GatewayError("SERVICE_UNAVAILABLE", "answered", { cause: new Error("under") });
+    const answered = new GatewayError("SERVICE_UNAVAILABLE", "answered", {
+      cause: new Error("under"),
+      details: { retryable: true },
+    });
     expect(messages(answered)).toEqual([]);
     expect(messages(new Error("top", { cause: answered }))).toEqual(["top"]);
   });

@@ -1,13 +1,14 @@
-import { isGatewayError } from "../errors.js";
+import { isGatewayError } from "./errors.js";
 
 /** How many links below the error it was given the walk reads: a cause's cause…, up to this. */
 const deepestLink = 4;
 
 /**
- * Each error a database fault may hide in, the error itself first: its cause, its cause's cause…,
- * and an AggregateError's errors (Node's connect to several addresses fails with one of one error
- * per address), each before its own cause. The rules both classifiers share (isDatabaseUnavailable,
- * refusesEveryRow), so they never disagree on where to look:
+ * Each error a fault may hide in, the error itself first: its cause, its cause's cause…, and an
+ * AggregateError's errors (Node's connect to several addresses fails with one of one error per
+ * address), each before its own cause. The rules every classifier shares (isDatabaseUnavailable,
+ * refusesEveryRow, the provider call's isProviderTimeout and responseTooLargeFailure), so they
+ * never disagree on where to look:
  * - a value that is not an Error ends the walk there;
  * - a GatewayError already carries its answer (a usage report the database cancelled, whose cause
  *   is the cancellation): neither it nor anything under it is yielded, so it is never turned into

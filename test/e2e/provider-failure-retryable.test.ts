@@ -1,0 +1,191 @@
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
+import type { ProviderId } from "../../src/providers/provider-id.js";
+import { type FakeUpstream, type ProgrammedResponse, startFakeUpstream } from "../fakes/fake-upstream.js";
+import { tinyPng } from "../fakes/fake-upstream-responses.js";
+import { refusedPort } from "../support/refused-port.js";
+import {
+  createTestProject,
+  startTestGateway,
+  type TestGateway,
+  type TestProject,
+} from "../support/test-gateway.js";
+
+const schema = {
+  type: "object",
+  properties: { title: { type: "string" } },
+  required: ["title"],
+  additionalProperties: false,
+};
+const cap = 64 * 1024;
+
+/** Provider A's chat completion holding `content`, finished with `finish`. */
+const chat = (content: string, finish = "stop") => ({
+  id: "chatcmpl-1",
+  object: "chat.completion",
+  created: 1,
+  model: "gpt-4o-mini",
+  choices: [{ index: 0, message: { role: "assistant", content }, finish_reason: finish }],
+  usage: { prompt_tokens: 1, completion_tokens: 1, total_tokens: 2 },
+});
+
+/** Provider C's Imagen answer with one image of this base64. */
+const imagen = (base64: string) => ({ predictions: [{ bytesBase64Encoded: base64, mimeType: "image/png" }] });
+
+interface Case {
+  route: "text" | "image" | "proxy";
+  provider: ProviderId;
+  answers: ProgrammedResponse[];
+  status: number;
+  message: string | RegExp;
+  retryable: boolean;
+}
+
+/**
+ * Every 502 PROVIDER_ERROR (and 504 PROVIDER_TIMEOUT) says in `details.retryable` whether the same
+ * call may succeed later (docs/api.md): true for a failure that may pass (a body cut short, an
+ * answer the model may give otherwise, a provider not reached), false for one the same call gets
+ * again (an answer over the gateway's cap, data in a form no image is, an answer the SDK cannot use).
+ */
+const cases: Record<string, Case> = {
+  "a structured answer over SLUICE_MAX_PROVIDER_RESPONSE_BYTES": {
+    route: "text",
+    provider: "provider-a",
+    answers: [{ status: 200, body: chat(`{"title":"${"x".repeat(cap)}"}`) }],
+    status: 502,
+    message: /larger than SLUICE_MAX_PROVIDER_RESPONSE_BYTES/,
+    retryable: false,
+  },
+  "a structured answer that does not match the schema after the repair": {
+    route: "text",
+    provider: "provider-a",
+    answers: [
+      { status: 200, body: chat('{"other":1}') },
+      { status: 200, body: chat('{"other":2}') },
+    ],
+    status: 502,
+    message: "The model's output did not match the project's output schema, also after one repair attempt",
+    retryable: true,
+  },
+  "a structured answer cut off at the token limit after the repair": {
+    route: "text",
+    provider: "provider-a",
+    answers: [
+      { status: 200, body: chat('{"title":"A calm la', "length") },
+      { status: 200, body: chat('{"title":"A calm la', "length") },
+    ],
+    status: 502,
+    message: "The model's output was cut off at its output token limit, also after one repair attempt",
+    retryable: false,
+  },
+  "a structured answer the AI SDK cannot use (no choice at all)": {
+    route: "text",
+    provider: "provider-a",
+    answers: [{ status: 200, body: { ...chat(""), choices: [] } }],
+    status: 502,
+    message: "The provider failed to process the request",
+    retryable: false,
+  },
+  "an image answer over SLUICE_MAX_PROVIDER_RESPONSE_BYTES": {
+    route: "image",
+    provider: "provider-c",
+    answers: [{ status: 200, body: imagen(Buffer.alloc(cap).toString("base64")) }],
+    status: 502,
+    message: /larger than SLUICE_MAX_PROVIDER_RESPONSE_BYTES/,
+    retryable: false,
+  },
+  "an image whose base64 breaks off": {
+    route: "image",
+    provider: "provider-c",
+    answers: [{ status: 200, body: imagen(`${tinyPng.toString("base64")}A`) }],
+    status: 502,
+    message: "The provider (provider-c) answered with an image that is not valid base64",
+    retryable: true,
+  },
+  "an image whose data is no image": {
+    route: "image",
+    provider: "provider-c",
+    answers: [{ status: 200, body: imagen(Buffer.from("hello world").toString("base64")) }],
+    status: 502,
+    message: "The provider (provider-c) answered with data that is not an image (11 bytes)",
+    retryable: false,
+  },
+  "an image answer with no image and no word why": {
+    route: "image",
+    provider: "provider-a",
+    answers: [{ status: 200, body: { created: 1, data: [] } }],
+    status: 502,
+    message: "The provider failed to generate images",
+    retryable: true,
+  },
+  "a provider's 500 (as before)": {
+    route: "text",
+    provider: "provider-a",
+    answers: [{ status: 500 }],
+    status: 502,
+    message: "The provider failed to process the request (status 500)",
+    retryable: true,
+  },
+  "a proxied call to a provider that cannot be reached": {
+    route: "proxy",
+    provider: "provider-b",
+    answers: [],
+    status: 502,
+    message: "The provider could not be reached",
+    retryable: true,
+  },
+};
+
+describe("details.retryable on every provider failure", () => {
+  let fake: FakeUpstream;
+  let sluice: TestGateway;
+  const projects = {} as Record<ProviderId, TestProject>;
+
+  beforeAll(async () => {
+    fake = await startFakeUpstream();
+    sluice = await startTestGateway({
+      providerABaseUrl: `${fake.url}/a/v1`,
+      // Nothing listens there: the proxy's 502 for a provider not reached.
+      providerBBaseUrl: `http://127.0.0.1:${refusedPort}/v1`,
+      providerCBaseUrl: `${fake.url}/c/v1beta`,
+      maxProviderResponseBytes: cap,
+    });
+    for (const provider of ["provider-a", "provider-b", "provider-c"] as const)
+      projects[provider] = await createTestProject(sluice.gateway, { provider, outputSchema: schema });
+  });
+  afterAll(async () => {
+    await sluice?.close();
+    await fake?.close();
+  });
+  beforeEach(() => fake.clear());
+
+  function call(route: Case["route"], provider: ProviderId) {
+    const project = projects[provider];
+    const headers = {
+      authorization: `Bearer ${project.bearer(provider)}`,
+      "content-type": "application/json",
+    };
+    if (route === "proxy")
+      return fetch(`${sluice.url}/v1/${provider}/${project.projectId}/messages`, {
+        method: "POST",
+        headers,
+        body: JSON.stringify({ model: "claude-sonnet-4-5", max_tokens: 8, messages: [] }),
+      });
+    return fetch(`${sluice.url}/v1/${route}/${project.projectId}`, {
+      method: "POST",
+      headers,
+      body: JSON.stringify(route === "text" ? { text: "x" } : { prompt: "a lighthouse" }),
+    });
+  }
+
+  it.each(Object.entries(cases))("%s", async (_, each) => {
+    for (const answer of each.answers) fake.enqueueResponse(answer);
+    const response = await call(each.route, each.provider);
+    const { error } = (await response.json()) as {
+      error: { code: string; message: string; details?: { retryable?: unknown } };
+    };
+    expect(response.status).toBe(each.status);
+    expect(error.message).toMatch(each.message);
+    expect(typeof error.details?.retryable).toBe("boolean");
+    expect(error.details?.retryable).toBe(each.retryable);
+  });
+});
