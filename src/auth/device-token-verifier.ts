@@ -154,18 +154,27 @@ export function createDeviceTokenVerifier(deps: DeviceTokenVerifierDeps): Device
   }
 
   /**
+   * Warning windows of `warningWindowMs` per context (createSuppressionWindows): the first warning
+   * of a window is written by the caller, the others counted into one `suppressedMessage` line with
+   * the context when the window ends.
+   */
+  function warningWindows<T extends object>(suppressedMessage: string) {
+    return createSuppressionWindows<T>({
+      windowMs: warningWindowMs,
+      maxKeys: 200,
+      onSuppressed: (context, suppressed) =>
+        deps.logger.warn(
+          { ...(context as object), suppressed, windowMs: warningWindowMs },
+          suppressedMessage,
+        ),
+    });
+  }
+
+  /**
    * Warnings per ledger entry another program wrote in Redis (`RedisKeyDataError`): the entry stays
    * as it is, so each use of its token fails alike; the first of a window names the key.
    */
-  const keyWarnings = createSuppressionWindows<{ redisKey: string }>({
-    windowMs: warningWindowMs,
-    maxKeys: 200,
-    onSuppressed: (context, suppressed) =>
-      deps.logger.warn(
-        { ...context, suppressed, windowMs: warningWindowMs },
-        "device token ledger key warnings suppressed",
-      ),
-  });
+  const keyWarnings = warningWindows<{ redisKey: string }>("device token ledger key warnings suppressed");
 
   /**
    * Logs a failure of the ledger in Redis. The failure that started a rest was logged; the calls
@@ -218,15 +227,9 @@ export function createDeviceTokenVerifier(deps: DeviceTokenVerifierDeps): Device
    * the app, and one line per Apple answer would drown the log. The first of a window is written;
    * the others are counted into one line when the window ends, as for provider failures.
    */
-  const warnings = createSuppressionWindows<{ projectId: string; reason: string }>({
-    windowMs: warningWindowMs,
-    maxKeys: 200,
-    onSuppressed: (context, suppressed) =>
-      deps.logger.warn(
-        { ...context, suppressed, windowMs: warningWindowMs },
-        "Apple DeviceCheck warnings suppressed",
-      ),
-  });
+  const warnings = warningWindows<{ projectId: string; reason: string }>(
+    "Apple DeviceCheck warnings suppressed",
+  );
 
   /**
    * Once per Apple answer (at most once per project, reason and window at warn); a request refused
