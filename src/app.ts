@@ -14,6 +14,7 @@ import { closeIfBodyUnread, lingeringClose, sendError, sendRawError, setHeaders 
 import type { Logger } from "./observability/logger.js";
 import type { Metrics } from "./observability/metrics.js";
 import { createProviderFailureLog } from "./observability/provider-failure-log.js";
+import type { SuppressionWindowsRegistry } from "./observability/suppression-windows.js";
 
 export interface AppDeps {
   logger: Logger;
@@ -31,6 +32,8 @@ export interface AppDeps {
    * together); absent: every connection is served.
    */
   connectionCap?: ConnectionCap;
+  /** The gateway's suppression windows, whose close writes the provider failures' counts still open. */
+  suppressionWindows?: SuppressionWindowsRegistry;
 }
 
 export interface App {
@@ -69,7 +72,10 @@ export function createApp(deps: AppDeps): App {
   const closing = new WeakSet<Duplex>();
   const corsPolicy = deps.cors ?? null;
   const accessLog = logger.isLevelEnabled("debug");
-  const logProviderFailure = createProviderFailureLog(logger);
+  const logProviderFailure = createProviderFailureLog(
+    logger,
+    deps.suppressionWindows ? { registry: deps.suppressionWindows } : {},
+  );
 
   async function run(handler: Handler, context: RequestContext, route: string): Promise<void> {
     try {

@@ -28,6 +28,7 @@ import { createDownCheckFollowUp } from "./observability/down-check-follow-up.js
 import { createStdoutLogger, type Logger } from "./observability/logger.js";
 import { createMetrics } from "./observability/metrics.js";
 import { createSchemaRefusalLog } from "./observability/schema-refusal-log.js";
+import { createSuppressionWindowsRegistry } from "./observability/suppression-windows.js";
 import { openSealedStore } from "./open-sealed-store.js";
 import { productionWarnings } from "./production-warnings.js";
 import { createAiSdkModels } from "./providers/ai-sdk-provider.js";
@@ -108,6 +109,8 @@ export async function createGateway(config: Config, injected: Partial<Injectable
   const logger =
     injected.logger ??
     createStdoutLogger(config.logLevel, metrics.countLogLinesDropped, disabledNodeWarnings());
+  // Every log that coalesces repeated lines in windows joins this: the close writes their open counts.
+  const suppressionWindows = createSuppressionWindowsRegistry();
   // The AI SDK prints its warnings (an unsupported setting, a compatibility mode) with console.warn,
   // outside the JSON log; they go to the log instead (image warnings also reach the caller).
   globalThis.AI_SDK_LOG_WARNINGS = ({ warnings, provider, model }) =>
@@ -226,6 +229,7 @@ export async function createGateway(config: Config, injected: Partial<Injectable
     redisBreaker,
     redisKeyPrefix: redisKeys.deviceTokens,
     logger,
+    suppressionWindows,
     onVerdict: metrics.countDeviceCheckResult,
   });
   const authenticate = createAuthenticator({ directory, deviceTokens, throttle, testModeAllowed });
@@ -241,7 +245,7 @@ export async function createGateway(config: Config, injected: Partial<Injectable
     },
     // The clock the rows' created_at is read from, to tell when a minute of coalesced refusals ended.
     now: () => now().getTime(),
-    ...usageRecorderReports(metrics, logger),
+    ...usageRecorderReports(metrics, logger, undefined, suppressionWindows),
   });
   // Usage rows past SLUICE_USAGE_RETENTION_DAYS are deleted on every instance's timer: the deletes
   // are idempotent, and instances pruning at once skip each other's locked rows (usage-retention.ts).
@@ -371,6 +375,7 @@ export async function createGateway(config: Config, injected: Partial<Injectable
     cors: config.corsOrigins ? createCorsPolicy(config.corsOrigins) : null,
     generateRequestId,
     connectionCap,
+    suppressionWindows,
     clientIp: createClientIpResolver(config.trustProxy ?? []) as (request: IncomingMessage) => string,
     publicRoutes: {
       version,
@@ -423,7 +428,7 @@ export async function createGateway(config: Config, injected: Partial<Injectable
         maxImageBytes: config.maxImageBytes,
         maxPdfBytes: config.maxPdfBytes,
         timeoutMs: config.upstreamHeadersTimeoutMs,
-        logSchemaRefusal: createSchemaRefusalLog(logger),
+        logSchemaRefusal: createSchemaRefusalLog(logger, { registry: suppressionWindows }),
       });
       registerImageRoutes(router, {
         admit,
@@ -439,6 +444,7 @@ export async function createGateway(config: Config, injected: Partial<Injectable
         },
         maxBodyBytes: config.maxBodyBytes,
         logger,
+        vaultReadWindows: { registry: suppressionWindows },
         ...(vault === localVault ? { localVault: { signer, open: localVault.open } } : {}),
       });
       injected.registerApiRoutes?.(router);
@@ -472,6 +478,7 @@ export async function createGateway(config: Config, injected: Partial<Injectable
       return closeGateway(deadline, {
         unrecorded: admit.unrecorded,
         recorder,
+        suppressionWindows,
         closeConnections: async () => {
           downChecks.stop();
           await pools.close();

@@ -1,3 +1,4 @@
+import type { SuppressionWindowsRegistry } from "./observability/suppression-windows.js";
 import type { UsageRecorder } from "./usage/usage-recorder.js";
 
 /**
@@ -14,7 +15,9 @@ export const shutdownMarginMs = 1000;
  * flushed, until half the margin past it; a write still unanswered then (a database that hangs) is
  * given up on, and the rows still queued are dropped, logged and counted. Closing gets the other
  * half: a connection that hangs (a stalled PostgreSQL) must not hold the process past its
- * shutdown time.
+ * shutdown time. Last, the log lines coalesced in windows still open (provider failures, vault
+ * reads, usage drops and refusals, DeviceCheck warnings) write their counts once, before the
+ * process exits and its log is flushed: their timers would not run, and the counts would be lost.
  */
 export async function closeGateway(
   deadline: number,
@@ -24,16 +27,22 @@ export async function closeGateway(
     recorder: UsageRecorder;
     /** Closes the upstream pools, the limiter, Redis and the database. */
     closeConnections: () => Promise<void>;
+    /** Every suppression window of the gateway's logs. */
+    suppressionWindows: Pick<SuppressionWindowsRegistry, "flush">;
   },
 ): Promise<void> {
-  const rowsBy = deadline + shutdownMarginMs / 2;
-  const left = () => Math.max(0, rowsBy - Date.now());
-  while (parts.unrecorded() > 0 && left() > 0) await new Promise((resolve) => setTimeout(resolve, 10));
-  await parts.recorder.flush(left());
-  await parts.recorder.stop(left());
-  const closedBy = deadline + shutdownMarginMs;
-  await Promise.race([
-    parts.closeConnections(),
-    new Promise((resolve) => setTimeout(resolve, Math.max(0, closedBy - Date.now())).unref()),
-  ]);
+  try {
+    const rowsBy = deadline + shutdownMarginMs / 2;
+    const left = () => Math.max(0, rowsBy - Date.now());
+    while (parts.unrecorded() > 0 && left() > 0) await new Promise((resolve) => setTimeout(resolve, 10));
+    await parts.recorder.flush(left());
+    await parts.recorder.stop(left());
+    const closedBy = deadline + shutdownMarginMs;
+    await Promise.race([
+      parts.closeConnections(),
+      new Promise((resolve) => setTimeout(resolve, Math.max(0, closedBy - Date.now())).unref()),
+    ]);
+  } finally {
+    parts.suppressionWindows.flush();
+  }
 }

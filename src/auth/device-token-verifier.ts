@@ -2,7 +2,10 @@ import type { Redis } from "ioredis";
 import { deviceCheckKeyAad } from "../admin/project-rules.js";
 import type { Config } from "../config.js";
 import type { Logger } from "../observability/logger.js";
-import { createSuppressionWindows } from "../observability/suppression-windows.js";
+import {
+  createSuppressionWindows,
+  type SuppressionWindowsRegistry,
+} from "../observability/suppression-windows.js";
 import type { RedisBreaker } from "../redis/redis-breaker.js";
 import type { Project } from "../storage/project-repository.js";
 import type { DeviceTokenVerifier, DeviceVerdict } from "./authenticate.js";
@@ -41,6 +44,8 @@ export interface DeviceTokenVerifierDeps {
   /** What every key of the ledger in Redis begins with; `sluice:device-token:` by default. */
   redisKeyPrefix?: string | undefined;
   logger: Logger;
+  /** The gateway's suppression windows, whose close writes the counts of the warnings' windows still open. */
+  suppressionWindows?: SuppressionWindowsRegistry;
   client?: DeviceCheckClient;
   /**
    * Each verdict of the DeviceCheck client (once per Apple call, however many requests waited for
@@ -162,6 +167,7 @@ export function createDeviceTokenVerifier(deps: DeviceTokenVerifierDeps): Device
     return createSuppressionWindows<T>({
       windowMs: warningWindowMs,
       maxKeys: 200,
+      ...(deps.suppressionWindows ? { registry: deps.suppressionWindows } : {}),
       onSuppressed: (context, suppressed) =>
         deps.logger.warn(
           { ...(context as object), suppressed, windowMs: warningWindowMs },

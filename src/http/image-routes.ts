@@ -25,8 +25,13 @@ export interface ImageRouteDeps extends ImageGenerationDeps {
   maxBodyBytes: number;
   /** For a vault file that fails to read once its answer has begun (no error answer can say it then). */
   logger: Pick<Logger, "warn">;
-  /** The windows those lines are coalesced in (default: 10 s, an unref'd timer each); for tests. */
-  vaultReadWindows?: Partial<Pick<SuppressionWindowsOptions<unknown>, "windowMs" | "now" | "schedule">>;
+  /**
+   * The windows those lines are coalesced in (default: 10 s, an unref'd timer each; the clock for
+   * tests), and the gateway's `registry`, whose close writes the counts of those still open.
+   */
+  vaultReadWindows?: Partial<
+    Pick<SuppressionWindowsOptions<unknown>, "windowMs" | "now" | "schedule" | "registry">
+  >;
   /** Present when the vault is local: the gateway serves its files through signed URLs. */
   localVault?: { signer: UrlSigner; open(path: string): Promise<VaultFile | null> };
 }
@@ -50,6 +55,7 @@ function createVaultReadLog(logger: Pick<Logger, "warn">, options: ImageRouteDep
     maxKeys: maxVaultReadKeys,
     ...(options.now ? { now: options.now } : {}),
     ...(options.schedule ? { schedule: options.schedule } : {}),
+    ...(options.registry ? { registry: options.registry } : {}),
     onSuppressed: ({ code }, suppressed) =>
       logger.warn(
         { dependency: "vault", code, route: vaultRoute, suppressed, windowMs },

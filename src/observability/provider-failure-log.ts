@@ -2,9 +2,12 @@ import type { GatewayError } from "../errors.js";
 import type { Logger } from "./logger.js";
 import { createSuppressionWindows, type SuppressionWindowsOptions } from "./suppression-windows.js";
 
-/** `windowMs`: one line per provider and error code per window; the others are counted (default 10 s). */
+/**
+ * `windowMs`: one line per provider and error code per window; the others are counted (default 10 s).
+ * `registry`: the gateway's, whose close writes the counts of the windows still open.
+ */
 export type ProviderFailureLogOptions = Partial<
-  Pick<SuppressionWindowsOptions<unknown>, "windowMs" | "now" | "schedule">
+  Pick<SuppressionWindowsOptions<unknown>, "windowMs" | "now" | "schedule" | "registry">
 >;
 
 /** What one failure to reach a provider is logged with; no key, header or URL query. */
@@ -61,6 +64,7 @@ export function createProviderFailureLog(logger: Logger, options: ProviderFailur
     maxKeys,
     ...(options.now ? { now: options.now } : {}),
     ...(options.schedule ? { schedule: options.schedule } : {}),
+    ...(options.registry ? { registry: options.registry } : {}),
     onSuppressed: (failed, suppressed) =>
       logger.warn(
         {

@@ -2,9 +2,12 @@ import type { SchemaRefusal } from "../providers/provider-refusal.js";
 import type { Logger } from "./logger.js";
 import { createSuppressionWindows, type SuppressionWindowsOptions } from "./suppression-windows.js";
 
-/** `windowMs`: one line per project, provider and kind per window; the others are counted (default 60 s). */
+/**
+ * `windowMs`: one line per project, provider and kind per window; the others are counted (default 60 s).
+ * `registry`: the gateway's, whose close writes the counts of the windows still open.
+ */
 export type SchemaRefusalLogOptions = Partial<
-  Pick<SuppressionWindowsOptions<unknown>, "windowMs" | "now" | "schedule">
+  Pick<SuppressionWindowsOptions<unknown>, "windowMs" | "now" | "schedule" | "registry">
 >;
 
 /** What one refusal of a project's output schema is logged with: never the schema or the provider's words. */
@@ -34,6 +37,7 @@ export function createSchemaRefusalLog(logger: Logger, options: SchemaRefusalLog
     maxKeys,
     ...(options.now ? { now: options.now } : {}),
     ...(options.schedule ? { schedule: options.schedule } : {}),
+    ...(options.registry ? { registry: options.registry } : {}),
     onSuppressed: ({ projectId, provider, reason }, suppressed) =>
       logger.warn(
         { projectId, provider, reason, suppressed, windowMs },

@@ -7,6 +7,29 @@ export interface SuppressionWindowsOptions<T> {
   schedule?: (close: () => void, ms: number) => void;
   /** Windows open at once beyond this close at once, writing their counts (keys may be many). */
   maxKeys?: number;
+  /** The gateway's windows, flushed together when it closes (`closeGateway`): these join them. */
+  registry?: SuppressionWindowsRegistry;
+}
+
+/**
+ * Every set of suppression windows of one gateway, made with it (`registry`), so that its close
+ * writes the counts of the windows still open once (their timers, unref'd, would not run before
+ * the exit), in one place: no log has a shutdown step of its own to forget.
+ */
+export interface SuppressionWindowsRegistry {
+  add(windows: { flush(): void }): void;
+  /** Flushes every set added: each open window that counted any writes its count. */
+  flush(): void;
+}
+
+export function createSuppressionWindowsRegistry(): SuppressionWindowsRegistry {
+  const added = new Set<{ flush(): void }>();
+  return {
+    add: (windows) => void added.add(windows),
+    flush() {
+      for (const windows of added) windows.flush();
+    },
+  };
 }
 
 /**
@@ -28,7 +51,7 @@ export function createSuppressionWindows<T>(options: SuppressionWindowsOptions<T
     windows.delete(key);
     if (window.counted > 0) onSuppressed(window.context, window.counted);
   };
-  return {
+  const suppression = {
     /** True for the first occurrence of `key`'s window (write it); false when it is counted (`weight`). */
     open(key: string, context: T, weight = 1): boolean {
       const at = now();
@@ -50,4 +73,6 @@ export function createSuppressionWindows<T>(options: SuppressionWindowsOptions<T
       for (const [key, window] of windows) close(key, window);
     },
   };
+  options.registry?.add(suppression);
+  return suppression;
 }

@@ -1,6 +1,9 @@
 import type { Logger } from "../observability/logger.js";
 import type { Metrics } from "../observability/metrics.js";
-import { createSuppressionWindows } from "../observability/suppression-windows.js";
+import {
+  createSuppressionWindows,
+  type SuppressionWindowsRegistry,
+} from "../observability/suppression-windows.js";
 import type { UsageRecorderDeps } from "./usage-recorder.js";
 
 /** Distinct reasons for failed usage writes logged per outage; the attempts are all counted. */
@@ -36,6 +39,8 @@ export function usageRecorderReports(
    * the count (default 10 s).
    */
   dropWindowMs = 10_000,
+  /** The gateway's, whose close writes the counts of the windows still open (no row dropped then). */
+  registry?: SuppressionWindowsRegistry,
 ): Pick<
   UsageRecorderDeps,
   "onQueueDepth" | "onDropped" | "onRefused" | "onWriteFailure" | "onRecovered" | "onCoalesced"
@@ -45,6 +50,7 @@ export function usageRecorderReports(
   // it ends.
   const fullQueue = createSuppressionWindows<undefined>({
     windowMs: dropWindowMs,
+    ...(registry ? { registry } : {}),
     onSuppressed: (_, count) =>
       logger.error({ count, windowMs: dropWindowMs }, "usage queue full: more usage rows dropped"),
   });
@@ -54,6 +60,7 @@ export function usageRecorderReports(
   const refusedRows = createSuppressionWindows<RefusalReason>({
     windowMs: dropWindowMs,
     maxKeys: maxRefusalReasons,
+    ...(registry ? { registry } : {}),
     onSuppressed: ({ code, reason }, count) =>
       logger.error(
         { count, code, reason, windowMs: dropWindowMs },

@@ -140,3 +140,34 @@ describe("a provider base URL on a port fetch refuses, in the log", () => {
     expect(logged[0]?.cause).toContain("bad port");
   });
 });
+
+describe("provider failures still counted when the gateway closes", () => {
+  it("writes the open window's suppressed count at the close, not only when its timer ends", async () => {
+    const sluice = await startTestGateway({
+      providerABaseUrl: `http://127.0.0.1:${refusedPort}/v1`,
+      logLevel: "warn",
+    });
+    const project = await createTestProject(sluice.gateway);
+    for (let call = 0; call < 3; call++) {
+      const response = await proxiedChat(sluice.url, project, {
+        body: { model: "gpt-4o-mini", messages: [{ role: "user", content: "hi" }] },
+      });
+      expect(response.status).toBe(502);
+      await response.arrayBuffer();
+    }
+    const counts = () =>
+      logLinesOf(sluice).filter((line) => line.msg === "provider call failures suppressed");
+    // The window (10 s) is still open: its count is not written yet.
+    expect(counts()).toHaveLength(0);
+    await sluice.close();
+    expect(counts()).toEqual([
+      expect.objectContaining({
+        level: "warn",
+        provider: "provider-a",
+        code: "ECONNREFUSED",
+        suppressed: 2,
+        windowMs: 10_000,
+      }),
+    ]);
+  });
+});
