@@ -96,16 +96,20 @@ export function apiCallFailure(
   // Only where the provider refused the model itself: a 401, 429 or 5xx has another cause.
   const retired = modelRefusals.has(providerStatus ?? 0) ? shutdownNotice(provider, model, today) : null;
   const facts = providerFailureFacts(provider, error);
-  // A base URL on a port fetch refuses (a WHATWG "bad port") fails every try the same way, and so
-  // does provider A's 429 for an account out of credit: only its billing mends it.
+  // A base URL on a port fetch refuses (a WHATWG "bad port") fails every try the same way, as does
+  // one naming a server that answers with no HTTP (notHttpAnswer), and provider A's 429 for an
+  // account out of credit: only its billing mends it.
+  const notHttp = providerStatus === null && notHttpAnswer(error);
   const retryable =
     (error.isRetryable || unreadableAnswer(error, providerStatus)) &&
+    !notHttp &&
     facts.code !== "FETCH_BAD_PORT" &&
     !(provider === "provider-a" && facts.providerError === "insufficient_quota");
   // The provider's wait (its rate limit, an overload) is the client's: retrying sooner fails again.
   const wait = retryable ? providerRetryAfter(error.responseHeaders, error.responseBody) : null;
-  const message =
-    providerStatus === null
+  const message = notHttp
+    ? "The provider's answer could not be read as HTTP"
+    : providerStatus === null
       ? "The provider could not be reached"
       : `The provider failed to ${what} (status ${providerStatus})`;
   return new GatewayError(
@@ -136,6 +140,23 @@ export function apiCallFailure(
 function unreadableAnswer(error: Error, providerStatus: number | null): boolean {
   if (providerStatus === null || providerStatus < 200 || providerStatus > 299) return false;
   return causeWhere(error.cause, (cause) => cause.name === "AI_JSONParseError") !== undefined;
+}
+
+/**
+ * Whether the provider's server answered with something that is not HTTP (llhttp's
+ * HTTPParserError: a base URL on another protocol's port, such as an SSH banner) or a head undici
+ * will not read (over its 16 KiB): the AI SDK calls it a network error ("Cannot connect to API"),
+ * retryable, but the same server answers the same way on every try. The proxy says the same
+ * (src/proxy/forward.ts).
+ */
+function notHttpAnswer(error: Error): boolean {
+  return (
+    causeWhere(
+      error,
+      (cause) =>
+        cause.name === "HTTPParserError" || (cause as { code?: unknown }).code === "UND_ERR_HEADERS_OVERFLOW",
+    ) !== undefined
+  );
 }
 
 /** The statuses the providers answer an unknown or retired model with. */

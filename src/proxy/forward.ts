@@ -233,15 +233,25 @@ function failed(
   };
 }
 
-/** Maps a failure to reach the provider onto the error table; retry advice goes in Retry-After. */
+/**
+ * Maps a failure to reach the provider onto the error table; retry advice goes in Retry-After. A
+ * provider not reached, or that closed the connection, may answer the next try: retryable, after a
+ * second. An answer that is not HTTP (or HTTP Sluice will not read) comes back the same on every
+ * try, as a base URL naming another protocol's port does: not retryable, and no Retry-After to
+ * retry on, until the operator mends the base URL or the server.
+ */
 function upstreamError(error: unknown, provider: ProviderId): GatewayError {
   const code = (error as { code?: unknown }).code;
   if (isUpstreamTimeoutCode(code)) return providerTimeout(error, provider);
-  return new GatewayError("PROVIDER_ERROR", upstreamFailure(error, code), {
+  const message = upstreamFailure(error, code);
+  // undici reports a head announcing a body the connection then lacks (`connection: close`) as a
+  // content-length mismatch, as it reports two content-lengths: the one may be a cut, so retryable.
+  const retryable = message !== notHttp || code === "UND_ERR_RES_CONTENT_LENGTH_MISMATCH";
+  return new GatewayError("PROVIDER_ERROR", message, {
     cause: error,
     provider,
-    headers: { "retry-after": "1" },
-    details: { retryable: true },
+    ...(retryable ? { headers: { "retry-after": "1" } } : {}),
+    details: { retryable },
   });
 }
 

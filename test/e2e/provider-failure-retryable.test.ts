@@ -2,6 +2,7 @@ import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import type { ProviderId } from "../../src/providers/provider-id.js";
 import { type FakeUpstream, type ProgrammedResponse, startFakeUpstream } from "../fakes/fake-upstream.js";
 import { tinyPng } from "../fakes/fake-upstream-responses.js";
+import { startLocalTcpServer } from "../support/local-server.js";
 import { refusedPort } from "../support/refused-port.js";
 import {
   createTestProject,
@@ -187,5 +188,56 @@ describe("details.retryable on every provider failure", () => {
     expect(error.message).toMatch(each.message);
     expect(typeof error.details?.retryable).toBe("boolean");
     expect(error.details?.retryable).toBe(each.retryable);
+  });
+});
+
+/**
+ * A base URL naming a server that speaks another protocol (an SSH port, say): no try ever gets an
+ * HTTP answer, so the structured and image endpoints say so, not retryable, as the proxy does
+ * (docs/proxy.md), and no longer "could not be reached", retryable, as for a provider down.
+ */
+describe("a provider whose server does not speak HTTP", () => {
+  let upstream: { port: number; close(): Promise<void> };
+  let sluice: TestGateway;
+  const projects = {} as Record<ProviderId, TestProject>;
+
+  beforeAll(async () => {
+    upstream = await startLocalTcpServer((socket) =>
+      socket.once("data", () => socket.end("SSH-2.0-OpenSSH_9.2\r\n")),
+    );
+    const url = `http://127.0.0.1:${upstream.port}`;
+    sluice = await startTestGateway({
+      providerABaseUrl: `${url}/v1`,
+      providerBBaseUrl: `${url}/v1`,
+      providerCBaseUrl: `${url}/v1beta`,
+    });
+    for (const provider of ["provider-a", "provider-b", "provider-c"] as const)
+      projects[provider] = await createTestProject(sluice.gateway, { provider, outputSchema: schema });
+  });
+  afterAll(async () => {
+    await sluice?.close();
+    await upstream?.close();
+  });
+
+  it.each([
+    ["text", "provider-a"],
+    ["text", "provider-b"],
+    ["text", "provider-c"],
+    ["image", "provider-a"],
+    ["image", "provider-c"],
+  ] as const)("/v1/%s on %s: 502, not retryable, no Retry-After", async (route, provider) => {
+    const project = projects[provider];
+    const response = await fetch(`${sluice.url}/v1/${route}/${project.projectId}`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${project.bearer(provider)}`, "content-type": "application/json" },
+      body: JSON.stringify(route === "text" ? { text: "x" } : { prompt: "a lighthouse" }),
+    });
+    expect(response.status).toBe(502);
+    expect(response.headers.get("retry-after")).toBeNull();
+    expect(((await response.json()) as { error: unknown }).error).toMatchObject({
+      code: "PROVIDER_ERROR",
+      message: "The provider's answer could not be read as HTTP",
+      details: { providerStatus: null, retryable: false },
+    });
   });
 });

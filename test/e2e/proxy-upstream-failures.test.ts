@@ -32,19 +32,22 @@ async function rawUpstream(
   };
 }
 
-/** The 502 a client gets says what went wrong before the provider's answer began. */
+const notHttp = "The provider's answer could not be read as HTTP";
+const closed = "The provider closed the connection before answering";
+
+/**
+ * The 502 a client gets says what went wrong before the provider's answer began, and whether the
+ * same call may pass later: a provider not reached or that closed the connection may answer the
+ * next try (retryable, `Retry-After: 1`); an answer that is not HTTP, or HTTP Sluice will not
+ * read, comes back the same on every try (a server on the wrong port, a middlebox): not retryable,
+ * no `Retry-After`, until the base URL or the server is mended. undici reports a head announcing a
+ * body the connection then lacks (`connection: close`) as a content-length mismatch, as it does two
+ * content-lengths: the one error may be a cut, so it stays retryable.
+ */
 describe("proxied call that fails before the provider's answer", () => {
   const cases = [
-    [
-      "not HTTP",
-      (socket: Socket) => socket.end("SSH-2.0-OpenSSH_9.2\r\n"),
-      "The provider's answer could not be read as HTTP",
-    ],
-    [
-      "closed on the request",
-      (socket: Socket) => socket.destroy(),
-      "The provider closed the connection before answering",
-    ],
+    ["not HTTP", (socket: Socket) => socket.end("SSH-2.0-OpenSSH_9.2\r\n"), notHttp, false],
+    ["closed on the request", (socket: Socket) => socket.destroy(), closed, true],
     // RFC 9110 15.2 has a client parse a 1xx it did not ask for; undici refuses an unasked 100 or
     // 101 (Sluice sends no `Expect` and no `Upgrade`) and closes the connection itself.
     [
@@ -53,13 +56,15 @@ describe("proxied call that fails before the provider's answer", () => {
         socket.write(
           "HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 2\r\n\r\n{}",
         ),
-      "The provider's answer could not be read as HTTP",
+      notHttp,
+      false,
     ],
     [
       "switching protocols unasked",
       (socket: Socket) =>
         socket.write("HTTP/1.1 101 Switching Protocols\r\nconnection: upgrade\r\nupgrade: h2c\r\n\r\n"),
-      "The provider's answer could not be read as HTTP",
+      notHttp,
+      false,
     ],
     // Sluice offers no transfer coding but chunked (it sends no `TE`, RFC 9110 10.1.4), and undici
     // undoes none other: forwarded, the body would reach the client still gzipped, with nothing
@@ -78,7 +83,26 @@ describe("proxied call that fails before the provider's answer", () => {
           ]),
         );
       },
-      "The provider's answer could not be read as HTTP",
+      notHttp,
+      false,
+    ],
+    // A 200's head and then the connection closed before the body it announced: a cut. With
+    // `connection: close`, undici calls it a content-length mismatch, as it calls two content-lengths.
+    [
+      "cutting the body it announced, connection: close",
+      (socket: Socket) =>
+        socket.end(
+          "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 100\r\nconnection: close\r\n\r\n",
+        ),
+      notHttp,
+      true,
+    ],
+    [
+      "cutting the body it announced, kept alive",
+      (socket: Socket) =>
+        socket.end("HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 100\r\n\r\n"),
+      closed,
+      true,
     ],
   ] as const;
   const upstreams: Array<{ url: string; close(): Promise<void> }> = [];
@@ -98,19 +122,20 @@ describe("proxied call that fails before the provider's answer", () => {
   });
 
   it.each([
-    ...cases.map(([name, , message], index) => [name, index, message] as const),
-    ["not reached", cases.length, "The provider could not be reached"] as const,
+    ...cases.map(([name, , message, retryable], index) => [name, index, message, retryable] as const),
+    ["not reached", cases.length, "The provider could not be reached", true] as const,
   ])(
     "answers 502 naming what happened when the provider is %s, with its row",
-    async (_name, index, message) => {
+    async (_name, index, message, retryable) => {
       const sluice = gateways[index]!;
       const project = await createTestProject(sluice.gateway);
       const response = await proxiedChat(sluice.url, project);
       expect(response.status).toBe(502);
-      expect(response.headers.get("retry-after")).toBe("1");
+      expect(response.headers.get("retry-after")).toBe(retryable ? "1" : null);
       expect(((await response.clone().json()) as { error: unknown }).error).toMatchObject({
         code: "PROVIDER_ERROR",
         message,
+        details: { retryable },
       });
       expect(await usageRowOf(sluice.gateway, response)).toMatchObject({
         status: 502,
