@@ -8,10 +8,12 @@ import { createUrlSigner } from "../images/signed-url.js";
 import { createLogger } from "../observability/logger.js";
 import { type ImageRouteDeps, registerImageRoutes } from "./image-routes.js";
 import { Router } from "./router.js";
+import { sendError } from "./send.js";
 
 /**
  * GET /v1/vault/* alone, served over real HTTP by a bare router (no app around it), for a vault file
- * the test makes: its `open` answers `file`. Returns its URL for `path`, and the log lines written.
+ * the test makes: its `open` answers `file`. A thrown error is answered as the app answers it (the
+ * envelope, or the answer cut once begun). Returns its URL for `path`, and the log lines written.
  */
 async function serveVault(file: VaultFile, vaultReadWindows?: ImageRouteDeps["vaultReadWindows"]) {
   const signer = createUrlSigner(randomBytes(32));
@@ -38,40 +40,64 @@ async function serveVault(file: VaultFile, vaultReadWindows?: ImageRouteDeps["va
     const path = url.slice(0, queryAt);
     const lookup = router.find(request.method ?? "GET", path);
     if (lookup.kind !== "found") throw new Error(`no route for ${path}`);
-    void lookup.handler({
-      request,
-      response,
-      params: lookup.params,
-      requestId: "req-vault-1",
-      startedAt: performance.now(),
-      clientIp: "127.0.0.1",
-      path,
-      query: url.slice(queryAt + 1),
-      writesOwnHeaders: false,
-      corsHeaders: null,
-    });
+    response.setHeader("x-request-id", "req-vault-1");
+    void (async () => {
+      try {
+        await lookup.handler({
+          request,
+          response,
+          params: lookup.params,
+          requestId: "req-vault-1",
+          startedAt: performance.now(),
+          clientIp: "127.0.0.1",
+          path,
+          query: url.slice(queryAt + 1),
+          writesOwnHeaders: false,
+          corsHeaders: null,
+        });
+      } catch (error) {
+        sendError(response, error, "req-vault-1");
+      }
+    })();
   });
   const path = "team1/generated-images/prj_1/2026/01/01/a.png";
   return { server, lines, url: signer.sign(server.url, path, 60) };
 }
 
 /** What a GET of `url` got: its status and the bytes before the answer ended or was cut. */
-function get(url: string): Promise<{ status: number; bytes: number; cut: boolean }> {
+async function get(
+  url: string,
+  headers: Record<string, string> = {},
+): Promise<{ status: number; bytes: number; cut: boolean }> {
+  const { status, bytes, cut } = await getWhole(url, headers);
+  return { status, bytes: bytes.length, cut };
+}
+
+/** What a GET of `url` got: its status, headers, and the bytes before the answer ended or was cut. */
+function getWhole(
+  url: string,
+  headers: Record<string, string> = {},
+): Promise<{ status: number; headers: Record<string, unknown>; bytes: Buffer; cut: boolean }> {
   return new Promise((resolve, reject) => {
-    httpRequest(url, (response) => {
-      let bytes = 0;
-      response.on("data", (chunk: Buffer) => {
-        bytes += chunk.length;
-      });
-      response.once("end", () => resolve({ status: response.statusCode ?? 0, bytes, cut: false }));
-      response.once("error", () => resolve({ status: response.statusCode ?? 0, bytes, cut: true }));
+    httpRequest(url, { headers }, (response) => {
+      const chunks: Buffer[] = [];
+      response.on("data", (chunk: Buffer) => chunks.push(chunk));
+      const done = (cut: boolean) =>
+        resolve({
+          status: response.statusCode ?? 0,
+          headers: response.headers,
+          bytes: Buffer.concat(chunks),
+          cut,
+        });
+      response.once("end", () => done(false));
+      response.once("error", () => done(true));
     })
       .once("error", reject)
       .end();
   });
 }
 
-/** A file of `size` bytes whose read fails (EIO) after its first `good` bytes. */
+/** A file of `size` bytes whose read fails (EIO) after its first `good` bytes (none: on its first read). */
 function failingFile(size: number, good: number): VaultFile & { closed: boolean } {
   const file = {
     size,
@@ -81,7 +107,7 @@ function failingFile(size: number, good: number): VaultFile & { closed: boolean 
       let sent = false;
       return new Readable({
         read() {
-          if (!sent) {
+          if (!sent && good > 0) {
             sent = true;
             this.push(Buffer.alloc(good, 1));
           } else
@@ -191,4 +217,46 @@ describe("GET /v1/vault/* when the file fails to read in the middle of its answe
     expect(await get(url)).toEqual({ status: 200, bytes: 5000, cut: false });
     expect(lines).toEqual([]);
   });
+});
+
+describe("GET /v1/vault/* when the file fails to read before its answer begins", () => {
+  let close: (() => Promise<void>) | null = null;
+  afterEach(async () => {
+    await close?.();
+    close = null;
+  });
+
+  // A read that fails on its first chunk (EIO, EISDIR) leaves the answer unbegun: the client is owed
+  // the 503 an open that fails gets, not a closed connection.
+  it.each([
+    ["the whole file", {}],
+    ["a range", { range: "bytes=10-99" }],
+  ])(
+    "answers 503 SERVICE_UNAVAILABLE, retryable, with Retry-After, for %s, and closes the file",
+    async (_, headers) => {
+      const file = failingFile(100_000, 0);
+      const { server, lines, url } = await serveVault(file);
+      close = server.close;
+      const answer = await getWhole(url, headers);
+      expect(answer.cut).toBe(false);
+      expect(answer.status).toBe(503);
+      expect(answer.headers["retry-after"]).toBe("5");
+      expect(answer.headers["content-type"]).toBe("application/json; charset=utf-8");
+      expect(answer.headers["x-request-id"]).toBe("req-vault-1");
+      // Nothing of the file's answer: a 503 that says a max-age, a tag or a range could be kept.
+      for (const name of ["etag", "last-modified", "cache-control", "content-range", "accept-ranges"])
+        expect(answer.headers[name]).toBeUndefined();
+      expect(JSON.parse(answer.bytes.toString())).toEqual({
+        error: {
+          code: "SERVICE_UNAVAILABLE",
+          message: "The image vault could not read this file",
+          requestId: "req-vault-1",
+          details: { retryable: true },
+        },
+      });
+      expect(file.closed).toBe(true);
+      // Logged as the app logs every 503 of a dependency (`vault call failed`), not as a cut answer.
+      expect(lines.filter((line) => line.msg === "vault read failed")).toEqual([]);
+    },
+  );
 });

@@ -1,5 +1,5 @@
 import type { IncomingHttpHeaders } from "node:http";
-import { pipeline } from "node:stream";
+import { pipeline, type Readable } from "node:stream";
 import { GatewayError } from "../errors.js";
 import { generateImages, type ImageGenerationDeps, imageModelFor } from "../images/generate-image.js";
 import { parseImageRequest } from "../images/image-request.js";
@@ -90,28 +90,22 @@ export function registerImageRoutes(router: Router, deps: ImageRouteDeps): void 
           verdict === "expired" ? "This vault URL has expired" : "This vault URL is not valid",
         );
       const file = await local.open(path).catch((error: unknown) => {
-        // The vault's directory is a dependency that failed, as when storing: 503, logged by its
-        // code and message (the file's path at most; the route, not the URL, so no signature).
-        throw new GatewayError("SERVICE_UNAVAILABLE", "The image vault could not read this file", {
-          cause: error,
-          headers: { "retry-after": "5" },
-          dependency: "vault",
-          details: { retryable: true },
-        });
+        throw unreadable(error);
       });
       if (!file) throw new GatewayError("NOT_FOUND", "No such vault object");
       const maxAge = vaultMaxAgeSeconds(Number(search.get("expires")), deps.now().getTime());
       // A file is never rewritten (a new image gets a new name): its size and time name its bytes,
       // so a client whose copy is stale (past its max-age) revalidates it instead of fetching it.
       const etag = `"${Math.trunc(file.modified.getTime()).toString(16)}-${file.size.toString(16)}"`;
-      setHeaders(response, {
+      const fileHeaders = {
         "accept-ranges": "bytes",
         "cache-control": `private, max-age=${maxAge}`,
         etag,
         "last-modified": file.modified.toUTCString(),
         // Served from Sluice's origin: a browser must take it for the image type it says, never sniff.
         "x-content-type-options": "nosniff",
-      });
+      };
+      setHeaders(response, fileHeaders);
       closeIfBodyUnread(response);
       if (notModified(request.headers, etag, file.modified)) {
         await file.close();
@@ -140,17 +134,74 @@ export function registerImageRoutes(router: Router, deps: ImageRouteDeps): void 
         response.end();
         return;
       }
+      // A read that fails before its first chunk (EIO, EISDIR) leaves the answer unbegun: it is the
+      // 503 of a file that cannot be read, without the file's headers (a max-age on it could keep
+      // it), the file closed (the failed stream is destroyed).
+      const body = file.stream(range ?? undefined);
+      await firstChunk(body).catch((error: unknown) => {
+        for (const name of [...Object.keys(fileHeaders), "content-type", "content-length", "content-range"])
+          response.removeHeader(name);
+        throw unreadable(error);
+      });
       // Streamed as the client takes it: the file is never held whole, however many clients read it
       // slowly at once. A client that leaves, or a file that fails to read once the answer is under
       // way, ends it cut short (pipeline destroys both), with the file closed. The answer has begun,
       // so no 503 can say it: the read's failure is logged (a client that left is none), once per
       // error code and window, the others of the window counted (createVaultReadLog).
-      pipeline(file.stream(range ?? undefined), response, (error) => {
+      pipeline(body, response, (error) => {
         if (!error || (error as NodeJS.ErrnoException).code === "ERR_STREAM_PREMATURE_CLOSE") return;
         logReadFailure(error, path, requestId);
       });
     });
   }
+}
+
+/**
+ * A vault file that cannot be read (its open, or its first read): the vault's directory is a
+ * dependency that failed, as when storing: 503, logged by its code and message (the file's path at
+ * most; the route, not the URL, so no signature).
+ */
+function unreadable(error: unknown): GatewayError {
+  return new GatewayError("SERVICE_UNAVAILABLE", "The image vault could not read this file", {
+    cause: error,
+    headers: { "retry-after": "5" },
+    dependency: "vault",
+    details: { retryable: true },
+  });
+}
+
+/**
+ * Resolves once `stream` has its first chunk, which it keeps (put back, to be read first), or has
+ * ended or closed without one (its pipeline says so); rejects with its error if it fails first.
+ * The stream is left paused. Its error listener stays: an error in the ticks before the caller's
+ * pipeline takes the stream would otherwise be thrown (a settled promise ignores it; the pipeline
+ * gets it from the stream's state).
+ */
+function firstChunk(stream: Readable): Promise<void> {
+  return new Promise((resolve, reject) => {
+    const stop = () => {
+      stream.off("data", onData);
+      stream.off("end", onEnd);
+      stream.off("close", onEnd);
+    };
+    const onData = (chunk: Buffer) => {
+      stop();
+      stream.pause();
+      stream.unshift(chunk);
+      resolve();
+    };
+    const onEnd = () => {
+      stop();
+      resolve();
+    };
+    stream.on("data", onData);
+    stream.once("error", (error) => {
+      stop();
+      reject(error);
+    });
+    stream.once("end", onEnd);
+    stream.once("close", onEnd);
+  });
 }
 
 /**
