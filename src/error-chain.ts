@@ -22,8 +22,13 @@ export function* errorChain(error: unknown, depth = 0): Generator<Error> {
   yield* errorChain(error.cause, depth + 1);
 }
 
+/** The first error of `error`'s chain (errorChain) that `test` picks. */
+export function firstInChain(error: unknown, test: (each: Error) => boolean): Error | undefined {
+  for (const each of errorChain(error)) if (test(each)) return each;
+  return undefined;
+}
+
 /** True when `test` holds for an error of `error`'s chain (errorChain). */
 export function someInChain(error: unknown, test: (each: Error) => boolean): boolean {
-  for (const each of errorChain(error)) if (test(each)) return true;
-  return false;
+  return firstInChain(error, test) !== undefined;
 }

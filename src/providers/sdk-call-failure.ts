@@ -1,4 +1,4 @@
-import { errorChain } from "../error-chain.js";
+import { firstInChain, someInChain } from "../error-chain.js";
 import { GatewayError } from "../errors.js";
 import { providerFailureFacts } from "../observability/provider-failure-log.js";
 import { shutdownNotice } from "../usage/model-catalogue.js";
@@ -6,6 +6,9 @@ import { ProviderResponseTooLarge } from "./provider-fetch.js";
 import type { ProviderId } from "./provider-id.js";
 import { providerRefusal, type RefusalReason, refusalOfFailedCall } from "./provider-refusal.js";
 import { providerRetryAfter } from "./provider-retry-after.js";
+
+/** The message of a provider failure whose answer is not HTTP: the proxies' and the AI SDK routes'. */
+export const notHttpMessage = "The provider's answer could not be read as HTTP";
 
 /** undici's codes for a provider that took too long once connected: 504 on every route. */
 const timeoutCodes = new Set(["UND_ERR_HEADERS_TIMEOUT", "UND_ERR_BODY_TIMEOUT"]);
@@ -23,25 +26,18 @@ export function providerTimeout(cause: unknown, provider: ProviderId): GatewayEr
   });
 }
 
-/** The first of `error` and its causes (the SDK wraps fetch's error, which wraps undici's) that `test` picks. */
-function causeWhere(error: unknown, test: (cause: Error) => boolean): Error | undefined {
-  for (const each of errorChain(error)) if (test(each)) return each;
-  return undefined;
-}
-
 /**
  * Whether an AI SDK call failed for lack of time: its deadline fired (an AbortError or
  * TimeoutError), or undici gave up waiting for the provider's headers or body.
  */
 export function isProviderTimeout(error: unknown): boolean {
-  return (
-    causeWhere(
-      error,
-      (cause) =>
-        cause.name === "AbortError" ||
-        cause.name === "TimeoutError" ||
-        isUpstreamTimeoutCode((cause as { code?: unknown }).code),
-    ) !== undefined
+  // Along the causes: the SDK wraps fetch's error, which wraps undici's.
+  return someInChain(
+    error,
+    (cause) =>
+      cause.name === "AbortError" ||
+      cause.name === "TimeoutError" ||
+      isUpstreamTimeoutCode((cause as { code?: unknown }).code),
   );
 }
 
@@ -53,7 +49,7 @@ export function isProviderTimeout(error: unknown): boolean {
  * the gateway's, not the provider's).
  */
 export function responseTooLargeFailure(error: unknown, provider: ProviderId): GatewayError | null {
-  const tooLarge = causeWhere(error, (cause) => cause instanceof ProviderResponseTooLarge);
+  const tooLarge = firstInChain(error, (cause) => cause instanceof ProviderResponseTooLarge);
   return tooLarge === undefined
     ? null
     : new GatewayError("PROVIDER_ERROR", tooLarge.message, {
@@ -108,7 +104,7 @@ export function apiCallFailure(
   // The provider's wait (its rate limit, an overload) is the client's: retrying sooner fails again.
   const wait = retryable ? providerRetryAfter(error.responseHeaders, error.responseBody) : null;
   const message = notHttp
-    ? "The provider's answer could not be read as HTTP"
+    ? notHttpMessage
     : providerStatus === null
       ? "The provider could not be reached"
       : `The provider failed to ${what} (status ${providerStatus})`;
@@ -139,7 +135,7 @@ export function apiCallFailure(
  */
 function unreadableAnswer(error: Error, providerStatus: number | null): boolean {
   if (providerStatus === null || providerStatus < 200 || providerStatus > 299) return false;
-  return causeWhere(error.cause, (cause) => cause.name === "AI_JSONParseError") !== undefined;
+  return someInChain(error.cause, (cause) => cause.name === "AI_JSONParseError");
 }
 
 /**
@@ -150,12 +146,10 @@ function unreadableAnswer(error: Error, providerStatus: number | null): boolean 
  * (src/proxy/forward.ts).
  */
 function notHttpAnswer(error: Error): boolean {
-  return (
-    causeWhere(
-      error,
-      (cause) =>
-        cause.name === "HTTPParserError" || (cause as { code?: unknown }).code === "UND_ERR_HEADERS_OVERFLOW",
-    ) !== undefined
+  return someInChain(
+    error,
+    (cause) =>
+      cause.name === "HTTPParserError" || (cause as { code?: unknown }).code === "UND_ERR_HEADERS_OVERFLOW",
   );
 }
 

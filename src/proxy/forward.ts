@@ -3,7 +3,7 @@ import { type Dispatcher, Pool } from "undici";
 import { GatewayError, isGatewayError } from "../errors.js";
 import type { ProviderAdapter } from "../providers/provider-adapter.js";
 import type { ProviderId } from "../providers/provider-id.js";
-import { isUpstreamTimeoutCode, providerTimeout } from "../providers/sdk-call-failure.js";
+import { isUpstreamTimeoutCode, notHttpMessage, providerTimeout } from "../providers/sdk-call-failure.js";
 import { emptyUsage, type TokenUsage } from "../usage/token-usage.js";
 import { type BackgroundRun, backgroundRowId } from "./background-run.js";
 import { type GeneratedImages, generatedImages } from "./generated-images.js";
@@ -246,7 +246,7 @@ function upstreamError(error: unknown, provider: ProviderId): GatewayError {
   const message = upstreamFailure(error, code);
   // undici reports a head announcing a body the connection then lacks (`connection: close`) as a
   // content-length mismatch, as it reports two content-lengths: the one may be a cut, so retryable.
-  const retryable = message !== notHttp || code === "UND_ERR_RES_CONTENT_LENGTH_MISMATCH";
+  const retryable = message !== notHttpMessage || code === "UND_ERR_RES_CONTENT_LENGTH_MISMATCH";
   return new GatewayError("PROVIDER_ERROR", message, {
     cause: error,
     provider,
@@ -263,24 +263,23 @@ function upstreamError(error: unknown, provider: ProviderId): GatewayError {
  */
 function upstreamFailure(error: unknown, code: unknown): string {
   // llhttp's errors carry an `HPE_` code, except the first line's, which undici checks itself.
-  if ((error as { name?: unknown }).name === "HTTPParserError") return notHttp;
+  if ((error as { name?: unknown }).name === "HTTPParserError") return notHttpMessage;
   if (typeof code === "string") {
     if (
       code === "UND_ERR_HEADERS_OVERFLOW" ||
       code === "UND_ERR_RES_CONTENT_LENGTH_MISMATCH" ||
       code === "SLUICE_UNOFFERED_TRANSFER_CODING"
     )
-      return notHttp;
+      return notHttpMessage;
     // undici closes the connection itself on an answer it will not read (its `SocketError`s "bad
     // response" and "bad upgrade"): an interim 100 or a 101 Sluice did not ask for (no `Expect`, no
     // `Upgrade`), or an answer to no request. The provider did not close it.
     if (code === "UND_ERR_SOCKET" && undiciRefusals.has((error as { message?: unknown }).message as string))
-      return notHttp;
+      return notHttpMessage;
     if (code === "UND_ERR_SOCKET" || code === "ECONNRESET" || code === "EPIPE")
       return "The provider closed the connection before answering";
   }
   return "The provider could not be reached";
 }
 
-const notHttp = "The provider's answer could not be read as HTTP";
 const undiciRefusals = new Set(["bad response", "bad upgrade"]);
