@@ -72,10 +72,7 @@ export function createApp(deps: AppDeps): App {
   const closing = new WeakSet<Duplex>();
   const corsPolicy = deps.cors ?? null;
   const accessLog = logger.isLevelEnabled("debug");
-  const logProviderFailure = createProviderFailureLog(
-    logger,
-    deps.suppressionWindows ? { registry: deps.suppressionWindows } : {},
-  );
+  const logProviderFailure = createProviderFailureLog(logger, { registry: deps.suppressionWindows });
 
   async function run(handler: Handler, context: RequestContext, route: string): Promise<void> {
     try {

@@ -167,7 +167,7 @@ export function createDeviceTokenVerifier(deps: DeviceTokenVerifierDeps): Device
     return createSuppressionWindows<T>({
       windowMs: warningWindowMs,
       maxKeys: 200,
-      ...(deps.suppressionWindows ? { registry: deps.suppressionWindows } : {}),
+      registry: deps.suppressionWindows,
       onSuppressed: (context, suppressed) =>
         deps.logger.warn(
           { ...(context as object), suppressed, windowMs: warningWindowMs },

@@ -51,11 +51,10 @@ const maxVaultReadKeys = 50;
 function createVaultReadLog(logger: Pick<Logger, "warn">, options: ImageRouteDeps["vaultReadWindows"] = {}) {
   const windowMs = options.windowMs ?? 10_000;
   const windows = createSuppressionWindows<{ code: string }>({
+    // The test clock and timers, and the gateway's registry, as given.
+    ...options,
     windowMs,
     maxKeys: maxVaultReadKeys,
-    ...(options.now ? { now: options.now } : {}),
-    ...(options.schedule ? { schedule: options.schedule } : {}),
-    ...(options.registry ? { registry: options.registry } : {}),
     onSuppressed: ({ code }, suppressed) =>
       logger.warn(
         { dependency: "vault", code, route: vaultRoute, suppressed, windowMs },

@@ -60,11 +60,10 @@ export function createProviderFailureLog(logger: Logger, options: ProviderFailur
   };
   const subject = (failed: Failed) => (failed.field === "provider" ? "provider" : failed.name);
   const windows = createSuppressionWindows<Failed>({
+    // The test clock and timers, and the gateway's registry, as given.
+    ...options,
     windowMs,
     maxKeys,
-    ...(options.now ? { now: options.now } : {}),
-    ...(options.schedule ? { schedule: options.schedule } : {}),
-    ...(options.registry ? { registry: options.registry } : {}),
     onSuppressed: (failed, suppressed) =>
       logger.warn(
         {

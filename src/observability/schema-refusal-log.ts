@@ -33,11 +33,10 @@ const maxKeys = 1000;
 export function createSchemaRefusalLog(logger: Logger, options: SchemaRefusalLogOptions = {}) {
   const windowMs = options.windowMs ?? 60_000;
   const windows = createSuppressionWindows<SchemaRefusalFacts>({
+    // The test clock and timers, and the gateway's registry, as given.
+    ...options,
     windowMs,
     maxKeys,
-    ...(options.now ? { now: options.now } : {}),
-    ...(options.schedule ? { schedule: options.schedule } : {}),
-    ...(options.registry ? { registry: options.registry } : {}),
     onSuppressed: ({ projectId, provider, reason }, suppressed) =>
       logger.warn(
         { projectId, provider, reason, suppressed, windowMs },

@@ -50,7 +50,7 @@ export function usageRecorderReports(
   // it ends.
   const fullQueue = createSuppressionWindows<undefined>({
     windowMs: dropWindowMs,
-    ...(registry ? { registry } : {}),
+    registry,
     onSuppressed: (_, count) =>
       logger.error({ count, windowMs: dropWindowMs }, "usage queue full: more usage rows dropped"),
   });
@@ -60,7 +60,7 @@ export function usageRecorderReports(
   const refusedRows = createSuppressionWindows<RefusalReason>({
     windowMs: dropWindowMs,
     maxKeys: maxRefusalReasons,
-    ...(registry ? { registry } : {}),
+    registry,
     onSuppressed: ({ code, reason }, count) =>
       logger.error(
         { count, code, reason, windowMs: dropWindowMs },
