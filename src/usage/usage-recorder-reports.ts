@@ -4,27 +4,13 @@ import {
   createSuppressionWindows,
   type SuppressionWindowsRegistry,
 } from "../observability/suppression-windows.js";
-import type { UsageRecorderDeps } from "./usage-recorder.js";
+import { type RefusalReason, refusalKey, refusalReason, type UsageRecorderDeps } from "./usage-recorder.js";
 
 /** Distinct reasons for failed usage writes logged per outage; the attempts are all counted. */
 const maxFailureReasons = 20;
 
 /** Reasons rows were refused for whose windows are open at once; beyond them, they close at once. */
 const maxRefusalReasons = 100;
-
-/** Why the database refused a row: its error's code (a SQLSTATE, a SQLite code) and message. */
-interface RefusalReason {
-  code: string | undefined;
-  reason: string;
-}
-
-function refusalReason(error: unknown): RefusalReason {
-  const code = (error as { code?: unknown } | null)?.code;
-  return {
-    code: typeof code === "string" ? code : undefined,
-    reason: error instanceof Error ? error.message : String(error),
-  };
-}
 
 /**
  * What the usage recorder reports, as metrics and log lines: its queue depth, rows dropped (queue
@@ -91,7 +77,7 @@ export function usageRecorderReports(
     onRefused: (row, error) => {
       metrics.countUsageRowsDropped(1);
       const refusal = refusalReason(error);
-      if (refusedRows.open(`${refusal.code} ${refusal.reason}`, refusal))
+      if (refusedRows.open(refusalKey(refusal), refusal))
         logger.error({ err: error, requestId: row.request_id }, "usage row refused by the database: dropped");
     },
     onWriteFailure: (error) => {

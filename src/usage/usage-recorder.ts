@@ -236,13 +236,13 @@ export function createUsageRecorder(deps: UsageRecorderDeps): UsageRecorder {
   async function writeRowByRow(batch: UsageRecord[], batchError: unknown): Promise<boolean> {
     /** Refusals naming no value that the table was found to take other rows after, this pass. */
     const rowsOwn = new Set<string>();
-    if (refusesEveryRow(batchError)) rowsOwn.add(refusalKey(batchError));
+    if (refusesEveryRow(batchError)) rowsOwn.add(refusalKey(refusalReason(batchError)));
     for (const [index, row] of batch.entries()) {
       if (givenUp) return false;
       try {
         await deps.repository.insertBatch([row]);
       } catch (error) {
-        const known = refusesEveryRow(error) && rowsOwn.has(refusalKey(error));
+        const known = refusesEveryRow(error) && rowsOwn.has(refusalKey(refusalReason(error)));
         const kept = !known && !givenUp && (await keepsRows(error, batch.slice(index + 1)));
         if (givenUp) return false;
         if (kept) {
@@ -250,7 +250,7 @@ export function createUsageRecorder(deps: UsageRecorderDeps): UsageRecorder {
           else writeEnded();
           return failed(error);
         }
-        if (refusesEveryRow(error)) rowsOwn.add(refusalKey(error));
+        if (refusesEveryRow(error)) rowsOwn.add(refusalKey(refusalReason(error)));
         reported++;
         deps.onRefused?.(row, error);
         continue;
@@ -391,10 +391,26 @@ export function createUsageRecorder(deps: UsageRecorderDeps): UsageRecorder {
   };
 }
 
-/** A refusal's code and message: a reason the database gives alike for whatever row it refuses so. */
-function refusalKey(error: unknown): string {
+/** Why the database refused a row: its error's code (a SQLSTATE, a SQLite code) and message. */
+export interface RefusalReason {
+  code: string | undefined;
+  reason: string;
+}
+
+export function refusalReason(error: unknown): RefusalReason {
   const code = (error as { code?: unknown } | null)?.code;
-  return `${String(code)} ${error instanceof Error ? error.message : String(error)}`;
+  return {
+    code: typeof code === "string" ? code : undefined,
+    reason: error instanceof Error ? error.message : String(error),
+  };
+}
+
+/**
+ * A refusal's code and message as one key: a reason the database gives alike for whatever row it
+ * refuses so (the recorder's pass, the reports' log windows).
+ */
+export function refusalKey(refusal: RefusalReason): string {
+  return `${refusal.code} ${refusal.reason}`;
 }
 
 /**
