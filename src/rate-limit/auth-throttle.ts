@@ -4,7 +4,7 @@ import { GatewayError } from "../errors.js";
 import { addressBlock } from "../net/ip-address.js";
 import { RedisBreaker } from "../redis/redis-breaker.js";
 import { redisKeyPrefixes } from "../redis/redis-keys.js";
-import { RedisScript } from "../redis/redis-script.js";
+import { luaNotSluiceCount, RedisScript } from "../redis/redis-script.js";
 import { MemoryWindows } from "./memory-windows.js";
 import { rateLimitHeaders } from "./rate-limit-headers.js";
 
@@ -244,7 +244,7 @@ function failureCounter(options: AuthThrottleOptions): FailureCounter {
 const countScript = new RedisScript(`
 local repaired = 0
 local value = redis.pcall("GET", KEYS[1])
-if type(value) == "table" or (value and (#value > 15 or not string.find(value, "^%d+$"))) then
+if ${luaNotSluiceCount} then
   redis.call("DEL", KEYS[1])
   repaired = 1
 end

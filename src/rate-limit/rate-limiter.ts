@@ -1,7 +1,7 @@
 import type { Redis } from "ioredis";
 import { RedisBreaker } from "../redis/redis-breaker.js";
 import { redisKeyPrefixes } from "../redis/redis-keys.js";
-import { RedisScript } from "../redis/redis-script.js";
+import { luaNotSluiceCount, RedisScript } from "../redis/redis-script.js";
 import { MemoryWindows } from "./memory-windows.js";
 
 export interface RateLimitDecision {
@@ -251,7 +251,7 @@ local repaired = {}
 local admitted = 1
 for i, key in ipairs(KEYS) do
   local value = redis.pcall("GET", key)
-  if type(value) == "table" or (value and (#value > 15 or not string.find(value, "^%d+$"))) then
+  if ${luaNotSluiceCount} then
     redis.call("DEL", key)
     repaired[#repaired + 1] = i
     value = false

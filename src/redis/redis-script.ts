@@ -22,3 +22,12 @@ export class RedisScript {
     }
   }
 }
+
+/**
+ * Lua: whether `value`, a count's key read with `redis.pcall("GET", …)`, holds what Sluice never
+ * writes there: a key of another type (pcall's error table) or a string that is not a count (at
+ * most 15 digits, so a count INCR can still take). Written by another program inside the key
+ * prefix; the scripts that keep counts (the limits, the authentication throttle) delete such a key
+ * and count afresh. The same text in each, so their digests stay what they were.
+ */
+export const luaNotSluiceCount = `type(value) == "table" or (value and (#value > 15 or not string.find(value, "^%d+$")))`;
