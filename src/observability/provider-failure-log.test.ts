@@ -13,6 +13,19 @@ function refused(provider = "provider-a"): GatewayError {
   });
 }
 
+/** Provider A's answer with `statusCode`, as the AI SDK routes raise it. */
+function answered(statusCode: number): GatewayError {
+  return new GatewayError(
+    "PROVIDER_ERROR",
+    `The provider failed to process the request (status ${statusCode})`,
+    {
+      details: { retryable: statusCode >= 500 },
+      cause: Object.assign(new Error("provider's words"), { statusCode, name: "AI_APICallError" }),
+      provider: "provider-a",
+    },
+  );
+}
+
 function logged() {
   const lines: Record<string, unknown>[] = [];
   const logger = createLogger("warn", { write: (line: string) => void lines.push(JSON.parse(line)) });
@@ -228,16 +241,6 @@ describe("provider failure log", () => {
     const { lines, logger } = logged();
     const closes: (() => void)[] = [];
     const log = createProviderFailureLog(logger, { now: () => 0, schedule: (run) => void closes.push(run) });
-    const answered = (statusCode: number) =>
-      new GatewayError(
-        "PROVIDER_ERROR",
-        `The provider failed to process the request (status ${statusCode})`,
-        {
-          details: { retryable: statusCode >= 500 },
-          cause: Object.assign(new Error("provider's words"), { statusCode, name: "AI_APICallError" }),
-          provider: "provider-a",
-        },
-      );
     for (const [status, id] of [
       [429, "r1"],
       [429, "r2"],
@@ -266,16 +269,6 @@ describe("provider failure log", () => {
     const { lines, logger } = logged();
     const closes: (() => void)[] = [];
     const log = createProviderFailureLog(logger, { now: () => 0, schedule: (run) => void closes.push(run) });
-    const answered = (statusCode: number) =>
-      new GatewayError(
-        "PROVIDER_ERROR",
-        `The provider failed to process the request (status ${statusCode})`,
-        {
-          details: { retryable: statusCode >= 500 },
-          cause: Object.assign(new Error("provider's words"), { statusCode, name: "AI_APICallError" }),
-          provider: "provider-a",
-        },
-      );
     log(answered(401), "r1", "/v1/text", "prj_one");
     log(answered(401), "r2", "/v1/text", "prj_one");
     // Another project's key refused: its own line, not counted into the first project's window.
