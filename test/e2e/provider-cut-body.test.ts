@@ -4,17 +4,11 @@ import type { ProviderId } from "../../src/providers/provider-id.js";
 import { type LocalServer, startLocalServer } from "../support/local-server.js";
 import {
   createTestProject,
+  titleSchema as schema,
   startTestGateway,
   type TestGateway,
   type TestProject,
 } from "../support/test-gateway.js";
-
-const schema = {
-  type: "object",
-  properties: { title: { type: "string" } },
-  required: ["title"],
-  additionalProperties: false,
-};
 
 /** The start of an answer, as any of the providers' JSON begins; never its end. */
 const start = '{"id":"x","choices":[{"index":0,"message":{"role":"assistant","content":"{\\"title';

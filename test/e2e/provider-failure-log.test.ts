@@ -4,17 +4,11 @@ import { refusedPort } from "../support/refused-port.js";
 import {
   createTestProject,
   logLinesOf,
+  titleSchema as schema,
   startTestGateway,
   type TestGateway,
   type TestProject,
 } from "../support/test-gateway.js";
-
-const schema = {
-  type: "object",
-  properties: { title: { type: "string" } },
-  required: ["title"],
-  additionalProperties: false,
-};
 
 describe("provider failures in the log", () => {
   let sluice: TestGateway;

@@ -6,17 +6,12 @@ import { startLocalTcpServer } from "../support/local-server.js";
 import { refusedPort } from "../support/refused-port.js";
 import {
   createTestProject,
+  titleSchema as schema,
   startTestGateway,
   type TestGateway,
   type TestProject,
 } from "../support/test-gateway.js";
 
-const schema = {
-  type: "object",
-  properties: { title: { type: "string" } },
-  required: ["title"],
-  additionalProperties: false,
-};
 const cap = 64 * 1024;
 
 /** Provider A's chat completion holding `content`, finished with `finish`. */

@@ -1,14 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { providerA } from "../fakes/fake-upstream-responses.js";
 import { structuredOnEachProvider } from "../support/structured-on-each-provider.js";
-import { usageRowOf } from "../support/test-gateway.js";
-
-const schema = {
-  type: "object",
-  properties: { title: { type: "string" } },
-  required: ["title"],
-  additionalProperties: false,
-};
+import { titleSchema as schema, usageRowOf } from "../support/test-gateway.js";
 
 /** Each provider's answer when its filter stopped the output, as its API sends one (recorded shapes). */
 const filtered = {

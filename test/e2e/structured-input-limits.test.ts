@@ -4,17 +4,11 @@ import { type FakeUpstream, providerBaseUrls, startFakeUpstream } from "../fakes
 import { tinyPng } from "../fakes/fake-upstream-responses.js";
 import {
   createTestProject,
+  titleSchema as schema,
   startTestGateway,
   type TestGateway,
   type TestProject,
 } from "../support/test-gateway.js";
-
-const schema = {
-  type: "object",
-  properties: { title: { type: "string" } },
-  required: ["title"],
-  additionalProperties: false,
-};
 
 /** A PNG whose header (IHDR) says `width` x `height`, padded to `length` bytes. */
 function png(width: number, height: number, length = tinyPng.length): Buffer {

@@ -1,14 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { providerA } from "../fakes/fake-upstream-responses.js";
 import { structuredOnEachProvider } from "../support/structured-on-each-provider.js";
-import { logLinesOf, usageRowOf } from "../support/test-gateway.js";
-
-const schema = {
-  type: "object",
-  properties: { title: { type: "string" } },
-  required: ["title"],
-  additionalProperties: false,
-};
+import { logLinesOf, titleSchema as schema, usageRowOf } from "../support/test-gateway.js";
 
 /** Provider C's 429 (recorded shape): no Retry-After header, the delay in its RetryInfo. */
 const providerCQuota = (retryDelay: string) => ({

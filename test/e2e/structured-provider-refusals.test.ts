@@ -1,13 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { structuredOnEachProvider } from "../support/structured-on-each-provider.js";
-import { usageRowOf } from "../support/test-gateway.js";
-
-const schema = {
-  type: "object",
-  properties: { title: { type: "string" } },
-  required: ["title"],
-  additionalProperties: false,
-};
+import { titleSchema as schema, usageRowOf } from "../support/test-gateway.js";
 
 type Provider = "provider-a" | "provider-b" | "provider-c";
 

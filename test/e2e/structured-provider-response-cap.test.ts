@@ -3,18 +3,13 @@ import { tinyPng } from "../fakes/fake-upstream-responses.js";
 import { type LocalServer, startLocalServer } from "../support/local-server.js";
 import {
   createTestProject,
+  titleSchema as schema,
   startTestGateway,
   type TestGateway,
   type TestProject,
   usageRowOf,
 } from "../support/test-gateway.js";
 
-const schema = {
-  type: "object",
-  properties: { title: { type: "string" } },
-  required: ["title"],
-  additionalProperties: false,
-};
 const cap = 64 * 1024;
 
 const completion = JSON.stringify({

@@ -1,13 +1,11 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type LocalServer, startLocalServer } from "../support/local-server.js";
-import { createTestProject, startTestGateway, type TestGateway } from "../support/test-gateway.js";
-
-const schema = {
-  type: "object",
-  properties: { title: { type: "string" } },
-  required: ["title"],
-  additionalProperties: false,
-};
+import {
+  createTestProject,
+  titleSchema as schema,
+  startTestGateway,
+  type TestGateway,
+} from "../support/test-gateway.js";
 
 /**
  * The structured and image endpoints call providers with the configured upstream timeouts, not

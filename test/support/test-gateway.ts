@@ -13,6 +13,14 @@ import { createGatewayServer, type GatewayServer } from "../../src/server.js";
 
 export const adminToken = "test-admin-token-0123456789";
 
+/** The output schema of the structured suites: one string `title`, required, nothing else. */
+export const titleSchema = {
+  type: "object",
+  properties: { title: { type: "string" } },
+  required: ["title"],
+  additionalProperties: false,
+};
+
 export interface TestGateway {
   url: string;
   gateway: Gateway;
