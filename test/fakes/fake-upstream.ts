@@ -7,6 +7,7 @@ import {
 } from "node:http";
 import type { AddressInfo } from "node:net";
 import { brotliCompressSync, deflateSync, gzipSync } from "node:zlib";
+import { fakeFileBytes, fileContentAnswer } from "./fake-file-content.js";
 import { providerBInputRefusal, providerBPdfRefusal } from "./fake-input-refusals.js";
 import { createFakeResponsesApi } from "./fake-responses-api.js";
 import { providerBSchemaRefusal, providerCSchemaRefusal } from "./fake-schema-refusals.js";
@@ -234,6 +235,20 @@ export async function startFakeUpstream(
         ),
       );
     if (path === "/a/v1/models") return sendJson(response, 200, providerA.models());
+    // A file's content, byte ranges honoured (fake-file-content.ts); compressed when a compression is set.
+    if (
+      /^\/a\/v1\/files\/[^/]+\/content$/.test(path) &&
+      (request.method === "GET" || request.method === "HEAD")
+    ) {
+      const representation = compression === null ? fakeFileBytes : compressSync[compression](fakeFileBytes);
+      const answer = fileContentAnswer(request.headers, representation, compression);
+      response.writeHead(answer.status, {
+        ...answer.headers,
+        "content-length": String(answer.body.length),
+        "x-fake-upstream": "bytes",
+      });
+      return response.end(answer.body);
+    }
     if (path === "/a/v1/completions") {
       const includeUsage =
         (json.stream_options as { include_usage?: boolean } | undefined)?.include_usage === true;
