@@ -113,25 +113,26 @@ export type UpstreamPools = ReturnType<typeof createUpstreamPools>;
 export async function forward(pools: UpstreamPools, call: ForwardCall): Promise<ForwardResult> {
   const { adapter } = call;
   const target = adapter.target(call.path);
-  const headers = upstreamRequestHeaders(call.incomingHeaders);
+  const responses = adapter.responsesCall?.(call.method, call.path) ?? null;
+  // Only a POST makes the model do work. A GET reads a result that was already counted (a stored
+  // response or chat completion, a batch, a file of batch output, a list of them), and on every
+  // poll; but a background run's tokens are only ever reported that way (see BackgroundRun). A POST
+  // that updates or cancels a stored object and answers with it counts nothing either.
+  const metering =
+    responses ??
+    (call.method === "POST" && !adapter.answersStored?.(call.path) ? postMetering(adapter, call.path) : null);
+  // A metered answer is asked for whole: the byte-range headers stay behind (header-policy.ts).
+  const headers = upstreamRequestHeaders(call.incomingHeaders, metering !== null);
   if (call.bodyDecoded) delete headers["content-encoding"];
   adapter.inject(headers, call.providerKey);
   const { facts } = call;
   if (facts.length > 0 || (call.method !== "GET" && call.method !== "HEAD"))
     headers["content-length"] = String(facts.length);
   const query = upstreamQuery(call.query, adapter.keyQueryParameter);
-  const responses = adapter.responsesCall?.(call.method, call.path) ?? null;
   const imageCall = adapter.imageCall?.(call.method, call.path) ?? null;
   const exchange = new ProxyExchange(
     adapter.id,
-    // Only a POST makes the model do work. A GET reads a result that was already counted (a stored
-    // response or chat completion, a batch, a file of batch output, a list of them), and on every
-    // poll; but a background run's tokens are only ever reported that way (see BackgroundRun). A POST
-    // that updates or cancels a stored object and answers with it counts nothing either.
-    responses ??
-      (call.method === "POST" && !adapter.answersStored?.(call.path)
-        ? postMetering(adapter, call.path)
-        : null),
+    metering,
     adapter.streamsJson?.(call.path) ?? false,
     imageCall,
     call.usageOptionSet ?? false,

@@ -7,12 +7,15 @@ const raw = (pairs: Array<[string, string]>): Buffer[] =>
 
 describe("header policy", () => {
   it("drops the headers the client's Connection field names, which are hop-by-hop too", () => {
-    const headers = upstreamRequestHeaders({
-      connection: "keep-alive, OpenAI-Beta, x-stainless-retry-count",
-      "openai-beta": "assistants=v2",
-      "x-stainless-retry-count": "0",
-      "x-stainless-lang": "js",
-    });
+    const headers = upstreamRequestHeaders(
+      {
+        connection: "keep-alive, OpenAI-Beta, x-stainless-retry-count",
+        "openai-beta": "assistants=v2",
+        "x-stainless-retry-count": "0",
+        "x-stainless-lang": "js",
+      },
+      true,
+    );
     expect(headers).toEqual({ "x-stainless-lang": "js", "accept-encoding": "identity" });
   });
 
@@ -27,32 +30,35 @@ describe("header policy", () => {
   });
 
   it("forwards provider feature headers and drops credentials, cookies, hop-by-hop and Sluice headers", () => {
-    const headers = upstreamRequestHeaders({
-      "content-type": "application/json",
-      accept: "text/event-stream",
-      "anthropic-beta": "prompt-caching-2024-07-31",
-      "anthropic-version": "2020-01-01",
-      "openai-beta": "assistants=v2",
-      "x-stainless-lang": "js",
-      "x-client-request-id": "trace-123",
-      // The account billed is the key's, not the app's to pick.
-      "openai-organization": "org-other",
-      "openai-project": "proj_other",
-      "x-goog-user-project": "other-project",
-      authorization: "Bearer sk_sluice_x.y",
-      "x-api-key": "secret",
-      "x-goog-api-key": "secret",
-      "x-sluice-test-key": "tk",
-      "x-ai-key": "partial",
-      "x-device-token": "device",
-      "x-project-id": "p",
-      cookie: "a=b",
-      connection: "keep-alive",
-      "transfer-encoding": "chunked",
-      host: "sluice.local",
-      "x-forwarded-for": "1.2.3.4",
-      "accept-encoding": "gzip, br",
-    });
+    const headers = upstreamRequestHeaders(
+      {
+        "content-type": "application/json",
+        accept: "text/event-stream",
+        "anthropic-beta": "prompt-caching-2024-07-31",
+        "anthropic-version": "2020-01-01",
+        "openai-beta": "assistants=v2",
+        "x-stainless-lang": "js",
+        "x-client-request-id": "trace-123",
+        // The account billed is the key's, not the app's to pick.
+        "openai-organization": "org-other",
+        "openai-project": "proj_other",
+        "x-goog-user-project": "other-project",
+        authorization: "Bearer sk_sluice_x.y",
+        "x-api-key": "secret",
+        "x-goog-api-key": "secret",
+        "x-sluice-test-key": "tk",
+        "x-ai-key": "partial",
+        "x-device-token": "device",
+        "x-project-id": "p",
+        cookie: "a=b",
+        connection: "keep-alive",
+        "transfer-encoding": "chunked",
+        host: "sluice.local",
+        "x-forwarded-for": "1.2.3.4",
+        "accept-encoding": "gzip, br",
+      },
+      true,
+    );
     expect(headers).toEqual({
       "content-type": "application/json",
       accept: "text/event-stream",
@@ -73,24 +79,49 @@ describe("header policy", () => {
       // What @google/genai sends when `httpOptions.timeout` is set: the deadline, in seconds.
       "x-server-timeout": "30",
     };
-    expect(upstreamRequestHeaders(conditional)).toEqual({ ...conditional, "accept-encoding": "identity" });
+    expect(upstreamRequestHeaders(conditional, true)).toEqual({
+      ...conditional,
+      "accept-encoding": "identity",
+    });
+  });
+
+  it("forwards the client's cache directives, not HTTP/1.0's pragma that Node's fetch sends beside them", () => {
+    expect(upstreamRequestHeaders({ "cache-control": "no-cache", pragma: "no-cache" }, true)).toEqual({
+      "cache-control": "no-cache",
+      "accept-encoding": "identity",
+    });
+  });
+
+  it("forwards range and if-range only with a call whose answer is not metered", () => {
+    const ranged = { accept: "application/binary", range: "bytes=100-", "if-range": '"file-v1"' };
+    expect(upstreamRequestHeaders(ranged, false)).toEqual({ ...ranged, "accept-encoding": "identity" });
+    expect(upstreamRequestHeaders(ranged, true)).toEqual({
+      accept: "application/binary",
+      "accept-encoding": "identity",
+    });
+    // Hop-by-hop when the client's Connection names them, metered or not.
+    expect(upstreamRequestHeaders({ ...ranged, connection: "range, if-range" }, false)).toEqual({
+      accept: "application/binary",
+      "accept-encoding": "identity",
+    });
   });
 
   it("drops the SDKs' account and billing selectors, trace context, upload and Vertex headers", () => {
-    const headers = upstreamRequestHeaders({
-      "anthropic-workspace-id": "wrkspc_other",
-      "anthropic-user-profile-id": "uprof_other",
-      "anthropic-worker-id": "worker-1",
-      traceparent: "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01",
-      tracestate: "vendor=x",
-      baggage: "user=alice",
-      "x-goog-upload-protocol": "resumable",
-      "x-goog-upload-command": "start",
-      "x-vertex-ai-llm-request-type": "shared",
-      "x-goog-api-client": "google-genai-sdk/3.3.0",
-      range: "bytes=0-9",
-      "if-range": '"v1"',
-    });
+    const headers = upstreamRequestHeaders(
+      {
+        "anthropic-workspace-id": "wrkspc_other",
+        "anthropic-user-profile-id": "uprof_other",
+        "anthropic-worker-id": "worker-1",
+        traceparent: "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01",
+        tracestate: "vendor=x",
+        baggage: "user=alice",
+        "x-goog-upload-protocol": "resumable",
+        "x-goog-upload-command": "start",
+        "x-vertex-ai-llm-request-type": "shared",
+        "x-goog-api-client": "google-genai-sdk/3.3.0",
+      },
+      false,
+    );
     expect(headers).toEqual({ "accept-encoding": "identity" });
   });
 

@@ -15,8 +15,10 @@ import { keyMayBeEscaped, maskKeyInHeader } from "./reflected-key-mask.js";
  * `anthropic-workspace-id` and `anthropic-user-profile-id` (they choose the account or profile a call
  * is billed to, whose limits and models apply: the operator's choice, made with the key, never an
  * app's), the trace context (`traceparent`, `tracestate`, `baggage`: the app's trace, not a hop the
- * provider reports on), and what only calls this proxy does not forward send (`x-goog-upload-*` of
- * C's resumable uploads, `anthropic-worker-id` of a B GET, Vertex AI's `x-vertex-ai-*`).
+ * provider reports on), Node's fetch's `pragma` (below), and what only calls this proxy does not
+ * forward send (`x-goog-upload-*` of C's resumable uploads, `anthropic-worker-id` of a B GET, Vertex
+ * AI's `x-vertex-ai-*`). `range` and `if-range`, which an app adds to a download, are forwarded
+ * where Sluice does not meter the answer (below).
  */
 const forwardedRequestHeaders = new Set([
   "content-type",
@@ -39,7 +41,21 @@ const forwardedRequestHeaders = new Set([
   "if-modified-since",
   "if-match",
   "if-unmodified-since",
+  // The client's directives to the caches on the way (RFC 9111 section 5.2.1): Node's fetch, which
+  // the SDKs send with, sets `no-cache` on every conditional request (the Fetch standard's
+  // HTTP-network-or-cache fetch), so that no cache answers it from a stored copy. Its companion
+  // `pragma: no-cache` is HTTP/1.0's spelling of the same, deprecated (RFC 9111 section 5.4): dropped.
+  "cache-control",
 ]);
+/**
+ * Byte ranges (RFC 9110 section 14): a download resumed or read in part (provider A's
+ * `files/{id}/content`, `videos/{id}/content`) gets the provider's 206 or 416 as sent. Only with
+ * a call whose answer Sluice does not meter: a part of an answer that reports usage (a poll's
+ * background run, a compatible server that honoured a range on a POST) would lose or misplace it,
+ * and a server may always ignore a range and answer whole (section 14.2), so dropping it is a
+ * valid request still. `if-range` means nothing without `range` (section 13.1.5).
+ */
+const forwardedUnmeteredHeaders = new Set([...forwardedRequestHeaders, "range", "if-range"]);
 const forwardedRequestPrefixes = ["x-stainless-"];
 
 const droppedResponseHeaders = new Set([
@@ -65,11 +81,20 @@ const droppedResponseHeaders = new Set([
   "anthropic-organization-id",
 ]);
 
-export function upstreamRequestHeaders(incoming: IncomingHttpHeaders): Record<string, string> {
+/**
+ * The client's headers the provider gets (with the key and the provider's own set by the adapter).
+ * `metered`: Sluice reads the answer for usage, and the byte-range headers stay behind. One set is
+ * picked per call, so a header still costs one lookup by its name.
+ */
+export function upstreamRequestHeaders(
+  incoming: IncomingHttpHeaders,
+  metered: boolean,
+): Record<string, string> {
   const out: Record<string, string> = {};
   const hopByHop = connectionOptions(incoming.connection);
+  const forwarded = metered ? forwardedRequestHeaders : forwardedUnmeteredHeaders;
   for (const name in incoming) {
-    if ((forwardedRequestHeaders.has(name) || hasForwardedPrefix(name)) && !hopByHop?.has(name)) {
+    if ((forwarded.has(name) || hasForwardedPrefix(name)) && !hopByHop?.has(name)) {
       const value = incoming[name];
       if (typeof value === "string") out[name] = value;
       else if (Array.isArray(value)) out[name] = value.join(", ");

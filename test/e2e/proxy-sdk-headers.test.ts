@@ -46,6 +46,14 @@ const sdkHeaders: Record<string, SdkHeaders> = {
     dropped: ["authorization", "openai-organization", "openai-project", ...nodeFetch.dropped],
     replaced: nodeFetch.replaced,
   },
+  // `files.content` (a GET, no body), a download resumed: the app's `Range` and `If-Range` given as
+  // request headers, which it sends as given; forwarded because Sluice does not meter the answer.
+  // With a conditional header (`If-Range`) Node's fetch adds `Cache-Control` and `Pragma: no-cache`.
+  "openai files.content": {
+    forwarded: ["accept", "user-agent", "range", "if-range", "cache-control", ...stainless],
+    dropped: ["authorization", "pragma", ...nodeFetch.dropped],
+    replaced: nodeFetch.replaced,
+  },
   // `dangerouslyAllowBrowser`, `timeout`, `betas`, `workspace_id`, `user_profile_id` set.
   anthropic: {
     forwarded: [
@@ -127,6 +135,15 @@ describe("the official SDKs' request headers through the proxies", () => {
         { model: "gpt-4o-mini", messages: [{ role: "user", content: "Hi" }] },
         { timeout: 30_000 },
       ),
+    "openai files.content": () =>
+      new OpenAI({
+        baseURL: base("provider-a"),
+        apiKey: project.bearer("provider-a"),
+        maxRetries: 0,
+      }).files.content("file-abc", {
+        headers: { Range: "bytes=100-", "If-Range": '"file-content-v1"' },
+        timeout: 30_000,
+      }),
     anthropic: () =>
       new Anthropic({
         baseURL: base("provider-b"),
