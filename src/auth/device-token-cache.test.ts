@@ -384,6 +384,80 @@ describe.skipIf(!redisAvailable)("redis device token ledger", () => {
     expect(await ledger.remember("project-9", newDigest(), singleUse)).toBe("accepted");
   });
 
+  it("refuses a use count INCR would take but Sluice never writes (negative), leaving it as it is", async () => {
+    const breaker = new RedisBreaker(redis, 60_000);
+    const ledger = createRedisDeviceTokenLedger({ redis, breaker, keyPrefix });
+    for (const value of ["-1", "-5", "007", "1e3"]) {
+      const digest = newDigest();
+      const key = `${keyPrefix}project-9:${digest}`;
+      await redis.set(key, value, "PX", 60_000);
+      await redis.set(`${key}:verified`, String(Date.now()), "PX", 60_000);
+      for (const policy of [singleUse, longBudget]) {
+        await expect(ledger.check("project-9", digest, policy), value).rejects.toMatchObject({
+          name: "RedisKeyDataError",
+          key,
+        });
+        await expect(ledger.remember("project-9", digest, policy), value).rejects.toMatchObject({ key });
+      }
+      const stamp = (await redis.get(`${key}:verified`)) as string;
+      await expect(ledger.release("project-9", digest, stamp), value).rejects.toMatchObject({ key });
+      expect(await redis.get(key)).toBe(value);
+    }
+    expect(breaker.resting).toBe(false);
+  });
+
+  it("takes a verification time that is no count of milliseconds for an unknown one: a budget caller asks Apple again", async () => {
+    const ledger = createRedisDeviceTokenLedger({ redis, keyPrefix });
+    for (const stamp of ["inf", "nan", "1e20", ` ${Date.now()}`, "0x7fffffffffff"]) {
+      const digest = newDigest();
+      const key = `${keyPrefix}project-9:${digest}`;
+      await redis.set(key, "1", "PX", 60_000);
+      await redis.set(`${key}:verified`, stamp, "PX", 60_000);
+      expect([stamp, await ledger.check("project-9", digest, longBudget)]).toEqual([stamp, "fresh"]);
+      expect(await ledger.remember("project-9", digest, longBudget)).toBe("accepted");
+      expect(Number(await redis.get(`${key}:verified`))).toBeGreaterThan(Date.now() - 60_000);
+      expect(await ledger.check("project-9", digest, longBudget)).toBe("cached-ok");
+    }
+  });
+
+  it("gives an entry without expiry its lifetime when next used, so a single-use token is never refused for good", async () => {
+    const breaker = new RedisBreaker(redis, 60_000);
+    const ledger = createRedisDeviceTokenLedger({ redis, breaker, keyPrefix });
+    // A restore, or another program's PERSIST: Sluice never writes an entry without expiry.
+    const digest = newDigest();
+    const key = `${keyPrefix}project-9:${digest}`;
+    expect(await ledger.remember("project-9", digest, singleUse)).toBe("accepted");
+    await redis.persist(key);
+    await redis.persist(`${key}:verified`);
+    expect(await ledger.check("project-9", digest, singleUse)).toBe("replayed");
+    for (const stored of [key, `${key}:verified`]) {
+      expect(await redis.pttl(stored)).toBeGreaterThan(0);
+      expect(await redis.pttl(stored)).toBeLessThanOrEqual(lifetimeMs);
+    }
+    await sleep(lifetimeMs + 50);
+    expect(await ledger.check("project-9", digest, singleUse)).toBe("fresh");
+    expect(await ledger.remember("project-9", digest, singleUse)).toBe("accepted");
+    // A count the second verification of a token finds without expiry, and its verification time.
+    const raced = newDigest();
+    const racedKey = `${keyPrefix}project-9:${raced}`;
+    expect(await ledger.remember("project-9", raced, longBudget)).toBe("accepted");
+    await redis.persist(racedKey);
+    await redis.persist(`${racedKey}:verified`);
+    expect(await ledger.remember("project-9", raced, longBudget)).toBe("accepted");
+    for (const stored of [racedKey, `${racedKey}:verified`])
+      expect(await redis.pttl(stored)).toBeGreaterThan(9 * lifetimeMs);
+    // An entry another program wrote in another type, without expiry: refused, but not for good.
+    const foreign = newDigest();
+    const foreignKey = `${keyPrefix}project-9:${foreign}`;
+    await redis.hset(foreignKey, "field", "1");
+    await expect(ledger.check("project-9", foreign, singleUse)).rejects.toThrow(RedisKeyDataError);
+    expect(await redis.hget(foreignKey, "field")).toBe("1");
+    expect(await redis.pttl(foreignKey)).toBeGreaterThan(0);
+    await sleep(lifetimeMs + 50);
+    expect(await ledger.check("project-9", foreign, singleUse)).toBe("fresh");
+    expect(breaker.resting).toBe(false);
+  });
+
   it("rejects at once while Redis rests after hanging, instead of waiting for each command's timeout", async () => {
     const proxy = await startTcpProxy(6379);
     try {

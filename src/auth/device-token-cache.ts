@@ -2,7 +2,7 @@ import { hash } from "node:crypto";
 import type { Redis } from "ioredis";
 import { isKeyDataError, RedisBreaker } from "../redis/redis-breaker.js";
 import { redisKeyPrefixes } from "../redis/redis-keys.js";
-import { RedisScript } from "../redis/redis-script.js";
+import { luaNotSluiceCount, notSluiceCountReply, RedisScript } from "../redis/redis-script.js";
 import { decodedDeviceToken } from "./device-check-client.js";
 
 /**
@@ -231,23 +231,54 @@ function verifiedUnder(now: number, policy: DeviceTokenPolicy): number {
 }
 
 /**
+ * Lua, for the ledger's scripts: a key of the entry (KEYS) without an expiry, which Sluice never
+ * writes but a restore or another program's PERSIST may, is given the entry's lifetime (`lifetime`,
+ * ms) from now, whatever it holds, as a count without expiry gets its window's: a single-use mark
+ * (or a key another program wrote in another type) then refuses its token for that long, never for
+ * good.
+ */
+const luaExpireForever = (lifetime: string) => `for _, key in ipairs(KEYS) do
+  if redis.call("PTTL", key) == -1 then redis.call("PEXPIRE", key, ${lifetime}) end
+end`;
+
+/**
+ * Lua: refuses (`notSluiceCountReply`, a key's data error) a use count `value` that Sluice never
+ * writes (`luaNotSluiceCount`), leaving it as it is: INCR would take "-5" and count it as a first
+ * use, and refuses most of the others with an error of its own.
+ */
+const luaRefuseNoCount = `if ${luaNotSluiceCount} then return redis.error_reply("${notSluiceCountReply}") end`;
+
+/**
+ * Lua: `verifiedAt`, the verification time `value` (KEYS[2] read) holds, when it is ms as the
+ * ledger writes them (`luaNotSluiceCount`); otherwise nil or false, an unknown time ("inf" would
+ * trust an entry for good).
+ */
+const luaVerifiedAt = `local verifiedAt = not (${luaNotSluiceCount}) and tonumber(value)`;
+
+/**
  * KEYS[1] is the entry (the use count), KEYS[2] when Apple verified it (ms on Redis's clock);
  * ARGV[1] the caller's TTL in budget mode, -1 in single-use mode; ARGV[2] its `verifiedSince` (0:
- * none). Counts a use of an existing entry and returns the count; 0 when there is none, or a budget
- * caller's TTL has passed since the verification, or the verification predates ARGV[2] (or its
- * time is unknown: an entry written before it was kept), so nothing is created without a TTL and
- * an old entry is asked of Apple again.
+ * none); ARGV[3] the entry's lifetime, given to a key of it that has no expiry. Counts a use of an
+ * existing entry and returns the count (a use count Sluice never writes is refused and left as it
+ * is); 0 when there is none, or a budget caller's TTL has passed
+ * since the verification, or the verification predates ARGV[2] (or its time is unknown: an entry
+ * written before it was kept, or a time that is no ms), so nothing is created without a TTL and an
+ * old entry is asked of Apple again.
  */
 const checkScript = new RedisScript(`
 if redis.call("EXISTS", KEYS[1]) == 0 then return {0, false} end
+${luaExpireForever("ARGV[3]")}
 local stamp = redis.call("GET", KEYS[2])
 local ttl = tonumber(ARGV[1])
 if ttl >= 0 then
-  local verifiedAt = tonumber(stamp)
+  local value = stamp
+  ${luaVerifiedAt}
   local time = redis.call("TIME")
   local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
   if not verifiedAt or now - verifiedAt >= ttl or verifiedAt < tonumber(ARGV[2]) then return {0, false} end
 end
+local value = redis.call("GET", KEYS[1])
+${luaRefuseNoCount}
 return {redis.call("INCR", KEYS[1]), stamp}`);
 
 /**
@@ -255,7 +286,8 @@ return {redis.call("INCR", KEYS[1]), stamp}`);
  * lifetime. The verification time written is Redis's time, or ARGV[3] when that is later (see
  * `verifiedUnder`). Creates the entry with its lifetime as use 1. An entry a budget caller may no longer
  * trust starts again as use 1 and keeps the longer of its lifetimes; any other existing entry
- * counts one more use.
+ * counts one more use. A key of the entry without expiry gets the lifetime; a use count Sluice
+ * never writes is refused and left as it is.
  */
 const rememberScript = new RedisScript(`
 local time = redis.call("TIME")
@@ -267,9 +299,11 @@ if redis.call("SET", KEYS[1], 1, "NX", "PX", lifetime) then
   redis.call("SET", KEYS[2], verified, "PX", lifetime)
   return {1, tostring(verified)}
 end
+${luaExpireForever("lifetime")}
 local ttl = tonumber(ARGV[2])
 if ttl >= 0 then
-  local verifiedAt = tonumber(redis.call("GET", KEYS[2]))
+  local value = redis.call("GET", KEYS[2])
+  ${luaVerifiedAt}
   if not verifiedAt or now - verifiedAt >= ttl or verifiedAt < since then
     local keep = math.max(redis.call("PTTL", KEYS[1]), lifetime)
     redis.call("SET", KEYS[1], 1, "PX", keep)
@@ -277,19 +311,22 @@ if ttl >= 0 then
     return {1, tostring(verified)}
   end
 end
-local count = redis.call("INCR", KEYS[1])
-if redis.call("PTTL", KEYS[1]) < 0 then redis.call("PEXPIRE", KEYS[1], lifetime) end
-return {count, redis.call("GET", KEYS[2])}`);
+local value = redis.call("GET", KEYS[1])
+${luaRefuseNoCount}
+return {redis.call("INCR", KEYS[1]), redis.call("GET", KEYS[2])}`);
 
 /**
  * KEYS as for `checkScript`; ARGV[1] the verification time a use's script returned (its stamp).
  * Gives that use back: one less, never below zero, and only while the entry is the one the use
  * was counted on (it still exists, with that verification time), so an expired or replaced entry is
- * never brought back, nor one without a verification time. Keeps the lifetimes.
+ * never brought back, nor one without a verification time. Keeps the lifetimes. A use count Sluice
+ * never writes is refused and left as it is.
  */
 const releaseScript = new RedisScript(`
 if redis.call("GET", KEYS[2]) ~= ARGV[1] then return 0 end
-local count = tonumber(redis.call("GET", KEYS[1]))
+local value = redis.call("GET", KEYS[1])
+${luaRefuseNoCount}
+local count = tonumber(value)
 if not count or count <= 0 then return 0 end
 redis.call("DECR", KEYS[1])
 return 1`);
@@ -312,16 +349,17 @@ export class RedisRestingError extends Error {
 
 /**
  * The rejection of a ledger call whose entry (`key`, or its `…:verified`) holds what Sluice never
- * writes there: a key of another type, or a use count that is no integer, written by another program
- * inside the key prefix. Redis answered, so it does not rest; the entry is left as it is (it may be a
- * single-use token's mark), and the caller answers for this token alone as when Redis is down. The
- * message is Redis's reply alone, never the command's arguments.
+ * writes there: a key of another type, or a use count that is none Sluice writes ("-5", "1e3": see
+ * `luaNotSluiceCount`), written by another program inside the key prefix. Redis answered, so it does
+ * not rest; the entry is left as it is (it may be a single-use token's mark) but for an expiry it
+ * lacked, and the caller answers for this token alone as when Redis is down. The message is Redis's
+ * reply alone, never the command's arguments.
  */
 export class RedisKeyDataError extends Error {
   constructor(
     /** The entry's key in Redis: project id and token digest, never the token. */
     readonly key: string,
-    /** Redis's reply (`WRONGTYPE …`), without the script's digest. */
+    /** Redis's reply (`WRONGTYPE …`, `notSluiceCountReply`), without the script's digest. */
     readonly reply: string,
   ) {
     super(`the device token ledger entry ${key} in Redis holds what Sluice did not write: ${reply}`);
@@ -336,7 +374,9 @@ export class RedisKeyDataError extends Error {
  * instance not yet updated still shares it. Every read-modify-write is one Lua script, so it is
  * atomic across instances. While the breaker rests Redis after a failure, calls reject at once
  * with `RedisRestingError` instead of waiting for a Redis that hangs. An entry another program wrote
- * in another type rejects its calls with `RedisKeyDataError`, and rests nothing.
+ * in another type, or with a use count Sluice never writes, rejects its calls with
+ * `RedisKeyDataError`, and rests nothing. A key of an entry found without expiry (a restore, a
+ * PERSIST) is given the entry's lifetime, so no entry refuses its token for good.
  */
 export function createRedisDeviceTokenLedger(options: RedisDeviceTokenLedgerOptions): DeviceTokenLedger {
   const { redis } = options;
@@ -373,21 +413,28 @@ export function createRedisDeviceTokenLedger(options: RedisDeviceTokenLedgerOpti
       return Number(uses);
     });
   };
+  /** How long an entry is kept in Redis, whole ms, at least 1 (an expiry Redis takes). */
+  const storedMs = (policy: DeviceTokenPolicy) => Math.max(1, Math.ceil(lifetimeMs(policy)));
   /** The TTL a budget caller trusts an entry for, counted from its verification; -1: single-use. */
   const trustMs = (policy: DeviceTokenPolicy) => (policy.mode === "budget" ? Math.max(0, policy.ttlMs) : -1);
 
   return {
     async check(projectId, digest, policy, receipt) {
-      const uses = await count(checkScript, projectId, digest, [trustMs(policy), sinceOf(policy)], receipt);
+      const uses = await count(
+        checkScript,
+        projectId,
+        digest,
+        [trustMs(policy), sinceOf(policy), storedMs(policy)],
+        receipt,
+      );
       return uses === 0 ? "fresh" : budgetVerdict(uses, policy, "cached-ok");
     },
     async remember(projectId, digest, policy, receipt) {
-      const lifetime = Math.max(1, Math.ceil(lifetimeMs(policy)));
       const uses = await count(
         rememberScript,
         projectId,
         digest,
-        [lifetime, trustMs(policy), sinceOf(policy)],
+        [storedMs(policy), trustMs(policy), sinceOf(policy)],
         receipt,
       );
       return uses === 1 ? "accepted" : budgetVerdict(uses, policy, "accepted");

@@ -221,6 +221,33 @@ describe.skipIf(!redisAvailable)("auth-failure throttle across instances", () =>
     expect(breaker.resting).toBe(false);
   });
 
+  it("reads and counts only what Sluice writes as a count: any other string reads as none, and the next failure counts afresh", async () => {
+    const keyPrefix = nextPrefix();
+    const redis = await readyClient();
+    const breaker = new RedisBreaker(redis, 60_000);
+    const onKeyRepaired = vi.fn();
+    const throttle = createAuthThrottle({ redis, breaker, failuresPerMinute: 2, keyPrefix, onKeyRepaired });
+    // Strings Lua's tonumber reads as a number (or INCR refuses), which INCR never writes.
+    const foreign = ["1e3", "0x10", " 7", "7 ", "007", "2.5", "-5", "inf", "nan", "9".repeat(16)];
+    const keys: string[] = [];
+    for (const [index, value] of foreign.entries()) {
+      const address = `192.0.2.${100 + index}`;
+      const key = `${keyPrefix}:ip:${address}`;
+      keys.push(key);
+      // A suspect here, so its shared count is read.
+      await fail(throttle, 1, address);
+      await redis.set(key, value);
+      expect([value, await throttle.retryAfter(address, undefined)]).toEqual([value, 0]);
+      expect(await redis.get(key)).toBe(value);
+      // The next failure is the first of a new window in Redis, never counted here instead.
+      await fail(throttle, 1, address);
+      expect([value, await redis.get(key)]).toEqual([value, "1"]);
+      expect(await redis.pttl(key)).toBeGreaterThan(55_000);
+    }
+    expect(onKeyRepaired.mock.calls).toEqual(keys.map((key) => [key]));
+    expect(breaker.resting).toBe(false);
+  });
+
   it("keeps counting per instance when Redis is unreachable", async () => {
     const unreachable = await unreachableClient();
     const throttle = createAuthThrottle({

@@ -258,11 +258,14 @@ return {count, ttl, repaired}`);
 
 /**
  * Reads a count and its ms left. A count without expiry gets the window's, so it never blocks for
- * good; what is no count (another type, another string) reads as none, and the next count repairs it.
+ * good; what is no count (another type, or any string the count script would not count on, such as
+ * "1e3", " 7" or "-5", though Lua's tonumber reads it) reads as none and is left as it is: the next
+ * count repairs it.
  */
 const readScript = new RedisScript(`
 local value = redis.pcall("GET", KEYS[1])
-local count = type(value) == "string" and tonumber(value) or nil
+if ${luaNotSluiceCount} then value = false end
+local count = tonumber(value)
 local ttl = redis.call("PTTL", KEYS[1])
 if count and ttl == -1 then
   ttl = tonumber(ARGV[1])

@@ -508,6 +508,26 @@ describe.skipIf(!redisAvailable)("rate limiter on Redis, keys Sluice did not wri
     expect(onKeyRepaired).toHaveBeenCalledTimes(2);
   });
 
+  it("counts afresh over any string INCR does not write, never taking INCR's error for a failing Redis", async () => {
+    const redis = await readyClient();
+    const keyPrefix = nextPrefix();
+    const breaker = new RedisBreaker(redis, 60_000);
+    const onFallback = vi.fn();
+    const onKeyRepaired = vi.fn();
+    const limiter = createRateLimiter({ redis, breaker, keyPrefix, onFallback, onKeyRepaired });
+    // Digits INCR refuses (a leading zero) or Lua's tonumber reads, none of which INCR writes.
+    const foreign = ["007", "00", "-5", "1e3", " 7"];
+    for (const value of foreign) {
+      const key = `${keyPrefix}:project:60:${value}`;
+      await redis.set(key, value, "PX", 60_000);
+      const [decision] = await limiter.consumeAll([{ name: "project", key: value, limit: 10 }]);
+      expect([value, decision?.remaining, await redis.get(key)]).toEqual([value, 9, "1"]);
+    }
+    expect(onKeyRepaired.mock.calls).toEqual(foreign.map((value) => [`${keyPrefix}:project:60:${value}`]));
+    expect([limiter.degraded(), breaker.resting]).toEqual([false, false]);
+    expect(onFallback).not.toHaveBeenCalled();
+  });
+
   it("reports the fallback as soon as another user of the client sees Redis fail, before any decision", async () => {
     const redis = await readyClient();
     const breaker = new RedisBreaker(redis, 60_000);

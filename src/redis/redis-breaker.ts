@@ -1,10 +1,13 @@
+import { notSluiceCountReply } from "./redis-script.js";
+
 /** How one call goes: to Redis, to Redis as the probe after a rest, or around Redis. */
 export type RedisPass = "redis" | "probe" | "rest";
 
 /**
  * Whether Redis refused a command for what one key holds, not for its own state: a key of another
- * type (`WRONGTYPE`), or a string that is no integer under INCR (`ERR value is not an integer or out
- * of range`, also for an overflow). Something other than Sluice wrote that key inside its prefix;
+ * type (`WRONGTYPE`), a string that is no integer under INCR (`ERR value is not an integer or out
+ * of range`, also for an overflow), or one a script found to be no count Sluice writes
+ * (`notSluiceCountReply`). Something other than Sluice wrote that key inside its prefix;
  * Redis itself answered, so it is a data error of that key (each user decides what it does with the
  * key), never an outage that rests Redis for every user.
  */
@@ -13,7 +16,8 @@ export function isKeyDataError(error: unknown): boolean {
   return (
     error.message.startsWith("WRONGTYPE ") ||
     error.message.startsWith("ERR value is not an integer or out of range") ||
-    error.message.startsWith("ERR increment or decrement would overflow")
+    error.message.startsWith("ERR increment or decrement would overflow") ||
+    error.message.startsWith(notSluiceCountReply)
   );
 }
 

@@ -24,10 +24,20 @@ export class RedisScript {
 }
 
 /**
- * Lua: whether `value`, a count's key read with `redis.pcall("GET", …)`, holds what Sluice never
- * writes there: a key of another type (pcall's error table) or a string that is not a count (at
- * most 15 digits, so a count INCR can still take). Written by another program inside the key
- * prefix; the scripts that keep counts (the limits, the authentication throttle) delete such a key
- * and count afresh. The same text in each, so their digests stay what they were.
+ * Lua: whether `value`, a count's key read with `redis.pcall("GET", …)` (or `redis.call`), holds
+ * what Sluice never writes there: a key of another type (pcall's error table) or a string that is
+ * not a count as INCR writes it (digits, no leading zero, at most 15 so INCR can still take it).
+ * Everything else Lua's `tonumber` would read as a number ("-5", "1e3", "0x10", " 7", "007", "inf")
+ * or INCR would refuse is none. Written by another program inside the key prefix; the scripts that
+ * keep counts (the limits, the authentication throttle) delete such a key and count afresh, the
+ * throttle's read takes it for no count, and the DeviceCheck ledger's scripts leave it as it is and
+ * reply `notSluiceCountReply`.
  */
-export const luaNotSluiceCount = `type(value) == "table" or (value and (#value > 15 or not string.find(value, "^%d+$")))`;
+export const luaNotSluiceCount = `type(value) == "table" or (value and (#value > 15 or not string.find(value, "^%d+$") or string.find(value, "^0.")))`;
+
+/**
+ * The error reply (`redis.error_reply`) of a script that finds a key holding what Sluice never writes
+ * there (`luaNotSluiceCount`) and leaves it as it is: like Redis's own WRONGTYPE, a data error of that
+ * key (`isKeyDataError`), never a failure of Redis.
+ */
+export const notSluiceCountReply = "ERR value is not a count Sluice writes";

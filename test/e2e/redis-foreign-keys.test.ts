@@ -76,6 +76,45 @@ describe.skipIf(!redisServerInstalled)(
       expect(await degradedGauge()).toBe('sluice_degraded{component="redis"} 0');
     });
 
+    it("takes only what INCR writes for a count: a leading zero is counted afresh, 1e3 blocks no one", async () => {
+      const { sluice, admin, health, degradedGauge } = await started();
+      const limited = await createTestProject(sluice.gateway, { rateLimits: { perMinute: 2 } });
+      // Digits INCR refuses (a leading zero): its error was taken for Redis failing, at every request.
+      const window = `sluice:rl:project:60:${limited.projectId}`;
+      await admin.set(window, "01", "PX", 60_000);
+      expect([
+        await proxiedChatStatus(sluice.url, limited),
+        await proxiedChatStatus(sluice.url, limited),
+        await proxiedChatStatus(sluice.url, limited),
+      ]).toEqual([200, 200, 429]);
+      expect(await admin.get(window)).toBe("2");
+      // A failure makes this address a suspect here; then another program writes what Lua's
+      // tonumber reads as 1,000 failures, which the throttle's count would not count on.
+      const project = await createTestProject(sluice.gateway);
+      const wrong = {
+        projectId: project.projectId,
+        bearer: `${project.partialKeys["provider-a"]}.wrong-test-key`,
+      };
+      expect(await proxiedChatStatus(sluice.url, wrong)).toBe(401);
+      const failures = `sluice:auth:ip:127.0.0.1:project:${project.projectId}`;
+      await admin.set(failures, "1e3", "PX", 60_000);
+      expect(await proxiedChatStatus(sluice.url, project)).toBe(200);
+      expect(await proxiedChatStatus(sluice.url, wrong)).toBe(401);
+      expect(await admin.get(failures)).toBe("1");
+      expect(
+        logLinesOf(sluice)
+          .filter(
+            (line) => line.level === "warn" && ("redisKey" in line || String(line.msg).includes("Redis")),
+          )
+          .map((line) => line.redisKey ?? line.msg),
+      ).toEqual([window, failures]);
+      expect(await health()).toMatchObject({
+        code: 200,
+        body: { status: "ok", checks: { redis: { status: "ok" } } },
+      });
+      expect(await degradedGauge()).toBe('sluice_degraded{component="redis"} 0');
+    });
+
     it("says the limits run per instance as soon as the failed-authentication throttle sees Redis refuse", async () => {
       const { sluice, admin, health, degradedGauge } = await started();
       const project = await createTestProject(sluice.gateway);
