@@ -90,6 +90,11 @@ export interface Gateway {
   metricsListener: MetricsListener | null;
   /** From now on /health answers 503 `stopping` (the shutdown has begun, or its delay). */
   announceStopping(): void;
+  /**
+   * Whether the REDIS_URL client's connection is ready this moment (a Redis unreachable at start
+   * is not, until it answers); undefined without REDIS_URL.
+   */
+  redisConnected(): boolean | undefined;
 }
 
 /**
@@ -461,6 +466,7 @@ export async function createGateway(config: Config, injected: Partial<Injectable
     announceStopping: () => {
       stopping = true;
     },
+    redisConnected: () => (redis ? redis.status === "ready" : undefined),
     connections: {
       addresses: connectionCap.addresses,
       openFrom: connectionCap.openFrom,

@@ -75,8 +75,12 @@ export async function serve(): Promise<void> {
       databaseAt: config.databaseUrl
         ? serviceUrlShown(config.databaseUrl)
         : resolve(sqliteFileIn(config.dataDir)),
+      // `redis` says REDIS_URL is set; `redisConnected`, whether Redis answered by now. The start
+      // waits for neither (an unreachable Redis costs it one failed connect at most).
       redis: Boolean(config.redisUrl),
-      ...(config.redisUrl ? { redisAt: serviceUrlShown(config.redisUrl) } : {}),
+      ...(config.redisUrl
+        ? { redisAt: serviceUrlShown(config.redisUrl), redisConnected: gateway.redisConnected() === true }
+        : {}),
       tls: Boolean(config.tlsCert),
       // SLUICE_MAX_CONNECTIONS in force: when unset, what the open-file limit gave (0: no cap).
       maxConnections: gateway.connections.maxTotal,

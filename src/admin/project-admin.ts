@@ -9,7 +9,7 @@ import type { KeyRepository, ProviderKeyRecord } from "../storage/key-repository
 import type { Project, ProjectRepository } from "../storage/project-repository.js";
 import type { UsageReportRow, UsageRepository } from "../storage/usage-repository.js";
 import { mapDatabaseOutages } from "./map-database-outages.js";
-import { projectIdPattern } from "./project-id.js";
+import { projectIdPattern, projectIdQuoted } from "./project-id.js";
 import type * as ProjectInput from "./project-input.js";
 import type { CreateProjectInput } from "./project-input.js";
 import {
@@ -331,7 +331,7 @@ export async function checkProjectEntry(
 }
 
 function projectNotFound(id: string): GatewayError {
-  return new GatewayError("PROJECT_NOT_FOUND", `Project ${JSON.stringify(id)} does not exist`);
+  return new GatewayError("PROJECT_NOT_FOUND", `Project ${projectIdQuoted(id)} does not exist`);
 }
 
 /** The AAD that binds a sealed server share to its project and key. */

@@ -1,6 +1,36 @@
+import { looksLikeKey } from "../observability/key-like.js";
+import { quotedStart } from "../quoted-start.js";
+
 /**
  * The form of a project id, given or generated (`prj_…`). It has no schema library behind it: the
  * gateway checks ids on every call and loads none at start (docs/decisions/0005).
  */
 export const projectIdPattern = /^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$/;
 export const projectIdRule = "must match ^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$";
+
+/**
+ * Whether an id that names no project may be a secret typed in its place: one longer than any
+ * project id (a key of any form), or one with the form of a provider key or a Sluice credential
+ * (`looksLikeKey`: provider C's keys have 39 characters, provider A's older ones 51). Such an id is
+ * never shown whole, in an answer, a usage row or the log (whose redaction takes the second kind),
+ * nor kept whole as a key of the failed-authentication throttle (in Redis, whose append-only file
+ * is written to disk).
+ */
+export function mayBeKey(id: string): boolean {
+  return id.length > 64 || looksLikeKey(id);
+}
+
+/** An id that names no project as a message quotes it: whole, or its start and length (`quotedStart`). */
+export function projectIdQuoted(id: string): string {
+  return mayBeKey(id) ? quotedStart(id) : JSON.stringify(id);
+}
+
+/**
+ * An id that names no project as a usage row records it: in printable ASCII (`?` for anything
+ * else: PostgreSQL refuses a NUL, and the whole batch with it), and only its start and length
+ * (`AIza… (39 characters)`) when it may be a key.
+ */
+export function projectIdRecorded(id: string): string {
+  const printable = (text: string) => text.replace(/[^\x20-\x7e]/g, "?");
+  return mayBeKey(id) ? `${printable(id.slice(0, 4))}… (${id.length} characters)` : printable(id);
+}

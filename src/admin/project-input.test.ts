@@ -63,6 +63,15 @@ describe("project input", () => {
     expect(create(`a${"b".repeat(64)}`)).toBe(false);
   });
 
+  it("refuses an id of a provider key's form, which answers and the log never show whole", () => {
+    const create = (id: string) =>
+      createProjectInput.safeParse({ id, name: "n", provider: "provider-a" }).success;
+    expect(create("AIzaSyD4kX9e2Qm7TzA1bC3dE5fG7hJ9kL0mN1o")).toBe(false);
+    expect(create(`sk-${"a1B2c3D4e5".repeat(4)}`)).toBe(false);
+    expect(create("sk-demo-project")).toBe(true);
+    expect(create("prj_AIzaSyD4kX9e2Qm7TzA1bC3dE5fG7hJ9kL0mN1o")).toBe(true);
+  });
+
   it("reads a usage report's + offset that an unencoded query string turned into a space back as +", () => {
     // `?from=2026-11-01T10:00:00+02:00` sent as typed arrives with a space where the + was.
     expect(usageQueryInput.parse({ from: "2026-11-01T10:00:00 02:00", to: "2026-11-02" })).toEqual({

@@ -1,5 +1,6 @@
 import { z } from "zod";
 import { teamIdPattern } from "../images/vault-store.js";
+import { looksLikeKey } from "../observability/key-like.js";
 import { providerIds } from "../providers/provider-id.js";
 import { projectIdPattern, projectIdRule } from "./project-id.js";
 
@@ -86,7 +87,16 @@ export const updateProjectInput = z.object(projectFields).partial().strict();
 /** A new project: the same fields, with `name` and `provider` required and an optional `id`. */
 export const createProjectInput = updateProjectInput
   .extend({
-    id: z.string().regex(projectIdPattern, projectIdRule).optional(),
+    // An id of a key's form would be redacted in every log line that names it, and may be a key
+    // pasted in the wrong field: it is refused (see project-id.ts).
+    id: z
+      .string()
+      .regex(projectIdPattern, projectIdRule)
+      .refine(
+        (id) => !looksLikeKey(id),
+        "must not have the form of an API key (AIza, sk-, sk_ or tk_ and 28 more characters)",
+      )
+      .optional(),
     name: projectFields.name,
     provider: projectFields.provider,
   })

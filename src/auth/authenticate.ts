@@ -1,4 +1,5 @@
 import type { IncomingHttpHeaders } from "node:http";
+import { projectIdQuoted } from "../admin/project-id.js";
 import { GatewayError } from "../errors.js";
 import type { ProviderId } from "../providers/provider-id.js";
 import { throttled } from "../rate-limit/auth-throttle.js";
@@ -424,10 +425,7 @@ export function createAuthenticator(deps: AuthenticatorDeps) {
       await deps.throttle.recordFailure(clientIp, projectId, false);
       const missing =
         refusal ??
-        new GatewayError(
-          "PROJECT_NOT_FOUND",
-          `Project ${JSON.stringify(projectId.slice(0, 64))} does not exist`,
-        );
+        new GatewayError("PROJECT_NOT_FOUND", `Project ${projectIdQuoted(projectId)} does not exist`);
       return { answer: failure(missing, null) };
     } finally {
       release?.();

@@ -587,6 +587,14 @@ describe("sluice CLI", () => {
     );
   });
 
+  it("names an unknown project id of a provider key's form by its start only", async () => {
+    // Provider C's keys have 39 characters: a well-formed project id, looked up and not found.
+    const key = "AIzaSyC0ffee-0123456789_abcdefghijklmno";
+    const result = await cli("projects", "show", key);
+    expect(result.code).toBe(1);
+    expect(result.err).toBe('error: Project "AIza…" (39 characters) does not exist\n');
+  });
+
   it.each([
     [["projects", "list", "--name", "x"], "projects list does not take --name; it takes no flags"],
     [

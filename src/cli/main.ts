@@ -1,7 +1,7 @@
 import { readFileSync } from "node:fs";
 import { type AdminContext, openAdminContext } from "../admin/admin-context.js";
 import type { ProjectAdmin } from "../admin/project-admin.js";
-import { projectIdPattern, projectIdRule } from "../admin/project-id.js";
+import { projectIdPattern, projectIdQuoted, projectIdRule } from "../admin/project-id.js";
 import {
   addProviderKeyInput,
   createProjectInput,
@@ -15,7 +15,6 @@ import { resealedUnderCurrentKey } from "../auth/master-key-reseal.js";
 import { ConfigError, loadConfig } from "../config.js";
 import { isGatewayError } from "../errors.js";
 import { unreadableReason } from "../file-name-shown.js";
-import { quotedStart } from "../quoted-start.js";
 import { startFailureMessage } from "../start-failure.js";
 import { hasSqliteFile } from "../storage/database.js";
 import { prunedMonthsProblem } from "../usage/usage-retention.js";
@@ -143,8 +142,8 @@ function commandOf(
     const id = need(args[0], "the project id");
     if (!projectIdPattern.test(id))
       throw new UsageError(
-        // No id is longer than 64 characters: a longer value may be a key typed in its place.
-        `the project id ${id.length > 64 ? quotedStart(id) : JSON.stringify(id)} is malformed: ${projectIdRule}`,
+        // A longer value than any id, or one of a key's form, may be a key typed in its place.
+        `the project id ${projectIdQuoted(id)} is malformed: ${projectIdRule}`,
       );
     return id;
   };

@@ -1,3 +1,4 @@
+import { projectIdRecorded } from "../admin/project-id.js";
 import type { Authenticate, AuthMethod, AuthRequest, AuthResult } from "../auth/authenticate.js";
 import { repeatedCredentialHeaderError, repeatedProjectIdError } from "../auth/repeated-credential-header.js";
 import { GatewayError, isGatewayError } from "../errors.js";
@@ -286,12 +287,13 @@ export function createAdmission(deps: AdmissionDeps) {
       // The failed-authentication throttle's refusals; its allowances are every other request.
       if (auth.error.code === "TOO_MANY_REQUESTS")
         deps.metrics.countLimitDecision("auth_failures", "limited");
-      // As the caller sent it, but only printable ASCII: the row is evidence of the attempt, and a
-      // NUL would make PostgreSQL refuse the whole batch it travels in. A request the throttle
-      // refused has none (its metric counts it): the throttle's refusals cost a client nothing, and
-      // one row each let anyone without credentials grow the table without bound (~1 MB/s from
-      // one client); the attempts the throttle let through, 30 a minute, have theirs.
-      const claimed = (options.projectId ?? "").slice(0, 64).replace(/[^\x20-\x7e]/g, "?");
+      // As the caller sent it, but only printable ASCII, and not whole when it may be a key typed in
+      // its place (projectIdRecorded): the row is evidence of the attempt, and a NUL would make
+      // PostgreSQL refuse the whole batch it travels in. A request the throttle refused has none
+      // (its metric counts it): the throttle's refusals cost a client nothing, and one row each let
+      // anyone without credentials grow the table without bound (~1 MB/s from one client); the
+      // attempts the throttle let through, 30 a minute, have theirs.
+      const claimed = options.projectId ? projectIdRecorded(options.projectId) : "";
       if (claimed && auth.error.code !== "TOO_MANY_REQUESTS")
         write(
           { projectId: auth.project?.id ?? claimed, keyId: null, method: auth.method },

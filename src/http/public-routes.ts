@@ -1,3 +1,4 @@
+import { projectIdQuoted } from "../admin/project-id.js";
 import type { AuthThrottle } from "../auth/authenticate.js";
 import { GatewayError } from "../errors.js";
 import { modelEntryBody, sdkModelListPaths, sdkModelReadProviders } from "../providers/model-list.js";
@@ -165,10 +166,7 @@ async function requireKnownProject(
     const missingRetryAfter = await deps.throttle.retryAfterMissing(projectId);
     if (missingRetryAfter > 0) throw refuse(missingRetryAfter);
     await deps.throttle.recordFailure(clientIp, projectId, false);
-    throw new GatewayError(
-      "PROJECT_NOT_FOUND",
-      `Project ${JSON.stringify(projectId.slice(0, 64))} does not exist`,
-    );
+    throw new GatewayError("PROJECT_NOT_FOUND", `Project ${projectIdQuoted(projectId)} does not exist`);
   } finally {
     release?.();
   }

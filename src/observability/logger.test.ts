@@ -249,6 +249,32 @@ describe("log redaction", () => {
     expect(record.other.command.args).toEqual(["0123abcd", "1", "sluice:dt:p1"]);
   });
 
+  it("redacts a value with a provider key's form wherever a string has it: a path, a message, an error", () => {
+    const { logger, text, records } = capture();
+    const googleKey = "AIzaSy0aB1-cD2_eF3gH4iJ5kL6mN7oP8qR9sTu";
+    const openAiKey = `sk-proj-${"T3BlbkFJ0123456789abcdefghijklmnop".repeat(4)}`;
+    const anthropicKey = `sk-ant-api03-${"x0Y1z2W3v4U5t6S7r8Q9".repeat(5)}AA`;
+    logger.warn(
+      {
+        path: `/v1/provider-c/${googleKey}/models`,
+        err: new Error(`Project ${openAiKey} is unknown`),
+        // Names that start as a key does, but are not one.
+        names: ["sk-demo-project", "task_0123456789012345678901234567890123", "prj_AIza0123"],
+      },
+      `calling /v1/provider-b/${anthropicKey}/v1/messages`,
+    );
+    const written = text();
+    for (const key of [googleKey, openAiKey, anthropicKey]) expect(written).not.toContain(key.slice(4, 20));
+    const [record] = records();
+    expect(record.path).toBe("/v1/provider-c/[redacted]/models");
+    expect(record.msg).toBe("calling /v1/provider-b/[redacted]/v1/messages");
+    expect(record.names).toEqual([
+      "sk-demo-project",
+      "task_0123456789012345678901234567890123",
+      "prj_AIza0123",
+    ]);
+  });
+
   it("leaves a record without secrets as it is, without copying it", () => {
     const record = { requestId: "req_1", route: "/v1/text", status: 200, nested: { tokens: 12 } };
     expect(redactSecrets(record)).toBe(record);

@@ -1,5 +1,6 @@
 import { writeSync } from "node:fs";
 import { type DestinationStream, type Logger, pino } from "pino";
+import { redactKeyLike } from "./key-like.js";
 import { createLogDestination } from "./log-destination.js";
 import { makeStdioNonBlocking } from "./non-blocking-stdio.js";
 
@@ -63,7 +64,7 @@ function normalizedName(name: string): string {
 
 /**
  * The log object with every credential replaced by "[redacted]", at any depth and in any letter
- * case. Errors, at the top or nested, are serialized first as pino's `err` serializer does (their
+ * case, and every string as `redactText` writes it. Errors, at the top or nested, are serialized first as pino's `err` serializer does (their
  * own properties kept, the messages of their causes appended), so a `headers` property on an
  * error is covered too; what JSON.stringify would print through `toJSON` is redacted as printed.
  * Objects are copied only where something changes: a record without secrets allocates nothing.
@@ -113,8 +114,17 @@ export function redactUrlCredentials(text: string): string {
   return redacted;
 }
 
+/**
+ * A string as the log writes it: without a URL's credentials (`redactUrlCredentials`), nor anything
+ * with the form of a provider key or a Sluice credential (`redactKeyLike`), which a client may type
+ * where a name goes (a project id in a path, which the access line and errors quote).
+ */
+function redactText(text: string): string {
+  return redactKeyLike(redactUrlCredentials(text), censor);
+}
+
 function redactValue(value: unknown, depth: number, ancestors: object[]): unknown {
-  if (typeof value === "string") return redactUrlCredentials(value);
+  if (typeof value === "string") return redactText(value);
   if (typeof value !== "object" || value === null) return value;
   if (value instanceof Error) return redactValue(pino.stdSerializers.err(value), depth, ancestors);
   const toJSON = (value as { toJSON?: unknown }).toJSON;
@@ -183,8 +193,8 @@ function redactArray(value: unknown[], depth: number, ancestors: object[]): unkn
  * Secrets are redacted by this configuration, not by the callers' discipline: `redactSecrets`
  * runs on every object logged, on the base and every child logger's bindings (pino's `bindings`
  * formatter sees the base's only, so `child` is wrapped) and on the values a message interpolates
- * (`%o`, `%j`); `redactUrlCredentials` on the message, the one pino takes from an error when none
- * is given included. A test logs objects full of secrets, in every letter case, and checks that
+ * (`%o`, `%j`); `redactText` on the message, the one pino takes from an error when none is given
+ * included. A test logs objects full of secrets, in every letter case, and checks that
  * none comes out.
  */
 export function createLogger(level: string, destination: DestinationStream): Logger {
@@ -207,10 +217,10 @@ export function createLogger(level: string, destination: DestinationStream): Log
           // Past the first argument (the object the formatters redact): the message and the values
           // it interpolates.
           const redacted = args.map((arg, index) =>
-            typeof arg === "string" ? redactUrlCredentials(arg) : index > 0 ? redactSecrets(arg) : arg,
+            typeof arg === "string" ? redactText(arg) : index > 0 ? redactSecrets(arg) : arg,
           );
           const implied = args.length === 1 ? impliedMessage(args[0]) : undefined;
-          if (implied !== undefined) redacted.push(redactUrlCredentials(implied));
+          if (implied !== undefined) redacted.push(redactText(implied));
           method.apply(this, redacted as Parameters<typeof method>);
         },
       },

@@ -170,6 +170,21 @@ describe.skipIf(!redisAvailable)("auth-failure throttle across instances", () =>
     expect(ttl).toBeLessThanOrEqual(60_000);
   });
 
+  it("counts an unknown id of a provider key's form under its digest: the key never becomes a Redis key", async () => {
+    const keyPrefix = nextPrefix();
+    const redis = await readyClient();
+    const one = createAuthThrottle({ redis, failuresPerMinute: 2, keyPrefix });
+    const two = createAuthThrottle({ redis: await readyClient(), failuresPerMinute: 2, keyPrefix });
+    const key = "AIzaSyD4kX9e2Qm7TzA1bC3dE5fG7hJ9kL0mN1o";
+    await one.recordFailure("192.0.2.21", key, false);
+    await two.recordFailure("192.0.2.22", key, false);
+    const stored = await redis.keys(`${keyPrefix}:*`);
+    expect(stored.some((name) => name.includes(key.slice(4, 14)))).toBe(false);
+    // Still one count per id, shared by the instances: this key is throttled, another is not.
+    expect(await one.retryAfterMissing(key)).toBeGreaterThan(0);
+    expect(await two.retryAfterMissing(`${key.slice(0, -1)}p`)).toBe(0);
+  });
+
   it("asks the shared count for a client that failed here, but not for one that never did", async () => {
     const keyPrefix = nextPrefix();
     const make = async () =>

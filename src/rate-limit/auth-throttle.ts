@@ -1,4 +1,6 @@
+import { hash } from "node:crypto";
 import type { Redis } from "ioredis";
+import { mayBeKey } from "../admin/project-id.js";
 import type { AuthThrottle } from "../auth/authenticate.js";
 import { GatewayError } from "../errors.js";
 import { addressBlock } from "../net/ip-address.js";
@@ -291,9 +293,14 @@ function keysToCount(clientIp: string, projectId: string | undefined, projectExi
   return projectExists ? [`${address}:project:${project}`] : [address, unknownIdKey(projectId)];
 }
 
-/** The key of an id's failures while it names no project, whatever the address. */
+/**
+ * The key of an id's failures while it names no project, whatever the address; an id that may be a
+ * key typed in its place (`mayBeKey`) by its SHA-256 digest (`project:#…`), so the key is not kept.
+ */
 function unknownIdKey(projectId: string): string {
-  return `project:${projectId.slice(0, maxProjectIdLength)}`;
+  return mayBeKey(projectId)
+    ? `project:#${hash("sha256", projectId, "base64url")}`
+    : `project:${projectId.slice(0, maxProjectIdLength)}`;
 }
 
 /**

@@ -3,7 +3,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import { postgresAvailable, postgresBaseUrl, redisAvailable, redisUrl } from "../support/services.js";
-import { type SpawnedGateway, spawnGateway } from "../support/spawned-gateway.js";
+import { freePort, type SpawnedGateway, spawnGateway } from "../support/spawned-gateway.js";
 
 /** The start's `sluice listening on …` line, parsed. */
 function listeningLine(output: string): Record<string, unknown> {
@@ -32,6 +32,7 @@ describe("the start line names the database and Redis the gateway uses", () => {
       redis: false,
     });
     expect(line).not.toHaveProperty("redisAt");
+    expect(line).not.toHaveProperty("redisConnected");
   }, 30_000);
 
   it.skipIf(!postgresAvailable || !redisAvailable)(
@@ -51,10 +52,19 @@ describe("the start line names the database and Redis the gateway uses", () => {
         databaseAt: `postgres://postgres@${database.host}/test`,
         redis: true,
         redisAt: `redis://${redis.host}/3`,
+        redisConnected: true,
       });
       expect(gateway.output()).not.toContain("not-the-db-password");
       expect(gateway.output()).not.toContain("not-the-redis-password");
     },
     30_000,
   );
+
+  it("says Redis is not connected when REDIS_URL names a port nobody listens on", async () => {
+    // Picked free, then left closed: every connection to it is refused.
+    const redisAt = `redis://127.0.0.1:${await freePort()}`;
+    gateway = await spawnGateway({ env: { REDIS_URL: redisAt } });
+    const line = listeningLine(gateway.output());
+    expect(line).toMatchObject({ redis: true, redisAt, redisConnected: false });
+  }, 30_000);
 });

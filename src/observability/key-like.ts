@@ -1,0 +1,27 @@
+/**
+ * The forms of the credentials a client may type in the wrong place (where a project id goes in a
+ * path, say): provider C's API keys (`AIza` and 35 more characters), provider A's (`sk-…`,
+ * `sk-proj-…`) and B's (`sk-ant-…`), and Sluice's own partial keys (`sk_sluice_…`) and test keys
+ * (`tk_…`). A value has that form when one of those starts is followed by at least 28 of the
+ * characters these keys are made of (letters, digits, `-` and `_`): every such key has 35 or more,
+ * and a name such as `sk-demo-project` is not taken for one.
+ */
+const keyForm = "(?:AIza|sk-|sk_|tk_)[A-Za-z0-9_-]{28}";
+const keyAtStart = new RegExp(`^${keyForm}`);
+/** A key's form inside a text: not the tail of a longer word (`task_…`), and as far as it runs. */
+const keyInText = new RegExp(`(?<![A-Za-z0-9_-])${keyForm}[A-Za-z0-9_-]*`, "g");
+
+/** Whether `value` begins with a key's form (see `keyForm`). */
+export function looksLikeKey(value: string): boolean {
+  return keyAtStart.test(value);
+}
+
+/**
+ * `text` with every run of a key's form in it replaced by `censor`. A text with none of the starts
+ * is returned as it is, without a regular expression run.
+ */
+export function redactKeyLike(text: string, censor: string): string {
+  if (!(text.includes("AIza") || text.includes("sk-") || text.includes("sk_") || text.includes("tk_")))
+    return text;
+  return text.replace(keyInText, censor);
+}
