@@ -148,6 +148,11 @@ describe("the gateway over HTTP", () => {
       standard: { "1024x1024": 0.04, "1024x1536": 0.08, "1536x1024": 0.08 },
       hd: { "1024x1024": 0.08, "1024x1536": 0.12, "1536x1024": 0.12 },
     });
+    expect(all.get("gpt-image-1-mini")?.pricing.perImage).toEqual({
+      default: { "1024x1024": 0.016, "1024x1536": 0.018, "1536x1024": 0.02 },
+    });
+    expect(all.get("imagen-4.0-generate-001")?.pricing.perImage).toEqual({ default: { "*": 0.04 } });
+    expect(all.get("imagen-4.0-fast-generate-001")?.pricing.perImage).toEqual({ default: { "*": 0.02 } });
     // The prices the cost engine uses beyond the base ones are listed too.
     expect(all.get("claude-sonnet-4-5")?.pricing).toMatchObject({
       input: 3,

@@ -1,0 +1,88 @@
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
+import { type FakeUpstream, providerBaseUrls, startFakeUpstream } from "../fakes/fake-upstream.js";
+import {
+  createTestProject,
+  startTestGateway,
+  type TestGateway,
+  type TestProject,
+} from "../support/test-gateway.js";
+
+/**
+ * SPEC's proxies with its preferred credential, `Authorization: Bearer <partial_key>.<token>`, sent
+ * with the headers of the other methods beside it: the provider gets the full key in its own key
+ * header (A: the Authorization bearer; B: x-api-key; C: x-goog-api-key, with the gateway's client
+ * identifier) and none of the client's credential headers, which hold the partial key and the test key.
+ */
+describe("the key the proxies inject, and the credentials they keep back", () => {
+  let fake: FakeUpstream;
+  let sluice: TestGateway;
+  let project: TestProject;
+
+  beforeAll(async () => {
+    fake = await startFakeUpstream();
+    sluice = await startTestGateway(providerBaseUrls(fake));
+    project = await createTestProject(sluice.gateway);
+  });
+  afterAll(async () => {
+    await sluice.close();
+    await fake.close();
+  });
+  beforeEach(() => fake.clear());
+
+  const calls = [
+    [
+      "provider-a",
+      "chat/completions",
+      { model: "gpt-4o-mini", messages: [{ role: "user", content: "Hi" }] },
+      "authorization",
+      (key: string) => `Bearer ${key}`,
+    ],
+    [
+      "provider-b",
+      "messages",
+      { model: "claude-sonnet-4-5", max_tokens: 16, messages: [{ role: "user", content: "Hi" }] },
+      "x-api-key",
+      (key: string) => key,
+    ],
+    [
+      "provider-c",
+      "models/gemini-2.5-flash:generateContent",
+      { contents: [{ parts: [{ text: "Hi" }] }] },
+      "x-goog-api-key",
+      (key: string) => key,
+    ],
+  ] as const;
+
+  it.each(calls)(
+    "%s: the full key in the provider's key header, none of the client's credentials",
+    async (provider, path, body, keyHeader, keyValue) => {
+      const response = await fetch(`${sluice.url}/v1/${provider}/${project.projectId}/${path}`, {
+        method: "POST",
+        headers: {
+          authorization: `Bearer ${project.bearer(provider)}`,
+          "content-type": "application/json",
+          "x-ai-key": project.partialKeys[provider],
+          "x-sluice-test-key": project.testKey,
+          "x-device-token": Buffer.from("a device token").toString("base64"),
+          "x-project-id": project.projectId,
+          "x-goog-api-client": "the-app/1.0",
+        },
+        body: JSON.stringify(body),
+      });
+      expect(response.status).toBe(200);
+      await response.arrayBuffer();
+      const { headers } = fake.last()!;
+      expect(headers[keyHeader]).toBe(keyValue(project.providerKeys[provider]));
+      const credentials = ["authorization", "x-api-key", "x-goog-api-key"].filter(
+        (name) => name !== keyHeader,
+      );
+      for (const name of [...credentials, "x-ai-key", "x-sluice-test-key", "x-device-token", "x-project-id"])
+        expect(headers[name], name).toBeUndefined();
+      const sent = JSON.stringify(headers);
+      expect(sent).not.toContain(project.testKey);
+      expect(sent).not.toContain(project.partialKeys[provider]);
+      // SPEC: provider C is sent a client identifier that names the gateway, not the app's.
+      if (provider === "provider-c") expect(headers["x-goog-api-client"]).toMatch(/^sluice\/\d/);
+    },
+  );
+});

@@ -1,0 +1,137 @@
+import { randomBytes } from "node:crypto";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { type FakeApple, generateAppleKeyPair, startFakeApple } from "../fakes/fake-apple.js";
+import { type FakeUpstream, providerBaseUrls, startFakeUpstream } from "../fakes/fake-upstream.js";
+import { tinyPng } from "../fakes/fake-upstream-responses.js";
+import {
+  appleKeyId,
+  appleTeamId,
+  createTestProject,
+  startTestGateway,
+  type TestGateway,
+  type TestProject,
+  titleSchema,
+  usageRowOf,
+} from "../support/test-gateway.js";
+
+const pdf = Buffer.from("%PDF-1.4\n1 0 obj\n<<>>\nendobj\ntrailer\n<<>>\n%%EOF\n");
+
+/** Each endpoint SPEC's "Common request headers" table is for, without a project id in its path. */
+const endpoints = [
+  ["/v1/text", { text: "A calm lake at dawn" }],
+  ["/v1/vision", { image: `data:image/png;base64,${tinyPng.toString("base64")}` }],
+  ["/v1/pdf", { pdf: `data:application/pdf;base64,${pdf.toString("base64")}` }],
+  ["/v1/image", { prompt: "a lighthouse" }],
+] as const;
+
+type Method = "test-key-header" | "bearer-test-key" | "bearer-device-check" | "device-token-header";
+const methods: Method[] = [
+  "test-key-header",
+  "bearer-test-key",
+  "bearer-device-check",
+  "device-token-header",
+];
+
+/**
+ * SPEC "Common request headers (text, vision, pdf, image)": without the project id in the path it
+ * comes from `x-project-id`; `x-ai-key` carries the partial key of the methods that are not Bearer,
+ * `x-device-token` the legacy method's token. Each endpoint, called so by each of SPEC's four
+ * authentication methods, answers 200 and records the method on its usage row.
+ */
+describe("the common request headers of the structured and image endpoints", () => {
+  let fake: FakeUpstream;
+  let apple: FakeApple;
+  let sluice: TestGateway;
+  let project: TestProject;
+  const keys = generateAppleKeyPair();
+
+  beforeAll(async () => {
+    fake = await startFakeUpstream();
+    fake.setStructuredOutput({ title: "A calm lake" });
+    apple = await startFakeApple({ label: "production" });
+    apple.registerKey(appleKeyId, { teamId: appleTeamId, publicKeyPem: keys.publicKeyPem });
+    sluice = await startTestGateway({ ...providerBaseUrls(fake), deviceCheckProductionUrl: apple.url });
+    // Test Mode and DeviceCheck both on: every method can pass.
+    project = await createTestProject(sluice.gateway, {
+      outputSchema: titleSchema,
+      deviceCheck: {
+        enabled: true,
+        teamId: appleTeamId,
+        keyId: appleKeyId,
+        privateKey: keys.privateKeyPem,
+        environment: "production",
+      },
+    });
+  });
+  afterAll(async () => {
+    await sluice.close();
+    await apple.close();
+    await fake.close();
+  });
+
+  /** A device token the fake Apple takes, new for each call. */
+  function deviceToken(): string {
+    const token = randomBytes(24).toString("base64");
+    apple.registerValidToken(token);
+    return token;
+  }
+
+  /** The credential headers of `method`, with the partial key where SPEC's table puts it, or none. */
+  function credentials(method: Method, withPartialKey = true): Record<string, string> {
+    const partialKey = project.partialKeys["provider-a"];
+    const aiKey: Record<string, string> = withPartialKey ? { "x-ai-key": partialKey } : {};
+    switch (method) {
+      case "test-key-header":
+        return { "x-sluice-test-key": project.testKey, ...aiKey };
+      case "bearer-test-key":
+        return { authorization: `Bearer ${partialKey}.${project.testKey}` };
+      case "bearer-device-check":
+        return { authorization: `Bearer ${partialKey}.${deviceToken()}` };
+      case "device-token-header":
+        return { "x-device-token": deviceToken(), ...aiKey };
+    }
+  }
+
+  const send = (path: string, body: unknown, headers: Record<string, string>) =>
+    fetch(`${sluice.url}${path}`, {
+      method: "POST",
+      headers: { "content-type": "application/json", "x-project-id": project.projectId, ...headers },
+      body: JSON.stringify(body),
+    });
+
+  it.each(endpoints)(
+    "answers %s with the project in x-project-id, by each authentication method",
+    async (path, body) => {
+      for (const method of methods) {
+        fake.clear();
+        const response = await send(path, body, credentials(method));
+        const answer = (await response.json()) as Record<string, unknown>;
+        expect(response.status, `${method}: ${JSON.stringify(answer)}`).toBe(200);
+        if (path === "/v1/image") expect(answer).toMatchObject({ images: [{ base64: expect.any(String) }] });
+        else expect(answer).toEqual({ title: "A calm lake" });
+        expect(fake.requests).toHaveLength(1);
+        expect(String(fake.last()!.headers.authorization)).toBe(
+          `Bearer ${project.providerKeys["provider-a"]}`,
+        );
+        expect(await usageRowOf(sluice.gateway, response)).toMatchObject({
+          project_id: project.projectId,
+          auth_method: method,
+          status: 200,
+        });
+      }
+    },
+  );
+
+  it.each(endpoints)(
+    "answers %s 401 for a method that needs x-ai-key sent without it",
+    async (path, body) => {
+      fake.clear();
+      for (const method of ["test-key-header", "device-token-header"] as const) {
+        const response = await send(path, body, credentials(method, false));
+        expect(response.status, method).toBe(401);
+        expect(((await response.json()) as { error: { code: string } }).error.code).toBe("UNAUTHORIZED");
+      }
+      expect(fake.requests).toHaveLength(0);
+    },
+  );
+});
