@@ -1,17 +1,6 @@
-import { randomBytes } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { type FakeApple, generateAppleKeyPair, startFakeApple } from "../fakes/fake-apple.js";
-import { type FakeUpstream, providerBaseUrls, startFakeUpstream } from "../fakes/fake-upstream.js";
-import {
-  appleKeyId,
-  appleTeamId,
-  createTestProject,
-  startTestGateway,
-  type TestGateway,
-  type TestProject,
-  titleSchema,
-  usageRowOf,
-} from "../support/test-gateway.js";
+import { type DeviceCheckStage, startDeviceCheckStage } from "../support/device-check-stage.js";
+import { usageRowOf } from "../support/test-gateway.js";
 
 /**
  * A project's own per-device limit (`rateLimits.devicePerMinute`), on a real gateway with DeviceCheck
@@ -20,42 +9,16 @@ import {
  * leaves other devices, and the test key, to the project's and the address's limits.
  */
 describe("the per-device rate limit", () => {
-  let fake: FakeUpstream;
-  let apple: FakeApple;
-  let sluice: TestGateway;
-  let project: TestProject;
-  const keys = generateAppleKeyPair();
+  let stage: DeviceCheckStage;
+  let fake: DeviceCheckStage["fake"];
+  let sluice: DeviceCheckStage["sluice"];
+  let project: DeviceCheckStage["project"];
 
   beforeAll(async () => {
-    fake = await startFakeUpstream();
-    fake.setStructuredOutput({ title: "A calm lake" });
-    apple = await startFakeApple({ label: "production" });
-    apple.registerKey(appleKeyId, { teamId: appleTeamId, publicKeyPem: keys.publicKeyPem });
-    sluice = await startTestGateway({ ...providerBaseUrls(fake), deviceCheckProductionUrl: apple.url });
-    project = await createTestProject(sluice.gateway, {
-      outputSchema: titleSchema,
-      rateLimits: { perMinute: 100, devicePerMinute: 2 },
-      deviceCheck: {
-        enabled: true,
-        teamId: appleTeamId,
-        keyId: appleKeyId,
-        privateKey: keys.privateKeyPem,
-        environment: "production",
-        tokenMode: "cached",
-      },
-    });
+    stage = await startDeviceCheckStage({ rateLimits: { perMinute: 100, devicePerMinute: 2 } });
+    ({ fake, sluice, project } = stage);
   });
-  afterAll(async () => {
-    await sluice.close();
-    await apple.close();
-    await fake.close();
-  });
-
-  function deviceToken(): string {
-    const token = randomBytes(24).toString("base64");
-    apple.registerValidToken(token);
-    return token;
-  }
+  afterAll(() => stage.close());
 
   const partialKey = () => project.partialKeys["provider-a"];
 
@@ -73,7 +36,7 @@ describe("the per-device rate limit", () => {
     });
 
   it("refuses a device's third request in a minute with 429, whichever endpoint and method it uses, and admits another device", async () => {
-    const device = deviceToken();
+    const device = stage.deviceToken();
     const bearer = { authorization: `Bearer ${partialKey()}.${device}` };
     const first = await chat(bearer);
     expect(first.status).toBe(200);
@@ -100,7 +63,7 @@ describe("the per-device rate limit", () => {
     expect(fake.requests).toHaveLength(upstreamCalls);
 
     // Another device of the project, from the same address, has its own allowance.
-    expect((await text({ authorization: `Bearer ${partialKey()}.${deviceToken()}` })).status).toBe(200);
+    expect((await text({ authorization: `Bearer ${partialKey()}.${stage.deviceToken()}` })).status).toBe(200);
   });
 
   it("does not hold the test key, shared by every tester, to a device limit", async () => {

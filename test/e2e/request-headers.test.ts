@@ -1,18 +1,7 @@
-import { randomBytes } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { type FakeApple, generateAppleKeyPair, startFakeApple } from "../fakes/fake-apple.js";
-import { type FakeUpstream, providerBaseUrls, startFakeUpstream } from "../fakes/fake-upstream.js";
 import { tinyPng } from "../fakes/fake-upstream-responses.js";
-import {
-  appleKeyId,
-  appleTeamId,
-  createTestProject,
-  startTestGateway,
-  type TestGateway,
-  type TestProject,
-  titleSchema,
-  usageRowOf,
-} from "../support/test-gateway.js";
+import { type DeviceCheckStage, startDeviceCheckStage } from "../support/device-check-stage.js";
+import { usageRowOf } from "../support/test-gateway.js";
 
 const pdf = Buffer.from("%PDF-1.4\n1 0 obj\n<<>>\nendobj\ntrailer\n<<>>\n%%EOF\n");
 
@@ -39,42 +28,17 @@ const methods: Method[] = [
  * authentication methods, answers 200 and records the method on its usage row.
  */
 describe("the common request headers of the structured and image endpoints", () => {
-  let fake: FakeUpstream;
-  let apple: FakeApple;
-  let sluice: TestGateway;
-  let project: TestProject;
-  const keys = generateAppleKeyPair();
+  let stage: DeviceCheckStage;
+  let fake: DeviceCheckStage["fake"];
+  let sluice: DeviceCheckStage["sluice"];
+  let project: DeviceCheckStage["project"];
 
   beforeAll(async () => {
-    fake = await startFakeUpstream();
-    fake.setStructuredOutput({ title: "A calm lake" });
-    apple = await startFakeApple({ label: "production" });
-    apple.registerKey(appleKeyId, { teamId: appleTeamId, publicKeyPem: keys.publicKeyPem });
-    sluice = await startTestGateway({ ...providerBaseUrls(fake), deviceCheckProductionUrl: apple.url });
     // Test Mode and DeviceCheck both on: every method can pass.
-    project = await createTestProject(sluice.gateway, {
-      outputSchema: titleSchema,
-      deviceCheck: {
-        enabled: true,
-        teamId: appleTeamId,
-        keyId: appleKeyId,
-        privateKey: keys.privateKeyPem,
-        environment: "production",
-      },
-    });
+    stage = await startDeviceCheckStage();
+    ({ fake, sluice, project } = stage);
   });
-  afterAll(async () => {
-    await sluice.close();
-    await apple.close();
-    await fake.close();
-  });
-
-  /** A device token the fake Apple takes, new for each call. */
-  function deviceToken(): string {
-    const token = randomBytes(24).toString("base64");
-    apple.registerValidToken(token);
-    return token;
-  }
+  afterAll(() => stage.close());
 
   /** The credential headers of `method`, with the partial key where SPEC's table puts it, or none. */
   function credentials(method: Method, withPartialKey = true): Record<string, string> {
@@ -86,9 +50,9 @@ describe("the common request headers of the structured and image endpoints", () 
       case "bearer-test-key":
         return { authorization: `Bearer ${partialKey}.${project.testKey}` };
       case "bearer-device-check":
-        return { authorization: `Bearer ${partialKey}.${deviceToken()}` };
+        return { authorization: `Bearer ${partialKey}.${stage.deviceToken()}` };
       case "device-token-header":
-        return { "x-device-token": deviceToken(), ...aiKey };
+        return { "x-device-token": stage.deviceToken(), ...aiKey };
     }
   }
 
