@@ -4,6 +4,8 @@ import { runInNewContext } from "node:vm";
 import { Agent, request } from "undici";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { partialKeyPrefix } from "../../src/auth/partial-key.js";
+import { startProxiedPostgresGateway } from "../support/proxied-postgres-gateway.js";
+import { postgresAvailable } from "../support/services.js";
 import {
   createTestProject,
   startTestGateway,
@@ -30,70 +32,69 @@ function heapUsed(): number {
  * address (x-forwarded-for, trusted from 127.0.0.1), once plain and once padded, and compares the
  * heaps they leave: the padding must not stay.
  */
+const requests = 2000;
+const agent = new Agent({ connections: 16 });
+let sent = 0;
+
+afterAll(() => agent.close());
+
+/** A new address per request: 198.51.x.y and then some, 13 characters or more. */
+function nextAddress(): string {
+  sent++;
+  return `198.${100 + ((sent >> 14) & 127)}.${100 + ((sent >> 7) & 127)}.${100 + (sent & 127)}`;
+}
+
+/** A made-up project id of 40 characters, new each time. */
+const madeUpId = () => `made-up-${randomBytes(16).toString("hex")}`;
+
+async function send(sluice: TestGateway, path: string, headers: Record<string, string>): Promise<number> {
+  const response = await request(`${sluice.url}${path}`, {
+    method: "POST",
+    headers: { "content-type": "application/json", "x-forwarded-for": nextAddress(), ...headers },
+    body: "{}",
+    dispatcher: agent,
+  });
+  await response.body.dump();
+  return response.statusCode;
+}
+
+/** How much the heap grew after `requests` calls of `one`, which each answer `status`. */
+async function heapGrowth(one: (index: number) => Promise<number>, status: number): Promise<number> {
+  const before = heapUsed();
+  for (let start = 0; start < requests; start += 50) {
+    const statuses = await Promise.all(Array.from({ length: 50 }, (_, offset) => one(start + offset)));
+    expect(new Set(statuses)).toEqual(new Set([status]));
+  }
+  return heapUsed() - before;
+}
+
+async function expectPaddingNotKept(
+  padding: number,
+  one: (index: number, pad: string) => Promise<number>,
+  status: number,
+): Promise<void> {
+  const plain = await heapGrowth((index) => one(index, ""), status);
+  const padded = await heapGrowth((index) => one(index, "x".repeat(padding)), status);
+  // Kept, the padding would add `padding` bytes a request; a tenth of it allows for noise.
+  expect(padded - plain).toBeLessThan((requests * padding) / 10);
+}
+
 describe("memory kept per made-up id", () => {
-  const requests = 2000;
   let sluice: TestGateway;
   let project: TestProject;
-  let agent: Agent;
-  let sent = 0;
 
   beforeAll(async () => {
     sluice = await startTestGateway({ trustProxy: ["127.0.0.1"] });
     project = await createTestProject(sluice.gateway);
-    agent = new Agent({ connections: 16 });
   });
 
-  afterAll(async () => {
-    await agent.close();
-    await sluice.close();
-  });
-
-  /** A new address per request: 198.51.x.y and then some, 13 characters or more. */
-  function nextAddress(): string {
-    sent++;
-    return `198.${100 + ((sent >> 14) & 127)}.${100 + ((sent >> 7) & 127)}.${100 + (sent & 127)}`;
-  }
-
-  async function send(path: string, headers: Record<string, string>): Promise<number> {
-    const response = await request(`${sluice.url}${path}`, {
-      method: "POST",
-      headers: { "content-type": "application/json", "x-forwarded-for": nextAddress(), ...headers },
-      body: "{}",
-      dispatcher: agent,
-    });
-    await response.body.dump();
-    return response.statusCode;
-  }
-
-  /** How much the heap grew after `requests` calls of `one`, which each answer `status`. */
-  async function heapGrowth(one: (index: number) => Promise<number>, status: number): Promise<number> {
-    const before = heapUsed();
-    for (let start = 0; start < requests; start += 50) {
-      const statuses = await Promise.all(Array.from({ length: 50 }, (_, offset) => one(start + offset)));
-      expect(new Set(statuses)).toEqual(new Set([status]));
-    }
-    await sluice.gateway.flushUsage();
-    return heapUsed() - before;
-  }
-
-  /** A made-up project id of 40 characters, new each time. */
-  const madeUpId = () => `made-up-${randomBytes(16).toString("hex")}`;
-
-  async function expectPaddingNotKept(
-    padding: number,
-    one: (index: number, pad: string) => Promise<number>,
-    status: number,
-  ): Promise<void> {
-    const plain = await heapGrowth((index) => one(index, ""), status);
-    const padded = await heapGrowth((index) => one(index, "x".repeat(padding)), status);
-    // Kept, the padding would add `padding` bytes a request; a tenth of it allows for noise.
-    expect(padded - plain).toBeLessThan((requests * padding) / 10);
-  }
+  afterAll(() => sluice.close());
 
   it("keeps no request line behind a made-up project id in the path", async () => {
     await expectPaddingNotKept(
       15_000,
-      (_, pad) => send(`/v1/provider-a/${madeUpId()}/chat/completions${pad ? `?pad=${pad}` : ""}`, {}),
+      (_, pad) =>
+        send(sluice, `/v1/provider-a/${madeUpId()}/chat/completions${pad ? `?pad=${pad}` : ""}`, {}),
       404,
     );
   });
@@ -101,7 +102,7 @@ describe("memory kept per made-up id", () => {
   it("keeps no header behind a made-up x-project-id", async () => {
     await expectPaddingNotKept(
       15_000,
-      (_, pad) => send("/v1/text", { "x-project-id": `${madeUpId()}${pad}` }),
+      (_, pad) => send(sluice, "/v1/text", { "x-project-id": `${madeUpId()}${pad}` }),
       404,
     );
   });
@@ -112,11 +113,33 @@ describe("memory kept per made-up id", () => {
       (_, pad) => {
         const keyId = randomBytes(16).toString("hex");
         const partialKey = `${partialKeyPrefix}${keyId}_${randomBytes(24).toString("base64url")}${pad}`;
-        return send(`/v1/provider-a/${project.projectId}/chat/completions`, {
+        return send(sluice, `/v1/provider-a/${project.projectId}/chat/completions`, {
           authorization: `Bearer ${partialKey}.${project.testKey}`,
         });
       },
       401,
     );
+  });
+});
+
+/**
+ * While the database is down, usage rows wait in the queue (SLUICE_USAGE_QUEUE_MAX, 100,000 by
+ * default): a row must hold its own project id, not the request line it was read from.
+ */
+describe.skipIf(!postgresAvailable)("memory kept per queued usage row", () => {
+  it("keeps no request line behind the made-up project id of a row queued during an outage", async () => {
+    const { proxy, sluice, close } = await startProxiedPostgresGateway({ trustProxy: ["127.0.0.1"] });
+    try {
+      proxy.cut();
+      // The id cannot be looked up: 503, with its row, which waits for the database.
+      await expectPaddingNotKept(
+        15_000,
+        (_, pad) =>
+          send(sluice, `/v1/provider-a/${madeUpId()}/chat/completions${pad ? `?pad=${pad}` : ""}`, {}),
+        503,
+      );
+    } finally {
+      await close();
+    }
   });
 });
