@@ -1,5 +1,6 @@
 import { providerKeyAad } from "../admin/project-admin.js";
 import { projectIdPattern } from "../admin/project-id.js";
+import { detachedString } from "../detached-string.js";
 import type { ProviderId } from "../providers/provider-id.js";
 import {
   databaseUnavailable,
@@ -95,6 +96,7 @@ export function createCredentialDirectory(deps: CredentialDirectoryDeps) {
   /**
    * Stores `entry` as `id`'s (in place of any other), at the back of the map its value belongs in:
    * `known` once it holds a record, `misses` otherwise. A full map first lets its front one go.
+   * The id is kept as a copy: ids are cut from request lines and headers (see detachedString).
    */
   function hold<T>(held: Entries<T>, id: string, entry: Entry<T>): void {
     drop(held, id);
@@ -104,7 +106,7 @@ export function createCredentialDirectory(deps: CredentialDirectoryDeps) {
         map.delete(oldest);
         break;
       }
-    map.set(id, entry);
+    map.set(detachedString(id), entry);
   }
 
   /** Drops `id`'s entry, record or miss. */

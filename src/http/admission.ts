@@ -1,6 +1,7 @@
 import { projectIdRecorded } from "../admin/project-id.js";
 import type { Authenticate, AuthMethod, AuthRequest, AuthResult } from "../auth/authenticate.js";
 import { repeatedCredentialHeaderError, repeatedProjectIdError } from "../auth/repeated-credential-header.js";
+import { detachedString } from "../detached-string.js";
 import { GatewayError, isGatewayError } from "../errors.js";
 import { addressBlock } from "../net/ip-address.js";
 import type { Metrics } from "../observability/metrics.js";
@@ -292,8 +293,10 @@ export function createAdmission(deps: AdmissionDeps) {
       // PostgreSQL refuse the whole batch it travels in. A request the throttle refused has none
       // (its metric counts it): the throttle's refusals cost a client nothing, and one row each let
       // anyone without credentials grow the table without bound (~1 MB/s from one client); the
-      // attempts the throttle let through, 30 a minute, have theirs.
-      const claimed = options.projectId ? projectIdRecorded(options.projectId) : "";
+      // attempts the throttle let through, 30 a minute, have theirs. A copy: the row may wait in the
+      // queue through an outage, and a view would keep the whole request line or header the id was
+      // cut from (detachedString).
+      const claimed = options.projectId ? detachedString(projectIdRecorded(options.projectId)) : "";
       if (claimed && auth.error.code !== "TOO_MANY_REQUESTS")
         write(
           { projectId: auth.project?.id ?? claimed, keyId: null, method: auth.method },

@@ -2,6 +2,7 @@ import { hash } from "node:crypto";
 import type { Redis } from "ioredis";
 import { mayBeKey } from "../admin/project-id.js";
 import type { AuthThrottle } from "../auth/authenticate.js";
+import { detachedString } from "../detached-string.js";
 import { GatewayError } from "../errors.js";
 import { addressBlock } from "../net/ip-address.js";
 import { RedisBreaker } from "../redis/redis-breaker.js";
@@ -108,7 +109,10 @@ export function createAuthThrottle(options: AuthThrottleOptions): AuthThrottle &
     return Math.max(1, Math.ceil(msLeft / 1000));
   }
 
-  async function count(key: string): Promise<void> {
+  async function count(cutKey: string): Promise<void> {
+    // Held for a window, up to `maxRemembered` keys: a copy, not a view of the request's line or
+    // header the project id was cut from (see detachedString).
+    const key = detachedString(cutKey);
     const result = await counter.consume(key);
     failing.add(key, Date.now() + result.msLeft, result.count);
     if (result.count >= limit) block(key, result.msLeft);
@@ -118,7 +122,7 @@ export function createAuthThrottle(options: AuthThrottleOptions): AuthThrottle &
   /** The shared count for a key that failed here; an unreadable count leaves the local answer. */
   async function sharedWait(key: string): Promise<number> {
     const result = await counter.get(key).catch(() => null);
-    return result && result.count >= limit ? block(key, result.msLeft) : 0;
+    return result && result.count >= limit ? block(detachedString(key), result.msLeft) : 0;
   }
 
   /** The longest wait any of `keys` imposes. Answered at once unless a suspect's shared count must be read. */

@@ -1,3 +1,5 @@
+import { setFlagsFromString } from "node:v8";
+import { runInNewContext } from "node:vm";
 import { describe, expect, it } from "vitest";
 import { storedModelName } from "./stored-model-name.js";
 
@@ -11,5 +13,26 @@ describe("stored model name", () => {
   it("replaces control characters (NUL, which PostgreSQL text refuses) and cuts it at 200 characters", () => {
     expect(storedModelName("gpt-4o\u0000x\n\u007f")).toBe("gpt-4o?x??");
     expect(storedModelName("m".repeat(5000))).toBe("m".repeat(200));
+  });
+
+  it("keeps its own characters, not the body or request line the name was cut from", () => {
+    setFlagsFromString("--expose-gc");
+    const gc = runInNewContext("gc") as () => void;
+    const heapUsed = () => {
+      gc();
+      gc();
+      return process.memoryUsage().heapUsed;
+    };
+    // A usage row waits in the queue (100,000 rows) while the database is down: a name that is a
+    // view of the 16 KiB it was cut from (a regular expression's capture in a body, a path segment)
+    // would keep all of it.
+    const before = heapUsed();
+    const kept = Array.from({ length: 2000 }, (_, index) => {
+      const line = `${"x".repeat(16_000)}gpt-4o-mini-${String(index).padStart(6, "0")}`;
+      return storedModelName(line.slice(16_000));
+    });
+    const grown = heapUsed() - before;
+    expect(kept[1999]).toBe("gpt-4o-mini-001999");
+    expect(grown).toBeLessThan((2000 * 16_000) / 10);
   });
 });
