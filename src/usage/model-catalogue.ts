@@ -1,3 +1,4 @@
+import { detachedString } from "../detached-string.js";
 import { type ProviderId, providerIds } from "../providers/provider-id.js";
 import { deprecations } from "./model-deprecations.js";
 import { providerAModels } from "./provider-a-models.js";
@@ -160,8 +161,12 @@ const versionSuffix = /^-(?:\d{4}-\d{2}-\d{2}|\d{8}|\d{3})$/;
  */
 export function findModel(provider: ProviderId, id: string | null | undefined): CatalogueModel | null {
   if (!id) return null;
+  // No catalogued name is that long; a name that is (a request line's worth in provider C's path)
+  // is looked up and not remembered.
+  if (id.length > maxRememberedLength) return searchModel(provider, id);
   // Every priced call asks (the usage row's cost): answers are remembered per provider and name.
-  // Names come from clients and providers, so the memo is bounded; the catalogue never changes.
+  // Names come from clients and providers, so the memo is bounded; the catalogue never changes. A
+  // name is remembered as a copy: a view would keep the request line or body it was cut from.
   let known = foundModels.get(provider);
   if (known === undefined) {
     known = new Map();
@@ -171,13 +176,15 @@ export function findModel(provider: ProviderId, id: string | null | undefined): 
   if (model === undefined) {
     model = searchModel(provider, id);
     if (known.size >= maxRemembered) known.clear();
-    known.set(id, model);
+    known.set(detachedString(id), model);
   }
   return model;
 }
 
 const foundModels = new Map<ProviderId, Map<string, CatalogueModel | null>>();
 const maxRemembered = 1000;
+/** The longest name the memo keeps: the longest model name a project or a usage row takes. */
+const maxRememberedLength = 200;
 
 /**
  * A model name without provider C's `models/` resource prefix (`models/gemini-2.5-flash` is
