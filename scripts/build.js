@@ -104,35 +104,6 @@ const kyselyFromEsm = {
 };
 
 /**
- * ioredis reads its version (which it tells the server: `CLIENT SETINFO LIB-VER`) from
- * `__dirname/../../package.json` at run time. From a chunk, that is `dist/package.json`, which has
- * none, and Redis was told an empty version: the build writes the version in instead. Code that no
- * longer reads it so is left alone, with a warning: the version is cosmetic, a failed build is not.
- */
-/** @type {import("esbuild").Plugin} */
-const ioredisVersion = {
-  name: "ioredis-version",
-  setup(build) {
-    build.onLoad({ filter: /[\\/]ioredis[\\/]built[\\/]utils[\\/]index\.js$/ }, async ({ path }) => {
-      const source = await readFile(path, "utf8");
-      const read =
-        'const filePath = (0, path_1.resolve)(__dirname, "..", "..", "package.json");\n' +
-        '        const data = await fs_1.promises.readFile(filePath, "utf8");';
-      // Only what Redis's CLIENT LIST shows is at stake: a newer ioredis read otherwise is built as it is.
-      if (!source.includes(read))
-        return {
-          warnings: [{ text: "ioredis no longer reads its version as the build expects: left as it is" }],
-        };
-      const { version } = /** @type {{ version: string }} */ (
-        JSON.parse(await readFile(join(path, "../../../package.json"), "utf8"))
-      );
-      const data = JSON.stringify(JSON.stringify({ version }));
-      return { contents: source.replace(read, `const data = ${data};`), loader: "js" };
-    });
-  },
-};
-
-/**
  * Every source file of the build (not tests, not declarations), relative to the checkout.
  * @param {string} directory
  * @returns {string[]}
@@ -166,7 +137,7 @@ try {
     target: "node20.19",
     external,
     banner: { js: banner },
-    plugins: [kyselyFromEsm, ioredisVersion],
+    plugins: [kyselyFromEsm],
     // `node --enable-source-maps` (NODE_OPTIONS) has stack traces name src/*.ts lines; npm start
     // runs without (decision 0017). The maps point at the sources in the checkout, not carry them.
     sourcemap: "linked",

@@ -330,3 +330,37 @@ describe("the command timeout", () => {
     );
   });
 });
+
+describe("a reply nested deeper than the stack", () => {
+  it("fails its command and replaces the connection, without crashing the process", async () => {
+    // A Redis (or whatever answers on its port: a plain-TCP path is open to one on the way) whose
+    // PING reply is an array nested 200,000 deep. ioredis 5's parser recursed once per level and threw
+    // out of the socket's data listener: an uncaught exception that ended the process.
+    let connections = 0;
+    const server = await startLocalTcpServer((socket) => {
+      connections++;
+      socket.on("data", (chunk: Buffer) => {
+        for (const [, name] of chunk.toString("latin1").matchAll(/\*\d+\r\n\$\d+\r\n(\w+)/g)) {
+          const command = name?.toLowerCase();
+          if (command === "info") socket.write("$9\r\nloading:0\r\n");
+          else if (command === "ping") socket.write(`${"*1\r\n".repeat(200_000)}*0\r\n`);
+          else socket.write("+OK\r\n");
+        }
+      });
+    });
+    closers.push(server.close);
+    const errors: Error[] = [];
+    const built = await createRedisClient(`redis://127.0.0.1:${server.port}`, {
+      commandTimeoutMs: 5_000,
+      onError: (error) => errors.push(error),
+    });
+    made.push(built);
+    expect(built.status).toBe("ready");
+    const started = performance.now();
+    // Failed by the parser at once, not by the command timeout.
+    await expect(built.ping()).rejects.toThrow();
+    expect(performance.now() - started).toBeLessThan(2_000);
+    expect(await eventually(async () => connections === 2 && built.status === "ready", 3_000)).toBe(true);
+    expect(errors.length).toBeGreaterThan(0);
+  });
+});

@@ -68,6 +68,10 @@ export async function createRedisClient(
   const { Redis: RedisClient } = (await import("ioredis")).default;
   const client = new (replacingSilentConnections(RedisClient, commandTimeoutMs))(url, {
     lazyConnect: false,
+    // RESP2, as ioredis 5 spoke (ioredis 6 says HELLO 3 by default): HELLO's AUTH names the default
+    // user, which a Redis requiring no password takes silently, so a password it would not use could
+    // not be reported (`authWarnings`); a Redis 5 or older would refuse HELLO on every connection.
+    protocol: 2,
     enableOfflineQueue: false,
     maxRetriesPerRequest: 0,
     autoResendUnfulfilledCommands: false,
@@ -76,15 +80,20 @@ export async function createRedisClient(
     keepAlive: 10_000,
     retryStrategy: (attempt) => Math.min(100 * 2 ** attempt, 2_000),
   });
-  reportingAuthWarnings(client, options.onWarning ?? (() => {}));
   let starting = true;
+  // AUTH's own refusal (WRONGPASS): ioredis sends SELECT with it, whose NOAUTH may be heard first.
+  let authRefusal: Error | undefined;
+  reportingAuthWarnings(client, options.onWarning ?? (() => {}), (error) => {
+    if (starting) authRefusal ??= error;
+  });
   let failed = false;
   client.on("error", (error: Error) => {
     if (refusedCommand(error) === "select") client.stream?.destroy();
     if (failed || (starting && refusedCommand(error))) return;
     options.onError?.(error);
   });
-  const refused = await firstConnection(client, connectTimeoutMs);
+  const refusal = await firstConnection(client, connectTimeoutMs);
+  const refused = refusal && (authRefusal ?? refusal);
   const plainText =
     !refused && client.status !== "ready" && (await answersWithoutTls(client, commandTimeoutMs));
   starting = false;
@@ -200,24 +209,29 @@ const authWarnings: ReadonlyArray<{ reply: string; warning: string }> = [
 /**
  * Reports the AUTH replies ioredis would print on the console (`[WARN] This Redis server's
  * \`default\` user does not require a password, but a password was supplied`) to `onWarning`
- * instead, once per client: ioredis hands its AUTH reply to a callback that prints them, so that
- * callback is wrapped to hear them first and pass on only the other errors.
+ * instead, once per client, and any other refusal of AUTH to `onRefused`: ioredis sends its AUTH
+ * through `client.auth` and prints these replies when its promise rejects, so AUTH is wrapped to
+ * hear them first and take them as answered (the connection carries on without the URL's AUTH, as
+ * ioredis would have it); every other error still rejects.
  */
-function reportingAuthWarnings(client: Redis, onWarning: (message: string) => void): void {
-  const auth = client.auth.bind(client) as (...args: unknown[]) => unknown;
+function reportingAuthWarnings(
+  client: Redis,
+  onWarning: (message: string) => void,
+  onRefused: (error: Error) => void,
+): void {
+  const auth = client.auth.bind(client) as (...args: unknown[]) => Promise<unknown>;
   let warned = false;
-  const wrapped = (...args: unknown[]) => {
-    const callback = args.at(-1);
-    if (typeof callback !== "function") return auth(...args);
-    const hearing = (error: Error | null | undefined, result?: unknown) => {
-      const known = error && authWarnings.find(({ reply }) => error.message.includes(reply));
-      if (!known) return callback(error, result);
+  const wrapped = (...args: unknown[]) =>
+    auth(...args).catch((error: unknown) => {
+      const known = error instanceof Error && authWarnings.find(({ reply }) => error.message.includes(reply));
+      if (!known) {
+        if (error instanceof Error) onRefused(error);
+        throw error;
+      }
       if (!warned) onWarning(known.warning);
       warned = true;
-      return callback(null, result);
-    };
-    return auth(...args.slice(0, -1), hearing);
-  };
+      return "OK";
+    });
   client.auth = wrapped as Redis["auth"];
 }
 

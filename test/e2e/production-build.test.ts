@@ -130,9 +130,10 @@ describe("the production build", () => {
   it("tells Redis the version of the ioredis it holds (CLIENT SETINFO LIB-VER), not that of the package.json two levels above its chunk", {
     timeout: 30_000,
   }, async () => {
-    // ioredis reads its version from `<its file's directory>/../../package.json` at run time: from
-    // the bundle's chunk, that is dist/package.json, which has none. A server that records what the
-    // client sends on connecting (it answers nothing: the commands are sent at once).
+    // ioredis 5 read its version from `<its file's directory>/../../package.json` at run time: from
+    // the bundle's chunk, that is dist/package.json, which has none (ioredis 6 carries it in its
+    // code). A server that records what the client sends on connecting (it answers nothing: the
+    // commands are sent at once).
     let received = "";
     const redis = createNetServer((socket) => socket.on("data", (data) => (received += String(data))));
     await new Promise<void>((resolve) => redis.listen(0, "127.0.0.1", resolve));
