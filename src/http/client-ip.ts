@@ -1,5 +1,6 @@
 import type { IncomingMessage } from "node:http";
 import { BlockList, isIP } from "node:net";
+import { detachedString } from "../detached-string.js";
 import { normalizeAddress, trustedEntry, unmapped } from "../net/ip-address.js";
 
 /**
@@ -26,24 +27,32 @@ export function createClientIpResolver(
     if (isTrusted === null || !isTrusted(peer)) return peer;
     const forwarded = request.headers["x-forwarded-for"];
     const list = Array.isArray(forwarded) ? forwarded.join(",") : (forwarded ?? "");
-    // From the right: the entries a trusted proxy appended, then the first it did not vouch for.
-    let nearest = peer;
-    let end = list.length;
-    while (end > 0) {
-      const start = list.lastIndexOf(",", end - 1);
-      const hop = normalizeAddress(list.slice(start + 1, end));
-      end = Math.max(start, 0);
-      if (!hop) continue;
-      // Not an address (`unknown`, an obfuscated name, a client's free text): nothing left of it
-      // can be believed, so the client is the nearest trusted hop that wrote it.
-      if (isIP(hop) === 0) return nearest;
-      if (!isTrusted(hop)) return hop;
-      nearest = hop;
-    }
-    // Every entry is a trusted address: the left-most, vouched for by the hop to its right, is the
-    // client (an internal service calling through the load balancer), not the proxy that carried it.
-    return nearest;
+    const client = forwardedClient(list, peer, isTrusted);
+    // A copy: the address is cut from a header the client may fill with 16 KiB of entries of its
+    // own, and a usage row waiting out an outage or a rate-limit window keeps it (detachedString).
+    return client === peer ? client : detachedString(client);
   };
+}
+
+/** The client `list` (x-forwarded-for) names, as `peer`, a trusted proxy, passed it on. */
+function forwardedClient(list: string, peer: string, isTrusted: (address: string) => boolean): string {
+  // From the right: the entries a trusted proxy appended, then the first it did not vouch for.
+  let nearest = peer;
+  let end = list.length;
+  while (end > 0) {
+    const start = list.lastIndexOf(",", end - 1);
+    const hop = normalizeAddress(list.slice(start + 1, end));
+    end = Math.max(start, 0);
+    if (!hop) continue;
+    // Not an address (`unknown`, an obfuscated name, a client's free text): nothing left of it
+    // can be believed, so the client is the nearest trusted hop that wrote it.
+    if (isIP(hop) === 0) return nearest;
+    if (!isTrusted(hop)) return hop;
+    nearest = hop;
+  }
+  // Every entry is a trusted address: the left-most, vouched for by the hop to its right, is the
+  // client (an internal service calling through the load balancer), not the proxy that carried it.
+  return nearest;
 }
 
 /**

@@ -142,4 +142,23 @@ describe.skipIf(!postgresAvailable)("memory kept per queued usage row", () => {
       await close();
     }
   });
+
+  it("keeps no x-forwarded-for header behind the client address of a row queued during an outage", async () => {
+    const { proxy, sluice, close } = await startProxiedPostgresGateway({ trustProxy: ["127.0.0.1"] });
+    try {
+      proxy.cut();
+      // Behind a trusted proxy the client's address is the right-most entry, cut from a header the
+      // client may fill with up to 16 KiB of entries of its own on the left.
+      await expectPaddingNotKept(
+        15_000,
+        (_, pad) =>
+          send(sluice, `/v1/provider-a/${madeUpId()}/chat/completions`, {
+            "x-forwarded-for": `${pad ? `${pad}, ` : ""}${nextAddress()}`,
+          }),
+        503,
+      );
+    } finally {
+      await close();
+    }
+  });
 });
