@@ -52,6 +52,23 @@ describe("credential directory", () => {
     expect(opens).toBe(1);
   });
 
+  it("keeps an opened server share in memory of its own, not in a slab of Buffer's shared pool", async () => {
+    const secretBox = createSecretBox(randomBytes(32));
+    const share = randomBytes(48);
+    const sealed = secretBox.seal(share, providerKeyAad("p1", "key000000001"));
+    const key = await createCredentialDirectory({
+      projects: { get: async () => null } as unknown as ProjectRepository,
+      keys: { getProviderKey: async () => record(sealed) } as unknown as KeyRepository,
+      secretBox,
+      ttlMs: 1000,
+    }).key("key000000001");
+    const opened = key?.serverShare() as Buffer;
+    expect(opened.equals(share)).toBe(true);
+    // A view of the pool would keep its whole 8 KiB slab (whatever else was cut from it) for as long
+    // as the cache holds the key: up to 10,000 keys.
+    expect(opened.buffer.byteLength).toBe(share.length);
+  });
+
   it("does not call a share sealed under another master key a database outage", async () => {
     const otherBox = createSecretBox(randomBytes(32));
     const sealed = otherBox.seal(Buffer.from("share"), providerKeyAad("p1", "key000000001"));

@@ -232,9 +232,8 @@ export function createCredentialDirectory(deps: CredentialDirectoryDeps) {
         const serverShare = (): Buffer => {
           if (opened) return opened;
           try {
-            opened = deps.secretBox.open(
-              record.sealedServerShare,
-              providerKeyAad(record.projectId, record.id),
+            opened = unpooledCopy(
+              deps.secretBox.open(record.sealedServerShare, providerKeyAad(record.projectId, record.id)),
             );
           } catch (error) {
             throw new Error(
@@ -309,3 +308,16 @@ export function createCredentialDirectory(deps: CredentialDirectoryDeps) {
 }
 
 export type CredentialDirectory = ReturnType<typeof createCredentialDirectory>;
+
+/**
+ * The bytes in memory of their own, the original wiped. A decrypted share is a few dozen bytes cut
+ * from Buffer's shared 8 KiB pool (`Buffer.concat`, as `Buffer.from` and `Buffer.copyBytesFrom`
+ * copy anything under 4 KiB into it): held by a cached key record (up to 10,000), each would keep
+ * its whole slab alive, with whatever else was cut from it. `Buffer.alloc` never takes the pool.
+ */
+function unpooledCopy(bytes: Buffer): Buffer {
+  const copy = Buffer.alloc(bytes.length);
+  bytes.copy(copy);
+  bytes.fill(0);
+  return copy;
+}
