@@ -1,4 +1,5 @@
 import { execFile } from "node:child_process";
+import { once } from "node:events";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -10,24 +11,54 @@ import { openDatabase } from "./database.js";
 const databaseModule = fileURLToPath(new URL("./database.ts", import.meta.url));
 /**
  * Opens (and so migrates) the embedded database of the data dir given as the first argument, at
- * the instant (epoch ms) given as the second, so that two processes start their migrations together.
+ * an instant (epoch ms) it is then sent on stdin, so that two processes start their migrations
+ * together. It says `ready` once loaded: the instant is picked when both are, not a guess at how
+ * long loading takes.
  */
 const openOnce = `
+import { once } from "node:events";
 import { openDatabase } from ${JSON.stringify(databaseModule)};
-await new Promise((resolve) => setTimeout(resolve, Number(process.argv[2]) - Date.now()));
+process.stdout.write("ready\\n");
+const [at] = await once(process.stdin, "data");
+process.stdin.destroy();
+await new Promise((resolve) => setTimeout(resolve, Number(String(at)) - Date.now()));
 const database = await openDatabase({ dataDir: process.argv[1] });
 await database.close();
 `;
 
-function start(dataDir: string, at: number): Promise<string> {
-  return new Promise((resolve) => {
-    execFile(
-      process.execPath,
-      ["--import", "tsx", "--input-type=module", "-e", openOnce, dataDir, String(at)],
-      (error, _stdout, stderr) =>
-        resolve(error ? (stderr.split("\n").find((line) => line.includes("Error")) ?? String(error)) : "ok"),
-    );
+/** A process that opens the database of `dataDir` once it is loaded and told when (`go`). */
+function start(dataDir: string) {
+  const child = execFile(process.execPath, [
+    "--import",
+    "tsx",
+    "--input-type=module",
+    "-e",
+    openOnce,
+    dataDir,
+  ]);
+  let stderr = "";
+  child.stderr?.on("data", (chunk: Buffer) => {
+    stderr += String(chunk);
   });
+  const outcome = new Promise<string>((resolve) =>
+    child.once("close", (code) =>
+      resolve(
+        code === 0 ? "ok" : (stderr.split("\n").find((line) => line.includes("Error")) ?? `exit ${code}`),
+      ),
+    ),
+  );
+  // Ready once it said so; an early exit settles it too (its outcome then says why).
+  const ready = Promise.race([once(child.stdout as NonNullable<typeof child.stdout>, "data"), outcome]);
+  return { ready, outcome, go: (at: number) => child.stdin?.end(String(at)) };
+}
+
+/** Two processes opening the database of `dataDir` at one instant, once both are loaded: their outcomes. */
+async function startTogether(dataDir: string): Promise<string[]> {
+  const both = [start(dataDir), start(dataDir)];
+  await Promise.all(both.map((each) => each.ready));
+  const at = Date.now() + 100;
+  for (const each of both) each.go(at);
+  return Promise.all(both.map((each) => each.outcome));
 }
 
 describe("embedded database", () => {
@@ -36,9 +67,7 @@ describe("embedded database", () => {
     for (let round = 0; round < 3; round++) {
       const dataDir = mkdtempSync(join(tmpdir(), "sluice-start-"));
       try {
-        outcomes.push(
-          ...(await Promise.all([start(dataDir, Date.now() + 3000), start(dataDir, Date.now() + 3000)])),
-        );
+        outcomes.push(...(await startTogether(dataDir)));
       } finally {
         rmSync(dataDir, { recursive: true, force: true });
       }
@@ -59,9 +88,7 @@ describe("embedded database", () => {
           alter table usage_records drop column requests;
           delete from sluice_migrations where name >= '0003'`);
         await earlier.close();
-        outcomes.push(
-          ...(await Promise.all([start(dataDir, Date.now() + 3000), start(dataDir, Date.now() + 3000)])),
-        );
+        outcomes.push(...(await startTogether(dataDir)));
         const database = new BetterSqlite3(join(dataDir, "sluice.sqlite"));
         const rows = database.prepare("select name from sluice_migrations order by name").all();
         recorded.push(rows.map((row) => (row as { name: string }).name));

@@ -13,7 +13,12 @@ import { createTestProject } from "../support/test-gateway.js";
  */
 describe.skipIf(!postgresAvailable)("proxied calls while PostgreSQL hangs", () => {
   it("serves a project that was working from what it knew, without waiting for the query timeout", async () => {
-    const { proxy, sluice, close } = await startProxiedPostgresGateway({ projectCacheTtlMs: 300 });
+    const { proxy, sluice, close } = await startProxiedPostgresGateway({
+      projectCacheTtlMs: 300,
+      // The close, after the database was stalled, waits for its usage rows until the shutdown
+      // timeout (10 s by default): the test asks nothing of it.
+      shutdownTimeoutMs: 500,
+    });
     const project = await createTestProject(sluice.gateway, { monthlySpendCapUsd: 100 });
     const call = async () => {
       const started = performance.now();
@@ -64,7 +69,8 @@ describe.skipIf(!postgresAvailable)("proxied calls while PostgreSQL hangs", () =
   }, 30_000);
 
   it("says degraded (200) while PostgreSQL is down if it holds projects to serve, unavailable (503) if it holds none", async () => {
-    const { proxy, sluice, close } = await startProxiedPostgresGateway();
+    // As above: the close, after the database was cut, waits no longer than 500 ms for its rows.
+    const { proxy, sluice, close } = await startProxiedPostgresGateway({ shutdownTimeoutMs: 500 });
     const health = async () => {
       const response = await fetch(`${sluice.url}/health`);
       const body = (await response.json()) as { status: string; checks: { database: { status: string } } };
