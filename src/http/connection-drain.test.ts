@@ -1,8 +1,7 @@
 import { createServer, type Server, type ServerResponse } from "node:http";
 import { connect } from "node:net";
-import { setFlagsFromString } from "node:v8";
-import { runInNewContext } from "node:vm";
 import { afterEach, describe, expect, it } from "vitest";
+import { collectGarbage } from "../../test/support/garbage-collection.js";
 import { GatewayError } from "../errors.js";
 import { trackConnections } from "./connection-drain.js";
 import { sendRawError } from "./send.js";
@@ -19,8 +18,6 @@ describe("trackConnections", () => {
   // link outlived the answer ahead: on a keep-alive connection whose client always has a request
   // in flight behind another, every response ever answered on it stayed reachable from the last.
   it("holds none of a connection's finished pipelined answers while the connection stays open", async () => {
-    setFlagsFromString("--expose_gc");
-    const gc = runInNewContext("gc") as () => void;
     const answered: WeakRef<ServerResponse>[] = [];
     server = createServer();
     const drain = trackConnections(server, "connection");
@@ -56,7 +53,7 @@ describe("trackConnections", () => {
     expect(answers()).toBe(count);
     expect(answered.length).toBe(count);
     await new Promise((resolve) => setTimeout(resolve, 20));
-    gc();
+    collectGarbage();
     // The connection is still open: only its last answer may be held.
     expect(socket.destroyed).toBe(false);
     expect(answered.filter((response) => response.deref() !== undefined).length).toBeLessThanOrEqual(1);

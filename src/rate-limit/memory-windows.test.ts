@@ -1,6 +1,5 @@
-import { setFlagsFromString } from "node:v8";
-import { runInNewContext } from "node:vm";
 import { describe, expect, it } from "vitest";
+import { collectGarbage } from "../../test/support/garbage-collection.js";
 import { MemoryWindows } from "./memory-windows.js";
 
 describe("MemoryWindows", () => {
@@ -58,8 +57,6 @@ describe("MemoryWindows", () => {
   // it (a table that grew or shrank points on to its successor). Before, a burst's windows, all
   // dropped by the timer once ended, stayed in memory through that table until the next count.
   it("holds none of a burst's windows once dropEnded dropped them, though no count follows", async () => {
-    setFlagsFromString("--expose_gc");
-    const gc = runInNewContext("gc") as () => void;
     let now = 0;
     const windows = new MemoryWindows(() => now);
     const burst: WeakRef<object>[] = [];
@@ -69,7 +66,7 @@ describe("MemoryWindows", () => {
     windows.dropEnded();
     expect(windows.size()).toBe(0);
     await new Promise((resolve) => setImmediate(resolve)); // WeakRefs hold their targets for a job
-    gc();
+    collectGarbage();
     expect(burst.filter((window) => window.deref() !== undefined).length).toBe(0);
   });
 });

@@ -1,7 +1,6 @@
-import { setFlagsFromString } from "node:v8";
-import { runInNewContext } from "node:vm";
 import { Ajv } from "ajv";
 import { afterEach, describe, expect, it } from "vitest";
+import { collectGarbage } from "../../test/support/garbage-collection.js";
 import { checkOutputSchema, maxSchemaNesting } from "./output-schema.js";
 import { sdkGivesStructuredOutput, sentAsStructuredOutput } from "./provider-limits.js";
 import { schemaForProvider } from "./provider-schema.js";
@@ -250,14 +249,12 @@ describe("the compiled-validator cache", () => {
   // code-generation scope): before, the cache was a Map cleared past 1000 entries while the one Ajv
   // instance grew by every compile, about 5.5 KB a call once more schemas than that were in use.
   it("keeps memory bounded with more schemas in rotation than it holds", { timeout: 60_000 }, async () => {
-    setFlagsFromString("--expose_gc");
-    const gc = runInNewContext("gc") as () => void;
     const { instances } = watchAjvInstances();
     const distinct = 5000;
     for (let round = 0; round < 2; round++) for (let index = 0; index < distinct; index++) use(index);
     Ajv.prototype.compile = originalCompile;
     await new Promise((resolve) => setImmediate(resolve)); // WeakRefs hold their targets for a job
-    gc();
+    collectGarbage();
     const live = instances.map((instance) => instance.deref()).filter((ajv) => ajv !== undefined);
     // What each live instance holds: its schema cache, and the schemas its generated code refers to
     // (which removeSchema does not release).

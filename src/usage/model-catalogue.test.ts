@@ -1,9 +1,8 @@
 import { readFileSync } from "node:fs";
 import { createRequire } from "node:module";
 import { dirname, join } from "node:path";
-import { setFlagsFromString } from "node:v8";
-import { runInNewContext } from "node:vm";
 import { describe, expect, it } from "vitest";
+import { heapUsedAfterGc } from "../../test/support/garbage-collection.js";
 import { defaultModel, deprecationNotices, findModel } from "./model-catalogue.js";
 import { costOfTokens } from "./token-cost.js";
 
@@ -21,24 +20,17 @@ describe("findModel's memo", () => {
   });
 
   it("keeps neither a long name nor the request line or body a name was cut from", () => {
-    setFlagsFromString("--expose-gc");
-    const gc = runInNewContext("gc") as () => void;
-    const heapUsed = () => {
-      gc();
-      gc();
-      return process.memoryUsage().heapUsed;
-    };
     // Names come from clients (provider C's path, a request body) as views of what they were cut
     // from, and a name may itself be as long as a request line: 1,000 of either, 16 KB each, held
     // by the memo would be 16 MB a provider. 500 a provider, so the memo (1,000) is not emptied.
     findModel("provider-c", "gemini-2.5-flash");
-    const before = heapUsed();
+    const before = heapUsedAfterGc();
     for (let index = 0; index < 500; index++) {
       const line = `${"x".repeat(16_000)}custom-model-${String(index).padStart(6, "0")}`;
       expect(findModel("provider-c", line.slice(16_000))).toBeNull();
       expect(findModel("provider-b", `${line}-${index}`)).toBeNull();
     }
-    expect(heapUsed() - before).toBeLessThan((2 * 500 * 16_000) / 10);
+    expect(heapUsedAfterGc() - before).toBeLessThan((2 * 500 * 16_000) / 10);
     expect(findModel("provider-c", "custom-model-000499")).toBeNull();
   });
 });

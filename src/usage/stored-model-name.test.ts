@@ -1,6 +1,5 @@
-import { setFlagsFromString } from "node:v8";
-import { runInNewContext } from "node:vm";
 import { describe, expect, it } from "vitest";
+import { heapUsedAfterGc } from "../../test/support/garbage-collection.js";
 import { storedModelName } from "./stored-model-name.js";
 
 describe("stored model name", () => {
@@ -16,22 +15,15 @@ describe("stored model name", () => {
   });
 
   it("keeps its own characters, not the body or request line the name was cut from", () => {
-    setFlagsFromString("--expose-gc");
-    const gc = runInNewContext("gc") as () => void;
-    const heapUsed = () => {
-      gc();
-      gc();
-      return process.memoryUsage().heapUsed;
-    };
     // A usage row waits in the queue (100,000 rows) while the database is down: a name that is a
     // view of the 16 KiB it was cut from (a regular expression's capture in a body, a path segment)
     // would keep all of it.
-    const before = heapUsed();
+    const before = heapUsedAfterGc();
     const kept = Array.from({ length: 2000 }, (_, index) => {
       const line = `${"x".repeat(16_000)}gpt-4o-mini-${String(index).padStart(6, "0")}`;
       return storedModelName(line.slice(16_000));
     });
-    const grown = heapUsed() - before;
+    const grown = heapUsedAfterGc() - before;
     expect(kept[1999]).toBe("gpt-4o-mini-001999");
     expect(grown).toBeLessThan((2000 * 16_000) / 10);
   });

@@ -1,9 +1,8 @@
 import { randomBytes } from "node:crypto";
-import { setFlagsFromString } from "node:v8";
-import { runInNewContext } from "node:vm";
 import { Agent, request } from "undici";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { partialKeyPrefix } from "../../src/auth/partial-key.js";
+import { heapUsedAfterGc } from "../support/garbage-collection.js";
 import { startProxiedPostgresGateway } from "../support/proxied-postgres-gateway.js";
 import { postgresAvailable } from "../support/services.js";
 import {
@@ -12,16 +11,6 @@ import {
   type TestGateway,
   type TestProject,
 } from "../support/test-gateway.js";
-
-setFlagsFromString("--expose-gc");
-const gc = runInNewContext("gc") as () => void;
-
-/** The heap in use once everything unreachable is collected. */
-function heapUsed(): number {
-  gc();
-  gc();
-  return process.memoryUsage().heapUsed;
-}
 
 /**
  * The caches and counters that made-up project ids, key ids and addresses reach are bounded in
@@ -60,12 +49,12 @@ async function send(sluice: TestGateway, path: string, headers: Record<string, s
 
 /** How much the heap grew after `requests` calls of `one`, which each answer `status`. */
 async function heapGrowth(one: (index: number) => Promise<number>, status: number): Promise<number> {
-  const before = heapUsed();
+  const before = heapUsedAfterGc();
   for (let start = 0; start < requests; start += 50) {
     const statuses = await Promise.all(Array.from({ length: 50 }, (_, offset) => one(start + offset)));
     expect(new Set(statuses)).toEqual(new Set([status]));
   }
-  return heapUsed() - before;
+  return heapUsedAfterGc() - before;
 }
 
 async function expectPaddingNotKept(

@@ -1,8 +1,7 @@
 import type { ServerResponse } from "node:http";
 import { connect, type Socket } from "node:net";
-import { setFlagsFromString } from "node:v8";
-import { runInNewContext } from "node:vm";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { collectGarbage } from "../support/garbage-collection.js";
 import { type LocalServer, startLocalServer } from "../support/local-server.js";
 import {
   createTestProject,
@@ -142,8 +141,6 @@ describe("a proxied stream whose client stops reading", () => {
   }, 30_000);
 
   it("keeps no copy of a large request body once the provider has it, only the model it names", async () => {
-    setFlagsFromString("--expose_gc");
-    const gc = runInNewContext("gc") as () => void;
     // The default idle timeout: the streams stay paused, uncut, while the memory is measured.
     const patient = await startTestGateway({ providerABaseUrl: `${upstream.url}/v1` });
     try {
@@ -151,7 +148,7 @@ describe("a proxied stream whose client stops reading", () => {
       upstream.answers.length = 0;
       // Made before the baseline and kept to the end: the client's own copy is counted in both.
       const body = chatBody(16 * mib);
-      gc();
+      collectGarbage();
       const before = process.memoryUsage().arrayBuffers;
       const streams = [
         await pausedStream(patient, patientProject, body),
@@ -165,7 +162,7 @@ describe("a proxied stream whose client stops reading", () => {
       let held = Number.POSITIVE_INFINITY;
       for (const deadline = Date.now() + 5000; held >= 8 * mib && Date.now() < deadline; ) {
         await new Promise((resolve) => setTimeout(resolve, 50));
-        gc();
+        collectGarbage();
         held = process.memoryUsage().arrayBuffers - before;
       }
       expect(upstream.answers.some((answer) => answer.aborted)).toBe(false);
