@@ -84,8 +84,24 @@ function lingerOnUnreadBody(request: IncomingMessage): void {
   };
   const timer = setTimeout(close, lingerMs);
   socket.on("data", onData);
+  readAgain(socket);
   request.once("end", stop);
   socket.once("close", stop);
+}
+
+/**
+ * Restarts the reading of a socket that a `data` listener just took back from Node's parser. The
+ * parser reads the socket's handle itself and stops it once the request's unread body filled its
+ * buffer (16 KiB), to restart it on the socket's `resume`. Taking the socket back (`unconsume`)
+ * drops that `resume` listener, and the socket's stream still counts itself as reading, so it never
+ * asks again: nothing more would be read, neither the lingering bytes nor the client's close, and
+ * the connection would be held to both deadlines (4 s), then reset on its unread bytes.
+ */
+function readAgain(socket: Duplex): void {
+  const handle = (socket as Duplex & { _handle?: { reading: boolean; readStart(): number } | null })._handle;
+  if (!handle || handle.reading) return;
+  handle.reading = true;
+  handle.readStart();
 }
 
 export function setHeaders(response: ServerResponse, headers: Record<string, string>): void {
