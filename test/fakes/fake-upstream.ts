@@ -61,6 +61,29 @@ export interface ProgrammedResponse {
   parts?: Array<string | Buffer>;
 }
 
+/**
+ * How the fake answers one request, whatever the settings say (setPlan): each field left out keeps
+ * the setting's behaviour. For tests whose concurrent calls each need an answer of their own.
+ */
+export interface RequestPlan {
+  /** The tokens this answer reports (over setUsage's). */
+  usage?: Partial<FakeUsage>;
+  latencyMs?: number;
+  sseDelayMs?: number;
+  /** As hangStreamsAfter, for this answer's stream. */
+  hangStreamsAfter?: number | null;
+  streamEnd?: StreamEnd;
+  compression?: ResponseCoding | null;
+  /** Answers with the provider's own error shape for this status. */
+  failStatus?: number;
+  /** A JSON answer cut halfway: its content-length promised the whole body, half is sent and the connection closed. */
+  cutBody?: boolean;
+  /** The connection is closed without any answer. */
+  destroy?: boolean;
+  /** Headers sent besides the answer's own (an `x-request-id` of the provider's, say). */
+  headers?: Record<string, string>;
+}
+
 /** The gateway's three provider base URLs (Config's), each at its provider's path on `fake`. */
 export function providerBaseUrls(fake: { url: string }) {
   return {
@@ -106,6 +129,8 @@ export interface FakeUpstream {
   setCompression(coding: ResponseCoding | null): void;
   /** How many polls a provider A background response answers `in_progress` before it completes. */
   setResponsesPollsBeforeDone(polls: number): void;
+  /** Each request's own plan (RequestPlan), asked as it arrives; null (or no plan returned): the settings alone. */
+  setPlan(plan: ((request: RecordedRequest) => RequestPlan | undefined) | null): void;
   /**
    * The first recorded request the client aborted (of those `which` picks, when given), once there
    * is one. Without `which`, a request aborted earlier answers at once.
@@ -132,6 +157,14 @@ export async function startFakeUpstream(
   let usage: FakeUsage = { input: 11, output: 7, cached: 3, reasoning: 2 };
   let compression: ResponseCoding | null = null;
   const recordedOf = new WeakMap<ServerResponse, RecordedRequest>();
+  let planFor: ((request: RecordedRequest) => RequestPlan | undefined) | null = null;
+  const planOf = new WeakMap<ServerResponse, RequestPlan>();
+  /** The tokens an answer reports: the settings', over which its plan's. */
+  const usageFor = (response: ServerResponse): FakeUsage => ({ ...usage, ...planOf.get(response)?.usage });
+  const codingFor = (response: ServerResponse): ResponseCoding | null => {
+    const planned = planOf.get(response)?.compression;
+    return planned === undefined ? compression : planned;
+  };
   const responsesApi = createFakeResponsesApi();
   const abortWaiters = new Set<(request: RecordedRequest) => void>();
 
@@ -179,8 +212,19 @@ export async function startFakeUpstream(
       }
       recorded.finishedAt = Date.now();
     });
-    if (latencyMs > 0) await sleep(latencyMs);
+    const plan = planFor?.(recorded);
+    if (plan) planOf.set(response, plan);
+    const wait = plan?.latencyMs ?? latencyMs;
+    if (wait > 0) await sleep(wait);
     if (response.destroyed) return;
+    if (plan?.destroy) {
+      response.socket?.destroy();
+      return;
+    }
+    if (plan?.failStatus !== undefined) {
+      sendJson(response, plan.failStatus, providerErrors[provider](plan.failStatus));
+      return;
+    }
     const programmed = queued.shift();
     if (programmed?.parts !== undefined) {
       await stream(response, programmed.parts, programmed.headers?.["content-type"]);
@@ -196,6 +240,7 @@ export async function startFakeUpstream(
   }
 
   async function route(request: RecordedRequest, response: ServerResponse) {
+    const usage = usageFor(response);
     const path = request.path.split("?")[0] ?? "";
     const json = (request.json ?? {}) as Record<string, unknown>;
     const model = typeof json.model === "string" ? json.model : "unknown-model";
@@ -366,6 +411,7 @@ export async function startFakeUpstream(
     method: string,
     json: Record<string, unknown>,
   ) {
+    const usage = usageFor(response);
     const config = (json.generationConfig ?? {}) as Record<string, unknown>;
     // As provider C does: a response schema its API refuses, on every call.
     const refused =
@@ -435,9 +481,11 @@ export async function startFakeUpstream(
       ? body
       : Buffer.from(typeof body === "string" ? body : JSON.stringify(body));
     const encoding: Record<string, string> = {};
-    if (compression !== null) {
-      payload = compressSync[compression](payload);
-      encoding["content-encoding"] = compression;
+    const coding = codingFor(response);
+    const plan = planOf.get(response);
+    if (coding !== null) {
+      payload = compressSync[coding](payload);
+      encoding["content-encoding"] = coding;
       const recorded = recordedOf.get(response);
       if (recorded) recorded.sentBody = payload;
     }
@@ -447,7 +495,13 @@ export async function startFakeUpstream(
       "x-fake-upstream": "json",
       ...encoding,
       ...headers,
+      ...plan?.headers,
     });
+    if (plan?.cutBody) {
+      response.write(payload.subarray(0, Math.floor(payload.length / 2)));
+      response.socket?.end();
+      return;
+    }
     response.end(payload);
   }
 
@@ -469,30 +523,35 @@ export async function startFakeUpstream(
   ) {
     // `?sse_delay_ms=N` paces one request (the benchmark's paced stream); else the programmed delay.
     const paced = /[?&]sse_delay_ms=(\d+)/.exec(path);
-    const delay = paced ? Number(paced[1]) : sseDelayMs;
+    const plan = planOf.get(response);
+    const delay = paced ? Number(paced[1]) : (plan?.sseDelayMs ?? sseDelayMs);
+    const hang = plan?.hangStreamsAfter === undefined ? hangAfter : plan.hangStreamsAfter;
+    const end = plan?.streamEnd ?? streamEnd;
+    const coding = codingFor(response);
     const recorded = recordedOf.get(response);
-    const encoder = compression === null ? null : createResponseEncoder(compression, response, recorded);
+    const encoder = coding === null ? null : createResponseEncoder(coding, response, recorded);
     response.writeHead(200, {
       "content-type": contentType,
       "cache-control": "no-cache",
       "x-fake-upstream": "stream",
-      ...(compression === null ? {} : { "content-encoding": compression }),
+      ...(coding === null ? {} : { "content-encoding": coding }),
+      ...plan?.headers,
     });
     response.flushHeaders();
     for (const [index, whole] of events.entries()) {
       if (response.destroyed) return;
-      if (hangAfter !== null && index >= hangAfter) return;
+      if (hang !== null && index >= hang) return;
       if (index > 0 && delay > 0) await sleep(delay);
       if (response.destroyed) return;
       const event =
-        streamEnd !== "whole" && index === events.length - 1 && typeof whole === "string"
+        end !== "whole" && index === events.length - 1 && typeof whole === "string"
           ? whole.replace(/[\r\n]+$/, "")
           : whole;
       if (encoder) await encoder.write(event);
       else if (!response.write(event)) await new Promise((resolve) => response.once("drain", resolve));
     }
-    if (hangAfter !== null && hangAfter >= events.length) return;
-    if (streamEnd === "cut") {
+    if (hang !== null && hang >= events.length) return;
+    if (end === "cut") {
       // What was written leaves first; the chunked body then lacks its last chunk.
       response.socket?.end();
       return;
@@ -548,6 +607,9 @@ export async function startFakeUpstream(
     },
     setResponsesPollsBeforeDone(polls) {
       responsesApi.setPollsBeforeDone(polls);
+    },
+    setPlan(plan) {
+      planFor = plan;
     },
     waitForAbort(timeoutMs, which = () => true) {
       const already = requests.find((request) => request.aborted && which(request));
