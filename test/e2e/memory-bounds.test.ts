@@ -116,38 +116,39 @@ describe("memory kept per made-up id", () => {
  * default): a row must hold its own project id, not the request line it was read from.
  */
 describe.skipIf(!postgresAvailable)("memory kept per queued usage row", () => {
-  it("keeps no request line behind the made-up project id of a row queued during an outage", async () => {
+  /** `run` on a gateway whose PostgreSQL is cut: its rows wait in the queue. */
+  async function whileDatabaseCut(run: (sluice: TestGateway) => Promise<void>): Promise<void> {
     const { proxy, sluice, close } = await startProxiedPostgresGateway({ trustProxy: ["127.0.0.1"] });
     try {
       proxy.cut();
+      await run(sluice);
+    } finally {
+      await close();
+    }
+  }
+
+  it("keeps no request line behind the made-up project id of a row queued during an outage", () =>
+    whileDatabaseCut((sluice) =>
       // The id cannot be looked up: 503, with its row, which waits for the database.
-      await expectPaddingNotKept(
+      expectPaddingNotKept(
         15_000,
         (_, pad) =>
           send(sluice, `/v1/provider-a/${madeUpId()}/chat/completions${pad ? `?pad=${pad}` : ""}`, {}),
         503,
-      );
-    } finally {
-      await close();
-    }
-  });
+      ),
+    ));
 
-  it("keeps no x-forwarded-for header behind the client address of a row queued during an outage", async () => {
-    const { proxy, sluice, close } = await startProxiedPostgresGateway({ trustProxy: ["127.0.0.1"] });
-    try {
-      proxy.cut();
+  it("keeps no x-forwarded-for header behind the client address of a row queued during an outage", () =>
+    whileDatabaseCut((sluice) =>
       // Behind a trusted proxy the client's address is the right-most entry, cut from a header the
       // client may fill with up to 16 KiB of entries of its own on the left.
-      await expectPaddingNotKept(
+      expectPaddingNotKept(
         15_000,
         (_, pad) =>
           send(sluice, `/v1/provider-a/${madeUpId()}/chat/completions`, {
             "x-forwarded-for": `${pad ? `${pad}, ` : ""}${nextAddress()}`,
           }),
         503,
-      );
-    } finally {
-      await close();
-    }
-  });
+      ),
+    ));
 });

@@ -1,11 +1,5 @@
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
-import { type FakeUpstream, providerBaseUrls, startFakeUpstream } from "../fakes/fake-upstream.js";
-import {
-  createTestProject,
-  startTestGateway,
-  type TestGateway,
-  type TestProject,
-} from "../support/test-gateway.js";
+import { type ProxyStage, startProxyStage } from "../support/proxy-stage.js";
 
 /**
  * SPEC's proxies with its preferred credential, `Authorization: Bearer <partial_key>.<token>`, sent
@@ -14,19 +8,16 @@ import {
  * identifier) and none of the client's credential headers, which hold the partial key and the test key.
  */
 describe("the key the proxies inject, and the credentials they keep back", () => {
-  let fake: FakeUpstream;
-  let sluice: TestGateway;
-  let project: TestProject;
+  let stage: ProxyStage;
+  let fake: ProxyStage["fake"];
+  let sluice: ProxyStage["sluice"];
+  let project: ProxyStage["project"];
 
   beforeAll(async () => {
-    fake = await startFakeUpstream();
-    sluice = await startTestGateway(providerBaseUrls(fake));
-    project = await createTestProject(sluice.gateway);
+    stage = await startProxyStage();
+    ({ fake, sluice, project } = stage);
   });
-  afterAll(async () => {
-    await sluice.close();
-    await fake.close();
-  });
+  afterAll(() => stage.close());
   beforeEach(() => fake.clear());
 
   const calls = [
