@@ -3,7 +3,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { ProviderId } from "../../src/providers/provider-id.js";
 import { type LocalServer, startLocalServer } from "../support/local-server.js";
 import {
-  createTestProject,
+  createProjectOnEachProvider,
   titleSchema as schema,
   startTestGateway,
   type TestGateway,
@@ -42,7 +42,7 @@ describe("a provider that drops the connection in the middle of a 200's body", (
   let upstream: LocalServer;
   let sluice: TestGateway;
   let requests = 0;
-  const projects = {} as Record<ProviderId, TestProject>;
+  let projects: Record<ProviderId, TestProject>;
 
   beforeAll(async () => {
     upstream = await startLocalServer((request, response) => {
@@ -55,8 +55,7 @@ describe("a provider that drops the connection in the middle of a 200's body", (
       providerBBaseUrl: `${upstream.url}/b/v1`,
       providerCBaseUrl: `${upstream.url}/c/v1beta`,
     });
-    for (const provider of ["provider-a", "provider-b", "provider-c"] as const)
-      projects[provider] = await createTestProject(sluice.gateway, { provider, outputSchema: schema });
+    projects = await createProjectOnEachProvider(sluice.gateway, { outputSchema: schema });
   });
   afterAll(async () => {
     await sluice?.close();

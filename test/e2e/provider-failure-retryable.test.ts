@@ -5,7 +5,7 @@ import { tinyPng } from "../fakes/fake-upstream-responses.js";
 import { startLocalTcpServer } from "../support/local-server.js";
 import { refusedPort } from "../support/refused-port.js";
 import {
-  createTestProject,
+  createProjectOnEachProvider,
   titleSchema as schema,
   startTestGateway,
   type TestGateway,
@@ -134,7 +134,7 @@ const cases: Record<string, Case> = {
 describe("details.retryable on every provider failure", () => {
   let fake: FakeUpstream;
   let sluice: TestGateway;
-  const projects = {} as Record<ProviderId, TestProject>;
+  let projects: Record<ProviderId, TestProject>;
 
   beforeAll(async () => {
     fake = await startFakeUpstream();
@@ -145,8 +145,7 @@ describe("details.retryable on every provider failure", () => {
       providerCBaseUrl: `${fake.url}/c/v1beta`,
       maxProviderResponseBytes: cap,
     });
-    for (const provider of ["provider-a", "provider-b", "provider-c"] as const)
-      projects[provider] = await createTestProject(sluice.gateway, { provider, outputSchema: schema });
+    projects = await createProjectOnEachProvider(sluice.gateway, { outputSchema: schema });
   });
   afterAll(async () => {
     await sluice?.close();
@@ -194,7 +193,7 @@ describe("details.retryable on every provider failure", () => {
 describe("a provider whose server does not speak HTTP", () => {
   let upstream: { port: number; close(): Promise<void> };
   let sluice: TestGateway;
-  const projects = {} as Record<ProviderId, TestProject>;
+  let projects: Record<ProviderId, TestProject>;
 
   beforeAll(async () => {
     upstream = await startLocalTcpServer((socket) =>
@@ -206,8 +205,7 @@ describe("a provider whose server does not speak HTTP", () => {
       providerBBaseUrl: `${url}/v1`,
       providerCBaseUrl: `${url}/v1beta`,
     });
-    for (const provider of ["provider-a", "provider-b", "provider-c"] as const)
-      projects[provider] = await createTestProject(sluice.gateway, { provider, outputSchema: schema });
+    projects = await createProjectOnEachProvider(sluice.gateway, { outputSchema: schema });
   });
   afterAll(async () => {
     await sluice?.close();

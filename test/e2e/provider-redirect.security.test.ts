@@ -2,7 +2,7 @@ import type { IncomingHttpHeaders } from "node:http";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type LocalServer, startLocalServer } from "../support/local-server.js";
 import {
-  createTestProject,
+  createProjectOnEachProvider,
   startTestGateway,
   type TestGateway,
   type TestProject,
@@ -19,7 +19,7 @@ describe("a provider's redirect to another origin", () => {
   let elsewhere: LocalServer;
   let sluice: TestGateway;
   const seenElsewhere: IncomingHttpHeaders[] = [];
-  const projects = {} as Record<"provider-a" | "provider-b" | "provider-c", TestProject>;
+  let projects: Record<"provider-a" | "provider-b" | "provider-c", TestProject>;
 
   beforeAll(async () => {
     elsewhere = await startLocalServer((request, response) => {
@@ -44,8 +44,7 @@ describe("a provider's redirect to another origin", () => {
       required: ["title"],
       additionalProperties: false,
     };
-    for (const provider of ["provider-a", "provider-b", "provider-c"] as const)
-      projects[provider] = await createTestProject(sluice.gateway, { provider, outputSchema: schema });
+    projects = await createProjectOnEachProvider(sluice.gateway, { outputSchema: schema });
   });
 
   afterAll(async () => {

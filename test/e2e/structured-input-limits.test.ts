@@ -3,6 +3,7 @@ import type { ProviderId } from "../../src/providers/provider-id.js";
 import { type FakeUpstream, providerBaseUrls, startFakeUpstream } from "../fakes/fake-upstream.js";
 import { tinyPng } from "../fakes/fake-upstream-responses.js";
 import {
+  createProjectOnEachProvider,
   createTestProject,
   titleSchema as schema,
   startTestGateway,
@@ -38,15 +39,13 @@ const providerBMaxImageBytes = ((5 * 1024 * 1024) / 4) * 3;
 describe("structured input limits of the providers", () => {
   let fake: FakeUpstream;
   let sluice: TestGateway;
-  const projects = {} as Record<ProviderId, TestProject>;
+  let projects: Record<ProviderId, TestProject>;
 
   beforeAll(async () => {
     fake = await startFakeUpstream();
     // SLUICE_MAX_IMAGE_BYTES at its default (10 MiB): above provider B's own cap.
     sluice = await startTestGateway({ ...providerBaseUrls(fake) });
-    for (const provider of ["provider-a", "provider-b", "provider-c"] as const) {
-      projects[provider] = await createTestProject(sluice.gateway, { provider, outputSchema: schema });
-    }
+    projects = await createProjectOnEachProvider(sluice.gateway, { outputSchema: schema });
   });
 
   afterAll(async () => {

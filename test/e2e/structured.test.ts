@@ -8,6 +8,7 @@ import { type FakeUpstream, providerBaseUrls, startFakeUpstream } from "../fakes
 import { providerA, providerB, tinyPng } from "../fakes/fake-upstream-responses.js";
 import {
   adminToken,
+  createProjectOnEachProvider,
   createTestProject,
   startTestGateway,
   type TestGateway,
@@ -37,7 +38,7 @@ describe("structured analysis", () => {
   /** When the connection of the last `/drip.pdf` download started and closed (ms since the epoch). */
   const drip: { started?: number; closed?: number } = {};
   let pdfUrl: string;
-  const projects = {} as Record<"provider-a" | "provider-b" | "provider-c", TestProject>;
+  let projects: Record<"provider-a" | "provider-b" | "provider-c", TestProject>;
 
   beforeAll(async () => {
     fake = await startFakeUpstream();
@@ -76,9 +77,7 @@ describe("structured analysis", () => {
         }),
       },
     );
-    for (const provider of ["provider-a", "provider-b", "provider-c"] as const) {
-      projects[provider] = await createTestProject(sluice.gateway, { provider, outputSchema: schema });
-    }
+    projects = await createProjectOnEachProvider(sluice.gateway, { outputSchema: schema });
   });
 
   afterAll(async () => {

@@ -1,7 +1,12 @@
 import { afterAll, beforeAll, beforeEach } from "vitest";
 import type { ProviderId } from "../../src/providers/provider-id.js";
 import { type FakeUpstream, providerBaseUrls, startFakeUpstream } from "../fakes/fake-upstream.js";
-import { createTestProject, startTestGateway, type TestGateway, type TestProject } from "./test-gateway.js";
+import {
+  createProjectOnEachProvider,
+  startTestGateway,
+  type TestGateway,
+  type TestProject,
+} from "./test-gateway.js";
 
 /**
  * For the describe it is called in: a fake upstream and a gateway on it, with a project on each
@@ -18,8 +23,7 @@ export function structuredOnEachProvider(schema: Record<string, unknown>, struct
     fake = await startFakeUpstream();
     sluice = await startTestGateway({ ...providerBaseUrls(fake) });
     if (structuredOutput !== undefined) fake.setStructuredOutput(structuredOutput);
-    for (const provider of ["provider-a", "provider-b", "provider-c"] as const)
-      projects[provider] = await createTestProject(sluice.gateway, { provider, outputSchema: schema });
+    Object.assign(projects, await createProjectOnEachProvider(sluice.gateway, { outputSchema: schema }));
   });
   afterAll(async () => {
     await sluice?.close();

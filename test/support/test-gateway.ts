@@ -135,6 +135,17 @@ export async function createTestProject(
   };
 }
 
+/** A project on each provider (its `provider`), each with `fields` besides. */
+export async function createProjectOnEachProvider(
+  gateway: Gateway,
+  fields: Record<string, unknown> = {},
+): Promise<Record<ProviderId, TestProject>> {
+  const projects = {} as Record<ProviderId, TestProject>;
+  for (const provider of ["provider-a", "provider-b", "provider-c"] as const)
+    projects[provider] = await createTestProject(gateway, { ...fields, provider });
+  return projects;
+}
+
 /** The Apple team and key id the DeviceCheck tests sign with (a fake Apple is given the key). */
 export const appleTeamId = "TEAM123456";
 export const appleKeyId = "KEY1234567";
