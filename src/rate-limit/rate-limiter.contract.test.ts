@@ -461,6 +461,17 @@ describe.skipIf(!redisAvailable)("rate limiter on Redis", () => {
 });
 
 describe.skipIf(!redisAvailable)("rate limiter on Redis, keys Sluice did not write", () => {
+  /** A limiter on Redis under a fresh prefix, its repairs of foreign keys and its fallbacks watched. */
+  async function watchedLimiter() {
+    const redis = await readyClient();
+    const keyPrefix = nextPrefix();
+    const breaker = new RedisBreaker(redis, 60_000);
+    const onFallback = vi.fn();
+    const onKeyRepaired = vi.fn();
+    const limiter = createRateLimiter({ redis, breaker, keyPrefix, onFallback, onKeyRepaired });
+    return { redis, keyPrefix, breaker, onFallback, onKeyRepaired, limiter };
+  }
+
   it("gives a window key without expiry, at its limit, the window's expiry instead of refusing it for good", async () => {
     const redis = await readyClient();
     const keyPrefix = nextPrefix();
@@ -483,12 +494,7 @@ describe.skipIf(!redisAvailable)("rate limiter on Redis, keys Sluice did not wri
   });
 
   it("counts afresh over a window key of another type or that holds no count, without falling back", async () => {
-    const redis = await readyClient();
-    const keyPrefix = nextPrefix();
-    const breaker = new RedisBreaker(redis, 60_000);
-    const onFallback = vi.fn();
-    const onKeyRepaired = vi.fn();
-    const limiter = createRateLimiter({ redis, breaker, keyPrefix, onFallback, onKeyRepaired });
+    const { redis, keyPrefix, breaker, onFallback, onKeyRepaired, limiter } = await watchedLimiter();
     const projectKey = `${keyPrefix}:project:60:odd`;
     const ipKey = `${keyPrefix}:ip:60:odd`;
     await redis.hset(projectKey, "field", "1");
@@ -509,12 +515,7 @@ describe.skipIf(!redisAvailable)("rate limiter on Redis, keys Sluice did not wri
   });
 
   it("counts afresh over any string INCR does not write, never taking INCR's error for a failing Redis", async () => {
-    const redis = await readyClient();
-    const keyPrefix = nextPrefix();
-    const breaker = new RedisBreaker(redis, 60_000);
-    const onFallback = vi.fn();
-    const onKeyRepaired = vi.fn();
-    const limiter = createRateLimiter({ redis, breaker, keyPrefix, onFallback, onKeyRepaired });
+    const { redis, keyPrefix, breaker, onFallback, onKeyRepaired, limiter } = await watchedLimiter();
     // Digits INCR refuses (a leading zero) or Lua's tonumber reads, none of which INCR writes.
     const foreign = ["007", "00", "-5", "1e3", " 7"];
     for (const value of foreign) {
