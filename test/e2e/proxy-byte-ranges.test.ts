@@ -1,10 +1,10 @@
-import { request as httpRequest, type IncomingHttpHeaders } from "node:http";
 import { gzipSync } from "node:zlib";
 import type OpenAI from "openai";
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { fakeFileBytes, fakeFileEtag } from "../fakes/fake-file-content.js";
 import type { FakeUpstream } from "../fakes/fake-upstream.js";
 import { type ProxyStage, startProxyStage } from "../support/proxy-stage.js";
+import { sendRawBytes } from "../support/raw-request.js";
 import { sdkClients } from "../support/sdk-clients.js";
 import { type TestGateway, type TestProject, usageRowById, usageRowOf } from "../support/test-gateway.js";
 
@@ -32,24 +32,7 @@ describe("byte ranges through the proxies", () => {
   afterEach(() => fake.setCompression(null));
 
   /** A GET through Sluice read as raw bytes (no decoding of a content-encoding, as fetch would). */
-  function rawGet(url: string, headers: Record<string, string>) {
-    return new Promise<{ status: number; headers: IncomingHttpHeaders; body: Buffer }>((resolve, reject) => {
-      const outgoing = httpRequest(url, { headers }, (incoming) => {
-        const chunks: Buffer[] = [];
-        incoming.on("data", (chunk: Buffer) => chunks.push(chunk));
-        incoming.on("end", () =>
-          resolve({
-            status: incoming.statusCode ?? 0,
-            headers: incoming.headers,
-            body: Buffer.concat(chunks),
-          }),
-        );
-        incoming.on("error", reject);
-      });
-      outgoing.on("error", reject);
-      outgoing.end();
-    });
-  }
+  const rawGet = (url: string, headers: Record<string, string>) => sendRawBytes(url, headers, "", "GET");
 
   it("resumes a download: range and if-range reach the provider, and its 206 reaches the client byte for byte", async () => {
     const first = await fetch(content(), { headers: auth() });
