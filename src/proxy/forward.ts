@@ -245,9 +245,7 @@ function upstreamError(error: unknown, provider: ProviderId): GatewayError {
   const code = (error as { code?: unknown }).code;
   if (isUpstreamTimeoutCode(code)) return providerTimeout(error, provider);
   const message = upstreamFailure(error, code);
-  // undici reports a head announcing a body the connection then lacks (`connection: close`) as a
-  // content-length mismatch, as it reports two content-lengths: the one may be a cut, so retryable.
-  const retryable = message !== notHttpMessage || code === "UND_ERR_RES_CONTENT_LENGTH_MISMATCH";
+  const retryable = message !== notHttpMessage;
   return new GatewayError("PROVIDER_ERROR", message, {
     cause: error,
     provider,
@@ -266,12 +264,12 @@ function upstreamFailure(error: unknown, code: unknown): string {
   // llhttp's errors carry an `HPE_` code, except the first line's, which undici checks itself.
   if ((error as { name?: unknown }).name === "HTTPParserError") return notHttpMessage;
   if (typeof code === "string") {
-    if (
-      code === "UND_ERR_HEADERS_OVERFLOW" ||
-      code === "UND_ERR_RES_CONTENT_LENGTH_MISMATCH" ||
-      code === "SLUICE_UNOFFERED_TRANSFER_CODING"
-    )
+    if (code === "UND_ERR_HEADERS_OVERFLOW" || code === "SLUICE_UNOFFERED_TRANSFER_CODING")
       return notHttpMessage;
+    // undici reports a head announcing a body the connection then lacks (`connection: close`) as a
+    // content-length mismatch, as it reports two content-lengths: the one may be a cut, so it is
+    // retryable, and named for what the client can check rather than as an answer not HTTP.
+    if (code === "UND_ERR_RES_CONTENT_LENGTH_MISMATCH") return lengthMismatchMessage;
     // undici closes the connection itself on an answer it will not read (its `SocketError`s "bad
     // response" and "bad upgrade"): an interim 100 or a 101 Sluice did not ask for (no `Expect`, no
     // `Upgrade`), or an answer to no request. The provider did not close it.
@@ -282,5 +280,7 @@ function upstreamFailure(error: unknown, code: unknown): string {
   }
   return "The provider could not be reached";
 }
+
+const lengthMismatchMessage = "The provider's answer was not the length its content-length announced";
 
 const undiciRefusals = new Set(["bad response", "bad upgrade"]);

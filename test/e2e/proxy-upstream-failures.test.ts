@@ -34,6 +34,7 @@ async function rawUpstream(
 
 const notHttp = "The provider's answer could not be read as HTTP";
 const closed = "The provider closed the connection before answering";
+const notItsLength = "The provider's answer was not the length its content-length announced";
 
 /**
  * The 502 a client gets says what went wrong before the provider's answer began, and whether the
@@ -42,7 +43,7 @@ const closed = "The provider closed the connection before answering";
  * read, comes back the same on every try (a server on the wrong port, a middlebox): not retryable,
  * no `Retry-After`, until the base URL or the server is mended. undici reports a head announcing a
  * body the connection then lacks (`connection: close`) as a content-length mismatch, as it does two
- * content-lengths: the one error may be a cut, so it stays retryable.
+ * content-lengths: the one error may be a cut, so it stays retryable, named by the length.
  */
 describe("proxied call that fails before the provider's answer", () => {
   const cases = [
@@ -94,7 +95,7 @@ describe("proxied call that fails before the provider's answer", () => {
         socket.end(
           "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 100\r\nconnection: close\r\n\r\n",
         ),
-      notHttp,
+      notItsLength,
       true,
     ],
     [

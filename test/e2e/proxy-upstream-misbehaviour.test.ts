@@ -349,14 +349,20 @@ describe("a provider that misbehaves", () => {
   // RFC 9112 5.2: a proxy that receives an obs-fold either replaces it or answers 502. The same
   // server answers the same way on every try: not retryable, no Retry-After. Two content-lengths
   // are undici's content-length mismatch, which a cut body also is: that one stays retryable.
+  const notHttp = "The provider's answer could not be read as HTTP";
   it.each([
-    ["a folded header line (obs-fold)", "x-folded: a\r\n  b\r\n", false],
-    ["a control character in a header value", "x-bad: a\u0001b\r\n", false],
-    ["two content-lengths", "content-length: 5\r\n", true],
-    ["a header block over undici's 16 KiB", `${`x-big: ${"a".repeat(1000)}\r\n`.repeat(20)}`, false],
+    ["a folded header line (obs-fold)", "x-folded: a\r\n  b\r\n", notHttp, false],
+    ["a control character in a header value", "x-bad: a\u0001b\r\n", notHttp, false],
+    [
+      "two content-lengths",
+      "content-length: 5\r\n",
+      "The provider's answer was not the length its content-length announced",
+      true,
+    ],
+    ["a header block over undici's 16 KiB", `${`x-big: ${"a".repeat(1000)}\r\n`.repeat(20)}`, notHttp, false],
   ])(
     "answers 502 for %s, with its row, and closes the provider's connection",
-    async (_name, fields, retryable) => {
+    async (_name, fields, message, retryable) => {
       const stream = chat.stream;
       const { received, row } = await through(chat, (socket) =>
         socket.write(`${head(`${fields}content-length: ${stream.length}\r\n`)}${stream}`),
@@ -365,7 +371,7 @@ describe("a provider that misbehaves", () => {
       expect(JSON.parse(received.body.toString())).toMatchObject({
         error: {
           code: "PROVIDER_ERROR",
-          message: "The provider's answer could not be read as HTTP",
+          message,
           details: { retryable },
         },
       });
