@@ -250,7 +250,7 @@ export async function createGateway(config: Config, injected: Partial<Injectable
     },
     // The clock the rows' created_at is read from, to tell when a minute of coalesced refusals ended.
     now: () => now().getTime(),
-    ...usageRecorderReports(metrics, logger, undefined, suppressionWindows),
+    ...usageRecorderReports(metrics, logger, { registry: suppressionWindows }),
   });
   // Usage rows past SLUICE_USAGE_RETENTION_DAYS are deleted on every instance's timer: the deletes
   // are idempotent, and instances pruning at once skip each other's locked rows (usage-retention.ts).

@@ -14,7 +14,7 @@ describe("usage recorder reports", () => {
     const lines: Record<string, unknown>[] = [];
     const logger = createLogger("info", { write: (line: string) => void lines.push(JSON.parse(line)) });
     const metrics = createMetrics();
-    const reports = usageRecorderReports(metrics, logger, 10_000);
+    const reports = usageRecorderReports(metrics, logger, { dropWindowMs: 10_000 });
     for (let row = 0; row < 30; row++) reports.onDropped?.(1, "queue-full");
     // Before, thirty lines: one per dropped row.
     expect(lines.map(({ msg, count }) => [msg, count])).toEqual([
@@ -41,7 +41,7 @@ describe("usage recorder reports", () => {
     vi.useFakeTimers();
     const lines: Record<string, unknown>[] = [];
     const logger = createLogger("info", { write: (line: string) => void lines.push(JSON.parse(line)) });
-    const reports = usageRecorderReports(createMetrics(), logger, 10_000);
+    const reports = usageRecorderReports(createMetrics(), logger, { dropWindowMs: 10_000 });
     for (let row = 0; row < 5; row++) reports.onDropped?.(1, "queue-full");
     reports.onDropped?.(3, "shutdown");
     expect(lines.map(({ msg, count }) => [msg, count])).toEqual([
@@ -56,7 +56,7 @@ describe("usage recorder reports", () => {
     const lines: Record<string, unknown>[] = [];
     const logger = createLogger("info", { write: (line: string) => void lines.push(JSON.parse(line)) });
     const metrics = createMetrics();
-    const reports = usageRecorderReports(metrics, logger, 10_000);
+    const reports = usageRecorderReports(metrics, logger, { dropWindowMs: 10_000 });
     const nul = () =>
       Object.assign(new Error('invalid byte sequence for encoding "UTF8": 0x00'), { code: "22021" });
     const policy = () =>

@@ -12,6 +12,16 @@ const maxFailureReasons = 20;
 /** Reasons rows were refused for whose windows are open at once; beyond them, they close at once. */
 const maxRefusalReasons = 100;
 
+export interface UsageRecorderReportOptions {
+  /**
+   * Rows dropped from a full queue, and rows refused for one reason, are logged once per window, with
+   * the count (default 10 s).
+   */
+  dropWindowMs?: number;
+  /** The gateway's, whose close writes the counts of the windows still open (no row dropped then). */
+  registry?: SuppressionWindowsRegistry;
+}
+
 /**
  * What the usage recorder reports, as metrics and log lines: its queue depth, rows dropped (queue
  * full, shutdown) or refused by the database, an outage of usage writes and its end (the
@@ -20,13 +30,7 @@ const maxRefusalReasons = 100;
 export function usageRecorderReports(
   metrics: Metrics,
   logger: Logger,
-  /**
-   * Rows dropped from a full queue, and rows refused for one reason, are logged once per window, with
-   * the count (default 10 s).
-   */
-  dropWindowMs = 10_000,
-  /** The gateway's, whose close writes the counts of the windows still open (no row dropped then). */
-  registry?: SuppressionWindowsRegistry,
+  { dropWindowMs = 10_000, registry }: UsageRecorderReportOptions = {},
 ): Pick<
   UsageRecorderDeps,
   "onQueueDepth" | "onDropped" | "onRefused" | "onWriteFailure" | "onRecovered" | "onCoalesced"
