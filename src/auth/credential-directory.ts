@@ -11,6 +11,7 @@ import {
 } from "../storage/database-unavailable.js";
 import type { KeyRepository, ProviderKeyRecord } from "../storage/key-repository.js";
 import type { Project, ProjectRepository } from "../storage/project-repository.js";
+import { unpooledCopy } from "../unpooled-copy.js";
 import type { SecretBox } from "./secret-box.js";
 
 export interface CredentialDirectoryDeps {
@@ -227,23 +228,7 @@ export function createCredentialDirectory(deps: CredentialDirectoryDeps) {
     key: (keyId: string, wait?: ReloadWait) =>
       cached(keys, keyId, wait, async () => {
         const record = await deps.keys.getProviderKey(keyId);
-        if (!record) return null;
-        let opened: Buffer | null = null;
-        const serverShare = (): Buffer => {
-          if (opened) return opened;
-          try {
-            opened = unpooledCopy(
-              deps.secretBox.open(record.sealedServerShare, providerKeyAad(record.projectId, record.id)),
-            );
-          } catch (error) {
-            throw new Error(
-              `The server share of provider key ${record.id} does not open with this master key: was it stored under another SLUICE_MASTER_KEY?`,
-              { cause: error },
-            );
-          }
-          return opened;
-        };
-        return { record, serverShare };
+        return record ? cachedKey(record, deps.secretBox) : null;
       }),
     /** The providers a project holds a provider key for that is not revoked (the model lists ask). */
     keyProviders: (projectId: string) =>
@@ -310,14 +295,25 @@ export function createCredentialDirectory(deps: CredentialDirectoryDeps) {
 export type CredentialDirectory = ReturnType<typeof createCredentialDirectory>;
 
 /**
- * The bytes in memory of their own, the original wiped. A decrypted share is a few dozen bytes cut
- * from Buffer's shared 8 KiB pool (`Buffer.concat`, as `Buffer.from` and `Buffer.copyBytesFrom`
- * copy anything under 4 KiB into it): held by a cached key record (up to 10,000), each would keep
- * its whole slab alive, with whatever else was cut from it. `Buffer.alloc` never takes the pool.
+ * The record with its server share opened on first use. Built here, out of `key`'s scope: a closure
+ * made there would hold that scope's key id, cut from the request's Authorization header (with a
+ * DeviceCheck token, up to 8 KiB), for as long as the record is cached.
  */
-function unpooledCopy(bytes: Buffer): Buffer {
-  const copy = Buffer.alloc(bytes.length);
-  bytes.copy(copy);
-  bytes.fill(0);
-  return copy;
+function cachedKey(record: ProviderKeyRecord, secretBox: SecretBox): CachedKey {
+  let opened: Buffer | null = null;
+  const serverShare = (): Buffer => {
+    if (opened) return opened;
+    try {
+      opened = unpooledCopy(
+        secretBox.open(record.sealedServerShare, providerKeyAad(record.projectId, record.id)),
+      );
+    } catch (error) {
+      throw new Error(
+        `The server share of provider key ${record.id} does not open with this master key: was it stored under another SLUICE_MASTER_KEY?`,
+        { cause: error },
+      );
+    }
+    return opened;
+  };
+  return { record, serverShare };
 }

@@ -4,7 +4,7 @@ import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSy
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
-import { loadMasterKey, masterKeyOrigin } from "./master-key.js";
+import { loadMasterKey, loadPreviousMasterKey, masterKeyOrigin } from "./master-key.js";
 
 describe("loadMasterKey", () => {
   const dirs: string[] = [];
@@ -75,6 +75,28 @@ describe("loadMasterKey", () => {
         () => {},
       ),
     ).toEqual(configured);
+  });
+
+  // Buffer.from copies anything under 4 KiB into a shared 8 KiB pool: the key, held for the life of
+  // the process, would sit in a slab beside whatever else was cut from it (and reach anything handed
+  // that slab's ArrayBuffer). Each key is its own allocation.
+  it("holds every key in memory of its own, not in Buffer's shared pool", () => {
+    const dir = dataDir();
+    const given = randomBytes(32).toString("base64");
+    const previous = randomBytes(32).toString("base64");
+    const keys = [
+      loadMasterKey({ ...development, dataDir: dir, masterKey: given }, () => {}),
+      loadPreviousMasterKey({ ...development, dataDir: dir, masterKey: given, masterKeyPrevious: previous }),
+      loadMasterKey({ ...development, dataDir: dir }, () => {}),
+      loadMasterKey({ ...development, dataDir: dir }, () => {}),
+    ];
+    expect(keys.map((key) => key?.toString("base64"))).toEqual([
+      given,
+      previous,
+      expect.any(String),
+      keys[2]?.toString("base64"),
+    ]);
+    for (const key of keys) expect(key?.buffer.byteLength).toBe(32);
   });
 
   it("names the file, not SLUICE_MASTER_KEY, when the generated key file is damaged", () => {
