@@ -1,5 +1,6 @@
 import type { IncomingHttpHeaders } from "node:http";
 import { projectIdQuoted } from "../admin/project-id.js";
+import { detachedString } from "../detached-string.js";
 import { GatewayError } from "../errors.js";
 import type { ProviderId } from "../providers/provider-id.js";
 import { throttled } from "../rate-limit/auth-throttle.js";
@@ -165,7 +166,10 @@ export function createAuthenticator(deps: AuthenticatorDeps) {
       set(key: string, value: T, generation: number, readAt: number): void {
         if (generation !== directory.generation()) return;
         if (entries.size >= 10_000) entries.clear();
-        entries.set(key, { at: readAt, generation, value });
+        // A copy: the key is joined from parts of the request's headers (a partial key cut from an
+        // Authorization header that carries a DeviceCheck token of up to 8 KiB), which a joined
+        // string, kept as a Map's key, would hold whole.
+        entries.set(detachedString(key), { at: readAt, generation, value });
       },
     };
   }
@@ -233,7 +237,8 @@ export function createAuthenticator(deps: AuthenticatorDeps) {
     // Decrypted only now: a client share that does not match the digest never gets this far.
     const providerKey = rebuildProviderKey(key.serverShare(), parsed.clientShare);
     if (providerKey === null) return unauthorized("the partial key is not valid for this project");
-    const rebuiltKey = { keyId: parsed.keyId, providerKey };
+    // Kept (see `set`): the key id is a copy, not a view of the Authorization header it was cut from.
+    const rebuiltKey = { keyId: detachedString(parsed.keyId), providerKey };
     rebuilt.set(cacheKey, rebuiltKey, generation, directory.readAt(project.id, parsed.keyId));
     return rebuiltKey;
   }

@@ -52,6 +52,8 @@ export interface FakeApple {
   calls: FakeAppleCall[];
   registerKey(keyId: string, key: FakeAppleKey): void;
   registerValidToken(token: string): void;
+  /** Makes a registered token unknown again (a test measuring what Sluice keeps of tokens). */
+  forgetValidToken(token: string): void;
   /** The next `times` requests (default: all until `fail(null)`) fail this way, after recording. */
   fail(failure: FakeAppleFailure | null, times?: number): void;
   /** Each request is recorded at once and answered `ms` later (0, the default: at once). */
@@ -253,6 +255,7 @@ export async function startFakeApple(options: FakeAppleOptions = {}): Promise<Fa
     calls,
     registerKey,
     registerValidToken: (token) => void validTokens.add(token),
+    forgetValidToken: (token) => void validTokens.delete(token),
     fail(next, times = Number.POSITIVE_INFINITY) {
       failure = next;
       failuresLeft = next ? times : 0;

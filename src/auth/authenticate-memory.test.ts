@@ -1,0 +1,141 @@
+import { randomBytes } from "node:crypto";
+import { Writable } from "node:stream";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { type FakeApple, generateAppleKeyPair, startFakeApple } from "../../test/fakes/fake-apple.js";
+import { heapUsedAfterGc } from "../../test/support/garbage-collection.js";
+import { createProjectAdmin } from "../admin/project-admin.js";
+import { createLogger } from "../observability/logger.js";
+import { type OpenDatabase, openDatabase } from "../storage/database.js";
+import { createKeyRepository } from "../storage/key-repository.js";
+import { createProjectRepository } from "../storage/project-repository.js";
+import { createUsageRepository } from "../storage/usage-repository.js";
+import { type AuthThrottle, createAuthenticator } from "./authenticate.js";
+import { createCredentialDirectory } from "./credential-directory.js";
+import { createDeviceTokenVerifier } from "./device-token-verifier.js";
+import { createSecretBox } from "./secret-box.js";
+
+const teamId = "TEAM123456";
+const appleKeyId = "KEY1234567";
+const keys = 400;
+/** Bytes of a padded device token: 8,000 characters of base64, under the 8 KiB a token may have. */
+const padding = 6_000;
+
+const openThrottle: AuthThrottle = {
+  policy: { failuresPerWindow: 30, windowSeconds: 60 },
+  retryAfter: () => 0,
+  retryAfterMissing: () => 0,
+  recordFailure: async () => {},
+  begin: () => () => {},
+};
+
+/**
+ * The authenticator remembers each partial key it rebuilt (up to 10,000, one per provider key an
+ * operator made): the entry must hold its own key id, not a view of the Authorization header the
+ * id was cut from, which carries a DeviceCheck token of a few KiB (V8 keeps the whole string behind
+ * a substring of 13 characters or more).
+ */
+describe("memory kept per rebuilt partial key", () => {
+  let apple: FakeApple;
+  let database: OpenDatabase;
+  let authenticate: ReturnType<typeof createAuthenticator>;
+  let projectId: string;
+  const partialKeys: string[] = [];
+
+  beforeAll(async () => {
+    const pair = generateAppleKeyPair();
+    apple = await startFakeApple({ label: "production" });
+    apple.registerKey(appleKeyId, { teamId, publicKeyPem: pair.publicKeyPem });
+    database = await openDatabase({ dataDir: "unused", sqliteFile: ":memory:" });
+    const secretBox = createSecretBox(randomBytes(32));
+    const projects = createProjectRepository(database.db);
+    const keyRepository = createKeyRepository(database.db);
+    const directory = createCredentialDirectory({ projects, keys: keyRepository, secretBox, ttlMs: 60_000 });
+    const admin = createProjectAdmin({
+      projects,
+      keys: keyRepository,
+      usage: createUsageRepository(database.db),
+      secretBox,
+      now: () => new Date(),
+      onProjectChanged: directory.invalidate,
+      testModeAllowed: true,
+    });
+    const created = await admin.createProject({
+      name: "memory",
+      provider: "provider-a",
+      testMode: false,
+      deviceCheck: {
+        enabled: true,
+        teamId,
+        keyId: appleKeyId,
+        privateKey: pair.privateKeyPem,
+        environment: "production",
+      },
+    });
+    projectId = created.project.id;
+    for (let index = 0; index < 3 * keys; index++) {
+      const apiKey = `sk-memory-${randomBytes(16).toString("hex")}`;
+      partialKeys.push(
+        (await admin.addProviderKey(projectId, { provider: "provider-a", apiKey })).partialKey,
+      );
+    }
+    const deviceTokens = createDeviceTokenVerifier({
+      config: {
+        deviceCheckProductionUrl: apple.url,
+        deviceCheckDevelopmentUrl: apple.url,
+        deviceCheckTimeoutMs: 2000,
+        deviceTokenTtlSeconds: 60,
+        deviceTokenBudget: 1,
+      },
+      secretBox,
+      redis: undefined,
+      logger: createLogger("silent", new Writable({ write: (_c, _e, done) => done() })),
+    });
+    authenticate = createAuthenticator({
+      directory,
+      deviceTokens,
+      throttle: openThrottle,
+      testModeAllowed: true,
+    });
+  });
+
+  afterAll(async () => {
+    await database.close();
+    await apple.close();
+  });
+
+  /** How much the heap grew after each of `partials` was rebuilt once, with a device token of `size` bytes. */
+  async function heapGrowth(partials: string[], size: number): Promise<number> {
+    const before = heapUsedAfterGc();
+    for (let start = 0; start < partials.length; start += 20) {
+      const results = await Promise.all(
+        partials.slice(start, start + 20).map(async (partialKey) => {
+          const token = randomBytes(size).toString("base64");
+          apple.registerValidToken(token);
+          const result = await authenticate({
+            projectId,
+            headers: { authorization: `Bearer ${partialKey}.${token}` },
+            clientIp: "203.0.113.9",
+            provider: "provider-a",
+          });
+          // The fake Apple runs in this process: what it keeps would count as Sluice's.
+          apple.forgetValidToken(token);
+          return result;
+        }),
+      );
+      expect(results.map((result) => (result.ok ? "ok" : result.error.message))).toEqual(
+        results.map(() => "ok"),
+      );
+    }
+    return heapUsedAfterGc() - before;
+  }
+
+  it("keeps no Authorization header behind a rebuilt partial key", { timeout: 60_000 }, async () => {
+    // The first keys rebuilt warm up what any request would (compiled code, the directory's caches).
+    await heapGrowth(partialKeys.slice(0, keys), 24);
+    const plain = await heapGrowth(partialKeys.slice(keys, 2 * keys), 24);
+    const padded = await heapGrowth(partialKeys.slice(2 * keys), padding);
+    // Kept, each header would add its token's 8,000 characters (3.2 MB in all); a quarter of it
+    // allows for the noise of a heap that also holds the test's database and fake Apple.
+    expect(padded - plain).toBeLessThan((keys * padding * 4) / 3 / 4);
+  });
+});
