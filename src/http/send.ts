@@ -90,12 +90,13 @@ function lingerOnUnreadBody(request: IncomingMessage): void {
 }
 
 /**
- * Restarts the reading of a socket that a `data` listener just took back from Node's parser. The
- * parser reads the socket's handle itself and stops it once the request's unread body filled its
- * buffer (16 KiB), to restart it on the socket's `resume`. Taking the socket back (`unconsume`)
- * drops that `resume` listener, and the socket's stream still counts itself as reading, so it never
- * asks again: nothing more would be read, neither the lingering bytes nor the client's close, and
- * the connection would be held to both deadlines (4 s), then reset on its unread bytes.
+ * Restarts the reading of a socket that a `data` listener just took back from Node's parser (here
+ * and in `lingeringClose`). The parser reads the socket's handle itself and stops it once the
+ * request's unread body filled its buffer (16 KiB), to restart it on the socket's `resume`. Taking
+ * the socket back (`unconsume`) drops that `resume` listener, and the socket's stream still counts
+ * itself as reading, so it never asks again: nothing more would be read, neither the lingering bytes
+ * nor the client's close, and the connection would be held to its deadlines (2 s, or 4 s after a
+ * lingering read), then reset on its unread bytes.
  */
 function readAgain(socket: Duplex): void {
   const handle = (socket as Duplex & { _handle?: { reading: boolean; readStart(): number } | null })._handle;
@@ -176,7 +177,9 @@ export function lingeringClose(
   socket.once("end", close);
   socket.once("error", close);
   socket.once("close", () => clearTimeout(timer));
-  // Read even when nothing else does (Node's parser stopped on a request it could not parse).
+  // Read even when nothing else does (Node's parser stopped on a request it could not parse, or on
+  // a body left unread: an answer that closes its connection comes here through `destroySoon`).
+  readAgain(socket);
   socket.resume();
 }
 
