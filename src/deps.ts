@@ -341,8 +341,10 @@ export async function createGateway(config: Config, injected: Partial<Injectable
       required: false,
       ping: sharedWhileRunning(async () => void (await redis.ping())),
       // A Redis that answers PING but refuses the limits' writes (full, or a replica after a
-      // failover) leaves the limits per instance: the check says so.
-      degradation: () => (limiter.degraded() ? { rateLimits: "per-instance" } : undefined),
+      // failover) leaves the limits per instance: the check says so. So does a Redis that does not
+      // answer, before the limits met it too (an instance started without Redis has counted nothing).
+      degradation: (answered) =>
+        !answered || limiter.degraded() ? { rateLimits: "per-instance" } : undefined,
     });
 
   const downChecks = createDownCheckFollowUp(checks, (name, ok) => metrics.setDegraded(name, !ok, "health"));

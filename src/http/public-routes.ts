@@ -20,9 +20,11 @@ export interface HealthCheck {
   /**
    * What fails though the ping answers, as fields of the check's entry (the database's
    * `{ usageWrites: "failing" }`: it answers reads but refuses writes). Any: the check is `degraded`,
-   * which never makes the gateway unavailable, as it can still serve.
+   * which never makes the gateway unavailable, as it can still serve. Asked after the ping, told
+   * whether it answered: a `down` check's entry carries the fields too (Redis down: the limits run
+   * per instance).
    */
-  degradation?: () => Record<string, string> | undefined;
+  degradation?: (answered: boolean) => Record<string, string> | undefined;
 }
 
 export interface PublicRouteDeps {
@@ -200,7 +202,7 @@ async function runCheck(check: HealthCheck): Promise<{
   const started = performance.now();
   const answered = await pingAnswers(check);
   const latencyMs = Math.round((performance.now() - started) * 100) / 100;
-  const degradation = check.degradation?.();
+  const degradation = check.degradation?.(answered);
   return {
     name: check.name,
     required: typeof check.required === "function" ? check.required() : check.required,
