@@ -648,6 +648,17 @@ describe("sluice CLI", () => {
       ["keys", "add", "p", "--provider", "provider-a", "--api-key-stdin", "sk-live-0123456789abcdef"],
       'unexpected argument "sk-l…" (24 characters): keys add takes PROJECT\n',
     ],
+    // An unknown command's words are named bare when plain, quoted when empty or holding a control
+    // character (an unset variable, a pasted escape), and by their start only when they may be a key.
+    [[""], 'unknown command: ""\n'],
+    [["", "projects"], 'unknown command: "" projects\n'],
+    [["projects", ""], 'unknown command: projects ""; projects takes create, list, show, update, delete\n'],
+    [["frob\u001b[31m"], 'unknown command: "frob\\u001b[31m"\n'],
+    [
+      ["keys", "sk-proj-0123456789abcdefghijklmnopqrstuvwxyz"],
+      'unknown command: keys "sk-p…" (44 characters); keys takes add, list, revoke\n',
+    ],
+    [["AIzaSyC0ffee-0123456789_abcdefghijklmno", "list"], 'unknown command: "AIza…" (39 characters) list\n'],
     [["usage", "p", "--from", "2026-01-01", "--from", "2026-02-01"], "--from is given more than once\n"],
     [
       ["projects", "create", "--name", "a", "--name", "b", "--provider", "provider-a"],

@@ -1,4 +1,5 @@
 import { parseArgs } from "node:util";
+import { mayBeKey } from "../admin/project-id.js";
 import { maxMonthlySpendCapUsd, rateLimitBounds } from "../admin/project-input.js";
 import { quotedStart } from "../quoted-start.js";
 import { clearable } from "./project-fields.js";
@@ -215,5 +216,17 @@ function commandNamed(
   const spec = commands[command];
   if (spec) return { command, spec };
   const known = group ? `; ${first} takes ${group.join(", ")}` : "";
-  throw new UsageError(`unknown command: ${[first, second].filter(Boolean).join(" ")}${known}`);
+  const words = second === undefined ? [first] : [first, second];
+  throw new UsageError(`unknown command: ${words.map(wordShown).join(" ")}${known}`);
+}
+
+/**
+ * A word of an unknown command as its message names it: bare when it is plain printable ASCII
+ * (`frobnicate`), quoted when it is empty or holds anything else (an unset variable, a pasted
+ * escape sequence), and by its start and length only when it may be a key typed in its place
+ * (`sluice keys sk-proj-…`), as an argument too many is.
+ */
+function wordShown(word: string): string {
+  if (mayBeKey(word)) return quotedStart(word);
+  return /^[\x21-\x7e]+$/.test(word) ? word : JSON.stringify(word);
 }
