@@ -448,6 +448,16 @@ describe("sluice CLI", () => {
     expect(badId.err).toMatch(/^error: the project id "bad id!" is malformed: must match /);
   });
 
+  it("refuses a --from after now without --to as a usage error, as it does one after the --to given", async () => {
+    // `--to` left out is now: a `--from` in the future is as wrong as one after a `--to` written out.
+    const result = await cliWithoutDatabase("usage", "cli-usage", "--from", "2999-01-01");
+    expect(result.code).toBe(2);
+    expect(result.out).toBe("");
+    expect(result.err).toMatch(
+      /^error: `--from` must be before `--to`, which is now \(\d{4}-\d\d-\d\dT[\d:.]+Z\) when not given\n\nUsage: sluice/,
+    );
+  });
+
   it.each([
     [["--from", "yesterday"], "--from: must be an ISO instant (2026-11-01T10:00:00Z) or date (2026-11-01)"],
     [["--to="], "--to: must be an ISO instant (2026-11-01T10:00:00Z) or date (2026-11-01)"],
