@@ -669,6 +669,11 @@ describe("sluice CLI", () => {
       'unknown command: keys "sk-p…" (44 characters); keys takes add, list, revoke\n',
     ],
     [["AIzaSyC0ffee-0123456789_abcdefghijklmno", "list"], 'unknown command: "AIza…" (39 characters) list\n'],
+    [
+      ["projects", "list", "--x\u001b[2J"],
+      'projects list does not take "--x\\u001b[2J"; it takes no flags\n',
+    ],
+    [["--\u001b[2J"], '"--\\u001b[2J" given without a command: sluice <command> [flags]\n'],
     [["usage", "p", "--from", "2026-01-01", "--from", "2026-02-01"], "--from is given more than once\n"],
     [
       ["projects", "create", "--name", "a", "--name", "b", "--provider", "provider-a"],

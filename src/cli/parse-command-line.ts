@@ -153,7 +153,7 @@ export function parseCommandLine(argv: string[]): CommandLine {
     if (token.kind !== "option") continue;
     if (!taken.has(token.name)) {
       const takes = spec.flags.length > 0 ? spec.flags.map((flag) => `--${flag}`).join(", ") : "no flags";
-      throw new UsageError(`${command} does not take ${token.rawName}; it takes ${takes}`);
+      throw new UsageError(`${command} does not take ${wordShown(token.rawName)}; it takes ${takes}`);
     }
     if (seen.has(token.name) && token.name !== "clear")
       throw new UsageError(`${token.rawName} is given more than once`);
@@ -194,7 +194,10 @@ function commandNamed(
   const [first, second] = positionals;
   if (first === undefined) {
     const flag = tokens.find((token) => token.kind === "option");
-    if (flag) throw new UsageError(`${flag.rawName} given without a command: sluice <command> [flags]`);
+    if (flag)
+      throw new UsageError(
+        `${wordShown(flag.rawName ?? "")} given without a command: sluice <command> [flags]`,
+      );
     return undefined;
   }
   // `usage` is a command (`usage PROJECT`) and a group (`usage prune`) at once: `usage prune` is the
@@ -221,10 +224,10 @@ function commandNamed(
 }
 
 /**
- * A word of an unknown command as its message names it: bare when it is plain printable ASCII
- * (`frobnicate`), quoted when it is empty or holds anything else (an unset variable, a pasted
- * escape sequence), and by its start and length only when it may be a key typed in its place
- * (`sluice keys sk-proj-…`), as an argument too many is.
+ * A word of an unknown command, or an unknown flag, as its message names it: bare when it is plain
+ * printable ASCII (`frobnicate`, `--bogus`), quoted when it is empty or holds anything else (an
+ * unset variable, a pasted escape sequence), and by its start and length only when it may be a key
+ * typed in its place (`sluice keys sk-proj-…`), as an argument too many is.
  */
 function wordShown(word: string): string {
   if (mayBeKey(word)) return quotedStart(word);
