@@ -70,14 +70,17 @@ process.stderr.on("error", () => {});
  * Exits with `code` once what the CLI wrote has been written: on Linux a write to a pipe that is
  * full is queued, and an exit right after it cut the output at the pipe's size (a `projects list`
  * of 64 KiB or more piped to jq). Output that could not be written (a full disk) fails the command
- * with a line on stderr; a reader that stopped reading early (`| head`) does not.
+ * with a line on stderr that says the command ran (a key it created and printed is lost, not
+ * missing); a reader that stopped reading early (`| head`) does not fail it.
  */
 async function exitWhenWritten(code) {
   const flushed = (stream) => new Promise((resolve) => stream.write("", () => resolve()));
   await flushed(process.stdout);
   if (outputError && outputError.code !== "EPIPE") {
+    // Only a command that succeeded writes to stdout: its change is made, and a key it printed lost.
+    const ran = code === 0 ? ": the command ran, but what it printed is lost" : "";
     process.stderr.write(
-      `error: cannot write the output to standard output (${outputError.code ?? outputError.message})\n`,
+      `error: cannot write the output to standard output (${outputError.code ?? outputError.message})${ran}\n`,
     );
     code = 1;
   }

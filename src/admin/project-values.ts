@@ -126,8 +126,8 @@ function assertP256PrivateKey(pem: string, fieldName: FieldName): void {
 
 /**
  * The usage report's window: `to` (exclusive; a date alone includes that whole day, UTC) defaults
- * to now, `from` to 30 days before it, and `from` must come first. The CLI checks a window whose
- * two ends it was given before it opens the database.
+ * to now, `from` to 30 days before it, and `from` must come first. The CLI checks the window
+ * against its clock before it opens the database, and the use case again when it runs.
  */
 export function usageReportWindow(
   query: UsageQueryInput,

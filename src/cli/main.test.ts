@@ -448,6 +448,16 @@ describe("sluice CLI", () => {
     expect(badId.err).toMatch(/^error: the project id "bad id!" is malformed: must match /);
   });
 
+  it("refuses a --from after now without --to as a usage error, as it does one after the --to given", async () => {
+    // `--to` left out is now: a `--from` in the future is as wrong as one after a `--to` written out.
+    const result = await cliWithoutDatabase("usage", "cli-usage", "--from", "2999-01-01");
+    expect(result.code).toBe(2);
+    expect(result.out).toBe("");
+    expect(result.err).toMatch(
+      /^error: `--from` must be before `--to`, which is now \(\d{4}-\d\d-\d\dT[\d:.]+Z\) when not given\n\nUsage: sluice/,
+    );
+  });
+
   it.each([
     [["--from", "yesterday"], "--from: must be an ISO instant (2026-11-01T10:00:00Z) or date (2026-11-01)"],
     [["--to="], "--to: must be an ISO instant (2026-11-01T10:00:00Z) or date (2026-11-01)"],
@@ -648,6 +658,22 @@ describe("sluice CLI", () => {
       ["keys", "add", "p", "--provider", "provider-a", "--api-key-stdin", "sk-live-0123456789abcdef"],
       'unexpected argument "sk-l…" (24 characters): keys add takes PROJECT\n',
     ],
+    // An unknown command's words are named bare when plain, quoted when empty or holding a control
+    // character (an unset variable, a pasted escape), and by their start only when they may be a key.
+    [[""], 'unknown command: ""\n'],
+    [["", "projects"], 'unknown command: "" projects\n'],
+    [["projects", ""], 'unknown command: projects ""; projects takes create, list, show, update, delete\n'],
+    [["frob\u001b[31m"], 'unknown command: "frob\\u001b[31m"\n'],
+    [
+      ["keys", "sk-proj-0123456789abcdefghijklmnopqrstuvwxyz"],
+      'unknown command: keys "sk-p…" (44 characters); keys takes add, list, revoke\n',
+    ],
+    [["AIzaSyC0ffee-0123456789_abcdefghijklmno", "list"], 'unknown command: "AIza…" (39 characters) list\n'],
+    [
+      ["projects", "list", "--x\u001b[2J"],
+      'projects list does not take "--x\\u001b[2J"; it takes no flags\n',
+    ],
+    [["--\u001b[2J"], '"--\\u001b[2J" given without a command: sluice <command> [flags]\n'],
     [["usage", "p", "--from", "2026-01-01", "--from", "2026-02-01"], "--from is given more than once\n"],
     [
       ["projects", "create", "--name", "a", "--name", "b", "--provider", "provider-a"],

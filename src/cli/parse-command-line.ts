@@ -1,4 +1,5 @@
 import { parseArgs } from "node:util";
+import { mayBeKey } from "../admin/project-id.js";
 import { maxMonthlySpendCapUsd, rateLimitBounds } from "../admin/project-input.js";
 import { quotedStart } from "../quoted-start.js";
 import { clearable } from "./project-fields.js";
@@ -152,7 +153,7 @@ export function parseCommandLine(argv: string[]): CommandLine {
     if (token.kind !== "option") continue;
     if (!taken.has(token.name)) {
       const takes = spec.flags.length > 0 ? spec.flags.map((flag) => `--${flag}`).join(", ") : "no flags";
-      throw new UsageError(`${command} does not take ${token.rawName}; it takes ${takes}`);
+      throw new UsageError(`${command} does not take ${wordShown(token.rawName)}; it takes ${takes}`);
     }
     if (seen.has(token.name) && token.name !== "clear")
       throw new UsageError(`${token.rawName} is given more than once`);
@@ -193,7 +194,10 @@ function commandNamed(
   const [first, second] = positionals;
   if (first === undefined) {
     const flag = tokens.find((token) => token.kind === "option");
-    if (flag) throw new UsageError(`${flag.rawName} given without a command: sluice <command> [flags]`);
+    if (flag)
+      throw new UsageError(
+        `${wordShown(flag.rawName ?? "")} given without a command: sluice <command> [flags]`,
+      );
     return undefined;
   }
   // `usage` is a command (`usage PROJECT`) and a group (`usage prune`) at once: `usage prune` is the
@@ -215,5 +219,17 @@ function commandNamed(
   const spec = commands[command];
   if (spec) return { command, spec };
   const known = group ? `; ${first} takes ${group.join(", ")}` : "";
-  throw new UsageError(`unknown command: ${[first, second].filter(Boolean).join(" ")}${known}`);
+  const words = second === undefined ? [first] : [first, second];
+  throw new UsageError(`unknown command: ${words.map(wordShown).join(" ")}${known}`);
+}
+
+/**
+ * A word of an unknown command, or an unknown flag, as its message names it: bare when it is plain
+ * printable ASCII (`frobnicate`, `--bogus`), quoted when it is empty or holds anything else (an
+ * unset variable, a pasted escape sequence), and by its start and length only when it may be a key
+ * typed in its place (`sluice keys sk-proj-…`), as an argument too many is.
+ */
+function wordShown(word: string): string {
+  if (mayBeKey(word)) return quotedStart(word);
+  return /^[\x21-\x7e]+$/.test(word) ? word : JSON.stringify(word);
 }

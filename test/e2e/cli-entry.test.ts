@@ -96,7 +96,7 @@ describe("src/cli/main.ts run directly", () => {
   });
 
   it.skipIf(!existsSync("/dev/full"))(
-    "fails, saying so in one line, when its output cannot be written (a full disk)",
+    "fails, saying in one line that the command ran but its output is lost, when that cannot be written (a full disk)",
     async () => {
       const full = openSync("/dev/full", "w");
       try {
@@ -112,7 +112,9 @@ describe("src/cli/main.ts run directly", () => {
         const code = await new Promise((resolve) => child.on("close", resolve));
         expect({ code, stderr }).toEqual({
           code: 1,
-          stderr: "error: cannot write the output to standard output (ENOSPC)\n",
+          stderr:
+            "error: cannot write the output to standard output (ENOSPC): " +
+            "the command ran, but what it printed is lost\n",
         });
       } finally {
         closeSync(full);

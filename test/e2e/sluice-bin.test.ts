@@ -156,14 +156,16 @@ describe("bin/sluice.js", () => {
   }
 
   it.skipIf(!existsSync("/dev/full"))(
-    "fails, saying so in one line, when its output cannot be written (a full disk)",
+    "fails, saying in one line that the command ran but its output is lost, when that cannot be written (a full disk)",
     async () => {
       const bin = writing('process.stdout.write("{}\\n"); return 0;');
       const full = openSync("/dev/full", "w");
       try {
         expect(await exited(bin, full)).toEqual({
           code: 1,
-          stderr: "error: cannot write the output to standard output (ENOSPC)\n",
+          stderr:
+            "error: cannot write the output to standard output (ENOSPC): " +
+            "the command ran, but what it printed is lost\n",
         });
       } finally {
         closeSync(full);
