@@ -71,7 +71,7 @@ export interface DeviceCheckClientOptions {
 }
 
 /** Tokens are a few KiB of base64; anything this long is not one. */
-export const maxDeviceTokenLength = 8 * 1024;
+const maxDeviceTokenLength = 8 * 1024;
 
 const base64Pattern = /^[A-Za-z0-9+/]+={0,2}$/;
 
