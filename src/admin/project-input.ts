@@ -144,7 +144,6 @@ export const usageQueryInput = z
 
 export type CreateProjectInput = z.infer<typeof createProjectInput>;
 export type UpdateProjectInput = z.infer<typeof updateProjectInput>;
-export type AddProviderKeyInput = z.infer<typeof addProviderKeyInput>;
 export type UsageQueryInput = z.infer<typeof usageQueryInput>;
 
 /** `sluice usage prune`'s flag: the rows created before this instant or date (UTC midnight) go. */

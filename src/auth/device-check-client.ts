@@ -21,7 +21,7 @@ import {
  */
 export type DeviceCheckEnvironment = "production" | "development";
 
-export type DeviceCheckInvalidReason = "malformed-token" | "rejected-by-apple";
+type DeviceCheckInvalidReason = "malformed-token" | "rejected-by-apple";
 
 /**
  * `misconfigured`: the project's key cannot sign, or Apple refused our JWT (401, or a reason about
@@ -30,12 +30,7 @@ export type DeviceCheckInvalidReason = "malformed-token" | "rejected-by-apple";
  * an HTML page or JSON, or an oversized body; `timeout`; `network`; `resting`:
  * Apple answered 429 for this key, and its Retry-After has not passed, so Apple is not asked.
  */
-export type DeviceCheckUnavailableReason =
-  | "misconfigured"
-  | "apple-error"
-  | "timeout"
-  | "network"
-  | "resting";
+type DeviceCheckUnavailableReason = "misconfigured" | "apple-error" | "timeout" | "network" | "resting";
 
 export type DeviceCheckVerdict =
   | { kind: "valid" }
@@ -71,7 +66,7 @@ export interface DeviceCheckClientOptions {
 }
 
 /** Tokens are a few KiB of base64; anything this long is not one. */
-export const maxDeviceTokenLength = 8 * 1024;
+const maxDeviceTokenLength = 8 * 1024;
 
 const base64Pattern = /^[A-Za-z0-9+/]+={0,2}$/;
 

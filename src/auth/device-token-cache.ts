@@ -30,13 +30,13 @@ export type DeviceTokenPolicy =
  * `cached-ok`: verified earlier and within budget; this request is counted. No Apple call.
  * `budget-exhausted` / `replayed`: refuse the request.
  */
-export type DeviceTokenCheck = "fresh" | "cached-ok" | "budget-exhausted" | "replayed";
+type DeviceTokenCheck = "fresh" | "cached-ok" | "budget-exhausted" | "replayed";
 
 /**
  * `accepted`: the request may proceed and counts as a use (the first, unless another request
  * verified the same token concurrently); otherwise refuse it, as for `check`.
  */
-export type DeviceTokenRemember = "accepted" | "budget-exhausted" | "replayed";
+type DeviceTokenRemember = "accepted" | "budget-exhausted" | "replayed";
 
 /**
  * Filled by `check` and `remember` with the stamp of the entry the use was counted on (its

@@ -41,7 +41,7 @@ export class MasterKeyMismatchError extends Error {
  * counts the samples, revoked shares included, that only the previous key opens: those
  * `sluice master-key reseal` would still move.
  */
-export function checkMasterKey(
+function checkMasterKey(
   secretBox: SecretBox,
   samples: readonly (SealedSecretSample & { revoked?: true })[],
   /** Asked only for the refusal's message (it may read the data dir's key file for a hint). */

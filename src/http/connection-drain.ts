@@ -39,7 +39,7 @@ export interface ConnectionDrain {
 }
 
 /** How a drain ended: calls refused with 503 at the deadline, and connections cut. */
-export interface DrainEnd {
+interface DrainEnd {
   refused: number;
   cut: number;
 }

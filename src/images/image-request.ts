@@ -305,7 +305,7 @@ export function parseImageRequest(body: Record<string, unknown>): ImageRequest {
  * At most this many members in `providerOptions` and in each provider's options: there are two
  * image providers of two options each, and every unknown one costs a word in a warning.
  */
-export const maxProviderOptions = 100;
+const maxProviderOptions = 100;
 
 function parseProviderOptions(value: unknown, request: ImageRequest): void {
   if (typeof value !== "object" || value === null || Array.isArray(value))

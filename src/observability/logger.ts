@@ -103,7 +103,7 @@ const redactedQueryNames: ReadonlySet<string> = new Set([
  * provider call or a signed URL. A string with neither `://` and `@` nor `=` after `?` or `&` is
  * returned as it is, without a regular expression run.
  */
-export function redactUrlCredentials(text: string): string {
+function redactUrlCredentials(text: string): string {
   let redacted = text;
   if (redacted.includes("@") && redacted.includes("://"))
     redacted = redacted.replace(urlPassword, `$1${censor}@`);
@@ -296,7 +296,7 @@ let warningsLogger: Logger | undefined;
  * warnings stay unprinted. A warning whose code or name is in `disabled` (`--disable-warning`,
  * `disabledNodeWarnings`) is left out, as Node's printer leaves it out: Node emits it all the same.
  */
-export function logProcessWarnings(logger: Logger, disabled: ReadonlySet<string>): void {
+function logProcessWarnings(logger: Logger, disabled: ReadonlySet<string>): void {
   const first = warningsLogger === undefined;
   warningsLogger = logger;
   if (!first) return;

@@ -108,8 +108,6 @@ export function createProviderFailureLog(logger: Logger, options: ProviderFailur
   };
 }
 
-export type ProviderFailureLog = ReturnType<typeof createProviderFailureLog>;
-
 /** What fetch's error, and the AI SDK's in its place, say of a refused "bad port" above its cause. */
 const fetchFailures = new Set(["fetch failed", "Cannot connect to API: bad port"]);
 

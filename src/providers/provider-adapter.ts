@@ -107,7 +107,7 @@ const versionSegments: Record<ProviderId, readonly string[]> = {
 };
 
 /** The version segment an SDK put before `path` (`v1beta/`), or "" when there is none. */
-export function versionSegmentOf(provider: ProviderId, path: string): string {
+function versionSegmentOf(provider: ProviderId, path: string): string {
   for (const segment of versionSegments[provider]) if (path.startsWith(segment)) return segment;
   return "";
 }

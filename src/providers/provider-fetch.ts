@@ -1,6 +1,6 @@
 import { Agent, Headers, Response, fetch as undiciFetch } from "undici";
 
-export interface ProviderFetchTimeouts {
+interface ProviderFetchTimeouts {
   connectMs: number;
   headersMs: number;
   idleMs: number;

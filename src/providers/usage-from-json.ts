@@ -134,7 +134,7 @@ export interface ProviderBCounts {
  * model's. Each of the two is also kept as a sampling of its own (`samplings`), which the cost
  * prices apart: the top-level counts' long-context threshold is not a step's.
  */
-export interface ProviderBIterations {
+interface ProviderBIterations {
   input: number | null;
   cacheRead: number;
   cacheWrite: number;

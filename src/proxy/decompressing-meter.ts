@@ -24,7 +24,7 @@ export const maxDecompressedBytes = 64 * 1024 * 1024;
  * faster than libuv's thread pool decodes would otherwise have Sluice queue its whole body, up to
  * the 64 MiB it may decode to, and more for one that does not decode to much.
  */
-export const maxQueuedBytes = 1024 * 1024;
+const maxQueuedBytes = 1024 * 1024;
 
 /** A usage meter behind a decompressor: it knows what it saw only once the decompressor has caught up. */
 export interface DecompressingMeter {

@@ -382,7 +382,7 @@ export class ProxyExchange implements Dispatcher.DispatchHandler {
 }
 
 /** The provider sent a transfer coding Sluice did not offer (it sends no `TE`): see onHeaders. */
-export class UnofferedTransferCoding extends Error {
+class UnofferedTransferCoding extends Error {
   readonly code = "SLUICE_UNOFFERED_TRANSFER_CODING";
 
   constructor(coding: string) {

@@ -3,7 +3,7 @@
  * the dir, what could not be done and why in words; the system's error is its cause (`ENOTDIR: not a
  * directory, open '…/master.key'`), which the failed-start line and the CLI's error line print after it.
  */
-export class DataDirError extends Error {
+class DataDirError extends Error {
   override name = "DataDirError";
 }
 

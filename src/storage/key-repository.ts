@@ -13,7 +13,7 @@ export interface ProviderKeyRecord {
   revokedAt: string | null;
 }
 
-export interface TestKeyRecord {
+interface TestKeyRecord {
   id: string;
   projectId: string;
   digest: string;

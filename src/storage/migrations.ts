@@ -243,7 +243,7 @@ export async function migrateToLatest(
  * another line of history ran them, or one more than a version ahead whose migrations replaced ones
  * this build needs. This build cannot run on it; the one that migrated it (or a newer one) can.
  */
-export class UnknownMigrationsError extends Error {
+class UnknownMigrationsError extends Error {
   override name = "UnknownMigrationsError";
 }
 

@@ -2,8 +2,8 @@ import type { Kysely, Selectable } from "kysely";
 import type { ProviderId } from "../providers/provider-id.js";
 import type { Database, ProjectsTable } from "./schema.js";
 
-export type DeviceCheckEnvironment = "production" | "development";
-export type DeviceTokenMode = "cached" | "single-use";
+type DeviceCheckEnvironment = "production" | "development";
+type DeviceTokenMode = "cached" | "single-use";
 
 /**
  * The proxied calls a project allows, by provider: each a list of rules `[METHOD ]pattern`

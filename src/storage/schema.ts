@@ -45,7 +45,7 @@ export interface ProviderKeysTable {
   revoked_at: string | null;
 }
 
-export interface TestKeysTable {
+interface TestKeysTable {
   id: string;
   project_id: string;
   /** SHA-256 (hex) of the test key; the key itself is shown once and never stored. */

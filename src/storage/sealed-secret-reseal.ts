@@ -16,7 +16,7 @@ export interface ResealCounts {
 export type ResealOne = (secret: SealedSecretSample, revoked: boolean) => string | undefined | "unopened";
 
 /** A secret that changed between the reseal's read and its write: the transaction is undone. */
-export class ResealRaceError extends Error {
+class ResealRaceError extends Error {
   override name = "ResealRaceError";
 }
 

@@ -5,7 +5,7 @@ import { type Kysely, sql } from "./kysely.js";
 import type { Database, UsageRecordsTable } from "./schema.js";
 
 export type UsageRecord = UsageRecordsTable;
-export type UsageGroupBy = "day" | "model" | "endpoint";
+type UsageGroupBy = "day" | "model" | "endpoint";
 
 export interface UsageReportRow {
   group: string | null;

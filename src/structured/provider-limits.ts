@@ -14,7 +14,7 @@ const isSchema = (value: unknown): value is Schema =>
   typeof value === "object" && value !== null && !Array.isArray(value);
 
 /** Provider B's structured outputs compile at most this many union-typed parameters. */
-export const providerBUnionLimit = 16;
+const providerBUnionLimit = 16;
 /** Over this many optional properties, the AI SDK sends provider B the schema as a `json` tool. */
 const sdkOptionalPropertyLimit = 10;
 
@@ -182,7 +182,7 @@ function isOpenObject(node: Schema): boolean {
  * recursive schema), as the path of that `$ref`; null when there is none. Definitions are reached
  * only through a `$ref`, as the providers' converters read them.
  */
-export function recursiveReference(schema: Schema): string | null {
+function recursiveReference(schema: Schema): string | null {
   const done = new Set<string>();
   const resolving = new Set<string>();
   const visit = (node: unknown, path: string): string | null => {

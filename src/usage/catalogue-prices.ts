@@ -52,7 +52,7 @@ export const promptCachePrice = (
   cacheWrite: { fiveMinutes: round(input * 1.25), oneHour: input * 2 },
   webSearch: 0.01,
 });
-export const round = (usd: number) => Math.round(usd * 1e6) / 1e6;
+const round = (usd: number) => Math.round(usd * 1e6) / 1e6;
 
 /**
  * Provider A's GPT-6 prices follow from input, output and cached input: a cache write (kept 30
@@ -74,7 +74,7 @@ export const gpt6Price = (input: number, output: number, cachedInput: number): T
  * Every token price of `pricing` (its long-context prices' too) times `scale`: a tier billed at a
  * multiple of the standard prices. A price that is unknown stays unknown.
  */
-export function scaledPrice(pricing: TokenPricing, scale: number): TokenPricing {
+function scaledPrice(pricing: TokenPricing, scale: number): TokenPricing {
   const times = (usd: number) => round(usd * scale);
   const orNull = (usd: number | null) => (usd === null ? null : times(usd));
   const scaled: TokenPricing = price(

@@ -91,7 +91,7 @@ export interface Sampling {
  * Input tokens written to a provider's prompt cache, by how long the entry is kept, which decides
  * their price: provider B's five-minute and one-hour entries, provider A's thirty-minute ones.
  */
-export type CacheWriteTokens = Partial<Record<CacheLifetime, number>>;
+type CacheWriteTokens = Partial<Record<CacheLifetime, number>>;
 export type CacheLifetime = "fiveMinutes" | "thirtyMinutes" | "oneHour";
 export const cacheLifetimes: readonly CacheLifetime[] = ["fiveMinutes", "thirtyMinutes", "oneHour"];
 

@@ -14,7 +14,7 @@ import type { UsageRepository } from "../storage/usage-repository.js";
 export const minRetentionDays = 62;
 
 /** How many rows one delete statement removes: a few milliseconds of the table's write lock. */
-export const pruneBatchRows = 1000;
+const pruneBatchRows = 1000;
 
 /** The start of the previous calendar month (UTC) at `now`: no row from then on is ever pruned. */
 export function keptMonthsStart(now: Date): Date {

@@ -10,19 +10,19 @@ import { deviceTokenDigest } from "../../src/auth/device-token-cache.js";
  * authorization token" otherwise; then 200 for a token registered as valid and 400 "Missing or
  * incorrectly formatted device token payload" for any other. Failures can be programmed.
  */
-export interface FakeAppleKey {
+interface FakeAppleKey {
   teamId: string;
   publicKeyPem: string;
 }
 
-export type FakeAppleFailure =
+type FakeAppleFailure =
   | { kind: "status"; status: number; body?: string; retryAfter?: string }
   /** Accepts the request and never answers (until the fake closes). */
   | { kind: "hang" }
   /** Destroys the socket without an answer. */
   | { kind: "close" };
 
-export interface FakeAppleCall {
+interface FakeAppleCall {
   label: string;
   method: string;
   path: string;

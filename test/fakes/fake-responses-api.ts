@@ -7,7 +7,7 @@ import { type FakeUsage, splitText } from "./fake-upstream-responses.js";
  * replays the run's events) and `POST responses/{id}/cancel`. A background run answers `queued`,
  * then `in_progress` to its first `pollsBeforeDone` polls, then `completed` with its usage.
  */
-export type FakeResponsesAnswer =
+type FakeResponsesAnswer =
   | { kind: "json"; status: number; body: unknown }
   | { kind: "sse"; events: string[] };
 

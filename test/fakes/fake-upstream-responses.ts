@@ -644,7 +644,7 @@ function usageC(usage: FakeUsage) {
   };
 }
 
-export const fakeInteractionId = "v1_ChdmYWtlLWludGVyYWN0aW9uLWlkLTAwMRIXZmFrZQ";
+const fakeInteractionId = "v1_ChdmYWtlLWludGVyYWN0aW9uLWlkLTAwMRIXZmFrZQ";
 const fakeThoughtSignature = "EpYCCpMCAdHtim9fakeSignature";
 const interactionTime = "2025-11-13T02:13:20Z";
 

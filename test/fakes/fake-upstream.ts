@@ -28,7 +28,7 @@ import { createResponseEncoder, type ResponseCoding } from "./response-encoder.j
  * event with real writes, notices client disconnects, and can be programmed with structured outputs,
  * errors, latency and pacing.
  */
-export interface RecordedRequest {
+interface RecordedRequest {
   provider: "a" | "b" | "c";
   method: string;
   /** Path and query string as received. */
@@ -44,7 +44,7 @@ export interface RecordedRequest {
 }
 
 /** How the fake ends a stream: see FakeUpstream.setStreamEnd. */
-export type StreamEnd = "whole" | "unterminated" | "cut";
+type StreamEnd = "whole" | "unterminated" | "cut";
 
 export interface ProgrammedResponse {
   status: number;

@@ -2,7 +2,7 @@ import type { FuzzSecrets, RouteKind } from "./fuzz-inputs.js";
 import { pdfMinimal, png1x1 } from "./fuzz-values.js";
 
 /** The output schema an admin create sends (a valid one). */
-export const outputSchema = { type: "object", properties: { a: { type: "string" } }, required: ["a"] };
+const outputSchema = { type: "object", properties: { a: { type: "string" } }, required: ["a"] };
 
 export interface RouteTemplate {
   kind: RouteKind;

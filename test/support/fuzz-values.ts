@@ -95,7 +95,7 @@ export const invalidUtf8 = [
 ];
 
 /** A PNG's signature and IHDR chunk (no pixel data): `width`x`height`. */
-export function pngHeader(width: number, height: number): Buffer {
+function pngHeader(width: number, height: number): Buffer {
   const header = Buffer.from("89504e470d0a1a0a0000000d49484452000000000000000008060000001f15c489", "hex");
   header.writeUInt32BE(width, 16);
   header.writeUInt32BE(height, 20);

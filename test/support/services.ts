@@ -32,7 +32,7 @@ function reachable(port: number): Promise<boolean> {
 }
 
 /** True when the service answers; in CI an absent service throws so the suite fails loudly. */
-export async function serviceAvailable(name: "postgres" | "redis"): Promise<boolean> {
+async function serviceAvailable(name: "postgres" | "redis"): Promise<boolean> {
   const ok = await reachable(name === "postgres" ? 5432 : 6379);
   if (!ok && inCi) throw new Error(`${name} is not reachable on 127.0.0.1, and CI=true requires it`);
   return ok;
