@@ -4,6 +4,7 @@ import { parseCorsOrigins } from "./http/cors.js";
 import { parseTrustedProxies } from "./net/ip-address.js";
 import { isModelName, modelNameRule } from "./providers/model-name.js";
 import { notAnImageModelOf } from "./usage/model-catalogue.js";
+import { minRetentionDays } from "./usage/usage-retention.js";
 
 /**
  * The configuration schema: the only place that reads the environment. Every setting has an
@@ -484,9 +485,9 @@ export const settings = {
   ),
   usageRetentionDays: setting(
     "SLUICE_USAGE_RETENTION_DAYS",
-    integer(62),
+    integer(minRetentionDays),
     undefined,
-    "days usage rows are kept: older ones are deleted hourly, in small batches (unset: kept forever); at least 62, so the current and previous calendar months (UTC), which spend caps and reports read, are always kept whole",
+    `days usage rows are kept: older ones are deleted hourly, in small batches (unset: kept forever); at least ${minRetentionDays}, so the current and previous calendar months (UTC), which spend caps and reports read, are always kept whole`,
   ),
   authFailureLimit: setting(
     "SLUICE_AUTH_FAILURE_LIMIT",

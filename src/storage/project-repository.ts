@@ -1,8 +1,8 @@
 import type { Kysely, Selectable } from "kysely";
+import type { DeviceCheckEnvironment } from "../auth/device-check-client.js";
 import type { ProviderId } from "../providers/provider-id.js";
 import type { Database, ProjectsTable } from "./schema.js";
 
-type DeviceCheckEnvironment = "production" | "development";
 type DeviceTokenMode = "cached" | "single-use";
 
 /**
