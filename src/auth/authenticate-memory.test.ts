@@ -1,32 +1,20 @@
 import { randomBytes } from "node:crypto";
-import { Writable } from "node:stream";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type FakeApple, generateAppleKeyPair, startFakeApple } from "../../test/fakes/fake-apple.js";
+import {
+  deviceTokenVerifierOn,
+  openThrottle,
+  wireAdminAndDirectory,
+} from "../../test/support/authenticator-wiring.js";
 import { heapUsedAfterGc } from "../../test/support/garbage-collection.js";
-import { createProjectAdmin } from "../admin/project-admin.js";
-import { createLogger } from "../observability/logger.js";
 import { type OpenDatabase, openDatabase } from "../storage/database.js";
-import { createKeyRepository } from "../storage/key-repository.js";
-import { createProjectRepository } from "../storage/project-repository.js";
-import { createUsageRepository } from "../storage/usage-repository.js";
-import { type AuthThrottle, createAuthenticator } from "./authenticate.js";
-import { createCredentialDirectory } from "./credential-directory.js";
-import { createDeviceTokenVerifier } from "./device-token-verifier.js";
-import { createSecretBox } from "./secret-box.js";
+import { createAuthenticator } from "./authenticate.js";
 
 const teamId = "TEAM123456";
 const appleKeyId = "KEY1234567";
 const keys = 400;
 /** Bytes of a padded device token: 8,000 characters of base64, under the 8 KiB a token may have. */
 const padding = 6_000;
-
-const openThrottle: AuthThrottle = {
-  policy: { failuresPerWindow: 30, windowSeconds: 60 },
-  retryAfter: () => 0,
-  retryAfterMissing: () => 0,
-  recordFailure: async () => {},
-  begin: () => () => {},
-};
 
 /**
  * The authenticator remembers each partial key it rebuilt (up to 10,000, one per provider key an
@@ -46,19 +34,7 @@ describe("memory kept per rebuilt partial key", () => {
     apple = await startFakeApple({ label: "production" });
     apple.registerKey(appleKeyId, { teamId, publicKeyPem: pair.publicKeyPem });
     database = await openDatabase({ dataDir: "unused", sqliteFile: ":memory:" });
-    const secretBox = createSecretBox(randomBytes(32));
-    const projects = createProjectRepository(database.db);
-    const keyRepository = createKeyRepository(database.db);
-    const directory = createCredentialDirectory({ projects, keys: keyRepository, secretBox, ttlMs: 60_000 });
-    const admin = createProjectAdmin({
-      projects,
-      keys: keyRepository,
-      usage: createUsageRepository(database.db),
-      secretBox,
-      now: () => new Date(),
-      onProjectChanged: directory.invalidate,
-      testModeAllowed: true,
-    });
+    const { secretBox, directory, admin } = wireAdminAndDirectory(database, 60_000);
     const created = await admin.createProject({
       name: "memory",
       provider: "provider-a",
@@ -78,18 +54,11 @@ describe("memory kept per rebuilt partial key", () => {
         (await admin.addProviderKey(projectId, { provider: "provider-a", apiKey })).partialKey,
       );
     }
-    const deviceTokens = createDeviceTokenVerifier({
-      config: {
-        deviceCheckProductionUrl: apple.url,
-        deviceCheckDevelopmentUrl: apple.url,
-        deviceCheckTimeoutMs: 2000,
-        deviceTokenTtlSeconds: 60,
-        deviceTokenBudget: 1,
-      },
+    const deviceTokens = deviceTokenVerifierOn(
+      { production: apple.url, development: apple.url },
       secretBox,
-      redis: undefined,
-      logger: createLogger("silent", new Writable({ write: (_c, _e, done) => done() })),
-    });
+      1,
+    );
     authenticate = createAuthenticator({
       directory,
       deviceTokens,

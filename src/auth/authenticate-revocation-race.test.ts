@@ -1,22 +1,15 @@
 import { randomBytes } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { generateAppleKeyPair } from "../../test/fakes/fake-apple.js";
+import { openThrottle } from "../../test/support/authenticator-wiring.js";
 import { createProjectAdmin } from "../admin/project-admin.js";
 import { type OpenDatabase, openDatabase } from "../storage/database.js";
 import { createKeyRepository, type KeyRepository } from "../storage/key-repository.js";
 import { createProjectRepository } from "../storage/project-repository.js";
 import { createUsageRepository } from "../storage/usage-repository.js";
-import { type AuthResult, type AuthThrottle, createAuthenticator } from "./authenticate.js";
+import { type AuthResult, createAuthenticator } from "./authenticate.js";
 import { createCredentialDirectory } from "./credential-directory.js";
 import { createSecretBox } from "./secret-box.js";
-
-const openThrottle: AuthThrottle = {
-  policy: { failuresPerWindow: 30, windowSeconds: 60 },
-  retryAfter: () => 0,
-  retryAfterMissing: () => 0,
-  recordFailure: async () => {},
-  begin: () => () => {},
-};
 
 /**
  * The admin use cases and an authenticator over one database, as the composition root wires them;

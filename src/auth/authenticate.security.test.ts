@@ -1,19 +1,22 @@
 import { randomBytes } from "node:crypto";
-import { Writable } from "node:stream";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { type FakeApple, generateAppleKeyPair, startFakeApple } from "../../test/fakes/fake-apple.js";
-import { createProjectAdmin } from "../admin/project-admin.js";
-import { createLogger } from "../observability/logger.js";
+import {
+  deviceTokenVerifierOn,
+  openThrottle,
+  throttlePolicy,
+  wireAdminAndDirectory,
+} from "../../test/support/authenticator-wiring.js";
+import type { createProjectAdmin } from "../admin/project-admin.js";
 import type { ProviderId } from "../providers/provider-id.js";
 import { type OpenDatabase, openDatabase } from "../storage/database.js";
 import { createKeyRepository } from "../storage/key-repository.js";
 import { createProjectRepository } from "../storage/project-repository.js";
-import { createUsageRepository } from "../storage/usage-repository.js";
 import { type AuthResult, type AuthThrottle, createAuthenticator } from "./authenticate.js";
 import { createCredentialDirectory } from "./credential-directory.js";
 import { testKeyHeader } from "./credential-headers.js";
 import { deviceTokenDigest } from "./device-token-cache.js";
-import { createDeviceTokenVerifier } from "./device-token-verifier.js";
+import type { SecretBox } from "./secret-box.js";
 import { createSecretBox } from "./secret-box.js";
 
 const teamId = "TEAM123456";
@@ -27,39 +30,12 @@ interface Fixture {
   partial: Record<ProviderId, string>;
 }
 
-const policy = { failuresPerWindow: 30, windowSeconds: 60 };
-const openThrottle: AuthThrottle = {
-  policy,
-  retryAfter: () => 0,
-  retryAfterMissing: () => 0,
-  recordFailure: async () => {},
-  begin: () => () => {},
-};
-
-/** Admin use cases and a credential directory over one database, as the composition root wires them. */
-function wire(database: OpenDatabase, ttlMs: number, now: () => Date = () => new Date()) {
-  const secretBox = createSecretBox(randomBytes(32));
-  const projects = createProjectRepository(database.db);
-  const keys = createKeyRepository(database.db);
-  const directory = createCredentialDirectory({ projects, keys, secretBox, ttlMs });
-  const admin = createProjectAdmin({
-    projects,
-    keys,
-    usage: createUsageRepository(database.db),
-    secretBox,
-    now,
-    onProjectChanged: directory.invalidate,
-    testModeAllowed: true,
-  });
-  return { secretBox, directory, admin };
-}
-
 /**
  * A project with DeviceCheck on and Test Mode off, its provider A key, and a request with that
  * key's partial key and the token the fake Apple accepts.
  */
 async function deviceCheckProject(
-  admin: ReturnType<typeof wire>["admin"],
+  admin: ReturnType<typeof wireAdminAndDirectory>["admin"],
   privateKey: string,
   name: string,
   apiKey: string,
@@ -118,19 +94,8 @@ describe("authenticate: the SPEC's methods, in order", () => {
   }
 
   /** The verifier on the fake Apple hosts, its ledger in memory, with a budget of `budget` uses a token. */
-  const verifierOn = (secretBox: ReturnType<typeof wire>["secretBox"], budget: number) =>
-    createDeviceTokenVerifier({
-      config: {
-        deviceCheckProductionUrl: production.url,
-        deviceCheckDevelopmentUrl: development.url,
-        deviceCheckTimeoutMs: 1000,
-        deviceTokenTtlSeconds: 60,
-        deviceTokenBudget: budget,
-      },
-      secretBox,
-      redis: undefined,
-      logger: createLogger("silent", new Writable({ write: (_c, _e, done) => done() })),
-    });
+  const verifierOn = (secretBox: SecretBox, budget: number) =>
+    deviceTokenVerifierOn({ production: production.url, development: development.url }, secretBox, budget);
 
   beforeAll(async () => {
     production = await startFakeApple({ label: "production", validTokens: [goodDevice] });
@@ -138,7 +103,7 @@ describe("authenticate: the SPEC's methods, in order", () => {
     for (const apple of [production, development])
       apple.registerKey(keyId, { teamId, publicKeyPem: keys.publicKeyPem });
     database = await openDatabase({ dataDir: "unused", sqliteFile: ":memory:" });
-    const wired = wire(database, 0);
+    const wired = wireAdminAndDirectory(database, 0);
     const { secretBox, directory } = wired;
     admin = wired.admin;
     const deviceTokens = verifierOn(secretBox, 1000);
@@ -348,7 +313,7 @@ describe("authenticate: the SPEC's methods, in order", () => {
 
   /** A test-mode project with a provider key, on a directory that trusts its cache for a minute. */
   async function longCacheFixture(name: string, throttle: AuthThrottle, clientIp: string) {
-    const { directory, admin: longAdmin } = wire(database, 60_000);
+    const { directory, admin: longAdmin } = wireAdminAndDirectory(database, 60_000);
     const cachedAuth = createAuthenticator({
       directory,
       deviceTokens: { verify: async () => ({ kind: "invalid", reason: "no" }) },
@@ -426,7 +391,7 @@ describe("authenticate: the SPEC's methods, in order", () => {
     const { cachedAuth, request } = await longCacheFixture(
       "warm",
       {
-        policy,
+        policy: throttlePolicy,
         retryAfter: () => wait,
         retryAfterMissing: () => wait,
         recordFailure: async () => {},
@@ -447,7 +412,7 @@ describe("authenticate: the SPEC's methods, in order", () => {
     let taken = 0;
     let refuse = false;
     const throttle: AuthThrottle = {
-      policy,
+      policy: throttlePolicy,
       retryAfter: () => 0,
       retryAfterMissing: () => 0,
       recordFailure: async () => {},
@@ -476,7 +441,7 @@ describe("authenticate: the SPEC's methods, in order", () => {
   });
 
   it("refuses a revoked key at once on the DeviceCheck path too, where the rebuilt key is cached", async () => {
-    const { directory, admin: longAdmin } = wire(database, 60_000);
+    const { directory, admin: longAdmin } = wireAdminAndDirectory(database, 60_000);
     const verified: string[] = [];
     let accepted = true;
     const cachedAuth = createAuthenticator({
@@ -518,7 +483,7 @@ describe("authenticate: the SPEC's methods, in order", () => {
   });
 
   it("answers a warm DeviceCheck request without a promise, counting its use, and goes the full way for the rest", async () => {
-    const { directory, admin: longAdmin, secretBox } = wire(database, 60_000);
+    const { directory, admin: longAdmin, secretBox } = wireAdminAndDirectory(database, 60_000);
     const deviceTokens = verifierOn(secretBox, 4);
     const warmAuth = createAuthenticator({
       directory,
@@ -595,7 +560,7 @@ describe("authenticate: the SPEC's methods, in order", () => {
 
   it("keeps the newest two test keys even when they are issued in one millisecond", async () => {
     const frozen = new Date("2026-11-23T12:00:00.000Z");
-    const { directory, admin: frozenAdmin } = wire(database, 0, () => frozen);
+    const { directory, admin: frozenAdmin } = wireAdminAndDirectory(database, 0, () => frozen);
     const frozenAuth = createAuthenticator({
       directory,
       deviceTokens: { verify: async () => ({ kind: "invalid", reason: "no" }) },
@@ -707,7 +672,7 @@ describe("authenticate: the SPEC's methods, in order", () => {
     const fixture = await project(false, true);
     let refunds = 0;
     const refunding = createAuthenticator({
-      directory: wire(database, 0).directory,
+      directory: wireAdminAndDirectory(database, 0).directory,
       deviceTokens: {
         verify: async () => ({ kind: "ok", digest: "device", refund: async () => void refunds++ }),
       },
@@ -771,7 +736,7 @@ describe("authenticate: the SPEC's methods, in order", () => {
       }),
       deviceTokens: { verify: async () => ({ kind: "ok", digest: "x" }) },
       throttle: {
-        policy,
+        policy: throttlePolicy,
         retryAfter: async () => 17,
         retryAfterMissing: async () => 17,
         recordFailure: async () => {},
@@ -811,7 +776,7 @@ describe("authenticate in production (SLUICE_ENV=production): no Test Mode", () 
    * environment over the same records.
    */
   async function testModeProject() {
-    const { directory, admin } = wire(database, 0);
+    const { directory, admin } = wireAdminAndDirectory(database, 0);
     const authenticator = (testModeAllowed: boolean) =>
       createAuthenticator({
         directory,
