@@ -99,6 +99,35 @@ describe("loadMasterKey", () => {
     for (const key of keys) expect(key?.buffer.byteLength).toBe(32);
   });
 
+  it("generates no key beside a database that holds secrets, and writes nothing", () => {
+    const dir = dataDir();
+    const stored = { secret: "provider key k1 of project p1", file: join(dir, "sluice.sqlite") };
+    const generated: string[] = [];
+    expect(() =>
+      loadMasterKey({ ...development, dataDir: dir }, (file) => generated.push(file), stored),
+    ).toThrow(
+      `SLUICE_MASTER_KEY is unset and SLUICE_DATA_DIR (${dir}) holds no master.key, but the database there ` +
+        "holds secrets sealed under a master key (provider key k1 of project p1 among them), which a new key " +
+        "would not open, so none was generated: set SLUICE_MASTER_KEY to the key they were stored under, or " +
+        `put that key back in ${join(dir, "master.key")} (if it is lost, so are they: move ${stored.file} ` +
+        "aside to start a new database)",
+    );
+    expect(generated).toEqual([]);
+    expect(readdirSync(dir)).toEqual([]);
+    // A key there (another process on this data dir generated it, and sealed them under it) is used.
+    const key = randomBytes(32);
+    writeFileSync(join(dir, "master.key"), `${key.toString("base64")}\n`);
+    expect(loadMasterKey({ ...development, dataDir: dir }, () => {}, stored)).toEqual(key);
+    const given = randomBytes(32);
+    expect(
+      loadMasterKey(
+        { ...development, dataDir: dataDir(), masterKey: given.toString("base64") },
+        () => {},
+        stored,
+      ),
+    ).toEqual(given);
+  });
+
   it("names the file, not SLUICE_MASTER_KEY, when the generated key file is damaged", () => {
     const dir = dataDir();
     const file = join(dir, "master.key");

@@ -21,16 +21,28 @@ export interface MasterKeySource {
  * With DATABASE_URL a key is never generated: the database is shared by other instances and the CLI,
  * whose data dirs hold other keys (or none), and secrets sealed under a fresh key would open nowhere
  * else. A key already in the data dir is still used there.
+ *
+ * `stored`: a secret the data dir's database (`file`) already holds, sealed under some key, if any
+ * (see `openSealedStore`): then none is generated either, as a fresh key would open none of them
+ * (its master.key deleted or lost, the database copied without it, or its secrets stored under a
+ * SLUICE_MASTER_KEY now unset), and a key file written then would be taken for theirs by every later
+ * start. The refusal names SLUICE_MASTER_KEY and the data dir, and nothing is written.
  */
-export function loadMasterKey(source: MasterKeySource, onGenerated: (file: string) => void): Buffer {
-  if (source.masterKey) return decodeMasterKey(source.masterKey, "SLUICE_MASTER_KEY");
-  if (source.environment === "production") throw new Error("SLUICE_MASTER_KEY is required in production");
+export function loadMasterKey(
+  source: MasterKeySource,
+  onGenerated: (file: string) => void,
+  stored?: { secret: string; file: string },
+): Buffer {
+  const given = readMasterKey(source);
+  if (given !== undefined) return given;
   const file = join(source.dataDir, "master.key");
-  const stored = readKeyFile(source.dataDir, file);
-  if (stored !== undefined) return decodeMasterKey(stored, `The master key file ${file}`);
-  if (source.databaseUrl) {
+  if (stored !== undefined) {
     throw new Error(
-      `SLUICE_MASTER_KEY is required with DATABASE_URL (there is no ${file}): set the key every instance and the CLI share (a new deployment makes one with \`openssl rand -base64 32\`)`,
+      `SLUICE_MASTER_KEY is unset and SLUICE_DATA_DIR (${source.dataDir}) holds no master.key, but the ` +
+        `database there holds secrets sealed under a master key (${stored.secret} among them), which a new ` +
+        "key would not open, so none was generated: set SLUICE_MASTER_KEY to the key they were stored " +
+        `under, or put that key back in ${file} (if it is lost, so are they: move ${stored.file} aside ` +
+        "to start a new database)",
     );
   }
   // A data dir that cannot hold the key (a path through a file, no permission) is named as the setting.
@@ -42,6 +54,25 @@ export function loadMasterKey(source: MasterKeySource, onGenerated: (file: strin
     return decodeMasterKey(readKeyFile(source.dataDir, file) ?? "", `The master key file ${file}`);
   onGenerated(file);
   return key;
+}
+
+/**
+ * The master key `loadMasterKey` would use without generating one: SLUICE_MASTER_KEY, or the data
+ * dir's master.key. Undefined when it would generate one; what it refuses (production, or
+ * DATABASE_URL, without either) throws here too.
+ */
+export function readMasterKey(source: MasterKeySource): Buffer | undefined {
+  if (source.masterKey) return decodeMasterKey(source.masterKey, "SLUICE_MASTER_KEY");
+  if (source.environment === "production") throw new Error("SLUICE_MASTER_KEY is required in production");
+  const file = join(source.dataDir, "master.key");
+  const stored = readKeyFile(source.dataDir, file);
+  if (stored !== undefined) return decodeMasterKey(stored, `The master key file ${file}`);
+  if (source.databaseUrl) {
+    throw new Error(
+      `SLUICE_MASTER_KEY is required with DATABASE_URL (there is no ${file}): set the key every instance and the CLI share (a new deployment makes one with \`openssl rand -base64 32\`)`,
+    );
+  }
+  return undefined;
 }
 
 /** The key file's text, or undefined when there is none; any other failure names SLUICE_DATA_DIR. */
