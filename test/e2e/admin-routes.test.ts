@@ -187,6 +187,67 @@ describe("admin routes", () => {
     },
   );
 
+  // Found by a hostile audit: the admin API parsed its bodies without the bounds the JSON endpoints
+  // have (json-shape.ts), so one body within SLUICE_MAX_BODY_BYTES held the event loop, every app's
+  // call with it, for seconds: 13 s for 9M nested arrays, 36 s for an output schema of a 9M-value enum.
+  it.each([
+    [
+      "POST",
+      "",
+      (value: string) => `{"id":"big","name":"Big","provider":"provider-a","outputSchema":${value}}`,
+    ],
+    ["PATCH", "/routes", (value: string) => `{"outputSchema":${value}}`],
+    [
+      "POST",
+      "/routes/keys",
+      (value: string) => `{"provider":"provider-a","apiKey":"sk-0123456789","label":${value}}`,
+    ],
+    ["POST", "/routes/test-keys", (value: string) => `{"x":${value}}`],
+    ["DELETE", "/routes", (value: string) => `{"x":${value}}`],
+  ])(
+    "refuses a %s %s body deeper or larger than any admin input before parsing it",
+    async (method, path, body) => {
+      const refusals = [
+        [
+          `{"type":"object","enum":[${"0,".repeat(40_000)}0]}`,
+          "holds more than 40000 object members and array elements",
+        ],
+        [`${"[".repeat(10_000)}${"]".repeat(10_000)}`, "nests objects and arrays more than 10000 deep"],
+      ];
+      for (const [value, what] of refusals) {
+        const response = await send(method, path, body(value as string));
+        expect(response.status).toBe(400);
+        expect(((await response.json()) as { error: unknown }).error).toMatchObject({
+          code: "BAD_REQUEST",
+          message: `The request body ${what}: the admin API takes one JSON object of the fields its route lists (docs/api.md)`,
+          details: { maxDepth: 10_000, maxValues: 40_000 },
+        });
+      }
+      // Nothing was written: no project created, the project and its keys as they were.
+      expect((await send("GET", "/big")).status).toBe(404);
+      expect((await send("GET", "/routes")).status).toBe(200);
+      expect(await (await send("GET", "/routes/keys")).json()).toEqual({ data: [] });
+    },
+  );
+
+  it("refuses `__proto__`, `constructor` and `prototype` members at every level, polluting nothing", async () => {
+    const members = ['"__proto__":{"polluted":1}', '"constructor":{"prototype":{"polluted":1}}'];
+    for (const member of members) {
+      for (const body of [
+        `{"name":"P","provider":"provider-a",${member}}`,
+        `{"name":"P","provider":"provider-a","deviceCheck":{${member}}}`,
+        `{"name":"P","provider":"provider-a","rateLimits":{${member}}}`,
+        `{"name":"P","provider":"provider-a","proxyAllowList":{${member}}}`,
+      ]) {
+        const response = await send("POST", "", body);
+        expect(response.status).toBe(400);
+        expect(((await response.json()) as { error: { code: string } }).error.code).toBe("BAD_REQUEST");
+      }
+    }
+    expect(({} as { polluted?: unknown }).polluted).toBeUndefined();
+    expect(Object.hasOwn(Object.prototype, "prototype")).toBe(false);
+  });
+
   it.each([
     ["an unknown field", '{"foo":1}', 400],
     ["a body that is not an object", "[]", 400],
