@@ -230,6 +230,32 @@ describe("admin routes", () => {
     },
   );
 
+  // Found by a hostile audit: `outputSchema` was read as a zod record, which drops a `__proto__`
+  // member rather than copy it (it would set the copy's prototype): the schema was checked and stored
+  // without it, where the same keyword anywhere deeper is refused.
+  it("refuses `__proto__` at the root of an output schema as any unsupported keyword, rather than drop it", async () => {
+    const schema = '{"type":"object","__proto__":{"type":"string"}}';
+    const before = await (await send("GET", "/routes")).json();
+    for (const response of [
+      await send(
+        "POST",
+        "",
+        `{"id":"proto","name":"Proto","provider":"provider-a","outputSchema":${schema}}`,
+      ),
+      await send("PATCH", "/routes", `{"outputSchema":${schema}}`),
+    ]) {
+      expect(response.status).toBe(422);
+      expect(((await response.json()) as { error: unknown }).error).toMatchObject({
+        code: "VALIDATION_ERROR",
+        details: {
+          problems: [`#: keyword "__proto__" is not supported by the providers' structured output`],
+        },
+      });
+    }
+    expect((await send("GET", "/proto")).status).toBe(404);
+    expect(await (await send("GET", "/routes")).json()).toEqual(before);
+  });
+
   it("refuses `__proto__`, `constructor` and `prototype` members at every level, polluting nothing", async () => {
     const members = ['"__proto__":{"polluted":1}', '"constructor":{"prototype":{"polluted":1}}'];
     for (const member of members) {
