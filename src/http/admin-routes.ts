@@ -5,6 +5,7 @@ import type { AuthThrottle } from "../auth/authenticate.js";
 import { repeatedCredentialHeaderError } from "../auth/repeated-credential-header.js";
 import { GatewayError } from "../errors.js";
 import { throttled } from "../rate-limit/auth-throttle.js";
+import { repeatedMembers } from "./json-repeated-members.js";
 import type { JsonShapeLimits } from "./json-shape.js";
 import { type JsonBodyBounds, parseJsonObject, readBody, requireUncompressedUtf8Json } from "./read-body.js";
 import type { Handler, RequestContext, Router } from "./router.js";
@@ -59,14 +60,14 @@ export function registerAdminRoutes(router: Router, deps: AdminRouteDeps): void 
     };
   const json = async (context: RequestContext) => {
     requireUncompressedUtf8Json(context.request);
-    return parseJsonObject(await readBody(context.request, deps.maxBodyBytes), adminBodyBounds);
+    return parseAdminBody(await readBody(context.request, deps.maxBodyBytes));
   };
   // A route that takes no body still refuses one with fields, as docs/api.md says of unknown fields.
   const none = async (context: RequestContext) => {
     const body = await readBody(context.request, deps.maxBodyBytes);
     if (body.length === 0) return;
     requireUncompressedUtf8Json(context.request);
-    await admin.requireNoFields(parseJsonObject(body, adminBodyBounds));
+    await admin.requireNoFields(parseAdminBody(body));
   };
   const id = (context: RequestContext, name = "projectId") => context.params[name] ?? "";
 
@@ -166,6 +167,21 @@ const adminBodyBounds: JsonBodyBounds = {
   limits: adminBodyLimits,
   takes: "the admin API takes one JSON object of the fields its route lists (docs/api.md)",
 };
+
+/**
+ * An admin body: one JSON object within adminBodyLimits, each object naming a member once. A
+ * repeated member is refused, as a repeated query parameter is, rather than the last one kept
+ * without a word: `{"testMode":false,…,"testMode":true}` turned Test Mode on.
+ */
+function parseAdminBody(body: Buffer): Record<string, unknown> {
+  const value = parseJsonObject(body, adminBodyBounds);
+  const repeated = repeatedMembers(body);
+  if (repeated.length === 0) return value;
+  const problems = repeated.map((path) => `${path}: is given more than once`);
+  throw new GatewayError("BAD_REQUEST", `Invalid request body: ${problems.join("; ")}`, {
+    details: { problems },
+  });
+}
 
 /**
  * Admin answers are never stored by a cache on the way: a project's test key and a partial key are
