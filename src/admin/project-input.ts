@@ -62,6 +62,19 @@ const proxyAllowListInput = z
   .partial()
   .strict();
 
+/**
+ * A JSON object, kept as sent: a zod record builds a copy, which leaves out a `__proto__` member
+ * (setting it would set the copy's prototype), so `{"type":"object","__proto__":{…}}` was checked
+ * and stored without it, where the same keyword deeper in the schema is refused (422).
+ */
+const jsonObject = z.custom<Record<string, unknown>>(
+  (value) => typeof value === "object" && value !== null && !Array.isArray(value),
+  {
+    error: (issue) =>
+      `Invalid input: expected object, received ${Array.isArray(issue.input) ? "array" : typeof issue.input}`,
+  },
+);
+
 const projectFields = {
   name: storableText(z.string().trim().min(1).max(200)),
   teamId: z
@@ -73,7 +86,7 @@ const projectFields = {
   model: storableText(z.string()).nullable(),
   testMode: z.boolean(),
   deviceCheck: deviceCheckInput,
-  outputSchema: z.record(z.string(), z.unknown()).nullable(),
+  outputSchema: jsonObject.nullable(),
   saveImagesToVault: z.boolean(),
   rateLimits: rateLimitsInput,
   monthlySpendCapUsd: z.number().positive().max(maxMonthlySpendCapUsd).nullable(),

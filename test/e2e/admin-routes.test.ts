@@ -187,6 +187,152 @@ describe("admin routes", () => {
     },
   );
 
+  // Found by a hostile audit: the admin API parsed its bodies without the bounds the JSON endpoints
+  // have (json-shape.ts), so one body within SLUICE_MAX_BODY_BYTES held the event loop, every app's
+  // call with it, for seconds: 13 s for 9M nested arrays, 36 s for an output schema of a 9M-value enum.
+  it.each([
+    [
+      "POST",
+      "",
+      (value: string) => `{"id":"big","name":"Big","provider":"provider-a","outputSchema":${value}}`,
+    ],
+    ["PATCH", "/routes", (value: string) => `{"outputSchema":${value}}`],
+    [
+      "POST",
+      "/routes/keys",
+      (value: string) => `{"provider":"provider-a","apiKey":"sk-0123456789","label":${value}}`,
+    ],
+    ["POST", "/routes/test-keys", (value: string) => `{"x":${value}}`],
+    ["DELETE", "/routes", (value: string) => `{"x":${value}}`],
+  ])(
+    "refuses a %s %s body deeper or larger than any admin input before parsing it",
+    async (method, path, body) => {
+      const refusals = [
+        [
+          `{"type":"object","enum":[${"0,".repeat(40_000)}0]}`,
+          "holds more than 40000 object members and array elements",
+        ],
+        [`${"[".repeat(10_000)}${"]".repeat(10_000)}`, "nests objects and arrays more than 10000 deep"],
+      ];
+      for (const [value, what] of refusals) {
+        const response = await send(method, path, body(value as string));
+        expect(response.status).toBe(400);
+        expect(((await response.json()) as { error: unknown }).error).toMatchObject({
+          code: "BAD_REQUEST",
+          message: `The request body ${what}: the admin API takes one JSON object of the fields its route lists (docs/api.md)`,
+          details: { maxDepth: 10_000, maxValues: 40_000 },
+        });
+      }
+      // Nothing was written: no project created, the project and its keys as they were.
+      expect((await send("GET", "/big")).status).toBe(404);
+      expect((await send("GET", "/routes")).status).toBe(200);
+      expect(await (await send("GET", "/routes/keys")).json()).toEqual({ data: [] });
+    },
+  );
+
+  // Found by a hostile audit: `outputSchema` was read as a zod record, which drops a `__proto__`
+  // member rather than copy it (it would set the copy's prototype): the schema was checked and stored
+  // without it, where the same keyword anywhere deeper is refused.
+  it("refuses `__proto__` at the root of an output schema as any unsupported keyword, rather than drop it", async () => {
+    const schema = '{"type":"object","__proto__":{"type":"string"}}';
+    const before = await (await send("GET", "/routes")).json();
+    for (const response of [
+      await send(
+        "POST",
+        "",
+        `{"id":"proto","name":"Proto","provider":"provider-a","outputSchema":${schema}}`,
+      ),
+      await send("PATCH", "/routes", `{"outputSchema":${schema}}`),
+    ]) {
+      expect(response.status).toBe(422);
+      expect(((await response.json()) as { error: unknown }).error).toMatchObject({
+        code: "VALIDATION_ERROR",
+        details: {
+          problems: [`#: keyword "__proto__" is not supported by the providers' structured output`],
+        },
+      });
+    }
+    expect((await send("GET", "/proto")).status).toBe(404);
+    expect(await (await send("GET", "/routes")).json()).toEqual(before);
+  });
+
+  // Found by a hostile audit: JSON.parse keeps the last of two members of one name without a word,
+  // so `{"testMode":false,…,"testMode":true}` turned Test Mode on, where a proxy or a log in front may
+  // read the first (RFC 8259 §4: such a body's meaning is unpredictable). A repeated query parameter
+  // and a repeated Authorization header are refused rather than one picked; so is this.
+  it.each([
+    [
+      "POST",
+      "",
+      '{"id":"dup","name":"Dup","provider":"provider-a","testMode":false,"testMode":true}',
+      ["testMode"],
+    ],
+    [
+      "PATCH",
+      "/routes",
+      '{"name":"a","name":"b","rateLimits":{"perMinute":5,"perMinute":6}}',
+      ["name", "rateLimits.perMinute"],
+    ],
+    [
+      "PATCH",
+      "/routes",
+      '{"deviceCheck":{"environment":"production","environm\\u0065nt":"development"}}',
+      ["deviceCheck.environment"],
+    ],
+    [
+      "PATCH",
+      "/routes",
+      '{"outputSchema":{"type":"object","properties":{"a":{"anyOf":[{"type":"string"},{"type":"string","type":"number"}]}}}}',
+      ["outputSchema.properties.a.anyOf.1.type"],
+    ],
+    [
+      "POST",
+      "/routes/keys",
+      '{"provider":"provider-a","apiKey":"sk-0123456789","apiKey":"sk-9876543210"}',
+      ["apiKey"],
+    ],
+  ])(
+    "refuses a %s %s body that names a member twice in one object, naming it",
+    async (method, path, body, paths) => {
+      const before = await (await send("GET", "/routes")).json();
+      const response = await send(method, path, body);
+      expect(response.status).toBe(400);
+      const problems = paths.map((name) => `${name}: is given more than once`);
+      expect(((await response.json()) as { error: unknown }).error).toMatchObject({
+        code: "BAD_REQUEST",
+        message: `Invalid request body: ${problems.join("; ")}`,
+        details: { problems },
+      });
+      // Nothing was written.
+      expect((await send("GET", "/dup")).status).toBe(404);
+      expect(await (await send("GET", "/routes")).json()).toEqual(before);
+      expect(await (await send("GET", "/routes/keys")).json()).toEqual({ data: [] });
+    },
+  );
+
+  it("takes the same name in two objects, and a member name that a string value repeats", async () => {
+    const body = '{"name":"name","deviceCheck":{"teamId":null},"teamId":null}';
+    expect((await send("PATCH", "/routes", body)).status).toBe(200);
+  });
+
+  it("refuses `__proto__`, `constructor` and `prototype` members at every level, polluting nothing", async () => {
+    const members = ['"__proto__":{"polluted":1}', '"constructor":{"prototype":{"polluted":1}}'];
+    for (const member of members) {
+      for (const body of [
+        `{"name":"P","provider":"provider-a",${member}}`,
+        `{"name":"P","provider":"provider-a","deviceCheck":{${member}}}`,
+        `{"name":"P","provider":"provider-a","rateLimits":{${member}}}`,
+        `{"name":"P","provider":"provider-a","proxyAllowList":{${member}}}`,
+      ]) {
+        const response = await send("POST", "", body);
+        expect(response.status).toBe(400);
+        expect(((await response.json()) as { error: { code: string } }).error.code).toBe("BAD_REQUEST");
+      }
+    }
+    expect(({} as { polluted?: unknown }).polluted).toBeUndefined();
+    expect(Object.hasOwn(Object.prototype, "prototype")).toBe(false);
+  });
+
   it.each([
     ["an unknown field", '{"foo":1}', 400],
     ["a body that is not an object", "[]", 400],
