@@ -334,7 +334,7 @@ export const settings = {
       "must be 32 bytes, base64-encoded (e.g. `openssl rand -base64 32`)",
     ]),
     undefined,
-    "32-byte key (base64) for secrets at rest (unset: generated into the data dir on the embedded SQLite default, development only)",
+    "32-byte key (base64) for secrets at rest (unset: generated into the data dir on the embedded SQLite default, development only, unless the database there already holds sealed secrets: that start is refused, writing no key)",
   ),
   masterKeyPrevious: setting(
     "SLUICE_MASTER_KEY_PREVIOUS",

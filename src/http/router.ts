@@ -57,7 +57,10 @@ export class Router {
   private readonly tree = FindMyWay({
     ignoreTrailingSlash: true,
     ignoreDuplicateSlashes: false,
-    maxParamLength: 500,
+    // A segment longer than this matches no route: none here, a request line is at most Node's
+    // 16 KiB of head. Project ids are 64 characters at most, but a longer one is still a project
+    // that does not exist (404 PROJECT_NOT_FOUND, named by its start), not an unknown route.
+    maxParamLength: 16 * 1024,
   });
 
   /** Registers `handler`; a GET route answers HEAD too (Node then sends the headers only). */

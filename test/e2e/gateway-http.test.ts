@@ -51,6 +51,24 @@ describe("the gateway over HTTP", () => {
     expect(response.headers.get("allow")).toContain("GET");
   });
 
+  // Project ids are at most 64 characters; a longer one in the path is still a project that does
+  // not exist, however long (the router's own cap on a segment answered "No such route").
+  it("answers a project id of any length in the path 404 PROJECT_NOT_FOUND, not an unknown route", async () => {
+    for (const length of [65, 500, 501, 4000]) {
+      const id = `p${"x".repeat(length - 1)}`;
+      await expectError(await call(`/v1/provider-a/${id}/models`), 404, "PROJECT_NOT_FOUND");
+      await expectError(
+        await call(`/v1/provider-a/${id}/chat/completions`, {
+          method: "POST",
+          headers: { authorization: "Bearer sk_sluice_x_y.z", "content-type": "application/json" },
+          body: "{}",
+        }),
+        404,
+        "PROJECT_NOT_FOUND",
+      );
+    }
+  });
+
   it("serves the six model lists in each provider's envelope", async () => {
     const projectId = await createProject("models");
     await addKeys(projectId, ["provider-a", "provider-b", "provider-c"]);
