@@ -57,9 +57,9 @@ function forwardedClient(list: string, peer: string, isTrusted: (address: string
 
 /**
  * Whether an address belongs to a trusted proxy; null when none is configured. Exact addresses
- * are a set lookup; subnet answers are remembered per address (a few proxies, bounded anyway),
- * since a `BlockList` check costs about a microsecond. A malformed subnet stops the start-up
- * instead of trusting nothing in silence.
+ * are a set lookup; subnet answers are remembered per address (a few proxies, bounded anyway; each
+ * address kept as a copy, made once per address), since a `BlockList` check costs about a
+ * microsecond. A malformed subnet stops the start-up instead of trusting nothing in silence.
  */
 export function trustMatcher(entries: readonly string[]): ((address: string) => boolean) | null {
   const exact = new Set<string>();
@@ -84,7 +84,8 @@ export function trustMatcher(entries: readonly string[]): ((address: string) => 
       const family = isIP(address);
       trusted = family !== 0 && subnets.check(address, family === 6 ? "ipv6" : "ipv4");
       if (decided.size >= 10_000) decided.clear();
-      decided.set(address, trusted);
+      // A copy: an x-forwarded-for hop is cut from a header the client may pad to 16 KiB (detachedString).
+      decided.set(detachedString(address), trusted);
     }
     return trusted;
   };

@@ -1,8 +1,10 @@
 import type { IncomingMessage } from "node:http";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { detachedString } from "../../src/detached-string.js";
 import { createClientIpResolver } from "../../src/http/client-ip.js";
 import { addressBlock } from "../../src/net/ip-address.js";
 import { type FakeUpstream, startFakeUpstream } from "../fakes/fake-upstream.js";
+import { heapUsedAfterGc } from "../support/garbage-collection.js";
 import { proxiedChat } from "../support/proxied-chat.js";
 import {
   createTestProject,
@@ -125,6 +127,44 @@ describe("trusted proxies given as subnets", () => {
       expect(() => createClientIpResolver([entry])).toThrow(/SLUICE_TRUST_PROXY/);
     },
   );
+});
+
+/**
+ * The answers for trusted subnets are remembered per address (10,000, cleared when full): each must
+ * hold its own address, not the x-forwarded-for header it was cut from, which the client may fill
+ * with up to 16 KiB of entries of its own on the left of the one a proxy appends (V8 keeps the whole
+ * string behind a substring of 13 characters or more).
+ */
+describe("memory kept per trusted-subnet answer", () => {
+  const requests = 2000;
+  const padding = 15_000;
+  let sent = 0;
+  /** A new address per request, 13 characters or more. */
+  const nextAddress = () => {
+    sent++;
+    return `198.${100 + ((sent >> 14) & 127)}.${100 + ((sent >> 7) & 127)}.${100 + (sent & 127)}`;
+  };
+
+  /** How much the heap grew after `requests` requests through a proxy in `10.0.0.0/8`, each header `pad` on the left. */
+  function heapGrowth(resolve: (request: IncomingMessage) => string, pad: string): number {
+    const before = heapUsedAfterGc();
+    for (let index = 0; index < requests; index++) {
+      const address = nextAddress();
+      // As Node gives a header: one flat string of its own, not a join of the test's strings.
+      const header = detachedString(`${pad}${address}`);
+      expect(resolve(requestFrom("10.0.0.1", header))).toBe(address);
+    }
+    return heapUsedAfterGc() - before;
+  }
+
+  it("keeps no x-forwarded-for header behind a remembered address", () => {
+    const resolve = createClientIpResolver(["10.0.0.0/8"]);
+    heapGrowth(resolve, "");
+    const plain = heapGrowth(resolve, "");
+    const padded = heapGrowth(resolve, `${"x".repeat(padding)}, `);
+    // Kept, each header would add its 15,000 characters (30 MB in all); a tenth of it allows for noise.
+    expect(padded - plain).toBeLessThan((requests * padding) / 10);
+  });
 });
 
 describe("the failed-authentication throttle behind a proxy that writes ports", () => {
