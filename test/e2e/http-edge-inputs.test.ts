@@ -263,6 +263,26 @@ describe("HTTP edge inputs on the gateway's own server", () => {
     expect(empty?.status).toBe(200);
   });
 
+  // RFC 9112 §3.2 asks for the 400 only. A missing Host leaves the message's framing intact (Node
+  // reads its body by its content-length or chunks either way), so the connection is kept, as for
+  // any well-framed 400: only framing that cannot be trusted closes it (a body that reads as a
+  // request is not served as one).
+  it("keeps the connection after the 400 to a request without Host: its body is read, the next request served", async () => {
+    const smuggled = "GET /admin/v1/projects HTTP/1.1\r\n\r\n";
+    const raw = await exchange(port, [
+      "GET /health HTTP/1.1\r\n\r\n" +
+        `POST /v1/text HTTP/1.1\r\ncontent-length: ${smuggled.length}\r\n\r\n${smuggled}` +
+        `POST /v1/text HTTP/1.1\r\ntransfer-encoding: chunked\r\n\r\n${smuggled.length.toString(16)}\r\n${smuggled}\r\n0\r\n\r\n` +
+        head("GET", "/health", { connection: "close" }),
+    ]);
+    const [get, sized, chunked, next, ...more] = responsesOf(raw);
+    for (const missing of [get, sized, chunked])
+      expect(expectEnvelope(missing, 400, "BAD_REQUEST").message).toMatch(/Host/);
+    expect(get?.headers.connection).toBe("keep-alive");
+    expect(next?.status).toBe(200);
+    expect(more).toEqual([]);
+  });
+
   it.each([
     ["no version at all (HTTP/0.9)", "POST /v1/text/pa\r\n\r\n", /without HTTP\/1\.1/],
     ["no version and no headers", "GET /health\r\n\r\n", /without HTTP\/1\.1/],
