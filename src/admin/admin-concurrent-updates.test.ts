@@ -144,9 +144,9 @@ for (const engine of storageEngines) {
             await deleteFirst();
             return keys.insertProviderKey(record);
           },
-          addTestKey: async (record, keep) => {
+          addTestKey: async (record, kept) => {
             await deleteFirst();
-            return keys.addTestKey(record, keep);
+            return keys.addTestKey(record, kept);
           },
         },
       );

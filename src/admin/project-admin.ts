@@ -5,7 +5,7 @@ import type { SecretBox } from "../auth/secret-box.js";
 import { generateTestKey, testKeyDigest } from "../auth/test-key.js";
 import { GatewayError } from "../errors.js";
 import type { ProviderId } from "../providers/provider-id.js";
-import type { KeyRepository, ProviderKeyRecord } from "../storage/key-repository.js";
+import type { KeyRepository, ProviderKeyRecord, TestKeysKept } from "../storage/key-repository.js";
 import type { Project, ProjectRepository } from "../storage/project-repository.js";
 import type { UsageReportRow, UsageRepository } from "../storage/usage-repository.js";
 import { mapDatabaseOutages } from "./map-database-outages.js";
@@ -52,7 +52,12 @@ export interface ProjectAdminDeps {
   testModeAllowed: boolean;
 }
 
-const testKeysKept = 2;
+/**
+ * A rotation keeps the new test key, the one before it, and every key issued in the minute before
+ * it: rotations sent at once each answer 201 with a key, and none deletes a key another is about to
+ * show (docs/api.md). A rotation a minute or more after the previous ones leaves two keys.
+ */
+const testKeysKept: TestKeysKept = { newest: 2, withinMs: 60_000 };
 /** Each failed attempt means another update was written; ten covers any realistic burst of admins. */
 const updateAttempts = 10;
 /** Every key and test-key id Sluice issues has this shape; any other names none. */

@@ -245,6 +245,32 @@ describe("projects as code (SLUICE_CONFIG_FILE)", () => {
     },
   );
 
+  it("refuses a file whose objects name a member twice, naming each by its place, before seeding any project", async () => {
+    // JSON.parse keeps the last of the two without a word: Test Mode on though the first says off.
+    const path = file(
+      "repeated.json",
+      `{"projects": [
+        {"id": "a", "name": "A", "provider": "provider-a", "testMode": false, "testMode": true},
+        {"id": "b", "name": "B", "provider": "provider-a"},
+        {"id": "c", "name": "C", "provider": "provider-a",
+         "deviceCheck": {"environment": "production", "environment": "development"}}
+      ]}`,
+    );
+    await expect(seed(path)).rejects.toThrow(
+      new Error(
+        `SLUICE_CONFIG_FILE ${path} is not a valid projects file: projects.0.testMode: is given more than once; ` +
+          "projects.2.deviceCheck.environment: is given more than once",
+      ),
+    );
+    expect(await admin.listProjects()).toEqual([]);
+    const twice = file("projects-twice.json", '{"projects": [], "projects": [{"id": "a"}]}');
+    await expect(readProjectsFile(twice)).rejects.toThrow(
+      new Error(
+        `SLUICE_CONFIG_FILE ${twice} is not a valid projects file: projects: is given more than once`,
+      ),
+    );
+  });
+
   it("seeds a proxy allow-list, leaves a project whose list matches unwritten, and names a refused rule by its place", async () => {
     const chatOnly = {
       "provider-a": ["POST chat/completions"],

@@ -558,56 +558,90 @@ describe("authenticate: the SPEC's methods, in order", () => {
     expect(codeAndMessage(await revoked)).toBe("403 FORBIDDEN: This provider key was revoked");
   });
 
-  it("keeps the newest two test keys even when they are issued in one millisecond", async () => {
-    const frozen = new Date("2026-11-23T12:00:00.000Z");
-    const { directory, admin: frozenAdmin } = wireAdminAndDirectory(database, 0, () => frozen);
-    const frozenAuth = createAuthenticator({
+  /** An admin on a clock the test sets, and the status its test keys get (the cache trusts nothing). */
+  function adminOnClock(start: string) {
+    const clock = { now: new Date(start) };
+    const { directory, admin: clockAdmin } = wireAdminAndDirectory(database, 0, () => clock.now);
+    const clockAuth = createAuthenticator({
       directory,
       deviceTokens: { verify: async () => ({ kind: "invalid", reason: "no" }) },
       throttle: openThrottle,
       testModeAllowed: true,
     });
+    const advance = (ms: number) => {
+      clock.now = new Date(clock.now.getTime() + ms);
+    };
+    const status = async (projectId: string, partialKey: string, testKey: string) =>
+      statusOf(
+        await clockAuth({
+          projectId,
+          headers: { authorization: `Bearer ${partialKey}.${testKey}` },
+          clientIp: "1.1.1.1",
+          provider: "provider-a",
+        }),
+      );
+    return { admin: clockAdmin, advance, status };
+  }
+
+  it("keeps the newest two test keys even when they are issued in one millisecond", async () => {
+    const clocked = adminOnClock("2026-11-23T12:00:00.000Z");
     // The old tie-break (random ids) kept the wrong keys about one time in four: try several.
     for (let attempt = 0; attempt < 12; attempt++) {
-      const created = await frozenAdmin.createProject({
+      const created = await clocked.admin.createProject({
         name: `same ms ${attempt}`,
         provider: "provider-a",
         testMode: true,
       });
-      const key = await frozenAdmin.addProviderKey(created.project.id, {
+      const key = await clocked.admin.addProviderKey(created.project.id, {
         provider: "provider-a",
         apiKey: "sk-same-ms-key-123",
       });
-      const second = await frozenAdmin.rotateTestKey(created.project.id);
-      const third = await frozenAdmin.rotateTestKey(created.project.id);
-      const status = async (testKey: string) =>
-        statusOf(
-          await frozenAuth({
-            projectId: created.project.id,
-            headers: { authorization: `Bearer ${key.partialKey}.${testKey}` },
-            clientIp: "1.1.1.1",
-            provider: "provider-a",
-          }),
-        );
+      // Two minutes on, the clock stops: both rotations are issued in one millisecond.
+      clocked.advance(120_000);
+      const second = await clocked.admin.rotateTestKey(created.project.id);
+      const third = await clocked.admin.rotateTestKey(created.project.id);
+      const status = (testKey: string) => clocked.status(created.project.id, key.partialKey, testKey);
       expect(await status(created.testKey)).toBe(401);
       expect(await status(second.testKey)).toBe(200);
       expect(await status(third.testKey)).toBe(200);
     }
   });
 
-  it("keeps the previous test key working for one rotation", async () => {
-    const created = await admin.createProject({ name: "rotation", provider: "provider-a", testMode: true });
-    const key = await admin.addProviderKey(created.project.id, {
+  it("keeps the previous test key working for one rotation, and any issued in the minute before one", async () => {
+    const clocked = adminOnClock("2026-11-24T12:00:00.000Z");
+    const created = await clocked.admin.createProject({
+      name: "rotation",
+      provider: "provider-a",
+      testMode: true,
+    });
+    const key = await clocked.admin.addProviderKey(created.project.id, {
       provider: "provider-a",
       apiKey: "sk-rotation-key-123",
     });
-    const bearer = (testKey: string) => ({ authorization: `Bearer ${key.partialKey}.${testKey}` });
-    const second = await admin.rotateTestKey(created.project.id);
-    expect(statusOf(await run(created.project.id, bearer(created.testKey)))).toBe(200);
-    expect(statusOf(await run(created.project.id, bearer(second.testKey)))).toBe(200);
-    const third = await admin.rotateTestKey(created.project.id);
-    expect(statusOf(await run(created.project.id, bearer(created.testKey)))).toBe(401);
-    expect(statusOf(await run(created.project.id, bearer(third.testKey)))).toBe(200);
+    const status = (testKey: string) => clocked.status(created.project.id, key.partialKey, testKey);
+    clocked.advance(120_000);
+    const second = await clocked.admin.rotateTestKey(created.project.id);
+    expect(await status(created.testKey)).toBe(200);
+    expect(await status(second.testKey)).toBe(200);
+    const third = await clocked.admin.rotateTestKey(created.project.id);
+    expect(await status(created.testKey)).toBe(401);
+    expect(await status(second.testKey)).toBe(200);
+    expect(await status(third.testKey)).toBe(200);
+    // Within the minute after the second: it stays though it is no longer the previous key.
+    clocked.advance(59_000);
+    const fourth = await clocked.admin.rotateTestKey(created.project.id);
+    expect([await status(second.testKey), await status(third.testKey), await status(fourth.testKey)]).toEqual(
+      [200, 200, 200],
+    );
+    // A minute after the third and the fourth: only the fourth, the previous, stays beside the new one.
+    clocked.advance(61_000);
+    const fifth = await clocked.admin.rotateTestKey(created.project.id);
+    expect([
+      await status(second.testKey),
+      await status(third.testKey),
+      await status(fourth.testKey),
+      await status(fifth.testKey),
+    ]).toEqual([401, 401, 200, 200]);
   });
 
   it("asks Apple on the project's environment host with a correctly signed JWT", async () => {

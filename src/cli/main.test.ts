@@ -414,6 +414,40 @@ describe("sluice CLI", () => {
     });
   });
 
+  it("refuses a JSON flag value whose objects name a member twice, naming the flag and each member", async () => {
+    // JSON.parse keeps the last of the two without a word: every call refused instead of chat allowed.
+    const list = await cliWithoutDatabase(
+      "projects",
+      "update",
+      "cli-anything",
+      "--proxy-allow-list",
+      '{"provider-a":["POST chat/completions"],"provider-b":[],"provider-a":[]}',
+    );
+    expect(list.code).toBe(2);
+    expect(list.err).toMatch(
+      /^error: --proxy-allow-list provider-a: is given more than once\n\nUsage: sluice/,
+    );
+    const schemaFile = join(dataDir, "repeated-schema.json");
+    writeFileSync(
+      schemaFile,
+      '{"type":"object","type":"object","properties":{"a":{"type":"string","type":"number"}}}',
+    );
+    const schema = await cliWithoutDatabase(
+      "projects",
+      "create",
+      "--name",
+      "Repeated",
+      "--provider",
+      "provider-a",
+      "--output-schema",
+      schemaFile,
+    );
+    expect(schema.code).toBe(2);
+    expect(schema.err.split("\n")[0]).toBe(
+      "error: --output-schema type: is given more than once; --output-schema properties.a.type: is given more than once",
+    );
+  });
+
   it("names the flags, not the fields, in the rules the admin use case checks", async () => {
     const keyFile = join(dataDir, "not-a-key.p8");
     writeFileSync(keyFile, "-----BEGIN PRIVATE KEY-----\nnot a key\n-----END PRIVATE KEY-----\n");

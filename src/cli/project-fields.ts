@@ -1,6 +1,7 @@
 import { readFileSync } from "node:fs";
 import { maxMonthlySpendCapUsd, rateLimitBounds } from "../admin/project-input.js";
 import { fileNameShown, unreadableReason } from "../file-name-shown.js";
+import { repeatedMembers } from "../json-repeated-members.js";
 import { jsonSyntaxProblem } from "../json-syntax.js";
 import type { Flags } from "./parse-command-line.js";
 import { UsageError } from "./usage-error.js";
@@ -125,13 +126,16 @@ function readFlagFile(flag: string, path: string): string {
 
 /**
  * A flag that takes a JSON object, written on the command line (`{…}`) or in a file it names. A
- * list (`[…]`) is read as JSON too, and refused by the field's type, not as a file not found.
+ * list (`[…]`) is read as JSON too, and refused by the field's type, not as a file not found. An
+ * object that names a member twice is refused, each one named as the flag's other problems are
+ * (`--proxy-allow-list provider-a`), as the admin API refuses it: JSON.parse keeps the last.
  */
 function readJsonArgument(flag: string, value: string): unknown {
   const inline = /^\s*[{[]/.test(value);
   const text = inline ? value : readFlagFile(flag, value);
+  let parsed: unknown;
   try {
-    return JSON.parse(text);
+    parsed = JSON.parse(text);
   } catch (error) {
     if (inline) throw new UsageError(`--${flag} must be a JSON object or a file holding one`);
     // A file given is named, with where its syntax breaks (never the text there).
@@ -139,4 +143,8 @@ function readJsonArgument(flag: string, value: string): unknown {
       `--${flag}: ${JSON.stringify(value)} is not valid JSON: ${jsonSyntaxProblem(error, text)}`,
     );
   }
+  const repeated = repeatedMembers(Buffer.from(text));
+  if (repeated.length > 0)
+    throw new UsageError(repeated.map((path) => `--${flag} ${path}: is given more than once`).join("; "));
+  return parsed;
 }

@@ -20,6 +20,15 @@ interface TestKeyRecord {
   createdAt: string;
 }
 
+/**
+ * Which of a project's test keys a rotation keeps besides the new one: the newest `newest` (the new
+ * one counted), and every key issued at most `withinMs` before the new one.
+ */
+export interface TestKeysKept {
+  newest: number;
+  withinMs: number;
+}
+
 /** Provider key records and test-key digests. */
 export interface KeyRepository {
   /** False when the project does not exist (it was deleted since it was checked): nothing is written. */
@@ -28,10 +37,10 @@ export interface KeyRepository {
   listProviderKeys(projectId: string): Promise<ProviderKeyRecord[]>;
   revokeProviderKey(projectId: string, id: string, at: string): Promise<boolean>;
   /**
-   * Adds a test key and keeps only the newest `keep` of the project (rotation keeps two). False when
-   * the project does not exist, as for `insertProviderKey`.
+   * Adds a test key and deletes the project's others but those `kept` names. False when the project
+   * does not exist, as for `insertProviderKey`.
    */
-  addTestKey(record: TestKeyRecord, keep: number): Promise<boolean>;
+  addTestKey(record: TestKeyRecord, kept: TestKeysKept): Promise<boolean>;
   listTestKeys(projectId: string): Promise<TestKeyRecord[]>;
   deleteTestKey(projectId: string, id: string): Promise<boolean>;
 }
@@ -78,11 +87,11 @@ export function createKeyRepository(db: Kysely<Database>): KeyRepository {
         .executeTakeFirst();
       return Number(result.numUpdatedRows) > 0;
     },
-    async addTestKey(record, keep) {
+    async addTestKey(record, kept) {
       const added = db.transaction().execute(async (transaction) => {
         // Locks the project row first (a write that changes nothing), so rotations of one project
-        // run one after the other on PostgreSQL: otherwise each sees only its own new key, keeps
-        // "the newest two" of its own view, and three or more keys stay valid.
+        // run one after the other on PostgreSQL (SQLite has one writer): each stamps its key after
+        // every stored one and prunes seeing them all, whichever instance it runs on.
         await transaction
           .updateTable("projects")
           .set((update) => ({ updated_at: update.ref("updated_at") }))
@@ -113,12 +122,18 @@ export function createKeyRepository(db: Kysely<Database>): KeyRepository {
           .execute();
         const rows = await transaction
           .selectFrom("test_keys")
-          .select("id")
+          .select(["id", "created_at"])
           .where("project_id", "=", record.projectId)
           .orderBy("created_at", "desc")
           .orderBy("id", "desc")
           .execute();
-        const stale = rows.slice(keep).map((row) => row.id);
+        // Keys issued just before this one stay: a rotation running at once may not have answered
+        // yet, and the key it is about to show must work.
+        const keptSince = Date.parse(createdAt) - kept.withinMs;
+        const stale = rows
+          .slice(kept.newest)
+          .filter((row) => Date.parse(row.created_at) < keptSince)
+          .map((row) => row.id);
         if (stale.length > 0) await transaction.deleteFrom("test_keys").where("id", "in", stale).execute();
       });
       return added.then(() => true, projectMissing);

@@ -34,6 +34,9 @@ const project = (id: string): Project => ({
 
 const usage = usageRow;
 
+/** Rotations keeping the newest two keys and no others (no window): the order of the keys alone. */
+const newestTwo = { newest: 2, withinMs: 0 };
+
 for (const engine of storageEngines) {
   describe.skipIf(!engine.available)(`storage contract on ${engine.name}`, () => {
     let database: OpenDatabase;
@@ -127,7 +130,7 @@ for (const engine of storageEngines) {
       for (const [index, id] of ["t1", "t2", "t3"].entries()) {
         await keys.addTestKey(
           { id, projectId: "p1", digest: `d${index}`, createdAt: `2026-11-0${index + 1}T00:00:00.000Z` },
-          2,
+          newestTwo,
         );
       }
       expect((await keys.listTestKeys("p1")).map((key) => key.id)).toEqual(["t3", "t2"]);
@@ -138,7 +141,7 @@ for (const engine of storageEngines) {
     it("keeps the key a rotation issues though its clock is behind the stored keys' (another instance's)", async () => {
       const keys = createKeyRepository(database.db);
       const add = (id: string, createdAt: string) =>
-        keys.addTestKey({ id, projectId: "p1", digest: id, createdAt }, 2);
+        keys.addTestKey({ id, projectId: "p1", digest: id, createdAt }, newestTwo);
       for (const key of await keys.listTestKeys("p1")) await keys.deleteTestKey("p1", key.id);
       await add("ahead1", "2026-11-05T00:00:02.000Z");
       await add("ahead2", "2026-11-05T00:00:03.000Z");
@@ -152,7 +155,10 @@ for (const engine of storageEngines) {
       for (const key of await keys.listTestKeys("p1")) await keys.deleteTestKey("p1", key.id);
       // Ids that sort against the order of issue: the one kept must be the later issued, not the larger id.
       for (const id of ["z1", "y2", "x3"])
-        await keys.addTestKey({ id, projectId: "p1", digest: id, createdAt: "2026-11-05T00:00:00.000Z" }, 2);
+        await keys.addTestKey(
+          { id, projectId: "p1", digest: id, createdAt: "2026-11-05T00:00:00.000Z" },
+          newestTwo,
+        );
       expect((await keys.listTestKeys("p1")).map((key) => key.id)).toEqual(["x3", "y2"]);
     });
 

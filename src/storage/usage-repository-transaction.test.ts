@@ -23,7 +23,7 @@ describe("SQLite usage writes beside a Kysely transaction", () => {
       // A test-key rotation for a project deleted meanwhile: its transaction rolls back (FK).
       const rotation = keys.addTestKey(
         { id: `tk${ticks}`, projectId: "gone", digest: "d", createdAt: "2026-11-02T10:00:00.000Z" },
-        2,
+        { newest: 2, withinMs: 60_000 },
       );
       // Meanwhile a request finishes (a promise continuation) and its row fills a batch.
       let chain = Promise.resolve();

@@ -17,11 +17,16 @@ import {
 describe("admin changes and the credential cache of the same instance", () => {
   let fake: FakeUpstream;
   let sluice: TestGateway;
+  let clockAhead = 0;
 
   beforeAll(async () => {
     fake = await startFakeUpstream();
     // A cache far longer than the test: only the admin use cases' invalidation can refresh it.
-    sluice = await startTestGateway({ providerABaseUrl: `${fake.url}/a/v1`, projectCacheTtlMs: 600_000 });
+    // Its clock runs `clockAhead` ms ahead of the real one.
+    sluice = await startTestGateway(
+      { providerABaseUrl: `${fake.url}/a/v1`, projectCacheTtlMs: 600_000 },
+      { now: () => new Date(Date.now() + clockAhead) },
+    );
   });
   afterAll(async () => {
     await sluice?.close();
@@ -56,6 +61,8 @@ describe("admin changes and the credential cache of the same instance", () => {
   it("refuses a revoked test key, and the oldest after two rotations, at the next request", async () => {
     const project = await createTestProject(sluice.gateway);
     expect(await answer(await call(project))).toEqual([200, "ok"]);
+    // Rotations keep any key issued in the minute before them: these come two minutes later.
+    clockAhead += 120_000;
     const first = (await (await admin("POST", `${project.projectId}/test-keys`)).json()) as {
       testKey: string;
     };

@@ -1,6 +1,11 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createPostgresSchema, postgresAvailable } from "../support/services.js";
-import { adminToken, startTestGateway, type TestGateway } from "../support/test-gateway.js";
+import {
+  adminToken,
+  createTestProject,
+  startTestGateway,
+  type TestGateway,
+} from "../support/test-gateway.js";
 
 /**
  * Input that one engine would take and the other refuse (or change): the answers must be the same
@@ -112,6 +117,68 @@ for (const engine of engines) {
       // (A model name is letters, digits, `.`, `_` and `-` only: it becomes part of a provider's URL.)
       expect((await admin("PATCH", "/projects/kept", { name })).status).toBe(200);
       expect(await (await admin("GET", "/projects/kept")).json()).toMatchObject({ name });
+    });
+
+    it("answers every one of several rotations sent at once with a test key that works", async () => {
+      const project = await createTestProject(sluice.gateway);
+      // The project has no output schema: a call that passes authentication is refused after it.
+      const answer = async (testKey: string) => {
+        const response = await fetch(`${sluice.url}/v1/text/${project.projectId}`, {
+          method: "POST",
+          headers: {
+            authorization: `Bearer ${project.partialKeys["provider-a"]}.${testKey}`,
+            "content-type": "application/json",
+          },
+          body: JSON.stringify({ text: "x" }),
+        });
+        return ((await response.json()) as { error: { code: string } }).error.code;
+      };
+      expect(await answer("tk_not-a-key-of-this-project-0000000000000")).toBe("UNAUTHORIZED");
+      const passed = await answer(project.testKey);
+      expect(passed).not.toBe("UNAUTHORIZED");
+      const rotations = await Promise.all(
+        Array.from({ length: 5 }, () => admin("POST", `/projects/${project.projectId}/test-keys`)),
+      );
+      expect(rotations.map((response) => response.status)).toEqual([201, 201, 201, 201, 201]);
+      const issued = await Promise.all(
+        rotations.map(async (response) => ((await response.json()) as { testKey: string }).testKey),
+      );
+      expect(await Promise.all(issued.map(answer))).toEqual(issued.map(() => passed));
+    });
+
+    it("lists every provider key added at once, and revokes each of several revoked at once", async () => {
+      const project = await createTestProject(sluice.gateway);
+      const keysPath = `/projects/${project.projectId}/keys`;
+      const add = (index: number) =>
+        admin("POST", keysPath, { provider: "provider-a", apiKey: `sk-racing-key-${index}-0123456789` });
+      const added = await Promise.all(Array.from({ length: 5 }, (_, index) => add(index)));
+      expect(added.map((response) => response.status)).toEqual([201, 201, 201, 201, 201]);
+      const ids = await Promise.all(
+        added.map(async (response) => ((await response.json()) as { keyId: string }).keyId),
+      );
+      // Three revoked while two more are added, all at once.
+      const [revoked, more] = await Promise.all([
+        Promise.all(ids.slice(0, 3).map((keyId) => admin("DELETE", `${keysPath}/${keyId}`))),
+        Promise.all([add(5), add(6)]),
+      ]);
+      expect(revoked.map((response) => response.status)).toEqual([204, 204, 204]);
+      expect(more.map((response) => response.status)).toEqual([201, 201]);
+      const moreIds = await Promise.all(
+        more.map(async (response) => ((await response.json()) as { keyId: string }).keyId),
+      );
+      const listed = (
+        (await (await admin("GET", keysPath)).json()) as {
+          data: Array<{ keyId: string; revokedAt: string | null }>;
+        }
+      ).data;
+      const state = Object.fromEntries(listed.map((key) => [key.keyId, key.revokedAt !== null]));
+      expect(state).toEqual({
+        [project.keyIds["provider-a"]]: false,
+        [project.keyIds["provider-b"]]: false,
+        [project.keyIds["provider-c"]]: false,
+        ...Object.fromEntries(ids.map((keyId, index) => [keyId, index < 3])),
+        ...Object.fromEntries(moreIds.map((keyId) => [keyId, false])),
+      });
     });
   });
 }

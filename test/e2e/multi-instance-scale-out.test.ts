@@ -216,7 +216,8 @@ describe.skipIf(!postgresAvailable || !redisAvailable)(
       expect((await call(first, revoked)).status).toBe(403);
       expect(await msUntil(second, revoked, 403)).toBeLessThan(within);
 
-      // Rotated twice: the first test key is gone, the newest works at once everywhere.
+      // Rotated twice: the newest works at once everywhere. (The first stays, issued in the minute
+      // before: a rotation keeps those, docs/api.md; its revocation is the case below.)
       const rotated = await project();
       await warm(rotated);
       await admin(first, `/projects/${rotated.projectId}/test-keys`, "POST");
@@ -225,7 +226,6 @@ describe.skipIf(!postgresAvailable || !redisAvailable)(
       ).json()) as {
         testKey: string;
       };
-      expect(await msUntil(second, rotated, 401)).toBeLessThan(within);
       expect(
         await msUntil(
           third,

@@ -1,4 +1,4 @@
-import { jsonStart, skipSpaces, stringEnd } from "../providers/json-bytes.js";
+import { jsonStart, skipSpaces, stringEnd } from "./providers/json-bytes.js";
 
 /** An object or array open in the scan, and where in it the scan is: the last member's name, or the element's index. */
 interface Level {
@@ -20,7 +20,8 @@ const maxPathLength = 200;
  * `JSON.parse` keeps the last of such members without a word, where a proxy or a log in front may
  * read the first (RFC 8259 §4: such an object's meaning is unpredictable). Names are compared as
  * decoded (`"n\u0061me"` is `name`). `body` must be JSON that `JSON.parse` took: one pass over its
- * bytes, strings skipped but for member names.
+ * bytes, strings skipped but for member names. The admin API's bodies, the projects file
+ * (SLUICE_CONFIG_FILE) and the CLI's JSON flags each refuse such an object, naming these paths.
  */
 export function repeatedMembers(body: Buffer): string[] {
   const levels: Level[] = [];
