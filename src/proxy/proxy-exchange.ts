@@ -243,7 +243,7 @@ export class ProxyExchange implements Dispatcher.DispatchHandler {
   }
 
   /**
-   * Writes the status line and headers with the first chunk, as they would leave anyway: until
+   * Writes the status line and headers with the first bytes forwarded, as they would leave anyway: until
    * then a provider that fails or goes silent can still be answered with a clean 502 or 504.
    * Returns the error when Node refuses the provider's headers: nothing reached the client, so
    * that is a 502 too.
@@ -264,18 +264,17 @@ export class ProxyExchange implements Dispatcher.DispatchHandler {
   onData(chunk: Buffer): boolean {
     // One test per chunk, as before the filter existed: a call without it pays nothing for it.
     if (!this.verbatim) {
-      if (!this.headWritten) {
-        const refused = this.writeHead();
-        if (refused) {
-          this.abortUpstream?.(refused); // undici reports it through onError
-          return false;
-        }
-      }
       if (this.filter !== null) {
         const forwarded = this.filter.pass(chunk);
-        const written = forwarded === null || this.write(forwarded);
+        // Held back whole (an unfinished first event, an error's tail that may start the key): the
+        // head waits with it, so a provider that fails now is still answered with a clean 502 or 504.
+        if (forwarded === null || forwarded.length === 0)
+          return this.decompressing === null || this.decoderKeepsUp(true);
+        if (!this.headWritten && !this.headWrittenFor()) return false;
+        const written = this.write(forwarded);
         return this.decompressing === null ? written : this.decoderKeepsUp(written);
       }
+      if (!this.headWritten && !this.headWrittenFor()) return false;
       if (this.decompressing !== null) {
         this.decompressing.push(chunk);
         return this.decoderKeepsUp(this.write(chunk));
@@ -283,6 +282,13 @@ export class ProxyExchange implements Dispatcher.DispatchHandler {
     }
     this.meter?.push(chunk);
     return this.write(chunk);
+  }
+
+  /** Writes the head before the first bytes forwarded; false (the call aborted) when Node refuses it. */
+  private headWrittenFor(): boolean {
+    const refused = this.writeHead();
+    if (refused) this.abortUpstream?.(refused); // undici reports it through onError
+    return refused === null;
   }
 
   /**
