@@ -63,6 +63,26 @@ describe("reflected key mask", () => {
     expect(mask.end()?.toString()).toBe("x".repeat(key.length - 1));
   });
 
+  // A body cut inside a quote of the key (a content-length that ends mid-key, a connection closed
+  // there) ends on the key's first bytes: all but the last few would reach the client.
+  it("masks a body's end that begins the key, from 8 of its bytes, wherever the chunks were cut", () => {
+    for (const length of [8, 12, key.length - 1]) {
+      const cutBody = `{"error":"bad key ${key.slice(0, length)}`;
+      const bytes = Buffer.from(cutBody, "latin1");
+      for (let first = 0; first <= bytes.length; first++) {
+        const chunks = [bytes.subarray(0, first), bytes.subarray(first)];
+        expect(passAll(new ReflectedKeyMask(Buffer.from(key), null), chunks)).toBe(
+          `{"error":"bad key ${"*".repeat(length)}`,
+        );
+      }
+    }
+    // Seven bytes or fewer are a provider's public prefix at most (`sk-proj`), and may be the body's
+    // own text: kept.
+    expect(passAll(new ReflectedKeyMask(Buffer.from(key), null), [Buffer.from('{"a":"x"} sk-live')])).toBe(
+      '{"a":"x"} sk-live',
+    );
+  });
+
   it("replaces the key in a header value", () => {
     expect(maskKeyInHeader(`Bearer ${key}`, key)).toBe("Bearer [redacted]");
     expect(maskKeyInHeader("no key here", key)).toBe("no key here");

@@ -52,10 +52,20 @@ export class ReflectedKeyMask {
     return cut > 0 ? data.subarray(0, cut) : null;
   }
 
-  /** What is still held at the end of the body (no key can start in it). */
+  /**
+   * What is still held at the end of the body. A body cut inside a quote of the key (a
+   * content-length that ends there, a connection closed there) ends on the key's first bytes: that
+   * end is masked from `minCutQuote` bytes on, fewer being a provider's public prefix at most.
+   */
   end(): Buffer | null {
-    const rest = this.held;
+    let rest = this.held;
     this.held = noBytes;
+    const quoted = cutQuoteLength(rest, this.key);
+    if (quoted > 0) {
+      // A copy: the held bytes may be the provider's chunk, which the meter may still hold.
+      rest = Buffer.from(rest);
+      rest.fill(star, rest.length - quoted);
+    }
     return rest.length > 0 ? rest : null;
   }
 }
@@ -78,6 +88,19 @@ export function maskKeyInHeader(value: string, key: string, escapable = keyMayBe
     from = end;
   }
   return out + masked.slice(from);
+}
+
+/**
+ * The fewest of the key's first bytes a body's end is masked for: a provider's public prefix is at
+ * most seven (`sk-proj`, `AIzaSy` and one more), and text that long is no key's by chance.
+ */
+const minCutQuote = 8;
+
+/** The length of the longest end of `data` that is the key's beginning, from minCutQuote bytes; 0 if none. */
+function cutQuoteLength(data: Buffer, key: Buffer): number {
+  for (let length = Math.min(data.length, key.length - 1); length >= minCutQuote; length--)
+    if (data.compare(key, 0, length, data.length - length) === 0) return length;
+  return 0;
 }
 
 const backslash = 0x5c;

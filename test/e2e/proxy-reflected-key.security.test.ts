@@ -109,6 +109,17 @@ describe("a provider answer that quotes the injected key back", () => {
         response.end();
         return;
       }
+      if (request.url?.endsWith("/cut-in-key")) {
+        // An error whose body ends inside the key it quotes (its content-length ends there): all but
+        // its last bytes would reach the client.
+        const body = `{"error":{"message":"Incorrect API key provided: ${key.slice(0, -4)}`;
+        response.writeHead(401, {
+          "content-type": "application/json",
+          "content-length": String(body.length),
+        });
+        response.end(body);
+        return;
+      }
       if (request.url?.includes("echo-success")) {
         response.writeHead(200, { "content-type": "application/json", "x-echo": key });
         response.end(JSON.stringify({ id: "chatcmpl-1", object: "chat.completion", choices: [] }));
@@ -182,6 +193,15 @@ describe("a provider answer that quotes the injected key back", () => {
     const response = await postToA("identity");
     expect(response.status).toBe(401);
     expect(await response.text()).not.toContain(project.providerKeys["provider-a"]);
+  });
+
+  it("masks the key's beginning that an error body ends on", async () => {
+    const response = await postToA("cut-in-key");
+    const key = project.providerKeys["provider-a"];
+    expect(response.status).toBe(401);
+    expect(await response.text()).toBe(
+      `{"error":{"message":"Incorrect API key provided: ${"*".repeat(key.length - 4)}`,
+    );
   });
 
   it("masks it in a success's headers too", async () => {
