@@ -1,4 +1,4 @@
-import type { ServerResponse } from "node:http";
+import { type ServerResponse, STATUS_CODES } from "node:http";
 import type { Socket } from "node:net";
 import type { Dispatcher, Pool } from "undici";
 import { offRefusal, onRefusal } from "../deadline-refusal.js";
@@ -44,6 +44,8 @@ export class ProxyExchange implements Dispatcher.DispatchHandler {
   meter: UsageMeter | DecompressingMeter | null = null;
   timeToFirstByteMs: number | null = null;
   /** The client's status line and headers, written with the first chunk (or at the end). */
+  /** The provider's reason phrase, forwarded with its status. */
+  private reason = "";
   private head: string[] | null = null;
   private headWritten = false;
   /** The head is written and every body byte is forwarded as it comes: onData's one test. */
@@ -179,7 +181,7 @@ export class ProxyExchange implements Dispatcher.DispatchHandler {
     else if (this.refusal) abort(this.refusal);
   }
 
-  onHeaders(statusCode: number, rawHeaders: Buffer[], resume: () => void): boolean {
+  onHeaders(statusCode: number, rawHeaders: Buffer[], resume: () => void, statusText: string): boolean {
     if (statusCode < 200) return true; // informational: the final answer follows
     this.timeToFirstByteMs = performance.now() - this.sentAt;
     const head = clientResponseHeaders(rawHeaders, this.ownHeaders, this.providerKey);
@@ -190,6 +192,7 @@ export class ProxyExchange implements Dispatcher.DispatchHandler {
       return false;
     }
     this.status = statusCode;
+    this.reason = statusText;
     this.resumeUpstream = resume;
     this.head = head.headers;
     // Media types are case-insensitive (`Text/Event-Stream`).
@@ -250,8 +253,15 @@ export class ProxyExchange implements Dispatcher.DispatchHandler {
    */
   private writeHead(): Error | null {
     try {
-      // One flat list and nothing set before: Node writes it without per-header bookkeeping.
-      this.response.writeHead(this.status, this.head ?? []);
+      // One flat list and nothing set before: Node writes it without per-header bookkeeping. The
+      // reason phrase is the provider's; one Node refuses (a character it does not write) is Node's.
+      try {
+        this.response.writeHead(this.status, this.reason, this.head ?? []);
+      } catch (error) {
+        if ((error as { code?: unknown }).code !== "ERR_INVALID_CHAR" || this.response.headersSent)
+          throw error;
+        this.response.writeHead(this.status, STATUS_CODES[this.status] ?? "unknown", this.head ?? []);
+      }
       this.headWritten = true;
       // A compressed answer's meter may ask to pause the provider: its chunks take the longer path.
       this.verbatim = this.filter === null && this.decompressing === null;

@@ -56,6 +56,8 @@ async function rawUpstream() {
 
 interface Received {
   status: number;
+  /** The status line's reason phrase. */
+  reason: string;
   headers: Record<string, string | string[] | undefined>;
   body: Buffer;
   /** Whether the answer ended as HTTP ends a message, or its connection was cut short. */
@@ -80,6 +82,7 @@ function post(url: string, headers: Record<string, string>, body: unknown): Prom
         incoming.on("close", () =>
           resolve({
             status: incoming.statusCode ?? 0,
+            reason: incoming.statusMessage ?? "",
             headers: incoming.headers,
             body: Buffer.concat(parts),
             how: incoming.complete ? "ended" : "cut",
@@ -380,6 +383,29 @@ describe("a provider that misbehaves", () => {
       await upstream.lastConnectionClosed();
     },
   );
+
+  // The status line is the provider's too: its reason phrase, not Node's for the code (RFC 9112
+  // has clients ignore it, but an answer forwarded unmodified keeps it).
+  // One with a byte past ASCII reaches Sluice decoded as UTF-8 (undici's), which it may not be:
+  // Node's reason for the code goes instead, never a 502.
+  it.each([
+    ["200 Fine By Me", 200, "Fine By Me"],
+    ["429 Slow Down Please", 429, "Slow Down Please"],
+    ["200 ", 200, ""],
+    ["200 Caf\u00e9", 200, "OK"],
+  ])("forwards the status line %j with its reason phrase", async (line, status, reason) => {
+    const stream = chat.stream;
+    const { received, row } = await through(chat, (socket) =>
+      socket.end(
+        `HTTP/1.1 ${line}\r\ncontent-type: text/event-stream\r\ncontent-length: ${stream.length}\r\n\r\n${stream}`,
+        "latin1",
+      ),
+    );
+    expect(received.status).toBe(status);
+    expect(received.reason).toBe(reason);
+    expect(received.body.toString()).toBe(stream);
+    expect(row).toMatchObject({ status });
+  });
 
   it("answers 502 for a transfer coding other than chunked, and closes the provider's connection", async () => {
     const sent = gzipSync(chat.stream);
