@@ -23,6 +23,11 @@ export function* errorChain(error: unknown, depth = 0): Generator<Error> {
 }
 
 /** The first error of `error`'s chain (errorChain) that `test` picks. */
+export function firstInChain<T extends Error>(
+  error: unknown,
+  test: (each: Error) => each is T,
+): T | undefined;
+export function firstInChain(error: unknown, test: (each: Error) => boolean): Error | undefined;
 export function firstInChain(error: unknown, test: (each: Error) => boolean): Error | undefined {
   for (const each of errorChain(error)) if (test(each)) return each;
   return undefined;

@@ -18,7 +18,11 @@ export interface ProviderFetchOptions extends ProviderFetchTimeouts {
  */
 export class ProviderResponseTooLarge extends Error {
   override readonly name = "ProviderResponseTooLarge";
-  constructor(readonly maxBytes: number) {
+  /** `status`: the provider's, for the client's `details.providerStatus`. */
+  constructor(
+    readonly maxBytes: number,
+    readonly status: number,
+  ) {
     super(`The provider's answer is larger than SLUICE_MAX_PROVIDER_RESPONSE_BYTES (${maxBytes} bytes)`);
   }
 }
@@ -68,7 +72,7 @@ async function bounded(response: Response, maxBytes: number): Promise<Response> 
   const announced = Number(response.headers.get("content-length") ?? Number.NaN);
   if (announced > maxBytes) {
     await response.body?.cancel().catch(() => {});
-    throw new ProviderResponseTooLarge(maxBytes);
+    throw new ProviderResponseTooLarge(maxBytes, response.status);
   }
   if (response.body === null || nullBodyStatuses.has(response.status) || response.status < 200)
     return response;
@@ -78,7 +82,7 @@ async function bounded(response: Response, maxBytes: number): Promise<Response> 
       transform(chunk, controller) {
         seen += chunk.byteLength;
         // Erroring the stream cancels the provider's body (the connection is dropped).
-        if (seen > maxBytes) controller.error(new ProviderResponseTooLarge(maxBytes));
+        if (seen > maxBytes) controller.error(new ProviderResponseTooLarge(maxBytes, response.status));
         else controller.enqueue(chunk);
       },
     }),

@@ -49,13 +49,16 @@ export function isProviderTimeout(error: unknown): boolean {
  * the gateway's, not the provider's).
  */
 export function responseTooLargeFailure(error: unknown, provider: ProviderId): GatewayError | null {
-  const tooLarge = firstInChain(error, (cause) => cause instanceof ProviderResponseTooLarge);
+  const tooLarge = firstInChain(
+    error,
+    (cause): cause is ProviderResponseTooLarge => cause instanceof ProviderResponseTooLarge,
+  );
   return tooLarge === undefined
     ? null
     : new GatewayError("PROVIDER_ERROR", tooLarge.message, {
         cause: error,
         provider,
-        details: { retryable: false },
+        details: { providerStatus: tooLarge.status, retryable: false },
       });
 }
 

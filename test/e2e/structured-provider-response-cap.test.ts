@@ -124,6 +124,8 @@ describe("a provider answer over SLUICE_MAX_PROVIDER_RESPONSE_BYTES", () => {
         expect(envelope.error).toMatchObject({
           code: "PROVIDER_ERROR",
           message: expect.stringContaining("larger than SLUICE_MAX_PROVIDER_RESPONSE_BYTES"),
+          // As every other 502 of these routes: the provider's status, and no retry that could pass.
+          details: { providerStatus: 200, retryable: false },
         });
         expect(await usageRowOf(sluice.gateway, response)).toMatchObject({
           status: 502,
