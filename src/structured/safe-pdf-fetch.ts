@@ -2,6 +2,7 @@ import { lookup as dnsLookup } from "node:dns/promises";
 import { isIP } from "node:net";
 import { Agent, request } from "undici";
 import { GatewayError } from "../errors.js";
+import { deadlineSignal } from "../net/deadline-signal.js";
 import { isFetchBlockedPort } from "../providers/fetch-blocked-ports.js";
 import { isPdf } from "./pdf-input.js";
 import { isPublicAddress } from "./public-address.js";
@@ -73,8 +74,17 @@ export function createSafePdfFetcher(options: SafePdfFetcherOptions) {
   }
 
   return async function fetchPdf(start: URL, signal?: AbortSignal): Promise<Uint8Array> {
-    const timeout = AbortSignal.timeout(options.timeoutMs);
-    const deadline = signal ? AbortSignal.any([timeout, signal]) : timeout;
+    // Not AbortSignal.any with AbortSignal.timeout, whose timer a garbage collection can take
+    // (deadline-signal.ts): the fetch then ran as long as the server kept sending.
+    const { signal: deadline, clear } = deadlineSignal(options.timeoutMs, signal);
+    try {
+      return await fetchWithin(start, deadline);
+    } finally {
+      clear();
+    }
+  };
+
+  async function fetchWithin(start: URL, deadline: AbortSignal): Promise<Uint8Array> {
     let url = start;
     for (let hop = 0; hop <= maxRedirects; hop++) {
       if (deadline.aborted) throw stopped(deadline);
@@ -105,7 +115,7 @@ export function createSafePdfFetcher(options: SafePdfFetcherOptions) {
       }
     }
     throw refuse(`the PDF URL redirected more than ${maxRedirects} times`);
-  };
+  }
 }
 
 /** An agent whose every connection goes to `address`, whatever the host name resolves to now. */
