@@ -1,5 +1,6 @@
 import { randomUUID } from "node:crypto";
 import { GatewayError } from "../errors.js";
+import { deadlineSignal } from "../net/deadline-signal.js";
 import type { AiSdkModels, SdkImageModel } from "../providers/ai-sdk-provider.js";
 import { watchingFinish } from "../providers/answer-finish-reason.js";
 import type { ProviderId } from "../providers/provider-id.js";
@@ -118,6 +119,9 @@ export async function generateImages(
   // with fewer images than asked is the filter's doing (a Gemini image model says why, each call).
   const shortfallFiltered = call.provider === "provider-c" && !generatesThroughGemini(modelId);
   const { model, billedCalls } = countingBilledCalls(ai, sdkModel, call.provider);
+  // Not AbortSignal.any with AbortSignal.timeout, whose timer a garbage collection can take
+  // (deadline-signal.ts): the call would then run past its deadline.
+  const deadline = deadlineSignal(deps.timeoutMs, signal);
   const generated = await ai
     .generateImage({
       model,
@@ -132,16 +136,15 @@ export async function generateImages(
         ...(c?.personGeneration ? { google: { personGeneration: c.personGeneration } } : {}),
       },
       maxRetries: 0,
-      abortSignal: signal
-        ? AbortSignal.any([AbortSignal.timeout(deps.timeoutMs), signal])
-        : AbortSignal.timeout(deps.timeoutMs),
+      abortSignal: deadline.signal,
     })
     .catch(async (error: unknown) => {
       // n split over several calls: the batches that did answer were billed all the same.
       const billed = await billedCalls();
       if (billed.length > 0) onBilled(billedCost(billed), summedUsage(billed));
       throw imageFailure(ai, error, call.provider, modelId, deps.now(), billed);
-    });
+    })
+    .finally(deadline.clear);
   const calls = await billedCalls();
   const answered = (generated.providerMetadata?.openai as { images?: AnsweredImage[] } | undefined)?.images;
   const costUsd = tokenPriced

@@ -1,5 +1,6 @@
 import type { ModelMessage } from "ai";
 import { GatewayError } from "../errors.js";
+import { deadlineSignal } from "../net/deadline-signal.js";
 import type { AiSdkModels } from "../providers/ai-sdk-provider.js";
 import type { ProviderId } from "../providers/provider-id.js";
 import {
@@ -75,84 +76,89 @@ export async function analyze(models: AiSdkModels, request: AnalysisRequest): Pr
   const ai = await import("ai");
   const model = await models.language(request.provider, request.model, request.providerKey);
   const messages: ModelMessage[] = [{ role: "user", content: userContent(request.input) }];
-  const timeout = AbortSignal.timeout(request.timeoutMs);
-  const signal = request.signal ? AbortSignal.any([timeout, request.signal]) : timeout;
-  let usage: TokenUsage = emptyUsage();
-  let modelUsed = request.model;
-  // What the provider is sent (only the annotations it takes, `nullable` as a type that takes null);
-  // answers are validated against the project's schema itself.
-  const sentSchema = schemaForProvider(request.schema, request.provider);
-  let cut = false;
-  for (let attempt = 1; attempt <= 2; attempt++) {
-    let outcome: AttemptOutcome;
-    try {
-      outcome = await attemptOnce(ai, model, sentSchema, messages, signal, request.provider);
-    } catch (error) {
-      if (!(error instanceof GatewayError)) throw error;
-      // A 400 refusal of the input or of the schema (docs/decisions/0020) gives the model and usage, as every
-      // refusal here does: on the first attempt, the model asked and no tokens (the call unbilled).
-      if (attempt === 1) throw isRefusal(error) ? withModelAndUsage(error, modelUsed, usage) : error;
-      // The repair failed at the provider: the first attempt was billed all the same.
-      return { ok: false, error: withModelAndUsage(error, modelUsed, usage), model: modelUsed, usage };
-    }
-    usage = attempt === 1 ? (outcome.usage ?? emptyUsage()) : addUsage(usage, outcome.usage);
-    modelUsed = outcome.modelId ?? modelUsed;
-    if (outcome.refused !== undefined) {
-      return {
-        ok: false,
-        error: providerRefusal(outcome.refused, 200, {
-          extra: { model: modelUsed, usage: countsOf(usage) },
-        }),
-        model: modelUsed,
-        usage,
-      };
-    }
-    if (outcome.object !== undefined) {
-      // Keys a closed object does not list are dropped, not repaired (docs/decisions/0019).
-      const object = withoutUnlistedProperties(request.schema, outcome.object);
-      const check = validateAgainstSchema(request.schema, object);
-      if (check.valid)
+  // Not AbortSignal.any with AbortSignal.timeout, whose timer a garbage collection can take
+  // (deadline-signal.ts): the call would then run past its deadline.
+  const { signal, clear } = deadlineSignal(request.timeoutMs, request.signal);
+  try {
+    let usage: TokenUsage = emptyUsage();
+    let modelUsed = request.model;
+    // What the provider is sent (only the annotations it takes, `nullable` as a type that takes null);
+    // answers are validated against the project's schema itself.
+    const sentSchema = schemaForProvider(request.schema, request.provider);
+    let cut = false;
+    for (let attempt = 1; attempt <= 2; attempt++) {
+      let outcome: AttemptOutcome;
+      try {
+        outcome = await attemptOnce(ai, model, sentSchema, messages, signal, request.provider);
+      } catch (error) {
+        if (!(error instanceof GatewayError)) throw error;
+        // A 400 refusal of the input or of the schema (docs/decisions/0020) gives the model and usage, as every
+        // refusal here does: on the first attempt, the model asked and no tokens (the call unbilled).
+        if (attempt === 1) throw isRefusal(error) ? withModelAndUsage(error, modelUsed, usage) : error;
+        // The repair failed at the provider: the first attempt was billed all the same.
+        return { ok: false, error: withModelAndUsage(error, modelUsed, usage), model: modelUsed, usage };
+      }
+      usage = attempt === 1 ? (outcome.usage ?? emptyUsage()) : addUsage(usage, outcome.usage);
+      modelUsed = outcome.modelId ?? modelUsed;
+      if (outcome.refused !== undefined) {
         return {
-          ok: true,
-          object: object as Record<string, unknown>,
+          ok: false,
+          error: providerRefusal(outcome.refused, 200, {
+            extra: { model: modelUsed, usage: countsOf(usage) },
+          }),
           model: modelUsed,
           usage,
-          attempts: attempt,
         };
-      outcome.problems = check.errors;
-    }
-    cut = outcome.cut === true;
-    if (cut) {
-      // Cut off at the output token limit: sending the cut text back would only be cut again.
+      }
+      if (outcome.object !== undefined) {
+        // Keys a closed object does not list are dropped, not repaired (docs/decisions/0019).
+        const object = withoutUnlistedProperties(request.schema, outcome.object);
+        const check = validateAgainstSchema(request.schema, object);
+        if (check.valid)
+          return {
+            ok: true,
+            object: object as Record<string, unknown>,
+            model: modelUsed,
+            usage,
+            attempts: attempt,
+          };
+        outcome.problems = check.errors;
+      }
+      cut = outcome.cut === true;
+      if (cut) {
+        // Cut off at the output token limit: sending the cut text back would only be cut again.
+        messages.push({
+          role: "user",
+          content:
+            "Your answer was cut off at the output token limit. Answer again with a shorter JSON object that matches the JSON Schema.",
+        });
+        continue;
+      }
+      // An empty answer is not sent back: provider B refuses a conversation with an empty text block.
+      const answered = outcome.text?.trim() ? outcome.text : null;
+      if (answered) messages.push({ role: "assistant", content: answered });
       messages.push({
         role: "user",
-        content:
-          "Your answer was cut off at the output token limit. Answer again with a shorter JSON object that matches the JSON Schema.",
+        content: `${answered ? "That answer" : "Your answer was empty, which"} does not match the JSON Schema (${outcome.problems.join("; ")}). Answer again with only a JSON object that matches it.`,
       });
-      continue;
     }
-    // An empty answer is not sent back: provider B refuses a conversation with an empty text block.
-    const answered = outcome.text?.trim() ? outcome.text : null;
-    if (answered) messages.push({ role: "assistant", content: answered });
-    messages.push({
-      role: "user",
-      content: `${answered ? "That answer" : "Your answer was empty, which"} does not match the JSON Schema (${outcome.problems.join("; ")}). Answer again with only a JSON object that matches it.`,
-    });
+    return {
+      ok: false,
+      error: new GatewayError(
+        "PROVIDER_ERROR",
+        cut
+          ? "The model's output was cut off at its output token limit, also after one repair attempt"
+          : "The model's output did not match the project's output schema, also after one repair attempt",
+        // The model may answer the same call otherwise; one cut again after being asked for a shorter
+        // answer will be cut again (its output limit is too small for what the schema asks).
+        { details: { retryable: !cut, model: modelUsed, usage: countsOf(usage) } },
+      ),
+      model: modelUsed,
+      usage,
+    };
+  } finally {
+    clear();
   }
-  return {
-    ok: false,
-    error: new GatewayError(
-      "PROVIDER_ERROR",
-      cut
-        ? "The model's output was cut off at its output token limit, also after one repair attempt"
-        : "The model's output did not match the project's output schema, also after one repair attempt",
-      // The model may answer the same call otherwise; one cut again after being asked for a shorter
-      // answer will be cut again (its output limit is too small for what the schema asks).
-      { details: { retryable: !cut, model: modelUsed, usage: countsOf(usage) } },
-    ),
-    model: modelUsed,
-    usage,
-  };
 }
 
 /**
