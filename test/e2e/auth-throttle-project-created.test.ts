@@ -25,7 +25,9 @@ describe.skipIf(!postgresAvailable || !redisAvailable)(
     const space = redisTestSpace("auth-project-created");
     const gateways: TestGateway[] = [];
     const limit = 5;
-    const ttlMs = 500;
+    // Long enough for the project's creation and five calls on a loaded machine to fall inside it
+    // (at 500 ms a full run on 2 cores sometimes saw the project already).
+    const ttlMs = 2000;
     const address = (index: number) => `198.51.100.${index + 1}`;
 
     beforeAll(async () => {
