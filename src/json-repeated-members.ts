@@ -54,3 +54,11 @@ export function repeatedMembers(body: Buffer): string[] {
   }
   return found;
 }
+
+/**
+ * One problem per member `body` names twice in an object (repeatedMembers), as every input that
+ * takes JSON words it: `testMode: is given more than once`, after `prefix` (a CLI flag's name).
+ */
+export function repeatedMemberProblems(body: Buffer, prefix = ""): string[] {
+  return repeatedMembers(body).map((path) => `${prefix}${path}: is given more than once`);
+}

@@ -3,7 +3,7 @@ import { isDeepStrictEqual } from "node:util";
 import { z } from "zod";
 import { isGatewayError } from "../errors.js";
 import { fileNameShown, isFileContents, unreadableReason } from "../file-name-shown.js";
-import { repeatedMembers } from "../json-repeated-members.js";
+import { repeatedMemberProblems } from "../json-repeated-members.js";
 import { jsonSyntaxProblem } from "../json-syntax.js";
 import { checkProjectEntry, type ProjectAdmin, type ProjectView, problemText } from "./project-admin.js";
 import { type UpdateProjectInput, updateProjectInput } from "./project-input.js";
@@ -74,9 +74,8 @@ export async function readProjectsFile(file: string): Promise<ProjectsFile> {
     throw invalid(jsonSyntaxProblem(error, text));
   }
   // JSON.parse kept the last of a repeated member without a word, as the admin API refuses it.
-  const repeated = repeatedMembers(Buffer.from(text));
-  if (repeated.length > 0)
-    throw invalid(repeated.map((path) => `${path}: is given more than once`).join("; "));
+  const repeated = repeatedMemberProblems(Buffer.from(text));
+  if (repeated.length > 0) throw invalid(repeated.join("; "));
   const result = seedFile.safeParse(content);
   if (!result.success) {
     throw invalid(

@@ -1,7 +1,7 @@
 import { readFileSync } from "node:fs";
 import { maxMonthlySpendCapUsd, rateLimitBounds } from "../admin/project-input.js";
 import { fileNameShown, unreadableReason } from "../file-name-shown.js";
-import { repeatedMembers } from "../json-repeated-members.js";
+import { repeatedMemberProblems } from "../json-repeated-members.js";
 import { jsonSyntaxProblem } from "../json-syntax.js";
 import type { Flags } from "./parse-command-line.js";
 import { UsageError } from "./usage-error.js";
@@ -143,8 +143,7 @@ function readJsonArgument(flag: string, value: string): unknown {
       `--${flag}: ${JSON.stringify(value)} is not valid JSON: ${jsonSyntaxProblem(error, text)}`,
     );
   }
-  const repeated = repeatedMembers(Buffer.from(text));
-  if (repeated.length > 0)
-    throw new UsageError(repeated.map((path) => `--${flag} ${path}: is given more than once`).join("; "));
+  const repeated = repeatedMemberProblems(Buffer.from(text), `--${flag} `);
+  if (repeated.length > 0) throw new UsageError(repeated.join("; "));
   return parsed;
 }

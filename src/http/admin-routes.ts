@@ -4,7 +4,7 @@ import { shownParameterName } from "../admin/shown-parameter-name.js";
 import type { AuthThrottle } from "../auth/authenticate.js";
 import { repeatedCredentialHeaderError } from "../auth/repeated-credential-header.js";
 import { GatewayError } from "../errors.js";
-import { repeatedMembers } from "../json-repeated-members.js";
+import { repeatedMemberProblems } from "../json-repeated-members.js";
 import { throttled } from "../rate-limit/auth-throttle.js";
 import type { JsonShapeLimits } from "./json-shape.js";
 import { type JsonBodyBounds, parseJsonObject, readBody, requireUncompressedUtf8Json } from "./read-body.js";
@@ -175,9 +175,8 @@ const adminBodyBounds: JsonBodyBounds = {
  */
 function parseAdminBody(body: Buffer): Record<string, unknown> {
   const value = parseJsonObject(body, adminBodyBounds);
-  const repeated = repeatedMembers(body);
-  if (repeated.length === 0) return value;
-  const problems = repeated.map((path) => `${path}: is given more than once`);
+  const problems = repeatedMemberProblems(body);
+  if (problems.length === 0) return value;
   throw new GatewayError("BAD_REQUEST", `Invalid request body: ${problems.join("; ")}`, {
     details: { problems },
   });
