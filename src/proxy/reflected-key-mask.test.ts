@@ -123,6 +123,73 @@ describe("reflected key mask", () => {
       expect(passAll(new ReflectedKeyMask(Buffer.from(escapable), null), [Buffer.from(other)])).toBe(other);
     });
 
+    /** A quote of `escapable`, one piece per character, each written as `write` writes it. */
+    const piecesOf = (write: (character: string) => string) => [...escapable].map(write);
+    const unicode = (character: string) => `\\u${character.charCodeAt(0).toString(16).padStart(4, "0")}`;
+    const cutForms: [string, string[]][] = [
+      ["PHP's JSON (`\\/`)", piecesOf((c) => (c === "/" ? "\\/" : c))],
+      ["JSON \\u escapes, any case", piecesOf((c) => (c === "+" ? "\\u002B" : c === "=" ? "\\u003d" : c))],
+      ["every character \\u-escaped", piecesOf(unicode)],
+      ["percent-encoded", piecesOf(encodeURIComponent)],
+      [
+        "percent-encoded, lower case",
+        piecesOf((c) => encodeURIComponent(c).replace(/%[0-9A-F]{2}/, (hex) => hex.toLowerCase())),
+      ],
+      // Escapes of every kind in one quote, as no one encoder writes it but a client still decodes it.
+      [
+        "mixed escapes",
+        piecesOf((c) => (c === "+" ? "%2B" : c === "/" ? "\\/" : /[0-9]/.test(c) ? unicode(c) : c)),
+      ],
+    ];
+
+    // A body cut inside an escaped quote of the key (a content-length that ends mid-quote, even mid-
+    // escape) ends on the key's first characters, as a plain cut quote does: the same rule applies,
+    // counted in the key's characters the end decodes to, not in the bytes that write them.
+    it.each(cutForms)(
+      "masks a body's end inside a quote of it %s, from 8 of its characters, at every cut and every chunk split",
+      (_, pieces) => {
+        const form = pieces.join("");
+        const prefix = '{"error":"bad key \\\\';
+        for (let cut = 1; cut < form.length; cut++) {
+          // The key's characters whose whole writing the cut keeps.
+          let characters = 0;
+          for (let end = 0; characters < pieces.length; characters++) {
+            end += (pieces[characters] as string).length;
+            if (end > cut) break;
+          }
+          const body = prefix + form.slice(0, cut);
+          const expected = characters >= 8 ? prefix + "*".repeat(cut) : body;
+          const bytes = Buffer.from(body, "latin1");
+          for (let first = 0; first <= bytes.length; first++) {
+            const chunks = [bytes.subarray(0, first), bytes.subarray(first)];
+            expect(
+              passAll(new ReflectedKeyMask(Buffer.from(escapable), null), chunks),
+              `cut ${cut}, split ${first}`,
+            ).toBe(expected);
+          }
+        }
+      },
+    );
+
+    it("keeps a body's end that begins the key but goes on otherwise, or holds fewer than 8 of its characters", () => {
+      const mask = (body: string) =>
+        passAll(new ReflectedKeyMask(Buffer.from(escapable), null), [Buffer.from(body)]);
+      // The key's 10th character is `+` (`\u002B`, `%2B`): an escape cut short that cannot be it is
+      // no quote of the key, as a plain body that goes on with another byte is not.
+      for (const body of ["x q8+Zr/0Ab\\u003", "x q8+Zr/0Ab%3", "x q8%2BZr/0Ab\\u1", "x q8%2BZr\\/0Ab%2C"])
+        expect(mask(body)).toBe(body);
+      // Seven characters, however they are written, are kept: a public prefix's length at most.
+      for (const body of [
+        "x q8\\u002BZr\\/0",
+        "x q8%2BZr%2F0\\u00",
+        "x \\u0071\\u0038\\u002B\\u005A\\u0072\\u002F\\u0030%",
+      ])
+        expect(mask(body)).toBe(body);
+      // Eight and an escape cut where it may still be the ninth: masked, the unfinished escape too.
+      for (const body of ["x q8%2BZr%2F0A\\u006", "x q8%2BZr%2F0A%", "x q8%2BZr%2F0A\\", "x q8%2BZr%2F0A%6"])
+        expect(mask(body)).toBe(`x ${"*".repeat(body.length - 2)}`);
+    });
+
     it("replaces it escaped in a header value", () => {
       expect(maskKeyInHeader(`https://x.example/?key=${encodeURIComponent(escapable)}&a=1`, escapable)).toBe(
         "https://x.example/?key=[redacted]&a=1",
@@ -130,6 +197,110 @@ describe("reflected key mask", () => {
       expect(maskKeyInHeader(`"${escapable.replaceAll("/", "\\/")}" 100%`, escapable)).toBe(
         '"[redacted]" 100%',
       );
+    });
+  });
+
+  // Property-style: seeded random keys, bodies that quote them in every escape (one encoder per
+  // character), with bytes that begin escapes around them, cut at every point, into single bytes and
+  // into random chunks. Not one byte of a quote, nor of a body's end inside one, may pass.
+  describe("escaped quotes wherever chunk boundaries fall", () => {
+    /** mulberry32: the same cases on every run, so a failure names its seed. */
+    function seeded(seed: number): (below: number) => number {
+      let state = seed >>> 0;
+      return (below) => {
+        state = (state + 0x6d2b79f5) >>> 0;
+        let mixed = Math.imul(state ^ (state >>> 15), 1 | state);
+        mixed ^= mixed + Math.imul(mixed ^ (mixed >>> 7), 61 | mixed);
+        return ((mixed ^ (mixed >>> 14)) >>> 0) % below;
+      };
+    }
+    const keyCharacters = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_.+/=";
+    /** Text between quotes: bytes that begin escapes (`\\`, `%`, `\\u0`), none that ends one's quote. */
+    const fillerBytes = 'ab {}":,\\%u0';
+
+    /** One key character as some encoder writes it. */
+    function write(character: string, random: (below: number) => number): string {
+      const hex = character.charCodeAt(0).toString(16).padStart(2, "0");
+      switch (random(6)) {
+        case 0:
+          return `\\u00${hex.toUpperCase()}`;
+        case 1:
+          return `\\u00${hex}`;
+        case 2:
+          return `%${hex.toUpperCase()}`;
+        case 3:
+          return `%${hex}`;
+        case 4:
+          return character === "/" ? "\\/" : character;
+        default:
+          return character;
+      }
+    }
+
+    /** A body quoting a random key, and what the client must get of it. */
+    function randomCase(seed: number) {
+      const random = seeded(seed);
+      const length = 9 + random(24);
+      let key = "";
+      for (let index = 0; index < length; index++) key += keyCharacters[random(keyCharacters.length)];
+      // At least one character that encoders escape, so the key is searched for escaped.
+      const at = random(length);
+      key = key.slice(0, at) + "+/="[random(3)] + key.slice(at + 1);
+      let body = "";
+      let expected = "";
+      const add = (text: string, masked: boolean) => {
+        body += text;
+        expected += masked ? "*".repeat(text.length) : text;
+      };
+      const filler = () => {
+        let text = "";
+        for (let count = random(12); count > 0; count--) text += fillerBytes[random(fillerBytes.length)];
+        // A space after it, so that no escape it begins takes in the quote's first byte.
+        add(`${text} `, false);
+      };
+      for (let quotes = 1 + random(3); quotes > 0; quotes--) {
+        filler();
+        add([...key].map((character) => write(character, random)).join(""), true);
+        add(" ", false);
+      }
+      filler();
+      if (random(2) === 0) {
+        // The body ends inside a quote, maybe inside an escape: masked from 8 whole characters on.
+        const pieces = [...key].map((character) => write(character, random));
+        const characters = 1 + random(length - 1);
+        const written = pieces.slice(0, characters).join("");
+        const cut = written.length - random((pieces[characters - 1] as string).length);
+        const whole = cut === written.length ? characters : characters - 1;
+        add(written.slice(0, cut), whole >= 8);
+      }
+      return { key: Buffer.from(key, "latin1"), bytes: Buffer.from(body, "latin1"), expected };
+    }
+
+    function randomChunks(bytes: Buffer, random: (below: number) => number): Buffer[] {
+      const chunks: Buffer[] = [];
+      for (let at = 0; at < bytes.length; ) {
+        const size = random(3) === 0 ? 1 + random(4) : 1 + random(64);
+        chunks.push(bytes.subarray(at, at + size));
+        at += size;
+      }
+      return chunks;
+    }
+
+    it("masks every quote and every cut quote's end, at every split point, in single bytes and in random chunks", () => {
+      for (let seed = 1; seed <= 150; seed++) {
+        const { key, bytes, expected } = randomCase(seed);
+        const check = (chunks: Buffer[], how: string) =>
+          expect(passAll(new ReflectedKeyMask(key, null), chunks), `seed ${seed}, ${how}`).toBe(expected);
+        for (let first = 0; first <= bytes.length; first++)
+          check([bytes.subarray(0, first), bytes.subarray(first)], `split at ${first}`);
+        check(
+          [...bytes].map((byte) => Buffer.from([byte])),
+          "single bytes",
+        );
+        const random = seeded(seed * 7919);
+        for (let round = 0; round < 20; round++)
+          check(randomChunks(bytes, random), `random chunks, round ${round}`);
+      }
     });
   });
 

@@ -55,12 +55,16 @@ export class ReflectedKeyMask {
   /**
    * What is still held at the end of the body. A body cut inside a quote of the key (a
    * content-length that ends there, a connection closed there) ends on the key's first bytes: that
-   * end is masked from `minCutQuote` bytes on, fewer being a provider's public prefix at most.
+   * end is masked from `minCutQuote` bytes on, fewer being a provider's public prefix at most. For a
+   * key that may be escaped, so is an end that reads as the key's first characters (escapes undone,
+   * the last maybe cut short: cutEscapedQuoteLength), counted in the key's characters it gives away.
    */
   end(): Buffer | null {
     let rest = this.held;
     this.held = noBytes;
-    const quoted = cutQuoteLength(rest, this.key);
+    let quoted = cutQuoteLength(rest, this.key);
+    if (this.escapable && (rest.includes(backslash) || rest.includes(percent)))
+      quoted = Math.max(quoted, cutEscapedQuoteLength(rest, this.key));
     if (quoted > 0) {
       // A copy: the held bytes may be the provider's chunk, which the meter may still hold.
       rest = Buffer.from(rest);
@@ -151,13 +155,13 @@ function hexAt(data: Buffer, at: number, digits: number): number {
 }
 
 /**
- * Where `data` quotes the key escaped: `data` read left to right as characters, a JSON string
- * escape (`\/`, `\"`, `\\`, `\u002B` in any case) or a percent-escape (`%2B`, `%2b`) each one
- * character, and searched for the key. `ranges`: the `[start, end)` byte offsets of each quote;
- * `starts`: the offset where each character begins, and `data.length` last. A `\u` escape past
- * latin1 reads as 0, which no key holds (the admin input takes printable ASCII).
+ * `data` read left to right as characters, a JSON string escape (`\/`, `\"`, `\\`, `\u002B` in
+ * any case) or a percent-escape (`%2B`, `%2b`) each one character: `text`, a byte per character;
+ * `starts`, the offset where each character begins, and `data.length` last. A `\u` escape past
+ * latin1 reads as 0, which no key holds (the admin input takes printable ASCII). An escape cut short
+ * by the data's end (`\u00`, `%2`) reads as its bytes, each one character.
  */
-function escapedKeyRanges(data: Buffer, key: Buffer): { ranges: [number, number][]; starts: Uint32Array } {
+function readEscaped(data: Buffer): { text: Buffer; starts: Uint32Array } {
   const text = Buffer.allocUnsafe(data.length);
   const starts = new Uint32Array(data.length + 1);
   let characters = 0;
@@ -188,11 +192,55 @@ function escapedKeyRanges(data: Buffer, key: Buffer): { ranges: [number, number]
     at += size;
   }
   starts[characters] = data.length;
-  const read = text.subarray(0, characters);
+  return { text: text.subarray(0, characters), starts: starts.subarray(0, characters + 1) };
+}
+
+/**
+ * Where `data` quotes the key escaped: `data` read as characters (readEscaped) and searched for the
+ * key. `ranges`: the `[start, end)` byte offsets of each quote; `starts`: as readEscaped's.
+ */
+function escapedKeyRanges(data: Buffer, key: Buffer): { ranges: [number, number][]; starts: Uint32Array } {
+  const { text, starts } = readEscaped(data);
   const ranges: [number, number][] = [];
-  for (let found = read.indexOf(key); found !== -1; found = read.indexOf(key, found + key.length))
+  for (let found = text.indexOf(key); found !== -1; found = text.indexOf(key, found + key.length))
     ranges.push([starts[found] as number, starts[found + key.length] as number]);
-  return { ranges, starts: starts.subarray(0, characters + 1) };
+  return { ranges, starts };
+}
+
+/**
+ * The length in bytes of the longest end of `data` that quotes the key's first characters escaped
+ * (minCutQuote of them or more, fewer than all): `data` read as characters (readEscaped), its end
+ * the key's first `n`, maybe followed by an escape the end cut short that may still write the
+ * key's next character (`\`, `\u00`, `%`, `%2` before a `+`). 0 if none. The count is of the
+ * key's characters, which are what a client decoding the end would learn, not of the bytes that
+ * write them: `\u0071\u0038` gives away two, however long it is.
+ */
+function cutEscapedQuoteLength(data: Buffer, key: Buffer): number {
+  const { text, starts } = readEscaped(data);
+  // Where the whole characters end: at the data's end, or before an escape cut short (at most five
+  // bytes, `\uXXX`, each read as a character of its own).
+  let longest = 0;
+  for (let whole = text.length; whole >= 0 && data.length - (starts[whole] as number) <= 5; whole--) {
+    const unfinished = data.subarray(starts[whole] as number);
+    for (let length = Math.min(whole, key.length - 1); length >= minCutQuote; length--) {
+      const start = whole - length;
+      if (
+        text.compare(key, 0, length, start, whole) === 0 &&
+        (unfinished.length === 0 || mayBeginEscapeOf(unfinished, key[length] as number))
+      ) {
+        longest = Math.max(longest, data.length - (starts[start] as number));
+        break;
+      }
+    }
+  }
+  return longest;
+}
+
+/** Whether `bytes` (1 to 5 of them) begin an escape of `character` that they do not finish. */
+function mayBeginEscapeOf(bytes: Buffer, character: number): boolean {
+  const hex = character.toString(16).padStart(2, "0");
+  const text = bytes.toString("latin1").toLowerCase();
+  return [`\\u00${hex}`, `%${hex}`].some((whole) => whole.length > text.length && whole.startsWith(text));
 }
 
 /** The first of the ascending `starts` at or after `offset` (the last is the data's length). */

@@ -60,6 +60,21 @@ describe("a provider answer that quotes the injected key back", () => {
         response.end(body);
         return;
       }
+      const cutEscaped = /\/(dotnet|url)-cut$/.exec(request.url ?? "")?.[1];
+      if (cutEscaped) {
+        // An error whose body ends inside the key it quotes escaped, and inside an escape (its
+        // content-length ends there): `…Yt/3Hc\u00` before a `+`, `…X%2BYt%2` before a `/`.
+        const body =
+          cutEscaped === "dotnet"
+            ? `{"error":{"message":"Incorrect API key provided: ${key.slice(0, 17).replaceAll("+", "\\u002B")}\\u00`
+            : `{"error":{"retry":"https://console.example/keys?key=${encodeURIComponent(key.slice(0, 20))}%2`;
+        response.writeHead(401, {
+          "content-type": "application/json",
+          "content-length": String(body.length),
+        });
+        response.end(body);
+        return;
+      }
       // The key as other encoders write it: a JSON string with `/` escaped (PHP's json_encode), or
       // with `+` as `\u002B` (.NET's System.Text.Json), a URL query (percent-encoded), the redirect
       // to it, and a server that names a header after the value it echoes.
@@ -256,6 +271,26 @@ describe("a provider answer that quotes the injected key back", () => {
         for (const decoded of decodedForms(body)) expect(decoded).not.toContain(base64Key);
         // Still the provider's JSON, the key's bytes each replaced by `*`.
         expect(JSON.stringify(JSON.parse(body))).toMatch(/\*{40}/);
+      },
+    );
+
+    it.each([
+      [
+        "dotnet",
+        '{"error":{"message":"Incorrect API key provided: ',
+        () => `${base64Key.slice(0, 17).replaceAll("+", "\\u002B")}\\u00`,
+      ],
+      [
+        "url",
+        '{"error":{"retry":"https://console.example/keys?key=',
+        () => `${encodeURIComponent(base64Key.slice(0, 20))}%2`,
+      ],
+    ])(
+      "masks the key's beginning that an error body ends on, quoted escaped (%s) and cut inside an escape",
+      async (form, before, quote) => {
+        const response = await postToA(`${form}-cut`, bearer);
+        expect(response.status).toBe(401);
+        expect(await response.text()).toBe(before + "*".repeat(quote().length));
       },
     );
 
