@@ -863,6 +863,34 @@ describe("sluice CLI", () => {
     }
   });
 
+  it("refuses projects create --test-mode true in production as a usage error, before opening the database", async () => {
+    const fresh = mkdtempSync(join(tmpdir(), "sluice-cli-production-"));
+    process.env.SLUICE_DATA_DIR = fresh;
+    process.env.SLUICE_ENV = "production";
+    try {
+      const args = ["projects", "create", "--id", "prod-test", "--name", "P", "--provider", "provider-a"];
+      const refused = await cli(...args, "--test-mode", "true");
+      expect(refused.code).toBe(2);
+      expect(refused.out).toBe("");
+      expect(refused.err.split("\n")[0]).toBe(
+        "error: --test-mode cannot be turned on in production (SLUICE_ENV=production): Test Mode is for development and testing only",
+      );
+      expect(readdirSync(fresh), "the database was opened").toEqual([]);
+      // Off, the same project is made; turning it on later depends on the project stored: exit 1.
+      expect((await cli(...args, "--test-mode", "false")).code).toBe(0);
+      const update = await cli("projects", "update", "prod-test", "--test-mode", "true");
+      expect(update.code).toBe(1);
+      expect(update.err).toBe(
+        "error: --test-mode cannot be turned on in production (SLUICE_ENV=production): Test Mode is for development and testing only\n",
+      );
+    } finally {
+      process.env.SLUICE_DATA_DIR = dataDir;
+      if (saved.SLUICE_ENV === undefined) delete process.env.SLUICE_ENV;
+      else process.env.SLUICE_ENV = saved.SLUICE_ENV;
+      rmSync(fresh, { recursive: true, force: true });
+    }
+  });
+
   it("reports a failed serve start as npm start does: one line per problem, exit code 1", async () => {
     // An invalid configuration stops serve() before it opens anything or listens.
     process.env.PORT = "abc";
