@@ -891,6 +891,19 @@ describe("sluice CLI", () => {
     }
   });
 
+  it("refuses projects update with nothing to change as a usage error naming the flags it takes", async () => {
+    const result = await cliWithoutDatabase("projects", "update", "p");
+    expect(result.code).toBe(2);
+    expect(result.out).toBe("");
+    expect(result.err.split("\n")[0]).toBe(
+      "error: projects update needs a change: give one or more of --name, --provider, --model, --team-id, " +
+        "--test-mode, --output-schema, --save-images-to-vault, --rate-limit, --device-rate-limit, " +
+        "--monthly-spend-cap, --disabled, --device-check, --device-check-team-id, --device-check-key-id, " +
+        "--device-check-private-key-file, --device-check-environment, --device-token-mode, --proxy-allow-list, " +
+        "--clear",
+    );
+  });
+
   it("reports a failed serve start as npm start does: one line per problem, exit code 1", async () => {
     // An invalid configuration stops serve() before it opens anything or listens.
     process.env.PORT = "abc";

@@ -20,7 +20,7 @@ import { hasSqliteFile } from "../storage/database.js";
 import { prunedMonthsProblem } from "../usage/usage-retention.js";
 import { checkInput } from "./check-input.js";
 import { exitWhenWritten } from "./exit-when-written.js";
-import { type CommandLine, type Flags, parseCommandLine, usage } from "./parse-command-line.js";
+import { type CommandLine, type Flags, flagsOf, parseCommandLine, usage } from "./parse-command-line.js";
 import { projectFields } from "./project-fields.js";
 import { UsageError } from "./usage-error.js";
 
@@ -180,6 +180,11 @@ function commandOf(
     }
     case "projects update": {
       const [id, fields] = [project(), projectFields(flags)];
+      // A command that changes nothing is refused, as a missing argument is, not run as a no-op.
+      if (Object.keys(fields).length === 0)
+        throw new UsageError(
+          `projects update needs a change: give one or more of ${flagsOf("projects update").join(", ")}`,
+        );
       // Whether Test Mode may be turned on depends on the project stored (one already in it keeps
       // it in production): the use case refuses it when it runs, exit 1, as it does a missing project.
       checkInput(updateProjectInput, fields, "project update", flagOfField);

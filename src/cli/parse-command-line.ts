@@ -115,6 +115,11 @@ const commands: Record<string, CommandSpec> = {
   "master-key reseal": { flags: [], arguments: [] },
 };
 
+/** The flags `command` takes, as written (`--name`), in the order its usage errors list them. */
+export function flagsOf(command: string): string[] {
+  return (commands[command]?.flags ?? []).map((flag) => `--${flag}`);
+}
+
 export type CommandLine =
   | { kind: "help" }
   | { kind: "none" }
@@ -152,7 +157,7 @@ export function parseCommandLine(argv: string[]): CommandLine {
   for (const token of tokens) {
     if (token.kind !== "option") continue;
     if (!taken.has(token.name)) {
-      const takes = spec.flags.length > 0 ? spec.flags.map((flag) => `--${flag}`).join(", ") : "no flags";
+      const takes = spec.flags.length > 0 ? flagsOf(command).join(", ") : "no flags";
       throw new UsageError(`${command} does not take ${wordShown(token.rawName)}; it takes ${takes}`);
     }
     if (seen.has(token.name) && token.name !== "clear")
