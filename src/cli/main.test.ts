@@ -14,6 +14,7 @@ import { join } from "node:path";
 import { Writable } from "node:stream";
 import { sql } from "kysely";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { monthlySpendCapRule } from "../admin/project-input.js";
 import { openDatabase } from "../storage/database.js";
 import { runCli } from "./main.js";
 
@@ -800,11 +801,15 @@ describe("sluice CLI", () => {
     [".5"],
     ["5."],
     ["NaN"],
+    // Finer than the billionth of a dollar costs are recorded in, as the admin API refuses it.
+    ["0.0000000000000001"],
+    ["0.0000000004"],
+    ["12.1234567891"],
   ])("refuses --monthly-spend-cap %j before opening the database", async (value) => {
     const result = await cliWithoutDatabase("projects", "update", "p", `--monthly-spend-cap=${value}`);
     expect(result.code).toBe(2);
-    expect(result.err).toMatch(
-      /^error: --monthly-spend-cap takes an amount in USD above 0 and at most 1000000000/,
+    expect(result.err.split("\n")[0]).toBe(
+      `error: --monthly-spend-cap takes ${monthlySpendCapRule}, in plain decimal digits (such as 25 or 12.50), not ${JSON.stringify(value)}`,
     );
   });
 
@@ -829,6 +834,9 @@ describe("sluice CLI", () => {
     expect(created.json()).toMatchObject({
       project: { rateLimits: { perMinute: 10_000_000, devicePerMinute: 1 }, monthlySpendCapUsd: 12.5 },
     });
+    const finest = await cli("projects", "update", "cli-numbers", "--monthly-spend-cap", "0.000000001");
+    expect(finest.err).toBe("");
+    expect(finest.json()).toMatchObject({ monthlySpendCapUsd: 1e-9 });
   });
 
   it("prints the usage to stderr, not stdout, when no command is given (exit code 2)", async () => {

@@ -27,7 +27,7 @@ Project flags: --model M --team-id T --test-mode true|false --output-schema FILE
   --device-token-mode cached|single-use --proxy-allow-list FILE_OR_JSON
   --clear F (projects update only; repeatable) removes a value: F is one of ${[...clearable.keys()].join(", ")}
   N: requests per minute, a whole number from ${rateLimitBounds.min} to ${rateLimitBounds.max}
-  USD: an amount above 0 and up to ${maxMonthlySpendCapUsd}, in plain digits (25 or 12.50)
+  USD: an amount above 0 and up to ${maxMonthlySpendCapUsd}, in plain digits with at most 9 decimal places (25 or 12.50)
   --proxy-allow-list: the proxied calls allowed, by provider, replacing any list set before, e.g.
     '{"provider-a":["POST chat/completions"]}' (docs/proxy.md); --clear proxy-allow-list allows all
 A command refuses any flag it does not take. --help (-h) prints this text.
