@@ -714,6 +714,11 @@ describe("sluice CLI", () => {
       ["projects", "create", "--name", "a", "--name", "b", "--provider", "provider-a"],
       "--name is given more than once\n",
     ],
+    // `--clear` is repeatable, one value each: the same value twice is a slip for another one.
+    [
+      ["projects", "update", "p", "--clear", "model", "--clear", "team-id", "--clear", "model"],
+      "--clear model is given more than once\n",
+    ],
     [
       ["keys", "add", "p", "--provider", "provider-a", "--api-key", "sk-123456789", "--api-key-stdin"],
       "--api-key and --api-key-stdin contradict each other\n",

@@ -102,9 +102,13 @@ function applyClears(
   flags: Flags,
   groups: Record<"project" | "rateLimits" | "deviceCheck", Record<string, unknown>>,
 ) {
+  const seen = new Set<string>();
   for (const name of flags.clear ?? []) {
     const target = clearable.get(name);
     if (!target) throw new UsageError(`--clear takes one of: ${[...clearable.keys()].join(", ")}`);
+    // As any other flag given twice: the same value twice is likely a slip for another one.
+    if (seen.has(name)) throw new UsageError(`--clear ${name} is given more than once`);
+    seen.add(name);
     const flag = (name === "device-check-private-key" ? `${name}-file` : name) as keyof Flags;
     if (flags[flag] !== undefined)
       throw new UsageError(`--${flag} and --clear ${name} contradict each other`);
