@@ -9,6 +9,7 @@ import { createKeyRepository, type KeyRepository } from "../storage/key-reposito
 import { createProjectRepository, type ProjectRepository } from "../storage/project-repository.js";
 import { createUsageRepository } from "../storage/usage-repository.js";
 import { createProjectAdmin } from "./project-admin.js";
+import { monthlySpendCapRule } from "./project-input.js";
 
 describe("project admin use cases", () => {
   let database: OpenDatabase;
@@ -420,6 +421,24 @@ describe("project admin use cases", () => {
     expect(refused).toMatchObject(refusal);
     const { message, details } = refused as { message: string; details: unknown };
     expect(JSON.stringify({ message, details })).not.toContain("not a key");
+  });
+
+  it("refuses a monthly spend cap finer than a billionth of a dollar, on creation and by an update, with 400", async () => {
+    const problems = [`monthlySpendCapUsd: must be ${monthlySpendCapRule}`];
+    const fields = { id: "capped", name: "C", provider: "provider-a" };
+    await expect(admin().createProject({ ...fields, monthlySpendCapUsd: 1e-16 })).rejects.toMatchObject({
+      code: "BAD_REQUEST",
+      message: `Invalid project: ${problems[0]}`,
+      details: { problems },
+    });
+    await admin().createProject({ ...fields, monthlySpendCapUsd: 0.000000001 });
+    await expect(
+      admin().updateProject("capped", { monthlySpendCapUsd: 12.1234567891 }),
+    ).rejects.toMatchObject({
+      code: "BAD_REQUEST",
+      message: `Invalid project update: ${problems[0]}`,
+    });
+    expect((await admin().getProject("capped")).monthlySpendCapUsd).toBe(1e-9);
   });
 
   it("names a list given for a text field once, by its type, not also by the list's length", async () => {

@@ -1,6 +1,11 @@
 import { describe, expect, it } from "vitest";
 import { isSafeVaultPath, vaultPath } from "../images/vault-store.js";
-import { createProjectInput, updateProjectInput, usageQueryInput } from "./project-input.js";
+import {
+  createProjectInput,
+  monthlySpendCapRule,
+  updateProjectInput,
+  usageQueryInput,
+} from "./project-input.js";
 
 describe("project input", () => {
   const candidates = [
@@ -47,6 +52,29 @@ describe("project input", () => {
   it("takes a monthly spend cap above 0 only (no cap is null, not 0)", () => {
     const cap = (monthlySpendCapUsd: unknown) => updateProjectInput.safeParse({ monthlySpendCapUsd }).success;
     expect([0, -1, 0.01, 1e9, 1e9 + 1, null].map(cap)).toEqual([false, false, true, true, false, true]);
+  });
+
+  // Costs are recorded to the billionth of a dollar, and the cap is compared with the month's spend
+  // in billionths (admission.ts): a cap finer than that is one no recorded spend can be told from.
+  it("takes a monthly spend cap to the billionth of a dollar at the finest", () => {
+    const cap = (monthlySpendCapUsd: unknown) => updateProjectInput.safeParse({ monthlySpendCapUsd }).success;
+    expect([1e-9, 0.000000001, 12.123456789, 123456789.12345679, 2.5e-8].map(cap)).toEqual([
+      true,
+      true,
+      true,
+      true,
+      true,
+    ]);
+    expect([1e-16, 4e-10, 1.5e-9, 12.1234567891, 0.1 + 0.2].map(cap)).toEqual([
+      false,
+      false,
+      false,
+      false,
+      false,
+    ]);
+    expect(updateProjectInput.safeParse({ monthlySpendCapUsd: 1e-16 }).error?.issues[0]?.message).toBe(
+      `must be ${monthlySpendCapRule}`,
+    );
   });
 
   it("refuses a fractional rate limit, NUL in text, an unknown deviceCheck field and a 65-character id", () => {

@@ -44,6 +44,28 @@ const deviceCheckInput = z
 export const rateLimitBounds = { min: 1, max: 10_000_000 } as const;
 export const maxMonthlySpendCapUsd = 1e9;
 
+/**
+ * A monthly spend cap, by the one rule the admin API, the projects file and the CLI apply: above 0,
+ * at most maxMonthlySpendCapUsd, and a whole number of billionths of a dollar. A call's cost is
+ * recorded to the billionth (token-cost.ts, image-cost.ts) and the month's spend is compared with
+ * the cap in billionths (admission.ts): a cap finer than that is one no spend can be told from, and
+ * one under half a billionth (1e-16) was a cap of 0, which refused every call from the first.
+ */
+export function isMonthlySpendCap(amount: number): boolean {
+  return amount > 0 && amount <= maxMonthlySpendCapUsd && decimalPlaces(amount) <= 9;
+}
+export const monthlySpendCapRule = `an amount in USD above 0 and at most ${maxMonthlySpendCapUsd}, to the billionth at the finest (at most 9 decimal places: costs are recorded to the billionth of a dollar)`;
+
+/**
+ * The decimal places of the shortest decimal that reads back as `amount` (JavaScript's own
+ * `String`): 2 for 12.5 written 12.50, 16 for 1e-16 and 17 for 0.1 + 0.2. Read from that decimal,
+ * not from `amount * 1e9`, whose rounding a whole number of billionths near the maximum need not survive.
+ */
+function decimalPlaces(amount: number): number {
+  const [digits = "", exponent = "0"] = String(amount).split("e");
+  return Math.max(0, (digits.split(".")[1]?.length ?? 0) - Number(exponent));
+}
+
 const perMinute = z.number().int().min(rateLimitBounds.min).max(rateLimitBounds.max);
 const rateLimitsInput = z
   .object({
@@ -89,7 +111,7 @@ const projectFields = {
   outputSchema: jsonObject.nullable(),
   saveImagesToVault: z.boolean(),
   rateLimits: rateLimitsInput,
-  monthlySpendCapUsd: z.number().positive().max(maxMonthlySpendCapUsd).nullable(),
+  monthlySpendCapUsd: z.number().refine(isMonthlySpendCap, `must be ${monthlySpendCapRule}`).nullable(),
   proxyAllowList: proxyAllowListInput.nullable(),
   disabled: z.boolean(),
 };

@@ -68,11 +68,13 @@ export function newProject(
 /**
  * Every rule a new project's fields must pass that reads nothing stored: its values and the rules
  * across them. The CLI runs it before it opens the database, so such a project is a usage error.
+ * Answers the project planned (nothing sealed), for the rules that read the settings too
+ * (production's Test Mode rule, assertTestModeAllowed).
  */
-export function checkNewProject(fields: CreateProjectInput, fieldName: FieldName = sameName): void {
+export function checkNewProject(fields: CreateProjectInput, fieldName: FieldName = sameName): Project {
   checkProjectValues(fields, fieldName);
   const { id = "new", ...changes } = fields;
-  newProject(id, changes, new Date(0).toISOString(), notSealed, fieldName);
+  return newProject(id, changes, new Date(0).toISOString(), notSealed, fieldName);
 }
 
 /** Rules across fields and on values a schema cannot check; messages name fields as `fieldName` does. */

@@ -14,6 +14,7 @@ import { join } from "node:path";
 import { Writable } from "node:stream";
 import { sql } from "kysely";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { monthlySpendCapRule } from "../admin/project-input.js";
 import { openDatabase } from "../storage/database.js";
 import { runCli } from "./main.js";
 
@@ -713,6 +714,11 @@ describe("sluice CLI", () => {
       ["projects", "create", "--name", "a", "--name", "b", "--provider", "provider-a"],
       "--name is given more than once\n",
     ],
+    // `--clear` is repeatable, one value each: the same value twice is a slip for another one.
+    [
+      ["projects", "update", "p", "--clear", "model", "--clear", "team-id", "--clear", "model"],
+      "--clear model is given more than once\n",
+    ],
     [
       ["keys", "add", "p", "--provider", "provider-a", "--api-key", "sk-123456789", "--api-key-stdin"],
       "--api-key and --api-key-stdin contradict each other\n",
@@ -800,11 +806,15 @@ describe("sluice CLI", () => {
     [".5"],
     ["5."],
     ["NaN"],
+    // Finer than the billionth of a dollar costs are recorded in, as the admin API refuses it.
+    ["0.0000000000000001"],
+    ["0.0000000004"],
+    ["12.1234567891"],
   ])("refuses --monthly-spend-cap %j before opening the database", async (value) => {
     const result = await cliWithoutDatabase("projects", "update", "p", `--monthly-spend-cap=${value}`);
     expect(result.code).toBe(2);
-    expect(result.err).toMatch(
-      /^error: --monthly-spend-cap takes an amount in USD above 0 and at most 1000000000/,
+    expect(result.err.split("\n")[0]).toBe(
+      `error: --monthly-spend-cap takes ${monthlySpendCapRule}, in plain decimal digits (such as 25 or 12.50), not ${JSON.stringify(value)}`,
     );
   });
 
@@ -829,6 +839,9 @@ describe("sluice CLI", () => {
     expect(created.json()).toMatchObject({
       project: { rateLimits: { perMinute: 10_000_000, devicePerMinute: 1 }, monthlySpendCapUsd: 12.5 },
     });
+    const finest = await cli("projects", "update", "cli-numbers", "--monthly-spend-cap", "0.000000001");
+    expect(finest.err).toBe("");
+    expect(finest.json()).toMatchObject({ monthlySpendCapUsd: 1e-9 });
   });
 
   it("prints the usage to stderr, not stdout, when no command is given (exit code 2)", async () => {
@@ -861,6 +874,47 @@ describe("sluice CLI", () => {
       process.env.SLUICE_MASTER_KEY = saved.SLUICE_MASTER_KEY ?? masterKey;
       delete process.env.DATABASE_URL;
     }
+  });
+
+  it("refuses projects create --test-mode true in production as a usage error, before opening the database", async () => {
+    const fresh = mkdtempSync(join(tmpdir(), "sluice-cli-production-"));
+    process.env.SLUICE_DATA_DIR = fresh;
+    process.env.SLUICE_ENV = "production";
+    try {
+      const args = ["projects", "create", "--id", "prod-test", "--name", "P", "--provider", "provider-a"];
+      const refused = await cli(...args, "--test-mode", "true");
+      expect(refused.code).toBe(2);
+      expect(refused.out).toBe("");
+      expect(refused.err.split("\n")[0]).toBe(
+        "error: --test-mode cannot be turned on in production (SLUICE_ENV=production): Test Mode is for development and testing only",
+      );
+      expect(readdirSync(fresh), "the database was opened").toEqual([]);
+      // Off, the same project is made; turning it on later depends on the project stored: exit 1.
+      expect((await cli(...args, "--test-mode", "false")).code).toBe(0);
+      const update = await cli("projects", "update", "prod-test", "--test-mode", "true");
+      expect(update.code).toBe(1);
+      expect(update.err).toBe(
+        "error: --test-mode cannot be turned on in production (SLUICE_ENV=production): Test Mode is for development and testing only\n",
+      );
+    } finally {
+      process.env.SLUICE_DATA_DIR = dataDir;
+      if (saved.SLUICE_ENV === undefined) delete process.env.SLUICE_ENV;
+      else process.env.SLUICE_ENV = saved.SLUICE_ENV;
+      rmSync(fresh, { recursive: true, force: true });
+    }
+  });
+
+  it("refuses projects update with nothing to change as a usage error naming the flags it takes", async () => {
+    const result = await cliWithoutDatabase("projects", "update", "p");
+    expect(result.code).toBe(2);
+    expect(result.out).toBe("");
+    expect(result.err.split("\n")[0]).toBe(
+      "error: projects update needs a change: give one or more of --name, --provider, --model, --team-id, " +
+        "--test-mode, --output-schema, --save-images-to-vault, --rate-limit, --device-rate-limit, " +
+        "--monthly-spend-cap, --disabled, --device-check, --device-check-team-id, --device-check-key-id, " +
+        "--device-check-private-key-file, --device-check-environment, --device-token-mode, --proxy-allow-list, " +
+        "--clear",
+    );
   });
 
   it("reports a failed serve start as npm start does: one line per problem, exit code 1", async () => {

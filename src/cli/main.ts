@@ -9,10 +9,10 @@ import {
   usagePruneInput,
   usageQueryInput,
 } from "../admin/project-input.js";
-import { checkNewProject } from "../admin/project-rules.js";
+import { assertTestModeAllowed, blankProject, checkNewProject } from "../admin/project-rules.js";
 import { checkProjectValues, usageReportWindow } from "../admin/project-values.js";
 import { resealedUnderCurrentKey } from "../auth/master-key-reseal.js";
-import { ConfigError, loadConfig } from "../config.js";
+import { allowsTestMode, type Config, ConfigError, loadConfig } from "../config.js";
 import { isGatewayError } from "../errors.js";
 import { unreadableReason } from "../file-name-shown.js";
 import { startFailureMessage } from "../start-failure.js";
@@ -20,7 +20,7 @@ import { hasSqliteFile } from "../storage/database.js";
 import { prunedMonthsProblem } from "../usage/usage-retention.js";
 import { checkInput } from "./check-input.js";
 import { exitWhenWritten } from "./exit-when-written.js";
-import { type CommandLine, type Flags, parseCommandLine, usage } from "./parse-command-line.js";
+import { type CommandLine, type Flags, flagsOf, parseCommandLine, usage } from "./parse-command-line.js";
 import { projectFields } from "./project-fields.js";
 import { UsageError } from "./usage-error.js";
 
@@ -67,8 +67,13 @@ export async function runCli(
   }
   let context: AdminContext | undefined;
   try {
-    const run = commandOf(command, line.arguments, flags, io.stdin);
-    const config = loadConfig();
+    let loaded: Config | undefined;
+    const settings = () => {
+      loaded ??= loadConfig();
+      return loaded;
+    };
+    const run = commandOf(command, line.arguments, flags, io.stdin, settings);
+    const config = settings();
     // Only a new project may start a new embedded database: any other command run away from the
     // gateway's data dir would otherwise write a second one (and a master key) the gateway never reads.
     if (!config.databaseUrl && command !== "projects create" && !hasSqliteFile(config.dataDir)) {
@@ -119,14 +124,16 @@ function causeOf(error: unknown): string {
 
 /**
  * The command line as the work it asks for. Every usage error (an unknown command or flag, a missing
- * id or required flag, a bad flag value, any value the use case's input schema refuses) is thrown by
- * parseCommandLine or here, before the database is opened or a master key generated.
+ * id or required flag, a bad flag value, any value the use case's input schema refuses, a rule that
+ * reads the settings but nothing stored) is thrown by parseCommandLine or here, before the database
+ * is opened or a master key generated. `settings` reads the configuration (once), for such a rule.
  */
 function commandOf(
   command: string,
   args: string[],
   flags: Flags,
   stdin: number,
+  settings: () => Config,
 ): (
   admin: ProjectAdmin,
   context: AdminContext,
@@ -151,7 +158,18 @@ function commandOf(
     case "projects create": {
       const fields = { ...projectFields(flags), ...(flags.id !== undefined ? { id: flags.id } : {}) };
       checkInput(createProjectInput, fields, "project", flagOfField);
-      asUsageError(() => checkNewProject(createProjectInput.parse(fields), flagOfField));
+      const planned = asUsageError(() => checkNewProject(createProjectInput.parse(fields), flagOfField));
+      // Production's Test Mode rule reads the settings, not the store: a new project was never in
+      // Test Mode, so it is known here (read once the flags passed, so a usage error comes first).
+      const testModeAllowed = allowsTestMode(settings());
+      asUsageError(() =>
+        assertTestModeAllowed(
+          blankProject(planned.id, planned.createdAt),
+          planned,
+          testModeAllowed,
+          flagOfField,
+        ),
+      );
       return (admin) => admin.createProject(fields, flagOfField);
     }
     case "projects list":
@@ -162,6 +180,13 @@ function commandOf(
     }
     case "projects update": {
       const [id, fields] = [project(), projectFields(flags)];
+      // A command that changes nothing is refused, as a missing argument is, not run as a no-op.
+      if (Object.keys(fields).length === 0)
+        throw new UsageError(
+          `projects update needs a change: give one or more of ${flagsOf("projects update").join(", ")}`,
+        );
+      // Whether Test Mode may be turned on depends on the project stored (one already in it keeps
+      // it in production): the use case refuses it when it runs, exit 1, as it does a missing project.
       checkInput(updateProjectInput, fields, "project update", flagOfField);
       asUsageError(() => checkProjectValues(updateProjectInput.parse(fields), flagOfField));
       return (admin) => admin.updateProject(id, fields, flagOfField);
@@ -263,9 +288,9 @@ function readStandardInput(stdin: number): string {
 }
 
 /** A value the use case would refuse without reading anything stored, refused as a usage error. */
-function asUsageError(check: () => unknown): void {
+function asUsageError<T>(check: () => T): T {
   try {
-    check();
+    return check();
   } catch (error) {
     if (isGatewayError(error)) throw new UsageError(error.message);
     throw error;

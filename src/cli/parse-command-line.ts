@@ -27,7 +27,7 @@ Project flags: --model M --team-id T --test-mode true|false --output-schema FILE
   --device-token-mode cached|single-use --proxy-allow-list FILE_OR_JSON
   --clear F (projects update only; repeatable) removes a value: F is one of ${[...clearable.keys()].join(", ")}
   N: requests per minute, a whole number from ${rateLimitBounds.min} to ${rateLimitBounds.max}
-  USD: an amount above 0 and up to ${maxMonthlySpendCapUsd}, in plain digits (25 or 12.50)
+  USD: an amount above 0 and up to ${maxMonthlySpendCapUsd}, in plain digits with at most 9 decimal places (25 or 12.50)
   --proxy-allow-list: the proxied calls allowed, by provider, replacing any list set before, e.g.
     '{"provider-a":["POST chat/completions"]}' (docs/proxy.md); --clear proxy-allow-list allows all
 A command refuses any flag it does not take. --help (-h) prints this text.
@@ -115,6 +115,11 @@ const commands: Record<string, CommandSpec> = {
   "master-key reseal": { flags: [], arguments: [] },
 };
 
+/** The flags `command` takes, as written (`--name`), in the order its usage errors list them. */
+export function flagsOf(command: string): string[] {
+  return (commands[command]?.flags ?? []).map((flag) => `--${flag}`);
+}
+
 export type CommandLine =
   | { kind: "help" }
   | { kind: "none" }
@@ -152,7 +157,7 @@ export function parseCommandLine(argv: string[]): CommandLine {
   for (const token of tokens) {
     if (token.kind !== "option") continue;
     if (!taken.has(token.name)) {
-      const takes = spec.flags.length > 0 ? spec.flags.map((flag) => `--${flag}`).join(", ") : "no flags";
+      const takes = spec.flags.length > 0 ? flagsOf(command).join(", ") : "no flags";
       throw new UsageError(`${command} does not take ${wordShown(token.rawName)}; it takes ${takes}`);
     }
     if (seen.has(token.name) && token.name !== "clear")

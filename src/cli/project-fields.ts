@@ -1,5 +1,5 @@
 import { readFileSync } from "node:fs";
-import { maxMonthlySpendCapUsd, rateLimitBounds } from "../admin/project-input.js";
+import { isMonthlySpendCap, monthlySpendCapRule, rateLimitBounds } from "../admin/project-input.js";
 import { fileNameShown, unreadableReason } from "../file-name-shown.js";
 import { repeatedMemberProblems } from "../json-repeated-members.js";
 import { jsonSyntaxProblem } from "../json-syntax.js";
@@ -83,13 +83,16 @@ function perMinute(name: string, value: string): number {
   return parsed;
 }
 
-/** An amount in USD: plain decimal digits with an optional fraction (`25`, `12.50`), above 0. */
+/**
+ * A monthly spend cap in USD: plain decimal digits with an optional fraction (`25`, `12.50`), its
+ * amount by the admin input's own rule (isMonthlySpendCap).
+ */
 function usdAmount(name: string, value: string | undefined): number | undefined {
   if (value === undefined) return undefined;
   const parsed = /^[0-9]{1,16}(\.[0-9]{1,16})?$/.test(value) ? Number(value) : Number.NaN;
-  if (!(parsed > 0 && parsed <= maxMonthlySpendCapUsd))
+  if (!isMonthlySpendCap(parsed))
     throw new UsageError(
-      `--${name} takes an amount in USD above 0 and at most ${maxMonthlySpendCapUsd} in plain decimal digits (such as 25 or 12.50), not ${JSON.stringify(value)}`,
+      `--${name} takes ${monthlySpendCapRule}, in plain decimal digits (such as 25 or 12.50), not ${JSON.stringify(value)}`,
     );
   return parsed;
 }
@@ -99,9 +102,13 @@ function applyClears(
   flags: Flags,
   groups: Record<"project" | "rateLimits" | "deviceCheck", Record<string, unknown>>,
 ) {
+  const seen = new Set<string>();
   for (const name of flags.clear ?? []) {
     const target = clearable.get(name);
     if (!target) throw new UsageError(`--clear takes one of: ${[...clearable.keys()].join(", ")}`);
+    // As any other flag given twice: the same value twice is likely a slip for another one.
+    if (seen.has(name)) throw new UsageError(`--clear ${name} is given more than once`);
+    seen.add(name);
     const flag = (name === "device-check-private-key" ? `${name}-file` : name) as keyof Flags;
     if (flags[flag] !== undefined)
       throw new UsageError(`--${flag} and --clear ${name} contradict each other`);
