@@ -439,6 +439,9 @@ describe("project admin use cases", () => {
       message: `Invalid project update: ${problems[0]}`,
     });
     expect((await admin().getProject("capped")).monthlySpendCapUsd).toBe(1e-9);
+    // A floating-point sum a JavaScript client sends stands for the amount it is within rounding of.
+    await admin().updateProject("capped", { monthlySpendCapUsd: 0.1 + 0.2 });
+    expect((await admin().getProject("capped")).monthlySpendCapUsd).toBe(0.3);
   });
 
   it("names a list given for a text field once, by its type, not also by the list's length", async () => {

@@ -65,12 +65,18 @@ describe("project input", () => {
       true,
       true,
     ]);
-    expect([1e-16, 4e-10, 1.5e-9, 12.1234567891, 0.1 + 0.2].map(cap)).toEqual([
+    expect([1e-16, 4e-10, 1.5e-9, 12.1234567891, 0.3 + 1e-12].map(cap)).toEqual([
       false,
       false,
       false,
       false,
       false,
+    ]);
+    // A JavaScript client's floating-point sum stands for the amount it is within rounding of.
+    const stored = (monthlySpendCapUsd: number) =>
+      updateProjectInput.parse({ monthlySpendCapUsd }).monthlySpendCapUsd;
+    expect([0.1 + 0.2, 3 * 1e-9, 12.5, 123456789.12345679].map(stored)).toEqual([
+      0.3, 3e-9, 12.5, 123456789.12345679,
     ]);
     expect(updateProjectInput.safeParse({ monthlySpendCapUsd: 1e-16 }).error?.issues[0]?.message).toBe(
       `must be ${monthlySpendCapRule}`,

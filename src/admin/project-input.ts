@@ -45,14 +45,22 @@ export const rateLimitBounds = { min: 1, max: 10_000_000 } as const;
 export const maxMonthlySpendCapUsd = 1e9;
 
 /**
- * A monthly spend cap, by the one rule the admin API, the projects file and the CLI apply: above 0,
- * at most maxMonthlySpendCapUsd, and a whole number of billionths of a dollar. A call's cost is
- * recorded to the billionth (token-cost.ts, image-cost.ts) and the month's spend is compared with
- * the cap in billionths (admission.ts): a cap finer than that is one no spend can be told from, and
- * one under half a billionth (1e-16) was a cap of 0, which refused every call from the first.
+ * The monthly spend cap `amount` stands for, by the one rule the admin API, the projects file and
+ * the CLI apply, or null when it stands for none: above 0, at most maxMonthlySpendCapUsd, and a
+ * whole number of billionths of a dollar. A call's cost is recorded to the billionth
+ * (token-cost.ts, image-cost.ts) and the month's spend is compared with the cap in billionths
+ * (admission.ts): a cap finer than that is one no spend can be told from, and one under half a
+ * billionth (1e-16) was a cap of 0, which refused every call from the first. A number within
+ * floating-point rounding of a whole number of billionths (0.1 + 0.2, which a JavaScript client
+ * sends as 0.30000000000000004) stands for that amount (0.3); one with a tenth decimal place
+ * (12.1234567891) stands for none.
  */
-export function isMonthlySpendCap(amount: number): boolean {
-  return amount > 0 && amount <= maxMonthlySpendCapUsd && decimalPlaces(amount) <= 9;
+export function monthlySpendCapOf(amount: number): number | null {
+  if (!(amount > 0 && amount <= maxMonthlySpendCapUsd)) return null;
+  if (decimalPlaces(amount) <= 9) return amount;
+  const billionths = Number(amount.toFixed(9));
+  const rounding = 4 * Number.EPSILON * Math.max(1, amount);
+  return billionths > 0 && Math.abs(amount - billionths) <= rounding ? billionths : null;
 }
 export const monthlySpendCapRule = `an amount in USD above 0 and at most ${maxMonthlySpendCapUsd}, to the billionth at the finest (at most 9 decimal places: costs are recorded to the billionth of a dollar)`;
 
@@ -111,7 +119,14 @@ const projectFields = {
   outputSchema: jsonObject.nullable(),
   saveImagesToVault: z.boolean(),
   rateLimits: rateLimitsInput,
-  monthlySpendCapUsd: z.number().refine(isMonthlySpendCap, `must be ${monthlySpendCapRule}`).nullable(),
+  monthlySpendCapUsd: z
+    .number()
+    .transform((amount, context) => {
+      const cap = monthlySpendCapOf(amount);
+      if (cap === null) context.addIssue({ code: "custom", message: `must be ${monthlySpendCapRule}` });
+      return cap ?? z.NEVER;
+    })
+    .nullable(),
   proxyAllowList: proxyAllowListInput.nullable(),
   disabled: z.boolean(),
 };

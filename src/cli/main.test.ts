@@ -810,6 +810,8 @@ describe("sluice CLI", () => {
     ["0.0000000000000001"],
     ["0.0000000004"],
     ["12.1234567891"],
+    // Typed digits are taken as written: the rounding forgiven a JSON client's float sum is not.
+    ["0.1000000000000001"],
   ])("refuses --monthly-spend-cap %j before opening the database", async (value) => {
     const result = await cliWithoutDatabase("projects", "update", "p", `--monthly-spend-cap=${value}`);
     expect(result.code).toBe(2);

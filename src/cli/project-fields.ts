@@ -1,5 +1,5 @@
 import { readFileSync } from "node:fs";
-import { isMonthlySpendCap, monthlySpendCapRule, rateLimitBounds } from "../admin/project-input.js";
+import { monthlySpendCapOf, monthlySpendCapRule, rateLimitBounds } from "../admin/project-input.js";
 import { fileNameShown, unreadableReason } from "../file-name-shown.js";
 import { repeatedMemberProblems } from "../json-repeated-members.js";
 import { jsonSyntaxProblem } from "../json-syntax.js";
@@ -85,16 +85,17 @@ function perMinute(name: string, value: string): number {
 
 /**
  * A monthly spend cap in USD: plain decimal digits with an optional fraction (`25`, `12.50`), its
- * amount by the admin input's own rule (isMonthlySpendCap).
+ * amount by the admin input's own rule (monthlySpendCapOf). Typed digits are taken as written: the
+ * rounding that rule forgives a JSON client's floating-point sum is not applied to them.
  */
 function usdAmount(name: string, value: string | undefined): number | undefined {
   if (value === undefined) return undefined;
-  const parsed = /^[0-9]{1,16}(\.[0-9]{1,16})?$/.test(value) ? Number(value) : Number.NaN;
-  if (!isMonthlySpendCap(parsed))
+  const amount = /^[0-9]{1,16}(\.[0-9]{1,16})?$/.test(value) ? Number(value) : Number.NaN;
+  if (monthlySpendCapOf(amount) !== amount)
     throw new UsageError(
       `--${name} takes ${monthlySpendCapRule}, in plain decimal digits (such as 25 or 12.50), not ${JSON.stringify(value)}`,
     );
-  return parsed;
+  return amount;
 }
 
 /** `--clear NAME`: the field behind that project flag becomes null (the admin API's "remove"). */
