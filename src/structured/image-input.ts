@@ -10,6 +10,7 @@ export interface ImageInput {
 }
 
 const dataUrl = /^data:(image\/[a-z0-9.+-]+);base64,/i;
+const imageForm = "image must be base64 or a data URL of the form data:image/<type>;base64,<data>";
 
 /**
  * /v1/vision input: raw base64 or `data:image/<type>;base64,<data>`. The bytes decide the media
@@ -26,10 +27,11 @@ export function parseImageInput(
   const match = dataUrl.exec(value);
   if (match) data = value.slice(match[0].length);
   else if (/^data:/i.test(value)) {
-    throw new GatewayError(
-      "VALIDATION_ERROR",
-      "image must be base64 or a data URL of the form data:image/<type>;base64,<data>",
-    );
+    throw new GatewayError("VALIDATION_ERROR", imageForm);
+  } else if (/^https?:\/\//i.test(value)) {
+    // An image URL (provider A's vision input takes one, /v1/pdf an https URL) is never valid
+    // base64: say what is taken instead.
+    throw new GatewayError("VALIDATION_ERROR", `${imageForm}: /v1/vision does not fetch image URLs`);
   }
   if (decodedLength(data) > options.maxBytes + 3) {
     throw new GatewayError("PAYLOAD_TOO_LARGE", `The image exceeds ${options.maxBytes} bytes`, {

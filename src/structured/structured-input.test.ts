@@ -626,3 +626,15 @@ describe("SSRF-safe PDF fetch", () => {
     await expectRefused(fetcher()(new URL(`http://127.0.0.3:${allowedPort}/big`)), "PAYLOAD_TOO_LARGE");
   });
 });
+
+// An image URL is a common first try (provider A's vision input takes one, and /v1/pdf takes an
+// https URL), but /v1/vision fetches none. Before, its whole text was told it was not valid base64.
+it.each(["https://example.com/cat.png", "http://example.com/cat.png", "HTTPS://EXAMPLE.COM/CAT.PNG"])(
+  "tells a client that sent the URL %s that images are sent as data, not fetched",
+  (value) => {
+    expect(codeOf(() => parseImageInput(value, { maxBytes: 1024 }))).toBe("VALIDATION_ERROR");
+    expect(() => parseImageInput(value, { maxBytes: 1024 })).toThrow(
+      /^image must be base64 or a data URL of the form data:image\/<type>;base64,<data>: \/v1\/vision does not fetch image URLs$/,
+    );
+  },
+);
