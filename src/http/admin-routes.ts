@@ -1,4 +1,5 @@
 import { createHash, timingSafeEqual } from "node:crypto";
+import type { HTTPMethod } from "find-my-way";
 import type { ProjectAdmin } from "../admin/project-admin.js";
 import { shownParameterName } from "../admin/shown-parameter-name.js";
 import type { AuthThrottle } from "../auth/authenticate.js";
@@ -70,8 +71,16 @@ export function registerAdminRoutes(router: Router, deps: AdminRouteDeps): void 
     await admin.requireNoFields(parseAdminBody(body));
   };
   const id = (context: RequestContext, name = "projectId") => context.params[name] ?? "";
+  // Each admin route is reached by its own path alone (RouteOptions.exactPath): a key's
+  // `DELETE …/keys/..`, which the client resolves to `…/projects/p/`, must not delete the project.
+  const exact = {
+    on(method: HTTPMethod, path: string, handler: Handler) {
+      router.on(method, path, handler, { exactPath: true });
+      return this;
+    },
+  };
 
-  router
+  exact
     .on(
       "POST",
       "/admin/v1/projects",
