@@ -4,7 +4,7 @@ import type { ProjectAdmin } from "../admin/project-admin.js";
 import { shownParameterName } from "../admin/shown-parameter-name.js";
 import type { AuthThrottle } from "../auth/authenticate.js";
 import { repeatedCredentialHeaderError } from "../auth/repeated-credential-header.js";
-import { GatewayError } from "../errors.js";
+import { GatewayError, problemsError } from "../errors.js";
 import { repeatedMemberProblems } from "../json-repeated-members.js";
 import { throttled } from "../rate-limit/auth-throttle.js";
 import type { JsonShapeLimits } from "./json-shape.js";
@@ -186,9 +186,7 @@ function parseAdminBody(body: Buffer): Record<string, unknown> {
   const value = parseJsonObject(body, adminBodyBounds);
   const problems = repeatedMemberProblems(body);
   if (problems.length === 0) return value;
-  throw new GatewayError("BAD_REQUEST", `Invalid request body: ${problems.join("; ")}`, {
-    details: { problems },
-  });
+  throw problemsError("BAD_REQUEST", "Invalid request body", problems);
 }
 
 /**
@@ -207,7 +205,7 @@ function requireNoQuery(query: string): void {
   const problems = names.map(
     (name) => `${shownParameterName(name)}: unknown parameter (this route takes none)`,
   );
-  throw new GatewayError("BAD_REQUEST", `Invalid query: ${problems.join("; ")}`, { details: { problems } });
+  throw problemsError("BAD_REQUEST", "Invalid query", problems);
 }
 
 /** The query string as fields; a repeated parameter stays a list, which the input schema refuses. */
