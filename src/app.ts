@@ -198,7 +198,12 @@ export function createApp(deps: AppDeps): App {
         const error =
           lookup.kind === "bad-path"
             ? new GatewayError("BAD_REQUEST", "The path is not valid percent-encoded UTF-8")
-            : new GatewayError("NOT_FOUND", "No such route");
+            : new GatewayError(
+                "NOT_FOUND",
+                lookup.kind === "not-found" && lookup.inexactFor !== undefined
+                  ? `No such route: ${lookup.inexactFor} is matched exactly, without a trailing slash or an empty segment`
+                  : "No such route",
+              );
         sendError(response, error, requestId);
       }
     },

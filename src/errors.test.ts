@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { GatewayError, renderError } from "./errors.js";
+import { GatewayError, listedProblems, problemsError, renderError } from "./errors.js";
 import { providerTimeout } from "./providers/sdk-call-failure.js";
 import { databaseUnavailable } from "./storage/database-unavailable.js";
 
@@ -37,5 +37,28 @@ describe("details.retryable on 503 and 504", () => {
       headers: { "retry-after": "3" },
       details: { providerStatus: 429, retryable: true, model: "m" },
     });
+  });
+});
+
+describe("the problems one refusal lists", () => {
+  const many = (count: number) => Array.from({ length: count }, (_, index) => `p${index}: wrong`);
+
+  it("lists 50 whole, with no count of more", () => {
+    expect(listedProblems(many(50))).toEqual({ text: many(50).join("; "), details: { problems: many(50) } });
+  });
+
+  it("lists the first 50 of 51 and says one more", () => {
+    const error = problemsError("VALIDATION_ERROR", "Invalid project", many(51), { provider: "provider-a" });
+    expect(error.message).toBe(`Invalid project: ${many(50).join("; ")}; and 1 more problem`);
+    expect(error.details).toEqual({ problems: many(50), moreProblems: 1, provider: "provider-a" });
+  });
+
+  it("keeps a problem of 400 characters whole and cuts a longer one to 400 around `…`", () => {
+    const fits = `a: ${"x".repeat(397)}`;
+    const long = `a: ${"x".repeat(1000)} is wrong`;
+    const [kept, cut] = listedProblems([fits, long]).details.problems as [string, string];
+    expect(kept).toBe(fits);
+    expect(cut).toHaveLength(400);
+    expect(cut).toBe(`${long.slice(0, 199)}…${long.slice(-200)}`);
   });
 });

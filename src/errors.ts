@@ -116,3 +116,52 @@ export function renderError(
 }
 
 const bearerChallenge = 'Bearer realm="sluice"';
+
+/** The problems one refusal lists at most: a bad input may hold tens of thousands. */
+export const maxProblemsListed = 50;
+/** The characters a listed problem keeps at most: one may quote a long name from the input. */
+export const maxProblemLength = 400;
+
+export interface ListedProblems {
+  /** The problems listed, joined with `; `, and how many more there were: `…; and 39941 more problems`. */
+  text: string;
+  /** `details.problems`, and `details.moreProblems` when some were left out. */
+  details: { problems: string[]; moreProblems?: number };
+}
+
+/**
+ * `problems` as one refusal lists them, the one place every refusal's list is cut: the first
+ * maxProblemsListed, each over maxProblemLength characters cut to its start (where) and end (why)
+ * around `…`, and how many more there were. An answer's size then stays bounded whatever the
+ * input: 40,000 required names no answer can have were a 9.4 MB 422 to a 349 KB body.
+ */
+export function listedProblems(problems: readonly string[]): ListedProblems {
+  const listed = problems.slice(0, maxProblemsListed).map(shortened);
+  const more = problems.length - listed.length;
+  if (more === 0) return { text: listed.join("; "), details: { problems: listed } };
+  return {
+    text: `${listed.join("; ")}; and ${more} more ${more === 1 ? "problem" : "problems"}`,
+    details: { problems: listed, moreProblems: more },
+  };
+}
+
+function shortened(problem: string): string {
+  if (problem.length <= maxProblemLength) return problem;
+  const head = Math.floor((maxProblemLength - 1) / 2);
+  return `${problem.slice(0, head)}…${problem.slice(problem.length - (maxProblemLength - 1 - head))}`;
+}
+
+/**
+ * The refusal of an input for `problems` (400 or 422): `${lead}: ${problem}; …` and
+ * `details.problems`, both listed by listedProblems, with `details.moreProblems` when some were left
+ * out; `details` adds the refusal's other fields.
+ */
+export function problemsError(
+  code: "BAD_REQUEST" | "VALIDATION_ERROR",
+  lead: string,
+  problems: readonly string[],
+  details: Record<string, unknown> = {},
+): GatewayError {
+  const { text, details: listed } = listedProblems(problems);
+  return new GatewayError(code, `${lead}: ${text}`, { details: { ...listed, ...details } });
+}

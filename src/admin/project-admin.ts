@@ -3,7 +3,7 @@ import type { z } from "zod";
 import { newKeyId, splitProviderKey } from "../auth/partial-key.js";
 import type { SecretBox } from "../auth/secret-box.js";
 import { generateTestKey, testKeyDigest } from "../auth/test-key.js";
-import { GatewayError } from "../errors.js";
+import { GatewayError, problemsError } from "../errors.js";
 import type { ProviderId } from "../providers/provider-id.js";
 import type { KeyRepository, ProviderKeyRecord, TestKeysKept } from "../storage/key-repository.js";
 import type { Project, ProjectRepository } from "../storage/project-repository.js";
@@ -395,7 +395,7 @@ function parse<T>(
   const result = schema.safeParse(input);
   if (result.success) return result.data;
   const problems = withoutFollowOns(result.error.issues).flatMap((issue) => labels(issue, input));
-  throw new GatewayError("BAD_REQUEST", `Invalid ${what}: ${problems.join("; ")}`, { details: { problems } });
+  throw problemsError("BAD_REQUEST", `Invalid ${what}`, problems);
 }
 
 /**

@@ -1,5 +1,5 @@
 import { createPrivateKey } from "node:crypto";
-import { GatewayError } from "../errors.js";
+import { GatewayError, listedProblems, problemsError } from "../errors.js";
 import { isModelName, modelNameRule } from "../providers/model-name.js";
 import type { ProviderId } from "../providers/provider-id.js";
 import { proxyAllowListProblems } from "../proxy/proxy-allow-list.js";
@@ -34,10 +34,7 @@ export function checkProjectValues(fields: UpdateProjectInput, fieldName: FieldN
  */
 function requireModelName(model: string | null | undefined, field: string): void {
   if (model === null || model === undefined || isModelName(model)) return;
-  const problems = [`${field}: ${modelNameRule}`];
-  throw new GatewayError("VALIDATION_ERROR", `Invalid project: ${problems.join("; ")}`, {
-    details: { problems },
-  });
+  throw problemsError("VALIDATION_ERROR", "Invalid project", [`${field}: ${modelNameRule}`]);
 }
 
 /** 422 naming every rule that cannot be saved, and why (`proxyAllowList.provider-a.0: "…" …`). */
@@ -47,18 +44,14 @@ function assertProxyAllowList(
 ): void {
   const problems = proxyAllowListProblems(rules, (path) => fieldName(`proxyAllowList.${path}`));
   if (problems.length === 0) return;
-  throw new GatewayError("VALIDATION_ERROR", `Invalid project: ${problems.join("; ")}`, {
-    details: { problems },
-  });
+  throw problemsError("VALIDATION_ERROR", "Invalid project", problems);
 }
 
 /** 422 with every reason the output schema cannot be used, whatever the provider. */
 function assertOutputSchema(schema: Record<string, unknown>): void {
   const problems = checkOutputSchema(schema);
   if (problems.length === 0) return;
-  throw new GatewayError("VALIDATION_ERROR", `The output schema is invalid: ${problems.join("; ")}`, {
-    details: { problems },
-  });
+  throw problemsError("VALIDATION_ERROR", "The output schema is invalid", problems);
 }
 
 /**
@@ -87,16 +80,20 @@ export function assertOutputSchemaOnRoutes(
   // One clause per model: the routes that send it share its problems.
   const clauses = [...new Set(refused.map(({ model }) => model))].map((model) => {
     const named = refused.filter((entry) => entry.model === model).map(({ route }) => route);
-    return `on ${listed(named)} (model ${model}): ${problemsOf.get(model)?.join("; ")}`;
+    return `on ${listed(named)} (model ${model}): ${listedProblems(problemsOf.get(model) ?? []).text}`;
   });
   throw new GatewayError(
     "VALIDATION_ERROR",
     `The output schema is invalid for ${provider} ${clauses.join("; ")}`,
     {
       details: {
-        problems: [...new Set(refused.flatMap(({ problems }) => problems))],
+        ...listedProblems([...new Set(refused.flatMap(({ problems }) => problems))]).details,
         provider,
-        routes: refused,
+        routes: refused.map(({ route, model, problems }) => ({
+          route,
+          model,
+          ...listedProblems(problems).details,
+        })),
       },
     },
   );
@@ -114,14 +111,11 @@ function assertP256PrivateKey(pem: string, fieldName: FieldName): void {
   } catch {
     // fall through to the one error below; the key text is never echoed
   }
-  const problems = [
-    `${fieldName("deviceCheck.privateKey")}: must be the PEM contents of an Apple .p8 (EC P-256) key`,
-  ];
   // Well typed but not a key: 422, as a malformed model name or proxy rule (400 is a body that does
   // not parse, or a field missing or of the wrong type).
-  throw new GatewayError("VALIDATION_ERROR", `Invalid project: ${problems.join("; ")}`, {
-    details: { problems },
-  });
+  throw problemsError("VALIDATION_ERROR", "Invalid project", [
+    `${fieldName("deviceCheck.privateKey")}: must be the PEM contents of an Apple .p8 (EC P-256) key`,
+  ]);
 }
 
 /**

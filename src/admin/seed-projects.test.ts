@@ -347,6 +347,39 @@ describe("projects as code (SLUICE_CONFIG_FILE)", () => {
     expect(await admin.listProjects()).toEqual([]);
   });
 
+  it("lists at most 50 problems of an entry, and how many more it has, as the admin API does", async () => {
+    const required = Array.from({ length: 40_000 }, (_, index) => `p${index}`);
+    const outputSchema = { type: "object", properties: {}, required, additionalProperties: false };
+    const path = file("many-problems.json", {
+      projects: [{ id: "many", name: "Many", provider: "provider-a", outputSchema }],
+    });
+    const error = (await readProjectsFile(path).catch((caught: unknown) => caught)) as Error;
+    const listed = [
+      "the output schema must be at most 65536 bytes of JSON (UTF-8)",
+      ...required
+        .slice(0, 49)
+        .map(
+          (name, index) =>
+            `#/required/${index}: "${name}" is not among the properties and additionalProperties is false, so no answer can have it`,
+        ),
+    ];
+    expect(error.message).toBe(
+      `SLUICE_CONFIG_FILE ${path}: project "many": The output schema is invalid: ${listed.join("; ")}; and 39951 more problems`,
+    );
+  });
+
+  it("names at most 50 refused entries, and how many more there are", async () => {
+    const projects = Array.from({ length: 60 }, (_, index) => ({ id: `bad-${index}`, model: "../evil" }));
+    const path = file("many-refused.json", { projects });
+    const error = (await readProjectsFile(path).catch((caught: unknown) => caught)) as Error;
+    const named = projects
+      .slice(0, 50)
+      .map(({ id }, index) => `project "${id}": Invalid project: projects.${index}.model: ${modelNameRule}`);
+    expect(error.message).toBe(
+      `SLUICE_CONFIG_FILE ${path}: ${named.join("; ")}; and 10 more projects refused`,
+    );
+  });
+
   it("checks each entry's fields and values while reading the file, before any database, naming each refused one", async () => {
     const path = file("bad-fields.json", {
       projects: [

@@ -1,7 +1,7 @@
 import { readFileSync } from "node:fs";
 import { isDeepStrictEqual } from "node:util";
 import { z } from "zod";
-import { isGatewayError } from "../errors.js";
+import { isGatewayError, listedProblems, maxProblemsListed } from "../errors.js";
 import { fileNameShown, isFileContents, unreadableReason } from "../file-name-shown.js";
 import { repeatedMemberProblems } from "../json-repeated-members.js";
 import { jsonSyntaxProblem } from "../json-syntax.js";
@@ -79,9 +79,11 @@ export async function readProjectsFile(file: string): Promise<ProjectsFile> {
   const result = seedFile.safeParse(content);
   if (!result.success) {
     throw invalid(
-      result.error.issues
-        .map((issue) => `${issue.path.join(".") || "(file)"}: ${problemText(issue, content)}`)
-        .join("; "),
+      listedProblems(
+        result.error.issues.map(
+          (issue) => `${issue.path.join(".") || "(file)"}: ${problemText(issue, content)}`,
+        ),
+      ).text,
     );
   }
   const refused: Refusal[] = [];
@@ -150,8 +152,15 @@ function placeIn(index: number): (path: string) => string {
   return (path) => (path ? `projects.${index}.${path}` : `projects.${index}`);
 }
 
+/**
+ * The refused entries, each with its error (whose problems listedProblems cut already), at most
+ * maxProblemsListed of them: a file may hold thousands.
+ */
 function refusedEntries(file: string, refused: readonly Refusal[]): Error {
-  const reasons = refused.map(({ id, error }) => `project ${JSON.stringify(id)}: ${error.message}`);
+  const named = refused.slice(0, maxProblemsListed);
+  const reasons = named.map(({ id, error }) => `project ${JSON.stringify(id)}: ${error.message}`);
+  const more = refused.length - named.length;
+  if (more > 0) reasons.push(`and ${more} more projects refused`);
   return new Error(`SLUICE_CONFIG_FILE ${file}: ${reasons.join("; ")}`, { cause: refused[0]?.error });
 }
 

@@ -1,4 +1,5 @@
 import type { z } from "zod";
+import { listedProblems } from "../errors.js";
 import { UsageError } from "./usage-error.js";
 
 /**
@@ -20,7 +21,7 @@ export function checkInput(
     const missing = path !== "" && valueAt(input, issue.path) === undefined;
     return `${path ? flagOf(path) : "(flags)"}: ${missing ? "is required" : issue.message}`;
   });
-  throw new UsageError(`Invalid ${what}: ${problems.join("; ")}`);
+  throw new UsageError(`Invalid ${what}: ${listedProblems(problems).text}`);
 }
 
 function valueAt(input: unknown, path: readonly PropertyKey[]): unknown {

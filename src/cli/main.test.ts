@@ -449,6 +449,31 @@ describe("sluice CLI", () => {
     );
   });
 
+  it("lists at most 50 problems of an output schema, and how many more it has, as the admin API does", async () => {
+    const schemaFile = join(dataDir, "many-problems.json");
+    const required = Array.from({ length: 40_000 }, (_, index) => `p${index}`);
+    writeFileSync(
+      schemaFile,
+      JSON.stringify({ type: "object", properties: {}, required, additionalProperties: false }),
+    );
+    const result = await cliWithoutDatabase(
+      "projects",
+      "create",
+      "--name",
+      "Many",
+      "--provider",
+      "provider-a",
+      "--output-schema",
+      schemaFile,
+    );
+    expect(result.code).toBe(2);
+    const said = result.err.split("\n")[0] as string;
+    expect(said.length).toBeLessThan(16 * 1024);
+    expect(said).toMatch(
+      /^error: The output schema is invalid: the output schema must be at most 65536 bytes of JSON \(UTF-8\); #\/required\/0: "p0" .*; #\/required\/48: "p48" [^;]*; and 39951 more problems$/,
+    );
+  });
+
   it("names the flags, not the fields, in the rules the admin use case checks", async () => {
     const keyFile = join(dataDir, "not-a-key.p8");
     writeFileSync(keyFile, "-----BEGIN PRIVATE KEY-----\nnot a key\n-----END PRIVATE KEY-----\n");

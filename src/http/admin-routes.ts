@@ -1,9 +1,10 @@
 import { createHash, timingSafeEqual } from "node:crypto";
+import type { HTTPMethod } from "find-my-way";
 import type { ProjectAdmin } from "../admin/project-admin.js";
 import { shownParameterName } from "../admin/shown-parameter-name.js";
 import type { AuthThrottle } from "../auth/authenticate.js";
 import { repeatedCredentialHeaderError } from "../auth/repeated-credential-header.js";
-import { GatewayError } from "../errors.js";
+import { GatewayError, problemsError } from "../errors.js";
 import { repeatedMemberProblems } from "../json-repeated-members.js";
 import { throttled } from "../rate-limit/auth-throttle.js";
 import type { JsonShapeLimits } from "./json-shape.js";
@@ -70,8 +71,16 @@ export function registerAdminRoutes(router: Router, deps: AdminRouteDeps): void 
     await admin.requireNoFields(parseAdminBody(body));
   };
   const id = (context: RequestContext, name = "projectId") => context.params[name] ?? "";
+  // Each admin route is reached by its own path alone (RouteOptions.exactPath): a key's
+  // `DELETE …/keys/..`, which the client resolves to `…/projects/p/`, must not delete the project.
+  const exact = {
+    on(method: HTTPMethod, path: string, handler: Handler) {
+      router.on(method, path, handler, { exactPath: true });
+      return this;
+    },
+  };
 
-  router
+  exact
     .on(
       "POST",
       "/admin/v1/projects",
@@ -177,9 +186,7 @@ function parseAdminBody(body: Buffer): Record<string, unknown> {
   const value = parseJsonObject(body, adminBodyBounds);
   const problems = repeatedMemberProblems(body);
   if (problems.length === 0) return value;
-  throw new GatewayError("BAD_REQUEST", `Invalid request body: ${problems.join("; ")}`, {
-    details: { problems },
-  });
+  throw problemsError("BAD_REQUEST", "Invalid request body", problems);
 }
 
 /**
@@ -198,7 +205,7 @@ function requireNoQuery(query: string): void {
   const problems = names.map(
     (name) => `${shownParameterName(name)}: unknown parameter (this route takes none)`,
   );
-  throw new GatewayError("BAD_REQUEST", `Invalid query: ${problems.join("; ")}`, { details: { problems } });
+  throw problemsError("BAD_REQUEST", "Invalid query", problems);
 }
 
 /** The query string as fields; a repeated parameter stays a list, which the input schema refuses. */

@@ -35,6 +35,19 @@ export interface RouteOptions {
    * (the proxies: Node then skips its per-header bookkeeping). Errors still get the id.
    */
   writesOwnHeaders?: boolean;
+  /**
+   * Only the route's own path reaches it: a trailing slash or an empty segment (`//`) is no route
+   * (404) rather than ignored. For the admin API, whose DELETE of a key was a DELETE of the project
+   * once a client had resolved `keys/..` to `/admin/v1/projects/p/` (curl and fetch both do).
+   */
+  exactPath?: boolean;
+}
+
+interface Stored {
+  handler: Handler;
+  route: string;
+  writesOwnHeaders: boolean;
+  exactPath: boolean;
 }
 
 export type Lookup =
@@ -46,7 +59,8 @@ export type Lookup =
       writesOwnHeaders: boolean;
     }
   | { kind: "method-not-allowed"; allowed: string[] }
-  | { kind: "not-found" }
+  /** `inexactFor`: the exactPath route the path would reach without its trailing or doubled slash. */
+  | { kind: "not-found"; inexactFor?: string }
   /** The path's percent-encoding does not decode (`%zz`, or bytes that are not UTF-8). */
   | { kind: "bad-path" };
 
@@ -67,22 +81,21 @@ export class Router {
   on(method: HTTPMethod | HTTPMethod[], path: string, handler: Handler, options: RouteOptions = {}): this {
     const given = Array.isArray(method) ? method : [method];
     const all = given.includes("GET") && !given.includes("HEAD") ? [...given, "HEAD" as const] : given;
-    this.tree.on(all, path, () => {}, {
+    const stored: Stored = {
       handler,
       route: path,
       writesOwnHeaders: options.writesOwnHeaders === true,
-    });
+      exactPath: options.exactPath === true,
+    };
+    this.tree.on(all, path, () => {}, stored);
     return this;
   }
 
   find(method: string, path: string): Lookup {
     const found = this.tree.find(method as HTTPMethod, path);
     if (found) {
-      const { handler, route, writesOwnHeaders } = found.store as {
-        handler: Handler;
-        route: string;
-        writesOwnHeaders: boolean;
-      };
+      const { handler, route, writesOwnHeaders, exactPath } = found.store as Stored;
+      if (exactPath && !exactly(path)) return { kind: "not-found", inexactFor: route };
       return {
         kind: "found",
         handler,
@@ -91,7 +104,7 @@ export class Router {
         writesOwnHeaders,
       };
     }
-    const allowed = methods.filter((other) => other !== method && this.tree.find(other, path));
+    const allowed = methods.filter((other) => other !== method && this.answers(other, path));
     if (allowed.length > 0) return { kind: "method-not-allowed", allowed };
     // find-my-way matches nothing when the path does not decode, existing route or not.
     return decodes(path) ? { kind: "not-found" } : { kind: "bad-path" };
@@ -99,8 +112,21 @@ export class Router {
 
   /** Every method `path` answers (empty: no such route). */
   methodsOf(path: string): HTTPMethod[] {
-    return methods.filter((method) => this.tree.find(method, path));
+    return methods.filter((method) => this.answers(method, path));
   }
+
+  private answers(method: HTTPMethod, path: string): boolean {
+    const found = this.tree.find(method, path);
+    return found !== null && (!(found.store as Stored).exactPath || exactly(path));
+  }
+}
+
+/**
+ * `path` is an exactPath route's own: find-my-way ignores a trailing slash (ignoreTrailingSlash) and
+ * lets a parameter match an empty segment, so `/admin/v1/projects/p/` and `…/projects//keys` match.
+ */
+function exactly(path: string): boolean {
+  return !path.endsWith("/") && !path.includes("//");
 }
 
 function decodes(path: string): boolean {

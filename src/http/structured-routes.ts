@@ -1,4 +1,4 @@
-import { GatewayError } from "../errors.js";
+import { GatewayError, problemsError } from "../errors.js";
 import type { SchemaRefusalLog } from "../observability/schema-refusal-log.js";
 import type { AiSdkModels } from "../providers/ai-sdk-provider.js";
 import type { ProviderId } from "../providers/provider-id.js";
@@ -112,10 +112,11 @@ function usableSchema(
   }
   const problems = checkOutputSchema(project.outputSchema, provider, model);
   if (problems.length > 0) {
-    throw new GatewayError(
+    throw problemsError(
       "VALIDATION_ERROR",
-      `The project's output schema is invalid for ${provider} on ${structuredRoutes[kind]} (model ${model}): ${problems.join("; ")}`,
-      { details: { problems, provider } },
+      `The project's output schema is invalid for ${provider} on ${structuredRoutes[kind]} (model ${model})`,
+      problems,
+      { provider },
     );
   }
   return project.outputSchema;

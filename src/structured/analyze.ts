@@ -1,5 +1,5 @@
 import type { ModelMessage } from "ai";
-import { GatewayError } from "../errors.js";
+import { GatewayError, listedProblems } from "../errors.js";
 import { deadlineSignal } from "../net/deadline-signal.js";
 import type { AiSdkModels } from "../providers/ai-sdk-provider.js";
 import type { ProviderId } from "../providers/provider-id.js";
@@ -137,9 +137,11 @@ export async function analyze(models: AiSdkModels, request: AnalysisRequest): Pr
       // An empty answer is not sent back: provider B refuses a conversation with an empty text block.
       const answered = outcome.text?.trim() ? outcome.text : null;
       if (answered) messages.push({ role: "assistant", content: answered });
+      // The mismatches listed as a refusal lists its problems (at most 50, and how many more): Ajv
+      // names every one, and an answer of many wrong items made a prompt many times its size.
       messages.push({
         role: "user",
-        content: `${answered ? "That answer" : "Your answer was empty, which"} does not match the JSON Schema (${outcome.problems.join("; ")}). Answer again with only a JSON object that matches it.`,
+        content: `${answered ? "That answer" : "Your answer was empty, which"} does not match the JSON Schema (${listedProblems(outcome.problems).text}). Answer again with only a JSON object that matches it.`,
       });
     }
     return {

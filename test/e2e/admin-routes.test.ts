@@ -124,6 +124,61 @@ describe("admin routes", () => {
     expect(custom.status).toBe(200);
   });
 
+  /** A closed object schema that requires each of `names`, none among its properties. */
+  const requiringUnlisted = (names: string[]) => ({
+    name: "Many",
+    provider: "provider-a",
+    outputSchema: { type: "object", properties: {}, required: names, additionalProperties: false },
+  });
+  const postProject = (body: unknown) =>
+    fetch(`${sluice.url}/admin/v1/projects`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${adminToken}`, "content-type": "application/json" },
+      body: JSON.stringify(body),
+    });
+
+  it("lists at most 50 problems in one 422 and says how many more there were, so its size stays bounded", async () => {
+    // 39,990 names no answer can have, and the schema over its 65,536 bytes: 39,991 problems, which
+    // were each listed twice (message and details), a 9.4 MB answer to a 349 KB body.
+    const names = Array.from({ length: 39_990 }, (_, index) => `p${index}`);
+    const response = await postProject(requiringUnlisted(names));
+    expect(response.status).toBe(422);
+    const text = await response.text();
+    expect(text.length).toBeLessThan(32 * 1024);
+    const { error } = JSON.parse(text) as {
+      error: { code: string; message: string; details: { problems: string[]; moreProblems: number } };
+    };
+    const listed = [
+      "the output schema must be at most 65536 bytes of JSON (UTF-8)",
+      ...names
+        .slice(0, 49)
+        .map(
+          (name, index) =>
+            `#/required/${index}: "${name}" is not among the properties and additionalProperties is false, so no answer can have it`,
+        ),
+    ];
+    expect(error).toMatchObject({
+      code: "VALIDATION_ERROR",
+      details: { problems: listed, moreProblems: 39_941 },
+    });
+    expect(error.message).toBe(`The output schema is invalid: ${listed.join("; ")}; and 39941 more problems`);
+  });
+
+  it("cuts a problem that quotes a long value of the input to its start and end, where and why", async () => {
+    const response = await postProject(requiringUnlisted(["n".repeat(30_000)]));
+    expect(response.status).toBe(422);
+    const text = await response.text();
+    expect(text.length).toBeLessThan(2 * 1024);
+    const { error } = JSON.parse(text) as { error: { message: string; details: { problems: string[] } } };
+    const [problem] = error.details.problems as [string];
+    expect(error.details.problems).toHaveLength(1);
+    expect(problem).toMatch(
+      /^#\/required\/0: "n+…n+" is not among the properties and additionalProperties is false, so no answer can have it$/,
+    );
+    expect(problem.length).toBe(400);
+    expect(error.message).toBe(`The output schema is invalid: ${problem}`);
+  });
+
   it("answers a rule across fields and a .p8 that is no key with 422 and details.problems naming the fields", async () => {
     const post = async (body: unknown) => {
       const response = await fetch(`${sluice.url}/admin/v1/projects`, {
