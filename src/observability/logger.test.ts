@@ -275,6 +275,25 @@ describe("log redaction", () => {
     ]);
   });
 
+  // A client writes the path the access line logs (up to Node's 16 KiB of head). The URL password
+  // pattern once tried a scheme at every word start and ran each to the end of the text: 16 KiB of
+  // `a.` behind a `://@` cost ~100-350 ms of the event loop per line, quadratic in the length.
+  it("redacts a long text built to make the URL patterns backtrack in linear time", () => {
+    const { logger, records } = capture("debug");
+    const crafted = [
+      `/x://@${"a.".repeat(16_000)}`,
+      `/@://${"sk-".repeat(10_000)}`,
+      `/a.b.c://u:${"x-".repeat(16_000)}`,
+      `/?${"a&".repeat(16_000)}=@://`,
+    ];
+    const started = performance.now();
+    for (const path of crafted) logger.debug({ path }, "request");
+    expect(performance.now() - started).toBeLessThan(100);
+    // Still redacted where they hold a URL's password.
+    logger.warn({ path: `/${"a.".repeat(100)}postgres://u:pw-secret-1@db/x` }, "request");
+    expect(records().at(-1).path).toBe(`/${"a.".repeat(100)}postgres://u:[redacted]@db/x`);
+  });
+
   it("leaves a record without secrets as it is, without copying it", () => {
     const record = { requestId: "req_1", route: "/v1/text", status: 200, nested: { tokens: 12 } };
     expect(redactSecrets(record)).toBe(record);
