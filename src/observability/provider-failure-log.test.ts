@@ -175,6 +175,26 @@ describe("provider failure log", () => {
     });
   });
 
+  // A validation error quotes the provider's whole answer, which the query cut reads before the
+  // quote is cut: a pattern tried at every word start (or every `://`) and run to the text's end
+  // was quadratic in its length (~1.5 s of the event loop for 100,000 characters of `a.://`).
+  it("cuts queries in a long message made to make the URL pattern backtrack, in linear time", () => {
+    const answer = "a.://".repeat(20_000);
+    const validation = Object.assign(new Error(`Type validation failed: Value: ${answer}`), {
+      name: "AI_TypeValidationError",
+    });
+    const started = performance.now();
+    expect(providerFailureFacts("provider-a", validation).cause).toBe("Type validation failed: Value: [cut]");
+    expect(providerFailureFacts("provider-a", new Error(`${"x://y ".repeat(5)}${answer}`)).cause).toBe(
+      `${"x://y ".repeat(5)}${answer}`.slice(0, 300),
+    );
+    // Far above the few milliseconds a linear reading takes, far below the quadratic one's seconds.
+    expect(performance.now() - started).toBeLessThan(500);
+    expect(providerFailureFacts("provider-a", new Error("a b=https://h/x?key=k c#d e")).cause).toBe(
+      "a b=https://h/x?[cut] c#d e",
+    );
+  });
+
   it("names fetch's refusal of a WHATWG bad port (FETCH_BAD_PORT), which undici gives no code", async () => {
     const { fetch } = await import("undici");
     const refused = await fetch("http://127.0.0.1:6000/v1/responses").catch((error: unknown) => error);

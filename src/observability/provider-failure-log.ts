@@ -183,7 +183,17 @@ function withoutProviderText(error: Error | undefined, message: string): string 
   return message.replace(/\b(Text|Value): [\s\S]*?(?=\.\nError message:|$)/g, "$1: [cut]");
 }
 
-/** The message with every URL's query and fragment cut. */
+/**
+ * The message with every URL's query and fragment cut: in each run of text without whitespace that
+ * holds a `://`, what follows the first `?` or `#` after it. Read word by word, not by one pattern
+ * over the message: a pattern tried at each scheme (or each `://`) and run to the word's end read a
+ * validation error's quote of the provider's answer once per `://` in it, quadratic in its length.
+ */
 function withoutQueries(message: string): string {
-  return message.replace(/(\b[a-z][a-z0-9+.-]*:\/\/[^\s?#]*)[?#][^\s]*/gi, "$1?[cut]");
+  return message.replace(/\S+/g, (word) => {
+    const url = word.indexOf("://");
+    if (url < 0) return word;
+    const query = word.slice(url + 3).search(/[?#]/);
+    return query < 0 ? word : `${word.slice(0, url + 3 + query)}?[cut]`;
+  });
 }
