@@ -118,6 +118,7 @@ describe("admission", () => {
           waits.push(wait);
           return 0;
         },
+        hold: () => () => {},
       } as unknown as SpendGuard,
       recorder: { record: () => {} } as unknown as UsageRecorder,
       metrics: createMetrics({ collectDefaults: false }),
@@ -525,6 +526,7 @@ describe("the kind of a usage row", () => {
       spend: {
         add: () => {},
         monthToDate: fields.monthToDate ?? (async () => 0),
+        hold: () => () => {},
       } as unknown as SpendGuard,
       recorder: {
         record: (row: UsageRecord, kind = "call") => kinds.push([row.status, row.error_code, kind]),

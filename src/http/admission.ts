@@ -217,6 +217,8 @@ export function createAdmission(deps: AdmissionDeps) {
     let written = false;
     /** Whether this call is in `unrecorded` (from its admission to its row). */
     let counted = false;
+    /** Gives back the call's place among its project's calls in flight under the cap (`spend.hold`). */
+    let release: (() => void) | undefined;
     const write = (
       base: { projectId: string; keyId: string | null; method: AuthMethod | null },
       report: CallReport,
@@ -257,6 +259,7 @@ export function createAdmission(deps: AdmissionDeps) {
       );
       if (report.provider) countUsage(report.provider, report.usage ?? null, report.costUsd);
       if (report.costUsd) deps.spend.add(base.projectId, report.costUsd, now);
+      release?.();
       const run = report.backgroundRun;
       if (run && report.provider && recordedRuns.add(run.rowId))
         recordRun(context, options, base, report.provider, run);
@@ -387,11 +390,18 @@ export function createAdmission(deps: AdmissionDeps) {
         return limits instanceof Promise ? limits.then(admitted).catch(refuse) : admitted(limits);
       }
       // The spend cap first: a request it refuses (or cannot decide) is counted by no limit, with
-      // nothing to give back.
+      // nothing to give back. A place among the calls in flight is held from the check on (so
+      // requests at once see each other), and given back when the limits refuse the call.
       return (async () => {
-        await checkSpend(deps, auth.project, capUsd, reloadWait);
-        const limits = deps.limiter.consumeAll(requests);
-        return admitted(limits instanceof Promise ? await limits : limits);
+        const spent = await checkSpend(deps, auth.project, capUsd, reloadWait);
+        release = holdUnderCap(deps, auth.project, capUsd, spent);
+        try {
+          const limits = deps.limiter.consumeAll(requests);
+          return admitted(limits instanceof Promise ? await limits : limits);
+        } catch (error) {
+          release();
+          throw error;
+        }
       })().catch(refuse);
     } catch (error) {
       return refuse(error);
@@ -456,7 +466,13 @@ function applyLimits(decisions: readonly RateLimitDecision[]): Record<string, st
   return headers;
 }
 
-async function checkSpend(deps: AdmissionDeps, project: Project, capUsd: number, reloadWait: ReloadWait) {
+/** The month's spend, checked against the cap (403 once it reached it). */
+async function checkSpend(
+  deps: AdmissionDeps,
+  project: Project,
+  capUsd: number,
+  reloadWait: ReloadWait,
+): Promise<number> {
   let spent: number;
   try {
     spent = await deps.spend.monthToDate(project.id, project.createdAt, reloadWait);
@@ -475,4 +491,20 @@ async function checkSpend(deps: AdmissionDeps, project: Project, capUsd: number,
       `This project reached its monthly spend cap of ${capUsd} USD; it resets on the 1st (UTC) or when an admin raises it`,
     );
   }
+  return spent;
+}
+
+/**
+ * A place among the project's calls in flight on this instance (`SpendGuard.hold`), or a 429 when
+ * those, each at the largest cost of one call seen this month, would take the month to its cap: a
+ * call sent when they end is admitted if they left room.
+ */
+function holdUnderCap(deps: AdmissionDeps, project: Project, capUsd: number, spent: number): () => void {
+  const release = deps.spend.hold(project.id, capUsd, spent);
+  if (release) return release;
+  throw new GatewayError(
+    "TOO_MANY_REQUESTS",
+    `This project's calls in flight may reach its monthly spend cap of ${capUsd} USD; retry when they end`,
+    { headers: { "retry-after": "1" } },
+  );
 }

@@ -35,6 +35,10 @@ interface MonthSpend {
   unread: number;
   /** The part of `unread` whose rows have been written since: the next read to begin holds them. */
   written: number;
+  /** Calls admitted on this instance under the cap whose cost is not known yet (`hold`). */
+  inFlight: number;
+  /** The largest cost of one call this instance recorded for the project this month (`add`). */
+  largestCall: number;
   /** The read in flight, shared by every request that finds the figure stale meanwhile. */
   loading?: Promise<void> | undefined;
   /** The same read as the requests that have a figure wait for it: `reloadWaitMs` at most, then none. */
@@ -64,8 +68,9 @@ export function createSpendGuard(deps: {
   const maxProjects = deps.maxProjects ?? 10_000;
   const cache = new Map<string, MonthSpend>();
   /**
-   * The held figures that hold nothing this instance alone knows (no read in flight, and no cost but
-   * those whose rows are written, which a read that begins now sees), the longest so first. They are
+   * The held figures that hold nothing this instance alone knows (no read in flight, no call in
+   * flight, and no cost but those whose rows are written, which a read that begins now sees), the
+   * longest so first. They are
    * linked through themselves, so that making room, and listing a figure or taking it off as its
    * costs and reads come and go, costs the same however many are held: through an outage none may
    * go, and each new project must not look over all of them again to find that out.
@@ -80,6 +85,7 @@ export function createSpendGuard(deps: {
     const may =
       cache.get(entry.projectId) === entry &&
       entry.loading === undefined &&
+      entry.inFlight === 0 &&
       Math.abs(entry.unread - entry.written) < negligibleUsd;
     if (may === entry.mayGo) return;
     entry.mayGo = may;
@@ -100,8 +106,8 @@ export function createSpendGuard(deps: {
 
   /**
    * Lets go of the figures that may go, the longest so first, until the cache has room: read again,
-   * they cost one database read, which holds their costs. Figures with unwritten costs stay, however
-   * many.
+   * they cost one database read, which holds their costs. Figures with unwritten costs or calls in
+   * flight stay, however many.
    */
   function makeRoom(): void {
     while (cache.size >= maxProjects && mayGo.oldest) {
@@ -134,6 +140,8 @@ export function createSpendGuard(deps: {
         base: 0,
         unread: 0,
         written: 0,
+        inFlight: 0,
+        largestCall: 0,
         mayGo: false,
       };
       if (!replaced) makeRoom();
@@ -235,7 +243,31 @@ export function createSpendGuard(deps: {
       if (held && at.getTime() < held.from) return;
       const entry = monthOf(projectId, at);
       entry.unread += usd;
+      if (usd > entry.largestCall) entry.largestCall = usd;
       relist(entry);
+    },
+    /**
+     * Holds a place for a call of a project with a cap, `spentUsd` (`monthToDate`, just read) below
+     * it, until the call's cost is recorded (`add`) and the returned release is called: or nothing,
+     * the call not admitted, when the calls already in flight on this instance, each counted at the
+     * largest cost of one call recorded here this month, would take the month to the cap. A call's
+     * cost is known only when it ends: without this, any number of calls sent at once just under the
+     * cap were all admitted. Before a cost is recorded here this month, nothing is counted for them.
+     * Compared in billionths of a dollar, as the cap is.
+     */
+    hold(projectId: string, capUsd: number, spentUsd: number): (() => void) | undefined {
+      const entry = monthOf(projectId, deps.now());
+      if (Math.round((spentUsd + entry.inFlight * entry.largestCall) * 1e9) >= Math.round(capUsd * 1e9))
+        return undefined;
+      entry.inFlight++;
+      relist(entry);
+      let held = true;
+      return () => {
+        if (!held) return;
+        held = false;
+        entry.inFlight--;
+        relist(entry);
+      };
     },
     /**
      * Usage rows now in the database (the usage recorder's `onWritten`): the next read counts

@@ -258,6 +258,29 @@ describe("spend guard", () => {
     for (let index = 0; index < 150; index++) expect(await guard.monthToDate(`p${index}`)).toBe(1);
   });
 
+  it("holds calls in flight at the largest cost seen, and keeps the figure of a project with calls in flight", async () => {
+    const now = new Date("2026-11-15T00:00:00.000Z");
+    const guard = createSpendGuard({ usage: fakeUsageRepository(), now: () => now, maxProjects: 2 });
+    // No cost seen yet this month: calls in flight count for nothing.
+    const first = guard.hold("busy", 10, 0);
+    expect(first).toBeTypeOf("function");
+    guard.add("busy", 4);
+    first?.();
+    // Its row is written: the figure holds nothing this instance alone knows but its calls in flight.
+    guard.written([usageRow("r1", { project_id: "busy", cost_usd: 4, created_at: now.toISOString() })]);
+    // 4 spent, each call in flight counted at 4: the second held takes the month to 12, over 10.
+    const held = [guard.hold("busy", 10, 4), guard.hold("busy", 10, 4), guard.hold("busy", 10, 4)];
+    expect(held.map((release) => typeof release)).toEqual(["function", "function", "undefined"]);
+    // Other projects come and go meanwhile: the busy figure, its calls in flight with it, stays.
+    for (let index = 0; index < 10; index++) expect(await guard.monthToDate(`other${index}`)).toBe(0);
+    expect(guard.hold("busy", 10, 4)).toBeUndefined();
+    // A release counts once, however often it is called.
+    held[0]?.();
+    held[0]?.();
+    expect(guard.hold("busy", 10, 4)).toBeTypeOf("function");
+    expect(guard.hold("busy", 10, 4)).toBeUndefined();
+  });
+
   it("counts costs recorded before the project's first check (a cap set while its rows are queued)", async () => {
     const guard = createSpendGuard({
       usage: fakeUsageRepository(),

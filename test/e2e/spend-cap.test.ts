@@ -125,4 +125,50 @@ describe("monthly spend cap", () => {
     expect(await calls(message)).toEqual([200, 403, 403]);
     fake.setUsage({ advisor: undefined } as Partial<FakeUsage>);
   });
+
+  // A client that sends many calls at once while its project is just under the cap: before, every
+  // one was admitted (the cost of a call is known only when it ends), 20 calls of 12.50 USD on a
+  // 13 USD cap, and 200 or 1000 at once as readily.
+  it("admits calls at once only while those in flight, each at the largest cost seen, leave room under the cap", async () => {
+    fake.setUsage({ input: 1_000_000, output: 1_000_000, cached: 0, reasoning: 0 });
+    const project = await createTestProject(sluice.gateway, { monthlySpendCapUsd: 30 });
+    const first = await chat(project);
+    await first.arrayBuffer();
+    expect(first.status).toBe(200);
+    // 12.50 USD spent, calls of 1.25 now, each in flight counted at 12.50 (the largest seen): the
+    // first is admitted (12.50 spent), the second too (12.50 + 12.50 in flight), not a third (37.50).
+    fake.setUsage({ input: 100_000, output: 100_000 });
+    fake.setLatencyMs(300);
+    const before = fake.requests.length;
+    try {
+      const burst = await Promise.all(
+        Array.from({ length: 20 }, async () => {
+          const response = await chat(project);
+          await response.arrayBuffer();
+          return response;
+        }),
+      );
+      const statuses = burst.map((response) => response.status);
+      expect(statuses.filter((status) => status === 200)).toHaveLength(2);
+      expect(statuses.filter((status) => status === 429)).toHaveLength(18);
+      expect(fake.requests.length - before).toBe(2);
+      const refused = burst.find((response) => response.status === 429)!;
+      expect(refused.headers.get("retry-after")).toBe("1");
+      expect(await usageRowOf(sluice.gateway, refused)).toMatchObject({
+        status: 429,
+        error_code: "TOO_MANY_REQUESTS",
+      });
+    } finally {
+      fake.setLatencyMs(0);
+    }
+    // Both ended (15 USD spent): calls are admitted again, one after another up to the cap.
+    const after = [];
+    for (let index = 0; index < 14; index++) {
+      const response = await chat(project);
+      await response.arrayBuffer();
+      after.push(response.status);
+    }
+    // 15 + 12 x 1.25 = 30: the cap.
+    expect(after).toEqual([...Array(12).fill(200), 403, 403]);
+  });
 });
