@@ -1,6 +1,6 @@
 import type { IncomingMessage, ServerResponse } from "node:http";
 import { describe, expect, it, vi } from "vitest";
-import { fakeUsageRepository } from "../../test/support/fake-usage-repository.js";
+import { fakeUsageRepository, spendOf } from "../../test/support/fake-usage-repository.js";
 import type { AuthResult } from "../auth/authenticate.js";
 import { GatewayError } from "../errors.js";
 import { createMetrics } from "../observability/metrics.js";
@@ -154,9 +154,7 @@ describe("admission", () => {
     const spend = createSpendGuard({
       usage: fakeUsageRepository({
         spendSince: async (projectId, from) =>
-          stored
-            .filter((row) => row.project_id === projectId && row.created_at >= from)
-            .reduce((sum, row) => sum + (row.cost_usd ?? 0), 0),
+          spendOf(stored.filter((row) => row.project_id === projectId && row.created_at >= from)),
       }),
       now: () => clock,
     });

@@ -219,7 +219,7 @@ for (const engine of storageEngines) {
         ["proxy", 2],
         ["text", 1],
       ]);
-      expect(await records.spendSince("p1", "2026-11-03T00:00:00.000Z")).toBeCloseTo(0.5, 9);
+      expect((await records.spendSince("p1", "2026-11-03T00:00:00.000Z")).totalUsd).toBeCloseTo(0.5, 9);
     });
 
     it("reports from `from` included to `to` excluded, and counts spend from `from` included", async () => {
@@ -234,7 +234,38 @@ for (const engine of storageEngines) {
       ]);
       const report = await records.report({ projectId: "bounds", from, to, groupBy: "endpoint" });
       expect(report.map((row) => [row.requests, row.costUsd])).toEqual([[2, 3]]);
-      expect(await records.spendSince("bounds", from)).toBeCloseTo(103, 9);
+      expect((await records.spendSince("bounds", from)).totalUsd).toBeCloseTo(103, 9);
+    });
+
+    // The spend cap counts each call in flight at the largest cost of one call of the month: a
+    // gateway just started reads it with the month's spend, in the same statement.
+    it("reads with the spend the largest cost of one of the project's rows since `from`", async () => {
+      const records = createUsageRepository(database.db, database.sqlite);
+      const from = "2026-11-01T00:00:00.000Z";
+      expect(await records.spendSince("largest", from)).toEqual({ totalUsd: 0, largestUsd: 0 });
+      await records.insertBatch([
+        usage("l-before", { project_id: "largest", created_at: "2026-10-31T23:59:59.999Z", cost_usd: 50 }),
+        usage("l-other", {
+          project_id: "largest-other",
+          created_at: "2026-11-10T00:00:00.000Z",
+          cost_usd: 40,
+        }),
+        usage("l-unpriced", {
+          project_id: "largest",
+          created_at: "2026-11-12T00:00:00.000Z",
+          cost_usd: null,
+        }),
+      ]);
+      // Rows, but no known cost: none.
+      expect(await records.spendSince("largest", from)).toEqual({ totalUsd: 0, largestUsd: 0 });
+      await records.insertBatch([
+        usage("l-small", { project_id: "largest", created_at: from, cost_usd: 0.25 }),
+        usage("l-large", { project_id: "largest", created_at: "2026-11-15T00:00:00.000Z", cost_usd: 12.5 }),
+        usage("l-middle", { project_id: "largest", created_at: "2026-11-20T00:00:00.000Z", cost_usd: 3 }),
+      ]);
+      const read = await records.spendSince("largest", from);
+      expect(read.totalUsd).toBeCloseTo(15.75, 9);
+      expect(read.largestUsd).toBe(12.5);
     });
 
     it("counts as unpriced the calls that went through (ok or cut short) without a known cost, not errors", async () => {

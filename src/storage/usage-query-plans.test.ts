@@ -15,7 +15,7 @@ import { pruneQuery, reportQuery, spendQuery } from "./usage-repository.js";
 /** The queries, compiled as the code runs them, with the index each must use. */
 const queries = (db: Kysely<Database>, postgres: boolean) => [
   {
-    name: "the spend guard's month-to-date sum",
+    name: "the spend guard's month-to-date read (sum and largest row)",
     compiled: spendQuery(db, "p7", "2026-11-01T00:00:00.000Z").compile(),
     index: "usage_records_project_time",
   },

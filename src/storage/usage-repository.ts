@@ -30,12 +30,20 @@ export interface UsageQuery {
   groupBy: UsageGroupBy;
 }
 
+/** A project's known spend over a span (`UsageRepository.spendSince`), in USD. */
+export interface SpendSince {
+  /** The known costs summed (0 when none is known). */
+  totalUsd: number;
+  /** The largest known cost of one row (one call), 0 when none is known. */
+  largestUsd: number;
+}
+
 export interface UsageRepository {
   /** Inserts rows; a request id already stored is skipped, so a retried batch never duplicates. */
   insertBatch(rows: readonly UsageRecord[]): Promise<void>;
   report(query: UsageQuery): Promise<UsageReportRow[]>;
-  /** Known spend (USD) of a project since `from` (ISO). */
-  spendSince(projectId: string, from: string): Promise<number>;
+  /** Known spend (USD) of a project since `from` (ISO), and the largest cost of one row in it. */
+  spendSince(projectId: string, from: string): Promise<SpendSince>;
   /** Requests recorded (the rows' `requests` summed: a coalesced row counts all it stands for). */
   count(projectId?: string): Promise<number>;
   /**
@@ -128,7 +136,7 @@ export function createUsageRepository(
     },
     async spendSince(projectId, from) {
       const row = await spendQuery(db, projectId, from).executeTakeFirst();
-      return Number(row?.spend ?? 0);
+      return { totalUsd: Number(row?.spend ?? 0), largestUsd: Number(row?.largest ?? 0) };
     },
     async count(projectId) {
       let query = db.selectFrom("usage_records").select(sql<number>`coalesce(sum(requests), 0)`.as("n"));
@@ -149,11 +157,14 @@ export function createUsageRepository(
  * without bound unless SLUICE_USAGE_RETENTION_DAYS is set.
  */
 
-/** A project's known spend since `from`: the spend guard's month-to-date sum (index on project, time). */
+/**
+ * A project's known spend since `from`, and its largest cost of one row: the spend guard's
+ * month-to-date read (index on project, time). The max reads the rows the sum reads, no others.
+ */
 export function spendQuery(db: Kysely<Database>, projectId: string, from: string) {
   return db
     .selectFrom("usage_records")
-    .select(sql<number | null>`sum(cost_usd)`.as("spend"))
+    .select([sql<number | null>`sum(cost_usd)`.as("spend"), sql<number | null>`max(cost_usd)`.as("largest")])
     .where("project_id", "=", projectId)
     .where("created_at", ">=", from);
 }

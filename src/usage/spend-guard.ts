@@ -27,6 +27,8 @@ interface MonthSpend {
   readAt: number;
   /** The month's spend in the database, as last read. */
   base: number;
+  /** The largest cost of one row of the month in the database, as last read with `base`. */
+  largestRead: number;
   /**
    * Costs recorded on this instance that `base` may not hold: their rows were not yet written when
    * that read began (queued in the usage recorder, held there through a database outage, or
@@ -37,7 +39,10 @@ interface MonthSpend {
   written: number;
   /** Calls admitted on this instance under the cap whose cost is not known yet (`hold`). */
   inFlight: number;
-  /** The largest cost of one call this instance recorded for the project this month (`add`). */
+  /**
+   * The largest cost of one call this instance recorded for the project this month (`add`): its rows
+   * may not be written, nor read back in `largestRead`, yet.
+   */
   largestCall: number;
   /** The read in flight, shared by every request that finds the figure stale meanwhile. */
   loading?: Promise<void> | undefined;
@@ -138,6 +143,7 @@ export function createSpendGuard(deps: {
         until: Date.UTC(at.getUTCFullYear(), at.getUTCMonth() + 1, 1),
         readAt: Number.NEGATIVE_INFINITY,
         base: 0,
+        largestRead: 0,
         unread: 0,
         written: 0,
         inFlight: 0,
@@ -156,6 +162,7 @@ export function createSpendGuard(deps: {
       entry.since = since;
       entry.readAt = Number.NEGATIVE_INFINITY;
       entry.base = 0;
+      entry.largestRead = 0;
     }
     return entry;
   }
@@ -172,11 +179,12 @@ export function createSpendGuard(deps: {
       for (let attempt = 0; ; attempt++) {
         const writtenBefore = entry.written;
         const since = entry.since;
-        const base = await deps.usage.spendSince(projectId, since);
+        const read = await deps.usage.spendSince(projectId, since);
         // A project created again under the id meanwhile: this figure is the old one's; read again.
         if (entry.since !== since) continue;
         if (entry.written !== writtenBefore && attempt < 2) continue;
-        entry.base = base;
+        entry.base = read.totalUsd;
+        entry.largestRead = read.largestUsd;
         entry.unread -= writtenBefore;
         entry.written -= writtenBefore;
         entry.readAt = deps.now().getTime();
@@ -250,14 +258,17 @@ export function createSpendGuard(deps: {
      * Holds a place for a call of a project with a cap, `spentUsd` (`monthToDate`, just read) below
      * it, until the call's cost is recorded (`add`) and the returned release is called: or nothing,
      * the call not admitted, when the calls already in flight on this instance, each counted at the
-     * largest cost of one call recorded here this month, would take the month to the cap. A call's
-     * cost is known only when it ends: without this, any number of calls sent at once just under the
-     * cap were all admitted. Before a cost is recorded here this month, nothing is counted for them.
-     * Compared in billionths of a dollar, as the cap is.
+     * largest cost of one call this month, would take the month to the cap. A call's cost is known
+     * only when it ends: without this, any number of calls sent at once just under the cap were all
+     * admitted. The largest cost is the larger of the largest row the month's read found (so an
+     * instance just started, or another instance's calls, count too) and the largest recorded here
+     * since (`add`); before either knows a cost this month, nothing is counted for them. Compared in
+     * billionths of a dollar, as the cap is.
      */
     hold(projectId: string, capUsd: number, spentUsd: number): (() => void) | undefined {
       const entry = monthOf(projectId, deps.now());
-      if (Math.round((spentUsd + entry.inFlight * entry.largestCall) * 1e9) >= Math.round(capUsd * 1e9))
+      const largest = Math.max(entry.largestRead, entry.largestCall);
+      if (Math.round((spentUsd + entry.inFlight * largest) * 1e9) >= Math.round(capUsd * 1e9))
         return undefined;
       entry.inFlight++;
       relist(entry);

@@ -1,5 +1,10 @@
 import { describe, expect, it } from "vitest";
-import { connectionRefused, fakeUsageRepository } from "../../test/support/fake-usage-repository.js";
+import {
+  connectionRefused,
+  fakeUsageRepository,
+  spendOf,
+  spent,
+} from "../../test/support/fake-usage-repository.js";
 import { usageRow } from "../../test/support/usage-row.js";
 import { type ReloadWait, reloadWaitMs } from "../storage/database-unavailable.js";
 import type { UsageRecord, UsageRepository } from "../storage/usage-repository.js";
@@ -10,7 +15,7 @@ import { createUsageRecorder } from "./usage-recorder.js";
 function pendingSpend() {
   const reads: Array<(spend: number) => void> = [];
   const usage = fakeUsageRepository({
-    spendSince: () => new Promise<number>((resolve) => reads.push(resolve)),
+    spendSince: () => new Promise((resolve) => reads.push((spend) => resolve(spent(spend)))),
   });
   return { usage, reads };
 }
@@ -143,7 +148,7 @@ describe("spend guard", () => {
       spendSince: async () => {
         reads++;
         if (down) throw connectionRefused();
-        return 4;
+        return spent(4);
       },
     });
     let now = new Date("2026-11-15T00:00:00.000Z");
@@ -163,7 +168,7 @@ describe("spend guard", () => {
 
   it("counts a queued row's cost across reads that cannot see it, and once only after it is written", async () => {
     let stored = 0;
-    const usage = fakeUsageRepository({ spendSince: async () => stored });
+    const usage = fakeUsageRepository({ spendSince: async () => spent(stored) });
     let now = new Date("2026-11-15T00:00:00.000Z");
     const guard = createSpendGuard({ usage, now: () => now, refreshMs: 1000 });
     expect(await guard.monthToDate("p1")).toBe(0);
@@ -237,8 +242,7 @@ describe("spend guard", () => {
     const rows: UsageRecord[] = [];
     const usage = fakeUsageRepository({
       async spendSince(projectId) {
-        const costs = rows.filter((row) => row.project_id === projectId);
-        return costs.reduce((sum, row) => sum + (row.cost_usd ?? 0), 0);
+        return spendOf(rows.filter((row) => row.project_id === projectId));
       },
     });
     const now = new Date("2026-11-15T00:00:00.000Z");
@@ -281,6 +285,39 @@ describe("spend guard", () => {
     expect(guard.hold("busy", 10, 4)).toBeUndefined();
   });
 
+  it("holds calls in flight at the largest cost of one row the month's read found, before any recorded here", async () => {
+    let stored = spent(12.5, 12.5);
+    let now = new Date("2026-11-15T00:00:00.000Z");
+    const guard = createSpendGuard({
+      usage: fakeUsageRepository({ spendSince: async () => stored }),
+      now: () => now,
+      refreshMs: 1000,
+    });
+    // Just started: nothing recorded here, the month's rows in the database (one call of 12.50).
+    expect(await guard.monthToDate("p1")).toBe(12.5);
+    const first = guard.hold("p1", 13, 12.5);
+    expect(first).toBeTypeOf("function");
+    expect(guard.hold("p1", 13, 12.5)).toBeUndefined();
+    // A smaller cost recorded here does not lower it; a larger one read later (another instance's) raises it.
+    guard.add("p1", 1);
+    first?.();
+    // 13.50 known, each in flight at 12.50: a third would take the month to 38.50.
+    expect(guard.hold("p1", 38, 13.5)).toBeTypeOf("function");
+    expect(guard.hold("p1", 38, 13.5)).toBeTypeOf("function");
+    expect(guard.hold("p1", 38, 13.5)).toBeUndefined();
+    stored = spent(33.5, 20);
+    now = new Date("2026-11-15T00:00:02.000Z");
+    expect(await guard.monthToDate("p1")).toBe(34.5);
+    // 34.50 known, two in flight at 20: 74.50 with them, 94.50 with a third.
+    expect(guard.hold("p1", 90, 34.5)).toBeTypeOf("function");
+    expect(guard.hold("p1", 90, 34.5)).toBeUndefined();
+    // A project created again under the id: the old one's largest row is not its (1 known, three
+    // in flight at the 1 recorded here: 4, where at 20 they were 61).
+    stored = spent(0);
+    expect(await guard.monthToDate("p1", "2026-11-15T00:00:01.000Z")).toBe(1);
+    expect(guard.hold("p1", 10, 1)).toBeTypeOf("function");
+  });
+
   it("counts costs recorded before the project's first check (a cap set while its rows are queued)", async () => {
     const guard = createSpendGuard({
       usage: fakeUsageRepository(),
@@ -300,8 +337,7 @@ describe("spend guard", () => {
       },
       async spendSince(projectId, from) {
         if (down) throw connectionRefused();
-        const costs = rows.filter((row) => row.project_id === projectId && row.created_at >= from);
-        return costs.reduce((sum, row) => sum + (row.cost_usd ?? 0), 0);
+        return spendOf(rows.filter((row) => row.project_id === projectId && row.created_at >= from));
       },
     });
     let now = new Date("2026-11-15T00:00:00.000Z");
@@ -337,7 +373,7 @@ describe("spend guard", () => {
     const reads: Array<{ from: string; answer: (value: number) => void }> = [];
     const usage = {
       spendSince: (_projectId: string, from: string) =>
-        new Promise<number>((resolve) => reads.push({ from, answer: resolve })),
+        new Promise((resolve) => reads.push({ from, answer: (value) => resolve(spent(value)) })),
     } as unknown as UsageRepository;
     let now = new Date("2026-11-20T10:00:00.000Z");
     const guard = createSpendGuard({ usage, now: () => now, refreshMs: 5000 });

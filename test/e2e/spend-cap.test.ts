@@ -1,3 +1,7 @@
+import { randomBytes } from "node:crypto";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type FakeUpstream, providerBaseUrls, startFakeUpstream } from "../fakes/fake-upstream.js";
 import type { FakeUsage } from "../fakes/fake-upstream-responses.js";
@@ -170,5 +174,54 @@ describe("monthly spend cap", () => {
     }
     // 15 + 12 x 1.25 = 30: the cap.
     expect(after).toEqual([...Array(12).fill(200), 403, 403]);
+  });
+
+  // The largest cost of one call was this instance's own: one just started (or a second instance)
+  // had recorded none for the project, and admitted every call sent at once just under the cap (20
+  // calls of 1.25 USD on a 13 USD cap with 12.50 spent: 37.50). The month's read holds it now.
+  it("holds calls at once on a gateway just started over the month's rows, at the largest cost the database holds", async () => {
+    const dataDir = mkdtempSync(join(tmpdir(), "sluice-spend-restart-"));
+    const config = { ...providerBaseUrls(fake), dataDir, masterKey: randomBytes(32).toString("base64") };
+    const injected = { now: clockAwayFromMonthEnd() };
+    try {
+      // One call of 12.50 USD on a 13 USD cap, its row written; then the gateway stops.
+      const earlier = await startTestGateway(config, injected);
+      let project: TestProject;
+      try {
+        fake.setUsage({ input: 1_000_000, output: 1_000_000, cached: 0, reasoning: 0 });
+        project = await createTestProject(earlier.gateway, { monthlySpendCapUsd: 13 });
+        const first = await proxiedChat(earlier.url, project, { body: { model: "gpt-4o", messages: [] } });
+        await first.arrayBuffer();
+        expect(first.status).toBe(200);
+        expect((await usageRowOf(earlier.gateway, first)).cost_usd).toBe(12.5);
+      } finally {
+        await earlier.close();
+      }
+      // Started again over the same database: 12.50 spent, each call in flight counted at 12.50 (the
+      // largest row of the month): the first is admitted (12.50), not a second (25).
+      const started = await startTestGateway(config, injected);
+      fake.setUsage({ input: 100_000, output: 100_000 });
+      fake.setLatencyMs(300);
+      const before = fake.requests.length;
+      try {
+        const statuses = await Promise.all(
+          Array.from({ length: 20 }, async () => {
+            const response = await proxiedChat(started.url, project, {
+              body: { model: "gpt-4o", messages: [] },
+            });
+            await response.arrayBuffer();
+            return response.status;
+          }),
+        );
+        expect(statuses.filter((status) => status === 200)).toHaveLength(1);
+        expect(statuses.filter((status) => status === 429)).toHaveLength(19);
+        expect(fake.requests.length - before).toBe(1);
+      } finally {
+        fake.setLatencyMs(0);
+        await started.close();
+      }
+    } finally {
+      rmSync(dataDir, { recursive: true, force: true });
+    }
   });
 });
