@@ -1,4 +1,12 @@
-import { keyIs, lastMembers, quotedValueAfterKey, skipSpaces, valueEnd } from "../providers/json-bytes.js";
+import {
+  eachMember,
+  jsonStart,
+  keyIs,
+  lastMembers,
+  quotedValueAfterKey,
+  skipSpaces,
+  valueEnd,
+} from "../providers/json-bytes.js";
 import type { ProviderId } from "../providers/provider-id.js";
 import {
   objectField,
@@ -28,7 +36,9 @@ export function fromJson(
 ): MeterReading {
   if (ends !== null) return fromBodyEnds(provider, ends.head(), ends.tail());
   if (whole === null) return { usage: emptyUsage(), model: null };
-  const quick = fromUsageObject(provider, whole, whole);
+  // A body cut short may end inside a tool call whose input (the model's) spells a usage object:
+  // only the body's own, a top-level member, is its usage. A whole one's last is its own.
+  const quick = fromUsageObject(provider, whole, whole, ended ? lastUsageObject : topLevelUsageObject);
   if (quick) return quick;
   // A Gemini JSON-array stream: its last element's usageMetadata holds the totals; the array is not parsed.
   if (provider === "provider-c" && isArray(whole))
@@ -129,9 +139,10 @@ function fromUsageObject(
   provider: ProviderId,
   head: Buffer,
   body: Buffer,
+  find: (body: Buffer, key: Buffer) => UsageObject | null = lastUsageObject,
 ): { usage: TokenUsage; model: string | null } | null {
   if (provider === "provider-c" && isArray(head)) return null;
-  const found = lastUsageObject(body, usageKeys[provider]);
+  const found = find(body, usageKeys[provider]);
   if (!found) return null;
   // Provider A names the tier that served the call beside the usage object, not in it.
   const usage =
@@ -157,6 +168,31 @@ export function lastUsageObject(body: Buffer, key: Buffer): UsageObject | null {
   // "usage", which comes after the usage) is passed over; a cut or broken object is not.
   while (at > 0 && !opensObject(body, at + key.length)) at = body.lastIndexOf(key, at - 1);
   return at < 0 ? null : objectAfterKey(body, at, key.length);
+}
+
+/**
+ * The last top-level `<key>: {…}` member of the JSON object `body` holds, whole and parsed, found by
+ * walking its members (each byte read once) up to its end or where it is cut short: a key of that
+ * name nested deeper (a tool call's input, a function call's arguments) is not it. Null when there
+ * is none, or `body` is no JSON object.
+ */
+function topLevelUsageObject(body: Buffer, key: Buffer): UsageObject | null {
+  const name = key.toString("latin1", 1, key.length - 1);
+  const open = jsonStart(body);
+  if (body[open] !== 0x7b /* { */) return null;
+  let found: UsageObject | null = null;
+  try {
+    eachMember(body, open, (keyStart, keyEnd, start) => {
+      if (body[start] === 0x7b /* { */ && keyIs(body, keyStart, keyEnd, name)) {
+        const end = valueEnd(body, start);
+        if (end >= 0) found = parsedObject(body, start, end) ?? found;
+      }
+      return false;
+    });
+  } catch {
+    // A key with an escape that does not decode: no JSON the provider sends.
+  }
+  return found;
 }
 
 /** Whether `: {` (with any spaces) follows at `from`. */

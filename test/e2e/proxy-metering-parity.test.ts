@@ -28,6 +28,8 @@ interface Programmed {
   cut?: boolean;
   /** The streamed answer's content type (`text/event-stream` unless given). */
   contentType?: string;
+  /** The answer to a call that does not stream, cut: these bytes of it, then the connection closed. */
+  cutJson?: string;
 }
 
 const sse = (data: unknown, event?: string) =>
@@ -49,7 +51,11 @@ describe("metering: the same call streamed and buffered records the same tokens 
   function answer(request: IncomingMessage, response: ServerResponse, body: string) {
     if (!streams(request, body)) {
       response.writeHead(200, { "content-type": "application/json" });
-      response.end(JSON.stringify(programmed.json));
+      if (programmed.cutJson === undefined) response.end(JSON.stringify(programmed.json));
+      else {
+        response.write(programmed.cutJson);
+        setTimeout(() => response.socket?.destroy(), 50);
+      }
       return;
     }
     response.writeHead(200, { "content-type": programmed.contentType ?? "text/event-stream" });
@@ -85,6 +91,32 @@ describe("metering: the same call streamed and buffered records the same tokens 
   });
 
   const row = (requestId: string | null | undefined) => usageRowById(sluice.gateway, requestId);
+
+  /**
+   * An answer not streamed that the provider cuts after `bytes`, which end inside a tool call whose
+   * input (the model's, which a prompt can steer) spells a usage object: the row records no tokens
+   * and an unknown cost, as for any answer cut before its usage, never the counts the model wrote.
+   */
+  async function cutBeforeUsage(provider: "provider-b" | "provider-c", path: string, bytes: string) {
+    programmed = { json: null, events: [], cutJson: bytes };
+    const headers: Record<string, string> =
+      provider === "provider-b"
+        ? { "x-api-key": project.bearer(provider) }
+        : { "x-goog-api-key": project.bearer(provider) };
+    const cut = await fetch(`${sluice.url}/v1/${provider}/${project.projectId}/${path}`, {
+      method: "POST",
+      headers: { ...headers, "content-type": "application/json" },
+      body: JSON.stringify({ model: "claude-sonnet-4-6", max_tokens: 64, messages: [] }),
+    });
+    await cut.text().catch(() => "");
+    expect(await row(cut.headers.get("x-request-id"))).toMatchObject({
+      streamed: 0,
+      outcome: "error",
+      input_tokens: null,
+      output_tokens: null,
+      cost_usd: null,
+    });
+  }
   const metered = ["input_tokens", "output_tokens", "cached_tokens", "reasoning_tokens", "cost_usd"] as const;
 
   /** The two rows agree on every metered column and on the model; returns the streamed one. */
@@ -498,6 +530,15 @@ describe("metering: the same call streamed and buffered records the same tokens 
       expect(await bothWays("claude-sonnet-4-6")).toMatchObject({ input_tokens: 5_500, cost_usd: null });
     });
 
+    it("an answer cut inside a tool_use block records no tokens, not a usage its input spells", async () => {
+      const input = { usage: { input_tokens: 1, output_tokens: 1 } };
+      await cutBeforeUsage(
+        "provider-b",
+        "v1/messages",
+        `{"id":"msg_1","type":"message","role":"assistant","model":"claude-sonnet-4-6","content":[{"type":"tool_use","id":"toolu_1","name":"report","input":${JSON.stringify(input)}},{"type":"text","text":"Done`,
+      );
+    });
+
     it("a stream cut after message_delta keeps its tokens and cost", async () => {
       const whole = messages("claude-sonnet-4-6", cachedUsage, cacheCreation);
       programmed = { ...whole, events: whole.events.slice(0, -1), cut: true };
@@ -683,6 +724,15 @@ describe("metering: the same call streamed and buffered records the same tokens 
       // 2.5 Flash per 1M: $0.30 in, $0.075 cached, $2.50 out.
       expect(sse.cost_usd).toBeCloseTo((6_000 * 0.3 + 4_000 * 0.075 + 1_500 * 2.5) / 1e6, 12);
       expect(array.cost_usd).toBe(sse.cost_usd);
+    });
+
+    it("an answer cut after a function call records no tokens, not a usageMetadata its arguments spell", async () => {
+      const args = { usageMetadata: { promptTokenCount: 1, candidatesTokenCount: 1, totalTokenCount: 2 } };
+      await cutBeforeUsage(
+        "provider-c",
+        "v1beta/models/gemini-2.5-flash:generateContent",
+        `{"candidates":[{"content":{"parts":[{"functionCall":{"name":"report","args":${JSON.stringify(args)}}},{"text":"Done`,
+      );
     });
 
     it("a stream cut after its last chunk keeps its tokens and cost", async () => {
