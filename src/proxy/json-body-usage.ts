@@ -1,4 +1,12 @@
-import { lastMembers, quotedValueAfterKey, skipSpaces, valueEnd } from "../providers/json-bytes.js";
+import {
+  eachMember,
+  jsonStart,
+  keyIs,
+  lastMembers,
+  quotedValueAfterKey,
+  skipSpaces,
+  valueEnd,
+} from "../providers/json-bytes.js";
 import type { ProviderId } from "../providers/provider-id.js";
 import {
   objectField,
@@ -16,14 +24,25 @@ import type { MeterReading } from "./usage-meter.js";
 const headBytes = 4096;
 const tailBytes = 64 * 1024;
 
-/** What a JSON body says: `ends` of one over the cap, else the `whole` body (null when empty). */
-export function fromJson(provider: ProviderId, ends: ByteEnds | null, whole: Buffer | null): MeterReading {
+/**
+ * What a JSON body says: `ends` of one over the cap, else the `whole` body (null when empty);
+ * `ended`: the provider ended the answer cleanly (not cut).
+ */
+export function fromJson(
+  provider: ProviderId,
+  ends: ByteEnds | null,
+  whole: Buffer | null,
+  ended = false,
+): MeterReading {
   if (ends !== null) return fromBodyEnds(provider, ends.head(), ends.tail());
   if (whole === null) return { usage: emptyUsage(), model: null };
-  const quick = fromUsageObject(provider, whole, whole);
+  // A body cut short may end inside a tool call whose input (the model's) spells a usage object:
+  // only the body's own, a top-level member, is its usage. A whole one's last is its own.
+  const quick = fromUsageObject(provider, whole, whole, ended ? lastUsageObject : topLevelUsageObject);
   if (quick) return quick;
-  // A Gemini JSON-array stream: its last usageMetadata holds the totals; the array is not parsed.
-  if (provider === "provider-c" && isArray(whole)) return fromGeminiArray(whole);
+  // A Gemini JSON-array stream: its last element's usageMetadata holds the totals; the array is not parsed.
+  if (provider === "provider-c" && isArray(whole))
+    return ended ? fromGeminiArray(whole) : fromCutGeminiArray(whole);
   // Without the usage key anywhere a whole parse finds no usage either, and a large body (a
   // batch of Gemini embeddings, a file, audio) would stall the event loop for milliseconds.
   if (whole.lastIndexOf(usageKeys[provider]) < 0)
@@ -120,9 +139,10 @@ function fromUsageObject(
   provider: ProviderId,
   head: Buffer,
   body: Buffer,
+  find: (body: Buffer, key: Buffer) => UsageObject | null = lastUsageObject,
 ): { usage: TokenUsage; model: string | null } | null {
   if (provider === "provider-c" && isArray(head)) return null;
-  const found = lastUsageObject(body, usageKeys[provider]);
+  const found = find(body, usageKeys[provider]);
   if (!found) return null;
   // Provider A names the tier that served the call beside the usage object, not in it.
   const usage =
@@ -148,6 +168,31 @@ export function lastUsageObject(body: Buffer, key: Buffer): UsageObject | null {
   // "usage", which comes after the usage) is passed over; a cut or broken object is not.
   while (at > 0 && !opensObject(body, at + key.length)) at = body.lastIndexOf(key, at - 1);
   return at < 0 ? null : objectAfterKey(body, at, key.length);
+}
+
+/**
+ * The last top-level `<key>: {…}` member of the JSON object `body` holds, whole and parsed, found by
+ * walking its members (each byte read once) up to its end or where it is cut short: a key of that
+ * name nested deeper (a tool call's input, a function call's arguments) is not it. Null when there
+ * is none, or `body` is no JSON object.
+ */
+function topLevelUsageObject(body: Buffer, key: Buffer): UsageObject | null {
+  const name = key.toString("latin1", 1, key.length - 1);
+  const open = jsonStart(body);
+  if (body[open] !== 0x7b /* { */) return null;
+  let found: UsageObject | null = null;
+  try {
+    eachMember(body, open, (keyStart, keyEnd, start) => {
+      if (body[start] === 0x7b /* { */ && keyIs(body, keyStart, keyEnd, name)) {
+        const end = valueEnd(body, start);
+        if (end >= 0) found = parsedObject(body, start, end) ?? found;
+      }
+      return false;
+    });
+  } catch {
+    // A key with an escape that does not decode: no JSON the provider sends.
+  }
+  return found;
 }
 
 /** Whether `: {` (with any spaces) follows at `from`. */
@@ -210,8 +255,74 @@ function fromJsonBody(provider: ProviderId, body: unknown): { usage: TokenUsage;
 }
 
 /**
- * Usage from a Gemini JSON-array stream (`[{…},{…}]`), whole or cut, or from the last bytes of one:
- * the last usageMetadata object that is complete (a cut may go through the last one).
+ * Usage from a Gemini JSON-array stream (`[{…},{…}]`) kept whole but cut short (the provider or the
+ * client broke it off): the usageMetadata of the last element that has one whole, a member of the
+ * element itself. The elements are walked member by member (each byte read once, only those
+ * objects parsed): a usageMetadata nested deeper, in a function call's arguments (which the model
+ * writes, and a prompt can steer), is not the element's, also where the cut leaves it as the last
+ * whole one; the SSE form of the same stream (whose unfinished last event is not read) never takes
+ * it either. The walk stops where the body stops being an array of objects (never so from the
+ * provider), with what it found before. An array that ended cleanly is whole, and its last
+ * usageMetadata is its last element's own: it is read from the end (fromGeminiArray).
+ */
+function fromCutGeminiArray(body: Buffer): MeterReading {
+  let found: { object: UsageObject; usage: TokenUsage } | null = null;
+  try {
+    let at = skipSpaces(body, skipSpaces(body, 0) + 1); // past the `[`
+    while (body[at] === 0x7b /* { */) {
+      const element = elementUsage(body, at);
+      const usage = element.usage && usageFromProviderC(element.usage.value);
+      if (element.usage && usage) found = { object: element.usage, usage };
+      if (element.end < 0) break; // cut inside the element: nothing whole follows
+      at = skipSpaces(body, element.end);
+      if (body[at] !== 0x2c /* , */) break;
+      at = skipSpaces(body, at + 1);
+    }
+  } catch {
+    // A key with an escape that does not decode: no JSON the provider sends.
+  }
+  if (found === null) return failedIf(endsWithErrorElement(body, 0), { usage: emptyUsage(), model: null });
+  const { object, usage } = found;
+  // Each element names the model after its usage object; else the first element that names it.
+  const model =
+    modelIn("provider-c", body, object.end, object.end + 2000) ??
+    modelIn("provider-c", body, 0, object.start + 2000);
+  return failedIf(endsWithErrorElement(body, object.end), { usage, model });
+}
+
+const usageMetadataName = "usageMetadata";
+
+/**
+ * Walks the members of the array element that opens at `open`: its own last usageMetadata object
+ * that is whole and parses (null when none), and the offset just past the element (-1 when it is cut
+ * short, or is no JSON object). Throws on a key with an escape that does not decode.
+ */
+function elementUsage(body: Buffer, open: number): { usage: UsageObject | null; end: number } {
+  let usage: UsageObject | null = null;
+  let at = skipSpaces(body, open + 1);
+  if (body[at] === 0x7d /* } */) return { usage, end: at + 1 };
+  for (;;) {
+    if (body[at] !== 0x22 /* " */) return { usage, end: -1 };
+    const keyEnd = valueEnd(body, at);
+    if (keyEnd < 0) return { usage, end: -1 };
+    const colon = skipSpaces(body, keyEnd);
+    if (body[colon] !== 0x3a /* : */) return { usage, end: -1 };
+    const start = skipSpaces(body, colon + 1);
+    const end = valueEnd(body, start);
+    if (end <= start) return { usage, end: -1 };
+    if (body[start] === 0x7b /* { */ && keyIs(body, at, keyEnd, usageMetadataName))
+      usage = parsedObject(body, start, end) ?? usage;
+    at = skipSpaces(body, end);
+    if (body[at] === 0x7d /* } */) return { usage, end: at + 1 };
+    if (body[at] !== 0x2c /* , */) return { usage, end: -1 };
+    at = skipSpaces(body, at + 1);
+  }
+}
+
+/**
+ * Usage from a Gemini JSON-array stream that ended cleanly, or from the last bytes of one over the
+ * kept size (whose start, and so the depth of each key, is not kept), read from the end: the last
+ * usageMetadata object that is complete (a cut may go through the last one).
  *
  * The keys are tried from the last, and the work stays linear in the body: an object found cut
  * (it opens at `cutFrom` and never closes) is inside every earlier object that reaches it, so an

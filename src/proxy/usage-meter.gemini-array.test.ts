@@ -20,9 +20,11 @@ vi.mock("../providers/json-bytes.js", async (importOriginal) => {
   };
 });
 
-function read(body: string) {
+/** `body` read as the answer's bytes; `ended`: the provider ended it cleanly (else it was cut). */
+function read(body: string, ended = false) {
   const meter = createUsageMeter("provider-c", { streaming: false, contentType: "application/json" });
   meter.push(Buffer.from(body));
+  if (ended) meter.end();
   scanned.bytes = 0;
   return meter.finish();
 }
@@ -32,6 +34,7 @@ const element = JSON.stringify({
   usageMetadata: { promptTokenCount: 3, candidatesTokenCount: 4, totalTokenCount: 7 },
   modelVersion: "gemini-2.5-flash",
 });
+const usageOfElement = { inputTokens: 3, outputTokens: 4, cachedInputTokens: null, reasoningTokens: null };
 /** An element cut inside a function call whose arguments nest `keys` usageMetadata objects. */
 const cutFunctionCall = (keys: number) =>
   `{"candidates":[{"content":{"parts":[{"functionCall":{"name":"f","args":${'{"usageMetadata":'.repeat(keys)}{"a":1`;
@@ -54,17 +57,39 @@ describe("usage of a cut provider C JSON array", () => {
     expect(scanned.bytes).toBeLessThanOrEqual(2 * body.length);
   });
 
+  it("takes no usageMetadata that a cut element's function call arguments spell for the element's", () => {
+    // The model writes the arguments (a prompt can steer them); the cut leaves theirs the last whole one.
+    const forged = `{"usageMetadata":{"promptTokenCount":1,"candidatesTokenCount":1,"totalTokenCount":2}}`;
+    const cut = `{"candidates":[{"content":{"parts":[{"functionCall":{"name":"f","args":${forged}}}]`;
+    expect(read(`[${element},\r\n${cut}`)).toEqual({ usage: usageOfElement, model: "gemini-2.5-flash" });
+    expect(read(`[${cut}`)).toEqual({ usage: emptyUsage(), model: null });
+    // The element's own, whole before the cut, is its usage.
+    const own = element.replace('"promptTokenCount":3', '"promptTokenCount":5').slice(0, -1);
+    expect(read(`[${element},${own}`).usage.inputTokens).toBe(5);
+  });
+
+  it("walks a cut array of elements whose usageMetadata objects nest and do not parse once", () => {
+    // Each element's own usageMetadata is one object, parsed once; those nested in it never are.
+    const keys = 2_000;
+    const broken = `{"usageMetadata":${'{"usageMetadata":'.repeat(keys)}{"a":tru}${"}".repeat(keys)}}`;
+    const body = `[${element},${broken},${broken.slice(0, -keys)}`;
+    expect(read(body).usage).toEqual(usageOfElement);
+    expect(scanned.bytes).toBeLessThanOrEqual(2 * body.length);
+  });
+});
+
+describe("usage of a provider C JSON array that ended cleanly", () => {
   it("gives up on usageMetadata objects that close but do not parse after a few", () => {
     // Nested objects that each close, none of which parses (`tru`): each could be read to the end.
     const keys = 2_000;
     const body = `[${element},${'{"usageMetadata":'.repeat(keys)}{"a":tru}${"}".repeat(keys)}]`;
-    expect(read(body).usage).toEqual(emptyUsage());
+    expect(read(body, true).usage).toEqual(emptyUsage());
     expect(scanned.bytes).toBeLessThanOrEqual(10 * body.length);
   });
 
   it("reads a well-formed array's last usage object first", () => {
     const body = `[${element},${element.replace('"promptTokenCount":3', '"promptTokenCount":5')}]`;
-    expect(read(body).usage.inputTokens).toBe(5);
+    expect(read(body, true).usage.inputTokens).toBe(5);
     expect(scanned.bytes).toBeLessThan(element.length);
   });
 });
@@ -72,7 +97,6 @@ describe("usage of a cut provider C JSON array", () => {
 /** Google's in-stream error, as the array form carries it: an element of its own, the last. */
 const errorElement =
   '{\n  "error": {\n    "code": 503,\n    "message": "The model is overloaded.",\n    "status": "UNAVAILABLE"\n  }\n}';
-const usageOfElement = { inputTokens: 3, outputTokens: 4, cachedInputTokens: null, reasoningTokens: null };
 
 describe("a provider C JSON array that carries the provider's error element", () => {
   it("is read as failed, with the tokens of the elements before it", () => {

@@ -88,8 +88,12 @@ function jsonMeter(provider: ProviderId, responses: ResponsesCall | null, intera
   let chunks: Buffer[] = [];
   let size = 0;
   let ends: ByteEnds | null = null;
+  /** The provider ended the answer cleanly: a JSON-array stream is whole, not cut. */
+  let ended = false;
   return {
-    end() {},
+    end() {
+      ended = true;
+    },
     push(chunk) {
       if (ends !== null) {
         ends.push(chunk);
@@ -111,12 +115,12 @@ function jsonMeter(provider: ProviderId, responses: ResponsesCall | null, intera
             ? (chunks[0] as Buffer)
             : Buffer.concat(chunks, size);
       if (interactions) return interactionsJsonUsage(ends, whole);
-      if (responses === null) return fromJson(provider, ends, whole);
+      if (responses === null) return fromJson(provider, ends, whole, ended);
       const response = responseFieldsOfBody(ends?.head() ?? whole ?? Buffer.alloc(0));
       // A poll reports no tokens but a finished background run's: the rest is not read at all.
       if (responses === "poll" && !isFinishedBackgroundRun(response))
         return { usage: emptyUsage(), model: null, response };
-      return { ...fromJson(provider, ends, whole), response };
+      return { ...fromJson(provider, ends, whole, ended), response };
     },
   };
 }

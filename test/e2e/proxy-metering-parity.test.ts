@@ -26,6 +26,10 @@ interface Programmed {
   events: string[];
   /** Cut the connection after the events, instead of ending the stream. */
   cut?: boolean;
+  /** The streamed answer's content type (`text/event-stream` unless given). */
+  contentType?: string;
+  /** The answer to a call that does not stream, cut: these bytes of it, then the connection closed. */
+  cutJson?: string;
 }
 
 const sse = (data: unknown, event?: string) =>
@@ -47,10 +51,14 @@ describe("metering: the same call streamed and buffered records the same tokens 
   function answer(request: IncomingMessage, response: ServerResponse, body: string) {
     if (!streams(request, body)) {
       response.writeHead(200, { "content-type": "application/json" });
-      response.end(JSON.stringify(programmed.json));
+      if (programmed.cutJson === undefined) response.end(JSON.stringify(programmed.json));
+      else {
+        response.write(programmed.cutJson);
+        setTimeout(() => response.socket?.destroy(), 50);
+      }
       return;
     }
-    response.writeHead(200, { "content-type": "text/event-stream" });
+    response.writeHead(200, { "content-type": programmed.contentType ?? "text/event-stream" });
     for (const event of programmed.events) response.write(event);
     if (programmed.cut) setTimeout(() => response.socket?.destroy(), 50);
     else response.end();
@@ -83,6 +91,32 @@ describe("metering: the same call streamed and buffered records the same tokens 
   });
 
   const row = (requestId: string | null | undefined) => usageRowById(sluice.gateway, requestId);
+
+  /**
+   * An answer not streamed that the provider cuts after `bytes`, which end inside a tool call whose
+   * input (the model's, which a prompt can steer) spells a usage object: the row records no tokens
+   * and an unknown cost, as for any answer cut before its usage, never the counts the model wrote.
+   */
+  async function cutBeforeUsage(provider: "provider-b" | "provider-c", path: string, bytes: string) {
+    programmed = { json: null, events: [], cutJson: bytes };
+    const headers: Record<string, string> =
+      provider === "provider-b"
+        ? { "x-api-key": project.bearer(provider) }
+        : { "x-goog-api-key": project.bearer(provider) };
+    const cut = await fetch(`${sluice.url}/v1/${provider}/${project.projectId}/${path}`, {
+      method: "POST",
+      headers: { ...headers, "content-type": "application/json" },
+      body: JSON.stringify({ model: "claude-sonnet-4-6", max_tokens: 64, messages: [] }),
+    });
+    await cut.text().catch(() => "");
+    expect(await row(cut.headers.get("x-request-id"))).toMatchObject({
+      streamed: 0,
+      outcome: "error",
+      input_tokens: null,
+      output_tokens: null,
+      cost_usd: null,
+    });
+  }
   const metered = ["input_tokens", "output_tokens", "cached_tokens", "reasoning_tokens", "cost_usd"] as const;
 
   /** The two rows agree on every metered column and on the model; returns the streamed one. */
@@ -496,6 +530,15 @@ describe("metering: the same call streamed and buffered records the same tokens 
       expect(await bothWays("claude-sonnet-4-6")).toMatchObject({ input_tokens: 5_500, cost_usd: null });
     });
 
+    it("an answer cut inside a tool_use block records no tokens, not a usage its input spells", async () => {
+      const input = { usage: { input_tokens: 1, output_tokens: 1 } };
+      await cutBeforeUsage(
+        "provider-b",
+        "v1/messages",
+        `{"id":"msg_1","type":"message","role":"assistant","model":"claude-sonnet-4-6","content":[{"type":"tool_use","id":"toolu_1","name":"report","input":${JSON.stringify(input)}},{"type":"text","text":"Done`,
+      );
+    });
+
     it("a stream cut after message_delta keeps its tokens and cost", async () => {
       const whole = messages("claude-sonnet-4-6", cachedUsage, cacheCreation);
       programmed = { ...whole, events: whole.events.slice(0, -1), cut: true };
@@ -632,6 +675,64 @@ describe("metering: the same call streamed and buffered records the same tokens 
       expect(version.cost_usd).toBeCloseTo((1_000 * 0.1 + 100 * 0.4) / 1e6, 12);
       programmed = gemini("gemini-9-unreleased", counts);
       expect(await bothWays("gemini-9-unreleased")).toMatchObject({ input_tokens: 1_000, cost_usd: null });
+    });
+
+    it("a stream cut inside a chunk records the chunk before it, not a usageMetadata that function call arguments spell, as SSE and as a JSON array", async () => {
+      const counts = { prompt: 10_000, cached: 4_000, candidates: 500, thoughts: 1_500, toolUse: 200 };
+      const [first] = gemini("gemini-2.5-flash", counts).events;
+      const whole = JSON.parse((first as string).slice("data: ".length)) as unknown;
+      // The next chunk cut after a function call whose arguments (the model's text) spell a usageMetadata.
+      const forged = { usageMetadata: { promptTokenCount: 1, candidatesTokenCount: 1, totalTokenCount: 2 } };
+      const cutChunk = `{"candidates":[{"content":{"parts":[{"functionCall":{"name":"f","args":${JSON.stringify(forged)}}}]`;
+      const cutCall = async (query: string) => {
+        const cut = await fetch(
+          `${sluice.url}/v1/provider-c/${project.projectId}/models/gemini-2.5-flash:streamGenerateContent${query}`,
+          {
+            method: "POST",
+            headers: { "x-goog-api-key": project.bearer("provider-c"), "content-type": "application/json" },
+            body: JSON.stringify({ contents: [{ role: "user", parts: [{ text: "Hi" }] }] }),
+          },
+        );
+        await cut.text().catch(() => "");
+        return row(cut.headers.get("x-request-id"));
+      };
+      programmed = {
+        json: null,
+        events: [`data: ${JSON.stringify(whole)}\r\n\r\n`, `data: ${cutChunk}`],
+        cut: true,
+      };
+      const sse = await cutCall("?alt=sse");
+      programmed = {
+        json: null,
+        // As Google writes the array: each element indented, after a comma and a line break.
+        events: [`[${JSON.stringify(whole, null, 2)}`, `,\r\n${cutChunk}`],
+        cut: true,
+        contentType: "application/json; charset=UTF-8",
+      };
+      const array = await cutCall("");
+      // The first chunk's counts: the prompt, and the thoughts so far.
+      const firstChunk = {
+        streamed: 1,
+        outcome: "error",
+        input_tokens: 10_000,
+        cached_tokens: 4_000,
+        output_tokens: 1_500,
+        reasoning_tokens: 1_500,
+      };
+      expect(sse).toMatchObject(firstChunk);
+      expect(array).toMatchObject(firstChunk);
+      // 2.5 Flash per 1M: $0.30 in, $0.075 cached, $2.50 out.
+      expect(sse.cost_usd).toBeCloseTo((6_000 * 0.3 + 4_000 * 0.075 + 1_500 * 2.5) / 1e6, 12);
+      expect(array.cost_usd).toBe(sse.cost_usd);
+    });
+
+    it("an answer cut after a function call records no tokens, not a usageMetadata its arguments spell", async () => {
+      const args = { usageMetadata: { promptTokenCount: 1, candidatesTokenCount: 1, totalTokenCount: 2 } };
+      await cutBeforeUsage(
+        "provider-c",
+        "v1beta/models/gemini-2.5-flash:generateContent",
+        `{"candidates":[{"content":{"parts":[{"functionCall":{"name":"report","args":${JSON.stringify(args)}}},{"text":"Done`,
+      );
     });
 
     it("a stream cut after its last chunk keeps its tokens and cost", async () => {
