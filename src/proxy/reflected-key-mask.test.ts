@@ -1,5 +1,6 @@
 import { brotliCompressSync, deflateRawSync, deflateSync, gzipSync } from "node:zlib";
 import { describe, expect, it, vi } from "vitest";
+import { seededBelow } from "../../test/support/seeded-random.js";
 import {
   CompressedKeyMask,
   maskKeyInHeader,
@@ -204,16 +205,6 @@ describe("reflected key mask", () => {
   // character), with bytes that begin escapes around them, cut at every point, into single bytes and
   // into random chunks. Not one byte of a quote, nor of a body's end inside one, may pass.
   describe("escaped quotes wherever chunk boundaries fall", () => {
-    /** mulberry32: the same cases on every run, so a failure names its seed. */
-    function seeded(seed: number): (below: number) => number {
-      let state = seed >>> 0;
-      return (below) => {
-        state = (state + 0x6d2b79f5) >>> 0;
-        let mixed = Math.imul(state ^ (state >>> 15), 1 | state);
-        mixed ^= mixed + Math.imul(mixed ^ (mixed >>> 7), 61 | mixed);
-        return ((mixed ^ (mixed >>> 14)) >>> 0) % below;
-      };
-    }
     const keyCharacters = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_.+/=";
     /** Text between quotes: bytes that begin escapes (`\\`, `%`, `\\u0`), none that ends one's quote. */
     const fillerBytes = 'ab {}":,\\%u0';
@@ -239,7 +230,7 @@ describe("reflected key mask", () => {
 
     /** A body quoting a random key, and what the client must get of it. */
     function randomCase(seed: number) {
-      const random = seeded(seed);
+      const random = seededBelow(seed);
       const length = 9 + random(24);
       let key = "";
       for (let index = 0; index < length; index++) key += keyCharacters[random(keyCharacters.length)];
@@ -297,7 +288,7 @@ describe("reflected key mask", () => {
           [...bytes].map((byte) => Buffer.from([byte])),
           "single bytes",
         );
-        const random = seeded(seed * 7919);
+        const random = seededBelow(seed * 7919);
         for (let round = 0; round < 20; round++)
           check(randomChunks(bytes, random), `random chunks, round ${round}`);
       }

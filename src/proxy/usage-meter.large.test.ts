@@ -1,6 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { meterRun as meter } from "../../test/support/meter-run.js";
 import { referenceSseEvents } from "../../test/support/reference-sse.js";
+import { seededBelow } from "../../test/support/seeded-random.js";
 import type { ProviderId } from "../providers/provider-id.js";
 import { SseEventScanner } from "./sse-event-scanner.js";
 import { createUsageMeter } from "./usage-meter.js";
@@ -8,20 +9,9 @@ import { createUsageMeter } from "./usage-meter.js";
 // Responses larger than the meter keeps whole: JSON bodies over 4 MiB and SSE events over 1 MiB.
 // Their usage sits at the end (of the top-level object, of the event), so it is read from a tail.
 
-/** A seeded generator (mulberry32): the same splits on every run. */
-function seeded(seed: number): (below: number) => number {
-  let state = seed >>> 0;
-  return (below) => {
-    state = (state + 0x6d2b79f5) >>> 0;
-    let mixed = Math.imul(state ^ (state >>> 15), 1 | state);
-    mixed ^= mixed + Math.imul(mixed ^ (mixed >>> 7), 61 | mixed);
-    return ((mixed ^ (mixed >>> 14)) >>> 0) % below;
-  };
-}
-
 /** Chunk boundaries: mostly socket-sized reads, with runs of tiny ones that split lines, keys and characters. */
 function randomSplits(length: number, seed: number): number[] {
-  const random = seeded(seed);
+  const random = seededBelow(seed);
   const points: number[] = [];
   for (let at = 0; ; ) {
     at += random(4) === 0 ? 1 + random(16) : 1 + random(96 * 1024);
@@ -425,7 +415,7 @@ describe("SSE event scanner, events over the cap", () => {
   });
 
   it("passes small events whole and the first and last bytes of large ones, however the bytes are split", () => {
-    const random = seeded(11);
+    const random = seededBelow(11);
     const text = (bytes: number) => "é🙂 data: x\u2028".repeat(Math.ceil(bytes / 16)).slice(0, bytes);
     const lines = [
       () => `data: ${text(1 + random(200))}`,

@@ -1,4 +1,5 @@
 import { describe, expect, it } from "vitest";
+import { mulberry32 } from "../../test/support/seeded-random.js";
 import { decodeForgivingBase64 } from "./base64.js";
 
 /** The AI SDK's decoder of an image's base64 (provider-utils' convertBase64ToUint8Array), as it is. */
@@ -10,20 +11,9 @@ function sdkDecode(value: string): Buffer | null {
   }
 }
 
-/** A small deterministic generator (mulberry32), so a failure names its seed. */
-function random(seed: number): () => number {
-  let state = seed;
-  return () => {
-    state = (state + 0x6d2b79f5) | 0;
-    let value = Math.imul(state ^ (state >>> 15), 1 | state);
-    value = (value + Math.imul(value ^ (value >>> 7), 61 | value)) ^ value;
-    return ((value ^ (value >>> 14)) >>> 0) / 4294967296;
-  };
-}
-
 describe("decodeForgivingBase64", () => {
   it("decodes what the AI SDK decodes, to the same bytes, and refuses what it refuses", () => {
-    const next = random(20261130);
+    const next = mulberry32(20261130);
     const characters = "AZaz09+/-_=\n\r\t \f.*é";
     const disagreements: string[] = [];
     for (let round = 0; round < 20_000; round++) {

@@ -8,11 +8,11 @@ import {
   type FuzzCase,
   type FuzzSecrets,
   generateCase,
-  mulberry32,
   Random,
   type RouteKind,
 } from "../support/fuzz-inputs.js";
 import { type RawReply, rawExchange } from "../support/raw-exchange.js";
+import { mulberry32 } from "../support/seeded-random.js";
 import {
   createPostgresSchema,
   postgresAvailable,

@@ -9,6 +9,7 @@ import {
 import type { FakeUsage } from "../fakes/fake-upstream-responses.js";
 import { startProxiedPostgresGateway } from "../support/proxied-postgres-gateway.js";
 import { sdkClients } from "../support/sdk-clients.js";
+import { mulberry32 } from "../support/seeded-random.js";
 import { postgresAvailable } from "../support/services.js";
 import {
   createTestProject,
@@ -36,16 +37,9 @@ import {
 
 const seed = Number(process.env.SLUICE_CHAOS_SEED ?? 20_261_130);
 
-/** mulberry32: a small PRNG whose sequence depends on the seed alone. */
+/** Draws from mulberry32: a sequence that depends on the seed alone. */
 function prng(start: number) {
-  let state = start >>> 0;
-  const next = () => {
-    state = (state + 0x6d2b79f5) >>> 0;
-    let t = state;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
+  const next = mulberry32(start);
   return {
     next,
     int: (low: number, high: number) => low + Math.floor(next() * (high - low + 1)),

@@ -15,18 +15,6 @@ import {
   wrongValues,
 } from "./fuzz-values.js";
 
-/** mulberry32: a small, well-mixed 32-bit PRNG; deterministic across platforms. */
-export function mulberry32(seed: number): () => number {
-  let state = seed >>> 0;
-  return () => {
-    state = (state + 0x6d2b79f5) >>> 0;
-    let t = state;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
-
 export class Random {
   constructor(readonly next: () => number) {}
   int(below: number): number {
