@@ -197,6 +197,20 @@ describe("project admin use cases", () => {
     }
   });
 
+  it("answers an update with no field with the project as it is, written by no one", async () => {
+    const created = await admin().createProject({
+      id: "untouched",
+      name: "U",
+      provider: "provider-a",
+    });
+    changed.length = 0;
+    const answered = await admin().updateProject("untouched", {});
+    expect(answered).toEqual(created.project);
+    expect((await admin().getProject("untouched")).updatedAt).toBe(created.project.updatedAt);
+    expect(changed).toEqual([]);
+    await expect(admin().updateProject("missing", {})).rejects.toMatchObject({ code: "PROJECT_NOT_FOUND" });
+  });
+
   it("answers CONFLICT when another admin created the same id between the check and the insert", async () => {
     const racing = admin({ get: async () => null });
     await racing.createProject({ id: "twice", name: "First", provider: "provider-a" });

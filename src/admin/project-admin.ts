@@ -204,6 +204,9 @@ export function createProjectAdmin(deps: ProjectAdminDeps) {
       const { updateProjectInput } = await loadInputSchemas();
       const changes = parse(updateProjectInput, input, "project update", bodyLabels(fieldName));
       checkProjectValues(changes, fieldName);
+      // No field to change: the project as it is, not a write that only moves its updatedAt (which
+      // tells every instance's caches, and a compare-and-set of another admin, it changed).
+      if (Object.keys(changes).length === 0) return viewOf(await requireProject(id));
       for (let attempt = 0; attempt < updateAttempts; attempt++) {
         const current = await requireProject(id);
         const updatedAt = new Date(Math.max(deps.now().getTime(), Date.parse(current.updatedAt) + 1));
