@@ -64,6 +64,14 @@ export function single(value: string | string[] | undefined): string | undefined
   return Array.isArray(value) ? value[0] : value;
 }
 
+/**
+ * `Bearer`, spaces or tabs, and a value without white space, which may be followed by spaces or
+ * tabs. The value's group is optional rather than empty-able: were it `(\S*)`, a header with white
+ * space inside its value (a client's) could have its leading spaces taken by either run of spaces,
+ * and every split was tried before it failed, quadratic in their number (~0.4 s for 16 KiB).
+ */
+const bearerCredential = /^bearer[ \t]+(?:(\S+)[ \t]*)?$/i;
+
 /** `Authorization: Bearer <value>` (scheme case-insensitive), else the SDK key header. */
 export function bearerValue(
   headers: IncomingHttpHeaders,
@@ -71,7 +79,7 @@ export function bearerValue(
 ): string | undefined {
   const authorization = headers.authorization;
   if (authorization !== undefined) {
-    const match = /^bearer[ \t]+(\S*)[ \t]*$/i.exec(authorization);
+    const match = bearerCredential.exec(authorization);
     if (match) return match[1] ?? "";
     return sdkKeyHeader ? (single(headers[sdkKeyHeader]) ?? "") : "";
   }

@@ -262,6 +262,27 @@ describe("failures before or around the call", () => {
     }
   });
 
+  // The body is read up to 16 KiB, from Apple or whatever answers at its address (a proxy, a captive
+  // portal). A pattern with two runs of white space around an optional `OK` tried every split of a
+  // long run before refusing the byte after it: ~0.4 s of the event loop for 16 KiB.
+  it("reads a 200 of 16 KiB of white space and one other byte in linear time, as no answer of Apple's", async () => {
+    const sluice = client();
+    // A first call opens the connection and mints the JWT, which the timed calls reuse.
+    production.fail({ kind: "status", status: 200, body: ` \r\n\t${" ".repeat(16_000)}Ok \n` }, 1);
+    expect(await sluice.validate(input("production", unknownToken))).toEqual({ kind: "valid" });
+    const bodies = [`${" ".repeat(16 * 1024 - 1)}x`, `${"\r\n".repeat(8 * 1024 - 2)}OK!`];
+    let elapsed = 0;
+    for (const body of bodies) {
+      production.fail({ kind: "status", status: 200, body }, 1);
+      const started = performance.now();
+      const verdict = await sluice.validate(input("production", unknownToken));
+      elapsed += performance.now() - started;
+      expect(verdict).toMatchObject({ kind: "unavailable", reason: "apple-error", status: 200 });
+    }
+    // Far above two local round trips and a linear reading, far below the quadratic one's ~0.8 s.
+    expect(elapsed).toBeLessThan(100);
+  });
+
   it.each([
     [
       400,

@@ -137,8 +137,16 @@ function blamed(reason: string): "jwt" | "request" | "device-token" | null {
 /** A body that is markup (an HTML page) or JSON, never one of Apple's plain-text reasons. */
 const notAppleText = /^\s*[<{[]/;
 
-/** The body of Apple's 200 for a valid token: none (white space at most), or its status text. */
-const appleOk = /^\s*(?:OK)?\s*$/i;
+/**
+ * Whether a body is Apple's 200 for a valid token: none (white space at most), or its status text.
+ * Trimmed rather than matched by `^\s*(?:OK)?\s*$`, whose two runs of white space tried every
+ * split of a long run before refusing a byte after it (~0.4 s for 16 KiB); `trim` takes what `\s`
+ * matches.
+ */
+function isAppleOk(text: string): boolean {
+  const rest = text.trim();
+  return rest === "" || rest.toUpperCase() === "OK";
+}
 
 function isTimeout(error: unknown): boolean {
   if (!(error instanceof Error)) return false;
@@ -213,7 +221,7 @@ export function createDeviceCheckClient(options: DeviceCheckClientOptions): Devi
     // Apple's 200 for a valid token has no body (its docs' table names it "OK", read as the body
     // too). One with any other (an HTML page from a captive portal or a wrong host, JSON, a reason
     // not known here) is no answer of Apple's: never a pass.
-    if (status === 200) return appleOk.test(text) ? { kind: "valid" } : unavailable("apple-error", status);
+    if (status === 200) return isAppleOk(text) ? { kind: "valid" } : unavailable("apple-error", status);
     // A 400 holding a page or JSON is no refusal of the token by Apple: read as one, every device
     // of the app would be refused (401) with nothing to tell the operator; a 503 is logged and counted.
     if (status === 400)

@@ -57,10 +57,13 @@ export class SseEventScanner {
     // The LF of a CRLF split across chunks ends no second line.
     if (this.afterCarriageReturn && chunk[0] === 0x0a) start = 1;
     this.afterCarriageReturn = false;
+    // The next CR and the next LF, each searched for again only once passed: a search from every
+    // line to the chunk's end (for an LF in a chunk of CR-ended lines) read the chunk once per line.
     let carriageReturn = chunk.indexOf(0x0d, start);
+    let lineFeed = chunk.indexOf(0x0a, start);
     while (start < chunk.length) {
       if (carriageReturn >= 0 && carriageReturn < start) carriageReturn = chunk.indexOf(0x0d, start);
-      const lineFeed = chunk.indexOf(0x0a, start);
+      if (lineFeed >= 0 && lineFeed < start) lineFeed = chunk.indexOf(0x0a, start);
       const end =
         carriageReturn >= 0 && (lineFeed < 0 || carriageReturn < lineFeed) ? carriageReturn : lineFeed;
       if (end < 0) {

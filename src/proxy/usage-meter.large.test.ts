@@ -472,6 +472,36 @@ describe("SSE event scanner, events over the cap", () => {
   });
 });
 
+describe("SSE event scanner, lines ended by CR alone", () => {
+  // A line may end with CR alone (WHATWG). The search for the next LF went from each line to the
+  // chunk's end: with none there, a 64 KiB read of CR-ended lines was read once per line (~40 ms of
+  // the event loop for each read of blank lines in the provider's stream, 10 times a linear reading).
+  it.each([
+    ["CR", "\r"],
+    ["LF", "\n"],
+    ["CRLF", "\r\n"],
+  ])("searches a 64 KiB read of lines ended by %s a bounded number of times per byte", (_name, end) => {
+    const event = `data: 1${end}`;
+    const chunk = Buffer.from(`${event}${end.repeat((64 * 1024 - event.length) / end.length)}`);
+    // Each search's bytes read: from where it starts to what it finds, or to the chunk's end.
+    let searched = 0;
+    const indexOf = chunk.indexOf.bind(chunk);
+    chunk.indexOf = ((value: number, from: number) => {
+      const found = indexOf(value, from);
+      searched += (found < 0 ? chunk.length : found) - from;
+      return found;
+    }) as typeof chunk.indexOf;
+    let events = 0;
+    const scanner = new SseEventScanner((_event, data) => {
+      if (data === "1") events++;
+    });
+    scanner.push(chunk);
+    expect(events).toBe(1);
+    // Two searches (CR, LF) read each byte about once; the old one read the chunk once per line.
+    expect(searched).toBeLessThanOrEqual(3 * chunk.length);
+  });
+});
+
 describe("usage meter, an answer sent in tiny chunks", () => {
   // An upstream that sends each byte as an HTTP chunk of its own (undici hands over each chunk as
   // it is parsed): the meter must not hold one object per chunk, which costs ~100 bytes each.

@@ -177,6 +177,33 @@ describe("checkOutputSchema nesting and references", () => {
     expect(checkOutputSchema(schema)).toEqual([problem]);
   });
 
+  // The check runs before every structured call, with the compiled validator cached. Following each
+  // node's $ref chain to its end read a chain of n definitions n²/2 times: a 64 KiB schema of 2,000
+  // chained definitions held the event loop ~2 s per call.
+  it("checks a long chain of $ref-only definitions in linear time, and still finds a loop at its end", () => {
+    const chain = (length: number, loops: boolean) => {
+      const $defs: Record<string, unknown> = {};
+      for (let index = 0; index < length; index++)
+        $defs[`d${index}`] = { $ref: `#/$defs/d${index + 1 < length || loops ? index + 1 : index}` };
+      $defs[`d${length - 1}`] = loops ? { $ref: `#/$defs/d${length - 3}` } : { type: "string" };
+      return { type: "object", properties: { a: { $ref: "#/$defs/d0" } }, required: ["a"], $defs };
+    };
+    const schema = chain(2000, false);
+    expect(Buffer.byteLength(JSON.stringify(schema))).toBeLessThan(64 * 1024);
+    expect(checkOutputSchema(schema)).toEqual([]); // compiles the validator, cached from here on
+    const started = performance.now();
+    for (const provider of [undefined, "provider-a", "provider-b", "provider-c"] as const)
+      expect(checkOutputSchema(schema, provider)).toEqual([]);
+    // Far above the few milliseconds a linear walk takes, far below the quadratic one's seconds.
+    expect(performance.now() - started).toBeLessThan(800);
+    expect(checkOutputSchema(chain(10, true))).toEqual(
+      [9, 8, 7].map(
+        (index) =>
+          `#/$defs/d${index}/$ref "#/$defs/d${index === 9 ? 7 : index + 1}" leads back to itself through $ref alone: it names no schema`,
+      ),
+    );
+  });
+
   it("takes a recursive schema whose $ref goes through a schema", () => {
     const schema = {
       type: "object",
