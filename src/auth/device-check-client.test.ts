@@ -279,8 +279,8 @@ describe("failures before or around the call", () => {
       elapsed += performance.now() - started;
       expect(verdict).toMatchObject({ kind: "unavailable", reason: "apple-error", status: 200 });
     }
-    // Far above two local round trips and a linear reading, far below the quadratic one's ~0.8 s.
-    expect(elapsed).toBeLessThan(100);
+    // Far above two local round trips and a linear reading (~20 ms), below the quadratic one's ~0.9 s.
+    expect(elapsed).toBeLessThan(400);
   });
 
   it.each([
