@@ -1,7 +1,7 @@
 import { Ajv } from "ajv";
-import { afterEach, describe, expect, it } from "vitest";
+import { afterEach, describe, expect, it, vi } from "vitest";
 import { collectGarbage } from "../../test/support/garbage-collection.js";
-import { checkOutputSchema, maxSchemaNesting } from "./output-schema.js";
+import { checkOutputSchema, maxAlternatives, maxSchemaNesting } from "./output-schema.js";
 import { sdkGivesStructuredOutput, sentAsStructuredOutput } from "./provider-limits.js";
 import { schemaForProvider } from "./provider-schema.js";
 import { validateAgainstSchema, validatorCacheLimit } from "./schema-validator.js";
@@ -84,6 +84,37 @@ describe("a schema's nesting", () => {
     ]);
     const branches = { type: "object", properties: { a: { anyOf: [objects(9), { type: "null" }] } } };
     expect(checkOutputSchema(branches)).toEqual([expect.stringContaining("nests deeper than 10 levels")]);
+  });
+});
+
+describe("a schema's alternatives", () => {
+  const union = (count: number, from = 0) => ({
+    anyOf: Array.from({ length: count }, (_, index) => ({ const: `v${from + index}` })),
+  });
+
+  it(`takes ${maxAlternatives} alternatives in all and refuses more, before compiling them`, () => {
+    expect(checkOutputSchema({ type: "object", properties: { v: union(maxAlternatives) } })).toEqual([]);
+    // Split over several lists: Ajv's code and its compile time grow with them all (~1.3 ms each).
+    const split = { type: "object", properties: { a: union(300), b: { oneOf: union(201, 300).anyOf } } };
+    expect(checkOutputSchema(split)).toEqual([
+      `the output schema's anyOf and oneOf lists hold 501 alternatives in all: at most ${maxAlternatives}`,
+    ]);
+  });
+
+  // 2,500 alternatives (44 KB, under the size limit) overflowed the stack in Ajv's compile after
+  // ~3 s, answered as a $ref loop, and Ajv printed its generated code (~1 MB) to stderr.
+  it("refuses a union too wide to compile with the reason, printing nothing", () => {
+    const printed = vi.spyOn(console, "error").mockImplementation(() => {});
+    try {
+      const started = performance.now();
+      expect(checkOutputSchema({ type: "object", properties: { v: union(2_500) } })).toEqual([
+        `the output schema's anyOf and oneOf lists hold 2500 alternatives in all: at most ${maxAlternatives}`,
+      ]);
+      expect(performance.now() - started).toBeLessThan(1000);
+      expect(printed).not.toHaveBeenCalled();
+    } finally {
+      printed.mockRestore();
+    }
   });
 });
 

@@ -4,6 +4,7 @@ import {
   providerBUnionProblem,
   providerCReferenceProblems,
   providerCRules,
+  subschemas,
 } from "./provider-limits.js";
 import { resolveJsonPointer } from "./resolve-json-pointer.js";
 import { validatorFor } from "./schema-validator.js";
@@ -70,6 +71,14 @@ const maxSchemaBytes = 64 * 1024;
  * walk, Ajv) sees the schema: 27 KB of `[[[…]]]` would overflow their stack.
  */
 export const maxSchemaNesting = 64;
+/**
+ * The alternatives the schema's `anyOf` and `oneOf` lists may hold in all (docs/structured.md). Ajv
+ * writes code for each (~1.3 ms of compiling each, on the event loop: at a project's first call as
+ * at its saving), nesting one inside the next: 2,500 in one list, 44 KB of schema, overflowed the
+ * stack after ~3 s. 500 compile in well under a second; a union that wide is already past what a
+ * model is asked to choose from.
+ */
+export const maxAlternatives = 500;
 
 /**
  * Every reason the schema cannot be used; empty when it can. With a provider, that provider's
@@ -90,6 +99,11 @@ export function checkOutputSchema(schema: unknown, provider?: ProviderId, model?
   // Bytes, as the message says: `length` counts UTF-16 code units, half the bytes of "é".
   if (Buffer.byteLength(JSON.stringify(schema), "utf8") > maxSchemaBytes)
     problems.push(`the output schema must be at most ${maxSchemaBytes} bytes of JSON (UTF-8)`);
+  const alternatives = alternativesIn(schema as Record<string, unknown>);
+  if (alternatives > maxAlternatives)
+    problems.push(
+      `the output schema's anyOf and oneOf lists hold ${alternatives} alternatives in all: at most ${maxAlternatives}`,
+    );
   walk(schema, "#", 0, problems, provider);
   if (problems.length === 0) problems.push(...referenceLoops(schema));
   if (problems.length === 0)
@@ -106,6 +120,22 @@ export function checkOutputSchema(schema: unknown, provider?: ProviderId, model?
     }
   }
   return problems;
+}
+
+/**
+ * How many alternatives the `anyOf` and `oneOf` lists of the schema and the schemas it holds
+ * (subschemas) have in all; iterative, the nesting being checked after this.
+ */
+function alternativesIn(schema: Record<string, unknown>): number {
+  let count = 0;
+  const pending = [schema];
+  for (let node = pending.pop(); node !== undefined; node = pending.pop()) {
+    for (const list of [node.anyOf, node.oneOf]) if (Array.isArray(list)) count += list.length;
+    for (const [child] of subschemas(node, "", true))
+      if (typeof child === "object" && child !== null && !Array.isArray(child))
+        pending.push(child as Record<string, unknown>);
+  }
+  return count;
 }
 
 /** What the provider's structured mode refuses in the schema as a whole (provider-limits.ts). */

@@ -118,7 +118,7 @@ function forEachSchema(root: unknown, visit: (node: Schema, path: string) => voi
  * definition through a `$ref` alone), `items`, `additionalProperties`, `anyOf` and `oneOf` (sent as
  * `anyOf`): `nestingKeywords`, in their order. Entries that are no schema are the caller's to skip.
  */
-function subschemas(node: Schema, path: string, definitions: boolean): Array<[unknown, string]> {
+export function subschemas(node: Schema, path: string, definitions: boolean): Array<[unknown, string]> {
   const children: Array<[unknown, string]> = [];
   for (const [key, nesting] of nestingKeywords) {
     const value = node[key];

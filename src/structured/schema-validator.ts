@@ -61,6 +61,9 @@ const newGeneration = (): Generation => {
       strict: false,
       validateFormats: false,
       code: { regExp: linearRegExp },
+      // Ajv's own console output (a schema whose generated code fails to compile is printed whole,
+      // ~1 MB for a wide union) bypasses the log; the error it throws is answered instead.
+      logger: false,
     }),
     compiles: 0,
   };
