@@ -1,6 +1,6 @@
 import { lookup as dnsLookup } from "node:dns/promises";
 import { isIP } from "node:net";
-import { Agent, request } from "undici";
+import { Agent, buildConnector, request } from "undici";
 import { GatewayError } from "../errors.js";
 import { deadlineSignal } from "../net/deadline-signal.js";
 import { isFetchBlockedPort } from "../providers/fetch-blocked-ports.js";
@@ -111,7 +111,9 @@ export function createSafePdfFetcher(options: SafePdfFetcherOptions) {
         if (error instanceof GatewayError) throw error;
         throw deadline.aborted ? stopped(deadline) : refuse("could not fetch the PDF");
       } finally {
-        void agent.close();
+        // Destroyed, not closed: closing after an aborted request had undici connect to the host
+        // again, for nothing.
+        void agent.destroy();
       }
     }
     throw refuse(`the PDF URL redirected more than ${maxRedirects} times`);
@@ -123,19 +125,25 @@ export function createSafePdfFetcher(options: SafePdfFetcherOptions) {
  * ends when `deadline` aborts, TLS handshake included: undici hears of a request's abort only once
  * its connection is made, and its own connect timeout starts after the DNS lookup, so a host that
  * took the TCP connection and never answered the handshake held the fetch past the deadline and
- * past the client's leaving.
+ * past the client's leaving. No connection starts once the deadline has aborted: a socket given a
+ * signal that has already aborted is destroyed, then connected all the same, and never closed.
  */
 function pinnedAgent(address: string, timeoutMs: number, deadline: AbortSignal): Agent {
   const family = isIP(address);
+  const connect = buildConnector({
+    timeout: timeoutMs,
+    signal: deadline,
+    // net.connect asks for all addresses when it races address families (autoSelectFamily).
+    lookup: (_hostname, lookupOptions, callback) => {
+      if ((lookupOptions as { all?: boolean }).all) callback(null, [{ address, family }] as never, family);
+      else callback(null, address, family);
+    },
+  });
   return new Agent({
-    connect: {
-      timeout: timeoutMs,
-      signal: deadline,
-      // net.connect asks for all addresses when it races address families (autoSelectFamily).
-      lookup: (_hostname, lookupOptions, callback) => {
-        if ((lookupOptions as { all?: boolean }).all) callback(null, [{ address, family }] as never, family);
-        else callback(null, address, family);
-      },
+    // The connector calls net.connect (or tls.connect) at once: no abort can come in between.
+    connect: (connectOptions, callback) => {
+      if (deadline.aborted) callback(new Error("The PDF fetch stopped"), null);
+      else connect(connectOptions, callback);
     },
     headersTimeout: timeoutMs,
     bodyTimeout: timeoutMs,

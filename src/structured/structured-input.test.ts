@@ -664,6 +664,23 @@ describe("SSRF-safe PDF fetch", () => {
     expect(Date.now() - started).toBeLessThan(2100);
   });
 
+  // Closing the agent (rather than destroying it) after an aborted request had undici connect to
+  // the host again, and a connection made once the deadline had aborted was never closed.
+  it("makes no further connection once a fetch stopped, and leaves none open", async () => {
+    const controller = new AbortController();
+    setTimeout(() => controller.abort(new Error("The client disconnected")), 200);
+    muteConnections.length = 0;
+    const error = await fetcher()(new URL(`http://127.0.0.3:${mutePort}/doc.pdf`), controller.signal).then(
+      () => null,
+      (caught: unknown) => caught,
+    );
+    expect((error as Error).message).toBe("fetching the PDF was cancelled");
+    await vi.waitFor(() => expect(muteConnections[0]?.closed).toBeDefined(), { timeout: 5000, interval: 5 });
+    // Time for a connection made after the fetch gave up to arrive.
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    expect(muteConnections.map((connection) => connection.closed !== undefined)).toEqual([true]);
+  });
+
   it("still names its own deadline when a caller's signal is given and does not abort", async () => {
     const started = Date.now();
     const error = await fetcher()(
