@@ -1,6 +1,6 @@
 import { lookup as dnsLookup } from "node:dns/promises";
 import { isIP } from "node:net";
-import { Agent, request } from "undici";
+import { Agent, buildConnector, request } from "undici";
 import { GatewayError } from "../errors.js";
 import { deadlineSignal } from "../net/deadline-signal.js";
 import { isFetchBlockedPort } from "../providers/fetch-blocked-ports.js";
@@ -22,7 +22,7 @@ export interface SafePdfFetcherOptions {
  * is pinned to the checked address so DNS cannot change between check and connect; redirects are
  * followed by hand (at most 3), each hop checked again (a URL with credentials, or on a port
  * fetch refuses, is refused on any hop); size and time are capped, the time cap covering every
- * hop's DNS lookup too; the content must start with `%PDF-`. Every refusal is 400 BAD_REQUEST (413 over the size cap). The caller's
+ * hop's DNS lookup and connection (TLS handshake included) too; the content must start with `%PDF-`. Every refusal is 400 BAD_REQUEST (413 over the size cap). The caller's
  * `signal` (the client left) stops the fetch at once, wherever it is, as the deadline does.
  */
 export function createSafePdfFetcher(options: SafePdfFetcherOptions) {
@@ -89,7 +89,7 @@ export function createSafePdfFetcher(options: SafePdfFetcherOptions) {
     for (let hop = 0; hop <= maxRedirects; hop++) {
       if (deadline.aborted) throw stopped(deadline);
       const address = await checkedAddress(url, deadline);
-      const agent = pinnedAgent(address, options.timeoutMs);
+      const agent = pinnedAgent(address, options.timeoutMs, deadline);
       try {
         const response = await request(url, {
           dispatcher: agent,
@@ -111,24 +111,39 @@ export function createSafePdfFetcher(options: SafePdfFetcherOptions) {
         if (error instanceof GatewayError) throw error;
         throw deadline.aborted ? stopped(deadline) : refuse("could not fetch the PDF");
       } finally {
-        void agent.close();
+        // Destroyed, not closed: closing after an aborted request had undici connect to the host
+        // again, for nothing.
+        void agent.destroy();
       }
     }
     throw refuse(`the PDF URL redirected more than ${maxRedirects} times`);
   }
 }
 
-/** An agent whose every connection goes to `address`, whatever the host name resolves to now. */
-function pinnedAgent(address: string, timeoutMs: number): Agent {
+/**
+ * An agent whose every connection goes to `address`, whatever the host name resolves to now, and
+ * ends when `deadline` aborts, TLS handshake included: undici hears of a request's abort only once
+ * its connection is made, and its own connect timeout starts after the DNS lookup, so a host that
+ * took the TCP connection and never answered the handshake held the fetch past the deadline and
+ * past the client's leaving. No connection starts once the deadline has aborted: a socket given a
+ * signal that has already aborted is destroyed, then connected all the same, and never closed.
+ */
+function pinnedAgent(address: string, timeoutMs: number, deadline: AbortSignal): Agent {
   const family = isIP(address);
+  const connect = buildConnector({
+    timeout: timeoutMs,
+    signal: deadline,
+    // net.connect asks for all addresses when it races address families (autoSelectFamily).
+    lookup: (_hostname, lookupOptions, callback) => {
+      if ((lookupOptions as { all?: boolean }).all) callback(null, [{ address, family }] as never, family);
+      else callback(null, address, family);
+    },
+  });
   return new Agent({
-    connect: {
-      timeout: timeoutMs,
-      // net.connect asks for all addresses when it races address families (autoSelectFamily).
-      lookup: (_hostname, lookupOptions, callback) => {
-        if ((lookupOptions as { all?: boolean }).all) callback(null, [{ address, family }] as never, family);
-        else callback(null, address, family);
-      },
+    // The connector calls net.connect (or tls.connect) at once: no abort can come in between.
+    connect: (connectOptions, callback) => {
+      if (deadline.aborted) callback(new Error("The PDF fetch stopped"), null);
+      else connect(connectOptions, callback);
     },
     headersTimeout: timeoutMs,
     bodyTimeout: timeoutMs,

@@ -1,5 +1,10 @@
 import { createServer, type Server } from "node:http";
-import type { AddressInfo } from "node:net";
+import {
+  type AddressInfo,
+  createServer as createTcpServer,
+  type Socket,
+  type Server as TcpServer,
+} from "node:net";
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { GatewayError } from "../errors.js";
 import { decodedLength } from "./base64.js";
@@ -331,6 +336,12 @@ describe("SSRF-safe PDF fetch", () => {
   const allowedRequests: string[] = [];
   /** When the connection of the last `/drip` request closed (ms since the epoch). */
   let dripClosed: number | undefined;
+  /** Takes connections and never says a word: no TLS handshake, no HTTP answer. */
+  let mute: TcpServer;
+  let mutePort = 0;
+  /** When each of the mute server's connections opened and closed (ms since the epoch). */
+  const muteConnections: Array<{ opened: number; closed?: number }> = [];
+  const muteSockets = new Set<Socket>();
 
   beforeAll(async () => {
     forbidden = createServer((_request, response) => response.end(pdf));
@@ -373,6 +384,20 @@ describe("SSRF-safe PDF fetch", () => {
     });
     await new Promise<void>((resolve) => allowed.listen(0, "127.0.0.3", resolve));
     allowedPort = (allowed.address() as AddressInfo).port;
+    mute = createTcpServer((socket) => {
+      const connection: { opened: number; closed?: number } = { opened: Date.now() };
+      muteConnections.push(connection);
+      muteSockets.add(socket);
+      // Read (and drop) what comes: a paused socket never hears the client close it.
+      socket.resume();
+      socket.on("error", () => {});
+      socket.on("close", () => {
+        connection.closed = Date.now();
+        muteSockets.delete(socket);
+      });
+    });
+    await new Promise<void>((resolve) => mute.listen(0, "127.0.0.3", resolve));
+    mutePort = (mute.address() as AddressInfo).port;
   });
 
   afterAll(async () => {
@@ -380,6 +405,8 @@ describe("SSRF-safe PDF fetch", () => {
     allowed.closeAllConnections();
     await new Promise((resolve) => forbidden.close(resolve));
     await new Promise((resolve) => allowed.close(resolve));
+    for (const socket of muteSockets) socket.destroy();
+    await new Promise((resolve) => mute.close(resolve));
   });
 
   /** A fetcher like production's, except that the one test server's address counts as allowed. */
@@ -594,6 +621,64 @@ describe("SSRF-safe PDF fetch", () => {
     );
     expect((error as Error).message).toBe("fetching the PDF was cancelled");
     expect(Date.now() - started).toBeLessThan(600);
+  });
+
+  // The connection (its TLS handshake above all) was outside both: undici waits for a connection
+  // before it hears of an abort, and its connect timeout (SLUICE_PDF_FETCH_TIMEOUT_MS again) started
+  // after the DNS lookup. A host that took the TCP connection and never answered the handshake held
+  // the fetch, and its socket, up to twice the cap, and past the client's leaving.
+  it("stops at once when the caller's signal aborts during a TLS handshake that never ends", async () => {
+    const controller = new AbortController();
+    setTimeout(() => controller.abort(new Error("The client disconnected")), 200);
+    muteConnections.length = 0;
+    const started = Date.now();
+    const error = await fetcher()(new URL(`https://127.0.0.3:${mutePort}/doc.pdf`), controller.signal).then(
+      () => null,
+      (caught: unknown) => caught,
+    );
+    expect((error as Error).message).toBe("fetching the PDF was cancelled");
+    expect(Date.now() - started).toBeLessThan(700);
+    // The connection itself was closed then, not left to its connect timeout.
+    const closedAt = await vi.waitFor(
+      () => {
+        expect(muteConnections[0]?.closed).toBeDefined();
+        return muteConnections[0]?.closed as number;
+      },
+      { timeout: 5000, interval: 5 },
+    );
+    expect(closedAt - started).toBeLessThan(800);
+  });
+
+  it("ends a TLS handshake that never ends at the deadline, the DNS lookup's time included", async () => {
+    const slowLookup = () =>
+      new Promise<Array<{ address: string; family: number }>>((resolve) =>
+        setTimeout(() => resolve([{ address: "127.0.0.3", family: 4 }]), 1000),
+      );
+    const started = Date.now();
+    const error = await fetcher(slowLookup)(new URL(`https://mute.example:${mutePort}/doc.pdf`)).then(
+      () => null,
+      (caught: unknown) => caught,
+    );
+    expect((error as Error).message).toBe("fetching the PDF took too long");
+    // The deadline is 1500 ms; the handshake's own timeout would have ended it at 2500 ms.
+    expect(Date.now() - started).toBeLessThan(2100);
+  });
+
+  // Closing the agent (rather than destroying it) after an aborted request had undici connect to
+  // the host again, and a connection made once the deadline had aborted was never closed.
+  it("makes no further connection once a fetch stopped, and leaves none open", async () => {
+    const controller = new AbortController();
+    setTimeout(() => controller.abort(new Error("The client disconnected")), 200);
+    muteConnections.length = 0;
+    const error = await fetcher()(new URL(`http://127.0.0.3:${mutePort}/doc.pdf`), controller.signal).then(
+      () => null,
+      (caught: unknown) => caught,
+    );
+    expect((error as Error).message).toBe("fetching the PDF was cancelled");
+    await vi.waitFor(() => expect(muteConnections[0]?.closed).toBeDefined(), { timeout: 5000, interval: 5 });
+    // Time for a connection made after the fetch gave up to arrive.
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    expect(muteConnections.map((connection) => connection.closed !== undefined)).toEqual([true]);
   });
 
   it("still names its own deadline when a caller's signal is given and does not abort", async () => {
