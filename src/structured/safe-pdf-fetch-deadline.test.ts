@@ -14,7 +14,8 @@ import { createSafePdfFetcher } from "./safe-pdf-fetch.js";
  * deadline of 500 ms. The fetch here collects garbage while it waits.
  */
 const warmUpCalls = 1500;
-const timeoutMs = 300;
+// Room for a warm-up fetch on a loaded machine; the collections below come well before it.
+const timeoutMs = 1000;
 
 /** `call`'s outcome (its error's message), collecting garbage while it runs; "still running" long past the deadline. */
 async function outcomeUnderGc(call: (clientSignal: AbortSignal) => Promise<unknown>): Promise<string> {
