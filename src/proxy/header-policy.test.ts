@@ -168,6 +168,20 @@ describe("header policy", () => {
     ]);
   });
 
+  it("drops the headers each of several Connection lines names: they are one list (RFC 9110 sections 5.3, 7.6.1)", () => {
+    const head = clientResponseHeaders(
+      raw([
+        ["Connection", "X-Hop-First"],
+        ["x-hop-first", "1"],
+        ["connection", "keep-alive"],
+        ["x-hop-last", "2"],
+        ["Connection", "x-hop-last"],
+        ["x-kept", "3"],
+      ]),
+    );
+    expect(head.headers).toEqual(["x-kept", "3"]);
+  });
+
   it("reports a transfer coding other than chunked alone, which undici leaves on the body, and never passes it on", () => {
     const coding = (...values: string[]) =>
       clientResponseHeaders(raw(values.map((value) => ["Transfer-Encoding", value]))).transferCoding;
@@ -272,7 +286,7 @@ describe("clientResponseHeaders against a straightforward reading, on random hea
     for (let index = 0; index + 1 < raw.length; index += 2) {
       const name = text(raw[index] as Buffer | string).toLowerCase();
       const value = text(raw[index + 1] as Buffer | string);
-      if (name === "connection") connection.splice(0, connection.length, value);
+      if (name === "connection") connection.push(value);
       if (name === "transfer-encoding") transfer.push(value);
       if (dropped.has(name) || name.startsWith("access-control-")) continue;
       if (key !== "" && name.includes(key.toLowerCase())) continue;
@@ -288,7 +302,7 @@ describe("clientResponseHeaders against a straightforward reading, on random hea
       }
       pairs.push([name, masked]);
     }
-    const listed = (connection[0] ?? "").toLowerCase();
+    const listed = connection.join(",").toLowerCase();
     const kept =
       listed === "" || listed === "keep-alive" || listed === "close"
         ? pairs

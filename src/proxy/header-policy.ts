@@ -186,7 +186,9 @@ export function clientResponseHeaders(
   const escapable = providerKey !== "" && keyMayBeEscaped(providerKey);
   for (let index = 0; index + 1 < raw.length; index += 2) {
     const name = headerName(raw[index] as Buffer | string);
-    if (name === "connection") connection = latin1(raw[index + 1] as Buffer | string);
+    // Several Connection lines are one list (RFC 9110 section 5.3): each names headers to drop.
+    if (name === "connection")
+      connection = `${connection}${connection === "" ? "" : ","}${latin1(raw[index + 1] as Buffer | string)}`;
     else if (name === "transfer-encoding")
       transferEncoding = `${transferEncoding}${transferEncoding === "" ? "" : ","}${latin1(raw[index + 1] as Buffer | string)}`;
     if (droppedResponseHeaders.has(name) || name.startsWith("access-control-")) continue;

@@ -388,6 +388,11 @@ export class ProxyExchange implements Dispatcher.DispatchHandler {
         this.retried = true;
         this.abortUpstream = null;
         this.pool.dispatch(this.options, this);
+      } else if (this.status === 304 && code === "UND_ERR_RES_CONTENT_LENGTH_MISMATCH") {
+        // A 304's content-length is the size of the representation it stands for (RFC 9110 8.6):
+        // it has no body (RFC 9112 6.3), and its head is all of it. undici counts the body's bytes
+        // against it anyway, and drops the connection: the answer is whole, and goes to the client.
+        this.onComplete();
       } else this.settle(() => this.reject(error));
       return;
     }

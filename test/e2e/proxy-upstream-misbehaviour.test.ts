@@ -67,13 +67,23 @@ interface Received {
 /** A POST on a connection of its own, read to its end or its cut (fetch hides which). */
 function post(url: string, headers: Record<string, string>, body: unknown): Promise<Received> {
   const payload = Buffer.from(JSON.stringify(body));
+  return send("POST", url, { ...headers, "content-type": "application/json" }, payload);
+}
+
+/** A request without a body (`payload` empty) or with one, as `post` sends it. */
+function send(
+  method: string,
+  url: string,
+  headers: Record<string, string>,
+  payload = Buffer.alloc(0),
+): Promise<Received> {
   return new Promise((resolve, reject) => {
     const outgoing = httpRequest(
       url,
       {
-        method: "POST",
+        method,
         agent: false,
-        headers: { ...headers, "content-type": "application/json", "content-length": payload.length },
+        headers: payload.length > 0 ? { ...headers, "content-length": payload.length } : headers,
       },
       (incoming) => {
         const parts: Buffer[] = [];
@@ -421,6 +431,29 @@ describe("a provider that misbehaves", () => {
     expect(received.status).toBe(502);
     expect(row).toMatchObject({ status: 502, error_code: "PROVIDER_ERROR" });
     await upstream.lastConnectionClosed();
+  });
+
+  // RFC 9110 8.6: a 304's content-length is the size of the representation it stands for, not of a
+  // body (a 304 has none, RFC 9112 6.3). undici reports it as a content-length mismatch.
+  it.each([
+    ["GET", "files/file-abc/content"],
+    ["POST", "chat/completions"],
+  ])("passes a %s's 304 with a content-length back as the 304 it is, not a 502", async (method, path) => {
+    upstream.answer((socket) =>
+      socket.write('HTTP/1.1 304 Not Modified\r\netag: "v1"\r\ncontent-length: 4096\r\n\r\n'),
+    );
+    const received = await send(
+      method,
+      `${sluice.url}/v1/provider-a/${project.projectId}/${path}`,
+      { authorization: `Bearer ${project.bearer("provider-a")}`, "if-none-match": '"v1"' },
+      method === "POST" ? Buffer.from(JSON.stringify(chat.body)) : undefined,
+    );
+    expect(received).toMatchObject({ status: 304, how: "ended" });
+    expect(received.headers.etag).toBe('"v1"');
+    expect(received.headers["content-length"]).toBe("4096");
+    expect(received.body.length).toBe(0);
+    const row = await usageRowById(sluice.gateway, received.headers["x-request-id"] as string);
+    expect(row).toMatchObject({ status: 304, outcome: "ok", error_code: null, cost_usd: 0 });
   });
 
   it("passes a header value of latin-1 bytes (obs-text) byte for byte", async () => {
