@@ -160,6 +160,13 @@ async function readProxiedBody(
   maxBodyBytes: number,
 ): Promise<{ facts: RequestFacts; decoded: boolean; usageOptionSet: boolean }> {
   const sent = await readBody(request, maxBodyBytes);
+  // Content in a GET or HEAD has no meaning (RFC 9110 9.3.1): a server on the provider's side that
+  // reads none would take it for the next request on a connection Sluice shares between clients.
+  if (sent.length > 0 && (request.method === "GET" || request.method === "HEAD"))
+    throw new GatewayError(
+      "BAD_REQUEST",
+      `A ${request.method} request carries no body: Sluice does not forward one (send the call without it)`,
+    );
   const coding = request.headers["content-encoding"];
   const type = request.headers["content-type"];
   if (coding === undefined) {

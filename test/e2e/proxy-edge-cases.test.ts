@@ -1,4 +1,4 @@
-import type { IncomingMessage, ServerResponse } from "node:http";
+import { request as httpRequest, type IncomingMessage, type ServerResponse } from "node:http";
 import { connect } from "node:net";
 import { gzipSync } from "node:zlib";
 import Anthropic, { toFile } from "@anthropic-ai/sdk";
@@ -159,6 +159,50 @@ describe("proxy edge cases", () => {
     const created = await callA("responses", { body: '{"model":"gpt-4o-mini","input":"hi"}' });
     expect(await usageRowOf(sluice.gateway, created)).toMatchObject({ input_tokens: 9, output_tokens: 4 });
   });
+
+  // RFC 9110 9.3.1: content in a GET has no meaning, and a server on the provider's side that reads
+  // none (taking the body for the next request on the connection Sluice shares between clients)
+  // would see two requests in one. A GET or HEAD with a body is refused, never forwarded.
+  it.each(["GET", "HEAD"])(
+    "refuses a %s with a body (400) and never forwards it; one without passes",
+    async (method) => {
+      const sent = (body: string | null) =>
+        new Promise<{ status: number; body: string }>((resolve, reject) => {
+          const call = httpRequest(
+            `${sluice.url}/v1/provider-a/${project.projectId}/responses/resp_1`,
+            {
+              method,
+              headers: {
+                authorization: `Bearer ${project.bearer("provider-a")}`,
+                ...(body === null ? {} : { "content-length": String(Buffer.byteLength(body)) }),
+              },
+            },
+            (response) => {
+              const chunks: Buffer[] = [];
+              response.on("data", (chunk: Buffer) => chunks.push(chunk));
+              response.on("end", () =>
+                resolve({ status: response.statusCode ?? 0, body: Buffer.concat(chunks).toString() }),
+              );
+            },
+          );
+          call.on("error", reject);
+          call.end(body ?? undefined);
+        });
+      const refused = await sent('{"model":"gpt-4o-mini"}');
+      expect(refused.status).toBe(400);
+      if (method === "GET")
+        expect(JSON.parse(refused.body)).toMatchObject({
+          error: { code: "BAD_REQUEST", message: expect.stringContaining("body") },
+        });
+      expect(received).toEqual([]);
+      expect((await sent(null)).status).toBe(200);
+      expect((await sent("")).status).toBe(200);
+      expect(received.map((request) => [request.method, request.body.length])).toEqual([
+        [method, 0],
+        [method, 0],
+      ]);
+    },
+  );
 
   it("answers provider C's file upload (upload/…) 404 with the reason, and never forwards it", async () => {
     const response = await fetch(`${sluice.url}/v1/provider-c/${project.projectId}/upload/v1beta/files`, {
