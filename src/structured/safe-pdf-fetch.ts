@@ -14,6 +14,11 @@ export interface SafePdfFetcherOptions {
   maxBytes: number;
   timeoutMs: number;
   maxRedirects?: number;
+  /**
+   * Fetches this fetcher runs at once (the gateway builds one: `SLUICE_MAX_PDF_FETCHES`); one more
+   * is answered 503. Each may hold up to `maxBytes` until `timeoutMs`. Unset: no cap.
+   */
+  maxFetches?: number;
 }
 
 /**
@@ -23,7 +28,8 @@ export interface SafePdfFetcherOptions {
  * followed by hand (at most 3), each hop checked again (a URL with credentials, or on a port
  * fetch refuses, is refused on any hop); size and time are capped, the time cap covering every
  * hop's DNS lookup and connection (TLS handshake included) too; the content must start with `%PDF-`. Every refusal is 400 BAD_REQUEST (413 over the size cap). The caller's
- * `signal` (the client left) stops the fetch at once, wherever it is, as the deadline does.
+ * `signal` (the client left) stops the fetch at once, wherever it is, as the deadline does. At most
+ * `maxFetches` run at once: one more is 503 SERVICE_UNAVAILABLE, the gateway's capacity.
  */
 export function createSafePdfFetcher(options: SafePdfFetcherOptions) {
   const resolve =
@@ -31,6 +37,8 @@ export function createSafePdfFetcher(options: SafePdfFetcherOptions) {
   const allowed = options.isAllowedAddress ?? isPublicAddress;
   const protocols = options.allowedProtocols ?? ["https:"];
   const maxRedirects = options.maxRedirects ?? 3;
+  const maxFetches = options.maxFetches ?? Number.POSITIVE_INFINITY;
+  let fetchesRunning = 0;
 
   async function checkedAddress(url: URL, deadline: AbortSignal): Promise<string> {
     if (!protocols.includes(url.protocol))
@@ -74,6 +82,19 @@ export function createSafePdfFetcher(options: SafePdfFetcherOptions) {
   }
 
   return async function fetchPdf(start: URL, signal?: AbortSignal): Promise<Uint8Array> {
+    // Counted until the fetch has settled: its connection is destroyed then, and what it read is
+    // either its caller's or garbage.
+    if (fetchesRunning >= maxFetches)
+      throw busy("Too many PDF fetches are running on this instance (SLUICE_MAX_PDF_FETCHES)");
+    fetchesRunning++;
+    try {
+      return await fetchWithDeadline(start, signal);
+    } finally {
+      fetchesRunning--;
+    }
+  };
+
+  async function fetchWithDeadline(start: URL, signal?: AbortSignal): Promise<Uint8Array> {
     // Not AbortSignal.any with AbortSignal.timeout, whose timer a garbage collection can take
     // (deadline-signal.ts): the fetch then ran as long as the server kept sending.
     const { signal: deadline, clear } = deadlineSignal(options.timeoutMs, signal);
@@ -82,7 +103,7 @@ export function createSafePdfFetcher(options: SafePdfFetcherOptions) {
     } finally {
       clear();
     }
-  };
+  }
 
   async function fetchWithin(start: URL, deadline: AbortSignal): Promise<Uint8Array> {
     let url = start;
@@ -165,6 +186,17 @@ async function readCapped(body: AsyncIterable<Buffer>, maxBytes: number): Promis
   const bytes = Buffer.concat(chunks, size);
   if (!isPdf(bytes)) throw refuse("the URL did not return a PDF (it does not start with %PDF-)");
   return bytes;
+}
+
+/**
+ * The gateway's own capacity is taken (not the client's doing, so not a 429): 503 with a
+ * Retry-After. The message names the setting, not its value, which would tell a flood its size.
+ */
+function busy(message: string): GatewayError {
+  return new GatewayError("SERVICE_UNAVAILABLE", `${message}; retry shortly`, {
+    headers: { "retry-after": "5" },
+    details: { retryable: true },
+  });
 }
 
 function refuse(message: string): GatewayError {
