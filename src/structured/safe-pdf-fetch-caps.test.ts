@@ -95,4 +95,71 @@ describe("the PDF fetcher's caps on work in flight", () => {
     expect(await outcome(fetchPdf(new URL(`http://127.0.0.1:${port}/doc.pdf`)))).toBe("ok");
     expect(await outcome(fetchPdf(new URL(`http://127.0.0.1:${port}/doc.pdf`)))).toBe("ok");
   });
+
+  // The host lookup (dns.lookup: getaddrinfo on libuv's thread pool, where slow work such as it may
+  // take 2 of the 4 threads) is left running when its fetch gives up. A few PDF URLs under a domain
+  // whose nameserver stalls took both, and every other dns.lookup in the process, the providers'
+  // included, waited behind them (measured: 17 s for localhost behind six such lookups).
+  it("runs one host lookup at a time, counted until it settles: a fetch behind one that never does waits within its deadline, then 503", async () => {
+    const lookups: string[] = [];
+    const fetchPdf = fetcherWith({
+      timeoutMs: 400,
+      lookup: (host) => {
+        lookups.push(host);
+        // A nameserver that never answers: this lookup outlives its fetch.
+        if (host === "stalled.example") return new Promise<Addresses>(() => {});
+        return Promise.resolve([{ address: "127.0.0.1", family: 4 }]);
+      },
+    });
+    expect(await outcome(fetchPdf(new URL(`http://stalled.example:${port}/doc.pdf`)))).toBe(
+      "BAD_REQUEST: fetching the PDF took too long",
+    );
+    const started = Date.now();
+    expect(await outcome(fetchPdf(new URL(`http://pdf.example:${port}/doc.pdf`)))).toBe(
+      "SERVICE_UNAVAILABLE: Other PDF hosts are being looked up on this instance; retry shortly (Retry-After 5)",
+    );
+    expect(Date.now() - started).toBeGreaterThanOrEqual(350);
+    expect(Date.now() - started).toBeLessThan(1500);
+    // The client that leaves while waiting is told so, at once.
+    const client = new AbortController();
+    setTimeout(() => client.abort(new Error("The client disconnected")), 50);
+    expect(await outcome(fetchPdf(new URL(`http://pdf.example:${port}/doc.pdf`), client.signal))).toBe(
+      "BAD_REQUEST: fetching the PDF was cancelled",
+    );
+    expect(lookups).toEqual(["stalled.example"]);
+    // A URL with an address needs no lookup, and does not wait.
+    expect(await outcome(fetchPdf(new URL(`http://127.0.0.1:${port}/doc.pdf`)))).toBe("ok");
+  });
+
+  it("gives the lookup's turn to the next fetch waiting once the lookup settles, however long after its own fetch stopped", async () => {
+    const lookups: string[] = [];
+    let answerSlow: (addresses: Addresses) => void = () => {};
+    const fetchPdf = fetcherWith({
+      timeoutMs: 3000,
+      lookup: (host) => {
+        lookups.push(host);
+        if (host === "slow.example") return new Promise<Addresses>((resolve) => (answerSlow = resolve));
+        return Promise.resolve([{ address: "127.0.0.1", family: 4 }]);
+      },
+    });
+    const leaving = new AbortController();
+    const slow = outcome(fetchPdf(new URL(`http://slow.example:${port}/doc.pdf`), leaving.signal));
+    await vi.waitFor(() => expect(lookups).toEqual(["slow.example"]), { timeout: 5000, interval: 5 });
+    leaving.abort(new Error("The client disconnected"));
+    expect(await slow).toBe("BAD_REQUEST: fetching the PDF was cancelled");
+    // Two fetches wait for the turn; the first leaves while waiting, and is not given it.
+    const waitingThenLeaving = new AbortController();
+    const first = outcome(
+      fetchPdf(new URL(`http://first.example:${port}/doc.pdf`), waitingThenLeaving.signal),
+    );
+    const second = outcome(fetchPdf(new URL(`http://second.example:${port}/doc.pdf`)));
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    expect(lookups).toEqual(["slow.example"]);
+    waitingThenLeaving.abort(new Error("The client disconnected"));
+    expect(await first).toBe("BAD_REQUEST: fetching the PDF was cancelled");
+    answerSlow([{ address: "127.0.0.1", family: 4 }]);
+    expect(await second).toBe("ok");
+    expect(lookups).toEqual(["slow.example", "second.example"]);
+    expect(await outcome(fetchPdf(new URL(`http://third.example:${port}/doc.pdf`)))).toBe("ok");
+  });
 });
