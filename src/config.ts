@@ -459,6 +459,12 @@ export const settings = {
     "15000",
     "time allowed to fetch a PDF by URL",
   ),
+  maxPdfFetches: setting(
+    "SLUICE_MAX_PDF_FETCHES",
+    integer(1),
+    "8",
+    "PDF fetches by URL (/v1/pdf) running at once on this instance, each holding up to SLUICE_MAX_PDF_BYTES of its PDF for up to SLUICE_PDF_FETCH_TIMEOUT_MS (160 MiB in all with the defaults); one more is answered 503 `SERVICE_UNAVAILABLE` (`Retry-After: 5`) before any lookup or connection",
+  ),
   projectCacheTtlMs: setting(
     "SLUICE_PROJECT_CACHE_TTL_MS",
     millisecondsFrom(0),

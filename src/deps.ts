@@ -430,7 +430,11 @@ export async function createGateway(config: Config, injected: Partial<Injectable
         models: aiModels,
         fetchPdf:
           injected.fetchPdf ??
-          createSafePdfFetcher({ maxBytes: config.maxPdfBytes, timeoutMs: config.pdfFetchTimeoutMs }),
+          createSafePdfFetcher({
+            maxBytes: config.maxPdfBytes,
+            timeoutMs: config.pdfFetchTimeoutMs,
+            maxFetches: config.maxPdfFetches,
+          }),
         maxBodyBytes: config.maxBodyBytes,
         maxImageBytes: config.maxImageBytes,
         maxPdfBytes: config.maxPdfBytes,

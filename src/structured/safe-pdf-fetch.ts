@@ -7,6 +7,15 @@ import { isFetchBlockedPort } from "../providers/fetch-blocked-ports.js";
 import { isPdf } from "./pdf-input.js";
 import { isPublicAddress } from "./public-address.js";
 
+/**
+ * Host lookups (`dns.lookup`, getaddrinfo) a fetcher runs at once. getaddrinfo runs on libuv's
+ * thread pool, where slow work such as it may take half the threads (2 of the default 4), and
+ * cannot be stopped: a lookup under a domain whose nameserver stalls holds its thread until the
+ * resolver gives up (seconds), whatever the fetch's deadline. One leaves the other turn to every
+ * other lookup in the process (the providers' connections, PostgreSQL, Redis).
+ */
+const lookupsAtOnce = 1;
+
 export interface SafePdfFetcherOptions {
   lookup?: (hostname: string) => Promise<Array<{ address: string; family: number }>>;
   isAllowedAddress?: (ip: string) => boolean;
@@ -14,6 +23,11 @@ export interface SafePdfFetcherOptions {
   maxBytes: number;
   timeoutMs: number;
   maxRedirects?: number;
+  /**
+   * Fetches this fetcher runs at once (the gateway builds one: `SLUICE_MAX_PDF_FETCHES`); one more
+   * is answered 503. Each may hold up to `maxBytes` until `timeoutMs`. Unset: no cap.
+   */
+  maxFetches?: number;
 }
 
 /**
@@ -23,7 +37,9 @@ export interface SafePdfFetcherOptions {
  * followed by hand (at most 3), each hop checked again (a URL with credentials, or on a port
  * fetch refuses, is refused on any hop); size and time are capped, the time cap covering every
  * hop's DNS lookup and connection (TLS handshake included) too; the content must start with `%PDF-`. Every refusal is 400 BAD_REQUEST (413 over the size cap). The caller's
- * `signal` (the client left) stops the fetch at once, wherever it is, as the deadline does.
+ * `signal` (the client left) stops the fetch at once, wherever it is, as the deadline does. At most
+ * `maxFetches` run at once: one more is 503 SERVICE_UNAVAILABLE, the gateway's capacity; so is
+ * one whose deadline passes while it waits for its turn to look its host up (`lookupsAtOnce`).
  */
 export function createSafePdfFetcher(options: SafePdfFetcherOptions) {
   const resolve =
@@ -31,6 +47,8 @@ export function createSafePdfFetcher(options: SafePdfFetcherOptions) {
   const allowed = options.isAllowedAddress ?? isPublicAddress;
   const protocols = options.allowedProtocols ?? ["https:"];
   const maxRedirects = options.maxRedirects ?? 3;
+  const maxFetches = options.maxFetches ?? Number.POSITIVE_INFINITY;
+  let fetchesRunning = 0;
 
   async function checkedAddress(url: URL, deadline: AbortSignal): Promise<string> {
     if (!protocols.includes(url.protocol))
@@ -53,18 +71,28 @@ export function createSafePdfFetcher(options: SafePdfFetcherOptions) {
 
   /**
    * The lookup runs under the fetch's deadline: one that takes longer fails as the time-out does,
-   * and one still running when the caller's signal aborts is given up as well.
+   * and one still running when the caller's signal aborts is given up as well. It waits for its
+   * turn (`lookupsAtOnce`) within the same deadline.
    */
   async function resolveHost(host: string, deadline: AbortSignal) {
     if (deadline.aborted) throw stopped(deadline);
+    await lookupTurn(deadline);
+    // The deadline may have passed while the turn came: the turn is given back unused.
+    if (deadline.aborted) {
+      endLookupTurn();
+      throw stopped(deadline);
+    }
     let onAbort = () => {};
     const timedOut = new Promise<never>((_resolve, reject) => {
       onAbort = () => reject(stopped(deadline));
       deadline.addEventListener("abort", onAbort, { once: true });
     });
     try {
-      // A lookup still running past the deadline is left to finish; its answer is not used.
-      return await Promise.race([resolve(host), timedOut]);
+      // A lookup still running past the deadline is left to finish (getaddrinfo cannot be
+      // stopped); its answer is not used, and it keeps the turn until it settles.
+      const lookup = (async () => resolve(host))();
+      void lookup.then(endLookupTurn, endLookupTurn);
+      return await Promise.race([lookup, timedOut]);
     } catch (error) {
       if (error instanceof GatewayError) throw error;
       throw deadline.aborted ? stopped(deadline) : refuse("the PDF URL's host does not resolve");
@@ -73,7 +101,60 @@ export function createSafePdfFetcher(options: SafePdfFetcherOptions) {
     }
   }
 
+  /**
+   * The host lookups this fetcher runs at once: `lookupsAtOnce`, counted until each settles, not
+   * until its fetch gave up. The fetches waiting for a turn, first come first served.
+   */
+  let lookupsRunning = 0;
+  const waitingForLookup: Array<() => void> = [];
+
+  /** A turn to look a host up, waited for within the fetch's deadline (503 when it passes first). */
+  function lookupTurn(deadline: AbortSignal): Promise<void> {
+    if (lookupsRunning < lookupsAtOnce) {
+      lookupsRunning++;
+      return Promise.resolve();
+    }
+    return new Promise((resolve, reject) => {
+      const take = () => {
+        deadline.removeEventListener("abort", leave);
+        resolve();
+      };
+      const leave = () => {
+        const place = waitingForLookup.indexOf(take);
+        if (place >= 0) waitingForLookup.splice(place, 1);
+        const reason: unknown = deadline.reason;
+        reject(
+          reason instanceof Error && reason.name === "TimeoutError"
+            ? busy("Other PDF hosts are being looked up on this instance")
+            : stopped(deadline),
+        );
+      };
+      waitingForLookup.push(take);
+      deadline.addEventListener("abort", leave, { once: true });
+    });
+  }
+
+  /** A lookup settled: its turn passes to the first fetch waiting, if any. */
+  function endLookupTurn(): void {
+    const next = waitingForLookup.shift();
+    if (next) next();
+    else lookupsRunning--;
+  }
+
   return async function fetchPdf(start: URL, signal?: AbortSignal): Promise<Uint8Array> {
+    // Counted until the fetch has settled: its connection is destroyed then, and what it read is
+    // either its caller's or garbage.
+    if (fetchesRunning >= maxFetches)
+      throw busy("Too many PDF fetches are running on this instance (SLUICE_MAX_PDF_FETCHES)");
+    fetchesRunning++;
+    try {
+      return await fetchWithDeadline(start, signal);
+    } finally {
+      fetchesRunning--;
+    }
+  };
+
+  async function fetchWithDeadline(start: URL, signal?: AbortSignal): Promise<Uint8Array> {
     // Not AbortSignal.any with AbortSignal.timeout, whose timer a garbage collection can take
     // (deadline-signal.ts): the fetch then ran as long as the server kept sending.
     const { signal: deadline, clear } = deadlineSignal(options.timeoutMs, signal);
@@ -82,7 +163,7 @@ export function createSafePdfFetcher(options: SafePdfFetcherOptions) {
     } finally {
       clear();
     }
-  };
+  }
 
   async function fetchWithin(start: URL, deadline: AbortSignal): Promise<Uint8Array> {
     let url = start;
@@ -165,6 +246,17 @@ async function readCapped(body: AsyncIterable<Buffer>, maxBytes: number): Promis
   const bytes = Buffer.concat(chunks, size);
   if (!isPdf(bytes)) throw refuse("the URL did not return a PDF (it does not start with %PDF-)");
   return bytes;
+}
+
+/**
+ * The gateway's own capacity is taken (not the client's doing, so not a 429): 503 with a
+ * Retry-After. The message names the setting, not its value, which would tell a flood its size.
+ */
+function busy(message: string): GatewayError {
+  return new GatewayError("SERVICE_UNAVAILABLE", `${message}; retry shortly`, {
+    headers: { "retry-after": "5" },
+    details: { retryable: true },
+  });
 }
 
 function refuse(message: string): GatewayError {

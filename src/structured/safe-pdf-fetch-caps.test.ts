@@ -1,0 +1,165 @@
+import { createServer, type Server } from "node:http";
+import type { AddressInfo } from "node:net";
+import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
+import { GatewayError } from "../errors.js";
+import { createSafePdfFetcher } from "./safe-pdf-fetch.js";
+
+type Addresses = Array<{ address: string; family: number }>;
+
+/** An error's code and message (and its Retry-After, if any). */
+function described(error: unknown): string {
+  if (!(error instanceof GatewayError)) return String(error);
+  const retry = error.headers["retry-after"];
+  return `${error.code}: ${error.message}${retry === undefined ? "" : ` (Retry-After ${retry})`}`;
+}
+
+/** The fetch's outcome: "ok", or its error described. */
+function outcome(run: Promise<unknown>): Promise<string> {
+  return run.then(() => "ok", described);
+}
+
+describe("the PDF fetcher's caps on work in flight", () => {
+  let server: Server;
+  let port = 0;
+  const requests: string[] = [];
+
+  beforeAll(async () => {
+    server = createServer((request, response) => {
+      requests.push(request.url ?? "");
+      if (request.url === "/doc.pdf") return void response.end("%PDF-1.4\n");
+      // A PDF that starts and never ends: the fetch holds what came until its deadline.
+      response.writeHead(200, { "content-type": "application/pdf" });
+      response.write("%PDF-1.4\n");
+    });
+    await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+    port = (server.address() as AddressInfo).port;
+  });
+
+  afterAll(async () => {
+    server.closeAllConnections();
+    await new Promise((resolve) => server.close(resolve));
+  });
+
+  const fetcherWith = (options: {
+    maxFetches?: number;
+    timeoutMs: number;
+    lookup?: (host: string) => Promise<Addresses>;
+  }) =>
+    createSafePdfFetcher({
+      isAllowedAddress: (ip) => ip === "127.0.0.1",
+      allowedProtocols: ["http:"],
+      maxBytes: 1 << 20,
+      ...options,
+    });
+
+  // Each fetch may hold up to SLUICE_MAX_PDF_BYTES until SLUICE_PDF_FETCH_TIMEOUT_MS (20 MiB for
+  // 15 s by default): without a cap, ~150 concurrent fetches held ~3 GiB.
+  it("answers a fetch beyond the cap 503 with Retry-After, before any lookup or connection, and takes one again once a fetch ended", async () => {
+    let lookups = 0;
+    const fetchPdf = fetcherWith({
+      maxFetches: 2,
+      timeoutMs: 5000,
+      lookup: async () => {
+        lookups++;
+        return [{ address: "127.0.0.1", family: 4 }];
+      },
+    });
+    requests.length = 0;
+    const holders = [new AbortController(), new AbortController()];
+    const held = holders.map((holder) =>
+      outcome(fetchPdf(new URL(`http://127.0.0.1:${port}/hold`), holder.signal)),
+    );
+    await vi.waitFor(() => expect(requests).toEqual(["/hold", "/hold"]), { timeout: 5000, interval: 5 });
+
+    // Given up by the test after 300 ms when it is not refused at once (as before the cap).
+    const extra = new AbortController();
+    setTimeout(() => extra.abort(new Error("The test gave up")), 300);
+    const error = await fetchPdf(new URL(`http://pdf.example:${port}/doc.pdf`), extra.signal).then(
+      () => null,
+      (caught: unknown) => caught,
+    );
+    expect(described(error)).toBe(
+      "SERVICE_UNAVAILABLE: Too many PDF fetches are running on this instance (SLUICE_MAX_PDF_FETCHES); retry shortly (Retry-After 5)",
+    );
+    expect((error as GatewayError).status).toBe(503);
+    expect((error as GatewayError).details).toEqual({ retryable: true });
+    expect(lookups).toBe(0);
+    expect(requests).toEqual(["/hold", "/hold"]);
+
+    holders[0]!.abort(new Error("The client disconnected"));
+    expect(await held[0]).toBe("BAD_REQUEST: fetching the PDF was cancelled");
+    expect(await outcome(fetchPdf(new URL(`http://pdf.example:${port}/doc.pdf`)))).toBe("ok");
+    holders[1]!.abort(new Error("The client disconnected"));
+    expect(await held[1]).toBe("BAD_REQUEST: fetching the PDF was cancelled");
+    // A refusal and a failure give their places back as a success does.
+    expect(await outcome(fetchPdf(new URL(`http://127.0.0.1:${port}/doc.pdf`)))).toBe("ok");
+    expect(await outcome(fetchPdf(new URL(`http://127.0.0.1:${port}/doc.pdf`)))).toBe("ok");
+  });
+
+  // The host lookup (dns.lookup: getaddrinfo on libuv's thread pool, where slow work such as it may
+  // take 2 of the 4 threads) is left running when its fetch gives up. A few PDF URLs under a domain
+  // whose nameserver stalls took both, and every other dns.lookup in the process, the providers'
+  // included, waited behind them (measured: 17 s for localhost behind six such lookups).
+  it("runs one host lookup at a time, counted until it settles: a fetch behind one that never does waits within its deadline, then 503", async () => {
+    const lookups: string[] = [];
+    const fetchPdf = fetcherWith({
+      timeoutMs: 400,
+      lookup: (host) => {
+        lookups.push(host);
+        // A nameserver that never answers: this lookup outlives its fetch.
+        if (host === "stalled.example") return new Promise<Addresses>(() => {});
+        return Promise.resolve([{ address: "127.0.0.1", family: 4 }]);
+      },
+    });
+    expect(await outcome(fetchPdf(new URL(`http://stalled.example:${port}/doc.pdf`)))).toBe(
+      "BAD_REQUEST: fetching the PDF took too long",
+    );
+    const started = Date.now();
+    expect(await outcome(fetchPdf(new URL(`http://pdf.example:${port}/doc.pdf`)))).toBe(
+      "SERVICE_UNAVAILABLE: Other PDF hosts are being looked up on this instance; retry shortly (Retry-After 5)",
+    );
+    expect(Date.now() - started).toBeGreaterThanOrEqual(350);
+    expect(Date.now() - started).toBeLessThan(1500);
+    // The client that leaves while waiting is told so, at once.
+    const client = new AbortController();
+    setTimeout(() => client.abort(new Error("The client disconnected")), 50);
+    expect(await outcome(fetchPdf(new URL(`http://pdf.example:${port}/doc.pdf`), client.signal))).toBe(
+      "BAD_REQUEST: fetching the PDF was cancelled",
+    );
+    expect(lookups).toEqual(["stalled.example"]);
+    // A URL with an address needs no lookup, and does not wait.
+    expect(await outcome(fetchPdf(new URL(`http://127.0.0.1:${port}/doc.pdf`)))).toBe("ok");
+  });
+
+  it("gives the lookup's turn to the next fetch waiting once the lookup settles, however long after its own fetch stopped", async () => {
+    const lookups: string[] = [];
+    let answerSlow: (addresses: Addresses) => void = () => {};
+    const fetchPdf = fetcherWith({
+      timeoutMs: 3000,
+      lookup: (host) => {
+        lookups.push(host);
+        if (host === "slow.example") return new Promise<Addresses>((resolve) => (answerSlow = resolve));
+        return Promise.resolve([{ address: "127.0.0.1", family: 4 }]);
+      },
+    });
+    const leaving = new AbortController();
+    const slow = outcome(fetchPdf(new URL(`http://slow.example:${port}/doc.pdf`), leaving.signal));
+    await vi.waitFor(() => expect(lookups).toEqual(["slow.example"]), { timeout: 5000, interval: 5 });
+    leaving.abort(new Error("The client disconnected"));
+    expect(await slow).toBe("BAD_REQUEST: fetching the PDF was cancelled");
+    // Two fetches wait for the turn; the first leaves while waiting, and is not given it.
+    const waitingThenLeaving = new AbortController();
+    const first = outcome(
+      fetchPdf(new URL(`http://first.example:${port}/doc.pdf`), waitingThenLeaving.signal),
+    );
+    const second = outcome(fetchPdf(new URL(`http://second.example:${port}/doc.pdf`)));
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    expect(lookups).toEqual(["slow.example"]);
+    waitingThenLeaving.abort(new Error("The client disconnected"));
+    expect(await first).toBe("BAD_REQUEST: fetching the PDF was cancelled");
+    answerSlow([{ address: "127.0.0.1", family: 4 }]);
+    expect(await second).toBe("ok");
+    expect(lookups).toEqual(["slow.example", "second.example"]);
+    expect(await outcome(fetchPdf(new URL(`http://third.example:${port}/doc.pdf`)))).toBe("ok");
+  });
+});
