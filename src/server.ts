@@ -226,7 +226,8 @@ const npmCopyWindowMs = 1000;
  * what is left is cut; then the gateway closes (the usage rows of calls refused or cut short are
  * written, the usage queue flushed) in what is left of that time, and at most `shutdownMarginMs`
  * past it: one deadline for the whole shutdown. `hurry` aborted (a second signal) refuses and cuts
- * what is left at once, and the gateway closes within the margin from then.
+ * what is left at once, and the gateway closes within the margin from then, also when it comes
+ * after the drain ended, while the close waits for a database to take the usage rows.
  */
 export async function shutDown(
   server: GatewayServer,
@@ -240,7 +241,9 @@ export async function shutDown(
   const reached = hurried ? "shutdown hurried" : "shutdown deadline reached";
   if (refused > 0) gateway.logger.warn({ refused }, `${reached}: unanswered calls refused`);
   if (cut > 0) gateway.logger.warn({ connections: cut }, `${reached}: connections cut`);
-  await gateway.close(hurried ? Math.min(deadline, Date.now()) : deadline);
+  // A second signal after the drain ended still hurries the close (the flush against a database that
+  // cannot take the rows, above all).
+  await gateway.close(hurried ? Math.min(deadline, Date.now()) : deadline, hurry);
 }
 
 /** The gateway's HTTP(S) server, with its graceful close (`ConnectionDrain.drain`). */
