@@ -77,9 +77,10 @@ export interface Gateway {
   admin: ReturnType<typeof createProjectAdmin>;
   /**
    * Stops background work, flushes usage and closes every connection, by `shutdownMarginMs` after
-   * `deadline` (epoch ms; default: SLUICE_SHUTDOWN_TIMEOUT_MS from now).
+   * `deadline` (epoch ms; default: SLUICE_SHUTDOWN_TIMEOUT_MS from now), or after the moment
+   * `hurry` is aborted (a second signal), if sooner.
    */
-  close(deadline?: number): Promise<void>;
+  close(deadline?: number, hurry?: AbortSignal): Promise<void>;
   flushUsage(): Promise<void>;
   /**
    * The connections the caps count (`SLUICE_MAX_CONNECTIONS_PER_IP` per address, `SLUICE_MAX_CONNECTIONS`
@@ -483,26 +484,30 @@ export async function createGateway(config: Config, injected: Partial<Injectable
       config.metricsEnabled && config.metricsPort !== undefined
         ? createMetricsListener({ metrics, generateRequestId })
         : null,
-    close: (deadline = Date.now() + config.shutdownTimeoutMs) => {
+    close: (deadline = Date.now() + config.shutdownTimeoutMs, hurry?: AbortSignal) => {
       // Its timer ends now; a prune under way ends after its current batch, awaited before the
       // database closes.
       const pruned = pruner?.stop();
-      return closeGateway(deadline, {
-        unrecorded: admit.unrecorded,
-        recorder,
-        suppressionWindows,
-        closeConnections: async () => {
-          downChecks.stop();
-          await pools.close();
-          await providerFetch.close();
-          await limiter.close();
-          throttle.stop();
-          adminThrottle.stop();
-          redis?.disconnect();
-          await pruned;
-          await database.close();
+      return closeGateway(
+        deadline,
+        {
+          unrecorded: admit.unrecorded,
+          recorder,
+          suppressionWindows,
+          closeConnections: async () => {
+            downChecks.stop();
+            await pools.close();
+            await providerFetch.close();
+            await limiter.close();
+            throttle.stop();
+            adminThrottle.stop();
+            redis?.disconnect();
+            await pruned;
+            await database.close();
+          },
         },
-      });
+        hurry,
+      );
     },
   };
 }

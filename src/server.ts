@@ -22,9 +22,10 @@ import { sqliteFileIn } from "./storage/database.js";
 import { version } from "./version.js";
 
 /**
- * Loads config, build the gateway, listen, and shut down gracefully on SIGTERM/SIGINT. A port that
- * cannot be listened on (in use, a host that does not resolve) closes what the start opened (the
- * metrics listener, the gateway: its database, Redis, pools and timers) before the error is thrown.
+ * Loads config, build the gateway, listen, and shut down gracefully on SIGTERM/SIGINT/SIGHUP. A
+ * port that cannot be listened on (in use, a host that does not resolve) closes what the start
+ * opened (the metrics listener, the gateway: its database, Redis, pools and timers) before the
+ * error is thrown.
  */
 export async function serve(): Promise<void> {
   const config = loadConfig();
@@ -118,8 +119,8 @@ function listen(
 }
 
 /**
- * SIGTERM and SIGINT start the graceful shutdown (`shutDown`), then the process exits. With
- * SLUICE_SHUTDOWN_DELAY_MS set, the first signal starts a delay instead: the gateway goes on
+ * SIGTERM, SIGINT and SIGHUP start the graceful shutdown (`shutDown`), then the process exits.
+ * With SLUICE_SHUTDOWN_DELAY_MS set, the first signal starts a delay instead: the gateway goes on
  * accepting connections and serving every route while /health answers 503 `stopping`, and the
  * shutdown begins when it is over. A load balancer learns of a stopping instance asynchronously (a
  * Kubernetes endpoint removal reaches the proxies some seconds after the SIGTERM), and meanwhile
@@ -207,6 +208,11 @@ function stopOnSignalOrCrash(server: GatewayServer, gateway: Gateway, metricsSer
   };
   process.on("SIGTERM", onSignal);
   process.on("SIGINT", onSignal);
+  // A hangup (the terminal or ssh session the gateway runs in closed; `nohup` does not spare a Node
+  // process, which resets the signal's disposition at start) or a `kill -HUP` meant as a reload
+  // (there is none): Node's default action killed the process at once, cutting the calls in flight
+  // and losing their rows and the queue's.
+  process.on("SIGHUP", onSignal);
   process.on("uncaughtException", onCrash);
   process.on("unhandledRejection", onCrash);
 }
@@ -219,14 +225,15 @@ function stopOnSignalOrCrash(server: GatewayServer, gateway: Gateway, metricsSer
 const npmCopyWindowMs = 1000;
 
 /**
- * Graceful shutdown, as `serve` runs it on SIGTERM/SIGINT (after SLUICE_SHUTDOWN_DELAY_MS): /health
+ * Graceful shutdown, as `serve` runs it on SIGTERM/SIGINT/SIGHUP (after SLUICE_SHUTDOWN_DELAY_MS): /health
  * answers 503 `stopping` to a request still sent on an open connection; no new connections; every connection
  * closes after the answer to its current request (each answer says `Connection: close`), within
  * `SLUICE_SHUTDOWN_TIMEOUT_MS`, when a call still waiting for its provider is refused (503) and
  * what is left is cut; then the gateway closes (the usage rows of calls refused or cut short are
  * written, the usage queue flushed) in what is left of that time, and at most `shutdownMarginMs`
  * past it: one deadline for the whole shutdown. `hurry` aborted (a second signal) refuses and cuts
- * what is left at once, and the gateway closes within the margin from then.
+ * what is left at once, and the gateway closes within the margin from then, also when it comes
+ * after the drain ended, while the close waits for a database to take the usage rows.
  */
 export async function shutDown(
   server: GatewayServer,
@@ -240,7 +247,9 @@ export async function shutDown(
   const reached = hurried ? "shutdown hurried" : "shutdown deadline reached";
   if (refused > 0) gateway.logger.warn({ refused }, `${reached}: unanswered calls refused`);
   if (cut > 0) gateway.logger.warn({ connections: cut }, `${reached}: connections cut`);
-  await gateway.close(hurried ? Math.min(deadline, Date.now()) : deadline);
+  // A second signal after the drain ended still hurries the close (the flush against a database that
+  // cannot take the rows, above all).
+  await gateway.close(hurried ? Math.min(deadline, Date.now()) : deadline, hurry);
 }
 
 /** The gateway's HTTP(S) server, with its graceful close (`ConnectionDrain.drain`). */

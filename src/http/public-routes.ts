@@ -57,9 +57,9 @@ export interface PublicRouteDeps {
    */
   onCheck?: (name: string, ok: boolean) => void;
   /**
-   * True once the gateway is shutting down (SIGTERM or SIGINT, its SLUICE_SHUTDOWN_DELAY_MS
-   * included): /health then answers 503 `stopping`, so a load balancer takes the instance out while
-   * it still serves what it is sent.
+   * True once the gateway is shutting down (SIGTERM, SIGINT or SIGHUP, its
+   * SLUICE_SHUTDOWN_DELAY_MS included): /health then answers 503 `stopping`, so a load balancer
+   * takes the instance out while it still serves what it is sent.
    */
   stopping?: () => boolean;
 }

@@ -97,7 +97,7 @@ describe("signals and crashes during the shutdown", () => {
 
   it.each([
     ["an uncaught exception", "SIGUSR2"],
-    ["an unhandled rejection", "SIGHUP"],
+    ["an unhandled rejection", "SIGWINCH"],
   ] as const)(
     "after %s the calls in flight finish, every row is written, and the process exits with 1",
     async (_name, trigger) => {
@@ -123,4 +123,23 @@ describe("signals and crashes during the shutdown", () => {
     },
     40_000,
   );
+
+  it("SIGHUP (a terminal that closed, a `kill -HUP` meant as a reload) runs the same shutdown: the calls in flight finish and every row is written", async () => {
+    fake.setSseDelayMs(100);
+    const gateway = await spawnGateway({
+      env: { SLUICE_PROVIDER_A_BASE_URL: `${fake.url}/a/v1`, SLUICE_SHUTDOWN_TIMEOUT_MS: "10000" },
+    });
+    try {
+      const open = await openStreams(gateway);
+      gateway.child.kill("SIGHUP");
+      expect(await gateway.exit).toEqual({ code: 0, signal: null });
+      expect(await open.outcomes()).toEqual(Array(streams).fill("whole"));
+      expect(gateway.usageRequestIds()).toEqual(expect.arrayContaining(open.requestIds));
+      expect(gateway.output()).toContain('"signal":"SIGHUP","msg":"shutting down');
+      expect(gateway.output()).toContain('"msg":"stopped"');
+    } finally {
+      fake.setSseDelayMs(0);
+      await gateway.remove();
+    }
+  }, 40_000);
 });

@@ -2,9 +2,11 @@ import { rmSync } from "node:fs";
 import { join } from "node:path";
 import BetterSqlite3 from "better-sqlite3";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { shutdownMarginMs } from "../../src/gateway-close.js";
+import { shutDown } from "../../src/server.js";
 import { type FakeUpstream, startFakeUpstream } from "../fakes/fake-upstream.js";
-import { proxiedChat } from "../support/proxied-chat.js";
-import { createTestProject, startTestGateway } from "../support/test-gateway.js";
+import { proxiedChat, proxiedChatStatus } from "../support/proxied-chat.js";
+import { createTestProject, logLinesOf, startTestGateway } from "../support/test-gateway.js";
 
 /**
  * Shutdown as src/server.ts runs it (the connections cut, then the gateway closed at once): calls
@@ -52,4 +54,47 @@ describe("usage rows at shutdown", () => {
       rmSync(dataDir, { recursive: true, force: true });
     }
   });
+
+  it("a second signal after the drain, while the queue waits for a database that cannot take its rows, ends the shutdown within the margin", async () => {
+    const sluice = await startTestGateway({
+      providerABaseUrl: `${fake.url}/a/v1`,
+      shutdownTimeoutMs: 10_000,
+    });
+    const dataDir = sluice.gateway.config.dataDir;
+    const project = await createTestProject(sluice.gateway);
+    // Another process holds the SQLite file's write lock (a backup, a CLI command): the usage
+    // writes fail as in an outage, and the shutdown's flush tries them again until its deadline.
+    const lock = new BetterSqlite3(join(dataDir, "sluice.sqlite"));
+    lock.exec("begin immediate");
+    try {
+      expect(await proxiedChatStatus(sluice.url, project)).toBe(200);
+      // The drain ends at once (nothing in flight): the second signal finds the gateway closing.
+      const drain = sluice.server.drain;
+      let drained: () => void = () => {};
+      const drainEnded = new Promise<void>((resolve) => {
+        drained = resolve;
+      });
+      sluice.server.drain = async (...args) => {
+        const end = await drain(...args);
+        drained();
+        return end;
+      };
+      const hurry = new AbortController();
+      const stopping = shutDown(sluice.server, sluice.gateway, hurry.signal);
+      await drainEnded;
+      await new Promise((resolve) => setTimeout(resolve, 200));
+      const hurriedAt = performance.now();
+      hurry.abort();
+      await stopping;
+      // Not at the 10 s deadline: the operator asked for the process to stop sooner.
+      expect(performance.now() - hurriedAt).toBeLessThan(shutdownMarginMs + 300);
+      expect(logLinesOf(sluice)).toContainEqual(
+        expect.objectContaining({ count: 1, msg: "usage rows not written before shutdown: dropped" }),
+      );
+    } finally {
+      lock.exec("rollback");
+      lock.close();
+      rmSync(dataDir, { recursive: true, force: true });
+    }
+  }, 20_000);
 });
