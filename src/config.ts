@@ -601,13 +601,13 @@ export const settings = {
     "SLUICE_SHUTDOWN_DELAY_MS",
     millisecondsFrom(0),
     "0",
-    "time after SIGTERM during which the gateway still accepts connections and serves every route, while /health answers 503 `stopping` so a load balancer takes the instance out; SLUICE_SHUTDOWN_TIMEOUT_MS starts after it, and a second signal ends it at once and hurries the shutdown (0: stop accepting at once)",
+    "time after SIGTERM (or SIGINT, SIGHUP) during which the gateway still accepts connections and serves every route, while /health answers 503 `stopping` so a load balancer takes the instance out; SLUICE_SHUTDOWN_TIMEOUT_MS starts after it, and a second signal ends it at once and hurries the shutdown (0: stop accepting at once)",
   ),
   shutdownTimeoutMs: setting(
     "SLUICE_SHUTDOWN_TIMEOUT_MS",
     millisecondsFrom(100),
     "10000",
-    "grace period for in-flight work on SIGTERM; the whole shutdown (usage flush and closing connections included) ends within it plus 1 s",
+    "grace period for in-flight work on SIGTERM (or SIGINT, SIGHUP); the whole shutdown (usage flush and closing connections included) ends within it plus 1 s",
   ),
   configFile: setting(
     "SLUICE_CONFIG_FILE",
