@@ -25,6 +25,11 @@ interface MonthSpend {
   until: number;
   /** When `base` was read; -Infinity until the first read of the month succeeds. */
   readAt: number;
+  /**
+   * Whether `base` is a figure to judge on while a read is due or fails: one read from the database,
+   * or the month's first instant's 0, when the month turned on a figure of the project (below).
+   */
+  known: boolean;
   /** The month's spend in the database, as last read. */
   base: number;
   /** The largest cost of one row of the month in the database, as last read with `base`. */
@@ -134,6 +139,12 @@ export function createSpendGuard(deps: {
       const from = Date.UTC(at.getUTCFullYear(), at.getUTCMonth(), 1);
       const month = new Date(from).toISOString();
       const replaced = entry;
+      // A month's spend is 0 at its first instant: a project this instance held a figure for when the
+      // month turned has one for the new month too (0, and the costs recorded here since), read at
+      // once as a stale figure is, so an outage across the turn serves it as one within a month does.
+      // Before, every call from the turn got 503 (each waiting for the query timeout while the
+      // database hung), though the same outage a minute earlier was served.
+      const known = replaced?.known === true && from >= replaced.until;
       entry = {
         projectId,
         month,
@@ -142,6 +153,7 @@ export function createSpendGuard(deps: {
         from,
         until: Date.UTC(at.getUTCFullYear(), at.getUTCMonth() + 1, 1),
         readAt: Number.NEGATIVE_INFINITY,
+        known,
         base: 0,
         largestRead: 0,
         unread: 0,
@@ -161,6 +173,7 @@ export function createSpendGuard(deps: {
       // there. Costs recorded here and not yet written stay counted until written, as always.
       entry.since = since;
       entry.readAt = Number.NEGATIVE_INFINITY;
+      entry.known = false;
       entry.base = 0;
       entry.largestRead = 0;
     }
@@ -188,11 +201,12 @@ export function createSpendGuard(deps: {
         entry.unread -= writtenBefore;
         entry.written -= writtenBefore;
         entry.readAt = deps.now().getTime();
+        entry.known = true;
         return;
       }
     } catch (error) {
       // The figure it had stands for another refresh period before the next try, as if just read.
-      if (entry.readAt !== Number.NEGATIVE_INFINITY) entry.readAt = deps.now().getTime();
+      if (entry.known) entry.readAt = deps.now().getTime();
       throw error;
     } finally {
       entry.loading = undefined;
@@ -217,7 +231,7 @@ export function createSpendGuard(deps: {
         // every request meanwhile (and less by a request that waited for its credentials): one that
         // hangs does not hold each of them. A failed read leaves the last known figure to judge on
         // rather than failing open.
-        if (entry.readAt !== Number.NEGATIVE_INFINITY) {
+        if (entry.known) {
           if (entry.loading === undefined) {
             entry.loading = refresh(projectId, entry);
             entry.waited = withinReloadWait(

@@ -162,8 +162,49 @@ describe("spend guard", () => {
     expect(await guard.monthToDate("p1")).toBe(5);
     expect(reads).toBe(2);
     await expect(guard.monthToDate("p2")).rejects.toThrow("ECONNREFUSED");
-    now = new Date("2026-12-01T00:00:00.000Z");
-    await expect(guard.monthToDate("p1")).rejects.toThrow("ECONNREFUSED");
+  });
+
+  // A month's spend is 0 at its first instant: a project served through an outage at 23:59 was
+  // answered 503 from 00:00 (every call, each trying the read again), and waited for the query
+  // timeout each while the database hung, though nothing it did not know had been spent since.
+  it("judges a project it held a figure for on the new month's own costs through an outage across the month's turn", async () => {
+    let database: "up" | "refusing" | "hanging" = "up";
+    let reads = 0;
+    const usage = fakeUsageRepository({
+      spendSince: async () => {
+        reads++;
+        if (database === "refusing") throw connectionRefused();
+        if (database === "hanging") return new Promise<never>(() => {});
+        return spent(4);
+      },
+    });
+    let now = new Date("2026-11-30T23:59:00.000Z");
+    const guard = createSpendGuard({ usage, now: () => now, refreshMs: 1000 });
+    expect(await guard.monthToDate("p1")).toBe(4);
+    expect(await guard.monthToDate("p2")).toBe(4);
+    guard.add("p1", 1);
+    database = "refusing";
+    now = new Date("2026-12-01T00:00:00.500Z");
+    guard.add("p1", 2, new Date("2026-12-01T00:00:00.100Z"));
+    const readsBefore = reads;
+    expect(await guard.monthToDate("p1")).toBe(2);
+    // The failed read stands for a refresh period, as within a month: not tried by every request.
+    expect(await guard.monthToDate("p1")).toBe(2);
+    expect(reads).toBe(readsBefore + 1);
+    // A project never read still fails: there is nothing to judge it on.
+    await expect(guard.monthToDate("p3")).rejects.toThrow("ECONNREFUSED");
+
+    // A database that hangs holds the request reloadWaitMs at most, as within a month.
+    database = "hanging";
+    const started = performance.now();
+    const hung = new Promise<string>((resolve) => setTimeout(() => resolve("still waiting"), 2000));
+    expect(await Promise.race([guard.monthToDate("p2"), hung])).toBe(0);
+    expect(performance.now() - started).toBeLessThan(reloadWaitMs + 200);
+
+    // Back: the new month is read, and the costs recorded here still count until written.
+    database = "up";
+    now = new Date("2026-12-01T00:00:05.000Z");
+    expect(await guard.monthToDate("p1")).toBe(6);
   });
 
   it("counts a queued row's cost across reads that cannot see it, and once only after it is written", async () => {
