@@ -297,8 +297,42 @@ export function parseImageRequest(body: Record<string, unknown>): ImageRequest {
       throw incompatible("`maxImagesPerCall` must be a whole number of at least 1");
     request.maxImagesPerCall = maxImagesPerCall;
   }
+  const unknownFields = Object.keys(body).filter((field) => !Object.hasOwn(imageFields, field));
+  if (unknownFields.length > 0) request.warnings.push(ignoredFields(unknownFields));
   if (providerOptions !== undefined) parseProviderOptions(providerOptions, request);
   return request;
+}
+
+/** The fields /v1/image takes (SPEC.md); any other is ignored with a warning (ignoredFields). */
+const imageFields = {
+  prompt: true,
+  model: true,
+  size: true,
+  aspectRatio: true,
+  n: true,
+  seed: true,
+  maxImagesPerCall: true,
+  providerOptions: true,
+} as const;
+
+/**
+ * One warning for the fields of the body /v1/image does not take, as for unknown provider options:
+ * a client gets told that what it asked for was not done (a `quality` given at the top, as
+ * provider A's own API takes it, generated and billed the default quality unsaid). A field that
+ * is a provider option is named where it goes.
+ */
+function ignoredFields(fields: string[]): string {
+  const misplaced = fields
+    .flatMap((field) =>
+      imageProviders
+        .filter((provider) => Object.hasOwn(optionValues[provider], field))
+        .map((provider) => `providerOptions.${provider}.${field}`),
+    )
+    .slice(0, namedInWarning);
+  const warning = ignored(fields);
+  return misplaced.length > 0
+    ? `${warning}: provider options go in providerOptions (${misplaced.join(", ")})`
+    : warning;
 }
 
 /**

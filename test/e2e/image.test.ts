@@ -683,6 +683,23 @@ describe("image generation", () => {
     ]);
   });
 
+  it("warns of fields /v1/image does not take, naming where a provider option goes, rather than ignore them unsaid", async () => {
+    // Provider A's own API takes `quality` and `style` at the top: sent so, they were dropped without
+    // a word, and the standard image generated and billed.
+    const response = await generate(a, { prompt: "cat", model: "dall-e-3", quality: "hd", style: "vivid" });
+    expect(response.status).toBe(200);
+    expect(((await response.json()) as { warnings?: string[] }).warnings).toEqual([
+      "quality and style are not supported and were ignored: provider options go in providerOptions (providerOptions.provider-a.quality, providerOptions.provider-a.style)",
+    ]);
+    expect(fake.last()!.json).not.toHaveProperty("quality");
+    expect(await rowFor(response)).toMatchObject({ model: "dall-e-3", cost_usd: 0.04 });
+    const fields = Object.fromEntries(Array.from({ length: 50 }, (_, index) => [`field${index}`, 0]));
+    const many = await generate(c, { prompt: "cat", aspect_ratio: "16:9", ...fields });
+    expect(((await many.json()) as { warnings?: string[] }).warnings).toEqual([
+      "aspect_ratio, field0, field1 and 48 more are not supported and were ignored",
+    ]);
+  });
+
   it.each([
     [
       "1.5M provider options",
