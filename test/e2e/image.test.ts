@@ -402,6 +402,33 @@ describe("image generation", () => {
       expect(fake.requests).toHaveLength(0);
     });
 
+    it("refuses a seed a Gemini image model cannot take (its API's is 32-bit) with 422, before any call", async () => {
+      // generateContent's `generationConfig.seed` is an int32: the provider refuses a larger one (a 502).
+      for (const seed of [2 ** 31, -(2 ** 31) - 1, 1e300]) {
+        fake.clear();
+        const response = await generate(c, { prompt: "x", model: "gemini-nano-banana-2.1", seed });
+        expect(response.status).toBe(422);
+        expect(await response.json()).toMatchObject({
+          error: {
+            code: "VALIDATION_ERROR",
+            message:
+              "`seed` must be a whole number from -2147483648 to 2147483647 for model gemini-nano-banana-2.1",
+            details: { option: "seed", min: -2147483648, max: 2147483647 },
+          },
+        });
+        expect(fake.requests).toHaveLength(0);
+      }
+      for (const seed of [2 ** 31 - 1, -(2 ** 31)]) {
+        fake.enqueueResponse({ status: 200, body: geminiImageAnswer });
+        const response = await generate(c, { prompt: "x", model: "gemini-nano-banana-2.1", seed });
+        expect(response.status).toBe(200);
+        expect(fake.last()?.json).toMatchObject({ generationConfig: { seed } });
+      }
+      // Where no model takes a seed it is dropped with a warning, whatever its size.
+      const imagen = await generate(c, { prompt: "x", seed: 2 ** 40 });
+      expect(imagen.status).toBe(200);
+    });
+
     it("records the cost of the calls that answered when a later one fails", async () => {
       fake.enqueueResponse({ status: 200, body: geminiImageAnswer });
       fake.failNext(500);
