@@ -160,14 +160,22 @@ export function fitImageRequest(
 /**
  * Provider C's Gemini image models (any `gemini-` name, as the AI SDK tells them from Imagen's)
  * generate through generateContent: one image per call (the AI SDK refuses more in one, so n is
- * sent as n calls), and Imagen's safety and person parameters mean nothing there (dropped with a
- * warning rather than sent where the provider would refuse the request).
+ * sent as n calls), a seed its API takes (32-bit), and Imagen's safety and person parameters mean
+ * nothing there (dropped with a warning rather than sent where the provider would refuse the
+ * request).
  */
 function fitToGemini(modelId: string, request: ImageRequest): ImageRequest {
   if (request.maxImagesPerCall !== undefined && request.maxImagesPerCall > 1)
     throw new GatewayError(
       "VALIDATION_ERROR",
       `\`maxImagesPerCall\` must be 1 for model ${modelId}: it generates one image per call`,
+    );
+  // Sent as generateContent's `generationConfig.seed`, an int32: a larger one is the provider's 400.
+  if (request.seed !== undefined && (request.seed < geminiSeed.min || request.seed > geminiSeed.max))
+    throw new GatewayError(
+      "VALIDATION_ERROR",
+      `\`seed\` must be a whole number from ${geminiSeed.min} to ${geminiSeed.max} for model ${modelId}`,
+      { details: { option: "seed", ...geminiSeed } },
     );
   const c = request.providerOptions["provider-c"];
   if (!c) return { ...request, maxImagesPerCall: 1 };
@@ -178,6 +186,9 @@ function fitToGemini(modelId: string, request: ImageRequest): ImageRequest {
   const { "provider-c": _imagenOnly, ...providerOptions } = request.providerOptions;
   return { ...request, providerOptions, maxImagesPerCall: 1 };
 }
+
+/** The seeds a Gemini image model takes: its API's `generationConfig.seed` is a signed 32-bit integer. */
+const geminiSeed = { min: -(2 ** 31), max: 2 ** 31 - 1 } as const;
 
 /** Whether provider C generates with this model through a Gemini image model (any `gemini-` name), not Imagen. */
 export const generatesThroughGemini = (modelId: string) => bareModelId(modelId).startsWith("gemini-");
@@ -297,8 +308,42 @@ export function parseImageRequest(body: Record<string, unknown>): ImageRequest {
       throw incompatible("`maxImagesPerCall` must be a whole number of at least 1");
     request.maxImagesPerCall = maxImagesPerCall;
   }
+  const unknownFields = Object.keys(body).filter((field) => !Object.hasOwn(imageFields, field));
+  if (unknownFields.length > 0) request.warnings.push(ignoredFields(unknownFields));
   if (providerOptions !== undefined) parseProviderOptions(providerOptions, request);
   return request;
+}
+
+/** The fields /v1/image takes (SPEC.md); any other is ignored with a warning (ignoredFields). */
+const imageFields = {
+  prompt: true,
+  model: true,
+  size: true,
+  aspectRatio: true,
+  n: true,
+  seed: true,
+  maxImagesPerCall: true,
+  providerOptions: true,
+} as const;
+
+/**
+ * One warning for the fields of the body /v1/image does not take, as for unknown provider options:
+ * a client gets told that what it asked for was not done (a `quality` given at the top, as
+ * provider A's own API takes it, generated and billed the default quality unsaid). A field that
+ * is a provider option is named where it goes.
+ */
+function ignoredFields(fields: string[]): string {
+  const misplaced = fields
+    .flatMap((field) =>
+      imageProviders
+        .filter((provider) => Object.hasOwn(optionValues[provider], field))
+        .map((provider) => `providerOptions.${provider}.${field}`),
+    )
+    .slice(0, namedInWarning);
+  const warning = ignored(fields);
+  return misplaced.length > 0
+    ? `${warning}: provider options go in providerOptions (${misplaced.join(", ")})`
+    : warning;
 }
 
 /**

@@ -173,8 +173,11 @@ export async function forward(pools: UpstreamPools, call: ForwardCall): Promise<
   const named = responses === "poll" || seen.model === null ? requestedModel() : null;
   const requestModel = named instanceof Promise ? await named : named;
   const backgroundRun = responses === null ? null : finishedRun(call.projectId, seen, requestModel);
+  // A stream whose error event came before any completed image is an error answer, which records
+  // no cost (its partial images were billed as tokens the catalogue has no price for), not the 0 of
+  // no image: priced by its tokens, where it has any.
   const generated =
-    imageCall === null || seen.images === undefined
+    imageCall === null || seen.images === undefined || (seen.failed === true && seen.images.images === 0)
       ? null
       : generatedImages(seen.images, outcome !== "ok", () => facts.requestedImages(imageCall));
   const images = generated instanceof Promise ? await generated : generated;

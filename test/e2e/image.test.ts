@@ -402,6 +402,33 @@ describe("image generation", () => {
       expect(fake.requests).toHaveLength(0);
     });
 
+    it("refuses a seed a Gemini image model cannot take (its API's is 32-bit) with 422, before any call", async () => {
+      // generateContent's `generationConfig.seed` is an int32: the provider refuses a larger one (a 502).
+      for (const seed of [2 ** 31, -(2 ** 31) - 1, 1e300]) {
+        fake.clear();
+        const response = await generate(c, { prompt: "x", model: "gemini-nano-banana-2.1", seed });
+        expect(response.status).toBe(422);
+        expect(await response.json()).toMatchObject({
+          error: {
+            code: "VALIDATION_ERROR",
+            message:
+              "`seed` must be a whole number from -2147483648 to 2147483647 for model gemini-nano-banana-2.1",
+            details: { option: "seed", min: -2147483648, max: 2147483647 },
+          },
+        });
+        expect(fake.requests).toHaveLength(0);
+      }
+      for (const seed of [2 ** 31 - 1, -(2 ** 31)]) {
+        fake.enqueueResponse({ status: 200, body: geminiImageAnswer });
+        const response = await generate(c, { prompt: "x", model: "gemini-nano-banana-2.1", seed });
+        expect(response.status).toBe(200);
+        expect(fake.last()?.json).toMatchObject({ generationConfig: { seed } });
+      }
+      // Where no model takes a seed it is dropped with a warning, whatever its size.
+      const imagen = await generate(c, { prompt: "x", seed: 2 ** 40 });
+      expect(imagen.status).toBe(200);
+    });
+
     it("records the cost of the calls that answered when a later one fails", async () => {
       fake.enqueueResponse({ status: 200, body: geminiImageAnswer });
       fake.failNext(500);
@@ -680,6 +707,23 @@ describe("image generation", () => {
     expect(response.status).toBe(200);
     expect(((await response.json()) as { warnings?: string[] }).warnings).toEqual([
       "providerOptions.provider-a.0, providerOptions.provider-a.1, providerOptions.provider-a.2 and 97 more are not supported and were ignored",
+    ]);
+  });
+
+  it("warns of fields /v1/image does not take, naming where a provider option goes, rather than ignore them unsaid", async () => {
+    // Provider A's own API takes `quality` and `style` at the top: sent so, they were dropped without
+    // a word, and the standard image generated and billed.
+    const response = await generate(a, { prompt: "cat", model: "dall-e-3", quality: "hd", style: "vivid" });
+    expect(response.status).toBe(200);
+    expect(((await response.json()) as { warnings?: string[] }).warnings).toEqual([
+      "quality and style are not supported and were ignored: provider options go in providerOptions (providerOptions.provider-a.quality, providerOptions.provider-a.style)",
+    ]);
+    expect(fake.last()!.json).not.toHaveProperty("quality");
+    expect(await rowFor(response)).toMatchObject({ model: "dall-e-3", cost_usd: 0.04 });
+    const fields = Object.fromEntries(Array.from({ length: 50 }, (_, index) => [`field${index}`, 0]));
+    const many = await generate(c, { prompt: "cat", aspect_ratio: "16:9", ...fields });
+    expect(((await many.json()) as { warnings?: string[] }).warnings).toEqual([
+      "aspect_ratio, field0, field1 and 48 more are not supported and were ignored",
     ]);
   });
 

@@ -145,6 +145,56 @@ describe("image generation through the proxies", () => {
       expect(row.cost_usd).toBe(0.011);
     });
 
+    it("records no cost, not 0, for a streamed generation that failed before any image was completed", async () => {
+      const event = (type: string, data: Record<string, unknown>) =>
+        `event: ${type}\ndata: ${JSON.stringify({ type, ...data })}\n\n`;
+      const completed = {
+        b64_json: "A".repeat(2_000),
+        size: "1024x1024",
+        quality: "low",
+        usage: { input_tokens: 12, output_tokens: 4160, total_tokens: 4172 },
+      };
+      const failure = {
+        error: { type: "server_error", code: "server_error", message: "The generation failed" },
+      };
+      // Failed after a partial image (billed as output tokens the catalogue has no price for): an
+      // error answer, whose cost is not known; failed after one of two images: that image's price.
+      for (const [events, cost] of [
+        [
+          [event("image_generation.partial_image", { b64_json: "A".repeat(1_000) }), event("error", failure)],
+          null,
+        ],
+        [[event("image_generation.completed", completed), event("error", failure)], 0.011],
+      ] as const) {
+        fake.enqueueResponse({
+          status: 200,
+          headers: { "content-type": "text/event-stream" },
+          body: events.join(""),
+        });
+        const response = await fetch(`${sluice.url}/v1/provider-a/${project.projectId}/images/generations`, {
+          method: "POST",
+          headers: {
+            authorization: `Bearer ${project.bearer("provider-a")}`,
+            "content-type": "application/json",
+          },
+          body: JSON.stringify({
+            model: "gpt-image-1",
+            prompt: "two cats",
+            n: 2,
+            size: "1024x1024",
+            quality: "low",
+            stream: true,
+            partial_images: 1,
+          }),
+        });
+        expect(response.status).toBe(200);
+        await response.arrayBuffer();
+        const row = await rowOf(response.headers);
+        expect(row).toMatchObject({ model: "gpt-image-1", status: 200, outcome: "error", streamed: 1 });
+        expect(row.cost_usd).toBe(cost);
+      }
+    });
+
     it("prices every image of n > 1 at its size and quality", async () => {
       const { data, response } = await clients.openai.images
         .generate({ model: "gpt-image-1", prompt: "cats", n: 3, size: "1536x1024", quality: "high" })
