@@ -356,8 +356,26 @@ export class ProxyExchange implements Dispatcher.DispatchHandler {
       return;
     }
     if (rest) this.response.write(rest);
-    this.response.end();
+    this.endResponse();
     this.finish("ok");
+  }
+
+  /**
+   * Ends the client's answer. Its last bytes may still wait in the gateway's buffer, for a client
+   * that stopped reading with its kernel buffers full: no write of them waited for `drain` (each
+   * took less than the buffer's high-water mark), so no stall timer runs, and Node's keep-alive
+   * timer starts only once they are flushed. Such a connection is closed when they have waited
+   * stallMs unread, as a stalled stream is cut; the call, its provider's answer whole, is done.
+   * An answer flushed at once (the fast path) sets no timer.
+   */
+  private endResponse(): void {
+    const { response } = this;
+    response.end();
+    if (response.writableLength === 0) return;
+    const unread = setTimeout(() => {
+      if (!response.writableFinished) response.destroy();
+    }, this.stallMs).unref();
+    response.once("close", () => clearTimeout(unread));
   }
 
   /**
@@ -373,7 +391,7 @@ export class ProxyExchange implements Dispatcher.DispatchHandler {
       return;
     }
     if (body) this.response.write(body);
-    this.response.end();
+    this.endResponse();
     this.finish("ok");
   }
 

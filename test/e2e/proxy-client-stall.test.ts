@@ -1,4 +1,4 @@
-import type { ServerResponse } from "node:http";
+import type { IncomingMessage, ServerResponse } from "node:http";
 import { connect, type Socket } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { collectGarbage } from "../support/garbage-collection.js";
@@ -180,4 +180,115 @@ describe("a proxied stream whose client stops reading", () => {
       await patient.close();
     }
   }, 30_000);
+});
+
+/**
+ * A provider whose stream the test paces event by event: each event is sent once the gateway has
+ * written the one before to its client, until the gateway's own buffer for that client holds bytes
+ * its socket could not take (the client reads nothing, its kernel buffers are full); then one short
+ * last event and the end. The gateway's buffer then holds a few KiB, under its high-water mark: no
+ * write of the gateway's ever waited for `drain`.
+ */
+async function startPacedUpstream(
+  clientSide: () => Socket | undefined,
+): Promise<LocalServer & { answers: Answer[]; ended: () => boolean }> {
+  const answers: Answer[] = [];
+  let ended = false;
+  const event = Buffer.from(
+    `data: ${JSON.stringify({ choices: [{ delta: { content: "x".repeat(4000) } }], usage: null })}\n\n`,
+  );
+  const local = await startLocalServer((incoming: IncomingMessage, response: ServerResponse) => {
+    const answer: Answer = { bodyBytes: 0, bodyEnded: false, aborted: false };
+    answers.push(answer);
+    response.on("close", () => {
+      answer.aborted = !response.writableFinished;
+    });
+    incoming.resume();
+    incoming.on("end", async () => {
+      answer.bodyEnded = true;
+      response.writeHead(200, { "content-type": "text/event-stream" });
+      for (let sent = 0; sent < 64 * mib && !response.destroyed; sent += event.length) {
+        const socket = clientSide();
+        const before = socket?.bytesWritten ?? 0;
+        response.write(event);
+        // The gateway wrote it on (its socket counts what it buffers too): looked at every turn of
+        // the event loop, so that the kernel's buffers, megabytes, fill within a few seconds.
+        for (const deadline = Date.now() + 5000; Date.now() < deadline; ) {
+          if ((clientSide()?.bytesWritten ?? 0) >= before + event.length) break;
+          await new Promise((resolve) => setImmediate(resolve));
+        }
+        if ((clientSide()?.writableLength ?? 0) > 0) break;
+      }
+      response.end("data: [DONE]\n\n", () => {
+        ended = true;
+      });
+    });
+  });
+  return Object.assign(local, { answers, ended: () => ended });
+}
+
+describe("a proxied stream whose client stops reading just before its end", () => {
+  let sockets: Socket[] = [];
+  let clientPort = 0;
+  const clientSide = () => sockets.find((socket) => socket.remotePort === clientPort);
+  let upstream: Awaited<ReturnType<typeof startPacedUpstream>>;
+  let sluice: TestGateway;
+  let project: TestProject;
+
+  beforeAll(async () => {
+    upstream = await startPacedUpstream(clientSide);
+    sluice = await startTestGateway({
+      providerABaseUrl: `${upstream.url}/v1`,
+      upstreamIdleTimeoutMs: 1000,
+    });
+    sluice.server.on("connection", (socket: Socket) => sockets.push(socket));
+    project = await createTestProject(sluice.gateway);
+  });
+
+  afterAll(async () => {
+    await sluice.close();
+    await upstream.close();
+    sockets = [];
+  });
+
+  it("closes the connection once the answer's last bytes have waited the idle timeout unread", async () => {
+    // Asks for usage itself: its stream passes byte for byte, no event held back.
+    const body = Buffer.from(
+      JSON.stringify({
+        model: "gpt-4o-mini",
+        stream: true,
+        stream_options: { include_usage: true },
+        messages: [{ role: "user", content: "hi" }],
+      }),
+    );
+    const socket = connect(Number(new URL(sluice.url).port), "127.0.0.1");
+    socket.on("error", () => {});
+    // Reads nothing at all: the gateway's writes fill the kernel's buffers, then its own.
+    socket.pause();
+    await new Promise((resolve) => socket.once("connect", resolve));
+    clientPort = socket.localPort as number;
+    socket.write(
+      `POST /v1/provider-a/${project.projectId}/chat/completions HTTP/1.1\r\nhost: x\r\n` +
+        `authorization: Bearer ${project.bearer("provider-a")}\r\ncontent-type: application/json\r\n` +
+        `content-length: ${body.length}\r\n\r\n`,
+    );
+    socket.write(body);
+    try {
+      // The provider's answer ended whole, while the client still had its last bytes to read.
+      await until(upstream.ended, 30_000);
+      expect(upstream.ended()).toBe(true);
+      await new Promise((resolve) => setTimeout(resolve, 100));
+      expect(upstream.answers[0]?.aborted).toBe(false);
+      const gatewaySide = clientSide() as Socket;
+      expect(gatewaySide.writableLength).toBeGreaterThan(0);
+      const endedAt = Date.now();
+      // Without a bound the connection, its kernel buffers and the gateway's, stays for as long as
+      // the client keeps it (no server timer runs: the response never finishes).
+      await until(() => gatewaySide.destroyed, 5000);
+      expect(gatewaySide.destroyed).toBe(true);
+      expect(Date.now() - endedAt).toBeGreaterThanOrEqual(500);
+    } finally {
+      socket.destroy();
+    }
+  }, 60_000);
 });

@@ -1,6 +1,8 @@
+import { subscribe, unsubscribe } from "node:diagnostics_channel";
 import { createServer, type Server, type Socket } from "node:net";
 import { gzipSync } from "node:zlib";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { startLocalServer } from "../support/local-server.js";
 import { proxiedChat } from "../support/proxied-chat.js";
 import {
   createTestProject,
@@ -144,4 +146,80 @@ describe("proxied call that fails before the provider's answer", () => {
       });
     },
   );
+});
+
+/**
+ * How many times a call is sent: once more only when the connection could not be opened (nothing
+ * reached the provider), never after the request went out; and no timeout bounds a stream's whole
+ * length, only the silence between its chunks.
+ */
+describe("how often and how long Sluice calls the provider", () => {
+  it("tries a provider that refuses the connection twice, then answers 502", async () => {
+    const sluice = await startTestGateway({ providerABaseUrl: "http://127.0.0.1:1/v1" });
+    const attempts: string[] = [];
+    const onConnect = (message: unknown) => {
+      const { port } = (message as { connectParams: { port: string | number } }).connectParams;
+      if (Number(port) === 1) attempts.push(String(port));
+    };
+    subscribe("undici:client:beforeConnect", onConnect);
+    try {
+      const response = await proxiedChat(sluice.url, await createTestProject(sluice.gateway));
+      expect(response.status).toBe(502);
+      expect(attempts).toHaveLength(2);
+    } finally {
+      unsubscribe("undici:client:beforeConnect", onConnect);
+      await sluice.close();
+    }
+  });
+
+  it("never sends a call again once its request reached the provider, whatever happens then", async () => {
+    let requests = 0;
+    const upstream = await rawUpstream((socket) => {
+      requests++;
+      socket.destroy();
+    });
+    const sluice = await startTestGateway({ providerABaseUrl: upstream.url });
+    try {
+      const response = await proxiedChat(sluice.url, await createTestProject(sluice.gateway), {
+        // Over 64 KiB: sent as an iterable, not a Buffer undici could write again.
+        body: { model: "gpt-4o-mini", messages: [{ role: "user", content: "x".repeat(100_000) }] },
+      });
+      expect(response.status).toBe(502);
+      await new Promise((resolve) => setTimeout(resolve, 200));
+      expect(requests).toBe(1);
+    } finally {
+      await sluice.close();
+      await upstream.close();
+    }
+  });
+
+  it("keeps a stream going past the idle timeout while the provider sends more often than it", async () => {
+    const upstream = await startLocalServer((incoming, response) => {
+      incoming.resume();
+      response.writeHead(200, { "content-type": "text/event-stream" });
+      const started = Date.now();
+      const drip = setInterval(() => {
+        if (Date.now() - started < 3000) response.write(": still working\n\n");
+        else {
+          clearInterval(drip);
+          response.end('data: {"choices":[{"delta":{"content":"done"}}]}\n\ndata: [DONE]\n\n');
+        }
+      }, 200);
+      response.on("close", () => clearInterval(drip));
+    });
+    const sluice = await startTestGateway({
+      providerABaseUrl: `${upstream.url}/v1`,
+      upstreamIdleTimeoutMs: 1000,
+    });
+    try {
+      const response = await proxiedChat(sluice.url, await createTestProject(sluice.gateway), {
+        body: { model: "gpt-4o-mini", stream: true, stream_options: { include_usage: true }, messages: [] },
+      });
+      expect(await response.text()).toContain('"done"');
+      expect(await usageRowOf(sluice.gateway, response)).toMatchObject({ status: 200, outcome: "ok" });
+    } finally {
+      await sluice.close();
+      await upstream.close();
+    }
+  });
 });
