@@ -232,6 +232,14 @@ function adminGuard(
     // and not counted as a wrong token. The values are never named.
     const repeated = repeatedCredentialHeaderError(context.request.rawHeaders);
     if (repeated !== null) throw repeated;
+    // Only a Bearer credential can be the token, so only one is a guess the throttle counts. A
+    // request without one (no Authorization, or another scheme) is refused uncounted: it is all a
+    // page in another origin can make a browser send here (an Authorization header needs a
+    // preflight, which /admin refuses), and counted it let such a page, open in the admin's browser
+    // or any behind the admin's address, keep that address refused, the right token included.
+    const header = context.request.headers.authorization ?? "";
+    const match = /^Bearer +(\S+)$/i.exec(header);
+    if (!match) throw new GatewayError("UNAUTHORIZED", "A valid admin token is required");
     // Guessing the token is slowed like guessing an app's credentials: after too many wrong
     // tokens from one address, even the right one waits out the window.
     const retryAfter = await throttle.retryAfter(context.clientIp, undefined);
@@ -247,12 +255,10 @@ function adminGuard(
       throw throttled(throttle, release, "admin-auth-failures", message);
     }
     try {
-      const header = context.request.headers.authorization ?? "";
-      const match = /^Bearer +(\S+)$/i.exec(header);
       const actual = createHash("sha256")
-        .update(match?.[1] ?? "")
+        .update(match[1] ?? "")
         .digest();
-      if (!match || !timingSafeEqual(actual, expected)) {
+      if (!timingSafeEqual(actual, expected)) {
         await throttle.recordFailure(context.clientIp, undefined, true);
         throw new GatewayError("UNAUTHORIZED", "A valid admin token is required");
       }

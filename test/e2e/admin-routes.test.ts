@@ -99,6 +99,24 @@ describe("admin routes", () => {
     expect(body.error).toMatchObject({ code: "BAD_REQUEST", message });
   });
 
+  // Found by a hostile audit: a provider key sent as a bare query string (`?sk-proj-…`, `?AIza…`), a
+  // parameter's name, was echoed whole in the 400, though a key typed where a project id goes is
+  // named by its start and length only (docs/api.md, PROJECT_NOT_FOUND).
+  it.each([
+    ["/admin/v1/projects?", "(this route takes none)"],
+    ["/admin/v1/projects/routes/usage?groupBy=day&", "(the parameters are from, to, groupBy)"],
+  ])("names a query parameter that may be a key by its start and length (%s)", async (path, rest) => {
+    const key = `sk-proj-${"k".repeat(40)}`;
+    const response = await fetch(`${sluice.url}${path}${key}`, {
+      headers: { authorization: `Bearer ${adminToken}` },
+    });
+    expect(response.status).toBe(400);
+    const text = await response.text();
+    expect(text).not.toContain(key.slice(0, 12));
+    const body = JSON.parse(text) as { error: { details: { problems: string[] } } };
+    expect(body.error.details.problems).toEqual([`"sk-p…" (48 characters): unknown parameter ${rest}`]);
+  });
+
   it("refuses a project whose model the catalogue lists under another provider with 422", async () => {
     const send = (method: string, path: string, body: unknown) =>
       fetch(`${sluice.url}/admin/v1/projects${path}`, {

@@ -1,4 +1,4 @@
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { pipelinedStatuses } from "../support/pipelined.js";
 import {
   adminToken,
@@ -94,5 +94,65 @@ describe("wrong admin tokens in one burst", () => {
       headers: { authorization: `Bearer ${adminToken}` },
     });
     expect(after.status).toBe(429);
+  });
+});
+
+/**
+ * What a page in another origin can make the admin's browser send to /admin: simple requests, with
+ * no `Authorization` (setting one needs a preflight, which /admin refuses). Such requests guess no
+ * token; counted as wrong ones, a page left open in the admin's browser (or any browser behind the
+ * admin's NAT) kept the admin's address refused with 429, the right token included.
+ */
+describe("admin requests without a bearer token", () => {
+  let sluice: TestGateway;
+  beforeEach(async () => {
+    sluice = await startTestGateway({ authFailureLimit: 3, corsOrigins: ["*"] });
+  });
+  afterEach(() => sluice.close());
+
+  const right = () =>
+    fetch(`${sluice.url}/admin/v1/projects`, { headers: { authorization: `Bearer ${adminToken}` } });
+
+  it("are refused with 401 but not counted: a cross-origin page cannot lock the admin out", async () => {
+    const origin = "https://attacker.example";
+    for (let attempt = 0; attempt < 5; attempt++) {
+      // fetch(…, {mode: "no-cors"}), an <img>, a <form> post: no Authorization, at most a simple type.
+      const get = await fetch(`${sluice.url}/admin/v1/projects`, { headers: { origin } });
+      expect(get.status).toBe(401);
+      expect(get.headers.get("access-control-allow-origin")).toBeNull();
+      await get.arrayBuffer();
+      const post = await fetch(`${sluice.url}/admin/v1/projects`, {
+        method: "POST",
+        headers: { origin, "content-type": "text/plain" },
+        body: '{"name":"x","provider":"provider-a"}',
+      });
+      expect(post.status).toBe(401);
+      await post.arrayBuffer();
+    }
+    const answer = await right();
+    expect(answer.status).toBe(200);
+    await answer.arrayBuffer();
+  });
+
+  it("nor is a header of another scheme, which can never hold the admin token", async () => {
+    for (let attempt = 0; attempt < 5; attempt++) {
+      const basic = await fetch(`${sluice.url}/admin/v1/projects`, {
+        headers: { authorization: `Basic ${Buffer.from(`admin:${adminToken}x`).toString("base64")}` },
+      });
+      expect(basic.status).toBe(401);
+      await basic.arrayBuffer();
+    }
+    expect((await right()).status).toBe(200);
+  });
+
+  it("while wrong bearer tokens still are", async () => {
+    for (let attempt = 0; attempt < 3; attempt++) {
+      const wrong = await fetch(`${sluice.url}/admin/v1/projects`, {
+        headers: { authorization: `Bearer guess-${attempt}-aaaaaaaaaaaa` },
+      });
+      expect(wrong.status).toBe(401);
+      await wrong.arrayBuffer();
+    }
+    expect((await right()).status).toBe(429);
   });
 });
