@@ -245,6 +245,22 @@ describe("loadConfig", () => {
     expect(message).toContain("SLUICE_ADMIN_TOKEN: must be at least 16 characters");
   });
 
+  // The README's quick start exports it: anyone who read the README knows it, and the gateway does
+  // not check Host, so a page a browser loads could even drive a gateway on the admin's machine.
+  it("refuses the README's example admin token in production, naming it, and takes it elsewhere", () => {
+    const example = "change-me-to-a-long-random-string";
+    const key = Buffer.alloc(32, 9).toString("base64");
+    expect(readFileSync(new URL("../README.md", import.meta.url), "utf8")).toContain(
+      `SLUICE_ADMIN_TOKEN=${example}`,
+    );
+    expect(
+      problemsOf({ SLUICE_ENV: "production", SLUICE_MASTER_KEY: key, SLUICE_ADMIN_TOKEN: example }),
+    ).toBe(
+      "Invalid configuration:\n  SLUICE_ADMIN_TOKEN: is the README's example, which anyone who read the README knows: set a long random one (e.g. `openssl rand -base64 32`)",
+    );
+    expect(loadConfig({ SLUICE_ADMIN_TOKEN: example }).adminToken).toBe(example);
+  });
+
   it("says a production master key that is given but invalid is invalid, not that it is missing", () => {
     const message = problemsOf({ SLUICE_ENV: "production", SLUICE_MASTER_KEY: "abc" });
     expect(message).toContain("SLUICE_MASTER_KEY: must be 32 bytes, base64-encoded");

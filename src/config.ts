@@ -705,6 +705,9 @@ function nodeOptionsArgs(text: string): string[] {
   return args;
 }
 
+/** The admin token the README's quick start exports, refused in production. */
+const readmeAdminToken = "change-me-to-a-long-random-string";
+
 /** Reads every setting from `env` (default: the process environment) and validates it. */
 export function loadConfig(
   env: Record<string, string | undefined> = process.env,
@@ -726,6 +729,13 @@ export function loadConfig(
   if (config.environment === "production" && !config.masterKey && !env.SLUICE_MASTER_KEY) {
     problems.push(
       `SLUICE_MASTER_KEY: required when SLUICE_ENV=production${generatedKeyHint(config.dataDir)}`,
+    );
+  }
+  // The README's quick start exports it: anyone who read the README knows it (and the gateway does
+  // not check Host, so a page in the admin's browser could drive a gateway on the admin's machine).
+  if (config.environment === "production" && config.adminToken === readmeAdminToken) {
+    problems.push(
+      "SLUICE_ADMIN_TOKEN: is the README's example, which anyone who read the README knows: set a long random one (e.g. `openssl rand -base64 32`)",
     );
   }
   // The rotation needs the new key given: alone, the previous key would sit beside a generated one.
