@@ -130,7 +130,7 @@ export function createUsageRepository(
         outputTokens: Number(row.output_tokens),
         cachedTokens: Number(row.cached_tokens),
         reasoningTokens: Number(row.reasoning_tokens),
-        costUsd: row.cost_usd === null ? null : Math.round(Number(row.cost_usd) * 1e9) / 1e9,
+        costUsd: row.cost_nanos === null ? null : Number(row.cost_nanos) / 1e9,
         unpricedRequests: Number(row.unpriced),
       }));
     },
@@ -192,7 +192,10 @@ export function reportQuery(reader: Kysely<Database>, { projectId, from, to, gro
         sql<number>`coalesce(sum(output_tokens * 1.0), 0)`.as("output_tokens"),
         sql<number>`coalesce(sum(cached_tokens * 1.0), 0)`.as("cached_tokens"),
         sql<number>`coalesce(sum(reasoning_tokens * 1.0), 0)`.as("reasoning_tokens"),
-        sql<number | null>`sum(cost_usd)`.as("cost_usd"),
+        // Costs are recorded to the billionth: summed as whole billionths (doubles holding whole
+        // numbers, exact up to 2^53, some $9 million), not as dollars, whose float sum drifts with
+        // the row count on PostgreSQL (20,000 calls of $0.10 summed to 1999.9999999992765).
+        sql<number | null>`sum(round(cost_usd * 1000000000))`.as("cost_nanos"),
         // Calls whose cost is unknown: a refusal or an error costs nothing, so only rows whose call
         // went through (ok, or cut short) without a price count, and failed calls that report
         // tokens, which the provider billed (a structured call whose repair failed too).
