@@ -517,6 +517,34 @@ for (const engine of storageEngines) {
       expect(Math.abs((day?.inputTokens ?? 0) / (1100 * Number.MAX_SAFE_INTEGER) - 1)).toBeLessThan(1e-12);
     });
 
+    // A cost is recorded to the billionth, as a double: summed as doubles one after the other (as
+    // PostgreSQL's sum(double precision) does) 20,000 calls of $0.10 came to 1999.9999999992765,
+    // which the report showed as 1999.999999999 on PostgreSQL and as 2000 on SQLite.
+    it("sums costs exactly to the billionth on both engines, however many rows a group has", async () => {
+      const records = createUsageRepository(database.db, database.sqlite);
+      const dimes = Array.from({ length: 20_000 }, (_, index) =>
+        usage(`dime-${index}`, { project_id: "dimes", model: "m-dime", cost_usd: 0.1 }),
+      );
+      const images = Array.from({ length: 30_000 }, (_, index) =>
+        usage(`image-${index}`, { project_id: "dimes", model: "m-image", cost_usd: 0.04 }),
+      );
+      const odd = Array.from({ length: 3 }, (_, index) =>
+        usage(`odd-${index}`, { project_id: "dimes", model: "m-odd", cost_usd: 0.000000001 }),
+      );
+      await records.insertBatch([...dimes, ...images, ...odd]);
+      const report = await records.report({
+        projectId: "dimes",
+        from: "2026-11-01T00:00:00.000Z",
+        to: "2026-12-01T00:00:00.000Z",
+        groupBy: "model",
+      });
+      expect(report.map((row) => [row.group, row.requests, row.costUsd])).toEqual([
+        ["m-dime", 20_000, 2000],
+        ["m-image", 30_000, 1200],
+        ["m-odd", 3, 0.000000003],
+      ]);
+    });
+
     it("writes a large batch in one call", async () => {
       const records = createUsageRepository(database.db, database.sqlite);
       const rows = Array.from({ length: 1200 }, (_, index) => usage(`bulk-${index}`, { project_id: "bulk" }));

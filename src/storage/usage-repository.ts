@@ -55,6 +55,9 @@ export interface UsageRepository {
 
 const insertChunk = 500;
 
+/** Rows of a project one statement of a report aggregates at most, on SQLite (`slicedReport`). */
+export const reportSliceRows = 5000;
+
 const columns = [
   "request_id",
   "project_id",
@@ -114,8 +117,9 @@ export function createUsageRepository(
       });
     },
     async report({ projectId, from, to, groupBy }) {
+      const query = { projectId, from, to, groupBy };
       const rows = await runReport((reader) =>
-        reportQuery(reader, { projectId, from, to, groupBy }).execute(),
+        sqlite ? slicedReport(reader, query) : reportQuery(reader, query).execute(),
       ).catch((error: unknown) => {
         throw (error as { code?: unknown } | null)?.code === queryCanceled ? reportCancelled(error) : error;
       });
@@ -130,7 +134,7 @@ export function createUsageRepository(
         outputTokens: Number(row.output_tokens),
         cachedTokens: Number(row.cached_tokens),
         reasoningTokens: Number(row.reasoning_tokens),
-        costUsd: row.cost_usd === null ? null : Math.round(Number(row.cost_usd) * 1e9) / 1e9,
+        costUsd: row.cost_nanos === null ? null : Number(row.cost_nanos) / 1e9,
         unpricedRequests: Number(row.unpriced),
       }));
     },
@@ -192,7 +196,10 @@ export function reportQuery(reader: Kysely<Database>, { projectId, from, to, gro
         sql<number>`coalesce(sum(output_tokens * 1.0), 0)`.as("output_tokens"),
         sql<number>`coalesce(sum(cached_tokens * 1.0), 0)`.as("cached_tokens"),
         sql<number>`coalesce(sum(reasoning_tokens * 1.0), 0)`.as("reasoning_tokens"),
-        sql<number | null>`sum(cost_usd)`.as("cost_usd"),
+        // Costs are recorded to the billionth: summed as whole billionths (doubles holding whole
+        // numbers, exact up to 2^53, some $9 million), not as dollars, whose float sum drifts with
+        // the row count on PostgreSQL (20,000 calls of $0.10 summed to 1999.9999999992765).
+        sql<number | null>`sum(round(cost_usd * 1000000000))`.as("cost_nanos"),
         // Calls whose cost is unknown: a refusal or an error costs nothing, so only rows whose call
         // went through (ok, or cut short) without a price count, and failed calls that report
         // tokens, which the provider billed (a structured call whose repair failed too).
@@ -205,6 +212,73 @@ export function reportQuery(reader: Kysely<Database>, { projectId, from, to, gro
       .where("created_at", "<", to)
       .groupBy(group)
   );
+}
+
+/**
+ * Where a report's slice that starts at `from` ends (exclusive): the time of the project's row
+ * `reportSliceRows` on from `from`, walked in the index on project and time; the report's own end
+ * when fewer are left.
+ */
+export function reportSliceEndQuery(reader: Kysely<Database>, { projectId, to }: UsageQuery, from: string) {
+  return reader
+    .selectFrom("usage_records")
+    .select("created_at")
+    .where("project_id", "=", projectId)
+    .where("created_at", ">=", from)
+    .where("created_at", "<", to)
+    .orderBy("created_at")
+    .limit(1)
+    .offset(reportSliceRows);
+}
+
+type ReportSums = Awaited<ReturnType<ReturnType<typeof reportQuery>["execute"]>>[number];
+
+/**
+ * A report on SQLite, whose statements run on the event loop: one statement over all of a
+ * project's rows in the window held every request in flight for as long as it took (1.0 to 1.3 s
+ * at 900,000 rows, any grouping; a busy month is tens of millions). The window is cut into slices
+ * of `reportSliceRows` rows at most (at an instant, so each row is in one slice), each summed by
+ * the report's own query, with the event loop given back between them; the slices' sums add up
+ * exactly (costs are whole billionths). Rows at one instant are never split: more than a slice of
+ * them (never seen: rows are stamped to the millisecond) make a larger slice.
+ */
+async function slicedReport(reader: Kysely<Database>, query: UsageQuery): Promise<ReportSums[]> {
+  const groups = new Map<string | null, ReportSums>();
+  let from = query.from;
+  while (from < query.to) {
+    if (from !== query.from) await new Promise((resolve) => setImmediate(resolve));
+    let end = (await reportSliceEndQuery(reader, query, from).executeTakeFirst())?.created_at ?? query.to;
+    if (end <= from) {
+      const next = await reader
+        .selectFrom("usage_records")
+        .select("created_at")
+        .where("project_id", "=", query.projectId)
+        .where("created_at", ">", from)
+        .where("created_at", "<", query.to)
+        .orderBy("created_at")
+        .limit(1)
+        .executeTakeFirst();
+      end = next?.created_at ?? query.to;
+    }
+    for (const row of await reportQuery(reader, { ...query, from, to: end }).execute()) {
+      const sums = groups.get(row.group_key);
+      if (!sums) {
+        groups.set(row.group_key, { ...row });
+        continue;
+      }
+      sums.requests = Number(sums.requests) + Number(row.requests);
+      sums.errors = Number(sums.errors) + Number(row.errors);
+      sums.input_tokens = Number(sums.input_tokens) + Number(row.input_tokens);
+      sums.output_tokens = Number(sums.output_tokens) + Number(row.output_tokens);
+      sums.cached_tokens = Number(sums.cached_tokens) + Number(row.cached_tokens);
+      sums.reasoning_tokens = Number(sums.reasoning_tokens) + Number(row.reasoning_tokens);
+      sums.cost_nanos =
+        sums.cost_nanos === null ? row.cost_nanos : Number(sums.cost_nanos) + Number(row.cost_nanos ?? 0);
+      sums.unpriced = Number(sums.unpriced) + Number(row.unpriced);
+    }
+    from = end;
+  }
+  return [...groups.values()];
 }
 
 /**
