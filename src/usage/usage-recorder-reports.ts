@@ -87,7 +87,8 @@ export function usageRecorderReports(
     onWriteFailure: (error) => {
       metrics.countUsageWriteFailure();
       metrics.setDegraded("database", true, "usage-writes");
-      // Retried every 5 s at most while the outage lasts: each reason is logged once per outage.
+      // Retried every 5 s at most while the outage lasts (every 250 ms while rows are dropped from a
+      // full queue): each reason is logged once per outage.
       failedAttempts++;
       const reason = error instanceof Error ? error.message : String(error);
       if (failureReasons.has(reason) || failureReasons.size >= maxFailureReasons) return;

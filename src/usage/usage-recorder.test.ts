@@ -1,6 +1,6 @@
 import { setImmediate as nextTurn } from "node:timers/promises";
 import BetterSqlite3 from "better-sqlite3";
-import { describe, expect, it, vi } from "vitest";
+import { afterEach, describe, expect, it, vi } from "vitest";
 import { connectionRefused, fakeUsageRepository } from "../../test/support/fake-usage-repository.js";
 import { usageRow } from "../../test/support/usage-row.js";
 import type { UsageRecord, UsageRepository } from "../storage/usage-repository.js";
@@ -542,6 +542,90 @@ describe("usage recorder, a full queue", () => {
     await recorder.flush(1000);
     expect(written).toEqual([row(100).request_id]);
     await recorder.stop(10);
+  });
+});
+
+describe("usage recorder, a full queue while the database is down", () => {
+  afterEach(() => {
+    vi.useRealTimers();
+  });
+
+  /**
+   * A database down from the start, whose first try at `backAfterMs` or later fails and which is
+   * back 1 ms after it: what a recorder whose backoff reached 5 s meets when it comes back just
+   * after a try. `tries`: when each failed try came.
+   */
+  function comingBackRepository(backAfterMs: number) {
+    const tries: number[] = [];
+    const written: string[] = [];
+    const state = { backAt: Number.POSITIVE_INFINITY };
+    const repository = fakeUsageRepository({
+      async insertBatch(batch) {
+        if (Date.now() < state.backAt) {
+          tries.push(Date.now());
+          if (Date.now() >= backAfterMs && state.backAt === Number.POSITIVE_INFINITY)
+            state.backAt = Date.now() + 1;
+          throw connectionRefused();
+        }
+        written.push(...batch.map((each) => each.request_id));
+      },
+    });
+    return { repository, tries, written, state };
+  }
+
+  /** A recorder ticking every 250 ms (the default) holding 100 rows, and when each row was dropped. */
+  function fullQueueRecorder(repository: UsageRepository) {
+    const droppedAt: number[] = [];
+    const recorder = createUsageRecorder({
+      repository,
+      flushIntervalMs: 250,
+      queueMax: 100,
+      onDropped: (count, reason) => {
+        if (reason === "queue-full") for (let each = 0; each < count; each++) droppedAt.push(Date.now());
+      },
+    });
+    return { recorder, droppedAt };
+  }
+
+  it("tries the database again within 250 ms while rows are dropped, not after the outage's 5 s backoff", async () => {
+    vi.useFakeTimers({ now: 0 });
+    const { repository, tries, written, state } = comingBackRepository(60_000);
+    const { recorder, droppedAt } = fullQueueRecorder(repository);
+    // A call every 10 ms: the queue is full after a second, and a minute of outage grows the backoff.
+    let recorded = 0;
+    const callsUntil = async (until: () => number) => {
+      while (Date.now() < until()) {
+        recorder.record(row(recorded++));
+        await vi.advanceTimersByTimeAsync(10);
+      }
+    };
+    // Until the first try after a minute, which fails, and 2 s past the database's return 1 ms later.
+    await callsUntil(() => state.backAt);
+    await callsUntil(() => state.backAt + 2000);
+    // Before, the rows of the next 5 s were dropped: the 2 s measured here, 200 rows.
+    const droppedOnceBack = droppedAt.filter((at) => at >= state.backAt).length;
+    expect(droppedOnceBack).toBeLessThanOrEqual(25);
+    expect(recorder.depth()).toBeLessThan(100);
+    expect(written.length + droppedAt.length + recorder.depth()).toBe(recorded);
+    // The load meanwhile: one failed try each 250 ms at most (a batch, as a healthy database is
+    // sent one each 250 ms tick), not one each 10 ms row dropped.
+    const outageTries = tries.filter((at) => at >= 5000 && at < 60_000).length;
+    expect(outageTries).toBeLessThanOrEqual(55_000 / 250);
+    await recorder.stop();
+  });
+
+  it("keeps the backoff of up to 5 s while no row is dropped: a full queue with no traffic", async () => {
+    vi.useFakeTimers({ now: 0 });
+    const { repository, tries, written } = comingBackRepository(Number.POSITIVE_INFINITY);
+    const { recorder, droppedAt } = fullQueueRecorder(repository);
+    for (let index = 0; index < 101; index++) recorder.record(row(index));
+    expect(droppedAt).toHaveLength(1);
+    await vi.advanceTimersByTimeAsync(60_000);
+    // 100 ms doubling to 5 s: a try each 5 s once it is reached, whatever the tick.
+    const lastMinute = tries.filter((at) => at >= 30_000 && at < 60_000).length;
+    expect(lastMinute).toBeLessThanOrEqual(7);
+    expect(written).toEqual([]);
+    await recorder.stop(0);
   });
 });
 

@@ -122,6 +122,8 @@ export function createUsageRecorder(deps: UsageRecorderDeps): UsageRecorder {
   let writing: Promise<void> | null = null;
   let failing = false;
   let backoffMs = 0;
+  /** When the last write failed, and when the next may be tried (the backoff after it). */
+  let failedAt = 0;
   let retryAt = 0;
   let stopped = false;
   const coalescer = createRefusalCoalescer({
@@ -267,7 +269,8 @@ export function createUsageRecorder(deps: UsageRecorderDeps): UsageRecorder {
   function failed(error: unknown): false {
     failing = true;
     backoffMs = Math.min(Math.max(backoffMs * 2, 100), 5000);
-    retryAt = Date.now() + backoffMs;
+    failedAt = Date.now();
+    retryAt = failedAt + backoffMs;
     deps.onWriteFailure?.(error);
     return false;
   }
@@ -315,6 +318,21 @@ export function createUsageRecorder(deps: UsageRecorderDeps): UsageRecorder {
     if (evicted > 0) deps.onDropped?.(evicted, "refusals-evicted");
   }
 
+  /**
+   * A row was dropped from the full queue: while the writes fail, each row recorded until the next
+   * try is lost, and a try costs a database that is still down one batch it cannot take (and one or
+   * two rows on their own after a refusal of every row). The next comes `droppingRetryMs` after the
+   * last failed one, not after the backoff (up to 5 s), and is started here rather than at the
+   * next tick: a database that is back takes the rows within that time. Before, rows were dropped
+   * for up to 5 s after it was back. Without a row dropped (no traffic, or room in the queue), a
+   * wait loses nothing, and the backoff stays as it was.
+   */
+  function retrySoon(): void {
+    if (!failing) return;
+    retryAt = Math.min(retryAt, failedAt + droppingRetryMs);
+    void drain(true);
+  }
+
   /** Whether the queue has no room for a row of `kind`. */
   function full(kind: "call" | "refusal"): boolean {
     return queue.length >= deps.queueMax + (kind === "call" ? overdrawn : 0);
@@ -324,6 +342,7 @@ export function createUsageRecorder(deps: UsageRecorderDeps): UsageRecorder {
     if (!stopped && kind === "call" && refusalsQueued > 0 && full(kind)) evictRefusals();
     if (stopped || full(kind)) {
       deps.onDropped?.(1, stopped ? "shutdown" : "queue-full");
+      if (!stopped) retrySoon();
       return;
     }
     if (kind === "refusal") {
@@ -420,6 +439,13 @@ export function refusalKey(refusal: RefusalReason): string {
  * back 200 ms into a 3 s window.
  */
 const flushRetryMs = 100;
+
+/**
+ * The longest the recorder waits between two tries of a database that failed while rows are being
+ * dropped from a full queue (each one lost): at most four tries a second, each one batch, as a
+ * healthy database under traffic is sent one each tick of the default 250 ms flush interval.
+ */
+const droppingRetryMs = 250;
 
 /** Waits for `promise` until `deadline` (epoch ms): true when it settled by then. */
 async function settlesBy(promise: Promise<unknown>, deadline: number): Promise<boolean> {
