@@ -236,7 +236,7 @@ export const settings = {
     "SLUICE_ENV",
     oneOf("development", "production", "test"),
     "development",
-    "`production` requires SLUICE_MASTER_KEY and refuses to generate one, turns Test Mode off (test keys are refused, no project is put in it), and warns at start when it serves plain HTTP with no SLUICE_TRUST_PROXY; `development` and `test` behave alike",
+    "`production` requires SLUICE_MASTER_KEY and refuses to generate one, refuses the README quick start's example SLUICE_ADMIN_TOKEN, turns Test Mode off (test keys are refused, no project is put in it), and warns at start when it serves plain HTTP with no SLUICE_TRUST_PROXY; `development` and `test` behave alike",
   ),
   dataDir: setting(
     "SLUICE_DATA_DIR",
