@@ -160,7 +160,7 @@ function refusedEntries(file: string, refused: readonly Refusal[]): Error {
   const named = refused.slice(0, maxProblemsListed);
   const reasons = named.map(({ id, error }) => `project ${JSON.stringify(id)}: ${error.message}`);
   const more = refused.length - named.length;
-  if (more > 0) reasons.push(`and ${more} more projects refused`);
+  if (more > 0) reasons.push(`and ${more} more ${more === 1 ? "project" : "projects"} refused`);
   return new Error(`SLUICE_CONFIG_FILE ${file}: ${reasons.join("; ")}`, { cause: refused[0]?.error });
 }
 

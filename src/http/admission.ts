@@ -413,11 +413,12 @@ export type Admit = ReturnType<typeof createAdmission>;
 
 /**
  * The kind of a refused request's usage row. A client whose credentials passed can repeat a rate
- * limit's 429 (ignoring Retry-After), or a 403 (a revoked key, a disabled project, a spent cap, a
- * call the allow-list leaves out), as fast as it sends, and no throttle of failed authentications
- * holds it back: the recorder coalesces those rows past the first of a minute (decision 0015). Only
- * a 403 says the credentials passed (a 401 or 400 says they did not), and a 429 here is a rate
- * limit's, the failed-authentication throttle's having no row. Any other refusal is written as it is.
+ * limit's 429 or the spend cap's for calls in flight (ignoring Retry-After), or a 403 (a revoked key,
+ * a disabled project, a spent cap, a call the allow-list leaves out), as fast as it sends, and no
+ * throttle of failed authentications holds it back: the recorder coalesces those rows past the
+ * first of a minute (decision 0015). Only a 403 says the credentials passed (a 401 or 400 says they
+ * did not), and a 429 here is a rate limit's or the spend cap's, the failed-authentication
+ * throttle's having no row. Any other refusal is written as it is.
  */
 function refusalKind(error: unknown): "refusal" | "authenticated-refusal" {
   const code = isGatewayError(error) ? error.code : null;
