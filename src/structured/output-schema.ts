@@ -1,10 +1,10 @@
 import type { ProviderId } from "../providers/provider-id.js";
 import {
+  forEachSchema,
   providerBStructuredOutputProblems,
   providerBUnionProblem,
   providerCReferenceProblems,
   providerCRules,
-  subschemas,
 } from "./provider-limits.js";
 import { resolveJsonPointer } from "./resolve-json-pointer.js";
 import { validatorFor } from "./schema-validator.js";
@@ -122,19 +122,12 @@ export function checkOutputSchema(schema: unknown, provider?: ProviderId, model?
   return problems;
 }
 
-/**
- * How many alternatives the `anyOf` and `oneOf` lists of the schema and the schemas it holds
- * (subschemas) have in all; iterative, the nesting being checked after this.
- */
+/** How many alternatives the `anyOf` and `oneOf` lists of every schema in the document hold in all. */
 function alternativesIn(schema: Record<string, unknown>): number {
   let count = 0;
-  const pending = [schema];
-  for (let node = pending.pop(); node !== undefined; node = pending.pop()) {
+  forEachSchema(schema, (node) => {
     for (const list of [node.anyOf, node.oneOf]) if (Array.isArray(list)) count += list.length;
-    for (const [child] of subschemas(node, "", true))
-      if (typeof child === "object" && child !== null && !Array.isArray(child))
-        pending.push(child as Record<string, unknown>);
-  }
+  });
   return count;
 }
 

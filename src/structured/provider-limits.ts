@@ -102,7 +102,7 @@ function isUnion(node: Schema): boolean {
  * Calls `visit` on every schema in the document, definitions included, once each, with its path
  * (`#/properties/a/items`), in document order (a problem list reads as the schema does).
  */
-function forEachSchema(root: unknown, visit: (node: Schema, path: string) => void): void {
+export function forEachSchema(root: unknown, visit: (node: Schema, path: string) => void): void {
   const pending: Array<[unknown, string]> = [[root, "#"]];
   for (let next = pending.pop(); next; next = pending.pop()) {
     const [node, path] = next;
@@ -118,7 +118,7 @@ function forEachSchema(root: unknown, visit: (node: Schema, path: string) => voi
  * definition through a `$ref` alone), `items`, `additionalProperties`, `anyOf` and `oneOf` (sent as
  * `anyOf`): `nestingKeywords`, in their order. Entries that are no schema are the caller's to skip.
  */
-export function subschemas(node: Schema, path: string, definitions: boolean): Array<[unknown, string]> {
+function subschemas(node: Schema, path: string, definitions: boolean): Array<[unknown, string]> {
   const children: Array<[unknown, string]> = [];
   for (const [key, nesting] of nestingKeywords) {
     const value = node[key];
