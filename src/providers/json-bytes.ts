@@ -102,41 +102,42 @@ export function lastMembers(
   second = "",
 ): [Span | null, Span | null] {
   const found: [Span | null, Span | null] = [null, null];
-  const whole = eachMember(body, open, (keyStart, keyEnd, start) => {
+  const end = eachMember(body, open, (keyStart, keyEnd, start) => {
     if (keyIs(body, keyStart, keyEnd, first)) found[0] = { start, end: valueEnd(body, start) };
     else if (second !== "" && keyIs(body, keyStart, keyEnd, second))
       found[1] = { start, end: valueEnd(body, start) };
     return false;
   });
-  if (!whole) throw new SyntaxError("not a JSON object");
+  if (end < 0) throw new SyntaxError("not a JSON object");
   return found;
 }
 
 /**
  * Walks the members of the object that opens at `open`, up to its end or the first value cut short:
  * `visit` gets each key's bytes (quotes included) and where its value starts, and stops the walk by
- * answering true. Returns whether the walk reached the object's closing brace (false: stopped, or
- * the text is cut short or no JSON object's). Throws on a key with an escape that does not decode.
+ * answering true. Returns the offset just past the object's closing brace when the walk reached it,
+ * else -1 (stopped, or the text is cut short or no JSON object's). Throws on a key with an escape
+ * that does not decode.
  */
 export function eachMember(
   body: Buffer,
   open: number,
   visit: (keyStart: number, keyEnd: number, start: number) => boolean,
-): boolean {
+): number {
   let at = skipSpaces(body, open + 1);
-  if (body[at] === 0x7d /* } */) return true;
+  if (body[at] === 0x7d /* } */) return at + 1;
   for (;;) {
-    if (body[at] !== 0x22 /* " */) return false;
+    if (body[at] !== 0x22 /* " */) return -1;
     const keyEnd = valueEnd(body, at);
-    if (keyEnd < 0) return false;
+    if (keyEnd < 0) return -1;
     const colon = skipSpaces(body, keyEnd);
-    if (body[colon] !== 0x3a /* : */) return false;
+    if (body[colon] !== 0x3a /* : */) return -1;
     const start = skipSpaces(body, colon + 1);
-    if (visit(at, keyEnd, start)) return false;
+    if (visit(at, keyEnd, start)) return -1;
     const end = valueEnd(body, start);
-    if (end <= start) return false;
+    if (end <= start) return -1;
     at = skipSpaces(body, end);
-    if (body[at] !== 0x2c /* , */) return body[at] === 0x7d /* } */;
+    if (body[at] !== 0x2c /* , */) return body[at] === 0x7d /* } */ ? at + 1 : -1;
     at = skipSpaces(body, at + 1);
   }
 }

@@ -172,9 +172,9 @@ export function lastUsageObject(body: Buffer, key: Buffer): UsageObject | null {
 
 /**
  * The last top-level `<key>: {…}` member of the JSON object `body` holds, whole and parsed, found by
- * walking its members (each byte read once) up to its end or where it is cut short: a key of that
- * name nested deeper (a tool call's input, a function call's arguments) is not it. Null when there
- * is none, or `body` is no JSON object.
+ * walking its members (each byte read once, the usage object's twice) up to its end or where it is
+ * cut short: a key of that name nested deeper (a tool call's input, a function call's arguments) is
+ * not it. Null when there is none, or `body` is no JSON object.
  */
 function topLevelUsageObject(body: Buffer, key: Buffer): UsageObject | null {
   const name = key.toString("latin1", 1, key.length - 1);
@@ -257,10 +257,10 @@ function fromJsonBody(provider: ProviderId, body: unknown): { usage: TokenUsage;
 /**
  * Usage from a Gemini JSON-array stream (`[{…},{…}]`) kept whole but cut short (the provider or the
  * client broke it off): the usageMetadata of the last element that has one whole, a member of the
- * element itself. The elements are walked member by member (each byte read once, only those
- * objects parsed): a usageMetadata nested deeper, in a function call's arguments (which the model
- * writes, and a prompt can steer), is not the element's, also where the cut leaves it as the last
- * whole one; the SSE form of the same stream (whose unfinished last event is not read) never takes
+ * element itself. The elements are walked member by member (eachMember: each byte read once, a
+ * usageMetadata's twice, only those objects parsed): a usageMetadata nested deeper, in a function
+ * call's arguments (which the model writes, and a prompt can steer), is not the element's, also
+ * where the cut leaves it as the last whole one; the SSE form of the same stream (whose unfinished last event is not read) never takes
  * it either. The walk stops where the body stops being an array of objects (never so from the
  * provider), with what it found before. An array that ended cleanly is whole, and its last
  * usageMetadata is its last element's own: it is read from the end (fromGeminiArray).
@@ -293,30 +293,21 @@ function fromCutGeminiArray(body: Buffer): MeterReading {
 const usageMetadataName = "usageMetadata";
 
 /**
- * Walks the members of the array element that opens at `open`: its own last usageMetadata object
- * that is whole and parses (null when none), and the offset just past the element (-1 when it is cut
- * short, or is no JSON object). Throws on a key with an escape that does not decode.
+ * Walks the members of the array element that opens at `open` (eachMember): its own last
+ * usageMetadata object that is whole and parses (null when none), and the offset just past the
+ * element (-1 when it is cut short, or is no JSON object). Throws on a key with an escape that does
+ * not decode.
  */
 function elementUsage(body: Buffer, open: number): { usage: UsageObject | null; end: number } {
   let usage: UsageObject | null = null;
-  let at = skipSpaces(body, open + 1);
-  if (body[at] === 0x7d /* } */) return { usage, end: at + 1 };
-  for (;;) {
-    if (body[at] !== 0x22 /* " */) return { usage, end: -1 };
-    const keyEnd = valueEnd(body, at);
-    if (keyEnd < 0) return { usage, end: -1 };
-    const colon = skipSpaces(body, keyEnd);
-    if (body[colon] !== 0x3a /* : */) return { usage, end: -1 };
-    const start = skipSpaces(body, colon + 1);
-    const end = valueEnd(body, start);
-    if (end <= start) return { usage, end: -1 };
-    if (body[start] === 0x7b /* { */ && keyIs(body, at, keyEnd, usageMetadataName))
-      usage = parsedObject(body, start, end) ?? usage;
-    at = skipSpaces(body, end);
-    if (body[at] === 0x7d /* } */) return { usage, end: at + 1 };
-    if (body[at] !== 0x2c /* , */) return { usage, end: -1 };
-    at = skipSpaces(body, at + 1);
-  }
+  const end = eachMember(body, open, (keyStart, keyEnd, start) => {
+    if (body[start] === 0x7b /* { */ && keyIs(body, keyStart, keyEnd, usageMetadataName)) {
+      const objectEnd = valueEnd(body, start);
+      if (objectEnd > start) usage = parsedObject(body, start, objectEnd) ?? usage;
+    }
+    return false;
+  });
+  return { usage, end };
 }
 
 /**
