@@ -7,6 +7,7 @@ import {
 } from "node:http";
 import { createServer as createHttpsServer } from "node:https";
 import type { Socket } from "node:net";
+import { constants as osConstants } from "node:os";
 import { resolve } from "node:path";
 import type { App } from "./app.js";
 import { loadConfig, startedByNpmScript } from "./config.js";
@@ -22,12 +23,45 @@ import { sqliteFileIn } from "./storage/database.js";
 import { version } from "./version.js";
 
 /**
- * Loads config, build the gateway, listen, and shut down gracefully on SIGTERM/SIGINT/SIGHUP. A
- * port that cannot be listened on (in use, a host that does not resolve) closes what the start
- * opened (the metrics listener, the gateway: its database, Redis, pools and timers) before the
- * error is thrown.
+ * Loads config, build the gateway, listen, and shut down gracefully on SIGTERM/SIGINT/SIGHUP (before
+ * it listens, they end the start: `stopOnSignalWhileStarting`). A port that cannot be listened on
+ * (in use, a host that does not resolve) closes what the start opened (the metrics listener, the
+ * gateway: its database, Redis, pools and timers) before the error is thrown.
  */
 export async function serve(): Promise<void> {
+  const stopStart = stopOnSignalWhileStarting();
+  try {
+    await startServing();
+  } finally {
+    stopStart();
+  }
+}
+
+/** The signals that stop the gateway: the shutdown once it serves, the exit while it starts. */
+const stopSignals = ["SIGTERM", "SIGINT", "SIGHUP"] as const;
+
+/**
+ * Until the gateway listens, a stop signal ends the process at once, as Node's default would, with
+ * the exit code a shell gives a process killed by it (128 + its number), but first says so on
+ * stderr: a start stopped while it waited (on a PostgreSQL that does not answer, a migration's lock)
+ * otherwise left no line at all. Nothing was served and no usage row exists; a migration under way
+ * is rolled back by the database (PostgreSQL when the connection drops, SQLite by its journal).
+ * Returns the function that takes the handlers away again.
+ */
+function stopOnSignalWhileStarting(): () => void {
+  const onSignal = (signal: NodeJS.Signals) => {
+    process.stderr.write(
+      `sluice stopped by ${signal} while starting, before it listened: nothing was served\n`,
+    );
+    process.exit(128 + osConstants.signals[signal]);
+  };
+  for (const signal of stopSignals) process.on(signal, onSignal);
+  return () => {
+    for (const signal of stopSignals) process.off(signal, onSignal);
+  };
+}
+
+async function startServing(): Promise<void> {
   const config = loadConfig();
   // Checked before the database opens: a bad file stops the start at once, named.
   const tls = config.tlsCert && config.tlsKey ? readTlsFiles(config.tlsCert, config.tlsKey) : undefined;
