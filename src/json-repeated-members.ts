@@ -1,4 +1,6 @@
+import { mayBeKey } from "./admin/project-id.js";
 import { jsonStart, skipSpaces, stringEnd } from "./providers/json-bytes.js";
+import { quotedStart } from "./quoted-start.js";
 
 /** An object or array open in the scan, and where in it the scan is: the last member's name, or the element's index. */
 interface Level {
@@ -18,7 +20,8 @@ const maxPathLength = 200;
  * that an object of `body` names more than once, each path once, in the order met, the first
  * `maxRepeatedShown` of them (a path over 200 characters as `…` and its end); empty when none.
  * `JSON.parse` keeps the last of such members without a word, where a proxy or a log in front may
- * read the first (RFC 8259 §4: such an object's meaning is unpredictable). Names are compared as
+ * read the first (RFC 8259 §4: such an object's meaning is unpredictable). A name in the path that
+ * may be a key (a provider key pasted as a member's name) is shown by its start and length only. Names are compared as
  * decoded (`"n\u0061me"` is `name`). `body` must be JSON that `JSON.parse` took: one pass over its
  * bytes, strings skipped but for member names. The admin API's bodies, the projects file
  * (SLUICE_CONFIG_FILE) and the CLI's JSON flags each refuse such an object, naming these paths.
@@ -37,7 +40,7 @@ export function repeatedMembers(body: Buffer): string[] {
         else if (!top.repeated?.has(name)) {
           top.repeated ??= new Set();
           top.repeated.add(name);
-          const path = [...levels.slice(0, -1).map((level) => level.slot), name].join(".");
+          const path = [...levels.slice(0, -1).map((level) => level.slot), name].map(shownSlot).join(".");
           found.push(path.length > maxPathLength ? `…${path.slice(1 - maxPathLength)}` : path);
           if (found.length === maxRepeatedShown) return found;
         }
@@ -61,4 +64,9 @@ export function repeatedMembers(body: Buffer): string[] {
  */
 export function repeatedMemberProblems(body: Buffer, prefix = ""): string[] {
   return repeatedMembers(body).map((path) => `${prefix}${path}: is given more than once`);
+}
+
+/** A step of a path as shown: an index, a name, or the start and length of a name that may be a key. */
+function shownSlot(slot: string | number): string | number {
+  return typeof slot === "string" && mayBeKey(slot) ? quotedStart(slot) : slot;
 }

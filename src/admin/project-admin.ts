@@ -9,7 +9,7 @@ import type { KeyRepository, ProviderKeyRecord, TestKeysKept } from "../storage/
 import type { Project, ProjectRepository } from "../storage/project-repository.js";
 import type { UsageReportRow, UsageRepository } from "../storage/usage-repository.js";
 import { mapDatabaseOutages } from "./map-database-outages.js";
-import { projectIdPattern, projectIdQuoted } from "./project-id.js";
+import { mayBeKey, projectIdPattern, projectIdQuoted } from "./project-id.js";
 import type * as ProjectInput from "./project-input.js";
 import type { CreateProjectInput } from "./project-input.js";
 import {
@@ -23,7 +23,7 @@ import {
   type Seal,
 } from "./project-rules.js";
 import { checkProjectValues, type FieldName, sameName, usageReportWindow } from "./project-values.js";
-import { shownParameterName } from "./shown-parameter-name.js";
+import { shownMemberName, shownParameterName } from "./shown-name.js";
 
 export type { FieldName } from "./project-values.js";
 
@@ -361,9 +361,12 @@ function bodyLabels(fieldName: FieldName): ProblemLabels {
 /**
  * What is wrong with the value `issue` is about, in `input` as sent: a field left out "is required"
  * (with the values allowed, for a field that takes a few), as the CLI names a missing flag, not
- * zod's "expected string, received undefined"; otherwise zod's message.
+ * zod's "expected string, received undefined"; unknown members with a name that may be a key, by
+ * its start and length (`shownMemberName`); otherwise zod's message.
  */
 export function problemText(issue: z.core.$ZodIssue, input: unknown): string {
+  if (issue.code === "unrecognized_keys" && issue.keys.some(mayBeKey))
+    return `Unrecognized key${issue.keys.length === 1 ? "" : "s"}: ${issue.keys.map(shownMemberName).join(", ")}`;
   if (issue.path.length === 0 || valueAt(input, issue.path) !== undefined) return issue.message;
   const allowed =
     issue.code === "invalid_value" ? ` (${issue.message.replace(/^Invalid option: /, "")})` : "";

@@ -1,7 +1,7 @@
 import { createHash, timingSafeEqual } from "node:crypto";
 import type { HTTPMethod } from "find-my-way";
 import type { ProjectAdmin } from "../admin/project-admin.js";
-import { shownParameterName } from "../admin/shown-parameter-name.js";
+import { shownParameterName } from "../admin/shown-name.js";
 import type { AuthThrottle } from "../auth/authenticate.js";
 import { repeatedCredentialHeaderError } from "../auth/repeated-credential-header.js";
 import { GatewayError, problemsError } from "../errors.js";

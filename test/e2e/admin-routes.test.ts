@@ -435,6 +435,20 @@ describe("admin routes", () => {
     expect((await send("GET", "/routes")).status).toBe(200);
   });
 
+  it.each([
+    ["an unknown member", (name: string) => `{"name":"Keyed","provider":"provider-a","${name}":1}`],
+    ["an unknown member of deviceCheck", (name: string) => `{"name":"Keyed","deviceCheck":{"${name}":1}}`],
+    ["a repeated member", (name: string) => `{"name":"Keyed","deviceCheck":{"${name}":1,"${name}":2}}`],
+  ])("names %s shaped like a key by its start and length only", async (_, bodyWith) => {
+    const key = `sk-proj-${"Ab3".repeat(16)}`;
+    const response = await send("POST", "", bodyWith(key));
+    expect(response.status).toBe(400);
+    const text = await response.text();
+    expect(text).not.toContain(key.slice(0, 12));
+    // As the answer's JSON holds it: the quotes around the start escaped.
+    expect(text).toContain(JSON.stringify(`"sk-p…" (${key.length} characters)`).slice(1, -1));
+  });
+
   it("creates, shows, replaces and removes a project's proxy allow-list", async () => {
     const json = async (response: Response) => (await response.json()) as { proxyAllowList: unknown };
     const chatOnly = {

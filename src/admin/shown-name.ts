@@ -11,3 +11,12 @@ export function shownParameterName(name: string): string {
   if (name === "") return "(a parameter without a name)";
   return mayBeKey(name) ? quotedStart(name) : name;
 }
+
+/**
+ * A JSON member's name as a problem quotes it (`Unrecognized key: "foo"`): whole, or by its start
+ * and length when it may be a key (a provider key pasted as a member's name: `{"sk-proj-…": 1}`),
+ * as a query parameter's name is (`shownParameterName`).
+ */
+export function shownMemberName(name: string): string {
+  return mayBeKey(name) ? quotedStart(name) : JSON.stringify(name);
+}
