@@ -225,6 +225,65 @@ describe("fitting an image request to its provider and model", () => {
     },
   );
 
+  it.each([
+    ["gpt-image-1", 32000],
+    ["gpt-image-2.6-flare", 32000],
+    ["dall-e-3", 4000],
+  ] as const)(
+    "refuses a prompt over %s's documented %i characters with 422 naming the limit",
+    (model, max) => {
+      expect(fitImageRequest("provider-a", model, parsed({ prompt: "a".repeat(max) })).prompt).toHaveLength(
+        max,
+      );
+      const error = refusal(() =>
+        fitImageRequest("provider-a", model, parsed({ prompt: "a".repeat(max + 1) })),
+      );
+      expect(error.code).toBe("VALIDATION_ERROR");
+      expect(error.message).toBe(`\`prompt\` has ${max + 1} characters; model ${model} takes at most ${max}`);
+      expect(error.details).toEqual({ option: "prompt", length: max + 1, max });
+    },
+  );
+
+  it("counts a surrogate pair as one character and a lone surrogate as one too", () => {
+    expect(
+      fitImageRequest("provider-a", "dall-e-3", parsed({ prompt: "猫".repeat(4000) })).prompt,
+    ).toHaveLength(4000);
+    expect(
+      refusal(() => fitImageRequest("provider-a", "dall-e-3", parsed({ prompt: "猫".repeat(4001) }))).details,
+    ).toEqual({ option: "prompt", length: 4001, max: 4000 });
+    const pairs = "\u{1F98A}".repeat(4000);
+    expect(fitImageRequest("provider-a", "dall-e-3", parsed({ prompt: pairs })).prompt).toBe(pairs);
+    // Unpaired halves (a JSON "\\ud83e") are one character each, as Python's len counts them.
+    for (const lone of ["\ud83e".repeat(4001), "\ude0a\ud83dx".repeat(1334).slice(0, 4001)])
+      expect(
+        refusal(() => fitImageRequest("provider-a", "dall-e-3", parsed({ prompt: lone }))).details,
+      ).toEqual({
+        option: "prompt",
+        length: 4001,
+        max: 4000,
+      });
+  });
+
+  it("leaves prompt limits in tokens to the provider: Imagen and the Gemini image models", () => {
+    const prompt = "a".repeat(40000);
+    for (const model of ["imagen-4.0-generate-001", "gemini-nano-banana-2.1"])
+      expect(fitImageRequest("provider-c", model, parsed({ prompt })).prompt).toBe(prompt);
+  });
+
+  it("checks GPT Image 2's sizes by its documented rules, not those of the models it documents none for", () => {
+    expect(
+      refusal(() => fitImageRequest("provider-a", "gpt-image-2", parsed({ size: "1024x1000" }))).message,
+    ).toBe(
+      "`size` 1024x1000 does not fit model gpt-image-2: its width and height must both be multiples of 16",
+    );
+    expect(fitImageRequest("provider-a", "gpt-image-2", parsed({ size: "1024x1008" })).size).toBe(
+      "1024x1008",
+    );
+    expect(fitImageRequest("provider-a", "gpt-image-2.6-sunburst", parsed({ size: "1024x1000" })).size).toBe(
+      "1024x1000",
+    );
+  });
+
   it("drops the other image provider's options with a warning", () => {
     const request = parsed({
       providerOptions: { "provider-a": { quality: "hd" }, "provider-c": { personGeneration: "allow_all" } },

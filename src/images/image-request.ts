@@ -73,7 +73,16 @@ interface ImageModelRules {
   quality?: readonly string[];
   style?: false;
   sizes?: readonly string[];
+  /** The rules a size must meet, for a model that takes any size within them (sizeRules). */
+  sizeRules?: SizeRules;
   aspectRatios?: readonly string[];
+  /**
+   * The longest prompt the provider documents for the model, in characters (counted as code
+   * points, promptLength): a longer one is the provider's 400, answered as a 502 (422 instead).
+   * None where the provider documents no limit, or one in tokens (Imagen's, the Gemini models'),
+   * which Sluice cannot count as the provider does.
+   */
+  maxPromptChars?: number;
   /**
    * The most images one provider call takes (provider A's `n`, Imagen's `sampleCount`): a
    * `maxImagesPerCall` above it would be the provider's 400, answered as a 502 (422 instead).
@@ -81,22 +90,55 @@ interface ImageModelRules {
   maxImagesPerCall?: number;
 }
 
+/**
+ * The sizes a model takes by rule rather than from a list: both sides multiples of `multipleOf`,
+ * neither longer than `maxSide`, the longer at most `maxAspectRatio` times the shorter, and from
+ * `minPixels` to `maxPixels` pixels in all.
+ */
+interface SizeRules {
+  multipleOf: number;
+  maxSide: number;
+  maxAspectRatio: number;
+  minPixels: number;
+  maxPixels: number;
+}
+
+/**
+ * Provider A's images API: "The maximum length is 32000 characters for the GPT image models"
+ * (dall-e-3: 4000), in its Create image reference.
+ */
+const gptImagePromptChars = 32000;
+
 const gptImage: ImageModelRules = {
   quality: ["low", "medium", "high", "auto"],
   style: false,
   sizes: ["1024x1024", "1536x1024", "1024x1536"],
+  maxPromptChars: gptImagePromptChars,
   maxImagesPerCall: 10,
 };
 const imagen: ImageModelRules = { aspectRatios: ["1:1", "3:4", "4:3", "9:16", "16:9"], maxImagesPerCall: 4 };
-/** GPT Image 2: any size its API takes (sides divisible by 16, up to 3840x2160): not listed here. */
+/**
+ * GPT Image 2: any size within the rules of provider A's image generation guide ("Size
+ * constraints": the longest edge at most 3840px, both edges multiples of 16px, the long edge at
+ * most 3 times the short, 655,360 to 8,294,400 pixels in all; its Create image reference says the
+ * same of `gpt-image-2` and its snapshot).
+ */
 const gptImage2: ImageModelRules = {
   quality: ["low", "medium", "high", "auto"],
   style: false,
+  sizeRules: { multipleOf: 16, maxSide: 3840, maxAspectRatio: 3, minPixels: 655_360, maxPixels: 8_294_400 },
+  maxPromptChars: gptImagePromptChars,
   maxImagesPerCall: 10,
 };
+/**
+ * The GPT Image 2.6 models: the prompt limit of the GPT image models; no size rules, as provider
+ * A's documentation found states GPT Image 2's rules for `gpt-image-2` and the 2.5 models only.
+ */
 const gptImage26: ImageModelRules = {
-  ...gptImage2,
   quality: ["low", "medium", "high", "xhigh", "max", "auto"],
+  style: false,
+  maxPromptChars: gptImagePromptChars,
+  maxImagesPerCall: 10,
 };
 const geminiImage: ImageModelRules = {
   aspectRatios: ["1:1", "2:3", "3:2", "3:4", "4:3", "4:5", "5:4", "9:16", "16:9", "21:9"],
@@ -105,7 +147,7 @@ const geminiImage: ImageModelRules = {
 export const imageModelRules: Readonly<Record<string, ImageModelRules>> = {
   "gpt-image-1": gptImage,
   "gpt-image-1-mini": gptImage,
-  "dall-e-3": { quality: ["standard", "hd"], maxImagesPerCall: 1 },
+  "dall-e-3": { quality: ["standard", "hd"], maxPromptChars: 4000, maxImagesPerCall: 1 },
   "gpt-image-2": gptImage2,
   "gpt-image-2.6-sunburst": gptImage26,
   "gpt-image-2.6-flare": gptImage26,
@@ -142,8 +184,10 @@ export function fitImageRequest(
   const rules = catalogued ? imageModelRules[catalogued.id] : undefined;
   if (rules) {
     const a = providerOptions["provider-a"];
+    requirePromptWithin(request.prompt, rules.maxPromptChars, modelId);
     requireListed("providerOptions.provider-a.quality", a?.quality, rules.quality, modelId);
     requireListed("size", request.size, rules.sizes, modelId);
+    requireSizeWithin(request.size, rules.sizeRules, modelId);
     requireListed("aspectRatio", request.aspectRatio, rules.aspectRatios, modelId);
     requireAtMost(request.maxImagesPerCall, rules.maxImagesPerCall, modelId);
     if (rules.style === false && a?.style !== undefined) {
@@ -243,6 +287,76 @@ function requireListed(
     },
   );
 }
+
+/** A prompt over the model's documented characters is 422 naming its length and the limit. */
+function requirePromptWithin(prompt: string, max: number | undefined, modelId: string): void {
+  if (max === undefined || prompt.length <= max) return;
+  const length = promptLength(prompt);
+  if (length <= max) return;
+  throw new GatewayError(
+    "VALIDATION_ERROR",
+    `\`prompt\` has ${length} characters; model ${modelId} takes at most ${max}`,
+    { details: { option: "prompt", length, max } },
+  );
+}
+
+/**
+ * A prompt's characters as Unicode code points (as Python's `len` counts them): a character outside
+ * the Basic Multilingual Plane, an emoji, is one, not the two UTF-16 units of `length`; an unpaired
+ * surrogate is one. Never more than `length` either, so a prompt the provider takes by either count
+ * is not refused. Counted only for a prompt whose `length` is over the limit.
+ */
+function promptLength(prompt: string): number {
+  // No surrogate at all (any one-byte string, which V8 answers without a scan): `length` it is.
+  if (!surrogate.test(prompt)) return prompt.length;
+  let length = prompt.length;
+  for (let index = 0; index < prompt.length - 1; index++) {
+    const unit = prompt.charCodeAt(index);
+    if (unit >= 0xd800 && unit <= 0xdbff) {
+      const next = prompt.charCodeAt(index + 1);
+      if (next >= 0xdc00 && next <= 0xdfff) {
+        length--;
+        index++;
+      }
+    }
+  }
+  return length;
+}
+
+const surrogate = /[\uD800-\uDFFF]/;
+
+/** A size outside the model's size rules is 422 naming the rule it breaks, with all of them in `details`. */
+function requireSizeWithin(size: string | undefined, rules: SizeRules | undefined, modelId: string): void {
+  if (size === undefined || rules === undefined) return;
+  const [width, height] = size.split("x").map(Number) as [number, number];
+  const longer = Math.max(width, height);
+  const shorter = Math.min(width, height);
+  const pixels = width * height;
+  const broken =
+    width % rules.multipleOf !== 0 || height % rules.multipleOf !== 0
+      ? `its width and height must both be multiples of ${rules.multipleOf}`
+      : longer > rules.maxSide
+        ? `its longer side must be at most ${rules.maxSide} pixels`
+        : longer > shorter * rules.maxAspectRatio
+          ? `its longer side must be at most ${rules.maxAspectRatio} times its shorter side (${rules.maxAspectRatio}:1)`
+          : pixels < rules.minPixels || pixels > rules.maxPixels
+            ? `it must have from ${grouped(rules.minPixels)} to ${grouped(rules.maxPixels)} pixels, not ${grouped(pixels)}`
+            : null;
+  if (broken === null) return;
+  throw new GatewayError("VALIDATION_ERROR", `\`size\` ${size} does not fit model ${modelId}: ${broken}`, {
+    details: {
+      option: "size",
+      multipleOf: rules.multipleOf,
+      maxSide: rules.maxSide,
+      maxAspectRatio: `${rules.maxAspectRatio}:1`,
+      minPixels: rules.minPixels,
+      maxPixels: rules.maxPixels,
+    },
+  });
+}
+
+/** 8294400 as 8,294,400, whatever the locale. */
+const grouped = (count: number) => String(count).replace(/\B(?=(\d{3})+$)/g, ",");
 
 function requireAtMost(maxImagesPerCall: number | undefined, max: number | undefined, modelId: string): void {
   if (maxImagesPerCall === undefined || max === undefined || maxImagesPerCall <= max) return;

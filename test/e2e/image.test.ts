@@ -1278,6 +1278,104 @@ describe("image generation", () => {
     };
     expect(Object.keys(body.images[0]!).sort()).toEqual(["base64", "mediaType"]);
   });
+
+  // The provider refuses these with a 400, which was answered 502: the client's own input, 422 here.
+  describe("the documented prompt and size limits of provider A's models", () => {
+    const errorOf = async (response: Response) =>
+      ((await response.json()) as { error: { code: string; message: string; details: unknown } }).error;
+
+    it("refuses a prompt longer than the model's documented limit with 422, before any call", async () => {
+      for (const [model, max] of [
+        ["gpt-image-2", 32000],
+        ["gpt-image-2.6-sunburst", 32000],
+        ["gpt-image-1-mini-2025-10-06", 32000],
+        ["dall-e-3", 4000],
+      ] as const) {
+        fake.clear();
+        const response = await generate(a, { prompt: "a".repeat(max + 1), model });
+        expect(response.status).toBe(422);
+        const error = await errorOf(response);
+        expect(error).toMatchObject({
+          code: "VALIDATION_ERROR",
+          message: `\`prompt\` has ${max + 1} characters; model ${model} takes at most ${max}`,
+        });
+        expect(error.details).toEqual({ option: "prompt", length: max + 1, max });
+        expect(fake.requests).toHaveLength(0);
+        const atLimit = await generate(a, { prompt: "a".repeat(max), model });
+        expect(atLimit.status).toBe(200);
+        expect(fake.requests).toHaveLength(1);
+      }
+    });
+
+    it("counts a prompt's characters, not its UTF-16 units: an emoji is one", async () => {
+      const prompt = "🦊".repeat(32000);
+      expect(prompt.length).toBe(64000);
+      const response = await generate(a, { prompt, model: "gpt-image-2" });
+      expect(response.status).toBe(200);
+      expect(fake.last()?.json).toMatchObject({ prompt });
+      const over = await generate(a, { prompt: `${prompt}🦊`, model: "gpt-image-2" });
+      expect(over.status).toBe(422);
+      expect((await errorOf(over)).details).toEqual({ option: "prompt", length: 32001, max: 32000 });
+    });
+
+    it.each([
+      ["1000x1000", "its width and height must both be multiples of 16"],
+      ["4096x2048", "its longer side must be at most 3840 pixels"],
+      ["3840x1024", "its longer side must be at most 3 times its shorter side (3:1)"],
+      ["800x800", "it must have from 655,360 to 8,294,400 pixels, not 640,000"],
+      ["3840x2400", "it must have from 655,360 to 8,294,400 pixels, not 9,216,000"],
+    ])(
+      "refuses size %s for GPT Image 2 with 422 naming the limit (%s), before any call",
+      async (size, rule) => {
+        for (const model of ["gpt-image-2", "gpt-image-2-2026-04-21"]) {
+          fake.clear();
+          const response = await generate(a, { prompt: "x", model, size });
+          expect(response.status).toBe(422);
+          const error = await errorOf(response);
+          expect(error).toMatchObject({
+            code: "VALIDATION_ERROR",
+            message: `\`size\` ${size} does not fit model ${model}: ${rule}`,
+          });
+          expect(error.details).toEqual({
+            option: "size",
+            multipleOf: 16,
+            maxSide: 3840,
+            maxAspectRatio: "3:1",
+            minPixels: 655360,
+            maxPixels: 8294400,
+          });
+          expect(fake.requests).toHaveLength(0);
+        }
+      },
+    );
+
+    it("sends GPT Image 2 the sizes its documented rules allow, the extremes included", async () => {
+      for (const size of [
+        "1536x864",
+        "3840x2160",
+        "2160x3840",
+        "1024x1024",
+        "1536x512",
+        "832x832",
+        "3840x1280",
+      ]) {
+        fake.clear();
+        const response = await generate(a, { prompt: "x", model: "gpt-image-2", size });
+        expect(response.status).toBe(200);
+        expect(fake.last()?.json).toMatchObject({ model: "gpt-image-2", size });
+      }
+    });
+
+    it("sends a model the catalogue does not know on unchecked: the provider has the last word", async () => {
+      const response = await generate(a, {
+        prompt: "a".repeat(40000),
+        model: "gpt-image-9",
+        size: "1000x10",
+      });
+      expect(response.status).toBe(200);
+      expect(fake.last()?.json).toMatchObject({ model: "gpt-image-9", size: "1000x10" });
+    });
+  });
 });
 
 describe("image generation with an S3 vault that takes the upload and never answers", () => {
