@@ -242,7 +242,7 @@ for (const engine of storageEngines) {
     it("reads with the spend the largest cost of one of the project's rows since `from`", async () => {
       const records = createUsageRepository(database.db, database.sqlite);
       const from = "2026-11-01T00:00:00.000Z";
-      expect(await records.spendSince("largest", from)).toEqual({ totalUsd: 0, largestUsd: 0 });
+      expect(await records.spendSince("largest", from)).toMatchObject({ totalUsd: 0, largestUsd: 0 });
       await records.insertBatch([
         usage("l-before", { project_id: "largest", created_at: "2026-10-31T23:59:59.999Z", cost_usd: 50 }),
         usage("l-other", {
@@ -257,7 +257,7 @@ for (const engine of storageEngines) {
         }),
       ]);
       // Rows, but no known cost: none.
-      expect(await records.spendSince("largest", from)).toEqual({ totalUsd: 0, largestUsd: 0 });
+      expect(await records.spendSince("largest", from)).toMatchObject({ totalUsd: 0, largestUsd: 0 });
       await records.insertBatch([
         usage("l-small", { project_id: "largest", created_at: from, cost_usd: 0.25 }),
         usage("l-large", { project_id: "largest", created_at: "2026-11-15T00:00:00.000Z", cost_usd: 12.5 }),
@@ -266,6 +266,71 @@ for (const engine of storageEngines) {
       const read = await records.spendSince("largest", from);
       expect(read.totalUsd).toBeCloseTo(15.75, 9);
       expect(read.largestUsd).toBe(12.5);
+    });
+
+    // SQLite carries a read on from the last one's mark (the rows written since, by rowid);
+    // PostgreSQL reads the span whole. Either way, the figures a full read gives, exactly.
+    it("answers a spend read carried on from the last one as a full read does, whatever was written since", async () => {
+      const records = createUsageRepository(database.db, database.sqlite);
+      const from = "2026-11-01T00:00:00.000Z";
+      const rows: UsageRecord[] = [];
+      const write = async (...batch: UsageRecord[]) => {
+        rows.push(...batch);
+        await records.insertBatch(batch);
+      };
+      let last = await records.spendSince("carried", from);
+      expect(last).toMatchObject({ totalUsd: 0, largestUsd: 0 });
+      const step = async (totalUsd: number, largestUsd: number) => {
+        const carried = await records.spendSince("carried", from, last.next);
+        const full = await records.spendSince("carried", from);
+        expect([carried.totalUsd, carried.largestUsd]).toEqual([totalUsd, largestUsd]);
+        expect([full.totalUsd, full.largestUsd]).toEqual([totalUsd, largestUsd]);
+        last = carried;
+      };
+      await write(
+        usage("c-1", { project_id: "carried", created_at: "2026-11-10T00:00:00.000Z", cost_usd: 0.1 }),
+      );
+      await step(0.1, 0.1);
+      await write(
+        usage("c-2", { project_id: "carried", created_at: "2026-11-09T00:00:00.000Z", cost_usd: 0.2 }),
+        usage("c-before", { project_id: "carried", created_at: "2026-10-31T23:59:59.999Z", cost_usd: 30 }),
+        usage("c-other", {
+          project_id: "carried-other",
+          created_at: "2026-11-10T00:00:00.000Z",
+          cost_usd: 40,
+        }),
+        usage("c-unpriced", {
+          project_id: "carried",
+          created_at: "2026-11-10T00:00:00.000Z",
+          cost_usd: null,
+        }),
+      );
+      await step(0.3, 0.2);
+      // A batch written again: its rows are stored already, and one new.
+      await records.insertBatch([
+        ...rows.slice(0, 2),
+        usage("c-3", { project_id: "carried", created_at: from, cost_usd: 0.000000001 }),
+      ]);
+      await step(0.300000001, 0.2);
+      await step(0.300000001, 0.2);
+      // The table's last written row deleted (an old one: retention), its rowid given again.
+      await write(
+        usage("c-old", { project_id: "carried", created_at: "2026-07-01T00:00:00.000Z", cost_usd: 9 }),
+      );
+      await step(0.300000001, 0.2);
+      await database.db.deleteFrom("usage_records").where("request_id", "=", "c-old").execute();
+      await write(
+        usage("c-4", { project_id: "carried", created_at: "2026-11-11T00:00:00.000Z", cost_usd: 2.5 }),
+      );
+      await step(2.800000001, 2.5);
+      // A mark of another span or project is not carried on from.
+      const other = await records.spendSince("carried-other", from);
+      expect(await records.spendSince("carried", from, other.next)).toMatchObject({
+        totalUsd: 2.800000001,
+        largestUsd: 2.5,
+      });
+      const later = await records.spendSince("carried", "2026-11-10T00:00:00.000Z", last.next);
+      expect([later.totalUsd, later.largestUsd]).toEqual([2.6, 2.5]);
     });
 
     it("counts as unpriced the calls that went through (ok or cut short) without a known cost, not errors", async () => {

@@ -4,7 +4,14 @@ import { createPostgresSchema, postgresAvailable } from "../../test/support/serv
 import { type OpenDatabase, openDatabase } from "./database.js";
 import type { Kysely } from "./kysely.js";
 import type { Database } from "./schema.js";
-import { pruneQuery, reportQuery, reportSliceEndQuery, spendQuery } from "./usage-repository.js";
+import {
+  markedSpendQuery,
+  pruneQuery,
+  reportQuery,
+  reportSliceEndQuery,
+  spendAfterQuery,
+  spendQuery,
+} from "./usage-repository.js";
 
 /**
  * Each query the code runs on the usage table finds its rows through an index: the table grows by
@@ -77,6 +84,25 @@ describe("usage query plans on SQLite", () => {
       expect(plan.join("\n"), query.name).toMatch(new RegExp(`USING (COVERING )?INDEX ${query.index}\\b`));
     });
   }
+
+  const planOf = (compiled: { sql: string; parameters: readonly unknown[] }) =>
+    (database.sqlite?.prepare(`explain query plan ${compiled.sql}`).all(...compiled.parameters) ?? []).map(
+      (row) => (row as { detail: string }).detail,
+    );
+
+  it("reads the spend guard's first read of the month, with the table's last rowid, through the index on project and time", () => {
+    const plan = planOf(markedSpendQuery(database.db, "p7", "2026-11-01T00:00:00.000Z").compile());
+    expect(plan.filter((line) => /^SCAN usage_records\b/.test(line))).toEqual([]);
+    expect(plan.join("\n")).toMatch(/USING (COVERING )?INDEX usage_records_project_time\b/);
+  });
+
+  // The rows written since the last read, of every project, by rowid: not the project's month again.
+  it("reads the spend guard's next reads by rowid from the last one's, through no index", () => {
+    const plan = planOf(spendAfterQuery("p7", "2026-11-01T00:00:00.000Z", 2500).compile(database.db));
+    expect(plan.filter((line) => /^SCAN usage_records\b/.test(line))).toEqual([]);
+    expect(plan.join("\n")).not.toMatch(/INDEX/);
+    expect(plan[0]).toBe("SEARCH usage_records USING INTEGER PRIMARY KEY (rowid>?)");
+  });
 });
 
 describe.skipIf(!postgresAvailable)("usage query plans on PostgreSQL", () => {

@@ -1,5 +1,5 @@
 import { type ReloadWait, withinReloadWait, withinRequestWait } from "../storage/database-unavailable.js";
-import type { UsageRecord, UsageRepository } from "../storage/usage-repository.js";
+import type { SpendMark, UsageRecord, UsageRepository } from "../storage/usage-repository.js";
 
 /**
  * What a figure may hold that this instance alone knows and still be let go (a billionth of a
@@ -35,6 +35,11 @@ interface MonthSpend {
   /** The largest cost of one row of the month in the database, as last read with `base`. */
   largestRead: number;
   /**
+   * Where the read of `base` ended (SQLite): the next read adds only the rows written since, rather
+   * than going over the month's rows again on the event loop. None before a first read of `since`.
+   */
+  mark?: SpendMark | undefined;
+  /**
    * Costs recorded on this instance that `base` may not hold: their rows were not yet written when
    * that read began (queued in the usage recorder, held there through a database outage, or
    * recorded since).
@@ -65,7 +70,9 @@ interface MonthSpend {
  * see, so the hot path does not wait on the database. A cost stays counted here until a read that
  * began after its row was written (`written`, which the usage recorder reports), so rows still
  * queued (after an outage, say) are never left out, nor counted twice once written and read back.
- * Several instances each see the others' spend within `refreshMs` of its rows being written.
+ * Several instances each see the others' spend within `refreshMs` of its rows being written. On
+ * SQLite a project's reads after its first of the month sum only the rows written since the last
+ * (`SpendMark`): a busy month is not gone over again on the event loop every `refreshMs`.
  */
 export function createSpendGuard(deps: {
   usage: UsageRepository;
@@ -176,6 +183,7 @@ export function createSpendGuard(deps: {
       entry.known = false;
       entry.base = 0;
       entry.largestRead = 0;
+      entry.mark = undefined;
     }
     return entry;
   }
@@ -192,12 +200,13 @@ export function createSpendGuard(deps: {
       for (let attempt = 0; ; attempt++) {
         const writtenBefore = entry.written;
         const since = entry.since;
-        const read = await deps.usage.spendSince(projectId, since);
+        const read = await deps.usage.spendSince(projectId, since, entry.mark);
         // A project created again under the id meanwhile: this figure is the old one's; read again.
         if (entry.since !== since) continue;
         if (entry.written !== writtenBefore && attempt < 2) continue;
         entry.base = read.totalUsd;
         entry.largestRead = read.largestUsd;
+        entry.mark = read.next;
         entry.unread -= writtenBefore;
         entry.written -= writtenBefore;
         entry.readAt = deps.now().getTime();
