@@ -465,6 +465,12 @@ export const settings = {
     "8",
     "PDF fetches by URL (/v1/pdf) running at once on this instance, each holding up to SLUICE_MAX_PDF_BYTES of its PDF for up to SLUICE_PDF_FETCH_TIMEOUT_MS (160 MiB in all with the defaults); one more is answered 503 `SERVICE_UNAVAILABLE` (`Retry-After: 5`) before any lookup or connection",
   ),
+  maxBufferedBodyBytes: setting(
+    "SLUICE_MAX_BUFFERED_BODY_BYTES",
+    integer(0),
+    undefined,
+    "request-body bytes /v1/text, /v1/vision, /v1/pdf and /v1/image hold in memory, all their calls together on this instance, each body counted as it arrives and held until its call ends (a call holds about 6 times its body's size while it waits for the provider, half of it in V8's heap); a body that would go past it is answered 503 `SERVICE_UNAVAILABLE` (`Retry-After: 5`), before any of it is read when its content-length says so, but a body alone (no other call's held beside it) always fits; the proxies' bodies are not counted; 0: no cap (unset: an eighth of V8's heap limit, which `--max-old-space-size` sets and Node otherwise derives from the machine's memory, e.g. 518 MiB for Node's largest default of 4144 MiB)",
+  ),
   projectCacheTtlMs: setting(
     "SLUICE_PROJECT_CACHE_TTL_MS",
     millisecondsFrom(0),

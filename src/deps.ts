@@ -10,6 +10,7 @@ import { createDeviceTokenVerifier } from "./auth/device-token-verifier.js";
 import { allowsTestMode, type Config, disabledNodeWarnings } from "./config.js";
 import { closeGateway } from "./gateway-close.js";
 import { createAdmission } from "./http/admission.js";
+import { type BodyBudget, createBodyBudget, defaultMaxBufferedBodyBytes } from "./http/body-budget.js";
 import { createClientIpResolver, trustMatcher } from "./http/client-ip.js";
 import { type ConnectionCap, createConnectionCap } from "./http/connection-cap.js";
 import { createCorsPolicy } from "./http/cors.js";
@@ -87,6 +88,11 @@ export interface Gateway {
    * all together), and the total cap in force (the setting, or its default from the open-file limit).
    */
   connections: Pick<ConnectionCap, "addresses" | "openFrom" | "open"> & { maxTotal: number };
+  /**
+   * The request-body bytes the structured and image endpoints hold, and the budget in force
+   * (SLUICE_MAX_BUFFERED_BODY_BYTES, or its default from V8's heap limit; 0: none).
+   */
+  bodyBudget: Pick<BodyBudget, "held" | "maxBytes">;
   /** What the SLUICE_METRICS_PORT listener serves; null when it is unset (or metrics are off). */
   metricsListener: MetricsListener | null;
   /** From now on /health answers 503 `stopping` (the shutdown has begun, or its delay). */
@@ -284,6 +290,8 @@ export async function createGateway(config: Config, injected: Partial<Injectable
       ipPerMinute: config.rateLimitIpPerMinute,
     },
   });
+  // One for the structured and image endpoints together: the memory they hold is one process's.
+  const bodyBudget = createBodyBudget(config.maxBufferedBodyBytes ?? defaultMaxBufferedBodyBytes());
 
   const adapters = createProviderAdapters({
     providerABaseUrl: config.providerABaseUrl,
@@ -428,6 +436,7 @@ export async function createGateway(config: Config, injected: Partial<Injectable
       });
       registerStructuredRoutes(router, {
         admit,
+        bodyBudget,
         models: aiModels,
         fetchPdf:
           injected.fetchPdf ??
@@ -444,6 +453,7 @@ export async function createGateway(config: Config, injected: Partial<Injectable
       });
       registerImageRoutes(router, {
         admit,
+        bodyBudget,
         models: aiModels,
         vault,
         vaultUrlTtlSeconds: config.vaultUrlTtlSeconds,
@@ -474,6 +484,7 @@ export async function createGateway(config: Config, injected: Partial<Injectable
       stopping = true;
     },
     redisConnected: () => (redis ? redis.status === "ready" : undefined),
+    bodyBudget: { held: bodyBudget.held, maxBytes: bodyBudget.maxBytes },
     connections: {
       addresses: connectionCap.addresses,
       openFrom: connectionCap.openFrom,

@@ -119,6 +119,8 @@ async function startServing(): Promise<void> {
       tls: Boolean(config.tlsCert),
       // SLUICE_MAX_CONNECTIONS in force: when unset, what the open-file limit gave (0: no cap).
       maxConnections: gateway.connections.maxTotal,
+      // SLUICE_MAX_BUFFERED_BODY_BYTES in force: when unset, what V8's heap limit gave (0: no cap).
+      maxBufferedBodyBytes: gateway.bodyBudget.maxBytes,
       ...(metricsServer
         ? {
             metrics: `${listeningUrl(metricsServer.address(), { host: config.metricsHost, port: config.metricsPort ?? 0 }, false)}/metrics`,

@@ -13,15 +13,18 @@ import {
   type SuppressionWindowsOptions,
 } from "../observability/suppression-windows.js";
 import type { Admit } from "./admission.js";
+import type { BodyBudget } from "./body-budget.js";
 import { requestedRange } from "./byte-range.js";
 import { answerWithJson } from "./json-answer-call.js";
 import { jsonBodyLimits } from "./json-shape.js";
-import { parseJsonObject, readBody } from "./read-body.js";
+import { parseJsonObject } from "./read-body.js";
 import type { RequestContext, Router } from "./router.js";
 import { closeIfBodyUnread, setHeaders } from "./send.js";
 
 export interface ImageRouteDeps extends ImageGenerationDeps {
   admit: Admit;
+  /** The request-body bytes held in memory by this route and the structured ones together. */
+  bodyBudget: BodyBudget;
   maxBodyBytes: number;
   /** For a vault file that fails to read once its answer has begun (no error answer can say it then). */
   logger: Pick<Logger, "warn">;
@@ -220,25 +223,31 @@ function notModified(headers: IncomingHttpHeaders, etag: string, modified: Date)
 }
 
 function handleGenerate(deps: ImageRouteDeps, context: RequestContext): Promise<void> {
-  return answerWithJson(deps.admit, context, "image", async (call, signal, soFar) => {
-    const body = parseImageRequest(
-      parseJsonObject(await readBody(context.request, deps.maxBodyBytes), {
-        limits: jsonBodyLimits,
-        takes:
-          '/v1/image takes one JSON object such as {"prompt": "…", "providerOptions": {…}} (docs/images.md)',
-      }),
-    );
-    const model = imageModelFor(call.provider, call.project, body, deps.defaultImageModels);
-    soFar.model = model;
-    const { result, costUsd, usage } = await generateImages(
-      deps,
-      call,
-      body,
-      (billed, billedUsage) => {
-        soFar.spend = { usage: billedUsage, costUsd: billed };
-      },
-      signal,
-    );
-    return { body: result, model, usage, costUsd };
-  });
+  return answerWithJson(
+    deps.admit,
+    deps.bodyBudget,
+    context,
+    "image",
+    async (call, signal, soFar, readBody) => {
+      const body = parseImageRequest(
+        parseJsonObject(await readBody(deps.maxBodyBytes), {
+          limits: jsonBodyLimits,
+          takes:
+            '/v1/image takes one JSON object such as {"prompt": "…", "providerOptions": {…}} (docs/images.md)',
+        }),
+      );
+      const model = imageModelFor(call.provider, call.project, body, deps.defaultImageModels);
+      soFar.model = model;
+      const { result, costUsd, usage } = await generateImages(
+        deps,
+        call,
+        body,
+        (billed, billedUsage) => {
+          soFar.spend = { usage: billedUsage, costUsd: billed };
+        },
+        signal,
+      );
+      return { body: result, model, usage, costUsd };
+    },
+  );
 }

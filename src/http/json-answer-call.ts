@@ -1,7 +1,8 @@
 import { projectIdHeader } from "../auth/repeated-credential-header.js";
 import type { Admit, AdmittedCall, CallSpend, Endpoint } from "./admission.js";
+import type { BodyBudget } from "./body-budget.js";
 import { watchClient } from "./client-watch.js";
-import { requireUncompressedUtf8Json } from "./read-body.js";
+import { readBody, requireUncompressedUtf8Json } from "./read-body.js";
 import type { RequestContext } from "./router.js";
 import { sendJson } from "./send.js";
 
@@ -22,13 +23,22 @@ export interface JsonAnswer extends CallSpend {
  * the path or the `x-project-id` header, a UTF-8 JSON body, answered with one JSON object, and one
  * usage row whatever happens. `run` notes in `soFar` what the failure row should name. A client
  * that leaves before its answer, or the shutdown's deadline: `signal` aborts the provider calls,
- * and the row says so (499, or 503 refused).
+ * and the row says so (499, or 503 refused). `readBody` reads the body (413 over `maxBytes`) within
+ * `bodyBudget` (503 when it does not fit), which holds its bytes until the call ends, however it
+ * ends: the body, and what is made of it (a decoded image or PDF, the provider's request), is
+ * garbage only then. Not the bytes' Buffer: `run` lets it go once parsed.
  */
 export async function answerWithJson(
   admit: Admit,
+  bodyBudget: BodyBudget,
   context: RequestContext,
   endpoint: Endpoint,
-  run: (call: AdmittedCall, signal: AbortSignal, soFar: CallSoFar) => Promise<JsonAnswer>,
+  run: (
+    call: AdmittedCall,
+    signal: AbortSignal,
+    soFar: CallSoFar,
+    readBody: (maxBytes: number) => Promise<Buffer>,
+  ) => Promise<JsonAnswer>,
 ): Promise<void> {
   const { request, response, params } = context;
   // The header only where the path names no project; sent twice, admission refuses it (400).
@@ -41,9 +51,11 @@ export async function answerWithJson(
   });
   const soFar: CallSoFar = { model: null };
   const client = watchClient(response);
+  const share = bodyBudget.share();
   try {
     requireUncompressedUtf8Json(request);
-    const { body, model, usage, costUsd } = await run(call, client.signal, soFar);
+    const read = (maxBytes: number) => readBody(request, maxBytes, share);
+    const { body, model, usage, costUsd } = await run(call, client.signal, soFar, read);
     client.throwIfGone();
     sendJson(response, 200, body);
     call.finish({
@@ -65,5 +77,6 @@ export async function answerWithJson(
     throw failure;
   } finally {
     client.stop();
+    share.release();
   }
 }

@@ -3,6 +3,7 @@ import type { IncomingMessage, ServerResponse } from "node:http";
 import { GatewayError } from "../errors.js";
 import { byteOrderMarkLength } from "../providers/json-bytes.js";
 import { appliedCodings } from "../proxy/content-coding.js";
+import { type BodyShare, bodyBudgetFull } from "./body-budget.js";
 import { exceededJsonShape, type JsonShapeLimits } from "./json-shape.js";
 
 /** Requests sent with `Expect: 100-continue` whose 100 is not sent yet, and where to send it. */
@@ -20,11 +21,15 @@ export function continueWhenRead(request: IncomingMessage, response: ServerRespo
 
 /**
  * Reads a request body into one Buffer, refusing it (413) as soon as it exceeds `maxBytes`,
- * whether announced by content-length or discovered while reading.
+ * whether announced by content-length or discovered while reading. With a `share` of the body
+ * budget (the structured and image endpoints), its bytes are counted in it as they arrive, and a
+ * body that does not fit is refused (503), before any of it is read (and before a `100 Continue`)
+ * when its content-length says so; the caller gives the share back when the call ends.
  */
-export function readBody(request: IncomingMessage, maxBytes: number): Promise<Buffer> {
+export function readBody(request: IncomingMessage, maxBytes: number, share?: BodyShare): Promise<Buffer> {
   const announced = Number(request.headers["content-length"] ?? Number.NaN);
   if (announced > maxBytes) return Promise.reject(tooLarge(maxBytes));
+  if (share !== undefined && announced > 0 && !share.fits(announced)) return Promise.reject(bodyBudgetFull());
   // A client that left before the body was read (while the call was being admitted, say) took
   // it along: no `end` or `error` would ever come, and the call would wait forever.
   if (request.destroyed) return Promise.reject(unreadable(new Error("the client went away")));
@@ -38,10 +43,11 @@ export function readBody(request: IncomingMessage, maxBytes: number): Promise<Bu
     let size = 0;
     const onData = (chunk: Buffer) => {
       size += chunk.length;
-      if (size > maxBytes) {
+      if (size > maxBytes || (share !== undefined && !share.take(chunk.length))) {
+        // The rest is read and dropped (and the connection closed after the answer, send.ts).
         stop();
         request.resume();
-        reject(tooLarge(maxBytes));
+        reject(size > maxBytes ? tooLarge(maxBytes) : bodyBudgetFull());
         return;
       }
       chunks.push(chunk);

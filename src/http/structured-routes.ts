@@ -13,13 +13,16 @@ import { parsePdfInput } from "../structured/pdf-input.js";
 import type { FetchPdf } from "../structured/safe-pdf-fetch.js";
 import { costOfTokens } from "../usage/token-cost.js";
 import type { Admit } from "./admission.js";
+import type { BodyBudget } from "./body-budget.js";
 import { answerWithJson } from "./json-answer-call.js";
 import { jsonBodyLimits } from "./json-shape.js";
-import { parseJsonObject, readBody } from "./read-body.js";
+import { parseJsonObject } from "./read-body.js";
 import type { RequestContext, Router } from "./router.js";
 
 export interface StructuredRouteDeps {
   admit: Admit;
+  /** The request-body bytes held in memory by these routes and /v1/image together. */
+  bodyBudget: BodyBudget;
   models: AiSdkModels;
   fetchPdf: FetchPdf;
   maxBodyBytes: number;
@@ -42,8 +45,8 @@ export function registerStructuredRoutes(router: Router, deps: StructuredRouteDe
 }
 
 function handle(deps: StructuredRouteDeps, kind: AnalysisKind, context: RequestContext): Promise<void> {
-  return answerWithJson(deps.admit, context, kind, async (call, signal, soFar) => {
-    const body = parseJsonObject(await readBody(context.request, bodyCap(deps, kind)), {
+  return answerWithJson(deps.admit, deps.bodyBudget, context, kind, async (call, signal, soFar, readBody) => {
+    const body = parseJsonObject(await readBody(bodyCap(deps, kind)), {
       limits: jsonBodyLimits,
       takes: `${structuredRoutes[kind]} takes one JSON object such as {"${fieldOf[kind]}": "…"}`,
     });

@@ -1,0 +1,70 @@
+import { describe, expect, it } from "vitest";
+import { bodyBudgetFull, createBodyBudget, defaultMaxBufferedBodyBytes } from "./body-budget.js";
+
+describe("createBodyBudget", () => {
+  it("holds the bytes its shares take, up to the budget, and refuses the byte past it", () => {
+    const budget = createBodyBudget(100);
+    const first = budget.share();
+    const second = budget.share();
+    expect(first.take(60)).toBe(true);
+    expect(second.take(40)).toBe(true);
+    expect(budget.held()).toBe(100);
+    expect(second.take(1)).toBe(false);
+    expect(first.take(1)).toBe(false);
+    // A refused take holds nothing.
+    expect(budget.held()).toBe(100);
+  });
+
+  it("gives a share's bytes back once, at its release, and lets a later body in", () => {
+    const budget = createBodyBudget(100);
+    const first = budget.share();
+    const second = budget.share();
+    first.take(70);
+    second.take(30);
+    expect(budget.share().fits(1)).toBe(false);
+    first.release();
+    first.release();
+    expect(budget.held()).toBe(30);
+    expect(budget.share().fits(70)).toBe(true);
+    expect(budget.share().fits(71)).toBe(false);
+    // A released share takes nothing more: its call has ended.
+    expect(first.take(1)).toBe(false);
+    second.release();
+    expect(budget.held()).toBe(0);
+  });
+
+  it("lets a body no other call holds any of in, whatever its size", () => {
+    const budget = createBodyBudget(100);
+    const alone = budget.share();
+    expect(alone.fits(500)).toBe(true);
+    expect(alone.take(300)).toBe(true);
+    expect(alone.take(200)).toBe(true);
+    expect(budget.held()).toBe(500);
+    expect(budget.share().fits(1)).toBe(false);
+    alone.release();
+    expect(budget.held()).toBe(0);
+  });
+
+  it("counts nothing and refuses nothing when 0 (no budget)", () => {
+    const budget = createBodyBudget(0);
+    const share = budget.share();
+    expect(share.fits(Number.MAX_SAFE_INTEGER)).toBe(true);
+    expect(share.take(1e12)).toBe(true);
+    expect(budget.held()).toBe(0);
+  });
+
+  it("refuses with a retryable 503 and Retry-After, naming the setting", () => {
+    expect(bodyBudgetFull()).toMatchObject({
+      code: "SERVICE_UNAVAILABLE",
+      status: 503,
+      headers: { "retry-after": "5" },
+      details: { retryable: true },
+      message: expect.stringContaining("SLUICE_MAX_BUFFERED_BODY_BYTES"),
+    });
+  });
+
+  it("is an eighth of V8's heap limit by default: 518 MiB for Node's largest default heap", () => {
+    expect(defaultMaxBufferedBodyBytes(4144 * 1024 * 1024)).toBe(518 * 1024 * 1024);
+    expect(defaultMaxBufferedBodyBytes(1072 * 1024 * 1024)).toBe(134 * 1024 * 1024);
+  });
+});

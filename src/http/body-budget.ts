@@ -1,0 +1,88 @@
+import { getHeapStatistics } from "node:v8";
+import { GatewayError } from "../errors.js";
+
+/**
+ * The request-body bytes the structured and image endpoints (/v1/text, /v1/vision, /v1/pdf,
+ * /v1/image) hold in memory, all their calls together: `SLUICE_MAX_BUFFERED_BODY_BYTES`
+ * (docs/decisions/0025). Each call's body is capped on its own (SLUICE_MAX_BODY_BYTES, more for an
+ * image or a PDF in base64), but thousands of connections each uploading one would hold tens of GiB
+ * and the process would be killed, every other call with it. The proxies' bodies are not counted:
+ * their route is the hot path (docs/decisions/0005).
+ */
+export interface BodyBudget {
+  /** A share for one call's body, holding nothing yet. */
+  share(): BodyShare;
+  /** The bytes all shares hold now. */
+  held(): number;
+  /** The budget (0: none). */
+  maxBytes: number;
+}
+
+/** One call's part of the budget: what its body holds so far, given back once when the call ends. */
+export interface BodyShare {
+  /**
+   * Whether `bytes` more of the body fit, counted as they arrive; if so the share holds them.
+   * A body no other call holds any of always fits: its own cap bounds it alone, and a budget set
+   * below that cap must not refuse it forever.
+   */
+  take(bytes: number): boolean;
+  /** Whether a body of `bytes` (its content-length) would fit now; nothing is held for it. */
+  fits(bytes: number): boolean;
+  /** Gives back all the share holds; it holds nothing afterwards, and takes nothing more. */
+  release(): void;
+}
+
+/**
+ * The budget when SLUICE_MAX_BUFFERED_BODY_BYTES is unset: an eighth of V8's heap limit (which
+ * `--max-old-space-size` sets, and Node otherwise sizes from the machine's memory, up to 4144 MiB).
+ * A call holds about 6 times its body while it waits for its provider (measured at /v1/pdf: the
+ * body parsed into a string, the PDF decoded, the provider's request built in base64 and JSON),
+ * about half of it strings in V8's heap: an eighth leaves most of the heap to everything else, and
+ * the heap, not the machine's memory, is what a burst of large bodies runs out of first.
+ */
+export function defaultMaxBufferedBodyBytes(heapLimit = getHeapStatistics().heap_size_limit): number {
+  return Math.max(1, Math.floor(heapLimit / 8));
+}
+
+/** A budget of `maxBytes` (0: none; every share takes anything and counts nothing). */
+export function createBodyBudget(maxBytes: number): BodyBudget {
+  if (maxBytes === 0) return { share: () => unbounded, held: () => 0, maxBytes };
+  let held = 0;
+  return {
+    maxBytes,
+    held: () => held,
+    share() {
+      let mine = 0;
+      let released = false;
+      const fits = (bytes: number) => held - mine === 0 || held + bytes <= maxBytes;
+      return {
+        fits,
+        take(bytes) {
+          if (released || !fits(bytes)) return false;
+          mine += bytes;
+          held += bytes;
+          return true;
+        },
+        release() {
+          held -= mine;
+          mine = 0;
+          released = true;
+        },
+      };
+    },
+  };
+}
+
+const unbounded: BodyShare = { take: () => true, fits: () => true, release: () => {} };
+
+/**
+ * The refusal of a body that does not fit: 503, as SLUICE_MAX_PDF_FETCHES and SLUICE_MAX_CONNECTIONS
+ * refuse (the client did nothing wrong: the instance is busy), naming the setting but not its value.
+ */
+export function bodyBudgetFull(): GatewayError {
+  return new GatewayError(
+    "SERVICE_UNAVAILABLE",
+    "Too many request bodies are held in memory on this instance (SLUICE_MAX_BUFFERED_BODY_BYTES); retry shortly",
+    { headers: { "retry-after": "5" }, details: { retryable: true } },
+  );
+}

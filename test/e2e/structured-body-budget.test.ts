@@ -1,0 +1,185 @@
+import { connect, type Socket } from "node:net";
+import { getHeapStatistics } from "node:v8";
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
+import { type FakeUpstream, providerBaseUrls, startFakeUpstream } from "../fakes/fake-upstream.js";
+import {
+  createTestProject,
+  startTestGateway,
+  type TestGateway,
+  type TestProject,
+} from "../support/test-gateway.js";
+
+const mib = 1024 * 1024;
+const budget = 3 * mib;
+const schema = { type: "object", properties: { answer: { type: "string" } }, required: ["answer"] };
+
+/** A /v1/text body of exactly `size` bytes. */
+function textBody(size: number): string {
+  return `{"text":"${"x".repeat(size - '{"text":""}'.length)}"}`;
+}
+
+interface Answer {
+  status: number;
+  headers: Record<string, string>;
+  body: Record<string, unknown>;
+}
+
+interface Exchange {
+  socket: Socket;
+  /** Everything the gateway sent on the connection. */
+  received(): string;
+  /** The first answer on the connection (rejects after 10 s without one). */
+  answer: Promise<Answer>;
+  /** The connection closed. */
+  closed: Promise<void>;
+}
+
+/**
+ * Opens a connection of its own and sends the head of a POST to `path` (the project's /v1/text
+ * unless said), `headers` below the credentials, then `body`, which may be only a part of it.
+ */
+function open(sluice: TestGateway, project: TestProject, headers: string[], body = ""): Exchange {
+  const socket = connect(Number(new URL(sluice.url).port), "127.0.0.1");
+  socket.on("error", () => {});
+  let received = "";
+  const closed = new Promise<void>((resolve) => socket.once("close", () => resolve()));
+  const answer = new Promise<Answer>((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`no answer in 10 s; received ${received}`)), 10_000);
+    socket.on("data", (chunk: Buffer) => {
+      received += chunk.toString("latin1");
+      // A `100 Continue` comes before the answer.
+      const start = received.replace(/^HTTP\/1\.1 100 Continue\r\n\r\n/, "");
+      const end = start.indexOf("\r\n\r\n");
+      if (end < 0) return;
+      const [statusLine, ...lines] = start.slice(0, end).split("\r\n");
+      const fields = Object.fromEntries(
+        lines.map((line) => [
+          line.slice(0, line.indexOf(":")).toLowerCase(),
+          line.slice(line.indexOf(":") + 1).trim(),
+        ]),
+      );
+      const length = Number(fields["content-length"]);
+      if (start.length < end + 4 + length) return;
+      clearTimeout(timer);
+      resolve({
+        status: Number(statusLine?.split(" ")[1]),
+        headers: fields,
+        body: JSON.parse(start.slice(end + 4, end + 4 + length)) as Record<string, unknown>,
+      });
+    });
+  });
+  answer.catch(() => {});
+  socket.write(
+    `POST /v1/text/${project.projectId} HTTP/1.1\r\nhost: x\r\n` +
+      `authorization: Bearer ${project.bearer("provider-a")}\r\ncontent-type: application/json\r\n` +
+      `${headers.map((line) => `${line}\r\n`).join("")}\r\n${body}`,
+  );
+  return { socket, received: () => received, answer, closed };
+}
+
+/** A whole call of a `size`-byte body. */
+const call = (sluice: TestGateway, project: TestProject, size: number) =>
+  open(sluice, project, [`content-length: ${size}`], textBody(size));
+
+async function until(check: () => boolean, what: string): Promise<void> {
+  const deadline = Date.now() + 5000;
+  while (!check()) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting until ${what}`);
+    await new Promise((resolve) => setTimeout(resolve, 5));
+  }
+}
+
+/**
+ * SLUICE_MAX_BUFFERED_BODY_BYTES: the request bodies the structured and image endpoints hold in
+ * memory, all calls together. Without it, every connection could hold a body at its own cap (28 MiB
+ * at /v1/pdf) for as long as its call ran, and a thousand connections would hold 28 GiB.
+ */
+describe("the budget of request bodies held in memory", () => {
+  let fake: FakeUpstream;
+  let sluice: TestGateway;
+  let project: TestProject;
+  const held = () => sluice.gateway.bodyBudget.held();
+
+  beforeAll(async () => {
+    fake = await startFakeUpstream();
+    sluice = await startTestGateway({ ...providerBaseUrls(fake), maxBufferedBodyBytes: budget });
+    project = await createTestProject(sluice.gateway, { provider: "provider-a", outputSchema: schema });
+  });
+
+  afterAll(async () => {
+    await sluice.close();
+    await fake.close();
+  });
+
+  beforeEach(() => {
+    fake.clear();
+    fake.setLatencyMs(0);
+  });
+
+  it("answers 503 to bodies past it while calls hold it, and takes them again once it is given back", async () => {
+    // Three calls of 1 MiB, held at the provider: the budget is full.
+    fake.setLatencyMs(20_000);
+    const holding = [0, 1, 2].map(() => call(sluice, project, mib));
+    await until(() => fake.requests.length === 3, "the three calls reached the provider");
+
+    // Announced: refused before any of it is sent (no 100 Continue).
+    const announced = open(sluice, project, [`content-length: ${mib}`, "expect: 100-continue"]);
+    const refused = await announced.answer;
+    expect(refused.status).toBe(503);
+    expect(refused.headers["retry-after"]).toBe("5");
+    expect(refused.body).toMatchObject({
+      error: { code: "SERVICE_UNAVAILABLE", details: { retryable: true } },
+    });
+    expect((refused.body.error as { message: string }).message).toContain("SLUICE_MAX_BUFFERED_BODY_BYTES");
+    expect(announced.received()).not.toContain("100 Continue");
+
+    // Chunked: refused while it is read, and its connection closed rather than left waiting.
+    const chunked = open(sluice, project, ["transfer-encoding: chunked"], `100000\r\n${textBody(mib)}`);
+    expect((await chunked.answer).status).toBe(503);
+    await chunked.closed;
+
+    // Nothing was held past the budget, and no call reached the provider but the three.
+    expect(held()).toBe(budget);
+    expect(fake.requests).toHaveLength(3);
+
+    // A client that leaves gives its call's share back; a call of that size is then taken.
+    holding[0]?.socket.destroy();
+    await until(() => held() === 2 * mib, "the share of the call whose client left was given back");
+    fake.setLatencyMs(0);
+    const later = call(sluice, project, mib);
+    const answered = await later.answer;
+    expect(answered.status).toBe(200);
+    expect(answered.body).toEqual({ answer: "fake" });
+    later.socket.destroy();
+    await until(() => held() === 2 * mib, "the answered call's share was given back");
+
+    for (const exchange of holding) exchange.socket.destroy();
+    await until(() => held() === 0, "every share was given back");
+  });
+
+  it("counts a body as it arrives, and gives it back when its client leaves mid-upload", async () => {
+    const part = textBody(mib).slice(0, 512 * 1024);
+    const upload = open(sluice, project, [`content-length: ${mib}`], part);
+    await until(() => held() === part.length, "the half sent was counted");
+    upload.socket.destroy();
+    await until(() => held() === 0, "the share of the upload whose client left was given back");
+  });
+
+  it("takes a body larger than the budget when no other is held", async () => {
+    const alone = call(sluice, project, 4 * mib);
+    expect((await alone.answer).status).toBe(200);
+    alone.socket.destroy();
+    await until(() => held() === 0, "its share was given back");
+  });
+});
+
+describe("the budget's default", () => {
+  it("is an eighth of V8's heap limit when SLUICE_MAX_BUFFERED_BODY_BYTES is unset", async () => {
+    const sluice = await startTestGateway();
+    try {
+      expect(sluice.gateway.bodyBudget.maxBytes).toBe(Math.floor(getHeapStatistics().heap_size_limit / 8));
+    } finally {
+      await sluice.close();
+    }
+  });
+});
