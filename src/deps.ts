@@ -290,7 +290,7 @@ export async function createGateway(config: Config, injected: Partial<Injectable
       ipPerMinute: config.rateLimitIpPerMinute,
     },
   });
-  // One for the structured and image endpoints together: the memory they hold is one process's.
+  // One for the proxies, the structured and the image endpoints together: the memory they hold is one process's.
   const bodyBudget = createBodyBudget(config.maxBufferedBodyBytes ?? defaultMaxBufferedBodyBytes());
 
   const adapters = createProviderAdapters({
@@ -432,6 +432,7 @@ export async function createGateway(config: Config, injected: Partial<Injectable
         pools,
         metrics,
         maxBodyBytes: config.maxBodyBytes,
+        bodyBudget,
         costOf: costOfProxiedCall,
       });
       registerStructuredRoutes(router, {

@@ -2,12 +2,12 @@ import { getHeapStatistics } from "node:v8";
 import { GatewayError } from "../errors.js";
 
 /**
- * The request-body bytes the structured and image endpoints (/v1/text, /v1/vision, /v1/pdf,
- * /v1/image) hold in memory, all their calls together: `SLUICE_MAX_BUFFERED_BODY_BYTES`
+ * The request-body bytes the proxies and the structured and image endpoints (/v1/text, /v1/vision,
+ * /v1/pdf, /v1/image) hold in memory, all their calls together: `SLUICE_MAX_BUFFERED_BODY_BYTES`
  * (docs/decisions/0025). Each call's body is capped on its own (SLUICE_MAX_BODY_BYTES, more for an
  * image or a PDF in base64), but thousands of connections each uploading one would hold tens of GiB
- * and the process would be killed, every other call with it. The proxies' bodies are not counted:
- * their route is the hot path (docs/decisions/0005).
+ * and the process would be killed, every other call with it. A proxied body over 64 KiB is given
+ * back once sent (`RequestFacts.release`): undici holds it no longer.
  */
 export interface BodyBudget {
   /** A share for one call's body, holding nothing yet. */
@@ -47,30 +47,36 @@ export function defaultMaxBufferedBodyBytes(heapLimit = getHeapStatistics().heap
 /** A budget of `maxBytes` (0: none; every share takes anything and counts nothing). */
 export function createBodyBudget(maxBytes: number): BodyBudget {
   if (maxBytes === 0) return { share: () => unbounded, held: () => 0, maxBytes };
-  let held = 0;
-  return {
-    maxBytes,
-    held: () => held,
-    share() {
-      let mine = 0;
-      let released = false;
-      const fits = (bytes: number) => held - mine === 0 || held + bytes <= maxBytes;
-      return {
-        fits,
-        take(bytes) {
-          if (released || !fits(bytes)) return false;
-          mine += bytes;
-          held += bytes;
-          return true;
-        },
-        release() {
-          held -= mine;
-          mine = 0;
-          released = true;
-        },
-      };
-    },
-  };
+  const total = { held: 0 };
+  return { maxBytes, held: () => total.held, share: () => new Share(total, maxBytes) };
+}
+
+/** A share as one object, no closures: every proxied call takes one (the hot path, decision 0005). */
+class Share implements BodyShare {
+  private mine = 0;
+  private released = false;
+
+  constructor(
+    private readonly total: { held: number },
+    private readonly maxBytes: number,
+  ) {}
+
+  fits(bytes: number): boolean {
+    return this.total.held === this.mine || this.total.held + bytes <= this.maxBytes;
+  }
+
+  take(bytes: number): boolean {
+    if (this.released || !this.fits(bytes)) return false;
+    this.mine += bytes;
+    this.total.held += bytes;
+    return true;
+  }
+
+  release(): void {
+    this.total.held -= this.mine;
+    this.mine = 0;
+    this.released = true;
+  }
 }
 
 const unbounded: BodyShare = { take: () => true, fits: () => true, release: () => {} };

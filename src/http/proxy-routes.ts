@@ -10,6 +10,7 @@ import { RequestFacts } from "../proxy/request-facts.js";
 import { withStreamUsage, withStreamUsageDecoded } from "../proxy/stream-usage-option.js";
 import { reportsNoTokens, type TokenUsage } from "../usage/token-usage.js";
 import type { Admit } from "./admission.js";
+import type { BodyBudget, BodyShare } from "./body-budget.js";
 import { readBody, requireJsonContentType } from "./read-body.js";
 import type { Router } from "./router.js";
 import { setHeaders } from "./send.js";
@@ -20,6 +21,8 @@ export interface ProxyRouteDeps {
   pools: UpstreamPools;
   metrics: Metrics;
   maxBodyBytes: number;
+  /** The request-body bytes held in memory, these routes' and the structured ones' together. */
+  bodyBudget: BodyBudget;
   /** Tokens by the catalogue's token prices; an image generation's images by its per-image prices. */
   costOf(
     provider: ProviderId,
@@ -71,11 +74,13 @@ export function registerProxyRoutes(router: Router, deps: ProxyRouteDeps): void 
         // What the request named, kept for the failure row: a call that fails once its body was read
         // (a provider timeout, say) still names its model.
         let facts: RequestFacts | null = null;
+        // Given back when the body is sent (RequestFacts.release, a body over 64 KiB) or the call ends.
+        const share = deps.bodyBudget.share();
         try {
           // After authentication, as on every route: a client without credentials gets 401, an
           // unknown project 404, and the refusal is counted and has its row.
           if (adapter.requiresJson && !untypedCancel(request, path)) requireJsonContentType(request);
-          const sent = await readProxiedBody(request, adapter, path, deps.maxBodyBytes);
+          const sent = await readProxiedBody(request, adapter, path, deps.maxBodyBytes, share);
           facts = sent.facts;
           const result = await forward(deps.pools, {
             adapter,
@@ -127,6 +132,8 @@ export function registerProxyRoutes(router: Router, deps: ProxyRouteDeps): void 
           // The error answer (sent by the app) still reports the limits.
           if (!response.headersSent) setHeaders(response, call.rateLimitHeaders);
           throw error;
+        } finally {
+          share.release();
         }
       },
       { writesOwnHeaders: true },
@@ -158,8 +165,9 @@ async function readProxiedBody(
   adapter: ProviderAdapter,
   path: string,
   maxBodyBytes: number,
+  share: BodyShare,
 ): Promise<{ facts: RequestFacts; decoded: boolean; usageOptionSet: boolean }> {
-  const sent = await readBody(request, maxBodyBytes);
+  const sent = await readBody(request, maxBodyBytes, share);
   // Content in a GET or HEAD has no meaning (RFC 9110 9.3.1): a server on the provider's side that
   // reads none would take it for the next request on a connection Sluice shares between clients.
   if (sent.length > 0 && (request.method === "GET" || request.method === "HEAD"))
@@ -172,7 +180,7 @@ async function readProxiedBody(
   if (coding === undefined) {
     const body = withStreamUsage(adapter.id, path, sent);
     return {
-      facts: new RequestFacts(adapter, path, body, undefined, maxBodyBytes, null, type),
+      facts: new RequestFacts(adapter, path, body, undefined, maxBodyBytes, null, type, share),
       decoded: false,
       // A changed body is one that now asks for usage the client did not ask for.
       usageOptionSet: body !== sent,
@@ -181,7 +189,16 @@ async function readProxiedBody(
   const { body, decoded, plain } = await withStreamUsageDecoded(adapter.id, path, sent, coding, maxBodyBytes);
   return {
     // A body forwarded compressed is decoded for them only when they are asked for.
-    facts: new RequestFacts(adapter, path, body, decoded ? undefined : coding, maxBodyBytes, plain, type),
+    facts: new RequestFacts(
+      adapter,
+      path,
+      body,
+      decoded ? undefined : coding,
+      maxBodyBytes,
+      plain,
+      type,
+      share,
+    ),
     decoded,
     usageOptionSet: decoded,
   };

@@ -22,7 +22,7 @@ export function continueWhenRead(request: IncomingMessage, response: ServerRespo
 /**
  * Reads a request body into one Buffer, refusing it (413) as soon as it exceeds `maxBytes`,
  * whether announced by content-length or discovered while reading. With a `share` of the body
- * budget (the structured and image endpoints), its bytes are counted in it as they arrive, and a
+ * budget (every route but the admin API's), its bytes are counted in it as they arrive, and a
  * body that does not fit is refused (503), before any of it is read (and before a `100 Continue`)
  * when its content-length says so; the caller gives the share back when the call ends.
  */

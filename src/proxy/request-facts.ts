@@ -1,3 +1,4 @@
+import type { BodyShare } from "../http/body-budget.js";
 import type { ImageCall, RequestedImages } from "../providers/image-calls.js";
 import type { ProviderAdapter } from "../providers/provider-adapter.js";
 import { decodeRequestBody } from "./request-body-coding.js";
@@ -58,6 +59,8 @@ export class RequestFacts {
     decoded: Buffer | null = null,
     /** The request's content-type: a multipart body's model is read by the boundary it names. */
     private readonly contentType?: string,
+    /** The body's part of SLUICE_MAX_BUFFERED_BODY_BYTES: given back when the body is let go. */
+    private readonly share?: BodyShare,
   ) {
     this.body = body;
     this.length = body.length;
@@ -88,7 +91,8 @@ export class RequestFacts {
   }
 
   /**
-   * The body was sent: one over 64 KiB (or its decoded copy) is let go, after what it named is read
+   * The body was sent: one over 64 KiB (or its decoded copy) is let go, and its share of the body
+   * budget given back, after what it named is read
    * (the image facts only for an image generation). A smaller one is kept: undici holds it anyway,
    * and reading it only when asked saves every call the read.
    */
@@ -103,6 +107,7 @@ export class RequestFacts {
     };
     this.body = empty;
     this.plain = empty;
+    this.share?.release();
   }
 
   /** The model the request named (its body's, or provider C's path's). */

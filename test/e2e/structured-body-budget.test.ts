@@ -1,7 +1,7 @@
-import { connect, type Socket } from "node:net";
 import { getHeapStatistics } from "node:v8";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { type FakeUpstream, providerBaseUrls, startFakeUpstream } from "../fakes/fake-upstream.js";
+import { openUpload, until } from "../support/held-upload.js";
 import {
   createTestProject,
   startTestGateway,
@@ -18,76 +18,13 @@ function textBody(size: number): string {
   return `{"text":"${"x".repeat(size - '{"text":""}'.length)}"}`;
 }
 
-interface Answer {
-  status: number;
-  headers: Record<string, string>;
-  body: Record<string, unknown>;
-}
-
-interface Exchange {
-  socket: Socket;
-  /** Everything the gateway sent on the connection. */
-  received(): string;
-  /** The first answer on the connection (rejects after 10 s without one). */
-  answer: Promise<Answer>;
-  /** The connection closed. */
-  closed: Promise<void>;
-}
-
-/**
- * Opens a connection of its own and sends the head of a POST to `path` (the project's /v1/text
- * unless said), `headers` below the credentials, then `body`, which may be only a part of it.
- */
-function open(sluice: TestGateway, project: TestProject, headers: string[], body = ""): Exchange {
-  const socket = connect(Number(new URL(sluice.url).port), "127.0.0.1");
-  socket.on("error", () => {});
-  let received = "";
-  const closed = new Promise<void>((resolve) => socket.once("close", () => resolve()));
-  const answer = new Promise<Answer>((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`no answer in 10 s; received ${received}`)), 10_000);
-    socket.on("data", (chunk: Buffer) => {
-      received += chunk.toString("latin1");
-      // A `100 Continue` comes before the answer.
-      const start = received.replace(/^HTTP\/1\.1 100 Continue\r\n\r\n/, "");
-      const end = start.indexOf("\r\n\r\n");
-      if (end < 0) return;
-      const [statusLine, ...lines] = start.slice(0, end).split("\r\n");
-      const fields = Object.fromEntries(
-        lines.map((line) => [
-          line.slice(0, line.indexOf(":")).toLowerCase(),
-          line.slice(line.indexOf(":") + 1).trim(),
-        ]),
-      );
-      const length = Number(fields["content-length"]);
-      if (start.length < end + 4 + length) return;
-      clearTimeout(timer);
-      resolve({
-        status: Number(statusLine?.split(" ")[1]),
-        headers: fields,
-        body: JSON.parse(start.slice(end + 4, end + 4 + length)) as Record<string, unknown>,
-      });
-    });
-  });
-  answer.catch(() => {});
-  socket.write(
-    `POST /v1/text/${project.projectId} HTTP/1.1\r\nhost: x\r\n` +
-      `authorization: Bearer ${project.bearer("provider-a")}\r\ncontent-type: application/json\r\n` +
-      `${headers.map((line) => `${line}\r\n`).join("")}\r\n${body}`,
-  );
-  return { socket, received: () => received, answer, closed };
-}
+/** A connection of its own to the project's /v1/text, sending the head, then `body` (maybe a part). */
+const open = (sluice: TestGateway, project: TestProject, headers: string[], body = "") =>
+  openUpload(sluice.url, `/v1/text/${project.projectId}`, project.bearer("provider-a"), headers, body);
 
 /** A whole call of a `size`-byte body. */
 const call = (sluice: TestGateway, project: TestProject, size: number) =>
   open(sluice, project, [`content-length: ${size}`], textBody(size));
-
-async function until(check: () => boolean, what: string): Promise<void> {
-  const deadline = Date.now() + 5000;
-  while (!check()) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting until ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 5));
-  }
-}
 
 /**
  * SLUICE_MAX_BUFFERED_BODY_BYTES: the request bodies the structured and image endpoints hold in
