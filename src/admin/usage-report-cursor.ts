@@ -1,5 +1,5 @@
 /**
- * The usage report's pages (docs/decisions/0025): an answer holds `limit` groups at most, and when
+ * The usage report's pages (docs/decisions/0026): an answer holds `limit` groups at most, and when
  * more follow, `next`, a cursor that the next request passes as `cursor` to read on. The cursor
  * names the report (project, window, grouping) and the last group answered; it is opaque to
  * clients (base64url of JSON), and not secret: it holds what the request and its answer showed.
