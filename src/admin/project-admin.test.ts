@@ -247,7 +247,7 @@ describe("project admin use cases", () => {
   });
 
   it.each([
-    [{ bogus: "1" }, "bogus: unknown parameter (the parameters are from, to, groupBy)"],
+    [{ bogus: "1" }, "bogus: unknown parameter (the parameters are from, to, groupBy, limit, cursor)"],
     [{ from: "yesterday" }, "from: must be an ISO instant (2026-11-01T10:00:00Z) or date (2026-11-01)"],
     [{ to: ["2026-01-01", "2026-02-01"] }, "to: is given more than once"],
     [{ groupBy: ["day", "model"] }, "groupBy: is given more than once"],

@@ -24,6 +24,7 @@ import {
 } from "./project-rules.js";
 import { checkProjectValues, type FieldName, sameName, usageReportWindow } from "./project-values.js";
 import { shownMemberName, shownParameterName } from "./shown-name.js";
+import { encodeUsageReportCursor, type UsageReportCursor, usageReportLimit } from "./usage-report-cursor.js";
 
 export type { FieldName } from "./project-values.js";
 
@@ -304,23 +305,82 @@ export function createProjectAdmin(deps: ProjectAdminDeps) {
       projectId: string,
       input: unknown,
       parameterName: (field: string) => string = (field) => field,
-    ): Promise<{ from: string; to: string; groupBy: string; rows: UsageReportRow[] }> {
+    ): Promise<UsageReport> {
       const { usageQueryInput } = await loadInputSchemas();
       const labels = parameterLabels(Object.keys(usageQueryInput.shape), parameterName);
       const query = parse(usageQueryInput, input, "usage query", labels);
       const project = await requireProject(projectId);
-      const { from, to } = usageReportWindow(query, deps.now(), parameterName);
-      const groupBy = query.groupBy ?? "day";
+      const window = usageReportWindow(query, deps.now(), parameterName);
+      const [from, to] = [window.from.toISOString(), window.to.toISOString()];
+      const { cursor } = query;
+      const groupBy = query.groupBy ?? cursor?.groupBy ?? "day";
+      if (cursor) checkCursor(cursor, { projectId, groupBy, from, to }, parameterName);
+      const limit = query.limit ?? usageReportLimit.default;
       // Rows from the project's creation on: those before it were a project deleted under its id
       // (its rows stay), or failed attempts on the id before it existed.
-      const since = new Date(Math.max(from.getTime(), Date.parse(project.createdAt))).toISOString();
+      const since = new Date(Math.max(window.from.getTime(), Date.parse(project.createdAt))).toISOString();
+      // One group more than answered, to know whether any follows.
       const rows =
-        since < to.toISOString()
-          ? await deps.usage.report({ projectId, from: since, to: to.toISOString(), groupBy })
+        since < to
+          ? await deps.usage.report({
+              projectId,
+              from: since,
+              to,
+              groupBy,
+              limit: limit + 1,
+              after: cursor?.after,
+            })
           : [];
-      return { from: from.toISOString(), to: to.toISOString(), groupBy, rows };
+      if (rows.length <= limit) return { from, to, groupBy, rows };
+      const page = rows.slice(0, limit);
+      // The last group answered is never null (the null group comes last): one follows it.
+      const after = page[page.length - 1]?.group as string;
+      return {
+        from,
+        to,
+        groupBy,
+        rows: page,
+        next: encodeUsageReportCursor({ projectId, groupBy, from, to, after }),
+      };
     },
   });
+}
+
+/**
+ * A usage report: `limit` groups at most, and when more follow, `next`, the cursor to pass to read
+ * on; left out on the last page, so a report of few groups is answered as before pages existed.
+ */
+export interface UsageReport {
+  from: string;
+  to: string;
+  groupBy: string;
+  rows: UsageReportRow[];
+  next?: string;
+}
+
+/**
+ * A cursor read on in the report it came from: another project's, or one given `from`, `to` or
+ * `groupBy` that differ from its own, would answer groups after a group of another report, silently
+ * skipping some or repeating them. Well-formed values that contradict each other: 422.
+ */
+function checkCursor(
+  cursor: UsageReportCursor,
+  report: Omit<UsageReportCursor, "after">,
+  parameterName: (field: string) => string,
+): void {
+  const cursorName = parameterName("cursor");
+  if (cursor.projectId !== report.projectId)
+    throw problemsError("VALIDATION_ERROR", "Invalid usage query", [
+      `${cursorName}: is a cursor of another project's usage report`,
+    ]);
+  const problems = (["from", "to", "groupBy"] as const).flatMap((field) =>
+    cursor[field] === report[field]
+      ? []
+      : [
+          `${parameterName(field)}: differs from the ${cursorName} (${cursor[field]}); leave it out to read on in the cursor's report`,
+        ],
+  );
+  if (problems.length > 0) throw problemsError("VALIDATION_ERROR", "Invalid usage query", problems);
 }
 
 /**

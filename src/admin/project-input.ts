@@ -3,6 +3,7 @@ import { teamIdPattern } from "../images/vault-store.js";
 import { looksLikeKey } from "../observability/key-like.js";
 import { providerIds } from "../providers/provider-id.js";
 import { projectIdPattern, projectIdRule } from "./project-id.js";
+import { decodeUsageReportCursor, usageReportLimit } from "./usage-report-cursor.js";
 
 /**
  * Admin input shapes, shared by the admin API and the CLI. Unknown fields are refused. The
@@ -183,12 +184,32 @@ const instantOrDate = z.preprocess(
   }),
 );
 
+const limitRule = `must be a whole number from 1 to ${usageReportLimit.max}`;
+
 /** The usage report's parameters: the admin API's query string, the CLI's flags. */
 export const usageQueryInput = z
   .object({
     from: instantOrDate.optional(),
     to: instantOrDate.optional(),
     groupBy: z.enum(["day", "model", "endpoint"], { error: givenOnce }).optional(),
+    // Text, as a query string and a flag give it: `1e3`, `10.0` or ` 10` are refused, not read as 1000 or 10.
+    limit: z
+      .string({ error: givenOnce })
+      .refine(
+        (text) => /^\d{1,10}$/.test(text) && Number(text) >= 1 && Number(text) <= usageReportLimit.max,
+        limitRule,
+      )
+      .transform(Number)
+      .optional(),
+    cursor: z
+      .string({ error: givenOnce })
+      .transform((text, context) => {
+        const cursor = decodeUsageReportCursor(text);
+        if (cursor) return cursor;
+        context.addIssue({ code: "custom", message: "is not a cursor a usage report answered (its `next`)" });
+        return z.NEVER;
+      })
+      .optional(),
   })
   .strict();
 

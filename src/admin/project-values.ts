@@ -128,11 +128,21 @@ export function usageReportWindow(
   now: Date,
   parameterName: (field: string) => string,
 ): { from: Date; to: Date } {
-  const to = query.to ? usageReportEnd(query.to) : now;
-  const from = query.from ? instantOf(query.from) : new Date(to.getTime() - 30 * 86_400_000);
+  // A page after the first (`cursor`) is of the first's window unless `from` or `to` says otherwise.
+  const { cursor } = query;
+  const to = query.to ? usageReportEnd(query.to) : cursor ? new Date(cursor.to) : now;
+  const from = query.from
+    ? instantOf(query.from)
+    : cursor
+      ? new Date(cursor.from)
+      : new Date(to.getTime() - 30 * 86_400_000);
   if (!(from < to)) {
-    // A `to` left out is now, which the caller did not write: the refusal says what it was.
-    const defaulted = query.to ? "" : `, which is now (${now.toISOString()}) when not given`;
+    // A `to` left out is now (or the cursor's), which the caller did not write: the refusal says what it was.
+    const defaulted = query.to
+      ? ""
+      : cursor
+        ? `, which is the cursor's (${cursor.to}) when not given`
+        : `, which is now (${now.toISOString()}) when not given`;
     throw new GatewayError(
       "BAD_REQUEST",
       `\`${parameterName("from")}\` must be before \`${parameterName("to")}\`${defaulted}`,

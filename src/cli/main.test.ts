@@ -522,6 +522,8 @@ describe("sluice CLI", () => {
     [["--from", "yesterday"], "--from: must be an ISO instant (2026-11-01T10:00:00Z) or date (2026-11-01)"],
     [["--to="], "--to: must be an ISO instant (2026-11-01T10:00:00Z) or date (2026-11-01)"],
     [["--group-by", "week"], '--group-by: Invalid option: expected one of "day"|"model"|"endpoint"'],
+    [["--limit", "0"], "--limit: must be a whole number from 1 to 5000"],
+    [["--cursor", "x"], "--cursor: is not a cursor a usage report answered (its `next`)"],
   ])(
     "names the flag of a bad usage query %j, as a usage error before opening the database",
     async (flags, problem) => {
@@ -682,9 +684,9 @@ describe("sluice CLI", () => {
     ],
     [
       ["usage", "p", "--test-mode", "true"],
-      "usage does not take --test-mode; it takes --from, --to, --group-by\n",
+      "usage does not take --test-mode; it takes --from, --to, --group-by, --limit, --cursor\n",
     ],
-    [["usage", "p", "-x"], "usage does not take -x; it takes --from, --to, --group-by\n"],
+    [["usage", "p", "-x"], "usage does not take -x; it takes --from, --to, --group-by, --limit, --cursor\n"],
     [["serve", "--port", "9000"], "serve does not take --port; it takes no flags"],
     [["--bogus"], "--bogus given without a command: sluice <command> [flags]\n"],
     [["--version"], "--version given without a command: sluice <command> [flags]\n"],

@@ -248,6 +248,8 @@ function commandOf(
         ...(flags.from !== undefined ? { from: flags.from } : {}),
         ...(flags.to !== undefined ? { to: flags.to } : {}),
         ...(flags["group-by"] !== undefined ? { groupBy: flags["group-by"] } : {}),
+        ...(flags.limit !== undefined ? { limit: flags.limit } : {}),
+        ...(flags.cursor !== undefined ? { cursor: flags.cursor } : {}),
       };
       checkInput(usageQueryInput, query, "usage query", flagOfField);
       const window = usageQueryInput.parse(query);

@@ -1,6 +1,7 @@
 import { parseArgs } from "node:util";
 import { mayBeKey } from "../admin/project-id.js";
 import { maxMonthlySpendCapUsd, rateLimitBounds } from "../admin/project-input.js";
+import { usageReportLimit } from "../admin/usage-report-cursor.js";
 import { quotedStart } from "../quoted-start.js";
 import { clearable } from "./project-fields.js";
 import { UsageError } from "./usage-error.js";
@@ -14,7 +15,9 @@ export const usage = `Usage: sluice <command>
   keys add PROJECT --provider P (--api-key K | --api-key-stdin) [--label L]
   keys list PROJECT | revoke PROJECT KEY_ID
   test-keys rotate PROJECT | list PROJECT | revoke PROJECT TEST_KEY_ID
-  usage PROJECT [--from ISO] [--to ISO] [--group-by day|model|endpoint]
+  usage PROJECT [--from ISO] [--to ISO] [--group-by day|model|endpoint] [--limit N] [--cursor C]
+                                          N groups at most (default ${usageReportLimit.default}, up to ${usageReportLimit.max}); with
+                                          more, the answer's "next" is the --cursor that reads on
   usage prune --before DATE               delete usage rows created before DATE (ISO date or instant,
                                           UTC; never within the current or previous month)
   master-key reseal                       re-seal every stored secret under SLUICE_MASTER_KEY
@@ -60,6 +63,8 @@ const options = {
   from: { type: "string" },
   to: { type: "string" },
   "group-by": { type: "string" },
+  limit: { type: "string" },
+  cursor: { type: "string" },
   before: { type: "string" },
   help: { type: "boolean", short: "h" },
 } as const;
@@ -108,7 +113,7 @@ const commands: Record<string, CommandSpec> = {
   "test-keys rotate": { flags: [], arguments: ["PROJECT"] },
   "test-keys list": { flags: [], arguments: ["PROJECT"] },
   "test-keys revoke": { flags: [], arguments: ["PROJECT", "TEST_KEY_ID"] },
-  usage: { flags: ["from", "to", "group-by"], arguments: ["PROJECT"] },
+  usage: { flags: ["from", "to", "group-by", "limit", "cursor"], arguments: ["PROJECT"] },
   // `usage prune` is a command of its own beside `usage PROJECT`: a project named `prune` is
   // reported by `usage prune` only with one of the report's flags (`--from`, `--to`, `--group-by`).
   "usage prune": { flags: ["before"], arguments: [] },

@@ -183,7 +183,7 @@ for (const engine of storageEngines) {
       await records.insertBatch(batch);
       expect(await records.count("p1")).toBe(3);
       const window = { projectId: "p1", from: "2026-11-01T00:00:00.000Z", to: "2026-12-01T00:00:00.000Z" };
-      const byDay = await records.report({ ...window, groupBy: "day" });
+      const byDay = await records.report({ limit: 100, ...window, groupBy: "day" });
       expect(byDay).toEqual([
         {
           group: "2026-11-02",
@@ -209,12 +209,12 @@ for (const engine of storageEngines) {
           unpricedRequests: 0,
         },
       ]);
-      const byModel = await records.report({ ...window, groupBy: "model" });
+      const byModel = await records.report({ limit: 100, ...window, groupBy: "model" });
       expect(byModel.map((row) => [row.group, row.requests, row.costUsd])).toEqual([
         ["gpt-4o", 1, null],
         ["gpt-4o-mini", 2, 0.501],
       ]);
-      const byEndpoint = await records.report({ ...window, groupBy: "endpoint" });
+      const byEndpoint = await records.report({ limit: 100, ...window, groupBy: "endpoint" });
       expect(byEndpoint.map((row) => [row.group, row.requests])).toEqual([
         ["proxy", 2],
         ["text", 1],
@@ -232,7 +232,7 @@ for (const engine of storageEngines) {
         usage("b-inside", { project_id: "bounds", created_at: "2026-11-15T00:00:00.000Z", cost_usd: 2 }),
         usage("b-to", { project_id: "bounds", created_at: to, cost_usd: 100 }),
       ]);
-      const report = await records.report({ projectId: "bounds", from, to, groupBy: "endpoint" });
+      const report = await records.report({ limit: 100, projectId: "bounds", from, to, groupBy: "endpoint" });
       expect(report.map((row) => [row.requests, row.costUsd])).toEqual([[2, 3]]);
       expect((await records.spendSince("bounds", from)).totalUsd).toBeCloseTo(103, 9);
     });
@@ -343,6 +343,7 @@ for (const engine of storageEngines) {
         usage("u4", { project_id: "unpriced", cost_usd: 0.25 }),
       ]);
       const [day] = await records.report({
+        limit: 100,
         projectId: "unpriced",
         from: "2026-11-01T00:00:00.000Z",
         to: "2026-12-01T00:00:00.000Z",
@@ -377,6 +378,7 @@ for (const engine of storageEngines) {
         usage("f3", { project_id: "failed-billed", cost_usd: 0.002, outcome: "error", status: 502 }),
       ]);
       const [day] = await records.report({
+        limit: 100,
         projectId: "failed-billed",
         from: "2026-11-01T00:00:00.000Z",
         to: "2026-12-01T00:00:00.000Z",
@@ -416,14 +418,73 @@ for (const engine of storageEngines) {
         from: "2026-11-01T00:00:00.000Z",
         to: "2026-12-01T00:00:00.000Z",
       };
-      const [day] = await records.report({ ...window, groupBy: "day" });
+      const [day] = await records.report({ limit: 100, ...window, groupBy: "day" });
       expect(day).toMatchObject({ requests: 51, errors: 47, costUsd: 0.001, unpricedRequests: 3 });
-      const byEndpoint = await records.report({ ...window, groupBy: "endpoint" });
+      const byEndpoint = await records.report({ limit: 100, ...window, groupBy: "endpoint" });
       expect(byEndpoint.map((row) => [row.group, row.requests, row.errors])).toEqual([["proxy", 51, 47]]);
       expect(await records.count("coalesced")).toBe(51);
     });
 
-    it("orders report groups the same on both engines: code-unit order, a null group last", async () => {
+    // A client names the models its calls record, so a report may have any number of groups: it
+    // answers the first `limit` in its order, and `after` the last of them reads on. The order is
+    // the statement's on both engines, code points (UTF-8 bytes): a page cut in one order and read
+    // on in another would skip groups or repeat them.
+    it("answers `limit` groups at most, and `after` a group the ones after it, in one order on both engines", async () => {
+      const records = createUsageRepository(database.db, database.sqlite);
+      const models = [
+        "B-model",
+        "a-model",
+        "a-model-2",
+        "b-model",
+        "é-model",
+        "\uff5e-model",
+        "\u{1f600}-model",
+        "\u{1f600}",
+        ...Array.from({ length: 20 }, (_, index) => `made-up-${index}`),
+      ];
+      await records.insertBatch([
+        usage("page-null", { project_id: "pages", model: null, outcome: "error", status: 401 }),
+        ...models.flatMap((model, index) => [
+          usage(`page-${index}-a`, { project_id: "pages", model, created_at: "2026-11-02T10:00:00.000Z" }),
+          usage(`page-${index}-b`, { project_id: "pages", model, created_at: "2026-11-03T10:00:00.000Z" }),
+        ]),
+      ]);
+      const window = { projectId: "pages", from: "2026-11-01T00:00:00.000Z", to: "2026-12-01T00:00:00.000Z" };
+      const all = await records.report({ ...window, groupBy: "model", limit: 1000 });
+      // Code points: U+FF5E before U+1F600, whose surrogates come first as code units.
+      const byCodePoint = [...models].sort((left, right) =>
+        Buffer.compare(Buffer.from(left), Buffer.from(right)),
+      );
+      expect(all.map((row) => row.group)).toEqual([...byCodePoint, null]);
+      expect(all.every((row) => row.group === null || row.requests === 2)).toBe(true);
+      const pages: (string | null)[][] = [];
+      let after: string | undefined;
+      for (;;) {
+        const page = await records.report({ ...window, groupBy: "model", limit: 4, after });
+        expect(page.length).toBeLessThanOrEqual(4);
+        pages.push(page.map((row) => row.group));
+        const last = page[page.length - 1];
+        if (page.length < 4 || last === undefined || last.group === null) break;
+        after = last.group;
+      }
+      expect(pages.flat()).toEqual(all.map((row) => row.group));
+      expect(pages).toHaveLength(Math.ceil(all.length / 4));
+      // Days and endpoints page the same way.
+      expect(
+        (await records.report({ ...window, groupBy: "day", limit: 1 })).map((row) => [
+          row.group,
+          row.requests,
+        ]),
+      ).toEqual([["2026-11-02", models.length + 1]]);
+      expect(
+        (await records.report({ ...window, groupBy: "day", limit: 1, after: "2026-11-02" })).map(
+          (row) => row.group,
+        ),
+      ).toEqual(["2026-11-03"]);
+      expect(await records.report({ ...window, groupBy: "endpoint", limit: 5, after: "proxy" })).toEqual([]);
+    });
+
+    it("orders report groups the same on both engines: code-point order, a null group last", async () => {
       const records = createUsageRepository(database.db, database.sqlite);
       await records.insertBatch([
         usage("o1", { project_id: "order", model: null, outcome: "error", status: 401 }),
@@ -432,6 +493,7 @@ for (const engine of storageEngines) {
         usage("o4", { project_id: "order", model: "a-model" }),
       ]);
       const report = await records.report({
+        limit: 100,
         projectId: "order",
         from: "2026-11-01T00:00:00.000Z",
         to: "2026-12-01T00:00:00.000Z",
@@ -545,6 +607,7 @@ for (const engine of storageEngines) {
         .executeTakeFirstOrThrow();
       expect(stored).toEqual(row);
       const report = await records.report({
+        limit: 100,
         projectId: "big",
         from: "2026-11-01T00:00:00.000Z",
         to: "2026-12-01T00:00:00.000Z",
@@ -573,6 +636,7 @@ for (const engine of storageEngines) {
       );
       await records.insertBatch(rows);
       const [day] = await records.report({
+        limit: 100,
         projectId: "huge",
         from: "2026-11-01T00:00:00.000Z",
         to: "2026-12-01T00:00:00.000Z",
@@ -598,6 +662,7 @@ for (const engine of storageEngines) {
       );
       await records.insertBatch([...dimes, ...images, ...odd]);
       const report = await records.report({
+        limit: 100,
         projectId: "dimes",
         from: "2026-11-01T00:00:00.000Z",
         to: "2026-12-01T00:00:00.000Z",

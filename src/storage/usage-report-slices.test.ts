@@ -55,6 +55,7 @@ describe("usage reports on SQLite", () => {
       from: "2026-11-01T00:00:00.000Z",
       to: "2026-11-04T00:00:00.000Z",
       groupBy: "day" as const,
+      limit: 10,
     };
     const { result, turns } = await turnsDuring(() => repository.report(query));
     expect(turns).toBeGreaterThanOrEqual(Math.floor(count / reportSliceRows));
@@ -69,6 +70,68 @@ describe("usage reports on SQLite", () => {
     }
     expect(result.map((row) => [row.group, row.requests, row.inputTokens, row.costUsd])).toEqual(
       [...expected].map(([day, sums]) => [day, sums.requests, sums.inputTokens, sums.nanos / 1e9]),
+    );
+  });
+
+  // A report answers its first `limit` groups; the slices' sums are kept to the groups that can be
+  // among them. Here each slice brings groups before all of the slices' before it (names counting
+  // down as time goes on) and one group is in every slice: the pages, read on with `after`, must
+  // still hold every group once, each with all of its rows.
+  it("pages through many more groups than a page, each group summed whole across the slices", async () => {
+    const repository = createUsageRepository(database.db, database.sqlite, database.runReport);
+    const count = Math.round(reportSliceRows * 4.5);
+    const start = Date.parse("2026-11-01T00:00:00.000Z");
+    const modelOf = (index: number) =>
+      index % 9 === 0
+        ? "a-everywhere"
+        : index % 11 === 0
+          ? null
+          : `m-${String(count - index)
+              .padStart(6, "0")
+              .slice(0, 4)}`;
+    const rows: UsageRecord[] = Array.from({ length: count }, (_, index) =>
+      usageRow(`paged-${index}`, {
+        project_id: "many",
+        created_at: new Date(start + index * 7).toISOString(),
+        model: modelOf(index),
+        cost_usd: 0.000000001 * (index % 13),
+      }),
+    );
+    await repository.insertBatch(rows);
+    const expected = new Map<string | null, { requests: number; nanos: number }>();
+    for (const row of rows) {
+      const sums = expected.get(row.model) ?? { requests: 0, nanos: 0 };
+      sums.requests += row.requests;
+      sums.nanos += Math.round((row.cost_usd ?? 0) * 1e9);
+      expected.set(row.model, sums);
+    }
+    const window = { projectId: "many", from: "2026-11-01T00:00:00.000Z", to: "2026-11-04T00:00:00.000Z" };
+    const limit = 7;
+    const read: [string | null, number, number | null][] = [];
+    let after: string | undefined;
+    for (let page = 0; page < 100; page++) {
+      const rowsOfPage = await repository.report({ ...window, groupBy: "model", limit, after });
+      expect(rowsOfPage.length).toBeLessThanOrEqual(limit);
+      read.push(
+        ...rowsOfPage.map((row): [string | null, number, number | null] => [
+          row.group,
+          row.requests,
+          row.costUsd,
+        ]),
+      );
+      const last = rowsOfPage[rowsOfPage.length - 1];
+      if (rowsOfPage.length < limit || last === undefined || last.group === null) break;
+      after = last.group;
+    }
+    const groups = [...expected.keys()].sort((left, right) =>
+      left === null ? 1 : right === null ? -1 : left < right ? -1 : 1,
+    );
+    expect(groups.length).toBeGreaterThan(limit * 10);
+    expect(read).toEqual(
+      groups.map((group) => {
+        const sums = expected.get(group) as { requests: number; nanos: number };
+        return [group, sums.requests, sums.nanos / 1e9];
+      }),
     );
   });
 
@@ -87,6 +150,7 @@ describe("usage reports on SQLite", () => {
       from: "2026-11-02T00:00:00.000Z",
       to: "2026-11-03T00:00:00.000Z",
       groupBy: "endpoint",
+      limit: 10,
     });
     expect(report.map((row) => [row.group, row.requests])).toEqual([["proxy", count]]);
   });

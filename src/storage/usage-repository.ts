@@ -28,6 +28,14 @@ export interface UsageQuery {
   from: string;
   to: string;
   groupBy: UsageGroupBy;
+  /**
+   * The groups a report answers at most: the first ones in the report's order (`compareGroups`).
+   * A project's models are named by its clients (a proxied call records the model its body names),
+   * so the groups have no bound of their own.
+   */
+  limit: number;
+  /** Only the groups after this one in the report's order (the last group of the page before). */
+  after?: string | undefined;
 }
 
 /** A project's known spend over a span (`UsageRepository.spendSince`), in USD. */
@@ -67,6 +75,7 @@ export interface SpendMark {
 export interface UsageRepository {
   /** Inserts rows; a request id already stored is skipped, so a retried batch never duplicates. */
   insertBatch(rows: readonly UsageRecord[]): Promise<void>;
+  /** The first `limit` groups (after `after`), in code-point order of the group, a null group last. */
   report(query: UsageQuery): Promise<UsageReportRow[]>;
   /**
    * Known spend (USD) of a project since `from` (ISO), and the largest cost of one row in it. Given
@@ -146,15 +155,14 @@ export function createUsageRepository(
         }
       });
     },
-    async report({ projectId, from, to, groupBy }) {
-      const query = { projectId, from, to, groupBy };
+    async report({ projectId, from, to, groupBy, limit, after }) {
+      const query = { projectId, from, to, groupBy, limit, after };
       const rows = await runReport((reader) =>
-        sqlite ? slicedReport(reader, query) : reportQuery(reader, query).execute(),
+        sqlite ? slicedReport(reader, query) : reportQuery(reader, query, true).execute(),
       ).catch((error: unknown) => {
         throw (error as { code?: unknown } | null)?.code === queryCanceled ? reportCancelled(error) : error;
       });
-      // Ordered here, not in SQL: the engines put a null group at opposite ends, and PostgreSQL
-      // orders text by the database's collation. Code-unit order, null (e.g. no model) last.
+      // The statement's order (code points, null last), which SQLite's slices lose when merged.
       rows.sort((left, right) => compareGroups(left.group_key, right.group_key));
       return rows.map((row) => ({
         group: row.group_key,
@@ -285,14 +293,25 @@ function spendRead(
   };
 }
 
-/** A project's usage report over a window, grouped (index on project, time). */
-export function reportQuery(reader: Kysely<Database>, { projectId, from, to, groupBy }: UsageQuery) {
-  const group =
+/**
+ * A project's usage report over a window, grouped (index on project, time): the first `limit`
+ * groups after `after`, in the code-point order of the group, a null group (no model) last. Text is
+ * compared as its UTF-8 bytes, the order of code points, on both engines: SQLite's default (BINARY)
+ * collation, and PostgreSQL's "C" (its default is the database's, which may be any language's).
+ * `compareGroups` orders the same way.
+ */
+export function reportQuery(
+  reader: Kysely<Database>,
+  { projectId, from, to, groupBy, limit, after }: UsageQuery,
+  postgres: boolean,
+) {
+  const column =
     groupBy === "day"
       ? sql<string>`substr(created_at, 1, 10)`
       : groupBy === "model"
         ? sql<string>`model`
         : sql<string>`endpoint`;
+  const group = postgres ? sql<string>`${column} collate "C"` : column;
   return (
     reader
       .selectFrom("usage_records")
@@ -300,7 +319,7 @@ export function reportQuery(reader: Kysely<Database>, { projectId, from, to, gro
       // "integer overflow" past 2^63 where PostgreSQL's (numeric) answers; a provider may report
       // any safe integer. On PostgreSQL `* 1.0` is numeric: exact, as before.
       .select([
-        group.as("group_key"),
+        column.as("group_key"),
         // A row stands for `requests` requests (1, more for coalesced refusals: decision 0015).
         sql<number>`sum(requests)`.as("requests"),
         sql<number>`sum(case when outcome = 'ok' then 0 else requests end)`.as("errors"),
@@ -322,7 +341,13 @@ export function reportQuery(reader: Kysely<Database>, { projectId, from, to, gro
       .where("project_id", "=", projectId)
       .where("created_at", ">=", from)
       .where("created_at", "<", to)
-      .groupBy(group)
+      // A null group (no model) comes after every other: after any of them.
+      .$if(after !== undefined, (query) =>
+        query.where(sql<boolean>`(${group} > ${after} or ${column} is null)`),
+      )
+      .groupBy(column)
+      .orderBy(sql`${group} nulls last`)
+      .limit(limit)
   );
 }
 
@@ -331,7 +356,11 @@ export function reportQuery(reader: Kysely<Database>, { projectId, from, to, gro
  * `reportSliceRows` on from `from`, walked in the index on project and time; the report's own end
  * when fewer are left.
  */
-export function reportSliceEndQuery(reader: Kysely<Database>, { projectId, to }: UsageQuery, from: string) {
+export function reportSliceEndQuery(
+  reader: Kysely<Database>,
+  { projectId, to }: Pick<UsageQuery, "projectId" | "to">,
+  from: string,
+) {
   return reader
     .selectFrom("usage_records")
     .select("created_at")
@@ -353,9 +382,14 @@ type ReportSums = Awaited<ReturnType<ReturnType<typeof reportQuery>["execute"]>>
  * the report's own query, with the event loop given back between them; the slices' sums add up
  * exactly (costs are whole billionths). Rows at one instant are never split: more than a slice of
  * them (never seen: rows are stamped to the millisecond) make a larger slice.
+ *
+ * Each slice answers its first `limit` groups: a group among the report's first `limit` is among
+ * any slice's. The groups summed are kept to those that can still be among the report's first
+ * `limit` (`boundedGroups`), so neither the statements' answers nor the sums held grow with the
+ * number of groups, which the project's clients choose (a made-up model name each call).
  */
 async function slicedReport(reader: Kysely<Database>, query: UsageQuery): Promise<ReportSums[]> {
-  const groups = new Map<string | null, ReportSums>();
+  const groups = boundedGroups(query.limit);
   let from = query.from;
   while (from < query.to) {
     if (from !== query.from) await new Promise((resolve) => setImmediate(resolve));
@@ -372,10 +406,10 @@ async function slicedReport(reader: Kysely<Database>, query: UsageQuery): Promis
         .executeTakeFirst();
       end = next?.created_at ?? query.to;
     }
-    for (const row of await reportQuery(reader, { ...query, from, to: end }).execute()) {
+    for (const row of await reportQuery(reader, { ...query, from, to: end }, false).execute()) {
       const sums = groups.get(row.group_key);
       if (!sums) {
-        groups.set(row.group_key, { ...row });
+        groups.add(row);
         continue;
       }
       sums.requests = Number(sums.requests) + Number(row.requests);
@@ -390,7 +424,33 @@ async function slicedReport(reader: Kysely<Database>, query: UsageQuery): Promis
     }
     from = end;
   }
-  return [...groups.values()];
+  return groups.first();
+}
+
+/**
+ * Sums by group, keeping only the groups that may be among the first `limit` in the report's order
+ * (`compareGroups`): once more than twice as many are held, those after the first `limit` are
+ * dropped. A group dropped has `limit` groups before it held, which stay held (a group is dropped
+ * only with `limit` others before it), so it is not among the first `limit` and, added again from a
+ * later slice with part of its sums, is dropped again by the end; a group that is among them is
+ * never dropped, so its sums are whole. Half the groups held go at a time, so a group costs a few
+ * comparisons.
+ */
+function boundedGroups(limit: number) {
+  const groups = new Map<string | null, ReportSums>();
+  const keepFirst = () => {
+    const kept = [...groups.values()].sort((left, right) => compareGroups(left.group_key, right.group_key));
+    for (const sums of kept.slice(limit)) groups.delete(sums.group_key);
+    return kept.slice(0, limit);
+  };
+  return {
+    get: (group: string | null) => groups.get(group),
+    add(row: ReportSums) {
+      groups.set(row.group_key, { ...row });
+      if (groups.size > 2 * limit) keepFirst();
+    },
+    first: keepFirst,
+  };
 }
 
 /**
@@ -512,9 +572,27 @@ function reportCancelled(cause: unknown): GatewayError {
   );
 }
 
+/**
+ * The report's order of groups, the statements' (`reportQuery`): code points (the order of the
+ * UTF-8 bytes), a null group last. It is code-unit order, JavaScript's `<`, but for a character
+ * past U+FFFF, whose surrogates (U+D800 to U+DFFF) come before U+E000 to U+FFFF as code units.
+ */
 function compareGroups(left: string | null, right: string | null): number {
   if (left === right) return 0;
   if (left === null) return 1;
   if (right === null) return -1;
-  return left < right ? -1 : 1;
+  const length = Math.min(left.length, right.length);
+  for (let at = 0; at < length; at++) {
+    const one = left.charCodeAt(at);
+    const other = right.charCodeAt(at);
+    if (one === other) continue;
+    if (one < 0xd800 || other < 0xd800) return one - other;
+    return codePointRank(one) - codePointRank(other);
+  }
+  return left.length - right.length;
+}
+
+/** A code unit from U+D800 on, ranked as the code points it stands for: surrogates after U+FFFF. */
+function codePointRank(unit: number): number {
+  return unit >= 0xe000 ? unit - 0x800 : unit + 0x2000;
 }

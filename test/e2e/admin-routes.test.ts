@@ -1,5 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { createUsageRepository } from "../../src/storage/usage-repository.js";
 import { adminToken, startTestGateway, type TestGateway } from "../support/test-gateway.js";
+import { usageRow } from "../support/usage-row.js";
 
 describe("admin routes", () => {
   let sluice: TestGateway;
@@ -62,7 +64,10 @@ describe("admin routes", () => {
   });
 
   it.each([
-    ["groupBy=day&bogus=1", ["bogus: unknown parameter (the parameters are from, to, groupBy)"]],
+    [
+      "groupBy=day&bogus=1",
+      ["bogus: unknown parameter (the parameters are from, to, groupBy, limit, cursor)"],
+    ],
     ["from=yesterday", ["from: must be an ISO instant (2026-11-01T10:00:00Z) or date (2026-11-01)"]],
     [
       "to=2026-13-01&groupBy=week",
@@ -79,6 +84,75 @@ describe("admin routes", () => {
     expect(body.error.message).toBe(`Invalid usage query: ${problems.join("; ")}`);
   });
 
+  it.each([
+    ["limit=0", "limit: must be a whole number from 1 to 5000"],
+    ["limit=5001", "limit: must be a whole number from 1 to 5000"],
+    ["limit=1e3", "limit: must be a whole number from 1 to 5000"],
+    ["limit=10.5", "limit: must be a whole number from 1 to 5000"],
+    ["limit=-1", "limit: must be a whole number from 1 to 5000"],
+    ["limit=", "limit: must be a whole number from 1 to 5000"],
+    ["limit=10&limit=20", "limit: is given more than once"],
+    ["cursor=bm90LWEtY3Vyc29y", "cursor: is not a cursor a usage report answered (its `next`)"],
+    ["cursor=", "cursor: is not a cursor a usage report answered (its `next`)"],
+    ["cursor=(3000 characters)", "cursor: is not a cursor a usage report answered (its `next`)"],
+  ])("refuses a bad page of the usage report (%s) with 400 naming the parameter", async (query, problem) => {
+    const response = await usage(query.replace("(3000 characters)", "A".repeat(3000)));
+    expect(response.status).toBe(400);
+    const body = (await response.json()) as {
+      error: { code: string; message: string; details: { problems: string[] } };
+    };
+    expect(body.error).toMatchObject({ code: "BAD_REQUEST", message: `Invalid usage query: ${problem}` });
+    expect(body.error.details.problems).toEqual([problem]);
+  });
+
+  it("reads on with a cursor only in its own report: another window, grouping or project is 422", async () => {
+    const { database } = sluice.gateway;
+    await sluice.gateway.admin.createProject({ id: "routes-2", name: "Routes 2", provider: "provider-a" });
+    const now = Date.now();
+    await createUsageRepository(database.db, database.sqlite).insertBatch(
+      ["m1", "m2", "m3"].map((model, index) =>
+        usageRow(`cursor-${index}`, {
+          project_id: "routes",
+          model,
+          created_at: new Date(now + index).toISOString(),
+        }),
+      ),
+    );
+    const window = `from=${new Date(now - 60_000).toISOString()}&to=${new Date(now + 60_000).toISOString()}`;
+    const first = (await (await usage(`${window}&groupBy=model&limit=2`)).json()) as {
+      rows: { group: string }[];
+      next: string;
+    };
+    expect(first.rows.map((row) => row.group)).toEqual(["m1", "m2"]);
+    // As many groups as `limit`, and none after them: no `next`.
+    const whole = (await (await usage(`${window}&groupBy=model&limit=3`)).json()) as { rows: unknown[] };
+    expect(whole.rows).toHaveLength(3);
+    expect(whole).not.toHaveProperty("next");
+    const next = encodeURIComponent(first.next);
+    // Given alone, or with its own window and grouping, it reads on.
+    for (const query of [`cursor=${next}`, `${window}&groupBy=model&cursor=${next}&limit=2`]) {
+      const page = (await (await usage(query)).json()) as { rows: { group: string }[]; next?: string };
+      expect(page.rows.map((row) => row.group)).toEqual(["m3"]);
+      expect(page).not.toHaveProperty("next");
+    }
+    const refused = async (response: Response) => {
+      expect(response.status).toBe(422);
+      const body = (await response.json()) as { error: { code: string; details: { problems: string[] } } };
+      expect(body.error.code).toBe("VALIDATION_ERROR");
+      return body.error.details.problems;
+    };
+    expect(await refused(await usage(`cursor=${next}&groupBy=day`))).toEqual([
+      "groupBy: differs from the cursor (model); leave it out to read on in the cursor's report",
+    ]);
+    expect(await refused(await usage(`cursor=${next}&from=2026-01-01`))).toEqual([
+      `from: differs from the cursor (${new Date(now - 60_000).toISOString()}); leave it out to read on in the cursor's report`,
+    ]);
+    const elsewhere = await fetch(`${sluice.url}/admin/v1/projects/routes-2/usage?cursor=${next}`, {
+      headers: { authorization: `Bearer ${adminToken}` },
+    });
+    expect(await refused(elsewhere)).toEqual(["cursor: is a cursor of another project's usage report"]);
+  });
+
   // Found by test/e2e/fuzz-bad-inputs.test.ts: `?=1` was refused as ": unknown parameter (…)", a
   // problem that names nothing.
   it.each([
@@ -88,7 +162,7 @@ describe("admin routes", () => {
     ],
     [
       "/admin/v1/projects/routes/usage?=&groupBy=day",
-      "Invalid usage query: (a parameter without a name): unknown parameter (the parameters are from, to, groupBy)",
+      "Invalid usage query: (a parameter without a name): unknown parameter (the parameters are from, to, groupBy, limit, cursor)",
     ],
   ])("names a query parameter sent without a name as such (%s)", async (path, message) => {
     const response = await fetch(`${sluice.url}${path}`, {
@@ -104,7 +178,7 @@ describe("admin routes", () => {
   // named by its start and length only (docs/api.md, PROJECT_NOT_FOUND).
   it.each([
     ["/admin/v1/projects?", "(this route takes none)"],
-    ["/admin/v1/projects/routes/usage?groupBy=day&", "(the parameters are from, to, groupBy)"],
+    ["/admin/v1/projects/routes/usage?groupBy=day&", "(the parameters are from, to, groupBy, limit, cursor)"],
   ])("names a query parameter that may be a key by its start and length (%s)", async (path, rest) => {
     const key = `sk-proj-${"k".repeat(40)}`;
     const response = await fetch(`${sluice.url}${path}${key}`, {
