@@ -292,6 +292,7 @@ export async function createGateway(config: Config, injected: Partial<Injectable
   });
   // One for the proxies, the structured and the image endpoints together: the memory they hold is one process's.
   const bodyBudget = createBodyBudget(config.maxBufferedBodyBytes ?? defaultMaxBufferedBodyBytes());
+  metrics.watchBodyBudget(bodyBudget);
 
   const adapters = createProviderAdapters({
     providerABaseUrl: config.providerABaseUrl,

@@ -11,8 +11,11 @@ describe("createBodyBudget", () => {
     expect(budget.held()).toBe(100);
     expect(second.take(1)).toBe(false);
     expect(first.take(1)).toBe(false);
-    // A refused take holds nothing.
+    // A refused take holds nothing, and is counted.
     expect(budget.held()).toBe(100);
+    expect(budget.refused()).toBe(2);
+    expect(budget.share().fits(1)).toBe(false);
+    expect(budget.refused()).toBe(3);
   });
 
   it("gives a share's bytes back once, at its release, and lets a later body in", () => {

@@ -14,6 +14,8 @@ export interface BodyBudget {
   share(): BodyShare;
   /** The bytes all shares hold now. */
   held(): number;
+  /** The bodies refused so far (a `fits` or `take` that answered false). */
+  refused(): number;
   /** The budget (0: none). */
   maxBytes: number;
 }
@@ -26,7 +28,7 @@ export interface BodyShare {
    * below that cap must not refuse it forever.
    */
   take(bytes: number): boolean;
-  /** Whether a body of `bytes` (its content-length) would fit now; nothing is held for it. */
+  /** Whether a body of `bytes` (its content-length) would fit now; nothing is held for it (a no is a refusal). */
   fits(bytes: number): boolean;
   /** Gives back all the share holds; it holds nothing afterwards, and takes nothing more. */
   release(): void;
@@ -46,9 +48,20 @@ export function defaultMaxBufferedBodyBytes(heapLimit = getHeapStatistics().heap
 
 /** A budget of `maxBytes` (0: none; every share takes anything and counts nothing). */
 export function createBodyBudget(maxBytes: number): BodyBudget {
-  if (maxBytes === 0) return { share: () => unbounded, held: () => 0, maxBytes };
-  const total = { held: 0 };
-  return { maxBytes, held: () => total.held, share: () => new Share(total, maxBytes) };
+  if (maxBytes === 0) return { share: () => unbounded, held: () => 0, refused: () => 0, maxBytes };
+  const total: Total = { held: 0, refused: 0 };
+  return {
+    maxBytes,
+    held: () => total.held,
+    refused: () => total.refused,
+    share: () => new Share(total, maxBytes),
+  };
+}
+
+/** What all shares of a budget hold, and the bodies it refused. */
+interface Total {
+  held: number;
+  refused: number;
 }
 
 /** A share as one object, no closures: every proxied call takes one (the hot path, decision 0005). */
@@ -57,19 +70,29 @@ class Share implements BodyShare {
   private released = false;
 
   constructor(
-    private readonly total: { held: number },
+    private readonly total: Total,
     private readonly maxBytes: number,
   ) {}
 
   fits(bytes: number): boolean {
-    return this.total.held === this.mine || this.total.held + bytes <= this.maxBytes;
+    if (this.room(bytes)) return true;
+    this.total.refused++;
+    return false;
   }
 
   take(bytes: number): boolean {
-    if (this.released || !this.fits(bytes)) return false;
+    if (this.released) return false;
+    if (!this.room(bytes)) {
+      this.total.refused++;
+      return false;
+    }
     this.mine += bytes;
     this.total.held += bytes;
     return true;
+  }
+
+  private room(bytes: number): boolean {
+    return this.total.held === this.mine || this.total.held + bytes <= this.maxBytes;
   }
 
   release(): void {

@@ -106,6 +106,27 @@ export function createMetrics(options: { collectDefaults?: boolean } = {}) {
     help: "Connections refused at once (503) because the gateway held SLUICE_MAX_CONNECTIONS connections already",
     registers: [registry],
   });
+  /** The body budget the two metrics below read when scraped (`watchBodyBudget`); none until then. */
+  let bodyBudget: { held(): number; refused(): number } | null = null;
+  new Gauge({
+    name: "sluice_buffered_body_bytes",
+    help: "Request-body bytes held in memory now, counted in SLUICE_MAX_BUFFERED_BODY_BYTES",
+    registers: [registry],
+    collect() {
+      this.set(bodyBudget?.held() ?? 0);
+    },
+  });
+  let refusedSeen = 0;
+  new Counter({
+    name: "sluice_body_budget_refusals_total",
+    help: "Requests answered 503 because their body would have gone past SLUICE_MAX_BUFFERED_BODY_BYTES",
+    registers: [registry],
+    collect() {
+      const refused = bodyBudget?.refused() ?? 0;
+      this.inc(refused - refusedSeen);
+      refusedSeen = refused;
+    },
+  });
   const degradedBy = new Map<string, Set<string>>();
   const degraded = new Gauge({
     name: "sluice_degraded",
@@ -157,6 +178,10 @@ export function createMetrics(options: { collectDefaults?: boolean } = {}) {
     countLogLinesDropped: (count: number) => logLinesDropped.inc(count),
     countConnectionRefused: () => connectionsRefused.inc(),
     countConnectionRefusedFull: () => connectionsRefusedFull.inc(),
+    /** The body budget whose bytes held and refusals the scrape reads. */
+    watchBodyBudget(budget: { held(): number; refused(): number }) {
+      bodyBudget = budget;
+    },
     /**
      * What `source` (the health check, the usage writes, the limiter) finds of `component`: the
      * gauge is 1 while any source finds it degraded, so one that finds it fine does not hide another

@@ -38,7 +38,11 @@ describe("the budget of request bodies on the proxies", () => {
 
   beforeAll(async () => {
     fake = await startFakeUpstream();
-    sluice = await startTestGateway({ ...providerBaseUrls(fake), maxBufferedBodyBytes: budget });
+    sluice = await startTestGateway({
+      ...providerBaseUrls(fake),
+      maxBufferedBodyBytes: budget,
+      metricsEnabled: true,
+    });
     project = await createTestProject(sluice.gateway, { provider: "provider-a" });
   });
 
@@ -67,6 +71,10 @@ describe("the budget of request bodies on the proxies", () => {
     });
     expect(announced.received()).not.toContain("100 Continue");
     expect(fake.requests).toHaveLength(0);
+    // An operator sees the bytes held and the refusal.
+    const metrics = await (await fetch(`${sluice.url}/metrics`)).text();
+    expect(metrics).toContain(`\nsluice_buffered_body_bytes ${3 * (mib - 16)}\n`);
+    expect(metrics).toContain("\nsluice_body_budget_refusals_total 1\n");
 
     uploads[0]?.socket.destroy();
     await until(() => held() === 2 * (mib - 16), "the share of the upload whose client left was given back");
