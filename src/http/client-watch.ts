@@ -26,6 +26,12 @@ export function watchClient(response: ServerResponse): {
     controller.abort(error);
   };
   response.once("close", onClose);
+  // A call pipelined behind another on its connection has no socket yet, and its answer hears no
+  // `close` when the client goes: the connection's own close is watched (as ProxyExchange does).
+  // Else its provider call ran on for no one, its body's share of SLUICE_MAX_BUFFERED_BODY_BYTES
+  // held with it.
+  const queuedOn = response.socket === null ? response.req.socket : null;
+  queuedOn?.once("close", onClose);
   onRefusal(response, onRefused);
   return {
     signal: controller.signal,
@@ -36,6 +42,7 @@ export function watchClient(response: ServerResponse): {
     refusal: () => refusal,
     stop() {
       response.off("close", onClose);
+      queuedOn?.off("close", onClose);
       offRefusal(response, onRefused);
     },
   };

@@ -1,3 +1,4 @@
+import { connect } from "node:net";
 import { getHeapStatistics } from "node:v8";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { type FakeUpstream, providerBaseUrls, startFakeUpstream } from "../fakes/fake-upstream.js";
@@ -100,6 +101,28 @@ describe("the budget of request bodies held in memory", () => {
     await until(() => held() === part.length, "the half sent was counted");
     upload.socket.destroy();
     await until(() => held() === 0, "the share of the upload whose client left was given back");
+  });
+
+  it("gives back a pipelined call's share when its client leaves, without waiting for its provider", async () => {
+    // The second call waits behind the first on their connection: its answer has no socket yet,
+    // and hears no `close` of its own when the client goes.
+    fake.setLatencyMs(20_000);
+    const request = (size: number) =>
+      `POST /v1/text/${project.projectId} HTTP/1.1\r\nhost: x\r\n` +
+      `authorization: Bearer ${project.bearer("provider-a")}\r\ncontent-type: application/json\r\n` +
+      `content-length: ${size}\r\n\r\n${textBody(size)}`;
+    const socket = connect(Number(new URL(sluice.url).port), "127.0.0.1");
+    socket.on("error", () => {});
+    socket.write(request(1000) + request(2000));
+    await until(() => fake.requests.length === 2, "both calls reached the provider");
+    expect(held()).toBe(3000);
+    socket.destroy();
+    await until(() => held() === 0, "both shares were given back");
+    // Nor does the provider go on with the second call for no one.
+    await until(
+      () => fake.requests.every((upstream) => upstream.aborted),
+      "both provider calls were aborted",
+    );
   });
 
   it("takes a body larger than the budget when no other is held", async () => {
