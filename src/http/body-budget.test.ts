@@ -36,6 +36,23 @@ describe("createBodyBudget", () => {
     expect(budget.held()).toBe(0);
   });
 
+  it("gives back part of a share (a copy let go), never more than it holds", () => {
+    const budget = createBodyBudget(100);
+    const share = budget.share();
+    const other = budget.share();
+    share.take(30);
+    other.take(20);
+    share.giveBack(10);
+    expect(budget.held()).toBe(40);
+    share.giveBack(50);
+    expect(budget.held()).toBe(20);
+    share.release();
+    other.giveBack(5);
+    expect(budget.held()).toBe(15);
+    other.release();
+    expect(budget.held()).toBe(0);
+  });
+
   it("lets a body no other call holds any of in, whatever its size", () => {
     const budget = createBodyBudget(100);
     const alone = budget.share();

@@ -30,6 +30,11 @@ export interface BodyShare {
   take(bytes: number): boolean;
   /** Whether a body of `bytes` (its content-length) would fit now; nothing is held for it (a no is a refusal). */
   fits(bytes: number): boolean;
+  /**
+   * Gives back `bytes` of what the share holds (a copy let go before the call ends: a proxied
+   * body's compressed bytes once decoded, or its decoded copy once sent); the rest is kept.
+   */
+  giveBack(bytes: number): void;
   /** Gives back all the share holds; it holds nothing afterwards, and takes nothing more. */
   release(): void;
 }
@@ -95,6 +100,12 @@ class Share implements BodyShare {
     return this.total.held === this.mine || this.total.held + bytes <= this.maxBytes;
   }
 
+  giveBack(bytes: number): void {
+    const given = Math.min(bytes, this.mine);
+    this.mine -= given;
+    this.total.held -= given;
+  }
+
   release(): void {
     this.total.held -= this.mine;
     this.mine = 0;
@@ -102,7 +113,7 @@ class Share implements BodyShare {
   }
 }
 
-const unbounded: BodyShare = { take: () => true, fits: () => true, release: () => {} };
+const unbounded: BodyShare = { take: () => true, fits: () => true, giveBack: () => {}, release: () => {} };
 
 /**
  * The refusal of a body that does not fit: 503, as SLUICE_MAX_PDF_FETCHES and SLUICE_MAX_CONNECTIONS

@@ -10,7 +10,7 @@ import { RequestFacts } from "../proxy/request-facts.js";
 import { withStreamUsage, withStreamUsageDecoded } from "../proxy/stream-usage-option.js";
 import { reportsNoTokens, type TokenUsage } from "../usage/token-usage.js";
 import type { Admit } from "./admission.js";
-import type { BodyBudget, BodyShare } from "./body-budget.js";
+import { type BodyBudget, type BodyShare, bodyBudgetFull } from "./body-budget.js";
 import { readBody, requireJsonContentType } from "./read-body.js";
 import type { Router } from "./router.js";
 import { setHeaders } from "./send.js";
@@ -187,6 +187,12 @@ async function readProxiedBody(
     };
   }
   const { body, decoded, plain } = await withStreamUsageDecoded(adapter.id, path, sent, coding, maxBodyBytes);
+  // The decoded body is held too, until it is sent: up to SLUICE_MAX_BODY_BYTES from a few KiB of
+  // gzip. Sent decoded (the option set), it is all that is held: the compressed bytes are let go.
+  if (plain !== null) {
+    if (!share.take(plain.length)) throw bodyBudgetFull();
+    if (decoded) share.giveBack(sent.length);
+  }
   return {
     // A body forwarded compressed is decoded for them only when they are asked for.
     facts: new RequestFacts(

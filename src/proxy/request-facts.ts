@@ -42,6 +42,8 @@ export class RequestFacts {
   private body: Buffer;
   /** The most bytes this holds: the body, or its decoded copy when that is larger. */
   private readonly held: number;
+  /** The bytes of a compressed body's decoded copy counted in `share` besides the body's own. */
+  private readonly copied: number;
   /** The body as its JSON reads; null until a compressed one is first asked for. */
   private plain: Buffer | Promise<Buffer> | null;
   /** What a released body named; null while the body is kept. */
@@ -59,13 +61,17 @@ export class RequestFacts {
     decoded: Buffer | null = null,
     /** The request's content-type: a multipart body's model is read by the boundary it names. */
     private readonly contentType?: string,
-    /** The body's part of SLUICE_MAX_BUFFERED_BODY_BYTES: given back when the body is let go. */
+    /**
+     * The body's part of SLUICE_MAX_BUFFERED_BODY_BYTES (and its decoded copy's, for a compressed
+     * one decoded already): given back as each is let go.
+     */
     private readonly share?: BodyShare,
   ) {
     this.body = body;
     this.length = body.length;
     this.plain = contentEncoding === undefined || body.length === 0 ? body : decoded;
     this.held = Math.max(body.length, decoded?.length ?? 0);
+    this.copied = contentEncoding === undefined ? 0 : (decoded?.length ?? 0);
   }
 
   /**
@@ -94,7 +100,8 @@ export class RequestFacts {
    * The body was sent: one over 64 KiB (or its decoded copy) is let go, and its share of the body
    * budget given back, after what it named is read
    * (the image facts only for an image generation). A smaller one is kept: undici holds it anyway,
-   * and reading it only when asked saves every call the read.
+   * and reading it only when asked saves every call the read. A small compressed body whose decoded
+   * copy is let go keeps its own share: undici still holds its bytes.
    */
   release(imageCall: ImageCall | null): void {
     if (this.held <= keptBodyBytes || this.named !== null) return;
@@ -107,7 +114,8 @@ export class RequestFacts {
     };
     this.body = empty;
     this.plain = empty;
-    this.share?.release();
+    if (this.length > keptBodyBytes) this.share?.release();
+    else this.share?.giveBack(this.copied);
   }
 
   /** The model the request named (its body's, or provider C's path's). */

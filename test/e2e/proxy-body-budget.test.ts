@@ -1,3 +1,5 @@
+import { type AddressInfo, createServer, type Socket } from "node:net";
+import { gzipSync } from "node:zlib";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { type FakeUpstream, providerBaseUrls, startFakeUpstream } from "../fakes/fake-upstream.js";
 import { openUpload, until } from "../support/held-upload.js";
@@ -11,10 +13,15 @@ import {
 const mib = 1024 * 1024;
 const budget = 3 * mib;
 
-/** A chat completions body of exactly `size` bytes. */
-function chatBody(size: number): string {
-  const empty = '{"model":"gpt-5.4-mini","messages":[{"role":"user","content":""}]}';
+/** A chat completions body of exactly `size` bytes, with `fields` (`"stream":true,`) before its messages. */
+function chatBody(size: number, fields = ""): string {
+  const empty = `{"model":"gpt-5.4-mini",${fields}"messages":[{"role":"user","content":""}]}`;
   return `${empty.slice(0, -4)}${"x".repeat(size - empty.length)}"}]}`;
+}
+
+/** A chat completions body of `size` bytes with `fields`, gzipped (a few KiB: its content is one letter). */
+function gzippedChat(size: number, fields: string): Buffer {
+  return gzipSync(chatBody(size, fields));
 }
 
 /**
@@ -105,5 +112,77 @@ describe("the budget of request bodies on the proxies", () => {
     expect(held()).toBe(size);
     call.socket.destroy();
     await until(() => held() === 0, "the share of the call whose client left was given back");
+  });
+
+  it("holds a small compressed body's share while undici keeps it, after its decoded copy is let go", async () => {
+    // Decoded to see that it asks for usage already (it does), then forwarded as sent: undici
+    // keeps its few KiB until the answer ends, as it keeps any body of 64 KiB or less.
+    fake.setLatencyMs(20_000);
+    const gz = gzippedChat(8 * mib, '"stream":true,"stream_options":{"include_usage":true},');
+    const call = open([`content-length: ${gz.length}`, "content-encoding: gzip"]);
+    call.socket.write(gz);
+    await until(() => fake.requests.length === 1, "the call reached the provider");
+    expect(fake.requests[0]?.headers["content-encoding"]).toBe("gzip");
+    expect(held()).toBe(gz.length);
+    call.socket.destroy();
+    await until(() => held() === 0, "the share of the call whose client left was given back");
+  });
+});
+
+/**
+ * A compressed body decoded to set the stream usage option (provider A's chat completions) is
+ * held decoded until it is sent: up to SLUICE_MAX_BODY_BYTES from a few KiB of gzip.
+ */
+describe("the budget of the proxies' decoded bodies", () => {
+  let stalled: ReturnType<typeof createServer>;
+  const connections: Socket[] = [];
+  let sluice: TestGateway;
+  let project: TestProject;
+  const held = () => sluice.gateway.bodyBudget.held();
+
+  beforeAll(async () => {
+    // A provider that takes the connection and reads nothing: the body is never all sent.
+    stalled = createServer((socket) => {
+      connections.push(socket);
+      socket.on("error", () => {});
+    });
+    await new Promise<void>((resolve) => stalled.listen(0, "127.0.0.1", resolve));
+    const url = `http://127.0.0.1:${(stalled.address() as AddressInfo).port}`;
+    sluice = await startTestGateway({ ...providerBaseUrls({ url }), maxBufferedBodyBytes: budget });
+    project = await createTestProject(sluice.gateway, { provider: "provider-a" });
+  });
+
+  afterAll(async () => {
+    await sluice.close();
+    for (const socket of connections) socket.destroy();
+    await new Promise((resolve) => stalled.close(resolve));
+  });
+
+  it("counts the decoded body, not its gzip, until it is sent", async () => {
+    const size = 16 * mib;
+    const gz = gzippedChat(size, '"stream":true,');
+    const send = () => {
+      const upload = openUpload(
+        sluice.url,
+        `/v1/provider-a/${project.projectId}/chat/completions`,
+        project.bearer("provider-a"),
+        [`content-length: ${gz.length}`, "content-encoding: gzip"],
+      );
+      upload.socket.write(gz);
+      return upload;
+    };
+    const first = send();
+    await until(() => connections.length === 1, "the call is being sent to the provider");
+    // Sent decoded, with the option: those bytes are what is held.
+    expect(held()).toBe(size + ',"stream_options":{"include_usage":true}'.length);
+
+    // A second such body does not fit beside it.
+    const second = send();
+    expect((await second.answer).status).toBe(503);
+    expect(connections).toHaveLength(1);
+
+    first.socket.destroy();
+    await until(() => held() === 0, "the share of the call whose client left was given back");
+    second.socket.destroy();
   });
 });
