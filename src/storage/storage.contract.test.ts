@@ -4,7 +4,7 @@ import { usageRow } from "../../test/support/usage-row.js";
 import { type OpenDatabase, sqliteCacheKiB } from "./database.js";
 import { createKeyRepository } from "./key-repository.js";
 import { createProjectRepository, type Project } from "./project-repository.js";
-import { createUsageRepository, type UsageRecord } from "./usage-repository.js";
+import { createUsageRepository, type SpendSince, type UsageRecord } from "./usage-repository.js";
 
 const project = (id: string): Project => ({
   id,
@@ -331,6 +331,80 @@ for (const engine of storageEngines) {
       });
       const later = await records.spendSince("carried", "2026-11-10T00:00:00.000Z", last.next);
       expect([later.totalUsd, later.largestUsd]).toEqual([2.6, 2.5]);
+    });
+
+    // SQLite walks the rows written since once for every project it carries a figure on for; each
+    // project's read must still answer what a full read of its own span answers.
+    it("answers several projects' spend reads carried on from their last ones as full reads do, whichever read walked the rows", async () => {
+      const records = createUsageRepository(database.db, database.sqlite);
+      const from = "2026-11-01T00:00:00.000Z";
+      // Created again mid-month: rows of the id from before then are the old project's.
+      const bFrom = "2026-11-15T00:00:00.000Z";
+      const cost = (id: string, project: string, createdAt: string, usd: number | null) =>
+        usage(id, { project_id: project, created_at: createdAt, cost_usd: usd });
+      let a = await records.spendSince("walk-a", from);
+      let b = await records.spendSince("walk-b", bFrom);
+      /** A read carried on from the last, the same as another repository's full read, and `expected`. */
+      const carried = async (
+        project: string,
+        since: string,
+        last: SpendSince,
+        expected: [number, number],
+      ) => {
+        const read = await records.spendSince(project, since, last.next);
+        const full = await createUsageRepository(database.db, database.sqlite).spendSince(project, since);
+        expect([read.totalUsd, read.largestUsd], project).toEqual(expected);
+        expect([full.totalUsd, full.largestUsd], project).toEqual(expected);
+        return read;
+      };
+      const batch = [
+        cost("w-a1", "walk-a", "2026-11-10T00:00:00.000Z", 0.1),
+        cost("w-a-last-month", "walk-a", "2026-10-31T23:59:59.999Z", 7),
+        cost("w-b1", "walk-b", "2026-11-16T00:00:00.000Z", 0.2),
+        cost("w-b-old", "walk-b", "2026-11-14T23:59:59.999Z", 5),
+        cost("w-c1", "walk-c", "2026-11-10T00:00:00.000Z", 3),
+      ];
+      await records.insertBatch(batch);
+      a = await carried("walk-a", from, a, [0.1, 0.1]);
+      // Its rows walked with walk-a's read, and written since: a late row, one at its span's start.
+      await records.insertBatch([
+        ...batch,
+        cost("w-b2", "walk-b", bFrom, 0.000000001),
+        cost("w-b-late", "walk-b", "2026-11-15T00:00:00.001Z", 1),
+        cost("w-b-unpriced", "walk-b", "2026-11-20T00:00:00.000Z", null),
+      ]);
+      b = await carried("walk-b", bFrom, b, [1.200000001, 1]);
+      // A project read first now, while the others are carried on.
+      let c = await records.spendSince("walk-c", from);
+      expect([c.totalUsd, c.largestUsd]).toEqual([3, 3]);
+      await records.insertBatch([
+        cost("w-c2", "walk-c", "2026-11-02T00:00:00.000Z", 0.5),
+        cost("w-a2", "walk-a", "2026-11-21T00:00:00.000Z", 2),
+      ]);
+      c = await carried("walk-c", from, c, [3.5, 3]);
+      b = await carried("walk-b", bFrom, b, [1.200000001, 1]);
+      a = await carried("walk-a", from, a, [2.1, 2]);
+      // The table's last written row deleted (an old one: retention), its rowid given again.
+      await records.insertBatch([cost("w-old", "walk-a", "2026-07-01T00:00:00.000Z", 9)]);
+      a = await carried("walk-a", from, a, [2.1, 2]);
+      await database.db.deleteFrom("usage_records").where("request_id", "=", "w-old").execute();
+      await records.insertBatch([
+        cost("w-a3", "walk-a", "2026-11-22T00:00:00.000Z", 0.25),
+        cost("w-b3", "walk-b", "2026-11-22T00:00:00.000Z", 0.5),
+      ]);
+      a = await carried("walk-a", from, a, [2.35, 2]);
+      b = await carried("walk-b", bFrom, b, [1.700000001, 1]);
+      c = await carried("walk-c", from, c, [3.5, 3]);
+      // The month's turn: another span, read whole, and carried on from there.
+      const december = "2026-12-01T00:00:00.000Z";
+      let next = await records.spendSince("walk-a", december, a.next);
+      expect([next.totalUsd, next.largestUsd]).toEqual([0, 0]);
+      await records.insertBatch([
+        cost("w-a4", "walk-a", "2026-12-01T00:00:00.000Z", 4),
+        cost("w-a-november", "walk-a", "2026-11-30T23:59:59.999Z", 8),
+      ]);
+      next = await carried("walk-a", december, next, [4, 4]);
+      c = await carried("walk-c", from, c, [3.5, 3]);
     });
 
     it("counts as unpriced the calls that went through (ok or cut short) without a known cost, not errors", async () => {

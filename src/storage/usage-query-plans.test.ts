@@ -5,12 +5,16 @@ import { type OpenDatabase, openDatabase } from "./database.js";
 import type { Kysely } from "./kysely.js";
 import type { Database } from "./schema.js";
 import {
-  markedSpendQuery,
+  createUsageRepository,
+  projectSpendWalkQuery,
   pruneQuery,
   reportQuery,
   reportSliceEndQuery,
-  spendAfterQuery,
   spendQuery,
+  spendSliceEndQuery,
+  spendSliceQuery,
+  spendTopQuery,
+  spendWalkQuery,
 } from "./usage-repository.js";
 
 /**
@@ -96,18 +100,37 @@ describe("usage query plans on SQLite", () => {
       (row) => (row as { detail: string }).detail,
     );
 
-  it("reads the spend guard's first read of the month, with the table's last rowid, through the index on project and time", () => {
-    const plan = planOf(markedSpendQuery(database.db, "p7", "2026-11-01T00:00:00.000Z").compile());
-    expect(plan.filter((line) => /^SCAN usage_records\b/.test(line))).toEqual([]);
-    expect(plan.join("\n")).toMatch(/USING (COVERING )?INDEX usage_records_project_time\b/);
+  const from = "2026-11-01T00:00:00.000Z";
+
+  // A project's first read of the month on SQLite, in slices: each found in the project's rows,
+  // never the table walked by rowid (the slice's bound on it).
+  it("reads the spend guard's first read of the month, slice by slice, through the index on project and time", () => {
+    for (const plan of [
+      planOf(spendSliceEndQuery(database.db, "p7", from).compile()),
+      planOf(spendSliceEndQuery(database.db, "p7", from, true).compile()),
+      planOf(spendSliceQuery("p7", from, "2026-11-05T00:00:00.000Z", 2500).compile(database.db)),
+      planOf(spendSliceQuery("p7", from, undefined, 2500).compile(database.db)),
+    ]) {
+      expect(plan.filter((line) => /^SCAN usage_records\b/.test(line))).toEqual([]);
+      expect(plan.join("\n")).toMatch(/USING (COVERING )?INDEX usage_records_project_time\b/);
+    }
   });
 
-  // The rows written since the last read, of every project, by rowid: not the project's month again.
-  it("reads the spend guard's next reads by rowid from the last one's, through no index", () => {
-    const plan = planOf(spendAfterQuery("p7", "2026-11-01T00:00:00.000Z", 2500).compile(database.db));
-    expect(plan.filter((line) => /^SCAN usage_records\b/.test(line))).toEqual([]);
-    expect(plan.join("\n")).not.toMatch(/INDEX/);
-    expect(plan[0]).toBe("SEARCH usage_records USING INTEGER PRIMARY KEY (rowid>?)");
+  // The rows written since the last walk, of every project, by rowid: not a project's month again.
+  // Each row is looked up among the figures carried by its key, however many there are.
+  it("walks the rows written since the last walk by rowid, through no index", async () => {
+    // The first read makes the connection's table of figures carried, which the walk joins.
+    await createUsageRepository(database.db, database.sqlite).spendSince("p7", from);
+    const scans = (plan: string[]) =>
+      plan.filter((line) => /^SCAN\b/.test(line) && line !== "SCAN CONSTANT ROW");
+    const walk = planOf(spendWalkQuery(1, 2500, 7500).compile(database.db));
+    expect(scans(walk)).toEqual([]);
+    expect(walk).toContain("SEARCH usage USING INTEGER PRIMARY KEY (rowid>? AND rowid<?)");
+    expect(walk).toContain("SEARCH carried USING PRIMARY KEY (owner=? AND project_id=?)");
+    expect(walk.join("\n")).not.toMatch(/ INDEX /);
+    const project = planOf(projectSpendWalkQuery("p7", from, 2500, 7500).compile(database.db));
+    expect(project).toEqual(["SEARCH usage_records USING INTEGER PRIMARY KEY (rowid>? AND rowid<?)"]);
+    expect(scans(planOf(spendTopQuery(2500).compile(database.db)))).toEqual([]);
   });
 });
 

@@ -35,8 +35,9 @@ interface MonthSpend {
   /** The largest cost of one row of the month in the database, as last read with `base`. */
   largestRead: number;
   /**
-   * Where the read of `base` ended (SQLite): the next read adds only the rows written since, rather
-   * than going over the month's rows again on the event loop. None before a first read of `since`.
+   * The figure the database's read of `base` left (SQLite): the next read adds only the rows
+   * written since, rather than going over the month's rows again on the event loop. None before a
+   * first read of `since`.
    */
   mark?: SpendMark | undefined;
   /**
@@ -71,8 +72,9 @@ interface MonthSpend {
  * began after its row was written (`written`, which the usage recorder reports), so rows still
  * queued (after an outage, say) are never left out, nor counted twice once written and read back.
  * Several instances each see the others' spend within `refreshMs` of its rows being written. On
- * SQLite a project's reads after its first of the month sum only the rows written since the last
- * (`SpendMark`): a busy month is not gone over again on the event loop every `refreshMs`.
+ * SQLite a project's reads after its first of the month add only the rows written since, walked once
+ * for all the projects read (`SpendMark`): a busy month is not gone over again on the event loop
+ * every `refreshMs`, nor the rows written since once for each capped project.
  */
 export function createSpendGuard(deps: {
   usage: UsageRepository;
