@@ -1,8 +1,9 @@
 import { type AddressInfo, createServer, type Socket } from "node:net";
 import { gzipSync } from "node:zlib";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
-import { type FakeUpstream, providerBaseUrls, startFakeUpstream } from "../fakes/fake-upstream.js";
+import { type FakeUpstream, providerBaseUrls } from "../fakes/fake-upstream.js";
 import { openUpload, until } from "../support/held-upload.js";
+import { type ProxyStage, startProxyStage } from "../support/proxy-stage.js";
 import {
   createTestProject,
   startTestGateway,
@@ -30,6 +31,7 @@ function gzippedChat(size: number, fields: string): Buffer {
  * connections each uploading one slowly held 20 GiB.
  */
 describe("the budget of request bodies on the proxies", () => {
+  let stage: ProxyStage;
   let fake: FakeUpstream;
   let sluice: TestGateway;
   let project: TestProject;
@@ -44,19 +46,14 @@ describe("the budget of request bodies on the proxies", () => {
     );
 
   beforeAll(async () => {
-    fake = await startFakeUpstream();
-    sluice = await startTestGateway({
-      ...providerBaseUrls(fake),
-      maxBufferedBodyBytes: budget,
-      metricsEnabled: true,
-    });
-    project = await createTestProject(sluice.gateway, { provider: "provider-a" });
+    stage = await startProxyStage(
+      { maxBufferedBodyBytes: budget, metricsEnabled: true },
+      { provider: "provider-a" },
+    );
+    ({ fake, sluice, project } = stage);
   });
 
-  afterAll(async () => {
-    await sluice.close();
-    await fake.close();
-  });
+  afterAll(() => stage.close());
 
   beforeEach(() => {
     fake.clear();

@@ -1,14 +1,10 @@
 import { connect } from "node:net";
 import { getHeapStatistics } from "node:v8";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
-import { type FakeUpstream, providerBaseUrls, startFakeUpstream } from "../fakes/fake-upstream.js";
+import type { FakeUpstream } from "../fakes/fake-upstream.js";
 import { openUpload, until } from "../support/held-upload.js";
-import {
-  createTestProject,
-  startTestGateway,
-  type TestGateway,
-  type TestProject,
-} from "../support/test-gateway.js";
+import { type ProxyStage, startProxyStage } from "../support/proxy-stage.js";
+import { startTestGateway, type TestGateway, type TestProject } from "../support/test-gateway.js";
 
 const mib = 1024 * 1024;
 const budget = 3 * mib;
@@ -33,21 +29,21 @@ const call = (sluice: TestGateway, project: TestProject, size: number) =>
  * at /v1/pdf) for as long as its call ran, and a thousand connections would hold 28 GiB.
  */
 describe("the budget of request bodies held in memory", () => {
+  let stage: ProxyStage;
   let fake: FakeUpstream;
   let sluice: TestGateway;
   let project: TestProject;
   const held = () => sluice.gateway.bodyBudget.held();
 
   beforeAll(async () => {
-    fake = await startFakeUpstream();
-    sluice = await startTestGateway({ ...providerBaseUrls(fake), maxBufferedBodyBytes: budget });
-    project = await createTestProject(sluice.gateway, { provider: "provider-a", outputSchema: schema });
+    stage = await startProxyStage(
+      { maxBufferedBodyBytes: budget },
+      { provider: "provider-a", outputSchema: schema },
+    );
+    ({ fake, sluice, project } = stage);
   });
 
-  afterAll(async () => {
-    await sluice.close();
-    await fake.close();
-  });
+  afterAll(() => stage.close());
 
   beforeEach(() => {
     fake.clear();

@@ -1,3 +1,4 @@
+import type { Config } from "../../src/config.js";
 import { type FakeUpstream, providerBaseUrls, startFakeUpstream } from "../fakes/fake-upstream.js";
 import { createTestProject, startTestGateway, type TestGateway, type TestProject } from "./test-gateway.js";
 
@@ -10,10 +11,14 @@ export interface ProxyStage {
   close(): Promise<void>;
 }
 
-export async function startProxyStage(): Promise<ProxyStage> {
+/** The stage, with `settings` over the gateway's test defaults and `fields` set on the project. */
+export async function startProxyStage(
+  settings: Partial<Config> = {},
+  fields: Record<string, unknown> = {},
+): Promise<ProxyStage> {
   const fake = await startFakeUpstream();
-  const sluice = await startTestGateway({ ...providerBaseUrls(fake) });
-  const project = await createTestProject(sluice.gateway);
+  const sluice = await startTestGateway({ ...providerBaseUrls(fake), ...settings });
+  const project = await createTestProject(sluice.gateway, fields);
   return {
     fake,
     sluice,
