@@ -10,10 +10,13 @@ export interface ResolverSettings {
 }
 
 /**
- * The first try's time-out and the tries: 2 + 4 + 8 s, so that the resolver gives up within the
- * default SLUICE_PDF_FETCH_TIMEOUT_MS (15 s) on its own; a shorter deadline cancels it sooner.
+ * The first try's time-out and the tries: asked again after 3 s, then after 6 more, given up after
+ * 12 more (21 s). Past the default SLUICE_PDF_FETCH_TIMEOUT_MS (15 s) on purpose: the fetch's
+ * deadline ends a nameserver that never answers, and the client is told so in the deadline's
+ * words. Nearer it, c-ares's own give-up (Node checks its time-outs once a second) and the
+ * deadline raced, and clients whose lookups stalled alike were told two different things.
  */
-const defaultTimeoutMs = 2000;
+const defaultTimeoutMs = 3000;
 const defaultTries = 3;
 
 /** Answers that say the host has no address of that family (no data, no such name). */
