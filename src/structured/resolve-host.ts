@@ -10,14 +10,15 @@ export interface ResolverSettings {
 }
 
 /**
- * The first try's time-out and the tries: asked again after 3 s, then after 6 more, given up after
- * 12 more (21 s). Past the default SLUICE_PDF_FETCH_TIMEOUT_MS (15 s) on purpose: the fetch's
- * deadline ends a nameserver that never answers, and the client is told so in the deadline's
- * words. Nearer it, c-ares's own give-up (Node checks its time-outs once a second) and the
- * deadline raced, and clients whose lookups stalled alike were told two different things.
+ * The first try's time-out and the tries: asked again after 2 s, then after 2 to 4 more (c-ares
+ * jitters its retries), given up after 4 to 8 more, 8 to 14 s in all (`ETIMEOUT`, told as the
+ * fetch's time-out); a fetch's deadline that comes first cancels it.
  */
-const defaultTimeoutMs = 3000;
+const defaultTimeoutMs = 2000;
 const defaultTries = 3;
+
+/** The code of a lookup whose nameservers did not answer in time (c-ares gave up). */
+export const lookupTimedOut = "ETIMEOUT";
 
 /** Answers that say the host has no address of that family (no data, no such name). */
 const noAddress = new Set(["ENODATA", "ENOTFOUND"]);

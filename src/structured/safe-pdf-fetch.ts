@@ -5,7 +5,7 @@ import { deadlineSignal } from "../net/deadline-signal.js";
 import { isFetchBlockedPort } from "../providers/fetch-blocked-ports.js";
 import { isPdf } from "./pdf-input.js";
 import { isPublicAddress } from "./public-address.js";
-import { isLocalhostName, type ResolverSettings, resolveHost } from "./resolve-host.js";
+import { isLocalhostName, lookupTimedOut, type ResolverSettings, resolveHost } from "./resolve-host.js";
 
 export interface SafePdfFetcherOptions {
   /**
@@ -83,7 +83,12 @@ export function createSafePdfFetcher(options: SafePdfFetcherOptions) {
       return await Promise.race([(async () => resolve(host, deadline))(), timedOut]);
     } catch (error) {
       if (error instanceof GatewayError) throw error;
-      throw deadline.aborted ? stopped(deadline) : refuse("the PDF URL's host does not resolve");
+      if (deadline.aborted) throw stopped(deadline);
+      // The resolver gave up before the deadline: told as the deadline would have, not as a host
+      // that has no address (which of the two comes first is chance: c-ares jitters its retries).
+      if ((error as { code?: unknown } | null)?.code === lookupTimedOut)
+        throw refuse("fetching the PDF took too long");
+      throw refuse("the PDF URL's host does not resolve");
     } finally {
       deadline.removeEventListener("abort", onAbort);
     }
