@@ -3,7 +3,7 @@ import { Resolver } from "node:dns/promises";
 export interface ResolverSettings {
   /** Nameservers (`127.0.0.1:5353`, `[::1]:53`); unset: those of /etc/resolv.conf. */
   servers?: readonly string[];
-  /** The first try's time-out; each try after it waits twice as long as the one before. */
+  /** The first try's time-out; each try after it waits up to twice as long as the one before (c-ares jitters it down to as long). */
   timeoutMs?: number;
   /** Tries of each query (A, AAAA) before it fails. */
   tries?: number;
