@@ -1,4 +1,3 @@
-import { lookup as dnsLookup } from "node:dns/promises";
 import { isIP } from "node:net";
 import { Agent, buildConnector, request } from "undici";
 import { GatewayError } from "../errors.js";
@@ -6,18 +5,17 @@ import { deadlineSignal } from "../net/deadline-signal.js";
 import { isFetchBlockedPort } from "../providers/fetch-blocked-ports.js";
 import { isPdf } from "./pdf-input.js";
 import { isPublicAddress } from "./public-address.js";
-
-/**
- * Host lookups (`dns.lookup`, getaddrinfo) a fetcher runs at once. getaddrinfo runs on libuv's
- * thread pool, where slow work such as it may take half the threads (2 of the default 4), and
- * cannot be stopped: a lookup under a domain whose nameserver stalls holds its thread until the
- * resolver gives up (seconds), whatever the fetch's deadline. One leaves the other turn to every
- * other lookup in the process (the providers' connections, PostgreSQL, Redis).
- */
-const lookupsAtOnce = 1;
+import { isLocalhostName, lookupTimedOut, type ResolverSettings, resolveHost } from "./resolve-host.js";
 
 export interface SafePdfFetcherOptions {
-  lookup?: (hostname: string) => Promise<Array<{ address: string; family: number }>>;
+  /**
+   * The host's addresses (all of them: each is checked). `signal` aborts at the fetch's deadline
+   * and when its caller leaves; the lookup should stop then (one that does not is given up all the
+   * same, its answer unused). Unset: `resolveHost` with `dns`.
+   */
+  lookup?: (hostname: string, signal: AbortSignal) => Promise<Array<{ address: string; family: number }>>;
+  /** The resolver's settings for `resolveHost` (tests point it at a nameserver on 127.0.0.1). */
+  dns?: ResolverSettings;
   isAllowedAddress?: (ip: string) => boolean;
   allowedProtocols?: readonly string[];
   maxBytes: number;
@@ -38,12 +36,12 @@ export interface SafePdfFetcherOptions {
  * fetch refuses, is refused on any hop); size and time are capped, the time cap covering every
  * hop's DNS lookup and connection (TLS handshake included) too; the content must start with `%PDF-`. Every refusal is 400 BAD_REQUEST (413 over the size cap). The caller's
  * `signal` (the client left) stops the fetch at once, wherever it is, as the deadline does. At most
- * `maxFetches` run at once: one more is 503 SERVICE_UNAVAILABLE, the gateway's capacity; so is
- * one whose deadline passes while it waits for its turn to look its host up (`lookupsAtOnce`).
+ * `maxFetches` run at once: one more is 503 SERVICE_UNAVAILABLE, the gateway's capacity. Host
+ * lookups (`resolveHost`: c-ares, on the event loop) run side by side, each stopped with its fetch.
  */
 export function createSafePdfFetcher(options: SafePdfFetcherOptions) {
   const resolve =
-    options.lookup ?? ((hostname: string) => dnsLookup(hostname, { all: true, verbatim: true }));
+    options.lookup ?? ((hostname: string, signal: AbortSignal) => resolveHost(hostname, signal, options.dns));
   const allowed = options.isAllowedAddress ?? isPublicAddress;
   const protocols = options.allowedProtocols ?? ["https:"];
   const maxRedirects = options.maxRedirects ?? 3;
@@ -60,9 +58,9 @@ export function createSafePdfFetcher(options: SafePdfFetcherOptions) {
     if (url.port && isFetchBlockedPort(Number(url.port)))
       throw refuse(`the PDF URL's port ${url.port} is one fetch refuses to call`);
     const host = url.hostname.startsWith("[") ? url.hostname.slice(1, -1) : url.hostname;
-    const addresses = isIP(host)
-      ? [{ address: host, family: isIP(host) }]
-      : await resolveHost(host, deadline);
+    // Loopback by RFC 6761, which the resolver's nameservers need not know (it reads no /etc/hosts).
+    if (isLocalhostName(host)) throw refuse("the PDF URL resolves to a non-public address");
+    const addresses = isIP(host) ? [{ address: host, family: isIP(host) }] : await lookUp(host, deadline);
     if (addresses.length === 0) throw refuse("the PDF URL's host does not resolve");
     if (addresses.some(({ address }) => !allowed(address)))
       throw refuse("the PDF URL resolves to a non-public address");
@@ -71,74 +69,29 @@ export function createSafePdfFetcher(options: SafePdfFetcherOptions) {
 
   /**
    * The lookup runs under the fetch's deadline: one that takes longer fails as the time-out does,
-   * and one still running when the caller's signal aborts is given up as well. It waits for its
-   * turn (`lookupsAtOnce`) within the same deadline.
+   * and one still running when the caller's signal aborts is given up as well. The lookup hears of
+   * both through the same signal, and stops (`resolveHost` cancels its queries).
    */
-  async function resolveHost(host: string, deadline: AbortSignal) {
+  async function lookUp(host: string, deadline: AbortSignal) {
     if (deadline.aborted) throw stopped(deadline);
-    await lookupTurn(deadline);
-    // The deadline may have passed while the turn came: the turn is given back unused.
-    if (deadline.aborted) {
-      endLookupTurn();
-      throw stopped(deadline);
-    }
     let onAbort = () => {};
     const timedOut = new Promise<never>((_resolve, reject) => {
       onAbort = () => reject(stopped(deadline));
       deadline.addEventListener("abort", onAbort, { once: true });
     });
     try {
-      // A lookup still running past the deadline is left to finish (getaddrinfo cannot be
-      // stopped); its answer is not used, and it keeps the turn until it settles.
-      const lookup = (async () => resolve(host))();
-      void lookup.then(endLookupTurn, endLookupTurn);
-      return await Promise.race([lookup, timedOut]);
+      return await Promise.race([(async () => resolve(host, deadline))(), timedOut]);
     } catch (error) {
       if (error instanceof GatewayError) throw error;
-      throw deadline.aborted ? stopped(deadline) : refuse("the PDF URL's host does not resolve");
+      if (deadline.aborted) throw stopped(deadline);
+      // The resolver gave up before the deadline: told as the deadline would have, not as a host
+      // that has no address (which of the two comes first is chance: c-ares jitters its retries).
+      if ((error as { code?: unknown } | null)?.code === lookupTimedOut)
+        throw refuse("fetching the PDF took too long");
+      throw refuse("the PDF URL's host does not resolve");
     } finally {
       deadline.removeEventListener("abort", onAbort);
     }
-  }
-
-  /**
-   * The host lookups this fetcher runs at once: `lookupsAtOnce`, counted until each settles, not
-   * until its fetch gave up. The fetches waiting for a turn, first come first served.
-   */
-  let lookupsRunning = 0;
-  const waitingForLookup: Array<() => void> = [];
-
-  /** A turn to look a host up, waited for within the fetch's deadline (503 when it passes first). */
-  function lookupTurn(deadline: AbortSignal): Promise<void> {
-    if (lookupsRunning < lookupsAtOnce) {
-      lookupsRunning++;
-      return Promise.resolve();
-    }
-    return new Promise((resolve, reject) => {
-      const take = () => {
-        deadline.removeEventListener("abort", leave);
-        resolve();
-      };
-      const leave = () => {
-        const place = waitingForLookup.indexOf(take);
-        if (place >= 0) waitingForLookup.splice(place, 1);
-        const reason: unknown = deadline.reason;
-        reject(
-          reason instanceof Error && reason.name === "TimeoutError"
-            ? busy("Other PDF hosts are being looked up on this instance")
-            : stopped(deadline),
-        );
-      };
-      waitingForLookup.push(take);
-      deadline.addEventListener("abort", leave, { once: true });
-    });
-  }
-
-  /** A lookup settled: its turn passes to the first fetch waiting, if any. */
-  function endLookupTurn(): void {
-    const next = waitingForLookup.shift();
-    if (next) next();
-    else lookupsRunning--;
   }
 
   return async function fetchPdf(start: URL, signal?: AbortSignal): Promise<Uint8Array> {

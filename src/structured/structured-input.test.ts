@@ -445,7 +445,7 @@ describe("SSRF-safe PDF fetch", () => {
     "https://169.254.169.254/latest/meta-data",
     "https://10.0.0.1/x.pdf",
     "https://[fd00::1]/x.pdf",
-    // The host's own resolver answers loopback for it.
+    // Loopback by RFC 6761: refused by name, not asked of a resolver.
     "https://localhost/x.pdf",
     "https://0177.0.0.1/x.pdf",
     "https://0x7f.1/x.pdf",

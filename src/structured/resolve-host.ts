@@ -1,0 +1,76 @@
+import { Resolver } from "node:dns/promises";
+
+export interface ResolverSettings {
+  /** Nameservers (`127.0.0.1:5353`, `[::1]:53`); unset: those of /etc/resolv.conf. */
+  servers?: readonly string[];
+  /** The first try's time-out; each try after it waits up to twice as long as the one before (c-ares jitters it down to as long). */
+  timeoutMs?: number;
+  /** Tries of each query (A, AAAA) before it fails. */
+  tries?: number;
+}
+
+/**
+ * The first try's time-out and the tries: asked again after 2 s, then after 2 to 4 more (c-ares
+ * jitters its retries), given up after 4 to 8 more, 8 to 14 s in all (`ETIMEOUT`, told as the
+ * fetch's time-out); a fetch's deadline that comes first cancels it.
+ */
+const defaultTimeoutMs = 2000;
+const defaultTries = 3;
+
+/** The code of a lookup whose nameservers did not answer in time (c-ares gave up). */
+export const lookupTimedOut = "ETIMEOUT";
+
+/** Answers that say the host has no address of that family (no data, no such name). */
+const noAddress = new Set(["ENODATA", "ENOTFOUND"]);
+
+/**
+ * A host's IPv4 and IPv6 addresses (A and AAAA queries at once; the IPv4 ones first), asked of the
+ * nameservers with c-ares (`dns.Resolver`), not the system's getaddrinfo (`dns.lookup`):
+ * getaddrinfo runs on libuv's thread pool, which the whole process shares (fs work, other
+ * lookups), and cannot be stopped, so a lookup under a domain whose nameserver stalls held a thread
+ * until the system's resolver gave up, long after its fetch's deadline. c-ares runs on the event
+ * loop and is cancelled here when `signal` aborts (the fetch's deadline, or its client leaving):
+ * nothing is left asking once the fetch stopped. Each lookup has its own resolver, as `cancel()`
+ * stops every query of a resolver.
+ *
+ * c-ares reads /etc/resolv.conf (nameservers, `options timeout/attempts` are overridden here), not
+ * /etc/hosts nor nsswitch.conf, and does not apply the search domains (it queries the name as
+ * given). A PDF URL names a public https host; a name only /etc/hosts knows would be an internal
+ * one. A family whose query fails other than by "no such address" (a time-out, SERVFAIL) fails the
+ * whole lookup: an address not seen cannot be checked.
+ */
+export async function resolveHost(
+  hostname: string,
+  signal: AbortSignal,
+  settings: ResolverSettings = {},
+): Promise<Array<{ address: string; family: number }>> {
+  signal.throwIfAborted();
+  const resolver = new Resolver({
+    timeout: settings.timeoutMs ?? defaultTimeoutMs,
+    tries: settings.tries ?? defaultTries,
+  });
+  if (settings.servers) resolver.setServers([...settings.servers]);
+  const cancel = () => resolver.cancel();
+  signal.addEventListener("abort", cancel, { once: true });
+  try {
+    const [v4, v6] = await Promise.allSettled([resolver.resolve4(hostname), resolver.resolve6(hostname)]);
+    return [...addressesOf(v4, 4), ...addressesOf(v6, 6)];
+  } finally {
+    signal.removeEventListener("abort", cancel);
+    // Nothing is left running, however the lookup ended (a no-op once both queries have settled).
+    resolver.cancel();
+  }
+}
+
+function addressesOf(answer: PromiseSettledResult<string[]>, family: 4 | 6) {
+  if (answer.status === "fulfilled") return answer.value.map((address) => ({ address, family }));
+  const code: unknown = (answer.reason as { code?: unknown } | null)?.code;
+  if (typeof code === "string" && noAddress.has(code)) return [];
+  throw answer.reason;
+}
+
+/** `localhost` and the names under it, loopback by RFC 6761 §6.3 whatever a nameserver says. */
+export function isLocalhostName(hostname: string): boolean {
+  const name = hostname.toLowerCase().replace(/\.$/, "");
+  return name === "localhost" || name.endsWith(".localhost");
+}

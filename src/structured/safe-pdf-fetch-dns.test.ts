@@ -1,0 +1,200 @@
+import { createServer, type Server } from "node:http";
+import type { AddressInfo } from "node:net";
+import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
+import { type LocalDns, startLocalDns } from "../../test/support/local-dns.js";
+import { GatewayError } from "../errors.js";
+import { isPublicAddress } from "./public-address.js";
+import { createSafePdfFetcher, type SafePdfFetcherOptions } from "./safe-pdf-fetch.js";
+
+type Addresses = Array<{ address: string; family: number }>;
+
+/** The fetch's outcome: "ok", or its error's code and message. */
+function outcome(run: Promise<unknown>): Promise<string> {
+  return run.then(
+    () => "ok",
+    (error: unknown) => (error instanceof GatewayError ? `${error.code}: ${error.message}` : String(error)),
+  );
+}
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+describe("PDF host lookups", () => {
+  let server: Server;
+  let port = 0;
+  const requests: string[] = [];
+  let dns: LocalDns;
+
+  beforeAll(async () => {
+    server = createServer((request, response) => {
+      requests.push(`${request.headers.host ?? ""}${request.url ?? ""}`);
+      response.end("%PDF-1.4\n");
+    });
+    await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+    port = (server.address() as AddressInfo).port;
+    // Answered by hand on 127.0.0.1: nothing here asks the machine's own resolver.
+    dns = await startLocalDns({
+      records: {
+        "fast.test": ["127.0.0.1"],
+        "mapped.test": ["127.0.0.1", "::ffff:10.0.0.1"],
+        "ula.test": ["127.0.0.1", "fd00::1"],
+        "metadata.test": ["127.0.0.1", "::ffff:169.254.169.254"],
+        "empty.test": [],
+      },
+      stalled: ["stalled.test"],
+    });
+  });
+
+  afterAll(async () => {
+    server.closeAllConnections();
+    await new Promise((resolve) => server.close(resolve));
+    await dns.close();
+  });
+
+  /** A fetcher whose only allowed private address is the test server's, its DNS the local one. */
+  const fetcher = (options: Partial<SafePdfFetcherOptions> & { timeoutMs: number }) =>
+    createSafePdfFetcher({
+      isAllowedAddress: (ip) => ip === "127.0.0.1" || isPublicAddress(ip),
+      allowedProtocols: ["http:"],
+      maxBytes: 1 << 20,
+      dns: { servers: [dns.server], timeoutMs: 300, tries: 3 },
+      ...options,
+    });
+
+  const queriesFor = (name: string, after = 0) =>
+    dns.queries.filter((query) => query.name === name && query.at > after);
+
+  // Lookups ran one at a time (getaddrinfo, on libuv's thread pool, could not be stopped), counted
+  // until they settled: a client naming hosts on a nameserver that stalls held every other
+  // client's PDF URL lookup until that client's own deadline, then 503 (measured: 15,001 ms at the
+  // default SLUICE_PDF_FETCH_TIMEOUT_MS of 15 s), and every later one until the stalled lookup
+  // ended.
+  it("does not hold a client's lookup behind another client's stalled one", async () => {
+    const lookups: string[] = [];
+    const fetchPdf = fetcher({
+      timeoutMs: 3000,
+      lookup: (host) => {
+        lookups.push(host);
+        // A nameserver that never answers, and a lookup that does not hear of the deadline.
+        if (host === "stalled.example") return new Promise<Addresses>(() => {});
+        return Promise.resolve([{ address: "127.0.0.1", family: 4 }]);
+      },
+    });
+    const stalled = outcome(fetchPdf(new URL(`http://stalled.example:${port}/doc.pdf`)));
+    await vi.waitFor(() => expect(lookups).toEqual(["stalled.example"]), { timeout: 5000, interval: 5 });
+    const started = Date.now();
+    expect(await outcome(fetchPdf(new URL(`http://fast.example:${port}/doc.pdf`)))).toBe("ok");
+    // The deadline is 3 s; the fetch itself takes milliseconds.
+    expect(Date.now() - started).toBeLessThan(1500);
+    expect(await stalled).toBe("BAD_REQUEST: fetching the PDF took too long");
+    // The stalled lookup never settles: later fetches do not wait for it either.
+    expect(await outcome(fetchPdf(new URL(`http://later.example:${port}/doc.pdf`)))).toBe("ok");
+  });
+
+  it("hands the lookup a signal that aborts at the fetch's deadline and when the client leaves", async () => {
+    const signals: AbortSignal[] = [];
+    const fetchPdf = fetcher({
+      timeoutMs: 300,
+      lookup: (_host, signal) => {
+        signals.push(signal);
+        return new Promise<Addresses>(() => {});
+      },
+    });
+    expect(await outcome(fetchPdf(new URL(`http://stalled.example:${port}/doc.pdf`)))).toBe(
+      "BAD_REQUEST: fetching the PDF took too long",
+    );
+    const client = new AbortController();
+    setTimeout(() => client.abort(new Error("The client disconnected")), 50);
+    expect(await outcome(fetchPdf(new URL(`http://stalled.example:${port}/doc.pdf`), client.signal))).toBe(
+      "BAD_REQUEST: fetching the PDF was cancelled",
+    );
+    expect(signals.map((signal) => signal.aborted)).toEqual([true, true]);
+  });
+
+  it("looks a host up on the resolver (A and AAAA), checks every address it answers, and connects to a checked one", async () => {
+    const fetchPdf = fetcher({ timeoutMs: 3000 });
+    requests.length = 0;
+    expect(await outcome(fetchPdf(new URL(`http://fast.test:${port}/doc.pdf`)))).toBe("ok");
+    expect(requests).toEqual([`fast.test:${port}/doc.pdf`]);
+    expect(
+      queriesFor("fast.test")
+        .map((query) => query.type)
+        .sort(),
+    ).toEqual(["A", "AAAA"]);
+    // One AAAA answer that is not public, beside an allowed A answer: refused, no connection.
+    for (const host of ["mapped.test", "ula.test", "metadata.test"]) {
+      expect(await outcome(fetchPdf(new URL(`http://${host}:${port}/doc.pdf`)))).toBe(
+        "BAD_REQUEST: the PDF URL resolves to a non-public address",
+      );
+    }
+    for (const host of ["empty.test", "nowhere.test"]) {
+      expect(await outcome(fetchPdf(new URL(`http://${host}:${port}/doc.pdf`)))).toBe(
+        "BAD_REQUEST: the PDF URL's host does not resolve",
+      );
+    }
+    expect(requests).toEqual([`fast.test:${port}/doc.pdf`]);
+  });
+
+  // The resolver reads no /etc/hosts, where `localhost` is; RFC 6761 has it loopback anyway.
+  it.each(["localhost", "LOCALHOST", "pdf.localhost", "localhost."])(
+    "refuses %s as loopback, without asking the resolver",
+    async (host) => {
+      const before = dns.queries.length;
+      expect(
+        await outcome(
+          createSafePdfFetcher({ maxBytes: 1024, timeoutMs: 1000 })(new URL(`https://${host}/x.pdf`)),
+        ),
+      ).toBe("BAD_REQUEST: the PDF URL resolves to a non-public address");
+      expect(dns.queries.length).toBe(before);
+    },
+  );
+
+  // The resolver here gives up after 1.2 to 2.1 s (300 ms, then 300 to 600, then 600 to 1200: c-ares
+  // jitters its retries), before the deadline: told as the deadline is, not as a host with no address.
+  it("does not hold a client's lookup behind another client's on a nameserver that never answers, and tells a lookup the resolver gave up on as a time-out", async () => {
+    const fetchPdf = fetcher({ timeoutMs: 10_000 });
+    const first = Date.now();
+    const stalled = outcome(fetchPdf(new URL(`http://stalled.test:${port}/doc.pdf`)));
+    await vi.waitFor(() => expect(queriesFor("stalled.test").length).toBeGreaterThan(0), {
+      timeout: 5000,
+      interval: 5,
+    });
+    const started = Date.now();
+    expect(await outcome(fetchPdf(new URL(`http://fast.test:${port}/doc.pdf`)))).toBe("ok");
+    expect(Date.now() - started).toBeLessThan(1000);
+    expect(await stalled).toBe("BAD_REQUEST: fetching the PDF took too long");
+    expect(Date.now() - first).toBeLessThan(6000);
+  });
+
+  // The resolver asks again 300 ms after, then 300 to 600 ms after that, and gives up 600 to
+  // 1200 ms later (Node checks c-ares's time-outs every 300 ms here): a lookup left running after
+  // its fetch stopped would still be asking.
+  it("stops the lookup at the fetch's deadline: the nameserver is asked nothing after it", async () => {
+    const fetchPdf = fetcher({ timeoutMs: 450 });
+    const started = Date.now();
+    expect(await outcome(fetchPdf(new URL(`http://stalled.test:${port}/doc.pdf`)))).toBe(
+      "BAD_REQUEST: fetching the PDF took too long",
+    );
+    const ended = Date.now();
+    // Asked (A and AAAA).
+    expect(queriesFor("stalled.test", started - 1).length).toBeGreaterThanOrEqual(2);
+    await sleep(1200);
+    expect(queriesFor("stalled.test", ended)).toEqual([]);
+  });
+
+  it("stops the lookup when the client leaves: the nameserver is asked nothing after", async () => {
+    const fetchPdf = fetcher({ timeoutMs: 5000 });
+    const client = new AbortController();
+    const started = Date.now();
+    const leaving = outcome(fetchPdf(new URL(`http://stalled.test:${port}/doc.pdf`), client.signal));
+    await vi.waitFor(() => expect(queriesFor("stalled.test", started - 1).length).toBe(2), {
+      timeout: 5000,
+      interval: 5,
+    });
+    client.abort(new Error("The client disconnected"));
+    const left = Date.now();
+    expect(await leaving).toBe("BAD_REQUEST: fetching the PDF was cancelled");
+    expect(Date.now() - left).toBeLessThan(200);
+    await sleep(1200);
+    expect(queriesFor("stalled.test", left)).toEqual([]);
+  });
+});
