@@ -579,6 +579,20 @@ describe("loadConfig", () => {
     expect(loadConfig({ SLUICE_VAULT_URL_TTL_SECONDS: "2592000" }).vaultUrlTtlSeconds).toBe(2_592_000);
   });
 
+  it("refuses a SLUICE_VAULT_RETENTION_DAYS shorter than a vault URL may live, and only then", () => {
+    expect(loadConfig({}).vaultRetentionDays).toBeUndefined();
+    expect(loadConfig({ SLUICE_VAULT_RETENTION_DAYS: "1" }).vaultRetentionDays).toBe(1);
+    expect(problemsOf({ SLUICE_VAULT_RETENTION_DAYS: "0" })).toContain(
+      "SLUICE_VAULT_RETENTION_DAYS: must be",
+    );
+    // A day of URL lifetime, with the vault's time-out and the second its expiry rounds up, spans two.
+    const dayTtl = { SLUICE_VAULT_URL_TTL_SECONDS: "86400" };
+    expect(problemsOf({ ...dayTtl, SLUICE_VAULT_RETENTION_DAYS: "1" })).toBe(
+      "Invalid configuration:\n  SLUICE_VAULT_RETENTION_DAYS: at least 2 with SLUICE_VAULT_URL_TTL_SECONDS 86400 and SLUICE_VAULT_TIMEOUT_MS 10000, so no image is deleted while a URL to it may be valid",
+    );
+    expect(loadConfig({ ...dayTtl, SLUICE_VAULT_RETENTION_DAYS: "2" }).vaultRetentionDays).toBe(2);
+  });
+
   it("names every number setting whose range is not its kind's in the README's list of the values each setting takes", () => {
     const readme = readFileSync(new URL("../README.md", import.meta.url), "utf8");
     const start = readme.indexOf("The values each setting takes:");

@@ -1,6 +1,7 @@
 import { existsSync } from "node:fs";
 import { join } from "node:path";
 import { parseCorsOrigins } from "./http/cors.js";
+import { minVaultRetentionDays } from "./images/vault-retention.js";
 import { parseTrustedProxies } from "./net/ip-address.js";
 import { isModelName, modelNameRule } from "./providers/model-name.js";
 import { notAnImageModelOf } from "./usage/model-catalogue.js";
@@ -555,6 +556,12 @@ export const settings = {
     "10000",
     "time allowed to store one generated image in the vault (503 after)",
   ),
+  vaultRetentionDays: setting(
+    "SLUICE_VAULT_RETENTION_DAYS",
+    integer(1),
+    undefined,
+    "days generated images are kept in the local vault: the days (UTC) before are deleted hourly (unset: kept forever); at least the days SLUICE_VAULT_URL_TTL_SECONDS, SLUICE_VAULT_TIMEOUT_MS and a second span together (1 with their defaults), so no image is deleted while a URL to it may be valid; the S3 vault is not pruned (give its bucket a lifecycle rule)",
+  ),
   vaultS3Endpoint: setting(
     "SLUICE_VAULT_S3_ENDPOINT",
     serviceUrl,
@@ -775,6 +782,13 @@ export function loadConfig(
   if (config.vaultS3Endpoint && config.vaultUrlTtlSeconds > s3PresignMaxSeconds) {
     problems.push(
       `SLUICE_VAULT_URL_TTL_SECONDS: at most ${s3PresignMaxSeconds} (7 days) with an S3 vault, whose presigned URLs cannot live longer`,
+    );
+  }
+  // A shorter retention would delete images whose URLs may still be valid (vault-retention.ts).
+  const minVaultDays = minVaultRetentionDays(config.vaultUrlTtlSeconds, config.vaultTimeoutMs);
+  if (config.vaultRetentionDays !== undefined && config.vaultRetentionDays < minVaultDays) {
+    problems.push(
+      `SLUICE_VAULT_RETENTION_DAYS: at least ${minVaultDays} with SLUICE_VAULT_URL_TTL_SECONDS ${config.vaultUrlTtlSeconds} and SLUICE_VAULT_TIMEOUT_MS ${config.vaultTimeoutMs}, so no image is deleted while a URL to it may be valid`,
     );
   }
   // Either would otherwise be ignored without a word: no metrics are served, or none on their port.

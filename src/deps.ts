@@ -1,5 +1,6 @@
 import type { IncomingMessage } from "node:http";
 import type { AddressInfo } from "node:net";
+import { join } from "node:path";
 import type { Redis } from "ioredis";
 import { createProjectAdmin, type ProjectAdmin } from "./admin/project-admin.js";
 import type { App } from "./app.js";
@@ -24,6 +25,7 @@ import type { Router } from "./http/router.js";
 import { registerStructuredRoutes } from "./http/structured-routes.js";
 import { imageModelWarnings } from "./image-model-warnings.js";
 import { chooseVault } from "./images/vault-choice.js";
+import { createVaultPruner, type VaultPrunerOptions } from "./images/vault-retention.js";
 import { listeningUrl } from "./net/listening-url.js";
 import { createDownCheckFollowUp } from "./observability/down-check-follow-up.js";
 import { createStdoutLogger, type Logger } from "./observability/logger.js";
@@ -68,6 +70,8 @@ export interface Injectables {
   listenAddress: () => AddressInfo | string | null;
   /** When SLUICE_USAGE_RETENTION_DAYS prunes, and how many rows a statement (tests). */
   usagePruning: Pick<UsagePrunerOptions, "firstRunDelayMs" | "intervalMs" | "batchSize">;
+  /** When SLUICE_VAULT_RETENTION_DAYS prunes (tests). */
+  vaultPruning: Pick<VaultPrunerOptions, "firstRunDelayMs" | "intervalMs">;
 }
 
 export interface Gateway {
@@ -330,6 +334,25 @@ export async function createGateway(config: Config, injected: Partial<Injectable
     () => listeningUrl(injected.listenAddress?.() ?? null, config, Boolean(config.tlsCert)),
     now,
   );
+  // The local vault's days past SLUICE_VAULT_RETENTION_DAYS are deleted on the instance's timer
+  // (vault-retention.ts); the S3 vault's bucket has a lifecycle rule of its own to do it.
+  const vaultPruner =
+    config.vaultRetentionDays === undefined
+      ? undefined
+      : createVaultPruner({
+          directory: join(config.dataDir, "vault"),
+          retentionDays: config.vaultRetentionDays,
+          urlTtlSeconds: config.vaultUrlTtlSeconds,
+          vaultTimeoutMs: config.vaultTimeoutMs,
+          now,
+          ...injected.vaultPruning,
+          onPruned: (result) => logger.info(result, "vault images past the retention deleted"),
+          onFailed: (error) =>
+            logger.warn(
+              { err: error },
+              "deleting vault images past the retention failed: retried within the hour",
+            ),
+        });
 
   // While the database is down, an instance that holds projects serves their calls from memory
   // (degraded); one that holds none can authenticate no one (unavailable).
@@ -498,9 +521,10 @@ export async function createGateway(config: Config, injected: Partial<Injectable
         ? createMetricsListener({ metrics, generateRequestId })
         : null,
     close: (deadline = Date.now() + config.shutdownTimeoutMs, hurry?: AbortSignal) => {
-      // Its timer ends now; a prune under way ends after its current batch, awaited before the
-      // database closes.
+      // Their timers end now; a prune under way ends after its current batch (a vault prune, its
+      // current day), awaited before the database closes.
       const pruned = pruner?.stop();
+      const vaultPruned = vaultPruner?.stop();
       return closeGateway(
         deadline,
         {
@@ -516,6 +540,7 @@ export async function createGateway(config: Config, injected: Partial<Injectable
             adminThrottle.stop();
             redis?.disconnect();
             await pruned;
+            await vaultPruned;
             await database.close();
           },
         },

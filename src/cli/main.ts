@@ -23,6 +23,7 @@ import { exitWhenWritten } from "./exit-when-written.js";
 import { type CommandLine, type Flags, flagsOf, parseCommandLine, usage } from "./parse-command-line.js";
 import { projectFields } from "./project-fields.js";
 import { UsageError } from "./usage-error.js";
+import { pruneVault } from "./vault-prune.js";
 
 export interface CliIo {
   out: { write(text: string): unknown };
@@ -72,6 +73,13 @@ export async function runCli(
       loaded ??= loadConfig();
       return loaded;
     };
+    const warn = (message: string) => io.err.write(`warning: ${message}\n`);
+    if (command === "vault prune") {
+      // The vault directory alone: no database is opened, no master key read or generated.
+      const result = await pruneVault(flags, settings, warn);
+      io.out.write(`${JSON.stringify(result, null, 2)}\n`);
+      return 0;
+    }
     const run = commandOf(command, line.arguments, flags, io.stdin, settings);
     const config = settings();
     // Only a new project may start a new embedded database: any other command run away from the
@@ -82,7 +90,6 @@ export async function runCli(
       );
       return 1;
     }
-    const warn = (message: string) => io.err.write(`warning: ${message}\n`);
     context = await openAdminContext(config, warn);
     const afterward: string[] = [];
     const result = await run(context.admin, context, (message) => afterward.push(message));

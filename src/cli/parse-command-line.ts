@@ -20,6 +20,8 @@ export const usage = `Usage: sluice <command>
                                           more, the answer's "next" is the --cursor that reads on
   usage prune --before DATE               delete usage rows created before DATE (ISO date or instant,
                                           UTC; never within the current or previous month)
+  vault prune --before DATE               delete the local vault's images of the days before DATE
+                                          (YYYY-MM-DD, UTC; never one whose URLs may still be valid)
   master-key reseal                       re-seal every stored secret under SLUICE_MASTER_KEY
                                           (with SLUICE_MASTER_KEY_PREVIOUS set: see README, Rotating the master key)
 
@@ -117,6 +119,7 @@ const commands: Record<string, CommandSpec> = {
   // `usage prune` is a command of its own beside `usage PROJECT`: a project named `prune` is
   // reported by `usage prune` only with one of the report's flags (`--from`, `--to`, `--group-by`).
   "usage prune": { flags: ["before"], arguments: [] },
+  "vault prune": { flags: ["before"], arguments: [] },
   "master-key reseal": { flags: [], arguments: [] },
 };
 

@@ -1,0 +1,268 @@
+import type { Dirent } from "node:fs";
+import { lstat, readdir, realpath, rmdir, unlink } from "node:fs/promises";
+import { join, sep } from "node:path";
+import { isSafeVaultPath, teamIdPattern } from "./vault-store.js";
+
+/**
+ * Local vault retention: `sluice vault prune --before DATE` and SLUICE_VAULT_RETENTION_DAYS. The
+ * images saved to the local vault (`<team>/generated-images/<project>/<yyyy>/<mm>/<dd>/<uuid>.<ext>`
+ * under SLUICE_DATA_DIR/vault) were never deleted, so the disk filled for as long as projects
+ * saved images. Their URLs are signed once, when the image is stored, and never again: an image
+ * whose URLs have all expired is reachable by no one.
+ *
+ * An image of day D was stored before D + 1 (midnight, UTC) and its URL signed once the write
+ * ended, within SLUICE_VAULT_TIMEOUT_MS; the URL names its expiry as a whole second, rounded up,
+ * SLUICE_VAULT_URL_TTL_SECONDS on. So the images of the days before DATE have no valid URL once
+ * DATE + TTL + time-out + 1 s has passed: no date later than that is pruned. That also keeps the
+ * day being written today, and any write still under way, out of reach by construction.
+ */
+
+const dayMs = 86_400_000;
+
+/** How long after the end of an image's day a URL to it may still be valid. */
+function urlReachMs(urlTtlSeconds: number, vaultTimeoutMs: number): number {
+  return urlTtlSeconds * 1000 + vaultTimeoutMs + 1000;
+}
+
+/** The latest date (YYYY-MM-DD, UTC) `--before` may name at `now`. */
+export function latestPrunableDate(now: Date, urlTtlSeconds: number, vaultTimeoutMs: number): string {
+  return new Date(now.getTime() - urlReachMs(urlTtlSeconds, vaultTimeoutMs)).toISOString().slice(0, 10);
+}
+
+/** Why `before` may not be pruned at `now` (an image of its days may have a URL still valid), or undefined. */
+export function vaultPruneProblem(
+  before: string,
+  now: Date,
+  urlTtlSeconds: number,
+  vaultTimeoutMs: number,
+): string | undefined {
+  const latest = latestPrunableDate(now, urlTtlSeconds, vaultTimeoutMs);
+  if (before <= latest) return undefined;
+  return (
+    `${before} would delete images whose signed URLs may still be valid (SLUICE_VAULT_URL_TTL_SECONDS ` +
+    `${urlTtlSeconds}, SLUICE_VAULT_TIMEOUT_MS ${vaultTimeoutMs}): give a date no later than ${latest}`
+  );
+}
+
+/** The fewest days SLUICE_VAULT_RETENTION_DAYS may keep: every URL's reach, in whole days, at least 1. */
+export function minVaultRetentionDays(urlTtlSeconds: number, vaultTimeoutMs: number): number {
+  return Math.max(1, Math.ceil(urlReachMs(urlTtlSeconds, vaultTimeoutMs) / dayMs));
+}
+
+/** The date whose earlier days `retentionDays` no longer keeps at `now`, never one a URL may reach. */
+export function vaultRetentionCutoff(
+  now: Date,
+  retentionDays: number,
+  urlTtlSeconds: number,
+  vaultTimeoutMs: number,
+): string {
+  const kept = now.getTime() - retentionDays * dayMs;
+  const latest = now.getTime() - urlReachMs(urlTtlSeconds, vaultTimeoutMs);
+  return new Date(Math.min(kept, latest)).toISOString().slice(0, 10);
+}
+
+/** True for YYYY-MM-DD naming a day of the calendar. */
+export function isCalendarDate(text: string): boolean {
+  if (!/^\d{4}-\d{2}-\d{2}$/.test(text)) return false;
+  const parsed = new Date(`${text}T00:00:00Z`);
+  return !Number.isNaN(parsed.getTime()) && parsed.toISOString().slice(0, 10) === text;
+}
+
+export interface VaultPruneResult {
+  /** The date given: the days before it were pruned. */
+  before: string;
+  /** Day directories removed. */
+  days: number;
+  /** Files (and symbolic links, as links) removed from them. */
+  files: number;
+  /** Their sizes summed (a link's own size, never its target's). */
+  bytes: number;
+  /** Entries found in a day directory to prune that are no file (a directory): left, with the day directory. */
+  left: number;
+}
+
+/** The directory levels under the vault, each name's rule: team, `generated-images`, project, year, month, day. */
+const levels: ReadonlyArray<(name: string) => boolean> = [
+  (name) => teamIdPattern.test(name),
+  (name) => name === "generated-images",
+  (name) => isSafeVaultPath(`team/${name}`),
+  (name) => /^\d{4}$/.test(name),
+  (name) => /^(0[1-9]|1[0-2])$/.test(name),
+  (name) => /^(0[1-9]|[12]\d|3[01])$/.test(name),
+];
+
+/**
+ * Deletes the local vault's day directories (and their files) before `before` (YYYY-MM-DD, UTC),
+ * every team's and project's, and the directories above them left empty (the vault directory
+ * itself stays). Only what is laid out as the vault lays out its images is looked at: another name
+ * at any level (a file, a hidden name, another folder) is left alone. Symbolic links are never
+ * followed: one in place of a directory is not entered, one inside a day directory is removed as a
+ * link (its target stays); each day directory's real path is checked to lie where the walk expects
+ * it, inside the vault, before its files are removed. A directory inside a day directory is left,
+ * with the day directory, and counted as `left`. Files already gone (another prune) are no failure.
+ * `stopped` is asked between day directories: true ends the prune there (the gateway is closing).
+ * The caller holds `before` to a date whose images no URL may reach (vaultPruneProblem), so today's
+ * directory, where the gateway writes, is never among them.
+ */
+export async function pruneLocalVault(
+  directory: string,
+  before: string,
+  { stopped = () => false }: { stopped?: () => boolean } = {},
+): Promise<VaultPruneResult> {
+  if (!isCalendarDate(before)) throw new Error(`${JSON.stringify(before)} is not a date (YYYY-MM-DD)`);
+  const result: VaultPruneResult = { before, days: 0, files: 0, bytes: 0, left: 0 };
+  let root: string;
+  try {
+    // The vault directory may itself be a link (a data dir on another disk): resolved once, here.
+    root = await realpath(directory);
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code === "ENOENT") return result;
+    throw error;
+  }
+
+  /** Prunes under `names` (the path below the vault): true when it removed anything there. */
+  const walk = async (names: string[]): Promise<boolean> => {
+    const depth = names.length;
+    const path = join(root, ...names);
+    if (depth === levels.length) return pruneDay(names);
+    let removed = false;
+    for (const entry of await entriesOf(path)) {
+      if (stopped()) break;
+      // A Dirent is the entry itself (lstat's answer where the file system does not say): a link
+      // to a directory is a link, never entered.
+      if (!entry.isDirectory() || !levels[depth]?.(entry.name)) continue;
+      const child = [...names, entry.name];
+      // Below the project, a year or month after `before`'s is not entered (`2026`, `2026-04`).
+      const dated = child.slice(3).join("-");
+      if (dated > before.slice(0, dated.length)) continue;
+      if (await walk(child)) {
+        removed = true;
+        // Emptied by this prune, it goes; one still holding anything (or holding something again:
+        // the gateway making today's directory, whose recursive mkdir makes a parent removed
+        // meanwhile again) stays.
+        await removeEmptyDirectory(join(path, entry.name));
+      }
+    }
+    return removed;
+  };
+
+  const pruneDay = async (names: string[]): Promise<boolean> => {
+    const path = join(root, ...names);
+    if (names.slice(3).join("-") >= before) return false;
+    // Replaced by a link since it was listed, or reached through one: not the vault's, not entered.
+    if ((await realpath(path).catch(() => "")) !== path || !path.startsWith(root + sep)) return false;
+    let removed = false;
+    for (const entry of await entriesOf(path)) {
+      if (entry.isDirectory()) {
+        result.left++;
+        continue;
+      }
+      const file = join(path, entry.name);
+      try {
+        const { size } = await lstat(file);
+        await unlink(file);
+        result.files++;
+        result.bytes += size;
+        removed = true;
+      } catch (error) {
+        if ((error as NodeJS.ErrnoException).code !== "ENOENT") throw error;
+      }
+    }
+    if (await removeEmptyDirectory(path)) {
+      result.days++;
+      return true;
+    }
+    return removed;
+  };
+
+  await walk([]);
+  return result;
+}
+
+/** A directory's entries, none when it is gone (another prune removed it) or no longer a directory. */
+async function entriesOf(path: string): Promise<Dirent[]> {
+  try {
+    return await readdir(path, { withFileTypes: true });
+  } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code;
+    if (code === "ENOENT" || code === "ENOTDIR") return [];
+    throw error;
+  }
+}
+
+/** Removes `path` if it is an empty directory: true when it did (or it is gone already). */
+async function removeEmptyDirectory(path: string): Promise<boolean> {
+  try {
+    await rmdir(path);
+    return true;
+  } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code;
+    if (code === "ENOENT") return true;
+    if (code === "ENOTEMPTY" || code === "EEXIST") return false;
+    throw error;
+  }
+}
+
+export interface VaultPruner {
+  /** Ends the timer, and the prune under way after its current day directory: resolves once it has ended. */
+  stop(): Promise<void>;
+}
+
+export interface VaultPrunerOptions {
+  /** The local vault directory (SLUICE_DATA_DIR/vault). */
+  directory: string;
+  retentionDays: number;
+  urlTtlSeconds: number;
+  vaultTimeoutMs: number;
+  now: () => Date;
+  /** How long after the start the first prune runs (default: a minute, clear of the start's work). */
+  firstRunDelayMs?: number;
+  /** How long after a prune ends the next one starts (default: an hour). */
+  intervalMs?: number;
+  /** A prune that removed anything: what. */
+  onPruned: (result: VaultPruneResult) => void;
+  /** A prune that failed (a directory it may not read, say): the next one, an interval later, retries. */
+  onFailed: (error: unknown) => void;
+}
+
+/**
+ * Prunes the local vault's days older than `retentionDays` on a timer that does not keep the
+ * process alive. Runs never overlap: the next is scheduled when one ends.
+ */
+export function createVaultPruner(options: VaultPrunerOptions): VaultPruner {
+  const { firstRunDelayMs = 60_000, intervalMs = 3_600_000 } = options;
+  let stopped = false;
+  let timer: NodeJS.Timeout | undefined;
+  let running: Promise<void> = Promise.resolve();
+
+  const run = async () => {
+    const before = vaultRetentionCutoff(
+      options.now(),
+      options.retentionDays,
+      options.urlTtlSeconds,
+      options.vaultTimeoutMs,
+    );
+    try {
+      const result = await pruneLocalVault(options.directory, before, { stopped: () => stopped });
+      if (result.files > 0 || result.days > 0) options.onPruned(result);
+    } catch (error) {
+      options.onFailed(error);
+    }
+  };
+  const schedule = (delayMs: number) => {
+    if (stopped) return;
+    timer = setTimeout(() => {
+      running = run().then(() => schedule(intervalMs));
+    }, delayMs);
+    timer.unref();
+  };
+  schedule(firstRunDelayMs);
+
+  return {
+    async stop() {
+      stopped = true;
+      clearTimeout(timer);
+      await running;
+    },
+  };
+}
