@@ -444,6 +444,7 @@ export async function createGateway(config: Config, injected: Partial<Injectable
       adminToken: config.adminToken,
       throttle: adminThrottle,
       maxBodyBytes: config.maxBodyBytes,
+      logger,
       onAuthResult(result) {
         metrics.countAuthResult("admin-token", result);
         if (result === "TOO_MANY_REQUESTS") metrics.countLimitDecision("admin_auth_failures", "limited");

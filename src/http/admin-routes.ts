@@ -6,6 +6,7 @@ import type { AuthThrottle } from "../auth/authenticate.js";
 import { repeatedCredentialHeaderError } from "../auth/repeated-credential-header.js";
 import { GatewayError, problemsError } from "../errors.js";
 import { repeatedMemberProblems } from "../json-repeated-members.js";
+import type { Logger } from "../observability/logger.js";
 import { throttled } from "../rate-limit/auth-throttle.js";
 import type { JsonShapeLimits } from "./json-shape.js";
 import { type JsonBodyBounds, parseJsonObject, readBody, requireUncompressedUtf8Json } from "./read-body.js";
@@ -24,11 +25,37 @@ export interface AdminRouteDeps {
    * repeated header's `BAD_REQUEST`, the throttle's `TOO_MANY_REQUESTS`); for the metrics.
    */
   onAuthResult?: (result: string) => void;
+  /** Takes one `admin change` line per write that succeeded (the audit trail), at `info`. */
+  logger: Logger;
 }
+
+/**
+ * A write that succeeded, as its audit line names it: the action (as the `sluice` command that does
+ * the same is named), the project, the key or test key it issued or revoked, and for an update the
+ * names of the fields it set. Ids and names only: never a value, as an update's may be a secret (a
+ * DeviceCheck .p8 key) or large (an output schema), and a key's or test key's value is a credential.
+ */
+interface AdminChange {
+  action:
+    | "projects create"
+    | "projects update"
+    | "projects delete"
+    | "test-keys rotate"
+    | "test-keys revoke"
+    | "keys add"
+    | "keys revoke";
+  projectId: string;
+  keyId?: string;
+  testKeyId?: string;
+  provider?: string;
+  fields?: string[];
+}
+
+type RouteAnswer = { status?: number; body?: unknown; change?: AdminChange };
 
 /** `/admin/v1`: parse, call one admin use case, respond. */
 export function registerAdminRoutes(router: Router, deps: AdminRouteDeps): void {
-  const { admin } = deps;
+  const { admin, logger } = deps;
   const check = adminGuard(deps.adminToken, deps.throttle);
   const onAuthResult = deps.onAuthResult;
   const guard = onAuthResult
@@ -45,14 +72,15 @@ export function registerAdminRoutes(router: Router, deps: AdminRouteDeps): void 
       }
     : check;
   const route =
-    (
-      handler: (context: RequestContext) => Promise<{ status?: number; body?: unknown }>,
-      takesQuery = false,
-    ): Handler =>
+    (handler: (context: RequestContext) => Promise<RouteAnswer>, takesQuery = false): Handler =>
     async (context) => {
       await guard(context);
       if (!takesQuery) requireNoQuery(context.query);
-      const { status = 200, body } = await handler(context);
+      const { status = 200, body, change } = await handler(context);
+      // Written once the change is, whether or not the client stays for the answer; a refused or
+      // failed write threw above and is no change.
+      if (change)
+        logger.info({ ...change, clientIp: context.clientIp, requestId: context.requestId }, "admin change");
       if (body === undefined) {
         context.response.statusCode = status;
         closeIfBodyUnread(context.response);
@@ -84,7 +112,15 @@ export function registerAdminRoutes(router: Router, deps: AdminRouteDeps): void 
     .on(
       "POST",
       "/admin/v1/projects",
-      route(async (c) => ({ status: 201, body: await admin.createProject(await json(c)) })),
+      route(async (c) => {
+        const created = await admin.createProject(await json(c));
+        const { testKeyId } = created;
+        return {
+          status: 201,
+          body: created,
+          change: { action: "projects create", projectId: created.project.id, testKeyId },
+        };
+      }),
     )
     .on(
       "GET",
@@ -99,7 +135,14 @@ export function registerAdminRoutes(router: Router, deps: AdminRouteDeps): void 
     .on(
       "PATCH",
       "/admin/v1/projects/:projectId",
-      route(async (c) => ({ body: await admin.updateProject(id(c), await json(c)) })),
+      route(async (c) => {
+        const input = await json(c);
+        const project = await admin.updateProject(id(c), input);
+        // `{}` wrote nothing (the project answered as it is): no change.
+        const fields = fieldsSet(input);
+        if (fields.length === 0) return { body: project };
+        return { body: project, change: { action: "projects update", projectId: project.id, fields } };
+      }),
     )
     .on(
       "DELETE",
@@ -107,7 +150,7 @@ export function registerAdminRoutes(router: Router, deps: AdminRouteDeps): void 
       route(async (c) => {
         await none(c);
         await admin.deleteProject(id(c));
-        return { status: 204 };
+        return { status: 204, change: { action: "projects delete", projectId: id(c) } };
       }),
     )
     .on(
@@ -115,7 +158,13 @@ export function registerAdminRoutes(router: Router, deps: AdminRouteDeps): void 
       "/admin/v1/projects/:projectId/test-keys",
       route(async (c) => {
         await none(c);
-        return { status: 201, body: await admin.rotateTestKey(id(c)) };
+        const issued = await admin.rotateTestKey(id(c));
+        const { testKeyId } = issued;
+        return {
+          status: 201,
+          body: issued,
+          change: { action: "test-keys rotate", projectId: id(c), testKeyId },
+        };
       }),
     )
     .on(
@@ -128,14 +177,23 @@ export function registerAdminRoutes(router: Router, deps: AdminRouteDeps): void 
       "/admin/v1/projects/:projectId/test-keys/:testKeyId",
       route(async (c) => {
         await none(c);
-        await admin.revokeTestKey(id(c), id(c, "testKeyId"));
-        return { status: 204 };
+        const testKeyId = id(c, "testKeyId");
+        await admin.revokeTestKey(id(c), testKeyId);
+        return { status: 204, change: { action: "test-keys revoke", projectId: id(c), testKeyId } };
       }),
     )
     .on(
       "POST",
       "/admin/v1/projects/:projectId/keys",
-      route(async (c) => ({ status: 201, body: await admin.addProviderKey(id(c), await json(c)) })),
+      route(async (c) => {
+        const added = await admin.addProviderKey(id(c), await json(c));
+        const { keyId, provider } = added;
+        return {
+          status: 201,
+          body: added,
+          change: { action: "keys add", projectId: id(c), keyId, provider },
+        };
+      }),
     )
     .on(
       "GET",
@@ -147,8 +205,9 @@ export function registerAdminRoutes(router: Router, deps: AdminRouteDeps): void 
       "/admin/v1/projects/:projectId/keys/:keyId",
       route(async (c) => {
         await none(c);
-        await admin.revokeProviderKey(id(c), id(c, "keyId"));
-        return { status: 204 };
+        const keyId = id(c, "keyId");
+        await admin.revokeProviderKey(id(c), keyId);
+        return { status: 204, change: { action: "keys revoke", projectId: id(c), keyId } };
       }),
     )
     .on(
@@ -187,6 +246,26 @@ function parseAdminBody(body: Buffer): Record<string, unknown> {
   const problems = repeatedMemberProblems(body);
   if (problems.length === 0) return value;
   throw problemsError("BAD_REQUEST", "Invalid request body", problems);
+}
+
+/**
+ * The names of the fields an update that succeeded set, sorted: each top-level field, but a field
+ * of `deviceCheck` or `rateLimits` by its own name (`deviceCheck.privateKey`), as an update sets
+ * those one by one. Names only, never a value. The update input refuses unknown fields (and those
+ * objects' unknown members), so after its success every name is one of the input's, no text a
+ * client made up.
+ */
+function fieldsSet(input: Record<string, unknown>): string[] {
+  return Object.entries(input)
+    .flatMap(([name, value]) =>
+      (name === "deviceCheck" || name === "rateLimits") &&
+      typeof value === "object" &&
+      value !== null &&
+      Object.keys(value).length > 0
+        ? Object.keys(value).map((member) => `${name}.${member}`)
+        : [name],
+    )
+    .sort();
 }
 
 /**

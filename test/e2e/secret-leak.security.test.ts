@@ -310,6 +310,87 @@ describe("no secret leaks", () => {
     }
   });
 
+  it("logs each admin write that carries or issues a secret as one `admin change` line, without it", async () => {
+    const before = sluice.logs.length;
+    const otherKey = generateAppleKeyPair().privateKeyPem;
+    const apiKeys = [`sk-proj-${randomBytes(24).toString("hex")}`, `AIza${randomBytes(18).toString("hex")}`];
+    const wrongToken = `${adminToken}-${randomBytes(8).toString("hex")}`;
+    const admin = async (method: string, path: string, body?: unknown, token = adminToken) => {
+      const response = await fetch(`${sluice.url}/admin/v1${path}`, {
+        method,
+        headers: { authorization: `Bearer ${token}`, "content-type": "application/json" },
+        ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+      });
+      return {
+        status: response.status,
+        json: (await response.json().catch(() => ({}))) as Record<string, string>,
+      };
+    };
+    const deviceCheck = {
+      enabled: true,
+      teamId: "TEAM123456",
+      keyId: "KEY1234567",
+      privateKey: apple_keys.privateKeyPem,
+    };
+    const created = await admin("POST", "/projects", { name: "Leak", provider: "provider-a", deviceCheck });
+    expect(created.status).toBe(201);
+    const id = (created.json.project as unknown as { id: string }).id;
+    const issued: string[] = [created.json.testKey as string];
+    for (const [provider, apiKey] of [
+      ["provider-a", apiKeys[0]],
+      ["provider-c", apiKeys[1]],
+    ]) {
+      const added = await admin("POST", `/projects/${id}/keys`, { provider, apiKey });
+      expect(added.status).toBe(201);
+      issued.push(
+        added.json.partialKey as string,
+        (added.json.partialKey as string).split("_").slice(3).join("_"),
+      );
+      expect((await admin("DELETE", `/projects/${id}/keys/${added.json.keyId}`)).status).toBe(204);
+    }
+    const patched = await admin("PATCH", `/projects/${id}`, { deviceCheck: { privateKey: otherKey } });
+    expect(patched.status).toBe(200);
+    const rotated = await admin("POST", `/projects/${id}/test-keys`);
+    expect(rotated.status).toBe(201);
+    issued.push(rotated.json.testKey as string);
+    expect((await admin("DELETE", `/projects/${id}/test-keys/${rotated.json.testKeyId}`)).status).toBe(204);
+    // Refused writes holding the same secrets: no `admin change`, and nothing of their bodies.
+    const refused: Array<[number, string, string, unknown, string?]> = [
+      [400, "POST", `/projects/${id}/keys`, { provider: "provider-q", apiKey: apiKeys[0] }],
+      [
+        400,
+        "POST",
+        `/projects/${id}/keys`,
+        { provider: "provider-a", apiKey: apiKeys[0], [apiKeys[1] ?? ""]: 1 },
+      ],
+      [401, "POST", `/projects/${id}/keys`, { provider: "provider-a", apiKey: apiKeys[0] }, wrongToken],
+      [404, "POST", `/projects/${apiKeys[1]}/keys`, { provider: "provider-a", apiKey: apiKeys[0] }],
+      [
+        422,
+        "PATCH",
+        `/projects/${id}`,
+        { deviceCheck: { privateKey: otherKey.replace("KEY-----\n", "KEY-----\nAAAA") } },
+      ],
+      [400, "PATCH", `/projects/${id}`, { deviceCheck: { privateKey: otherKey, [apiKeys[0] ?? ""]: 1 } }],
+      [400, "POST", "/projects", { name: "Leak 2", provider: "provider-a", deviceCheck, bogus: apiKeys[0] }],
+    ];
+    for (const [status, method, path, body, token] of refused)
+      expect((await admin(method, path, body, token)).status, `${method} ${path}`).toBe(status);
+    expect((await admin("DELETE", `/projects/${id}`)).status).toBe(204);
+
+    const logged = sluice.logs.slice(before).join("");
+    // create, 2 × (key add, key revoke), update, rotate, test key revoke, delete.
+    expect(logged.split('"msg":"admin change"')).toHaveLength(10);
+    const secrets = [
+      ...apiKeys,
+      ...issued,
+      adminToken,
+      wrongToken,
+      ...[apple_keys.privateKeyPem, otherKey].map((pem) => pem.split("\n")[1] ?? "missing"),
+    ];
+    for (const secret of secrets) expect(logged).not.toContain(secret);
+  });
+
   it("leaves no secret in logs, responses or usage rows", async () => {
     await sluice.gateway.flushUsage();
     const rows = await sluice.gateway.database.db.selectFrom("usage_records").selectAll().execute();

@@ -149,6 +149,7 @@ describe.skipIf(!postgresAvailable || !redisAvailable)(
       providerKeyA: `sk-${mark("providerA")}`,
       providerKeyB: `sk-ant-${mark("providerB")}`,
       providerKeyC: `AIza${mark("providerC")}`,
+      providerKeySpare: `sk-${mark("providerSpare")}`,
     };
     const apple = generateAppleKeyPair();
     let provider: LocalServer;
@@ -295,6 +296,24 @@ describe.skipIf(!postgresAvailable || !redisAvailable)(
       await call("GET", `/admin/v1/projects/${id}/test-keys`, admin);
       await call("GET", `/admin/v1/projects/${id}/usage`, admin);
       await call("PATCH", `/admin/v1/projects/${id}`, admin, { name: "markers 2" });
+      // Writes that succeed are logged (`admin change`): with the secrets they carry, and revoking.
+      const patched = await call("PATCH", `/admin/v1/projects/${id}`, admin, {
+        deviceCheck: { privateKey: apple.privateKeyPem },
+      });
+      expect(patched.status).toBe(200);
+      const rotatedId = (JSON.parse(rotated.text) as { testKeyId: string }).testKeyId;
+      expect((await call("DELETE", `/admin/v1/projects/${id}/test-keys/${rotatedId}`, admin)).status).toBe(
+        204,
+      );
+      const spare = await call("POST", `/admin/v1/projects/${id}/keys`, admin, {
+        provider: "provider-a",
+        apiKey: secrets.providerKeySpare,
+      });
+      expect(spare.status).toBe(201);
+      issuing.push(spare.text);
+      issued.spareKeyPartial = (JSON.parse(spare.text) as { partialKey: string }).partialKey;
+      const spareId = (JSON.parse(spare.text) as { keyId: string }).keyId;
+      expect((await call("DELETE", `/admin/v1/projects/${id}/keys/${spareId}`, admin)).status).toBe(204);
       await call("PATCH", `/admin/v1/projects/${id}`, admin, { deviceCheck: { privateKey: "nope" } });
       await call("POST", "/admin/v1/projects", admin, {
         name: "x",
@@ -428,6 +447,8 @@ describe.skipIf(!postgresAvailable || !redisAvailable)(
       const rows = (await client.query("select * from usage_records")).rows;
       await client.end();
       expect(rows.length).toBeGreaterThan(10);
+      // create, 3 keys added, rotation, 2 updates, test key revoked, a key added and revoked.
+      expect(gateway.output().split('"msg":"admin change"')).toHaveLength(11);
       const everything = {
         output: gateway.output(),
         cli: cliOutput.join("\n"),
