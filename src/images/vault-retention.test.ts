@@ -129,6 +129,19 @@ describe("pruneLocalVault", () => {
       expect(existsSync(file)).toBe(true);
   });
 
+  it("stops inside a day directory when asked, not after its last file: a day of many files does not hold the gateway's close", async () => {
+    const day = join(vault, image("t1", "prj_a", "2020-01-01", ""));
+    for (let i = 0; i < 100; i++) put(join(day, `${i}.png`), 1);
+    // Asked before each file too: it stops once half of them are gone.
+    const result = await pruneLocalVault(vault, "2021-01-01", {
+      stopped: () => existsSync(day) && readdirSync(day).length <= 50,
+    });
+    expect(result).toMatchObject({ days: 0, files: 50 });
+    expect(readdirSync(day)).toHaveLength(50);
+    // The next prune takes the rest.
+    expect(await pruneLocalVault(vault, "2021-01-01")).toMatchObject({ days: 1, files: 50 });
+  });
+
   it("refuses a date that is not a calendar date", async () => {
     await expect(pruneLocalVault(vault, "2026-02-30")).rejects.toThrow(/not a date/);
     await expect(pruneLocalVault(vault, "2026-04-01T00:00:00Z")).rejects.toThrow(/not a date/);
@@ -159,6 +172,9 @@ describe("the latest date a prune may be given", () => {
     expect(vaultRetentionCutoff(now, 30, 3600, 10_000)).toBe("2026-04-14");
     // A retention shorter than the URLs' lifetime (the settings refuse it) still deletes no image a URL may reach.
     expect(vaultRetentionCutoff(now, 1, 7 * 86_400, 10_000)).toBe("2026-05-07");
+    // A retention reaching back past the year 0 (or past the dates a Date can hold) deletes nothing, and fails nothing.
+    expect(vaultRetentionCutoff(now, 1_000_000, 3600, 10_000)).toBe("0000-01-01");
+    expect(vaultRetentionCutoff(now, 200_000_000, 3600, 10_000)).toBe("0000-01-01");
     expect(minVaultRetentionDays(3600, 10_000)).toBe(1);
     expect(minVaultRetentionDays(86_400, 10_000)).toBe(2);
     expect(minVaultRetentionDays(86_400 - 11, 10_000)).toBe(1);
@@ -204,5 +220,34 @@ describe("createVaultPruner", () => {
     await new Promise((resolve) => setTimeout(resolve, 50));
     expect(pruned).toHaveBeenCalledTimes(1);
     expect(failed).not.toHaveBeenCalled();
+  });
+  it("keeps its timer with a retention longer than any date (it deletes nothing then), the gateway running on", async () => {
+    const vault = join(dataDir, "vault");
+    const old = join(vault, "t1/generated-images/prj_a/2020/01/01/a.png");
+    mkdirSync(dirname(old), { recursive: true });
+    writeFileSync(old, "x");
+    const now = vi.fn(() => new Date());
+    const pruned = vi.fn();
+    const failed = vi.fn();
+    const pruner = createVaultPruner({
+      directory: vault,
+      retentionDays: 200_000_000,
+      urlTtlSeconds: 3600,
+      vaultTimeoutMs: 10_000,
+      now,
+      firstRunDelayMs: 0,
+      intervalMs: 10,
+      onPruned: pruned,
+      onFailed: failed,
+    });
+    try {
+      // A run that threw outside its own handling ended the timer (and, unhandled, the gateway).
+      await vi.waitFor(() => expect(now.mock.calls.length).toBeGreaterThanOrEqual(3));
+    } finally {
+      await pruner.stop();
+    }
+    expect(failed).not.toHaveBeenCalled();
+    expect(pruned).not.toHaveBeenCalled();
+    expect(existsSync(old)).toBe(true);
   });
 });

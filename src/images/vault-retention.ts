@@ -49,14 +49,21 @@ export function minVaultRetentionDays(urlTtlSeconds: number, vaultTimeoutMs: num
   return Math.max(1, Math.ceil(urlReachMs(urlTtlSeconds, vaultTimeoutMs) / dayMs));
 }
 
-/** The date whose earlier days `retentionDays` no longer keeps at `now`, never one a URL may reach. */
+/** The first day of the year 0 (UTC), the earliest cutoff: no directory is named before it. */
+const yearZeroMs = Date.parse("0000-01-01T00:00:00Z");
+
+/**
+ * The date whose earlier days `retentionDays` no longer keeps at `now`, never one a URL may reach.
+ * A retention reaching back past the year 0 (the setting has no upper bound) gives 0000-01-01,
+ * which prunes nothing: neither a negative year nor a date beyond what a Date holds (a RangeError).
+ */
 export function vaultRetentionCutoff(
   now: Date,
   retentionDays: number,
   urlTtlSeconds: number,
   vaultTimeoutMs: number,
 ): string {
-  const kept = now.getTime() - retentionDays * dayMs;
+  const kept = Math.max(now.getTime() - retentionDays * dayMs, yearZeroMs);
   const latest = now.getTime() - urlReachMs(urlTtlSeconds, vaultTimeoutMs);
   return new Date(Math.min(kept, latest)).toISOString().slice(0, 10);
 }
@@ -100,7 +107,9 @@ const levels: ReadonlyArray<(name: string) => boolean> = [
  * link (its target stays); each day directory's real path is checked to lie where the walk expects
  * it, inside the vault, before its files are removed. A directory inside a day directory is left,
  * with the day directory, and counted as `left`. Files already gone (another prune) are no failure.
- * `stopped` is asked between day directories: true ends the prune there (the gateway is closing).
+ * `stopped` is asked between directories and before each file: true ends the prune there (the
+ * gateway is closing), so a day of many thousand files does not hold the close; the files left
+ * go with the next prune.
  * The caller holds `before` to a date whose images no URL may reach (vaultPruneProblem), so today's
  * directory, where the gateway writes, is never among them.
  */
@@ -153,6 +162,7 @@ export async function pruneLocalVault(
     if ((await realpath(path).catch(() => "")) !== path || !path.startsWith(root + sep)) return false;
     let removed = false;
     for (const entry of await entriesOf(path)) {
+      if (stopped()) return removed;
       if (entry.isDirectory()) {
         result.left++;
         continue;
@@ -236,13 +246,14 @@ export function createVaultPruner(options: VaultPrunerOptions): VaultPruner {
   let running: Promise<void> = Promise.resolve();
 
   const run = async () => {
-    const before = vaultRetentionCutoff(
-      options.now(),
-      options.retentionDays,
-      options.urlTtlSeconds,
-      options.vaultTimeoutMs,
-    );
     try {
+      // Inside the try: a throw here would end the timer, unhandled, and with it the gateway.
+      const before = vaultRetentionCutoff(
+        options.now(),
+        options.retentionDays,
+        options.urlTtlSeconds,
+        options.vaultTimeoutMs,
+      );
       const result = await pruneLocalVault(options.directory, before, { stopped: () => stopped });
       if (result.files > 0 || result.days > 0) options.onPruned(result);
     } catch (error) {
