@@ -1,3 +1,4 @@
+import { randomUUID } from "node:crypto";
 import { existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -48,8 +49,9 @@ describe("sluice vault prune", () => {
   const image = (date: string, bytes: number) => {
     const directory = join(dataDir, "vault", "t1", "generated-images", "prj_a", ...date.split("-"));
     mkdirSync(directory, { recursive: true });
-    writeFileSync(join(directory, "a.png"), Buffer.alloc(bytes));
-    return join(directory, "a.png");
+    const file = join(directory, `${randomUUID()}.png`);
+    writeFileSync(file, Buffer.alloc(bytes));
+    return file;
   };
 
   it("deletes the images of the days before the date and prints what it removed, opening no database", async () => {

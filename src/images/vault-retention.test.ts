@@ -1,3 +1,4 @@
+import { randomUUID } from "node:crypto";
 import {
   existsSync,
   mkdirSync,
@@ -21,6 +22,7 @@ import {
 } from "./vault-retention.js";
 
 const day = 86_400_000;
+const id = randomUUID();
 
 describe("pruneLocalVault", () => {
   let dataDir: string;
@@ -38,21 +40,22 @@ describe("pruneLocalVault", () => {
     writeFileSync(file, Buffer.alloc(bytes, 1));
     return file;
   };
-  const image = (team: string, project: string, date: string, name = "a.png") =>
+  /** A vault image's path: `name`, or `<uuid>.png` as the vault names them. */
+  const image = (team: string, project: string, date: string, name = `${randomUUID()}.png`) =>
     `${team}/generated-images/${project}/${date.replaceAll("-", "/")}/${name}`;
 
   it("removes the day directories before the date across teams and projects, keeps the rest, and removes emptied parents", async () => {
     put(image("t1", "prj_a", "2025-12-31"), 100);
-    put(image("t1", "prj_a", "2025-12-31", "b.webp"), 50);
+    put(image("t1", "prj_a", "2025-12-31", `${randomUUID()}.webp`), 50);
     put(image("t1", "prj_a", "2026-03-31"), 7);
-    put(image("t1", "prj_a", "2026-04-01"), 1); // the date itself: kept
-    put(image("t1", "prj_a", "2026-04-02"), 1);
+    const onTheDate = put(image("t1", "prj_a", "2026-04-01"), 1); // the date itself: kept
+    const after = put(image("t1", "prj_a", "2026-04-02"), 1);
     put(image("t1", "prj_b", "2026-01-15"), 3); // the whole project goes
     put(image("t2", "prj_c", "2024-02-29"), 5); // the whole team goes
     const result = await pruneLocalVault(vault, "2026-04-01");
     expect(result).toEqual({ before: "2026-04-01", days: 4, files: 5, bytes: 165, left: 0 });
-    expect(existsSync(join(vault, image("t1", "prj_a", "2026-04-01")))).toBe(true);
-    expect(existsSync(join(vault, image("t1", "prj_a", "2026-04-02")))).toBe(true);
+    expect(existsSync(onTheDate)).toBe(true);
+    expect(existsSync(after)).toBe(true);
     // Emptied parents go (the 2025 year, March, prj_b, team t2), never the vault directory itself.
     expect(readdirSync(join(vault, "t1/generated-images/prj_a"))).toEqual(["2026"]);
     expect(readdirSync(join(vault, "t1/generated-images/prj_a/2026"))).toEqual(["04"]);
@@ -84,7 +87,7 @@ describe("pruneLocalVault", () => {
   it("removes a symlink in an old day directory as a link, never its target", async () => {
     const outside = put(join(dataDir, "outside", "keep.png"), 4);
     put(image("t1", "prj_a", "2020-01-01"), 9);
-    const link = join(vault, image("t1", "prj_a", "2020-01-01", "link.png"));
+    const link = join(vault, image("t1", "prj_a", "2020-01-01", `${randomUUID()}.png`));
     symlinkSync(outside, link);
     const result = await pruneLocalVault(vault, "2021-01-01");
     expect(result).toMatchObject({ days: 1, files: 2, left: 0 });
@@ -129,6 +132,37 @@ describe("pruneLocalVault", () => {
       expect(existsSync(file)).toBe(true);
   });
 
+  it("deletes from a day directory only the files named as the vault names its images, and never a day no calendar has", async () => {
+    const id = "3f2b8c1e-9a4d-4e6f-8b7a-1c2d3e4f5a6b";
+    const images = [`${id}.png`, `${id}.jpg`, `${id}.bin`].map((name) =>
+      put(image("t1", "prj_a", "2020-01-01", name), 2),
+    );
+    const others = ["README", ".DS_Store", "notes.txt", `${id}.png.bak`, `${id.toUpperCase()}.png`].map(
+      (name) => put(image("t1", "prj_a", "2020-01-01", name)),
+    );
+    // 2025 is no leap year, and no month has a 31st of February: never a directory the vault wrote.
+    const noDays = ["2025/02/29", "2024/02/30", "2024/04/31"].map((date) =>
+      put(`t1/generated-images/prj_a/${date}/${id}.png`),
+    );
+    const result = await pruneLocalVault(vault, "2026-01-01");
+    expect(result).toEqual({ before: "2026-01-01", days: 0, files: 3, bytes: 6, left: 5 });
+    for (const file of images) expect(existsSync(file)).toBe(false);
+    for (const file of [...others, ...noDays]) expect(existsSync(file)).toBe(true);
+  });
+
+  it("stops inside a day directory when asked, not after its last file: a day of many files does not hold the gateway's close", async () => {
+    const day = join(vault, image("t1", "prj_a", "2020-01-01", ""));
+    for (let i = 0; i < 100; i++) put(join(day, `${randomUUID()}.png`), 1);
+    // Asked before each file too: it stops once half of them are gone.
+    const result = await pruneLocalVault(vault, "2021-01-01", {
+      stopped: () => existsSync(day) && readdirSync(day).length <= 50,
+    });
+    expect(result).toMatchObject({ days: 0, files: 50 });
+    expect(readdirSync(day)).toHaveLength(50);
+    // The next prune takes the rest.
+    expect(await pruneLocalVault(vault, "2021-01-01")).toMatchObject({ days: 1, files: 50 });
+  });
+
   it("refuses a date that is not a calendar date", async () => {
     await expect(pruneLocalVault(vault, "2026-02-30")).rejects.toThrow(/not a date/);
     await expect(pruneLocalVault(vault, "2026-04-01T00:00:00Z")).rejects.toThrow(/not a date/);
@@ -159,6 +193,9 @@ describe("the latest date a prune may be given", () => {
     expect(vaultRetentionCutoff(now, 30, 3600, 10_000)).toBe("2026-04-14");
     // A retention shorter than the URLs' lifetime (the settings refuse it) still deletes no image a URL may reach.
     expect(vaultRetentionCutoff(now, 1, 7 * 86_400, 10_000)).toBe("2026-05-07");
+    // A retention reaching back past the year 0 (or past the dates a Date can hold) deletes nothing, and fails nothing.
+    expect(vaultRetentionCutoff(now, 1_000_000, 3600, 10_000)).toBe("0000-01-01");
+    expect(vaultRetentionCutoff(now, 200_000_000, 3600, 10_000)).toBe("0000-01-01");
     expect(minVaultRetentionDays(3600, 10_000)).toBe(1);
     expect(minVaultRetentionDays(86_400, 10_000)).toBe(2);
     expect(minVaultRetentionDays(86_400 - 11, 10_000)).toBe(1);
@@ -180,7 +217,7 @@ describe("createVaultPruner", () => {
     const recent = new Date(now.getTime() - 2 * day).toISOString().slice(0, 10).replaceAll("-", "/");
     for (const date of [old, recent]) {
       mkdirSync(join(vault, "t1/generated-images/prj_a", date), { recursive: true });
-      writeFileSync(join(vault, "t1/generated-images/prj_a", date, "a.png"), "x");
+      writeFileSync(join(vault, "t1/generated-images/prj_a", date, `${id}.png`), "x");
     }
     const pruned = vi.fn();
     const failed = vi.fn();
@@ -199,10 +236,39 @@ describe("createVaultPruner", () => {
     await pruner.stop();
     expect(pruned.mock.calls[0]?.[0]).toMatchObject({ days: 1, files: 1, bytes: 1 });
     expect(existsSync(join(vault, "t1/generated-images/prj_a", old))).toBe(false);
-    expect(existsSync(join(vault, "t1/generated-images/prj_a", recent, "a.png"))).toBe(true);
+    expect(existsSync(join(vault, "t1/generated-images/prj_a", recent, `${id}.png`))).toBe(true);
     // Runs that removed nothing are not reported; none fails.
     await new Promise((resolve) => setTimeout(resolve, 50));
     expect(pruned).toHaveBeenCalledTimes(1);
     expect(failed).not.toHaveBeenCalled();
+  });
+  it("keeps its timer with a retention longer than any date (it deletes nothing then), the gateway running on", async () => {
+    const vault = join(dataDir, "vault");
+    const old = join(vault, `t1/generated-images/prj_a/2020/01/01/${randomUUID()}.png`);
+    mkdirSync(dirname(old), { recursive: true });
+    writeFileSync(old, "x");
+    const now = vi.fn(() => new Date());
+    const pruned = vi.fn();
+    const failed = vi.fn();
+    const pruner = createVaultPruner({
+      directory: vault,
+      retentionDays: 200_000_000,
+      urlTtlSeconds: 3600,
+      vaultTimeoutMs: 10_000,
+      now,
+      firstRunDelayMs: 0,
+      intervalMs: 10,
+      onPruned: pruned,
+      onFailed: failed,
+    });
+    try {
+      // A run that threw outside its own handling ended the timer (and, unhandled, the gateway).
+      await vi.waitFor(() => expect(now.mock.calls.length).toBeGreaterThanOrEqual(3));
+    } finally {
+      await pruner.stop();
+    }
+    expect(failed).not.toHaveBeenCalled();
+    expect(pruned).not.toHaveBeenCalled();
+    expect(existsSync(old)).toBe(true);
   });
 });

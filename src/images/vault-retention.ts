@@ -49,14 +49,21 @@ export function minVaultRetentionDays(urlTtlSeconds: number, vaultTimeoutMs: num
   return Math.max(1, Math.ceil(urlReachMs(urlTtlSeconds, vaultTimeoutMs) / dayMs));
 }
 
-/** The date whose earlier days `retentionDays` no longer keeps at `now`, never one a URL may reach. */
+/** The first day of the year 0 (UTC), the earliest cutoff: no directory is named before it. */
+const yearZeroMs = Date.parse("0000-01-01T00:00:00Z");
+
+/**
+ * The date whose earlier days `retentionDays` no longer keeps at `now`, never one a URL may reach.
+ * A retention reaching back past the year 0 (the setting has no upper bound) gives 0000-01-01,
+ * which prunes nothing: neither a negative year nor a date beyond what a Date holds (a RangeError).
+ */
 export function vaultRetentionCutoff(
   now: Date,
   retentionDays: number,
   urlTtlSeconds: number,
   vaultTimeoutMs: number,
 ): string {
-  const kept = now.getTime() - retentionDays * dayMs;
+  const kept = Math.max(now.getTime() - retentionDays * dayMs, yearZeroMs);
   const latest = now.getTime() - urlReachMs(urlTtlSeconds, vaultTimeoutMs);
   return new Date(Math.min(kept, latest)).toISOString().slice(0, 10);
 }
@@ -77,7 +84,10 @@ export interface VaultPruneResult {
   files: number;
   /** Their sizes summed (a link's own size, never its target's). */
   bytes: number;
-  /** Entries found in a day directory to prune that are no file (a directory): left, with the day directory. */
+  /**
+   * Entries found in a day directory to prune that are no image of the vault's (a directory, a
+   * file not named `<uuid>.<ext>`): left, with the day directory.
+   */
   left: number;
 }
 
@@ -92,15 +102,24 @@ const levels: ReadonlyArray<(name: string) => boolean> = [
 ];
 
 /**
+ * The name of an image the vault stored: `<uuid>.<ext>` (vaultPath: a random UUID, in lower case,
+ * and the extension of its media type).
+ */
+const imageName = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\.[a-z0-9]{1,8}$/;
+
+/**
  * Deletes the local vault's day directories (and their files) before `before` (YYYY-MM-DD, UTC),
  * every team's and project's, and the directories above them left empty (the vault directory
  * itself stays). Only what is laid out as the vault lays out its images is looked at: another name
- * at any level (a file, a hidden name, another folder) is left alone. Symbolic links are never
+ * at any level (a file, a hidden name, another folder, a day no calendar has, a file in a day
+ * directory not named `<uuid>.<ext>`) is left alone. Symbolic links are never
  * followed: one in place of a directory is not entered, one inside a day directory is removed as a
  * link (its target stays); each day directory's real path is checked to lie where the walk expects
- * it, inside the vault, before its files are removed. A directory inside a day directory is left,
- * with the day directory, and counted as `left`. Files already gone (another prune) are no failure.
- * `stopped` is asked between day directories: true ends the prune there (the gateway is closing).
+ * it, inside the vault, before its files are removed. A directory or another name inside a day
+ * directory is left, with the day directory, and counted as `left`. Files already gone (another prune) are no failure.
+ * `stopped` is asked between directories and before each file: true ends the prune there (the
+ * gateway is closing), so a day of many thousand files does not hold the close; the files left
+ * go with the next prune.
  * The caller holds `before` to a date whose images no URL may reach (vaultPruneProblem), so today's
  * directory, where the gateway writes, is never among them.
  */
@@ -148,12 +167,15 @@ export async function pruneLocalVault(
 
   const pruneDay = async (names: string[]): Promise<boolean> => {
     const path = join(root, ...names);
-    if (names.slice(3).join("-") >= before) return false;
+    const date = names.slice(3).join("-");
+    // A day no calendar has (2025/02/29) is no directory the vault wrote: not its images.
+    if (date >= before || !isCalendarDate(date)) return false;
     // Replaced by a link since it was listed, or reached through one: not the vault's, not entered.
     if ((await realpath(path).catch(() => "")) !== path || !path.startsWith(root + sep)) return false;
     let removed = false;
     for (const entry of await entriesOf(path)) {
-      if (entry.isDirectory()) {
+      if (stopped()) return removed;
+      if (entry.isDirectory() || !imageName.test(entry.name)) {
         result.left++;
         continue;
       }
@@ -236,13 +258,14 @@ export function createVaultPruner(options: VaultPrunerOptions): VaultPruner {
   let running: Promise<void> = Promise.resolve();
 
   const run = async () => {
-    const before = vaultRetentionCutoff(
-      options.now(),
-      options.retentionDays,
-      options.urlTtlSeconds,
-      options.vaultTimeoutMs,
-    );
     try {
+      // Inside the try: a throw here would end the timer, unhandled, and with it the gateway.
+      const before = vaultRetentionCutoff(
+        options.now(),
+        options.retentionDays,
+        options.urlTtlSeconds,
+        options.vaultTimeoutMs,
+      );
       const result = await pruneLocalVault(options.directory, before, { stopped: () => stopped });
       if (result.files > 0 || result.days > 0) options.onPruned(result);
     } catch (error) {

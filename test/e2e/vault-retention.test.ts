@@ -1,3 +1,4 @@
+import { randomUUID } from "node:crypto";
 import { existsSync, mkdirSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { describe, expect, it, vi } from "vitest";
@@ -10,8 +11,9 @@ function image(dataDir: string, now: Date, daysAgo: number): string {
   const date = new Date(now.getTime() - daysAgo * day).toISOString().slice(0, 10);
   const directory = join(dataDir, "vault", "t1", "generated-images", "prj_a", ...date.split("-"));
   mkdirSync(directory, { recursive: true });
-  writeFileSync(join(directory, "a.png"), "png");
-  return join(directory, "a.png");
+  const file = join(directory, `${randomUUID()}.png`);
+  writeFileSync(file, "png");
+  return file;
 }
 
 describe("SLUICE_VAULT_RETENTION_DAYS", () => {
