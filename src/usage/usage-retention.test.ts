@@ -147,6 +147,34 @@ describe("the usage pruner's timer", () => {
     expect(cutoffs).toHaveLength(2);
   });
 
+  it("keeps its timer with a retention reaching back past any date: the year 0 is its cutoff, no RangeError", async () => {
+    vi.useFakeTimers();
+    const cutoffs: string[] = [];
+    const failures: unknown[] = [];
+    const pruner = createUsagePruner({
+      repository: {
+        deleteBefore: async (before) => {
+          cutoffs.push(before);
+          return 0;
+        },
+      },
+      // The setting has no upper bound: 200,000,000 days is past what a Date holds.
+      retentionDays: 200_000_000,
+      now: () => new Date(Date.UTC(2026, 10, 30, 12)),
+      firstRunDelayMs: 1000,
+      intervalMs: 10_000,
+      onPruned: () => {},
+      onFailed: (error) => failures.push(error),
+    });
+    await vi.advanceTimersByTimeAsync(11_000);
+    expect(failures).toEqual([]);
+    expect(cutoffs).toEqual(["0000-01-01T00:00:00.000Z", "0000-01-01T00:00:00.000Z"]);
+    await pruner.stop();
+    expect(retentionCutoff(new Date(Date.UTC(2026, 10, 30)), 1_000_000).toISOString()).toBe(
+      "0000-01-01T00:00:00.000Z",
+    );
+  });
+
   it("ends a prune under way after its current batch when stopped, and stop waits for it", async () => {
     vi.useFakeTimers();
     let release: () => void = () => {};

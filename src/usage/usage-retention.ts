@@ -23,9 +23,16 @@ export function keptMonthsStart(now: Date): Date {
 
 /** Rows created before this instant are older than `retentionDays` allow at `now`. */
 export function retentionCutoff(now: Date, retentionDays: number): Date {
-  const cutoff = now.getTime() - retentionDays * 86_400_000;
+  const cutoff = Math.max(now.getTime() - retentionDays * 86_400_000, yearZeroMs);
   return new Date(Math.min(cutoff, keptMonthsStart(now).getTime()));
 }
+
+/**
+ * The earliest cutoff, the first day of the year 0 (UTC): a retention reaching back further (the
+ * setting has no upper bound) deletes nothing, rather than giving a date before the year 0 or past
+ * what a Date holds (a RangeError that ended the pruner's timer and shut the gateway down).
+ */
+const yearZeroMs = Date.parse("0000-01-01T00:00:00Z");
 
 /**
  * Why `before` may not be pruned at `now` (it falls inside the current or previous calendar month,
@@ -100,8 +107,8 @@ export function createUsagePruner(options: UsagePrunerOptions): UsagePruner {
   let running: Promise<void> = Promise.resolve();
 
   const run = async () => {
-    const before = retentionCutoff(options.now(), options.retentionDays).toISOString();
     try {
+      const before = retentionCutoff(options.now(), options.retentionDays).toISOString();
       const deleted = await pruneUsage(options.repository, before, {
         ...(options.batchSize !== undefined ? { batchSize: options.batchSize } : {}),
         stopped: () => stopped,
