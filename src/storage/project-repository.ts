@@ -56,6 +56,8 @@ export interface ProjectRepository {
    * before ended), read through the `projects_created_at_id` index.
    */
   list(page?: ProjectPage): Promise<Project[]>;
+  /** The ids of the projects in Test Mode, in the list's order; nothing else of them is read. */
+  idsInTestMode(): Promise<string[]>;
   /**
    * Writes every field of the project. With `ifUpdatedAt`, only while the stored row still has that
    * `updatedAt` (compare-and-set): false when nothing was written, because the project is gone or
@@ -111,6 +113,10 @@ export function createProjectRepository(db: Kysely<Database>): ProjectRepository
     },
     async list(page) {
       return (await projectListQuery(db, page).execute()).map(fromRow);
+    },
+    async idsInTestMode() {
+      const rows = await projectListQuery(db).clearSelect().select("id").where("test_mode", "=", 1).execute();
+      return rows.map((row) => row.id);
     },
     async update(project, ifUpdatedAt) {
       const { id, created_at: _createdAt, ...rest } = toRow(project);
