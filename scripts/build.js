@@ -84,7 +84,7 @@ const banner = [
  * The file's exports are checked against this list, so an export added there fails the build
  * rather than coming out undefined.
  */
-const kyselyValues = ["Kysely", "Migrator", "PostgresDialect", "SqliteDialect", "sql"];
+const kyselyValues = ["Kysely", "Migrator", "PostgresAdapter", "PostgresDialect", "SqliteDialect", "sql"];
 /** @type {import("esbuild").Plugin} */
 const kyselyFromEsm = {
   name: "kysely-from-esm",

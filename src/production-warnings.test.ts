@@ -1,10 +1,9 @@
 import { describe, expect, it } from "vitest";
 import type { Config } from "./config.js";
 import { productionWarnings } from "./production-warnings.js";
-import type { Project } from "./storage/project-repository.js";
 
 const projects = (...inTestMode: boolean[]) => ({
-  list: async () => inTestMode.map((testMode, index) => ({ id: `p${index}`, testMode }) as Project),
+  idsInTestMode: async () => inTestMode.flatMap((testMode, index) => (testMode ? [`p${index}`] : [])),
 });
 const production: Pick<Config, "environment" | "tlsCert" | "trustProxy"> = {
   environment: "production",

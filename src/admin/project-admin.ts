@@ -11,7 +11,8 @@ import type { UsageReportRow, UsageRepository } from "../storage/usage-repositor
 import { mapDatabaseOutages } from "./map-database-outages.js";
 import { mayBeKey, projectIdPattern, projectIdQuoted } from "./project-id.js";
 import type * as ProjectInput from "./project-input.js";
-import type { CreateProjectInput } from "./project-input.js";
+import type { CreateProjectInput, OtherListCursor } from "./project-input.js";
+import { encodeProjectListCursor, projectListLimit } from "./project-list-cursor.js";
 import {
   appleSettingsChanged,
   applyChanges,
@@ -190,8 +191,26 @@ export function createProjectAdmin(deps: ProjectAdminDeps) {
       return viewOf(await requireProject(id));
     },
 
-    async listProjects(): Promise<ProjectView[]> {
-      return (await projects.list()).map(viewOf);
+    /**
+     * A page of the project list (docs/decisions/0029): `limit` projects at most, in creation
+     * order, and when more follow, `next`, the cursor that reads on after them. `parameterName`
+     * says how the caller spells each parameter in its messages (the CLI's `--limit`, `--cursor`).
+     */
+    async listProjects(
+      input: unknown = {},
+      parameterName: (field: string) => string = (field) => field,
+    ): Promise<ProjectList> {
+      const { projectListInput } = await loadInputSchemas();
+      const labels = parameterLabels(Object.keys(projectListInput.shape), parameterName);
+      const query = parse(projectListInput, input, "project list query", labels);
+      const after = ownCursor(query.cursor, "the project list", "Invalid project list query", parameterName);
+      const limit = query.limit ?? projectListLimit.default;
+      // One project more than answered, to know whether any follows.
+      const found = await projects.list({ limit: limit + 1, ...(after ? { after } : {}) });
+      const data = found.slice(0, limit).map(viewOf);
+      const last = data[data.length - 1];
+      if (found.length <= limit || !last) return { data };
+      return { data, next: encodeProjectListCursor({ createdAt: last.createdAt, id: last.id }) };
     },
 
     /**
@@ -310,9 +329,9 @@ export function createProjectAdmin(deps: ProjectAdminDeps) {
       const labels = parameterLabels(Object.keys(usageQueryInput.shape), parameterName);
       const query = parse(usageQueryInput, input, "usage query", labels);
       const project = await requireProject(projectId);
+      const cursor = ownCursor(query.cursor, "a usage report", "Invalid usage query", parameterName);
       const window = usageReportWindow(query, deps.now(), parameterName);
       const [from, to] = [window.from.toISOString(), window.to.toISOString()];
-      const { cursor } = query;
       const groupBy = query.groupBy ?? cursor?.groupBy ?? "day";
       if (cursor) checkCursor(cursor, { projectId, groupBy, from, to }, parameterName);
       const limit = query.limit ?? usageReportLimit.default;
@@ -356,6 +375,32 @@ export interface UsageReport {
   groupBy: string;
   rows: UsageReportRow[];
   next?: string;
+}
+
+/**
+ * A page of the project list: `limit` projects at most, and when more follow, `next`, the cursor to
+ * pass to read on; left out on the last page, so a list of few projects is answered as before pages.
+ */
+export interface ProjectList {
+  data: ProjectView[];
+  next?: string;
+}
+
+/**
+ * `cursor` when it is one of the list it was given to (`list`); a cursor of another paged list is
+ * one Sluice wrote, well-formed, but it would read on in that list: 422, as a cursor of another
+ * report is.
+ */
+function ownCursor<T extends object>(
+  cursor: T | OtherListCursor | undefined,
+  list: string,
+  title: string,
+  parameterName: (field: string) => string,
+): T | undefined {
+  if (cursor === undefined || !("otherList" in cursor)) return cursor;
+  throw problemsError("VALIDATION_ERROR", title, [
+    `${parameterName("cursor")}: is a cursor of ${cursor.otherList}, not of ${list}`,
+  ]);
 }
 
 /**

@@ -3,6 +3,7 @@ import { teamIdPattern } from "../images/vault-store.js";
 import { looksLikeKey } from "../observability/key-like.js";
 import { providerIds } from "../providers/provider-id.js";
 import { projectIdPattern, projectIdRule } from "./project-id.js";
+import { decodeProjectListCursor, projectListLimit } from "./project-list-cursor.js";
 import { decodeUsageReportCursor, usageReportLimit } from "./usage-report-cursor.js";
 
 /**
@@ -184,7 +185,44 @@ const instantOrDate = z.preprocess(
   }),
 );
 
-const limitRule = `must be a whole number from 1 to ${usageReportLimit.max}`;
+/** The bounds of a page's `limit`, as its problem states them. */
+const limitRule = (max: number) => `must be a whole number from 1 to ${max}`;
+
+/**
+ * A page's `limit`: 1 to `max`. Text, as a query string and a flag give it: `1e3`, `10.0` or ` 10`
+ * are refused, not read as 1000 or 10.
+ */
+const pageLimit = (max: number) =>
+  z
+    .string({ error: givenOnce })
+    .refine((text) => /^\d{1,10}$/.test(text) && Number(text) >= 1 && Number(text) <= max, limitRule(max))
+    .transform(Number)
+    .optional();
+
+/**
+ * A cursor of another paged admin list than the one it was given to: one Sluice wrote, so not
+ * malformed (400), but it reads on in another list; the use case refuses it with 422.
+ */
+export interface OtherListCursor {
+  otherList: string;
+}
+
+/** A page's `cursor`: one `decode` reads, else one of the `other` list (422 later), else 400. */
+const pageCursor = <T>(
+  decode: (text: string) => T | null,
+  list: string,
+  other: { list: string; decode: (text: string) => unknown },
+) =>
+  z
+    .string({ error: givenOnce })
+    .transform((text, context): T | OtherListCursor => {
+      const cursor = decode(text);
+      if (cursor) return cursor;
+      if (other.decode(text) !== null) return { otherList: other.list };
+      context.addIssue({ code: "custom", message: `is not a cursor ${list} answered (its \`next\`)` });
+      return z.NEVER;
+    })
+    .optional();
 
 /** The usage report's parameters: the admin API's query string, the CLI's flags. */
 export const usageQueryInput = z
@@ -192,24 +230,22 @@ export const usageQueryInput = z
     from: instantOrDate.optional(),
     to: instantOrDate.optional(),
     groupBy: z.enum(["day", "model", "endpoint"], { error: givenOnce }).optional(),
-    // Text, as a query string and a flag give it: `1e3`, `10.0` or ` 10` are refused, not read as 1000 or 10.
-    limit: z
-      .string({ error: givenOnce })
-      .refine(
-        (text) => /^\d{1,10}$/.test(text) && Number(text) >= 1 && Number(text) <= usageReportLimit.max,
-        limitRule,
-      )
-      .transform(Number)
-      .optional(),
-    cursor: z
-      .string({ error: givenOnce })
-      .transform((text, context) => {
-        const cursor = decodeUsageReportCursor(text);
-        if (cursor) return cursor;
-        context.addIssue({ code: "custom", message: "is not a cursor a usage report answered (its `next`)" });
-        return z.NEVER;
-      })
-      .optional(),
+    limit: pageLimit(usageReportLimit.max),
+    cursor: pageCursor(decodeUsageReportCursor, "a usage report", {
+      list: "the project list",
+      decode: decodeProjectListCursor,
+    }),
+  })
+  .strict();
+
+/** The project list's parameters: the admin API's query string, the CLI's flags. */
+export const projectListInput = z
+  .object({
+    limit: pageLimit(projectListLimit.max),
+    cursor: pageCursor(decodeProjectListCursor, "the project list", {
+      list: "a usage report",
+      decode: decodeUsageReportCursor,
+    }),
   })
   .strict();
 

@@ -129,7 +129,8 @@ export function usageReportWindow(
   parameterName: (field: string) => string,
 ): { from: Date; to: Date } {
   // A page after the first (`cursor`) is of the first's window unless `from` or `to` says otherwise.
-  const { cursor } = query;
+  // A cursor of another list has none: the use case refuses it (422).
+  const cursor = query.cursor && !("otherList" in query.cursor) ? query.cursor : undefined;
   const to = query.to ? usageReportEnd(query.to) : cursor ? new Date(cursor.to) : now;
   const from = query.from
     ? instantOf(query.from)

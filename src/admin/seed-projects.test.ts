@@ -52,7 +52,10 @@ describe("projects as code (SLUICE_CONFIG_FILE)", () => {
     });
     expect(await seed(second)).toEqual({ created: [], updated: ["demo-app"], unchanged: [] });
     expect(await admin.getProject("demo-app")).toMatchObject({ name: "Renamed", testMode: false });
-    expect((await admin.listProjects()).map((project) => project.id).sort()).toEqual(["by-hand", "demo-app"]);
+    expect((await admin.listProjects()).data.map((project) => project.id).sort()).toEqual([
+      "by-hand",
+      "demo-app",
+    ]);
   });
 
   it("writes nothing for a listed project that already matches the file, and only the fields it lists count", async () => {
@@ -241,7 +244,7 @@ describe("projects as code (SLUICE_CONFIG_FILE)", () => {
       await expect(seed(path)).rejects.toThrow(
         new Error(`SLUICE_CONFIG_FILE ${path} is not a valid projects file: ${reason}`),
       );
-      expect(await admin.listProjects()).toEqual([]);
+      expect((await admin.listProjects()).data).toEqual([]);
     },
   );
 
@@ -262,7 +265,7 @@ describe("projects as code (SLUICE_CONFIG_FILE)", () => {
           "projects.2.deviceCheck.environment: is given more than once",
       ),
     );
-    expect(await admin.listProjects()).toEqual([]);
+    expect((await admin.listProjects()).data).toEqual([]);
     const twice = file("projects-twice.json", '{"projects": [], "projects": [{"id": "a"}]}');
     await expect(readProjectsFile(twice)).rejects.toThrow(
       new Error(
@@ -344,7 +347,7 @@ describe("projects as code (SLUICE_CONFIG_FILE)", () => {
         'project "fresh-three": Device Check needs projects.2.deviceCheck.teamId, projects.2.deviceCheck.keyId and ' +
         "projects.2.deviceCheck.privateKey (the .p8 file's contents) when enabled",
     );
-    expect(await admin.listProjects()).toEqual([]);
+    expect((await admin.listProjects()).data).toEqual([]);
   });
 
   it("lists at most 50 problems of an entry, and how many more it has, as the admin API does", async () => {

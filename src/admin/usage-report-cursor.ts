@@ -2,8 +2,11 @@
  * The usage report's pages (docs/decisions/0026): an answer holds `limit` groups at most, and when
  * more follow, `next`, a cursor that the next request passes as `cursor` to read on. The cursor
  * names the report (project, window, grouping) and the last group answered; it is opaque to
- * clients (base64url of JSON), and not secret: it holds what the request and its answer showed.
+ * clients (base64url of JSON, list-cursor.ts), and not secret: it holds what the request and its
+ * answer showed.
  */
+
+import { decodeListCursor, encodeListCursor, isoInstant } from "./list-cursor.js";
 
 export const usageReportLimit = {
   /** The groups an answer holds when `limit` is not given: more than the days of two years. */
@@ -25,33 +28,20 @@ export interface UsageReportCursor {
 }
 
 const version = 1;
-/** Longer than any cursor this module writes (a 200-character model name of 3-byte characters). */
-export const maxCursorLength = 2000;
-const isoInstant = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/;
 const groupings: readonly string[] = ["day", "model", "endpoint"];
 
 export function encodeUsageReportCursor(cursor: UsageReportCursor): string {
   const { projectId, groupBy, from, to, after } = cursor;
-  return Buffer.from(JSON.stringify([version, projectId, groupBy, from, to, after])).toString("base64url");
+  return encodeListCursor([version, projectId, groupBy, from, to, after]);
 }
 
 /** The cursor `text` is, or null when it is none this module wrote (cut, altered, made up). */
 export function decodeUsageReportCursor(text: string): UsageReportCursor | null {
-  if (text.length === 0 || text.length > maxCursorLength || !/^[A-Za-z0-9_-]+$/.test(text)) return null;
-  let fields: unknown;
-  try {
-    fields = JSON.parse(Buffer.from(text, "base64url").toString("utf8"));
-  } catch {
-    return null;
-  }
-  if (!Array.isArray(fields) || fields.length !== 6) return null;
-  const [written, projectId, groupBy, from, to, after] = fields as unknown[];
+  const fields = decodeListCursor(text);
+  if (fields?.length !== 6) return null;
+  const [written, projectId, groupBy, from, to, after] = fields;
   if (written !== version || typeof projectId !== "string" || typeof after !== "string") return null;
   if (typeof groupBy !== "string" || !groupings.includes(groupBy)) return null;
-  if (!instant(from) || !instant(to) || !(from < to)) return null;
+  if (!isoInstant(from) || !isoInstant(to) || !(from < to)) return null;
   return { projectId, groupBy: groupBy as UsageGroupBy, from, to, after };
-}
-
-function instant(value: unknown): value is string {
-  return typeof value === "string" && isoInstant.test(value) && new Date(value).toISOString() === value;
 }

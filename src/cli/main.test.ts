@@ -202,6 +202,43 @@ describe("sluice CLI", () => {
     expect(gone.err).toBe('error: Project "cli-demo" does not exist\n');
   });
 
+  it("lists every project as a bare array, or with --limit or --cursor one page as the admin API answers it", async () => {
+    for (const id of ["cli-page-1", "cli-page-2", "cli-page-3"])
+      expect(
+        (await cli("projects", "create", "--id", id, "--name", id, "--provider", "provider-a")).code,
+      ).toBe(0);
+    const every = (await cli("projects", "list")).json() as { id: string }[];
+    const ids = every.map((project) => project.id);
+    expect(ids).toEqual(expect.arrayContaining(["cli-page-1", "cli-page-2", "cli-page-3"]));
+    const first = (await cli("projects", "list", "--limit", "2")).json() as {
+      data: { id: string }[];
+      next: string;
+    };
+    expect(first.data.map((project) => project.id)).toEqual(ids.slice(0, 2));
+    const rest = (await cli("projects", "list", "--limit", "200", "--cursor", first.next)).json() as {
+      data: { id: string }[];
+    };
+    expect(rest).not.toHaveProperty("next");
+    expect(rest.data.map((project) => project.id)).toEqual(ids.slice(2));
+    for (const id of ["cli-page-1", "cli-page-2", "cli-page-3"]) await cli("projects", "delete", id);
+  });
+
+  it.each([
+    [["--limit", "0"], "--limit: must be a whole number from 1 to 200"],
+    [["--limit", "201"], "--limit: must be a whole number from 1 to 200"],
+    [["--cursor", "x"], "--cursor: is not a cursor the project list answered (its `next`)"],
+  ])(
+    "names the flag of a bad project list page %j, as a usage error before opening the database",
+    async (flags, problem) => {
+      const result = await cliWithoutDatabase("projects", "list", ...flags);
+      expect(result.code).toBe(2);
+      expect(
+        result.err.startsWith(`error: Invalid project list query: ${problem}\n\nUsage: sluice`),
+        result.err,
+      ).toBe(true);
+    },
+  );
+
   it("clears optional project values with --clear, one flag name each", async () => {
     const created = await cli(
       "projects",
@@ -576,7 +613,11 @@ describe("sluice CLI", () => {
     [["projects", "show"], 2, /the project id is required/],
     [["keys", "add", "nope", "--provider", "provider-a", "--api-key", "sk-123456789"], 1, /does not exist/],
     [["frobnicate"], 2, /unknown command: frobnicate/],
-    [["projects", "list", "--bogus"], 2, /^error: projects list does not take --bogus; it takes no flags\n/],
+    [
+      ["projects", "list", "--bogus"],
+      2,
+      /^error: projects list does not take --bogus; it takes --limit, --cursor\n/,
+    ],
     [["usage", "nope", "--group-by", "week"], 2, /^error: Invalid usage query: --group-by: Invalid option/],
   ])("refuses bad input %j with a clear message and no stack trace", async (argv, code, message) => {
     const result = await cli(...argv);
@@ -668,7 +709,7 @@ describe("sluice CLI", () => {
   });
 
   it.each([
-    [["projects", "list", "--name", "x"], "projects list does not take --name; it takes no flags"],
+    [["projects", "list", "--name", "x"], "projects list does not take --name; it takes --limit, --cursor\n"],
     [
       ["projects", "show", "p", "--provider", "provider-a"],
       "projects show does not take --provider; it takes no flags",
@@ -733,7 +774,7 @@ describe("sluice CLI", () => {
     [["AIzaSyC0ffee-0123456789_abcdefghijklmno", "list"], 'unknown command: "AIza…" (39 characters) list\n'],
     [
       ["projects", "list", "--x\u001b[2J"],
-      'projects list does not take "--x\\u001b[2J"; it takes no flags\n',
+      'projects list does not take "--x\\u001b[2J"; it takes --limit, --cursor\n',
     ],
     [["--\u001b[2J"], '"--\\u001b[2J" given without a command: sluice <command> [flags]\n'],
     [["usage", "p", "--from", "2026-01-01", "--from", "2026-02-01"], "--from is given more than once\n"],

@@ -5,10 +5,12 @@ import { projectIdPattern, projectIdQuoted, projectIdRule } from "../admin/proje
 import {
   addProviderKeyInput,
   createProjectInput,
+  projectListInput,
   updateProjectInput,
   usagePruneInput,
   usageQueryInput,
 } from "../admin/project-input.js";
+import { projectListLimit } from "../admin/project-list-cursor.js";
 import { assertTestModeAllowed, blankProject, checkNewProject } from "../admin/project-rules.js";
 import { checkProjectValues, usageReportWindow } from "../admin/project-values.js";
 import { resealedUnderCurrentKey } from "../auth/master-key-reseal.js";
@@ -179,8 +181,30 @@ function commandOf(
       );
       return (admin) => admin.createProject(fields, flagOfField);
     }
-    case "projects list":
-      return (admin) => admin.listProjects();
+    case "projects list": {
+      const query = {
+        ...(flags.limit !== undefined ? { limit: flags.limit } : {}),
+        ...(flags.cursor !== undefined ? { cursor: flags.cursor } : {}),
+      };
+      checkInput(projectListInput, query, "project list query", flagOfField);
+      // A page, as the admin API answers it (`{data, next?}`), when one is asked for.
+      if (Object.keys(query).length > 0) return (admin) => admin.listProjects(query, flagOfField);
+      // Otherwise every project, as the bare array it printed before the list had pages: read a
+      // page at a time, so no statement reads them all at once.
+      return async (admin) => {
+        const all: unknown[] = [];
+        let next: string | undefined;
+        do {
+          const page = await admin.listProjects({
+            limit: String(projectListLimit.max),
+            ...(next !== undefined ? { cursor: next } : {}),
+          });
+          all.push(...page.data);
+          next = page.next;
+        } while (next !== undefined);
+        return all;
+      };
+    }
     case "projects show": {
       const id = project();
       return (admin) => admin.getProject(id);

@@ -1,6 +1,7 @@
 import { parseArgs } from "node:util";
 import { mayBeKey } from "../admin/project-id.js";
 import { maxMonthlySpendCapUsd, rateLimitBounds } from "../admin/project-input.js";
+import { projectListLimit } from "../admin/project-list-cursor.js";
 import { usageReportLimit } from "../admin/usage-report-cursor.js";
 import { quotedStart } from "../quoted-start.js";
 import { clearable } from "./project-fields.js";
@@ -10,7 +11,9 @@ export const usage = `Usage: sluice <command>
 
   serve                                   start the gateway (same as npm start)
   projects create --name N --provider P [--id ID] [project flags]
-  projects list | show ID | delete ID
+  projects list [--limit N] [--cursor C]  every project; with --limit or --cursor, one page of N
+                                          (default ${projectListLimit.default}, up to ${projectListLimit.max}) as {"data", "next"}
+  projects show ID | delete ID
   projects update ID [--name N] [--provider P] [project flags] [--clear F]
   keys add PROJECT --provider P (--api-key K | --api-key-stdin) [--label L]
   keys list PROJECT | revoke PROJECT KEY_ID
@@ -104,7 +107,7 @@ interface CommandSpec {
 const commands: Record<string, CommandSpec> = {
   serve: { flags: [], arguments: [] },
   "projects create": { flags: ["id", "name", "provider", ...projectFlags], arguments: [] },
-  "projects list": { flags: [], arguments: [] },
+  "projects list": { flags: ["limit", "cursor"], arguments: [] },
   "projects show": { flags: [], arguments: ["ID"] },
   // A new project has no value to remove: `--clear` is refused there, not ignored.
   "projects update": { flags: ["name", "provider", ...projectFlags, "clear"], arguments: ["ID"] },

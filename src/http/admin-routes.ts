@@ -125,7 +125,7 @@ export function registerAdminRoutes(router: Router, deps: AdminRouteDeps): void 
     .on(
       "GET",
       "/admin/v1/projects",
-      route(async () => ({ body: { data: await admin.listProjects() } })),
+      route(async (c) => ({ body: await admin.listProjects(queryFields(c.query)) }), true),
     )
     .on(
       "GET",
@@ -276,7 +276,8 @@ const noStore = { "cache-control": "no-store" };
 
 /**
  * A route that takes no query refuses one with parameters, as a body's unknown fields are refused:
- * the lists are not paged, so a `limit` or `offset` ignored would answer everything without a word.
+ * the lists of a project's keys are not paged, so a `limit` or `offset` ignored would answer every
+ * key without a word.
  */
 function requireNoQuery(query: string): void {
   const names = [...new Set(new URLSearchParams(query).keys())];

@@ -14,4 +14,4 @@ const kysely = createRequire(import.meta.url)("kysely") as typeof KyselyModule;
 
 export const Kysely = kysely.Kysely;
 export type Kysely<DB> = KyselyModule.Kysely<DB>;
-export const { Migrator, PostgresDialect, SqliteDialect, sql } = kysely;
+export const { Migrator, PostgresAdapter, PostgresDialect, SqliteDialect, sql } = kysely;

@@ -46,6 +46,7 @@ describe.skipIf(!postgresAvailable)("PostgreSQL migrations", () => {
           "0004-usage-requests",
           "0005-project-device-check-changed-at",
           "0006-usage-created-at-index",
+          "0007-projects-created-at-index",
         ]);
       }
     } finally {
@@ -170,6 +171,7 @@ for (const engine of durableEngines) {
             "0004-usage-requests",
             "0005-project-device-check-changed-at",
             "0006-usage-created-at-index",
+            "0007-projects-created-at-index",
             "0099-added-by-a-later-build",
           ]);
           // The tables this build knows are used as before.
@@ -414,6 +416,7 @@ for (const engine of durableEngines) {
               "0004-usage-requests",
               "0005-project-device-check-changed-at",
               "0006-usage-created-at-index",
+              "0007-projects-created-at-index",
             ],
           });
           const { rows } = await sql<{ requests: number }>`select requests from usage_records`.execute(
@@ -453,6 +456,7 @@ describe.skipIf(!postgresAvailable)("PostgreSQL upgrade with instances starting 
         "0004-usage-requests",
         "0005-project-device-check-changed-at",
         "0006-usage-created-at-index",
+        "0007-projects-created-at-index",
       ]);
     } finally {
       for (const database of opened) await database.close();

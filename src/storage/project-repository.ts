@@ -1,6 +1,7 @@
 import type { Kysely, Selectable } from "kysely";
 import type { DeviceCheckEnvironment } from "../auth/device-check-client.js";
 import type { ProviderId } from "../providers/provider-id.js";
+import { PostgresAdapter, sql } from "./kysely.js";
 import type { Database, ProjectsTable } from "./schema.js";
 
 type DeviceTokenMode = "cached" | "single-use";
@@ -49,7 +50,14 @@ export interface ProjectRepository {
   /** False when a project with this id already exists (nothing is written then). */
   insert(project: Project): Promise<boolean>;
   get(id: string): Promise<Project | null>;
-  list(): Promise<Project[]>;
+  /**
+   * The projects in creation order, ids by code points (UTF-8 bytes) in a tie, the same on both
+   * engines: every one, or with `page` its first `limit` after the project `after` (where a page
+   * before ended), read through the `projects_created_at_id` index.
+   */
+  list(page?: ProjectPage): Promise<Project[]>;
+  /** The ids of the projects in Test Mode, in the list's order; nothing else of them is read. */
+  idsInTestMode(): Promise<string[]>;
   /**
    * Writes every field of the project. With `ifUpdatedAt`, only while the stored row still has that
    * `updatedAt` (compare-and-set): false when nothing was written, because the project is gone or
@@ -57,6 +65,36 @@ export interface ProjectRepository {
    */
   update(project: Project, ifUpdatedAt?: string): Promise<boolean>;
   delete(id: string): Promise<boolean>;
+}
+
+export interface ProjectPage {
+  limit: number;
+  after?: { createdAt: string; id: string };
+}
+
+/**
+ * The statement of `list`: every project in order, or a page of them read through the index on
+ * creation time and id (migration 0007). Exported for the plan test.
+ */
+export function projectListQuery(db: Kysely<Database>, page?: ProjectPage) {
+  // PostgreSQL compares text in the database's collation, which may be any language's ("B" after
+  // "ab"); "C" is code points, SQLite's own order, and the index's.
+  const inCodePoints = (column: "created_at" | "id") =>
+    db.getExecutor().adapter instanceof PostgresAdapter
+      ? sql<string>`${sql.ref(column)} collate "C"`
+      : sql<string>`${sql.ref(column)}`;
+  const [createdAt, id] = [inCodePoints("created_at"), inCodePoints("id")];
+  const query = db.selectFrom("projects").selectAll().orderBy(createdAt).orderBy(id);
+  if (!page) return query;
+  const { after, limit } = page;
+  // The first condition starts the index's range; the second skips the tied projects up to `after`.
+  return (
+    after
+      ? query
+          .where(createdAt, ">=", after.createdAt)
+          .where((where) => where.or([where(createdAt, ">", after.createdAt), where(id, ">", after.id)]))
+      : query
+  ).limit(limit);
 }
 
 export function createProjectRepository(db: Kysely<Database>): ProjectRepository {
@@ -73,9 +111,12 @@ export function createProjectRepository(db: Kysely<Database>): ProjectRepository
       const row = await db.selectFrom("projects").selectAll().where("id", "=", id).executeTakeFirst();
       return row ? fromRow(row) : null;
     },
-    async list() {
-      const rows = await db.selectFrom("projects").selectAll().orderBy("created_at").orderBy("id").execute();
-      return rows.map(fromRow);
+    async list(page) {
+      return (await projectListQuery(db, page).execute()).map(fromRow);
+    },
+    async idsInTestMode() {
+      const rows = await projectListQuery(db).clearSelect().select("id").where("test_mode", "=", 1).execute();
+      return rows.map((row) => row.id);
     },
     async update(project, ifUpdatedAt) {
       const { id, created_at: _createdAt, ...rest } = toRow(project);

@@ -105,6 +105,7 @@ describe("embedded database", () => {
       "0004-usage-requests",
       "0005-project-device-check-changed-at",
       "0006-usage-created-at-index",
+      "0007-projects-created-at-index",
     ];
     expect(recorded).toEqual([all, all]);
   }, 60_000);

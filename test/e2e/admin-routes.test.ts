@@ -31,15 +31,15 @@ describe("admin routes", () => {
   });
 
   it.each([
-    ["GET", "/admin/v1/projects?limit=10&offset=20", ["limit", "offset"]],
     ["GET", "/admin/v1/projects/routes?fields=name", ["fields"]],
+    ["GET", "/admin/v1/projects/routes/keys?limit=10&offset=20", ["limit", "offset"]],
     ["GET", "/admin/v1/projects/routes/keys?limit=1", ["limit"]],
     ["GET", "/admin/v1/projects/routes/test-keys?page=2", ["page"]],
     ["DELETE", "/admin/v1/projects/routes?force=true", ["force"]],
   ])(
     "refuses query parameters on a route that takes none (%s %s), as it refuses unknown fields",
     async (method, path, names) => {
-      // The lists are not paged: a `limit` read as one would have answered every project without a word.
+      // A project's keys are not paged: a `limit` ignored would have answered every key without a word.
       const response = await fetch(`${sluice.url}${path}`, {
         method,
         headers: { authorization: `Bearer ${adminToken}` },
@@ -57,7 +57,7 @@ describe("admin routes", () => {
   );
 
   it("answers a route that takes no query with an empty one (a bare `?`) as without", async () => {
-    const response = await fetch(`${sluice.url}/admin/v1/projects?`, {
+    const response = await fetch(`${sluice.url}/admin/v1/projects/routes/keys?`, {
       headers: { authorization: `Bearer ${adminToken}` },
     });
     expect(response.status).toBe(200);
@@ -153,12 +153,83 @@ describe("admin routes", () => {
     expect(await refused(elsewhere)).toEqual(["cursor: is a cursor of another project's usage report"]);
   });
 
+  const projectList = (query: string) =>
+    fetch(`${sluice.url}/admin/v1/projects${query}`, { headers: { authorization: `Bearer ${adminToken}` } });
+
+  it("answers a list of few projects as before pages: `data` alone, every project, no `next`", async () => {
+    const response = await projectList("");
+    expect(response.status).toBe(200);
+    const body = (await response.json()) as { data: { id: string }[] };
+    expect(Object.keys(body)).toEqual(["data"]);
+    expect(body.data.map((project) => project.id)).toContain("routes");
+    // As many as `limit`, and none after them: no `next` either.
+    const exact = (await (await projectList(`?limit=${body.data.length}`)).json()) as object;
+    expect(exact).toEqual(body);
+  });
+
+  it.each([
+    ["limit=0", "limit: must be a whole number from 1 to 200"],
+    ["limit=201", "limit: must be a whole number from 1 to 200"],
+    ["limit=1e2", "limit: must be a whole number from 1 to 200"],
+    ["limit=", "limit: must be a whole number from 1 to 200"],
+    ["limit=10&limit=20", "limit: is given more than once"],
+    ["cursor=bm90LWEtY3Vyc29y", "cursor: is not a cursor the project list answered (its `next`)"],
+    ["cursor=", "cursor: is not a cursor the project list answered (its `next`)"],
+    ["cursor=(3000 characters)", "cursor: is not a cursor the project list answered (its `next`)"],
+    ["offset=20", "offset: unknown parameter (the parameters are limit, cursor)"],
+  ])("refuses a bad page of the project list (%s) with 400 naming the parameter", async (query, problem) => {
+    const response = await projectList(`?${query.replace("(3000 characters)", "A".repeat(3000))}`);
+    expect(response.status).toBe(400);
+    const body = (await response.json()) as {
+      error: { code: string; message: string; details: { problems: string[] } };
+    };
+    expect(body.error).toMatchObject({
+      code: "BAD_REQUEST",
+      message: `Invalid project list query: ${problem}`,
+    });
+    expect(body.error.details.problems).toEqual([problem]);
+  });
+
+  it("refuses a cursor of one paged list given to the other with 422: it would read on elsewhere", async () => {
+    await sluice.gateway.admin.createProject({ id: "routes-3", name: "Routes 3", provider: "provider-a" });
+    const projects = (await (await projectList("?limit=1")).json()) as { next: string };
+    const now = Date.now();
+    await createUsageRepository(sluice.gateway.database.db, sluice.gateway.database.sqlite).insertBatch(
+      ["x1", "x2"].map((model, index) =>
+        usageRow(`other-list-${index}`, {
+          project_id: "routes",
+          model,
+          created_at: new Date(now + index).toISOString(),
+        }),
+      ),
+    );
+    const window = `from=${new Date(now - 60_000).toISOString()}&to=${new Date(now + 60_000).toISOString()}`;
+    const report = (await (await usage(`${window}&groupBy=model&limit=1`)).json()) as { next: string };
+    const refused = async (response: Response, message: string) => {
+      expect(response.status).toBe(422);
+      const body = (await response.json()) as { error: { code: string; message: string } };
+      expect(body.error).toMatchObject({ code: "VALIDATION_ERROR", message });
+    };
+    await refused(
+      await projectList(`?cursor=${encodeURIComponent(report.next)}`),
+      "Invalid project list query: cursor: is a cursor of a usage report, not of the project list",
+    );
+    await refused(
+      await usage(`cursor=${encodeURIComponent(projects.next)}`),
+      "Invalid usage query: cursor: is a cursor of the project list, not of a usage report",
+    );
+  });
+
   // Found by test/e2e/fuzz-bad-inputs.test.ts: `?=1` was refused as ": unknown parameter (…)", a
   // problem that names nothing.
   it.each([
     [
-      "/admin/v1/projects?=1",
+      "/admin/v1/projects/routes/test-keys?=1",
       "Invalid query: (a parameter without a name): unknown parameter (this route takes none)",
+    ],
+    [
+      "/admin/v1/projects?=1",
+      "Invalid project list query: (a parameter without a name): unknown parameter (the parameters are limit, cursor)",
     ],
     [
       "/admin/v1/projects/routes/usage?=&groupBy=day",
@@ -177,7 +248,8 @@ describe("admin routes", () => {
   // parameter's name, was echoed whole in the 400, though a key typed where a project id goes is
   // named by its start and length only (docs/api.md, PROJECT_NOT_FOUND).
   it.each([
-    ["/admin/v1/projects?", "(this route takes none)"],
+    ["/admin/v1/projects/routes/keys?", "(this route takes none)"],
+    ["/admin/v1/projects?", "(the parameters are limit, cursor)"],
     ["/admin/v1/projects/routes/usage?groupBy=day&", "(the parameters are from, to, groupBy, limit, cursor)"],
   ])("names a query parameter that may be a key by its start and length (%s)", async (path, rest) => {
     const key = `sk-proj-${"k".repeat(40)}`;

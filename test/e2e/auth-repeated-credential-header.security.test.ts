@@ -184,7 +184,7 @@ describe("a credential header sent more than once", () => {
         }
       }
     }
-    const projects = await sluice.gateway.admin.listProjects();
+    const projects = (await sluice.gateway.admin.listProjects()).data;
     expect(projects.map((stored) => stored.id)).not.toContain("twice-authorized");
     // Not a wrong token: the throttle counted none, and the token alone still works.
     const once = await send(`${sluice.url}/admin/v1/projects`, { authorization: valid, ...from }, "", "GET");

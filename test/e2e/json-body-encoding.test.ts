@@ -80,7 +80,7 @@ describe("the encoding of JSON bodies Sluice reads itself", () => {
 
   it("stores no project from a body with invalid UTF-8", async () => {
     await post("/admin/v1/projects", invalid("name", '"id":"bad-bytes","provider":"provider-a",'));
-    const projects = await sluice.gateway.admin.listProjects();
+    const projects = (await sluice.gateway.admin.listProjects()).data;
     expect(projects.map((stored) => stored.id)).not.toContain("bad-bytes");
   });
 
@@ -126,7 +126,7 @@ describe("the encoding of JSON bodies Sluice reads itself", () => {
     await post("/admin/v1/projects", json("labelled-br"), "application/json", "br");
     const identity = await post("/admin/v1/projects", json("identity"), "application/json", "Identity");
     expect(identity.status).toBe(201);
-    const projects = (await sluice.gateway.admin.listProjects()).map((stored) => stored.id);
+    const projects = (await sluice.gateway.admin.listProjects()).data.map((stored) => stored.id);
     expect(projects).toContain("identity");
     expect(projects).not.toContain("gzipped");
     expect(projects).not.toContain("labelled-br");
