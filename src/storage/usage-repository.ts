@@ -307,11 +307,32 @@ export function spendSliceQuery(projectId: string, from: string, to: string | un
     ${to === undefined ? sql`` : sql`and created_at < ${to}`} and rowid <= ${upTo}`;
 }
 
-/** Known costs added up: billionths of a dollar, and the largest cost of one row in USD. */
+/**
+ * Known costs added up: billionths of a dollar, and the largest cost of one row in USD. Past 2^53
+ * billionths (some $9 million) a double no longer holds every whole number: what each addition
+ * rounds off is kept in `nanosLost` (compensated summation, as SQLite's own sum() keeps it), so a
+ * figure added up over many statements answers what one statement's sum does. Added up plainly,
+ * each walk lost up to a billionth or two, and the figure drifted under a full read's.
+ */
 interface SpendSums {
   nanos: number;
+  nanosLost: number;
   largestUsd: number;
 }
+
+/** Adds `value` billionths to `sums`, keeping what the addition rounds off (Neumaier). */
+function addNanos(sums: SpendSums, value: number): void {
+  const total = sums.nanos + value;
+  // Past what a double holds (a cost of some 1e299 USD), the figure is infinite, as SQLite's sum.
+  if (Number.isFinite(total))
+    sums.nanosLost +=
+      Math.abs(sums.nanos) >= Math.abs(value) ? sums.nanos - total + value : value - total + sums.nanos;
+  sums.nanos = total;
+}
+
+/** The billionths `sums` holds, rounded once. */
+const nanosOf = (sums: SpendSums): number =>
+  Number.isFinite(sums.nanos) ? sums.nanos + sums.nanosLost : sums.nanos;
 
 /** A figure a SQLite repository carries on: a project's spend since `from`, up to the last walk. */
 interface CarriedSpend extends SpendSums {
@@ -366,7 +387,7 @@ function sqliteSpendReads(db: Kysely<Database>) {
   }
 
   function add(sums: SpendSums, row: { nanos: number | null; largest: number | null } | undefined) {
-    sums.nanos += Number(row?.nanos ?? 0);
+    addNanos(sums, Number(row?.nanos ?? 0));
     sums.largestUsd = Math.max(sums.largestUsd, Number(row?.largest ?? 0));
   }
 
@@ -403,7 +424,7 @@ function sqliteSpendReads(db: Kysely<Database>) {
           last = { rowid: Number(row.top ?? 0), requestId: row.top_request ?? null };
           continue;
         }
-        const sums = added.get(row.project_id) ?? { nanos: 0, largestUsd: 0 };
+        const sums = added.get(row.project_id) ?? { nanos: 0, nanosLost: 0, largestUsd: 0 };
         added.set(row.project_id, sums);
         add(sums, row);
       }
@@ -412,7 +433,9 @@ function sqliteSpendReads(db: Kysely<Database>) {
     }
     for (const [projectId, sums] of added) {
       const figure = carried.get(projectId);
-      if (figure) add(figure, { nanos: sums.nanos, largest: sums.largestUsd });
+      if (!figure) continue;
+      add(figure, { nanos: sums.nanos, largest: sums.largestUsd });
+      addNanos(figure, sums.nanosLost);
     }
     mark = last;
     return mark.rowid;
@@ -423,7 +446,7 @@ function sqliteSpendReads(db: Kysely<Database>) {
     carried.delete(projectId);
     carried.set(projectId, figure);
     return {
-      totalUsd: figure.nanos / 1e9,
+      totalUsd: nanosOf(figure) / 1e9,
       largestUsd: figure.largestUsd,
       next: { projectId, from: figure.from },
     };
@@ -433,7 +456,7 @@ function sqliteSpendReads(db: Kysely<Database>) {
   async function fullRead(projectId: string, from: string): Promise<SpendSince | undefined> {
     const begun = (await spendTopQuery(0).execute(db)).rows[0];
     const upTo = Number(begun?.top ?? 0);
-    const sums = { nanos: 0, largestUsd: 0 };
+    const sums = { nanos: 0, nanosLost: 0, largestUsd: 0 };
     for (let start: string | undefined = from; start !== undefined; ) {
       if (start !== from) await giveBackLoop();
       let end: string | undefined = (await spendSliceEndQuery(db, projectId, start).executeTakeFirst())

@@ -169,6 +169,41 @@ for (const engine of storageEngines) {
 }
 
 /**
+ * Past 2^53 billionths (some $9 million), a double no longer holds every whole billionth: SQLite's
+ * sum() keeps what each addition rounds off (compensated summation), and a figure carried on must
+ * too. Added up plainly, each walk's billionth was lost: 20 walks of a 1-billionth row left the
+ * figure 20 billionths under a full read's.
+ */
+describe("a SQLite spend figure carried on past 2^53 billionths", () => {
+  it("answers what a full read answers, however many walks it took", async () => {
+    const database = await openDatabase({ dataDir: "unused", sqliteFile: ":memory:" });
+    try {
+      const usage = createUsageRepository(database.db, database.sqlite);
+      const full = () => createUsageRepository(database.db, database.sqlite).spendSince("large", november);
+      await usage.insertBatch([row("whole", november, 2 ** 53 / 1e9, "large")]);
+      let last = await usage.spendSince("large", november);
+      for (let walk = 0; walk < 20; walk++) {
+        await usage.insertBatch([row(`nano-${walk}`, "2026-11-02T00:00:00.000Z", 1e-9, "large")]);
+        last = await usage.spendSince("large", november, last.next);
+        expect(last.totalUsd).toBe((await full()).totalUsd);
+      }
+      expect(Math.round(last.totalUsd * 1e9)).toBe(2 ** 53 + 20);
+      // A cost past what a double holds as billionths: the figure is infinite, as a full read's.
+      await usage.insertBatch([row("inf", november, 1e300, "large")]);
+      last = await usage.spendSince("large", november, last.next);
+      await usage.insertBatch([row("after-inf", november, 1, "large")]);
+      last = await usage.spendSince("large", november, last.next);
+      expect([last.totalUsd, (await full()).totalUsd]).toEqual([
+        Number.POSITIVE_INFINITY,
+        Number.POSITIVE_INFINITY,
+      ]);
+    } finally {
+      await database.close();
+    }
+  });
+});
+
+/**
  * A capped project's refresh on SQLite, whose statements run on the event loop: every other
  * request of the process waits for it. Before, each refresh (every 5 s) went over the month's rows
  * again: 200 to 390 ms at 900,000 of them.
