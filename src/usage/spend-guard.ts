@@ -205,7 +205,12 @@ export function createSpendGuard(deps: {
         const read = await deps.usage.spendSince(projectId, since, entry.mark);
         // A project created again under the id meanwhile: this figure is the old one's; read again.
         if (entry.since !== since) continue;
-        if (entry.written !== writtenBefore && attempt < 2) continue;
+        if (entry.written !== writtenBefore && attempt < 2) {
+          // Read again from where this read ended (SQLite carries the figure on: the rows written
+          // since are added), not over the whole month again.
+          entry.mark = read.next;
+          continue;
+        }
         entry.base = read.totalUsd;
         entry.largestRead = read.largestUsd;
         entry.mark = read.next;

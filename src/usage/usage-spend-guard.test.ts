@@ -114,6 +114,35 @@ describe("spend guard", () => {
     expect(await second).toBe(6);
   });
 
+  it("reads again from where the raced read ended (its mark), not the whole month again", async () => {
+    const afters: unknown[] = [];
+    const answers: Array<() => void> = [];
+    const usage = fakeUsageRepository({
+      spendSince: (projectId, from, after) => {
+        afters.push(after);
+        return new Promise((resolve) =>
+          answers.push(() => resolve({ ...spent(6), next: { projectId, from } })),
+        );
+      },
+    });
+    const clock = { now: new Date("2026-11-15T00:00:00.000Z") };
+    const guard = createSpendGuard({ usage, now: () => clock.now, refreshMs: 1000 });
+    guard.add("p1", 6);
+    const first = guard.monthToDate("p1");
+    await settle();
+    // A row reported written while the month's first read runs: it is read again.
+    guard.written([
+      usageRow("req_1", { project_id: "p1", cost_usd: 6, created_at: clock.now.toISOString() }),
+    ]);
+    answers[0]?.();
+    await settle();
+    expect(afters).toHaveLength(2);
+    // On SQLite a read given the mark adds only the rows written since: not a second full read.
+    expect(afters).toEqual([undefined, { projectId: "p1", from: "2026-11-01T00:00:00.000Z" }]);
+    answers[1]?.();
+    expect(await first).toBe(6);
+  });
+
   it("judges on the last known figure after reloadWaitMs while the read hangs, then on the new one", async () => {
     const { guard, reads, clock } = await guardAfterFirstRead(5);
     clock.now = new Date("2026-11-15T00:00:02.000Z");
