@@ -1,6 +1,7 @@
 import type { Dirent } from "node:fs";
 import { lstat, readdir, realpath, rmdir, unlink } from "node:fs/promises";
 import { join, sep } from "node:path";
+import { type PruneSchedule, schedulePrunes } from "../periodic-prune.js";
 import { isSafeVaultPath, teamIdPattern } from "./vault-store.js";
 
 /**
@@ -230,21 +231,16 @@ export interface VaultPruner {
   stop(): Promise<void>;
 }
 
-export interface VaultPrunerOptions {
+/** The timer's settings (`PruneSchedule`); `onFailed` hears of a prune that failed (a directory it may not read, say). */
+export interface VaultPrunerOptions extends PruneSchedule {
   /** The local vault directory (SLUICE_DATA_DIR/vault). */
   directory: string;
   retentionDays: number;
   urlTtlSeconds: number;
   vaultTimeoutMs: number;
   now: () => Date;
-  /** How long after the start the first prune runs (default: a minute, clear of the start's work). */
-  firstRunDelayMs?: number;
-  /** How long after a prune ends the next one starts (default: an hour). */
-  intervalMs?: number;
   /** A prune that removed anything: what. */
   onPruned: (result: VaultPruneResult) => void;
-  /** A prune that failed (a directory it may not read, say): the next one, an interval later, retries. */
-  onFailed: (error: unknown) => void;
 }
 
 /**
@@ -252,40 +248,14 @@ export interface VaultPrunerOptions {
  * process alive. Runs never overlap: the next is scheduled when one ends.
  */
 export function createVaultPruner(options: VaultPrunerOptions): VaultPruner {
-  const { firstRunDelayMs = 60_000, intervalMs = 3_600_000 } = options;
-  let stopped = false;
-  let timer: NodeJS.Timeout | undefined;
-  let running: Promise<void> = Promise.resolve();
-
-  const run = async () => {
-    try {
-      // Inside the try: a throw here would end the timer, unhandled, and with it the gateway.
-      const before = vaultRetentionCutoff(
-        options.now(),
-        options.retentionDays,
-        options.urlTtlSeconds,
-        options.vaultTimeoutMs,
-      );
-      const result = await pruneLocalVault(options.directory, before, { stopped: () => stopped });
-      if (result.files > 0 || result.days > 0) options.onPruned(result);
-    } catch (error) {
-      options.onFailed(error);
-    }
-  };
-  const schedule = (delayMs: number) => {
-    if (stopped) return;
-    timer = setTimeout(() => {
-      running = run().then(() => schedule(intervalMs));
-    }, delayMs);
-    timer.unref();
-  };
-  schedule(firstRunDelayMs);
-
-  return {
-    async stop() {
-      stopped = true;
-      clearTimeout(timer);
-      await running;
-    },
-  };
+  return schedulePrunes(async (stopped) => {
+    const before = vaultRetentionCutoff(
+      options.now(),
+      options.retentionDays,
+      options.urlTtlSeconds,
+      options.vaultTimeoutMs,
+    );
+    const result = await pruneLocalVault(options.directory, before, { stopped });
+    if (result.files > 0 || result.days > 0) options.onPruned(result);
+  }, options);
 }

@@ -1,3 +1,4 @@
+import { type PruneSchedule, schedulePrunes } from "../periodic-prune.js";
 import type { UsageRepository } from "../storage/usage-repository.js";
 
 /**
@@ -81,19 +82,14 @@ export interface UsagePruner {
   stop(): Promise<void>;
 }
 
-export interface UsagePrunerOptions {
+/** The timer's settings (`PruneSchedule`); `onFailed` hears of a prune that failed (the database down, say). */
+export interface UsagePrunerOptions extends PruneSchedule {
   repository: Pick<UsageRepository, "deleteBefore">;
   retentionDays: number;
   now: () => Date;
-  /** How long after the start the first prune runs (default: a minute, clear of the start's work). */
-  firstRunDelayMs?: number;
-  /** How long after a prune ends the next one starts (default: an hour). */
-  intervalMs?: number;
   batchSize?: number;
   /** A prune that deleted rows: how many, and the cutoff. */
   onPruned: (deleted: number, before: string) => void;
-  /** A prune that failed (the database is down, say): the next one, an interval later, retries. */
-  onFailed: (error: unknown) => void;
 }
 
 /**
@@ -101,37 +97,12 @@ export interface UsagePrunerOptions {
  * alive. Runs never overlap: the next is scheduled when one ends.
  */
 export function createUsagePruner(options: UsagePrunerOptions): UsagePruner {
-  const { firstRunDelayMs = 60_000, intervalMs = 3_600_000 } = options;
-  let stopped = false;
-  let timer: NodeJS.Timeout | undefined;
-  let running: Promise<void> = Promise.resolve();
-
-  const run = async () => {
-    try {
-      const before = retentionCutoff(options.now(), options.retentionDays).toISOString();
-      const deleted = await pruneUsage(options.repository, before, {
-        ...(options.batchSize !== undefined ? { batchSize: options.batchSize } : {}),
-        stopped: () => stopped,
-      });
-      if (deleted > 0) options.onPruned(deleted, before);
-    } catch (error) {
-      options.onFailed(error);
-    }
-  };
-  const schedule = (delayMs: number) => {
-    if (stopped) return;
-    timer = setTimeout(() => {
-      running = run().then(() => schedule(intervalMs));
-    }, delayMs);
-    timer.unref();
-  };
-  schedule(firstRunDelayMs);
-
-  return {
-    async stop() {
-      stopped = true;
-      clearTimeout(timer);
-      await running;
-    },
-  };
+  return schedulePrunes(async (stopped) => {
+    const before = retentionCutoff(options.now(), options.retentionDays).toISOString();
+    const deleted = await pruneUsage(options.repository, before, {
+      ...(options.batchSize !== undefined ? { batchSize: options.batchSize } : {}),
+      stopped,
+    });
+    if (deleted > 0) options.onPruned(deleted, before);
+  }, options);
 }
