@@ -2,33 +2,10 @@ import { randomBytes } from "node:crypto";
 import { mkdtempSync, readdirSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { Writable } from "node:stream";
 import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { cli } from "../../test/support/cli-run.js";
 import { createPostgresSchema, postgresAvailable } from "../../test/support/services.js";
-import { runCli } from "./main.js";
-
-async function cli(...argv: string[]) {
-  let out = "";
-  let err = "";
-  const sink = (append: (text: string) => void) =>
-    new Writable({
-      write(chunk, _encoding, done) {
-        append(String(chunk));
-        done();
-      },
-    });
-  const code = await runCli(argv, {
-    out: sink((text) => {
-      out += text;
-    }),
-    err: sink((text) => {
-      err += text;
-    }),
-    stdin: 0,
-  });
-  return { code, out, err, json: () => JSON.parse(out) as Record<string, unknown> };
-}
 
 describe.skipIf(!postgresAvailable)("sluice CLI on PostgreSQL", () => {
   const saved = { ...process.env };

@@ -11,36 +11,12 @@ import {
 } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { Writable } from "node:stream";
 import { sql } from "kysely";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { capture, cli } from "../../test/support/cli-run.js";
 import { monthlySpendCapRule } from "../admin/project-input.js";
 import { openDatabase } from "../storage/database.js";
 import { runCli } from "./main.js";
-
-function capture() {
-  let text = "";
-  const stream = new Writable({
-    write(chunk, _encoding, done) {
-      text += String(chunk);
-      done();
-    },
-  });
-  return { stream, text: () => text };
-}
-
-async function cli(
-  ...argv: string[]
-): Promise<{ code: number; out: string; err: string; json: () => unknown }> {
-  const out = capture();
-  const err = capture();
-  const code = await runCli(argv, {
-    out: out.stream,
-    err: err.stream,
-    stdin: 0,
-  });
-  return { code, out: out.text(), err: err.text(), json: () => JSON.parse(out.text()) };
-}
 
 describe("sluice CLI", () => {
   const dataDir = mkdtempSync(join(tmpdir(), "sluice-cli-"));

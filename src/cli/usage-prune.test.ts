@@ -2,35 +2,12 @@ import { randomBytes } from "node:crypto";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { Writable } from "node:stream";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { cli } from "../../test/support/cli-run.js";
 import { usageRow } from "../../test/support/usage-row.js";
 import { openDatabase } from "../storage/database.js";
 import { createUsageRepository } from "../storage/usage-repository.js";
 import { keptMonthsStart } from "../usage/usage-retention.js";
-import { runCli } from "./main.js";
-
-async function cli(...argv: string[]): Promise<{ code: number; out: string; err: string }> {
-  let out = "";
-  let err = "";
-  const sink = (add: (text: string) => void) =>
-    new Writable({
-      write(chunk, _encoding, done) {
-        add(String(chunk));
-        done();
-      },
-    });
-  const code = await runCli(argv, {
-    out: sink((text) => {
-      out += text;
-    }),
-    err: sink((text) => {
-      err += text;
-    }),
-    stdin: 0,
-  });
-  return { code, out, err };
-}
 
 const day = 86_400_000;
 

@@ -2,31 +2,8 @@ import { randomUUID } from "node:crypto";
 import { existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { Writable } from "node:stream";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import { runCli } from "./main.js";
-
-async function cli(...argv: string[]): Promise<{ code: number; out: string; err: string }> {
-  let out = "";
-  let err = "";
-  const sink = (add: (text: string) => void) =>
-    new Writable({
-      write(chunk, _encoding, done) {
-        add(String(chunk));
-        done();
-      },
-    });
-  const code = await runCli(argv, {
-    out: sink((text) => {
-      out += text;
-    }),
-    err: sink((text) => {
-      err += text;
-    }),
-    stdin: 0,
-  });
-  return { code, out, err };
-}
+import { cli } from "../../test/support/cli-run.js";
 
 const day = 86_400_000;
 const dateOf = (ms: number) => new Date(ms).toISOString().slice(0, 10);
