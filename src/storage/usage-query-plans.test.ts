@@ -9,9 +9,8 @@ import {
   projectSpendWalkQuery,
   pruneQuery,
   reportQuery,
-  reportSliceEndQuery,
+  sliceEndQuery,
   spendQuery,
-  spendSliceEndQuery,
   spendSliceQuery,
   spendTopQuery,
   spendWalkQuery,
@@ -48,11 +47,7 @@ const queries = (db: Kysely<Database>, postgres: boolean) => [
   })),
   {
     name: "where a slice of a report ends (SQLite)",
-    compiled: reportSliceEndQuery(
-      db,
-      { projectId: "p7", to: "2026-11-01T00:00:00.000Z" },
-      "2026-10-01T00:00:00.000Z",
-    ).compile(),
+    compiled: sliceEndQuery(db, "p7", "2026-10-01T00:00:00.000Z", "2026-11-01T00:00:00.000Z").compile(),
     index: "usage_records_project_time",
   },
   {
@@ -106,8 +101,8 @@ describe("usage query plans on SQLite", () => {
   // never the table walked by rowid (the slice's bound on it).
   it("reads the spend guard's first read of the month, slice by slice, through the index on project and time", () => {
     for (const plan of [
-      planOf(spendSliceEndQuery(database.db, "p7", from).compile()),
-      planOf(spendSliceEndQuery(database.db, "p7", from, true).compile()),
+      planOf(sliceEndQuery(database.db, "p7", from, undefined).compile()),
+      planOf(sliceEndQuery(database.db, "p7", from, undefined, true).compile()),
       planOf(spendSliceQuery("p7", from, "2026-11-05T00:00:00.000Z", 2500).compile(database.db)),
       planOf(spendSliceQuery("p7", from, undefined, 2500).compile(database.db)),
     ]) {

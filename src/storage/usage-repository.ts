@@ -84,7 +84,7 @@ export interface UsageRepository {
 
 const insertChunk = 500;
 
-/** Rows of a project one statement of a report aggregates at most, on SQLite (`slicedReport`). */
+/** Rows of a project one statement of a report or of a spend guard's full read aggregates at most, on SQLite (`sliceEnd`). */
 export const reportSliceRows = 5000;
 
 const columns = [
@@ -195,7 +195,7 @@ export function createUsageRepository(
  * A project's known spend since `from`, and its largest cost of one row: the spend guard's
  * month-to-date read (index on project, time). The max reads the rows the sum reads, no others.
  * Costs are summed as whole billionths, as the report sums them: exact, so a sum carried on from
- * an earlier one (`spendAfterQuery`) is the same as one read whole, on either engine.
+ * an earlier one (`sqliteSpendReads`) is the same as one read whole, on either engine.
  */
 export function spendQuery(db: Kysely<Database>, projectId: string, from: string) {
   return db
@@ -278,20 +278,44 @@ export function spendTopQuery(at: number) {
 }
 
 /**
- * SQLite: where a slice of a project's full spend read that starts at `from` ends (exclusive): the
- * time of the project's row `spendSliceRows` on from `from`, walked in the index on project and
- * time; none when fewer are left. `past`: the first time after `from` instead (rows of one instant
- * are never split: more than a slice of them make a larger slice).
+ * SQLite: where a slice of a project's rows that starts at `from` ends (exclusive), for a report
+ * (rows before `to`) or a spend guard's full read (no `to`): the time of the project's row
+ * `reportSliceRows` on from `from`, walked in the index on project and time; none when fewer are
+ * left. `past`: the first time after `from` instead (`sliceEnd`).
  */
-export function spendSliceEndQuery(db: Kysely<Database>, projectId: string, from: string, past = false) {
+export function sliceEndQuery(
+  db: Kysely<Database>,
+  projectId: string,
+  from: string,
+  to: string | undefined,
+  past = false,
+) {
   return db
     .selectFrom("usage_records")
     .select("created_at")
     .where("project_id", "=", projectId)
     .where("created_at", past ? ">" : ">=", from)
+    .$if(to !== undefined, (query) => query.where("created_at", "<", to as string))
     .orderBy("created_at")
     .limit(1)
-    .offset(past ? 0 : spendSliceRows);
+    .offset(past ? 0 : reportSliceRows);
+}
+
+/**
+ * Where a slice of a project's rows from `from` ends (`sliceEndQuery`): rows of one instant are
+ * never split, so when the row a slice on stands at `from` itself (more than a slice of rows at one
+ * instant: never seen, rows are stamped to the millisecond), the first time after it; none when
+ * fewer than a slice are left.
+ */
+async function sliceEnd(
+  db: Kysely<Database>,
+  projectId: string,
+  from: string,
+  to?: string,
+): Promise<string | undefined> {
+  const end = (await sliceEndQuery(db, projectId, from, to).executeTakeFirst())?.created_at;
+  if (end === undefined || end > from) return end;
+  return (await sliceEndQuery(db, projectId, from, to, true).executeTakeFirst())?.created_at;
 }
 
 /**
@@ -345,7 +369,7 @@ const giveBackLoop = () => new Promise((resolve) => setImmediate(resolve));
 /**
  * Spend reads on SQLite, whose statements run on the event loop: every request in flight waits for
  * each. A project's first read of a span (its month, or since its creation) sums its rows through
- * the index on project and time in slices of `spendSliceRows`, the loop given back between them: one
+ * the index on project and time in slices of `reportSliceRows`, the loop given back between them: one
  * statement over 900,000 rows held it 350 to 500 ms (a slice: 2 to 13 ms). The figure is then
  * carried on: the rows written since are walked by rowid, in slices too, once for every figure
  * carried (a read walks those written since the last walk, whichever project's read that was).
@@ -459,10 +483,7 @@ function sqliteSpendReads(db: Kysely<Database>) {
     const sums = { nanos: 0, nanosLost: 0, largestUsd: 0 };
     for (let start: string | undefined = from; start !== undefined; ) {
       if (start !== from) await giveBackLoop();
-      let end: string | undefined = (await spendSliceEndQuery(db, projectId, start).executeTakeFirst())
-        ?.created_at;
-      if (end !== undefined && end <= start)
-        end = (await spendSliceEndQuery(db, projectId, start, true).executeTakeFirst())?.created_at;
+      const end = await sliceEnd(db, projectId, start);
       add(sums, (await spendSliceQuery(projectId, start, end, upTo).execute(db)).rows[0]);
       start = end;
     }
@@ -567,27 +588,6 @@ export function reportQuery(
   );
 }
 
-/**
- * Where a report's slice that starts at `from` ends (exclusive): the time of the project's row
- * `reportSliceRows` on from `from`, walked in the index on project and time; the report's own end
- * when fewer are left.
- */
-export function reportSliceEndQuery(
-  reader: Kysely<Database>,
-  { projectId, to }: Pick<UsageQuery, "projectId" | "to">,
-  from: string,
-) {
-  return reader
-    .selectFrom("usage_records")
-    .select("created_at")
-    .where("project_id", "=", projectId)
-    .where("created_at", ">=", from)
-    .where("created_at", "<", to)
-    .orderBy("created_at")
-    .limit(1)
-    .offset(reportSliceRows);
-}
-
 type ReportSums = Awaited<ReturnType<ReturnType<typeof reportQuery>["execute"]>>[number];
 
 /**
@@ -609,19 +609,7 @@ async function slicedReport(reader: Kysely<Database>, query: UsageQuery): Promis
   let from = query.from;
   while (from < query.to) {
     if (from !== query.from) await new Promise((resolve) => setImmediate(resolve));
-    let end = (await reportSliceEndQuery(reader, query, from).executeTakeFirst())?.created_at ?? query.to;
-    if (end <= from) {
-      const next = await reader
-        .selectFrom("usage_records")
-        .select("created_at")
-        .where("project_id", "=", query.projectId)
-        .where("created_at", ">", from)
-        .where("created_at", "<", query.to)
-        .orderBy("created_at")
-        .limit(1)
-        .executeTakeFirst();
-      end = next?.created_at ?? query.to;
-    }
+    const end = (await sliceEnd(reader, query.projectId, from, query.to)) ?? query.to;
     for (const row of await reportQuery(reader, { ...query, from, to: end }, false).execute()) {
       const sums = groups.get(row.group_key);
       if (!sums) {
