@@ -4,7 +4,7 @@ import { looksLikeKey } from "../observability/key-like.js";
 import { providerIds } from "../providers/provider-id.js";
 import { projectIdPattern, projectIdRule } from "./project-id.js";
 import { decodeProjectListCursor, projectListLimit } from "./project-list-cursor.js";
-import { decodeUsageReportCursor, usageReportLimit } from "./usage-report-cursor.js";
+import { decodeUsageReportCursor, usageGroupings, usageReportLimit } from "./usage-report-cursor.js";
 
 /**
  * Admin input shapes, shared by the admin API and the CLI. Unknown fields are refused. The
@@ -229,7 +229,7 @@ export const usageQueryInput = z
   .object({
     from: instantOrDate.optional(),
     to: instantOrDate.optional(),
-    groupBy: z.enum(["day", "model", "endpoint"], { error: givenOnce }).optional(),
+    groupBy: z.enum(usageGroupings, { error: givenOnce }).optional(),
     limit: pageLimit(usageReportLimit.max),
     cursor: pageCursor(decodeUsageReportCursor, "a usage report", {
       list: "the project list",

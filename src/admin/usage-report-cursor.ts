@@ -15,7 +15,9 @@ export const usageReportLimit = {
   max: 5000,
 } as const;
 
-export type UsageGroupBy = "day" | "model" | "endpoint";
+/** What a usage report groups by (`groupBy`). */
+export const usageGroupings = ["day", "model", "endpoint"] as const;
+export type UsageGroupBy = (typeof usageGroupings)[number];
 
 export interface UsageReportCursor {
   projectId: string;
@@ -28,7 +30,6 @@ export interface UsageReportCursor {
 }
 
 const version = 1;
-const groupings: readonly string[] = ["day", "model", "endpoint"];
 
 export function encodeUsageReportCursor(cursor: UsageReportCursor): string {
   const { projectId, groupBy, from, to, after } = cursor;
@@ -41,7 +42,7 @@ export function decodeUsageReportCursor(text: string): UsageReportCursor | null 
   if (fields?.length !== 6) return null;
   const [written, projectId, groupBy, from, to, after] = fields;
   if (written !== version || typeof projectId !== "string" || typeof after !== "string") return null;
-  if (typeof groupBy !== "string" || !groupings.includes(groupBy)) return null;
+  if (typeof groupBy !== "string" || !(usageGroupings as readonly string[]).includes(groupBy)) return null;
   if (!isoInstant(from) || !isoInstant(to) || !(from < to)) return null;
   return { projectId, groupBy: groupBy as UsageGroupBy, from, to, after };
 }
