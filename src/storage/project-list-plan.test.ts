@@ -1,7 +1,6 @@
-import pg from "pg";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { createPostgresSchema, postgresAvailable } from "../../test/support/services.js";
-import { type OpenDatabase, openDatabase } from "./database.js";
+import { describe, expect, it } from "vitest";
+import { postgresPlanStage, sqlitePlanStage } from "../../test/support/query-plans.js";
+import { postgresAvailable } from "../../test/support/services.js";
 import { type ProjectPage, projectListQuery } from "./project-repository.js";
 
 /**
@@ -19,61 +18,32 @@ const projects = 2000;
 const columns = "id, name, provider, created_at, updated_at";
 
 describe("project list plans on SQLite", () => {
-  let database: OpenDatabase;
-  beforeAll(async () => {
-    database = await openDatabase({ dataDir: "unused", sqliteFile: ":memory:" });
-    database.sqlite?.exec(`
-      with recursive n(i) as (select 1 union all select i + 1 from n where i < ${projects})
-      insert into projects (${columns})
-      select 'p' || i, 'P', 'provider-a', strftime('%Y-%m-%dT%H:%M:%fZ', 1780000000 + i, 'unixepoch'),
-        strftime('%Y-%m-%dT%H:%M:%fZ', 1780000000 + i, 'unixepoch') from n`);
-    database.sqlite?.exec("analyze");
-  });
-  afterAll(() => database.close());
+  const stage = sqlitePlanStage(`
+    with recursive n(i) as (select 1 union all select i + 1 from n where i < ${projects})
+    insert into projects (${columns})
+    select 'p' || i, 'P', 'provider-a', strftime('%Y-%m-%dT%H:%M:%fZ', 1780000000 + i, 'unixepoch'),
+      strftime('%Y-%m-%dT%H:%M:%fZ', 1780000000 + i, 'unixepoch') from n;
+    analyze`);
 
   it.each(pages)("reads %s through the index, in its order: no scan of the table, no sort", (_name, page) => {
-    const compiled = projectListQuery(database.db, page).compile();
-    const plan = (
-      database.sqlite?.prepare(`explain query plan ${compiled.sql}`).all(...compiled.parameters) ?? []
-    ).map((row) => (row as { detail: string }).detail);
+    const plan = stage.plan(projectListQuery(stage.database().db, page).compile());
     expect(plan.join("\n")).toMatch(/^(SCAN|SEARCH) projects USING INDEX projects_created_at_id\b/);
     expect(plan.join("\n")).not.toMatch(/TEMP B-TREE|^SCAN projects$/m);
   });
 });
 
 describe.skipIf(!postgresAvailable)("project list plans on PostgreSQL", () => {
-  let database: OpenDatabase;
-  let client: pg.Client;
-  let drop: () => Promise<void>;
-  beforeAll(async () => {
-    const schema = await createPostgresSchema();
-    drop = schema.drop;
-    database = await openDatabase({ databaseUrl: schema.url, dataDir: "unused" });
-    client = new pg.Client({ connectionString: schema.url });
-    await client.connect();
-    await client.query(`
+  const stage = postgresPlanStage(`
       insert into projects (${columns})
       select 'p' || i, 'P', 'provider-a',
         to_char(to_timestamp(1780000000 + i) at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'),
         to_char(to_timestamp(1780000000 + i) at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')
       from generate_series(1, ${projects}) i`);
-    await client.query("analyze projects");
-    // A table this small is read whole more cheaply than through any index: with sequential scans
-    // priced out, the planner shows whether the index can serve the query at all.
-    await client.query("set enable_seqscan = off");
-  });
-  afterAll(async () => {
-    await client?.end();
-    await database?.close();
-    await drop?.();
-  });
 
   it.each(pages)(
     "reads %s through the index, in its order: no scan of the table, no sort",
     async (_name, page) => {
-      const compiled = projectListQuery(database.db, page).compile();
-      const { rows } = await client.query(`explain ${compiled.sql}`, [...compiled.parameters]);
-      const plan = rows.map((row: { "QUERY PLAN": string }) => row["QUERY PLAN"]).join("\n");
+      const plan = await stage.plan(projectListQuery(stage.database().db, page).compile());
       expect(plan).toMatch(/Index Scan using projects_created_at_id\b/);
       expect(plan).not.toMatch(/Seq Scan|Sort/);
     },

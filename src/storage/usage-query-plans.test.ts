@@ -1,7 +1,6 @@
-import pg from "pg";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { createPostgresSchema, postgresAvailable } from "../../test/support/services.js";
-import { type OpenDatabase, openDatabase } from "./database.js";
+import { describe, expect, it } from "vitest";
+import { postgresPlanStage, sqlitePlanStage } from "../../test/support/query-plans.js";
+import { postgresAvailable } from "../../test/support/services.js";
 import type { Kysely } from "./kysely.js";
 import type { Database } from "./schema.js";
 import {
@@ -63,25 +62,18 @@ const columns =
   "request_id, project_id, endpoint, status, cost_usd, latency_ms, outcome, created_at, requests";
 
 describe("usage query plans on SQLite", () => {
-  let database: OpenDatabase;
-  beforeAll(async () => {
-    database = await openDatabase({ dataDir: "unused", sqliteFile: ":memory:" });
-    database.sqlite?.exec(`
-      with recursive n(i) as (select 1 union all select i + 1 from n where i < ${rowCount})
-      insert into usage_records (${columns})
-      select 'r' || i, 'p' || (i % 30), 'proxy', 200, 0.001, 10, 'ok',
-        strftime('%Y-%m-%dT%H:%M:%fZ', 1795996800 - i * 5184.0, 'unixepoch'), 1 from n`);
-  });
-  afterAll(() => database.close());
+  const stage = sqlitePlanStage(`
+    with recursive n(i) as (select 1 union all select i + 1 from n where i < ${rowCount})
+    insert into usage_records (${columns})
+    select 'r' || i, 'p' || (i % 30), 'proxy', 200, 0.001, 10, 'ok',
+      strftime('%Y-%m-%dT%H:%M:%fZ', 1795996800 - i * 5184.0, 'unixepoch'), 1 from n`);
+  const planOf = stage.plan;
 
   for (const index of [0, 1, 2, 3, 4, 5]) {
     it(`finds the rows of query ${index + 1} through its index, never scanning the table`, () => {
-      const query = queries(database.db, false)[index];
-      if (!query || !database.sqlite) throw new Error("no such query");
-      const plan = database.sqlite
-        .prepare(`explain query plan ${query.compiled.sql}`)
-        .all(...query.compiled.parameters)
-        .map((row) => (row as { detail: string }).detail);
+      const query = queries(stage.database().db, false)[index];
+      if (!query) throw new Error("no such query");
+      const plan = planOf(query.compiled);
       expect(
         plan.filter((line) => /^SCAN usage_records\b/.test(line)),
         query.name,
@@ -90,21 +82,16 @@ describe("usage query plans on SQLite", () => {
     });
   }
 
-  const planOf = (compiled: { sql: string; parameters: readonly unknown[] }) =>
-    (database.sqlite?.prepare(`explain query plan ${compiled.sql}`).all(...compiled.parameters) ?? []).map(
-      (row) => (row as { detail: string }).detail,
-    );
-
   const from = "2026-11-01T00:00:00.000Z";
 
   // A project's first read of the month on SQLite, in slices: each found in the project's rows,
   // never the table walked by rowid (the slice's bound on it).
   it("reads the spend guard's first read of the month, slice by slice, through the index on project and time", () => {
     for (const plan of [
-      planOf(sliceEndQuery(database.db, "p7", from, undefined).compile()),
-      planOf(sliceEndQuery(database.db, "p7", from, undefined, true).compile()),
-      planOf(spendSliceQuery("p7", from, "2026-11-05T00:00:00.000Z", 2500).compile(database.db)),
-      planOf(spendSliceQuery("p7", from, undefined, 2500).compile(database.db)),
+      planOf(sliceEndQuery(stage.database().db, "p7", from, undefined).compile()),
+      planOf(sliceEndQuery(stage.database().db, "p7", from, undefined, true).compile()),
+      planOf(spendSliceQuery("p7", from, "2026-11-05T00:00:00.000Z", 2500).compile(stage.database().db)),
+      planOf(spendSliceQuery("p7", from, undefined, 2500).compile(stage.database().db)),
     ]) {
       expect(plan.filter((line) => /^SCAN usage_records\b/.test(line))).toEqual([]);
       expect(plan.join("\n")).toMatch(/USING (COVERING )?INDEX usage_records_project_time\b/);
@@ -115,53 +102,32 @@ describe("usage query plans on SQLite", () => {
   // Each row is looked up among the figures carried by its key, however many there are.
   it("walks the rows written since the last walk by rowid, through no index", async () => {
     // The first read makes the connection's table of figures carried, which the walk joins.
-    await createUsageRepository(database.db, database.sqlite).spendSince("p7", from);
+    await createUsageRepository(stage.database().db, stage.database().sqlite).spendSince("p7", from);
     const scans = (plan: string[]) =>
       plan.filter((line) => /^SCAN\b/.test(line) && line !== "SCAN CONSTANT ROW");
-    const walk = planOf(spendWalkQuery(1, 2500, 7500).compile(database.db));
+    const walk = planOf(spendWalkQuery(1, 2500, 7500).compile(stage.database().db));
     expect(scans(walk)).toEqual([]);
     expect(walk).toContain("SEARCH usage USING INTEGER PRIMARY KEY (rowid>? AND rowid<?)");
     expect(walk).toContain("SEARCH carried USING PRIMARY KEY (owner=? AND project_id=?)");
     expect(walk.join("\n")).not.toMatch(/ INDEX /);
-    const project = planOf(projectSpendWalkQuery("p7", from, 2500, 7500).compile(database.db));
+    const project = planOf(projectSpendWalkQuery("p7", from, 2500, 7500).compile(stage.database().db));
     expect(project).toEqual(["SEARCH usage_records USING INTEGER PRIMARY KEY (rowid>? AND rowid<?)"]);
-    expect(scans(planOf(spendTopQuery(2500).compile(database.db)))).toEqual([]);
+    expect(scans(planOf(spendTopQuery(2500).compile(stage.database().db)))).toEqual([]);
   });
 });
 
 describe.skipIf(!postgresAvailable)("usage query plans on PostgreSQL", () => {
-  let database: OpenDatabase;
-  let client: pg.Client;
-  let drop: () => Promise<void>;
-  beforeAll(async () => {
-    const schema = await createPostgresSchema();
-    drop = schema.drop;
-    database = await openDatabase({ databaseUrl: schema.url, dataDir: "unused" });
-    client = new pg.Client({ connectionString: schema.url });
-    await client.connect();
-    await client.query(`
+  const stage = postgresPlanStage(`
       insert into usage_records (${columns})
       select 'r' || i, 'p' || (i % 30), 'proxy', 200, 0.001, 10, 'ok',
         to_char(to_timestamp(1795996800 - i * 5184.0) at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'), 1
       from generate_series(1, ${rowCount}) i`);
-    await client.query("analyze usage_records");
-    // A table this small is read whole more cheaply than through any index: with sequential scans
-    // priced out, the planner shows whether an index can serve the query at all (it still scans
-    // the table when none can).
-    await client.query("set enable_seqscan = off");
-  });
-  afterAll(async () => {
-    await client?.end();
-    await database?.close();
-    await drop?.();
-  });
 
   for (const index of [0, 1, 2, 3, 4, 5]) {
     it(`finds the rows of query ${index + 1} through its index, never scanning the table`, async () => {
-      const query = queries(database.db, true)[index];
+      const query = queries(stage.database().db, true)[index];
       if (!query) throw new Error("no such query");
-      const { rows } = await client.query(`explain ${query.compiled.sql}`, [...query.compiled.parameters]);
-      const plan = rows.map((row: { "QUERY PLAN": string }) => row["QUERY PLAN"]).join("\n");
+      const plan = await stage.plan(query.compiled);
       expect(plan, query.name).not.toMatch(/Seq Scan on usage_records/);
       expect(plan, query.name).toMatch(new RegExp(`Index (Only )?Scan (using|on) ${query.index}\\b`));
     });
