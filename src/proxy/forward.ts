@@ -247,14 +247,50 @@ function failed(
 function upstreamError(error: unknown, provider: ProviderId): GatewayError {
   const code = (error as { code?: unknown }).code;
   if (isUpstreamTimeoutCode(code)) return providerTimeout(error, provider);
-  const message = upstreamFailure(error, code);
-  const retryable = message !== notHttpMessage;
-  return new GatewayError("PROVIDER_ERROR", message, {
-    cause: error,
+  const refused = code === "UND_ERR_SOCKET" ? unaskedAnswer(error) : null;
+  const message = refused?.message ?? upstreamFailure(error, code);
+  const retryable = refused === null && message !== notHttpMessage;
+  return new GatewayError("PROVIDER_ERROR", refused === null ? message : `${notHttpMessage}: ${message}`, {
+    cause: refused ?? error,
     provider,
     ...(retryable ? { headers: { "retry-after": "1" } } : {}),
     details: { retryable },
   });
+}
+
+/**
+ * What the provider's answer began with, where undici closed the connection on it rather than wait
+ * for a final answer (its `SocketError`s "bad response" and "bad upgrade", client-h1.js): an interim
+ * 100 Continue, which only an `Expect: 100-continue` asks for, or a 101 Switching Protocols, which
+ * only an `Upgrade` does. Sluice sends neither, and undici has no setting to pass over them (it
+ * passes over every other 1xx, 102 and 103 Early Hints included). Its "bad response" for an answer
+ * to no request reaches no call. Null for any other error.
+ */
+function unaskedAnswer(error: unknown): UnaskedAnswer | null {
+  // The log line names the failure by this error's code and message (provider-failure-log.ts), in
+  // place of undici's ("UND_ERR_SOCKET", "bad response").
+  const undiciMessage = (error as { message?: unknown }).message;
+  if (undiciMessage === "bad response")
+    return new UnaskedAnswer(
+      "SLUICE_UNASKED_CONTINUE",
+      "it sent an interim 100 Continue, which Sluice did not ask for (it sends no Expect) and does not take",
+    );
+  if (undiciMessage === "bad upgrade")
+    return new UnaskedAnswer(
+      "SLUICE_UNASKED_UPGRADE",
+      "it switched protocols (101), which Sluice did not ask for (it sends no Upgrade)",
+    );
+  return null;
+}
+
+/** An interim answer Sluice did not ask for and its HTTP client refused (see unaskedAnswer). */
+class UnaskedAnswer extends Error {
+  constructor(
+    readonly code: string,
+    message: string,
+  ) {
+    super(message);
+  }
 }
 
 /**
@@ -273,11 +309,6 @@ function upstreamFailure(error: unknown, code: unknown): string {
     // content-length mismatch, as it reports two content-lengths: the one may be a cut, so it is
     // retryable, and named for what the client can check rather than as an answer not HTTP.
     if (code === "UND_ERR_RES_CONTENT_LENGTH_MISMATCH") return lengthMismatchMessage;
-    // undici closes the connection itself on an answer it will not read (its `SocketError`s "bad
-    // response" and "bad upgrade"): an interim 100 or a 101 Sluice did not ask for (no `Expect`, no
-    // `Upgrade`), or an answer to no request. The provider did not close it.
-    if (code === "UND_ERR_SOCKET" && undiciRefusals.has((error as { message?: unknown }).message as string))
-      return notHttpMessage;
     if (code === "UND_ERR_SOCKET" || code === "ECONNRESET" || code === "EPIPE")
       return "The provider closed the connection before answering";
   }
@@ -285,5 +316,3 @@ function upstreamFailure(error: unknown, code: unknown): string {
 }
 
 const lengthMismatchMessage = "The provider's answer was not the length its content-length announced";
-
-const undiciRefusals = new Set(["bad response", "bad upgrade"]);

@@ -194,7 +194,9 @@ export class ProxyExchange implements Dispatcher.DispatchHandler {
     this.status = statusCode;
     this.reason = statusText;
     this.resumeUpstream = resume;
-    this.head = head.headers;
+    // A 204 has no body (RFC 9112 6.3) and stands for no representation: its sender must not send a
+    // content-length (RFC 9110 8.6), which an HTTP client after Sluice would count the body against.
+    this.head = statusCode === 204 ? withoutHeaders(head.headers, ["content-length"]) : head.headers;
     // Media types are case-insensitive (`Text/Event-Stream`).
     const sse = isEventStream(head.contentType);
     // A JSON-array stream is a stream too, though its usage is read as a JSON body is.
@@ -406,10 +408,14 @@ export class ProxyExchange implements Dispatcher.DispatchHandler {
         this.retried = true;
         this.abortUpstream = null;
         this.pool.dispatch(this.options, this);
-      } else if (this.status === 304 && code === "UND_ERR_RES_CONTENT_LENGTH_MISMATCH") {
-        // A 304's content-length is the size of the representation it stands for (RFC 9110 8.6):
-        // it has no body (RFC 9112 6.3), and its head is all of it. undici counts the body's bytes
-        // against it anyway, and drops the connection: the answer is whole, and goes to the client.
+      } else if (
+        (this.status === 304 || this.status === 204) &&
+        code === "UND_ERR_RES_CONTENT_LENGTH_MISMATCH"
+      ) {
+        // A 304's content-length is the size of the representation it stands for (RFC 9110 8.6), and
+        // a 204's one it must not have sent (dropped in onHeaders): neither has a body (RFC 9112
+        // 6.3), and the head is all of it. undici counts the body's bytes against the length anyway,
+        // and drops the connection: the answer is whole, and goes to the client.
         this.onComplete();
       } else this.settle(() => this.reject(error));
       return;

@@ -6,6 +6,7 @@ import { startLocalServer } from "../support/local-server.js";
 import { proxiedChat } from "../support/proxied-chat.js";
 import {
   createTestProject,
+  logLinesOf,
   startTestGateway,
   type TestGateway,
   usageRowOf,
@@ -52,22 +53,25 @@ describe("proxied call that fails before the provider's answer", () => {
     ["not HTTP", (socket: Socket) => socket.end("SSH-2.0-OpenSSH_9.2\r\n"), notHttp, false],
     ["closed on the request", (socket: Socket) => socket.destroy(), closed, true],
     // RFC 9110 15.2 has a client parse a 1xx it did not ask for; undici refuses an unasked 100 or
-    // 101 (Sluice sends no `Expect` and no `Upgrade`) and closes the connection itself.
+    // 101 (Sluice sends no `Expect` and no `Upgrade`) and closes the connection itself, with no
+    // setting to take them: the 502 and its log line name which it was.
     [
       "answering 100 Continue unasked",
       (socket: Socket) =>
         socket.write(
           "HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 2\r\n\r\n{}",
         ),
-      notHttp,
+      `${notHttp}: it sent an interim 100 Continue, which Sluice did not ask for (it sends no Expect) and does not take`,
       false,
+      "SLUICE_UNASKED_CONTINUE",
     ],
     [
       "switching protocols unasked",
       (socket: Socket) =>
         socket.write("HTTP/1.1 101 Switching Protocols\r\nconnection: upgrade\r\nupgrade: h2c\r\n\r\n"),
-      notHttp,
+      `${notHttp}: it switched protocols (101), which Sluice did not ask for (it sends no Upgrade)`,
       false,
+      "SLUICE_UNASKED_UPGRADE",
     ],
     // Sluice offers no transfer coding but chunked (it sends no `TE`, RFC 9110 10.1.4), and undici
     // undoes none other: forwarded, the body would reach the client still gzipped, with nothing
@@ -125,12 +129,16 @@ describe("proxied call that fails before the provider's answer", () => {
   });
 
   it.each([
-    ...cases.map(([name, , message, retryable], index) => [name, index, message, retryable] as const),
-    ["not reached", cases.length, "The provider could not be reached", true] as const,
+    ...cases.map(
+      ([name, , message, retryable, logged], index) =>
+        [name, index, message, retryable, logged as string | undefined] as const,
+    ),
+    ["not reached", cases.length, "The provider could not be reached", true, "ECONNREFUSED"] as const,
   ])(
     "answers 502 naming what happened when the provider is %s, with its row",
-    async (_name, index, message, retryable) => {
+    async (_name, index, message, retryable, logged) => {
       const sluice = gateways[index]!;
+      const before = sluice.logs.length;
       const project = await createTestProject(sluice.gateway);
       const response = await proxiedChat(sluice.url, project);
       expect(response.status).toBe(502);
@@ -144,6 +152,11 @@ describe("proxied call that fails before the provider's answer", () => {
         status: 502,
         error_code: "PROVIDER_ERROR",
       });
+      if (logged !== undefined)
+        expect(logLinesOf(sluice, before).find((line) => line.msg === "provider call failed")).toMatchObject({
+          code: logged,
+          status: 502,
+        });
     },
   );
 });

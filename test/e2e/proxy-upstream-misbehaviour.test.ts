@@ -456,6 +456,34 @@ describe("a provider that misbehaves", () => {
     expect(row).toMatchObject({ status: 304, outcome: "ok", error_code: null, cost_usd: 0 });
   });
 
+  // RFC 9110 8.6: a server must not send a content-length with a 204, which has no body (RFC 9112
+  // 6.3) and stands for no representation. undici counts the body's bytes against it (a mismatch
+  // but for 0), and an HTTP client after Sluice would too: the 204 goes to the client without it.
+  it.each([
+    ["DELETE", "files/file-abc", "5"],
+    ["DELETE", "files/file-abc", "0"],
+    ["POST", "chat/completions", "17"],
+  ])(
+    "passes a %s %s's 204 with content-length %s back as a 204 without one, not a 502",
+    async (method, path, length) => {
+      upstream.answer((socket) =>
+        socket.write(`HTTP/1.1 204 No Content\r\nx-upstream: kept\r\ncontent-length: ${length}\r\n\r\n`),
+      );
+      const received = await send(
+        method,
+        `${sluice.url}/v1/provider-a/${project.projectId}/${path}`,
+        { authorization: `Bearer ${project.bearer("provider-a")}` },
+        method === "POST" ? Buffer.from(JSON.stringify(chat.body)) : undefined,
+      );
+      expect(received).toMatchObject({ status: 204, how: "ended" });
+      expect(received.headers["x-upstream"]).toBe("kept");
+      expect(received.headers["content-length"]).toBeUndefined();
+      expect(received.body.length).toBe(0);
+      const row = await usageRowById(sluice.gateway, received.headers["x-request-id"] as string);
+      expect(row).toMatchObject({ status: 204, outcome: "ok", error_code: null });
+    },
+  );
+
   it("passes a header value of latin-1 bytes (obs-text) byte for byte", async () => {
     const stream = chat.stream;
     const { received } = await through(chat, (socket) =>
