@@ -126,6 +126,10 @@ export async function forward(pools: UpstreamPools, call: ForwardCall): Promise<
   if (call.bodyDecoded) delete headers["content-encoding"];
   adapter.inject(headers, call.providerKey);
   const { facts } = call;
+  // Every body goes framed by its length (a GET's or HEAD's is refused before, proxy-routes.ts).
+  // undici leaves out a 0 where the method expects no body (a DELETE, an OPTIONS), and closes the
+  // connection that carried a body on such a method once its answer is in: a server that ignored
+  // the body never reads it as the next call (test/e2e/proxy-edge-cases.test.ts).
   if (facts.length > 0 || (call.method !== "GET" && call.method !== "HEAD"))
     headers["content-length"] = String(facts.length);
   const query = upstreamQuery(call.query, adapter.keyQueryParameter);

@@ -1,4 +1,4 @@
-import { request as httpRequest, type IncomingMessage, type ServerResponse } from "node:http";
+import { Agent, request as httpRequest, type IncomingMessage, type ServerResponse } from "node:http";
 import { connect } from "node:net";
 import { gzipSync } from "node:zlib";
 import Anthropic, { toFile } from "@anthropic-ai/sdk";
@@ -23,6 +23,8 @@ interface Received {
   url: string;
   headers: IncomingMessage["headers"];
   body: Buffer;
+  /** Which of Sluice's connections to the provider the request came on. */
+  connection: number | undefined;
 }
 
 type Answer = (request: Received, response: ServerResponse) => void;
@@ -39,6 +41,7 @@ function listen(answer: (request: Received, response: ServerResponse) => void): 
           url: incoming.url ?? "",
           headers: incoming.headers,
           body: Buffer.concat(chunks),
+          connection: incoming.socket.remotePort,
         },
         response,
       ),
@@ -201,6 +204,67 @@ describe("proxy edge cases", () => {
         [method, 0],
         [method, 0],
       ]);
+    },
+  );
+
+  // RFC 9110 9.3.5 and 9.3.7: content in a DELETE or an OPTIONS has no defined meaning (no call of
+  // provider A's API sends one), but is allowed, and a server may take it for a smuggling attempt.
+  // It is forwarded framed by its content-length (a chunked one too), and the provider connection
+  // that carried it carries nothing after it (undici closes it): a server that read none cannot
+  // take it for another client's request. The client's own connection has nothing left unread.
+  it.each([
+    ["DELETE", 7],
+    ["OPTIONS", 7],
+    ["DELETE", 100_000],
+  ])(
+    "forwards a %s's body of %i bytes framed by a content-length, on a provider connection used for nothing after it",
+    async (method, size) => {
+      const agent = new Agent({ keepAlive: true, maxSockets: 1 });
+      const call = (verb: string, body: Buffer | null) =>
+        new Promise<{ status: number; reused: boolean }>((resolve, reject) => {
+          const outgoing = httpRequest(
+            `${sluice.url}/v1/provider-a/${project.projectId}/files/file-1`,
+            {
+              method: verb,
+              agent,
+              headers: {
+                authorization: `Bearer ${project.bearer("provider-a")}`,
+                // Node sends a DELETE's or an OPTIONS's body unframed unless told.
+                ...(body === null ? {} : { "transfer-encoding": "chunked" }),
+              },
+            },
+            (response) => {
+              response.resume();
+              response.on("end", () =>
+                resolve({ status: response.statusCode ?? 0, reused: outgoing.reusedSocket }),
+              );
+            },
+          );
+          outgoing.on("error", reject);
+          if (body !== null) outgoing.write(body.subarray(0, 3));
+          outgoing.end(body?.subarray(3));
+        });
+      const body = Buffer.alloc(size, 0x61);
+      try {
+        expect(await call("GET", null)).toMatchObject({ status: 200 });
+        expect(await call(method, body)).toEqual({ status: 200, reused: true });
+        expect(await call("GET", null)).toEqual({ status: 200, reused: true });
+        expect(await call(method, null)).toEqual({ status: 200, reused: true });
+        expect(await call("GET", null)).toEqual({ status: 200, reused: true });
+      } finally {
+        agent.destroy();
+      }
+      const [first, withBody, after, bodiless, last] = received;
+      expect(withBody?.headers["content-length"]).toBe(String(size));
+      expect(withBody?.headers["transfer-encoding"]).toBeUndefined();
+      expect(withBody?.body.equals(body)).toBe(true);
+      // As fetch and the SDKs send one: no content-length for no content.
+      expect(bodiless?.headers["content-length"]).toBeUndefined();
+      expect(bodiless?.body.length).toBe(0);
+      // The connection kept alive before the body is the one it came on; none carries a call after it.
+      expect(withBody?.connection).toBe(first?.connection);
+      expect(after?.connection).not.toBe(withBody?.connection);
+      expect([bodiless?.connection, last?.connection]).toEqual([after?.connection, after?.connection]);
     },
   );
 
