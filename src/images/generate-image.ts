@@ -1,8 +1,10 @@
 import { randomUUID } from "node:crypto";
+import { firstInChain } from "../error-chain.js";
 import { GatewayError } from "../errors.js";
 import { deadlineSignal } from "../net/deadline-signal.js";
 import type { AiSdkModels, SdkImageModel } from "../providers/ai-sdk-provider.js";
 import { watchingFinish } from "../providers/answer-finish-reason.js";
+import { ProviderResponseTooLarge } from "../providers/provider-fetch.js";
 import type { ProviderId } from "../providers/provider-id.js";
 import { providerRefusal } from "../providers/provider-refusal.js";
 import {
@@ -265,7 +267,7 @@ function countingBilledCalls(ai: typeof import("ai"), model: SdkImageModel, prov
                 filteredFinishes.has(watched.finish.reason ?? ""),
               noImage: watched.finish.reason === "NO_IMAGE",
             }),
-            () => null,
+            (error: unknown) => generatedOverCap(error, params.n),
           ),
         );
         return result;
@@ -275,6 +277,22 @@ function countingBilledCalls(ai: typeof import("ai"), model: SdkImageModel, prov
   const billedCalls = async () =>
     (await Promise.all(calls)).filter((billed): billed is BilledCall => billed !== null);
   return { model: counting, billedCalls };
+}
+
+/**
+ * A call whose successful (2xx) answer was larger than SLUICE_MAX_PROVIDER_RESPONSE_BYTES: its images
+ * were generated, and billed, though Sluice read no more than the cap of them. Counted as the images
+ * it asked for, at the size and quality the request named (the answer, which names them, was not
+ * read), and with no tokens (its usage, at the answer's end, was not read either): a per-image price
+ * is known where the request names one, a token price never. Null for any other failure.
+ */
+function generatedOverCap(error: unknown, asked: number): BilledCall | null {
+  const tooLarge = firstInChain(
+    error,
+    (cause): cause is ProviderResponseTooLarge => cause instanceof ProviderResponseTooLarge,
+  );
+  if (tooLarge === undefined || tooLarge.status < 200 || tooLarge.status >= 300) return null;
+  return { asked, images: asked, usage: null, filtered: false, noImage: false };
 }
 
 type ImageAnswer = {

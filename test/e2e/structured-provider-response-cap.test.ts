@@ -112,10 +112,28 @@ describe("a provider answer over SLUICE_MAX_PROVIDER_RESPONSE_BYTES", () => {
   for (const how of ["content-length", "chunked"] as const) {
     it.each([
       ["text", { text: "hello" }, {}],
-      // An image call that failed generated nothing: no cost.
+      // A 200 over the cap is images generated, and billed: priced by what the request asked, where
+      // that names a price. gpt-image-1 (the default) generates at `auto`, which has none.
       ["image", { prompt: "a cat" }, { cost_usd: null }],
+      ["image", { prompt: "a cat", model: "dall-e-3" }, { cost_usd: 0.04 }],
+      [
+        "image",
+        {
+          prompt: "a cat",
+          model: "gpt-image-1",
+          size: "1024x1536",
+          n: 2,
+          providerOptions: { "provider-a": { quality: "low" } },
+        },
+        { cost_usd: 0.032 },
+      ],
+      [
+        "image",
+        { prompt: "a cat", model: "gpt-image-1-mini", size: "1024x1024", n: 3, maxImagesPerCall: 2 },
+        { cost_usd: 0.048 },
+      ],
     ] as const)(
-      `answers /v1/%s 502 PROVIDER_ERROR for one announced or sent larger (${how})`,
+      `answers /v1/%s 502 PROVIDER_ERROR for one announced or sent larger (${how}), %j`,
       async (route, body, row) => {
         mode = how;
         const response = await call(route, body);
