@@ -195,7 +195,8 @@ export class ProxyExchange implements Dispatcher.DispatchHandler {
     this.reason = statusText;
     this.resumeUpstream = resume;
     // A 204 has no body (RFC 9112 6.3) and stands for no representation: its sender must not send a
-    // content-length (RFC 9110 8.6), which an HTTP client after Sluice would count the body against.
+    // content-length (RFC 9110 8.6), which an HTTP client after Sluice may count the body against
+    // (undici's `request` does).
     this.head = statusCode === 204 ? withoutHeaders(head.headers, ["content-length"]) : head.headers;
     // Media types are case-insensitive (`Text/Event-Stream`).
     const sse = isEventStream(head.contentType);

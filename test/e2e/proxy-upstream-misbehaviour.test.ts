@@ -458,7 +458,7 @@ describe("a provider that misbehaves", () => {
 
   // RFC 9110 8.6: a server must not send a content-length with a 204, which has no body (RFC 9112
   // 6.3) and stands for no representation. undici counts the body's bytes against it (a mismatch
-  // but for 0), and an HTTP client after Sluice would too: the 204 goes to the client without it.
+  // but for 0), and a client's undici.request after Sluice would too: the 204 goes without it.
   it.each([
     ["DELETE", "files/file-abc", "5"],
     ["DELETE", "files/file-abc", "0"],
