@@ -1,7 +1,9 @@
 import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
+import { createSecureContext, createServer as createTlsServer } from "node:tls";
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { type LocalDns, startLocalDns } from "../../test/support/local-dns.js";
+import { selfSigned } from "../../test/support/self-signed.js";
 import { GatewayError } from "../errors.js";
 import { isPublicAddress } from "./public-address.js";
 import { resolveHost } from "./resolve-host.js";
@@ -241,5 +243,38 @@ describe("PDF host lookups", () => {
     expect(ended - started).toBeLessThan(250);
     await sleep(1200);
     expect(queriesFor("v6-only.test", ended)).toEqual([]);
+  });
+
+  // The URL's host, trailing dot and all, was the TLS server name, which RFC 6066 §3 has without
+  // it: a server that holds to that refuses the handshake or picks another certificate. Browsers
+  // and curl send the name without the dot, and keep the dot in Host.
+  it("sends a fully qualified host (trailing dot) as the TLS server name without the dot, and as Host with it", async () => {
+    const serverNames: string[] = [];
+    const context = createSecureContext(selfSigned());
+    const tlsServer = createTlsServer({
+      SNICallback: (name, callback) => {
+        serverNames.push(name);
+        callback(null, context);
+      },
+    });
+    await new Promise<void>((resolve) => tlsServer.listen(0, "127.0.0.1", resolve));
+    try {
+      const tlsPort = (tlsServer.address() as AddressInfo).port;
+      const fetchPdf = fetcher({ timeoutMs: 3000, allowedProtocols: ["https:"] });
+      for (const host of ["fast.test.", "fast.test"]) {
+        // The certificate is the test's own: the handshake ends there, once the name was sent.
+        expect(await outcome(fetchPdf(new URL(`https://${host}:${tlsPort}/doc.pdf`)))).toBe(
+          "BAD_REQUEST: could not fetch the PDF",
+        );
+      }
+      expect(serverNames).toEqual(["fast.test", "fast.test"]);
+    } finally {
+      await new Promise((resolve) => tlsServer.close(resolve));
+    }
+    requests.length = 0;
+    expect(await outcome(fetcher({ timeoutMs: 3000 })(new URL(`http://fast.test.:${port}/doc.pdf`)))).toBe(
+      "ok",
+    );
+    expect(requests).toEqual([`fast.test.:${port}/doc.pdf`]);
   });
 });

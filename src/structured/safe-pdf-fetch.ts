@@ -177,11 +177,24 @@ function pinnedAgent(address: string, timeoutMs: number, deadline: AbortSignal):
     // The connector calls net.connect (or tls.connect) at once: no abort can come in between.
     connect: (connectOptions, callback) => {
       if (deadline.aborted) callback(new Error("The PDF fetch stopped"), null);
-      else connect(connectOptions, callback);
+      else connect(withoutTrailingDot(connectOptions), callback);
     },
     headersTimeout: timeoutMs,
     bodyTimeout: timeoutMs,
   });
+}
+
+/**
+ * The connection's TLS server name without the host's trailing dot: undici sends the URL's host as
+ * it is (its `servername`, or else its `hostname`), and a fully qualified one (`example.com.`) kept
+ * the dot, which RFC 6066 §3 leaves out of the name (a server that holds to that refused the
+ * handshake or chose another certificate). Browsers and curl leave it out too, and keep it in Host,
+ * as undici does. The certificate is checked against the name sent. An IP address never ends with a
+ * dot (the URL parser drops it) and is sent no name, as before.
+ */
+function withoutTrailingDot(connectOptions: buildConnector.Options): buildConnector.Options {
+  const name = connectOptions.servername || connectOptions.hostname;
+  return name?.endsWith(".") ? { ...connectOptions, servername: name.replace(/\.+$/, "") } : connectOptions;
 }
 
 async function readCapped(body: AsyncIterable<Buffer>, maxBytes: number): Promise<Uint8Array> {
