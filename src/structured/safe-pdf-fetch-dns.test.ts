@@ -7,7 +7,12 @@ import { selfSigned } from "../../test/support/self-signed.js";
 import { GatewayError } from "../errors.js";
 import { isPublicAddress } from "./public-address.js";
 import { resolveHost } from "./resolve-host.js";
-import { createSafePdfFetcher, type SafePdfFetcherOptions } from "./safe-pdf-fetch.js";
+import {
+  createSafePdfFetcher,
+  hostRefused,
+  type RefusedHost,
+  type SafePdfFetcherOptions,
+} from "./safe-pdf-fetch.js";
 
 type Addresses = Array<{ address: string; family: number }>;
 
@@ -47,6 +52,7 @@ describe("PDF host lookups", () => {
         "v6-only.test": ["2001:4860::1"],
       },
       stalled: ["stalled.test"],
+      failing: ["failing.test"],
       // Nameservers that drop AAAA queries and answer A ones.
       stalledTypes: { "v4-only.test": ["AAAA"], "v4-private.test": ["AAAA"], "v6-only.test": ["A"] },
     });
@@ -131,15 +137,57 @@ describe("PDF host lookups", () => {
     // One AAAA answer that is not public, beside an allowed A answer: refused, no connection.
     for (const host of ["mapped.test", "ula.test", "metadata.test"]) {
       expect(await outcome(fetchPdf(new URL(`http://${host}:${port}/doc.pdf`)))).toBe(
-        "BAD_REQUEST: the PDF URL resolves to a non-public address",
+        `BAD_REQUEST: ${hostRefused}`,
       );
     }
     for (const host of ["empty.test", "nowhere.test"]) {
       expect(await outcome(fetchPdf(new URL(`http://${host}:${port}/doc.pdf`)))).toBe(
-        "BAD_REQUEST: the PDF URL's host does not resolve",
+        `BAD_REQUEST: ${hostRefused}`,
       );
     }
     expect(requests).toEqual([`fast.test:${port}/doc.pdf`]);
+  });
+
+  // A host with no address was "does not resolve", one with a non-public address "resolves to a
+  // non-public address": a client could tell which internal names the gateway's nameservers know
+  // (`db.corp.example` resolves, `nothing.corp.example` does not). The client is told the same;
+  // the log hook keeps the difference for the operator.
+  it("answers a host that does not resolve as one that resolves to a non-public address, and tells the log which it was", async () => {
+    const refused: RefusedHost[] = [];
+    const fetchPdf = fetcher({ timeoutMs: 3000, logRefusedHost: (facts) => refused.push(facts) });
+    const answers = [];
+    for (const host of [
+      "v4-private.test",
+      "ula.test",
+      "nowhere.test",
+      "empty.test",
+      "failing.test",
+      "localhost",
+    ]) {
+      const error = await fetchPdf(new URL(`http://${host}:${port}/doc.pdf`), undefined, `req-${host}`).then(
+        () => null,
+        (caught: unknown) => caught,
+      );
+      answers.push(
+        error instanceof GatewayError ? [error.status, error.code, error.message, error.details] : error,
+      );
+    }
+    expect(new Set(answers.map((answer) => JSON.stringify(answer)))).toEqual(
+      new Set([JSON.stringify([400, "BAD_REQUEST", hostRefused, undefined])]),
+    );
+    expect(refused).toEqual([
+      {
+        host: "v4-private.test",
+        reason: "nonPublicAddress",
+        address: "10.0.0.1",
+        requestId: "req-v4-private.test",
+      },
+      { host: "ula.test", reason: "nonPublicAddress", address: "fd00::1", requestId: "req-ula.test" },
+      { host: "nowhere.test", reason: "noAddress", requestId: "req-nowhere.test" },
+      { host: "empty.test", reason: "noAddress", requestId: "req-empty.test" },
+      { host: "failing.test", reason: "noAddress", code: "ESERVFAIL", requestId: "req-failing.test" },
+      { host: "localhost", reason: "localhost", requestId: "req-localhost" },
+    ]);
   });
 
   // The resolver reads no /etc/hosts, where `localhost` is; RFC 6761 has it loopback anyway.
@@ -151,7 +199,7 @@ describe("PDF host lookups", () => {
         await outcome(
           createSafePdfFetcher({ maxBytes: 1024, timeoutMs: 1000 })(new URL(`https://${host}/x.pdf`)),
         ),
-      ).toBe("BAD_REQUEST: the PDF URL resolves to a non-public address");
+      ).toBe(`BAD_REQUEST: ${hostRefused}`);
       expect(dns.queries.length).toBe(before);
     },
   );
@@ -220,7 +268,7 @@ describe("PDF host lookups", () => {
     expect(requests).toEqual([`v4-only.test:${port}/doc.pdf`]);
     // Not public: refused as soon, without waiting for the AAAA answer.
     expect(await outcome(fetchPdf(new URL(`http://v4-private.test:${port}/doc.pdf`)))).toBe(
-      "BAD_REQUEST: the PDF URL resolves to a non-public address",
+      `BAD_REQUEST: ${hostRefused}`,
     );
     expect(Date.now() - ended).toBeLessThan(250);
     // The resolver would ask again after 300 ms: the AAAA query it gave up is asked no more.
