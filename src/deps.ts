@@ -470,6 +470,8 @@ export async function createGateway(config: Config, injected: Partial<Injectable
             maxBytes: config.maxPdfBytes,
             timeoutMs: config.pdfFetchTimeoutMs,
             maxFetches: config.maxPdfFetches,
+            // The client is told only that the host has no public address: the log says why.
+            logRefusedHost: (facts) => logger.debug(facts, "PDF URL host refused"),
           }),
         maxBodyBytes: config.maxBodyBytes,
         maxImageBytes: config.maxImageBytes,

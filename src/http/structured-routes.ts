@@ -61,7 +61,7 @@ function handle(deps: StructuredRouteDeps, kind: AnalysisKind, context: RequestC
     }
     const model = chooseModel(call.project, call.provider, kind);
     const schema = usableSchema(call.project, call.provider, model, kind);
-    const input = await parseInput(deps, kind, value, call.provider, signal);
+    const input = await parseInput(deps, kind, value, call.provider, signal, context.requestId);
     soFar.model = model;
     // Only the project's admin can change a schema the provider refuses: the operator hears of it.
     const noteSchemaRefusal = (error: unknown): void => {
@@ -145,6 +145,7 @@ async function parseInput(
   provider: ProviderId,
   /** Stops a PDF fetch by URL: the client left. */
   signal: AbortSignal,
+  requestId: string,
 ): Promise<AnalysisInput> {
   if (kind === "text") return { kind, text: value };
   if (kind === "vision") {
@@ -154,7 +155,7 @@ async function parseInput(
     return { kind, ...image };
   }
   const pdf = parsePdfInput(value, { maxBytes: deps.maxPdfBytes });
-  const bytes = pdf.kind === "data" ? pdf.bytes : await deps.fetchPdf(pdf.url, signal);
+  const bytes = pdf.kind === "data" ? pdf.bytes : await deps.fetchPdf(pdf.url, signal, requestId);
   requirePdfWithinLimits(provider, bytes);
   return { kind, bytes };
 }

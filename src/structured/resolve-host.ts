@@ -26,6 +26,14 @@ export const lookupTimedOut = "ETIMEOUT";
 const noAddress = new Set(["ENODATA", "ENOTFOUND"]);
 
 /**
+ * How long the other family's query is waited for once one has answered with addresses: RFC 8305's
+ * Resolution Delay (§3, 50 ms recommended). A nameserver that drops AAAA queries (answers A ones)
+ * otherwise held the fetch until the resolver gave up on AAAA (10 to 15 s at the defaults), then
+ * failed it as a time-out, though its IPv4 address was known at once.
+ */
+export const resolutionDelayMs = 50;
+
+/**
  * A host's IPv4 and IPv6 addresses (A and AAAA queries at once; the IPv4 ones first), asked of the
  * nameservers with c-ares (`dns.Resolver`), not the system's getaddrinfo (`dns.lookup`):
  * getaddrinfo runs on libuv's thread pool, which the whole process shares (fs work, other
@@ -35,11 +43,16 @@ const noAddress = new Set(["ENODATA", "ENOTFOUND"]);
  * nothing is left asking once the fetch stopped. Each lookup has its own resolver, as `cancel()`
  * stops every query of a resolver.
  *
+ * Once one family has answered with addresses, the other is waited for `resolutionDelayMs` more
+ * at most, then given up (cancelled): the lookup answers with the addresses it has. Every address
+ * returned was seen, and the caller connects to one of them, so an answer that comes later (or
+ * never) cannot take the connection elsewhere.
+ *
  * c-ares reads /etc/resolv.conf (nameservers, `options timeout/attempts` are overridden here), not
  * /etc/hosts nor nsswitch.conf, and does not apply the search domains (it queries the name as
  * given). A PDF URL names a public https host; a name only /etc/hosts knows would be an internal
- * one. A family whose query fails other than by "no such address" (a time-out, SERVFAIL) fails the
- * whole lookup: an address not seen cannot be checked.
+ * one. A family whose query fails other than by "no such address" (a time-out, SERVFAIL) before the
+ * lookup ends fails the whole lookup.
  */
 export async function resolveHost(
   hostname: string,
@@ -55,16 +68,48 @@ export async function resolveHost(
   const cancel = () => resolver.cancel();
   signal.addEventListener("abort", cancel, { once: true });
   try {
-    const [v4, v6] = await Promise.allSettled([resolver.resolve4(hostname), resolver.resolve6(hostname)]);
-    return [...addressesOf(v4, 4), ...addressesOf(v6, 6)];
+    const answers = await answersWithin([resolver.resolve4(hostname), resolver.resolve6(hostname)]);
+    return [...addressesOf(answers[0], 4), ...addressesOf(answers[1], 6)];
   } finally {
     signal.removeEventListener("abort", cancel);
-    // Nothing is left running, however the lookup ended (a no-op once both queries have settled).
+    // Nothing is left running, however the lookup ended: a query still waited for (the family
+    // given up after the resolution delay) is cancelled; a no-op once both have settled.
     resolver.cancel();
   }
 }
 
-function addressesOf(answer: PromiseSettledResult<string[]>, family: 4 | 6) {
+/**
+ * The queries' answers once both have settled, or once `resolutionDelayMs` has passed since one
+ * answered with addresses (the other's answer then `undefined`, as a family with no address).
+ */
+function answersWithin(
+  queries: Array<Promise<string[]>>,
+): Promise<Array<PromiseSettledResult<string[]> | undefined>> {
+  const answers: Array<PromiseSettledResult<string[]> | undefined> = queries.map(() => undefined);
+  return new Promise((resolve) => {
+    let grace: NodeJS.Timeout | undefined;
+    const done = () => {
+      clearTimeout(grace);
+      resolve(answers);
+    };
+    for (const [index, query] of queries.entries()) {
+      query.then(
+        (value) => {
+          answers[index] = { status: "fulfilled", value };
+          if (answers.every(Boolean)) done();
+          else if (value.length > 0) grace ??= setTimeout(done, resolutionDelayMs);
+        },
+        (reason: unknown) => {
+          answers[index] = { status: "rejected", reason };
+          if (answers.every(Boolean)) done();
+        },
+      );
+    }
+  });
+}
+
+function addressesOf(answer: PromiseSettledResult<string[]> | undefined, family: 4 | 6) {
+  if (answer === undefined) return [];
   if (answer.status === "fulfilled") return answer.value.map((address) => ({ address, family }));
   const code: unknown = (answer.reason as { code?: unknown } | null)?.code;
   if (typeof code === "string" && noAddress.has(code)) return [];

@@ -1,10 +1,18 @@
 import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
+import { createSecureContext, createServer as createTlsServer } from "node:tls";
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { type LocalDns, startLocalDns } from "../../test/support/local-dns.js";
+import { selfSigned } from "../../test/support/self-signed.js";
 import { GatewayError } from "../errors.js";
 import { isPublicAddress } from "./public-address.js";
-import { createSafePdfFetcher, type SafePdfFetcherOptions } from "./safe-pdf-fetch.js";
+import { resolveHost } from "./resolve-host.js";
+import {
+  createSafePdfFetcher,
+  hostRefused,
+  type RefusedHost,
+  type SafePdfFetcherOptions,
+} from "./safe-pdf-fetch.js";
 
 type Addresses = Array<{ address: string; family: number }>;
 
@@ -39,8 +47,14 @@ describe("PDF host lookups", () => {
         "ula.test": ["127.0.0.1", "fd00::1"],
         "metadata.test": ["127.0.0.1", "::ffff:169.254.169.254"],
         "empty.test": [],
+        "v4-only.test": ["127.0.0.1"],
+        "v4-private.test": ["10.0.0.1"],
+        "v6-only.test": ["2001:4860::1"],
       },
       stalled: ["stalled.test"],
+      failing: ["failing.test"],
+      // Nameservers that drop AAAA queries and answer A ones.
+      stalledTypes: { "v4-only.test": ["AAAA"], "v4-private.test": ["AAAA"], "v6-only.test": ["A"] },
     });
   });
 
@@ -123,15 +137,57 @@ describe("PDF host lookups", () => {
     // One AAAA answer that is not public, beside an allowed A answer: refused, no connection.
     for (const host of ["mapped.test", "ula.test", "metadata.test"]) {
       expect(await outcome(fetchPdf(new URL(`http://${host}:${port}/doc.pdf`)))).toBe(
-        "BAD_REQUEST: the PDF URL resolves to a non-public address",
+        `BAD_REQUEST: ${hostRefused}`,
       );
     }
     for (const host of ["empty.test", "nowhere.test"]) {
       expect(await outcome(fetchPdf(new URL(`http://${host}:${port}/doc.pdf`)))).toBe(
-        "BAD_REQUEST: the PDF URL's host does not resolve",
+        `BAD_REQUEST: ${hostRefused}`,
       );
     }
     expect(requests).toEqual([`fast.test:${port}/doc.pdf`]);
+  });
+
+  // A host with no address was "does not resolve", one with a non-public address "resolves to a
+  // non-public address": a client could tell which internal names the gateway's nameservers know
+  // (`db.corp.example` resolves, `nothing.corp.example` does not). The client is told the same;
+  // the log hook keeps the difference for the operator.
+  it("answers a host that does not resolve as one that resolves to a non-public address, and tells the log which it was", async () => {
+    const refused: RefusedHost[] = [];
+    const fetchPdf = fetcher({ timeoutMs: 3000, logRefusedHost: (facts) => refused.push(facts) });
+    const answers = [];
+    for (const host of [
+      "v4-private.test",
+      "ula.test",
+      "nowhere.test",
+      "empty.test",
+      "failing.test",
+      "localhost",
+    ]) {
+      const error = await fetchPdf(new URL(`http://${host}:${port}/doc.pdf`), undefined, `req-${host}`).then(
+        () => null,
+        (caught: unknown) => caught,
+      );
+      answers.push(
+        error instanceof GatewayError ? [error.status, error.code, error.message, error.details] : error,
+      );
+    }
+    expect(new Set(answers.map((answer) => JSON.stringify(answer)))).toEqual(
+      new Set([JSON.stringify([400, "BAD_REQUEST", hostRefused, undefined])]),
+    );
+    expect(refused).toEqual([
+      {
+        host: "v4-private.test",
+        reason: "nonPublicAddress",
+        address: "10.0.0.1",
+        requestId: "req-v4-private.test",
+      },
+      { host: "ula.test", reason: "nonPublicAddress", address: "fd00::1", requestId: "req-ula.test" },
+      { host: "nowhere.test", reason: "noAddress", requestId: "req-nowhere.test" },
+      { host: "empty.test", reason: "noAddress", requestId: "req-empty.test" },
+      { host: "failing.test", reason: "noAddress", code: "ESERVFAIL", requestId: "req-failing.test" },
+      { host: "localhost", reason: "localhost", requestId: "req-localhost" },
+    ]);
   });
 
   // The resolver reads no /etc/hosts, where `localhost` is; RFC 6761 has it loopback anyway.
@@ -143,7 +199,7 @@ describe("PDF host lookups", () => {
         await outcome(
           createSafePdfFetcher({ maxBytes: 1024, timeoutMs: 1000 })(new URL(`https://${host}/x.pdf`)),
         ),
-      ).toBe("BAD_REQUEST: the PDF URL resolves to a non-public address");
+      ).toBe(`BAD_REQUEST: ${hostRefused}`);
       expect(dns.queries.length).toBe(before);
     },
   );
@@ -196,5 +252,77 @@ describe("PDF host lookups", () => {
     expect(Date.now() - left).toBeLessThan(200);
     await sleep(1200);
     expect(queriesFor("stalled.test", left)).toEqual([]);
+  });
+
+  // The lookup waited for both answers: an AAAA query the nameserver dropped held the fetch until
+  // the resolver gave up on it, then failed it as a time-out (here 1.2 to 2.1 s; 11 to 15 s with the
+  // default resolver settings, past the default 15 s deadline or just before it), though the A
+  // answer came at once.
+  it("goes on with one family's addresses once the other has had a short grace, and stops asking for it", async () => {
+    const fetchPdf = fetcher({ timeoutMs: 10_000 });
+    requests.length = 0;
+    const started = Date.now();
+    expect(await outcome(fetchPdf(new URL(`http://v4-only.test:${port}/doc.pdf`)))).toBe("ok");
+    const ended = Date.now();
+    expect(ended - started).toBeLessThan(250);
+    expect(requests).toEqual([`v4-only.test:${port}/doc.pdf`]);
+    // Not public: refused as soon, without waiting for the AAAA answer.
+    expect(await outcome(fetchPdf(new URL(`http://v4-private.test:${port}/doc.pdf`)))).toBe(
+      `BAD_REQUEST: ${hostRefused}`,
+    );
+    expect(Date.now() - ended).toBeLessThan(250);
+    // The resolver would ask again after 300 ms: the AAAA query it gave up is asked no more.
+    const settled = Date.now();
+    await sleep(1200);
+    expect(dns.queries.filter((query) => query.name.startsWith("v4-") && query.at > settled)).toEqual([]);
+    expect(requests).toEqual([`v4-only.test:${port}/doc.pdf`]);
+  });
+
+  it("gives the same grace to the A query when the AAAA one answered first", async () => {
+    const started = Date.now();
+    expect(
+      await resolveHost("v6-only.test", new AbortController().signal, {
+        servers: [dns.server],
+        timeoutMs: 300,
+        tries: 3,
+      }),
+    ).toEqual([{ address: "2001:4860::1", family: 6 }]);
+    const ended = Date.now();
+    expect(ended - started).toBeLessThan(250);
+    await sleep(1200);
+    expect(queriesFor("v6-only.test", ended)).toEqual([]);
+  });
+
+  // The URL's host, trailing dot and all, was the TLS server name, which RFC 6066 §3 has without
+  // it: a server that holds to that refuses the handshake or picks another certificate. Browsers
+  // and curl send the name without the dot, and keep the dot in Host.
+  it("sends a fully qualified host (trailing dot) as the TLS server name without the dot, and as Host with it", async () => {
+    const serverNames: string[] = [];
+    const context = createSecureContext(selfSigned());
+    const tlsServer = createTlsServer({
+      SNICallback: (name, callback) => {
+        serverNames.push(name);
+        callback(null, context);
+      },
+    });
+    await new Promise<void>((resolve) => tlsServer.listen(0, "127.0.0.1", resolve));
+    try {
+      const tlsPort = (tlsServer.address() as AddressInfo).port;
+      const fetchPdf = fetcher({ timeoutMs: 3000, allowedProtocols: ["https:"] });
+      for (const host of ["fast.test.", "fast.test"]) {
+        // The certificate is the test's own: the handshake ends there, once the name was sent.
+        expect(await outcome(fetchPdf(new URL(`https://${host}:${tlsPort}/doc.pdf`)))).toBe(
+          "BAD_REQUEST: could not fetch the PDF",
+        );
+      }
+      expect(serverNames).toEqual(["fast.test", "fast.test"]);
+    } finally {
+      await new Promise((resolve) => tlsServer.close(resolve));
+    }
+    requests.length = 0;
+    expect(await outcome(fetcher({ timeoutMs: 3000 })(new URL(`http://fast.test.:${port}/doc.pdf`)))).toBe(
+      "ok",
+    );
+    expect(requests).toEqual([`fast.test.:${port}/doc.pdf`]);
   });
 });

@@ -22,10 +22,37 @@ export interface SafePdfFetcherOptions {
   timeoutMs: number;
   maxRedirects?: number;
   /**
+   * Told why a host was refused for its addresses, which the client is not told (see `hostRefused`);
+   * the gateway logs it. Unset: not told.
+   */
+  logRefusedHost?: (facts: RefusedHost) => void;
+  /**
    * Fetches this fetcher runs at once (the gateway builds one: `SLUICE_MAX_PDF_FETCHES`); one more
    * is answered 503. Each may hold up to `maxBytes` until `timeoutMs`. Unset: no cap.
    */
   maxFetches?: number;
+}
+
+/**
+ * What a client is told of a host refused for its addresses, whichever the reason: a name that does
+ * not resolve, one that resolves to a non-public address, `localhost`. Told apart, they let a client
+ * learn which internal names the gateway's nameservers know (`db.corp.example` resolves to a private
+ * address, `nothing.corp.example` does not resolve). `logRefusedHost` is told which it was.
+ */
+export const hostRefused = "the PDF URL's host has no public address";
+
+/** Why a host was refused for its addresses, for the operator's log (never the URL's path or query). */
+export interface RefusedHost {
+  /** The URL's host name (a redirect's, on a redirect). */
+  host: string;
+  /** No address (the lookup's answers were empty, or it failed), one not public, or a `localhost` name. */
+  reason: "noAddress" | "nonPublicAddress" | "localhost";
+  /** The first address refused (nonPublicAddress). */
+  address?: string;
+  /** The resolver's error code (`ESERVFAIL`, `EREFUSED`), when the lookup failed (noAddress). */
+  code?: string;
+  /** The request's id, when the caller named it. */
+  requestId?: string;
 }
 
 /**
@@ -48,7 +75,7 @@ export function createSafePdfFetcher(options: SafePdfFetcherOptions) {
   const maxFetches = options.maxFetches ?? Number.POSITIVE_INFINITY;
   let fetchesRunning = 0;
 
-  async function checkedAddress(url: URL, deadline: AbortSignal): Promise<string> {
+  async function checkedAddress(url: URL, deadline: AbortSignal, requestId?: string): Promise<string> {
     if (!protocols.includes(url.protocol))
       throw refuse(`the PDF URL must use ${protocols.map((scheme) => scheme.slice(0, -1)).join(" or ")}`);
     // Checked on every hop: a redirect may not add what the first URL may not carry.
@@ -58,21 +85,28 @@ export function createSafePdfFetcher(options: SafePdfFetcherOptions) {
     if (url.port && isFetchBlockedPort(Number(url.port)))
       throw refuse(`the PDF URL's port ${url.port} is one fetch refuses to call`);
     const host = url.hostname.startsWith("[") ? url.hostname.slice(1, -1) : url.hostname;
+    const refuseHost = (facts: Omit<RefusedHost, "host" | "requestId">) => {
+      options.logRefusedHost?.({ host, ...facts, ...(requestId === undefined ? {} : { requestId }) });
+      return refuse(hostRefused);
+    };
     // Loopback by RFC 6761, which the resolver's nameservers need not know (it reads no /etc/hosts).
-    if (isLocalhostName(host)) throw refuse("the PDF URL resolves to a non-public address");
-    const addresses = isIP(host) ? [{ address: host, family: isIP(host) }] : await lookUp(host, deadline);
-    if (addresses.length === 0) throw refuse("the PDF URL's host does not resolve");
-    if (addresses.some(({ address }) => !allowed(address)))
-      throw refuse("the PDF URL resolves to a non-public address");
+    if (isLocalhostName(host)) throw refuseHost({ reason: "localhost" });
+    const addresses = isIP(host)
+      ? [{ address: host, family: isIP(host) }]
+      : await lookUp(host, deadline, (code) => refuseHost({ reason: "noAddress", code }));
+    if (addresses.length === 0) throw refuseHost({ reason: "noAddress" });
+    const notAllowed = addresses.find(({ address }) => !allowed(address));
+    if (notAllowed) throw refuseHost({ reason: "nonPublicAddress", address: notAllowed.address });
     return addresses[0]!.address;
   }
 
   /**
    * The lookup runs under the fetch's deadline: one that takes longer fails as the time-out does,
    * and one still running when the caller's signal aborts is given up as well. The lookup hears of
-   * both through the same signal, and stops (`resolveHost` cancels its queries).
+   * both through the same signal, and stops (`resolveHost` cancels its queries). A lookup that
+   * failed otherwise is refused by `noAddress`, with the resolver's error code.
    */
-  async function lookUp(host: string, deadline: AbortSignal) {
+  async function lookUp(host: string, deadline: AbortSignal, noAddress: (code?: string) => GatewayError) {
     if (deadline.aborted) throw stopped(deadline);
     let onAbort = () => {};
     const timedOut = new Promise<never>((_resolve, reject) => {
@@ -86,43 +120,48 @@ export function createSafePdfFetcher(options: SafePdfFetcherOptions) {
       if (deadline.aborted) throw stopped(deadline);
       // The resolver gave up before the deadline: told as the deadline would have, not as a host
       // that has no address (which of the two comes first is chance: c-ares jitters its retries).
-      if ((error as { code?: unknown } | null)?.code === lookupTimedOut)
-        throw refuse("fetching the PDF took too long");
-      throw refuse("the PDF URL's host does not resolve");
+      const code: unknown = (error as { code?: unknown } | null)?.code;
+      if (code === lookupTimedOut) throw refuse("fetching the PDF took too long");
+      throw noAddress(typeof code === "string" ? code : undefined);
     } finally {
       deadline.removeEventListener("abort", onAbort);
     }
   }
 
-  return async function fetchPdf(start: URL, signal?: AbortSignal): Promise<Uint8Array> {
+  /** `requestId` names the request in what `logRefusedHost` is told. */
+  return async function fetchPdf(start: URL, signal?: AbortSignal, requestId?: string): Promise<Uint8Array> {
     // Counted until the fetch has settled: its connection is destroyed then, and what it read is
     // either its caller's or garbage.
     if (fetchesRunning >= maxFetches)
       throw busy("Too many PDF fetches are running on this instance (SLUICE_MAX_PDF_FETCHES)");
     fetchesRunning++;
     try {
-      return await fetchWithDeadline(start, signal);
+      return await fetchWithDeadline(start, signal, requestId);
     } finally {
       fetchesRunning--;
     }
   };
 
-  async function fetchWithDeadline(start: URL, signal?: AbortSignal): Promise<Uint8Array> {
+  async function fetchWithDeadline(
+    start: URL,
+    signal?: AbortSignal,
+    requestId?: string,
+  ): Promise<Uint8Array> {
     // Not AbortSignal.any with AbortSignal.timeout, whose timer a garbage collection can take
     // (deadline-signal.ts): the fetch then ran as long as the server kept sending.
     const { signal: deadline, clear } = deadlineSignal(options.timeoutMs, signal);
     try {
-      return await fetchWithin(start, deadline);
+      return await fetchWithin(start, deadline, requestId);
     } finally {
       clear();
     }
   }
 
-  async function fetchWithin(start: URL, deadline: AbortSignal): Promise<Uint8Array> {
+  async function fetchWithin(start: URL, deadline: AbortSignal, requestId?: string): Promise<Uint8Array> {
     let url = start;
     for (let hop = 0; hop <= maxRedirects; hop++) {
       if (deadline.aborted) throw stopped(deadline);
-      const address = await checkedAddress(url, deadline);
+      const address = await checkedAddress(url, deadline, requestId);
       const agent = pinnedAgent(address, options.timeoutMs, deadline);
       try {
         const response = await request(url, {
@@ -177,11 +216,24 @@ function pinnedAgent(address: string, timeoutMs: number, deadline: AbortSignal):
     // The connector calls net.connect (or tls.connect) at once: no abort can come in between.
     connect: (connectOptions, callback) => {
       if (deadline.aborted) callback(new Error("The PDF fetch stopped"), null);
-      else connect(connectOptions, callback);
+      else connect(withoutTrailingDot(connectOptions), callback);
     },
     headersTimeout: timeoutMs,
     bodyTimeout: timeoutMs,
   });
+}
+
+/**
+ * The connection's TLS server name without the host's trailing dot: undici sends the URL's host as
+ * it is (its `servername`, or else its `hostname`), and a fully qualified one (`example.com.`) kept
+ * the dot, which RFC 6066 §3 leaves out of the name (a server that holds to that refused the
+ * handshake or chose another certificate). Browsers and curl leave it out too, and keep it in Host,
+ * as undici does. The certificate is checked against the name sent. An IP address never ends with a
+ * dot (the URL parser drops it) and is sent no name, as before.
+ */
+function withoutTrailingDot(connectOptions: buildConnector.Options): buildConnector.Options {
+  const name = connectOptions.servername || connectOptions.hostname;
+  return name?.endsWith(".") ? { ...connectOptions, servername: name.replace(/\.+$/, "") } : connectOptions;
 }
 
 async function readCapped(body: AsyncIterable<Buffer>, maxBytes: number): Promise<Uint8Array> {

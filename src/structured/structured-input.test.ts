@@ -462,7 +462,7 @@ describe("SSRF-safe PDF fetch", () => {
     );
     // Refused for its address, before any connection: not a connection that merely failed.
     await expect(createSafePdfFetcher({ maxBytes: 2048, timeoutMs: 1000 })(url)).rejects.toThrow(
-      /^the PDF URL resolves to a non-public address$/,
+      /^the PDF URL's host has no public address$/,
     );
     expect(forbiddenConnections).toBe(before);
   });
@@ -491,9 +491,7 @@ describe("SSRF-safe PDF fetch", () => {
         () => null,
         (caught: unknown) => caught,
       );
-      expect(error instanceof GatewayError && error.message).toBe(
-        "the PDF URL resolves to a non-public address",
-      );
+      expect(error instanceof GatewayError && error.message).toBe("the PDF URL's host has no public address");
     }
   });
 

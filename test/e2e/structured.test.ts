@@ -10,6 +10,7 @@ import {
   adminToken,
   createProjectOnEachProvider,
   createTestProject,
+  logLinesOf,
   startTestGateway,
   type TestGateway,
   type TestProject,
@@ -1064,6 +1065,8 @@ describe("structured analysis", () => {
       const project = await createTestProject(own.gateway, { provider: "provider-a", outputSchema: schema });
       const before = pdfServerConnections;
       const refusals: string[] = [];
+      const requestIds: string[] = [];
+      const logsBefore = own.logs.length;
       for (const target of [pdfUrl, pdfUrl.replace("http:", "https:")]) {
         const response = await fetch(`${own.url}/v1/pdf/${project.projectId}`, {
           method: "POST",
@@ -1079,10 +1082,18 @@ describe("structured analysis", () => {
           code: "BAD_REQUEST",
         });
         refusals.push(body.error.message);
+        requestIds.push(response.headers.get("x-request-id") ?? "");
       }
-      expect(refusals).toEqual([
-        "the PDF URL must use https",
-        "the PDF URL resolves to a non-public address",
+      expect(refusals).toEqual(["the PDF URL must use https", "the PDF URL's host has no public address"]);
+      // The client is told no more; the operator's log (at debug) says why, and for which request.
+      expect(logLinesOf(own, logsBefore).filter((line) => line.msg === "PDF URL host refused")).toEqual([
+        expect.objectContaining({
+          level: "debug",
+          host: "127.0.0.5",
+          reason: "nonPublicAddress",
+          address: "127.0.0.5",
+          requestId: requestIds[1],
+        }),
       ]);
       expect(pdfServerConnections).toBe(before);
       expect(fake.requests).toHaveLength(0);

@@ -21,14 +21,20 @@ const types: Record<number, string> = { 1: "A", 28: "AAAA" };
 /**
  * A DNS server over UDP on 127.0.0.1, answering by hand: `records` maps a name to the addresses it
  * resolves to (A for IPv4, AAAA for IPv6; a type with none is answered with no data), a name in
- * `stalled` is never answered, any other name is NXDOMAIN. It records every query it receives.
+ * `stalled` is never answered, nor the queries of a name in `stalledTypes` of the types it lists
+ * (`{"v4.test": ["AAAA"]}`: a nameserver that drops AAAA queries), a name in `failing` is answered
+ * SERVFAIL, any other name is NXDOMAIN. It records every query it receives.
  */
 export async function startLocalDns(options: {
   records?: Record<string, string[]>;
   stalled?: string[];
+  stalledTypes?: Record<string, string[]>;
+  failing?: string[];
 }): Promise<LocalDns> {
   const records = options.records ?? {};
   const stalled = new Set(options.stalled ?? []);
+  const stalledTypes = options.stalledTypes ?? {};
+  const failing = new Set(options.failing ?? []);
   const queries: DnsQuery[] = [];
   const socket = createSocket("udp4");
   socket.on("message", (message, remote) => {
@@ -36,15 +42,16 @@ export async function startLocalDns(options: {
     if (!question) return;
     const type = types[question.type] ?? String(question.type);
     queries.push({ name: question.name, type, at: Date.now() });
-    if (stalled.has(question.name)) return;
+    if (stalled.has(question.name) || stalledTypes[question.name]?.includes(type)) return;
     const known = Object.hasOwn(records, question.name);
     const addresses = (records[question.name] ?? []).filter((address) =>
       type === "A" ? isIPv4(address) : type === "AAAA" ? !isIPv4(address) : false,
     );
     const header = Buffer.alloc(12);
     message.copy(header, 0, 0, 2);
-    // QR, the query's RD, RA; NXDOMAIN for a name not listed.
-    header.writeUInt16BE(0x8180 | (message.readUInt16BE(2) & 0x0100) | (known ? 0 : 3), 2);
+    // QR, the query's RD, RA; SERVFAIL for a failing name, NXDOMAIN for a name not listed.
+    const rcode = failing.has(question.name) ? 2 : known ? 0 : 3;
+    header.writeUInt16BE(0x8180 | (message.readUInt16BE(2) & 0x0100) | rcode, 2);
     header.writeUInt16BE(1, 4);
     header.writeUInt16BE(addresses.length, 6);
     const answers = addresses.map((address) => {
