@@ -13,7 +13,7 @@ export interface ResolverSettings {
  * The first try's time-out and the tries: c-ares waits 2 s, then 2 to 4 more (it jitters its
  * retries), then 4 to 8 more, but Node checks its time-outs on a timer of at most 1 s (the
  * time-out when shorter), so each ends at the tick after it: asked again after 3 s, then 3 or 4 s
- * later, given up 11 to 15 s in all (measured on Node 20; `ETIMEOUT`, told as the fetch's
+ * later, given up 10 to 15 s in all (measured on Node 20; `ETIMEOUT`, told as the fetch's
  * time-out); a fetch's deadline that comes first cancels it.
  */
 const defaultTimeoutMs = 2000;
