@@ -722,6 +722,52 @@ function nodeOptionsArgs(text: string): string[] {
   return args;
 }
 
+/** A name in the environment that looks like a setting (`SLUICE_…`) but is none: see unknownSettings. */
+export interface UnknownSetting {
+  name: string;
+  /** The setting within a few letters of it (`SLUICE_ADMIN_TOKEN` for `SLUICE_ADMN_TOKEN`), if any. */
+  nearest?: string;
+}
+
+/**
+ * The `SLUICE_` names set (not empty) in `env` that no setting has, sorted, each with the setting
+ * nearest to it (at most 3 edits away; a setting without the prefix, `DATABASE_URL`, is compared
+ * with the name less its prefix). A misspelt setting is otherwise ignored without a word, its
+ * default in force (the admin API off, no limit changed): the start warns of each (decision 0032).
+ */
+export function unknownSettings(env: Record<string, string | undefined> = process.env): UnknownSetting[] {
+  const names = Object.values(settings).map((setting) => setting.env as string);
+  const known = new Set(names);
+  const unknown: UnknownSetting[] = [];
+  for (const name of Object.keys(env).sort()) {
+    if (!name.startsWith("SLUICE_") || known.has(name) || !env[name]) continue;
+    let nearest: string | undefined;
+    let nearestEdits = 4;
+    for (const candidate of names) {
+      const edits = Math.min(editDistance(name, candidate), editDistance(name.slice(7), candidate));
+      if (edits < nearestEdits) [nearest, nearestEdits] = [candidate, edits];
+    }
+    unknown.push(nearest === undefined ? { name } : { name, nearest });
+  }
+  return unknown;
+}
+
+/** Levenshtein distance: the fewest insertions, deletions and substitutions from `a` to `b`. */
+function editDistance(a: string, b: string): number {
+  let previous = Array.from({ length: b.length + 1 }, (_, index) => index);
+  for (let i = 1; i <= a.length; i++) {
+    const current = [i];
+    for (let j = 1; j <= b.length; j++)
+      current[j] = Math.min(
+        (previous[j] as number) + 1,
+        (current[j - 1] as number) + 1,
+        (previous[j - 1] as number) + (a[i - 1] === b[j - 1] ? 0 : 1),
+      );
+    previous = current;
+  }
+  return previous[b.length] as number;
+}
+
 /** The admin token the README's quick start exports, refused in production. */
 const readmeAdminToken = "change-me-to-a-long-random-string";
 
