@@ -124,9 +124,21 @@ describe("loadConfig", () => {
     },
   );
 
-  it("reports a value that is no URL at all once, as such", () => {
+  it("reports a value that is no URL at all once, as such, with the form it takes", () => {
     expect(problemsOf({ DATABASE_URL: "notaurl", REDIS_URL: "::" })).toBe(
-      "Invalid configuration:\n  DATABASE_URL: Invalid URL\n  REDIS_URL: Invalid URL",
+      "Invalid configuration:\n  DATABASE_URL: is not a URL: write it whole, its scheme included, such as postgres://user@host:5432/db\n  REDIS_URL: is not a URL: write it whole, its scheme included, such as redis://host:6379",
+    );
+  });
+
+  it.each([
+    ["SLUICE_PROVIDER_A_BASE_URL", "api.openai.com/v1", "https://api.openai.com/v1"],
+    ["SLUICE_PROVIDER_B_BASE_URL", "127.0.0.1:8080/v1", "https://api.anthropic.com/v1"],
+    ["SLUICE_DEVICECHECK_PRODUCTION_URL", "api.devicecheck.apple.com", "https://api.devicecheck.apple.com"],
+    ["SLUICE_PUBLIC_URL", "sluice.example.com", "https://sluice.example.com"],
+    ["SLUICE_VAULT_S3_ENDPOINT", "s3.example.com", "https://s3.us-east-1.amazonaws.com"],
+  ])("says why %s=%s, a URL without its scheme, is refused", (name, value, example) => {
+    expect(problemsOf({ [name]: value })).toContain(
+      `${name}: is not a URL: write it whole, its scheme included, such as ${example}`,
     );
   });
 

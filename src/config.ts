@@ -122,14 +122,15 @@ const headerValue = text(
 /**
  * A URL that follows `rules`. The value kept is the one parsed: without spaces at either end, nor
  * tabs and line breaks (which the URL parser drops). One that does not parse is kept as given, for
- * the rules, which leave it to this check.
+ * the rules, which leave it to this check; it is named with `example`, a URL of the form the
+ * setting takes (a host and path without their scheme, `api.openai.com/v1`, is the usual slip).
  */
-const url = (...rules: Rule[]): Parser<string> => {
+const url = (example: string, ...rules: Rule[]): Parser<string> => {
   const followsRules = text(...rules);
   return (value, problems) => {
     const trimmed = value.trim();
     if (URL.canParse(trimmed)) return followsRules(trimmed.replace(/[\t\n\r]/g, ""), problems);
-    problems.push("Invalid URL");
+    problems.push(`is not a URL: write it whole, its scheme included, such as ${example}`);
     return followsRules(value, problems);
   };
 };
@@ -144,8 +145,8 @@ const httpScheme = schemeOf(["http:", "https:"], "must be an http:// or https://
  * An http(s) URL that paths are appended to, without a query, fragment or user info, which would
  * take in or lose every path appended, or hand out credentials: `why` says what it is used for.
  */
-const bareBaseUrl = (why: string): Parser<string> =>
-  url(httpScheme, [
+const bareBaseUrl = (why: string, example: string): Parser<string> =>
+  url(example, httpScheme, [
     isBareBaseUrl,
     `must be a base URL without a query (?), fragment (#) or user info: ${why}`,
   ]);
@@ -153,24 +154,25 @@ const bareBaseUrl = (why: string): Parser<string> =>
  * `SLUICE_PUBLIC_URL`: `<base>/v1/vault/…?expires=…`; user info would be handed to every app in
  * every signed URL. A path is kept.
  */
-const baseUrl = bareBaseUrl("signed vault URLs, which apps receive, append their path and query to it");
+const baseUrl = bareBaseUrl(
+  "signed vault URLs, which apps receive, append their path and query to it",
+  "https://sluice.example.com",
+);
 /**
  * A provider's base URL: its calls go to the URL's origin and path (provider-adapter.ts), so a query,
  * fragment or user info in it would be dropped without a word (an Azure-style `?api-version=`, a
  * password).
  */
-const upstreamBaseUrl = bareBaseUrl(
-  "a provider's calls go to its origin and path only, and the rest would be dropped",
-);
+const upstreamBaseUrl = (example: string) =>
+  bareBaseUrl("a provider's calls go to its origin and path only, and the rest would be dropped", example);
 /**
  * Apple's DeviceCheck hosts and the S3 endpoint: Apple's path would go after a query (`?x=1/v1/…`,
  * every call asking for `/`); fetch refuses a URL that holds credentials, with an error that quotes
  * it, password included; the S3 vault signs with its own credentials and would drop them, and a
  * query, without a word. The message never shows the value, its password among it.
  */
-const serviceUrl = bareBaseUrl(
-  "calls append their path to it, and credentials go in the settings made for them",
-);
+const serviceUrl = (example: string) =>
+  bareBaseUrl("calls append their path to it, and credentials go in the settings made for them", example);
 /** Whether every one of `parts` decodes as percent-encoding (`decodeURIComponent` does not throw). */
 function isPercentEncoded(...parts: string[]): boolean {
   try {
@@ -248,6 +250,7 @@ export const settings = {
   databaseUrl: setting(
     "DATABASE_URL",
     url(
+      "postgres://user@host:5432/db",
       schemeOf(
         ["postgres:", "postgresql:", "socket:"],
         "must be a postgres:// or postgresql:// URL (or node-postgres's socket:/path form)",
@@ -284,6 +287,7 @@ export const settings = {
   redisUrl: setting(
     "REDIS_URL",
     url(
+      "redis://host:6379",
       schemeOf(["redis:", "rediss:"], "must be a redis:// or rediss:// URL"),
       [
         // ioredis reads the path as the database index: `/abc` became SELECT NaN, and then keys in
@@ -348,19 +352,19 @@ export const settings = {
   ),
   providerABaseUrl: setting(
     "SLUICE_PROVIDER_A_BASE_URL",
-    upstreamBaseUrl,
+    upstreamBaseUrl("https://api.openai.com/v1"),
     "https://api.openai.com/v1",
     "provider A upstream base URL",
   ),
   providerBBaseUrl: setting(
     "SLUICE_PROVIDER_B_BASE_URL",
-    upstreamBaseUrl,
+    upstreamBaseUrl("https://api.anthropic.com/v1"),
     "https://api.anthropic.com/v1",
     "provider B upstream base URL",
   ),
   providerCBaseUrl: setting(
     "SLUICE_PROVIDER_C_BASE_URL",
-    upstreamBaseUrl,
+    upstreamBaseUrl("https://generativelanguage.googleapis.com/v1beta"),
     "https://generativelanguage.googleapis.com/v1beta",
     "provider C upstream base URL (its `/v1` and `/v1alpha` siblings serve `v1/...` and `v1alpha/...` paths)",
   ),
@@ -402,13 +406,13 @@ export const settings = {
   ),
   deviceCheckProductionUrl: setting(
     "SLUICE_DEVICECHECK_PRODUCTION_URL",
-    serviceUrl,
+    serviceUrl("https://api.devicecheck.apple.com"),
     "https://api.devicecheck.apple.com",
     "Apple DeviceCheck production host, without user info, query or fragment",
   ),
   deviceCheckDevelopmentUrl: setting(
     "SLUICE_DEVICECHECK_DEVELOPMENT_URL",
-    serviceUrl,
+    serviceUrl("https://api.development.devicecheck.apple.com"),
     "https://api.development.devicecheck.apple.com",
     "Apple DeviceCheck development host, without user info, query or fragment",
   ),
@@ -564,7 +568,7 @@ export const settings = {
   ),
   vaultS3Endpoint: setting(
     "SLUICE_VAULT_S3_ENDPOINT",
-    serviceUrl,
+    serviceUrl("https://s3.us-east-1.amazonaws.com"),
     undefined,
     "S3-compatible endpoint, without user info, query or fragment (set: vault in S3)",
   ),
@@ -716,6 +720,52 @@ function nodeOptionsArgs(text: string): string[] {
   }
   if (current !== undefined) args.push(current);
   return args;
+}
+
+/** A name in the environment that looks like a setting (`SLUICE_…`) but is none: see unknownSettings. */
+export interface UnknownSetting {
+  name: string;
+  /** The setting within a few letters of it (`SLUICE_ADMIN_TOKEN` for `SLUICE_ADMN_TOKEN`), if any. */
+  nearest?: string;
+}
+
+/**
+ * The `SLUICE_` names set (not empty) in `env` that no setting has, sorted, each with the setting
+ * nearest to it (at most 3 edits away; a setting without the prefix, `DATABASE_URL`, is compared
+ * with the name less its prefix). A misspelt setting is otherwise ignored without a word, its
+ * default in force (the admin API off, no limit changed): the start warns of each (decision 0032).
+ */
+export function unknownSettings(env: Record<string, string | undefined> = process.env): UnknownSetting[] {
+  const names = Object.values(settings).map((setting) => setting.env as string);
+  const known = new Set(names);
+  const unknown: UnknownSetting[] = [];
+  for (const name of Object.keys(env).sort()) {
+    if (!name.startsWith("SLUICE_") || known.has(name) || !env[name]) continue;
+    let nearest: string | undefined;
+    let nearestEdits = 4;
+    for (const candidate of names) {
+      const edits = Math.min(editDistance(name, candidate), editDistance(name.slice(7), candidate));
+      if (edits < nearestEdits) [nearest, nearestEdits] = [candidate, edits];
+    }
+    unknown.push(nearest === undefined ? { name } : { name, nearest });
+  }
+  return unknown;
+}
+
+/** Levenshtein distance: the fewest insertions, deletions and substitutions from `a` to `b`. */
+function editDistance(a: string, b: string): number {
+  let previous = Array.from({ length: b.length + 1 }, (_, index) => index);
+  for (let i = 1; i <= a.length; i++) {
+    const current = [i];
+    for (let j = 1; j <= b.length; j++)
+      current[j] = Math.min(
+        (previous[j] as number) + 1,
+        (current[j - 1] as number) + 1,
+        (previous[j - 1] as number) + (a[i - 1] === b[j - 1] ? 0 : 1),
+      );
+    previous = current;
+  }
+  return previous[b.length] as number;
 }
 
 /** The admin token the README's quick start exports, refused in production. */

@@ -10,7 +10,7 @@ import type { Socket } from "node:net";
 import { constants as osConstants } from "node:os";
 import { resolve } from "node:path";
 import type { App } from "./app.js";
-import { loadConfig, startedByNpmScript } from "./config.js";
+import { loadConfig, startedByNpmScript, unknownSettings } from "./config.js";
 import { createGateway, type Gateway } from "./deps.js";
 import { shutdownMarginMs } from "./gateway-close.js";
 import { type ConnectionDrain, trackConnections } from "./http/connection-drain.js";
@@ -20,6 +20,7 @@ import { listeningUrl } from "./net/listening-url.js";
 import { readTlsFiles, StartSettingError } from "./net/tls-files.js";
 import { serviceUrlShown } from "./service-url-shown.js";
 import { sqliteFileIn } from "./storage/database.js";
+import { unknownSettingWarnings } from "./unknown-setting-warnings.js";
 import { version } from "./version.js";
 
 /**
@@ -69,6 +70,8 @@ async function startServing(): Promise<void> {
   let started: GatewayServer | undefined;
   const gateway = await createGateway(config, { listenAddress: () => started?.address() ?? null });
   const { logger, app } = gateway;
+  for (const warning of unknownSettingWarnings(unknownSettings()))
+    logger.warn(warning.fields, warning.message);
   const server = createGatewayServer(app, tls ? { tls } : {});
   started = server;
   // The metrics port first: when it is taken, the start fails before the gateway's port takes a call.
