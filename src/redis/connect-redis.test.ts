@@ -65,6 +65,9 @@ describe("connectRedis", () => {
       const errors = lines.filter((line) => line.msg === "Redis client error").map((line) => line.redisError);
       expect(errors.length).toBeGreaterThan(0);
       expect(errors).toEqual([...new Set(errors)]);
+      // The operator is told which setting names the Redis that fails.
+      for (const line of lines.filter((entry) => entry.msg === "Redis client error"))
+        expect(line.setting).toBe("REDIS_URL");
     } finally {
       client.disconnect();
       await server.close();

@@ -27,7 +27,7 @@ export async function connectRedis(url: string, logger: Logger, commandTimeoutMs
       onError(error) {
         if (logged.has(error.message) || logged.size >= maxLoggedErrors) return;
         logged.add(error.message);
-        logger.warn({ redisError: error.message }, "Redis client error");
+        logger.warn({ setting: "REDIS_URL", redisError: error.message }, "Redis client error");
       },
       // An AUTH Redis did not need (or could not take) is said in the log, not on the console.
       onWarning: (message) => logger.warn({ setting: "REDIS_URL" }, message),
