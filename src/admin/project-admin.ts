@@ -8,10 +8,11 @@ import type { ProviderId } from "../providers/provider-id.js";
 import type { KeyRepository, ProviderKeyRecord, TestKeysKept } from "../storage/key-repository.js";
 import type { Project, ProjectRepository } from "../storage/project-repository.js";
 import type { UsageReportRow, UsageRepository } from "../storage/usage-repository.js";
+import { ownCursor } from "./list-cursor.js";
 import { mapDatabaseOutages } from "./map-database-outages.js";
 import { mayBeKey, projectIdPattern, projectIdQuoted } from "./project-id.js";
 import type * as ProjectInput from "./project-input.js";
-import type { CreateProjectInput, OtherListCursor } from "./project-input.js";
+import type { CreateProjectInput } from "./project-input.js";
 import { encodeProjectListCursor, projectListLimit } from "./project-list-cursor.js";
 import {
   appleSettingsChanged,
@@ -25,7 +26,7 @@ import {
 } from "./project-rules.js";
 import { checkProjectValues, type FieldName, sameName, usageReportWindow } from "./project-values.js";
 import { shownMemberName, shownParameterName } from "./shown-name.js";
-import { encodeUsageReportCursor, type UsageReportCursor, usageReportLimit } from "./usage-report-cursor.js";
+import { encodeUsageReportCursor, usageReportLimit, usageReportReadOn } from "./usage-report-cursor.js";
 
 export type { FieldName } from "./project-values.js";
 
@@ -329,11 +330,9 @@ export function createProjectAdmin(deps: ProjectAdminDeps) {
       const labels = parameterLabels(Object.keys(usageQueryInput.shape), parameterName);
       const query = parse(usageQueryInput, input, "usage query", labels);
       const project = await requireProject(projectId);
-      const cursor = ownCursor(query.cursor, "a usage report", "Invalid usage query", parameterName);
       const window = usageReportWindow(query, deps.now(), parameterName);
       const [from, to] = [window.from.toISOString(), window.to.toISOString()];
-      const groupBy = query.groupBy ?? cursor?.groupBy ?? "day";
-      if (cursor) checkCursor(cursor, { projectId, groupBy, from, to }, parameterName);
+      const { cursor, groupBy } = usageReportReadOn(query, { projectId, from, to }, parameterName);
       const limit = query.limit ?? usageReportLimit.default;
       // Rows from the project's creation on: those before it were a project deleted under its id
       // (its rows stay), or failed attempts on the id before it existed.
@@ -384,48 +383,6 @@ export interface UsageReport {
 export interface ProjectList {
   data: ProjectView[];
   next?: string;
-}
-
-/**
- * `cursor` when it is one of the list it was given to (`list`); a cursor of another paged list is
- * one Sluice wrote, well-formed, but it would read on in that list: 422, as a cursor of another
- * report is.
- */
-function ownCursor<T extends object>(
-  cursor: T | OtherListCursor | undefined,
-  list: string,
-  title: string,
-  parameterName: (field: string) => string,
-): T | undefined {
-  if (cursor === undefined || !("otherList" in cursor)) return cursor;
-  throw problemsError("VALIDATION_ERROR", title, [
-    `${parameterName("cursor")}: is a cursor of ${cursor.otherList}, not of ${list}`,
-  ]);
-}
-
-/**
- * A cursor read on in the report it came from: another project's, or one given `from`, `to` or
- * `groupBy` that differ from its own, would answer groups after a group of another report, silently
- * skipping some or repeating them. Well-formed values that contradict each other: 422.
- */
-function checkCursor(
-  cursor: UsageReportCursor,
-  report: Omit<UsageReportCursor, "after">,
-  parameterName: (field: string) => string,
-): void {
-  const cursorName = parameterName("cursor");
-  if (cursor.projectId !== report.projectId)
-    throw problemsError("VALIDATION_ERROR", "Invalid usage query", [
-      `${cursorName}: is a cursor of another project's usage report`,
-    ]);
-  const problems = (["from", "to", "groupBy"] as const).flatMap((field) =>
-    cursor[field] === report[field]
-      ? []
-      : [
-          `${parameterName(field)}: differs from the ${cursorName} (${cursor[field]}); leave it out to read on in the cursor's report`,
-        ],
-  );
-  if (problems.length > 0) throw problemsError("VALIDATION_ERROR", "Invalid usage query", problems);
 }
 
 /**

@@ -15,6 +15,8 @@ import { sql } from "kysely";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { capture, cli } from "../../test/support/cli-run.js";
 import { monthlySpendCapRule } from "../admin/project-input.js";
+import { encodeProjectListCursor } from "../admin/project-list-cursor.js";
+import { encodeUsageReportCursor } from "../admin/usage-report-cursor.js";
 import { openDatabase } from "../storage/database.js";
 import { runCli } from "./main.js";
 
@@ -529,6 +531,50 @@ describe("sluice CLI", () => {
     expect(result.err).toMatch(
       /^error: `--from` must be before `--to`, which is now \(\d{4}-\d\d-\d\dT[\d:.]+Z\) when not given\n\nUsage: sluice/,
     );
+  });
+
+  it("refuses a --cursor that contradicts the other flags, or is another list's, as a usage error before opening the database", async () => {
+    const cursor = encodeUsageReportCursor({
+      projectId: "cli-usage",
+      groupBy: "day",
+      from: "2026-01-01T00:00:00.000Z",
+      to: "2026-02-01T00:00:00.000Z",
+      after: "2026-01-10",
+    });
+    const listCursor = encodeProjectListCursor({ createdAt: "2026-01-01T00:00:00.000Z", id: "p" });
+    const refusals: Array<[string[], string]> = [
+      [
+        ["usage", "cli-usage", "--cursor", cursor, "--group-by", "model"],
+        "Invalid usage query: --group-by: differs from the --cursor (day); leave it out to read on in the cursor's report",
+      ],
+      [
+        ["usage", "cli-usage", "--cursor", cursor, "--from", "2026-01-02"],
+        "Invalid usage query: --from: differs from the --cursor (2026-01-01T00:00:00.000Z); leave it out to read on in the cursor's report",
+      ],
+      [
+        ["usage", "another-project", "--cursor", cursor],
+        "Invalid usage query: --cursor: is a cursor of another project's usage report",
+      ],
+      [
+        ["usage", "cli-usage", "--cursor", listCursor],
+        "Invalid usage query: --cursor: is a cursor of the project list, not of a usage report",
+      ],
+      [
+        ["projects", "list", "--cursor", cursor],
+        "Invalid project list query: --cursor: is a cursor of a usage report, not of the project list",
+      ],
+    ];
+    for (const [argv, message] of refusals) {
+      const result = await cliWithoutDatabase(...argv);
+      expect(result.code, argv.join(" ")).toBe(2);
+      expect(result.out).toBe("");
+      expect(result.err.startsWith(`error: ${message}\n\nUsage: sluice`), result.err).toBe(true);
+    }
+    // The cursor's own report, read on: the flags that agree with it are no contradiction.
+    await cli("projects", "create", "--id", "cli-usage", "--name", "Usage", "--provider", "provider-a");
+    const agreeing = await cli("usage", "cli-usage", "--cursor", cursor, "--group-by", "day");
+    expect(agreeing.code, agreeing.err).toBe(0);
+    expect(agreeing.json()).toMatchObject({ groupBy: "day", from: "2026-01-01T00:00:00.000Z" });
   });
 
   it.each([

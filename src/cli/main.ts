@@ -1,5 +1,6 @@
 import { readFileSync } from "node:fs";
 import { type AdminContext, openAdminContext } from "../admin/admin-context.js";
+import { ownCursor } from "../admin/list-cursor.js";
 import type { ProjectAdmin } from "../admin/project-admin.js";
 import { projectIdPattern, projectIdQuoted, projectIdRule } from "../admin/project-id.js";
 import {
@@ -13,6 +14,7 @@ import {
 import { projectListLimit } from "../admin/project-list-cursor.js";
 import { assertTestModeAllowed, blankProject, checkNewProject } from "../admin/project-rules.js";
 import { checkProjectValues, usageReportWindow } from "../admin/project-values.js";
+import { usageReportReadOn } from "../admin/usage-report-cursor.js";
 import { resealedUnderCurrentKey } from "../auth/master-key-reseal.js";
 import { allowsTestMode, type Config, ConfigError, loadConfig } from "../config.js";
 import { isGatewayError } from "../errors.js";
@@ -187,6 +189,15 @@ function commandOf(
         ...(flags.cursor !== undefined ? { cursor: flags.cursor } : {}),
       };
       checkInput(projectListInput, query, "project list query", flagOfField);
+      // A cursor of the usage report is refused whatever is stored: a usage error too.
+      asUsageError(() =>
+        ownCursor(
+          projectListInput.parse(query).cursor,
+          "the project list",
+          "Invalid project list query",
+          flagOfField,
+        ),
+      );
       // A page, as the admin API answers it (`{data, next?}`), when one is asked for.
       if (Object.keys(query).length > 0) return (admin) => admin.listProjects(query, flagOfField);
       // Otherwise every project, as the bare array it printed before the list had pages: read a
@@ -283,9 +294,13 @@ function commandOf(
         ...(flags.cursor !== undefined ? { cursor: flags.cursor } : {}),
       };
       checkInput(usageQueryInput, query, "usage query", flagOfField);
-      const window = usageQueryInput.parse(query);
+      const parsed = usageQueryInput.parse(query);
       // A `--to` left out is now: checked against the clock here, and again by the use case when it runs.
-      asUsageError(() => usageReportWindow(window, new Date(), flagOfField));
+      const window = asUsageError(() => usageReportWindow(parsed, new Date(), flagOfField));
+      // A `--cursor` of another list or report, or one `--from`, `--to` or `--group-by` contradict,
+      // is refused whatever is stored: a usage error, as the use case would refuse it (422).
+      const report = { projectId: id, from: window.from.toISOString(), to: window.to.toISOString() };
+      asUsageError(() => usageReportReadOn(parsed, report, flagOfField));
       // Messages name the flags (`--group-by`), not the fields they set (`groupBy`).
       return (admin) => admin.usageReport(id, query, flagOfField);
     }
