@@ -19,6 +19,7 @@ import {
   applyChanges,
   assertTestModeAllowed,
   blankProject,
+  changedFields,
   deviceCheckKeyAad,
   newProject,
   notSealed,
@@ -129,6 +130,46 @@ export function createProjectAdmin(deps: ProjectAdminDeps) {
     return project;
   }
 
+  /**
+   * Applies the changes to the project as stored and writes the result only if nothing else was
+   * written since it was read (compare-and-set on updatedAt, which every write moves forward);
+   * otherwise reads it again and re-applies them. So two concurrent updates never undo each other,
+   * and a rule spanning fields (a vault needs a team id) is checked against what is stored. It is
+   * one UPDATE statement on both engines: no lock held across round trips, no engine-specific SQL.
+   */
+  async function changeProject(
+    id: string,
+    input: unknown,
+    fieldName: FieldName,
+  ): Promise<{ project: ProjectView; written: boolean; changed: string[] }> {
+    const { updateProjectInput } = await loadInputSchemas();
+    const changes = parse(updateProjectInput, input, "project update", bodyLabels(fieldName));
+    checkProjectValues(changes, fieldName);
+    // No field to change: the project as it is, not a write that only moves its updatedAt (which
+    // tells every instance's caches, and a compare-and-set of another admin, it changed).
+    if (Object.keys(changes).length === 0)
+      return { project: viewOf(await requireProject(id)), written: false, changed: [] };
+    for (let attempt = 0; attempt < updateAttempts; attempt++) {
+      const current = await requireProject(id);
+      const updatedAt = new Date(Math.max(deps.now().getTime(), Date.parse(current.updatedAt) + 1));
+      const next = applyChanges(current, changes, secretBox.seal, fieldName);
+      const project: Project = { ...next, updatedAt: updatedAt.toISOString() };
+      // Another Apple app from now on: the tokens verified for the old one are trusted no more.
+      if (appleSettingsChanged(current, next, samePrivateKey(id)))
+        project.deviceCheck.changedAt = project.updatedAt;
+      assertTestModeAllowed(current, project, deps.testModeAllowed, fieldName);
+      if (await projects.update(project, current.updatedAt)) {
+        deps.onProjectChanged(id);
+        const changed = changedFields(current, next, samePrivateKey(id));
+        return { project: viewOf(project), written: true, changed };
+      }
+    }
+    throw new GatewayError(
+      "CONFLICT",
+      `Project ${JSON.stringify(id)} kept changing during this update; retry`,
+    );
+  }
+
   return mapDatabaseOutages({
     async createProject(
       input: unknown,
@@ -214,39 +255,17 @@ export function createProjectAdmin(deps: ProjectAdminDeps) {
       return { data, next: encodeProjectListCursor({ createdAt: last.createdAt, id: last.id }) };
     },
 
-    /**
-     * Applies the changes to the project as stored and writes the result only if nothing else was
-     * written since it was read (compare-and-set on updatedAt, which every write moves forward);
-     * otherwise reads it again and re-applies them. So two concurrent updates never undo each other,
-     * and a rule spanning fields (a vault needs a team id) is checked against what is stored. It is
-     * one UPDATE statement on both engines: no lock held across round trips, no engine-specific SQL.
-     */
+    /** Applies the changes to the project as stored (changeProject): the project as written. */
     async updateProject(id: string, input: unknown, fieldName: FieldName = sameName): Promise<ProjectView> {
-      const { updateProjectInput } = await loadInputSchemas();
-      const changes = parse(updateProjectInput, input, "project update", bodyLabels(fieldName));
-      checkProjectValues(changes, fieldName);
-      // No field to change: the project as it is, not a write that only moves its updatedAt (which
-      // tells every instance's caches, and a compare-and-set of another admin, it changed).
-      if (Object.keys(changes).length === 0) return viewOf(await requireProject(id));
-      for (let attempt = 0; attempt < updateAttempts; attempt++) {
-        const current = await requireProject(id);
-        const updatedAt = new Date(Math.max(deps.now().getTime(), Date.parse(current.updatedAt) + 1));
-        const next = applyChanges(current, changes, secretBox.seal, fieldName);
-        const project: Project = { ...next, updatedAt: updatedAt.toISOString() };
-        // Another Apple app from now on: the tokens verified for the old one are trusted no more.
-        if (appleSettingsChanged(current, next, samePrivateKey(id)))
-          project.deviceCheck.changedAt = project.updatedAt;
-        assertTestModeAllowed(current, project, deps.testModeAllowed, fieldName);
-        if (await projects.update(project, current.updatedAt)) {
-          deps.onProjectChanged(id);
-          return viewOf(project);
-        }
-      }
-      throw new GatewayError(
-        "CONFLICT",
-        `Project ${JSON.stringify(id)} kept changing during this update; retry`,
-      );
+      return (await changeProject(id, input, fieldName)).project;
     },
+
+    /**
+     * `updateProject`, answering also whether it wrote the project and the fields whose value that
+     * changed (changedFields), for the audit line: none when each field was set to its value.
+     */
+    changeProject: (id: string, input: unknown, fieldName: FieldName = sameName) =>
+      changeProject(id, input, fieldName),
 
     async deleteProject(id: string): Promise<void> {
       if (!projectIdPattern.test(id) || !(await projects.delete(id))) throw projectNotFound(id);
