@@ -8,16 +8,18 @@ import type { ProviderId } from "../providers/provider-id.js";
 import type { KeyRepository, ProviderKeyRecord, TestKeysKept } from "../storage/key-repository.js";
 import type { Project, ProjectRepository } from "../storage/project-repository.js";
 import type { UsageReportRow, UsageRepository } from "../storage/usage-repository.js";
+import { ownCursor } from "./list-cursor.js";
 import { mapDatabaseOutages } from "./map-database-outages.js";
 import { mayBeKey, projectIdPattern, projectIdQuoted } from "./project-id.js";
 import type * as ProjectInput from "./project-input.js";
-import type { CreateProjectInput, OtherListCursor } from "./project-input.js";
+import type { CreateProjectInput } from "./project-input.js";
 import { encodeProjectListCursor, projectListLimit } from "./project-list-cursor.js";
 import {
   appleSettingsChanged,
   applyChanges,
   assertTestModeAllowed,
   blankProject,
+  changedFields,
   deviceCheckKeyAad,
   newProject,
   notSealed,
@@ -25,7 +27,7 @@ import {
 } from "./project-rules.js";
 import { checkProjectValues, type FieldName, sameName, usageReportWindow } from "./project-values.js";
 import { shownMemberName, shownParameterName } from "./shown-name.js";
-import { encodeUsageReportCursor, type UsageReportCursor, usageReportLimit } from "./usage-report-cursor.js";
+import { encodeUsageReportCursor, usageReportLimit, usageReportReadOn } from "./usage-report-cursor.js";
 
 export type { FieldName } from "./project-values.js";
 
@@ -128,6 +130,46 @@ export function createProjectAdmin(deps: ProjectAdminDeps) {
     return project;
   }
 
+  /**
+   * Applies the changes to the project as stored and writes the result only if nothing else was
+   * written since it was read (compare-and-set on updatedAt, which every write moves forward);
+   * otherwise reads it again and re-applies them. So two concurrent updates never undo each other,
+   * and a rule spanning fields (a vault needs a team id) is checked against what is stored. It is
+   * one UPDATE statement on both engines: no lock held across round trips, no engine-specific SQL.
+   */
+  async function changeProject(
+    id: string,
+    input: unknown,
+    fieldName: FieldName,
+  ): Promise<{ project: ProjectView; written: boolean; changed: string[] }> {
+    const { updateProjectInput } = await loadInputSchemas();
+    const changes = parse(updateProjectInput, input, "project update", bodyLabels(fieldName));
+    checkProjectValues(changes, fieldName);
+    // No field to change: the project as it is, not a write that only moves its updatedAt (which
+    // tells every instance's caches, and a compare-and-set of another admin, it changed).
+    if (Object.keys(changes).length === 0)
+      return { project: viewOf(await requireProject(id)), written: false, changed: [] };
+    for (let attempt = 0; attempt < updateAttempts; attempt++) {
+      const current = await requireProject(id);
+      const updatedAt = new Date(Math.max(deps.now().getTime(), Date.parse(current.updatedAt) + 1));
+      const next = applyChanges(current, changes, secretBox.seal, fieldName);
+      const project: Project = { ...next, updatedAt: updatedAt.toISOString() };
+      // Another Apple app from now on: the tokens verified for the old one are trusted no more.
+      if (appleSettingsChanged(current, next, samePrivateKey(id)))
+        project.deviceCheck.changedAt = project.updatedAt;
+      assertTestModeAllowed(current, project, deps.testModeAllowed, fieldName);
+      if (await projects.update(project, current.updatedAt)) {
+        deps.onProjectChanged(id);
+        const changed = changedFields(current, next, samePrivateKey(id));
+        return { project: viewOf(project), written: true, changed };
+      }
+    }
+    throw new GatewayError(
+      "CONFLICT",
+      `Project ${JSON.stringify(id)} kept changing during this update; retry`,
+    );
+  }
+
   return mapDatabaseOutages({
     async createProject(
       input: unknown,
@@ -213,39 +255,17 @@ export function createProjectAdmin(deps: ProjectAdminDeps) {
       return { data, next: encodeProjectListCursor({ createdAt: last.createdAt, id: last.id }) };
     },
 
-    /**
-     * Applies the changes to the project as stored and writes the result only if nothing else was
-     * written since it was read (compare-and-set on updatedAt, which every write moves forward);
-     * otherwise reads it again and re-applies them. So two concurrent updates never undo each other,
-     * and a rule spanning fields (a vault needs a team id) is checked against what is stored. It is
-     * one UPDATE statement on both engines: no lock held across round trips, no engine-specific SQL.
-     */
+    /** Applies the changes to the project as stored (changeProject): the project as written. */
     async updateProject(id: string, input: unknown, fieldName: FieldName = sameName): Promise<ProjectView> {
-      const { updateProjectInput } = await loadInputSchemas();
-      const changes = parse(updateProjectInput, input, "project update", bodyLabels(fieldName));
-      checkProjectValues(changes, fieldName);
-      // No field to change: the project as it is, not a write that only moves its updatedAt (which
-      // tells every instance's caches, and a compare-and-set of another admin, it changed).
-      if (Object.keys(changes).length === 0) return viewOf(await requireProject(id));
-      for (let attempt = 0; attempt < updateAttempts; attempt++) {
-        const current = await requireProject(id);
-        const updatedAt = new Date(Math.max(deps.now().getTime(), Date.parse(current.updatedAt) + 1));
-        const next = applyChanges(current, changes, secretBox.seal, fieldName);
-        const project: Project = { ...next, updatedAt: updatedAt.toISOString() };
-        // Another Apple app from now on: the tokens verified for the old one are trusted no more.
-        if (appleSettingsChanged(current, next, samePrivateKey(id)))
-          project.deviceCheck.changedAt = project.updatedAt;
-        assertTestModeAllowed(current, project, deps.testModeAllowed, fieldName);
-        if (await projects.update(project, current.updatedAt)) {
-          deps.onProjectChanged(id);
-          return viewOf(project);
-        }
-      }
-      throw new GatewayError(
-        "CONFLICT",
-        `Project ${JSON.stringify(id)} kept changing during this update; retry`,
-      );
+      return (await changeProject(id, input, fieldName)).project;
     },
+
+    /**
+     * `updateProject`, answering also whether it wrote the project and the fields whose value that
+     * changed (changedFields), for the audit line: none when each field was set to its value.
+     */
+    changeProject: (id: string, input: unknown, fieldName: FieldName = sameName) =>
+      changeProject(id, input, fieldName),
 
     async deleteProject(id: string): Promise<void> {
       if (!projectIdPattern.test(id) || !(await projects.delete(id))) throw projectNotFound(id);
@@ -329,11 +349,9 @@ export function createProjectAdmin(deps: ProjectAdminDeps) {
       const labels = parameterLabels(Object.keys(usageQueryInput.shape), parameterName);
       const query = parse(usageQueryInput, input, "usage query", labels);
       const project = await requireProject(projectId);
-      const cursor = ownCursor(query.cursor, "a usage report", "Invalid usage query", parameterName);
       const window = usageReportWindow(query, deps.now(), parameterName);
       const [from, to] = [window.from.toISOString(), window.to.toISOString()];
-      const groupBy = query.groupBy ?? cursor?.groupBy ?? "day";
-      if (cursor) checkCursor(cursor, { projectId, groupBy, from, to }, parameterName);
+      const { cursor, groupBy } = usageReportReadOn(query, { projectId, from, to }, parameterName);
       const limit = query.limit ?? usageReportLimit.default;
       // Rows from the project's creation on: those before it were a project deleted under its id
       // (its rows stay), or failed attempts on the id before it existed.
@@ -384,48 +402,6 @@ export interface UsageReport {
 export interface ProjectList {
   data: ProjectView[];
   next?: string;
-}
-
-/**
- * `cursor` when it is one of the list it was given to (`list`); a cursor of another paged list is
- * one Sluice wrote, well-formed, but it would read on in that list: 422, as a cursor of another
- * report is.
- */
-function ownCursor<T extends object>(
-  cursor: T | OtherListCursor | undefined,
-  list: string,
-  title: string,
-  parameterName: (field: string) => string,
-): T | undefined {
-  if (cursor === undefined || !("otherList" in cursor)) return cursor;
-  throw problemsError("VALIDATION_ERROR", title, [
-    `${parameterName("cursor")}: is a cursor of ${cursor.otherList}, not of ${list}`,
-  ]);
-}
-
-/**
- * A cursor read on in the report it came from: another project's, or one given `from`, `to` or
- * `groupBy` that differ from its own, would answer groups after a group of another report, silently
- * skipping some or repeating them. Well-formed values that contradict each other: 422.
- */
-function checkCursor(
-  cursor: UsageReportCursor,
-  report: Omit<UsageReportCursor, "after">,
-  parameterName: (field: string) => string,
-): void {
-  const cursorName = parameterName("cursor");
-  if (cursor.projectId !== report.projectId)
-    throw problemsError("VALIDATION_ERROR", "Invalid usage query", [
-      `${cursorName}: is a cursor of another project's usage report`,
-    ]);
-  const problems = (["from", "to", "groupBy"] as const).flatMap((field) =>
-    cursor[field] === report[field]
-      ? []
-      : [
-          `${parameterName(field)}: differs from the ${cursorName} (${cursor[field]}); leave it out to read on in the cursor's report`,
-        ],
-  );
-  if (problems.length > 0) throw problemsError("VALIDATION_ERROR", "Invalid usage query", problems);
 }
 
 /**

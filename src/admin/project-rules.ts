@@ -153,6 +153,71 @@ export function appleSettingsChanged(
   return !samePrivateKey(before.sealedPrivateKey, after.sealedPrivateKey);
 }
 
+/** A project's fields an update sets, other than its nested ones, each named as the admin API names it. */
+const topFields = {
+  name: true,
+  teamId: true,
+  provider: true,
+  model: true,
+  testMode: true,
+  outputSchema: true,
+  saveImagesToVault: true,
+  monthlySpendCapUsd: true,
+  proxyAllowList: true,
+  disabled: true,
+} satisfies Record<
+  Exclude<keyof Project, "id" | "createdAt" | "updatedAt" | "deviceCheck" | "rateLimits">,
+  true
+>;
+const deviceCheckFields = {
+  enabled: true,
+  teamId: true,
+  keyId: true,
+  environment: true,
+  tokenMode: true,
+} satisfies Record<Exclude<keyof Project["deviceCheck"], "sealedPrivateKey" | "changedAt">, true>;
+const rateLimitFields = { perMinute: true, devicePerMinute: true } satisfies Record<
+  keyof Project["rateLimits"],
+  true
+>;
+
+/**
+ * The fields whose value `next` changes, sorted, by the names the admin API gives them (a member of
+ * `deviceCheck` or `rateLimits` by its path: `rateLimits.perMinute`), for the audit line. A field
+ * set to the value stored is no change; an output schema or allow-list is compared as stored (its
+ * JSON text: members in another order are another schema, as a model answers in their order), a
+ * DeviceCheck key by the key it seals (each sealing of one key differs).
+ */
+export function changedFields(
+  current: Project,
+  next: Project,
+  samePrivateKey: (a: string, b: string) => boolean,
+): string[] {
+  const differs = (a: unknown, b: unknown) =>
+    a !== b && (typeof a !== "object" || typeof b !== "object" || JSON.stringify(a) !== JSON.stringify(b));
+  const changed = [
+    ...Object.keys(topFields).filter((name) =>
+      differs(current[name as keyof typeof topFields], next[name as keyof typeof topFields]),
+    ),
+    ...Object.keys(deviceCheckFields)
+      .filter((name) => {
+        const field = name as keyof typeof deviceCheckFields;
+        return current.deviceCheck[field] !== next.deviceCheck[field];
+      })
+      .map((name) => `deviceCheck.${name}`),
+    ...Object.keys(rateLimitFields)
+      .filter((name) => {
+        const field = name as keyof typeof rateLimitFields;
+        return current.rateLimits[field] !== next.rateLimits[field];
+      })
+      .map((name) => `rateLimits.${name}`),
+  ];
+  const [before, after] = [current.deviceCheck.sealedPrivateKey, next.deviceCheck.sealedPrivateKey];
+  if (before !== after && (before === null || after === null || !samePrivateKey(before, after)))
+    changed.push("deviceCheck.privateKey");
+  return changed.sort();
+}
+
 /**
  * Production puts no project in Test Mode (SPEC rule 4: development and testing only). A project
  * already in it may still be changed, and turned off; its test keys are refused all the same.

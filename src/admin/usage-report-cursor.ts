@@ -6,7 +6,9 @@
  * answer showed.
  */
 
-import { decodeListCursor, encodeListCursor, isoInstant } from "./list-cursor.js";
+import { problemsError } from "../errors.js";
+import { decodeListCursor, encodeListCursor, isoInstant, ownCursor } from "./list-cursor.js";
+import type { OtherListCursor } from "./project-input.js";
 
 export const usageReportLimit = {
   /** The groups an answer holds when `limit` is not given: more than the days of two years. */
@@ -45,4 +47,37 @@ export function decodeUsageReportCursor(text: string): UsageReportCursor | null 
   if (typeof groupBy !== "string" || !(usageGroupings as readonly string[]).includes(groupBy)) return null;
   if (!isoInstant(from) || !isoInstant(to) || !(from < to)) return null;
   return { projectId, groupBy: groupBy as UsageGroupBy, from, to, after };
+}
+
+/**
+ * The cursor a usage report reads on from (none for a first page) and the grouping it reads (the
+ * query's, else the cursor's, else `day`). A cursor read on in another report than its own would
+ * answer groups after a group of another report, silently skipping some or repeating them: one of
+ * another list, of another project, or given `from`, `to` or `groupBy` that differ from its own is
+ * refused (422, well-formed values that contradict each other). `report` is the project and the
+ * window the query asks for; nothing stored is read, so the CLI refuses these as usage errors.
+ */
+export function usageReportReadOn(
+  query: { groupBy?: UsageGroupBy | undefined; cursor?: UsageReportCursor | OtherListCursor | undefined },
+  report: { projectId: string; from: string; to: string },
+  parameterName: (field: string) => string,
+): { cursor: UsageReportCursor | undefined; groupBy: UsageGroupBy } {
+  const cursor = ownCursor(query.cursor, "a usage report", "Invalid usage query", parameterName);
+  const groupBy = query.groupBy ?? cursor?.groupBy ?? "day";
+  if (!cursor) return { cursor, groupBy };
+  const cursorName = parameterName("cursor");
+  if (cursor.projectId !== report.projectId)
+    throw problemsError("VALIDATION_ERROR", "Invalid usage query", [
+      `${cursorName}: is a cursor of another project's usage report`,
+    ]);
+  const expected = { ...report, groupBy };
+  const problems = (["from", "to", "groupBy"] as const).flatMap((field) =>
+    cursor[field] === expected[field]
+      ? []
+      : [
+          `${parameterName(field)}: differs from the ${cursorName} (${cursor[field]}); leave it out to read on in the cursor's report`,
+        ],
+  );
+  if (problems.length > 0) throw problemsError("VALIDATION_ERROR", "Invalid usage query", problems);
+  return { cursor, groupBy };
 }

@@ -11,10 +11,15 @@ import {
 } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { Writable } from "node:stream";
 import { sql } from "kysely";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { capture, cli } from "../../test/support/cli-run.js";
+import { openAdminContext } from "../admin/admin-context.js";
 import { monthlySpendCapRule } from "../admin/project-input.js";
+import { encodeProjectListCursor, projectListLimit } from "../admin/project-list-cursor.js";
+import { encodeUsageReportCursor } from "../admin/usage-report-cursor.js";
+import { loadConfig } from "../config.js";
 import { openDatabase } from "../storage/database.js";
 import { runCli } from "./main.js";
 
@@ -197,6 +202,76 @@ describe("sluice CLI", () => {
     expect(rest).not.toHaveProperty("next");
     expect(rest.data.map((project) => project.id)).toEqual(ids.slice(2));
     for (const id of ["cli-page-1", "cli-page-2", "cli-page-3"]) await cli("projects", "delete", id);
+  });
+
+  it("writes the whole project list a page at a time, waiting while the output is full, as one JSON array", async () => {
+    const context = await openAdminContext(loadConfig(), () => {});
+    const ids = Array.from({ length: 2 * projectListLimit.max + 5 }, (_, i) => `cli-many-${i}`);
+    try {
+      for (const id of ids) await context.admin.createProject({ id, name: id, provider: "provider-a" });
+    } finally {
+      await context.close();
+    }
+    try {
+      // The pages as the admin API answers them, read with --limit and --cursor.
+      const expected: unknown[] = [];
+      let next: string | undefined;
+      do {
+        const page = (
+          await cli(
+            "projects",
+            "list",
+            "--limit",
+            String(projectListLimit.max),
+            ...(next ? ["--cursor", next] : []),
+          )
+        ).json() as { data: unknown[]; next?: string };
+        expected.push(...page.data);
+        next = page.next;
+      } while (next !== undefined);
+      expect(expected.length).toBeGreaterThan(2 * projectListLimit.max);
+
+      // An output that takes one small write at a time and asks to wait after each (a slow pipe).
+      const writes: Array<{ text: string; waiting: number }> = [];
+      const out = new Writable({
+        highWaterMark: 1,
+        write(_chunk, _encoding, done) {
+          setTimeout(done, 5);
+        },
+      });
+      const write = out.write.bind(out);
+      out.write = ((chunk: string, ...rest: never[]) => {
+        writes.push({ text: String(chunk), waiting: out.writableLength });
+        return write(chunk, ...rest);
+      }) as typeof out.write;
+      const code = await runCli(["projects", "list"], { out, err: capture().stream, stdin: 0 });
+      expect(code).toBe(0);
+      const text = writes.map((write) => write.text).join("");
+      // Word for word what one JSON.stringify of every project writes.
+      expect(text).toBe(`${JSON.stringify(expected, null, 2)}\n`);
+      // A write a page (three pages, and the closing bracket), each once the one before was taken.
+      expect(writes.length).toBeGreaterThanOrEqual(3);
+      expect(writes.map((write) => write.waiting)).toEqual(writes.map(() => 0));
+
+      // An output closed after its first page (a reader that stopped, `| head`): nothing more is
+      // read or written, and the command ends.
+      let taken = 0;
+      const closing = new Writable({
+        highWaterMark: 1,
+        write(_chunk, _encoding, done) {
+          taken++;
+          done();
+          closing.destroy();
+        },
+      });
+      const stopped = await runCli(["projects", "list"], { out: closing, err: capture().stream, stdin: 0 });
+      expect(stopped).toBe(0);
+      expect(taken).toBe(1);
+    } finally {
+      const context = await openAdminContext(loadConfig(), () => {});
+      for (const id of ids) await context.admin.deleteProject(id);
+      await context.close();
+    }
   });
 
   it.each([
@@ -529,6 +604,50 @@ describe("sluice CLI", () => {
     expect(result.err).toMatch(
       /^error: `--from` must be before `--to`, which is now \(\d{4}-\d\d-\d\dT[\d:.]+Z\) when not given\n\nUsage: sluice/,
     );
+  });
+
+  it("refuses a --cursor that contradicts the other flags, or is another list's, as a usage error before opening the database", async () => {
+    const cursor = encodeUsageReportCursor({
+      projectId: "cli-usage",
+      groupBy: "day",
+      from: "2026-01-01T00:00:00.000Z",
+      to: "2026-02-01T00:00:00.000Z",
+      after: "2026-01-10",
+    });
+    const listCursor = encodeProjectListCursor({ createdAt: "2026-01-01T00:00:00.000Z", id: "p" });
+    const refusals: Array<[string[], string]> = [
+      [
+        ["usage", "cli-usage", "--cursor", cursor, "--group-by", "model"],
+        "Invalid usage query: --group-by: differs from the --cursor (day); leave it out to read on in the cursor's report",
+      ],
+      [
+        ["usage", "cli-usage", "--cursor", cursor, "--from", "2026-01-02"],
+        "Invalid usage query: --from: differs from the --cursor (2026-01-01T00:00:00.000Z); leave it out to read on in the cursor's report",
+      ],
+      [
+        ["usage", "another-project", "--cursor", cursor],
+        "Invalid usage query: --cursor: is a cursor of another project's usage report",
+      ],
+      [
+        ["usage", "cli-usage", "--cursor", listCursor],
+        "Invalid usage query: --cursor: is a cursor of the project list, not of a usage report",
+      ],
+      [
+        ["projects", "list", "--cursor", cursor],
+        "Invalid project list query: --cursor: is a cursor of a usage report, not of the project list",
+      ],
+    ];
+    for (const [argv, message] of refusals) {
+      const result = await cliWithoutDatabase(...argv);
+      expect(result.code, argv.join(" ")).toBe(2);
+      expect(result.out).toBe("");
+      expect(result.err.startsWith(`error: ${message}\n\nUsage: sluice`), result.err).toBe(true);
+    }
+    // The cursor's own report, read on: the flags that agree with it are no contradiction.
+    await cli("projects", "create", "--id", "cli-usage", "--name", "Usage", "--provider", "provider-a");
+    const agreeing = await cli("usage", "cli-usage", "--cursor", cursor, "--group-by", "day");
+    expect(agreeing.code, agreeing.err).toBe(0);
+    expect(agreeing.json()).toMatchObject({ groupBy: "day", from: "2026-01-01T00:00:00.000Z" });
   });
 
   it.each([

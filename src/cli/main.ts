@@ -1,5 +1,6 @@
 import { readFileSync } from "node:fs";
 import { type AdminContext, openAdminContext } from "../admin/admin-context.js";
+import { ownCursor } from "../admin/list-cursor.js";
 import type { ProjectAdmin } from "../admin/project-admin.js";
 import { projectIdPattern, projectIdQuoted, projectIdRule } from "../admin/project-id.js";
 import {
@@ -13,6 +14,7 @@ import {
 import { projectListLimit } from "../admin/project-list-cursor.js";
 import { assertTestModeAllowed, blankProject, checkNewProject } from "../admin/project-rules.js";
 import { checkProjectValues, usageReportWindow } from "../admin/project-values.js";
+import { usageReportReadOn } from "../admin/usage-report-cursor.js";
 import { resealedUnderCurrentKey } from "../auth/master-key-reseal.js";
 import { allowsTestMode, type Config, ConfigError, loadConfig } from "../config.js";
 import { isGatewayError } from "../errors.js";
@@ -28,7 +30,16 @@ import { UsageError } from "./usage-error.js";
 import { pruneVault } from "./vault-prune.js";
 
 export interface CliIo {
-  out: { write(text: string): unknown };
+  /**
+   * Standard output. A stream (with `once`) whose `write` answers false, full, is written to again
+   * once it drains (or closes): a long output (`projects list`) is written a page at a time.
+   */
+  out: {
+    write(text: string): unknown;
+    once?(event: "drain" | "close", listener: () => void): unknown;
+    removeListener?(event: "drain" | "close", listener: () => void): unknown;
+    readonly destroyed?: boolean;
+  };
   err: { write(text: string): unknown };
   /** File descriptor read by --api-key-stdin. */
   stdin: number;
@@ -94,7 +105,12 @@ export async function runCli(
     }
     context = await openAdminContext(config, warn);
     const afterward: string[] = [];
-    const result = await run(context.admin, context, (message) => afterward.push(message));
+    const result = await run(
+      context.admin,
+      context,
+      (message) => afterward.push(message),
+      (text) => written(io.out, text),
+    );
     if (result !== undefined) io.out.write(`${JSON.stringify(result, null, 2)}\n`);
     for (const message of afterward) warn(message);
     return 0;
@@ -112,6 +128,30 @@ export async function runCli(
   } finally {
     await context?.close();
   }
+}
+
+/**
+ * Writes `text` to `out`, and when `out` is full waits until it drains, so what a command writes a
+ * piece at a time is never held whole. False when `out` can take no more (closed: a reader that
+ * stopped, `| head`): the command writes nothing more.
+ */
+async function written(out: CliIo["out"], text: string): Promise<boolean> {
+  // Read again after each step: a write may close it (EPIPE).
+  const open = () => out.destroyed !== true;
+  // A closed output emits no "drain" nor "close" again: not waited for.
+  if (!open()) return false;
+  if (out.write(text) !== false || !out.once || !out.removeListener || !open()) return open();
+  const { once, removeListener } = { once: out.once.bind(out), removeListener: out.removeListener.bind(out) };
+  await new Promise<void>((resolve) => {
+    const done = () => {
+      removeListener("drain", done);
+      removeListener("close", done);
+      resolve();
+    };
+    once("drain", done);
+    once("close", done);
+  });
+  return open();
 }
 
 /**
@@ -148,6 +188,11 @@ function commandOf(
   context: AdminContext,
   /** A warning to print once the command's output is written, at its end. */
   warnAfterward: (message: string) => void,
+  /**
+   * Writes a piece of the output itself, for a command whose output may be too long to hold whole
+   * (it then answers undefined); false once the output can take no more.
+   */
+  write: (text: string) => Promise<boolean>,
 ) => Promise<unknown> {
   const need = (value: string | undefined, what: string): string => {
     if (!value) throw new UsageError(`${what} is required`);
@@ -187,22 +232,38 @@ function commandOf(
         ...(flags.cursor !== undefined ? { cursor: flags.cursor } : {}),
       };
       checkInput(projectListInput, query, "project list query", flagOfField);
+      // A cursor of the usage report is refused whatever is stored: a usage error too.
+      asUsageError(() =>
+        ownCursor(
+          projectListInput.parse(query).cursor,
+          "the project list",
+          "Invalid project list query",
+          flagOfField,
+        ),
+      );
       // A page, as the admin API answers it (`{data, next?}`), when one is asked for.
       if (Object.keys(query).length > 0) return (admin) => admin.listProjects(query, flagOfField);
-      // Otherwise every project, as the bare array it printed before the list had pages: read a
-      // page at a time, so no statement reads them all at once.
-      return async (admin) => {
-        const all: unknown[] = [];
+      // Otherwise every project, as the bare array it printed before the list had pages, word for
+      // word: read and written a page at a time, so neither a statement nor the output holds them
+      // all at once (thousands of projects of 64 KiB schemas are more than one string can hold).
+      return async (admin, _context, _warnAfterward, write) => {
         let next: string | undefined;
+        let opened = false;
         do {
           const page = await admin.listProjects({
             limit: String(projectListLimit.max),
             ...(next !== undefined ? { cursor: next } : {}),
           });
-          all.push(...page.data);
+          if (page.data.length > 0) {
+            // The page's projects as JSON.stringify lays out an array's items: indented, `,\n` between.
+            const items = JSON.stringify(page.data, null, 2).slice(2, -2);
+            if (!(await write(`${opened ? ",\n" : "[\n"}${items}`))) return undefined;
+            opened = true;
+          }
           next = page.next;
         } while (next !== undefined);
-        return all;
+        await write(opened ? "\n]\n" : "[]\n");
+        return undefined;
       };
     }
     case "projects show": {
@@ -283,9 +344,13 @@ function commandOf(
         ...(flags.cursor !== undefined ? { cursor: flags.cursor } : {}),
       };
       checkInput(usageQueryInput, query, "usage query", flagOfField);
-      const window = usageQueryInput.parse(query);
+      const parsed = usageQueryInput.parse(query);
       // A `--to` left out is now: checked against the clock here, and again by the use case when it runs.
-      asUsageError(() => usageReportWindow(window, new Date(), flagOfField));
+      const window = asUsageError(() => usageReportWindow(parsed, new Date(), flagOfField));
+      // A `--cursor` of another list or report, or one `--from`, `--to` or `--group-by` contradict,
+      // is refused whatever is stored: a usage error, as the use case would refuse it (422).
+      const report = { projectId: id, from: window.from.toISOString(), to: window.to.toISOString() };
+      asUsageError(() => usageReportReadOn(parsed, report, flagOfField));
       // Messages name the flags (`--group-by`), not the fields they set (`groupBy`).
       return (admin) => admin.usageReport(id, query, flagOfField);
     }

@@ -32,8 +32,9 @@ export interface AdminRouteDeps {
 /**
  * A write that succeeded, as its audit line names it: the action (as the `sluice` command that does
  * the same is named), the project, the key or test key it issued or revoked, and for an update the
- * names of the fields it set. Ids and names only: never a value, as an update's may be a secret (a
- * DeviceCheck .p8 key) or large (an output schema), and a key's or test key's value is a credential.
+ * names of the fields whose value it changed. Ids and names only: never a value, as an update's may
+ * be a secret (a DeviceCheck .p8 key) or large (an output schema), and a key's or test key's value
+ * is a credential.
  */
 interface AdminChange {
   action:
@@ -136,12 +137,12 @@ export function registerAdminRoutes(router: Router, deps: AdminRouteDeps): void 
       "PATCH",
       "/admin/v1/projects/:projectId",
       route(async (c) => {
-        const input = await json(c);
-        const project = await admin.updateProject(id(c), input);
-        // `{}` wrote nothing (the project answered as it is): no change.
-        const fields = fieldsSet(input);
-        if (fields.length === 0) return { body: project };
-        return { body: project, change: { action: "projects update", projectId: project.id, fields } };
+        const { project, written, changed } = await admin.changeProject(id(c), await json(c));
+        // `{}` wrote nothing (the project answered as it is): no change. A write names the fields
+        // whose value it changed: none when each field it set held that value already.
+        if (!written) return { body: project };
+        const change = { action: "projects update", projectId: project.id, fields: changed } as const;
+        return { body: project, change };
       }),
     )
     .on(
@@ -246,26 +247,6 @@ function parseAdminBody(body: Buffer): Record<string, unknown> {
   const problems = repeatedMemberProblems(body);
   if (problems.length === 0) return value;
   throw problemsError("BAD_REQUEST", "Invalid request body", problems);
-}
-
-/**
- * The names of the fields an update that succeeded set, sorted: each top-level field, but a field
- * of `deviceCheck` or `rateLimits` by its own name (`deviceCheck.privateKey`), as an update sets
- * those one by one. Names only, never a value. The update input refuses unknown fields (and those
- * objects' unknown members), so after its success every name is one of the input's, no text a
- * client made up.
- */
-function fieldsSet(input: Record<string, unknown>): string[] {
-  return Object.entries(input)
-    .flatMap(([name, value]) =>
-      (name === "deviceCheck" || name === "rateLimits") &&
-      typeof value === "object" &&
-      value !== null &&
-      Object.keys(value).length > 0
-        ? Object.keys(value).map((member) => `${name}.${member}`)
-        : [name],
-    )
-    .sort();
 }
 
 /**

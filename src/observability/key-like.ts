@@ -17,11 +17,12 @@ export function looksLikeKey(value: string): boolean {
 }
 
 /**
- * `text` with every run of a key's form in it replaced by `censor`. A text with none of the starts
- * is returned as it is, without a regular expression run.
+ * `text` with every run of a key's form in it replaced by `censor` (or what it answers for the run).
+ * A text with none of the starts is returned as it is, without a regular expression run.
  */
-export function redactKeyLike(text: string, censor: string): string {
+export function redactKeyLike(text: string, censor: string | ((run: string) => string)): string {
   if (!(text.includes("AIza") || text.includes("sk-") || text.includes("sk_") || text.includes("tk_")))
     return text;
-  return text.replace(keyInText, censor);
+  // Two calls, one per overload of `replace`: it takes a string or a function, not either.
+  return typeof censor === "string" ? text.replace(keyInText, censor) : text.replace(keyInText, censor);
 }

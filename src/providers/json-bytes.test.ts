@@ -1,10 +1,14 @@
 import { afterEach, describe, expect, it, vi } from "vitest";
 import { keyIs, lastMembers, quotedValueAfterKey, stringEnd, valueEnd } from "./json-bytes.js";
 
-/** What the usage meter's model patterns found before: the regular expression on decoded text. */
+/**
+ * What the usage meter's model patterns found before: the regular expression on the bytes read as
+ * latin1 (one character a byte), the value found then read as the UTF-8 it is.
+ */
 function byPattern(body: Buffer, key: string, from: number, limit: number): string | null {
   const pattern = new RegExp(`"${key}"\\s*:\\s*"([^"\\\\]{1,200})"`);
-  return pattern.exec(body.toString("latin1", from, limit))?.[1] ?? null;
+  const found = pattern.exec(body.toString("latin1", from, limit))?.[1];
+  return found === undefined ? null : Buffer.from(found, "latin1").toString("utf8");
 }
 
 describe("quotedValueAfterKey", () => {
@@ -31,6 +35,9 @@ describe("quotedValueAfterKey", () => {
       "y".repeat(200),
       "z".repeat(201),
       "é",
+      // "è" and "ü" in UTF-8, as a provider writes them (the body is made of the pieces' latin1 bytes).
+      Buffer.from("è", "utf8").toString("latin1"),
+      Buffer.from("ü", "utf8").toString("latin1"),
       "{",
       "}",
       ",",
@@ -65,6 +72,13 @@ describe("quotedValueAfterKey", () => {
     const edge = body.indexOf('gpt-4o-mini"') + 'gpt-4o-mini"'.length;
     expect(quotedValueAfterKey(body, Buffer.from('"model"'), 0, edge)).toBe("gpt-4o-mini");
     expect(quotedValueAfterKey(body, Buffer.from('"model"'), 0, edge - 1)).toBeNull();
+  });
+
+  it("reads a value that is not ASCII as the UTF-8 it is written in", () => {
+    const body = Buffer.from('{"model":"modèle-ü","usage":{}}', "utf8");
+    expect(quotedValueAfterKey(body, Buffer.from('"model"'), 0, 4096)).toBe("modèle-ü");
+    const emoji = Buffer.from('{"modelVersion":"gemini-🦊"}', "utf8");
+    expect(quotedValueAfterKey(emoji, Buffer.from('"modelVersion"'), 0, 4096)).toBe("gemini-🦊");
   });
 });
 

@@ -250,6 +250,46 @@ describe("checkOutputSchema nesting and references", () => {
   });
 });
 
+describe("checkOutputSchema's problems, for names that may be keys", () => {
+  const key = `AIza${"Xy7".repeat(12)}`;
+  const masked = `"AIza…" (${key.length} characters)`;
+
+  it("show a keyword, a property or a required name of a key's form, or over 64 characters, by its start and length", () => {
+    const long = "n".repeat(65);
+    const problems = checkOutputSchema({
+      type: "object",
+      [long]: 1,
+      properties: { [key]: { type: "object", [key]: true }, [long]: { type: "nonsense" } },
+      required: [key, "b"],
+      additionalProperties: false,
+    });
+    expect(problems).toEqual([
+      `#: keyword "nnnn…" (65 characters) is not supported by the providers' structured output`,
+      `#/properties/${masked}: keyword ${masked} is not supported by the providers' structured output`,
+      `#/properties/"nnnn…" (65 characters): unknown type "nonsense"`,
+      `#/required/1: "b" is not among the properties and additionalProperties is false, so no answer can have it`,
+    ]);
+  });
+
+  it("show a key's form anywhere else in a problem (a $ref) by its start and length", () => {
+    const problems = checkOutputSchema({
+      type: "object",
+      properties: { a: { $ref: `#/$defs/${key}` } },
+      $defs: { [key]: { $ref: `#/$defs/${key}` } },
+    });
+    expect(problems.join("\n")).not.toContain(key.slice(0, 12));
+    expect(problems).toContain(
+      `#/$defs/${masked}/$ref "#/$defs/${masked}" leads back to itself through $ref alone: it names no schema`,
+    );
+  });
+
+  it("name a short name or one of no key's form as written", () => {
+    expect(checkOutputSchema({ type: "object", "sk-demo": 1 })).toEqual([
+      `#: keyword "sk-demo" is not supported by the providers' structured output`,
+    ]);
+  });
+});
+
 describe("validation problems, as the repair prompt gives them", () => {
   it("name the extra key to drop and the values allowed", () => {
     const schema = {

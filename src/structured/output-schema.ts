@@ -1,3 +1,4 @@
+import { shownMemberName } from "../admin/shown-name.js";
 import type { ProviderId } from "../providers/provider-id.js";
 import {
   forEachSchema,
@@ -7,6 +8,7 @@ import {
   providerCRules,
 } from "./provider-limits.js";
 import { resolveJsonPointer } from "./resolve-json-pointer.js";
+import { shownSchemaName, shownSchemaProblem } from "./schema-name-shown.js";
 import { validatorFor } from "./schema-validator.js";
 import { unmeetableReason } from "./unmeetable-schema.js";
 
@@ -85,9 +87,15 @@ export const maxAlternatives = 500;
  * structured-output rules are checked too (provider C's, which its API would otherwise refuse on
  * every call, as a 502): a project's schema is checked with its provider wherever the two meet. With
  * a model, a rule that holds only for some of the provider's models (provider B's union limit and its
- * enum values) is checked for that one.
+ * enum values) is checked for that one. The answer quotes them: a name of the schema that may be a
+ * key is shown by its start and length only (schema-name-shown.ts), as in the admin API's 400s.
  */
 export function checkOutputSchema(schema: unknown, provider?: ProviderId, model?: string): string[] {
+  const problems = schemaProblems(schema, provider, model);
+  return problems.length === 0 ? problems : problems.map(shownSchemaProblem);
+}
+
+function schemaProblems(schema: unknown, provider?: ProviderId, model?: string): string[] {
   if (typeof schema !== "object" || schema === null || Array.isArray(schema)) {
     return ["the output schema must be a JSON object"];
   }
@@ -152,7 +160,8 @@ function deepestPath(root: unknown, limit: number): string | null {
     const [value, path, depth] = next;
     if (typeof value !== "object" || value === null) continue;
     if (depth > limit) return path;
-    for (const [key, item] of Object.entries(value)) pending.push([item, `${path}/${key}`, depth + 1]);
+    for (const [key, item] of Object.entries(value))
+      pending.push([item, `${path}/${shownSchemaName(key)}`, depth + 1]);
   }
   return null;
 }
@@ -178,7 +187,7 @@ function referenceLoops(root: object): string[] {
       const ref = JSON.stringify((node as Record<string, unknown>).$ref);
       problems.push(`${path}/$ref ${ref} leads back to itself through $ref alone: it names no schema`);
     }
-    for (const [key, item] of Object.entries(node)) pending.push([item, `${path}/${key}`]);
+    for (const [key, item] of Object.entries(node)) pending.push([item, `${path}/${shownSchemaName(key)}`]);
   }
   return problems;
 }
@@ -243,7 +252,9 @@ function walk(
         `${path}: a tuple (prefixItems, as z.tuple writes it) is not supported by the providers' structured output: use an object with a property for each position, or an array whose items share one schema`,
       );
     } else if (!allowedKeywords.has(keyword) && !(keyword === "propertyNames" && namesAnyString(value)))
-      problems.push(`${path}: keyword "${keyword}" is not supported by the providers' structured output`);
+      problems.push(
+        `${path}: keyword ${shownMemberName(keyword)} is not supported by the providers' structured output`,
+      );
   }
   if (record.anyOf !== undefined && record.oneOf !== undefined)
     problems.push(
@@ -265,7 +276,7 @@ function walk(
       problems.push(`${path}/properties must be an object`);
     } else {
       for (const [name, child] of Object.entries(record.properties))
-        walk(child, `${path}/properties/${name}`, depth + 1, problems, provider);
+        walk(child, `${path}/properties/${shownSchemaName(name)}`, depth + 1, problems, provider);
     }
   }
   if (
@@ -296,7 +307,7 @@ function walk(
     const value = record[definitions];
     if (value !== undefined && typeof value === "object" && value !== null) {
       for (const [name, child] of Object.entries(value))
-        walk(child, `${path}/${definitions}/${name}`, depth + 1, problems, provider);
+        walk(child, `${path}/${definitions}/${shownSchemaName(name)}`, depth + 1, problems, provider);
     }
   }
 }
@@ -336,8 +347,8 @@ function requiredProperties(
     if (Object.hasOwn(properties, name)) continue;
     problems.push(
       closed
-        ? `${path}/required/${index}: ${JSON.stringify(name)} is not among the properties and additionalProperties is false, so no answer can have it`
-        : `${path}/required/${index}: ${JSON.stringify(name)} is not among the properties (provider C requires a property for every required name)`,
+        ? `${path}/required/${index}: ${shownMemberName(name)} is not among the properties and additionalProperties is false, so no answer can have it`
+        : `${path}/required/${index}: ${shownMemberName(name)} is not among the properties (provider C requires a property for every required name)`,
     );
   }
 }

@@ -5,7 +5,9 @@
  * over the whole schema.
  */
 
+import { shownMemberName } from "../admin/shown-name.js";
 import { resolveJsonPointer } from "./resolve-json-pointer.js";
+import { shownSchemaName } from "./schema-name-shown.js";
 import { nestingKeywords } from "./schema-walk.js";
 
 type Schema = Record<string, unknown>;
@@ -73,7 +75,7 @@ function unlistedRequiredNames(node: Schema, path: string): string[] {
     typeof name !== "string" || Object.hasOwn(properties, name)
       ? []
       : [
-          `${path}/required/${index}: ${JSON.stringify(name)} is not among the properties; provider B's structured outputs take no other property, so no answer could have it`,
+          `${path}/required/${index}: ${shownMemberName(name)} is not among the properties; provider B's structured outputs take no other property, so no answer could have it`,
         ],
   );
 }
@@ -127,7 +129,8 @@ function subschemas(node: Schema, path: string, definitions: boolean): Array<[un
       if (Array.isArray(value))
         for (const [index, child] of value.entries()) children.push([child, `${path}/${key}/${index}`]);
     } else if ((key === "properties" || definitions) && isSchema(value))
-      for (const [name, child] of Object.entries(value)) children.push([child, `${path}/${key}/${name}`]);
+      for (const [name, child] of Object.entries(value))
+        children.push([child, `${path}/${key}/${shownSchemaName(name)}`]);
   }
   return children;
 }

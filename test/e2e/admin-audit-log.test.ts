@@ -13,7 +13,7 @@ import {
 /**
  * Every admin write the API answers with success leaves one `admin change` line at the default
  * level (`info`): what was done, to which project and key, from which address, under which request
- * id; an update names the fields it set, never their values. Refused writes and reads leave none.
+ * id; an update names the fields it changed, never their values. Refused writes and reads leave none.
  */
 describe("admin audit log", () => {
   let sluice: TestGateway;
@@ -181,6 +181,52 @@ describe("admin audit log", () => {
       adminToken,
     ])
       expect(logged).not.toContain(secret);
+  });
+
+  it("names in an update's fields only those whose value changed, not those set to the value stored", async () => {
+    const created = await admin("POST", "/projects", {
+      id: "audit-same",
+      name: "Same",
+      provider: "provider-a",
+      outputSchema: { type: "object", properties: { a: { type: "string" }, b: { type: "string" } } },
+      rateLimits: { perMinute: 77 },
+      deviceCheck: { enabled: true, teamId: appleTeamId, keyId: appleKeyId, privateKey: apple.privateKeyPem },
+    });
+    expect(created.status).toBe(201);
+    const before = sluice.logs.length;
+    // The name, the limit, the Apple ids and key and the schema (its members in the same order) as
+    // stored: only the cap and the device limit, which differ, are changes.
+    const mixed = await admin("PATCH", "/projects/audit-same", {
+      name: "Same",
+      outputSchema: { type: "object", properties: { a: { type: "string" }, b: { type: "string" } } },
+      rateLimits: { perMinute: 77, devicePerMinute: 5 },
+      monthlySpendCapUsd: 3,
+      deviceCheck: { teamId: appleTeamId, keyId: appleKeyId, privateKey: apple.privateKeyPem },
+    });
+    expect(mixed.status).toBe(200);
+    // Every field as stored: written (updatedAt moves), and logged, but no field named as changed.
+    const same = await admin("PATCH", "/projects/audit-same", { name: "Same", monthlySpendCapUsd: 3 });
+    expect(same.status).toBe(200);
+    // Another key, and the schema's members in another order (the order a model answers in): changes.
+    const other = await admin("PATCH", "/projects/audit-same", {
+      outputSchema: { type: "object", properties: { b: { type: "string" }, a: { type: "string" } } },
+      deviceCheck: { privateKey: generateAppleKeyPair().privateKeyPem, enabled: true },
+    });
+    expect(other.status).toBe(200);
+    expect(changes(before)).toEqual([
+      expect.objectContaining({
+        action: "projects update",
+        projectId: "audit-same",
+        fields: ["monthlySpendCapUsd", "rateLimits.devicePerMinute"],
+        requestId: mixed.requestId,
+      }),
+      expect.objectContaining({ action: "projects update", fields: [], requestId: same.requestId }),
+      expect.objectContaining({
+        action: "projects update",
+        fields: ["deviceCheck.privateKey", "outputSchema"],
+        requestId: other.requestId,
+      }),
+    ]);
   });
 
   it("logs no refused or failed write, no write that changed nothing, and no read", async () => {

@@ -329,18 +329,28 @@ describe("admin routes", () => {
   });
 
   it("cuts a problem that quotes a long value of the input to its start and end, where and why", async () => {
-    const response = await postProject(requiringUnlisted(["n".repeat(30_000)]));
+    // A name (here a required one) that long is shown by its start and length, as one that may be a
+    // key; a value (here a type) is quoted, and the problem cut.
+    const response = await postProject({
+      name: "Long",
+      provider: "provider-a",
+      outputSchema: { type: "object", properties: { a: { type: "n".repeat(30_000) } } },
+    });
     expect(response.status).toBe(422);
     const text = await response.text();
     expect(text.length).toBeLessThan(2 * 1024);
     const { error } = JSON.parse(text) as { error: { message: string; details: { problems: string[] } } };
     const [problem] = error.details.problems as [string];
     expect(error.details.problems).toHaveLength(1);
-    expect(problem).toMatch(
-      /^#\/required\/0: "n+…n+" is not among the properties and additionalProperties is false, so no answer can have it$/,
-    );
+    expect(problem).toMatch(/^#\/properties\/a: unknown type "n+…n+"$/);
     expect(problem.length).toBe(400);
     expect(error.message).toBe(`The output schema is invalid: ${problem}`);
+    const named = await postProject(requiringUnlisted(["n".repeat(30_000)]));
+    expect(
+      ((await named.json()) as { error: { details: { problems: string[] } } }).error.details.problems,
+    ).toEqual([
+      '#/required/0: "nnnn…" (30000 characters) is not among the properties and additionalProperties is false, so no answer can have it',
+    ]);
   });
 
   it("answers a rule across fields and a .p8 that is no key with 422 and details.problems naming the fields", async () => {
@@ -593,6 +603,35 @@ describe("admin routes", () => {
     expect(text).not.toContain(key.slice(0, 12));
     // As the answer's JSON holds it: the quotes around the start escaped.
     expect(text).toContain(JSON.stringify(`"sk-p…" (${key.length} characters)`).slice(1, -1));
+  });
+
+  it.each([
+    ["an unknown keyword", (name: string) => ({ type: "object", [name]: 1 })],
+    [
+      "a property whose schema is refused",
+      (name: string) => ({ type: "object", properties: { [name]: { type: "nonsense" } } }),
+    ],
+    [
+      "a definition with an unknown keyword",
+      (name: string) => ({ type: "object", $defs: { [name]: { type: "object", bogus: true } } }),
+    ],
+    [
+      "a required name no answer can have",
+      (name: string) => ({ type: "object", properties: {}, required: [name], additionalProperties: false }),
+    ],
+  ])("names %s of an output schema shaped like a key by its start and length only", async (_, schemaWith) => {
+    const key = `sk-proj-${"Ab3".repeat(16)}`;
+    for (const [method, path, body] of [
+      ["POST", "", { name: "Keyed", provider: "provider-a", outputSchema: schemaWith(key) }],
+      ["PATCH", "/routes", { outputSchema: schemaWith(key) }],
+    ] as const) {
+      const response = await send(method, path, JSON.stringify(body));
+      expect(response.status, method).toBe(422);
+      const text = await response.text();
+      expect(text).toContain("The output schema is invalid");
+      expect(text, method).not.toContain(key.slice(0, 12));
+      expect(text, method).toContain(JSON.stringify(`"sk-p…" (${key.length} characters)`).slice(1, -1));
+    }
   });
 
   it("creates, shows, replaces and removes a project's proxy allow-list", async () => {
