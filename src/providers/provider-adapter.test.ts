@@ -137,6 +137,9 @@ describe("provider adapters", () => {
         expect(model(body), body).toBeNull();
       // A body that is no whole JSON object (the provider refuses it) names the first model it spells.
       expect(model('{"model":"gpt-4.1","input":[')).toBe("gpt-4.1");
+      // Written in UTF-8, as JSON is: read as such, whole or not.
+      expect(model('{"model":"modèle-ü","input":"Hi"}')).toBe("modèle-ü");
+      expect(model('{"model":"modèle-ü","input":[')).toBe("modèle-ü");
     }
     const c = (path: string) => adapters["provider-c"].requestModel(path, Buffer.alloc(0));
     expect(c("v1beta/models/gemini-2.5-flash:generateContent")).toBe("gemini-2.5-flash");
@@ -280,6 +283,9 @@ describe("provider adapters", () => {
       expect(model(body(part("model", "")))).toBeNull();
       expect(model(body(part("model", "x".repeat(201))))).toBeNull();
       expect(model(body(part("model", "gpt-image-2")), "multipart/form-data")).toBeNull();
+      // A field's value in UTF-8, as the SDKs' forms write it (RFC 7578 5.1).
+      const utf8 = (parts: string) => Buffer.from(`${parts}--${boundary}--\r\n`, "utf8");
+      expect(model(utf8(part("model", "modèle-ü")))).toBe("modèle-ü");
     });
 
     it("is read as the provider's multipart parser reads it, not from bytes that only spell a part", () => {

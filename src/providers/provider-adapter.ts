@@ -208,7 +208,10 @@ const modelField = /"model"\s*:\s*"([^"\\]{1,200})"/;
 function jsonModel(body: Buffer): string | null {
   const named = topLevelName(body, "model");
   if (named !== undefined) return named;
-  return modelField.exec(body.toString("latin1", 0, Math.min(body.length, 64 * 1024)))?.[1] ?? null;
+  const spelt = modelField.exec(body.toString("latin1", 0, Math.min(body.length, 64 * 1024)))?.[1];
+  // Matched in latin1 (one character a byte, as the pattern's length counts them), read as the
+  // UTF-8 it is written in.
+  return spelt === undefined ? null : Buffer.from(spelt, "latin1").toString("utf8");
 }
 
 function bodyModel(body: Buffer, contentType: string | undefined): string | null {
@@ -271,7 +274,8 @@ function multipartModel(body: Buffer, contentType: string): string | null {
       const value = line + headers + headerEnd.length;
       if (modelDisposition.test(body.toString("latin1", line + lineEnd.length, value - lineEnd.length))) {
         const length = next - value;
-        model = length >= 1 && length <= 200 ? body.toString("latin1", value, next) : null;
+        // In UTF-8, as the SDKs' forms write a field's value (RFC 7578 5.1).
+        model = length >= 1 && length <= 200 ? body.toString("utf8", value, next) : null;
       }
     }
     at = next;
