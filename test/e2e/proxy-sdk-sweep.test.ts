@@ -1,18 +1,24 @@
+import { randomBytes } from "node:crypto";
+import { request } from "node:http";
+import { connect } from "node:net";
+import { createServer as createTlsServer, type Server as TlsServer } from "node:tls";
 import type Anthropic from "@anthropic-ai/sdk";
 import type { GoogleGenAI } from "@google/genai";
-import type OpenAI from "openai";
-import { toFile } from "openai";
+import OpenAI, { toFile } from "openai";
+import { OpenAIRealtimeWS } from "openai/realtime/ws";
+import { ResponsesWS } from "openai/resources/responses/ws";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import type { FakeUpstream } from "../fakes/fake-upstream.js";
 import { type ProxyStage, startProxyStage } from "../support/proxy-stage.js";
 import { sdkClients } from "../support/sdk-clients.js";
+import { selfSigned } from "../support/self-signed.js";
 import type { TestGateway, TestProject } from "../support/test-gateway.js";
 
 /**
  * The SDK calls real apps make through the proxies beyond chat, messages, generateContent, their
  * streams and embeddings (proxy-sdk.test.ts), each driven by the official SDK against the fake
  * upstream's recorded answer shapes: what the app gets, what reaches the provider, and the usage
- * row.
+ * row. Calls that cannot go through Sluice get a clear error, before any byte reaches the provider.
  */
 describe("the official SDKs' other calls through the proxies", () => {
   let fake: FakeUpstream;
@@ -202,4 +208,163 @@ describe("the official SDKs' other calls through the proxies", () => {
       expect(fake.requests).toHaveLength(0);
     });
   });
+
+  describe("WebSocket connections", () => {
+    let tls: TlsServer;
+    let tlsUrl: string;
+    let cert: Buffer;
+
+    beforeAll(async () => {
+      // The Realtime SDK connects with wss: whatever the base URL's scheme, so Sluice is put behind
+      // TLS, as it is served in production (a terminating proxy in front of it, here a local one).
+      const pair = selfSigned();
+      cert = pair.cert;
+      const sluicePort = Number(new URL(sluice.url).port);
+      tls = createTlsServer(pair, (socket) => {
+        const inner = connect(sluicePort, "127.0.0.1");
+        socket.pipe(inner).pipe(socket);
+        socket.on("error", () => inner.destroy());
+        inner.on("error", () => socket.destroy());
+      });
+      await new Promise<void>((resolve) => tls.listen(0, "127.0.0.1", resolve));
+      const { port } = tls.address() as { port: number };
+      tlsUrl = `https://localhost:${port}`;
+    });
+
+    afterAll(() => new Promise<void>((resolve) => tls.close(() => resolve())));
+
+    it("answers provider A's Realtime WebSocket (OpenAIRealtimeWS) with a clear 404 at once, never calling the provider", async () => {
+      const client = new OpenAI({
+        baseURL: `${tlsUrl}/v1/provider-a/${project.projectId}`,
+        apiKey: project.bearer("provider-a"),
+        maxRetries: 0,
+      });
+      const started = Date.now();
+      const rows = await rowsOf(async () => {
+        const realtime = await OpenAIRealtimeWS.create(client, {
+          model: "gpt-realtime",
+          options: { ca: cert },
+        });
+        const error = await new Promise<Error>((resolve) => {
+          realtime.on("error", resolve);
+          realtime.socket.on("open", () => resolve(new Error("opened")));
+        });
+        expect(error.message).toMatch(/Unexpected server response: 404/);
+      }, 0);
+      expect(Date.now() - started).toBeLessThan(5000);
+      expect(rows).toHaveLength(0);
+      expect(fake.requests).toHaveLength(0);
+    });
+
+    it("answers the Responses API's WebSocket mode (ResponsesWS) 404 as well, with no row", async () => {
+      const rows = await rowsOf(async () => {
+        const socket = new ResponsesWS(openai);
+        const error = await new Promise<Error>((resolve) => {
+          socket.on("error", resolve);
+          socket.on("event", () => resolve(new Error("an event came")));
+        });
+        socket.close();
+        expect(error.message).toMatch(/404/);
+      }, 0);
+      expect(rows).toHaveLength(0);
+      expect(fake.requests).toHaveLength(0);
+    });
+
+    it("forwards a GET whose Upgrade names another protocol (h2c) as the plain GET it is", async () => {
+      const response = await fetchWithUpgrade(
+        `${sluice.url}/v1/provider-a/${project.projectId}/models/gpt-4o`,
+        project.bearer("provider-a"),
+      );
+      expect(response).toMatchObject({ status: 200 });
+      expect(JSON.parse(response.body)).toMatchObject({ id: "gpt-4o" });
+      expect(fake.last()).toMatchObject({ method: "GET", path: "/a/v1/models/gpt-4o" });
+      expect(fake.last()!.headers.upgrade).toBeUndefined();
+    });
+
+    it("names the reason in the 404's body, for the Realtime API and the Responses API's WebSocket mode alike", async () => {
+      for (const path of ["realtime?model=gpt-realtime", "responses"]) {
+        const { status, body } = await refusedHandshake(
+          `${sluice.url}/v1/provider-a/${project.projectId}/${path}`,
+          {
+            authorization: `Bearer ${project.bearer("provider-a")}`,
+          },
+        );
+        expect(status).toBe(404);
+        expect(JSON.parse(body).error).toMatchObject({
+          code: "NOT_FOUND",
+          message: expect.stringMatching(/^WebSocket connections do not go through Sluice/),
+        });
+      }
+      expect(fake.requests).toHaveLength(0);
+    });
+
+    it("answers provider C's Live API (live.connect) 405, naming the WebSocket as the reason", async () => {
+      const error = await google.live
+        .connect({ model: "gemini-live-2.5-flash-preview", callbacks: { onmessage() {} } })
+        .catch((caught: Error) => caught);
+      expect(String((error as Error).message)).toMatch(/Unexpected server response: 405/);
+      const wsBase = `${sluice.url}/v1/provider-c/${project.projectId}`;
+      const { status, body } = await refusedHandshake(
+        `${wsBase}/ws/google.ai.generativelanguage.v1beta.GenerativeService.BidiGenerateContent`,
+        { "x-goog-api-key": project.bearer("provider-c") },
+      );
+      expect(status).toBe(405);
+      expect(JSON.parse(body).error.message).toMatch(/WebSocket connections do not go through Sluice/);
+      expect(fake.requests).toHaveLength(0);
+    });
+  });
 });
+
+/** A GET asking to upgrade to HTTP/2 (h2c), as a client may on any request; answered as HTTP/1.1. */
+function fetchWithUpgrade(url: string, bearer: string): Promise<{ status: number; body: string }> {
+  return new Promise((resolve, reject) => {
+    const outgoing = request(url, {
+      headers: {
+        authorization: `Bearer ${bearer}`,
+        connection: "Upgrade, HTTP2-Settings",
+        upgrade: "h2c",
+        "http2-settings": "AAMAAABkAAQAoAAAAAIAAAAA",
+      },
+    });
+    outgoing.on("error", reject);
+    outgoing.on("response", (response) => {
+      let body = "";
+      response.on("data", (chunk: Buffer) => {
+        body += String(chunk);
+      });
+      response.on("end", () => resolve({ status: response.statusCode ?? 0, body }));
+    });
+    outgoing.end();
+  });
+}
+
+/**
+ * The status and body a WebSocket handshake to `url` (http:) is refused with: the request a
+ * WebSocket client opens with (RFC 6455 §4.1), made with node:http, which reads the answer as any.
+ */
+function refusedHandshake(
+  url: string,
+  headers: Record<string, string>,
+): Promise<{ status: number; body: string }> {
+  return new Promise((resolve, reject) => {
+    const outgoing = request(url, {
+      headers: {
+        ...headers,
+        connection: "Upgrade",
+        upgrade: "websocket",
+        "sec-websocket-key": randomBytes(16).toString("base64"),
+        "sec-websocket-version": "13",
+      },
+    });
+    outgoing.on("upgrade", () => reject(new Error("the handshake succeeded")));
+    outgoing.on("error", reject);
+    outgoing.on("response", (response) => {
+      let body = "";
+      response.on("data", (chunk: Buffer) => {
+        body += String(chunk);
+      });
+      response.on("end", () => resolve({ status: response.statusCode ?? 0, body }));
+    });
+    outgoing.end();
+  });
+}
