@@ -243,7 +243,7 @@ const proxyPath = /^\/v1\/([^/]+)\/[^/]+\/(.+)$/;
  * `caches.get`…), which names the provider, the call and why it does not pass, rather than only that
  * the method is not allowed. Null for a method the proxy takes, for a proxy that takes reads, and for
  * any other path (the generic message). The methods are the ones its route is registered with
- * (`proxyMethods`).
+ * (`proxyMethods`). A WebSocket handshake (`upgrade`) is told so instead.
  */
 export function methodNotForwarded(method: string, path: string, upgrade?: string): string | null {
   const match = proxyPath.exec(path);

@@ -196,6 +196,27 @@ describe("the official SDKs' other calls through the proxies", () => {
   });
 
   describe("provider C (@google/genai)", () => {
+    it("records caches.create with the model the cache is for (its body's, models/ left out), no tokens and an unknown cost", async () => {
+      const row = await rowOf(async () => {
+        const cache = await google.caches.create({
+          model: "gemini-2.5-flash",
+          config: { contents: "A long document", ttl: "300s" },
+        });
+        expect(cache).toMatchObject({ name: "cachedContents/fake-cache-1", model: "models/gemini-2.5-flash" });
+      });
+      expect(fake.last()).toMatchObject({ method: "POST", path: "/c/v1/cachedContents" });
+      expect(fake.last()!.json).toMatchObject({ model: "models/gemini-2.5-flash" });
+      // Billed by the hour it is stored, which the catalogue does not price: not free.
+      expect(row).toMatchObject({
+        status: 200,
+        outcome: "ok",
+        model: "gemini-2.5-flash",
+        input_tokens: null,
+        output_tokens: null,
+        cost_usd: null,
+      });
+    });
+
     it("answers files.upload (its resumable upload starts at upload/…, outside the API's path) 404 with the reason, and never forwards it", async () => {
       const rows = await rowsOf(async () => {
         const error = await google.files
