@@ -187,7 +187,7 @@ export function createApp(deps: AppDeps): App {
           response,
           new GatewayError(
             "METHOD_NOT_ALLOWED",
-            methodNotForwarded(request.method ?? "GET", path) ??
+            methodNotForwarded(request.method ?? "GET", path, request.headers.upgrade) ??
               `${request.method} is not allowed on this path`,
             { headers: { allow: lookup.allowed.join(", ") } },
           ),

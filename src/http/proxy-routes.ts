@@ -51,6 +51,10 @@ export function registerProxyRoutes(router: Router, deps: ProxyRouteDeps): void 
             `The provider path is not allowed: it ${problem} (docs/proxy.md#paths)`,
           );
         }
+        // A WebSocket handshake can never succeed here (Sluice forwards HTTP calls only): answered at
+        // once, rather than forwarded as the plain GET it would become (Upgrade is hop-by-hop).
+        if (opensWebSocket(request.method, request.headers.upgrade))
+          throw new GatewayError("NOT_FOUND", webSocketRefusal[adapter.id]);
         const notProxied = adapter.notProxied?.(path);
         if (notProxied !== undefined) throw new GatewayError("NOT_FOUND", notProxied);
         let call: Awaited<ReturnType<Admit>>;
@@ -212,6 +216,24 @@ async function readProxiedBody(
 
 const cancelCall = /[/:]cancel$/;
 
+/**
+ * Whether a request opens a WebSocket: a GET whose `Upgrade` names `websocket` (RFC 6455 §4.1), as
+ * provider A's Realtime API and Responses API WebSocket mode and provider C's Live API are reached.
+ */
+function opensWebSocket(method: string | undefined, upgrade: string | undefined): boolean {
+  return method === "GET" && upgrade !== undefined && /(?:^|[\s,])websocket(?:$|[\s,/])/i.test(upgrade);
+}
+
+/** Why a WebSocket handshake on a provider's proxy is refused (404 on A, 405 on B and C). */
+const webSocketRefusal: Record<ProviderId, string> = {
+  "provider-a":
+    "WebSocket connections do not go through Sluice: connect to the provider directly (the Realtime API with a short-lived key minted through Sluice, realtime.clientSecrets.create); see docs/proxy.md",
+  "provider-b":
+    "WebSocket connections do not go through Sluice: this proxy forwards POST calls only; see docs/proxy.md",
+  "provider-c":
+    "WebSocket connections do not go through Sluice: connect to the provider directly for the Live API (live.connect); see docs/proxy.md",
+};
+
 /** A path of a provider's proxy: the provider and the provider path. */
 const proxyPath = /^\/v1\/([^/]+)\/[^/]+\/(.+)$/;
 
@@ -221,14 +243,16 @@ const proxyPath = /^\/v1\/([^/]+)\/[^/]+\/(.+)$/;
  * `caches.get`…), which names the provider, the call and why it does not pass, rather than only that
  * the method is not allowed. Null for a method the proxy takes, for a proxy that takes reads, and for
  * any other path (the generic message). The methods are the ones its route is registered with
- * (`proxyMethods`).
+ * (`proxyMethods`). A WebSocket handshake (`upgrade`) is told so instead.
  */
-export function methodNotForwarded(method: string, path: string): string | null {
+export function methodNotForwarded(method: string, path: string, upgrade?: string): string | null {
   const match = proxyPath.exec(path);
   const provider = match?.[1];
   if (!isProviderId(provider)) return null;
   const methods = proxyMethods[provider];
   if (methods.includes(method) || methods.includes("GET")) return null;
+  if (opensWebSocket(method, upgrade))
+    return `${method} is not allowed on this path: ${webSocketRefusal[provider]}`;
   return `${method} is not allowed on this path: ${provider}'s proxy forwards ${methods.join(", ")} calls only: ${method} ${(match?.[2] ?? "").slice(0, 200)} does not go through Sluice (retrieving, listing, downloading, updating or deleting a batch, file, cache or operation is done with the provider directly; see docs/proxy.md)`;
 }
 

@@ -356,7 +356,10 @@ export function createProviderAdapters(options: ProviderAdapterOptions): Record<
         headers["x-goog-api-client"] = options.clientIdentifier;
       },
       requestModel(path, body) {
-        if (createInteraction.test(apiPath("provider-c", path))) return interactionModel(body);
+        const call = apiPath("provider-c", path);
+        if (createInteraction.test(call)) return interactionModel(body);
+        // A context cache names its model in the body (`models/gemini-2.5-flash`), not in the path.
+        if (call === "cachedContents") return topLevelName(body, "model")?.replace(/^models\//, "") || null;
         // The method follows a colon, which a client may send percent-encoded (`x%3Apredict`).
         const segment = /(?:^|\/)models\/([^/]+)/.exec(path)?.[1];
         if (!segment) return null;

@@ -119,6 +119,27 @@ export const providerA = {
   models() {
     return { object: "list", data: [{ id: "gpt-4o-mini", object: "model", created, owned_by: "system" }] };
   },
+  /** One model (`GET models/{id}`, the SDK's `models.retrieve`), as the provider describes it. */
+  model(id: string) {
+    return { id, object: "model", created, owned_by: "system" };
+  },
+  /** A File object (`POST files`, `GET files/{id}`), for a file of `bytes` bytes. */
+  file(id: string, filename: string, bytes: number, purpose: string) {
+    return {
+      id,
+      object: "file",
+      bytes,
+      created_at: created,
+      filename,
+      purpose,
+      status: "processed",
+      expires_at: null,
+    };
+  },
+  /** What `DELETE files/{id}` (the SDK's `files.delete`) answers. */
+  fileDeleted(id: string) {
+    return { id, object: "file", deleted: true };
+  },
   /** A legacy completion (`POST completions`, gpt-3.5-turbo-instruct): chat's usage counts, no details. */
   completion(model: string, text: string, usage: FakeUsage) {
     return {

@@ -280,6 +280,24 @@ export async function startFakeUpstream(
         ),
       );
     if (path === "/a/v1/models") return sendJson(response, 200, providerA.models());
+    const oneModel = /^\/a\/v1\/models\/([^/]+)$/.exec(path);
+    if (oneModel && request.method === "GET")
+      return sendJson(response, 200, providerA.model(oneModel[1] ?? ""));
+    // Files: a multipart upload (its file part's name and size, and `purpose`), and a deletion.
+    if (path === "/a/v1/files" && request.method === "POST") {
+      const form = request.body.toString("latin1");
+      const filename = /name="file"; filename="([^"]*)"/.exec(form)?.[1] ?? "upload";
+      const start = form.indexOf("\r\n\r\n", form.indexOf('name="file"')) + 4;
+      const bytes = form.indexOf("\r\n--", start) - start;
+      return sendJson(
+        response,
+        200,
+        providerA.file("file-abc123", filename, bytes, multipartField(request.body, "purpose") ?? ""),
+      );
+    }
+    const oneFile = /^\/a\/v1\/files\/([^/]+)$/.exec(path);
+    if (oneFile && request.method === "DELETE")
+      return sendJson(response, 200, providerA.fileDeleted(oneFile[1] ?? ""));
     // A file's content, byte ranges honoured (fake-file-content.ts); compressed when a compression is set.
     if (
       /^\/a\/v1\/files\/[^/]+\/content$/.test(path) &&
@@ -376,6 +394,8 @@ export async function startFakeUpstream(
     const batchCancel = /^\/b\/v1\/messages\/batches\/([^/]+)\/cancel$/.exec(path);
     if (batchCancel && request.method === "POST")
       return sendJson(response, 200, providerB.batch(batchCancel[1] ?? "", "canceling"));
+    if (path === "/b/v1/messages/batches" && request.method === "POST")
+      return sendJson(response, 200, providerB.batch("msgbatch_fake1"));
     if (path === "/b/v1/messages/count_tokens") return sendJson(response, 200, { input_tokens: usage.input });
     if (path === "/b/v1/models") return sendJson(response, 200, providerB.models());
     // The Interactions API and context caches, on whichever API version the SDK addresses
