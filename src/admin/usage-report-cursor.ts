@@ -43,7 +43,7 @@ export function decodeUsageReportCursor(text: string): UsageReportCursor | null 
   const fields = decodeListCursor(text);
   if (fields?.length !== 6) return null;
   const [written, projectId, groupBy, from, to, after] = fields;
-  if (written !== version || typeof projectId !== "string" || typeof after !== "string") return null;
+  if (written !== version || typeof projectId !== "string" || !isGroup(after)) return null;
   if (typeof groupBy !== "string" || !(usageGroupings as readonly string[]).includes(groupBy)) return null;
   if (!isoInstant(from) || !isoInstant(to) || !(from < to)) return null;
   return { projectId, groupBy: groupBy as UsageGroupBy, from, to, after };
@@ -80,4 +80,13 @@ export function usageReportReadOn(
   );
   if (problems.length > 0) throw problemsError("VALIDATION_ERROR", "Invalid usage query", problems);
   return { cursor, groupBy };
+}
+
+/**
+ * Whether `after` may be a group a report answered: text without a NUL. No group holds one (a
+ * stored model's control characters are `?`), and PostgreSQL's text refuses one outright, so a
+ * cursor made by hand with a NUL was a database error (500) there, where SQLite answered.
+ */
+function isGroup(after: unknown): after is string {
+  return typeof after === "string" && !after.includes("\u0000");
 }

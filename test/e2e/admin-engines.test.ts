@@ -86,6 +86,30 @@ for (const engine of engines) {
       ).toEqual([]);
     });
 
+    // A cursor is base64url of JSON, so one can be made by hand: a last group with a NUL, which no
+    // group read from either database holds, was given to PostgreSQL (whose text refuses a NUL) and
+    // answered 500 there.
+    it.each(["model", "day", "endpoint"])(
+      "refuses a usage report cursor (groupBy %s) whose last group holds a NUL with 400",
+      async (groupBy) => {
+        const made = (after: string) =>
+          Buffer.from(
+            JSON.stringify([
+              1,
+              "kept",
+              groupBy,
+              "2026-01-01T00:00:00.000Z",
+              "9999-12-31T23:59:59.999Z",
+              after,
+            ]),
+          ).toString("base64url");
+        const read = (after: string) => admin("GET", `/projects/kept/usage?cursor=${made(after)}`);
+        expect((await read("a")).status).toBe(200);
+        const refused = await read("a\u0000b");
+        expect(await errorOf(refused)).toEqual({ status: 400, code: "BAD_REQUEST" });
+      },
+    );
+
     it("keeps recording usage after a call that named a project id with a NUL", async () => {
       const refused = await fetch(`${sluice.url}/v1/text/a%00b`, {
         method: "POST",
