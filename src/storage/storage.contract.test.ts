@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { storageEngines } from "../../test/support/storage-engines.js";
 import { usageRow } from "../../test/support/usage-row.js";
+import { storedModelName } from "../usage/stored-model-name.js";
 import { type OpenDatabase, sqliteCacheKiB } from "./database.js";
 import { createKeyRepository } from "./key-repository.js";
 import { createProjectRepository, type Project } from "./project-repository.js";
@@ -622,6 +623,48 @@ for (const engine of storageEngines) {
         ),
       ).toEqual(["2026-11-03"]);
       expect(await records.report({ ...window, groupBy: "endpoint", limit: 5, after: "proxy" })).toEqual([]);
+    });
+
+    // A model name is the client's: JSON may name a lone surrogate (`"\ud800"`), and a name cut at
+    // 200 code units may end in half of a pair. SQLite stored one as bytes no UTF-8 has (ED A0 80),
+    // sorted before U+E000 there but read back as U+FFFD, after it: a report paged one group at a
+    // time skipped a group its full answer held (13 groups, 12 paged).
+    it("pages a report of models named with lone surrogates as it answers it whole, on both engines", async () => {
+      const records = createUsageRepository(database.db, database.sqlite);
+      const names = [
+        "Z",
+        "a",
+        "x\ud800",
+        "\udc00y",
+        "\ud801",
+        "\ufffd",
+        "\ue000",
+        "\uffff",
+        "\u{10000}",
+        `a${"\u{1f600}".repeat(100)}`,
+      ];
+      await records.insertBatch(
+        names.map((name, index) =>
+          usage(`lone-${index}`, { project_id: "lone", model: storedModelName(name) }),
+        ),
+      );
+      const window = { projectId: "lone", from: "2026-11-01T00:00:00.000Z", to: "2026-12-01T00:00:00.000Z" };
+      const all = (await records.report({ ...window, groupBy: "model", limit: 100 })).map((row) => row.group);
+      const paged: (string | null)[] = [];
+      let after: string | undefined;
+      for (let page = 0; page < names.length + 1; page++) {
+        const [row] = await records.report({ ...window, groupBy: "model", limit: 1, after });
+        if (!row) break;
+        paged.push(row.group);
+        if (row.group === null) break;
+        after = row.group;
+      }
+      expect(paged).toEqual(all);
+      // Each name's row is its own group, in code-point order (UTF-8 bytes), the cut pair's half included.
+      expect(all).toHaveLength(names.length - 1);
+      expect(all).toEqual(
+        [...all].sort((left, right) => Buffer.compare(Buffer.from(left ?? ""), Buffer.from(right ?? ""))),
+      );
     });
 
     it("orders report groups the same on both engines: code-point order, a null group last", async () => {

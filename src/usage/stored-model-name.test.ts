@@ -14,6 +14,12 @@ describe("stored model name", () => {
     expect(storedModelName("m".repeat(5000))).toBe("m".repeat(200));
   });
 
+  it("replaces a lone surrogate, given or left by the cut in a pair, with U+FFFD, as PostgreSQL stores it", () => {
+    expect(storedModelName("x\ud800y\udc00")).toBe("x\ufffdy\ufffd");
+    expect(storedModelName(`a${"\u{1f600}".repeat(100)}`)).toBe(`a${"\u{1f600}".repeat(99)}\ufffd`);
+    expect(storedModelName("\u{1f600}\u{10000}")).toBe("\u{1f600}\u{10000}");
+  });
+
   it("keeps its own characters, not the body or request line the name was cut from", () => {
     // A usage row waits in the queue (100,000 rows) while the database is down: a name that is a
     // view of the 16 KiB it was cut from (a regular expression's capture in a body, a path segment)
