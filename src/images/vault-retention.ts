@@ -118,6 +118,10 @@ const imageName = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}
  * link (its target stays); each day directory's real path is checked to lie where the walk expects
  * it, inside the vault, before its files are removed. A directory or another name inside a day
  * directory is left, with the day directory, and counted as `left`. Files already gone (another prune) are no failure.
+ * A directory it may not read or delete from (EACCES: a gateway once run as another user made it)
+ * is passed, and the walk goes on with the rest; once it has ended, the prune fails naming the
+ * first such directory and what the rest deleted. Stopping at the first kept every later day of
+ * every team for good, the same directory failing each hour.
  * `stopped` is asked between directories and before each file: true ends the prune there (the
  * gateway is closing), so a day of many thousand files does not hold the close; the files left
  * go with the next prune.
@@ -131,6 +135,14 @@ export async function pruneLocalVault(
 ): Promise<VaultPruneResult> {
   if (!isCalendarDate(before)) throw new Error(`${JSON.stringify(before)} is not a date (YYYY-MM-DD)`);
   const result: VaultPruneResult = { before, days: 0, files: 0, bytes: 0, left: 0 };
+  /** The directories passed for an error, and the first error. */
+  const failed = { directories: 0, first: undefined as unknown };
+  /** Passes a directory for `error`: nothing was removed there. */
+  const pass = (error: unknown): false => {
+    failed.directories++;
+    failed.first ??= error;
+    return false;
+  };
   let root: string;
   try {
     // The vault directory may itself be a link (a data dir on another disk): resolved once, here.
@@ -146,7 +158,13 @@ export async function pruneLocalVault(
     const path = join(root, ...names);
     if (depth === levels.length) return pruneDay(names);
     let removed = false;
-    for (const entry of await entriesOf(path)) {
+    let entries: Dirent[];
+    try {
+      entries = await entriesOf(path);
+    } catch (error) {
+      return pass(error);
+    }
+    for (const entry of entries) {
       if (stopped()) break;
       // A Dirent is the entry itself (lstat's answer where the file system does not say): a link
       // to a directory is a link, never entered.
@@ -160,7 +178,7 @@ export async function pruneLocalVault(
         // Emptied by this prune, it goes; one still holding anything (or holding something again:
         // the gateway making today's directory, whose recursive mkdir makes a parent removed
         // meanwhile again) stays.
-        await removeEmptyDirectory(join(path, entry.name));
+        await removeEmptyDirectory(join(path, entry.name)).catch(pass);
       }
     }
     return removed;
@@ -174,7 +192,13 @@ export async function pruneLocalVault(
     // Replaced by a link since it was listed, or reached through one: not the vault's, not entered.
     if ((await realpath(path).catch(() => "")) !== path || !path.startsWith(root + sep)) return false;
     let removed = false;
-    for (const entry of await entriesOf(path)) {
+    let entries: Dirent[];
+    try {
+      entries = await entriesOf(path);
+    } catch (error) {
+      return pass(error);
+    }
+    for (const entry of entries) {
       if (stopped()) return removed;
       if (entry.isDirectory() || !imageName.test(entry.name)) {
         result.left++;
@@ -188,10 +212,13 @@ export async function pruneLocalVault(
         result.bytes += size;
         removed = true;
       } catch (error) {
-        if ((error as NodeJS.ErrnoException).code !== "ENOENT") throw error;
+        if ((error as NodeJS.ErrnoException).code === "ENOENT") continue;
+        // Whether a file may be deleted is its directory's: the next would fail as this one did.
+        pass(error);
+        return removed;
       }
     }
-    if (await removeEmptyDirectory(path)) {
+    if (await removeEmptyDirectory(path).catch(pass)) {
       result.days++;
       return true;
     }
@@ -199,6 +226,14 @@ export async function pruneLocalVault(
   };
 
   await walk([]);
+  if (failed.first !== undefined) {
+    const { directories, first } = failed;
+    throw new Error(
+      `${directories} ${directories === 1 ? "directory" : "directories"} of the vault could not be pruned ` +
+        `(the first: ${(first as Error).message}); the rest was: ${result.days} day directories, ` +
+        `${result.files} files, ${result.bytes} bytes deleted`,
+    );
+  }
   return result;
 }
 
