@@ -4,7 +4,7 @@ import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 
-/** Paths whose reads (readdir) or deletes (unlink) fail with EACCES, as another user's directory does. */
+/** Paths whose reads (opendir) or deletes (unlink) fail with EACCES, as another user's directory does. */
 const unreadable = new Set<string>();
 const undeletable = new Set<string>();
 const denied = (call: string, path: string) =>
@@ -14,10 +14,10 @@ vi.mock("node:fs/promises", async (importOriginal) => {
   const actual = await importOriginal<typeof import("node:fs/promises")>();
   return {
     ...actual,
-    readdir: (async (path: string, options?: object) => {
-      if (unreadable.has(String(path))) throw denied("scandir", String(path));
-      return actual.readdir(path, options as never);
-    }) as typeof actual.readdir,
+    opendir: (async (path: string, options?: object) => {
+      if (unreadable.has(String(path))) throw denied("opendir", String(path));
+      return actual.opendir(path, options as never);
+    }) as typeof actual.opendir,
     unlink: async (path: string) => {
       if (undeletable.has(dirname(String(path)))) throw denied("unlink", String(path));
       return actual.unlink(path);
