@@ -11,7 +11,7 @@ import { methodNotForwarded } from "./http/proxy-routes.js";
 import { type PublicRouteDeps, registerPublicRoutes } from "./http/public-routes.js";
 import { type Handler, type RequestContext, Router } from "./http/router.js";
 import { closeIfBodyUnread, lingeringClose, sendError, sendRawError, setHeaders } from "./http/send.js";
-import type { Logger } from "./observability/logger.js";
+import { type Logger, shownStart } from "./observability/logger.js";
 import type { Metrics } from "./observability/metrics.js";
 import { createProviderFailureLog } from "./observability/provider-failure-log.js";
 import type { SuppressionWindowsRegistry } from "./observability/suppression-windows.js";
@@ -54,6 +54,12 @@ export interface App {
   /** The server's `connect`: CONNECT gets the error envelope (404); Sluice is no forward proxy. */
   answerConnect(request: IncomingMessage, socket: Duplex): void;
 }
+
+/**
+ * The characters of a path the access line shows; a longer one is cut there, its length given
+ * (`shownStart`). Far above a route's paths, far below Node's 16 KiB of head.
+ */
+const accessLinePathCharacters = 1024;
 
 /** The router with every route registered explicitly, and the request lifecycle. No I/O here. */
 export function createApp(deps: AppDeps): App {
@@ -146,7 +152,7 @@ export function createApp(deps: AppDeps): App {
             {
               requestId,
               method: request.method,
-              path,
+              path: shownStart(path, accessLinePathCharacters),
               route,
               status,
               // The answer was cut short (a stream the client or the provider ended).
