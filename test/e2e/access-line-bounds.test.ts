@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { logLinesOf, startTestGateway, type TestGateway } from "../support/test-gateway.js";
+import { adminToken, logLinesOf, startTestGateway, type TestGateway } from "../support/test-gateway.js";
 
 /**
  * The access line (`request`, at debug) quotes the path a client wrote, which Node takes up to its
@@ -15,9 +15,12 @@ describe("the access line of a long path", () => {
     await sluice.close();
   });
 
-  async function accessLineOf(path: string): Promise<{ line: string; entry: Record<string, unknown> }> {
+  async function accessLineOf(
+    path: string,
+    init: RequestInit = {},
+  ): Promise<{ line: string; entry: Record<string, unknown> }> {
     const from = sluice.logs.length;
-    const response = await fetch(`${sluice.url}${path}`);
+    const response = await fetch(`${sluice.url}${path}`, init);
     await response.arrayBuffer();
     expect(response.status).toBe(404);
     const requestId = response.headers.get("x-request-id");
@@ -55,5 +58,35 @@ describe("the access line of a long path", () => {
     const { line } = await accessLineOf(path);
     expect(line).not.toContain("sk-proj-KKKK");
     expect(line).toContain("[redacted]");
+  });
+
+  // A project id longer than any (64 characters) may be a secret typed in its place: the answer and
+  // the usage row show only its start and length (`mayBeKey`), and so must the access line. A
+  // DeviceCheck Bearer value (`partial key.device token`) there left the token in the line, behind
+  // the partial key's `[redacted]`.
+  it("shows a project id that may be a key by its start and length, as the answer does", async () => {
+    const token = `AgAAA${"Zm9vYmFy".repeat(40)}+x/y=`.replaceAll("/", "Q");
+    const bearer = `sk_sluice_0123456789ab_${"S".repeat(40)}.${token}`;
+    const post = {
+      method: "POST",
+      headers: {
+        authorization: "Bearer sk_sluice_0123456789ab_AAAA.tk_x",
+        "content-type": "application/json",
+      },
+      body: "{}",
+    };
+    for (const path of [
+      `/v1/provider-a/${bearer}/chat/completions`,
+      `/v1/text/${encodeURIComponent(bearer)}`,
+      `/admin/v1/projects/${token}`,
+    ]) {
+      const admin = { headers: { authorization: `Bearer ${adminToken}` } };
+      const { line, entry } = await accessLineOf(path, path.startsWith("/admin") ? admin : post);
+      expect(line).not.toContain(token.slice(5, 30));
+      expect(entry.path).toMatch(/… \(\d+ characters\)/);
+    }
+    // An id of a project's length is shown whole.
+    const { entry } = await accessLineOf("/v1/text/prj_nope", post);
+    expect(entry.path).toBe("/v1/text/prj_nope");
   });
 });
