@@ -1,6 +1,7 @@
 import { type IncomingMessage, maxHeaderSize, type ServerResponse } from "node:http";
 import type { Socket } from "node:net";
 import type { Duplex } from "node:stream";
+import { mayBeKey, projectIdRecorded } from "./admin/project-id.js";
 import { GatewayError } from "./errors.js";
 import { type AdminRouteDeps, registerAdminRoutes } from "./http/admin-routes.js";
 import type { ConnectionCap } from "./http/connection-cap.js";
@@ -9,9 +10,9 @@ import { maxHeaderFields } from "./http/max-header-fields.js";
 import { originForm } from "./http/origin-form.js";
 import { methodNotForwarded } from "./http/proxy-routes.js";
 import { type PublicRouteDeps, registerPublicRoutes } from "./http/public-routes.js";
-import { type Handler, type RequestContext, Router } from "./http/router.js";
+import { type Handler, type Lookup, type RequestContext, Router } from "./http/router.js";
 import { closeIfBodyUnread, lingeringClose, sendError, sendRawError, setHeaders } from "./http/send.js";
-import type { Logger } from "./observability/logger.js";
+import { type Logger, shownStart } from "./observability/logger.js";
 import type { Metrics } from "./observability/metrics.js";
 import { createProviderFailureLog } from "./observability/provider-failure-log.js";
 import type { SuppressionWindowsRegistry } from "./observability/suppression-windows.js";
@@ -53,6 +54,35 @@ export interface App {
   answerClientError(error: Error, socket: Duplex): void;
   /** The server's `connect`: CONNECT gets the error envelope (404); Sluice is no forward proxy. */
   answerConnect(request: IncomingMessage, socket: Duplex): void;
+}
+
+/**
+ * The characters of a path the access line shows; a longer one is cut there, its length given
+ * (`shownStart`). Far above a route's paths, far below Node's 16 KiB of head.
+ */
+const accessLinePathCharacters = 1024;
+
+/**
+ * The path as the access line shows it: a project id that may be a secret typed in its place
+ * (`mayBeKey`: longer than any, or of a key's form) by its start and length, as the answer and the
+ * usage row show it (a DeviceCheck Bearer value there, `partial key.device token`, left the token
+ * behind the partial key's `[redacted]`), and the whole cut at `accessLinePathCharacters`.
+ */
+function accessLinePath(path: string, lookup: Lookup): string {
+  let shown = path;
+  if (lookup.kind === "found") {
+    const projectId = lookup.params.projectId;
+    if (projectId !== undefined && mayBeKey(projectId)) {
+      // The id's segment, still percent-encoded in the path: where the route pattern has it.
+      const at = lookup.route.split("/").indexOf(":projectId");
+      const segments = path.split("/");
+      if (at > 0 && at < segments.length) {
+        segments[at] = projectIdRecorded(projectId);
+        shown = segments.join("/");
+      }
+    }
+  }
+  return shownStart(shown, accessLinePathCharacters);
 }
 
 /** The router with every route registered explicitly, and the request lifecycle. No I/O here. */
@@ -146,7 +176,7 @@ export function createApp(deps: AppDeps): App {
             {
               requestId,
               method: request.method,
-              path,
+              path: accessLinePath(path, lookup),
               route,
               status,
               // The answer was cut short (a stream the client or the provider ended).

@@ -13,9 +13,9 @@ import { normalizeAddress, trustedEntry, unmapped } from "../net/ip-address.js";
  * `[2001:db8::1]:443`, as some load balancers write them) or brackets are dropped, an IPv4-mapped
  * IPv6 address is its IPv4 address, and IPv6 hex is lower-cased. Otherwise one client would count
  * as a new one per source port in the rate limits and the failed-authentication throttle. An
- * entry that is not an address (`unknown`, `_hidden`, text a client made up) ends the walk: the
- * client is then the nearest trusted proxy, so free text never becomes a rate-limit key or a
- * usage row's address, and varying it cannot dodge the per-IP limit.
+ * entry that is not an address (`unknown`, `_hidden`, text a client made up, an IPv6 address with a
+ * zone, `%eth0`) ends the walk: the client is then the nearest trusted proxy, so free text never
+ * becomes a rate-limit key or a usage row's address, and varying it cannot dodge the per-IP limit.
  */
 export function createClientIpResolver(
   trustedProxies: readonly string[],
@@ -45,8 +45,10 @@ function forwardedClient(list: string, peer: string, isTrusted: (address: string
     end = Math.max(start, 0);
     if (!hop) continue;
     // Not an address (`unknown`, an obfuscated name, a client's free text): nothing left of it
-    // can be believed, so the client is the nearest trusted hop that wrote it.
-    if (isIP(hop) === 0) return nearest;
+    // can be believed, so the client is the nearest trusted hop that wrote it. Nor is one with an
+    // IPv6 zone (`fe80::1%eth0`): it names an interface of the machine that wrote it, never a
+    // remote client's, and isIP takes a zone of any length (free text up to Node's 16 KiB of head).
+    if (isIP(hop) === 0 || hop.includes("%")) return nearest;
     if (!isTrusted(hop)) return hop;
     nearest = hop;
   }

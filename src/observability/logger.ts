@@ -126,6 +126,18 @@ function redactText(text: string): string {
   return redactKeyLike(redactUrlCredentials(text), censor);
 }
 
+/**
+ * A text a client wrote (the path the access line quotes, up to Node's 16 KiB of head) as a log line
+ * shows it: whole up to `max` characters, else its first `max` and its length
+ * (`/aaa… (12001 characters)`), so that a request costs the log a line of bounded size. Redacted
+ * before it is cut: a cut through a key would leave its start too short to have a key's form.
+ */
+export function shownStart(text: string, max: number): string {
+  if (text.length <= max) return text;
+  const redacted = redactText(text);
+  return redacted.length <= max ? redacted : `${redacted.slice(0, max)}… (${text.length} characters)`;
+}
+
 function redactValue(value: unknown, depth: number, ancestors: object[]): unknown {
   if (typeof value === "string") return redactText(value);
   if (typeof value !== "object" || value === null) return value;

@@ -51,4 +51,21 @@ describe("metric cells", () => {
     expect(counter.cell({ a: "1", b: "2" })).toBe(counter.cell({ b: "2", a: "1" }));
     expect(counter.cell({ a: "1", b: "3" })).not.toBe(counter.cell({ a: "1", b: "2" }));
   });
+
+  it("renders the label sets past the cap as one, every label `other`, so no count is lost", async () => {
+    const registry = new Registry();
+    const counter = new CellCounter(registry, "z_total", "Z", ["route", "status"]);
+    const histogram = new CellHistogram(registry, "z_seconds", "Z", ["route"], [1]);
+    for (let index = 0; index < 10_005; index++) {
+      counter.cell({ route: `/r${index}`, status: "200" }).inc();
+      histogram.cell({ route: `/r${index}` }).observe(0.5);
+    }
+    const text = await registry.metrics();
+    const counts = text.split("\n").filter((line) => line.startsWith("z_total{"));
+    expect(counts).toHaveLength(10_001);
+    expect(counts.reduce((sum, line) => sum + Number(line.slice(line.lastIndexOf(" ") + 1)), 0)).toBe(10_005);
+    expect(text).toContain('z_total{route="other",status="other"} 5');
+    expect(text).toContain('z_seconds_count{route="other"} 5');
+    expect(text).toContain('z_seconds_bucket{le="1",route="other"} 5');
+  });
 });

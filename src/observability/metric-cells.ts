@@ -34,14 +34,18 @@ export interface HistogramCell {
   observe(value: number): void;
 }
 
-/** At most this many label sets per metric; label values come from code and route patterns. */
+/**
+ * At most this many label sets per metric; label values come from code and route patterns. Past
+ * it, every new label set shares one more, rendered with each label `other` (`overflowValue`), so
+ * the totals still count every update.
+ */
 const maxCells = 10_000;
+const overflowValue = "other";
 
 abstract class CellMetric<L extends string, C> implements RegisteredMetric {
   abstract readonly type: "counter" | "gauge" | "histogram";
   readonly aggregator = "sum" as const;
   protected readonly cells = new Map<string, { labels: LabelValues<L>; cell: C }>();
-  private overflow: C | null = null;
 
   constructor(
     registry: Registry,
@@ -54,13 +58,15 @@ abstract class CellMetric<L extends string, C> implements RegisteredMetric {
 
   /** The cell of one label set: look it up once and keep it, or call per use (one map lookup). */
   cell(labels: LabelValues<L>): C {
-    const values = this.labelNames.map((name) => labels[name]);
-    const key = values.join("\u0000");
-    const found = this.cells.get(key);
+    let values = this.labelNames.map((name) => labels[name]);
+    let key = values.join("\u0000");
+    let found = this.cells.get(key);
     if (found) return found.cell;
     if (this.cells.size >= maxCells) {
-      this.overflow ??= this.create();
-      return this.overflow;
+      values = this.labelNames.map(() => overflowValue);
+      key = values.join("\u0000");
+      found = this.cells.get(key);
+      if (found) return found.cell;
     }
     const cell = this.create();
     // Kept in the declared label order, as prom-client renders them.

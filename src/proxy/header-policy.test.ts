@@ -254,6 +254,18 @@ describe("header policy", () => {
       "req_sluice",
     ]);
   });
+
+  it("drops the provider's own x-sluice-request-id: that name holds Sluice's id alone", () => {
+    const own = { "x-request-id": "req_sluice" };
+    const spoofed: [string, string] = ["X-Sluice-Request-Id", "req_another_row"];
+    expect(clientResponseHeaders(raw([["x-request-id", "req_provider"], spoofed]), own).headers).toEqual([
+      "x-request-id",
+      "req_provider",
+      "x-sluice-request-id",
+      "req_sluice",
+    ]);
+    expect(clientResponseHeaders(raw([spoofed]), own).headers).toEqual(["x-request-id", "req_sluice"]);
+  });
 });
 
 describe("clientResponseHeaders against a straightforward reading, on random header lists", () => {
@@ -278,6 +290,7 @@ describe("clientResponseHeaders against a straightforward reading, on random hea
       dropped.add(name);
     for (const name of ["openai-organization", "openai-project", "anthropic-organization-id"])
       dropped.add(name);
+    dropped.add("x-sluice-request-id");
     const pairs: [string, string][] = [];
     let contentType = "";
     const encodings: string[] = [];
@@ -339,6 +352,7 @@ describe("clientResponseHeaders against a straightforward reading, on random hea
       "keep-alive",
       "vary",
       "x-request-id",
+      "x-sluice-request-id",
       "request-id",
       "openai-processing-ms",
       "openai-organization",

@@ -82,6 +82,11 @@ describe("the client address behind trusted proxies", () => {
     [`198.51.100.7, not-an-address-at-all-${"x".repeat(500)}`, "10.0.0.1"],
     ["198.51.100.7, 999.1.1.1", "10.0.0.1"],
     ["unknown, 198.51.100.7", "198.51.100.7"],
+    // An IPv6 zone (`%…`, which Node's isIP takes as letters, digits, `-`, `.` and `:` of any
+    // length) names an interface of the machine that wrote it, never a remote client's: as free
+    // text, it made a client address of up to 16 KiB in usage rows and the access line.
+    [`fe80::1%${"x".repeat(500)}`, "10.0.0.1"],
+    ["198.51.100.7, 2001:db8::7%eth0", "10.0.0.1"],
   ])("stops at an entry that is not an address: %j is %j", (forwardedFor, expected) => {
     expect(resolve(requestFrom("10.0.0.1", forwardedFor))).toBe(expected);
   });

@@ -258,6 +258,35 @@ describe("proxies driven by the official SDKs", () => {
       expect(row).toMatchObject({ status: 200, outcome: "ok", input_tokens: 11 });
     });
 
+    it("drops a provider's own x-sluice-request-id, so the id an app reads is always Sluice's", async () => {
+      // A provider (or anything between it and Sluice) that sends the header Sluice names its own id
+      // with gave the app a second id, or the only one (audit: adv-observe): `req_…` of another row.
+      const spoofed = "req_0000000000000000000000000000beef";
+      const plain = await openai.chat.completions
+        .create({ model: "gpt-4o-mini", messages: [{ role: "user", content: "Hi" }] })
+        .withResponse();
+      const body = JSON.parse(JSON.stringify(plain.data));
+      fake.enqueueResponse({
+        status: 200,
+        headers: { "x-request-id": "req_from_provider", "x-sluice-request-id": spoofed },
+        body,
+      });
+      const beside = await openai.chat.completions
+        .create({ model: "gpt-4o-mini", messages: [{ role: "user", content: "Hi" }] })
+        .withResponse();
+      const besideId = beside.response.headers.get("x-sluice-request-id");
+      expect(besideId).toMatch(/^req_[0-9a-f]{32}$/);
+      expect(besideId).not.toBe(spoofed);
+      expect(await rowFor(besideId)).toMatchObject({ status: 200, outcome: "ok" });
+
+      fake.enqueueResponse({ status: 200, headers: { "x-sluice-request-id": spoofed }, body });
+      const alone = await openai.chat.completions
+        .create({ model: "gpt-4o-mini", messages: [{ role: "user", content: "Hi" }] })
+        .withResponse();
+      expect(alone.response.headers.get("x-sluice-request-id")).toBeNull();
+      expect(await rowFor(alone.response.headers.get("x-request-id"))).toMatchObject({ status: 200 });
+    });
+
     it("aborts the upstream request within a second when the client disconnects, and records what it saw", async () => {
       fake.setSseDelayMs(200);
       const controller = new AbortController();
