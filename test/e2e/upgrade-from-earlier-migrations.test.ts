@@ -25,8 +25,9 @@ import { startTestGateway, usageRowOf } from "../support/test-gateway.js";
  * An operator upgrading from any earlier release: a database only the migrations up to that
  * release's last have run on, holding rows as that release wrote them (only the columns it knew),
  * is opened by this build, and every row is still there and works: the project serves, its partial
- * key and test key open, the DeviceCheck key unseals, the usage report counts the old rows, and the
- * spend cap sees their cost.
+ * key and test key open, the DeviceCheck key unseals, the usage report counts the old rows, the
+ * spend cap sees their cost, and a project with every setting away from its default reads back as
+ * stored and serves structured analysis on its provider.
  */
 type Rows = Record<string, Record<string, unknown>>;
 
@@ -116,6 +117,14 @@ async function migrateThrough(database: Durable, db: Kysely<Rows>, count: number
 
 const levels = Object.keys(migrations("sqlite")).slice(0, -1);
 
+/** The output schema the project of every setting held (one /v1/text accepts on provider B). */
+const summarySchema = {
+  type: "object",
+  properties: { summary: { type: "string" } },
+  required: ["summary"],
+  additionalProperties: false,
+};
+
 for (const engine of engines) {
   describe.skipIf(!engine.available)(`upgrading ${engine.name} from an earlier release`, () => {
     let fake: FakeUpstream;
@@ -139,6 +148,7 @@ for (const engine of engines) {
         const at = new Date(Math.max(monthStart, now().getTime() - 1000)).toISOString();
         const served = { id: "served", providerKey: `real-key-${randomBytes(8).toString("hex")}` };
         const capped = { id: "capped", providerKey: `real-key-${randomBytes(8).toString("hex")}` };
+        const settings = { providerKey: `real-key-${randomBytes(8).toString("hex")}` };
         const apple = generateAppleKeyPair();
         const testKeys: Record<string, string> = {};
         const partialKeys: Record<string, string> = {};
@@ -206,6 +216,65 @@ for (const engine of engines) {
               })
               .execute();
           }
+          // A project with every setting away from its default, as that release stored it.
+          await db
+            .insertInto("projects")
+            .values({
+              id: "settings",
+              name: "Every setting",
+              team_id: "team_1",
+              provider: "provider-b",
+              model: "claude-sonnet-4-5",
+              test_mode: 1,
+              device_check_enabled: 1,
+              device_check_team_id: "TEAM654321",
+              device_check_key_id: "KEY7654321",
+              device_check_private_key: secretBox.seal(
+                Buffer.from(apple.privateKeyPem),
+                deviceCheckKeyAad("settings"),
+              ),
+              device_check_environment: "development",
+              device_token_mode: "single-use",
+              output_schema: JSON.stringify(summarySchema),
+              save_images_to_vault: 1,
+              rate_limit_per_minute: 120,
+              device_rate_limit_per_minute: 7,
+              monthly_spend_cap_usd: 250.5,
+              disabled: 0,
+              created_at: at,
+              updated_at: at,
+              ...since(3, { proxy_allow_list: JSON.stringify({ "provider-b": ["POST messages"] }) }),
+            })
+            .execute();
+          const settingsKeyId = newKeyId();
+          const settingsSplit = splitProviderKey(settingsKeyId, settings.providerKey);
+          partialKeys.settings = settingsSplit.partialKey;
+          await db
+            .insertInto("provider_keys")
+            .values({
+              id: settingsKeyId,
+              project_id: "settings",
+              provider: "provider-b",
+              label: null,
+              server_share: secretBox.seal(
+                settingsSplit.serverShare,
+                providerKeyAad("settings", settingsKeyId),
+              ),
+              client_share_digest: settingsSplit.clientShareDigest,
+              created_at: at,
+              revoked_at: null,
+            })
+            .execute();
+          testKeys.settings = generateTestKey();
+          await db
+            .insertInto("test_keys")
+            .values({
+              id: `tk${randomBytes(8).toString("hex")}`,
+              project_id: "settings",
+              digest: testKeyDigest(testKeys.settings),
+              created_at: at,
+            })
+            .execute();
           const usage = (projectId: string, index: number, costUsd: number) => ({
             request_id: `old-${projectId}-${index}`,
             project_id: projectId,
@@ -284,6 +353,48 @@ for (const engine of engines) {
             "monthly spend cap of 1 USD",
           );
           expect(fake.requests).toHaveLength(requestsBefore + 1);
+
+          // Every setting reads back as stored, and the project serves structured analysis on its
+          // provider with its schema.
+          expect(await sluice.gateway.admin.getProject("settings")).toEqual({
+            id: "settings",
+            name: "Every setting",
+            teamId: "team_1",
+            provider: "provider-b",
+            model: "claude-sonnet-4-5",
+            testMode: true,
+            deviceCheck: {
+              enabled: true,
+              teamId: "TEAM654321",
+              keyId: "KEY7654321",
+              hasPrivateKey: true,
+              environment: "development",
+              tokenMode: "single-use",
+              changedAt: null,
+            },
+            outputSchema: summarySchema,
+            saveImagesToVault: true,
+            rateLimits: { perMinute: 120, devicePerMinute: 7 },
+            monthlySpendCapUsd: 250.5,
+            proxyAllowList: level >= 3 ? { "provider-b": ["POST messages"] } : null,
+            disabled: false,
+            createdAt: at,
+            updatedAt: at,
+          });
+          fake.setStructuredOutput({ summary: "kept" });
+          const structuredBefore = fake.requests.length;
+          const structured = await fetch(`${sluice.url}/v1/text/settings`, {
+            method: "POST",
+            headers: {
+              authorization: `Bearer ${partialKeys.settings}.${testKeys.settings}`,
+              "content-type": "application/json",
+            },
+            body: JSON.stringify({ text: "Sluice is a gateway." }),
+          });
+          expect(structured.status).toBe(200);
+          expect(await structured.json()).toEqual({ summary: "kept" });
+          expect(fake.requests[structuredBefore]?.headers["x-api-key"]).toBe(settings.providerKey);
+          expect(structured.headers.get("ratelimit-policy")).toContain('"project";q=120;w=60');
         } finally {
           await sluice.close();
           await database.drop();
