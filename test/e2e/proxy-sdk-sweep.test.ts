@@ -202,7 +202,10 @@ describe("the official SDKs' other calls through the proxies", () => {
           model: "gemini-2.5-flash",
           config: { contents: "A long document", ttl: "300s" },
         });
-        expect(cache).toMatchObject({ name: "cachedContents/fake-cache-1", model: "models/gemini-2.5-flash" });
+        expect(cache).toMatchObject({
+          name: "cachedContents/fake-cache-1",
+          model: "models/gemini-2.5-flash",
+        });
       });
       expect(fake.last()).toMatchObject({ method: "POST", path: "/c/v1/cachedContents" });
       expect(fake.last()!.json).toMatchObject({ model: "models/gemini-2.5-flash" });
