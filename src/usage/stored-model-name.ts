@@ -11,8 +11,8 @@ const loneSurrogate = /[\ud800-\udfff]/u;
 const loneSurrogates = /[\ud800-\udfff]/gu;
 
 /**
- * A model name as a usage row stores it. The name comes from the caller's body (read as latin1,
- * for a failed call's row) or from the provider's answer, so it may hold anything: a NUL, which
+ * A model name as a usage row stores it. The name comes from the caller's body (for a failed call's
+ * row) or from the provider's answer, so it may hold anything: a NUL, which
  * PostgreSQL text refuses (the row would be dropped as refused, on PostgreSQL only), or a name of
  * any length. Control characters become `?` and the name is cut at 200 characters, on both engines.
  * A surrogate not in a pair (named by the JSON, or half of one the cut split) becomes U+FFFD, as
