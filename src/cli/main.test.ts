@@ -795,6 +795,49 @@ describe("sluice CLI", () => {
     );
   });
 
+  // A provider key pasted into the wrong flag, or run into a flag's name (`--api-key$KEY`, the
+  // space forgotten), is quoted by its start only, as a stray argument is.
+  it.each([
+    [
+      ["projects", "update", "p", "--rate-limit"],
+      "--rate-limit takes a whole number from 1 to 10000000, not ",
+    ],
+    [
+      ["projects", "update", "p", "--device-rate-limit"],
+      "--device-rate-limit takes a whole number from 1 to 10000000, not ",
+    ],
+    [
+      ["projects", "update", "p", "--monthly-spend-cap"],
+      `--monthly-spend-cap takes ${monthlySpendCapRule}, in plain decimal digits (such as 25 or 12.50), not `,
+    ],
+    [["projects", "update", "p", "--output-schema"], "--output-schema: cannot read "],
+    [["projects", "update", "p", "--proxy-allow-list"], "--proxy-allow-list: cannot read "],
+    [
+      ["projects", "update", "p", "--device-check-private-key-file"],
+      "--device-check-private-key-file: cannot read ",
+    ],
+  ])("quotes a key given to %j by its start only", async (argv, said) => {
+    const key = "sk-proj-SeCrEt0123456789abcdefghijklmnopqrstuv";
+    const result = await cliWithoutDatabase(...argv, key);
+    expect(result.code).toBe(2);
+    expect(result.err).not.toContain("SeCrEt");
+    expect(result.err.split("\n")[0]).toContain(`error: ${said}"sk-p…" (${key.length} characters)`);
+  });
+
+  it.each([
+    ["--api-key", '"--ap…"'],
+    ["--", '"--sk…"'],
+  ])("quotes an unknown flag %j run into a key by its start only", async (prefix, start) => {
+    const key = "sk-proj-SeCrEt0123456789abcdefghijklmnopqrstuv";
+    const flag = `${prefix}${key}`;
+    const result = await cliWithoutDatabase("keys", "add", "p", "--provider", "provider-a", flag);
+    expect(result.code).toBe(2);
+    expect(result.err).not.toContain("SeCrEt");
+    expect(result.err.split("\n")[0]).toBe(
+      `error: keys add does not take ${start} (${flag.length} characters); it takes --provider, --api-key, --api-key-stdin, --label`,
+    );
+  });
+
   it("names an unknown project id of a provider key's form by its start only", async () => {
     // Provider C's keys have 39 characters: a well-formed project id, looked up and not found.
     const key = "AIzaSyC0ffee-0123456789_abcdefghijklmno";

@@ -1,4 +1,5 @@
 import { readFileSync } from "node:fs";
+import { valueQuoted } from "../admin/project-id.js";
 import {
   maxMonthlySpendCapUsd,
   monthlySpendCapOf,
@@ -83,7 +84,7 @@ function perMinute(name: string, value: string): number {
   const parsed = /^[0-9]{1,16}$/.test(value) ? Number(value) : Number.NaN;
   if (!(parsed >= rateLimitBounds.min && parsed <= rateLimitBounds.max))
     throw new UsageError(
-      `--${name} takes a whole number from ${rateLimitBounds.min} to ${rateLimitBounds.max}, not ${JSON.stringify(value)}`,
+      `--${name} takes a whole number from ${rateLimitBounds.min} to ${rateLimitBounds.max}, not ${valueQuoted(value)}`,
     );
   return parsed;
 }
@@ -99,7 +100,7 @@ function usdAmount(name: string, value: string | undefined): number | undefined 
   if (value === undefined) return undefined;
   const digits = /^([0-9]{1,16})(?:\.([0-9]{1,16}))?$/.exec(value);
   const amount = digits ? Number(value) : Number.NaN;
-  const refused = `--${name} takes ${monthlySpendCapRule}, in plain decimal digits (such as 25 or 12.50), not ${JSON.stringify(value)}`;
+  const refused = `--${name} takes ${monthlySpendCapRule}, in plain decimal digits (such as 25 or 12.50), not ${valueQuoted(value)}`;
   if (monthlySpendCapOf(amount) !== amount || !digits) throw new UsageError(refused);
   // The amount typed and the amount kept, each as plain digits without trailing zeros (a cap of at
   // most 9 decimal places is kept to the billionth by toFixed(9), exactly as its double holds it).
@@ -142,7 +143,7 @@ function readFlagFile(flag: string, path: string): string {
   } catch (error) {
     // `--device-check-private-key-file` given the .p8 key itself is shown by its start only.
     throw new UsageError(
-      `--${flag}: cannot read ${fileNameShown(path, JSON.stringify)} (${unreadableReason(error)})`,
+      `--${flag}: cannot read ${fileNameShown(path, valueQuoted)} (${unreadableReason(error)})`,
     );
   }
 }
