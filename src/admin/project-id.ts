@@ -22,7 +22,15 @@ export function mayBeKey(id: string): boolean {
 
 /** An id that names no project as a message quotes it: whole, or its start and length (`quotedStart`). */
 export function projectIdQuoted(id: string): string {
-  return mayBeKey(id) ? quotedStart(id) : JSON.stringify(id);
+  return valueQuoted(id);
+}
+
+/**
+ * A value given in the wrong place (a CLI flag's value it refuses) as a message quotes it: whole,
+ * or its start and length when it may be a key pasted there (`mayBeKey`).
+ */
+export function valueQuoted(value: string): string {
+  return mayBeKey(value) ? quotedStart(value) : JSON.stringify(value);
 }
 
 /**

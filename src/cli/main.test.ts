@@ -795,6 +795,49 @@ describe("sluice CLI", () => {
     );
   });
 
+  // A provider key pasted into the wrong flag, or run into a flag's name (`--api-key$KEY`, the
+  // space forgotten), is quoted by its start only, as a stray argument is.
+  it.each([
+    [
+      ["projects", "update", "p", "--rate-limit"],
+      "--rate-limit takes a whole number from 1 to 10000000, not ",
+    ],
+    [
+      ["projects", "update", "p", "--device-rate-limit"],
+      "--device-rate-limit takes a whole number from 1 to 10000000, not ",
+    ],
+    [
+      ["projects", "update", "p", "--monthly-spend-cap"],
+      `--monthly-spend-cap takes ${monthlySpendCapRule}, in plain decimal digits (such as 25 or 12.50), not `,
+    ],
+    [["projects", "update", "p", "--output-schema"], "--output-schema: cannot read "],
+    [["projects", "update", "p", "--proxy-allow-list"], "--proxy-allow-list: cannot read "],
+    [
+      ["projects", "update", "p", "--device-check-private-key-file"],
+      "--device-check-private-key-file: cannot read ",
+    ],
+  ])("quotes a key given to %j by its start only", async (argv, said) => {
+    const key = "sk-proj-SeCrEt0123456789abcdefghijklmnopqrstuv";
+    const result = await cliWithoutDatabase(...argv, key);
+    expect(result.code).toBe(2);
+    expect(result.err).not.toContain("SeCrEt");
+    expect(result.err.split("\n")[0]).toContain(`error: ${said}"sk-p…" (${key.length} characters)`);
+  });
+
+  it.each([
+    ["--api-key", '"--ap…"'],
+    ["--", '"--sk…"'],
+  ])("quotes an unknown flag %j run into a key by its start only", async (prefix, start) => {
+    const key = "sk-proj-SeCrEt0123456789abcdefghijklmnopqrstuv";
+    const flag = `${prefix}${key}`;
+    const result = await cliWithoutDatabase("keys", "add", "p", "--provider", "provider-a", flag);
+    expect(result.code).toBe(2);
+    expect(result.err).not.toContain("SeCrEt");
+    expect(result.err.split("\n")[0]).toBe(
+      `error: keys add does not take ${start} (${flag.length} characters); it takes --provider, --api-key, --api-key-stdin, --label`,
+    );
+  });
+
   it("names an unknown project id of a provider key's form by its start only", async () => {
     // Provider C's keys have 39 characters: a well-formed project id, looked up and not found.
     const key = "AIzaSyC0ffee-0123456789_abcdefghijklmno";
@@ -975,11 +1018,25 @@ describe("sluice CLI", () => {
     ["12.1234567891"],
     // Typed digits are taken as written: the rounding forgiven a JSON client's float sum is not.
     ["0.1000000000000001"],
+    // Above the most by a billionth, though it reads as the most itself (1e9) as a number.
+    ["1000000000.000000001"],
   ])("refuses --monthly-spend-cap %j before opening the database", async (value) => {
     const result = await cliWithoutDatabase("projects", "update", "p", `--monthly-spend-cap=${value}`);
     expect(result.code).toBe(2);
     expect(result.err.split("\n")[0]).toBe(
       `error: --monthly-spend-cap takes ${monthlySpendCapRule}, in plain decimal digits (such as 25 or 12.50), not ${JSON.stringify(value)}`,
+    );
+  });
+
+  it.each([
+    // More digits than a cap (a floating-point number) keeps: it would be another amount than typed.
+    ["123456789.123456789", "123456789.123456791"],
+    ["999999999.999999999", "1000000000"],
+  ])("refuses --monthly-spend-cap %j, naming the amount it would be kept as", async (value, kept) => {
+    const result = await cliWithoutDatabase("projects", "update", "p", `--monthly-spend-cap=${value}`);
+    expect(result.code).toBe(2);
+    expect(result.err.split("\n")[0]).toBe(
+      `error: --monthly-spend-cap takes ${monthlySpendCapRule}, in plain decimal digits (such as 25 or 12.50), not ${JSON.stringify(value)}, which would be kept as ${kept}`,
     );
   });
 
@@ -1007,6 +1064,16 @@ describe("sluice CLI", () => {
     const finest = await cli("projects", "update", "cli-numbers", "--monthly-spend-cap", "0.000000001");
     expect(finest.err).toBe("");
     expect(finest.json()).toMatchObject({ monthlySpendCapUsd: 1e-9 });
+    // The most, and amounts with trailing zeros or as many digits as a cap keeps, as written.
+    for (const [typed, kept] of [
+      ["1000000000.000", 1e9],
+      ["0.10", 0.1],
+      ["8000000.123456789", 8000000.123456789],
+    ] as const) {
+      const result = await cli("projects", "update", "cli-numbers", "--monthly-spend-cap", typed);
+      expect(result.err).toBe("");
+      expect(result.json()).toMatchObject({ monthlySpendCapUsd: kept });
+    }
   });
 
   it("prints the usage to stderr, not stdout, when no command is given (exit code 2)", async () => {

@@ -1,4 +1,5 @@
 import { readFileSync } from "node:fs";
+import { isatty } from "node:tty";
 import { type AdminContext, openAdminContext } from "../admin/admin-context.js";
 import { ownCursor } from "../admin/list-cursor.js";
 import type { ProjectAdmin } from "../admin/project-admin.js";
@@ -376,8 +377,16 @@ function commandOf(
   }
 }
 
-/** The provider key `--api-key-stdin` reads; standard input that cannot be read is a usage error. */
+/**
+ * The provider key `--api-key-stdin` reads; standard input that cannot be read is a usage error, and
+ * so is a terminal: it would show the key as it is typed or pasted, while the CLI waited in silence
+ * for a Ctrl-D (docs/decisions/0036).
+ */
 function readStandardInput(stdin: number): string {
+  if (isatty(stdin))
+    throw new UsageError(
+      '--api-key-stdin: standard input is a terminal, which would show the key as it is typed or pasted: pipe the key in (printf %s "$KEY" | sluice keys add …), after `read -rs KEY` to type it unseen',
+    );
   try {
     return readFileSync(stdin, "utf8").trim();
   } catch (error) {

@@ -3,6 +3,7 @@ import { mayBeKey } from "../admin/project-id.js";
 import { maxMonthlySpendCapUsd, rateLimitBounds } from "../admin/project-input.js";
 import { projectListLimit } from "../admin/project-list-cursor.js";
 import { usageReportLimit } from "../admin/usage-report-cursor.js";
+import { holdsKeyForm } from "../observability/key-like.js";
 import { quotedStart } from "../quoted-start.js";
 import { clearable } from "./project-fields.js";
 import { UsageError } from "./usage-error.js";
@@ -246,6 +247,7 @@ function commandNamed(
  * typed in its place (`sluice keys sk-proj-…`), as an argument too many is.
  */
 function wordShown(word: string): string {
-  if (mayBeKey(word)) return quotedStart(word);
+  // A flag's name may hold a key typed into it (`--api-keysk-proj-…`, `--sk-proj-…`).
+  if (mayBeKey(word) || holdsKeyForm(word)) return quotedStart(word);
   return /^[\x21-\x7e]+$/.test(word) ? word : JSON.stringify(word);
 }

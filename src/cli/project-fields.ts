@@ -1,5 +1,11 @@
 import { readFileSync } from "node:fs";
-import { monthlySpendCapOf, monthlySpendCapRule, rateLimitBounds } from "../admin/project-input.js";
+import { valueQuoted } from "../admin/project-id.js";
+import {
+  maxMonthlySpendCapUsd,
+  monthlySpendCapOf,
+  monthlySpendCapRule,
+  rateLimitBounds,
+} from "../admin/project-input.js";
 import { fileNameShown, unreadableReason } from "../file-name-shown.js";
 import { repeatedMemberProblems } from "../json-repeated-members.js";
 import { jsonSyntaxProblem } from "../json-syntax.js";
@@ -78,7 +84,7 @@ function perMinute(name: string, value: string): number {
   const parsed = /^[0-9]{1,16}$/.test(value) ? Number(value) : Number.NaN;
   if (!(parsed >= rateLimitBounds.min && parsed <= rateLimitBounds.max))
     throw new UsageError(
-      `--${name} takes a whole number from ${rateLimitBounds.min} to ${rateLimitBounds.max}, not ${JSON.stringify(value)}`,
+      `--${name} takes a whole number from ${rateLimitBounds.min} to ${rateLimitBounds.max}, not ${valueQuoted(value)}`,
     );
   return parsed;
 }
@@ -86,16 +92,26 @@ function perMinute(name: string, value: string): number {
 /**
  * A monthly spend cap in USD: plain decimal digits with an optional fraction (`25`, `12.50`), its
  * amount by the admin input's own rule (monthlySpendCapOf). Typed digits are taken as written: the
- * rounding that rule forgives a JSON client's floating-point sum is not applied to them.
+ * rounding that rule forgives a JSON client's floating-point sum is not applied to them, and digits
+ * the cap (a floating-point number) cannot keep are refused, not rounded away: `1000000000.000000001`
+ * is above the most, not the most, and `123456789.123456789` would be kept as 123456789.123456791.
  */
 function usdAmount(name: string, value: string | undefined): number | undefined {
   if (value === undefined) return undefined;
-  const amount = /^[0-9]{1,16}(\.[0-9]{1,16})?$/.test(value) ? Number(value) : Number.NaN;
-  if (monthlySpendCapOf(amount) !== amount)
-    throw new UsageError(
-      `--${name} takes ${monthlySpendCapRule}, in plain decimal digits (such as 25 or 12.50), not ${JSON.stringify(value)}`,
-    );
-  return amount;
+  const digits = /^([0-9]{1,16})(?:\.([0-9]{1,16}))?$/.exec(value);
+  const amount = digits ? Number(value) : Number.NaN;
+  const refused = `--${name} takes ${monthlySpendCapRule}, in plain decimal digits (such as 25 or 12.50), not ${valueQuoted(value)}`;
+  if (monthlySpendCapOf(amount) !== amount || !digits) throw new UsageError(refused);
+  // The amount typed and the amount kept, each as plain digits without trailing zeros (a cap of at
+  // most 9 decimal places is kept to the billionth by toFixed(9), exactly as its double holds it).
+  const plain = (whole: string, fraction = "") => `${BigInt(whole)}${`.${fraction}`.replace(/\.?0*$/, "")}`;
+  const typed = plain(digits[1] ?? "0", digits[2]);
+  const [keptWhole = "0", keptFraction] = amount.toFixed(9).split(".");
+  const kept = plain(keptWhole, keptFraction);
+  if (typed === kept) return amount;
+  // Above the most, though the number it reads as is the most itself: the rule says why.
+  if (BigInt(digits[1] ?? "0") >= BigInt(maxMonthlySpendCapUsd)) throw new UsageError(refused);
+  throw new UsageError(`${refused}, which would be kept as ${kept}`);
 }
 
 /** `--clear NAME`: the field behind that project flag becomes null (the admin API's "remove"). */
@@ -127,7 +143,7 @@ function readFlagFile(flag: string, path: string): string {
   } catch (error) {
     // `--device-check-private-key-file` given the .p8 key itself is shown by its start only.
     throw new UsageError(
-      `--${flag}: cannot read ${fileNameShown(path, JSON.stringify)} (${unreadableReason(error)})`,
+      `--${flag}: cannot read ${fileNameShown(path, valueQuoted)} (${unreadableReason(error)})`,
     );
   }
 }

@@ -16,6 +16,16 @@ export function looksLikeKey(value: string): boolean {
   return keyAtStart.test(value);
 }
 
+const keyAnywhere = new RegExp(keyForm);
+
+/**
+ * Whether a key's form starts anywhere in `value`, even run into a word before it: a flag's name
+ * a key was typed into (`--api-keysk-proj-…`, the space forgotten).
+ */
+export function holdsKeyForm(value: string): boolean {
+  return keyAnywhere.test(value);
+}
+
 /**
  * `text` with every run of a key's form in it replaced by `censor` (or what it answers for the run).
  * A text with none of the starts is returned as it is, without a regular expression run.
