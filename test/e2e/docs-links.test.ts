@@ -42,6 +42,24 @@ describe("links in the docs", () => {
   });
 });
 
+describe("files of the checkout named in the docs", () => {
+  // The changelog and the decision records are left out: they tell what was so when written.
+  const current = docs.filter((doc) => doc !== "CHANGELOG.md" && !doc.startsWith("docs/decisions/"));
+  it.each(current)("%s names only source, test and script files that exist", (doc) => {
+    const missing: string[] = [];
+    readFileSync(join(root, doc), "utf8")
+      .split("\n")
+      .forEach((line, index) => {
+        for (const match of line.matchAll(
+          /(?<![\w/.-])(?:src|test|bench|scripts|bin)\/[\w./-]*\.(?:ts|js|json|md)\b/g,
+        )) {
+          if (!existsSync(join(root, match[0]))) missing.push(`${doc}:${index + 1}: ${match[0]}`);
+        }
+      });
+    expect(missing).toEqual([]);
+  });
+});
+
 describe("docs named in the source (comments and messages)", () => {
   it("are files that exist, an anchor is a heading of the file, and a named section is in it", () => {
     const broken: string[] = [];

@@ -136,13 +136,18 @@ export function brokenSection(file: string, phrase: string): string | undefined 
   return flattened(file).includes(phrase.toLowerCase()) ? undefined : `${file} does not say "${phrase}"`;
 }
 
-/** The sections a text names as `docs/api.md, "Errors"` (or `: "words"`), a name may break a line. */
+/**
+ * The sections a text names as `docs/api.md, "Errors"` (or `: "words"`; `README, "Usage rows"` is
+ * README.md's); a name may break a line.
+ */
 export function namedSections(text: string): { file: string; phrase: string; line: number }[] {
   const named: { file: string; phrase: string; line: number }[] = [];
-  for (const match of text.matchAll(/(?<![\w/.-])([\w./-]*\w\.md)[,:] "([^"\n]+(?:\n[\s*/]*[^"\n]+)*)"/g)) {
+  const pattern = /(?<![\w/.-])([\w./-]*\w\.md|README)[,:] "([^"\n]+(?:\n[\s*/]*[^"\n]+)*)"/g;
+  for (const match of text.matchAll(pattern)) {
     const phrase = (match[2] ?? "").replace(/\n[\s*/]*/g, " ").replace(/\s+/g, " ");
     const line = text.slice(0, match.index).split("\n").length;
-    named.push({ file: match[1] ?? "", phrase, line });
+    const file = match[1] === "README" ? "README.md" : (match[1] ?? "");
+    named.push({ file, phrase, line });
   }
   return named;
 }
