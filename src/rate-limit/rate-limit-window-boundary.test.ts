@@ -17,7 +17,7 @@ async function consume(limiter: RateLimiter, key: string, limit: number) {
 }
 
 /**
- * The documented algorithm (docs/api.md, "Limits"): fixed windows of a minute, each opened by a
+ * The documented algorithm (docs/api.md, "Authenticated endpoints"): fixed windows of a minute, each opened by a
  * key's first admitted request. Across the end of one window and the start of the next a key gets
  * its limit twice, and never more than its limit within one window.
  */

@@ -191,8 +191,10 @@ const migrationTableName = "sluice_migrations";
 
 /**
  * Migrations stay backward compatible for one version: each only adds (a table, a nullable column
- * or one with a default, an index) or widens, so the build before it still runs on the database it leaves. A rollback, or
- * an older instance restarting during a rolling deploy, then finds migrations it does not know.
+ * or one with a default, an index) or widens, so the build before it still runs on the database it
+ * leaves. A rollback, or an older instance restarting during a rolling deploy, then finds migrations
+ * it does not know. A build further back starts too, and works while no migration since has dropped
+ * something it uses (docs/architecture.md, "Storage"): that is not promised.
  */
 export interface MigrationOutcome {
   /** Migrations recorded in the database that this build does not know: a newer Sluice ran them. */
@@ -312,8 +314,9 @@ function alreadyRun(name: string): Migration {
 export function migratedByNewerWarning(unknown: readonly string[]): string {
   return (
     `The database was migrated by a newer Sluice (migrations this build does not know: ${unknown.join(", ")}): ` +
-    "this build runs on it, as migrations stay backward compatible for one version, but upgrade it " +
-    "to the build that migrated the database"
+    "this build runs on it, as migrations stay backward compatible for one version (a build further back " +
+    "works only while no later migration has dropped something it uses), but upgrade it to the build " +
+    "that migrated the database"
   );
 }
 

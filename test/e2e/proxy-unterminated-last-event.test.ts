@@ -14,7 +14,7 @@ import { sdkClients } from "../support/sdk-clients.js";
  * at the end") or the AI SDK (eventsource-parser); `openai` does, at a clean end of the stream only
  * (its SSEDecoder's flush). So provider A's meter reads that event at a clean end, and every row
  * records the tokens the provider's own SDK gave its user; a cut stream's last event is read by no
- * client, nor by Sluice (docs/proxy.md, "Metering").
+ * client, nor by Sluice (docs/proxy.md, "Usage").
  */
 describe("a stream whose last event ends without its blank line", () => {
   let stage: ProxyStage;

@@ -628,7 +628,7 @@ function mutateBody(
     );
   }
   if (route.reads === "bounded") {
-    // A body made for another route lacks this route's field: 400 (docs/api.md, "a missing field").
+    // A body made for another route lacks this route's field: 400 (docs/api.md: "a missing or ill-typed field").
     const made = (field: string, cases: Array<[unknown, number | null]>) => () => {
       const [value, status] = random.pick(cases);
       const body = field === "" ? value : { [field]: value };
