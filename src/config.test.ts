@@ -130,6 +130,15 @@ describe("loadConfig", () => {
     );
   });
 
+  it("says why a URL with its scheme does not parse: a port past 65535, or a host no URL holds", () => {
+    expect(problemsOf({ DATABASE_URL: "postgres://u@db.test:99999/sluice" })).toBe(
+      "Invalid configuration:\n  DATABASE_URL: is not a URL: its port 99999 is above 65535",
+    );
+    expect(problemsOf({ REDIS_URL: "redis://cache host:6379" })).toBe(
+      "Invalid configuration:\n  REDIS_URL: is not a URL: what follows redis:// is no host (a space, or a character a host name cannot hold?)",
+    );
+  });
+
   it.each([
     ["SLUICE_PROVIDER_A_BASE_URL", "api.openai.com/v1", "https://api.openai.com/v1"],
     ["SLUICE_PROVIDER_B_BASE_URL", "127.0.0.1:8080/v1", "https://api.anthropic.com/v1"],

@@ -120,6 +120,18 @@ const headerValue = text(
   ),
 );
 /**
+ * Why a value is no URL: written with its scheme (`postgres://`), the part after it does not parse,
+ * a port past 65535 named as such; without one, the usual slip (a host and path: `api.openai.com/v1`).
+ */
+function whyNoUrl(value: string, example: string): string {
+  const scheme = /^([a-z][a-z0-9+.-]*:\/\/)(?:[^/?#@]*@)?(?:\[[^\]]*\]|[^/?#:]*)(?::(\d+))?/i.exec(value);
+  if (scheme === null) return `write it whole, its scheme included, such as ${example}`;
+  const port = scheme[2];
+  if (port !== undefined && Number(port) > 65535) return `its port ${port} is above 65535`;
+  return `what follows ${scheme[1]} is no host (a space, or a character a host name cannot hold?)`;
+}
+
+/**
  * A URL that follows `rules`. The value kept is the one parsed: without spaces at either end, nor
  * tabs and line breaks (which the URL parser drops). One that does not parse is kept as given, for
  * the rules, which leave it to this check; it is named with `example`, a URL of the form the
@@ -130,7 +142,7 @@ const url = (example: string, ...rules: Rule[]): Parser<string> => {
   return (value, problems) => {
     const trimmed = value.trim();
     if (URL.canParse(trimmed)) return followsRules(trimmed.replace(/[\t\n\r]/g, ""), problems);
-    problems.push(`is not a URL: write it whole, its scheme included, such as ${example}`);
+    problems.push(`is not a URL: ${whyNoUrl(trimmed, example)}`);
     return followsRules(value, problems);
   };
 };
