@@ -113,10 +113,12 @@ export async function generateImages(
       n: images,
     }).costUsd;
   const tokenPriced = findModel(call.provider, modelId)?.pricing != null;
+  // Each call's images by what its answer names (provider A), else by the request: the same rule
+  // whether every call answered or some failed after others were billed.
   const billedCost = (calls: BilledCall[]) =>
     tokenPriced
       ? tokenCost(call.provider, modelId, calls)
-      : costOf(calls.reduce((sum, billed) => sum + billed.images, 0));
+      : imagesCost(calls, call.provider === "provider-a", (images, answered) => costOf(images, answered));
   // Imagen leaves out the images its filter withheld unless asked for their reason: an answer
   // with fewer images than asked is the filter's doing (a Gemini image model says why, each call).
   const shortfallFiltered = call.provider === "provider-c" && !generatesThroughGemini(modelId);
@@ -148,12 +150,7 @@ export async function generateImages(
     })
     .finally(deadline.clear);
   const calls = await billedCalls();
-  const answered = (generated.providerMetadata?.openai as { images?: AnsweredImage[] } | undefined)?.images;
-  const costUsd = tokenPriced
-    ? tokenCost(call.provider, modelId, calls)
-    : call.provider === "provider-a" && answered?.length === generated.images.length
-      ? answeredCost(answered, (image) => costOf(1, image))
-      : costOf(generated.images.length);
+  const costUsd = billedCost(calls);
   const usage = summedUsage(calls);
   onBilled(costUsd, usage);
   // The same warning comes once per provider call (a Gemini image model makes one per image).
@@ -185,19 +182,26 @@ export async function generateImages(
 type AnsweredImage = { size?: string; quality?: string } | null;
 
 /**
- * Provider A's images priced each by the size and quality its answer names (a gpt-image model's
- * `auto` resolved to what it generated), else the request's, as the proxy prices them; null when
- * any image has no price.
+ * The calls' images priced per image. With `byAnswer` (provider A), a call whose answer names each
+ * image's size and quality (a gpt-image model's `auto` resolved to what it generated) prices each
+ * image by them, as the proxy does; any other call's images are priced by the request (`priceOf`
+ * with no answer). Null when any image has no price.
  */
-function answeredCost(
-  images: AnsweredImage[],
-  priceOf: (image: AnsweredImage) => number | null,
+function imagesCost(
+  calls: BilledCall[],
+  byAnswer: boolean,
+  priceOf: (images: number, answered?: AnsweredImage) => number | null,
 ): number | null {
   let total = 0;
-  for (const image of images) {
-    const price = priceOf(image);
-    if (price === null) return null;
-    total += price;
+  for (const billed of calls) {
+    const prices =
+      byAnswer && billed.answered?.length === billed.images
+        ? billed.answered.map((image) => priceOf(1, image))
+        : [priceOf(billed.images)];
+    for (const price of prices) {
+      if (price === null) return null;
+      total += price;
+    }
   }
   return Math.round(total * 1e9) / 1e9;
 }
@@ -214,6 +218,8 @@ interface BilledCall {
   asked: number;
   images: number;
   usage: TokenUsage | null;
+  /** Provider A: what its answer says of each image it returned; absent for an answer not read. */
+  answered?: AnsweredImage[];
   filtered: boolean;
   noImage: boolean;
 }
@@ -262,12 +268,13 @@ function countingBilledCalls(ai: typeof import("ai"), model: SdkImageModel, prov
               asked: params.n,
               images: answer.images.length,
               usage: usageOfAnswer(provider, answer),
+              ...answeredImages(answer),
               filtered:
                 (answer as { isRetryable?: boolean }).isRetryable === false ||
                 filteredFinishes.has(watched.finish.reason ?? ""),
               noImage: watched.finish.reason === "NO_IMAGE",
             }),
-            (error: unknown) => generatedOverCap(error, params.n),
+            (error: unknown) => generatedUnread(ai, error, params.n),
           ),
         );
         return result;
@@ -280,19 +287,35 @@ function countingBilledCalls(ai: typeof import("ai"), model: SdkImageModel, prov
 }
 
 /**
- * A call whose successful (2xx) answer was larger than SLUICE_MAX_PROVIDER_RESPONSE_BYTES: its images
- * were generated, and billed, though Sluice read no more than the cap of them. Counted as the images
- * it asked for, at the size and quality the request named (the answer, which names them, was not
- * read), and with no tokens (its usage, at the answer's end, was not read either): a per-image price
- * is known where the request names one, a token price never. Null for any other failure.
+ * A call whose successful (2xx) answer Sluice could not read: its images were generated, and
+ * billed, all the same. That is an answer larger than SLUICE_MAX_PROVIDER_RESPONSE_BYTES (Sluice
+ * read no more than the cap of it), and a JSON answer the AI SDK could not use: cut short on its
+ * way, or with no image data it takes (images given as URLs, not base64). Counted as the images it
+ * asked for, at the size and quality the request named (the answer, which names them, was not
+ * read), and with no tokens (its usage was not read either): a per-image price is known where the
+ * request names one, a token price never. Null for any other failure, a 2xx that is no JSON (a
+ * proxy's page, not the provider's answer) among them.
  */
-function generatedOverCap(error: unknown, asked: number): BilledCall | null {
+function generatedUnread(ai: typeof import("ai"), error: unknown, asked: number): BilledCall | null {
+  const unread = { asked, images: asked, usage: null, filtered: false, noImage: false };
   const tooLarge = firstInChain(
     error,
     (cause): cause is ProviderResponseTooLarge => cause instanceof ProviderResponseTooLarge,
   );
-  if (tooLarge === undefined || tooLarge.status < 200 || tooLarge.status >= 300) return null;
-  return { asked, images: asked, usage: null, filtered: false, noImage: false };
+  if (tooLarge !== undefined) return successful(tooLarge.status) ? unread : null;
+  if (!ai.APICallError.isInstance(error) || !successful(error.statusCode)) return null;
+  const contentType = Object.entries(error.responseHeaders ?? {}).find(
+    ([name]) => name.toLowerCase() === "content-type",
+  )?.[1];
+  return contentType !== undefined && /^application\/json\b/i.test(contentType.trim()) ? unread : null;
+}
+
+const successful = (status: number | undefined) => status !== undefined && status >= 200 && status < 300;
+
+/** Provider A's answer's word on each image it returned (its size and quality), when it has one. */
+function answeredImages(answer: ImageAnswer): { answered?: AnsweredImage[] } {
+  const images = (answer.providerMetadata?.openai as { images?: unknown } | undefined)?.images;
+  return Array.isArray(images) ? { answered: images as AnsweredImage[] } : {};
 }
 
 type ImageAnswer = {
