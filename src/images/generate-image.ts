@@ -6,7 +6,7 @@ import type { AiSdkModels, SdkImageModel } from "../providers/ai-sdk-provider.js
 import { watchingFinish } from "../providers/answer-finish-reason.js";
 import { ProviderResponseTooLarge } from "../providers/provider-fetch.js";
 import type { ProviderId } from "../providers/provider-id.js";
-import { providerRefusal } from "../providers/provider-refusal.js";
+import { providerRefusal, refusalOfFailedCall } from "../providers/provider-refusal.js";
 import {
   apiCallFailure,
   isProviderTimeout,
@@ -145,13 +145,15 @@ export async function generateImages(
     .catch(async (error: unknown) => {
       // n split over several calls: the batches that did answer were billed all the same.
       const billed = await billedCalls();
-      if (billed.length > 0) onBilled(billedCost(billed), summedUsage(billed));
+      const paid = billed.filter(isPaid);
+      if (paid.length > 0) onBilled(billedCost(paid), summedUsage(paid));
       throw imageFailure(ai, error, call.provider, modelId, deps.now(), billed);
     })
     .finally(deadline.clear);
   const calls = await billedCalls();
-  const costUsd = billedCost(calls);
-  const usage = summedUsage(calls);
+  const paid = calls.filter(isPaid);
+  const costUsd = billedCost(paid);
+  const usage = summedUsage(paid);
   onBilled(costUsd, usage);
   // The same warning comes once per provider call (a Gemini image model makes one per image).
   for (const warning of new Set(generated.warnings.map(describeWarning)))
@@ -220,6 +222,8 @@ interface BilledCall {
   usage: TokenUsage | null;
   /** Provider A: what its answer says of each image it returned; absent for an answer not read. */
   answered?: AnsweredImage[];
+  /** The status of the provider's content-filter refusal of this call, which billed nothing. */
+  refused?: number;
   filtered: boolean;
   noImage: boolean;
 }
@@ -251,7 +255,10 @@ function withheldWarnings(calls: BilledCall[], asked: number, shortfallFiltered:
 /**
  * The model, wrapped to note what each provider call returns. The AI SDK sends one call per batch
  * and fails as soon as one fails; `billedCalls` waits for the calls still under way and gives those
- * that answered (the ones the provider billed).
+ * that answered (the ones the provider billed), and those the provider's content filter refused
+ * (`refused`, billed nothing). A refused call answers the SDK as a call whose images were all
+ * withheld, so the images of the other calls are answered with a warning, as when Imagen or a
+ * Gemini image model withholds some (a request whose every call was refused is still 422).
  */
 function countingBilledCalls(ai: typeof import("ai"), model: SdkImageModel, provider: ProviderId) {
   const calls: Array<Promise<BilledCall | null>> = [];
@@ -261,19 +268,27 @@ function countingBilledCalls(ai: typeof import("ai"), model: SdkImageModel, prov
       specificationVersion: "v3",
       wrapGenerate: ({ doGenerate, params }) => {
         const watched = watchingFinish(() => Promise.resolve(doGenerate()));
-        const result = watched.result;
+        let refused: number | null = null;
+        const result = watched.result.catch((error: unknown) => {
+          refused = contentRefusalStatus(ai, provider, error);
+          if (refused === null) throw error;
+          return noImagesAnswer(model.modelId);
+        });
         calls.push(
           result.then(
-            (answer) => ({
-              asked: params.n,
-              images: answer.images.length,
-              usage: usageOfAnswer(provider, answer),
-              ...answeredImages(answer),
-              filtered:
-                (answer as { isRetryable?: boolean }).isRetryable === false ||
-                filteredFinishes.has(watched.finish.reason ?? ""),
-              noImage: watched.finish.reason === "NO_IMAGE",
-            }),
+            (answer): BilledCall =>
+              refused !== null
+                ? { asked: params.n, images: 0, usage: null, filtered: true, noImage: false, refused }
+                : {
+                    asked: params.n,
+                    images: answer.images.length,
+                    usage: usageOfAnswer(provider, answer),
+                    ...answeredImages(answer),
+                    filtered:
+                      (answer as { isRetryable?: boolean }).isRetryable === false ||
+                      filteredFinishes.has(watched.finish.reason ?? ""),
+                    noImage: watched.finish.reason === "NO_IMAGE",
+                  },
             (error: unknown) => generatedUnread(ai, error, params.n),
           ),
         );
@@ -309,6 +324,28 @@ function generatedUnread(ai: typeof import("ai"), error: unknown, asked: number)
   )?.[1];
   return contentType !== undefined && /^application\/json\b/i.test(contentType.trim()) ? unread : null;
 }
+
+/**
+ * The status of a call the provider's content filter refused (refusalOfFailedCall's contentPolicy:
+ * provider A's 400 `moderation_blocked` or `content_policy_violation`, Imagen's 400), else null.
+ */
+function contentRefusalStatus(ai: typeof import("ai"), provider: ProviderId, error: unknown): number | null {
+  if (!ai.APICallError.isInstance(error) || refusalOfFailedCall(provider, error) !== "contentPolicy")
+    return null;
+  return error.statusCode ?? 400;
+}
+
+/** A call the provider billed: any but one its content filter refused. */
+const isPaid = (billed: BilledCall) => billed.refused === undefined;
+
+/** A provider call's answer with no image, none to retry for: what a refused call tells the SDK. */
+const noImagesAnswer = (modelId: string) => ({
+  images: [] as string[],
+  warnings: [],
+  isRetryable: false,
+  usage: undefined,
+  response: { timestamp: new Date(), modelId, headers: undefined },
+});
 
 const successful = (status: number | undefined) => status !== undefined && status >= 200 && status < 300;
 
@@ -568,8 +605,11 @@ function imageFailure(
 ): GatewayError {
   if (isProviderTimeout(error)) return providerTimeout(error, provider);
   if (ai.NoImageGeneratedError.isInstance(error)) {
-    if (billed.some((answer) => answer.filtered))
-      return providerRefusal("contentPolicy", 200, { cause: error, message: promptRefused });
+    if (billed.some((answer) => answer.filtered)) {
+      // Every call refused by a 400 (provider A, Imagen): the status is that refusal's.
+      const status = billed.find((answer) => answer.refused !== undefined)?.refused ?? 200;
+      return providerRefusal("contentPolicy", status, { cause: error, message: promptRefused });
+    }
     if (billed.length > 0 && billed.every((answer) => answer.noImage))
       return providerRefusal("modelRefused", 200, { cause: error, message: noImageAnswered });
   }
