@@ -6,7 +6,7 @@ import type { AiSdkModels, SdkImageModel } from "../providers/ai-sdk-provider.js
 import { watchingFinish } from "../providers/answer-finish-reason.js";
 import { ProviderResponseTooLarge } from "../providers/provider-fetch.js";
 import type { ProviderId } from "../providers/provider-id.js";
-import { providerRefusal } from "../providers/provider-refusal.js";
+import { providerRefusal, refusalOfFailedCall } from "../providers/provider-refusal.js";
 import {
   apiCallFailure,
   isProviderTimeout,
@@ -113,10 +113,12 @@ export async function generateImages(
       n: images,
     }).costUsd;
   const tokenPriced = findModel(call.provider, modelId)?.pricing != null;
+  // Each call's images by what its answer names (provider A), else by the request: the same rule
+  // whether every call answered or some failed after others were billed.
   const billedCost = (calls: BilledCall[]) =>
     tokenPriced
       ? tokenCost(call.provider, modelId, calls)
-      : costOf(calls.reduce((sum, billed) => sum + billed.images, 0));
+      : imagesCost(calls, call.provider === "provider-a", (images, answered) => costOf(images, answered));
   // Imagen leaves out the images its filter withheld unless asked for their reason: an answer
   // with fewer images than asked is the filter's doing (a Gemini image model says why, each call).
   const shortfallFiltered = call.provider === "provider-c" && !generatesThroughGemini(modelId);
@@ -143,18 +145,15 @@ export async function generateImages(
     .catch(async (error: unknown) => {
       // n split over several calls: the batches that did answer were billed all the same.
       const billed = await billedCalls();
-      if (billed.length > 0) onBilled(billedCost(billed), summedUsage(billed));
+      const paid = billed.filter(isPaid);
+      if (paid.length > 0) onBilled(billedCost(paid), summedUsage(paid));
       throw imageFailure(ai, error, call.provider, modelId, deps.now(), billed);
     })
     .finally(deadline.clear);
   const calls = await billedCalls();
-  const answered = (generated.providerMetadata?.openai as { images?: AnsweredImage[] } | undefined)?.images;
-  const costUsd = tokenPriced
-    ? tokenCost(call.provider, modelId, calls)
-    : call.provider === "provider-a" && answered?.length === generated.images.length
-      ? answeredCost(answered, (image) => costOf(1, image))
-      : costOf(generated.images.length);
-  const usage = summedUsage(calls);
+  const paid = calls.filter(isPaid);
+  const costUsd = billedCost(paid);
+  const usage = summedUsage(paid);
   onBilled(costUsd, usage);
   // The same warning comes once per provider call (a Gemini image model makes one per image).
   for (const warning of new Set(generated.warnings.map(describeWarning)))
@@ -185,19 +184,26 @@ export async function generateImages(
 type AnsweredImage = { size?: string; quality?: string } | null;
 
 /**
- * Provider A's images priced each by the size and quality its answer names (a gpt-image model's
- * `auto` resolved to what it generated), else the request's, as the proxy prices them; null when
- * any image has no price.
+ * The calls' images priced per image. With `byAnswer` (provider A), a call whose answer names each
+ * image's size and quality (a gpt-image model's `auto` resolved to what it generated) prices each
+ * image by them, as the proxy does; any other call's images are priced by the request (`priceOf`
+ * with no answer). Null when any image has no price.
  */
-function answeredCost(
-  images: AnsweredImage[],
-  priceOf: (image: AnsweredImage) => number | null,
+function imagesCost(
+  calls: BilledCall[],
+  byAnswer: boolean,
+  priceOf: (images: number, answered?: AnsweredImage) => number | null,
 ): number | null {
   let total = 0;
-  for (const image of images) {
-    const price = priceOf(image);
-    if (price === null) return null;
-    total += price;
+  for (const billed of calls) {
+    const prices =
+      byAnswer && billed.answered?.length === billed.images
+        ? billed.answered.map((image) => priceOf(1, image))
+        : [priceOf(billed.images)];
+    for (const price of prices) {
+      if (price === null) return null;
+      total += price;
+    }
   }
   return Math.round(total * 1e9) / 1e9;
 }
@@ -214,6 +220,10 @@ interface BilledCall {
   asked: number;
   images: number;
   usage: TokenUsage | null;
+  /** Provider A: what its answer says of each image it returned; absent for an answer not read. */
+  answered?: AnsweredImage[];
+  /** The status of the provider's content-filter refusal of this call, which billed nothing. */
+  refused?: number;
   filtered: boolean;
   noImage: boolean;
 }
@@ -245,7 +255,10 @@ function withheldWarnings(calls: BilledCall[], asked: number, shortfallFiltered:
 /**
  * The model, wrapped to note what each provider call returns. The AI SDK sends one call per batch
  * and fails as soon as one fails; `billedCalls` waits for the calls still under way and gives those
- * that answered (the ones the provider billed).
+ * that answered (the ones the provider billed), and those the provider's content filter refused
+ * (`refused`, billed nothing). A refused call answers the SDK as a call whose images were all
+ * withheld, so the images of the other calls are answered with a warning, as when Imagen or a
+ * Gemini image model withholds some (a request whose every call was refused is still 422).
  */
 function countingBilledCalls(ai: typeof import("ai"), model: SdkImageModel, provider: ProviderId) {
   const calls: Array<Promise<BilledCall | null>> = [];
@@ -255,19 +268,28 @@ function countingBilledCalls(ai: typeof import("ai"), model: SdkImageModel, prov
       specificationVersion: "v3",
       wrapGenerate: ({ doGenerate, params }) => {
         const watched = watchingFinish(() => Promise.resolve(doGenerate()));
-        const result = watched.result;
+        let refused: number | null = null;
+        const result = watched.result.catch((error: unknown) => {
+          refused = contentRefusalStatus(ai, provider, error);
+          if (refused === null) throw error;
+          return noImagesAnswer(model.modelId);
+        });
         calls.push(
           result.then(
-            (answer) => ({
-              asked: params.n,
-              images: answer.images.length,
-              usage: usageOfAnswer(provider, answer),
-              filtered:
-                (answer as { isRetryable?: boolean }).isRetryable === false ||
-                filteredFinishes.has(watched.finish.reason ?? ""),
-              noImage: watched.finish.reason === "NO_IMAGE",
-            }),
-            (error: unknown) => generatedOverCap(error, params.n),
+            (answer): BilledCall =>
+              refused !== null
+                ? { asked: params.n, images: 0, usage: null, filtered: true, noImage: false, refused }
+                : {
+                    asked: params.n,
+                    images: answer.images.length,
+                    usage: usageOfAnswer(provider, answer),
+                    ...answeredImages(answer),
+                    filtered:
+                      (answer as { isRetryable?: boolean }).isRetryable === false ||
+                      filteredFinishes.has(watched.finish.reason ?? ""),
+                    noImage: watched.finish.reason === "NO_IMAGE",
+                  },
+            (error: unknown) => generatedUnread(ai, error, params.n),
           ),
         );
         return result;
@@ -280,19 +302,57 @@ function countingBilledCalls(ai: typeof import("ai"), model: SdkImageModel, prov
 }
 
 /**
- * A call whose successful (2xx) answer was larger than SLUICE_MAX_PROVIDER_RESPONSE_BYTES: its images
- * were generated, and billed, though Sluice read no more than the cap of them. Counted as the images
- * it asked for, at the size and quality the request named (the answer, which names them, was not
- * read), and with no tokens (its usage, at the answer's end, was not read either): a per-image price
- * is known where the request names one, a token price never. Null for any other failure.
+ * A call whose successful (2xx) answer Sluice could not read: its images were generated, and
+ * billed, all the same. That is an answer larger than SLUICE_MAX_PROVIDER_RESPONSE_BYTES (Sluice
+ * read no more than the cap of it), and a JSON answer the AI SDK could not use: cut short on its
+ * way, or with no image data it takes (images given as URLs, not base64). Counted as the images it
+ * asked for, at the size and quality the request named (the answer, which names them, was not
+ * read), and with no tokens (its usage was not read either): a per-image price is known where the
+ * request names one, a token price never. Null for any other failure, a 2xx that is no JSON (a
+ * proxy's page, not the provider's answer) among them.
  */
-function generatedOverCap(error: unknown, asked: number): BilledCall | null {
+function generatedUnread(ai: typeof import("ai"), error: unknown, asked: number): BilledCall | null {
+  const unread = { asked, images: asked, usage: null, filtered: false, noImage: false };
   const tooLarge = firstInChain(
     error,
     (cause): cause is ProviderResponseTooLarge => cause instanceof ProviderResponseTooLarge,
   );
-  if (tooLarge === undefined || tooLarge.status < 200 || tooLarge.status >= 300) return null;
-  return { asked, images: asked, usage: null, filtered: false, noImage: false };
+  if (tooLarge !== undefined) return successful(tooLarge.status) ? unread : null;
+  if (!ai.APICallError.isInstance(error) || !successful(error.statusCode)) return null;
+  const contentType = Object.entries(error.responseHeaders ?? {}).find(
+    ([name]) => name.toLowerCase() === "content-type",
+  )?.[1];
+  return contentType !== undefined && /^application\/json\b/i.test(contentType.trim()) ? unread : null;
+}
+
+/**
+ * The status of a call the provider's content filter refused (refusalOfFailedCall's contentPolicy:
+ * provider A's 400 `moderation_blocked` or `content_policy_violation`, Imagen's 400), else null.
+ */
+function contentRefusalStatus(ai: typeof import("ai"), provider: ProviderId, error: unknown): number | null {
+  if (!ai.APICallError.isInstance(error) || refusalOfFailedCall(provider, error) !== "contentPolicy")
+    return null;
+  return error.statusCode ?? 400;
+}
+
+/** A call the provider billed: any but one its content filter refused. */
+const isPaid = (billed: BilledCall) => billed.refused === undefined;
+
+/** A provider call's answer with no image, none to retry for: what a refused call tells the SDK. */
+const noImagesAnswer = (modelId: string) => ({
+  images: [] as string[],
+  warnings: [],
+  isRetryable: false,
+  usage: undefined,
+  response: { timestamp: new Date(), modelId, headers: undefined },
+});
+
+const successful = (status: number | undefined) => status !== undefined && status >= 200 && status < 300;
+
+/** Provider A's answer's word on each image it returned (its size and quality), when it has one. */
+function answeredImages(answer: ImageAnswer): { answered?: AnsweredImage[] } {
+  const images = (answer.providerMetadata?.openai as { images?: unknown } | undefined)?.images;
+  return Array.isArray(images) ? { answered: images as AnsweredImage[] } : {};
 }
 
 type ImageAnswer = {
@@ -545,8 +605,11 @@ function imageFailure(
 ): GatewayError {
   if (isProviderTimeout(error)) return providerTimeout(error, provider);
   if (ai.NoImageGeneratedError.isInstance(error)) {
-    if (billed.some((answer) => answer.filtered))
-      return providerRefusal("contentPolicy", 200, { cause: error, message: promptRefused });
+    if (billed.some((answer) => answer.filtered)) {
+      // Every call refused by a 400 (provider A, Imagen): the status is that refusal's.
+      const status = billed.find((answer) => answer.refused !== undefined)?.refused ?? 200;
+      return providerRefusal("contentPolicy", status, { cause: error, message: promptRefused });
+    }
     if (billed.length > 0 && billed.every((answer) => answer.noImage))
       return providerRefusal("modelRefused", 200, { cause: error, message: noImageAnswered });
   }

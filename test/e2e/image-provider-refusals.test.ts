@@ -267,6 +267,52 @@ describe("an image generation the provider refuses for its prompt", () => {
       expect(answer.warnings).toEqual([`1 of 3 images was ${what}`]);
     });
 
+    it.each([
+      ["moderation_blocked", "gpt-image-1", gptImageModerationBlocked, 0.022],
+      ["content_policy_violation", "dall-e-3", dallEContentPolicy, 0.08],
+    ])(
+      "answers the images that came, with a warning, when one of provider A's calls is refused (%s)",
+      async (_, model, refusal, cost) => {
+        const png = tinyPng.toString("base64");
+        const answered = {
+          status: 200,
+          body: { created: 1, data: [{ b64_json: png, revised_prompt: "revised" }] },
+        };
+        fake.enqueueResponse(answered);
+        fake.enqueueResponse({ status: 400, body: refusal });
+        fake.enqueueResponse(answered);
+        const response = await generate(a, {
+          prompt: "x",
+          model,
+          n: 3,
+          size: "1024x1024",
+          ...(model === "gpt-image-1"
+            ? { maxImagesPerCall: 1, providerOptions: { "provider-a": { quality: "low" } } }
+            : {}),
+        });
+        const answer = await warningsOf(response);
+        expect(fake.requests).toHaveLength(3);
+        expect(answer.images).toHaveLength(2);
+        expect(answer.warnings).toEqual(["1 of 3 images was withheld by the provider's safety filter"]);
+        // The two images that came were billed; the refused call was not.
+        expect(await usageRowOf(sluice.gateway, response)).toMatchObject({ status: 200, cost_usd: cost });
+      },
+    );
+
+    it("answers 422 contentPolicy, with the refusal's status, when every call is refused", async () => {
+      for (let index = 0; index < 3; index++)
+        fake.enqueueResponse({ status: 400, body: gptImageModerationBlocked });
+      const response = await generate(a, { prompt: "x", model: "gpt-image-1", n: 3, maxImagesPerCall: 1 });
+      expect(response.status).toBe(422);
+      expect(((await response.json()) as { error: { details: unknown } }).error.details).toEqual({
+        reason: "contentPolicy",
+        providerStatus: 400,
+        retryable: false,
+      });
+      expect(fake.requests).toHaveLength(3);
+      expect(await usageRowOf(sluice.gateway, response)).toMatchObject({ status: 422, cost_usd: null });
+    });
+
     it("says nothing when every image came", async () => {
       fake.enqueueResponse({ status: 200, body: { predictions: [image, image] } });
       const answer = await warningsOf(

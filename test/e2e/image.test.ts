@@ -2,7 +2,7 @@ import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from "node
 import { createServer, type Server } from "node:http";
 import { type AddressInfo, connect } from "node:net";
 import { join } from "node:path";
-import { afterAll, beforeAll, beforeEach, describe, expect, it, vi } from "vitest";
+import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it, vi } from "vitest";
 import { type FakeUpstream, startFakeUpstream } from "../fakes/fake-upstream.js";
 import { providerA, providerC, tinyPng } from "../fakes/fake-upstream-responses.js";
 import {
@@ -1025,56 +1025,141 @@ describe("image generation", () => {
     });
   });
 
-  it("records a client that leaves between two batches as aborted (499), with the cost of the batch that answered", async () => {
-    const twoImages = Array.from({ length: 2 }, () => ({ bytesBase64Encoded: tinyPng.toString("base64") }));
-    fake.enqueueResponse({ status: 200, body: { predictions: twoImages } });
-    // The second batch's answer starts and goes no further.
-    fake.enqueueResponse({
-      status: 200,
-      headers: { "content-type": "application/json" },
-      parts: ['{"predictions":[', "]}"],
-    });
-    fake.hangStreamsAfter(1);
-    const client = new AbortController();
+  it("prices the batches that answered by the size and quality their answers name when another fails", async () => {
+    // No size, no quality: gpt-image-1 generates at `auto`, and its answer names what it chose
+    // (the fake's: 1024x1024, medium, 0.042 an image).
+    let calls = 0;
+    fake.setPlan(() => (calls++ === 1 ? { failStatus: 500 } : undefined));
     try {
-      const pending = fetch(`${sluice.url}/v1/image/${c.projectId}`, {
-        method: "POST",
-        headers: { authorization: `Bearer ${c.bearer("provider-c")}`, "content-type": "application/json" },
-        body: JSON.stringify({ prompt: "x", n: 4, maxImagesPerCall: 2 }),
-        signal: client.signal,
-      }).catch(() => null);
-      await vi.waitFor(() => expect(fake.requests).toHaveLength(2), { timeout: 5000, interval: 10 });
-      // The first batch answered whole; a moment for the gateway to read its few hundred bytes.
-      await vi.waitFor(
-        () => expect(fake.requests.some((request) => request.finishedAt && !request.aborted)).toBe(true),
-        { timeout: 5000, interval: 10 },
-      );
-      await new Promise((resolve) => setTimeout(resolve, 200));
-      client.abort();
-      expect(await pending).toBeNull();
-      // The batch still under way is stopped at once.
-      const hung = fake.requests.find((request) => !request.finishedAt);
-      expect(hung).toBeDefined();
-      await fake.waitForAbort(5000, (request) => request === hung);
+      const response = await generate(a, { prompt: "x", model: "gpt-image-1", n: 3, maxImagesPerCall: 1 });
+      expect(response.status).toBe(502);
+      expect(fake.requests).toHaveLength(3);
+      expect(await rowFor(response)).toMatchObject({ status: 502, model: "gpt-image-1", cost_usd: 0.084 });
     } finally {
-      fake.hangStreamsAfter(null);
+      fake.setPlan(null);
     }
-    const row = await vi.waitFor(
-      async () => {
-        await sluice.gateway.flushUsage();
-        const found = await sluice.gateway.database.db
-          .selectFrom("usage_records")
-          .selectAll()
-          .where("project_id", "=", c.projectId)
-          .where("status", "=", 499)
-          .executeTakeFirst();
-        expect(found).toBeDefined();
-        return found!;
-      },
-      { timeout: 5000, interval: 20 },
-    );
-    expect(row).toMatchObject({ outcome: "aborted", model: "imagen-4.0-generate-001", cost_usd: 0.08 });
   });
+
+  describe("a successful answer Sluice could not read, which the provider generated and billed", () => {
+    afterEach(() => fake.setPlan(null));
+
+    it("records the images of a 200 cut short as asked for, priced by the request", async () => {
+      fake.setPlan(() => ({ cutBody: true }));
+      const one = await generate(a, { prompt: "x", model: "dall-e-3" });
+      expect(one.status).toBe(502);
+      expect(await rowFor(one)).toMatchObject({ status: 502, model: "dall-e-3", cost_usd: 0.04 });
+      // One batch of three cut short, the other two whole: three images billed.
+      fake.clear();
+      let calls = 0;
+      fake.setPlan(() => (calls++ === 1 ? { cutBody: true } : undefined));
+      const batched = await generate(a, {
+        prompt: "x",
+        model: "dall-e-3",
+        n: 3,
+        providerOptions: { "provider-a": { quality: "hd" } },
+      });
+      expect(batched.status).toBe(502);
+      expect(fake.requests).toHaveLength(3);
+      expect(await rowFor(batched)).toMatchObject({ status: 502, cost_usd: 0.24 });
+    });
+
+    it("records the images of a 200 whose images came as URLs, not base64, priced by the request", async () => {
+      fake.enqueueResponse({
+        status: 200,
+        body: { created: 1, data: [{ url: "https://images.example.com/a.png" }] },
+      });
+      const response = await generate(a, { prompt: "x", model: "dall-e-3", size: "1536x1024" });
+      expect(response.status).toBe(502);
+      expect(await rowFor(response)).toMatchObject({ status: 502, model: "dall-e-3", cost_usd: 0.08 });
+    });
+
+    it("records no cost for a 200 that is no JSON answer of the provider's (an HTML page)", async () => {
+      fake.enqueueResponse({
+        status: 200,
+        headers: { "content-type": "text/html" },
+        body: "<html>a proxy's page</html>",
+      });
+      const response = await generate(a, { prompt: "x", model: "dall-e-3" });
+      expect(response.status).toBe(502);
+      expect(await rowFor(response)).toMatchObject({ status: 502, cost_usd: null });
+    });
+  });
+
+  it.each([
+    // Its status line not yet come: nothing says the provider generated its images.
+    ["before the second batch's answer", "headers", 0.08],
+    // A 200 had begun: the provider generated (and billed) its images, which Sluice never read.
+    ["in the middle of the second batch's 200", "body", 0.16],
+  ] as const)(
+    "records a client that leaves %s as aborted (499), with the cost of the batches billed",
+    async (_, hangIn, cost) => {
+      await sluice.gateway.flushUsage();
+      const before = new Set(
+        (
+          await sluice.gateway.database.db
+            .selectFrom("usage_records")
+            .select("request_id")
+            .where("project_id", "=", c.projectId)
+            .execute()
+        ).map((row) => row.request_id),
+      );
+      const twoImages = Array.from({ length: 2 }, () => ({ bytesBase64Encoded: tinyPng.toString("base64") }));
+      fake.enqueueResponse({ status: 200, body: { predictions: twoImages } });
+      if (hangIn === "body") {
+        // The second batch's answer starts and goes no further.
+        fake.enqueueResponse({
+          status: 200,
+          headers: { "content-type": "application/json" },
+          parts: ['{"predictions":[', "]}"],
+        });
+        fake.hangStreamsAfter(1);
+      } else {
+        let calls = 0;
+        fake.setPlan(() => (calls++ === 1 ? { latencyMs: 30_000 } : undefined));
+      }
+      const client = new AbortController();
+      try {
+        const pending = fetch(`${sluice.url}/v1/image/${c.projectId}`, {
+          method: "POST",
+          headers: { authorization: `Bearer ${c.bearer("provider-c")}`, "content-type": "application/json" },
+          body: JSON.stringify({ prompt: "x", n: 4, maxImagesPerCall: 2 }),
+          signal: client.signal,
+        }).catch(() => null);
+        await vi.waitFor(() => expect(fake.requests).toHaveLength(2), { timeout: 5000, interval: 10 });
+        // The first batch answered whole; a moment for the gateway to read its few hundred bytes.
+        await vi.waitFor(
+          () => expect(fake.requests.some((request) => request.finishedAt && !request.aborted)).toBe(true),
+          { timeout: 5000, interval: 10 },
+        );
+        await new Promise((resolve) => setTimeout(resolve, 200));
+        client.abort();
+        expect(await pending).toBeNull();
+        // The batch still under way is stopped at once.
+        const hung = fake.requests.find((request) => !request.finishedAt);
+        expect(hung).toBeDefined();
+        await fake.waitForAbort(5000, (request) => request === hung);
+      } finally {
+        fake.hangStreamsAfter(null);
+        fake.setPlan(null);
+      }
+      const row = await vi.waitFor(
+        async () => {
+          await sluice.gateway.flushUsage();
+          const found = await sluice.gateway.database.db
+            .selectFrom("usage_records")
+            .selectAll()
+            .where("project_id", "=", c.projectId)
+            .where("status", "=", 499)
+            .execute();
+          const mine = found.filter((row) => !before.has(row.request_id));
+          expect(mine).toHaveLength(1);
+          return mine[0]!;
+        },
+        { timeout: 5000, interval: 20 },
+      );
+      expect(row).toMatchObject({ outcome: "aborted", model: "imagen-4.0-generate-001", cost_usd: cost });
+    },
+  );
 
   it("stores images in the vault with a signed URL that serves the same bytes until it expires", async () => {
     // The clock stands still at a whole second while the URLs are signed and fetched, then moves
