@@ -105,15 +105,18 @@ export async function runCli(
     }
     context = await openAdminContext(config, warn);
     const afterward: string[] = [];
+    const outcome: Outcome = { exitCode: 0 };
     const result = await run(
       context.admin,
       context,
       (message) => afterward.push(message),
       (text) => written(io.out, text),
+      outcome,
     );
     if (result !== undefined) io.out.write(`${JSON.stringify(result, null, 2)}\n`);
     for (const message of afterward) warn(message);
-    return 0;
+    if (outcome.summary !== undefined) io.err.write(`${outcome.summary}\n`);
+    return outcome.exitCode;
   } catch (error) {
     if (error instanceof UsageError) {
       io.err.write(`error: ${error.message}\n\n${usage}\n`);
@@ -128,6 +131,15 @@ export async function runCli(
   } finally {
     await context?.close();
   }
+}
+
+/**
+ * How a command that ran to its end ends, when not with 0 and nothing more: `projects check` exits 1
+ * when a project has a problem, and says what it found in a line on stderr after its output.
+ */
+interface Outcome {
+  exitCode: number;
+  summary?: string;
 }
 
 /**
@@ -193,6 +205,8 @@ function commandOf(
    * (it then answers undefined); false once the output can take no more.
    */
   write: (text: string) => Promise<boolean>,
+  /** The exit code and stderr summary of a command that sets them (`projects check`). */
+  outcome: Outcome,
 ) => Promise<unknown> {
   const need = (value: string | undefined, what: string): string => {
     if (!value) throw new UsageError(`${what} is required`);
@@ -266,6 +280,24 @@ function commandOf(
         return undefined;
       };
     }
+    case "projects check":
+      // Every project, a page at a time: one JSON line for each with a problem, as it is found.
+      return async (admin, _context, _warnAfterward, write, outcome) => {
+        const started = performance.now();
+        const { checked, withProblems, stopped } = await admin.checkStoredProjects(
+          (found) => write(`${JSON.stringify(found)}\n`),
+          flagOfField,
+        );
+        const took = `${((performance.now() - started) / 1000).toFixed(1)} s`;
+        const projectsChecked = `${checked} ${checked === 1 ? "project" : "projects"}`;
+        outcome.exitCode = withProblems > 0 ? 1 : 0;
+        outcome.summary = stopped
+          ? `projects check: stopped after ${projectsChecked} (${withProblems} with a problem): the output was closed`
+          : withProblems === 0
+            ? `projects check: ${projectsChecked} checked in ${took}: none has a problem`
+            : `projects check: ${projectsChecked} checked in ${took}: ${withProblems} ${withProblems === 1 ? "has a problem" : "have a problem"} (a line each on stdout), which this build refuses where the value is used: change each with sluice projects update (or PATCH /admin/v1/projects/{id})`;
+        return undefined;
+      };
     case "projects show": {
       const id = project();
       return (admin) => admin.getProject(id);
