@@ -39,6 +39,11 @@ export interface CliIo {
     once?(event: "drain" | "close", listener: () => void): unknown;
     removeListener?(event: "drain" | "close", listener: () => void): unknown;
     readonly destroyed?: boolean;
+    /**
+     * False once the output can take no more: process.stdout on a pipe whose reader left (EPIPE)
+     * says so here and emits "close", but is never `destroyed`.
+     */
+    readonly writable?: boolean;
   };
   err: { write(text: string): unknown };
   /** File descriptor read by --api-key-stdin. */
@@ -149,7 +154,7 @@ interface Outcome {
  */
 async function written(out: CliIo["out"], text: string): Promise<boolean> {
   // Read again after each step: a write may close it (EPIPE).
-  const open = () => out.destroyed !== true;
+  const open = () => out.destroyed !== true && out.writable !== false;
   // A closed output emits no "drain" nor "close" again: not waited for.
   if (!open()) return false;
   if (out.write(text) !== false || !out.once || !out.removeListener || !open()) return open();

@@ -1,12 +1,14 @@
 import { randomBytes } from "node:crypto";
+import { EventEmitter } from "node:events";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { cli } from "../../test/support/cli-run.js";
+import { capture, cli } from "../../test/support/cli-run.js";
 import { createPostgresSchema, postgresAvailable } from "../../test/support/services.js";
 import { openDatabase } from "../storage/database.js";
 import type { ProjectsTable } from "../storage/schema.js";
+import { runCli } from "./main.js";
 
 /**
  * `sluice projects check` on each engine, over projects stored as an earlier release stored them:
@@ -162,6 +164,44 @@ describe.each(engines)("sluice projects check on $engine", ({ engine, available 
       expect(result.err).toMatch(
         /^projects check: 250 projects checked in \d+\.\d s: 4 have a problem \(a line each on stdout\)/,
       );
+    },
+  );
+
+  it.skipIf(!available)(
+    "stops reading once standard output is closed (a reader that stopped, `| head`), as process.stdout shows it",
+    async () => {
+      // process.stdout on a pipe whose reader left: the write fails (EPIPE), `writable` turns false
+      // and "close" is emitted, but `destroyed` stays false (measured on Node 20).
+      const closedAfterFirst = () => {
+        const out = Object.assign(new EventEmitter(), {
+          writes: [] as string[],
+          attempts: 0,
+          writable: true,
+          destroyed: false,
+          write(text: string) {
+            out.attempts++;
+            if (out.writable) out.writes.push(text);
+            out.writable = false;
+            setImmediate(() => out.emit("close"));
+            return false;
+          },
+        });
+        return out;
+      };
+      const out = closedAfterFirst();
+      const err = capture();
+      const code = await runCli(["projects", "check"], { out, err: err.stream, stdin: 0 });
+      expect(code).toBe(1);
+      expect(out.attempts).toBe(1);
+      expect(JSON.parse(out.writes[0] as string)).toMatchObject({ id: "prj-007" });
+      expect(err.text()).toBe(
+        "projects check: stopped after 8 projects (1 with a problem): the output was closed\n",
+      );
+      // The project list the same: its second page (of 200 at most) is not read.
+      const listed = closedAfterFirst();
+      const read = await runCli(["projects", "list"], { out: listed, err: capture().stream, stdin: 0 });
+      expect(read).toBe(0);
+      expect(listed.attempts).toBe(1);
     },
   );
 
