@@ -255,6 +255,51 @@ export function createProjectAdmin(deps: ProjectAdminDeps) {
       return { data, next: encodeProjectListCursor({ createdAt: last.createdAt, id: last.id }) };
     },
 
+    /**
+     * Checks every stored project by the rules this build applies where it is used (a structured
+     * call's check of the output schema, for each route's model) and where it is changed (the admin
+     * input's types and bounds, the rules across fields): a value an earlier release stored and a
+     * rule added since refuses. Reads the projects a page of `pageSize` at a time, in the list's
+     * order, and lets the event loop run after each project (its schema may take a while to compile),
+     * so neither the projects nor their problems are held all at once. `report` hears each project
+     * with a problem as it is found; when it answers false (the output can take no more) the check
+     * stops there. Answers how many projects were checked and how many had a problem.
+     */
+    async checkStoredProjects(
+      report: (found: { id: string; problems: string[] }) => Promise<boolean>,
+      fieldName: FieldName = sameName,
+      pageSize: number = projectListLimit.default,
+    ): Promise<{ checked: number; withProblems: number; stopped: boolean }> {
+      const { updateProjectInput } = await loadInputSchemas();
+      const { storedFields, storedProjectProblems } = await import("./stored-project-problems.js");
+      const labels = bodyLabels(fieldName);
+      let [checked, withProblems] = [0, 0];
+      let after: { createdAt: string; id: string } | undefined;
+      for (;;) {
+        const page = await projects.list({ limit: pageSize, ...(after ? { after } : {}) });
+        for (const project of page) {
+          checked++;
+          const fields = storedFields(project);
+          const parsed = updateProjectInput.safeParse(fields);
+          const problems = [
+            ...(parsed.success
+              ? []
+              : withoutFollowOns(parsed.error.issues).flatMap((issue) => labels(issue, fields))),
+            ...storedProjectProblems(project, fieldName),
+          ];
+          if (problems.length > 0) {
+            withProblems++;
+            if (!(await report({ id: project.id, problems })))
+              return { checked, withProblems, stopped: true };
+          }
+          await new Promise((resolve) => setImmediate(resolve));
+        }
+        const last = page.at(-1);
+        if (page.length < pageSize || !last) return { checked, withProblems, stopped: false };
+        after = { createdAt: last.createdAt, id: last.id };
+      }
+    },
+
     /** Applies the changes to the project as stored (changeProject): the project as written. */
     async updateProject(id: string, input: unknown, fieldName: FieldName = sameName): Promise<ProjectView> {
       return (await changeProject(id, input, fieldName)).project;

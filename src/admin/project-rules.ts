@@ -247,17 +247,35 @@ export function assertTestModeAllowed(
  * A model the catalogue lists under another provider could only fail later, as the provider's 502;
  * a model no provider lists (a custom or newer name) is the admin's call and stays allowed.
  */
-function assertModelOfProvider(
-  { provider, model }: Pick<Project, "provider" | "model">,
-  fieldName: FieldName,
-): void {
-  if (!model || findModel(provider, model)) return;
-  const modelProvider = catalogueProviderOf(model);
-  if (!modelProvider) return;
-  const rule = `${JSON.stringify(model)} is a ${modelProvider} model; this project's provider is ${provider}`;
-  throw new GatewayError("VALIDATION_ERROR", `model ${rule}`, {
-    details: { problems: [`${fieldName("model")}: ${rule}`], model, provider, modelProvider },
+function assertModelOfProvider(project: Pick<Project, "provider" | "model">, fieldName: FieldName): void {
+  const rule = modelOfOtherProvider(project);
+  if (!rule) return;
+  const { provider, model } = project;
+  throw new GatewayError("VALIDATION_ERROR", `model ${rule.text}`, {
+    details: {
+      problems: [`${fieldName("model")}: ${rule.text}`],
+      model,
+      provider,
+      modelProvider: rule.modelProvider,
+    },
   });
+}
+
+/**
+ * Why `model` cannot serve the project's provider (the catalogue lists it under another), or null:
+ * `"gpt-4.1" is a provider-a model; this project's provider is provider-b`.
+ */
+export function modelOfOtherProvider({
+  provider,
+  model,
+}: Pick<Project, "provider" | "model">): { text: string; modelProvider: string } | null {
+  if (!model || findModel(provider, model)) return null;
+  const modelProvider = catalogueProviderOf(model);
+  if (!modelProvider) return null;
+  return {
+    text: `${JSON.stringify(model)} is a ${modelProvider} model; this project's provider is ${provider}`,
+    modelProvider,
+  };
 }
 
 /** A rule across fields, as a problem of the field it needs: `is required when deviceCheck.enabled is true`. */

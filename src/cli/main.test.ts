@@ -870,7 +870,7 @@ describe("sluice CLI", () => {
     [["--bogus"], "--bogus given without a command: sluice <command> [flags]\n"],
     [["--version"], "--version given without a command: sluice <command> [flags]\n"],
     [["-x"], "-x given without a command: sluice <command> [flags]\n"],
-    [["projects"], "projects needs a subcommand: one of create, list, show, update, delete\n"],
+    [["projects"], "projects needs a subcommand: one of create, list, show, update, delete, check\n"],
     [["keys"], "keys needs a subcommand: one of add, list, revoke\n"],
     [["test-keys", "--label", "x"], "test-keys needs a subcommand: one of rotate, list, revoke\n"],
     [
@@ -903,7 +903,10 @@ describe("sluice CLI", () => {
     // character (an unset variable, a pasted escape), and by their start only when they may be a key.
     [[""], 'unknown command: ""\n'],
     [["", "projects"], 'unknown command: "" projects\n'],
-    [["projects", ""], 'unknown command: projects ""; projects takes create, list, show, update, delete\n'],
+    [
+      ["projects", ""],
+      'unknown command: projects ""; projects takes create, list, show, update, delete, check\n',
+    ],
     [["frob\u001b[31m"], 'unknown command: "frob\\u001b[31m"\n'],
     [
       ["keys", "sk-proj-0123456789abcdefghijklmnopqrstuvwxyz"],
@@ -1092,7 +1095,7 @@ describe("sluice CLI", () => {
       const result = await cli("projects", "frobnicate");
       expect(result.code).toBe(2);
       expect(result.err).toMatch(
-        /^error: unknown command: projects frobnicate; projects takes create, list, show, update, delete\n/,
+        /^error: unknown command: projects frobnicate; projects takes create, list, show, update, delete, check\n/,
       );
       expect(existsSync(fresh)).toBe(false);
       process.env.DATABASE_URL = "postgres://postgres@127.0.0.1:1/test";

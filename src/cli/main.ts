@@ -40,6 +40,11 @@ export interface CliIo {
     once?(event: "drain" | "close", listener: () => void): unknown;
     removeListener?(event: "drain" | "close", listener: () => void): unknown;
     readonly destroyed?: boolean;
+    /**
+     * False once the output can take no more: process.stdout on a pipe whose reader left (EPIPE)
+     * says so here and emits "close", but is never `destroyed`.
+     */
+    readonly writable?: boolean;
   };
   err: { write(text: string): unknown };
   /** File descriptor read by --api-key-stdin. */
@@ -106,15 +111,18 @@ export async function runCli(
     }
     context = await openAdminContext(config, warn);
     const afterward: string[] = [];
+    const outcome: Outcome = { exitCode: 0 };
     const result = await run(
       context.admin,
       context,
       (message) => afterward.push(message),
       (text) => written(io.out, text),
+      outcome,
     );
     if (result !== undefined) io.out.write(`${JSON.stringify(result, null, 2)}\n`);
     for (const message of afterward) warn(message);
-    return 0;
+    if (outcome.summary !== undefined) io.err.write(`${outcome.summary}\n`);
+    return outcome.exitCode;
   } catch (error) {
     if (error instanceof UsageError) {
       io.err.write(`error: ${error.message}\n\n${usage}\n`);
@@ -132,13 +140,22 @@ export async function runCli(
 }
 
 /**
+ * How a command that ran to its end ends, when not with 0 and nothing more: `projects check` exits 1
+ * when a project has a problem, and says what it found in a line on stderr after its output.
+ */
+interface Outcome {
+  exitCode: number;
+  summary?: string;
+}
+
+/**
  * Writes `text` to `out`, and when `out` is full waits until it drains, so what a command writes a
  * piece at a time is never held whole. False when `out` can take no more (closed: a reader that
  * stopped, `| head`): the command writes nothing more.
  */
 async function written(out: CliIo["out"], text: string): Promise<boolean> {
   // Read again after each step: a write may close it (EPIPE).
-  const open = () => out.destroyed !== true;
+  const open = () => out.destroyed !== true && out.writable !== false;
   // A closed output emits no "drain" nor "close" again: not waited for.
   if (!open()) return false;
   if (out.write(text) !== false || !out.once || !out.removeListener || !open()) return open();
@@ -194,6 +211,8 @@ function commandOf(
    * (it then answers undefined); false once the output can take no more.
    */
   write: (text: string) => Promise<boolean>,
+  /** The exit code and stderr summary of a command that sets them (`projects check`). */
+  outcome: Outcome,
 ) => Promise<unknown> {
   const need = (value: string | undefined, what: string): string => {
     if (!value) throw new UsageError(`${what} is required`);
@@ -267,6 +286,24 @@ function commandOf(
         return undefined;
       };
     }
+    case "projects check":
+      // Every project, a page at a time: one JSON line for each with a problem, as it is found.
+      return async (admin, _context, _warnAfterward, write, outcome) => {
+        const started = performance.now();
+        const { checked, withProblems, stopped } = await admin.checkStoredProjects(
+          (found) => write(`${JSON.stringify(found)}\n`),
+          flagOfField,
+        );
+        const took = `${((performance.now() - started) / 1000).toFixed(1)} s`;
+        const projectsChecked = `${checked} ${checked === 1 ? "project" : "projects"}`;
+        outcome.exitCode = withProblems > 0 ? 1 : 0;
+        outcome.summary = stopped
+          ? `projects check: stopped after ${projectsChecked} (${withProblems} with a problem): the output was closed`
+          : withProblems === 0
+            ? `projects check: ${projectsChecked} checked in ${took}: none has a problem`
+            : `projects check: ${projectsChecked} checked in ${took}: ${withProblems} ${withProblems === 1 ? "has a problem" : "have a problem"} (a line each on stdout), which this build refuses where the value is used: change each with sluice projects update (or PATCH /admin/v1/projects/{id})`;
+        return undefined;
+      };
     case "projects show": {
       const id = project();
       return (admin) => admin.getProject(id);

@@ -15,6 +15,9 @@ export const usage = `Usage: sluice <command>
   projects list [--limit N] [--cursor C]  every project; with --limit or --cursor, one page of N
                                           (default ${projectListLimit.default}, up to ${projectListLimit.max}) as {"data", "next"}
   projects show ID | delete ID
+  projects check                          check every stored project by this build's rules: one JSON
+                                          line per project with a problem, a summary on stderr, exit 1
+                                          when any has one (after an upgrade, before the apps find them)
   projects update ID [--name N] [--provider P] [project flags] [--clear F]
   keys add PROJECT --provider P (--api-key K | --api-key-stdin) [--label L]
   keys list PROJECT | revoke PROJECT KEY_ID
@@ -113,6 +116,7 @@ const commands: Record<string, CommandSpec> = {
   // A new project has no value to remove: `--clear` is refused there, not ignored.
   "projects update": { flags: ["name", "provider", ...projectFlags, "clear"], arguments: ["ID"] },
   "projects delete": { flags: [], arguments: ["ID"] },
+  "projects check": { flags: [], arguments: [] },
   "keys add": { flags: ["provider", "api-key", "api-key-stdin", "label"], arguments: ["PROJECT"] },
   "keys list": { flags: [], arguments: ["PROJECT"] },
   "keys revoke": { flags: [], arguments: ["PROJECT", "KEY_ID"] },

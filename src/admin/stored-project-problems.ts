@@ -1,0 +1,122 @@
+import { isGatewayError } from "../errors.js";
+import { isModelName, modelNameRule } from "../providers/model-name.js";
+import { isProviderId } from "../providers/provider-id.js";
+import { proxyAllowListProblems } from "../proxy/proxy-allow-list.js";
+import type { Project } from "../storage/project-repository.js";
+import { routeModels } from "../structured/model-choice.js";
+import { checkOutputSchema } from "../structured/output-schema.js";
+import { compileUnkept } from "../structured/schema-validator.js";
+import { applyChanges, modelOfOtherProvider, notSealed } from "./project-rules.js";
+import type { FieldName } from "./project-values.js";
+
+/**
+ * A stored project's fields as the admin API takes them, for its input schema to check: what an
+ * earlier release stored is read back as it is, and a value a rule added since refuses is named as
+ * the admin API would name it (a spend cap finer than a billionth, a rate limit out of bounds). The
+ * DeviceCheck key is sealed: whether one is set is checked by the rules across fields.
+ */
+export function storedFields(project: Project): Record<string, unknown> {
+  const { sealedPrivateKey: _sealed, changedAt: _changedAt, ...deviceCheck } = project.deviceCheck;
+  const { id: _id, createdAt: _createdAt, updatedAt: _updatedAt, ...fields } = project;
+  return { ...fields, deviceCheck };
+}
+
+/**
+ * Why a stored project fails where it is used, by the rules this build applies, beyond its fields'
+ * types and bounds (the input schema's, checked by the caller): the output schema for the model of
+ * each structured route, as the call checks it before any provider call (422 on /v1/text, /v1/vision
+ * and /v1/pdf otherwise); the model name's form, and a model the catalogue lists under another
+ * provider; the proxy allow-list's rules (one that no longer parses allows nothing); DeviceCheck
+ * without its ids and key, a vault without a team id. Empty when it has none. Problems name fields as
+ * `fieldName` does; an output schema's names that may be keys are shown by their start and length
+ * only, as the structured calls' 422 shows them. Pure: nothing is read or written.
+ */
+export function storedProjectProblems(project: Project, fieldName: FieldName): string[] {
+  const problems: string[] = [];
+  const { model, provider } = project;
+  if (model !== null && !isModelName(model)) problems.push(`${fieldName("model")}: ${modelNameRule}`);
+  else if (isProviderId(provider)) {
+    const other = modelOfOtherProvider(project);
+    if (other) problems.push(`${fieldName("model")}: ${other.text}`);
+  }
+  if (project.outputSchema !== null && isProviderId(provider))
+    problems.push(...outputSchemaProblems(project, fieldName));
+  const allowList = project.proxyAllowList;
+  // A list of another shape is the input schema's problem: its rules are not read here.
+  if (
+    allowList !== null &&
+    Object.values(allowList).every(
+      (rules) => Array.isArray(rules) && rules.every((rule) => typeof rule === "string"),
+    )
+  )
+    problems.push(...proxyAllowListProblems(allowList, (path) => fieldName(`proxyAllowList.${path}`)));
+  // The rules across fields, each on its own so that one does not hide the other: DeviceCheck's
+  // (run by any change of it: none here) and the vault's.
+  problems.push(
+    ...ruleProblems(() =>
+      applyChanges({ ...project, saveImagesToVault: false }, { deviceCheck: {} }, notSealed, fieldName),
+    ),
+    ...ruleProblems(() =>
+      applyChanges(
+        { ...project, deviceCheck: { ...project.deviceCheck, enabled: false } },
+        {},
+        notSealed,
+        fieldName,
+      ),
+    ),
+  );
+  return problems;
+}
+
+/**
+ * The output schema's problems for the model each structured route sends (routeModels, as the call
+ * chooses it), one line per problem and model: `outputSchema on /v1/text and /v1/pdf (model m): …`.
+ */
+function outputSchemaProblems(project: Project, fieldName: FieldName): string[] {
+  const schema = project.outputSchema as Record<string, unknown>;
+  // Compiled once for every model (the schema compiles alike for each provider), and not kept: the
+  // cache the calls use would otherwise hold every project's.
+  let compiled: { error: unknown } | undefined;
+  const compileOnce = () => {
+    if (compiled === undefined) {
+      try {
+        compileUnkept(schema);
+        compiled = { error: undefined };
+      } catch (error) {
+        compiled = { error };
+      }
+    }
+    if (compiled.error !== undefined) throw compiled.error;
+  };
+  const byModel = new Map<string, { routes: string[]; problems: string[] }>();
+  for (const { route, model } of routeModels(project, project.provider)) {
+    let entry = byModel.get(model);
+    if (!entry) {
+      entry = { routes: [], problems: checkOutputSchema(schema, project.provider, model, compileOnce) };
+      byModel.set(model, entry);
+    }
+    entry.routes.push(route);
+  }
+  return [...byModel].flatMap(([model, { routes, problems }]) =>
+    problems.map(
+      (problem) => `${fieldName("outputSchema")} on ${listed(routes)} (model ${model}): ${problem}`,
+    ),
+  );
+}
+
+/** `a`, `a and b`, `a, b and c`. */
+function listed(names: string[]): string {
+  return names.length < 2 ? names.join("") : `${names.slice(0, -1).join(", ")} and ${names.at(-1)}`;
+}
+
+/** The problems of a rule that throws a 422 naming them (`details.problems`), or its message. */
+function ruleProblems(check: () => unknown): string[] {
+  try {
+    check();
+    return [];
+  } catch (error) {
+    if (!isGatewayError(error)) throw error;
+    const listed = (error.details as { problems?: unknown } | undefined)?.problems;
+    return Array.isArray(listed) ? listed.map(String) : [error.message];
+  }
+}
