@@ -5,6 +5,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { capture, cli } from "../../test/support/cli-run.js";
+import { projectRow } from "../../test/support/project-row.js";
 import { createPostgresSchema, postgresAvailable } from "../../test/support/services.js";
 import { openDatabase } from "../storage/database.js";
 import type { ProjectsTable } from "../storage/schema.js";
@@ -26,33 +27,12 @@ const wideUnion = {
   properties: { pick: { anyOf: Array.from({ length: 600 }, (_, index) => ({ const: `v${index}` })) } },
 };
 
-function row(id: string, at: string, values: Partial<ProjectsTable> = {}): ProjectsTable {
-  return {
-    id,
-    name: id,
-    team_id: null,
-    provider: "provider-a",
-    model: null,
-    test_mode: 0,
-    device_check_enabled: 0,
-    device_check_team_id: null,
-    device_check_key_id: null,
-    device_check_private_key: null,
-    device_check_environment: "production",
-    device_token_mode: "cached",
-    device_check_changed_at: null,
+/** A project as an earlier release stored it: not in Test Mode, with a schema a call takes. */
+const row = (id: string, at: string, values: Partial<ProjectsTable> = {}): ProjectsTable =>
+  projectRow(id, at, {
     output_schema: JSON.stringify({ type: "object", properties: { summary: { type: "string" } } }),
-    save_images_to_vault: 0,
-    rate_limit_per_minute: null,
-    device_rate_limit_per_minute: null,
-    monthly_spend_cap_usd: null,
-    proxy_allow_list: null,
-    disabled: 0,
-    created_at: at,
-    updated_at: at,
     ...values,
-  };
-}
+  });
 
 describe.each(engines)("sluice projects check on $engine", ({ engine, available }) => {
   const saved = { ...process.env };

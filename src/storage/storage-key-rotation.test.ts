@@ -1,33 +1,11 @@
-import type { Insertable } from "kysely";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { projectRow } from "../../test/support/project-row.js";
 import { storageEngines } from "../../test/support/storage-engines.js";
 import type { OpenDatabase } from "./database.js";
 import { createKeyRepository } from "./key-repository.js";
-import type { ProjectsTable } from "./schema.js";
 
 /** A project row with only what the test keys need. */
-const projectRow = (id: string, at: string): Insertable<ProjectsTable> => ({
-  id,
-  name: id,
-  team_id: null,
-  provider: "provider-a",
-  model: null,
-  test_mode: 1,
-  device_check_enabled: 0,
-  device_check_team_id: null,
-  device_check_key_id: null,
-  device_check_private_key: null,
-  device_check_environment: "production",
-  device_token_mode: "cached",
-  output_schema: null,
-  save_images_to_vault: 0,
-  rate_limit_per_minute: null,
-  device_rate_limit_per_minute: null,
-  monthly_spend_cap_usd: null,
-  disabled: 0,
-  created_at: at,
-  updated_at: at,
-});
+const testModeProject = (id: string, at: string) => projectRow(id, at, { test_mode: 1 });
 
 /** As a rotation keeps them: the newest two, and every key issued in the minute before the new one. */
 const kept = { newest: 2, withinMs: 60_000 };
@@ -51,7 +29,7 @@ for (const engine of storageEngines) {
       for (let round = 0; round < 10; round++) {
         const projectId = `rotate${round}`;
         const at = "2026-11-01T00:00:00.000Z";
-        await database.db.insertInto("projects").values(projectRow(projectId, at)).execute();
+        await database.db.insertInto("projects").values(testModeProject(projectId, at)).execute();
         await Promise.all(
           Array.from({ length: 4 }, (_, index) =>
             keys.addTestKey(
@@ -76,7 +54,7 @@ for (const engine of storageEngines) {
       const projectId = "burst";
       await database.db
         .insertInto("projects")
-        .values(projectRow(projectId, "2026-11-01T00:00:00.000Z"))
+        .values(testModeProject(projectId, "2026-11-01T00:00:00.000Z"))
         .execute();
       const add = (id: string, createdAt: string) =>
         keys.addTestKey({ id, projectId, digest: id, createdAt }, kept);

@@ -341,24 +341,11 @@ describe("the official SDKs' other calls through the proxies", () => {
 
 /** A GET asking to upgrade to HTTP/2 (h2c), as a client may on any request; answered as HTTP/1.1. */
 function fetchWithUpgrade(url: string, bearer: string): Promise<{ status: number; body: string }> {
-  return new Promise((resolve, reject) => {
-    const outgoing = request(url, {
-      headers: {
-        authorization: `Bearer ${bearer}`,
-        connection: "Upgrade, HTTP2-Settings",
-        upgrade: "h2c",
-        "http2-settings": "AAMAAABkAAQAoAAAAAIAAAAA",
-      },
-    });
-    outgoing.on("error", reject);
-    outgoing.on("response", (response) => {
-      let body = "";
-      response.on("data", (chunk: Buffer) => {
-        body += String(chunk);
-      });
-      response.on("end", () => resolve({ status: response.statusCode ?? 0, body }));
-    });
-    outgoing.end();
+  return answerTo(url, {
+    authorization: `Bearer ${bearer}`,
+    connection: "Upgrade, HTTP2-Settings",
+    upgrade: "h2c",
+    "http2-settings": "AAMAAABkAAQAoAAAAAIAAAAA",
   });
 }
 
@@ -370,17 +357,20 @@ function refusedHandshake(
   url: string,
   headers: Record<string, string>,
 ): Promise<{ status: number; body: string }> {
+  return answerTo(url, {
+    ...headers,
+    connection: "Upgrade",
+    upgrade: "websocket",
+    "sec-websocket-key": randomBytes(16).toString("base64"),
+    "sec-websocket-version": "13",
+  });
+}
+
+/** The status and body of a GET of `url` with `headers`, made with node:http; an upgrade taken fails it. */
+function answerTo(url: string, headers: Record<string, string>): Promise<{ status: number; body: string }> {
   return new Promise((resolve, reject) => {
-    const outgoing = request(url, {
-      headers: {
-        ...headers,
-        connection: "Upgrade",
-        upgrade: "websocket",
-        "sec-websocket-key": randomBytes(16).toString("base64"),
-        "sec-websocket-version": "13",
-      },
-    });
-    outgoing.on("upgrade", () => reject(new Error("the handshake succeeded")));
+    const outgoing = request(url, { headers });
+    outgoing.on("upgrade", () => reject(new Error("the upgrade was taken")));
     outgoing.on("error", reject);
     outgoing.on("response", (response) => {
       let body = "";
