@@ -137,8 +137,11 @@ export function createApp(deps: AppDeps): App {
       // asks: a streamed answer to 1.0 is delimited by the connection's close instead.
       if (request.httpVersionMinor === 0) response.useChunkedEncodingByDefault = false;
       // Node serves an Upgrade request as a plain one, but drops what arrived behind it on the
-      // connection: closing after the answer leaves a pipelined request unanswered, not hanging.
-      if (request.headers.upgrade !== undefined) response.shouldKeepAlive = false;
+      // connection: closing after the answer leaves a pipelined request unanswered, not hanging. Only
+      // one whose Connection names it (llhttp's upgrade): Node parses what follows any other as it
+      // would any request, and runs it, which a close after the first answer would leave unanswered.
+      if (request.headers.upgrade !== undefined && namesUpgrade(request.headers.connection))
+        response.shouldKeepAlive = false;
       const url = originForm(request.url ?? "/");
       const queryAt = url.indexOf("?");
       const path = queryAt < 0 ? url : url.slice(0, queryAt);
@@ -395,6 +398,11 @@ function malformedTarget(request: IncomingMessage, target: string): GatewayError
 /** `chunked`, in any case (Node has taken off the spaces around a single line's value already). */
 function chunkedAlone(transferCoding: string): boolean {
   return transferCoding === "chunked" || transferCoding.trim().toLowerCase() === "chunked";
+}
+
+/** Whether a request's Connection names `upgrade` (one of its comma-separated options), as llhttp reads it. */
+function namesUpgrade(connection: string | undefined): boolean {
+  return connection?.split(",").some((option) => option.trim().toLowerCase() === "upgrade") === true;
 }
 
 /** RFC 3986 host (an IP literal, or letters, digits and the characters a reg-name allows) and port. */

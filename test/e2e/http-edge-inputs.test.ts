@@ -427,6 +427,39 @@ describe("HTTP edge inputs on the gateway's own server", () => {
     expect(first?.headers.connection).toBe("close");
   });
 
+  // An Upgrade that Connection does not name is no upgrade (RFC 9110 §7.8): Node parses what follows
+  // as any request, and ran it. Closing after the first answer dropped that one's answer, though the
+  // provider had been called (a billed chat completion whose client never heard of it).
+  it("answers a request pipelined behind one whose Upgrade its Connection does not name, as any other", async () => {
+    upstream.clear();
+    const requests: Array<[string, string]> = [
+      ["websocket", "realtime"],
+      ["h2c", "models/gpt-4o"],
+    ];
+    for (const [upgrade, path] of requests) {
+      const raw = await exchange(port, [
+        head("GET", `/v1/provider-a/${project.projectId}/${path}`, {
+          authorization: `Bearer ${project.bearer("provider-a")}`,
+          upgrade,
+          "sec-websocket-key": "dGhlIHNhbXBsZSBub25jZQ==",
+          "sec-websocket-version": "13",
+        }) + chat(`/v1/provider-a/${project.projectId}/chat/completions`),
+      ]);
+      const answers = responsesOf(raw);
+      expect(
+        answers.map((answer) => answer.status),
+        upgrade,
+      ).toEqual([upgrade === "h2c" ? 200 : 404, 200]);
+      expect(answers[0]?.headers.connection, upgrade).toBe("keep-alive");
+      expect(JSON.parse(answers[1]?.body ?? "")).toMatchObject({ object: "chat.completion" });
+    }
+    expect(upstream.requests.map((forwarded) => forwarded.path)).toEqual([
+      "/a/v1/chat/completions",
+      "/a/v1/models/gpt-4o",
+      "/a/v1/chat/completions",
+    ]);
+  });
+
   it("never sends chunked coding to an HTTP/1.0 client, even one whose TE asks for it", async () => {
     const text = JSON.stringify({ model: "gpt-4o-mini", messages: [], stream: true });
     const raw = await exchange(port, [
