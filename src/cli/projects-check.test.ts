@@ -95,6 +95,8 @@ describe.each(engines)("sluice projects check on $engine", ({ engine, available 
           }),
           monthly_spend_cap_usd: 1e-16,
         },
+        // Written by hand, not by any release: text that is not JSON.
+        200: { output_schema: "{not json" },
         249: {
           model: "gpt-4.1",
           provider: "provider-c",
@@ -150,6 +152,13 @@ describe.each(engines)("sluice projects check on $engine", ({ engine, available 
           ],
         },
         {
+          id: "prj-200",
+          problems: [
+            "--output-schema: Invalid input: expected object, received string",
+            "--output-schema on /v1/text, /v1/vision and /v1/pdf (model gpt-5.4-mini): the output schema must be a JSON object",
+          ],
+        },
+        {
           id: "prj-249",
           problems: [
             "--rate-limit: Too small: expected number to be >=1",
@@ -162,7 +171,7 @@ describe.each(engines)("sluice projects check on $engine", ({ engine, available 
       ]);
       expect(result.out).not.toContain(keyLike);
       expect(result.err).toMatch(
-        /^projects check: 250 projects checked in \d+\.\d s: 4 have a problem \(a line each on stdout\)/,
+        /^projects check: 250 projects checked in \d+\.\d s: 5 have a problem \(a line each on stdout\)/,
       );
     },
   );
@@ -207,7 +216,7 @@ describe.each(engines)("sluice projects check on $engine", ({ engine, available 
 
   it.skipIf(!available)("exits 0 with nothing on stdout once every project is changed to pass", async () => {
     const schema = JSON.stringify({ type: "object", properties: { pick: { type: "string" } } });
-    for (const id of ["prj-007", "prj-100"])
+    for (const id of ["prj-007", "prj-100", "prj-200"])
       expect((await cli("projects", "update", id, "--output-schema", schema)).code).toBe(0);
     const fixed = await cli(
       "projects",

@@ -178,7 +178,7 @@ function fromRow(row: Selectable<ProjectsTable>): Project {
       tokenMode: row.device_token_mode as DeviceTokenMode,
       changedAt: row.device_check_changed_at,
     },
-    outputSchema: row.output_schema ? (JSON.parse(row.output_schema) as Record<string, unknown>) : null,
+    outputSchema: row.output_schema ? outputSchemaOf(row.output_schema) : null,
     saveImagesToVault: Number(row.save_images_to_vault) === 1,
     rateLimits: { perMinute: row.rate_limit_per_minute, devicePerMinute: row.device_rate_limit_per_minute },
     monthlySpendCapUsd: row.monthly_spend_cap_usd === null ? null : Number(row.monthly_spend_cap_usd),
@@ -188,6 +188,20 @@ function fromRow(row: Selectable<ProjectsTable>): Project {
     createdAt: row.created_at,
     updatedAt: row.updated_at,
   };
+}
+
+/**
+ * A stored output schema. Text that does not parse (written into the table by hand) is read as that
+ * text, as a JSON string is: every check refuses it (a call's 422, `sluice projects check`'s line),
+ * where a parse error thrown here failed every read of the project, the project list and that check
+ * included, and left no way to replace it but SQL.
+ */
+function outputSchemaOf(text: string): Record<string, unknown> {
+  try {
+    return JSON.parse(text) as Record<string, unknown>;
+  } catch {
+    return text as unknown as Record<string, unknown>;
+  }
 }
 
 function proxyAllowListOf(text: string): ProxyAllowListRules {
