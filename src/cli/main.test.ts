@@ -824,6 +824,19 @@ describe("sluice CLI", () => {
     expect(result.err.split("\n")[0]).toContain(`error: ${said}"sk-p…" (${key.length} characters)`);
   });
 
+  // Pasted with its quotes, after a space or as `Bearer …`: a key of provider C's form (39 characters)
+  // is shorter than any value quoted by its length alone.
+  it.each([
+    ["--rate-limit", `"AIzaSyD-SeCrEt0123456789abcdefghijklmn"`, '"\\"AIz…"'],
+    ["--monthly-spend-cap", " AIzaSyD-SeCrEt0123456789abcdefghijklmn", '" AIz…"'],
+    ["--output-schema", "Bearer AIzaSyD-SeCrEt0123456789abcdefghijklmn", '"Bear…"'],
+  ])("quotes a value holding a key (%j %j) by its start only", async (flag, value, start) => {
+    const result = await cliWithoutDatabase("projects", "update", "p", flag, value);
+    expect(result.code).toBe(2);
+    expect(result.err).not.toContain("SeCrEt");
+    expect(result.err.split("\n")[0]).toContain(`${start} (${value.length} characters)`);
+  });
+
   it.each([
     ["--api-key", '"--ap…"'],
     ["--", '"--sk…"'],
