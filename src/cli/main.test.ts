@@ -1085,6 +1085,9 @@ describe("sluice CLI", () => {
       ["1000000000.000", 1e9],
       ["0.10", 0.1],
       ["8000000.123456789", 8000000.123456789],
+      // Zeros that change no amount, however many: 16 digits a side were taken, 17 refused.
+      ["5.00000000000000000000", 5],
+      ["00000000000000000005.5", 5.5],
     ] as const) {
       const result = await cli("projects", "update", "cli-numbers", "--monthly-spend-cap", typed);
       expect(result.err).toBe("");
