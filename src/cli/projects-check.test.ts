@@ -97,6 +97,8 @@ describe.each(engines)("sluice projects check on $engine", ({ engine, available 
         },
         // Written by hand, not by any release: text that is not JSON.
         200: { output_schema: "{not json" },
+        // A proxy allow-list that is no JSON object: read as a list that allows nothing.
+        201: { proxy_allow_list: JSON.stringify("POST chat/completions") },
         249: {
           model: "gpt-4.1",
           provider: "provider-c",
@@ -159,6 +161,12 @@ describe.each(engines)("sluice projects check on $engine", ({ engine, available 
           ],
         },
         {
+          id: "prj-201",
+          problems: [
+            "--proxy-allow-list: the stored list is not a JSON object of rules by provider, so it allows no proxied call",
+          ],
+        },
+        {
           id: "prj-249",
           problems: [
             "--rate-limit: Too small: expected number to be >=1",
@@ -171,7 +179,7 @@ describe.each(engines)("sluice projects check on $engine", ({ engine, available 
       ]);
       expect(result.out).not.toContain(keyLike);
       expect(result.err).toMatch(
-        /^projects check: 250 projects checked in \d+\.\d s: 5 have a problem \(a line each on stdout\)/,
+        /^projects check: 250 projects checked in \d+\.\d s: 6 have a problem \(a line each on stdout\)/,
       );
     },
   );
@@ -228,6 +236,8 @@ describe.each(engines)("sluice projects check on $engine", ({ engine, available 
       "10",
     );
     expect(fixed.code).toBe(0);
+    const allowed = await cli("projects", "update", "prj-201", "--clear", "proxy-allow-list");
+    expect(allowed.code).toBe(0);
     const last = await cli(
       "projects",
       "update",

@@ -204,13 +204,26 @@ function outputSchemaOf(text: string): Record<string, unknown> {
   }
 }
 
+/** The empty lists read for stored allow-lists that are no JSON object: see `unreadableAllowList`. */
+const unreadableAllowLists = new WeakSet<object>();
+
+/**
+ * Whether `list` is the empty list read for a stored allow-list that is no JSON object (text written
+ * by hand): it allows no proxied call, which `sluice projects check` reports, where an empty list
+ * saved on purpose is no problem.
+ */
+export function unreadableAllowList(list: ProxyAllowListRules): boolean {
+  return unreadableAllowLists.has(list);
+}
+
 function proxyAllowListOf(text: string): ProxyAllowListRules {
+  let rules: unknown;
   try {
-    const rules: unknown = JSON.parse(text);
-    return typeof rules === "object" && rules !== null && !Array.isArray(rules)
-      ? (rules as ProxyAllowListRules)
-      : {};
-  } catch {
-    return {};
-  }
+    rules = JSON.parse(text);
+  } catch {}
+  if (typeof rules === "object" && rules !== null && !Array.isArray(rules))
+    return rules as ProxyAllowListRules;
+  const none: ProxyAllowListRules = {};
+  unreadableAllowLists.add(none);
+  return none;
 }
