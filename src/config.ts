@@ -756,7 +756,8 @@ export function unknownSettings(env: Record<string, string | undefined> = proces
     let nearest: string | undefined;
     let nearestEdits = 4;
     for (const candidate of names) {
-      const edits = Math.min(editDistance(name, candidate), editDistance(name.slice(7), candidate));
+      const most = nearestEdits - 1;
+      const edits = Math.min(editsWithin(name, candidate, most), editsWithin(name.slice(7), candidate, most));
       if (edits < nearestEdits) [nearest, nearestEdits] = [candidate, edits];
     }
     unknown.push(nearest === undefined ? { name } : { name, nearest });
@@ -764,20 +765,37 @@ export function unknownSettings(env: Record<string, string | undefined> = proces
   return unknown;
 }
 
-/** Levenshtein distance: the fewest insertions, deletions and substitutions from `a` to `b`. */
-function editDistance(a: string, b: string): number {
-  let previous = Array.from({ length: b.length + 1 }, (_, index) => index);
-  for (let i = 1; i <= a.length; i++) {
+/**
+ * The Levenshtein distance from `a` to `b` (the fewest insertions, deletions and substitutions) when
+ * it is `most` or less, else `most + 1`. The start and end they share change no distance and are
+ * passed over, names whose lengths differ by more are not compared, and a comparison stops at the
+ * first row past `most`: an environment of 10,000 SLUICE_ names took 5.2 s before the start
+ * listened, one name of 131 KB 3 s.
+ */
+function editsWithin(a: string, b: string, most: number): number {
+  let start = 0;
+  while (start < a.length && start < b.length && a[start] === b[start]) start++;
+  let [endA, endB] = [a.length, b.length];
+  while (endA > start && endB > start && a[endA - 1] === b[endB - 1]) [endA, endB] = [endA - 1, endB - 1];
+  if (Math.abs(endA - start - (endB - start)) > most) return most + 1;
+  const [x, y] = [a.slice(start, endA), b.slice(start, endB)];
+  let previous = Array.from({ length: y.length + 1 }, (_, index) => index);
+  for (let i = 1; i <= x.length; i++) {
     const current = [i];
-    for (let j = 1; j <= b.length; j++)
-      current[j] = Math.min(
+    let least = i;
+    for (let j = 1; j <= y.length; j++) {
+      const edits = Math.min(
         (previous[j] as number) + 1,
         (current[j - 1] as number) + 1,
-        (previous[j - 1] as number) + (a[i - 1] === b[j - 1] ? 0 : 1),
+        (previous[j - 1] as number) + (x[i - 1] === y[j - 1] ? 0 : 1),
       );
+      current[j] = edits;
+      least = Math.min(least, edits);
+    }
+    if (least > most) return most + 1;
     previous = current;
   }
-  return previous[b.length] as number;
+  return Math.min(previous[y.length] as number, most + 1);
 }
 
 /** The admin token the README's quick start exports, refused in production. */

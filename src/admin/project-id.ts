@@ -1,4 +1,4 @@
-import { looksLikeKey } from "../observability/key-like.js";
+import { holdsKeyForm, looksLikeKey } from "../observability/key-like.js";
 import { quotedStart } from "../quoted-start.js";
 
 /**
@@ -27,10 +27,11 @@ export function projectIdQuoted(id: string): string {
 
 /**
  * A value given in the wrong place (a CLI flag's value it refuses) as a message quotes it: whole,
- * or its start and length when it may be a key pasted there (`mayBeKey`).
+ * or its start and length when it may be a key pasted there (`mayBeKey`), or holds one anywhere
+ * (`holdsKeyForm`: pasted with its quotes, after a space, as `Bearer …`).
  */
 export function valueQuoted(value: string): string {
-  return mayBeKey(value) ? quotedStart(value) : JSON.stringify(value);
+  return mayBeKey(value) || holdsKeyForm(value) ? quotedStart(value) : JSON.stringify(value);
 }
 
 /**

@@ -2,7 +2,7 @@ import { isGatewayError } from "../errors.js";
 import { isModelName, modelNameRule } from "../providers/model-name.js";
 import { isProviderId } from "../providers/provider-id.js";
 import { proxyAllowListProblems } from "../proxy/proxy-allow-list.js";
-import type { Project } from "../storage/project-repository.js";
+import { type Project, unreadableAllowList } from "../storage/project-repository.js";
 import { routeModels } from "../structured/model-choice.js";
 import { checkOutputSchema } from "../structured/output-schema.js";
 import { compileUnkept } from "../structured/schema-validator.js";
@@ -26,7 +26,8 @@ export function storedFields(project: Project): Record<string, unknown> {
  * types and bounds (the input schema's, checked by the caller): the output schema for the model of
  * each structured route, as the call checks it before any provider call (422 on /v1/text, /v1/vision
  * and /v1/pdf otherwise); the model name's form, and a model the catalogue lists under another
- * provider; the proxy allow-list's rules (one that no longer parses allows nothing); DeviceCheck
+ * provider; the proxy allow-list's rules (one that no longer parses allows nothing), and a stored
+ * list that is no JSON object (read as one that allows nothing); DeviceCheck
  * without its ids and key, a vault without a team id. Empty when it has none. Problems name fields as
  * `fieldName` does; an output schema's names that may be keys are shown by their start and length
  * only, as the structured calls' 422 shows them. Pure: nothing is read or written.
@@ -42,6 +43,10 @@ export function storedProjectProblems(project: Project, fieldName: FieldName): s
   if (project.outputSchema !== null && isProviderId(provider))
     problems.push(...outputSchemaProblems(project, fieldName));
   const allowList = project.proxyAllowList;
+  if (allowList !== null && unreadableAllowList(allowList))
+    problems.push(
+      `${fieldName("proxyAllowList")}: the stored list is not a JSON object of rules by provider, so it allows no proxied call`,
+    );
   // A list of another shape is the input schema's problem: its rules are not read here.
   if (
     allowList !== null &&

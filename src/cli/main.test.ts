@@ -824,6 +824,19 @@ describe("sluice CLI", () => {
     expect(result.err.split("\n")[0]).toContain(`error: ${said}"sk-p…" (${key.length} characters)`);
   });
 
+  // Pasted with its quotes, after a space or as `Bearer …`: a key of provider C's form (39 characters)
+  // is shorter than any value quoted by its length alone.
+  it.each([
+    ["--rate-limit", `"AIzaSyD-SeCrEt0123456789abcdefghijklmn"`, '"\\"AIz…"'],
+    ["--monthly-spend-cap", " AIzaSyD-SeCrEt0123456789abcdefghijklmn", '" AIz…"'],
+    ["--output-schema", "Bearer AIzaSyD-SeCrEt0123456789abcdefghijklmn", '"Bear…"'],
+  ])("quotes a value holding a key (%j %j) by its start only", async (flag, value, start) => {
+    const result = await cliWithoutDatabase("projects", "update", "p", flag, value);
+    expect(result.code).toBe(2);
+    expect(result.err).not.toContain("SeCrEt");
+    expect(result.err.split("\n")[0]).toContain(`${start} (${value.length} characters)`);
+  });
+
   it.each([
     ["--api-key", '"--ap…"'],
     ["--", '"--sk…"'],
@@ -1072,6 +1085,9 @@ describe("sluice CLI", () => {
       ["1000000000.000", 1e9],
       ["0.10", 0.1],
       ["8000000.123456789", 8000000.123456789],
+      // Zeros that change no amount, however many: 16 digits a side were taken, 17 refused.
+      ["5.00000000000000000000", 5],
+      ["00000000000000000005.5", 5.5],
     ] as const) {
       const result = await cli("projects", "update", "cli-numbers", "--monthly-spend-cap", typed);
       expect(result.err).toBe("");

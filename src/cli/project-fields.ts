@@ -98,7 +98,9 @@ function perMinute(name: string, value: string): number {
  */
 function usdAmount(name: string, value: string | undefined): number | undefined {
   if (value === undefined) return undefined;
-  const digits = /^([0-9]{1,16})(?:\.([0-9]{1,16}))?$/.exec(value);
+  // At most 16 digits a side, not counting the zeros before the whole part and after the fraction,
+  // which change no amount (`5.00000000000000000000` is 5).
+  const digits = /^0*([0-9]{1,16})(?:\.([0-9]{1,16}?)0*)?$/.exec(value);
   const amount = digits ? Number(value) : Number.NaN;
   const refused = `--${name} takes ${monthlySpendCapRule}, in plain decimal digits (such as 25 or 12.50), not ${valueQuoted(value)}`;
   if (monthlySpendCapOf(amount) !== amount || !digits) throw new UsageError(refused);

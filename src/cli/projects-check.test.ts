@@ -75,6 +75,10 @@ describe.each(engines)("sluice projects check on $engine", ({ engine, available 
           }),
           monthly_spend_cap_usd: 1e-16,
         },
+        // Written by hand, not by any release: text that is not JSON.
+        200: { output_schema: "{not json" },
+        // A proxy allow-list that is no JSON object: read as a list that allows nothing.
+        201: { proxy_allow_list: JSON.stringify("POST chat/completions") },
         249: {
           model: "gpt-4.1",
           provider: "provider-c",
@@ -130,6 +134,19 @@ describe.each(engines)("sluice projects check on $engine", ({ engine, available 
           ],
         },
         {
+          id: "prj-200",
+          problems: [
+            "--output-schema: Invalid input: expected object, received string",
+            "--output-schema on /v1/text, /v1/vision and /v1/pdf (model gpt-5.4-mini): the output schema must be a JSON object",
+          ],
+        },
+        {
+          id: "prj-201",
+          problems: [
+            "--proxy-allow-list: the stored list is not a JSON object of rules by provider, so it allows no proxied call",
+          ],
+        },
+        {
           id: "prj-249",
           problems: [
             "--rate-limit: Too small: expected number to be >=1",
@@ -142,7 +159,7 @@ describe.each(engines)("sluice projects check on $engine", ({ engine, available 
       ]);
       expect(result.out).not.toContain(keyLike);
       expect(result.err).toMatch(
-        /^projects check: 250 projects checked in \d+\.\d s: 4 have a problem \(a line each on stdout\)/,
+        /^projects check: 250 projects checked in \d+\.\d s: 6 have a problem \(a line each on stdout\)/,
       );
     },
   );
@@ -187,7 +204,7 @@ describe.each(engines)("sluice projects check on $engine", ({ engine, available 
 
   it.skipIf(!available)("exits 0 with nothing on stdout once every project is changed to pass", async () => {
     const schema = JSON.stringify({ type: "object", properties: { pick: { type: "string" } } });
-    for (const id of ["prj-007", "prj-100"])
+    for (const id of ["prj-007", "prj-100", "prj-200"])
       expect((await cli("projects", "update", id, "--output-schema", schema)).code).toBe(0);
     const fixed = await cli(
       "projects",
@@ -199,6 +216,8 @@ describe.each(engines)("sluice projects check on $engine", ({ engine, available 
       "10",
     );
     expect(fixed.code).toBe(0);
+    const allowed = await cli("projects", "update", "prj-201", "--clear", "proxy-allow-list");
+    expect(allowed.code).toBe(0);
     const last = await cli(
       "projects",
       "update",

@@ -178,7 +178,7 @@ function fromRow(row: Selectable<ProjectsTable>): Project {
       tokenMode: row.device_token_mode as DeviceTokenMode,
       changedAt: row.device_check_changed_at,
     },
-    outputSchema: row.output_schema ? (JSON.parse(row.output_schema) as Record<string, unknown>) : null,
+    outputSchema: row.output_schema ? outputSchemaOf(row.output_schema) : null,
     saveImagesToVault: Number(row.save_images_to_vault) === 1,
     rateLimits: { perMinute: row.rate_limit_per_minute, devicePerMinute: row.device_rate_limit_per_minute },
     monthlySpendCapUsd: row.monthly_spend_cap_usd === null ? null : Number(row.monthly_spend_cap_usd),
@@ -190,13 +190,40 @@ function fromRow(row: Selectable<ProjectsTable>): Project {
   };
 }
 
-function proxyAllowListOf(text: string): ProxyAllowListRules {
+/**
+ * A stored output schema. Text that does not parse (written into the table by hand) is read as that
+ * text, as a JSON string is: every check refuses it (a call's 422, `sluice projects check`'s line),
+ * where a parse error thrown here failed every read of the project, the project list and that check
+ * included, and left no way to replace it but SQL.
+ */
+function outputSchemaOf(text: string): Record<string, unknown> {
   try {
-    const rules: unknown = JSON.parse(text);
-    return typeof rules === "object" && rules !== null && !Array.isArray(rules)
-      ? (rules as ProxyAllowListRules)
-      : {};
+    return JSON.parse(text) as Record<string, unknown>;
   } catch {
-    return {};
+    return text as unknown as Record<string, unknown>;
   }
+}
+
+/** The empty lists read for stored allow-lists that are no JSON object: see `unreadableAllowList`. */
+const unreadableAllowLists = new WeakSet<object>();
+
+/**
+ * Whether `list` is the empty list read for a stored allow-list that is no JSON object (text written
+ * by hand): it allows no proxied call, which `sluice projects check` reports, where an empty list
+ * saved on purpose is no problem.
+ */
+export function unreadableAllowList(list: ProxyAllowListRules): boolean {
+  return unreadableAllowLists.has(list);
+}
+
+function proxyAllowListOf(text: string): ProxyAllowListRules {
+  let rules: unknown;
+  try {
+    rules = JSON.parse(text);
+  } catch {}
+  if (typeof rules === "object" && rules !== null && !Array.isArray(rules))
+    return rules as ProxyAllowListRules;
+  const none: ProxyAllowListRules = {};
+  unreadableAllowLists.add(none);
+  return none;
 }
