@@ -27,6 +27,20 @@ const wideUnion = {
   properties: { pick: { anyOf: Array.from({ length: 600 }, (_, index) => ({ const: `v${index}` })) } },
 };
 
+/** 22 definitions, each a union of two $refs to the next: 46 alternatives, 2^24 schemas tried. */
+const doublingRefs = {
+  type: "object",
+  properties: { x: { $ref: "#/$defs/d0" } },
+  required: ["x"],
+  $defs: Object.fromEntries([
+    ...Array.from({ length: 22 }, (_, index) => [
+      `d${index}`,
+      { anyOf: [{ $ref: `#/$defs/d${index + 1}` }, { $ref: `#/$defs/d${index + 1}` }] },
+    ]),
+    ["d22", { type: "string" }],
+  ]),
+};
+
 /** A project as an earlier release stored it: not in Test Mode, with a schema a call takes. */
 const row = (id: string, at: string, values: Partial<ProjectsTable> = {}): ProjectsTable =>
   projectRow(id, at, {
@@ -66,6 +80,8 @@ describe.each(engines)("sluice projects check on $engine", ({ engine, available 
             properties: { code: { type: "string", pattern: "^(a)\\1$" } },
           }),
         },
+        // Refused since the schemas an answer's check may try through $ref are counted.
+        120: { output_schema: JSON.stringify(doublingRefs) },
         150: {
           provider: "provider-b",
           output_schema: JSON.stringify({
@@ -125,6 +141,12 @@ describe.each(engines)("sluice projects check on $engine", ({ engine, available 
           ],
         },
         {
+          id: "prj-120",
+          problems: [
+            "--output-schema on /v1/text, /v1/vision and /v1/pdf (model gpt-5.4-mini): the output schema's $ref references make checking an answer try 16777215 schemas: at most 100000",
+          ],
+        },
+        {
           id: "prj-150",
           problems: [
             expect.stringMatching(/^--monthly-spend-cap: must be an amount in USD above 0/),
@@ -159,7 +181,7 @@ describe.each(engines)("sluice projects check on $engine", ({ engine, available 
       ]);
       expect(result.out).not.toContain(keyLike);
       expect(result.err).toMatch(
-        /^projects check: 250 projects checked in \d+\.\d s: 6 have a problem \(a line each on stdout\)/,
+        /^projects check: 250 projects checked in \d+\.\d s: 7 have a problem \(a line each on stdout\)/,
       );
     },
   );
@@ -204,7 +226,7 @@ describe.each(engines)("sluice projects check on $engine", ({ engine, available 
 
   it.skipIf(!available)("exits 0 with nothing on stdout once every project is changed to pass", async () => {
     const schema = JSON.stringify({ type: "object", properties: { pick: { type: "string" } } });
-    for (const id of ["prj-007", "prj-100", "prj-200"])
+    for (const id of ["prj-007", "prj-100", "prj-120", "prj-200"])
       expect((await cli("projects", "update", id, "--output-schema", schema)).code).toBe(0);
     const fixed = await cli(
       "projects",

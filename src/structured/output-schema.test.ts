@@ -1,7 +1,7 @@
 import { Ajv } from "ajv";
 import { afterEach, describe, expect, it, vi } from "vitest";
 import { collectGarbage } from "../../test/support/garbage-collection.js";
-import { checkOutputSchema, maxAlternatives, maxSchemaNesting } from "./output-schema.js";
+import { checkOutputSchema, maxAlternatives, maxSchemaNesting, maxSchemasTried } from "./output-schema.js";
 import { sdkGivesStructuredOutput, sentAsStructuredOutput } from "./provider-limits.js";
 import { schemaForProvider } from "./provider-schema.js";
 import { validateAgainstSchema, validatorCacheLimit } from "./schema-validator.js";
@@ -115,6 +115,81 @@ describe("a schema's alternatives", () => {
     } finally {
       printed.mockRestore();
     }
+  });
+});
+
+// Each definition's two alternatives name the next one: 1.5 KB of schema, 46 alternatives as written,
+// but an answer that fits none is checked against every path through them (2^22 of them at 22
+// levels): 149 ms at 16 levels, 1,096 ms at 20, 5,060 ms at 22, on the event loop.
+describe("the schemas checking an answer may try, through $ref", () => {
+  const doubling = (levels: number) => {
+    const $defs: Record<string, unknown> = { [`d${levels}`]: { type: "string" } };
+    for (let index = 0; index < levels; index++)
+      $defs[`d${index}`] = {
+        anyOf: [{ $ref: `#/$defs/d${index + 1}` }, { $ref: `#/$defs/d${index + 1}` }],
+      };
+    return { type: "object", properties: { x: { $ref: "#/$defs/d0" } }, required: ["x"], $defs };
+  };
+
+  it("refuses a schema whose $refs multiply the schemas tried past the limit, in linear time", () => {
+    const schema = doubling(22);
+    expect(Buffer.byteLength(JSON.stringify(schema))).toBeLessThan(1600);
+    const started = performance.now();
+    expect(checkOutputSchema(schema)).toEqual([
+      expect.stringMatching(
+        new RegExp(
+          `^the output schema's \\$ref references make checking an answer try \\d+ schemas: at most ${maxSchemasTried}$`,
+        ),
+      ),
+    ]);
+    // 200 levels: the count is not computed by trying each path.
+    expect(checkOutputSchema(doubling(200))).toEqual([expect.stringContaining("$ref references make")]);
+    expect(performance.now() - started).toBeLessThan(500);
+  });
+
+  // The root, x, and each level's definition and its two $refs: 2^(levels + 2) - 1 schemas.
+  it("counts each schema a $ref reaches, and takes a count up to the limit", () => {
+    expect(maxSchemasTried).toBeGreaterThan(2 ** 16 - 1);
+    expect(maxSchemasTried).toBeLessThan(2 ** 17 - 1);
+    expect(checkOutputSchema(doubling(14))).toEqual([]);
+    expect(validateAgainstSchema(doubling(14), { x: 1 }).valid).toBe(false);
+    expect(checkOutputSchema(doubling(15))).toEqual([
+      `the output schema's $ref references make checking an answer try 131071 schemas: at most ${maxSchemasTried}`,
+    ]);
+  });
+
+  it("takes a recursive tree whose $ref leads back to its own definition", () => {
+    const tree = {
+      type: "object",
+      $defs: {
+        node: {
+          type: "object",
+          properties: {
+            label: { anyOf: [{ type: "string" }, { type: "null" }] },
+            children: { type: "array", items: { $ref: "#/$defs/node" } },
+          },
+          required: ["label", "children"],
+        },
+      },
+      properties: { root: { $ref: "#/$defs/node" } },
+      required: ["root"],
+    };
+    expect(checkOutputSchema(tree)).toEqual([]);
+    expect(checkOutputSchema({ type: "object", properties: { self: { $ref: "#" } } })).toEqual([]);
+  });
+
+  it("takes a wide, shallow schema of plain properties near the size limit", () => {
+    const properties = Object.fromEntries(
+      Array.from({ length: 1180 }, (_, index) => [
+        `field${index}`,
+        { type: "string", description: `field ${index}` },
+      ]),
+    );
+    const schema = { type: "object", properties };
+    const bytes = Buffer.byteLength(JSON.stringify(schema));
+    expect(bytes).toBeGreaterThan(60 * 1024);
+    expect(bytes).toBeLessThanOrEqual(64 * 1024);
+    expect(checkOutputSchema(schema)).toEqual([]);
   });
 });
 

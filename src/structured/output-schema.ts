@@ -10,6 +10,7 @@ import {
 import { resolveJsonPointer } from "./resolve-json-pointer.js";
 import { shownSchemaName, shownSchemaProblem } from "./schema-name-shown.js";
 import { validatorFor } from "./schema-validator.js";
+import { nestingKeywords } from "./schema-walk.js";
 import { unmeetableReason } from "./unmeetable-schema.js";
 
 /**
@@ -81,6 +82,16 @@ export const maxSchemaNesting = 64;
  * model is asked to choose from.
  */
 export const maxAlternatives = 500;
+/**
+ * How many schemas checking one answer may try in the worst case, each `$ref` counted as what it
+ * names (docs/structured.md, decision 0041). An answer that fits none of a union's alternatives is
+ * checked against each, on the event loop, so definitions whose two alternatives each name the next
+ * double the work with each level while the alternatives as written grow by two (22 levels, 1.5 KB:
+ * 5 s). A non-fitting answer was checked at ~3,000 to 5,000 schemas tried a millisecond, so this
+ * bounds it near 20 to 35 ms; the schemas of the tests try at most ~2,500 (a 64 KiB
+ * schema of plain properties ~1,200).
+ */
+export const maxSchemasTried = 100_000;
 
 /**
  * Every reason the schema cannot be used; empty when it can. With a provider, that provider's
@@ -126,6 +137,11 @@ function schemaProblems(
     problems.push(
       `the output schema's anyOf and oneOf lists hold ${alternatives} alternatives in all: at most ${maxAlternatives}`,
     );
+  const tried = schemasTried(schema as Record<string, unknown>);
+  if (tried > maxSchemasTried)
+    problems.push(
+      `the output schema's $ref references make checking an answer try ${tried >= Number.MAX_SAFE_INTEGER ? "more than " : ""}${Math.min(tried, Number.MAX_SAFE_INTEGER)} schemas: at most ${maxSchemasTried}`,
+    );
   walk(schema, "#", 0, problems, provider);
   if (problems.length === 0) problems.push(...referenceLoops(schema));
   if (problems.length === 0)
@@ -151,6 +167,60 @@ function alternativesIn(schema: Record<string, unknown>): number {
     for (const list of [node.anyOf, node.oneOf]) if (Array.isArray(list)) count += list.length;
   });
   return count;
+}
+
+/**
+ * How many schemas checking one answer may try at most: a schema counts 1 and what it applies to
+ * the value (or its properties and items) counts in full, a `$ref` counting what it names. A `$ref`
+ * to a schema the count is already inside (a recursive schema) counts 1: how deep it recurses is
+ * the answer's, which the answer's size bounds. Each schema is counted once and remembered, and
+ * iteratively (a chain of 2,000 `$ref`s is as deep), so the count is linear in the schema. Only the
+ * keywords of `nestingKeywords` (definitions aside: they apply to no value) and `$ref` are followed;
+ * the walk refuses every other keyword that applies a schema. Saturates at MAX_SAFE_INTEGER.
+ */
+function schemasTried(root: Record<string, unknown>): number {
+  const counted = new Map<object, number>();
+  const onPath = new Set<object>();
+  type Frame = { node: object; children: unknown[]; next: number; sum: number };
+  const frameOf = (node: object): Frame => {
+    onPath.add(node);
+    return { node, children: appliedSchemas(root, node), next: 0, sum: 1 };
+  };
+  const stack: Frame[] = [frameOf(root)];
+  let result = 0;
+  while (stack.length > 0) {
+    const frame = stack[stack.length - 1] as Frame;
+    if (frame.next < frame.children.length) {
+      const child = frame.children[frame.next++];
+      const known = typeof child !== "object" || child === null || onPath.has(child) ? 1 : counted.get(child);
+      if (known === undefined) stack.push(frameOf(child as object));
+      else frame.sum = Math.min(frame.sum + known, Number.MAX_SAFE_INTEGER);
+      continue;
+    }
+    stack.pop();
+    onPath.delete(frame.node);
+    counted.set(frame.node, frame.sum);
+    const parent = stack[stack.length - 1];
+    if (parent) parent.sum = Math.min(parent.sum + frame.sum, Number.MAX_SAFE_INTEGER);
+    else result = frame.sum;
+  }
+  return result;
+}
+
+/** The schemas a schema applies to a value or to its parts, the one its local `$ref` names last. */
+function appliedSchemas(root: object, node: object): unknown[] {
+  const applied: unknown[] = [];
+  for (const [keyword, value] of Object.entries(node)) {
+    const nesting = nestingKeywords.get(keyword);
+    if (nesting === undefined || keyword === "$defs" || keyword === "definitions") continue;
+    if (Array.isArray(value)) applied.push(...value);
+    else if (nesting === "names" && typeof value === "object" && value !== null)
+      applied.push(...Object.values(value));
+    else applied.push(value);
+  }
+  const target = refTarget(root, node);
+  if (target !== undefined) applied.push(target);
+  return applied;
 }
 
 /** What the provider's structured mode refuses in the schema as a whole (provider-limits.ts). */
