@@ -310,6 +310,33 @@ describe("checkOutputSchema nesting and references", () => {
     );
   });
 
+  // A loop through anyOf or oneOf applies each schema on it to the same value again: checking any
+  // answer recursed without end (a RangeError), though no $ref on it pointed at itself alone.
+  it("refuses a reference that leads back to itself through anyOf or oneOf, never reaching into the answer", () => {
+    const schema = {
+      type: "object",
+      $defs: {
+        a: { anyOf: [{ $ref: "#/$defs/b" }, { type: "string" }] },
+        b: { oneOf: [{ $ref: "#/$defs/a" }] },
+      },
+      properties: { x: { $ref: "#/$defs/a" } },
+    };
+    expect(checkOutputSchema(schema)).toEqual(
+      ["#/$defs/b/oneOf/0", "#/$defs/a/anyOf/0"].map(
+        (path) =>
+          `${path}/$ref ${JSON.stringify(path.startsWith("#/$defs/b") ? "#/$defs/a" : "#/$defs/b")} leads back to itself through $ref, anyOf and oneOf alone: checking an answer would never end`,
+      ),
+    );
+    const self = {
+      type: "object",
+      $defs: { a: { anyOf: [{ $ref: "#/$defs/a" }, { type: "string" }] } },
+      properties: { x: { $ref: "#/$defs/a" } },
+    };
+    expect(checkOutputSchema(self)).toEqual([
+      '#/$defs/a/anyOf/0/$ref "#/$defs/a" leads back to itself through $ref, anyOf and oneOf alone: checking an answer would never end',
+    ]);
+  });
+
   it("takes a recursive schema whose $ref goes through a schema", () => {
     const schema = {
       type: "object",

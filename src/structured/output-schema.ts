@@ -260,20 +260,90 @@ function deepestPath(root: unknown, limit: number): string | null {
  * before every structured call.)
  */
 function referenceLoops(root: object): string[] {
+  // Every loop of $refs alone is a loop of steps that keep to the same value.
+  const onValueLoop = nodesOnValueLoops(root);
+  if (onValueLoop.size === 0) return [];
   const onLoop = nodesOnReferenceLoops(root);
-  if (onLoop.size === 0) return [];
   const problems: string[] = [];
   const pending: Array<[unknown, string]> = [[root, "#"]];
   for (let next = pending.pop(); next; next = pending.pop()) {
     const [node, path] = next;
     if (typeof node !== "object" || node === null) continue;
-    if (onLoop.has(node)) {
-      const ref = JSON.stringify((node as Record<string, unknown>).$ref);
-      problems.push(`${path}/$ref ${ref} leads back to itself through $ref alone: it names no schema`);
-    }
+    const ref = (node as Record<string, unknown>).$ref;
+    if (onLoop.has(node))
+      problems.push(
+        `${path}/$ref ${JSON.stringify(ref)} leads back to itself through $ref alone: it names no schema`,
+      );
+    else if (onValueLoop.has(node) && ref !== undefined)
+      problems.push(
+        `${path}/$ref ${JSON.stringify(ref)} leads back to itself through $ref, anyOf and oneOf alone: checking an answer would never end`,
+      );
     for (const [key, item] of Object.entries(node)) pending.push([item, `${path}/${shownSchemaName(key)}`]);
   }
   return problems;
+}
+
+/**
+ * The nodes on a loop of steps that apply a schema to the same value again: a `$ref` to its target,
+ * an `anyOf` or `oneOf` to each alternative. Checking a value against one recurses without end
+ * (`{"anyOf":[{"$ref":"#/$defs/a"},…]}` as `a`): no step reaches into the value, as `properties` and
+ * `items` do, where a recursive schema ends with the answer. Tarjan's strongly connected components,
+ * without recursion: each node and step is visited once.
+ */
+function nodesOnValueLoops(root: object): Set<object> {
+  const steps = (node: object): object[] => {
+    const next: object[] = [];
+    const target = refTarget(root, node);
+    if (typeof target === "object" && target !== null) next.push(target);
+    for (const list of [(node as Record<string, unknown>).anyOf, (node as Record<string, unknown>).oneOf])
+      if (Array.isArray(list))
+        for (const item of list) if (typeof item === "object" && item !== null) next.push(item);
+    return next;
+  };
+  const order = new Map<object, number>();
+  const low = new Map<object, number>();
+  const open = new Set<object>();
+  const opened: object[] = [];
+  const onLoop = new Set<object>();
+  const frames: Array<{ node: object; next: object[]; at: number }> = [];
+  const enter = (node: object) => {
+    order.set(node, order.size);
+    low.set(node, order.size - 1);
+    open.add(node);
+    opened.push(node);
+    frames.push({ node, next: steps(node), at: 0 });
+  };
+  const nodes: unknown[] = [root];
+  for (let node = nodes.pop(); node !== undefined; node = nodes.pop()) {
+    if (typeof node !== "object" || node === null) continue;
+    nodes.push(...Object.values(node));
+    if (order.has(node)) continue;
+    enter(node);
+    while (frames.length > 0) {
+      const frame = frames[frames.length - 1] as (typeof frames)[number];
+      const step = frame.next[frame.at++];
+      if (step !== undefined) {
+        if (!order.has(step)) enter(step);
+        else if (open.has(step))
+          low.set(frame.node, Math.min(low.get(frame.node) as number, order.get(step) as number));
+        continue;
+      }
+      frames.pop();
+      const parent = frames[frames.length - 1];
+      if (parent)
+        low.set(parent.node, Math.min(low.get(parent.node) as number, low.get(frame.node) as number));
+      if (low.get(frame.node) !== order.get(frame.node)) continue;
+      const component: object[] = [];
+      for (let member = opened.pop(); member !== undefined; member = opened.pop()) {
+        open.delete(member);
+        component.push(member);
+        if (member === frame.node) break;
+      }
+      if (component.length > 1 || frame.next.includes(frame.node))
+        for (const member of component) onLoop.add(member);
+    }
+  }
+  return onLoop;
 }
 
 /** The nodes whose `$ref` chain leads back to them; each `$ref` in the document is resolved once. */
