@@ -6,6 +6,7 @@ import {
   mkdtempSync,
   openSync,
   readdirSync,
+  readSync,
   rmSync,
   writeFileSync,
 } from "node:fs";
@@ -66,6 +67,29 @@ describe("sluice CLI", () => {
       expect(err.text()).toMatch(said);
     } finally {
       closeSync(fd);
+    }
+  });
+
+  it("names a missing --provider before it reads the key piped in, which it leaves unread", async () => {
+    const piped = join(dataDir, "piped-key");
+    writeFileSync(piped, "sk-live-0123456789abcdef");
+    for (const contents of ["sk-live-0123456789abcdef", ""]) {
+      writeFileSync(piped, contents);
+      const fd = openSync(piped, "r");
+      try {
+        const err = capture();
+        const code = await runCli(["keys", "add", "p", "--api-key-stdin", "--label", " "], {
+          out: capture().stream,
+          err: err.stream,
+          stdin: fd,
+        });
+        expect(code).toBe(2);
+        expect(err.text()).toMatch(/^error: Invalid provider key: --provider: is required; --label: /);
+        // Nothing was read from standard input: the key is still there for the command run again.
+        expect(readSync(fd, Buffer.alloc(64), 0, 64, null)).toBe(contents.length);
+      } finally {
+        closeSync(fd);
+      }
     }
   });
 

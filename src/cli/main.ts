@@ -332,6 +332,15 @@ function commandOf(
       const id = project();
       if (flags["api-key-stdin"] && flags["api-key"] !== undefined)
         throw new UsageError("--api-key and --api-key-stdin contradict each other");
+      // The other flags first, every problem at once: the key piped in is read only for a command
+      // that can run, and left unread otherwise (`--provider` forgotten is not the key lost).
+      if (flags["api-key-stdin"])
+        checkInput(
+          addProviderKeyInput.omit({ apiKey: true }),
+          { provider: flags.provider, ...(flags.label !== undefined ? { label: flags.label } : {}) },
+          "provider key",
+          flagOfField,
+        );
       const apiKey = flags["api-key-stdin"] ? readStandardInput(stdin) : flags["api-key"];
       if (flags["api-key-stdin"] && !apiKey)
         throw new UsageError("standard input is empty: --api-key-stdin reads the provider key from it");
