@@ -565,6 +565,23 @@ describe("structured analysis", () => {
       "VALIDATION_ERROR",
     );
     expect(error.message).toContain("oneOf");
+    // Stored as no JSON object (text written by hand, a JSON string): refused on every call.
+    for (const stored of ["{not json", '"a string"']) {
+      const unread = await createTestProject(sluice.gateway, { provider: "provider-a" });
+      await sluice.gateway.database.db
+        .updateTable("projects")
+        .set({ output_schema: stored })
+        .where("id", "=", unread.projectId)
+        .execute();
+      for (let call = 0; call < 2; call++) {
+        const refused = await expectError(
+          await post(`/v1/text/${unread.projectId}`, unread, { text: "x" }),
+          422,
+          "VALIDATION_ERROR",
+        );
+        expect(refused.message).toContain("must be a JSON object");
+      }
+    }
     expect(fake.requests).toHaveLength(0);
   });
 
