@@ -1,3 +1,10 @@
+/**
+ * The earliest cutoff a prune takes, the first day of the year 0 (UTC): a retention reaching back
+ * further (its setting has no upper bound) deletes nothing, rather than giving a date before the
+ * year 0 or past what a Date holds (a RangeError that ended a pruner's timer and the gateway).
+ */
+export const earliestCutoffMs = Date.parse("0000-01-01T00:00:00Z");
+
 /** A prune run on a timer (`schedulePrunes`). */
 export interface ScheduledPrunes {
   /** Ends the timer, and the prune under way at its next step: resolves once it has ended. */

@@ -13,8 +13,8 @@ export const projectIdRule = "must match ^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$";
  * project id (a key of any form), or one with the form of a provider key or a Sluice credential
  * (`looksLikeKey`: provider C's keys have 39 characters, provider A's older ones 51). Such an id is
  * never shown whole, in an answer, a usage row or the log (whose redaction takes the second kind;
- * the access line shows a route's id of either kind by its start and length), nor kept whole as a key of the failed-authentication throttle (in Redis, whose append-only file
- * is written to disk).
+ * the access line shows a route's id of either kind by its start and length), nor kept whole as a
+ * key of the failed-authentication throttle (in Redis, whose append-only file is written to disk).
  */
 export function mayBeKey(id: string): boolean {
   return id.length > 64 || looksLikeKey(id);

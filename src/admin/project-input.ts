@@ -170,7 +170,7 @@ export const addProviderKeyInput = z
 export const noFieldsInput = z.object({}).strict();
 
 /** A query parameter given more than once arrives as a list: refused, rather than one picked. */
-const givenOnce = (issue: { input?: unknown }) =>
+export const givenOnce = (issue: { input?: unknown }) =>
   Array.isArray(issue.input) ? "is given more than once" : undefined;
 
 /**

@@ -199,23 +199,25 @@ export function changedFields(
     ...Object.keys(topFields).filter((name) =>
       differs(current[name as keyof typeof topFields], next[name as keyof typeof topFields]),
     ),
-    ...Object.keys(deviceCheckFields)
-      .filter((name) => {
-        const field = name as keyof typeof deviceCheckFields;
-        return current.deviceCheck[field] !== next.deviceCheck[field];
-      })
-      .map((name) => `deviceCheck.${name}`),
-    ...Object.keys(rateLimitFields)
-      .filter((name) => {
-        const field = name as keyof typeof rateLimitFields;
-        return current.rateLimits[field] !== next.rateLimits[field];
-      })
-      .map((name) => `rateLimits.${name}`),
+    ...membersChanged("deviceCheck", deviceCheckFields, current.deviceCheck, next.deviceCheck),
+    ...membersChanged("rateLimits", rateLimitFields, current.rateLimits, next.rateLimits),
   ];
   const [before, after] = [current.deviceCheck.sealedPrivateKey, next.deviceCheck.sealedPrivateKey];
   if (before !== after && (before === null || after === null || !samePrivateKey(before, after)))
     changed.push("deviceCheck.privateKey");
   return changed.sort();
+}
+
+/** The members of `names` whose value differs between `before` and `after`, each by its path (`group.name`). */
+function membersChanged<T extends object>(
+  group: string,
+  names: Partial<Record<keyof T, true>>,
+  before: T,
+  after: T,
+) {
+  return (Object.keys(names) as Array<keyof T & string>)
+    .filter((name) => before[name] !== after[name])
+    .map((name) => `${group}.${name}`);
 }
 
 /**

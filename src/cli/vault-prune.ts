@@ -1,6 +1,7 @@
 import { existsSync } from "node:fs";
 import { join } from "node:path";
 import { z } from "zod";
+import { givenOnce } from "../admin/project-input.js";
 import type { Config } from "../config.js";
 import {
   isCalendarDate,
@@ -16,7 +17,7 @@ import { UsageError } from "./usage-error.js";
 const vaultPruneInput = z
   .object({
     before: z
-      .string({ error: (issue) => (Array.isArray(issue.input) ? "is given more than once" : undefined) })
+      .string({ error: givenOnce })
       .refine(isCalendarDate, "must be a date (2026-11-01, UTC): the vault keeps its images by the day"),
   })
   .strict();

@@ -118,7 +118,7 @@ export async function generateImages(
   const billedCost = (calls: BilledCall[]) =>
     tokenPriced
       ? tokenCost(call.provider, modelId, calls)
-      : imagesCost(calls, call.provider === "provider-a", (images, answered) => costOf(images, answered));
+      : imagesCost(calls, call.provider === "provider-a", costOf);
   // Imagen leaves out the images its filter withheld unless asked for their reason: an answer
   // with fewer images than asked is the filter's doing (a Gemini image model says why, each call).
   const shortfallFiltered = call.provider === "provider-c" && !generatesThroughGemini(modelId);

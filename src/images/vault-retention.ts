@@ -1,7 +1,12 @@
 import type { Dir, Dirent } from "node:fs";
 import { lstat, opendir, realpath, rmdir, unlink } from "node:fs/promises";
 import { join, sep } from "node:path";
-import { type PruneSchedule, schedulePrunes } from "../periodic-prune.js";
+import {
+  earliestCutoffMs,
+  type PruneSchedule,
+  type ScheduledPrunes,
+  schedulePrunes,
+} from "../periodic-prune.js";
 import { isSafeVaultPath, teamIdPattern } from "./vault-store.js";
 
 /**
@@ -50,9 +55,6 @@ export function minVaultRetentionDays(urlTtlSeconds: number, vaultTimeoutMs: num
   return Math.max(1, Math.ceil(urlReachMs(urlTtlSeconds, vaultTimeoutMs) / dayMs));
 }
 
-/** The first day of the year 0 (UTC), the earliest cutoff: no directory is named before it. */
-const yearZeroMs = Date.parse("0000-01-01T00:00:00Z");
-
 /**
  * The date whose earlier days `retentionDays` no longer keeps at `now`, never one a URL may reach.
  * A retention reaching back past the year 0 (the setting has no upper bound) gives 0000-01-01,
@@ -64,7 +66,7 @@ export function vaultRetentionCutoff(
   urlTtlSeconds: number,
   vaultTimeoutMs: number,
 ): string {
-  const kept = Math.max(now.getTime() - retentionDays * dayMs, yearZeroMs);
+  const kept = Math.max(now.getTime() - retentionDays * dayMs, earliestCutoffMs);
   const latest = now.getTime() - urlReachMs(urlTtlSeconds, vaultTimeoutMs);
   return new Date(Math.min(kept, latest)).toISOString().slice(0, 10);
 }
@@ -268,11 +270,6 @@ async function removeEmptyDirectory(path: string): Promise<boolean> {
   }
 }
 
-export interface VaultPruner {
-  /** Ends the timer, and the prune under way after its current day directory: resolves once it has ended. */
-  stop(): Promise<void>;
-}
-
 /** The timer's settings (`PruneSchedule`); `onFailed` hears of a prune that failed (a directory it may not read, say). */
 export interface VaultPrunerOptions extends PruneSchedule {
   /** The local vault directory (SLUICE_DATA_DIR/vault). */
@@ -289,7 +286,7 @@ export interface VaultPrunerOptions extends PruneSchedule {
  * Prunes the local vault's days older than `retentionDays` on a timer that does not keep the
  * process alive. Runs never overlap: the next is scheduled when one ends.
  */
-export function createVaultPruner(options: VaultPrunerOptions): VaultPruner {
+export function createVaultPruner(options: VaultPrunerOptions): ScheduledPrunes {
   return schedulePrunes(async (stopped) => {
     const before = vaultRetentionCutoff(
       options.now(),

@@ -169,10 +169,11 @@ export interface ClientResponseHead {
  * above), then Sluice's own (`own`: x-request-id, RateLimit, CORS). A provider header of the same
  * name wins, except the provider's `x-request-id`, which stays where its SDK reads it while
  * Sluice's id moves to `x-sluice-request-id` (a provider's own of that name is dropped). The
- * provider's `access-control-*` headers are always dropped: the gateway's CORS policy (the ones `own` carries, or none) decides who may call it, and
- * Sluice's `vary` is added beside the provider's. A value that quotes `providerKey`, the key Sluice injected, has
- * it replaced by `[redacted]` (a server that echoes the request would hand the client the key), and
- * a header whose name quotes it is dropped.
+ * provider's `access-control-*` headers are always dropped: the gateway's CORS policy (the ones
+ * `own` carries, or none) decides who may call it, and Sluice's `vary` is added beside the
+ * provider's. A value that quotes `providerKey`, the key Sluice injected, has it replaced by
+ * `[redacted]` (a server that echoes the request would hand the client the key), and a header whose
+ * name quotes it is dropped.
  */
 export function clientResponseHeaders(
   raw: readonly (Buffer | string)[],

@@ -94,12 +94,7 @@ export function validatorFor(schema: Record<string, unknown>): ValidateFunction 
     current = newGeneration();
   }
   const generation = current;
-  generation.compiles++;
-  // Without `$id` one Ajv instance takes two projects' schemas that share one (it refuses an id it
-  // holds), and a `$ref` below an `$id` is not read relative to it; `$schema` would name a meta-schema.
-  const validate = generation.ajv.compile(
-    eachSchema(schema, ({ $id: _id, $schema: _dialect, ...rest }) => rest) as Record<string, unknown>,
-  );
+  const validate = compileIn(generation, schema);
   compiled.set(key, { validate, generation });
   if (compiled.size > validatorCacheLimit) {
     for (const oldest of compiled.keys()) {
@@ -122,8 +117,17 @@ let scratch: Generation | null = null;
  */
 export function compileUnkept(schema: Record<string, unknown>): void {
   if (scratch === null || scratch.compiles >= scratchLimit) scratch = newGeneration();
-  scratch.compiles++;
-  scratch.ajv.compile(
+  compileIn(scratch, schema);
+}
+
+/**
+ * `schema` compiled by `generation`'s Ajv instance, counted against it. Without `$id` one Ajv
+ * instance takes two projects' schemas that share one (it refuses an id it holds), and a `$ref`
+ * below an `$id` is not read relative to it; `$schema` would name a meta-schema.
+ */
+function compileIn(generation: Generation, schema: Record<string, unknown>): ValidateFunction {
+  generation.compiles++;
+  return generation.ajv.compile(
     eachSchema(schema, ({ $id: _id, $schema: _dialect, ...rest }) => rest) as Record<string, unknown>,
   );
 }

@@ -1,4 +1,9 @@
-import { type PruneSchedule, schedulePrunes } from "../periodic-prune.js";
+import {
+  earliestCutoffMs,
+  type PruneSchedule,
+  type ScheduledPrunes,
+  schedulePrunes,
+} from "../periodic-prune.js";
 import type { UsageRepository } from "../storage/usage-repository.js";
 
 /**
@@ -24,16 +29,9 @@ export function keptMonthsStart(now: Date): Date {
 
 /** Rows created before this instant are older than `retentionDays` allow at `now`. */
 export function retentionCutoff(now: Date, retentionDays: number): Date {
-  const cutoff = Math.max(now.getTime() - retentionDays * 86_400_000, yearZeroMs);
+  const cutoff = Math.max(now.getTime() - retentionDays * 86_400_000, earliestCutoffMs);
   return new Date(Math.min(cutoff, keptMonthsStart(now).getTime()));
 }
-
-/**
- * The earliest cutoff, the first day of the year 0 (UTC): a retention reaching back further (the
- * setting has no upper bound) deletes nothing, rather than giving a date before the year 0 or past
- * what a Date holds (a RangeError that ended the pruner's timer and shut the gateway down).
- */
-const yearZeroMs = Date.parse("0000-01-01T00:00:00Z");
 
 /**
  * Why `before` may not be pruned at `now` (it falls inside the current or previous calendar month,
@@ -77,11 +75,6 @@ export async function pruneUsage(
   }
 }
 
-export interface UsagePruner {
-  /** Ends the timer, and the prune under way after its current batch: resolves once it has ended. */
-  stop(): Promise<void>;
-}
-
 /** The timer's settings (`PruneSchedule`); `onFailed` hears of a prune that failed (the database down, say). */
 export interface UsagePrunerOptions extends PruneSchedule {
   repository: Pick<UsageRepository, "deleteBefore">;
@@ -96,7 +89,7 @@ export interface UsagePrunerOptions extends PruneSchedule {
  * Prunes the usage rows older than `retentionDays` on a timer that does not keep the process
  * alive. Runs never overlap: the next is scheduled when one ends.
  */
-export function createUsagePruner(options: UsagePrunerOptions): UsagePruner {
+export function createUsagePruner(options: UsagePrunerOptions): ScheduledPrunes {
   return schedulePrunes(async (stopped) => {
     const before = retentionCutoff(options.now(), options.retentionDays).toISOString();
     const deleted = await pruneUsage(options.repository, before, {
