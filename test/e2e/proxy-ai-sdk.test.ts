@@ -13,12 +13,11 @@ import {
   type TextStreamPart,
   type ToolSet,
 } from "ai";
-import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
+import { beforeEach, describe, expect, it } from "vitest";
 import { z } from "zod";
-import type { FakeUpstream } from "../fakes/fake-upstream.js";
 import { aiSdkClients } from "../support/ai-sdk-clients.js";
-import { type ProxyStage, startProxyStage } from "../support/proxy-stage.js";
-import { type TestGateway, type TestProject, usageRowById } from "../support/test-gateway.js";
+import { aiSdkRows } from "../support/ai-sdk-rows.js";
+import { useProxyStage } from "../support/proxy-stage.js";
 
 /**
  * The proxies driven by the Vercel AI SDK as an app would use it: each provider package pointed at
@@ -27,52 +26,23 @@ import { type TestGateway, type TestProject, usageRowById } from "../support/tes
  * and a streamed call must record the same tokens and cost as the same call not streamed.
  */
 describe("proxies driven by the AI SDK", () => {
-  let fake: FakeUpstream;
-  let sluice: TestGateway;
-  let project: TestProject;
-  let openai: ReturnType<typeof createOpenAI>;
-  let anthropic: ReturnType<typeof createAnthropic>;
-  let google: ReturnType<typeof createGoogleGenerativeAI>;
-
   /** No retries, so every call reaches Sluice once. */
   const once = { maxRetries: 0 } as const;
   const schema = z.object({ answer: z.string(), confidence: z.number() });
   const structured = { answer: "fake", confidence: 0.5 };
   const greeting = "Hello from the fake upstream";
 
-  let stage: ProxyStage;
-  beforeAll(async () => {
-    stage = await startProxyStage();
-    ({ fake, sluice, project } = stage);
-    ({ openai, anthropic, google } = aiSdkClients(sluice, project));
-  });
-
-  afterAll(() => stage.close());
+  const stage = useProxyStage(aiSdkClients);
 
   beforeEach(() => {
-    fake.clear();
-    fake.setStructuredOutput(structured);
+    stage.fake.clear();
+    stage.fake.setStructuredOutput(structured);
   });
 
-  /**
-   * The usage row of a call, from the response headers the AI SDK exposes: Sluice's request id is
-   * `x-request-id`, or `x-sluice-request-id` when the provider sent an `x-request-id` of its own.
-   */
-  async function rowFor(headers: Record<string, string> | undefined) {
-    const requestId = headers?.["x-sluice-request-id"] ?? headers?.["x-request-id"];
-    expect(requestId, "Sluice's request id in the response headers").toBeDefined();
-    return usageRowById(sluice.gateway, requestId);
-  }
+  /** The usage row of a call, from the response headers the AI SDK exposes. */
+  const rowFor = (headers: Record<string, string> | undefined) =>
+    aiSdkRows(stage.sluice, stage.project).rowFor(headers);
   type UsageRow = Awaited<ReturnType<typeof rowFor>>;
-
-  async function usageRows() {
-    await sluice.gateway.flushUsage();
-    return sluice.gateway.database.db
-      .selectFrom("usage_records")
-      .selectAll()
-      .where("project_id", "=", project.projectId)
-      .execute();
-  }
 
   /** The text of a stream, failing on the first error part (streamText reports errors in the stream). */
   async function textOf(parts: AsyncIterable<TextStreamPart<ToolSet>>): Promise<string> {
@@ -121,15 +91,17 @@ describe("proxies driven by the AI SDK", () => {
 
   describe("provider A", () => {
     it("answers generateText and streamText on the Responses API, and records identical rows", async () => {
-      const buffered = await generateText({ model: openai("gpt-4o-mini"), prompt: "Hi", ...once });
+      const buffered = await generateText({ model: stage.openai("gpt-4o-mini"), prompt: "Hi", ...once });
       expect(buffered.text).toBe(greeting);
-      expect(fake.last()).toMatchObject({ method: "POST", path: "/a/v1/responses" });
-      expect(fake.last()!.headers.authorization).toBe(`Bearer ${project.providerKeys["provider-a"]}`);
+      expect(stage.fake.last()).toMatchObject({ method: "POST", path: "/a/v1/responses" });
+      expect(stage.fake.last()!.headers.authorization).toBe(
+        `Bearer ${stage.project.providerKeys["provider-a"]}`,
+      );
       expect(buffered.usage).toMatchObject({ inputTokens: 11, outputTokens: 7, totalTokens: 18 });
 
-      const streamed = streamText({ model: openai("gpt-4o-mini"), prompt: "Hi", ...once });
+      const streamed = streamText({ model: stage.openai("gpt-4o-mini"), prompt: "Hi", ...once });
       expect(await textOf(streamed.fullStream)).toBe(greeting);
-      expect(fake.last()).toMatchObject({ path: "/a/v1/responses", json: { stream: true } });
+      expect(stage.fake.last()).toMatchObject({ path: "/a/v1/responses", json: { stream: true } });
       const streamedUsage = await streamed.usage;
       expect(streamedUsage).toEqual(buffered.usage);
 
@@ -148,15 +120,18 @@ describe("proxies driven by the AI SDK", () => {
     });
 
     it("answers generateText and streamText on chat completions, and records identical rows", async () => {
-      const buffered = await generateText({ model: openai.chat("gpt-4o-mini"), prompt: "Hi", ...once });
+      const buffered = await generateText({ model: stage.openai.chat("gpt-4o-mini"), prompt: "Hi", ...once });
       expect(buffered.text).toBe(greeting);
-      expect(fake.last()).toMatchObject({ method: "POST", path: "/a/v1/chat/completions" });
+      expect(stage.fake.last()).toMatchObject({ method: "POST", path: "/a/v1/chat/completions" });
 
-      const streamed = streamText({ model: openai.chat("gpt-4o-mini"), prompt: "Hi", ...once });
+      const streamed = streamText({ model: stage.openai.chat("gpt-4o-mini"), prompt: "Hi", ...once });
       expect(await textOf(streamed.fullStream)).toBe(greeting);
       // The AI SDK asks for the usage chunk itself, so Sluice leaves the body and the stream as they
       // are and the chunk reaches the SDK (its usage below).
-      expect(fake.last()!.json).toMatchObject({ stream: true, stream_options: { include_usage: true } });
+      expect(stage.fake.last()!.json).toMatchObject({
+        stream: true,
+        stream_options: { include_usage: true },
+      });
       const streamedUsage = await streamed.usage;
       expect(streamedUsage).toEqual(buffered.usage);
 
@@ -169,8 +144,8 @@ describe("proxies driven by the AI SDK", () => {
     });
 
     it.each([
-      ["the Responses API", "/a/v1/responses", (id: string) => openai(id)],
-      ["chat completions", "/a/v1/chat/completions", (id: string) => openai.chat(id)],
+      ["the Responses API", "/a/v1/responses", (id: string) => stage.openai(id)],
+      ["chat completions", "/a/v1/chat/completions", (id: string) => stage.openai.chat(id)],
     ])(
       "answers Output.object on %s, streamed or not, and records identical rows",
       async (_api, path, model) => {
@@ -181,7 +156,7 @@ describe("proxies driven by the AI SDK", () => {
           ...once,
         });
         expect(buffered.output).toEqual(structured);
-        expect(fake.last()!.path).toBe(path);
+        expect(stage.fake.last()!.path).toBe(path);
 
         const streamed = streamText({
           model: model("gpt-4o-mini"),
@@ -202,11 +177,11 @@ describe("proxies driven by the AI SDK", () => {
     );
 
     it("answers embed and embedMany, and records the embedding's tokens and cost", async () => {
-      const model = openai.embedding("text-embedding-3-small");
+      const model = stage.openai.embedding("text-embedding-3-small");
       const one = await embed({ model, value: "Hi", ...once });
       expect(one.embedding).toHaveLength(3);
       expect(one.usage).toEqual({ tokens: 11 });
-      expect(fake.last()).toMatchObject({ path: "/a/v1/embeddings", json: { input: ["Hi"] } });
+      expect(stage.fake.last()).toMatchObject({ path: "/a/v1/embeddings", json: { input: ["Hi"] } });
       const many = await embedMany({ model, values: ["a", "b"], ...once });
       expect(many.embeddings).toHaveLength(2);
       expect(many.usage).toEqual({ tokens: 11 });
@@ -228,7 +203,7 @@ describe("proxies driven by the AI SDK", () => {
 
     it("answers generateImage, priced per image at the quality and size the answer names", async () => {
       const result = await generateImage({
-        model: openai.image("gpt-image-1"),
+        model: stage.openai.image("gpt-image-1"),
         prompt: "A lighthouse",
         n: 2,
         size: "1024x1024",
@@ -236,7 +211,10 @@ describe("proxies driven by the AI SDK", () => {
         ...once,
       });
       expect(result.images).toHaveLength(2);
-      expect(fake.last()).toMatchObject({ path: "/a/v1/images/generations", json: { n: 2, quality: "low" } });
+      expect(stage.fake.last()).toMatchObject({
+        path: "/a/v1/images/generations",
+        json: { n: 2, quality: "low" },
+      });
       const row = await rowFor(result.responses[0]?.headers);
       // gpt-image-1 reports tokens, which are kept; its cost is per image (low, 1024x1024: 0.011).
       expect(row).toMatchObject({
@@ -248,12 +226,12 @@ describe("proxies driven by the AI SDK", () => {
     });
 
     it("records a stream the app aborts as aborted, and cuts the provider's stream", async () => {
-      fake.setSseDelayMs(100);
+      stage.fake.setSseDelayMs(100);
       try {
-        const before = new Set((await usageRows()).map((row) => row.request_id));
+        const before = new Set((await stage.usageRows()).map((row) => row.request_id));
         const controller = new AbortController();
         const streamed = streamText({
-          model: openai("gpt-4o-mini"),
+          model: stage.openai("gpt-4o-mini"),
           prompt: "Hi",
           abortSignal: controller.signal,
           ...once,
@@ -266,14 +244,14 @@ describe("proxies driven by the AI SDK", () => {
         // The app sees the abort; the response (and its headers) never completes.
         expect(parts.at(-1)).toBe("abort");
         await expect(streamed.response).rejects.toMatchObject({ name: "AbortError" });
-        const upstream = await fake.waitForAbort(5000);
+        const upstream = await stage.fake.waitForAbort(5000);
         expect(upstream.path).toBe("/a/v1/responses");
         await new Promise((resolve) => setTimeout(resolve, 50));
-        const added = (await usageRows()).filter((row) => !before.has(row.request_id));
+        const added = (await stage.usageRows()).filter((row) => !before.has(row.request_id));
         expect(added).toHaveLength(1);
         expect(added[0]).toMatchObject({ provider: "provider-a", streamed: 1, outcome: "aborted" });
       } finally {
-        fake.setSseDelayMs(0);
+        stage.fake.setSseDelayMs(0);
       }
     });
   });
@@ -283,17 +261,21 @@ describe("proxies driven by the AI SDK", () => {
     const sonnetCost = ((11 - 3) * 3 + 3 * 0.3 + 7 * 15) / 1e6;
 
     it("answers generateText and streamText on messages, and records identical rows", async () => {
-      const buffered = await generateText({ model: anthropic("claude-sonnet-4-5"), prompt: "Hi", ...once });
+      const buffered = await generateText({
+        model: stage.anthropic("claude-sonnet-4-5"),
+        prompt: "Hi",
+        ...once,
+      });
       expect(buffered.text).toBe(greeting);
       expect(buffered.usage).toMatchObject({ inputTokens: 11, outputTokens: 7 });
-      const upstream = fake.last()!;
+      const upstream = stage.fake.last()!;
       expect(upstream).toMatchObject({ method: "POST", path: "/b/v1/messages" });
-      expect(upstream.headers["x-api-key"]).toBe(project.providerKeys["provider-b"]);
+      expect(upstream.headers["x-api-key"]).toBe(stage.project.providerKeys["provider-b"]);
       expect(upstream.headers["anthropic-version"]).toBe("2023-06-01");
 
-      const streamed = streamText({ model: anthropic("claude-sonnet-4-5"), prompt: "Hi", ...once });
+      const streamed = streamText({ model: stage.anthropic("claude-sonnet-4-5"), prompt: "Hi", ...once });
       expect(await textOf(streamed.fullStream)).toBe(greeting);
-      expect(fake.last()).toMatchObject({ path: "/b/v1/messages", json: { stream: true } });
+      expect(stage.fake.last()).toMatchObject({ path: "/b/v1/messages", json: { stream: true } });
       const streamedUsage = await streamed.usage;
       expect(streamedUsage).toMatchObject({ inputTokens: 11, outputTokens: 7 });
 
@@ -307,7 +289,7 @@ describe("proxies driven by the AI SDK", () => {
     });
 
     it("answers Output.object, streamed or not, and records identical rows", async () => {
-      const model = anthropic("claude-sonnet-4-5");
+      const model = stage.anthropic("claude-sonnet-4-5");
       const buffered = await generateText({
         model,
         prompt: "Hi",
@@ -329,18 +311,18 @@ describe("proxies driven by the AI SDK", () => {
     const flashCost = ((11 - 3) * 0.3 + 3 * 0.075 + 7 * 2.5) / 1e6;
 
     it("answers generateText and streamText (SSE), and records identical rows", async () => {
-      const buffered = await generateText({ model: google("gemini-2.5-flash"), prompt: "Hi", ...once });
+      const buffered = await generateText({ model: stage.google("gemini-2.5-flash"), prompt: "Hi", ...once });
       expect(buffered.text).toBe(greeting);
-      const upstream = fake.last()!;
+      const upstream = stage.fake.last()!;
       expect(upstream).toMatchObject({
         method: "POST",
         path: "/c/v1beta/models/gemini-2.5-flash:generateContent",
       });
-      expect(upstream.headers["x-goog-api-key"]).toBe(project.providerKeys["provider-c"]);
+      expect(upstream.headers["x-goog-api-key"]).toBe(stage.project.providerKeys["provider-c"]);
 
-      const streamed = streamText({ model: google("gemini-2.5-flash"), prompt: "Hi", ...once });
+      const streamed = streamText({ model: stage.google("gemini-2.5-flash"), prompt: "Hi", ...once });
       expect(await textOf(streamed.fullStream)).toBe(greeting);
-      expect(fake.last()!.path).toBe("/c/v1beta/models/gemini-2.5-flash:streamGenerateContent?alt=sse");
+      expect(stage.fake.last()!.path).toBe("/c/v1beta/models/gemini-2.5-flash:streamGenerateContent?alt=sse");
       const streamedUsage = await streamed.usage;
       expect(streamedUsage).toEqual(buffered.usage);
 
@@ -354,7 +336,7 @@ describe("proxies driven by the AI SDK", () => {
     });
 
     it("answers Output.object, streamed or not, and records identical rows", async () => {
-      const model = google("gemini-2.5-flash");
+      const model = stage.google("gemini-2.5-flash");
       const buffered = await generateText({
         model,
         prompt: "Hi",
@@ -362,7 +344,9 @@ describe("proxies driven by the AI SDK", () => {
         ...once,
       });
       expect(buffered.output).toEqual(structured);
-      expect(fake.last()!.json).toMatchObject({ generationConfig: { responseMimeType: "application/json" } });
+      expect(stage.fake.last()!.json).toMatchObject({
+        generationConfig: { responseMimeType: "application/json" },
+      });
       const streamed = streamText({ model, prompt: "Hi", output: Output.object({ schema }), ...once });
       await textOf(streamed.fullStream);
       expect(await streamed.output).toEqual(structured);
@@ -372,13 +356,13 @@ describe("proxies driven by the AI SDK", () => {
     });
 
     it("answers embed and embedMany; the provider reports no tokens for them, so the rows have none", async () => {
-      const model = google.embedding("gemini-embedding-001");
+      const model = stage.google.embedding("gemini-embedding-001");
       const one = await embed({ model, value: "Hi", ...once });
       expect(one.embedding).toHaveLength(3);
-      expect(fake.last()!.path).toBe("/c/v1beta/models/gemini-embedding-001:embedContent");
+      expect(stage.fake.last()!.path).toBe("/c/v1beta/models/gemini-embedding-001:embedContent");
       const many = await embedMany({ model, values: ["a", "b"], ...once });
       expect(many.embeddings).toHaveLength(2);
-      expect(fake.last()!.path).toBe("/c/v1beta/models/gemini-embedding-001:batchEmbedContents");
+      expect(stage.fake.last()!.path).toBe("/c/v1beta/models/gemini-embedding-001:batchEmbedContents");
 
       for (const headers of [one.response?.headers, many.responses?.[0]?.headers])
         expect(await rowFor(headers)).toMatchObject({
@@ -394,13 +378,13 @@ describe("proxies driven by the AI SDK", () => {
 
     it("answers generateImage (Imagen), priced per image", async () => {
       const result = await generateImage({
-        model: google.image("imagen-4.0-generate-001"),
+        model: stage.google.image("imagen-4.0-generate-001"),
         prompt: "A lighthouse",
         n: 2,
         ...once,
       });
       expect(result.images).toHaveLength(2);
-      expect(fake.last()).toMatchObject({
+      expect(stage.fake.last()).toMatchObject({
         path: "/c/v1beta/models/imagen-4.0-generate-001:predict",
         json: { parameters: { sampleCount: 2 } },
       });
@@ -411,26 +395,26 @@ describe("proxies driven by the AI SDK", () => {
   });
 
   it("reaches the same provider paths when B's and C's base URLs leave out the version segment", async () => {
-    const base = (provider: string) => `${sluice.url}/v1/${provider}/${project.projectId}`;
+    const base = (provider: string) => `${stage.sluice.url}/v1/${provider}/${stage.project.projectId}`;
     const unversioned = [
-      createAnthropic({ baseURL: base("provider-b"), apiKey: project.bearer("provider-b") })(
+      createAnthropic({ baseURL: base("provider-b"), apiKey: stage.project.bearer("provider-b") })(
         "claude-sonnet-4-5",
       ),
-      createGoogleGenerativeAI({ baseURL: base("provider-c"), apiKey: project.bearer("provider-c") })(
+      createGoogleGenerativeAI({ baseURL: base("provider-c"), apiKey: stage.project.bearer("provider-c") })(
         "gemini-2.5-flash",
       ),
     ];
     for (const model of unversioned)
       expect((await generateText({ model, prompt: "Hi", ...once })).text, model.provider).toBe(greeting);
-    expect(fake.requests.map((request) => request.path)).toEqual([
+    expect(stage.fake.requests.map((request) => request.path)).toEqual([
       "/b/v1/messages",
       "/c/v1beta/models/gemini-2.5-flash:generateContent",
     ]);
   });
 
   it("gives the app Sluice's own refusal as an APICallError with its status and error envelope", async () => {
-    const base = (provider: string) => `${sluice.url}/v1/${provider}/${project.projectId}`;
-    const wrongKey = `${project.partialKeys["provider-a"]}.not-the-test-key`;
+    const base = (provider: string) => `${stage.sluice.url}/v1/${provider}/${stage.project.projectId}`;
+    const wrongKey = `${stage.project.partialKeys["provider-a"]}.not-the-test-key`;
     const models = [
       createOpenAI({ baseURL: base("provider-a"), apiKey: wrongKey })("gpt-4o-mini"),
       createAnthropic({ baseURL: `${base("provider-b")}/v1`, apiKey: wrongKey })("claude-sonnet-4-5"),
@@ -447,6 +431,6 @@ describe("proxies driven by the AI SDK", () => {
         error: { code: "UNAUTHORIZED" },
       });
     }
-    expect(fake.requests).toHaveLength(0);
+    expect(stage.fake.requests).toHaveLength(0);
   });
 });

@@ -1,12 +1,9 @@
-import type Anthropic from "@anthropic-ai/sdk";
-import type { GoogleGenAI } from "@google/genai";
 import OpenAI from "openai";
-import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
+import { beforeEach, describe, expect, it } from "vitest";
 import type { ProxyAllowListRules } from "../../src/storage/project-repository.js";
-import type { FakeUpstream } from "../fakes/fake-upstream.js";
-import { type ProxyStage, startProxyStage } from "../support/proxy-stage.js";
+import { useProxyStage } from "../support/proxy-stage.js";
 import { sdkClients } from "../support/sdk-clients.js";
-import { type TestGateway, type TestProject, usageRowById, usageRowOf } from "../support/test-gateway.js";
+import { usageRowById, usageRowOf } from "../support/test-gateway.js";
 
 /** The rules of a mobile app that only chats, on each provider (docs/proxy.md). */
 const chatOnly: ProxyAllowListRules = {
@@ -16,44 +13,31 @@ const chatOnly: ProxyAllowListRules = {
 };
 
 describe("a project's proxy allow-list, driven by the official SDKs", () => {
-  let stage: ProxyStage;
-  let fake: FakeUpstream;
-  let sluice: TestGateway;
-  let project: TestProject;
-  let openai: OpenAI;
-  let anthropic: Anthropic;
-  let google: GoogleGenAI;
-
   const allow = (proxyAllowList: ProxyAllowListRules | null) =>
-    sluice.gateway.admin.updateProject(project.projectId, { proxyAllowList });
+    stage.sluice.gateway.admin.updateProject(stage.project.projectId, { proxyAllowList });
 
   /** A call to provider A's proxy with the project's Bearer, as a client without an SDK sends it. */
   const callA = (method: string, path: string) =>
-    fetch(`${sluice.url}/v1/provider-a/${project.projectId}/${path}`, {
+    fetch(`${stage.sluice.url}/v1/provider-a/${stage.project.projectId}/${path}`, {
       method,
-      headers: { authorization: `Bearer ${project.bearer("provider-a")}` },
+      headers: { authorization: `Bearer ${stage.project.bearer("provider-a")}` },
     });
 
-  beforeAll(async () => {
-    stage = await startProxyStage();
-    ({ fake, sluice, project } = stage);
-    ({ openai, anthropic, google } = sdkClients(sluice, project));
-  });
-  afterAll(() => stage.close());
+  const stage = useProxyStage(sdkClients);
   beforeEach(async () => {
     await allow(chatOnly);
-    fake.clear();
+    stage.fake.clear();
   });
 
   it("passes a chat completion the list allows, and answers files.list() 403 without calling the provider", async () => {
-    const completion = await openai.chat.completions.create({
+    const completion = await stage.openai.chat.completions.create({
       model: "gpt-4o-mini",
       messages: [{ role: "user", content: "Hi" }],
     });
     expect(completion.choices[0]?.message.content).toBe("Hello from the fake upstream");
-    expect(fake.requests.map((request) => request.path)).toEqual(["/a/v1/chat/completions"]);
+    expect(stage.fake.requests.map((request) => request.path)).toEqual(["/a/v1/chat/completions"]);
 
-    const refused = await openai.files.list().catch((error: unknown) => error);
+    const refused = await stage.openai.files.list().catch((error: unknown) => error);
     expect(refused).toBeInstanceOf(OpenAI.PermissionDeniedError);
     const error = refused as InstanceType<typeof OpenAI.PermissionDeniedError>;
     expect(error.status).toBe(403);
@@ -63,11 +47,11 @@ describe("a project's proxy allow-list, driven by the official SDKs", () => {
       requestId: error.headers?.get("x-request-id"),
       details: { provider: "provider-a", method: "GET", path: "files" },
     });
-    expect(fake.requests).toHaveLength(1);
-    expect(await usageRowById(sluice.gateway, error.headers?.get("x-request-id"))).toMatchObject({
+    expect(stage.fake.requests).toHaveLength(1);
+    expect(await usageRowById(stage.sluice.gateway, error.headers?.get("x-request-id"))).toMatchObject({
       endpoint: "proxy",
       provider: "provider-a",
-      key_id: project.keyIds["provider-a"],
+      key_id: stage.project.keyIds["provider-a"],
       status: 403,
       error_code: "FORBIDDEN",
       outcome: "error",
@@ -77,27 +61,27 @@ describe("a project's proxy allow-list, driven by the official SDKs", () => {
 
   it("refuses provider A's account-wide calls, and still serves the public model list", async () => {
     const calls: Array<() => Promise<unknown>> = [
-      () => openai.chat.completions.list(),
-      () => openai.files.retrieve("file_1"),
-      () => openai.files.content("file_1"),
-      () => openai.files.delete("file_1"),
-      () => openai.models.delete("ft:gpt-4o-mini:org::abc"),
-      () => openai.fineTuning.jobs.create({ model: "gpt-4o-mini", training_file: "file_1" }),
-      () => openai.embeddings.create({ model: "text-embedding-3-small", input: "Hi" }),
+      () => stage.openai.chat.completions.list(),
+      () => stage.openai.files.retrieve("file_1"),
+      () => stage.openai.files.content("file_1"),
+      () => stage.openai.files.delete("file_1"),
+      () => stage.openai.models.delete("ft:gpt-4o-mini:org::abc"),
+      () => stage.openai.fineTuning.jobs.create({ model: "gpt-4o-mini", training_file: "file_1" }),
+      () => stage.openai.embeddings.create({ model: "text-embedding-3-small", input: "Hi" }),
     ];
     for (const call of calls) await expect(call()).rejects.toBeInstanceOf(OpenAI.PermissionDeniedError);
-    expect(fake.requests).toEqual([]);
-    const models = await openai.models.list();
+    expect(stage.fake.requests).toEqual([]);
+    const models = await stage.openai.models.list();
     expect(models.data.length).toBeGreaterThan(0);
-    expect(fake.requests).toEqual([]);
+    expect(stage.fake.requests).toEqual([]);
   });
 
   it("matches the path as the provider reads it, decoded, without its query string", async () => {
     const reached = async (method: string, path: string) => {
-      fake.clear();
+      stage.fake.clear();
       const response = await callA(method, path);
       await response.arrayBuffer();
-      return { status: response.status, upstream: fake.requests.map((request) => request.path) };
+      return { status: response.status, upstream: stage.fake.requests.map((request) => request.path) };
     };
     expect(await reached("GET", "responses/resp_1?include[]=x")).toMatchObject({
       upstream: ["/a/v1/responses/resp_1?include[]=x"],
@@ -117,13 +101,13 @@ describe("a project's proxy allow-list, driven by the official SDKs", () => {
   });
 
   it("passes provider B's messages and refuses its batches and token counts", async () => {
-    const message = await anthropic.messages.create({
+    const message = await stage.anthropic.messages.create({
       model: "claude-sonnet-5-5",
       max_tokens: 16,
       messages: [{ role: "user", content: "Hi" }],
     });
     expect(message.type).toBe("message");
-    const refused = await anthropic.messages.batches
+    const refused = await stage.anthropic.messages.batches
       .create({ requests: [] })
       .catch((error: unknown) => error as { status: number; error: unknown });
     expect(refused).toMatchObject({
@@ -136,36 +120,36 @@ describe("a project's proxy allow-list, driven by the official SDKs", () => {
       },
     });
     await expect(
-      anthropic.messages.countTokens({
+      stage.anthropic.messages.countTokens({
         model: "claude-sonnet-5-5",
         messages: [{ role: "user", content: "Hi" }],
       }),
     ).rejects.toMatchObject({ status: 403 });
-    expect(fake.requests.map((request) => request.path)).toEqual(["/b/v1/messages"]);
+    expect(stage.fake.requests.map((request) => request.path)).toEqual(["/b/v1/messages"]);
   });
 
   it("passes provider C's generateContent for any model, and refuses its streaming and context caches", async () => {
-    const result = await google.models.generateContent({ model: "gemini-2.5-flash", contents: "Hi" });
+    const result = await stage.google.models.generateContent({ model: "gemini-2.5-flash", contents: "Hi" });
     expect(result.text).toBeTypeOf("string");
     await expect(
-      google.models.generateContentStream({ model: "gemini-2.5-flash", contents: "Hi" }),
+      stage.google.models.generateContentStream({ model: "gemini-2.5-flash", contents: "Hi" }),
     ).rejects.toMatchObject({ status: 403 });
     await expect(
-      google.caches.create({ model: "gemini-2.5-flash", config: { contents: "A long document" } }),
+      stage.google.caches.create({ model: "gemini-2.5-flash", config: { contents: "A long document" } }),
     ).rejects.toMatchObject({ status: 403 });
     // @google/genai 3.x addresses v1 (1.x and 2.x: v1beta): the rule names neither.
-    expect(fake.requests.map((request) => request.path)).toEqual([
+    expect(stage.fake.requests.map((request) => request.path)).toEqual([
       "/c/v1/models/gemini-2.5-flash:generateContent",
     ]);
   });
 
   it("allows nothing of a provider a set list leaves out", async () => {
     await allow({ "provider-a": ["POST chat/completions"] });
-    const response = await anthropic.messages
+    const response = await stage.anthropic.messages
       .create({ model: "claude-sonnet-5-5", max_tokens: 16, messages: [{ role: "user", content: "Hi" }] })
       .catch((error: unknown) => error);
     expect(response).toMatchObject({ status: 403 });
-    expect(fake.requests).toEqual([]);
+    expect(stage.fake.requests).toEqual([]);
   });
 
   it("lets every call through again once the list is removed (null)", async () => {
@@ -173,7 +157,7 @@ describe("a project's proxy allow-list, driven by the official SDKs", () => {
     const response = await callA("GET", "files");
     await response.arrayBuffer();
     expect(response.status).not.toBe(403);
-    expect(fake.requests.map((request) => request.path)).toEqual(["/a/v1/files"]);
-    expect((await usageRowOf(sluice.gateway, response)).error_code).not.toBe("FORBIDDEN");
+    expect(stage.fake.requests.map((request) => request.path)).toEqual(["/a/v1/files"]);
+    expect((await usageRowOf(stage.sluice.gateway, response)).error_code).not.toBe("FORBIDDEN");
   });
 });

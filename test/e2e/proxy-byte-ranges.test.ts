@@ -1,12 +1,10 @@
 import { gzipSync } from "node:zlib";
-import type OpenAI from "openai";
-import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from "vitest";
+import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { fakeFileBytes, fakeFileEtag } from "../fakes/fake-file-content.js";
-import type { FakeUpstream } from "../fakes/fake-upstream.js";
-import { type ProxyStage, startProxyStage } from "../support/proxy-stage.js";
+import { useProxyStage } from "../support/proxy-stage.js";
 import { sendRawBytes } from "../support/raw-request.js";
 import { sdkClients } from "../support/sdk-clients.js";
-import { type TestGateway, type TestProject, usageRowById, usageRowOf } from "../support/test-gateway.js";
+import { usageRowById, usageRowOf } from "../support/test-gateway.js";
 
 /**
  * Byte ranges through provider A's proxy (docs/proxy.md, "Headers"): a download resumed or read in
@@ -14,22 +12,12 @@ import { type TestGateway, type TestProject, usageRowById, usageRowOf } from "..
  * whose answer Sluice meters is sent without its `range`, so the provider answers it whole.
  */
 describe("byte ranges through the proxies", () => {
-  let stage: ProxyStage;
-  let fake: FakeUpstream;
-  let sluice: TestGateway;
-  let project: TestProject;
-  let openai: OpenAI;
-  const content = () => `${sluice.url}/v1/provider-a/${project.projectId}/files/file-abc/content`;
-  const auth = () => ({ authorization: `Bearer ${project.bearer("provider-a")}` });
+  const content = () => `${stage.sluice.url}/v1/provider-a/${stage.project.projectId}/files/file-abc/content`;
+  const auth = () => ({ authorization: `Bearer ${stage.project.bearer("provider-a")}` });
 
-  beforeAll(async () => {
-    stage = await startProxyStage();
-    ({ fake, sluice, project } = stage);
-    ({ openai } = sdkClients(sluice, project));
-  });
-  afterAll(() => stage.close());
-  beforeEach(() => fake.clear());
-  afterEach(() => fake.setCompression(null));
+  const stage = useProxyStage(sdkClients);
+  beforeEach(() => stage.fake.clear());
+  afterEach(() => stage.fake.setCompression(null));
 
   /** A GET through Sluice read as raw bytes (no decoding of a content-encoding, as fetch would). */
   const rawGet = (url: string, headers: Record<string, string>) => sendRawBytes(url, headers, "", "GET");
@@ -43,7 +31,7 @@ describe("byte ranges through the proxies", () => {
     expect(first.headers.get("accept-ranges")).toBe("bytes");
 
     const rest = await rawGet(content(), { ...auth(), range: "bytes=600-", "if-range": etag });
-    const upstream = fake.last()!;
+    const upstream = stage.fake.last()!;
     expect(upstream.headers.range).toBe("bytes=600-");
     expect(upstream.headers["if-range"]).toBe(fakeFileEtag);
     expect(upstream.headers["accept-encoding"]).toBe("identity");
@@ -55,7 +43,7 @@ describe("byte ranges through the proxies", () => {
     expect(rest.headers.etag).toBe(fakeFileEtag);
     expect(rest.body.equals(fakeFileBytes.subarray(600))).toBe(true);
     // A GET reads what is stored: a free row, without tokens, whatever part of it was asked for.
-    expect(await usageRowById(sluice.gateway, rest.headers["x-request-id"] as string)).toMatchObject({
+    expect(await usageRowById(stage.sluice.gateway, rest.headers["x-request-id"] as string)).toMatchObject({
       provider: "provider-a",
       status: 206,
       outcome: "ok",
@@ -67,9 +55,9 @@ describe("byte ranges through the proxies", () => {
   });
 
   it("gives the official openai SDK's files.content the part its Range header asks for", async () => {
-    const part = await openai.files.content("file-abc", { headers: { Range: "bytes=-100" } });
-    expect(fake.last()!.headers.range).toBe("bytes=-100");
-    expect(fake.last()!.headers.accept).toBe("application/binary");
+    const part = await stage.openai.files.content("file-abc", { headers: { Range: "bytes=-100" } });
+    expect(stage.fake.last()!.headers.range).toBe("bytes=-100");
+    expect(stage.fake.last()!.headers.accept).toBe("application/binary");
     expect(part.status).toBe(206);
     expect(part.headers.get("content-range")).toBe("bytes 900-999/1000");
     expect(Buffer.from(await part.arrayBuffer()).equals(fakeFileBytes.subarray(900))).toBe(true);
@@ -79,7 +67,7 @@ describe("byte ranges through the proxies", () => {
     const response = await fetch(content(), {
       headers: { ...auth(), range: "bytes=0-99", "if-range": '"file-content-v0"' },
     });
-    expect(fake.last()!.headers["if-range"]).toBe('"file-content-v0"');
+    expect(stage.fake.last()!.headers["if-range"]).toBe('"file-content-v0"');
     expect(response.status).toBe(200);
     expect(response.headers.get("content-range")).toBeNull();
     expect(Buffer.from(await response.arrayBuffer()).equals(fakeFileBytes)).toBe(true);
@@ -87,11 +75,11 @@ describe("byte ranges through the proxies", () => {
 
   it("passes the provider's 416 back with its content-range and body, on an error row that costs nothing", async () => {
     const response = await fetch(content(), { headers: { ...auth(), range: "bytes=5000-" } });
-    expect(fake.last()!.headers.range).toBe("bytes=5000-");
+    expect(stage.fake.last()!.headers.range).toBe("bytes=5000-");
     expect(response.status).toBe(416);
     expect(response.headers.get("content-range")).toBe("bytes */1000");
     expect(await response.json()).toMatchObject({ error: { code: "range_not_satisfiable" } });
-    expect(await usageRowOf(sluice.gateway, response)).toMatchObject({
+    expect(await usageRowOf(stage.sluice.gateway, response)).toMatchObject({
       status: 416,
       outcome: "error",
       input_tokens: null,
@@ -101,10 +89,10 @@ describe("byte ranges through the proxies", () => {
   });
 
   it("passes a range of a provider's compressed bytes as sent, content-encoding and all, undecoded", async () => {
-    fake.setCompression("gzip");
+    stage.fake.setCompression("gzip");
     const compressed = gzipSync(fakeFileBytes);
     const part = await rawGet(content(), { ...auth(), range: "bytes=0-49", "accept-encoding": "gzip" });
-    expect(fake.last()!.headers["accept-encoding"]).toBe("identity");
+    expect(stage.fake.last()!.headers["accept-encoding"]).toBe("identity");
     expect(part.status).toBe(206);
     expect(part.headers["content-encoding"]).toBe("gzip");
     expect(part.headers["content-range"]).toBe(`bytes 0-49/${compressed.length}`);
@@ -113,26 +101,32 @@ describe("byte ranges through the proxies", () => {
   });
 
   it("sends no range with a call whose answer it meters: the provider answers it whole, and it is counted", async () => {
-    const response = await fetch(`${sluice.url}/v1/provider-a/${project.projectId}/chat/completions`, {
-      method: "POST",
-      headers: { ...auth(), "content-type": "application/json", range: "bytes=0-9", "if-range": '"x"' },
-      body: JSON.stringify({ model: "gpt-4o-mini", messages: [{ role: "user", content: "Hi" }] }),
-    });
-    expect(fake.last()!.headers.range).toBeUndefined();
-    expect(fake.last()!.headers["if-range"]).toBeUndefined();
+    const response = await fetch(
+      `${stage.sluice.url}/v1/provider-a/${stage.project.projectId}/chat/completions`,
+      {
+        method: "POST",
+        headers: { ...auth(), "content-type": "application/json", range: "bytes=0-9", "if-range": '"x"' },
+        body: JSON.stringify({ model: "gpt-4o-mini", messages: [{ role: "user", content: "Hi" }] }),
+      },
+    );
+    expect(stage.fake.last()!.headers.range).toBeUndefined();
+    expect(stage.fake.last()!.headers["if-range"]).toBeUndefined();
     expect(response.status).toBe(200);
     const completion = (await response.json()) as { choices: Array<{ message: { content: string } }> };
     expect(completion.choices[0]?.message.content).toBe("Hello from the fake upstream");
-    expect(await usageRowOf(sluice.gateway, response)).toMatchObject({ status: 200, input_tokens: 11 });
+    expect(await usageRowOf(stage.sluice.gateway, response)).toMatchObject({ status: 200, input_tokens: 11 });
   });
 
   it("sends no range with a Responses API poll, which can report a background run's tokens", async () => {
-    fake.enqueueResponse({ status: 404 });
-    const response = await fetch(`${sluice.url}/v1/provider-a/${project.projectId}/responses/resp_1`, {
-      headers: { ...auth(), range: "bytes=-64" },
-    });
+    stage.fake.enqueueResponse({ status: 404 });
+    const response = await fetch(
+      `${stage.sluice.url}/v1/provider-a/${stage.project.projectId}/responses/resp_1`,
+      {
+        headers: { ...auth(), range: "bytes=-64" },
+      },
+    );
     await response.arrayBuffer();
-    expect(fake.last()!.method).toBe("GET");
-    expect(fake.last()!.headers.range).toBeUndefined();
+    expect(stage.fake.last()!.method).toBe("GET");
+    expect(stage.fake.last()!.headers.range).toBeUndefined();
   });
 });

@@ -1,12 +1,8 @@
 import { request as httpRequest, type IncomingHttpHeaders } from "node:http";
-import type Anthropic from "@anthropic-ai/sdk";
-import type { GoogleGenAI } from "@google/genai";
-import type OpenAI from "openai";
-import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
-import type { FakeUpstream } from "../fakes/fake-upstream.js";
-import { type ProxyStage, startProxyStage } from "../support/proxy-stage.js";
+import { afterEach, describe, expect, it } from "vitest";
+import { useProxyStage } from "../support/proxy-stage.js";
 import { sdkClients } from "../support/sdk-clients.js";
-import { type TestGateway, type TestProject, usageRowById } from "../support/test-gateway.js";
+import { usageRowById } from "../support/test-gateway.js";
 
 /**
  * Sluice asks providers for `accept-encoding: identity`; these providers compress anyway. The
@@ -14,29 +10,15 @@ import { type TestGateway, type TestProject, usageRowById } from "../support/tes
  * tokens as the uncompressed call.
  */
 describe("a provider that compresses its answers though Sluice asks for identity", () => {
-  let fake: FakeUpstream;
-  let sluice: TestGateway;
-  let project: TestProject;
-  let openai: OpenAI;
-  let anthropic: Anthropic;
-  let google: GoogleGenAI;
+  const stage = useProxyStage(sdkClients);
 
-  let stage: ProxyStage;
-  beforeAll(async () => {
-    stage = await startProxyStage();
-    ({ fake, sluice, project } = stage);
-    ({ openai, anthropic, google } = sdkClients(sluice, project));
-  });
-
-  afterAll(() => stage.close());
-
-  afterEach(() => fake.setCompression(null));
+  afterEach(() => stage.fake.setCompression(null));
 
   /**
    * The usage row of a call. A compressed answer's row is written once its decompressor has caught
    * up, which may be a moment after the client read the last byte: it is waited for.
    */
-  const rowFor = (requestId: string | null) => usageRowById(sluice.gateway, requestId);
+  const rowFor = (requestId: string | null) => usageRowById(stage.sluice.gateway, requestId);
 
   /**
    * Provider C's usage rows not in `known`, oldest first, once there are `count` (its SDK shows no
@@ -45,12 +27,12 @@ describe("a provider that compresses its answers though Sluice asks for identity
   async function newGeminiRows(known: ReadonlySet<string>, count: number) {
     const deadline = Date.now() + 5000;
     for (;;) {
-      await sluice.gateway.flushUsage();
+      await stage.sluice.gateway.flushUsage();
       const rows = (
-        await sluice.gateway.database.db
+        await stage.sluice.gateway.database.db
           .selectFrom("usage_records")
           .selectAll()
-          .where("project_id", "=", project.projectId)
+          .where("project_id", "=", stage.project.projectId)
           .where("provider", "=", "provider-c")
           .orderBy("request_id")
           .execute()
@@ -76,9 +58,11 @@ describe("a provider that compresses its answers though Sluice asks for identity
   /** A chat completion, buffered and streamed, through the OpenAI SDK: the two usage rows. */
   async function chatCalls() {
     const messages = [{ role: "user" as const, content: "Hi" }];
-    const buffered = await openai.chat.completions.create({ model: "gpt-4o-mini", messages }).withResponse();
+    const buffered = await stage.openai.chat.completions
+      .create({ model: "gpt-4o-mini", messages })
+      .withResponse();
     expect(buffered.data.choices[0]?.message.content).toBe("Hello from the fake upstream");
-    const streamed = await openai.chat.completions
+    const streamed = await stage.openai.chat.completions
       .create({ model: "gpt-4o-mini", messages, stream: true })
       .withResponse();
     let text = "";
@@ -96,10 +80,10 @@ describe("a provider that compresses its answers though Sluice asks for identity
       const plain = await chatCalls();
       expect(plain[0]).toMatchObject({ input_tokens: 11, output_tokens: 7, cached_tokens: 3, streamed: 0 });
       expect(plain[1]).toMatchObject({ input_tokens: 11, output_tokens: 7, streamed: 1 });
-      fake.setCompression(coding);
+      stage.fake.setCompression(coding);
       const compressed = await chatCalls();
-      expect(fake.last()?.headers["accept-encoding"]).toBe("identity");
-      expect(fake.last()?.sentBody?.length).toBeGreaterThan(0);
+      expect(stage.fake.last()?.headers["accept-encoding"]).toBe("identity");
+      expect(stage.fake.last()?.sentBody?.length).toBeGreaterThan(0);
       expect(compressed).toEqual(plain);
     },
   );
@@ -112,16 +96,16 @@ describe("a provider that compresses its answers though Sluice asks for identity
         max_tokens: 64,
         messages: [{ role: "user" as const, content: "Hi" }],
       };
-      const message = await anthropic.messages.create(params).withResponse();
+      const message = await stage.anthropic.messages.create(params).withResponse();
       rows.push(metered(await rowFor(message.response.headers.get("x-request-id"))));
-      const stream = await anthropic.messages.create({ ...params, stream: true }).withResponse();
+      const stream = await stage.anthropic.messages.create({ ...params, stream: true }).withResponse();
       for await (const _event of stream.data);
       rows.push(metered(await rowFor(stream.response.headers.get("x-request-id"))));
       const known = new Set((await newGeminiRows(new Set(), 0)).map((row) => row.request_id));
-      const answer = await google.models.generateContent({ model: "gemini-2.5-flash", contents: "Hi" });
+      const answer = await stage.google.models.generateContent({ model: "gemini-2.5-flash", contents: "Hi" });
       expect(answer.text).toBe("Hello from the fake upstream");
       let text = "";
-      for await (const chunk of await google.models.generateContentStream({
+      for await (const chunk of await stage.google.models.generateContentStream({
         model: "gemini-2.5-flash",
         contents: "Hi",
       }))
@@ -132,19 +116,19 @@ describe("a provider that compresses its answers though Sluice asks for identity
     };
     const plain = await calls();
     expect(plain.map((row) => row.input_tokens)).toEqual([11, 11, 11, 11]);
-    fake.setCompression("gzip");
+    stage.fake.setCompression("gzip");
     expect(await calls()).toEqual(plain);
   });
 
   it("passes the provider's compressed bytes and its content-encoding to the client unchanged", async () => {
-    fake.setCompression("gzip");
+    stage.fake.setCompression("gzip");
     for (const stream of [false, true]) {
       const received = await rawCall(
-        `${sluice.url}/v1/provider-a/${project.projectId}/chat/completions`,
-        project.bearer("provider-a"),
+        `${stage.sluice.url}/v1/provider-a/${stage.project.projectId}/chat/completions`,
+        stage.project.bearer("provider-a"),
         JSON.stringify({ model: "gpt-4o-mini", messages: [], stream }),
       );
-      const sent = fake.last()?.sentBody;
+      const sent = stage.fake.last()?.sentBody;
       expect(received.headers["content-encoding"]).toBe("gzip");
       expect(received.headers["content-type"]).toBe(stream ? "text/event-stream" : "application/json");
       if (!stream) expect(received.headers["content-length"]).toBe(String(sent?.length));

@@ -1,14 +1,10 @@
-import type Anthropic from "@anthropic-ai/sdk";
-import type { GoogleGenAI } from "@google/genai";
 import type OpenAI from "openai";
 import { toFile } from "openai";
-import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
-import type { FakeUpstream } from "../fakes/fake-upstream.js";
+import { beforeEach, describe, expect, it } from "vitest";
 import { type FakeUsage, fakeAudio } from "../fakes/fake-upstream-responses.js";
-import { type ProxyStage, startProxyStage } from "../support/proxy-stage.js";
+import { useProxyStage } from "../support/proxy-stage.js";
 import { sendRawHeaders } from "../support/raw-request.js";
 import { googleGenAiV1Client, sdkClients } from "../support/sdk-clients.js";
-import type { TestGateway, TestProject } from "../support/test-gateway.js";
 
 /**
  * The token-consuming calls of the official SDKs beyond chat, messages and generateContent (which
@@ -18,26 +14,13 @@ import type { TestGateway, TestProject } from "../support/test-gateway.js";
  * and its cost is unknown (null), never 0.
  */
 describe("metering of the SDKs' other token-consuming calls", () => {
-  let fake: FakeUpstream;
-  let sluice: TestGateway;
-  let project: TestProject;
-  let openai: OpenAI;
-  let anthropic: Anthropic;
-  let google: GoogleGenAI;
   const defaultUsage: FakeUsage = { input: 11, output: 7, cached: 3, reasoning: 2 };
 
-  let stage: ProxyStage;
-  beforeAll(async () => {
-    stage = await startProxyStage();
-    ({ fake, sluice, project } = stage);
-    ({ openai, anthropic, google } = sdkClients(sluice, project));
-  });
-
-  afterAll(() => stage.close());
+  const stage = useProxyStage(sdkClients);
 
   beforeEach(() => {
-    fake.clear();
-    fake.setUsage({
+    stage.fake.clear();
+    stage.fake.setUsage({
       ...defaultUsage,
       toolUse: 0,
       audioInput: 0,
@@ -49,24 +32,15 @@ describe("metering of the SDKs' other token-consuming calls", () => {
     } as FakeUsage);
   });
 
-  async function usageRows() {
-    await sluice.gateway.flushUsage();
-    return sluice.gateway.database.db
-      .selectFrom("usage_records")
-      .selectAll()
-      .where("project_id", "=", project.projectId)
-      .execute();
-  }
-
   /**
    * The one usage row `call` adds (waiting for it, up to five seconds: a row is written once the
    * answer has been read).
    */
   async function rowOf(call: () => Promise<unknown>) {
-    const before = new Set((await usageRows()).map((row) => row.request_id));
+    const before = new Set((await stage.usageRows()).map((row) => row.request_id));
     await call();
     for (const deadline = Date.now() + 5000; Date.now() <= deadline; ) {
-      const added = (await usageRows()).filter((row) => !before.has(row.request_id));
+      const added = (await stage.usageRows()).filter((row) => !before.has(row.request_id));
       if (added.length > 0) {
         expect(added).toHaveLength(1);
         return added[0]!;
@@ -91,16 +65,16 @@ describe("metering of the SDKs' other token-consuming calls", () => {
     // GPT-6 Sol: $2 in, $0.20 cached, $2.50 per 1M written to the cache, $10 out.
     it("prices the GPT-6 models' cache writes: chat JSON and streamed, and the Responses API, alike", async () => {
       const counts = { ...defaultUsage, input: 10_000, output: 1000, cached: 2000, reasoning: 0 };
-      fake.setUsage({ ...counts, cacheWrite: 6000 });
+      stage.fake.setUsage({ ...counts, cacheWrite: 6000 });
       const rows = [
         await rowOf(async () => {
-          await openai.chat.completions.create({
+          await stage.openai.chat.completions.create({
             model: "gpt-6-sol",
             messages: [{ role: "user", content: "hi" }],
           });
         }),
         await rowOf(async () => {
-          const stream = await openai.chat.completions.create({
+          const stream = await stage.openai.chat.completions.create({
             model: "gpt-6-sol",
             messages: [{ role: "user", content: "hi" }],
             stream: true,
@@ -109,7 +83,7 @@ describe("metering of the SDKs' other token-consuming calls", () => {
           for await (const _chunk of stream);
         }),
         await rowOf(async () => {
-          await openai.responses.create({ model: "gpt-6-sol", input: "hi" });
+          await stage.openai.responses.create({ model: "gpt-6-sol", input: "hi" });
         }),
       ];
       for (const row of rows)
@@ -120,9 +94,9 @@ describe("metering of the SDKs' other token-consuming calls", () => {
           cost_usd: 0.0294,
         });
       // Without the write count (an older model's answer), the same call costs less, and is priced.
-      fake.setUsage({ ...counts, cacheWrite: undefined });
+      stage.fake.setUsage({ ...counts, cacheWrite: undefined });
       const unwritten = await rowOf(async () => {
-        await openai.chat.completions.create({
+        await stage.openai.chat.completions.create({
           model: "gpt-6-sol",
           messages: [{ role: "user", content: "hi" }],
         });
@@ -132,15 +106,15 @@ describe("metering of the SDKs' other token-consuming calls", () => {
 
     it("records a gpt-4o transcription's tokens, JSON and streamed, with an unknown cost (the catalogue has no audio prices)", async () => {
       const json = await rowOf(async () => {
-        const transcription = await openai.audio.transcriptions.create({
+        const transcription = await stage.openai.audio.transcriptions.create({
           model: "gpt-4o-transcribe",
           file: await audioFile(),
         });
         expect(transcription.text).toBe("Hello from the fake upstream");
         expect(transcription.usage).toMatchObject({ type: "tokens", input_tokens: 11, output_tokens: 7 });
       });
-      expect(fake.last()).toMatchObject({ method: "POST", path: "/a/v1/audio/transcriptions" });
-      expect(fake.last()!.headers["content-type"]).toMatch(/^multipart\/form-data; boundary=/);
+      expect(stage.fake.last()).toMatchObject({ method: "POST", path: "/a/v1/audio/transcriptions" });
+      expect(stage.fake.last()!.headers["content-type"]).toMatch(/^multipart\/form-data; boundary=/);
       expect(json).toMatchObject({
         status: 200,
         outcome: "ok",
@@ -151,7 +125,7 @@ describe("metering of the SDKs' other token-consuming calls", () => {
         cost_usd: null,
       });
       const streamed = await rowOf(async () => {
-        const stream = await openai.audio.transcriptions.create({
+        const stream = await stage.openai.audio.transcriptions.create({
           model: "gpt-4o-mini-transcribe",
           file: await audioFile(),
           stream: true,
@@ -172,15 +146,15 @@ describe("metering of the SDKs' other token-consuming calls", () => {
     it("records no tokens for whisper-1, which reports the audio's duration, for a translation, or for a text answer", async () => {
       for (const call of [
         async () => {
-          const transcription = await openai.audio.transcriptions.create({
+          const transcription = await stage.openai.audio.transcriptions.create({
             model: "whisper-1",
             file: await audioFile(),
           });
           expect(transcription.usage).toEqual({ type: "duration", seconds: 3 });
         },
-        async () => openai.audio.translations.create({ model: "whisper-1", file: await audioFile() }),
+        async () => stage.openai.audio.translations.create({ model: "whisper-1", file: await audioFile() }),
         async () => {
-          const text = await openai.audio.transcriptions.create({
+          const text = await stage.openai.audio.transcriptions.create({
             model: "gpt-4o-transcribe",
             file: await audioFile(),
             response_format: "text",
@@ -196,7 +170,7 @@ describe("metering of the SDKs' other token-consuming calls", () => {
 
     it("records speech's tokens when it streams as SSE (speech.audio.done), none for an answer of audio bytes", async () => {
       const audio = await rowOf(async () => {
-        const speech = await openai.audio.speech.create({
+        const speech = await stage.openai.audio.speech.create({
           model: "gpt-4o-mini-tts",
           voice: "alloy",
           input: "Hi",
@@ -205,7 +179,7 @@ describe("metering of the SDKs' other token-consuming calls", () => {
       });
       expect(audio).toMatchObject({ model: "gpt-4o-mini-tts", streamed: 0, ...noTokens });
       const sse = await rowOf(async () => {
-        const speech = await openai.audio.speech.create({
+        const speech = await stage.openai.audio.speech.create({
           model: "gpt-4o-mini-tts",
           voice: "alloy",
           input: "Hi",
@@ -224,7 +198,7 @@ describe("metering of the SDKs' other token-consuming calls", () => {
 
     it("forwards files.create's multipart form intact, records it as free, and refuses a form over the body cap with 413 before the provider sees it", async () => {
       const content = Buffer.from(Array.from({ length: 300_000 }, (_, index) => (index * 7) % 256));
-      fake.enqueueResponse({
+      stage.fake.enqueueResponse({
         status: 200,
         body: {
           id: "file-abc123",
@@ -237,14 +211,14 @@ describe("metering of the SDKs' other token-consuming calls", () => {
         },
       });
       const row = await rowOf(async () => {
-        const file = await openai.files.create({
+        const file = await stage.openai.files.create({
           file: await toFile(content, "batch.jsonl"),
           purpose: "batch",
         });
         expect(file.id).toBe("file-abc123");
       });
       expect(row).toMatchObject({ status: 200, outcome: "ok", ...free });
-      const sent = fake.last()!;
+      const sent = stage.fake.last()!;
       expect(sent).toMatchObject({ method: "POST", path: "/a/v1/files" });
       // One form, its boundary the one the content type names, whole: the file's bytes and the
       // purpose field between its delimiters, the closing delimiter at the end.
@@ -258,31 +232,31 @@ describe("metering of the SDKs' other token-consuming calls", () => {
       expect(sent.body.includes(content)).toBe(true);
       expect(sent.body.toString("latin1")).toMatch(/name="purpose"\r\n\r\nbatch\r\n/);
 
-      fake.clear();
+      stage.fake.clear();
       const over = Buffer.alloc(21 * 1024 * 1024, 0x61);
       const refused = await rowOf(async () => {
-        const error = await openai.files
+        const error = await stage.openai.files
           .create({ file: await toFile(over, "big.jsonl"), purpose: "batch" })
           .catch((caught: unknown) => caught as InstanceType<typeof OpenAI.APIError>);
         expect(error).toMatchObject({ status: 413, message: "413 The request body exceeds 20971520 bytes" });
       });
       expect(refused).toMatchObject({ status: 413, error_code: "PAYLOAD_TOO_LARGE" });
-      expect(fake.requests).toHaveLength(0);
+      expect(stage.fake.requests).toHaveLength(0);
     });
 
     it("streams a binary answer (a file's content, speech's audio) chunk by chunk as the provider sends it, unchanged", async () => {
       const first = Buffer.from(Array.from({ length: 40_000 }, (_, index) => index % 251));
       const second = Buffer.from(Array.from({ length: 40_000 }, (_, index) => (index * 3) % 256));
-      fake.setSseDelayMs(800);
+      stage.fake.setSseDelayMs(800);
       try {
         for (const [contentType, call] of [
-          ["application/octet-stream", () => openai.files.content("file-abc123")],
+          ["application/octet-stream", () => stage.openai.files.content("file-abc123")],
           [
             "audio/mpeg",
-            () => openai.audio.speech.create({ model: "gpt-4o-mini-tts", voice: "alloy", input: "Hi" }),
+            () => stage.openai.audio.speech.create({ model: "gpt-4o-mini-tts", voice: "alloy", input: "Hi" }),
           ],
         ] as const) {
-          fake.enqueueResponse({
+          stage.fake.enqueueResponse({
             status: 200,
             parts: [first, second],
             headers: { "content-type": contentType },
@@ -302,23 +276,23 @@ describe("metering of the SDKs' other token-consuming calls", () => {
           expect(Buffer.concat(chunks).equals(Buffer.concat([first, second]))).toBe(true);
         }
       } finally {
-        fake.setSseDelayMs(0);
+        stage.fake.setSseDelayMs(0);
       }
     });
 
     it("records embeddings' tokens when the SDK asks for base64 (its default), also from an answer of many megabytes", async () => {
       const one = await rowOf(async () => {
-        const answer = await openai.embeddings.create({ model: "text-embedding-3-small", input: "Hi" });
+        const answer = await stage.openai.embeddings.create({ model: "text-embedding-3-small", input: "Hi" });
         expect(answer.data[0]!.embedding).toHaveLength(3);
         expect(answer.data[0]!.embedding[0]).toBeCloseTo(0.0023064255, 8);
       });
-      expect((fake.last()!.json as { encoding_format?: string }).encoding_format).toBe("base64");
+      expect((stage.fake.last()!.json as { encoding_format?: string }).encoding_format).toBe("base64");
       expect(one).toMatchObject({ model: "text-embedding-3-small", input_tokens: 11, output_tokens: 0 });
       expect(one.cost_usd).toBeCloseTo((11 * 0.02) / 1e6, 12);
       // 600 vectors of 3072 floats: about 9.8 MB of base64, read from its tail.
-      fake.setUsage({ input: 600 });
+      stage.fake.setUsage({ input: 600 });
       const many = await rowOf(async () => {
-        const answer = await openai.embeddings.create({
+        const answer = await stage.openai.embeddings.create({
           model: "text-embedding-3-large",
           input: Array.from({ length: 600 }, () => "Hi"),
           dimensions: 3072,
@@ -332,10 +306,10 @@ describe("metering of the SDKs' other token-consuming calls", () => {
 
     it("records a legacy completion's tokens, streamed (usage asked for by Sluice, its chunk kept back) and not", async () => {
       const plain = await rowOf(() =>
-        openai.completions.create({ model: "gpt-3.5-turbo-instruct", prompt: "Hi" }),
+        stage.openai.completions.create({ model: "gpt-3.5-turbo-instruct", prompt: "Hi" }),
       );
       const streamed = await rowOf(async () => {
-        const stream = await openai.completions.create({
+        const stream = await stage.openai.completions.create({
           model: "gpt-3.5-turbo-instruct",
           prompt: "Hi",
           stream: true,
@@ -347,7 +321,7 @@ describe("metering of the SDKs' other token-consuming calls", () => {
         }
         expect(text).toBe("Hello from the fake upstream");
       });
-      expect((fake.last()!.json as { stream_options?: unknown }).stream_options).toEqual({
+      expect((stage.fake.last()!.json as { stream_options?: unknown }).stream_options).toEqual({
         include_usage: true,
       });
       for (const [row, isStreamed] of [
@@ -379,11 +353,11 @@ describe("metering of the SDKs' other token-consuming calls", () => {
     });
 
     it("records responses.compact's tokens and cost, as any Responses API call's", async () => {
-      fake.enqueueResponse({ status: 200, body: compaction("fake1") });
+      stage.fake.enqueueResponse({ status: 200, body: compaction("fake1") });
       const row = await rowOf(() =>
-        openai.responses.compact({ model: "gpt-4.1", input: "A long conversation" }),
+        stage.openai.responses.compact({ model: "gpt-4.1", input: "A long conversation" }),
       );
-      expect(fake.last()).toMatchObject({ method: "POST", path: "/a/v1/responses/compact" });
+      expect(stage.fake.last()).toMatchObject({ method: "POST", path: "/a/v1/responses/compact" });
       expect(row).toMatchObject({
         model: "gpt-4.1",
         input_tokens: 1000,
@@ -402,22 +376,27 @@ describe("metering of the SDKs' other token-consuming calls", () => {
         role: index % 2 === 0 ? ("user" as const) : ("assistant" as const),
         content: `Turn ${index}: ${"a long exchange about the weather ".repeat(8)}`,
       }));
-      fake.enqueueResponse({ status: 200, body: compaction("fake2") });
-      const long = await rowOf(() => openai.responses.compact({ input: conversation, model: "gpt-4.1" }));
-      expect(fake.last()!.body.length).toBeGreaterThan(64 * 1024);
+      stage.fake.enqueueResponse({ status: 200, body: compaction("fake2") });
+      const long = await rowOf(() =>
+        stage.openai.responses.compact({ input: conversation, model: "gpt-4.1" }),
+      );
+      expect(stage.fake.last()!.body.length).toBeGreaterThan(64 * 1024);
       expect(long).toMatchObject({ model: "gpt-4.1", input_tokens: 1000, output_tokens: 100 });
       expect(long.cost_usd).toBeCloseTo(cost, 12);
       // A body naming the model twice (or in a nested object first) runs the last top-level one.
-      fake.enqueueResponse({ status: 200, body: compaction("fake2") });
+      stage.fake.enqueueResponse({ status: 200, body: compaction("fake2") });
       const repeated = await rowOf(async () => {
-        const response = await fetch(`${sluice.url}/v1/provider-a/${project.projectId}/responses/compact`, {
-          method: "POST",
-          headers: {
-            authorization: `Bearer ${project.bearer("provider-a")}`,
-            "content-type": "application/json",
+        const response = await fetch(
+          `${stage.sluice.url}/v1/provider-a/${stage.project.projectId}/responses/compact`,
+          {
+            method: "POST",
+            headers: {
+              authorization: `Bearer ${stage.project.bearer("provider-a")}`,
+              "content-type": "application/json",
+            },
+            body: '{"metadata":{"model":"gpt-4.1-nano"},"model":"gpt-4.1-nano","input":"Hi","model":"gpt-4.1"}',
           },
-          body: '{"metadata":{"model":"gpt-4.1-nano"},"model":"gpt-4.1-nano","input":"Hi","model":"gpt-4.1"}',
-        });
+        );
         expect(response.status).toBe(200);
         await response.arrayBuffer();
       });
@@ -452,13 +431,13 @@ describe("metering of the SDKs' other token-consuming calls", () => {
         output_tokens_details: { reasoning_tokens: 0 },
         total_tokens: input + output,
       });
-      const before = new Set((await usageRows()).map((row) => row.request_id));
-      fake.enqueueResponse({ status: 200, body: batch("in_progress", counts(500, 100, 150)) });
-      fake.enqueueResponse({ status: 200, body: batch("completed", counts(1000, 200, 300)) });
-      fake.enqueueResponse({ status: 200, body: batch("completed", counts(1000, 200, 300)) });
-      for (let poll = 0; poll < 3; poll++) await openai.batches.retrieve("batch_fake2");
-      expect(fake.last()).toMatchObject({ method: "GET", path: "/a/v1/batches/batch_fake2" });
-      const added = (await usageRows()).filter((row) => !before.has(row.request_id));
+      const before = new Set((await stage.usageRows()).map((row) => row.request_id));
+      stage.fake.enqueueResponse({ status: 200, body: batch("in_progress", counts(500, 100, 150)) });
+      stage.fake.enqueueResponse({ status: 200, body: batch("completed", counts(1000, 200, 300)) });
+      stage.fake.enqueueResponse({ status: 200, body: batch("completed", counts(1000, 200, 300)) });
+      for (let poll = 0; poll < 3; poll++) await stage.openai.batches.retrieve("batch_fake2");
+      expect(stage.fake.last()).toMatchObject({ method: "GET", path: "/a/v1/batches/batch_fake2" });
+      const added = (await stage.usageRows()).filter((row) => !before.has(row.request_id));
       const runs = added.filter((row) => row.request_id.startsWith("bg_"));
       expect(added).toHaveLength(4);
       // A poll's own row: a read, free (the run's tokens are on its row).
@@ -479,21 +458,24 @@ describe("metering of the SDKs' other token-consuming calls", () => {
 
     it("records calls the provider bills nothing for as free: moderations, responses.inputTokens, conversations.create, realtime.clientSecrets, batches.create", async () => {
       const calls: Array<[string, () => Promise<unknown>, unknown]> = [
-        ["moderations", () => openai.moderations.create({ input: "Hi" }), undefined],
+        ["moderations", () => stage.openai.moderations.create({ input: "Hi" }), undefined],
         [
           "responses/input_tokens",
-          () => openai.responses.inputTokens.count({ model: "gpt-4.1", input: "Hi" }),
+          () => stage.openai.responses.inputTokens.count({ model: "gpt-4.1", input: "Hi" }),
           { object: "response.input_tokens", input_tokens: 42 },
         ],
         [
           "conversations",
-          () => openai.conversations.create({ items: [{ type: "message", role: "user", content: "Hi" }] }),
+          () =>
+            stage.openai.conversations.create({ items: [{ type: "message", role: "user", content: "Hi" }] }),
           { id: "conv_fake1", object: "conversation", created_at: 1_763_000_000, metadata: {} },
         ],
         [
           "realtime/client_secrets",
           () =>
-            openai.realtime.clientSecrets.create({ session: { type: "realtime", model: "gpt-realtime" } }),
+            stage.openai.realtime.clientSecrets.create({
+              session: { type: "realtime", model: "gpt-realtime" },
+            }),
           {
             value: "ek_fake",
             expires_at: 1_763_000_600,
@@ -503,7 +485,7 @@ describe("metering of the SDKs' other token-consuming calls", () => {
         [
           "batches",
           () =>
-            openai.batches.create({
+            stage.openai.batches.create({
               endpoint: "/v1/chat/completions",
               input_file_id: "file-fake1",
               completion_window: "24h",
@@ -521,9 +503,9 @@ describe("metering of the SDKs' other token-consuming calls", () => {
         ],
       ];
       for (const [path, call, answer] of calls) {
-        if (answer !== undefined) fake.enqueueResponse({ status: 200, body: answer });
+        if (answer !== undefined) stage.fake.enqueueResponse({ status: 200, body: answer });
         const row = await rowOf(call);
-        expect(fake.last(), path).toMatchObject({ method: "POST", path: `/a/v1/${path}` });
+        expect(stage.fake.last(), path).toMatchObject({ method: "POST", path: `/a/v1/${path}` });
         expect(row, path).toMatchObject({ status: 200, outcome: "ok", ...free });
       }
     });
@@ -540,16 +522,16 @@ describe("metering of the SDKs' other token-consuming calls", () => {
     };
 
     it("records the thinking tokens as reasoning and prices the web searches, streamed and not", async () => {
-      fake.setUsage({ thinking: 4, webSearches: 2 });
+      stage.fake.setUsage({ thinking: 4, webSearches: 2 });
       const created = await rowOf(async () => {
-        const message = await anthropic.messages.create(ask);
+        const message = await stage.anthropic.messages.create(ask);
         expect(message.usage).toMatchObject({
           output_tokens_details: { thinking_tokens: 4 },
           server_tool_use: { web_search_requests: 2 },
         });
       });
       const streamed = await rowOf(async () => {
-        const message = await anthropic.messages.stream(ask).finalMessage();
+        const message = await stage.anthropic.messages.stream(ask).finalMessage();
         expect(message.usage.server_tool_use?.web_search_requests).toBe(2);
       });
       for (const row of [created, streamed]) {
@@ -565,11 +547,11 @@ describe("metering of the SDKs' other token-consuming calls", () => {
     });
 
     it("adds a compaction's tokens (beta), which the top-level usage leaves out, streamed and not", async () => {
-      fake.setUsage({ compaction: { input: 150_000, output: 3500 } });
+      stage.fake.setUsage({ compaction: { input: 150_000, output: 3500 } });
       const params = { ...ask, betas: ["compact-2026-01-12"] };
-      const created = await rowOf(() => anthropic.beta.messages.create(params));
-      expect(fake.last()!.headers["anthropic-beta"]).toBe("compact-2026-01-12");
-      const streamed = await rowOf(() => anthropic.beta.messages.stream(params).finalMessage());
+      const created = await rowOf(() => stage.anthropic.beta.messages.create(params));
+      expect(stage.fake.last()!.headers["anthropic-beta"]).toBe("compact-2026-01-12");
+      const streamed = await rowOf(() => stage.anthropic.beta.messages.stream(params).finalMessage());
       for (const row of [created, streamed]) {
         expect(row).toMatchObject({ input_tokens: 150_011, cached_tokens: 3, output_tokens: 3507 });
         expect(row.cost_usd).toBeCloseTo(sonnetCost(150_011, 3, 3507), 12);
@@ -579,7 +561,7 @@ describe("metering of the SDKs' other token-consuming calls", () => {
     it("prices a compaction and the answer each against the 200k long-context threshold on its own", async () => {
       // Anthropic's documented example: the compaction read 180k tokens, the answer 23k; together
       // over 200k, neither is on its own.
-      fake.setUsage({
+      stage.fake.setUsage({
         input: 23_000,
         output: 1000,
         cached: 0,
@@ -587,8 +569,8 @@ describe("metering of the SDKs' other token-consuming calls", () => {
         compaction: { input: 180_000, output: 3500 },
       });
       const params = { ...ask, betas: ["compact-2026-01-12"] };
-      const created = await rowOf(() => anthropic.beta.messages.create(params));
-      const streamed = await rowOf(() => anthropic.beta.messages.stream(params).finalMessage());
+      const created = await rowOf(() => stage.anthropic.beta.messages.create(params));
+      const streamed = await rowOf(() => stage.anthropic.beta.messages.stream(params).finalMessage());
       for (const row of [created, streamed]) {
         expect(row).toMatchObject({ input_tokens: 203_000, output_tokens: 4500 });
         expect(row.cost_usd).toBeCloseTo(sonnetCost(180_000, 0, 3500) + sonnetCost(23_000, 0, 1000), 12);
@@ -596,9 +578,9 @@ describe("metering of the SDKs' other token-consuming calls", () => {
     });
 
     it("prices a claude-sonnet-4-5 call over 200k input tokens (1M context window) at its long-context prices", async () => {
-      fake.setUsage({ input: 250_000, output: 1000, cached: 50_000, reasoning: 0 });
+      stage.fake.setUsage({ input: 250_000, output: 1000, cached: 50_000, reasoning: 0 });
       const row = await rowOf(() =>
-        anthropic.beta.messages.create({ ...ask, betas: ["context-1m-2025-08-07"] }),
+        stage.anthropic.beta.messages.create({ ...ask, betas: ["context-1m-2025-08-07"] }),
       );
       expect(row).toMatchObject({ input_tokens: 250_000, cached_tokens: 50_000, output_tokens: 1000 });
       // Over 200k, cache reads included: $6 input, $0.60 cache read, $22.50 output per 1M.
@@ -607,21 +589,23 @@ describe("metering of the SDKs' other token-consuming calls", () => {
 
     it("prices an advisor's sub-inference (beta) at the prices of the model it names, beside the executor's tokens", async () => {
       const advised = (model: string) =>
-        rowOf(() => anthropic.beta.messages.create({ ...ask, model, betas: ["advisor-tool-2026-03-01"] }));
-      fake.setUsage({ advisor: { model: "claude-opus-4-1", input: 30_000, output: 1600 } });
+        rowOf(() =>
+          stage.anthropic.beta.messages.create({ ...ask, model, betas: ["advisor-tool-2026-03-01"] }),
+        );
+      stage.fake.setUsage({ advisor: { model: "claude-opus-4-1", input: 30_000, output: 1600 } });
       const row = await advised("claude-haiku-4-5");
       // The row keeps the executor's tokens; its cost adds the advisor's: claude-haiku-4-5 $1 input,
       // $0.10 cache read, $5 output; claude-opus-4-1 $15 input, $75 output per 1M.
       expect(row).toMatchObject({ model: "claude-haiku-4-5", input_tokens: 11, output_tokens: 7 });
       expect(row.cost_usd).toBeCloseTo((8 * 1 + 3 * 0.1 + 7 * 5 + 30_000 * 15 + 1600 * 75) / 1e6, 12);
       const streamed = await rowOf(() =>
-        anthropic.beta.messages
+        stage.anthropic.beta.messages
           .stream({ ...ask, model: "claude-haiku-4-5", betas: ["advisor-tool-2026-03-01"] })
           .finalMessage(),
       );
       expect(streamed.cost_usd).toBe(row.cost_usd);
       // An advisor model the catalogue does not list: its prices, and so the call's cost, are unknown.
-      fake.setUsage({ advisor: { model: "claude-unlisted-9", input: 30_000, output: 1600 } });
+      stage.fake.setUsage({ advisor: { model: "claude-unlisted-9", input: 30_000, output: 1600 } });
       expect(await advised("claude-haiku-4-5")).toMatchObject({
         input_tokens: 11,
         output_tokens: 7,
@@ -631,15 +615,15 @@ describe("metering of the SDKs' other token-consuming calls", () => {
 
     it("records messages.countTokens as free and a batch's creation with no tokens and an unknown cost (its run is not seen); a batch's retrieval (GET) is 405", async () => {
       const counted = await rowOf(async () => {
-        const count = await anthropic.messages.countTokens({
+        const count = await stage.anthropic.messages.countTokens({
           model: "claude-sonnet-4-5",
           messages: [{ role: "user", content: "Hi" }],
         });
         expect(count.input_tokens).toBe(11);
       });
-      expect(fake.last()).toMatchObject({ method: "POST", path: "/b/v1/messages/count_tokens" });
+      expect(stage.fake.last()).toMatchObject({ method: "POST", path: "/b/v1/messages/count_tokens" });
       expect(counted).toMatchObject({ status: 200, model: "claude-sonnet-4-5", ...free });
-      fake.enqueueResponse({
+      stage.fake.enqueueResponse({
         status: 200,
         body: {
           id: "msgbatch_fake1",
@@ -655,7 +639,7 @@ describe("metering of the SDKs' other token-consuming calls", () => {
         },
       });
       const created = await rowOf(() =>
-        anthropic.messages.batches.create({
+        stage.anthropic.messages.batches.create({
           requests: [
             {
               custom_id: "first",
@@ -668,66 +652,66 @@ describe("metering of the SDKs' other token-consuming calls", () => {
           ],
         }),
       );
-      expect(fake.last()).toMatchObject({ method: "POST", path: "/b/v1/messages/batches" });
+      expect(stage.fake.last()).toMatchObject({ method: "POST", path: "/b/v1/messages/batches" });
       expect(created).toMatchObject({ status: 200, ...noTokens });
-      const upstreamCalls = fake.requests.length;
-      await expect(anthropic.messages.batches.retrieve("msgbatch_fake1")).rejects.toMatchObject({
+      const upstreamCalls = stage.fake.requests.length;
+      await expect(stage.anthropic.messages.batches.retrieve("msgbatch_fake1")).rejects.toMatchObject({
         status: 405,
       });
-      expect(fake.requests).toHaveLength(upstreamCalls);
+      expect(stage.fake.requests).toHaveLength(upstreamCalls);
     });
 
     it("forwards a batch's cancel, a POST the SDK sends without a body or a content type, and records it as free", async () => {
       for (const cancel of [
-        () => anthropic.messages.batches.cancel("msgbatch_fake1"),
-        () => anthropic.beta.messages.batches.cancel("msgbatch_fake1"),
+        () => stage.anthropic.messages.batches.cancel("msgbatch_fake1"),
+        () => stage.anthropic.beta.messages.batches.cancel("msgbatch_fake1"),
       ]) {
-        fake.clear();
+        stage.fake.clear();
         const row = await rowOf(async () => {
           const batch = await cancel();
           expect(batch.processing_status).toBe("canceling");
         });
-        expect(fake.last()).toMatchObject({
+        expect(stage.fake.last()).toMatchObject({
           method: "POST",
           path: "/b/v1/messages/batches/msgbatch_fake1/cancel",
         });
-        expect(fake.last()!.body).toHaveLength(0);
-        expect(fake.last()!.headers["content-type"]).toBeUndefined();
+        expect(stage.fake.last()!.body).toHaveLength(0);
+        expect(stage.fake.last()!.headers["content-type"]).toBeUndefined();
         expect(row).toMatchObject({ status: 200, outcome: "ok", ...free });
       }
       // Only a POST with no body is spared the content type: one with a body and none is still 415.
-      fake.clear();
+      stage.fake.clear();
       const untyped = await sendRawHeaders(
-        `${sluice.url}/v1/provider-b/${project.projectId}/v1/messages/batches/msgbatch_fake1/cancel`,
-        { "x-api-key": project.bearer("provider-b"), "content-length": "2" },
+        `${stage.sluice.url}/v1/provider-b/${stage.project.projectId}/v1/messages/batches/msgbatch_fake1/cancel`,
+        { "x-api-key": stage.project.bearer("provider-b"), "content-length": "2" },
         "{}",
       );
       expect(untyped.status).toBe(415);
       // Any other call keeps SPEC's rule: a POST without a content type is 415, bodiless or not.
       const bodiless = await sendRawHeaders(
-        `${sluice.url}/v1/provider-b/${project.projectId}/v1/messages`,
-        { "x-api-key": project.bearer("provider-b"), "content-length": "0" },
+        `${stage.sluice.url}/v1/provider-b/${stage.project.projectId}/v1/messages`,
+        { "x-api-key": stage.project.bearer("provider-b"), "content-length": "0" },
         "",
       );
       expect(bodiless.status).toBe(415);
-      expect(fake.requests).toHaveLength(0);
+      expect(stage.fake.requests).toHaveLength(0);
     });
   });
 
   describe("provider C", () => {
     it("prices a prompt with audio at the model's audio prices, streamed, unstreamed and as an interaction", async () => {
-      fake.setUsage({ input: 1000, output: 20, cached: 0, reasoning: 0, audioInput: 900 });
+      stage.fake.setUsage({ input: 1000, output: 20, cached: 0, reasoning: 0, audioInput: 900 });
       const audio = { inlineData: { mimeType: "audio/mp3", data: fakeAudio.toString("base64") } };
       const contents = [{ role: "user", parts: [{ text: "What is said?" }, audio] }];
       const calls = () => [
-        () => google.models.generateContent({ model: "gemini-2.5-flash", contents }),
+        () => stage.google.models.generateContent({ model: "gemini-2.5-flash", contents }),
         async () => {
-          for await (const _chunk of await google.models.generateContentStream({
+          for await (const _chunk of await stage.google.models.generateContentStream({
             model: "gemini-2.5-flash",
             contents,
           }));
         },
-        () => google.interactions.create({ model: "gemini-2.5-flash", input: "What is said?" }),
+        () => stage.google.interactions.create({ model: "gemini-2.5-flash", input: "What is said?" }),
       ];
       const rows = [];
       for (const call of calls()) rows.push(await rowOf(call));
@@ -737,7 +721,7 @@ describe("metering of the SDKs' other token-consuming calls", () => {
         expect(row.cost_usd).toBeCloseTo((100 * 0.3 + 900 * 1 + 20 * 2.5) / 1e6, 12);
       }
       // Cached audio at $0.25, cached text at $0.075, as the breakdown of the cached part says.
-      fake.setUsage({ cached: 600, audioInput: 900, cachedAudio: 500 });
+      stage.fake.setUsage({ cached: 600, audioInput: 900, cachedAudio: 500 });
       const cachedRows = [];
       for (const call of calls()) cachedRows.push(await rowOf(call));
       for (const row of cachedRows) {
@@ -745,21 +729,21 @@ describe("metering of the SDKs' other token-consuming calls", () => {
         expect(row.cost_usd).toBeCloseTo((400 * 1 + 500 * 0.25 + 100 * 0.075 + 20 * 2.5) / 1e6, 12);
       }
       // The same prompt in text alone costs the text prices.
-      fake.setUsage({ cached: 0, audioInput: 0, cachedAudio: undefined } as Partial<FakeUsage>);
+      stage.fake.setUsage({ cached: 0, audioInput: 0, cachedAudio: undefined } as Partial<FakeUsage>);
       const text = await rowOf(() =>
-        google.models.generateContent({ model: "gemini-2.5-flash", contents: "Hi" }),
+        stage.google.models.generateContent({ model: "gemini-2.5-flash", contents: "Hi" }),
       );
       expect(text.cost_usd).toBeCloseTo((1000 * 0.3 + 20 * 2.5) / 1e6, 12);
     });
 
     it("prices a gemini-2.5-pro prompt over 200k tokens at its long-context prices, streamed and not", async () => {
-      fake.setUsage({ input: 300_000, output: 1000, cached: 100_000, reasoning: 400 });
+      stage.fake.setUsage({ input: 300_000, output: 1000, cached: 100_000, reasoning: 400 });
       const rows = [
         await rowOf(() =>
-          google.models.generateContent({ model: "gemini-2.5-pro", contents: "A long book" }),
+          stage.google.models.generateContent({ model: "gemini-2.5-pro", contents: "A long book" }),
         ),
         await rowOf(async () => {
-          for await (const _chunk of await google.models.generateContentStream({
+          for await (const _chunk of await stage.google.models.generateContentStream({
             model: "gemini-2.5-pro",
             contents: "A long book",
           }));
@@ -774,57 +758,57 @@ describe("metering of the SDKs' other token-consuming calls", () => {
 
     it("records countTokens as free, and embeddings (batchEmbedContents), whose answers report no usage, with an unknown cost", async () => {
       const counted = await rowOf(async () => {
-        const count = await google.models.countTokens({ model: "gemini-2.5-flash", contents: "Hi" });
+        const count = await stage.google.models.countTokens({ model: "gemini-2.5-flash", contents: "Hi" });
         expect(count.totalTokens).toBe(11);
       });
-      expect(fake.last()).toMatchObject({
+      expect(stage.fake.last()).toMatchObject({
         method: "POST",
         path: "/c/v1/models/gemini-2.5-flash:countTokens",
       });
       expect(counted).toMatchObject({ status: 200, model: "gemini-2.5-flash", ...free });
       const embedded = await rowOf(() =>
-        google.models.embedContent({ model: "gemini-embedding-001", contents: ["Hi", "there"] }),
+        stage.google.models.embedContent({ model: "gemini-embedding-001", contents: ["Hi", "there"] }),
       );
-      expect(fake.last()!.path).toBe("/c/v1/models/gemini-embedding-001:batchEmbedContents");
+      expect(stage.fake.last()!.path).toBe("/c/v1/models/gemini-embedding-001:batchEmbedContents");
       expect(embedded).toMatchObject({ status: 200, model: "gemini-embedding-001", ...noTokens });
     });
 
     it("records no tokens for caches.create (its size is no use of tokens), and answers caches.list (GET) 405", async () => {
       const row = await rowOf(async () => {
-        const cache = await google.caches.create({
+        const cache = await stage.google.caches.create({
           model: "gemini-2.5-flash",
           config: { contents: "A long document", ttl: "3600s" },
         });
         expect(cache.usageMetadata?.totalTokenCount).toBe(11);
       });
-      expect(fake.last()).toMatchObject({ method: "POST", path: "/c/v1/cachedContents" });
+      expect(stage.fake.last()).toMatchObject({ method: "POST", path: "/c/v1/cachedContents" });
       expect(row).toMatchObject({ status: 200, ...noTokens });
-      await expect(google.caches.list()).rejects.toThrow(/405|METHOD_NOT_ALLOWED/);
+      await expect(stage.google.caches.list()).rejects.toThrow(/405|METHOD_NOT_ALLOWED/);
     });
 
     it("records no tokens for the jobs that answer an operation (batches.create, generateVideos), whose polls (GET) are 405", async () => {
       const batch = await rowOf(() =>
-        google.batches.create({
+        stage.google.batches.create({
           model: "gemini-2.5-flash",
           src: [{ contents: [{ role: "user", parts: [{ text: "Hi" }] }] }],
         }),
       );
-      expect(fake.last()).toMatchObject({
+      expect(stage.fake.last()).toMatchObject({
         method: "POST",
         path: "/c/v1/models/gemini-2.5-flash:batchGenerateContent",
       });
       expect(batch).toMatchObject({ status: 200, model: "gemini-2.5-flash", ...noTokens });
-      await expect(google.batches.get({ name: "batches/fake-batch-1" })).rejects.toThrow(
+      await expect(stage.google.batches.get({ name: "batches/fake-batch-1" })).rejects.toThrow(
         /405|METHOD_NOT_ALLOWED/,
       );
       // @google/genai 3.x calls generateVideos on Vertex AI only; 1.x and 2.x call it on the Gemini API.
       const video = await rowOf(() =>
-        googleGenAiV1Client(sluice, project).models.generateVideos({
+        googleGenAiV1Client(stage.sluice, stage.project).models.generateVideos({
           model: "veo-3.0-generate-001",
           prompt: "A cat on a sluice gate",
         }),
       );
-      expect(fake.last()!.path).toBe("/c/v1beta/models/veo-3.0-generate-001:predictLongRunning");
+      expect(stage.fake.last()!.path).toBe("/c/v1beta/models/veo-3.0-generate-001:predictLongRunning");
       expect(video).toMatchObject({ status: 200, model: "veo-3.0-generate-001", ...noTokens });
     });
   });

@@ -2,17 +2,13 @@ import { randomBytes } from "node:crypto";
 import { request } from "node:http";
 import { connect } from "node:net";
 import { createServer as createTlsServer, type Server as TlsServer } from "node:tls";
-import type Anthropic from "@anthropic-ai/sdk";
-import type { GoogleGenAI } from "@google/genai";
 import OpenAI, { toFile } from "openai";
 import { OpenAIRealtimeWS } from "openai/realtime/ws";
 import { ResponsesWS } from "openai/resources/responses/ws";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
-import type { FakeUpstream } from "../fakes/fake-upstream.js";
-import { type ProxyStage, startProxyStage } from "../support/proxy-stage.js";
+import { useProxyStage } from "../support/proxy-stage.js";
 import { sdkClients } from "../support/sdk-clients.js";
 import { selfSigned } from "../support/self-signed.js";
-import type { TestGateway, TestProject } from "../support/test-gateway.js";
 
 /**
  * The SDK calls real apps make through the proxies beyond chat, messages, generateContent, their
@@ -21,45 +17,22 @@ import type { TestGateway, TestProject } from "../support/test-gateway.js";
  * row. Calls that cannot go through Sluice get a clear error, before any byte reaches the provider.
  */
 describe("the official SDKs' other calls through the proxies", () => {
-  let fake: FakeUpstream;
-  let sluice: TestGateway;
-  let project: TestProject;
-  let openai: OpenAI;
-  let anthropic: Anthropic;
-  let google: GoogleGenAI;
-  let stage: ProxyStage;
-
-  beforeAll(async () => {
-    stage = await startProxyStage();
-    ({ fake, sluice, project } = stage);
-    ({ openai, anthropic, google } = sdkClients(sluice, project));
-  });
-
-  afterAll(() => stage.close());
+  const stage = useProxyStage(sdkClients);
 
   beforeEach(() => {
-    fake.clear();
-    fake.setUsage({ input: 11, output: 7, cached: 3, reasoning: 2 });
+    stage.fake.clear();
+    stage.fake.setUsage({ input: 11, output: 7, cached: 3, reasoning: 2 });
   });
-
-  async function usageRows() {
-    await sluice.gateway.flushUsage();
-    return sluice.gateway.database.db
-      .selectFrom("usage_records")
-      .selectAll()
-      .where("project_id", "=", project.projectId)
-      .execute();
-  }
 
   /** The rows `call` adds (after waiting `settleMs` for rows that are not written). */
   async function rowsOf(call: () => Promise<unknown>, expected: number) {
-    const before = new Set((await usageRows()).map((row) => row.request_id));
+    const before = new Set((await stage.usageRows()).map((row) => row.request_id));
     await call();
     for (const deadline = Date.now() + 5000; ; ) {
-      const added = (await usageRows()).filter((row) => !before.has(row.request_id));
+      const added = (await stage.usageRows()).filter((row) => !before.has(row.request_id));
       if (added.length >= expected || Date.now() > deadline) {
         if (expected === 0) await new Promise((resolve) => setTimeout(resolve, 200));
-        return (await usageRows()).filter((row) => !before.has(row.request_id));
+        return (await stage.usageRows()).filter((row) => !before.has(row.request_id));
       }
       await new Promise((resolve) => setTimeout(resolve, 20));
     }
@@ -82,11 +55,11 @@ describe("the official SDKs' other calls through the proxies", () => {
   describe("provider A (openai)", () => {
     it("records the Responses API's tokens and cost, streamed (from response.completed) and not, alike", async () => {
       const buffered = await rowOf(async () => {
-        const response = await openai.responses.create({ model: "gpt-4o", input: "Hi" });
+        const response = await stage.openai.responses.create({ model: "gpt-4o", input: "Hi" });
         expect(response.usage).toMatchObject({ input_tokens: 11, output_tokens: 7 });
       });
       const streamed = await rowOf(async () => {
-        const stream = openai.responses.stream({ model: "gpt-4o", input: "Hi" });
+        const stream = stage.openai.responses.stream({ model: "gpt-4o", input: "Hi" });
         const final = await stream.finalResponse();
         expect(final.usage).toMatchObject({ input_tokens: 11, output_tokens: 7 });
       });
@@ -99,25 +72,28 @@ describe("the official SDKs' other calls through the proxies", () => {
 
     it("forwards models.retrieve to the provider (the list is the catalogue's) and records it as free", async () => {
       const row = await rowOf(async () => {
-        const model = await openai.models.retrieve("gpt-4o");
+        const model = await stage.openai.models.retrieve("gpt-4o");
         expect(model).toMatchObject({ id: "gpt-4o", object: "model" });
       });
-      expect(fake.last()).toMatchObject({ method: "GET", path: "/a/v1/models/gpt-4o" });
+      expect(stage.fake.last()).toMatchObject({ method: "GET", path: "/a/v1/models/gpt-4o" });
       expect(row).toMatchObject({ status: 200, outcome: "ok", ...free });
       // The list is Sluice's own answer: no provider call and no row.
       const listed = await rowsOf(async () => {
         const ids: string[] = [];
-        for await (const model of openai.models.list()) ids.push(model.id);
+        for await (const model of stage.openai.models.list()) ids.push(model.id);
         expect(ids).toContain("gpt-4o");
       }, 0);
       expect(listed).toHaveLength(0);
-      expect(fake.requests).toHaveLength(1);
+      expect(stage.fake.requests).toHaveLength(1);
     });
 
     it("forwards files.create's form and files.delete's DELETE, and records both as free", async () => {
       const content = Buffer.from('{"custom_id":"1"}\n');
       const created = await rowOf(async () => {
-        const file = await openai.files.create({ file: await toFile(content, "in.jsonl"), purpose: "batch" });
+        const file = await stage.openai.files.create({
+          file: await toFile(content, "in.jsonl"),
+          purpose: "batch",
+        });
         expect(file).toMatchObject({
           id: "file-abc123",
           filename: "in.jsonl",
@@ -127,16 +103,16 @@ describe("the official SDKs' other calls through the proxies", () => {
       });
       expect(created).toMatchObject({ status: 200, outcome: "ok", ...free });
       const deleted = await rowOf(async () => {
-        expect(await openai.files.delete("file-abc123")).toEqual({
+        expect(await stage.openai.files.delete("file-abc123")).toEqual({
           id: "file-abc123",
           object: "file",
           deleted: true,
         });
       });
-      const sent = fake.last()!;
+      const sent = stage.fake.last()!;
       expect(sent).toMatchObject({ method: "DELETE", path: "/a/v1/files/file-abc123" });
       expect(sent.body).toHaveLength(0);
-      expect(sent.headers.authorization).toBe(`Bearer ${project.providerKeys["provider-a"]}`);
+      expect(sent.headers.authorization).toBe(`Bearer ${stage.project.providerKeys["provider-a"]}`);
       expect(deleted).toMatchObject({ status: 200, outcome: "ok", ...free });
     });
   });
@@ -144,7 +120,7 @@ describe("the official SDKs' other calls through the proxies", () => {
   describe("provider B (@anthropic-ai/sdk)", () => {
     it("forwards the beta message batches' create (betas as anthropic-beta) with no tokens, and answers its retrieve 405", async () => {
       const row = await rowOf(async () => {
-        const batch = await anthropic.beta.messages.batches.create({
+        const batch = await stage.anthropic.beta.messages.batches.create({
           requests: [
             {
               custom_id: "first",
@@ -159,31 +135,31 @@ describe("the official SDKs' other calls through the proxies", () => {
         });
         expect(batch).toMatchObject({ id: "msgbatch_fake1", processing_status: "in_progress" });
       });
-      const sent = fake.last()!;
+      const sent = stage.fake.last()!;
       expect(sent).toMatchObject({ method: "POST", path: "/b/v1/messages/batches" });
       expect(sent.headers["anthropic-beta"]).toBe("message-batches-2024-09-24");
       // Billed for the requests it runs later, which only its retrieval and results (GETs) see.
       expect(row).toMatchObject({ status: 200, outcome: "ok", input_tokens: null, cost_usd: null });
-      const error = await anthropic.beta.messages.batches
+      const error = await stage.anthropic.beta.messages.batches
         .retrieve("msgbatch_fake1")
         .catch((caught) => caught);
       expect(error).toMatchObject({ status: 405 });
       expect(String(error.message)).toMatch(
         /GET v1\/messages\/batches\/msgbatch_fake1 does not go through Sluice/,
       );
-      expect(fake.requests).toHaveLength(1);
+      expect(stage.fake.requests).toHaveLength(1);
     });
 
     it("passes a beta message's betas on as anthropic-beta and records its tokens", async () => {
       const row = await rowOf(() =>
-        anthropic.beta.messages.create({
+        stage.anthropic.beta.messages.create({
           model: "claude-sonnet-4-5",
           max_tokens: 16,
           messages: [{ role: "user", content: "Hi" }],
           betas: ["context-1m-2025-08-07", "token-efficient-tools-2025-02-19"],
         }),
       );
-      expect(fake.last()!.headers["anthropic-beta"]).toBe(
+      expect(stage.fake.last()!.headers["anthropic-beta"]).toBe(
         "context-1m-2025-08-07,token-efficient-tools-2025-02-19",
       );
       expect(row).toMatchObject({
@@ -198,7 +174,7 @@ describe("the official SDKs' other calls through the proxies", () => {
   describe("provider C (@google/genai)", () => {
     it("records caches.create with the model the cache is for (its body's, models/ left out), no tokens and an unknown cost", async () => {
       const row = await rowOf(async () => {
-        const cache = await google.caches.create({
+        const cache = await stage.google.caches.create({
           model: "gemini-2.5-flash",
           config: { contents: "A long document", ttl: "300s" },
         });
@@ -207,8 +183,8 @@ describe("the official SDKs' other calls through the proxies", () => {
           model: "models/gemini-2.5-flash",
         });
       });
-      expect(fake.last()).toMatchObject({ method: "POST", path: "/c/v1/cachedContents" });
-      expect(fake.last()!.json).toMatchObject({ model: "models/gemini-2.5-flash" });
+      expect(stage.fake.last()).toMatchObject({ method: "POST", path: "/c/v1/cachedContents" });
+      expect(stage.fake.last()!.json).toMatchObject({ model: "models/gemini-2.5-flash" });
       // Billed by the hour it is stored, which the catalogue does not price: not free.
       expect(row).toMatchObject({
         status: 200,
@@ -222,14 +198,14 @@ describe("the official SDKs' other calls through the proxies", () => {
 
     it("answers files.upload (its resumable upload starts at upload/…, outside the API's path) 404 with the reason, and never forwards it", async () => {
       const rows = await rowsOf(async () => {
-        const error = await google.files
+        const error = await stage.google.files
           .upload({ file: new Blob(["hello"], { type: "text/plain" }), config: { mimeType: "text/plain" } })
           .catch((caught) => caught);
         expect(error).toMatchObject({ status: 404 });
         expect(String(error.message)).toMatch(/Provider C file uploads do not go through Sluice/);
       }, 0);
       expect(rows).toHaveLength(0);
-      expect(fake.requests).toHaveLength(0);
+      expect(stage.fake.requests).toHaveLength(0);
     });
   });
 
@@ -243,7 +219,7 @@ describe("the official SDKs' other calls through the proxies", () => {
       // TLS, as it is served in production (a terminating proxy in front of it, here a local one).
       const pair = selfSigned();
       cert = pair.cert;
-      const sluicePort = Number(new URL(sluice.url).port);
+      const sluicePort = Number(new URL(stage.sluice.url).port);
       tls = createTlsServer(pair, (socket) => {
         const inner = connect(sluicePort, "127.0.0.1");
         socket.pipe(inner).pipe(socket);
@@ -259,8 +235,8 @@ describe("the official SDKs' other calls through the proxies", () => {
 
     it("answers provider A's Realtime WebSocket (OpenAIRealtimeWS) with a clear 404 at once, never calling the provider", async () => {
       const client = new OpenAI({
-        baseURL: `${tlsUrl}/v1/provider-a/${project.projectId}`,
-        apiKey: project.bearer("provider-a"),
+        baseURL: `${tlsUrl}/v1/provider-a/${stage.project.projectId}`,
+        apiKey: stage.project.bearer("provider-a"),
         maxRetries: 0,
       });
       const started = Date.now();
@@ -277,12 +253,12 @@ describe("the official SDKs' other calls through the proxies", () => {
       }, 0);
       expect(Date.now() - started).toBeLessThan(5000);
       expect(rows).toHaveLength(0);
-      expect(fake.requests).toHaveLength(0);
+      expect(stage.fake.requests).toHaveLength(0);
     });
 
     it("answers the Responses API's WebSocket mode (ResponsesWS) 404 as well, with no row", async () => {
       const rows = await rowsOf(async () => {
-        const socket = new ResponsesWS(openai);
+        const socket = new ResponsesWS(stage.openai);
         const error = await new Promise<Error>((resolve) => {
           socket.on("error", resolve);
           socket.on("event", () => resolve(new Error("an event came")));
@@ -291,26 +267,26 @@ describe("the official SDKs' other calls through the proxies", () => {
         expect(error.message).toMatch(/404/);
       }, 0);
       expect(rows).toHaveLength(0);
-      expect(fake.requests).toHaveLength(0);
+      expect(stage.fake.requests).toHaveLength(0);
     });
 
     it("forwards a GET whose Upgrade names another protocol (h2c) as the plain GET it is", async () => {
       const response = await fetchWithUpgrade(
-        `${sluice.url}/v1/provider-a/${project.projectId}/models/gpt-4o`,
-        project.bearer("provider-a"),
+        `${stage.sluice.url}/v1/provider-a/${stage.project.projectId}/models/gpt-4o`,
+        stage.project.bearer("provider-a"),
       );
       expect(response).toMatchObject({ status: 200 });
       expect(JSON.parse(response.body)).toMatchObject({ id: "gpt-4o" });
-      expect(fake.last()).toMatchObject({ method: "GET", path: "/a/v1/models/gpt-4o" });
-      expect(fake.last()!.headers.upgrade).toBeUndefined();
+      expect(stage.fake.last()).toMatchObject({ method: "GET", path: "/a/v1/models/gpt-4o" });
+      expect(stage.fake.last()!.headers.upgrade).toBeUndefined();
     });
 
     it("names the reason in the 404's body, for the Realtime API and the Responses API's WebSocket mode alike", async () => {
       for (const path of ["realtime?model=gpt-realtime", "responses"]) {
         const { status, body } = await refusedHandshake(
-          `${sluice.url}/v1/provider-a/${project.projectId}/${path}`,
+          `${stage.sluice.url}/v1/provider-a/${stage.project.projectId}/${path}`,
           {
-            authorization: `Bearer ${project.bearer("provider-a")}`,
+            authorization: `Bearer ${stage.project.bearer("provider-a")}`,
           },
         );
         expect(status).toBe(404);
@@ -319,22 +295,22 @@ describe("the official SDKs' other calls through the proxies", () => {
           message: expect.stringMatching(/^WebSocket connections do not go through Sluice/),
         });
       }
-      expect(fake.requests).toHaveLength(0);
+      expect(stage.fake.requests).toHaveLength(0);
     });
 
     it("answers provider C's Live API (live.connect) 405, naming the WebSocket as the reason", async () => {
-      const error = await google.live
+      const error = await stage.google.live
         .connect({ model: "gemini-live-2.5-flash-preview", callbacks: { onmessage() {} } })
         .catch((caught: Error) => caught);
       expect(String((error as Error).message)).toMatch(/Unexpected server response: 405/);
-      const wsBase = `${sluice.url}/v1/provider-c/${project.projectId}`;
+      const wsBase = `${stage.sluice.url}/v1/provider-c/${stage.project.projectId}`;
       const { status, body } = await refusedHandshake(
         `${wsBase}/ws/google.ai.generativelanguage.v1beta.GenerativeService.BidiGenerateContent`,
-        { "x-goog-api-key": project.bearer("provider-c") },
+        { "x-goog-api-key": stage.project.bearer("provider-c") },
       );
       expect(status).toBe(405);
       expect(JSON.parse(body).error.message).toMatch(/WebSocket connections do not go through Sluice/);
-      expect(fake.requests).toHaveLength(0);
+      expect(stage.fake.requests).toHaveLength(0);
     });
   });
 });

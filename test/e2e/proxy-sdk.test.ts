@@ -1,80 +1,47 @@
 import { connect } from "node:net";
-import type Anthropic from "@anthropic-ai/sdk";
-import type { GoogleGenAI } from "@google/genai";
-import type OpenAI from "openai";
-import { afterAll, beforeAll, beforeEach, describe, expect, it, vi } from "vitest";
-import type { FakeUpstream } from "../fakes/fake-upstream.js";
+import { beforeEach, describe, expect, it, vi } from "vitest";
 import { proxiedChat } from "../support/proxied-chat.js";
-import { type ProxyStage, startProxyStage } from "../support/proxy-stage.js";
+import { useProxyStage } from "../support/proxy-stage.js";
 import { sendRawHeaders } from "../support/raw-request.js";
 import { googleGenAiV1Client, sdkClients } from "../support/sdk-clients.js";
-import {
-  createTestProject,
-  startTestGateway,
-  type TestGateway,
-  type TestProject,
-  usageRowOf,
-} from "../support/test-gateway.js";
+import { createTestProject, startTestGateway, usageRowOf } from "../support/test-gateway.js";
 
 describe("proxies driven by the official SDKs", () => {
-  let fake: FakeUpstream;
-  let sluice: TestGateway;
-  let project: TestProject;
-  let openai: OpenAI;
-  let anthropic: Anthropic;
-  let google: GoogleGenAI;
-
-  let stage: ProxyStage;
-  beforeAll(async () => {
-    stage = await startProxyStage();
-    ({ fake, sluice, project } = stage);
-    ({ openai, anthropic, google } = sdkClients(sluice, project));
-  });
-
-  afterAll(() => stage.close());
+  const stage = useProxyStage(sdkClients);
 
   beforeEach(() => {
-    fake.clear();
-    fake.setSseDelayMs(0);
-    fake.hangStreamsAfter(null);
+    stage.fake.clear();
+    stage.fake.setSseDelayMs(0);
+    stage.fake.hangStreamsAfter(null);
   });
 
   /** A POST to provider A's proxy with the project's Bearer, as a client without an SDK sends it. */
   const postToA = (body: string, init: RequestInit = {}, path = "chat/completions") =>
-    fetch(`${sluice.url}/v1/provider-a/${project.projectId}/${path}`, {
+    fetch(`${stage.sluice.url}/v1/provider-a/${stage.project.projectId}/${path}`, {
       method: "POST",
       headers: {
-        authorization: `Bearer ${project.bearer("provider-a")}`,
+        authorization: `Bearer ${stage.project.bearer("provider-a")}`,
         "content-type": "application/json",
       },
       body,
       ...init,
     });
 
-  async function usageRows() {
-    await sluice.gateway.flushUsage();
-    return sluice.gateway.database.db
-      .selectFrom("usage_records")
-      .selectAll()
-      .where("project_id", "=", project.projectId)
-      .execute();
-  }
-
   async function rowFor(requestId: string | null | undefined) {
-    const row = (await usageRows()).find((candidate) => candidate.request_id === requestId);
+    const row = (await stage.usageRows()).find((candidate) => candidate.request_id === requestId);
     expect(row, `usage row for ${requestId}`).toBeDefined();
     return row!;
   }
 
   describe("provider A", () => {
     it("answers a chat completion and injects the rebuilt key as Bearer", async () => {
-      const { data, response } = await openai.chat.completions
+      const { data, response } = await stage.openai.chat.completions
         .create({ model: "gpt-4o-mini", messages: [{ role: "user", content: "Hi" }] })
         .withResponse();
       expect(data.choices[0]?.message.content).toBe("Hello from the fake upstream");
-      const upstream = fake.last()!;
+      const upstream = stage.fake.last()!;
       expect(upstream.path).toBe("/a/v1/chat/completions");
-      expect(upstream.headers.authorization).toBe(`Bearer ${project.providerKeys["provider-a"]}`);
+      expect(upstream.headers.authorization).toBe(`Bearer ${stage.project.providerKeys["provider-a"]}`);
       expect(upstream.headers["x-sluice-test-key"]).toBeUndefined();
       const row = await rowFor(response.headers.get("x-request-id"));
       expect(row).toMatchObject({
@@ -94,16 +61,16 @@ describe("proxies driven by the official SDKs", () => {
     });
 
     it("streams a chat completion and records the same tokens and cost as the buffered call", async () => {
-      const buffered = await openai.chat.completions
+      const buffered = await stage.openai.chat.completions
         .create({ model: "gpt-4o-mini", messages: [{ role: "user", content: "Hi" }] })
         .withResponse();
-      const { data: stream, response } = await openai.chat.completions
+      const { data: stream, response } = await stage.openai.chat.completions
         .create({ model: "gpt-4o-mini", messages: [{ role: "user", content: "Hi" }], stream: true })
         .withResponse();
       let text = "";
       for await (const chunk of stream) text += chunk.choices[0]?.delta.content ?? "";
       expect(text).toBe("Hello from the fake upstream");
-      expect((fake.last()!.json as { stream_options?: unknown }).stream_options).toEqual({
+      expect((stage.fake.last()!.json as { stream_options?: unknown }).stream_options).toEqual({
         include_usage: true,
       });
       const streamedRow = await rowFor(response.headers.get("x-request-id"));
@@ -132,7 +99,7 @@ describe("proxies driven by the official SDKs", () => {
         const response = await postToA(body);
         expect(response.headers.get("content-type")).toMatch(/^text\/event-stream/);
         await response.text();
-        expect((fake.last()!.json as { stream_options?: unknown }).stream_options, body).toEqual({
+        expect((stage.fake.last()!.json as { stream_options?: unknown }).stream_options, body).toEqual({
           include_usage: true,
         });
         const row = await rowFor(response.headers.get("x-request-id"));
@@ -146,28 +113,31 @@ describe("proxies driven by the official SDKs", () => {
         "chat/c%6Fmpletions",
       );
       await encoded.text();
-      expect(fake.last()!.path).toBe("/a/v1/chat/completions");
-      expect((fake.last()!.json as { stream_options?: unknown }).stream_options).toEqual({
+      expect(stage.fake.last()!.path).toBe("/a/v1/chat/completions");
+      expect((stage.fake.last()!.json as { stream_options?: unknown }).stream_options).toEqual({
         include_usage: true,
       });
     });
 
     it("counts no tokens for a POST that answers with a stored object, and records it as free: a completion's update, a batch's cancel", async () => {
-      const created = await openai.chat.completions
+      const created = await stage.openai.chat.completions
         .create({ model: "gpt-4o-mini", messages: [{ role: "user", content: "Hi" }], store: true })
         .withResponse();
       const stored = JSON.parse(JSON.stringify(created.data)) as { id: string };
       // Both answer with the stored object, whose usage was counted when it was made.
-      fake.enqueueResponse({ status: 200, body: { ...stored, metadata: { topic: "greeting" } } });
-      const updated = await openai.chat.completions
+      stage.fake.enqueueResponse({ status: 200, body: { ...stored, metadata: { topic: "greeting" } } });
+      const updated = await stage.openai.chat.completions
         .update(stored.id, { metadata: { topic: "greeting" } })
         .withResponse();
-      expect(fake.last()).toMatchObject({ method: "POST", path: `/a/v1/chat/completions/${stored.id}` });
+      expect(stage.fake.last()).toMatchObject({
+        method: "POST",
+        path: `/a/v1/chat/completions/${stored.id}`,
+      });
       const batch = { id: "batch_1", object: "batch", status: "cancelling" };
       const usage = { input_tokens: 500, output_tokens: 90, total_tokens: 590 };
-      fake.enqueueResponse({ status: 200, body: { ...batch, usage } });
-      const cancelled = await openai.batches.cancel("batch_1").withResponse();
-      expect(fake.last()).toMatchObject({ method: "POST", path: "/a/v1/batches/batch_1/cancel" });
+      stage.fake.enqueueResponse({ status: 200, body: { ...batch, usage } });
+      const cancelled = await stage.openai.batches.cancel("batch_1").withResponse();
+      expect(stage.fake.last()).toMatchObject({ method: "POST", path: "/a/v1/batches/batch_1/cancel" });
 
       expect(await rowFor(created.response.headers.get("x-request-id"))).toMatchObject({ input_tokens: 11 });
       for (const { response } of [updated, cancelled])
@@ -181,27 +151,27 @@ describe("proxies driven by the official SDKs", () => {
     });
 
     it("forwards embeddings and serves models.list from the catalogue", async () => {
-      const embedding = await openai.embeddings.create({
+      const embedding = await stage.openai.embeddings.create({
         model: "text-embedding-3-small",
         input: ["a", "b"],
       });
       expect(embedding.data).toHaveLength(2);
-      const models = await openai.models.list();
+      const models = await stage.openai.models.list();
       const ids = [];
       for await (const model of models) ids.push(model.id);
       expect(ids).toContain("gpt-4.1-mini");
-      expect(fake.requests.filter((request) => request.path.endsWith("/models"))).toHaveLength(0);
+      expect(stage.fake.requests.filter((request) => request.path.endsWith("/models"))).toHaveLength(0);
     });
 
     it("forwards the body byte for byte and keeps the query string", async () => {
       const body =
         '{ "messages" :[{"role":"user","content":"é 🙂"}],\n  "model":"gpt-4o-mini" ,"temperature":0.50}';
       const response = await fetch(
-        `${sluice.url}/v1/provider-a/${project.projectId}/chat/completions?foo=bar&x=%2F`,
+        `${stage.sluice.url}/v1/provider-a/${stage.project.projectId}/chat/completions?foo=bar&x=%2F`,
         {
           method: "POST",
           headers: {
-            authorization: `Bearer ${project.bearer("provider-a")}`,
+            authorization: `Bearer ${stage.project.bearer("provider-a")}`,
             "content-type": "application/json",
             cookie: "session=1",
             "openai-beta": "x=1",
@@ -210,7 +180,7 @@ describe("proxies driven by the official SDKs", () => {
         },
       );
       expect(response.status).toBe(200);
-      const upstream = fake.last()!;
+      const upstream = stage.fake.last()!;
       expect(upstream.body.equals(Buffer.from(body))).toBe(true);
       expect(upstream.path).toBe("/a/v1/chat/completions?foo=bar&x=%2F");
       expect(upstream.headers.cookie).toBeUndefined();
@@ -219,7 +189,7 @@ describe("proxies driven by the official SDKs", () => {
     });
 
     it("passes a provider error through unchanged", async () => {
-      fake.enqueueResponse({
+      stage.fake.enqueueResponse({
         status: 429,
         headers: { "retry-after": "7", "x-ratelimit-remaining-requests": "0" },
         body: { error: { message: "Slow down", type: "rate_limit_exceeded", param: null, code: null } },
@@ -236,7 +206,7 @@ describe("proxies driven by the official SDKs", () => {
     });
 
     it("keeps the provider's x-request-id for its SDK and sends Sluice's id and limits beside it", async () => {
-      const plain = await openai.chat.completions
+      const plain = await stage.openai.chat.completions
         .create({ model: "gpt-4o-mini", messages: [{ role: "user", content: "Hi" }] })
         .withResponse();
       expect(plain.response.headers.get("x-request-id")).toMatch(/^req_[0-9a-f]{32}$/);
@@ -244,12 +214,12 @@ describe("proxies driven by the official SDKs", () => {
       expect(plain.response.headers.get("ratelimit-policy")).toContain('"project"');
       expect(plain.response.headers.get("ratelimit")).toMatch(/^"\w+";r=\d+;t=\d+$/);
 
-      fake.enqueueResponse({
+      stage.fake.enqueueResponse({
         status: 200,
         headers: { "x-request-id": "req_from_provider" },
         body: JSON.parse(JSON.stringify(plain.data)),
       });
-      const { response, request_id } = await openai.chat.completions
+      const { response, request_id } = await stage.openai.chat.completions
         .create({ model: "gpt-4o-mini", messages: [{ role: "user", content: "Hi" }] })
         .withResponse();
       expect(request_id).toBe("req_from_provider");
@@ -262,16 +232,16 @@ describe("proxies driven by the official SDKs", () => {
       // A provider (or anything between it and Sluice) that sends the header Sluice names its own id
       // with gave the app a second id, or the only one (audit: adv-observe): `req_…` of another row.
       const spoofed = "req_0000000000000000000000000000beef";
-      const plain = await openai.chat.completions
+      const plain = await stage.openai.chat.completions
         .create({ model: "gpt-4o-mini", messages: [{ role: "user", content: "Hi" }] })
         .withResponse();
       const body = JSON.parse(JSON.stringify(plain.data));
-      fake.enqueueResponse({
+      stage.fake.enqueueResponse({
         status: 200,
         headers: { "x-request-id": "req_from_provider", "x-sluice-request-id": spoofed },
         body,
       });
-      const beside = await openai.chat.completions
+      const beside = await stage.openai.chat.completions
         .create({ model: "gpt-4o-mini", messages: [{ role: "user", content: "Hi" }] })
         .withResponse();
       const besideId = beside.response.headers.get("x-sluice-request-id");
@@ -279,8 +249,8 @@ describe("proxies driven by the official SDKs", () => {
       expect(besideId).not.toBe(spoofed);
       expect(await rowFor(besideId)).toMatchObject({ status: 200, outcome: "ok" });
 
-      fake.enqueueResponse({ status: 200, headers: { "x-sluice-request-id": spoofed }, body });
-      const alone = await openai.chat.completions
+      stage.fake.enqueueResponse({ status: 200, headers: { "x-sluice-request-id": spoofed }, body });
+      const alone = await stage.openai.chat.completions
         .create({ model: "gpt-4o-mini", messages: [{ role: "user", content: "Hi" }] })
         .withResponse();
       expect(alone.response.headers.get("x-sluice-request-id")).toBeNull();
@@ -288,7 +258,7 @@ describe("proxies driven by the official SDKs", () => {
     });
 
     it("aborts the upstream request within a second when the client disconnects, and records what it saw", async () => {
-      fake.setSseDelayMs(200);
+      stage.fake.setSseDelayMs(200);
       const controller = new AbortController();
       const response = await postToA(JSON.stringify({ model: "gpt-4o-mini", messages: [], stream: true }), {
         signal: controller.signal,
@@ -297,7 +267,7 @@ describe("proxies driven by the official SDKs", () => {
       await reader.read();
       const abortedAt = Date.now();
       controller.abort();
-      const upstream = await fake.waitForAbort(1000);
+      const upstream = await stage.fake.waitForAbort(1000);
       expect(upstream.aborted).toBe(true);
       expect(upstream.finishedAt! - abortedAt).toBeLessThan(1000);
       await new Promise((resolve) => setTimeout(resolve, 50));
@@ -309,7 +279,7 @@ describe("proxies driven by the official SDKs", () => {
       const usage = { prompt_tokens: 5, completion_tokens: 3, total_tokens: 8 };
       const chunk = { id: "c1", object: "chat.completion.chunk", model: "gpt-4o-mini", choices: [], usage };
       const sse = `data: ${JSON.stringify(chunk)}\n\ndata: [DONE]\n\n`;
-      fake.enqueueResponse({
+      stage.fake.enqueueResponse({
         status: 200,
         headers: { "content-type": "Text/Event-Stream; charset=utf-8" },
         body: sse,
@@ -321,39 +291,39 @@ describe("proxies driven by the official SDKs", () => {
     });
 
     it("aborts every pipelined request's upstream when the client's connection closes", async () => {
-      fake.setSseDelayMs(200);
-      const before = new Set((await usageRows()).map((row) => row.request_id));
+      stage.fake.setSseDelayMs(200);
+      const before = new Set((await stage.usageRows()).map((row) => row.request_id));
       const body = JSON.stringify({ model: "gpt-4o-mini", messages: [], stream: true });
       const request =
-        `POST /v1/provider-a/${project.projectId}/chat/completions HTTP/1.1\r\nhost: x\r\n` +
-        `authorization: Bearer ${project.bearer("provider-a")}\r\ncontent-type: application/json\r\n` +
+        `POST /v1/provider-a/${stage.project.projectId}/chat/completions HTTP/1.1\r\nhost: x\r\n` +
+        `authorization: Bearer ${stage.project.bearer("provider-a")}\r\ncontent-type: application/json\r\n` +
         `content-length: ${Buffer.byteLength(body)}\r\n\r\n${body}`;
-      const socket = connect(Number(new URL(sluice.url).port), "127.0.0.1");
+      const socket = connect(Number(new URL(stage.sluice.url).port), "127.0.0.1");
       socket.on("error", () => {});
       socket.write(request + request);
       // Bounds for the waits below, generous for a loaded machine: each ends once its condition holds.
       const bothStarted = Date.now() + 5000;
-      while (fake.requests.length < 2 && Date.now() < bothStarted)
+      while (stage.fake.requests.length < 2 && Date.now() < bothStarted)
         await new Promise((resolve) => setTimeout(resolve, 10));
-      expect(fake.requests).toHaveLength(2);
+      expect(stage.fake.requests).toHaveLength(2);
       const closedAt = Date.now();
       socket.destroy();
       const deadline = closedAt + 5000;
-      while (fake.requests.some((upstream) => !upstream.aborted) && Date.now() < deadline)
+      while (stage.fake.requests.some((upstream) => !upstream.aborted) && Date.now() < deadline)
         await new Promise((resolve) => setTimeout(resolve, 10));
-      expect(fake.requests.map((upstream) => upstream.aborted)).toEqual([true, true]);
+      expect(stage.fake.requests.map((upstream) => upstream.aborted)).toEqual([true, true]);
       await new Promise((resolve) => setTimeout(resolve, 50));
-      const rows = (await usageRows()).filter((row) => !before.has(row.request_id));
+      const rows = (await stage.usageRows()).filter((row) => !before.has(row.request_id));
       expect(rows.map((row) => row.outcome)).toEqual(["aborted", "aborted"]);
     });
 
     it("answers 504 when the provider sends its headers but no body in time, and records it", async () => {
       const idle = await startTestGateway({
-        providerABaseUrl: `${fake.url}/a/v1`,
+        providerABaseUrl: `${stage.fake.url}/a/v1`,
         upstreamIdleTimeoutMs: 300,
       });
       try {
-        fake.hangStreamsAfter(0);
+        stage.fake.hangStreamsAfter(0);
         const idleProject = await createTestProject(idle.gateway);
         const response = await proxiedChat(idle.url, idleProject, {
           body: { model: "gpt-4o-mini", messages: [], stream: true },
@@ -365,18 +335,18 @@ describe("proxies driven by the official SDKs", () => {
           error_code: "PROVIDER_TIMEOUT",
         });
       } finally {
-        fake.hangStreamsAfter(null);
+        stage.fake.hangStreamsAfter(null);
         await idle.close();
       }
     });
 
     it("records a client that leaves mid-upload as aborted (499), with no upstream call", async () => {
-      const before = new Set((await usageRows()).map((row) => row.request_id));
+      const before = new Set((await stage.usageRows()).map((row) => row.request_id));
       const requestId = await new Promise<string | undefined>((resolve, reject) => {
-        const socket = connect(Number(new URL(sluice.url).port), "127.0.0.1", () => {
+        const socket = connect(Number(new URL(stage.sluice.url).port), "127.0.0.1", () => {
           socket.write(
-            `POST /v1/provider-a/${project.projectId}/chat/completions HTTP/1.1\r\nhost: x\r\n` +
-              `authorization: Bearer ${project.bearer("provider-a")}\r\ncontent-type: application/json\r\n` +
+            `POST /v1/provider-a/${stage.project.projectId}/chat/completions HTTP/1.1\r\nhost: x\r\n` +
+              `authorization: Bearer ${stage.project.bearer("provider-a")}\r\ncontent-type: application/json\r\n` +
               'content-length: 1000\r\n\r\n{"model":',
           );
           setTimeout(() => socket.destroy(), 100);
@@ -386,21 +356,21 @@ describe("proxies driven by the official SDKs", () => {
       });
       expect(requestId).toBeUndefined();
       await new Promise((resolve) => setTimeout(resolve, 100));
-      const added = (await usageRows()).filter((row) => !before.has(row.request_id));
+      const added = (await stage.usageRows()).filter((row) => !before.has(row.request_id));
       expect(added).toHaveLength(1);
       expect(added[0]).toMatchObject({ status: 499, outcome: "aborted", error_code: null });
-      expect(fake.requests).toHaveLength(0);
+      expect(stage.fake.requests).toHaveLength(0);
     });
 
     it("answers 504 when the provider sends no headers in time and 502 when it cannot be reached", async () => {
       // undici checks its timeouts about once a second, so the gap is generous.
       const slow = await startTestGateway({
-        providerABaseUrl: `${fake.url}/a/v1`,
+        providerABaseUrl: `${stage.fake.url}/a/v1`,
         upstreamHeadersTimeoutMs: 300,
       });
       const down = await startTestGateway({ providerABaseUrl: "http://127.0.0.1:1/v1" });
       try {
-        fake.setLatencyMs(3000);
+        stage.fake.setLatencyMs(3000);
         const slowProject = await createTestProject(slow.gateway);
         const timedOut = await proxiedChat(slow.url, slowProject, {
           body: '{"model":"gpt-4o-mini","messages":[]}',
@@ -413,7 +383,7 @@ describe("proxies driven by the official SDKs", () => {
           error_code: "PROVIDER_TIMEOUT",
           model: "gpt-4o-mini",
         });
-        fake.setLatencyMs(0);
+        stage.fake.setLatencyMs(0);
         const downProject = await createTestProject(down.gateway);
         const unreachable = await proxiedChat(down.url, downProject, {
           body: '{"model":"gpt-4o","messages":[]}',
@@ -422,7 +392,7 @@ describe("proxies driven by the official SDKs", () => {
         expect(((await unreachable.json()) as { error: { code: string } }).error.code).toBe("PROVIDER_ERROR");
         expect(await usageRowOf(down.gateway, unreachable)).toMatchObject({ status: 502, model: "gpt-4o" });
       } finally {
-        fake.setLatencyMs(0);
+        stage.fake.setLatencyMs(0);
         await slow.close();
         await down.close();
       }
@@ -431,14 +401,14 @@ describe("proxies driven by the official SDKs", () => {
 
   describe("provider B", () => {
     it("answers messages with its key header and the configured version", async () => {
-      const message = await anthropic.messages.create(
+      const message = await stage.anthropic.messages.create(
         { model: "claude-sonnet-4-5", max_tokens: 64, messages: [{ role: "user", content: "Hi" }] },
         { headers: { "anthropic-beta": "prompt-caching-2024-07-31", "anthropic-version": "1999-01-01" } },
       );
       expect(message.content[0]).toMatchObject({ type: "text", text: "Hello from the fake upstream" });
-      const upstream = fake.last()!;
+      const upstream = stage.fake.last()!;
       expect(upstream.path).toBe("/b/v1/messages");
-      expect(upstream.headers["x-api-key"]).toBe(project.providerKeys["provider-b"]);
+      expect(upstream.headers["x-api-key"]).toBe(stage.project.providerKeys["provider-b"]);
       expect(upstream.headers["anthropic-version"]).toBe("2023-06-01");
       expect(upstream.headers["anthropic-beta"]).toBe("prompt-caching-2024-07-31");
       expect(upstream.headers.authorization).toBeUndefined();
@@ -446,7 +416,7 @@ describe("proxies driven by the official SDKs", () => {
 
     it("sends the version SLUICE_PROVIDER_B_VERSION names, on the proxy and on /v1/text", async () => {
       const versioned = await startTestGateway({
-        providerBBaseUrl: `${fake.url}/b/v1`,
+        providerBBaseUrl: `${stage.fake.url}/b/v1`,
         providerBVersion: "2024-10-22",
       });
       try {
@@ -465,24 +435,24 @@ describe("proxies driven by the official SDKs", () => {
           body: JSON.stringify({ model: "claude-sonnet-4-5", max_tokens: 16, messages: [] }),
         });
         expect(proxied.status).toBe(200);
-        expect(fake.last()!.headers["anthropic-version"]).toBe("2024-10-22");
+        expect(stage.fake.last()!.headers["anthropic-version"]).toBe("2024-10-22");
         const text = await fetch(`${versioned.url}/v1/text/${bProject.projectId}`, {
           method: "POST",
           headers,
           body: JSON.stringify({ text: "Hi" }),
         });
         expect(text.status).toBe(200);
-        expect(fake.last()!.headers["anthropic-version"]).toBe("2024-10-22");
+        expect(stage.fake.last()!.headers["anthropic-version"]).toBe("2024-10-22");
       } finally {
         await versioned.close();
       }
     });
 
     it("streams messages and records the same usage as the buffered call", async () => {
-      const buffered = await anthropic.messages
+      const buffered = await stage.anthropic.messages
         .create({ model: "claude-sonnet-4-5", max_tokens: 64, messages: [{ role: "user", content: "Hi" }] })
         .withResponse();
-      const { data: stream, response } = await anthropic.messages
+      const { data: stream, response } = await stage.anthropic.messages
         .create({
           model: "claude-sonnet-4-5",
           max_tokens: 64,
@@ -519,7 +489,7 @@ describe("proxies driven by the official SDKs", () => {
         cache_creation: { ephemeral_5m_input_tokens: 1000, ephemeral_1h_input_tokens: 2000 },
         output_tokens: 100,
       };
-      fake.enqueueResponse({
+      stage.fake.enqueueResponse({
         status: 200,
         body: {
           id: "msg_1",
@@ -532,7 +502,7 @@ describe("proxies driven by the official SDKs", () => {
           usage,
         },
       });
-      const { response } = await anthropic.messages
+      const { response } = await stage.anthropic.messages
         .create({ model: "claude-sonnet-4-5", max_tokens: 64, messages: [{ role: "user", content: "Hi" }] })
         .withResponse();
       const row = await rowFor(response.headers.get("x-request-id"));
@@ -543,36 +513,38 @@ describe("proxies driven by the official SDKs", () => {
     });
 
     it("serves models.list from the catalogue", async () => {
-      const upstreamCalls = fake.requests.length;
+      const upstreamCalls = stage.fake.requests.length;
       const ids = [];
-      for await (const model of anthropic.models.list()) ids.push(model.id);
+      for await (const model of stage.anthropic.models.list()) ids.push(model.id);
       expect(ids.length).toBeGreaterThan(0);
       expect(ids.every((id) => typeof id === "string")).toBe(true);
-      expect(fake.requests).toHaveLength(upstreamCalls);
+      expect(stage.fake.requests).toHaveLength(upstreamCalls);
     });
 
     it("answers models.retrieve from the catalogue, and 404 for a model it does not list", async () => {
-      const upstreamCalls = fake.requests.length;
-      const [first] = (await anthropic.models.list()).data;
-      const model = await anthropic.models.retrieve(first?.id ?? "");
+      const upstreamCalls = stage.fake.requests.length;
+      const [first] = (await stage.anthropic.models.list()).data;
+      const model = await stage.anthropic.models.retrieve(first?.id ?? "");
       expect(model).toMatchObject({ id: first?.id, type: "model", display_name: first?.display_name });
-      await expect(anthropic.models.retrieve("no-such-model")).rejects.toMatchObject({ status: 404 });
-      expect(fake.requests).toHaveLength(upstreamCalls);
+      await expect(stage.anthropic.models.retrieve("no-such-model")).rejects.toMatchObject({ status: 404 });
+      expect(stage.fake.requests).toHaveLength(upstreamCalls);
     });
 
     it("refuses a non-JSON body with 415 and GET with 405", async () => {
-      const url = `${sluice.url}/v1/provider-b/${project.projectId}/messages`;
+      const url = `${stage.sluice.url}/v1/provider-b/${stage.project.projectId}/messages`;
       const text = await fetch(url, {
         method: "POST",
-        headers: { "x-api-key": project.bearer("provider-b"), "content-type": "text/plain" },
+        headers: { "x-api-key": stage.project.bearer("provider-b"), "content-type": "text/plain" },
         body: "hi",
       });
       expect(text.status).toBe(415);
-      expect(await usageRowOf(sluice.gateway, text)).toMatchObject({
+      expect(await usageRowOf(stage.sluice.gateway, text)).toMatchObject({
         status: 415,
         error_code: "UNSUPPORTED_MEDIA_TYPE",
       });
-      expect((await fetch(url, { headers: { "x-api-key": project.bearer("provider-b") } })).status).toBe(405);
+      expect(
+        (await fetch(url, { headers: { "x-api-key": stage.project.bearer("provider-b") } })).status,
+      ).toBe(405);
     });
 
     // SPEC: "Provider errors are forwarded" on B's and C's proxies too, status, headers and body.
@@ -590,10 +562,13 @@ describe("proxies driven by the official SDKs", () => {
         { error: { code: 400, message: "Invalid JSON payload", status: "INVALID_ARGUMENT" } },
       ],
     ] as const)("passes %s's error through unchanged", async (provider, path, status, error) => {
-      fake.enqueueResponse({ status, headers: { "retry-after": "3" }, body: error });
-      const response = await fetch(`${sluice.url}/v1/${provider}/${project.projectId}/${path}`, {
+      stage.fake.enqueueResponse({ status, headers: { "retry-after": "3" }, body: error });
+      const response = await fetch(`${stage.sluice.url}/v1/${provider}/${stage.project.projectId}/${path}`, {
         method: "POST",
-        headers: { authorization: `Bearer ${project.bearer(provider)}`, "content-type": "application/json" },
+        headers: {
+          authorization: `Bearer ${stage.project.bearer(provider)}`,
+          "content-type": "application/json",
+        },
         body: "{}",
       });
       expect(response.status).toBe(status);
@@ -608,11 +583,14 @@ describe("proxies driven by the official SDKs", () => {
 
     it("authenticates before it looks at the body's type, as the other routes do: 401 without credentials, 404 for an unknown project", async () => {
       const textBody = { method: "POST", headers: { "content-type": "text/plain" }, body: "hi" };
-      const anonymous = await fetch(`${sluice.url}/v1/provider-b/${project.projectId}/messages`, textBody);
+      const anonymous = await fetch(
+        `${stage.sluice.url}/v1/provider-b/${stage.project.projectId}/messages`,
+        textBody,
+      );
       expect(anonymous.status).toBe(401);
       const unknown = await fetch(
-        `${sluice.url}/v1/provider-c/prj_nosuchproject0000/models/gemini-2.5-flash:generateContent`,
-        { ...textBody, headers: { "x-goog-api-key": project.bearer("provider-c") } },
+        `${stage.sluice.url}/v1/provider-c/prj_nosuchproject0000/models/gemini-2.5-flash:generateContent`,
+        { ...textBody, headers: { "x-goog-api-key": stage.project.bearer("provider-c") } },
       );
       expect(unknown.status).toBe(404);
       expect(((await unknown.json()) as { error: { code: string } }).error.code).toBe("PROJECT_NOT_FOUND");
@@ -621,49 +599,49 @@ describe("proxies driven by the official SDKs", () => {
 
   describe("provider C", () => {
     it("answers generateContent with its key header and client identifier", async () => {
-      const result = await google.models.generateContent({ model: "gemini-2.5-flash", contents: "Hi" });
+      const result = await stage.google.models.generateContent({ model: "gemini-2.5-flash", contents: "Hi" });
       expect(result.text).toBe("Hello from the fake upstream");
-      const upstream = fake.last()!;
+      const upstream = stage.fake.last()!;
       // @google/genai 3.x addresses the v1 API by default: the configured base's v1 sibling.
       expect(upstream.path).toBe("/c/v1/models/gemini-2.5-flash:generateContent");
-      expect(upstream.headers["x-goog-api-key"]).toBe(project.providerKeys["provider-c"]);
+      expect(upstream.headers["x-goog-api-key"]).toBe(stage.project.providerKeys["provider-c"]);
       expect(upstream.headers["x-goog-api-client"]).toMatch(/^sluice\//);
     });
 
     // SPEC: provider C's proxy requires `Content-Type: application/json`, as provider B's does.
     it("refuses a body that is not JSON, or has no content type, with 415 and never calls upstream", async () => {
-      const url = `${sluice.url}/v1/provider-c/${project.projectId}/v1beta/models/gemini-2.5-flash:generateContent`;
+      const url = `${stage.sluice.url}/v1/provider-c/${stage.project.projectId}/v1beta/models/gemini-2.5-flash:generateContent`;
       const body = JSON.stringify({ contents: [{ parts: [{ text: "Hi" }] }] });
       const text = await fetch(url, {
         method: "POST",
-        headers: { "x-goog-api-key": project.bearer("provider-c"), "content-type": "text/plain" },
+        headers: { "x-goog-api-key": stage.project.bearer("provider-c"), "content-type": "text/plain" },
         body,
       });
       expect(text.status).toBe(415);
       expect(((await text.json()) as { error: { code: string } }).error.code).toBe("UNSUPPORTED_MEDIA_TYPE");
       const untyped = await sendRawHeaders(
         url,
-        { "x-goog-api-key": project.bearer("provider-c"), "content-length": String(body.length) },
+        { "x-goog-api-key": stage.project.bearer("provider-c"), "content-length": String(body.length) },
         body,
       );
       expect(untyped.status).toBe(415);
-      expect(fake.requests).toHaveLength(0);
+      expect(stage.fake.requests).toHaveLength(0);
     });
 
     it("serves @google/genai 1.x, still the most used, on its default v1beta API: generateContent, its stream and interactions", async () => {
-      const v1 = googleGenAiV1Client(sluice, project);
+      const v1 = googleGenAiV1Client(stage.sluice, stage.project);
       const result = await v1.models.generateContent({ model: "gemini-2.5-flash", contents: "Hi" });
       expect(result.text).toBe("Hello from the fake upstream");
-      expect(fake.last()!.path).toBe("/c/v1beta/models/gemini-2.5-flash:generateContent");
-      expect(fake.last()!.headers["x-goog-api-key"]).toBe(project.providerKeys["provider-c"]);
+      expect(stage.fake.last()!.path).toBe("/c/v1beta/models/gemini-2.5-flash:generateContent");
+      expect(stage.fake.last()!.headers["x-goog-api-key"]).toBe(stage.project.providerKeys["provider-c"]);
       const stream = await v1.models.generateContentStream({ model: "gemini-2.5-flash", contents: "Hi" });
       for await (const _chunk of stream);
-      expect(fake.last()!.path).toBe("/c/v1beta/models/gemini-2.5-flash:streamGenerateContent?alt=sse");
+      expect(stage.fake.last()!.path).toBe("/c/v1beta/models/gemini-2.5-flash:streamGenerateContent?alt=sse");
       const { data, response } = await v1.interactions
         .create({ model: "gemini-2.5-flash", input: "Hi", store: false })
         .withResponse();
       expect(data.status).toBe("completed");
-      expect(fake.last()!.path).toBe("/c/v1beta/interactions");
+      expect(stage.fake.last()!.path).toBe("/c/v1beta/interactions");
       expect(await rowFor(result.sdkHttpResponse?.headers?.["x-request-id"] ?? null)).toMatchObject({
         provider: "provider-c",
         model: "gemini-2.5-flash",
@@ -698,13 +676,16 @@ describe("proxies driven by the official SDKs", () => {
     });
 
     it("streams with ?alt=sse and records the same usage as generateContent", async () => {
-      const stream = await google.models.generateContentStream({ model: "gemini-2.5-flash", contents: "Hi" });
+      const stream = await stage.google.models.generateContentStream({
+        model: "gemini-2.5-flash",
+        contents: "Hi",
+      });
       let text = "";
       for await (const chunk of stream) text += chunk.text ?? "";
       expect(text).toBe("Hello from the fake upstream");
-      expect(fake.last()!.path).toBe("/c/v1/models/gemini-2.5-flash:streamGenerateContent?alt=sse");
-      await google.models.generateContent({ model: "gemini-2.5-flash", contents: "Hi" });
-      const rows = (await usageRows()).filter((row) => row.provider === "provider-c").slice(-2);
+      expect(stage.fake.last()!.path).toBe("/c/v1/models/gemini-2.5-flash:streamGenerateContent?alt=sse");
+      await stage.google.models.generateContent({ model: "gemini-2.5-flash", contents: "Hi" });
+      const rows = (await stage.usageRows()).filter((row) => row.provider === "provider-c").slice(-2);
       expect(rows.map((row) => row.streamed).sort()).toEqual([0, 1]);
       expect(rows[0]).toMatchObject({
         input_tokens: 11,
@@ -717,8 +698,8 @@ describe("proxies driven by the official SDKs", () => {
     });
 
     it("answers models.get from the catalogue, and 404 for a model it does not list or a project without a key", async () => {
-      const upstreamCalls = fake.requests.length;
-      const model = await google.models.get({ model: "gemini-2.5-flash" });
+      const upstreamCalls = stage.fake.requests.length;
+      const model = await stage.google.models.get({ model: "gemini-2.5-flash" });
       expect(model).toMatchObject({ name: "models/gemini-2.5-flash" });
       expect(
         model.supportedActions ??
@@ -726,7 +707,7 @@ describe("proxies driven by the official SDKs", () => {
       ).toContain("generateContent");
       // Imagen generates through predict, the Gemini image models through generateContent.
       const methods = async (id: string) => {
-        const read = await google.models.get({ model: id });
+        const read = await stage.google.models.get({ model: id });
         return (
           read.supportedActions ??
           (read as { supportedGenerationMethods?: string[] }).supportedGenerationMethods
@@ -734,34 +715,41 @@ describe("proxies driven by the official SDKs", () => {
       };
       expect(await methods("imagen-4.0-generate-001")).toEqual(["predict"]);
       expect(await methods("gemini-nano-banana-2.1")).toContain("generateContent");
-      await expect(google.models.get({ model: "no-such-model" })).rejects.toMatchObject({ status: 404 });
-      const other = await sluice.gateway.admin.createProject({
+      await expect(stage.google.models.get({ model: "no-such-model" })).rejects.toMatchObject({
+        status: 404,
+      });
+      const other = await stage.sluice.gateway.admin.createProject({
         name: "No keys",
         provider: "provider-c",
         testMode: true,
       });
       const keyless = await fetch(
-        `${sluice.url}/v1/provider-c/${other.project.id}/v1beta/models/gemini-2.5-flash`,
+        `${stage.sluice.url}/v1/provider-c/${other.project.id}/v1beta/models/gemini-2.5-flash`,
       );
       expect(keyless.status).toBe(404);
-      expect(fake.requests).toHaveLength(upstreamCalls);
+      expect(stage.fake.requests).toHaveLength(upstreamCalls);
     });
 
     it("serves models.list from the catalogue, on the SDK's v1 path and on v1beta", async () => {
-      const upstreamCalls = fake.requests.length;
+      const upstreamCalls = stage.fake.requests.length;
       const names = [];
-      for await (const model of await google.models.list()) names.push(model.name);
+      for await (const model of await stage.google.models.list()) names.push(model.name);
       expect(names).toContain("models/gemini-2.5-flash");
-      const v1beta = await fetch(`${sluice.url}/v1/provider-c/${project.projectId}/v1beta/models`);
+      const v1beta = await fetch(
+        `${stage.sluice.url}/v1/provider-c/${stage.project.projectId}/v1beta/models`,
+      );
       expect(v1beta.status).toBe(200);
       expect(((await v1beta.json()) as { models: unknown[] }).models).toHaveLength(names.length);
-      const unknown = await fetch(`${sluice.url}/v1/provider-c/no-such-project/v1beta/models`);
+      const unknown = await fetch(`${stage.sluice.url}/v1/provider-c/no-such-project/v1beta/models`);
       expect(unknown.status).toBe(404);
-      expect(fake.requests).toHaveLength(upstreamCalls);
+      expect(stage.fake.requests).toHaveLength(upstreamCalls);
     });
 
     it("forwards embedContent, the JSON-array stream and inline data", async () => {
-      const embedding = await google.models.embedContent({ model: "gemini-embedding-001", contents: "Hi" });
+      const embedding = await stage.google.models.embedContent({
+        model: "gemini-embedding-001",
+        contents: "Hi",
+      });
       expect(embedding.embeddings?.[0]?.values?.length).toBe(3);
       const inline = {
         contents: [
@@ -769,16 +757,19 @@ describe("proxies driven by the official SDKs", () => {
         ],
       };
       const response = await fetch(
-        `${sluice.url}/v1/provider-c/${project.projectId}/v1beta/models/gemini-2.5-flash:streamGenerateContent`,
+        `${stage.sluice.url}/v1/provider-c/${stage.project.projectId}/v1beta/models/gemini-2.5-flash:streamGenerateContent`,
         {
           method: "POST",
-          headers: { "x-goog-api-key": project.bearer("provider-c"), "content-type": "application/json" },
+          headers: {
+            "x-goog-api-key": stage.project.bearer("provider-c"),
+            "content-type": "application/json",
+          },
           body: JSON.stringify(inline),
         },
       );
       const chunks = JSON.parse(await response.text()) as unknown[];
       expect(chunks.length).toBeGreaterThan(1);
-      expect(fake.last()!.json).toEqual(inline);
+      expect(stage.fake.last()!.json).toEqual(inline);
       expect(await rowFor(response.headers.get("x-request-id"))).toMatchObject({
         input_tokens: 11,
         output_tokens: 7,
@@ -786,14 +777,20 @@ describe("proxies driven by the official SDKs", () => {
     });
 
     it("records the JSON-array stream (no ?alt=sse) as streamed, with the final chunk's tokens, as the SSE stream", async () => {
-      const stream = await google.models.generateContentStream({ model: "gemini-2.5-flash", contents: "Hi" });
+      const stream = await stage.google.models.generateContentStream({
+        model: "gemini-2.5-flash",
+        contents: "Hi",
+      });
       for await (const _chunk of stream);
-      const [sseRow] = (await usageRows()).filter((row) => row.provider === "provider-c").slice(-1);
-      const url = `${sluice.url}/v1/provider-c/${project.projectId}/v1beta/models/gemini-2.5-flash:streamGenerateContent`;
+      const [sseRow] = (await stage.usageRows()).filter((row) => row.provider === "provider-c").slice(-1);
+      const url = `${stage.sluice.url}/v1/provider-c/${stage.project.projectId}/v1beta/models/gemini-2.5-flash:streamGenerateContent`;
       const call = () =>
         fetch(url, {
           method: "POST",
-          headers: { "x-goog-api-key": project.bearer("provider-c"), "content-type": "application/json" },
+          headers: {
+            "x-goog-api-key": stage.project.bearer("provider-c"),
+            "content-type": "application/json",
+          },
           body: JSON.stringify({ contents: [{ parts: [{ text: "Hi" }] }] }),
         });
       const response = await call();
@@ -821,16 +818,16 @@ describe("proxies driven by the official SDKs", () => {
       ] as const)
         expect(arrayRow[column]).toEqual(sseRow?.[column]);
       // The provider's error answer on the stream path is no stream.
-      fake.failNext(400);
+      stage.fake.failNext(400);
       const refused = await call();
       expect(refused.status).toBe(400);
       await refused.text();
       expect(await rowFor(refused.headers.get("x-request-id"))).toMatchObject({ status: 400, streamed: 0 });
       // The method's colon percent-encoded names the same method.
-      fake.enqueueResponse({ status: 200, body: chunks });
+      stage.fake.enqueueResponse({ status: 200, body: chunks });
       const encoded = await fetch(url.replace(":stream", "%3Astream"), {
         method: "POST",
-        headers: { "x-goog-api-key": project.bearer("provider-c"), "content-type": "application/json" },
+        headers: { "x-goog-api-key": stage.project.bearer("provider-c"), "content-type": "application/json" },
         body: "{}",
       });
       await encoded.text();
@@ -843,32 +840,40 @@ describe("proxies driven by the official SDKs", () => {
 
     it("maps the SDK's v1 path onto the provider's v1 API", async () => {
       const response = await fetch(
-        `${sluice.url}/v1/provider-c/${project.projectId}/v1/models/gemini-2.5-flash:generateContent`,
+        `${stage.sluice.url}/v1/provider-c/${stage.project.projectId}/v1/models/gemini-2.5-flash:generateContent`,
         {
           method: "POST",
-          headers: { "x-goog-api-key": project.bearer("provider-c"), "content-type": "application/json" },
+          headers: {
+            "x-goog-api-key": stage.project.bearer("provider-c"),
+            "content-type": "application/json",
+          },
           body: JSON.stringify({ contents: [{ parts: [{ text: "Hi" }] }] }),
         },
       );
       expect(response.status).toBe(200);
-      expect(fake.last()!.path).toBe("/c/v1/models/gemini-2.5-flash:generateContent");
+      expect(stage.fake.last()!.path).toBe("/c/v1/models/gemini-2.5-flash:generateContent");
     });
 
     it("maps the SDK's v1alpha path onto the provider's v1alpha API", async () => {
       const { GoogleGenAI } = await import("@google/genai");
       const alpha = new GoogleGenAI({
-        apiKey: project.bearer("provider-c"),
-        httpOptions: { baseUrl: `${sluice.url}/v1/provider-c/${project.projectId}`, apiVersion: "v1alpha" },
+        apiKey: stage.project.bearer("provider-c"),
+        httpOptions: {
+          baseUrl: `${stage.sluice.url}/v1/provider-c/${stage.project.projectId}`,
+          apiVersion: "v1alpha",
+        },
       });
       const answer = await alpha.models.generateContent({ model: "gemini-2.5-flash", contents: "Hi" });
       expect(answer.text).toBeTruthy();
-      expect(fake.last()!.path).toBe("/c/v1alpha/models/gemini-2.5-flash:generateContent");
-      const before = new Set((await usageRows()).map((entry) => entry.request_id));
+      expect(stage.fake.last()!.path).toBe("/c/v1alpha/models/gemini-2.5-flash:generateContent");
+      const before = new Set((await stage.usageRows()).map((entry) => entry.request_id));
       const stream = await alpha.models.generateContentStream({ model: "gemini-2.5-flash", contents: "Hi" });
       for await (const _chunk of stream);
-      expect(fake.last()!.path).toBe("/c/v1alpha/models/gemini-2.5-flash:streamGenerateContent?alt=sse");
+      expect(stage.fake.last()!.path).toBe(
+        "/c/v1alpha/models/gemini-2.5-flash:streamGenerateContent?alt=sse",
+      );
       // The stream's row is written as the gateway ends it, a moment after the SDK read its end.
-      const streamed = async () => (await usageRows()).filter((entry) => !before.has(entry.request_id));
+      const streamed = async () => (await stage.usageRows()).filter((entry) => !before.has(entry.request_id));
       await vi.waitFor(async () => expect(await streamed()).toHaveLength(1), { timeout: 5000 });
       expect(await streamed()).toMatchObject([
         { provider: "provider-c", status: 200, streamed: 1, input_tokens: 11, output_tokens: 7 },
@@ -877,7 +882,9 @@ describe("proxies driven by the official SDKs", () => {
       const models = await alpha.models.list();
       expect(models.page.length).toBeGreaterThan(0);
       expect((await alpha.models.get({ model: "gemini-2.5-flash" })).name).toBe("models/gemini-2.5-flash");
-      expect(fake.last()!.path).toBe("/c/v1alpha/models/gemini-2.5-flash:streamGenerateContent?alt=sse");
+      expect(stage.fake.last()!.path).toBe(
+        "/c/v1alpha/models/gemini-2.5-flash:streamGenerateContent?alt=sse",
+      );
     });
   });
 
@@ -887,8 +894,8 @@ describe("proxies driven by the official SDKs", () => {
       const { default: Anthropic } = await import("@anthropic-ai/sdk");
       const refusal = (error: unknown) => error as { status: number; message: string };
       const chat = await new OpenAI({
-        baseURL: `${sluice.url}/v1/provider-a`,
-        apiKey: project.bearer("provider-a"),
+        baseURL: `${stage.sluice.url}/v1/provider-a`,
+        apiKey: stage.project.bearer("provider-a"),
         maxRetries: 0,
       }).chat.completions
         .create({ model: "gpt-4o-mini", messages: [{ role: "user", content: "Hi" }] })
@@ -897,8 +904,8 @@ describe("proxies driven by the official SDKs", () => {
       expect(chat.message).toContain('Project "chat" does not exist');
       expect(chat.message).toContain("did you mean /v1/provider-a/{projectId}/chat/completions?");
       const messages = await new Anthropic({
-        baseURL: `${sluice.url}/v1/provider-b`,
-        apiKey: project.bearer("provider-b"),
+        baseURL: `${stage.sluice.url}/v1/provider-b`,
+        apiKey: stage.project.bearer("provider-b"),
         maxRetries: 0,
       }).messages
         .create({ model: "claude-haiku-4-5", max_tokens: 8, messages: [{ role: "user", content: "Hi" }] })
@@ -907,41 +914,44 @@ describe("proxies driven by the official SDKs", () => {
       expect(messages.message).toContain("PROJECT_NOT_FOUND");
       expect(messages.message).toContain("did you mean /v1/provider-b/{projectId}/v1/messages?");
       // A project id that is no provider path's start gets no such hint.
-      const unknown = await fetch(`${sluice.url}/v1/provider-a/prj_nosuchproject0000/chat/completions`, {
-        method: "POST",
-        headers: {
-          authorization: `Bearer ${project.bearer("provider-a")}`,
-          "content-type": "application/json",
+      const unknown = await fetch(
+        `${stage.sluice.url}/v1/provider-a/prj_nosuchproject0000/chat/completions`,
+        {
+          method: "POST",
+          headers: {
+            authorization: `Bearer ${stage.project.bearer("provider-a")}`,
+            "content-type": "application/json",
+          },
+          body: "{}",
         },
-        body: "{}",
-      });
+      );
       const plain = ((await unknown.json()) as { error: { message: string } }).error.message;
       expect(plain).toBe('Project "prj_nosuchproject0000" does not exist');
-      expect(fake.requests).toHaveLength(0);
+      expect(stage.fake.requests).toHaveLength(0);
     });
 
     it.each(["..%2Fadmin", "%2e%2e/%2e%2e/admin", "chat/../../admin", "https:%2F%2Fevil.example", "a%5Cb"])(
       "refuses the provider path %s with 400 before any upstream call",
       async (path) => {
-        const response = await fetch(`${sluice.url}/v1/provider-a/${project.projectId}/${path}`, {
+        const response = await fetch(`${stage.sluice.url}/v1/provider-a/${stage.project.projectId}/${path}`, {
           method: "POST",
           headers: {
-            authorization: `Bearer ${project.bearer("provider-a")}`,
+            authorization: `Bearer ${stage.project.bearer("provider-a")}`,
             "content-type": "application/json",
           },
           body: "{}",
         });
         expect([400, 404]).toContain(response.status);
-        expect(fake.requests).toHaveLength(0);
+        expect(stage.fake.requests).toHaveLength(0);
       },
     );
 
     it("checks and forwards the path as sent: an encoded slash is 400, an encoded ? or # stays in the path", async () => {
       const post = (path: string) =>
-        fetch(`${sluice.url}/v1/provider-a/${project.projectId}/${path}`, {
+        fetch(`${stage.sluice.url}/v1/provider-a/${stage.project.projectId}/${path}`, {
           method: "POST",
           headers: {
-            authorization: `Bearer ${project.bearer("provider-a")}`,
+            authorization: `Bearer ${stage.project.bearer("provider-a")}`,
             "content-type": "application/json",
           },
           body: "{}",
@@ -951,90 +961,99 @@ describe("proxies driven by the official SDKs", () => {
         expect(response.status, path).toBe(400);
         expect(((await response.json()) as { error: { code: string } }).error.code).toBe("BAD_REQUEST");
       }
-      expect(fake.requests).toHaveLength(0);
+      expect(stage.fake.requests).toHaveLength(0);
       await (await post("files/a%3Fkey=INJECTED%23frag?purpose=x")).arrayBuffer();
-      expect(fake.last()!.path).toBe("/a/v1/files/a%3Fkey=INJECTED%23frag?purpose=x");
+      expect(stage.fake.last()!.path).toBe("/a/v1/files/a%3Fkey=INJECTED%23frag?purpose=x");
     });
 
     it("forwards HEAD and OPTIONS on provider A (SPEC: ANY) and answers HEAD on the model list", async () => {
-      const url = `${sluice.url}/v1/provider-a/${project.projectId}/files/file-1`;
-      const headers = { authorization: `Bearer ${project.bearer("provider-a")}` };
+      const url = `${stage.sluice.url}/v1/provider-a/${stage.project.projectId}/files/file-1`;
+      const headers = { authorization: `Bearer ${stage.project.bearer("provider-a")}` };
       for (const method of ["HEAD", "OPTIONS"]) {
         const response = await fetch(url, { method, headers });
         await response.arrayBuffer();
-        expect(fake.last()).toMatchObject({ method, path: "/a/v1/files/file-1" });
-        expect(fake.last()!.headers.authorization).toBe(`Bearer ${project.providerKeys["provider-a"]}`);
+        expect(stage.fake.last()).toMatchObject({ method, path: "/a/v1/files/file-1" });
+        expect(stage.fake.last()!.headers.authorization).toBe(
+          `Bearer ${stage.project.providerKeys["provider-a"]}`,
+        );
       }
-      const list = await fetch(`${sluice.url}/v1/provider-a/${project.projectId}/models`, { method: "HEAD" });
+      const list = await fetch(`${stage.sluice.url}/v1/provider-a/${stage.project.projectId}/models`, {
+        method: "HEAD",
+      });
       expect(list.status).toBe(200);
       expect(await list.text()).toBe("");
       expect(Number(list.headers.get("content-length"))).toBeGreaterThan(0);
     });
 
     it("forwards GET, PUT, PATCH and DELETE on provider A (SPEC: ANY) with their bodies and the injected key, and answers with the provider's status", async () => {
-      const url = `${sluice.url}/v1/provider-a/${project.projectId}/vector_stores/vs_1/files/file-1`;
+      const url = `${stage.sluice.url}/v1/provider-a/${stage.project.projectId}/vector_stores/vs_1/files/file-1`;
       for (const method of ["GET", "PUT", "PATCH", "DELETE"]) {
-        fake.clear();
-        fake.enqueueResponse({ status: 202, body: { method } });
+        stage.fake.clear();
+        stage.fake.enqueueResponse({ status: 202, body: { method } });
         const body = method === "GET" || method === "DELETE" ? undefined : JSON.stringify({ method });
         const response = await fetch(url, {
           method,
           headers: {
-            authorization: `Bearer ${project.bearer("provider-a")}`,
-            "x-ai-key": project.partialKeys["provider-a"],
+            authorization: `Bearer ${stage.project.bearer("provider-a")}`,
+            "x-ai-key": stage.project.partialKeys["provider-a"],
             ...(body === undefined ? {} : { "content-type": "application/json" }),
           },
           ...(body === undefined ? {} : { body }),
         });
         expect(response.status, method).toBe(202);
         expect(await response.json()).toEqual({ method });
-        const upstream = fake.last()!;
+        const upstream = stage.fake.last()!;
         expect(upstream).toMatchObject({ method, path: "/a/v1/vector_stores/vs_1/files/file-1" });
         expect(upstream.body.toString()).toBe(body ?? "");
-        expect(upstream.headers.authorization).toBe(`Bearer ${project.providerKeys["provider-a"]}`);
+        expect(upstream.headers.authorization).toBe(`Bearer ${stage.project.providerKeys["provider-a"]}`);
         expect(upstream.headers["x-ai-key"]).toBeUndefined();
       }
     });
 
     it("takes the project from the path over a different x-project-id on the proxies (SPEC: not needed there)", async () => {
-      const other = await createTestProject(sluice.gateway);
+      const other = await createTestProject(stage.sluice.gateway);
       const response = await postToA(JSON.stringify({ model: "gpt-4o-mini", messages: [] }), {
         headers: {
-          authorization: `Bearer ${project.bearer("provider-a")}`,
+          authorization: `Bearer ${stage.project.bearer("provider-a")}`,
           "content-type": "application/json",
           "x-project-id": other.projectId,
         },
       });
       expect(response.status).toBe(200);
-      expect(fake.last()!.headers.authorization).toBe(`Bearer ${project.providerKeys["provider-a"]}`);
-      expect(fake.last()!.headers["x-project-id"]).toBeUndefined();
-      expect((await rowFor(response.headers.get("x-request-id"))).project_id).toBe(project.projectId);
+      expect(stage.fake.last()!.headers.authorization).toBe(
+        `Bearer ${stage.project.providerKeys["provider-a"]}`,
+      );
+      expect(stage.fake.last()!.headers["x-project-id"]).toBeUndefined();
+      expect((await rowFor(response.headers.get("x-request-id"))).project_id).toBe(stage.project.projectId);
     });
 
     it("never forwards a client's key= query parameter to provider C, which would stand beside the injected key", async () => {
       const response = await fetch(
-        `${sluice.url}/v1/provider-c/${project.projectId}/v1beta/models/gemini-2.5-flash:generateContent?key=CLIENT-SECRET&alt=json&k%65y=AGAIN`,
+        `${stage.sluice.url}/v1/provider-c/${stage.project.projectId}/v1beta/models/gemini-2.5-flash:generateContent?key=CLIENT-SECRET&alt=json&k%65y=AGAIN`,
         {
           method: "POST",
-          headers: { "x-goog-api-key": project.bearer("provider-c"), "content-type": "application/json" },
+          headers: {
+            "x-goog-api-key": stage.project.bearer("provider-c"),
+            "content-type": "application/json",
+          },
           body: JSON.stringify({ contents: [{ parts: [{ text: "Hi" }] }] }),
         },
       );
       expect(response.status).toBe(200);
-      const upstream = fake.last()!;
+      const upstream = stage.fake.last()!;
       expect(upstream.path).toBe("/c/v1beta/models/gemini-2.5-flash:generateContent?alt=json");
-      expect(upstream.headers["x-goog-api-key"]).toBe(project.providerKeys["provider-c"]);
+      expect(upstream.headers["x-goog-api-key"]).toBe(stage.project.providerKeys["provider-c"]);
     });
 
     it("refuses a key of another provider with 403 and never calls upstream", async () => {
       const response = await proxiedChat(
-        sluice.url,
-        { projectId: project.projectId, bearer: project.bearer("provider-b") },
+        stage.sluice.url,
+        { projectId: stage.project.projectId, bearer: stage.project.bearer("provider-b") },
         { body: "{}" },
       );
       expect(response.status).toBe(403);
       expect(((await response.json()) as { error: { code: string } }).error.code).toBe("FORBIDDEN");
-      expect(fake.requests).toHaveLength(0);
+      expect(stage.fake.requests).toHaveLength(0);
     });
   });
 });

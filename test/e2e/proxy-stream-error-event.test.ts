@@ -1,10 +1,6 @@
-import type Anthropic from "@anthropic-ai/sdk";
-import type OpenAI from "openai";
-import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
-import type { FakeUpstream } from "../fakes/fake-upstream.js";
-import { type ProxyStage, startProxyStage } from "../support/proxy-stage.js";
+import { beforeEach, describe, expect, it } from "vitest";
+import { useProxyStage } from "../support/proxy-stage.js";
 import { sdkClients } from "../support/sdk-clients.js";
-import type { TestGateway, TestProject } from "../support/test-gateway.js";
 import { usageRowById } from "../support/test-gateway.js";
 
 /** An SSE body of `events` ([name or null, data]), as a provider writes it. */
@@ -16,27 +12,15 @@ const sse = (events: Array<[string | null, object]>) =>
 const eventStream = { "content-type": "text/event-stream" };
 
 describe("a stream that begins 200 and then carries the provider's error event", () => {
-  let stage: ProxyStage;
-  let fake: FakeUpstream;
-  let sluice: TestGateway;
-  let project: TestProject;
-  let openai: OpenAI;
-  let anthropic: Anthropic;
-
-  beforeAll(async () => {
-    stage = await startProxyStage();
-    ({ fake, sluice, project } = stage);
-    ({ openai, anthropic } = sdkClients(sluice, project));
-  });
-  afterAll(() => stage.close());
+  const stage = useProxyStage(sdkClients);
   beforeEach(() => {
-    fake.clear();
-    fake.setSseDelayMs(0);
+    stage.fake.clear();
+    stage.fake.setSseDelayMs(0);
   });
 
   /** Provider B's streamed message, through the Anthropic SDK. */
   const messagesStream = () =>
-    anthropic.messages
+    stage.anthropic.messages
       .create({
         model: "claude-sonnet-5-5",
         max_tokens: 64,
@@ -46,7 +30,7 @@ describe("a stream that begins 200 and then carries the provider's error event",
       .withResponse();
 
   it("is recorded as failed (outcome error, status 200) with the tokens seen before it: provider B", async () => {
-    fake.enqueueResponse({
+    stage.fake.enqueueResponse({
       status: 200,
       headers: eventStream,
       body: sse([
@@ -78,7 +62,7 @@ describe("a stream that begins 200 and then carries the provider's error event",
     });
     const { data: stream, response } = await messagesStream();
     await expect(readAll(stream)).rejects.toThrow(/Overloaded/);
-    const row = await usageRowById(sluice.gateway, response.headers.get("x-request-id"));
+    const row = await usageRowById(stage.sluice.gateway, response.headers.get("x-request-id"));
     expect(row).toMatchObject({
       status: 200,
       outcome: "error",
@@ -96,7 +80,7 @@ describe("a stream that begins 200 and then carries the provider's error event",
       model: "gpt-4o-mini-2024-07-18",
       choices: [{ index: 0, delta: { content }, finish_reason: null }],
     });
-    fake.enqueueResponse({
+    stage.fake.enqueueResponse({
       status: 200,
       headers: eventStream,
       body: `${sse([
@@ -112,11 +96,11 @@ describe("a stream that begins 200 and then carries the provider's error event",
         ],
       ])}data: [DONE]\n\n`,
     });
-    const { data: stream, response } = await openai.chat.completions
+    const { data: stream, response } = await stage.openai.chat.completions
       .create({ model: "gpt-4o-mini", messages: [{ role: "user", content: "Hi" }], stream: true })
       .withResponse();
     await expect(readAll(stream)).rejects.toThrow(/server had an error/);
-    const row = await usageRowById(sluice.gateway, response.headers.get("x-request-id"));
+    const row = await usageRowById(stage.sluice.gateway, response.headers.get("x-request-id"));
     expect(row).toMatchObject({
       status: 200,
       outcome: "error",
@@ -126,7 +110,7 @@ describe("a stream that begins 200 and then carries the provider's error event",
   });
 
   it("is recorded as failed: provider C's ?alt=sse stream with an error object", async () => {
-    fake.enqueueResponse({
+    stage.fake.enqueueResponse({
       status: 200,
       headers: eventStream,
       body: sse([
@@ -143,15 +127,15 @@ describe("a stream that begins 200 and then carries the provider's error event",
     });
     // The way @google/genai asks for a stream; fetch, for the answer's x-request-id.
     const response = await fetch(
-      `${sluice.url}/v1/provider-c/${project.projectId}/models/gemini-2.5-flash:streamGenerateContent?alt=sse`,
+      `${stage.sluice.url}/v1/provider-c/${stage.project.projectId}/models/gemini-2.5-flash:streamGenerateContent?alt=sse`,
       {
         method: "POST",
-        headers: { "x-goog-api-key": project.bearer("provider-c"), "content-type": "application/json" },
+        headers: { "x-goog-api-key": stage.project.bearer("provider-c"), "content-type": "application/json" },
         body: JSON.stringify({ contents: [{ role: "user", parts: [{ text: "Hi" }] }] }),
       },
     );
     expect(await response.text()).toContain("The model is overloaded.");
-    const row = await usageRowById(sluice.gateway, response.headers.get("x-request-id"));
+    const row = await usageRowById(stage.sluice.gateway, response.headers.get("x-request-id"));
     expect(row).toMatchObject({ status: 200, outcome: "error", streamed: 1, input_tokens: 9 });
   });
 
@@ -162,10 +146,10 @@ describe("a stream that begins 200 and then carries the provider's error event",
    */
   const arrayStream = () =>
     fetch(
-      `${sluice.url}/v1/provider-c/${project.projectId}/v1beta/models/gemini-2.5-flash:streamGenerateContent`,
+      `${stage.sluice.url}/v1/provider-c/${stage.project.projectId}/v1beta/models/gemini-2.5-flash:streamGenerateContent`,
       {
         method: "POST",
-        headers: { "x-goog-api-key": project.bearer("provider-c"), "content-type": "application/json" },
+        headers: { "x-goog-api-key": stage.project.bearer("provider-c"), "content-type": "application/json" },
         body: JSON.stringify({ contents: [{ role: "user", parts: [{ text: "Hi" }] }] }),
       },
     );
@@ -181,8 +165,8 @@ describe("a stream that begins 200 and then carries the provider's error event",
       ',\r\n{\n  "error": {\n    "code": 503,\n    "message": "The model is overloaded.",\n    "status": "UNAVAILABLE"\n  }\n}\r\n',
       "]",
     ];
-    fake.setSseDelayMs(20);
-    fake.enqueueResponse({
+    stage.fake.setSseDelayMs(20);
+    stage.fake.enqueueResponse({
       status: 200,
       headers: { "content-type": "application/json; charset=UTF-8" },
       parts,
@@ -190,7 +174,7 @@ describe("a stream that begins 200 and then carries the provider's error event",
     const response = await arrayStream();
     expect(response.status).toBe(200);
     expect(await response.text()).toBe(parts.join(""));
-    const row = await usageRowById(sluice.gateway, response.headers.get("x-request-id"));
+    const row = await usageRowById(stage.sluice.gateway, response.headers.get("x-request-id"));
     expect(row).toMatchObject({
       status: 200,
       outcome: "error",
@@ -204,11 +188,11 @@ describe("a stream that begins 200 and then carries the provider's error event",
   it("is not taken for an error when it carries none: the same streams end ok", async () => {
     const { data: stream, response } = await messagesStream();
     await readAll(stream);
-    const row = await usageRowById(sluice.gateway, response.headers.get("x-request-id"));
+    const row = await usageRowById(stage.sluice.gateway, response.headers.get("x-request-id"));
     expect(row).toMatchObject({ status: 200, outcome: "ok", streamed: 1 });
     const array = await arrayStream();
     expect((JSON.parse(await array.text()) as unknown[]).length).toBeGreaterThan(1);
-    const arrayRow = await usageRowById(sluice.gateway, array.headers.get("x-request-id"));
+    const arrayRow = await usageRowById(stage.sluice.gateway, array.headers.get("x-request-id"));
     expect(arrayRow).toMatchObject({ status: 200, outcome: "ok", streamed: 1 });
   });
 });

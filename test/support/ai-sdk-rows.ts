@@ -1,6 +1,6 @@
 import type { LanguageModelUsage } from "ai";
 import { expect } from "vitest";
-import { type TestGateway, type TestProject, usageRowById } from "./test-gateway.js";
+import { projectUsageRows, type TestGateway, type TestProject, usageRowById } from "./test-gateway.js";
 
 /**
  * The usage rows of AI SDK calls through a gateway, for one project: a call's row from the response
@@ -14,13 +14,7 @@ export function aiSdkRows(sluice: TestGateway, project: TestProject) {
     return usageRowById(sluice.gateway, requestId);
   }
   async function newRows(before: Set<string>) {
-    await sluice.gateway.flushUsage();
-    const rows = await sluice.gateway.database.db
-      .selectFrom("usage_records")
-      .selectAll()
-      .where("project_id", "=", project.projectId)
-      .execute();
-    return rows.filter((row) => !before.has(row.request_id));
+    return (await projectUsageRows(sluice, project)).filter((row) => !before.has(row.request_id));
   }
   /**
    * The rows written since `before`, once there are at least `count` (or 15 s have passed, on a

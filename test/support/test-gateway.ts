@@ -195,6 +195,16 @@ export async function usageRowById(gateway: Gateway, requestId: string | null | 
   }
 }
 
+/** Every usage row of a project, after flushing the usage queue. */
+export async function projectUsageRows(sluice: TestGateway, project: TestProject) {
+  await sluice.gateway.flushUsage();
+  return sluice.gateway.database.db
+    .selectFrom("usage_records")
+    .selectAll()
+    .where("project_id", "=", project.projectId)
+    .execute();
+}
+
 /** The usage row of a response (by its x-request-id). */
 export function usageRowOf(gateway: Gateway, response: Response) {
   return usageRowById(gateway, response.headers.get("x-request-id"));
