@@ -12,7 +12,7 @@ import { methodNotForwarded } from "./http/proxy-routes.js";
 import { type PublicRouteDeps, registerPublicRoutes } from "./http/public-routes.js";
 import { type Handler, type Lookup, type RequestContext, Router } from "./http/router.js";
 import { closeIfBodyUnread, lingeringClose, sendError, sendRawError, setHeaders } from "./http/send.js";
-import { type Logger, shownStart } from "./observability/logger.js";
+import { configuredSecretsRedaction, type Logger, shownStart } from "./observability/logger.js";
 import type { Metrics } from "./observability/metrics.js";
 import { createProviderFailureLog } from "./observability/provider-failure-log.js";
 import type { SuppressionWindowsRegistry } from "./observability/suppression-windows.js";
@@ -66,9 +66,12 @@ const accessLinePathCharacters = 1024;
  * The path as the access line shows it: a project id that may be a secret typed in its place
  * (`mayBeKey`: longer than any, or of a key's form) by its start and length, as the answer and the
  * usage row show it (a DeviceCheck Bearer value there, `partial key.device token`, left the token
- * behind the partial key's `[redacted]`), and the whole cut at `accessLinePathCharacters`.
+ * behind the partial key's `[redacted]`), and the whole cut at `accessLinePathCharacters`. The
+ * logger's configured secrets (`redactConfigured`, `configuredSecretsRedaction`: the admin token)
+ * are redacted before the id is shortened to its start and before the cut, past either of which the
+ * logger could no longer tell them.
  */
-function accessLinePath(path: string, lookup: Lookup): string {
+function accessLinePath(path: string, lookup: Lookup, redactConfigured: (text: string) => string): string {
   let shown = path;
   if (lookup.kind === "found") {
     const projectId = lookup.params.projectId;
@@ -77,12 +80,12 @@ function accessLinePath(path: string, lookup: Lookup): string {
       const at = lookup.route.split("/").indexOf(":projectId");
       const segments = path.split("/");
       if (at > 0 && at < segments.length) {
-        segments[at] = projectIdRecorded(projectId);
+        segments[at] = projectIdRecorded(redactConfigured(projectId));
         shown = segments.join("/");
       }
     }
   }
-  return shownStart(shown, accessLinePathCharacters);
+  return shownStart(shown, accessLinePathCharacters, redactConfigured);
 }
 
 /** The router with every route registered explicitly, and the request lifecycle. No I/O here. */
@@ -102,6 +105,7 @@ export function createApp(deps: AppDeps): App {
   const closing = new WeakSet<Duplex>();
   const corsPolicy = deps.cors ?? null;
   const accessLog = logger.isLevelEnabled("debug");
+  const redactConfigured = configuredSecretsRedaction(logger);
   const logProviderFailure = createProviderFailureLog(logger, { registry: deps.suppressionWindows });
 
   async function run(handler: Handler, context: RequestContext, route: string): Promise<void> {
@@ -179,7 +183,7 @@ export function createApp(deps: AppDeps): App {
             {
               requestId,
               method: request.method,
-              path: accessLinePath(path, lookup),
+              path: accessLinePath(path, lookup, redactConfigured),
               route,
               status,
               // The answer was cut short (a stream the client or the provider ended).

@@ -28,7 +28,7 @@ import { chooseVault } from "./images/vault-choice.js";
 import { createVaultPruner, type VaultPrunerOptions } from "./images/vault-retention.js";
 import { listeningUrl } from "./net/listening-url.js";
 import { createDownCheckFollowUp } from "./observability/down-check-follow-up.js";
-import { createStdoutLogger, type Logger } from "./observability/logger.js";
+import { createStdoutLogger, type Logger, redactConfiguredSecrets } from "./observability/logger.js";
 import { createMetrics } from "./observability/metrics.js";
 import { createSchemaRefusalLog } from "./observability/schema-refusal-log.js";
 import { createSuppressionWindowsRegistry } from "./observability/suppression-windows.js";
@@ -125,6 +125,9 @@ export async function createGateway(config: Config, injected: Partial<Injectable
   const logger =
     injected.logger ??
     createStdoutLogger(config.logLevel, metrics.countLogLinesDropped, disabledNodeWarnings());
+  // The secrets set as settings have no form the log's redaction knows: it is given them, so that
+  // one pasted into a path or a query (an admin token of a project id's length) is in no line.
+  redactConfiguredSecrets(logger, [config.adminToken, config.masterKey, config.masterKeyPrevious]);
   // Every log that coalesces repeated lines in windows joins this: the close writes their open counts.
   const suppressionWindows = createSuppressionWindowsRegistry();
   // The AI SDK prints its warnings (an unsupported setting, a compatibility mode) with console.warn,

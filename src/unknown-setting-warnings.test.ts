@@ -81,4 +81,48 @@ describe("names that look like settings but are none", () => {
     ]);
     expect(JSON.stringify(warnings)).not.toContain("secret-admin-token");
   });
+
+  // The environment is the operator's: 10,000 such names logged 10,000 lines, and a name of 100,000
+  // characters a line of that size.
+  it("are named one line each up to 20, those near a setting first, the others counted in one line", () => {
+    const env: Record<string, string> = { SLUICE_MAX_CONECTIONS: "5", SLUICE_ADMN_TOKEN: "x" };
+    // Sorted before both misspelt names (named first, had they been named in order), and near no setting.
+    for (let index = 0; index < 10_000; index++) env[`SLUICE_AAAA_${index}`] = "1";
+    const warnings = unknownSettingWarnings(unknownSettings(env));
+    expect(warnings).toHaveLength(21);
+    expect(warnings.slice(0, 2).map((warning) => warning.fields)).toEqual([
+      { setting: "SLUICE_ADMN_TOKEN", nearest: "SLUICE_ADMIN_TOKEN" },
+      { setting: "SLUICE_MAX_CONECTIONS", nearest: "SLUICE_MAX_CONNECTIONS" },
+    ]);
+    expect(warnings.slice(2, 20).map((warning) => warning.fields.setting)).toEqual(
+      Object.keys(env)
+        .filter((name) => name.startsWith("SLUICE_AAAA_"))
+        .sort()
+        .slice(0, 18),
+    );
+    expect(warnings[20]).toEqual({
+      fields: { settingsNotNamed: 9982 },
+      message:
+        "9982 more SLUICE_ names are set that are no setting, so they are ignored: not named one by one, the first 20 are (those nearest a setting first; the settings: README, Configuration)",
+    });
+    expect(JSON.stringify(warnings).length).toBeLessThan(5000);
+  });
+
+  it("are named one line each when there are 20 or fewer, with no count", () => {
+    const env: Record<string, string> = {};
+    for (let index = 0; index < 20; index++) env[`SLUICE_A${index}`] = "1";
+    const warnings = unknownSettingWarnings(unknownSettings(env));
+    expect(warnings).toHaveLength(20);
+    expect(warnings.every((warning) => typeof warning.fields.setting === "string")).toBe(true);
+  });
+
+  it("are named by their start and length when longer than any setting could be", () => {
+    const long = `SLUICE_${"A".repeat(100_000)}`;
+    const [warning] = unknownSettingWarnings(unknownSettings({ [long]: "1" }));
+    const shown = `SLUICE_${"A".repeat(57)}… (100007 characters)`;
+    expect(warning).toEqual({
+      fields: { setting: shown },
+      message: `${shown} is set, but Sluice has no such setting, so it is ignored (the settings: README, Configuration)`,
+    });
+  });
 });

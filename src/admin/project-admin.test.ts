@@ -197,6 +197,45 @@ describe("project admin use cases", () => {
     }
   });
 
+  // The .p8 key was compared as the bytes of its text: the same key re-uploaded with Windows line
+  // endings, or without the trailing newline, was another key (an audit `fields` entry, and the
+  // tokens Apple verified trusted no more).
+  it("takes the same .p8 key sent in another text (line endings, a newline more or less, SEC1) for no change", async () => {
+    const projectAdmin = admin();
+    const pair = () => generateKeyPairSync("ec", { namedCurve: "prime256v1" }).privateKey;
+    const key = pair();
+    const pem = key.export({ type: "pkcs8", format: "pem" }).toString();
+    expect(pem.endsWith("-----\n")).toBe(true);
+    const deviceCheck = { enabled: true, teamId: "TEAM123456", keyId: "KEY1234567", privateKey: pem };
+    await projectAdmin.createProject({
+      id: "same-key",
+      name: "Same key",
+      provider: "provider-a",
+      deviceCheck,
+    });
+    for (const privateKey of [
+      pem.replaceAll("\n", "\r\n"),
+      pem.trimEnd(),
+      `${pem}\n`,
+      `\n${pem.replaceAll("\n", "\r\n")}\r\n\r\n`,
+      key.export({ type: "sec1", format: "pem" }).toString(),
+      pem,
+    ]) {
+      const { changed: fields, project } = await projectAdmin.changeProject("same-key", {
+        deviceCheck: { privateKey },
+      });
+      expect(fields, JSON.stringify(privateKey.slice(0, 40))).toEqual([]);
+      expect(project.deviceCheck.changedAt).toBeNull();
+    }
+    // Another key, in whatever text, still is a change.
+    const other = pair().export({ type: "pkcs8", format: "pem" }).toString().replaceAll("\n", "\r\n");
+    const { changed: fields, project } = await projectAdmin.changeProject("same-key", {
+      deviceCheck: { privateKey: other },
+    });
+    expect(fields).toEqual(["deviceCheck.privateKey"]);
+    expect(project.deviceCheck.changedAt).toBe(project.updatedAt);
+  });
+
   it("answers an update with no field with the project as it is, written by no one", async () => {
     const created = await admin().createProject({
       id: "untouched",

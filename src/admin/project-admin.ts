@@ -1,4 +1,4 @@
-import { randomBytes } from "node:crypto";
+import { createPrivateKey, randomBytes } from "node:crypto";
 import type { z } from "zod";
 import { newKeyId, splitProviderKey } from "../auth/partial-key.js";
 import type { SecretBox } from "../auth/secret-box.js";
@@ -109,14 +109,26 @@ export function createProjectAdmin(deps: ProjectAdminDeps) {
     return { testKeyId, testKey };
   }
 
-  /** Whether two sealed DeviceCheck keys of project `id` hold one key; false when either cannot be opened. */
+  /**
+   * Whether two sealed DeviceCheck keys of project `id` hold one key: the key, not the text it came
+   * in (the same .p8 sent again with CRLF line endings, without its last newline or as a SEC1 PEM is
+   * the same key). False when either cannot be opened or read as a key; nothing of either is quoted.
+   */
   function samePrivateKey(id: string): (a: string, b: string) => boolean {
     return (a, b) => {
+      let texts: Buffer[] = [];
       try {
         const aad = deviceCheckKeyAad(id);
-        return secretBox.open(a, aad).equals(secretBox.open(b, aad));
+        texts = [secretBox.open(a, aad), secretBox.open(b, aad)];
+        const [first, second] = texts as [Buffer, Buffer];
+        if (first.equals(second)) return true;
+        return createPrivateKey({ key: first, format: "pem" }).equals(
+          createPrivateKey({ key: second, format: "pem" }),
+        );
       } catch {
         return false;
+      } finally {
+        for (const text of texts) text.fill(0);
       }
     };
   }

@@ -1,7 +1,14 @@
 import { APICallError } from "ai";
 import { describe, expect, it } from "vitest";
 import { exitOfScript } from "../../test/support/script-exit.js";
-import { createLogger, ignoreStdioWriteErrors, redactSecrets } from "./logger.js";
+import {
+  configuredSecretsRedaction,
+  createLogger,
+  ignoreStdioWriteErrors,
+  redactConfiguredSecrets,
+  redactSecrets,
+  shownStart,
+} from "./logger.js";
 
 function capture(level = "info") {
   const lines: string[] = [];
@@ -294,6 +301,70 @@ describe("log redaction", () => {
     // Still redacted where they hold a URL's password.
     logger.warn({ path: `/${"a.".repeat(100)}postgres://u:pw-secret-1@db/x` }, "request");
     expect(records().at(-1).path).toBe(`/${"a.".repeat(100)}postgres://u:[redacted]@db/x`);
+  });
+
+  it("redacts the secrets it is configured with, as written, percent-encoded or JSON-escaped, at every level", () => {
+    const { logger, text, records } = capture("trace");
+    // An admin token of a project id's length, with the characters a path or JSON would escape.
+    const adminToken = 'Adm1n+tok/en="x\\y"=';
+    const masterKey = "q0HqzJ3mBqf0Z3Z6wFq1nGg7yW4mZC6mGZ0y8Z0bVfQ=";
+    const child = logger.child({ path: "/admin/v1" });
+    redactConfiguredSecrets(logger, [adminToken, masterKey, undefined, "short"]);
+    const encoded = encodeURIComponent(adminToken);
+    const lowerHex = [...Buffer.from(adminToken)]
+      .map((byte) => `%${byte.toString(16).padStart(2, "0")}`)
+      .join("");
+    const mixed = `Adm1n%2btok%2Fen=%22x\\y"%3d`;
+    logger.debug(
+      { path: `/v1/provider-a/${adminToken}/chat/completions`, query: `?q=${encoded}` },
+      "request",
+    );
+    logger.trace({ paths: [`/admin/v1/${lowerHex}`, `/admin/v1/${mixed}`] }, `master ${masterKey} here`);
+    logger.info("sent %o", { nested: { body: JSON.stringify({ token: adminToken, key: masterKey }) } });
+    logger.error(new Error(`no route for /admin/v1/${adminToken}`));
+    child.warn(`a child made before the secrets were given: ${adminToken}`);
+    child.child({ bound: `/admin/v1/${adminToken}`, again: masterKey }).info("and its child");
+    const written = text();
+    for (const form of [
+      adminToken,
+      encoded,
+      lowerHex,
+      mixed,
+      JSON.stringify(adminToken).slice(1, -1),
+      masterKey,
+    ])
+      expect(written).not.toContain(form.slice(0, 12));
+    expect(written).not.toContain("tok/en");
+    expect(written).not.toContain("mBqf0Z3Z6wFq");
+    const [request, trace] = records();
+    expect(request.path).toBe("/v1/provider-a/[redacted]/chat/completions");
+    expect(request.query).toBe("?q=[redacted]");
+    expect(trace.paths).toEqual(["/admin/v1/[redacted]", "/admin/v1/[redacted]"]);
+    expect(trace.msg).toBe("master [redacted] here");
+    // A secret unset or too short to tell from a word is not one: "short" stays where it is.
+    logger.info("a short answer");
+    expect(records().at(-1).msg).toBe("a short answer");
+  });
+
+  it("redacts a configured secret of a key's form whole, not only its key-like start", () => {
+    const { logger, text } = capture();
+    const adminToken = `sk-${"A".repeat(30)}+/tail-of-the-token`;
+    redactConfiguredSecrets(logger, [adminToken]);
+    logger.info({ path: `/admin/v1/${adminToken}` }, "request");
+    expect(text()).not.toContain("tail-of-the-token");
+    expect(text()).toContain('"path":"/admin/v1/[redacted]"');
+  });
+
+  it("cuts a long text only once its configured secrets are redacted", () => {
+    const { logger } = capture();
+    const adminToken = "admin-token-0123456789-abcdef";
+    redactConfiguredSecrets(logger, [adminToken]);
+    const path = `/${"a".repeat(1000)}/${adminToken}/${"z".repeat(2000)}`;
+    const shown = shownStart(path, 1024, configuredSecretsRedaction(logger));
+    expect(shown).not.toContain("admin-token-0");
+    expect(shown).toBe(`/${"a".repeat(1000)}/[redacted]/${"z".repeat(11)}… (${path.length} characters)`);
+    // Another logger was given no secrets.
+    expect(configuredSecretsRedaction(capture().logger)(adminToken)).toBe(adminToken);
   });
 
   it("leaves a record without secrets as it is, without copying it", () => {

@@ -71,7 +71,7 @@ function normalizedName(name: string): string {
  * Runs once per log line written; below the configured level pino never calls it.
  */
 export function redactSecrets<T>(value: T): T {
-  return redactValue(value, maxDepth, []) as T;
+  return redactValue(value, maxDepth, [], redactText) as T;
 }
 
 /**
@@ -130,30 +130,116 @@ function redactText(text: string): string {
  * A text a client wrote (the path the access line quotes, up to Node's 16 KiB of head) as a log line
  * shows it: whole up to `max` characters, else its first `max` and its length
  * (`/aaa… (12001 characters)`), so that a request costs the log a line of bounded size. Redacted
- * before it is cut: a cut through a key would leave its start too short to have a key's form.
+ * before it is cut, of the logger's configured secrets (`configured`: `configuredSecretsRedaction`)
+ * and of every credential `redactText` knows by its form: a cut through a key or a configured secret
+ * would leave its start too short to have a key's form, or to be told for the secret.
  */
-export function shownStart(text: string, max: number): string {
+export function shownStart(
+  text: string,
+  max: number,
+  configured: (text: string) => string = (unchanged) => unchanged,
+): string {
   if (text.length <= max) return text;
-  const redacted = redactText(text);
+  const redacted = redactText(configured(text));
   return redacted.length <= max ? redacted : `${redacted.slice(0, max)}… (${text.length} characters)`;
 }
 
-function redactValue(value: unknown, depth: number, ancestors: object[]): unknown {
-  if (typeof value === "string") return redactText(value);
+/**
+ * The secrets a gateway is configured with (`redactConfiguredSecrets`), each as the pattern of the
+ * forms a text may hold it in: every character as it is or percent-encoded (upper- or lower-case hex,
+ * as a client may write a path or a query), and a `"` or `\` also as JSON escapes it.
+ */
+interface ConfiguredSecret {
+  value: string;
+  pattern: RegExp;
+  /** Whether a text without the secret as it is may hold it all the same: escaped or encoded. */
+  mayBeEscaped: (text: string) => boolean;
+}
+
+/** The shortest configured secret redacted: a shorter one would be found in ordinary words. */
+const shortestConfiguredSecret = 8;
+
+function configuredSecret(value: string): ConfiguredSecret {
+  const escapes = value.includes('"') || value.includes("\\");
+  const forms = [...value].map((character) => {
+    const hex = [...Buffer.from(character)]
+      .map((byte) => {
+        const [high, low] = byte.toString(16).padStart(2, "0");
+        const either = (digit = "") => (/[a-f]/.test(digit) ? `[${digit}${digit.toUpperCase()}]` : digit);
+        return `%${either(high)}${either(low)}`;
+      })
+      .join("");
+    const as = character.replace(/[\\^$.*+?()[\]{}|/-]/g, "\\$&");
+    const json = character === '"' || character === "\\" ? `|\\\\${as}` : "";
+    return `(?:${as}|${hex}${json})`;
+  });
+  return {
+    value,
+    pattern: new RegExp(forms.join(""), "g"),
+    mayBeEscaped: (text) => text.includes("%") || (escapes && text.includes("\\")),
+  };
+}
+
+/** `text` with every configured secret in it, in any of its forms (`configuredSecret`), replaced. */
+function redactConfigured(text: string, secrets: readonly ConfiguredSecret[]): string {
+  let redacted = text;
+  for (const secret of secrets)
+    if (redacted.includes(secret.value) || secret.mayBeEscaped(redacted))
+      redacted = redacted.replace(secret.pattern, censor);
+  return redacted;
+}
+
+/** The configured secrets of each logger `createLogger` made, and of its children. */
+const configuredSecretsOf = new WeakMap<object, ConfiguredSecret[]>();
+
+/**
+ * Makes `logger` (its children, made before or after, included) redact each of `secrets` wherever a
+ * string it logs holds it, as it is, percent-encoded or JSON-escaped, before any other redaction:
+ * the admin token and the master keys, which have no form the other redactions know, and which a
+ * client may paste into a path or a query the access line or an error quotes. Unset ones
+ * (undefined) and ones shorter than 8 characters are skipped. Called before any child is made: a
+ * child's bindings are written into its lines as they were redacted when it was made.
+ */
+export function redactConfiguredSecrets(logger: Logger, secrets: Iterable<string | undefined>): void {
+  const configured = configuredSecretsOf.get(logger);
+  if (configured === undefined) throw new Error("not a logger made by createLogger");
+  for (const secret of secrets)
+    if (
+      secret !== undefined &&
+      secret.length >= shortestConfiguredSecret &&
+      !configured.some((known) => known.value === secret)
+    )
+      configured.push(configuredSecret(secret));
+}
+
+/**
+ * The redaction of `logger`'s configured secrets (`redactConfiguredSecrets`) alone, for a text
+ * shortened before it is logged, which the logger could no longer tell them in (`shownStart`).
+ */
+export function configuredSecretsRedaction(logger: Logger): (text: string) => string {
+  const configured = configuredSecretsOf.get(logger) ?? [];
+  return (text) => (configured.length === 0 ? text : redactConfigured(text, configured));
+}
+
+/** How a string is redacted: `redactText`, or a logger's with its configured secrets first. */
+type TextRedaction = (text: string) => string;
+
+function redactValue(value: unknown, depth: number, ancestors: object[], text: TextRedaction): unknown {
+  if (typeof value === "string") return text(value);
   if (typeof value !== "object" || value === null) return value;
-  if (value instanceof Error) return redactValue(pino.stdSerializers.err(value), depth, ancestors);
+  if (value instanceof Error) return redactValue(pino.stdSerializers.err(value), depth, ancestors, text);
   const toJSON = (value as { toJSON?: unknown }).toJSON;
   if (typeof toJSON === "function") {
     const printed: unknown = toJSON.call(value, "");
-    return printed === value ? value : redactValue(printed, depth - 1, ancestors);
+    return printed === value ? value : redactValue(printed, depth - 1, ancestors, text);
   }
   if (ancestors.includes(value)) return "[Circular]";
   if (depth <= 0) return "[Too deep]";
   ancestors.push(value);
   try {
     return Array.isArray(value)
-      ? redactArray(value, depth, ancestors)
-      : redactObject(value, depth, ancestors);
+      ? redactArray(value, depth, ancestors, text)
+      : redactObject(value, depth, ancestors, text);
   } finally {
     ancestors.pop();
   }
@@ -165,7 +251,7 @@ function redactValue(value: unknown, depth: number, ancestors: object[]): unknow
  */
 const passwordCommands: ReadonlySet<string> = new Set(["auth", "hello", "migrate"]);
 
-function redactObject(value: object, depth: number, ancestors: object[]): object {
+function redactObject(value: object, depth: number, ancestors: object[], text: TextRedaction): object {
   let copy: Record<string, unknown> | undefined;
   const commandName = (value as { name?: unknown }).name;
   const passwordCommand = typeof commandName === "string" && passwordCommands.has(commandName.toLowerCase());
@@ -176,7 +262,7 @@ function redactObject(value: object, depth: number, ancestors: object[]): object
         ? field === undefined || field === null
           ? field
           : censor
-        : redactValue(field, depth - 1, ancestors);
+        : redactValue(field, depth - 1, ancestors, text);
     if (redacted !== field) {
       copy ??= { ...value };
       copy[key] = redacted;
@@ -185,7 +271,7 @@ function redactObject(value: object, depth: number, ancestors: object[]): object
   return copy ?? value;
 }
 
-function redactArray(value: unknown[], depth: number, ancestors: object[]): unknown[] {
+function redactArray(value: unknown[], depth: number, ancestors: object[], text: TextRedaction): unknown[] {
   let copy: unknown[] | undefined;
   for (let index = 0; index < value.length; index++) {
     const item = value[index];
@@ -195,7 +281,7 @@ function redactArray(value: unknown[], depth: number, ancestors: object[]): unkn
       typeof item === "string" &&
       redactedHeaderPairs.has(normalizedName(previous))
         ? censor
-        : redactValue(item, depth - 1, ancestors);
+        : redactValue(item, depth - 1, ancestors, text);
     if (redacted !== item) {
       copy ??= [...value];
       copy[index] = redacted;
@@ -209,10 +295,15 @@ function redactArray(value: unknown[], depth: number, ancestors: object[]): unkn
  * runs on every object logged, on the base and every child logger's bindings (pino's `bindings`
  * formatter sees the base's only, so `child` is wrapped) and on the values a message interpolates
  * (`%o`, `%j`); `redactText` on the message, the one pino takes from an error when none is given
- * included. A test logs objects full of secrets, in every letter case, and checks that
- * none comes out.
+ * included. The secrets the logger is given later (`redactConfiguredSecrets`) are redacted first,
+ * wherever the others are, by the logger and every child. A test logs objects full of secrets, in
+ * every letter case, and checks that none comes out.
  */
 export function createLogger(level: string, destination: DestinationStream): Logger {
+  const configured: ConfiguredSecret[] = [];
+  const text: TextRedaction = (value) =>
+    redactText(configured.length === 0 ? value : redactConfigured(value, configured));
+  const secrets = <T>(value: T): T => redactValue(value, maxDepth, [], text) as T;
   const logger = pino(
     {
       level,
@@ -220,8 +311,8 @@ export function createLogger(level: string, destination: DestinationStream): Log
       timestamp: pino.stdTimeFunctions.isoTime,
       formatters: {
         level: (label) => ({ level: label }),
-        bindings: (bindings) => redactSecrets(bindings),
-        log: (object) => redactSecrets(object),
+        bindings: (bindings) => secrets(bindings),
+        log: (object) => secrets(object),
       },
       // `log` above has serialized every error already; serializing the result again would
       // report each error's type as "Object".
@@ -232,19 +323,23 @@ export function createLogger(level: string, destination: DestinationStream): Log
           // Past the first argument (the object the formatters redact): the message and the values
           // it interpolates.
           const redacted = args.map((arg, index) =>
-            typeof arg === "string" ? redactText(arg) : index > 0 ? redactSecrets(arg) : arg,
+            typeof arg === "string" ? text(arg) : index > 0 ? secrets(arg) : arg,
           );
           const implied = args.length === 1 ? impliedMessage(args[0]) : undefined;
-          if (implied !== undefined) redacted.push(redactText(implied));
+          if (implied !== undefined) redacted.push(text(implied));
           method.apply(this, redacted as Parameters<typeof method>);
         },
       },
     },
     destination,
   );
+  configuredSecretsOf.set(logger, configured);
   const child = logger.child;
+  // Children inherit this wrapper (pino makes each from its parent's prototype), theirs included.
   logger.child = function (this: Logger, bindings, options) {
-    return child.call(this, redactSecrets(bindings), options);
+    const made = child.call(this, secrets(bindings), options);
+    configuredSecretsOf.set(made, configured);
+    return made;
   } as Logger["child"];
   return logger;
 }

@@ -195,13 +195,18 @@ describe("admin audit log", () => {
     expect(created.status).toBe(201);
     const before = sluice.logs.length;
     // The name, the limit, the Apple ids and key and the schema (its members in the same order) as
-    // stored: only the cap and the device limit, which differ, are changes.
+    // stored: only the cap and the device limit, which differ, are changes. The key is the one
+    // stored, in the text a Windows editor saves it as (CRLF line endings).
     const mixed = await admin("PATCH", "/projects/audit-same", {
       name: "Same",
       outputSchema: { type: "object", properties: { a: { type: "string" }, b: { type: "string" } } },
       rateLimits: { perMinute: 77, devicePerMinute: 5 },
       monthlySpendCapUsd: 3,
-      deviceCheck: { teamId: appleTeamId, keyId: appleKeyId, privateKey: apple.privateKeyPem },
+      deviceCheck: {
+        teamId: appleTeamId,
+        keyId: appleKeyId,
+        privateKey: apple.privateKeyPem.replaceAll("\n", "\r\n"),
+      },
     });
     expect(mixed.status).toBe(200);
     // Every field as stored: written (updatedAt moves), and logged, but no field named as changed.
@@ -227,6 +232,10 @@ describe("admin audit log", () => {
         requestId: other.requestId,
       }),
     ]);
+    // No line of the key's text is in the log.
+    const logged = sluice.logs.slice(before).join("");
+    for (const line of apple.privateKeyPem.split("\n").filter((line) => line.length >= 16))
+      expect(logged).not.toContain(line);
   });
 
   it("logs no refused or failed write, no write that changed nothing, and no read", async () => {

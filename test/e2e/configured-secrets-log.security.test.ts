@@ -1,0 +1,109 @@
+import { randomBytes } from "node:crypto";
+import { afterAll, describe, expect, it } from "vitest";
+import { startTestGateway, type TestGateway } from "../support/test-gateway.js";
+
+/**
+ * The secrets Sluice is configured with (SLUICE_ADMIN_TOKEN, SLUICE_MASTER_KEY and, during a
+ * rotation, SLUICE_MASTER_KEY_PREVIOUS) have no form the log's redaction knows: an admin token of
+ * 64 characters or fewer pasted into a path was shown whole by the access line. None may be in any
+ * log line, at any level, whatever its length, as typed or percent-encoded, in a path or a query.
+ */
+describe("configured secrets in the log", () => {
+  const gateways: TestGateway[] = [];
+  afterAll(async () => {
+    for (const gateway of gateways) await gateway.close();
+  });
+
+  async function start(secrets: { adminToken: string; masterKey?: string; masterKeyPrevious?: string }) {
+    const sluice = await startTestGateway({ logLevel: "trace", ...secrets });
+    gateways.push(sluice);
+    return sluice;
+  }
+
+  /** The substrings of `secret` of `length` characters (a piece long enough to tell it by). */
+  function piecesOf(secret: string, length = 12): string[] {
+    const pieces: string[] = [];
+    for (let at = 0; at + length <= secret.length; at++) pieces.push(secret.slice(at, at + length));
+    return pieces;
+  }
+
+  function expectAbsent(logs: string[], secrets: string[]) {
+    const text = logs.join("");
+    for (const secret of secrets) {
+      for (const form of [secret, encodeURIComponent(secret)])
+        for (const piece of piecesOf(form))
+          expect(text, `${piece} of ${secret} in the log`).not.toContain(piece);
+    }
+  }
+
+  async function send(sluice: TestGateway, path: string, init: RequestInit = {}) {
+    const response = await fetch(`${sluice.url}${path}`, init);
+    await response.arrayBuffer();
+    return response.status;
+  }
+
+  /** Waits for the access lines of the requests sent: one per request, written as each closes. */
+  async function settled(sluice: TestGateway, from: number, requests: number) {
+    for (let wait = 0; wait < 100; wait++) {
+      const lines = sluice.logs.slice(from).filter((line) => line.includes('"msg":"request"'));
+      if (lines.length >= requests) return;
+      await new Promise((resolve) => setTimeout(resolve, 10));
+    }
+    throw new Error("the access lines were not written");
+  }
+
+  const post = {
+    method: "POST",
+    headers: { authorization: "Bearer sk_sluice_0123456789ab_AAAA.tk_x", "content-type": "application/json" },
+    body: "{}",
+  };
+
+  function pathsHolding(secret: string): Array<[string, RequestInit?]> {
+    const encoded = encodeURIComponent(secret);
+    // Every character percent-encoded, the hex digits in lower case: a client may write any of them so.
+    const allEncoded = [...Buffer.from(secret)]
+      .map((byte) => `%${byte.toString(16).padStart(2, "0")}`)
+      .join("");
+    return [
+      [`/admin/v1/${secret}`],
+      [`/admin/v1/${encoded}`],
+      [`/admin/v1/${allEncoded}`],
+      [`/admin/v1/projects/${encoded}`],
+      [`/v1/provider-a/${encoded}/chat/completions`, post],
+      [`/v1/provider-a/${secret}/chat/completions`, post],
+      [`/v1/text/${encoded}`, post],
+      [`/v1/models?after=${encoded}&q=${secret}`],
+      // The secret across the cut the access line makes in a long path (after 1,024 characters):
+      // a cut before the redaction would leave its first 22 characters.
+      [`/${"a".repeat(1000)}/${encoded}/${"z".repeat(2000)}`],
+    ];
+  }
+
+  it("leaves no admin token of any length, nor a master key, in any line of the log", async () => {
+    for (const adminToken of [
+      `tok-${randomBytes(12).toString("hex")}`,
+      // With the characters of base64 (`openssl rand -base64 32`, the README's advice) and a key's form.
+      `sk-${randomBytes(30).toString("base64")}`,
+      `${randomBytes(60).toString("base64url")}`,
+    ]) {
+      const masterKey = randomBytes(32).toString("base64");
+      const masterKeyPrevious = randomBytes(32).toString("base64");
+      const sluice = await start({ adminToken, masterKey, masterKeyPrevious });
+      const from = sluice.logs.length;
+      const requests = [
+        ...pathsHolding(adminToken),
+        ...pathsHolding(masterKey),
+        ...pathsHolding(masterKeyPrevious),
+      ];
+      for (const [path, init] of requests) await send(sluice, path, init);
+      await settled(sluice, from, requests.length);
+      // The lines were written, and quote the paths (but for the secrets).
+      const written = sluice.logs.slice(from).join("");
+      expect(written).toContain("/admin/v1/");
+      // A token in a project id's place is not shown by its start either (one over 64 characters was).
+      expect(written).toContain('"path":"/v1/provider-a/[redacted]/chat/completions"');
+      expect(written).not.toMatch(/"path":"\/v1\/provider-a\/[^"/]*… \(\d+ characters\)/);
+      expectAbsent(sluice.logs, [adminToken, masterKey, masterKeyPrevious]);
+    }
+  });
+});
