@@ -51,6 +51,7 @@ import { createKeyRepository } from "./storage/key-repository.js";
 import { createProjectRepository } from "./storage/project-repository.js";
 import { createUsageRepository } from "./storage/usage-repository.js";
 import { createSafePdfFetcher, type FetchPdf } from "./structured/safe-pdf-fetch.js";
+import { createSharedCallsInFlight } from "./usage/shared-calls-in-flight.js";
 import { createSpendGuard } from "./usage/spend-guard.js";
 import { createUsageRecorder } from "./usage/usage-recorder.js";
 import { usageRecorderReports } from "./usage/usage-recorder-reports.js";
@@ -210,6 +211,8 @@ export async function createGateway(config: Config, injected: Partial<Injectable
     keyPrefix: redisKeys.rateLimits,
     onFallback: (on, error) => {
       metrics.setDegraded("redis", on);
+      // The breaker is shared: the spend cap's calls in flight go per instance, and shared again,
+      // with the limits, whichever user saw Redis fail.
       if (!on) logger.info("Redis answers again: rate limits are shared again");
       // By message only: a reply error carries its command's arguments. A reply (OOM when Redis is
       // full, READONLY from a replica) comes from a Redis that is reachable and answers /health.
@@ -253,7 +256,17 @@ export async function createGateway(config: Config, injected: Partial<Injectable
   });
   const authenticate = createAuthenticator({ directory, deviceTokens, throttle, testModeAllowed });
 
-  const spend = createSpendGuard({ usage, now });
+  // Projects with a spend cap count their calls in flight in Redis, for every instance; none other
+  // sends anything there for it.
+  const sharedCallsInFlight = redis
+    ? createSharedCallsInFlight({
+        redis,
+        breaker: redisBreaker,
+        keyPrefix: redisKeys.spendInFlight,
+        onKeyRepaired,
+      })
+    : undefined;
+  const spend = createSpendGuard({ usage, now, shared: sharedCallsInFlight });
   const recorder = createUsageRecorder({
     repository: usage,
     flushIntervalMs: config.usageFlushIntervalMs,
@@ -544,6 +557,7 @@ export async function createGateway(config: Config, injected: Partial<Injectable
             await limiter.close();
             throttle.stop();
             adminThrottle.stop();
+            await sharedCallsInFlight?.close();
             redis?.disconnect();
             await pruned;
             await vaultPruned;

@@ -6,7 +6,8 @@ import type { StartWarning } from "./production-warnings.js";
  * `REDIS_URL` does nothing: said, since an operator who set it expects the counts kept apart.
  * A warning when `DATABASE_URL` is set without `REDIS_URL`: PostgreSQL is for several instances
  * (SQLite serves one), but without Redis each instance keeps its own DeviceCheck token ledger and
- * its own counts, so single-use holds, and budgets, the throttle and the limits count, per instance.
+ * its own counts, so single-use holds, and budgets, the throttle, the limits and the spend cap's
+ * calls in flight count, per instance.
  * And one when `DATABASE_URL` is set with the local image vault (no `SLUICE_VAULT_S3_ENDPOINT`):
  * each instance stores images under its own data dir, so a signed vault URL one hands out answers
  * 404 from the others. It is said whatever the projects save now: a project's `saveImagesToVault`
@@ -28,7 +29,7 @@ export function sharedStateWarnings(
     warnings.push({
       fields: { databaseUrl: true, redisUrl: false },
       message:
-        "DATABASE_URL is set without REDIS_URL, so this instance keeps on its own what several instances would share: the DeviceCheck token ledger (a single-use token used here is accepted once more by each other instance, and a cached token gets its request budget on each), the failed-authentication throttle and the rate limits (each instance admits up to the whole limit). If several instances serve this database, set REDIS_URL to the same Redis on all of them",
+        "DATABASE_URL is set without REDIS_URL, so this instance keeps on its own what several instances would share: the DeviceCheck token ledger (a single-use token used here is accepted once more by each other instance, and a cached token gets its request budget on each), the failed-authentication throttle and the rate limits (each instance admits up to the whole limit), and the spend cap's calls in flight (calls sent at once to several instances can each end about one call above a project's cap). If several instances serve this database, set REDIS_URL to the same Redis on all of them",
     });
   if (!config.vaultS3Endpoint)
     warnings.push({

@@ -394,7 +394,7 @@ export function createAdmission(deps: AdmissionDeps) {
       // requests at once see each other), and given back when the limits refuse the call.
       return (async () => {
         const spent = await checkSpend(deps, auth.project, capUsd, reloadWait);
-        release = holdUnderCap(deps, auth.project, capUsd, spent);
+        release = await holdUnderCap(deps, auth.project, capUsd, spent);
         try {
           const limits = deps.limiter.consumeAll(requests);
           return admitted(limits instanceof Promise ? await limits : limits);
@@ -496,12 +496,17 @@ async function checkSpend(
 }
 
 /**
- * A place among the project's calls in flight on this instance (`SpendGuard.hold`), or a 429 when
- * those, each at the largest cost of one call seen this month, would take the month to its cap: a
- * call sent when they end is admitted if they left room.
+ * A place among the project's calls in flight (`SpendGuard.hold`: on this instance, or on every
+ * instance sharing Redis), or a 429 when those, each at the largest cost of one call seen this
+ * month, would take the month to its cap: a call sent when they end is admitted if they left room.
  */
-function holdUnderCap(deps: AdmissionDeps, project: Project, capUsd: number, spent: number): () => void {
-  const release = deps.spend.hold(project.id, capUsd, spent);
+async function holdUnderCap(
+  deps: AdmissionDeps,
+  project: Project,
+  capUsd: number,
+  spent: number,
+): Promise<() => void> {
+  const release = await deps.spend.hold(project.id, capUsd, spent);
   if (release) return release;
   throw new GatewayError(
     "TOO_MANY_REQUESTS",

@@ -23,7 +23,7 @@ export function isKeyDataError(error: unknown): boolean {
 
 /**
  * One view of a Redis client's health, shared by everything that uses the client (rate limits, the
- * authentication throttle, the device token ledger).
+ * authentication throttle, the device token ledger, the spend cap's calls in flight).
  *
  * A Redis that hangs instead of closing the connection makes every command wait for the client's
  * command timeout (SLUICE_REDIS_COMMAND_TIMEOUT_MS, 500 ms by default) before it fails. So after a

@@ -8,6 +8,7 @@ describe("redisKeyPrefixes", () => {
       authFailures: "sluice:auth",
       adminAuthFailures: "sluice:admin-auth",
       deviceTokens: "sluice:device-token:",
+      spendInFlight: "sluice:spend-in-flight",
     });
   });
 

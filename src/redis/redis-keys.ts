@@ -17,5 +17,7 @@ export function redisKeyPrefixes(prefix = "") {
     adminAuthFailures: `${prefix}sluice:admin-auth`,
     /** The DeviceCheck token ledger: `sluice:device-token:<project>:<digest>` and its `…:verified`. */
     deviceTokens: `${prefix}sluice:device-token:`,
+    /** The spend cap's calls in flight: `sluice:spend-in-flight:<project>`, a sorted set of places. */
+    spendInFlight: `${prefix}sluice:spend-in-flight`,
   } as const;
 }

@@ -1,5 +1,6 @@
 import { type ReloadWait, withinReloadWait, withinRequestWait } from "../storage/database-unavailable.js";
 import type { SpendMark, UsageRecord, UsageRepository } from "../storage/usage-repository.js";
+import type { SharedCallsInFlight } from "./shared-calls-in-flight.js";
 
 /**
  * What a figure may hold that this instance alone knows and still be let go (a billionth of a
@@ -48,7 +49,10 @@ interface MonthSpend {
   unread: number;
   /** The part of `unread` whose rows have been written since: the next read to begin holds them. */
   written: number;
-  /** Calls admitted on this instance under the cap whose cost is not known yet (`hold`). */
+  /**
+   * Calls admitted on this instance under the cap whose cost is not known yet (`hold`), those that
+   * hold a place in Redis too: what this instance decides on while Redis cannot.
+   */
   inFlight: number;
   /**
    * The largest cost of one call this instance recorded for the project this month (`add`): its rows
@@ -76,13 +80,33 @@ interface MonthSpend {
  * for all the projects read (`SpendMark`): a busy month is not gone over again on the event loop
  * every `refreshMs`, nor the rows written since once for each capped project.
  */
-export function createSpendGuard(deps: {
+export function createSpendGuard(deps: SpendGuardDeps & { shared?: undefined }): SpendGuardHere;
+export function createSpendGuard(deps: SpendGuardDeps): SpendGuard;
+export function createSpendGuard(deps: SpendGuardDeps): SpendGuard {
+  return spendGuard(deps);
+}
+
+export interface SpendGuardDeps {
   usage: UsageRepository;
   now: () => Date;
   refreshMs?: number;
   /** Projects whose figures are held at most, but for those holding a cost not yet written (10,000). */
   maxProjects?: number;
-}) {
+  /**
+   * The calls in flight of every instance sharing Redis (REDIS_URL): `hold` counts there, and on
+   * this instance alone while Redis cannot answer. Without it, `hold` counts this instance's calls.
+   */
+  shared?: SharedCallsInFlight | undefined;
+}
+
+export type SpendGuard = ReturnType<typeof spendGuard>;
+
+/** A spend guard without `shared`: `hold` decides at once. */
+export type SpendGuardHere = Omit<SpendGuard, "hold"> & {
+  hold(...args: Parameters<SpendGuard["hold"]>): (() => void) | undefined;
+};
+
+function spendGuard(deps: SpendGuardDeps) {
   const refreshMs = deps.refreshMs ?? 5000;
   const maxProjects = deps.maxProjects ?? 10_000;
   const cache = new Map<string, MonthSpend>();
@@ -287,28 +311,44 @@ export function createSpendGuard(deps: {
     /**
      * Holds a place for a call of a project with a cap, `spentUsd` (`monthToDate`, just read) below
      * it, until the call's cost is recorded (`add`) and the returned release is called: or nothing,
-     * the call not admitted, when the calls already in flight on this instance, each counted at the
-     * largest cost of one call this month, would take the month to the cap. A call's cost is known
-     * only when it ends: without this, any number of calls sent at once just under the cap were all
-     * admitted. The largest cost is the larger of the largest row the month's read found (so an
-     * instance just started, or another instance's calls, count too) and the largest recorded here
-     * since (`add`); before either knows a cost this month, nothing is counted for them. Compared in
-     * billionths of a dollar, as the cap is.
+     * the call not admitted, when the calls already in flight, each counted at the largest cost of
+     * one call this month, would take the month to the cap. A call's cost is known only when it
+     * ends: without this, any number of calls sent at once just under the cap were all admitted.
+     * The largest cost is the larger of the largest row the month's read found (so an instance just
+     * started, or another instance's calls, count too) and the largest recorded here since (`add`);
+     * before either knows a cost this month, nothing is counted for them. Compared in billionths of
+     * a dollar, as the cap is. The calls in flight are this instance's, decided at once; with
+     * `shared`, those of every instance sharing Redis, decided there in one script (a promise), and
+     * this instance's again while Redis fails or rests.
      */
-    hold(projectId: string, capUsd: number, spentUsd: number): (() => void) | undefined {
+    hold(
+      projectId: string,
+      capUsd: number,
+      spentUsd: number,
+    ): (() => void) | undefined | Promise<(() => void) | undefined> {
       const entry = monthOf(projectId, deps.now());
-      const largest = Math.max(entry.largestRead, entry.largestCall);
-      if (Math.round((spentUsd + entry.inFlight * largest) * 1e9) >= Math.round(capUsd * 1e9))
-        return undefined;
-      entry.inFlight++;
-      relist(entry);
-      let held = true;
-      return () => {
-        if (!held) return;
-        held = false;
-        entry.inFlight--;
+      const room = roomUnderCap(capUsd, spentUsd, Math.max(entry.largestRead, entry.largestCall));
+      const holdHere = (shared?: () => void): (() => void) => {
+        entry.inFlight++;
         relist(entry);
+        let held = true;
+        return () => {
+          if (!held) return;
+          held = false;
+          entry.inFlight--;
+          relist(entry);
+          shared?.();
+        };
       };
+      const roomHere = () => room < 0 || entry.inFlight < room;
+      if (!deps.shared) return roomHere() ? holdHere() : undefined;
+      return deps.shared.take(projectId, room).then((taken) => {
+        if (taken === "full") return undefined;
+        if (taken) return holdHere(taken);
+        // Redis did not decide: this instance's calls alone, as without Redis (counted now: others
+        // may have been admitted here while the script was on its way).
+        return roomHere() ? holdHere() : undefined;
+      });
     },
     /**
      * Usage rows now in the database (the usage recorder's `onWritten`): the next read counts
@@ -328,4 +368,27 @@ export function createSpendGuard(deps: {
   };
 }
 
-export type SpendGuard = ReturnType<typeof createSpendGuard>;
+/**
+ * How many calls may be in flight before one more is refused: the fewest at which the month's
+ * spend plus each of them at `largestUsd` reaches the cap (compared in billionths of a dollar, as
+ * the cap is); -1 when no number reaches it (no cost of one call known yet, or a cost so small that
+ * no number of calls in flight could).
+ */
+export function roomUnderCap(capUsd: number, spentUsd: number, largestUsd: number): number {
+  const cap = Math.round(capUsd * 1e9);
+  const admits = (count: number) => Math.round((spentUsd + count * largestUsd) * 1e9) < cap;
+  if (!admits(0)) return 0;
+  if (!(largestUsd > 0)) return -1;
+  // Within one or two of the answer; the sums decide it exactly.
+  let room = Math.max(1, Math.floor((capUsd - spentUsd) / largestUsd));
+  if (!(room <= maxRoom)) return -1;
+  while (room > 1 && !admits(room - 1)) room--;
+  while (admits(room)) {
+    room++;
+    if (room > maxRoom) return -1;
+  }
+  return room;
+}
+
+/** More calls in flight than any instance holds: no room at all to count. */
+const maxRoom = 1e9;

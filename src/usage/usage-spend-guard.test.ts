@@ -8,7 +8,8 @@ import {
 import { usageRow } from "../../test/support/usage-row.js";
 import { type ReloadWait, reloadWaitMs } from "../storage/database-unavailable.js";
 import type { UsageRecord, UsageRepository } from "../storage/usage-repository.js";
-import { createSpendGuard } from "./spend-guard.js";
+import type { SharedCallsInFlight, SharedTake } from "./shared-calls-in-flight.js";
+import { createSpendGuard, roomUnderCap } from "./spend-guard.js";
 import { createUsageRecorder } from "./usage-recorder.js";
 
 /** A repository whose spend reads wait until the test answers them. */
@@ -459,5 +460,70 @@ describe("spend guard", () => {
     reads[1]?.answer(0);
     await oldProject;
     expect(await newProject).toBe(0);
+  });
+
+  it("holds calls in flight in the shared count when there is one, and on this instance alone when it cannot decide", async () => {
+    const now = new Date("2026-11-15T00:00:00.000Z");
+    const rooms: number[] = [];
+    let answer: "place" | "full" | "undecided" = "place";
+    let given = 0;
+    const shared: SharedCallsInFlight = {
+      async take(_projectId, room): Promise<SharedTake> {
+        rooms.push(room);
+        if (answer === "full") return "full";
+        if (answer === "undecided") return undefined;
+        return () => given++;
+      },
+      held: () => 0,
+      close: async () => {},
+    };
+    const guard = createSpendGuard({
+      usage: fakeUsageRepository({ spendSince: async () => spent(12.5, 12.5) }),
+      now: () => now,
+      shared,
+    });
+    expect(await guard.monthToDate("p1")).toBe(12.5);
+    // 12.50 spent of 30, each in flight at 12.50: room for two, whatever this instance holds.
+    const first = await guard.hold("p1", 30, 12.5);
+    expect(first).toBeTypeOf("function");
+    expect(rooms).toEqual([2]);
+    // Other instances' calls filled it: refused, though this instance holds one call only.
+    answer = "full";
+    expect(await guard.hold("p1", 30, 12.5)).toBeUndefined();
+    // Redis did not decide: this instance's calls alone, as without Redis (one held, room for two).
+    answer = "undecided";
+    const here = await guard.hold("p1", 30, 12.5);
+    expect(here).toBeTypeOf("function");
+    expect(await guard.hold("p1", 30, 12.5)).toBeUndefined();
+    // A release gives back the shared place, once; one held here alone has none to give back.
+    first?.();
+    first?.();
+    here?.();
+    expect(given).toBe(1);
+    expect(await guard.hold("p1", 30, 12.5)).toBeTypeOf("function");
+  });
+
+  it("says how many calls may be in flight under the cap, exactly as the sums in billionths decide", () => {
+    // 12.50 spent of 30, calls at 12.50: two (25 < 30), not three (37.50).
+    expect(roomUnderCap(30, 12.5, 12.5)).toBe(2);
+    expect(roomUnderCap(13, 12.5, 12.5)).toBe(1);
+    // 0.9 + 0.1 is 0.9999999999999999 in floats, the cap of 1 in billionths.
+    expect(roomUnderCap(1, 0.9, 0.1)).toBe(1);
+    expect(roomUnderCap(1, 0, 0.1)).toBe(10);
+    // Spent already: none; no cost known, or too small to matter: any number.
+    expect(roomUnderCap(1, 1, 0.1)).toBe(0);
+    expect(roomUnderCap(1, 0, 0)).toBe(-1);
+    expect(roomUnderCap(1_000_000, 0, 1e-300)).toBe(-1);
+    for (const [cap, spentUsd, largest] of [
+      [30, 12.5, 12.5],
+      [1, 0.3, 0.1],
+      [7.77, 0.000_000_001, 0.000_123_456],
+      [100, 99.999_999_999, 0.000_000_001],
+    ] as const) {
+      const room = roomUnderCap(cap, spentUsd, largest);
+      const admits = (count: number) =>
+        Math.round((spentUsd + count * largest) * 1e9) < Math.round(cap * 1e9);
+      expect([admits(room - 1), admits(room)]).toEqual([true, false]);
+    }
   });
 });

@@ -1,0 +1,153 @@
+import { afterAll, describe, expect, it, vi } from "vitest";
+// In CI (CI=true) an unreachable Redis makes this import throw, so the suite fails instead of skipping.
+import { redisAvailable, redisTestSpace } from "../../test/support/services.js";
+import { RedisBreaker } from "../redis/redis-breaker.js";
+import {
+  createSharedCallsInFlight,
+  type SharedCallsInFlight,
+  type SharedCallsInFlightOptions,
+  type SharedTake,
+} from "./shared-calls-in-flight.js";
+
+const { nextPrefix, readyClient, unreachableClient, cleanup } = redisTestSpace("spend-in-flight");
+
+afterAll(cleanup);
+
+const made: SharedCallsInFlight[] = [];
+afterAll(async () => {
+  for (const shared of made) await shared.close();
+});
+
+/** Instances on one Redis and one key prefix, each with a client and a breaker of its own. */
+async function instances(count: number, options: Partial<SharedCallsInFlightOptions> = {}) {
+  const keyPrefix = nextPrefix();
+  const list: SharedCallsInFlight[] = [];
+  for (let index = 0; index < count; index++) {
+    const shared = createSharedCallsInFlight({ redis: await readyClient(), keyPrefix, ...options });
+    made.push(shared);
+    list.push(shared);
+  }
+  return { keyPrefix, list };
+}
+
+const taken = (take: SharedTake): take is () => void => typeof take === "function";
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+describe.skipIf(!redisAvailable)("the spend cap's calls in flight in Redis", () => {
+  it("lets instances that take places at once have no more than the room between them", async () => {
+    const { list } = await instances(3);
+    const takes = await Promise.all(
+      Array.from({ length: 30 }, (_, index) => (list[index % 3] as SharedCallsInFlight).take("p1", 2)),
+    );
+    expect(takes.filter(taken)).toHaveLength(2);
+    expect(takes.filter((take) => take === "full")).toHaveLength(28);
+    // Another project counts apart.
+    expect(taken(await (list[0] as SharedCallsInFlight).take("p2", 2))).toBe(true);
+    // A place given back (once, however often) is free for any instance.
+    const [release] = takes.filter(taken);
+    release?.();
+    release?.();
+    await vi.waitFor(async () =>
+      expect(taken(await (list[2] as SharedCallsInFlight).take("p1", 2))).toBe(true),
+    );
+    expect(await (list[1] as SharedCallsInFlight).take("p1", 2)).toBe("full");
+  });
+
+  it("counts the calls of a room without bound (< 0) for the others, and leaves no key once all are given back", async () => {
+    const { keyPrefix, list } = await instances(2);
+    const [one, other] = list as [SharedCallsInFlight, SharedCallsInFlight];
+    const releases = await Promise.all([one.take("p1", -1), one.take("p1", -1), one.take("p1", -1)]);
+    expect(releases.every(taken)).toBe(true);
+    expect(await other.take("p1", 3)).toBe("full");
+    const redis = await readyClient();
+    expect(await redis.zcard(`${keyPrefix}:p1`)).toBe(3);
+    for (const release of releases) if (taken(release)) release();
+    await vi.waitFor(async () => expect(await redis.exists(`${keyPrefix}:p1`)).toBe(0));
+    expect(one.held()).toBe(0);
+  });
+
+  it("lets a crashed instance's places expire, and keeps a live instance's past their lifetime", async () => {
+    const { list } = await instances(3, { placeTtlMs: 300 });
+    const [crashed, live, other] = list as [SharedCallsInFlight, SharedCallsInFlight, SharedCallsInFlight];
+    expect(taken(await crashed.take("gone", 1))).toBe(true);
+    // A crashed process renews nothing (nor gives anything back).
+    await crashed.close();
+    expect(await other.take("gone", 1)).toBe("full");
+    await sleep(400);
+    expect(taken(await other.take("gone", 1))).toBe(true);
+
+    // A call that runs three lifetimes keeps its place: renewed every third of one.
+    const release = await live.take("long", 1);
+    expect(taken(release)).toBe(true);
+    for (let index = 0; index < 9; index++) {
+      await sleep(100);
+      expect(await other.take("long", 1)).toBe("full");
+    }
+    if (taken(release)) release();
+    await vi.waitFor(async () => expect(taken(await other.take("long", 1))).toBe(true));
+  });
+
+  it("answers undefined at once while Redis is unreachable or rests, for the caller to count alone", async () => {
+    const failures: unknown[] = [];
+    const client = await unreachableClient();
+    const breaker = new RedisBreaker(client, 60_000);
+    breaker.onFailed((error) => failures.push(error));
+    const shared = createSharedCallsInFlight({ redis: client, breaker, keyPrefix: nextPrefix() });
+    made.push(shared);
+    const started = performance.now();
+    expect(await shared.take("p1", 1)).toBeUndefined();
+    // Resting now: no command is sent.
+    expect(await shared.take("p1", 1)).toBeUndefined();
+    expect(performance.now() - started).toBeLessThan(200);
+    expect(failures).toHaveLength(1);
+    expect(breaker.resting).toBe(true);
+  });
+
+  it("gives back a place whose release met Redis resting with the next renewal", async () => {
+    const client = await readyClient();
+    const breaker = new RedisBreaker(client, 50);
+    const keyPrefix = nextPrefix();
+    const shared = createSharedCallsInFlight({ redis: client, breaker, keyPrefix, placeTtlMs: 30_000 / 100 });
+    made.push(shared);
+    const release = await shared.take("p1", 1);
+    expect(taken(release)).toBe(true);
+    // Another user of the client saw Redis fail: it rests, and the release sends nothing.
+    breaker.leave(breaker.enter(), false, new Error("Connection is closed."));
+    if (taken(release)) release();
+    expect(await client.zcard(`${keyPrefix}:p1`)).toBe(1);
+    // The rest ends (50 ms); the next renewal (every 100 ms) removes it, well before it expires.
+    await vi.waitFor(async () => expect(await client.zcard(`${keyPrefix}:p1`)).toBe(0), {
+      timeout: 250,
+      interval: 20,
+    });
+  });
+
+  it("gives back at close a place whose release met Redis resting, before the next renewal is due", async () => {
+    const client = await readyClient();
+    const breaker = new RedisBreaker(client, 50);
+    const keyPrefix = nextPrefix();
+    // Renewed every 10 s: the test is over long before.
+    const shared = createSharedCallsInFlight({ redis: client, breaker, keyPrefix });
+    const release = await shared.take("p1", 1);
+    breaker.leave(breaker.enter(), false, new Error("Connection is closed."));
+    if (taken(release)) release();
+    await sleep(60);
+    await shared.close();
+    expect(await client.zcard(`${keyPrefix}:p1`)).toBe(0);
+  });
+
+  it("replaces a key of another type written inside the prefix, and names it", async () => {
+    const repaired: string[] = [];
+    const { keyPrefix, list } = await instances(1, { onKeyRepaired: (key) => repaired.push(key) });
+    const redis = await readyClient();
+    await redis.set(`${keyPrefix}:p1`, "not a sorted set");
+    // A place set to expire later than any Sluice writes (a manual ZADD) does not count for good.
+    await redis.zadd(`${keyPrefix}:p2`, "+inf", "forever");
+    const shared = list[0] as SharedCallsInFlight;
+    expect(taken(await shared.take("p1", 1))).toBe(true);
+    expect(repaired).toEqual([`${keyPrefix}:p1`]);
+    expect(taken(await shared.take("p2", 1))).toBe(true);
+    expect(await redis.type(`${keyPrefix}:p1`)).toBe("zset");
+    expect(await redis.pttl(`${keyPrefix}:p1`)).toBeGreaterThan(0);
+  });
+});

@@ -1,0 +1,237 @@
+import { randomUUID } from "node:crypto";
+import type { Redis } from "ioredis";
+import { RedisBreaker } from "../redis/redis-breaker.js";
+import { redisKeyPrefixes } from "../redis/redis-keys.js";
+import { RedisScript } from "../redis/redis-script.js";
+
+/** How long a call's place in Redis lasts unless this instance renews it (ms): a crash leaves it no longer. */
+export const defaultPlaceTtlMs = 30_000;
+
+/**
+ * What taking a place answered: the place (a release to call once, when the call's cost is known),
+ * `"full"` when the project's calls in flight on every instance left no room, or `undefined` when
+ * Redis could not decide (down, resting, an error reply): the caller decides on this instance alone.
+ */
+export type SharedTake = (() => void) | "full" | undefined;
+
+export interface SharedCallsInFlight {
+  /**
+   * Takes a place among the project's calls in flight on every instance sharing the Redis, if fewer
+   * than `room` hold one (`room` < 0: any number), in one Lua script: two instances never both take
+   * the last place.
+   */
+  take(projectId: string, room: number): Promise<SharedTake>;
+  /** Places this instance holds in Redis (renewed on its timer): memory stays bounded by the calls in flight. */
+  held(): number;
+  /**
+   * Stops the renewal timer and waits for the removals on their way (on close, before the client
+   * disconnects: the places of the calls that ended last are not left to expire); a removal that
+   * failed is tried once more.
+   */
+  close(): Promise<void>;
+}
+
+export interface SharedCallsInFlightOptions {
+  /** A client built by `createRedisClient` (../redis/redis-client.ts), so that a lost Redis fails fast. */
+  redis: Redis;
+  /** The client's shared health (see `RedisBreaker`); by default one of its own. */
+  breaker?: RedisBreaker | undefined;
+  /** What every key begins with; `sluice:spend-in-flight` by default (see `redisKeyPrefixes`). */
+  keyPrefix?: string;
+  /** How long a place lasts unless renewed (ms, default 30 s); renewed every third of it. */
+  placeTtlMs?: number;
+  /**
+   * Called with the Redis key of a project's places that held what Sluice never writes there (a
+   * key of another type): the script deleted it and counted afresh. Redis is not taken for down.
+   */
+  onKeyRepaired?: (key: string) => void;
+}
+
+/**
+ * The spend cap's calls in flight of each project counted in Redis, for all the instances that
+ * share it: a sorted set per project (`sluice:spend-in-flight:<project id>`) whose members are the
+ * calls (a random id of this instance's, and a counter) and whose scores are when each place
+ * expires, in Redis's own time. Taking a place drops the expired ones, counts the rest and adds the
+ * call only if they are fewer than the room the caller computed, all in one script. A place is
+ * given back when its call's cost is recorded; while the call runs, this instance renews its places
+ * every third of their lifetime (one script per project, a timer only while it holds any), so a
+ * call longer than the lifetime keeps its place, and an instance that crashed leaves its places for
+ * one lifetime at most (30 s). A place that could not be given back (Redis down at the time) is
+ * given back with the next renewal, or expires.
+ *
+ * Redis fails (down, hanging, an error reply) or rests: `take` answers `undefined` at once and the
+ * caller decides on this instance's count alone, as the rate limits do; the `RedisBreaker` is the
+ * one the limits share, so their fallback (the degraded gauge, the warning) reports it.
+ */
+export function createSharedCallsInFlight(options: SharedCallsInFlightOptions): SharedCallsInFlight {
+  const client = options.redis;
+  const breaker = options.breaker ?? new RedisBreaker(client);
+  const prefix = options.keyPrefix ?? redisKeyPrefixes().spendInFlight;
+  const ttlMs = Math.max(3, Math.floor(options.placeTtlMs ?? defaultPlaceTtlMs));
+  const instance = randomUUID();
+  let calls = 0;
+  /** Per Redis key: the places held, and those given back whose removal has not reached Redis yet. */
+  const places = new Map<string, { held: Set<string>; gone: Set<string> }>();
+  let timer: NodeJS.Timeout | undefined;
+  let renewing: Promise<void> | undefined;
+  /** Removals sent and not yet answered. */
+  const removing = new Set<Promise<void>>();
+
+  function placesOf(key: string) {
+    let entry = places.get(key);
+    if (!entry) {
+      entry = { held: new Set(), gone: new Set() };
+      places.set(key, entry);
+    }
+    return entry;
+  }
+
+  function forget(key: string): void {
+    const entry = places.get(key);
+    if (entry && entry.held.size === 0 && entry.gone.size === 0) places.delete(key);
+    if (places.size === 0 && timer) {
+      clearInterval(timer);
+      timer = undefined;
+    }
+  }
+
+  function arm(): void {
+    if (timer) return;
+    timer = setInterval(() => void renew(), Math.floor(ttlMs / 3));
+    timer.unref();
+  }
+
+  /** Renews the places held and removes those given back, one script per project; once at a time. */
+  function renew(): Promise<void> {
+    renewing ??= renewAll().finally(() => {
+      renewing = undefined;
+    });
+    return renewing;
+  }
+
+  async function renewAll(): Promise<void> {
+    for (const [key, entry] of [...places]) {
+      const held = [...entry.held];
+      const gone = [...entry.gone];
+      if (held.length === 0 && gone.length === 0) {
+        forget(key);
+        continue;
+      }
+      const pass = breaker.enter();
+      if (pass === "rest") return;
+      try {
+        await renewScript.run(client, [key], [ttlMs, held.length, ...held, ...gone]);
+        breaker.leave(pass, true);
+      } catch (error) {
+        breaker.leave(pass, false, error);
+        continue;
+      }
+      for (const member of gone) entry.gone.delete(member);
+      forget(key);
+    }
+  }
+
+  function give(key: string, member: string): void {
+    const entry = placesOf(key);
+    entry.held.delete(member);
+    entry.gone.add(member);
+    const pass = breaker.enter();
+    if (pass === "rest") return;
+    const removal = client.zrem(key, member).then(
+      () => {
+        breaker.leave(pass, true);
+        entry.gone.delete(member);
+        forget(key);
+      },
+      (error: unknown) => breaker.leave(pass, false, error),
+    );
+    removing.add(removal);
+    void removal.finally(() => removing.delete(removal));
+  }
+
+  return {
+    async take(projectId, room) {
+      const pass = breaker.enter();
+      if (pass === "rest") return undefined;
+      const key = `${prefix}:${projectId}`;
+      const member = `${instance}:${++calls}`;
+      let reply: [number, number, number?];
+      try {
+        reply = (await takeScript.run(client, [key], [room, member, ttlMs])) as [number, number, number?];
+      } catch (error) {
+        breaker.leave(pass, false, error);
+        return undefined;
+      }
+      breaker.leave(pass, true);
+      if (reply[2] === 1) options.onKeyRepaired?.(key);
+      if (reply[0] !== 1) return "full";
+      placesOf(key).held.add(member);
+      arm();
+      let held = true;
+      return () => {
+        if (!held) return;
+        held = false;
+        give(key, member);
+      };
+    },
+    held: () => {
+      let count = 0;
+      for (const entry of places.values()) count += entry.held.size;
+      return count;
+    },
+    async close() {
+      if (timer) clearInterval(timer);
+      timer = undefined;
+      await Promise.all(removing);
+      if (places.size > 0) await renew();
+    },
+  };
+}
+
+/** Lua: Redis's time, in ms. */
+const luaNowMs = `local time = redis.call("TIME")
+local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)`;
+
+/**
+ * Lua: a key of another type than a sorted set (written by another program inside the prefix) is
+ * deleted, `repaired` set to 1; expired places, and places expiring later than any Sluice writes
+ * (ARGV `ttl` from now: a manual ZADD), are dropped.
+ */
+const luaPrune = (ttl: string) => `local repaired = 0
+local kind = redis.call("TYPE", KEYS[1]).ok
+if kind ~= "zset" and kind ~= "none" then
+  redis.call("DEL", KEYS[1])
+  repaired = 1
+end
+${luaNowMs}
+redis.call("ZREMRANGEBYSCORE", KEYS[1], "-inf", now)
+redis.call("ZREMRANGEBYSCORE", KEYS[1], "(" .. (now + ${ttl}), "+inf")`;
+
+/**
+ * KEYS[1] the project's places; ARGV[1] the room (the places there may be before this one; < 0: any
+ * number), ARGV[2] this call's member, ARGV[3] a place's lifetime (ms). Replies {taken (1 or 0),
+ * places held after, repaired (1 or 0)}. The key expires with its last place.
+ */
+const takeScript = new RedisScript(`
+local ttl = tonumber(ARGV[3])
+${luaPrune("ttl")}
+local count = redis.call("ZCARD", KEYS[1])
+local room = tonumber(ARGV[1])
+if room >= 0 and count >= room then return {0, count, repaired} end
+redis.call("ZADD", KEYS[1], now + ttl, ARGV[2])
+redis.call("PEXPIRE", KEYS[1], ttl)
+return {1, count + 1, repaired}`);
+
+/**
+ * KEYS[1] the project's places; ARGV[1] a place's lifetime (ms), ARGV[2] how many members follow to
+ * renew (those still in the set: one that expired meanwhile is not added again), then those to
+ * remove (given back). The key expires with its last place.
+ */
+const renewScript = new RedisScript(`
+local ttl = tonumber(ARGV[1])
+${luaPrune("ttl")}
+local renewed = tonumber(ARGV[2])
+for i = 3, 2 + renewed do redis.call("ZADD", KEYS[1], "XX", now + ttl, ARGV[i]) end
+for i = 3 + renewed, #ARGV do redis.call("ZREM", KEYS[1], ARGV[i]) end
+if redis.call("ZCARD", KEYS[1]) > 0 then redis.call("PEXPIRE", KEYS[1], ttl) end
+return 1`);
