@@ -54,7 +54,7 @@ export class ProxyExchange implements Dispatcher.DispatchHandler {
    * Set when the usage chunk Sluice asked for is kept from the client, or when an answer that is not
    * a success may quote the key back; else the body passes as is.
    */
-  private filter: InjectedUsageFilter | ReflectedKeyMask | CompressedKeyMask | null = null;
+  private filter: InjectedUsageFilter | ReflectedKeyMask | CompressedKeyMask | MeteredOnly | null = null;
   private abortUpstream: ((reason: Error) => void) | null = null;
   private resumeUpstream: (() => void) | null = null;
   private sentAt = 0;
@@ -215,6 +215,7 @@ export class ProxyExchange implements Dispatcher.DispatchHandler {
         this.usageOptionSet &&
         sse &&
         statusCode < 300 &&
+        statusCode !== 205 &&
         head.contentEncoding === "" &&
         !hasHeader(head.headers, "content-length")
       ) {
@@ -233,7 +234,17 @@ export class ProxyExchange implements Dispatcher.DispatchHandler {
       this.meter = head.contentEncoding === "" ? meter : decompressingMeter(meter, head.contentEncoding);
       if (isDecompressing(this.meter)) this.decompressing = this.meter;
     }
-    if (statusCode >= 300 && head.contentEncoding === "")
+    if (statusCode === 205) {
+      // A 205 has no content (RFC 9110 15.3.6), and its sender must say so: a provider's body is
+      // metered and not forwarded, and the 205 goes with a content-length of 0 (its content-encoding,
+      // which no byte carries, left out), so the connection stays fit for the next request.
+      this.filter = new MeteredOnly(this.meter);
+      this.head = [
+        ...withoutHeaders(head.headers, ["content-length", "content-encoding"]),
+        "content-length",
+        "0",
+      ];
+    } else if (statusCode >= 300 && head.contentEncoding === "")
       this.filter = new ReflectedKeyMask(Buffer.from(this.providerKey, "latin1"), this.meter);
     else if (statusCode >= 300) {
       // A compressed body cannot be masked byte for byte (Sluice asks for identity, and a provider
@@ -424,6 +435,24 @@ export class ProxyExchange implements Dispatcher.DispatchHandler {
     // The provider cut the stream or went silent, or the client left: the client sees the cut too.
     this.response.destroy();
     this.finish(this.clientGone ? "aborted" : this.response.writableFinished ? "ok" : "error");
+  }
+}
+
+/**
+ * A body that is read for its usage and forwarded none of (a 205's, see onHeaders): every chunk is
+ * held back whole, so the head waits for the end, and a provider that fails meanwhile is answered
+ * with a clean 502 or 504.
+ */
+class MeteredOnly {
+  constructor(private readonly meter: UsageMeter | DecompressingMeter | null) {}
+
+  pass(chunk: Buffer): null {
+    this.meter?.push(chunk);
+    return null;
+  }
+
+  end(): null {
+    return null;
   }
 }
 
