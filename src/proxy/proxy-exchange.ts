@@ -192,7 +192,7 @@ export class ProxyExchange implements Dispatcher.DispatchHandler {
       return false;
     }
     this.status = statusCode;
-    this.reason = statusText;
+    this.reason = reasonAsSent(statusText) ?? standardReason(statusCode);
     this.resumeUpstream = resume;
     // A 204 has no body (RFC 9112 6.3) and stands for no representation: its sender must not send a
     // content-length (RFC 9110 8.6), which an HTTP client after Sluice may count the body against
@@ -268,13 +268,14 @@ export class ProxyExchange implements Dispatcher.DispatchHandler {
   private writeHead(): Error | null {
     try {
       // One flat list and nothing set before: Node writes it without per-header bookkeeping. The
-      // reason phrase is the provider's; one Node refuses (a character it does not write) is Node's.
+      // reason phrase is the provider's (reasonAsSent); one Node refuses (a character it does not
+      // write) is Node's.
       try {
         this.response.writeHead(this.status, this.reason, this.head ?? []);
       } catch (error) {
         if ((error as { code?: unknown }).code !== "ERR_INVALID_CHAR" || this.response.headersSent)
           throw error;
-        this.response.writeHead(this.status, STATUS_CODES[this.status] ?? "unknown", this.head ?? []);
+        this.response.writeHead(this.status, standardReason(this.status), this.head ?? []);
       }
       this.headWritten = true;
       // A compressed answer's meter may ask to pause the provider: its chunks take the longer path.
@@ -454,6 +455,24 @@ class MeteredOnly {
   end(): null {
     return null;
   }
+}
+
+/**
+ * The provider's reason phrase as it sent it, in the form Node writes a status line in (one latin-1
+ * character a byte): undici decodes its bytes as UTF-8, which this undoes. Null for one that was not
+ * UTF-8 (decoded to U+FFFD), whose bytes are lost: Node's standard phrase goes instead. Written as
+ * decoded, a reason of characters from U+0080 to U+00FF reached the client as one byte each, not
+ * the provider's two.
+ */
+function reasonAsSent(decoded: string): string | null {
+  if (!/[\u0080-\uffff]/.test(decoded)) return decoded;
+  if (decoded.includes("\ufffd")) return null;
+  return Buffer.from(decoded, "utf8").toString("latin1");
+}
+
+/** Node's reason phrase for a status code, as writeHead without one writes it. */
+function standardReason(status: number): string {
+  return STATUS_CODES[status] ?? "unknown";
 }
 
 /** The provider sent a transfer coding Sluice did not offer (it sends no `TE`): see onHeaders. */

@@ -451,13 +451,24 @@ describe("a provider that misbehaves", () => {
 
   // The status line is the provider's too: its reason phrase, not Node's for the code (RFC 9112
   // has clients ignore it, but an answer forwarded unmodified keeps it).
-  // One with a byte past ASCII reaches Sluice decoded as UTF-8 (undici's), which it may not be:
+  // One with a byte past ASCII reaches Sluice decoded as UTF-8 (undici's): UTF-8 goes on byte for
+  // byte (each case's line and reason are written here as their bytes, one latin-1 character each:
+  // Node's client reads the reason so), a reason that is not UTF-8 is lost to the decoding, and
   // Node's reason for the code goes instead, never a 502.
+  const bytesOf = (text: string) => Buffer.from(text, "utf8").toString("latin1");
   it.each([
     ["200 Fine By Me", 200, "Fine By Me"],
     ["429 Slow Down Please", 429, "Slow Down Please"],
     ["200 ", 200, ""],
     ["200 Caf\u00e9", 200, "OK"],
+    [bytesOf("200 \u00c7a va"), 200, bytesOf("\u00c7a va")],
+    [
+      bytesOf("503 \u30b5\u30fc\u30d3\u30b9\u505c\u6b62"),
+      503,
+      bytesOf("\u30b5\u30fc\u30d3\u30b9\u505c\u6b62"),
+    ],
+    [bytesOf("200 \u00c7a va \u00e9t\u00e9\u0085"), 200, bytesOf("\u00c7a va \u00e9t\u00e9\u0085")],
+    [`${bytesOf("429 \u00c7a va")} caf\u00e9`, 429, "Too Many Requests"],
   ])("forwards the status line %j with its reason phrase", async (line, status, reason) => {
     const stream = chat.stream;
     const { received, row } = await through(chat, (socket) =>
