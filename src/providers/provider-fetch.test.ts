@@ -1,5 +1,5 @@
 import { createServer, type IncomingHttpHeaders, type Server } from "node:http";
-import type { AddressInfo } from "node:net";
+import { type AddressInfo, createServer as createTcpServer, type Server as TcpServer } from "node:net";
 import { gzipSync } from "node:zlib";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createProviderFetch, ProviderResponseTooLarge } from "./provider-fetch.js";
@@ -108,5 +108,55 @@ describe("createProviderFetch", () => {
   it("counts a body a provider gzipped regardless as it is decoded", async () => {
     const response = await providerFetch.fetch(`${base}/gzip`);
     await expect(response.text()).rejects.toBeInstanceOf(ProviderResponseTooLarge);
+  });
+});
+
+/**
+ * A provider's reason phrase is no part of its answer the SDK reads (RFC 9112 has clients ignore
+ * it): one with a byte past ASCII, which undici decodes as UTF-8 (a character past U+00FF, or
+ * U+FFFD for a byte that is not UTF-8), is no reason to refuse the answer.
+ */
+describe("createProviderFetch and the provider's reason phrase", () => {
+  const providerFetch = createProviderFetch({
+    connectMs: 5_000,
+    headersMs: 5_000,
+    idleMs: 5_000,
+    maxResponseBytes,
+  });
+  let server: TcpServer;
+  let base: string;
+  let line = Buffer.alloc(0);
+
+  beforeAll(async () => {
+    server = createTcpServer((socket) => {
+      socket.on("error", () => {});
+      socket.once("data", () =>
+        socket.end(
+          Buffer.concat([
+            line,
+            Buffer.from('\r\ncontent-type: application/json\r\ncontent-length: 11\r\n\r\n{"ok":true}'),
+          ]),
+        ),
+      );
+    });
+    await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+    base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  });
+  afterAll(async () => {
+    await providerFetch.close();
+    await new Promise((resolve) => server.close(resolve));
+  });
+
+  it.each([
+    ["ASCII", Buffer.from("HTTP/1.1 200 Fine"), "Fine"],
+    ["UTF-8 within latin-1", Buffer.from("HTTP/1.1 200 \u00c7a va", "utf8"), "\u00c7a va"],
+    ["UTF-8 past latin-1", Buffer.from("HTTP/1.1 200 \u30b5\u30fc\u30d3\u30b9", "utf8"), ""],
+    ["latin-1, not UTF-8", Buffer.from("HTTP/1.1 200 Caf\u00e9", "latin1"), ""],
+  ])("takes an answer whose reason phrase is %s", async (_name, sent, statusText) => {
+    line = sent;
+    const response = await providerFetch.fetch(`${base}/reason`);
+    expect(response.status).toBe(200);
+    expect(response.statusText).toBe(statusText);
+    expect(await response.json()).toEqual({ ok: true });
   });
 });

@@ -89,9 +89,20 @@ async function bounded(response: Response, maxBytes: number): Promise<Response> 
   );
   const wrapped = new Response(counted, {
     status: response.status,
-    statusText: response.statusText,
+    statusText: latin1Only(response.statusText),
     headers: response.headers,
   });
   Object.defineProperty(wrapped, "url", { value: response.url });
   return wrapped;
+}
+
+/**
+ * The provider's reason phrase where a Response takes it back (RFC 9112's reason-phrase, one latin-1
+ * character a byte), else none. undici decodes it as UTF-8, so a character past U+00FF (most UTF-8
+ * outside latin-1), or the U+FFFD of a byte that is not UTF-8, made the Response constructor throw,
+ * and a good answer failed as one from a provider not reached. No SDK reads the phrase (RFC 9112 has
+ * clients ignore it).
+ */
+function latin1Only(reason: string): string {
+  return /^[\t -~\u0080-\u00ff]*$/.test(reason) ? reason : "";
 }

@@ -10,6 +10,49 @@ import { providerRetryAfter } from "./provider-retry-after.js";
 /** The message of a provider failure whose answer is not HTTP: the proxies' and the AI SDK routes'. */
 export const notHttpMessage = "The provider's answer could not be read as HTTP";
 
+/**
+ * What the provider's answer began with, where undici closed the connection on it rather than wait
+ * for a final answer (its `SocketError`s "bad response" and "bad upgrade", client-h1.js): an interim
+ * 100 Continue, which only an `Expect: 100-continue` asks for, or a 101 Switching Protocols, which
+ * only an `Upgrade` does. Sluice sends neither, and undici has no setting to pass over them (it
+ * passes over every other 1xx, 102 and 103 Early Hints included). Its "bad response" for an answer
+ * to no request reaches no call. Looked for along the causes: the proxies get undici's error as
+ * is, the AI SDK routes under fetch's and the SDK's. Null for any other error.
+ */
+export function unaskedAnswer(error: unknown): UnaskedAnswer | null {
+  const socketError = firstInChain(error, (each) => (each as { code?: unknown }).code === "UND_ERR_SOCKET");
+  // The log line names the failure by this error's code and message (provider-failure-log.ts), in
+  // place of undici's ("UND_ERR_SOCKET", "bad response").
+  if (socketError?.message === "bad response")
+    return new UnaskedAnswer(
+      "SLUICE_UNASKED_CONTINUE",
+      "it sent an interim 100 Continue, which Sluice did not ask for (it sends no Expect) and does not take",
+    );
+  if (socketError?.message === "bad upgrade")
+    return new UnaskedAnswer(
+      "SLUICE_UNASKED_UPGRADE",
+      "it switched protocols (101), which Sluice did not ask for (it sends no Upgrade)",
+    );
+  return null;
+}
+
+/**
+ * An interim answer Sluice did not ask for and its HTTP client refused (see unaskedAnswer): a 502
+ * on every route, not retryable (the provider answers so every call), saying which it was.
+ */
+export class UnaskedAnswer extends Error {
+  /** The client's message: an answer not read as HTTP, and why. */
+  readonly answer: string;
+
+  constructor(
+    readonly code: string,
+    message: string,
+  ) {
+    super(message);
+    this.answer = `${notHttpMessage}: ${message}`;
+  }
+}
+
 /** undici's codes for a provider that took too long once connected: 504 on every route. */
 const timeoutCodes = new Set(["UND_ERR_HEADERS_TIMEOUT", "UND_ERR_BODY_TIMEOUT"]);
 
@@ -98,7 +141,10 @@ export function apiCallFailure(
   // A base URL on a port fetch refuses (a WHATWG "bad port") fails every try the same way, as does
   // one naming a server that answers with no HTTP (notHttpAnswer), and provider A's 429 for an
   // account out of credit: only its billing mends it.
-  const notHttp = providerStatus === null && notHttpAnswer(error);
+  // An interim answer Sluice did not ask for is named as the proxies name it (unaskedAnswer), and
+  // logged by its code.
+  const unasked = providerStatus === null ? unaskedAnswer(error) : null;
+  const notHttp = providerStatus === null && (unasked !== null || notHttpAnswer(error));
   const retryable =
     (error.isRetryable || unreadableAnswer(error, providerStatus)) &&
     !notHttp &&
@@ -106,18 +152,20 @@ export function apiCallFailure(
     !(provider === "provider-a" && facts.providerError === "insufficient_quota");
   // The provider's wait (its rate limit, an overload) is the client's: retrying sooner fails again.
   const wait = retryable ? providerRetryAfter(error.responseHeaders, error.responseBody) : null;
-  const message = notHttp
-    ? notHttpMessage
-    : providerStatus === null
-      ? "The provider could not be reached"
-      : `The provider failed to ${what} (status ${providerStatus})`;
+  const message = unasked
+    ? unasked.answer
+    : notHttp
+      ? notHttpMessage
+      : providerStatus === null
+        ? "The provider could not be reached"
+        : `The provider failed to ${what} (status ${providerStatus})`;
   return new GatewayError(
     "PROVIDER_ERROR",
     retired === null
       ? message
       : `${message}: its model ${model} was shut down by ${provider} on ${retired.shutdown}${retired.replacement ? `; name a current model, such as ${retired.replacement}` : ""}`,
     {
-      cause: error,
+      cause: unasked ?? error,
       provider,
       ...(wait === null ? {} : { headers: { "retry-after": String(wait) } }),
       details: {

@@ -3,7 +3,12 @@ import { type Dispatcher, Pool } from "undici";
 import { GatewayError, isGatewayError } from "../errors.js";
 import type { ProviderAdapter } from "../providers/provider-adapter.js";
 import type { ProviderId } from "../providers/provider-id.js";
-import { isUpstreamTimeoutCode, notHttpMessage, providerTimeout } from "../providers/sdk-call-failure.js";
+import {
+  isUpstreamTimeoutCode,
+  notHttpMessage,
+  providerTimeout,
+  unaskedAnswer,
+} from "../providers/sdk-call-failure.js";
 import { emptyUsage, type TokenUsage } from "../usage/token-usage.js";
 import { type BackgroundRun, backgroundRowId } from "./background-run.js";
 import { type GeneratedImages, generatedImages } from "./generated-images.js";
@@ -251,50 +256,15 @@ function failed(
 function upstreamError(error: unknown, provider: ProviderId): GatewayError {
   const code = (error as { code?: unknown }).code;
   if (isUpstreamTimeoutCode(code)) return providerTimeout(error, provider);
-  const refused = code === "UND_ERR_SOCKET" ? unaskedAnswer(error) : null;
-  const message = refused?.message ?? upstreamFailure(error, code);
+  const refused = unaskedAnswer(error);
+  const message = refused?.answer ?? upstreamFailure(error, code);
   const retryable = refused === null && message !== notHttpMessage;
-  return new GatewayError("PROVIDER_ERROR", refused === null ? message : `${notHttpMessage}: ${message}`, {
+  return new GatewayError("PROVIDER_ERROR", message, {
     cause: refused ?? error,
     provider,
     ...(retryable ? { headers: { "retry-after": "1" } } : {}),
     details: { retryable },
   });
-}
-
-/**
- * What the provider's answer began with, where undici closed the connection on it rather than wait
- * for a final answer (its `SocketError`s "bad response" and "bad upgrade", client-h1.js): an interim
- * 100 Continue, which only an `Expect: 100-continue` asks for, or a 101 Switching Protocols, which
- * only an `Upgrade` does. Sluice sends neither, and undici has no setting to pass over them (it
- * passes over every other 1xx, 102 and 103 Early Hints included). Its "bad response" for an answer
- * to no request reaches no call. Null for any other error.
- */
-function unaskedAnswer(error: unknown): UnaskedAnswer | null {
-  // The log line names the failure by this error's code and message (provider-failure-log.ts), in
-  // place of undici's ("UND_ERR_SOCKET", "bad response").
-  const undiciMessage = (error as { message?: unknown }).message;
-  if (undiciMessage === "bad response")
-    return new UnaskedAnswer(
-      "SLUICE_UNASKED_CONTINUE",
-      "it sent an interim 100 Continue, which Sluice did not ask for (it sends no Expect) and does not take",
-    );
-  if (undiciMessage === "bad upgrade")
-    return new UnaskedAnswer(
-      "SLUICE_UNASKED_UPGRADE",
-      "it switched protocols (101), which Sluice did not ask for (it sends no Upgrade)",
-    );
-  return null;
-}
-
-/** An interim answer Sluice did not ask for and its HTTP client refused (see unaskedAnswer). */
-class UnaskedAnswer extends Error {
-  constructor(
-    readonly code: string,
-    message: string,
-  ) {
-    super(message);
-  }
 }
 
 /**

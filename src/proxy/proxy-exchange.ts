@@ -54,7 +54,7 @@ export class ProxyExchange implements Dispatcher.DispatchHandler {
    * Set when the usage chunk Sluice asked for is kept from the client, or when an answer that is not
    * a success may quote the key back; else the body passes as is.
    */
-  private filter: InjectedUsageFilter | ReflectedKeyMask | CompressedKeyMask | null = null;
+  private filter: InjectedUsageFilter | ReflectedKeyMask | CompressedKeyMask | MeteredOnly | null = null;
   private abortUpstream: ((reason: Error) => void) | null = null;
   private resumeUpstream: (() => void) | null = null;
   private sentAt = 0;
@@ -192,7 +192,7 @@ export class ProxyExchange implements Dispatcher.DispatchHandler {
       return false;
     }
     this.status = statusCode;
-    this.reason = statusText;
+    this.reason = reasonAsSent(statusText) ?? standardReason(statusCode);
     this.resumeUpstream = resume;
     // A 204 has no body (RFC 9112 6.3) and stands for no representation: its sender must not send a
     // content-length (RFC 9110 8.6), which an HTTP client after Sluice may count the body against
@@ -215,6 +215,7 @@ export class ProxyExchange implements Dispatcher.DispatchHandler {
         this.usageOptionSet &&
         sse &&
         statusCode < 300 &&
+        statusCode !== 205 &&
         head.contentEncoding === "" &&
         !hasHeader(head.headers, "content-length")
       ) {
@@ -233,7 +234,17 @@ export class ProxyExchange implements Dispatcher.DispatchHandler {
       this.meter = head.contentEncoding === "" ? meter : decompressingMeter(meter, head.contentEncoding);
       if (isDecompressing(this.meter)) this.decompressing = this.meter;
     }
-    if (statusCode >= 300 && head.contentEncoding === "")
+    if (statusCode === 205) {
+      // A 205 has no content (RFC 9110 15.3.6), and its sender must say so: a provider's body is
+      // metered and not forwarded, and the 205 goes with a content-length of 0 (its content-encoding,
+      // which no byte carries, left out), so the connection stays fit for the next request.
+      this.filter = new MeteredOnly(this.meter);
+      this.head = [
+        ...withoutHeaders(head.headers, ["content-length", "content-encoding"]),
+        "content-length",
+        "0",
+      ];
+    } else if (statusCode >= 300 && head.contentEncoding === "")
       this.filter = new ReflectedKeyMask(Buffer.from(this.providerKey, "latin1"), this.meter);
     else if (statusCode >= 300) {
       // A compressed body cannot be masked byte for byte (Sluice asks for identity, and a provider
@@ -257,13 +268,14 @@ export class ProxyExchange implements Dispatcher.DispatchHandler {
   private writeHead(): Error | null {
     try {
       // One flat list and nothing set before: Node writes it without per-header bookkeeping. The
-      // reason phrase is the provider's; one Node refuses (a character it does not write) is Node's.
+      // reason phrase is the provider's (reasonAsSent); one Node refuses (a character it does not
+      // write) is Node's.
       try {
         this.response.writeHead(this.status, this.reason, this.head ?? []);
       } catch (error) {
         if ((error as { code?: unknown }).code !== "ERR_INVALID_CHAR" || this.response.headersSent)
           throw error;
-        this.response.writeHead(this.status, STATUS_CODES[this.status] ?? "unknown", this.head ?? []);
+        this.response.writeHead(this.status, standardReason(this.status), this.head ?? []);
       }
       this.headWritten = true;
       // A compressed answer's meter may ask to pause the provider: its chunks take the longer path.
@@ -425,6 +437,42 @@ export class ProxyExchange implements Dispatcher.DispatchHandler {
     this.response.destroy();
     this.finish(this.clientGone ? "aborted" : this.response.writableFinished ? "ok" : "error");
   }
+}
+
+/**
+ * A body that is read for its usage and forwarded none of (a 205's, see onHeaders): every chunk is
+ * held back whole, so the head waits for the end, and a provider that fails meanwhile is answered
+ * with a clean 502 or 504.
+ */
+class MeteredOnly {
+  constructor(private readonly meter: UsageMeter | DecompressingMeter | null) {}
+
+  pass(chunk: Buffer): null {
+    this.meter?.push(chunk);
+    return null;
+  }
+
+  end(): null {
+    return null;
+  }
+}
+
+/**
+ * The provider's reason phrase as it sent it, in the form Node writes a status line in (one latin-1
+ * character a byte): undici decodes its bytes as UTF-8, which this undoes. Null for one that was not
+ * UTF-8 (decoded to U+FFFD), whose bytes are lost: Node's standard phrase goes instead. Written as
+ * decoded, a reason of characters from U+0080 to U+00FF reached the client as one byte each, not
+ * the provider's two.
+ */
+function reasonAsSent(decoded: string): string | null {
+  if (!/[\u0080-\uffff]/.test(decoded)) return decoded;
+  if (decoded.includes("\ufffd")) return null;
+  return Buffer.from(decoded, "utf8").toString("latin1");
+}
+
+/** Node's reason phrase for a status code, as writeHead without one writes it. */
+function standardReason(status: number): string {
+  return STATUS_CODES[status] ?? "unknown";
 }
 
 /** The provider sent a transfer coding Sluice did not offer (it sends no `TE`): see onHeaders. */

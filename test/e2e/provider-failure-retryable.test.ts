@@ -6,6 +6,7 @@ import { startLocalTcpServer } from "../support/local-server.js";
 import { refusedPort } from "../support/refused-port.js";
 import {
   createProjectOnEachProvider,
+  logLinesOf,
   titleSchema as schema,
   startTestGateway,
   type TestGateway,
@@ -231,6 +232,90 @@ describe("a provider whose server does not speak HTTP", () => {
       code: "PROVIDER_ERROR",
       message: "The provider's answer could not be read as HTTP",
       details: { providerStatus: null, retryable: false },
+    });
+  });
+});
+
+/**
+ * An interim answer Sluice did not ask for (it sends no `Expect` and no `Upgrade`): undici, under the
+ * AI SDK's fetch as under the proxies, closes the connection on it. The structured and image
+ * endpoints name it as the proxies do (docs/proxy.md), message and log code alike, and not as a
+ * provider not reached (retryable) or an answer that is not HTTP at all.
+ */
+describe("a provider that answers an interim 100 or 101 unasked", () => {
+  const unasked = [
+    [
+      "100 Continue",
+      "HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 2\r\n\r\n{}",
+      "The provider's answer could not be read as HTTP: it sent an interim 100 Continue, which Sluice did not ask for (it sends no Expect) and does not take",
+      "SLUICE_UNASKED_CONTINUE",
+    ],
+    [
+      "101 Switching Protocols",
+      "HTTP/1.1 101 Switching Protocols\r\nconnection: upgrade\r\nupgrade: h2c\r\n\r\n",
+      "The provider's answer could not be read as HTTP: it switched protocols (101), which Sluice did not ask for (it sends no Upgrade)",
+      "SLUICE_UNASKED_UPGRADE",
+    ],
+  ] as const;
+  const routes = ["text", "image"] as const;
+  const upstreams: Array<{ port: number; close(): Promise<void> }> = [];
+  // A gateway per answer and route: each logs its first failure per provider and code (the others
+  // in the window are counted, provider-failure-log.ts).
+  const gateways = new Map<string, { sluice: TestGateway; projects: Record<ProviderId, TestProject> }>();
+
+  beforeAll(async () => {
+    for (const [index, [, answer]] of unasked.entries()) {
+      const upstream = await startLocalTcpServer((socket) => socket.once("data", () => socket.write(answer)));
+      upstreams.push(upstream);
+      const url = `http://127.0.0.1:${upstream.port}`;
+      for (const route of routes) {
+        const sluice = await startTestGateway({
+          providerABaseUrl: `${url}/v1`,
+          providerBBaseUrl: `${url}/v1`,
+          providerCBaseUrl: `${url}/v1beta`,
+        });
+        const projects = await createProjectOnEachProvider(sluice.gateway, { outputSchema: schema });
+        gateways.set(`${index} ${route}`, { sluice, projects });
+      }
+    }
+  });
+  afterAll(async () => {
+    for (const { sluice } of gateways.values()) await sluice.close();
+    for (const upstream of upstreams) await upstream.close();
+  });
+
+  it.each(
+    unasked.flatMap(([name, , message, code], index) =>
+      (
+        [
+          ["text", "provider-a"],
+          ["text", "provider-b"],
+          ["text", "provider-c"],
+          ["image", "provider-a"],
+          ["image", "provider-c"],
+        ] as const
+      ).map(([route, provider]) => [name, route, provider, index, message, code] as const),
+    ),
+  )("%s: /v1/%s on %s names it, not retryable", async (_name, route, provider, index, message, code) => {
+    const { sluice, projects } = gateways.get(`${index} ${route}`)!;
+    const project = projects[provider];
+    const before = sluice.logs.length;
+    const response = await fetch(`${sluice.url}/v1/${route}/${project.projectId}`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${project.bearer(provider)}`, "content-type": "application/json" },
+      body: JSON.stringify(route === "text" ? { text: "x" } : { prompt: "a lighthouse" }),
+    });
+    expect(response.status).toBe(502);
+    expect(response.headers.get("retry-after")).toBeNull();
+    expect(((await response.json()) as { error: unknown }).error).toMatchObject({
+      code: "PROVIDER_ERROR",
+      message,
+      details: { providerStatus: null, retryable: false },
+    });
+    expect(logLinesOf(sluice, before).find((line) => line.msg === "provider call failed")).toMatchObject({
+      provider,
+      code,
+      status: 502,
     });
   });
 });

@@ -1,6 +1,6 @@
 import { gzipSync } from "node:zlib";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import { fakeFileBytes, fakeFileEtag } from "../fakes/fake-file-content.js";
+import { fakeFileBytes, fakeFileEtag, fakeFileLastModified } from "../fakes/fake-file-content.js";
 import { useProxyStage } from "../support/proxy-stage.js";
 import { sendRawBytes } from "../support/raw-request.js";
 import { sdkClients } from "../support/sdk-clients.js";
@@ -52,6 +52,28 @@ describe("byte ranges through the proxies", () => {
       output_tokens: null,
       cost_usd: 0,
     });
+  });
+
+  // RFC 9110 13.1.5: an if-range may give the last-modified date as its validator. The date (commas
+  // and all) reaches the provider as sent, which compares it, and its 206 or 200 reaches the client.
+  it("resumes a download whose if-range is the last-modified date, which reaches the provider as sent", async () => {
+    const first = await rawGet(content(), auth());
+    expect(first.headers["last-modified"]).toBe(fakeFileLastModified);
+    const rest = await rawGet(content(), {
+      ...auth(),
+      range: "bytes=600-",
+      "if-range": fakeFileLastModified,
+    });
+    expect(stage.fake.last()!.headers.range).toBe("bytes=600-");
+    expect(stage.fake.last()!.headers["if-range"]).toBe(fakeFileLastModified);
+    expect(rest.status).toBe(206);
+    expect(rest.headers["content-range"]).toBe("bytes 600-999/1000");
+    expect(rest.body.equals(fakeFileBytes.subarray(600))).toBe(true);
+    const stale = "Mon, 30 Jun 2025 10:00:00 GMT";
+    const whole = await rawGet(content(), { ...auth(), range: "bytes=600-", "if-range": stale });
+    expect(stage.fake.last()!.headers["if-range"]).toBe(stale);
+    expect(whole.status).toBe(200);
+    expect(whole.body.equals(fakeFileBytes)).toBe(true);
   });
 
   it("gives the official openai SDK's files.content the part its Range header asks for", async () => {

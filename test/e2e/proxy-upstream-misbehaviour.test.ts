@@ -1,5 +1,5 @@
 import { request as httpRequest } from "node:http";
-import { createServer, type Server, type Socket } from "node:net";
+import { connect, createServer, type Server, type Socket } from "node:net";
 import { gzipSync } from "node:zlib";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import {
@@ -102,6 +102,61 @@ function send(
     );
     outgoing.on("error", reject);
     outgoing.end(payload);
+  });
+}
+
+/** One answer read off a kept-alive connection: its head as sent, and its body by its content-length. */
+interface RawAnswer {
+  head: string;
+  headers: Record<string, string>;
+  body: Buffer;
+}
+
+/**
+ * Sends each request in turn on one connection, the next once the last one's answer is in (framed by
+ * its content-length) and nothing more came for 100 ms: a byte more than the answer announced would
+ * be read as the start of the next answer. Resolves with each answer, and the bytes left over.
+ */
+function oneConnection(port: number, requests: Buffer[]): Promise<{ answers: RawAnswer[]; left: Buffer }> {
+  return new Promise((resolve, reject) => {
+    const socket = connect(port, "127.0.0.1");
+    const answers: RawAnswer[] = [];
+    let received = Buffer.alloc(0);
+    let settle: NodeJS.Timeout | undefined;
+    const timer = setTimeout(() => {
+      socket.destroy();
+      reject(new Error(`hung after ${answers.length} answers: ${received.toString("latin1")}`));
+    }, 5000);
+    const next = () => {
+      const request = requests[answers.length];
+      if (request === undefined) {
+        clearTimeout(timer);
+        socket.destroy();
+        resolve({ answers, left: received });
+      } else socket.write(request);
+    };
+    const read = () => {
+      const headEnd = received.indexOf("\r\n\r\n");
+      if (headEnd < 0) return;
+      const head = received.subarray(0, headEnd).toString("latin1");
+      const headers: Record<string, string> = {};
+      for (const line of head.split("\r\n").slice(1)) {
+        const colon = line.indexOf(":");
+        headers[line.slice(0, colon).toLowerCase()] = line.slice(colon + 1).trim();
+      }
+      const length = Number(headers["content-length"] ?? Number.NaN);
+      if (Number.isNaN(length) || received.length < headEnd + 4 + length) return;
+      answers.push({ head, headers, body: received.subarray(headEnd + 4, headEnd + 4 + length) });
+      received = received.subarray(headEnd + 4 + length);
+      clearTimeout(settle);
+      settle = setTimeout(() => (received.length > 0 ? resolve({ answers, left: received }) : next()), 100);
+    };
+    socket.on("data", (data: Buffer) => {
+      received = Buffer.concat([received, data]);
+      read();
+    });
+    socket.on("error", reject);
+    socket.on("connect", next);
   });
 }
 
@@ -396,13 +451,24 @@ describe("a provider that misbehaves", () => {
 
   // The status line is the provider's too: its reason phrase, not Node's for the code (RFC 9112
   // has clients ignore it, but an answer forwarded unmodified keeps it).
-  // One with a byte past ASCII reaches Sluice decoded as UTF-8 (undici's), which it may not be:
+  // One with a byte past ASCII reaches Sluice decoded as UTF-8 (undici's): UTF-8 goes on byte for
+  // byte (each case's line and reason are written here as their bytes, one latin-1 character each:
+  // Node's client reads the reason so), a reason that is not UTF-8 is lost to the decoding, and
   // Node's reason for the code goes instead, never a 502.
+  const bytesOf = (text: string) => Buffer.from(text, "utf8").toString("latin1");
   it.each([
     ["200 Fine By Me", 200, "Fine By Me"],
     ["429 Slow Down Please", 429, "Slow Down Please"],
     ["200 ", 200, ""],
     ["200 Caf\u00e9", 200, "OK"],
+    [bytesOf("200 \u00c7a va"), 200, bytesOf("\u00c7a va")],
+    [
+      bytesOf("503 \u30b5\u30fc\u30d3\u30b9\u505c\u6b62"),
+      503,
+      bytesOf("\u30b5\u30fc\u30d3\u30b9\u505c\u6b62"),
+    ],
+    [bytesOf("200 \u00c7a va \u00e9t\u00e9\u0085"), 200, bytesOf("\u00c7a va \u00e9t\u00e9\u0085")],
+    [`${bytesOf("429 \u00c7a va")} caf\u00e9`, 429, "Too Many Requests"],
   ])("forwards the status line %j with its reason phrase", async (line, status, reason) => {
     const stream = chat.stream;
     const { received, row } = await through(chat, (socket) =>
@@ -483,6 +549,78 @@ describe("a provider that misbehaves", () => {
       expect(row).toMatchObject({ status: 204, outcome: "ok", error_code: null });
     },
   );
+
+  // RFC 9110 15.3.6: a 205 has no content, and its sender says so with a content-length of 0 (or an
+  // empty chunked body, or a close). A provider that sends one with a body anyway: the client gets
+  // the 205 with a content-length of 0 and no body, its connection fit for the next request, and
+  // the call's row what the body reported.
+  it.each([
+    ["with a content-length", (body: string) => Buffer.from(`content-length: ${body.length}\r\n\r\n${body}`)],
+    [
+      "chunked",
+      (body: string) =>
+        Buffer.from(`transfer-encoding: chunked\r\n\r\n${body.length.toString(16)}\r\n${body}\r\n0\r\n\r\n`),
+    ],
+    [
+      "gzipped",
+      (body: string) => {
+        const zipped = gzipSync(body);
+        return Buffer.concat([
+          Buffer.from(`content-encoding: gzip\r\ncontent-length: ${zipped.length}\r\n\r\n`),
+          zipped,
+        ]);
+      },
+    ],
+  ])("passes a 205 Reset Content sent with a body %s back as a 205 with none", async (_framing, framed) => {
+    const body = JSON.stringify({
+      id: "chatcmpl-1",
+      object: "chat.completion",
+      model: "gpt-4o-mini",
+      choices: [],
+      usage: { prompt_tokens: 11, completion_tokens: 7, total_tokens: 18 },
+    });
+    let calls = 0;
+    upstream.answer((socket) => {
+      calls++;
+      socket.write(
+        calls === 1
+          ? Buffer.concat([
+              Buffer.from(
+                "HTTP/1.1 205 Reset Content\r\nx-upstream: kept\r\ncontent-type: application/json\r\n",
+              ),
+              framed(body),
+            ])
+          : `HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: ${body.length}\r\n\r\n${body}`,
+      );
+    });
+    const payload = JSON.stringify({ model: "gpt-4o-mini", messages: [] });
+    const request = Buffer.from(
+      `POST /v1/provider-a/${project.projectId}/chat/completions HTTP/1.1\r\nhost: sluice\r\n` +
+        `authorization: Bearer ${project.bearer("provider-a")}\r\ncontent-type: application/json\r\n` +
+        `content-length: ${payload.length}\r\n\r\n${payload}`,
+    );
+    const { port } = new URL(sluice.url);
+    const { answers, left } = await oneConnection(Number(port), [request, request]);
+    expect(left.toString("latin1")).toBe("");
+    const [reset, next] = answers as [RawAnswer, RawAnswer];
+    expect(reset.head).toMatch(/^HTTP\/1\.1 205 Reset Content\r\n/);
+    expect(reset.headers["x-upstream"]).toBe("kept");
+    expect(reset.headers["content-length"]).toBe("0");
+    expect(reset.headers["transfer-encoding"]).toBeUndefined();
+    expect(reset.headers["content-encoding"]).toBeUndefined();
+    expect(reset.body.length).toBe(0);
+    // The connection carries the next call.
+    expect(next.head).toMatch(/^HTTP\/1\.1 200 OK\r\n/);
+    expect(next.body.toString()).toBe(body);
+    const row = await usageRowById(sluice.gateway, reset.headers["x-request-id"]);
+    expect(row).toMatchObject({
+      status: 205,
+      outcome: "ok",
+      error_code: null,
+      input_tokens: 11,
+      output_tokens: 7,
+    });
+  });
 
   it("passes a header value of latin-1 bytes (obs-text) byte for byte", async () => {
     const stream = chat.stream;

@@ -6,6 +6,9 @@ export const fakeFileBytes = Buffer.from(Array.from({ length: 1000 }, (_, index)
 /** The stored file's strong validator, as provider A's file content answers carry one. */
 export const fakeFileEtag = '"file-content-v1"';
 
+/** The stored file's `last-modified`, which an `if-range` may give as its validator instead (RFC 9110 13.1.5). */
+export const fakeFileLastModified = "Tue, 01 Jul 2025 10:00:00 GMT";
+
 export interface FileContentAnswer {
   status: number;
   headers: Record<string, string>;
@@ -16,8 +19,8 @@ export interface FileContentAnswer {
  * Provider A's file content (`GET files/{id}/content`) as a server that honours byte ranges
  * answers it (RFC 9110 section 14): one range (`bytes=a-b`, `bytes=a-`, `bytes=-n`) is a 206 with
  * its `content-range`; one that starts past the end is a 416 whose `content-range` gives the size; a
- * range that does not parse, several ranges, or an `if-range` that is not the current ETag get the
- * whole file (200), as a server may always answer. `representation` is what is served, compressed
+ * range that does not parse, several ranges, or an `if-range` that is neither the current ETag nor
+ * the exact `last-modified` date get the whole file (200), as a server may always answer. `representation` is what is served, compressed
  * when `coding` names a coding (a server that compresses whatever the request accepts): a range
  * then counts the compressed bytes, as RFC 9110 14.1.2 has it.
  */
@@ -31,14 +34,15 @@ export function fileContentAnswer(
     "content-type": "application/octet-stream",
     "accept-ranges": "bytes",
     etag: fakeFileEtag,
-    "last-modified": "Tue, 01 Jul 2025 10:00:00 GMT",
+    "last-modified": fakeFileLastModified,
     ...(coding === null ? {} : { "content-encoding": coding }),
   };
   const whole = { status: 200, headers: common, body: representation };
   const range = headers.range;
   if (range === undefined) return whole;
   const ifRange = headers["if-range"];
-  if (ifRange !== undefined && ifRange !== fakeFileEtag) return whole;
+  // An entity-tag, or an HTTP-date that exactly matches the last-modified (RFC 9110 13.1.5).
+  if (ifRange !== undefined && ifRange !== fakeFileEtag && ifRange !== fakeFileLastModified) return whole;
   const match = /^bytes=(\d*)-(\d*)$/.exec(range.trim());
   if (!match || (match[1] === "" && match[2] === "")) return whole;
   let first: number;
