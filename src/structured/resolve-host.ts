@@ -53,11 +53,15 @@ export const resolutionDelayMs = 50;
  * given). A PDF URL names a public https host; a name only /etc/hosts knows would be an internal
  * one. A family whose query fails other than by "no such address" (a time-out, SERVFAIL) before the
  * lookup ends fails the whole lookup.
+ *
+ * `answered` is called once, when the first of the two queries has settled (whatever its answer):
+ * the caller times its refusals from then (`refusalFloorMs` in safe-pdf-fetch.ts).
  */
 export async function resolveHost(
   hostname: string,
   signal: AbortSignal,
   settings: ResolverSettings = {},
+  answered?: () => void,
 ): Promise<Array<{ address: string; family: number }>> {
   signal.throwIfAborted();
   const resolver = new Resolver({
@@ -68,7 +72,7 @@ export async function resolveHost(
   const cancel = () => resolver.cancel();
   signal.addEventListener("abort", cancel, { once: true });
   try {
-    const answers = await answersWithin([resolver.resolve4(hostname), resolver.resolve6(hostname)]);
+    const answers = await answersWithin([resolver.resolve4(hostname), resolver.resolve6(hostname)], answered);
     return [...addressesOf(answers[0], 4), ...addressesOf(answers[1], 6)];
   } finally {
     signal.removeEventListener("abort", cancel);
@@ -81,9 +85,11 @@ export async function resolveHost(
 /**
  * The queries' answers once both have settled, or once `resolutionDelayMs` has passed since one
  * answered with addresses (the other's answer then `undefined`, as a family with no address).
+ * `answered` is called when the first query settles.
  */
 function answersWithin(
   queries: Array<Promise<string[]>>,
+  answered?: () => void,
 ): Promise<Array<PromiseSettledResult<string[]> | undefined>> {
   const answers: Array<PromiseSettledResult<string[]> | undefined> = queries.map(() => undefined);
   return new Promise((resolve) => {
@@ -92,14 +98,20 @@ function answersWithin(
       clearTimeout(grace);
       resolve(answers);
     };
+    // Before the answer is kept: only the first query to settle finds none kept.
+    const first = () => {
+      if (!answers.some(Boolean)) answered?.();
+    };
     for (const [index, query] of queries.entries()) {
       query.then(
         (value) => {
+          first();
           answers[index] = { status: "fulfilled", value };
           if (answers.every(Boolean)) done();
           else if (value.length > 0) grace ??= setTimeout(done, resolutionDelayMs);
         },
         (reason: unknown) => {
+          first();
           answers[index] = { status: "rejected", reason };
           if (answers.every(Boolean)) done();
         },

@@ -266,7 +266,8 @@ describe("PDF host lookups", () => {
     const ended = Date.now();
     expect(ended - started).toBeLessThan(250);
     expect(requests).toEqual([`v4-only.test:${port}/doc.pdf`]);
-    // Not public: refused as soon, without waiting for the AAAA answer.
+    // Not public: refused without waiting for the AAAA answer (at the refusal floor, 100 ms after
+    // the A answer, as every refusal after a lookup is: safe-pdf-fetch-refusal-timing.test.ts).
     expect(await outcome(fetchPdf(new URL(`http://v4-private.test:${port}/doc.pdf`)))).toBe(
       `BAD_REQUEST: ${hostRefused}`,
     );

@@ -5,15 +5,27 @@ import { deadlineSignal } from "../net/deadline-signal.js";
 import { isFetchBlockedPort } from "../providers/fetch-blocked-ports.js";
 import { isPdf } from "./pdf-input.js";
 import { isPublicAddress } from "./public-address.js";
-import { isLocalhostName, lookupTimedOut, type ResolverSettings, resolveHost } from "./resolve-host.js";
+import {
+  isLocalhostName,
+  lookupTimedOut,
+  type ResolverSettings,
+  resolutionDelayMs,
+  resolveHost,
+} from "./resolve-host.js";
 
 export interface SafePdfFetcherOptions {
   /**
    * The host's addresses (all of them: each is checked). `signal` aborts at the fetch's deadline
    * and when its caller leaves; the lookup should stop then (one that does not is given up all the
-   * same, its answer unused). Unset: `resolveHost` with `dns`.
+   * same, its answer unused). It calls `answered` when the first of its queries has answered
+   * (`refusalFloorMs` counts from then; from the lookup's start when it is not called). Unset:
+   * `resolveHost` with `dns`.
    */
-  lookup?: (hostname: string, signal: AbortSignal) => Promise<Array<{ address: string; family: number }>>;
+  lookup?: (
+    hostname: string,
+    signal: AbortSignal,
+    answered: () => void,
+  ) => Promise<Array<{ address: string; family: number }>>;
   /** The resolver's settings for `resolveHost` (tests point it at a nameserver on 127.0.0.1). */
   dns?: ResolverSettings;
   isAllowedAddress?: (ip: string) => boolean;
@@ -37,9 +49,26 @@ export interface SafePdfFetcherOptions {
  * What a client is told of a host refused for its addresses, whichever the reason: a name that does
  * not resolve, one that resolves to a non-public address, `localhost`. Told apart, they let a client
  * learn which internal names the gateway's nameservers know (`db.corp.example` resolves to a private
- * address, `nothing.corp.example` does not resolve). `logRefusedHost` is told which it was.
+ * address, `nothing.corp.example` does not resolve). `logRefusedHost` is told which it was. So that
+ * the time does not tell them apart either, see `refusalFloorMs`.
  */
 export const hostRefused = "the PDF URL's host has no public address";
+
+/**
+ * The earliest a host refused for what its lookup found (`hostRefused`: no address, a failed lookup,
+ * an address not allowed) is answered, counted from the lookup's first answer (the first of its A
+ * and AAAA queries to settle, whatever it said). The time told such refusals apart: a name whose
+ * nameserver answers A with a private address and drops AAAA was refused once the AAAA query's
+ * resolution delay (50 ms) had passed, a name that does not exist, or one whose two answers came at
+ * once, at the first answer (0.3 to 1.7 ms measured), so a client could still learn which internal
+ * names exist. Every such refusal now ends on this timer: the resolution delay, and 50 ms so that
+ * a lookup ended by it is past it too. Counted from the first answer, not the lookup's start, so
+ * that a slow nameserver (as slow for a name as for the next) does not push the delayed case past
+ * the floor. A lookup that finds only allowed addresses is not delayed; a `localhost` name or an
+ * address given in the URL is refused at once (no lookup: nothing to learn). The fetch's deadline
+ * and its client leaving end the wait at once.
+ */
+export const refusalFloorMs = resolutionDelayMs + 50;
 
 /** Why a host was refused for its addresses, for the operator's log (never the URL's path or query). */
 export interface RefusedHost {
@@ -68,7 +97,9 @@ export interface RefusedHost {
  */
 export function createSafePdfFetcher(options: SafePdfFetcherOptions) {
   const resolve =
-    options.lookup ?? ((hostname: string, signal: AbortSignal) => resolveHost(hostname, signal, options.dns));
+    options.lookup ??
+    ((hostname: string, signal: AbortSignal, answered: () => void) =>
+      resolveHost(hostname, signal, options.dns, answered));
   const allowed = options.isAllowedAddress ?? isPublicAddress;
   const protocols = options.allowedProtocols ?? ["https:"];
   const maxRedirects = options.maxRedirects ?? 3;
@@ -91,12 +122,27 @@ export function createSafePdfFetcher(options: SafePdfFetcherOptions) {
     };
     // Loopback by RFC 6761, which the resolver's nameservers need not know (it reads no /etc/hosts).
     if (isLocalhostName(host)) throw refuseHost({ reason: "localhost" });
-    const addresses = isIP(host)
-      ? [{ address: host, family: isIP(host) }]
-      : await lookUp(host, deadline, (code) => refuseHost({ reason: "noAddress", code }));
-    if (addresses.length === 0) throw refuseHost({ reason: "noAddress" });
+    if (isIP(host)) {
+      if (!allowed(host)) throw refuseHost({ reason: "nonPublicAddress", address: host });
+      return host;
+    }
+    const lookupStarted = performance.now();
+    let firstAnswer: number | undefined;
+    const answered = () => {
+      firstAnswer ??= performance.now();
+    };
+    // Answered at `refusalFloorMs` after the first answer at the earliest, whatever the reason.
+    const refuseLookedUp = async (facts: Omit<RefusedHost, "host" | "requestId">) => {
+      const refusal = refuseHost(facts);
+      await until((firstAnswer ?? lookupStarted) + refusalFloorMs, deadline);
+      return refusal;
+    };
+    const addresses = await lookUp(host, deadline, answered, (code) =>
+      refuseLookedUp({ reason: "noAddress", code }),
+    );
+    if (addresses.length === 0) throw await refuseLookedUp({ reason: "noAddress" });
     const notAllowed = addresses.find(({ address }) => !allowed(address));
-    if (notAllowed) throw refuseHost({ reason: "nonPublicAddress", address: notAllowed.address });
+    if (notAllowed) throw await refuseLookedUp({ reason: "nonPublicAddress", address: notAllowed.address });
     return addresses[0]!.address;
   }
 
@@ -106,7 +152,12 @@ export function createSafePdfFetcher(options: SafePdfFetcherOptions) {
    * both through the same signal, and stops (`resolveHost` cancels its queries). A lookup that
    * failed otherwise is refused by `noAddress`, with the resolver's error code.
    */
-  async function lookUp(host: string, deadline: AbortSignal, noAddress: (code?: string) => GatewayError) {
+  async function lookUp(
+    host: string,
+    deadline: AbortSignal,
+    answered: () => void,
+    noAddress: (code?: string) => Promise<GatewayError>,
+  ) {
     if (deadline.aborted) throw stopped(deadline);
     let onAbort = () => {};
     const timedOut = new Promise<never>((_resolve, reject) => {
@@ -114,7 +165,7 @@ export function createSafePdfFetcher(options: SafePdfFetcherOptions) {
       deadline.addEventListener("abort", onAbort, { once: true });
     });
     try {
-      return await Promise.race([(async () => resolve(host, deadline))(), timedOut]);
+      return await Promise.race([(async () => resolve(host, deadline, answered))(), timedOut]);
     } catch (error) {
       if (error instanceof GatewayError) throw error;
       if (deadline.aborted) throw stopped(deadline);
@@ -122,7 +173,7 @@ export function createSafePdfFetcher(options: SafePdfFetcherOptions) {
       // that has no address (which of the two comes first is chance: c-ares jitters its retries).
       const code: unknown = (error as { code?: unknown } | null)?.code;
       if (code === lookupTimedOut) throw refuse("fetching the PDF took too long");
-      throw noAddress(typeof code === "string" ? code : undefined);
+      throw await noAddress(typeof code === "string" ? code : undefined);
     } finally {
       deadline.removeEventListener("abort", onAbort);
     }
@@ -266,6 +317,33 @@ function busy(message: string): GatewayError {
 
 function refuse(message: string): GatewayError {
   return new GatewayError("BAD_REQUEST", message);
+}
+
+/**
+ * Settles once `performance.now()` has reached `at` (a timer may fire early by the event loop's
+ * cached clock: it is set again for what is left), or rejects as the fetch stopped as soon as
+ * `deadline` aborts. Its timer and its listener are gone either way.
+ */
+function until(at: number, deadline: AbortSignal): Promise<void> {
+  if (deadline.aborted) return Promise.reject(stopped(deadline));
+  return new Promise((resolve, reject) => {
+    let timer: NodeJS.Timeout | undefined;
+    const stop = () => {
+      clearTimeout(timer);
+      reject(stopped(deadline));
+    };
+    const wait = () => {
+      const left = at - performance.now();
+      if (left > 0) {
+        timer = setTimeout(wait, Math.ceil(left));
+        return;
+      }
+      deadline.removeEventListener("abort", stop);
+      resolve();
+    };
+    deadline.addEventListener("abort", stop, { once: true });
+    wait();
+  });
 }
 
 /** Why an aborted fetch stopped: its own deadline passed, or the caller gave it up. */
