@@ -25,6 +25,9 @@ export const lookupTimedOut = "ETIMEOUT";
 /** Answers that say the host has no address of that family (no data, no such name). */
 const noAddress = new Set(["ENODATA", "ENOTFOUND"]);
 
+/** NXDOMAIN: the name does not exist, whatever the type asked (RFC 8020). */
+const noSuchName = "ENOTFOUND";
+
 /**
  * How long the other family's query is waited for once one has answered with addresses: RFC 8305's
  * Resolution Delay (§3, 50 ms recommended). A nameserver that drops AAAA queries (answers A ones)
@@ -46,7 +49,14 @@ export const resolutionDelayMs = 50;
  * Once one family has answered with addresses, the other is waited for `resolutionDelayMs` more
  * at most, then given up (cancelled): the lookup answers with the addresses it has. Every address
  * returned was seen, and the caller connects to one of them, so an answer that comes later (or
- * never) cannot take the connection elsewhere.
+ * never) cannot take the connection elsewhere. So is the other family once one was answered NXDOMAIN
+ * (no such name, of any type: RFC 8020): on a nameserver that drops AAAA queries, a name that does
+ * not exist was waited for until the resolver gave up on AAAA and ended as a time-out, where one
+ * with a private A answer was refused after the delay, and the message told which internal names
+ * exist. The delay keeps a nameserver that wrongly answers NXDOMAIN to AAAA beside a real A answer
+ * (RFC 4074 §4.2) working when both come together. A "no data" answer (the name exists, without
+ * that family) still waits for the other family: an IPv6-only host's A query is often answered
+ * from a cache well before its AAAA one.
  *
  * c-ares reads /etc/resolv.conf (nameservers, `options timeout/attempts` are overridden here), not
  * /etc/hosts nor nsswitch.conf, and does not apply the search domains (it queries the name as
@@ -84,7 +94,8 @@ export async function resolveHost(
 
 /**
  * The queries' answers once both have settled, or once `resolutionDelayMs` has passed since one
- * answered with addresses (the other's answer then `undefined`, as a family with no address).
+ * answered with addresses or NXDOMAIN (the other's answer then `undefined`, as a family with no
+ * address).
  * `answered` is called when the first query settles.
  */
 function answersWithin(
@@ -114,6 +125,8 @@ function answersWithin(
           first();
           answers[index] = { status: "rejected", reason };
           if (answers.every(Boolean)) done();
+          else if ((reason as { code?: unknown } | null)?.code === noSuchName)
+            grace ??= setTimeout(done, resolutionDelayMs);
         },
       );
     }
