@@ -564,7 +564,7 @@ export const settings = {
     "SLUICE_VAULT_URL_TTL_SECONDS",
     integer(1, vaultUrlTtlMaxSeconds),
     "3600",
-    "lifetime of a signed vault URL (at most 315360000, 10 years; 604800, 7 days, with an S3 vault)",
+    "lifetime of a signed vault URL (at most 315360000, 10 years; 604800, 7 days, with an S3 vault); lowered, it shortens the local vault's URLs already handed out too, to this long from when each was signed (S3's keep theirs)",
   ),
   vaultTimeoutMs: setting(
     "SLUICE_VAULT_TIMEOUT_MS",

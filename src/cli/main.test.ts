@@ -16,12 +16,15 @@ import { Writable } from "node:stream";
 import { sql } from "kysely";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { capture, cli } from "../../test/support/cli-run.js";
+import { projectRow } from "../../test/support/project-row.js";
+import { usageRow } from "../../test/support/usage-row.js";
 import { openAdminContext } from "../admin/admin-context.js";
 import { monthlySpendCapRule } from "../admin/project-input.js";
 import { encodeProjectListCursor, projectListLimit } from "../admin/project-list-cursor.js";
 import { encodeUsageReportCursor } from "../admin/usage-report-cursor.js";
 import { loadConfig } from "../config.js";
 import { openDatabase } from "../storage/database.js";
+import { createUsageRepository } from "../storage/usage-repository.js";
 import { runCli } from "./main.js";
 
 describe("sluice CLI", () => {
@@ -619,6 +622,34 @@ describe("sluice CLI", () => {
     expect(badId.code).toBe(2);
     expect(badId.err).toMatch(/^error: the project id "bad id!" is malformed: must match /);
   });
+
+  // Summed as doubles, each of the report's slices of 5,000 rows past 2^53 billionths (some $9
+  // million) lost its billionth: 9007199.254740993 was printed (the nearest double to 2^53).
+  it("prints a usage report's cost summed exactly past 2^53 billionths of a dollar", async () => {
+    const database = await openDatabase({ dataDir });
+    try {
+      await database.db
+        .insertInto("projects")
+        .values(projectRow("cli-millions", "2026-10-01T00:00:00.000Z"))
+        .execute();
+      const start = Date.parse("2026-11-01T00:00:00.000Z");
+      // The whole first, then one billionth in each slice of 5,000 rows (the rest cost 0).
+      await createUsageRepository(database.db, database.sqlite).insertBatch(
+        Array.from({ length: 12 * 5000 }, (_, index) =>
+          usageRow(`cli-millions-${index}`, {
+            project_id: "cli-millions",
+            created_at: new Date(start + index).toISOString(),
+            cost_usd: index === 0 ? 2 ** 53 / 1e9 : index % 5000 === 1 ? 1e-9 : 0,
+          }),
+        ),
+      );
+    } finally {
+      await database.close();
+    }
+    const report = await cli("usage", "cli-millions", "--from", "2026-11-01", "--to", "2026-11-02");
+    expect(report.code).toBe(0);
+    expect(report.out).toContain('"costUsd": 9007199.254741004,');
+  }, 60_000);
 
   it("refuses a --from after now without --to as a usage error, as it does one after the --to given", async () => {
     // `--to` left out is now: a `--from` in the future is as wrong as one after a `--to` written out.

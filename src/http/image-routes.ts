@@ -85,17 +85,17 @@ export function registerImageRoutes(router: Router, deps: ImageRouteDeps): void 
     router.on("GET", vaultRoute, async ({ params, query, request, requestId, response }) => {
       const path = params["*"] ?? "";
       const search = new URLSearchParams(query);
-      const verdict = local.signer.verify(path, search.get("expires"), search.get("signature"));
-      if (verdict !== "ok")
+      const verified = local.signer.verify(path, search);
+      if (verified.verdict !== "ok")
         throw new GatewayError(
           "FORBIDDEN",
-          verdict === "expired" ? "This vault URL has expired" : "This vault URL is not valid",
+          verified.verdict === "expired" ? "This vault URL has expired" : "This vault URL is not valid",
         );
       const file = await local.open(path).catch((error: unknown) => {
         throw unreadable(error);
       });
       if (!file) throw new GatewayError("NOT_FOUND", "No such vault object");
-      const maxAge = vaultMaxAgeSeconds(Number(search.get("expires")), deps.now().getTime());
+      const maxAge = vaultMaxAgeSeconds(verified.lastSecond, deps.now().getTime());
       // A file is never rewritten (a new image gets a new name): its size and time name its bytes,
       // so a client whose copy is stale (past its max-age) revalidates it instead of fetching it.
       const etag = `"${Math.trunc(file.modified.getTime()).toString(16)}-${file.size.toString(16)}"`;

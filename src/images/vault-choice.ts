@@ -12,7 +12,7 @@ import type { VaultStore } from "./vault-store.js";
  * URLs start with SLUICE_PUBLIC_URL, else `listening()`: the address the server listens on, read
  * when a URL is signed (with PORT=0 the port is known only then). `now` is the gateway's clock: the local
  * vault's URLs expire by it, as the cache lifetime they are served with is counted by it; none
- * outlives SLUICE_VAULT_URL_TTL_SECONDS from now, whatever TTL it was signed with.
+ * outlives SLUICE_VAULT_URL_TTL_SECONDS from its signing, whatever TTL it was signed with.
  */
 export function chooseVault(
   config: Config,

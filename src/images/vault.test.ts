@@ -1,5 +1,5 @@
 import { execFile } from "node:child_process";
-import { randomBytes } from "node:crypto";
+import { createHmac, randomBytes } from "node:crypto";
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -10,7 +10,7 @@ import { createSecretBox, type SecretBox } from "../auth/secret-box.js";
 import { loadConfig, vaultUrlTtlMaxSeconds } from "../config.js";
 import { createLocalVault } from "./local-vault.js";
 import { createS3Vault, presignS3Url } from "./s3-vault.js";
-import { createUrlSigner } from "./signed-url.js";
+import { createUrlSigner, type UrlSigner } from "./signed-url.js";
 import { chooseVault } from "./vault-choice.js";
 import { isSafeVaultPath, vaultMaxAgeSeconds, vaultPath } from "./vault-store.js";
 
@@ -55,22 +55,70 @@ describe("vault cache lifetime", () => {
   });
 });
 
+/**
+ * What `signer` answers for `path` at `url`'s parameters, with `changes` made to them (null: the
+ * parameter taken out).
+ */
+function verdictOf(
+  signer: UrlSigner,
+  path: string,
+  url: URL,
+  changes: Record<string, string | null> = {},
+): "ok" | "expired" | "invalid" {
+  const query = new URLSearchParams(url.searchParams);
+  for (const [name, value] of Object.entries(changes)) {
+    if (value === null) query.delete(name);
+    else query.set(name, value);
+  }
+  return signer.verify(path, query).verdict;
+}
+
+/** A URL as signed before `issued` was added: the HMAC of `path \n expires` under the key itself. */
+function urlWithoutIssued(key: Buffer, path: string, expires: number): URL {
+  const signature = createHmac("sha256", key).update(`${path}\n${expires}`).digest("base64url");
+  return new URL(`http://sluice.test/v1/vault/${path}?expires=${expires}&signature=${signature}`);
+}
+
 describe("signed URLs", () => {
   it("verify their own signature until they expire, and nothing else", () => {
     let clock = 1_000_000_000_000;
     const signer = createUrlSigner(randomBytes(32), () => clock);
-    const url = new URL(signer.sign("http://sluice.test", "t/generated-images/p/2026/01/01/x.png", 60));
-    const expires = url.searchParams.get("expires");
-    const signature = url.searchParams.get("signature");
-    expect(signer.verify("t/generated-images/p/2026/01/01/x.png", expires, signature)).toBe("ok");
-    expect(signer.verify("t/generated-images/p/2026/01/01/y.png", expires, signature)).toBe("invalid");
-    expect(
-      signer.verify("t/generated-images/p/2026/01/01/x.png", String(Number(expires) + 1), signature),
-    ).toBe("invalid");
-    expect(signer.verify("t/generated-images/p/2026/01/01/x.png", expires, `${signature}x`)).toBe("invalid");
-    expect(signer.verify("t/generated-images/p/2026/01/01/x.png", null, signature)).toBe("invalid");
+    const path = "t/generated-images/p/2026/01/01/x.png";
+    const url = new URL(signer.sign("http://sluice.test", path, 60));
+    const expires = url.searchParams.get("expires") as string;
+    const issued = url.searchParams.get("issued") as string;
+    const signature = url.searchParams.get("signature") as string;
+    expect([expires, issued]).toEqual(["1000000060", "1000000000"]);
+    expect(verdictOf(signer, path, url)).toBe("ok");
+    expect(verdictOf(signer, "t/generated-images/p/2026/01/01/y.png", url)).toBe("invalid");
+    expect(verdictOf(signer, path, url, { expires: String(Number(expires) + 1) })).toBe("invalid");
+    expect(verdictOf(signer, path, url, { issued: String(Number(issued) + 1) })).toBe("invalid");
+    expect(verdictOf(signer, path, url, { signature: `${signature}x` })).toBe("invalid");
+    expect(verdictOf(signer, path, url, { expires: null })).toBe("invalid");
+    expect(verdictOf(signer, path, url, { signature: null })).toBe("invalid");
+    // Without `issued`, its signature is none of a URL signed before `issued` was added.
+    expect(verdictOf(signer, path, url, { issued: null })).toBe("invalid");
     clock += 61_000;
-    expect(signer.verify("t/generated-images/p/2026/01/01/x.png", expires, signature)).toBe("expired");
+    expect(verdictOf(signer, path, url)).toBe("expired");
+  });
+
+  it("verify URLs signed before `issued` was added, until they expire, and refuse them while their expiry lies past the TTL in force", () => {
+    const key = randomBytes(32);
+    let clock = 1_000_000_000_000;
+    const path = "t/generated-images/p/2026/01/01/x.png";
+    const signer = createUrlSigner(key, () => clock, undefined, 60);
+    const url = urlWithoutIssued(key, path, 1_000_000_060);
+    expect(verdictOf(signer, path, url)).toBe("ok");
+    expect(verdictOf(signer, path, url, { issued: "1000000000" })).toBe("invalid");
+    expect(verdictOf(signer, path, urlWithoutIssued(randomBytes(32), path, 1_000_000_060))).toBe("invalid");
+    // Signed for a day: more than the TTL in force, until its expiry is within it.
+    const long = urlWithoutIssued(key, path, 1_000_086_400);
+    expect(verdictOf(signer, path, long)).toBe("expired");
+    clock = (1_000_086_400 - 60) * 1000;
+    expect(verdictOf(signer, path, long)).toBe("ok");
+    clock += 61_000;
+    expect(verdictOf(signer, path, long)).toBe("expired");
+    expect(verdictOf(signer, path, url)).toBe("expired");
   });
 
   it("signed before a master key rotation still verify during it (SLUICE_MASTER_KEY_PREVIOUS), and those of a third key do not", () => {
@@ -91,28 +139,34 @@ describe("signed URLs", () => {
       [createSecretBox(randomBytes(32)), "invalid"],
     ] as const) {
       const url = new URL(signerOf(signedBy).sign("http://sluice.test", path, 60));
-      expect(rotating.verify(path, url.searchParams.get("expires"), url.searchParams.get("signature"))).toBe(
-        verdict,
-      );
+      expect(verdictOf(rotating, path, url)).toBe(verdict);
     }
     // Signed during the rotation: under the new key, which instances on it alone verify.
     const url = new URL(rotating.sign("http://sluice.test", path, 60));
     const after = signerOf(createSecretBox(newKey));
-    expect(after.verify(path, url.searchParams.get("expires"), url.searchParams.get("signature"))).toBe("ok");
+    expect(verdictOf(after, path, url)).toBe("ok");
   });
 
-  it("refuse as expired a URL that outlives the TTL in force, as after SLUICE_VAULT_URL_TTL_SECONDS was lowered", () => {
+  // After SLUICE_VAULT_URL_TTL_SECONDS was lowered (a URL shared too widely), a URL of the longer
+  // TTL was refused only while its expiry lay further ahead than the new TTL: refused at once, then
+  // good again in the last of its old lifetime (its last hour, with a new TTL of an hour).
+  it("live the TTL in force at most from when they were signed, whatever TTL they were signed with", () => {
     const key = randomBytes(32);
-    const clock = 1_000_000_000_500;
+    const signedAt = 1_000_000_000_500;
     const path = "t/generated-images/p/2026/01/01/x.png";
-    const long = new URL(createUrlSigner(key, () => clock).sign("http://sluice.test", path, 86_400));
-    const short = new URL(createUrlSigner(key, () => clock).sign("http://sluice.test", path, 60));
-    const verifier = createUrlSigner(key, () => clock, undefined, 60);
-    const verdict = (url: URL) =>
-      verifier.verify(path, url.searchParams.get("expires"), url.searchParams.get("signature"));
-    // Before, an operator who lowered the TTL (a URL shared too widely) left every longer one good.
-    expect(verdict(long)).toBe("expired");
-    expect(verdict(short)).toBe("ok");
+    const url = new URL(createUrlSigner(key, () => signedAt).sign("http://sluice.test", path, 86_400));
+    for (const secondsLater of [0, 59, 60, 61, 3600, 86_340, 86_399]) {
+      const verifier = createUrlSigner(key, () => signedAt + secondsLater * 1000, undefined, 60);
+      expect(verdictOf(verifier, path, url), `${secondsLater} s on`).toBe(
+        secondsLater <= 60 ? "ok" : "expired",
+      );
+    }
+    // No cached copy outlives that either: the last second it is good through is the TTL's.
+    const verifier = createUrlSigner(key, () => signedAt, undefined, 60);
+    expect(verifier.verify(path, url.searchParams)).toEqual({ verdict: "ok", lastSecond: 1_000_000_061 });
+    // A URL of a shorter TTL than the one in force keeps its own.
+    const short = new URL(createUrlSigner(key, () => signedAt).sign("http://sluice.test", path, 30));
+    expect(verifier.verify(path, short.searchParams)).toEqual({ verdict: "ok", lastSecond: 1_000_000_031 });
   });
 
   // The expiry is whole seconds: rounded down, a URL signed late in a second lived up to a second
@@ -124,7 +178,7 @@ describe("signed URLs", () => {
         const signer = createUrlSigner(randomBytes(32), () => clock);
         const url = new URL(signer.sign("http://sluice.test", "t/x.png", ttlSeconds));
         const expires = url.searchParams.get("expires");
-        const verify = () => signer.verify("t/x.png", expires, url.searchParams.get("signature"));
+        const verify = () => verdictOf(signer, "t/x.png", url);
         clock = signedAt + ttlSeconds * 1000;
         expect(verify(), `${signedAt} + ${ttlSeconds} s`).toBe("ok");
         // Good through the second its expiry names, refused from the millisecond after.
@@ -141,16 +195,13 @@ describe("signed URLs", () => {
   it("verify when signed for the longest SLUICE_VAULT_URL_TTL_SECONDS, far in the future", () => {
     const signer = createUrlSigner(randomBytes(32), () => Date.UTC(2099, 0, 1));
     const url = new URL(signer.sign("http://sluice.test", "t/x.png", vaultUrlTtlMaxSeconds));
-    expect(signer.verify("t/x.png", url.searchParams.get("expires"), url.searchParams.get("signature"))).toBe(
-      "ok",
-    );
+    expect(verdictOf(signer, "t/x.png", url)).toBe("ok");
   });
 
-  it("refuse an expiry rewritten in another notation of the same number", () => {
+  it("refuse an expiry or a signing second rewritten in another notation of the same number", () => {
     const signer = createUrlSigner(randomBytes(32), () => 1_000_000_000_000);
     const path = "t/generated-images/p/2026/01/01/x.png";
     const url = new URL(signer.sign("http://sluice.test", path, 60));
-    const signature = url.searchParams.get("signature");
     expect(url.searchParams.get("expires")).toBe("1000000060");
     for (const expires of [
       "0x3b9aca3c",
@@ -160,7 +211,10 @@ describe("signed URLs", () => {
       "100000006e1",
       "01000000060",
     ])
-      expect(signer.verify(path, expires, signature), expires).toBe("invalid");
+      expect(verdictOf(signer, path, url, { expires }), expires).toBe("invalid");
+    expect(url.searchParams.get("issued")).toBe("1000000000");
+    for (const issued of ["0x3b9aca00", "+1000000000", "1000000000.0", "1e9", "01000000000", ""])
+      expect(verdictOf(signer, path, url, { issued }), issued).toBe("invalid");
   });
 
   it("keep the path of a SLUICE_PUBLIC_URL that has one, with or without its trailing slash", () => {
@@ -168,7 +222,7 @@ describe("signed URLs", () => {
     for (const base of ["https://example.com/sluice", "https://example.com/sluice/"]) {
       const url = new URL(signer.sign(base, "t/generated-images/p/x.png", 60));
       expect(url.pathname).toBe("/sluice/v1/vault/t/generated-images/p/x.png");
-      expect([...url.searchParams.keys()]).toEqual(["expires", "signature"]);
+      expect([...url.searchParams.keys()]).toEqual(["expires", "issued", "signature"]);
     }
   });
 });

@@ -858,6 +858,63 @@ for (const engine of storageEngines) {
       ]);
     });
 
+    // Past 2^53 billionths (9,007,199.254740992 USD) a double no longer holds every whole billionth:
+    // summed as doubles, each billionth added to the group's sum was rounded off, on PostgreSQL row
+    // by row, on SQLite as its slices of 5,000 rows were added up.
+    it("sums costs exactly past 2^53 billionths of a dollar, in a report and a spend read, on both engines", async () => {
+      const records = createUsageRepository(database.db, database.sqlite);
+      const start = Date.parse("2026-11-01T00:00:00.000Z");
+      const slices = 12;
+      // The whole first, then one billionth in each slice of 5,000 rows (the rest cost 0).
+      const rows = Array.from({ length: slices * 5000 }, (_, index) =>
+        usage(`nine-million-${index}`, {
+          project_id: "nine-million",
+          created_at: new Date(start + index).toISOString(),
+          cost_usd: index === 0 ? 2 ** 53 / 1e9 : index % 5000 === 1 ? 1e-9 : 0,
+        }),
+      );
+      await records.insertBatch(rows);
+      // 2^53 + 12 billionths, as the nearest double: 2^53 alone is 9007199.254740992.
+      const exact = 9_007_199.254741004;
+      const window = {
+        projectId: "nine-million",
+        from: "2026-11-01T00:00:00.000Z",
+        to: "2026-12-01T00:00:00.000Z",
+      };
+      for (const groupBy of ["day", "model", "endpoint"] as const) {
+        const report = await records.report({ limit: 100, ...window, groupBy });
+        expect(report.map((row) => [row.requests, row.costUsd])).toEqual([[slices * 5000, exact]]);
+      }
+      expect((await records.spendSince("nine-million", window.from)).totalUsd).toBe(exact);
+    }, 60_000);
+
+    // Summed as one 64-bit integer of billionths, 20 rows of $900 million overflow it (SQLite's
+    // sum() fails with "integer overflow"), and a cost of 1e300 is none at all (cost-sums.ts).
+    it("sums costs past what 64-bit billionths hold without failing, on both engines", async () => {
+      const records = createUsageRepository(database.db, database.sqlite);
+      const rows = [
+        ...Array.from({ length: 20 }, (_, index) =>
+          usage(`absurd-${index}`, { project_id: "absurd", model: "m-large", cost_usd: 900_000_000.5 }),
+        ),
+        usage("absurd-huge", { project_id: "absurd", model: "m-huge", cost_usd: 1e300 }),
+        usage("absurd-small", { project_id: "absurd", model: "m-huge", cost_usd: 0.25 }),
+      ];
+      await records.insertBatch(rows);
+      const from = "2026-11-01T00:00:00.000Z";
+      const report = await records.report({
+        limit: 100,
+        projectId: "absurd",
+        from,
+        to: "2026-12-01T00:00:00.000Z",
+        groupBy: "model",
+      });
+      expect(report.map((row) => [row.group, row.costUsd])).toEqual([
+        ["m-huge", 1e300],
+        ["m-large", 18_000_000_010],
+      ]);
+      expect((await records.spendSince("absurd", from)).totalUsd).toBe(1e300);
+    });
+
     it("writes a large batch in one call", async () => {
       const records = createUsageRepository(database.db, database.sqlite);
       const rows = Array.from({ length: 1200 }, (_, index) => usage(`bulk-${index}`, { project_id: "bulk" }));

@@ -1,5 +1,14 @@
 import type BetterSqlite3 from "better-sqlite3";
 import { GatewayError } from "../errors.js";
+import {
+  addCostTotals,
+  type CostSumColumns,
+  type CostTotal,
+  costSumColumns,
+  costTotalOf,
+  noCost,
+  usdOf,
+} from "./cost-sums.js";
 import { type RunReport, sqliteBusyTimeoutMs } from "./database.js";
 import { type Kysely, sql } from "./kysely.js";
 import type { Database, UsageRecordsTable } from "./schema.js";
@@ -17,7 +26,10 @@ export interface UsageReportRow {
   outputTokens: number;
   cachedTokens: number;
   reasoningTokens: number;
-  /** Sum of known costs; null when no row in the group had a known cost. */
+  /**
+   * Sum of known costs, summed exactly in billionths and rounded once (cost-sums.ts); null when no
+   * row in the group had a known cost.
+   */
   costUsd: number | null;
   /** Requests whose cost was unknown (null), so a report never passes them off as free. */
   unpricedRequests: number;
@@ -40,7 +52,7 @@ export interface UsageQuery {
 
 /** A project's known spend over a span (`UsageRepository.spendSince`), in USD. */
 export interface SpendSince {
-  /** The known costs summed (0 when none is known), summed as whole billionths. */
+  /** The known costs summed (0 when none is known), exactly in billionths, rounded once (cost-sums.ts). */
   totalUsd: number;
   /** The largest known cost of one row (one call), 0 when none is known. */
   largestUsd: number;
@@ -149,7 +161,7 @@ export function createUsageRepository(
     async report({ projectId, from, to, groupBy, limit, after }) {
       const query = { projectId, from, to, groupBy, limit, after };
       const rows = await runReport((reader) =>
-        sqlite ? slicedReport(reader, query) : reportQuery(reader, query, true).execute(),
+        sqlite ? slicedReport(reader, query) : reportQuery(reader, query, true).execute().then(toSums),
       ).catch((error: unknown) => {
         throw (error as { code?: unknown } | null)?.code === queryCanceled ? reportCancelled(error) : error;
       });
@@ -163,14 +175,15 @@ export function createUsageRepository(
         outputTokens: Number(row.output_tokens),
         cachedTokens: Number(row.cached_tokens),
         reasoningTokens: Number(row.reasoning_tokens),
-        costUsd: row.cost_nanos === null ? null : Number(row.cost_nanos) / 1e9,
+        costUsd: row.cost === null ? null : usdOf(row.cost),
         unpricedRequests: Number(row.unpriced),
       }));
     },
     async spendSince(projectId, from, after) {
       if (spendSqlite) return spendSqlite(projectId, from, after);
       const row = await spendQuery(db, projectId, from).executeTakeFirst();
-      return { totalUsd: Number(row?.nanos ?? 0) / 1e9, largestUsd: Number(row?.largest ?? 0) };
+      const total = row ? costTotalOf(row) : null;
+      return { totalUsd: usdOf(total ?? noCost), largestUsd: Number(row?.largest ?? 0) };
     },
     async count(projectId) {
       let query = db.selectFrom("usage_records").select(sql<number>`coalesce(sum(requests), 0)`.as("n"));
@@ -194,14 +207,17 @@ export function createUsageRepository(
 /**
  * A project's known spend since `from`, and its largest cost of one row: the spend guard's
  * month-to-date read (index on project, time). The max reads the rows the sum reads, no others.
- * Costs are summed as whole billionths, as the report sums them: exact, so a sum carried on from
- * an earlier one (`sqliteSpendReads`) is the same as one read whole, on either engine.
+ * Costs are summed exactly, in whole billionths (cost-sums.ts), as the report sums them, so a sum
+ * carried on from an earlier one (`sqliteSpendReads`) is the same as one read whole, on either engine.
  */
 export function spendQuery(db: Kysely<Database>, projectId: string, from: string) {
+  const costs = costSumColumns();
   return db
     .selectFrom("usage_records")
     .select([
-      sql<number | null>`sum(round(cost_usd * 1000000000))`.as("nanos"),
+      costs.cost_whole.as("cost_whole"),
+      costs.cost_part.as("cost_part"),
+      costs.cost_beyond.as("cost_beyond"),
       sql<number | null>`max(cost_usd)`.as("largest"),
     ])
     .where("project_id", "=", projectId)
@@ -238,19 +254,21 @@ let spendOwners = 0;
  * the request id of the row at `after` (where this one does: the row the walk before saw there?).
  */
 export function spendWalkQuery(owner: number, after: number, upTo: number) {
-  return sql<{
-    project_id: string | null;
-    nanos: number | null;
-    largest: number | null;
-    top: number | null;
-    top_request: string | null;
-    anchor: string | null;
-  }>`select null as project_id, null as nanos, null as largest,
+  const costs = costSumColumns(sql.ref("usage.cost_usd"));
+  return sql<
+    SpendSumRow & {
+      project_id: string | null;
+      top: number | null;
+      top_request: string | null;
+      anchor: string | null;
+    }
+  >`select null as project_id, null as cost_whole, null as cost_part, null as cost_beyond, null as largest,
     (select max(rowid) from usage_records) as top,
     (select request_id from usage_records where rowid = (select max(rowid) from usage_records)) as top_request,
     (select request_id from usage_records where rowid = ${after}) as anchor
   union all
-  select usage.project_id, sum(round(usage.cost_usd * 1000000000)), max(usage.cost_usd), null, null, null
+  select usage.project_id, ${costs.cost_whole}, ${costs.cost_part}, ${costs.cost_beyond}, max(usage.cost_usd),
+    null, null, null
   from usage_records as usage not indexed
   cross join temp.spend_carried as carried
     on carried.owner = ${owner} and carried.project_id = usage.project_id and usage.created_at >= carried.from_at
@@ -263,8 +281,7 @@ export function spendWalkQuery(owner: number, after: number, upTo: number) {
  * `upTo`, walked by rowid as `spendWalkQuery` walks them.
  */
 export function projectSpendWalkQuery(projectId: string, from: string, after: number, upTo: number) {
-  return sql<{ nanos: number | null; largest: number | null }>`select
-    sum(round(cost_usd * 1000000000)) as nanos, max(cost_usd) as largest
+  return sql<SpendSumRow>`select ${spendSumSelect()}
   from usage_records not indexed
   where rowid > ${after} and rowid <= ${upTo} and project_id = ${projectId} and created_at >= ${from}`;
 }
@@ -324,39 +341,32 @@ async function sliceEnd(
  * time (`indexed by`: the rowid bound must not make the planner walk the table by rowid instead).
  */
 export function spendSliceQuery(projectId: string, from: string, to: string | undefined, upTo: number) {
-  return sql<{ nanos: number | null; largest: number | null }>`select
-    sum(round(cost_usd * 1000000000)) as nanos, max(cost_usd) as largest
+  return sql<SpendSumRow>`select ${spendSumSelect()}
   from usage_records indexed by usage_records_project_time
   where project_id = ${projectId} and created_at >= ${from}
     ${to === undefined ? sql`` : sql`and created_at < ${to}`} and rowid <= ${upTo}`;
 }
 
+/** A SQLite spend statement's answer: the known costs summed (cost-sums.ts), and the largest. */
+type SpendSumRow = CostSumColumns & { largest: number | null };
+
+/** The select list of a SQLite spend statement over `usage_records` (`SpendSumRow`). */
+function spendSumSelect() {
+  const costs = costSumColumns();
+  return sql`${costs.cost_whole} as cost_whole, ${costs.cost_part} as cost_part,
+    ${costs.cost_beyond} as cost_beyond, max(cost_usd) as largest`;
+}
+
 /**
- * Known costs added up: billionths of a dollar, and the largest cost of one row in USD. Past 2^53
- * billionths (some $9 million) a double no longer holds every whole number: what each addition
- * rounds off is kept in `nanosLost` (compensated summation, as SQLite's own sum() keeps it), so a
- * figure added up over many statements answers what one statement's sum does. Added up plainly,
- * each walk lost up to a billionth or two, and the figure drifted under a full read's.
+ * Known costs added up, exactly (cost-sums.ts), and the largest cost of one row in USD: a figure
+ * added up over many statements answers what one statement's sum does. Added up as doubles, each
+ * walk past 2^53 billionths (some $9 million) lost a billionth or two, and the figure drifted
+ * under a full read's.
  */
 interface SpendSums {
-  nanos: number;
-  nanosLost: number;
+  total: CostTotal;
   largestUsd: number;
 }
-
-/** Adds `value` billionths to `sums`, keeping what the addition rounds off (Neumaier). */
-function addNanos(sums: SpendSums, value: number): void {
-  const total = sums.nanos + value;
-  // Past what a double holds (a cost of some 1e299 USD), the figure is infinite, as SQLite's sum.
-  if (Number.isFinite(total))
-    sums.nanosLost +=
-      Math.abs(sums.nanos) >= Math.abs(value) ? sums.nanos - total + value : value - total + sums.nanos;
-  sums.nanos = total;
-}
-
-/** The billionths `sums` holds, rounded once. */
-const nanosOf = (sums: SpendSums): number =>
-  Number.isFinite(sums.nanos) ? sums.nanos + sums.nanosLost : sums.nanos;
 
 /** A figure a SQLite repository carries on: a project's spend since `from`, up to the last walk. */
 interface CarriedSpend extends SpendSums {
@@ -410,9 +420,10 @@ function sqliteSpendReads(db: Kysely<Database>) {
     return run;
   }
 
-  function add(sums: SpendSums, row: { nanos: number | null; largest: number | null } | undefined) {
-    addNanos(sums, Number(row?.nanos ?? 0));
-    sums.largestUsd = Math.max(sums.largestUsd, Number(row?.largest ?? 0));
+  function add(sums: SpendSums, row: SpendSumRow | undefined) {
+    if (row === undefined) return;
+    sums.total = addCostTotals(sums.total, costTotalOf(row)) ?? noCost;
+    sums.largestUsd = Math.max(sums.largestUsd, Number(row.largest ?? 0));
   }
 
   /** Lets every figure go (in a turn): the rows above the mark are not all written since. */
@@ -448,7 +459,7 @@ function sqliteSpendReads(db: Kysely<Database>) {
           last = { rowid: Number(row.top ?? 0), requestId: row.top_request ?? null };
           continue;
         }
-        const sums = added.get(row.project_id) ?? { nanos: 0, nanosLost: 0, largestUsd: 0 };
+        const sums = added.get(row.project_id) ?? { total: noCost, largestUsd: 0 };
         added.set(row.project_id, sums);
         add(sums, row);
       }
@@ -458,8 +469,8 @@ function sqliteSpendReads(db: Kysely<Database>) {
     for (const [projectId, sums] of added) {
       const figure = carried.get(projectId);
       if (!figure) continue;
-      add(figure, { nanos: sums.nanos, largest: sums.largestUsd });
-      addNanos(figure, sums.nanosLost);
+      figure.total = addCostTotals(figure.total, sums.total) ?? noCost;
+      figure.largestUsd = Math.max(figure.largestUsd, sums.largestUsd);
     }
     mark = last;
     return mark.rowid;
@@ -470,7 +481,7 @@ function sqliteSpendReads(db: Kysely<Database>) {
     carried.delete(projectId);
     carried.set(projectId, figure);
     return {
-      totalUsd: nanosOf(figure) / 1e9,
+      totalUsd: usdOf(figure.total),
       largestUsd: figure.largestUsd,
       next: { projectId, from: figure.from },
     };
@@ -480,7 +491,7 @@ function sqliteSpendReads(db: Kysely<Database>) {
   async function fullRead(projectId: string, from: string): Promise<SpendSince | undefined> {
     const begun = (await spendTopQuery(0).execute(db)).rows[0];
     const upTo = Number(begun?.top ?? 0);
-    const sums = { nanos: 0, nanosLost: 0, largestUsd: 0 };
+    const sums: SpendSums = { total: noCost, largestUsd: 0 };
     for (let start: string | undefined = from; start !== undefined; ) {
       if (start !== from) await giveBackLoop();
       const end = await sliceEnd(db, projectId, start);
@@ -549,6 +560,7 @@ export function reportQuery(
         ? sql<string>`model`
         : sql<string>`endpoint`;
   const group = postgres ? sql<string>`${column} collate "C"` : column;
+  const costs = costSumColumns();
   return (
     reader
       .selectFrom("usage_records")
@@ -564,10 +576,12 @@ export function reportQuery(
         sql<number>`coalesce(sum(output_tokens * 1.0), 0)`.as("output_tokens"),
         sql<number>`coalesce(sum(cached_tokens * 1.0), 0)`.as("cached_tokens"),
         sql<number>`coalesce(sum(reasoning_tokens * 1.0), 0)`.as("reasoning_tokens"),
-        // Costs are recorded to the billionth: summed as whole billionths (doubles holding whole
-        // numbers, exact up to 2^53, some $9 million), not as dollars, whose float sum drifts with
-        // the row count on PostgreSQL (20,000 calls of $0.10 summed to 1999.9999999992765).
-        sql<number | null>`sum(round(cost_usd * 1000000000))`.as("cost_nanos"),
+        // Costs are recorded to the billionth: summed exactly as whole billionths (cost-sums.ts), not
+        // as dollars, whose float sum drifts with the row count on PostgreSQL (20,000 calls of $0.10
+        // summed to 1999.9999999992765), nor as billionths in doubles, which drift past 2^53.
+        costs.cost_whole.as("cost_whole"),
+        costs.cost_part.as("cost_part"),
+        costs.cost_beyond.as("cost_beyond"),
         // Calls whose cost is unknown: a refusal or an error costs nothing, so only rows whose call
         // went through (ok, or cut short) without a price count, and failed calls that report
         // tokens, which the provider billed (a structured call whose repair failed too).
@@ -588,7 +602,18 @@ export function reportQuery(
   );
 }
 
-type ReportSums = Awaited<ReturnType<ReturnType<typeof reportQuery>["execute"]>>[number];
+type ReportRow = Awaited<ReturnType<ReturnType<typeof reportQuery>["execute"]>>[number];
+
+/** A group's sums: a statement's, or several slices' added up, with the costs' total (cost-sums.ts). */
+type ReportSums = Omit<ReportRow, keyof CostSumColumns> & { cost: CostTotal | null };
+
+/** A statement's groups as `ReportSums`. */
+function toSums(rows: ReportRow[]): ReportSums[] {
+  return rows.map(({ cost_whole, cost_part, cost_beyond, ...sums }) => ({
+    ...sums,
+    cost: costTotalOf({ cost_whole, cost_part, cost_beyond }),
+  }));
+}
 
 /**
  * A report on SQLite, whose statements run on the event loop: one statement over all of a
@@ -596,8 +621,9 @@ type ReportSums = Awaited<ReturnType<ReturnType<typeof reportQuery>["execute"]>>
  * at 900,000 rows, any grouping; a busy month is tens of millions). The window is cut into slices
  * of `reportSliceRows` rows at most (at an instant, so each row is in one slice), each summed by
  * the report's own query, with the event loop given back between them; the slices' sums add up
- * exactly (costs are whole billionths). Rows at one instant are never split: more than a slice of
- * them (never seen: rows are stamped to the millisecond) make a larger slice.
+ * exactly (costs are whole billionths, added up as BigInt: cost-sums.ts). Rows at one instant are
+ * never split: more than a slice of them (never seen: rows are stamped to the millisecond) make a
+ * larger slice.
  *
  * Each slice answers its first `limit` groups: a group among the report's first `limit` is among
  * any slice's. The groups summed are kept to those that can still be among the report's first
@@ -610,7 +636,7 @@ async function slicedReport(reader: Kysely<Database>, query: UsageQuery): Promis
   while (from < query.to) {
     if (from !== query.from) await new Promise((resolve) => setImmediate(resolve));
     const end = (await sliceEnd(reader, query.projectId, from, query.to)) ?? query.to;
-    for (const row of await reportQuery(reader, { ...query, from, to: end }, false).execute()) {
+    for (const row of toSums(await reportQuery(reader, { ...query, from, to: end }, false).execute())) {
       const sums = groups.get(row.group_key);
       if (!sums) {
         groups.add(row);
@@ -622,8 +648,7 @@ async function slicedReport(reader: Kysely<Database>, query: UsageQuery): Promis
       sums.output_tokens = Number(sums.output_tokens) + Number(row.output_tokens);
       sums.cached_tokens = Number(sums.cached_tokens) + Number(row.cached_tokens);
       sums.reasoning_tokens = Number(sums.reasoning_tokens) + Number(row.reasoning_tokens);
-      sums.cost_nanos =
-        sums.cost_nanos === null ? row.cost_nanos : Number(sums.cost_nanos) + Number(row.cost_nanos ?? 0);
+      sums.cost = addCostTotals(sums.cost, row.cost);
       sums.unpriced = Number(sums.unpriced) + Number(row.unpriced);
     }
     from = end;

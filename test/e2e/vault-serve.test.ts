@@ -240,7 +240,10 @@ describe("the local vault's signed URLs", () => {
     const { url: other } = await stored();
     const { pathname, search } = url;
     const expires = url.searchParams.get("expires") as string;
+    const issued = url.searchParams.get("issued") as string;
     const signature = url.searchParams.get("signature") as string;
+    const signed = (expiry: string, signedAt: string, signature: string) =>
+      `${pathname}?expires=${expiry}&issued=${signedAt}&signature=${signature}`;
     const refused = [
       `${other.pathname}${search}`,
       `${pathname.replace(".png", ".PNG")}${search}`,
@@ -250,14 +253,18 @@ describe("the local vault's signed URLs", () => {
       `${pathname}/${"a".repeat(4000)}${search}`,
       `/v1/vault/team7/generated-images/../../master.key${search}`,
       `/v1/vault/team7/%2e%2e/%2e%2e/master.key${search}`,
-      `${pathname}?signature=${"A".repeat(43)}&expires=${expires}&signature=${signature}`,
-      `${pathname}?EXPIRES=${expires}&signature=${signature}`,
-      `${pathname}?expires=${expires}&signature=${signature}=`,
-      `${pathname}?expires=${expires}&signature=${signature}%00`,
-      `${pathname}?expires=${Number(expires) + 1}&signature=${signature}`,
-      `${pathname}?expires=-1&signature=${signature}`,
-      `${pathname}?expires=never&signature=${signature}`,
-      `${pathname}?expires=${expires}`,
+      `${pathname}?signature=${"A".repeat(43)}&expires=${expires}&issued=${issued}&signature=${signature}`,
+      `${pathname}?EXPIRES=${expires}&issued=${issued}&signature=${signature}`,
+      signed(expires, issued, `${signature}=`),
+      signed(expires, issued, `${signature}%00`),
+      signed(String(Number(expires) + 1), issued, signature),
+      signed("-1", issued, signature),
+      signed("never", issued, signature),
+      signed(expires, String(Number(issued) - 1), signature),
+      signed(expires, "-1", signature),
+      // Without its signing second: a URL signed before it was added is signed otherwise.
+      `${pathname}?expires=${expires}&signature=${signature}`,
+      `${pathname}?expires=${expires}&issued=${issued}`,
       pathname,
     ];
     for (const target of refused) expect(await statusOf(target), target).toBe(403);
