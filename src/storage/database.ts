@@ -5,11 +5,12 @@ import type { PostgresPool, PostgresPoolClient } from "kysely";
 import type { Pool as PgPool, PoolConfig as PgPoolConfig } from "pg";
 import type { Config } from "../config.js";
 import { dataDirError, inDataDir } from "./data-dir-error.js";
-import { Kysely, PostgresDialect, SqliteDialect, sql } from "./kysely.js";
+import { Kysely, PostgresDialect, sql } from "./kysely.js";
 import { makeDirectorySync } from "./make-directory.js";
 import { type MigrationOutcome, migrateToLatest, pingDatabase } from "./migrations.js";
 import { checkSslFiles, migrateWithinStartTimeout, pgClientOf } from "./postgres-start.js";
 import type { Database } from "./schema.js";
+import { type LockWait, LockWaitingSqliteDialect, waitingOutLocks } from "./sqlite-lock-wait.js";
 import { cachingStatements } from "./statement-cache.js";
 
 export type Engine = "sqlite" | "postgres";
@@ -19,6 +20,11 @@ export interface OpenDatabase {
   engine: Engine;
   /** The better-sqlite3 handle on the embedded engine, for the usage writer's prepared statement. */
   sqlite?: BetterSqlite3.Database;
+  /**
+   * SQLite only: how long a statement waits for another process's lock on the file before it fails
+   * with SQLITE_BUSY (`sqliteBusyTimeoutMs`), off the event loop (`waitingOutLocks`). Tests shorten it.
+   */
+  sqliteLockWait?: LockWait;
   /** Runs a report's query within the report time limit: see `DatabaseOptions.reportTimeoutMs`. */
   runReport: RunReport;
   /**
@@ -82,11 +88,12 @@ export async function openDatabase(options: DatabaseOptions): Promise<OpenDataba
       startTimeoutMs: options.startTimeoutMs ?? 60_000,
     });
   }
-  const { db, engine, sqlite, unknownMigrations } = await openSqliteMigrated(options);
+  const { db, engine, sqlite, lockWait, unknownMigrations } = await openSqliteMigrated(options);
   return {
     db,
     engine,
     sqlite,
+    sqliteLockWait: lockWait,
     unknownMigrations,
     runReport: (read) => read(db),
     ping: () => pingDatabase(db as Kysely<unknown>),
@@ -98,18 +105,20 @@ interface OpenedSqlite {
   db: Kysely<Database>;
   engine: Engine;
   sqlite: BetterSqlite3.Database;
+  lockWait: LockWait;
 }
 
 /**
  * Opens and migrates the embedded database. Kysely takes no lock for SQLite migrations: two
  * processes starting on a fresh data dir at once (the gateway and a CLI command) would both create
  * the tables, and one would fail. So the whole migration runs in one `BEGIN IMMEDIATE`
- * transaction, which the other process waits for (busy_timeout) and then finds nothing to do.
+ * transaction, which the other process waits for (off its event loop, as every statement does:
+ * `waitingOutLocks`) and then finds nothing to do.
  */
 async function openSqliteMigrated(options: DatabaseOptions): Promise<OpenedSqlite & MigrationOutcome> {
   const opened = await openSqlite(options);
   try {
-    opened.sqlite.exec("begin immediate");
+    await waitingOutLocks(() => opened.sqlite.exec("begin immediate"), opened.lockWait.ms);
     const outcome = await migrateToLatest(opened.db as Kysely<unknown>, "sqlite");
     opened.sqlite.exec("commit");
     return { ...opened, ...outcome };
@@ -139,7 +148,11 @@ export function hasSqliteFile(dataDir: string): boolean {
 
 /** Page cache per connection, in KiB. */
 export const sqliteCacheKiB = 2000;
-/** How long a statement waits for another process's lock on the file before SQLITE_BUSY. */
+/**
+ * How long a statement waits for another process's lock on the file before SQLITE_BUSY: SQLite's
+ * busy timeout, which the connection leaves at 0 once open; the wait is `waitingOutLocks`'s, off
+ * the event loop (docs/decisions/0044).
+ */
 export const sqliteBusyTimeoutMs = 5000;
 
 async function openSqlite(options: DatabaseOptions): Promise<OpenedSqlite> {
@@ -168,15 +181,22 @@ async function openSqlite(options: DatabaseOptions): Promise<OpenedSqlite> {
     // fills within minutes of traffic: ~17 MiB more RSS for no measured gain, as the usage rows
     // append at the right edge of each B-tree (docs/decisions/0005).
     database.pragma(`cache_size = -${sqliteCacheKiB}`);
+    // From now on a statement that finds the file locked fails at once, and is tried again after a
+    // timer (`waitingOutLocks`): SQLite's busy handler would sleep on the event loop.
+    database.pragma("busy_timeout = 0");
   } catch (error) {
     database.close();
     // WAL's -wal and -shm files are created beside the database: a dir that refuses them is named.
     throw options.sqliteFile ? error : dataDirError(options.dataDir, `open the database ${file}`, error);
   }
+  const lockWait: LockWait = { ms: sqliteBusyTimeoutMs };
   return {
-    db: new Kysely<Database>({ dialect: new SqliteDialect({ database: cachingStatements(database) }) }),
+    db: new Kysely<Database>({
+      dialect: new LockWaitingSqliteDialect(database, cachingStatements(database), lockWait),
+    }),
     engine: "sqlite",
     sqlite: database,
+    lockWait,
   };
 }
 
@@ -191,17 +211,7 @@ async function openSqlite(options: DatabaseOptions): Promise<OpenedSqlite> {
  * once the other process has switched the file, it finds it in WAL and returns at once.
  */
 async function switchToWal(database: BetterSqlite3.Database): Promise<void> {
-  const deadline = Date.now() + sqliteBusyTimeoutMs;
-  for (;;) {
-    try {
-      database.pragma("journal_mode = WAL");
-      return;
-    } catch (error) {
-      const code = (error as { code?: unknown } | null)?.code;
-      if (typeof code !== "string" || !code.startsWith("SQLITE_BUSY") || Date.now() >= deadline) throw error;
-      await new Promise((resolve) => setTimeout(resolve, 10));
-    }
-  }
+  await waitingOutLocks(() => database.pragma("journal_mode = WAL"), sqliteBusyTimeoutMs);
 }
 
 /**

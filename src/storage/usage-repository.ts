@@ -9,9 +9,10 @@ import {
   noCost,
   usdOf,
 } from "./cost-sums.js";
-import { type RunReport, sqliteBusyTimeoutMs } from "./database.js";
+import type { RunReport } from "./database.js";
 import { type Kysely, sql } from "./kysely.js";
 import type { Database, UsageRecordsTable } from "./schema.js";
+import { waitingOutLocks } from "./sqlite-lock-wait.js";
 
 export type UsageRecord = UsageRecordsTable;
 type UsageGroupBy = "day" | "model" | "endpoint";
@@ -135,19 +136,12 @@ export function createUsageRepository(
   sqlite?: BetterSqlite3.Database,
   runReport: RunReport = (read) => read(db),
 ): UsageRepository {
-  const writeSqlite = sqlite ? sqliteBatchWriter(sqlite) : null;
+  const writeSqlite = sqlite ? sqliteBatchWriter(db, sqlite) : null;
   const spendSqlite = sqlite ? sqliteSpendReads(db) : null;
   return {
     async insertBatch(rows) {
       if (rows.length === 0) return;
-      if (writeSqlite && sqlite) {
-        // A Kysely transaction (an admin write) holds the one connection across its awaits: rows
-        // written in between would join it as a savepoint and go if it rolled back, after being
-        // reported written. They wait for its end through Kysely's own connection lock instead.
-        if (sqlite.inTransaction) await db.connection().execute(async () => writeSqlite(rows));
-        else writeSqlite(rows);
-        return;
-      }
+      if (writeSqlite) return writeSqlite(rows);
       await db.transaction().execute(async (transaction) => {
         for (let start = 0; start < rows.length; start += insertChunk) {
           await transaction
@@ -705,23 +699,27 @@ export function pruneQuery(db: Kysely<Database>, before: string, limit: number, 
 }
 
 /**
- * How long a usage batch waits for another process's write lock on the file: the write is
- * synchronous, so waiting the connection's whole busy timeout would stall every request in flight.
- * A batch that finds the file locked fails as an outage (SQLITE_BUSY): its rows stay queued and are
- * written after the recorder's back-off.
+ * How long a usage batch waits for another process's write lock on the file, off the event loop
+ * (tried again after timers, `waitingOutLocks`), not the 5 s every other statement waits: a batch
+ * that finds the file locked fails as an outage (SQLITE_BUSY), its rows stay queued and are written
+ * after the recorder's back-off, which logs and counts the outage.
  */
 const usageBusyTimeoutMs = 50;
 
-function sqliteBatchWriter(sqlite: BetterSqlite3.Database): (rows: readonly UsageRecord[]) => void {
+function sqliteBatchWriter(
+  db: Kysely<Database>,
+  sqlite: BetterSqlite3.Database,
+): (rows: readonly UsageRecord[]) => Promise<void> {
   const write = sqliteTransaction(sqlite);
-  return (rows) => {
-    sqlite.pragma(`busy_timeout = ${usageBusyTimeoutMs}`);
-    try {
-      write(rows);
-    } finally {
-      sqlite.pragma(`busy_timeout = ${sqliteBusyTimeoutMs}`);
-    }
-  };
+  return (rows) =>
+    waitingOutLocks(async () => {
+      // A Kysely transaction (an admin write) holds the one connection across its awaits: rows
+      // written in between would join it as a savepoint and go if it rolled back, after being
+      // reported written. They wait for its end through Kysely's own connection lock instead. (Asked
+      // at each try: one may have begun while this one waited for another process's lock.)
+      if (sqlite.inTransaction) await db.connection().execute(async () => write(rows));
+      else write(rows);
+    }, usageBusyTimeoutMs);
 }
 
 /**

@@ -100,10 +100,10 @@ describe.skipIf(!postgresAvailable)("the admin API while PostgreSQL is down", ()
 describe("the admin API while SQLite is locked by another writer", () => {
   it("answers 503 SERVICE_UNAVAILABLE on every write and keeps serving reads", async () => {
     const sluice = await startTestGateway();
-    const sqlite = sluice.gateway.database.sqlite;
-    if (!sqlite) throw new Error("the test gateway should run on SQLite");
+    const { sqlite, sqliteLockWait } = sluice.gateway.database;
+    if (!sqlite || !sqliteLockWait) throw new Error("the test gateway should run on SQLite");
     // SQLITE_BUSY at once instead of after the usual 5 s wait.
-    sqlite.pragma("busy_timeout = 0");
+    sqliteLockWait.ms = 0;
     const writer = new BetterSqlite3(sqlite.name);
     try {
       const calls = await adminCalls(sluice);

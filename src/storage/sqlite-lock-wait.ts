@@ -1,0 +1,189 @@
+import type BetterSqlite3 from "better-sqlite3";
+import type { CompiledQuery, DatabaseConnection, Driver, SqliteDatabase } from "kysely";
+import { SqliteDialect } from "./kysely.js";
+
+/**
+ * Waiting for another process's lock on the embedded database without holding the event loop
+ * (docs/decisions/0044). better-sqlite3 is synchronous: a statement that finds the file locked
+ * (a `sqlite3` shell or a script holding `BEGIN IMMEDIATE`, a long CLI write) waited in SQLite's
+ * busy handler, sleeping on the event loop for up to the 5 s busy timeout, and every request of
+ * every client stalled meanwhile, proxied streams too. The connection's busy timeout is 0 instead:
+ * a statement that finds the file locked fails at once with SQLITE_BUSY, and is tried again after
+ * a timer, for as long as the busy timeout would have waited; then it fails with that error, as it
+ * did before. In WAL mode readers never wait for the writer, so this is the writes' wait (a read
+ * that meets a lock all the same, during another process's recovery of the file, waits alike).
+ */
+
+/** The pauses between tries: SQLite's own busy handler's steps, then 100 ms each. */
+const pausesMs = [1, 2, 5, 10, 15, 20, 25, 25, 25, 50, 50];
+const longestPauseMs = 100;
+
+const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
+
+/** SQLITE_BUSY and its extended codes: the file is locked by another connection. */
+export function isSqliteBusy(error: unknown): boolean {
+  const code = (error as { code?: unknown } | null)?.code;
+  return typeof code === "string" && code.startsWith("SQLITE_BUSY");
+}
+
+/**
+ * `attempt`'s value, tried again while it fails with SQLITE_BUSY, `waitMs` in all (a try each step
+ * of SQLite's busy handler); past that, its last error. `pause` passes the time between two tries
+ * (a timer: the event loop serves everything else meanwhile).
+ */
+export async function waitingOutLocks<T>(
+  attempt: () => T | Promise<T>,
+  waitMs: number,
+  pause: (ms: number) => Promise<void> = sleep,
+): Promise<T> {
+  const started = performance.now();
+  for (let tries = 0; ; tries++) {
+    try {
+      return await attempt();
+    } catch (error) {
+      const left = waitMs - (performance.now() - started);
+      if (!isSqliteBusy(error) || left <= 0) throw error;
+      await pause(Math.min(pausesMs[tries] ?? longestPauseMs, left));
+    }
+  }
+}
+
+/** How long a statement waits for another process's lock: one object, so a test can shorten it. */
+export interface LockWait {
+  ms: number;
+}
+
+/**
+ * Kysely's SQLite dialect whose statements wait out other processes' locks with `waitingOutLocks`
+ * (the connection's busy timeout must be 0). Transactions begin with `BEGIN IMMEDIATE`, which
+ * takes the write lock first (waited for the same way) and then holds it: with Kysely's `BEGIN`
+ * (deferred) a transaction that reads and then writes gets SQLITE_BUSY at its first write, at
+ * once, without the busy handler, and SQLite's advice then is to roll it back, not to try the
+ * statement again. So a statement inside a transaction is never tried again; it holds the lock.
+ */
+export class LockWaitingSqliteDialect extends SqliteDialect {
+  readonly #sqlite: BetterSqlite3.Database;
+  readonly #wait: LockWait;
+
+  constructor(sqlite: BetterSqlite3.Database, database: SqliteDatabase, wait: LockWait) {
+    super({ database });
+    this.#sqlite = sqlite;
+    this.#wait = wait;
+  }
+
+  override createDriver(): Driver {
+    return new LockWaitingDriver(super.createDriver(), this.#sqlite, this.#wait);
+  }
+}
+
+/**
+ * SQLite's driver (one connection, behind a lock Kysely's driver keeps) with each statement
+ * outside a transaction, and each `BEGIN IMMEDIATE`, waiting for other processes' locks. While a
+ * statement waits, the connection is lent to the queries queued for it (the project and key
+ * reloads, the spend guard's reads: they do not wait for another process's writer), but only when
+ * that statement is the first of its hold on the connection: a `db.connection()` that has run
+ * statements keeps it to itself.
+ */
+class LockWaitingDriver implements Driver {
+  readonly #driver: Driver;
+  readonly #sqlite: BetterSqlite3.Database;
+  readonly #wait: LockWait;
+  readonly #wrapped = new WeakMap<DatabaseConnection, DatabaseConnection>();
+  readonly #unwrapped = new WeakMap<DatabaseConnection, DatabaseConnection>();
+  /** True from acquiring the connection until its first statement. */
+  #fresh = false;
+
+  constructor(driver: Driver, sqlite: BetterSqlite3.Database, wait: LockWait) {
+    this.#driver = driver;
+    this.#sqlite = sqlite;
+    this.#wait = wait;
+  }
+
+  init(): Promise<void> {
+    return this.#driver.init();
+  }
+
+  async acquireConnection(): Promise<DatabaseConnection> {
+    const connection = await this.#driver.acquireConnection();
+    this.#fresh = true;
+    let wrapped = this.#wrapped.get(connection);
+    if (wrapped === undefined) {
+      wrapped = {
+        executeQuery: <R>(compiled: CompiledQuery) =>
+          this.#waiting(connection, () => connection.executeQuery<R>(compiled)),
+        // Kysely streams only when asked to (`.stream()`), which Sluice never does.
+        streamQuery: <R>(compiled: CompiledQuery, chunkSize?: number) =>
+          connection.streamQuery<R>(compiled, chunkSize),
+      };
+      this.#wrapped.set(connection, wrapped);
+      this.#unwrapped.set(wrapped, connection);
+    }
+    return wrapped;
+  }
+
+  async beginTransaction(connection: DatabaseConnection): Promise<void> {
+    await this.#waiting(this.#unwrap(connection), () => {
+      this.#sqlite.exec("begin immediate");
+    });
+  }
+
+  commitTransaction(connection: DatabaseConnection): Promise<void> {
+    // A COMMIT that meets a lock may be tried again (SQLite's advice); in WAL mode, with the write
+    // lock held since BEGIN IMMEDIATE, none does.
+    return waitingOutLocks(() => this.#driver.commitTransaction(this.#unwrap(connection)), this.#wait.ms);
+  }
+
+  rollbackTransaction(connection: DatabaseConnection): Promise<void> {
+    return this.#driver.rollbackTransaction(this.#unwrap(connection));
+  }
+
+  async savepoint(...[connection, ...rest]: Parameters<NonNullable<Driver["savepoint"]>>): Promise<void> {
+    await this.#driver.savepoint?.(this.#unwrap(connection), ...rest);
+  }
+
+  async rollbackToSavepoint(
+    ...[connection, ...rest]: Parameters<NonNullable<Driver["rollbackToSavepoint"]>>
+  ): Promise<void> {
+    await this.#driver.rollbackToSavepoint?.(this.#unwrap(connection), ...rest);
+  }
+
+  async releaseSavepoint(
+    ...[connection, ...rest]: Parameters<NonNullable<Driver["releaseSavepoint"]>>
+  ): Promise<void> {
+    await this.#driver.releaseSavepoint?.(this.#unwrap(connection), ...rest);
+  }
+
+  releaseConnection(connection: DatabaseConnection): Promise<void> {
+    this.#fresh = false;
+    return this.#driver.releaseConnection(this.#unwrap(connection));
+  }
+
+  destroy(): Promise<void> {
+    return this.#driver.destroy();
+  }
+
+  #unwrap(connection: DatabaseConnection): DatabaseConnection {
+    return this.#unwrapped.get(connection) ?? connection;
+  }
+
+  /**
+   * `attempt` (a statement on `connection`), waiting out other processes' locks unless a
+   * transaction is open; between tries the connection is lent when `attempt` is the first
+   * statement of its hold.
+   */
+  #waiting<T>(connection: DatabaseConnection, attempt: () => T | Promise<T>): Promise<T> {
+    const lends = this.#fresh;
+    this.#fresh = false;
+    if (this.#sqlite.inTransaction) return waitingOutLocks(attempt, 0);
+    const lending = async (ms: number) => {
+      await this.#driver.releaseConnection(connection);
+      try {
+        await sleep(ms);
+      } finally {
+        await this.#driver.acquireConnection();
+        this.#fresh = false;
+      }
+    };
+    return waitingOutLocks(attempt, this.#wait.ms, lends ? lending : sleep);
+  }
+}
