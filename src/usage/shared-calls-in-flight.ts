@@ -114,10 +114,14 @@ export function createSharedCallsInFlight(options: SharedCallsInFlightOptions): 
   }
 
   async function renewAll(): Promise<void> {
+    // A place past its lifetime is gone from Redis: an outage, which ends a renewal at its first
+    // project, leaves no list to keep for any.
+    const now = Date.now();
     for (const [key, entry] of [...places]) {
-      // A place past its lifetime is gone from Redis: an outage leaves no list to keep.
-      const now = Date.now();
       for (const [member, expired] of entry.gone) if (expired <= now) entry.gone.delete(member);
+      forget(key);
+    }
+    for (const [key, entry] of [...places]) {
       const held = [...entry.held];
       const gone = [...entry.gone.keys()];
       if (held.length === 0 && gone.length === 0) {
