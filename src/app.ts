@@ -68,18 +68,22 @@ const accessLinePathCharacters = 1024;
  * usage row show it (a DeviceCheck Bearer value there, `partial key.device token`, left the token
  * behind the partial key's `[redacted]`), and the whole cut at `accessLinePathCharacters`. The
  * logger's configured secrets (`redactConfigured`, `configuredSecretsRedaction`: the admin token)
- * are redacted before the id is shortened to its start and before the cut, past either of which the
- * logger could no longer tell them.
+ * are redacted in the whole path before the id is shortened to its start and before the cut, past
+ * either of which the logger could no longer tell them (the id may be only the start of one).
  */
 function accessLinePath(path: string, lookup: Lookup, redactConfigured: (text: string) => string): string {
-  let shown = path;
+  // The whole path first: a secret holding a `/` (base64 does) spans the id's segment and the next,
+  // and the id the route took is only its start.
+  let shown = redactConfigured(path);
   if (lookup.kind === "found") {
     const projectId = lookup.params.projectId;
     if (projectId !== undefined && mayBeKey(projectId)) {
       // The id's segment, still percent-encoded in the path: where the route pattern has it.
       const at = lookup.route.split("/").indexOf(":projectId");
-      const segments = path.split("/");
-      if (at > 0 && at < segments.length) {
+      const segments = shown.split("/");
+      // Unless a secret across segments was redacted: the id's segment is no longer at `at`, and
+      // what is left of it is `[redacted]`.
+      if (at > 0 && at < segments.length && segments.length === path.split("/").length) {
         segments[at] = projectIdRecorded(redactConfigured(projectId));
         shown = segments.join("/");
       }

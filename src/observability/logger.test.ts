@@ -367,6 +367,23 @@ describe("log redaction", () => {
     expect(configuredSecretsRedaction(capture().logger)(adminToken)).toBe(adminToken);
   });
 
+  it("redacts a configured secret, or a key's form, used as a field's name", () => {
+    const { logger, text, records } = capture();
+    const adminToken = "admin-token-0123456789-abcdef";
+    redactConfiguredSecrets(logger, [adminToken]);
+    // A record keyed by what a client wrote (a query's parameters, a schema's properties).
+    logger.info({ query: { [adminToken]: "", page: "2" } }, "request");
+    logger.child({ [`/admin/v1/${adminToken}`]: 1 }).info("bound");
+    const providerKey = `sk-proj-${"A1b2".repeat(10)}`;
+    logger.info({ [providerKey]: true }, "keyed");
+    expect(text()).not.toContain("admin-token-0");
+    expect(text()).not.toContain("A1b2A1b2");
+    const [request, bound, keyed] = records();
+    expect(request.query).toEqual({ "[redacted]": "", page: "2" });
+    expect(bound["/admin/v1/[redacted]"]).toBe(1);
+    expect(keyed["[redacted]"]).toBe(true);
+  });
+
   it("leaves a record without secrets as it is, without copying it", () => {
     const record = { requestId: "req_1", route: "/v1/text", status: 200, nested: { tokens: 12 } };
     expect(redactSecrets(record)).toBe(record);

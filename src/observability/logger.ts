@@ -64,7 +64,7 @@ function normalizedName(name: string): string {
 
 /**
  * The log object with every credential replaced by "[redacted]", at any depth and in any letter
- * case, and every string as `redactText` writes it. Errors, at the top or nested, are serialized first as pino's `err` serializer does (their
+ * case, and every string (a field's name included) as `redactText` writes it. Errors, at the top or nested, are serialized first as pino's `err` serializer does (their
  * own properties kept, the messages of their causes appended), so a `headers` property on an
  * error is covered too; what JSON.stringify would print through `toJSON` is redacted as printed.
  * Objects are copied only where something changes: a record without secrets allocates nothing.
@@ -194,7 +194,8 @@ const configuredSecretsOf = new WeakMap<object, ConfiguredSecret[]>();
 
 /**
  * Makes `logger` (its children, made before or after, included) redact each of `secrets` wherever a
- * string it logs holds it, as it is, percent-encoded or JSON-escaped, before any other redaction:
+ * string it logs holds it (a field's name included), as it is, percent-encoded or JSON-escaped,
+ * before any other redaction:
  * the admin token and the master keys, which have no form the other redactions know, and which a
  * client may paste into a path or a query the access line or an error quotes. Unset ones
  * (undefined) and ones shorter than 8 characters are skipped. Called before any child is made: a
@@ -263,7 +264,14 @@ function redactObject(value: object, depth: number, ancestors: object[], text: T
           ? field
           : censor
         : redactValue(field, depth - 1, ancestors, text);
-    if (redacted !== field) {
+    // A name is written as a value is: a record keyed by what a client wrote (a query's parameters,
+    // a schema's properties) may hold a secret in a name.
+    const name = text(key);
+    if (name !== key) {
+      copy ??= { ...value };
+      delete copy[key];
+      copy[name] = redacted;
+    } else if (redacted !== field) {
       copy ??= { ...value };
       copy[key] = redacted;
     }

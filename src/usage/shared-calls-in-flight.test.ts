@@ -1,7 +1,9 @@
+import { createServer, type Socket, connect as tcpConnect } from "node:net";
 import { afterAll, describe, expect, it, vi } from "vitest";
 // In CI (CI=true) an unreachable Redis makes this import throw, so the suite fails instead of skipping.
-import { redisAvailable, redisTestSpace } from "../../test/support/services.js";
+import { redisAvailable, redisTestSpace, redisUrl } from "../../test/support/services.js";
 import { RedisBreaker } from "../redis/redis-breaker.js";
+import { createRedisClient } from "../redis/redis-client.js";
 import {
   createSharedCallsInFlight,
   type SharedCallsInFlight,
@@ -28,6 +30,42 @@ async function instances(count: number, options: Partial<SharedCallsInFlightOpti
     list.push(shared);
   }
   return { keyPrefix, list };
+}
+
+/**
+ * A TCP proxy to the test Redis whose replies wait `delay.ms` (0: none) on their way back: a Redis
+ * that runs each command but answers after the client's command timeout.
+ */
+async function slowRedis() {
+  const delay = { ms: 0 };
+  const sockets = new Set<Socket>();
+  const server = createServer((socket) => {
+    const { hostname, port } = new URL(redisUrl);
+    const upstream = tcpConnect(Number(port), hostname);
+    for (const each of [socket, upstream]) {
+      sockets.add(each);
+      each.on("error", () => {});
+      each.on("close", () => {
+        socket.destroy();
+        upstream.destroy();
+      });
+    }
+    socket.on("data", (data: Buffer) => upstream.write(data));
+    upstream.on("data", (data: Buffer) => {
+      if (delay.ms === 0) socket.write(data);
+      else setTimeout(() => socket.writable && socket.write(data), delay.ms);
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  return {
+    url: `redis://127.0.0.1:${(server.address() as { port: number }).port}`,
+    delay,
+    close: () =>
+      new Promise<void>((resolve) => {
+        for (const socket of sockets) socket.destroy();
+        server.close(() => resolve());
+      }),
+  };
 }
 
 const taken = (take: SharedTake): take is () => void => typeof take === "function";
@@ -149,5 +187,34 @@ describe.skipIf(!redisAvailable)("the spend cap's calls in flight in Redis", () 
     expect(taken(await shared.take("p2", 1))).toBe(true);
     expect(await redis.type(`${keyPrefix}:p1`)).toBe("zset");
     expect(await redis.pttl(`${keyPrefix}:p1`)).toBeGreaterThan(0);
+  });
+
+  it("gives back a place its script took when Redis answered past the command timeout", async () => {
+    const slow = await slowRedis();
+    const client = await createRedisClient(slow.url, { commandTimeoutMs: 100 });
+    if (client.status !== "ready") await new Promise((resolve) => client.once("ready", resolve));
+    const redis = await readyClient();
+    try {
+      const breaker = new RedisBreaker(client, 50);
+      const keyPrefix = nextPrefix();
+      const shared = createSharedCallsInFlight({ redis: client, breaker, keyPrefix, placeTtlMs: 3_000 });
+      made.push(shared);
+      // Redis runs the script (the place is taken) but its answer comes after the timeout: the
+      // caller decides alone, and no release will ever name that place.
+      slow.delay.ms = 300;
+      expect(await shared.take("p1", 1)).toBeUndefined();
+      await vi.waitFor(async () => expect(await redis.zcard(`${keyPrefix}:p1`)).toBe(1), { timeout: 500 });
+      slow.delay.ms = 0;
+      // Redis answers in time again: the place nobody holds is given back with the next renewal
+      // (every second), not left to count against the cap until it expires (3 s).
+      await vi.waitFor(async () => expect(await redis.zcard(`${keyPrefix}:p1`)).toBe(0), {
+        timeout: 2_000,
+        interval: 50,
+      });
+      expect(taken(await shared.take("p1", 1))).toBe(true);
+    } finally {
+      client.disconnect();
+      await slow.close();
+    }
   });
 });

@@ -57,7 +57,8 @@ export interface SharedCallsInFlightOptions {
  * every third of their lifetime (one script per project, a timer only while it holds any), so a
  * call longer than the lifetime keeps its place, and an instance that crashed leaves its places for
  * one lifetime at most (30 s). A place that could not be given back (Redis down at the time) is
- * given back with the next renewal, or expires.
+ * given back with the next renewal, or expires; so is the place of a take that failed, which Redis
+ * may have run all the same (it answered past the command timeout).
  *
  * Redis fails (down, hanging, an error reply) or rests: `take` answers `undefined` at once and the
  * caller decides on this instance's count alone, as the rate limits do; the `RedisBreaker` is the
@@ -70,8 +71,11 @@ export function createSharedCallsInFlight(options: SharedCallsInFlightOptions): 
   const ttlMs = Math.max(3, Math.floor(options.placeTtlMs ?? defaultPlaceTtlMs));
   const instance = randomUUID();
   let calls = 0;
-  /** Per Redis key: the places held, and those given back whose removal has not reached Redis yet. */
-  const places = new Map<string, { held: Set<string>; gone: Set<string> }>();
+  /**
+   * Per Redis key: the places held, and those given back whose removal has not reached Redis yet
+   * (or that a failed take may have left there), each with when it has surely expired there.
+   */
+  const places = new Map<string, { held: Set<string>; gone: Map<string, number> }>();
   let timer: NodeJS.Timeout | undefined;
   let renewing: Promise<void> | undefined;
   /** Removals sent and not yet answered. */
@@ -80,7 +84,7 @@ export function createSharedCallsInFlight(options: SharedCallsInFlightOptions): 
   function placesOf(key: string) {
     let entry = places.get(key);
     if (!entry) {
-      entry = { held: new Set(), gone: new Set() };
+      entry = { held: new Set(), gone: new Map() };
       places.set(key, entry);
     }
     return entry;
@@ -110,9 +114,16 @@ export function createSharedCallsInFlight(options: SharedCallsInFlightOptions): 
   }
 
   async function renewAll(): Promise<void> {
+    // A place past its lifetime is gone from Redis: an outage, which ends a renewal at its first
+    // project, leaves no list to keep for any.
+    const now = Date.now();
+    for (const [key, entry] of [...places]) {
+      for (const [member, expired] of entry.gone) if (expired <= now) entry.gone.delete(member);
+      forget(key);
+    }
     for (const [key, entry] of [...places]) {
       const held = [...entry.held];
-      const gone = [...entry.gone];
+      const gone = [...entry.gone.keys()];
       if (held.length === 0 && gone.length === 0) {
         forget(key);
         continue;
@@ -131,10 +142,16 @@ export function createSharedCallsInFlight(options: SharedCallsInFlightOptions): 
     }
   }
 
-  function give(key: string, member: string): void {
+  /** Marks a place as given back (no longer renewed), to be removed from Redis until it expires. */
+  function goneFrom(key: string, member: string) {
     const entry = placesOf(key);
     entry.held.delete(member);
-    entry.gone.add(member);
+    entry.gone.set(member, Date.now() + ttlMs);
+    return entry;
+  }
+
+  function give(key: string, member: string): void {
+    const entry = goneFrom(key, member);
     const pass = breaker.enter();
     if (pass === "rest") return;
     const removal = client.zrem(key, member).then(
@@ -160,6 +177,11 @@ export function createSharedCallsInFlight(options: SharedCallsInFlightOptions): 
         reply = (await takeScript.run(client, [key], [room, member, ttlMs])) as [number, number, number?];
       } catch (error) {
         breaker.leave(pass, false, error);
+        // Redis may have run the script all the same and answered past the command timeout: the
+        // place it took, which no release names, is removed with the next renewal, not counted
+        // against the cap on every instance until it expires.
+        goneFrom(key, member);
+        arm();
         return undefined;
       }
       breaker.leave(pass, true);

@@ -106,4 +106,28 @@ describe("configured secrets in the log", () => {
       expectAbsent(sluice.logs, [adminToken, masterKey, masterKeyPrevious]);
     }
   });
+
+  // A path's `/` ends the project id: a token holding one (base64 does) gave the route an id that was
+  // the token's start, shown by its own start and length (one of a key's form, or over 64 characters),
+  // and the token's rest after the `/` stood whole in the line, the logger no longer able to tell it.
+  it("leaves no part of an admin token holding a / whose start is taken for a project id", async () => {
+    for (const adminToken of [
+      `sk-${"q0bjAKMPI8Ntf1eAKH3u".repeat(2)}/tail-of-the-token-0123`,
+      `${"Zm9vYmFyYmF6".repeat(6)}/tail-of-the-token-4567`,
+    ]) {
+      const sluice = await start({ adminToken });
+      const from = sluice.logs.length;
+      const requests: Array<[string, RequestInit?]> = [
+        [`/v1/provider-a/${adminToken}/chat/completions`, post],
+        [`/v1/provider-a/${adminToken}`, post],
+      ];
+      for (const [path, init] of requests) await send(sluice, path, init);
+      await settled(sluice, from, requests.length);
+      const written = sluice.logs.slice(from).join("");
+      expect(written).toContain('"path":"/v1/provider-a/[redacted]/chat/completions"');
+      expect(written).toContain('"path":"/v1/provider-a/[redacted]"');
+      expectAbsent(sluice.logs, [adminToken]);
+      expect(written).not.toContain("tail-of-the-token");
+    }
+  });
 });
