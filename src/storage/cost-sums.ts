@@ -27,10 +27,26 @@ export interface CostSumColumns {
   cost_beyond: number | null;
 }
 
-/** The expressions of `CostSumColumns`, over the cost column `cost` (`cost_usd` unless given). */
-export function costSumColumns(cost: RawBuilder<unknown> = sql.ref("cost_usd")) {
-  // round() is a double on both engines: a whole number, converted to a 64-bit integer exactly.
-  const billionths = sql`cast(round(${cost} * 1000000000) as bigint)`;
+/**
+ * A row's cost in whole billionths, a double holding a whole number (converted to a 64-bit integer
+ * exactly), rounded alike on both engines: a half away from zero, as SQLite's round() rounds.
+ * PostgreSQL's round(double precision) takes a half to the even neighbour (2.5 billionths to 2, where
+ * SQLite answers 3), so there SQLite's own steps are written out: past 2^52 a double is whole and is
+ * kept, below it half is added to its magnitude and the fraction dropped, in doubles, as SQLite does.
+ */
+function billionthsOf(cost: RawBuilder<unknown>, postgres: boolean) {
+  const scaled = sql`(${cost} * 1000000000)`;
+  if (!postgres) return sql`round(${scaled})`;
+  return sql`case when abs(${scaled}) > 4503599627370496 then ${scaled}
+    when ${scaled} < 0 then -floor(0.5 - ${scaled}) else floor(${scaled} + 0.5) end`;
+}
+
+/**
+ * The expressions of `CostSumColumns`, over the cost column `cost` (`cost_usd` unless given), for
+ * PostgreSQL (`postgres`) or SQLite.
+ */
+export function costSumColumns(postgres: boolean, cost: RawBuilder<unknown> = sql.ref("cost_usd")) {
+  const billionths = sql`cast(${billionthsOf(cost, postgres)} as bigint)`;
   const held = sql`abs(${cost}) < ${sql.lit(beyondUsd)}`;
   return {
     cost_whole: sql<string | null>`cast(sum(case when ${held} then ${billionths} / 1000000000 end) as text)`,

@@ -858,6 +858,32 @@ for (const engine of storageEngines) {
       ]);
     });
 
+    // A row's cost is rounded to the billionth where it is summed. SQLite's round() takes a half away
+    // from zero; PostgreSQL's round(double precision) to the even neighbour: rows written by another
+    // tool with half billionths were summed differently by the two engines (this one answered
+    // 0.000000012 on PostgreSQL, 0.000000015 on SQLite).
+    it("rounds a half billionth of a row's cost the same way on both engines, away from zero", async () => {
+      const records = createUsageRepository(database.db, database.sqlite);
+      // Each of them times 1e9 is exactly the half it names: 2.5, 0.5, 12.5 and -1.5.
+      const costs = [2.5e-9, 0.5e-9, 12.5e-9, -1.5e-9];
+      await records.insertBatch(
+        costs.map((cost_usd, index) =>
+          usage(`half-${index}`, { project_id: "halves", model: "m-half", cost_usd }),
+        ),
+      );
+      const window = {
+        projectId: "halves",
+        from: "2026-11-01T00:00:00.000Z",
+        to: "2026-12-01T00:00:00.000Z",
+      };
+      // 3 + 1 + 13 - 2 billionths.
+      for (const groupBy of ["day", "model", "endpoint"] as const) {
+        const report = await records.report({ limit: 100, ...window, groupBy });
+        expect(report.map((row) => row.costUsd)).toEqual([0.000000015]);
+      }
+      expect((await records.spendSince("halves", window.from)).totalUsd).toBe(0.000000015);
+    });
+
     // Past 2^53 billionths (9,007,199.254740992 USD) a double no longer holds every whole billionth:
     // summed as doubles, each billionth added to the group's sum was rounded off, on PostgreSQL row
     // by row, on SQLite as its slices of 5,000 rows were added up.

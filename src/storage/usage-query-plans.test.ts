@@ -25,7 +25,7 @@ import {
 const queries = (db: Kysely<Database>, postgres: boolean) => [
   {
     name: "the spend guard's month-to-date read (sum and largest row)",
-    compiled: spendQuery(db, "p7", "2026-11-01T00:00:00.000Z").compile(),
+    compiled: spendQuery(db, "p7", "2026-11-01T00:00:00.000Z", postgres).compile(),
     index: "usage_records_project_time",
   },
   ...(["day", "model", "endpoint"] as const).map((groupBy) => ({

@@ -175,7 +175,7 @@ export function createUsageRepository(
     },
     async spendSince(projectId, from, after) {
       if (spendSqlite) return spendSqlite(projectId, from, after);
-      const row = await spendQuery(db, projectId, from).executeTakeFirst();
+      const row = await spendQuery(db, projectId, from, true).executeTakeFirst();
       const total = row ? costTotalOf(row) : null;
       return { totalUsd: usdOf(total ?? noCost), largestUsd: Number(row?.largest ?? 0) };
     },
@@ -204,8 +204,8 @@ export function createUsageRepository(
  * Costs are summed exactly, in whole billionths (cost-sums.ts), as the report sums them, so a sum
  * carried on from an earlier one (`sqliteSpendReads`) is the same as one read whole, on either engine.
  */
-export function spendQuery(db: Kysely<Database>, projectId: string, from: string) {
-  const costs = costSumColumns();
+export function spendQuery(db: Kysely<Database>, projectId: string, from: string, postgres: boolean) {
+  const costs = costSumColumns(postgres);
   return db
     .selectFrom("usage_records")
     .select([
@@ -248,7 +248,7 @@ let spendOwners = 0;
  * the request id of the row at `after` (where this one does: the row the walk before saw there?).
  */
 export function spendWalkQuery(owner: number, after: number, upTo: number) {
-  const costs = costSumColumns(sql.ref("usage.cost_usd"));
+  const costs = costSumColumns(false, sql.ref("usage.cost_usd"));
   return sql<
     SpendSumRow & {
       project_id: string | null;
@@ -346,7 +346,7 @@ type SpendSumRow = CostSumColumns & { largest: number | null };
 
 /** The select list of a SQLite spend statement over `usage_records` (`SpendSumRow`). */
 function spendSumSelect() {
-  const costs = costSumColumns();
+  const costs = costSumColumns(false);
   return sql`${costs.cost_whole} as cost_whole, ${costs.cost_part} as cost_part,
     ${costs.cost_beyond} as cost_beyond, max(cost_usd) as largest`;
 }
@@ -554,7 +554,7 @@ export function reportQuery(
         ? sql<string>`model`
         : sql<string>`endpoint`;
   const group = postgres ? sql<string>`${column} collate "C"` : column;
-  const costs = costSumColumns();
+  const costs = costSumColumns(postgres);
   return (
     reader
       .selectFrom("usage_records")
