@@ -253,6 +253,37 @@ describe("the floor of a refusal after a lookup", () => {
     expect(vi.getTimerCount()).toBe(0);
   });
 
+  // The places bound the PDFs held in memory and the connections out; the wait holds neither. Held
+  // through it, a client sending 80 refused URLs a second kept the 8 places taken, and every other
+  // client's PDF URL was answered 503 (before the floor a refusal held its place about 1 ms).
+  it("gives the fetch's place among SLUICE_MAX_PDF_FETCHES back while it waits", async () => {
+    fakeTimers();
+    const looked: string[] = [];
+    const options = {
+      maxFetches: 1,
+      lookup: async (host: string) => {
+        looked.push(host);
+        return privateAddress;
+      },
+    };
+    const fetchPdf = createSafePdfFetcher({ maxBytes: 1024, timeoutMs: 10_000, ...options });
+    const outcomes: Array<string | undefined> = [undefined, undefined];
+    const hosts = ["db.corp.example", "other.corp.example"];
+    void outcome(fetchPdf(new URL(`https://${hosts[0]}/doc.pdf`))).then((result) => {
+      outcomes[0] = result;
+    });
+    await vi.advanceTimersByTimeAsync(10);
+    void outcome(fetchPdf(new URL(`https://${hosts[1]}/doc.pdf`))).then((result) => {
+      outcomes[1] = result;
+    });
+    await vi.advanceTimersByTimeAsync(0);
+    expect(outcomes[1]).toBeUndefined();
+    expect(looked).toEqual(hosts);
+    await vi.advanceTimersByTimeAsync(refusalFloorMs);
+    expect(outcomes).toEqual([refused, refused]);
+    expect(vi.getTimerCount()).toBe(0);
+  });
+
   // Nothing is learnt from them: the client named the address, or a `localhost` name.
   it("refuses an address given in the URL and a localhost name at once", async () => {
     fakeTimers();

@@ -106,7 +106,16 @@ export function createSafePdfFetcher(options: SafePdfFetcherOptions) {
   const maxFetches = options.maxFetches ?? Number.POSITIVE_INFINITY;
   let fetchesRunning = 0;
 
-  async function checkedAddress(url: URL, deadline: AbortSignal, requestId?: string): Promise<string> {
+  /**
+   * `leave` gives the fetch's place among `maxFetches` back: a refusal does so before it waits for
+   * `refusalFloorMs`, which holds no PDF and no connection.
+   */
+  async function checkedAddress(
+    url: URL,
+    deadline: AbortSignal,
+    leave: () => void,
+    requestId?: string,
+  ): Promise<string> {
     if (!protocols.includes(url.protocol))
       throw refuse(`the PDF URL must use ${protocols.map((scheme) => scheme.slice(0, -1)).join(" or ")}`);
     // Checked on every hop: a redirect may not add what the first URL may not carry.
@@ -134,6 +143,7 @@ export function createSafePdfFetcher(options: SafePdfFetcherOptions) {
     // Answered at `refusalFloorMs` after the first answer at the earliest, whatever the reason.
     const refuseLookedUp = async (facts: Omit<RefusedHost, "host" | "requestId">) => {
       const refusal = refuseHost(facts);
+      leave();
       await until((firstAnswer ?? lookupStarted) + refusalFloorMs, deadline);
       return refusal;
     };
@@ -181,20 +191,28 @@ export function createSafePdfFetcher(options: SafePdfFetcherOptions) {
 
   /** `requestId` names the request in what `logRefusedHost` is told. */
   return async function fetchPdf(start: URL, signal?: AbortSignal, requestId?: string): Promise<Uint8Array> {
-    // Counted until the fetch has settled: its connection is destroyed then, and what it read is
-    // either its caller's or garbage.
+    // Counted until the fetch has settled (its connection is destroyed then, and what it read is
+    // either its caller's or garbage), or until a refusal's wait for `refusalFloorMs` begins, which
+    // holds neither: held through it, a flood of refused URLs kept the places taken.
     if (fetchesRunning >= maxFetches)
       throw busy("Too many PDF fetches are running on this instance (SLUICE_MAX_PDF_FETCHES)");
     fetchesRunning++;
-    try {
-      return await fetchWithDeadline(start, signal, requestId);
-    } finally {
+    let left = false;
+    const leave = () => {
+      if (left) return;
+      left = true;
       fetchesRunning--;
+    };
+    try {
+      return await fetchWithDeadline(start, leave, signal, requestId);
+    } finally {
+      leave();
     }
   };
 
   async function fetchWithDeadline(
     start: URL,
+    leave: () => void,
     signal?: AbortSignal,
     requestId?: string,
   ): Promise<Uint8Array> {
@@ -202,17 +220,22 @@ export function createSafePdfFetcher(options: SafePdfFetcherOptions) {
     // (deadline-signal.ts): the fetch then ran as long as the server kept sending.
     const { signal: deadline, clear } = deadlineSignal(options.timeoutMs, signal);
     try {
-      return await fetchWithin(start, deadline, requestId);
+      return await fetchWithin(start, deadline, leave, requestId);
     } finally {
       clear();
     }
   }
 
-  async function fetchWithin(start: URL, deadline: AbortSignal, requestId?: string): Promise<Uint8Array> {
+  async function fetchWithin(
+    start: URL,
+    deadline: AbortSignal,
+    leave: () => void,
+    requestId?: string,
+  ): Promise<Uint8Array> {
     let url = start;
     for (let hop = 0; hop <= maxRedirects; hop++) {
       if (deadline.aborted) throw stopped(deadline);
-      const address = await checkedAddress(url, deadline, requestId);
+      const address = await checkedAddress(url, deadline, leave, requestId);
       const agent = pinnedAgent(address, options.timeoutMs, deadline);
       try {
         const response = await request(url, {
