@@ -9,7 +9,8 @@ import { createHmac, timingSafeEqual } from "node:crypto";
  *
  * With `maxTtlSeconds` (SLUICE_VAULT_URL_TTL_SECONDS), a URL lives that long at most from when it
  * was signed (`issued`), whatever TTL it was signed with: lowering the TTL (a URL shared too widely)
- * shortens the URLs already handed out too, for good, rather than only those signed from then on. A
+ * shortens the URLs already handed out too, rather than only those signed from then on, while it stays
+ * lowered (raised again, a URL not past its own `expires` is answered again: nothing is stored). A
  * URL without `issued` (signed before it was added, `path \n expires` signed) is refused while its
  * expiry lies further ahead than a URL signed now would get, the most that can be told of it.
  */
