@@ -49,14 +49,16 @@ export const resolutionDelayMs = 50;
  * Once one family has answered with addresses, the other is waited for `resolutionDelayMs` more
  * at most, then given up (cancelled): the lookup answers with the addresses it has. Every address
  * returned was seen, and the caller connects to one of them, so an answer that comes later (or
- * never) cannot take the connection elsewhere. So is the other family once one was answered NXDOMAIN
- * (no such name, of any type: RFC 8020): on a nameserver that drops AAAA queries, a name that does
- * not exist was waited for until the resolver gave up on AAAA and ended as a time-out, where one
- * with a private A answer was refused after the delay, and the message told which internal names
- * exist. The delay keeps a nameserver that wrongly answers NXDOMAIN to AAAA beside a real A answer
- * (RFC 4074 §4.2) working when both come together. A "no data" answer (the name exists, without
- * that family) still waits for the other family: an IPv6-only host's A query is often answered
- * from a cache well before its AAAA one.
+ * never) cannot take the connection elsewhere. So is the AAAA query once the A query was answered
+ * NXDOMAIN (no such name, of any type: RFC 8020): on a nameserver that drops AAAA queries, a name
+ * that does not exist was waited for until the resolver gave up on AAAA and ended as a time-out,
+ * where one with a private A answer was refused after the delay, and the message told which
+ * internal names exist. Not the A query after an AAAA NXDOMAIN: a nameserver that wrongly answers
+ * AAAA so for a name with A records is a known breakage (RFC 4074 §4.2), and through a caching
+ * resolver its cached NXDOMAIN may come well before a fresh A answer; such a host was refused. A
+ * name that does not exist on a nameserver that drops A queries (none known) still ends as a
+ * time-out. A "no data" answer (the name exists, without that family) still waits for the other
+ * family: an IPv6-only host's A query is often answered from a cache well before its AAAA one.
  *
  * c-ares reads /etc/resolv.conf (nameservers, `options timeout/attempts` are overridden here), not
  * /etc/hosts nor nsswitch.conf, and does not apply the search domains (it queries the name as
@@ -94,8 +96,8 @@ export async function resolveHost(
 
 /**
  * The queries' answers once both have settled, or once `resolutionDelayMs` has passed since one
- * answered with addresses or NXDOMAIN (the other's answer then `undefined`, as a family with no
- * address).
+ * answered with addresses, or the A query NXDOMAIN (the other's answer then `undefined`, as a family
+ * with no address).
  * `answered` is called when the first query settles.
  */
 function answersWithin(
@@ -125,7 +127,11 @@ function answersWithin(
           first();
           answers[index] = { status: "rejected", reason };
           if (answers.every(Boolean)) done();
-          else if ((reason as { code?: unknown } | null)?.code === noSuchName)
+          // Only the A query's: a wrong NXDOMAIN for AAAA beside real A records is a known breakage
+          // (RFC 4074 §4.2), and through a caching resolver that answer may come long before the A
+          // one; ended 50 ms after it, such a public host was refused whenever its A record had
+          // left the cache.
+          else if (index === 0 && (reason as { code?: unknown } | null)?.code === noSuchName)
             grace ??= setTimeout(done, resolutionDelayMs);
         },
       );

@@ -23,13 +23,19 @@ const types: Record<number, string> = { 1: "A", 28: "AAAA" };
  * resolves to (A for IPv4, AAAA for IPv6; a type with none is answered with no data), a name in
  * `stalled` is never answered, nor the queries of a name in `stalledTypes` of the types it lists
  * (`{"v4.test": ["AAAA"]}`: a nameserver that drops AAAA queries), a name in `failing` is answered
- * SERVFAIL, any other name is NXDOMAIN. It records every query it receives.
+ * SERVFAIL, any other name is NXDOMAIN. A name in `nxTypes` is answered NXDOMAIN for the types it
+ * lists though it has records (RFC 4074 §4.2: a broken nameserver that answers AAAA so for a name
+ * with A records), and a name's types in `delayedTypes` are answered after the milliseconds given
+ * (`{"slow.test": {"A": 150}}`: a caching resolver that has the other answer cached, not this one).
+ * It records every query it receives.
  */
 export async function startLocalDns(options: {
   records?: Record<string, string[]>;
   stalled?: string[];
   stalledTypes?: Record<string, string[]>;
   failing?: string[];
+  nxTypes?: Record<string, string[]>;
+  delayedTypes?: Record<string, Record<string, number>>;
 }): Promise<LocalDns> {
   const records = options.records ?? {};
   const stalled = new Set(options.stalled ?? []);
@@ -43,7 +49,7 @@ export async function startLocalDns(options: {
     const type = types[question.type] ?? String(question.type);
     queries.push({ name: question.name, type, at: Date.now() });
     if (stalled.has(question.name) || stalledTypes[question.name]?.includes(type)) return;
-    const known = Object.hasOwn(records, question.name);
+    const known = Object.hasOwn(records, question.name) && !options.nxTypes?.[question.name]?.includes(type);
     const addresses = (records[question.name] ?? []).filter((address) =>
       type === "A" ? isIPv4(address) : type === "AAAA" ? !isIPv4(address) : false,
     );
@@ -64,11 +70,15 @@ export async function startLocalDns(options: {
       answer.writeUInt16BE(data.length, 10);
       return Buffer.concat([answer, data]);
     });
-    socket.send(
-      Buffer.concat([header, message.subarray(12, question.end), ...answers]),
-      remote.port,
-      remote.address,
-    );
+    const send = () =>
+      socket.send(
+        Buffer.concat([header, message.subarray(12, question.end), ...answers]),
+        remote.port,
+        remote.address,
+      );
+    const delayMs = options.delayedTypes?.[question.name]?.[type];
+    if (delayMs === undefined) send();
+    else setTimeout(send, delayMs);
   });
   await new Promise<void>((resolve) => socket.bind(0, "127.0.0.1", resolve));
   return {
