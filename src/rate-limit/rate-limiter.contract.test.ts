@@ -212,6 +212,36 @@ describe.skipIf(!redisAvailable)("rate limiter on Redis", () => {
     expect([one.backend, one.degraded(), two.degraded()]).toEqual(["redis", false, false]);
   });
 
+  it("keeps deciding in Redis when this process stalls past the command timeout while Redis answers", async () => {
+    // Straight to Redis: a proxy in this process would stall too. Three instances' worth of
+    // decisions on one key, then this process held for longer than the command timeout (500 ms) with
+    // the next ones sent: a long GC pause, or a busy machine that did not run it. Redis answered in
+    // time, its answers wait in the socket, and the timers come first when the loop turns again.
+    const keyPrefix = nextPrefix();
+    const limiter = createRateLimiter({ redis: await readyClient(), keyPrefix });
+    const before = await Promise.all(
+      Array.from({ length: 3 }, () => consume(limiter, "project", "stall", 5)),
+    );
+    const during = Array.from({ length: 4 }, () => consume(limiter, "project", "stall", 5));
+    const until = performance.now() + 700;
+    while (performance.now() < until) {}
+    const decisions = [...before, ...(await Promise.all(during))];
+    // The shared count decided each once: five admitted, remaining 4 down to 0, and no fallback,
+    // which would have admitted the four on this instance's own count (and counted them in Redis too).
+    expect(decisions.map((decision) => decision.allowed)).toEqual([
+      true,
+      true,
+      true,
+      true,
+      true,
+      false,
+      false,
+    ]);
+    expect(decisions.map((decision) => decision.remaining)).toEqual([4, 3, 2, 1, 0, 0, 0]);
+    expect(limiter.degraded()).toBe(false);
+    expect(await (await readyClient()).get(`${keyPrefix}:project:60:stall`)).toBe("5");
+  });
+
   it("decides all the limits of a request in one round trip, with nothing to give back after a refusal", async () => {
     const redis = await readyClient();
     const limiter = createRateLimiter({ redis, keyPrefix: nextPrefix() });

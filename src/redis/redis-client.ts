@@ -30,8 +30,9 @@ export class RedisSetupError extends Error {
  *   answering (a black-holed path) would time out every command forever while a new connection
  *   would work. The first command that times out on a socket destroys that socket (once: later
  *   timeouts find it destroyed), and the client reconnects; unless the socket reads something in
- *   the same turn of the event loop: a timer that ran late, after a stall of this process, fails
- *   its command but keeps a connection whose answer was waiting; TCP keepalive also notices an idle
+ *   the same turn of the event loop. A timer that ran late, after a stall of this process, fails no
+ *   command whose answer was waiting in the socket (`answerReadBeforeTimeout`): the command has its
+ *   answer and the connection is kept; TCP keepalive also notices an idle
  *   connection whose peer vanished. A Redis that is only slow (a long script elsewhere) costs a
  *   reconnect too, which is cheap next to the timeouts it already caused;
  * - a connection answered READONLY (a primary demoted to a replica by a failover keeps its
@@ -150,6 +151,7 @@ function replacingSilentConnections(Base: typeof Redis, commandTimeoutMs: number
   let readonlyReplacedAt = Number.NEGATIVE_INFINITY;
   return class extends Base {
     override sendCommand(command: Command, stream?: Parameters<Redis["sendCommand"]>[1]): unknown {
+      answerReadBeforeTimeout(command);
       // The socket the command is written to; by the time it times out, the client may have another.
       const socket = this.stream;
       const sent = super.sendCommand(command, stream);
@@ -177,6 +179,33 @@ function replacingSilentConnections(Base: typeof Redis, commandTimeoutMs: number
       });
       return sent;
     }
+  };
+}
+
+/**
+ * Makes `command`'s timeout (ioredis's `commandTimeout`) fail it only once the answers waiting in
+ * the socket were read: the timer runs at the start of a turn of the event loop, before the poll
+ * phase reads the socket, so after a stall of this process longer than the timeout (a long GC
+ * pause, a busy machine that did not run it) every command sent before the stall failed although
+ * Redis had answered it in time. The limits then went per instance (and rested Redis for 2 s) for
+ * answers already counted in Redis. The timeout now waits for the check phase of the same turn
+ * (`setImmediate`), after the socket was read: a command answered meanwhile has its answer, and one
+ * still unanswered fails as before, one turn of the loop later.
+ */
+function answerReadBeforeTimeout(command: Command): void {
+  const timed = command as unknown as {
+    isSettled: boolean;
+    _commandTimeoutTimer?: ReturnType<typeof setTimeout>;
+  };
+  command.setTimeout = (ms: number) => {
+    // Once, as ioredis's own: a command moved from one queue to another keeps its first timer.
+    if (timed._commandTimeoutTimer) return;
+    // Kept where ioredis clears it when the command settles.
+    timed._commandTimeoutTimer = setTimeout(() => {
+      setImmediate(() => {
+        if (!timed.isSettled) command.reject(new Error("Command timed out"));
+      });
+    }, ms);
   };
 }
 

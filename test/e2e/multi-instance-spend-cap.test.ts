@@ -10,7 +10,7 @@ import {
   redisTestSpace,
 } from "../support/services.js";
 import { type SpawnedGateway, spawnGateway } from "../support/spawned-gateway.js";
-import { startTcpProxy } from "../support/tcp-proxy.js";
+import { startTcpProxyProcess } from "../support/tcp-proxy-process.js";
 
 /**
  * The spend cap's calls in flight with two gateway processes (`npm start`) on one PostgreSQL schema
@@ -25,14 +25,14 @@ describe.skipIf(!postgresAvailable || !redisAvailable)(
     const redisSpace = redisTestSpace("spend-in-flight");
     let fake: FakeUpstream;
     let schema: Awaited<ReturnType<typeof createPostgresSchema>>;
-    let redisProxy: Awaited<ReturnType<typeof startTcpProxy>>;
+    let redisProxy: Awaited<ReturnType<typeof startTcpProxyProcess>>;
     let instances: SpawnedGateway[] = [];
     const prefix = `${redisSpace.nextPrefix()}:`;
 
     beforeAll(async () => {
       fake = await startFakeUpstream();
       schema = await createPostgresSchema();
-      redisProxy = await startTcpProxy(6379);
+      redisProxy = await startTcpProxyProcess(6379);
       const env = {
         DATABASE_URL: schema.url,
         REDIS_URL: `redis://127.0.0.1:${redisProxy.port}`,
@@ -165,7 +165,7 @@ describe.skipIf(!postgresAvailable || !redisAvailable)(
 
     it("counts on each instance alone while Redis is unreachable, failing no call", async (context) => {
       if (!awayFromMonthEnd()) context.skip();
-      redisProxy.cut();
+      await redisProxy.cut();
       try {
         const { statuses, reached } = await burstUnderCap();
         // Two on each instance, as before Redis counted them: none answered 5xx.
@@ -173,7 +173,7 @@ describe.skipIf(!postgresAvailable || !redisAvailable)(
         expect(statuses.filter((code) => code === 429)).toHaveLength(16);
         expect(reached).toBe(4);
       } finally {
-        redisProxy.restore();
+        await redisProxy.restore();
       }
     }, 30_000);
 

@@ -7,7 +7,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type FakeUpstream, startFakeUpstream } from "../fakes/fake-upstream.js";
 import { proxiedChat } from "../support/proxied-chat.js";
 import { createPostgresSchema, postgresAvailable, redisAvailable } from "../support/services.js";
-import { startTcpProxy } from "../support/tcp-proxy.js";
+import { startTcpProxyProcess } from "../support/tcp-proxy-process.js";
 
 interface Instance {
   url: string;
@@ -83,7 +83,7 @@ describe.skipIf(!postgresAvailable || !redisAvailable)(
   () => {
     let fake: FakeUpstream;
     let schema: Awaited<ReturnType<typeof createPostgresSchema>>;
-    let redisProxy: Awaited<ReturnType<typeof startTcpProxy>>;
+    let redisProxy: Awaited<ReturnType<typeof startTcpProxyProcess>>;
     let one: Instance;
     let two: Instance;
     const dataDirs: string[] = [];
@@ -91,7 +91,7 @@ describe.skipIf(!postgresAvailable || !redisAvailable)(
     beforeAll(async () => {
       fake = await startFakeUpstream();
       schema = await createPostgresSchema();
-      redisProxy = await startTcpProxy(6379);
+      redisProxy = await startTcpProxyProcess(6379);
       const masterKey = randomBytes(32).toString("base64");
       const env = () => {
         const dataDir = mkdtempSync(join(tmpdir(), "sluice-instance-"));
@@ -196,7 +196,7 @@ describe.skipIf(!postgresAvailable || !redisAvailable)(
 
     it("falls back to per-instance limits when Redis is lost, never to unlimited, and says so", async () => {
       const target = await project(10);
-      redisProxy.cut();
+      await redisProxy.cut();
       try {
         const responses = [];
         for (let index = 0; index < 60; index++) responses.push(await call(index % 2 ? one : two, target));
@@ -214,7 +214,7 @@ describe.skipIf(!postgresAvailable || !redisAvailable)(
         };
         expect(health).toMatchObject({ status: "degraded", checks: { redis: { status: "down" } } });
       } finally {
-        redisProxy.restore();
+        await redisProxy.restore();
       }
       // Back to shared limits once Redis is back, without waiting for a request to reach the limits.
       expect(await eventually(async () => (await redisHealthy(one)) && redisHealthy(two), 10_000)).toBe(true);
@@ -226,7 +226,7 @@ describe.skipIf(!postgresAvailable || !redisAvailable)(
       // would connect after the stall, and its call below would be counted in Redis.
       expect(await eventually(async () => (await redisHealthy(one)) && redisHealthy(two), 10_000)).toBe(true);
       // The open connections stop passing anything on; new connections get through.
-      redisProxy.stall();
+      await redisProxy.stall();
       const during = [await call(one, target), await call(two, target)];
       expect(during.map((response) => response.status)).toEqual([200, 200]);
       expect(await eventually(async () => (await redisHealthy(one)) && redisHealthy(two), 8_000)).toBe(true);
