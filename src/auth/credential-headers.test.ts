@@ -1,4 +1,5 @@
 import { describe, expect, it } from "vitest";
+import { fastestMs } from "../../test/support/fastest-run.js";
 import { bearerValue } from "./credential-headers.js";
 
 describe("bearerValue", () => {
@@ -26,10 +27,12 @@ describe("bearerValue", () => {
       `Bearer ${"\t ".repeat(8_000)}x\u00a0`,
       `Bearer x${" ".repeat(16_000)}y`,
     ];
-    const started = performance.now();
-    for (const authorization of crafted) expect(read(authorization)).toBe("");
-    // Far above the fraction of a millisecond a linear reading takes, far below the quadratic one's.
-    expect(performance.now() - started).toBeLessThan(100);
+    // Far above the fraction of a millisecond a linear reading takes, far below the quadratic one's:
+    // the fastest of three runs, which a loaded machine's pauses leave out.
+    const readAll = () => {
+      for (const authorization of crafted) expect(read(authorization)).toBe("");
+    };
+    expect(fastestMs(readAll)).toBeLessThan(100);
     expect(read(`Bearer ${" ".repeat(16_000)}x${" ".repeat(100)}`)).toBe("x");
   });
 });

@@ -195,7 +195,9 @@ describe("the log destination", () => {
     destination.flushSync();
     const took = performance.now() - startedAt;
     expect(took).toBeGreaterThanOrEqual(95);
-    expect(took).toBeLessThan(300);
+    // Not until the 1,000 EAGAINs are waited out (10 s at 10 ms each): a loaded machine's late wake-ups
+    // stretch the 100 ms, not to a second.
+    expect(took).toBeLessThan(1000);
     expect(reports.dropped).toBe(2);
   });
 

@@ -1,4 +1,5 @@
 import { describe, expect, it } from "vitest";
+import { fastestMs } from "../../test/support/fastest-run.js";
 import { type ImageListReading, ImageListScanner } from "./image-list-scanner.js";
 
 const openAi = () => new ImageListScanner("data", ["b64_json", "url"]);
@@ -91,11 +92,13 @@ describe("ImageListScanner", () => {
     const answer = Buffer.from(
       JSON.stringify({ created: 1, data: [0, 1, 2].map(() => ({ b64_json: image })), size: "1024x1024" }),
     );
-    const scanner = openAi();
-    const started = performance.now();
-    for (let at = 0; at < answer.length; at += 64 * 1024) scanner.push(answer.subarray(at, at + 64 * 1024));
-    // About 1 ms here: the base64 is jumped by a native search.
-    expect(performance.now() - started).toBeLessThan(50);
-    expect(scanner.result()).toEqual({ images: 3, complete: true, size: "1024x1024", quality: null });
+    const walk = () => {
+      const scanner = openAi();
+      for (let at = 0; at < answer.length; at += 64 * 1024) scanner.push(answer.subarray(at, at + 64 * 1024));
+      expect(scanner.result()).toEqual({ images: 3, complete: true, size: "1024x1024", quality: null });
+    };
+    // About 1 ms here: the base64 is jumped by a native search. The fastest of three runs, which a
+    // loaded machine's pauses leave out.
+    expect(fastestMs(walk)).toBeLessThan(50);
   });
 });

@@ -1,4 +1,5 @@
 import { describe, expect, it } from "vitest";
+import { fastestMs } from "../../test/support/fastest-run.js";
 import { safeProviderPath } from "../providers/provider-adapter.js";
 import type { ProviderId } from "../providers/provider-id.js";
 import type { ProxyAllowListRules } from "../storage/project-repository.js";
@@ -83,9 +84,8 @@ describe("proxy allow-list matching", () => {
 
   it("stays fast on a segment built to make a backtracking matcher slow", () => {
     const rule = `GET ${"*a".repeat(40)}*b*`;
-    const started = performance.now();
-    expect(a("GET", "a".repeat(2000), rule)).toBe(false);
-    expect(performance.now() - started).toBeLessThan(50);
+    // The fastest of three runs, which a loaded machine's pauses leave out.
+    expect(fastestMs(() => expect(a("GET", "a".repeat(2000), rule)).toBe(false))).toBeLessThan(50);
   });
 
   it("lets a last ** segment stand for one or more segments, and ** alone for any path", () => {

@@ -1,4 +1,5 @@
 import { describe, expect, it } from "vitest";
+import { fastestMs } from "../../test/support/fastest-run.js";
 import { pdfPageCount } from "./pdf-page-count.js";
 
 const pages = (text: string) => pdfPageCount(Buffer.from(text, "latin1"));
@@ -22,8 +23,7 @@ describe("a PDF's page count, read without a parser", () => {
 
   it("reads a PDF of many unterminated page tree nodes in linear time (each object scanned once)", () => {
     const hostile = `%PDF-1.4\n1 0 obj\n<<${" /Type /Pages".repeat(200_000)}`;
-    const started = performance.now();
-    expect(pages(hostile)).toBeNull();
-    expect(performance.now() - started).toBeLessThan(500);
+    // The fastest of three runs, which a loaded machine's pauses leave out.
+    expect(fastestMs(() => expect(pages(hostile)).toBeNull())).toBeLessThan(500);
   }, 10_000);
 });

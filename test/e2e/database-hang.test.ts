@@ -1,5 +1,4 @@
 import { describe, expect, it } from "vitest";
-import { reloadWaitMs } from "../../src/storage/database-unavailable.js";
 import { proxiedChat } from "../support/proxied-chat.js";
 import { startProxiedPostgresGateway } from "../support/proxied-postgres-gateway.js";
 import { postgresAvailable } from "../support/services.js";
@@ -38,9 +37,11 @@ describe.skipIf(!postgresAvailable)("proxied calls while PostgreSQL hangs", () =
       }
       expect(answers.length).toBeGreaterThan(10);
       expect(answers.every((answer) => answer.status === 200)).toBe(true);
-      // Held up to the reload wait in all, however many of its records are read again (its project,
-      // test keys and provider key at once), never for the query timeout.
-      expect(Math.max(...answers.map((answer) => answer.ms))).toBeLessThan(reloadWaitMs + 300);
+      // Never held for the query timeout (10 s): half of it is far above a request held reloadWaitMs
+      // on a loaded machine. That it is reloadWaitMs in all, however many of its records are read
+      // again (its project, test keys and provider key at once), src/auth/authenticate-reload-wait
+      // tells by the order of events, which no load changes.
+      expect(Math.max(...answers.map((answer) => answer.ms))).toBeLessThan(10_000 / 2);
     } finally {
       await close();
     }
@@ -61,7 +62,8 @@ describe.skipIf(!postgresAvailable)("proxied calls while PostgreSQL hangs", () =
         const response = await proxiedChat(sluice.url, { projectId, bearer: "x.y" }, { body: "{}" });
         await response.arrayBuffer();
         expect(response.status).toBe(503);
-        expect(performance.now() - started).toBeLessThan(1000 + 400);
+        // Not after pg's own connection timeout (5 s), which the query timeout once did not cover.
+        expect(performance.now() - started).toBeLessThan(3000);
       }
     } finally {
       await close();

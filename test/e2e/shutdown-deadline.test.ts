@@ -85,9 +85,10 @@ describe.skipIf(!postgresAvailable)("shutdown deadline", () => {
       const took = performance.now() - startedAt;
       await reading;
       expect(code).toBe(0);
-      // The stream held the shutdown until the deadline; the rest took at most the margin.
+      // The stream held the shutdown until the deadline; the rest took at most the margin, not the
+      // usage write's 60 s (2 s more for a child process's exit on a loaded machine).
       expect(took).toBeGreaterThanOrEqual(shutdownTimeoutMs - 50);
-      expect(took).toBeLessThan(shutdownTimeoutMs + shutdownMarginMs + 700);
+      expect(took).toBeLessThan(shutdownTimeoutMs + shutdownMarginMs + 2000);
       // The stream's row could not be written: it is dropped with a word, not silently.
       expect(gateway.output()).toContain('"msg":"usage rows not written before shutdown: dropped"');
       expect(gateway.output()).toContain('"msg":"stopped"');

@@ -2,7 +2,6 @@ import { rmSync } from "node:fs";
 import { join } from "node:path";
 import BetterSqlite3 from "better-sqlite3";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
-import { shutdownMarginMs } from "../../src/gateway-close.js";
 import { shutDown } from "../../src/server.js";
 import { type FakeUpstream, startFakeUpstream } from "../fakes/fake-upstream.js";
 import { proxiedChat } from "../support/proxied-chat.js";
@@ -110,7 +109,9 @@ describe("calls unanswered at the shutdown deadline", () => {
 
     const startedAt = performance.now();
     await shutDown(sluice.server, sluice.gateway);
-    expect(performance.now() - startedAt).toBeLessThan(shutdownTimeoutMs + shutdownMarginMs);
+    // Not after the refused call's 10 s upstream: its deadline and margin (1.3 s) on an idle
+    // machine, half of those 10 s at most on a loaded one.
+    expect(performance.now() - startedAt).toBeLessThan(10_000 / 2);
     const requestId = await expectRefusal(await pending);
     // The refused call's own abort: the stream's, cut at the same deadline, would answer too.
     expect((await fake.waitForAbort(5000, (request) => request === refusedCall)).aborted).toBe(true);

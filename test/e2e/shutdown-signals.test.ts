@@ -1,5 +1,4 @@
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
-import { shutdownMarginMs } from "../../src/gateway-close.js";
 import { type FakeUpstream, startFakeUpstream } from "../fakes/fake-upstream.js";
 import { proxiedChat } from "../support/proxied-chat.js";
 import { type SpawnedGateway, spawnGateway } from "../support/spawned-gateway.js";
@@ -75,8 +74,9 @@ describe("signals and crashes during the shutdown", () => {
         const hurriedAt = performance.now();
         gateway.child.kill(second);
         const exit = await gateway.exit;
-        // Long before the 10 s deadline: the hanging streams were cut at the second signal.
-        expect(performance.now() - hurriedAt).toBeLessThan(shutdownMarginMs + 700);
+        // Long before the 10 s deadline: the hanging streams were cut at the second signal (within
+        // the margin, ~1 s, when the machine is idle; half the deadline is what no load stretches).
+        expect(performance.now() - hurriedAt).toBeLessThan(10_000 / 2);
         expect(exit).toEqual({ code: 0, signal: null });
         expect(await open.outcomes()).toEqual(Array(streams).fill("cut"));
         expect(gateway.usageRequestIds()).toEqual(expect.arrayContaining(open.requestIds));

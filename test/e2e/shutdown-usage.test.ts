@@ -2,7 +2,6 @@ import { rmSync } from "node:fs";
 import { join } from "node:path";
 import BetterSqlite3 from "better-sqlite3";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { shutdownMarginMs } from "../../src/gateway-close.js";
 import { shutDown } from "../../src/server.js";
 import { type FakeUpstream, startFakeUpstream } from "../fakes/fake-upstream.js";
 import { proxiedChat, proxiedChatStatus } from "../support/proxied-chat.js";
@@ -86,8 +85,9 @@ describe("usage rows at shutdown", () => {
       const hurriedAt = performance.now();
       hurry.abort();
       await stopping;
-      // Not at the 10 s deadline: the operator asked for the process to stop sooner.
-      expect(performance.now() - hurriedAt).toBeLessThan(shutdownMarginMs + 300);
+      // Not at the 10 s deadline: the operator asked for the process to stop sooner. Within the
+      // margin, ~1 s, when the machine is idle; half the deadline is what no load stretches it to.
+      expect(performance.now() - hurriedAt).toBeLessThan(10_000 / 2);
       expect(logLinesOf(sluice)).toContainEqual(
         expect.objectContaining({ count: 1, msg: "usage rows not written before shutdown: dropped" }),
       );
