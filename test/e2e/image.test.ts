@@ -1471,15 +1471,26 @@ describe("image generation with an S3 vault that takes the upload and never answ
   // The same store behind a vault deadline no test waits for: only the client leaving ends an upload.
   let patient: TestGateway;
   let patientProject: TestProject;
-  // What the object store saw of each upload: when it arrived and when its connection closed.
-  const uploads: Array<{ arrived: number; closed?: number }> = [];
+  // What the object store saw of each upload (a PUT): its key, when it arrived and when its
+  // connection closed. Apart from them, its other requests (method and key): an upload cut short
+  // (by the deadline, or by the client leaving) is followed by a DELETE of its image, sent a moment
+  // after the answer, which the store never answers either. Each test waits for its own: one that
+  // came in the next test, taken for that test's upload, had its client leave before its image was
+  // generated (a 499 without the image's cost).
+  const uploads: Array<{ key: string; arrived: number; closed?: number }> = [];
+  const deletes: string[] = [];
 
   beforeAll(async () => {
     fake = await startFakeUpstream();
     s3 = createServer((request, response) => {
-      const upload: { arrived: number; closed?: number } = { arrived: Date.now() };
-      uploads.push(upload);
       request.resume();
+      const key = new URL(request.url ?? "/", "http://s3.test").pathname.replace(/^\/vault\//, "");
+      if (request.method !== "PUT") {
+        deletes.push(`${request.method} ${key}`);
+        return;
+      }
+      const upload: { key: string; arrived: number; closed?: number } = { key, arrived: Date.now() };
+      uploads.push(upload);
       response.on("close", () => {
         upload.closed = Date.now();
       });
@@ -1524,6 +1535,7 @@ describe("image generation with an S3 vault that takes the upload and never answ
   beforeEach(() => {
     fake.clear();
     uploads.length = 0;
+    deletes.length = 0;
   });
 
   const waitFor = async (done: () => boolean, ms: number) => {
@@ -1560,6 +1572,10 @@ describe("image generation with an S3 vault that takes the upload and never answ
     // The upload is abandoned, not left open (seen by the store a moment after the answer).
     await waitFor(() => uploads[0]?.closed !== undefined, 5000);
     expect(uploads[0]?.closed).toBeDefined();
+    expect(uploads[0]?.key).toContain(project.projectId);
+    // The image whose upload the deadline cut is deleted (the store may have kept it).
+    await waitFor(() => deletes.length > 0, 5000);
+    expect(deletes).toEqual([`DELETE ${uploads[0]?.key}`]);
     expect(await usageRowOf(sluice.gateway, response)).toMatchObject({
       status: 503,
       error_code: "SERVICE_UNAVAILABLE",
@@ -1582,6 +1598,8 @@ describe("image generation with an S3 vault that takes the upload and never answ
     );
     await waitFor(() => uploads.length > 0, 10_000);
     expect(uploads).toHaveLength(1);
+    // This request's image, generated and billed, on its way to the store: the client leaves now.
+    expect(uploads[0]?.key).toContain(patientProject.projectId);
     const left = Date.now();
     socket.destroy();
     await waitFor(() => uploads[0]?.closed !== undefined, 10_000);
@@ -1605,6 +1623,9 @@ describe("image generation with an S3 vault that takes the upload and never answ
     }
     expect(rows).toHaveLength(1);
     expect(rows[0]).toMatchObject({ outcome: "aborted", cost_usd: 0.04 });
+    // The image whose upload the client's leaving cut is deleted as well.
+    await waitFor(() => deletes.length > 0, 5000);
+    expect(deletes).toEqual([`DELETE ${uploads[0]?.key}`]);
   });
 });
 
