@@ -64,6 +64,7 @@ export interface ProjectRepository {
    * another change was written since it was read.
    */
   update(project: Project, ifUpdatedAt?: string): Promise<boolean>;
+  /** Deletes the project with its provider and test keys, all or none (one transaction). */
   delete(id: string): Promise<boolean>;
 }
 
@@ -126,10 +127,14 @@ export function createProjectRepository(db: Kysely<Database>): ProjectRepository
       return Number(result.numUpdatedRows) > 0;
     },
     async delete(id) {
-      await db.deleteFrom("provider_keys").where("project_id", "=", id).execute();
-      await db.deleteFrom("test_keys").where("project_id", "=", id).execute();
-      const result = await db.deleteFrom("projects").where("id", "=", id).executeTakeFirst();
-      return Number(result.numDeletedRows) > 0;
+      // One transaction: a delete that fails part way (a database blip, another process's lock past
+      // its wait) left the project without its keys, its calls refused, though the delete had failed.
+      return db.transaction().execute(async (transaction) => {
+        await transaction.deleteFrom("provider_keys").where("project_id", "=", id).execute();
+        await transaction.deleteFrom("test_keys").where("project_id", "=", id).execute();
+        const result = await transaction.deleteFrom("projects").where("id", "=", id).executeTakeFirst();
+        return Number(result.numDeletedRows) > 0;
+      });
     },
   };
 }

@@ -4,6 +4,7 @@ import { usageRow } from "../../test/support/usage-row.js";
 import { storedModelName } from "../usage/stored-model-name.js";
 import { type OpenDatabase, sqliteCacheKiB } from "./database.js";
 import { createKeyRepository } from "./key-repository.js";
+import { sql } from "./kysely.js";
 import { createProjectRepository, type Project } from "./project-repository.js";
 import { createUsageRepository, type SpendSince, type UsageRecord } from "./usage-repository.js";
 
@@ -190,6 +191,54 @@ for (const engine of storageEngines) {
       expect(await keys.revokeProviderKey("p1", record.id, "2026-11-03T00:00:00.000Z")).toBe(true);
       expect(await keys.revokeProviderKey("p1", record.id, "2026-11-04T00:00:00.000Z")).toBe(false);
       expect((await keys.getProviderKey(record.id))?.revokedAt).toBe("2026-11-03T00:00:00.000Z");
+    });
+
+    // A delete that fails part way (a database blip, another process's lock past its wait, here a
+    // trigger that refuses the project's row) deleted the keys and kept the project: a project left
+    // with no keys, its calls refused, though its delete had failed.
+    it("deletes a project with its keys in one transaction: a delete that fails leaves both", async () => {
+      const projects = createProjectRepository(database.db);
+      const keys = createKeyRepository(database.db);
+      const id = "delete-whole";
+      await projects.insert(project(id));
+      await keys.insertProviderKey({
+        id: "keydelwhole1",
+        projectId: id,
+        provider: "provider-a",
+        label: "main",
+        sealedServerShare: "v1.sealed",
+        clientShareDigest: "cd".repeat(32),
+        createdAt: "2026-11-01T00:00:00.000Z",
+        revokedAt: null,
+      });
+      await keys.addTestKey(
+        { id: "tdelwhole", projectId: id, digest: "dw", createdAt: "2026-11-01T00:00:00.000Z" },
+        newestTwo,
+      );
+      const refuse =
+        database.engine === "sqlite"
+          ? [
+              sql`create trigger refuse_delete before delete on projects when old.id = ${sql.lit(id)} begin select raise(abort, 'refused'); end`,
+            ]
+          : [
+              sql`create function refuse_delete() returns trigger language plpgsql as $$ begin if old.id = ${sql.lit(id)} then raise exception 'refused'; end if; return old; end $$`,
+              sql`create trigger refuse_delete before delete on projects for each row execute function refuse_delete()`,
+            ];
+      for (const statement of refuse) await statement.execute(database.db);
+      try {
+        await expect(projects.delete(id)).rejects.toThrow(/refused/);
+        expect(await projects.get(id)).not.toBeNull();
+        expect((await keys.listProviderKeys(id)).map((key) => key.id)).toEqual(["keydelwhole1"]);
+        expect((await keys.listTestKeys(id)).map((key) => key.id)).toEqual(["tdelwhole"]);
+      } finally {
+        await sql`drop trigger refuse_delete${database.engine === "sqlite" ? sql`` : sql` on projects`}`.execute(
+          database.db,
+        );
+        if (database.engine === "postgres") await sql`drop function refuse_delete()`.execute(database.db);
+      }
+      expect(await projects.delete(id)).toBe(true);
+      expect(await keys.listProviderKeys(id)).toEqual([]);
+      expect(await keys.listTestKeys(id)).toEqual([]);
     });
 
     it("keeps only the newest two test keys on rotation", async () => {
