@@ -28,6 +28,24 @@ const chat = (content: string, finish = "stop") => ({
 /** Provider C's Imagen answer with one image of this base64. */
 const imagen = (base64: string) => ({ predictions: [{ bytesBase64Encoded: base64, mimeType: "image/png" }] });
 
+/** The structured and image routes on each provider that serves them. */
+const routesOnProviders = [
+  ["text", "provider-a"],
+  ["text", "provider-b"],
+  ["text", "provider-c"],
+  ["image", "provider-a"],
+  ["image", "provider-c"],
+] as const;
+
+/** A call of `/v1/text` or `/v1/image` for `project` on `provider`. */
+function postRoute(sluice: TestGateway, project: TestProject, route: "text" | "image", provider: ProviderId) {
+  return fetch(`${sluice.url}/v1/${route}/${project.projectId}`, {
+    method: "POST",
+    headers: { authorization: `Bearer ${project.bearer(provider)}`, "content-type": "application/json" },
+    body: JSON.stringify(route === "text" ? { text: "x" } : { prompt: "a lighthouse" }),
+  });
+}
+
 interface Case {
   route: "text" | "image" | "proxy";
   provider: ProviderId;
@@ -156,20 +174,11 @@ describe("details.retryable on every provider failure", () => {
 
   function call(route: Case["route"], provider: ProviderId) {
     const project = projects[provider];
-    const headers = {
-      authorization: `Bearer ${project.bearer(provider)}`,
-      "content-type": "application/json",
-    };
-    if (route === "proxy")
-      return fetch(`${sluice.url}/v1/${provider}/${project.projectId}/messages`, {
-        method: "POST",
-        headers,
-        body: JSON.stringify({ model: "claude-sonnet-4-5", max_tokens: 8, messages: [] }),
-      });
-    return fetch(`${sluice.url}/v1/${route}/${project.projectId}`, {
+    if (route !== "proxy") return postRoute(sluice, project, route, provider);
+    return fetch(`${sluice.url}/v1/${provider}/${project.projectId}/messages`, {
       method: "POST",
-      headers,
-      body: JSON.stringify(route === "text" ? { text: "x" } : { prompt: "a lighthouse" }),
+      headers: { authorization: `Bearer ${project.bearer(provider)}`, "content-type": "application/json" },
+      body: JSON.stringify({ model: "claude-sonnet-4-5", max_tokens: 8, messages: [] }),
     });
   }
 
@@ -213,19 +222,8 @@ describe("a provider whose server does not speak HTTP", () => {
     await upstream?.close();
   });
 
-  it.each([
-    ["text", "provider-a"],
-    ["text", "provider-b"],
-    ["text", "provider-c"],
-    ["image", "provider-a"],
-    ["image", "provider-c"],
-  ] as const)("/v1/%s on %s: 502, not retryable, no Retry-After", async (route, provider) => {
-    const project = projects[provider];
-    const response = await fetch(`${sluice.url}/v1/${route}/${project.projectId}`, {
-      method: "POST",
-      headers: { authorization: `Bearer ${project.bearer(provider)}`, "content-type": "application/json" },
-      body: JSON.stringify(route === "text" ? { text: "x" } : { prompt: "a lighthouse" }),
-    });
+  it.each(routesOnProviders)("/v1/%s on %s: 502, not retryable, no Retry-After", async (route, provider) => {
+    const response = await postRoute(sluice, projects[provider], route, provider);
     expect(response.status).toBe(502);
     expect(response.headers.get("retry-after")).toBeNull();
     expect(((await response.json()) as { error: unknown }).error).toMatchObject({
@@ -286,25 +284,12 @@ describe("a provider that answers an interim 100 or 101 unasked", () => {
 
   it.each(
     unasked.flatMap(([name, , message, code], index) =>
-      (
-        [
-          ["text", "provider-a"],
-          ["text", "provider-b"],
-          ["text", "provider-c"],
-          ["image", "provider-a"],
-          ["image", "provider-c"],
-        ] as const
-      ).map(([route, provider]) => [name, route, provider, index, message, code] as const),
+      routesOnProviders.map(([route, provider]) => [name, route, provider, index, message, code] as const),
     ),
   )("%s: /v1/%s on %s names it, not retryable", async (_name, route, provider, index, message, code) => {
     const { sluice, projects } = gateways.get(`${index} ${route}`)!;
-    const project = projects[provider];
     const before = sluice.logs.length;
-    const response = await fetch(`${sluice.url}/v1/${route}/${project.projectId}`, {
-      method: "POST",
-      headers: { authorization: `Bearer ${project.bearer(provider)}`, "content-type": "application/json" },
-      body: JSON.stringify(route === "text" ? { text: "x" } : { prompt: "a lighthouse" }),
-    });
+    const response = await postRoute(sluice, projects[provider], route, provider);
     expect(response.status).toBe(502);
     expect(response.headers.get("retry-after")).toBeNull();
     expect(((await response.json()) as { error: unknown }).error).toMatchObject({
