@@ -16,6 +16,7 @@ import { configuredSecretsRedaction, type Logger, shownStart } from "./observabi
 import type { Metrics } from "./observability/metrics.js";
 import { createProviderFailureLog } from "./observability/provider-failure-log.js";
 import type { SuppressionWindowsRegistry } from "./observability/suppression-windows.js";
+import { connectionOptions } from "./proxy/header-policy.js";
 
 export interface AppDeps {
   logger: Logger;
@@ -148,7 +149,10 @@ export function createApp(deps: AppDeps): App {
       // connection: closing after the answer leaves a pipelined request unanswered, not hanging. Only
       // one whose Connection names it (llhttp's upgrade): Node parses what follows any other as it
       // would any request, and runs it, which a close after the first answer would leave unanswered.
-      if (request.headers.upgrade !== undefined && namesUpgrade(request.headers.connection))
+      if (
+        request.headers.upgrade !== undefined &&
+        connectionOptions(request.headers.connection)?.has("upgrade")
+      )
         response.shouldKeepAlive = false;
       const url = originForm(request.url ?? "/");
       const queryAt = url.indexOf("?");
@@ -406,11 +410,6 @@ function malformedTarget(request: IncomingMessage, target: string): GatewayError
 /** `chunked`, in any case (Node has taken off the spaces around a single line's value already). */
 function chunkedAlone(transferCoding: string): boolean {
   return transferCoding === "chunked" || transferCoding.trim().toLowerCase() === "chunked";
-}
-
-/** Whether a request's Connection names `upgrade` (one of its comma-separated options), as llhttp reads it. */
-function namesUpgrade(connection: string | undefined): boolean {
-  return connection?.split(",").some((option) => option.trim().toLowerCase() === "upgrade") === true;
 }
 
 /** RFC 3986 host (an IP literal, or letters, digits and the characters a reg-name allows) and port. */

@@ -118,7 +118,7 @@ function hasForwardedPrefix(name: string): boolean {
  * The headers a `Connection` field names, which are hop-by-hop like it (RFC 9110 section 7.6.1);
  * undefined for the usual `keep-alive` or `close`, which name nothing that could be forwarded.
  */
-function connectionOptions(connection: string | undefined): Set<string> | undefined {
+export function connectionOptions(connection: string | undefined): Set<string> | undefined {
   if (connection === undefined || connection === "keep-alive" || connection === "close") return undefined;
   return new Set(connection.split(",").map((option) => option.trim().toLowerCase()));
 }
