@@ -55,6 +55,16 @@ export function costSumColumns(postgres: boolean, cost: RawBuilder<unknown> = sq
   };
 }
 
+/** `costSumColumns` over `cost_usd` as a query builder's select list, each under its name. */
+export function costSumSelection(postgres: boolean) {
+  const costs = costSumColumns(postgres);
+  return [
+    costs.cost_whole.as("cost_whole"),
+    costs.cost_part.as("cost_part"),
+    costs.cost_beyond.as("cost_beyond"),
+  ] as const;
+}
+
 /** Known costs added up: whole billionths, exact, and the costs past `beyondUsd` (0 when none). */
 export interface CostTotal {
   billionths: bigint;

@@ -5,6 +5,7 @@ import {
   type CostSumColumns,
   type CostTotal,
   costSumColumns,
+  costSumSelection,
   costTotalOf,
   noCost,
   usdOf,
@@ -205,15 +206,9 @@ export function createUsageRepository(
  * carried on from an earlier one (`sqliteSpendReads`) is the same as one read whole, on either engine.
  */
 export function spendQuery(db: Kysely<Database>, projectId: string, from: string, postgres: boolean) {
-  const costs = costSumColumns(postgres);
   return db
     .selectFrom("usage_records")
-    .select([
-      costs.cost_whole.as("cost_whole"),
-      costs.cost_part.as("cost_part"),
-      costs.cost_beyond.as("cost_beyond"),
-      sql<number | null>`max(cost_usd)`.as("largest"),
-    ])
+    .select([...costSumSelection(postgres), sql<number | null>`max(cost_usd)`.as("largest")])
     .where("project_id", "=", projectId)
     .where("created_at", ">=", from);
 }
@@ -554,7 +549,6 @@ export function reportQuery(
         ? sql<string>`model`
         : sql<string>`endpoint`;
   const group = postgres ? sql<string>`${column} collate "C"` : column;
-  const costs = costSumColumns(postgres);
   return (
     reader
       .selectFrom("usage_records")
@@ -573,9 +567,7 @@ export function reportQuery(
         // Costs are recorded to the billionth: summed exactly as whole billionths (cost-sums.ts), not
         // as dollars, whose float sum drifts with the row count on PostgreSQL (20,000 calls of $0.10
         // summed to 1999.9999999992765), nor as billionths in doubles, which drift past 2^53.
-        costs.cost_whole.as("cost_whole"),
-        costs.cost_part.as("cost_part"),
-        costs.cost_beyond.as("cost_beyond"),
+        ...costSumSelection(postgres),
         // Calls whose cost is unknown: a refusal or an error costs nothing, so only rows whose call
         // went through (ok, or cut short) without a price count, and failed calls that report
         // tokens, which the provider billed (a structured call whose repair failed too).
