@@ -138,8 +138,12 @@ export async function createGateway(config: Config, injected: Partial<Injectable
   const now = injected.now ?? (() => new Date());
   // Read and checked before anything is written: a bad file leaves no master key or database behind.
   const seedFromFile = config.configFile ? await seedingFrom(config.configFile) : undefined;
-  const { database, secretBox } = await openSealedStore(config, (fields, message) =>
-    logger.warn(fields, message),
+  // The master key in use is redacted too, whatever it came from: a setting, the data dir's
+  // master.key, or a key generated into it just now (which no setting names).
+  const { database, secretBox } = await openSealedStore(
+    config,
+    (fields, message) => logger.warn(fields, message),
+    (masterKey) => redactConfiguredSecrets(logger, [masterKey]),
   );
   const projects = createProjectRepository(database.db);
   const keys = createKeyRepository(database.db);

@@ -32,10 +32,15 @@ export type StartWarning = (fields: Record<string, unknown>, message: string) =>
  * generated only once that database is open and found to hold no secret: one sealed there under a
  * key now gone would open under no fresh key, and a master.key written beside it would be taken for
  * theirs by every later start (see `loadMasterKey`).
+ *
+ * `onKey` is given each key the secret box is built from (the master key, and the previous one during
+ * a rotation) as base64, before its buffer is wiped: the gateway's log redacts them as it does the
+ * keys set as settings, a key generated into the data dir or read from its master.key included.
  */
 export async function openSealedStore(
   config: Config,
   warn: StartWarning,
+  onKey: (base64: string) => void = () => {},
 ): Promise<{ database: OpenDatabase; secretBox: SecretBox }> {
   const onGenerated = (file: string) =>
     warn(
@@ -44,7 +49,7 @@ export async function openSealedStore(
     );
   const masterKey =
     readMasterKey(config) ?? (hasSqliteFile(config.dataDir) ? undefined : loadMasterKey(config, onGenerated));
-  let secretBox = masterKey && secretBoxOf(masterKey, config);
+  let secretBox = masterKey && secretBoxOf(masterKey, config, onKey);
 
   const database = await openDatabase(databaseOptionsOf(config));
   if (secretBox === undefined) {
@@ -58,7 +63,7 @@ export async function openSealedStore(
         onGenerated,
         stored && { secret: sealedSecretName(stored), file: sqliteFileIn(config.dataDir) },
       );
-      secretBox = secretBoxOf(generated, config);
+      secretBox = secretBoxOf(generated, config, onKey);
     } catch (error) {
       await database.close();
       throw error;
@@ -86,13 +91,14 @@ export async function openSealedStore(
 
 /**
  * The secret box of `masterKey` and, during a rotation, the previous key: the key buffers are wiped
- * once the box holds copies of its own.
+ * once the box holds copies of its own, and each is given to `onKey` as base64 first.
  */
-function secretBoxOf(masterKey: Buffer, config: Config): SecretBox {
+function secretBoxOf(masterKey: Buffer, config: Config, onKey: (base64: string) => void): SecretBox {
   try {
     // During a rotation, the key the secrets stored before it were sealed under opens them too.
     const previousKey = loadPreviousMasterKey(config);
     try {
+      for (const key of [masterKey, previousKey]) if (key) onKey(key.toString("base64"));
       return createSecretBox(masterKey, previousKey);
     } finally {
       previousKey?.fill(0);

@@ -1,4 +1,7 @@
 import { randomBytes } from "node:crypto";
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
 import { startTestGateway, type TestGateway } from "../support/test-gateway.js";
 
@@ -14,7 +17,12 @@ describe("configured secrets in the log", () => {
     for (const gateway of gateways) await gateway.close();
   });
 
-  async function start(secrets: { adminToken: string; masterKey?: string; masterKeyPrevious?: string }) {
+  async function start(secrets: {
+    adminToken: string;
+    masterKey?: string | undefined;
+    masterKeyPrevious?: string;
+    dataDir?: string;
+  }) {
     const sluice = await startTestGateway({ logLevel: "trace", ...secrets });
     gateways.push(sluice);
     return sluice;
@@ -104,6 +112,42 @@ describe("configured secrets in the log", () => {
       expect(written).toContain('"path":"/v1/provider-a/[redacted]/chat/completions"');
       expect(written).not.toMatch(/"path":"\/v1\/provider-a\/[^"/]*… \(\d+ characters\)/);
       expectAbsent(sluice.logs, [adminToken, masterKey, masterKeyPrevious]);
+    }
+  });
+
+  // Without SLUICE_MASTER_KEY, outside production, the key is the data dir's master.key, generated
+  // on a fresh one: the gateway holds it as surely as a configured one, and it was in no redaction.
+  it("leaves no master key generated into the data dir, or read from its master.key, in any line", async () => {
+    const dataDir = mkdtempSync(join(tmpdir(), "sluice-key-file-"));
+    const fileKey = randomBytes(32).toString("base64");
+    writeFileSync(join(dataDir, "master.key"), `${fileKey}\n`, { mode: 0o600 });
+    try {
+      const adminToken = `tok-${randomBytes(12).toString("hex")}`;
+      const generating = await start({ adminToken, masterKey: undefined });
+      const generated = readFileSync(join(generating.gateway.config.dataDir, "master.key"), "utf8").trim();
+      expect(generated).toHaveLength(44);
+      const reading = await start({ adminToken, masterKey: undefined, dataDir });
+      for (const [sluice, masterKey] of [
+        [generating, generated],
+        [reading, fileKey],
+      ] as const) {
+        const from = sluice.logs.length;
+        const requests = pathsHolding(masterKey);
+        for (const [path, init] of requests) await send(sluice, path, init);
+        await settled(sluice, from, requests.length);
+        // Any line, not only the access line's path: a message, a field, a name, escaped for JSON.
+        sluice.gateway.logger.warn(
+          { note: `held ${masterKey}`, [masterKey]: encodeURIComponent(masterKey) },
+          `the key ${masterKey} as %s`,
+          JSON.stringify({ key: masterKey }),
+        );
+        const written = sluice.logs.slice(from).join("");
+        expect(written).toContain('"path":"/v1/provider-a/[redacted]/chat/completions"');
+        expect(written).toContain('"note":"held [redacted]"');
+        expectAbsent(sluice.logs, [masterKey]);
+      }
+    } finally {
+      rmSync(dataDir, { recursive: true, force: true });
     }
   });
 
