@@ -28,7 +28,12 @@ import { chooseVault } from "./images/vault-choice.js";
 import { createVaultPruner, type VaultPrunerOptions } from "./images/vault-retention.js";
 import { listeningUrl } from "./net/listening-url.js";
 import { createDownCheckFollowUp } from "./observability/down-check-follow-up.js";
-import { createStdoutLogger, type Logger, redactConfiguredSecrets } from "./observability/logger.js";
+import {
+  configuredSecretHeld,
+  createStdoutLogger,
+  type Logger,
+  redactConfiguredSecrets,
+} from "./observability/logger.js";
 import { createMetrics } from "./observability/metrics.js";
 import { createSchemaRefusalLog } from "./observability/schema-refusal-log.js";
 import { createSuppressionWindowsRegistry } from "./observability/suppression-windows.js";
@@ -234,12 +239,16 @@ export async function createGateway(config: Config, injected: Partial<Injectable
     onDecision: (name, allowed) => metrics.countLimitDecision(name, allowed ? "allowed" : "limited"),
     onKeyRepaired,
   });
+  // A project id that holds the admin token or a master key (typed where the id goes) is kept
+  // nowhere as it was written: its row says `[redacted]`, its Redis key holds its digest.
+  const isSecret = configuredSecretHeld(logger);
   const throttle = createAuthThrottle({
     redis,
     breaker: redisBreaker,
     failuresPerMinute: config.authFailureLimit,
     keyPrefix: redisKeys.authFailures,
     onKeyRepaired,
+    isSecret,
   });
   const adminThrottle = createAuthThrottle({
     redis,
@@ -308,6 +317,7 @@ export async function createGateway(config: Config, injected: Partial<Injectable
     recorder,
     metrics,
     now,
+    isSecret,
     defaults: {
       projectPerMinute: config.rateLimitProjectPerMinute,
       devicePerMinute: config.rateLimitDevicePerMinute,

@@ -36,10 +36,13 @@ export function valueQuoted(value: string): string {
 
 /**
  * An id that names no project as a usage row records it: in printable ASCII (`?` for anything
- * else: PostgreSQL refuses a NUL, and the whole batch with it), and only its start and length
- * (`AIza… (39 characters)`) when it may be a key.
+ * else: PostgreSQL refuses a NUL, and the whole batch with it), only its start and length
+ * (`AIza… (39 characters)`) when it may be a key, and `[redacted]`, as the log writes it, when
+ * `isSecret` finds one of the gateway's configured secrets in it (`configuredSecretHeld`): those
+ * have no form to tell them by, and their start would be a piece of them.
  */
-export function projectIdRecorded(id: string): string {
+export function projectIdRecorded(id: string, isSecret: (id: string) => boolean = () => false): string {
   const printable = (text: string) => text.replace(/[^\x20-\x7e]/g, "?");
+  if (isSecret(id)) return "[redacted]";
   return mayBeKey(id) ? `${printable(id.slice(0, 4))}… (${id.length} characters)` : printable(id);
 }

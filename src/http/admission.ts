@@ -33,6 +33,11 @@ export interface AdmissionDeps {
   defaults: { projectPerMinute: number; devicePerMinute: number; ipPerMinute: number };
   /** How many background runs' rows this instance remembers having recorded (default 10,000). */
   backgroundRunsRemembered?: number;
+  /**
+   * Whether a project id naming no project holds a configured secret (`configuredSecretHeld`): its
+   * row records `[redacted]` (`projectIdRecorded`). None by default.
+   */
+  isSecret?: (projectId: string) => boolean;
 }
 
 /** What a finished call reports for its usage row. */
@@ -292,14 +297,16 @@ export function createAdmission(deps: AdmissionDeps) {
       if (auth.error.code === "TOO_MANY_REQUESTS")
         deps.metrics.countLimitDecision("auth_failures", "limited");
       // As the caller sent it, but only printable ASCII, and not whole when it may be a key typed in
-      // its place (projectIdRecorded): the row is evidence of the attempt, and a NUL would make
+      // its place, nor at all when it holds the admin token or a master key (projectIdRecorded): the row is evidence of the attempt, and a NUL would make
       // PostgreSQL refuse the whole batch it travels in. A request the throttle refused has none
       // (its metric counts it): the throttle's refusals cost a client nothing, and one row each let
       // anyone without credentials grow the table without bound (~1 MB/s from one client); the
       // attempts the throttle let through, 30 a minute, have theirs. A copy: the row may wait in the
       // queue through an outage, and a view would keep the whole request line or header the id was
       // cut from (detachedString).
-      const claimed = options.projectId ? detachedString(projectIdRecorded(options.projectId)) : "";
+      const claimed = options.projectId
+        ? detachedString(projectIdRecorded(options.projectId, deps.isSecret))
+        : "";
       if (claimed && auth.error.code !== "TOO_MANY_REQUESTS")
         write(
           { projectId: auth.project?.id ?? claimed, keyId: null, method: auth.method },

@@ -2,6 +2,7 @@ import { APICallError } from "ai";
 import { describe, expect, it } from "vitest";
 import { exitOfScript } from "../../test/support/script-exit.js";
 import {
+  configuredSecretHeld,
   configuredSecretsRedaction,
   createLogger,
   ignoreStdioWriteErrors,
@@ -365,6 +366,27 @@ describe("log redaction", () => {
     expect(shown).toBe(`/${"a".repeat(1000)}/[redacted]/${"z".repeat(11)}… (${path.length} characters)`);
     // Another logger was given no secrets.
     expect(configuredSecretsRedaction(capture().logger)(adminToken)).toBe(adminToken);
+  });
+
+  it("tells a text that holds a configured secret, or the start of one a path cut at its /, ? or #", () => {
+    const { logger } = capture();
+    const held = configuredSecretHeld(logger);
+    const adminToken = "admin-token/0123456789?abc";
+    expect(held(adminToken)).toBe(false);
+    redactConfiguredSecrets(logger, [adminToken]);
+    for (const value of [
+      adminToken,
+      `Bearer ${adminToken}`,
+      encodeURIComponent(adminToken),
+      "admin-token",
+      "admin-token/0123456789",
+    ])
+      expect(held(value), value).toBe(true);
+    // A start cut elsewhere, any other text, and nothing at all are no secret.
+    for (const value of ["admin-tok", "admin-token/01", "admin", "sk-demo-project", ""])
+      expect(held(value), value).toBe(false);
+    // Another logger was given no secrets.
+    expect(configuredSecretHeld(capture().logger)(adminToken)).toBe(false);
   });
 
   it("redacts a configured secret, or a key's form, used as a field's name", () => {

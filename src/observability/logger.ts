@@ -222,6 +222,27 @@ export function configuredSecretsRedaction(logger: Logger): (text: string) => st
   return (text) => (configured.length === 0 ? text : redactConfigured(text, configured));
 }
 
+/**
+ * Whether `value`, a text a client wrote that is kept outside the log (a project id naming no
+ * project: its usage row, its failed-authentication key in Redis), holds one of `logger`'s
+ * configured secrets in a form its redaction finds (`redactConfigured`), or is the start of one that
+ * a request's target cut where the secret has a `/`, `?` or `#` (the route took the segment up to
+ * it). Asked only of ids that name no project: not on an admitted call's path.
+ */
+export function configuredSecretHeld(logger: Logger): (value: string) => boolean {
+  const configured = configuredSecretsOf.get(logger) ?? [];
+  return (value) =>
+    value !== "" &&
+    configured.some(
+      (secret) =>
+        redactConfigured(value, [secret]) !== value ||
+        (cutAt.includes(secret.value.charAt(value.length)) && secret.value.startsWith(value)),
+    );
+}
+
+/** Where a request's target ends a path's segment: a secret holding one was cut there. */
+const cutAt = ["/", "?", "#"];
+
 /** How a string is redacted: `redactText`, or a logger's with its configured secrets first. */
 type TextRedaction = (text: string) => string;
 

@@ -25,6 +25,11 @@ export interface AuthThrottleOptions {
    * was counted there afresh, as the first of a new window. Redis is not taken for down.
    */
   onKeyRepaired?: (key: string) => void;
+  /**
+   * Whether a project id naming no project holds a configured secret (`configuredSecretHeld`): its
+   * key holds the id's digest, as for an id that may be a key (`unknownIdKey`). None by default.
+   */
+  isSecret?: (projectId: string) => boolean;
 }
 
 const windowSeconds = 60;
@@ -90,6 +95,7 @@ export function createAuthThrottle(options: AuthThrottleOptions): AuthThrottle &
   stop(): void;
 } {
   const limit = Math.max(1, Math.floor(options.failuresPerMinute));
+  const isSecret = options.isSecret ?? (() => false);
   const counter = failureCounter(options);
   const blocked = new ExpiringKeys(maxRemembered);
   const suspects = options.redis ? new ExpiringKeys(maxRemembered) : undefined;
@@ -145,7 +151,7 @@ export function createAuthThrottle(options: AuthThrottleOptions): AuthThrottle &
   return {
     policy: { failuresPerWindow: limit, windowSeconds },
     retryAfter: (clientIp, projectId) => waitFor(() => keysToCheck(clientIp, projectId)),
-    retryAfterMissing: (projectId) => waitFor(() => [unknownIdKey(projectId)]),
+    retryAfterMissing: (projectId) => waitFor(() => [unknownIdKey(projectId, isSecret)]),
     begin(clientIp, projectId) {
       const key = attemptKey(clientIp, projectId);
       const held = inFlight.get(key) ?? 0;
@@ -162,7 +168,7 @@ export function createAuthThrottle(options: AuthThrottleOptions): AuthThrottle &
       };
     },
     async recordFailure(clientIp, projectId, projectExists) {
-      await Promise.all(keysToCount(clientIp, projectId, projectExists).map(count));
+      await Promise.all(keysToCount(clientIp, projectId, projectExists, isSecret).map(count));
     },
     remembered: () => blocked.size + (suspects?.size ?? 0) + failing.size + inFlight.size,
     stop() {
@@ -290,18 +296,27 @@ function failureCount([count, msLeft]: [number, number, number?]): FailureCount 
  * exist: the address as a whole, and the id, so enumerating ids is slowed from one address and from
  * many. Without a project (the admin API): the address.
  */
-function keysToCount(clientIp: string, projectId: string | undefined, projectExists: boolean): string[] {
+function keysToCount(
+  clientIp: string,
+  projectId: string | undefined,
+  projectExists: boolean,
+  isSecret: (projectId: string) => boolean,
+): string[] {
   const address = `ip:${addressBlock(clientIp)}`;
   if (projectId === undefined) return [address];
   const project = projectId.slice(0, maxProjectIdLength);
-  return projectExists ? [`${address}:project:${project}`] : [address, unknownIdKey(projectId)];
+  return projectExists ? [`${address}:project:${project}`] : [address, unknownIdKey(projectId, isSecret)];
 }
 
 /**
  * The key of an id's failures while it names no project, whatever the address; an id that may be a
- * key typed in its place (`mayBeKey`) by its SHA-256 digest (`project:#…`), so the key is not kept.
+ * key typed in its place (`mayBeKey`) by its SHA-256 digest (`project:#…`), so the key is not kept
+ * (in Redis, whose append-only file is on disk). An id that holds a configured secret (`isSecret`)
+ * by none: one key for them all, `project:[redacted]`, as the digest of an admin token chosen by hand
+ * could be matched against guesses; only a caller who knows a secret can count there.
  */
-function unknownIdKey(projectId: string): string {
+function unknownIdKey(projectId: string, isSecret: (projectId: string) => boolean): string {
+  if (isSecret(projectId)) return "project:[redacted]";
   return mayBeKey(projectId)
     ? `project:#${hash("sha256", projectId, "base64url")}`
     : `project:${projectId.slice(0, maxProjectIdLength)}`;
