@@ -475,6 +475,7 @@ export async function createGateway(config: Config, injected: Partial<Injectable
       throttle: adminThrottle,
       maxBodyBytes: config.maxBodyBytes,
       logger,
+      ...(database.sqliteLockWait ? { sqliteLockWait: database.sqliteLockWait } : {}),
       onAuthResult(result) {
         metrics.countAuthResult("admin-token", result);
         if (result === "TOO_MANY_REQUESTS") metrics.countLimitDecision("admin_auth_failures", "limited");

@@ -4,10 +4,12 @@ import type { ProjectAdmin } from "../admin/project-admin.js";
 import { shownParameterName } from "../admin/shown-name.js";
 import type { AuthThrottle } from "../auth/authenticate.js";
 import { repeatedCredentialHeaderError } from "../auth/repeated-credential-header.js";
+import { offRefusal, onRefusal, type RefusalListener } from "../deadline-refusal.js";
 import { GatewayError, problemsError } from "../errors.js";
 import { repeatedMemberProblems } from "../json-repeated-members.js";
 import type { Logger } from "../observability/logger.js";
 import { throttled } from "../rate-limit/auth-throttle.js";
+import type { LockWait } from "../storage/sqlite-lock-wait.js";
 import type { JsonShapeLimits } from "./json-shape.js";
 import { type JsonBodyBounds, parseJsonObject, readBody, requireUncompressedUtf8Json } from "./read-body.js";
 import type { Handler, RequestContext, Router } from "./router.js";
@@ -27,6 +29,11 @@ export interface AdminRouteDeps {
   onAuthResult?: (result: string) => void;
   /** Takes one `admin change` line per write that succeeded (the audit trail), at `info`. */
   logger: Logger;
+  /**
+   * SQLite only: the statements' waits for another process's lock on the file, which the shutdown's
+   * deadline ends for the calls it refuses (`refusingLockWaits`).
+   */
+  sqliteLockWait?: Pick<LockWait, "end">;
 }
 
 /**
@@ -54,6 +61,32 @@ interface AdminChange {
 
 type RouteAnswer = { status?: number; body?: unknown; change?: AdminChange };
 
+/**
+ * SQLite only: what an admin call does when the shutdown's deadline refuses it before its answer
+ * began (`refuseAtDeadline`). Its write may be waiting for another process's lock on the file (a
+ * `sqlite3` shell, a backup), for up to 5 s, off the event loop (docs/decisions/0044): every such
+ * wait ends, its statement not tried again, failing with the refusal, which the route answers (503,
+ * Retry-After, the envelope) before the drain cuts the connection. Before, the connection was cut
+ * without an answer, and the next try, on the database closed meanwhile, was logged as a `request
+ * failed` TypeError. Every wait, not only this call's: the deadline refuses every call not answered
+ * at once, and the database closes next. Without a wait (a body still arriving), nothing answers
+ * and the connection is cut after the drain's short wait, as a structured call's is.
+ */
+function refusingLockWaits(
+  lockWait: Pick<LockWait, "end"> | undefined,
+  logger: Logger,
+): RefusalListener | null {
+  if (lockWait === undefined) return null;
+  return (refusal) => {
+    const statements = lockWait.end(() => refusal);
+    if (statements > 0)
+      logger.warn(
+        { statements },
+        "shutting down: writes waiting for another process's lock on the SQLite file given up, their calls refused (503)",
+      );
+  };
+}
+
 /** `/admin/v1`: parse, call one admin use case, respond. */
 export function registerAdminRoutes(router: Router, deps: AdminRouteDeps): void {
   const { admin, logger } = deps;
@@ -72,21 +105,30 @@ export function registerAdminRoutes(router: Router, deps: AdminRouteDeps): void 
         onAuthResult("ok");
       }
     : check;
+  const refusal = refusingLockWaits(deps.sqliteLockWait, logger);
   const route =
     (handler: (context: RequestContext) => Promise<RouteAnswer>, takesQuery = false): Handler =>
     async (context) => {
-      await guard(context);
-      if (!takesQuery) requireNoQuery(context.query);
-      const { status = 200, body, change } = await handler(context);
-      // Written once the change is, whether or not the client stays for the answer; a refused or
-      // failed write threw above and is no change.
-      if (change)
-        logger.info({ ...change, clientIp: context.clientIp, requestId: context.requestId }, "admin change");
-      if (body === undefined) {
-        context.response.statusCode = status;
-        closeIfBodyUnread(context.response);
-        context.response.end();
-      } else sendJson(context.response, status, body, noStore);
+      if (refusal) onRefusal(context.response, refusal);
+      try {
+        await guard(context);
+        if (!takesQuery) requireNoQuery(context.query);
+        const { status = 200, body, change } = await handler(context);
+        // Written once the change is, whether or not the client stays for the answer; a refused or
+        // failed write threw above and is no change.
+        if (change)
+          logger.info(
+            { ...change, clientIp: context.clientIp, requestId: context.requestId },
+            "admin change",
+          );
+        if (body === undefined) {
+          context.response.statusCode = status;
+          closeIfBodyUnread(context.response);
+          context.response.end();
+        } else sendJson(context.response, status, body, noStore);
+      } finally {
+        if (refusal) offRefusal(context.response, refusal);
+      }
     };
   const json = async (context: RequestContext) => {
     requireUncompressedUtf8Json(context.request);

@@ -10,7 +10,7 @@ import { makeDirectorySync } from "./make-directory.js";
 import { type MigrationOutcome, migrateToLatest, pingDatabase } from "./migrations.js";
 import { checkSslFiles, migrateWithinStartTimeout, pgClientOf } from "./postgres-start.js";
 import type { Database } from "./schema.js";
-import { type LockWait, LockWaitingSqliteDialect, waitingOutLocks } from "./sqlite-lock-wait.js";
+import { LockWait, LockWaitingSqliteDialect, waitingOutLocks } from "./sqlite-lock-wait.js";
 import { cachingStatements } from "./statement-cache.js";
 
 export type Engine = "sqlite" | "postgres";
@@ -23,6 +23,7 @@ export interface OpenDatabase {
   /**
    * SQLite only: how long a statement waits for another process's lock on the file before it fails
    * with SQLITE_BUSY (`sqliteBusyTimeoutMs`), off the event loop (`waitingOutLocks`). Tests shorten it.
+   * The shutdown's deadline ends the waits under way (`LockWait.end`), and `close` what still waits.
    */
   sqliteLockWait?: LockWait;
   /** Runs a report's query within the report time limit: see `DatabaseOptions.reportTimeoutMs`. */
@@ -97,7 +98,20 @@ export async function openDatabase(options: DatabaseOptions): Promise<OpenDataba
     unknownMigrations,
     runReport: (read) => read(db),
     ping: () => pingDatabase(db as Kysely<unknown>),
-    close: () => db.destroy(),
+    close: () => {
+      // A statement still waiting for another process's lock fails now, as a locked database
+      // (503 for the admin API), not at its next try on the closed handle with a bare TypeError.
+      lockWait.end(
+        (busy) =>
+          new Error(
+            "The database closed while this statement waited for another process's lock on the SQLite file",
+            {
+              cause: busy,
+            },
+          ),
+      );
+      return db.destroy();
+    },
   };
 }
 
@@ -189,7 +203,7 @@ async function openSqlite(options: DatabaseOptions): Promise<OpenedSqlite> {
     // WAL's -wal and -shm files are created beside the database: a dir that refuses them is named.
     throw options.sqliteFile ? error : dataDirError(options.dataDir, `open the database ${file}`, error);
   }
-  const lockWait: LockWait = { ms: sqliteBusyTimeoutMs };
+  const lockWait = new LockWait(sqliteBusyTimeoutMs);
   return {
     db: new Kysely<Database>({
       dialect: new LockWaitingSqliteDialect(database, cachingStatements(database), lockWait),

@@ -106,6 +106,72 @@ describe("the embedded database while another process holds its write lock", () 
     }
   }, 15_000);
 
+  /** A project's rename waiting for `other`'s lock (its first try met it, it waits for its next). */
+  async function renameWaiting(other: BetterSqlite3.Database) {
+    other.exec("begin immediate");
+    const renamed = database.db
+      .updateTable("projects")
+      .set({ name: "Renamed" })
+      .where("id", "=", "p1")
+      .execute();
+    const outcome = renamed.then(
+      () => "renamed",
+      (error: unknown) => error,
+    );
+    // Its first try meets the lock within a few turns; a second or so of waiting is left.
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    return { outcome };
+  }
+
+  const nameOfP1 = (other: BetterSqlite3.Database) =>
+    (other.prepare("select name from projects where id = 'p1'").get() as { name: string }).name;
+
+  it("a write waiting for it when the shutdown ends the waits fails at once with the shutdown's error, and is not made once the lock is released", async () => {
+    const other = new BetterSqlite3(sqliteFileIn(dataDir));
+    try {
+      const { outcome } = await renameWaiting(other);
+      const refusal = new Error("refused at the shutdown's deadline");
+      expect(database.sqliteLockWait?.end(() => refusal)).toBe(1);
+      // Settled while the lock is still held: the wait did not run its course.
+      expect(await outcome).toBe(refusal);
+      // Ended for good: a later write that meets the lock fails at its first pause.
+      expect(
+        await database.db
+          .updateTable("projects")
+          .set({ name: "Later" })
+          .execute()
+          .catch((error: unknown) => error),
+      ).toBe(refusal);
+      other.exec("rollback");
+      expect(nameOfP1(other)).not.toBe("Renamed");
+      // A statement that meets no lock is not a wait, and runs.
+      await database.db.updateTable("projects").set({ name: "Unlocked" }).where("id", "=", "p1").execute();
+      expect(nameOfP1(other)).toBe("Unlocked");
+    } finally {
+      other.close();
+    }
+  });
+
+  it("a write waiting for it when the database closes fails at once as a locked database, not on the closed handle", async () => {
+    const other = new BetterSqlite3(sqliteFileIn(dataDir));
+    try {
+      const { outcome } = await renameWaiting(other);
+      await database.close();
+      const error = await outcome;
+      // Before: its next try, on the closed handle, failed with a bare TypeError ("The database
+      // connection is not open"), a 500 and a `request failed` stack for an admin call.
+      expect(error).not.toBeInstanceOf(TypeError);
+      expect(String(error)).toContain(
+        "The database closed while this statement waited for another process's lock",
+      );
+      expect(isDatabaseUnavailable(error)).toBe(true);
+      other.exec("rollback");
+      expect(nameOfP1(other)).not.toBe("Renamed");
+    } finally {
+      other.close();
+    }
+  });
+
   it("a usage batch waits its 50 ms off the event loop, then fails as an outage (rows kept), and is written after", async () => {
     const lock = await holdWriteLock(sqliteFileIn(dataDir), holdMs);
     let error: unknown;

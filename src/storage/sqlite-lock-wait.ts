@@ -29,28 +29,102 @@ export function isSqliteBusy(error: unknown): boolean {
 /**
  * `attempt`'s value, tried again while it fails with SQLITE_BUSY, `waitMs` in all (a try each step
  * of SQLite's busy handler); past that, its last error. `pause` passes the time between two tries
- * (a timer: the event loop serves everything else meanwhile).
+ * (a timer: the event loop serves everything else meanwhile). With `ends`, a wait that `ends.end`
+ * ended fails at once with the error it names, and is not tried again.
  */
 export async function waitingOutLocks<T>(
   attempt: () => T | Promise<T>,
   waitMs: number,
   pause: (ms: number) => Promise<void> = sleep,
+  ends?: LockWait,
 ): Promise<T> {
   const started = performance.now();
-  for (let tries = 0; ; tries++) {
-    try {
-      return await attempt();
-    } catch (error) {
-      const left = waitMs - (performance.now() - started);
-      if (!isSqliteBusy(error) || left <= 0) throw error;
-      await pause(Math.min(pausesMs[tries] ?? longestPauseMs, left));
+  /** Set at the first SQLITE_BUSY, when `ends` is given: a statement that never waits costs nothing. */
+  let waiting: object | undefined;
+  try {
+    for (let tries = 0; ; tries++) {
+      try {
+        return await attempt();
+      } catch (error) {
+        const left = waitMs - (performance.now() - started);
+        if (!isSqliteBusy(error) || left <= 0) throw error;
+        if (ends !== undefined) waiting ??= ends.began();
+        await pause(Math.min(pausesMs[tries] ?? longestPauseMs, left));
+        // Ended during the pause (or before it began): the statement is not tried again, so a call
+        // refused at the shutdown's deadline does not make its write once the lock is released.
+        const ended = ends?.endedWith(error);
+        if (ended !== undefined) throw ended;
+      }
     }
+  } finally {
+    if (waiting !== undefined) ends?.finished(waiting);
   }
 }
 
-/** How long a statement waits for another process's lock: one object, so a test can shorten it. */
-export interface LockWait {
+/** The error an ended wait fails with, from the SQLITE_BUSY its statement last met. */
+export type LockWaitEnd = (busy: unknown) => Error;
+
+/**
+ * How long a statement waits for another process's lock (`ms`: one object, so a test can shorten
+ * it), and the waits under way, which `end` ends: the shutdown's deadline refuses a call whose
+ * statement waits (its route answers the refusal, 503, rather than having its connection cut, and
+ * its write is not made later), and the database's close ends what still waits (its next try would
+ * meet a closed handle: "The database connection is not open", a bare TypeError).
+ */
+export class LockWait {
   ms: number;
+  #end: LockWaitEnd | undefined;
+  /** The waits under way and not ended yet, each from its first SQLITE_BUSY. */
+  readonly #waits = new Set<object>();
+  /** The pauses under way (`sleep`), each woken by `end`. */
+  readonly #sleeping = new Set<() => void>();
+
+  constructor(ms: number) {
+    this.ms = ms;
+  }
+
+  /**
+   * Ends every wait under way, and every one after, each failing with `end`'s error once its pause
+   * is over, at once; returns how many were under way and not ended yet.
+   */
+  end(end: LockWaitEnd): number {
+    this.#end = end;
+    const ended = this.#waits.size;
+    this.#waits.clear();
+    for (const wake of this.#sleeping) wake();
+    return ended;
+  }
+
+  /** A timer's pause of `ms`, which `end` cuts short. */
+  sleep(ms: number): Promise<void> {
+    if (this.#end !== undefined) return Promise.resolve();
+    return new Promise((resolve) => {
+      const wake = () => {
+        clearTimeout(timer);
+        this.#sleeping.delete(wake);
+        resolve();
+      };
+      const timer = setTimeout(wake, ms);
+      this.#sleeping.add(wake);
+    });
+  }
+
+  /** `waitingOutLocks`'s: a wait begins (its statement met a lock); the token `finished` takes. */
+  began(): object {
+    const waiting = {};
+    if (this.#end === undefined) this.#waits.add(waiting);
+    return waiting;
+  }
+
+  /** `waitingOutLocks`'s: the error a wait whose statement met `busy` ends with, once ended. */
+  endedWith(busy: unknown): Error | undefined {
+    return this.#end?.(busy);
+  }
+
+  /** `waitingOutLocks`'s: a wait is over. */
+  finished(waiting: object): void {
+    this.#waits.delete(waiting);
+  }
 }
 
 /**
@@ -175,15 +249,16 @@ class LockWaitingDriver implements Driver {
     const lends = this.#fresh;
     this.#fresh = false;
     if (this.#sqlite.inTransaction) return waitingOutLocks(attempt, 0);
+    const wait = this.#wait;
     const lending = async (ms: number) => {
       await this.#driver.releaseConnection(connection);
       try {
-        await sleep(ms);
+        await wait.sleep(ms);
       } finally {
         await this.#driver.acquireConnection();
         this.#fresh = false;
       }
     };
-    return waitingOutLocks(attempt, this.#wait.ms, lends ? lending : sleep);
+    return waitingOutLocks(attempt, wait.ms, lends ? lending : (ms) => wait.sleep(ms), wait);
   }
 }

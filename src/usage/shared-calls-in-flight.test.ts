@@ -3,6 +3,7 @@ import { afterAll, describe, expect, it, vi } from "vitest";
 import { beforeTimer } from "../../test/support/before-timer.js";
 // In CI (CI=true) an unreachable Redis makes this import throw, so the suite fails instead of skipping.
 import { redisAvailable, redisTestSpace, redisUrl } from "../../test/support/services.js";
+import { startTcpProxy } from "../../test/support/tcp-proxy.js";
 import { RedisBreaker } from "../redis/redis-breaker.js";
 import { createRedisClient } from "../redis/redis-client.js";
 import {
@@ -125,6 +126,52 @@ describe.skipIf(!redisAvailable)("the spend cap's calls in flight in Redis", () 
     if (taken(release)) release();
     await vi.waitFor(async () => expect(taken(await other.take("long", 1))).toBe(true));
   });
+
+  it("puts back, once Redis answers again, the places of calls still running that expired during an outage longer than their lifetime", async () => {
+    // This instance reaches Redis through a proxy that the test cuts; the other directly.
+    const proxy = await startTcpProxy(Number(new URL(redisUrl).port));
+    const client = await readyClient(`redis://127.0.0.1:${proxy.port}`);
+    const redis = await readyClient();
+    try {
+      const keyPrefix = nextPrefix();
+      const key = `${keyPrefix}:p1`;
+      // Renewed every 200 ms; Redis rests 50 ms after a failure.
+      const live = createSharedCallsInFlight({
+        redis: client,
+        breaker: new RedisBreaker(client, 50),
+        keyPrefix,
+        placeTtlMs: 600,
+      });
+      const other = createSharedCallsInFlight({ redis: await readyClient(), keyPrefix });
+      made.push(live, other);
+      const release = await live.take("p1", 1);
+      expect(taken(release)).toBe(true);
+      expect(await other.take("p1", 1)).toBe("full");
+      // Redis is cut off from this instance past the place's lifetime: no renewal reaches it, and
+      // the place expires there, though its call still runs.
+      proxy.cut();
+      await vi.waitFor(async () => expect(await redis.exists(key)).toBe(0), {
+        timeout: 10_000,
+        interval: 50,
+      });
+      expect(live.held()).toBe(1);
+      proxy.restore();
+      // Redis answers again: the first renewal puts the place back, with a fresh lifetime. Before,
+      // it renewed only the places still there (ZADD XX), and the call went uncounted by every
+      // other instance until it ended.
+      await vi.waitFor(async () => expect(await redis.zcard(key)).toBe(1), { timeout: 10_000, interval: 50 });
+      expect(await redis.pttl(key)).toBeGreaterThan(0);
+      expect(await other.take("p1", 1)).toBe("full");
+      if (taken(release)) release();
+      await vi.waitFor(async () => expect(await redis.exists(key)).toBe(0), {
+        timeout: 10_000,
+        interval: 50,
+      });
+      expect(taken(await other.take("p1", 1))).toBe(true);
+    } finally {
+      await proxy.close();
+    }
+  }, 30_000);
 
   it("answers undefined at once while Redis is unreachable or rests, for the caller to count alone", async () => {
     const failures: unknown[] = [];

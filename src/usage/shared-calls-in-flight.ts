@@ -58,7 +58,9 @@ export interface SharedCallsInFlightOptions {
  * call longer than the lifetime keeps its place, and an instance that crashed leaves its places for
  * one lifetime at most (30 s). A place that could not be given back (Redis down at the time) is
  * given back with the next renewal, or expires; so is the place of a take that failed, which Redis
- * may have run all the same (it answered past the command timeout).
+ * may have run all the same (it answered past the command timeout). A place that expired in Redis
+ * while its call ran (an outage longer than its lifetime, Redis restarted) is put back by the first
+ * renewal once Redis answers again, with a fresh lifetime: the call counts for every instance again.
  *
  * Redis fails (down, hanging, an error reply) or rests: `take` answers `undefined` at once and the
  * caller decides on this instance's count alone, as the rate limits do; the `RedisBreaker` is the
@@ -73,9 +75,12 @@ export function createSharedCallsInFlight(options: SharedCallsInFlightOptions): 
   let calls = 0;
   /**
    * Per Redis key: the places held, and those given back whose removal has not reached Redis yet
-   * (or that a failed take may have left there), each with when it has surely expired there.
+   * (or that a failed take may have left there), each with when it has surely expired there; and
+   * whether a renewal of the key was missed (Redis down or resting) or Redis may have lost its
+   * places since the last one (the client reconnected: a restart, a failover), so that the next
+   * renewal puts back the places held that are no longer there.
    */
-  const places = new Map<string, { held: Set<string>; gone: Map<string, number> }>();
+  const places = new Map<string, Places>();
   let timer: NodeJS.Timeout | undefined;
   let renewing: Promise<void> | undefined;
   /** Removals sent and not yet answered. */
@@ -84,7 +89,7 @@ export function createSharedCallsInFlight(options: SharedCallsInFlightOptions): 
   function placesOf(key: string) {
     let entry = places.get(key);
     if (!entry) {
-      entry = { held: new Set(), gone: new Map() };
+      entry = { held: new Set(), gone: new Map(), lapsed: false };
       places.set(key, entry);
     }
     return entry;
@@ -113,6 +118,11 @@ export function createSharedCallsInFlight(options: SharedCallsInFlightOptions): 
     return renewing;
   }
 
+  // Connected again (after a drop, a restart, a failover): the places may be gone from Redis.
+  client.on("ready", () => {
+    for (const entry of places.values()) entry.lapsed = true;
+  });
+
   async function renewAll(): Promise<void> {
     // A place past its lifetime is gone from Redis: an outage, which ends a renewal at its first
     // project, leaves no list to keep for any.
@@ -121,7 +131,8 @@ export function createSharedCallsInFlight(options: SharedCallsInFlightOptions): 
       for (const [member, expired] of entry.gone) if (expired <= now) entry.gone.delete(member);
       forget(key);
     }
-    for (const [key, entry] of [...places]) {
+    const keys = [...places];
+    for (const [at, [key, entry]] of keys.entries()) {
       const held = [...entry.held];
       const gone = [...entry.gone.keys()];
       if (held.length === 0 && gone.length === 0) {
@@ -129,11 +140,19 @@ export function createSharedCallsInFlight(options: SharedCallsInFlightOptions): 
         continue;
       }
       const pass = breaker.enter();
-      if (pass === "rest") return;
+      if (pass === "rest") {
+        // Not renewed this time: if Redis stays out of reach past a place's lifetime, the place
+        // expires there while its call runs, and is put back once Redis answers.
+        for (const [, rest] of keys.slice(at)) rest.lapsed = true;
+        return;
+      }
+      const restore = entry.lapsed;
+      entry.lapsed = false;
       try {
-        await renewScript.run(client, [key], [ttlMs, held.length, ...held, ...gone]);
+        await renewScript.run(client, [key], [ttlMs, held.length, restore ? 1 : 0, ...held, ...gone]);
         breaker.leave(pass, true);
       } catch (error) {
+        entry.lapsed = true;
         breaker.leave(pass, false, error);
         continue;
       }
@@ -210,6 +229,13 @@ export function createSharedCallsInFlight(options: SharedCallsInFlightOptions): 
   };
 }
 
+/** One Redis key's places on this instance (see `places` in createSharedCallsInFlight). */
+interface Places {
+  held: Set<string>;
+  gone: Map<string, number>;
+  lapsed: boolean;
+}
+
 /** Lua: Redis's time, in ms. */
 const luaNowMs = `local time = redis.call("TIME")
 local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)`;
@@ -246,14 +272,24 @@ return {1, count + 1, repaired}`);
 
 /**
  * KEYS[1] the project's places; ARGV[1] a place's lifetime (ms), ARGV[2] how many members follow to
- * renew (those still in the set: one that expired meanwhile is not added again), then those to
- * remove (given back). The key expires with its last place.
+ * renew, ARGV[3] 1 to put back those no longer in the set (the first renewal after a missed one, or
+ * after the client reconnected: they expired, or Redis lost them, while their calls run), 0 to renew
+ * only those still there (`XX`: a renewal that reached Redis late, after the place's removal, does
+ * not add it again); then the members to renew, then those to remove (given back). The key expires
+ * with its last place.
  */
 const renewScript = new RedisScript(`
 local ttl = tonumber(ARGV[1])
 ${luaPrune("ttl")}
 local renewed = tonumber(ARGV[2])
-for i = 3, 2 + renewed do redis.call("ZADD", KEYS[1], "XX", now + ttl, ARGV[i]) end
-for i = 3 + renewed, #ARGV do redis.call("ZREM", KEYS[1], ARGV[i]) end
+local restore = ARGV[3] == "1"
+for i = 4, 3 + renewed do
+  if restore then
+    redis.call("ZADD", KEYS[1], now + ttl, ARGV[i])
+  else
+    redis.call("ZADD", KEYS[1], "XX", now + ttl, ARGV[i])
+  end
+end
+for i = 4 + renewed, #ARGV do redis.call("ZREM", KEYS[1], ARGV[i]) end
 if redis.call("ZCARD", KEYS[1]) > 0 then redis.call("PEXPIRE", KEYS[1], ttl) end
 return 1`);
