@@ -240,7 +240,8 @@ export async function createGateway(config: Config, injected: Partial<Injectable
     onKeyRepaired,
   });
   // A project id that holds the admin token or a master key (typed where the id goes) is kept
-  // nowhere as it was written: its row says `[redacted]`, its Redis key holds its digest.
+  // nowhere as it was written: its row says `[redacted]`, and so does its
+  // failed-authentication key in Redis (`project:[redacted]`).
   const isSecret = configuredSecretHeld(logger);
   const throttle = createAuthThrottle({
     redis,

@@ -296,9 +296,10 @@ export function createAdmission(deps: AdmissionDeps) {
       // The failed-authentication throttle's refusals; its allowances are every other request.
       if (auth.error.code === "TOO_MANY_REQUESTS")
         deps.metrics.countLimitDecision("auth_failures", "limited");
-      // As the caller sent it, but only printable ASCII, and not whole when it may be a key typed in
-      // its place, nor at all when it holds the admin token or a master key (projectIdRecorded): the row is evidence of the attempt, and a NUL would make
-      // PostgreSQL refuse the whole batch it travels in. A request the throttle refused has none
+      // As the caller sent it, but only printable ASCII, not whole when it may be a key typed in its
+      // place, and not at all when it holds the admin token or a master key (projectIdRecorded): the
+      // row is evidence of the attempt, and a NUL would make PostgreSQL refuse the whole batch it
+      // travels in. A request the throttle refused has none
       // (its metric counts it): the throttle's refusals cost a client nothing, and one row each let
       // anyone without credentials grow the table without bound (~1 MB/s from one client); the
       // attempts the throttle let through, 30 a minute, have theirs. A copy: the row may wait in the

@@ -27,7 +27,8 @@ export interface AuthThrottleOptions {
   onKeyRepaired?: (key: string) => void;
   /**
    * Whether a project id naming no project holds a configured secret (`configuredSecretHeld`): its
-   * key holds the id's digest, as for an id that may be a key (`unknownIdKey`). None by default.
+   * failures are counted under one key for all such ids, `project:[redacted]` (`unknownIdKey`). None
+   * by default.
    */
   isSecret?: (projectId: string) => boolean;
 }
