@@ -102,7 +102,9 @@ describe("a gateway whose SQLite file another process holds write-locked", () =>
   it("answers /health and proxied calls while an admin write waits for the lock, and the write once it is released", async () => {
     const file = sluice.gateway.database.sqlite?.name;
     if (!file) throw new Error("the test gateway should run on SQLite");
-    const holdMs = 1000;
+    // Long enough that a third of it is far above what a loaded machine takes to answer (333 ms was
+    // passed once with the suite beside it), and a wait on the event loop would take all of it.
+    const holdMs = 2000;
     const lock = await holdWriteLock(file, holdMs);
     const [timings] = await Promise.all([callsFromAnotherProcess(sluice.url, project), lock.released]);
     expect(timings.statuses).toEqual({ health: 200, proxied: 200, patch: 200 });
