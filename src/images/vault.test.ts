@@ -102,6 +102,14 @@ describe("signed URLs", () => {
     expect(verdictOf(signer, path, url)).toBe("expired");
   });
 
+  it("are named in the README's endpoint table with every query parameter they carry", () => {
+    const signer = createUrlSigner(randomBytes(32), () => 1_000_000_000_000);
+    const url = new URL(signer.sign("http://sluice.test", "t/generated-images/p/2026/01/01/x.png", 60));
+    const readme = readFileSync(new URL("../../README.md", import.meta.url), "utf8");
+    const row = readme.split("\n").find((line) => line.startsWith("| GET | `/v1/vault/"));
+    expect(row).toContain(`\`/v1/vault/{path}?${[...url.searchParams.keys()].join("&")}\``);
+  });
+
   it("verify URLs signed before `issued` was added, until they expire, and refuse them while their expiry lies past the TTL in force", () => {
     const key = randomBytes(32);
     let clock = 1_000_000_000_000;
