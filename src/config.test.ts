@@ -304,6 +304,10 @@ describe("loadConfig", () => {
       writeFileSync(join(dataDir, "master.key"), key);
       const message = problemsOf(env);
       expect(message).toContain(`export SLUICE_MASTER_KEY=$(cat ${join(dataDir, "master.key")})`);
+      // Not told for certain: a rotation since leaves the old key in the file, as it leaves the
+      // file itself (README, "Rotating the master key").
+      expect(message).toContain("most likely the key this data dir's secrets were encrypted with");
+      expect(message).toContain("unless the master key was rotated since");
       expect(message).not.toContain(key);
     } finally {
       rmSync(dataDir, { recursive: true, force: true });
