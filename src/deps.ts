@@ -63,11 +63,10 @@ import { usageRecorderReports } from "./usage/usage-recorder-reports.js";
 import { createUsagePruner, type UsagePrunerOptions } from "./usage/usage-retention.js";
 import { version } from "./version.js";
 
-/** What tests and the CLI may swap: clocks, ids, the log sink, outbound dispatchers. */
+/** What tests and the CLI may swap: clocks, the log sink, outbound dispatchers. */
 export interface Injectables {
   logger: Logger;
   now: () => Date;
-  generateRequestId: () => string;
   /** How PDFs are fetched by URL (tests allow their local server). */
   fetchPdf: FetchPdf;
   /** Extra API routes registered after the built-in ones (tests). */
@@ -416,7 +415,7 @@ export async function createGateway(config: Config, injected: Partial<Injectable
   const startedAt = Date.now();
   /** Set by `announceStopping`: /health says the instance is going away. */
   let stopping = false;
-  const generateRequestId = injected.generateRequestId ?? (() => newRequestId());
+  const generateRequestId = () => newRequestId();
   const maxConnections = config.maxConnections ?? defaultMaxConnections(openFileLimit);
   const connectionCap = createConnectionCap({
     maxPerAddress: config.maxConnectionsPerIp,

@@ -4,7 +4,6 @@ import { retryAfterSeconds } from "../net/retry-after.js";
 import {
   createDeviceCheckJwtCache,
   type DeviceCheckCredentials,
-  type DeviceCheckJwtCache,
   isDeviceCheckKeyError,
 } from "./device-check-jwt.js";
 
@@ -58,9 +57,6 @@ export interface DeviceCheckClientOptions {
   clock?: () => number;
   /** The body's `transaction_id`; a UUID by default. */
   generateId?: () => string;
-  jwtCache?: DeviceCheckJwtCache;
-  /** Retry-After when Apple gives none (or one that is neither seconds nor an HTTP date). Default 5 seconds. */
-  retryAfterSeconds?: number;
   /** Larger response bodies are not read; the call counts as failed. Default 16 KiB. */
   maxResponseBytes?: number;
 }
@@ -163,8 +159,9 @@ function isTimeout(error: unknown): boolean {
 export function createDeviceCheckClient(options: DeviceCheckClientOptions): DeviceCheckClient {
   const clock = options.clock ?? Date.now;
   const generateId = options.generateId ?? randomUUID;
-  const jwtCache = options.jwtCache ?? createDeviceCheckJwtCache({ clock });
-  const fallbackRetryAfter = options.retryAfterSeconds ?? 5;
+  const jwtCache = createDeviceCheckJwtCache({ clock });
+  /** Retry-After when Apple gives none (or one that is neither seconds nor an HTTP date). */
+  const fallbackRetryAfter = 5;
   const maxResponseBytes = options.maxResponseBytes ?? 16 * 1024;
   const endpoints = {
     production: validateUrl(options.productionUrl),

@@ -88,14 +88,13 @@ export function mintDeviceCheckJwt(credentials: DeviceCheckCredentials, issuedAt
 export interface DeviceCheckJwtCacheOptions {
   /** Milliseconds since the epoch; injected so tests can age tokens. */
   clock?: () => number;
-  /** Re-mint once a token is this old. Default 40 minutes (Apple's limit is 60). */
-  maxAgeMs?: number;
-  /** Bound on cached tokens (one per team id and key id). Default 1,000. */
-  maxEntries?: number;
 }
 
 export interface DeviceCheckJwtCache {
-  /** A token for these credentials, minted less than `maxAgeMs` ago. Throws DeviceCheckKeyError. */
+  /**
+   * A token for these credentials, minted less than `deviceCheckJwtMaxAgeMs` ago. Throws
+   * DeviceCheckKeyError.
+   */
   get(credentials: DeviceCheckCredentials): string;
   /** Forgets the token of (teamId, keyId), e.g. after Apple answered 401, so the next call re-mints. */
   invalidate(teamId: string, keyId: string): void;
@@ -111,8 +110,8 @@ interface CachedJwt {
 /** One token per (teamId, keyId), re-minted before Apple would consider it too old. */
 export function createDeviceCheckJwtCache(options: DeviceCheckJwtCacheOptions = {}): DeviceCheckJwtCache {
   const clock = options.clock ?? Date.now;
-  const maxAgeMs = options.maxAgeMs ?? deviceCheckJwtMaxAgeMs;
-  const maxEntries = options.maxEntries ?? 1000;
+  /** Bound on cached tokens (one per team id and key id). */
+  const maxEntries = 1000;
   const entries = new Map<string, CachedJwt>();
   const cacheKey = (teamId: string, keyId: string) => `${teamId}\u0000${keyId}`;
 
@@ -124,7 +123,7 @@ export function createDeviceCheckJwtCache(options: DeviceCheckJwtCacheOptions = 
       const entry = entries.get(key);
       // A clock that went backwards also re-mints: Apple refuses an iat in the future.
       const fresh = entry && entry.keyFingerprint === keyFingerprint && now >= entry.mintedAt;
-      if (fresh && now - entry.mintedAt < maxAgeMs) return entry.token;
+      if (fresh && now - entry.mintedAt < deviceCheckJwtMaxAgeMs) return entry.token;
       const token = mintDeviceCheckJwt(credentials, now);
       entries.delete(key);
       if (entries.size >= maxEntries) {

@@ -78,10 +78,8 @@ export type CallSpend = Pick<CallReport, "usage" | "costUsd">;
 export interface AdmittedCall {
   project: Project;
   provider: ProviderId;
-  keyId: string;
   /** The rebuilt provider key: in memory only. */
   providerKey: string;
-  method: AuthMethod;
   /** The RateLimit headers; already set on the response unless the route writes its own headers. */
   rateLimitHeaders: Record<string, string>;
   /** Writes the usage row for this call (once). */
@@ -350,9 +348,7 @@ export function createAdmission(deps: AdmissionDeps) {
       return {
         project: auth.project,
         provider: auth.provider,
-        keyId: auth.keyId,
         providerKey: auth.providerKey,
-        method: auth.method,
         rateLimitHeaders: limitHeaders,
         finish: (report) => write(base, report),
         fail: (error, provider = auth.provider, model = null, spend) =>

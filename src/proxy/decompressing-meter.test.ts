@@ -52,7 +52,6 @@ const compressors = {
 const meterFor = (provider: ProviderId, streaming: boolean) =>
   createUsageMeter(provider, {
     streaming,
-    contentType: streaming ? "text/event-stream" : "application/json",
   });
 
 function tap(meter: UsageMeter, coding: string, maxBytes?: number): DecompressingMeter {

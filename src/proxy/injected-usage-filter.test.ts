@@ -4,9 +4,7 @@ import { InjectedUsageFilter } from "./injected-usage-filter.js";
 import { createUsageMeter } from "./usage-meter.js";
 
 const filter = () =>
-  new InjectedUsageFilter((tap) =>
-    createUsageMeter("provider-a", { streaming: true, contentType: "text/event-stream", tap }),
-  );
+  new InjectedUsageFilter((tap) => createUsageMeter("provider-a", { streaming: true, tap }));
 
 /**
  * Passes `bytes` cut at `splits` to a clean end (the meter's end, then the filter's, as ProxyExchange

@@ -8,7 +8,6 @@ function run(body: string | Buffer, streaming: boolean, splits: number[] = []) {
   const bytes = typeof body === "string" ? Buffer.from(body) : body;
   const meter = createUsageMeter("provider-c", {
     streaming,
-    contentType: streaming ? "text/event-stream" : "application/json",
     interactions: true,
   });
   let at = 0;
@@ -375,7 +374,6 @@ describe("the Interactions API's usage, streamed", () => {
     };
     const meter = createUsageMeter("provider-c", {
       streaming: true,
-      contentType: "text/event-stream",
       interactions: true,
       tap,
     });

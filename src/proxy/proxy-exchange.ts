@@ -205,7 +205,6 @@ export class ProxyExchange implements Dispatcher.DispatchHandler {
     if (this.metering !== null) {
       const options = {
         streaming: sse,
-        contentType: head.contentType,
         responses: this.metering === "post" || this.metering === "poll" ? this.metering : undefined,
         interactions: this.metering === "interactions",
       };

@@ -22,7 +22,7 @@ vi.mock("../providers/json-bytes.js", async (importOriginal) => {
 
 /** `body` read as the answer's bytes; `ended`: the provider ended it cleanly (else it was cut). */
 function read(body: string, ended = false) {
-  const meter = createUsageMeter("provider-c", { streaming: false, contentType: "application/json" });
+  const meter = createUsageMeter("provider-c", { streaming: false });
   meter.push(Buffer.from(body));
   if (ended) meter.end();
   scanned.bytes = 0;

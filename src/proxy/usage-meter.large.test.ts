@@ -162,7 +162,7 @@ describe("usage meter, JSON bodies over 4 MiB", () => {
   });
 
   it("keeps only copies of a bounded head and tail: memory stays flat and pushed chunks are not held", () => {
-    const usage = createUsageMeter("provider-a", { streaming: false, contentType: "application/json" });
+    const usage = createUsageMeter("provider-a", { streaming: false });
     const head = Buffer.from('{"id":"chatcmpl-1","object":"chat.completion","model":"gpt-4.1","choices":[');
     const end = Buffer.from('],"usage":{"prompt_tokens":7,"completion_tokens":3,"total_tokens":10}}');
     const reused = Buffer.from(`${'{"index":0,"message":{"content":"x"}},'.repeat(1724)}`);
@@ -317,7 +317,7 @@ describe("usage meter, SSE events over 1 MiB", () => {
   });
 
   it("keeps only a bounded tail of an event: memory stays flat however large it grows", () => {
-    const usage = createUsageMeter("provider-a", { streaming: true, contentType: "text/event-stream" });
+    const usage = createUsageMeter("provider-a", { streaming: true });
     usage.push(Buffer.from('event: response.completed\ndata: {"type":"response.completed","response":{'));
     usage.push(Buffer.from('"model":"gpt-4.1","output":[{"type":"image_generation_call","result":"'));
     const reused = Buffer.from("QUJD".repeat(16 * 1024));
@@ -516,7 +516,7 @@ describe("usage meter, an answer sent in tiny chunks", () => {
     const body = Buffer.from(
       `{"model":"gpt-4.1","x":"${"y".repeat(1024 * 1024)}","usage":{"prompt_tokens":7,"completion_tokens":3}}`,
     );
-    const usage = createUsageMeter("provider-a", { streaming: false, contentType: "application/json" });
+    const usage = createUsageMeter("provider-a", { streaming: false });
     const grown = heapGrowth(() => {
       for (let at = 0; at < body.length; at++) usage.push(body.subarray(at, at + 1));
     });
@@ -529,7 +529,7 @@ describe("usage meter, an answer sent in tiny chunks", () => {
       const stream = Buffer.from(
         `data: {"model":"gpt-4.1","x":"${"y".repeat(size)}","usage":{"prompt_tokens":7,"completion_tokens":3}}\n\n`,
       );
-      const usage = createUsageMeter("provider-a", { streaming: true, contentType: "text/event-stream" });
+      const usage = createUsageMeter("provider-a", { streaming: true });
       const grown = heapGrowth(() => {
         for (let at = 0; at < stream.length; at++) usage.push(stream.subarray(at, at + 1));
       });

@@ -69,7 +69,6 @@ export function createUsageMeter(
   provider: ProviderId,
   options: {
     streaming: boolean;
-    contentType: string;
     responses?: ResponsesCall | undefined;
     /** Provider C's Interactions API call (`interactions`): its usage is the interaction's `usage`. */
     interactions?: boolean | undefined;

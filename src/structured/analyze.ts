@@ -50,7 +50,7 @@ export interface AnalysisRequest {
  * every attempt was billed.
  */
 export type AnalysisResult = { model: string; usage: TokenUsage } & (
-  | { ok: true; object: Record<string, unknown>; attempts: number }
+  | { ok: true; object: Record<string, unknown> }
   | { ok: false; error: GatewayError }
 );
 
@@ -120,7 +120,6 @@ export async function analyze(models: AiSdkModels, request: AnalysisRequest): Pr
             object: object as Record<string, unknown>,
             model: modelUsed,
             usage,
-            attempts: attempt,
           };
         outcome.problems = check.errors;
       }

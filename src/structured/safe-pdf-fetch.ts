@@ -32,7 +32,6 @@ export interface SafePdfFetcherOptions {
   allowedProtocols?: readonly string[];
   maxBytes: number;
   timeoutMs: number;
-  maxRedirects?: number;
   /**
    * Told why a host was refused for its addresses, which the client is not told (see `hostRefused`);
    * the gateway logs it. Unset: not told.
@@ -102,7 +101,7 @@ export function createSafePdfFetcher(options: SafePdfFetcherOptions) {
       resolveHost(hostname, signal, options.dns, answered));
   const allowed = options.isAllowedAddress ?? isPublicAddress;
   const protocols = options.allowedProtocols ?? ["https:"];
-  const maxRedirects = options.maxRedirects ?? 3;
+  const maxRedirects = 3;
   const maxFetches = options.maxFetches ?? Number.POSITIVE_INFINITY;
   let fetchesRunning = 0;
 

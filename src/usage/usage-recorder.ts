@@ -30,8 +30,6 @@ export interface UsageRecorderDeps {
    * own each minute; the rest are coalesced into one row (default 10; see refusal-coalescer.ts).
    */
   refusalRowsPerMinute?: number;
-  /** Keys whose refusals are coalesced at once (default 10,000); beyond them rows are written one by one. */
-  refusalKeysMax?: number;
   /** A refusal held for its key's coalesced row, not written as a row of its own. */
   onCoalesced?: (row: UsageRecord) => void;
   /** Epoch ms, to tell when a minute of coalesced refusals ended (default Date.now). */
@@ -130,7 +128,6 @@ export function createUsageRecorder(deps: UsageRecorderDeps): UsageRecorder {
     write: (row) => enqueue(row, "refusal"),
     ...(deps.now ? { now: deps.now } : {}),
     ...(deps.refusalRowsPerMinute !== undefined ? { rowsPerMinute: deps.refusalRowsPerMinute } : {}),
-    ...(deps.refusalKeysMax !== undefined ? { maxKeys: deps.refusalKeysMax } : {}),
     ...(deps.onCoalesced ? { onCoalesced: deps.onCoalesced } : {}),
   });
 

@@ -18,7 +18,6 @@ export function meterRun(
   const bytes = typeof body === "string" ? Buffer.from(body) : body;
   const usage = createUsageMeter(provider, {
     streaming,
-    contentType: streaming ? "text/event-stream" : "application/json",
     ...(responses ? { responses } : {}),
   });
   let at = 0;
