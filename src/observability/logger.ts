@@ -64,11 +64,13 @@ function normalizedName(name: string): string {
 
 /**
  * The log object with every credential replaced by "[redacted]", at any depth and in any letter
- * case, and every string (a field's name included) as `redactText` writes it. Errors, at the top or nested, are serialized first as pino's `err` serializer does (their
- * own properties kept, the messages of their causes appended), so a `headers` property on an
- * error is covered too; what JSON.stringify would print through `toJSON` is redacted as printed.
- * Objects are copied only where something changes: a record without secrets allocates nothing.
- * Runs once per log line written; below the configured level pino never calls it.
+ * case, and every string (a field's name included) as `redactText` writes it. Errors, at the top or
+ * nested, are serialized first as pino's `err` serializer does (their own properties kept, the
+ * messages of their causes appended), so a `headers` property on an error is covered too; what
+ * JSON.stringify would print through `toJSON` is redacted as printed. Objects are copied only where
+ * something changes: a record without secrets allocates nothing. The logger runs the same walk
+ * (`createLogger`), with its configured secrets, once per line written; below the configured level
+ * pino never calls it. This function, without configured secrets, is the walk as its tests see it.
  */
 export function redactSecrets<T>(value: T): T {
   return redactValue(value, maxDepth, [], redactText) as T;
@@ -320,8 +322,9 @@ function redactArray(value: unknown[], depth: number, ancestors: object[], text:
 }
 
 /**
- * Secrets are redacted by this configuration, not by the callers' discipline: `redactSecrets`
- * runs on every object logged, on the base and every child logger's bindings (pino's `bindings`
+ * Secrets are redacted by this configuration, not by the callers' discipline: the walk
+ * `redactSecrets` does (`redactValue`), with the configured secrets redacted first, runs on every
+ * object logged, on the base and every child logger's bindings (pino's `bindings`
  * formatter sees the base's only, so `child` is wrapped) and on the values a message interpolates
  * (`%o`, `%j`); `redactText` on the message, the one pino takes from an error when none is given
  * included. The secrets the logger is given later (`redactConfiguredSecrets`) are redacted first,
