@@ -154,6 +154,12 @@ interface ConfiguredSecret {
   pattern: RegExp;
   /** Whether a text without the secret as it is may hold it all the same: escaped or encoded. */
   mayBeEscaped: (text: string) => boolean;
+  /**
+   * For a secret holding a `?` after its first character: its start up to the `?`, in the same
+   * forms, at the end of a text (`configuredSecretStartsRedaction`); with at most how many
+   * characters of the text's end it can take.
+   */
+  startBeforeQuery?: { pattern: RegExp; longest: number };
 }
 
 /** The shortest configured secret redacted: a shorter one would be found in ordinary words. */
@@ -161,6 +167,25 @@ const shortestConfiguredSecret = 8;
 
 function configuredSecret(value: string): ConfiguredSecret {
   const escapes = value.includes('"') || value.includes("\\");
+  const query = value.indexOf("?");
+  return {
+    value,
+    pattern: new RegExp(formsOf(value), "g"),
+    mayBeEscaped: (text) => text.includes("%") || (escapes && text.includes("\\")),
+    ...(query > 0
+      ? {
+          startBeforeQuery: {
+            pattern: new RegExp(`(?:${formsOf(value.slice(0, query))})$`),
+            // A character percent-encoded is 3 of a text's for each of its (up to 4) UTF-8 bytes.
+            longest: 12 * query,
+          },
+        }
+      : {}),
+  };
+}
+
+/** The source of a pattern matching `value` in any of its forms (see `ConfiguredSecret`). */
+function formsOf(value: string): string {
   const forms = [...value].map((character) => {
     const hex = [...Buffer.from(character)]
       .map((byte) => {
@@ -173,11 +198,7 @@ function configuredSecret(value: string): ConfiguredSecret {
     const json = character === '"' || character === "\\" ? `|\\\\${as}` : "";
     return `(?:${as}|${hex}${json})`;
   });
-  return {
-    value,
-    pattern: new RegExp(forms.join(""), "g"),
-    mayBeEscaped: (text) => text.includes("%") || (escapes && text.includes("\\")),
-  };
+  return forms.join("");
 }
 
 /** `text` with every configured secret in it, in any of its forms (`configuredSecret`), replaced. */
@@ -220,6 +241,27 @@ export function redactConfiguredSecrets(logger: Logger, secrets: Iterable<string
 export function configuredSecretsRedaction(logger: Logger): (text: string) => string {
   const configured = configuredSecretsOf.get(logger) ?? [];
   return (text) => (configured.length === 0 ? text : redactConfigured(text, configured));
+}
+
+/**
+ * The redaction of a request's path (its target up to the first `?`, when it has a query) that ends
+ * with the start of one of `logger`'s configured secrets holding a `?`, up to that `?`, in the forms
+ * `redactConfigured` finds: the target cut the secret there, its rest in the query, and the path
+ * holds only a piece of it, which the logger could not tell (the access line quotes the path).
+ */
+export function configuredSecretStartsRedaction(logger: Logger): (path: string) => string {
+  const configured = configuredSecretsOf.get(logger) ?? [];
+  return (path) => {
+    let redacted = path;
+    for (const { startBeforeQuery: start } of configured) {
+      if (start === undefined) continue;
+      // The end only: a pattern anchored at the end is still tried from every start.
+      const at = Math.max(0, redacted.length - start.longest);
+      const end = redacted.slice(at).replace(start.pattern, censor);
+      redacted = redacted.slice(0, at) + end;
+    }
+    return redacted;
+  };
 }
 
 /**
