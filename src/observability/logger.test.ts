@@ -390,6 +390,24 @@ describe("log redaction", () => {
     expect(configuredSecretHeld(capture().logger)(adminToken)).toBe(false);
   });
 
+  it("tells the start of a configured secret a path cut at its /, percent-encoded as a client's URL writes it", () => {
+    const { logger } = capture();
+    const held = configuredSecretHeld(logger);
+    // The characters a URL's path percent-encodes (WHATWG URL, so fetch): ", {, }, a space.
+    const adminToken = 'ab"cd{ef} gh/0123456789?abc';
+    redactConfiguredSecrets(logger, [adminToken]);
+    const segment = new URL(`http://127.0.0.1/v1/provider-a/${adminToken}`).pathname.split("/")[3] ?? "";
+    expect(segment).toBe("ab%22cd%7Bef%7D%20gh");
+    expect(held(segment)).toBe(true);
+    // Lower-case hex, and the whole start encoded, as well.
+    expect(held("ab%22cd%7bef%7d%20gh")).toBe(true);
+    expect(held([...Buffer.from('ab"cd{ef} gh/0123456789')].map((b) => `%${b.toString(16)}`).join(""))).toBe(
+      true,
+    );
+    // A start cut elsewhere is none.
+    expect(held("ab%22cd%7Bef")).toBe(false);
+  });
+
   it("redacts the start of a configured secret holding a ? that a path ends with, the query having cut it", () => {
     const { logger } = capture();
     const start = configuredSecretStartsRedaction(logger);

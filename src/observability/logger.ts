@@ -160,7 +160,15 @@ interface ConfiguredSecret {
    * characters of the text's end it can take.
    */
   startBeforeQuery?: { pattern: RegExp; longest: number };
+  /**
+   * Its starts up to each of its `/`, `?` and `#` (where a request's target cuts it), each in the
+   * same forms and whole (`configuredSecretHeld`).
+   */
+  starts: RegExp[];
 }
+
+/** Where a request's target ends a path's segment: a secret holding one was cut there. */
+const cutAt = ["/", "?", "#"];
 
 /** The shortest configured secret redacted: a shorter one would be found in ordinary words. */
 const shortestConfiguredSecret = 8;
@@ -168,8 +176,12 @@ const shortestConfiguredSecret = 8;
 function configuredSecret(value: string): ConfiguredSecret {
   const escapes = value.includes('"') || value.includes("\\");
   const query = value.indexOf("?");
+  const starts: RegExp[] = [];
+  for (let at = 1; at < value.length; at++)
+    if (cutAt.includes(value.charAt(at))) starts.push(new RegExp(`^(?:${formsOf(value.slice(0, at))})$`));
   return {
     value,
+    starts,
     pattern: new RegExp(formsOf(value), "g"),
     mayBeEscaped: (text) => text.includes("%") || (escapes && text.includes("\\")),
     ...(query > 0
@@ -269,7 +281,7 @@ export function configuredSecretStartsRedaction(logger: Logger): (path: string) 
  * project: its usage row, its failed-authentication key in Redis), holds one of `logger`'s
  * configured secrets in a form its redaction finds (`redactConfigured`), or is the start of one that
  * a request's target cut where the secret has a `/`, `?` or `#` (the route took the segment up to
- * it). Asked only of ids that name no project: not on an admitted call's path.
+ * it), in those forms too (a client's URL percent-encodes a `"`, a space or a `{` in a path). Asked only of ids that name no project: not on an admitted call's path.
  */
 export function configuredSecretHeld(logger: Logger): (value: string) => boolean {
   const configured = configuredSecretsOf.get(logger) ?? [];
@@ -277,13 +289,9 @@ export function configuredSecretHeld(logger: Logger): (value: string) => boolean
     value !== "" &&
     configured.some(
       (secret) =>
-        redactConfigured(value, [secret]) !== value ||
-        (cutAt.includes(secret.value.charAt(value.length)) && secret.value.startsWith(value)),
+        redactConfigured(value, [secret]) !== value || secret.starts.some((start) => start.test(value)),
     );
 }
-
-/** Where a request's target ends a path's segment: a secret holding one was cut there. */
-const cutAt = ["/", "?", "#"];
 
 /** How a string is redacted: `redactText`, or a logger's with its configured secrets first. */
 type TextRedaction = (text: string) => string;
