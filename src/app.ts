@@ -12,7 +12,13 @@ import { methodNotForwarded } from "./http/proxy-routes.js";
 import { type PublicRouteDeps, registerPublicRoutes } from "./http/public-routes.js";
 import { type Handler, type Lookup, type RequestContext, Router } from "./http/router.js";
 import { closeIfBodyUnread, lingeringClose, sendError, sendRawError, setHeaders } from "./http/send.js";
-import { configuredSecretsRedaction, type Logger, shownStart } from "./observability/logger.js";
+import {
+  configuredSecretHeld,
+  configuredSecretStartsRedaction,
+  configuredSecretsRedaction,
+  type Logger,
+  shownStart,
+} from "./observability/logger.js";
 import type { Metrics } from "./observability/metrics.js";
 import { createProviderFailureLog } from "./observability/provider-failure-log.js";
 import type { SuppressionWindowsRegistry } from "./observability/suppression-windows.js";
@@ -70,12 +76,20 @@ const accessLinePathCharacters = 1024;
  * behind the partial key's `[redacted]`), and the whole cut at `accessLinePathCharacters`. The
  * logger's configured secrets (`redactConfigured`, `configuredSecretsRedaction`: the admin token)
  * are redacted in the whole path before the id is shortened to its start and before the cut, past
- * either of which the logger could no longer tell them (the id may be only the start of one).
+ * either of which the logger could no longer tell them (the id may be only the start of one); so is
+ * the start of one holding a `?` that the path ends with (`queried`: the target's query cut it).
  */
-function accessLinePath(path: string, lookup: Lookup, redactConfigured: (text: string) => string): string {
+function accessLinePath(
+  path: string,
+  queried: boolean,
+  lookup: Lookup,
+  redaction: ConfiguredSecretsRedaction,
+): string {
+  const { redactConfigured } = redaction;
   // The whole path first: a secret holding a `/` (base64 does) spans the id's segment and the next,
   // and the id the route took is only its start.
   let shown = redactConfigured(path);
+  if (queried) shown = redaction.redactStart(shown);
   if (lookup.kind === "found") {
     const projectId = lookup.params.projectId;
     if (projectId !== undefined && mayBeKey(projectId)) {
@@ -85,12 +99,20 @@ function accessLinePath(path: string, lookup: Lookup, redactConfigured: (text: s
       // Unless a secret across segments was redacted: the id's segment is no longer at `at`, and
       // what is left of it is `[redacted]`.
       if (at > 0 && at < segments.length && segments.length === path.split("/").length) {
-        segments[at] = projectIdRecorded(redactConfigured(projectId));
+        // `[redacted]` when it is still a secret's start (`held`): not shortened to a piece of it.
+        segments[at] = projectIdRecorded(redactConfigured(projectId), redaction.held);
         shown = segments.join("/");
       }
     }
   }
   return shownStart(shown, accessLinePathCharacters, redactConfigured);
+}
+
+/** The redactions of a logger's configured secrets `accessLinePath` makes. */
+interface ConfiguredSecretsRedaction {
+  redactConfigured: (text: string) => string;
+  redactStart: (path: string) => string;
+  held: (value: string) => boolean;
 }
 
 /** The router with every route registered explicitly, and the request lifecycle. No I/O here. */
@@ -110,7 +132,11 @@ export function createApp(deps: AppDeps): App {
   const closing = new WeakSet<Duplex>();
   const corsPolicy = deps.cors ?? null;
   const accessLog = logger.isLevelEnabled("debug");
-  const redactConfigured = configuredSecretsRedaction(logger);
+  const redaction: ConfiguredSecretsRedaction = {
+    redactConfigured: configuredSecretsRedaction(logger),
+    redactStart: configuredSecretStartsRedaction(logger),
+    held: configuredSecretHeld(logger),
+  };
   const logProviderFailure = createProviderFailureLog(logger, { registry: deps.suppressionWindows });
 
   async function run(handler: Handler, context: RequestContext, route: string): Promise<void> {
@@ -191,7 +217,7 @@ export function createApp(deps: AppDeps): App {
             {
               requestId,
               method: request.method,
-              path: accessLinePath(path, lookup, redactConfigured),
+              path: accessLinePath(path, queryAt >= 0, lookup, redaction),
               route,
               status,
               // The answer was cut short (a stream the client or the provider ended).

@@ -3,6 +3,7 @@ import { describe, expect, it } from "vitest";
 import { exitOfScript } from "../../test/support/script-exit.js";
 import {
   configuredSecretHeld,
+  configuredSecretStartsRedaction,
   configuredSecretsRedaction,
   createLogger,
   ignoreStdioWriteErrors,
@@ -387,6 +388,42 @@ describe("log redaction", () => {
       expect(held(value), value).toBe(false);
     // Another logger was given no secrets.
     expect(configuredSecretHeld(capture().logger)(adminToken)).toBe(false);
+  });
+
+  it("tells the start of a configured secret a path cut at its /, percent-encoded as a client's URL writes it", () => {
+    const { logger } = capture();
+    const held = configuredSecretHeld(logger);
+    // The characters a URL's path percent-encodes (WHATWG URL, so fetch): ", {, }, a space.
+    const adminToken = 'ab"cd{ef} gh/0123456789?abc';
+    redactConfiguredSecrets(logger, [adminToken]);
+    const segment = new URL(`http://127.0.0.1/v1/provider-a/${adminToken}`).pathname.split("/")[3] ?? "";
+    expect(segment).toBe("ab%22cd%7Bef%7D%20gh");
+    expect(held(segment)).toBe(true);
+    // Lower-case hex, and the whole start encoded, as well.
+    expect(held("ab%22cd%7bef%7d%20gh")).toBe(true);
+    expect(held([...Buffer.from('ab"cd{ef} gh/0123456789')].map((b) => `%${b.toString(16)}`).join(""))).toBe(
+      true,
+    );
+    // A start cut elsewhere is none.
+    expect(held("ab%22cd%7Bef")).toBe(false);
+  });
+
+  it("redacts the start of a configured secret holding a ? that a path ends with, the query having cut it", () => {
+    const { logger } = capture();
+    const start = configuredSecretStartsRedaction(logger);
+    const adminToken = "admin-token-0123456789?abc-def";
+    expect(start("/v1/p/admin-token-0123456789")).toBe("/v1/p/admin-token-0123456789");
+    redactConfiguredSecrets(logger, [adminToken, "no-query-in-this-one"]);
+    const lowerHex = [..."admin-token-0123456789"].map((c) => `%${c.charCodeAt(0).toString(16)}`).join("");
+    for (const path of ["/v1/p/admin-token-0123456789", `/v1/p/${lowerHex}`, "/admin-token-0123456789"])
+      expect(start(path), path).toBe(`${path.slice(0, path.lastIndexOf("/") + 1)}[redacted]`);
+    // Only at the end, and only the whole start.
+    for (const path of [
+      "/v1/p/admin-token-0123456789/x",
+      "/v1/p/token-0123456789-x",
+      "/v1/p/no-query-in-this-one",
+    ])
+      expect(start(path), path).toBe(path);
   });
 
   it("redacts a configured secret, or a key's form, used as a field's name", () => {

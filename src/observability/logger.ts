@@ -156,13 +156,50 @@ interface ConfiguredSecret {
   pattern: RegExp;
   /** Whether a text without the secret as it is may hold it all the same: escaped or encoded. */
   mayBeEscaped: (text: string) => boolean;
+  /**
+   * For a secret holding a `?` after its first character: its start up to the `?`, in the same
+   * forms, at the end of a text (`configuredSecretStartsRedaction`); with at most how many
+   * characters of the text's end it can take.
+   */
+  startBeforeQuery?: { pattern: RegExp; longest: number };
+  /**
+   * Its starts up to each of its `/`, `?` and `#` (where a request's target cuts it), each in the
+   * same forms and whole (`configuredSecretHeld`).
+   */
+  starts: RegExp[];
 }
+
+/** Where a request's target ends a path's segment: a secret holding one was cut there. */
+const cutAt = ["/", "?", "#"];
 
 /** The shortest configured secret redacted: a shorter one would be found in ordinary words. */
 const shortestConfiguredSecret = 8;
 
 function configuredSecret(value: string): ConfiguredSecret {
   const escapes = value.includes('"') || value.includes("\\");
+  const query = value.indexOf("?");
+  const starts: RegExp[] = [];
+  for (let at = 1; at < value.length; at++)
+    if (cutAt.includes(value.charAt(at))) starts.push(new RegExp(`^(?:${formsOf(value.slice(0, at))})$`));
+  return {
+    value,
+    starts,
+    pattern: new RegExp(formsOf(value), "g"),
+    mayBeEscaped: (text) => text.includes("%") || (escapes && text.includes("\\")),
+    ...(query > 0
+      ? {
+          startBeforeQuery: {
+            pattern: new RegExp(`(?:${formsOf(value.slice(0, query))})$`),
+            // A character percent-encoded is 3 of a text's for each of its (up to 4) UTF-8 bytes.
+            longest: 12 * query,
+          },
+        }
+      : {}),
+  };
+}
+
+/** The source of a pattern matching `value` in any of its forms (see `ConfiguredSecret`). */
+function formsOf(value: string): string {
   const forms = [...value].map((character) => {
     const hex = [...Buffer.from(character)]
       .map((byte) => {
@@ -175,11 +212,7 @@ function configuredSecret(value: string): ConfiguredSecret {
     const json = character === '"' || character === "\\" ? `|\\\\${as}` : "";
     return `(?:${as}|${hex}${json})`;
   });
-  return {
-    value,
-    pattern: new RegExp(forms.join(""), "g"),
-    mayBeEscaped: (text) => text.includes("%") || (escapes && text.includes("\\")),
-  };
+  return forms.join("");
 }
 
 /** `text` with every configured secret in it, in any of its forms (`configuredSecret`), replaced. */
@@ -225,11 +258,32 @@ export function configuredSecretsRedaction(logger: Logger): (text: string) => st
 }
 
 /**
+ * The redaction of a request's path (its target up to the first `?`, when it has a query) that ends
+ * with the start of one of `logger`'s configured secrets holding a `?`, up to that `?`, in the forms
+ * `redactConfigured` finds: the target cut the secret there, its rest in the query, and the path
+ * holds only a piece of it, which the logger could not tell (the access line quotes the path).
+ */
+export function configuredSecretStartsRedaction(logger: Logger): (path: string) => string {
+  const configured = configuredSecretsOf.get(logger) ?? [];
+  return (path) => {
+    let redacted = path;
+    for (const { startBeforeQuery: start } of configured) {
+      if (start === undefined) continue;
+      // The end only: a pattern anchored at the end is still tried from every start.
+      const at = Math.max(0, redacted.length - start.longest);
+      const end = redacted.slice(at).replace(start.pattern, censor);
+      redacted = redacted.slice(0, at) + end;
+    }
+    return redacted;
+  };
+}
+
+/**
  * Whether `value`, a text a client wrote that is kept outside the log (a project id naming no
  * project: its usage row, its failed-authentication key in Redis), holds one of `logger`'s
  * configured secrets in a form its redaction finds (`redactConfigured`), or is the start of one that
  * a request's target cut where the secret has a `/`, `?` or `#` (the route took the segment up to
- * it). Asked only of ids that name no project: not on an admitted call's path.
+ * it), in those forms too (a client's URL percent-encodes a `"`, a space or a `{` in a path). Asked only of ids that name no project: not on an admitted call's path.
  */
 export function configuredSecretHeld(logger: Logger): (value: string) => boolean {
   const configured = configuredSecretsOf.get(logger) ?? [];
@@ -237,13 +291,9 @@ export function configuredSecretHeld(logger: Logger): (value: string) => boolean
     value !== "" &&
     configured.some(
       (secret) =>
-        redactConfigured(value, [secret]) !== value ||
-        (cutAt.includes(secret.value.charAt(value.length)) && secret.value.startsWith(value)),
+        redactConfigured(value, [secret]) !== value || secret.starts.some((start) => start.test(value)),
     );
 }
-
-/** Where a request's target ends a path's segment: a secret holding one was cut there. */
-const cutAt = ["/", "?", "#"];
 
 /** How a string is redacted: `redactText`, or a logger's with its configured secrets first. */
 type TextRedaction = (text: string) => string;

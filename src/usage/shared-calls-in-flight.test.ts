@@ -173,6 +173,38 @@ describe.skipIf(!redisAvailable)("the spend cap's calls in flight in Redis", () 
     }
   }, 30_000);
 
+  it("does not put back a place given back while the renewal that restores it was sent again whole (NOSCRIPT)", async () => {
+    const client = await readyClient();
+    const redis = await readyClient();
+    const keyPrefix = nextPrefix();
+    const key = `${keyPrefix}:p1`;
+    // Renewed every 20 s, and lasting 60 s: only close() renews here, and no place expires.
+    const shared = createSharedCallsInFlight({ redis: client, keyPrefix, placeTtlMs: 60_000 });
+    made.push(shared);
+    const release = await shared.take("p1", 1);
+    expect(taken(release)).toBe(true);
+    // The client connected again (a Redis restart, whose script cache is empty): the next renewal
+    // puts back the places held.
+    client.emit("ready");
+    // The renewal's EVALSHA meets a Redis without the script (NOSCRIPT) and is sent again as EVAL;
+    // the call ends in between, its ZREM sent after the EVALSHA and before the EVAL.
+    const evalsha = client.evalsha.bind(client) as (...args: unknown[]) => Promise<unknown>;
+    let hooked = false;
+    client.evalsha = ((...args: unknown[]) => {
+      if (hooked) return evalsha(...args);
+      hooked = true;
+      const sent = evalsha("0".repeat(40), ...args.slice(1));
+      if (taken(release)) release();
+      return sent;
+    }) as typeof client.evalsha;
+    await shared.close();
+    expect(hooked).toBe(true);
+    expect(shared.held()).toBe(0);
+    // The place given back is not there: it counted against the cap on every instance for its
+    // whole lifetime (60 s), a place no call held.
+    await vi.waitFor(async () => expect(await redis.zcard(key)).toBe(0), { timeout: 5_000, interval: 50 });
+  });
+
   it("answers undefined at once while Redis is unreachable or rests, for the caller to count alone", async () => {
     const failures: unknown[] = [];
     const client = await unreachableClient();

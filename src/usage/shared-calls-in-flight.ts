@@ -83,6 +83,7 @@ export function createSharedCallsInFlight(options: SharedCallsInFlightOptions): 
   const places = new Map<string, Places>();
   let timer: NodeJS.Timeout | undefined;
   let renewing: Promise<void> | undefined;
+  let closed = false;
   /** Removals sent and not yet answered. */
   const removing = new Set<Promise<void>>();
 
@@ -157,8 +158,19 @@ export function createSharedCallsInFlight(options: SharedCallsInFlightOptions): 
         continue;
       }
       for (const member of gone) entry.gone.delete(member);
+      // Put back whole (ZADD without XX), a place given back while the script was on its way was
+      // added again when its release's ZREM reached Redis first: a script sent again as EVAL after
+      // EVALSHA's NOSCRIPT (as after a Redis restart, which also sets `lapsed`) follows the ZREM.
+      // Removed again, else it counted on every instance for its lifetime, held by no call.
+      if (restore) for (const member of held) if (!entry.held.has(member)) giveAgain(key, member);
       forget(key);
     }
+  }
+
+  /** `give` of a place whose removal may have been overtaken, the renewal timer kept until it is done. */
+  function giveAgain(key: string, member: string): void {
+    give(key, member);
+    if (!closed) arm();
   }
 
   /** Marks a place as given back (no longer renewed), to be removed from Redis until it expires. */
@@ -221,10 +233,13 @@ export function createSharedCallsInFlight(options: SharedCallsInFlightOptions): 
       return count;
     },
     async close() {
+      closed = true;
       if (timer) clearInterval(timer);
       timer = undefined;
       await Promise.all(removing);
       if (places.size > 0) await renew();
+      // The removals that renewal sent again (`giveAgain`).
+      await Promise.all(removing);
     },
   };
 }

@@ -174,4 +174,32 @@ describe("configured secrets in the log", () => {
       expect(written).not.toContain("tail-of-the-token");
     }
   });
+
+  // A `?` ends the path the access line shows: a token holding one left its start (before the `?`)
+  // there whole, which the logger could not tell for the token (the usage row records the id as
+  // `[redacted]`: `configuredSecretHeld` knows a start cut there).
+  it("leaves no part of an admin token holding a ? whose start the path ends with", async () => {
+    for (const [adminToken, itsStart] of [
+      ["start-of-the-token-0123?tail-of-the-token-4567", "start-of-the-token"],
+      // Of a key's form (a project id shown by its start and length).
+      [`sk-${"q0bjAKMPI8Ntf1eAKH3u".repeat(2)}?tail-of-the-token-0123`, "sk-q0bj"],
+    ] as const) {
+      const sluice = await start({ adminToken });
+      const from = sluice.logs.length;
+      const [before, after] = adminToken.split("?") as [string, string];
+      const requests: Array<[string, RequestInit?]> = [
+        [`/v1/provider-a/${adminToken}/chat/completions`, post],
+        [`/v1/provider-a/${encodeURIComponent(before)}?${after}`, post],
+        [`/admin/v1/projects/${adminToken}`],
+        [`/v1/models/${adminToken}`],
+      ];
+      for (const [path, init] of requests) await send(sluice, path, init);
+      await settled(sluice, from, requests.length);
+      const written = sluice.logs.slice(from).join("");
+      expect(written).toContain('"path":"/v1/provider-a/[redacted]"');
+      expect(written).toContain('"path":"/admin/v1/projects/[redacted]"');
+      expectAbsent(sluice.logs, [adminToken]);
+      expect(written).not.toContain(itsStart);
+    }
+  });
 });
