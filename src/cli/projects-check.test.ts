@@ -41,6 +41,12 @@ const doublingRefs = {
   ]),
 };
 
+/** Refused only by the schema compiler: a pattern that cannot run in linear time. */
+const nonLinear = JSON.stringify({
+  type: "object",
+  properties: { code: { type: "string", pattern: "^(a)\\1$" } },
+});
+
 /** A project as an earlier release stored it: not in Test Mode, with a schema a call takes. */
 const row = (id: string, at: string, values: Partial<ProjectsTable> = {}): ProjectsTable =>
   projectRow(id, at, {
@@ -73,13 +79,7 @@ describe.each(engines)("sluice projects check on $engine", ({ engine, available 
       const at = (index: number) => new Date(base + index * 1000).toISOString();
       const refused: Record<number, Partial<ProjectsTable>> = {
         7: { output_schema: JSON.stringify(wideUnion) },
-        // Refused only by the schema compiler: a pattern that cannot run in linear time.
-        100: {
-          output_schema: JSON.stringify({
-            type: "object",
-            properties: { code: { type: "string", pattern: "^(a)\\1$" } },
-          }),
-        },
+        100: { output_schema: nonLinear },
         // Refused since the schemas an answer's check may try through $ref are counted.
         120: { output_schema: JSON.stringify(doublingRefs) },
         150: {
@@ -95,6 +95,9 @@ describe.each(engines)("sluice projects check on $engine", ({ engine, available 
         200: { output_schema: "{not json" },
         // A proxy allow-list that is no JSON object: read as a list that allows nothing.
         201: { proxy_allow_list: JSON.stringify("POST chat/completions") },
+        // The same schema again, on the third page: each project that holds it is reported (the check
+        // compiles a schema once, and answers its other projects as it answered the first).
+        230: { output_schema: nonLinear },
         249: {
           model: "gpt-4.1",
           provider: "provider-c",
@@ -169,6 +172,14 @@ describe.each(engines)("sluice projects check on $engine", ({ engine, available 
           ],
         },
         {
+          id: "prj-230",
+          problems: [
+            expect.stringMatching(
+              /^--output-schema on \/v1\/text, \/v1\/vision and \/v1\/pdf \(model gpt-5\.4-mini\): the output schema does not compile: pattern "\^\(a\)\\\\1\$" cannot be matched in linear time/,
+            ),
+          ],
+        },
+        {
           id: "prj-249",
           problems: [
             "--rate-limit: Too small: expected number to be >=1",
@@ -181,7 +192,7 @@ describe.each(engines)("sluice projects check on $engine", ({ engine, available 
       ]);
       expect(result.out).not.toContain(keyLike);
       expect(result.err).toMatch(
-        /^projects check: 250 projects checked in \d+\.\d s: 7 have a problem \(a line each on stdout\)/,
+        /^projects check: 250 projects checked in \d+\.\d s: 8 have a problem \(a line each on stdout\)/,
       );
     },
   );
@@ -226,7 +237,7 @@ describe.each(engines)("sluice projects check on $engine", ({ engine, available 
 
   it.skipIf(!available)("exits 0 with nothing on stdout once every project is changed to pass", async () => {
     const schema = JSON.stringify({ type: "object", properties: { pick: { type: "string" } } });
-    for (const id of ["prj-007", "prj-100", "prj-120", "prj-200"])
+    for (const id of ["prj-007", "prj-100", "prj-120", "prj-200", "prj-230"])
       expect((await cli("projects", "update", id, "--output-schema", schema)).code).toBe(0);
     const fixed = await cli(
       "projects",
