@@ -380,6 +380,12 @@ describe("SSRF-safe PDF fetch", () => {
         return void response.writeHead(302, { location: "http://127.0.0.3:6667/doc.pdf" }).end();
       if (request.url === "/to-self") return void response.writeHead(302, { location: "/doc.pdf" }).end();
       if (request.url === "/loop") return void response.writeHead(302, { location: "/loop" }).end();
+      // `/hops/N`: N redirects, each to the next, before the PDF.
+      const hops = /^\/hops\/(\d+)$/.exec(request.url ?? "");
+      if (hops) {
+        const left = Number(hops[1]);
+        return void response.writeHead(302, { location: left > 1 ? `/hops/${left - 1}` : "/doc.pdf" }).end();
+      }
       response.writeHead(404).end();
     });
     await new Promise<void>((resolve) => allowed.listen(0, "127.0.0.3", resolve));
@@ -707,6 +713,20 @@ describe("SSRF-safe PDF fetch", () => {
     );
     expect((error as Error).message).toBe("fetching the PDF took too long");
     expect(Date.now() - started).toBeLessThan(2300);
+  });
+
+  it("follows three redirects and refuses a fourth, without requesting its target", async () => {
+    const bytes = await fetcher()(new URL(`http://127.0.0.3:${allowedPort}/hops/3`));
+    expect(Buffer.from(bytes).equals(pdf)).toBe(true);
+    allowedRequests.length = 0;
+    const error = await fetcher()(new URL(`http://127.0.0.3:${allowedPort}/hops/4`)).then(
+      () => null,
+      (caught: unknown) => caught,
+    );
+    expect(error instanceof GatewayError ? `${error.code}: ${error.message}` : error).toBe(
+      "BAD_REQUEST: the PDF URL redirected more than 3 times",
+    );
+    expect(allowedRequests).toEqual(["/hops/4", "/hops/3", "/hops/2", "/hops/1"]);
   });
 
   it("refuses http in production, redirect loops, non-PDF content, errors, slowness and size", async () => {
