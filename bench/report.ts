@@ -7,6 +7,12 @@ export interface Run extends LoadResult {
   load: "json" | "sse";
   connections: number;
   cpuMicrosPerRequest: number;
+  /** --scale-out, its targets: the redis-server process's CPU over the run per request (every client's). */
+  redisCpuMicrosPerRequest?: number;
+  /** --scale-out, its targets: the CPU of the PostgreSQL backends connected to the bench's database. */
+  postgresCpuMicrosPerRequest?: number;
+  /** --scale-out, its targets: scripts (EVALSHA, EVAL: round trips) Redis ran over the run per request (every client's). */
+  redisScriptsPerRequest?: number;
 }
 
 export interface Report {
@@ -26,6 +32,13 @@ export interface Report {
   sseEvents?: number | undefined;
   /** Calls the fake Apple received over the whole run (the cached DeviceCheck path asks once). */
   appleCalls?: number;
+  /** --scale-out: where the scale-out Sluice kept its state, and the machine's load around the run. */
+  scaleOut?: {
+    database: string;
+    redis: string;
+    loadAverageBefore: number[];
+    loadAverageAfter?: number[];
+  };
 }
 
 const fixed = (value: number | undefined, digits = 0) =>
@@ -33,7 +46,7 @@ const fixed = (value: number | undefined, digits = 0) =>
 const mark = (pass: boolean) => (pass ? "pass" : "**miss**");
 
 /** Median CPU µs per request of `target` and of the floor for one case, their ratio and its spread over rounds. */
-function cpuAgainstFloor(report: Report, target: string, load: "json" | "sse", connections: number) {
+export function cpuAgainstFloor(report: Report, target: string, load: "json" | "sse", connections: number) {
   const runsOf = (name: string) =>
     report.runs.filter((run) => run.target === name && run.load === load && run.connections === connections);
   const floorRuns = runsOf("floor");
@@ -144,5 +157,76 @@ export function renderReport(report: Report): string {
       ? "No errors or non-2xx answers in any run."
       : `**Failures:**\n${report.failures.map((failure) => `- ${failure}`).join("\n")}`,
   );
+  return `${lines.join("\n")}\n`;
+}
+
+/**
+ * `--scale-out`: the Sluice process on PostgreSQL and Redis beside the embedded one, on the lines the
+ * budget measures, for information: the budget is the embedded default's (DESIGN.md).
+ */
+export function renderScaleOut(report: Report): string {
+  const scale = report.scaleOut;
+  const p50 = report.p50AtOne ?? {};
+  const first = report.firstEvent ?? {};
+  const added = (values: Record<string, number>, name: string) =>
+    (values[name] ?? Number.NaN) - (values.upstream ?? Number.NaN);
+  const load = (values: number[] | undefined) => (values ?? []).map((value) => value.toFixed(2)).join(" ");
+  const lines = [
+    "## Scale-out: PostgreSQL + Redis (informational, not budget lines)",
+    "",
+    "`sluice-scaleout` is a second Sluice process (the same build) with `DATABASE_URL` and `REDIS_URL` set,",
+    `measured in the same rounds as the others: ${scale?.database ?? "n/a"}; Redis ${scale?.redis ?? "n/a"}.`,
+    "`sluice-scaleout-devicecheck` is that process called on its DeviceCheck project (the token ledger in Redis).",
+    `Load average (1, 5, 15 min) before the run: ${load(scale?.loadAverageBefore)}; after: ${load(scale?.loadAverageAfter)}.`,
+    "",
+    "| target | added p50 at 1 conn, ms | first SSE event later than direct, ms | CPU µs / JSON req, 1 / 16 / 64 conn (x floor) | CPU µs / SSE req, 1 / 16 / 64 conn (x floor) |",
+    "|---|---|---|---|---|",
+  ];
+  for (const name of [
+    "floor",
+    "sluice",
+    "sluice-scaleout",
+    "sluice-devicecheck",
+    "sluice-scaleout-devicecheck",
+  ]) {
+    const cpu = (kind: "json" | "sse") =>
+      [1, 16, 64]
+        .map((connections) => {
+          if (name === "floor") return fixed(cpuAgainstFloor(report, "sluice", kind, connections).floor);
+          const { sluice, ratio } = cpuAgainstFloor(report, name, kind, connections);
+          return `${fixed(sluice)} (${fixed(ratio, 2)}x)`;
+        })
+        .join(" / ");
+    lines.push(
+      `| ${name} | ${fixed(added(p50, name), 3)} | ${fixed(added(first, name), 3)} | ${cpu("json")} | ${cpu("sse")} |`,
+    );
+  }
+  lines.push(
+    "",
+    "What the servers spent per request of the scale-out targets, medians over rounds: the redis-server",
+    "process's CPU and the scripts it ran (EVALSHA, EVAL: one round trip each; every client's, so other programs using this Redis meanwhile",
+    "count too), and the CPU of the PostgreSQL backends connected to the bench's database (the usage writes).",
+    "",
+    "| target | case | conn | req/s | Sluice CPU µs | redis-server CPU µs | Redis scripts | PostgreSQL CPU µs |",
+    "|---|---|---|---|---|---|---|---|",
+  );
+  for (const name of ["sluice-scaleout", "sluice-scaleout-devicecheck"])
+    for (const kind of ["json", "sse"] as const)
+      for (const connections of [1, 16, 64]) {
+        const runs = report.runs.filter(
+          (run) => run.target === name && run.load === kind && run.connections === connections,
+        );
+        const pick = (field: (run: Run) => number | undefined) =>
+          median(runs.map(field).filter((value): value is number => value !== undefined));
+        lines.push(
+          `| ${name} | ${kind} | ${connections} | ${fixed(pick((run) => run.rps))} | ${fixed(pick((run) => run.cpuMicrosPerRequest))} | ${fixed(pick((run) => run.redisCpuMicrosPerRequest))} | ${fixed(
+            pick((run) => run.redisScriptsPerRequest),
+            2,
+          )} | ${fixed(
+            pick((run) => run.postgresCpuMicrosPerRequest),
+            1,
+          )} |`,
+        );
+      }
   return `${lines.join("\n")}\n`;
 }

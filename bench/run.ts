@@ -1,6 +1,6 @@
 import { execSync } from "node:child_process";
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { loadavg, tmpdir } from "node:os";
 import { join } from "node:path";
 import { request } from "undici";
 import {
@@ -12,15 +12,20 @@ import {
   sequentialMedians,
 } from "./load.js";
 import { cpuMicros, rssMiB, startProcess, stopAll, type Target } from "./processes.js";
-import { type Report, renderReport } from "./report.js";
+import { type Report, renderReport, renderScaleOut } from "./report.js";
+import { type ScaleOut, serviceCpuSpent, startScaleOut } from "./scale-out.js";
 import { type Apple, createProject, loadCases, root, sluiceEnv, startApple, startSluice } from "./targets.js";
 
 /**
- * `npm run bench [-- --quick]`: Sluice against the floor (node:http + undici pass-through) and the
- * upstream called directly, in one run, rounds interleaved, on loopback only. Writes a markdown
- * report to bench/results/ and exits non-zero when any run saw errors or lost SSE events.
+ * `npm run bench [-- --quick] [-- --scale-out]`: Sluice against the floor (node:http + undici
+ * pass-through) and the upstream called directly, in one run, rounds interleaved, on loopback only.
+ * Writes a markdown report to bench/results/ and exits non-zero when any run saw errors or lost SSE
+ * events. `--scale-out` adds a second Sluice process on PostgreSQL and Redis (a scratch database and
+ * a key prefix of the run's own, both removed after), measured beside the embedded default and
+ * reported apart, for information (bench/README.md).
  */
 const quick = process.argv.includes("--quick");
+const scaleOutMode = process.argv.includes("--scale-out");
 const rounds = quick ? 1 : 3;
 const seconds = quick ? 2 : 5;
 const connectionCounts = [1, 16, 64];
@@ -29,13 +34,16 @@ const tsx = ["--import", "tsx"];
 
 process.once("SIGINT", () => {
   stopAll();
-  process.exit(130);
+  void (scaleOut?.cleanUp() ?? Promise.resolve())
+    .catch((error: unknown) => console.error(error))
+    .finally(() => process.exit(130));
 });
 
 let apple: Apple | undefined;
+let scaleOut: ScaleOut | undefined;
 
 async function main(): Promise<void> {
-  console.log(`sluice bench (${quick ? "quick" : "full"}): building…`);
+  console.log(`sluice bench (${quick ? "quick" : "full"}${scaleOutMode ? ", scale-out" : ""}): building…`);
   execSync("npm run --silent build", { cwd: root, stdio: "inherit" });
   const dataDir = mkdtempSync(join(tmpdir(), "sluice-bench-"));
   try {
@@ -56,6 +64,29 @@ async function main(): Promise<void> {
     const deviceProject = await createProject(sluice.target.url, sluice.adminToken, apple);
     const cases = loadCases(testKeyProject);
     const deviceCases = loadCases(deviceProject);
+    // --scale-out: the same build and the same two projects on PostgreSQL and Redis, in a process of
+    // its own beside the embedded one, so that both are measured under the same machine state.
+    const scaled = new Map<string, { json: LoadCase; sse: LoadCase }>();
+    const scaledTargets: Target[] = [];
+    if (scaleOutMode) {
+      scaleOut = await startScaleOut();
+      const scaledSluice = await startSluice(
+        upstream.url,
+        apple.fake.url,
+        join(dataDir, "sluice-scale-out"),
+        {
+          env: scaleOut.env,
+        },
+      );
+      const scaledTestKey = await createProject(scaledSluice.target.url, scaledSluice.adminToken);
+      const scaledDevice = await createProject(scaledSluice.target.url, scaledSluice.adminToken, apple);
+      scaledTargets.push(
+        { ...scaledSluice.target, name: "sluice-scaleout" },
+        { ...scaledSluice.target, name: "sluice-scaleout-devicecheck" },
+      );
+      scaled.set("sluice-scaleout", loadCases(scaledTestKey));
+      scaled.set("sluice-scaleout-devicecheck", loadCases(scaledDevice));
+    }
     // The same Sluice process, called with `<partial>.<device token>`: Apple is asked once, then
     // the verified token is served from the cache (the path every request after an app's first takes).
     const sluiceDevice: Target = { ...sluice.target, name: "sluice-devicecheck" };
@@ -63,18 +94,26 @@ async function main(): Promise<void> {
     const at = (target: Target, load: LoadCase): LoadCase => {
       if (target.name === "sluice") return load;
       if (target.name === "sluice-devicecheck") return deviceCases[load.name];
+      const scaledCases = scaled.get(target.name);
+      if (scaledCases) return scaledCases[load.name];
       return { ...load, path: upstreamPath(load) };
     };
-    const targets: Target[] = [upstream, floor, sluice.target, sluiceDevice];
+    const targets: Target[] = [upstream, floor, sluice.target, sluiceDevice, ...scaledTargets];
 
     const report: Report = {
-      mode: quick ? "quick" : "full",
+      mode: `${quick ? "quick" : "full"}${scaleOutMode ? "-scale-out" : ""}`,
       date: new Date().toISOString(),
       rounds,
       seconds,
       runs: [],
       failures: [],
     };
+    if (scaleOut)
+      report.scaleOut = {
+        database: `PostgreSQL ${scaleOut.databaseName} at 127.0.0.1:5432`,
+        redis: `${scaleOut.redisUrl}, key prefix ${scaleOut.redisPrefix}`,
+        loadAverageBefore: loadavg(),
+      };
     report.startupMs = startupMs;
     report.startupSamples = starts;
     report.rssIdle = { floor: rssMiB(floor.child), sluice: rssMiB(sluice.target.child) };
@@ -95,9 +134,20 @@ async function main(): Promise<void> {
         for (const connections of connectionCounts) {
           const order = round % 2 === 0 ? targets : [...targets].reverse();
           for (const target of order) {
+            const scaledTarget = scaled.has(target.name) ? scaleOut : undefined;
+            const servicesBefore = scaledTarget?.serviceCpu();
+            const scriptsBefore = await scaledTarget?.redisScripts();
             const cpuBefore = cpuMicros(target.child);
             const result: LoadResult = await runLoad(target.url, at(target, load), connections, { seconds });
             const cpu = (cpuMicros(target.child) - cpuBefore) / Math.max(1, result.requests);
+            const perRequest = (value: number) => value / Math.max(1, result.requests);
+            const services =
+              scaledTarget && servicesBefore
+                ? {
+                    ...serviceCpuSpent(servicesBefore, scaledTarget.serviceCpu()),
+                    redisScripts: (await scaledTarget.redisScripts()) - (scriptsBefore ?? 0),
+                  }
+                : undefined;
             report.runs.push({
               round,
               target: target.name,
@@ -105,6 +155,13 @@ async function main(): Promise<void> {
               connections,
               cpuMicrosPerRequest: cpu,
               ...result,
+              ...(services
+                ? {
+                    redisCpuMicrosPerRequest: perRequest(services.redis),
+                    postgresCpuMicrosPerRequest: perRequest(services.postgres),
+                    redisScriptsPerRequest: perRequest(services.redisScripts),
+                  }
+                : {}),
             });
             console.log(
               `round ${round + 1} ${load.name} c=${connections} ${target.name}: ${Math.round(result.rps)} req/s, ${cpu.toFixed(0)} µs CPU/req`,
@@ -132,22 +189,31 @@ async function main(): Promise<void> {
       "first-byte",
     );
     report.appleCalls = apple.fake.calls.length;
-    if (report.appleCalls !== 1)
-      report.failures.push(`the device token was sent to Apple ${report.appleCalls} times, not once`);
+    // Once per Sluice process: the scale-out one keeps its own ledger (in Redis).
+    const appleCallsExpected = scaleOutMode ? 2 : 1;
+    if (report.appleCalls !== appleCallsExpected)
+      report.failures.push(
+        `the device token was sent to Apple ${report.appleCalls} times, not ${appleCallsExpected === 1 ? "once" : `${appleCallsExpected} times (once per Sluice process)`}`,
+      );
     report.rssAfter = { floor: rssMiB(floor.child), sluice: rssMiB(sluice.target.child) };
 
-    const markdown = renderReport(report);
+    if (report.scaleOut) report.scaleOut.loadAverageAfter = loadavg();
+    const markdown = report.scaleOut
+      ? `${renderReport(report)}\n${renderScaleOut(report)}`
+      : renderReport(report);
     mkdirSync(join(root, "bench/results"), { recursive: true });
     const stem = `${report.date.slice(0, 10)}-${report.mode}`;
     writeFileSync(join(root, "bench/results", `${stem}.md`), markdown);
     writeFileSync(join(root, "bench/results", `${stem}.json`), `${JSON.stringify(report, null, 2)}\n`);
-    writeFileSync(join(root, "bench/results/latest.md"), markdown);
+    // latest.md stays the embedded default's: the budget is measured there.
+    writeFileSync(join(root, "bench/results", scaleOutMode ? "latest-scale-out.md" : "latest.md"), markdown);
     console.log(`\n${markdown}`);
     if (report.failures.length > 0) process.exitCode = 1;
   } finally {
     stopAll();
     await apple?.fake.close();
     rmSync(dataDir, { recursive: true, force: true });
+    await scaleOut?.cleanUp();
   }
 }
 
@@ -173,8 +239,9 @@ async function measureStartup(upstreamUrl: string, appleUrl: string, dataDir: st
   return elapsed;
 }
 
-main().catch((error: unknown) => {
+main().catch(async (error: unknown) => {
   stopAll();
   console.error(error);
+  await scaleOut?.cleanUp().catch((cleanUpError: unknown) => console.error(cleanUpError));
   process.exit(1);
 });
