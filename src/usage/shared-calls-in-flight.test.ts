@@ -1,6 +1,7 @@
 import { createServer, type Socket, connect as tcpConnect } from "node:net";
 import { afterAll, describe, expect, it, vi } from "vitest";
 import { beforeTimer } from "../../test/support/before-timer.js";
+import { fakeUsageRepository, spent } from "../../test/support/fake-usage-repository.js";
 // In CI (CI=true) an unreachable Redis makes this import throw, so the suite fails instead of skipping.
 import { redisAvailable, redisTestSpace, redisUrl } from "../../test/support/services.js";
 import { startTcpProxy } from "../../test/support/tcp-proxy.js";
@@ -12,6 +13,7 @@ import {
   type SharedCallsInFlightOptions,
   type SharedTake,
 } from "./shared-calls-in-flight.js";
+import { createSpendGuard } from "./spend-guard.js";
 
 const { nextPrefix, readyClient, unreachableClient, cleanup } = redisTestSpace("spend-in-flight");
 
@@ -307,6 +309,54 @@ describe.skipIf(!redisAvailable)("the spend cap's calls in flight in Redis", () 
     } finally {
       client.disconnect();
       await slow.close();
+    }
+  });
+
+  it("refuses a hold with no room left under the cap without sending Redis anything", async () => {
+    const { keyPrefix, list } = await instances(1);
+    const shared = list[0] as SharedCallsInFlight;
+    const guard = createSpendGuard({
+      usage: fakeUsageRepository({ spendSince: async () => spent(30, 12.5) }),
+      now: () => new Date(),
+      shared,
+    });
+    // Every command the Redis server runs, as MONITOR reports it: this prefix's only.
+    const watcher = await readyClient();
+    const monitor = await watcher.monitor();
+    const seen: string[] = [];
+    monitor.on("monitor", (_time: string, args: string[]) => {
+      if (args.some((arg) => arg.startsWith(keyPrefix))) seen.push(args.join(" "));
+    });
+    try {
+      const client = await readyClient();
+      // MONITOR is on once it reports a command sent after it.
+      await vi.waitFor(
+        async () => {
+          await client.exists(`${keyPrefix}:ready`);
+          expect(seen.some((line) => line.includes(`${keyPrefix}:ready`))).toBe(true);
+        },
+        { timeout: 5_000, interval: 20 },
+      );
+      seen.length = 0;
+      // 30 USD spent of 30: no room at all (roomUnderCap 0). The script would answer "full".
+      expect(await guard.hold("p1", 30, 30)).toBeUndefined();
+      // A marker sent after the hold: once MONITOR shows it, it has shown whatever the hold sent.
+      await client.exists(`${keyPrefix}:marker`);
+      await vi.waitFor(() => expect(seen.some((line) => line.includes(`${keyPrefix}:marker`))).toBe(true), {
+        timeout: 5_000,
+        interval: 20,
+      });
+      expect(seen.filter((line) => !line.includes(`${keyPrefix}:marker`))).toEqual([]);
+      // With room, the hold goes to Redis (the same watch sees it).
+      const release = await guard.hold("p1", 60, 30);
+      expect(release).toBeTypeOf("function");
+      await vi.waitFor(() => expect(seen.some((line) => line.includes(`${keyPrefix}:p1`))).toBe(true), {
+        timeout: 5_000,
+        interval: 20,
+      });
+      release?.();
+    } finally {
+      monitor.disconnect();
     }
   });
 });

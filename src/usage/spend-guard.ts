@@ -341,7 +341,9 @@ function spendGuard(deps: SpendGuardDeps) {
         };
       };
       const roomHere = () => room < 0 || entry.inFlight < room;
-      if (!deps.shared) return roomHere() ? holdHere() : undefined;
+      // No room at all (the month at its cap): the script would answer "full" and the fallback
+      // refuse as well, so Redis is not asked. Admission never asks (its 403 comes first).
+      if (!deps.shared || room === 0) return roomHere() ? holdHere() : undefined;
       return deps.shared.take(projectId, room).then((taken) => {
         if (taken === "full") return undefined;
         if (taken) return holdHere(taken);
