@@ -118,7 +118,7 @@ describe("admission", () => {
           waits.push(wait);
           return 0;
         },
-        hold: () => () => {},
+        holdWithLimits: () => ({ release: () => {} }),
       } as unknown as SpendGuard,
       recorder: { record: () => {} } as unknown as UsageRecorder,
       metrics: createMetrics({ collectDefaults: false }),
@@ -524,7 +524,7 @@ describe("the kind of a usage row", () => {
       spend: {
         add: () => {},
         monthToDate: fields.monthToDate ?? (async () => 0),
-        hold: () => () => {},
+        holdWithLimits: () => ({ release: () => {} }),
       } as unknown as SpendGuard,
       recorder: {
         record: (row: UsageRecord, kind = "call") => kinds.push([row.status, row.error_code, kind]),

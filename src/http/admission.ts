@@ -9,11 +9,16 @@ import type { ProviderId } from "../providers/provider-id.js";
 import { recentIds } from "../proxy/background-run.js";
 import { notInProxyAllowList, proxyAllowListCache } from "../proxy/proxy-allow-list.js";
 import { rateLimitHeaders } from "../rate-limit/rate-limit-headers.js";
-import type { LimitRequest, RateLimitDecision, RateLimiter } from "../rate-limit/rate-limiter.js";
+import type {
+  LimitRequest,
+  LimitsInScript,
+  RateLimitDecision,
+  RateLimiter,
+} from "../rate-limit/rate-limiter.js";
 import type { ReloadWait } from "../storage/database-unavailable.js";
 import type { Project } from "../storage/project-repository.js";
 import { isoTimestamp } from "../usage/iso-timestamp.js";
-import type { SpendGuard } from "../usage/spend-guard.js";
+import type { HeldWithLimits, SpendGuard } from "../usage/spend-guard.js";
 import { storedModelName } from "../usage/stored-model-name.js";
 import type { TokenUsage } from "../usage/token-usage.js";
 import type { UsageRecorder } from "../usage/usage-recorder.js";
@@ -220,7 +225,7 @@ export function createAdmission(deps: AdmissionDeps) {
     let written = false;
     /** Whether this call is in `unrecorded` (from its admission to its row). */
     let counted = false;
-    /** Gives back the call's place among its project's calls in flight under the cap (`spend.hold`). */
+    /** Gives back the call's place among its project's calls in flight under the cap (`spend.holdWithLimits`). */
     let release: (() => void) | undefined;
     const write = (
       base: { projectId: string; keyId: string | null; method: AuthMethod | null },
@@ -395,12 +400,16 @@ export function createAdmission(deps: AdmissionDeps) {
       }
       // The spend cap first: a request it refuses (or cannot decide) is counted by no limit, with
       // nothing to give back. A place among the calls in flight is held from the check on (so
-      // requests at once see each other), and given back when the limits refuse the call.
+      // requests at once see each other), and given back when the limits refuse the call. With
+      // Redis the place and the limits are decided in one script (`holdWithLimits`: one round trip,
+      // the place taken only if the limits admit the call); without, or when Redis does not decide
+      // them there, the limits are asked after the place, as before.
       return (async () => {
         const spent = await checkSpend(deps, auth.project, capUsd, reloadWait);
-        release = await holdUnderCap(deps, auth.project, capUsd, spent);
+        const held = await holdUnderCap(deps, auth.project, capUsd, spent, deps.limiter.inScript?.(requests));
+        release = held.release;
         try {
-          const limits = deps.limiter.consumeAll(requests);
+          const limits = held.decisions ?? deps.limiter.consumeAll(requests);
           return admitted(limits instanceof Promise ? await limits : limits);
         } catch (error) {
           release();
@@ -500,18 +509,20 @@ async function checkSpend(
 }
 
 /**
- * A place among the project's calls in flight (`SpendGuard.hold`: on this instance, or on every
- * instance sharing Redis), or a 429 when those, each at the largest cost of one call seen this
- * month, would take the month to its cap: a call sent when they end is admitted if they left room.
+ * A place among the project's calls in flight (`SpendGuard.holdWithLimits`: on this instance, or on
+ * every instance sharing Redis, with the limits' decisions when Redis made them in the same script),
+ * or a 429 when those, each at the largest cost of one call seen this month, would take the month to
+ * its cap: a call sent when they end is admitted if they left room.
  */
 async function holdUnderCap(
   deps: AdmissionDeps,
   project: Project,
   capUsd: number,
   spent: number,
-): Promise<() => void> {
-  const release = await deps.spend.hold(project.id, capUsd, spent);
-  if (release) return release;
+  limits: LimitsInScript | undefined,
+): Promise<HeldWithLimits> {
+  const held = await deps.spend.holdWithLimits(project.id, capUsd, spent, limits);
+  if (held) return held;
   throw new GatewayError(
     "TOO_MANY_REQUESTS",
     `This project's calls in flight may reach its monthly spend cap of ${capUsd} USD; retry when they end`,

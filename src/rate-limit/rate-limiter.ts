@@ -39,11 +39,30 @@ export interface RateLimiter {
    * promise (one script, one round trip).
    */
   consumeAll(requests: readonly LimitRequest[]): RateLimitDecision[] | Promise<RateLimitDecision[]>;
+  /**
+   * On Redis: the limits of `requests` as the part of another script (`LimitsInScript`), decided
+   * and counted there as `consumeAll` would, in the same round trip as what that script decides
+   * first (a capped project's place among its calls in flight). None in memory. A script that
+   * fails decides nothing: `consumeAll` then decides as usual (the shared breaker rests Redis).
+   */
+  inScript?(requests: readonly LimitRequest[]): LimitsInScript;
   /** "memory" or "redis"; `degraded()` says whether Redis is currently replaced by the per-instance fallback. */
   readonly backend: "memory" | "redis";
   degraded(): boolean;
   /** Stops the memory sweeper; the Redis client belongs to the caller and stays open. */
   close(): Promise<void>;
+}
+
+/**
+ * A request's limits in another Lua script: `luaConsumeLimits(keyOffset, argOffset)` run over KEYS
+ * after its first `keyOffset` and ARGV after its first `argOffset`, given `keys` and `args`; the
+ * script's reply from the limits' part on goes to `decide`, which reports them (decisions, repaired
+ * keys, Redis answering) as `consumeAll` does.
+ */
+export interface LimitsInScript {
+  keys: string[];
+  args: number[];
+  decide(reply: readonly number[]): RateLimitDecision[];
 }
 
 export interface RateLimiterOptions {
@@ -198,6 +217,15 @@ function redisRateLimiter(client: Redis, here: RateLimiter, options: RateLimiter
       return { error: error instanceof Error ? error : undefined };
     }
     breaker.leave(pass, true);
+    return decisionsOf(requests, keys, reply);
+  }
+
+  /** The decisions of consumeScript's reply (`luaConsumeLimits`), the keys it repaired named. */
+  function decisionsOf(
+    requests: readonly LimitRequest[],
+    keys: readonly string[],
+    reply: readonly number[],
+  ): RateLimitDecision[] {
     for (const repaired of reply.slice(1 + 2 * requests.length))
       options.onKeyRepaired?.(keys[repaired - 1] as string);
     const admitted = reply[0] === 1;
@@ -216,6 +244,21 @@ function redisRateLimiter(client: Redis, here: RateLimiter, options: RateLimiter
   return {
     backend: "redis",
     degraded: () => degraded,
+    inScript(requests) {
+      const keys = redisKeys(requests);
+      const args: number[] = [];
+      for (const request of requests) args.push(limitOf(request), windowOf(request) * 1000);
+      return {
+        keys,
+        args,
+        decide(reply) {
+          const decisions = decisionsOf(requests, keys, reply);
+          setDegraded(false);
+          for (const decision of decisions) options.onDecision?.(decision.name, decision.allowed);
+          return decisions;
+        },
+      };
+    },
     async consumeAll(requests) {
       const decisions = await fromRedis(requests);
       if (!Array.isArray(decisions)) {
@@ -246,32 +289,44 @@ function redisRateLimiter(client: Redis, here: RateLimiter, options: RateLimiter
  * and a failure after another key's INCR would leave that count behind).
  */
 const consumeScript = new RedisScript(`
+${luaConsumeLimits(0, 0)}
+return reply`);
+
+/**
+ * Lua: consumeScript's decision over KEYS after the first `keyOffset` and ARGV after the first
+ * `argOffset` (limit i's key at KEYS[keyOffset + i], its limit and window at ARGV[argOffset + 2i - 1]
+ * and ARGV[argOffset + 2i]), for another script to run in the same round trip: leaves `admitted`
+ * (1 or 0) and `reply`, consumeScript's reply.
+ */
+export function luaConsumeLimits(keyOffset: number, argOffset: number): string {
+  return `local limitKeys = {}
+for i = ${keyOffset + 1}, #KEYS do limitKeys[#limitKeys + 1] = KEYS[i] end
 local counts = {}
-local repaired = {}
+local limitsRepaired = {}
 local admitted = 1
-for i, key in ipairs(KEYS) do
+for i, key in ipairs(limitKeys) do
   local value = redis.pcall("GET", key)
   if ${luaNotSluiceCount} then
     redis.call("DEL", key)
-    repaired[#repaired + 1] = i
+    limitsRepaired[#limitsRepaired + 1] = i
     value = false
   end
   counts[i] = tonumber(value) or 0
-  if counts[i] >= tonumber(ARGV[2 * i - 1]) then admitted = 0 end
+  if counts[i] >= tonumber(ARGV[${argOffset} + 2 * i - 1]) then admitted = 0 end
 end
 local reply = {admitted}
-for i, key in ipairs(KEYS) do
+for i, key in ipairs(limitKeys) do
   if admitted == 1 then counts[i] = redis.call("INCR", key) end
   local ttl = redis.call("PTTL", key)
   if ttl == -1 then
-    ttl = tonumber(ARGV[2 * i])
+    ttl = tonumber(ARGV[${argOffset} + 2 * i])
     redis.call("PEXPIRE", key, ttl)
   end
   reply[2 * i] = counts[i]
   reply[2 * i + 1] = ttl
 end
-for _, i in ipairs(repaired) do reply[#reply + 1] = i end
-return reply`);
+for _, i in ipairs(limitsRepaired) do reply[#reply + 1] = i end`;
+}
 
 /** One limit's decision, from whether the request was admitted and the count of its window. */
 function toDecision(

@@ -1,9 +1,11 @@
 import { createServer, type Socket, connect as tcpConnect } from "node:net";
 import { afterAll, describe, expect, it, vi } from "vitest";
 import { beforeTimer } from "../../test/support/before-timer.js";
+import { fakeUsageRepository, spent } from "../../test/support/fake-usage-repository.js";
 // In CI (CI=true) an unreachable Redis makes this import throw, so the suite fails instead of skipping.
 import { redisAvailable, redisTestSpace, redisUrl } from "../../test/support/services.js";
 import { startTcpProxy } from "../../test/support/tcp-proxy.js";
+import { createRateLimiter } from "../rate-limit/rate-limiter.js";
 import { RedisBreaker } from "../redis/redis-breaker.js";
 import { createRedisClient } from "../redis/redis-client.js";
 import {
@@ -12,6 +14,7 @@ import {
   type SharedCallsInFlightOptions,
   type SharedTake,
 } from "./shared-calls-in-flight.js";
+import { createSpendGuard } from "./spend-guard.js";
 
 const { nextPrefix, readyClient, unreachableClient, cleanup } = redisTestSpace("spend-in-flight");
 
@@ -271,6 +274,44 @@ describe.skipIf(!redisAvailable)("the spend cap's calls in flight in Redis", () 
     expect(await redis.pttl(`${keyPrefix}:p1`)).toBeGreaterThan(0);
   });
 
+  it("takes a place with the limits in one script: a place only if they admit, counts only with a place, keys of another type replaced and named", async () => {
+    const repaired: string[] = [];
+    const { keyPrefix, list } = await instances(1, { onKeyRepaired: (key) => repaired.push(key) });
+    const shared = list[0] as SharedCallsInFlight;
+    const redis = await readyClient();
+    const limiter = createRateLimiter({
+      redis,
+      keyPrefix: `${keyPrefix}:rl`,
+      onKeyRepaired: (key) => repaired.push(key),
+    });
+    const project = `${keyPrefix}:rl:project:60:p1`;
+    await redis.set(`${keyPrefix}:p1`, "not a sorted set");
+    await redis.sadd(project, "not a count");
+    const limits = (limit: number) => limiter.inScript?.([{ name: "project", key: "p1", limit }]);
+    const take = (room: number, limit: number) =>
+      shared.takeWithLimits?.("p1", room, limits(limit) as NonNullable<ReturnType<typeof limits>>);
+    const first = await take(2, 1);
+    expect(first).toMatchObject({ decisions: [{ name: "project", allowed: true, remaining: 0 }] });
+    expect(repaired).toEqual([`${keyPrefix}:p1`, project]);
+    expect(await redis.zcard(`${keyPrefix}:p1`)).toBe(1);
+    // The limit refuses: no place taken, nothing counted.
+    const refused = await take(2, 1);
+    expect(refused).toMatchObject({ place: undefined, decisions: [{ allowed: false }] });
+    expect(await redis.zcard(`${keyPrefix}:p1`)).toBe(1);
+    expect(await redis.get(project)).toBe("1");
+    // No room: "full", and the limits not asked (a limit with room counts nothing either).
+    expect(await take(1, 5)).toBe("full");
+    expect(await redis.get(project)).toBe("1");
+    // Room and a limit with room: a place, counted.
+    const second = await take(2, 5);
+    expect(second).toMatchObject({ decisions: [{ allowed: true, remaining: 3 }] });
+    expect(await redis.zcard(`${keyPrefix}:p1`)).toBe(2);
+    expect(await redis.get(project)).toBe("2");
+    for (const held of [first, second]) if (typeof held === "object") held.place?.();
+    await vi.waitFor(async () => expect(await redis.zcard(`${keyPrefix}:p1`)).toBe(0), { timeout: 5_000 });
+    await limiter.close();
+  });
+
   it("gives back a place its script took when Redis answered past the command timeout", async () => {
     const slow = await slowRedis();
     const client = await createRedisClient(slow.url, { commandTimeoutMs: 100 });
@@ -307,6 +348,59 @@ describe.skipIf(!redisAvailable)("the spend cap's calls in flight in Redis", () 
     } finally {
       client.disconnect();
       await slow.close();
+    }
+  });
+
+  it("refuses a hold with no room left under the cap without sending Redis anything", async () => {
+    const { keyPrefix, list } = await instances(1);
+    const shared = list[0] as SharedCallsInFlight;
+    const guard = createSpendGuard({
+      usage: fakeUsageRepository({ spendSince: async () => spent(30, 12.5) }),
+      now: () => new Date(),
+      shared,
+    });
+    // Every command the Redis server runs, as MONITOR reports it: this prefix's only.
+    const watcher = await readyClient();
+    const monitor = await watcher.monitor();
+    const seen: string[] = [];
+    monitor.on("monitor", (_time: string, args: string[]) => {
+      if (args.some((arg) => arg.startsWith(keyPrefix))) seen.push(args.join(" "));
+    });
+    try {
+      const client = await readyClient();
+      // MONITOR is on once it reports a command sent after it.
+      await vi.waitFor(
+        async () => {
+          await client.exists(`${keyPrefix}:ready`);
+          expect(seen.some((line) => line.includes(`${keyPrefix}:ready`))).toBe(true);
+        },
+        { timeout: 5_000, interval: 20 },
+      );
+      seen.length = 0;
+      // 30 USD spent of 30: no room at all (roomUnderCap 0). The script would answer "full".
+      expect(await guard.hold("p1", 30, 30)).toBeUndefined();
+      // Nor with the limits in the same script (they count nothing then either).
+      const limiter = createRateLimiter({ redis: client, keyPrefix: `${keyPrefix}:rl` });
+      const limits = limiter.inScript?.([{ name: "project", key: "p1", limit: 5 }]);
+      expect(await guard.holdWithLimits("p1", 30, 30, limits)).toBeUndefined();
+      await limiter.close();
+      // A marker sent after the hold: once MONITOR shows it, it has shown whatever the hold sent.
+      await client.exists(`${keyPrefix}:marker`);
+      await vi.waitFor(() => expect(seen.some((line) => line.includes(`${keyPrefix}:marker`))).toBe(true), {
+        timeout: 5_000,
+        interval: 20,
+      });
+      expect(seen.filter((line) => !line.includes(`${keyPrefix}:marker`))).toEqual([]);
+      // With room, the hold goes to Redis (the same watch sees it).
+      const release = await guard.hold("p1", 60, 30);
+      expect(release).toBeTypeOf("function");
+      await vi.waitFor(() => expect(seen.some((line) => line.includes(`${keyPrefix}:p1`))).toBe(true), {
+        timeout: 5_000,
+        interval: 20,
+      });
+      release?.();
+    } finally {
+      monitor.disconnect();
     }
   });
 });

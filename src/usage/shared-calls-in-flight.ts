@@ -1,5 +1,6 @@
 import { randomUUID } from "node:crypto";
 import type { Redis } from "ioredis";
+import { type LimitsInScript, luaConsumeLimits, type RateLimitDecision } from "../rate-limit/rate-limiter.js";
 import { RedisBreaker } from "../redis/redis-breaker.js";
 import { redisKeyPrefixes } from "../redis/redis-keys.js";
 import { RedisScript } from "../redis/redis-script.js";
@@ -14,6 +15,16 @@ export const defaultPlaceTtlMs = 30_000;
  */
 export type SharedTake = (() => void) | "full" | undefined;
 
+/**
+ * What taking a place with the request's rate limits in the same script answered: `"full"` (the
+ * limits not asked, nothing counted) or `undefined` as for `SharedTake`; else the limits' decisions
+ * and, when they admitted the call, its place (a call they refuse takes none and counts in none).
+ */
+export type SharedTakeWithLimits =
+  | { place: (() => void) | undefined; decisions: RateLimitDecision[] }
+  | "full"
+  | undefined;
+
 export interface SharedCallsInFlight {
   /**
    * Takes a place among the project's calls in flight on every instance sharing the Redis, if fewer
@@ -21,6 +32,12 @@ export interface SharedCallsInFlight {
    * the last place.
    */
   take(projectId: string, room: number): Promise<SharedTake>;
+  /**
+   * `take`, then, only when there was room, the request's rate limits (`RateLimiter.inScript`) in
+   * the same script, one round trip: the place is taken only if the limits admit the call, and the
+   * limits are counted only if there was a place. Optional: a caller without it sends the two apart.
+   */
+  takeWithLimits?(projectId: string, room: number, limits: LimitsInScript): Promise<SharedTakeWithLimits>;
   /** Places this instance holds in Redis (renewed on its timer): memory stays bounded by the calls in flight. */
   held(): number;
   /**
@@ -197,35 +214,72 @@ export function createSharedCallsInFlight(options: SharedCallsInFlightOptions): 
     void removal.finally(() => removing.delete(removal));
   }
 
+  /**
+   * Runs the take script (with the limits' part when given): its reply, or undefined when Redis did
+   * not decide (resting, failed).
+   */
+  async function runTake(
+    key: string,
+    member: string,
+    room: number,
+    limits?: LimitsInScript,
+  ): Promise<number[] | undefined> {
+    const pass = breaker.enter();
+    if (pass === "rest") return undefined;
+    let reply: number[];
+    try {
+      reply = (
+        limits
+          ? await takeWithLimitsScript.run(
+              client,
+              [key, ...limits.keys],
+              [room, member, ttlMs, ...limits.args],
+            )
+          : await takeScript.run(client, [key], [room, member, ttlMs])
+      ) as number[];
+    } catch (error) {
+      breaker.leave(pass, false, error);
+      // Redis may have run the script all the same and answered past the command timeout: the
+      // place it took, which no release names, is removed with the next renewal, not counted
+      // against the cap on every instance until it expires.
+      goneFrom(key, member);
+      arm();
+      return undefined;
+    }
+    breaker.leave(pass, true);
+    if (reply[2] === 1) options.onKeyRepaired?.(key);
+    return reply;
+  }
+
+  /** The place the script took: held (renewed) until its release, called once. */
+  function placeTaken(key: string, member: string): () => void {
+    placesOf(key).held.add(member);
+    arm();
+    let held = true;
+    return () => {
+      if (!held) return;
+      held = false;
+      give(key, member);
+    };
+  }
+
   return {
     async take(projectId, room) {
-      const pass = breaker.enter();
-      if (pass === "rest") return undefined;
       const key = `${prefix}:${projectId}`;
       const member = `${instance}:${++calls}`;
-      let reply: [number, number, number?];
-      try {
-        reply = (await takeScript.run(client, [key], [room, member, ttlMs])) as [number, number, number?];
-      } catch (error) {
-        breaker.leave(pass, false, error);
-        // Redis may have run the script all the same and answered past the command timeout: the
-        // place it took, which no release names, is removed with the next renewal, not counted
-        // against the cap on every instance until it expires.
-        goneFrom(key, member);
-        arm();
-        return undefined;
-      }
-      breaker.leave(pass, true);
-      if (reply[2] === 1) options.onKeyRepaired?.(key);
+      const reply = await runTake(key, member, room);
+      if (reply === undefined) return undefined;
       if (reply[0] !== 1) return "full";
-      placesOf(key).held.add(member);
-      arm();
-      let held = true;
-      return () => {
-        if (!held) return;
-        held = false;
-        give(key, member);
-      };
+      return placeTaken(key, member);
+    },
+    async takeWithLimits(projectId, room, limits) {
+      const key = `${prefix}:${projectId}`;
+      const member = `${instance}:${++calls}`;
+      const reply = await runTake(key, member, room, limits);
+      if (reply === undefined) return undefined;
+      if (reply[0] === 0) return "full";
+      const decisions = limits.decide(reply.slice(3));
+      return { place: reply[0] === 1 ? placeTaken(key, member) : undefined, decisions };
     },
     held: () => {
       let count = 0;
@@ -284,6 +338,31 @@ if room >= 0 and count >= room then return {0, count, repaired} end
 redis.call("ZADD", KEYS[1], now + ttl, ARGV[2])
 redis.call("PEXPIRE", KEYS[1], ttl)
 return {1, count + 1, repaired}`);
+
+/**
+ * takeScript with the request's rate limits (`luaConsumeLimits`): KEYS[1] and ARGV[1..3] as there,
+ * then the limits' keys and their ARGV pairs. No room: replies {0, places held, repaired}, and no
+ * limit is asked or counted. Else the limits decide: admitted, the place is taken and the counts
+ * added, {1, places held after, repaired, ...the limits' reply}; refused, neither,
+ * {2, places held, repaired, ...the limits' reply}.
+ */
+const takeWithLimitsScript = new RedisScript(`
+local ttl = tonumber(ARGV[3])
+${luaPrune("ttl")}
+local count = redis.call("ZCARD", KEYS[1])
+local room = tonumber(ARGV[1])
+if room >= 0 and count >= room then return {0, count, repaired} end
+${luaConsumeLimits(1, 3)}
+if admitted == 0 then
+  local out = {2, count, repaired}
+  for _, value in ipairs(reply) do out[#out + 1] = value end
+  return out
+end
+redis.call("ZADD", KEYS[1], now + ttl, ARGV[2])
+redis.call("PEXPIRE", KEYS[1], ttl)
+local out = {1, count + 1, repaired}
+for _, value in ipairs(reply) do out[#out + 1] = value end
+return out`);
 
 /**
  * KEYS[1] the project's places; ARGV[1] a place's lifetime (ms), ARGV[2] how many members follow to

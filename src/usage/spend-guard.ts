@@ -1,6 +1,13 @@
+import type { LimitsInScript, RateLimitDecision } from "../rate-limit/rate-limiter.js";
 import { type ReloadWait, withinReloadWait, withinRequestWait } from "../storage/database-unavailable.js";
 import type { SpendMark, UsageRecord, UsageRepository } from "../storage/usage-repository.js";
 import type { SharedCallsInFlight } from "./shared-calls-in-flight.js";
+
+/** A place held under the cap (`holdWithLimits`), and the limits' decisions when Redis made them with it. */
+export interface HeldWithLimits {
+  release: () => void;
+  decisions?: RateLimitDecision[];
+}
 
 /**
  * What a figure may hold that this instance alone knows and still be let go (a billionth of a
@@ -102,8 +109,9 @@ export interface SpendGuardDeps {
 export type SpendGuard = ReturnType<typeof spendGuard>;
 
 /** A spend guard without `shared`: `hold` decides at once. */
-export type SpendGuardHere = Omit<SpendGuard, "hold"> & {
+export type SpendGuardHere = Omit<SpendGuard, "hold" | "holdWithLimits"> & {
   hold(...args: Parameters<SpendGuard["hold"]>): (() => void) | undefined;
+  holdWithLimits(...args: Parameters<SpendGuard["holdWithLimits"]>): HeldWithLimits | undefined;
 };
 
 function spendGuard(deps: SpendGuardDeps) {
@@ -255,7 +263,31 @@ function spendGuard(deps: SpendGuardDeps) {
     }
   }
 
-  return {
+  /**
+   * A project's room under its cap (`roomUnderCap`), and how this instance holds a place in it:
+   * `holdHere` counts the call among its calls in flight (with `shared`, the release of its place
+   * in Redis too), `roomHere` says whether its own count leaves room.
+   */
+  function placeUnderCap(projectId: string, capUsd: number, spentUsd: number) {
+    const entry = monthOf(projectId, deps.now());
+    const room = roomUnderCap(capUsd, spentUsd, Math.max(entry.largestRead, entry.largestCall));
+    const holdHere = (shared?: () => void): (() => void) => {
+      entry.inFlight++;
+      relist(entry);
+      let held = true;
+      return () => {
+        if (!held) return;
+        held = false;
+        entry.inFlight--;
+        relist(entry);
+        shared?.();
+      };
+    };
+    const roomHere = () => room < 0 || entry.inFlight < room;
+    return { room, holdHere, roomHere };
+  }
+
+  const guard = {
     /** How many projects' figures are held: memory stays bounded. */
     projects: () => cache.size,
     /**
@@ -326,28 +358,47 @@ function spendGuard(deps: SpendGuardDeps) {
       capUsd: number,
       spentUsd: number,
     ): (() => void) | undefined | Promise<(() => void) | undefined> {
-      const entry = monthOf(projectId, deps.now());
-      const room = roomUnderCap(capUsd, spentUsd, Math.max(entry.largestRead, entry.largestCall));
-      const holdHere = (shared?: () => void): (() => void) => {
-        entry.inFlight++;
-        relist(entry);
-        let held = true;
-        return () => {
-          if (!held) return;
-          held = false;
-          entry.inFlight--;
-          relist(entry);
-          shared?.();
-        };
-      };
-      const roomHere = () => room < 0 || entry.inFlight < room;
-      if (!deps.shared) return roomHere() ? holdHere() : undefined;
+      const { room, holdHere, roomHere } = placeUnderCap(projectId, capUsd, spentUsd);
+      // No room at all (the month at its cap): the script would answer "full" and the fallback
+      // refuse as well, so Redis is not asked. Admission never asks (its 403 comes first).
+      if (!deps.shared || room === 0) return roomHere() ? holdHere() : undefined;
       return deps.shared.take(projectId, room).then((taken) => {
         if (taken === "full") return undefined;
         if (taken) return holdHere(taken);
         // Redis did not decide: this instance's calls alone, as without Redis (counted now: others
         // may have been admitted here while the script was on its way).
         return roomHere() ? holdHere() : undefined;
+      });
+    },
+    /**
+     * `hold`, with the request's rate limits (`RateLimiter.inScript`) decided in the same script as
+     * the shared place when the calls in flight are in Redis: one round trip where `hold` and then
+     * the limits took two. Nothing (refused) when the calls in flight leave no room, the limits
+     * neither asked nor counting the call; else the release, and the limits' `decisions` when Redis
+     * decided them: the call admitted if they all allow it, else counted by none and holding no
+     * place (its release does nothing). Without `decisions` (no Redis, Redis did not decide, or no
+     * room was asked for) the caller asks the limits itself, as after `hold`.
+     */
+    holdWithLimits(
+      projectId: string,
+      capUsd: number,
+      spentUsd: number,
+      limits: LimitsInScript | undefined,
+    ): HeldWithLimits | undefined | Promise<HeldWithLimits | undefined> {
+      const shared = deps.shared;
+      if (!shared?.takeWithLimits || !limits) {
+        const held = guard.hold(projectId, capUsd, spentUsd);
+        const wrap = (release: (() => void) | undefined) => (release ? { release } : undefined);
+        return held instanceof Promise ? held.then(wrap) : wrap(held);
+      }
+      const { room, holdHere, roomHere } = placeUnderCap(projectId, capUsd, spentUsd);
+      // No room at all: refused without asking Redis, as `hold` does.
+      if (room === 0) return undefined;
+      return shared.takeWithLimits(projectId, room, limits).then((taken) => {
+        if (taken === "full") return undefined;
+        if (taken === undefined) return roomHere() ? { release: holdHere() } : undefined;
+        const { place, decisions } = taken;
+        return { release: place ? holdHere(place) : () => {}, decisions };
       });
     },
     /**
@@ -366,6 +417,7 @@ function spendGuard(deps: SpendGuardDeps) {
       }
     },
   };
+  return guard;
 }
 
 /**

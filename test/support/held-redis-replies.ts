@@ -1,0 +1,74 @@
+import { connect, createServer, type Socket } from "node:net";
+
+/**
+ * A TCP proxy to a Redis that can hold its replies (`hold()`) until the test lets them go
+ * (`release()`), and counts the round trips a client waited for: a round begins each time the
+ * client sends after a reply reached it (or sends first), so commands sent together (pipelined, or
+ * one script) are one round, and a command sent only once an earlier reply came back is another,
+ * however the bytes are cut into chunks. Counted, not timed.
+ */
+export async function heldRedisReplies(redisUrl: string) {
+  const { hostname, port } = new URL(redisUrl);
+  const sockets = new Set<Socket>();
+  const held: Array<[Socket, Buffer]> = [];
+  const waiting: Array<() => void> = [];
+  let holding = false;
+  let rounds = 0;
+  let repliedSinceSent = true;
+  const server = createServer((socket) => {
+    const upstream = connect(Number(port), hostname);
+    for (const each of [socket, upstream]) {
+      sockets.add(each);
+      each.on("error", () => {});
+      each.on("close", () => {
+        socket.destroy();
+        upstream.destroy();
+      });
+    }
+    socket.on("data", (data: Buffer) => {
+      if (repliedSinceSent) rounds++;
+      repliedSinceSent = false;
+      upstream.write(data);
+    });
+    upstream.on("data", (data: Buffer) => {
+      if (!holding) {
+        repliedSinceSent = true;
+        socket.write(data);
+        return;
+      }
+      held.push([socket, data]);
+      for (const wake of waiting.splice(0)) wake();
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  return {
+    url: `redis://127.0.0.1:${(server.address() as { port: number }).port}`,
+    /** Holds every reply from now on, and counts rounds from 0. */
+    hold(): void {
+      holding = true;
+      rounds = 0;
+      repliedSinceSent = true;
+    },
+    /** Resolves once a reply is held. */
+    replied(): Promise<void> {
+      return held.length > 0 ? Promise.resolve() : new Promise((resolve) => waiting.push(resolve));
+    },
+    /** Lets the replies held go on to the client. */
+    release(): void {
+      for (const [socket, data] of held.splice(0)) if (socket.writable) socket.write(data);
+      repliedSinceSent = true;
+    },
+    /** Passes replies on at once again. */
+    pass(): void {
+      holding = false;
+      this.release();
+    },
+    /** Rounds the client waited for since `hold()`. */
+    rounds: () => rounds,
+    close: () =>
+      new Promise<void>((resolve) => {
+        for (const socket of sockets) socket.destroy();
+        server.close(() => resolve());
+      }),
+  };
+}
