@@ -47,10 +47,39 @@ export type DeviceVerdict =
       reason: string;
       /** Apple was asked (it did not answer, or answered 429, 5xx or 401): the attempt cost a call. */
       askedApple?: boolean;
-    };
+    }
+  /** Apple was to be asked, and `beforeApple` refused (see `DeviceVerifyOptions`): nothing was counted. */
+  | { kind: "throttled"; retryAfterSeconds: number };
+
+/** What `recall` knows of a device token before its ledger is asked. */
+export interface DeviceTokenRecall {
+  /** The token's digest (the SHA-256 of its decoded bytes), for `verify` not to work it out again. */
+  digest: string;
+  /**
+   * This instance passed the token for the project within its TTL (by its own clock), in budget
+   * mode, under the project's current Apple settings: its ledger lookup almost always passes again.
+   */
+  passedHere: boolean;
+}
+
+export interface DeviceVerifyOptions {
+  /** `recall`'s answer for this very token and project. */
+  recalled?: DeviceTokenRecall;
+  /**
+   * For a request that holds no throttle slot (see `AuthThrottle.begin`): called once before Apple
+   * is asked, it takes one; a number of seconds above 0 is its refusal, and the verdict is
+   * `throttled`, Apple not asked.
+   */
+  beforeApple?: () => number;
+}
 
 export interface DeviceTokenVerifier {
-  verify(project: Project, deviceToken: string): Promise<DeviceVerdict>;
+  verify(project: Project, deviceToken: string, options?: DeviceVerifyOptions): Promise<DeviceVerdict>;
+  /**
+   * The token's digest and whether this instance passed it lately (`DeviceTokenRecall`), counting
+   * nothing; null for a token that is not well-formed base64.
+   */
+  recall?(project: Project, deviceToken: string): DeviceTokenRecall | null;
   /**
    * `verify`'s `ok` without a promise, when its ledger is in memory and holds the token within its
    * budget (the use is counted); null otherwise, having counted nothing: ask `verify`. It is what
@@ -287,6 +316,44 @@ export function createAuthenticator(deps: AuthenticatorDeps) {
     return success("bearer-device-check", project, provider, key, verdict.digest, verdict.refund);
   }
 
+  /**
+   * The DeviceCheck method a request can take when it is the only one: no test-key header (method
+   * 1), Test Mode off (so the Bearer token is not a test key), DeviceCheck on, and either a Bearer
+   * value (or the SDK key header) without `x-device-token` (method 2b, method 3 not tried after it)
+   * or `x-device-token` with `x-ai-key` and no Bearer value (method 3 alone); with a partial key this
+   * instance rebuilt under the records as they stand (its records may be due to be read again) and
+   * a well-formed token, recalled by the verifier (its digest, and whether it passed here).
+   * `tryMethods` would answer such a request as `viaDeviceCheck` does; anything else is its to
+   * decide. The Bearer value is read as the warm path reads it (`bearerValueAsSent`): what the
+   * strict reading would trim or refuse matches no partial key rebuilt or well-formed token.
+   */
+  function deviceCheckAlone(
+    request: AuthRequest,
+    project: Project,
+    provider: ProviderId,
+  ): { method: AuthMethod; partialKey: string; token: string; recalled: DeviceTokenRecall } | null {
+    const { headers } = request;
+    if (!project.deviceCheck.enabled || testModeOn(project) || headers[testKeyHeader] !== undefined)
+      return null;
+    const bearer = bearerValueAsSent(headers, request.sdkKeyHeader);
+    const legacyToken = single(headers["x-device-token"]);
+    let method: AuthMethod = "bearer-device-check";
+    let partialKey: string | undefined;
+    let token: string | undefined;
+    if (bearer !== undefined) {
+      if (legacyToken !== undefined) return null;
+      ({ partialKey, token } = splitBearer(bearer));
+    } else {
+      method = "device-token-header";
+      partialKey = single(headers["x-ai-key"]);
+      token = legacyToken;
+    }
+    if (!partialKey || token === undefined || token.length > maxCredentialLength) return null;
+    if (!rebuilt.known(rebuiltKeyOf(project.id, provider, partialKey))) return null;
+    const recalled = deps.deviceTokens.recall?.(project, token);
+    return recalled ? { method, partialKey, token, recalled } : null;
+  }
+
   /** Whether the project's test keys authenticate: its Test Mode is on, and this is not production. */
   function testModeOn(project: Project): boolean {
     return project.testMode && deps.testModeAllowed;
@@ -346,14 +413,30 @@ export function createAuthenticator(deps: AuthenticatorDeps) {
       let attempt: AuthResult;
       if (hit) attempt = hit;
       else {
+        const device = deviceCheckAlone(request, project, provider);
         // A test-key credential verified before, whose records are being read again (every TTL), is
-        // checked without a slot: a busy client's burst at that moment is no burst of guesses.
-        if (cacheKey === null || !verified.known(cacheKey)) {
+        // checked without a slot: a busy client's burst at that moment is no burst of guesses. So is
+        // a device token this instance passed, with a partial key it rebuilt: only its ledger lookup
+        // is left, which counts a failure once it ends (a budget used up); Apple is asked only
+        // through a slot taken then (`beforeApple`).
+        const slotFree = device ? device.recalled.passedHere : cacheKey !== null && verified.known(cacheKey);
+        if (!slotFree) {
           const slot = deps.throttle.begin(clientIp, projectId);
           if (typeof slot === "number") return tooManyAttempts(slot);
           release = slot;
         }
-        attempt = await tryMethods(project, provider, headers, request.sdkKeyHeader, spent, wait);
+        if (device) {
+          const options: DeviceVerifyOptions = { recalled: device.recalled };
+          if (slotFree)
+            options.beforeApple = () => {
+              const slot = deps.throttle.begin(clientIp, projectId);
+              if (typeof slot === "number") return slot;
+              release = slot;
+              return 0;
+            };
+          const { method, partialKey, token } = device;
+          attempt = await viaDeviceCheck(project, provider, partialKey, token, method, spent, wait, options);
+        } else attempt = await tryMethods(project, provider, headers, request.sdkKeyHeader, spent, wait);
         // A hit is not written back: that would restart its time and outlive the records behind it.
         remember(cacheKey, attempt, generation);
       }
@@ -564,12 +647,14 @@ export function createAuthenticator(deps: AuthenticatorDeps) {
     method: AuthMethod,
     spent: { failure: boolean },
     wait: ReloadWait,
+    options?: DeviceVerifyOptions,
   ): Promise<AuthResult> {
     if (deviceToken.length > maxCredentialLength)
       return failure(unauthorized("the device token is too long"), project, method);
     const key = await rebuildKey(project, partialKey, provider, wait);
     if (key instanceof GatewayError && key.status === 401) return failure(key, project, method);
-    const verdict = await deps.deviceTokens.verify(project, deviceToken);
+    const verdict = await deps.deviceTokens.verify(project, deviceToken, options);
+    if (verdict.kind === "throttled") return tooManyAttempts(verdict.retryAfterSeconds);
     if (verdict.kind === "ok") {
       if (!(key instanceof GatewayError))
         return success(method, project, provider, key, verdict.digest, verdict.refund);

@@ -215,3 +215,52 @@ describe.skipIf(!redisAvailable)("the device token verifier on a ledger entry an
     expect(JSON.stringify(lines)).not.toContain(deviceToken);
   });
 });
+
+/**
+ * `recall` tells the authenticator which tokens may go without a throttle slot: those this instance
+ * passed in budget mode, under the project's current Apple settings. `beforeApple` is the slot
+ * such a token takes when the ledger no longer trusts it and Apple must be asked again.
+ */
+describe("the device token verifier's recall of tokens passed here", () => {
+  it("recalls a budget-mode token once it passed, and not after the project's Apple settings changed", async () => {
+    const verifier = verifierWith(developmentOnlyApple());
+    const before = developmentProject("cached");
+    expect(verifier.recall?.(before, deviceToken)).toEqual({
+      digest: deviceTokenDigest(deviceToken),
+      passedHere: false,
+    });
+    expect(await verifier.verify(before, deviceToken)).toMatchObject({ kind: "ok" });
+    expect(verifier.recall?.(before, deviceToken)?.passedHere).toBe(true);
+    const production = await changed(before, { environment: "production" });
+    expect(verifier.recall?.(production, deviceToken)?.passedHere).toBe(false);
+    expect(verifier.recall?.(before, "not base64!")).toBeNull();
+  });
+
+  it("never recalls a single-use token as passed: its every further use is a replay", async () => {
+    const verifier = verifierWith(developmentOnlyApple());
+    const project = developmentProject("single-use");
+    expect(await verifier.verify(project, deviceToken)).toMatchObject({ kind: "ok" });
+    expect(verifier.recall?.(project, deviceToken)?.passedHere).toBe(false);
+  });
+
+  it("asks Apple only once beforeApple admits the call, and counts nothing when it refuses", async () => {
+    const apple = developmentOnlyApple();
+    const verifier = verifierWith(apple);
+    const project = developmentProject("cached");
+    let admitted = 0;
+    const refused = await verifier.verify(project, deviceToken, { beforeApple: () => 3 });
+    expect(refused).toEqual({ kind: "throttled", retryAfterSeconds: 3 });
+    expect(apple.asked).toHaveLength(0);
+    const beforeApple = () => {
+      admitted++;
+      return 0;
+    };
+    expect(await verifier.verify(project, deviceToken, { beforeApple })).toMatchObject({ kind: "ok" });
+    // The ledger now holds the token: no Apple call, so no slot asked for.
+    const recalled = verifier.recall?.(project, deviceToken);
+    expect(
+      await verifier.verify(project, deviceToken, { beforeApple, ...(recalled ? { recalled } : {}) }),
+    ).toMatchObject({ kind: "ok" });
+    expect({ asked: apple.asked.length, admitted }).toEqual({ asked: 1, admitted: 1 });
+  });
+});

@@ -8,7 +8,7 @@ import {
 } from "../observability/suppression-windows.js";
 import type { RedisBreaker } from "../redis/redis-breaker.js";
 import type { Project } from "../storage/project-repository.js";
-import type { DeviceTokenVerifier, DeviceVerdict } from "./authenticate.js";
+import type { DeviceTokenRecall, DeviceTokenVerifier, DeviceVerdict } from "./authenticate.js";
 import {
   createDeviceCheckClient,
   type DeviceCheckClient,
@@ -62,6 +62,8 @@ const warningWindowMs = 10_000;
 const singleUseRetentionMs = 24 * 60 * 60 * 1000;
 /** Opened DeviceCheck private keys held at most (one per project). */
 const maxPrivateKeys = 1000;
+/** Tokens remembered as passed here at most (see `passedHere`); the oldest go first. */
+const maxPassedHere = 100_000;
 
 /**
  * DeviceCheck for authentication: a token verified by Apple is trusted for a TTL and a request
@@ -98,6 +100,22 @@ export function createDeviceTokenVerifier(deps: DeviceTokenVerifierDeps): Device
    * costs one Apple call, not one each. Each request still goes through the ledger on its own.
    */
   const appleCalls = new Map<string, Promise<DeviceCheckVerdict>>();
+  /**
+   * Budget-mode tokens this instance passed, by project id and digest: when its trust in them ends
+   * (by this clock, the TTL from the first pass here) and the project's `verifiedSince` then. What
+   * `recall` answers from, so that a token passed before takes no throttle slot for its ledger
+   * lookup (see `authenticate.ts`). Only a hint: the ledger still decides, and a token it no longer
+   * holds is asked of Apple only through `beforeApple`. At most `maxPassedHere`, oldest first.
+   */
+  const passedHere = new Map<string, { until: number; since: number }>();
+
+  function notePassed(project: Project, digest: string, policy: DeviceTokenPolicy): void {
+    if (policy.mode !== "budget") return;
+    const key = `${project.id}:${digest}`;
+    passedHere.delete(key);
+    if (passedHere.size >= maxPassedHere) passedHere.delete(passedHere.keys().next().value as string);
+    passedHere.set(key, { until: Date.now() + policy.ttlMs, since: policy.verifiedSince ?? 0 });
+  }
 
   function privateKeyOf(project: Project): string | null {
     const sealed = project.deviceCheck.sealedPrivateKey;
@@ -299,8 +317,22 @@ export function createDeviceTokenVerifier(deps: DeviceTokenVerifierDeps): Device
       return passed(digest, refundOf(project.id, digest, counted, receipt));
     },
 
-    async verify(project, deviceToken): Promise<DeviceVerdict> {
+    recall(project, deviceToken): DeviceTokenRecall | null {
       const digest = deviceTokenDigest(deviceToken);
+      if (digest === null) return null;
+      const policy = policyOf(project);
+      if (policy.mode !== "budget") return { digest, passedHere: false };
+      const entry = passedHere.get(`${project.id}:${digest}`);
+      return {
+        digest,
+        passedHere:
+          entry !== undefined && entry.since === (policy.verifiedSince ?? 0) && Date.now() < entry.until,
+      };
+    },
+
+    async verify(project, deviceToken, options = {}): Promise<DeviceVerdict> {
+      const { recalled } = options;
+      const digest = recalled?.digest ?? deviceTokenDigest(deviceToken);
       if (digest === null) return { kind: "invalid", reason: "the device token is not well-formed base64" };
       const policy = policyOf(project);
       const counted = { ledger: memory };
@@ -309,7 +341,10 @@ export function createDeviceTokenVerifier(deps: DeviceTokenVerifierDeps): Device
         ledger.check(project.id, digest, policy, receipt),
       );
       if (seen === null) return unavailable("the device token store is unavailable");
-      if (seen === "cached-ok") return passed(digest, refundOf(project.id, digest, counted, receipt));
+      if (seen === "cached-ok") {
+        if (!recalled?.passedHere) notePassed(project, digest, policy);
+        return passed(digest, refundOf(project.id, digest, counted, receipt));
+      }
       if (seen === "budget-exhausted")
         return { kind: "invalid", reason: "this device token has used up its request budget; get a new one" };
       if (seen === "replayed")
@@ -319,6 +354,10 @@ export function createDeviceTokenVerifier(deps: DeviceTokenVerifierDeps): Device
       if (!privateKeyPem || !project.deviceCheck.teamId || !project.deviceCheck.keyId) {
         return unavailable("device check is not fully configured for this project");
       }
+      // A request that took no throttle slot (a token passed here, which the ledger no longer holds
+      // as trusted: its entry gone, its settings changed) takes one now, or asks Apple nothing.
+      const wait = options.beforeApple?.() ?? 0;
+      if (wait > 0) return { kind: "throttled", retryAfterSeconds: wait };
       const verdict = await askApple(project, digest, {
         environment: project.deviceCheck.environment,
         teamId: project.deviceCheck.teamId,
@@ -351,7 +390,10 @@ export function createDeviceTokenVerifier(deps: DeviceTokenVerifierDeps): Device
         ledger.remember(project.id, digest, policy, receipt),
       );
       if (remembered === null) return unavailable("the device token store is unavailable");
-      if (remembered === "accepted") return passed(digest, refundOf(project.id, digest, counted, receipt));
+      if (remembered === "accepted") {
+        notePassed(project, digest, policy);
+        return passed(digest, refundOf(project.id, digest, counted, receipt));
+      }
       return {
         kind: "invalid",
         reason:
