@@ -320,7 +320,7 @@ export const settings = {
     "SLUICE_REDIS_COMMAND_TIMEOUT_MS",
     millisecondsFrom(100, 10_000),
     "500",
-    "Redis: a command unanswered this long fails and its connection is replaced (the limits, the authentication throttle and the DeviceCheck ledger answer as without Redis, which then rests for 2 s), so the requests in flight when Redis hangs wait this long once; raise it for a Redis far away whose round trips come near it (100 ms to 10 s)",
+    "Redis: a command unanswered this long fails and its connection is replaced (the limits, the authentication throttle, the DeviceCheck ledger and the spend cap's calls in flight answer as without Redis, which then rests for 2 s), so the requests in flight when Redis hangs wait this long once; raise it for a Redis far away whose round trips come near it (100 ms to 10 s)",
   ),
   redisKeyPrefix: setting(
     "SLUICE_REDIS_KEY_PREFIX",
@@ -331,7 +331,7 @@ export const settings = {
       matching(/^[\x21-\x7e]+$/, "must be printable ASCII without spaces, such as `staging:`"),
     ),
     undefined,
-    "prefix of every Redis key Sluice reads or writes (rate limits, failed-authentication counts, DeviceCheck ledger), put before it as given (`staging:` makes `sluice:rl:…` `staging:sluice:rl:…`): deployments sharing one Redis count apart under prefixes of their own, and the instances of one deployment need the same one; at most 64 printable ASCII characters without spaces (unset: no prefix, the keys of earlier versions)",
+    "prefix of every Redis key Sluice reads or writes (rate limits, failed-authentication counts, DeviceCheck ledger, the spend cap's calls in flight), put before it as given (`staging:` makes `sluice:rl:…` `staging:sluice:rl:…`): deployments sharing one Redis count apart under prefixes of their own, and the instances of one deployment need the same one; at most 64 printable ASCII characters without spaces (unset: no prefix, the keys of earlier versions)",
   ),
   adminToken: setting(
     "SLUICE_ADMIN_TOKEN",
