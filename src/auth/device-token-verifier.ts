@@ -101,7 +101,8 @@ export function createDeviceTokenVerifier(deps: DeviceTokenVerifierDeps): Device
    */
   const appleCalls = new Map<string, Promise<DeviceCheckVerdict>>();
   /**
-   * Budget-mode tokens this instance passed, by project id and digest: when its trust in them ends
+   * Budget-mode tokens this instance passed, by project id and digest (forgotten once the ledger
+   * answers that the budget is used up: every lookup fails from then on): when its trust in them ends
    * (by this clock, the TTL from the first pass here) and the project's `verifiedSince` then. What
    * `recall` answers from, so that a token passed before takes no throttle slot for its ledger
    * lookup (see `authenticate.ts`). Only a hint: the ledger still decides, and a token it no longer
@@ -345,8 +346,12 @@ export function createDeviceTokenVerifier(deps: DeviceTokenVerifierDeps): Device
         if (!recalled?.passedHere) notePassed(project, digest, policy);
         return passed(digest, refundOf(project.id, digest, counted, receipt));
       }
-      if (seen === "budget-exhausted")
+      if (seen === "budget-exhausted") {
+        // Its every replay now fails until its entry ends: it is no longer recalled as passed, so a
+        // burst of them takes throttle slots again, held to the limit (`recall`).
+        passedHere.delete(`${project.id}:${digest}`);
         return { kind: "invalid", reason: "this device token has used up its request budget; get a new one" };
+      }
       if (seen === "replayed")
         return { kind: "invalid", reason: "this single-use device token was already used" };
 

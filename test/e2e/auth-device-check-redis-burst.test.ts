@@ -276,7 +276,7 @@ describe.skipIf(!redisAvailable)("a token passed here that used up its budget, l
   let small: TestGateway | undefined;
   afterAll(() => small?.close());
 
-  it("is refused 401 without a slot, each refusal counted: after the limit the address gets 429", async () => {
+  it("is refused 401 (the first refusal without a slot, the later ones with one), each refusal counted: after the limit the address gets 429", async () => {
     small = await startTestGateway({
       providerABaseUrl: `${upstream.url}/a/v1`,
       deviceCheckProductionUrl: appleUrl,
