@@ -302,18 +302,21 @@ export function createAdmission(deps: AdmissionDeps) {
       // As the caller sent it, but only printable ASCII, not whole when it may be a key typed in its
       // place, and not at all when it holds the admin token or a master key (projectIdRecorded): the
       // row is evidence of the attempt, and a NUL would make PostgreSQL refuse the whole batch it
-      // travels in. A request the throttle refused has none
-      // (its metric counts it): the throttle's refusals cost a client nothing, and one row each let
-      // anyone without credentials grow the table without bound (~1 MB/s from one client); the
-      // attempts the throttle let through, 30 a minute, have theirs. A copy: the row may wait in the
-      // queue through an outage, and a view would keep the whole request line or header the id was
-      // cut from (detachedString).
-      const claimed = options.projectId
-        ? detachedString(projectIdRecorded(options.projectId, deps.isSecret))
-        : "";
+      // travels in. A request the throttle refused has none (its metric counts it): the throttle's
+      // refusals cost a client nothing, and one row each let anyone without credentials grow the
+      // table without bound (~1 MB/s from one client); the attempts the throttle let through, 30 a
+      // minute, have theirs. So the id is worked out only for a row written: a flood's refusals skip
+      // the search for configured secrets in it. A copy: the row may wait in the queue through an
+      // outage, and a view would keep the whole request line or header the id was cut from
+      // (detachedString).
+      const claimed = options.projectId;
       if (claimed && auth.error.code !== "TOO_MANY_REQUESTS")
         write(
-          { projectId: auth.project?.id ?? claimed, keyId: null, method: auth.method },
+          {
+            projectId: auth.project?.id ?? detachedString(projectIdRecorded(claimed, deps.isSecret)),
+            keyId: null,
+            method: auth.method,
+          },
           failureReport(auth.error, null, null),
           refusalKind(auth.error),
         );
