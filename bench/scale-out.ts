@@ -86,12 +86,6 @@ export async function startScaleOut(): Promise<ScaleOut> {
       DATABASE_URL: databaseUrl,
       REDIS_URL: redisUrl,
       SLUICE_REDIS_KEY_PREFIX: redisPrefix,
-      // The bench's 64 connections come from one address, and with the token ledger in Redis a
-      // DeviceCheck request whose token has not passed on this process yet holds a slot of the
-      // failed-authentication throttle for its ledger lookup (docs/auth.md; one that passed holds
-      // none, decision 0048): past the limit (30) they would be refused 429. The embedded
-      // default's warm path takes no slot.
-      SLUICE_AUTH_FAILURE_LIMIT: "100000",
     },
     serviceCpu: () => ({
       redis: processCpu(redisPid),
