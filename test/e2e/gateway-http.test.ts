@@ -105,7 +105,10 @@ describe("the gateway over HTTP", () => {
         data?: Array<Record<string, unknown>>;
         models?: Array<Record<string, unknown>>;
       };
-      return body.data ?? body.models ?? [];
+      const listed = body.data ?? body.models ?? [];
+      // Some entries to check: an empty (or misnamed) list would pass every check below.
+      expect(listed.length, provider).toBeGreaterThan(0);
+      return listed;
     };
     for (const entry of await entries("provider-a"))
       expect(entry).toMatchObject({
