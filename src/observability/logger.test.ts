@@ -121,6 +121,11 @@ describe("log redaction", () => {
       "spellings",
     );
     expectNoSecret(text());
+    // The line was written, every field in it, each redacted (not dropped: a silent logger passes the
+    // check above).
+    const record = JSON.parse(text()) as Record<string, unknown>;
+    expect(record.msg).toBe("spellings");
+    expect(text().match(/"\[redacted\]"/g)).toHaveLength(13);
   });
 
   it("redacts nested errors with a headers property, their causes, aggregates and the AI SDK's errors", () => {
