@@ -1,5 +1,5 @@
-import type { IncomingMessage, ServerResponse } from "node:http";
 import { afterAll, describe, expect, it } from "vitest";
+import { admissionRequestContext } from "../../test/support/admission-request-context.js";
 import { fakeUsageRepository, spent } from "../../test/support/fake-usage-repository.js";
 import { heldRedisReplies } from "../../test/support/held-redis-replies.js";
 // In CI (CI=true) an unreachable Redis makes this import throw, so the suite fails instead of skipping.
@@ -14,7 +14,6 @@ import { createSharedCallsInFlight, type SharedCallsInFlight } from "../usage/sh
 import { createSpendGuard } from "../usage/spend-guard.js";
 import type { UsageRecorder } from "../usage/usage-recorder.js";
 import { type AdmittedCall, createAdmission } from "./admission.js";
-import type { RequestContext } from "./router.js";
 
 const { nextPrefix, readyClient, cleanup } = redisTestSpace("admission");
 const closing: Array<() => Promise<void>> = [];
@@ -22,21 +21,6 @@ afterAll(async () => {
   for (const close of closing) await close();
   await cleanup();
 });
-
-function requestContext(): RequestContext {
-  return {
-    request: { headers: {}, rawHeaders: [], socket: { destroyed: false } } as unknown as IncomingMessage,
-    response: { setHeader: () => {} } as unknown as ServerResponse,
-    params: {},
-    requestId: "req_1",
-    startedAt: performance.now(),
-    clientIp: "192.0.2.1",
-    path: "/v1/text",
-    query: "",
-    writesOwnHeaders: true,
-    corsHeaders: null,
-  };
-}
 
 /**
  * Admission as the gateway wires it with REDIS_URL (the limits and the calls in flight on one client
@@ -92,7 +76,7 @@ async function capped(perMinute: number | null = null) {
   });
   const call = () =>
     Promise.resolve(
-      admit(requestContext(), { endpoint: "text", projectId: "prj_1", provider: "provider-a" }),
+      admit(admissionRequestContext(), { endpoint: "text", projectId: "prj_1", provider: "provider-a" }),
     );
   const watcher = await readyClient();
   return {

@@ -1,5 +1,6 @@
-import type { IncomingMessage, ServerResponse } from "node:http";
+import type { IncomingMessage } from "node:http";
 import { describe, expect, it, vi } from "vitest";
+import { admissionRequestContext } from "../../test/support/admission-request-context.js";
 import { fakeUsageRepository, spendOf } from "../../test/support/fake-usage-repository.js";
 import type { AuthResult } from "../auth/authenticate.js";
 import { GatewayError } from "../errors.js";
@@ -10,24 +11,6 @@ import type { UsageRecord } from "../storage/usage-repository.js";
 import { createSpendGuard, type SpendGuard } from "../usage/spend-guard.js";
 import type { UsageRecorder } from "../usage/usage-recorder.js";
 import { type AdmittedCall, type CallReport, createAdmission } from "./admission.js";
-import type { RequestContext } from "./router.js";
-
-/** A request's context as admission sees it, from 192.0.2.1 on /v1/text unless `fields` say. */
-function requestContext(fields: Partial<RequestContext> = {}): RequestContext {
-  return {
-    request: { headers: {}, rawHeaders: [], socket: { destroyed: false } } as unknown as IncomingMessage,
-    response: { setHeader: () => {} } as unknown as ServerResponse,
-    params: {},
-    requestId: "req_1",
-    startedAt: performance.now(),
-    clientIp: "192.0.2.1",
-    path: "/v1/text",
-    query: "",
-    writesOwnHeaders: true,
-    corsHeaders: null,
-    ...fields,
-  };
-}
 
 /**
  * An authentication that admits the caller as `project`'s provider A key `key_1` (with a test key,
@@ -72,7 +55,7 @@ describe("admission", () => {
       now: () => new Date("2026-11-23T12:00:00Z"),
       defaults: { projectPerMinute: 60, devicePerMinute: 60, ipPerMinute: 60 },
     });
-    const context = requestContext({ writesOwnHeaders: false });
+    const context = admissionRequestContext({ writesOwnHeaders: false });
 
     await expect(
       admit(context, { endpoint: "text", projectId: "prj_1", provider: "provider-a" }),
@@ -125,7 +108,7 @@ describe("admission", () => {
       now: () => new Date("2026-11-23T12:00:00Z"),
       defaults: { projectPerMinute: 60, devicePerMinute: 60, ipPerMinute: 60 },
     });
-    const context = requestContext({ writesOwnHeaders: true });
+    const context = admissionRequestContext({ writesOwnHeaders: true });
     await admit(context, { endpoint: "text", projectId: "prj_1", provider: "provider-a" });
     await admit(
       { ...context, requestId: "req_2" },
@@ -174,7 +157,7 @@ describe("admission", () => {
       defaults: { projectPerMinute: 60, devicePerMinute: 60, ipPerMinute: 60 },
     });
     const options = { endpoint: "text", projectId: "prj_1", provider: "provider-a" } as const;
-    const call = (await admit(requestContext(), options)) as AdmittedCall;
+    const call = (await admit(admissionRequestContext(), options)) as AdmittedCall;
     call.finish({
       status: 200,
       outcome: "ok",
@@ -189,7 +172,7 @@ describe("admission", () => {
     expect(stored.map((row) => row.created_at)).toEqual(["2026-11-30T23:59:59.999Z"]);
     spend.written(stored);
     // December's first request: nothing spent this month.
-    await expect(admit(requestContext({ requestId: "req_2" }), options)).resolves.toBeDefined();
+    await expect(admit(admissionRequestContext({ requestId: "req_2" }), options)).resolves.toBeDefined();
   });
 
   it("writes no usage row for a request the failed-authentication throttle refused (429)", async () => {
@@ -205,7 +188,7 @@ describe("admission", () => {
       defaults: { projectPerMinute: 60, devicePerMinute: 60, ipPerMinute: 60 },
     });
     expect(() =>
-      admit(requestContext(), { endpoint: "text", projectId: "prj_1", provider: "provider-a" }),
+      admit(admissionRequestContext(), { endpoint: "text", projectId: "prj_1", provider: "provider-a" }),
     ).toThrow(throttled);
     expect(rows).toEqual([]);
   });
@@ -232,7 +215,7 @@ describe("admission", () => {
       now: () => new Date("2026-11-23T12:00:00Z"),
       defaults: { projectPerMinute: 60, devicePerMinute: 30, ipPerMinute: 90 },
     });
-    await admit(requestContext({ clientIp: "2001:db8:1:2:3:4:5:6" }), {
+    await admit(admissionRequestContext({ clientIp: "2001:db8:1:2:3:4:5:6" }), {
       endpoint: "text",
       projectId: "prj_1",
       provider: "provider-a",
@@ -250,7 +233,7 @@ describe("admission", () => {
       rateLimits: { perMinute: null, devicePerMinute: null },
       monthlySpendCapUsd: null,
     };
-    const context = () => requestContext();
+    const context = () => admissionRequestContext();
     function admission(allowed: boolean, refundDeviceToken?: () => Promise<void>) {
       return createAdmission({
         authenticate: authenticatedAs(project, refundDeviceToken),
@@ -315,7 +298,7 @@ describe("admission", () => {
     }
     const call = (method: string, proxyPath?: string) =>
       [
-        requestContext({
+        admissionRequestContext({
           request: {
             method,
             headers: {},
@@ -420,7 +403,7 @@ describe("admission", () => {
       let calls = 0;
       /** One GET poll through admission that saw the run `rowId` finished. */
       const poll = (rowId: string) => {
-        const context = requestContext({
+        const context = admissionRequestContext({
           requestId: `req_${++calls}`,
           path: "/v1/provider-a/prj_1/responses/resp_1",
         });
@@ -535,7 +518,7 @@ describe("the kind of a usage row", () => {
     });
     const attempt = async () => {
       try {
-        return await admit(requestContext(), options);
+        return await admit(admissionRequestContext(), options);
       } catch {
         return null;
       }

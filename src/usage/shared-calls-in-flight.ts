@@ -325,16 +325,22 @@ redis.call("ZREMRANGEBYSCORE", KEYS[1], "-inf", now)
 redis.call("ZREMRANGEBYSCORE", KEYS[1], "(" .. (now + ${ttl}), "+inf")`;
 
 /**
+ * The two take scripts' start: the project's expired places pruned, the others counted, and no room
+ * answered {0, places held, repaired}, nothing taken.
+ */
+const luaRoom = `local ttl = tonumber(ARGV[3])
+${luaPrune("ttl")}
+local count = redis.call("ZCARD", KEYS[1])
+local room = tonumber(ARGV[1])
+if room >= 0 and count >= room then return {0, count, repaired} end`;
+
+/**
  * KEYS[1] the project's places; ARGV[1] the room (the places there may be before this one; < 0: any
  * number), ARGV[2] this call's member, ARGV[3] a place's lifetime (ms). Replies {taken (1 or 0),
  * places held after, repaired (1 or 0)}. The key expires with its last place.
  */
 const takeScript = new RedisScript(`
-local ttl = tonumber(ARGV[3])
-${luaPrune("ttl")}
-local count = redis.call("ZCARD", KEYS[1])
-local room = tonumber(ARGV[1])
-if room >= 0 and count >= room then return {0, count, repaired} end
+${luaRoom}
 redis.call("ZADD", KEYS[1], now + ttl, ARGV[2])
 redis.call("PEXPIRE", KEYS[1], ttl)
 return {1, count + 1, repaired}`);
@@ -347,11 +353,7 @@ return {1, count + 1, repaired}`);
  * {2, places held, repaired, ...the limits' reply}.
  */
 const takeWithLimitsScript = new RedisScript(`
-local ttl = tonumber(ARGV[3])
-${luaPrune("ttl")}
-local count = redis.call("ZCARD", KEYS[1])
-local room = tonumber(ARGV[1])
-if room >= 0 and count >= room then return {0, count, repaired} end
+${luaRoom}
 ${luaConsumeLimits(1, 3)}
 if admitted == 0 then
   local out = {2, count, repaired}
