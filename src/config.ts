@@ -678,8 +678,8 @@ function generatedKeyHint(dataDir: string | undefined): string {
  * sluice -- serve`), read here as the environment is read in this file alone (server.ts asks, for
  * its signals): npm then passes on to its child every SIGINT and SIGTERM it gets, and a signal
  * sent to the whole process group (a terminal's Ctrl-C, systemd's default `KillMode=control-group`)
- * reaches the gateway twice, once directly and once from npm (under `npm run dev`, from `tsx
- * watch`, which relays it). npm names the script it runs in
+ * reaches the gateway twice, once directly and once from npm (under `npm run dev`, also from
+ * `node --watch`, which relays its own copy and npm's). npm names the script it runs in
  * `npm_lifecycle_event`; the test runner's (`npm test`) is not one of these, so the gateways the
  * tests start take each signal as it comes.
  */

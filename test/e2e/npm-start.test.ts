@@ -157,6 +157,76 @@ describe("npm start", () => {
     expect(read()).not.toContain("delayCutShort");
   });
 
+  // `npm run dev` (watch mode) as a supervisor runs it: npm's SIGTERM went to the shell between npm
+  // and the watcher, which it ended, and the watcher and the gateway ran on without a parent,
+  // holding the port.
+  it("drains and stops the gateway of npm run dev when npm alone gets SIGTERM, leaving nothing behind", {
+    timeout: 120_000,
+  }, async () => {
+    const { npm, url, exit: npmExit, output: read } = await npmStart({}, [], ["run", "dev", "--", marker]);
+    expect((await fetch(`${url}/health`)).status).toBe(200);
+
+    await drainsOnSigtermToNpm(npm, npmExit, read, url);
+    await vi.waitFor(() => expect(groupAlive(npm.pid as number)).toBe(false), {
+      timeout: 10_000,
+      interval: 20,
+    });
+  });
+
+  // Under `npm run dev` a Ctrl-C reaches the watcher twice too (from the terminal and from npm): a
+  // watcher that takes the second as a reason to SIGKILL the gateway, or one that SIGKILLs it a few
+  // seconds into its drain, loses the drain and the usage rows.
+  it("takes a Ctrl-C under npm run dev as one signal: a delay longer than five seconds runs whole and the gateway stops", {
+    timeout: 120_000,
+  }, async () => {
+    const {
+      npm,
+      exit: npmExit,
+      output: read,
+    } = await npmStart({ SLUICE_SHUTDOWN_DELAY_MS: "6000" }, [], ["run", "dev", "--", marker]);
+
+    process.kill(-(npm.pid as number), "SIGINT");
+    await npmExit;
+    await vi.waitFor(() => expect(read()).toContain('"msg":"stopped"'), { timeout: 10_000, interval: 20 });
+    expect(read()).toContain('"signal":"SIGINT","delayedMs":6000,"msg":"shutting down');
+    expect(read()).not.toContain("signal repeated");
+    expect(read()).not.toContain("delayCutShort");
+    await vi.waitFor(() => expect(groupAlive(npm.pid as number)).toBe(false), {
+      timeout: 10_000,
+      interval: 20,
+    });
+  });
+
+  it("hurries the shutdown under npm run dev on a second Ctrl-C pressed a second after the first", {
+    timeout: 120_000,
+  }, async () => {
+    const {
+      npm,
+      exit: npmExit,
+      output: read,
+    } = await npmStart({ SLUICE_SHUTDOWN_DELAY_MS: "60000" }, [], ["run", "dev", "--", marker]);
+
+    process.kill(-(npm.pid as number), "SIGINT");
+    await vi.waitFor(() => expect(read()).toContain('"msg":"shutdown delayed'), {
+      timeout: 10_000,
+      interval: 20,
+    });
+    // A person's second press, past the window in which the same signal is npm's copy of the first.
+    await new Promise((resolve) => setTimeout(resolve, 1500));
+    expect(read()).not.toContain("signal repeated");
+    process.kill(-(npm.pid as number), "SIGINT");
+    await npmExit;
+    await vi.waitFor(() => expect(read()).toContain('"msg":"stopped"'), { timeout: 10_000, interval: 20 });
+    expect(read()).toContain('"signal":"SIGINT","delayCutShort":true,"msg":"shutting down');
+    expect(read()).toContain(
+      '"msg":"signal repeated: cutting what is still open, writing the usage rows, exiting"',
+    );
+    await vi.waitFor(() => expect(groupAlive(npm.pid as number)).toBe(false), {
+      timeout: 10_000,
+      interval: 20,
+    });
+  });
+
   // A container whose command is `npm start` (README: Graceful shutdown) runs npm as PID 1, which
   // every orphan of its process tree goes to, and which waits for its own child alone: a process
   // of the build left behind (esbuild's service, the build's or tsx's) stayed a zombie beside the
@@ -187,6 +257,16 @@ function childrenOf(pid: number): number[] {
   return readdirSync(`/proc/${pid}/task`).flatMap((task) =>
     readFileSync(`/proc/${pid}/task/${task}/children`, "utf8").split(" ").filter(Boolean).map(Number),
   );
+}
+
+/** Whether any process is left in the process group `pgid` (npm's, as `detached` made it). */
+function groupAlive(pgid: number): boolean {
+  try {
+    process.kill(-pgid, 0);
+    return true;
+  } catch {
+    return false;
+  }
 }
 
 /** A process's name and state (`Z`: exited, not yet waited for), from /proc; null once it is gone. */
