@@ -1,4 +1,4 @@
-import { execFileSync, spawn } from "node:child_process";
+import { type ChildProcess, execFileSync, spawn } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import { mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -173,6 +173,15 @@ describe("npm start", () => {
     });
   });
 
+  /** The gateway logged `stopped`, and nothing of npm's process group is left running. */
+  async function stoppedWithNothingLeft(npm: ChildProcess, read: () => string) {
+    await vi.waitFor(() => expect(read()).toContain('"msg":"stopped"'), { timeout: 10_000, interval: 20 });
+    await vi.waitFor(() => expect(groupAlive(npm.pid as number)).toBe(false), {
+      timeout: 10_000,
+      interval: 20,
+    });
+  }
+
   // Under `npm run dev` a Ctrl-C reaches the watcher twice too (from the terminal and from npm): a
   // watcher that takes the second as a reason to SIGKILL the gateway, or one that SIGKILLs it a few
   // seconds into its drain, loses the drain and the usage rows.
@@ -187,14 +196,10 @@ describe("npm start", () => {
 
     process.kill(-(npm.pid as number), "SIGINT");
     await npmExit;
-    await vi.waitFor(() => expect(read()).toContain('"msg":"stopped"'), { timeout: 10_000, interval: 20 });
+    await stoppedWithNothingLeft(npm, read);
     expect(read()).toContain('"signal":"SIGINT","delayedMs":6000,"msg":"shutting down');
     expect(read()).not.toContain("signal repeated");
     expect(read()).not.toContain("delayCutShort");
-    await vi.waitFor(() => expect(groupAlive(npm.pid as number)).toBe(false), {
-      timeout: 10_000,
-      interval: 20,
-    });
   });
 
   it("hurries the shutdown under npm run dev on a second Ctrl-C pressed a second after the first", {
@@ -216,15 +221,11 @@ describe("npm start", () => {
     expect(read()).not.toContain("signal repeated");
     process.kill(-(npm.pid as number), "SIGINT");
     await npmExit;
-    await vi.waitFor(() => expect(read()).toContain('"msg":"stopped"'), { timeout: 10_000, interval: 20 });
+    await stoppedWithNothingLeft(npm, read);
     expect(read()).toContain('"signal":"SIGINT","delayCutShort":true,"msg":"shutting down');
     expect(read()).toContain(
       '"msg":"signal repeated: cutting what is still open, writing the usage rows, exiting"',
     );
-    await vi.waitFor(() => expect(groupAlive(npm.pid as number)).toBe(false), {
-      timeout: 10_000,
-      interval: 20,
-    });
   });
 
   // A container whose command is `npm start` (README: Graceful shutdown) runs npm as PID 1, which
