@@ -196,6 +196,19 @@ function redisRateLimiter(client: Redis, here: RateLimiter, options: RateLimiter
 
   const redisKeys = (requests: readonly LimitRequest[]) =>
     requests.map((request) => `${prefix}:${windowKey(request)}`);
+  /** consumeScript's ARGV (`luaConsumeLimits`): each limit, then its window in ms. */
+  function redisArgs(requests: readonly LimitRequest[]): number[] {
+    const args: number[] = [];
+    for (const request of requests) args.push(limitOf(request), windowOf(request) * 1000);
+    return args;
+  }
+
+  /** Decisions Redis made: it is no longer replaced by the fallback, and each is counted. */
+  function reported(decisions: RateLimitDecision[]): RateLimitDecision[] {
+    setDegraded(false);
+    for (const decision of decisions) options.onDecision?.(decision.name, decision.allowed);
+    return decisions;
+  }
 
   /** The decisions Redis made, or what kept it from making them: its error, or none while it rests. */
   async function fromRedis(
@@ -203,14 +216,12 @@ function redisRateLimiter(client: Redis, here: RateLimiter, options: RateLimiter
   ): Promise<RateLimitDecision[] | { error: Error | undefined }> {
     const pass = breaker.enter();
     if (pass === "rest") return { error: undefined };
-    const args: number[] = [];
-    for (const request of requests) args.push(limitOf(request), windowOf(request) * 1000);
     const keys = redisKeys(requests);
     let reply: number[];
     try {
       // The reply of consumeScript: admitted (1 or 0), then each limit's count and window ms left,
       // then the numbers (from 1) of the keys it repaired.
-      reply = (await consumeScript.run(client, keys, args)) as number[];
+      reply = (await consumeScript.run(client, keys, redisArgs(requests))) as number[];
     } catch (error) {
       // Not connected (the client fails at once), a timeout, or an error reply.
       breaker.leave(pass, false, error);
@@ -246,17 +257,10 @@ function redisRateLimiter(client: Redis, here: RateLimiter, options: RateLimiter
     degraded: () => degraded,
     inScript(requests) {
       const keys = redisKeys(requests);
-      const args: number[] = [];
-      for (const request of requests) args.push(limitOf(request), windowOf(request) * 1000);
       return {
         keys,
-        args,
-        decide(reply) {
-          const decisions = decisionsOf(requests, keys, reply);
-          setDegraded(false);
-          for (const decision of decisions) options.onDecision?.(decision.name, decision.allowed);
-          return decisions;
-        },
+        args: redisArgs(requests),
+        decide: (reply) => reported(decisionsOf(requests, keys, reply)),
       };
     },
     async consumeAll(requests) {
@@ -266,9 +270,7 @@ function redisRateLimiter(client: Redis, here: RateLimiter, options: RateLimiter
         // Not a refusal: Redis did not decide. Judged on this instance alone, never unlimited.
         return here.consumeAll(requests);
       }
-      setDegraded(false);
-      for (const decision of decisions) options.onDecision?.(decision.name, decision.allowed);
-      return decisions;
+      return reported(decisions);
     },
     close: () => here.close(),
   };

@@ -355,14 +355,12 @@ return {1, count + 1, repaired}`);
 const takeWithLimitsScript = new RedisScript(`
 ${luaRoom}
 ${luaConsumeLimits(1, 3)}
-if admitted == 0 then
-  local out = {2, count, repaired}
-  for _, value in ipairs(reply) do out[#out + 1] = value end
-  return out
+local out = {2, count, repaired}
+if admitted == 1 then
+  redis.call("ZADD", KEYS[1], now + ttl, ARGV[2])
+  redis.call("PEXPIRE", KEYS[1], ttl)
+  out = {1, count + 1, repaired}
 end
-redis.call("ZADD", KEYS[1], now + ttl, ARGV[2])
-redis.call("PEXPIRE", KEYS[1], ttl)
-local out = {1, count + 1, repaired}
 for _, value in ipairs(reply) do out[#out + 1] = value end
 return out`);
 
