@@ -283,7 +283,8 @@ export function configuredSecretStartsRedaction(logger: Logger): (path: string) 
  * project: its usage row, its failed-authentication key in Redis), holds one of `logger`'s
  * configured secrets in a form its redaction finds (`redactConfigured`), or is the start of one that
  * a request's target cut where the secret has a `/`, `?` or `#` (the route took the segment up to
- * it), in those forms too (a client's URL percent-encodes a `"`, a space or a `{` in a path). Asked only of ids that name no project: not on an admitted call's path.
+ * it), in those forms too (a client's URL percent-encodes a `"`, a space or a `{` in a path). Asked
+ * only of ids that name no project: not on an admitted call's path.
  */
 export function configuredSecretHeld(logger: Logger): (value: string) => boolean {
   const configured = configuredSecretsOf.get(logger) ?? [];

@@ -1,7 +1,7 @@
-import { createServer, type Socket, connect as tcpConnect } from "node:net";
 import { afterAll, describe, expect, it, vi } from "vitest";
 import { beforeTimer } from "../../test/support/before-timer.js";
 import { fakeUsageRepository, spent } from "../../test/support/fake-usage-repository.js";
+import { redisRelay } from "../../test/support/held-redis-replies.js";
 // In CI (CI=true) an unreachable Redis makes this import throw, so the suite fails instead of skipping.
 import { redisAvailable, redisTestSpace, redisUrl } from "../../test/support/services.js";
 import { startTcpProxy } from "../../test/support/tcp-proxy.js";
@@ -43,34 +43,13 @@ async function instances(count: number, options: Partial<SharedCallsInFlightOpti
  */
 async function slowRedis() {
   const delay = { ms: 0 };
-  const sockets = new Set<Socket>();
-  const server = createServer((socket) => {
-    const { hostname, port } = new URL(redisUrl);
-    const upstream = tcpConnect(Number(port), hostname);
-    for (const each of [socket, upstream]) {
-      sockets.add(each);
-      each.on("error", () => {});
-      each.on("close", () => {
-        socket.destroy();
-        upstream.destroy();
-      });
-    }
-    socket.on("data", (data: Buffer) => upstream.write(data));
-    upstream.on("data", (data: Buffer) => {
+  const relay = await redisRelay(redisUrl, {
+    replied(socket, data) {
       if (delay.ms === 0) socket.write(data);
       else setTimeout(() => socket.writable && socket.write(data), delay.ms);
-    });
+    },
   });
-  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
-  return {
-    url: `redis://127.0.0.1:${(server.address() as { port: number }).port}`,
-    delay,
-    close: () =>
-      new Promise<void>((resolve) => {
-        for (const socket of sockets) socket.destroy();
-        server.close(() => resolve());
-      }),
-  };
+  return { ...relay, delay };
 }
 
 const taken = (take: SharedTake): take is () => void => typeof take === "function";

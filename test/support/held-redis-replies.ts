@@ -1,20 +1,16 @@
 import { connect, createServer, type Socket } from "node:net";
 
 /**
- * A TCP proxy to a Redis that can hold its replies (`hold()`) until the test lets them go
- * (`release()`), and counts the round trips a client waited for: a round begins each time the
- * client sends after a reply reached it (or sends first), so commands sent together (pipelined, or
- * one script) are one round, and a command sent only once an earlier reply came back is another,
- * however the bytes are cut into chunks. Counted, not timed.
+ * A TCP relay to a Redis: every connection to it gets one of its own to `redisUrl`; what the client
+ * sends goes on at once (`sent` sees it first), and each reply goes to `replied`, which passes it on
+ * to the client when it will (`socket.write`).
  */
-export async function heldRedisReplies(redisUrl: string) {
+export async function redisRelay(
+  redisUrl: string,
+  handlers: { sent?: () => void; replied: (socket: Socket, data: Buffer) => void },
+) {
   const { hostname, port } = new URL(redisUrl);
   const sockets = new Set<Socket>();
-  const held: Array<[Socket, Buffer]> = [];
-  const waiting: Array<() => void> = [];
-  let holding = false;
-  let rounds = 0;
-  let repliedSinceSent = true;
   const server = createServer((socket) => {
     const upstream = connect(Number(port), hostname);
     for (const each of [socket, upstream]) {
@@ -26,11 +22,41 @@ export async function heldRedisReplies(redisUrl: string) {
       });
     }
     socket.on("data", (data: Buffer) => {
-      if (repliedSinceSent) rounds++;
-      repliedSinceSent = false;
+      handlers.sent?.();
       upstream.write(data);
     });
-    upstream.on("data", (data: Buffer) => {
+    upstream.on("data", (data: Buffer) => handlers.replied(socket, data));
+  });
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  return {
+    url: `redis://127.0.0.1:${(server.address() as { port: number }).port}`,
+    close: () =>
+      new Promise<void>((resolve) => {
+        for (const socket of sockets) socket.destroy();
+        server.close(() => resolve());
+      }),
+  };
+}
+
+/**
+ * A TCP proxy to a Redis that can hold its replies (`hold()`) until the test lets them go
+ * (`release()`), and counts the round trips a client waited for: a round begins each time the
+ * client sends after a reply reached it (or sends first), so commands sent together (pipelined, or
+ * one script) are one round, and a command sent only once an earlier reply came back is another,
+ * however the bytes are cut into chunks. Counted, not timed.
+ */
+export async function heldRedisReplies(redisUrl: string) {
+  const held: Array<[Socket, Buffer]> = [];
+  const waiting: Array<() => void> = [];
+  let holding = false;
+  let rounds = 0;
+  let repliedSinceSent = true;
+  const relay = await redisRelay(redisUrl, {
+    sent() {
+      if (repliedSinceSent) rounds++;
+      repliedSinceSent = false;
+    },
+    replied(socket, data) {
       if (!holding) {
         repliedSinceSent = true;
         socket.write(data);
@@ -38,11 +64,10 @@ export async function heldRedisReplies(redisUrl: string) {
       }
       held.push([socket, data]);
       for (const wake of waiting.splice(0)) wake();
-    });
+    },
   });
-  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
   return {
-    url: `redis://127.0.0.1:${(server.address() as { port: number }).port}`,
+    url: relay.url,
     /** Holds every reply from now on, and counts rounds from 0. */
     hold(): void {
       holding = true;
@@ -65,10 +90,6 @@ export async function heldRedisReplies(redisUrl: string) {
     },
     /** Rounds the client waited for since `hold()`. */
     rounds: () => rounds,
-    close: () =>
-      new Promise<void>((resolve) => {
-        for (const socket of sockets) socket.destroy();
-        server.close(() => resolve());
-      }),
+    close: relay.close,
   };
 }
