@@ -54,7 +54,12 @@ export async function startProcess(
 
 /** User + system CPU time of a process so far, in microseconds (from /proc/<pid>/stat). */
 export function cpuMicros(child: ChildProcess): number {
-  const stat = readFileSync(`/proc/${child.pid}/stat`, "utf8");
+  return pidCpuMicros(child.pid as number);
+}
+
+/** `cpuMicros` of any process by its pid (a server's, say); throws when it cannot be read. */
+export function pidCpuMicros(pid: number): number {
+  const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
   const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
   return ((Number(fields[11]) + Number(fields[12])) / ticksPerSecond) * 1e6;
 }

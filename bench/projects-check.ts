@@ -23,6 +23,7 @@ import pg from "pg";
 import { openDatabase } from "../src/storage/database.js";
 import type { ProjectsTable } from "../src/storage/schema.js";
 import { projectRow } from "../test/support/project-row.js";
+import { pidCpuMicros } from "./processes.js";
 
 const { values: options } = parseArgs({
   options: {
@@ -153,9 +154,7 @@ function runCheck(
         const status = readFileSync(`/proc/${child.pid}/status`, "utf8");
         const kib = Number(/VmHWM:\s+(\d+)/.exec(status)?.[1] ?? 0);
         peakMiB = Math.max(peakMiB, kib / 1024);
-        // Fields 14 and 15 (utime, stime) in clock ticks of 10 ms, after the command's name.
-        const fields = (readFileSync(`/proc/${child.pid}/stat`, "utf8").split(") ")[1] ?? "").split(" ");
-        cpuMs = Math.max(cpuMs, (Number(fields[11]) + Number(fields[12])) * 10);
+        cpuMs = Math.max(cpuMs, pidCpuMicros(child.pid as number) / 1000);
       } catch {}
     }, 100);
     child.stdout.on("data", (chunk: Buffer) => {

@@ -1,7 +1,7 @@
 import { execFileSync } from "node:child_process";
 import { randomBytes } from "node:crypto";
-import { readFileSync } from "node:fs";
 import { Redis } from "ioredis";
+import { pidCpuMicros } from "./processes.js";
 
 /**
  * `npm run bench -- --scale-out`: what the benchmark needs to run Sluice as several instances run
@@ -43,7 +43,6 @@ export function serviceCpuSpent(before: ServiceCpu, after: ServiceCpu): { redis:
 
 const host = process.env.BENCH_PG_HOST ?? "127.0.0.1";
 const user = process.env.BENCH_PG_USER ?? "postgres";
-const ticksPerSecond = 100;
 
 export async function startScaleOut(): Promise<ScaleOut> {
   const tag = randomBytes(4).toString("hex");
@@ -120,9 +119,7 @@ export async function startScaleOut(): Promise<ScaleOut> {
 /** User + system CPU µs of any process (0 once it is gone, or when it cannot be read). */
 function processCpu(pid: number): number {
   try {
-    const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
-    const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
-    return ((Number(fields[11]) + Number(fields[12])) / ticksPerSecond) * 1e6;
+    return pidCpuMicros(pid);
   } catch {
     return 0;
   }
