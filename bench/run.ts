@@ -139,8 +139,8 @@ async function main(): Promise<void> {
             const scriptsBefore = await scaledTarget?.redisScripts();
             const cpuBefore = cpuMicros(target.child);
             const result: LoadResult = await runLoad(target.url, at(target, load), connections, { seconds });
-            const cpu = (cpuMicros(target.child) - cpuBefore) / Math.max(1, result.requests);
             const perRequest = (value: number) => value / Math.max(1, result.requests);
+            const cpu = perRequest(cpuMicros(target.child) - cpuBefore);
             const services =
               scaledTarget && servicesBefore
                 ? {
