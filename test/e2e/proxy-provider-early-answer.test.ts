@@ -60,7 +60,14 @@ async function earlyProvider() {
   };
 }
 
-const bodyBytes = 4 * 1024 * 1024;
+/**
+ * More than the loopback's socket buffers take while the provider reads nothing (Sluice's send
+ * buffer grows to tcp_wmem's 4 MiB, the provider's unread receive buffer stays small): so undici is
+ * still writing the body when the early answer comes, and drops the connection. A 4 MiB body fitted
+ * in them now and then, on a loaded machine: undici had written it all before it read the answer,
+ * and rightly kept the connection, whose provider would read the rest as a whole request.
+ */
+const bodyBytes = 16 * 1024 * 1024;
 const piece = 64 * 1024;
 const body = Buffer.alloc(bodyBytes, 0x20);
 body.write('{"model":"gpt-4o-mini","messages":[],"note":"', 0);
@@ -95,7 +102,7 @@ interface Upload {
 }
 
 /**
- * Uploads the 4 MiB body on a socket of its own (with content-length or chunked), reads the
+ * Uploads the body on a socket of its own (with content-length or chunked), reads the
  * answer, then sends a GET /health on the same connection, reads it, and closes its side.
  */
 function rawUpload(sluice: TestGateway, head: string, chunked: boolean): Promise<Upload> {
