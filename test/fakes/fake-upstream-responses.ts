@@ -136,6 +136,16 @@ export const providerA = {
       expires_at: null,
     };
   },
+  /** What `GET files` (the SDK's `files.list`) answers: a cursor page of File objects. */
+  fileList(files: Array<{ id: string }>) {
+    return {
+      object: "list",
+      data: files,
+      first_id: files[0]?.id ?? null,
+      last_id: files.at(-1)?.id ?? null,
+      has_more: false,
+    };
+  },
   /** What `DELETE files/{id}` (the SDK's `files.delete`) answers. */
   fileDeleted(id: string) {
     return { id, object: "file", deleted: true };

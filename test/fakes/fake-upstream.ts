@@ -295,7 +295,16 @@ export async function startFakeUpstream(
         providerA.file("file-abc123", filename, bytes, multipartField(request.body, "purpose") ?? ""),
       );
     }
+    // The files' list and one file's object (GETs, no body), and a deletion.
+    if (path === "/a/v1/files" && request.method === "GET")
+      return sendJson(
+        response,
+        200,
+        providerA.fileList([providerA.file("file-abc123", "in.jsonl", 18, "batch")]),
+      );
     const oneFile = /^\/a\/v1\/files\/([^/]+)$/.exec(path);
+    if (oneFile && request.method === "GET")
+      return sendJson(response, 200, providerA.file(oneFile[1] ?? "", "in.jsonl", 18, "batch"));
     if (oneFile && request.method === "DELETE")
       return sendJson(response, 200, providerA.fileDeleted(oneFile[1] ?? ""));
     // A file's content, byte ranges honoured (fake-file-content.ts); compressed when a compression is set.
