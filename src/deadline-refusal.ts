@@ -9,22 +9,30 @@ const refusal = Symbol("refused at the shutdown deadline");
 
 export type RefusalListener = (refusal: GatewayError) => void;
 
+/** The responses the deadline refused, each with its refusal (`refusalOf`). */
+const refusals = new WeakMap<ServerResponse, GatewayError>();
+
 /**
  * At the shutdown's deadline, a call whose answer has not begun is refused, not cut without an
  * answer: the work that waits for it (a provider call) listens on its response (`onRefusal`),
  * stops, and fails with the refusal, which its route records in the usage row and answers (503,
- * Retry-After; the drain has made every answer say `Connection: close`). Returns whether anything
- * listened: a response nothing answers for is cut as before.
+ * Retry-After; the drain has made every answer say `Connection: close`). A request body still
+ * arriving is such work too (`readBody`). Returns whether anything listened: a response nothing
+ * answers for is cut as before.
  */
 export function refuseAtDeadline(response: ServerResponse): boolean {
-  return response.emit(
-    refusal,
-    new GatewayError(
-      "SERVICE_UNAVAILABLE",
-      "The gateway is shutting down and stopped this call before its answer began; retry it",
-      { headers: { "retry-after": "1" }, details: { retryable: true } },
-    ),
+  const error = new GatewayError(
+    "SERVICE_UNAVAILABLE",
+    "The gateway is shutting down and stopped this call before its answer began; retry it",
+    { headers: { "retry-after": "1" }, details: { retryable: true } },
   );
+  refusals.set(response, error);
+  return response.emit(refusal, error);
+}
+
+/** The refusal of `response`'s call, if the deadline refused it: work that begins after fails with it. */
+export function refusalOf(response: ServerResponse): GatewayError | undefined {
+  return refusals.get(response);
 }
 
 /**

@@ -51,7 +51,7 @@ import { connectRedis } from "./redis/connect-redis.js";
 import { RedisBreaker } from "./redis/redis-breaker.js";
 import { redisKeyPrefixes } from "./redis/redis-keys.js";
 import { sharedStateWarnings } from "./shared-state-warnings.js";
-import type { OpenDatabase } from "./storage/database.js";
+import { closedWhileWaiting, type OpenDatabase } from "./storage/database.js";
 import { createKeyRepository } from "./storage/key-repository.js";
 import { createProjectRepository } from "./storage/project-repository.js";
 import { createUsageRepository } from "./storage/usage-repository.js";
@@ -304,11 +304,17 @@ export async function createGateway(config: Config, injected: Partial<Injectable
           ...injected.usagePruning,
           onPruned: (deleted, before) =>
             logger.info({ deleted, before }, "usage rows past the retention deleted"),
+          // Given up by the shutdown while a batch waited for another process's lock on the SQLite
+          // file (`close`, below): no failure, and nothing lost by it.
           onFailed: (error) =>
-            logger.warn(
-              { err: error },
-              "deleting usage rows past the retention failed: retried within the hour",
-            ),
+            database.sqliteLockWait?.gaveUp(error)
+              ? logger.info(
+                  "deleting usage rows past the retention given up by the shutdown while it waited for another process's lock on the SQLite file: it runs again after the next start",
+                )
+              : logger.warn(
+                  { err: error },
+                  "deleting usage rows past the retention failed: retried within the hour",
+                ),
         });
   const admit = createAdmission({
     authenticate,
@@ -556,9 +562,14 @@ export async function createGateway(config: Config, injected: Partial<Injectable
         : null,
     close: (deadline = Date.now() + config.shutdownTimeoutMs, hurry?: AbortSignal) => {
       // Their timers end now; a prune under way ends after its current batch (a vault prune, its
-      // current day), awaited before the database closes.
+      // current day), awaited before the database closes. A usage prune's batch waiting for another
+      // process's lock on the SQLite file is given up at once, as the database's close would give
+      // it up: awaited, it held the close until the lock was released or the margin ran out, and a
+      // prune is safe to skip (it runs again after the next start). Every wait ends so, and every
+      // later one: the drain is over, and a call's wait ended with its refusal at the deadline.
       const pruned = pruner?.stop();
       const vaultPruned = vaultPruner?.stop();
+      database.sqliteLockWait?.end(closedWhileWaiting);
       return closeGateway(
         deadline,
         {

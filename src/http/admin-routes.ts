@@ -69,8 +69,8 @@ type RouteAnswer = { status?: number; body?: unknown; change?: AdminChange };
  * Retry-After, the envelope) before the drain cuts the connection. Before, the connection was cut
  * without an answer, and the next try, on the database closed meanwhile, was logged as a `request
  * failed` TypeError. Every wait, not only this call's: the deadline refuses every call not answered
- * at once, and the database closes next. Without a wait (a body still arriving), nothing answers
- * and the connection is cut after the drain's short wait, as a structured call's is.
+ * at once, and the database closes next. A body still arriving is refused by its read (`readBody`),
+ * on either engine.
  */
 function refusingLockWaits(
   lockWait: Pick<LockWait, "end"> | undefined,
@@ -132,11 +132,11 @@ export function registerAdminRoutes(router: Router, deps: AdminRouteDeps): void 
     };
   const json = async (context: RequestContext) => {
     requireUncompressedUtf8Json(context.request);
-    return parseAdminBody(await readBody(context.request, deps.maxBodyBytes));
+    return parseAdminBody(await readBody(context.request, deps.maxBodyBytes, { response: context.response }));
   };
   // A route that takes no body still refuses one with fields, as docs/api.md says of unknown fields.
   const none = async (context: RequestContext) => {
-    const body = await readBody(context.request, deps.maxBodyBytes);
+    const body = await readBody(context.request, deps.maxBodyBytes, { response: context.response });
     if (body.length === 0) return;
     requireUncompressedUtf8Json(context.request);
     await admin.requireNoFields(parseAdminBody(body));

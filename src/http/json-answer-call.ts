@@ -54,7 +54,7 @@ export async function answerWithJson(
   const share = bodyBudget.share();
   try {
     requireUncompressedUtf8Json(request);
-    const read = (maxBytes: number) => readBody(request, maxBytes, share);
+    const read = (maxBytes: number) => readBody(request, maxBytes, { share, response });
     const { body, model, usage, costUsd } = await run(call, client.signal, soFar, read);
     client.throwIfGone();
     sendJson(response, 200, body);

@@ -1,4 +1,4 @@
-import type { IncomingMessage } from "node:http";
+import type { IncomingMessage, ServerResponse } from "node:http";
 import { GatewayError, isGatewayError } from "../errors.js";
 import type { Metrics } from "../observability/metrics.js";
 import type { ProviderAdapter } from "../providers/provider-adapter.js";
@@ -84,7 +84,7 @@ export function registerProxyRoutes(router: Router, deps: ProxyRouteDeps): void 
           // After authentication, as on every route: a client without credentials gets 401, an
           // unknown project 404, and the refusal is counted and has its row.
           if (adapter.requiresJson && !untypedCancel(request, path)) requireJsonContentType(request);
-          const sent = await readProxiedBody(request, adapter, path, deps.maxBodyBytes, share);
+          const sent = await readProxiedBody(request, response, adapter, path, deps.maxBodyBytes, share);
           facts = sent.facts;
           const result = await forward(deps.pools, {
             adapter,
@@ -166,12 +166,13 @@ function untypedCancel(request: IncomingMessage, path: string): boolean {
  */
 async function readProxiedBody(
   request: IncomingMessage,
+  response: ServerResponse,
   adapter: ProviderAdapter,
   path: string,
   maxBodyBytes: number,
   share: BodyShare,
 ): Promise<{ facts: RequestFacts; decoded: boolean; usageOptionSet: boolean }> {
-  const sent = await readBody(request, maxBodyBytes, share);
+  const sent = await readBody(request, maxBodyBytes, { share, response });
   // Content in a GET or HEAD has no meaning (RFC 9110 9.3.1): a server on the provider's side that
   // reads none would take it for the next request on a connection Sluice shares between clients.
   if (sent.length > 0 && (request.method === "GET" || request.method === "HEAD"))

@@ -1,6 +1,7 @@
 import { createServer, type IncomingMessage } from "node:http";
 import { connect } from "node:net";
 import { describe, expect, it, vi } from "vitest";
+import { refuseAtDeadline } from "../deadline-refusal.js";
 import { parseJsonObject, readBody, requireUncompressedUtf8Json } from "./read-body.js";
 
 /** Sends raw bytes to a server whose handler reads the body; resolves with what readBody did. */
@@ -80,6 +81,35 @@ describe("readBody", () => {
     socket.on("error", () => {});
     socket.write(`${head(5)}hello`);
     expect(await outcome).toMatchObject({ code: "BAD_REQUEST", status: 400 });
+    socket.destroy();
+    await new Promise((resolve) => server.close(resolve));
+  });
+
+  it("fails with the refusal when the shutdown's deadline refuses the call mid-body, and at once after", async () => {
+    let settle: (value: unknown) => void = () => {};
+    const outcome = new Promise((resolve) => {
+      settle = resolve;
+    });
+    const server = createServer((request: IncomingMessage, response) => {
+      const reading = readBody(request, 1024, { response });
+      request.once("data", () => {
+        // Half the body has come: the deadline refuses the call, and something listened.
+        const listened = refuseAtDeadline(response);
+        void reading.then(settle, async (error: unknown) => {
+          const again = await readBody(request, 1024, { response }).catch((later: unknown) => later);
+          settle({ listened, error, again });
+        });
+      });
+    });
+    await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+    const address = server.address();
+    const socket = connect(typeof address === "object" && address ? address.port : 0, "127.0.0.1");
+    socket.on("error", () => {});
+    socket.write(`${head(100)}only ten b`);
+    const { listened, error, again } = (await outcome) as Record<string, unknown>;
+    expect(listened).toBe(true);
+    expect(error).toMatchObject({ code: "SERVICE_UNAVAILABLE", status: 503 });
+    expect(again).toBe(error);
     socket.destroy();
     await new Promise((resolve) => server.close(resolve));
   });

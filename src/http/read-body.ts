@@ -1,5 +1,6 @@
 import { isUtf8 } from "node:buffer";
 import type { IncomingMessage, ServerResponse } from "node:http";
+import { offRefusal, onRefusal, refusalOf } from "../deadline-refusal.js";
 import { GatewayError } from "../errors.js";
 import { byteOrderMarkLength } from "../providers/json-bytes.js";
 import { appliedCodings } from "../proxy/content-coding.js";
@@ -19,14 +20,30 @@ export function continueWhenRead(request: IncomingMessage, response: ServerRespo
   awaitingContinue.set(request, response);
 }
 
+export interface ReadBodyOptions {
+  /** The call's share of the body budget (every route but the admin API's). */
+  share?: BodyShare | undefined;
+  /** The request's response: the shutdown's deadline refusing its call ends the read. */
+  response?: ServerResponse | undefined;
+}
+
 /**
  * Reads a request body into one Buffer, refusing it (413) as soon as it exceeds `maxBytes`,
  * whether announced by content-length or discovered while reading. With a `share` of the body
- * budget (every route but the admin API's), its bytes are counted in it as they arrive, and a
- * body that does not fit is refused (503), before any of it is read (and before a `100 Continue`)
- * when its content-length says so; the caller gives the share back when the call ends.
+ * budget, its bytes are counted in it as they arrive, and a body that does not fit is refused
+ * (503), before any of it is read (and before a `100 Continue`) when its content-length says so;
+ * the caller gives the share back when the call ends. With the `response`, a body still arriving
+ * when the shutdown's deadline refuses the call (`refuseAtDeadline`) fails the read with the
+ * refusal, which the route answers (503, the envelope) before the drain closes the connection:
+ * before, the route went on waiting for the rest, and the connection was cut without an answer.
  */
-export function readBody(request: IncomingMessage, maxBytes: number, share?: BodyShare): Promise<Buffer> {
+export function readBody(
+  request: IncomingMessage,
+  maxBytes: number,
+  { share, response }: ReadBodyOptions = {},
+): Promise<Buffer> {
+  const refused = response === undefined ? undefined : refusalOf(response);
+  if (refused !== undefined) return Promise.reject(refused);
   const announced = Number(request.headers["content-length"] ?? Number.NaN);
   if (announced > maxBytes) return Promise.reject(tooLarge(maxBytes));
   if (share !== undefined && announced > 0 && !share.fits(announced)) return Promise.reject(bodyBudgetFull());
@@ -61,6 +78,11 @@ export function readBody(request: IncomingMessage, maxBytes: number, share?: Bod
       stop();
       reject(unreadable(error));
     };
+    // The rest is left unread: the refusal's answer closes the connection the lingering way (send.ts).
+    const onRefused = (refusal: GatewayError) => {
+      stop();
+      reject(refusal);
+    };
     // The request lives as long as its answer (a stream's, minutes): a listener left on it would
     // keep this promise, and with it the body, alive that long. (Without an `error` listener, an
     // IncomingMessage does not emit the error.)
@@ -68,10 +90,12 @@ export function readBody(request: IncomingMessage, maxBytes: number, share?: Bod
       request.off("data", onData);
       request.off("end", onEnd);
       request.off("error", onError);
+      if (response !== undefined) offRefusal(response, onRefused);
     };
     request.on("data", onData);
     request.on("end", onEnd);
     request.on("error", onError);
+    if (response !== undefined) onRefusal(response, onRefused);
   });
 }
 

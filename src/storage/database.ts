@@ -101,18 +101,21 @@ export async function openDatabase(options: DatabaseOptions): Promise<OpenDataba
     close: () => {
       // A statement still waiting for another process's lock fails now, as a locked database
       // (503 for the admin API), not at its next try on the closed handle with a bare TypeError.
-      lockWait.end(
-        (busy) =>
-          new Error(
-            "The database closed while this statement waited for another process's lock on the SQLite file",
-            {
-              cause: busy,
-            },
-          ),
-      );
+      lockWait.end(closedWhileWaiting);
       return db.destroy();
     },
   };
+}
+
+/**
+ * The error a statement still waiting for another process's lock on the SQLite file fails with
+ * once the database closes, or the gateway's close gives the waits up before that (`LockWait.end`).
+ */
+export function closedWhileWaiting(busy: unknown): Error {
+  return new Error(
+    "The database closed while this statement waited for another process's lock on the SQLite file",
+    { cause: busy },
+  );
 }
 
 interface OpenedSqlite {

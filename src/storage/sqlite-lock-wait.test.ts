@@ -138,6 +138,9 @@ describe("the embedded database while another process holds its write lock", () 
       expect(database.sqliteLockWait?.end(() => refusal)).toBe(1);
       // Settled while the lock is still held: the wait did not run its course.
       expect(await outcome).toBe(refusal);
+      // Told apart from a statement's own failure (a prune given up says so without a stack).
+      expect(database.sqliteLockWait?.gaveUp(refusal)).toBe(true);
+      expect(database.sqliteLockWait?.gaveUp(new Error("disk I/O error"))).toBe(false);
       // Ended for good: a later write that meets the lock fails at its first pause.
       expect(
         await database.db
@@ -169,6 +172,7 @@ describe("the embedded database while another process holds its write lock", () 
         "The database closed while this statement waited for another process's lock",
       );
       expect(isDatabaseUnavailable(error)).toBe(true);
+      expect(database.sqliteLockWait?.gaveUp(error)).toBe(true);
       other.exec("rollback");
       expect(nameOfP1(other)).not.toBe("Renamed");
     } finally {

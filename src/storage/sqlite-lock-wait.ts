@@ -74,6 +74,8 @@ export type LockWaitEnd = (busy: unknown) => Error;
 export class LockWait {
   ms: number;
   #end: LockWaitEnd | undefined;
+  /** The errors ended waits failed with (`gaveUp`). */
+  readonly #ended = new WeakSet<object>();
   /** The waits under way and not ended yet, each from its first SQLITE_BUSY. */
   readonly #waits = new Set<object>();
   /** The pauses under way (`sleep`), each woken by `end`. */
@@ -118,7 +120,17 @@ export class LockWait {
 
   /** `waitingOutLocks`'s: the error a wait whose statement met `busy` ends with, once ended. */
   endedWith(busy: unknown): Error | undefined {
-    return this.#end?.(busy);
+    const error = this.#end?.(busy);
+    if (error !== undefined) this.#ended.add(error);
+    return error;
+  }
+
+  /**
+   * Whether `error` is what a wait `end` ended failed with: the statement was given up by the
+   * shutdown, not failed (a usage prune says so in one line, without the error's stack).
+   */
+  gaveUp(error: unknown): boolean {
+    return typeof error === "object" && error !== null && this.#ended.has(error);
   }
 
   /** `waitingOutLocks`'s: a wait is over. */

@@ -1,11 +1,14 @@
 import { rmSync } from "node:fs";
+import type { IncomingMessage } from "node:http";
 import { join } from "node:path";
 import BetterSqlite3 from "better-sqlite3";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { shutDown } from "../../src/server.js";
 import { type FakeUpstream, startFakeUpstream } from "../fakes/fake-upstream.js";
+import { openUpload, until } from "../support/held-upload.js";
 import { proxiedChat } from "../support/proxied-chat.js";
 import {
+  adminToken,
   createTestProject,
   logLinesOf,
   startTestGateway,
@@ -168,6 +171,132 @@ describe("calls unanswered at the shutdown deadline", () => {
       {
         request_id: requestId,
         endpoint: "text",
+        status: 503,
+        outcome: "error",
+        error_code: "SERVICE_UNAVAILABLE",
+      },
+    ]);
+  });
+});
+
+/**
+ * At the shutdown's deadline a call whose request body is still arriving has no answer begun either:
+ * it is refused the same way (503, the envelope, Retry-After, `Connection: close`), its body's read
+ * ended, nothing done with what arrived. Before, its route went on waiting for the body: the drain
+ * counted it as refused (an admin call on SQLite, a structured call) or not at all (a proxied
+ * upload), then cut its connection without an answer.
+ */
+describe("calls whose request body is still arriving at the shutdown deadline", () => {
+  let fake: FakeUpstream;
+
+  beforeAll(async () => {
+    fake = await startFakeUpstream();
+  });
+
+  afterEach(() => {
+    fake.clear();
+  });
+
+  afterAll(async () => {
+    await fake.close();
+  });
+
+  /**
+   * Sends the head of a POST to `path` and half of its body, waits until the route reads it, shuts
+   * the gateway down, and answers what the client got and whether its connection closed.
+   */
+  async function refusedMidBody(sluice: TestGateway, path: string, bearer: string) {
+    let request: IncomingMessage | undefined;
+    sluice.server.once("request", (received: IncomingMessage) => {
+      request = received;
+    });
+    const body = JSON.stringify({ name: "Sent while shutting down", text: "hello" });
+    const upload = openUpload(
+      sluice.url,
+      path,
+      bearer,
+      [`content-length: ${body.length}`],
+      body.slice(0, 10),
+    );
+    // The route has authenticated the call and reads its body, which stops halfway.
+    await until(() => (request?.listenerCount("data") ?? 0) > 0, "the route reads the body");
+    const from = sluice.logs.length;
+    await shutDown(sluice.server, sluice.gateway);
+    const answer = await upload.answer;
+    // Closed after the answer, not held open for the rest of the body.
+    await upload.closed;
+    const requestId = answer.headers["x-request-id"];
+    expect(answer).toMatchObject({
+      status: 503,
+      headers: { "retry-after": "1", connection: "close" },
+      body: {
+        error: {
+          code: "SERVICE_UNAVAILABLE",
+          details: { retryable: true },
+          message: "The gateway is shutting down and stopped this call before its answer began; retry it",
+          requestId,
+        },
+      },
+    });
+    const lines = logLinesOf(sluice, from);
+    expect(lines).toContainEqual(
+      expect.objectContaining({ msg: "shutdown deadline reached: unanswered calls refused", refused: 1 }),
+    );
+    expect(lines.filter((line) => line.msg === "shutdown deadline reached: connections cut")).toEqual([]);
+    expect(lines).toContainEqual(expect.objectContaining({ msg: "request", requestId, status: 503 }));
+    expect(lines.filter((line) => line.level === "error")).toEqual([]);
+    return requestId;
+  }
+
+  it("answers an admin write 503 and makes no change", async () => {
+    const sluice = await startTestGateway({ shutdownTimeoutMs });
+    const project = await createTestProject(sluice.gateway);
+    await refusedMidBody(sluice, "/admin/v1/projects", adminToken);
+    const database = new BetterSqlite3(join(sluice.gateway.config.dataDir, "sluice.sqlite"), {
+      readonly: true,
+    });
+    try {
+      expect(database.prepare("select id from projects").all()).toEqual([{ id: project.projectId }]);
+    } finally {
+      database.close();
+    }
+    // No usage row: the admin API writes none.
+    expect(rowsOf(sluice)).toEqual([]);
+  });
+
+  it("answers a /v1/text call 503, calls no provider, and its row says 503", async () => {
+    const sluice = await startTestGateway({ providerABaseUrl: `${fake.url}/a/v1`, shutdownTimeoutMs });
+    const project = await createTestProject(sluice.gateway, { provider: "provider-a", outputSchema: schema });
+    const requestId = await refusedMidBody(
+      sluice,
+      `/v1/text/${project.projectId}`,
+      project.bearer("provider-a"),
+    );
+    expect(fake.requests).toEqual([]);
+    expect(rowsOf(sluice)).toEqual([
+      {
+        request_id: requestId,
+        endpoint: "text",
+        status: 503,
+        outcome: "error",
+        error_code: "SERVICE_UNAVAILABLE",
+      },
+    ]);
+  });
+
+  it("answers a proxied upload 503, forwards nothing, and its row says 503", async () => {
+    const sluice = await startTestGateway({ providerABaseUrl: `${fake.url}/a/v1`, shutdownTimeoutMs });
+    const project = await createTestProject(sluice.gateway);
+    const requestId = await refusedMidBody(
+      sluice,
+      `/v1/provider-a/${project.projectId}/chat/completions`,
+      project.bearer("provider-a"),
+    );
+    expect(fake.requests).toEqual([]);
+    expect(rowsOf(sluice)).toEqual([
+      {
+        request_id: requestId,
+        endpoint: "proxy",
         status: 503,
         outcome: "error",
         error_code: "SERVICE_UNAVAILABLE",
