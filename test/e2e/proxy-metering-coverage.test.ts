@@ -2,6 +2,7 @@ import type OpenAI from "openai";
 import { toFile } from "openai";
 import { beforeEach, describe, expect, it } from "vitest";
 import { type FakeUsage, fakeAudio } from "../fakes/fake-upstream-responses.js";
+import { beforeTimer, timerFiredFirst } from "../support/before-timer.js";
 import { useProxyStage } from "../support/proxy-stage.js";
 import { sendRawHeaders } from "../support/raw-request.js";
 import { googleGenAiV1Client, sdkClients } from "../support/sdk-clients.js";
@@ -247,7 +248,6 @@ describe("metering of the SDKs' other token-consuming calls", () => {
     it("streams a binary answer (a file's content, speech's audio) chunk by chunk as the provider sends it, unchanged", async () => {
       const first = Buffer.from(Array.from({ length: 40_000 }, (_, index) => index % 251));
       const second = Buffer.from(Array.from({ length: 40_000 }, (_, index) => (index * 3) % 256));
-      stage.fake.setSseDelayMs(800);
       try {
         for (const [contentType, call] of [
           ["application/octet-stream", () => stage.openai.files.content("file-abc123")],
@@ -256,27 +256,38 @@ describe("metering of the SDKs' other token-consuming calls", () => {
             () => stage.openai.audio.speech.create({ model: "gpt-4o-mini-tts", voice: "alloy", input: "Hi" }),
           ],
         ] as const) {
+          // The provider sends its second part only once the client has its answer and a chunk of
+          // the first: told by the order of events, not by a time. Gathered before it is passed on,
+          // the answer would never come; the timer of 10 s turns that into a failure.
+          let sendRest = () => {};
+          const rest = new Promise<void>((resolve) => {
+            sendRest = resolve;
+          });
+          stage.fake.setPlan(() => ({ restSentAfter: rest }));
           stage.fake.enqueueResponse({
             status: 200,
             parts: [first, second],
             headers: { "content-type": contentType },
           });
-          const startedAt = Date.now();
-          const answer = await call();
+          const opened = await beforeTimer(
+            call().then(async (answer) => {
+              const reader = answer.body!.getReader();
+              return { answer, reader, firstRead: await reader.read() };
+            }),
+            10_000,
+          );
+          sendRest();
+          if (opened === timerFiredFirst)
+            throw new Error("no chunk before the provider sent its second part");
+          const { answer, reader, firstRead } = opened;
           expect(answer.headers.get("content-type")).toBe(contentType);
-          const reader = answer.body!.getReader();
-          const chunks: Uint8Array[] = [];
-          let firstChunkAfter = -1;
-          for (let read = await reader.read(); !read.done; read = await reader.read()) {
-            if (firstChunkAfter === -1) firstChunkAfter = Date.now() - startedAt;
+          const chunks: Uint8Array[] = firstRead.done ? [] : [firstRead.value];
+          for (let read = await reader.read(); !read.done; read = await reader.read())
             chunks.push(read.value);
-          }
-          // The first part arrives before the provider sends the second, 800 ms later.
-          expect(firstChunkAfter).toBeLessThan(500);
           expect(Buffer.concat(chunks).equals(Buffer.concat([first, second]))).toBe(true);
         }
       } finally {
-        stage.fake.setSseDelayMs(0);
+        stage.fake.setPlan(null);
       }
     });
 

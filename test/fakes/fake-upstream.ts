@@ -72,6 +72,11 @@ export interface RequestPlan {
   sseDelayMs?: number;
   /** As hangStreamsAfter, for this answer's stream. */
   hangStreamsAfter?: number | null;
+  /**
+   * The stream's events after the first are sent once this settles: until then the client can have
+   * only what the upstream sent first (the order of events, where a delay is a duration).
+   */
+  restSentAfter?: Promise<unknown>;
   streamEnd?: StreamEnd;
   compression?: ResponseCoding | null;
   /** Answers with the provider's own error shape for this status. */
@@ -570,6 +575,7 @@ export async function startFakeUpstream(
     for (const [index, whole] of events.entries()) {
       if (response.destroyed) return;
       if (hang !== null && index >= hang) return;
+      if (index === 1 && plan?.restSentAfter) await plan.restSentAfter;
       if (index > 0 && delay > 0) await sleep(delay);
       if (response.destroyed) return;
       const event =
