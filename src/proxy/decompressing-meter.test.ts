@@ -192,7 +192,7 @@ describe("decompressing usage meter", () => {
     expect((await real.finish()).usage.inputTokens).toBeNull();
   });
 
-  it("defuses a zip bomb with the default cap: no more than 64 MiB reach the meter, and it answers at once", async () => {
+  it("defuses a zip bomb with the default cap: no more than 64 MiB reach the meter", async () => {
     // 128 gzip members of 1 MiB of zeros each (gunzip reads them as one body): about 130 KiB that
     // would inflate to 128 MiB.
     const member = gzipSync(Buffer.alloc(1024 * 1024), { level: constants.Z_BEST_COMPRESSION });
@@ -200,11 +200,9 @@ describe("decompressing usage meter", () => {
     expect(bomb.length).toBeLessThan(256 * 1024);
     const { meter, counted } = countingMeter();
     const decoding = tap(meter, "gzip");
-    const started = performance.now();
     for (let at = 0; at < bomb.length; at += 16 * 1024) decoding.push(bomb.subarray(at, at + 16 * 1024));
     await decoding.finish();
     expect(counted.bytes).toBe(maxDecompressedBytes);
-    expect(performance.now() - started).toBeLessThan(5000);
   });
 
   it("catches up at once with a body sent a byte per chunk: small chunks reach the decompressor together", async () => {
