@@ -3,7 +3,7 @@ import { firstInChain } from "../error-chain.js";
 import { GatewayError } from "../errors.js";
 import { deadlineSignal } from "../net/deadline-signal.js";
 import type { AiSdkModels, SdkImageModel } from "../providers/ai-sdk-provider.js";
-import { watchingFinish } from "../providers/answer-finish-reason.js";
+import type { AnswerFinish } from "../providers/answer-finish-reason.js";
 import { ProviderResponseTooLarge } from "../providers/provider-fetch.js";
 import type { ProviderId } from "../providers/provider-id.js";
 import { providerRefusal, refusalOfFailedCall } from "../providers/provider-refusal.js";
@@ -122,7 +122,14 @@ export async function generateImages(
   // Imagen leaves out the images its filter withheld unless asked for their reason: an answer
   // with fewer images than asked is the filter's doing (a Gemini image model says why, each call).
   const shortfallFiltered = call.provider === "provider-c" && !generatesThroughGemini(modelId);
-  const { model, billedCalls } = countingBilledCalls(ai, sdkModel, call.provider);
+  // A Gemini image model's calls are each made by a model built for that call alone, whose fetch
+  // notes its answer's finish reason: the calls of one request run at once.
+  const modelForCall =
+    call.provider === "provider-c" && generatesThroughGemini(modelId)
+      ? async (finish: AnswerFinish) =>
+          (await deps.models.image(call.provider, modelId, call.providerKey, extraBody, finish)) ?? sdkModel
+      : null;
+  const { model, billedCalls } = countingBilledCalls(ai, sdkModel, call.provider, modelForCall);
   // Not AbortSignal.any with AbortSignal.timeout, whose timer a garbage collection can take
   // (deadline-signal.ts): the call would then run past its deadline.
   const deadline = deadlineSignal(deps.timeoutMs, signal);
@@ -259,17 +266,29 @@ function withheldWarnings(calls: BilledCall[], asked: number, shortfallFiltered:
  * (`refused`, billed nothing). A refused call answers the SDK as a call whose images were all
  * withheld, so the images of the other calls are answered with a warning, as when Imagen or a
  * Gemini image model withholds some (a request whose every call was refused is still 422).
+ *
+ * `modelForCall`, when given, makes each call instead of `model`, with the same parameters: a model
+ * built for that call, which notes its answer's finish reason in the `finish` it is given. The note
+ * is bound to the call by the model that makes it, not by when its answer comes.
  */
-function countingBilledCalls(ai: typeof import("ai"), model: SdkImageModel, provider: ProviderId) {
+function countingBilledCalls(
+  ai: typeof import("ai"),
+  model: SdkImageModel,
+  provider: ProviderId,
+  modelForCall: ((finish: AnswerFinish) => Promise<SdkImageModel>) | null,
+) {
   const calls: Array<Promise<BilledCall | null>> = [];
   const counting = ai.wrapImageModel({
     model,
     middleware: {
       specificationVersion: "v3",
       wrapGenerate: ({ doGenerate, params }) => {
-        const watched = watchingFinish(() => Promise.resolve(doGenerate()));
+        const finish: AnswerFinish = { reason: null };
+        const answered = modelForCall
+          ? modelForCall(finish).then((own) => own.doGenerate(params))
+          : Promise.resolve(doGenerate());
         let refused: number | null = null;
-        const result = watched.result.catch((error: unknown) => {
+        const result = answered.catch((error: unknown) => {
           refused = contentRefusalStatus(ai, provider, error);
           if (refused === null) throw error;
           return noImagesAnswer(model.modelId);
@@ -286,8 +305,8 @@ function countingBilledCalls(ai: typeof import("ai"), model: SdkImageModel, prov
                     ...answeredImages(answer),
                     filtered:
                       (answer as { isRetryable?: boolean }).isRetryable === false ||
-                      filteredFinishes.has(watched.finish.reason ?? ""),
-                    noImage: watched.finish.reason === "NO_IMAGE",
+                      filteredFinishes.has(finish.reason ?? ""),
+                    noImage: finish.reason === "NO_IMAGE",
                   },
             (error: unknown) => generatedUnread(ai, error, params.n),
           ),

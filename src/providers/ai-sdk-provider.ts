@@ -1,6 +1,6 @@
 import type { LanguageModel, wrapImageModel } from "ai";
 import { GatewayError } from "../errors.js";
-import { finishReadingFetch } from "./answer-finish-reason.js";
+import { type AnswerFinish, finishReadingFetch } from "./answer-finish-reason.js";
 import { isModelName, modelNameRule } from "./model-name.js";
 import type { ProviderId } from "./provider-id.js";
 
@@ -52,14 +52,16 @@ export function createAiSdkModels(options: AiSdkProviderOptions) {
     /**
      * Image models exist for providers A and C; B has none (null). `extraBody` is merged into the
      * JSON request body, for provider parameters the AI SDK's option schemas do not carry
-     * (provider A `style`; provider C `parameters.safetySetting`). Provider C's fetch notes a Gemini
-     * image model's finish reason for the calls made inside `watchingFinish`.
+     * (provider A `style`; provider C `parameters.safetySetting`). With `finish`, provider C's model
+     * notes there the finish reason of a Gemini image model's answer: such a model is built for one
+     * provider call (finishReadingFetch), as building one is cheap. Provider A ignores `finish`.
      */
     async image(
       provider: ProviderId,
       model: string,
       apiKey: string,
       extraBody?: Record<string, unknown>,
+      finish?: AnswerFinish,
     ): Promise<SdkImageModel | null> {
       requireModelName(model);
       const imageFetch = extraBody ? { fetch: mergingFetch(fetch, extraBody) } : fetchOption;
@@ -74,7 +76,7 @@ export function createAiSdkModels(options: AiSdkProviderOptions) {
               apiKey,
               baseURL: options.baseUrls[provider],
               headers: { "x-goog-api-client": options.clientIdentifier },
-              fetch: finishReadingFetch(imageFetch.fetch),
+              fetch: finish ? finishReadingFetch(imageFetch.fetch, finish) : imageFetch.fetch,
             })
             .image(model);
         default:

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { finishReadingFetch, watchingFinish } from "./answer-finish-reason.js";
+import { type AnswerFinish, finishReadingFetch } from "./answer-finish-reason.js";
 
 /** Each model's answer: its finish reason, and how long it takes to come (ms). */
 const answers: Record<string, { finishReason: string; delay: number }> = {
@@ -17,23 +17,28 @@ const fakeFetch: typeof globalThis.fetch = async (input) => {
 const url = (model: string, method = "generateContent") => `https://c.test/v1beta/models/${model}:${method}`;
 
 describe("finishReadingFetch", () => {
-  const fetch = finishReadingFetch(fakeFetch);
+  const watching = () => {
+    const finish: AnswerFinish = { reason: null };
+    return { fetch: finishReadingFetch(fakeFetch, finish), finish };
+  };
 
-  it("keeps each call's finish reason apart when calls run at once", async () => {
-    const slow = watchingFinish(() => fetch(url("slow")));
-    const fast = watchingFinish(() => fetch(url("fast")));
-    await Promise.all([slow.result, fast.result]);
+  it("notes each call's finish reason in its own fetch's note when calls run at once", async () => {
+    const slow = watching();
+    const fast = watching();
+    await Promise.all([slow.fetch(url("slow")), fast.fetch(url("fast"))]);
     expect(slow.finish.reason).toBe("IMAGE_PROHIBITED_CONTENT");
     expect(fast.finish.reason).toBe("STOP");
   });
 
-  it("reads only a generateContent answer, and only inside watchingFinish", async () => {
-    const predict = watchingFinish(() => fetch(url("slow", "predict")));
-    const response = await predict.result;
+  it("reads only a generateContent answer, leaving the body the caller's", async () => {
+    const predict = watching();
+    const response = await predict.fetch(url("slow", "predict"));
     expect(predict.finish.reason).toBeNull();
-    // The body is the caller's, unread.
     expect(await response.json()).toEqual({ candidates: [{ finishReason: "IMAGE_PROHIBITED_CONTENT" }] });
-    const outside = await fetch(url("slow"));
-    expect(outside.bodyUsed).toBe(false);
+    const generate = watching();
+    const answered = await generate.fetch(url("slow"));
+    expect(generate.finish.reason).toBe("IMAGE_PROHIBITED_CONTENT");
+    expect(answered.bodyUsed).toBe(false);
+    expect(await answered.json()).toEqual({ candidates: [{ finishReason: "IMAGE_PROHIBITED_CONTENT" }] });
   });
 });

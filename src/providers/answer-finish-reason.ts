@@ -1,5 +1,3 @@
-import { AsyncLocalStorage } from "node:async_hooks";
-
 /**
  * The finish reason one provider call's answer named, for what the AI SDK does not pass on: a
  * Gemini image model's `IMAGE_PROHIBITED_CONTENT`, `IMAGE_RECITATION`, `IMAGE_OTHER` and `NO_IMAGE`
@@ -10,28 +8,24 @@ export interface AnswerFinish {
   reason: string | null;
 }
 
-const watched = new AsyncLocalStorage<AnswerFinish>();
-
 /**
- * Runs `call` (one provider call of the AI SDK's) noting, in `finish`, the finish reason of the
- * answer it fetches through `finishReadingFetch`. Each call has its own note: calls run at once.
+ * A fetch that notes, in `finish`, the finish reason of a successful provider C `generateContent`
+ * answer, read from a copy of its body before the SDK reads it; any other call passes through
+ * untouched. A body that fails to arrive (a time-out, an answer over the cap) leaves the reason
+ * unknown: the SDK reads the same failure.
+ *
+ * The note is the fetch's own: a model built with it must make one provider call only, so that
+ * what it notes is that call's, however many calls of a request run at once (generate-image.ts
+ * builds one per call). Not an AsyncLocalStorage: on Node 20 its first use turns on async hooks
+ * for the whole process, and every promise after, the proxies' included, pays for them.
  */
-export function watchingFinish<T>(call: () => T): { result: T; finish: AnswerFinish } {
-  const finish: AnswerFinish = { reason: null };
-  return { result: watched.run(finish, call), finish };
-}
-
-/**
- * A fetch that, inside `watchingFinish`, reads the finish reason of a successful provider C
- * `generateContent` answer from a copy of its body before the SDK reads it; any other call, and
- * every call outside `watchingFinish`, passes through untouched. A body that fails to arrive (a
- * time-out, an answer over the cap) leaves the reason unknown: the SDK reads the same failure.
- */
-export function finishReadingFetch(base: typeof globalThis.fetch): typeof globalThis.fetch {
+export function finishReadingFetch(
+  base: typeof globalThis.fetch,
+  finish: AnswerFinish,
+): typeof globalThis.fetch {
   return async (input, init) => {
     const response = await base(input, init);
-    const finish = watched.getStore();
-    if (!finish || !response.ok || !urlOf(input).endsWith(":generateContent")) return response;
+    if (!response.ok || !urlOf(input).endsWith(":generateContent")) return response;
     const answer = await response
       .clone()
       .json()
