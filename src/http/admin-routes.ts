@@ -9,6 +9,7 @@ import { GatewayError, problemsError } from "../errors.js";
 import { repeatedMemberProblems } from "../json-repeated-members.js";
 import type { Logger } from "../observability/logger.js";
 import { throttled } from "../rate-limit/auth-throttle.js";
+import { QueryScope } from "../storage/query-scope.js";
 import type { LockWait } from "../storage/sqlite-lock-wait.js";
 import type { JsonShapeLimits } from "./json-shape.js";
 import { type JsonBodyBounds, parseJsonObject, readBody, requireUncompressedUtf8Json } from "./read-body.js";
@@ -70,7 +71,7 @@ type RouteAnswer = { status?: number; body?: unknown; change?: AdminChange };
  * without an answer, and the next try, on the database closed meanwhile, was logged as a `request
  * failed` TypeError. Every wait, not only this call's: the deadline refuses every call not answered
  * at once, and the database closes next. A body still arriving is refused by its read (`readBody`),
- * on either engine.
+ * on either engine; on PostgreSQL, the call's own queries are cancelled (its `QueryScope`).
  */
 function refusingLockWaits(
   lockWait: Pick<LockWait, "end"> | undefined,
@@ -105,15 +106,25 @@ export function registerAdminRoutes(router: Router, deps: AdminRouteDeps): void 
         onAuthResult("ok");
       }
     : check;
-  const refusal = refusingLockWaits(deps.sqliteLockWait, logger);
+  const lockWaits = refusingLockWaits(deps.sqliteLockWait, logger);
   const route =
     (handler: (context: RequestContext) => Promise<RouteAnswer>, takesQuery = false): Handler =>
     async (context) => {
-      if (refusal) onRefusal(context.response, refusal);
+      const queries = new QueryScope();
+      const refusal: RefusalListener = (error) => {
+        lockWaits?.(error);
+        const cancelled = queries.end(error);
+        if (cancelled > 0)
+          logger.warn(
+            { queries: cancelled, requestId: context.requestId },
+            "shutting down: an admin call's PostgreSQL queries cancelled, the call refused (503)",
+          );
+      };
+      onRefusal(context.response, refusal);
       try {
         await guard(context);
         if (!takesQuery) requireNoQuery(context.query);
-        const { status = 200, body, change } = await handler(context);
+        const { status = 200, body, change } = await queries.run(() => handler(context));
         // Written once the change is, whether or not the client stays for the answer; a refused or
         // failed write threw above and is no change.
         if (change)
@@ -127,7 +138,7 @@ export function registerAdminRoutes(router: Router, deps: AdminRouteDeps): void 
           context.response.end();
         } else sendJson(context.response, status, body, noStore);
       } finally {
-        if (refusal) offRefusal(context.response, refusal);
+        offRefusal(context.response, refusal);
       }
     };
   const json = async (context: RequestContext) => {

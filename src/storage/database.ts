@@ -9,6 +9,7 @@ import { Kysely, PostgresDialect, sql } from "./kysely.js";
 import { makeDirectorySync } from "./make-directory.js";
 import { type MigrationOutcome, migrateToLatest, pingDatabase } from "./migrations.js";
 import { checkSslFiles, migrateWithinStartTimeout, pgClientOf } from "./postgres-start.js";
+import { currentQueryScope } from "./query-scope.js";
 import type { Database } from "./schema.js";
 import { LockWait, LockWaitingSqliteDialect, waitingOutLocks } from "./sqlite-lock-wait.js";
 import { cachingStatements } from "./statement-cache.js";
@@ -247,6 +248,24 @@ async function openPostgres(
   const types = new pg.TypeOverrides();
   types.setTypeParser(pg.types.builtins.INT8, int8AsNumber);
   /**
+   * Cancels what backend `pid` is running (`pg_cancel_backend`), from a connection of its own: the
+   * pool's may all be taken. Unanswered within the query timeout, it is given up, and the query
+   * runs to its own end, as it would have.
+   */
+  const cancelBackend = (pid: number) => {
+    const canceller = new pg.Client({
+      connectionString: databaseUrl,
+      connectionTimeoutMillis: Math.min(5000, limits.queryTimeoutMs),
+      query_timeout: limits.queryTimeoutMs,
+    });
+    canceller.on("error", () => {});
+    void canceller
+      .connect()
+      .then(() => canceller.query("select pg_cancel_backend($1)", [pid]))
+      .catch(() => {})
+      .finally(() => canceller.end().catch(() => {}));
+  };
+  /**
    * A pool whose queries are unanswered for at most `queryTimeoutMs`, the wait for their connection
    * included: opening one (a server that accepts connections and never answers would otherwise hold
    * a request for pg's connection timeout, whatever the query timeout says) or a free one of the
@@ -267,7 +286,7 @@ async function openPostgres(
     pool.on("connect", (client) => client.on("error", () => {}));
     return new Kysely<Database>({
       dialect: new PostgresDialect({
-        pool: closingTimedOut(pool, config.query_timeout, limits.queryTimeoutMs),
+        pool: closingTimedOut(pool, config.query_timeout, limits.queryTimeoutMs, cancelBackend),
       }),
     });
   };
@@ -339,22 +358,41 @@ function int8AsNumber(text: string): number {
  * locked, until TCP keepalive finds the peer gone (two hours by default): the retried usage batch
  * waited for those locks until its query timeout, again and again, and no usage row was written
  * after it; an admin change to a project a lost transaction had locked failed the same way.
+ *
+ * A connection taken for a call with a `QueryScope` (an admin call) is that call's: when the
+ * shutdown's deadline refuses the call, the query it is running is cancelled on the server
+ * (`cancelBackend`) and fails with the refusal once the server has stopped it (a write not committed
+ * is then not made, nor its transaction half made), and the queries after it fail with the refusal
+ * unsent, but for a transaction's rollback.
  */
-function closingTimedOut(pool: PgPool, queryTimeoutMs: number, idleInTransactionMs: number): PostgresPool {
+function closingTimedOut(
+  pool: PgPool,
+  queryTimeoutMs: number,
+  idleInTransactionMs: number,
+  cancelBackend: (pid: number) => void,
+): PostgresPool {
   // Kysely opens a transaction with `begin` (its only form here: no isolation level is asked for).
   // One round trip: without parameters pg sends it as a simple query, which may hold two statements.
   const begin = `begin; set local idle_in_transaction_session_timeout = ${idleInTransactionMs}`;
   return {
     async connect() {
+      const scope = currentQueryScope();
+      if (scope?.ended) throw scope.ended;
       const asked = performance.now();
       const client = await pool.connect();
+      // The backend's process id, from its BackendKeyData (pg does not type it).
+      const pid = (client as unknown as { processID: number | null }).processID;
       // At least 1 ms: pg reads a query_timeout of 0 as "the pool's".
       let firstTimeoutMs: number | undefined = Math.max(
         1,
         Math.ceil(queryTimeoutMs - (performance.now() - asked)),
       );
       let timedOut = false;
+      // A connection whose query was cancelled is closed, not pooled: a cancel that lands late (the
+      // query had ended meanwhile) must not stop another call's query on it.
+      let cancelled = false;
       const query = (text: string, parameters: readonly unknown[]) => {
+        if (scope?.ended && text !== "rollback") return Promise.reject(scope.ended);
         // pg takes a query_timeout in the query's config (its types do not list it); undefined
         // leaves the pool's.
         const opens = text === "begin" && parameters.length === 0;
@@ -364,19 +402,31 @@ function closingTimedOut(pool: PgPool, queryTimeoutMs: number, idleInTransaction
           query_timeout: firstTimeoutMs,
         };
         firstTimeoutMs = undefined;
+        const settled =
+          scope !== undefined && pid !== null
+            ? scope.sent(() => {
+                cancelled = true;
+                cancelBackend(pid);
+              })
+            : undefined;
         return client.query(config).then(
           // Two statements answer with a result each: Kysely is given the `begin`'s.
-          (result: unknown) => (opens && Array.isArray(result) ? result[0] : result),
+          (result: unknown) => {
+            settled?.();
+            return opens && Array.isArray(result) ? result[0] : result;
+          },
           (error: unknown) => {
+            settled?.();
             if (error instanceof Error && error.message === "Query read timeout") timedOut = true;
-            throw error;
+            // Cancelled by the refusal (57014), or failed otherwise meanwhile: the call is refused.
+            throw scope?.ended ?? error;
           },
         );
       };
       return {
         // Only the (sql, parameters) form: Kysely passes a cursor only when given one to stream with.
         query: query as unknown as PostgresPoolClient["query"],
-        release: () => client.release(timedOut),
+        release: () => client.release(timedOut || cancelled),
       };
     },
     end: () => pool.end(),
