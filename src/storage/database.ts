@@ -4,12 +4,12 @@ import BetterSqlite3 from "better-sqlite3";
 import type { PostgresPool, PostgresPoolClient } from "kysely";
 import type { Pool as PgPool, PoolConfig as PgPoolConfig } from "pg";
 import type { Config } from "../config.js";
+import { CancellableQueries } from "./cancellable-queries.js";
 import { dataDirError, inDataDir } from "./data-dir-error.js";
 import { Kysely, PostgresDialect, sql } from "./kysely.js";
 import { makeDirectorySync } from "./make-directory.js";
 import { type MigrationOutcome, migrateToLatest, pingDatabase } from "./migrations.js";
 import { checkSslFiles, migrateWithinStartTimeout, pgClientOf } from "./postgres-start.js";
-import { currentQueryScope } from "./query-scope.js";
 import type { Database } from "./schema.js";
 import { LockWait, LockWaitingSqliteDialect, waitingOutLocks } from "./sqlite-lock-wait.js";
 import { cachingStatements } from "./statement-cache.js";
@@ -29,6 +29,14 @@ export interface OpenDatabase {
   sqliteLockWait?: LockWait;
   /** Runs a report's query within the report time limit: see `DatabaseOptions.reportTimeoutMs`. */
   runReport: RunReport;
+  /**
+   * What the admin API queries through (its projects, keys and usage report). On PostgreSQL, the
+   * same pools as `db` and `runReport`, through connections that report their queries to `queries`,
+   * whose `end` cancels them when the shutdown's deadline refuses the admin calls (decision 0049);
+   * the proxy's reads and the usage recorder's writes, through `db`, are never cancelled. On SQLite,
+   * `db` and `runReport` themselves (`sqliteLockWait` ends their waits).
+   */
+  admin: AdminDatabase;
   /**
    * Migrations the database records that this build does not know: a newer Sluice migrated it (a
    * rollback, or an older instance during a rolling deploy). It runs on it; the caller warns.
@@ -70,6 +78,14 @@ export interface DatabaseOptions {
 /** Runs `read` (a report's queries) on the connection given to it, within the report time limit. */
 export type RunReport = <T>(read: (db: Kysely<Database>) => Promise<T>) => Promise<T>;
 
+/** `OpenDatabase.admin`. */
+export interface AdminDatabase {
+  db: Kysely<Database>;
+  runReport: RunReport;
+  /** PostgreSQL only: the admin API's queries in flight, which `end` cancels. */
+  queries?: CancellableQueries;
+}
+
 /** The database settings of a configuration: the gateway and the CLI open the same database alike. */
 export function databaseOptionsOf(config: Config): DatabaseOptions {
   return {
@@ -91,13 +107,15 @@ export async function openDatabase(options: DatabaseOptions): Promise<OpenDataba
     });
   }
   const { db, engine, sqlite, lockWait, unknownMigrations } = await openSqliteMigrated(options);
+  const runReport: RunReport = (read) => read(db);
   return {
     db,
     engine,
     sqlite,
     sqliteLockWait: lockWait,
     unknownMigrations,
-    runReport: (read) => read(db),
+    runReport,
+    admin: { db, runReport },
     ping: () => pingDatabase(db as Kysely<unknown>),
     close: () => {
       // A statement still waiting for another process's lock fails now, as a locked database
@@ -265,13 +283,19 @@ async function openPostgres(
       .catch(() => {})
       .finally(() => canceller.end().catch(() => {}));
   };
+  const adminQueries = new CancellableQueries(cancelBackend);
   /**
    * A pool whose queries are unanswered for at most `queryTimeoutMs`, the wait for their connection
    * included: opening one (a server that accepts connections and never answers would otherwise hold
    * a request for pg's connection timeout, whatever the query timeout says) or a free one of the
    * pool's, within the query timeout and at most pg's 5 s; the first query on it in what is left.
+   * Two Kysely instances over it: `db`, and `admin`, the admin API's, whose queries report to
+   * `adminQueries`; `end` ends the pool (not their `destroy`: Kysely ends it only through an instance
+   * that was used, and the reports' pool may have been used by the admin API's alone).
    */
-  const connect = (config: PgPoolConfig & { max: number; query_timeout: number }): Kysely<Database> => {
+  const connect = (
+    config: PgPoolConfig & { max: number; query_timeout: number },
+  ): { db: Kysely<Database>; admin: Kysely<Database>; end: () => Promise<void> } => {
     const pool = new pg.Pool({
       connectionString: databaseUrl,
       // pg's own 5 s, or less when the query timeout is shorter: a longer one would hold every
@@ -284,11 +308,13 @@ async function openPostgres(
     // query fails, the pool discards it, and the next query opens a new connection.
     pool.on("error", () => {});
     pool.on("connect", (client) => client.on("error", () => {}));
-    return new Kysely<Database>({
-      dialect: new PostgresDialect({
-        pool: closingTimedOut(pool, config.query_timeout, limits.queryTimeoutMs, cancelBackend),
-      }),
-    });
+    const over = (queries?: CancellableQueries) =>
+      new Kysely<Database>({
+        dialect: new PostgresDialect({
+          pool: closingTimedOut(pool, config.query_timeout, limits.queryTimeoutMs, queries),
+        }),
+      });
+    return { db: over(), admin: over(adminQueries), end: () => pool.end() };
   };
   checkSslFiles(databaseUrl);
   const migrating = pgClientOf(
@@ -306,24 +332,29 @@ async function openPostgres(
     databaseUrl,
     timeoutMs: limits.startTimeoutMs,
   });
-  const db = connect({ max: 10, query_timeout: limits.queryTimeoutMs });
+  const main = connect({ max: 10, query_timeout: limits.queryTimeoutMs });
+  const { db } = main;
   const reports = connect({ max: 2, query_timeout: limits.reportTimeoutMs + limits.queryTimeoutMs });
-  return {
-    db,
-    engine: "postgres",
-    unknownMigrations,
-    runReport: (read) =>
-      reports.transaction().execute(async (transaction) => {
+  const reportsOn =
+    (on: Kysely<Database>): RunReport =>
+    (read) =>
+      on.transaction().execute(async (transaction) => {
         // SET LOCAL, written as set_config to take a parameter: it ends with the transaction, so
         // the connection goes back to the pool without it (and it works behind a PgBouncer).
         await sql`select set_config('statement_timeout', ${String(limits.reportTimeoutMs)}, true)`.execute(
           transaction,
         );
         return read(transaction);
-      }),
+      });
+  return {
+    db,
+    engine: "postgres",
+    unknownMigrations,
+    runReport: reportsOn(reports.db),
+    admin: { db: main.admin, runReport: reportsOn(reports.admin), queries: adminQueries },
     ping: () => pingDatabase(db as Kysely<unknown>),
     close: async () => {
-      await Promise.all([db.destroy(), reports.destroy()]);
+      await Promise.all([main.end(), reports.end()]);
     },
   };
 }
@@ -359,25 +390,25 @@ function int8AsNumber(text: string): number {
  * waited for those locks until its query timeout, again and again, and no usage row was written
  * after it; an admin change to a project a lost transaction had locked failed the same way.
  *
- * A connection taken for a call with a `QueryScope` (an admin call) is that call's: when the
- * shutdown's deadline refuses the call, the query it is running is cancelled on the server
- * (`cancelBackend`) and fails with the refusal once the server has stopped it (a write not committed
- * is then not made, nor its transaction half made), and the queries after it fail with the refusal
- * unsent, but for a transaction's rollback.
+ * With `queries` (the admin API's instances), each query in flight is reported there with its
+ * backend's process id: when the shutdown's deadline refuses the admin calls (`queries.end`), it is
+ * cancelled on the server and fails with the refusal once the server has stopped it (a write not
+ * committed is then not made, nor its transaction half made), and the queries after it fail with
+ * the refusal unsent, but for a transaction's rollback. Without it (the proxy's reads, the usage
+ * recorder's writes), nothing is tracked. The pool is ended by the database's close, not here.
  */
 function closingTimedOut(
   pool: PgPool,
   queryTimeoutMs: number,
   idleInTransactionMs: number,
-  cancelBackend: (pid: number) => void,
+  queries?: CancellableQueries,
 ): PostgresPool {
   // Kysely opens a transaction with `begin` (its only form here: no isolation level is asked for).
   // One round trip: without parameters pg sends it as a simple query, which may hold two statements.
   const begin = `begin; set local idle_in_transaction_session_timeout = ${idleInTransactionMs}`;
   return {
     async connect() {
-      const scope = currentQueryScope();
-      if (scope?.ended) throw scope.ended;
+      if (queries?.ended) throw queries.ended;
       const asked = performance.now();
       const client = await pool.connect();
       // The backend's process id, from its BackendKeyData (pg does not type it).
@@ -392,7 +423,7 @@ function closingTimedOut(
       // query had ended meanwhile) must not stop another call's query on it.
       let cancelled = false;
       const query = (text: string, parameters: readonly unknown[]) => {
-        if (scope?.ended && text !== "rollback") return Promise.reject(scope.ended);
+        if (queries?.ended && text !== "rollback") return Promise.reject(queries.ended);
         // pg takes a query_timeout in the query's config (its types do not list it); undefined
         // leaves the pool's.
         const opens = text === "begin" && parameters.length === 0;
@@ -403,10 +434,9 @@ function closingTimedOut(
         };
         firstTimeoutMs = undefined;
         const settled =
-          scope !== undefined && pid !== null
-            ? scope.sent(() => {
+          queries !== undefined && pid !== null
+            ? queries.sent(pid, () => {
                 cancelled = true;
-                cancelBackend(pid);
               })
             : undefined;
         return client.query(config).then(
@@ -419,7 +449,7 @@ function closingTimedOut(
             settled?.();
             if (error instanceof Error && error.message === "Query read timeout") timedOut = true;
             // Cancelled by the refusal (57014), or failed otherwise meanwhile: the call is refused.
-            throw scope?.ended ?? error;
+            throw queries?.ended ?? error;
           },
         );
       };
@@ -429,6 +459,6 @@ function closingTimedOut(
         release: () => client.release(timedOut || cancelled),
       };
     },
-    end: () => pool.end(),
+    end: async () => {},
   };
 }

@@ -150,7 +150,7 @@ describe.skipIf(!postgresAvailable)(
             expect.objectContaining({
               level: "warn",
               queries: 1,
-              msg: "shutting down: an admin call's PostgreSQL queries cancelled, the call refused (503)",
+              msg: "shutting down: admin API queries in flight on PostgreSQL cancelled, their calls refused (503)",
             }),
           );
           expect(lines).toContainEqual(expect.objectContaining({ status: 503, msg: "request" }));
