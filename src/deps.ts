@@ -160,10 +160,13 @@ export async function createGateway(config: Config, injected: Partial<Injectable
     maxStaleMs: config.projectCacheMaxStaleMs,
   });
   const testModeAllowed = allowsTestMode(config);
+  // The admin API's own instances over the same database (`OpenDatabase.admin`): on PostgreSQL, the
+  // shutdown's deadline cancels their queries in flight (decision 0049), never the proxy's reads
+  // nor a usage batch's writes.
   const admin = createProjectAdmin({
-    projects,
-    keys,
-    usage,
+    projects: createProjectRepository(database.admin.db),
+    keys: createKeyRepository(database.admin.db),
+    usage: createUsageRepository(database.admin.db, database.sqlite, database.admin.runReport),
     secretBox,
     now,
     onProjectChanged: directory.invalidate,
@@ -482,6 +485,7 @@ export async function createGateway(config: Config, injected: Partial<Injectable
       maxBodyBytes: config.maxBodyBytes,
       logger,
       ...(database.sqliteLockWait ? { sqliteLockWait: database.sqliteLockWait } : {}),
+      ...(database.admin.queries ? { postgresQueries: database.admin.queries } : {}),
       onAuthResult(result) {
         metrics.countAuthResult("admin-token", result);
         if (result === "TOO_MANY_REQUESTS") metrics.countLimitDecision("admin_auth_failures", "limited");

@@ -9,6 +9,7 @@ import { GatewayError, problemsError } from "../errors.js";
 import { repeatedMemberProblems } from "../json-repeated-members.js";
 import type { Logger } from "../observability/logger.js";
 import { throttled } from "../rate-limit/auth-throttle.js";
+import type { CancellableQueries } from "../storage/cancellable-queries.js";
 import type { LockWait } from "../storage/sqlite-lock-wait.js";
 import type { JsonShapeLimits } from "./json-shape.js";
 import { type JsonBodyBounds, parseJsonObject, readBody, requireUncompressedUtf8Json } from "./read-body.js";
@@ -31,9 +32,14 @@ export interface AdminRouteDeps {
   logger: Logger;
   /**
    * SQLite only: the statements' waits for another process's lock on the file, which the shutdown's
-   * deadline ends for the calls it refuses (`refusingLockWaits`).
+   * deadline ends for the calls it refuses (`refusingDatabaseWaits`).
    */
   sqliteLockWait?: Pick<LockWait, "end">;
+  /**
+   * PostgreSQL only: the admin API's queries in flight, which the shutdown's deadline cancels when
+   * it refuses the calls (`refusingDatabaseWaits`).
+   */
+  postgresQueries?: Pick<CancellableQueries, "end">;
 }
 
 /**
@@ -62,27 +68,37 @@ interface AdminChange {
 type RouteAnswer = { status?: number; body?: unknown; change?: AdminChange };
 
 /**
- * SQLite only: what an admin call does when the shutdown's deadline refuses it before its answer
- * began (`refuseAtDeadline`). Its write may be waiting for another process's lock on the file (a
- * `sqlite3` shell, a backup), for up to 5 s, off the event loop (docs/decisions/0044): every such
- * wait ends, its statement not tried again, failing with the refusal, which the route answers (503,
- * Retry-After, the envelope) before the drain cuts the connection. Before, the connection was cut
- * without an answer, and the next try, on the database closed meanwhile, was logged as a `request
- * failed` TypeError. Every wait, not only this call's: the deadline refuses every call not answered
- * at once, and the database closes next. A body still arriving is refused by its read (`readBody`),
- * on either engine.
+ * What an admin call does when the shutdown's deadline refuses it before its answer began
+ * (`refuseAtDeadline`): it may be waiting for the database. On SQLite, its write may be waiting for
+ * another process's lock on the file (a `sqlite3` shell, a backup), for up to 5 s, off the event
+ * loop (docs/decisions/0044): every such wait ends, its statement not tried again, failing with the
+ * refusal, which the route answers (503, Retry-After, the envelope) before the drain cuts the
+ * connection. Before, the connection was cut without an answer, and the next try, on the database
+ * closed meanwhile, was logged as a `request failed` TypeError. On PostgreSQL, its query may be
+ * waiting for a lock another session holds: every admin query in flight is cancelled on the server
+ * and fails with the refusal once stopped, so its write is not made after the gateway has gone
+ * (docs/decisions/0049). Every wait or query, not only this call's: the deadline refuses every call
+ * not answered at once, and the database closes next. A body still arriving is refused by its read
+ * (`readBody`), on either engine.
  */
-function refusingLockWaits(
+function refusingDatabaseWaits(
   lockWait: Pick<LockWait, "end"> | undefined,
+  queries: Pick<CancellableQueries, "end"> | undefined,
   logger: Logger,
 ): RefusalListener | null {
-  if (lockWait === undefined) return null;
+  if (lockWait === undefined && queries === undefined) return null;
   return (refusal) => {
-    const statements = lockWait.end(() => refusal);
+    const statements = lockWait?.end(() => refusal) ?? 0;
     if (statements > 0)
       logger.warn(
         { statements },
         "shutting down: writes waiting for another process's lock on the SQLite file given up, their calls refused (503)",
+      );
+    const cancelled = queries?.end(refusal) ?? 0;
+    if (cancelled > 0)
+      logger.warn(
+        { queries: cancelled },
+        "shutting down: admin API queries in flight on PostgreSQL cancelled, their calls refused (503)",
       );
   };
 }
@@ -105,7 +121,7 @@ export function registerAdminRoutes(router: Router, deps: AdminRouteDeps): void 
         onAuthResult("ok");
       }
     : check;
-  const refusal = refusingLockWaits(deps.sqliteLockWait, logger);
+  const refusal = refusingDatabaseWaits(deps.sqliteLockWait, deps.postgresQueries, logger);
   const route =
     (handler: (context: RequestContext) => Promise<RouteAnswer>, takesQuery = false): Handler =>
     async (context) => {

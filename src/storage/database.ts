@@ -4,6 +4,7 @@ import BetterSqlite3 from "better-sqlite3";
 import type { PostgresPool, PostgresPoolClient } from "kysely";
 import type { Pool as PgPool, PoolConfig as PgPoolConfig } from "pg";
 import type { Config } from "../config.js";
+import { CancellableQueries } from "./cancellable-queries.js";
 import { dataDirError, inDataDir } from "./data-dir-error.js";
 import { Kysely, PostgresDialect, sql } from "./kysely.js";
 import { makeDirectorySync } from "./make-directory.js";
@@ -28,6 +29,14 @@ export interface OpenDatabase {
   sqliteLockWait?: LockWait;
   /** Runs a report's query within the report time limit: see `DatabaseOptions.reportTimeoutMs`. */
   runReport: RunReport;
+  /**
+   * What the admin API queries through (its projects, keys and usage report). On PostgreSQL, the
+   * same pools as `db` and `runReport`, through connections that report their queries to `queries`,
+   * whose `end` cancels them when the shutdown's deadline refuses the admin calls (decision 0049);
+   * the proxy's reads and the usage recorder's writes, through `db`, are never cancelled. On SQLite,
+   * `db` and `runReport` themselves (`sqliteLockWait` ends their waits).
+   */
+  admin: AdminDatabase;
   /**
    * Migrations the database records that this build does not know: a newer Sluice migrated it (a
    * rollback, or an older instance during a rolling deploy). It runs on it; the caller warns.
@@ -69,6 +78,14 @@ export interface DatabaseOptions {
 /** Runs `read` (a report's queries) on the connection given to it, within the report time limit. */
 export type RunReport = <T>(read: (db: Kysely<Database>) => Promise<T>) => Promise<T>;
 
+/** `OpenDatabase.admin`. */
+export interface AdminDatabase {
+  db: Kysely<Database>;
+  runReport: RunReport;
+  /** PostgreSQL only: the admin API's queries in flight, which `end` cancels. */
+  queries?: CancellableQueries;
+}
+
 /** The database settings of a configuration: the gateway and the CLI open the same database alike. */
 export function databaseOptionsOf(config: Config): DatabaseOptions {
   return {
@@ -90,13 +107,15 @@ export async function openDatabase(options: DatabaseOptions): Promise<OpenDataba
     });
   }
   const { db, engine, sqlite, lockWait, unknownMigrations } = await openSqliteMigrated(options);
+  const runReport: RunReport = (read) => read(db);
   return {
     db,
     engine,
     sqlite,
     sqliteLockWait: lockWait,
     unknownMigrations,
-    runReport: (read) => read(db),
+    runReport,
+    admin: { db, runReport },
     ping: () => pingDatabase(db as Kysely<unknown>),
     close: () => {
       // A statement still waiting for another process's lock fails now, as a locked database
@@ -247,12 +266,36 @@ async function openPostgres(
   const types = new pg.TypeOverrides();
   types.setTypeParser(pg.types.builtins.INT8, int8AsNumber);
   /**
+   * Cancels what backend `pid` is running (`pg_cancel_backend`), from a connection of its own: the
+   * pool's may all be taken. Unanswered within the query timeout, it is given up, and the query
+   * runs to its own end, as it would have.
+   */
+  const cancelBackend = (pid: number) => {
+    const canceller = new pg.Client({
+      connectionString: databaseUrl,
+      connectionTimeoutMillis: Math.min(5000, limits.queryTimeoutMs),
+      query_timeout: limits.queryTimeoutMs,
+    });
+    canceller.on("error", () => {});
+    void canceller
+      .connect()
+      .then(() => canceller.query("select pg_cancel_backend($1)", [pid]))
+      .catch(() => {})
+      .finally(() => canceller.end().catch(() => {}));
+  };
+  const adminQueries = new CancellableQueries(cancelBackend);
+  /**
    * A pool whose queries are unanswered for at most `queryTimeoutMs`, the wait for their connection
    * included: opening one (a server that accepts connections and never answers would otherwise hold
    * a request for pg's connection timeout, whatever the query timeout says) or a free one of the
    * pool's, within the query timeout and at most pg's 5 s; the first query on it in what is left.
+   * Two Kysely instances over it: `db`, and `admin`, the admin API's, whose queries report to
+   * `adminQueries`; `end` ends the pool (not their `destroy`: Kysely ends it only through an instance
+   * that was used, and the reports' pool may have been used by the admin API's alone).
    */
-  const connect = (config: PgPoolConfig & { max: number; query_timeout: number }): Kysely<Database> => {
+  const connect = (
+    config: PgPoolConfig & { max: number; query_timeout: number },
+  ): { db: Kysely<Database>; admin: Kysely<Database>; end: () => Promise<void> } => {
     const pool = new pg.Pool({
       connectionString: databaseUrl,
       // pg's own 5 s, or less when the query timeout is shorter: a longer one would hold every
@@ -265,11 +308,13 @@ async function openPostgres(
     // query fails, the pool discards it, and the next query opens a new connection.
     pool.on("error", () => {});
     pool.on("connect", (client) => client.on("error", () => {}));
-    return new Kysely<Database>({
-      dialect: new PostgresDialect({
-        pool: closingTimedOut(pool, config.query_timeout, limits.queryTimeoutMs),
-      }),
-    });
+    const over = (queries?: CancellableQueries) =>
+      new Kysely<Database>({
+        dialect: new PostgresDialect({
+          pool: closingTimedOut(pool, config.query_timeout, limits.queryTimeoutMs, queries),
+        }),
+      });
+    return { db: over(), admin: over(adminQueries), end: () => pool.end() };
   };
   checkSslFiles(databaseUrl);
   const migrating = pgClientOf(
@@ -287,24 +332,29 @@ async function openPostgres(
     databaseUrl,
     timeoutMs: limits.startTimeoutMs,
   });
-  const db = connect({ max: 10, query_timeout: limits.queryTimeoutMs });
+  const main = connect({ max: 10, query_timeout: limits.queryTimeoutMs });
+  const { db } = main;
   const reports = connect({ max: 2, query_timeout: limits.reportTimeoutMs + limits.queryTimeoutMs });
-  return {
-    db,
-    engine: "postgres",
-    unknownMigrations,
-    runReport: (read) =>
-      reports.transaction().execute(async (transaction) => {
+  const reportsOn =
+    (on: Kysely<Database>): RunReport =>
+    (read) =>
+      on.transaction().execute(async (transaction) => {
         // SET LOCAL, written as set_config to take a parameter: it ends with the transaction, so
         // the connection goes back to the pool without it (and it works behind a PgBouncer).
         await sql`select set_config('statement_timeout', ${String(limits.reportTimeoutMs)}, true)`.execute(
           transaction,
         );
         return read(transaction);
-      }),
+      });
+  return {
+    db,
+    engine: "postgres",
+    unknownMigrations,
+    runReport: reportsOn(reports.db),
+    admin: { db: main.admin, runReport: reportsOn(reports.admin), queries: adminQueries },
     ping: () => pingDatabase(db as Kysely<unknown>),
     close: async () => {
-      await Promise.all([db.destroy(), reports.destroy()]);
+      await Promise.all([main.end(), reports.end()]);
     },
   };
 }
@@ -339,22 +389,41 @@ function int8AsNumber(text: string): number {
  * locked, until TCP keepalive finds the peer gone (two hours by default): the retried usage batch
  * waited for those locks until its query timeout, again and again, and no usage row was written
  * after it; an admin change to a project a lost transaction had locked failed the same way.
+ *
+ * With `queries` (the admin API's instances), each query in flight is reported there with its
+ * backend's process id: when the shutdown's deadline refuses the admin calls (`queries.end`), it is
+ * cancelled on the server and fails with the refusal once the server has stopped it (a write not
+ * committed is then not made, nor its transaction half made), and the queries after it fail with
+ * the refusal unsent, but for a transaction's rollback. Without it (the proxy's reads, the usage
+ * recorder's writes), nothing is tracked. The pool is ended by the database's close, not here.
  */
-function closingTimedOut(pool: PgPool, queryTimeoutMs: number, idleInTransactionMs: number): PostgresPool {
+function closingTimedOut(
+  pool: PgPool,
+  queryTimeoutMs: number,
+  idleInTransactionMs: number,
+  queries?: CancellableQueries,
+): PostgresPool {
   // Kysely opens a transaction with `begin` (its only form here: no isolation level is asked for).
   // One round trip: without parameters pg sends it as a simple query, which may hold two statements.
   const begin = `begin; set local idle_in_transaction_session_timeout = ${idleInTransactionMs}`;
   return {
     async connect() {
+      if (queries?.ended) throw queries.ended;
       const asked = performance.now();
       const client = await pool.connect();
+      // The backend's process id, from its BackendKeyData (pg does not type it).
+      const pid = (client as unknown as { processID: number | null }).processID;
       // At least 1 ms: pg reads a query_timeout of 0 as "the pool's".
       let firstTimeoutMs: number | undefined = Math.max(
         1,
         Math.ceil(queryTimeoutMs - (performance.now() - asked)),
       );
       let timedOut = false;
+      // A connection whose query was cancelled is closed, not pooled: a cancel that lands late (the
+      // query had ended meanwhile) must not stop another call's query on it.
+      let cancelled = false;
       const query = (text: string, parameters: readonly unknown[]) => {
+        if (queries?.ended && text !== "rollback") return Promise.reject(queries.ended);
         // pg takes a query_timeout in the query's config (its types do not list it); undefined
         // leaves the pool's.
         const opens = text === "begin" && parameters.length === 0;
@@ -364,21 +433,32 @@ function closingTimedOut(pool: PgPool, queryTimeoutMs: number, idleInTransaction
           query_timeout: firstTimeoutMs,
         };
         firstTimeoutMs = undefined;
+        const settled =
+          queries !== undefined && pid !== null
+            ? queries.sent(pid, () => {
+                cancelled = true;
+              })
+            : undefined;
         return client.query(config).then(
           // Two statements answer with a result each: Kysely is given the `begin`'s.
-          (result: unknown) => (opens && Array.isArray(result) ? result[0] : result),
+          (result: unknown) => {
+            settled?.();
+            return opens && Array.isArray(result) ? result[0] : result;
+          },
           (error: unknown) => {
+            settled?.();
             if (error instanceof Error && error.message === "Query read timeout") timedOut = true;
-            throw error;
+            // Cancelled by the refusal (57014), or failed otherwise meanwhile: the call is refused.
+            throw queries?.ended ?? error;
           },
         );
       };
       return {
         // Only the (sql, parameters) form: Kysely passes a cursor only when given one to stream with.
         query: query as unknown as PostgresPoolClient["query"],
-        release: () => client.release(timedOut),
+        release: () => client.release(timedOut || cancelled),
       };
     },
-    end: () => pool.end(),
+    end: async () => {},
   };
 }

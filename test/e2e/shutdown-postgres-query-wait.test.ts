@@ -1,0 +1,165 @@
+import { once } from "node:events";
+import { rmSync } from "node:fs";
+import pg from "pg";
+import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { shutdownMarginMs } from "../../src/gateway-close.js";
+import { shutDown } from "../../src/server.js";
+import { createPostgresSchema, postgresAvailable } from "../support/services.js";
+import { adminToken, createTestProject, logLinesOf, startTestGateway } from "../support/test-gateway.js";
+
+/**
+ * SIGTERM's shutdown (src/server.ts's shutDown) while an admin call waits for PostgreSQL: its query
+ * waits for a lock another session holds (a row `SELECT … FOR UPDATE`, a `LOCK TABLE`, a migration
+ * or a long transaction by hand), and the shutdown's deadline comes first. Before, nothing listened
+ * for the deadline's refusal: the connection was cut without an answer, the pool's close waited for
+ * the query until the shutdown's margin ran out, and the write, left waiting on the server, was made
+ * once the lock was released, after the gateway had gone.
+ */
+describe.skipIf(!postgresAvailable)(
+  "the shutdown's deadline while an admin call waits for a PostgreSQL lock",
+  () => {
+    let schema: Awaited<ReturnType<typeof createPostgresSchema>>;
+    // A schema each: the gateway stores its secrets under a master key of its own.
+    beforeEach(async () => {
+      schema = await createPostgresSchema();
+    });
+    afterEach(async () => {
+      await schema?.drop();
+    });
+
+    /**
+     * A session of its own holding `lock` (statements run in an open transaction) until `release`:
+     * `blocked()` counts the sessions waiting for it.
+     */
+    async function holdLock(lock: string) {
+      const holder = new pg.Client({ connectionString: schema.url });
+      await holder.connect();
+      await holder.query("begin");
+      await holder.query(lock);
+      const { rows } = await holder.query<{ pid: number }>("select pg_backend_pid() as pid");
+      const pid = rows[0]?.pid;
+      // Not the holder: a transaction sees pg_stat_activity as it was at its first look.
+      const observer = new pg.Client({ connectionString: schema.url });
+      await observer.connect();
+      return {
+        async blocked(): Promise<number> {
+          const waiting = await observer.query<{ n: number }>(
+            "select count(*)::int as n from pg_stat_activity where $1 = any(pg_blocking_pids(pid))",
+            [pid],
+          );
+          return waiting.rows[0]?.n ?? 0;
+        },
+        async release(): Promise<void> {
+          await holder.query("rollback");
+          await Promise.all([holder.end(), observer.end()]);
+        },
+      };
+    }
+
+    const cases = [
+      {
+        name: "a project update waiting for its row",
+        lock: (projectId: string) => `select 1 from projects where id = '${projectId}' for update`,
+        request: (projectId: string): [string, RequestInit] => [
+          `/admin/v1/projects/${projectId}`,
+          {
+            method: "PATCH",
+            headers: { authorization: `Bearer ${adminToken}`, "content-type": "application/json" },
+            body: JSON.stringify({ name: "Renamed while locked" }),
+          },
+        ],
+      },
+      {
+        name: "a usage report waiting for its table",
+        lock: () => "lock table usage_records in access exclusive mode",
+        request: (projectId: string): [string, RequestInit] => [
+          `/admin/v1/projects/${projectId}/usage`,
+          { headers: { authorization: `Bearer ${adminToken}` } },
+        ],
+      },
+    ];
+
+    it.each(cases)(
+      "refuses $name with the 503 envelope, cancels its query and makes no change once the lock goes",
+      async ({ lock, request }) => {
+        const shutdownTimeoutMs = 500;
+        const sluice = await startTestGateway({ databaseUrl: schema.url, shutdownTimeoutMs });
+        let holder: Awaited<ReturnType<typeof holdLock>> | undefined;
+        try {
+          const project = await createTestProject(sluice.gateway);
+          holder = await holdLock(lock(project.projectId));
+          const from = sluice.logs.length;
+          const [path, init] = request(project.projectId);
+          const answered = fetch(`${sluice.url}${path}`, init).then(
+            async (response) => ({
+              status: response.status,
+              requestId: response.headers.get("x-request-id"),
+              retryAfter: response.headers.get("retry-after"),
+              connection: response.headers.get("connection"),
+              body: await response.json().catch(() => null),
+            }),
+            (error: unknown) => ({ failed: String((error as Error).cause ?? error) }),
+          );
+          await once(sluice.server, "request");
+          // The call's query waits for the lock well before the deadline.
+          const { blocked } = holder;
+          await expect.poll(blocked, { timeout: 5000 }).toBe(1);
+          const shutdownAt = performance.now();
+          await shutDown(sluice.server, sluice.gateway);
+          // The pools closed once the query was cancelled, not when the close's margin ran out.
+          expect(performance.now() - shutdownAt).toBeLessThan(shutdownTimeoutMs + shutdownMarginMs);
+          const answer = await answered;
+          expect(answer).toEqual({
+            status: 503,
+            requestId: expect.any(String),
+            retryAfter: "1",
+            connection: "close",
+            body: {
+              error: {
+                code: "SERVICE_UNAVAILABLE",
+                message: expect.stringContaining("shutting down"),
+                requestId: (answer as { requestId: string }).requestId,
+                details: { retryable: true },
+              },
+            },
+          });
+          // Cancelled on the server, not left there waiting for the lock.
+          expect(await blocked()).toBe(0);
+          await holder.release();
+          holder = undefined;
+          const reader = new pg.Client({ connectionString: schema.url });
+          await reader.connect();
+          try {
+            const { rows } = await reader.query<{ name: string }>("select name from projects where id = $1", [
+              project.projectId,
+            ]);
+            // Refused, so not made once the lock was released.
+            expect(rows[0]?.name).toBe("Test project");
+          } finally {
+            await reader.end();
+          }
+          const lines = logLinesOf(sluice, from);
+          expect(lines.filter((line) => line.level === "error" || "err" in line)).toEqual([]);
+          expect(lines).toContainEqual(
+            expect.objectContaining({
+              msg: "shutdown deadline reached: unanswered calls refused",
+              refused: 1,
+            }),
+          );
+          expect(lines).toContainEqual(
+            expect.objectContaining({
+              level: "warn",
+              queries: 1,
+              msg: "shutting down: admin API queries in flight on PostgreSQL cancelled, their calls refused (503)",
+            }),
+          );
+          expect(lines).toContainEqual(expect.objectContaining({ status: 503, msg: "request" }));
+        } finally {
+          await holder?.release();
+          rmSync(sluice.gateway.config.dataDir, { recursive: true, force: true });
+        }
+      },
+      20_000,
+    );
+  },
+);
