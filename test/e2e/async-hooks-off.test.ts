@@ -4,7 +4,9 @@ import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type FakeUpstream, startFakeUpstream } from "../fakes/fake-upstream.js";
 import { providerC } from "../fakes/fake-upstream-responses.js";
+import { createPostgresSchema, postgresAvailable } from "../support/services.js";
 import {
+  adminToken,
   createTestProject,
   startTestGateway,
   type TestGateway,
@@ -15,7 +17,9 @@ import {
  * On Node 20 the first AsyncLocalStorage (or any enabled async hook) turns on promise hooks for the
  * whole process, for good: every promise created from then on pays for them (an async call and its
  * await measured ~115 ns without, ~290 ns with), the proxy's hot path included. One image call that
- * enabled them would slow every proxied request after it.
+ * enabled them would slow every proxied request after it, and so would one admin call (the
+ * benchmark creates its projects through the admin API): the deadline's cancel of the admin API's
+ * PostgreSQL queries finds them through its own Kysely instances (docs/decisions/0049).
  */
 describe("the gateway never turns on async hooks", () => {
   // The cheap guard, over all of src: AsyncLocalStorage and createHook come from this module only.
@@ -69,6 +73,42 @@ describe("the gateway never turns on async hooks", () => {
       expect(imagen.status).toBe(200);
       await imagen.arrayBuffer();
       expect(await promiseHooksOn()).toBe(false);
+    });
+  });
+
+  describe.each([
+    ["SQLite", false],
+    ["PostgreSQL", true],
+  ])("the admin API on %s", (_engine, onPostgres) => {
+    it.skipIf(onPostgres && !postgresAvailable)("leaves them off through a write and a report", async () => {
+      const schema = onPostgres ? await createPostgresSchema() : null;
+      const sluice = await startTestGateway(schema ? { databaseUrl: schema.url } : {});
+      try {
+        expect(await promiseHooksOn()).toBe(false);
+        const headers = { authorization: `Bearer ${adminToken}`, "content-type": "application/json" };
+        const created = await fetch(`${sluice.url}/admin/v1/projects`, {
+          method: "POST",
+          headers,
+          body: JSON.stringify({ name: "Hooks", provider: "provider-a" }),
+        });
+        expect(created.status).toBe(201);
+        const { project } = (await created.json()) as { project: { id: string } };
+        const path = `${sluice.url}/admin/v1/projects/${project.id}`;
+        const renamed = await fetch(path, {
+          method: "PATCH",
+          headers,
+          body: JSON.stringify({ name: "Renamed" }),
+        });
+        expect(renamed.status).toBe(200);
+        await renamed.arrayBuffer();
+        const report = await fetch(`${path}/usage`, { headers });
+        expect(report.status).toBe(200);
+        await report.arrayBuffer();
+        expect(await promiseHooksOn()).toBe(false);
+      } finally {
+        await sluice.close();
+        await schema?.drop();
+      }
     });
   });
 });
