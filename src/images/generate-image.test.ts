@@ -8,6 +8,20 @@ import { generateImages } from "./generate-image.js";
 import type { ImageRequest } from "./image-request.js";
 import type { VaultStore } from "./vault-store.js";
 
+/** The AI SDK's models, their calls answered by `fetch` (the provider's base URLs are never reached). */
+function modelsFetching(fetch: typeof globalThis.fetch) {
+  return createAiSdkModels({
+    baseUrls: {
+      "provider-a": "http://upstream.test/v1",
+      "provider-b": "http://upstream.test/v1",
+      "provider-c": "http://upstream.test/v1beta",
+    },
+    providerBVersion: "2023-06-01",
+    clientIdentifier: "sluice-test",
+    fetch,
+  });
+}
+
 describe("image generation failures", () => {
   // Requests built directly, past parseImageRequest's checks, reach the AI SDK's own option schemas
   // (for a model the catalogue does not know, past fitImageRequest's model rules too).
@@ -18,18 +32,9 @@ describe("image generation failures", () => {
     "maps the SDK's refusal of a %s option to 422 without calling the provider",
     async (provider, providerOptions, model) => {
       let upstreamCalls = 0;
-      const models = createAiSdkModels({
-        baseUrls: {
-          "provider-a": "http://upstream.test/v1",
-          "provider-b": "http://upstream.test/v1",
-          "provider-c": "http://upstream.test/v1beta",
-        },
-        providerBVersion: "2023-06-01",
-        clientIdentifier: "sluice-test",
-        fetch: async () => {
-          upstreamCalls++;
-          return new Response("{}", { status: 500 });
-        },
+      const models = modelsFetching(async () => {
+        upstreamCalls++;
+        return new Response("{}", { status: 500 });
       });
       const deps = {
         models,
@@ -52,16 +57,7 @@ describe("image generation failures", () => {
 
 describe("image generation with a vault that stores late", () => {
   it("deletes an image whose store finished after its deadline, as the 503 never named it", async () => {
-    const models = createAiSdkModels({
-      baseUrls: {
-        "provider-a": "http://upstream.test/v1",
-        "provider-b": "http://upstream.test/v1",
-        "provider-c": "http://upstream.test/v1beta",
-      },
-      providerBVersion: "2023-06-01",
-      clientIdentifier: "sluice-test",
-      fetch: async () => Response.json(providerC.predictions(1)),
-    });
+    const models = modelsFetching(async () => Response.json(providerC.predictions(1)));
     // A store that takes no notice of the deadline's signal: it finishes when the test says.
     let finish = () => {};
     const removed: string[] = [];
@@ -118,16 +114,7 @@ describe("a Gemini image model's calls of one request, run at once", () => {
       });
       return Response.json(answer);
     };
-    const models = createAiSdkModels({
-      baseUrls: {
-        "provider-a": "http://upstream.test/v1",
-        "provider-b": "http://upstream.test/v1",
-        "provider-c": "http://upstream.test/v1beta",
-      },
-      providerBVersion: "2023-06-01",
-      clientIdentifier: "sluice-test",
-      fetch,
-    });
+    const models = modelsFetching(fetch);
     const deps = {
       models,
       vault: { put: async () => {}, remove: async () => {}, signedUrl: () => "" },

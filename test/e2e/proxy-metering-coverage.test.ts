@@ -33,23 +33,7 @@ describe("metering of the SDKs' other token-consuming calls", () => {
     } as FakeUsage);
   });
 
-  /**
-   * The one usage row `call` adds (waiting for it, up to five seconds: a row is written once the
-   * answer has been read).
-   */
-  async function rowOf(call: () => Promise<unknown>) {
-    const before = new Set((await stage.usageRows()).map((row) => row.request_id));
-    await call();
-    for (const deadline = Date.now() + 5000; Date.now() <= deadline; ) {
-      const added = (await stage.usageRows()).filter((row) => !before.has(row.request_id));
-      if (added.length > 0) {
-        expect(added).toHaveLength(1);
-        return added[0]!;
-      }
-      await new Promise((resolve) => setTimeout(resolve, 20));
-    }
-    throw new Error("no usage row");
-  }
+  const rowOf = (run: () => Promise<unknown>) => stage.rowAddedBy(run);
 
   const noTokens = {
     input_tokens: null,

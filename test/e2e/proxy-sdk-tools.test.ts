@@ -63,20 +63,7 @@ describe("the official SDKs' tool calls and thinking through the proxies", () =>
     vi.restoreAllMocks();
   });
 
-  /** The one usage row `run` adds (waiting for it: a row is written once the answer has been read). */
-  async function rowOf(run: () => Promise<unknown>) {
-    const before = new Set((await stage.usageRows()).map((row) => row.request_id));
-    await run();
-    for (const deadline = Date.now() + 5000; Date.now() <= deadline; ) {
-      const added = (await stage.usageRows()).filter((row) => !before.has(row.request_id));
-      if (added.length > 0) {
-        expect(added).toHaveLength(1);
-        return added[0]!;
-      }
-      await new Promise((resolve) => setTimeout(resolve, 20));
-    }
-    throw new Error("no usage row");
-  }
+  const rowOf = (run: () => Promise<unknown>) => stage.rowAddedBy(run);
 
   /** The provider got the one body the SDK sent, byte for byte. */
   function expectSentAsIs() {

@@ -1,4 +1,4 @@
-import { afterAll, beforeAll } from "vitest";
+import { afterAll, beforeAll, expect } from "vitest";
 import type { Config } from "../../src/config.js";
 import { type FakeUpstream, providerBaseUrls, startFakeUpstream } from "../fakes/fake-upstream.js";
 import {
@@ -9,6 +9,8 @@ import {
   type TestProject,
 } from "./test-gateway.js";
 
+type ProjectUsageRow = Awaited<ReturnType<typeof projectUsageRows>>[number];
+
 /** What the proxy suites run against: a fake upstream, a gateway pointed at it, a project with a key of each provider. */
 export interface ProxyStage {
   fake: FakeUpstream;
@@ -16,6 +18,11 @@ export interface ProxyStage {
   project: TestProject;
   /** Every usage row of the project, after flushing the usage queue. */
   usageRows(): ReturnType<typeof projectUsageRows>;
+  /**
+   * The one usage row `run` adds, waited for up to five seconds (a row is written once the answer
+   * has been read); more than one fails the test.
+   */
+  rowAddedBy(run: () => Promise<unknown>): Promise<ProjectUsageRow>;
   /** Closes the gateway, then the fake upstream. */
   close(): Promise<void>;
 }
@@ -28,11 +35,25 @@ export async function startProxyStage(
   const fake = await startFakeUpstream();
   const sluice = await startTestGateway({ ...providerBaseUrls(fake), ...settings });
   const project = await createTestProject(sluice.gateway, fields);
+  const usageRows = () => projectUsageRows(sluice, project);
   return {
     fake,
     sluice,
     project,
-    usageRows: () => projectUsageRows(sluice, project),
+    usageRows,
+    async rowAddedBy(run) {
+      const before = new Set((await usageRows()).map((row) => row.request_id));
+      await run();
+      for (const deadline = Date.now() + 5000; Date.now() <= deadline; ) {
+        const added = (await usageRows()).filter((row) => !before.has(row.request_id));
+        if (added.length > 0) {
+          expect(added).toHaveLength(1);
+          return added[0] as ProjectUsageRow;
+        }
+        await new Promise((resolve) => setTimeout(resolve, 20));
+      }
+      throw new Error("no usage row");
+    },
     async close() {
       await sluice.close();
       await fake.close();
