@@ -5,7 +5,12 @@ import type { SecretBox } from "../auth/secret-box.js";
 import { generateTestKey, testKeyDigest } from "../auth/test-key.js";
 import { GatewayError, problemsError } from "../errors.js";
 import type { ProviderId } from "../providers/provider-id.js";
-import type { KeyRepository, ProviderKeyRecord, TestKeysKept } from "../storage/key-repository.js";
+import type {
+  KeyRepository,
+  ProviderKeyRecord,
+  TestKeyRecord,
+  TestKeysKept,
+} from "../storage/key-repository.js";
 import type { Project, ProjectRepository } from "../storage/project-repository.js";
 import type { UsageReportRow, UsageRepository } from "../storage/usage-repository.js";
 import { ownCursor } from "./list-cursor.js";
@@ -100,13 +105,21 @@ export function createProjectAdmin(deps: ProjectAdminDeps) {
     return project;
   }
 
-  async function issueTestKey(projectId: string): Promise<{ testKeyId: string; testKey: string }> {
+  /** A new test key of project `projectId`: the key shown once, and the record stored. */
+  function newTestKey(projectId: string): { testKey: string; record: TestKeyRecord } {
     const testKey = generateTestKey();
     const testKeyId = `tk${randomBytes(8).toString("hex")}`;
-    const record = { id: testKeyId, projectId, digest: testKeyDigest(testKey), createdAt: testKeyTime() };
+    return {
+      testKey,
+      record: { id: testKeyId, projectId, digest: testKeyDigest(testKey), createdAt: testKeyTime() },
+    };
+  }
+
+  async function issueTestKey(projectId: string): Promise<{ testKeyId: string; testKey: string }> {
+    const { testKey, record } = newTestKey(projectId);
     // The project was checked first; false means it was deleted since.
     if (!(await keys.addTestKey(record, testKeysKept))) throw projectNotFound(projectId);
-    return { testKeyId, testKey };
+    return { testKeyId: record.id, testKey };
   }
 
   /**
@@ -198,15 +211,15 @@ export function createProjectAdmin(deps: ProjectAdminDeps) {
       if (await projects.get(id))
         throw new GatewayError("CONFLICT", `Project ${JSON.stringify(id)} already exists`);
       const project = planNewProject(id, fields, secretBox.seal, fieldName);
-      // The check above answers the usual case; this one the race of two admins creating the same id.
-      if (!(await projects.insert(project)))
+      // A project is created with its test key or not at all, in one transaction: one left without
+      // it (the database failed in between, or the shutdown's deadline refused the call, after which
+      // no undoing delete would be sent) would answer the admin's retry with 409 and never have had
+      // a key shown. The check above answers the usual case; this one the race of two admins
+      // creating the same id.
+      const { testKey, record } = newTestKey(id);
+      if (!(await projects.insert(project, record)))
         throw new GatewayError("CONFLICT", `Project ${JSON.stringify(id)} already exists`);
-      // A project is created with its test key or not at all: one left without it (the database
-      // failed in between) would answer the admin's retry with 409 and never have had a key shown.
-      const { testKey, testKeyId } = await issueTestKey(id).catch(async (error: unknown) => {
-        await projects.delete(id).catch(() => false);
-        throw error;
-      });
+      const testKeyId = record.id;
       // This instance may hold the id as "not found" (asked before, or deleted and re-created).
       deps.onProjectChanged(id);
       return { project: viewOf(project), testKey, testKeyId };

@@ -13,7 +13,7 @@ export interface ProviderKeyRecord {
   revokedAt: string | null;
 }
 
-interface TestKeyRecord {
+export interface TestKeyRecord {
   id: string;
   projectId: string;
   digest: string;

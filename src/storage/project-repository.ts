@@ -1,6 +1,7 @@
 import type { Kysely, Selectable } from "kysely";
 import type { DeviceCheckEnvironment } from "../auth/device-check-client.js";
 import type { ProviderId } from "../providers/provider-id.js";
+import type { TestKeyRecord } from "./key-repository.js";
 import { PostgresAdapter, sql } from "./kysely.js";
 import type { Database, ProjectsTable } from "./schema.js";
 
@@ -47,8 +48,13 @@ export interface Project {
 }
 
 export interface ProjectRepository {
-  /** False when a project with this id already exists (nothing is written then). */
-  insert(project: Project): Promise<boolean>;
+  /**
+   * False when a project with this id already exists (nothing is written then). With `testKey`, the
+   * project's first test key is written with it, in one transaction: the project exists with its
+   * key or not at all, even when the transaction is stopped between the two (a database that fails,
+   * an admin call refused at the shutdown's deadline, whose later writes are never sent).
+   */
+  insert(project: Project, testKey?: TestKeyRecord): Promise<boolean>;
   get(id: string): Promise<Project | null>;
   /**
    * The projects in creation order, ids by code points (UTF-8 bytes) in a tie, the same on both
@@ -100,13 +106,29 @@ export function projectListQuery(db: Kysely<Database>, page?: ProjectPage) {
 
 export function createProjectRepository(db: Kysely<Database>): ProjectRepository {
   return {
-    async insert(project) {
-      const result = await db
-        .insertInto("projects")
-        .values(toRow(project))
-        .onConflict((conflict) => conflict.column("id").doNothing())
-        .executeTakeFirst();
-      return Number(result.numInsertedOrUpdatedRows ?? 0n) > 0;
+    async insert(project, testKey) {
+      const inserted = async (on: Kysely<Database>) => {
+        const result = await on
+          .insertInto("projects")
+          .values(toRow(project))
+          .onConflict((conflict) => conflict.column("id").doNothing())
+          .executeTakeFirst();
+        return Number(result.numInsertedOrUpdatedRows ?? 0n) > 0;
+      };
+      if (testKey === undefined) return inserted(db);
+      return db.transaction().execute(async (transaction) => {
+        if (!(await inserted(transaction))) return false;
+        await transaction
+          .insertInto("test_keys")
+          .values({
+            id: testKey.id,
+            project_id: testKey.projectId,
+            digest: testKey.digest,
+            created_at: testKey.createdAt,
+          })
+          .execute();
+        return true;
+      });
     },
     async get(id) {
       const row = await db.selectFrom("projects").selectAll().where("id", "=", id).executeTakeFirst();

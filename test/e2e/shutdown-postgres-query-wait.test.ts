@@ -56,7 +56,27 @@ describe.skipIf(!postgresAvailable)(
       };
     }
 
-    const cases = [
+    /** The name of project `id` as stored, null when there is none. */
+    async function storedName(id: string): Promise<string | null> {
+      const reader = new pg.Client({ connectionString: schema.url });
+      await reader.connect();
+      try {
+        const { rows } = await reader.query<{ name: string }>("select name from projects where id = $1", [
+          id,
+        ]);
+        return rows[0]?.name ?? null;
+      } finally {
+        await reader.end();
+      }
+    }
+
+    const cases: Array<{
+      name: string;
+      lock: (projectId: string) => string;
+      request: (projectId: string) => [string, RequestInit];
+      /** What else the refused call must have left as it was. */
+      unchanged?: () => Promise<void>;
+    }> = [
       {
         name: "a project update waiting for its row",
         lock: (projectId: string) => `select 1 from projects where id = '${projectId}' for update`,
@@ -77,11 +97,30 @@ describe.skipIf(!postgresAvailable)(
           { headers: { authorization: `Bearer ${adminToken}` } },
         ],
       },
+      {
+        // The project's row is written before its test key's: a creation refused between the two
+        // must leave no project behind (without its key, the admin's retry would be refused 409).
+        name: "a project creation waiting for the test keys' table",
+        lock: () => "lock table test_keys in access exclusive mode",
+        request: (): [string, RequestInit] => [
+          "/admin/v1/projects",
+          {
+            method: "POST",
+            headers: { authorization: `Bearer ${adminToken}`, "content-type": "application/json" },
+            body: JSON.stringify({
+              id: "created-while-locked",
+              name: "Created while locked",
+              provider: "provider-a",
+            }),
+          },
+        ],
+        unchanged: async () => expect(await storedName("created-while-locked")).toBeNull(),
+      },
     ];
 
     it.each(cases)(
       "refuses $name with the 503 envelope, cancels its query and makes no change once the lock goes",
-      async ({ lock, request }) => {
+      async ({ lock, request, unchanged }) => {
         const shutdownTimeoutMs = 500;
         const sluice = await startTestGateway({ databaseUrl: schema.url, shutdownTimeoutMs });
         let holder: Awaited<ReturnType<typeof holdLock>> | undefined;
@@ -127,17 +166,9 @@ describe.skipIf(!postgresAvailable)(
           expect(await blocked()).toBe(0);
           await holder.release();
           holder = undefined;
-          const reader = new pg.Client({ connectionString: schema.url });
-          await reader.connect();
-          try {
-            const { rows } = await reader.query<{ name: string }>("select name from projects where id = $1", [
-              project.projectId,
-            ]);
-            // Refused, so not made once the lock was released.
-            expect(rows[0]?.name).toBe("Test project");
-          } finally {
-            await reader.end();
-          }
+          // Refused, so not made once the lock was released.
+          expect(await storedName(project.projectId)).toBe("Test project");
+          await unchanged?.();
           const lines = logLinesOf(sluice, from);
           expect(lines.filter((line) => line.level === "error" || "err" in line)).toEqual([]);
           expect(lines).toContainEqual(
