@@ -268,8 +268,10 @@ async function openPostgres(
   /**
    * Cancels what backend `pid` is running (`pg_cancel_backend`), from a connection of its own: the
    * pool's may all be taken. Unanswered within the query timeout, it is given up, and the query
-   * runs to its own end, as it would have.
+   * runs to its own end, as it would have. One still on its way when the pools have ended (its
+   * connection slow to open) is cut by `close`: every query it could stop has settled by then.
    */
+  const cancellers = new Map<InstanceType<typeof pg.Client>, Promise<void>>();
   const cancelBackend = (pid: number) => {
     const canceller = new pg.Client({
       connectionString: databaseUrl,
@@ -277,11 +279,17 @@ async function openPostgres(
       query_timeout: limits.queryTimeoutMs,
     });
     canceller.on("error", () => {});
-    void canceller
-      .connect()
-      .then(() => canceller.query("select pg_cancel_backend($1)", [pid]))
-      .catch(() => {})
-      .finally(() => canceller.end().catch(() => {}));
+    cancellers.set(
+      canceller,
+      canceller
+        .connect()
+        .then(async () => {
+          await canceller.query("select pg_cancel_backend($1)", [pid]);
+        })
+        .catch(() => {})
+        .finally(() => canceller.end().catch(() => {}))
+        .finally(() => cancellers.delete(canceller)),
+    );
   };
   const adminQueries = new CancellableQueries(cancelBackend);
   /**
@@ -355,6 +363,9 @@ async function openPostgres(
     ping: () => pingDatabase(db as Kysely<unknown>),
     close: async () => {
       await Promise.all([main.end(), reports.end()]);
+      // Cut, not ended: pg's `end` on a connection still opening waits for the server to take it.
+      for (const canceller of cancellers.keys()) canceller.connection.stream.destroy();
+      await Promise.all(cancellers.values());
     },
   };
 }

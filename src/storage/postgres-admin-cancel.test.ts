@@ -1,0 +1,64 @@
+import type { Socket } from "node:net";
+import pg from "pg";
+import { describe, expect, it, vi } from "vitest";
+import { createPostgresSchema, postgresAvailable } from "../../test/support/services.js";
+import { startTcpProxy } from "../../test/support/tcp-proxy.js";
+import { openDatabase } from "./database.js";
+
+/**
+ * The admin API's queries cancelled at the shutdown's deadline (`OpenDatabase.admin.queries`,
+ * decision 0049): the cancel goes out on a connection of its own, which the database's close must
+ * not leave behind.
+ */
+describe.skipIf(!postgresAvailable)("the admin API's PostgreSQL cancels", () => {
+  it("ends a cancel still opening its connection when the database closes, its query settled meanwhile", async () => {
+    const schema = await createPostgresSchema();
+    const proxy = await startTcpProxy(5432);
+    const database = await openDatabase({
+      databaseUrl: schema.url.replace("127.0.0.1:5432", `127.0.0.1:${proxy.port}`),
+      dataDir: "unused",
+      queryTimeoutMs: 5000,
+    });
+    const holder = new pg.Client({ connectionString: schema.url });
+    const observer = new pg.Client({ connectionString: schema.url });
+    const connecting = vi.spyOn(pg.Client.prototype, "connect");
+    try {
+      await Promise.all([holder.connect(), observer.connect()]);
+      await holder.query("begin");
+      await holder.query("lock table projects in access exclusive mode");
+      const read = database.admin.db.selectFrom("projects").select("id").execute();
+      await expect
+        .poll(
+          async () =>
+            (
+              await observer.query<{ n: number }>(
+                "select count(*)::int as n from pg_stat_activity where wait_event_type = 'Lock' and query like '%from \"projects\"%'",
+              )
+            ).rows[0]?.n,
+          { timeout: 5000 },
+        )
+        .toBe(1);
+      // The server is slow to take new connections: the cancel's is still opening when the lock goes
+      // and the read answers, and when the database closes after it.
+      proxy.delayNew(10_000);
+      connecting.mockClear();
+      expect(database.admin.queries?.end(new Error("refused at the deadline"))).toBe(1);
+      expect(connecting).toHaveBeenCalledTimes(1);
+      const canceller = connecting.mock.contexts[0] as unknown as { connection: { stream: Socket } };
+      await holder.query("rollback");
+      expect(await read).toEqual([]);
+      const closing = performance.now();
+      await database.close();
+      // At once, not when the cancel's connection would have timed out (5 s).
+      expect(performance.now() - closing).toBeLessThan(1000);
+      // Nothing is left to cancel: the cancel's connection is gone with the pools, not kept open
+      // (and holding the process) until the server takes it, to cancel a backend that has gone.
+      expect(canceller.connection.stream.destroyed).toBe(true);
+    } finally {
+      connecting.mockRestore();
+      await Promise.all([holder.end(), observer.end()]);
+      await proxy.close();
+      await schema.drop();
+    }
+  }, 20_000);
+});
