@@ -9,6 +9,7 @@ import { type FakeUpstream, startFakeUpstream } from "../fakes/fake-upstream.js"
 import { heldRedisReplies } from "../support/held-redis-replies.js";
 import { redisAvailable, redisUrl } from "../support/services.js";
 import {
+  adminToken,
   createDeviceCheckProject,
   createTestProject,
   logLinesOf,
@@ -177,3 +178,47 @@ describe("calls still being admitted at the shutdown deadline", () => {
     }
   });
 });
+
+/**
+ * The routes that write no usage row wait for Redis too before they answer: the admin API's check of
+ * its token (a wrong one counted by the failed-token throttle), a project's model list (an unknown
+ * project id counted by the failed-authentication throttle), `/health` (its pings). At the shutdown's
+ * deadline such a call is refused as any other (503, the envelope, Retry-After, `Connection: close`),
+ * not cut without an answer.
+ */
+describe.skipIf(!redisAvailable)(
+  "calls waiting for Redis at the shutdown deadline, on routes without a row",
+  () => {
+    it.each([
+      {
+        route: "an admin API call with a wrong token",
+        path: "/admin/v1/projects",
+        bearer: `${adminToken}-wrong`,
+      },
+      { route: "an unknown project's model list", path: "/v1/provider-a/prj_unknown/models" },
+      { route: "/health", path: "/health" },
+    ])("answers $route 503", async ({ path, bearer }) => {
+      const held = await heldRedisReplies(redisUrl);
+      const sluice = await startTestGateway({
+        redisUrl: held.url,
+        redisCommandTimeoutMs: 5000,
+        shutdownTimeoutMs,
+      });
+      try {
+        held.hold();
+        const pending = fetch(`${sluice.url}${path}`, {
+          headers: bearer ? { authorization: `Bearer ${bearer}` } : {},
+        }).catch((error: Error) => error);
+        await held.replied();
+        const closing = shutDownRefusingOne(sluice);
+        const answer = await pending;
+        held.pass();
+        await closing;
+        await expectRefusal(answer);
+      } finally {
+        await held.close();
+        rmSync(sluice.gateway.config.dataDir, { recursive: true, force: true });
+      }
+    });
+  },
+);
