@@ -46,3 +46,30 @@ export function onRefusal(response: ServerResponse, listener: RefusalListener): 
 export function offRefusal(response: ServerResponse, listener: RefusalListener): void {
   response.off(refusal, listener);
 }
+
+/**
+ * `work`, unless the shutdown's deadline refuses `response`'s call first: then its refusal, which
+ * the route answers (503), `work` left to end on its own with nothing made of it. For a route's wait
+ * that nothing else stops at the deadline and that changes nothing the call must undo (a throttle's
+ * count in Redis, a health check's ping, a lookup); one listener for the wait's length.
+ */
+export function untilRefused<T>(response: ServerResponse, work: Promise<T>): Promise<T> {
+  const refused = refusals.get(response);
+  if (refused !== undefined) {
+    work.catch(() => {});
+    return Promise.reject(refused);
+  }
+  return new Promise((resolve, reject) => {
+    response.on(refusal, reject);
+    work.then(
+      (value) => {
+        response.off(refusal, reject);
+        resolve(value);
+      },
+      (error: unknown) => {
+        response.off(refusal, reject);
+        reject(error);
+      },
+    );
+  });
+}

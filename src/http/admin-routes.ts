@@ -4,7 +4,7 @@ import type { ProjectAdmin } from "../admin/project-admin.js";
 import { shownParameterName } from "../admin/shown-name.js";
 import type { AuthThrottle } from "../auth/authenticate.js";
 import { repeatedCredentialHeaderError } from "../auth/repeated-credential-header.js";
-import { offRefusal, onRefusal, type RefusalListener } from "../deadline-refusal.js";
+import { offRefusal, onRefusal, type RefusalListener, untilRefused } from "../deadline-refusal.js";
 import { GatewayError, problemsError } from "../errors.js";
 import { repeatedMemberProblems } from "../json-repeated-members.js";
 import type { Logger } from "../observability/logger.js";
@@ -127,7 +127,8 @@ export function registerAdminRoutes(router: Router, deps: AdminRouteDeps): void 
     async (context) => {
       if (refusal) onRefusal(context.response, refusal);
       try {
-        await guard(context);
+        // A wrong token is counted in Redis before its 401: a wait the deadline's refusal ends.
+        await untilRefused(context.response, guard(context));
         if (!takesQuery) requireNoQuery(context.query);
         const { status = 200, body, change } = await handler(context);
         // Written once the change is, whether or not the client stays for the answer; a refused or

@@ -3,6 +3,7 @@ import { describe, expect, it, vi } from "vitest";
 import { admissionRequestContext } from "../../test/support/admission-request-context.js";
 import { fakeUsageRepository, spendOf } from "../../test/support/fake-usage-repository.js";
 import type { AuthResult } from "../auth/authenticate.js";
+import { refusalOf, refuseAtDeadline } from "../deadline-refusal.js";
 import { GatewayError } from "../errors.js";
 import { createMetrics } from "../observability/metrics.js";
 import type { LimitRequest, RateLimitDecision, RateLimiter } from "../rate-limit/rate-limiter.js";
@@ -589,5 +590,101 @@ describe("the kind of a usage row", () => {
       [502, "PROVIDER_ERROR", "call"],
       [429, "TOO_MANY_REQUESTS", "call"],
     ]);
+  });
+});
+
+/**
+ * The shutdown's deadline coming while a call waits to be admitted (`refuseAtDeadline`): the call
+ * is refused at once (the route answers the refusal's 503), its row written then, and what the
+ * wait ends with admits nothing: the place under the spend cap and the device token's use are
+ * given back, and no admitted call is left without a row.
+ */
+describe("admission at the shutdown deadline", () => {
+  const project = {
+    id: "prj_1",
+    createdAt: "2026-11-01T00:00:00.000Z",
+    rateLimits: { perMinute: null, devicePerMinute: null },
+    monthlySpendCapUsd: 10,
+    proxyAllowList: null,
+  };
+
+  function admission(
+    authenticate: () => AuthResult | Promise<AuthResult>,
+    limits: Promise<RateLimitDecision[]>,
+  ) {
+    const rows: UsageRecord[] = [];
+    const release = vi.fn();
+    const admit = createAdmission({
+      authenticate,
+      limiter: { consumeAll: () => limits } as unknown as RateLimiter,
+      spend: {
+        monthToDate: async () => 0,
+        holdWithLimits: () => ({ release }),
+      } as unknown as SpendGuard,
+      recorder: { record: (row: UsageRecord) => rows.push(row) } as unknown as UsageRecorder,
+      metrics: createMetrics({ collectDefaults: false }),
+      now: () => new Date("2026-11-23T12:00:00Z"),
+      defaults: { projectPerMinute: 60, devicePerMinute: 60, ipPerMinute: 60 },
+    });
+    const context = admissionRequestContext();
+    return { admit, rows, release, context, response: context.response };
+  }
+
+  it("refuses a call waiting for its limits, writes its row, and gives back its place and token use", async () => {
+    const refund = vi.fn(async () => {});
+    let decide: (decisions: RateLimitDecision[]) => void = () => {};
+    const limits = new Promise<RateLimitDecision[]>((resolve) => {
+      decide = resolve;
+    });
+    const { admit, rows, release, context, response } = admission(authenticatedAs(project, refund), limits);
+    const admitted = admit(context, { endpoint: "proxy", projectId: "prj_1", provider: "provider-a" });
+    const settled = Promise.resolve(admitted).catch((error: unknown) => error);
+    await vi.waitFor(() => expect(rows).toEqual([]));
+    await new Promise((resolve) => setTimeout(resolve, 10));
+
+    expect(refuseAtDeadline(response)).toBe(true);
+    const refusal = refusalOf(response);
+    expect(await settled).toBe(refusal);
+    expect(rows).toMatchObject([
+      {
+        project_id: "prj_1",
+        key_id: "key_1",
+        status: 503,
+        error_code: "SERVICE_UNAVAILABLE",
+        outcome: "error",
+      },
+    ]);
+    expect(release).toHaveBeenCalled();
+
+    decide([decision(true)]);
+    await vi.waitFor(() => expect(refund).toHaveBeenCalledTimes(1));
+    expect(rows).toHaveLength(1);
+    expect(admit.unrecorded()).toBe(0);
+  });
+
+  it("refuses a call whose authentication has not settled, under the project id it named", async () => {
+    let authenticated: (result: AuthResult) => void = () => {};
+    const authentication = new Promise<AuthResult>((resolve) => {
+      authenticated = resolve;
+    });
+    const refund = vi.fn(async () => {});
+    const { admit, rows, context, response } = admission(
+      () => authentication,
+      Promise.resolve([decision(true)]),
+    );
+    const settled = Promise.resolve(
+      admit(context, { endpoint: "text", projectId: "prj_1", provider: "provider-a" }),
+    ).catch((error: unknown) => error);
+
+    expect(refuseAtDeadline(response)).toBe(true);
+    expect(await settled).toBe(refusalOf(response));
+    expect(rows).toMatchObject([
+      { project_id: "prj_1", key_id: null, status: 503, error_code: "SERVICE_UNAVAILABLE", outcome: "error" },
+    ]);
+
+    authenticated(authenticatedAs(project, refund)());
+    await vi.waitFor(() => expect(refund).toHaveBeenCalledTimes(1));
+    expect(rows).toHaveLength(1);
+    expect(admit.unrecorded()).toBe(0);
   });
 });

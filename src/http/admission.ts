@@ -1,6 +1,7 @@
 import { projectIdRecorded } from "../admin/project-id.js";
 import type { Authenticate, AuthMethod, AuthRequest, AuthResult } from "../auth/authenticate.js";
 import { repeatedCredentialHeaderError, repeatedProjectIdError } from "../auth/repeated-credential-header.js";
+import { offRefusal, onRefusal, refusalOf } from "../deadline-refusal.js";
 import { detachedString } from "../detached-string.js";
 import { GatewayError, isGatewayError } from "../errors.js";
 import { addressBlock } from "../net/ip-address.js";
@@ -146,19 +147,77 @@ export function createAdmission(deps: AdmissionDeps) {
       ...(options.sdkKeyHeader ? { sdkKeyHeader: options.sdkKeyHeader } : {}),
       ...(repeated !== null ? { refusal: repeated } : {}),
     };
+    const row: CallRow = {
+      written: false,
+      counted: false,
+      release: undefined,
+      base: null,
+      provider: null,
+      refusal: null,
+    };
     const auth = deps.authenticate(reloadWait);
-    return auth instanceof Promise
-      ? auth.then(
-          (settled) => admitAuthenticated(context, options, settled, reloadWait),
-          // Authentication could not be decided (the database is down, say: 503): a failed
-          // authentication all the same, with its row.
-          (error: unknown) => {
-            if (!isGatewayError(error)) throw error;
-            const failed = { ok: false, error, project: null, method: null } as const;
-            return admitAuthenticated(context, options, failed, reloadWait);
-          },
-        )
-      : admitAuthenticated(context, options, auth, reloadWait);
+    const admission =
+      auth instanceof Promise
+        ? auth.then(
+            (settled) => admitAuthenticated(context, options, settled, reloadWait, row),
+            // Authentication could not be decided (the database is down, say: 503): a failed
+            // authentication all the same, with its row.
+            (error: unknown) => {
+              if (!isGatewayError(error)) throw error;
+              const failed = { ok: false, error, project: null, method: null } as const;
+              return admitAuthenticated(context, options, failed, reloadWait, row);
+            },
+          )
+        : admitAuthenticated(context, options, auth, reloadWait, row);
+    return admission instanceof Promise ? refusable(context, options, row, admission) : admission;
+  }
+
+  /**
+   * An admission that waits (for Apple's answer about a device token, the credentials or the month's
+   * spend read again, the limits asked of Redis), ended by the shutdown's deadline should it come
+   * first (`refuseAtDeadline`): the call is refused (503, Retry-After), its row written at once with
+   * the refusal, under the project and key authentication found or, before it settled, the project
+   * id the request named; and the wait, left to end on its own, admits nothing (`row.refusal`:
+   * nothing goes to the provider, a device token's use is given back, a place under the spend cap
+   * too). Before, nothing listened there, and the call's connection was cut without an answer. Only
+   * an admission that waits pays the listener: the usual one, decided in memory, has no promise.
+   */
+  function refusable(
+    context: RequestContext,
+    options: AdmissionOptions,
+    row: CallRow,
+    admission: Promise<AdmittedCall>,
+  ): Promise<AdmittedCall> {
+    return new Promise((resolve, reject) => {
+      const onRefused = (refusal: GatewayError) => {
+        row.refusal = refusal;
+        const claimed = options.projectId;
+        const base =
+          row.base ??
+          (claimed
+            ? {
+                projectId: detachedString(projectIdRecorded(claimed, deps.isSecret)),
+                keyId: null,
+                method: null,
+              }
+            : null);
+        const provider = row.provider ?? (typeof options.provider === "string" ? options.provider : null);
+        if (base !== null)
+          write(context, options, row, base, failureReport(context, refusal, provider, null));
+        reject(refusal);
+      };
+      onRefusal(context.response, onRefused);
+      admission.then(
+        (call) => {
+          offRefusal(context.response, onRefused);
+          resolve(call);
+        },
+        (error: unknown) => {
+          offRefusal(context.response, onRefused);
+          reject(error);
+        },
+      );
+    });
   }
 
   /**
@@ -183,7 +242,7 @@ export function createAdmission(deps: AdmissionDeps) {
   function recordRun(
     context: RequestContext,
     options: AdmissionOptions,
-    base: { projectId: string; keyId: string | null; method: AuthMethod | null },
+    base: RowBase,
     provider: ProviderId,
     run: BackgroundRunReport,
   ): void {
@@ -216,84 +275,63 @@ export function createAdmission(deps: AdmissionDeps) {
     if (run.costUsd) deps.spend.add(base.projectId, run.costUsd, now);
   }
 
+  /** Writes the call's usage row, once: later writes do nothing. */
+  function write(
+    context: RequestContext,
+    options: AdmissionOptions,
+    row: CallRow,
+    base: RowBase,
+    report: CallReport,
+    kind: "call" | "refusal" | "authenticated-refusal" = "call",
+  ): void {
+    if (row.written) return;
+    row.written = true;
+    if (row.counted) unrecorded--;
+    const latencyMs = performance.now() - context.startedAt;
+    // One reading of the clock for the row and the spend guard: the cost counts in the row's month.
+    const now = deps.now();
+    deps.recorder.record(
+      {
+        request_id: context.requestId,
+        project_id: base.projectId,
+        key_id: base.keyId,
+        endpoint: options.endpoint,
+        provider: report.provider,
+        model: storedModelName(report.model),
+        status: report.status,
+        error_code: report.errorCode,
+        input_tokens: report.usage?.inputTokens ?? null,
+        output_tokens: report.usage?.outputTokens ?? null,
+        cached_tokens: report.usage?.cachedInputTokens ?? null,
+        reasoning_tokens: report.usage?.reasoningTokens ?? null,
+        cost_usd: report.costUsd,
+        latency_ms: Math.round(latencyMs * 1000) / 1000,
+        ttfb_ms:
+          report.timeToFirstByteMs === null ? null : Math.round(report.timeToFirstByteMs * 1000) / 1000,
+        streamed: report.streamed ? 1 : 0,
+        outcome: report.outcome,
+        auth_method: base.method,
+        client_ip: context.clientIp,
+        created_at: isoTimestamp(now),
+        requests: 1,
+      },
+      kind,
+    );
+    if (report.provider) countUsage(report.provider, report.usage ?? null, report.costUsd);
+    if (report.costUsd) deps.spend.add(base.projectId, report.costUsd, now);
+    row.release?.();
+    const run = report.backgroundRun;
+    if (run && report.provider && recordedRuns.add(run.rowId))
+      recordRun(context, options, base, report.provider, run);
+  }
+
   function admitAuthenticated(
     context: RequestContext,
     options: AdmissionOptions,
     auth: AuthResult,
     reloadWait: ReloadWait,
+    row: CallRow,
   ): AdmittedCall | Promise<AdmittedCall> {
-    let written = false;
-    /** Whether this call is in `unrecorded` (from its admission to its row). */
-    let counted = false;
-    /** Gives back the call's place among its project's calls in flight under the cap (`spend.holdWithLimits`). */
-    let release: (() => void) | undefined;
-    const write = (
-      base: { projectId: string; keyId: string | null; method: AuthMethod | null },
-      report: CallReport,
-      kind: "call" | "refusal" | "authenticated-refusal" = "call",
-    ) => {
-      if (written) return;
-      written = true;
-      if (counted) unrecorded--;
-      const latencyMs = performance.now() - context.startedAt;
-      // One reading of the clock for the row and the spend guard: the cost counts in the row's month.
-      const now = deps.now();
-      deps.recorder.record(
-        {
-          request_id: context.requestId,
-          project_id: base.projectId,
-          key_id: base.keyId,
-          endpoint: options.endpoint,
-          provider: report.provider,
-          model: storedModelName(report.model),
-          status: report.status,
-          error_code: report.errorCode,
-          input_tokens: report.usage?.inputTokens ?? null,
-          output_tokens: report.usage?.outputTokens ?? null,
-          cached_tokens: report.usage?.cachedInputTokens ?? null,
-          reasoning_tokens: report.usage?.reasoningTokens ?? null,
-          cost_usd: report.costUsd,
-          latency_ms: Math.round(latencyMs * 1000) / 1000,
-          ttfb_ms:
-            report.timeToFirstByteMs === null ? null : Math.round(report.timeToFirstByteMs * 1000) / 1000,
-          streamed: report.streamed ? 1 : 0,
-          outcome: report.outcome,
-          auth_method: base.method,
-          client_ip: context.clientIp,
-          created_at: isoTimestamp(now),
-          requests: 1,
-        },
-        kind,
-      );
-      if (report.provider) countUsage(report.provider, report.usage ?? null, report.costUsd);
-      if (report.costUsd) deps.spend.add(base.projectId, report.costUsd, now);
-      release?.();
-      const run = report.backgroundRun;
-      if (run && report.provider && recordedRuns.add(run.rowId))
-        recordRun(context, options, base, report.provider, run);
-    };
-    const failureReport = (
-      error: unknown,
-      provider: ProviderId | null,
-      model: string | null,
-      spend: CallSpend = { usage: null, costUsd: null },
-    ): CallReport => {
-      // A client that left (mid-upload, say) is why the call failed: recorded as the proxies
-      // record a disconnect, not as the client's error.
-      const gone = context.request.socket.destroyed;
-      const gatewayError = isGatewayError(error) ? error : null;
-      return {
-        status: gone ? 499 : (gatewayError?.status ?? 500),
-        outcome: gone ? "aborted" : "error",
-        provider,
-        model,
-        ...spend,
-        streamed: false,
-        timeToFirstByteMs: null,
-        errorCode: gone ? null : (gatewayError?.code ?? "INTERNAL_ERROR"),
-      };
-    };
-
     if (!auth.ok) {
       deps.metrics.countAuthResult(auth.method ?? "none", auth.error.code);
       // The failed-authentication throttle's refusals; its allowances are every other request.
@@ -312,12 +350,15 @@ export function createAdmission(deps: AdmissionDeps) {
       const claimed = options.projectId;
       if (claimed && auth.error.code !== "TOO_MANY_REQUESTS")
         write(
+          context,
+          options,
+          row,
           {
             projectId: auth.project?.id ?? detachedString(projectIdRecorded(claimed, deps.isSecret)),
             keyId: null,
             method: auth.method,
           },
-          failureReport(auth.error, null, null),
+          failureReport(context, auth.error, null, null),
           refusalKind(auth.error),
         );
       throw auth.error;
@@ -325,6 +366,8 @@ export function createAdmission(deps: AdmissionDeps) {
     deps.metrics.countAuthResult(auth.method, "ok");
     context.projectId = auth.project.id;
     const base = { projectId: auth.project.id, keyId: auth.keyId, method: auth.method };
+    row.base = base;
+    row.provider = auth.provider;
     /**
      * A request refused here was not admitted: a DeviceCheck token gives back the use authentication
      * counted (its budget, or its single-use mark), before the answer goes out so that a retry after
@@ -335,7 +378,14 @@ export function createAdmission(deps: AdmissionDeps) {
      * give back and keep the synchronous path.
      */
     const refuse = (error: unknown): Promise<never> => {
-      write(base, failureReport(error, auth.provider, null), refusalKind(error));
+      write(
+        context,
+        options,
+        row,
+        base,
+        failureReport(context, error, auth.provider, null),
+        refusalKind(error),
+      );
       const refund = auth.refundDeviceToken;
       if (!refund) throw error;
       return refund().then(() => {
@@ -347,10 +397,14 @@ export function createAdmission(deps: AdmissionDeps) {
     // row records the disconnect (499), and a device token's use is given back as for any refusal
     // here, so the app's retry with the same token passes. A single-use token is still admitted at
     // most once: this request never was. One that leaves after this check keeps its use counted.
+    // Refused at the shutdown's deadline while it waited (`refusable`), its row written then: so is
+    // one refused while its limits or spend were asked (`admitted`).
+    if (row.refusal !== null) return refuse(row.refusal);
     if (context.request.socket.destroyed) return refuse(clientDisconnected());
     const admitted = (decisions: readonly RateLimitDecision[]): AdmittedCall => {
+      if (row.refusal !== null) throw row.refusal;
       const limitHeaders = applyLimits(decisions);
-      counted = true;
+      row.counted = true;
       unrecorded++;
       if (!context.writesOwnHeaders) setHeaders(context.response, limitHeaders);
       return {
@@ -358,9 +412,9 @@ export function createAdmission(deps: AdmissionDeps) {
         provider: auth.provider,
         providerKey: auth.providerKey,
         rateLimitHeaders: limitHeaders,
-        finish: (report) => write(base, report),
+        finish: (report) => write(context, options, row, base, report),
         fail: (error, provider = auth.provider, model = null, spend) =>
-          write(base, failureReport(error, provider, model, spend)),
+          write(context, options, row, base, failureReport(context, error, provider, model, spend)),
       };
     };
     // A call the project's allow-list leaves out is refused after authentication (403 says nothing
@@ -410,12 +464,12 @@ export function createAdmission(deps: AdmissionDeps) {
       return (async () => {
         const spent = await checkSpend(deps, auth.project, capUsd, reloadWait);
         const held = await holdUnderCap(deps, auth.project, capUsd, spent, deps.limiter.inScript?.(requests));
-        release = held.release;
+        row.release = held.release;
         try {
           const limits = held.decisions ?? deps.limiter.consumeAll(requests);
           return admitted(limits instanceof Promise ? await limits : limits);
         } catch (error) {
-          release();
+          held.release();
           throw error;
         }
       })().catch(refuse);
@@ -426,6 +480,56 @@ export function createAdmission(deps: AdmissionDeps) {
 }
 
 export type Admit = ReturnType<typeof createAdmission>;
+
+/** Whose a usage row is: the project, the key and the authentication method. */
+interface RowBase {
+  projectId: string;
+  keyId: string | null;
+  method: AuthMethod | null;
+}
+
+/**
+ * A request's usage row, from authentication on, and what the call holds until it is written: one
+ * row per request that reaches authentication (`write`).
+ */
+interface CallRow {
+  written: boolean;
+  /** The call is in `unrecorded`: admitted, its row not written yet. */
+  counted: boolean;
+  /** Gives back the call's place among its project's calls in flight under the cap (`spend.holdWithLimits`). */
+  release: (() => void) | undefined;
+  /** Whose the row is and the provider it names, once authentication passed. */
+  base: RowBase | null;
+  provider: ProviderId | null;
+  /** The shutdown's refusal, should its deadline come while the call waits to be admitted (`refusable`). */
+  refusal: GatewayError | null;
+}
+
+/**
+ * The row of a call that failed with `error`. A client that left (mid-upload, say) is why the call
+ * failed: recorded as the proxies record a disconnect, not as the client's error; but a call the
+ * shutdown's deadline refused is recorded as refused (503) though its connection has closed since.
+ */
+function failureReport(
+  context: RequestContext,
+  error: unknown,
+  provider: ProviderId | null,
+  model: string | null,
+  spend: CallSpend = { usage: null, costUsd: null },
+): CallReport {
+  const gone = context.request.socket.destroyed && refusalOf(context.response) !== error;
+  const gatewayError = isGatewayError(error) ? error : null;
+  return {
+    status: gone ? 499 : (gatewayError?.status ?? 500),
+    outcome: gone ? "aborted" : "error",
+    provider,
+    model,
+    ...spend,
+    streamed: false,
+    timeToFirstByteMs: null,
+    errorCode: gone ? null : (gatewayError?.code ?? "INTERNAL_ERROR"),
+  };
+}
 
 /**
  * The kind of a refused request's usage row. A client whose credentials passed can repeat a rate

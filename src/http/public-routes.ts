@@ -1,5 +1,6 @@
 import { projectIdQuoted } from "../admin/project-id.js";
 import type { AuthThrottle } from "../auth/authenticate.js";
+import { untilRefused } from "../deadline-refusal.js";
 import { GatewayError } from "../errors.js";
 import { modelEntryBody, sdkModelListPaths, sdkModelReadProviders } from "../providers/model-list.js";
 import { type ListPage, listPage, modelListPageBody } from "../providers/model-list-page.js";
@@ -71,7 +72,8 @@ export interface PublicRouteDeps {
  */
 export function registerPublicRoutes(router: Router, deps: PublicRouteDeps): void {
   router.on("GET", "/health", async ({ response }) => {
-    const results = await Promise.all(deps.checks.map((check) => runCheck(check)));
+    // Its pings take up to 2 s each: the shutdown's deadline refuses a check still waiting (503).
+    const results = await untilRefused(response, Promise.all(deps.checks.map((check) => runCheck(check))));
     // The gauge hears the ping; what else degrades a component (usage writes) tells it itself.
     for (const result of results) deps.onCheck?.(result.name, result.status !== "down");
     const checks = Object.fromEntries(
@@ -109,7 +111,10 @@ export function registerPublicRoutes(router: Router, deps: PublicRouteDeps): voi
         async ({ response, params, clientIp, query }) => {
           // The query first: a bad one is refused alike for every project id, before any lookup.
           const page = listPage(provider, query);
-          const usable = await requireKnownProject(deps, params.projectId ?? "", clientIp);
+          const usable = await untilRefused(
+            response,
+            requireKnownProject(deps, params.projectId ?? "", clientIp),
+          );
           sendModels(response, provider, page, usable.has(provider));
         },
       );
@@ -118,7 +123,10 @@ export function registerPublicRoutes(router: Router, deps: PublicRouteDeps): voi
         "GET",
         `/v1/${provider}/:projectId/${path}/:modelId`,
         async ({ response, params, clientIp }) => {
-          const usable = await requireKnownProject(deps, params.projectId ?? "", clientIp);
+          const usable = await untilRefused(
+            response,
+            requireKnownProject(deps, params.projectId ?? "", clientIp),
+          );
           // As in the project's list: a provider it holds no live key for has no models.
           const body = usable.has(provider) ? modelEntryBody(provider, params.modelId ?? "") : null;
           if (body === null)

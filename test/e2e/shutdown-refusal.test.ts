@@ -1,9 +1,11 @@
 import { rmSync } from "node:fs";
-import type { IncomingMessage } from "node:http";
+import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
+import type { AddressInfo } from "node:net";
 import { join } from "node:path";
 import BetterSqlite3 from "better-sqlite3";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { shutDown } from "../../src/server.js";
+import { createSafePdfFetcher } from "../../src/structured/safe-pdf-fetch.js";
 import { type FakeUpstream, startFakeUpstream } from "../fakes/fake-upstream.js";
 import { openUpload, until } from "../support/held-upload.js";
 import { proxiedChat } from "../support/proxied-chat.js";
@@ -176,6 +178,135 @@ describe("calls unanswered at the shutdown deadline", () => {
         error_code: "SERVICE_UNAVAILABLE",
       },
     ]);
+  });
+});
+
+/**
+ * A /v1/pdf call whose PDF is still arriving from its URL at the deadline waits for no provider yet:
+ * its fetch hears the refusal through the call's client watch, stops, and the call is answered 503
+ * as one waiting for its provider, with its row; the PDF's server sees its connection closed.
+ */
+describe("a /v1/pdf call whose PDF is still arriving by URL at the shutdown deadline", () => {
+  it("is answered 503, its fetch stopped, and its row says 503", async () => {
+    let served: ServerResponse | undefined;
+    const pdfServer = createServer((_request, response) => {
+      served = response;
+      response.writeHead(200, { "content-type": "application/pdf" });
+      response.write("%PDF-1.4\n");
+    });
+    await new Promise<void>((resolve) => pdfServer.listen(0, "127.0.0.5", resolve));
+    const pdfUrl = `http://127.0.0.5:${(pdfServer.address() as AddressInfo).port}/slow.pdf`;
+    const sluice = await startTestGateway(
+      { shutdownTimeoutMs },
+      {
+        fetchPdf: createSafePdfFetcher({
+          isAllowedAddress: (ip) => ip === "127.0.0.5",
+          allowedProtocols: ["http:"],
+          maxBytes: 1 << 20,
+          timeoutMs: 60_000,
+        }),
+      },
+    );
+    try {
+      const project = await createTestProject(sluice.gateway, {
+        provider: "provider-a",
+        outputSchema: schema,
+      });
+      const pending = fetch(`${sluice.url}/v1/pdf/${project.projectId}`, {
+        method: "POST",
+        headers: {
+          authorization: `Bearer ${project.bearer("provider-a")}`,
+          "content-type": "application/json",
+        },
+        body: JSON.stringify({ pdf: pdfUrl }),
+      }).catch((error: Error) => error);
+      await until(() => served !== undefined, "the PDF's server answers");
+      const pdfClosed = new Promise((resolve) => served?.once("close", resolve));
+      await shutDown(sluice.server, sluice.gateway);
+      const answer = await pending;
+      expect(answer).toBeInstanceOf(Response);
+      const response = answer as Response;
+      expect(response.status).toBe(503);
+      expect(response.headers.get("retry-after")).toBe("1");
+      expect(((await response.json()) as { error: { code: string } }).error.code).toBe("SERVICE_UNAVAILABLE");
+      await pdfClosed;
+      expect(rowsOf(sluice)).toEqual([
+        {
+          request_id: response.headers.get("x-request-id"),
+          endpoint: "pdf",
+          status: 503,
+          outcome: "error",
+          error_code: "SERVICE_UNAVAILABLE",
+        },
+      ]);
+    } finally {
+      await new Promise((resolve) => pdfServer.close(resolve));
+    }
+  });
+});
+
+/**
+ * A /v1/image call whose images are still being uploaded to an S3 vault at the deadline (its provider
+ * answered and billed it): the upload hears the refusal through the call's client watch and stops,
+ * and the call is answered 503 with its row (503, the billed model named).
+ */
+describe("a /v1/image call whose S3 upload is still under way at the shutdown deadline", () => {
+  it("is answered 503 and its row says 503", async () => {
+    const fake = await startFakeUpstream();
+    let uploads = 0;
+    // A store that takes the upload and never answers.
+    const s3 = createServer((request) => {
+      uploads++;
+      request.resume();
+    });
+    await new Promise<void>((resolve) => s3.listen(0, "127.0.0.1", resolve));
+    const sluice = await startTestGateway({
+      providerCBaseUrl: `${fake.url}/c/v1beta`,
+      vaultS3Endpoint: `http://127.0.0.1:${(s3.address() as AddressInfo).port}`,
+      vaultS3Bucket: "vault",
+      vaultS3AccessKeyId: "AKIDTEST",
+      vaultS3SecretAccessKey: "s3-secret-for-the-shutdown-test",
+      vaultTimeoutMs: 60_000,
+      shutdownTimeoutMs,
+    });
+    try {
+      const project = await createTestProject(sluice.gateway, {
+        provider: "provider-c",
+        teamId: "team1",
+        saveImagesToVault: true,
+      });
+      const pending = fetch(`${sluice.url}/v1/image/${project.projectId}`, {
+        method: "POST",
+        headers: {
+          authorization: `Bearer ${project.bearer("provider-c")}`,
+          "content-type": "application/json",
+        },
+        body: JSON.stringify({ prompt: "a cat" }),
+      }).catch((error: Error) => error);
+      await until(() => uploads > 0, "the vault receives the upload");
+      await shutDown(sluice.server, sluice.gateway);
+      const answer = await pending;
+      expect(answer).toBeInstanceOf(Response);
+      const response = answer as Response;
+      expect(response.status).toBe(503);
+      expect(response.headers.get("retry-after")).toBe("1");
+      expect(((await response.json()) as { error: { message: string } }).error.message).toBe(
+        "The gateway is shutting down and stopped this call before its answer began; retry it",
+      );
+      expect(rowsOf(sluice)).toEqual([
+        {
+          request_id: response.headers.get("x-request-id"),
+          endpoint: "image",
+          status: 503,
+          outcome: "error",
+          error_code: "SERVICE_UNAVAILABLE",
+        },
+      ]);
+    } finally {
+      s3.closeAllConnections();
+      await new Promise((resolve) => s3.close(resolve));
+      await fake.close();
+    }
   });
 });
 
