@@ -354,6 +354,13 @@ async function openPostgres(
         );
         return read(transaction);
       });
+  let closed: Promise<void> | undefined;
+  const closePools = async () => {
+    await Promise.all([main.end(), reports.end()]);
+    // Cut, not ended: pg's `end` on a connection still opening waits for the server to take it.
+    for (const canceller of cancellers.keys()) canceller.connection.stream.destroy();
+    await Promise.all(cancellers.values());
+  };
   return {
     db,
     engine: "postgres",
@@ -361,12 +368,8 @@ async function openPostgres(
     runReport: reportsOn(reports.db),
     admin: { db: main.admin, runReport: reportsOn(reports.admin), queries: adminQueries },
     ping: () => pingDatabase(db as Kysely<unknown>),
-    close: async () => {
-      await Promise.all([main.end(), reports.end()]);
-      // Cut, not ended: pg's `end` on a connection still opening waits for the server to take it.
-      for (const canceller of cancellers.keys()) canceller.connection.stream.destroy();
-      await Promise.all(cancellers.values());
-    },
+    // Once, however often it is asked: pg's `end` throws when a pool is ended twice.
+    close: () => (closed ??= closePools()),
   };
 }
 
@@ -444,8 +447,9 @@ function closingTimedOut(
           query_timeout: firstTimeoutMs,
         };
         firstTimeoutMs = undefined;
+        // A rollback sent after the end is not tracked: the next refused call's end would cancel it.
         const settled =
-          queries !== undefined && pid !== null
+          queries !== undefined && queries.ended === null && pid !== null
             ? queries.sent(pid, () => {
                 cancelled = true;
               })

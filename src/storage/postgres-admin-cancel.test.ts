@@ -61,4 +61,42 @@ describe.skipIf(!postgresAvailable)("the admin API's PostgreSQL cancels", () => 
       await schema.drop();
     }
   }, 20_000);
+
+  // As Kysely's destroy did before the pools were ended directly: pg's end throws when called twice.
+  it("closes once however often it is asked, at once or later", async () => {
+    const schema = await createPostgresSchema();
+    try {
+      const database = await openDatabase({ databaseUrl: schema.url, dataDir: "unused" });
+      await database.admin.db.selectFrom("projects").select("id").execute();
+      await Promise.all([database.close(), database.close()]);
+      await database.close();
+    } finally {
+      await schema.drop();
+    }
+  });
+
+  // Each admin call the deadline refuses ends the queries again: a rollback sent after the first end
+  // is not one of them, to be cancelled and counted by the next.
+  it("does not count a transaction's rollback sent after the end among the queries to cancel", async () => {
+    const schema = await createPostgresSchema();
+    const database = await openDatabase({ databaseUrl: schema.url, dataDir: "unused" });
+    const queries = database.admin.queries;
+    try {
+      const refused = new Error("refused at the deadline");
+      const sent = vi.spyOn(queries as NonNullable<typeof queries>, "sent");
+      const transaction = database.admin.db.transaction().execute(async (trx) => {
+        await trx.selectFrom("projects").select("id").execute();
+        expect(queries?.end(refused)).toBe(0);
+        sent.mockClear();
+        await trx.selectFrom("projects").select("id").execute();
+      });
+      await expect(transaction).rejects.toBe(refused);
+      // The rollback went out (the only query let through), untracked.
+      expect(sent).not.toHaveBeenCalled();
+      expect(queries?.end(refused)).toBe(0);
+    } finally {
+      await database.close();
+      await schema.drop();
+    }
+  });
 });
