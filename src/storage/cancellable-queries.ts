@@ -21,6 +21,9 @@ export class CancellableQueries {
   readonly #inFlight = new Map<object, { pid: number; cancelled: () => void }>();
   readonly #cancelBackend: (pid: number) => void;
 
+  /** The takings of a connection under way (`taking`), each failed by `end`. */
+  readonly #taking = new Set<(reason: Error) => void>();
+
   /** `cancelBackend` cancels what a backend is running, on the server (`pg_cancel_backend`). */
   constructor(cancelBackend: (pid: number) => void) {
     this.#cancelBackend = cancelBackend;
@@ -43,14 +46,45 @@ export class CancellableQueries {
   }
 
   /**
+   * A connection being taken (`connecting`, from the pool: all its connections may be in use, or
+   * the server slow to open one), failed with the reason of an `end` that comes first; the
+   * connection, once it comes, is given back (`giveBack`).
+   */
+  taking<T>(connecting: Promise<T>, giveBack: (connection: T) => void): Promise<T> {
+    return new Promise((resolve, reject) => {
+      let ended = false;
+      const fail = (reason: Error) => {
+        ended = true;
+        reject(reason);
+      };
+      this.#taking.add(fail);
+      connecting.then(
+        (connection) => {
+          this.#taking.delete(fail);
+          if (ended) giveBack(connection);
+          else resolve(connection);
+        },
+        (error: unknown) => {
+          this.#taking.delete(fail);
+          reject(error);
+        },
+      );
+    });
+  }
+
+  /**
    * Ends with `reason`: each query in flight is cancelled on the server (its transaction rolled
    * back, as a statement cancelled is) and fails with `reason` once it has settled, as does every
-   * query sent after (a transaction's rollback excepted). Returns how many were in flight.
+   * query sent after (a transaction's rollback excepted); a connection still being taken fails with
+   * it at once (`taking`). Returns how many queries were in flight.
    */
   end(reason: Error): number {
     if (this.#ended === null) this.#ended = reason;
     const queries = [...this.#inFlight.values()];
     this.#inFlight.clear();
+    const taking = [...this.#taking];
+    this.#taking.clear();
+    for (const fail of taking) fail(this.#ended);
     for (const { pid, cancelled } of queries) {
       cancelled();
       this.#cancelBackend(pid);

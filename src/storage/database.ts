@@ -424,7 +424,9 @@ function closingTimedOut(
     async connect() {
       if (queries?.ended) throw queries.ended;
       const asked = performance.now();
-      const client = await pool.connect();
+      const client = await (queries
+        ? queries.taking(pool.connect(), (late) => late.release())
+        : pool.connect());
       // The backend's process id, from its BackendKeyData (pg does not type it).
       const pid = (client as unknown as { processID: number | null }).processID;
       // At least 1 ms: pg reads a query_timeout of 0 as "the pool's".

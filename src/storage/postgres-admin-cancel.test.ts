@@ -99,4 +99,38 @@ describe.skipIf(!postgresAvailable)("the admin API's PostgreSQL cancels", () => 
       await schema.drop();
     }
   });
+
+  // An admin call waiting for a connection (the pool's all taken, or the server slow to open one)
+  // when the deadline refuses it fails with the refusal then, not with pg's connection timeout later:
+  // the route answers the refusal before the drain cuts the connection.
+  it("fails a query still waiting for its connection with the refusal at the end", async () => {
+    const schema = await createPostgresSchema();
+    const proxy = await startTcpProxy(5432);
+    const database = await openDatabase({
+      databaseUrl: schema.url.replace("127.0.0.1:5432", `127.0.0.1:${proxy.port}`),
+      dataDir: "unused",
+      queryTimeoutMs: 5000,
+    });
+    try {
+      proxy.delayNew(3000);
+      const read = database.admin.db.selectFrom("projects").select("id").execute();
+      const outcome = read.then(
+        () => "answered",
+        (error: unknown) => error,
+      );
+      await new Promise((resolve) => setTimeout(resolve, 200));
+      const refused = new Error("refused at the deadline");
+      expect(database.admin.queries?.end(refused)).toBe(0);
+      const first = await Promise.race([
+        outcome,
+        new Promise((resolve) => setTimeout(() => resolve("still waiting"), 1000)),
+      ]);
+      expect(first).toBe(refused);
+    } finally {
+      proxy.delayNew(0);
+      await database.close();
+      await proxy.close();
+      await schema.drop();
+    }
+  }, 20_000);
 });
