@@ -1,13 +1,12 @@
 import { randomBytes } from "node:crypto";
 import { rmSync } from "node:fs";
-import { join } from "node:path";
-import BetterSqlite3 from "better-sqlite3";
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from "vitest";
 import { shutDown } from "../../src/server.js";
 import { type FakeApple, generateAppleKeyPair, startFakeApple } from "../fakes/fake-apple.js";
 import { type FakeUpstream, startFakeUpstream } from "../fakes/fake-upstream.js";
 import { heldRedisReplies } from "../support/held-redis-replies.js";
 import { redisAvailable, redisUrl } from "../support/services.js";
+import { expectDeadlineRefusal, rowsAfterShutdown } from "../support/shutdown-refusal.js";
 import {
   adminToken,
   createDeviceCheckProject,
@@ -19,38 +18,6 @@ import {
 
 const shutdownTimeoutMs = 300;
 const schema = { type: "object", properties: { answer: { type: "string" } }, required: ["answer"] };
-const refusalMessage = "The gateway is shutting down and stopped this call before its answer began; retry it";
-
-/** The usage rows of a gateway that has shut down, read from its database; removes its data dir. */
-function rowsOf(sluice: TestGateway) {
-  const dataDir = sluice.gateway.config.dataDir;
-  const database = new BetterSqlite3(join(dataDir, "sluice.sqlite"), { readonly: true });
-  try {
-    return database
-      .prepare(
-        "select request_id, endpoint, status, outcome, error_code from usage_records order by created_at",
-      )
-      .all();
-  } finally {
-    database.close();
-    rmSync(dataDir, { recursive: true, force: true });
-  }
-}
-
-/** The 503 a refused call gets: the error envelope, Retry-After, and the connection closed. */
-async function expectRefusal(answer: Response | Error): Promise<string> {
-  // Not a connection closed without an answer (fetch failed: other side closed).
-  expect(answer).toBeInstanceOf(Response);
-  const response = answer as Response;
-  const requestId = String(response.headers.get("x-request-id"));
-  expect(response.status).toBe(503);
-  expect(response.headers.get("retry-after")).toBe("1");
-  expect(response.headers.get("connection")).toBe("close");
-  expect(await response.json()).toEqual({
-    error: { code: "SERVICE_UNAVAILABLE", details: { retryable: true }, message: refusalMessage, requestId },
-  });
-  return requestId;
-}
 
 /** Shuts `sluice` down and checks it said it refused one call and cut no connection. */
 async function shutDownRefusingOne(sluice: TestGateway): Promise<void> {
@@ -129,8 +96,8 @@ describe("calls still being admitted at the shutdown deadline", () => {
     const closing = shutDownRefusingOne(sluice);
     const answer = await pending;
     await closing;
-    const requestId = await expectRefusal(answer);
-    expect(rowsOf(sluice)).toEqual([
+    const requestId = await expectDeadlineRefusal(answer);
+    expect(rowsAfterShutdown(sluice)).toEqual([
       { request_id: requestId, endpoint, status: 503, outcome: "error", error_code: "SERVICE_UNAVAILABLE" },
     ]);
     // Apple's answer came after the refusal: nothing went to the provider.
@@ -162,8 +129,8 @@ describe("calls still being admitted at the shutdown deadline", () => {
       const answer = await pending;
       held.pass();
       await closing;
-      const requestId = await expectRefusal(answer);
-      expect(rowsOf(sluice)).toEqual([
+      const requestId = await expectDeadlineRefusal(answer);
+      expect(rowsAfterShutdown(sluice)).toEqual([
         {
           request_id: requestId,
           endpoint: "proxy",
@@ -214,7 +181,7 @@ describe.skipIf(!redisAvailable)(
         const answer = await pending;
         held.pass();
         await closing;
-        await expectRefusal(answer);
+        await expectDeadlineRefusal(answer);
       } finally {
         await held.close();
         rmSync(sluice.gateway.config.dataDir, { recursive: true, force: true });

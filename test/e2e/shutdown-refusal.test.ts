@@ -1,4 +1,3 @@
-import { rmSync } from "node:fs";
 import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
 import { join } from "node:path";
@@ -9,6 +8,7 @@ import { createSafePdfFetcher } from "../../src/structured/safe-pdf-fetch.js";
 import { type FakeUpstream, startFakeUpstream } from "../fakes/fake-upstream.js";
 import { openUpload, until } from "../support/held-upload.js";
 import { proxiedChat } from "../support/proxied-chat.js";
+import { expectDeadlineRefusal, rowsAfterShutdown } from "../support/shutdown-refusal.js";
 import {
   adminToken,
   createTestProject,
@@ -19,22 +19,6 @@ import {
 
 const shutdownTimeoutMs = 300;
 const schema = { type: "object", properties: { answer: { type: "string" } }, required: ["answer"] };
-
-/** The usage rows of a gateway that has shut down, read from its database; removes its data dir. */
-function rowsOf(sluice: TestGateway) {
-  const dataDir = sluice.gateway.config.dataDir;
-  const database = new BetterSqlite3(join(dataDir, "sluice.sqlite"), { readonly: true });
-  try {
-    return database
-      .prepare(
-        "select request_id, endpoint, status, outcome, error_code from usage_records order by request_id",
-      )
-      .all();
-  } finally {
-    database.close();
-    rmSync(dataDir, { recursive: true, force: true });
-  }
-}
 
 /** Waits until the fake upstream has received `count` requests. */
 async function untilRequested(fake: FakeUpstream, count: number): Promise<void> {
@@ -67,26 +51,6 @@ describe("calls unanswered at the shutdown deadline", () => {
     await fake.close();
   });
 
-  /** The 503 a refused call gets: the error envelope, Retry-After, and the connection closed. */
-  async function expectRefusal(answer: Response | Error) {
-    // Not a connection closed without an answer (fetch failed: other side closed).
-    expect(answer).toBeInstanceOf(Response);
-    const response = answer as Response;
-    const requestId = String(response.headers.get("x-request-id"));
-    expect(response.status).toBe(503);
-    expect(response.headers.get("retry-after")).toBe("1");
-    expect(response.headers.get("connection")).toBe("close");
-    expect(await response.json()).toEqual({
-      error: {
-        code: "SERVICE_UNAVAILABLE",
-        details: { retryable: true },
-        message: "The gateway is shutting down and stopped this call before its answer began; retry it",
-        requestId,
-      },
-    });
-    return requestId;
-  }
-
   it("answers a proxied call 503 and aborts it, and cuts a stream whose answer began", async () => {
     const sluice = await startTestGateway({
       providerABaseUrl: `${fake.url}/a/v1`,
@@ -117,11 +81,11 @@ describe("calls unanswered at the shutdown deadline", () => {
     // Not after the refused call's 10 s upstream: its deadline and margin (1.3 s) on an idle
     // machine, half of those 10 s at most on a loaded one.
     expect(performance.now() - startedAt).toBeLessThan(10_000 / 2);
-    const requestId = await expectRefusal(await pending);
+    const requestId = await expectDeadlineRefusal(await pending);
     // The refused call's own abort: the stream's, cut at the same deadline, would answer too.
     expect((await fake.waitForAbort(5000, (request) => request === refusedCall)).aborted).toBe(true);
     expect(await streamCut).toBe("cut");
-    expect(rowsOf(sluice)).toEqual([
+    expect(rowsAfterShutdown(sluice)).toEqual([
       // The stream's answer began: its row keeps the provider's status, cut short (`aborted`).
       {
         request_id: stream.headers.get("x-request-id"),
@@ -167,9 +131,9 @@ describe("calls unanswered at the shutdown deadline", () => {
     await untilRequested(fake, 1);
 
     await shutDown(sluice.server, sluice.gateway);
-    const requestId = await expectRefusal(await pending);
+    const requestId = await expectDeadlineRefusal(await pending);
     expect((await fake.waitForAbort(5000)).aborted).toBe(true);
-    expect(rowsOf(sluice)).toEqual([
+    expect(rowsAfterShutdown(sluice)).toEqual([
       {
         request_id: requestId,
         endpoint: "text",
@@ -230,7 +194,7 @@ describe("a /v1/pdf call whose PDF is still arriving by URL at the shutdown dead
       expect(response.headers.get("retry-after")).toBe("1");
       expect(((await response.json()) as { error: { code: string } }).error.code).toBe("SERVICE_UNAVAILABLE");
       await pdfClosed;
-      expect(rowsOf(sluice)).toEqual([
+      expect(rowsAfterShutdown(sluice)).toEqual([
         {
           request_id: response.headers.get("x-request-id"),
           endpoint: "pdf",
@@ -293,7 +257,7 @@ describe("a /v1/image call whose S3 upload is still under way at the shutdown de
       expect(((await response.json()) as { error: { message: string } }).error.message).toBe(
         "The gateway is shutting down and stopped this call before its answer began; retry it",
       );
-      expect(rowsOf(sluice)).toEqual([
+      expect(rowsAfterShutdown(sluice)).toEqual([
         {
           request_id: response.headers.get("x-request-id"),
           endpoint: "image",
@@ -392,7 +356,7 @@ describe("calls whose request body is still arriving at the shutdown deadline", 
       database.close();
     }
     // No usage row: the admin API writes none.
-    expect(rowsOf(sluice)).toEqual([]);
+    expect(rowsAfterShutdown(sluice)).toEqual([]);
   });
 
   it("answers a /v1/text call 503, calls no provider, and its row says 503", async () => {
@@ -404,7 +368,7 @@ describe("calls whose request body is still arriving at the shutdown deadline", 
       project.bearer("provider-a"),
     );
     expect(fake.requests).toEqual([]);
-    expect(rowsOf(sluice)).toEqual([
+    expect(rowsAfterShutdown(sluice)).toEqual([
       {
         request_id: requestId,
         endpoint: "text",
@@ -424,7 +388,7 @@ describe("calls whose request body is still arriving at the shutdown deadline", 
       project.bearer("provider-a"),
     );
     expect(fake.requests).toEqual([]);
-    expect(rowsOf(sluice)).toEqual([
+    expect(rowsAfterShutdown(sluice)).toEqual([
       {
         request_id: requestId,
         endpoint: "proxy",
