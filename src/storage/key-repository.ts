@@ -20,6 +20,11 @@ export interface TestKeyRecord {
   createdAt: string;
 }
 
+/** The row of test key `record`, stamped `createdAt` (by default the record's own time). */
+export function testKeyRow(record: TestKeyRecord, createdAt = record.createdAt) {
+  return { id: record.id, project_id: record.projectId, digest: record.digest, created_at: createdAt };
+}
+
 /**
  * Which of a project's test keys a rotation keeps besides the new one: the newest `newest` (the new
  * one counted), and every key issued at most `withinMs` before the new one.
@@ -111,15 +116,7 @@ export function createKeyRepository(db: Kysely<Database>): KeyRepository {
           newest !== undefined && newest.created_at >= record.createdAt
             ? new Date(Date.parse(newest.created_at) + 1).toISOString()
             : record.createdAt;
-        await transaction
-          .insertInto("test_keys")
-          .values({
-            id: record.id,
-            project_id: record.projectId,
-            digest: record.digest,
-            created_at: createdAt,
-          })
-          .execute();
+        await transaction.insertInto("test_keys").values(testKeyRow(record, createdAt)).execute();
         const rows = await transaction
           .selectFrom("test_keys")
           .select(["id", "created_at"])

@@ -1,7 +1,7 @@
 import type { Kysely, Selectable } from "kysely";
 import type { DeviceCheckEnvironment } from "../auth/device-check-client.js";
 import type { ProviderId } from "../providers/provider-id.js";
-import type { TestKeyRecord } from "./key-repository.js";
+import { type TestKeyRecord, testKeyRow } from "./key-repository.js";
 import { PostgresAdapter, sql } from "./kysely.js";
 import type { Database, ProjectsTable } from "./schema.js";
 
@@ -118,15 +118,7 @@ export function createProjectRepository(db: Kysely<Database>): ProjectRepository
       if (testKey === undefined) return inserted(db);
       return db.transaction().execute(async (transaction) => {
         if (!(await inserted(transaction))) return false;
-        await transaction
-          .insertInto("test_keys")
-          .values({
-            id: testKey.id,
-            project_id: testKey.projectId,
-            digest: testKey.digest,
-            created_at: testKey.createdAt,
-          })
-          .execute();
+        await transaction.insertInto("test_keys").values(testKeyRow(testKey)).execute();
         return true;
       });
     },
