@@ -22,6 +22,19 @@ function modelsFetching(fetch: typeof globalThis.fetch) {
   });
 }
 
+/** What generateImages needs besides its models, with a vault that stores nothing. */
+function storelessDeps(models: ReturnType<typeof modelsFetching>) {
+  return {
+    models,
+    vault: { put: async () => {}, remove: async () => {}, signedUrl: () => "" },
+    vaultUrlTtlSeconds: 60,
+    vaultTimeoutMs: 5000,
+    timeoutMs: 5000,
+    now: () => new Date(),
+    defaultImageModels: { "provider-a": "gpt-image-1", "provider-c": "imagen-4.0-generate-001" },
+  };
+}
+
 describe("image generation failures", () => {
   // Requests built directly, past parseImageRequest's checks, reach the AI SDK's own option schemas
   // (for a model the catalogue does not know, past fitImageRequest's model rules too).
@@ -36,15 +49,7 @@ describe("image generation failures", () => {
         upstreamCalls++;
         return new Response("{}", { status: 500 });
       });
-      const deps = {
-        models,
-        vault: { put: async () => {}, remove: async () => {}, signedUrl: () => "" },
-        vaultUrlTtlSeconds: 60,
-        vaultTimeoutMs: 5000,
-        timeoutMs: 5000,
-        now: () => new Date(),
-        defaultImageModels: { "provider-a": "gpt-image-1", "provider-c": "imagen-4.0-generate-001" },
-      };
+      const deps = storelessDeps(models);
       const call = { project: { id: "p1" } as Project, provider: provider as ProviderId, providerKey: "k" };
       const request: ImageRequest = { prompt: "x", model, n: 1, providerOptions, warnings: [] };
       const error = await generateImages(deps, call, request).catch((thrown: unknown) => thrown);
@@ -115,15 +120,7 @@ describe("a Gemini image model's calls of one request, run at once", () => {
       return Response.json(answer);
     };
     const models = modelsFetching(fetch);
-    const deps = {
-      models,
-      vault: { put: async () => {}, remove: async () => {}, signedUrl: () => "" },
-      vaultUrlTtlSeconds: 60,
-      vaultTimeoutMs: 5000,
-      timeoutMs: 5000,
-      now: () => new Date(),
-      defaultImageModels: { "provider-a": "gpt-image-1", "provider-c": "imagen-4.0-generate-001" },
-    };
+    const deps = storelessDeps(models);
     const call = { project: { id: "p1" } as Project, provider: "provider-c" as const, providerKey: "k" };
     const request: ImageRequest = {
       prompt: "x",

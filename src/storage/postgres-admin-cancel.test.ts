@@ -10,15 +10,21 @@ import { openDatabase } from "./database.js";
  * decision 0049): the cancel goes out on a connection of its own, which the database's close must
  * not leave behind.
  */
+/** A schema of its own, and the database opened on it through a TCP proxy the test can slow. */
+async function behindProxy() {
+  const schema = await createPostgresSchema();
+  const proxy = await startTcpProxy(5432);
+  const database = await openDatabase({
+    databaseUrl: schema.url.replace("127.0.0.1:5432", `127.0.0.1:${proxy.port}`),
+    dataDir: "unused",
+    queryTimeoutMs: 5000,
+  });
+  return { schema, proxy, database };
+}
+
 describe.skipIf(!postgresAvailable)("the admin API's PostgreSQL cancels", () => {
   it("ends a cancel still opening its connection when the database closes, its query settled meanwhile", async () => {
-    const schema = await createPostgresSchema();
-    const proxy = await startTcpProxy(5432);
-    const database = await openDatabase({
-      databaseUrl: schema.url.replace("127.0.0.1:5432", `127.0.0.1:${proxy.port}`),
-      dataDir: "unused",
-      queryTimeoutMs: 5000,
-    });
+    const { schema, proxy, database } = await behindProxy();
     const holder = new pg.Client({ connectionString: schema.url });
     const observer = new pg.Client({ connectionString: schema.url });
     const connecting = vi.spyOn(pg.Client.prototype, "connect");
@@ -104,13 +110,7 @@ describe.skipIf(!postgresAvailable)("the admin API's PostgreSQL cancels", () => 
   // when the deadline refuses it fails with the refusal then, not with pg's connection timeout later:
   // the route answers the refusal before the drain cuts the connection.
   it("fails a query still waiting for its connection with the refusal at the end", async () => {
-    const schema = await createPostgresSchema();
-    const proxy = await startTcpProxy(5432);
-    const database = await openDatabase({
-      databaseUrl: schema.url.replace("127.0.0.1:5432", `127.0.0.1:${proxy.port}`),
-      dataDir: "unused",
-      queryTimeoutMs: 5000,
-    });
+    const { schema, proxy, database } = await behindProxy();
     try {
       proxy.delayNew(3000);
       const read = database.admin.db.selectFrom("projects").select("id").execute();

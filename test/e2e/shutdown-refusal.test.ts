@@ -359,39 +359,22 @@ describe("calls whose request body is still arriving at the shutdown deadline", 
     expect(rowsAfterShutdown(sluice)).toEqual([]);
   });
 
-  it("answers a /v1/text call 503, calls no provider, and its row says 503", async () => {
+  it.each([
+    ["a /v1/text call", "calls no provider", "text", { provider: "provider-a", outputSchema: schema }],
+    ["a proxied upload", "forwards nothing", "proxy", {}],
+  ] as const)("answers %s 503, %s, and its row says 503", async (_call, _provider, endpoint, fields) => {
     const sluice = await startTestGateway({ providerABaseUrl: `${fake.url}/a/v1`, shutdownTimeoutMs });
-    const project = await createTestProject(sluice.gateway, { provider: "provider-a", outputSchema: schema });
-    const requestId = await refusedMidBody(
-      sluice,
-      `/v1/text/${project.projectId}`,
-      project.bearer("provider-a"),
-    );
+    const project = await createTestProject(sluice.gateway, fields);
+    const path =
+      endpoint === "text"
+        ? `/v1/text/${project.projectId}`
+        : `/v1/provider-a/${project.projectId}/chat/completions`;
+    const requestId = await refusedMidBody(sluice, path, project.bearer("provider-a"));
     expect(fake.requests).toEqual([]);
     expect(rowsAfterShutdown(sluice)).toEqual([
       {
         request_id: requestId,
-        endpoint: "text",
-        status: 503,
-        outcome: "error",
-        error_code: "SERVICE_UNAVAILABLE",
-      },
-    ]);
-  });
-
-  it("answers a proxied upload 503, forwards nothing, and its row says 503", async () => {
-    const sluice = await startTestGateway({ providerABaseUrl: `${fake.url}/a/v1`, shutdownTimeoutMs });
-    const project = await createTestProject(sluice.gateway);
-    const requestId = await refusedMidBody(
-      sluice,
-      `/v1/provider-a/${project.projectId}/chat/completions`,
-      project.bearer("provider-a"),
-    );
-    expect(fake.requests).toEqual([]);
-    expect(rowsAfterShutdown(sluice)).toEqual([
-      {
-        request_id: requestId,
-        endpoint: "proxy",
+        endpoint,
         status: 503,
         outcome: "error",
         error_code: "SERVICE_UNAVAILABLE",
