@@ -51,23 +51,34 @@ export function offRefusal(response: ServerResponse, listener: RefusalListener):
  * `work`, unless the shutdown's deadline refuses `response`'s call first: then its refusal, which
  * the route answers (503), `work` left to end on its own with nothing made of it. For a route's wait
  * that nothing else stops at the deadline and that changes nothing the call must undo (a throttle's
- * count in Redis, a health check's ping, a lookup); one listener for the wait's length.
+ * count in Redis, a health check's ping, a lookup), or whose own continuation checks for the refusal
+ * (`refused`, called with it at once, before the rejection: admission's wait); one listener for the
+ * wait's length.
  */
-export function untilRefused<T>(response: ServerResponse, work: Promise<T>): Promise<T> {
-  const refused = refusals.get(response);
-  if (refused !== undefined) {
+export function untilRefused<T>(
+  response: ServerResponse,
+  work: Promise<T>,
+  refused?: RefusalListener,
+): Promise<T> {
+  const already = refusals.get(response);
+  if (already !== undefined) {
     work.catch(() => {});
-    return Promise.reject(refused);
+    refused?.(already);
+    return Promise.reject(already);
   }
   return new Promise((resolve, reject) => {
-    response.on(refusal, reject);
+    const onRefused: RefusalListener = (refusal) => {
+      refused?.(refusal);
+      reject(refusal);
+    };
+    response.on(refusal, onRefused);
     work.then(
       (value) => {
-        response.off(refusal, reject);
+        response.off(refusal, onRefused);
         resolve(value);
       },
       (error: unknown) => {
-        response.off(refusal, reject);
+        response.off(refusal, onRefused);
         reject(error);
       },
     );

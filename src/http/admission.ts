@@ -1,7 +1,7 @@
 import { projectIdRecorded } from "../admin/project-id.js";
 import type { Authenticate, AuthMethod, AuthRequest, AuthResult } from "../auth/authenticate.js";
 import { repeatedCredentialHeaderError, repeatedProjectIdError } from "../auth/repeated-credential-header.js";
-import { offRefusal, onRefusal, refusalOf } from "../deadline-refusal.js";
+import { refusalOf, untilRefused } from "../deadline-refusal.js";
 import { detachedString } from "../detached-string.js";
 import { GatewayError, isGatewayError } from "../errors.js";
 import { addressBlock } from "../net/ip-address.js";
@@ -188,35 +188,20 @@ export function createAdmission(deps: AdmissionDeps) {
     row: CallRow,
     admission: Promise<AdmittedCall>,
   ): Promise<AdmittedCall> {
-    return new Promise((resolve, reject) => {
-      const onRefused = (refusal: GatewayError) => {
-        row.refusal = refusal;
-        const claimed = options.projectId;
-        const base =
-          row.base ??
-          (claimed
-            ? {
-                projectId: detachedString(projectIdRecorded(claimed, deps.isSecret)),
-                keyId: null,
-                method: null,
-              }
-            : null);
-        const provider = row.provider ?? (typeof options.provider === "string" ? options.provider : null);
-        if (base !== null)
-          write(context, options, row, base, failureReport(context, refusal, provider, null));
-        reject(refusal);
-      };
-      onRefusal(context.response, onRefused);
-      admission.then(
-        (call) => {
-          offRefusal(context.response, onRefused);
-          resolve(call);
-        },
-        (error: unknown) => {
-          offRefusal(context.response, onRefused);
-          reject(error);
-        },
-      );
+    return untilRefused(context.response, admission, (refusal) => {
+      row.refusal = refusal;
+      const claimed = options.projectId;
+      const base =
+        row.base ??
+        (claimed
+          ? {
+              projectId: detachedString(projectIdRecorded(claimed, deps.isSecret)),
+              keyId: null,
+              method: null,
+            }
+          : null);
+      const provider = row.provider ?? (typeof options.provider === "string" ? options.provider : null);
+      if (base !== null) write(context, options, row, base, failureReport(context, refusal, provider, null));
     });
   }
 
