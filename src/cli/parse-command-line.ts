@@ -192,6 +192,16 @@ export function parseCommandLine(argv: string[]): CommandLine {
         `${ambiguous[1]} is followed by an argument that starts with a dash, not by its value: ` +
           `give its value, or write a value that starts with a dash as ${ambiguous[1]}=VALUE`,
       );
+    // Node's `Option '--name <value>' argument missing`, for a flag written last without its value.
+    const missing = /^Option '(-[^' ]*) <value>' argument missing/.exec((error as Error).message);
+    if (missing)
+      throw new UsageError(`${missing[1]} needs a value: ${missing[1]} VALUE (or ${missing[1]}=VALUE)`);
+    // The one switch a value may be given to (`--api-key-stdin=…`): that value is never quoted.
+    if (/^Option '--api-key-stdin' does not take an argument/.test((error as Error).message))
+      throw new UsageError(
+        "--api-key-stdin takes no value: it reads the provider key from standard input " +
+          "(to give the key on the command line, use --api-key)",
+      );
     throw new UsageError((error as Error).message);
   }
   const args = positionals.slice(command.includes(" ") ? 2 : 1);
