@@ -11,14 +11,14 @@ import { UsageError } from "./usage-error.js";
 export const usage = `Usage: sluice <command>
 
   serve                                   start the gateway (same as npm start)
-  projects create --name N --provider P [--id ID] [project flags]
+  projects create --name NAME --provider P [--id ID] [project flags]
   projects list [--limit N] [--cursor C]  every project; with --limit or --cursor, one page of N
                                           (default ${projectListLimit.default}, up to ${projectListLimit.max}) as {"data", "next"}
   projects show ID | delete ID
   projects check                          check every stored project by this build's rules: one JSON
                                           line per project with a problem, a summary on stderr, exit 1
                                           when any has one (after an upgrade, before the apps find them)
-  projects update ID [--name N] [--provider P] [project flags] [--clear F]
+  projects update ID [--name NAME] [--provider P] [project flags] [--clear F]
   keys add PROJECT --provider P (--api-key K | --api-key-stdin) [--label L]
   keys list PROJECT | revoke PROJECT KEY_ID
   test-keys rotate PROJECT | list PROJECT | revoke PROJECT TEST_KEY_ID
@@ -33,12 +33,12 @@ export const usage = `Usage: sluice <command>
                                           (with SLUICE_MASTER_KEY_PREVIOUS set: see README, Rotating the master key)
 
 Project flags: --model M --team-id T --test-mode true|false --output-schema FILE_OR_JSON
-  --save-images-to-vault true|false --rate-limit N --device-rate-limit N --monthly-spend-cap USD
+  --save-images-to-vault true|false --rate-limit RPM --device-rate-limit RPM --monthly-spend-cap USD
   --disabled true|false --device-check true|false --device-check-team-id T --device-check-key-id K
   --device-check-private-key-file FILE.p8 --device-check-environment production|development
   --device-token-mode cached|single-use --proxy-allow-list FILE_OR_JSON
   --clear F (projects update only; repeatable) removes a value: F is one of ${[...clearable.keys()].join(", ")}
-  N: requests per minute, a whole number from ${rateLimitBounds.min} to ${rateLimitBounds.max}
+  RPM: requests per minute, a whole number from ${rateLimitBounds.min} to ${rateLimitBounds.max}
   USD: an amount above 0 and up to ${maxMonthlySpendCapUsd}, in plain digits with at most 9 decimal places (25 or 12.50)
   --proxy-allow-list: the proxied calls allowed, by provider, replacing any list set before, e.g.
     '{"provider-a":["POST chat/completions"]}' (docs/proxy.md); --clear proxy-allow-list allows all
@@ -191,6 +191,16 @@ export function parseCommandLine(argv: string[]): CommandLine {
       throw new UsageError(
         `${ambiguous[1]} is followed by an argument that starts with a dash, not by its value: ` +
           `give its value, or write a value that starts with a dash as ${ambiguous[1]}=VALUE`,
+      );
+    // Node's `Option '--name <value>' argument missing`, for a flag written last without its value.
+    const missing = /^Option '(-[^' ]*) <value>' argument missing/.exec((error as Error).message);
+    if (missing)
+      throw new UsageError(`${missing[1]} needs a value: ${missing[1]} VALUE (or ${missing[1]}=VALUE)`);
+    // The one switch a value may be given to (`--api-key-stdin=…`): that value is never quoted.
+    if (/^Option '--api-key-stdin' does not take an argument/.test((error as Error).message))
+      throw new UsageError(
+        "--api-key-stdin takes no value: it reads the provider key from standard input " +
+          "(to give the key on the command line, use --api-key)",
       );
     throw new UsageError((error as Error).message);
   }
