@@ -5,8 +5,28 @@
 // build (a `git pull`), so it never runs an older CLI than the source beside it. Without tsx (an
 // install without dev dependencies) a stale build still runs, after a warning naming the newer file.
 import { existsSync, readdirSync, readFileSync, statSync } from "node:fs";
+import { constants as osConstants } from "node:os";
 import { dirname, join, relative } from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
+
+/**
+ * `sluice serve` is a start from the first moment: a stop signal while the CLI loads (seconds
+ * through tsx on a cold start) ends it as one while the start waits does, word for word and with
+ * the same exit code (src/stop-while-starting.ts, which the CLI, once loaded, installs in its place).
+ */
+const stopSignals = ["SIGTERM", "SIGINT", "SIGHUP"];
+/** @param {NodeJS.Signals} signal */
+function stoppedWhileLoading(signal) {
+  process.stderr.write(
+    `sluice stopped by ${signal} while starting, before it listened: nothing was served\n`,
+  );
+  process.exit(128 + osConstants.signals[signal]);
+}
+const serving = process.argv[2] === "serve";
+if (serving) for (const signal of stopSignals) process.on(signal, stoppedWhileLoading);
+const loaded = () => {
+  for (const signal of stopSignals) process.off(signal, stoppedWhileLoading);
+};
 
 const root = join(dirname(fileURLToPath(import.meta.url)), "..");
 const source = join(root, "src");
@@ -101,7 +121,7 @@ function failureLine(error) {
 
 let code;
 try {
-  const cli = await loadCli();
+  const cli = await loadCli().finally(loaded);
   code = await cli.runCli(process.argv.slice(2));
 } catch (error) {
   process.stderr.write(failureLine(error));

@@ -7,7 +7,6 @@ import {
 } from "node:http";
 import { createServer as createHttpsServer } from "node:https";
 import type { Socket } from "node:net";
-import { constants as osConstants } from "node:os";
 import { resolve } from "node:path";
 import type { App } from "./app.js";
 import { loadConfig, startedByNpmScript, unknownSettings } from "./config.js";
@@ -19,6 +18,7 @@ import { continueWhenRead } from "./http/read-body.js";
 import { listeningUrl } from "./net/listening-url.js";
 import { readTlsFiles, StartSettingError } from "./net/tls-files.js";
 import { serviceUrlShown } from "./service-url-shown.js";
+import { stopOnSignalWhileStarting } from "./stop-while-starting.js";
 import { sqliteFileIn } from "./storage/database.js";
 import { unknownSettingWarnings } from "./unknown-setting-warnings.js";
 import { version } from "./version.js";
@@ -36,30 +36,6 @@ export async function serve(): Promise<void> {
   } finally {
     stopStart();
   }
-}
-
-/** The signals that stop the gateway: the shutdown once it serves, the exit while it starts. */
-const stopSignals = ["SIGTERM", "SIGINT", "SIGHUP"] as const;
-
-/**
- * Until the gateway listens, a stop signal ends the process at once, as Node's default would, with
- * the exit code a shell gives a process killed by it (128 + its number), but first says so on
- * stderr: a start stopped while it waited (on a PostgreSQL that does not answer, a migration's lock)
- * otherwise left no line at all. Nothing was served and no usage row exists; a migration under way
- * is rolled back by the database (PostgreSQL when the connection drops, SQLite by its journal).
- * Returns the function that takes the handlers away again.
- */
-function stopOnSignalWhileStarting(): () => void {
-  const onSignal = (signal: NodeJS.Signals) => {
-    process.stderr.write(
-      `sluice stopped by ${signal} while starting, before it listened: nothing was served\n`,
-    );
-    process.exit(128 + osConstants.signals[signal]);
-  };
-  for (const signal of stopSignals) process.on(signal, onSignal);
-  return () => {
-    for (const signal of stopSignals) process.off(signal, onSignal);
-  };
 }
 
 async function startServing(): Promise<void> {

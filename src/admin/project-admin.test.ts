@@ -455,6 +455,28 @@ describe("project admin use cases", () => {
     });
   });
 
+  it("refuses an empty provider key with one problem, that it is empty, not also its length and characters", async () => {
+    await admin().createProject({ id: "emptykey", name: "E", provider: "provider-a" });
+    await expect(
+      admin().addProviderKey("emptykey", { provider: "provider-a", apiKey: "" }),
+    ).rejects.toMatchObject({
+      code: "BAD_REQUEST",
+      message: "Invalid provider key: apiKey: is empty",
+      details: { problems: ["apiKey: is empty"] },
+    });
+    // A value that is there but wrong still gets every problem it has.
+    await expect(
+      admin().addProviderKey("emptykey", { provider: "provider-a", apiKey: "a b" }),
+    ).rejects.toMatchObject({
+      details: {
+        problems: [
+          "apiKey: is too short to be a provider key",
+          "apiKey: must be printable ASCII without spaces",
+        ],
+      },
+    });
+  });
+
   it("refuses a .p8 key that does not load with 422, naming it in details.problems as every other field's rule, without echoing it", async () => {
     // Well typed (a string, within its length), but not a key: 422, as a malformed model name or
     // proxy rule; 400 is for a body that does not parse or a field missing or of the wrong type.

@@ -159,6 +159,9 @@ export const addProviderKeyInput = z
     provider: z.enum(providerIds),
     apiKey: z
       .string()
+      // An empty key (an unset variable, a field left blank) is said to be that alone: its length
+      // and characters are not checked (abort), each of which it fails too.
+      .min(1, { error: "is empty", abort: true })
       .min(8, "is too short to be a provider key")
       .max(1024)
       .regex(/^[\x21-\x7e]+$/, "must be printable ASCII without spaces"),

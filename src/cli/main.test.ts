@@ -1026,6 +1026,10 @@ describe("sluice CLI", () => {
       ["keys", "add", "prj_x", "--provider", "provider-a"],
       "Invalid provider key: --api-key or --api-key-stdin: is required\n",
     ],
+    [
+      ["keys", "add", "p", "--provider", "provider-a", "--api-key", ""],
+      "Invalid provider key: --api-key: is empty\n",
+    ],
     [["usage", "p", "--group-by", "week"], "Invalid usage query: --group-by: Invalid option"],
     [["usage", "p", "--from", "yesterday"], "Invalid usage query: --from: must be an ISO instant"],
   ])("refuses %j as a usage error naming the flag, before opening the database", async (argv, message) => {

@@ -21,6 +21,7 @@ import { allowsTestMode, type Config, ConfigError, loadConfig } from "../config.
 import { isGatewayError } from "../errors.js";
 import { unreadableReason } from "../file-name-shown.js";
 import { startFailureMessage } from "../start-failure.js";
+import { stopOnSignalWhileStarting } from "../stop-while-starting.js";
 import { hasSqliteFile } from "../storage/database.js";
 import { prunedMonthsProblem } from "../usage/usage-retention.js";
 import { checkInput } from "./check-input.js";
@@ -74,8 +75,15 @@ export async function runCli(
   }
   const { command, flags } = line;
   if (command === "serve") {
-    // Loaded only here, so admin commands start fast and never build the server.
-    const { serve } = await import("../server.js");
+    // Loaded only here, so admin commands start fast and never build the server. A stop signal
+    // while it loads ends the start as one while it waits does, until serve() takes over.
+    const stopLoading = stopOnSignalWhileStarting();
+    let serve: typeof import("../server.js").serve;
+    try {
+      ({ serve } = await import("../server.js"));
+    } finally {
+      stopLoading();
+    }
     try {
       await serve();
     } catch (error) {
