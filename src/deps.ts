@@ -260,7 +260,10 @@ export async function createGateway(config: Config, injected: Partial<Injectable
     keyPrefix: redisKeys.adminAuthFailures,
     onKeyRepaired,
   });
+  /** Aborted by the close: the Apple calls still on their way are aborted (createDeviceTokenVerifier). */
+  const closing = new AbortController();
   const deviceTokens = createDeviceTokenVerifier({
+    closing: closing.signal,
     config,
     secretBox,
     redis,
@@ -574,6 +577,9 @@ export async function createGateway(config: Config, injected: Partial<Injectable
       const pruned = pruner?.stop();
       const vaultPruned = vaultPruner?.stop();
       database.sqliteLockWait?.end(closedWhileWaiting);
+      // Apple's answers about device tokens still on their way, which the calls the deadline refused
+      // may have shared with others (so no refusal aborted them), are aborted.
+      closing.abort();
       return closeGateway(
         deadline,
         {
