@@ -21,13 +21,21 @@ const refusals = new WeakMap<ServerResponse, GatewayError>();
  * answers for is cut as before.
  */
 export function refuseAtDeadline(response: ServerResponse): boolean {
-  const error = new GatewayError(
+  const error = deadlineRefusal();
+  refusals.set(response, error);
+  return response.emit(refusal, error);
+}
+
+/**
+ * The error of a call the shutdown stopped before its answer began (503, Retry-After: 1); also what
+ * the work the gateway's close stops fails with (a credential read cancelled on PostgreSQL).
+ */
+export function deadlineRefusal(): GatewayError {
+  return new GatewayError(
     "SERVICE_UNAVAILABLE",
     "The gateway is shutting down and stopped this call before its answer began; retry it",
     { headers: { "retry-after": "1" }, details: { retryable: true } },
   );
-  refusals.set(response, error);
-  return response.emit(refusal, error);
 }
 
 /** The refusal of `response`'s call, if the deadline refused it: work that begins after fails with it. */

@@ -9,6 +9,7 @@ import { createAuthenticator } from "./auth/authenticate.js";
 import { createCredentialDirectory } from "./auth/credential-directory.js";
 import { createDeviceTokenVerifier } from "./auth/device-token-verifier.js";
 import { allowsTestMode, type Config, disabledNodeWarnings } from "./config.js";
+import { deadlineRefusal } from "./deadline-refusal.js";
 import { closeGateway } from "./gateway-close.js";
 import { createAdmission } from "./http/admission.js";
 import { type BodyBudget, createBodyBudget, defaultMaxBufferedBodyBytes } from "./http/body-budget.js";
@@ -150,11 +151,12 @@ export async function createGateway(config: Config, injected: Partial<Injectable
     (masterKey) => redactConfiguredSecrets(logger, [masterKey]),
   );
   const projects = createProjectRepository(database.db);
-  const keys = createKeyRepository(database.db);
   const usage = createUsageRepository(database.db, database.sqlite, database.runReport);
+  // On PostgreSQL, the gateway's close cancels the credential reads still running on the server
+  // (`credentialReads`): one may answer several calls, so no call's refusal does.
   const directory = createCredentialDirectory({
-    projects,
-    keys,
+    projects: createProjectRepository(database.credentialReads.db),
+    keys: createKeyRepository(database.credentialReads.db),
     secretBox,
     ttlMs: config.projectCacheTtlMs,
     maxStaleMs: config.projectCacheMaxStaleMs,
@@ -260,7 +262,10 @@ export async function createGateway(config: Config, injected: Partial<Injectable
     keyPrefix: redisKeys.adminAuthFailures,
     onKeyRepaired,
   });
+  /** Aborted by the close: the Apple calls still on their way are aborted (createDeviceTokenVerifier). */
+  const closing = new AbortController();
   const deviceTokens = createDeviceTokenVerifier({
+    closing: closing.signal,
     config,
     secretBox,
     redis,
@@ -574,6 +579,13 @@ export async function createGateway(config: Config, injected: Partial<Injectable
       const pruned = pruner?.stop();
       const vaultPruned = vaultPruner?.stop();
       database.sqliteLockWait?.end(closedWhileWaiting);
+      // What the calls the deadline refused were still waiting for, and may have shared with others
+      // (so no refusal stopped it): Apple's answer about a device token, aborted; a credential read on
+      // PostgreSQL, cancelled on the server, which held the pool's close until the margin ran out.
+      closing.abort();
+      const cancelled = database.credentialReads.queries?.end(deadlineRefusal()) ?? 0;
+      if (cancelled > 0)
+        logger.info({ queries: cancelled }, "closing: credential reads in flight on PostgreSQL cancelled");
       return closeGateway(
         deadline,
         {

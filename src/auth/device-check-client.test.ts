@@ -2,7 +2,7 @@ import { randomBytes } from "node:crypto";
 import { createServer } from "node:http";
 import type { AddressInfo } from "node:net";
 import { Agent } from "undici";
-import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from "vitest";
 import { type FakeApple, generateAppleKeyPair, startFakeApple } from "../../test/fakes/fake-apple.js";
 import {
   createDeviceCheckClient,
@@ -150,6 +150,26 @@ describe.each(["production", "development"] as const)("validating on the %s host
     expect(verdict).toEqual({ kind: "unavailable", reason: "timeout", retryAfterSeconds: 5 });
     expect(elapsed).toBeGreaterThanOrEqual(timeoutMs - 50);
     expect(elapsed).toBeLessThan(timeoutMs + 1000);
+  });
+
+  // The gateway's close aborts the Apple calls still on their way (their callers were refused at the
+  // shutdown's deadline): the request is aborted on the wire, and the verdict says so at once.
+  it("aborts the call when the caller's signal is aborted: unavailable, reason aborted", async () => {
+    fake().fail({ kind: "hang" });
+    const closing = new AbortController();
+    const verdict = client({ timeoutMs: 10_000 }).validate(input(environment, validToken), closing.signal);
+    await vi.waitFor(() => expect(fake().calls).toHaveLength(1));
+    closing.abort();
+    expect(await verdict).toEqual({ kind: "unavailable", reason: "aborted", retryAfterSeconds: 5 });
+    await vi.waitFor(() => expect(fake().calls[0]?.aborted).toBe(true));
+  });
+
+  it("asks Apple nothing once the caller's signal is aborted", async () => {
+    const closing = new AbortController();
+    closing.abort();
+    const verdict = await client().validate(input(environment, validToken), closing.signal);
+    expect(verdict).toEqual({ kind: "unavailable", reason: "aborted", retryAfterSeconds: 5 });
+    expect(fake().calls).toHaveLength(0);
   });
 
   it("is unavailable when Apple closes the connection without answering", async () => {

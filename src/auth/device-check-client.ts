@@ -27,9 +27,16 @@ type DeviceCheckInvalidReason = "malformed-token" | "rejected-by-apple";
  * the authorization token) or our key (403); `apple-error`: any other non-200/400 answer, a reason about our
  * request's time stamp or transaction id, a 200 with a body no reason explains, a 200 or 400 holding
  * an HTML page or JSON, or an oversized body; `timeout`; `network`; `resting`:
- * Apple answered 429 for this key, and its Retry-After has not passed, so Apple is not asked.
+ * Apple answered 429 for this key, and its Retry-After has not passed, so Apple is not asked;
+ * `aborted`: the caller's signal ended the call (the gateway closing), or came aborted.
  */
-type DeviceCheckUnavailableReason = "misconfigured" | "apple-error" | "timeout" | "network" | "resting";
+type DeviceCheckUnavailableReason =
+  | "misconfigured"
+  | "apple-error"
+  | "timeout"
+  | "network"
+  | "resting"
+  | "aborted";
 
 export type DeviceCheckVerdict =
   | { kind: "valid" }
@@ -43,7 +50,12 @@ export interface DeviceCheckValidation extends DeviceCheckCredentials {
 }
 
 export interface DeviceCheckClient {
-  validate(input: DeviceCheckValidation): Promise<DeviceCheckVerdict>;
+  /**
+   * `signal`, aborted, aborts the call to Apple (the request on the wire, its answer's body too) and
+   * answers `unavailable`, reason `aborted`, at once: the gateway's close ends so the calls still on
+   * their way, whose callers the shutdown's deadline refused.
+   */
+  validate(input: DeviceCheckValidation, signal?: AbortSignal): Promise<DeviceCheckVerdict>;
 }
 
 export interface DeviceCheckClientOptions {
@@ -185,7 +197,12 @@ export function createDeviceCheckClient(options: DeviceCheckClientOptions): Devi
       ? { kind: "unavailable", reason, retryAfterSeconds }
       : { kind: "unavailable", reason, retryAfterSeconds, status };
 
-  async function call(input: DeviceCheckValidation, jwt: string): Promise<DeviceCheckVerdict> {
+  async function call(
+    input: DeviceCheckValidation,
+    jwt: string,
+    signal: AbortSignal | undefined,
+  ): Promise<DeviceCheckVerdict> {
+    const timeout = AbortSignal.timeout(options.timeoutMs);
     const response = await request(endpoints[input.environment], {
       method: "POST",
       headers: { authorization: `Bearer ${jwt}`, "content-type": "application/json" },
@@ -197,7 +214,7 @@ export function createDeviceCheckClient(options: DeviceCheckClientOptions): Devi
       dispatcher: options.dispatcher,
       headersTimeout: options.timeoutMs,
       bodyTimeout: options.timeoutMs,
-      signal: AbortSignal.timeout(options.timeoutMs),
+      signal: signal === undefined ? timeout : AbortSignal.any([timeout, signal]),
     });
     const status = response.statusCode;
     const text = await readBounded(response.body, maxResponseBytes);
@@ -232,8 +249,9 @@ export function createDeviceCheckClient(options: DeviceCheckClientOptions): Devi
   }
 
   return {
-    async validate(input) {
+    async validate(input, signal) {
       if (!isWellFormedDeviceToken(input.deviceToken)) return { kind: "invalid", reason: "malformed-token" };
+      if (signal?.aborted) return unavailable("aborted");
       const until = restingUntil.get(keyOf(input));
       if (until !== undefined) {
         const left = until - clock();
@@ -248,8 +266,9 @@ export function createDeviceCheckClient(options: DeviceCheckClientOptions): Devi
         throw error;
       }
       try {
-        return await call(input, jwt);
+        return await call(input, jwt, signal);
       } catch (error) {
+        if (signal?.aborted) return unavailable("aborted");
         return unavailable(isTimeout(error) ? "timeout" : "network");
       }
     },

@@ -127,6 +127,56 @@ describe("the device token verifier across a change of the project's Apple setti
   });
 });
 
+describe("the device token verifier when the gateway closes", () => {
+  // The close aborts the Apple calls still on their way (`closing`); their callers were refused at the
+  // shutdown's deadline. Such a call is no Apple outage to warn of or count, and no failed attempt
+  // of the caller's.
+  it("hands Apple's call the closing signal, and neither counts, logs nor blames a call it aborted", async () => {
+    const closing = new AbortController();
+    const signals: Array<AbortSignal | undefined> = [];
+    const lines: string[] = [];
+    const verdicts: string[] = [];
+    const verifier = createDeviceTokenVerifier({
+      config: {
+        deviceCheckProductionUrl: "http://127.0.0.1:1",
+        deviceCheckDevelopmentUrl: "http://127.0.0.1:1",
+        deviceCheckTimeoutMs: 1000,
+        deviceTokenTtlSeconds: 3600,
+        deviceTokenBudget: 100,
+      },
+      secretBox: openSecretBox,
+      redis: undefined,
+      logger: createLogger(
+        "debug",
+        new Writable({
+          write: (chunk, _encoding, done) => {
+            lines.push(String(chunk));
+            done();
+          },
+        }),
+      ),
+      client: {
+        async validate(_input, signal) {
+          signals.push(signal);
+          closing.abort();
+          return { kind: "unavailable", reason: "aborted", retryAfterSeconds: 5 };
+        },
+      },
+      closing: closing.signal,
+      onVerdict: (_environment, result) => verdicts.push(result),
+    });
+    expect(await verifier.verify(developmentProject("single-use"), deviceToken)).toEqual({
+      kind: "unavailable",
+      reason: "aborted",
+      retryAfterSeconds: 5,
+      askedApple: false,
+    });
+    expect(signals).toEqual([closing.signal]);
+    expect(verdicts).toEqual([]);
+    expect(lines).toEqual([]);
+  });
+});
+
 describe("the device token verifier's opened private keys", () => {
   // Each project's opened .p8 key was kept by project id for good: an instance serving many
   // DeviceCheck projects over its life (deleted ones too) held every key it ever opened.

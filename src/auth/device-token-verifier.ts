@@ -48,6 +48,12 @@ export interface DeviceTokenVerifierDeps {
   suppressionWindows?: SuppressionWindowsRegistry;
   client?: DeviceCheckClient;
   /**
+   * Aborted when the gateway closes: it aborts the Apple calls still on their way. One call may
+   * answer several requests (`askApple`), so none is aborted when one of them is refused or leaves;
+   * by the close, the shutdown's deadline has refused them all.
+   */
+  closing?: AbortSignal;
+  /**
    * Each verdict of the DeviceCheck client (once per Apple call, however many requests waited for
    * it), by environment: "valid", "rejected" (Apple refused the token), "malformed" (not sent), or
    * why Apple could not say (an unavailable verdict's reason); for the metrics.
@@ -236,8 +242,10 @@ export function createDeviceTokenVerifier(deps: DeviceTokenVerifierDeps): Device
     const pending = appleCalls.get(key);
     if (pending) return pending;
     const asked = client
-      .validate(input)
+      .validate(input, deps.closing)
       .then((verdict) => {
+        // Stopped by the gateway's close: no Apple outage to count or warn of.
+        if (verdict.kind === "unavailable" && verdict.reason === "aborted") return verdict;
         deps.onVerdict?.(input.environment, verdictResult(verdict));
         if (verdict.kind === "unavailable") logUnavailable(project, verdict);
         return verdict;
@@ -385,10 +393,13 @@ export function createDeviceTokenVerifier(deps: DeviceTokenVerifierDeps): Device
           retryAfterSeconds: verdict.retryAfterSeconds,
           reason: verdict.reason,
           // Only a key that does not load (misconfigured, no status), or one resting after Apple's
-          // 429, fails before the call.
+          // 429, fails before the call; a call the gateway's close aborted is no attempt of the
+          // caller's to count against it.
           askedApple:
             verdict.status !== undefined ||
-            (verdict.reason !== "misconfigured" && verdict.reason !== "resting"),
+            (verdict.reason !== "misconfigured" &&
+              verdict.reason !== "resting" &&
+              verdict.reason !== "aborted"),
         };
       }
       const remembered = await withLedger(policy, counted, (ledger) =>

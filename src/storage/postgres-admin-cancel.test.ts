@@ -68,6 +68,49 @@ describe.skipIf(!postgresAvailable)("the admin API's PostgreSQL cancels", () => 
     }
   }, 20_000);
 
+  // The credential directory's reads are cancelled by the gateway's close alone (`credentialReads`):
+  // one read may answer several app calls, and an admin call's refusal is none of theirs.
+  it("cancels the credential reads on their own end, not on the admin API's", async () => {
+    const schema = await createPostgresSchema();
+    const database = await openDatabase({ databaseUrl: schema.url, dataDir: "unused" });
+    const holder = new pg.Client({ connectionString: schema.url });
+    const observer = new pg.Client({ connectionString: schema.url });
+    const waiting = async () =>
+      (
+        await observer.query<{ n: number }>(
+          "select count(*)::int as n from pg_stat_activity where wait_event_type = 'Lock' and query like '%from \"projects\"%'",
+        )
+      ).rows[0]?.n;
+    try {
+      await Promise.all([holder.connect(), observer.connect()]);
+      await holder.query("begin");
+      await holder.query("lock table projects in access exclusive mode");
+      const outcome = (read: Promise<unknown>) =>
+        read.then(
+          () => "answered",
+          (error: unknown) => error,
+        );
+      const credentialRead = outcome(
+        database.credentialReads.db.selectFrom("projects").select("id").execute(),
+      );
+      const adminRead = outcome(database.admin.db.selectFrom("projects").select("id").execute());
+      await expect.poll(waiting, { timeout: 5000 }).toBe(2);
+      const refused = new Error("refused at the deadline");
+      expect(database.admin.queries?.end(refused)).toBe(1);
+      expect(await adminRead).toBe(refused);
+      expect(await waiting()).toBe(1);
+      const closed = new Error("the gateway closed");
+      expect(database.credentialReads.queries?.end(closed)).toBe(1);
+      expect(await credentialRead).toBe(closed);
+      expect(await waiting()).toBe(0);
+    } finally {
+      await holder.query("rollback").catch(() => {});
+      await Promise.all([holder.end(), observer.end()]);
+      await database.close();
+      await schema.drop();
+    }
+  }, 20_000);
+
   // As Kysely's destroy did before the pools were ended directly: pg's end throws when called twice.
   it("closes once however often it is asked, at once or later", async () => {
     const schema = await createPostgresSchema();

@@ -71,7 +71,7 @@ describe("calls still being admitted at the shutdown deadline", () => {
       body: JSON.stringify(body),
     }).catch((error: Error) => error);
     await vi.waitFor(() => expect(apple.calls.length).toBe(appleCalls + 1), { timeout: 5000 });
-    return { pending };
+    return { pending, appleCall: apple.calls[appleCalls] };
   };
 
   it.each([
@@ -87,7 +87,7 @@ describe("calls still being admitted at the shutdown deadline", () => {
       outputSchema: schema,
     });
     const partialKey = project.partialKeys["provider-a"];
-    const { pending } = await (endpoint === "proxy"
+    const { pending, appleCall } = await (endpoint === "proxy"
       ? deviceTokenCall(`${sluice.url}/v1/provider-a/${project.projectId}/chat/completions`, partialKey, {
           model: "gpt-4o-mini",
           messages: [],
@@ -100,7 +100,12 @@ describe("calls still being admitted at the shutdown deadline", () => {
     expect(rowsAfterShutdown(sluice)).toEqual([
       { request_id: requestId, endpoint, status: 503, outcome: "error", error_code: "SERVICE_UNAVAILABLE" },
     ]);
-    // Apple's answer came after the refusal: nothing went to the provider.
+    // The gateway's close aborted the call to Apple, which nobody waited for any more: it did not run
+    // on until Apple answered (2 s), and nothing went to the provider.
+    await vi.waitFor(() => expect(appleCall?.aborted || appleCall?.status !== null).toBe(true), {
+      timeout: 5000,
+    });
+    expect(appleCall).toMatchObject({ aborted: true });
     await new Promise((resolve) => setTimeout(resolve, 2000));
     expect(fake.requests).toEqual([]);
   });

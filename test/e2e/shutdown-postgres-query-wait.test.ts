@@ -5,6 +5,7 @@ import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { shutdownMarginMs } from "../../src/gateway-close.js";
 import { shutDown } from "../../src/server.js";
 import { createPostgresSchema, postgresAvailable } from "../support/services.js";
+import { expectDeadlineRefusal } from "../support/shutdown-refusal.js";
 import { adminToken, createTestProject, logLinesOf, startTestGateway } from "../support/test-gateway.js";
 
 /**
@@ -192,5 +193,84 @@ describe.skipIf(!postgresAvailable)(
       },
       20_000,
     );
+
+    /**
+     * An app call whose project this instance holds no record of waits for its credentials' read
+     * (here behind a `LOCK TABLE`). The deadline refuses the call (503) but not the read, which other
+     * calls for the project may share: the gateway's close cancels it on the server. Before, it ran
+     * on to its query timeout, and the close waited for the pool, whose connection it held, until the
+     * shutdown's margin ran out (measured with this test, from the shutdown's start to its end: 1,501 to
+     * 1,502 ms, three runs; 580 to 628 ms now).
+     */
+    it("refuses an app call waiting for its credentials' read, and the close cancels the read on the server", async () => {
+      const shutdownTimeoutMs = 500;
+      const sluice = await startTestGateway({
+        databaseUrl: schema.url,
+        shutdownTimeoutMs,
+        // Never reached: the call is refused before its provider call.
+        providerABaseUrl: "http://127.0.0.1:9/v1",
+      });
+      let holder: Awaited<ReturnType<typeof holdLock>> | undefined;
+      try {
+        const project = await createTestProject(sluice.gateway);
+        holder = await holdLock("lock table projects in access exclusive mode");
+        const from = sluice.logs.length;
+        const answered = fetch(`${sluice.url}/v1/provider-a/${project.projectId}/chat/completions`, {
+          method: "POST",
+          headers: {
+            authorization: `Bearer ${project.bearer("provider-a")}`,
+            "content-type": "application/json",
+          },
+          body: JSON.stringify({ model: "gpt-4o-mini", messages: [] }),
+        }).catch((error: Error) => error);
+        const { blocked } = holder;
+        await expect.poll(blocked, { timeout: 5000 }).toBe(1);
+        await shutDown(sluice.server, sluice.gateway);
+        const requestId = await expectDeadlineRefusal(await answered);
+        // The read is no longer waiting on the server once the close is over: cancelled, not left to
+        // its query timeout (10 s).
+        expect(await blocked()).toBe(0);
+        await holder.release();
+        holder = undefined;
+        expect(await usageRow(requestId)).toEqual({
+          status: 503,
+          outcome: "error",
+          error_code: "SERVICE_UNAVAILABLE",
+        });
+        const lines = logLinesOf(sluice, from);
+        expect(lines.filter((line) => line.level === "error" || "err" in line)).toEqual([]);
+        expect(lines).toContainEqual(
+          expect.objectContaining({
+            msg: "shutdown deadline reached: unanswered calls refused",
+            refused: 1,
+          }),
+        );
+        expect(lines).toContainEqual(
+          expect.objectContaining({
+            level: "info",
+            queries: 1,
+            msg: "closing: credential reads in flight on PostgreSQL cancelled",
+          }),
+        );
+      } finally {
+        await holder?.release();
+        rmSync(sluice.gateway.config.dataDir, { recursive: true, force: true });
+      }
+    }, 20_000);
+
+    /** The usage row of `requestId`, read from the schema. */
+    async function usageRow(requestId: string) {
+      const reader = new pg.Client({ connectionString: schema.url });
+      await reader.connect();
+      try {
+        const { rows } = await reader.query(
+          "select status, outcome, error_code from usage_records where request_id = $1",
+          [requestId],
+        );
+        return rows[0] ?? null;
+      } finally {
+        await reader.end();
+      }
+    }
   },
 );

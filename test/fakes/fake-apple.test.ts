@@ -1,6 +1,6 @@
 import { randomBytes } from "node:crypto";
 import { request } from "undici";
-import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from "vitest";
 import { mintDeviceCheckJwt } from "../../src/auth/device-check-jwt.js";
 import { deviceTokenDigest } from "../../src/auth/device-token-cache.js";
 import { type FakeApple, generateAppleKeyPair, startFakeApple } from "./fake-apple.js";
@@ -54,6 +54,7 @@ describe("fake Apple DeviceCheck", () => {
         transactionId: "t-1",
         timestamp: expect.any(Number),
         status: 200,
+        aborted: false,
       },
     ]);
     expect(JSON.stringify(apple.calls)).not.toContain(validToken);
@@ -125,10 +126,25 @@ describe("fake Apple DeviceCheck", () => {
     expect(apple.calls.map((call) => call.status)).toEqual([503, 200]);
   });
 
-  it("closes the socket when told to", async () => {
+  it("closes the socket when told to, which is no abort of the client's", async () => {
     apple.fail({ kind: "close" });
     await expect(post(mintDeviceCheckJwt(credentials, Date.now()))).rejects.toThrow();
-    expect(apple.calls[0]?.status).toBeNull();
+    expect(apple.calls[0]).toMatchObject({ status: null, aborted: false });
+  });
+
+  it("records a call its client aborted before the answer", async () => {
+    apple.fail({ kind: "hang" });
+    const controller = new AbortController();
+    const pending = request(`${apple.url}/v1/validate_device_token`, {
+      method: "POST",
+      body: "{}",
+      signal: controller.signal,
+    });
+    await vi.waitFor(() => expect(apple.calls).toHaveLength(1));
+    expect(apple.calls[0]?.aborted).toBe(false);
+    controller.abort();
+    await expect(pending).rejects.toThrow();
+    await vi.waitFor(() => expect(apple.calls[0]?.aborted).toBe(true));
   });
 
   it("hangs when told to, until the fake closes", async () => {

@@ -34,6 +34,8 @@ interface FakeAppleCall {
   timestamp: unknown;
   /** The status answered; null for a hang or a closed socket. */
   status: number | null;
+  /** The client closed the connection before the answer was sent (Sluice aborted its call). */
+  aborted: boolean;
 }
 
 export interface FakeAppleOptions {
@@ -182,6 +184,9 @@ export async function startFakeApple(options: FakeAppleOptions = {}): Promise<Fa
   let failure: FakeAppleFailure | null = null;
   let failuresLeft = 0;
   let delayMs = 0;
+  let closed = false;
+  /** The sockets the fake destroyed itself (a programmed `close`). */
+  const hungUp = new WeakSet<object>();
 
   const registerKey = (keyId: string, key: FakeAppleKey) =>
     keys.set(keyId, { teamId: key.teamId, key: createPublicKey(key.publicKeyPem) });
@@ -207,8 +212,13 @@ export async function startFakeApple(options: FakeAppleOptions = {}): Promise<Fa
       transactionId: body?.transaction_id,
       timestamp: body?.timestamp,
       status: null,
+      aborted: false,
     };
     calls.push(call);
+    // Closed unanswered, but not by the fake itself (a programmed `close`, or the fake's own close).
+    response.on("close", () => {
+      if (!response.writableFinished && !closed && !hungUp.has(request.socket)) call.aborted = true;
+    });
     if (delayMs > 0) await new Promise((resolve) => setTimeout(resolve, delayMs));
     call.status = respond(request, response, jwt, body, token);
     return call.status;
@@ -224,6 +234,7 @@ export async function startFakeApple(options: FakeAppleOptions = {}): Promise<Fa
     const programmed = takeFailure();
     if (programmed?.kind === "hang") return null;
     if (programmed?.kind === "close") {
+      hungUp.add(request.socket);
       request.socket.destroy();
       return null;
     }
@@ -264,6 +275,7 @@ export async function startFakeApple(options: FakeAppleOptions = {}): Promise<Fa
       delayMs = ms;
     },
     close() {
+      closed = true;
       return new Promise<void>((resolve) => {
         server.close(() => resolve());
         server.closeAllConnections();
