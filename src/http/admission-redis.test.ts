@@ -199,14 +199,14 @@ async function deviceChecked(
     now: () => new Date(),
     defaults: { projectPerMinute: 60, devicePerMinute: 60, ipPerMinute: 60 },
   });
-  const call = () =>
+  const call = (socket = { destroyed: false }) =>
     Promise.resolve(
       admit(
         admissionRequestContext({
           request: {
             headers: { authorization: `Bearer ${partialKey}.${token}` },
             rawHeaders: [],
-            socket: { destroyed: false },
+            socket,
           } as unknown as IncomingMessage,
         }),
         { endpoint: "text", projectId, provider: "provider-a" },
@@ -387,6 +387,23 @@ describe.skipIf(!redisAvailable)("admission of a DeviceCheck token with its ledg
     expect([await places(), await tokenUses(), await projectCount()]).toEqual([2, "2", "2"]);
     finish(first);
     finish(second);
+  });
+
+  it("gives back the place and the token's use of a client that left while the script was on its way", async () => {
+    const { proxy, call, rows, places, tokenUses, projectCount } = await deviceChecked({ capUsd: 30 });
+    finish(await call());
+    const socket = { destroyed: false };
+    proxy.hold();
+    const outcome = call(socket).catch((error: unknown) => error);
+    await proxy.replied();
+    socket.destroyed = true;
+    proxy.pass();
+    expect(await outcome).toMatchObject({ message: "The client disconnected" });
+    expect(rows.at(-1)).toMatchObject({ status: 499 });
+    // Its limits were counted with the place, in the one script, as when a client leaves while its
+    // limits are asked.
+    await expect.poll(places).toBe(0);
+    expect([await tokenUses(), await projectCount()]).toEqual(["1", "2"]);
   });
 
   it("decides on this instance alone, the token on its memory ledger, while Redis cannot answer", async () => {
