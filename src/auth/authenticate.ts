@@ -4,6 +4,7 @@ import { detachedString } from "../detached-string.js";
 import { GatewayError } from "../errors.js";
 import type { ProviderId } from "../providers/provider-id.js";
 import { throttled } from "../rate-limit/auth-throttle.js";
+import type { ScriptPart } from "../redis/redis-script.js";
 import type { ReloadWait } from "../storage/database-unavailable.js";
 import type { Project } from "../storage/project-repository.js";
 import type { CredentialDirectory } from "./credential-directory.js";
@@ -71,6 +72,15 @@ export interface DeviceVerifyOptions {
    * `throttled`, Apple not asked.
    */
   beforeApple?: () => number;
+  /**
+   * What the caller decides once the token passed (admission's rate limits, a capped project's
+   * place too), for a ledger in Redis to decide in the script of the token's lookup, one round trip
+   * (`RedisDeviceTokenLedger.checkWith`): only when the lookup passes the token, its use then
+   * counted only if the part admits the call (the verdict is `ok` either way, with a refund only for
+   * a use counted). A ledger in memory, a lookup that does not pass and a script that fails leave
+   * it undecided: the caller decides it itself, as without it.
+   */
+  beside?: ScriptPart<unknown> | undefined;
 }
 
 export interface DeviceTokenVerifier {
@@ -130,6 +140,18 @@ export interface AuthRequest extends ReloadWait {
    * answered without counting: such a request has no row to write.
    */
   refusal?: GatewayError;
+  /**
+   * What admission decides next, for a device token's ledger lookup to decide in the same round
+   * trip (`DeviceVerifyOptions.beside`): asked for with the project, the provider and the token's
+   * digest once that lookup is all that is left to decide (the DeviceCheck method alone, its partial
+   * key rebuilt and passing, the project enabled); undefined leaves the lookup alone. Admission
+   * finds out what was decided through the part's own `decide`.
+   */
+  beside?: (
+    project: Project,
+    provider: ProviderId,
+    deviceDigest: string,
+  ) => ScriptPart<unknown> | undefined | Promise<ScriptPart<unknown> | undefined>;
 }
 
 export type AuthResult =
@@ -435,7 +457,17 @@ export function createAuthenticator(deps: AuthenticatorDeps) {
               return 0;
             };
           const { method, partialKey, token } = device;
-          attempt = await viaDeviceCheck(project, provider, partialKey, token, method, spent, wait, options);
+          attempt = await viaDeviceCheck(
+            project,
+            provider,
+            partialKey,
+            token,
+            method,
+            spent,
+            wait,
+            options,
+            request.beside,
+          );
         } else attempt = await tryMethods(project, provider, headers, request.sdkKeyHeader, spent, wait);
         // A hit is not written back: that would restart its time and outlive the records behind it.
         remember(cacheKey, attempt, generation);
@@ -648,11 +680,17 @@ export function createAuthenticator(deps: AuthenticatorDeps) {
     spent: { failure: boolean },
     wait: ReloadWait,
     options?: DeviceVerifyOptions,
+    beside?: AuthRequest["beside"],
   ): Promise<AuthResult> {
     if (deviceToken.length > maxCredentialLength)
       return failure(unauthorized("the device token is too long"), project, method);
     const key = await rebuildKey(project, partialKey, provider, wait);
     if (key instanceof GatewayError && key.status === 401) return failure(key, project, method);
+    // Only the lookup is left to decide (a passing token is then a success): what admission decides
+    // next can go in its script. Not with a key that refuses (403 once the token passed) or a
+    // disabled project: those calls are refused whatever the lookup says.
+    if (beside && options?.recalled && !(key instanceof GatewayError) && !project.disabled)
+      options.beside = await beside(project, provider, options.recalled.digest);
     const verdict = await deps.deviceTokens.verify(project, deviceToken, options);
     if (verdict.kind === "throttled") return tooManyAttempts(verdict.retryAfterSeconds);
     if (verdict.kind === "ok") {

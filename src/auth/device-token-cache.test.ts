@@ -493,6 +493,54 @@ describe.skipIf(!redisAvailable)("redis device token ledger", () => {
     expect(await ledger.check("project-1", digest, singleUse)).toBe("replayed");
   });
 
+  it("decides another user's part in its lookup's script only for a token it passes, counting the use only if the part admits the call", async () => {
+    const ledger = createRedisDeviceTokenLedger({ redis, keyPrefix });
+    const digest = newDigest();
+    const entry = `${keyPrefix}project-part:${digest}`;
+    // The part counts its own key (left without expiry: the ledger's lifetime is not given to it)
+    // and admits the call as ARGV says.
+    const partKey = `${keyPrefix}part-count`;
+    const decided: number[][] = [];
+    const part = (admit: number) => ({
+      lua: (keyOffset: number, argOffset: number) => `redis.call("INCR", KEYS[${keyOffset + 1}])
+local admitted = tonumber(ARGV[${argOffset + 1}])
+local reply = {admitted, 7}`,
+      keys: [partKey],
+      args: [admit],
+      decide: (reply: readonly number[]) => decided.push([...reply]),
+    });
+    const policy: DeviceTokenPolicy = { mode: "budget", ttlMs: 60_000, maxRequests: 3 };
+    const partRuns = async () => Number(await redis.get(partKey));
+
+    expect(await ledger.checkWith("project-part", digest, policy, {}, part(1))).toBe("fresh");
+    expect([decided, await partRuns()]).toEqual([[], 0]);
+
+    await ledger.remember("project-part", digest, policy);
+    const refused: DeviceTokenReceipt = {};
+    expect(await ledger.checkWith("project-part", digest, policy, refused, part(0))).toBe("cached-ok");
+    expect([decided, await partRuns(), await redis.get(entry), refused.stamp]).toEqual([
+      [[0, 7]],
+      1,
+      "1",
+      undefined,
+    ]);
+    expect(await redis.pttl(partKey)).toBe(-1);
+
+    const admitted: DeviceTokenReceipt = {};
+    expect(await ledger.checkWith("project-part", digest, policy, admitted, part(1))).toBe("cached-ok");
+    expect([decided.at(-1), await redis.get(entry), typeof admitted.stamp]).toEqual([[1, 7], "2", "string"]);
+    expect(await ledger.checkWith("project-part", digest, policy, {}, part(1))).toBe("cached-ok");
+
+    // Over its budget: refused and counted as `check` does, the part not run.
+    expect(await ledger.checkWith("project-part", digest, policy, {}, part(1))).toBe("budget-exhausted");
+    expect([decided.length, await partRuns(), await redis.get(entry)]).toEqual([3, 3, "4"]);
+
+    const once = newDigest();
+    await ledger.remember("project-part", once, singleUse);
+    expect(await ledger.checkWith("project-part", once, singleUse, {}, part(1))).toBe("replayed");
+    expect(decided.length).toBe(3);
+  });
+
   it("is shared by two instances", async () => {
     const other = await space.readyClient();
     const digest = newDigest();

@@ -2,7 +2,12 @@ import { hash } from "node:crypto";
 import type { Redis } from "ioredis";
 import { isKeyDataError, RedisBreaker } from "../redis/redis-breaker.js";
 import { redisKeyPrefixes } from "../redis/redis-keys.js";
-import { luaNotSluiceCount, notSluiceCountReply, RedisScript } from "../redis/redis-script.js";
+import {
+  luaNotSluiceCount,
+  notSluiceCountReply,
+  RedisScript,
+  type ScriptPart,
+} from "../redis/redis-script.js";
 import { decodedDeviceToken } from "./device-check-client.js";
 
 /**
@@ -231,14 +236,14 @@ function verifiedUnder(now: number, policy: DeviceTokenPolicy): number {
 }
 
 /**
- * Lua, for the ledger's scripts: a key of the entry (KEYS) without an expiry, which Sluice never
- * writes but a restore or another program's PERSIST may, is given the entry's lifetime (`lifetime`,
- * ms) from now, whatever it holds, as a count without expiry gets its window's: a single-use mark
- * (or a key another program wrote in another type) then refuses its token for that long, never for
- * good.
+ * Lua, for the ledger's scripts: a key of the entry (KEYS[1] and KEYS[2]; a part of another user's
+ * may follow them) without an expiry, which Sluice never writes but a restore or another program's
+ * PERSIST may, is given the entry's lifetime (`lifetime`, ms) from now, whatever it holds, as a
+ * count without expiry gets its window's: a single-use mark (or a key another program wrote in
+ * another type) then refuses its token for that long, never for good.
  */
-const luaExpireForever = (lifetime: string) => `for _, key in ipairs(KEYS) do
-  if redis.call("PTTL", key) == -1 then redis.call("PEXPIRE", key, ${lifetime}) end
+const luaExpireForever = (lifetime: string) => `for i = 1, 2 do
+  if redis.call("PTTL", KEYS[i]) == -1 then redis.call("PEXPIRE", KEYS[i], ${lifetime}) end
 end`;
 
 /**
@@ -256,16 +261,10 @@ const luaRefuseNoCount = `if ${luaNotSluiceCount} then return redis.error_reply(
 const luaVerifiedAt = `local verifiedAt = not (${luaNotSluiceCount}) and tonumber(value)`;
 
 /**
- * KEYS[1] is the entry (the use count), KEYS[2] when Apple verified it (ms on Redis's clock);
- * ARGV[1] the caller's TTL in budget mode, -1 in single-use mode; ARGV[2] its `verifiedSince` (0:
- * none); ARGV[3] the entry's lifetime, given to a key of it that has no expiry. Counts a use of an
- * existing entry and returns the count (a use count Sluice never writes is refused and left as it
- * is); 0 when there is none, or a budget caller's TTL has passed
- * since the verification, or the verification predates ARGV[2] (or its time is unknown: an entry
- * written before it was kept, or a time that is no ms), so nothing is created without a TTL and an
- * old entry is asked of Apple again.
+ * Lua, checkScript's start: replies {0, false} when the entry is not there or not trusted, refuses a
+ * use count Sluice never writes, and leaves the count in `value` and the entry's stamp in `stamp`.
  */
-const checkScript = new RedisScript(`
+const luaTrustedEntry = `
 if redis.call("EXISTS", KEYS[1]) == 0 then return {0, false} end
 ${luaExpireForever("ARGV[3]")}
 local stamp = redis.call("GET", KEYS[2])
@@ -278,8 +277,49 @@ if ttl >= 0 then
   if not verifiedAt or now - verifiedAt >= ttl or verifiedAt < tonumber(ARGV[2]) then return {0, false} end
 end
 local value = redis.call("GET", KEYS[1])
-${luaRefuseNoCount}
+${luaRefuseNoCount}`;
+
+/**
+ * KEYS[1] is the entry (the use count), KEYS[2] when Apple verified it (ms on Redis's clock);
+ * ARGV[1] the caller's TTL in budget mode, -1 in single-use mode; ARGV[2] its `verifiedSince` (0:
+ * none); ARGV[3] the entry's lifetime, given to a key of it that has no expiry. Counts a use of an
+ * existing entry and returns the count (a use count Sluice never writes is refused and left as it
+ * is); 0 when there is none, or a budget caller's TTL has passed
+ * since the verification, or the verification predates ARGV[2] (or its time is unknown: an entry
+ * written before it was kept, or a time that is no ms), so nothing is created without a TTL and an
+ * old entry is asked of Apple again.
+ */
+const checkScript = new RedisScript(`${luaTrustedEntry}
 return {redis.call("INCR", KEYS[1]), stamp}`);
+
+/**
+ * checkScript with the part of another user (`ScriptPart`: the request's rate limits, a capped
+ * project's place too) over the keys after KEYS[2] and the ARGV after ARGV[4], ARGV[4] being the
+ * uses the caller's policy allows (1 in single-use mode). A use that this lookup would not pass (none,
+ * not trusted, or over the uses allowed) replies as checkScript does, the part not run. One it
+ * would pass runs the part, and counts the use only if the part admits the call: {uses with this
+ * one, the stamp, the part's `admitted`, ...the part's reply}.
+ */
+const checkWithScripts = new WeakMap<ScriptPart<unknown>["lua"], RedisScript>();
+function checkWithScript(lua: ScriptPart<unknown>["lua"]): RedisScript {
+  let script = checkWithScripts.get(lua);
+  if (script === undefined) {
+    script = new RedisScript(`${luaTrustedEntry}
+local uses = tonumber(value) + 1
+if uses > tonumber(ARGV[4]) then return {redis.call("INCR", KEYS[1]), stamp} end
+local function part()
+${lua(2, 4)}
+return admitted, reply
+end
+local admitted, reply = part()
+if admitted == 1 then redis.call("INCR", KEYS[1]) end
+local out = {uses, stamp, admitted}
+for _, each in ipairs(reply) do out[#out + 1] = each end
+return out`);
+    checkWithScripts.set(lua, script);
+  }
+  return script;
+}
 
 /**
  * KEYS as for `checkScript`, ARGV[2] and ARGV[3] as its ARGV[1] and ARGV[2]; ARGV[1] the entry's
@@ -367,6 +407,25 @@ export class RedisKeyDataError extends Error {
   }
 }
 
+/** The ledger in Redis, whose lookup can decide another user's part in its script. */
+export interface RedisDeviceTokenLedger extends DeviceTokenLedger {
+  /**
+   * `check`, with `part` (the request's rate limits, a capped project's place too) decided in the
+   * same script, one round trip, only when the lookup passes the token (`cached-ok`): then `part`'s
+   * `decide` is called with its reply, and the use is counted (and `receipt` filled) only if the
+   * part admitted the call; a call it refuses leaves the token's count as it was, seen so by every
+   * instance. Any other answer runs no part and counts as `check` does. Rejects as `check` does,
+   * the part not decided (its `failed` called when the script was sent).
+   */
+  checkWith(
+    projectId: string,
+    digest: string,
+    policy: DeviceTokenPolicy,
+    receipt: DeviceTokenReceipt | undefined,
+    part: ScriptPart<unknown>,
+  ): Promise<DeviceTokenCheck>;
+}
+
 /**
  * The shared ledger for several instances. Each entry is one integer key (the use count) with a
  * PEXPIRE lifetime on Redis's clock, beside a key `…:verified` holding when Apple verified it (ms
@@ -378,7 +437,7 @@ export class RedisKeyDataError extends Error {
  * `RedisKeyDataError`, and rests nothing. A key of an entry found without expiry (a restore, a
  * PERSIST) is given the entry's lifetime, so no entry refuses its token for good.
  */
-export function createRedisDeviceTokenLedger(options: RedisDeviceTokenLedgerOptions): DeviceTokenLedger {
+export function createRedisDeviceTokenLedger(options: RedisDeviceTokenLedgerOptions): RedisDeviceTokenLedger {
   const { redis } = options;
   const breaker = options.breaker ?? new RedisBreaker(redis);
   const prefix = options.keyPrefix ?? redisKeyPrefixes().deviceTokens;
@@ -415,6 +474,8 @@ export function createRedisDeviceTokenLedger(options: RedisDeviceTokenLedgerOpti
   };
   /** How long an entry is kept in Redis, whole ms, at least 1 (an expiry Redis takes). */
   const storedMs = (policy: DeviceTokenPolicy) => Math.max(1, Math.ceil(lifetimeMs(policy)));
+  /** The uses of an entry the caller passes (`budgetVerdict`): a single-use token's first alone. */
+  const usesAllowed = (policy: DeviceTokenPolicy) => (policy.mode === "budget" ? policy.maxRequests : 1);
   /** The TTL a budget caller trusts an entry for, counted from its verification; -1: single-use. */
   const trustMs = (policy: DeviceTokenPolicy) => (policy.mode === "budget" ? Math.max(0, policy.ttlMs) : -1);
 
@@ -427,6 +488,25 @@ export function createRedisDeviceTokenLedger(options: RedisDeviceTokenLedgerOpti
         [trustMs(policy), sinceOf(policy), storedMs(policy)],
         receipt,
       );
+      return uses === 0 ? "fresh" : budgetVerdict(uses, policy, "cached-ok");
+    },
+    async checkWith(projectId, digest, policy, receipt, part) {
+      const keys = [...keysOf(projectId, digest), ...part.keys];
+      const args = [trustMs(policy), sinceOf(policy), storedMs(policy), usesAllowed(policy), ...part.args];
+      const reply = await run(keys, async () => {
+        try {
+          return (await checkWithScript(part.lua).run(redis, keys, args)) as unknown[];
+        } catch (error) {
+          part.failed?.();
+          throw error;
+        }
+      });
+      const uses = Number(reply[0]);
+      const stamp = reply[1];
+      // Past the stamp: the part's `admitted`, then its reply. Without them the part was not run.
+      const counted = reply.length < 3 || reply[2] === 1;
+      if (reply.length >= 3) part.decide(reply.slice(3) as number[]);
+      if (counted && receipt && typeof stamp === "string") receipt.stamp = stamp;
       return uses === 0 ? "fresh" : budgetVerdict(uses, policy, "cached-ok");
     },
     async remember(projectId, digest, policy, receipt) {

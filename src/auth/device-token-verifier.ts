@@ -346,8 +346,11 @@ export function createDeviceTokenVerifier(deps: DeviceTokenVerifierDeps): Device
       const policy = policyOf(project);
       const counted = { ledger: memory };
       const receipt: DeviceTokenReceipt = {};
+      const { beside } = options;
       const seen = await withLedger(policy, counted, (ledger) =>
-        ledger.check(project.id, digest, policy, receipt),
+        ledger === shared && beside
+          ? shared.checkWith(project.id, digest, policy, receipt, beside)
+          : ledger.check(project.id, digest, policy, receipt),
       );
       if (seen === null) return unavailable("the device token store is unavailable");
       if (seen === "cached-ok") {

@@ -1,13 +1,21 @@
+import { createHash } from "node:crypto";
+import type { IncomingMessage } from "node:http";
+import { Writable } from "node:stream";
 import { afterAll, describe, expect, it } from "vitest";
 import { admissionRequestContext } from "../../test/support/admission-request-context.js";
+import { directoryWithSlowReads } from "../../test/support/directory-with-slow-reads.js";
 import { fakeUsageRepository, spent } from "../../test/support/fake-usage-repository.js";
 import { heldRedisReplies } from "../../test/support/held-redis-replies.js";
 // In CI (CI=true) an unreachable Redis makes this import throw, so the suite fails instead of skipping.
 import { redisAvailable, redisTestSpace, redisUrl } from "../../test/support/services.js";
-import type { AuthResult } from "../auth/authenticate.js";
+import { type AuthResult, createAuthenticator } from "../auth/authenticate.js";
+import { createDeviceTokenVerifier } from "../auth/device-token-verifier.js";
+import { createLogger } from "../observability/logger.js";
 import { createMetrics } from "../observability/metrics.js";
+import { createAuthThrottle } from "../rate-limit/auth-throttle.js";
 import { createRateLimiter } from "../rate-limit/rate-limiter.js";
 import { RedisBreaker } from "../redis/redis-breaker.js";
+import { openDatabase } from "../storage/database.js";
 import type { Project } from "../storage/project-repository.js";
 import type { UsageRecord } from "../storage/usage-repository.js";
 import { createSharedCallsInFlight, type SharedCallsInFlight } from "../usage/shared-calls-in-flight.js";
@@ -17,6 +25,8 @@ import { type AdmittedCall, createAdmission } from "./admission.js";
 
 const { nextPrefix, readyClient, cleanup } = redisTestSpace("admission");
 const closing: Array<() => Promise<void>> = [];
+const opening = openDatabase({ dataDir: "unused", sqliteFile: ":memory:" });
+closing.push(async () => (await opening).close());
 afterAll(async () => {
   for (const close of closing) await close();
   await cleanup();
@@ -86,6 +96,152 @@ async function capped(perMinute: number | null = null) {
     places: () => watcher.zcard(`${prefix}:spend-in-flight:prj_1`),
     projectCount: () => watcher.get(`${prefix}:rl:project:60:prj_1`),
   };
+}
+
+/**
+ * Admission as the gateway wires it with REDIS_URL, the real authenticator in front: a DeviceCheck
+ * project (Test Mode off, budget mode) whose token ledger, limits and calls in flight share one client
+ * and one breaker through a proxy that can hold Redis's replies; Apple is a fake that passes `token`.
+ * `capUsd`: a monthly cap with 12.50 spent by one call (room for two calls in flight at 30).
+ */
+async function deviceChecked(
+  options: { perMinute?: number | null; capUsd?: number | null; budget?: number } = {},
+) {
+  const { perMinute = null, capUsd = null, budget = 1000 } = options;
+  const proxy = await heldRedisReplies(redisUrl);
+  const client = await readyClient(proxy.url);
+  const breaker = new RedisBreaker(client);
+  const prefix = nextPrefix();
+  const { directory, partialKey, request } = await directoryWithSlowReads(
+    await opening,
+    (read) =>
+      async (...args) => {
+        const value = await read(...args);
+        if (value === null || typeof value !== "object" || !("deviceCheck" in value)) return value;
+        const project = value as unknown as Project;
+        return {
+          ...project,
+          testMode: false,
+          rateLimits: { perMinute, devicePerMinute: null },
+          monthlySpendCapUsd: capUsd,
+          deviceCheck: {
+            ...project.deviceCheck,
+            enabled: true,
+            teamId: "TEAM123456",
+            keyId: "KEY1234567",
+            sealedPrivateKey: "sealed",
+            environment: "development",
+            tokenMode: "cached",
+          },
+        } as unknown as typeof value;
+      },
+  );
+  const projectId = request.projectId as string;
+  const token = Buffer.from(`a-device-token-${prefix}`).toString("base64");
+  let appleCalls = 0;
+  const deviceTokens = createDeviceTokenVerifier({
+    config: {
+      deviceCheckProductionUrl: "http://127.0.0.1:1",
+      deviceCheckDevelopmentUrl: "http://127.0.0.1:1",
+      deviceCheckTimeoutMs: 1000,
+      deviceTokenTtlSeconds: 3600,
+      deviceTokenBudget: budget,
+    },
+    secretBox: {
+      seal: () => "sealed",
+      open: () => Buffer.from("-----BEGIN PRIVATE KEY-----"),
+      reseal: () => undefined,
+      deriveKey: () => Buffer.alloc(32),
+      derivePreviousKey: () => undefined,
+    },
+    redis: client,
+    redisBreaker: breaker,
+    redisKeyPrefix: `${prefix}:device-token:`,
+    logger: createLogger("silent", new Writable({ write: (_chunk, _encoding, done) => done() })),
+    client: {
+      async validate(input) {
+        appleCalls++;
+        return input.deviceToken === token
+          ? { kind: "valid" }
+          : { kind: "invalid", reason: "rejected-by-apple" };
+      },
+    },
+  });
+  const limiter = createRateLimiter({ redis: client, breaker, keyPrefix: `${prefix}:rl` });
+  const shared = createSharedCallsInFlight({
+    redis: client,
+    breaker,
+    keyPrefix: `${prefix}:spend-in-flight`,
+  });
+  closing.push(async () => {
+    await shared.close();
+    await limiter.close();
+    client.disconnect();
+    await proxy.close();
+  });
+  const spend = createSpendGuard({
+    usage: fakeUsageRepository({ spendSince: async () => spent(12.5, 12.5) }),
+    now: () => new Date(),
+    shared,
+  });
+  const rows: UsageRecord[] = [];
+  const admit = createAdmission({
+    authenticate: createAuthenticator({
+      directory,
+      deviceTokens,
+      throttle: createAuthThrottle({ failuresPerMinute: 30 }),
+      testModeAllowed: true,
+    }),
+    limiter,
+    spend,
+    recorder: { record: (row: UsageRecord) => rows.push(row) } as unknown as UsageRecorder,
+    metrics: createMetrics({ collectDefaults: false }),
+    now: () => new Date(),
+    defaults: { projectPerMinute: 60, devicePerMinute: 60, ipPerMinute: 60 },
+  });
+  const call = (socket = { destroyed: false }) =>
+    Promise.resolve(
+      admit(
+        admissionRequestContext({
+          request: {
+            headers: { authorization: `Bearer ${partialKey}.${token}` },
+            rawHeaders: [],
+            socket,
+          } as unknown as IncomingMessage,
+        }),
+        { endpoint: "text", projectId, provider: "provider-a" },
+      ),
+    );
+  const watcher = await readyClient();
+  const digest = createHash("sha256").update(Buffer.from(token, "base64")).digest("hex");
+  return {
+    proxy,
+    call,
+    rows,
+    appleCalls: () => appleCalls,
+    places: () => watcher.zcard(`${prefix}:spend-in-flight:${projectId}`),
+    projectCount: () => watcher.get(`${prefix}:rl:project:60:${projectId}`),
+    tokenUses: () => watcher.get(`${prefix}:device-token:${projectId}:${digest}`),
+  };
+}
+
+/** Rounds the call waited for at the proxy, its replies held and let go one round at a time. */
+async function roundsOf(
+  proxy: Awaited<ReturnType<typeof heldRedisReplies>>,
+  call: () => Promise<AdmittedCall>,
+) {
+  proxy.hold();
+  const outcome = call().then(
+    (admitted) => ({ admitted }),
+    (error: unknown) => ({ error }),
+  );
+  for (;;) {
+    const next = await Promise.race([outcome.then(() => "settled" as const), proxy.replied()]);
+    if (next === "settled") break;
+    proxy.release();
+  }
+  proxy.pass();
+  return { rounds: proxy.rounds(), settled: await outcome };
 }
 
 const finish = (call: AdmittedCall) =>
@@ -162,6 +318,102 @@ describe.skipIf(!redisAvailable)("admission with the limits and the spend cap in
     // Room for two here, as without Redis; the limits in memory.
     const first = await call();
     const second = await call();
+    await expect(call()).rejects.toMatchObject({ message: expect.stringContaining("calls in flight") });
+    finish(first);
+    finish(second);
+  });
+});
+
+describe.skipIf(!redisAvailable)("admission of a DeviceCheck token with its ledger in Redis", () => {
+  it("admits a call with a token passed before after one Redis round trip: the ledger and the limits together", async () => {
+    const { proxy, call, appleCalls, tokenUses, projectCount } = await deviceChecked();
+    // Apple asked, the partial key rebuilt and the scripts loaded into Redis, beforehand.
+    finish(await call());
+    finish(await call());
+    expect(appleCalls()).toBe(1);
+    const { rounds, settled } = await roundsOf(proxy, call);
+    expect(settled).toHaveProperty("admitted");
+    expect(rounds).toBe(1);
+    expect(await tokenUses()).toBe("3");
+    expect(await projectCount()).toBe("3");
+    if ("admitted" in settled) finish(settled.admitted);
+  });
+
+  it("admits a capped project's call after one round trip: the ledger, the calls in flight and the limits together", async () => {
+    const { proxy, call, places, tokenUses } = await deviceChecked({ capUsd: 30 });
+    finish(await call());
+    finish(await call());
+    const { rounds, settled } = await roundsOf(proxy, call);
+    expect(settled).toHaveProperty("admitted");
+    expect(rounds).toBe(1);
+    expect(await places()).toBe(1);
+    expect(await tokenUses()).toBe("3");
+    if ("admitted" in settled) finish(settled.admitted);
+  });
+
+  it("counts no use of the token for a call a limit refuses, and no limit for a token the ledger refuses", async () => {
+    const { call, rows, tokenUses, projectCount } = await deviceChecked({ perMinute: 2, budget: 3 });
+    finish(await call());
+    finish(await call());
+    expect([await tokenUses(), await projectCount()]).toEqual(["2", "2"]);
+    await expect(call()).rejects.toMatchObject({
+      code: "TOO_MANY_REQUESTS",
+      message: expect.stringContaining("Rate limit exceeded (project"),
+    });
+    expect(rows.at(-1)).toMatchObject({ status: 429 });
+    // Not counted, nor counted and given back: the third use is still the token's.
+    expect([await tokenUses(), await projectCount()]).toEqual(["2", "2"]);
+  });
+
+  it("counts no limit for a token whose budget is used up", async () => {
+    const { call, tokenUses, projectCount } = await deviceChecked({ budget: 1 });
+    finish(await call());
+    await expect(call()).rejects.toMatchObject({ code: "UNAUTHORIZED" });
+    expect(await projectCount()).toBe("1");
+    // Counted as a use, as the ledger's own lookup does.
+    expect(await tokenUses()).toBe("2");
+  });
+
+  it("counts no use of the token and no limit for a call the calls in flight refuse", async () => {
+    const { call, places, tokenUses, projectCount } = await deviceChecked({ capUsd: 30 });
+    const first = await call();
+    const second = await call();
+    // The second passed the ledger (Apple asked only for the first): room for two in flight.
+    expect([await places(), await tokenUses(), await projectCount()]).toEqual([2, "2", "2"]);
+    await expect(call()).rejects.toMatchObject({
+      code: "TOO_MANY_REQUESTS",
+      message: expect.stringContaining("calls in flight"),
+    });
+    expect([await places(), await tokenUses(), await projectCount()]).toEqual([2, "2", "2"]);
+    finish(first);
+    finish(second);
+  });
+
+  it("gives back the place and the token's use of a client that left while the script was on its way", async () => {
+    const { proxy, call, rows, places, tokenUses, projectCount } = await deviceChecked({ capUsd: 30 });
+    finish(await call());
+    const socket = { destroyed: false };
+    proxy.hold();
+    const outcome = call(socket).catch((error: unknown) => error);
+    await proxy.replied();
+    socket.destroyed = true;
+    proxy.pass();
+    expect(await outcome).toMatchObject({ message: "The client disconnected" });
+    expect(rows.at(-1)).toMatchObject({ status: 499 });
+    // Its limits were counted with the place, in the one script, as when a client leaves while its
+    // limits are asked.
+    await expect.poll(places).toBe(0);
+    expect([await tokenUses(), await projectCount()]).toEqual(["1", "2"]);
+  });
+
+  it("decides on this instance alone, the token on its memory ledger, while Redis cannot answer", async () => {
+    const { proxy, call, appleCalls } = await deviceChecked({ capUsd: 30, perMinute: 5 });
+    finish(await call());
+    await proxy.close();
+    // The memory ledger does not hold the token: Apple is asked again, then it passes there.
+    const first = await call();
+    const second = await call();
+    expect(appleCalls()).toBe(2);
     await expect(call()).rejects.toMatchObject({ message: expect.stringContaining("calls in flight") });
     finish(first);
     finish(second);

@@ -154,7 +154,9 @@ export function createAdmission(deps: AdmissionDeps) {
       base: null,
       provider: null,
       refusal: null,
+      decided: undefined,
     };
+    if (deps.limiter.inScript) reloadWait.beside = limitsBeside(context, options, reloadWait, row);
     const auth = deps.authenticate(reloadWait);
     const admission =
       auth instanceof Promise
@@ -312,6 +314,73 @@ export function createAdmission(deps: AdmissionDeps) {
       recordRun(context, options, base, report.provider, run);
   }
 
+  /**
+   * What admission decides after a device token's ledger lookup, for the ledger in Redis to decide
+   * in the same script (`AuthRequest.beside`): the call's rate limits, and a capped project's place
+   * among its calls in flight with them, as `admitAuthenticated` would ask for them. What the script
+   * decided is kept in `row.decided`. None for a proxied call the allow-list leaves out (refused
+   * 403, counted by the client's own limits only), nor for a capped project whose month reached its
+   * cap or cannot be read (its 403 or 503 comes once the token passed, 401 first), or that has no
+   * room to ask for: those are decided after authentication, as before.
+   */
+  function limitsBeside(
+    context: RequestContext,
+    options: AdmissionOptions,
+    reloadWait: ReloadWait,
+    row: CallRow,
+  ): AuthRequest["beside"] {
+    return async (project, provider, deviceDigest) => {
+      const inScript = deps.limiter.inScript;
+      if (!inScript || leftOut(context, options, project, provider) !== null) return undefined;
+      const limits = inScript(limitRequests(deps, context, project, deviceDigest));
+      const capUsd = project.monthlySpendCapUsd;
+      if (capUsd === null) {
+        return {
+          ...limits,
+          decide(reply) {
+            const decisions = limits.decide(reply);
+            row.decided = { decisions };
+            return decisions;
+          },
+        };
+      }
+      let spent: number;
+      try {
+        spent = await checkSpend(deps, project, capUsd, reloadWait);
+      } catch {
+        return undefined;
+      }
+      const part = deps.spend.holdPart?.(project.id, capUsd, spent, limits);
+      if (!part) return undefined;
+      return {
+        ...part,
+        decide(reply) {
+          const held = part.decide(reply);
+          row.decided = held ? { decisions: held.decisions, release: held.release } : { full: capUsd };
+          return held;
+        },
+      };
+    };
+  }
+
+  /**
+   * The refusal of a proxied call the project's allow-list leaves out; null for any other call
+   * (and for every call of a project without a list).
+   */
+  function leftOut(
+    context: RequestContext,
+    options: AdmissionOptions,
+    project: Project,
+    provider: ProviderId,
+  ): GatewayError | null {
+    const allowList = project.proxyAllowList;
+    if (allowList === null || options.proxyPath === undefined) return null;
+    const method = context.request.method ?? "GET";
+    return proxyAllowList(allowList).allows(provider, method, options.proxyPath)
+      ? null
+      : notInProxyAllowList(provider, method, options.proxyPath);
+  }
+
   function admitAuthenticated(
     context: RequestContext,
     options: AdmissionOptions,
@@ -319,7 +388,12 @@ export function createAdmission(deps: AdmissionDeps) {
     reloadWait: ReloadWait,
     row: CallRow,
   ): AdmittedCall | Promise<AdmittedCall> {
+    // What the device token's ledger script decided with its lookup, if it did (`limitsBeside`).
+    const decided = row.decided;
+    row.decided = undefined;
     if (!auth.ok) {
+      // Not met: a lookup that passed the token authenticates the call. Its place is given back.
+      if (decided && "release" in decided) decided.release?.();
       deps.metrics.countAuthResult(auth.method ?? "none", auth.error.code);
       // The failed-authentication throttle's refusals; its allowances are every other request.
       if (auth.error.code === "TOO_MANY_REQUESTS")
@@ -380,14 +454,19 @@ export function createAdmission(deps: AdmissionDeps) {
       });
     };
     // A client that left while its credentials were checked (Apple's answer about its device token,
-    // a record read again) is not admitted: nothing goes to the provider, no limit counts it, its
-    // row records the disconnect (499), and a device token's use is given back as for any refusal
-    // here, so the app's retry with the same token passes. A single-use token is still admitted at
+    // a record read again) is not admitted: nothing goes to the provider, no limit counts it (but
+    // limits decided in its token's lookup script, counted there as when a client leaves while its
+    // limits are asked), its row records the disconnect (499), a place under the cap is given back,
+    // and a device token's use is given back as for any refusal here, so the app's retry with the
+    // same token passes. A single-use token is still admitted at
     // most once: this request never was. One that leaves after this check keeps its use counted.
     // Refused at the shutdown's deadline while it waited (`refusable`), its row written then: so is
     // one refused while its limits or spend were asked (`admitted`).
-    if (row.refusal !== null) return refuse(row.refusal);
-    if (context.request.socket.destroyed) return refuse(clientDisconnected());
+    if (row.refusal !== null || context.request.socket.destroyed) {
+      // A place the ledger's script took is given back (the shutdown's refusal wrote the row already).
+      if (decided && "release" in decided) decided.release?.();
+      return refuse(row.refusal ?? clientDisconnected());
+    }
     const admitted = (decisions: readonly RateLimitDecision[]): AdmittedCall => {
       if (row.refusal !== null) throw row.refusal;
       const limitHeaders = applyLimits(decisions);
@@ -410,31 +489,39 @@ export function createAdmission(deps: AdmissionDeps) {
     // so a client repeating it is held to them (429, Retry-After) as for any other call, but not
     // against the project's: calls that never reach the provider (a stale app build's, say) must not
     // use up the allowance of the project's other users. A project without a list pays this one check.
-    const allowList = auth.project.proxyAllowList;
-    if (allowList !== null && options.proxyPath !== undefined) {
-      const method = context.request.method ?? "GET";
-      if (!proxyAllowList(allowList).allows(auth.provider, method, options.proxyPath)) {
-        const forbidden = notInProxyAllowList(auth.provider, method, options.proxyPath);
-        const own = limitRequests(deps, context, auth.project, auth.deviceDigest).filter(
-          (request) => request.name !== "project",
-        );
-        const refuseWithin = (decisions: readonly RateLimitDecision[]): Promise<never> => {
-          try {
-            applyLimits(decisions);
-          } catch (error) {
-            return refuse(error);
-          }
-          return refuse(forbidden);
-        };
-        const limits = deps.limiter.consumeAll(own);
-        // A limiter that cannot decide leaves the 403: the call is refused either way.
-        return limits instanceof Promise
-          ? limits.then(refuseWithin, () => refuse(forbidden))
-          : refuseWithin(limits);
-      }
+    const forbidden = leftOut(context, options, auth.project, auth.provider);
+    if (forbidden !== null) {
+      const own = limitRequests(deps, context, auth.project, auth.deviceDigest).filter(
+        (request) => request.name !== "project",
+      );
+      const refuseWithin = (decisions: readonly RateLimitDecision[]): Promise<never> => {
+        try {
+          applyLimits(decisions);
+        } catch (error) {
+          return refuse(error);
+        }
+        return refuse(forbidden);
+      };
+      const limits = deps.limiter.consumeAll(own);
+      // A limiter that cannot decide leaves the 403: the call is refused either way.
+      return limits instanceof Promise
+        ? limits.then(refuseWithin, () => refuse(forbidden))
+        : refuseWithin(limits);
     }
     const capUsd = auth.project.monthlySpendCapUsd;
     try {
+      // Decided with the device token's lookup, in its round trip (`limitsBeside`): a call the limits
+      // or the calls in flight refused counted no use of the token, and took no place.
+      if (decided) {
+        if ("full" in decided) throw callsInFlightFull(decided.full);
+        row.release = decided.release;
+        try {
+          return admitted(decided.decisions);
+        } catch (error) {
+          decided.release?.();
+          throw error;
+        }
+      }
       const requests = limitRequests(deps, context, auth.project, auth.deviceDigest);
       // All limits at once: a request one limit refuses is counted by none, so a client over its own
       // IP or device limit does not use up its project's allowance for everyone.
@@ -490,6 +577,12 @@ interface CallRow {
   provider: ProviderId | null;
   /** The shutdown's refusal, should its deadline come while the call waits to be admitted (`refusable`). */
   refusal: GatewayError | null;
+  /**
+   * What the device token's ledger script decided after its lookup passed the token (`limitsBeside`):
+   * the limits' decisions, and the place under the cap they hold (given back with the row), or a
+   * capped project's calls in flight full (its cap), no limit asked.
+   */
+  decided: { decisions: RateLimitDecision[]; release?: () => void } | { full: number } | undefined;
 }
 
 /**
@@ -617,7 +710,12 @@ async function holdUnderCap(
 ): Promise<HeldWithLimits> {
   const held = await deps.spend.holdWithLimits(project.id, capUsd, spent, limits);
   if (held) return held;
-  throw new GatewayError(
+  throw callsInFlightFull(capUsd);
+}
+
+/** The 429 of a call the project's calls in flight leave no room for under its cap. */
+function callsInFlightFull(capUsd: number): GatewayError {
+  return new GatewayError(
     "TOO_MANY_REQUESTS",
     `This project's calls in flight may reach its monthly spend cap of ${capUsd} USD; retry when they end`,
     { headers: { "retry-after": "1" } },

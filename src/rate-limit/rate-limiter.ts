@@ -1,7 +1,7 @@
 import type { Redis } from "ioredis";
 import { RedisBreaker } from "../redis/redis-breaker.js";
 import { redisKeyPrefixes } from "../redis/redis-keys.js";
-import { luaNotSluiceCount, RedisScript } from "../redis/redis-script.js";
+import { luaNotSluiceCount, RedisScript, type ScriptPart } from "../redis/redis-script.js";
 import { MemoryWindows } from "./memory-windows.js";
 
 export interface RateLimitDecision {
@@ -42,8 +42,9 @@ export interface RateLimiter {
   /**
    * On Redis: the limits of `requests` as the part of another script (`LimitsInScript`), decided
    * and counted there as `consumeAll` would, in the same round trip as what that script decides
-   * first (a capped project's place among its calls in flight). None in memory. A script that
-   * fails decides nothing: `consumeAll` then decides as usual (the shared breaker rests Redis).
+   * first (a capped project's place among its calls in flight, a device token's ledger lookup).
+   * None in memory. A script that fails, or does not come to the limits, decides nothing:
+   * `consumeAll` then decides as usual (after a failure the shared breaker rests Redis).
    */
   inScript?(requests: readonly LimitRequest[]): LimitsInScript;
   /** "memory" or "redis"; `degraded()` says whether Redis is currently replaced by the per-instance fallback. */
@@ -54,15 +55,13 @@ export interface RateLimiter {
 }
 
 /**
- * A request's limits in another Lua script: `luaConsumeLimits(keyOffset, argOffset)` run over KEYS
- * after its first `keyOffset` and ARGV after its first `argOffset`, given `keys` and `args`; the
- * script's reply from the limits' part on goes to `decide`, which reports them (decisions, repaired
- * keys, Redis answering) as `consumeAll` does.
+ * A request's limits in another Lua script (a `ScriptPart`): `luaConsumeLimits(keyOffset,
+ * argOffset)` run over KEYS after its first `keyOffset` and ARGV after its first `argOffset`, given
+ * `keys` and `args`; the script's reply from the limits' part on goes to `decide`, which reports them
+ * (decisions, repaired keys, Redis answering) as `consumeAll` does.
  */
-export interface LimitsInScript {
-  keys: string[];
+export interface LimitsInScript extends ScriptPart<RateLimitDecision[]> {
   args: number[];
-  decide(reply: readonly number[]): RateLimitDecision[];
 }
 
 export interface RateLimiterOptions {
@@ -258,6 +257,7 @@ function redisRateLimiter(client: Redis, here: RateLimiter, options: RateLimiter
     inScript(requests) {
       const keys = redisKeys(requests);
       return {
+        lua: luaConsumeLimits,
         keys,
         args: redisArgs(requests),
         decide: (reply) => reported(decisionsOf(requests, keys, reply)),

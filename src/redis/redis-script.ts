@@ -24,6 +24,24 @@ export class RedisScript {
 }
 
 /**
+ * A decision made as the part of another Lua script, in the same round trip as what that script
+ * decides first (the DeviceCheck ledger's lookup of a token): `lua(keyOffset, argOffset)` runs over
+ * KEYS after the script's first `keyOffset` and ARGV after its first `argOffset`, given `keys` and
+ * `args`, and leaves `admitted` (1 when what it decided admits the call, else 0) and `reply` (its
+ * reply, a table of integers), returning nothing. `decide` reports that reply as the part's owner
+ * reports its own script's. `lua` is one function per kind of part, so a script built from it can be
+ * kept by it.
+ */
+export interface ScriptPart<T> {
+  lua: (keyOffset: number, argOffset: number) => string;
+  keys: string[];
+  args: (string | number)[];
+  decide(reply: readonly number[]): T;
+  /** The script was sent and failed: Redis may have run it all the same (it answered past the timeout). */
+  failed?(): void;
+}
+
+/**
  * Lua: whether `value`, a count's key read with `redis.pcall("GET", …)` (or `redis.call`), holds
  * what Sluice never writes there: a key of another type (pcall's error table) or a string that is
  * not a count as INCR writes it (digits, no leading zero, at most 15 so INCR can still take it).

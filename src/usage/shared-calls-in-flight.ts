@@ -3,7 +3,7 @@ import type { Redis } from "ioredis";
 import { type LimitsInScript, luaConsumeLimits, type RateLimitDecision } from "../rate-limit/rate-limiter.js";
 import { RedisBreaker } from "../redis/redis-breaker.js";
 import { redisKeyPrefixes } from "../redis/redis-keys.js";
-import { RedisScript } from "../redis/redis-script.js";
+import { RedisScript, type ScriptPart } from "../redis/redis-script.js";
 
 /** How long a call's place in Redis lasts unless this instance renews it (ms): a crash leaves it no longer. */
 export const defaultPlaceTtlMs = 30_000;
@@ -38,6 +38,16 @@ export interface SharedCallsInFlight {
    * limits are counted only if there was a place. Optional: a caller without it sends the two apart.
    */
   takeWithLimits?(projectId: string, room: number, limits: LimitsInScript): Promise<SharedTakeWithLimits>;
+  /**
+   * `takeWithLimits` as the part of another script (`ScriptPart`), decided there after what that
+   * script decides first (a device token's ledger lookup), in its round trip: its `decide` answers
+   * as `takeWithLimits` does when Redis decided. A script that does not come to it takes nothing.
+   */
+  takePart?(
+    projectId: string,
+    room: number,
+    limits: LimitsInScript,
+  ): ScriptPart<Exclude<SharedTakeWithLimits, undefined>>;
   /** Places this instance holds in Redis (renewed on its timer): memory stays bounded by the calls in flight. */
   held(): number;
   /**
@@ -215,40 +225,54 @@ export function createSharedCallsInFlight(options: SharedCallsInFlightOptions): 
   }
 
   /**
-   * Runs the take script (with the limits' part when given): its reply, or undefined when Redis did
-   * not decide (resting, failed).
+   * Runs the take script: its reply, or undefined when Redis did not decide (resting, failed).
    */
-  async function runTake(
-    key: string,
-    member: string,
-    room: number,
-    limits?: LimitsInScript,
-  ): Promise<number[] | undefined> {
+  async function runTake(key: string, member: string, room: number): Promise<number[] | undefined> {
     const pass = breaker.enter();
     if (pass === "rest") return undefined;
     let reply: number[];
     try {
-      reply = (
-        limits
-          ? await takeWithLimitsScript.run(
-              client,
-              [key, ...limits.keys],
-              [room, member, ttlMs, ...limits.args],
-            )
-          : await takeScript.run(client, [key], [room, member, ttlMs])
-      ) as number[];
+      reply = (await takeScript.run(client, [key], [room, member, ttlMs])) as number[];
     } catch (error) {
       breaker.leave(pass, false, error);
-      // Redis may have run the script all the same and answered past the command timeout: the
-      // place it took, which no release names, is removed with the next renewal, not counted
-      // against the cap on every instance until it expires.
-      goneFrom(key, member);
-      arm();
+      takeFailed(key, member);
       return undefined;
     }
     breaker.leave(pass, true);
     if (reply[2] === 1) options.onKeyRepaired?.(key);
     return reply;
+  }
+
+  /**
+   * A take script that failed: Redis may have run it all the same and answered past the command
+   * timeout. The place it took, which no release names, is removed with the next renewal, not
+   * counted against the cap on every instance until it expires.
+   */
+  function takeFailed(key: string, member: string): void {
+    goneFrom(key, member);
+    arm();
+  }
+
+  /** `takePart`: the place and the limits (`luaPlaceAndLimits`), and what their reply answers. */
+  function takePart(
+    projectId: string,
+    room: number,
+    limits: LimitsInScript,
+  ): ScriptPart<Exclude<SharedTakeWithLimits, undefined>> {
+    const key = `${prefix}:${projectId}`;
+    const member = `${instance}:${++calls}`;
+    return {
+      lua: luaPlaceAndLimits,
+      keys: [key, ...limits.keys],
+      args: [room, member, ttlMs, ...limits.args],
+      decide(reply) {
+        if (reply[2] === 1) options.onKeyRepaired?.(key);
+        if (reply[0] === 0) return "full";
+        const decisions = limits.decide(reply.slice(3));
+        return { place: reply[0] === 1 ? placeTaken(key, member) : undefined, decisions };
+      },
+      failed: () => takeFailed(key, member),
+    };
   }
 
   /** The place the script took: held (renewed) until its release, called once. */
@@ -273,14 +297,21 @@ export function createSharedCallsInFlight(options: SharedCallsInFlightOptions): 
       return placeTaken(key, member);
     },
     async takeWithLimits(projectId, room, limits) {
-      const key = `${prefix}:${projectId}`;
-      const member = `${instance}:${++calls}`;
-      const reply = await runTake(key, member, room, limits);
-      if (reply === undefined) return undefined;
-      if (reply[0] === 0) return "full";
-      const decisions = limits.decide(reply.slice(3));
-      return { place: reply[0] === 1 ? placeTaken(key, member) : undefined, decisions };
+      const part = takePart(projectId, room, limits);
+      const pass = breaker.enter();
+      if (pass === "rest") return undefined;
+      let reply: number[];
+      try {
+        reply = (await takeWithLimitsScript.run(client, part.keys, part.args)) as number[];
+      } catch (error) {
+        breaker.leave(pass, false, error);
+        part.failed?.();
+        return undefined;
+      }
+      breaker.leave(pass, true);
+      return part.decide(reply);
     },
+    takePart,
     held: () => {
       let count = 0;
       for (const entry of places.values()) count += entry.held.size;
@@ -310,59 +341,72 @@ const luaNowMs = `local time = redis.call("TIME")
 local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)`;
 
 /**
- * Lua: a key of another type than a sorted set (written by another program inside the prefix) is
- * deleted, `repaired` set to 1; expired places, and places expiring later than any Sluice writes
- * (ARGV `ttl` from now: a manual ZADD), are dropped.
+ * Lua: a key of the project's places (`key`, KEYS[1] by default) of another type than a sorted set
+ * (written by another program inside the prefix) is deleted, `repaired` set to 1; expired places,
+ * and places expiring later than any Sluice writes (`ttl` from now: a manual ZADD), are dropped.
  */
-const luaPrune = (ttl: string) => `local repaired = 0
-local kind = redis.call("TYPE", KEYS[1]).ok
+const luaPrune = (ttl: string, key = "KEYS[1]") => `local repaired = 0
+local kind = redis.call("TYPE", ${key}).ok
 if kind ~= "zset" and kind ~= "none" then
-  redis.call("DEL", KEYS[1])
+  redis.call("DEL", ${key})
   repaired = 1
 end
 ${luaNowMs}
-redis.call("ZREMRANGEBYSCORE", KEYS[1], "-inf", now)
-redis.call("ZREMRANGEBYSCORE", KEYS[1], "(" .. (now + ${ttl}), "+inf")`;
-
-/**
- * The two take scripts' start: the project's expired places pruned, the others counted, and no room
- * answered {0, places held, repaired}, nothing taken.
- */
-const luaRoom = `local ttl = tonumber(ARGV[3])
-${luaPrune("ttl")}
-local count = redis.call("ZCARD", KEYS[1])
-local room = tonumber(ARGV[1])
-if room >= 0 and count >= room then return {0, count, repaired} end`;
+redis.call("ZREMRANGEBYSCORE", ${key}, "-inf", now)
+redis.call("ZREMRANGEBYSCORE", ${key}, "(" .. (now + ${ttl}), "+inf")`;
 
 /**
  * KEYS[1] the project's places; ARGV[1] the room (the places there may be before this one; < 0: any
- * number), ARGV[2] this call's member, ARGV[3] a place's lifetime (ms). Replies {taken (1 or 0),
- * places held after, repaired (1 or 0)}. The key expires with its last place.
+ * number), ARGV[2] this call's member, ARGV[3] a place's lifetime (ms). The project's expired places
+ * pruned, the others counted; replies {taken (1 or 0), places held after, repaired (1 or 0)}. The
+ * key expires with its last place.
  */
 const takeScript = new RedisScript(`
-${luaRoom}
+local ttl = tonumber(ARGV[3])
+${luaPrune("ttl")}
+local count = redis.call("ZCARD", KEYS[1])
+local room = tonumber(ARGV[1])
+if room >= 0 and count >= room then return {0, count, repaired} end
 redis.call("ZADD", KEYS[1], now + ttl, ARGV[2])
 redis.call("PEXPIRE", KEYS[1], ttl)
 return {1, count + 1, repaired}`);
 
 /**
- * takeScript with the request's rate limits (`luaConsumeLimits`): KEYS[1] and ARGV[1..3] as there,
- * then the limits' keys and their ARGV pairs. No room: replies {0, places held, repaired}, and no
- * limit is asked or counted. Else the limits decide: admitted, the place is taken and the counts
- * added, {1, places held after, repaired, ...the limits' reply}; refused, neither,
- * {2, places held, repaired, ...the limits' reply}.
+ * Lua, a `ScriptPart`: takeScript with the request's rate limits (`luaConsumeLimits`), over KEYS
+ * after the first `keyOffset` and ARGV after the first `argOffset`: the project's places and
+ * takeScript's ARGV[1..3] first, then the limits' keys and their ARGV pairs. No room: `reply` is {0,
+ * places held, repaired}, and no limit is asked or counted. Else the limits decide: admitted, the
+ * place is taken and the counts added, {1, places held after, repaired, ...the limits' reply};
+ * refused, neither, {2, places held, repaired, ...the limits' reply}. `admitted` is 1 only when the
+ * place was taken.
  */
-const takeWithLimitsScript = new RedisScript(`
-${luaRoom}
-${luaConsumeLimits(1, 3)}
-local out = {2, count, repaired}
-if admitted == 1 then
-  redis.call("ZADD", KEYS[1], now + ttl, ARGV[2])
-  redis.call("PEXPIRE", KEYS[1], ttl)
-  out = {1, count + 1, repaired}
+export function luaPlaceAndLimits(keyOffset: number, argOffset: number): string {
+  const arg = (index: number) => `ARGV[${argOffset + index}]`;
+  return `local placeKey = KEYS[${keyOffset + 1}]
+local ttl = tonumber(${arg(3)})
+${luaPrune("ttl", "placeKey")}
+local count = redis.call("ZCARD", placeKey)
+local room = tonumber(${arg(1)})
+local placeTaken = 0
+local placeReply = {0, count, repaired}
+if room < 0 or count < room then
+  ${luaConsumeLimits(keyOffset + 1, argOffset + 3)}
+  placeReply = {2, count, repaired}
+  if admitted == 1 then
+    redis.call("ZADD", placeKey, now + ttl, ${arg(2)})
+    redis.call("PEXPIRE", placeKey, ttl)
+    placeTaken = 1
+    placeReply = {1, count + 1, repaired}
+  end
+  for _, value in ipairs(reply) do placeReply[#placeReply + 1] = value end
 end
-for _, value in ipairs(reply) do out[#out + 1] = value end
-return out`);
+local admitted, reply = placeTaken, placeReply`;
+}
+
+/** `luaPlaceAndLimits` as a script of its own (`takeWithLimits`): its reply is the part's. */
+const takeWithLimitsScript = new RedisScript(`
+${luaPlaceAndLimits(0, 0)}
+return reply`);
 
 /**
  * KEYS[1] the project's places; ARGV[1] a place's lifetime (ms), ARGV[2] how many members follow to

@@ -1,4 +1,5 @@
 import type { LimitsInScript, RateLimitDecision } from "../rate-limit/rate-limiter.js";
+import type { ScriptPart } from "../redis/redis-script.js";
 import { type ReloadWait, withinReloadWait, withinRequestWait } from "../storage/database-unavailable.js";
 import type { SpendMark, UsageRecord, UsageRepository } from "../storage/usage-repository.js";
 import type { SharedCallsInFlight } from "./shared-calls-in-flight.js";
@@ -400,6 +401,33 @@ function spendGuard(deps: SpendGuardDeps) {
         const { place, decisions } = taken;
         return { release: place ? holdHere(place) : () => {}, decisions };
       });
+    },
+    /**
+     * `holdWithLimits` as the part of another script (`ScriptPart`: a device token's ledger lookup
+     * first), when the calls in flight are in Redis and there is room to ask for: its `decide`
+     * answers as `holdWithLimits` does when Redis decided (nothing: no room, the limits neither asked
+     * nor counting the call; else the release and the limits' decisions). None otherwise, and a
+     * script that does not come to it holds nothing: the caller then asks `holdWithLimits`.
+     */
+    holdPart(
+      projectId: string,
+      capUsd: number,
+      spentUsd: number,
+      limits: LimitsInScript,
+    ): ScriptPart<Required<HeldWithLimits> | undefined> | undefined {
+      const shared = deps.shared;
+      if (!shared?.takePart) return undefined;
+      const { room, holdHere } = placeUnderCap(projectId, capUsd, spentUsd);
+      if (room === 0) return undefined;
+      const part = shared.takePart(projectId, room, limits);
+      return {
+        ...part,
+        decide(reply) {
+          const taken = part.decide(reply);
+          if (taken === "full") return undefined;
+          return { release: taken.place ? holdHere(taken.place) : () => {}, decisions: taken.decisions };
+        },
+      };
     },
     /**
      * Usage rows now in the database (the usage recorder's `onWritten`): the next read counts
