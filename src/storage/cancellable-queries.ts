@@ -1,10 +1,12 @@
+import type { CancelTarget } from "./postgres-cancel-request.js";
+
 /**
- * The admin API's PostgreSQL queries in flight, each with its backend's process id, which the
- * shutdown's deadline ends (`end`) when it refuses the admin calls: an admin write or report
- * waiting for a lock another session holds (a row `SELECT … FOR UPDATE`, a `LOCK TABLE`, a long
- * transaction by hand) would otherwise go on waiting on the server, its connection cut without an
- * answer, the pools' close held until the shutdown's margin ran out, and the write made once the
- * lock went, after the gateway had gone. The admin API has Kysely instances of its own over the
+ * The admin API's PostgreSQL queries in flight, each with its backend (its key, and where its
+ * session was opened, for a CancelRequest), which the shutdown's deadline ends (`end`) when it
+ * refuses the admin calls: an admin write or report waiting for a lock another session holds (a
+ * row `SELECT … FOR UPDATE`, a `LOCK TABLE`, a long transaction by hand) would otherwise go on
+ * waiting on the server, its connection cut without an answer, the pools' close held until the
+ * shutdown's margin ran out, and the write made once the lock went, after the gateway had gone. The admin API has Kysely instances of its own over the
  * gateway's pools whose connections report here (`closingTimedOut`); the proxy's reads and the usage
  * recorder's writes go through the plain ones, and are never cancelled. SQLite's waits are ended by
  * `LockWait.end` instead. (docs/decisions/0049)
@@ -18,14 +20,14 @@
 export class CancellableQueries {
   #ended: Error | null = null;
   /** The queries in flight: each one's backend, and what to do when it is cancelled. */
-  readonly #inFlight = new Map<object, { pid: number; cancelled: () => void }>();
-  readonly #cancelBackend: (pid: number) => void;
+  readonly #inFlight = new Map<object, { backend: CancelTarget; cancelled: () => void }>();
+  readonly #cancelBackend: (backend: CancelTarget) => void;
 
   /** The takings of a connection under way (`taking`), each failed by `end`. */
   readonly #taking = new Set<(reason: Error) => void>();
 
-  /** `cancelBackend` cancels what a backend is running, on the server (`pg_cancel_backend`). */
-  constructor(cancelBackend: (pid: number) => void) {
+  /** `cancelBackend` cancels what a backend is running, on the server (a CancelRequest). */
+  constructor(cancelBackend: (backend: CancelTarget) => void) {
     this.#cancelBackend = cancelBackend;
   }
 
@@ -35,13 +37,13 @@ export class CancellableQueries {
   }
 
   /**
-   * A query is sent on backend `pid`; `cancelled` is called if `end` cancels it (its connection is
+   * A query is sent on `backend`; `cancelled` is called if `end` cancels it (its connection is
    * then closed, not pooled: a cancel that lands late must not stop another query on it). Returns
    * what to call once the query has settled.
    */
-  sent(pid: number, cancelled: () => void): () => void {
+  sent(backend: CancelTarget, cancelled: () => void): () => void {
     const query = {};
-    this.#inFlight.set(query, { pid, cancelled });
+    this.#inFlight.set(query, { backend, cancelled });
     return () => this.#inFlight.delete(query);
   }
 
@@ -85,9 +87,9 @@ export class CancellableQueries {
     const taking = [...this.#taking];
     this.#taking.clear();
     for (const fail of taking) fail(this.#ended);
-    for (const { pid, cancelled } of queries) {
+    for (const { backend, cancelled } of queries) {
       cancelled();
-      this.#cancelBackend(pid);
+      this.#cancelBackend(backend);
     }
     return queries.length;
   }

@@ -9,6 +9,7 @@ import { dataDirError, inDataDir } from "./data-dir-error.js";
 import { Kysely, PostgresDialect, sql } from "./kysely.js";
 import { makeDirectorySync } from "./make-directory.js";
 import { type MigrationOutcome, migrateToLatest, pingDatabase } from "./migrations.js";
+import { type CancelRequest, type CancelTarget, sendCancelRequest } from "./postgres-cancel-request.js";
 import { checkSslFiles, migrateWithinStartTimeout, pgClientOf } from "./postgres-start.js";
 import type { Database } from "./schema.js";
 import { LockWait, LockWaitingSqliteDialect, waitingOutLocks } from "./sqlite-lock-wait.js";
@@ -276,30 +277,17 @@ async function openPostgres(
   const types = new pg.TypeOverrides();
   types.setTypeParser(pg.types.builtins.INT8, int8AsNumber);
   /**
-   * Cancels what backend `pid` is running (`pg_cancel_backend`), from a connection of its own: the
-   * pool's may all be taken. Unanswered within the query timeout, it is given up, and the query
-   * runs to its own end, as it would have. One still on its way when the pools have ended (its
-   * connection slow to open) is cut by `close`: every query it could stop has settled by then.
+   * Cancels what a backend is running with PostgreSQL's CancelRequest (`sendCancelRequest`), on a
+   * connection of its own to where its session was opened: no session, no authentication, and a
+   * pooler in between passes it on. Not done within the query timeout (5 s at most), it is given up, and the query runs to its own end, as it would have. One still on its
+   * way when the pools have ended (its connection slow to open) is cut by `close`: every query it
+   * could stop has settled by then.
    */
-  const cancellers = new Map<InstanceType<typeof pg.Client>, Promise<void>>();
-  const cancelBackend = (pid: number) => {
-    const canceller = new pg.Client({
-      connectionString: databaseUrl,
-      connectionTimeoutMillis: Math.min(5000, limits.queryTimeoutMs),
-      query_timeout: limits.queryTimeoutMs,
-    });
-    canceller.on("error", () => {});
-    cancellers.set(
-      canceller,
-      canceller
-        .connect()
-        .then(async () => {
-          await canceller.query("select pg_cancel_backend($1)", [pid]);
-        })
-        .catch(() => {})
-        .finally(() => canceller.end().catch(() => {}))
-        .finally(() => cancellers.delete(canceller)),
-    );
+  const cancellers = new Set<CancelRequest>();
+  const cancelBackend = (backend: CancelTarget) => {
+    const canceller = sendCancelRequest(backend, Math.min(5000, limits.queryTimeoutMs));
+    cancellers.add(canceller);
+    void canceller.settled.then(() => cancellers.delete(canceller));
   };
   const adminQueries = new CancellableQueries(cancelBackend);
   const credentialQueries = new CancellableQueries(cancelBackend);
@@ -372,9 +360,8 @@ async function openPostgres(
   let closed: Promise<void> | undefined;
   const closePools = async () => {
     await Promise.all([main.end(), reports.end()]);
-    // Cut, not ended: pg's `end` on a connection still opening waits for the server to take it.
-    for (const canceller of cancellers.keys()) canceller.connection.stream.destroy();
-    await Promise.all(cancellers.values());
+    for (const canceller of cancellers) canceller.destroy();
+    await Promise.all([...cancellers].map((canceller) => canceller.settled));
   };
   return {
     db,
@@ -448,8 +435,7 @@ function closingTimedOut(
       const client = await (queries
         ? queries.taking(pool.connect(), (late) => late.release())
         : pool.connect());
-      // The backend's process id, from its BackendKeyData (pg does not type it).
-      const pid = (client as unknown as { processID: number | null }).processID;
+      const backend = cancelTargetOf(client);
       // At least 1 ms: pg reads a query_timeout of 0 as "the pool's".
       let firstTimeoutMs: number | undefined = Math.max(
         1,
@@ -472,8 +458,8 @@ function closingTimedOut(
         firstTimeoutMs = undefined;
         // A rollback sent after the end is not tracked: the next refused call's end would cancel it.
         const settled =
-          queries !== undefined && queries.ended === null && pid !== null
-            ? queries.sent(pid, () => {
+          queries !== undefined && queries.ended === null && backend !== undefined
+            ? queries.sent(backend, () => {
                 cancelled = true;
               })
             : undefined;
@@ -499,4 +485,23 @@ function closingTimedOut(
     },
     end: async () => {},
   };
+}
+
+/**
+ * What a CancelRequest for `client`'s backend needs: the key its BackendKeyData gave (pg does not
+ * type it), and where and how pg opened its connection (the pool's clients all read DATABASE_URL,
+ * PG* variables for what it leaves out). Undefined before the key came (never, on a connection the
+ * pool hands out).
+ */
+function cancelTargetOf(client: unknown): CancelTarget | undefined {
+  const { processID, secretKey, host, port, connectionParameters } = client as {
+    processID: number | null;
+    secretKey: number | null;
+    host: string;
+    port: number;
+    connectionParameters: Pick<CancelTarget, "ssl"> & { sslnegotiation?: CancelTarget["sslNegotiation"] };
+  };
+  if (processID === null || secretKey === null) return undefined;
+  const { ssl, sslnegotiation } = connectionParameters;
+  return { processID, secretKey, host, port, ssl: ssl ?? false, sslNegotiation: sslnegotiation };
 }

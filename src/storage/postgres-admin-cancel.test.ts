@@ -1,6 +1,6 @@
-import type { Socket } from "node:net";
 import pg from "pg";
 import { describe, expect, it, vi } from "vitest";
+import { cancelRequestCode, startKeyMappingPooler } from "../../test/support/key-mapping-pooler.js";
 import { createPostgresSchema, postgresAvailable } from "../../test/support/services.js";
 import { startTcpProxy } from "../../test/support/tcp-proxy.js";
 import { openDatabase } from "./database.js";
@@ -27,7 +27,6 @@ describe.skipIf(!postgresAvailable)("the admin API's PostgreSQL cancels", () => 
     const { schema, proxy, database } = await behindProxy();
     const holder = new pg.Client({ connectionString: schema.url });
     const observer = new pg.Client({ connectionString: schema.url });
-    const connecting = vi.spyOn(pg.Client.prototype, "connect");
     try {
       await Promise.all([holder.connect(), observer.connect()]);
       await holder.query("begin");
@@ -47,10 +46,10 @@ describe.skipIf(!postgresAvailable)("the admin API's PostgreSQL cancels", () => 
       // The server is slow to take new connections: the cancel's is still opening when the lock goes
       // and the read answers, and when the database closes after it.
       proxy.delayNew(10_000);
-      connecting.mockClear();
+      const connections = proxy.connections();
       expect(database.admin.queries?.end(new Error("refused at the deadline"))).toBe(1);
-      expect(connecting).toHaveBeenCalledTimes(1);
-      const canceller = connecting.mock.contexts[0] as unknown as { connection: { stream: Socket } };
+      // The cancel's connection, held by the proxy.
+      await expect.poll(() => proxy.connections(), { timeout: 2000 }).toBe(connections + 1);
       await holder.query("rollback");
       expect(await read).toEqual([]);
       const closing = performance.now();
@@ -59,11 +58,81 @@ describe.skipIf(!postgresAvailable)("the admin API's PostgreSQL cancels", () => 
       expect(performance.now() - closing).toBeLessThan(1000);
       // Nothing is left to cancel: the cancel's connection is gone with the pools, not kept open
       // (and holding the process) until the server takes it, to cancel a backend that has gone.
-      expect(canceller.connection.stream.destroyed).toBe(true);
+      await expect.poll(() => proxy.open(), { timeout: 1000 }).toBe(0);
     } finally {
-      connecting.mockRestore();
       await Promise.all([holder.end(), observer.end()]);
       await proxy.close();
+      await schema.drop();
+    }
+  }, 20_000);
+
+  // The cancel is PostgreSQL's CancelRequest (16 bytes on a connection of its own, no session, no
+  // authentication), sent where the pool connects with the backend key its connection was given: a
+  // pooler in between (PgBouncer) hands out keys of its own and passes such a request on, where a
+  // `select pg_cancel_backend(pid)` from a session of its own would name the pooler's id, not the
+  // server's, and stop nothing (or another backend that happens to have that id).
+  it("cancels with a CancelRequest, through a pooler whose backend keys are its own, opening no session", async () => {
+    const schema = await createPostgresSchema();
+    const pooler = await startKeyMappingPooler(5432);
+    const database = await openDatabase({
+      databaseUrl: schema.url.replace("127.0.0.1:5432", `127.0.0.1:${pooler.port}`),
+      dataDir: "unused",
+      queryTimeoutMs: 5000,
+    });
+    const holder = new pg.Client({ connectionString: schema.url });
+    const observer = new pg.Client({ connectionString: schema.url });
+    const waitingPids = async () =>
+      (
+        await observer.query<{ pid: number }>(
+          "select pid from pg_stat_activity where wait_event_type = 'Lock' and query like '%from \"projects\"%'",
+        )
+      ).rows.map((row) => row.pid);
+    try {
+      await Promise.all([holder.connect(), observer.connect()]);
+      await holder.query("begin");
+      await holder.query("lock table projects in access exclusive mode");
+      const read = database.admin.db
+        .selectFrom("projects")
+        .select("id")
+        .execute()
+        .then(
+          () => "answered",
+          (error: unknown) => error,
+        );
+      await expect.poll(async () => (await waitingPids()).length, { timeout: 5000 }).toBe(1);
+      const [serverPid] = await waitingPids();
+      const key = pooler.keyOf(serverPid as number);
+      expect(key).toBeDefined();
+      const before = pooler.connections().length;
+      const refused = new Error("refused at the deadline");
+      expect(database.admin.queries?.end(refused)).toBe(1);
+      // Stopped on the server while the lock is still held: the cancel reached it.
+      const first = await Promise.race([
+        read,
+        new Promise((resolve) => setTimeout(() => resolve("still waiting"), 2000)),
+      ]);
+      expect(first).toBe(refused);
+      expect(await waitingPids()).toEqual([]);
+      const expected = Buffer.alloc(16);
+      expected.writeInt32BE(16, 0);
+      expected.writeInt32BE(cancelRequestCode, 4);
+      expected.writeInt32BE(key?.processID as number, 8);
+      expected.writeInt32BE(key?.secretKey as number, 12);
+      // One connection, the 16 bytes alone: no session was opened to cancel it.
+      expect(pooler.connections().slice(before)).toEqual([
+        {
+          kind: "cancel",
+          bytes: expected,
+          processID: key?.processID,
+          secretKey: key?.secretKey,
+          reachedServer: true,
+        },
+      ]);
+    } finally {
+      await holder.query("rollback").catch(() => {});
+      await Promise.all([holder.end(), observer.end()]);
+      await database.close();
+      await pooler.close();
       await schema.drop();
     }
   }, 20_000);

@@ -10,7 +10,8 @@ import { Transform } from "node:stream";
  * path that went silent while a new one works), unless `stall({ newConnections: true })` (a service
  * that hangs altogether: new connections are accepted and stalled too); `delayNew(ms)` holds each
  * new connection that long before it passes through (a server slow to take connections);
- * `connections()` counts the connections made to it (refused ones too); `stallOn(text)` stalls the
+ * `connections()` counts the connections made to it (refused ones too), `open()` the sockets still
+ * open on either side of it; `stallOn(text)` stalls the
  * first connection that sends `text` as it sends it, the chunk holding it not passed on (the network
  * fails at that moment: a transaction's `commit` never reaches the server); `retarget(port)` sends
  * new connections to another local port, those open staying where they are (a name that points to
@@ -25,6 +26,7 @@ export async function startTcpProxy(firstTargetPort: number): Promise<{
   retarget(port: number): void;
   stalledText(): string;
   connections(): number;
+  open(): number;
   restore(): void;
   close(): Promise<void>;
 }> {
@@ -53,20 +55,26 @@ export async function startTcpProxy(firstTargetPort: number): Promise<{
       return;
     }
     if (delayNewMs > 0) {
-      // What the client sends meanwhile waits in its socket's buffer.
+      // What the client sends meanwhile is kept, and passed on first; read, so that a client that
+      // gives up meanwhile is seen to close.
       sockets.add(client);
       client.on("close", () => sockets.delete(client));
       client.on("error", () => client.destroy());
+      const held: Buffer[] = [];
+      const hold = (chunk: Buffer) => held.push(chunk);
+      client.on("data", hold);
       setTimeout(() => {
-        if (!client.destroyed) passThrough(client);
+        client.off("data", hold);
+        if (!client.destroyed) passThrough(client, held);
       }, delayNewMs);
       return;
     }
     passThrough(client);
   });
-  function passThrough(client: Socket): void {
+  function passThrough(client: Socket, held: Buffer[] = []): void {
     const upstream = connect(targetPort, "127.0.0.1");
     pairSockets(sockets, client, upstream);
+    for (const chunk of held) upstream.write(chunk);
     const outbound = new Transform({
       transform(chunk: Buffer, _encoding, done) {
         if (stallText === undefined || !chunk.includes(stallText)) return done(null, chunk);
@@ -109,6 +117,7 @@ export async function startTcpProxy(firstTargetPort: number): Promise<{
     },
     stalledText: () => stalled,
     connections: () => accepted,
+    open: () => sockets.size,
     restore() {
       open = true;
       stallNew = false;

@@ -1,0 +1,112 @@
+import { isIP, connect as netConnect, type Socket } from "node:net";
+import { type ConnectionOptions, connect as tlsConnect } from "node:tls";
+
+/**
+ * A PostgreSQL backend as a CancelRequest names it, with where and how its session was opened: its
+ * process id and secret key from the BackendKeyData the server (or a pooler in front of it) sent at
+ * the start, and the host (a Unix socket's directory when it begins with `/`), port and TLS settings
+ * of its connection, as pg read them from DATABASE_URL (a pg `Client`'s `host`, `port` and
+ * `connectionParameters.ssl` / `sslnegotiation`).
+ */
+export interface CancelTarget {
+  processID: number;
+  secretKey: number;
+  host: string;
+  port: number;
+  ssl: boolean | ConnectionOptions;
+  sslNegotiation?: "postgres" | "direct" | undefined;
+}
+
+/** A CancelRequest on its way: `settled` resolves once it is done with, `destroy` cuts it. */
+export interface CancelRequest {
+  settled: Promise<void>;
+  destroy(): void;
+}
+
+const cancelRequestCode = 80877102;
+const sslRequestCode = 80877103;
+
+/**
+ * Sends PostgreSQL's CancelRequest for `target`'s backend (the protocol's "Canceling Requests in
+ * Progress"): a connection of its own to the same host and port, which carries 16 bytes (length,
+ * code, process id, secret key) and which the server closes once it has acted on them. No session,
+ * no authentication: it costs the server no more than a connection accepted, and a pooler
+ * (PgBouncer), whose backend keys are its own, passes it on to the server's backend. It is sent
+ * inside TLS when the session's connection uses TLS (an SSLRequest first, or TLS at once with
+ * `sslnegotiation=direct`), with the same settings (its CA, certificate checks and client
+ * certificate), as libpq does since PostgreSQL 17, so the secret key never goes over the network
+ * in the clear and a proxy that routes by TLS's server name finds the server; pg's own
+ * `Client.cancel` sends it in plain text. A server that then refuses TLS (`N`) gets nothing, as
+ * the session's connection would have failed.
+ *
+ * Fire and forget: it settles, never rejects, when the server closes the connection (as libpq
+ * waits for, so the cancel has landed before the session's connection goes), on an error, or at
+ * `timeoutMs`, when it is cut.
+ */
+export function sendCancelRequest(target: CancelTarget, timeoutMs: number): CancelRequest {
+  const packet = Buffer.alloc(16);
+  packet.writeInt32BE(16, 0);
+  packet.writeInt32BE(cancelRequestCode, 4);
+  packet.writeInt32BE(target.processID, 8);
+  packet.writeInt32BE(target.secretKey, 12);
+  const socket = target.host.startsWith("/")
+    ? netConnect(`${target.host}/.s.PGSQL.${target.port}`)
+    : netConnect(target.port, target.host);
+  const sockets: Socket[] = [socket];
+  const destroy = () => {
+    for (const each of sockets) each.destroy();
+  };
+  const settled = new Promise<void>((resolve) => {
+    const timer = setTimeout(destroy, timeoutMs);
+    const done = () => {
+      clearTimeout(timer);
+      destroy();
+      resolve();
+    };
+    const watch = (each: Socket) => {
+      each.on("error", done);
+      each.on("close", done);
+      // Nothing is answered to a cancel; whatever comes is read and dropped until the close.
+      each.resume();
+    };
+    const overTls = () => {
+      const secure = tlsConnect(tlsOptions(target, socket));
+      sockets.push(secure);
+      watch(secure);
+      secure.once("secureConnect", () => secure.write(packet));
+    };
+    socket.setNoDelay(true);
+    socket.on("error", done);
+    socket.on("close", done);
+    if (!target.ssl) {
+      socket.once("connect", () => socket.write(packet));
+      socket.resume();
+    } else if (target.sslNegotiation === "direct") socket.once("connect", overTls);
+    else {
+      const request = Buffer.alloc(8);
+      request.writeInt32BE(8, 0);
+      request.writeInt32BE(sslRequestCode, 4);
+      socket.once("connect", () => socket.write(request));
+      // The answer is one byte, and nothing follows it before the TLS handshake.
+      socket.once("data", (answer: Buffer) => {
+        if (answer.length === 1 && answer[0] === 0x53) overTls();
+        else done();
+      });
+    }
+  });
+  return { settled, destroy };
+}
+
+/** TLS's options for `target`, as pg builds them for its sessions (its `upgradeToSSL`). */
+function tlsOptions(target: CancelTarget, socket: Socket): ConnectionOptions {
+  const options: ConnectionOptions = { socket, host: target.host };
+  if (target.ssl !== true && target.ssl !== false) {
+    Object.assign(options, target.ssl);
+    // pg makes the client key non-enumerable (kept out of logs), which `Object.assign` skips.
+    if ("key" in target.ssl) options.key = target.ssl.key;
+  }
+  if (target.sslNegotiation === "direct") options.ALPNProtocols = ["postgresql"];
+  // No server name for an IP address (RFC 6066 §3).
+  if (isIP(target.host) === 0) options.servername = target.host;
+  return options;
+}
