@@ -4,8 +4,15 @@ import { refuseAtDeadline } from "../deadline-refusal.js";
 
 /** How often a drain looks at the connections still open. */
 const lookEveryMs = 25;
-/** How long the connections of refused calls get to send their 503 before they are cut too. */
-const refusedAnswerWaitMs = 100;
+/**
+ * How long the connections of refused calls get to send their 503 before they are cut too. Most
+ * answer at once; an admin call on PostgreSQL answers once the server has stopped its query (a
+ * CancelRequest, the error back, a rollback: decision 0049), which took up to 95 ms on a loaded
+ * machine. The wait ends as soon as every refused connection has closed, so it costs only when a
+ * call does not answer (a cancel that cannot reach the server): it is taken from the half of the
+ * shutdown's margin that the rows and the flush get (`shutdownMarginMs`), leaving them half of it.
+ */
+export const refusedAnswerWaitMs = 250;
 const netClose = NetServer.prototype.close;
 
 /**
