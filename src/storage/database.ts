@@ -412,11 +412,11 @@ function int8AsNumber(text: string): number {
  * after it; an admin change to a project a lost transaction had locked failed the same way.
  *
  * With `queries` (the admin API's instances, the credential directory's), each query in flight is
- * reported there with its backend's process id: when the shutdown's deadline refuses the admin calls,
- * or the gateway closes for the credential reads (`queries.end`), it is cancelled on the server and
- * fails with the refusal once the server has stopped it (a write not committed is then not made, nor
- * its transaction half made), and the queries after it fail with the refusal unsent, but for a
- * transaction's rollback. Without it (the usage recorder's writes, the spend cap's reads), nothing is
+ * reported there with its backend (`cancelTargetOf`): when the shutdown's deadline refuses the admin
+ * calls, or the gateway closes for the credential reads (`queries.end`), it is cancelled on the server
+ * (a CancelRequest) and fails with the refusal once the server has stopped it (a write not committed
+ * is then not made, nor its transaction half made), and the queries after it fail with the refusal
+ * unsent, but for a transaction's rollback. Without it (the usage recorder's writes, the spend cap's reads), nothing is
  * tracked. The pool is ended by the database's close, not here.
  */
 function closingTimedOut(
