@@ -70,7 +70,14 @@ export function sendCancelRequest(target: CancelTarget, timeoutMs: number): Canc
       each.resume();
     };
     const overTls = () => {
-      const secure = tlsConnect(tlsOptions(target, socket));
+      let secure: Socket;
+      try {
+        secure = tlsConnect(tlsOptions(target, socket));
+      } catch {
+        // Settings Node's TLS refuses (a key it cannot read): the session's connection failed too.
+        done();
+        return;
+      }
       sockets.push(secure);
       watch(secure);
       secure.once("secureConnect", () => secure.write(packet));
