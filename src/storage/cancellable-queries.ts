@@ -3,13 +3,14 @@ import type { CancelTarget } from "./postgres-cancel-request.js";
 /**
  * The admin API's PostgreSQL queries in flight, each with its backend (its key, and where its
  * session was opened, for a CancelRequest), which the shutdown's deadline ends (`end`) when it
- * refuses the admin calls: an admin write or report waiting for a lock another session holds (a
- * row `SELECT … FOR UPDATE`, a `LOCK TABLE`, a long transaction by hand) would otherwise go on
- * waiting on the server, its connection cut without an answer, the pools' close held until the
- * shutdown's margin ran out, and the write made once the lock went, after the gateway had gone. The admin API has Kysely instances of its own over the
- * gateway's pools whose connections report here (`closingTimedOut`); the proxy's reads and the usage
- * recorder's writes go through the plain ones, and are never cancelled. SQLite's waits are ended by
- * `LockWait.end` instead. (docs/decisions/0049)
+ * refuses the admin calls: an admin write or report waiting for a lock another session holds (a row
+ * `SELECT … FOR UPDATE`, a `LOCK TABLE`, a long transaction by hand) would otherwise go on waiting
+ * on the server, its connection cut without an answer, the pools' close held until the shutdown's
+ * margin ran out, and the write made once the lock went, after the gateway had gone. The admin API
+ * has Kysely instances of its own over the gateway's pools whose connections report here
+ * (`closingTimedOut`); the proxy's reads and the usage recorder's writes go through the plain ones,
+ * and are never cancelled. SQLite's waits are ended by `LockWait.end` instead.
+ * (docs/decisions/0049)
  *
  * One object for every admin call, as `LockWait` is, not a scope per call found through
  * `AsyncLocalStorage`: the deadline refuses every call not answered at once and the database

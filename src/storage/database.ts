@@ -279,9 +279,10 @@ async function openPostgres(
   /**
    * Cancels what a backend is running with PostgreSQL's CancelRequest (`sendCancelRequest`), on a
    * connection of its own to where its session was opened: no session, no authentication, and a
-   * pooler in between passes it on. Not done within the query timeout (5 s at most), it is given up, and the query runs to its own end, as it would have. One still on its
-   * way when the pools have ended (its connection slow to open) is cut by `close`: every query it
-   * could stop has settled by then.
+   * pooler in between passes it on. Not done within the query timeout (5 s at most), it is given
+   * up, and the query runs to its own end, as it would have. One still on its way when the pools
+   * have ended (its connection slow to open) is cut by `close`: every query it could stop has
+   * settled by then.
    */
   const cancellers = new Set<CancelRequest>();
   const cancelBackend = (backend: CancelTarget) => {
@@ -297,8 +298,9 @@ async function openPostgres(
    * a request for pg's connection timeout, whatever the query timeout says) or a free one of the
    * pool's, within the query timeout and at most pg's 5 s; the first query on it in what is left.
    * Kysely instances over it: `db`, and those `over` makes whose queries report to one
-   * `CancellableQueries` (the admin API's, the credential directory's); `end` ends the pool (not their `destroy`: Kysely ends it only through an instance
-   * that was used, and the reports' pool may have been used by the admin API's alone).
+   * `CancellableQueries` (the admin API's, the credential directory's); `end` ends the pool (not
+   * their `destroy`: Kysely ends it only through an instance that was used, and the reports' pool
+   * may have been used by the admin API's alone).
    */
   const connect = (
     config: PgPoolConfig & { max: number; query_timeout: number },
@@ -412,12 +414,13 @@ function int8AsNumber(text: string): number {
  * after it; an admin change to a project a lost transaction had locked failed the same way.
  *
  * With `queries` (the admin API's instances, the credential directory's), each query in flight is
- * reported there with its backend (`cancelTargetOf`): when the shutdown's deadline refuses the admin
- * calls, or the gateway closes for the credential reads (`queries.end`), it is cancelled on the server
- * (a CancelRequest) and fails with the refusal once the server has stopped it (a write not committed
- * is then not made, nor its transaction half made), and the queries after it fail with the refusal
- * unsent, but for a transaction's rollback. Without it (the usage recorder's writes, the spend cap's reads), nothing is
- * tracked. The pool is ended by the database's close, not here.
+ * reported there with its backend (`cancelTargetOf`): when the shutdown's deadline refuses the
+ * admin calls, or the gateway closes for the credential reads (`queries.end`), it is cancelled on
+ * the server (a CancelRequest) and fails with the refusal once the server has stopped it (a write
+ * not committed is then not made, nor its transaction half made), and the queries after it fail
+ * with the refusal unsent, but for a transaction's rollback. Without it (the usage recorder's
+ * writes, the spend cap's reads), nothing is tracked. The pool is ended by the database's close,
+ * not here.
  */
 function closingTimedOut(
   pool: PgPool,
