@@ -1,5 +1,6 @@
 import { randomUUID } from "node:crypto";
 import { type Dispatcher, request } from "undici";
+import { deadlineSignal } from "../net/deadline-signal.js";
 import { retryAfterSeconds } from "../net/retry-after.js";
 import {
   createDeviceCheckJwtCache,
@@ -202,7 +203,23 @@ export function createDeviceCheckClient(options: DeviceCheckClientOptions): Devi
     jwt: string,
     signal: AbortSignal | undefined,
   ): Promise<DeviceCheckVerdict> {
-    const timeout = AbortSignal.timeout(options.timeoutMs);
+    // Not AbortSignal.any([AbortSignal.timeout(ms), signal]): on Node 20 it adds each call's signal
+    // to the gateway's `closing` (which lives as long as the process) for good, and a garbage
+    // collection can take the timeout's timer, the call then running past its deadline
+    // (deadline-signal.ts). This one's tie to `signal` ends with the call.
+    const deadline = deadlineSignal(options.timeoutMs, signal);
+    try {
+      return await answered(input, jwt, deadline.signal);
+    } finally {
+      deadline.clear();
+    }
+  }
+
+  async function answered(
+    input: DeviceCheckValidation,
+    jwt: string,
+    signal: AbortSignal,
+  ): Promise<DeviceCheckVerdict> {
     const response = await request(endpoints[input.environment], {
       method: "POST",
       headers: { authorization: `Bearer ${jwt}`, "content-type": "application/json" },
@@ -214,7 +231,7 @@ export function createDeviceCheckClient(options: DeviceCheckClientOptions): Devi
       dispatcher: options.dispatcher,
       headersTimeout: options.timeoutMs,
       bodyTimeout: options.timeoutMs,
-      signal: signal === undefined ? timeout : AbortSignal.any([timeout, signal]),
+      signal,
     });
     const status = response.statusCode;
     const text = await readBounded(response.body, maxResponseBytes);

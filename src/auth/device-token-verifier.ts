@@ -1,3 +1,4 @@
+import { setMaxListeners } from "node:events";
 import type { Redis } from "ioredis";
 import { deviceCheckKeyAad } from "../admin/project-rules.js";
 import type { Config } from "../config.js";
@@ -50,7 +51,8 @@ export interface DeviceTokenVerifierDeps {
   /**
    * Aborted when the gateway closes: it aborts the Apple calls still on their way. One call may
    * answer several requests (`askApple`), so none is aborted when one of them is refused or leaves;
-   * by the close, the shutdown's deadline has refused them all.
+   * by the close, the shutdown's deadline has refused them all. Each call in flight listens to it
+   * (its listener limit is lifted here).
    */
   closing?: AbortSignal;
   /**
@@ -78,6 +80,9 @@ const maxPassedHere = 100_000;
  */
 export function createDeviceTokenVerifier(deps: DeviceTokenVerifierDeps): DeviceTokenVerifier {
   const { config } = deps;
+  // Each Apple call in flight listens to `closing` (the gateway's, for the process's life) until it
+  // ends: more than ten at once are no leak, and Node's warning of one would say so on stderr.
+  if (deps.closing) setMaxListeners(0, deps.closing);
   const client =
     deps.client ??
     createDeviceCheckClient({
