@@ -1,5 +1,6 @@
 import { Writable } from "node:stream";
 import { afterAll, describe, expect, it } from "vitest";
+import { developmentDeviceCheck } from "../../test/support/device-check-settings.js";
 import { directoryWithSlowReads } from "../../test/support/directory-with-slow-reads.js";
 import { createLogger } from "../observability/logger.js";
 import { createAuthThrottle } from "../rate-limit/auth-throttle.js";
@@ -31,15 +32,7 @@ describe("a burst of replays of a token passed here whose budget is used up", ()
           return {
             ...project,
             testMode: false,
-            deviceCheck: {
-              ...project.deviceCheck,
-              enabled: true,
-              teamId: "TEAM123456",
-              keyId: "KEY1234567",
-              sealedPrivateKey: "sealed",
-              environment: "development",
-              tokenMode: "cached",
-            },
+            deviceCheck: developmentDeviceCheck(project.deviceCheck),
           } as unknown as typeof value;
         },
     );

@@ -4,6 +4,7 @@ import type { AddressInfo } from "node:net";
 import { Writable } from "node:stream";
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { generateAppleKeyPair } from "../../test/fakes/fake-apple.js";
+import { developmentDeviceCheck } from "../../test/support/device-check-settings.js";
 import { blankProject } from "../admin/project-rules.js";
 import { createLogger } from "../observability/logger.js";
 import type { Project } from "../storage/project-repository.js";
@@ -59,15 +60,7 @@ describe("the device token verifier's Apple calls over the gateway's closing sig
       closing: closing.signal,
     });
     const project: Project = blankProject("apps", new Date(Date.now() - 1000).toISOString());
-    project.deviceCheck = {
-      ...project.deviceCheck,
-      enabled: true,
-      teamId: "TEAM123456",
-      keyId: "KEY1234567",
-      sealedPrivateKey: "sealed",
-      environment: "development",
-      tokenMode: "cached",
-    };
+    project.deviceCheck = developmentDeviceCheck(project.deviceCheck);
     const warnings: string[] = [];
     const onWarning = (warning: Error) => warnings.push(`${warning.name}: ${warning.message}`);
     process.on("warning", onWarning);

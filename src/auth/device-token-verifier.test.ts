@@ -1,6 +1,7 @@
 import { Writable } from "node:stream";
 import { setTimeout as sleep } from "node:timers/promises";
 import { afterAll, describe, expect, it } from "vitest";
+import { developmentDeviceCheck } from "../../test/support/device-check-settings.js";
 // In CI (CI=true) an unreachable Redis makes this import throw, so the suite fails instead of skipping.
 import { redisAvailable, redisTestSpace } from "../../test/support/services.js";
 import { blankProject } from "../admin/project-rules.js";
@@ -54,15 +55,7 @@ function verifierWith(client: DeviceCheckClient) {
 /** A DeviceCheck project on Apple's development host, created a second ago. */
 function developmentProject(tokenMode: Project["deviceCheck"]["tokenMode"]): Project {
   const project = blankProject("apps", new Date(Date.now() - 1000).toISOString());
-  project.deviceCheck = {
-    ...project.deviceCheck,
-    enabled: true,
-    teamId: "TEAM123456",
-    keyId: "KEY1234567",
-    sealedPrivateKey: "sealed",
-    environment: "development",
-    tokenMode,
-  };
+  project.deviceCheck = developmentDeviceCheck(project.deviceCheck, tokenMode);
   return project;
 }
 

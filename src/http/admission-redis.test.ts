@@ -3,6 +3,7 @@ import type { IncomingMessage } from "node:http";
 import { Writable } from "node:stream";
 import { afterAll, describe, expect, it } from "vitest";
 import { admissionRequestContext } from "../../test/support/admission-request-context.js";
+import { developmentDeviceCheck } from "../../test/support/device-check-settings.js";
 import { directoryWithSlowReads } from "../../test/support/directory-with-slow-reads.js";
 import { fakeUsageRepository, spent } from "../../test/support/fake-usage-repository.js";
 import { heldRedisReplies } from "../../test/support/held-redis-replies.js";
@@ -124,15 +125,7 @@ async function deviceChecked(
           testMode: false,
           rateLimits: { perMinute, devicePerMinute: null },
           monthlySpendCapUsd: capUsd,
-          deviceCheck: {
-            ...project.deviceCheck,
-            enabled: true,
-            teamId: "TEAM123456",
-            keyId: "KEY1234567",
-            sealedPrivateKey: "sealed",
-            environment: "development",
-            tokenMode: "cached",
-          },
+          deviceCheck: developmentDeviceCheck(project.deviceCheck),
         } as unknown as typeof value;
       },
   );
