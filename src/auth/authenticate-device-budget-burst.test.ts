@@ -1,11 +1,10 @@
 import { Writable } from "node:stream";
 import { afterAll, describe, expect, it } from "vitest";
 import { developmentDeviceCheck } from "../../test/support/device-check-settings.js";
-import { directoryWithSlowReads } from "../../test/support/directory-with-slow-reads.js";
+import { directoryWithSlowReads, projectsReadAs } from "../../test/support/directory-with-slow-reads.js";
 import { createLogger } from "../observability/logger.js";
 import { createAuthThrottle } from "../rate-limit/auth-throttle.js";
 import { openDatabase } from "../storage/database.js";
-import type { Project } from "../storage/project-repository.js";
 import { createAuthenticator } from "./authenticate.js";
 import { createDeviceTokenVerifier } from "./device-token-verifier.js";
 
@@ -24,17 +23,11 @@ describe("a burst of replays of a token passed here whose budget is used up", ()
     // Test Mode off and DeviceCheck on, over the project the directory reads.
     const { directory, partialKey, request } = await directoryWithSlowReads(
       await opening,
-      (read) =>
-        async (...args) => {
-          const value = await read(...args);
-          if (value === null || typeof value !== "object" || !("deviceCheck" in value)) return value;
-          const project = value as unknown as Project;
-          return {
-            ...project,
-            testMode: false,
-            deviceCheck: developmentDeviceCheck(project.deviceCheck),
-          } as unknown as typeof value;
-        },
+      projectsReadAs((project) => ({
+        ...project,
+        testMode: false,
+        deviceCheck: developmentDeviceCheck(project.deviceCheck),
+      })),
     );
     const token = Buffer.from("a-device-token-of-budget-one").toString("base64");
     let appleCalls = 0;

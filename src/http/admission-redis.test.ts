@@ -4,7 +4,7 @@ import { Writable } from "node:stream";
 import { afterAll, describe, expect, it } from "vitest";
 import { admissionRequestContext } from "../../test/support/admission-request-context.js";
 import { developmentDeviceCheck } from "../../test/support/device-check-settings.js";
-import { directoryWithSlowReads } from "../../test/support/directory-with-slow-reads.js";
+import { directoryWithSlowReads, projectsReadAs } from "../../test/support/directory-with-slow-reads.js";
 import { fakeUsageRepository, spent } from "../../test/support/fake-usage-repository.js";
 import { heldRedisReplies } from "../../test/support/held-redis-replies.js";
 // In CI (CI=true) an unreachable Redis makes this import throw, so the suite fails instead of skipping.
@@ -115,19 +115,13 @@ async function deviceChecked(
   const prefix = nextPrefix();
   const { directory, partialKey, request } = await directoryWithSlowReads(
     await opening,
-    (read) =>
-      async (...args) => {
-        const value = await read(...args);
-        if (value === null || typeof value !== "object" || !("deviceCheck" in value)) return value;
-        const project = value as unknown as Project;
-        return {
-          ...project,
-          testMode: false,
-          rateLimits: { perMinute, devicePerMinute: null },
-          monthlySpendCapUsd: capUsd,
-          deviceCheck: developmentDeviceCheck(project.deviceCheck),
-        } as unknown as typeof value;
-      },
+    projectsReadAs((project) => ({
+      ...project,
+      testMode: false,
+      rateLimits: { perMinute, devicePerMinute: null },
+      monthlySpendCapUsd: capUsd,
+      deviceCheck: developmentDeviceCheck(project.deviceCheck),
+    })),
   );
   const projectId = request.projectId as string;
   const token = Buffer.from(`a-device-token-${prefix}`).toString("base64");

@@ -5,13 +5,30 @@ import { createCredentialDirectory } from "../../src/auth/credential-directory.j
 import { createSecretBox } from "../../src/auth/secret-box.js";
 import type { OpenDatabase } from "../../src/storage/database.js";
 import { createKeyRepository, type KeyRepository } from "../../src/storage/key-repository.js";
-import { createProjectRepository, type ProjectRepository } from "../../src/storage/project-repository.js";
+import {
+  createProjectRepository,
+  type Project,
+  type ProjectRepository,
+} from "../../src/storage/project-repository.js";
 import { createUsageRepository } from "../../src/storage/usage-repository.js";
 
 /** What the directory's reads go through: the test holds them back, or never answers them. */
 export type ReadWrapper = <A extends unknown[], R>(
   read: (...args: A) => Promise<R>,
 ) => (...args: A) => Promise<R>;
+
+/**
+ * A ReadWrapper that hands out every project record read as `change` makes it (Test Mode off and
+ * DeviceCheck on, say); the key reads pass as they are.
+ */
+export function projectsReadAs(change: (project: Project) => Project): ReadWrapper {
+  return (read) =>
+    async (...args) => {
+      const value = await read(...args);
+      if (value === null || typeof value !== "object" || !("deviceCheck" in value)) return value;
+      return change(value as unknown as Project) as unknown as typeof value;
+    };
+}
 
 /**
  * A credential directory (TTL 1 s, on a clock the test moves) whose project, test-key and
