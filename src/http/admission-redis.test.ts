@@ -34,11 +34,10 @@ afterAll(async () => {
 });
 
 /**
- * Admission as the gateway wires it with REDIS_URL (the limits and the calls in flight on one client
- * and one breaker), through a proxy that can hold Redis's replies, for a project with a 30 USD cap
- * and 12.50 spent by one call: room for two calls in flight.
+ * Redis through a proxy that can hold its replies (`proxy`), and over one client and one breaker the
+ * rate limiter, the calls in flight in Redis and a spend guard over them (12.50 spent by one call).
  */
-async function capped(perMinute: number | null = null) {
+async function overHeldRedis() {
   const proxy = await heldRedisReplies(redisUrl);
   const client = await readyClient(proxy.url);
   const breaker = new RedisBreaker(client);
@@ -60,6 +59,16 @@ async function capped(perMinute: number | null = null) {
     now: () => new Date(),
     shared,
   });
+  return { proxy, client, breaker, prefix, limiter, spend };
+}
+
+/**
+ * Admission as the gateway wires it with REDIS_URL (the limits and the calls in flight on one client
+ * and one breaker), through a proxy that can hold Redis's replies, for a project with a 30 USD cap
+ * and 12.50 spent by one call: room for two calls in flight.
+ */
+async function capped(perMinute: number | null = null) {
+  const { proxy, prefix, limiter, spend } = await overHeldRedis();
   const project = {
     id: "prj_1",
     createdAt: "2026-01-01T00:00:00.000Z",
@@ -109,10 +118,7 @@ async function deviceChecked(
   options: { perMinute?: number | null; capUsd?: number | null; budget?: number } = {},
 ) {
   const { perMinute = null, capUsd = null, budget = 1000 } = options;
-  const proxy = await heldRedisReplies(redisUrl);
-  const client = await readyClient(proxy.url);
-  const breaker = new RedisBreaker(client);
-  const prefix = nextPrefix();
+  const { proxy, client, breaker, prefix, limiter, spend } = await overHeldRedis();
   const { directory, partialKey, request } = await directoryWithSlowReads(
     await opening,
     projectsReadAs((project) => ({
@@ -153,23 +159,6 @@ async function deviceChecked(
           : { kind: "invalid", reason: "rejected-by-apple" };
       },
     },
-  });
-  const limiter = createRateLimiter({ redis: client, breaker, keyPrefix: `${prefix}:rl` });
-  const shared = createSharedCallsInFlight({
-    redis: client,
-    breaker,
-    keyPrefix: `${prefix}:spend-in-flight`,
-  });
-  closing.push(async () => {
-    await shared.close();
-    await limiter.close();
-    client.disconnect();
-    await proxy.close();
-  });
-  const spend = createSpendGuard({
-    usage: fakeUsageRepository({ spendSince: async () => spent(12.5, 12.5) }),
-    now: () => new Date(),
-    shared,
   });
   const rows: UsageRecord[] = [];
   const admit = createAdmission({
