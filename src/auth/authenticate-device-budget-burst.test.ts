@@ -1,6 +1,10 @@
 import { Writable } from "node:stream";
 import { afterAll, describe, expect, it } from "vitest";
-import { developmentDeviceCheck } from "../../test/support/device-check-settings.js";
+import {
+  developmentDeviceCheck,
+  openingSecretBox,
+  unreachableAppleConfig,
+} from "../../test/support/device-check-settings.js";
 import { directoryWithSlowReads, projectsReadAs } from "../../test/support/directory-with-slow-reads.js";
 import { createLogger } from "../observability/logger.js";
 import { createAuthThrottle } from "../rate-limit/auth-throttle.js";
@@ -32,20 +36,8 @@ describe("a burst of replays of a token passed here whose budget is used up", ()
     const token = Buffer.from("a-device-token-of-budget-one").toString("base64");
     let appleCalls = 0;
     const deviceTokens = createDeviceTokenVerifier({
-      config: {
-        deviceCheckProductionUrl: "http://127.0.0.1:1",
-        deviceCheckDevelopmentUrl: "http://127.0.0.1:1",
-        deviceCheckTimeoutMs: 1000,
-        deviceTokenTtlSeconds: 3600,
-        deviceTokenBudget: 1,
-      },
-      secretBox: {
-        seal: () => "sealed",
-        open: () => Buffer.from("-----BEGIN PRIVATE KEY-----"),
-        reseal: () => undefined,
-        deriveKey: () => Buffer.alloc(32),
-        derivePreviousKey: () => undefined,
-      },
+      config: unreachableAppleConfig(1),
+      secretBox: openingSecretBox(),
       redis: undefined,
       logger: createLogger("silent", new Writable({ write: (_chunk, _encoding, done) => done() })),
       client: {

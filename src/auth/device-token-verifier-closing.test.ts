@@ -4,12 +4,11 @@ import type { AddressInfo } from "node:net";
 import { Writable } from "node:stream";
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { generateAppleKeyPair } from "../../test/fakes/fake-apple.js";
-import { developmentDeviceCheck } from "../../test/support/device-check-settings.js";
+import { developmentDeviceCheck, openingSecretBox } from "../../test/support/device-check-settings.js";
 import { blankProject } from "../admin/project-rules.js";
 import { createLogger } from "../observability/logger.js";
 import type { Project } from "../storage/project-repository.js";
 import { createDeviceTokenVerifier } from "./device-token-verifier.js";
-import type { SecretBox } from "./secret-box.js";
 
 /**
  * Every Apple call in flight listens to the gateway's closing signal, which lives as long as the
@@ -38,13 +37,7 @@ describe("the device token verifier's Apple calls over the gateway's closing sig
   });
 
   it("takes twenty calls at once without Node's listener-leak warning, and the close ends them all", async () => {
-    const secretBox: SecretBox = {
-      seal: () => "sealed",
-      open: () => Buffer.from(keys.privateKeyPem),
-      reseal: () => undefined,
-      deriveKey: () => Buffer.alloc(32),
-      derivePreviousKey: () => undefined,
-    };
+    const secretBox = openingSecretBox(keys.privateKeyPem);
     const closing = new AbortController();
     const verifier = createDeviceTokenVerifier({
       config: {

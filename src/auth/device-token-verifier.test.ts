@@ -1,7 +1,11 @@
 import { Writable } from "node:stream";
 import { setTimeout as sleep } from "node:timers/promises";
 import { afterAll, describe, expect, it } from "vitest";
-import { developmentDeviceCheck } from "../../test/support/device-check-settings.js";
+import {
+  developmentDeviceCheck,
+  openingSecretBox,
+  unreachableAppleConfig,
+} from "../../test/support/device-check-settings.js";
 // In CI (CI=true) an unreachable Redis makes this import throw, so the suite fails instead of skipping.
 import { redisAvailable, redisTestSpace } from "../../test/support/services.js";
 import { blankProject } from "../admin/project-rules.js";
@@ -10,7 +14,6 @@ import type { Project } from "../storage/project-repository.js";
 import type { DeviceCheckClient, DeviceCheckValidation } from "./device-check-client.js";
 import { deviceTokenDigest } from "./device-token-cache.js";
 import { createDeviceTokenVerifier } from "./device-token-verifier.js";
-import type { SecretBox } from "./secret-box.js";
 
 const deviceToken = Buffer.from("a-development-build-token").toString("base64");
 
@@ -28,23 +31,11 @@ function developmentOnlyApple(): DeviceCheckClient & { asked: DeviceCheckValidat
   };
 }
 
-const openSecretBox: SecretBox = {
-  seal: () => "sealed",
-  open: () => Buffer.from("-----BEGIN PRIVATE KEY-----"),
-  reseal: () => undefined,
-  deriveKey: () => Buffer.alloc(32),
-  derivePreviousKey: () => undefined,
-};
+const openSecretBox = openingSecretBox();
 
 function verifierWith(client: DeviceCheckClient) {
   return createDeviceTokenVerifier({
-    config: {
-      deviceCheckProductionUrl: "http://127.0.0.1:1",
-      deviceCheckDevelopmentUrl: "http://127.0.0.1:1",
-      deviceCheckTimeoutMs: 1000,
-      deviceTokenTtlSeconds: 3600,
-      deviceTokenBudget: 100,
-    },
+    config: unreachableAppleConfig(100),
     secretBox: openSecretBox,
     redis: undefined,
     logger: createLogger("silent", new Writable({ write: (_chunk, _encoding, done) => done() })),
@@ -130,13 +121,7 @@ describe("the device token verifier when the gateway closes", () => {
     const lines: string[] = [];
     const verdicts: string[] = [];
     const verifier = createDeviceTokenVerifier({
-      config: {
-        deviceCheckProductionUrl: "http://127.0.0.1:1",
-        deviceCheckDevelopmentUrl: "http://127.0.0.1:1",
-        deviceCheckTimeoutMs: 1000,
-        deviceTokenTtlSeconds: 3600,
-        deviceTokenBudget: 100,
-      },
+      config: unreachableAppleConfig(100),
       secretBox: openSecretBox,
       redis: undefined,
       logger: createLogger(
@@ -176,13 +161,7 @@ describe("the device token verifier's opened private keys", () => {
   it("keeps a bounded number of them, however many projects it serves", async () => {
     let opened = 0;
     const verifier = createDeviceTokenVerifier({
-      config: {
-        deviceCheckProductionUrl: "http://127.0.0.1:1",
-        deviceCheckDevelopmentUrl: "http://127.0.0.1:1",
-        deviceCheckTimeoutMs: 1000,
-        deviceTokenTtlSeconds: 3600,
-        deviceTokenBudget: 100,
-      },
+      config: unreachableAppleConfig(100),
       secretBox: {
         ...openSecretBox,
         open: () => {
@@ -215,13 +194,7 @@ describe.skipIf(!redisAvailable)("the device token verifier on a ledger entry an
     const redisKeyPrefix = `${space.nextPrefix()}:`;
     const redis = await space.readyClient();
     const verifier = createDeviceTokenVerifier({
-      config: {
-        deviceCheckProductionUrl: "http://127.0.0.1:1",
-        deviceCheckDevelopmentUrl: "http://127.0.0.1:1",
-        deviceCheckTimeoutMs: 1000,
-        deviceTokenTtlSeconds: 3600,
-        deviceTokenBudget: 100,
-      },
+      config: unreachableAppleConfig(100),
       secretBox: openSecretBox,
       redis,
       redisKeyPrefix,

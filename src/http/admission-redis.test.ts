@@ -3,7 +3,11 @@ import type { IncomingMessage } from "node:http";
 import { Writable } from "node:stream";
 import { afterAll, describe, expect, it } from "vitest";
 import { admissionRequestContext } from "../../test/support/admission-request-context.js";
-import { developmentDeviceCheck } from "../../test/support/device-check-settings.js";
+import {
+  developmentDeviceCheck,
+  openingSecretBox,
+  unreachableAppleConfig,
+} from "../../test/support/device-check-settings.js";
 import { directoryWithSlowReads, projectsReadAs } from "../../test/support/directory-with-slow-reads.js";
 import { fakeUsageRepository, spent } from "../../test/support/fake-usage-repository.js";
 import { heldRedisReplies } from "../../test/support/held-redis-replies.js";
@@ -133,20 +137,8 @@ async function deviceChecked(
   const token = Buffer.from(`a-device-token-${prefix}`).toString("base64");
   let appleCalls = 0;
   const deviceTokens = createDeviceTokenVerifier({
-    config: {
-      deviceCheckProductionUrl: "http://127.0.0.1:1",
-      deviceCheckDevelopmentUrl: "http://127.0.0.1:1",
-      deviceCheckTimeoutMs: 1000,
-      deviceTokenTtlSeconds: 3600,
-      deviceTokenBudget: budget,
-    },
-    secretBox: {
-      seal: () => "sealed",
-      open: () => Buffer.from("-----BEGIN PRIVATE KEY-----"),
-      reseal: () => undefined,
-      deriveKey: () => Buffer.alloc(32),
-      derivePreviousKey: () => undefined,
-    },
+    config: unreachableAppleConfig(budget),
+    secretBox: openingSecretBox(),
     redis: client,
     redisBreaker: breaker,
     redisKeyPrefix: `${prefix}:device-token:`,

@@ -1,3 +1,4 @@
+import type { SecretBox } from "../../src/auth/secret-box.js";
 import type { Project } from "../../src/storage/project-repository.js";
 
 /**
@@ -17,5 +18,30 @@ export function developmentDeviceCheck(
     sealedPrivateKey: "sealed",
     environment: "development",
     tokenMode,
+  };
+}
+
+/**
+ * The device token verifier's settings with both Apple hosts unreachable (its client is faked),
+ * verified tokens trusted for an hour, each for `budget` uses.
+ */
+export function unreachableAppleConfig(budget: number) {
+  return {
+    deviceCheckProductionUrl: "http://127.0.0.1:1",
+    deviceCheckDevelopmentUrl: "http://127.0.0.1:1",
+    deviceCheckTimeoutMs: 1000,
+    deviceTokenTtlSeconds: 3600,
+    deviceTokenBudget: budget,
+  };
+}
+
+/** A secret box that opens every sealed value to `opened` (a PEM's first line unless given). */
+export function openingSecretBox(opened = "-----BEGIN PRIVATE KEY-----"): SecretBox {
+  return {
+    seal: () => "sealed",
+    open: () => Buffer.from(opened),
+    reseal: () => undefined,
+    deriveKey: () => Buffer.alloc(32),
+    derivePreviousKey: () => undefined,
   };
 }
