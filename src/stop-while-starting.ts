@@ -11,9 +11,10 @@ const stopSignals = ["SIGTERM", "SIGINT", "SIGHUP"] as const;
  * is rolled back by the database (PostgreSQL when the connection drops, SQLite by its journal).
  * Returns the function that takes the handlers away again.
  *
- * A module of its own, loaded before the rest of Sluice: the entry points (src/main.ts, `sluice
- * serve`) install it before they import the server, whose modules take seconds to load through tsx
- * on a cold start (`npm run dev`), and take it away just before `serve()` installs its own.
+ * A module of its own, loaded before the rest of Sluice: the entry points that load through tsx
+ * (src/dev-main.ts for `npm run dev`, `sluice serve`) install it before they import the server,
+ * whose modules take seconds to load on a cold start, and take it away once `serve()` has installed
+ * its own. The production build's `npm start` imports the server statically (src/main.ts).
  */
 export function stopOnSignalWhileStarting(): () => void {
   const onSignal = (signal: NodeJS.Signals) => {
