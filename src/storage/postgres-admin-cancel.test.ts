@@ -10,6 +10,21 @@ import { openDatabase } from "./database.js";
  * decision 0049): the cancel goes out on a connection of its own, which the database's close must
  * not leave behind.
  */
+/**
+ * The server's backends waiting for a lock `holder` holds: this test's queries alone, where a look
+ * for any query on a `projects` table waiting for a lock also saw other files' (each on a schema of
+ * its own, on the same database), and took one of theirs for this test's read while it was not sent.
+ */
+async function waitingBehind(observer: pg.Client, holder: pg.Client): Promise<number[]> {
+  // The holder's backend, as its BackendKeyData gave it (connected directly, not through a pooler).
+  const { processID } = holder as unknown as { processID: number };
+  const { rows } = await observer.query<{ pid: number }>(
+    "select pid from pg_stat_activity where $1 = any(pg_blocking_pids(pid))",
+    [processID],
+  );
+  return rows.map((row) => row.pid);
+}
+
 /** A schema of its own, and the database opened on it through a TCP proxy the test can slow. */
 async function behindProxy() {
   const schema = await createPostgresSchema();
@@ -33,15 +48,7 @@ describe.skipIf(!postgresAvailable)("the admin API's PostgreSQL cancels", () => 
       await holder.query("lock table projects in access exclusive mode");
       const read = database.admin.db.selectFrom("projects").select("id").execute();
       await expect
-        .poll(
-          async () =>
-            (
-              await observer.query<{ n: number }>(
-                "select count(*)::int as n from pg_stat_activity where wait_event_type = 'Lock' and query like '%from \"projects\"%'",
-              )
-            ).rows[0]?.n,
-          { timeout: 5000 },
-        )
+        .poll(async () => (await waitingBehind(observer, holder)).length, { timeout: 5000 })
         .toBe(1);
       // The server is slow to take new connections: the cancel's is still opening when the lock goes
       // and the read answers, and when the database closes after it.
@@ -81,12 +88,7 @@ describe.skipIf(!postgresAvailable)("the admin API's PostgreSQL cancels", () => 
     });
     const holder = new pg.Client({ connectionString: schema.url });
     const observer = new pg.Client({ connectionString: schema.url });
-    const waitingPids = async () =>
-      (
-        await observer.query<{ pid: number }>(
-          "select pid from pg_stat_activity where wait_event_type = 'Lock' and query like '%from \"projects\"%'",
-        )
-      ).rows.map((row) => row.pid);
+    const waitingPids = () => waitingBehind(observer, holder);
     try {
       await Promise.all([holder.connect(), observer.connect()]);
       await holder.query("begin");
@@ -144,12 +146,7 @@ describe.skipIf(!postgresAvailable)("the admin API's PostgreSQL cancels", () => 
     const database = await openDatabase({ databaseUrl: schema.url, dataDir: "unused" });
     const holder = new pg.Client({ connectionString: schema.url });
     const observer = new pg.Client({ connectionString: schema.url });
-    const waiting = async () =>
-      (
-        await observer.query<{ n: number }>(
-          "select count(*)::int as n from pg_stat_activity where wait_event_type = 'Lock' and query like '%from \"projects\"%'",
-        )
-      ).rows[0]?.n;
+    const waiting = async () => (await waitingBehind(observer, holder)).length;
     try {
       await Promise.all([holder.connect(), observer.connect()]);
       await holder.query("begin");
