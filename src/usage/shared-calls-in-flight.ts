@@ -225,21 +225,26 @@ export function createSharedCallsInFlight(options: SharedCallsInFlightOptions): 
   }
 
   /**
-   * Runs the take script: its reply, or undefined when Redis did not decide (resting, failed).
+   * Runs a script that takes a place (`takeScript`, `takeWithLimitsScript`): its reply, or undefined
+   * when Redis did not decide (resting, failed: `failed` is then called, if the script was sent).
    */
-  async function runTake(key: string, member: string, room: number): Promise<number[] | undefined> {
+  async function runTake(
+    script: RedisScript,
+    keys: string[],
+    args: (string | number)[],
+    failed: () => void,
+  ): Promise<number[] | undefined> {
     const pass = breaker.enter();
     if (pass === "rest") return undefined;
     let reply: number[];
     try {
-      reply = (await takeScript.run(client, [key], [room, member, ttlMs])) as number[];
+      reply = (await script.run(client, keys, args)) as number[];
     } catch (error) {
       breaker.leave(pass, false, error);
-      takeFailed(key, member);
+      failed();
       return undefined;
     }
     breaker.leave(pass, true);
-    if (reply[2] === 1) options.onKeyRepaired?.(key);
     return reply;
   }
 
@@ -291,25 +296,16 @@ export function createSharedCallsInFlight(options: SharedCallsInFlightOptions): 
     async take(projectId, room) {
       const key = `${prefix}:${projectId}`;
       const member = `${instance}:${++calls}`;
-      const reply = await runTake(key, member, room);
+      const reply = await runTake(takeScript, [key], [room, member, ttlMs], () => takeFailed(key, member));
       if (reply === undefined) return undefined;
+      if (reply[2] === 1) options.onKeyRepaired?.(key);
       if (reply[0] !== 1) return "full";
       return placeTaken(key, member);
     },
     async takeWithLimits(projectId, room, limits) {
       const part = takePart(projectId, room, limits);
-      const pass = breaker.enter();
-      if (pass === "rest") return undefined;
-      let reply: number[];
-      try {
-        reply = (await takeWithLimitsScript.run(client, part.keys, part.args)) as number[];
-      } catch (error) {
-        breaker.leave(pass, false, error);
-        part.failed?.();
-        return undefined;
-      }
-      breaker.leave(pass, true);
-      return part.decide(reply);
+      const reply = await runTake(takeWithLimitsScript, part.keys, part.args, () => part.failed?.());
+      return reply === undefined ? undefined : part.decide(reply);
     },
     takePart,
     held: () => {
