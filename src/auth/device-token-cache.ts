@@ -478,21 +478,19 @@ export function createRedisDeviceTokenLedger(options: RedisDeviceTokenLedgerOpti
   const usesAllowed = (policy: DeviceTokenPolicy) => (policy.mode === "budget" ? policy.maxRequests : 1);
   /** The TTL a budget caller trusts an entry for, counted from its verification; -1: single-use. */
   const trustMs = (policy: DeviceTokenPolicy) => (policy.mode === "budget" ? Math.max(0, policy.ttlMs) : -1);
+  /** The lookup's ARGV[1..3] (`luaTrustedEntry`), the same for `check` and `checkWith`. */
+  const lookupArgs = (policy: DeviceTokenPolicy) => [trustMs(policy), sinceOf(policy), storedMs(policy)];
+  /** What a lookup's use count answers: none there (0), or within the policy's uses or not. */
+  const lookedUp = (uses: number, policy: DeviceTokenPolicy): DeviceTokenCheck =>
+    uses === 0 ? "fresh" : budgetVerdict(uses, policy, "cached-ok");
 
   return {
     async check(projectId, digest, policy, receipt) {
-      const uses = await count(
-        checkScript,
-        projectId,
-        digest,
-        [trustMs(policy), sinceOf(policy), storedMs(policy)],
-        receipt,
-      );
-      return uses === 0 ? "fresh" : budgetVerdict(uses, policy, "cached-ok");
+      return lookedUp(await count(checkScript, projectId, digest, lookupArgs(policy), receipt), policy);
     },
     async checkWith(projectId, digest, policy, receipt, part) {
       const keys = [...keysOf(projectId, digest), ...part.keys];
-      const args = [trustMs(policy), sinceOf(policy), storedMs(policy), usesAllowed(policy), ...part.args];
+      const args = [...lookupArgs(policy), usesAllowed(policy), ...part.args];
       const reply = await run(keys, async () => {
         try {
           return (await checkWithScript(part.lua).run(redis, keys, args)) as unknown[];
@@ -507,7 +505,7 @@ export function createRedisDeviceTokenLedger(options: RedisDeviceTokenLedgerOpti
       const counted = reply.length < 3 || reply[2] === 1;
       if (reply.length >= 3) part.decide(reply.slice(3) as number[]);
       if (counted && receipt && typeof stamp === "string") receipt.stamp = stamp;
-      return uses === 0 ? "fresh" : budgetVerdict(uses, policy, "cached-ok");
+      return lookedUp(uses, policy);
     },
     async remember(projectId, digest, policy, receipt) {
       const uses = await count(
