@@ -5,6 +5,7 @@ import { shutDown } from "../../src/server.js";
 import { type FakeApple, generateAppleKeyPair, startFakeApple } from "../fakes/fake-apple.js";
 import { type FakeUpstream, startFakeUpstream } from "../fakes/fake-upstream.js";
 import { heldRedisReplies } from "../support/held-redis-replies.js";
+import { proxiedChat } from "../support/proxied-chat.js";
 import { redisAvailable, redisUrl } from "../support/services.js";
 import { expectDeadlineRefusal, rowsAfterShutdown } from "../support/shutdown-refusal.js";
 import {
@@ -121,14 +122,7 @@ describe("calls still being admitted at the shutdown deadline", () => {
     try {
       const project = await createTestProject(sluice.gateway);
       held.hold();
-      const pending = fetch(`${sluice.url}/v1/provider-a/${project.projectId}/chat/completions`, {
-        method: "POST",
-        headers: {
-          authorization: `Bearer ${project.bearer("provider-a")}`,
-          "content-type": "application/json",
-        },
-        body: JSON.stringify({ model: "gpt-4o-mini", messages: [] }),
-      }).catch((error: Error) => error);
+      const pending = proxiedChat(sluice.url, project).catch((error: Error) => error);
       await held.replied();
       const closing = shutDownRefusingOne(sluice);
       const answer = await pending;

@@ -4,6 +4,7 @@ import pg from "pg";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { shutdownMarginMs } from "../../src/gateway-close.js";
 import { shutDown } from "../../src/server.js";
+import { proxiedChat } from "../support/proxied-chat.js";
 import { createPostgresSchema, postgresAvailable } from "../support/services.js";
 import { expectDeadlineRefusal } from "../support/shutdown-refusal.js";
 import { adminToken, createTestProject, logLinesOf, startTestGateway } from "../support/test-gateway.js";
@@ -215,14 +216,7 @@ describe.skipIf(!postgresAvailable)(
         const project = await createTestProject(sluice.gateway);
         holder = await holdLock("lock table projects in access exclusive mode");
         const from = sluice.logs.length;
-        const answered = fetch(`${sluice.url}/v1/provider-a/${project.projectId}/chat/completions`, {
-          method: "POST",
-          headers: {
-            authorization: `Bearer ${project.bearer("provider-a")}`,
-            "content-type": "application/json",
-          },
-          body: JSON.stringify({ model: "gpt-4o-mini", messages: [] }),
-        }).catch((error: Error) => error);
+        const answered = proxiedChat(sluice.url, project).catch((error: Error) => error);
         const { blocked } = holder;
         await expect.poll(blocked, { timeout: 5000 }).toBe(1);
         await shutDown(sluice.server, sluice.gateway);
