@@ -119,9 +119,15 @@ async function capped(perMinute: number | null = null) {
  * `capUsd`: a monthly cap with 12.50 spent by one call (room for two calls in flight at 30).
  */
 async function deviceChecked(
-  options: { perMinute?: number | null; capUsd?: number | null; budget?: number } = {},
+  options: {
+    perMinute?: number | null;
+    capUsd?: number | null;
+    budget?: number;
+    /** A failure of the authenticator's own after it settled (a programming error's, say). */
+    failingAfter?: Error;
+  } = {},
 ) {
-  const { perMinute = null, capUsd = null, budget = 1000 } = options;
+  const { perMinute = null, capUsd = null, budget = 1000, failingAfter } = options;
   const { proxy, client, breaker, prefix, limiter, spend } = await overHeldRedis();
   const { directory, partialKey, request } = await directoryWithSlowReads(
     await opening,
@@ -153,13 +159,19 @@ async function deviceChecked(
     },
   });
   const rows: UsageRecord[] = [];
+  const authenticate = createAuthenticator({
+    directory,
+    deviceTokens,
+    throttle: createAuthThrottle({ failuresPerMinute: 30 }),
+    testModeAllowed: true,
+  });
   const admit = createAdmission({
-    authenticate: createAuthenticator({
-      directory,
-      deviceTokens,
-      throttle: createAuthThrottle({ failuresPerMinute: 30 }),
-      testModeAllowed: true,
-    }),
+    authenticate: failingAfter
+      ? (request) =>
+          Promise.resolve(authenticate(request)).then(() => {
+            throw failingAfter;
+          })
+      : authenticate,
     limiter,
     spend,
     recorder: { record: (row: UsageRecord) => rows.push(row) } as unknown as UsageRecorder,
@@ -372,6 +384,16 @@ describe.skipIf(!redisAvailable)("admission of a DeviceCheck token with its ledg
     // limits are asked.
     await expect.poll(places).toBe(0);
     expect([await tokenUses(), await projectCount()]).toEqual(["1", "2"]);
+  });
+
+  it("gives back the place the script took when the authenticator then fails with an error of its own", async () => {
+    const failure = new TypeError("a programming error");
+    const { call, places, tokenUses } = await deviceChecked({ capUsd: 30, failingAfter: failure });
+    // The first call asks Apple; the second passes the ledger in the script, its place taken there.
+    await expect(call()).rejects.toBe(failure);
+    await expect(call()).rejects.toBe(failure);
+    expect(await tokenUses()).toBe("2");
+    await expect.poll(places).toBe(0);
   });
 
   it("decides on this instance alone, the token on its memory ledger, while Redis cannot answer", async () => {

@@ -165,7 +165,14 @@ export function createAdmission(deps: AdmissionDeps) {
             // Authentication could not be decided (the database is down, say: 503): a failed
             // authentication all the same, with its row.
             (error: unknown) => {
-              if (!isGatewayError(error)) throw error;
+              if (!isGatewayError(error)) {
+                // A failure of its own after the ledger's script took a place: given back all the
+                // same, or it would be held (and renewed) for as long as the process runs.
+                const decided = row.decided;
+                row.decided = undefined;
+                giveBackPlace(decided);
+                throw error;
+              }
               const failed = { ok: false, error, project: null, method: null } as const;
               return admitAuthenticated(context, options, failed, reloadWait, row);
             },
@@ -393,7 +400,7 @@ export function createAdmission(deps: AdmissionDeps) {
     row.decided = undefined;
     if (!auth.ok) {
       // Not met: a lookup that passed the token authenticates the call. Its place is given back.
-      if (decided && "release" in decided) decided.release?.();
+      giveBackPlace(decided);
       deps.metrics.countAuthResult(auth.method ?? "none", auth.error.code);
       // The failed-authentication throttle's refusals; its allowances are every other request.
       if (auth.error.code === "TOO_MANY_REQUESTS")
@@ -464,7 +471,7 @@ export function createAdmission(deps: AdmissionDeps) {
     // one refused while its limits or spend were asked (`admitted`).
     if (row.refusal !== null || context.request.socket.destroyed) {
       // A place the ledger's script took is given back (the shutdown's refusal wrote the row already).
-      if (decided && "release" in decided) decided.release?.();
+      giveBackPlace(decided);
       return refuse(row.refusal ?? clientDisconnected());
     }
     const admitted = (decisions: readonly RateLimitDecision[]): AdmittedCall => {
@@ -714,6 +721,11 @@ async function holdUnderCap(
 }
 
 /** The 429 of a call the project's calls in flight leave no room for under its cap. */
+/** Gives back the place among the calls in flight the device token's ledger script took, if it did. */
+function giveBackPlace(decided: CallRow["decided"]): void {
+  if (decided && "release" in decided) decided.release?.();
+}
+
 function callsInFlightFull(capUsd: number): GatewayError {
   return new GatewayError(
     "TOO_MANY_REQUESTS",
