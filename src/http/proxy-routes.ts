@@ -232,7 +232,7 @@ const webSocketRefusal: Record<ProviderId, string> = {
   "provider-b":
     "WebSocket connections do not go through Sluice: this proxy forwards POST calls only; see docs/proxy.md",
   "provider-c":
-    "WebSocket connections do not go through Sluice: connect to the provider directly for the Live API (live.connect); see docs/proxy.md",
+    "WebSocket connections do not go through Sluice: connect to the provider directly for the Live API (live.connect, with an ephemeral token minted through Sluice, authTokens.create); see docs/proxy.md",
 };
 
 /** A path of a provider's proxy: the provider and the provider path. */

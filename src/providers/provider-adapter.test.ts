@@ -222,6 +222,8 @@ describe("provider adapters", () => {
       "v1beta/tunedModels/mine:countTokens",
       "v1beta/batches/b_1:cancel",
       "v1beta/interactions/v1_abc/cancel",
+      "v1alpha/auth_tokens",
+      "v1/auth_tokens",
     ])
       expect(free("provider-c", "POST", path), path).toBe(true);
     for (const path of [
@@ -230,6 +232,8 @@ describe("provider adapters", () => {
       "v1beta/cachedContents",
       "v1beta/models/gemini-2.5-flash:batchGenerateContent",
       "v1beta/interactions",
+      "v1alpha/auth_tokens/x",
+      "v1alpha/auth_tokensx",
     ])
       expect(free("provider-c", "POST", path), path).toBe(false);
   });

@@ -74,10 +74,11 @@ const readingMethods = new Set(["GET", "HEAD", "OPTIONS", "DELETE"]);
 const freePostB = /^messages\/(?:count_tokens|batches\/[^/]+\/cancel)$/;
 /**
  * Provider C's free POSTs (after the version): counting tokens, cancelling a batch (the colon may be
- * percent-encoded) or a background interaction.
+ * percent-encoded) or a background interaction, minting an ephemeral token for the Live API (whose
+ * session, billed, goes to the provider directly, as provider A's Realtime client secrets).
  */
 const freePostC =
-  /^(?:(?:models|tunedModels)\/[^/]+(?::|%3a)countTokens|batches\/[^/]+(?::|%3a)cancel|interactions\/[^/]+\/cancel)$/i;
+  /^(?:(?:models|tunedModels)\/[^/]+(?::|%3a)countTokens|batches\/[^/]+(?::|%3a)cancel|interactions\/[^/]+\/cancel|auth_tokens)$/i;
 
 /**
  * A provider A Responses API call: `post` (creating a response, or cancelling one) is metered as

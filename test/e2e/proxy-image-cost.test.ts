@@ -333,6 +333,52 @@ describe("image generation through the proxies", () => {
       });
     });
 
+    it("prices a streamed edit (images.edit with stream: true, a form) by its image_edit.completed event's tokens, as the JSON edit", async () => {
+      const image = { created_at: 1_763_000_000, size: "1024x1024", quality: "medium", output_format: "png" };
+      const partial = {
+        type: "image_edit.partial_image",
+        b64_json: "AAAA",
+        partial_image_index: 0,
+        ...image,
+      };
+      const completed = { type: "image_edit.completed", b64_json: "AAAA", ...image, usage: gptImage2Usage };
+      fake.enqueueResponse({
+        status: 200,
+        headers: { "content-type": "text/event-stream" },
+        parts: [
+          `event: image_edit.partial_image\ndata: ${JSON.stringify(partial)}\n\n`,
+          `event: image_edit.completed\ndata: ${JSON.stringify(completed)}\n\n`,
+        ],
+      });
+      const { data: stream, response } = await clients.openai.images
+        .edit({
+          model: "gpt-image-2.6-sunburst",
+          image: await toFile(tinyPng, "cat.png", { type: "image/png" }),
+          prompt: "the same cat, in a hat",
+          stream: true,
+          partial_images: 1,
+        })
+        .withResponse();
+      const events: Array<{ type: string; usage?: unknown }> = [];
+      for await (const event of stream) events.push(event);
+      expect(events.map((event) => event.type)).toEqual(["image_edit.partial_image", "image_edit.completed"]);
+      expect(events[1]!.usage).toEqual(gptImage2Usage);
+      const sent = fake.last()!;
+      expect(sent).toMatchObject({ method: "POST", path: "/a/v1/images/edits" });
+      expect(sent.headers["content-type"]).toMatch(/^multipart\/form-data; boundary=/);
+      expect(sent.body.toString("latin1")).toMatch(/name="stream"\r\n\r\ntrue\r\n/);
+      // The same row as the JSON edit's above: the model from the form, the tokens from the event.
+      expect(await rowOf(response.headers)).toMatchObject({
+        model: "gpt-image-2.6-sunburst",
+        status: 200,
+        outcome: "ok",
+        streamed: 1,
+        input_tokens: 1050,
+        output_tokens: 4160,
+        cost_usd: 0.13305,
+      });
+    });
+
     it("prices an edit at the model its form names, as the provider reads the form: not one a later field's text spells", async () => {
       // A small form (kept until the answer ends) and one over 64 KiB (read as it is sent, then let go).
       for (const image of [tinyPng, Buffer.concat([tinyPng, Buffer.alloc(100_000)])]) {

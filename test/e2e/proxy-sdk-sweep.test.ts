@@ -2,6 +2,8 @@ import { randomBytes } from "node:crypto";
 import { request } from "node:http";
 import { connect } from "node:net";
 import { createServer as createTlsServer, type Server as TlsServer } from "node:tls";
+import { toFile as anthropicFile } from "@anthropic-ai/sdk";
+import { GoogleGenAI } from "@google/genai";
 import OpenAI, { toFile } from "openai";
 import { OpenAIRealtimeWS } from "openai/realtime/ws";
 import { ResponsesWS } from "openai/resources/responses/ws";
@@ -117,6 +119,81 @@ describe("the official SDKs' other calls through the proxies", () => {
     });
   });
 
+  describe("provider A (openai): the Uploads API", () => {
+    /** What the SDK sent Sluice, read from the request its fetch was given: bytes and content type. */
+    const sent: Array<{ body: Buffer; type: string | null }> = [];
+    let openai: OpenAI;
+
+    beforeAll(() => {
+      openai = new OpenAI({
+        baseURL: `${stage.sluice.url}/v1/provider-a/${stage.project.projectId}`,
+        apiKey: stage.project.bearer("provider-a"),
+        maxRetries: 0,
+        fetch: async (input, init) => {
+          const request = new Request(input, init);
+          // (The SDK first fetches a `data:` URL, to learn whether this fetch takes FormData.)
+          if (request.url.startsWith(stage.sluice.url))
+            sent.push({
+              body: Buffer.from(await request.clone().arrayBuffer()),
+              type: request.headers.get("content-type"),
+            });
+          return fetch(request);
+        },
+      });
+    });
+
+    beforeEach(() => {
+      sent.length = 0;
+    });
+
+    it("goes through part by part (uploads.create, each part's form byte for byte, uploads.complete), each call free", async () => {
+      // Parts of any bytes: line ends, dashes that start a delimiter, and every byte value.
+      const parts = [
+        Buffer.concat([Buffer.from("\r\n--not-the-boundary\r\n\r\n"), randomBytes(70_000)]),
+        Buffer.from(Array.from({ length: 256 }, (_, index) => index)),
+      ];
+      const bytes = parts[0]!.length + parts[1]!.length;
+      const rows = await rowsOf(async () => {
+        const upload = await openai.uploads.create({
+          bytes,
+          filename: "in.jsonl",
+          mime_type: "text/jsonl",
+          purpose: "batch",
+        });
+        expect(upload).toMatchObject({ id: "upload_fake1", object: "upload", status: "pending" });
+        const ids: string[] = [];
+        for (const data of parts)
+          ids.push((await openai.uploads.parts.create(upload.id, { data: new Blob([data]) })).id);
+        const done = await openai.uploads.complete(upload.id, { part_ids: ids });
+        expect(done).toMatchObject({
+          status: "completed",
+          file: { id: "file-upload1", object: "file", bytes, filename: "in.jsonl", purpose: "batch" },
+        });
+      }, 4);
+      expect(stage.fake.requests.map((request) => `${request.method} ${request.path}`)).toEqual([
+        "POST /a/v1/uploads",
+        "POST /a/v1/uploads/upload_fake1/parts",
+        "POST /a/v1/uploads/upload_fake1/parts",
+        "POST /a/v1/uploads/upload_fake1/complete",
+      ]);
+      // Every body reached the provider as the SDK wrote it, a part's form with the content type
+      // that names its boundary, and its `data` part's bytes whole within it.
+      expect(sent).toHaveLength(4);
+      stage.fake.requests.forEach((request, index) => {
+        expect(request.body.equals(sent[index]!.body), request.path).toBe(true);
+        expect(request.headers["content-type"]).toBe(sent[index]!.type);
+        expect(request.headers.authorization).toBe(`Bearer ${stage.project.providerKeys["provider-a"]}`);
+      });
+      for (const [index, data] of parts.entries()) {
+        const part = stage.fake.requests[index + 1]!;
+        expect(part.headers["content-type"]).toMatch(/^multipart\/form-data; boundary=\S+$/);
+        expect(part.body.includes(data)).toBe(true);
+      }
+      expect(rows).toHaveLength(4);
+      for (const row of rows) expect(row).toMatchObject({ status: 200, outcome: "ok", ...free });
+    });
+  });
+
   describe("provider B (@anthropic-ai/sdk)", () => {
     it("forwards the beta message batches' create (betas as anthropic-beta) with no tokens, and answers its retrieve 405", async () => {
       const row = await rowOf(async () => {
@@ -148,6 +225,61 @@ describe("the official SDKs' other calls through the proxies", () => {
         /GET v1\/messages\/batches\/msgbatch_fake1 does not go through Sluice/,
       );
       expect(stage.fake.requests).toHaveLength(1);
+    });
+
+    it("answers the Files API's upload (files.upload, not only beta.files.upload) 404 with the reason, and never forwards it", async () => {
+      const error = await stage.anthropic.files
+        .upload({
+          file: await anthropicFile(Buffer.from("%PDF-1.4 a"), "a.pdf", { type: "application/pdf" }),
+        })
+        .catch((caught) => caught);
+      expect(error).toMatchObject({ status: 404 });
+      expect(String(error.message)).toMatch(/Provider B's Files API does not go through Sluice/);
+      expect(stage.fake.requests).toHaveLength(0);
+    });
+
+    it("records beta.messages.countTokens (betas as anthropic-beta) as free, as messages.countTokens", async () => {
+      const row = await rowOf(async () => {
+        const count = await stage.anthropic.beta.messages.countTokens({
+          model: "claude-sonnet-4-5",
+          messages: [{ role: "user", content: "Hi" }],
+          betas: ["context-1m-2025-08-07"],
+        });
+        expect(count).toEqual({ input_tokens: 11 });
+      });
+      expect(stage.fake.last()).toMatchObject({
+        method: "POST",
+        path: "/b/v1/messages/count_tokens",
+      });
+      expect(stage.fake.last()!.headers["anthropic-beta"]).toBe(
+        // The SDK adds its own token-counting beta after the ones given.
+        "context-1m-2025-08-07,token-counting-2024-11-01",
+      );
+      expect(row).toMatchObject({ status: 200, outcome: "ok", model: "claude-sonnet-4-5", ...free });
+    });
+
+    it("answers a Skills API upload (skills.create, a multipart form) 415 and its list (GET) 405, and never forwards them", async () => {
+      const skill = await anthropicFile(Buffer.from("---\nname: x\n---\n"), "x/SKILL.md");
+      for (const create of [
+        () => stage.anthropic.skills.create({ files: [skill] }),
+        () => stage.anthropic.beta.skills.create({ files: [skill] }),
+      ]) {
+        const row = await rowOf(async () => {
+          const error = await create().catch((caught) => caught);
+          expect(error).toMatchObject({ status: 415 });
+          expect(error.error.error).toMatchObject({
+            code: "UNSUPPORTED_MEDIA_TYPE",
+            message: expect.stringMatching(/^Content-Type must be application\/json/),
+          });
+        });
+        expect(row).toMatchObject({ status: 415, error_code: "UNSUPPORTED_MEDIA_TYPE" });
+      }
+      const listed = await (async () => {
+        for await (const _skill of stage.anthropic.skills.list()) return null;
+      })().catch((caught) => caught);
+      expect(listed).toMatchObject({ status: 405 });
+      expect(String(listed.message)).toMatch(/GET v1\/skills does not go through Sluice/);
+      expect(stage.fake.requests).toHaveLength(0);
     });
 
     it("passes a beta message's betas on as anthropic-beta and records its tokens", async () => {
@@ -196,13 +328,45 @@ describe("the official SDKs' other calls through the proxies", () => {
       });
     });
 
-    it("answers files.upload (its resumable upload starts at upload/…, outside the API's path) 404 with the reason, and never forwards it", async () => {
+    it("records authTokens.create (an ephemeral token for the Live API, which the app uses with the provider directly) as free", async () => {
+      const google = new GoogleGenAI({
+        apiKey: stage.project.bearer("provider-c"),
+        httpOptions: {
+          baseUrl: `${stage.sluice.url}/v1/provider-c/${stage.project.projectId}`,
+          apiVersion: "v1alpha",
+        },
+      });
+      const row = await rowOf(async () => {
+        const token = await google.authTokens.create({
+          config: { uses: 1, expireTime: "2025-11-13T02:43:20Z" },
+        });
+        expect(token).toMatchObject({ name: "auth_tokens/fake-ephemeral-token-1", uses: 1 });
+      });
+      expect(stage.fake.last()).toMatchObject({ method: "POST", path: "/c/v1alpha/auth_tokens" });
+      expect(stage.fake.last()!.json).toMatchObject({ uses: 1, expireTime: "2025-11-13T02:43:20Z" });
+      expect(stage.fake.last()!.headers["x-goog-api-key"]).toBe(stage.project.providerKeys["provider-c"]);
+      // Minting bills nothing; the session it opens is billed, and never passes through Sluice.
+      expect(row).toMatchObject({ status: 200, outcome: "ok", ...free });
+    });
+
+    it("answers files.upload and a file search store's upload (resumable uploads that start at upload/…, outside the API's path) 404 with the reason, and never forwards them", async () => {
+      const file = new Blob(["hello"], { type: "text/plain" });
       const rows = await rowsOf(async () => {
-        const error = await stage.google.files
-          .upload({ file: new Blob(["hello"], { type: "text/plain" }), config: { mimeType: "text/plain" } })
-          .catch((caught) => caught);
-        expect(error).toMatchObject({ status: 404 });
-        expect(String(error.message)).toMatch(/Provider C file uploads do not go through Sluice/);
+        for (const upload of [
+          () => stage.google.files.upload({ file, config: { mimeType: "text/plain" } }),
+          () =>
+            stage.google.fileSearchStores.uploadToFileSearchStore({
+              fileSearchStoreName: "fileSearchStores/store-1",
+              file,
+              config: { mimeType: "text/plain" },
+            }),
+        ]) {
+          const error = await upload().catch((caught) => caught);
+          expect(error).toMatchObject({ status: 404 });
+          expect(String(error.message)).toMatch(/Provider C file uploads do not go through Sluice/);
+          // Nothing of the provider's: no upload URL, host or key.
+          expect(String(error.message)).not.toMatch(/googleapis|upload_id|x-goog-upload-url/i);
+        }
       }, 0);
       expect(rows).toHaveLength(0);
       expect(stage.fake.requests).toHaveLength(0);
@@ -310,6 +474,10 @@ describe("the official SDKs' other calls through the proxies", () => {
       );
       expect(status).toBe(405);
       expect(JSON.parse(body).error.message).toMatch(/WebSocket connections do not go through Sluice/);
+      // It names the way that works: an ephemeral token minted through Sluice, used with the provider.
+      expect(JSON.parse(body).error.message).toMatch(
+        /ephemeral token minted through Sluice, authTokens\.create/,
+      );
       expect(stage.fake.requests).toHaveLength(0);
     });
   });

@@ -146,6 +146,27 @@ export const providerA = {
       has_more: false,
     };
   },
+  /**
+   * An Upload object (the Uploads API: `POST uploads`, `uploads/{id}/complete`): `pending` while its
+   * parts arrive, `completed` with the File it became.
+   */
+  upload(id: string, request: { bytes?: unknown; filename?: unknown; purpose?: unknown }, file?: unknown) {
+    return {
+      id,
+      object: "upload",
+      bytes: request.bytes,
+      created_at: created,
+      filename: request.filename,
+      purpose: request.purpose,
+      status: file === undefined ? "pending" : "completed",
+      expires_at: created + 3600,
+      ...(file === undefined ? {} : { file }),
+    };
+  },
+  /** What `POST uploads/{id}/parts` (a multipart form of one `data` part) answers. */
+  uploadPart(id: string, uploadId: string) {
+    return { id, object: "upload.part", created_at: created, upload_id: uploadId };
+  },
   /** What `DELETE files/{id}` (the SDK's `files.delete`) answers. */
   fileDeleted(id: string) {
     return { id, object: "file", deleted: true };
@@ -573,6 +594,21 @@ export const providerC = {
       expireTime: "2025-11-13T03:13:20Z",
       displayName: "",
       usageMetadata: { totalTokenCount: usage.input },
+    };
+  },
+  /**
+   * `auth_tokens` (`authTokens.create`): an ephemeral token for the Live API, its `name` the token a
+   * client connects with, with the fields the request set. Free: no usage.
+   */
+  authToken(request: Record<string, unknown>) {
+    return {
+      name: "auth_tokens/fake-ephemeral-token-1",
+      uses: typeof request.uses === "number" ? request.uses : 1,
+      expireTime: typeof request.expireTime === "string" ? request.expireTime : "2025-11-13T02:43:20Z",
+      newSessionExpireTime:
+        typeof request.newSessionExpireTime === "string"
+          ? request.newSessionExpireTime
+          : "2025-11-13T02:14:20Z",
     };
   },
   /**

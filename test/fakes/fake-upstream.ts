@@ -171,6 +171,8 @@ export async function startFakeUpstream(
     return planned === undefined ? compression : planned;
   };
   const responsesApi = createFakeResponsesApi();
+  /** The request that made the last upload (`POST uploads`), whose completion answers with its fields. */
+  let upload: Record<string, unknown> = {};
   const abortWaiters = new Set<(request: RecordedRequest) => void>();
 
   const structuredText = (request: RecordedRequest) => {
@@ -300,6 +302,25 @@ export async function startFakeUpstream(
         providerA.file("file-abc123", filename, bytes, multipartField(request.body, "purpose") ?? ""),
       );
     }
+    // The Uploads API: an upload made, its parts (multipart forms of one `data` part, whose bytes
+    // are kept as received), and its completion into a File of the parts' bytes together.
+    if (path === "/a/v1/uploads" && request.method === "POST") {
+      upload = json;
+      return sendJson(response, 200, providerA.upload("upload_fake1", json));
+    }
+    const uploadPart = /^\/a\/v1\/uploads\/([^/]+)\/parts$/.exec(path);
+    if (uploadPart && request.method === "POST")
+      return sendJson(
+        response,
+        200,
+        providerA.uploadPart(`part_fake${requests.length}`, uploadPart[1] ?? ""),
+      );
+    const uploadDone = /^\/a\/v1\/uploads\/([^/]+)\/complete$/.exec(path);
+    if (uploadDone && request.method === "POST") {
+      const { filename, bytes, purpose } = upload;
+      const file = providerA.file("file-upload1", String(filename), Number(bytes), String(purpose));
+      return sendJson(response, 200, providerA.upload(uploadDone[1] ?? "", upload, file));
+    }
     // The files' list and one file's object (GETs, no body), and a deletion.
     if (path === "/a/v1/files" && request.method === "GET")
       return sendJson(
@@ -428,6 +449,8 @@ export async function startFakeUpstream(
         200,
         providerC.interaction({ model: "gemini-2.5-flash" }, text, usage, "cancelled", steps),
       );
+    if (/^\/c\/(v1beta|v1alpha|v1)\/auth_tokens$/.test(path) && request.method === "POST")
+      return sendJson(response, 200, providerC.authToken(json));
     if (/^\/c\/(v1beta|v1alpha|v1)\/cachedContents$/.test(path) && request.method === "POST") {
       const cached = typeof json.model === "string" ? json.model.replace(/^models\//, "") : "unknown-model";
       return sendJson(response, 200, providerC.cachedContent(cached, usage));
