@@ -106,6 +106,27 @@ describe("projects as code (SLUICE_CONFIG_FILE)", () => {
     expect((await watched.getProject("steady-app")).updatedAt > before.updatedAt).toBe(true);
   });
 
+  it("updates a project whose output schema the file lists with its members in another order: a model answers in their order", async () => {
+    const schema = (...names: string[]) => ({
+      type: "object",
+      properties: Object.fromEntries(names.map((name) => [name, { type: "string" }])),
+      required: names,
+    });
+    const entry = { id: "ordered-app", name: "Ordered app", provider: "provider-a" };
+    const first = file("ordered.json", {
+      projects: [{ ...entry, outputSchema: schema("title", "summary") }],
+    });
+    expect(await seed(first)).toMatchObject({ created: ["ordered-app"] });
+    // `properties` reordered, `required` as it was: the admin API takes this PATCH as a change.
+    const reordered = { ...schema("summary", "title"), required: ["title", "summary"] };
+    const second = file("reordered.json", { projects: [{ ...entry, outputSchema: reordered }] });
+    expect(await seed(second)).toEqual({ created: [], updated: ["ordered-app"], unchanged: [] });
+    expect(JSON.stringify((await admin.getProject("ordered-app")).outputSchema)).toBe(
+      JSON.stringify(reordered),
+    );
+    expect(await seed(second)).toEqual({ created: [], updated: [], unchanged: ["ordered-app"] });
+  });
+
   it("writes an entry that sets a private key on a project that has one: the stored key is sealed, so it cannot be compared", async () => {
     const { privateKey } = generateKeyPairSync("ec", { namedCurve: "prime256v1" });
     const pem = privateKey.export({ format: "pem", type: "pkcs8" }).toString();

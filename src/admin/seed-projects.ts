@@ -1,5 +1,4 @@
 import { readFileSync } from "node:fs";
-import { isDeepStrictEqual } from "node:util";
 import { z } from "zod";
 import { isGatewayError, listedProblems, maxProblemsListed } from "../errors.js";
 import { fileNameShown, isFileContents, unreadableReason } from "../file-name-shown.js";
@@ -187,11 +186,19 @@ function matches(stored: ProjectView, fields: Record<string, unknown>): boolean 
   );
 }
 
+/**
+ * Whether `stored` holds each value `wanted` lists. An object (an output schema, a proxy allow-list)
+ * is compared as JSON text, as the admin API's audit line compares it (changedFields): members in
+ * another order are another schema, as a model answers in their order, and are written.
+ */
 function holds(stored: object, wanted: object): boolean {
-  return Object.entries(wanted).every(
-    ([name, value]) =>
-      value === undefined || isDeepStrictEqual((stored as Record<string, unknown>)[name], value),
-  );
+  return Object.entries(wanted).every(([name, value]) => {
+    const held = (stored as Record<string, unknown>)[name];
+    if (value === undefined || held === value) return true;
+    return (
+      typeof value === "object" && typeof held === "object" && JSON.stringify(held) === JSON.stringify(value)
+    );
+  });
 }
 
 /**
