@@ -45,55 +45,61 @@ export function registerStructuredRoutes(router: Router, deps: StructuredRouteDe
 }
 
 function handle(deps: StructuredRouteDeps, kind: AnalysisKind, context: RequestContext): Promise<void> {
-  return answerWithJson(deps.admit, deps.bodyBudget, context, kind, async (call, signal, soFar, readBody) => {
-    const body = parseJsonObject(await readBody(bodyCap(deps, kind)), {
-      limits: jsonBodyLimits,
-      takes: `${structuredRoutes[kind]} takes one JSON object such as {"${fieldOf[kind]}": "…"}`,
-    });
-    const value = body[fieldOf[kind]];
-    // Only whitespace is nothing to analyse either (as a `prompt` on /v1/image): refused before any
-    // provider call, which would be billed.
-    if (typeof value !== "string" || value.trim() === "") {
-      throw new GatewayError(
-        "BAD_REQUEST",
-        `\`${fieldOf[kind]}\` is required and must be a non-empty string (not only whitespace)`,
-      );
-    }
-    const model = chooseModel(call.project, call.provider, kind);
-    const schema = usableSchema(call.project, call.provider, model, kind);
-    const input = await parseInput(deps, kind, value, call.provider, signal, context.requestId);
-    soFar.model = model;
-    // Only the project's admin can change a schema the provider refuses: the operator hears of it.
-    const noteSchemaRefusal = (error: unknown): void => {
-      const reason = schemaRefusalOf(error, call.provider);
-      if (reason === null || !deps.logSchemaRefusal) return;
-      deps.logSchemaRefusal(
-        { projectId: call.project.id, provider: call.provider, reason, model: soFar.model ?? model },
-        context.requestId,
-        structuredRoutes[kind],
-      );
-    };
-    const result = await analyze(deps.models, {
-      provider: call.provider,
-      model: soFar.model,
-      providerKey: call.providerKey,
-      schema,
-      input,
-      timeoutMs: deps.timeoutMs,
-      signal,
-    }).catch((error: unknown) => {
-      noteSchemaRefusal(error);
-      throw error;
-    });
-    soFar.model = result.model;
-    const spend = { usage: result.usage, costUsd: costOfTokens(call.provider, result.model, result.usage) };
-    soFar.spend = spend;
-    if (!result.ok) {
-      noteSchemaRefusal(result.error);
-      throw result.error;
-    }
-    return { body: result.object, model: result.model, ...spend };
-  });
+  return answerWithJson(
+    deps.admit,
+    deps.bodyBudget,
+    context,
+    kind,
+    async (call, signal, soFar, readBody, hold) => {
+      const body = parseJsonObject(await readBody(bodyCap(deps, kind)), {
+        limits: jsonBodyLimits,
+        takes: `${structuredRoutes[kind]} takes one JSON object such as {"${fieldOf[kind]}": "…"}`,
+      });
+      const value = body[fieldOf[kind]];
+      // Only whitespace is nothing to analyse either (as a `prompt` on /v1/image): refused before any
+      // provider call, which would be billed.
+      if (typeof value !== "string" || value.trim() === "") {
+        throw new GatewayError(
+          "BAD_REQUEST",
+          `\`${fieldOf[kind]}\` is required and must be a non-empty string (not only whitespace)`,
+        );
+      }
+      const model = chooseModel(call.project, call.provider, kind);
+      const schema = usableSchema(call.project, call.provider, model, kind);
+      const input = await parseInput(deps, kind, value, call.provider, signal, context.requestId, hold);
+      soFar.model = model;
+      // Only the project's admin can change a schema the provider refuses: the operator hears of it.
+      const noteSchemaRefusal = (error: unknown): void => {
+        const reason = schemaRefusalOf(error, call.provider);
+        if (reason === null || !deps.logSchemaRefusal) return;
+        deps.logSchemaRefusal(
+          { projectId: call.project.id, provider: call.provider, reason, model: soFar.model ?? model },
+          context.requestId,
+          structuredRoutes[kind],
+        );
+      };
+      const result = await analyze(deps.models, {
+        provider: call.provider,
+        model: soFar.model,
+        providerKey: call.providerKey,
+        schema,
+        input,
+        timeoutMs: deps.timeoutMs,
+        signal,
+      }).catch((error: unknown) => {
+        noteSchemaRefusal(error);
+        throw error;
+      });
+      soFar.model = result.model;
+      const spend = { usage: result.usage, costUsd: costOfTokens(call.provider, result.model, result.usage) };
+      soFar.spend = spend;
+      if (!result.ok) {
+        noteSchemaRefusal(result.error);
+        throw result.error;
+      }
+      return { body: result.object, model: result.model, ...spend };
+    },
+  );
 }
 
 /**
@@ -172,6 +178,8 @@ async function parseInput(
   /** Stops a PDF fetch by URL: the client left. */
   signal: AbortSignal,
   requestId: string,
+  /** Counts a fetched PDF in the body budget (503 past it). */
+  hold: (bytes: number) => void,
 ): Promise<AnalysisInput> {
   if (kind === "text") return { kind, text: value };
   if (kind === "vision") {
@@ -182,6 +190,9 @@ async function parseInput(
   }
   const pdf = parsePdfInput(value, { maxBytes: deps.maxPdfBytes });
   const bytes = pdf.kind === "data" ? pdf.bytes : await deps.fetchPdf(pdf.url, signal, requestId);
+  // A PDF fetched by URL is held until the call ends as one sent inline is: counted as its body
+  // would have been (its base64), once fetched. SLUICE_MAX_PDF_FETCHES bounds only the fetches.
+  if (pdf.kind === "url") hold(Math.ceil(bytes.length / 3) * 4);
   requirePdfWithinLimits(provider, bytes);
   return { kind, bytes };
 }

@@ -122,6 +122,8 @@ export async function analyze(models: AiSdkModels, request: AnalysisRequest): Pr
             usage,
           };
         outcome.problems = check.errors;
+        // Sent back as the model wrote it, unless nested too deep for JSON.stringify (a stack overflow).
+        if (!check.tooDeep) outcome.text = JSON.stringify(outcome.object);
       }
       cut = outcome.cut === true;
       if (cut) {
@@ -134,13 +136,19 @@ export async function analyze(models: AiSdkModels, request: AnalysisRequest): Pr
         continue;
       }
       // An empty answer is not sent back: provider B refuses a conversation with an empty text block.
+      // Nor is one nested too deep to write out (no text), whose problem says so.
       const answered = outcome.text?.trim() ? outcome.text : null;
       if (answered) messages.push({ role: "assistant", content: answered });
+      const opening = answered
+        ? "That answer"
+        : outcome.text === undefined
+          ? "Your answer"
+          : "Your answer was empty, which";
       // The mismatches listed as a refusal lists its problems (at most 50, and how many more): Ajv
       // names every one, and an answer of many wrong items made a prompt many times its size.
       messages.push({
         role: "user",
-        content: `${answered ? "That answer" : "Your answer was empty, which"} does not match the JSON Schema (${listedProblems(outcome.problems).text}). Answer again with only a JSON object that matches it.`,
+        content: `${opening} does not match the JSON Schema (${listedProblems(outcome.problems).text}). Answer again with only a JSON object that matches it.`,
       });
     }
     return {
@@ -222,7 +230,6 @@ async function attemptOnce(
     });
     return {
       object: result.object,
-      text: JSON.stringify(result.object),
       problems: [],
       usage: usageOf(provider, result.usage, result.response.body),
       modelId: result.response.modelId,

@@ -257,6 +257,31 @@ describe("validateAgainstSchema", () => {
     expect(check.errors.some((error) => error.startsWith(`${path} `))).toBe(true);
   });
 
+  // The AI SDK parses an answer of any depth; a recursive schema's validator recursed as deep, and
+  // JSON.stringify (the repair's text, the 200 body) overflows the stack a few thousand levels down.
+  it("refuses an answer nested more than 64 deep without reading below it, and takes one of 64", () => {
+    const tree = {
+      type: "object",
+      $defs: {
+        node: { type: "object", properties: { kids: { type: "array", items: { $ref: "#/$defs/node" } } } },
+      },
+      properties: { root: { $ref: "#/$defs/node" } },
+    };
+    // `levels` objects and arrays in all, the outermost object counted.
+    const nestedTo = (levels: number): unknown => {
+      let node: unknown = {};
+      for (let level = 2; level < levels; level += 2) node = { kids: [node] };
+      return { root: node };
+    };
+    expect(validateAgainstSchema(tree, nestedTo(64))).toEqual({ valid: true, errors: [] });
+    expect(validateAgainstSchema(tree, nestedTo(66))).toEqual({
+      valid: false,
+      errors: [`/root${"/kids/0".repeat(31)}/kids nests objects and arrays more than 64 deep`],
+      tooDeep: true,
+    });
+    expect(validateAgainstSchema(tree, nestedTo(20_000))).toMatchObject({ valid: false, tooDeep: true });
+  });
+
   // A model may write an integer as 3.0 (Gemini and GPT models do); JSON has one number type.
   it("takes an integer written with a zero fraction, and refuses one with a fraction", () => {
     expect(validateAgainstSchema(schema, JSON.parse('{"title":"A","score":1,"rank":3.0}'))).toEqual({

@@ -135,14 +135,16 @@ function compileIn(generation: Generation, schema: Record<string, unknown>): Val
 /**
  * Validates a model's output; the error strings say where and why. A value that would not survive
  * JSON serialisation is invalid too: JSON.parse reads `1e999` as Infinity, which Ajv takes for a
- * number and JSON.stringify would send as null, breaking the schema the answer was checked against.
+ * number and JSON.stringify would send as null, breaking the schema the answer was checked against;
+ * and so is one nested more than maxAnswerDepth deep (`tooDeep`: only that is said of it).
  */
 export function validateAgainstSchema(
   schema: Record<string, unknown>,
   value: unknown,
-): { valid: boolean; errors: string[] } {
+): { valid: boolean; errors: string[]; tooDeep?: true } {
   const errors: string[] = [];
-  nonFiniteNumbers(value, errors);
+  // Not given to Ajv, whose validators recurse along a recursive $ref as deep as the value goes.
+  if (!nonFiniteNumbers(value, errors)) return { valid: false, errors, tooDeep: true };
   const validate = validatorFor(schema);
   if (!validate(value)) {
     for (const error of validate.errors ?? [])
@@ -165,23 +167,36 @@ function detailOf(params: Record<string, unknown> | undefined): string {
 }
 
 /**
- * Reports every number JSON cannot carry (Infinity, -Infinity, NaN), by its JSON Pointer. Iterative,
- * so a deeply nested answer cannot overflow the stack.
+ * The objects and arrays an answer may nest, the outermost one counted: as deep as a request body
+ * these endpoints take (jsonBodyLimits). The AI SDK parses an answer of any depth, but JSON.stringify
+ * overflows the stack a few thousand levels down, as many clients' parsers do far sooner.
  */
-function nonFiniteNumbers(root: unknown, errors: string[]): void {
+export const maxAnswerDepth = 64;
+
+/**
+ * Reports every number JSON cannot carry (Infinity, -Infinity, NaN), by its JSON Pointer; false,
+ * with the first object or array nested more than maxAnswerDepth deep reported, when the value nests
+ * that deep (what is below it is not read). Iterative, so a deeply nested answer cannot overflow the
+ * stack.
+ */
+function nonFiniteNumbers(root: unknown, errors: string[]): boolean {
   const pointerToken = (key: string) => key.replace(/~/g, "~0").replace(/\//g, "~1");
-  const pending: Array<[unknown, string]> = [[root, ""]];
+  const pending: Array<[unknown, string, number]> = [[root, "", 0]];
   for (let next = pending.pop(); next; next = pending.pop()) {
-    const [value, path] = next;
+    const [value, path, depth] = next;
     if (typeof value === "number") {
       if (!Number.isFinite(value))
         errors.push(`${path || "/"} must be a finite number (JSON has no ${String(value)})`);
+    } else if (typeof value === "object" && value !== null && depth >= maxAnswerDepth) {
+      errors.push(`${path || "/"} nests objects and arrays more than ${maxAnswerDepth} deep`);
+      return false;
     } else if (Array.isArray(value)) {
       for (let index = value.length - 1; index >= 0; index--)
-        pending.push([value[index], `${path}/${index}`]);
+        pending.push([value[index], `${path}/${index}`, depth + 1]);
     } else if (typeof value === "object" && value !== null) {
       for (const [key, item] of Object.entries(value).reverse())
-        pending.push([item, `${path}/${pointerToken(key)}`]);
+        pending.push([item, `${path}/${pointerToken(key)}`, depth + 1]);
     }
   }
+  return true;
 }

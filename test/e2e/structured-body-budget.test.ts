@@ -1,10 +1,15 @@
 import { connect } from "node:net";
 import { getHeapStatistics } from "node:v8";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
-import type { FakeUpstream } from "../fakes/fake-upstream.js";
+import { type FakeUpstream, providerBaseUrls, startFakeUpstream } from "../fakes/fake-upstream.js";
 import { openUpload, until } from "../support/held-upload.js";
 import { type ProxyStage, startProxyStage } from "../support/proxy-stage.js";
-import { startTestGateway, type TestGateway, type TestProject } from "../support/test-gateway.js";
+import {
+  createTestProject,
+  startTestGateway,
+  type TestGateway,
+  type TestProject,
+} from "../support/test-gateway.js";
 
 const mib = 1024 * 1024;
 const budget = 3 * mib;
@@ -137,5 +142,69 @@ describe("the budget's default", () => {
     } finally {
       await sluice.close();
     }
+  });
+});
+
+/**
+ * A PDF given by URL is a body of a few bytes, but the call holds the fetched PDF (and the provider's
+ * request built from it) as long as an inline one: its bytes count in the budget once fetched.
+ * SLUICE_MAX_PDF_FETCHES bounds only the fetches under way, and a call whose fetch has ended gives
+ * its place back: calls of fetched PDFs waiting on their provider held them all, counted nowhere.
+ */
+describe("the budget and a PDF fetched by URL", () => {
+  const pdf = Buffer.concat([Buffer.from("%PDF-1.7\n"), Buffer.alloc(2 * mib - 9, 0x20)]);
+  let fake: FakeUpstream;
+  let sluice: TestGateway;
+  let project: TestProject;
+  const held = () => sluice.gateway.bodyBudget.held();
+
+  beforeAll(async () => {
+    fake = await startFakeUpstream();
+    sluice = await startTestGateway(
+      { ...providerBaseUrls(fake), maxBufferedBodyBytes: budget },
+      { fetchPdf: async () => pdf },
+    );
+    project = await createTestProject(sluice.gateway, { provider: "provider-a", outputSchema: schema });
+  });
+  afterAll(async () => {
+    await sluice.close();
+    await fake.close();
+  });
+
+  it("counts the fetched PDF while its call runs, refuses a body past the budget then, and gives both back", async () => {
+    fake.setLatencyMs(20_000);
+    const body = JSON.stringify({ pdf: "https://example.com/a.pdf" });
+    const fetched = openUpload(
+      sluice.url,
+      `/v1/pdf/${project.projectId}`,
+      project.bearer("provider-a"),
+      [`content-length: ${body.length}`],
+      body,
+    );
+    await until(() => fake.requests.length === 1, "the PDF's call reached the provider");
+    // Counted as the same PDF sent inline would be: its base64.
+    const inBase64 = Math.ceil(pdf.length / 3) * 4;
+    expect(held()).toBe(body.length + inBase64);
+
+    const text = call(sluice, project, 1.5 * mib);
+    expect((await text.answer).status).toBe(503);
+    // Another fetched PDF past the budget: 503 once fetched, before any provider call.
+    const another = openUpload(
+      sluice.url,
+      `/v1/pdf/${project.projectId}`,
+      project.bearer("provider-a"),
+      [`content-length: ${body.length}`],
+      body,
+    );
+    const refused = await another.answer;
+    expect(refused.status).toBe(503);
+    expect(refused.body).toMatchObject({
+      error: { code: "SERVICE_UNAVAILABLE", details: { retryable: true } },
+    });
+    expect(fake.requests).toHaveLength(1);
+    expect(held()).toBe(body.length + inBase64);
+
+    fetched.socket.destroy();
+    await until(() => held() === 0, "the PDF call's share was given back");
   });
 });
