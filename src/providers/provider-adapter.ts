@@ -73,6 +73,11 @@ const readingMethods = new Set(["GET", "HEAD", "OPTIONS", "DELETE"]);
 /** Provider B's free POSTs (after the version): counting a message's tokens, cancelling a batch. */
 const freePostB = /^messages\/(?:count_tokens|batches\/[^/]+\/cancel)$/;
 /**
+ * Provider B's Managed Agents sessions (after the version): created, updated or archived, a session
+ * or thread answers with its cumulative usage so far, which its agent used where Sluice cannot see.
+ */
+const managedAgentSession = /^sessions(?:\/|$)/;
+/**
  * Provider C's free POSTs (after the version): counting tokens, cancelling a batch (the colon may be
  * percent-encoded) or a background interaction, minting an ephemeral token for the Live API (whose
  * session, billed, goes to the provider directly, as provider A's Realtime client secrets).
@@ -333,6 +338,7 @@ export function createProviderAdapters(options: ProviderAdapterOptions): Record<
         headers["anthropic-version"] = options.providerBVersion;
       },
       requestModel: (_path, body, contentType) => bodyModel(body, contentType),
+      answersStored: (path) => managedAgentSession.test(apiPath("provider-b", path)),
       freeCall: (_method, path) => freePostB.test(apiPath("provider-b", path)),
     },
     "provider-c": {
