@@ -139,8 +139,8 @@ describe.skipIf(!postgresAvailable)("the admin API's PostgreSQL cancels", () => 
     }
   }, 20_000);
 
-  // The credential directory's reads are cancelled by the gateway's close alone (`credentialReads`):
-  // one read may answer several app calls, and an admin call's refusal is none of theirs.
+  // The credential directory's reads, and the spend cap's, are cancelled by the gateway's close alone
+  // (`sharedReads`): one read may answer several app calls, and an admin call's refusal is none of theirs.
   it("cancels the credential reads on their own end, not on the admin API's", async () => {
     const schema = await createPostgresSchema();
     const database = await openDatabase({ databaseUrl: schema.url, dataDir: "unused" });
@@ -156,9 +156,7 @@ describe.skipIf(!postgresAvailable)("the admin API's PostgreSQL cancels", () => 
           () => "answered",
           (error: unknown) => error,
         );
-      const credentialRead = outcome(
-        database.credentialReads.db.selectFrom("projects").select("id").execute(),
-      );
+      const credentialRead = outcome(database.sharedReads.db.selectFrom("projects").select("id").execute());
       const adminRead = outcome(database.admin.db.selectFrom("projects").select("id").execute());
       await expect.poll(waiting, { timeout: 5000 }).toBe(2);
       const refused = new Error("refused at the deadline");
@@ -166,7 +164,7 @@ describe.skipIf(!postgresAvailable)("the admin API's PostgreSQL cancels", () => 
       expect(await adminRead).toBe(refused);
       expect(await waiting()).toBe(1);
       const closed = new Error("the gateway closed");
-      expect(database.credentialReads.queries?.end(closed)).toBe(1);
+      expect(database.sharedReads.queries?.end(closed)).toBe(1);
       expect(await credentialRead).toBe(closed);
       expect(await waiting()).toBe(0);
     } finally {
