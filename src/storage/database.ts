@@ -283,8 +283,10 @@ async function openPostgres(
    * connection of its own to where its session was opened: no session, no authentication, and a
    * pooler in between passes it on. Not done within the query timeout (5 s at most), it is given
    * up, and the query runs to its own end, as it would have. One still on its way when the pools
-   * have ended (its connection slow to open) is cut by `close`: every query it could stop has
-   * settled by then.
+   * have ended (its connection slow to open, or a pooler still passing it on) is ended by `close`:
+   * every query it could stop has settled by then. Cut at once while its 16 bytes are not sent;
+   * once they are, left `cancelGraceMs` (50 ms) for the server to close it first, as PgBouncer
+   * before 1.19.1 mishandles a cancel its sender closes early (pgbouncer#801).
    */
   const cancellers = new Set<CancelRequest>();
   const cancelBackend = (backend: CancelTarget) => {
