@@ -152,11 +152,11 @@ export async function createGateway(config: Config, injected: Partial<Injectable
   );
   const projects = createProjectRepository(database.db);
   const usage = createUsageRepository(database.db, database.sqlite, database.runReport);
-  // On PostgreSQL, the gateway's close cancels the credential reads still running on the server
-  // (`credentialReads`): one may answer several calls, so no call's refusal does.
+  // On PostgreSQL, the gateway's close cancels the credential reads and the spend cap's reads still
+  // running on the server (`sharedReads`): one may answer several calls, so no call's refusal does.
   const directory = createCredentialDirectory({
-    projects: createProjectRepository(database.credentialReads.db),
-    keys: createKeyRepository(database.credentialReads.db),
+    projects: createProjectRepository(database.sharedReads.db),
+    keys: createKeyRepository(database.sharedReads.db),
     secretBox,
     ttlMs: config.projectCacheTtlMs,
     maxStaleMs: config.projectCacheMaxStaleMs,
@@ -287,7 +287,13 @@ export async function createGateway(config: Config, injected: Partial<Injectable
         onKeyRepaired,
       })
     : undefined;
-  const spend = createSpendGuard({ usage, now, shared: sharedCallsInFlight });
+  // The month's spend is read through `sharedReads` (cancelled by the close, as the credentials'),
+  // the usage rows written through `usage` (never cancelled).
+  const spend = createSpendGuard({
+    usage: createUsageRepository(database.sharedReads.db, database.sqlite),
+    now,
+    shared: sharedCallsInFlight,
+  });
   const recorder = createUsageRecorder({
     repository: usage,
     flushIntervalMs: config.usageFlushIntervalMs,
@@ -580,12 +586,16 @@ export async function createGateway(config: Config, injected: Partial<Injectable
       const vaultPruned = vaultPruner?.stop();
       database.sqliteLockWait?.end(closedWhileWaiting);
       // What the calls the deadline refused were still waiting for, and may have shared with others
-      // (so no refusal stopped it): Apple's answer about a device token, aborted; a credential read on
-      // PostgreSQL, cancelled on the server, which held the pool's close until the margin ran out.
+      // (so no refusal stopped it): Apple's answer about a device token, aborted; a credential read or
+      // a read of a month's spend on PostgreSQL, cancelled on the server, which held the pool's close
+      // until the margin ran out.
       closing.abort();
-      const cancelled = database.credentialReads.queries?.end(deadlineRefusal()) ?? 0;
+      const cancelled = database.sharedReads.queries?.end(deadlineRefusal()) ?? 0;
       if (cancelled > 0)
-        logger.info({ queries: cancelled }, "closing: credential reads in flight on PostgreSQL cancelled");
+        logger.info(
+          { queries: cancelled },
+          "closing: credential and spend reads in flight on PostgreSQL cancelled",
+        );
       return closeGateway(
         deadline,
         {

@@ -187,8 +187,8 @@ export function createAdmission(deps: AdmissionDeps) {
    * first (`refuseAtDeadline`): the call is refused (503, Retry-After), its row written at once with
    * the refusal, under the project and key authentication found or, before it settled, the project
    * id the request named; and the wait, left to end on its own (or to the gateway's close, which
-   * aborts Apple's calls and cancels the credential reads on PostgreSQL: calls asking for the same
-   * token or record share them), admits nothing (`row.refusal`:
+   * aborts Apple's calls and cancels the credential and spend reads on PostgreSQL: calls asking for
+   * the same token, record or figure share them), admits nothing (`row.refusal`:
    * nothing goes to the provider, a device token's use is given back, a place under the spend cap
    * too). Before, nothing listened there, and the call's connection was cut without an answer. Only
    * an admission that waits pays the listener: the usual one, decided in memory, has no promise.

@@ -39,14 +39,16 @@ export interface OpenDatabase {
    */
   admin: AdminDatabase;
   /**
-   * What authentication reads the credentials through (the credential directory: projects, test
-   * keys, provider keys). On PostgreSQL, the same pool as `db`, through connections that report their
+   * What the reads that calls share go through: authentication's of the credentials (the
+   * credential directory: projects, test keys, provider keys) and the spend cap's of a project's
+   * month spend. On PostgreSQL, the same pool as `db`, through connections that report their
    * queries to `queries`, which the gateway's close ends: a read still running then (a project this
-   * instance holds no record of, on a database slow to answer or a table locked) is cancelled on the
-   * server, not left to its query timeout, holding the pool's close. The close, not a call's refusal:
-   * one read answers every call that asks for the record meanwhile. On SQLite, `db` itself.
+   * instance holds no record of or a month's spend read again, on a database slow to answer or a
+   * table locked) is cancelled on the server, not left to its query timeout, holding the pool's
+   * close. The close, not a call's refusal: one read answers every call that asks for the record or
+   * the figure meanwhile. On SQLite, `db` itself.
    */
-  credentialReads: { db: Kysely<Database>; queries?: CancellableQueries };
+  sharedReads: { db: Kysely<Database>; queries?: CancellableQueries };
   /**
    * Migrations the database records that this build does not know: a newer Sluice migrated it (a
    * rollback, or an older instance during a rolling deploy). It runs on it; the caller warns.
@@ -126,7 +128,7 @@ export async function openDatabase(options: DatabaseOptions): Promise<OpenDataba
     unknownMigrations,
     runReport,
     admin: { db, runReport },
-    credentialReads: { db },
+    sharedReads: { db },
     ping: () => pingDatabase(db as Kysely<unknown>),
     close: () => {
       // A statement still waiting for another process's lock fails now, as a locked database
@@ -281,8 +283,10 @@ async function openPostgres(
    * connection of its own to where its session was opened: no session, no authentication, and a
    * pooler in between passes it on. Not done within the query timeout (5 s at most), it is given
    * up, and the query runs to its own end, as it would have. One still on its way when the pools
-   * have ended (its connection slow to open) is cut by `close`: every query it could stop has
-   * settled by then.
+   * have ended (its connection slow to open, or a pooler still passing it on) is ended by `close`:
+   * every query it could stop has settled by then. Cut at once while its 16 bytes are not sent;
+   * once they are, left `cancelGraceMs` (50 ms) for the server to close it first, as PgBouncer
+   * before 1.19.1 mishandles a cancel its sender closes early (pgbouncer#801).
    */
   const cancellers = new Set<CancelRequest>();
   const cancelBackend = (backend: CancelTarget) => {
@@ -291,14 +295,14 @@ async function openPostgres(
     void canceller.settled.then(() => cancellers.delete(canceller));
   };
   const adminQueries = new CancellableQueries(cancelBackend);
-  const credentialQueries = new CancellableQueries(cancelBackend);
+  const sharedQueries = new CancellableQueries(cancelBackend);
   /**
    * A pool whose queries are unanswered for at most `queryTimeoutMs`, the wait for their connection
    * included: opening one (a server that accepts connections and never answers would otherwise hold
    * a request for pg's connection timeout, whatever the query timeout says) or a free one of the
    * pool's, within the query timeout and at most pg's 5 s; the first query on it in what is left.
    * Kysely instances over it: `db`, and those `over` makes whose queries report to one
-   * `CancellableQueries` (the admin API's, the credential directory's); `end` ends the pool (not
+   * `CancellableQueries` (the admin API's, the shared reads'); `end` ends the pool (not
    * their `destroy`: Kysely ends it only through an instance that was used, and the reports' pool
    * may have been used by the admin API's alone).
    */
@@ -375,7 +379,7 @@ async function openPostgres(
       runReport: reportsOn(reports.over(adminQueries)),
       queries: adminQueries,
     },
-    credentialReads: { db: main.over(credentialQueries), queries: credentialQueries },
+    sharedReads: { db: main.over(sharedQueries), queries: sharedQueries },
     ping: () => pingDatabase(db as Kysely<unknown>),
     // Once, however often it is asked: pg's `end` throws when a pool is ended twice.
     close: () => (closed ??= closePools()),
@@ -413,13 +417,13 @@ function int8AsNumber(text: string): number {
  * waited for those locks until its query timeout, again and again, and no usage row was written
  * after it; an admin change to a project a lost transaction had locked failed the same way.
  *
- * With `queries` (the admin API's instances, the credential directory's), each query in flight is
- * reported there with its backend (`cancelTargetOf`): when the shutdown's deadline refuses the
- * admin calls, or the gateway closes for the credential reads (`queries.end`), it is cancelled on
- * the server (a CancelRequest) and fails with the refusal once the server has stopped it (a write
- * not committed is then not made, nor its transaction half made), and the queries after it fail
- * with the refusal unsent, but for a transaction's rollback. Without it (the usage recorder's
- * writes, the spend cap's reads), nothing is tracked. The pool is ended by the database's close,
+ * With `queries` (the admin API's instances, the shared reads': the credential directory's and the
+ * spend cap's), each query in flight is reported there with its backend (`cancelTargetOf`): when
+ * the shutdown's deadline refuses the admin calls, or the gateway closes for the shared reads
+ * (`queries.end`), it is cancelled on the server (a CancelRequest) and fails with the refusal once
+ * the server has stopped it (a write not committed is then not made, nor its transaction half
+ * made), and the queries after it fail with the refusal unsent, but for a transaction's rollback.
+ * Without it (the usage recorder's writes), nothing is tracked. The pool is ended by the database's close,
  * not here.
  */
 function closingTimedOut(

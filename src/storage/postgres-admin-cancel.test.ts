@@ -1,9 +1,14 @@
 import pg from "pg";
 import { describe, expect, it, vi } from "vitest";
-import { cancelRequestCode, startKeyMappingPooler } from "../../test/support/key-mapping-pooler.js";
+import {
+  cancelRequestCode,
+  type PoolerConnection,
+  startKeyMappingPooler,
+} from "../../test/support/key-mapping-pooler.js";
 import { createPostgresSchema, postgresAvailable } from "../../test/support/services.js";
 import { startTcpProxy } from "../../test/support/tcp-proxy.js";
-import { openDatabase } from "./database.js";
+import { type OpenDatabase, openDatabase } from "./database.js";
+import { cancelGraceMs } from "./postgres-cancel-request.js";
 
 /**
  * The admin API's queries cancelled at the shutdown's deadline (`OpenDatabase.admin.queries`,
@@ -35,6 +40,57 @@ async function behindProxy() {
     queryTimeoutMs: 5000,
   });
   return { schema, proxy, database };
+}
+
+/**
+ * The database opened through a stand-in for a pooler, an admin read waiting for a lock ended
+ * (`queries.end`) with its cancel held by the pooler (`holdCancels`), and the lock then released so
+ * that the read answers on its own: the cancel, its 16 bytes sent, is still the pooler's when `run`
+ * closes the database. `release` has the pooler close it, as it does once done with one.
+ */
+async function withCancelHeldByPooler(
+  run: (held: {
+    database: OpenDatabase;
+    pooler: Awaited<ReturnType<typeof startKeyMappingPooler>>;
+    release: () => void;
+    cancel: () => PoolerConnection | undefined;
+  }) => Promise<void>,
+): Promise<void> {
+  const schema = await createPostgresSchema();
+  const pooler = await startKeyMappingPooler(5432);
+  const database = await openDatabase({
+    databaseUrl: schema.url.replace("127.0.0.1:5432", `127.0.0.1:${pooler.port}`),
+    dataDir: "unused",
+    queryTimeoutMs: 5000,
+  });
+  const holder = new pg.Client({ connectionString: schema.url });
+  const observer = new pg.Client({ connectionString: schema.url });
+  let release = () => {};
+  try {
+    await Promise.all([holder.connect(), observer.connect()]);
+    await holder.query("begin");
+    await holder.query("lock table projects in access exclusive mode");
+    const read = database.admin.db
+      .selectFrom("projects")
+      .select("id")
+      .execute()
+      .catch((error: unknown) => error);
+    await expect.poll(async () => (await waitingBehind(observer, holder)).length, { timeout: 5000 }).toBe(1);
+    const before = pooler.connections().length;
+    release = pooler.holdCancels();
+    database.admin.queries?.end(new Error("refused at the deadline"));
+    await expect.poll(() => pooler.connections().length, { timeout: 2000 }).toBe(before + 1);
+    await holder.query("rollback");
+    await read;
+    await run({ database, pooler, release, cancel: () => pooler.connections()[before] });
+  } finally {
+    release();
+    await holder.query("rollback").catch(() => {});
+    await Promise.all([holder.end(), observer.end()]);
+    await database.close();
+    await pooler.close();
+    await schema.drop();
+  }
 }
 
 describe.skipIf(!postgresAvailable)("the admin API's PostgreSQL cancels", () => {
@@ -128,6 +184,7 @@ describe.skipIf(!postgresAvailable)("the admin API's PostgreSQL cancels", () => 
           processID: key?.processID,
           secretKey: key?.secretKey,
           reachedServer: true,
+          cutByClient: false,
         },
       ]);
     } finally {
@@ -139,8 +196,37 @@ describe.skipIf(!postgresAvailable)("the admin API's PostgreSQL cancels", () => 
     }
   }, 20_000);
 
-  // The credential directory's reads are cancelled by the gateway's close alone (`credentialReads`):
-  // one read may answer several app calls, and an admin call's refusal is none of theirs.
+  // PgBouncer before 1.19.1 can close an unrelated client when a cancel's connection is closed by its
+  // sender before PgBouncer has finished with it (pgbouncer#801). The database's close ends a cancel
+  // still on its way once every query it could stop has settled: one whose 16 bytes are sent is left
+  // `cancelGraceMs` for the pooler to close it, and cut only then.
+  it("leaves a cancel sent its grace at the close, for the pooler to close it first", async () => {
+    await withCancelHeldByPooler(async ({ database, pooler, release, cancel }) => {
+      const closing = performance.now();
+      const closed = database.close();
+      // The pools have ended (their sessions closed): the close has come to the cancels.
+      while (pooler.openSessions() > 0) await new Promise((resolve) => setTimeout(resolve, 1));
+      // The pooler is done with it within the grace: it closes it, not the gateway.
+      release();
+      await closed;
+      expect(cancel()).toMatchObject({ kind: "cancel", reachedServer: true, cutByClient: false });
+      expect(performance.now() - closing).toBeLessThan(1000);
+    });
+  }, 20_000);
+
+  it("cuts a cancel sent that the pooler does not close within its grace, the close bounded", async () => {
+    await withCancelHeldByPooler(async ({ database, cancel }) => {
+      const closing = performance.now();
+      await database.close();
+      // Its grace, not the cancel's timeout (5 s).
+      expect(performance.now() - closing).toBeGreaterThanOrEqual(cancelGraceMs - 5);
+      expect(performance.now() - closing).toBeLessThan(1000);
+      expect(cancel()).toMatchObject({ kind: "cancel", cutByClient: true });
+    });
+  }, 20_000);
+
+  // The credential directory's reads, and the spend cap's, are cancelled by the gateway's close alone
+  // (`sharedReads`): one read may answer several app calls, and an admin call's refusal is none of theirs.
   it("cancels the credential reads on their own end, not on the admin API's", async () => {
     const schema = await createPostgresSchema();
     const database = await openDatabase({ databaseUrl: schema.url, dataDir: "unused" });
@@ -156,9 +242,7 @@ describe.skipIf(!postgresAvailable)("the admin API's PostgreSQL cancels", () => 
           () => "answered",
           (error: unknown) => error,
         );
-      const credentialRead = outcome(
-        database.credentialReads.db.selectFrom("projects").select("id").execute(),
-      );
+      const credentialRead = outcome(database.sharedReads.db.selectFrom("projects").select("id").execute());
       const adminRead = outcome(database.admin.db.selectFrom("projects").select("id").execute());
       await expect.poll(waiting, { timeout: 5000 }).toBe(2);
       const refused = new Error("refused at the deadline");
@@ -166,7 +250,7 @@ describe.skipIf(!postgresAvailable)("the admin API's PostgreSQL cancels", () => 
       expect(await adminRead).toBe(refused);
       expect(await waiting()).toBe(1);
       const closed = new Error("the gateway closed");
-      expect(database.credentialReads.queries?.end(closed)).toBe(1);
+      expect(database.sharedReads.queries?.end(closed)).toBe(1);
       expect(await credentialRead).toBe(closed);
       expect(await waiting()).toBe(0);
     } finally {

@@ -6,7 +6,7 @@ import { join } from "node:path";
 import { TLSSocket } from "node:tls";
 import { afterEach, describe, expect, it } from "vitest";
 import { selfSigned } from "../../test/support/self-signed.js";
-import { type CancelTarget, sendCancelRequest } from "./postgres-cancel-request.js";
+import { type CancelTarget, cancelGraceMs, sendCancelRequest } from "./postgres-cancel-request.js";
 
 /** The CancelRequest for process 4242 with secret key -7 (secret keys are any Int32). */
 const cancelPacket = Buffer.from([
@@ -40,12 +40,14 @@ afterEach(async () => {
 async function fakeServer(
   handle: (socket: Socket, received: Received) => void,
   listenOn?: string,
-): Promise<{ port: number; received: Promise<Received> }> {
+): Promise<{ port: number; received: Promise<Received>; readonly connections: number }> {
   let firstReceived: (received: Received) => void = () => {};
   const received = new Promise<Received>((resolve) => {
     firstReceived = resolve;
   });
+  let connections = 0;
   const server = createServer((socket) => {
+    connections++;
     const seen: Received = { bytes: Buffer.alloc(0) };
     sockets.add(socket);
     socket.on("data", (chunk: Buffer) => {
@@ -59,7 +61,13 @@ async function fakeServer(
   if (listenOn) server.listen(listenOn);
   else server.listen(0, "127.0.0.1");
   await once(server, "listening");
-  return { port: listenOn ? 5432 : (server.address() as AddressInfo).port, received };
+  return {
+    port: listenOn ? 5432 : (server.address() as AddressInfo).port,
+    received,
+    get connections() {
+      return connections;
+    },
+  };
 }
 
 /** Closes `socket` once it has sent the 16 bytes of a CancelRequest, as PostgreSQL does. */
@@ -157,14 +165,74 @@ describe("sendCancelRequest", () => {
     expect((await server.received).bytes).toEqual(cancelPacket);
   });
 
-  it("is cut at once by destroy", async () => {
+  it("is cut at once by destroy before its 16 bytes are sent", async () => {
+    // The server never answers the SSLRequest: the cancel is not sent yet.
     const server = await fakeServer(() => {});
-    const sent = sendCancelRequest(target(server.port), 10_000);
+    const sent = sendCancelRequest(target(server.port, { ssl: { rejectUnauthorized: false } }), 10_000);
+    await expect.poll(() => server.connections).toBe(1);
     const started = performance.now();
-    setTimeout(() => sent.destroy(), 50);
+    sent.destroy();
     await sent.settled;
+    expect(performance.now() - started).toBeLessThan(cancelGraceMs - 10);
+    expect((await server.received).bytes).toEqual(sslRequest);
+  });
+
+  // PgBouncer before 1.19.1 can close an unrelated client when a cancel's connection is closed by
+  // its sender before PgBouncer has finished with it (pgbouncer#801): a cancel sent is given a short
+  // grace to be closed by the server, when it is done with it, before it is cut.
+  it("is closed by the server, not cut, when destroy comes after its 16 bytes and the server closes it within the grace", async () => {
+    let closedByServer = false;
+    let cutFirst = false;
+    let sentAll: () => void = () => {};
+    const bytesIn = new Promise<void>((resolve) => {
+      sentAll = resolve;
+    });
+    const server = await fakeServer((socket, seen) => {
+      socket.on("data", () => {
+        if (seen.bytes.length < 16) return;
+        sentAll();
+        // The server (a pooler passing the cancel on) is done with it 20 ms later.
+        setTimeout(() => {
+          closedByServer = true;
+          socket.end();
+        }, 20);
+      });
+      socket.on("end", () => {
+        if (!closedByServer) cutFirst = true;
+      });
+      socket.on("close", () => {
+        if (!closedByServer) cutFirst = true;
+      });
+    });
+    const sent = sendCancelRequest(target(server.port), 10_000);
+    await bytesIn;
+    const started = performance.now();
+    sent.destroy();
+    await sent.settled;
+    expect((await server.received).bytes).toEqual(cancelPacket);
+    expect(cutFirst).toBe(false);
+    // Settled with the server's close, not at the end of the grace.
     expect(performance.now() - started).toBeLessThan(1000);
-    await server.received;
+  });
+
+  it("is cut by destroy after its grace when the server does not close a cancel sent", async () => {
+    let sentAll: () => void = () => {};
+    const bytesIn = new Promise<void>((resolve) => {
+      sentAll = resolve;
+    });
+    const server = await fakeServer((socket, seen) => {
+      socket.on("data", () => {
+        if (seen.bytes.length >= 16) sentAll();
+      });
+    });
+    const sent = sendCancelRequest(target(server.port), 10_000);
+    await bytesIn;
+    const started = performance.now();
+    sent.destroy();
+    await sent.settled;
+    expect(performance.now() - started).toBeGreaterThanOrEqual(cancelGraceMs - 5);
+    expect(performance.now() - started).toBeLessThan(1000);
+    expect((await server.received).bytes).toEqual(cancelPacket);
   });
 
   it("settles when nothing listens", async () => {

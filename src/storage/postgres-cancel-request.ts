@@ -17,11 +17,23 @@ export interface CancelTarget {
   sslNegotiation?: "postgres" | "direct" | undefined;
 }
 
-/** A CancelRequest on its way: `settled` resolves once it is done with, `destroy` cuts it. */
+/**
+ * A CancelRequest on its way: `settled` resolves once it is done with. `destroy` cuts it: at once
+ * while its 16 bytes are not sent; once they are, when the server closes its connection or
+ * `cancelGraceMs` later, whichever comes first.
+ */
 export interface CancelRequest {
   settled: Promise<void>;
   destroy(): void;
 }
+
+/**
+ * How long `destroy` leaves a cancel whose 16 bytes are sent for the server to close. PgBouncer
+ * before 1.19.1 mishandles a cancel's connection that its sender closes before PgBouncer has
+ * finished passing the cancel on, and can close an unrelated client that logged in meanwhile
+ * (pgbouncer#801); it closes the connection itself 1 to 2 ms after the query has stopped.
+ */
+export const cancelGraceMs = 50;
 
 const cancelRequestCode = 80877102;
 const sslRequestCode = 80877103;
@@ -41,7 +53,8 @@ const sslRequestCode = 80877103;
  *
  * Fire and forget: it settles, never rejects, when the server closes the connection (as libpq
  * waits for, so the cancel has landed before the session's connection goes), on an error, or at
- * `timeoutMs`, when it is cut.
+ * `timeoutMs`, when it is cut. Cut sooner (`destroy`: the database closes) once its 16 bytes are
+ * sent, it is left `cancelGraceMs` for the server to close it first.
  */
 export function sendCancelRequest(target: CancelTarget, timeoutMs: number): CancelRequest {
   const packet = Buffer.alloc(16);
@@ -53,14 +66,31 @@ export function sendCancelRequest(target: CancelTarget, timeoutMs: number): Canc
     ? netConnect(`${target.host}/.s.PGSQL.${target.port}`)
     : netConnect(target.port, target.host);
   const sockets: Socket[] = [socket];
-  const destroy = () => {
+  const cut = () => {
     for (const each of sockets) each.destroy();
   };
+  /** Whether the 16 bytes were handed to the connection: `destroy` then leaves the server its grace. */
+  let sent = false;
+  let finished = false;
+  let grace: NodeJS.Timeout | undefined;
+  const send = (on: Socket) => {
+    sent = true;
+    on.write(packet);
+  };
+  const destroy = () => {
+    // Nothing is sent meanwhile, not even our side's end: PgBouncer's bug is a client closing first.
+    if (finished) return;
+    if (sent) grace ??= setTimeout(cut, cancelGraceMs);
+    else cut();
+  };
   const settled = new Promise<void>((resolve) => {
-    const timer = setTimeout(destroy, timeoutMs);
+    // The timeout is a cancel's bound, the grace's included: it cuts at once.
+    const timer = setTimeout(cut, timeoutMs);
     const done = () => {
+      finished = true;
       clearTimeout(timer);
-      destroy();
+      clearTimeout(grace);
+      cut();
       resolve();
     };
     const watch = (each: Socket) => {
@@ -80,13 +110,13 @@ export function sendCancelRequest(target: CancelTarget, timeoutMs: number): Canc
       }
       sockets.push(secure);
       watch(secure);
-      secure.once("secureConnect", () => secure.write(packet));
+      secure.once("secureConnect", () => send(secure));
     };
     socket.setNoDelay(true);
     socket.on("error", done);
     socket.on("close", done);
     if (!target.ssl) {
-      socket.once("connect", () => socket.write(packet));
+      socket.once("connect", () => send(socket));
       socket.resume();
     } else if (target.sslNegotiation === "direct") socket.once("connect", overTls);
     else {

@@ -1,3 +1,4 @@
+import { randomInt } from "node:crypto";
 import { once } from "node:events";
 import { rmSync } from "node:fs";
 import pg from "pg";
@@ -243,7 +244,109 @@ describe.skipIf(!postgresAvailable)(
           expect.objectContaining({
             level: "info",
             queries: 1,
-            msg: "closing: credential reads in flight on PostgreSQL cancelled",
+            msg: "closing: credential and spend reads in flight on PostgreSQL cancelled",
+          }),
+        );
+      } finally {
+        await holder?.release();
+        rmSync(sluice.gateway.config.dataDir, { recursive: true, force: true });
+      }
+    }, 20_000);
+
+    /**
+     * Holds the spend cap's reads of the month's spend until `release`, and those alone: the usage
+     * table is renamed and a view takes its name, whose reads wait for an advisory lock a session of
+     * the test's holds (under a key of its own: the database is shared), where its writes (the usage
+     * rows, a refused call's among them) go to the table as before. A lock on the table would hold
+     * the usage writes too, and they, not the read, would then hold the close. `blocked()` counts
+     * the sessions waiting behind the holder.
+     */
+    async function holdSpendReads() {
+      const key = randomInt(1, 2 ** 47);
+      const setup = new pg.Client({ connectionString: schema.url });
+      await setup.connect();
+      try {
+        await setup.query("alter table usage_records rename to usage_rows");
+        // Stable, so that it is a one-time filter, waited for once whether or not rows match.
+        await setup.query(
+          `create function spend_gate() returns boolean language plpgsql stable as $$
+             begin perform pg_advisory_xact_lock_shared(${key}); return true; end $$`,
+        );
+        await setup.query("create view usage_records as select * from usage_rows where spend_gate()");
+      } finally {
+        await setup.end();
+      }
+      const holder = new pg.Client({ connectionString: schema.url });
+      await holder.connect();
+      await holder.query("select pg_advisory_lock($1)", [key]);
+      const observer = new pg.Client({ connectionString: schema.url });
+      await observer.connect();
+      const { processID } = holder as unknown as { processID: number };
+      return {
+        async blocked(): Promise<number> {
+          const waiting = await observer.query<{ n: number }>(
+            "select count(*)::int as n from pg_stat_activity where $1 = any(pg_blocking_pids(pid))",
+            [processID],
+          );
+          return waiting.rows[0]?.n ?? 0;
+        },
+        async release(): Promise<void> {
+          await Promise.all([holder.end(), observer.end()]);
+        },
+      };
+    }
+
+    /**
+     * An app call on a capped project waits for the read of the month's spend (here behind a lock
+     * that holds that read alone). The deadline refuses the call (503) but not the read, which the
+     * project's other calls may share: the gateway's close cancels it on the server, as it does the
+     * credential reads. Before, it ran on to its query timeout, and the close waited for the pool,
+     * whose connection it held, until the shutdown's margin ran out.
+     */
+    it("refuses an app call waiting for its project's month spend, and the close cancels the read on the server", async () => {
+      const shutdownTimeoutMs = 500;
+      const sluice = await startTestGateway({
+        databaseUrl: schema.url,
+        shutdownTimeoutMs,
+        // Never reached: the call is refused before its provider call.
+        providerABaseUrl: "http://127.0.0.1:9/v1",
+      });
+      let holder: Awaited<ReturnType<typeof holdSpendReads>> | undefined;
+      try {
+        const project = await createTestProject(sluice.gateway, { monthlySpendCapUsd: 1 });
+        holder = await holdSpendReads();
+        const from = sluice.logs.length;
+        const answered = proxiedChat(sluice.url, project).catch((error: Error) => error);
+        const { blocked } = holder;
+        await expect.poll(blocked, { timeout: 5000 }).toBe(1);
+        const shutdownAt = performance.now();
+        await shutDown(sluice.server, sluice.gateway);
+        const took = performance.now() - shutdownAt;
+        // The pool closed once the read was cancelled, not when the close's margin ran out.
+        expect(took).toBeLessThan(shutdownTimeoutMs + shutdownMarginMs);
+        const requestId = await expectDeadlineRefusal(await answered);
+        // Cancelled, not left waiting on the server for its query timeout (10 s).
+        expect(await blocked()).toBe(0);
+        await holder.release();
+        holder = undefined;
+        expect(await usageRow(requestId)).toEqual({
+          status: 503,
+          outcome: "error",
+          error_code: "SERVICE_UNAVAILABLE",
+        });
+        const lines = logLinesOf(sluice, from);
+        expect(lines.filter((line) => line.level === "error" || "err" in line)).toEqual([]);
+        expect(lines).toContainEqual(
+          expect.objectContaining({
+            msg: "shutdown deadline reached: unanswered calls refused",
+            refused: 1,
+          }),
+        );
+        expect(lines).toContainEqual(
+          expect.objectContaining({
+            level: "info",
+            queries: 1,
+            msg: "closing: credential and spend reads in flight on PostgreSQL cancelled",
           }),
         );
       } finally {

@@ -7,7 +7,18 @@ export const cancelRequestCode = 80877102;
 /** A connection made to the pooler: a session (a startup message and what follows) or a cancel. */
 export type PoolerConnection =
   | { kind: "session" }
-  | { kind: "cancel"; bytes: Buffer; processID: number; secretKey: number; reachedServer: boolean };
+  | {
+      kind: "cancel";
+      bytes: Buffer;
+      processID: number;
+      secretKey: number;
+      reachedServer: boolean;
+      /**
+       * Whether the client closed the cancel's connection before the pooler was done with it and
+       * closed it: what PgBouncer before 1.19.1 mishandles (pgbouncer#801).
+       */
+      cutByClient: boolean;
+    };
 
 /**
  * A stand-in for a connection pooler (PgBouncer) in front of the local PostgreSQL: every session
@@ -20,12 +31,22 @@ export type PoolerConnection =
 export async function startKeyMappingPooler(targetPort: number): Promise<{
   port: number;
   connections(): PoolerConnection[];
+  /** The sessions whose connections are open. */
+  openSessions(): number;
+  /**
+   * From now on the cancels that come are held: neither passed on nor closed until the function
+   * returned is called, which closes their connections as the pooler does once it is done with one.
+   */
+  holdCancels(): () => void;
   /** The pooler's key for the server's backend `processID`. */
   keyOf(processID: number): { processID: number; secretKey: number } | undefined;
   close(): Promise<void>;
 }> {
   const seen: PoolerConnection[] = [];
   const sockets = new Set<Socket>();
+  let openSessions = 0;
+  /** The cancels held (`holdCancels`), each closed by the pooler when released; null: none held. */
+  let held: Array<() => void> | null = null;
   /** The pooler's keys, by its process id: the server's behind each. */
   const keys = new Map<number, { secretKey: number; server: { processID: number; secretKey: number } }>();
   let nextProcessID = 5_000_000;
@@ -67,9 +88,34 @@ export async function startKeyMappingPooler(targetPort: number): Promise<{
     const secretKey = bytes.readInt32BE(12);
     const key = keys.get(processID);
     const reachedServer = key !== undefined && key.secretKey === secretKey;
-    seen.push({ kind: "cancel", bytes: Buffer.from(bytes), processID, secretKey, reachedServer });
-    if (!key || !reachedServer) {
+    const record = {
+      kind: "cancel" as const,
+      bytes: Buffer.from(bytes),
+      processID,
+      secretKey,
+      reachedServer,
+      cutByClient: false,
+    };
+    seen.push(record);
+    let closing = false;
+    const close = () => {
+      closing = true;
       client.destroy();
+    };
+    // The client's end (or reset) before the pooler closed it.
+    client.on("end", () => {
+      if (!closing) record.cutByClient = true;
+    });
+    client.on("close", () => {
+      if (!closing) record.cutByClient = true;
+    });
+    client.resume();
+    if (held) {
+      held.push(close);
+      return;
+    }
+    if (!key || !reachedServer) {
+      close();
       return;
     }
     const forwarded = Buffer.alloc(16);
@@ -81,11 +127,13 @@ export async function startKeyMappingPooler(targetPort: number): Promise<{
     track(upstream);
     upstream.on("connect", () => upstream.write(forwarded));
     // The server closes the cancel's connection once it has acted on it: so does the pooler then.
-    upstream.on("close", () => client.destroy());
+    upstream.on("close", close);
     upstream.resume();
   }
 
   function session(client: Socket, first: Buffer): void {
+    openSessions++;
+    client.on("close", () => openSessions--);
     const upstream = connect(targetPort, "127.0.0.1");
     track(upstream);
     upstream.on("close", () => client.destroy());
@@ -120,6 +168,15 @@ export async function startKeyMappingPooler(targetPort: number): Promise<{
   return {
     port: (server.address() as AddressInfo).port,
     connections: () => [...seen],
+    openSessions: () => openSessions,
+    holdCancels() {
+      const holding: Array<() => void> = [];
+      held = holding;
+      return () => {
+        if (held === holding) held = null;
+        for (const close of holding) close();
+      };
+    },
     keyOf(processID) {
       for (const [pooled, key] of keys)
         if (key.server.processID === processID) return { processID: pooled, secretKey: key.secretKey };
