@@ -83,7 +83,7 @@ export function registerProxyRoutes(router: Router, deps: ProxyRouteDeps): void 
         try {
           // After authentication, as on every route: a client without credentials gets 401, an
           // unknown project 404, and the refusal is counted and has its row.
-          if (adapter.requiresJson && !untypedCancel(request, path)) requireJsonContentType(request);
+          if (adapter.requiresJson && !untypedAction(request, path)) requireJsonContentType(request);
           const sent = await readProxiedBody(request, response, adapter, path, deps.maxBodyBytes, share);
           facts = sent.facts;
           const result = await forward(deps.pools, {
@@ -146,13 +146,14 @@ export function registerProxyRoutes(router: Router, deps: ProxyRouteDeps): void 
 }
 
 /**
- * A cancel (`…/cancel`, `…:cancel`) that declares no content type and carries no body
- * (`content-length: 0`, or neither a length nor a transfer coding): B's `messages.batches.cancel` is
- * a POST its SDK sends so, and there is no content for a type to describe. Every other call keeps
- * SPEC's rule that B and C require `Content-Type: application/json`, a bodiless POST included.
+ * A cancel (`…/cancel`, `…:cancel`) or an archive (`…/archive`) that declares no content type and
+ * carries no body (`content-length: 0`, or neither a length nor a transfer coding): B's
+ * `messages.batches.cancel` and its Managed Agents' `archive` calls are POSTs its SDK sends so, and
+ * there is no content for a type to describe. Every other call keeps SPEC's rule that B and C
+ * require `Content-Type: application/json`, a bodiless POST included.
  */
-function untypedCancel(request: IncomingMessage, path: string): boolean {
-  if (!cancelCall.test(path)) return false;
+function untypedAction(request: IncomingMessage, path: string): boolean {
+  if (!bodilessAction.test(path)) return false;
   const { headers } = request;
   if (headers["content-type"] !== undefined) return false;
   const length = headers["content-length"];
@@ -215,7 +216,7 @@ async function readProxiedBody(
   };
 }
 
-const cancelCall = /[/:]cancel$/;
+const bodilessAction = /[/:]cancel$|\/archive$/;
 
 /**
  * Whether a request opens a WebSocket: a GET whose `Upgrade` names `websocket` (RFC 6455 §4.1), as

@@ -66,21 +66,44 @@ describe("the Anthropic SDK's Managed Agents calls through provider B's proxy", 
     expect(row).toMatchObject({ status: 200, outcome: "ok", ...noTokens });
   });
 
-  it("answers the archives, POSTs sent without a body or content type, 415 without forwarding them", async () => {
-    const archives = [
-      () => stage.anthropic.beta.sessions.archive("sesn_1"),
-      () => stage.anthropic.beta.agents.archive("agent_1"),
-      () => stage.anthropic.beta.environments.archive("env_1"),
-      () => stage.anthropic.beta.sessions.threads.archive("sthr_1", { session_id: "sesn_1" }),
+  it("forwards the archives, POSTs sent without a body or content type, as a cancel is, recording no session's tokens", async () => {
+    const archives: Array<[() => Promise<unknown>, string, unknown]> = [
+      [
+        () => stage.anthropic.beta.sessions.archive("sesn_1"),
+        "/b/v1/sessions/sesn_1/archive",
+        session(5000, 700),
+      ],
+      [() => stage.anthropic.beta.agents.archive("agent_1"), "/b/v1/agents/agent_1/archive", agent],
+      [
+        () => stage.anthropic.beta.environments.archive("env_1"),
+        "/b/v1/environments/env_1/archive",
+        { id: "env_1", type: "environment", name: "e" },
+      ],
+      [
+        () => stage.anthropic.beta.sessions.threads.archive("sthr_1", { session_id: "sesn_1" }),
+        "/b/v1/sessions/sesn_1/threads/sthr_1/archive",
+        { id: "sthr_1", type: "session_thread", usage: { input_tokens: 900, output_tokens: 80 } },
+      ],
     ];
-    for (const archive of archives) {
-      const row = await stage.rowAddedBy(async () => {
-        const error = await archive().catch((caught) => caught);
-        expect(error).toMatchObject({ status: 415 });
-        expect(error.error.error).toMatchObject({ code: "UNSUPPORTED_MEDIA_TYPE" });
-      });
-      expect(row).toMatchObject({ status: 415, error_code: "UNSUPPORTED_MEDIA_TYPE" });
+    for (const [archive, path, body] of archives) {
+      stage.fake.enqueueResponse({ status: 200, body });
+      const row = await stage.rowAddedBy(archive);
+      const sent = stage.fake.last()!;
+      expect(sent).toMatchObject({ method: "POST", path });
+      expect(sent.body.length).toBe(0);
+      expect(sent.headers["content-type"]).toBeUndefined();
+      expect(row).toMatchObject({ status: 200, outcome: "ok", ...noTokens });
     }
+  });
+
+  it("still answers a bodiless POST that is neither a cancel nor an archive 415", async () => {
+    const row = await stage.rowAddedBy(async () => {
+      const error = await stage.anthropic
+        .post("/v1/sessions/sesn_1/archived", {})
+        .catch((caught: unknown) => caught);
+      expect(error).toMatchObject({ status: 415 });
+    });
+    expect(row).toMatchObject({ status: 415, error_code: "UNSUPPORTED_MEDIA_TYPE" });
     expect(stage.fake.requests).toHaveLength(0);
   });
 
