@@ -540,7 +540,7 @@ describe("the kind of a usage row", () => {
     expect(kinds).toEqual([[429, "TOO_MANY_REQUESTS", "authenticated-refusal"]]);
   });
 
-  it("the spend cap's 403: an authenticated refusal; a spend cap that cannot be checked (503): a refusal", async () => {
+  it("the spend cap's 403, and its 503 when it cannot be checked: authenticated refusals", async () => {
     const spent = admission({ capUsd: 1, monthToDate: async () => 2 });
     await spent.attempt();
     expect(spent.kinds).toEqual([[403, "FORBIDDEN", "authenticated-refusal"]]);
@@ -551,7 +551,40 @@ describe("the kind of a usage row", () => {
       },
     });
     await unknown.attempt();
-    expect(unknown.kinds).toEqual([[503, "SERVICE_UNAVAILABLE", "refusal"]]);
+    // Counted by no limit (the cap is asked first) and by no throttle: coalesced, or an outage's
+    // calls would write a row each without bound.
+    expect(unknown.kinds).toEqual([[503, "SERVICE_UNAVAILABLE", "authenticated-refusal"]]);
+  });
+
+  it("a 503 of authentication once the partial key found its project (DeviceCheck resting, its key not loading): an authenticated refusal", async () => {
+    const unavailable = new GatewayError(
+      "SERVICE_UNAVAILABLE",
+      "Device verification is unavailable right now",
+      {
+        details: { retryable: true },
+      },
+    );
+    const { attempt, kinds } = admission({
+      authenticate: () => ({
+        ok: false,
+        error: unavailable,
+        project: project as unknown as Project,
+        method: "bearer-device-check",
+      }),
+    });
+    await attempt();
+    expect(kinds).toEqual([[503, "SERVICE_UNAVAILABLE", "authenticated-refusal"]]);
+  });
+
+  it("a 503 of authentication that found no project (the credentials could not be read): a refusal", async () => {
+    const unavailable = new GatewayError("SERVICE_UNAVAILABLE", "The database is unavailable", {
+      details: { retryable: true },
+    });
+    const { attempt, kinds } = admission({
+      authenticate: () => ({ ok: false, error: unavailable, project: null, method: null }),
+    });
+    await attempt();
+    expect(kinds).toEqual([[503, "SERVICE_UNAVAILABLE", "refusal"]]);
   });
 
   it("a 403 of authentication (credentials passed: a revoked key, a disabled project): an authenticated refusal", async () => {

@@ -427,7 +427,7 @@ export function createAdmission(deps: AdmissionDeps) {
             method: auth.method,
           },
           failureReport(context, auth.error, null, null),
-          refusalKind(auth.error),
+          refusalKind(auth.error, auth.project !== null),
         );
       throw auth.error;
     }
@@ -625,11 +625,19 @@ function failureReport(
  * throttle of failed authentications holds it back: the recorder coalesces those rows past the
  * first of a minute (decision 0015). Only a 403 says the credentials passed (a 401 or 400 says they
  * did not), and a 429 here is a rate limit's or the spend cap's, the failed-authentication
- * throttle's having no row. Any other refusal is written as it is.
+ * throttle's having no row. So are a 503's once its project is known (`projectKnown`): DeviceCheck
+ * resting after Apple's 429 or its key not loading, the spend cap that cannot be checked. Neither
+ * the throttle nor a limit counts those, so a client holding an app's partial key could have a row
+ * written per request for as long as they last. A 503 before a project was found (the credentials
+ * could not be read) is not, nor is any other refusal: each is written as it is.
  */
-function refusalKind(error: unknown): "refusal" | "authenticated-refusal" {
+function refusalKind(error: unknown, projectKnown = true): "refusal" | "authenticated-refusal" {
   const code = isGatewayError(error) ? error.code : null;
-  return code === "TOO_MANY_REQUESTS" || code === "FORBIDDEN" ? "authenticated-refusal" : "refusal";
+  return code === "TOO_MANY_REQUESTS" ||
+    code === "FORBIDDEN" ||
+    (code === "SERVICE_UNAVAILABLE" && projectKnown)
+    ? "authenticated-refusal"
+    : "refusal";
 }
 
 /** The rate limits of a request: project, client IP and, for a DeviceCheck token, device. */
