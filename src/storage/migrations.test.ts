@@ -301,7 +301,7 @@ for (const engine of durableEngines) {
 }
 
 describe.skipIf(!postgresAvailable)("PostgreSQL migrations beside a newer instance", () => {
-  it("start when a newer instance migrates between this one reading the migrations and taking the lock", async () => {
+  it("start when a newer instance migrates while this one waits for the lock, which that one holds for its session", async () => {
     const schema = await createPostgresSchema();
     const options = { databaseUrl: schema.url, dataDir: "unused" };
     const holder = new pg.Client({ connectionString: schema.url });

@@ -215,7 +215,14 @@ export interface MigrationOutcome {
 export async function migrateToLatest(
   db: Kysely<unknown>,
   engine: Engine,
-  options: { onMigration?: (name: string) => void } = {},
+  options: {
+    onMigration?: (name: string) => void;
+    /**
+     * The caller runs it inside a transaction of its own, which holds the migration lock (the
+     * PostgreSQL start's): Kysely's migrator then opens none.
+     */
+    inTransaction?: boolean;
+  } = {},
 ): Promise<MigrationOutcome> {
   const schema = engine === "postgres" ? await currentSchema(db) : undefined;
   const known = announced(migrations(engine), options);
@@ -234,12 +241,14 @@ export async function migrateToLatest(
       // corrupted, and every start failed. The order that matters is the names', in which pending
       // migrations run either way; which names a build does not know is checked above.
       allowUnorderedMigrations: true,
+      disableTransactions: options.inTransaction ?? false,
     });
     const { error, results } = await migrator.migrateToLatest();
     const failed = results?.find((result) => result.status === "Error");
     if (!error && !failed) return { unknownMigrations: unknown };
-    // The migrations were read before the migration lock was taken (PostgreSQL): a newer instance
-    // that migrated meanwhile made Kysely find a migration it was not given. Read them again.
+    // Migrations read before the migration lock was taken (by a caller that does not hold it
+    // first; the PostgreSQL start does): a newer instance that migrated meanwhile made Kysely find
+    // a migration it was not given. Read them again.
     const now =
       attempt < 3
         ? await unknownExecuted(db, known, schema).catch((reread: unknown) => {

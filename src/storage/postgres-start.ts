@@ -3,7 +3,7 @@ import type { DatabaseIntrospector, PostgresPool, PostgresPoolClient, TableMetad
 import type { Client as PgClient } from "pg";
 import { fileNameShown, isFileContents, unreadableReason } from "../file-name-shown.js";
 import { serviceUrlShown } from "../service-url-shown.js";
-import { Kysely, PostgresDialect, sql } from "./kysely.js";
+import { Kysely, PostgresAdapter, PostgresDialect, sql } from "./kysely.js";
 import { type MigrationOutcome, migrateToLatest } from "./migrations.js";
 
 /**
@@ -28,29 +28,51 @@ interface Progress {
  * `timeoutMs`: connecting, waiting for the migration lock (an instance migrating the same database
  * holds it), and the migrations themselves. Past it the connection is ended and the start fails
  * with a `DatabaseStartError`, instead of waiting forever on a server that accepts connections but
- * does not answer, or on a lock another session never lets go. The connection's statement timeout
+ * does not answer, or on a lock another session never lets go. The transaction's statement timeout
  * is the same, so a statement given up on here does not go on waiting on the server: an ALTER
  * waiting for its table's lock would hold up every query on that table queued behind it, and a
  * server notices a client gone only when it next reads or writes.
+ *
+ * Everything runs in one transaction, which holds the migration lock (a transaction-level advisory
+ * lock) and the connection's limits (set local): nothing is left on the session. Behind a pooler in
+ * transaction mode (PgBouncer's), each transaction of a client may run on another server connection,
+ * and one it is done with goes on to the pooler's other clients: Kysely's session-level lock, taken
+ * and let go in transactions of their own, was let go on another session and stayed held on the
+ * first (every later start waited for it), and session-wide limits reached other clients' queries
+ * (docs/decisions/0051).
  */
 export async function migrateWithinStartTimeout(
   client: PgClient,
   options: { databaseUrl: string; timeoutMs: number },
 ): Promise<MigrationOutcome> {
   const progress: Progress = { connected: false, pending: undefined, migration: undefined };
-  const dialect = new PostgresDialect({ pool: oneConnection(client, progress, options.timeoutMs) });
+  const dialect = new PostgresDialect({ pool: oneConnection(client, progress) });
   dialect.createIntrospector = (db) =>
     currentSchemaIntrospector(db, PostgresDialect.prototype.createIntrospector.call(dialect, db));
+  // The migration lock is the start's transaction's, taken below: Kysely takes none of its own.
+  dialect.createAdapter = () => new LockedByTheTransaction();
   const db = new Kysely<unknown>({ dialect });
-  // Ending the connection (gracefully, once migrated) is within the time limit too.
-  const migrating = migrateToLatest(db, "postgres", {
-    onMigration: (name) => {
-      progress.migration = name;
-    },
-  }).then(async (outcome) => {
+  // Committing and ending the connection (gracefully, once migrated) are within the time limit too.
+  const migrating = (async () => {
+    await sql`begin`.execute(db);
+    // The server ends the transaction, and lets the lock go, once it has waited a few seconds for
+    // the next statement (its client lost: TCP keepalive would take hours to tell): this client
+    // never waits between its statements.
+    const idleMs = String(Math.min(options.timeoutMs, lostSessionMs));
+    await sql`select set_config('statement_timeout', ${String(options.timeoutMs)}, true),
+      set_config('idle_in_transaction_session_timeout', ${idleMs}, true)`.execute(db);
+    // A statement of its own, under the statement timeout just set.
+    await sql`select pg_advisory_xact_lock(${sql.raw(migrationLockKey)})`.execute(db);
+    const outcome = await migrateToLatest(db, "postgres", {
+      inTransaction: true,
+      onMigration: (name) => {
+        progress.migration = name;
+      },
+    });
+    await sql`commit`.execute(db);
     await db.destroy();
     return outcome;
-  });
+  })();
   let timer: NodeJS.Timeout | undefined;
   const timedOut = new Promise<"timed out">((resolve) => {
     timer = setTimeout(() => resolve("timed out"), options.timeoutMs);
@@ -78,15 +100,45 @@ export async function migrateWithinStartTimeout(
         `DATABASE_URL (${serviceUrlShown(options.databaseUrl)}): PostgreSQL's TLS certificate was not accepted: node-postgres verifies the certificate and its host name with sslmode require, prefer and verify-ca too, as with verify-full (not as libpq does): give the CA that signed it with sslrootcert=/path/to/ca.pem, or add uselibpqcompat=true for libpq's meaning of sslmode (require: encrypted, not verified)`,
         { cause: error },
       );
+    if (!progress.connected && refusedOptions(error))
+      throw new DatabaseStartError(
+        `DATABASE_URL (${serviceUrlShown(options.databaseUrl)}): a connection pooler in front of PostgreSQL refuses its options parameter (PgBouncer does): set the search_path on the role instead (ALTER ROLE … SET search_path = …), and leave options out of the pooler's ignore_startup_parameters, which would drop it and put Sluice's tables in the role's default schema`,
+        { cause: error },
+      );
     if (!progress.connected && !(error instanceof DatabaseStartError))
       throw new DatabaseStartError(
         `DATABASE_URL (${serviceUrlShown(options.databaseUrl)}): PostgreSQL could not be reached or refused the connection`,
+        { cause: error },
+      );
+    if (refusedTransactions(error))
+      throw new DatabaseStartError(
+        `DATABASE_URL (${serviceUrlShown(options.databaseUrl)}): a connection pooler in front of PostgreSQL pools by statement (PgBouncer's pool_mode = statement), and refuses the transactions Sluice needs: pool this database by transaction or by session`,
         { cause: error },
       );
     throw error;
   } finally {
     clearTimeout(timer);
   }
+}
+
+/**
+ * PgBouncer's answer to a startup message with the `options` parameter (DATABASE_URL's
+ * `options=-c search_path=…`), which it refuses unless told to ignore it.
+ */
+function refusedOptions(error: unknown): boolean {
+  return error instanceof Error && error.message === "unsupported startup parameter: options";
+}
+
+/**
+ * PgBouncer's answer to a transaction's `begin` when it pools by statement (a FATAL, the connection
+ * closed): every start's first statement is one, and so are the gateway's writes.
+ */
+function refusedTransactions(error: unknown): boolean {
+  return (
+    error instanceof Error &&
+    (error as { code?: unknown }).code === "08P01" &&
+    error.message === "transaction blocks not allowed in statement pooling mode"
+  );
 }
 
 /** pg's error when it asked for TLS (sslmode, sslcert…) and the server answered that it has none. */
@@ -160,11 +212,24 @@ export function pgClientOf<T>(databaseUrl: string, make: () => T): T {
   }
 }
 
-/** How long the migrating session may sit idle before the server ends it (its client is gone). */
+/** How long the migration's transaction may sit idle before the server ends it (its client is gone). */
 const lostSessionMs = 10_000;
 
+/**
+ * The key of Kysely's migration lock on PostgreSQL (its `PostgresAdapter`'s): taken here by the
+ * start's transaction, and still the same lock as the session-level one earlier builds take, so
+ * that the two exclude each other during a rolling deploy.
+ */
+const migrationLockKey = "3853314791062309107";
+
+/** Kysely's PostgreSQL adapter, whose migrator takes no lock: the start's transaction holds it. */
+class LockedByTheTransaction extends PostgresAdapter {
+  override async acquireMigrationLock(): Promise<void> {}
+  override async releaseMigrationLock(): Promise<void> {}
+}
+
 /** `client` as Kysely's pool of one connection, telling `progress` what it waits for. */
-function oneConnection(client: PgClient, progress: Progress, statementTimeoutMs: number): PostgresPool {
+function oneConnection(client: PgClient, progress: Progress): PostgresPool {
   const query = async (text: string, parameters: readonly unknown[]) => {
     progress.pending = text;
     try {
@@ -179,20 +244,6 @@ function oneConnection(client: PgClient, progress: Progress, statementTimeoutMs:
       connected ??= (async () => {
         await client.connect();
         progress.connected = true;
-        await query("select set_config('statement_timeout', $1, false)", [String(statementTimeoutMs)]);
-        // Kysely's migration lock is the session's (an advisory lock on the whole database): a start
-        // whose connection is lost while it holds it leaves the server holding it for as long as
-        // TCP keepalive takes to find the peer gone, hours, and every later start fails waiting for
-        // it. Idle a few seconds, the session is ended and the lock freed: this client never waits
-        // between its statements. Lost as it unlocks, the session is idle outside a transaction
-        // (idle_session_timeout, PostgreSQL 14 and later); lost during a migration, it is idle in
-        // the migration's transaction, which only idle_in_transaction_session_timeout ends (9.6 on).
-        const idleMs = String(Math.min(statementTimeoutMs, lostSessionMs));
-        await query("select set_config('idle_in_transaction_session_timeout', $1, false)", [idleMs]);
-        await query(
-          "select set_config('idle_session_timeout', $1, false) where current_setting('server_version_num')::int >= 140000",
-          [idleMs],
-        );
       })();
       await connected;
       // Only the (sql, parameters) form: Kysely passes a cursor only when given one to stream with.
@@ -234,8 +285,8 @@ function startTimeoutMessage(
   const database = `DATABASE_URL (${serviceUrlShown(databaseUrl)})`;
   const within = `within ${timeoutMs} ms (SLUICE_DATABASE_START_TIMEOUT_MS)`;
   if (!progress.connected) return `${database}: PostgreSQL did not answer the connection ${within}`;
-  // Kysely's migrator takes a session-level advisory lock, one for the whole database.
-  if (progress.pending?.includes("pg_advisory_lock("))
+  // The start's transaction takes the migration lock, an advisory lock for the whole database.
+  if (progress.pending?.includes("pg_advisory_xact_lock("))
     return (
       `${database}: the migration lock was not free ${within}; another session holds it (a Sluice ` +
       "instance or CLI command migrating the same database, or one stuck): see the advisory locks in pg_locks"

@@ -140,15 +140,16 @@ describe.skipIf(!postgresAvailable)("PostgreSQL that hangs or starts twice", () 
 
   it.each([
     {
-      // The network fails as the first start releases Kysely's lock (one for the whole database):
-      // the server keeps the session, and the lock, while the proxy keeps its connection open.
-      when: "as it unlocked",
-      stallOn: "pg_advisory_unlock",
+      // The network fails as the first start commits its transaction, which holds the migration
+      // lock (one for the whole database): the server keeps the transaction open, and the lock,
+      // while the proxy keeps its connection open.
+      when: "as it committed",
+      stallOn: "commit",
       failure: /did not answer|did not finish/,
     },
     {
-      // The network fails inside the migration's transaction (the lock is the session's, taken
-      // before it): the server holds the session idle in that transaction, and the lock with it.
+      // The network fails in the middle of a migration, inside the start's transaction: the server
+      // holds it idle, and the lock with it.
       when: "in the middle of a migration",
       stallOn: 'create table "projects"',
       failure: /did not finish/,
