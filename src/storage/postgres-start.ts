@@ -61,6 +61,7 @@ export async function migrateWithinStartTimeout(
     const idleMs = String(Math.min(options.timeoutMs, lostSessionMs));
     await sql`select set_config('statement_timeout', ${String(options.timeoutMs)}, true),
       set_config('idle_in_transaction_session_timeout', ${idleMs}, true)`.execute(db);
+    await requireOptionsArrived(db, options.databaseUrl);
     // A statement of its own, under the statement timeout just set.
     await sql`select pg_advisory_xact_lock(${sql.raw(migrationLockKey)})`.execute(db);
     const outcome = await migrateToLatest(db, "postgres", {
@@ -119,6 +120,44 @@ export async function migrateWithinStartTimeout(
   } finally {
     clearTimeout(timer);
   }
+}
+
+/**
+ * The settings DATABASE_URL's `options` parameter sets (`-c name=value`, `--name=value`), by name as
+ * the server knows them (a long option's dashes read as underscores, as PostgreSQL reads them).
+ */
+function settingsOfOptions(databaseUrl: string): string[] {
+  let given: string | null;
+  try {
+    given = new URL(databaseUrl).searchParams.get("options");
+  } catch {
+    return [];
+  }
+  if (!given) return [];
+  const names = new Set<string>();
+  for (const match of given.matchAll(/(?:^|\s)(?:-c\s*|--)([A-Za-z0-9_.-]+)=/g))
+    names.add((match[1] as string).replace(/-/g, "_").toLowerCase());
+  return [...names];
+}
+
+/**
+ * Fails the start when a setting DATABASE_URL's `options` parameter names is not the session's from
+ * its startup (`pg_settings.source` other than `client`): a pooler in front dropped the parameter
+ * (PgBouncer with `options` in its `ignore_startup_parameters`, a common recipe), and a
+ * `search_path` given there (the usual way to give Sluice a schema of its own) would be the role's
+ * default: Sluice would create and use its tables there, beside another deployment's, without a
+ * word. A setting the server does not list (an extension's not loaded) is not checked.
+ */
+async function requireOptionsArrived(db: Kysely<unknown>, databaseUrl: string): Promise<void> {
+  const names = settingsOfOptions(databaseUrl);
+  if (names.length === 0) return;
+  const { rows } = await sql<{ name: string; source: string }>`select name, source from pg_settings
+    where name = any(${names})`.execute(db);
+  const missing = rows.filter((row) => row.source !== "client").map((row) => row.name);
+  if (missing.length === 0) return;
+  throw new DatabaseStartError(
+    `DATABASE_URL (${serviceUrlShown(databaseUrl)}): its options parameter did not reach PostgreSQL (${missing.join(", ")} ${missing.length === 1 ? "is" : "are"} the server's own, not the URL's): a connection pooler in front drops it (PgBouncer's ignore_startup_parameters), and Sluice's tables would go to the role's default schema: set the search_path on the role instead (ALTER ROLE … SET search_path = …) and leave options out of DATABASE_URL`,
+  );
 }
 
 /**

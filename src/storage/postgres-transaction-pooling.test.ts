@@ -2,7 +2,7 @@ import type { Socket } from "node:net";
 import pg from "pg";
 import { describe, expect, it } from "vitest";
 import { startLocalTcpServer } from "../../test/support/local-server.js";
-import { createPostgresSchema, postgresAvailable } from "../../test/support/services.js";
+import { createPostgresSchema, postgresAvailable, postgresBaseUrl } from "../../test/support/services.js";
 import { startTransactionPooler } from "../../test/support/transaction-pooler.js";
 import { openDatabase } from "./database.js";
 import { DatabaseStartError } from "./postgres-start.js";
@@ -197,3 +197,61 @@ describe("opening PostgreSQL behind a pooler that refuses the URL's options para
     }
   });
 });
+
+describe.skipIf(!postgresAvailable)(
+  "opening PostgreSQL behind a pooler that drops the URL's options parameter",
+  () => {
+    it("fails naming the setting that did not arrive, before it creates any table", async () => {
+      const schema = await createPostgresSchema();
+      // PgBouncer with `options` in its ignore_startup_parameters: the search_path never reaches the
+      // server, and the tables would go to the role's default schema (public), another deployment's.
+      const pooler = await startTransactionPooler(5432, 1, { droppingOptions: true });
+      try {
+        const url = through(schema.url, pooler.port);
+        const error = await openDatabase({ databaseUrl: url, dataDir: "unused", startTimeoutMs: 5000 }).then(
+          async (database) => {
+            await database.close();
+            return null;
+          },
+          (caught: unknown) => caught,
+        );
+        expect(error).toBeInstanceOf(DatabaseStartError);
+        expect((error as Error).message).toBe(
+          `DATABASE_URL (postgres://postgres@127.0.0.1:${pooler.port}/test): its options parameter did not reach ` +
+            "PostgreSQL (search_path is the server's own, not the URL's): a connection pooler in front drops it " +
+            "(PgBouncer's ignore_startup_parameters), and Sluice's tables would go to the role's default schema: " +
+            "set the search_path on the role instead (ALTER ROLE … SET search_path = …) and leave options out of DATABASE_URL",
+        );
+        const direct = new pg.Client({ connectionString: postgresBaseUrl });
+        await direct.connect();
+        try {
+          const { rows } = await direct.query(
+            "select count(*)::int as tables from information_schema.tables where table_name = 'usage_records' and table_schema = 'public'",
+          );
+          expect(rows[0]).toEqual({ tables: 0 });
+        } finally {
+          await direct.end();
+        }
+      } finally {
+        await pooler.close();
+        await schema.drop();
+      }
+    });
+
+    it("opens through a pooler that passes the options on, the URL's search_path in force", async () => {
+      const schema = await createPostgresSchema();
+      const pooler = await startTransactionPooler(5432, 1);
+      try {
+        const database = await openDatabase({
+          databaseUrl: through(schema.url, pooler.port),
+          dataDir: "unused",
+          startTimeoutMs: 5000,
+        });
+        await database.close();
+      } finally {
+        await pooler.close();
+        await schema.drop();
+      }
+    });
+  },
+);

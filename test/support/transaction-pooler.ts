@@ -34,6 +34,11 @@ interface ClientSession {
 export async function startTransactionPooler(
   targetPort: number,
   poolSize: number,
+  /**
+   * `droppingOptions`: the server connections log in without the client's `options` startup
+   * parameter, as PgBouncer does with `options` in its `ignore_startup_parameters`.
+   */
+  behaviour: { droppingOptions?: boolean } = {},
 ): Promise<{ port: number; serverProcessIDs(): number[]; close(): Promise<void> }> {
   const sockets = new Set<Socket>();
   const servers: ServerConnection[] = [];
@@ -129,7 +134,8 @@ export async function startTransactionPooler(
         socket.destroy();
         return;
       }
-      const startup = head.subarray(0, length);
+      const sent = head.subarray(0, length);
+      const startup = behaviour.droppingOptions ? withoutParameter(sent, "options") : sent;
       const rest = head.subarray(length);
       void openServers(startup).then(
         () => {
@@ -202,6 +208,19 @@ function reading(socket: Socket, each: (message: Buffer) => void): () => void {
   };
   socket.on("data", onData);
   return () => socket.off("data", onData);
+}
+
+/** A startup message (length, protocol, then name and value pairs) without the parameter `name`. */
+function withoutParameter(startup: Buffer, name: string): Buffer {
+  const fields = startup
+    .subarray(8, startup.length - 1)
+    .toString("utf8")
+    .split("\0");
+  const kept: string[] = [];
+  for (let at = 0; at + 1 < fields.length; at += 2)
+    if (fields[at] !== name) kept.push(fields[at] as string, fields[at + 1] as string);
+  const body = Buffer.concat([startup.subarray(4, 8), Buffer.from(`${kept.join("\0")}\0\0`, "utf8")]);
+  return Buffer.concat([int32(body.length + 4), body]);
 }
 
 function int32(value: number): Buffer {
