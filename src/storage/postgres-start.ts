@@ -55,13 +55,14 @@ export async function migrateWithinStartTimeout(
   // Committing and ending the connection (gracefully, once migrated) are within the time limit too.
   const migrating = (async () => {
     await sql`begin`.execute(db);
+    // Before the limits below are set: a setting set here is no longer the startup's.
+    await requireOptionsArrived(db, options.databaseUrl);
     // The server ends the transaction, and lets the lock go, once it has waited a few seconds for
     // the next statement (its client lost: TCP keepalive would take hours to tell): this client
     // never waits between its statements.
     const idleMs = String(Math.min(options.timeoutMs, lostSessionMs));
     await sql`select set_config('statement_timeout', ${String(options.timeoutMs)}, true),
       set_config('idle_in_transaction_session_timeout', ${idleMs}, true)`.execute(db);
-    await requireOptionsArrived(db, options.databaseUrl);
     // A statement of its own, under the statement timeout just set.
     await sql`select pg_advisory_xact_lock(${sql.raw(migrationLockKey)})`.execute(db);
     const outcome = await migrateToLatest(db, "postgres", {
@@ -155,8 +156,11 @@ async function requireOptionsArrived(db: Kysely<unknown>, databaseUrl: string): 
     where name = any(${names})`.execute(db);
   const missing = rows.filter((row) => row.source !== "client").map((row) => row.name);
   if (missing.length === 0) return;
+  const instead = missing.includes("search_path")
+    ? "and Sluice's tables would go to the role's default schema: set the search_path on the role instead (ALTER ROLE … SET search_path = …)"
+    : "so set it on the role instead (ALTER ROLE … SET …)";
   throw new DatabaseStartError(
-    `DATABASE_URL (${serviceUrlShown(databaseUrl)}): its options parameter did not reach PostgreSQL (${missing.join(", ")} ${missing.length === 1 ? "is" : "are"} the server's own, not the URL's): a connection pooler in front drops it (PgBouncer's ignore_startup_parameters), and Sluice's tables would go to the role's default schema: set the search_path on the role instead (ALTER ROLE … SET search_path = …) and leave options out of DATABASE_URL`,
+    `DATABASE_URL (${serviceUrlShown(databaseUrl)}): its options parameter did not reach PostgreSQL (${missing.join(", ")} ${missing.length === 1 ? "is" : "are"} the server's own, not the URL's): a connection pooler in front drops it (PgBouncer's ignore_startup_parameters), ${instead} and leave options out of DATABASE_URL`,
   );
 }
 

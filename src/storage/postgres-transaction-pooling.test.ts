@@ -238,6 +238,27 @@ describe.skipIf(!postgresAvailable)(
       }
     });
 
+    it("names any other setting the options give that did not arrive", async () => {
+      const pooler = await startTransactionPooler(5432, 1, { droppingOptions: true });
+      try {
+        const url = `postgres://postgres@127.0.0.1:${pooler.port}/test?options=${encodeURIComponent("--lock-timeout=1234")}`;
+        const error = await openDatabase({ databaseUrl: url, dataDir: "unused", startTimeoutMs: 5000 }).then(
+          async (database) => {
+            await database.close();
+            return null;
+          },
+          (caught: unknown) => caught,
+        );
+        expect(error).toBeInstanceOf(DatabaseStartError);
+        expect((error as Error).message).toContain(
+          "(lock_timeout is the server's own, not the URL's): a connection pooler in front drops it " +
+            "(PgBouncer's ignore_startup_parameters), so set it on the role instead (ALTER ROLE … SET …)",
+        );
+      } finally {
+        await pooler.close();
+      }
+    });
+
     it("opens through a pooler that passes the options on, the URL's search_path in force", async () => {
       const schema = await createPostgresSchema();
       const pooler = await startTransactionPooler(5432, 1);
