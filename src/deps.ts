@@ -47,6 +47,7 @@ import { createProviderFetch } from "./providers/provider-fetch.js";
 import { costOfProxiedCall } from "./proxy/call-cost.js";
 import { createUpstreamPools } from "./proxy/forward.js";
 import { createAuthThrottle } from "./rate-limit/auth-throttle.js";
+import { limitsFallbackLog } from "./rate-limit/fallback-log.js";
 import { createRateLimiter } from "./rate-limit/rate-limiter.js";
 import { connectRedis } from "./redis/connect-redis.js";
 import { RedisBreaker } from "./redis/redis-breaker.js";
@@ -218,6 +219,7 @@ export async function createGateway(config: Config, injected: Partial<Injectable
       { redisKey: key },
       "a Redis key of Sluice's held what Sluice did not write: replaced by a fresh count",
     );
+  const fallbackLog = limitsFallbackLog(logger);
   const limiter = createRateLimiter({
     redis,
     breaker: redisBreaker,
@@ -225,20 +227,8 @@ export async function createGateway(config: Config, injected: Partial<Injectable
     onFallback: (on, error) => {
       metrics.setDegraded("redis", on);
       // The breaker is shared: the spend cap's calls in flight go per instance, and shared again,
-      // with the limits, whichever user saw Redis fail.
-      if (!on) logger.info("Redis answers again: rate limits are shared again");
-      // By message only: a reply error carries its command's arguments. A reply (OOM when Redis is
-      // full, READONLY from a replica) comes from a Redis that is reachable and answers /health.
-      else if (error?.name === "ReplyError")
-        logger.warn(
-          { redisError: error.message },
-          "Redis answers with an error: rate limits fall back to per-instance limits",
-        );
-      else
-        logger.warn(
-          error ? { redisError: error.message } : {},
-          "Redis is unreachable: rate limits fall back to per-instance limits",
-        );
+      // with the limits, whichever user saw Redis fail. Logged once per outage (see limitsFallbackLog).
+      fallbackLog.report(on, error);
     },
     onDecision: (name, allowed) => metrics.countLimitDecision(name, allowed ? "allowed" : "limited"),
     onKeyRepaired,
@@ -607,6 +597,7 @@ export async function createGateway(config: Config, injected: Partial<Injectable
             await pools.close();
             await providerFetch.close();
             await limiter.close();
+            fallbackLog.close();
             throttle.stop();
             adminThrottle.stop();
             await sharedCallsInFlight?.close();

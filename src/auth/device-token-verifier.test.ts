@@ -7,9 +7,12 @@ import {
   unreachableAppleConfig,
 } from "../../test/support/device-check-settings.js";
 // In CI (CI=true) an unreachable Redis makes this import throw, so the suite fails instead of skipping.
+import { redisServerInstalled, startPrivateRedis } from "../../test/support/private-redis.js";
 import { redisAvailable, redisTestSpace } from "../../test/support/services.js";
 import { blankProject } from "../admin/project-rules.js";
 import { createLogger } from "../observability/logger.js";
+import { RedisBreaker } from "../redis/redis-breaker.js";
+import { createRedisClient } from "../redis/redis-client.js";
 import type { Project } from "../storage/project-repository.js";
 import type { DeviceCheckClient, DeviceCheckValidation } from "./device-check-client.js";
 import { deviceTokenDigest } from "./device-token-cache.js";
@@ -229,6 +232,48 @@ describe.skipIf(!redisAvailable)("the device token verifier on a ledger entry an
     expect(warned[0]?.msg).toMatch(/did not write/);
     expect(warned[0]?.redisError).toMatch(/^WRONGTYPE /);
     expect(JSON.stringify(lines)).not.toContain(deviceToken);
+  });
+});
+
+describe.skipIf(!redisServerInstalled)("the device token verifier while its Redis stays down", () => {
+  it("warns of the ledger's failure once a minute, not after every rest of Redis", async () => {
+    const lines: Array<Record<string, unknown>> = [];
+    const server = await startPrivateRedis();
+    const redis = await createRedisClient(server.url);
+    try {
+      const verifier = createDeviceTokenVerifier({
+        config: unreachableAppleConfig(100),
+        secretBox: openSecretBox,
+        redis,
+        // Rests of 20 ms: each check below is the probe that ends one, and fails.
+        redisBreaker: new RedisBreaker(redis, 20),
+        logger: createLogger(
+          "info",
+          new Writable({
+            write(chunk, _encoding, done) {
+              lines.push(JSON.parse(String(chunk)));
+              done();
+            },
+          }),
+        ),
+        client: developmentOnlyApple(),
+      });
+      const project = developmentProject("cached");
+      expect(await verifier.verify(project, deviceToken)).toMatchObject({ kind: "ok" });
+      await server.stop();
+      for (let probe = 0; probe < 5; probe++) {
+        await sleep(40);
+        // Counted in this instance's memory, as without Redis.
+        expect(await verifier.verify(project, deviceToken)).toMatchObject({ kind: "ok" });
+      }
+      // Before, each probe's failure was a warning of its own, however long Redis stayed down.
+      expect(lines.filter((line) => line.level === "warn").map((line) => line.msg)).toEqual([
+        "device token ledger in Redis failed",
+      ]);
+    } finally {
+      redis.disconnect();
+      await server.stop();
+    }
   });
 });
 

@@ -65,6 +65,8 @@ export interface DeviceTokenVerifierDeps {
 
 /** One DeviceCheck warning per project and reason per this window; the rest are counted. */
 const warningWindowMs = 10_000;
+/** One warning per way the ledger in Redis fails per this window; the rest are counted. */
+const ledgerFailureWindowMs = 60_000;
 
 /** How long a single-use token is remembered so that a replay is refused. */
 const singleUseRetentionMs = 24 * 60 * 60 * 1000;
@@ -193,16 +195,13 @@ export function createDeviceTokenVerifier(deps: DeviceTokenVerifierDeps): Device
    * of a window is written by the caller, the others counted into one `suppressedMessage` line with
    * the context when the window ends.
    */
-  function warningWindows<T extends object>(suppressedMessage: string) {
+  function warningWindows<T extends object>(suppressedMessage: string, windowMs = warningWindowMs) {
     return createSuppressionWindows<T>({
-      windowMs: warningWindowMs,
+      windowMs,
       maxKeys: 200,
       registry: deps.suppressionWindows,
       onSuppressed: (context, suppressed) =>
-        deps.logger.warn(
-          { ...(context as object), suppressed, windowMs: warningWindowMs },
-          suppressedMessage,
-        ),
+        deps.logger.warn({ ...(context as object), suppressed, windowMs }, suppressedMessage),
     });
   }
 
@@ -213,9 +212,20 @@ export function createDeviceTokenVerifier(deps: DeviceTokenVerifierDeps): Device
   const keyWarnings = warningWindows<{ redisKey: string }>("device token ledger key warnings suppressed");
 
   /**
-   * Logs a failure of the ledger in Redis. The failure that started a rest was logged; the calls
-   * answered during the rest are not. An entry another program wrote is named (its key holds the
-   * project id and the token's digest, never the token), once per window.
+   * Warnings per way the ledger in Redis failed (the message, and Redis's error without the script's
+   * digest): once a minute each. The calls answered during a rest fail nothing, but the probe that
+   * ends each rest (every 2 s) fails again while Redis stays down or refuses writes, and each such
+   * failure was a warning of its own, for as long as the outage lasted.
+   */
+  const failureWarnings = warningWindows<{ redisError: string }>(
+    "device token ledger failures in Redis suppressed",
+    ledgerFailureWindowMs,
+  );
+
+  /**
+   * Logs a failure of the ledger in Redis. The calls answered during a rest are not logged, and the
+   * failures of one kind once per window (`failureWarnings`). An entry another program wrote is
+   * named (its key holds the project id and the token's digest, never the token), once per window.
    */
   function logLedgerFailure(error: unknown, message: string): void {
     if (error instanceof RedisRestingError) return;
@@ -227,7 +237,9 @@ export function createDeviceTokenVerifier(deps: DeviceTokenVerifierDeps): Device
         );
       return;
     }
-    deps.logger.warn({ err: error }, message);
+    const redisError = error instanceof Error ? error.message.replace(/ script: .*$/s, "") : String(error);
+    if (failureWarnings.open(`${message}\u0000${redisError}`, { redisError }))
+      deps.logger.warn({ err: error }, message);
   }
 
   /** Apple's verdict on a token, shared with the requests that ask for it while it is on its way. */

@@ -61,6 +61,43 @@ describe.skipIf(!redisServerInstalled)("a Redis that answers with an error", () 
     ]);
   });
 
+  it("says once that it is full, though a decision that writes nothing (a refusal) still gets an answer after each rest", async () => {
+    const redis = await startPrivateRedis();
+    closers.push(redis.stop);
+    const sluice = await gatewayOn(redis.url);
+    const limited = await createTestProject(sluice.gateway, { rateLimits: { perMinute: 1 } });
+    const open = await createTestProject(sluice.gateway);
+    expect(await proxiedChatStatus(sluice.url, limited)).toBe(200);
+    const admin = await createRedisClient(redis.url);
+    closers.push(async () => admin.disconnect());
+    await admin.config("SET", "maxmemory", "1");
+    const redisLines = () => logLinesOf(sluice).filter((line) => String(line.msg).includes("rate limits"));
+    for (let round = 0; round < 2; round++) {
+      // Counting needs a write: refused (OOM), decided here.
+      expect(await proxiedChatStatus(sluice.url, open)).toBe(200);
+      // Past the rest: Redis refuses this one over its count, which writes nothing, and so answers.
+      await new Promise((resolve) => setTimeout(resolve, 2_100));
+      expect(await proxiedChatStatus(sluice.url, limited)).toBe(429);
+    }
+    expect(await proxiedChatStatus(sluice.url, open)).toBe(200);
+    // Before, each rest ended that way logged "answers again" and then the warning again.
+    expect(redisLines()).toEqual([
+      expect.objectContaining({
+        level: "warn",
+        msg: "Redis answers with an error: rate limits fall back to per-instance limits",
+      }),
+    ]);
+    // Full no more: once the limits have run on Redis for a while, that is said, once.
+    await admin.config("SET", "maxmemory", "0");
+    await new Promise((resolve) => setTimeout(resolve, 2_100));
+    expect(await proxiedChatStatus(sluice.url, open)).toBe(200);
+    await new Promise((resolve) => setTimeout(resolve, 5_500));
+    expect(redisLines().map((line) => line.msg)).toEqual([
+      "Redis answers with an error: rate limits fall back to per-instance limits",
+      "Redis answers again: rate limits are shared again",
+    ]);
+  }, 20_000);
+
   it("is degraded in /health while the limits run per instance, though it answers PING, and ok once it takes writes again", async () => {
     const redis = await startPrivateRedis();
     closers.push(redis.stop);

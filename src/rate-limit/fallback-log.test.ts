@@ -1,0 +1,69 @@
+import { afterEach, describe, expect, it, vi } from "vitest";
+import { createLogger } from "../observability/logger.js";
+import { limitsFallbackLog } from "./fallback-log.js";
+
+function logged() {
+  const lines: Record<string, unknown>[] = [];
+  const logger = createLogger("info", { write: (line: string) => void lines.push(JSON.parse(line)) });
+  return { lines, messages: () => lines.map((line) => line.msg), logger };
+}
+
+/** A reply error as ioredis raises it, from one script or another. */
+function reply(message: string, script = "780bc2437b059b5a5f8d7d0ed2211764170aa252"): Error {
+  return Object.assign(new Error(`${message} script: ${script}, on @user_script:19.`), {
+    name: "ReplyError",
+  });
+}
+
+const readonly = "READONLY You can't write against a read only replica.";
+const fallsBackOnReply = "Redis answers with an error: rate limits fall back to per-instance limits";
+const fallsBackUnreachable = "Redis is unreachable: rate limits fall back to per-instance limits";
+const sharedAgain = "Redis answers again: rate limits are shared again";
+
+describe("the log of the limits' fallback", () => {
+  afterEach(() => {
+    vi.useRealTimers();
+  });
+
+  it("warns once for a Redis that refuses writes while answers in between end each rest, and says it answers again once it stayed so", () => {
+    vi.useFakeTimers();
+    const { lines, messages, logger } = logged();
+    const log = limitsFallbackLog(logger, 5_000);
+    log.report(true, reply(readonly));
+    for (let rest = 0; rest < 10; rest++) {
+      // A refusal (writing nothing) ends the rest; the next count fails again, in another script.
+      vi.advanceTimersByTime(2_000);
+      log.report(false);
+      vi.advanceTimersByTime(5);
+      log.report(true, reply(readonly, "97bd1acf159f90c650240a8fb14c48a9e3bafb9a"));
+      // The demoted primary's connection replaced meanwhile: the limits' command met no connection.
+      if (rest % 3 === 0)
+        log.report(true, new Error("Stream isn't writeable and enableOfflineQueue options is false"));
+    }
+    expect(messages()).toEqual([fallsBackOnReply, fallsBackUnreachable]);
+    expect(lines[0]).toMatchObject({ level: "warn", redisError: expect.stringMatching(/^READONLY/) });
+    log.report(false);
+    vi.advanceTimersByTime(4_999);
+    expect(messages()).toHaveLength(2);
+    vi.advanceTimersByTime(1);
+    expect(messages()).toEqual([fallsBackOnReply, fallsBackUnreachable, sharedAgain]);
+    // A later outage is a new one: its warning is logged, the same words as before.
+    log.report(true, reply(readonly));
+    expect(messages()).toEqual([fallsBackOnReply, fallsBackUnreachable, sharedAgain, fallsBackOnReply]);
+  });
+
+  it("says nothing more for the limits finding Redis resting, and nothing once closed", () => {
+    vi.useFakeTimers();
+    const { messages, logger } = logged();
+    const log = limitsFallbackLog(logger, 5_000);
+    log.report(false);
+    log.report(true, new Error("Command timed out"));
+    log.report(false);
+    log.report(true);
+    expect(messages()).toEqual([fallsBackUnreachable]);
+    log.report(false);
+    log.close();
+    vi.advanceTimersByTime(10_000);
+    expect(messages()).toEqual([fallsBackUnreachable]);
+  });
+});
