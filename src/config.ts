@@ -276,7 +276,7 @@ export const settings = {
       ],
     ),
     undefined,
-    "PostgreSQL URL (`postgres://`, `postgresql://`, or node-postgres's `socket:/path` form) for several instances; its `sslmode`, when given, one of node-postgres's (`disable`, `prefer`, `require`, `verify-ca`, `verify-full`, `no-verify`); needs SLUICE_MASTER_KEY unless the data dir holds a `master.key` (unset: SQLite in the data dir)",
+    "PostgreSQL URL (`postgres://`, `postgresql://`, or node-postgres's `socket:/path` form) for several instances; its `sslmode`, when given, one of node-postgres's (`disable`, `prefer`, `require`, `verify-ca`, `verify-full`, `no-verify`); needs SLUICE_MASTER_KEY unless the data dir holds a `master.key`; a pooler such as PgBouncer may stand between, in session or transaction mode ([Several instances](#several-instances)) (unset: SQLite in the data dir)",
   ),
   databaseQueryTimeoutMs: setting(
     "SLUICE_DATABASE_QUERY_TIMEOUT_MS",
@@ -486,7 +486,7 @@ export const settings = {
     "SLUICE_MAX_BUFFERED_BODY_BYTES",
     integer(0),
     undefined,
-    "request-body bytes the proxies, /v1/text, /v1/vision, /v1/pdf and /v1/image hold in memory, all their calls together on this instance, each body counted as it arrives and held until its call ends (a structured or image call holds about 6 times its body's size while it waits for the provider, half of it in V8's heap), or on the proxies until it is sent when over 64 KiB; a body that would go past it is answered 503 `SERVICE_UNAVAILABLE` (`Retry-After: 5`), before any of it is read when its content-length says so, but a body alone (no other call's held beside it) always fits; 0: no cap (unset: an eighth of V8's heap limit, which `--max-old-space-size` sets and Node otherwise derives from the machine's memory, e.g. 518 MiB for Node's largest default of 4144 MiB)",
+    "request-body bytes the proxies, /v1/text, /v1/vision, /v1/pdf and /v1/image hold in memory, all their calls together on this instance, each body counted as it arrives and held until its call ends (a PDF fetched by URL too, as its base64, once fetched; a structured or image call holds about 6 times its body's size while it waits for the provider, half of it in V8's heap), or on the proxies until it is sent when over 64 KiB; a body that would go past it is answered 503 `SERVICE_UNAVAILABLE` (`Retry-After: 5`), before any of it is read when its content-length says so, but a body alone (no other call's held beside it) always fits; 0: no cap (unset: an eighth of V8's heap limit, which `--max-old-space-size` sets and Node otherwise derives from the machine's memory, e.g. 518 MiB for Node's largest default of 4144 MiB)",
   ),
   projectCacheTtlMs: setting(
     "SLUICE_PROJECT_CACHE_TTL_MS",

@@ -331,6 +331,16 @@ describe("project admin use cases", () => {
     });
   });
 
+  it("counts a row written in the millisecond the report runs, when it names no end", async () => {
+    await admin().createProject({ id: "just-now", name: "Just now", provider: "provider-a" });
+    // The clock's now: a row written this millisecond, which the report finds in the table.
+    await createUsageRepository(database.db, database.sqlite).insertBatch([
+      usageRow("just-now-1", { project_id: "just-now", created_at: "2026-11-02T10:00:00.000Z" }),
+    ]);
+    const report = await admin().usageReport("just-now", {});
+    expect(report.rows.reduce((sum, row) => sum + row.requests, 0)).toBe(1);
+  });
+
   it("keeps every row in a report that ends with the last date there is", async () => {
     await admin().createProject({ id: "far", name: "Far", provider: "provider-a" });
     await createUsageRepository(database.db, database.sqlite).insertBatch([

@@ -131,7 +131,9 @@ export function usageReportWindow(
   // A page after the first (`cursor`) is of the first's window unless `from` or `to` says otherwise.
   // A cursor of another list has none: the use case refuses it (422).
   const cursor = query.cursor && !("otherList" in query.cursor) ? query.cursor : undefined;
-  const to = query.to ? usageReportEnd(query.to) : cursor ? new Date(cursor.to) : now;
+  // A `to` left out ends after now's millisecond (the end is exclusive): a row written in the
+  // millisecond the report runs, already in the table, is counted.
+  const to = query.to ? usageReportEnd(query.to) : cursor ? new Date(cursor.to) : new Date(now.getTime() + 1);
   const from = query.from
     ? instantOf(query.from)
     : cursor

@@ -1,3 +1,4 @@
+import { randomBytes } from "node:crypto";
 import type { Socket } from "node:net";
 import pg from "pg";
 import { describe, expect, it } from "vitest";
@@ -202,12 +203,16 @@ describe.skipIf(!postgresAvailable)(
   "opening PostgreSQL behind a pooler that drops the URL's options parameter",
   () => {
     it("fails naming the setting that did not arrive, before it creates any table", async () => {
-      const schema = await createPostgresSchema();
+      // A database of its own: other test files start gateways on the shared one's default schema.
+      const name = `sluice_test_options_${randomBytes(6).toString("hex")}`;
+      const admin = new pg.Client({ connectionString: postgresBaseUrl });
+      await admin.connect();
+      await admin.query(`create database ${name}`);
       // PgBouncer with `options` in its ignore_startup_parameters: the search_path never reaches the
       // server, and the tables would go to the role's default schema (public), another deployment's.
       const pooler = await startTransactionPooler(5432, 1, { droppingOptions: true });
       try {
-        const url = through(schema.url, pooler.port);
+        const url = `postgres://postgres@127.0.0.1:${pooler.port}/${name}?options=${encodeURIComponent("-c search_path=sluice")}`;
         const error = await openDatabase({ databaseUrl: url, dataDir: "unused", startTimeoutMs: 5000 }).then(
           async (database) => {
             await database.close();
@@ -217,16 +222,16 @@ describe.skipIf(!postgresAvailable)(
         );
         expect(error).toBeInstanceOf(DatabaseStartError);
         expect((error as Error).message).toBe(
-          `DATABASE_URL (postgres://postgres@127.0.0.1:${pooler.port}/test): its options parameter did not reach ` +
+          `DATABASE_URL (postgres://postgres@127.0.0.1:${pooler.port}/${name}): its options parameter did not reach ` +
             "PostgreSQL (search_path is the server's own, not the URL's): a connection pooler in front drops it " +
             "(PgBouncer's ignore_startup_parameters), and Sluice's tables would go to the role's default schema: " +
             "set the search_path on the role instead (ALTER ROLE … SET search_path = …) and leave options out of DATABASE_URL",
         );
-        const direct = new pg.Client({ connectionString: postgresBaseUrl });
+        const direct = new pg.Client({ connectionString: postgresBaseUrl.replace(/\/test$/, `/${name}`) });
         await direct.connect();
         try {
           const { rows } = await direct.query(
-            "select count(*)::int as tables from information_schema.tables where table_name = 'usage_records' and table_schema = 'public'",
+            "select count(*)::int as tables from information_schema.tables where table_schema = 'public'",
           );
           expect(rows[0]).toEqual({ tables: 0 });
         } finally {
@@ -234,7 +239,8 @@ describe.skipIf(!postgresAvailable)(
         }
       } finally {
         await pooler.close();
-        await schema.drop();
+        await admin.query(`drop database if exists ${name} with (force)`);
+        await admin.end();
       }
     });
 
