@@ -165,10 +165,25 @@ function fromUsageObject(
 export function lastUsageObject(body: Buffer, key: Buffer): UsageObject | null {
   let at = body.lastIndexOf(key);
   // A later key of that name whose value is no object (a Responses API `metadata` entry named
-  // "usage", which comes after the usage) is passed over; a cut or broken object is not.
-  while (at > 0 && !opensObject(body, at + key.length)) at = body.lastIndexOf(key, at - 1);
+  // "usage", which comes after the usage) is passed over; a cut or broken object is not. A `null`
+  // one is the answer's own saying it has none (a queued or failed Responses API object): the keys
+  // before it are in the `tools` it echoes, whose schemas the app wrote (an example's `usage`).
+  while (at > 0 && !opensObject(body, at + key.length)) {
+    if (isNullAfterKey(body, at + key.length)) return null;
+    at = body.lastIndexOf(key, at - 1);
+  }
   return at < 0 ? null : objectAfterKey(body, at, key.length);
 }
+
+/** Whether `: null` (with any spaces) follows at `from`. */
+function isNullAfterKey(body: Buffer, from: number): boolean {
+  const colon = skipSpaces(body, from);
+  if (body[colon] !== 0x3a /* : */) return false;
+  const value = skipSpaces(body, colon + 1);
+  return value + 4 <= body.length && body.compare(nullValue, 0, 4, value, value + 4) === 0;
+}
+
+const nullValue = Buffer.from("null");
 
 /**
  * The last top-level `<key>: {…}` member of the JSON object `body` holds, whole and parsed, found by

@@ -61,8 +61,9 @@ export function sseMeter(
       // Chat chunks carry `"usage":{…}` at the top level (null until the last one); the Responses
       // API's response.completed and response.incomplete carry it in `response`, after the
       // output. Either way it is the event's last usage object, parsed alone: the rest of the
-      // event (a whole response, for the Responses API) is never parsed.
-      if (usageObjectStart.test(data)) {
+      // event (a whole response, for the Responses API) is never parsed. An output item's event
+      // carries no usage: a `usage` in it is in a schema the item holds (an MCP server's tools).
+      if (usageObjectStart.test(data) && !isOutputItemEvent(event, data)) {
         const bytes = Buffer.from(data);
         // The tier that served the call, in the same chunk (or the same event's response).
         const object = lastUsageObject(bytes, usageKeys["provider-a"]);
@@ -114,6 +115,18 @@ export function sseMeter(
 }
 
 const usageObjectStart = /"usage"\s*:\s*\{/;
+
+/**
+ * (Provider A) A Responses API event about one output item (`response.output_item.added`, `.done`),
+ * by its name, or by its data's `type` in a stream without event names.
+ */
+function isOutputItemEvent(event: string | undefined, data: string): boolean {
+  return event !== undefined
+    ? event.startsWith(outputItemEvent)
+    : data.startsWith(`{"type":"${outputItemEvent}`);
+}
+
+const outputItemEvent = "response.output_item.";
 
 /**
  * Whether the provider's official client reads a last event that the stream ends without its blank

@@ -830,6 +830,52 @@ describe("usage meter on Responses API calls", () => {
     });
   });
 
+  it("takes no usage from the app's tool schemas the answer echoes, where the response's own is null or not in the event", () => {
+    // A function tool whose JSON Schema gives an example holding a `usage` object with counts: the
+    // API echoes `tools` (and an MCP server's schemas, in an mcp_list_tools item) as they were sent.
+    const parameters = {
+      type: "object",
+      properties: {
+        report: { type: "object", examples: [{ usage: { input_tokens: 5000, output_tokens: 5000 } }] },
+      },
+    };
+    const echoed = (status: string, reported: unknown) => ({
+      ...response(status, true),
+      tools: [{ type: "function", name: "log_call", strict: false, parameters }],
+      usage: reported,
+      user: null,
+      metadata: {},
+    });
+    const none = emptyUsage();
+    // A background run answers queued, its usage null; a failed one may report none; a cancel too.
+    const answered = (body: object) => meter("provider-a", JSON.stringify(body), false, [], "post", true);
+    for (const status of ["queued", "failed", "cancelled"])
+      expect(answered(echoed(status, null)).usage, status).toEqual(none);
+    const event = (type: string, body: object) =>
+      `event: ${type}\ndata: ${JSON.stringify({ type, sequence_number: 0, ...body })}\n\n`;
+    const created = event("response.created", { response: echoed("in_progress", null) });
+    const listed = event("response.output_item.done", {
+      output_index: 0,
+      item: {
+        type: "mcp_list_tools",
+        id: "mcpl_1",
+        server_label: "s",
+        tools: [{ name: "t", input_schema: parameters }],
+      },
+    });
+    // A stream cut (the client left) before its completion: nothing reported the run's usage yet.
+    expect(run("post", created, true).usage).toEqual(none);
+    expect(run("post", `${created}${listed}`, true).usage).toEqual(none);
+    expect(run("post", listed.replace(/^event: .*\n/, ""), true).usage).toEqual(none);
+    expect(run("post", event("response.failed", { response: echoed("failed", null) }), true).usage).toEqual(
+      none,
+    );
+    // Its completion's usage, after the echoed tools, is still read.
+    const completed = event("response.completed", { response: echoed("completed", usage) });
+    expect(run("post", `${created}${listed}${completed}`, true).usage).toEqual(tokens);
+    expect(answered(echoed("completed", usage)).usage).toEqual(tokens);
+  });
+
   it("leaves other calls' readings as they were", () => {
     expect(meter("provider-a", responsesStream, true)).toEqual({
       usage: { inputTokens: 30, outputTokens: 8, cachedInputTokens: 10, reasoningTokens: 3 },

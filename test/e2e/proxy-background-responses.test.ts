@@ -143,6 +143,36 @@ describe("provider A background responses, driven by the official SDK", () => {
     });
   });
 
+  it("takes no tokens for the queued POST from a usage its echoed tool schemas spell", async () => {
+    const project = await createTestProject(sluice.gateway);
+    const openai = client(sluice.url, project);
+    // The API echoes the tools as sent, after the run's own `"usage": null`, before it once finished.
+    const report = { type: "object", examples: [{ usage: { input_tokens: 5000, output_tokens: 5000 } }] };
+    const tools = [
+      {
+        type: "function" as const,
+        name: "log_call",
+        strict: false,
+        parameters: { type: "object", properties: { report } },
+      },
+    ];
+    const { data: queued, response: posted } = await openai.responses
+      .create({ model, input: "Hi", background: true, tools })
+      .withResponse();
+    expect(queued.status).toBe("queued");
+    expect(queued.usage).toBeNull();
+    let done = await openai.responses.retrieve(queued.id);
+    while (done.status !== "completed") done = await openai.responses.retrieve(queued.id);
+    const rows = await usageRows(sluice.gateway, project.projectId);
+    expect(rows.find((row) => row.request_id === requestIdOf(posted))).toMatchObject({
+      input_tokens: null,
+      output_tokens: null,
+    });
+    const [run, ...others] = withTokens(rows);
+    expect(others).toEqual([]);
+    expect(run).toMatchObject({ model, ...tokenColumns });
+  });
+
   it("counts a streamed background POST once when the run is polled afterwards", async () => {
     const project = await createTestProject(sluice.gateway);
     const openai = client(sluice.url, project);
