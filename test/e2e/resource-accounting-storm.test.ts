@@ -1,0 +1,850 @@
+import { randomBytes } from "node:crypto";
+import { createServer, type Server } from "node:http";
+import type { AddressInfo } from "node:net";
+import { connect } from "node:net";
+import { Redis } from "ioredis";
+import { Agent, request } from "undici";
+import { afterAll, describe, expect, it, vi } from "vitest";
+import { createSafePdfFetcher } from "../../src/structured/safe-pdf-fetch.js";
+import { generateAppleKeyPair, startFakeApple } from "../fakes/fake-apple.js";
+import { type FakeUpstream, providerBaseUrls, startFakeUpstream } from "../fakes/fake-upstream.js";
+import { mulberry32 } from "../support/seeded-random.js";
+import { redisAvailable } from "../support/services.js";
+import { startTcpProxy } from "../support/tcp-proxy.js";
+import {
+  appleKeyId,
+  appleTeamId,
+  createDeviceCheckProject,
+  createTestProject,
+  startTestGateway,
+  type TestGateway,
+  type TestProject,
+} from "../support/test-gateway.js";
+
+/**
+ * What Sluice holds for a call is given back however the call ends. A seeded storm of calls, most
+ * of them faulted: clients that leave before their body, in the middle of it or of a stream, or
+ * while the provider or Apple is asked; providers that fail (429, 500, 503), answer invalid JSON,
+ * cut a stream or a compressed answer halfway, close the connection, stall before the headers
+ * (past SLUICE_UPSTREAM_HEADERS_TIMEOUT_MS) or in a stream (past SLUICE_UPSTREAM_IDLE_TIMEOUT_MS);
+ * a network path to provider C cut and restored; bodies over SLUICE_MAX_BODY_BYTES (413, by length
+ * and chunked) or refused by SLUICE_MAX_BUFFERED_BODY_BYTES (503); /v1/text, /v1/pdf (a PDF server
+ * that stalls, resets or never answers, SLUICE_MAX_PDF_FETCHES) and /v1/image; a project with a
+ * spend cap, on DeviceCheck tokens too; with Redis when it runs (a key prefix of this run's own).
+ * Once all have settled: the body budget holds nothing (its gauge says 0), no call is left
+ * unrecorded, no place under the cap is held (here or in Redis), no PDF fetch or Apple call runs,
+ * the upstream pools hold no connection, the usage queue is empty and nothing was dropped, the
+ * gateway holds no connection, the process's active handles are those it had before, and the usage
+ * rows count exactly the requests that reached authentication. Each of those is seen held during
+ * the storm, so none is checked idle for never having been used. `SLUICE_STORM_SEED` replays a mix.
+ */
+
+const probes = vi.hoisted(() => ({
+  authCalls: 0,
+  placesOut: 0,
+  placesTaken: 0,
+  unrecorded: [] as Array<() => number>,
+  pools: new Map<string, { stats: Record<string, number> }>(),
+  appleInFlight: 0,
+  appleCalls: 0,
+  shared: [] as Array<{ held(): number }>,
+}));
+
+vi.mock("../../src/usage/shared-calls-in-flight.js", async (importOriginal) => {
+  const original = await importOriginal<typeof import("../../src/usage/shared-calls-in-flight.js")>();
+  return {
+    ...original,
+    createSharedCallsInFlight(options: Parameters<typeof original.createSharedCallsInFlight>[0]) {
+      const shared = original.createSharedCallsInFlight(options);
+      probes.shared.push(shared);
+      return shared;
+    },
+  };
+});
+
+vi.mock("../../src/auth/device-check-client.js", async (importOriginal) => {
+  const original = await importOriginal<typeof import("../../src/auth/device-check-client.js")>();
+  return {
+    ...original,
+    createDeviceCheckClient(options: Parameters<typeof original.createDeviceCheckClient>[0]) {
+      const client = original.createDeviceCheckClient(options);
+      return {
+        async validate(...args: Parameters<typeof client.validate>) {
+          probes.appleInFlight++;
+          probes.appleCalls++;
+          try {
+            return await client.validate(...args);
+          } finally {
+            probes.appleInFlight--;
+          }
+        },
+      };
+    },
+  };
+});
+
+vi.mock("../../src/http/admission.js", async (importOriginal) => {
+  const original = await importOriginal<typeof import("../../src/http/admission.js")>();
+  return {
+    ...original,
+    createAdmission(deps: Parameters<typeof original.createAdmission>[0]) {
+      const admit = original.createAdmission({
+        ...deps,
+        authenticate: (req) => {
+          probes.authCalls++;
+          return deps.authenticate(req);
+        },
+      });
+      probes.unrecorded.push(admit.unrecorded);
+      return admit;
+    },
+  };
+});
+
+vi.mock("../../src/proxy/forward.js", async (importOriginal) => {
+  const original = await importOriginal<typeof import("../../src/proxy/forward.js")>();
+  return {
+    ...original,
+    createUpstreamPools(timeouts: Parameters<typeof original.createUpstreamPools>[0]) {
+      const pools = original.createUpstreamPools(timeouts);
+      return {
+        ...pools,
+        get(origin: string) {
+          const pool = pools.get(origin);
+          probes.pools.set(origin, pool as never);
+          return pool;
+        },
+      };
+    },
+  };
+});
+
+vi.mock("../../src/usage/spend-guard.js", async (importOriginal) => {
+  const original = await importOriginal<typeof import("../../src/usage/spend-guard.js")>();
+  const counted = (release: () => void) => {
+    probes.placesOut++;
+    probes.placesTaken++;
+    let done = false;
+    return () => {
+      if (!done) {
+        done = true;
+        probes.placesOut--;
+      }
+      release();
+    };
+  };
+  return {
+    ...original,
+    createSpendGuard(deps: Parameters<typeof original.createSpendGuard>[0]) {
+      const guard = original.createSpendGuard(deps);
+      return {
+        ...guard,
+        hold(...args: Parameters<typeof guard.hold>) {
+          const held = guard.hold(...args);
+          const wrap = (r: (() => void) | undefined) => (r ? counted(r) : r);
+          return held instanceof Promise ? held.then(wrap) : wrap(held);
+        },
+        holdWithLimits(...args: Parameters<typeof guard.holdWithLimits>) {
+          const held = guard.holdWithLimits(...args);
+          const wrap = (h: Awaited<typeof held>) => (h ? { ...h, release: counted(h.release) } : h);
+          return held instanceof Promise ? held.then(wrap) : wrap(held);
+        },
+        holdPart(...args: Parameters<typeof guard.holdPart>) {
+          const part = guard.holdPart(...args);
+          if (!part) return part;
+          return {
+            ...part,
+            decide(reply: unknown) {
+              const held = part.decide(reply as never);
+              return held ? { ...held, release: counted(held.release) } : held;
+            },
+          };
+        },
+      };
+    },
+  };
+});
+
+const seed = Number(process.env.SLUICE_STORM_SEED ?? 4242);
+const calls = 600;
+const concurrency = 24;
+const maxBodyBytes = 64 * 1024;
+const budgetBytes = 100 * 1024;
+const maxPdfFetches = 4;
+const schema = { type: "object", properties: { answer: { type: "string" } }, required: ["answer"] };
+const pdf = Buffer.from("%PDF-1.4\n1 0 obj\n<<>>\nendobj\ntrailer\n<<>>\n%%EOF\n");
+
+type Kind =
+  | "p-ok"
+  | "p-fail"
+  | "p-badjson"
+  | "p-cut-stream"
+  | "p-cut-compressed"
+  | "p-destroy"
+  | "p-stall-idle"
+  | "p-stall-headers"
+  | "p-leave-before-body"
+  | "p-leave-mid-body"
+  | "p-leave-mid-stream"
+  | "p-leave-before-headers"
+  | "p-413"
+  | "p-413-chunked"
+  | "p-big-body"
+  | "p-slow-upload"
+  | "p-netcut"
+  | "p-wrong-key"
+  | "t-ok"
+  | "t-fail"
+  | "t-badjson"
+  | "t-stall"
+  | "t-leave"
+  | "pdf-ok"
+  | "pdf-stall"
+  | "pdf-reset"
+  | "pdf-hang"
+  | "pdf-leave"
+  | "img-ok"
+  | "img-fail"
+  | "img-leave"
+  | "dc-call"
+  | "dc-leave";
+
+const weights: Array<[Kind, number]> = [
+  ["p-ok", 14],
+  ["p-fail", 5],
+  ["p-badjson", 3],
+  ["p-cut-stream", 4],
+  ["p-cut-compressed", 4],
+  ["p-destroy", 3],
+  ["p-stall-idle", 3],
+  ["p-stall-headers", 2],
+  ["p-leave-before-body", 4],
+  ["p-leave-mid-body", 4],
+  ["p-leave-mid-stream", 5],
+  ["p-leave-before-headers", 4],
+  ["p-413", 3],
+  ["p-413-chunked", 2],
+  ["p-big-body", 8],
+  ["p-slow-upload", 6],
+  ["p-netcut", 5],
+  ["p-wrong-key", 3],
+  ["t-ok", 3],
+  ["t-fail", 2],
+  ["t-badjson", 2],
+  ["t-stall", 1],
+  ["t-leave", 2],
+  ["pdf-ok", 2],
+  ["pdf-stall", 1],
+  ["pdf-reset", 1],
+  ["pdf-hang", 1],
+  ["pdf-leave", 1],
+  ["img-ok", 2],
+  ["img-fail", 1],
+  ["img-leave", 1],
+  ["dc-call", 5],
+  ["dc-leave", 2],
+];
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+function resourceCounts(): Record<string, number> {
+  const counts: Record<string, number> = {};
+  for (const each of process.getActiveResourcesInfo()) counts[each] = (counts[each] ?? 0) + 1;
+  return counts;
+}
+
+interface Stage {
+  sluice: TestGateway;
+  fake: FakeUpstream;
+  proxyC: Awaited<ReturnType<typeof startTcpProxy>>;
+  pdfServer: Server;
+  pdfBase: string;
+  plain: TestProject;
+  capped: TestProject;
+  structured: TestProject;
+  pdfPending: () => number;
+  apple: import("../fakes/fake-apple.js").FakeApple;
+  device: TestProject;
+  deviceToken(): string;
+  close(): Promise<void>;
+}
+
+async function startStage(extra: Record<string, unknown>): Promise<Stage> {
+  // Idle upstream connections end soon after the storm (undici keeps them a second less).
+  const fake = await startFakeUpstream({ keepAliveTimeoutMs: 1500 });
+  const appleKeys = generateAppleKeyPair();
+  const apple = await startFakeApple({ label: "production" });
+  apple.registerKey(appleKeyId, { teamId: appleTeamId, publicKeyPem: appleKeys.publicKeyPem });
+  const proxyC = await startTcpProxy(Number(new URL(fake.url).port));
+  const pdfSockets = new Set<import("node:net").Socket>();
+  const pdfServer = createServer((req, res) => {
+    const url = req.url ?? "";
+    if (url.startsWith("/ok")) return void res.end(pdf);
+    if (url.startsWith("/stall")) {
+      res.writeHead(200, { "content-type": "application/pdf" });
+      res.write(pdf.subarray(0, 5));
+      return; // never ends
+    }
+    if (url.startsWith("/reset")) {
+      res.writeHead(200, { "content-type": "application/pdf", "content-length": "1000" });
+      res.write(pdf.subarray(0, 10));
+      setTimeout(() => res.socket?.destroy(), 20);
+      return;
+    }
+    // hang: no headers ever
+  });
+  pdfServer.on("connection", (socket) => {
+    pdfSockets.add(socket);
+    socket.on("close", () => pdfSockets.delete(socket));
+  });
+  await new Promise<void>((resolve) => pdfServer.listen(0, "127.0.0.5", resolve));
+  const pdfBase = `http://127.0.0.5:${(pdfServer.address() as AddressInfo).port}`;
+  const fetcher = createSafePdfFetcher({
+    isAllowedAddress: (ip) => ip === "127.0.0.5",
+    allowedProtocols: ["http:"],
+    maxBytes: 1 << 20,
+    timeoutMs: 500,
+    maxFetches: maxPdfFetches,
+  });
+  let pending = 0;
+  const sluice = await startTestGateway(
+    {
+      ...providerBaseUrls(fake),
+      providerCBaseUrl: `http://127.0.0.1:${proxyC.port}/c/v1beta`,
+      upstreamHeadersTimeoutMs: 800,
+      upstreamIdleTimeoutMs: 400,
+      maxBodyBytes,
+      maxBufferedBodyBytes: budgetBytes,
+      maxConnections: 40,
+      rateLimitProjectPerMinute: 1_000_000,
+      rateLimitIpPerMinute: 1_000_000,
+      authFailureLimit: 1_000_000,
+      metricsEnabled: true,
+      logLevel: "warn",
+      deviceCheckProductionUrl: apple.url,
+      deviceCheckTimeoutMs: 300,
+      ...extra,
+    },
+    {
+      fetchPdf: async (url, signal, requestId) => {
+        pending++;
+        try {
+          return await fetcher(url, signal, requestId);
+        } finally {
+          pending--;
+        }
+      },
+    },
+  );
+  const plain = await createTestProject(sluice.gateway);
+  const capped = await createTestProject(sluice.gateway, { monthlySpendCapUsd: 3 });
+  const structured = await createTestProject(sluice.gateway, {
+    provider: "provider-a",
+    outputSchema: schema,
+  });
+  const device = await createDeviceCheckProject(sluice.gateway, appleKeys.privateKeyPem, "cached", {
+    monthlySpendCapUsd: 3,
+  });
+  return {
+    sluice,
+    fake,
+    proxyC,
+    pdfServer,
+    pdfBase,
+    plain,
+    capped,
+    structured,
+    pdfPending: () => pending,
+    apple,
+    device,
+    deviceToken() {
+      const token = randomBytes(24).toString("base64");
+      apple.registerValidToken(token);
+      return token;
+    },
+    async close() {
+      await sluice.close();
+      await apple.close();
+      await proxyC.close();
+      await fake.close();
+      for (const socket of pdfSockets) socket.destroy();
+      await new Promise((resolve) => pdfServer.close(resolve));
+    },
+  };
+}
+
+interface Outcome {
+  kind: Kind;
+  status: number | null;
+  error?: string;
+}
+
+/** A raw request on a socket of its own: headers, `sent` bytes of a body of `length`, then left or finished. */
+function rawCall(
+  port: number,
+  path: string,
+  headers: Record<string, string>,
+  body: Buffer,
+  plan: { sendBytes: number; leaveAfterMs: number; trickleMs?: number; chunked?: boolean },
+): Promise<number | null> {
+  return new Promise((resolve) => {
+    const socket = connect(port, "127.0.0.1");
+    let status: number | null = null;
+    let settled = false;
+    const finish = () => {
+      if (settled) return;
+      settled = true;
+      socket.destroy();
+      resolve(status);
+    };
+    socket.on("error", finish);
+    socket.on("close", finish);
+    socket.on("data", (chunk: Buffer) => {
+      const found = /^HTTP\/1\.1 (\d{3})/.exec(chunk.toString("latin1"));
+      if (found && status === null) status = Number(found[1]);
+    });
+    const head = Object.entries({
+      host: "x",
+      ...(plan.chunked ? { "transfer-encoding": "chunked" } : { "content-length": String(body.length) }),
+      ...headers,
+    })
+      .map(([name, value]) => `${name}: ${value}\r\n`)
+      .join("");
+    socket.write(`POST ${path} HTTP/1.1\r\n${head}connection: close\r\n\r\n`);
+    const pieces = plan.trickleMs ? 8 : 1;
+    const piece = Math.ceil(plan.sendBytes / pieces);
+    let sent = 0;
+    const sendMore = () => {
+      if (settled) return;
+      if (sent >= plan.sendBytes) {
+        if (plan.chunked && plan.sendBytes >= body.length) socket.write("0\r\n\r\n");
+        return;
+      }
+      const part = body.subarray(sent, Math.min(plan.sendBytes, sent + piece));
+      sent += part.length;
+      if (plan.chunked) socket.write(`${part.length.toString(16)}\r\n`);
+      socket.write(part);
+      if (plan.chunked) socket.write("\r\n");
+      if (plan.trickleMs) setTimeout(sendMore, plan.trickleMs / pieces);
+      else sendMore();
+    };
+    sendMore();
+    setTimeout(finish, plan.leaveAfterMs);
+  });
+}
+
+function proxyBody(provider: string, model: string, streamed: boolean, padding = 0): Record<string, unknown> {
+  const content = `call ${model}${padding ? ` ${"x".repeat(padding)}` : ""}`;
+  if (provider === "provider-b")
+    return { model, max_tokens: 64, messages: [{ role: "user", content }], stream: streamed };
+  if (provider === "provider-c") return { contents: [{ role: "user", parts: [{ text: content }] }] };
+  return { model, messages: [{ role: "user", content }], stream: streamed };
+}
+
+function proxyPath(project: TestProject, provider: string, model: string, streamed: boolean): string {
+  const base = `/v1/${provider}/${project.projectId}`;
+  if (provider === "provider-a") return `${base}/chat/completions`;
+  if (provider === "provider-b") return `${base}/v1/messages`;
+  return `${base}/v1beta/models/${model}:${streamed ? "streamGenerateContent?alt=sse" : "generateContent"}`;
+}
+
+async function runStorm(stage: Stage, runSeed: number, count: number, dispatcher: Agent): Promise<Outcome[]> {
+  const random = mulberry32(runSeed);
+  const int = (low: number, high: number) => low + Math.floor(random() * (high - low + 1));
+  const pick = <T>(items: readonly T[]) => items[Math.floor(random() * items.length)] as T;
+  const total = weights.reduce((sum, [, w]) => sum + w, 0);
+  const { sluice, fake } = stage;
+  const port = Number(new URL(sluice.url).port);
+  const plans = new Map<number, () => import("../fakes/fake-upstream.js").RequestPlan | undefined>();
+  fake.setPlan((recorded) => {
+    const found = /zz-(\d+)/.exec(`${recorded.path} ${recorded.body.toString("utf8")}`);
+    return found ? plans.get(Number(found[1]))?.() : undefined;
+  });
+  const badJson = () => {
+    fake.enqueueResponse({ status: 200, body: "{not json", headers: { "content-type": "application/json" } });
+    return {};
+  };
+  // Cuts and restores the network path to provider C now and then.
+  let cutting = true;
+  const cutter = (async () => {
+    while (cutting) {
+      await sleep(int(100, 300));
+      stage.proxyC.cut();
+      await sleep(int(20, 80));
+      stage.proxyC.restore();
+    }
+  })();
+  // Rotates Apple's behaviour: answering, hanging past the timeout, closing, failing.
+  const appleRotation = (async () => {
+    while (cutting) {
+      await sleep(int(100, 250));
+      const mode = int(0, 5);
+      stage.apple.fail(
+        mode === 0
+          ? { kind: "hang" }
+          : mode === 1
+            ? { kind: "close" }
+            : mode === 2
+              ? { kind: "status", status: 500 }
+              : null,
+      );
+    }
+    stage.apple.fail(null);
+  })();
+  const tokens: string[] = [];
+  const outcomes: Outcome[] = [];
+  let next = 0;
+  const one = async (index: number): Promise<Outcome> => {
+    let roll = random() * total;
+    let kind: Kind = "p-ok";
+    for (const [each, w] of weights) {
+      roll -= w;
+      if (roll < 0) {
+        kind = each;
+        break;
+      }
+    }
+    const tag = `zz-${index}`;
+    const usage = { input: int(1, 20_000), output: int(1, 4000), cached: 0, reasoning: 0 };
+    if (kind.startsWith("p-")) {
+      const provider = kind === "p-netcut" ? "provider-c" : pick(["provider-a", "provider-b"] as const);
+      const project = random() < 0.35 ? stage.capped : stage.plain;
+      const model =
+        provider === "provider-a"
+          ? `gpt-4o-mini-${tag}`
+          : provider === "provider-b"
+            ? `claude-haiku-4-5-${tag}`
+            : `gemini-2.5-flash-${tag}`;
+      const streamed =
+        ["p-cut-stream", "p-stall-idle", "p-leave-mid-stream"].includes(kind) ||
+        (!["p-cut-compressed", "p-badjson"].includes(kind) && random() < 0.5);
+      const compression = random() < 0.25 ? pick(["gzip", "br", "deflate"] as const) : null;
+      const planOf: Record<string, () => import("../fakes/fake-upstream.js").RequestPlan> = {
+        "p-ok": () => ({ usage, compression }),
+        "p-fail": () => ({ failStatus: pick([429, 500, 503]) }),
+        "p-badjson": badJson,
+        "p-cut-stream": () => ({ usage, streamEnd: "cut", compression }),
+        "p-cut-compressed": () => ({
+          usage,
+          cutBody: true,
+          compression: pick(["gzip", "br", "deflate"] as const),
+        }),
+        "p-destroy": () => ({ destroy: true }),
+        "p-stall-idle": () => ({ usage, hangStreamsAfter: 1, compression }),
+        "p-stall-headers": () => ({ latencyMs: 1500 }),
+        "p-leave-mid-stream": () => ({ usage, hangStreamsAfter: 2, compression }),
+        "p-leave-before-headers": () => ({ latencyMs: 400 }),
+        "p-netcut": () => ({ usage, sseDelayMs: 20, compression }),
+      };
+      const planFn = planOf[kind] ?? (() => ({ usage }));
+      plans.set(index, planFn);
+      const bearer =
+        kind === "p-wrong-key" ? `${project.partialKeys[provider]}.tk_wrong` : project.bearer(provider);
+      const path = proxyPath(project, provider, model, streamed);
+      const headers = { authorization: `Bearer ${bearer}`, "content-type": "application/json" };
+      let body = Buffer.from(JSON.stringify(proxyBody(provider, model, streamed)));
+      if (kind === "p-413" || kind === "p-413-chunked")
+        body = Buffer.from(JSON.stringify(proxyBody(provider, model, streamed, maxBodyBytes + 100)));
+      if (kind === "p-big-body" || kind === "p-slow-upload")
+        body = Buffer.from(JSON.stringify(proxyBody(provider, model, streamed, int(40_000, 60_000))));
+      if (kind === "p-leave-before-body")
+        return {
+          kind,
+          status: await rawCall(port, path, headers, body, { sendBytes: 0, leaveAfterMs: int(0, 50) }),
+        };
+      if (kind === "p-leave-mid-body")
+        return {
+          kind,
+          status: await rawCall(port, path, headers, body, {
+            sendBytes: Math.floor(body.length / 2),
+            leaveAfterMs: int(0, 80),
+            chunked: random() < 0.3,
+          }),
+        };
+      if (kind === "p-413-chunked")
+        return {
+          kind,
+          status: await rawCall(port, path, headers, body, {
+            sendBytes: body.length,
+            leaveAfterMs: 3000,
+            chunked: true,
+          }),
+        };
+      if (kind === "p-slow-upload") {
+        const completes = random() < 0.5;
+        return {
+          kind,
+          status: await rawCall(port, path, headers, body, {
+            sendBytes: completes ? body.length : Math.floor(body.length * 0.7),
+            trickleMs: int(100, 400),
+            leaveAfterMs: completes ? 4000 : int(150, 450),
+          }),
+        };
+      }
+      const controller = new AbortController();
+      let timer: NodeJS.Timeout | undefined;
+      if (kind === "p-leave-before-headers") timer = setTimeout(() => controller.abort(), int(0, 200));
+      try {
+        const response = await request(`${sluice.url}${path}`, {
+          method: "POST",
+          headers,
+          body,
+          dispatcher,
+          signal: controller.signal,
+        });
+        if (kind === "p-leave-mid-stream") {
+          let first = true;
+          for await (const _chunk of response.body) {
+            if (first) {
+              first = false;
+              timer = setTimeout(() => controller.abort(), int(0, 100));
+            }
+          }
+        } else await response.body.dump({ limit: 10 << 20 });
+        return { kind, status: response.statusCode };
+      } catch (error) {
+        return { kind, status: null, error: (error as Error).name };
+      } finally {
+        clearTimeout(timer);
+      }
+    }
+    if (kind.startsWith("dc-")) {
+      // A token new now and then, reused otherwise (cached mode: Apple asked once per token).
+      if (tokens.length === 0 || random() < 0.4) tokens.push(stage.deviceToken());
+      const token = pick(tokens);
+      const model = `gpt-4o-mini-${tag}`;
+      plans.set(index, () => ({ usage, latencyMs: kind === "dc-leave" ? 300 : 0 }));
+      const controller = new AbortController();
+      const timer = kind === "dc-leave" ? setTimeout(() => controller.abort(), int(0, 400)) : undefined;
+      try {
+        const response = await request(
+          `${sluice.url}${proxyPath(stage.device, "provider-a", model, false)}`,
+          {
+            method: "POST",
+            headers: {
+              authorization: `Bearer ${stage.device.partialKeys["provider-a"]}.${token}`,
+              "content-type": "application/json",
+            },
+            body: JSON.stringify(proxyBody("provider-a", model, false)),
+            dispatcher,
+            signal: controller.signal,
+          },
+        );
+        await response.body.dump({ limit: 10 << 20 });
+        return { kind, status: response.statusCode };
+      } catch (error) {
+        return { kind, status: null, error: (error as Error).name };
+      } finally {
+        clearTimeout(timer);
+      }
+    }
+    // Structured and image endpoints.
+    const project = stage.structured;
+    let path: string;
+    let payload: Record<string, unknown>;
+    let leaveAfter: number | undefined;
+    if (kind.startsWith("t-")) {
+      path = `/v1/text/${project.projectId}`;
+      payload = { text: `call ${tag}` };
+      plans.set(
+        index,
+        {
+          "t-ok": () => ({ usage }),
+          "t-fail": () => ({ failStatus: pick([429, 500]) }),
+          "t-badjson": badJson,
+          "t-stall": () => ({ latencyMs: 1500 }),
+          "t-leave": () => ({ latencyMs: 400 }),
+        }[kind as "t-ok"],
+      );
+      if (kind === "t-leave") leaveAfter = int(0, 300);
+    } else if (kind.startsWith("pdf-")) {
+      path = `/v1/pdf/${project.projectId}`;
+      const which = {
+        "pdf-ok": "ok",
+        "pdf-stall": "stall",
+        "pdf-reset": "reset",
+        "pdf-hang": "hang",
+        "pdf-leave": "hang",
+      }[kind as "pdf-ok"];
+      payload = { pdf: `${stage.pdfBase}/${which}-${tag}.pdf` };
+      plans.set(index, () => ({ usage }));
+      if (kind === "pdf-leave") leaveAfter = int(0, 300);
+    } else {
+      path = `/v1/image/${project.projectId}`;
+      payload = { prompt: `a cat ${tag}` };
+      plans.set(
+        index,
+        {
+          "img-ok": () => ({}),
+          "img-fail": () => pick([{ failStatus: 500 }, { destroy: true }, { latencyMs: 1500 }]),
+          "img-leave": () => ({ latencyMs: 400 }),
+        }[kind as "img-ok"],
+      );
+      if (kind === "img-leave") leaveAfter = int(0, 300);
+    }
+    const controller = new AbortController();
+    const timer = leaveAfter === undefined ? undefined : setTimeout(() => controller.abort(), leaveAfter);
+    try {
+      const response = await request(`${sluice.url}${path}`, {
+        method: "POST",
+        headers: {
+          authorization: `Bearer ${project.bearer("provider-a")}`,
+          "content-type": "application/json",
+        },
+        body: JSON.stringify(payload),
+        dispatcher,
+        signal: controller.signal,
+      });
+      await response.body.dump({ limit: 10 << 20 });
+      return { kind, status: response.statusCode };
+    } catch (error) {
+      return { kind, status: null, error: (error as Error).name };
+    } finally {
+      clearTimeout(timer);
+    }
+  };
+  const worker = async () => {
+    for (let index = next++; index < count; index = next++) outcomes.push(await one(index));
+  };
+  await Promise.all(Array.from({ length: concurrency }, worker));
+  cutting = false;
+  await cutter;
+  await appleRotation;
+  fake.setPlan(null);
+  return outcomes;
+}
+
+/** What Sluice holds now, read from its own counters and the probes above. */
+function held(stage: Stage) {
+  const { gateway } = stage.sluice;
+  return {
+    bodyBytes: gateway.bodyBudget.held(),
+    unrecorded: probes.unrecorded.reduce((sum, read) => sum + read(), 0),
+    placesUnderCap: probes.placesOut,
+    placesInRedis: probes.shared.reduce((sum, each) => sum + each.held(), 0),
+    pdfFetches: stage.pdfPending(),
+    appleCalls: probes.appleInFlight,
+    upstreamRunning: [...probes.pools.values()].reduce((sum, pool) => sum + (pool.stats.running ?? 0), 0),
+    upstreamWaiting: [...probes.pools.values()].reduce(
+      (sum, pool) => sum + (pool.stats.pending ?? 0) + (pool.stats.connected ?? 0) - (pool.stats.free ?? 0),
+      0,
+    ),
+    connections: gateway.connections.open(),
+  };
+}
+
+/** The gateway's metrics, on a connection closed once read (it must not count as one held). */
+async function metricsOf(sluice: TestGateway): Promise<Record<string, number>> {
+  const response = await request(`${sluice.url}/metrics`, { reset: true });
+  const values: Record<string, number> = {};
+  for (const line of (await response.body.text()).split("\n")) {
+    if (line.startsWith("#") || line === "") continue;
+    const at = line.lastIndexOf(" ");
+    values[line.slice(0, at)] = Number(line.slice(at + 1));
+  }
+  return values;
+}
+
+async function usageRequests(sluice: TestGateway): Promise<number> {
+  await sluice.gateway.flushUsage();
+  const sum = await sluice.gateway.database.db
+    .selectFrom("usage_records")
+    .select((eb) => eb.fn.sum<number>("requests").as("requests"))
+    .executeTakeFirst();
+  return Number(sum?.requests ?? 0);
+}
+
+describe("what a storm of faulted calls held is given back", () => {
+  let stage: Stage | undefined;
+  const prefix = `storm-${randomBytes(4).toString("hex")}:`;
+  afterAll(async () => {
+    await stage?.close();
+    if (redisAvailable) {
+      const redis = new Redis("redis://127.0.0.1:6379");
+      const keys = await redis.keys(`${prefix}*`);
+      if (keys.length > 0) await redis.del(...keys);
+      redis.disconnect();
+    }
+  });
+
+  it("leaves every budget, slot, place and connection idle, and one usage row per authenticated request", async () => {
+    stage = await startStage(
+      redisAvailable ? { redisUrl: "redis://127.0.0.1:6379", redisKeyPrefix: prefix } : {},
+    );
+    const current = stage;
+    await sleep(200);
+    const baseline = resourceCounts();
+    const dispatcher = new Agent({ connections: concurrency, keepAliveTimeout: 1000 });
+    // The most each counter held during the storm.
+    const most: Record<string, number> = {};
+    const sampler = setInterval(() => {
+      for (const [name, value] of Object.entries(held(current)))
+        most[name] = Math.max(most[name] ?? 0, value);
+    }, 5);
+    let outcomes: Outcome[];
+    try {
+      outcomes = await runStorm(current, seed, calls, dispatcher);
+    } finally {
+      clearInterval(sampler);
+      await dispatcher.close();
+    }
+    const statuses = new Set(outcomes.map((outcome) => outcome.status));
+    // The faults were met: refusals of the body's size and of the budget, provider failures, timeouts.
+    for (const status of [200, 401, 413, 502, 503, 504]) expect(statuses, `seed ${seed}`).toContain(status);
+    const idle = {
+      bodyBytes: 0,
+      unrecorded: 0,
+      placesUnderCap: 0,
+      placesInRedis: 0,
+      pdfFetches: 0,
+      appleCalls: 0,
+      upstreamRunning: 0,
+      upstreamWaiting: 0,
+      connections: 0,
+    };
+    for (const name of Object.keys(idle))
+      if (name !== "placesInRedis" || redisAvailable)
+        expect(most[name], `${name} held during the storm`).toBeGreaterThan(0);
+    await vi.waitFor(
+      async () => {
+        expect(held(current)).toEqual(idle);
+        expect(await usageRequests(current.sluice), `seed ${seed}: usage rows`).toBe(probes.authCalls);
+      },
+      { timeout: 15_000, interval: 100 },
+    );
+    // Every socket and timer the storm made is gone, but the upstream connections left idle (reused by
+    // the next calls, or closed after the pools' 30 s): undici opens one when a call is aborted once
+    // sent (nodejs/undici#5845). Each is at most four sockets of this process (through provider C's
+    // proxy). Read outside vi.waitFor, whose own timers would count.
+    let resources = resourceCounts();
+    let idleConnections = 0;
+    for (let tries = 0; tries < 100; tries++) {
+      idleConnections = [...probes.pools.values()].reduce((sum, pool) => sum + (pool.stats.free ?? 0), 0);
+      resources = resourceCounts();
+      const { TCPSocketWrap: sockets = 0, ...others } = resources;
+      const { TCPSocketWrap: socketsBefore = 0, ...othersBefore } = baseline;
+      if (
+        JSON.stringify(others) === JSON.stringify(othersBefore) &&
+        sockets <= socketsBefore + 4 * idleConnections
+      )
+        break;
+      await sleep(100);
+    }
+    const { TCPSocketWrap: sockets = 0, ...others } = resources;
+    const { TCPSocketWrap: socketsBefore = 0, ...othersBefore } = baseline;
+    expect(others).toEqual(othersBefore);
+    expect(sockets - socketsBefore).toBeLessThanOrEqual(4 * idleConnections);
+    const metrics = await metricsOf(current.sluice);
+    expect(metrics.sluice_buffered_body_bytes).toBe(0);
+    expect(metrics.sluice_usage_queue_depth).toBe(0);
+    expect(metrics.sluice_usage_rows_dropped_total).toBe(0);
+    expect(metrics.sluice_body_budget_refusals_total, "bodies the budget refused").toBeGreaterThan(0);
+    if (redisAvailable) {
+      const redis = new Redis("redis://127.0.0.1:6379");
+      const places = await redis.keys(`${prefix}sluice:spend-in-flight:*`);
+      const counts = await Promise.all(places.map((key) => redis.zcard(key)));
+      redis.disconnect();
+      expect(counts.every((count) => count === 0)).toBe(true);
+    }
+  }, 60_000);
+});
