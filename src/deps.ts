@@ -208,10 +208,11 @@ export async function createGateway(config: Config, injected: Partial<Injectable
     metrics.setDegraded("redis", redis.status !== "ready");
     redis.once("ready", () => metrics.setDegraded("redis", false));
   }
-  // One view of Redis's health: a failure any user sees rests Redis for all (see RedisBreaker).
-  const redisBreaker = redis ? new RedisBreaker(redis) : undefined;
   // Every key in Redis begins with one of these, under SLUICE_REDIS_KEY_PREFIX.
   const redisKeys = redisKeyPrefixes(config.redisKeyPrefix);
+  // One view of Redis's health: a failure any user sees rests Redis for all, until a write of its
+  // own succeeds (see RedisBreaker).
+  const redisBreaker = redis ? new RedisBreaker(redis, undefined, redisKeys.writeProbe) : undefined;
   // A count another program wrote inside the prefix (another type, no count) was replaced by a
   // fresh one: the key is named (limit, window, project, address or token digest: no secret).
   const onKeyRepaired = (key: string) =>
@@ -601,6 +602,7 @@ export async function createGateway(config: Config, injected: Partial<Injectable
             throttle.stop();
             adminThrottle.stop();
             await sharedCallsInFlight?.close();
+            redisBreaker?.close();
             redis?.disconnect();
             await pruned;
             await vaultPruned;

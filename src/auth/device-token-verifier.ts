@@ -213,9 +213,10 @@ export function createDeviceTokenVerifier(deps: DeviceTokenVerifierDeps): Device
 
   /**
    * Warnings per way the ledger in Redis failed (the message, and Redis's error without the script's
-   * digest): once a minute each. The calls answered during a rest fail nothing, but the probe that
-   * ends each rest (every 2 s) fails again while Redis stays down or refuses writes, and each such
-   * failure was a warning of its own, for as long as the outage lasted.
+   * digest): once a minute each. The calls answered during a rest fail nothing, and a rest ends only
+   * once the breaker's write probe succeeds; but a Redis at the edge of its memory limit may take that
+   * write now and then and refuse the next, and each such failure was a warning of its own, for as
+   * long as the outage lasted.
    */
   const failureWarnings = warningWindows<{ redisError: string }>(
     "device token ledger failures in Redis suppressed",

@@ -31,7 +31,8 @@ describe("the log of the limits' fallback", () => {
     const log = limitsFallbackLog(logger, 5_000);
     log.report(true, reply(readonly));
     for (let rest = 0; rest < 10; rest++) {
-      // A refusal (writing nothing) ends the rest; the next count fails again, in another script.
+      // The rest ends (once at any answer, as a refusal's; now at a write that Redis took, as one at
+      // the edge of its memory limit may); the next count fails again, in another script.
       vi.advanceTimersByTime(2_000);
       log.report(false);
       vi.advanceTimersByTime(5);

@@ -11,9 +11,11 @@ const maxWarnings = 20;
  * warning per outage and one line when it ends. A Redis that refuses writes (full under
  * `noeviction`, a replica) still answers a call that writes nothing: the limits' refusal of a
  * request over its count, a ledger lookup of a token it does not hold, a place given back. Such an
- * answer ends the breaker's rest, and the next call that writes fails again, so the fallback went
+ * answer ended the breaker's rest, and the next call that writes failed again, so the fallback went
  * off and on every 2 s (the rest) for as long as Redis stayed full: a warning and "answers again"
- * each time, which said the limits were shared while they were not. Now "answers again" is logged
+ * each time, which said the limits were shared while they were not. A rest now ends only on a write
+ * of the breaker's own (`RedisBreaker`), but a Redis at the edge of its memory limit may take that
+ * write and refuse the next. So "answers again" is logged
  * only once the limits ran on Redis for `settleMs` without a failure; a failure before then
  * continues the outage, and a warning is logged only for a way of failing not yet logged in it (a
  * message, the script's digest aside; a demoted primary's READONLY and its connection's

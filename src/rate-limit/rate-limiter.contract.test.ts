@@ -367,15 +367,16 @@ describe.skipIf(!redisAvailable)("rate limiter on Redis", () => {
 
       proxy.restore();
       await new Promise((resolve) => client.once("ready", resolve));
+      // The reconnect sends the breaker's write probe at once; it ends the rest when it writes.
+      await vi.waitFor(() => expect(limiter.degraded()).toBe(false), { timeout: 1_000, interval: 5 });
       expect(await consume(limiter, "project", "flap", 3)).toMatchObject({ allowed: true, remaining: 1 });
-      expect(limiter.degraded()).toBe(false);
       expect(events).toEqual([true, false]);
     } finally {
       await proxy.close();
     }
   });
 
-  it("stops reporting the fallback as soon as Redis is back, before any decision", async () => {
+  it("stops reporting the fallback as soon as Redis takes writes again, before any decision", async () => {
     const { proxy, client, limiter, events } = await limiterBehindProxy();
     try {
       proxy.cut();
@@ -383,7 +384,13 @@ describe.skipIf(!redisAvailable)("rate limiter on Redis", () => {
       expect([limiter.degraded(), events]).toEqual([true, [true]]);
       proxy.restore();
       await new Promise((resolve) => client.once("ready", resolve));
-      expect([limiter.degraded(), events]).toEqual([false, [true, false]]);
+      // Not the reconnect itself (a full Redis, or a replica, gets ready too): the write probe it
+      // sends at once, one round trip later, well within the rest (2 s).
+      expect(limiter.degraded()).toBe(true);
+      await vi.waitFor(() => expect([limiter.degraded(), events]).toEqual([false, [true, false]]), {
+        timeout: 1_000,
+        interval: 5,
+      });
     } finally {
       await proxy.close();
     }
@@ -441,7 +448,7 @@ describe.skipIf(!redisAvailable)("rate limiter on Redis", () => {
     }
   });
 
-  it("after a rest, asks Redis again with one decision while the others stay here", async () => {
+  it("after a rest, decides here while the breaker's own write probes Redis: no decision waits for a Redis that hangs", async () => {
     const proxy = await startTcpProxy(6379);
     try {
       const client = await readyClient(`redis://127.0.0.1:${proxy.port}`);
@@ -454,18 +461,22 @@ describe.skipIf(!redisAvailable)("rate limiter on Redis", () => {
       await consume(limiter, "project", "probe", 100);
       await new Promise((resolve) => setTimeout(resolve, 60));
       enter.mockClear();
+      const started = Date.now();
       const concurrent = await Promise.all(
         Array.from({ length: 5 }, () => consume(limiter, "project", "probe", 100)),
       );
+      // None waited for the command timeout (500 ms): before, one of them was the probe.
+      expect(Date.now() - started).toBeLessThan(400);
       expect(concurrent.every((decision) => decision.allowed)).toBe(true);
-      // One probe, not five.
-      expect(enter.mock.results.map((result) => result.value).sort()).toEqual([
-        "probe",
+      expect(enter.mock.results.map((result) => result.value)).toEqual([
+        "rest",
         "rest",
         "rest",
         "rest",
         "rest",
       ]);
+      expect(breaker.resting).toBe(true);
+      breaker.close();
     } finally {
       await proxy.close();
     }

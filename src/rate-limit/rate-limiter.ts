@@ -70,8 +70,8 @@ export interface RateLimiterOptions {
   /** What every Redis key begins with; `sluice:rl` by default (see `redisKeyPrefixes`). */
   keyPrefix?: string;
   /**
-   * Called with true when Redis starts failing and limits run per instance, false when it answers
-   * again (its client reconnected or a call through the breaker succeeded), in both cases without
+   * Called with true when Redis starts failing and limits run per instance, false when it takes
+   * writes again (the breaker's write probe succeeded, `RedisBreaker`), in both cases without
    * waiting for a decision: a failure any user of the breaker saw (the authentication throttle, the
    * device token ledger) rests Redis for the limits too, and is reported at once. With true, `error`
    * is what that call failed with (a reply error, such as OOM or READONLY, when Redis answered);
@@ -91,8 +91,8 @@ export interface RateLimiterOptions {
   /** The client's shared health (see `RedisBreaker`); by default one of this limiter's own. */
   breaker?: RedisBreaker | undefined;
   /**
-   * Without `breaker`: after Redis failed, how long decisions stay on this instance before one
-   * request asks Redis again (ms, default 2000); a reconnect ends it at once.
+   * Without `breaker`: after Redis failed, how often the breaker's write probe asks Redis whether it
+   * takes writes again (ms, default 2000); a reconnect sends one at once. Decisions stay here until then.
    */
   redisRestMs?: number;
 }
@@ -112,14 +112,14 @@ export interface RateLimiterOptions {
  * `createRedisClient` (no offline queue, no command retry or replay, short connect and command
  * timeouts): a lost Redis then costs one immediate rejection, not a request waiting for a
  * reconnect. `onFallback(true)` fires as soon as any user of the breaker sees Redis fail (or on the
- * first decision made here), `onFallback(false)` as soon as Redis is back (the client reconnected,
- * or any user of the breaker had an answer), or on the next decision Redis makes. A key another
+ * first decision made here), `onFallback(false)` as soon as Redis takes writes again (the breaker's
+ * write probe succeeded), not when a call that writes nothing (a refusal) had an answer. A key another
  * program wrote inside the prefix (another type, a string that is no count) is no outage: the
  * script replaces it with a fresh count and `onKeyRepaired` names it.
  *
  * A Redis that hangs instead of closing the connection makes each command wait for the client's
  * command timeout (SLUICE_REDIS_COMMAND_TIMEOUT_MS) before the fallback decides. So after a failure the `RedisBreaker` rests
- * Redis: decisions stay on this instance, then one request probes Redis again.
+ * Redis: decisions stay on this instance until the breaker's write probe succeeds.
  */
 export function createRateLimiter(options: RateLimiterOptions = {}): RateLimiter {
   const here = memoryRateLimiter(options);
@@ -188,7 +188,7 @@ function redisRateLimiter(client: Redis, here: RateLimiter, options: RateLimiter
     degraded = on;
     options.onFallback?.(on, error);
   }
-  // Redis answers again (a reconnect, or another user's call): the next decision is Redis's.
+  // Redis takes writes again (the breaker's probe): the next decision is Redis's.
   breaker.onRecovered(() => setDegraded(false));
   // Another user (the throttle, the ledger) saw Redis fail: it rests, so decisions are made here.
   breaker.onFailed((error) => setDegraded(true, error));
@@ -202,9 +202,14 @@ function redisRateLimiter(client: Redis, here: RateLimiter, options: RateLimiter
     return args;
   }
 
-  /** Decisions Redis made: it is no longer replaced by the fallback, and each is counted. */
+  /**
+   * Decisions Redis made, each counted; the fallback ends with them unless Redis rests: a decision
+   * heard after another call's failure (sent before it) may have written nothing, as a refusal
+   * writes nothing, and a Redis that refuses writes answers it all the same. The breaker's probe
+   * ends the rest (`onRecovered`).
+   */
   function reported(decisions: RateLimitDecision[]): RateLimitDecision[] {
-    setDegraded(false);
+    if (!breaker.resting) setDegraded(false);
     for (const decision of decisions) options.onDecision?.(decision.name, decision.allowed);
     return decisions;
   }

@@ -1,7 +1,9 @@
-import { notSluiceCountReply } from "./redis-script.js";
+import type { Redis } from "ioredis";
+import { redisKeyPrefixes } from "./redis-keys.js";
+import { notSluiceCountReply, RedisScript } from "./redis-script.js";
 
-/** How one call goes: to Redis, to Redis as the probe after a rest, or around Redis. */
-export type RedisPass = "redis" | "probe" | "rest";
+/** How one call goes: to Redis, or around it while it rests. */
+export type RedisPass = "redis" | "rest";
 
 /**
  * Whether Redis refused a command for what one key holds, not for its own state: a key of another
@@ -22,84 +24,138 @@ export function isKeyDataError(error: unknown): boolean {
 }
 
 /**
+ * The write probe: a key of Sluice's own (`writeProbe` of `redisKeyPrefixes`) written with a short
+ * expiry, by a script as every write of Sluice is (so it needs no command Sluice does not send
+ * already). SET takes memory and writes: a Redis full under `noeviction` refuses it (OOM), a replica
+ * (READONLY) too, whatever key another program left there.
+ */
+const probeScript = new RedisScript(`redis.call("SET", KEYS[1], "1", "PX", ARGV[1])
+return 1`);
+
+/** How long the probe's key lasts (ms): the key is gone soon after Redis answers again. */
+const probeKeyTtlMs = 5_000;
+
+/**
  * One view of a Redis client's health, shared by everything that uses the client (rate limits, the
  * authentication throttle, the device token ledger, the spend cap's calls in flight).
  *
  * A Redis that hangs instead of closing the connection makes every command wait for the client's
  * command timeout (SLUICE_REDIS_COMMAND_TIMEOUT_MS, 500 ms by default) before it fails. So after a
- * failure, calls go around Redis for `restMs` (each user answers as it does when Redis is down);
- * then one call asks Redis again while the others keep going around it, and Redis is used again
- * once that call succeeds, or as soon as the client reconnects (`ready`). A failure seen by one user
- * rests Redis for all of them.
+ * failure Redis rests: every call goes around it (each user answers as it does when Redis is down)
+ * until a write of the breaker's own succeeds. That write (the probe: `probeScript`, a key of
+ * Sluice's own with a 5 s expiry) is sent `restMs` after the failure, and again every `restMs` while
+ * it fails, and at once when the client reconnects (`ready`). A failure seen by one user rests Redis
+ * for all of them.
  *
- * The rest does not grow with the command timeout: only the one probe waits for the timeout, so
- * the rest decides how often one request pays it while Redis hangs, not how many; and a Redis that
- * is slow rather than gone ends the rest sooner anyway, through the reconnect that the timeout makes.
+ * Only a write ends a rest. A Redis that refuses writes (full under `noeviction`: OOM; a replica:
+ * READONLY) still answers calls that write nothing (a limit's refusal of a request over its count, a
+ * ledger lookup of a token it does not hold, a place given back), and its reconnects get ready; ended
+ * by those, the rest flapped every 2 s (the degraded gauge, /health) for as long as Redis stayed full.
+ * So an answer of a user's call, sent before the rest began and heard during it, ends nothing either.
+ *
+ * No user's call waits for the probe, nor pays a round trip for it: only the probe waits for the
+ * timeout of a Redis that hangs, and none is sent while Redis answers.
  */
 export class RedisBreaker {
-  /** While non-zero, Redis failed and calls go around it until then. */
-  private restUntil = 0;
+  private restingNow = false;
   private probing = false;
+  private closed = false;
+  private probeTimer: NodeJS.Timeout | undefined;
   private readonly recoveryListeners: Array<() => void> = [];
   private readonly failureListeners: Array<(error: Error | undefined) => void> = [];
 
   constructor(
-    /** The Redis client (only its `ready` event is used). */
-    client: { on(event: "ready", listener: () => void): unknown },
+    /** The Redis client: the probe is sent on it, and its `ready` event sends one at once. */
+    private readonly client: Redis,
     private readonly restMs = 2_000,
+    /** The probe's key (`writeProbe` of `redisKeyPrefixes`, under SLUICE_REDIS_KEY_PREFIX). */
+    private readonly probeKey = redisKeyPrefixes().writeProbe,
   ) {
-    client.on("ready", () => this.recover());
+    client.on("ready", () => {
+      if (this.restingNow) this.probe();
+    });
   }
 
-  /** Whether Redis failed lately and has not answered since. */
+  /** Whether Redis failed lately and has not taken a write since. */
   get resting(): boolean {
-    return this.restUntil !== 0;
+    return this.restingNow;
   }
 
   /**
-   * Calls `listener` each time a rest ends: the client reconnected, or a call (of any user) had an
-   * answer from Redis. A user that reports its own fallback (the rate limits' degraded gauge) stops
-   * reporting it here, not at its own next call, which may be long in coming.
+   * Calls `listener` each time a rest ends: the probe's write succeeded. A user that reports its own
+   * fallback (the rate limits' degraded gauge) stops reporting it here, not at its own next call,
+   * which may be long in coming.
    */
   onRecovered(listener: () => void): void {
     this.recoveryListeners.push(listener);
   }
 
   /**
-   * Calls `listener` each time a call (of any user) fails and Redis rests, with what the call failed
-   * with: the rate limits run per instance from then on, so they report their fallback (the degraded
-   * gauge, /health) at once, whichever user saw the failure, not at their own next decision.
+   * Calls `listener` each time a call (of any user) fails, with what the call failed with: the rate
+   * limits run per instance from then on, so they report their fallback (the degraded gauge,
+   * /health) at once, whichever user saw the failure, not at their own next decision.
    */
   onFailed(listener: (error: Error | undefined) => void): void {
     this.failureListeners.push(listener);
   }
 
-  /** Decides how a call goes; a `probe` must be followed by `leave`, once. */
+  /** Decides how a call goes: to Redis, or around it while it rests. */
   enter(): RedisPass {
-    if (this.restUntil === 0) return "redis";
-    if (this.probing || Date.now() < this.restUntil) return "rest";
-    this.probing = true;
-    return "probe";
+    return this.restingNow ? "rest" : "redis";
   }
 
   /**
    * What a call that went to Redis learned: `true` Redis answered, `false` it failed (with `error`),
-   * `undefined` nothing. A key's data error (`isKeyDataError`) is an answer.
+   * `undefined` nothing. A key's data error (`isKeyDataError`) is an answer. An answer ends no rest
+   * (it may have written nothing): only the probe does.
    */
   leave(pass: RedisPass, answered: boolean | undefined, error?: unknown): void {
-    if (pass === "probe") this.probing = false;
-    if (pass === "rest" || answered === undefined) return;
-    if (answered || isKeyDataError(error)) {
-      this.recover();
-      return;
+    if (pass === "rest" || answered !== false || isKeyDataError(error)) return;
+    if (!this.restingNow) {
+      this.restingNow = true;
+      this.schedule();
     }
-    this.restUntil = Date.now() + this.restMs;
     for (const listener of this.failureListeners) listener(error instanceof Error ? error : undefined);
   }
 
+  /** Stops probing: the client is being closed. */
+  close(): void {
+    this.closed = true;
+    clearTimeout(this.probeTimer);
+    this.probeTimer = undefined;
+  }
+
+  private schedule(): void {
+    if (this.closed || this.probeTimer) return;
+    this.probeTimer = setTimeout(() => {
+      this.probeTimer = undefined;
+      this.probe();
+    }, this.restMs);
+    this.probeTimer.unref();
+  }
+
+  /** Sends the probe (one at a time); the rest ends if it writes, else it is sent again after `restMs`. */
+  private probe(): void {
+    // A client closed for good (`disconnect`, `quit`) reconnects no more: nothing to wait for.
+    if (this.probing || this.closed || this.client.status === "end") return;
+    clearTimeout(this.probeTimer);
+    this.probeTimer = undefined;
+    this.probing = true;
+    probeScript.run(this.client, [this.probeKey], [probeKeyTtlMs]).then(
+      () => {
+        this.probing = false;
+        this.recover();
+      },
+      () => {
+        this.probing = false;
+        if (this.restingNow) this.schedule();
+      },
+    );
+  }
+
   private recover(): void {
-    if (this.restUntil === 0) return;
-    this.restUntil = 0;
+    if (!this.restingNow) return;
+    this.restingNow = false;
     for (const listener of this.recoveryListeners) listener();
   }
 

@@ -9,6 +9,7 @@ describe("redisKeyPrefixes", () => {
       adminAuthFailures: "sluice:admin-auth",
       deviceTokens: "sluice:device-token:",
       spendInFlight: "sluice:spend-in-flight",
+      writeProbe: "sluice:write-probe",
     });
   });
 

@@ -19,5 +19,7 @@ export function redisKeyPrefixes(prefix = "") {
     deviceTokens: `${prefix}sluice:device-token:`,
     /** The spend cap's calls in flight: `sluice:spend-in-flight:<project>`, a sorted set of places. */
     spendInFlight: `${prefix}sluice:spend-in-flight`,
+    /** The breaker's write probe while Redis rests after a failure (`RedisBreaker`): `sluice:write-probe`, 5 s. */
+    writeProbe: `${prefix}sluice:write-probe`,
   } as const;
 }
