@@ -173,3 +173,89 @@ describe("a revocation made by another instance", () => {
     }
   });
 });
+
+/**
+ * A request may be served records due to be read again while their reload is on its way (it waits
+ * `reloadWaitMs` at most). Its success is remembered no longer than the records it was verified
+ * against: not stamped with the time of a reload that answered while the request went on (its
+ * provider key read for the first time, say), which may have found the credential revoked.
+ */
+describe("a test key revoked by another instance while its records were being read again", () => {
+  it("is not remembered as verified from the reload that found it revoked", async () => {
+    const database = await openDatabase({ dataDir: "unused", sqliteFile: ":memory:" });
+    try {
+      let clock = 0;
+      const realKeys = createKeyRepository(database.db);
+      /** Reads to hold until the test lets them answer (set before the read begins). */
+      const hold = { testKeys: false, providerKey: false };
+      const held: { testKeys?: () => void; providerKey?: () => void } = {};
+      const heldRead = <T>(which: "testKeys" | "providerKey", read: Promise<T>): Promise<T> =>
+        hold[which]
+          ? read.then((value) => {
+              hold[which] = false;
+              return new Promise<T>((resolve) => {
+                held[which] = () => resolve(value);
+              });
+            })
+          : read;
+      const keys: KeyRepository = {
+        ...realKeys,
+        listTestKeys: (projectId) => heldRead("testKeys", realKeys.listTestKeys(projectId)),
+        getProviderKey: (id) => heldRead("providerKey", realKeys.getProviderKey(id)),
+      };
+      const { admin: other, authenticate } = wire(
+        database,
+        keys,
+        { ttlMs: 1000, now: () => clock },
+        "another instance",
+      );
+      const created = await other.createProject({
+        name: "slow reload",
+        provider: "provider-a",
+        testMode: true,
+      });
+      const projectId = created.project.id;
+      const first = await other.addProviderKey(projectId, {
+        provider: "provider-a",
+        apiKey: "sk-first-123456",
+      });
+      // A second key of the project, not read by this instance yet (an app version just shipped).
+      const second = await other.addProviderKey(projectId, {
+        provider: "provider-a",
+        apiKey: "sk-second-12345",
+      });
+      const request = (partialKey: string) => ({
+        projectId,
+        clientIp: "192.0.2.1",
+        provider: "provider-a" as const,
+        headers: { authorization: `Bearer ${partialKey}.${created.testKey}` },
+      });
+      const status = async (partialKey: string) => {
+        const result: AuthResult = await authenticate(request(partialKey));
+        return result.ok ? 200 : result.error.status;
+      };
+
+      expect(await status(first.partialKey)).toBe(200); // the project and its test keys read at 0
+      await other.revokeTestKey(projectId, created.testKeyId);
+      clock = 1100;
+      // The test keys' reload is slow: the request is served those read at 0 after its wait, then
+      // reads the second key record; the reload answers (the key revoked) before that read does.
+      hold.testKeys = true;
+      hold.providerKey = true;
+      const during = Promise.resolve(authenticate(request(second.partialKey)));
+      while (held.testKeys === undefined || held.providerKey === undefined)
+        await new Promise((resolve) => setTimeout(resolve, 5));
+      held.testKeys();
+      await new Promise((resolve) => setTimeout(resolve, 5));
+      held.providerKey();
+      await during;
+
+      // This instance now holds the test keys as read at 1100, without the revoked one.
+      expect(await status(second.partialKey)).toBe(401);
+      clock = 1500;
+      expect(await status(second.partialKey)).toBe(401);
+    } finally {
+      await database.close();
+    }
+  });
+});

@@ -244,14 +244,22 @@ export function createAuthenticator(deps: AuthenticatorDeps) {
     return hit ? { ...hit, project } : null;
   }
 
-  function remember(key: string | null, result: AuthResult, generation: number): void {
+  /**
+   * `readBefore`: the records' read time (`readAt`) before the attempt read them. A record due to be
+   * read again is served as it was while its reload is on its way (`reloadWaitMs` at most), and that
+   * reload may answer before the attempt ends (while it reads a key record for the first time): the
+   * time after would then be the reload's, though the credential was checked against the record it
+   * replaced, perhaps one that still held a test key revoked meanwhile.
+   */
+  function remember(key: string | null, result: AuthResult, generation: number, readBefore: number): void {
     if (
       key === null ||
       !result.ok ||
       (result.method !== "bearer-test-key" && result.method !== "test-key-header")
     )
       return;
-    verified.set(key, result, generation, directory.readAt(result.project.id, result.keyId));
+    const readAt = Math.min(readBefore, directory.readAt(result.project.id, result.keyId));
+    verified.set(key, result, generation, readAt);
   }
 
   /** Checks the partial key against the project's key records and rebuilds the provider key. */
@@ -420,6 +428,8 @@ export function createAuthenticator(deps: AuthenticatorDeps) {
         null,
       );
     }
+    // When the records a success is remembered from were read, as they stand before any is read again.
+    const readBefore = directory.readAt(projectId, null);
     // Each attempt that may fail holds a throttle slot until its failure is counted (see
     // AuthThrottle.begin): the lookup of an id not known to be a project, on the address; the
     // methods, on the address and project. A remembered success needs none.
@@ -470,7 +480,7 @@ export function createAuthenticator(deps: AuthenticatorDeps) {
           );
         } else attempt = await tryMethods(project, provider, headers, request.sdkKeyHeader, spent, wait);
         // A hit is not written back: that would restart its time and outlive the records behind it.
-        remember(cacheKey, attempt, generation);
+        remember(cacheKey, attempt, generation, readBefore);
       }
       if (!attempt.ok) {
         // An Apple call that did not authenticate counts whatever Apple answered: while Apple
