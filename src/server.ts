@@ -136,13 +136,14 @@ function listen(
 /**
  * SIGTERM, SIGINT and SIGHUP start the graceful shutdown (`shutDown`), then the process exits.
  * With SLUICE_SHUTDOWN_DELAY_MS set, the first signal starts a delay instead: the gateway goes on
- * accepting connections and serving every route while /health answers 503 `stopping`, and the
- * shutdown begins when it is over. A load balancer learns of a stopping instance asynchronously (a
- * Kubernetes endpoint removal reaches the proxies some seconds after the SIGTERM), and meanwhile
- * sends it new connections, which a server that stopped listening refuses. A second signal while
- * the delay or the shutdown runs hurries it: what is still open is refused or cut at once, as at
- * the deadline, and the usage rows are written and the queue flushed within the margin before the
- * exit; a later one is logged and ignored. None kills the process (Node's default once no handler
+ * accepting connections and serving every route while /health answers 503 `stopping`, each answer
+ * closing its connection (`Connection: close`), and the shutdown begins when it is over. A load
+ * balancer learns of a stopping instance asynchronously (a Kubernetes endpoint removal reaches the
+ * proxies some seconds after the SIGTERM), and meanwhile sends it new connections, which a server
+ * that stopped listening refuses. A second signal while the delay or the shutdown runs hurries
+ * it: what is still open is refused or cut at once, as at the deadline, and the usage rows are
+ * written and the queue flushed within the margin before the exit; a later one is logged and
+ * ignored. None kills the process (Node's default once no handler
  * listens), which would lose the queued rows. Under an npm script, the same signal again within
  * `npmCopyWindowMs` is npm's copy of the one before (a Ctrl-C reaches the gateway from the terminal
  * and from npm), not a second one: it is logged and ignored. A last resort for a bug that throws
@@ -193,6 +194,9 @@ function stopOnSignalOrCrash(server: GatewayServer, gateway: Gateway, metricsSer
     last = { signal, at };
     if (!stopping && delay === undefined && delayMs > 0) {
       gateway.announceStopping();
+      // Kept-alive clients reconnect after their next answer, through the load balancer, while
+      // this instance still accepts (a TCP load balancer never moves an open connection).
+      server.closeAfterAnswers();
       logger.info(
         { signal, delayMs },
         "shutdown delayed: still accepting and serving, /health answers 503 stopping so load balancers take this instance out",
@@ -268,7 +272,7 @@ export async function shutDown(
 }
 
 /** The gateway's HTTP(S) server, with its graceful close (`ConnectionDrain.drain`). */
-export type GatewayServer = Server & Pick<ConnectionDrain, "drain">;
+export type GatewayServer = Server & Pick<ConnectionDrain, "drain" | "closeAfterAnswers">;
 
 /**
  * The HTTP(S) server around `app`. Node answers some requests itself, without a body; these are
@@ -308,7 +312,10 @@ export function createGatewayServer(
     continueWhenRead(request, response);
     handle(request, response);
   });
-  return Object.assign(server, { drain: connections.drain });
+  return Object.assign(server, {
+    drain: connections.drain,
+    closeAfterAnswers: connections.closeAfterAnswers,
+  });
 }
 
 /**

@@ -33,6 +33,15 @@ export interface ConnectionDrain {
    */
   admitRequest(request: IncomingMessage, response: ServerResponse): boolean;
   /**
+   * Every response whose head is not written yet, and every later one, says `Connection: close`,
+   * as in a drain, while the server still listens and no connection is closed: the shutdown delay
+   * (SLUICE_SHUTDOWN_DELAY_MS). A client kept alive on this instance (behind a TCP load balancer,
+   * which only stops sending it new connections) then reconnects after its next answer, through
+   * the load balancer to another instance, instead of being on an idle connection the drain closes
+   * as it sends a request on it (reset, its client cannot tell whether it was processed).
+   */
+  closeAfterAnswers(): void;
+  /**
    * Stops listening; every response whose head is not written yet, and every later one, says
    * `Connection: close`, and its connection closes once it is sent. A connection with nothing in
    * progress (idle, or whose keep-alive answer went out before the drain) is closed once it has
@@ -57,7 +66,8 @@ interface DrainEnd {
  */
 export function trackConnections(server: Server, event: "connection" | "secureConnection"): ConnectionDrain {
   const open = new Set<TrackedSocket>();
-  let draining = false;
+  /** Whether answers close their connections (`closeAfterAnswers`, or the drain). */
+  let closing = false;
   /** Answers the drain made close their connection, which one pipelined behind may reopen. */
   const closedByDrain = new WeakSet<ServerResponse>();
   const closeConnectionAfter = (response: ServerResponse) => {
@@ -69,6 +79,16 @@ export function trackConnections(server: Server, event: "connection" | "secureCo
     open.add(socket);
     socket.once("close", () => open.delete(socket));
   });
+
+  const closeAfterAnswers = () => {
+    if (closing) return;
+    closing = true;
+    // The last answer of each connection closes it: one pipelined ahead keeps it open for it.
+    for (const socket of open) {
+      const response = socket[lastResponse];
+      if (response && !response.headersSent) closeConnectionAfter(response);
+    }
+  };
 
   return {
     admitRequest(request, response: TrackedResponse) {
@@ -86,7 +106,7 @@ export function trackConnections(server: Server, event: "connection" | "secureCo
           response[ahead] = undefined;
         });
       }
-      if (!draining) return true;
+      if (!closing) return true;
       if (previous !== undefined) {
         if (!previous.headersSent && closedByDrain.has(previous)) previous.shouldKeepAlive = true;
         else if (closesConnection(previous)) {
@@ -97,13 +117,9 @@ export function trackConnections(server: Server, event: "connection" | "secureCo
       closeConnectionAfter(response);
       return true;
     },
+    closeAfterAnswers,
     async drain(timeoutMs, hurry) {
-      draining = true;
-      // The last answer of each connection closes it: one pipelined ahead keeps it open for it.
-      for (const socket of open) {
-        const response = socket[lastResponse];
-        if (response && !response.headersSent) closeConnectionAfter(response);
-      }
+      closeAfterAnswers();
       const deadline = Date.now() + timeoutMs;
       // Stops listening only: `server.close()` would also close the connections idle this moment
       // (Node >= 19), resetting a request that is on its way but not read yet.

@@ -1,3 +1,4 @@
+import { Agent as HttpAgent, request as httpRequest } from "node:http";
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { type FakeUpstream, startFakeUpstream } from "../fakes/fake-upstream.js";
 import { proxiedChat } from "../support/proxied-chat.js";
@@ -44,6 +45,27 @@ describe("the shutdown delay", () => {
     });
     try {
       const project = await gateway.createProject();
+      // A stream that never ends, open when the second signal comes: the hurried shutdown cuts it
+      // at once, where the delay's 30 s and then the 10 s drain would hold the process past the test.
+      // Begun before the signal, it is kept alive, so its answer is chunked and the client (undici,
+      // which takes a `Connection: close` answer's end for its end) tells a cut from the end.
+      fake.hangStreamsAfter(1);
+      const stream = await proxiedChat(gateway.url, project, {
+        body: { model: "gpt-4o-mini", messages: [], stream: true },
+      });
+      expect(stream.status).toBe(200);
+      expect(stream.headers.get("connection")).toBe("keep-alive");
+      const reader = stream.body!.getReader();
+      await reader.read();
+      const read = (async () => {
+        try {
+          while (!(await reader.read()).done);
+          return "whole";
+        } catch {
+          return "cut";
+        }
+      })();
+
       gateway.child.kill("SIGTERM");
       await logged(gateway, delayLine);
 
@@ -63,25 +85,6 @@ describe("the shutdown delay", () => {
         checks: { database: { status: "ok", latencyMs: expect.any(Number) } },
       });
 
-      // A stream that never ends, open when the second signal comes: the hurried shutdown cuts it
-      // at once, where the delay's 30 s and then the 10 s drain would hold the process past the test.
-      // Kept alive, its answer is chunked, so the client tells a cut from the end.
-      fake.hangStreamsAfter(1);
-      const stream = await proxiedChat(gateway.url, project, {
-        body: { model: "gpt-4o-mini", messages: [], stream: true },
-      });
-      expect(stream.status).toBe(200);
-      const reader = stream.body!.getReader();
-      await reader.read();
-      const read = (async () => {
-        try {
-          while (!(await reader.read()).done);
-          return "whole";
-        } catch {
-          return "cut";
-        }
-      })();
-
       gateway.child.kill("SIGTERM");
       expect(await gateway.exit).toEqual({ code: 0, signal: null });
       expect(await read).toBe("cut");
@@ -94,6 +97,56 @@ describe("the shutdown delay", () => {
       expect(gateway.usageRequestIds()).toContain(stream.headers.get("x-request-id"));
     } finally {
       fake.hangStreamsAfter(null);
+      await gateway.remove();
+    }
+  }, 25_000);
+
+  it("answers every call during the delay with Connection: close, so kept-alive clients move to a new connection before the drain", async () => {
+    // A client behind a TCP load balancer (or none) keeps its connection to this instance: the load
+    // balancer only stops sending it new ones. Told to close after each answer of the delay, it
+    // reconnects through the load balancer meanwhile; kept alive, it would still be here when the
+    // drain closes idle connections, and a request it sends as one is closed is reset.
+    const gateway = await spawnGateway({
+      env: {
+        SLUICE_PROVIDER_A_BASE_URL: `${fake.url}/a/v1`,
+        SLUICE_SHUTDOWN_DELAY_MS: "30000",
+        SLUICE_SHUTDOWN_TIMEOUT_MS: "10000",
+      },
+    });
+    const agent = new HttpAgent({ keepAlive: true, maxSockets: 1 });
+    try {
+      const project = await gateway.createProject();
+      const send = () =>
+        new Promise<{ status: number; connection: string; reused: boolean }>((resolve, reject) => {
+          const request = httpRequest(`${gateway.url}/v1/provider-a/${project.projectId}/chat/completions`, {
+            method: "POST",
+            agent,
+            headers: { authorization: `Bearer ${project.bearer}`, "content-type": "application/json" },
+          });
+          request.on("error", reject);
+          request.on("response", (response) => {
+            response.resume();
+            response.on("end", () =>
+              resolve({
+                status: response.statusCode ?? 0,
+                connection: String(response.headers.connection),
+                reused: request.reusedSocket,
+              }),
+            );
+          });
+          request.end(JSON.stringify({ model: "gpt-4o-mini", messages: [] }));
+        });
+      expect(await send()).toEqual({ status: 200, connection: "keep-alive", reused: false });
+      gateway.child.kill("SIGTERM");
+      await logged(gateway, delayLine);
+      // On the connection kept alive before the signal: served, and told to close.
+      expect(await send()).toEqual({ status: 200, connection: "close", reused: true });
+      // A new connection is still accepted, and its answer closes it too.
+      expect(await send()).toEqual({ status: 200, connection: "close", reused: false });
+      gateway.child.kill("SIGTERM");
+      expect(await gateway.exit).toEqual({ code: 0, signal: null });
+    } finally {
+      agent.destroy();
       await gateway.remove();
     }
   }, 25_000);
