@@ -320,7 +320,7 @@ export const settings = {
     "SLUICE_REDIS_COMMAND_TIMEOUT_MS",
     millisecondsFrom(100, 10_000),
     "500",
-    "Redis: a command unanswered this long fails and its connection is replaced (the limits, the authentication throttle, the DeviceCheck ledger and the spend cap's calls in flight answer as without Redis, which then rests for 2 s), so the requests in flight when Redis hangs wait this long once; raise it for a Redis far away whose round trips come near it (100 ms to 10 s)",
+    "Redis: a command unanswered this long fails and its connection is replaced (the limits, the authentication throttle, the DeviceCheck ledger and the spend cap's calls in flight answer as without Redis, which then rests until a write of the gateway's own succeeds, tried every 2 s), so the requests in flight when Redis hangs wait this long once; raise it for a Redis far away whose round trips come near it (100 ms to 10 s)",
   ),
   redisKeyPrefix: setting(
     "SLUICE_REDIS_KEY_PREFIX",
@@ -630,7 +630,7 @@ export const settings = {
     "SLUICE_SHUTDOWN_DELAY_MS",
     millisecondsFrom(0),
     "0",
-    "time after SIGTERM (or SIGINT, SIGHUP) during which the gateway still accepts connections and serves every route, while /health answers 503 `stopping` so a load balancer takes the instance out; SLUICE_SHUTDOWN_TIMEOUT_MS starts after it, and a second signal ends it at once and hurries the shutdown (0: stop accepting at once)",
+    "time after SIGTERM (or SIGINT, SIGHUP) during which the gateway still accepts connections and serves every route, each answer closing its connection (`Connection: close`), while /health answers 503 `stopping` so a load balancer takes the instance out; SLUICE_SHUTDOWN_TIMEOUT_MS starts after it, and a second signal ends it at once and hurries the shutdown (0: stop accepting at once)",
   ),
   shutdownTimeoutMs: setting(
     "SLUICE_SHUTDOWN_TIMEOUT_MS",
