@@ -26,6 +26,19 @@ async function sessionSettings(url: string): Promise<Record<string, string>> {
 
 const through = (url: string, port: number) => url.replace("127.0.0.1:5432", `127.0.0.1:${port}`);
 
+/** The message of the DatabaseStartError opening `databaseUrl` fails with (it must fail so). */
+async function startFailure(databaseUrl: string, startTimeoutMs: number): Promise<string> {
+  const error = await openDatabase({ databaseUrl, dataDir: "unused", startTimeoutMs }).then(
+    async (database) => {
+      await database.close();
+      return null;
+    },
+    (caught: unknown) => caught,
+  );
+  expect(error).toBeInstanceOf(DatabaseStartError);
+  return (error as Error).message;
+}
+
 // Behind a pooler in transaction mode (PgBouncer's), each transaction of a client may run on another
 // server connection, and what one leaves on its session reaches the pooler's other clients
 // (docs/decisions/0051).
@@ -139,19 +152,9 @@ describe("opening PostgreSQL behind a pooler in statement mode", () => {
   it("fails naming the pooler's mode, which refuses the transactions Sluice needs", async () => {
     const pooler = await startLocalTcpServer(statementPooler);
     try {
-      const error = await openDatabase({
-        databaseUrl: `postgres://sluice:not-the-password@127.0.0.1:${pooler.port}/sluice`,
-        dataDir: "unused",
-        startTimeoutMs: 2000,
-      }).then(
-        async (database) => {
-          await database.close();
-          return null;
-        },
-        (caught: unknown) => caught,
-      );
-      expect(error).toBeInstanceOf(DatabaseStartError);
-      expect((error as Error).message).toBe(
+      expect(
+        await startFailure(`postgres://sluice:not-the-password@127.0.0.1:${pooler.port}/sluice`, 2000),
+      ).toBe(
         `DATABASE_URL (postgres://sluice@127.0.0.1:${pooler.port}/sluice): a connection pooler in front of ` +
           "PostgreSQL pools by statement (PgBouncer's pool_mode = statement), and refuses the transactions " +
           "Sluice needs: pool this database by transaction or by session",
@@ -175,19 +178,12 @@ describe("opening PostgreSQL behind a pooler that refuses the URL's options para
   it("fails naming the parameter, and where the search_path goes instead", async () => {
     const pooler = await startLocalTcpServer(refusingOptions);
     try {
-      const error = await openDatabase({
-        databaseUrl: `postgres://sluice@127.0.0.1:${pooler.port}/sluice?options=${encodeURIComponent("-c search_path=sluice")}`,
-        dataDir: "unused",
-        startTimeoutMs: 2000,
-      }).then(
-        async (database) => {
-          await database.close();
-          return null;
-        },
-        (caught: unknown) => caught,
-      );
-      expect(error).toBeInstanceOf(DatabaseStartError);
-      expect((error as Error).message).toBe(
+      expect(
+        await startFailure(
+          `postgres://sluice@127.0.0.1:${pooler.port}/sluice?options=${encodeURIComponent("-c search_path=sluice")}`,
+          2000,
+        ),
+      ).toBe(
         `DATABASE_URL (postgres://sluice@127.0.0.1:${pooler.port}/sluice): a connection pooler in front of ` +
           "PostgreSQL refuses its options parameter (PgBouncer does): set the search_path on the role " +
           "instead (ALTER ROLE … SET search_path = …), and leave options out of the pooler's " +
@@ -213,15 +209,7 @@ describe.skipIf(!postgresAvailable)(
       const pooler = await startTransactionPooler(5432, 1, { droppingOptions: true });
       try {
         const url = `postgres://postgres@127.0.0.1:${pooler.port}/${name}?options=${encodeURIComponent("-c search_path=sluice")}`;
-        const error = await openDatabase({ databaseUrl: url, dataDir: "unused", startTimeoutMs: 5000 }).then(
-          async (database) => {
-            await database.close();
-            return null;
-          },
-          (caught: unknown) => caught,
-        );
-        expect(error).toBeInstanceOf(DatabaseStartError);
-        expect((error as Error).message).toBe(
+        expect(await startFailure(url, 5000)).toBe(
           `DATABASE_URL (postgres://postgres@127.0.0.1:${pooler.port}/${name}): its options parameter did not reach ` +
             "PostgreSQL (search_path is the server's own, not the URL's): a connection pooler in front drops it " +
             "(PgBouncer's ignore_startup_parameters), and Sluice's tables would go to the role's default schema: " +
@@ -248,15 +236,7 @@ describe.skipIf(!postgresAvailable)(
       const pooler = await startTransactionPooler(5432, 1, { droppingOptions: true });
       try {
         const url = `postgres://postgres@127.0.0.1:${pooler.port}/test?options=${encodeURIComponent("--lock-timeout=1234")}`;
-        const error = await openDatabase({ databaseUrl: url, dataDir: "unused", startTimeoutMs: 5000 }).then(
-          async (database) => {
-            await database.close();
-            return null;
-          },
-          (caught: unknown) => caught,
-        );
-        expect(error).toBeInstanceOf(DatabaseStartError);
-        expect((error as Error).message).toContain(
+        expect(await startFailure(url, 5000)).toContain(
           "(lock_timeout is the server's own, not the URL's): a connection pooler in front drops it " +
             "(PgBouncer's ignore_startup_parameters), so set it on the role instead (ALTER ROLE … SET …)",
         );
