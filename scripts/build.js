@@ -24,7 +24,7 @@ import { once } from "node:events";
 import { mkdirSync, readdirSync, rmSync, writeFileSync } from "node:fs";
 import { readFile } from "node:fs/promises";
 import { join, relative, resolve } from "node:path";
-import { build, stop } from "esbuild";
+import { build, stop, transform } from "esbuild";
 
 /**
  * The child processes this script spawns: esbuild's service, which its JS API starts on first use
@@ -104,6 +104,47 @@ const kyselyFromEsm = {
 };
 
 /**
+ * ASCII stand-ins for the characters the bundled comments hold (’ in undici's, … and — in
+ * Sluice's and the packages'), each one character for one, so no column moves under the maps.
+ * @type {Record<string, string>}
+ */
+const asciiFor = {
+  "\u2018": "'",
+  "\u2019": "'",
+  "\u201c": '"',
+  "\u201d": '"',
+  "\u2013": "-",
+  "\u2014": "-",
+  "\u2026": ".",
+  "\u00a0": " ",
+};
+
+/**
+ * Rewrites a non-ASCII character in an output file to ASCII. V8 holds a script's source for the
+ * script's life, one byte a character while every character is Latin-1 and two bytes otherwise:
+ * the ’ of a comment in undici made the 2 MB chunk every start loads 4 MiB of the gateway's heap
+ * (docs/decisions/0005, "RSS after load"). esbuild escapes every non-ASCII character of strings,
+ * templates, regular expressions and names (its default `charset`), so what is left is in
+ * comments, which it keeps; that is checked, not assumed: the file without its comments must read
+ * the same before and after. A character outside the BMP takes two stand-ins, as it takes two
+ * UTF-16 units.
+ * @param {string} file
+ */
+async function asciiOnly(file) {
+  const text = await readFile(file, "utf8");
+  if (!/[\u{80}-\u{10ffff}]/u.test(text)) return;
+  const ascii = text.replace(/[\u{80}-\u{10ffff}]/gu, (character) =>
+    (asciiFor[character] ?? "?").padEnd(character.length, "?"),
+  );
+  /** @param {string} code */
+  const withoutComments = async (code) =>
+    (await transform(code, { minifyWhitespace: true, legalComments: "none", charset: "utf8" })).code;
+  if ((await withoutComments(text)) !== (await withoutComments(ascii)))
+    throw new Error(`${file}: a character outside ASCII is not in a comment`);
+  writeFileSync(file, ascii);
+}
+
+/**
  * Every source file of the build (not tests, not declarations), relative to the checkout.
  * @param {string} directory
  * @returns {string[]}
@@ -145,6 +186,11 @@ try {
     metafile: true,
     logLevel: "warning",
   });
+  await Promise.all(
+    Object.keys(result.metafile.outputs)
+      .filter((output) => output.endsWith(".js"))
+      .map((output) => asciiOnly(resolve(root, output))),
+  );
 } finally {
   await stopEsbuild();
 }
