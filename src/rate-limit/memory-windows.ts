@@ -7,6 +7,8 @@ export interface OpenWindow {
 interface Window {
   count: number;
   endsAt: number;
+  /** The window's own key, so the sweep walks values alone (see `sweeper`). */
+  readonly key: string;
 }
 
 /**
@@ -20,7 +22,12 @@ interface Window {
  */
 export class MemoryWindows {
   private readonly windows = new Map<string, Window>();
-  private sweeper: Iterator<[string, Window]> = this.windows.entries();
+  /**
+   * Over the values, not the entries: an entries iterator builds a `[key, window]` array per step,
+   * two steps per count and three counts per proxied request (~400 bytes a request); a values step
+   * builds none and takes half the time (a micro-benchmark: 6.5 → 3.5 ns a step).
+   */
+  private sweeper: Iterator<Window> = this.windows.values();
 
   /** `clock` gives the `now` that `find` and `add` take, read once per decision so they agree. */
   constructor(
@@ -44,7 +51,7 @@ export class MemoryWindows {
         const oldest = this.windows.keys().next();
         if (!oldest.done) this.windows.delete(oldest.value);
       }
-      window = { count: 0, endsAt: now + windowMs };
+      window = { count: 0, endsAt: now + windowMs, key };
       this.windows.set(key, window);
     }
     window.count++;
@@ -57,7 +64,7 @@ export class MemoryWindows {
     for (const [key, window] of this.windows) if (now >= window.endsAt) this.windows.delete(key);
     // A fresh sweep: V8 keeps the table a Map iterator was made on (entries and all) for as long as
     // the iterator lives, so the old one would hold the windows just dropped until the next count.
-    this.sweeper = this.windows.entries();
+    this.sweeper = this.windows.values();
   }
 
   size(): number {
@@ -66,16 +73,16 @@ export class MemoryWindows {
 
   clear(): void {
     this.windows.clear();
-    this.sweeper = this.windows.entries();
+    this.sweeper = this.windows.values();
   }
 
   private sweep(now: number): void {
     const next = this.sweeper.next();
     if (next.done) {
-      this.sweeper = this.windows.entries();
+      this.sweeper = this.windows.values();
       return;
     }
-    const [key, window] = next.value;
-    if (now >= window.endsAt) this.windows.delete(key);
+    const window = next.value;
+    if (now >= window.endsAt) this.windows.delete(window.key);
   }
 }
