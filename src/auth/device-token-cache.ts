@@ -3,6 +3,7 @@ import type { Redis } from "ioredis";
 import { isKeyDataError, RedisBreaker } from "../redis/redis-breaker.js";
 import { redisKeyPrefixes } from "../redis/redis-keys.js";
 import {
+  errorReason,
   luaNotSluiceCount,
   notSluiceCountReply,
   RedisScript,
@@ -454,7 +455,7 @@ export function createRedisDeviceTokenLedger(options: RedisDeviceTokenLedgerOpti
     breaker.run(call, resting).catch((error: unknown) => {
       if (!isKeyDataError(error)) throw error;
       // Redis's reply up to the script's name: the reason, without the script's digest.
-      const reply = (error as Error).message.replace(/ script: .*$/s, "");
+      const reply = errorReason((error as Error).message);
       throw new RedisKeyDataError(keys[0] as string, reply);
     });
   /** Runs a counting script: the use count (0: none) and the entry's stamp, written to `receipt`. */

@@ -8,6 +8,7 @@ import {
   type SuppressionWindowsRegistry,
 } from "../observability/suppression-windows.js";
 import type { RedisBreaker } from "../redis/redis-breaker.js";
+import { errorReason } from "../redis/redis-script.js";
 import type { Project } from "../storage/project-repository.js";
 import type { DeviceTokenRecall, DeviceTokenVerifier, DeviceVerdict } from "./authenticate.js";
 import {
@@ -238,7 +239,7 @@ export function createDeviceTokenVerifier(deps: DeviceTokenVerifierDeps): Device
         );
       return;
     }
-    const redisError = error instanceof Error ? error.message.replace(/ script: .*$/s, "") : String(error);
+    const redisError = error instanceof Error ? errorReason(error.message) : String(error);
     if (failureWarnings.open(`${message}\u0000${redisError}`, { redisError }))
       deps.logger.warn({ err: error }, message);
   }

@@ -1,4 +1,5 @@
 import type { Logger } from "../observability/logger.js";
+import { errorReason } from "../redis/redis-script.js";
 
 /** How long the limits run on Redis again before that is logged (ms): see `limitsFallbackLog`. */
 export const sharedAgainLoggedAfterMs = 5_000;
@@ -47,7 +48,7 @@ export function limitsFallbackLog(
       // By message only: a reply error carries its command's arguments. A reply (OOM when Redis is
       // full, READONLY from a replica) comes from a Redis that is reachable and answers /health.
       const reply = error?.name === "ReplyError";
-      const said = `${reply}:${error?.message.replace(/ script: .*$/s, "") ?? ""}`;
+      const said = `${reply}:${error ? errorReason(error.message) : ""}`;
       if (warned.has(said) || warned.size >= maxWarnings) return;
       warned.add(said);
       if (reply)

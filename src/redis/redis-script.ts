@@ -24,6 +24,14 @@ export class RedisScript {
 }
 
 /**
+ * A Redis error's message up to the script it names (` script: <digest>…`, which Redis appends to an
+ * error a script raised): the reason alone, the same whichever script or digest raised it.
+ */
+export function errorReason(message: string): string {
+  return message.replace(/ script: .*$/s, "");
+}
+
+/**
  * A decision made as the part of another Lua script, in the same round trip as what that script
  * decides first (the DeviceCheck ledger's lookup of a token): `lua(keyOffset, argOffset)` runs over
  * KEYS after the script's first `keyOffset` and ARGV after its first `argOffset`, given `keys` and
