@@ -116,6 +116,14 @@ class Share implements BodyShare {
 const unbounded: BodyShare = { take: () => true, fits: () => true, giveBack: () => {}, release: () => {} };
 
 /**
+ * Takes `bytes` more into `share`, held beside a body already read (what a call makes of it: a
+ * decoded body, a PDF fetched by URL), or throws the refusal of a body that does not fit.
+ */
+export function holdInShare(share: BodyShare, bytes: number): void {
+  if (!share.take(bytes)) throw bodyBudgetFull();
+}
+
+/**
  * The refusal of a body that does not fit: 503, as SLUICE_MAX_PDF_FETCHES and SLUICE_MAX_CONNECTIONS
  * refuse (the client did nothing wrong: the instance is busy), naming the setting but not its value.
  */

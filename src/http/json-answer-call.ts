@@ -1,6 +1,6 @@
 import { projectIdHeader } from "../auth/repeated-credential-header.js";
 import type { Admit, AdmittedCall, CallSpend, Endpoint } from "./admission.js";
-import { type BodyBudget, bodyBudgetFull } from "./body-budget.js";
+import { type BodyBudget, holdInShare } from "./body-budget.js";
 import { watchClient } from "./client-watch.js";
 import { readBody, requireUncompressedUtf8Json } from "./read-body.js";
 import type { RequestContext } from "./router.js";
@@ -58,9 +58,7 @@ export async function answerWithJson(
   try {
     requireUncompressedUtf8Json(request);
     const read = (maxBytes: number) => readBody(request, maxBytes, { share, response });
-    const hold = (bytes: number) => {
-      if (!share.take(bytes)) throw bodyBudgetFull();
-    };
+    const hold = (bytes: number) => holdInShare(share, bytes);
     const { body, model, usage, costUsd } = await run(call, client.signal, soFar, read, hold);
     client.throwIfGone();
     sendJson(response, 200, body);

@@ -10,7 +10,7 @@ import { RequestFacts } from "../proxy/request-facts.js";
 import { withStreamUsage, withStreamUsageDecoded } from "../proxy/stream-usage-option.js";
 import { reportsNoTokens, type TokenUsage } from "../usage/token-usage.js";
 import type { Admit } from "./admission.js";
-import { type BodyBudget, type BodyShare, bodyBudgetFull } from "./body-budget.js";
+import { type BodyBudget, type BodyShare, holdInShare } from "./body-budget.js";
 import { readBody, requireJsonContentType } from "./read-body.js";
 import type { Router } from "./router.js";
 import { setHeaders } from "./send.js";
@@ -196,7 +196,7 @@ async function readProxiedBody(
   // The decoded body is held too, until it is sent: up to SLUICE_MAX_BODY_BYTES from a few KiB of
   // gzip. Sent decoded (the option set), it is all that is held: the compressed bytes are let go.
   if (plain !== null) {
-    if (!share.take(plain.length)) throw bodyBudgetFull();
+    holdInShare(share, plain.length);
     if (decoded) share.giveBack(sent.length);
   }
   return {
