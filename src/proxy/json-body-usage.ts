@@ -177,10 +177,8 @@ export function lastUsageObject(body: Buffer, key: Buffer): UsageObject | null {
 
 /** Whether `: null` (with any spaces) follows at `from`. */
 function isNullAfterKey(body: Buffer, from: number): boolean {
-  const colon = skipSpaces(body, from);
-  if (body[colon] !== 0x3a /* : */) return false;
-  const value = skipSpaces(body, colon + 1);
-  return value + 4 <= body.length && body.compare(nullValue, 0, 4, value, value + 4) === 0;
+  const value = valueAfterKey(body, from);
+  return value >= 0 && value + 4 <= body.length && body.compare(nullValue, 0, 4, value, value + 4) === 0;
 }
 
 const nullValue = Buffer.from("null");
@@ -210,10 +208,18 @@ function topLevelUsageObject(body: Buffer, key: Buffer): UsageObject | null {
   return found;
 }
 
+/**
+ * The offset of the value after a key that ends at `from` (`<key> : value`, with any spaces); -1
+ * when no colon follows.
+ */
+function valueAfterKey(body: Buffer, from: number): number {
+  const colon = skipSpaces(body, from);
+  return body[colon] === 0x3a /* : */ ? skipSpaces(body, colon + 1) : -1;
+}
+
 /** Whether `: {` (with any spaces) follows at `from`. */
 function opensObject(body: Buffer, from: number): boolean {
-  const colon = skipSpaces(body, from);
-  return body[colon] === 0x3a /* : */ && body[skipSpaces(body, colon + 1)] === 0x7b /* { */;
+  return objectOpenAfterKey(body, from, 0) >= 0;
 }
 
 /** A usage object found in a body: its value, and the offsets of its opening and closing braces. */
@@ -229,10 +235,8 @@ function objectAfterKey(body: Buffer, at: number, keyLength: number): UsageObjec
 
 /** The offset of the `{` that follows the key at `at` (`<key> : {`); -1 when no object follows. */
 function objectOpenAfterKey(body: Buffer, at: number, keyLength: number): number {
-  let open = skipSpaces(body, at + keyLength);
-  if (body[open] !== 0x3a /* : */) return -1;
-  open = skipSpaces(body, open + 1);
-  return body[open] === 0x7b /* { */ ? open : -1;
+  const open = valueAfterKey(body, at + keyLength);
+  return open >= 0 && body[open] === 0x7b /* { */ ? open : -1;
 }
 
 /** The object in `body[open..end)`, parsed (`end` of the result is its closing brace); null when it does not parse. */
