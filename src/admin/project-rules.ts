@@ -193,11 +193,9 @@ export function changedFields(
   next: Project,
   samePrivateKey: (a: string, b: string) => boolean,
 ): string[] {
-  const differs = (a: unknown, b: unknown) =>
-    a !== b && (typeof a !== "object" || typeof b !== "object" || JSON.stringify(a) !== JSON.stringify(b));
   const changed = [
     ...Object.keys(topFields).filter((name) =>
-      differs(current[name as keyof typeof topFields], next[name as keyof typeof topFields]),
+      fieldDiffers(current[name as keyof typeof topFields], next[name as keyof typeof topFields]),
     ),
     ...membersChanged("deviceCheck", deviceCheckFields, current.deviceCheck, next.deviceCheck),
     ...membersChanged("rateLimits", rateLimitFields, current.rateLimits, next.rateLimits),
@@ -206,6 +204,17 @@ export function changedFields(
   if (before !== after && (before === null || after === null || !samePrivateKey(before, after)))
     changed.push("deviceCheck.privateKey");
   return changed.sort();
+}
+
+/**
+ * Whether a field's two values differ as stored: an object (an output schema, a proxy allow-list) by
+ * its JSON text, so members in another order differ (a model answers in their order); any other
+ * value by itself.
+ */
+export function fieldDiffers(a: unknown, b: unknown): boolean {
+  return (
+    a !== b && (typeof a !== "object" || typeof b !== "object" || JSON.stringify(a) !== JSON.stringify(b))
+  );
 }
 
 /** The members of `names` whose value differs between `before` and `after`, each by its path (`group.name`). */

@@ -6,6 +6,7 @@ import { repeatedMemberProblems } from "../json-repeated-members.js";
 import { jsonSyntaxProblem } from "../json-syntax.js";
 import { checkProjectEntry, type ProjectAdmin, type ProjectView, problemText } from "./project-admin.js";
 import { type UpdateProjectInput, updateProjectInput } from "./project-input.js";
+import { fieldDiffers } from "./project-rules.js";
 
 /**
  * Projects as code: `SLUICE_CONFIG_FILE` names a JSON file `{"projects": [{ "id": …, …}]}` whose
@@ -188,17 +189,13 @@ function matches(stored: ProjectView, fields: Record<string, unknown>): boolean 
 
 /**
  * Whether `stored` holds each value `wanted` lists. An object (an output schema, a proxy allow-list)
- * is compared as JSON text, as the admin API's audit line compares it (changedFields): members in
+ * is compared as JSON text, as the admin API's audit line compares it (fieldDiffers): members in
  * another order are another schema, as a model answers in their order, and are written.
  */
 function holds(stored: object, wanted: object): boolean {
-  return Object.entries(wanted).every(([name, value]) => {
-    const held = (stored as Record<string, unknown>)[name];
-    if (value === undefined || held === value) return true;
-    return (
-      typeof value === "object" && typeof held === "object" && JSON.stringify(held) === JSON.stringify(value)
-    );
-  });
+  return Object.entries(wanted).every(
+    ([name, value]) => value === undefined || !fieldDiffers((stored as Record<string, unknown>)[name], value),
+  );
 }
 
 /**
