@@ -8,6 +8,7 @@ import { afterAll, describe, expect, it, vi } from "vitest";
 import { createSafePdfFetcher } from "../../src/structured/safe-pdf-fetch.js";
 import { generateAppleKeyPair, startFakeApple } from "../fakes/fake-apple.js";
 import { type FakeUpstream, providerBaseUrls, startFakeUpstream } from "../fakes/fake-upstream.js";
+import { validDeviceToken } from "../support/device-check-stage.js";
 import { mulberry32 } from "../support/seeded-random.js";
 import { redisAvailable } from "../support/services.js";
 import { startTcpProxy } from "../support/tcp-proxy.js";
@@ -357,11 +358,7 @@ async function startStage(extra: Record<string, unknown>): Promise<Stage> {
     pdfPending: () => pending,
     apple,
     device,
-    deviceToken() {
-      const token = randomBytes(24).toString("base64");
-      apple.registerValidToken(token);
-      return token;
-    },
+    deviceToken: () => validDeviceToken(apple),
     async close() {
       await sluice.close();
       await apple.close();

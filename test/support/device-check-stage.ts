@@ -51,15 +51,18 @@ export async function startDeviceCheckStage(fields: Record<string, unknown> = {}
     apple,
     sluice,
     project,
-    deviceToken() {
-      const token = randomBytes(24).toString("base64");
-      apple.registerValidToken(token);
-      return token;
-    },
+    deviceToken: () => validDeviceToken(apple),
     async close() {
       await sluice.close();
       await apple.close();
       await fake.close();
     },
   };
+}
+
+/** A new device token (24 random bytes, base64) that `apple` answers valid. */
+export function validDeviceToken(apple: FakeApple): string {
+  const token = randomBytes(24).toString("base64");
+  apple.registerValidToken(token);
+  return token;
 }
