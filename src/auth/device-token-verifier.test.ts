@@ -64,6 +64,19 @@ async function changed(project: Project, deviceCheck: Partial<Project["deviceChe
   };
 }
 
+/** An info logger whose lines are parsed into `lines`. */
+function loggerInto(lines: Array<Record<string, unknown>>) {
+  return createLogger(
+    "info",
+    new Writable({
+      write(chunk, _encoding, done) {
+        lines.push(JSON.parse(String(chunk)));
+        done();
+      },
+    }),
+  );
+}
+
 describe("the device token verifier across a change of the project's Apple settings", () => {
   it("asks Apple again, on the new settings, for a token verified before they changed", async () => {
     const apple = developmentOnlyApple();
@@ -201,15 +214,7 @@ describe.skipIf(!redisAvailable)("the device token verifier on a ledger entry an
       secretBox: openSecretBox,
       redis,
       redisKeyPrefix,
-      logger: createLogger(
-        "info",
-        new Writable({
-          write(chunk, _encoding, done) {
-            lines.push(JSON.parse(String(chunk)));
-            done();
-          },
-        }),
-      ),
+      logger: loggerInto(lines),
       client: developmentOnlyApple(),
     });
     const singleUse = developmentProject("single-use");
@@ -247,15 +252,7 @@ describe.skipIf(!redisServerInstalled)("the device token verifier while its Redi
         redis,
         // Rests of 20 ms: each check below is the probe that ends one, and fails.
         redisBreaker: new RedisBreaker(redis, 20),
-        logger: createLogger(
-          "info",
-          new Writable({
-            write(chunk, _encoding, done) {
-              lines.push(JSON.parse(String(chunk)));
-              done();
-            },
-          }),
-        ),
+        logger: loggerInto(lines),
         client: developmentOnlyApple(),
       });
       const project = developmentProject("cached");
