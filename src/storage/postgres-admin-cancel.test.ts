@@ -42,6 +42,18 @@ async function behindProxy() {
   return { schema, proxy, database };
 }
 
+/** A schema of its own, and the database opened on it through a stand-in for a pooler (its own keys). */
+async function behindPooler() {
+  const schema = await createPostgresSchema();
+  const pooler = await startKeyMappingPooler(5432);
+  const database = await openDatabase({
+    databaseUrl: schema.url.replace("127.0.0.1:5432", `127.0.0.1:${pooler.port}`),
+    dataDir: "unused",
+    queryTimeoutMs: 5000,
+  });
+  return { schema, pooler, database };
+}
+
 /**
  * The database opened through a stand-in for a pooler, an admin read waiting for a lock ended
  * (`queries.end`) with its cancel held by the pooler (`holdCancels`), and the lock then released so
@@ -56,13 +68,7 @@ async function withCancelHeldByPooler(
     cancel: () => PoolerConnection | undefined;
   }) => Promise<void>,
 ): Promise<void> {
-  const schema = await createPostgresSchema();
-  const pooler = await startKeyMappingPooler(5432);
-  const database = await openDatabase({
-    databaseUrl: schema.url.replace("127.0.0.1:5432", `127.0.0.1:${pooler.port}`),
-    dataDir: "unused",
-    queryTimeoutMs: 5000,
-  });
+  const { schema, pooler, database } = await behindPooler();
   const holder = new pg.Client({ connectionString: schema.url });
   const observer = new pg.Client({ connectionString: schema.url });
   let release = () => {};
@@ -135,13 +141,7 @@ describe.skipIf(!postgresAvailable)("the admin API's PostgreSQL cancels", () => 
   // `select pg_cancel_backend(pid)` from a session of its own would name the pooler's id, not the
   // server's, and stop nothing (or another backend that happens to have that id).
   it("cancels with a CancelRequest, through a pooler whose backend keys are its own, opening no session", async () => {
-    const schema = await createPostgresSchema();
-    const pooler = await startKeyMappingPooler(5432);
-    const database = await openDatabase({
-      databaseUrl: schema.url.replace("127.0.0.1:5432", `127.0.0.1:${pooler.port}`),
-      dataDir: "unused",
-      queryTimeoutMs: 5000,
-    });
+    const { schema, pooler, database } = await behindPooler();
     const holder = new pg.Client({ connectionString: schema.url });
     const observer = new pg.Client({ connectionString: schema.url });
     const waitingPids = () => waitingBehind(observer, holder);
