@@ -1,7 +1,7 @@
 import { Agent as HttpAgent, request as httpRequest } from "node:http";
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { type FakeUpstream, startFakeUpstream } from "../fakes/fake-upstream.js";
-import { proxiedChat } from "../support/proxied-chat.js";
+import { afterFirstChunk, proxiedChat } from "../support/proxied-chat.js";
 import { type SpawnedGateway, spawnGateway } from "../support/spawned-gateway.js";
 
 /** The log line that says the delay began, as written after a SIGTERM. */
@@ -55,16 +55,7 @@ describe("the shutdown delay", () => {
       });
       expect(stream.status).toBe(200);
       expect(stream.headers.get("connection")).toBe("keep-alive");
-      const reader = stream.body!.getReader();
-      await reader.read();
-      const read = (async () => {
-        try {
-          while (!(await reader.read()).done);
-          return "whole";
-        } catch {
-          return "cut";
-        }
-      })();
+      const { rest: read } = await afterFirstChunk(stream);
 
       gateway.child.kill("SIGTERM");
       await logged(gateway, delayLine);

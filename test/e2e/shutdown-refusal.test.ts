@@ -7,7 +7,7 @@ import { shutDown } from "../../src/server.js";
 import { createSafePdfFetcher } from "../../src/structured/safe-pdf-fetch.js";
 import { type FakeUpstream, startFakeUpstream } from "../fakes/fake-upstream.js";
 import { openUpload, until } from "../support/held-upload.js";
-import { proxiedChat } from "../support/proxied-chat.js";
+import { afterFirstChunk, proxiedChat } from "../support/proxied-chat.js";
 import { expectDeadlineRefusal, rowsAfterShutdown } from "../support/shutdown-refusal.js";
 import {
   adminToken,
@@ -61,16 +61,7 @@ describe("calls unanswered at the shutdown deadline", () => {
     const stream = await proxiedChat(sluice.url, project, {
       body: { model: "gpt-4o-mini", messages: [], stream: true },
     });
-    const reader = stream.body!.getReader();
-    await reader.read();
-    const streamCut = (async () => {
-      try {
-        while (!(await reader.read()).done);
-        return "whole";
-      } catch {
-        return "cut";
-      }
-    })();
+    const { rest: streamCut } = await afterFirstChunk(stream);
     fake.setLatencyMs(10_000);
     const pending = proxiedChat(sluice.url, project).catch((error: Error) => error);
     await untilRequested(fake, 2);

@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { type FakeUpstream, startFakeUpstream } from "../fakes/fake-upstream.js";
-import { proxiedChat } from "../support/proxied-chat.js";
+import { afterFirstChunk, proxiedChat } from "../support/proxied-chat.js";
 import { type SpawnedGateway, spawnGateway } from "../support/spawned-gateway.js";
 
 const streams = 20;
@@ -13,16 +13,7 @@ async function openStreams(gateway: SpawnedGateway) {
       const response = await proxiedChat(gateway.url, project, {
         body: { model: "gpt-4o-mini", messages: [], stream: true },
       });
-      const reader = response.body!.getReader();
-      await reader.read();
-      const read = (async () => {
-        try {
-          while (!(await reader.read()).done);
-          return "whole";
-        } catch {
-          return "cut";
-        }
-      })();
+      const { rest: read } = await afterFirstChunk(response);
       return { requestId: String(response.headers.get("x-request-id")), read };
     }),
   );

@@ -41,3 +41,21 @@ export async function proxiedChatStatus(
   await response.arrayBuffer();
   return response.status;
 }
+
+/**
+ * Reads a streamed answer's first chunk, then the rest in the background: `rest` says whether the
+ * stream ended whole or was cut (its read failed).
+ */
+export async function afterFirstChunk(response: Response): Promise<{ rest: Promise<"whole" | "cut"> }> {
+  const reader = response.body!.getReader();
+  await reader.read();
+  const rest = (async () => {
+    try {
+      while (!(await reader.read()).done);
+      return "whole" as const;
+    } catch {
+      return "cut" as const;
+    }
+  })();
+  return { rest };
+}
