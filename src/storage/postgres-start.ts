@@ -104,7 +104,7 @@ export async function migrateWithinStartTimeout(
       );
     if (!progress.connected && refusedOptions(error))
       throw new DatabaseStartError(
-        `DATABASE_URL (${serviceUrlShown(options.databaseUrl)}): a connection pooler in front of PostgreSQL refuses its options parameter (PgBouncer does): set the search_path on the role instead (ALTER ROLE … SET search_path = …), and leave options out of the pooler's ignore_startup_parameters, which would drop it and put Sluice's tables in the role's default schema`,
+        `DATABASE_URL (${serviceUrlShown(options.databaseUrl)}): a connection pooler in front of PostgreSQL refuses its options parameter (PgBouncer does): set the search_path on the role instead (ALTER ROLE … SET search_path = …) and leave options out of DATABASE_URL: adding options to the pooler's ignore_startup_parameters would drop it silently, which the start refuses too`,
         { cause: error },
       );
     if (!progress.connected && !(error instanceof DatabaseStartError))

@@ -186,8 +186,8 @@ describe("opening PostgreSQL behind a pooler that refuses the URL's options para
       ).toBe(
         `DATABASE_URL (postgres://sluice@127.0.0.1:${pooler.port}/sluice): a connection pooler in front of ` +
           "PostgreSQL refuses its options parameter (PgBouncer does): set the search_path on the role " +
-          "instead (ALTER ROLE … SET search_path = …), and leave options out of the pooler's " +
-          "ignore_startup_parameters, which would drop it and put Sluice's tables in the role's default schema",
+          "instead (ALTER ROLE … SET search_path = …) and leave options out of DATABASE_URL: adding options " +
+          "to the pooler's ignore_startup_parameters would drop it silently, which the start refuses too",
       );
     } finally {
       await pooler.close();
