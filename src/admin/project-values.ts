@@ -139,7 +139,14 @@ export function usageReportWindow(
     : cursor
       ? new Date(cursor.from)
       : new Date(to.getTime() - 30 * 86_400_000);
-  if (!(from < to)) {
+  // Ends inside one millisecond round up to the same one: no row's time lies between them, so the
+  // window is empty (counted as such), not refused, when the ends as written are in order.
+  const emptyInOrder =
+    from.getTime() === to.getTime() &&
+    query.from !== undefined &&
+    query.to !== undefined &&
+    writtenBefore(query.from, query.to);
+  if (!(from < to) && !emptyInOrder) {
     // A `to` left out is now (or the cursor's), which the caller did not write: the refusal says what it was.
     const defaulted = query.to
       ? ""
@@ -164,6 +171,24 @@ function instantOf(text: string): Date {
   const date = new Date(text);
   const finer = /\.\d{3}(\d+)/.exec(text)?.[1];
   return finer && /[1-9]/.test(finer) ? new Date(date.getTime() + 1) : date;
+}
+
+/**
+ * Whether instant `from` is before `to` (an instant or a date alone, whose end is the next day's
+ * midnight) as written, finer than the millisecond `Date` keeps: the millisecond first, then the
+ * digits after it.
+ */
+function writtenBefore(from: string, to: string): boolean {
+  const toDay = /^\d{4}-\d{2}-\d{2}$/.test(to);
+  const fromMs = new Date(from).getTime();
+  const toMs = toDay ? usageReportEnd(to).getTime() : new Date(to).getTime();
+  if (fromMs !== toMs) return fromMs < toMs;
+  return finerDigits(from) < (toDay ? "" : finerDigits(to));
+}
+
+/** The digits of `text`'s seconds after the millisecond, trailing zeros dropped ("" for none). */
+function finerDigits(text: string): string {
+  return (/\.\d{3}(\d+)/.exec(text)?.[1] ?? "").replace(/0+$/, "");
 }
 
 /**

@@ -101,5 +101,23 @@ for (const engine of storageEngines) {
         await counted({ from: "2026-11-05T00:00:00.000500+00:00", to: "2026-11-07T00:00:00.000500+00:00" }),
       ).toEqual(["2026-11-05T00:00:00.001Z", "2026-11-06T23:59:59.999Z", "2026-11-07T00:00:00.000Z"]);
     });
+
+    // Two ends within one millisecond hold no row's time between them: the window is empty, not
+    // wrong, although both round up to the same millisecond. Ends the other way round are refused.
+    it("reports nothing between two ends inside one millisecond, and refuses them reversed", async () => {
+      expect(
+        await counted({ from: "2026-11-05T00:00:00.000200Z", to: "2026-11-05T00:00:00.000700Z" }),
+      ).toEqual([]);
+      expect(await counted({ from: "2026-11-06T23:59:59.9995Z", to: "2026-11-06" })).toEqual([]);
+      for (const [from, to] of [
+        ["2026-11-05T00:00:00.000700Z", "2026-11-05T00:00:00.000200Z"],
+        ["2026-11-05T00:00:00.0005Z", "2026-11-05T00:00:00.000500Z"],
+        ["2026-11-07T00:00:00.0000Z", "2026-11-06"],
+      ] as const)
+        await expect(admin().usageReport("window", { from, to })).rejects.toMatchObject({
+          code: "BAD_REQUEST",
+          message: "`from` must be before `to`",
+        });
+    });
   });
 }
