@@ -385,7 +385,10 @@ export function createProjectAdmin(deps: ProjectAdminDeps) {
         projectId,
         provider: fields.provider,
         label: fields.label ?? null,
-        sealedServerShare: secretBox.seal(split.serverShare, providerKeyAad(projectId, keyId)),
+        sealedServerShare: secretBox.seal(
+          split.serverShare,
+          providerKeyAad(projectId, fields.provider, keyId),
+        ),
         clientShareDigest: split.clientShareDigest,
         createdAt: nowIso(),
         revokedAt: null,
@@ -497,8 +500,19 @@ function projectNotFound(id: string): GatewayError {
   return new GatewayError("PROJECT_NOT_FOUND", `Project ${projectIdQuoted(id)} does not exist`);
 }
 
-/** The AAD that binds a sealed server share to its project and key. */
-export function providerKeyAad(projectId: string, keyId: string): string {
+/**
+ * The AAD that binds a sealed server share to its project, the provider its row names and its key
+ * (decision 0053): none of the three holds a colon, so no two places share an AAD.
+ */
+export function providerKeyAad(projectId: string, provider: string, keyId: string): string {
+  return `provider-key:${projectId}:${provider}:${keyId}`;
+}
+
+/**
+ * The AAD server shares were sealed with before it named the provider: still tried after
+ * `providerKeyAad`, so they open until `sluice master-key reseal` seals them again.
+ */
+export function formerProviderKeyAad(projectId: string, keyId: string): string {
   return `provider-key:${projectId}:${keyId}`;
 }
 

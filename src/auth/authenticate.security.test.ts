@@ -294,6 +294,49 @@ describe("authenticate: the SPEC's methods, in order", () => {
     );
   });
 
+  it("says which of Sluice's headers is not read to a caller who spelt it with underscores", async () => {
+    const own = await ownProject("underscores");
+    const testKey = own.headers.authorization.split(".")[1] ?? "";
+    const device = await project(false, true);
+    const unauthorized = "401 UNAUTHORIZED: No authentication method succeeded:";
+    const cases: Array<[string, Record<string, string>, string]> = [
+      [
+        own.projectId,
+        { x_sluice_test_key: testKey, x_ai_key: own.partialKey },
+        `${unauthorized} no credentials were sent; header x_sluice_test_key is not read: use x-sluice-test-key; header x_ai_key is not read: use x-ai-key`,
+      ],
+      [
+        own.projectId,
+        { "x-sluice-test-key": testKey, x_ai_key: own.partialKey },
+        `${unauthorized} x-ai-key (the partial key) is required with the test-key header; header x_ai_key is not read: use x-ai-key`,
+      ],
+      [
+        device.projectId,
+        { "x-device-token": goodDevice, "x_ai-key": device.partial["provider-a"] },
+        `${unauthorized} x-ai-key (the partial key) is required with x-device-token; header x_ai-key is not read: use x-ai-key`,
+      ],
+      [
+        device.projectId,
+        { x_device_token: goodDevice, "x-ai-key": device.partial["provider-a"] },
+        `${unauthorized} no credentials were sent; header x_device_token is not read: use x-device-token`,
+      ],
+      // Nothing to say: no header of Sluice's under another spelling, or the right one sent beside it.
+      [own.projectId, {}, `${unauthorized} no credentials were sent`],
+      [
+        own.projectId,
+        { x_api_key: "sk-x", "x-sluice-test-key": testKey },
+        `${unauthorized} x-ai-key (the partial key) is required with the test-key header`,
+      ],
+    ];
+    for (const [projectId, headers, answer] of cases)
+      expect(codeAndMessage(await run(projectId, headers))).toBe(answer);
+    expect(
+      statusOf(
+        await run(own.projectId, { "x-sluice-test-key": testKey, "x-ai-key": own.partialKey, x_ai_key: "x" }),
+      ),
+    ).toBe(200);
+  });
+
   it("says a project is disabled only to a caller whose credentials pass", async () => {
     const own = await ownProject("disabled");
     expect(statusOf(await run(own.projectId, own.headers))).toBe(200);

@@ -18,6 +18,7 @@ import {
   testKeyCacheKey,
   testKeyHeader,
   testModeOffInProduction,
+  underscoreHeaderHint,
 } from "./credential-headers.js";
 import { decodedDeviceToken } from "./device-check-client.js";
 import { clientShareMatches, parsePartialKey, rebuildProviderKey } from "./partial-key.js";
@@ -598,7 +599,9 @@ export function createAuthenticator(deps: AuthenticatorDeps) {
         note(unauthorized("the test key does not match"), "test-key-header");
       else if (!aiKey)
         note(
-          unauthorized("x-ai-key (the partial key) is required with the test-key header"),
+          unauthorized(
+            `x-ai-key (the partial key) is required with the test-key header${underscoreHeaderHint(headers)}`,
+          ),
           "test-key-header",
         );
       else {
@@ -648,7 +651,9 @@ export function createAuthenticator(deps: AuthenticatorDeps) {
         note(unauthorized("device check is off for this project"), "device-token-header");
       else if (!aiKey)
         note(
-          unauthorized("x-ai-key (the partial key) is required with x-device-token"),
+          unauthorized(
+            `x-ai-key (the partial key) is required with x-device-token${underscoreHeaderHint(headers)}`,
+          ),
           "device-token-header",
         );
       else if (!isBase64Token(deviceToken))
@@ -670,7 +675,7 @@ export function createAuthenticator(deps: AuthenticatorDeps) {
 
     const chosen = best as { error: GatewayError; method: AuthMethod | null } | null;
     return failure(
-      chosen?.error ?? unauthorized("no credentials were sent"),
+      chosen?.error ?? unauthorized(`no credentials were sent${underscoreHeaderHint(headers)}`),
       project,
       chosen?.method ?? null,
     );

@@ -31,7 +31,7 @@ function directory(getProviderKey: KeyRepository["getProviderKey"], get: Project
 describe("credential directory", () => {
   it("decrypts a server share only when it is asked for (after the caller's digest matched), and once", async () => {
     const secretBox = createSecretBox(randomBytes(32));
-    const sealed = secretBox.seal(Buffer.from("share"), providerKeyAad("p1", "key000000001"));
+    const sealed = secretBox.seal(Buffer.from("share"), providerKeyAad("p1", "provider-a", "key000000001"));
     let opens = 0;
     const counting = {
       ...secretBox,
@@ -56,7 +56,7 @@ describe("credential directory", () => {
   it("keeps an opened server share in memory of its own, not in a slab of Buffer's shared pool", async () => {
     const secretBox = createSecretBox(randomBytes(32));
     const share = randomBytes(48);
-    const sealed = secretBox.seal(share, providerKeyAad("p1", "key000000001"));
+    const sealed = secretBox.seal(share, providerKeyAad("p1", "provider-a", "key000000001"));
     const key = await createCredentialDirectory({
       projects: { get: async () => null } as unknown as ProjectRepository,
       keys: { getProviderKey: async () => record(sealed) } as unknown as KeyRepository,
@@ -72,7 +72,7 @@ describe("credential directory", () => {
 
   it("does not call a share sealed under another master key a database outage", async () => {
     const otherBox = createSecretBox(randomBytes(32));
-    const sealed = otherBox.seal(Buffer.from("share"), providerKeyAad("p1", "key000000001"));
+    const sealed = otherBox.seal(Buffer.from("share"), providerKeyAad("p1", "provider-a", "key000000001"));
     const error = await directory(
       async () => record(sealed),
       async () => null,
@@ -253,7 +253,7 @@ describe("credential directory", () => {
     let down = false;
     const refused = Object.assign(new Error("connect ECONNREFUSED 127.0.0.1:5432"), { code: "ECONNREFUSED" });
     const secretBox = createSecretBox(randomBytes(32));
-    const sealed = secretBox.seal(Buffer.from("share"), providerKeyAad("p1", "key000000001"));
+    const sealed = secretBox.seal(Buffer.from("share"), providerKeyAad("p1", "provider-a", "key000000001"));
     const cache = createCredentialDirectory({
       projects: {
         get: async (id: string) => {

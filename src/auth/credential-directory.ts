@@ -1,4 +1,4 @@
-import { providerKeyAad } from "../admin/project-admin.js";
+import { formerProviderKeyAad, providerKeyAad } from "../admin/project-admin.js";
 import { projectIdPattern } from "../admin/project-id.js";
 import { detachedString } from "../detached-string.js";
 import type { ProviderId } from "../providers/provider-id.js";
@@ -305,11 +305,15 @@ function cachedKey(record: ProviderKeyRecord, secretBox: SecretBox): CachedKey {
     if (opened) return opened;
     try {
       opened = unpooledCopy(
-        secretBox.open(record.sealedServerShare, providerKeyAad(record.projectId, record.id)),
+        secretBox.open(
+          record.sealedServerShare,
+          providerKeyAad(record.projectId, record.provider, record.id),
+          formerProviderKeyAad(record.projectId, record.id),
+        ),
       );
     } catch (error) {
       throw new Error(
-        `The server share of provider key ${record.id} does not open with this master key: was it stored under another SLUICE_MASTER_KEY?`,
+        `The server share of provider key ${record.id} does not open with this master key: was it stored under another SLUICE_MASTER_KEY, or its row's project or provider changed?`,
         { cause: error },
       );
     }

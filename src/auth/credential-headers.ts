@@ -60,6 +60,27 @@ export function testKeyCacheKey(
   return key.length > maxCacheKeyLength ? null : key;
 }
 
+/** Sluice's own credential headers, as it reads them (the provider SDKs' key headers are theirs). */
+const ownCredentialHeaders: readonly string[] = [testKeyHeader, "x-ai-key", "x-device-token"];
+
+/**
+ * For a caller whose credentials fell short: each of Sluice's own credential headers it did not
+ * send but sent spelt with underscores for dashes (`x_ai_key`, `x_ai-key`), which Sluice does not
+ * read (nor do nginx and other proxies by default, which drop such names), as
+ * `; header x_ai_key is not read: use x-ai-key`; "" when there is none. Asked only once the answer
+ * is a 401, so a request that authenticates never pays for the walk over its header names.
+ */
+export function underscoreHeaderHint(headers: IncomingHttpHeaders): string {
+  let hint = "";
+  for (const name in headers) {
+    if (!name.includes("_")) continue;
+    const meant = name.replaceAll("_", "-");
+    if (ownCredentialHeaders.includes(meant) && headers[meant] === undefined)
+      hint += `; header ${name} is not read: use ${meant}`;
+  }
+  return hint;
+}
+
 export function single(value: string | string[] | undefined): string | undefined {
   return Array.isArray(value) ? value[0] : value;
 }

@@ -1,16 +1,22 @@
 import type { Kysely } from "kysely";
-import { providerKeyAad } from "../admin/project-admin.js";
+import { formerProviderKeyAad, providerKeyAad } from "../admin/project-admin.js";
 import { deviceCheckKeyAad } from "../admin/project-rules.js";
 import type { Database } from "../storage/schema.js";
 import { type SealedSecretSample, sealedSecretSamples } from "../storage/sealed-secret-sample.js";
 import { type MasterKeySource, masterKeyOrigin } from "./master-key.js";
 import type { SecretBox } from "./secret-box.js";
 
-/** The AAD a stored secret was sealed with: it binds the secret to its row (see secret-box.ts). */
-export function sealedSecretAad(secret: SealedSecretSample): string {
+/**
+ * The AAD a stored secret is sealed with, which binds it to its row (see secret-box.ts), and the one
+ * it may have been sealed with before that AAD named its provider (decision 0053).
+ */
+export function sealedSecretAads(secret: SealedSecretSample): [aad: string, formerAad?: string] {
   return secret.kind === "provider-key"
-    ? providerKeyAad(secret.projectId, secret.keyId)
-    : deviceCheckKeyAad(secret.projectId);
+    ? [
+        providerKeyAad(secret.projectId, secret.provider, secret.keyId),
+        formerProviderKeyAad(secret.projectId, secret.keyId),
+      ]
+    : [deviceCheckKeyAad(secret.projectId)];
 }
 
 /** A stored secret as messages name it. */
@@ -38,8 +44,9 @@ export class MasterKeyMismatchError extends Error {
  * the previous key too (SLUICE_MASTER_KEY_PREVIOUS), and a secret opens under either: a store only
  * partly re-sealed passes. No samples (a database without secrets) pass. A revoked provider key's
  * share (read during a rotation) takes no part in that: it is never opened again. `underPrevious`
- * counts the samples, revoked shares included, that only the previous key opens: those
- * `sluice master-key reseal` would still move.
+ * counts the samples, revoked shares included, that only the previous key opens: those that still
+ * need it (`sluice master-key reseal` would move them, and also shares under the current key sealed
+ * before their AAD named the provider, which do not).
  */
 function checkMasterKey(
   secretBox: SecretBox,
@@ -53,9 +60,8 @@ function checkMasterKey(
   for (const sample of samples) {
     if (!sample.revoked) live++;
     try {
-      // What the reseal would do with it: nothing (undefined) when the current key opens it, a new
-      // sealed form (dropped here) when only the previous key does; it throws when neither does.
-      if (secretBox.reseal(sample.sealed, sealedSecretAad(sample)) !== undefined) underPrevious++;
+      // Whether the previous key is still needed for it; it throws when neither key opens it.
+      if (secretBox.keyOpening(sample.sealed, ...sealedSecretAads(sample)) === "previous") underPrevious++;
     } catch {
       if (!sample.revoked) unopened.push(sealedSecretName(sample));
     }

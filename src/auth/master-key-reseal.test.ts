@@ -89,16 +89,18 @@ for (const engine of storageEngines) {
 
       const moved = await rows();
       const share = (id: string) => moved.shares.find((row) => row.id === id)?.server_share ?? "";
-      for (const [projectId, keyId] of [
-        ["alpha", keyIds.alpha ?? ""],
-        ["beta", keyIds.beta ?? ""],
-        ["beta", revoked.keyId],
-        ["alpha", fresh.keyId],
+      for (const [projectId, provider, keyId] of [
+        ["alpha", "provider-a", keyIds.alpha ?? ""],
+        ["beta", "provider-a", keyIds.beta ?? ""],
+        ["beta", "provider-b", revoked.keyId],
+        ["alpha", "provider-b", fresh.keyId],
       ] as const) {
         // Opens with the new key alone, under its own row's AAD and no other.
-        expect(after.open(share(keyId), providerKeyAad(projectId, keyId)).length).toBeGreaterThan(0);
+        expect(after.open(share(keyId), providerKeyAad(projectId, provider, keyId)).length).toBeGreaterThan(
+          0,
+        );
         expect(() =>
-          after.open(share(keyId), providerKeyAad(projectId === "alpha" ? "beta" : "alpha", keyId)),
+          after.open(share(keyId), providerKeyAad(projectId === "alpha" ? "beta" : "alpha", provider, keyId)),
         ).toThrow();
       }
       // The key the new instance sealed was already under the new key: left as it was.
@@ -113,7 +115,7 @@ for (const engine of storageEngines) {
       expect(Date.parse(alpha?.updated_at ?? "")).toBeGreaterThan(Date.parse(alphaBefore?.updated_at ?? ""));
       // Nothing opens with the old key alone any more.
       expect(() =>
-        before.open(share(keyIds.alpha ?? ""), providerKeyAad("alpha", keyIds.alpha ?? "")),
+        before.open(share(keyIds.alpha ?? ""), providerKeyAad("alpha", "provider-a", keyIds.alpha ?? "")),
       ).toThrow();
     });
 
@@ -166,7 +168,7 @@ for (const engine of storageEngines) {
       expect(() =>
         after.open(
           stored.shares.find((row) => row.id === oldShare.keyId)?.server_share ?? "",
-          providerKeyAad("gamma", oldShare.keyId),
+          providerKeyAad("gamma", "provider-a", oldShare.keyId),
         ),
       ).toThrow();
     });
@@ -195,7 +197,10 @@ for (const engine of storageEngines) {
 describe("an instance still on the old key alone during the rollout", () => {
   it("cannot open a secret an instance on the new key sealed (so every instance moves to the new key before reseal)", () => {
     const [oldKey, newKey] = [randomBytes(32), randomBytes(32)];
-    const sealed = createSecretBox(newKey, oldKey).seal(Buffer.from("share"), providerKeyAad("p", "k"));
-    expect(() => createSecretBox(oldKey).open(sealed, providerKeyAad("p", "k"))).toThrow();
+    const sealed = createSecretBox(newKey, oldKey).seal(
+      Buffer.from("share"),
+      providerKeyAad("p", "provider-a", "k"),
+    );
+    expect(() => createSecretBox(oldKey).open(sealed, providerKeyAad("p", "provider-a", "k"))).toThrow();
   });
 });

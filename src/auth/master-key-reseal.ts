@@ -2,7 +2,7 @@ import type { Kysely } from "kysely";
 import type { Database } from "../storage/schema.js";
 import { type ResealCounts, resealStoredSecrets } from "../storage/sealed-secret-reseal.js";
 import type { MasterKeySource } from "./master-key.js";
-import { MasterKeyMismatchError, sealedSecretAad, sealedSecretName } from "./master-key-check.js";
+import { MasterKeyMismatchError, sealedSecretAads, sealedSecretName } from "./master-key-check.js";
 import type { SecretBox } from "./secret-box.js";
 
 /**
@@ -17,8 +17,9 @@ export const resealedUnderCurrentKey =
 
 /**
  * `sluice master-key reseal`: every secret the database holds that only SLUICE_MASTER_KEY_PREVIOUS
- * opens is sealed again under SLUICE_MASTER_KEY, with the AAD it had (its project and key id), in
- * one transaction. Secrets already under the current key are left, so a second run writes nothing.
+ * opens is sealed again under SLUICE_MASTER_KEY, with the AAD of its row (its project, provider and
+ * key id), in one transaction, and so is a server share sealed before that AAD named its provider
+ * (decision 0053). Secrets already under the current key and AAD are left, so a second run writes nothing.
  * A secret neither key opens fails the run before anything is written, naming it (never a key), but
  * a revoked provider key's share is only counted: it is never opened again, and could not be
  * revoked any further to let the run finish.
@@ -36,7 +37,7 @@ export function resealSecrets(
     db,
     (secret, revoked) => {
       try {
-        return secretBox.reseal(secret.sealed, sealedSecretAad(secret));
+        return secretBox.reseal(secret.sealed, ...sealedSecretAads(secret));
       } catch {
         if (revoked) return "unopened";
         // Not chained: the cipher's own error ("unable to authenticate data") says no more than this.

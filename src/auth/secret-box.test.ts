@@ -101,6 +101,23 @@ describe("secret box during a master key rotation (a previous key beside the cur
     expect(rotating.reseal(resealed ?? "", "devicecheck-key:p1")).toBeUndefined();
   });
 
+  it("opens under a former AAD after the current one, reseals it to the current one, and tells which key opened it", () => {
+    const [aad, formerAad] = ["provider-key:p1:provider-a:k1", "provider-key:p1:k1"];
+    const current = createSecretBox(newKey);
+    const former = current.seal(Buffer.from("share"), formerAad);
+    expect(() => current.open(former, aad)).toThrow();
+    expect(current.open(former, aad, formerAad).toString()).toBe("share");
+    expect(current.keyOpening(former, aad, formerAad)).toBe("current");
+    const bound = current.reseal(former, aad, formerAad);
+    expect(current.open(bound ?? "", aad).toString()).toBe("share");
+    expect(() => current.open(bound ?? "", formerAad)).toThrow();
+    expect(current.reseal(bound ?? "", aad, formerAad)).toBeUndefined();
+    // Under the previous key and the former AAD: both move at once.
+    const older = before.seal(Buffer.from("share"), formerAad);
+    expect(rotating.keyOpening(older, aad, formerAad)).toBe("previous");
+    expect(current.open(rotating.reseal(older, aad, formerAad) ?? "", aad).toString()).toBe("share");
+  });
+
   it("refuses to reseal a secret that opens under neither key", () => {
     const other = createSecretBox(randomBytes(32)).seal(Buffer.from("x"), "aad");
     expect(() => rotating.reseal(other, "aad")).toThrow();

@@ -2,8 +2,8 @@ import { createCipheriv, createDecipheriv, hkdfSync, randomBytes } from "node:cr
 
 /**
  * AES-256-GCM sealing of secrets at rest. Sealed form: `v1.<base64url(iv | tag | ciphertext)>`.
- * The AAD binds a sealed value to its owner (e.g. project and key id), so a value copied to
- * another row does not open.
+ * The AAD binds a sealed value to its place (e.g. project, provider and key id), so a value copied
+ * to another row, or left in a row whose owner or provider was rewritten, does not open.
  *
  * During a master key rotation the box also holds the previous key (SLUICE_MASTER_KEY_PREVIOUS):
  * it seals under the current key only, and opens what either key sealed, so secrets stored before
@@ -11,12 +11,18 @@ import { createCipheriv, createDecipheriv, hkdfSync, randomBytes } from "node:cr
  */
 export interface SecretBox {
   seal(plaintext: Buffer, aad: string): string;
-  open(sealed: string, aad: string): Buffer;
   /**
-   * `sealed` sealed again under the current key (same AAD) when only the previous key opens it;
-   * undefined when the current key already opens it. Throws when neither key opens it.
+   * `formerAad`: the AAD such a value was sealed with before its AAD bound more of its place
+   * (decision 0053), tried after `aad` fails, so values stored before still open.
    */
-  reseal(sealed: string, aad: string): string | undefined;
+  open(sealed: string, aad: string, formerAad?: string): Buffer;
+  /**
+   * `sealed` sealed again under the current key and `aad` when only the previous key or only
+   * `formerAad` opens it; undefined when the current key opens it under `aad`. Throws when nothing does.
+   */
+  reseal(sealed: string, aad: string, formerAad?: string): string | undefined;
+  /** Whether the current key opens `sealed` (under either AAD) or only the previous one does; throws when neither. */
+  keyOpening(sealed: string, aad: string, formerAad?: string): "current" | "previous";
   /** A 32-byte key for `label` derived from the (current) master key (HKDF-SHA256, RFC 5869). */
   deriveKey(label: string): Buffer;
   /** The same from the previous key, during a rotation (what it signed still verifies); else undefined. */
@@ -40,31 +46,52 @@ export function createSecretBox(masterKey: Buffer, previousKey?: Buffer): Secret
     const ciphertext = Buffer.concat([cipher.update(plaintext), cipher.final()]);
     return `v1.${Buffer.concat([iv, cipher.getAuthTag(), ciphertext]).toString("base64url")}`;
   };
-  /** The plaintext and whether the current key opened it; throws the current key's error when neither does. */
-  const openEither = (sealed: string, aad: string): { plaintext: Buffer; current: boolean } => {
-    try {
-      return { plaintext: openWith(key, sealed, aad), current: true };
-    } catch (error) {
-      if (previous === undefined) throw error;
-      try {
-        return { plaintext: openWith(previous, sealed, aad), current: false };
-      } catch {
-        throw error;
+  /**
+   * The plaintext, whether the current key opened it and whether `aad` (not `formerAad`) did;
+   * throws the current key's error under `aad` when nothing does.
+   */
+  const openAny = (
+    sealed: string,
+    aad: string,
+    formerAad: string | undefined,
+  ): { plaintext: Buffer; current: boolean; bound: boolean } => {
+    let first: unknown;
+    for (const [candidate, current] of [
+      [key, true],
+      [previous, false],
+    ] as const) {
+      if (candidate === undefined) continue;
+      for (const [tried, bound] of [
+        [aad, true],
+        [formerAad, false],
+      ] as const) {
+        if (tried === undefined) continue;
+        try {
+          return { plaintext: openWith(candidate, sealed, tried), current, bound };
+        } catch (error) {
+          first ??= error;
+        }
       }
     }
+    throw first;
   };
   return {
     deriveKey: (label) => derive(key, label),
     derivePreviousKey: (label) => (previous === undefined ? undefined : derive(previous, label)),
     seal,
-    open: (sealed, aad) => openEither(sealed, aad).plaintext,
-    reseal(sealed, aad) {
-      const { plaintext, current } = openEither(sealed, aad);
+    open: (sealed, aad, formerAad) => openAny(sealed, aad, formerAad).plaintext,
+    reseal(sealed, aad, formerAad) {
+      const { plaintext, current, bound } = openAny(sealed, aad, formerAad);
       try {
-        return current ? undefined : seal(plaintext, aad);
+        return current && bound ? undefined : seal(plaintext, aad);
       } finally {
         plaintext.fill(0);
       }
+    },
+    keyOpening(sealed, aad, formerAad) {
+      const { plaintext, current } = openAny(sealed, aad, formerAad);
+      plaintext.fill(0);
+      return current ? "current" : "previous";
     },
   };
 }

@@ -37,7 +37,7 @@ export interface ProviderKeysTable {
   project_id: string;
   provider: string;
   label: string | null;
-  /** The server's share of the provider key, sealed with the master key (AAD: project + key id). */
+  /** The server's share of the provider key, sealed with the master key (AAD: project + provider + key id). */
   server_share: string;
   /** SHA-256 (hex) of the client share, to reject a wrong partial key before any decrypt. */
   client_share_digest: string;

@@ -3,7 +3,7 @@ import type { Database } from "./schema.js";
 
 /** One secret the database holds sealed under the master key, with what its AAD is made of. */
 export type SealedSecretSample =
-  | { kind: "provider-key"; projectId: string; keyId: string; sealed: string }
+  | { kind: "provider-key"; projectId: string; provider: string; keyId: string; sealed: string }
   | { kind: "device-check-key"; projectId: string; sealed: string };
 
 /**
@@ -33,13 +33,14 @@ export async function sealedSecretSamples(
   const all = keys === "all";
   let providerKeys = db
     .selectFrom("provider_keys")
-    .select(["id", "project_id", "server_share", "revoked_at"])
+    .select(["id", "project_id", "provider", "server_share", "revoked_at"])
     .orderBy("created_at", "desc")
     .orderBy("id", "desc");
   if (!all) providerKeys = providerKeys.where("revoked_at", "is", null).limit(keys);
   const samples: StoredSealedSecret[] = (await providerKeys.execute()).map((key) => ({
     kind: "provider-key",
     projectId: key.project_id,
+    provider: key.provider,
     keyId: key.id,
     sealed: key.server_share,
     ...(key.revoked_at !== null ? { revoked: true as const } : {}),

@@ -5,7 +5,7 @@ import { join } from "node:path";
 import BetterSqlite3 from "better-sqlite3";
 import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { providerKeyAad } from "../../src/admin/project-admin.js";
+import { formerProviderKeyAad } from "../../src/admin/project-admin.js";
 import { deviceCheckKeyAad } from "../../src/admin/project-rules.js";
 import { newKeyId, splitProviderKey } from "../../src/auth/partial-key.js";
 import { createSecretBox } from "../../src/auth/secret-box.js";
@@ -198,7 +198,7 @@ for (const engine of engines) {
                 project_id: project.id,
                 provider: "provider-a",
                 label: "old",
-                server_share: secretBox.seal(split.serverShare, providerKeyAad(project.id, keyId)),
+                server_share: secretBox.seal(split.serverShare, formerProviderKeyAad(project.id, keyId)),
                 client_share_digest: split.clientShareDigest,
                 created_at: at,
                 revoked_at: null,
@@ -258,7 +258,7 @@ for (const engine of engines) {
               label: null,
               server_share: secretBox.seal(
                 settingsSplit.serverShare,
-                providerKeyAad("settings", settingsKeyId),
+                formerProviderKeyAad("settings", settingsKeyId),
               ),
               client_share_digest: settingsSplit.clientShareDigest,
               created_at: at,

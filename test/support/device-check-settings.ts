@@ -41,6 +41,7 @@ export function openingSecretBox(opened = "-----BEGIN PRIVATE KEY-----"): Secret
     seal: () => "sealed",
     open: () => Buffer.from(opened),
     reseal: () => undefined,
+    keyOpening: () => "current",
     deriveKey: () => Buffer.alloc(32),
     derivePreviousKey: () => undefined,
   };
