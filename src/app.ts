@@ -6,6 +6,7 @@ import { GatewayError } from "./errors.js";
 import { type AdminRouteDeps, registerAdminRoutes } from "./http/admin-routes.js";
 import type { ConnectionCap } from "./http/connection-cap.js";
 import type { CorsPolicy } from "./http/cors.js";
+import { cutConnection } from "./http/cut-answer.js";
 import { maxHeaderFields } from "./http/max-header-fields.js";
 import { originForm } from "./http/origin-form.js";
 import { methodNotForwarded } from "./http/proxy-routes.js";
@@ -320,7 +321,7 @@ export function createApp(deps: AppDeps): App {
       }
       // The unparsable request is the one being answered, and its answer has begun: cut it.
       if (pending?.headersSent && !pending.writableEnded) {
-        socket.destroy();
+        cutConnection(socket);
         return;
       }
       // What Node could not read is the body of a request answered already (a refusal sent before

@@ -1,6 +1,7 @@
 import type { IncomingMessage, Server, ServerResponse } from "node:http";
 import { Server as NetServer, type Socket } from "node:net";
 import { refuseAtDeadline } from "../deadline-refusal.js";
+import { cutConnection } from "./cut-answer.js";
 
 /** How often a drain looks at the connections still open. */
 const lookEveryMs = 25;
@@ -11,6 +12,8 @@ const lookEveryMs = 25;
  * machine. The wait ends as soon as every refused connection has closed, so it costs only when a
  * call does not answer (a cancel that cannot reach the server): it is taken from the half of the
  * shutdown's margin that the rows and the flush get (`shutdownMarginMs`), leaving them half of it.
+ * A cut connection still writing the line that tells its client of the cut (over TLS, behind a
+ * write under way: `cutConnection`) is waited for within the same time.
  */
 export const refusedAnswerWaitMs = 250;
 const netClose = NetServer.prototype.close;
@@ -137,6 +140,8 @@ export function trackConnections(server: Server, event: "connection" | "secureCo
         await new Promise((resolve) => setImmediate(resolve));
       } while (open.size > 0 && Date.now() < deadline && !hurry?.aborted);
       const refused = new Set<Socket>();
+      /** Cut connections still writing the line that tells their clients so (cutConnection). */
+      const cutWriting: Socket[] = [];
       let refusedPipelined = 0;
       for (const socket of open) {
         const response = pendingResponse(socket);
@@ -149,11 +154,17 @@ export function trackConnections(server: Server, event: "connection" | "secureCo
         // answer closes the connection, even if it kept it open for a request pipelined behind it.
         if (response && !response.headersSent) response.shouldKeepAlive = false;
         if (response && !response.headersSent && refuseAtDeadline(response)) refused.add(socket);
-        else socket.destroy();
+        else {
+          cutConnection(socket);
+          if (!socket.destroyed) cutWriting.push(socket);
+        }
       }
       const cut = open.size - refused.size;
       const answeredBy = Date.now() + refusedAnswerWaitMs;
-      while ([...refused].some((socket) => open.has(socket)) && Date.now() < answeredBy)
+      while (
+        ([...refused].some((socket) => open.has(socket)) || cutWriting.some((socket) => !socket.destroyed)) &&
+        Date.now() < answeredBy
+      )
         await new Promise((resolve) => setTimeout(resolve, 5));
       server.closeAllConnections();
       // Node's own close too, which stops its timeout checks on the connections.

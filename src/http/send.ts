@@ -1,6 +1,7 @@
 import { type IncomingMessage, type ServerResponse, STATUS_CODES } from "node:http";
 import type { Duplex } from "node:stream";
 import { renderError } from "../errors.js";
+import { cutAnswer } from "./cut-answer.js";
 
 export function sendJson(
   response: ServerResponse,
@@ -20,7 +21,7 @@ export function sendBytes(
   headers: Record<string, string> = {},
 ): void {
   if (response.headersSent) {
-    response.destroy();
+    cutAnswer(response);
     return;
   }
   setHeaders(response, headers);

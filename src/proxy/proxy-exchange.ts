@@ -3,6 +3,7 @@ import type { Socket } from "node:net";
 import type { Dispatcher, Pool } from "undici";
 import { offRefusal, onRefusal } from "../deadline-refusal.js";
 import type { GatewayError } from "../errors.js";
+import { cutAnswer } from "../http/cut-answer.js";
 import type { ImageCall } from "../providers/image-calls.js";
 import type { ResponsesCall } from "../providers/provider-adapter.js";
 import type { ProviderId } from "../providers/provider-id.js";
@@ -151,7 +152,7 @@ export class ProxyExchange implements Dispatcher.DispatchHandler {
    * A timer that runs out after a drain is left alone until the next stall refreshes it.
    */
   private cutStalled(): void {
-    if (this.drainListening && !this.settled) this.response.destroy();
+    if (this.drainListening && !this.settled) cutAnswer(this.response);
   }
 
   private finish(outcome: ProxyOutcome | "gone-before-headers"): void {
@@ -433,7 +434,7 @@ export class ProxyExchange implements Dispatcher.DispatchHandler {
       return;
     }
     // The provider cut the stream or went silent, or the client left: the client sees the cut too.
-    this.response.destroy();
+    cutAnswer(this.response);
     this.finish(this.clientGone ? "aborted" : this.response.writableFinished ? "ok" : "error");
   }
 }

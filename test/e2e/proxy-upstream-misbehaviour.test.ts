@@ -78,6 +78,7 @@ function send(
   payload = Buffer.alloc(0),
 ): Promise<Received> {
   return new Promise((resolve, reject) => {
+    let answered = false;
     const outgoing = httpRequest(
       url,
       {
@@ -86,6 +87,7 @@ function send(
         headers: payload.length > 0 ? { ...headers, "content-length": payload.length } : headers,
       },
       (incoming) => {
+        answered = true;
         const parts: Buffer[] = [];
         incoming.on("data", (part: Buffer) => parts.push(part));
         incoming.on("error", () => {});
@@ -100,7 +102,12 @@ function send(
         );
       },
     );
-    outgoing.on("error", reject);
+    // A cut answer (this connection's say `Connection: close`) ends in a line that breaks its
+    // chunked framing (src/http/cut-answer.ts), which Node reports on the request too: the
+    // answer's close says how it ended.
+    outgoing.on("error", (error) => {
+      if (!answered) reject(error);
+    });
     outgoing.end(payload);
   });
 }

@@ -1,4 +1,5 @@
 import { Agent as HttpAgent, request as httpRequest } from "node:http";
+import OpenAI from "openai";
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { type FakeUpstream, startFakeUpstream } from "../fakes/fake-upstream.js";
 import { afterFirstChunk, proxiedChat } from "../support/proxied-chat.js";
@@ -47,8 +48,8 @@ describe("the shutdown delay", () => {
       const project = await gateway.createProject();
       // A stream that never ends, open when the second signal comes: the hurried shutdown cuts it
       // at once, where the delay's 30 s and then the 10 s drain would hold the process past the test.
-      // Begun before the signal, it is kept alive, so its answer is chunked and the client (undici,
-      // which takes a `Connection: close` answer's end for its end) tells a cut from the end.
+      // Begun before the signal, its answer says keep-alive (the delay's say close: see the cut
+      // of a stream begun during the delay, below).
       fake.hangStreamsAfter(1);
       const stream = await proxiedChat(gateway.url, project, {
         body: { model: "gpt-4o-mini", messages: [], stream: true },
@@ -192,6 +193,60 @@ describe("the shutdown delay", () => {
       expect(gateway.usageRequestIds()).toContain(stream.headers.get("x-request-id"));
     } finally {
       fake.setSseDelayMs(0);
+      await gateway.remove();
+    }
+  }, 25_000);
+
+  it("cuts a stream begun during the delay at the deadline so that its client sees the cut, fetch and the OpenAI SDK alike, and writes its row", async () => {
+    // Begun during the delay, the streams' answers say `Connection: close`, whose close undici
+    // (Node 20's fetch, under the SDK too) takes for the answer's end, even a chunked one's before
+    // its last chunk: an app then had a cut answer for a whole one.
+    const gateway = await spawnGateway({
+      env: {
+        SLUICE_PROVIDER_A_BASE_URL: `${fake.url}/a/v1`,
+        SLUICE_SHUTDOWN_DELAY_MS: "3000",
+        SLUICE_SHUTDOWN_TIMEOUT_MS: "500",
+      },
+    });
+    try {
+      const project = await gateway.createProject();
+      fake.hangStreamsAfter(1);
+      gateway.child.kill("SIGTERM");
+      await logged(gateway, '"delayMs":3000,"msg":"shutdown delayed');
+      const stream = await proxiedChat(gateway.url, project, {
+        body: { model: "gpt-4o-mini", messages: [], stream: true },
+      });
+      expect(stream.headers.get("connection")).toBe("close");
+      const { rest: read } = await afterFirstChunk(stream);
+      const openai = new OpenAI({
+        baseURL: `${gateway.url}/v1/provider-a/${project.projectId}`,
+        apiKey: project.bearer,
+        maxRetries: 0,
+      });
+      const sdk = await openai.chat.completions
+        .create({ model: "gpt-4o-mini", messages: [], stream: true })
+        .withResponse();
+      const sdkRead = (async () => {
+        try {
+          for await (const _chunk of sdk.data);
+          return "whole";
+        } catch {
+          return "cut";
+        }
+      })();
+      // Both began during the delay, and the drain's deadline cuts them.
+      expect(gateway.output()).not.toContain("shutting down: no new connections");
+      expect(await gateway.exit).toEqual({ code: 0, signal: null });
+      expect(gateway.output()).toContain(
+        '"connections":2,"msg":"shutdown deadline reached: connections cut"',
+      );
+      expect(await read).toBe("cut");
+      expect(await sdkRead).toBe("cut");
+      // Their rows are written, as any stream's the shutdown cuts: the provider's status, aborted.
+      for (const requestId of [stream.headers.get("x-request-id"), sdk.response.headers.get("x-request-id")])
+        expect(gateway.usageRow(requestId)).toEqual({ status: 200, outcome: "aborted" });
+    } finally {
+      fake.hangStreamsAfter(null);
       await gateway.remove();
     }
   }, 25_000);

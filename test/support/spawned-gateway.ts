@@ -4,7 +4,7 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { usageRequestIdsIn } from "./usage-request-ids.js";
+import { usageRequestIdsIn, usageRowIn } from "./usage-request-ids.js";
 
 export const adminToken = `admin-${randomBytes(12).toString("hex")}`;
 
@@ -19,6 +19,8 @@ export interface SpawnedGateway {
   createProject(): Promise<{ projectId: string; bearer: string }>;
   /** The request ids of the usage rows in its SQLite database. */
   usageRequestIds(): string[];
+  /** The status and outcome of the usage row `requestId` in its SQLite database, if any. */
+  usageRow(requestId: string | null): { status: number; outcome: string } | undefined;
   /** Kills the process if it still runs and removes its data dir. */
   remove(): Promise<void>;
 }
@@ -88,6 +90,7 @@ export async function spawnGateway(
     output: () => output,
     createProject: () => createProjectOverAdminApi(url, adminToken, "spawned"),
     usageRequestIds: () => usageRequestIdsIn(dataDir),
+    usageRow: (requestId) => usageRowIn(dataDir, requestId),
     async remove() {
       if (!exited) {
         child.kill("SIGKILL");

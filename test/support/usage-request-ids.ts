@@ -21,3 +21,21 @@ export function usageColumnIn<T>(dataDir: string, column: "request_id" | "status
 export function usageRequestIdsIn(dataDir: string): string[] {
   return usageColumnIn<string>(dataDir, "request_id");
 }
+
+/**
+ * The status and outcome of the usage row `requestId` in the SQLite database of the data dir
+ * `dataDir`, read-only; undefined when there is none.
+ */
+export function usageRowIn(
+  dataDir: string,
+  requestId: string | null,
+): { status: number; outcome: string } | undefined {
+  const database = new BetterSqlite3(join(dataDir, "sluice.sqlite"), { readonly: true });
+  try {
+    return database
+      .prepare("select status, outcome from usage_records where request_id = ?")
+      .get(requestId ?? "") as { status: number; outcome: string } | undefined;
+  } finally {
+    database.close();
+  }
+}
