@@ -1,6 +1,6 @@
 import { projectIdHeader } from "../auth/repeated-credential-header.js";
 import type { Admit, AdmittedCall, CallSpend, Endpoint } from "./admission.js";
-import { type BodyBudget, holdInShare } from "./body-budget.js";
+import type { BodyBudget, BodyShare } from "./body-budget.js";
 import { watchClient } from "./client-watch.js";
 import { readBody, requireUncompressedUtf8Json } from "./read-body.js";
 import type { RequestContext } from "./router.js";
@@ -26,9 +26,9 @@ export interface JsonAnswer extends CallSpend {
  * and the row says so (499, or 503 refused). `readBody` reads the body (413 over `maxBytes`) within
  * `bodyBudget` (503 when it does not fit), which holds its bytes until the call ends, however it
  * ends: the body, and what is made of it (a decoded image or PDF, the provider's request), is
- * garbage only then. Not the bytes' Buffer: `run` lets it go once parsed. `holdBytes` counts in
- * the same share what the call holds beyond its body (a PDF fetched by URL), and throws the 503 of
- * a body that does not fit when they do not.
+ * garbage only then. Not the bytes' Buffer: `run` lets it go once parsed. `share` is the call's
+ * part of the budget, where `run` counts what the call holds beyond its body (a PDF fetched by URL:
+ * `holdInShare` throws the 503 of a body that does not fit when it does not).
  */
 export async function answerWithJson(
   admit: Admit,
@@ -40,7 +40,7 @@ export async function answerWithJson(
     signal: AbortSignal,
     soFar: CallSoFar,
     readBody: (maxBytes: number) => Promise<Buffer>,
-    holdBytes: (bytes: number) => void,
+    share: BodyShare,
   ) => Promise<JsonAnswer>,
 ): Promise<void> {
   const { request, response, params } = context;
@@ -58,8 +58,7 @@ export async function answerWithJson(
   try {
     requireUncompressedUtf8Json(request);
     const read = (maxBytes: number) => readBody(request, maxBytes, { share, response });
-    const hold = (bytes: number) => holdInShare(share, bytes);
-    const { body, model, usage, costUsd } = await run(call, client.signal, soFar, read, hold);
+    const { body, model, usage, costUsd } = await run(call, client.signal, soFar, read, share);
     client.throwIfGone();
     sendJson(response, 200, body);
     call.finish({

@@ -10,10 +10,10 @@ import { requireImageWithinLimits, requirePdfWithinLimits } from "../structured/
 import { type AnalysisKind, chooseModel, structuredRoutes } from "../structured/model-choice.js";
 import { checkOutputSchema } from "../structured/output-schema.js";
 import { parsePdfInput } from "../structured/pdf-input.js";
-import type { FetchPdf } from "../structured/safe-pdf-fetch.js";
+import type { FetchedBytesHold, FetchPdf } from "../structured/safe-pdf-fetch.js";
 import { costOfTokens } from "../usage/token-cost.js";
 import type { Admit } from "./admission.js";
-import type { BodyBudget } from "./body-budget.js";
+import { type BodyBudget, type BodyShare, bodyBudgetFull, holdInShare } from "./body-budget.js";
 import { answerWithJson } from "./json-answer-call.js";
 import { jsonBodyLimits } from "./json-shape.js";
 import { parseJsonObject } from "./read-body.js";
@@ -50,7 +50,7 @@ function handle(deps: StructuredRouteDeps, kind: AnalysisKind, context: RequestC
     deps.bodyBudget,
     context,
     kind,
-    async (call, signal, soFar, readBody, hold) => {
+    async (call, signal, soFar, readBody, share) => {
       const body = parseJsonObject(await readBody(bodyCap(deps, kind)), {
         limits: jsonBodyLimits,
         takes: `${structuredRoutes[kind]} takes one JSON object such as {"${fieldOf[kind]}": "…"}`,
@@ -66,7 +66,7 @@ function handle(deps: StructuredRouteDeps, kind: AnalysisKind, context: RequestC
       }
       const model = chooseModel(call.project, call.provider, kind);
       const schema = usableSchema(call.project, call.provider, model, kind);
-      const input = await parseInput(deps, kind, value, call.provider, signal, context.requestId, hold);
+      const input = await parseInput(deps, kind, value, call.provider, signal, context.requestId, share);
       soFar.model = model;
       // Only the project's admin can change a schema the provider refuses: the operator hears of it.
       const noteSchemaRefusal = (error: unknown): void => {
@@ -178,8 +178,8 @@ async function parseInput(
   /** Stops a PDF fetch by URL: the client left. */
   signal: AbortSignal,
   requestId: string,
-  /** Counts a fetched PDF in the body budget (503 past it). */
-  hold: (bytes: number) => void,
+  /** The call's share of the body budget, where a fetched PDF is counted (503 past it). */
+  share: BodyShare,
 ): Promise<AnalysisInput> {
   if (kind === "text") return { kind, text: value };
   if (kind === "vision") {
@@ -189,10 +189,37 @@ async function parseInput(
     return { kind, ...image };
   }
   const pdf = parsePdfInput(value, { maxBytes: deps.maxPdfBytes });
-  const bytes = pdf.kind === "data" ? pdf.bytes : await deps.fetchPdf(pdf.url, signal, requestId);
-  // A PDF fetched by URL is held until the call ends as one sent inline is: counted as its body
-  // would have been (its base64), once fetched. SLUICE_MAX_PDF_FETCHES bounds only the fetches.
-  if (pdf.kind === "url") hold(Math.ceil(bytes.length / 3) * 4);
+  if (pdf.kind === "data") {
+    requirePdfWithinLimits(provider, pdf.bytes);
+    return { kind, bytes: pdf.bytes };
+  }
+  const hold = fetchedPdfHold(share);
+  const bytes = await deps.fetchPdf(pdf.url, signal, requestId, hold);
+  // All of it, once fetched (nothing more from a fetcher that counted it as it arrived).
+  hold.received(bytes.length);
   requirePdfWithinLimits(provider, bytes);
   return { kind, bytes };
+}
+
+/**
+ * A PDF fetched by URL is held until the call ends as one sent inline is: counted as its body would
+ * have been (its base64), as it arrives. One whose Content-Length does not fit is refused before its
+ * body is read, else at the first chunk that does not fit: the rest is not downloaded (before, the
+ * whole PDF was, up to SLUICE_MAX_PDF_BYTES, and refused once fetched). SLUICE_MAX_PDF_FETCHES bounds
+ * only the fetches under way.
+ */
+function fetchedPdfHold(share: BodyShare): FetchedBytesHold {
+  const inBase64 = (bytes: number) => Math.ceil(bytes / 3) * 4;
+  let held = 0;
+  return {
+    announced(bytes) {
+      if (!share.fits(inBase64(bytes))) throw bodyBudgetFull();
+    },
+    received(total) {
+      const more = inBase64(total) - held;
+      if (more <= 0) return;
+      holdInShare(share, more);
+      held += more;
+    },
+  };
 }

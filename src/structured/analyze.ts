@@ -1,5 +1,5 @@
 import type { ModelMessage } from "ai";
-import { GatewayError, listedProblems } from "../errors.js";
+import { GatewayError, listedProblems, maxProblemsListed } from "../errors.js";
 import { deadlineSignal } from "../net/deadline-signal.js";
 import type { AiSdkModels } from "../providers/ai-sdk-provider.js";
 import type { ProviderId } from "../providers/provider-id.js";
@@ -122,6 +122,7 @@ export async function analyze(models: AiSdkModels, request: AnalysisRequest): Pr
             usage,
           };
         outcome.problems = check.errors;
+        if (check.moreErrors) outcome.moreProblems = true;
         // Sent back as the model wrote it, unless nested too deep for JSON.stringify (a stack overflow).
         if (!check.tooDeep) outcome.text = JSON.stringify(outcome.object);
       }
@@ -148,7 +149,7 @@ export async function analyze(models: AiSdkModels, request: AnalysisRequest): Pr
       // names every one, and an answer of many wrong items made a prompt many times its size.
       messages.push({
         role: "user",
-        content: `${opening} does not match the JSON Schema (${listedProblems(outcome.problems).text}). Answer again with only a JSON object that matches it.`,
+        content: `${opening} does not match the JSON Schema (${mismatchesListed(outcome)}). Answer again with only a JSON object that matches it.`,
       });
     }
     return {
@@ -168,6 +169,16 @@ export async function analyze(models: AiSdkModels, request: AnalysisRequest): Pr
   } finally {
     clear();
   }
+}
+
+/**
+ * An attempt's mismatches as a refusal lists its problems (listedProblems: at most 50, and how many
+ * more); past maxMismatchesFound their search stopped, and the count is said to be more than that.
+ */
+function mismatchesListed({ problems, moreProblems }: AttemptOutcome): string {
+  if (!moreProblems) return listedProblems(problems).text;
+  const listed = problems.slice(0, maxProblemsListed);
+  return `${listedProblems(listed).text}; and more than ${problems.length - listed.length} other problems`;
 }
 
 /**
@@ -202,6 +213,8 @@ interface AttemptOutcome {
   object?: unknown;
   text?: string;
   problems: string[];
+  /** The answer has more mismatches than `problems` (the search stopped at maxMismatchesFound). */
+  moreProblems?: boolean;
   usage: TokenUsage | null;
   modelId?: string;
 }

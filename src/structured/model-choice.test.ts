@@ -11,10 +11,10 @@ describe("chooseModel", () => {
     expect(chooseModel({ model: "gpt-4.1" }, "provider-a", "text")).toBe("gpt-4.1");
   });
 
-  it("trusts a model the catalogue does not know as configured, prefix and all", () => {
-    expect(chooseModel({ model: "models/my-tuned-model" }, "provider-c", "text")).toBe(
-      "models/my-tuned-model",
-    );
+  it("trusts a model the catalogue does not know as configured, and sends it without the prefix too", () => {
+    expect(chooseModel({ model: "models/my-tuned-model" }, "provider-c", "text")).toBe("my-tuned-model");
+    expect(chooseModel({ model: "models/gpt-9-preview" }, "provider-a", "pdf")).toBe("gpt-9-preview");
+    expect(chooseModel({ model: "my-tuned-model" }, "provider-c", "vision")).toBe("my-tuned-model");
   });
 
   it("uses the provider's default without a model, or for a model lacking the capability", () => {

@@ -9,9 +9,11 @@ export type AnalysisKind = "text" | "vision" | "pdf";
  * PDF need a model that can read images or PDFs, text one with structured output: when the
  * configured model is catalogued without that capability (an image model the project's /v1/image
  * calls use, say), the provider's default for it is used instead. A custom model the
- * catalogue does not know is trusted as configured. A catalogued one is sent without a `models/`
- * prefix (provider C's list names models so, and the admin API accepts it for every provider):
- * providers A and B would refuse `models/gpt-4.1`.
+ * catalogue does not know is trusted as configured. Either is sent without a `models/` prefix
+ * (provider C's list names models so, and the admin API accepts it for every provider), as
+ * /v1/image sends it (imageModelFor): providers A and B would refuse `models/gpt-4.1`, and provider
+ * C's URL gets the prefix from the AI SDK. Kept on a model the catalogue does not list, the same
+ * name worked on /v1/image and failed on /v1/text.
  */
 export function chooseModel(
   project: Pick<Project, "model">,
@@ -21,9 +23,9 @@ export function chooseModel(
   const purpose = kind === "text" ? "structured" : kind;
   const fallback = defaultModel(provider, purpose) as string;
   if (!project.model) return fallback;
-  const known = findModel(provider, project.model);
-  if (!known) return project.model;
   const model = bareModelId(project.model);
+  const known = findModel(provider, project.model);
+  if (!known) return model;
   if (kind === "text") return known.capabilities.structured ? model : fallback;
   return known.capabilities[kind] ? model : fallback;
 }

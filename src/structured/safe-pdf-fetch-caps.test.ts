@@ -27,6 +27,11 @@ describe("the PDF fetcher's caps on work in flight", () => {
     server = createServer((request, response) => {
       requests.push(request.url ?? "");
       if (request.url === "/doc.pdf") return void response.end("%PDF-1.4\n");
+      // Announced over the cap: its start, and the rest never.
+      if (request.url === "/announced-large.pdf") {
+        response.writeHead(200, { "content-type": "application/pdf", "content-length": 2 << 20 });
+        return void response.write("%PDF-1.4\n");
+      }
       // A PDF that starts and never ends: the fetch holds what came until its deadline.
       response.writeHead(200, { "content-type": "application/pdf" });
       response.write("%PDF-1.4\n");
@@ -94,5 +99,16 @@ describe("the PDF fetcher's caps on work in flight", () => {
     // A refusal and a failure give their places back as a success does.
     expect(await outcome(fetchPdf(new URL(`http://127.0.0.1:${port}/doc.pdf`)))).toBe("ok");
     expect(await outcome(fetchPdf(new URL(`http://127.0.0.1:${port}/doc.pdf`)))).toBe("ok");
+  });
+
+  it("refuses a PDF whose Content-Length is over the cap (413) without waiting for its body", async () => {
+    const fetchPdf = fetcherWith({ timeoutMs: 5000 });
+    // Given up by the test after 300 ms when it is not refused at once (as before: the fetch waited
+    // for the body, to refuse it once more than the cap had come).
+    const caller = new AbortController();
+    setTimeout(() => caller.abort(new Error("The test gave up")), 300);
+    expect(
+      await outcome(fetchPdf(new URL(`http://127.0.0.1:${port}/announced-large.pdf`), caller.signal)),
+    ).toBe(`PAYLOAD_TOO_LARGE: The PDF exceeds ${1 << 20} bytes`);
   });
 });

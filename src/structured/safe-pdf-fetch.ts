@@ -188,8 +188,16 @@ export function createSafePdfFetcher(options: SafePdfFetcherOptions) {
     }
   }
 
-  /** `requestId` names the request in what `logRefusedHost` is told. */
-  return async function fetchPdf(start: URL, signal?: AbortSignal, requestId?: string): Promise<Uint8Array> {
+  /**
+   * `requestId` names the request in what `logRefusedHost` is told; `hold` counts the PDF's bytes as
+   * they arrive (the call's share of the body budget), and stops the fetch when they do not fit.
+   */
+  return async function fetchPdf(
+    start: URL,
+    signal?: AbortSignal,
+    requestId?: string,
+    hold?: FetchedBytesHold,
+  ): Promise<Uint8Array> {
     // Counted until the fetch has settled (its connection is destroyed then, and what it read is
     // either its caller's or garbage), or until a refusal's wait for `refusalFloorMs` begins, which
     // holds neither: held through it, a flood of refused URLs kept the places taken.
@@ -203,7 +211,7 @@ export function createSafePdfFetcher(options: SafePdfFetcherOptions) {
       fetchesRunning--;
     };
     try {
-      return await fetchWithDeadline(start, leave, signal, requestId);
+      return await fetchWithDeadline(start, leave, signal, requestId, hold);
     } finally {
       leave();
     }
@@ -214,12 +222,13 @@ export function createSafePdfFetcher(options: SafePdfFetcherOptions) {
     leave: () => void,
     signal?: AbortSignal,
     requestId?: string,
+    hold?: FetchedBytesHold,
   ): Promise<Uint8Array> {
     // Not AbortSignal.any with AbortSignal.timeout, whose timer a garbage collection can take
     // (deadline-signal.ts): the fetch then ran as long as the server kept sending.
     const { signal: deadline, clear } = deadlineSignal(options.timeoutMs, signal);
     try {
-      return await fetchWithin(start, deadline, leave, requestId);
+      return await fetchWithin(start, deadline, leave, requestId, hold);
     } finally {
       clear();
     }
@@ -230,6 +239,7 @@ export function createSafePdfFetcher(options: SafePdfFetcherOptions) {
     deadline: AbortSignal,
     leave: () => void,
     requestId?: string,
+    hold?: FetchedBytesHold,
   ): Promise<Uint8Array> {
     let url = start;
     for (let hop = 0; hop <= maxRedirects; hop++) {
@@ -252,7 +262,11 @@ export function createSafePdfFetcher(options: SafePdfFetcherOptions) {
           await response.body.dump();
           throw refuse(`could not fetch the PDF: the server answered ${response.statusCode}`);
         }
-        return await readCapped(response.body, options.maxBytes);
+        // Refused on its Content-Length before any of the body is read, as a request body is.
+        const announced = Number(response.headers["content-length"]);
+        if (announced > options.maxBytes) throw tooLarge(options.maxBytes);
+        if (announced > 0) hold?.announced(announced);
+        return await readCapped(response.body, options.maxBytes, hold);
       } catch (error) {
         if (error instanceof GatewayError) throw error;
         throw deadline.aborted ? stopped(deadline) : refuse("could not fetch the PDF");
@@ -309,21 +323,40 @@ function withoutTrailingDot(connectOptions: buildConnector.Options): buildConnec
   return name?.endsWith(".") ? { ...connectOptions, servername: name.replace(/\.+$/, "") } : connectOptions;
 }
 
-async function readCapped(body: AsyncIterable<Buffer>, maxBytes: number): Promise<Uint8Array> {
+/**
+ * Counts a fetched PDF's bytes where its call holds them (the body budget, decision 0025). Either
+ * throws to stop the fetch: the rest of the PDF is not read, and its connection is closed.
+ */
+export interface FetchedBytesHold {
+  /** Whether a PDF of `bytes` (its Content-Length) would fit now; nothing is held for it. */
+  announced(bytes: number): void;
+  /** The PDF's bytes received so far, `total` of them: what is held grows to match. */
+  received(total: number): void;
+}
+
+/** The body read up to `maxBytes` (413 past it), each chunk counted in `hold` as it arrives. */
+async function readCapped(
+  body: AsyncIterable<Buffer>,
+  maxBytes: number,
+  hold?: FetchedBytesHold,
+): Promise<Uint8Array> {
   const chunks: Buffer[] = [];
   let size = 0;
   for await (const chunk of body) {
     size += chunk.length;
-    if (size > maxBytes) {
-      throw new GatewayError("PAYLOAD_TOO_LARGE", `The PDF exceeds ${maxBytes} bytes`, {
-        details: { maxBytes },
-      });
-    }
+    if (size > maxBytes) throw tooLarge(maxBytes);
+    hold?.received(size);
     chunks.push(chunk);
   }
   const bytes = Buffer.concat(chunks, size);
   if (!isPdf(bytes)) throw refuse("the URL did not return a PDF (it does not start with %PDF-)");
   return bytes;
+}
+
+function tooLarge(maxBytes: number): GatewayError {
+  return new GatewayError("PAYLOAD_TOO_LARGE", `The PDF exceeds ${maxBytes} bytes`, {
+    details: { maxBytes },
+  });
 }
 
 /**

@@ -1,6 +1,6 @@
 import { createRequire } from "node:module";
 import { setFlagsFromString } from "node:v8";
-import type { Ajv, Options, ValidateFunction } from "ajv";
+import type { Ajv, ErrorObject, Options, ValidateFunction } from "ajv";
 import { eachSchema } from "./schema-walk.js";
 
 /**
@@ -44,8 +44,20 @@ const linearRegExp: RegExpEngine = Object.assign(
  */
 export const validatorCacheLimit = 2000;
 
-/** One Ajv instance and how many schemas it has compiled (refused ones included). */
-type Generation = { ajv: Ajv; compiles: number };
+/**
+ * The mismatches of one answer the repair's listing looks for; past it, the search stops (the answer
+ * has more). Ajv with allErrors builds an error object for each (and Sluice a string), whatever the
+ * answer's size: 100,000 wrong items were 100,000 of each, ~370 ms of the event loop and ~36 MiB on
+ * every attempt, and a million ten times that, for a repair prompt that names 50 (listedProblems).
+ */
+export const maxMismatchesFound = 1000;
+
+/**
+ * One Ajv instance stopping at an answer's first mismatch (whether it is valid), another finding
+ * its mismatches up to maxMismatchesFound for the repair (built with the first schema that needs
+ * it), and how many schemas they have compiled (refused ones included).
+ */
+type Generation = { ajv: Ajv; listing: Ajv | null; compiles: number };
 /**
  * Ajv is loaded with the first schema compiled, not at start: loading it took ~70 ms of CPU here, of a
  * start of the embedded default that answers /health (and every proxied call) without it
@@ -53,25 +65,46 @@ type Generation = { ajv: Ajv; compiles: number };
  * a static import would give.
  */
 let AjvClass: typeof Ajv | undefined;
-const newGeneration = (): Generation => {
+const newAjv = (allErrors: boolean): Ajv => {
   AjvClass ??= (createRequire(import.meta.url)("ajv") as typeof import("ajv")).Ajv;
-  return {
-    ajv: new AjvClass({
-      allErrors: true,
-      strict: false,
-      validateFormats: false,
-      code: { regExp: linearRegExp },
-      // Ajv's own console output (a schema whose generated code fails to compile is printed whole,
-      // ~1 MB for a wide union) bypasses the log; the error it throws is answered instead.
-      logger: false,
-    }),
-    compiles: 0,
-  };
+  return new AjvClass({
+    allErrors,
+    strict: false,
+    validateFormats: false,
+    code: allErrors ? { regExp: linearRegExp, process: stoppingPastMaxMismatches } : { regExp: linearRegExp },
+    // Ajv's own console output (a schema whose generated code fails to compile is printed whole,
+    // ~1 MB for a wide union) bypasses the log; the error it throws is answered instead.
+    logger: false,
+  });
 };
+const newGeneration = (): Generation => ({ ajv: newAjv(false), listing: null, compiles: 0 });
+
+/**
+ * A listing validator's code, made to throw its errors so far (`{ [pastMaxMismatches]: vErrors }`)
+ * once it holds more than maxMismatchesFound: Ajv has no such option. Its generated code counts
+ * every error it adds in `errors` (`errors++;`, or `errors = vErrors.length;` after a referenced
+ * schema's), which is where the check goes (the test of a large wrong answer fails if Ajv's code
+ * changes). The throw may come inside an `anyOf` whose later alternative the value would have
+ * matched: such a validator only lists the mismatches of an answer the other found invalid.
+ */
+function stoppingPastMaxMismatches(code: string): string {
+  return code.replace(
+    /\berrors\+\+;|\berrors = vErrors\.length;/g,
+    (step) => `${step}if(errors>${maxMismatchesFound}){throw {${pastMaxMismatches}:vErrors};}`,
+  );
+}
+const pastMaxMismatches = "sluicePastMaxMismatches";
 let current: Generation | null = null;
 let previous: Generation | null = null;
 /** By the schema's JSON, least recently used first (a hit moves its entry to the end). */
-const compiled = new Map<string, { validate: ValidateFunction; generation: Generation }>();
+const compiled = new Map<string, CompiledSchema>();
+
+/** A schema's validator, and its listing one once an answer needed it. */
+interface CompiledSchema {
+  validate: ValidateFunction;
+  generation: Generation;
+  list?: ValidateFunction;
+}
 
 /**
  * The compiled validator of a schema, from a bounded LRU cache. When the current Ajv instance has
@@ -80,12 +113,16 @@ const compiled = new Map<string, { validate: ValidateFunction; generation: Gener
  * instance. A few schemas in use never get there: they are compiled once.
  */
 export function validatorFor(schema: Record<string, unknown>): ValidateFunction {
+  return compiledFor(schema).validate;
+}
+
+function compiledFor(schema: Record<string, unknown>): CompiledSchema {
   const key = JSON.stringify(schema);
   const hit = compiled.get(key);
   if (hit) {
     compiled.delete(key);
     compiled.set(key, hit);
-    return hit.validate;
+    return hit;
   }
   current ??= newGeneration();
   if (current.compiles >= validatorCacheLimit) {
@@ -94,15 +131,15 @@ export function validatorFor(schema: Record<string, unknown>): ValidateFunction 
     current = newGeneration();
   }
   const generation = current;
-  const validate = compileIn(generation, schema);
-  compiled.set(key, { validate, generation });
+  const entry: CompiledSchema = { validate: compileIn(generation, generation.ajv, schema), generation };
+  compiled.set(key, entry);
   if (compiled.size > validatorCacheLimit) {
     for (const oldest of compiled.keys()) {
       compiled.delete(oldest);
       break;
     }
   }
-  return validate;
+  return entry;
 }
 
 /** How many schemas one scratch Ajv instance compiles (compileUnkept) before a fresh one takes over. */
@@ -117,7 +154,7 @@ let scratch: Generation | null = null;
  */
 export function compileUnkept(schema: Record<string, unknown>): void {
   if (scratch === null || scratch.compiles >= scratchLimit) scratch = newGeneration();
-  compileIn(scratch, schema);
+  compileIn(scratch, scratch.ajv, schema);
 }
 
 /**
@@ -125,9 +162,9 @@ export function compileUnkept(schema: Record<string, unknown>): void {
  * instance takes two projects' schemas that share one (it refuses an id it holds), and a `$ref`
  * below an `$id` is not read relative to it; `$schema` would name a meta-schema.
  */
-function compileIn(generation: Generation, schema: Record<string, unknown>): ValidateFunction {
+function compileIn(generation: Generation, ajv: Ajv, schema: Record<string, unknown>): ValidateFunction {
   generation.compiles++;
-  return generation.ajv.compile(
+  return ajv.compile(
     eachSchema(schema, ({ $id: _id, $schema: _dialect, ...rest }) => rest) as Record<string, unknown>,
   );
 }
@@ -136,21 +173,58 @@ function compileIn(generation: Generation, schema: Record<string, unknown>): Val
  * Validates a model's output; the error strings say where and why. A value that would not survive
  * JSON serialisation is invalid too: JSON.parse reads `1e999` as Infinity, which Ajv takes for a
  * number and JSON.stringify would send as null, breaking the schema the answer was checked against;
- * and so is one nested more than maxAnswerDepth deep (`tooDeep`: only that is said of it).
+ * and so is one nested more than maxAnswerDepth deep (`tooDeep`: only that is said of it). Whether
+ * it is valid is decided at the first mismatch; an invalid one is searched for its mismatches up to
+ * maxMismatchesFound (`moreErrors` when it has more).
  */
 export function validateAgainstSchema(
   schema: Record<string, unknown>,
   value: unknown,
-): { valid: boolean; errors: string[]; tooDeep?: true } {
+): { valid: boolean; errors: string[]; tooDeep?: true; moreErrors?: true } {
   const errors: string[] = [];
   // Not given to Ajv, whose validators recurse along a recursive $ref as deep as the value goes.
-  if (!nonFiniteNumbers(value, errors)) return { valid: false, errors, tooDeep: true };
-  const validate = validatorFor(schema);
-  if (!validate(value)) {
-    for (const error of validate.errors ?? [])
-      errors.push(`${error.instancePath || "/"} ${error.message ?? "is invalid"}${detailOf(error.params)}`);
+  const numbers = nonFiniteNumbers(value, errors);
+  if (numbers === "tooDeep") return { valid: false, errors, tooDeep: true };
+  const entry = compiledFor(schema);
+  if (entry.validate(value))
+    return numbers === "more"
+      ? { valid: false, errors, moreErrors: true }
+      : { valid: errors.length === 0, errors };
+  const { found, more } = mismatches(entry, schema, value);
+  const room = maxMismatchesFound - errors.length;
+  for (const error of found.slice(0, room))
+    errors.push(`${error.instancePath || "/"} ${error.message ?? "is invalid"}${detailOf(error.params)}`);
+  return more || numbers === "more" || found.length > room
+    ? { valid: false, errors, moreErrors: true }
+    : { valid: false, errors };
+}
+
+/**
+ * An invalid answer's mismatches, up to maxMismatchesFound (`more` past it), from the schema's
+ * listing validator; the first one alone when that does not compile.
+ */
+function mismatches(
+  entry: CompiledSchema,
+  schema: Record<string, unknown>,
+  value: unknown,
+): { found: ErrorObject[]; more: boolean } {
+  const first = entry.validate.errors ?? [];
+  let list: ValidateFunction;
+  try {
+    entry.generation.listing ??= newAjv(true);
+    entry.list ??= compileIn(entry.generation, entry.generation.listing, schema);
+    list = entry.list;
+  } catch {
+    return { found: first, more: false };
   }
-  return { valid: errors.length === 0, errors };
+  try {
+    list(value);
+    return { found: list.errors ?? first, more: false };
+  } catch (error) {
+    const stopped = (error as Record<string, unknown> | null)?.[pastMaxMismatches];
+    if (!Array.isArray(stopped)) throw error;
+    return { found: stopped as ErrorObject[], more: true };
+  }
 }
 
 /**
@@ -174,29 +248,62 @@ function detailOf(params: Record<string, unknown> | undefined): string {
 export const maxAnswerDepth = 64;
 
 /**
- * Reports every number JSON cannot carry (Infinity, -Infinity, NaN), by its JSON Pointer; false,
- * with the first object or array nested more than maxAnswerDepth deep reported, when the value nests
- * that deep (what is below it is not read). Iterative, so a deeply nested answer cannot overflow the
- * stack.
+ * Reports the numbers JSON cannot carry (Infinity, -Infinity, NaN), by their JSON Pointers, up to
+ * maxMismatchesFound ("more" when there are more); "tooDeep", with the first object or array nested
+ * more than maxAnswerDepth deep reported, when the value nests that deep (what is below it is not
+ * read). Iterative, so a deeply nested answer cannot overflow the stack: one frame an object or
+ * array, its pointer written only when something in it is reported (a path string for every value
+ * was most of the walk's time and memory on an answer of 100,000 items).
  */
-function nonFiniteNumbers(root: unknown, errors: string[]): boolean {
+function nonFiniteNumbers(root: unknown, errors: string[]): "ok" | "more" | "tooDeep" {
+  let more = false;
   const pointerToken = (key: string) => key.replace(/~/g, "~0").replace(/\//g, "~1");
-  const pending: Array<[unknown, string, number]> = [[root, "", 0]];
-  for (let next = pending.pop(); next; next = pending.pop()) {
-    const [value, path, depth] = next;
+  const frames: Frame[] = [];
+  /** The pointer of the value at `key` in the object or array at `parent` ("" for the root). */
+  const pointer = (parent: (() => string) | null, key: string | number) =>
+    parent === null ? "" : `${parent()}/${typeof key === "number" ? key : pointerToken(key)}`;
+  /** Reads `value` at `key` of `parent`, whose pointer is written only when it is reported. */
+  const visit = (value: unknown, parent: (() => string) | null, key: string | number): boolean => {
     if (typeof value === "number") {
-      if (!Number.isFinite(value))
-        errors.push(`${path || "/"} must be a finite number (JSON has no ${String(value)})`);
-    } else if (typeof value === "object" && value !== null && depth >= maxAnswerDepth) {
-      errors.push(`${path || "/"} nests objects and arrays more than ${maxAnswerDepth} deep`);
-      return false;
-    } else if (Array.isArray(value)) {
-      for (let index = value.length - 1; index >= 0; index--)
-        pending.push([value[index], `${path}/${index}`, depth + 1]);
+      if (Number.isFinite(value)) return true;
+      if (errors.length < maxMismatchesFound)
+        errors.push(`${pointer(parent, key) || "/"} must be a finite number (JSON has no ${String(value)})`);
+      else more = true;
     } else if (typeof value === "object" && value !== null) {
-      for (const [key, item] of Object.entries(value).reverse())
-        pending.push([item, `${path}/${pointerToken(key)}`, depth + 1]);
+      if (frames.length >= maxAnswerDepth) {
+        errors.push(
+          `${pointer(parent, key) || "/"} nests objects and arrays more than ${maxAnswerDepth} deep`,
+        );
+        return false;
+      }
+      const items = Array.isArray(value) ? (value as unknown[]) : null;
+      const keys = items ? null : Object.keys(value);
+      const path = () => pointer(parent, key);
+      frames.push({ items, keys, object: value as Record<string, unknown>, next: 0, path });
     }
+    return true;
+  };
+  if (!visit(root, null, "")) return "tooDeep";
+  for (let frame = frames.at(-1); frame; frame = frames.at(-1)) {
+    const at = frame.next++;
+    const length = frame.items ? frame.items.length : (frame.keys?.length ?? 0);
+    if (at >= length) {
+      frames.pop();
+      continue;
+    }
+    const { path: parent, items, keys, object } = frame;
+    const key = items ? at : (keys?.[at] ?? "");
+    const value = items ? items[at] : object[key as string];
+    if (!visit(value, parent, key)) return "tooDeep";
   }
-  return true;
+  return more ? "more" : "ok";
+}
+
+/** An object or array nonFiniteNumbers is reading: its items or keys, and the next to read. */
+interface Frame {
+  items: unknown[] | null;
+  keys: string[] | null;
+  object: Record<string, unknown>;
+  next: number;
+  path: () => string;
 }

@@ -1,8 +1,11 @@
+import type { ServerResponse } from "node:http";
 import { connect } from "node:net";
 import { getHeapStatistics } from "node:v8";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
+import { createSafePdfFetcher } from "../../src/structured/safe-pdf-fetch.js";
 import { type FakeUpstream, providerBaseUrls, startFakeUpstream } from "../fakes/fake-upstream.js";
 import { openUpload, until } from "../support/held-upload.js";
+import { type LocalServer, startLocalServer } from "../support/local-server.js";
 import { type ProxyStage, startProxyStage } from "../support/proxy-stage.js";
 import {
   createTestProject,
@@ -206,5 +209,122 @@ describe("the budget and a PDF fetched by URL", () => {
 
     fetched.socket.destroy();
     await until(() => held() === 0, "the PDF call's share was given back");
+  });
+});
+
+/**
+ * A PDF host's bytes past the budget are not read: a PDF whose Content-Length does not fit is refused
+ * before its body is read, one sent without it at the first chunk that does not fit, and its
+ * connection is closed. Before, the whole PDF was downloaded (up to SLUICE_MAX_PDF_BYTES) and only
+ * then refused with the same 503.
+ */
+describe("the budget and a PDF host sending more than fits", () => {
+  const size = 8 * mib;
+  const piece = 256 * 1024;
+  let fake: FakeUpstream;
+  let host: LocalServer;
+  let sluice: TestGateway;
+  let project: TestProject;
+  /** The bytes of the PDF the host has written (the socket took them), by path. */
+  const sent = new Map<string, number>();
+  const held = () => sluice.gateway.bodyBudget.held();
+
+  /** Writes `bytes` of the PDF (its start first) and counts them once the socket took them. */
+  const write = (response: ServerResponse, path: string, bytes: Buffer) =>
+    new Promise<boolean>((resolve) => {
+      if (response.destroyed) return resolve(false);
+      response.write(bytes, (error) => {
+        if (!error) sent.set(path, (sent.get(path) ?? 0) + bytes.length);
+        resolve(!error);
+      });
+    });
+  const pdfPiece = (at: number, length: number) =>
+    at === 0
+      ? Buffer.concat([Buffer.from("%PDF-1.7\n"), Buffer.alloc(length - 9, 0x20)])
+      : Buffer.alloc(length, 0x20);
+
+  beforeAll(async () => {
+    host = await startLocalServer((request, response) => {
+      const path = request.url ?? "";
+      sent.set(path, 0);
+      void (async () => {
+        if (path === "/announced.pdf") {
+          // The head and the PDF's first piece, then the rest a second later if the fetch still reads.
+          response.writeHead(200, { "content-type": "application/pdf", "content-length": size });
+          await write(response, path, pdfPiece(0, piece));
+          await new Promise((resolve) => setTimeout(resolve, 1000));
+          await write(response, path, Buffer.alloc(size - piece, 0x20));
+          response.end();
+          return;
+        }
+        // No Content-Length: pieces as they come, until the fetch stops reading.
+        response.writeHead(200, { "content-type": "application/pdf" });
+        for (let at = 0; at < size; at += piece) {
+          if (!(await write(response, path, pdfPiece(at, piece)))) return;
+          await new Promise((resolve) => setTimeout(resolve, 10));
+        }
+        response.end();
+      })();
+    });
+    fake = await startFakeUpstream();
+    sluice = await startTestGateway(
+      { ...providerBaseUrls(fake), maxBufferedBodyBytes: budget },
+      // Production's fetcher, except that the local PDF host counts as a public address.
+      {
+        fetchPdf: createSafePdfFetcher({
+          isAllowedAddress: (ip) => ip === "127.0.0.1",
+          allowedProtocols: ["http:"],
+          maxBytes: 16 * mib,
+          timeoutMs: 10_000,
+        }),
+      },
+    );
+    project = await createTestProject(sluice.gateway, { provider: "provider-a", outputSchema: schema });
+  });
+  afterAll(async () => {
+    await sluice.close();
+    await fake.close();
+    await host.close();
+  });
+
+  const pdfCall = (path: string) => {
+    const body = JSON.stringify({ pdf: `${host.url}${path}` });
+    return openUpload(
+      sluice.url,
+      `/v1/pdf/${project.projectId}`,
+      project.bearer("provider-a"),
+      [`content-length: ${body.length}`],
+      body,
+    );
+  };
+
+  it("refuses a PDF whose Content-Length does not fit before reading its body, and one sent without it at the first chunk past it", async () => {
+    // A call of 2 MiB held at the provider: 1 MiB of the budget is left, 768 KiB of PDF in base64.
+    fake.setLatencyMs(20_000);
+    const holding = call(sluice, project, 2 * mib);
+    await until(() => fake.requests.length === 1, "the holding call reached the provider");
+
+    const announced = pdfCall("/announced.pdf");
+    const refused = await announced.answer;
+    expect(refused.status).toBe(503);
+    expect(refused.body).toMatchObject({
+      error: { code: "SERVICE_UNAVAILABLE", details: { retryable: true } },
+    });
+    // The host's connection is closed after its first piece: the rest is never written.
+    await new Promise((resolve) => setTimeout(resolve, 1500));
+    expect(sent.get("/announced.pdf")).toBe(piece);
+
+    const chunked = pdfCall("/chunked.pdf");
+    expect((await chunked.answer).status).toBe(503);
+    // Read up to the first piece that did not fit (a piece or two more on their way in the sockets).
+    await new Promise((resolve) => setTimeout(resolve, 500));
+    expect(sent.get("/chunked.pdf")).toBeLessThan(2 * mib);
+
+    // No provider call but the holding one, and only its body held.
+    expect(fake.requests).toHaveLength(1);
+    for (const exchange of [announced, chunked]) exchange.socket.destroy();
+    await until(() => held() === 2 * mib, "the refused calls gave their shares back");
+    holding.socket.destroy();
+    await until(() => held() === 0, "every share was given back");
   });
 });
