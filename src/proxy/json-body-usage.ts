@@ -1,4 +1,5 @@
 import {
+  closesObjects,
   eachMember,
   jsonStart,
   keyIs,
@@ -37,8 +38,9 @@ export function fromJson(
   if (ends !== null) return fromBodyEnds(provider, ends.head(), ends.tail());
   if (whole === null) return { usage: emptyUsage(), model: null };
   // A body cut short may end inside a tool call whose input (the model's) spells a usage object:
-  // only the body's own, a top-level member, is its usage. A whole one's last is its own.
-  const quick = fromUsageObject(provider, whole, whole, ended ? lastUsageObject : topLevelUsageObject);
+  // only the body's own, a top-level member, is its usage. A whole one's is the last that only
+  // members and the body's closing brace follow (lastUsageObject).
+  const quick = fromUsageObject(provider, whole, whole, ended ? bodyUsageObject : topLevelUsageObject);
   if (quick) return quick;
   // A Gemini JSON-array stream: its last element's usageMetadata holds the totals; the array is not parsed.
   if (provider === "provider-c" && isArray(whole))
@@ -110,15 +112,16 @@ function headModel(provider: ProviderId, body: Buffer, whole: boolean): string |
   if (head !== null) return head;
   if (!whole || provider === "provider-c" || body.length <= headBytes) return null;
   return body.length <= walkBytes
-    ? topLevelModel(body)
+    ? topLevelModel(body, "model")
     : modelIn(provider, body, body.length - headBytes, body.length);
 }
 
 const walkBytes = 256 * 1024;
 
-function topLevelModel(body: Buffer): string | null {
+/** The string value of the object's last top-level member `name` (of 200 characters at most); null when none. */
+function topLevelModel(body: Buffer, name: string): string | null {
   try {
-    const [model] = lastMembers(body, skipSpaces(body, 0), "model");
+    const [model] = lastMembers(body, jsonStart(body), name);
     if (model === null || body[model.start] !== 0x22 /* " */) return null;
     const value: unknown = JSON.parse(body.toString("utf8", model.start, model.end));
     return typeof value === "string" && value.length <= 200 ? value : null;
@@ -139,7 +142,7 @@ function fromUsageObject(
   provider: ProviderId,
   head: Buffer,
   body: Buffer,
-  find: (body: Buffer, key: Buffer) => UsageObject | null = lastUsageObject,
+  find: (body: Buffer, key: Buffer) => UsageObject | null = bodyUsageObject,
 ): { usage: TokenUsage; model: string | null } | null {
   if (provider === "provider-c" && isArray(head)) return null;
   const found = find(body, usageKeys[provider]);
@@ -157,28 +160,47 @@ function fromUsageObject(
   return { usage, model };
 }
 
-/**
- * The last `<key>: {…}` object in `body`, parsed alone (the body around it may be large; inside
- * string values a quote is escaped, so the key cannot match there). Null when there is none or it
- * does not parse.
- */
-export function lastUsageObject(body: Buffer, key: Buffer): UsageObject | null {
-  let at = body.lastIndexOf(key);
-  // A later key of that name whose value is no object (a Responses API `metadata` entry named
-  // "usage", which comes after the usage) is passed over; a cut or broken object is not. A `null`
-  // one is the answer's own saying it has none (a queued or failed Responses API object): the keys
-  // before it are in the `tools` it echoes, whose schemas the app wrote (an example's `usage`).
-  while (at > 0 && !opensObject(body, at + key.length)) {
-    if (isNullAfterKey(body, at + key.length)) return null;
-    at = body.lastIndexOf(key, at - 1);
-  }
-  return at < 0 ? null : objectAfterKey(body, at, key.length);
+/** The usage object of a JSON body, or of its last bytes: a member of the object the body is. */
+function bodyUsageObject(body: Buffer, key: Buffer): UsageObject | null {
+  return lastUsageObject(body, key, 1);
 }
 
-/** Whether `: null` (with any spaces) follows at `from`. */
-function isNullAfterKey(body: Buffer, from: number): boolean {
-  const value = valueAfterKey(body, from);
-  return value >= 0 && value + 4 <= body.length && body.compare(nullValue, 0, 4, value, value + 4) === 0;
+/**
+ * The last `<key>: {…}` object in `body` that is the answer's own, parsed alone (the body around it
+ * may be large; inside string values a quote is escaped, so the key cannot match there). The
+ * answer's own is a member of the object the text is, or of one of its members' (`depth` 2: an
+ * event's `response` or `message`): only whole members and closing braces follow it to the end
+ * (closesObjects), which is read from the object's end, a few members where the usage ends the
+ * answer. Null when there is none, it is cut or it does not parse.
+ *
+ * A later key of that name is passed over when it is nested deeper (in the `tools` a Responses API
+ * object echoes after its usage, as a compatible server may write them: an app's JSON Schema that
+ * spells a `usage` object, with counts of its own in an example), or its value is no object (a
+ * Responses API `metadata` entry named "usage"). At most `maxPassedObjects` objects are passed
+ * over, each read to its end: then there is none (a whole body is then parsed whole). A `null`
+ * that is the answer's own is its saying it has none (a queued or failed Responses API object): the
+ * keys before it are in the `tools` it echoes, whose schemas the app wrote.
+ */
+export function lastUsageObject(body: Buffer, key: Buffer, depth: 1 | 2): UsageObject | null {
+  let passed = 0;
+  for (let at = body.lastIndexOf(key); at > 0; at = body.lastIndexOf(key, at - 1)) {
+    const open = valueAfterKey(body, at + key.length);
+    if (open < 0) continue;
+    if (body[open] === 0x7b /* { */) {
+      const end = valueEnd(body, open);
+      if (end < 0) return null; // cut: the object that holds the rest is no usage either
+      if (closesObjects(body, end, depth, 1)) return parsedObject(body, open, end);
+      if (++passed === maxPassedObjects) return null;
+    } else if (isNullAt(body, open) && closesObjects(body, open + 4, depth, 1)) return null;
+  }
+  return null;
+}
+
+const maxPassedObjects = 8;
+
+/** Whether `null` starts at `at`. */
+function isNullAt(body: Buffer, at: number): boolean {
+  return at + 4 <= body.length && body.compare(nullValue, 0, 4, at, at + 4) === 0;
 }
 
 const nullValue = Buffer.from("null");
@@ -217,21 +239,8 @@ function valueAfterKey(body: Buffer, from: number): number {
   return body[colon] === 0x3a /* : */ ? skipSpaces(body, colon + 1) : -1;
 }
 
-/** Whether `: {` (with any spaces) follows at `from`. */
-function opensObject(body: Buffer, from: number): boolean {
-  return objectOpenAfterKey(body, from, 0) >= 0;
-}
-
 /** A usage object found in a body: its value, and the offsets of its opening and closing braces. */
 export type UsageObject = { value: unknown; start: number; end: number };
-
-/** The `{…}` object that follows the key at `at` (`<key> : {…}`), parsed; null when cut or not one. */
-function objectAfterKey(body: Buffer, at: number, keyLength: number): UsageObject | null {
-  const open = objectOpenAfterKey(body, at, keyLength);
-  if (open < 0) return null;
-  const end = valueEnd(body, open);
-  return end < 0 ? null : parsedObject(body, open, end);
-}
 
 /** The offset of the `{` that follows the key at `at` (`<key> : {`); -1 when no object follows. */
 function objectOpenAfterKey(body: Buffer, at: number, keyLength: number): number {

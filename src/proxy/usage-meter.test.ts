@@ -876,6 +876,29 @@ describe("usage meter on Responses API calls", () => {
     expect(answered(echoed("completed", usage)).usage).toEqual(tokens);
   });
 
+  it("reads the response's own usage where a server puts it before the tools it echoes, not a schema's after it", () => {
+    // A compatible server may write `usage` before `tools`: the last usage object in the text is
+    // then in a schema the app wrote (an example with counts of its own, or a property's schema).
+    const example = { type: "object", examples: [{ usage: { input_tokens: 1, output_tokens: 1 } }] };
+    const property = { type: "object", properties: { usage: { type: "object", properties: {} } } };
+    const none = { type: "object", examples: [{ usage: null }] };
+    for (const parameters of [example, property, none]) {
+      const { tools: _tools, usage: _usage, ...rest } = response("completed", false);
+      const answer = {
+        ...rest,
+        usage,
+        tools: [{ type: "function", name: "log_call", strict: false, parameters }],
+        user: null,
+        metadata: {},
+      };
+      const event = `event: response.completed\ndata: ${JSON.stringify({ type: "response.completed", response: answer, sequence_number: 3 })}\n\n`;
+      for (const responses of [undefined, "post"] as const) {
+        expect(meter("provider-a", JSON.stringify(answer), false, [], responses, true).usage).toEqual(tokens);
+        expect(meter("provider-a", event, true, [], responses, true).usage).toEqual(tokens);
+      }
+    }
+  });
+
   it("leaves other calls' readings as they were", () => {
     expect(meter("provider-a", responsesStream, true)).toEqual({
       usage: { inputTokens: 30, outputTokens: 8, cachedInputTokens: 10, reasoningTokens: 3 },
