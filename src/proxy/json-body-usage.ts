@@ -153,9 +153,13 @@ function fromUsageObject(
       ? usageFromProviderA(found.value, serviceTierMember(body, 0, found))
       : usageFromProvider[provider](found.value);
   if (!usage) return null;
+  // Provider C names the model after its usage; a server that names it before (a compatible one)
+  // has the whole body's top-level members walked for it, as the model's function call arguments
+  // may spell a modelVersion too.
   const model =
     provider === "provider-c"
-      ? modelIn(provider, body, found.end, body.length)
+      ? (modelIn(provider, body, found.end, body.length) ??
+        (head === body && body.length <= walkBytes ? topLevelModel(body, "modelVersion") : null))
       : headModel(provider, head, head === body);
   return { usage, model };
 }

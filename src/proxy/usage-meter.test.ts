@@ -204,6 +204,25 @@ describe("usage meter", () => {
     expect(meter("provider-c", geminiSse, true).model).toBe("gemini-2.5-flash");
   });
 
+  it("reports provider C's modelVersion written before its usageMetadata, streamed as buffered, not one in a function call's arguments", () => {
+    const chunk = (args: object) =>
+      JSON.stringify({
+        candidates: [{ content: { parts: [{ functionCall: { name: "f", args } }], role: "model" } }],
+        modelVersion: "gemini-2.5-flash",
+        usageMetadata: { promptTokenCount: 9, candidatesTokenCount: 3, totalTokenCount: 12 },
+        responseId: "r1",
+      });
+    for (const args of [{}, { modelVersion: "gemini-written-by-the-model" }]) {
+      const json = chunk(args);
+      expect(meter("provider-c", `data: ${json}\n\n`, true).model).toBe("gemini-2.5-flash");
+      for (const ended of [false, true])
+        expect(meter("provider-c", json, false, [], undefined, ended)).toEqual({
+          usage: { inputTokens: 9, outputTokens: 3, cachedInputTokens: null, reasoningTokens: null },
+          model: "gemini-2.5-flash",
+        });
+    }
+  });
+
   it("reports the model a provider B server-side fallback served, streamed as buffered", () => {
     const counts = { input_tokens: 25, cache_creation_input_tokens: 0, cache_read_input_tokens: 5 };
     const usage = {
