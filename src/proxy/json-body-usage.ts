@@ -6,6 +6,7 @@ import {
   lastMembers,
   quotedValueAfterKey,
   skipSpaces,
+  stringEnd,
   valueEnd,
 } from "../providers/json-bytes.js";
 import type { ProviderId } from "../providers/provider-id.js";
@@ -43,11 +44,18 @@ export function fromJson(
   const quick = fromUsageObject(provider, whole, whole, ended ? bodyUsageObject : topLevelUsageObject);
   if (quick) return quick;
   // A Gemini JSON-array stream: its last element's usageMetadata holds the totals; the array is not parsed.
+  // A usageMetadata key written with escapes is not found by its bytes: an array without the plain
+  // key but with such a key is walked as a cut one is (keyIs decodes keys).
   if (provider === "provider-c" && isArray(whole))
-    return ended ? fromGeminiArray(whole) : fromCutGeminiArray(whole);
+    return ended &&
+      (whole.lastIndexOf(usageKeys[provider]) >= 0 || !hasEscapedKey(whole, usageKeys[provider]))
+      ? fromGeminiArray(whole)
+      : fromCutGeminiArray(whole);
   // Without the usage key anywhere a whole parse finds no usage either, and a large body (a
-  // batch of Gemini embeddings, a file, audio) would stall the event loop for milliseconds.
-  if (whole.lastIndexOf(usageKeys[provider]) < 0)
+  // batch of Gemini embeddings, a file, audio) would stall the event loop for milliseconds; unless
+  // the key is written with escapes (`"\u0075sage"`: JSON no provider sends, but JSON), which only
+  // a body with a `\u` in it is searched for (hasEscapedKey).
+  if (whole.lastIndexOf(usageKeys[provider]) < 0 && !hasEscapedKey(whole, usageKeys[provider]))
     return { usage: emptyUsage(), model: headModel(provider, whole, true) };
   try {
     return fromJsonBody(provider, JSON.parse(whole.toString("utf8")));
@@ -55,6 +63,39 @@ export function fromJson(
     return { usage: emptyUsage(), model: null };
   }
 }
+
+/**
+ * Whether the JSON object or array `body` holds a key that is `key`'s name written with a `\u`
+ * escape. Each `\u` found (a native search) is in a string, which is read to its end: a key is
+ * followed by a colon, and its name is decoded and compared (keyIs: at most 6 bytes a character).
+ * The next search starts after that string: the work stays linear in the body.
+ */
+function hasEscapedKey(body: Buffer, key: Buffer): boolean {
+  const first = body[jsonStart(body)];
+  if (first !== 0x7b /* { */ && first !== 0x5b /* [ */) return false;
+  const name = key.toString("latin1", 1, key.length - 1);
+  for (let at = body.indexOf(unicodeEscape); at > 0; at = body.indexOf(unicodeEscape, at)) {
+    const end = stringEnd(body, at - 1);
+    if (end < 0) return false;
+    // The string's opening quote: the last quote before the `\u`, unless that is an escaped one
+    // (then the string holds a quote, and is no usage key).
+    const start = body.lastIndexOf(0x22 /* " */, at - 1);
+    try {
+      if (
+        body[skipSpaces(body, end)] === 0x3a /* : */ &&
+        body[start - 1] !== 0x5c &&
+        keyIs(body, start, end, name)
+      )
+        return true;
+    } catch {
+      // An escape that does not decode: no key JSON.parse reads.
+    }
+    at = end;
+  }
+  return false;
+}
+
+const unicodeEscape = Buffer.from("\\u");
 
 /**
  * A body over the cap: from here on only copies of its first and last bytes are kept, and the

@@ -578,6 +578,31 @@ describe("usage meter", () => {
     expect(meter("provider-a", openAiStream.slice(0, 100), true).usage.inputTokens).toBeNull();
   });
 
+  it("reads a JSON answer whose usage key is written with escapes (\\u0075sage), as JSON.parse reads it", () => {
+    const escaped = (json: string, key: string) =>
+      json.replace(`"${key}":`, `"\\u00${key.charCodeAt(0).toString(16)}${key.slice(1)}":`);
+    for (const [provider, json, key] of [
+      ["provider-a", openAiJson, "usage"],
+      ["provider-b", anthropicJson, "usage"],
+      ["provider-c", geminiChunk("Hello", 6), "usageMetadata"],
+    ] as const) {
+      const body = escaped(json, key);
+      expect(body).toContain("\\u00");
+      expect(JSON.parse(body)).toEqual(JSON.parse(json));
+      for (const ended of [false, true])
+        expect(meter(provider, body, false, [], undefined, ended), `${provider} ended ${ended}`).toEqual(
+          meter(provider, json, false, [], undefined, ended),
+        );
+    }
+    // Provider C's JSON-array stream, with every element's key escaped.
+    const array = `[${geminiChunk("Hel", 1)},${geminiChunk("lo", 6)}]`;
+    const escapedArray = array.replaceAll('"usageMetadata":', '"\\u0075sageMetadata":');
+    for (const ended of [false, true])
+      expect(meter("provider-c", escapedArray, false, [], undefined, ended)).toEqual(
+        meter("provider-c", array, false, [], undefined, ended),
+      );
+  });
+
   it("never throws on garbage", () => {
     for (const provider of ["provider-a", "provider-b", "provider-c"] as const) {
       for (const streaming of [true, false]) {
@@ -628,6 +653,14 @@ describe("usage meter", () => {
         usage: emptyUsage(),
         model: "gpt-4o-mini-2024-07-18",
       });
+      // Escapes in its keys and values that spell no usage key: not parsed whole either.
+      const escaped = files.replaceAll('"message":"step"', '"\\u006dessage":"st\\u00e9p \\"usage\\": 1"');
+      expect(escaped).toContain('"\\u006dessage":"st\\u00e9p');
+      for (const ended of [false, true])
+        expect(meter("provider-a", escaped, false, [], undefined, ended)).toEqual({
+          usage: emptyUsage(),
+          model: "gpt-4o-mini-2024-07-18",
+        });
       const large = parse.mock.calls.filter(([text]) => text.length > 64 * 1024);
       expect(large).toHaveLength(0);
     } finally {
