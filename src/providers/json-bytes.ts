@@ -84,6 +84,42 @@ export function stringEnd(body: Buffer, at: number, limit = body.length): number
 
 const delimiters = new Set([0x2c, 0x7d, 0x5d, 0x20, 0x0a, 0x0d, 0x09]);
 
+/**
+ * Whether `body` from `from` on, the text after a JSON value, closes `fewest` to `depth` objects and
+ * ends: a member of the object a JSON text is (`depth` 1), or of one of its members' objects (2: an
+ * event's `response`), is followed so; a value nested deeper, or in an array, is followed by more
+ * closing braces or by a bracket. Read in one pass, byte by byte (the members after a usage object
+ * are a few short ones), counting the closing bytes that are no nested value's; a string longer
+ * than a few bytes is jumped over by the native search (stringEnd).
+ */
+export function closesObjects(body: Buffer, from: number, depth: number, fewest = depth): boolean {
+  let closed = 0;
+  let nested = 0;
+  for (let at = from; at < body.length; at++) {
+    const byte = body[at];
+    if (byte === 0x22 /* " */) {
+      at = shortStringEnd(body, at) - 1;
+      if (at < 0) return false;
+    } else if (byte === 0x7b /* { */ || byte === 0x5b /* [ */) nested++;
+    else if (byte === 0x7d /* } */ || byte === 0x5d /* ] */) {
+      if (nested > 0) nested--;
+      else if (byte === 0x5d || ++closed > depth) return false;
+    }
+  }
+  return closed >= fewest && nested === 0;
+}
+
+/** stringEnd, with the first bytes read here: a native search costs more than a short key's bytes. */
+function shortStringEnd(body: Buffer, at: number): number {
+  const stop = Math.min(at + 48, body.length);
+  for (let index = at + 1; index < stop; index++) {
+    const byte = body[index];
+    if (byte === 0x22 /* " */) return index + 1;
+    if (byte === 0x5c /* \ */) index++;
+  }
+  return stringEnd(body, at);
+}
+
 /** A value's bytes: `start` to `end` (exclusive). */
 export interface Span {
   start: number;

@@ -1,4 +1,11 @@
-import { eachMember, keyIs, type Span, skipSpaces, valueEnd } from "../providers/json-bytes.js";
+import {
+  closesObjects,
+  eachMember,
+  keyIs,
+  type Span,
+  skipSpaces,
+  valueEnd,
+} from "../providers/json-bytes.js";
 import { objectField, usageFromInteractions } from "../providers/usage-from-json.js";
 import { emptyUsage, type TokenUsage } from "../usage/token-usage.js";
 import type { ByteEnds } from "./byte-ends.js";
@@ -169,30 +176,8 @@ function usageMember(body: Buffer, open: number): TokenUsage | null {
  * end. A `usage` deeper inside (in the outputs: a function call's arguments, which the model writes)
  * is followed by the closing brackets of the values it is in, and is not read; nor is any then.
  */
-function closingUsage(tail: Buffer, depth: number): TokenUsage | null {
-  const found = lastUsageObject(tail, usageKey);
+function closingUsage(tail: Buffer, depth: 1 | 2): TokenUsage | null {
+  const found = lastUsageObject(tail, usageKey, depth);
   if (found === null || !closesObjects(tail, found.end + 1, depth)) return null;
   return withCounts(usageFromInteractions(found.value));
-}
-
-/** Whether `body` from `from` on is the rest of `depth` nested objects: whole members, a closing brace each, the end. */
-function closesObjects(body: Buffer, from: number, depth: number): boolean {
-  let at = skipSpaces(body, from);
-  for (let level = 0; level < depth; level++) {
-    while (body[at] === 0x2c /* , */) {
-      const key = skipSpaces(body, at + 1);
-      if (body[key] !== 0x22 /* " */) return false;
-      const keyEnd = valueEnd(body, key);
-      if (keyEnd < 0) return false;
-      const colon = skipSpaces(body, keyEnd);
-      if (body[colon] !== 0x3a /* : */) return false;
-      const start = skipSpaces(body, colon + 1);
-      const end = valueEnd(body, start);
-      if (end <= start) return false;
-      at = skipSpaces(body, end);
-    }
-    if (body[at] !== 0x7d /* } */) return false;
-    at = skipSpaces(body, at + 1);
-  }
-  return at === body.length;
 }

@@ -1,10 +1,12 @@
 import {
+  closesObjects,
   eachMember,
   jsonStart,
   keyIs,
   lastMembers,
   quotedValueAfterKey,
   skipSpaces,
+  stringEnd,
   valueEnd,
 } from "../providers/json-bytes.js";
 import type { ProviderId } from "../providers/provider-id.js";
@@ -37,15 +39,23 @@ export function fromJson(
   if (ends !== null) return fromBodyEnds(provider, ends.head(), ends.tail());
   if (whole === null) return { usage: emptyUsage(), model: null };
   // A body cut short may end inside a tool call whose input (the model's) spells a usage object:
-  // only the body's own, a top-level member, is its usage. A whole one's last is its own.
-  const quick = fromUsageObject(provider, whole, whole, ended ? lastUsageObject : topLevelUsageObject);
+  // only the body's own, a top-level member, is its usage. A whole one's is the last that only
+  // members and the body's closing brace follow (lastUsageObject).
+  const quick = fromUsageObject(provider, whole, whole, ended ? bodyUsageObject : topLevelUsageObject);
   if (quick) return quick;
   // A Gemini JSON-array stream: its last element's usageMetadata holds the totals; the array is not parsed.
+  // A usageMetadata key written with escapes is not found by its bytes: an array without the plain
+  // key but with such a key is walked as a cut one is (keyIs decodes keys).
   if (provider === "provider-c" && isArray(whole))
-    return ended ? fromGeminiArray(whole) : fromCutGeminiArray(whole);
+    return ended &&
+      (whole.lastIndexOf(usageKeys[provider]) >= 0 || !hasEscapedKey(whole, usageKeys[provider]))
+      ? fromGeminiArray(whole)
+      : fromCutGeminiArray(whole);
   // Without the usage key anywhere a whole parse finds no usage either, and a large body (a
-  // batch of Gemini embeddings, a file, audio) would stall the event loop for milliseconds.
-  if (whole.lastIndexOf(usageKeys[provider]) < 0)
+  // batch of Gemini embeddings, a file, audio) would stall the event loop for milliseconds; unless
+  // the key is written with escapes (`"\u0075sage"`: JSON no provider sends, but JSON), which only
+  // a body with a `\u` in it is searched for (hasEscapedKey).
+  if (whole.lastIndexOf(usageKeys[provider]) < 0 && !hasEscapedKey(whole, usageKeys[provider]))
     return { usage: emptyUsage(), model: headModel(provider, whole, true) };
   try {
     return fromJsonBody(provider, JSON.parse(whole.toString("utf8")));
@@ -53,6 +63,39 @@ export function fromJson(
     return { usage: emptyUsage(), model: null };
   }
 }
+
+/**
+ * Whether the JSON object or array `body` holds a key that is `key`'s name written with a `\u`
+ * escape. Each `\u` found (a native search) is in a string, which is read to its end: a key is
+ * followed by a colon, and its name is decoded and compared (keyIs: at most 6 bytes a character).
+ * The next search starts after that string: the work stays linear in the body.
+ */
+function hasEscapedKey(body: Buffer, key: Buffer): boolean {
+  const first = body[jsonStart(body)];
+  if (first !== 0x7b /* { */ && first !== 0x5b /* [ */) return false;
+  const name = key.toString("latin1", 1, key.length - 1);
+  for (let at = body.indexOf(unicodeEscape); at > 0; at = body.indexOf(unicodeEscape, at)) {
+    const end = stringEnd(body, at - 1);
+    if (end < 0) return false;
+    // The string's opening quote: the last quote before the `\u`, unless that is an escaped one
+    // (then the string holds a quote, and is no usage key).
+    const start = body.lastIndexOf(0x22 /* " */, at - 1);
+    try {
+      if (
+        body[skipSpaces(body, end)] === 0x3a /* : */ &&
+        body[start - 1] !== 0x5c &&
+        keyIs(body, start, end, name)
+      )
+        return true;
+    } catch {
+      // An escape that does not decode: no key JSON.parse reads.
+    }
+    at = end;
+  }
+  return false;
+}
+
+const unicodeEscape = Buffer.from("\\u");
 
 /**
  * A body over the cap: from here on only copies of its first and last bytes are kept, and the
@@ -110,15 +153,16 @@ function headModel(provider: ProviderId, body: Buffer, whole: boolean): string |
   if (head !== null) return head;
   if (!whole || provider === "provider-c" || body.length <= headBytes) return null;
   return body.length <= walkBytes
-    ? topLevelModel(body)
+    ? topLevelModel(body, "model")
     : modelIn(provider, body, body.length - headBytes, body.length);
 }
 
 const walkBytes = 256 * 1024;
 
-function topLevelModel(body: Buffer): string | null {
+/** The string value of the object's last top-level member `name` (of 200 characters at most); null when none. */
+function topLevelModel(body: Buffer, name: string): string | null {
   try {
-    const [model] = lastMembers(body, skipSpaces(body, 0), "model");
+    const [model] = lastMembers(body, jsonStart(body), name);
     if (model === null || body[model.start] !== 0x22 /* " */) return null;
     const value: unknown = JSON.parse(body.toString("utf8", model.start, model.end));
     return typeof value === "string" && value.length <= 200 ? value : null;
@@ -139,7 +183,7 @@ function fromUsageObject(
   provider: ProviderId,
   head: Buffer,
   body: Buffer,
-  find: (body: Buffer, key: Buffer) => UsageObject | null = lastUsageObject,
+  find: (body: Buffer, key: Buffer) => UsageObject | null = bodyUsageObject,
 ): { usage: TokenUsage; model: string | null } | null {
   if (provider === "provider-c" && isArray(head)) return null;
   const found = find(body, usageKeys[provider]);
@@ -150,35 +194,58 @@ function fromUsageObject(
       ? usageFromProviderA(found.value, serviceTierMember(body, 0, found))
       : usageFromProvider[provider](found.value);
   if (!usage) return null;
+  // Provider C names the model after its usage; a server that names it before (a compatible one)
+  // has the whole body's top-level members walked for it, as the model's function call arguments
+  // may spell a modelVersion too.
   const model =
     provider === "provider-c"
-      ? modelIn(provider, body, found.end, body.length)
+      ? (modelIn(provider, body, found.end, body.length) ??
+        (head === body && body.length <= walkBytes ? topLevelModel(body, "modelVersion") : null))
       : headModel(provider, head, head === body);
   return { usage, model };
 }
 
-/**
- * The last `<key>: {…}` object in `body`, parsed alone (the body around it may be large; inside
- * string values a quote is escaped, so the key cannot match there). Null when there is none or it
- * does not parse.
- */
-export function lastUsageObject(body: Buffer, key: Buffer): UsageObject | null {
-  let at = body.lastIndexOf(key);
-  // A later key of that name whose value is no object (a Responses API `metadata` entry named
-  // "usage", which comes after the usage) is passed over; a cut or broken object is not. A `null`
-  // one is the answer's own saying it has none (a queued or failed Responses API object): the keys
-  // before it are in the `tools` it echoes, whose schemas the app wrote (an example's `usage`).
-  while (at > 0 && !opensObject(body, at + key.length)) {
-    if (isNullAfterKey(body, at + key.length)) return null;
-    at = body.lastIndexOf(key, at - 1);
-  }
-  return at < 0 ? null : objectAfterKey(body, at, key.length);
+/** The usage object of a JSON body, or of its last bytes: a member of the object the body is. */
+function bodyUsageObject(body: Buffer, key: Buffer): UsageObject | null {
+  return lastUsageObject(body, key, 1);
 }
 
-/** Whether `: null` (with any spaces) follows at `from`. */
-function isNullAfterKey(body: Buffer, from: number): boolean {
-  const value = valueAfterKey(body, from);
-  return value >= 0 && value + 4 <= body.length && body.compare(nullValue, 0, 4, value, value + 4) === 0;
+/**
+ * The last `<key>: {…}` object in `body` that is the answer's own, parsed alone (the body around it
+ * may be large; inside string values a quote is escaped, so the key cannot match there). The
+ * answer's own is a member of the object the text is, or of one of its members' (`depth` 2: an
+ * event's `response` or `message`): only whole members and closing braces follow it to the end
+ * (closesObjects), which is read from the object's end, a few members where the usage ends the
+ * answer. Null when there is none, it is cut or it does not parse.
+ *
+ * A later key of that name is passed over when it is nested deeper (in the `tools` a Responses API
+ * object echoes after its usage, as a compatible server may write them: an app's JSON Schema that
+ * spells a `usage` object, with counts of its own in an example), or its value is no object (a
+ * Responses API `metadata` entry named "usage"). At most `maxPassedObjects` objects are passed
+ * over, each read to its end: then there is none (a whole body is then parsed whole). A `null`
+ * that is the answer's own is its saying it has none (a queued or failed Responses API object): the
+ * keys before it are in the `tools` it echoes, whose schemas the app wrote.
+ */
+export function lastUsageObject(body: Buffer, key: Buffer, depth: 1 | 2): UsageObject | null {
+  let passed = 0;
+  for (let at = body.lastIndexOf(key); at > 0; at = body.lastIndexOf(key, at - 1)) {
+    const open = valueAfterKey(body, at + key.length);
+    if (open < 0) continue;
+    if (body[open] === 0x7b /* { */) {
+      const end = valueEnd(body, open);
+      if (end < 0) return null; // cut: the object that holds the rest is no usage either
+      if (closesObjects(body, end, depth, 1)) return parsedObject(body, open, end);
+      if (++passed === maxPassedObjects) return null;
+    } else if (isNullAt(body, open) && closesObjects(body, open + 4, depth, 1)) return null;
+  }
+  return null;
+}
+
+const maxPassedObjects = 8;
+
+/** Whether `null` starts at `at`. */
+function isNullAt(body: Buffer, at: number): boolean {
+  return at + 4 <= body.length && body.compare(nullValue, 0, 4, at, at + 4) === 0;
 }
 
 const nullValue = Buffer.from("null");
@@ -217,21 +284,8 @@ function valueAfterKey(body: Buffer, from: number): number {
   return body[colon] === 0x3a /* : */ ? skipSpaces(body, colon + 1) : -1;
 }
 
-/** Whether `: {` (with any spaces) follows at `from`. */
-function opensObject(body: Buffer, from: number): boolean {
-  return objectOpenAfterKey(body, from, 0) >= 0;
-}
-
 /** A usage object found in a body: its value, and the offsets of its opening and closing braces. */
 export type UsageObject = { value: unknown; start: number; end: number };
-
-/** The `{…}` object that follows the key at `at` (`<key> : {…}`), parsed; null when cut or not one. */
-function objectAfterKey(body: Buffer, at: number, keyLength: number): UsageObject | null {
-  const open = objectOpenAfterKey(body, at, keyLength);
-  if (open < 0) return null;
-  const end = valueEnd(body, open);
-  return end < 0 ? null : parsedObject(body, open, end);
-}
 
 /** The offset of the `{` that follows the key at `at` (`<key> : {`); -1 when no object follows. */
 function objectOpenAfterKey(body: Buffer, at: number, keyLength: number): number {

@@ -87,7 +87,7 @@ describe("provider A's service_tier, stepping over the usage object found", () =
   const usageKey = Buffer.from('"usage"');
   const read = (text: string, depth: 0 | 1) => {
     const body = Buffer.from(text);
-    return serviceTierMember(body, depth, lastUsageObject(body, usageKey));
+    return serviceTierMember(body, depth, lastUsageObject(body, usageKey, 2));
   };
 
   it("finds a stream's last chat chunk's tier before its usage, and never one inside the usage", () => {
@@ -133,7 +133,7 @@ describe("provider A's service_tier, stepping over the usage object found", () =
       if (typeof answer !== "object" || answer === null || Array.isArray(answer)) continue;
       const text = JSON.stringify(answer, null, random() < 0.3 ? 1 : undefined);
       const body = Buffer.from(text);
-      const found = lastUsageObject(body, usageKey);
+      const found = lastUsageObject(body, usageKey, 2);
       const emptied = Buffer.from(body);
       if (found) emptied.fill(0x20, found.start + 1, found.end);
       for (const depth of [0, 1] as const)

@@ -60,13 +60,14 @@ export function sseMeter(
       }
       // Chat chunks carry `"usage":{…}` at the top level (null until the last one); the Responses
       // API's response.completed and response.incomplete carry it in `response`, after the
-      // output. Either way it is the event's last usage object, parsed alone: the rest of the
-      // event (a whole response, for the Responses API) is never parsed. An output item's event
-      // carries no usage: a `usage` in it is in a schema the item holds (an MCP server's tools).
+      // output. Either way it is the event's last usage object that is the chunk's or the
+      // response's own (lastUsageObject), parsed alone: the rest of the event (a whole response,
+      // for the Responses API) is never parsed. An output item's event carries no usage: a `usage`
+      // in it is in a schema the item holds (an MCP server's tools).
       if (usageObjectStart.test(data) && !isOutputItemEvent(event, data)) {
         const bytes = Buffer.from(data);
         // The tier that served the call, in the same chunk (or the same event's response).
-        const object = lastUsageObject(bytes, usageKeys["provider-a"]);
+        const object = lastUsageObject(bytes, usageKeys["provider-a"], 2);
         const found = usageFromProviderA(object?.value, serviceTierMember(bytes, 1, object));
         if (found) {
           usage = found;
@@ -154,7 +155,7 @@ function fromCutEvent(
   tail: Buffer,
   previous: ProviderBCounts | null,
 ): { usage: TokenUsage; model: string | null; counts?: ProviderBCounts } | null {
-  const found = lastUsageObject(tail, usageKeys[provider]);
+  const found = lastUsageObject(tail, usageKeys[provider], 2);
   switch (provider) {
     case "provider-a": {
       const usage = usageFromProviderA(found?.value, serviceTierMember(tail, 1, found));

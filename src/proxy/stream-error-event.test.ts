@@ -11,6 +11,15 @@ describe("isStreamErrorEvent", () => {
     ["message", '{"error":{"message":"boom"}}'],
     [undefined, '{"type":"error","error":{"type":"api_error","message":"Internal"}}'],
     [undefined, '{"type": "error", "error": {"type": "api_error"}}'],
+    // JSON whitespace where the SDKs' JSON.parse skips it: after the brace, before it, around the colon.
+    [undefined, '{ "error": {"message": "boom"}}'],
+    [undefined, '{\n  "error": {\n    "code": 503\n  }\n}'],
+    [undefined, '{\t"error" : {"message":"boom"}}'],
+    [undefined, ' {"error":{"message":"boom"}}'],
+    ["message", '{\r\n"error":{"message":"boom"}}'],
+    [undefined, '{ "type": "error", "error": {"type": "overloaded_error"}}'],
+    [undefined, '{"type" : "error","error":{"type":"api_error"}}'],
+    [undefined, '{"type":\n"error","error":{"type":"api_error"}}'],
   ])("takes event %s with %s for the provider's error", (event, data) => {
     expect(isStreamErrorEvent(event, data)).toBe(true);
   });
@@ -24,6 +33,14 @@ describe("isStreamErrorEvent", () => {
     ["response.incomplete", '{"type":"response.incomplete"}'],
     ["message_delta", '{"type":"message_delta","delta":{"stop_reason":"end_turn"}}'],
     [undefined, '{"candidates":[{"finishReason":"SAFETY"}]}'],
+    [undefined, '{ "errors": []}'],
+    [undefined, '{ "id": "chatcmpl-1", "error": null}'],
+    [undefined, '{ "type": "content_block_delta", "delta": {"text": "error"}}'],
+    [undefined, '{"type" : "ping"}'],
+    [undefined, '{"types": "error"}'],
+    [undefined, '{\n  "candidates": [{"content": {"parts": [{"text": "\\"error\\""}]}}]\n}'],
+    [undefined, " [DONE]"],
+    [undefined, ""],
   ])("does not take event %s with %s for one", (event, data) => {
     expect(isStreamErrorEvent(event, data)).toBe(false);
   });

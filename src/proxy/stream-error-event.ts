@@ -7,19 +7,54 @@
  * An event named `error` (provider B, the Responses and Interactions APIs) or `response.failed`
  * (the Responses API); an unnamed event (or one named `message`, the default) whose data is an
  * error object: `{"error":…}` (provider A's chat completions, provider C) or `{"type":"error",…}`
- * (provider B without event lines), with or without a space after the colon. Checked by the data's
- * first bytes: next to nothing on the events that are not errors.
+ * (provider B without event lines), with any JSON whitespace the SDKs' `JSON.parse` skips (`{
+ * "error"`, `{"type" : "error"`). Checked by the data's first bytes: next to nothing on the events
+ * that are not errors, whose compact JSON starts with a letter of the first key (`{"id"`,
+ * `{"candidates"`, `{"type":"content_block_delta"`); only data with whitespace where that letter or
+ * the type's value would be is read further, a few bytes (firstMemberIsError).
  */
 export function isStreamErrorEvent(event: string | undefined, data: string): boolean {
   if (event !== undefined && event !== "message") return event === "error" || event === "response.failed";
-  // The first key's first letter picks the prefix to compare: every event passes here, and a chunk
-  // of the answer starts otherwise (`{"id"`, `{"candidates"`, `{"type":"content_block_delta"`).
   switch (data.charCodeAt(2)) {
     case 0x65 /* e */:
       return data.startsWith('{"error"');
     case 0x74 /* t */:
-      return data.startsWith('{"type":"error"') || data.startsWith('{"type": "error"');
+      // `{"type":"` is compact: its value decides; any other byte there may be whitespace.
+      return data.startsWith('{"type":"')
+        ? data.startsWith('error"', 9)
+        : data.startsWith('{"type"') && firstMemberIsError(data);
+    case 0x22 /* " */:
+    case 0x7b /* { */:
+    case 0x20:
+    case 0x09:
+    case 0x0a:
+    case 0x0d:
+      return firstMemberIsError(data);
     default:
       return false;
+  }
+}
+
+/**
+ * The slow path: whether `data`, read as JSON (whitespace skipped), opens an object whose first
+ * member is `"error":` or `"type": "error"`.
+ */
+function firstMemberIsError(data: string): boolean {
+  let at = spaces(data, 0);
+  if (data.charCodeAt(at) !== 0x7b /* { */) return false;
+  at = spaces(data, at + 1);
+  if (data.startsWith('"error"', at)) return data.charCodeAt(spaces(data, at + 7)) === 0x3a /* : */;
+  if (!data.startsWith('"type"', at)) return false;
+  at = spaces(data, at + 6);
+  return data.charCodeAt(at) === 0x3a /* : */ && data.startsWith('"error"', spaces(data, at + 1));
+}
+
+/** Past the JSON whitespace at `from`. */
+function spaces(data: string, from: number): number {
+  let at = from;
+  for (;;) {
+    const code = data.charCodeAt(at);
+    if (code !== 0x20 && code !== 0x0a && code !== 0x0d && code !== 0x09) return at;
+    at++;
   }
 }

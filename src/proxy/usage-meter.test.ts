@@ -204,6 +204,25 @@ describe("usage meter", () => {
     expect(meter("provider-c", geminiSse, true).model).toBe("gemini-2.5-flash");
   });
 
+  it("reports provider C's modelVersion written before its usageMetadata, streamed as buffered, not one in a function call's arguments", () => {
+    const chunk = (args: object) =>
+      JSON.stringify({
+        candidates: [{ content: { parts: [{ functionCall: { name: "f", args } }], role: "model" } }],
+        modelVersion: "gemini-2.5-flash",
+        usageMetadata: { promptTokenCount: 9, candidatesTokenCount: 3, totalTokenCount: 12 },
+        responseId: "r1",
+      });
+    for (const args of [{}, { modelVersion: "gemini-written-by-the-model" }]) {
+      const json = chunk(args);
+      expect(meter("provider-c", `data: ${json}\n\n`, true).model).toBe("gemini-2.5-flash");
+      for (const ended of [false, true])
+        expect(meter("provider-c", json, false, [], undefined, ended)).toEqual({
+          usage: { inputTokens: 9, outputTokens: 3, cachedInputTokens: null, reasoningTokens: null },
+          model: "gemini-2.5-flash",
+        });
+    }
+  });
+
   it("reports the model a provider B server-side fallback served, streamed as buffered", () => {
     const counts = { input_tokens: 25, cache_creation_input_tokens: 0, cache_read_input_tokens: 5 };
     const usage = {
@@ -559,6 +578,31 @@ describe("usage meter", () => {
     expect(meter("provider-a", openAiStream.slice(0, 100), true).usage.inputTokens).toBeNull();
   });
 
+  it("reads a JSON answer whose usage key is written with escapes (\\u0075sage), as JSON.parse reads it", () => {
+    const escaped = (json: string, key: string) =>
+      json.replace(`"${key}":`, `"\\u00${key.charCodeAt(0).toString(16)}${key.slice(1)}":`);
+    for (const [provider, json, key] of [
+      ["provider-a", openAiJson, "usage"],
+      ["provider-b", anthropicJson, "usage"],
+      ["provider-c", geminiChunk("Hello", 6), "usageMetadata"],
+    ] as const) {
+      const body = escaped(json, key);
+      expect(body).toContain("\\u00");
+      expect(JSON.parse(body)).toEqual(JSON.parse(json));
+      for (const ended of [false, true])
+        expect(meter(provider, body, false, [], undefined, ended), `${provider} ended ${ended}`).toEqual(
+          meter(provider, json, false, [], undefined, ended),
+        );
+    }
+    // Provider C's JSON-array stream, with every element's key escaped.
+    const array = `[${geminiChunk("Hel", 1)},${geminiChunk("lo", 6)}]`;
+    const escapedArray = array.replaceAll('"usageMetadata":', '"\\u0075sageMetadata":');
+    for (const ended of [false, true])
+      expect(meter("provider-c", escapedArray, false, [], undefined, ended)).toEqual(
+        meter("provider-c", array, false, [], undefined, ended),
+      );
+  });
+
   it("never throws on garbage", () => {
     for (const provider of ["provider-a", "provider-b", "provider-c"] as const) {
       for (const streaming of [true, false]) {
@@ -609,6 +653,14 @@ describe("usage meter", () => {
         usage: emptyUsage(),
         model: "gpt-4o-mini-2024-07-18",
       });
+      // Escapes in its keys and values that spell no usage key: not parsed whole either.
+      const escaped = files.replaceAll('"message":"step"', '"\\u006dessage":"st\\u00e9p \\"usage\\": 1"');
+      expect(escaped).toContain('"\\u006dessage":"st\\u00e9p');
+      for (const ended of [false, true])
+        expect(meter("provider-a", escaped, false, [], undefined, ended)).toEqual({
+          usage: emptyUsage(),
+          model: "gpt-4o-mini-2024-07-18",
+        });
       const large = parse.mock.calls.filter(([text]) => text.length > 64 * 1024);
       expect(large).toHaveLength(0);
     } finally {
@@ -874,6 +926,29 @@ describe("usage meter on Responses API calls", () => {
     const completed = event("response.completed", { response: echoed("completed", usage) });
     expect(run("post", `${created}${listed}${completed}`, true).usage).toEqual(tokens);
     expect(answered(echoed("completed", usage)).usage).toEqual(tokens);
+  });
+
+  it("reads the response's own usage where a server puts it before the tools it echoes, not a schema's after it", () => {
+    // A compatible server may write `usage` before `tools`: the last usage object in the text is
+    // then in a schema the app wrote (an example with counts of its own, or a property's schema).
+    const example = { type: "object", examples: [{ usage: { input_tokens: 1, output_tokens: 1 } }] };
+    const property = { type: "object", properties: { usage: { type: "object", properties: {} } } };
+    const none = { type: "object", examples: [{ usage: null }] };
+    for (const parameters of [example, property, none]) {
+      const { tools: _tools, usage: _usage, ...rest } = response("completed", false);
+      const answer = {
+        ...rest,
+        usage,
+        tools: [{ type: "function", name: "log_call", strict: false, parameters }],
+        user: null,
+        metadata: {},
+      };
+      const event = `event: response.completed\ndata: ${JSON.stringify({ type: "response.completed", response: answer, sequence_number: 3 })}\n\n`;
+      for (const responses of [undefined, "post"] as const) {
+        expect(meter("provider-a", JSON.stringify(answer), false, [], responses, true).usage).toEqual(tokens);
+        expect(meter("provider-a", event, true, [], responses, true).usage).toEqual(tokens);
+      }
+    }
   });
 
   it("leaves other calls' readings as they were", () => {
