@@ -1,16 +1,22 @@
 import { randomBytes } from "node:crypto";
+import { rmSync } from "node:fs";
 import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { connect } from "node:net";
+import { join } from "node:path";
+import BetterSqlite3 from "better-sqlite3";
 import { Redis } from "ioredis";
+import pg from "pg";
 import { Agent, request } from "undici";
-import { afterAll, describe, expect, it, vi } from "vitest";
+import { afterEach, describe, expect, it, vi } from "vitest";
+import { deviceTokenDigest } from "../../src/auth/device-token-cache.js";
+import { shutDown } from "../../src/server.js";
 import { createSafePdfFetcher } from "../../src/structured/safe-pdf-fetch.js";
 import { generateAppleKeyPair, startFakeApple } from "../fakes/fake-apple.js";
 import { type FakeUpstream, providerBaseUrls, startFakeUpstream } from "../fakes/fake-upstream.js";
 import { validDeviceToken } from "../support/device-check-stage.js";
 import { mulberry32 } from "../support/seeded-random.js";
-import { redisAvailable } from "../support/services.js";
+import { createPostgresSchema, postgresAvailable, redisAvailable, redisUrl } from "../support/services.js";
 import { startTcpProxy } from "../support/tcp-proxy.js";
 import {
   appleKeyId,
@@ -31,13 +37,19 @@ import {
  * a network path to provider C cut and restored; bodies over SLUICE_MAX_BODY_BYTES (413, by length
  * and chunked) or refused by SLUICE_MAX_BUFFERED_BODY_BYTES (503); /v1/text, /v1/pdf (a PDF server
  * that stalls, resets or never answers, SLUICE_MAX_PDF_FETCHES) and /v1/image; a project with a
- * spend cap, on DeviceCheck tokens too; with Redis when it runs (a key prefix of this run's own).
+ * spend cap, on DeviceCheck tokens too, cached and single-use (tokens new or sent again). Each case
+ * runs on the defaults (SQLite, every count in memory) and on PostgreSQL and Redis (a schema and a
+ * key prefix of this run's own; the schema in SLUICE_STORM_DATABASE_URL's database when set).
  * Once all have settled: the body budget holds nothing (its gauge says 0), no call is left
  * unrecorded, no place under the cap is held (here or in Redis), no PDF fetch or Apple call runs,
  * the upstream pools hold no connection, the usage queue is empty and nothing was dropped, the
  * gateway holds no connection, the process's active handles are those it had before, and the usage
  * rows count exactly the requests that reached authentication. Each of those is seen held during
- * the storm, so none is checked idle for never having been used. `SLUICE_STORM_SEED` replays a mix.
+ * the storm, so none is checked idle for never having been used. Each single-use token was admitted
+ * once at most, and one that no call was admitted with (and no replay met) passes when sent again.
+ * A second case shuts the gateway down a quarter of the way through the storm: once closed it holds
+ * nothing, wrote no row twice, and the process holds no socket or timer it did not hold before the
+ * gateway started. `SLUICE_STORM_SEED` replays a mix.
  */
 
 const probes = vi.hoisted(() => ({
@@ -49,7 +61,22 @@ const probes = vi.hoisted(() => ({
   appleInFlight: 0,
   appleCalls: 0,
   shared: [] as Array<{ held(): number }>,
+  /** The gateway's PostgreSQL pools: each idle client holds a socket and its idle timer. */
+  pgPools: [] as Array<{ idleCount: number }>,
+  /** The Authorization header of each call admission admitted (its device token is in it). */
+  admittedWith: [] as string[],
 }));
+
+vi.mock("pg", async (importOriginal) => {
+  const original = await importOriginal<{ default: typeof import("pg") }>();
+  class Pool extends original.default.Pool {
+    constructor(...args: ConstructorParameters<typeof original.default.Pool>) {
+      super(...args);
+      probes.pgPools.push(this);
+    }
+  }
+  return { ...original, default: { ...original.default, Pool } };
+});
 
 vi.mock("../../src/usage/shared-calls-in-flight.js", async (importOriginal) => {
   const original = await importOriginal<typeof import("../../src/usage/shared-calls-in-flight.js")>();
@@ -97,7 +124,18 @@ vi.mock("../../src/http/admission.js", async (importOriginal) => {
         },
       });
       probes.unrecorded.push(admit.unrecorded);
-      return admit;
+      // Synchronous when admission is: a wrapper must not turn its answer into a promise.
+      return Object.assign(
+        (...args: Parameters<typeof admit>) => {
+          const note = <T>(call: T) => {
+            probes.admittedWith.push(String(args[0].request.headers.authorization ?? ""));
+            return call;
+          };
+          const admitted = admit(...args);
+          return admitted instanceof Promise ? admitted.then(note) : note(admitted);
+        },
+        { unrecorded: admit.unrecorded },
+      );
     },
   };
 });
@@ -208,7 +246,9 @@ type Kind =
   | "img-fail"
   | "img-leave"
   | "dc-call"
-  | "dc-leave";
+  | "dc-leave"
+  | "su-call"
+  | "su-leave";
 
 const weights: Array<[Kind, number]> = [
   ["p-ok", 14],
@@ -244,6 +284,8 @@ const weights: Array<[Kind, number]> = [
   ["img-leave", 1],
   ["dc-call", 5],
   ["dc-leave", 2],
+  ["su-call", 5],
+  ["su-leave", 3],
 ];
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
@@ -266,7 +308,13 @@ interface Stage {
   pdfPending: () => number;
   apple: import("../fakes/fake-apple.js").FakeApple;
   device: TestProject;
+  /** A project on single-use DeviceCheck tokens, with a spend cap. */
+  singleUse: TestProject;
   deviceToken(): string;
+  /** The process's active resources before the gateway started (the fakes' already there). */
+  beforeGateway: Record<string, number>;
+  /** Set once the test shut the gateway down itself: `close` then closes the rest. */
+  gatewayClosed: boolean;
   close(): Promise<void>;
 }
 
@@ -308,6 +356,7 @@ async function startStage(extra: Record<string, unknown>): Promise<Stage> {
     maxFetches: maxPdfFetches,
   });
   let pending = 0;
+  const beforeGateway = resourceCounts();
   const sluice = await startTestGateway(
     {
       ...providerBaseUrls(fake),
@@ -346,7 +395,10 @@ async function startStage(extra: Record<string, unknown>): Promise<Stage> {
   const device = await createDeviceCheckProject(sluice.gateway, appleKeys.privateKeyPem, "cached", {
     monthlySpendCapUsd: 3,
   });
-  return {
+  const singleUse = await createDeviceCheckProject(sluice.gateway, appleKeys.privateKeyPem, "single-use", {
+    monthlySpendCapUsd: 3,
+  });
+  const stage: Stage = {
     sluice,
     fake,
     proxyC,
@@ -358,9 +410,13 @@ async function startStage(extra: Record<string, unknown>): Promise<Stage> {
     pdfPending: () => pending,
     apple,
     device,
+    singleUse,
     deviceToken: () => validDeviceToken(apple),
+    beforeGateway,
+    gatewayClosed: false,
     async close() {
-      await sluice.close();
+      if (stage.gatewayClosed) rmSync(sluice.gateway.config.dataDir, { recursive: true, force: true });
+      else await sluice.close();
       await apple.close();
       await proxyC.close();
       await fake.close();
@@ -368,12 +424,53 @@ async function startStage(extra: Record<string, unknown>): Promise<Stage> {
       await new Promise((resolve) => pdfServer.close(resolve));
     },
   };
+  return stage;
 }
 
-interface Outcome {
+/** How a call of the storm ended, as its client saw it. */
+interface Call {
   kind: Kind;
+  /** The answer's status; null when none came. */
   status: number | null;
+  /**
+   * Why the call ended without its whole answer: `left` (the client's own choice), `closed` (the
+   * gateway closed a raw call's connection), or the client's error code (ECONNREFUSED, …).
+   */
   error?: string;
+  /** An error answer's envelope: its code, and its message. */
+  answer?: { code?: unknown; message?: unknown };
+  /** The single-use device token the call carried. */
+  token?: string;
+}
+
+interface Outcome extends Call {
+  startedAt: number;
+  endedAt: number;
+}
+
+/** The client's error, or `left` for its own abort. */
+function errorOf(error: unknown): string {
+  const { name, code } = error as { name?: string; code?: string };
+  return name === "AbortError" ? "left" : (code ?? name ?? String(error));
+}
+
+/** The call's answer read to its end; an error answer's envelope kept. */
+async function answerOf(
+  kind: Kind,
+  response: Awaited<ReturnType<typeof request>>,
+): Promise<Call & { status: number }> {
+  const status = response.statusCode;
+  if (status < 400) {
+    await response.body.dump({ limit: 10 << 20 });
+    return { kind, status };
+  }
+  const text = await response.body.text();
+  try {
+    const { error } = JSON.parse(text) as { error?: { code?: unknown; message?: unknown } };
+    return { kind, status, answer: { code: error?.code, message: error?.message } };
+  } catch {
+    return { kind, status, answer: {} };
+  }
 }
 
 /** A raw request on a socket of its own: headers, `sent` bytes of a body of `length`, then left or finished. */
@@ -383,19 +480,19 @@ function rawCall(
   headers: Record<string, string>,
   body: Buffer,
   plan: { sendBytes: number; leaveAfterMs: number; trickleMs?: number; chunked?: boolean },
-): Promise<number | null> {
+): Promise<{ status: number | null; error?: string }> {
   return new Promise((resolve) => {
     const socket = connect(port, "127.0.0.1");
     let status: number | null = null;
     let settled = false;
-    const finish = () => {
+    const finish = (error: string) => {
       if (settled) return;
       settled = true;
       socket.destroy();
-      resolve(status);
+      resolve(status === null ? { status, error } : { status });
     };
-    socket.on("error", finish);
-    socket.on("close", finish);
+    socket.on("error", (error: NodeJS.ErrnoException) => finish(error.code ?? error.name));
+    socket.on("close", () => finish("closed"));
     socket.on("data", (chunk: Buffer) => {
       const found = /^HTTP\/1\.1 (\d{3})/.exec(chunk.toString("latin1"));
       if (found && status === null) status = Number(found[1]);
@@ -426,7 +523,7 @@ function rawCall(
       else sendMore();
     };
     sendMore();
-    setTimeout(finish, plan.leaveAfterMs);
+    setTimeout(() => finish("left"), plan.leaveAfterMs);
   });
 }
 
@@ -445,7 +542,14 @@ function proxyPath(project: TestProject, provider: string, model: string, stream
   return `${base}/v1beta/models/${model}:${streamed ? "streamGenerateContent?alt=sse" : "generateContent"}`;
 }
 
-async function runStorm(stage: Stage, runSeed: number, count: number, dispatcher: Agent): Promise<Outcome[]> {
+async function runStorm(
+  stage: Stage,
+  runSeed: number,
+  count: number,
+  dispatcher: Agent,
+  /** Told each time a call ended, with how many have. */
+  onEnded?: (ended: number) => void,
+): Promise<Outcome[]> {
   const random = mulberry32(runSeed);
   const int = (low: number, high: number) => low + Math.floor(random() * (high - low + 1));
   const pick = <T>(items: readonly T[]) => items[Math.floor(random() * items.length)] as T;
@@ -488,10 +592,11 @@ async function runStorm(stage: Stage, runSeed: number, count: number, dispatcher
     }
     stage.apple.fail(null);
   })();
-  const tokens: string[] = [];
+  const cachedTokens: string[] = [];
+  const singleUseTokens: string[] = [];
   const outcomes: Outcome[] = [];
   let next = 0;
-  const one = async (index: number): Promise<Outcome> => {
+  const one = async (index: number): Promise<Call> => {
     let roll = random() * total;
     let kind: Kind = "p-ok";
     for (const [each, w] of weights) {
@@ -547,40 +652,41 @@ async function runStorm(stage: Stage, runSeed: number, count: number, dispatcher
       if (kind === "p-leave-before-body")
         return {
           kind,
-          status: await rawCall(port, path, headers, body, { sendBytes: 0, leaveAfterMs: int(0, 50) }),
+          ...(await rawCall(port, path, headers, body, { sendBytes: 0, leaveAfterMs: int(0, 50) })),
         };
       if (kind === "p-leave-mid-body")
         return {
           kind,
-          status: await rawCall(port, path, headers, body, {
+          ...(await rawCall(port, path, headers, body, {
             sendBytes: Math.floor(body.length / 2),
             leaveAfterMs: int(0, 80),
             chunked: random() < 0.3,
-          }),
+          })),
         };
       if (kind === "p-413-chunked")
         return {
           kind,
-          status: await rawCall(port, path, headers, body, {
+          ...(await rawCall(port, path, headers, body, {
             sendBytes: body.length,
             leaveAfterMs: 3000,
             chunked: true,
-          }),
+          })),
         };
       if (kind === "p-slow-upload") {
         const completes = random() < 0.5;
         return {
           kind,
-          status: await rawCall(port, path, headers, body, {
+          ...(await rawCall(port, path, headers, body, {
             sendBytes: completes ? body.length : Math.floor(body.length * 0.7),
             trickleMs: int(100, 400),
             leaveAfterMs: completes ? 4000 : int(150, 450),
-          }),
+          })),
         };
       }
       const controller = new AbortController();
       let timer: NodeJS.Timeout | undefined;
       if (kind === "p-leave-before-headers") timer = setTimeout(() => controller.abort(), int(0, 200));
+      let status: number | null = null;
       try {
         const response = await request(`${sluice.url}${path}`, {
           method: "POST",
@@ -589,48 +695,50 @@ async function runStorm(stage: Stage, runSeed: number, count: number, dispatcher
           dispatcher,
           signal: controller.signal,
         });
-        if (kind === "p-leave-mid-stream") {
-          let first = true;
-          for await (const _chunk of response.body) {
-            if (first) {
-              first = false;
-              timer = setTimeout(() => controller.abort(), int(0, 100));
-            }
+        status = response.statusCode;
+        if (kind !== "p-leave-mid-stream") return await answerOf(kind, response);
+        let first = true;
+        for await (const _chunk of response.body) {
+          if (first) {
+            first = false;
+            timer = setTimeout(() => controller.abort(), int(0, 100));
           }
-        } else await response.body.dump({ limit: 10 << 20 });
-        return { kind, status: response.statusCode };
+        }
+        return { kind, status };
       } catch (error) {
-        return { kind, status: null, error: (error as Error).name };
+        return { kind, status, error: errorOf(error) };
       } finally {
         clearTimeout(timer);
       }
     }
-    if (kind.startsWith("dc-")) {
-      // A token new now and then, reused otherwise (cached mode: Apple asked once per token).
-      if (tokens.length === 0 || random() < 0.4) tokens.push(stage.deviceToken());
+    if (kind.startsWith("dc-") || kind.startsWith("su-")) {
+      // A token new now and then, one sent before otherwise: in cached mode Apple is asked once per
+      // token; in single-use mode a replay, refused once a call was admitted with the token, or the
+      // retry of calls all refused before admission (a client that left, say), which passes.
+      const cached = kind.startsWith("dc-");
+      const tokens = cached ? cachedTokens : singleUseTokens;
+      if (tokens.length === 0 || random() < (cached ? 0.4 : 0.5)) tokens.push(stage.deviceToken());
       const token = pick(tokens);
+      const leaving = kind === "dc-leave" || kind === "su-leave";
       const model = `gpt-4o-mini-${tag}`;
-      plans.set(index, () => ({ usage, latencyMs: kind === "dc-leave" ? 300 : 0 }));
+      plans.set(index, () => ({ usage, latencyMs: leaving ? 300 : 0 }));
       const controller = new AbortController();
-      const timer = kind === "dc-leave" ? setTimeout(() => controller.abort(), int(0, 400)) : undefined;
+      const timer = leaving ? setTimeout(() => controller.abort(), int(0, 400)) : undefined;
+      const project = cached ? stage.device : stage.singleUse;
       try {
-        const response = await request(
-          `${sluice.url}${proxyPath(stage.device, "provider-a", model, false)}`,
-          {
-            method: "POST",
-            headers: {
-              authorization: `Bearer ${stage.device.partialKeys["provider-a"]}.${token}`,
-              "content-type": "application/json",
-            },
-            body: JSON.stringify(proxyBody("provider-a", model, false)),
-            dispatcher,
-            signal: controller.signal,
+        const response = await request(`${sluice.url}${proxyPath(project, "provider-a", model, false)}`, {
+          method: "POST",
+          headers: {
+            authorization: `Bearer ${project.partialKeys["provider-a"]}.${token}`,
+            "content-type": "application/json",
           },
-        );
-        await response.body.dump({ limit: 10 << 20 });
-        return { kind, status: response.statusCode };
+          body: JSON.stringify(proxyBody("provider-a", model, false)),
+          dispatcher,
+          signal: controller.signal,
+        });
+        return { ...(await answerOf(kind, response)), ...(cached ? {} : { token }) };
       } catch (error) {
-        return { kind, status: null, error: (error as Error).name };
+        return { kind, status: null, error: errorOf(error), ...(cached ? {} : { token }) };
       } finally {
         clearTimeout(timer);
       }
@@ -692,16 +800,20 @@ async function runStorm(stage: Stage, runSeed: number, count: number, dispatcher
         dispatcher,
         signal: controller.signal,
       });
-      await response.body.dump({ limit: 10 << 20 });
-      return { kind, status: response.statusCode };
+      return await answerOf(kind, response);
     } catch (error) {
-      return { kind, status: null, error: (error as Error).name };
+      return { kind, status: null, error: errorOf(error) };
     } finally {
       clearTimeout(timer);
     }
   };
   const worker = async () => {
-    for (let index = next++; index < count; index = next++) outcomes.push(await one(index));
+    for (let index = next++; index < count; index = next++) {
+      const startedAt = performance.now();
+      const call = await one(index);
+      outcomes.push({ ...call, startedAt, endedAt: performance.now() });
+      onEnded?.(outcomes.length);
+    }
   };
   await Promise.all(Array.from({ length: concurrency }, worker));
   cutting = false;
@@ -742,6 +854,117 @@ async function metricsOf(sluice: TestGateway): Promise<Record<string, number>> {
   return values;
 }
 
+/** The probes back to nothing seen, for the next case's gateway. */
+function resetProbes(): void {
+  probes.authCalls = 0;
+  probes.placesTaken = 0;
+  probes.appleCalls = 0;
+  probes.unrecorded.length = 0;
+  probes.pools.clear();
+  probes.shared.length = 0;
+  probes.admittedWith.length = 0;
+  probes.pgPools.length = 0;
+}
+
+/** The PostgreSQL clients idle in the gateway's pools (closed after pg's 10 s idle timeout). */
+function idlePostgresClients(): number {
+  return probes.pgPools.reduce((sum, pool) => sum + pool.idleCount, 0);
+}
+
+/**
+ * Where the gateway keeps its rows and counts: its defaults (SQLite in its data dir, every count
+ * in memory), or PostgreSQL (a schema of this run's own, in SLUICE_STORM_DATABASE_URL's database
+ * or the shared one) and Redis (a key prefix of this run's own).
+ */
+interface Engine {
+  name: string;
+  shared: boolean;
+}
+
+const engines: Engine[] = [
+  { name: "SQLite and memory", shared: false },
+  { name: "PostgreSQL and Redis", shared: true },
+];
+
+interface EngineSpace {
+  settings: Record<string, unknown>;
+  redisPrefix: string | null;
+  /** The usage rows of a gateway that has closed, read from its database. */
+  rowsAfterClose(
+    sluice: TestGateway,
+  ): Promise<Array<{ model: string | null; status: number; requests: number }>>;
+  drop(): Promise<void>;
+}
+
+async function openEngine(engine: Engine): Promise<EngineSpace> {
+  if (!engine.shared)
+    return {
+      settings: {},
+      redisPrefix: null,
+      async rowsAfterClose(sluice) {
+        const database = new BetterSqlite3(join(sluice.gateway.config.dataDir, "sluice.sqlite"), {
+          readonly: true,
+        });
+        try {
+          return database.prepare("select model, status, requests from usage_records").all() as never;
+        } finally {
+          database.close();
+        }
+      },
+      async drop() {},
+    };
+  const schema = await createPostgresSchema(process.env.SLUICE_STORM_DATABASE_URL);
+  const redisPrefix = `storm-${randomBytes(4).toString("hex")}:`;
+  return {
+    settings: { databaseUrl: schema.url, redisUrl, redisKeyPrefix: redisPrefix },
+    redisPrefix,
+    async rowsAfterClose() {
+      const client = new pg.Client({ connectionString: schema.url });
+      await client.connect();
+      try {
+        const { rows } = await client.query("select model, status, requests from usage_records");
+        return rows.map((row) => ({ ...row, requests: Number(row.requests) }));
+      } finally {
+        await client.end();
+      }
+    },
+    async drop() {
+      const redis = new Redis(redisUrl);
+      const keys = await redis.keys(`${redisPrefix}*`);
+      if (keys.length > 0) await redis.del(...keys);
+      redis.disconnect();
+      await schema.drop();
+    },
+  };
+}
+
+/** The Redis keys under `prefix` that match `pattern`, each with `read`'s answer. */
+async function redisValues<T>(
+  prefix: string,
+  pattern: string,
+  read: (redis: Redis, key: string) => Promise<T>,
+): Promise<Map<string, T>> {
+  const redis = new Redis(redisUrl);
+  try {
+    const keys = await redis.keys(`${prefix}${pattern}`);
+    return new Map(await Promise.all(keys.map(async (key) => [key, await read(redis, key)] as const)));
+  } finally {
+    redis.disconnect();
+  }
+}
+
+/** How many calls admission admitted with each single-use token of the storm. */
+function singleUseAdmissions(outcomes: readonly Outcome[]): Map<string, number> {
+  const admitted = new Map<string, number>();
+  for (const { token } of outcomes) if (token !== undefined) admitted.set(token, 0);
+  for (const header of probes.admittedWith) {
+    const token = header.slice(header.lastIndexOf(".") + 1);
+    const count = admitted.get(token);
+    if (count !== undefined) admitted.set(token, count + 1);
+  }
+  return admitted;
+}
+
 async function usageRequests(sluice: TestGateway): Promise<number> {
   await sluice.gateway.flushUsage();
   const sum = await sluice.gateway.database.db
@@ -753,95 +976,237 @@ async function usageRequests(sluice: TestGateway): Promise<number> {
 
 describe("what a storm of faulted calls held is given back", () => {
   let stage: Stage | undefined;
-  const prefix = `storm-${randomBytes(4).toString("hex")}:`;
-  afterAll(async () => {
+  let space: EngineSpace | undefined;
+  afterEach(async () => {
     await stage?.close();
-    if (redisAvailable) {
-      const redis = new Redis("redis://127.0.0.1:6379");
-      const keys = await redis.keys(`${prefix}*`);
-      if (keys.length > 0) await redis.del(...keys);
-      redis.disconnect();
-    }
+    await space?.drop();
+    stage = undefined;
+    space = undefined;
+    resetProbes();
   });
 
-  it("leaves every budget, slot, place and connection idle, and one usage row per authenticated request", async () => {
-    stage = await startStage(
-      redisAvailable ? { redisUrl: "redis://127.0.0.1:6379", redisKeyPrefix: prefix } : {},
-    );
-    const current = stage;
-    await sleep(200);
-    const baseline = resourceCounts();
-    const dispatcher = new Agent({ connections: concurrency, keepAliveTimeout: 1000 });
-    // The most each counter held during the storm.
-    const most: Record<string, number> = {};
-    const sampler = setInterval(() => {
-      for (const [name, value] of Object.entries(held(current)))
-        most[name] = Math.max(most[name] ?? 0, value);
-    }, 5);
-    let outcomes: Outcome[];
-    try {
-      outcomes = await runStorm(current, seed, calls, dispatcher);
-    } finally {
-      clearInterval(sampler);
-      await dispatcher.close();
-    }
-    const statuses = new Set(outcomes.map((outcome) => outcome.status));
-    // The faults were met: refusals of the body's size and of the budget, provider failures, timeouts.
-    for (const status of [200, 401, 413, 502, 503, 504]) expect(statuses, `seed ${seed}`).toContain(status);
-    const idle = {
-      bodyBytes: 0,
-      unrecorded: 0,
-      placesUnderCap: 0,
-      placesInRedis: 0,
-      pdfFetches: 0,
-      appleCalls: 0,
-      upstreamRunning: 0,
-      upstreamWaiting: 0,
-      connections: 0,
-    };
-    for (const name of Object.keys(idle))
-      if (name !== "placesInRedis" || redisAvailable)
-        expect(most[name], `${name} held during the storm`).toBeGreaterThan(0);
-    await vi.waitFor(
+  const sharedMissing = !postgresAvailable || !redisAvailable;
+
+  for (const engine of engines)
+    it.skipIf(engine.shared && sharedMissing)(
+      `on ${engine.name}: leaves every budget, slot, place and connection idle, one usage row per authenticated request, and each single-use token admitted once at most`,
       async () => {
-        expect(held(current)).toEqual(idle);
-        expect(await usageRequests(current.sluice), `seed ${seed}: usage rows`).toBe(probes.authCalls);
+        space = await openEngine(engine);
+        stage = await startStage(space.settings);
+        const current = stage;
+        const prefix = space.redisPrefix;
+        await sleep(200);
+        const baseline = resourceCounts();
+        const idleBefore = idlePostgresClients();
+        const dispatcher = new Agent({ connections: concurrency, keepAliveTimeout: 1000 });
+        // The most each counter held during the storm.
+        const most: Record<string, number> = {};
+        const sampler = setInterval(() => {
+          for (const [name, value] of Object.entries(held(current)))
+            most[name] = Math.max(most[name] ?? 0, value);
+        }, 5);
+        let outcomes: Outcome[];
+        try {
+          outcomes = await runStorm(current, seed, calls, dispatcher);
+        } finally {
+          clearInterval(sampler);
+          await dispatcher.close();
+        }
+        const statuses = new Set(outcomes.map((outcome) => outcome.status));
+        // The faults were met: refusals of the body's size and of the budget, provider failures, timeouts.
+        for (const status of [200, 401, 413, 502, 503, 504])
+          expect(statuses, `seed ${seed}`).toContain(status);
+        const idle = {
+          bodyBytes: 0,
+          unrecorded: 0,
+          placesUnderCap: 0,
+          placesInRedis: 0,
+          pdfFetches: 0,
+          appleCalls: 0,
+          upstreamRunning: 0,
+          upstreamWaiting: 0,
+          connections: 0,
+        };
+        for (const name of Object.keys(idle))
+          if (name !== "placesInRedis" || engine.shared)
+            expect(most[name], `${name} held during the storm`).toBeGreaterThan(0);
+        await vi.waitFor(
+          async () => {
+            expect(held(current)).toEqual(idle);
+            expect(await usageRequests(current.sluice), `seed ${seed}: usage rows`).toBe(probes.authCalls);
+          },
+          { timeout: 15_000, interval: 100 },
+        );
+        // Every socket and timer the storm made is gone, but the upstream connections left idle (reused by
+        // the next calls, or closed after the pools' 30 s): undici opens one when a call is aborted once
+        // sent (nodejs/undici#5845). Each is at most four sockets of this process (through provider C's
+        // proxy). So are the PostgreSQL clients the storm's writes opened, idle in their pools, each a
+        // socket and an idle timer. Read outside vi.waitFor, whose own timers would count.
+        let resources = resourceCounts();
+        let idleConnections = 0;
+        let idleClients = 0;
+        const beside = () => {
+          const { TCPSocketWrap: sockets = 0, Timeout: timers = 0, ...others } = resources;
+          return { others, timers: timers - idleClients, sockets: sockets - idleClients };
+        };
+        const { TCPSocketWrap: socketsBefore = 0, Timeout: timersBefore = 0, ...othersBefore } = baseline;
+        for (let tries = 0; tries < 100; tries++) {
+          idleConnections = [...probes.pools.values()].reduce((sum, pool) => sum + (pool.stats.free ?? 0), 0);
+          idleClients = idlePostgresClients() - idleBefore;
+          resources = resourceCounts();
+          const now = beside();
+          if (
+            JSON.stringify(now.others) === JSON.stringify(othersBefore) &&
+            now.timers === timersBefore &&
+            now.sockets <= socketsBefore + 4 * idleConnections
+          )
+            break;
+          await sleep(100);
+        }
+        const now = beside();
+        expect(now.others).toEqual(othersBefore);
+        expect(now.timers).toBe(timersBefore);
+        expect(now.sockets - socketsBefore).toBeLessThanOrEqual(4 * idleConnections);
+        const metrics = await metricsOf(current.sluice);
+        expect(metrics.sluice_buffered_body_bytes).toBe(0);
+        expect(metrics.sluice_usage_queue_depth).toBe(0);
+        expect(metrics.sluice_usage_rows_dropped_total).toBe(0);
+        expect(metrics.sluice_body_budget_refusals_total, "bodies the budget refused").toBeGreaterThan(0);
+        if (prefix !== null) {
+          const places = await redisValues(prefix, "sluice:spend-in-flight:*", (redis, key) =>
+            redis.zcard(key),
+          );
+          expect([...places.values()].every((count) => count === 0)).toBe(true);
+        }
+        await expectSingleUseKept(current, outcomes, prefix);
       },
-      { timeout: 15_000, interval: 100 },
+      60_000,
     );
-    // Every socket and timer the storm made is gone, but the upstream connections left idle (reused by
-    // the next calls, or closed after the pools' 30 s): undici opens one when a call is aborted once
-    // sent (nodejs/undici#5845). Each is at most four sockets of this process (through provider C's
-    // proxy). Read outside vi.waitFor, whose own timers would count.
-    let resources = resourceCounts();
-    let idleConnections = 0;
-    for (let tries = 0; tries < 100; tries++) {
-      idleConnections = [...probes.pools.values()].reduce((sum, pool) => sum + (pool.stats.free ?? 0), 0);
-      resources = resourceCounts();
-      const { TCPSocketWrap: sockets = 0, ...others } = resources;
-      const { TCPSocketWrap: socketsBefore = 0, ...othersBefore } = baseline;
-      if (
-        JSON.stringify(others) === JSON.stringify(othersBefore) &&
-        sockets <= socketsBefore + 4 * idleConnections
-      )
-        break;
-      await sleep(100);
-    }
-    const { TCPSocketWrap: sockets = 0, ...others } = resources;
-    const { TCPSocketWrap: socketsBefore = 0, ...othersBefore } = baseline;
-    expect(others).toEqual(othersBefore);
-    expect(sockets - socketsBefore).toBeLessThanOrEqual(4 * idleConnections);
-    const metrics = await metricsOf(current.sluice);
-    expect(metrics.sluice_buffered_body_bytes).toBe(0);
-    expect(metrics.sluice_usage_queue_depth).toBe(0);
-    expect(metrics.sluice_usage_rows_dropped_total).toBe(0);
-    expect(metrics.sluice_body_budget_refusals_total, "bodies the budget refused").toBeGreaterThan(0);
-    if (redisAvailable) {
-      const redis = new Redis("redis://127.0.0.1:6379");
-      const places = await redis.keys(`${prefix}sluice:spend-in-flight:*`);
-      const counts = await Promise.all(places.map((key) => redis.zcard(key)));
-      redis.disconnect();
-      expect(counts.every((count) => count === 0)).toBe(true);
-    }
-  }, 60_000);
+
+  for (const engine of engines)
+    it.skipIf(engine.shared && sharedMissing)(
+      `on ${engine.name}: a shutdown in the middle of the storm gives back everything held, writes no row twice, and leaves no connection or timer`,
+      async () => {
+        space = await openEngine(engine);
+        stage = await startStage({ ...space.settings, shutdownTimeoutMs: 400 });
+        const current = stage;
+        const { sluice } = current;
+        const dispatcher = new Agent({ connections: concurrency, keepAliveTimeout: 1000 });
+        let outcomes: Outcome[];
+        let stoppedAt = 0;
+        try {
+          // Once a quarter of the calls have ended: the others are under way or still to come.
+          let stopping: Promise<void> | undefined;
+          const storm = runStorm(current, seed + 1, calls, dispatcher, (ended) => {
+            if (ended < calls / 4 || stopping) return;
+            stoppedAt = performance.now();
+            stopping = shutDown(sluice.server, sluice.gateway);
+          });
+          outcomes = await storm;
+          await stopping;
+          current.gatewayClosed = true;
+        } finally {
+          await dispatcher.close();
+        }
+        const during = outcomes.filter((outcome) => outcome.endedAt >= stoppedAt);
+        // Nothing is held once the gateway closed: every admitted call's row written (or dropped), no
+        // place, budget, PDF fetch, Apple call or upstream connection.
+        expect(held(current)).toEqual({
+          bodyBytes: 0,
+          unrecorded: 0,
+          placesUnderCap: 0,
+          placesInRedis: 0,
+          pdfFetches: 0,
+          appleCalls: 0,
+          upstreamRunning: 0,
+          upstreamWaiting: 0,
+          connections: 0,
+        });
+        // No row is written twice. (Rows lost, and calls cut without an answer, were seen now and then
+        // under load and are not checked here yet: see the branch's report.)
+        const rows = await space.rowsAfterClose(sluice);
+        expect(
+          rows.reduce((sum, row) => sum + row.requests, 0),
+          `seed ${seed + 1}: usage rows`,
+        ).toBeLessThanOrEqual(probes.authCalls);
+        // The calls that came once the gateway stopped listening were refused at connection.
+        expect(new Set(during.map((outcome) => outcome.error))).toContain("ECONNREFUSED");
+        // No socket or timer of the gateway is left: the process holds no more of each kind than it did
+        // before the gateway started (fewer, when a former case's idle connection closed meanwhile).
+        const before = current.beforeGateway;
+        const more = () =>
+          Object.entries(resourceCounts()).filter(([kind, count]) => count > (before[kind] ?? 0));
+        for (let tries = 0; tries < 50 && more().length > 0; tries++) await sleep(100);
+        expect(Object.fromEntries(more()), "resources beyond those before the gateway").toEqual({});
+      },
+      60_000,
+    );
 });
+
+/**
+ * Each single-use token of the storm was admitted once at most (the calls sent with it again were
+ * replays, 401), and none is left marked by calls that were all refused before admission: sent
+ * again now, a token admitted before is refused as a replay, and so is one a replay met while a
+ * call held its mark (docs/auth.md: the replay gives nothing back, the token stays used); any other
+ * passes, once. In Redis, such a token's entry counts no use.
+ */
+async function expectSingleUseKept(stage: Stage, outcomes: readonly Outcome[], prefix: string | null) {
+  const admitted = singleUseAdmissions(outcomes);
+  const singleUse = outcomes.filter((outcome) => outcome.token !== undefined);
+  // The storm met each way a single-use call ends: admitted, a replay, Apple unavailable, a client gone.
+  const ends = new Set(singleUse.map((outcome) => outcome.status ?? outcome.error));
+  for (const end of [200, 401, 503, "left"]) expect(ends, `seed ${seed}`).toContain(end);
+  expect(
+    [...admitted].filter(([, count]) => count > 1),
+    `seed ${seed}: tokens admitted twice`,
+  ).toEqual([]);
+  const replays = singleUse.filter((outcome) => outcome.status === 401);
+  expect(
+    replays.filter((outcome) => !/already used/.test(String(outcome.answer?.message))),
+    "every 401 a replay",
+  ).toEqual([]);
+  const replayed = new Set(replays.map((outcome) => outcome.token));
+  const unused = [...admitted.keys()].filter((token) => admitted.get(token) === 0 && !replayed.has(token));
+  expect(unused.length, "tokens no call was admitted with").toBeGreaterThan(0);
+  if (prefix !== null) {
+    const uses = await redisValues(
+      prefix,
+      `sluice:device-token:${stage.singleUse.projectId}:*`,
+      (redis, key) => (key.endsWith(":verified") ? Promise.resolve(null) : redis.get(key)),
+    );
+    const marked = unused.filter((token) => {
+      const value = uses.get(
+        `${prefix}sluice:device-token:${stage.singleUse.projectId}:${deviceTokenDigest(token)}`,
+      );
+      return value !== undefined && value !== null && Number(value) !== 0;
+    });
+    expect(marked, `seed ${seed}: unused tokens marked in Redis`).toEqual([]);
+  }
+  stage.fake.setPlan(() => ({ usage: { input: 10, output: 10, cached: 0, reasoning: 0 } }));
+  const again = async (token: string) => {
+    const response = await request(
+      `${stage.sluice.url}${proxyPath(stage.singleUse, "provider-a", "gpt-4o-mini", false)}`,
+      {
+        method: "POST",
+        headers: {
+          authorization: `Bearer ${stage.singleUse.partialKeys["provider-a"]}.${token}`,
+          "content-type": "application/json",
+        },
+        body: JSON.stringify(proxyBody("provider-a", "gpt-4o-mini", false)),
+        reset: true,
+      },
+    );
+    await response.body.dump();
+    return response.statusCode;
+  };
+  const wrong: Array<{ admitted: number; replayed: boolean; first: number; second: number }> = [];
+  for (const [token, count] of admitted) {
+    const first = await again(token);
+    const second = await again(token);
+    const free = count === 0 && !replayed.has(token);
+    if (first !== (free ? 200 : 401) || second !== 401)
+      wrong.push({ admitted: count, replayed: replayed.has(token), first, second });
+  }
+  expect(wrong, `seed ${seed}: tokens sent again (${admitted.size})`).toEqual([]);
+  stage.fake.setPlan(null);
+}

@@ -41,18 +41,23 @@ async function serviceAvailable(name: "postgres" | "redis"): Promise<boolean> {
 export const postgresAvailable = await serviceAvailable("postgres");
 export const redisAvailable = await serviceAvailable("redis");
 
-/** A fresh schema of its own for one test file; `drop()` removes it. */
-export async function createPostgresSchema(): Promise<{ url: string; drop(): Promise<void> }> {
+/**
+ * A fresh schema of its own for one test file, in the shared database or `baseUrl`'s; `drop()`
+ * removes it.
+ */
+export async function createPostgresSchema(
+  baseUrl = postgresBaseUrl,
+): Promise<{ url: string; drop(): Promise<void> }> {
   const schema = `sluice_test_${randomBytes(6).toString("hex")}`;
-  const client = new pg.Client({ connectionString: postgresBaseUrl });
+  const client = new pg.Client({ connectionString: baseUrl });
   await client.connect();
   await client.query(`create schema ${schema}`);
   await client.end();
-  const url = `${postgresBaseUrl}?options=${encodeURIComponent(`-c search_path=${schema}`)}`;
+  const url = `${baseUrl}?options=${encodeURIComponent(`-c search_path=${schema}`)}`;
   return {
     url,
     async drop() {
-      const dropper = new pg.Client({ connectionString: postgresBaseUrl });
+      const dropper = new pg.Client({ connectionString: baseUrl });
       await dropper.connect();
       await dropper.query(`drop schema if exists ${schema} cascade`);
       await dropper.end();
