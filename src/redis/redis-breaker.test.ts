@@ -223,6 +223,30 @@ describe("RedisBreaker", () => {
     breaker.close();
   });
 
+  it("tells its failure listeners what Redis answered the write probe, not that the probe met no connection", async () => {
+    vi.useFakeTimers({ now: 0 });
+    const client = fakeClient();
+    const breaker = new RedisBreaker(client.redis, 100);
+    const failed = vi.fn();
+    breaker.onFailed(failed);
+    await expect(breaker.run(fails, around)).rejects.toThrow();
+    client.writable = false;
+    await vi.advanceTimersByTimeAsync(100);
+    expect(failed).toHaveBeenLastCalledWith(
+      expect.objectContaining({ message: expect.stringMatching(/^OOM/) }),
+    );
+    client.evalsha.mockRejectedValueOnce(
+      new Error("Stream isn't writeable and enableOfflineQueue options is false"),
+    );
+    await vi.advanceTimersByTimeAsync(100);
+    // The second probe was sent, and failed without an answer: nothing more for the listeners.
+    expect(client.evalsha).toHaveBeenCalledTimes(2);
+    expect(failed).toHaveBeenCalledTimes(2);
+    await vi.advanceTimersByTimeAsync(100);
+    expect(failed).toHaveBeenCalledTimes(3);
+    breaker.close();
+  });
+
   it("a call that learned nothing leaves the state as it was", () => {
     const breaker = new RedisBreaker(fakeClient().redis, 60_000);
     breaker.leave(breaker.enter(), undefined);

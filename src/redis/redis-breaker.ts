@@ -110,7 +110,9 @@ export class RedisBreaker {
   /**
    * Calls `listener` each time a call (of any user) fails, with what the call failed with: the rate
    * limits run per instance from then on, so they report their fallback (the degraded gauge,
-   * /health) at once, whichever user saw the failure, not at their own next decision.
+   * /health) at once, whichever user saw the failure, not at their own next decision. Also each time
+   * Redis answers the write probe with an error (a reply error: OOM, READONLY, NOPERM), so a reason
+   * that changes while Redis rests (no user's call reaches it) is heard.
    */
   onFailed(listener: (error: Error | undefined) => void): void {
     this.failureListeners.push(listener);
@@ -168,9 +170,16 @@ export class RedisBreaker {
         this.probing = false;
         this.recover();
       },
-      () => {
+      (error: unknown) => {
         this.probing = false;
-        if (this.restingNow) this.schedule();
+        if (!this.restingNow) return;
+        this.schedule();
+        // Redis answered the probe with an error, maybe another than the failure that began the rest
+        // (OOM, then NOPERM after a stricter ACL, or READONLY): its listeners hear it, as they hear a
+        // call's. A probe that met no connection or timed out tells nothing the client's own errors
+        // do not (it is sent every rest while Redis is gone).
+        if (error instanceof Error && error.name === "ReplyError")
+          for (const listener of this.failureListeners) listener(error);
       },
     );
   }
