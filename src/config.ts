@@ -320,7 +320,7 @@ export const settings = {
     "SLUICE_REDIS_COMMAND_TIMEOUT_MS",
     millisecondsFrom(100, 10_000),
     "500",
-    "Redis: a command unanswered this long fails and its connection is replaced (the limits, the authentication throttle, the DeviceCheck ledger and the spend cap's calls in flight answer as without Redis, which then rests until a write of the gateway's own succeeds, tried every 2 s), so the requests in flight when Redis hangs wait this long once; raise it for a Redis far away whose round trips come near it (100 ms to 10 s)",
+    "Redis: a command unanswered this long fails and its connection is replaced (the limits, the authentication throttle, the DeviceCheck ledger and the spend cap's calls in flight answer as without Redis, which then rests until a write of the gateway's own succeeds, tried every 2 s, or up to 32 s apart when Redis failed again soon after taking one), so the requests in flight when Redis hangs wait this long once; raise it for a Redis far away whose round trips come near it (100 ms to 10 s)",
   ),
   redisKeyPrefix: setting(
     "SLUICE_REDIS_KEY_PREFIX",

@@ -228,7 +228,8 @@ export async function createGateway(config: Config, injected: Partial<Injectable
     onFallback: (on, error) => {
       metrics.setDegraded("redis", on);
       // The breaker is shared: the spend cap's calls in flight go per instance, and shared again,
-      // with the limits, whichever user saw Redis fail. Logged once per outage (see limitsFallbackLog).
+      // with the limits, whichever user saw Redis fail. Logged once per outage and reason (see
+      // limitsFallbackLog).
       fallbackLog.report(on, error);
     },
     onDecision: (name, allowed) => metrics.countLimitDecision(name, allowed ? "allowed" : "limited"),

@@ -1,6 +1,10 @@
+import { EventEmitter } from "node:events";
+import type { Redis } from "ioredis";
 import { afterEach, describe, expect, it, vi } from "vitest";
 import { createLogger } from "../observability/logger.js";
+import { RedisBreaker } from "../redis/redis-breaker.js";
 import { limitsFallbackLog } from "./fallback-log.js";
+import { createRateLimiter } from "./rate-limiter.js";
 
 function logged() {
   const lines: Record<string, unknown>[] = [];
@@ -16,6 +20,8 @@ function reply(message: string, script = "780bc2437b059b5a5f8d7d0ed2211764170aa2
 }
 
 const readonly = "READONLY You can't write against a read only replica.";
+const oom = "OOM command not allowed when used memory > 'maxmemory'.";
+const noperm = "NOPERM this user has no permissions to access one of the keys used as arguments";
 const fallsBackOnReply = "Redis answers with an error: rate limits fall back to per-instance limits";
 const fallsBackUnreachable = "Redis is unreachable: rate limits fall back to per-instance limits";
 const sharedAgain = "Redis answers again: rate limits are shared again";
@@ -66,5 +72,43 @@ describe("the log of the limits' fallback", () => {
     log.close();
     vi.advanceTimersByTime(10_000);
     expect(messages()).toEqual([fallsBackUnreachable]);
+  });
+
+  it("warns again when the reason Redis gives changes while it rests, once for each reason", async () => {
+    vi.useFakeTimers({ now: 0 });
+    const { lines, messages, logger } = logged();
+    // A Redis whose every script (the limits', the breaker's write probe) fails with `refusal`.
+    const redis = Object.assign(new EventEmitter(), {
+      status: "ready",
+      refusal: oom as string | undefined,
+      evalsha: vi.fn(async () => {
+        if (redis.refusal === "lost")
+          throw new Error("Stream isn't writeable and enableOfflineQueue options is false");
+        if (redis.refusal) throw reply(redis.refusal);
+        return [1, 1, 60_000];
+      }),
+    });
+    const log = limitsFallbackLog(logger, 5_000);
+    const limiter = createRateLimiter({
+      redis: redis as unknown as Redis,
+      breaker: new RedisBreaker(redis as unknown as Redis, 100),
+      onFallback: (on, error) => log.report(on, error),
+    });
+    const request = () => limiter.consumeAll([{ name: "project", key: "p", limit: 10 }]);
+    await request();
+    // Full, then refusing Sluice's keys (a stricter ACL), back and forth, then gone: requests go
+    // around Redis while it rests, only the probe (every 100 ms, twice as long after a relapse) meets it.
+    for (const refusal of [noperm, oom, noperm, "lost", oom]) {
+      redis.refusal = refusal;
+      await vi.advanceTimersByTimeAsync(500);
+      await request();
+    }
+    expect(messages()).toEqual([fallsBackOnReply, fallsBackOnReply]);
+    expect(lines.map((line) => String(line.redisError).split(" ")[0])).toEqual(["OOM", "NOPERM"]);
+    redis.refusal = undefined;
+    await vi.advanceTimersByTimeAsync(5_200);
+    expect(messages()).toEqual([fallsBackOnReply, fallsBackOnReply, sharedAgain]);
+    await limiter.close();
+    log.close();
   });
 });

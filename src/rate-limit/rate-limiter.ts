@@ -1,7 +1,7 @@
 import type { Redis } from "ioredis";
 import { RedisBreaker } from "../redis/redis-breaker.js";
 import { redisKeyPrefixes } from "../redis/redis-keys.js";
-import { luaNotSluiceCount, RedisScript, type ScriptPart } from "../redis/redis-script.js";
+import { errorReason, luaNotSluiceCount, RedisScript, type ScriptPart } from "../redis/redis-script.js";
 import { MemoryWindows } from "./memory-windows.js";
 
 export interface RateLimitDecision {
@@ -75,8 +75,10 @@ export interface RateLimiterOptions {
    * waiting for a decision: a failure any user of the breaker saw (the authentication throttle, the
    * device token ledger) rests Redis for the limits too, and is reported at once. With true, `error`
    * is what that call failed with (a reply error, such as OOM or READONLY, when Redis answered);
-   * none when the limits found Redis resting without having heard of the failure. A key's data error
-   * (`isKeyDataError`) is no failure of Redis.
+   * none when the limits found Redis resting without having heard of the failure. Called with true
+   * again, the limits still per instance, for a failure (a call's, or the breaker's write probe's
+   * reply) whose reason differs from the last one reported: Redis full, then refusing Sluice's keys
+   * after a stricter ACL. A key's data error (`isKeyDataError`) is no failure of Redis.
    */
   onFallback?: (on: boolean, error?: Error) => void;
   /**
@@ -95,6 +97,11 @@ export interface RateLimiterOptions {
    * takes writes again (ms, default 2000); a reconnect sends one at once. Decisions stay here until then.
    */
   redisRestMs?: number;
+}
+
+/** A failure's kind: a reply error or not, and its message's reason (`errorReason`, no script digest). */
+function failedWith(error: Error): string {
+  return `${error.name === "ReplyError"}:${errorReason(error.message)}`;
 }
 
 /**
@@ -182,10 +189,15 @@ function redisRateLimiter(client: Redis, here: RateLimiter, options: RateLimiter
   const prefix = options.keyPrefix ?? redisKeyPrefixes().rateLimits;
   const breaker = options.breaker ?? new RedisBreaker(client, options.redisRestMs);
   let degraded = false;
+  /** What the last failure reported failed with (`failedWith`), while degraded. */
+  let failure: string | undefined;
 
   function setDegraded(on: boolean, error?: Error): void {
-    if (on === degraded) return;
+    // Already per instance: reported again only for a failure of another kind than the last one
+    // (OOM, then NOPERM after a stricter ACL), so the log can name the new reason.
+    if (on === degraded && !(on && error && failedWith(error) !== failure)) return;
     degraded = on;
+    failure = on && error ? failedWith(error) : undefined;
     options.onFallback?.(on, error);
   }
   // Redis takes writes again (the breaker's probe): the next decision is Redis's.

@@ -83,6 +83,38 @@ describe("RedisBreaker", () => {
     expect(client.sent).toHaveLength(11);
   });
 
+  it("rests twice as long each time Redis refuses a call soon after taking the probe's write, and 2 s again once it stayed so", async () => {
+    vi.useFakeTimers({ now: 0 });
+    const client = fakeClient();
+    const breaker = new RedisBreaker(client.redis, 2_000);
+    const recoveredAt: number[] = [];
+    breaker.onRecovered(() => recoveredAt.push(Date.now()));
+    /** A call every 100 ms for `ms`, each failing as a Redis at the edge of its memory limit: it
+     * takes the probe's write (its key replaced, no more memory) and refuses the next one (OOM). */
+    const edge = async (ms: number) => {
+      for (let at = 0; at < ms; at += 100) {
+        await breaker.run(() => Promise.reject(oom()), around).catch(() => undefined);
+        await vi.advanceTimersByTimeAsync(100);
+      }
+    };
+    await edge(10_000);
+    // Before, every 2 s (2, 4, 6, 8, 10 s), each back to ok until the next call.
+    expect(recoveredAt).toEqual([2_000, 6_000]);
+    await edge(60_000);
+    // 2, 4, 8, 16, then 32 s at most.
+    expect(recoveredAt).toEqual([2_000, 6_000, 14_000, 30_000, 62_000]);
+    // Redis takes writes for good from the next probe on (94 s): once it took them for the longest
+    // rest, a failure is no relapse and rests 2 s.
+    await vi.advanceTimersByTimeAsync(24_000);
+    expect(recoveredAt.at(-1)).toBe(94_000);
+    await vi.advanceTimersByTimeAsync(32_000);
+    await expect(breaker.run(fails, around)).rejects.toThrow();
+    const failedAt = Date.now();
+    await vi.advanceTimersByTimeAsync(2_000);
+    expect(recoveredAt.at(-1)).toBe(failedAt + 2_000);
+    breaker.close();
+  });
+
   it("probes at once when the client reconnects, and rests on if the new connection refuses writes (READONLY)", async () => {
     vi.useFakeTimers({ now: 0 });
     const client = fakeClient();
@@ -154,8 +186,11 @@ describe("RedisBreaker", () => {
     client.emit("ready");
     await vi.advanceTimersByTimeAsync(200);
     expect(recovered).toHaveBeenCalledOnce();
+    // Failed again right after: a relapse, which rests twice as long.
     await expect(breaker.run(fails, around)).rejects.toThrow();
-    await vi.advanceTimersByTimeAsync(100);
+    await vi.advanceTimersByTimeAsync(199);
+    expect(recovered).toHaveBeenCalledOnce();
+    await vi.advanceTimersByTimeAsync(1);
     expect(recovered).toHaveBeenCalledTimes(2);
   });
 
@@ -185,6 +220,30 @@ describe("RedisBreaker", () => {
     const error = new Error("Command timed out");
     await expect(breaker.run(() => Promise.reject(error), around)).rejects.toBe(error);
     expect(failed).toHaveBeenCalledWith(error);
+    breaker.close();
+  });
+
+  it("tells its failure listeners what Redis answered the write probe, not that the probe met no connection", async () => {
+    vi.useFakeTimers({ now: 0 });
+    const client = fakeClient();
+    const breaker = new RedisBreaker(client.redis, 100);
+    const failed = vi.fn();
+    breaker.onFailed(failed);
+    await expect(breaker.run(fails, around)).rejects.toThrow();
+    client.writable = false;
+    await vi.advanceTimersByTimeAsync(100);
+    expect(failed).toHaveBeenLastCalledWith(
+      expect.objectContaining({ message: expect.stringMatching(/^OOM/) }),
+    );
+    client.evalsha.mockRejectedValueOnce(
+      new Error("Stream isn't writeable and enableOfflineQueue options is false"),
+    );
+    await vi.advanceTimersByTimeAsync(100);
+    // The second probe was sent, and failed without an answer: nothing more for the listeners.
+    expect(client.evalsha).toHaveBeenCalledTimes(2);
+    expect(failed).toHaveBeenCalledTimes(2);
+    await vi.advanceTimersByTimeAsync(100);
+    expect(failed).toHaveBeenCalledTimes(3);
     breaker.close();
   });
 

@@ -36,6 +36,12 @@ return 1`);
 const probeKeyTtlMs = 5_000;
 
 /**
+ * How many times `restMs` a rest grows to at most, doubled at each relapse (`RedisBreaker`); a failure
+ * that long after a rest ended is no relapse, and rests `restMs`.
+ */
+const restGrowsTo = 16;
+
+/**
  * One view of a Redis client's health, shared by everything that uses the client (rate limits, the
  * authentication throttle, the device token ledger, the spend cap's calls in flight).
  *
@@ -44,8 +50,8 @@ const probeKeyTtlMs = 5_000;
  * failure Redis rests: every call goes around it (each user answers as it does when Redis is down)
  * until a write of the breaker's own succeeds. That write (the probe: `probeScript`, a key of
  * Sluice's own with a 5 s expiry) is sent `restMs` after the failure, and again every `restMs` while
- * it fails, and at once when the client reconnects (`ready`). A failure seen by one user rests Redis
- * for all of them.
+ * it fails (longer after a relapse, below), and at once when the client reconnects (`ready`). A
+ * failure seen by one user rests Redis for all of them.
  *
  * Only a write ends a rest. A Redis that refuses writes (full under `noeviction`: OOM; a replica:
  * READONLY) still answers calls that write nothing (a limit's refusal of a request over its count, a
@@ -53,11 +59,21 @@ const probeKeyTtlMs = 5_000;
  * by those, the rest flapped every 2 s (the degraded gauge, /health) for as long as Redis stayed full.
  * So an answer of a user's call, sent before the rest began and heard during it, ends nothing either.
  *
+ * A Redis at the edge of its memory limit may take the probe's write and refuse the next call (the
+ * probe replaces its own key, a call may write a new one): a relapse. The rest after a relapse is
+ * twice the one before, up to 16 times `restMs` (32 s), so such a Redis makes the limits flap every
+ * 32 s at most, not every 2 s; once Redis has taken calls that long, a failure rests `restMs` again.
+ * A reconnect still sends the probe at once.
+ *
  * No user's call waits for the probe, nor pays a round trip for it: only the probe waits for the
  * timeout of a Redis that hangs, and none is sent while Redis answers.
  */
 export class RedisBreaker {
   private restingNow = false;
+  /** How long the rest now open lasts between probes: `restMs`, doubled at each relapse. */
+  private restNowMs: number;
+  /** When the last rest ended (ms since the epoch). */
+  private recoveredAt = Number.NEGATIVE_INFINITY;
   private probing = false;
   private closed = false;
   private probeTimer: NodeJS.Timeout | undefined;
@@ -71,6 +87,7 @@ export class RedisBreaker {
     /** The probe's key (`writeProbe` of `redisKeyPrefixes`, under SLUICE_REDIS_KEY_PREFIX). */
     private readonly probeKey = redisKeyPrefixes().writeProbe,
   ) {
+    this.restNowMs = restMs;
     client.on("ready", () => {
       if (this.restingNow) this.probe();
     });
@@ -93,7 +110,9 @@ export class RedisBreaker {
   /**
    * Calls `listener` each time a call (of any user) fails, with what the call failed with: the rate
    * limits run per instance from then on, so they report their fallback (the degraded gauge,
-   * /health) at once, whichever user saw the failure, not at their own next decision.
+   * /health) at once, whichever user saw the failure, not at their own next decision. Also each time
+   * Redis answers the write probe with an error (a reply error: OOM, READONLY, NOPERM), so a reason
+   * that changes while Redis rests (no user's call reaches it) is heard.
    */
   onFailed(listener: (error: Error | undefined) => void): void {
     this.failureListeners.push(listener);
@@ -113,6 +132,11 @@ export class RedisBreaker {
     if (pass === "rest" || answered !== false || isKeyDataError(error)) return;
     if (!this.restingNow) {
       this.restingNow = true;
+      // A relapse: Redis took the probe's write and refused a call soon after (at the edge of its
+      // memory limit). The rest doubles, up to the longest, so the limits do not flap every rest.
+      const longest = this.restMs * restGrowsTo;
+      const relapse = Date.now() - this.recoveredAt < longest;
+      this.restNowMs = relapse ? Math.min(this.restNowMs * 2, longest) : this.restMs;
       this.schedule();
     }
     for (const listener of this.failureListeners) listener(error instanceof Error ? error : undefined);
@@ -130,7 +154,7 @@ export class RedisBreaker {
     this.probeTimer = setTimeout(() => {
       this.probeTimer = undefined;
       this.probe();
-    }, this.restMs);
+    }, this.restNowMs);
     this.probeTimer.unref();
   }
 
@@ -146,9 +170,16 @@ export class RedisBreaker {
         this.probing = false;
         this.recover();
       },
-      () => {
+      (error: unknown) => {
         this.probing = false;
-        if (this.restingNow) this.schedule();
+        if (!this.restingNow) return;
+        this.schedule();
+        // Redis answered the probe with an error, maybe another than the failure that began the rest
+        // (OOM, then NOPERM after a stricter ACL, or READONLY): its listeners hear it, as they hear a
+        // call's. A probe that met no connection or timed out tells nothing the client's own errors
+        // do not (it is sent every rest while Redis is gone).
+        if (error instanceof Error && error.name === "ReplyError")
+          for (const listener of this.failureListeners) listener(error);
       },
     );
   }
@@ -156,6 +187,7 @@ export class RedisBreaker {
   private recover(): void {
     if (!this.restingNow) return;
     this.restingNow = false;
+    this.recoveredAt = Date.now();
     for (const listener of this.recoveryListeners) listener();
   }
 

@@ -62,6 +62,27 @@ describe.skipIf(!redisServerInstalled)("a Redis that answers with an error", () 
     ]);
   });
 
+  it("logs Redis's error again when its reason changes while Redis rests (full, then refused by an ACL), once each", async () => {
+    const redis = await startPrivateRedis();
+    closers.push(redis.stop);
+    const sluice = await gatewayOn(redis.url);
+    const project = await createTestProject(sluice.gateway);
+    expect(await proxiedChatStatus(sluice.url, project)).toBe(200);
+    const setup = await createRedisClient(redis.url);
+    closers.push(async () => setup.disconnect());
+    // An operator's own user: the default user, Sluice's, is made stricter below.
+    await setup.call("ACL", "SETUSER", "operator", "on", ">operator-password", "~*", "&*", "+@all");
+    const admin = await createRedisClient(`redis://operator:operator-password@127.0.0.1:${redis.port}`);
+    closers.push(async () => admin.disconnect());
+    await admin.config("SET", "maxmemory", "1");
+    expect(await proxiedChatStatus(sluice.url, project)).toBe(200);
+    // Requests go around Redis while it rests: only the breaker's write probe meets the ACL.
+    await admin.call("ACL", "SETUSER", "default", "resetkeys", "~elsewhere:*");
+    await new Promise((resolve) => setTimeout(resolve, 4_500));
+    expect(await proxiedChatStatus(sluice.url, project)).toBe(200);
+    expect(warnings(sluice).map((line) => String(line.redisError).split(" ")[0])).toEqual(["OOM", "NOPERM"]);
+  }, 15_000);
+
   it("says once that it is full, and decides here past each rest, though Redis would answer a decision that writes nothing (a refusal)", async () => {
     const redis = await startPrivateRedis();
     closers.push(redis.stop);
