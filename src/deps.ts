@@ -537,6 +537,7 @@ export async function createGateway(config: Config, injected: Partial<Injectable
           "provider-c": config.providerCImageModel,
         },
         maxBodyBytes: config.maxBodyBytes,
+        maxProviderResponseBytes: config.maxProviderResponseBytes,
         logger,
         vaultReadWindows: { registry: suppressionWindows },
         ...(vault === localVault ? { localVault: { signer, open: localVault.open } } : {}),

@@ -65,6 +65,23 @@ describe("createBodyBudget", () => {
     expect(budget.held()).toBe(0);
   });
 
+  it("holds bytes a call already has past the budget, refusing none, and gives them back at its release", () => {
+    const budget = createBodyBudget(100);
+    const share = budget.share();
+    const other = budget.share();
+    other.take(60);
+    share.take(30);
+    share.hold(50);
+    expect(budget.held()).toBe(140);
+    expect(budget.refused()).toBe(0);
+    expect(other.take(1)).toBe(false);
+    share.release();
+    share.hold(10);
+    expect(budget.held()).toBe(60);
+    other.release();
+    expect(budget.held()).toBe(0);
+  });
+
   it("counts nothing and refuses nothing when 0 (no budget)", () => {
     const budget = createBodyBudget(0);
     const share = budget.share();

@@ -7,7 +7,8 @@ import { GatewayError } from "../errors.js";
  * (docs/decisions/0025). Each call's body is capped on its own (SLUICE_MAX_BODY_BYTES, more for an
  * image or a PDF in base64), but thousands of connections each uploading one would hold tens of GiB
  * and the process would be killed, every other call with it. A proxied body over 64 KiB is given
- * back once sent (`RequestFacts.release`): undici holds it no longer.
+ * back once sent (`RequestFacts.release`): undici holds it no longer. An image call reserves the
+ * images it will hold before its provider call (docs/decisions/0054).
  */
 export interface BodyBudget {
   /** A share for one call's body, holding nothing yet. */
@@ -30,6 +31,11 @@ export interface BodyShare {
   take(bytes: number): boolean;
   /** Whether a body of `bytes` (its content-length) would fit now; nothing is held for it (a no is a refusal). */
   fits(bytes: number): boolean;
+  /**
+   * Counts `bytes` more whether they fit or not: bytes the call holds already (an image answer
+   * larger than its reservation, decision 0054), which a refusal would not free.
+   */
+  hold(bytes: number): void;
   /**
    * Gives back `bytes` of what the share holds (a copy let go before the call ends: a proxied
    * body's compressed bytes once decoded, or its decoded copy once sent); the rest is kept.
@@ -96,6 +102,12 @@ class Share implements BodyShare {
     return true;
   }
 
+  hold(bytes: number): void {
+    if (this.released) return;
+    this.mine += bytes;
+    this.total.held += bytes;
+  }
+
   private room(bytes: number): boolean {
     return this.total.held === this.mine || this.total.held + bytes <= this.maxBytes;
   }
@@ -113,7 +125,13 @@ class Share implements BodyShare {
   }
 }
 
-const unbounded: BodyShare = { take: () => true, fits: () => true, giveBack: () => {}, release: () => {} };
+const unbounded: BodyShare = {
+  take: () => true,
+  fits: () => true,
+  hold: () => {},
+  giveBack: () => {},
+  release: () => {},
+};
 
 /**
  * Takes `bytes` more into `share`, held beside a body already read (what a call makes of it: a

@@ -2,6 +2,7 @@ import type { IncomingHttpHeaders } from "node:http";
 import { pipeline, type Readable } from "node:stream";
 import { GatewayError } from "../errors.js";
 import { generateImages, type ImageGenerationDeps, imageModelFor } from "../images/generate-image.js";
+import type { AnswerReservation } from "../images/image-answer-size.js";
 import { parseImageRequest } from "../images/image-request.js";
 import type { VaultFile } from "../images/local-vault.js";
 import type { UrlSigner } from "../images/signed-url.js";
@@ -13,7 +14,7 @@ import {
   type SuppressionWindowsOptions,
 } from "../observability/suppression-windows.js";
 import type { Admit } from "./admission.js";
-import type { BodyBudget } from "./body-budget.js";
+import { type BodyBudget, type BodyShare, holdInShare } from "./body-budget.js";
 import { requestedRange } from "./byte-range.js";
 import { answerWithJson } from "./json-answer-call.js";
 import { jsonBodyLimits } from "./json-shape.js";
@@ -23,9 +24,14 @@ import { closeIfBodyUnread, setHeaders } from "./send.js";
 
 export interface ImageRouteDeps extends ImageGenerationDeps {
   admit: Admit;
-  /** The request-body bytes held in memory by this route and the structured ones together. */
+  /**
+   * The request-body bytes held in memory by this route and the structured ones together, where a
+   * call reserves the images it will hold too (decision 0054).
+   */
   bodyBudget: BodyBudget;
   maxBodyBytes: number;
+  /** SLUICE_MAX_PROVIDER_RESPONSE_BYTES: no image reserved is larger than an answer that can hold it. */
+  maxProviderResponseBytes: number;
   /** For a vault file that fails to read once its answer has begun (no error answer can say it then). */
   logger: Pick<Logger, "warn">;
   /**
@@ -228,7 +234,7 @@ function handleGenerate(deps: ImageRouteDeps, context: RequestContext): Promise<
     deps.bodyBudget,
     context,
     "image",
-    async (call, signal, soFar, readBody) => {
+    async (call, signal, soFar, readBody, share) => {
       const body = parseImageRequest(
         parseJsonObject(await readBody(deps.maxBodyBytes), {
           limits: jsonBodyLimits,
@@ -246,8 +252,33 @@ function handleGenerate(deps: ImageRouteDeps, context: RequestContext): Promise<
           soFar.spend = { usage: billedUsage, costUsd: billed };
         },
         signal,
+        reserveImages(share, deps.maxProviderResponseBytes),
       );
       return { body: result, model, usage, costUsd };
     },
   );
+}
+
+/**
+ * A call's images counted in its share of the body budget (decision 0054): reserved before the
+ * provider call, each at most `maxImageBytes` (an answer past SLUICE_MAX_PROVIDER_RESPONSE_BYTES is
+ * refused, so no image that comes is larger), as a body is (`holdInShare`: the 503 of a body that
+ * does not fit, and a call no other holds any of beside it always fits); then the images' real
+ * size in its place, more held (counted though past the budget: they are already in memory) or
+ * given back. The share gives all back when the call ends, however it ends.
+ */
+function reserveImages(share: BodyShare, maxImageBytes: number): AnswerReservation {
+  let reserved = 0;
+  return {
+    reserve(images, bytesEach) {
+      const bytes = images * Math.min(bytesEach, maxImageBytes);
+      holdInShare(share, bytes);
+      reserved = bytes;
+    },
+    settle(bytes) {
+      if (bytes > reserved) share.hold(bytes - reserved);
+      else share.giveBack(reserved - bytes);
+      reserved = bytes;
+    },
+  };
 }

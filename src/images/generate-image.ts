@@ -20,6 +20,7 @@ import { sniffImageType } from "../structured/image-input.js";
 import { bareModelId, defaultModel, findModel } from "../usage/model-catalogue.js";
 import { costOfTokens } from "../usage/token-cost.js";
 import { sumOrUnknown, type TokenUsage, tokenCount } from "../usage/token-usage.js";
+import { type AnswerReservation, answerBytes, estimatedImageBytes } from "./image-answer-size.js";
 import { imageCost } from "./image-cost.js";
 import {
   fitImageRequest,
@@ -78,6 +79,9 @@ export function imageModelFor(
  * A model of SPEC.md's price table is priced per image (imageCost); a model the catalogue prices by
  * the token (the GPT Image 2 and Gemini image models) by the tokens each provider call reports,
  * image tokens at their own prices, as the proxies price it.
+ *
+ * `reservation` counts the images the call will hold (decision 0054): reserved once the request is
+ * fitted (a 422 comes first) and before any provider call, settled at their real size once they come.
  */
 export async function generateImages(
   deps: ImageGenerationDeps,
@@ -86,6 +90,7 @@ export async function generateImages(
   onBilled: (costUsd: number | null, usage: TokenUsage | null) => void = () => {},
   /** Aborts the provider calls early: the client went away. */
   signal?: AbortSignal,
+  reservation?: AnswerReservation,
 ): Promise<{ result: ImageResult; costUsd: number | null; usage: TokenUsage | null }> {
   const modelId = imageModelFor(call.provider, call.project, request, deps.defaultImageModels);
   if (!modelId || !defaultModel(call.provider, "image"))
@@ -132,6 +137,7 @@ export async function generateImages(
   const { model, billedCalls } = countingBilledCalls(ai, sdkModel, call.provider, modelForCall);
   // Not AbortSignal.any with AbortSignal.timeout, whose timer a garbage collection can take
   // (deadline-signal.ts): the call would then run past its deadline.
+  reservation?.reserve(fitted.n, estimatedImageBytes(call.provider, fitted));
   const deadline = deadlineSignal(deps.timeoutMs, signal);
   const generated = await ai
     .generateImage({
@@ -157,6 +163,7 @@ export async function generateImages(
       throw imageFailure(ai, error, call.provider, modelId, deps.now(), billed);
     })
     .finally(deadline.clear);
+  reservation?.settle(answerBytes(generated.images));
   const calls = await billedCalls();
   const paid = calls.filter(isPaid);
   const costUsd = billedCost(paid);
