@@ -824,6 +824,19 @@ async function runStorm(
 }
 
 /** What Sluice holds now, read from its own counters and the probes above. */
+/** What `held` reads once every call has ended: no byte, row, place, fetch, call or connection. */
+const nothingHeld = {
+  bodyBytes: 0,
+  unrecorded: 0,
+  placesUnderCap: 0,
+  placesInRedis: 0,
+  pdfFetches: 0,
+  appleCalls: 0,
+  upstreamRunning: 0,
+  upstreamWaiting: 0,
+  connections: 0,
+};
+
 function held(stage: Stage) {
   const { gateway } = stage.sluice;
   return {
@@ -1016,23 +1029,12 @@ describe("what a storm of faulted calls held is given back", () => {
         // The faults were met: refusals of the body's size and of the budget, provider failures, timeouts.
         for (const status of [200, 401, 413, 502, 503, 504])
           expect(statuses, `seed ${seed}`).toContain(status);
-        const idle = {
-          bodyBytes: 0,
-          unrecorded: 0,
-          placesUnderCap: 0,
-          placesInRedis: 0,
-          pdfFetches: 0,
-          appleCalls: 0,
-          upstreamRunning: 0,
-          upstreamWaiting: 0,
-          connections: 0,
-        };
-        for (const name of Object.keys(idle))
+        for (const name of Object.keys(nothingHeld))
           if (name !== "placesInRedis" || engine.shared)
             expect(most[name], `${name} held during the storm`).toBeGreaterThan(0);
         await vi.waitFor(
           async () => {
-            expect(held(current)).toEqual(idle);
+            expect(held(current)).toEqual(nothingHeld);
             expect(await usageRequests(current.sluice), `seed ${seed}: usage rows`).toBe(probes.authCalls);
           },
           { timeout: 15_000, interval: 100 },
@@ -1111,17 +1113,7 @@ describe("what a storm of faulted calls held is given back", () => {
         const during = outcomes.filter((outcome) => outcome.endedAt >= stoppedAt);
         // Nothing is held once the gateway closed: every admitted call's row written (or dropped), no
         // place, budget, PDF fetch, Apple call or upstream connection.
-        expect(held(current)).toEqual({
-          bodyBytes: 0,
-          unrecorded: 0,
-          placesUnderCap: 0,
-          placesInRedis: 0,
-          pdfFetches: 0,
-          appleCalls: 0,
-          upstreamRunning: 0,
-          upstreamWaiting: 0,
-          connections: 0,
-        });
+        expect(held(current)).toEqual(nothingHeld);
         // No row is written twice. (Rows lost, and calls cut without an answer, were seen now and then
         // under load and are not checked here yet: see the branch's report.)
         const rows = await space.rowsAfterClose(sluice);
