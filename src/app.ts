@@ -281,12 +281,16 @@ export function createApp(deps: AppDeps): App {
     },
     answerClientError,
     answerConnect(request, socket) {
+      // Node hands the connection over as soon as it parses CONNECT, without its error listener.
+      socket.on("error", () => socket.destroy());
       const requestId = deps.generateRequestId();
-      const error = new GatewayError("NOT_FOUND", "No such route: Sluice is not a forward proxy (CONNECT)");
-      const status = sendRawError(socket, error, requestId);
-      metrics.observeRequest("malformed", request.method ?? "CONNECT", status, 0);
-      if (accessLog)
-        logger.debug({ requestId, method: request.method, route: "malformed", status, ms: 0 }, "request");
+      afterPendingAnswers(socket, () => {
+        const error = new GatewayError("NOT_FOUND", "No such route: Sluice is not a forward proxy (CONNECT)");
+        const status = sendRawError(socket, error, requestId);
+        metrics.observeRequest("malformed", request.method ?? "CONNECT", status, 0);
+        if (accessLog)
+          logger.debug({ requestId, method: request.method, route: "malformed", status, ms: 0 }, "request");
+      });
     },
   };
 
@@ -458,6 +462,28 @@ function notHttp1(request: IncomingMessage): GatewayError {
   return new GatewayError("BAD_REQUEST", `The request is not valid HTTP/1.1: ${read} is not served`, {
     headers: { connection: "close" },
   });
+}
+
+/**
+ * Runs `then` once the answers to the requests pipelined before, still pending on `socket`, are
+ * all sent, as HTTP/1.1 answers go in order (RFC 9112 §9.3.2); never when the connection goes
+ * first. Node hands over a CONNECT as soon as it parses it: its answer, written at once, was taken
+ * for the first of those, whose own answer was cut (a proxied call then recorded as aborted).
+ */
+function afterPendingAnswers(socket: Duplex, then: () => void): void {
+  if (socket.writableEnded || socket.destroyed) return;
+  const pending = pendingResponse(socket);
+  if (!pending) {
+    then();
+    return;
+  }
+  let settled = false;
+  const next = () => {
+    if (settled) return;
+    settled = true;
+    afterPendingAnswers(socket, then);
+  };
+  pending.once("finish", next).once("close", next);
 }
 
 /**

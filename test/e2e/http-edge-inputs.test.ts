@@ -10,6 +10,7 @@ import {
   startTestGateway,
   type TestGateway,
   type TestProject,
+  usageRowById,
 } from "../support/test-gateway.js";
 
 /**
@@ -317,6 +318,33 @@ describe("HTTP edge inputs on the gateway's own server", () => {
       .map((text) => JSON.parse(text))
       .find((entry) => entry.requestId === envelope.requestId);
     expect(line).toMatchObject({ msg: "request", method: "CONNECT", status: 404 });
+  });
+
+  // Node hands a CONNECT over as soon as it parses it, while the requests before it may still be
+  // answered. Its 404 was written at once: the client took it for its first request's answer, and
+  // that request's answer (a chat completion the provider had been called for) never came, nor its
+  // usage row.
+  it("answers CONNECT pipelined behind a proxied call after that call's answer, which keeps its usage row", async () => {
+    upstream.clear();
+    upstream.setLatencyMs(200);
+    try {
+      const call = chat(`/v1/provider-a/${project.projectId}/chat/completions`).replace(
+        "connection: close",
+        "connection: keep-alive",
+      );
+      const raw = await exchange(port, [
+        `${call}CONNECT 127.0.0.1:443 HTTP/1.1\r\nhost: 127.0.0.1:443\r\n\r\n`,
+      ]);
+      const answers = responsesOf(raw);
+      expect(answers.map((answer) => answer.status)).toEqual([200, 404]);
+      expect(JSON.parse(answers[0]?.body ?? "")).toMatchObject({ object: "chat.completion" });
+      expect(expectEnvelope(answers[1], 404, "NOT_FOUND").message).toMatch(/forward proxy/);
+      expect(upstream.requests.map((forwarded) => forwarded.path)).toEqual(["/a/v1/chat/completions"]);
+      const row = await usageRowById(sluice.gateway, answers[0]?.headers["x-request-id"]);
+      expect(row.status).toBe(200);
+    } finally {
+      upstream.setLatencyMs(0);
+    }
   });
 
   it("refuses an HTTP/1.0 request with Transfer-Encoding and serves nothing after it on the connection", async () => {
