@@ -314,13 +314,7 @@ export function createApp(deps: AppDeps): App {
       if (socket.writableEnded || socket.destroyed) return;
       // The bad request is pipelined behind one still being answered: that one goes first.
       if (pending?.req.complete) {
-        let settled = false;
-        const next = () => {
-          if (settled) return;
-          settled = true;
-          answer();
-        };
-        pending.once("finish", next).once("close", next);
+        onceAnswered(pending, answer);
         return;
       }
       // The unparsable request is the one being answered, and its answer has begun: cut it.
@@ -477,11 +471,16 @@ function afterPendingAnswers(socket: Duplex, then: () => void): void {
     then();
     return;
   }
+  onceAnswered(pending, () => afterPendingAnswers(socket, then));
+}
+
+/** Runs `then` once, when `pending` is sent or its connection closes first. */
+function onceAnswered(pending: ServerResponse, then: () => void): void {
   let settled = false;
   const next = () => {
     if (settled) return;
     settled = true;
-    afterPendingAnswers(socket, then);
+    then();
   };
   pending.once("finish", next).once("close", next);
 }
