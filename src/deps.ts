@@ -584,6 +584,9 @@ export async function createGateway(config: Config, injected: Partial<Injectable
       // until the margin ran out.
       closing.abort();
       const cancelled = database.sharedReads.queries?.end(deadlineRefusal()) ?? 0;
+      // Calls whose clients left while they were being admitted: no drain refused them, and their
+      // rows, left to the end of those waits, would come after the usage writer closed.
+      admit.refuseWaiting();
       if (cancelled > 0)
         logger.info(
           { queries: cancelled },

@@ -1,7 +1,7 @@
 import { projectIdRecorded } from "../admin/project-id.js";
 import type { Authenticate, AuthMethod, AuthRequest, AuthResult } from "../auth/authenticate.js";
 import { repeatedCredentialHeaderError, repeatedProjectIdError } from "../auth/repeated-credential-header.js";
-import { refusalOf, untilRefused } from "../deadline-refusal.js";
+import { deadlineRefusal, refusalOf, untilRefused } from "../deadline-refusal.js";
 import { detachedString } from "../detached-string.js";
 import { GatewayError, isGatewayError } from "../errors.js";
 import { addressBlock } from "../net/ip-address.js";
@@ -127,6 +127,11 @@ export function createAdmission(deps: AdmissionDeps) {
   /** Admitted calls whose usage row is not written yet (shutdown waits for them). */
   let unrecorded = 0;
   /**
+   * Admissions still waiting (`refusable`), each with its row and its refusal: the gateway's close
+   * refuses those the drain could not (`refuseWaiting`), and waits for a row it could not write.
+   */
+  const waiting = new Set<{ row: CallRow; refuse: (refusal: GatewayError) => void }>();
+  /**
    * Answers without a promise when authentication and the limits are decided in memory (cached
    * credentials, in-process limits, no spend cap): the usual proxy request waits for nothing here.
    */
@@ -199,7 +204,7 @@ export function createAdmission(deps: AdmissionDeps) {
     row: CallRow,
     admission: Promise<AdmittedCall>,
   ): Promise<AdmittedCall> {
-    return untilRefused(context.response, admission, (refusal) => {
+    const refuse = (refusal: GatewayError) => {
       row.refusal = refusal;
       const claimed = options.projectId;
       const base =
@@ -213,7 +218,23 @@ export function createAdmission(deps: AdmissionDeps) {
           : null);
       const provider = row.provider ?? (typeof options.provider === "string" ? options.provider : null);
       if (base !== null) write(context, options, row, base, failureReport(context, refusal, provider, null));
-    });
+    };
+    const entry = { row, refuse };
+    waiting.add(entry);
+    return untilRefused(context.response, admission, refuse).finally(() => waiting.delete(entry));
+  }
+
+  /**
+   * At the gateway's close, once the drain is over: the admissions still waiting are refused as the
+   * deadline refuses those of open connections (`refusable`), their rows written now, and what their
+   * waits end with admits nothing. They are calls whose clients left while they waited (the drain
+   * refused every other): it had no connection of theirs to wait for or to refuse, and their rows,
+   * written only once the wait ended (Apple's answer, a credential or spend read, Redis), came after
+   * the usage writer had closed and were dropped. Each says 499, the client gone (`failureReport`).
+   */
+  function refuseWaiting(): void {
+    for (const { row, refuse } of waiting)
+      if (row.refusal === null && !row.written) refuse(deadlineRefusal());
   }
 
   /**
@@ -221,7 +242,12 @@ export function createAdmission(deps: AdmissionDeps) {
    * close before its row is written (a compressed answer's usage is read after), so shutdown waits
    * for these before it flushes the usage queue.
    */
-  return Object.assign(admit, { unrecorded: () => unrecorded });
+  return Object.assign(admit, {
+    // An admission still waiting whose row is not written yet (one refused before authentication
+    // found its project, with none named by the request: its row is written once the wait ends).
+    unrecorded: () => unrecorded + [...waiting].filter(({ row }) => !row.written && !row.counted).length,
+    refuseWaiting,
+  });
 
   /** The metrics of a row: its tokens when it has any, and its cost (an image call has no tokens). */
   function countUsage(provider: ProviderId, usage: TokenUsage | null, costUsd: number | null): void {

@@ -134,7 +134,7 @@ vi.mock("../../src/http/admission.js", async (importOriginal) => {
           const admitted = admit(...args);
           return admitted instanceof Promise ? admitted.then(note) : note(admitted);
         },
-        { unrecorded: admit.unrecorded },
+        { unrecorded: admit.unrecorded, refuseWaiting: admit.refuseWaiting },
       );
     },
   };
