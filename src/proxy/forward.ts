@@ -15,6 +15,7 @@ import { type GeneratedImages, generatedImages } from "./generated-images.js";
 import { upstreamQuery, upstreamRequestHeaders } from "./header-policy.js";
 import { type Metering, ProxyExchange } from "./proxy-exchange.js";
 import type { RequestFacts } from "./request-facts.js";
+import { createUpstreamDeadlines } from "./upstream-deadlines.js";
 import type { MeterReading } from "./usage-meter.js";
 
 export interface UpstreamTimeouts {
@@ -77,12 +78,15 @@ export interface ForwardResult {
 
 /**
  * One keep-alive pool per upstream origin. `dispatch` (not fetch, nor `request`) keeps the hot path
- * free of Web Streams and of a Readable per response; bodies are sent with content-length.
+ * free of Web Streams and of a Readable per response; bodies are sent with content-length. The
+ * headers and idle timeouts are the pools' one sweep's (upstream-deadlines.ts), not undici's.
  */
 export function createUpstreamPools(timeouts: UpstreamTimeouts) {
   const pools = new Map<string, Pool>();
+  const deadlines = createUpstreamDeadlines(timeouts);
   return {
     timeouts,
+    deadlines,
     get(origin: string): Pool {
       let pool = pools.get(origin);
       if (!pool) {
@@ -93,15 +97,21 @@ export function createUpstreamPools(timeouts: UpstreamTimeouts) {
           pipelining: 1,
           keepAliveTimeout: 30_000,
           connect: { timeout: timeouts.connectMs },
-          headersTimeout: timeouts.headersMs,
-          bodyTimeout: timeouts.idleMs,
+          // Off: two timers a request, each held in undici's list until its next tick (see deadlines).
+          headersTimeout: 0,
+          bodyTimeout: 0,
         });
         pools.set(origin, pool);
       }
       return pool;
     },
     async close(): Promise<void> {
-      await Promise.all([...pools.values()].map((pool) => pool.close()));
+      // The sweep runs until the pools are closed: a call they wait for still times out.
+      try {
+        await Promise.all([...pools.values()].map((pool) => pool.close()));
+      } finally {
+        deadlines.close();
+      }
       pools.clear();
     },
   };
@@ -158,6 +168,7 @@ export async function forward(pools: UpstreamPools, call: ForwardCall): Promise<
     },
     facts,
     pools.timeouts.idleMs,
+    pools.deadlines,
   );
   call.onSent?.();
   let outcome: ProxyOutcome | "gone-before-headers";

@@ -15,6 +15,7 @@ import { ImageStreamEvents } from "./image-stream-events.js";
 import { InjectedUsageFilter } from "./injected-usage-filter.js";
 import { CompressedKeyMask, ReflectedKeyMask } from "./reflected-key-mask.js";
 import type { RequestFacts } from "./request-facts.js";
+import type { UpstreamDeadlines, Watched } from "./upstream-deadlines.js";
 import { createUsageMeter, type UsageMeter } from "./usage-meter.js";
 
 /**
@@ -38,8 +39,10 @@ const connectFailures = new Set(["ECONNREFUSED", "UND_ERR_CONNECT_TIMEOUT", "ENO
  * timeout, whose own timer stops while the upstream is paused) is cut as one that left: else a
  * client that stops reading would hold its connection, the provider's and the call's memory for
  * as long as it liked.
+ * The upstream headers and idle timeouts are not undici's (its timers are off on the proxy's pools)
+ * but the gateway's one sweep's (upstream-deadlines.ts): each chunk only marks the clock restarted.
  */
-export class ProxyExchange implements Dispatcher.DispatchHandler {
+export class ProxyExchange implements Dispatcher.DispatchHandler, Watched {
   status = 0;
   streamed = false;
   meter: UsageMeter | DecompressingMeter | null = null;
@@ -80,6 +83,11 @@ export class ProxyExchange implements Dispatcher.DispatchHandler {
   private decompressing: DecompressingMeter | null = null;
   /** The provider is paused until the decompressor catches up (as `drainListening` for the client). */
   private decoderWaiting = false;
+  // The sweep's fields (Watched): set from onConnect until the provider's answer ends.
+  deadlineSlot = -1;
+  deadlineRestarted = false;
+  deadline = 0;
+  awaitingHeaders = true;
 
   constructor(
     private readonly provider: ProviderId,
@@ -101,6 +109,8 @@ export class ProxyExchange implements Dispatcher.DispatchHandler {
     private readonly facts: RequestFacts,
     /** How long a client may leave a write waiting for `drain` before it is cut. */
     private readonly stallMs: number,
+    /** The sweep that runs the upstream headers and idle timeouts. */
+    private readonly deadlines: UpstreamDeadlines,
   ) {}
 
   run(): Promise<ProxyOutcome | "gone-before-headers"> {
@@ -168,11 +178,22 @@ export class ProxyExchange implements Dispatcher.DispatchHandler {
     this.queuedOn?.off("close", this.onClientClose);
     if (this.drainListening) this.response.off("drain", this.onDrain);
     if (this.stallTimer !== null) clearTimeout(this.stallTimer);
+    this.deadlines.unwatch(this);
     report();
+  }
+
+  upstreamPaused(): boolean {
+    return this.drainListening || this.decoderWaiting;
+  }
+
+  timedOut(error: Error): void {
+    this.abortUpstream?.(error);
   }
 
   /** undici has written the whole request body: a large one is not kept for the rest of the answer. */
   onRequestSent(): void {
+    // undici's headers timer restarted when the body was written: so does the sweep's clock.
+    this.deadlineRestarted = true;
     this.facts.release(this.imageCall);
   }
 
@@ -180,10 +201,17 @@ export class ProxyExchange implements Dispatcher.DispatchHandler {
     this.abortUpstream = abort;
     if (this.clientGone) abort(new Error("The client disconnected"));
     else if (this.refusal) abort(this.refusal);
+    else {
+      this.awaitingHeaders = true;
+      this.deadlines.watch(this);
+    }
   }
 
   onHeaders(statusCode: number, rawHeaders: Buffer[], resume: () => void, statusText: string): boolean {
-    if (statusCode < 200) return true; // informational: the final answer follows
+    // Each head restarts the clock; an informational one's the headers timeout (the final answer follows).
+    this.deadlineRestarted = true;
+    if (statusCode < 200) return true;
+    this.awaitingHeaders = false;
     this.timeToFirstByteMs = performance.now() - this.sentAt;
     const head = clientResponseHeaders(rawHeaders, this.ownHeaders, this.providerKey);
     if (head.transferCoding !== "") {
@@ -287,6 +315,7 @@ export class ProxyExchange implements Dispatcher.DispatchHandler {
   }
 
   onData(chunk: Buffer): boolean {
+    this.deadlineRestarted = true;
     // One test per chunk, as before the filter existed: a call without it pays nothing for it.
     if (!this.verbatim) {
       if (this.filter !== null) {
@@ -353,6 +382,7 @@ export class ProxyExchange implements Dispatcher.DispatchHandler {
   }
 
   onComplete(): void {
+    this.deadlines.unwatch(this);
     const refused = this.headWritten ? null : this.writeHead();
     if (refused) {
       this.settle(() => this.reject(refused));
@@ -411,6 +441,7 @@ export class ProxyExchange implements Dispatcher.DispatchHandler {
   }
 
   onError(error: Error): void {
+    this.deadlines.unwatch(this);
     if (this.settled) return;
     if (!this.headWritten) {
       // Nothing reached the client yet.
