@@ -82,6 +82,14 @@ export interface DeviceVerifyOptions {
    * it undecided: the caller decides it itself, as without it.
    */
   beside?: ScriptPart<unknown> | undefined;
+  /**
+   * `beside` made again, for a token Apple passed: once Apple answered, what the caller decides next
+   * is asked for anew (a capped project's room, the client still there) and, with a ledger in Redis,
+   * decided in the script that remembers the token (`RedisDeviceTokenLedger.rememberWith`), its use
+   * counted only if the part admits the call; undefined leaves `remember` alone, as does a ledger in
+   * memory and a script that fails.
+   */
+  besideAfterApple?: () => ScriptPart<unknown> | undefined | Promise<ScriptPart<unknown> | undefined>;
 }
 
 export interface DeviceTokenVerifier {
@@ -704,8 +712,12 @@ export function createAuthenticator(deps: AuthenticatorDeps) {
     // Only the lookup is left to decide (a passing token is then a success): what admission decides
     // next can go in its script. Not with a key that refuses (403 once the token passed) or a
     // disabled project: those calls are refused whatever the lookup says.
-    if (beside && options?.recalled && !(key instanceof GatewayError) && !project.disabled)
-      options.beside = await beside(project, provider, options.recalled.digest);
+    if (beside && options?.recalled && !(key instanceof GatewayError) && !project.disabled) {
+      const { digest } = options.recalled;
+      options.beside = await beside(project, provider, digest);
+      // And what it decides after Apple's answer, for a token the lookup does not pass.
+      options.besideAfterApple = () => beside(project, provider, digest);
+    }
     const verdict = await deps.deviceTokens.verify(project, deviceToken, options);
     if (verdict.kind === "throttled") return tooManyAttempts(verdict.retryAfterSeconds);
     if (verdict.kind === "ok") {

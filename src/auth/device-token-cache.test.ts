@@ -541,6 +541,69 @@ local reply = {admitted, 7}`,
     expect(decided.length).toBe(3);
   });
 
+  it("decides another user's part in its remembering script only for a token it accepts, counting the use only if the part admits the call", async () => {
+    const ledger = createRedisDeviceTokenLedger({ redis, keyPrefix });
+    const entry = (digest: string) => `${keyPrefix}project-remember:${digest}`;
+    const partKey = `${keyPrefix}remember-part-count`;
+    const decided: number[][] = [];
+    const part = (admit: number) => ({
+      lua: (keyOffset: number, argOffset: number) => `redis.call("INCR", KEYS[${keyOffset + 1}])
+local admitted = tonumber(ARGV[${argOffset + 1}])
+local reply = {admitted, 7}`,
+      keys: [partKey],
+      args: [admit],
+      decide: (reply: readonly number[]) => decided.push([...reply]),
+    });
+    const policy: DeviceTokenPolicy = { mode: "budget", ttlMs: 60_000, maxRequests: 2 };
+    const partRuns = async () => Number(await redis.get(partKey));
+
+    // A new entry: written, Apple's verification recorded, the use counted only if the part admits.
+    const refusedNew = newDigest();
+    const refused: DeviceTokenReceipt = {};
+    expect(await ledger.rememberWith("project-remember", refusedNew, policy, refused, part(0))).toBe(
+      "accepted",
+    );
+    expect([decided, await partRuns(), await redis.get(entry(refusedNew)), refused.stamp]).toEqual([
+      [[0, 7]],
+      1,
+      "0",
+      undefined,
+    ]);
+    expect(await redis.pttl(entry(refusedNew))).toBeGreaterThan(59_000);
+    expect(await redis.pttl(partKey)).toBe(-1);
+    // As `remember` then `release` would leave it: the next lookup passes it, no Apple asked.
+    expect(await ledger.check("project-remember", refusedNew, policy)).toBe("cached-ok");
+
+    const digest = newDigest();
+    const admitted: DeviceTokenReceipt = {};
+    expect(await ledger.rememberWith("project-remember", digest, policy, admitted, part(1))).toBe("accepted");
+    expect([decided.at(-1), await redis.get(entry(digest))]).toEqual([[1, 7], "1"]);
+    expect(admitted.stamp).toBe(await redis.get(`${entry(digest)}:verified`));
+    // An entry there already (another instance verified the token at once): one more use.
+    expect(await ledger.rememberWith("project-remember", digest, policy, {}, part(0))).toBe("accepted");
+    expect(await redis.get(entry(digest))).toBe("1");
+    expect(await ledger.rememberWith("project-remember", digest, policy, {}, part(1))).toBe("accepted");
+    expect([decided.length, await redis.get(entry(digest))]).toEqual([4, "2"]);
+    // Over its budget: refused and counted as `remember` does, the part not run.
+    expect(await ledger.rememberWith("project-remember", digest, policy, {}, part(1))).toBe(
+      "budget-exhausted",
+    );
+    expect([decided.length, await partRuns(), await redis.get(entry(digest))]).toEqual([4, 4, "3"]);
+
+    // An entry the caller no longer trusts starts again, its use counted only if the part admits.
+    const later: DeviceTokenPolicy = { ...policy, verifiedSince: Date.now() + 60_000 };
+    const restarted: DeviceTokenReceipt = {};
+    expect(await ledger.rememberWith("project-remember", digest, later, restarted, part(0))).toBe("accepted");
+    expect([await redis.get(entry(digest)), restarted.stamp]).toEqual(["0", undefined]);
+    expect(await redis.get(`${entry(digest)}:verified`)).toBe(String(later.verifiedSince));
+
+    // A single-use token: accepted once, its replay refused with no part run.
+    const once = newDigest();
+    expect(await ledger.rememberWith("project-remember", once, singleUse, {}, part(1))).toBe("accepted");
+    expect(await ledger.rememberWith("project-remember", once, singleUse, {}, part(1))).toBe("replayed");
+    expect([decided.length, await redis.get(entry(once))]).toEqual([6, "2"]);
+  });
+
   it("is shared by two instances", async () => {
     const other = await space.readyClient();
     const digest = newDigest();

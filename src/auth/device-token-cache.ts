@@ -357,6 +357,67 @@ ${luaRefuseNoCount}
 return {redis.call("INCR", KEYS[1]), redis.call("GET", KEYS[2])}`);
 
 /**
+ * rememberScript with the part of another user (`ScriptPart`, as for `checkWithScript`) over the keys
+ * after KEYS[2] and the ARGV after ARGV[4], ARGV[4] being the uses the caller's policy allows (1 in
+ * single-use mode). A use rememberScript would refuse (over the uses allowed) is counted and replied
+ * as rememberScript does, the part not run. Else the part runs, and the entry is written as
+ * rememberScript writes it (made, or started again, as use 1; one more use) but with this use counted
+ * only if the part admits the call: a call it refuses leaves a new or restarted entry at 0 uses,
+ * what rememberScript and then releaseScript left. Replies {uses with this one, the stamp, the
+ * part's `admitted`, ...the part's reply}.
+ */
+const rememberWithScripts = new WeakMap<ScriptPart<unknown>["lua"], RedisScript>();
+function rememberWithScript(lua: ScriptPart<unknown>["lua"]): RedisScript {
+  let script = rememberWithScripts.get(lua);
+  if (script === undefined) {
+    script = new RedisScript(`
+local time = redis.call("TIME")
+local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
+local lifetime = tonumber(ARGV[1])
+local since = tonumber(ARGV[3])
+local verified = math.max(now, since)
+local keep = false
+local uses = 1
+if redis.call("EXISTS", KEYS[1]) == 0 then keep = lifetime else
+  ${luaExpireForever("lifetime")}
+  local ttl = tonumber(ARGV[2])
+  if ttl >= 0 then
+    local value = redis.call("GET", KEYS[2])
+    ${luaVerifiedAt}
+    if not verifiedAt or now - verifiedAt >= ttl or verifiedAt < since then
+      keep = math.max(redis.call("PTTL", KEYS[1]), lifetime)
+    end
+  end
+  if not keep then
+    local value = redis.call("GET", KEYS[1])
+    ${luaRefuseNoCount}
+    uses = tonumber(value) + 1
+    if uses > tonumber(ARGV[4]) then return {redis.call("INCR", KEYS[1]), redis.call("GET", KEYS[2])} end
+  end
+end
+local function part()
+${lua(2, 4)}
+return admitted, reply
+end
+local admitted, reply = part()
+local stamp
+if keep then
+  redis.call("SET", KEYS[1], admitted == 1 and 1 or 0, "PX", keep)
+  redis.call("SET", KEYS[2], verified, "PX", keep)
+  stamp = tostring(verified)
+else
+  if admitted == 1 then redis.call("INCR", KEYS[1]) end
+  stamp = redis.call("GET", KEYS[2])
+end
+local out = {uses, stamp, admitted}
+for _, each in ipairs(reply) do out[#out + 1] = each end
+return out`);
+    rememberWithScripts.set(lua, script);
+  }
+  return script;
+}
+
+/**
  * KEYS as for `checkScript`; ARGV[1] the verification time a use's script returned (its stamp).
  * Gives that use back: one less, never below zero, and only while the entry is the one the use
  * was counted on (it still exists, with that verification time), so an expired or replaced entry is
@@ -425,6 +486,21 @@ export interface RedisDeviceTokenLedger extends DeviceTokenLedger {
     receipt: DeviceTokenReceipt | undefined,
     part: ScriptPart<unknown>,
   ): Promise<DeviceTokenCheck>;
+  /**
+   * `remember`, with `part` decided in the same script, one round trip, only when the token is
+   * `accepted`: then `part`'s `decide` is called with its reply, and the use is counted (and
+   * `receipt` filled) only if the part admitted the call; a call it refuses leaves the entry as
+   * `remember` and then `release` would have (Apple's verification recorded, no use counted). Any
+   * other answer runs no part and counts as `remember` does. Rejects as `remember` does, the part
+   * not decided (its `failed` called when the script was sent).
+   */
+  rememberWith(
+    projectId: string,
+    digest: string,
+    policy: DeviceTokenPolicy,
+    receipt: DeviceTokenReceipt | undefined,
+    part: ScriptPart<unknown>,
+  ): Promise<DeviceTokenRemember>;
 }
 
 /**
@@ -484,39 +560,58 @@ export function createRedisDeviceTokenLedger(options: RedisDeviceTokenLedgerOpti
   /** What a lookup's use count answers: none there (0), or within the policy's uses or not. */
   const lookedUp = (uses: number, policy: DeviceTokenPolicy): DeviceTokenCheck =>
     uses === 0 ? "fresh" : budgetVerdict(uses, policy, "cached-ok");
+  /** rememberScript's ARGV[1..3], the same for `remember` and `rememberWith`. */
+  const rememberArgs = (policy: DeviceTokenPolicy) => [storedMs(policy), trustMs(policy), sinceOf(policy)];
+  /** What a remembering script's use count answers: a first use, or within the policy's uses or not. */
+  const remembered = (uses: number, policy: DeviceTokenPolicy): DeviceTokenRemember =>
+    uses === 1 ? "accepted" : budgetVerdict(uses, policy, "accepted");
+  /**
+   * Runs a counting script with `part` (`checkWithScript`, `rememberWithScript`, given the part's
+   * Lua): the use count, the part decided when the script ran it, and the entry's stamp written to
+   * `receipt` only when the use was counted (the part admitted the call, or was not run).
+   */
+  const countWith = async (
+    scriptOf: (lua: ScriptPart<unknown>["lua"]) => RedisScript,
+    projectId: string,
+    digest: string,
+    args: number[],
+    receipt: DeviceTokenReceipt | undefined,
+    part: ScriptPart<unknown>,
+  ) => {
+    const keys = [...keysOf(projectId, digest), ...part.keys];
+    const reply = await run(keys, async () => {
+      try {
+        return (await scriptOf(part.lua).run(redis, keys, [...args, ...part.args])) as unknown[];
+      } catch (error) {
+        part.failed?.();
+        throw error;
+      }
+    });
+    const stamp = reply[1];
+    // Past the stamp: the part's `admitted`, then its reply. Without them the part was not run.
+    const counted = reply.length < 3 || reply[2] === 1;
+    if (reply.length >= 3) part.decide(reply.slice(3) as number[]);
+    if (counted && receipt && typeof stamp === "string") receipt.stamp = stamp;
+    return Number(reply[0]);
+  };
 
   return {
     async check(projectId, digest, policy, receipt) {
       return lookedUp(await count(checkScript, projectId, digest, lookupArgs(policy), receipt), policy);
     },
     async checkWith(projectId, digest, policy, receipt, part) {
-      const keys = [...keysOf(projectId, digest), ...part.keys];
-      const args = [...lookupArgs(policy), usesAllowed(policy), ...part.args];
-      const reply = await run(keys, async () => {
-        try {
-          return (await checkWithScript(part.lua).run(redis, keys, args)) as unknown[];
-        } catch (error) {
-          part.failed?.();
-          throw error;
-        }
-      });
-      const uses = Number(reply[0]);
-      const stamp = reply[1];
-      // Past the stamp: the part's `admitted`, then its reply. Without them the part was not run.
-      const counted = reply.length < 3 || reply[2] === 1;
-      if (reply.length >= 3) part.decide(reply.slice(3) as number[]);
-      if (counted && receipt && typeof stamp === "string") receipt.stamp = stamp;
-      return lookedUp(uses, policy);
+      const args = [...lookupArgs(policy), usesAllowed(policy)];
+      return lookedUp(await countWith(checkWithScript, projectId, digest, args, receipt, part), policy);
     },
     async remember(projectId, digest, policy, receipt) {
-      const uses = await count(
-        rememberScript,
-        projectId,
-        digest,
-        [storedMs(policy), trustMs(policy), sinceOf(policy)],
-        receipt,
+      return remembered(
+        await count(rememberScript, projectId, digest, rememberArgs(policy), receipt),
+        policy,
       );
-      return uses === 1 ? "accepted" : budgetVerdict(uses, policy, "accepted");
+    },
+    async rememberWith(projectId, digest, policy, receipt, part) {
+      const args = [...rememberArgs(policy), usesAllowed(policy)];
+      return remembered(await countWith(rememberWithScript, projectId, digest, args, receipt, part), policy);
     },
     async release(projectId, digest, stamp) {
       const keys = keysOf(projectId, digest);

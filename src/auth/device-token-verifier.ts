@@ -424,8 +424,13 @@ export function createDeviceTokenVerifier(deps: DeviceTokenVerifierDeps): Device
               verdict.reason !== "aborted"),
         };
       }
+      // With the ledger in Redis, what admission decides next goes in the script that remembers the
+      // token (decision 0050): the lookup, then that, two round trips in all.
+      const after = shared && options.besideAfterApple ? await options.besideAfterApple() : undefined;
       const remembered = await withLedger(policy, counted, (ledger) =>
-        ledger.remember(project.id, digest, policy, receipt),
+        ledger === shared && after
+          ? shared.rememberWith(project.id, digest, policy, receipt, after)
+          : ledger.remember(project.id, digest, policy, receipt),
       );
       if (remembered === null) return unavailable("the device token store is unavailable");
       if (remembered === "accepted") {

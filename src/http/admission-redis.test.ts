@@ -114,20 +114,24 @@ async function capped(perMinute: number | null = null) {
 
 /**
  * Admission as the gateway wires it with REDIS_URL, the real authenticator in front: a DeviceCheck
- * project (Test Mode off, budget mode) whose token ledger, limits and calls in flight share one client
- * and one breaker through a proxy that can hold Redis's replies; Apple is a fake that passes `token`.
- * `capUsd`: a monthly cap with 12.50 spent by one call (room for two calls in flight at 30).
+ * project (Test Mode off, budget mode unless `tokenMode` says otherwise) whose token ledger, limits and
+ * calls in flight share one client and one breaker through a proxy that can hold Redis's replies;
+ * Apple is a fake that passes `token` and the tokens of `otherToken`. `capUsd`: a monthly cap with
+ * 12.50 spent by one call (room for two calls in flight at 30).
  */
 async function deviceChecked(
   options: {
     perMinute?: number | null;
     capUsd?: number | null;
     budget?: number;
+    tokenMode?: Project["deviceCheck"]["tokenMode"];
+    /** What Apple's fake waits for before it answers. */
+    appleWaits?: () => Promise<void>;
     /** A failure of the authenticator's own after it settled (a programming error's, say). */
     failingAfter?: Error;
   } = {},
 ) {
-  const { perMinute = null, capUsd = null, budget = 1000, failingAfter } = options;
+  const { perMinute = null, capUsd = null, budget = 1000, failingAfter, tokenMode, appleWaits } = options;
   const { proxy, client, breaker, prefix, limiter, spend } = await overHeldRedis();
   const { directory, partialKey, request } = await directoryWithSlowReads(
     await opening,
@@ -136,11 +140,13 @@ async function deviceChecked(
       testMode: false,
       rateLimits: { perMinute, devicePerMinute: null },
       monthlySpendCapUsd: capUsd,
-      deviceCheck: developmentDeviceCheck(project.deviceCheck),
+      deviceCheck: developmentDeviceCheck(project.deviceCheck, tokenMode),
     })),
   );
   const projectId = request.projectId as string;
   const token = Buffer.from(`a-device-token-${prefix}`).toString("base64");
+  /** Another token Apple passes, never sent before: the `n`th. */
+  const otherToken = (n: number) => Buffer.from(`a-device-token-${prefix}-${n}`).toString("base64");
   let appleCalls = 0;
   const deviceTokens = createDeviceTokenVerifier({
     config: unreachableAppleConfig(budget),
@@ -152,7 +158,8 @@ async function deviceChecked(
     client: {
       async validate(input) {
         appleCalls++;
-        return input.deviceToken === token
+        await appleWaits?.();
+        return Buffer.from(input.deviceToken, "base64").toString().startsWith(`a-device-token-${prefix}`)
           ? { kind: "valid" }
           : { kind: "invalid", reason: "rejected-by-apple" };
       },
@@ -179,12 +186,12 @@ async function deviceChecked(
     now: () => new Date(),
     defaults: { projectPerMinute: 60, devicePerMinute: 60, ipPerMinute: 60 },
   });
-  const call = (socket = { destroyed: false }) =>
+  const call = (socket = { destroyed: false }, sent = token) =>
     Promise.resolve(
       admit(
         admissionRequestContext({
           request: {
-            headers: { authorization: `Bearer ${partialKey}.${token}` },
+            headers: { authorization: `Bearer ${partialKey}.${sent}` },
             rawHeaders: [],
             socket,
           } as unknown as IncomingMessage,
@@ -193,15 +200,16 @@ async function deviceChecked(
       ),
     );
   const watcher = await readyClient();
-  const digest = createHash("sha256").update(Buffer.from(token, "base64")).digest("hex");
+  const digestOf = (sent: string) => createHash("sha256").update(Buffer.from(sent, "base64")).digest("hex");
   return {
     proxy,
     call,
+    otherToken,
     rows,
     appleCalls: () => appleCalls,
     places: () => watcher.zcard(`${prefix}:spend-in-flight:${projectId}`),
     projectCount: () => watcher.get(`${prefix}:rl:project:60:${projectId}`),
-    tokenUses: () => watcher.get(`${prefix}:device-token:${projectId}:${digest}`),
+    tokenUses: (sent = token) => watcher.get(`${prefix}:device-token:${projectId}:${digestOf(sent)}`),
   };
 }
 
@@ -329,6 +337,82 @@ describe.skipIf(!redisAvailable)("admission of a DeviceCheck token with its ledg
     expect(await places()).toBe(1);
     expect(await tokenUses()).toBe("3");
     if ("admitted" in settled) finish(settled.admitted);
+  });
+
+  for (const [tokenMode, capUsd] of [
+    ["cached", null],
+    ["cached", 30],
+    ["single-use", null],
+    ["single-use", 30],
+  ] as const) {
+    it(`admits a call with a token Apple is asked about (${tokenMode}, cap ${capUsd}) after two round trips: the lookup, then the entry and the limits together`, async () => {
+      const { proxy, call, otherToken, appleCalls, tokenUses, projectCount } = await deviceChecked({
+        tokenMode,
+        capUsd,
+      });
+      // The partial key rebuilt and the scripts loaded into Redis with another token, beforehand.
+      finish(await call());
+      const { rounds, settled } = await roundsOf(proxy, () => call(undefined, otherToken(1)));
+      expect(settled).toHaveProperty("admitted");
+      expect(appleCalls()).toBe(2);
+      expect(rounds).toBe(2);
+      expect(await tokenUses(otherToken(1))).toBe("1");
+      expect(await projectCount()).toBe("2");
+      if ("admitted" in settled) finish(settled.admitted);
+      // A single-use token's replay is refused in its one lookup.
+      if (tokenMode === "single-use")
+        await expect(call(undefined, otherToken(1))).rejects.toMatchObject({ code: "UNAUTHORIZED" });
+    });
+  }
+
+  it("counts no use of a token Apple passed for a call a limit then refuses, in two round trips", async () => {
+    const { proxy, call, otherToken, rows, appleCalls, tokenUses, projectCount } = await deviceChecked({
+      tokenMode: "single-use",
+      perMinute: 1,
+    });
+    finish(await call());
+    const { rounds, settled } = await roundsOf(proxy, () => call(undefined, otherToken(1)));
+    expect(settled).toMatchObject({
+      error: { code: "TOO_MANY_REQUESTS", message: expect.stringContaining("Rate limit exceeded (project") },
+    });
+    expect(rows.at(-1)).toMatchObject({ status: 429 });
+    expect(appleCalls()).toBe(2);
+    // The lookup, then the entry with the limits: no use counted there to give back after.
+    expect(rounds).toBe(2);
+    // Remembered as Apple passed it, its one use still the token's.
+    expect([await tokenUses(otherToken(1)), await projectCount()]).toEqual(["0", "1"]);
+  });
+
+  it("counts no limit and no use of a token Apple passed for a client that left while Apple was asked", async () => {
+    let answer = () => {};
+    let asked = () => {};
+    const apple = new Promise<void>((resolve) => {
+      asked = resolve;
+    });
+    let holding = false;
+    const { call, otherToken, rows, tokenUses, projectCount, places } = await deviceChecked({
+      capUsd: 30,
+      appleWaits: () => {
+        if (!holding) return Promise.resolve();
+        asked();
+        return new Promise((resolve) => {
+          answer = resolve;
+        });
+      },
+    });
+    finish(await call());
+    holding = true;
+    const socket = { destroyed: false };
+    const outcome = call(socket, otherToken(1)).catch((error: unknown) => error);
+    await apple;
+    socket.destroyed = true;
+    answer();
+    expect(await outcome).toMatchObject({ message: "The client disconnected" });
+    expect(rows.at(-1)).toMatchObject({ status: 499 });
+    // Refused after authentication, as without Redis: no limit counted it, no place held, and its
+    // token's use given back.
+    expect([await tokenUses(otherToken(1)), await projectCount()]).toEqual(["0", "1"]);
+    await expect.poll(places).toBe(0);
   });
 
   it("counts no use of the token for a call a limit refuses, and no limit for a token the ledger refuses", async () => {

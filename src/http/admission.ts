@@ -354,7 +354,10 @@ export function createAdmission(deps: AdmissionDeps) {
    * decided is kept in `row.decided`. None for a proxied call the allow-list leaves out (refused
    * 403, counted by the client's own limits only), nor for a capped project whose month reached its
    * cap or cannot be read (its 403 or 503 comes once the token passed, 401 first), or that has no
-   * room to ask for: those are decided after authentication, as before.
+   * room to ask for: those are decided after authentication, as before. Asked for again once Apple
+   * passed a token the lookup did not (`DeviceVerifyOptions.besideAfterApple`), for the script that
+   * remembers it; none then, nor before the lookup, for a client that left or a call the shutdown's
+   * deadline refused: `admitAuthenticated` refuses those, no limit counting them.
    */
   function limitsBeside(
     context: RequestContext,
@@ -364,7 +367,8 @@ export function createAdmission(deps: AdmissionDeps) {
   ): AuthRequest["beside"] {
     return async (project, provider, deviceDigest) => {
       const inScript = deps.limiter.inScript;
-      if (!inScript || leftOut(context, options, project, provider) !== null) return undefined;
+      if (!inScript || row.refusal !== null || context.request.socket.destroyed) return undefined;
+      if (leftOut(context, options, project, provider) !== null) return undefined;
       const limits = inScript(limitRequests(deps, context, project, deviceDigest));
       const capUsd = project.monthlySpendCapUsd;
       if (capUsd === null) {
