@@ -284,6 +284,40 @@ describe("fitting an image request to its provider and model", () => {
     );
   });
 
+  it("bounds the sizes of dall-e-3 and the GPT Image 2.6 models, whose sizes it checks by no list or rule", () => {
+    // dall-e-3: at most its largest documented size, 1792x1024 either way (SPEC's 1536x1024 too).
+    for (const size of ["1024x1024", "1792x1024", "1024x1792", "1536x1024", "512x512"])
+      expect(fitImageRequest("provider-a", "dall-e-3", parsed({ size })).size).toBe(size);
+    const absurd = refusal(() => fitImageRequest("provider-a", "dall-e-3", parsed({ size: "99999x99999" })));
+    expect(absurd.code).toBe("VALIDATION_ERROR");
+    expect(absurd.message).toBe(
+      "`size` 99999x99999 does not fit model dall-e-3: its longer side must be at most 1792 pixels",
+    );
+    expect(absurd.details).toEqual({ option: "size", maxSide: 1792, maxPixels: 1_835_008 });
+    expect(
+      refusal(() => fitImageRequest("provider-a", "dall-e-3", parsed({ size: "1792x1792" }))).message,
+    ).toBe(
+      "`size` 1792x1792 does not fit model dall-e-3: it must have at most 1,835,008 pixels, not 3,211,264",
+    );
+    // The GPT Image 2.6 models: at most the largest image a catalogued model makes (GPT Image 2's).
+    for (const model of ["gpt-image-2.6-sunburst", "gpt-image-2.6-flare"]) {
+      for (const size of ["3840x2160", "2160x3840", "2880x2880", "1024x1000", "256x256"])
+        expect(fitImageRequest("provider-a", model, parsed({ size })).size).toBe(size);
+      const error = refusal(() => fitImageRequest("provider-a", model, parsed({ size: "99999x99999" })));
+      expect(error.message).toBe(
+        `\`size\` 99999x99999 does not fit model ${model}: its longer side must be at most 3840 pixels`,
+      );
+      expect(error.details).toEqual({ option: "size", maxSide: 3840, maxPixels: 8_294_400 });
+      expect(refusal(() => fitImageRequest("provider-a", model, parsed({ size: "2896x2896" }))).message).toBe(
+        `\`size\` 2896x2896 does not fit model ${model}: it must have at most 8,294,400 pixels, not 8,386,816`,
+      );
+    }
+    // A model the catalogue does not know (a new one, a self-hosted server's) takes any size.
+    expect(fitImageRequest("provider-a", "gpt-image-9", parsed({ size: "99999x99999" })).size).toBe(
+      "99999x99999",
+    );
+  });
+
   it("drops the other image provider's options with a warning", () => {
     const request = parsed({
       providerOptions: { "provider-a": { quality: "hd" }, "provider-c": { personGeneration: "allow_all" } },

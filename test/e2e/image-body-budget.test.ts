@@ -119,6 +119,74 @@ describe("the body budget and the images a /v1/image call will hold", () => {
     await until(() => held() === 0, "the large call's reservation was given back");
     for (const call of [large, small]) call.socket.destroy();
   });
+
+  it("refuses a size no catalogued model makes before reserving it, and counts a model it does not know at most at the largest", async () => {
+    fake.setPlan(() => ({ latencyMs: 1000 }));
+    // GPT Image 2.6 and dall-e-3 have no size list: 20 images of 99999x99999 reserved up to 20 times
+    // SLUICE_MAX_PROVIDER_RESPONSE_BYTES (2.5 GiB) and, alone, held every other call off until
+    // the provider refused them.
+    for (const [model, maxSide, maxPixels] of [
+      ["gpt-image-2.6-sunburst", 3840, 8_294_400],
+      ["dall-e-3", 1792, 1_835_008],
+    ] as const) {
+      const absurd = generate(sluice, project, { model, size: "99999x99999", n: 20 });
+      const answer = await absurd.answer;
+      expect({ status: answer.status, body: answer.body }).toEqual({
+        status: 422,
+        body: {
+          error: expect.objectContaining({
+            code: "VALIDATION_ERROR",
+            message: `\`size\` 99999x99999 does not fit model ${model}: its longer side must be at most ${maxSide} pixels`,
+            details: { option: "size", maxSide, maxPixels },
+          }),
+        },
+      });
+      absurd.socket.destroy();
+    }
+    expect({ provider: fake.requests.length, held: held() }).toEqual({ provider: 0, held: 0 });
+    // A model the catalogue does not know is sent the size, each image counted at most as the
+    // largest a catalogued model makes (3840x2160), not as the whole answer cap (128 MiB).
+    const unknown = generate(sluice, project, { model: "gpt-image-9", size: "99999x99999" });
+    await until(() => fake.requests.length === 1, "the provider was called");
+    expect(held()).toBeGreaterThanOrEqual(3840 * 2160 * 4);
+    expect(held()).toBeLessThan(3840 * 2160 * 4 + 1024);
+    unknown.socket.destroy();
+    await until(() => held() === 0, "the reservation was given back");
+  });
+
+  it("checks the rate limits before the budget: a call over the whole budget, retried at once, is 429 and holds nothing", async () => {
+    const limited = await createTestProject(sluice.gateway, {
+      provider: "provider-a",
+      rateLimits: { perMinute: 1 },
+    });
+    // The provider refuses the model it does not know after half a second, unbilled.
+    fake.setPlan((request) =>
+      (request.json as { model?: string }).model === "gpt-image-9"
+        ? { latencyMs: 500, failStatus: 404 }
+        : { latencyMs: 0 },
+    );
+    // One image of 3840x2160: 32 MiB reserved, over the budget of 10 MiB: it runs alone.
+    const large = generate(sluice, limited, { model: "gpt-image-9", size: "3840x2160" });
+    await until(() => held() >= 3840 * 2160 * 4, "the large call's image was reserved");
+    const other = generate(sluice, project, { size: "1024x1024" });
+    expect((await other.answer).status).toBe(503);
+    // Its client asks again at once: the project's limit refuses it before any of the budget.
+    const again = generate(sluice, limited, { model: "gpt-image-9", size: "3840x2160" });
+    expect((await again.answer).status).toBe(429);
+    // The others are held off for its provider's round trip alone.
+    expect((await large.answer).status).toBe(502);
+    await until(() => held() === 0, "the large call's reservation was given back");
+    const retried = generate(sluice, limited, { model: "gpt-image-9", size: "3840x2160" });
+    expect((await retried.answer).status).toBe(429);
+    expect(held()).toBe(0);
+    const afterwards = generate(sluice, project, { size: "1024x1024" });
+    expect((await afterwards.answer).status).toBe(200);
+    expect(fake.requests.map((request) => (request.json as { model?: string }).model)).toEqual([
+      "gpt-image-9",
+      "gpt-image-1",
+    ]);
+    for (const call of [large, other, again, retried, afterwards]) call.socket.destroy();
+  });
 });
 
 /**
