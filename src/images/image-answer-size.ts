@@ -1,5 +1,5 @@
 import type { ProviderId } from "../providers/provider-id.js";
-import type { ImageRequest } from "./image-request.js";
+import { type ImageRequest, largestCataloguedImagePixels } from "./image-request.js";
 
 /**
  * The pixels of an image generated at no size Sluice can read from the request: what Imagen and the
@@ -17,13 +17,16 @@ const defaultPixels = 1024 * 1024;
  * asks for no other format than each provider's default, PNG, and the quality asked for changes
  * the detail, not the pixels: neither is looked at. The size is provider A's `size` when given;
  * provider C's models take none (an aspect ratio at about a megapixel), nor does a request without
- * it: defaultPixels.
+ * it: defaultPixels. No image is counted larger than the largest a catalogued model makes
+ * (largestCataloguedImagePixels, 3840x2160: 31.6 MiB): a catalogued model is refused a larger
+ * size (422), and one the catalogue does not know (a new model, a self-hosted server's), sent any
+ * size, is counted at its real size once its images come.
  */
 export function estimatedImageBytes(provider: ProviderId, request: Pick<ImageRequest, "size">): number {
   const size = provider === "provider-a" ? request.size : undefined;
   if (!size) return defaultPixels * 4;
   const [width = 0, height = 0] = size.split("x").map(Number);
-  return width * height * 4;
+  return Math.min(width * height, largestCataloguedImagePixels) * 4;
 }
 
 /** The bytes a generation's images weigh as the provider answered them: their base64. */

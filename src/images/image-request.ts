@@ -67,7 +67,10 @@ const imageProviders = Object.keys(optionValues) as Array<keyof typeof optionVal
  * and `aspectRatios` list the values it takes (any other is 422); `style: false` means it takes no
  * `style` (dropped with a warning). A model with no entry, or unknown to the catalogue, takes what
  * its provider's lists allow. dall-e-3's sizes are not listed on purpose: the price table's sizes
- * are not the real API's.
+ * are not the real API's (its `maxSize` bounds them instead). A catalogued provider A model with
+ * neither `sizes` nor `sizeRules` takes no size larger than its `maxSize`, else than the largest
+ * any catalogued model makes (largestCataloguedImage): a larger one would only be the provider's
+ * refusal, after its images were reserved in the body budget (decision 0054).
  */
 interface ImageModelRules {
   quality?: readonly string[];
@@ -75,6 +78,8 @@ interface ImageModelRules {
   sizes?: readonly string[];
   /** The rules a size must meet, for a model that takes any size within them (sizeRules). */
   sizeRules?: SizeRules;
+  /** The largest size a model whose sizes are neither listed nor ruled makes (SizeBounds). */
+  maxSize?: SizeBounds;
   aspectRatios?: readonly string[];
   /**
    * The longest prompt the provider documents for the model, in characters (counted as code
@@ -95,11 +100,15 @@ interface ImageModelRules {
  * neither longer than `maxSide`, the longer at most `maxAspectRatio` times the shorter, and from
  * `minPixels` to `maxPixels` pixels in all.
  */
-interface SizeRules {
+interface SizeRules extends SizeBounds {
   multipleOf: number;
-  maxSide: number;
   maxAspectRatio: number;
   minPixels: number;
+}
+
+/** The largest a size may be: neither side longer than `maxSide`, at most `maxPixels` pixels in all. */
+interface SizeBounds {
+  maxSide: number;
   maxPixels: number;
 }
 
@@ -133,6 +142,8 @@ const gptImage2: ImageModelRules = {
 /**
  * The GPT Image 2.6 models: the prompt limit of the GPT image models; no size rules, as provider
  * A's documentation found states GPT Image 2's rules for `gpt-image-2` and the 2.5 models only.
+ * Their sizes are bounded by the largest a catalogued model makes (largestCataloguedImage: GPT
+ * Image 2's 3840 pixels a side, 8,294,400 in all, which resellers also give as these models' own).
  */
 const gptImage26: ImageModelRules = {
   quality: ["low", "medium", "high", "xhigh", "max", "auto"],
@@ -147,7 +158,14 @@ const geminiImage: ImageModelRules = {
 export const imageModelRules: Readonly<Record<string, ImageModelRules>> = {
   "gpt-image-1": gptImage,
   "gpt-image-1-mini": gptImage,
-  "dall-e-3": { quality: ["standard", "hd"], maxPromptChars: 4000, maxImagesPerCall: 1 },
+  // Sizes at most 1792x1024 either way: provider A's Create image reference lists 1024x1024,
+  // 1792x1024 and 1024x1792 for dall-e-3 (SPEC's price table's 1536x1024 fits within them).
+  "dall-e-3": {
+    quality: ["standard", "hd"],
+    maxSize: { maxSide: 1792, maxPixels: 1792 * 1024 },
+    maxPromptChars: 4000,
+    maxImagesPerCall: 1,
+  },
   "gpt-image-2": gptImage2,
   "gpt-image-2.6-sunburst": gptImage26,
   "gpt-image-2.6-flare": gptImage26,
@@ -157,6 +175,31 @@ export const imageModelRules: Readonly<Record<string, ImageModelRules>> = {
       .map((model) => [model.id, model.id.startsWith("imagen-") ? imagen : geminiImage]),
   ),
 };
+
+/**
+ * The largest image a catalogued model makes, by its sizes, size rules or largest size: no other
+ * model's is refused (fitImageRequest), and no image is reserved larger in the body budget
+ * (estimatedImageBytes), even for a model the catalogue does not know, which takes any size
+ * (decision 0054).
+ */
+export const largestCataloguedImage: Readonly<SizeBounds> = Object.values(imageModelRules).reduce(
+  (largest, rules) => {
+    const sides = (rules.sizes ?? []).map((size) => size.split("x").map(Number) as [number, number]);
+    const bounds = [rules.sizeRules, rules.maxSize].filter((bound) => bound !== undefined);
+    return {
+      maxSide: Math.max(largest.maxSide, ...sides.flat(), ...bounds.map((bound) => bound.maxSide)),
+      maxPixels: Math.max(
+        largest.maxPixels,
+        ...sides.map(([width, height]) => width * height),
+        ...bounds.map((bound) => bound.maxPixels),
+      ),
+    };
+  },
+  { maxSide: 0, maxPixels: 0 },
+);
+
+/** largestCataloguedImage's pixels: what no image is reserved larger than (estimatedImageBytes). */
+export const largestCataloguedImagePixels = largestCataloguedImage.maxPixels;
 
 /**
  * Fits a parsed request to the project's provider and the model that will run it, before any
@@ -188,6 +231,9 @@ export function fitImageRequest(
     requireListed("providerOptions.provider-a.quality", a?.quality, rules.quality, modelId);
     requireListed("size", request.size, rules.sizes, modelId);
     requireSizeWithin(request.size, rules.sizeRules, modelId);
+    // A size neither listed nor ruled: at most the model's largest, else the catalogue's.
+    if (provider === "provider-a" && !rules.sizes && !rules.sizeRules)
+      requireSizeAtMost(request.size, rules.maxSize ?? largestCataloguedImage, modelId);
     requireListed("aspectRatio", request.aspectRatio, rules.aspectRatios, modelId);
     requireAtMost(request.maxImagesPerCall, rules.maxImagesPerCall, modelId);
     if (rules.style === false && a?.style !== undefined) {
@@ -352,6 +398,26 @@ function requireSizeWithin(size: string | undefined, rules: SizeRules | undefine
       minPixels: rules.minPixels,
       maxPixels: rules.maxPixels,
     },
+  });
+}
+
+/**
+ * A size larger than `bounds` (a longer side, or more pixels) is 422 naming the bound it passes,
+ * with both in `details`: what the model makes no larger than, not a rule of its own.
+ */
+function requireSizeAtMost(size: string | undefined, bounds: SizeBounds, modelId: string): void {
+  if (size === undefined) return;
+  const [width, height] = size.split("x").map(Number) as [number, number];
+  const pixels = width * height;
+  const broken =
+    Math.max(width, height) > bounds.maxSide
+      ? `its longer side must be at most ${bounds.maxSide} pixels`
+      : pixels > bounds.maxPixels
+        ? `it must have at most ${grouped(bounds.maxPixels)} pixels, not ${grouped(pixels)}`
+        : null;
+  if (broken === null) return;
+  throw new GatewayError("VALIDATION_ERROR", `\`size\` ${size} does not fit model ${modelId}: ${broken}`, {
+    details: { option: "size", maxSide: bounds.maxSide, maxPixels: bounds.maxPixels },
   });
 }
 
