@@ -57,6 +57,13 @@ interface MonthSpend {
   unread: number;
   /** The part of `unread` whose rows have been written since: the next read to begin holds them. */
   written: number;
+  /** The time of the latest cost in `unread` (epoch ms; -Infinity when none was added). */
+  latestUnread: number;
+  /**
+   * Costs of rows stamped before this (epoch ms) are a project's deleted under the id, let go of
+   * here when the project created again was learnt of: neither added nor, once written, taken off.
+   */
+  forgottenBefore: number;
   /**
    * Calls admitted on this instance under the cap whose cost is not known yet (`hold`), those that
    * hold a place in Redis too: what this instance decides on while Redis cannot.
@@ -200,6 +207,8 @@ function spendGuard(deps: SpendGuardDeps) {
         largestRead: 0,
         unread: 0,
         written: 0,
+        latestUnread: Number.NEGATIVE_INFINITY,
+        forgottenBefore: Number.NEGATIVE_INFINITY,
         inFlight: 0,
         largestCall: 0,
         mayGo: false,
@@ -212,13 +221,24 @@ function spendGuard(deps: SpendGuardDeps) {
     const since = createdAt !== undefined && createdAt > entry.month ? createdAt : entry.month;
     if (createdAt !== undefined && since !== entry.since) {
       // Another project under the id (or its creation first learnt): the month is read again from
-      // there. Costs recorded here and not yet written stay counted until written, as always.
+      // there. Costs recorded here and not yet written stay counted until written, but for those
+      // all stamped before the creation: a project deleted under the id left them (its last calls,
+      // their rows still queued), and the new one counts only the rows from its creation on
+      // (docs/api.md). Before, they refused its first calls until written and read again. When its
+      // own costs are among them too, they all stay counted (the times of each are not held).
       entry.since = since;
       entry.readAt = Number.NEGATIVE_INFINITY;
       entry.known = false;
       entry.base = 0;
       entry.largestRead = 0;
       entry.mark = undefined;
+      const sinceMs = Date.parse(since);
+      if (entry.latestUnread < sinceMs) {
+        entry.forgottenBefore = sinceMs;
+        entry.unread = 0;
+        entry.written = 0;
+        relist(entry);
+      }
     }
     return entry;
   }
@@ -337,7 +357,9 @@ function spendGuard(deps: SpendGuardDeps) {
       const held = cache.get(projectId);
       if (held && at.getTime() < held.from) return;
       const entry = monthOf(projectId, at);
+      if (at.getTime() < entry.forgottenBefore) return;
       entry.unread += usd;
+      if (at.getTime() > entry.latestUnread) entry.latestUnread = at.getTime();
       if (usd > entry.largestCall) entry.largestCall = usd;
       relist(entry);
     },
@@ -438,7 +460,11 @@ function spendGuard(deps: SpendGuardDeps) {
       for (const row of rows) {
         if (!row.cost_usd) continue;
         const entry = cache.get(row.project_id);
-        if (entry && row.created_at.startsWith(entry.prefix)) {
+        if (
+          entry &&
+          row.created_at.startsWith(entry.prefix) &&
+          !(Date.parse(row.created_at) < entry.forgottenBefore)
+        ) {
           entry.written += row.cost_usd;
           relist(entry);
         }
