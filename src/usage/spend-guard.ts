@@ -463,7 +463,11 @@ function spendGuard(deps: SpendGuardDeps) {
         if (
           entry &&
           row.created_at.startsWith(entry.prefix) &&
-          !(Date.parse(row.created_at) < entry.forgottenBefore)
+          // Parsed only for a project created again (Date.parse: ~1,700 instructions a row).
+          !(
+            entry.forgottenBefore > Number.NEGATIVE_INFINITY &&
+            Date.parse(row.created_at) < entry.forgottenBefore
+          )
         ) {
           entry.written += row.cost_usd;
           relist(entry);
