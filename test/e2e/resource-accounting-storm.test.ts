@@ -1270,15 +1270,22 @@ describe("what a storm of faulted calls held is given back", () => {
         expect(held(current)).toEqual(nothingHeld);
         // Every call whose request was sent whole before the shutdown began got an answer, but for those
         // whose client left by design: its answer, a 503 refusal at the deadline, or a stream begun and
-        // then cut. (A call sent later may meet a closed listener or an idle connection closed as it
-        // was sent: README, "Shutdown".)
+        // then cut; never a bare reset of a connection the gateway took. The drain takes the
+        // connections still queued on the listener for 25 ms at most before it closes it: under load
+        // one queued longer than that, which the gateway never took, is reset (the connection-drain
+        // test shows those queued taken; decision 0012). (A call sent later may also meet a closed
+        // listener, or an idle connection closed as it was sent: README, "Shutdown".)
         const sentBefore = outcomes.filter(
           (outcome) => outcome.sentAt !== undefined && outcome.sentAt < stoppedAt,
         );
+        const neverTaken = (outcome: Outcome) =>
+          outcome.connection !== undefined &&
+          !outcome.connection.reused &&
+          !accepted.has(outcome.connection.port);
         expect(sentBefore.length).toBeGreaterThan(0);
         expect(
           sentBefore
-            .filter((outcome) => outcome.status === null && outcome.error !== "left")
+            .filter((outcome) => outcome.status === null && outcome.error !== "left" && !neverTaken(outcome))
             .map((outcome) => described(outcome, stoppedAt, accepted)),
           `seed ${seed + 1}: calls sent before the shutdown without an answer`,
         ).toEqual([]);
