@@ -1,5 +1,6 @@
 import { createServer, type Server, type ServerResponse } from "node:http";
-import { connect } from "node:net";
+import { connect, createServer as createNetServer } from "node:net";
+import { Worker } from "node:worker_threads";
 import { afterEach, describe, expect, it } from "vitest";
 import { collectGarbage } from "../../test/support/garbage-collection.js";
 import { onRefusal } from "../deadline-refusal.js";
@@ -94,6 +95,97 @@ describe("trackConnections", () => {
     expect(end).toEqual({ refused: 0, cut: 1 });
     socket.destroy();
   });
+
+  // A connection the kernel completed while the event loop was busy (a storm's calls, a stall) waits
+  // in the listener's backlog until Node accepts it, its client's request already sent; libuv
+  // accepts one a loop iteration, so under load several wait. Closing the listener at the drain's
+  // start reset them, unread: calls sent before the shutdown began, left without an answer, which
+  // their clients cannot tell from calls lost once processed. A drain started in an I/O callback (a
+  // signal's, a socket's), after the poll phase's accept, is the harder case.
+  for (const startedIn of ["a callback of its own", "an I/O callback"] as const)
+    it(`answers the requests sent before the drain on connections not accepted yet (drain started in ${startedIn})`, async () => {
+      server = createServer();
+      const drain = trackConnections(server, "connection");
+      server.on("request", (request, response) => {
+        if (!drain.admitRequest(request, response)) return;
+        request.resume();
+        request.on("end", () => response.end("ok"));
+      });
+      await new Promise<void>((resolve) => server?.listen(0, "127.0.0.1", resolve));
+      const { port } = server.address() as { port: number };
+      // The clients run on a thread of their own, as they would in a process of their own: told to
+      // go, they connect and send their requests while this thread's event loop is held
+      // (Atomics.wait) until all are sent, so the server accepts none of them.
+      const clients = 5;
+      const flags = new Int32Array(new SharedArrayBuffer(8));
+      const [go, sent] = [0, 1];
+      const worker = new Worker(
+        `const { workerData, parentPort } = require("node:worker_threads");
+        const { flags, port, clients } = workerData;
+        Atomics.wait(flags, ${go}, 0, 10000);
+        const ends = [];
+        for (let each = 0; each < clients; each++) {
+          const socket = require("node:net").connect(port, "127.0.0.1");
+          let received = "";
+          let done = false;
+          const end = (error) => {
+            if (done) return;
+            done = true;
+            ends.push({ received, error });
+            if (ends.length === clients) parentPort.postMessage(ends);
+          };
+          socket.on("data", (chunk) => { received += chunk; });
+          socket.on("error", (error) => end(error.code));
+          socket.on("close", () => end());
+          socket.write("POST / HTTP/1.1\\r\\nhost: x\\r\\ncontent-length: 2\\r\\n\\r\\nhi", () => {
+            if (Atomics.add(flags, ${sent}, 1) === clients - 1) Atomics.notify(flags, ${sent});
+          });
+        }`,
+        { eval: true, workerData: { port, flags, clients } },
+      );
+      const ended = new Promise<Array<{ received: string; error?: string }>>((resolve) =>
+        worker.once("message", resolve),
+      );
+      const drainOnceSent = () => {
+        Atomics.store(flags, go, 1);
+        Atomics.notify(flags, go);
+        for (let seen = 0; seen < clients; seen = Atomics.load(flags, sent))
+          Atomics.wait(flags, sent, seen, 10_000);
+        return drain.drain(2000);
+      };
+      const trigger = createNetServer((socket) => socket.destroy());
+      try {
+        let drained: ReturnType<typeof drain.drain>;
+        if (startedIn === "a callback of its own") drained = drainOnceSent();
+        else {
+          await new Promise<void>((resolve) => trigger.listen(0, "127.0.0.1", resolve));
+          const { port: triggerPort } = trigger.address() as { port: number };
+          drained = new Promise((resolve) => {
+            trigger.once("connection", () => resolve(drainOnceSent()));
+            connect(triggerPort, "127.0.0.1").on("error", () => {});
+          });
+        }
+        const end = await drained;
+        expect(Atomics.load(flags, sent), "the requests sent").toBe(clients);
+        const ends = await ended;
+        expect(ends.filter(({ error }) => error !== undefined)).toEqual([]);
+        for (const { received } of ends) {
+          expect(received).toMatch(/^HTTP\/1\.1 200 /);
+          expect(received).toMatch(/\r\nconnection: close\r\n/i);
+        }
+        expect(end).toEqual({ refused: 0, cut: 0 });
+        // The listener is closed all the same.
+        const refused = await new Promise((resolve) =>
+          connect(port, "127.0.0.1")
+            .on("error", (e: NodeJS.ErrnoException) => resolve(e.code))
+            .on("connect", () => resolve("connected")),
+        );
+        expect(refused).toBe("ECONNREFUSED");
+      } finally {
+        trigger.close();
+        await worker.terminate();
+      }
+    });
 
   /**
    * A server whose one call, when refused, answers 503 after `answerAfterMs` (an admin call whose

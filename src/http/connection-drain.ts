@@ -45,8 +45,10 @@ export interface ConnectionDrain {
    */
   closeAfterAnswers(): void;
   /**
-   * Stops listening; every response whose head is not written yet, and every later one, says
-   * `Connection: close`, and its connection closes once it is sent. A connection with nothing in
+   * Stops listening, once the connections already waiting in the listener's backlog are accepted
+   * (closing it would reset them and the requests they carry); every response whose head is not
+   * written yet, and every later one, says `Connection: close`, and its connection closes once it
+   * is sent. A connection with nothing in
    * progress (idle, or whose keep-alive answer went out before the drain) is closed once it has
    * stayed quiet, no byte received, for a look (25 ms): closing it at once could reset a request
    * its client has already sent, which it cannot tell was not processed (RFC 9112 §9.3.1). After
@@ -124,6 +126,7 @@ export function trackConnections(server: Server, event: "connection" | "secureCo
     async drain(timeoutMs, hurry) {
       closeAfterAnswers();
       const deadline = Date.now() + timeoutMs;
+      await acceptQueued(server, deadline, hurry);
       // Stops listening only: `server.close()` would also close the connections idle this moment
       // (Node >= 19), resetting a request that is on its way but not read yet.
       netClose.call(server);
@@ -172,6 +175,48 @@ export function trackConnections(server: Server, event: "connection" | "secureCo
       return { refused: refused.size + refusedPipelined, cut };
     },
   };
+}
+
+/**
+ * The most connections the kernel queues for a listener that Node has not accepted yet: Node's
+ * default backlog (`server.listen`'s), which the kernel may lower (`net.core.somaxconn`).
+ */
+const maxQueuedConnections = 511;
+
+/**
+ * Accepts the connections the kernel has completed and queued on `server`'s listener but Node has
+ * not accepted yet, before the listener closes: closing it resets them, their clients' requests
+ * often sent already (and unread), which the clients cannot tell from calls lost once processed.
+ * They wait there while the event loop is busy: libuv accepts one connection a loop iteration, so
+ * under load a queue builds up, its oldest waiting for tens of milliseconds or more. Each turn of
+ * the loop's poll phase accepts the next (the queue is first in, first out); once one accepts none,
+ * none is queued. The first check only leaves the poll phase this may run in (a signal's callback,
+ * a socket's), after the listener's turn. For one look (`lookEveryMs`) at most: connections made
+ * meanwhile join the queue, and a flood of them must not keep the listener open (waiting for an
+ * empty queue, a storm's drain held it until the deadline and reset ten times the connections it
+ * spared); nor past the most the kernel queues, the deadline or `hurry`. A connection still queued
+ * then is reset, as one made as the listener closes. The connections accepted are served as any of
+ * the drain's, their answers closing them.
+ */
+async function acceptQueued(server: Server, deadline: number, hurry: AbortSignal | undefined): Promise<void> {
+  let accepted = 0;
+  // The server's own event, not the tracked one: a connection refused at once (the connection
+  // caps) or still in its TLS handshake was taken from the queue all the same.
+  const count = () => {
+    accepted++;
+  };
+  server.on("connection", count);
+  try {
+    const until = Math.min(deadline, Date.now() + lookEveryMs);
+    await new Promise((resolve) => setImmediate(resolve));
+    for (let turns = 0; turns < maxQueuedConnections; turns++) {
+      const before = accepted;
+      await new Promise((resolve) => setImmediate(resolve));
+      if (accepted === before || hurry?.aborted || Date.now() >= until) return;
+    }
+  } finally {
+    server.off("connection", count);
+  }
 }
 
 /** The last request's response on a connection, set by `admitRequest`. */

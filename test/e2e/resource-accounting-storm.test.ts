@@ -1,4 +1,5 @@
 import { randomBytes } from "node:crypto";
+import diagnostics from "node:diagnostics_channel";
 import { rmSync } from "node:fs";
 import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
@@ -47,9 +48,11 @@ import {
  * rows count exactly the requests that reached authentication. Each of those is seen held during
  * the storm, so none is checked idle for never having been used. Each single-use token was admitted
  * once at most, and one that no call was admitted with (and no replay met) passes when sent again.
- * A second case shuts the gateway down a quarter of the way through the storm: once closed it holds
- * nothing, wrote no row twice, and the process holds no socket or timer it did not hold before the
- * gateway started. `SLUICE_STORM_SEED` replays a mix.
+ * A second case shuts the gateway down a quarter of the way through the storm: every call sent whole
+ * before the shutdown began got a status (or its client left by design), every 503 is the
+ * gateway's envelope, and once closed it holds nothing, wrote no row twice, and the process holds no
+ * socket or timer it did not hold before the gateway started. `SLUICE_STORM_SEED` replays a mix;
+ * `SLUICE_STORM_REPORT=1` prints how the shutdown case's calls ended.
  */
 
 const probes = vi.hoisted(() => ({
@@ -288,6 +291,9 @@ const weights: Array<[Kind, number]> = [
   ["su-leave", 3],
 ];
 
+/** The header that names a call of the storm to the diagnostics channels undici publishes on. */
+const callHeader = "x-storm-call";
+
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 function resourceCounts(): Record<string, number> {
@@ -441,6 +447,15 @@ interface Call {
   answer?: { code?: unknown; message?: unknown };
   /** The single-use device token the call carried. */
   token?: string;
+  /** When its request was sent whole (undici's `bodySent`, a raw call's last write); unset if never. */
+  sentAt?: number;
+  /**
+   * The connection it was sent on: when it was made, whether a call before it had used it, and its
+   * port on this side.
+   */
+  connection?: { connectedAt: number; reused: boolean; port: number };
+  /** An error answer's body, when it was no envelope. */
+  body?: string;
 }
 
 interface Outcome extends Call {
@@ -469,7 +484,7 @@ async function answerOf(
     const { error } = JSON.parse(text) as { error?: { code?: unknown; message?: unknown } };
     return { kind, status, answer: { code: error?.code, message: error?.message } };
   } catch {
-    return { kind, status, answer: {} };
+    return { kind, status, answer: {}, body: text.slice(0, 200) };
   }
 }
 
@@ -480,20 +495,43 @@ function rawCall(
   headers: Record<string, string>,
   body: Buffer,
   plan: { sendBytes: number; leaveAfterMs: number; trickleMs?: number; chunked?: boolean },
-): Promise<{ status: number | null; error?: string }> {
+): Promise<Pick<Call, "status" | "error" | "sentAt" | "connection" | "answer" | "body">> {
   return new Promise((resolve) => {
     const socket = connect(port, "127.0.0.1");
     let status: number | null = null;
     let settled = false;
+    let sentAt: number | undefined;
+    let connectedAt = -1;
+    let localPort = -1;
+    const received: Buffer[] = [];
+    socket.once("connect", () => {
+      connectedAt = performance.now();
+      localPort = socket.localPort ?? -1;
+    });
     const finish = (error: string) => {
       if (settled) return;
       settled = true;
       socket.destroy();
-      resolve(status === null ? { status, error } : { status });
+      const sent = {
+        ...(sentAt === undefined ? {} : { sentAt }),
+        connection: { connectedAt, reused: false, port: localPort },
+      };
+      if (status === null) return resolve({ status, error, ...sent });
+      // An error answer's envelope, as answerOf reads it (the gateway's error answers have a length).
+      const text = Buffer.concat(received).toString("utf8");
+      const body = text.slice(text.indexOf("\r\n\r\n") + 4);
+      if (status < 400) return resolve({ status, ...sent });
+      try {
+        const { error } = JSON.parse(body) as { error?: { code?: unknown; message?: unknown } };
+        resolve({ status, ...sent, answer: { code: error?.code, message: error?.message } });
+      } catch {
+        resolve({ status, ...sent, answer: {}, body: body.slice(0, 200) });
+      }
     };
     socket.on("error", (error: NodeJS.ErrnoException) => finish(error.code ?? error.name));
     socket.on("close", () => finish("closed"));
     socket.on("data", (chunk: Buffer) => {
+      received.push(chunk);
       const found = /^HTTP\/1\.1 (\d{3})/.exec(chunk.toString("latin1"));
       if (found && status === null) status = Number(found[1]);
     });
@@ -511,7 +549,13 @@ function rawCall(
     const sendMore = () => {
       if (settled) return;
       if (sent >= plan.sendBytes) {
-        if (plan.chunked && plan.sendBytes >= body.length) socket.write("0\r\n\r\n");
+        const whole = plan.sendBytes >= body.length;
+        if (plan.chunked && whole) socket.write("0\r\n\r\n");
+        // The request's last byte has left once the write ahead of this empty one has.
+        if (whole)
+          socket.write("", (error) => {
+            if (!error) sentAt = performance.now();
+          });
         return;
       }
       const part = body.subarray(sent, Math.min(plan.sendBytes, sent + piece));
@@ -643,7 +687,11 @@ async function runStorm(
       const bearer =
         kind === "p-wrong-key" ? `${project.partialKeys[provider]}.tk_wrong` : project.bearer(provider);
       const path = proxyPath(project, provider, model, streamed);
-      const headers = { authorization: `Bearer ${bearer}`, "content-type": "application/json" };
+      const headers = {
+        authorization: `Bearer ${bearer}`,
+        "content-type": "application/json",
+        [callHeader]: String(index),
+      };
       let body = Buffer.from(JSON.stringify(proxyBody(provider, model, streamed)));
       if (kind === "p-413" || kind === "p-413-chunked")
         body = Buffer.from(JSON.stringify(proxyBody(provider, model, streamed, maxBodyBytes + 100)));
@@ -696,7 +744,7 @@ async function runStorm(
           signal: controller.signal,
         });
         status = response.statusCode;
-        if (kind !== "p-leave-mid-stream") return await answerOf(kind, response);
+        if (kind !== "p-leave-mid-stream" || status >= 400) return await answerOf(kind, response);
         let first = true;
         for await (const _chunk of response.body) {
           if (first) {
@@ -731,6 +779,7 @@ async function runStorm(
           headers: {
             authorization: `Bearer ${project.partialKeys["provider-a"]}.${token}`,
             "content-type": "application/json",
+            [callHeader]: String(index),
           },
           body: JSON.stringify(proxyBody("provider-a", model, false)),
           dispatcher,
@@ -795,6 +844,7 @@ async function runStorm(
         headers: {
           authorization: `Bearer ${project.bearer("provider-a")}`,
           "content-type": "application/json",
+          [callHeader]: String(index),
         },
         body: JSON.stringify(payload),
         dispatcher,
@@ -811,11 +861,60 @@ async function runStorm(
     for (let index = next++; index < count; index = next++) {
       const startedAt = performance.now();
       const call = await one(index);
-      outcomes.push({ ...call, startedAt, endedAt: performance.now() });
+      const sentAt = call.sentAt ?? sent.get(index);
+      const connection = call.connection ?? connectionOf.get(index);
+      outcomes.push({
+        ...call,
+        ...(sentAt === undefined ? {} : { sentAt }),
+        ...(connection === undefined ? {} : { connection }),
+        startedAt,
+        endedAt: performance.now(),
+      });
       onEnded?.(outcomes.length);
     }
   };
-  await Promise.all(Array.from({ length: concurrency }, worker));
+  // When each undici call's request was sent whole, and on which connection.
+  const sent = new Map<number, number>();
+  const connectionOf = new Map<number, { connectedAt: number; reused: boolean; port: number }>();
+  const connectedAt = new WeakMap<object, number>();
+  const usedBefore = new WeakSet<object>();
+  const callOf = (request: { headers?: unknown }) => {
+    const headers = request.headers;
+    if (!Array.isArray(headers)) return undefined;
+    const at = headers.indexOf(callHeader);
+    return at < 0 ? undefined : Number(headers[at + 1]);
+  };
+  const onConnected = (message: unknown) => {
+    connectedAt.set((message as { socket: object }).socket, performance.now());
+  };
+  const onSendHeaders = (message: unknown) => {
+    const { request, socket } = message as {
+      request: { headers?: unknown };
+      socket: { localPort?: number };
+    };
+    const index = callOf(request);
+    if (index === undefined) return;
+    connectionOf.set(index, {
+      connectedAt: connectedAt.get(socket) ?? -1,
+      reused: usedBefore.has(socket),
+      port: socket.localPort ?? -1,
+    });
+    usedBefore.add(socket);
+  };
+  const onBodySent = (message: unknown) => {
+    const index = callOf((message as { request: { headers?: unknown } }).request);
+    if (index !== undefined) sent.set(index, performance.now());
+  };
+  diagnostics.subscribe("undici:client:connected", onConnected);
+  diagnostics.subscribe("undici:client:sendHeaders", onSendHeaders);
+  diagnostics.subscribe("undici:request:bodySent", onBodySent);
+  try {
+    await Promise.all(Array.from({ length: concurrency }, worker));
+  } finally {
+    diagnostics.unsubscribe("undici:client:connected", onConnected);
+    diagnostics.unsubscribe("undici:client:sendHeaders", onSendHeaders);
+    diagnostics.unsubscribe("undici:request:bodySent", onBodySent);
+  }
   cutting = false;
   await cutter;
   await appleRotation;
@@ -853,6 +952,55 @@ function held(stage: Stage) {
     ),
     connections: gateway.connections.open(),
   };
+}
+
+/** A call of the shutdown case as a failed check shows it: its times counted from the shutdown's start. */
+function described(outcome: Outcome, stoppedAt: number, accepted: ReadonlyMap<number, number>) {
+  const since = (at: number | undefined) => (at === undefined ? undefined : Math.round(at - stoppedAt));
+  const { kind, status, error, answer, body, connection } = outcome;
+  return {
+    kind,
+    status,
+    error,
+    ...(answer ? { answer, body } : {}),
+    sent: since(outcome.sentAt),
+    connected: since(connection?.connectedAt),
+    takenByGateway: since(connection && accepted.get(connection.port)),
+    ended: since(outcome.endedAt),
+  };
+}
+
+/**
+ * How the calls that ended once the shutdown began ended, counted (SLUICE_STORM_REPORT=1 prints it):
+ * sent whole before it or not, the status or error, the kind, and the connection.
+ */
+function shutdownReport(
+  outcomes: readonly Outcome[],
+  stoppedAt: number,
+  accepted: ReadonlyMap<number, number>,
+): string {
+  const tally = new Map<string, number>();
+  for (const outcome of outcomes) {
+    if (outcome.endedAt < stoppedAt) continue;
+    const { kind, status, error, sentAt, connection, answer } = outcome;
+    const sent =
+      sentAt === undefined ? "never sent whole" : sentAt < stoppedAt ? "sent before" : "sent after";
+    const end =
+      status === null
+        ? `no status, ${error}`
+        : `${status}${status === 503 && answer?.code !== "SERVICE_UNAVAILABLE" ? " (no envelope)" : ""}${error ? `, then ${error}` : ""}`;
+    const taken = connection ? accepted.get(connection.port) : undefined;
+    const on =
+      connection === undefined || connection.connectedAt < 0
+        ? "no connection"
+        : `${connection.reused ? "kept-alive" : "new"} connection ${taken === undefined ? "never taken" : taken < stoppedAt ? "taken before" : "taken after"}`;
+    const key = `${sent} | ${end} | ${kind} | ${on}`;
+    tally.set(key, (tally.get(key) ?? 0) + 1);
+  }
+  return [...tally]
+    .sort(([a], [b]) => a.localeCompare(b))
+    .map(([key, count]) => `${count}\t${key}`)
+    .join("\n");
 }
 
 /** The gateway's metrics, on a connection closed once read (it must not count as one held). */
@@ -1096,6 +1244,11 @@ describe("what a storm of faulted calls held is given back", () => {
         const dispatcher = new Agent({ connections: concurrency, keepAliveTimeout: 1000 });
         let outcomes: Outcome[];
         let stoppedAt = 0;
+        /** The client ports of the connections the gateway took, and when. */
+        const accepted = new Map<number, number>();
+        sluice.server.on("connection", (socket: import("node:net").Socket) => {
+          accepted.set(socket.remotePort ?? -1, performance.now());
+        });
         try {
           // Once a quarter of the calls have ended: the others are under way or still to come.
           let stopping: Promise<void> | undefined;
@@ -1111,11 +1264,45 @@ describe("what a storm of faulted calls held is given back", () => {
           await dispatcher.close();
         }
         const during = outcomes.filter((outcome) => outcome.endedAt >= stoppedAt);
+        if (process.env.SLUICE_STORM_REPORT) console.log(shutdownReport(outcomes, stoppedAt, accepted));
         // Nothing is held once the gateway closed: every admitted call's row written (or dropped), no
         // place, budget, PDF fetch, Apple call or upstream connection.
         expect(held(current)).toEqual(nothingHeld);
-        // No row is written twice. (Rows lost, and calls cut without an answer, were seen now and then
-        // under load and are not checked here yet: see the branch's report.)
+        // Every call whose request was sent whole before the shutdown began got an answer, but for those
+        // whose client left by design: its answer, a 503 refusal at the deadline, or a stream begun and
+        // then cut; never a bare reset of a connection the gateway took. The drain takes the
+        // connections still queued on the listener for 25 ms at most before it closes it: under load
+        // one queued longer than that, which the gateway never took, is reset (the connection-drain
+        // test shows those queued taken; decision 0012). (A call sent later may also meet a closed
+        // listener, or an idle connection closed as it was sent: README, "Shutdown".)
+        const sentBefore = outcomes.filter(
+          (outcome) => outcome.sentAt !== undefined && outcome.sentAt < stoppedAt,
+        );
+        const neverTaken = (outcome: Outcome) =>
+          outcome.connection !== undefined &&
+          !outcome.connection.reused &&
+          !accepted.has(outcome.connection.port);
+        expect(sentBefore.length).toBeGreaterThan(0);
+        expect(
+          sentBefore
+            .filter((outcome) => outcome.status === null && outcome.error !== "left" && !neverTaken(outcome))
+            .map((outcome) => described(outcome, stoppedAt, accepted)),
+          `seed ${seed + 1}: calls sent before the shutdown without an answer`,
+        ).toEqual([]);
+        // Every 503 is the gateway's envelope, whole, but a provider's own, passed on (with its message).
+        expect(
+          outcomes
+            .filter(
+              (outcome) =>
+                outcome.status === 503 &&
+                outcome.answer?.code !== "SERVICE_UNAVAILABLE" &&
+                !(outcome.kind === "p-fail" && typeof outcome.answer?.message === "string"),
+            )
+            .map((outcome) => described(outcome, stoppedAt, accepted)),
+          `seed ${seed + 1}: 503 answers without the envelope`,
+        ).toEqual([]);
+        // No row is written twice. (Rows lost were seen now and then under load and are not checked
+        // here yet.)
         const rows = await space.rowsAfterClose(sluice);
         expect(
           rows.reduce((sum, row) => sum + row.requests, 0),
