@@ -27,7 +27,7 @@ const openBrace = 0x7b;
 export function responseFieldsOfBody(head: Buffer): ResponseObjectFields | null {
   // latin1 maps byte to character: the structure is intact, and the values read here are ASCII.
   const text = head.toString("latin1", 0, Math.min(head.length, scanLimit));
-  const open = skipSpaces(text, 0, text.length);
+  const open = skipTextSpaces(text, 0, text.length);
   return text.charCodeAt(open) === openBrace ? fieldsOf(text, open, text.length) : null;
 }
 
@@ -37,7 +37,7 @@ export function responseFieldsOfBody(head: Buffer): ResponseObjectFields | null 
  */
 export function responseFieldsOfEvent(data: string): ResponseObjectFields | null {
   const end = Math.min(data.length, scanLimit);
-  const open = skipSpaces(data, 0, end);
+  const open = skipTextSpaces(data, 0, end);
   if (data.charCodeAt(open) !== openBrace) return null;
   let response = -1;
   walkMembers(data, open, end, (keyStart, keyEnd, value) => {
@@ -91,19 +91,19 @@ function walkMembers(
   end: number,
   visit: (keyStart: number, keyEnd: number, value: number) => boolean,
 ): void {
-  let at = skipSpaces(text, open + 1, end);
+  let at = skipTextSpaces(text, open + 1, end);
   while (at < end && text.charCodeAt(at) === quote) {
     const keyEnd = stringEnd(text, at, end);
     if (keyEnd < 0) return;
-    let value = skipSpaces(text, keyEnd + 1, end);
+    let value = skipTextSpaces(text, keyEnd + 1, end);
     if (text.charCodeAt(value) !== colon) return;
-    value = skipSpaces(text, value + 1, end);
+    value = skipTextSpaces(text, value + 1, end);
     if (value >= end || visit(at + 1, keyEnd, value)) return;
     const after = valueEnd(text, value, end);
     if (after < 0) return;
-    at = skipSpaces(text, after, end);
+    at = skipTextSpaces(text, after, end);
     if (text.charCodeAt(at) !== comma) return;
-    at = skipSpaces(text, at + 1, end);
+    at = skipTextSpaces(text, at + 1, end);
   }
 }
 
@@ -173,7 +173,8 @@ function valueEnd(text: string, at: number, end: number): number {
   return -1;
 }
 
-function skipSpaces(text: string, from: number, end: number): number {
+/** Past the JSON whitespace in `text` from `from`, reading no further than `end`. */
+export function skipTextSpaces(text: string, from: number, end = text.length): number {
   let index = from;
   while (index < end) {
     const code = text.charCodeAt(index);

@@ -1,3 +1,5 @@
+import { skipTextSpaces } from "./response-object-fields.js";
+
 /**
  * Whether a stream's event is the provider's report that the answer failed after it began: the
  * answer's status said 200, then the stream carried an error (an overloaded provider B, a server
@@ -40,21 +42,11 @@ export function isStreamErrorEvent(event: string | undefined, data: string): boo
  * member is `"error":` or `"type": "error"`.
  */
 function firstMemberIsError(data: string): boolean {
-  let at = spaces(data, 0);
+  let at = skipTextSpaces(data, 0);
   if (data.charCodeAt(at) !== 0x7b /* { */) return false;
-  at = spaces(data, at + 1);
-  if (data.startsWith('"error"', at)) return data.charCodeAt(spaces(data, at + 7)) === 0x3a /* : */;
+  at = skipTextSpaces(data, at + 1);
+  if (data.startsWith('"error"', at)) return data.charCodeAt(skipTextSpaces(data, at + 7)) === 0x3a /* : */;
   if (!data.startsWith('"type"', at)) return false;
-  at = spaces(data, at + 6);
-  return data.charCodeAt(at) === 0x3a /* : */ && data.startsWith('"error"', spaces(data, at + 1));
-}
-
-/** Past the JSON whitespace at `from`. */
-function spaces(data: string, from: number): number {
-  let at = from;
-  for (;;) {
-    const code = data.charCodeAt(at);
-    if (code !== 0x20 && code !== 0x0a && code !== 0x0d && code !== 0x09) return at;
-    at++;
-  }
+  at = skipTextSpaces(data, at + 6);
+  return data.charCodeAt(at) === 0x3a /* : */ && data.startsWith('"error"', skipTextSpaces(data, at + 1));
 }
