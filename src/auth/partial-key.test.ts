@@ -61,9 +61,27 @@ describe("partial keys", () => {
   });
 
   it("parses a share that holds `_` (base64url uses it) at the first `_` after the key id", () => {
-    const parsed = parsePartialKey("sk_sluice_aaaaaaaaaaaa_a_b_c");
+    const parsed = parsePartialKey("sk_sluice_aaaaaaaaaaaa_a_b_");
     expect(parsed?.keyId).toBe("aaaaaaaaaaaa");
-    expect(parsed?.clientShare.equals(Buffer.from("a_b_c", "base64url"))).toBe(true);
+    expect(parsed?.clientShare.equals(Buffer.from("a_b_", "base64url"))).toBe(true);
+  });
+
+  it("parses only the share's own spelling, not another that decodes to the same bytes", () => {
+    const split = splitProviderKey(newKeyId(), providerKey);
+    expect(parsePartialKey(split.partialKey)).not.toBeNull();
+    // A share of 3n+1 bytes ends in a character with four unused bits; 3n+2 bytes, two.
+    for (const length of [1, 2, 4, 5, 55]) {
+      const share = Buffer.alloc(length, 0x41).toString("base64url");
+      const last = share.at(-1)!;
+      const sibling = `${share.slice(0, -1)}${last === "Q" ? "R" : String.fromCharCode(last.charCodeAt(0) + 1)}`;
+      expect(Buffer.from(sibling, "base64url").equals(Buffer.from(share, "base64url"))).toBe(true);
+      expect(parsePartialKey(`sk_sluice_aaaaaaaaaaaa_${share}`)).not.toBeNull();
+      expect(parsePartialKey(`sk_sluice_aaaaaaaaaaaa_${sibling}`)).toBeNull();
+    }
+    // A character after the last whole group completes no byte.
+    const whole = Buffer.alloc(3, 0x41).toString("base64url");
+    expect(Buffer.from(`${whole}A`, "base64url").equals(Buffer.from(whole, "base64url"))).toBe(true);
+    expect(parsePartialKey(`sk_sluice_aaaaaaaaaaaa_${whole}A`)).toBeNull();
   });
 
   it("rejects a client share against a stored digest that is not one, without throwing", () => {

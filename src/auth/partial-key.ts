@@ -47,7 +47,11 @@ export function parsePartialKey(value: string): ParsedPartialKey | null {
   const keyId = rest.slice(0, separator);
   const share = rest.slice(separator + 1);
   if (!keyIdPattern.test(keyId) || share.length === 0 || !sharePattern.test(share)) return null;
-  return { keyId, clientShare: Buffer.from(share, "base64url") };
+  const clientShare = Buffer.from(share, "base64url");
+  // Only the spelling Sluice issued: base64url ignores a last character that completes no byte and
+  // the unused low bits of the one before it, so `…abd` read as `…abc` and `…a_b_c` as `…a_b_`.
+  if (clientShare.toString("base64url") !== share) return null;
+  return { keyId, clientShare };
 }
 
 export function shareDigest(clientShare: Buffer): string {
