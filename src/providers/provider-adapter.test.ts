@@ -317,6 +317,22 @@ describe("provider adapters", () => {
       expect(model(body(part("model", "gpt-image-2") + part("model2", "gpt-4.1-nano")))).toBe("gpt-image-2");
     });
 
+    it("reads a part's name from its Content-Disposition parameters, a quoted file name whole", () => {
+      // A file name (often the app user's) that holds `;name=model;` is the file name's text.
+      for (const filename of ["cat;name=model;.png", "a; name=model ;b", 'a\\";name=model;\\"'])
+        expect(
+          model(body(part("model", "gpt-image-2") + part("image", "PNG", `; filename="${filename}"`))),
+          filename,
+        ).toBe("gpt-image-2");
+      // The name parameter as a token, in any case, with spaces around its `=`, before a file name.
+      expect(model(body(file() + part("x", "gpt-image-2").replace('name="x"', "NAME = model")))).toBe(
+        "gpt-image-2",
+      );
+      expect(model(body(file() + part("model", "gpt-image-2", '; filename="m.txt"')))).toBe("gpt-image-2");
+      // Parameters no parser reads (an unclosed quote) name no part.
+      expect(model(body(part("model", "gpt-image-2", '; filename="open')))).toBeNull();
+    });
+
     it("is read in time linear in the body, over at most 1,000 parts", () => {
       const fields = (count: number) =>
         Array.from({ length: count }, (_, index) => part(`f${index}`, "x")).join("");

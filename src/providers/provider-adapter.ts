@@ -230,9 +230,17 @@ function bodyModel(body: Buffer, contentType: string | undefined): string | null
 const multipartType = /^\s*multipart\/form-data\s*(?:;|$)/i;
 /** The boundary parameter (RFC 2046 5.1.1: 1 to 70 characters), quoted or not. */
 const boundaryParameter = /;\s*boundary\s*=\s*(?:"([^"]{1,70})"|([^\s;"]{1,70}))\s*(?:;|$)/i;
-/** A part named `model`: the `name` parameter of its Content-Disposition (not `filename`). */
-const modelDisposition =
-  /^content-disposition[ \t]*:[ \t]*form-data[ \t]*;(?:[^\r\n]*;)?[ \t]*name[ \t]*=[ \t]*(?:"model"|model)[ \t]*(?:;|\r|$)/im;
+/** A part's Content-Disposition header, up to its parameters (RFC 7578 4.2). */
+const formDataDisposition = /^content-disposition[ \t]*:[ \t]*form-data[ \t]*/im;
+/**
+ * One parameter of it, read from where the last one ended (sticky): a token, then a token or a
+ * quoted string taken whole (RFC 9110 5.6.4, a backslash quoting the next character), so a `;` or a
+ * `name=` inside a quoted `filename` (the app user's file name, say) is that file name's text.
+ */
+const dispositionParameter =
+  /[ \t]*;[ \t]*([!#$%&'*+.^_`|~0-9A-Za-z-]+)[ \t]*=[ \t]*(?:"((?:[^"\\\r\n]|\\[^\r\n])*)"|([!#$%&'*+.^_`|~0-9A-Za-z-]+))/y;
+/** What may end the parameters: a last `;`, spaces, the line's end. */
+const dispositionEnd = /[ \t]*;?[ \t]*(?:\r\n|$)/y;
 const lineEnd = Buffer.from("\r\n");
 const headerEnd = Buffer.from("\r\n\r\n");
 
@@ -278,7 +286,7 @@ function multipartModel(body: Buffer, contentType: string): string | null {
     const headers = body.subarray(line, Math.min(next, line + maxHeaderBytes)).indexOf(headerEnd);
     if (headers !== -1) {
       const value = line + headers + headerEnd.length;
-      if (modelDisposition.test(body.toString("latin1", line + lineEnd.length, value - lineEnd.length))) {
+      if (partName(body.toString("latin1", line + lineEnd.length, value - lineEnd.length)) === "model") {
         const length = next - value;
         // In UTF-8, as the SDKs' forms write a field's value (RFC 7578 5.1).
         model = length >= 1 && length <= 200 ? body.toString("utf8", value, next) : null;
@@ -287,6 +295,29 @@ function multipartModel(body: Buffer, contentType: string): string | null {
     at = next;
   }
   return model;
+}
+
+/**
+ * The `name` parameter of a part's Content-Disposition (`headers`: the part's header lines), as a
+ * multipart parser reads it: the parameters in turn, quoted strings whole, so only the `name`
+ * parameter itself counts (not a `filename` that holds `;name=model;`). Null when the part has no
+ * form-data disposition, no `name`, or parameters that do not parse (no parser would name it).
+ */
+function partName(headers: string): string | null {
+  const disposition = formDataDisposition.exec(headers);
+  if (disposition === null) return null;
+  let at = disposition.index + disposition[0].length;
+  let name: string | null = null;
+  for (;;) {
+    dispositionEnd.lastIndex = at;
+    if (dispositionEnd.test(headers)) return name;
+    dispositionParameter.lastIndex = at;
+    const parameter = dispositionParameter.exec(headers);
+    if (parameter === null) return null;
+    at = dispositionParameter.lastIndex;
+    if (name === null && parameter[1]?.toLowerCase() === "name")
+      name = parameter[3] ?? parameter[2]?.replace(/\\(.)/g, "$1") ?? null;
+  }
 }
 
 export function createProviderAdapters(options: ProviderAdapterOptions): Record<ProviderId, ProviderAdapter> {

@@ -403,6 +403,27 @@ describe("image generation through the proxies", () => {
       }
     });
 
+    it("prices an edit at the model its form names whatever the image's file name holds (`;name=model;` is the file name's text)", async () => {
+      fake.enqueueResponse({
+        status: 200,
+        body: { ...gptImageAnswer(1, 100), quality: "medium", usage: gptImage2Usage },
+      });
+      // The file name is often the app user's; the SDK's form quotes it, semicolons and all.
+      const { response } = await clients.openai.images
+        .edit({
+          model: "gpt-image-2.6-sunburst",
+          image: await toFile(tinyPng, "cat;name=model;.png", { type: "image/png" }),
+          prompt: "the same cat, in a hat",
+        })
+        .withResponse();
+      expect(fake.last()!.body.toString("latin1")).toContain('name="image"; filename="cat;name=model;.png"');
+      expect(await rowOf(response.headers)).toMatchObject({
+        model: "gpt-image-2.6-sunburst",
+        input_tokens: 1050,
+        cost_usd: 0.13305,
+      });
+    });
+
     it("prices a Gemini image model's generated images above its text output, JSON and streamed (@google/genai)", async () => {
       const usageMetadata = {
         promptTokenCount: 20,
