@@ -84,6 +84,23 @@ export function trackConnections(server: Server, event: "connection" | "secureCo
     open.add(socket);
     socket.once("close", () => open.delete(socket));
   });
+  /**
+   * Over TLS, the connections accepted whose handshake is under way (their TCP sockets): their
+   * requests come once it is done, and the drain waits for them as for an accepted plain connection
+   * (`drain`). Plain HTTP has none, and pays nothing.
+   */
+  const handshaking = new Set<Socket>();
+  if (event === "secureConnection") {
+    server.on("connection", (raw: Socket) => {
+      handshaking.add(raw);
+      raw.once("close", () => handshaking.delete(raw));
+    });
+    server.on("secureConnection", (socket: Socket) => {
+      // The TCP socket under the TLS one (the field Node's TLS server sets).
+      const raw = (socket as Socket & { _parent?: Socket | null })._parent;
+      if (raw) handshaking.delete(raw);
+    });
+  }
 
   const closeAfterAnswers = () => {
     if (closing) return;
@@ -138,10 +155,20 @@ export function trackConnections(server: Server, event: "connection" | "secureCo
           else if (quiet.get(socket) === socket.bytesRead) socket.destroy();
           else quiet.set(socket, socket.bytesRead);
         }
+        // A handshake under way is waited for (it takes round trips, the client's request follows
+        // it); a connection that has sent nothing, not even its ClientHello, is closed once it has
+        // stayed so for a look, as a plain one that has sent nothing.
+        for (const raw of handshaking)
+          if (raw.bytesRead > 0) quiet.delete(raw);
+          else if (quiet.get(raw) === 0) raw.destroy();
+          else quiet.set(raw, 0);
         await new Promise((resolve) => setTimeout(resolve, Math.min(lookEveryMs, deadline - Date.now())));
         // What arrived meanwhile is read (the poll phase) before the next look.
         await new Promise((resolve) => setImmediate(resolve));
-      } while (open.size > 0 && Date.now() < deadline && !hurry?.aborted);
+      } while (open.size + handshaking.size > 0 && Date.now() < deadline && !hurry?.aborted);
+      // A handshake still under way at the deadline is cut: it never got to a request.
+      const cutHandshakes = handshaking.size;
+      for (const raw of handshaking) raw.destroy();
       const refused = new Set<Socket>();
       /** Cut connections still writing the line that tells their clients so (cutConnection). */
       const cutWriting: Socket[] = [];
@@ -162,7 +189,7 @@ export function trackConnections(server: Server, event: "connection" | "secureCo
           if (!socket.destroyed) cutWriting.push(socket);
         }
       }
-      const cut = open.size - refused.size;
+      const cut = open.size - refused.size + cutHandshakes;
       const answeredBy = Date.now() + refusedAnswerWaitMs;
       while (
         ([...refused].some((socket) => open.has(socket)) || cutWriting.some((socket) => !socket.destroyed)) &&

@@ -4,6 +4,7 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { Agent, fetch as undiciFetch } from "undici";
 import { usageRequestIdsIn, usageRowIn } from "./usage-request-ids.js";
 
 export const adminToken = `admin-${randomBytes(12).toString("hex")}`;
@@ -31,6 +32,8 @@ export interface SpawnedGateway {
  * `imports` are modules preloaded after tsx (test hooks inside the process); `entry` runs another
  * entry than src/main.ts (a build's), with `args` after it (`serve` for bin/sluice.js), and
  * `tsx: false` runs it without tsx (its preloads then JavaScript). `nodeFlags` go to Node first.
+ * `tls` serves HTTPS (SLUICE_TLS_CERT and SLUICE_TLS_KEY, a certificate for localhost signed by
+ * `ca`): `url` is then https, and the harness's own requests trust `ca`.
  */
 export async function spawnGateway(
   options: {
@@ -41,11 +44,13 @@ export async function spawnGateway(
     args?: string[];
     tsx?: boolean;
     nodeFlags?: string[];
+    tls?: { certFile: string; keyFile: string; ca: Buffer };
   } = {},
 ): Promise<SpawnedGateway> {
   const dataDir = mkdtempSync(join(tmpdir(), "sluice-spawned-"));
   const port = await freePort();
-  const url = `http://127.0.0.1:${port}`;
+  const url = `${options.tls ? "https" : "http"}://127.0.0.1:${port}`;
+  const send = harnessFetch(options.tls?.ca);
   const child = spawn(
     process.execPath,
     [
@@ -65,6 +70,9 @@ export async function spawnGateway(
         SLUICE_DATA_DIR: dataDir,
         SLUICE_MASTER_KEY: randomBytes(32).toString("base64"),
         SLUICE_ADMIN_TOKEN: adminToken,
+        ...(options.tls
+          ? { SLUICE_TLS_CERT: options.tls.certFile, SLUICE_TLS_KEY: options.tls.keyFile }
+          : {}),
         ...options.env,
       },
       stdio: ["ignore", options.stdout ?? "pipe", "pipe"],
@@ -88,7 +96,7 @@ export async function spawnGateway(
     child,
     exit,
     output: () => output,
-    createProject: () => createProjectOverAdminApi(url, adminToken, "spawned"),
+    createProject: () => createProjectOverAdminApi(url, adminToken, "spawned", send),
     usageRequestIds: () => usageRequestIdsIn(dataDir),
     usageRow: (requestId) => usageRowIn(dataDir, requestId),
     async remove() {
@@ -100,7 +108,7 @@ export async function spawnGateway(
     },
   };
   const readyBy = Date.now() + 20_000;
-  while (!(await answers(`${url}/health`))) {
+  while (!(await answers(`${url}/health`, send))) {
     if (exited || Date.now() > readyBy) {
       const why = exited ? `it exited: ${JSON.stringify(await exit)}` : "in 20 s";
       await gateway.remove();
@@ -115,9 +123,9 @@ export async function spawnGateway(
  * Whether `url` answers. The harness's own requests (this probe, the admin calls) close their
  * connections: one left idle would be open at the gateway when a test counts its connections.
  */
-async function answers(url: string): Promise<boolean> {
+async function answers(url: string, send: typeof fetch): Promise<boolean> {
   try {
-    const response = await fetch(url, {
+    const response = await send(url, {
       headers: { connection: "close" },
       signal: AbortSignal.timeout(1000),
     });
@@ -126,6 +134,17 @@ async function answers(url: string): Promise<boolean> {
   } catch {
     return false;
   }
+}
+
+/**
+ * The harness's fetch: the global one, or over TLS one that trusts `ca` and checks the certificate
+ * names localhost (the gateway listens on 127.0.0.1).
+ */
+function harnessFetch(ca: Buffer | undefined): typeof fetch {
+  if (!ca) return fetch;
+  const dispatcher = new Agent({ connect: { ca, servername: "localhost" } });
+  return ((url: string, init: RequestInit = {}) =>
+    undiciFetch(url, { ...(init as object), dispatcher })) as unknown as typeof fetch;
 }
 
 /** A port on 127.0.0.1 free when asked (the system's pick), for a process started next to listen on. */
@@ -145,10 +164,11 @@ export async function createProjectOverAdminApi(
   url: string,
   token: string,
   name: string,
+  send: typeof fetch = fetch,
 ): Promise<{ projectId: string; bearer: string }> {
   // `connection: close`, as the probe in `spawnGateway`: nothing of the harness is left open.
   const admin = (path: string, body: unknown) =>
-    fetch(`${url}/admin/v1${path}`, {
+    send(`${url}/admin/v1${path}`, {
       method: "POST",
       headers: { authorization: `Bearer ${token}`, "content-type": "application/json", connection: "close" },
       body: JSON.stringify(body),
