@@ -323,6 +323,38 @@ return out`);
 }
 
 /**
+ * Lua, the start of rememberScript and of rememberWithScript, on their KEYS and ARGV[1..3]: gives a
+ * key of the entry without expiry the lifetime, and leaves Redis's time in `now`, the verification
+ * time to write in `verified` (see `verifiedUnder`) and, in `keep`, the lifetime to write the entry
+ * with as use 1: ARGV[1] for a new entry, the longer of its lifetimes for one a budget caller may no
+ * longer trust; false for an entry it trusts, whose use count is then in `value` (a count Sluice
+ * never writes refused).
+ */
+const luaRememberedEntry = `
+local time = redis.call("TIME")
+local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
+local lifetime = tonumber(ARGV[1])
+local since = tonumber(ARGV[3])
+local verified = math.max(now, since)
+local keep = false
+local value
+if redis.call("EXISTS", KEYS[1]) == 0 then keep = lifetime else
+  ${luaExpireForever("lifetime")}
+  local ttl = tonumber(ARGV[2])
+  if ttl >= 0 then
+    local value = redis.call("GET", KEYS[2])
+    ${luaVerifiedAt}
+    if not verifiedAt or now - verifiedAt >= ttl or verifiedAt < since then
+      keep = math.max(redis.call("PTTL", KEYS[1]), lifetime)
+    end
+  end
+  if not keep then
+    value = redis.call("GET", KEYS[1])
+    ${luaRefuseNoCount}
+  end
+end`;
+
+/**
  * KEYS as for `checkScript`, ARGV[2] and ARGV[3] as its ARGV[1] and ARGV[2]; ARGV[1] the entry's
  * lifetime. The verification time written is Redis's time, or ARGV[3] when that is later (see
  * `verifiedUnder`). Creates the entry with its lifetime as use 1. An entry a budget caller may no longer
@@ -330,30 +362,12 @@ return out`);
  * counts one more use. A key of the entry without expiry gets the lifetime; a use count Sluice
  * never writes is refused and left as it is.
  */
-const rememberScript = new RedisScript(`
-local time = redis.call("TIME")
-local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
-local lifetime = tonumber(ARGV[1])
-local since = tonumber(ARGV[3])
-local verified = math.max(now, since)
-if redis.call("SET", KEYS[1], 1, "NX", "PX", lifetime) then
-  redis.call("SET", KEYS[2], verified, "PX", lifetime)
+const rememberScript = new RedisScript(`${luaRememberedEntry}
+if keep then
+  redis.call("SET", KEYS[1], 1, "PX", keep)
+  redis.call("SET", KEYS[2], verified, "PX", keep)
   return {1, tostring(verified)}
 end
-${luaExpireForever("lifetime")}
-local ttl = tonumber(ARGV[2])
-if ttl >= 0 then
-  local value = redis.call("GET", KEYS[2])
-  ${luaVerifiedAt}
-  if not verifiedAt or now - verifiedAt >= ttl or verifiedAt < since then
-    local keep = math.max(redis.call("PTTL", KEYS[1]), lifetime)
-    redis.call("SET", KEYS[1], 1, "PX", keep)
-    redis.call("SET", KEYS[2], verified, "PX", keep)
-    return {1, tostring(verified)}
-  end
-end
-local value = redis.call("GET", KEYS[1])
-${luaRefuseNoCount}
 return {redis.call("INCR", KEYS[1]), redis.call("GET", KEYS[2])}`);
 
 /**
@@ -370,30 +384,11 @@ const rememberWithScripts = new WeakMap<ScriptPart<unknown>["lua"], RedisScript>
 function rememberWithScript(lua: ScriptPart<unknown>["lua"]): RedisScript {
   let script = rememberWithScripts.get(lua);
   if (script === undefined) {
-    script = new RedisScript(`
-local time = redis.call("TIME")
-local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
-local lifetime = tonumber(ARGV[1])
-local since = tonumber(ARGV[3])
-local verified = math.max(now, since)
-local keep = false
+    script = new RedisScript(`${luaRememberedEntry}
 local uses = 1
-if redis.call("EXISTS", KEYS[1]) == 0 then keep = lifetime else
-  ${luaExpireForever("lifetime")}
-  local ttl = tonumber(ARGV[2])
-  if ttl >= 0 then
-    local value = redis.call("GET", KEYS[2])
-    ${luaVerifiedAt}
-    if not verifiedAt or now - verifiedAt >= ttl or verifiedAt < since then
-      keep = math.max(redis.call("PTTL", KEYS[1]), lifetime)
-    end
-  end
-  if not keep then
-    local value = redis.call("GET", KEYS[1])
-    ${luaRefuseNoCount}
-    uses = tonumber(value) + 1
-    if uses > tonumber(ARGV[4]) then return {redis.call("INCR", KEYS[1]), redis.call("GET", KEYS[2])} end
-  end
+if not keep then
+  uses = tonumber(value) + 1
+  if uses > tonumber(ARGV[4]) then return {redis.call("INCR", KEYS[1]), redis.call("GET", KEYS[2])} end
 end
 local function part()
 ${lua(2, 4)}

@@ -1,4 +1,5 @@
 import { connect, type Socket } from "node:net";
+import { dechunk } from "./raw-exchange.js";
 
 /**
  * A keep-alive client on a raw socket for test/e2e/fuzz-keep-alive-storm.test.ts: one request at a
@@ -230,22 +231,10 @@ function parse(
         : null;
     }
     if (/chunked/i.test(headers["transfer-encoding"] ?? "")) {
-      const parts: Buffer[] = [];
-      let at = 0;
-      for (;;) {
-        const lineEnd = rest.indexOf("\r\n", at);
-        if (lineEnd < 0) return null;
-        const size = Number.parseInt(rest.subarray(at, lineEnd).toString("latin1"), 16);
-        if (Number.isNaN(size)) return null;
-        if (size === 0) {
-          const trailerEnd = rest.indexOf("\r\n", lineEnd + 2);
-          if (trailerEnd < 0) return null;
-          return { reply: { status, headers, body: Buffer.concat(parts) }, used: restAt + trailerEnd + 2 };
-        }
-        if (rest.length < lineEnd + 2 + size + 2) return null;
-        parts.push(rest.subarray(lineEnd + 2, lineEnd + 2 + size));
-        at = lineEnd + 2 + size + 2;
-      }
+      const chunked = dechunk(rest);
+      return chunked && chunked.end !== null
+        ? { reply: { status, headers, body: chunked.body }, used: restAt + chunked.end }
+        : null;
     }
     return closed ? { reply: { status, headers, body: rest }, used: raw.length } : null;
   }

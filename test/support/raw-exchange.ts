@@ -75,14 +75,21 @@ function parseReply(raw: Buffer, head: boolean, closed: boolean): RawReply | nul
       return rest.length >= length ? { status, headers, body: rest.subarray(0, length) } : null;
     }
     if (/chunked/i.test(headers["transfer-encoding"] ?? "")) {
-      const body = dechunk(rest);
-      return body ? { status, headers, body } : null;
+      const chunked = dechunk(rest);
+      return chunked ? { status, headers, body: chunked.body } : null;
     }
     return closed ? { status, headers, body: rest } : null;
   }
 }
 
-function dechunk(raw: Buffer): Buffer | null {
+/**
+ * Reads the chunked body at the start of `raw`: null until its last chunk has arrived (or when a
+ * chunk's size is no hex number); else the body and `end`, the offset just past the line that ends
+ * the message after the last chunk (the gateway writes no trailers), null while that line has not
+ * arrived. A reader of one response takes the body; one reading the next response on the connection
+ * starts it at `end`.
+ */
+export function dechunk(raw: Buffer): { body: Buffer; end: number | null } | null {
   const parts: Buffer[] = [];
   let at = 0;
   for (;;) {
@@ -90,7 +97,10 @@ function dechunk(raw: Buffer): Buffer | null {
     if (lineEnd < 0) return null;
     const size = Number.parseInt(raw.subarray(at, lineEnd).toString("latin1"), 16);
     if (Number.isNaN(size)) return null;
-    if (size === 0) return Buffer.concat(parts);
+    if (size === 0) {
+      const trailerEnd = raw.indexOf("\r\n", lineEnd + 2);
+      return { body: Buffer.concat(parts), end: trailerEnd < 0 ? null : trailerEnd + 2 };
+    }
     if (raw.length < lineEnd + 2 + size + 2) return null;
     parts.push(raw.subarray(lineEnd + 2, lineEnd + 2 + size));
     at = lineEnd + 2 + size + 2;
