@@ -63,7 +63,9 @@ const restGrowsTo = 16;
  * probe replaces its own key, a call may write a new one): a relapse. The rest after a relapse is
  * twice the one before, up to 16 times `restMs` (32 s), so such a Redis makes the limits flap every
  * 32 s at most, not every 2 s; once Redis has taken calls that long, a failure rests `restMs` again.
- * A reconnect still sends the probe at once.
+ * A reconnect still sends the probe at once, so a Redis that hangs again and again is not kept
+ * unused by a long rest: a command it leaves unanswered (the probe's too) replaces the connection
+ * (`createRedisClient`), which the client logs, and the new one's `ready` probes.
  *
  * No user's call waits for the probe, nor pays a round trip for it: only the probe waits for the
  * timeout of a Redis that hangs, and none is sent while Redis answers.

@@ -83,6 +83,38 @@ describe.skipIf(!redisServerInstalled)("a Redis that answers with an error", () 
     expect(warnings(sluice).map((line) => String(line.redisError).split(" ")[0])).toEqual(["OOM", "NOPERM"]);
   }, 15_000);
 
+  it("logs a full Redis that starts hanging: the probe's timeout replaces the connection, and the client's error says so, once", async () => {
+    const redis = await startPrivateRedis("--enable-debug-command", "local");
+    closers.push(redis.stop);
+    const sluice = await startTestGateway({
+      redisUrl: redis.url,
+      providerABaseUrl: `${fake.url}/a/v1`,
+      redisCommandTimeoutMs: 200,
+    });
+    closers.push(sluice.close);
+    const project = await createTestProject(sluice.gateway);
+    expect(await proxiedChatStatus(sluice.url, project)).toBe(200);
+    const admin = await createRedisClient(redis.url, { commandTimeoutMs: 10_000 });
+    closers.push(async () => admin.disconnect());
+    await admin.config("SET", "maxmemory", "1");
+    expect(await proxiedChatStatus(sluice.url, project)).toBe(200);
+    // Redis rests: requests go around it, only the breaker's write probe (every 2 s) meets the hang.
+    await admin.call("DEBUG", "SLEEP", "3");
+    expect(await proxiedChatStatus(sluice.url, project)).toBe(200);
+    await vi.waitFor(
+      () => expect(logLinesOf(sluice).map((line) => line.msg)).toContain("Redis connection ready again"),
+      { timeout: 3_000, interval: 20 },
+    );
+    const said = logLinesOf(sluice)
+      .filter((line) => line.level === "warn" && String(line.msg).startsWith("Redis"))
+      .map((line) => `${line.msg}: ${String(line.redisError).split(" script:")[0]}`);
+    expect(said[0]).toBe(
+      "Redis answers with an error: rate limits fall back to per-instance limits: OOM command not allowed when used memory > 'maxmemory'.",
+    );
+    const hang = "Redis client error: Redis did not answer within 200 ms: connection replaced";
+    expect(said.filter((line) => line === hang)).toEqual([hang]);
+  }, 15_000);
+
   it("says once that it is full, and decides here past each rest, though Redis would answer a decision that writes nothing (a refusal)", async () => {
     const redis = await startPrivateRedis();
     closers.push(redis.stop);
