@@ -13,7 +13,7 @@ import { clientResponseHeaders, hasHeader, withoutHeaders } from "./header-polic
 import { ImageListScanner, withImageList } from "./image-list-scanner.js";
 import { ImageStreamEvents } from "./image-stream-events.js";
 import { InjectedUsageFilter } from "./injected-usage-filter.js";
-import { CompressedKeyMask, ReflectedKeyMask } from "./reflected-key-mask.js";
+import { CompressedKeyMask, maskKeyInHeader, ReflectedKeyMask } from "./reflected-key-mask.js";
 import type { RequestFacts } from "./request-facts.js";
 import type { UpstreamDeadlines, Watched } from "./upstream-deadlines.js";
 import { createUsageMeter, type UsageMeter } from "./usage-meter.js";
@@ -221,7 +221,14 @@ export class ProxyExchange implements Dispatcher.DispatchHandler, Watched {
       return false;
     }
     this.status = statusCode;
-    this.reason = reasonAsSent(statusText) ?? standardReason(statusCode);
+    const reason = reasonAsSent(statusText) ?? standardReason(statusCode);
+    // The reason phrase is the provider's text as a header value is: a server that names the key it
+    // refused there (`401 Invalid API key sk-…`) is masked as in its headers. A phrase shorter than
+    // the key (every usual one) cannot quote it, plain or escaped, and costs one comparison.
+    this.reason =
+      reason.length >= this.providerKey.length && this.providerKey !== ""
+        ? maskKeyInHeader(reason, this.providerKey)
+        : reason;
     this.resumeUpstream = resume;
     // A 204 has no body (RFC 9112 6.3) and stands for no representation: its sender must not send a
     // content-length (RFC 9110 8.6), which an HTTP client after Sluice may count the body against

@@ -124,6 +124,17 @@ describe("a provider answer that quotes the injected key back", () => {
         response.end();
         return;
       }
+      if (request.url?.endsWith("/reason-phrase")) {
+        // A server that names the key it refused in its status line's reason phrase (an
+        // `HTTPException(reason=…)`), on an error and on a success, plain and percent-encoded.
+        const success = request.url.includes("success");
+        const quoted = request.url.includes("escaped") ? encodeURIComponent(key) : key;
+        response.writeHead(success ? 200 : 401, `Invalid API key ${quoted}`, {
+          "content-type": "application/json",
+        });
+        response.end("{}");
+        return;
+      }
       if (request.url?.endsWith("/cut-in-key")) {
         // An error whose body ends inside the key it quotes (its content-length ends there): all but
         // its last bytes would reach the client.
@@ -294,11 +305,41 @@ describe("a provider answer that quotes the injected key back", () => {
       },
     );
 
+    it("masks it percent-encoded in a reason phrase", async () => {
+      const line = await statusLine("escaped/reason-phrase", bearer);
+      expect(decodeURIComponent(line)).not.toContain(base64Key);
+      expect(line).toBe("HTTP/1.1 401 Invalid API key [redacted]");
+    });
+
     it("masks it percent-encoded in a redirect's location", async () => {
       const response = await postToA("location", bearer, { redirect: "manual" });
       expect(response.status).toBe(302);
       expect(response.headers.get("location")).toBe("https://login.example/?key=[redacted]");
     });
+  });
+
+  /** The status line provider A's proxy answers POST `path` with, read off the socket (bearer as postToA's). */
+  async function statusLine(path: string, bearer = project.bearer("provider-a")): Promise<string> {
+    const socket = connect(Number(new URL(sluice.url).port), "127.0.0.1");
+    const chunks: Buffer[] = [];
+    socket.on("data", (chunk: Buffer) => chunks.push(chunk));
+    const closed = new Promise((resolve) => socket.on("close", resolve));
+    socket.write(
+      `POST /v1/provider-a/${project.projectId}/${path} HTTP/1.1\r\nhost: sluice\r\n` +
+        `authorization: Bearer ${bearer}\r\ncontent-type: application/json\r\n` +
+        "content-length: 2\r\nconnection: close\r\n\r\n{}",
+    );
+    await closed;
+    return Buffer.concat(chunks).toString("latin1").split("\r\n")[0] ?? "";
+  }
+
+  it.each([
+    ["an error", "reason-phrase", 401],
+    ["a success", "success/reason-phrase", 200],
+  ])("masks it in the reason phrase of %s's status line", async (_name, path, status) => {
+    const line = await statusLine(path);
+    expect(line).not.toContain(project.providerKeys["provider-a"]);
+    expect(line).toBe(`HTTP/1.1 ${status} Invalid API key [redacted]`);
   });
 
   it("drops a header whose name quotes the key", async () => {
