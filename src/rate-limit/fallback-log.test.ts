@@ -74,6 +74,29 @@ describe("the log of the limits' fallback", () => {
     expect(messages()).toEqual([fallsBackUnreachable]);
   });
 
+  it("warns once for every way of getting no reply, which a hang gives in turn, and once for each reply", () => {
+    const { lines, messages, logger } = logged();
+    const log = limitsFallbackLog(logger, 5_000);
+    log.report(true, new Error("Command timed out"));
+    // The calls in flight on the connection the timeout replaced, then one sent before the new one.
+    log.report(
+      true,
+      Object.assign(new Error("Reached the max retries per request limit (which is 0)."), {
+        name: "MaxRetriesPerRequestError",
+      }),
+    );
+    log.report(true, new Error("Stream isn't writeable and enableOfflineQueue options is false"));
+    log.report(true, new Error("Connection is closed."));
+    log.report(true);
+    expect(messages()).toEqual([fallsBackUnreachable]);
+    expect(lines[0]).toMatchObject({ redisError: "Command timed out" });
+    // A reply is another reason: Redis answered.
+    log.report(true, reply(oom));
+    log.report(true, new Error("Command timed out"));
+    expect(messages()).toEqual([fallsBackUnreachable, fallsBackOnReply]);
+    log.close();
+  });
+
   it("warns again when the reason Redis gives changes while it rests, once for each reason", async () => {
     vi.useFakeTimers({ now: 0 });
     const { lines, messages, logger } = logged();

@@ -1,5 +1,5 @@
 import type { Logger } from "../observability/logger.js";
-import { errorReason } from "../redis/redis-script.js";
+import { failureReason } from "../redis/redis-script.js";
 
 /** How long the limits run on Redis again before that is logged (ms): see `limitsFallbackLog`. */
 export const sharedAgainLoggedAfterMs = 5_000;
@@ -18,9 +18,10 @@ const maxWarnings = 20;
  * of the breaker's own (`RedisBreaker`), but a Redis at the edge of its memory limit may take that
  * write and refuse the next. So "answers again" is logged
  * only once the limits ran on Redis for `settleMs` without a failure; a failure before then
- * continues the outage, and a warning is logged only for a way of failing not yet logged in it (a
- * message, the script's digest aside; a demoted primary's READONLY and its connection's
- * replacement take turns). The gauge and /health still follow each change.
+ * continues the outage, and a warning is logged only for a way of failing not yet logged in it
+ * (`failureReason`: a reply's message, the script's digest aside, or no reply at all, however
+ * ioredis words it; a demoted primary's READONLY and its connection's replacement take turns). The
+ * gauge and /health still follow each change.
  */
 export function limitsFallbackLog(
   logger: Logger,
@@ -45,10 +46,11 @@ export function limitsFallbackLog(
       sharedAgain = undefined;
       // Without an error the limits found Redis resting: the outage's own warning said why.
       if (warned.size > 0 && !error) return;
-      // By message only: a reply error carries its command's arguments. A reply (OOM when Redis is
-      // full, READONLY from a replica) comes from a Redis that is reachable and answers /health.
+      // By reason only: a reply error carries its command's arguments. A reply (OOM when Redis is
+      // full, READONLY from a replica) comes from a Redis that is reachable and answers /health; every
+      // failure without a reply is one reason (a hang fails the calls in flight in two ways).
       const reply = error?.name === "ReplyError";
-      const said = `${reply}:${error ? errorReason(error.message) : ""}`;
+      const said = error ? failureReason(error) : "unanswered";
       if (warned.has(said) || warned.size >= maxWarnings) return;
       warned.add(said);
       if (reply)

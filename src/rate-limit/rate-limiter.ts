@@ -1,7 +1,7 @@
 import type { Redis } from "ioredis";
 import { RedisBreaker } from "../redis/redis-breaker.js";
 import { redisKeyPrefixes } from "../redis/redis-keys.js";
-import { errorReason, luaNotSluiceCount, RedisScript, type ScriptPart } from "../redis/redis-script.js";
+import { failureReason, luaNotSluiceCount, RedisScript, type ScriptPart } from "../redis/redis-script.js";
 import { MemoryWindows } from "./memory-windows.js";
 
 export interface RateLimitDecision {
@@ -99,11 +99,6 @@ export interface RateLimiterOptions {
   redisRestMs?: number;
 }
 
-/** A failure's kind: a reply error or not, and its message's reason (`errorReason`, no script digest). */
-function failedWith(error: Error): string {
-  return `${error.name === "ReplyError"}:${errorReason(error.message)}`;
-}
-
 /**
  * Fixed-window rate limits, all the limits of a request decided together: in memory by default
  * (`MemoryWindows`, decided synchronously), in Redis when a client is given, so a limit holds
@@ -189,15 +184,15 @@ function redisRateLimiter(client: Redis, here: RateLimiter, options: RateLimiter
   const prefix = options.keyPrefix ?? redisKeyPrefixes().rateLimits;
   const breaker = options.breaker ?? new RedisBreaker(client, options.redisRestMs);
   let degraded = false;
-  /** What the last failure reported failed with (`failedWith`), while degraded. */
+  /** What the last failure reported failed with (`failureReason`), while degraded. */
   let failure: string | undefined;
 
   function setDegraded(on: boolean, error?: Error): void {
     // Already per instance: reported again only for a failure of another kind than the last one
     // (OOM, then NOPERM after a stricter ACL), so the log can name the new reason.
-    if (on === degraded && !(on && error && failedWith(error) !== failure)) return;
+    if (on === degraded && !(on && error && failureReason(error) !== failure)) return;
     degraded = on;
-    failure = on && error ? failedWith(error) : undefined;
+    failure = on && error ? failureReason(error) : undefined;
     options.onFallback?.(on, error);
   }
   // Redis takes writes again (the breaker's probe): the next decision is Redis's.

@@ -32,6 +32,18 @@ export function errorReason(message: string): string {
 }
 
 /**
+ * What a failed call says of Redis, the same for failures that say the same: a reply error's reason
+ * (`errorReason`: OOM, READONLY, NOPERM, each its own), and one `unanswered` for every failure without
+ * a reply. ioredis words each way of getting none its own way: a command that timed out ("Command
+ * timed out"), one whose connection was replaced under it ("Reached the max retries per request
+ * limit (which is 0)"), one sent while there was none ("Stream isn't writeable…", "Connection is
+ * closed."); a single hang of Redis gives the first two, on calls sent a moment apart.
+ */
+export function failureReason(error: Error): string {
+  return error.name === "ReplyError" ? `reply:${errorReason(error.message)}` : "unanswered";
+}
+
+/**
  * A decision made as the part of another Lua script, in the same round trip as what that script
  * decides first (the DeviceCheck ledger's lookup of a token): `lua(keyOffset, argOffset)` runs over
  * KEYS after the script's first `keyOffset` and ARGV after its first `argOffset`, given `keys` and

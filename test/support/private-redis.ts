@@ -37,12 +37,14 @@ async function accepts(port: number): Promise<boolean> {
 /**
  * A Redis server of a test's own (no persistence), for what the shared one must not be put
  * through: a restart (`restart()`: killed and started again on the same port, empty, its scripts
- * gone), a memory limit, a demotion to a replica. `stop()` ends it.
+ * gone), a memory limit, a demotion to a replica, a hang (`signal("SIGSTOP")`, then `"SIGCONT"`: the
+ * server takes connections, in the kernel, and answers none). `stop()` ends it.
  */
 export async function startPrivateRedis(...args: string[]): Promise<{
   port: number;
   url: string;
   restart(): Promise<void>;
+  signal(signal: NodeJS.Signals): void;
   stop(): Promise<void>;
 }> {
   const port = await freePort();
@@ -74,6 +76,9 @@ export async function startPrivateRedis(...args: string[]): Promise<{
     async restart() {
       await stop();
       await start();
+    },
+    signal(signal) {
+      child?.kill(signal);
     },
     stop,
   };
