@@ -2,10 +2,12 @@ import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { type ProxyStage, startProxyStage } from "../support/proxy-stage.js";
 
 /**
- * SPEC's proxies with its preferred credential, `Authorization: Bearer <partial_key>.<token>`, sent
- * with the headers of the other methods beside it: the provider gets the full key in its own key
- * header (A: the Authorization bearer; B: x-api-key; C: x-goog-api-key, with the gateway's client
- * identifier) and none of the client's credential headers, which hold the partial key and the test key.
+ * SPEC's proxies with the headers of every method sent at once (`Authorization: Bearer
+ * <partial_key>.<token>` beside the test-key, `x-ai-key` and device-token headers; the test-key
+ * header's method is tried first and succeeds, and proxy-auth-methods.test.ts sends each method
+ * alone): the provider gets the full key in its own key header (A: the Authorization bearer; B:
+ * x-api-key; C: x-goog-api-key, with the gateway's client identifier) and none of the client's
+ * credential headers, which hold the partial key and the test key.
  */
 describe("the key the proxies inject, and the credentials they keep back", () => {
   let stage: ProxyStage;
