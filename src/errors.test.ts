@@ -1,7 +1,58 @@
 import { describe, expect, it } from "vitest";
-import { GatewayError, listedProblems, problemsError, renderError } from "./errors.js";
+import { errorStatus, GatewayError, listedProblems, problemsError, renderError } from "./errors.js";
 import { providerTimeout } from "./providers/sdk-call-failure.js";
 import { databaseUnavailable } from "./storage/database-unavailable.js";
+
+describe("the one error table", () => {
+  it("maps each code DESIGN.md names to its status, and adds only the codes decision 0056 records", () => {
+    const designed = {
+      BAD_REQUEST: 400,
+      UNAUTHORIZED: 401,
+      FORBIDDEN: 403,
+      PROJECT_NOT_FOUND: 404,
+      NOT_FOUND: 404,
+      METHOD_NOT_ALLOWED: 405,
+      PAYLOAD_TOO_LARGE: 413,
+      UNSUPPORTED_MEDIA_TYPE: 415,
+      VALIDATION_ERROR: 422,
+      TOO_MANY_REQUESTS: 429,
+      INTERNAL_ERROR: 500,
+      PROVIDER_ERROR: 502,
+      SERVICE_UNAVAILABLE: 503,
+      PROVIDER_TIMEOUT: 504,
+    };
+    const added = {
+      REQUEST_TIMEOUT: 408,
+      CONFLICT: 409,
+      RANGE_NOT_SATISFIABLE: 416,
+      REQUEST_HEADER_FIELDS_TOO_LARGE: 431,
+    };
+    expect(errorStatus).toEqual({ ...designed, ...added });
+  });
+
+  it("renders the envelope with code, message and requestId, and details only when given", () => {
+    const bare = renderError(new GatewayError("NOT_FOUND", "No such route"), "req_1");
+    expect(bare).toEqual({
+      status: 404,
+      body: { error: { code: "NOT_FOUND", message: "No such route", requestId: "req_1" } },
+      headers: {},
+    });
+    const detailed = renderError(
+      new GatewayError("BAD_REQUEST", "bad", { details: { problems: ["x"] } }),
+      "req_2",
+    );
+    expect(detailed.body).toEqual({
+      error: { code: "BAD_REQUEST", message: "bad", requestId: "req_2", details: { problems: ["x"] } },
+    });
+  });
+
+  it("says nothing internal for an error that is not a GatewayError (500)", () => {
+    const { status, body } = renderError(new Error("ECONNREFUSED 10.0.0.5:5432 password=hunter2"), "req_3");
+    expect(status).toBe(500);
+    expect(body.error.code).toBe("INTERNAL_ERROR");
+    expect(JSON.stringify(body)).not.toMatch(/ECONNREFUSED|10\.0\.0\.5|hunter2/);
+  });
+});
 
 describe("details.retryable on 503 and 504", () => {
   it.each([

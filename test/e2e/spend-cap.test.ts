@@ -158,6 +158,9 @@ describe("monthly spend cap", () => {
       expect(fake.requests.length - before).toBe(2);
       const refused = burst.find((response) => response.status === 429)!;
       expect(refused.headers.get("retry-after")).toBe("1");
+      // No request quota refused it: no RateLimit fields (decision 0056).
+      expect(refused.headers.get("ratelimit")).toBeNull();
+      expect(refused.headers.get("ratelimit-policy")).toBeNull();
       expect(await usageRowOf(sluice.gateway, refused)).toMatchObject({
         status: 429,
         error_code: "TOO_MANY_REQUESTS",
