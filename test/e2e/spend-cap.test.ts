@@ -142,7 +142,9 @@ describe("monthly spend cap", () => {
     // 12.50 USD spent, calls of 1.25 now, each in flight counted at 12.50 (the largest seen): the
     // first is admitted (12.50 spent), the second too (12.50 + 12.50 in flight), not a third (37.50).
     fake.setUsage({ input: 100_000, output: 100_000 });
-    fake.setLatencyMs(300);
+    // Long enough that all 20 are admitted or refused before the first two end (on a loaded machine
+    // 300 ms was not: a call sent after the first ended was rightly admitted, a third 200).
+    fake.setLatencyMs(2_000);
     const before = fake.requests.length;
     try {
       const burst = await Promise.all(
