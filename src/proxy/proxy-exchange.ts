@@ -16,7 +16,7 @@ import { InjectedUsageFilter } from "./injected-usage-filter.js";
 import { CompressedKeyMask, maskKeyInHeader, ReflectedKeyMask } from "./reflected-key-mask.js";
 import type { RequestFacts } from "./request-facts.js";
 import type { UpstreamDeadlines, Watched } from "./upstream-deadlines.js";
-import { createUsageMeter, type UsageMeter } from "./usage-meter.js";
+import { answerCarriesNoUsage, createUsageMeter, noUsageMeter, type UsageMeter } from "./usage-meter.js";
 
 /**
  * What is metered of a call: its own tokens (any POST), a Responses API call's (see ResponsesCall),
@@ -258,7 +258,12 @@ export class ProxyExchange implements Dispatcher.DispatchHandler, Watched {
         this.meter = this.filter.meter;
         return true;
       }
-      let meter = createUsageMeter(this.provider, options);
+      // An answer whose type holds no JSON (speech's audio, a file's bytes) reports no usage: none
+      // of its bytes is kept (a JSON body's are, up to 4 MiB) nor decoded, and the row records none.
+      let meter =
+        !sse && answerCarriesNoUsage(head.contentType)
+          ? noUsageMeter
+          : createUsageMeter(this.provider, options);
       if (this.imageCall !== null && statusCode < 300)
         meter = withImageList(
           meter,
@@ -266,7 +271,10 @@ export class ProxyExchange implements Dispatcher.DispatchHandler, Watched {
         );
       // A provider that ignored `accept-encoding: identity`: usage is read through a decompressor,
       // while the client still gets the provider's bytes and its content-encoding.
-      this.meter = head.contentEncoding === "" ? meter : decompressingMeter(meter, head.contentEncoding);
+      this.meter =
+        head.contentEncoding === "" || meter === noUsageMeter
+          ? meter
+          : decompressingMeter(meter, head.contentEncoding);
       if (isDecompressing(this.meter)) this.decompressing = this.meter;
     }
     if (statusCode === 205) {

@@ -4,6 +4,7 @@ import { referenceSseEvents } from "../../test/support/reference-sse.js";
 import type { ProviderId } from "../providers/provider-id.js";
 import { emptyUsage } from "../usage/token-usage.js";
 import { SseEventScanner } from "./sse-event-scanner.js";
+import { answerCarriesNoUsage } from "./usage-meter.js";
 
 const openAiStream = [
   'data: {"id":"chatcmpl-1","object":"chat.completion.chunk","created":1,"model":"gpt-4o-mini-2024-07-18","choices":[{"index":0,"delta":{"role":"assistant","content":""}}],"usage":null}',
@@ -1193,5 +1194,38 @@ describe("SSE event scanner", () => {
       [long, long],
       ["next", undefined],
     ]);
+  });
+});
+
+describe("answerCarriesNoUsage", () => {
+  it("names the types that hold no JSON document: binary formats and JSON Lines", () => {
+    for (const type of [
+      "audio/mpeg",
+      "audio/wav",
+      "Audio/Ogg",
+      "image/png",
+      "video/mp4",
+      "application/octet-stream",
+      " application/octet-stream ; x=1",
+      "application/pdf",
+      "application/jsonl",
+      "application/x-ndjson; charset=utf-8",
+    ])
+      expect({ type, none: answerCarriesNoUsage(type) }).toEqual({ type, none: true });
+  });
+
+  it("reads every other type as JSON: a compatible server may send JSON as text/plain, or with none", () => {
+    for (const type of [
+      "",
+      "application/json",
+      "application/json; charset=utf-8",
+      "application/problem+json",
+      "text/plain",
+      "text/html",
+      "application/x-unknown",
+      "audio",
+      "/mpeg",
+    ])
+      expect({ type, none: answerCarriesNoUsage(type) }).toEqual({ type, none: false });
   });
 });

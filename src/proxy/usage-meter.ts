@@ -51,6 +51,50 @@ export interface SseEventTap {
 const maxJsonBytes = 4 * 1024 * 1024;
 
 /**
+ * The meter of an answer that can carry no usage (answerCarriesNoUsage): it keeps and reads none of
+ * its bytes, and reports no tokens and no model (the row names the request's). One object for all.
+ */
+export const noUsageMeter: UsageMeter = {
+  push() {},
+  end() {},
+  finish: () => ({ usage: emptyUsage(), model: null }),
+};
+
+/** Top-level media types whose every format is binary, none of them JSON. */
+const binaryTopLevelTypes = new Set(["audio", "image", "video", "font", "model"]);
+
+/**
+ * Media types of formats that are not one JSON document: a file's bytes, and JSON Lines (a batch's
+ * input or output, one JSON value a line, whose tokens are not the call's).
+ */
+const notJsonTypes = new Set([
+  "application/octet-stream",
+  "application/pdf",
+  "application/zip",
+  "application/jsonl",
+  "application/x-jsonl",
+  "application/jsonlines",
+  "application/x-jsonlines",
+  "application/ndjson",
+  "application/x-ndjson",
+]);
+
+/**
+ * Whether an answer that is no event stream can carry no usage, by its Content-Type: one that names
+ * a binary format (speech's `audio/mpeg`, an image's bytes, `application/octet-stream`) or JSON Lines.
+ * Its bytes are then not kept for the meter (up to 4 MiB each) only to find no usage in them. Any
+ * other type is read as JSON, as before: `application/json`, but also `text/plain`, a type Sluice
+ * does not know, or none at all, which a compatible server may send its JSON with. Case-insensitive,
+ * parameters (`; charset=utf-8`) aside.
+ */
+export function answerCarriesNoUsage(contentType: string): boolean {
+  const end = contentType.indexOf(";");
+  const type = (end === -1 ? contentType : contentType.slice(0, end)).trim().toLowerCase();
+  const slash = type.indexOf("/");
+  return slash > 0 && (binaryTopLevelTypes.has(type.slice(0, slash)) || notJsonTypes.has(type));
+}
+
+/**
  * Reads usage while a response streams through. JSON bodies are kept (up to 4 MiB) and read once
  * at the end (the usage object alone where it can be found, a Gemini JSON-array stream's last
  * one); of a larger body only copies of its first 4 KiB and last 64 KiB are kept, and the
