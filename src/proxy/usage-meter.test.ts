@@ -1209,6 +1209,8 @@ describe("answerCarriesNoUsage", () => {
       " application/octet-stream ; x=1",
       "application/pdf",
       "application/jsonl",
+      "application/jsonl;charset=utf-8",
+      "application/jsonlines",
       "application/x-ndjson; charset=utf-8",
     ])
       expect({ type, none: answerCarriesNoUsage(type) }).toEqual({ type, none: true });
@@ -1219,6 +1221,7 @@ describe("answerCarriesNoUsage", () => {
       "",
       "application/json",
       "application/json; charset=utf-8",
+      "application/json;charset=utf-8",
       "application/problem+json",
       "text/plain",
       "text/html",

@@ -60,6 +60,9 @@ export const noUsageMeter: UsageMeter = {
   finish: () => ({ usage: emptyUsage(), model: null }),
 };
 
+const jsonType = "application/json";
+const semicolon = 0x3b;
+
 /** Top-level media types whose every format is binary, none of them JSON. */
 const binaryTopLevelTypes = new Set(["audio", "image", "video", "font", "model"]);
 
@@ -88,6 +91,12 @@ const notJsonTypes = new Set([
  * parameters (`; charset=utf-8`) aside.
  */
 export function answerCarriesNoUsage(contentType: string): boolean {
+  // The providers' own JSON answers, as they spell them, decided without a copy.
+  if (
+    contentType.startsWith(jsonType) &&
+    (contentType.length === jsonType.length || contentType.charCodeAt(jsonType.length) === semicolon)
+  )
+    return false;
   const end = contentType.indexOf(";");
   const type = (end === -1 ? contentType : contentType.slice(0, end)).trim().toLowerCase();
   const slash = type.indexOf("/");
