@@ -80,9 +80,11 @@ describe.skipIf(!postgresAvailable)("usage reports on PostgreSQL", () => {
         "The usage report took too long and the database cancelled it; ask for a shorter range (from, to) or retry later",
       headers: { "retry-after": "30" },
     });
-    // The server stopped the report itself: no session is still waiting to read the table.
+    // The server stopped the report itself: no session is still waiting to read the table. Waits to
+    // read it, not any wait: the database is shared, and a database-wide ANALYZE or VACUUM from
+    // elsewhere waits for this table too (for its ShareUpdateExclusiveLock).
     const { rows } = await blocker.query<{ waiting: number }>(
-      "select count(*)::int as waiting from pg_locks where relation = 'usage_records'::regclass and not granted",
+      "select count(*)::int as waiting from pg_locks where relation = 'usage_records'::regclass and mode = 'AccessShareLock' and not granted",
     );
     expect(rows[0]?.waiting).toBe(0);
     await released;
