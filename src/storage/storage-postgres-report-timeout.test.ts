@@ -21,26 +21,34 @@ describe.skipIf(!postgresAvailable)("usage reports on PostgreSQL", () => {
 
   beforeEach(async () => {
     schema = await createPostgresSchema();
+    const adminOver = (opened: OpenDatabase) =>
+      createProjectAdmin({
+        projects: createProjectRepository(opened.db),
+        keys: createKeyRepository(opened.db),
+        usage: createUsageRepository(opened.db, undefined, opened.runReport),
+        secretBox: createSecretBox(randomBytes(32)),
+        // The project is created before its rows (2026-11-02), as it always is: a report reads a
+        // project's rows from its creation on.
+        now: () => new Date("2026-11-01T00:00:00.000Z"),
+        onProjectChanged: () => {},
+        testModeAllowed: true,
+      });
+    // The project and its rows are written with the default limits: under load the short query
+    // timeout below failed the set-up itself (a connection opened in more than 200 ms).
+    const setUp = await openDatabase({ databaseUrl: schema.url, dataDir: "unused" });
+    try {
+      await adminOver(setUp).createProject({ id: "p1", name: "Reported", provider: "provider-a" });
+      await createUsageRepository(setUp.db).insertBatch([usageRow("r1"), usageRow("r2")]);
+    } finally {
+      await setUp.close();
+    }
     database = await openDatabase({
       databaseUrl: schema.url,
       dataDir: "unused",
-      queryTimeoutMs: 200,
-      reportTimeoutMs: 1000,
+      queryTimeoutMs: 400,
+      reportTimeoutMs: 1500,
     });
-    const usage = createUsageRepository(database.db, undefined, database.runReport);
-    admin = createProjectAdmin({
-      projects: createProjectRepository(database.db),
-      keys: createKeyRepository(database.db),
-      usage,
-      secretBox: createSecretBox(randomBytes(32)),
-      // The project is created before its rows (2026-11-02), as it always is: a report reads a
-      // project's rows from its creation on.
-      now: () => new Date("2026-11-01T00:00:00.000Z"),
-      onProjectChanged: () => {},
-      testModeAllowed: true,
-    });
-    await admin.createProject({ id: "p1", name: "Reported", provider: "provider-a" });
-    await usage.insertBatch([usageRow("r1"), usageRow("r2")]);
+    admin = adminOver(database);
     blocker = new pg.Client({ connectionString: schema.url });
     await blocker.connect();
     released = Promise.resolve();
@@ -61,15 +69,15 @@ describe.skipIf(!postgresAvailable)("usage reports on PostgreSQL", () => {
   }
 
   it("gives a report that takes longer than the query timeout, within the report timeout", async () => {
-    await holdUsageTable(600);
+    await holdUsageTable(800);
     const started = Date.now();
     const report = await admin.usageReport("p1", { from: "2026-11-01", to: "2026-11-30" });
-    expect(Date.now() - started).toBeGreaterThanOrEqual(500);
+    expect(Date.now() - started).toBeGreaterThanOrEqual(700);
     expect(report.rows.map((row) => [row.group, row.requests])).toEqual([["2026-11-02", 2]]);
   });
 
   it("answers 503 with the reason when the database cancels a report at the report timeout, leaving nothing running", async () => {
-    await holdUsageTable(2000);
+    await holdUsageTable(2500);
     const error = await admin
       .usageReport("p1", { from: "2026-11-01", to: "2026-11-30" })
       .catch((caught: unknown) => caught);
