@@ -186,9 +186,16 @@ function writtenBefore(from: string, to: string): boolean {
   return finerDigits(from) < (toDay ? "" : finerDigits(to));
 }
 
-/** The digits of `text`'s seconds after the millisecond, trailing zeros dropped ("" for none). */
+/**
+ * The digits of `text`'s seconds after the millisecond, trailing zeros dropped ("" for none). Not
+ * with `/0+$/`: V8 tries it from each zero to the end, quadratic in a run of zeros with another
+ * digit after it (an instant may have any number of digits, up to a query string's 16 KiB).
+ */
 function finerDigits(text: string): string {
-  return (/\.\d{3}(\d+)/.exec(text)?.[1] ?? "").replace(/0+$/, "");
+  const digits = /\.\d{3}(\d+)/.exec(text)?.[1] ?? "";
+  let end = digits.length;
+  while (end > 0 && digits.charCodeAt(end - 1) === 0x30 /* 0 */) end--;
+  return digits.slice(0, end);
 }
 
 /**

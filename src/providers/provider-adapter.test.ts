@@ -1,4 +1,5 @@
 import { describe, expect, it } from "vitest";
+import { slowdownAtSixteenTimes } from "../../test/support/slowdown-at-sixteen-times.js";
 import { imagenPrediction, openAiImageGeneration } from "./image-calls.js";
 import { createProviderAdapters, providerPathProblem, safeProviderPath } from "./provider-adapter.js";
 
@@ -347,6 +348,30 @@ describe("provider adapters", () => {
         expect(result).toBeNull();
         expect(scanned).toBeLessThan(many.length);
       }
+    });
+
+    // A client writes the parts' headers (up to 4 KiB each, up to 1,000 parts). The pattern that
+    // ends a Content-Disposition's parameters let a run of spaces or tabs after one be taken by
+    // either of two runs around an optional `;`: with another byte after the run, every split of it
+    // was tried, quadratic in its length (~23 ms a part of 4 KiB, ~18 s for a form of 1,000 such
+    // parts, 3.9 MiB). The backtracking is inside V8's regular expressions, where only a clock sees
+    // it: 16 times the run against itself (slowdown-at-sixteen-times.ts), linear reading ~16 times.
+    it("reads a part's Content-Disposition built to make its patterns backtrack in linear time", () => {
+      const crafted = (size: number) =>
+        ["\t", " ", "; ", " ;"].map((run) =>
+          body(
+            part("model", "gpt-image-2") +
+              part("model", "x").replace('"model"', `model${run.repeat(size / run.length)}X`),
+          ),
+        );
+      const bodies = new Map([250, 4000].map((size) => [size, crafted(size)]));
+      const readAll = (size: number) => {
+        for (const sent of bodies.get(size) ?? []) if (model(sent) !== "gpt-image-2") throw new Error("read");
+      };
+      const slowdown = slowdownAtSixteenTimes(readAll, 250);
+      expect(slowdown, `16 times the run took ${slowdown.toFixed(1)} times as long`).toBeLessThan(64);
+      // Spaces, a last `;` and tabs still end the parameters.
+      expect(model(body(part("model", "x").replace('"model"', "model \t; \t")))).toBe("x");
     });
 
     it("is the content type's to decide: a form sent as JSON is read as JSON", () => {

@@ -239,8 +239,12 @@ const formDataDisposition = /^content-disposition[ \t]*:[ \t]*form-data[ \t]*/im
  */
 const dispositionParameter =
   /[ \t]*;[ \t]*([!#$%&'*+.^_`|~0-9A-Za-z-]+)[ \t]*=[ \t]*(?:"((?:[^"\\\r\n]|\\[^\r\n])*)"|([!#$%&'*+.^_`|~0-9A-Za-z-]+))/y;
-/** What may end the parameters: a last `;`, spaces, the line's end. */
-const dispositionEnd = /[ \t]*;?[ \t]*(?:\r\n|$)/y;
+/**
+ * What may end the parameters: a last `;`, spaces, the line's end. The spaces after the `;` are
+ * matched only after one: with the `;` optional between two runs of them, a run followed by
+ * another byte was split every way, quadratic in its length.
+ */
+const dispositionEnd = /[ \t]*(?:;[ \t]*)?(?:\r\n|$)/y;
 const lineEnd = Buffer.from("\r\n");
 const headerEnd = Buffer.from("\r\n\r\n");
 
