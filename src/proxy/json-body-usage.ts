@@ -145,19 +145,77 @@ export function modelIn(provider: ProviderId, body: Buffer, from: number, limit:
  * The model the body names: found in its first bytes, where providers A and B put it. A `whole`
  * body that holds more before it (a Responses API answer's long `instructions`, say) has its
  * top-level members walked, so the model is the one a stream of the same answer reports; the walk
- * reads every byte of nested values in JavaScript, so a body beyond `walkBytes` (a batch of float
- * embeddings, whose `model` follows its `data`) is read from its last bytes instead.
+ * reads every byte of nested values in JavaScript, so a body beyond `walkBytes` is read from its
+ * last bytes first (a batch of float embeddings, whose `model` follows its `data`), and else walked
+ * only as far as `walkBytes` of nested values take it (leadingModel). Only a top-level `model` is
+ * the answer's: a Responses API answer echoes the app's `tools` and `metadata` after its usage, and
+ * a `"model"` in them (`metadata: {model: "x"}`) named the row's model, unpriced or a cheaper one's.
  */
 function headModel(provider: ProviderId, body: Buffer, whole: boolean): string | null {
   const head = modelIn(provider, body, 0, headBytes);
   if (head !== null) return head;
   if (!whole || provider === "provider-c" || body.length <= headBytes) return null;
-  return body.length <= walkBytes
-    ? topLevelModel(body, "model")
-    : modelIn(provider, body, body.length - headBytes, body.length);
+  if (body.length <= walkBytes) return topLevelModel(body, "model");
+  return tailModel(body, modelKeys[provider]) ?? leadingModel(body);
 }
 
 const walkBytes = 256 * 1024;
+
+/**
+ * The `model` of a body's last `headBytes` that is a member of the object the body is (only whole
+ * members and its closing brace follow it: closesObjects), the last such; null when none is. Inside
+ * a string a quote is escaped, so the key's bytes match only a key or a string value.
+ */
+function tailModel(body: Buffer, key: Buffer): string | null {
+  const from = body.length - headBytes;
+  for (let at = body.lastIndexOf(key); at >= from; at = at === 0 ? -1 : body.lastIndexOf(key, at - 1)) {
+    const open = valueAfterKey(body, at + key.length);
+    if (open < 0 || body[open] !== 0x22 /* " */) continue;
+    const end = stringEnd(body, open);
+    if (end < 0 || !closesObjects(body, end, 1)) continue;
+    return nameIn(body, open, end);
+  }
+  return null;
+}
+
+/**
+ * The first top-level `model` member of the JSON object `body` is, found by walking its members
+ * from the start: a string value is passed over by a native search whatever its length, an object or
+ * array read byte by byte, at most `walkBytes` of them in all (then null: the walk stops). Null too
+ * when the body is no JSON object.
+ */
+function leadingModel(body: Buffer): string | null {
+  let nested = 0;
+  let model: string | null = null;
+  try {
+    eachMember(body, jsonStart(body), (keyStart, keyEnd, start) => {
+      if (keyIs(body, keyStart, keyEnd, "model")) {
+        model = body[start] === 0x22 /* " */ ? nameIn(body, start, stringEnd(body, start)) : null;
+        return true;
+      }
+      if (body[start] !== 0x7b /* { */ && body[start] !== 0x5b /* [ */) return false;
+      // The member's value is walked again by eachMember: only when it ends within the budget.
+      const end = valueEnd(body, start, Math.min(body.length, start + walkBytes - nested));
+      if (end < 0) return true;
+      nested += end - start;
+      return false;
+    });
+  } catch {
+    // A key with an escape that does not decode: no JSON the provider sends.
+  }
+  return model;
+}
+
+/** The string in `body[open..end)` (quotes included), decoded, when it is 1 to 200 characters; else null. */
+function nameIn(body: Buffer, open: number, end: number): string | null {
+  if (end < 0) return null;
+  try {
+    const value: unknown = JSON.parse(body.toString("utf8", open, end));
+    return typeof value === "string" && value.length > 0 && value.length <= 200 ? value : null;
+  } catch {
+    return null;
+  }
+}
 
 /** The string value of the object's last top-level member `name` (of 200 characters at most); null when none. */
 function topLevelModel(body: Buffer, name: string): string | null {

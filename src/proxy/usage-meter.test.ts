@@ -883,6 +883,42 @@ describe("usage meter on Responses API calls", () => {
     });
   });
 
+  it("reads a large Responses API answer's own model, not one in the metadata or tools it echoes after it", () => {
+    // The API echoes `tools` and `metadata` (the app's: any key, any string) after `usage`; long
+    // instructions before `model` keep it out of the first bytes, and a long output out of the last:
+    // the last bytes' `"model"` was the app's own (an unpriced name, or a cheaper model's), which
+    // priced the call.
+    const tools = [
+      {
+        type: "function",
+        name: "pick",
+        parameters: { type: "object", examples: [{ model: "gpt-4.1-nano" }] },
+      },
+    ];
+    for (const [echoed, metadata] of [
+      [[], { model: "not-a-model" }],
+      [tools, {}],
+    ] as const) {
+      const answer = {
+        id: "resp_1",
+        object: "response",
+        status: "completed",
+        instructions: "Be brief. ".repeat(500),
+        model: "gpt-5.4",
+        output: [{ type: "message", content: [{ type: "output_text", text: "word ".repeat(60_000) }] }],
+        tools: echoed,
+        usage: { input_tokens: 1500, output_tokens: 60_000 },
+        user: null,
+        metadata,
+      };
+      const body = JSON.stringify(answer);
+      expect(body.length).toBeGreaterThan(256 * 1024);
+      for (const responses of [undefined, "post"] as const)
+        for (const ended of [false, true])
+          expect(meter("provider-a", body, false, [], responses, ended).model).toBe("gpt-5.4");
+    }
+  });
+
   it("takes no usage from the app's tool schemas the answer echoes, where the response's own is null or not in the event", () => {
     // A function tool whose JSON Schema gives an example holding a `usage` object with counts: the
     // API echoes `tools` (and an MCP server's schemas, in an mcp_list_tools item) as they were sent.

@@ -143,6 +143,30 @@ describe("provider A background responses, driven by the official SDK", () => {
     });
   });
 
+  it("prices a large answer at its own model, not at a model named in the metadata it echoes", async () => {
+    // Instructions past the answer's first 4 KiB before its `model`, and an output past its last
+    // 4 KiB after it: the answer's last `"model"` was the app's metadata's, which named the row's
+    // model (unpriced, so no cost reached the spend cap) for the call and for a background run.
+    const project = await createTestProject(sluice.gateway);
+    const openai = client(sluice.url, project);
+    fake.setText("word ".repeat(60_000));
+    const large = { model, input: "Hi", instructions: "Be brief. ".repeat(500) };
+    try {
+      await openai.responses.create({ ...large, metadata: { model: "not-a-model" } });
+      const queued = await openai.responses.create({ ...large, background: true, metadata: { model: "x" } });
+      let done = await openai.responses.retrieve(queued.id);
+      while (done.status !== "completed") done = await openai.responses.retrieve(queued.id);
+    } finally {
+      fake.setText("Hello from the fake upstream");
+    }
+    const rows = withTokens(await usageRows(sluice.gateway, project.projectId));
+    expect(rows).toHaveLength(2);
+    for (const row of rows) {
+      expect(row).toMatchObject({ model, ...tokenColumns });
+      expect(row.cost_usd).toBeCloseTo(runCost, 12);
+    }
+  });
+
   it("takes no tokens for the queued POST from a usage its echoed tool schemas spell", async () => {
     const project = await createTestProject(sluice.gateway);
     const openai = client(sluice.url, project);

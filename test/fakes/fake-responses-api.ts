@@ -21,6 +21,9 @@ interface Run {
   text: string;
   usage: FakeUsage;
   tools: unknown[];
+  /** The request's `instructions` and `metadata`, which the API echoes (before `model`, and last). */
+  instructions: unknown;
+  metadata: unknown;
 }
 
 export interface FakeResponsesApi {
@@ -53,6 +56,8 @@ export function createFakeResponsesApi(): FakeResponsesApi {
       text,
       usage: { ...usage },
       tools: Array.isArray(json.tools) ? json.tools : [],
+      instructions: typeof json.instructions === "string" ? json.instructions : null,
+      metadata: json.metadata !== null && typeof json.metadata === "object" ? json.metadata : {},
     };
     runs.set(run.id, run);
     if (json.stream === true) return { kind: "sse", events: runEvents(run) };
@@ -103,7 +108,7 @@ function responseObject(run: Run) {
     background: run.background,
     error: null,
     incomplete_details: null,
-    instructions: null,
+    instructions: run.instructions,
     max_output_tokens: null,
     model: run.model,
     // Output items carry an `id` and a `status` of their own.
@@ -142,7 +147,7 @@ function responseObject(run: Run) {
         }
       : null,
     user: null,
-    metadata: {},
+    metadata: run.metadata,
   };
 }
 
