@@ -1,40 +1,8 @@
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import type { ProviderId } from "../../src/providers/provider-id.js";
-import { type DeviceCheckStage, startDeviceCheckStage } from "../support/device-check-stage.js";
+import { authMethods, type DeviceCheckStage, startDeviceCheckStage } from "../support/device-check-stage.js";
+import { proxyKeyCalls } from "../support/proxy-key-calls.js";
 import { usageRowOf } from "../support/test-gateway.js";
-
-/** A call of each provider's proxy, and where the provider expects its full key. */
-const calls = [
-  [
-    "provider-a",
-    "chat/completions",
-    { model: "gpt-4o-mini", messages: [{ role: "user", content: "Hi" }] },
-    "authorization",
-    (key: string) => `Bearer ${key}`,
-  ],
-  [
-    "provider-b",
-    "messages",
-    { model: "claude-sonnet-4-5", max_tokens: 16, messages: [{ role: "user", content: "Hi" }] },
-    "x-api-key",
-    (key: string) => key,
-  ],
-  [
-    "provider-c",
-    "models/gemini-2.5-flash:generateContent",
-    { contents: [{ parts: [{ text: "Hi" }] }] },
-    "x-goog-api-key",
-    (key: string) => key,
-  ],
-] as const;
-
-type Method = "test-key-header" | "bearer-test-key" | "bearer-device-check" | "device-token-header";
-const methods: Method[] = [
-  "test-key-header",
-  "bearer-test-key",
-  "bearer-device-check",
-  "device-token-header",
-];
 
 /**
  * SPEC, the three proxies: "`x-project-id` is not needed (the project is in the path), and
@@ -56,22 +24,6 @@ describe("the proxies, by each of SPEC's authentication methods", () => {
   afterAll(() => stage.close());
   beforeEach(() => fake.clear());
 
-  /** The credential headers of `method` for `provider`'s key, with the partial key where SPEC's table puts it. */
-  function credentials(method: Method, provider: ProviderId, withPartialKey = true): Record<string, string> {
-    const partialKey = project.partialKeys[provider];
-    const aiKey: Record<string, string> = withPartialKey ? { "x-ai-key": partialKey } : {};
-    switch (method) {
-      case "test-key-header":
-        return { "x-sluice-test-key": project.testKey, ...aiKey };
-      case "bearer-test-key":
-        return { authorization: `Bearer ${partialKey}.${project.testKey}` };
-      case "bearer-device-check":
-        return { authorization: `Bearer ${partialKey}.${stage.deviceToken()}` };
-      case "device-token-header":
-        return { "x-device-token": stage.deviceToken(), ...aiKey };
-    }
-  }
-
   const send = (provider: ProviderId, path: string, body: unknown, headers: Record<string, string>) =>
     fetch(`${sluice.url}/v1/${provider}/${project.projectId}/${path}`, {
       method: "POST",
@@ -79,12 +31,12 @@ describe("the proxies, by each of SPEC's authentication methods", () => {
       body: JSON.stringify(body),
     });
 
-  it.each(calls)(
+  it.each(proxyKeyCalls)(
     "forwards %s's call by each method, the full key in its key header, no x-project-id needed",
     async (provider, path, body, keyHeader, keyValue) => {
-      for (const method of methods) {
+      for (const method of authMethods) {
         fake.clear();
-        const response = await send(provider, path, body, credentials(method, provider));
+        const response = await send(provider, path, body, stage.credentials(method, provider));
         const answer = await response.text();
         expect(response.status, `${method}: ${answer}`).toBe(200);
         expect(fake.requests, method).toHaveLength(1);
@@ -102,11 +54,11 @@ describe("the proxies, by each of SPEC's authentication methods", () => {
     },
   );
 
-  it.each(calls)(
+  it.each(proxyKeyCalls)(
     "answers %s 401 for a method that needs x-ai-key sent without it, and never forwards",
     async (provider, path, body) => {
       for (const method of ["test-key-header", "device-token-header"] as const) {
-        const response = await send(provider, path, body, credentials(method, provider, false));
+        const response = await send(provider, path, body, stage.credentials(method, provider, false));
         expect(response.status, method).toBe(401);
         expect(((await response.json()) as { error: { code: string } }).error.code).toBe("UNAUTHORIZED");
       }
@@ -114,12 +66,12 @@ describe("the proxies, by each of SPEC's authentication methods", () => {
     },
   );
 
-  it.each(calls)(
+  it.each(proxyKeyCalls)(
     "ignores x-ai-key beside a Bearer credential on %s (SPEC rule 2)",
     async (provider, path, body, keyHeader, keyValue) => {
       for (const method of ["bearer-test-key", "bearer-device-check"] as const) {
         fake.clear();
-        const headers = { ...credentials(method, provider), "x-ai-key": "sk_sluice_notakey_AAAA" };
+        const headers = { ...stage.credentials(method, provider), "x-ai-key": "sk_sluice_notakey_AAAA" };
         const response = await send(provider, path, body, headers);
         expect(response.status, method).toBe(200);
         await response.arrayBuffer();

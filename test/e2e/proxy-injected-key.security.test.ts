@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
+import { proxyKeyCalls } from "../support/proxy-key-calls.js";
 import { type ProxyStage, startProxyStage } from "../support/proxy-stage.js";
 
 /**
@@ -22,31 +23,7 @@ describe("the key the proxies inject, and the credentials they keep back", () =>
   afterAll(() => stage.close());
   beforeEach(() => fake.clear());
 
-  const calls = [
-    [
-      "provider-a",
-      "chat/completions",
-      { model: "gpt-4o-mini", messages: [{ role: "user", content: "Hi" }] },
-      "authorization",
-      (key: string) => `Bearer ${key}`,
-    ],
-    [
-      "provider-b",
-      "messages",
-      { model: "claude-sonnet-4-5", max_tokens: 16, messages: [{ role: "user", content: "Hi" }] },
-      "x-api-key",
-      (key: string) => key,
-    ],
-    [
-      "provider-c",
-      "models/gemini-2.5-flash:generateContent",
-      { contents: [{ parts: [{ text: "Hi" }] }] },
-      "x-goog-api-key",
-      (key: string) => key,
-    ],
-  ] as const;
-
-  it.each(calls)(
+  it.each(proxyKeyCalls)(
     "%s: the full key in the provider's key header, none of the client's credentials",
     async (provider, path, body, keyHeader, keyValue) => {
       const response = await fetch(`${sluice.url}/v1/${provider}/${project.projectId}/${path}`, {

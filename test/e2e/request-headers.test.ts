@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { tinyPng } from "../fakes/fake-upstream-responses.js";
-import { type DeviceCheckStage, startDeviceCheckStage } from "../support/device-check-stage.js";
+import { authMethods, type DeviceCheckStage, startDeviceCheckStage } from "../support/device-check-stage.js";
 import { usageRowOf } from "../support/test-gateway.js";
 
 const pdf = Buffer.from("%PDF-1.4\n1 0 obj\n<<>>\nendobj\ntrailer\n<<>>\n%%EOF\n");
@@ -12,14 +12,6 @@ const endpoints = [
   ["/v1/pdf", { pdf: `data:application/pdf;base64,${pdf.toString("base64")}` }],
   ["/v1/image", { prompt: "a lighthouse" }],
 ] as const;
-
-type Method = "test-key-header" | "bearer-test-key" | "bearer-device-check" | "device-token-header";
-const methods: Method[] = [
-  "test-key-header",
-  "bearer-test-key",
-  "bearer-device-check",
-  "device-token-header",
-];
 
 /**
  * SPEC "Common request headers (text, vision, pdf, image)": without the project id in the path it
@@ -40,22 +32,6 @@ describe("the common request headers of the structured and image endpoints", () 
   });
   afterAll(() => stage.close());
 
-  /** The credential headers of `method`, with the partial key where SPEC's table puts it, or none. */
-  function credentials(method: Method, withPartialKey = true): Record<string, string> {
-    const partialKey = project.partialKeys["provider-a"];
-    const aiKey: Record<string, string> = withPartialKey ? { "x-ai-key": partialKey } : {};
-    switch (method) {
-      case "test-key-header":
-        return { "x-sluice-test-key": project.testKey, ...aiKey };
-      case "bearer-test-key":
-        return { authorization: `Bearer ${partialKey}.${project.testKey}` };
-      case "bearer-device-check":
-        return { authorization: `Bearer ${partialKey}.${stage.deviceToken()}` };
-      case "device-token-header":
-        return { "x-device-token": stage.deviceToken(), ...aiKey };
-    }
-  }
-
   const send = (path: string, body: unknown, headers: Record<string, string>) =>
     fetch(`${sluice.url}${path}`, {
       method: "POST",
@@ -66,9 +42,9 @@ describe("the common request headers of the structured and image endpoints", () 
   it.each(endpoints)(
     "answers %s with the project in x-project-id, by each authentication method",
     async (path, body) => {
-      for (const method of methods) {
+      for (const method of authMethods) {
         fake.clear();
-        const response = await send(path, body, credentials(method));
+        const response = await send(path, body, stage.credentials(method));
         const answer = (await response.json()) as Record<string, unknown>;
         expect(response.status, `${method}: ${JSON.stringify(answer)}`).toBe(200);
         if (path === "/v1/image") expect(answer).toMatchObject({ images: [{ base64: expect.any(String) }] });
@@ -91,7 +67,7 @@ describe("the common request headers of the structured and image endpoints", () 
     async (path, body) => {
       fake.clear();
       for (const method of ["test-key-header", "device-token-header"] as const) {
-        const response = await send(path, body, credentials(method, false));
+        const response = await send(path, body, stage.credentials(method, "provider-a", false));
         expect(response.status, method).toBe(401);
         expect(((await response.json()) as { error: { code: string } }).error.code).toBe("UNAUTHORIZED");
       }

@@ -1,4 +1,5 @@
 import { randomBytes } from "node:crypto";
+import type { ProviderId } from "../../src/providers/provider-id.js";
 import { type FakeApple, generateAppleKeyPair, startFakeApple } from "../fakes/fake-apple.js";
 import { type FakeUpstream, providerBaseUrls, startFakeUpstream } from "../fakes/fake-upstream.js";
 import {
@@ -11,6 +12,19 @@ import {
   titleSchema,
 } from "./test-gateway.js";
 
+/** SPEC's four authentication methods, in the order they are tried. */
+export type AuthMethod =
+  | "test-key-header"
+  | "bearer-test-key"
+  | "bearer-device-check"
+  | "device-token-header";
+export const authMethods: AuthMethod[] = [
+  "test-key-header",
+  "bearer-test-key",
+  "bearer-device-check",
+  "device-token-header",
+];
+
 /** A gateway, its fake providers and a fake Apple, with one project open to every SPEC method. */
 export interface DeviceCheckStage {
   fake: FakeUpstream;
@@ -19,6 +33,11 @@ export interface DeviceCheckStage {
   project: TestProject;
   /** A device token the fake Apple takes as valid, new at each call. */
   deviceToken(): string;
+  /**
+   * The credential headers of `method` with `provider`'s partial key, which `x-ai-key` carries for
+   * the methods that are not Bearer (left out when `withPartialKey` is false).
+   */
+  credentials(method: AuthMethod, provider?: ProviderId, withPartialKey?: boolean): Record<string, string>;
   close(): Promise<void>;
 }
 
@@ -52,6 +71,20 @@ export async function startDeviceCheckStage(fields: Record<string, unknown> = {}
     sluice,
     project,
     deviceToken: () => validDeviceToken(apple),
+    credentials(method, provider = "provider-a", withPartialKey = true): Record<string, string> {
+      const partialKey = project.partialKeys[provider];
+      const aiKey: Record<string, string> = withPartialKey ? { "x-ai-key": partialKey } : {};
+      switch (method) {
+        case "test-key-header":
+          return { "x-sluice-test-key": project.testKey, ...aiKey };
+        case "bearer-test-key":
+          return { authorization: `Bearer ${partialKey}.${project.testKey}` };
+        case "bearer-device-check":
+          return { authorization: `Bearer ${partialKey}.${validDeviceToken(apple)}` };
+        case "device-token-header":
+          return { "x-device-token": validDeviceToken(apple), ...aiKey };
+      }
+    },
     async close() {
       await sluice.close();
       await apple.close();
