@@ -29,6 +29,11 @@ export interface BodyShare {
    * below that cap must not refuse it forever.
    */
   take(bytes: number): boolean;
+  /**
+   * As `take`, for bytes the call can do without (the usage meter's whole copy of a proxied answer,
+   * which it can read from its ends instead): a no is no refusal, and is not counted as one.
+   */
+  takeIfRoom(bytes: number): boolean;
   /** Whether a body of `bytes` (its content-length) would fit now; nothing is held for it (a no is a refusal). */
   fits(bytes: number): boolean;
   /**
@@ -102,6 +107,13 @@ class Share implements BodyShare {
     return true;
   }
 
+  takeIfRoom(bytes: number): boolean {
+    if (this.released || !this.room(bytes)) return false;
+    this.mine += bytes;
+    this.total.held += bytes;
+    return true;
+  }
+
   hold(bytes: number): void {
     if (this.released) return;
     this.mine += bytes;
@@ -127,6 +139,7 @@ class Share implements BodyShare {
 
 const unbounded: BodyShare = {
   take: () => true,
+  takeIfRoom: () => true,
   fits: () => true,
   hold: () => {},
   giveBack: () => {},

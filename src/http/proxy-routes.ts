@@ -99,6 +99,7 @@ export function registerProxyRoutes(router: Router, deps: ProxyRouteDeps): void 
             providerKey: call.providerKey,
             response,
             ownHeaders,
+            bodyBudget: deps.bodyBudget,
             onSent: () =>
               deps.metrics.observeOverhead(adapter.id, (performance.now() - context.startedAt) / 1000),
           });

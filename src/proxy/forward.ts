@@ -1,6 +1,7 @@
 import type { ServerResponse } from "node:http";
 import { type Dispatcher, Pool } from "undici";
 import { GatewayError, isGatewayError } from "../errors.js";
+import { type BodyBudget, createBodyBudget } from "../http/body-budget.js";
 import type { ProviderAdapter } from "../providers/provider-adapter.js";
 import type { ProviderId } from "../providers/provider-id.js";
 import {
@@ -52,7 +53,15 @@ export interface ForwardCall {
   ownHeaders: Record<string, string>;
   /** Called once the upstream request has been sent: the gateway's own overhead ends here. */
   onSent?: () => void;
+  /**
+   * SLUICE_MAX_BUFFERED_BODY_BYTES: the bytes over 64 KiB of a JSON answer the usage meter keeps
+   * whole count in it until the meter is read (none: they count nowhere).
+   */
+  bodyBudget?: BodyBudget;
 }
+
+/** No budget: a call forwarded without one counts its meter's bytes nowhere. */
+const unboundedBudget = createBodyBudget(0);
 
 export type ProxyOutcome = "ok" | "error" | "aborted";
 
@@ -169,12 +178,14 @@ export async function forward(pools: UpstreamPools, call: ForwardCall): Promise<
     facts,
     pools.timeouts.idleMs,
     pools.deadlines,
+    call.bodyBudget ?? unboundedBudget,
   );
   call.onSent?.();
   let outcome: ProxyOutcome | "gone-before-headers";
   try {
     outcome = await exchange.run();
   } catch (error) {
+    exchange.releaseRoom();
     // A GatewayError is the gateway's own refusal (the shutdown's deadline), not the provider's failure.
     throw isGatewayError(error) ? error : upstreamError(error, adapter.id);
   }
@@ -182,12 +193,15 @@ export async function forward(pools: UpstreamPools, call: ForwardCall): Promise<
   // top-level `model`), for its price.
   const requestedModel = () => (imageCall === null ? facts.model() : facts.imageModel(imageCall));
   if (outcome === "gone-before-headers") {
+    exchange.releaseRoom();
     const model = requestedModel();
     return failed(499, "aborted", null, model instanceof Promise ? await model : model);
   }
   const reading = exchange.meter?.finish() ?? { usage: emptyUsage(), model: null };
   // Only a decompressing meter answers later: it waits for its decompressor to catch up.
   const seen: MeterReading = reading instanceof Promise ? await reading : reading;
+  // Read: the answer bytes the meter kept count no more.
+  exchange.releaseRoom();
   // The model the request named: only read when the provider's answer does not say (a promise only
   // for a compressed body, decoded for it).
   const named = responses === "poll" || seen.model === null ? requestedModel() : null;

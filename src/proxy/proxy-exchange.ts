@@ -3,6 +3,7 @@ import type { Socket } from "node:net";
 import type { Dispatcher, Pool } from "undici";
 import { offRefusal, onRefusal } from "../deadline-refusal.js";
 import type { GatewayError } from "../errors.js";
+import type { BodyBudget, BodyShare } from "../http/body-budget.js";
 import { cutAnswer } from "../http/cut-answer.js";
 import type { ImageCall } from "../providers/image-calls.js";
 import type { ResponsesCall } from "../providers/provider-adapter.js";
@@ -16,7 +17,13 @@ import { InjectedUsageFilter } from "./injected-usage-filter.js";
 import { CompressedKeyMask, maskKeyInHeader, ReflectedKeyMask } from "./reflected-key-mask.js";
 import type { RequestFacts } from "./request-facts.js";
 import type { UpstreamDeadlines, Watched } from "./upstream-deadlines.js";
-import { answerCarriesNoUsage, createUsageMeter, noUsageMeter, type UsageMeter } from "./usage-meter.js";
+import {
+  answerCarriesNoUsage,
+  createUsageMeter,
+  type MeterRoom,
+  noUsageMeter,
+  type UsageMeter,
+} from "./usage-meter.js";
 
 /**
  * What is metered of a call: its own tokens (any POST), a Responses API call's (see ResponsesCall),
@@ -42,7 +49,7 @@ const connectFailures = new Set(["ECONNREFUSED", "UND_ERR_CONNECT_TIMEOUT", "ENO
  * The upstream headers and idle timeouts are not undici's (its timers are off on the proxy's pools)
  * but the gateway's one sweep's (upstream-deadlines.ts): each chunk only marks the clock restarted.
  */
-export class ProxyExchange implements Dispatcher.DispatchHandler, Watched {
+export class ProxyExchange implements Dispatcher.DispatchHandler, Watched, MeterRoom {
   status = 0;
   streamed = false;
   meter: UsageMeter | DecompressingMeter | null = null;
@@ -83,6 +90,12 @@ export class ProxyExchange implements Dispatcher.DispatchHandler, Watched {
   private decompressing: DecompressingMeter | null = null;
   /** The provider is paused until the decompressor catches up (as `drainListening` for the client). */
   private decoderWaiting = false;
+  /**
+   * The JSON meter's kept answer bytes over 64 KiB in the body budget (MeterRoom): a share of its
+   * own, taken at the first such byte (the request body's may be given back already), released
+   * with `releaseRoom` when the call ends.
+   */
+  private meterShare: BodyShare | null = null;
   // The sweep's fields (Watched): set from onConnect until the provider's answer ends.
   deadlineSlot = -1;
   deadlineRestarted = false;
@@ -111,7 +124,23 @@ export class ProxyExchange implements Dispatcher.DispatchHandler, Watched {
     private readonly stallMs: number,
     /** The sweep that runs the upstream headers and idle timeouts. */
     private readonly deadlines: UpstreamDeadlines,
+    /** SLUICE_MAX_BUFFERED_BODY_BYTES: where a JSON answer's bytes kept whole for its usage count. */
+    private readonly budget: BodyBudget,
   ) {}
+
+  takeRoom(bytes: number): boolean {
+    this.meterShare ??= this.budget.share();
+    return this.meterShare.takeIfRoom(bytes);
+  }
+
+  giveRoom(bytes: number): void {
+    this.meterShare?.giveBack(bytes);
+  }
+
+  /** The call has ended and its meter was read: the bytes it kept count no more. */
+  releaseRoom(): void {
+    this.meterShare?.release();
+  }
 
   run(): Promise<ProxyOutcome | "gone-before-headers"> {
     return new Promise((resolve, reject) => {
@@ -243,6 +272,8 @@ export class ProxyExchange implements Dispatcher.DispatchHandler, Watched {
         streaming: sse,
         responses: this.metering === "post" || this.metering === "poll" ? this.metering : undefined,
         interactions: this.metering === "interactions",
+        // A JSON answer's bytes kept whole count in the body budget (an event stream keeps one event).
+        room: sse ? undefined : this,
       };
       // Not when the bytes cannot lose an event unseen: compressed (it would have to be decoded and
       // compressed again), or with a content-length the client would then not get.

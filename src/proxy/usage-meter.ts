@@ -49,6 +49,20 @@ export interface SseEventTap {
 }
 
 const maxJsonBytes = 4 * 1024 * 1024;
+/** A JSON answer kept whole up to this size counts in no budget (as a proxied body of 64 KiB or less is kept). */
+const uncountedJsonBytes = 64 * 1024;
+
+/**
+ * Where a JSON meter counts the bytes over 64 KiB it keeps whole: the call's room in the body budget
+ * (SLUICE_MAX_BUFFERED_BODY_BYTES). A no (the budget is full) is no refusal: the meter reads the
+ * answer from its ends instead, as one over 4 MiB.
+ */
+export interface MeterRoom {
+  /** Whether `bytes` more may be kept; if so they are counted until the call ends or `giveRoom`. */
+  takeRoom(bytes: number): boolean;
+  /** The meter let go of `bytes` it had counted. */
+  giveRoom(bytes: number): void;
+}
 
 /**
  * The meter of an answer that can carry no usage (answerCarriesNoUsage): it keeps and reads none of
@@ -127,19 +141,30 @@ export function createUsageMeter(
     interactions?: boolean | undefined;
     /** (Streaming only) Hears the scanned events too. */
     tap?: SseEventTap | undefined;
+    /** (JSON only) Where the bytes kept whole over 64 KiB are counted; none: they count nowhere. */
+    room?: MeterRoom | undefined;
   },
 ): UsageMeter {
   const responses = options.responses ?? null;
   const interactions = options.interactions === true;
-  if (!options.streaming) return jsonMeter(provider, responses, interactions);
+  if (!options.streaming) return jsonMeter(provider, responses, interactions, options.room ?? null);
   if (interactions) return interactionsSseMeter(options.tap);
   return sseMeter(provider, responses, options.tap);
 }
 
-function jsonMeter(provider: ProviderId, responses: ResponsesCall | null, interactions: boolean): UsageMeter {
+function jsonMeter(
+  provider: ProviderId,
+  responses: ResponsesCall | null,
+  interactions: boolean,
+  room: MeterRoom | null,
+): UsageMeter {
   let chunks: Buffer[] = [];
   let size = 0;
+  /** The bytes kept whole that `room` counts. */
+  let counted = 0;
   let ends: ByteEnds | null = null;
+  /** Read from its ends for want of room, not for its size: a cut one cannot show its usage is its own. */
+  let roomless = false;
   /** The provider ended the answer cleanly: a JSON-array stream is whole, not cut. */
   let ended = false;
   return {
@@ -154,12 +179,29 @@ function jsonMeter(provider: ProviderId, responses: ResponsesCall | null, intera
       size += chunk.length;
       chunks.push(chunk);
       compactParts(chunks, chunk);
-      if (size > maxJsonBytes) {
-        ends = keepEnds(chunks);
-        chunks = [];
+      // A small answer (the common one) pays this comparison alone.
+      if (size <= uncountedJsonBytes) return;
+      if (size <= maxJsonBytes) {
+        if (room === null || room.takeRoom(size - counted)) {
+          counted = room === null ? 0 : size;
+          return;
+        }
+        roomless = true;
       }
+      room?.giveRoom(counted);
+      counted = 0;
+      ends = keepEnds(chunks);
+      chunks = [];
     },
     finish() {
+      // Cut short and read from its ends for want of room: unlike a body kept whole, whose members
+      // are walked, the ends cannot show that a usage object in them is the body's own and not one
+      // the model wrote in a tool call's input (docs/proxy.md, Usage). None is taken.
+      if (roomless && !ended && !interactions) {
+        const reading: MeterReading = { usage: emptyUsage(), model: null };
+        if (responses !== null) reading.response = responseFieldsOfBody((ends as ByteEnds).head());
+        return reading;
+      }
       const whole =
         ends !== null || size === 0
           ? null
