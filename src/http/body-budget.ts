@@ -97,20 +97,14 @@ class Share implements BodyShare {
   }
 
   take(bytes: number): boolean {
-    if (this.released) return false;
-    if (!this.room(bytes)) {
-      this.total.refused++;
-      return false;
-    }
-    this.mine += bytes;
-    this.total.held += bytes;
-    return true;
+    if (this.takeIfRoom(bytes)) return true;
+    if (!this.released) this.total.refused++;
+    return false;
   }
 
   takeIfRoom(bytes: number): boolean {
     if (this.released || !this.room(bytes)) return false;
-    this.mine += bytes;
-    this.total.held += bytes;
+    this.hold(bytes);
     return true;
   }
 
