@@ -1,6 +1,6 @@
-import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from "vitest";
+import { describe, expect, it, vi } from "vitest";
 import { createRedisClient } from "../../src/redis/redis-client.js";
-import { type FakeUpstream, startFakeUpstream } from "../fakes/fake-upstream.js";
+import { useFakeUpstreamStage } from "../support/fake-upstream-stage.js";
 import { redisServerInstalled, startPrivateRedis } from "../support/private-redis.js";
 import { proxiedChatStatus } from "../support/proxied-chat.js";
 import { refusedPort } from "../support/refused-port.js";
@@ -17,21 +17,11 @@ import {
  * the log says why, not that Redis is unreachable.
  */
 describe.skipIf(!redisServerInstalled)("a Redis that answers with an error", () => {
-  let fake: FakeUpstream;
-  const closers: Array<() => Promise<void>> = [];
-
-  beforeAll(async () => {
-    fake = await startFakeUpstream();
-  });
-  afterEach(async () => {
-    for (const close of closers.splice(0).reverse()) await close();
-  });
-  afterAll(async () => {
-    await fake?.close();
-  });
+  const stage = useFakeUpstreamStage();
+  const { closers } = stage;
 
   async function gatewayOn(redisUrl: string): Promise<TestGateway> {
-    const sluice = await startTestGateway({ redisUrl, providerABaseUrl: `${fake.url}/a/v1` });
+    const sluice = await startTestGateway({ redisUrl, providerABaseUrl: `${stage.fake.url}/a/v1` });
     closers.push(sluice.close);
     return sluice;
   }
@@ -88,7 +78,7 @@ describe.skipIf(!redisServerInstalled)("a Redis that answers with an error", () 
     closers.push(redis.stop);
     const sluice = await startTestGateway({
       redisUrl: redis.url,
-      providerABaseUrl: `${fake.url}/a/v1`,
+      providerABaseUrl: `${stage.fake.url}/a/v1`,
       redisCommandTimeoutMs: 200,
     });
     closers.push(sluice.close);
@@ -171,7 +161,7 @@ describe.skipIf(!redisServerInstalled)("a Redis that answers with an error", () 
   ): Promise<number> {
     const sluice = await startTestGateway({
       redisUrl,
-      providerABaseUrl: `${fake.url}/a/v1`,
+      providerABaseUrl: `${stage.fake.url}/a/v1`,
       metricsEnabled: true,
     });
     closers.push(sluice.close);

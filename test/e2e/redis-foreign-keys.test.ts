@@ -1,6 +1,6 @@
-import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { createRedisClient } from "../../src/redis/redis-client.js";
-import { type FakeUpstream, startFakeUpstream } from "../fakes/fake-upstream.js";
+import { useFakeUpstreamStage } from "../support/fake-upstream-stage.js";
 import { redisServerInstalled, startPrivateRedis } from "../support/private-redis.js";
 import { proxiedChatStatus } from "../support/proxied-chat.js";
 import {
@@ -17,25 +17,15 @@ import {
 describe.skipIf(!redisServerInstalled)(
   "Redis keys Sluice did not write, and failures the throttle sees",
   () => {
-    let fake: FakeUpstream;
-    const closers: Array<() => Promise<void>> = [];
-
-    beforeAll(async () => {
-      fake = await startFakeUpstream();
-    });
-    afterEach(async () => {
-      for (const close of closers.splice(0).reverse()) await close();
-    });
-    afterAll(async () => {
-      await fake?.close();
-    });
+    const stage = useFakeUpstreamStage();
+    const { closers } = stage;
 
     async function started() {
       const redis = await startPrivateRedis();
       closers.push(redis.stop);
       const sluice: TestGateway = await startTestGateway({
         redisUrl: redis.url,
-        providerABaseUrl: `${fake.url}/a/v1`,
+        providerABaseUrl: `${stage.fake.url}/a/v1`,
         metricsEnabled: true,
       });
       closers.push(sluice.close);

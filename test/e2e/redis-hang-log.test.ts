@@ -1,5 +1,5 @@
-import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from "vitest";
-import { type FakeUpstream, startFakeUpstream } from "../fakes/fake-upstream.js";
+import { describe, expect, it, vi } from "vitest";
+import { useFakeUpstreamStage } from "../support/fake-upstream-stage.js";
 import { redisServerInstalled, startPrivateRedis } from "../support/private-redis.js";
 import { proxiedChatStatus } from "../support/proxied-chat.js";
 import { createTestProject, logLinesOf, startTestGateway } from "../support/test-gateway.js";
@@ -12,25 +12,15 @@ const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
  * fallback, the new connection and the limits shared again.
  */
 describe.skipIf(!redisServerInstalled)("the log of a Redis that hangs once", () => {
-  let fake: FakeUpstream;
-  const closers: Array<() => Promise<void>> = [];
-
-  beforeAll(async () => {
-    fake = await startFakeUpstream();
-  });
-  afterEach(async () => {
-    for (const close of closers.splice(0).reverse()) await close();
-  });
-  afterAll(async () => {
-    await fake?.close();
-  });
+  const stage = useFakeUpstreamStage();
+  const { closers } = stage;
 
   it("warns once that the limits fall back, though the calls in flight fail in two ways (timed out, then their connection replaced)", async () => {
     const redis = await startPrivateRedis();
     closers.push(redis.stop);
     const sluice = await startTestGateway({
       redisUrl: redis.url,
-      providerABaseUrl: `${fake.url}/a/v1`,
+      providerABaseUrl: `${stage.fake.url}/a/v1`,
       redisCommandTimeoutMs: 300,
     });
     closers.push(sluice.close);
