@@ -501,14 +501,7 @@ describe.skipIf(!redisAvailable)("redis device token ledger", () => {
     // and admits the call as ARGV says.
     const partKey = `${keyPrefix}part-count`;
     const decided: number[][] = [];
-    const part = (admit: number) => ({
-      lua: (keyOffset: number, argOffset: number) => `redis.call("INCR", KEYS[${keyOffset + 1}])
-local admitted = tonumber(ARGV[${argOffset + 1}])
-local reply = {admitted, 7}`,
-      keys: [partKey],
-      args: [admit],
-      decide: (reply: readonly number[]) => decided.push([...reply]),
-    });
+    const part = countingPart(partKey, decided);
     const policy: DeviceTokenPolicy = { mode: "budget", ttlMs: 60_000, maxRequests: 3 };
     const partRuns = async () => Number(await redis.get(partKey));
 
@@ -546,14 +539,7 @@ local reply = {admitted, 7}`,
     const entry = (digest: string) => `${keyPrefix}project-remember:${digest}`;
     const partKey = `${keyPrefix}remember-part-count`;
     const decided: number[][] = [];
-    const part = (admit: number) => ({
-      lua: (keyOffset: number, argOffset: number) => `redis.call("INCR", KEYS[${keyOffset + 1}])
-local admitted = tonumber(ARGV[${argOffset + 1}])
-local reply = {admitted, 7}`,
-      keys: [partKey],
-      args: [admit],
-      decide: (reply: readonly number[]) => decided.push([...reply]),
-    });
+    const part = countingPart(partKey, decided);
     const policy: DeviceTokenPolicy = { mode: "budget", ttlMs: 60_000, maxRequests: 2 };
     const partRuns = async () => Number(await redis.get(partKey));
 
@@ -612,3 +598,18 @@ local reply = {admitted, 7}`,
     expect(await second.check("project-1", digest, singleUse)).toBe("replayed");
   });
 });
+
+/**
+ * Another user's part of a ledger script: counts its runs in `partKey` (left without expiry) and
+ * admits the call as its argument says, replying {admitted, 7}; each reply is pushed to `decided`.
+ */
+function countingPart(partKey: string, decided: number[][]) {
+  return (admit: number) => ({
+    lua: (keyOffset: number, argOffset: number) => `redis.call("INCR", KEYS[${keyOffset + 1}])
+local admitted = tonumber(ARGV[${argOffset + 1}])
+local reply = {admitted, 7}`,
+    keys: [partKey],
+    args: [admit],
+    decide: (reply: readonly number[]) => decided.push([...reply]),
+  });
+}
