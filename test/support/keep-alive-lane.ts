@@ -1,5 +1,5 @@
 import { connect, type Socket } from "node:net";
-import { dechunk } from "./raw-exchange.js";
+import { dechunk, parseHead } from "./raw-exchange.js";
 
 /**
  * A keep-alive client on a raw socket for test/e2e/fuzz-keep-alive-storm.test.ts: one request at a
@@ -204,23 +204,14 @@ function parse(
 ): { reply: Omit<Reply, "interim" | "closed">; used: number } | null {
   let start = 0;
   for (;;) {
-    const end = raw.indexOf("\r\n\r\n", start);
-    if (end < 0) return null;
-    const [statusLine = "", ...lines] = raw.subarray(start, end).toString("latin1").split("\r\n");
-    const status = Number(statusLine.split(" ")[1]);
-    const headers: Record<string, string> = {};
-    for (const line of lines) {
-      const colon = line.indexOf(":");
-      const name = line.slice(0, colon).trim().toLowerCase();
-      const value = line.slice(colon + 1).trim();
-      headers[name] = headers[name] === undefined ? value : `${headers[name]}, ${value}`;
-    }
+    const parsed = parseHead(raw, start);
+    if (parsed === null) return null;
+    const { status, headers, bodyAt: restAt } = parsed;
     if (status >= 100 && status < 200) {
       interim.push(status);
-      start = end + 4;
+      start = restAt;
       continue;
     }
-    const restAt = end + 4;
     const rest = raw.subarray(restAt);
     if (head || status === 204 || status === 304)
       return { reply: { status, headers, body: Buffer.alloc(0) }, used: restAt };

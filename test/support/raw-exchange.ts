@@ -53,22 +53,14 @@ function parseReply(raw: Buffer, head: boolean, closed: boolean): RawReply | nul
   // Skips interim answers (100 Continue).
   let start = 0;
   for (;;) {
-    const end = raw.indexOf("\r\n\r\n", start);
-    if (end < 0) return null;
-    const [statusLine = "", ...lines] = raw.subarray(start, end).toString("latin1").split("\r\n");
-    const status = Number(statusLine.split(" ")[1]);
+    const parsed = parseHead(raw, start);
+    if (parsed === null) return null;
+    const { status, headers, bodyAt } = parsed;
     if (status >= 100 && status < 200) {
-      start = end + 4;
+      start = bodyAt;
       continue;
     }
-    const headers: Record<string, string> = {};
-    for (const line of lines) {
-      const colon = line.indexOf(":");
-      const name = line.slice(0, colon).trim().toLowerCase();
-      const value = line.slice(colon + 1).trim();
-      headers[name] = headers[name] === undefined ? value : `${headers[name]}, ${value}`;
-    }
-    const rest = raw.subarray(end + 4);
+    const rest = raw.subarray(bodyAt);
     if (head || status === 204 || status === 304) return { status, headers, body: Buffer.alloc(0) };
     if (headers["content-length"] !== undefined) {
       const length = Number(headers["content-length"]);
@@ -80,6 +72,27 @@ function parseReply(raw: Buffer, head: boolean, closed: boolean): RawReply | nul
     }
     return closed ? { status, headers, body: rest } : null;
   }
+}
+
+/**
+ * The answer head in `raw` from `start`: its status, its headers (names in lower case, a repeated
+ * one's values joined with ", ") and the offset its body starts at; null until the head is whole.
+ */
+export function parseHead(
+  raw: Buffer,
+  start: number,
+): { status: number; headers: Record<string, string>; bodyAt: number } | null {
+  const end = raw.indexOf("\r\n\r\n", start);
+  if (end < 0) return null;
+  const [statusLine = "", ...lines] = raw.subarray(start, end).toString("latin1").split("\r\n");
+  const headers: Record<string, string> = {};
+  for (const line of lines) {
+    const colon = line.indexOf(":");
+    const name = line.slice(0, colon).trim().toLowerCase();
+    const value = line.slice(colon + 1).trim();
+    headers[name] = headers[name] === undefined ? value : `${headers[name]}, ${value}`;
+  }
+  return { status: Number(statusLine.split(" ")[1]), headers, bodyAt: end + 4 };
 }
 
 /**
