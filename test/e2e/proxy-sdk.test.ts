@@ -697,6 +697,48 @@ describe("proxies driven by the official SDKs", () => {
       expect(rows[0]?.cost_usd).toBe(rows[1]?.cost_usd);
     });
 
+    it("records a prompt its filter blocked (no candidates, only the prompt counted) alike, streamed and not", async () => {
+      // Google's answer to a blocked prompt: no candidates, and a usageMetadata without the counts that are 0.
+      const blocked = {
+        promptFeedback: { blockReason: "PROHIBITED_CONTENT" },
+        usageMetadata: { promptTokenCount: 11, totalTokenCount: 11 },
+        modelVersion: "gemini-2.5-flash",
+        responseId: "fake-blocked",
+      };
+      stage.fake.enqueueResponse({ status: 200, body: blocked });
+      stage.fake.enqueueResponse({
+        status: 200,
+        headers: { "content-type": "text/event-stream" },
+        body: `data: ${JSON.stringify(blocked)}\r\n\r\n`,
+      });
+      const ask = { model: "gemini-2.5-flash", contents: "Hi" };
+      const buffered = await stage.rowAddedBy(async () => {
+        const answer = await stage.google.models.generateContent(ask);
+        expect(answer.promptFeedback?.blockReason).toBe("PROHIBITED_CONTENT");
+        expect(answer.candidates).toBeUndefined();
+      });
+      const streamed = await stage.rowAddedBy(async () => {
+        const chunks = [];
+        for await (const chunk of await stage.google.models.generateContentStream(ask)) chunks.push(chunk);
+        expect(chunks.map((chunk) => chunk.promptFeedback?.blockReason)).toEqual(["PROHIBITED_CONTENT"]);
+      });
+      for (const [row, streamedFlag] of [
+        [buffered, 0],
+        [streamed, 1],
+      ] as const) {
+        expect(row).toMatchObject({
+          model: "gemini-2.5-flash",
+          status: 200,
+          outcome: "ok",
+          streamed: streamedFlag,
+          input_tokens: 11,
+          output_tokens: 0,
+        });
+        // gemini-2.5-flash: $0.30 per 1M input tokens; the output Google left out is 0, not unknown.
+        expect(row.cost_usd).toBeCloseTo((11 * 0.3) / 1e6, 12);
+      }
+    });
+
     it("answers models.get from the catalogue, and 404 for a model it does not list or a project without a key", async () => {
       const upstreamCalls = stage.fake.requests.length;
       const model = await stage.google.models.get({ model: "gemini-2.5-flash" });

@@ -109,6 +109,100 @@ describe("a stream that begins 200 and then carries the provider's error event",
     });
   });
 
+  /** Provider A's Responses API object, as its stream's lifecycle events carry it. */
+  const responseObject = (status: string, usage: object | null) => ({
+    id: "resp_1",
+    object: "response",
+    created_at: 1_763_000_000,
+    status,
+    background: false,
+    error: status === "failed" ? { code: "server_error", message: "The model failed to answer." } : null,
+    incomplete_details: null,
+    model: "o4-mini-2025-04-16",
+    output: [],
+    service_tier: "default",
+    usage,
+  });
+  const responsesStream = () =>
+    stage.openai.responses.create({ model: "o4-mini", input: "Hi", stream: true }).withResponse();
+
+  it("is recorded as failed: provider A's Responses API stream that ends in response.failed, with the tokens it reports", async () => {
+    const usage = {
+      input_tokens: 11,
+      input_tokens_details: { cached_tokens: 3 },
+      output_tokens: 7,
+      output_tokens_details: { reasoning_tokens: 5 },
+      total_tokens: 18,
+    };
+    const lifecycle = (type: string, sequence: number, status: string, reported: object | null) =>
+      [type, { type, sequence_number: sequence, response: responseObject(status, reported) }] as [
+        string,
+        object,
+      ];
+    stage.fake.enqueueResponse({
+      status: 200,
+      headers: eventStream,
+      body: sse([
+        lifecycle("response.created", 0, "in_progress", null),
+        lifecycle("response.in_progress", 1, "in_progress", null),
+        lifecycle("response.failed", 2, "failed", usage),
+      ]),
+    });
+    const { data: stream, response } = await responsesStream();
+    // The SDK does not throw on it: the app gets the failed response, with its usage.
+    const events = [];
+    for await (const event of stream) events.push(event);
+    expect(events.at(-1)).toMatchObject({ type: "response.failed", response: { status: "failed", usage } });
+    const row = await usageRowById(stage.sluice.gateway, response.headers.get("x-request-id"));
+    expect(row).toMatchObject({
+      status: 200,
+      outcome: "error",
+      streamed: 1,
+      model: "o4-mini-2025-04-16",
+      input_tokens: 11,
+      cached_tokens: 3,
+      output_tokens: 7,
+      reasoning_tokens: 5,
+    });
+    // o4-mini: $1.10 input, $0.275 cached input, $4.40 output (reasoning included) per 1M tokens.
+    expect(row.cost_usd).toBeCloseTo(((11 - 3) * 1.1 + 3 * 0.275 + 7 * 4.4) / 1e6, 12);
+  });
+
+  it("is recorded as failed: provider A's Responses API stream with an error event, without tokens", async () => {
+    stage.fake.enqueueResponse({
+      status: 200,
+      headers: eventStream,
+      body: sse([
+        [
+          "response.created",
+          { type: "response.created", sequence_number: 0, response: responseObject("in_progress", null) },
+        ],
+        [
+          "error",
+          {
+            type: "error",
+            code: "server_error",
+            message: "The server had an error while processing your request.",
+            param: null,
+            sequence_number: 1,
+          },
+        ],
+      ]),
+    });
+    const { data: stream, response } = await responsesStream();
+    await expect(readAll(stream)).rejects.toThrow(/server had an error/);
+    const row = await usageRowById(stage.sluice.gateway, response.headers.get("x-request-id"));
+    expect(row).toMatchObject({
+      status: 200,
+      outcome: "error",
+      streamed: 1,
+      model: "o4-mini-2025-04-16",
+      input_tokens: null,
+      output_tokens: null,
+      cost_usd: null,
+    });
+  });
+
   it("is recorded as failed: provider C's ?alt=sse stream with an error object", async () => {
     stage.fake.enqueueResponse({
       status: 200,
