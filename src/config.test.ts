@@ -604,6 +604,20 @@ describe("loadConfig", () => {
     expect(loadConfig({ SLUICE_VAULT_URL_TTL_SECONDS: "2592000" }).vaultUrlTtlSeconds).toBe(2_592_000);
   });
 
+  it("takes SLUICE_UNPRICED_CALL_USD as an amount above 0, to the billionth at the finest", () => {
+    expect(loadConfig({}).unpricedCallUsd).toBe(0.1);
+    expect(loadConfig({ SLUICE_UNPRICED_CALL_USD: "2.5" }).unpricedCallUsd).toBe(2.5);
+    expect(loadConfig({ SLUICE_UNPRICED_CALL_USD: "0.000000001" }).unpricedCallUsd).toBe(1e-9);
+    expect(loadConfig({ SLUICE_UNPRICED_CALL_USD: "1000000000" }).unpricedCallUsd).toBe(1e9);
+    // 0 would count calls of unknown cost at nothing before the month's first known cost.
+    expect(problemsOf({ SLUICE_UNPRICED_CALL_USD: "0" })).toContain(
+      "SLUICE_UNPRICED_CALL_USD: must be above 0",
+    );
+    expect(problemsOf({ SLUICE_UNPRICED_CALL_USD: "1000000000.5" })).toContain("must be at most 1000000000");
+    for (const value of ["1e-3", ".5", "-1", "0.0000000001", "1,5", " 1"])
+      expect(problemsOf({ SLUICE_UNPRICED_CALL_USD: value }), value).toContain("must be an amount in USD");
+  });
+
   it("refuses a SLUICE_VAULT_RETENTION_DAYS shorter than a vault URL may live, and only then", () => {
     expect(loadConfig({}).vaultRetentionDays).toBeUndefined();
     expect(loadConfig({ SLUICE_VAULT_RETENTION_DAYS: "1" }).vaultRetentionDays).toBe(1);

@@ -5,6 +5,7 @@ import { minVaultRetentionDays } from "./images/vault-retention.js";
 import { parseTrustedProxies } from "./net/ip-address.js";
 import { isModelName, modelNameRule } from "./providers/model-name.js";
 import { notAnImageModelOf } from "./usage/model-catalogue.js";
+import { defaultUnpricedCallUsd } from "./usage/unpriced-call.js";
 import { minRetentionDays } from "./usage/usage-retention.js";
 
 /**
@@ -108,6 +109,20 @@ const millisecondsFrom =
     return number;
   };
 const milliseconds = millisecondsFrom(1);
+/**
+ * An amount in USD above 0 and at most a billion, written as digits with at most 9 decimal places
+ * (costs are recorded to the billionth): `1e-3` or `.5` are refused rather than misread.
+ */
+const usdAmount: Parser<number> = (value, problems) => {
+  if (!/^[0-9]+(\.[0-9]{1,9})?$/.test(value)) {
+    problems.push("must be an amount in USD written as digits, to the billionth at the finest, such as 0.1");
+    return Number.NaN;
+  }
+  const amount = Number(value);
+  if (!(amount > 0)) problems.push("must be above 0");
+  else if (amount > 1e9) problems.push("must be at most 1000000000");
+  return amount;
+};
 /**
  * A value sent in an HTTP header (provider B's version, S3's signed credential): Node refuses a
  * line break or a control character in one, which would fail every call that sends it.
@@ -517,6 +532,12 @@ export const settings = {
     integer(minRetentionDays),
     undefined,
     `days usage rows are kept: older ones are deleted hourly, in small batches (unset: kept forever); at least ${minRetentionDays}, so the current and previous calendar months (UTC), which spend caps and reports read, are always kept whole`,
+  ),
+  unpricedCallUsd: setting(
+    "SLUICE_UNPRICED_CALL_USD",
+    usdAmount,
+    String(defaultUnpricedCallUsd),
+    "what a project's monthly spend cap counts a call of unknown cost at, at least (a model or option the catalogue has no price for, a stream cut before its usage): the largest known cost of one call of the project this month when larger; never in the usage rows or reports",
   ),
   authFailureLimit: setting(
     "SLUICE_AUTH_FAILURE_LIMIT",

@@ -285,6 +285,7 @@ export async function createGateway(config: Config, injected: Partial<Injectable
     usage: createUsageRepository(database.sharedReads.db, database.sqlite),
     now,
     shared: sharedCallsInFlight,
+    unpricedCallUsd: config.unpricedCallUsd,
   });
   const recorder = createUsageRecorder({
     repository: usage,

@@ -380,7 +380,7 @@ describe("admission", () => {
 
     function gateway(remembered?: number) {
       const rows: UsageRecord[] = [];
-      const spend = { add: vi.fn() };
+      const spend = { add: vi.fn(), addUnpriced: vi.fn() };
       const metrics = createMetrics({ collectDefaults: false });
       const countTokens = vi.spyOn(metrics, "countTokens");
       const decision: RateLimitDecision = {
@@ -462,6 +462,10 @@ describe("admission", () => {
         requests: 1,
       });
       expect(spend.add.mock.calls).toEqual([["prj_1", 0.25, new Date("2026-11-23T12:00:00.000Z")]]);
+      // The polls' own rows: calls of unknown cost here (no price given), each counted toward the cap.
+      expect(spend.addUnpriced.mock.calls).toEqual(
+        Array.from({ length: 3 }, () => ["prj_1", new Date("2026-11-23T12:00:00.000Z")]),
+      );
       expect(inputTokensCounted()).toEqual([["provider-a", "input", 11]]);
     });
 
@@ -507,6 +511,7 @@ describe("the kind of a usage row", () => {
       limiter: { consumeAll: () => [decision(fields.allowed ?? true)] } as unknown as RateLimiter,
       spend: {
         add: () => {},
+        addUnpriced: () => {},
         monthToDate: fields.monthToDate ?? (async () => 0),
         holdWithLimits: () => ({ release: () => {} }),
       } as unknown as SpendGuard,

@@ -18,6 +18,7 @@ import type {
 } from "../rate-limit/rate-limiter.js";
 import type { ReloadWait } from "../storage/database-unavailable.js";
 import type { Project } from "../storage/project-repository.js";
+import { countsAsUnpriced, type UsageRecord } from "../storage/usage-repository.js";
 import { isoTimestamp } from "../usage/iso-timestamp.js";
 import type { HeldWithLimits, SpendGuard } from "../usage/spend-guard.js";
 import { storedModelName } from "../usage/stored-model-name.js";
@@ -269,7 +270,7 @@ export function createAdmission(deps: AdmissionDeps) {
     run: BackgroundRunReport,
   ): void {
     const now = deps.now();
-    deps.recorder.record({
+    const row: UsageRecord = {
       request_id: run.rowId,
       project_id: base.projectId,
       key_id: base.keyId,
@@ -292,9 +293,19 @@ export function createAdmission(deps: AdmissionDeps) {
       client_ip: context.clientIp,
       created_at: isoTimestamp(now),
       requests: 1,
-    });
+    };
+    deps.recorder.record(row);
     countUsage(provider, run.usage, run.costUsd);
-    if (run.costUsd) deps.spend.add(base.projectId, run.costUsd, now);
+    countTowardCap(base.projectId, row, now);
+  }
+
+  /**
+   * Counts a row just recorded toward its project's spend cap: its cost, or, a call of unknown
+   * cost, the cap's estimate of one (decision 0057), at once on this instance.
+   */
+  function countTowardCap(projectId: string, row: UsageRecord, now: Date): void {
+    if (row.cost_usd) deps.spend.add(projectId, row.cost_usd, now);
+    else if (countsAsUnpriced(row)) deps.spend.addUnpriced(projectId, now);
   }
 
   /** Writes the call's usage row, once: later writes do nothing. */
@@ -312,35 +323,32 @@ export function createAdmission(deps: AdmissionDeps) {
     const latencyMs = performance.now() - context.startedAt;
     // One reading of the clock for the row and the spend guard: the cost counts in the row's month.
     const now = deps.now();
-    deps.recorder.record(
-      {
-        request_id: context.requestId,
-        project_id: base.projectId,
-        key_id: base.keyId,
-        endpoint: options.endpoint,
-        provider: report.provider,
-        model: storedModelName(report.model),
-        status: report.status,
-        error_code: report.errorCode,
-        input_tokens: report.usage?.inputTokens ?? null,
-        output_tokens: report.usage?.outputTokens ?? null,
-        cached_tokens: report.usage?.cachedInputTokens ?? null,
-        reasoning_tokens: report.usage?.reasoningTokens ?? null,
-        cost_usd: report.costUsd,
-        latency_ms: Math.round(latencyMs * 1000) / 1000,
-        ttfb_ms:
-          report.timeToFirstByteMs === null ? null : Math.round(report.timeToFirstByteMs * 1000) / 1000,
-        streamed: report.streamed ? 1 : 0,
-        outcome: report.outcome,
-        auth_method: base.method,
-        client_ip: context.clientIp,
-        created_at: isoTimestamp(now),
-        requests: 1,
-      },
-      kind,
-    );
+    const record: UsageRecord = {
+      request_id: context.requestId,
+      project_id: base.projectId,
+      key_id: base.keyId,
+      endpoint: options.endpoint,
+      provider: report.provider,
+      model: storedModelName(report.model),
+      status: report.status,
+      error_code: report.errorCode,
+      input_tokens: report.usage?.inputTokens ?? null,
+      output_tokens: report.usage?.outputTokens ?? null,
+      cached_tokens: report.usage?.cachedInputTokens ?? null,
+      reasoning_tokens: report.usage?.reasoningTokens ?? null,
+      cost_usd: report.costUsd,
+      latency_ms: Math.round(latencyMs * 1000) / 1000,
+      ttfb_ms: report.timeToFirstByteMs === null ? null : Math.round(report.timeToFirstByteMs * 1000) / 1000,
+      streamed: report.streamed ? 1 : 0,
+      outcome: report.outcome,
+      auth_method: base.method,
+      client_ip: context.clientIp,
+      created_at: isoTimestamp(now),
+      requests: 1,
+    };
+    deps.recorder.record(record, kind);
     if (report.provider) countUsage(report.provider, report.usage ?? null, report.costUsd);
-    if (report.costUsd) deps.spend.add(base.projectId, report.costUsd, now);
+    countTowardCap(base.projectId, record, now);
     row.release?.();
     const run = report.backgroundRun;
     if (run && report.provider && recordedRuns.add(run.rowId))

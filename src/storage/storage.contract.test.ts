@@ -388,6 +388,60 @@ for (const engine of storageEngines) {
       expect(read.largestUsd).toBe(12.5);
     });
 
+    // The spend cap counts each call of unknown cost at an estimate (decision 0057): the read counts
+    // them with the spend, in the same statement, as the usage report's `unpricedRequests` does.
+    it("reads with the spend the calls of unknown cost the usage report counts as unpriced", async () => {
+      const records = createUsageRepository(database.db, database.sqlite);
+      const from = "2026-11-01T00:00:00.000Z";
+      const to = "2026-12-01T00:00:00.000Z";
+      const none = { input_tokens: null, output_tokens: null, cached_tokens: null, reasoning_tokens: null };
+      const at = "2026-11-12T00:00:00.000Z";
+      const row = (id: string, overrides: Partial<UsageRecord>) =>
+        usage(id, { project_id: "unknown-cost", created_at: at, cost_usd: null, ...overrides });
+      expect(await records.spendSince("unknown-cost", from)).toMatchObject({ totalUsd: 0, unpricedCalls: 0 });
+      await records.insertBatch([
+        // Counted: went through without a price (ok, cut short), or failed but reports billed tokens.
+        row("n-ok", {}),
+        row("n-aborted", { outcome: "aborted", status: 499, ...none }),
+        row("n-failed-billed", { outcome: "error", status: 502, input_tokens: null, output_tokens: 7 }),
+        row("n-coalesced-ok", { requests: 3 }),
+        // Not counted: a refusal or failure without tokens, a known cost (0 included), another
+        // project's, or one before `from`.
+        row("n-refused", { outcome: "error", status: 429, requests: 41, ...none }),
+        row("n-priced", { cost_usd: 0.5 }),
+        row("n-free", { cost_usd: 0 }),
+        row("n-other", { project_id: "unknown-cost-other" }),
+        row("n-before", { created_at: "2026-10-31T23:59:59.999Z" }),
+      ]);
+      const read = await records.spendSince("unknown-cost", from);
+      expect(read).toMatchObject({ totalUsd: 0.5, largestUsd: 0.5, unpricedCalls: 6 });
+      const report = await records.report({
+        limit: 100,
+        projectId: "unknown-cost",
+        from,
+        to,
+        groupBy: "day",
+      });
+      expect(report.map((day) => day.unpricedRequests)).toEqual([read.unpricedCalls]);
+      // Carried on from the last read (SQLite's walk), as a full read counts them.
+      await records.insertBatch([
+        row("n-later", { created_at: "2026-11-20T00:00:00.000Z" }),
+        row("n-late", {}),
+      ]);
+      const carried = await records.spendSince("unknown-cost", from, read.next);
+      const full = await createUsageRepository(database.db, database.sqlite).spendSince("unknown-cost", from);
+      expect(carried).toMatchObject({ totalUsd: 0.5, unpricedCalls: 8 });
+      expect(full).toMatchObject({ totalUsd: 0.5, unpricedCalls: 8 });
+      // A project's walk counts only its own, from its own span's start.
+      const other = await records.spendSince("unknown-cost-other", from);
+      expect(other).toMatchObject({ totalUsd: 0, unpricedCalls: 1 });
+      expect(
+        await records.spendSince("unknown-cost", "2026-11-15T00:00:00.000Z", carried.next),
+      ).toMatchObject({
+        unpricedCalls: 1,
+      });
+    });
+
     // SQLite carries a read on from the last one's mark (the rows written since, by rowid);
     // PostgreSQL reads the span whole. Either way, the figures a full read gives, exactly.
     it("answers a spend read carried on from the last one as a full read does, whatever was written since", async () => {

@@ -59,6 +59,11 @@ export interface SpendSince {
   /** The largest known cost of one row (one call), 0 when none is known. */
   largestUsd: number;
   /**
+   * The calls of unknown cost (`countsAsUnpriced`, the rows' `requests` summed): those the usage
+   * report's `unpricedRequests` counts, which the spend cap counts at an estimate (decision 0057).
+   */
+  unpricedCalls: number;
+  /**
    * On SQLite, the figure this read left for the project and span: given to the next read of them
    * (`spendSince`'s `after`), that read adds only the rows written since. None on PostgreSQL.
    */
@@ -178,7 +183,11 @@ export function createUsageRepository(
       if (spendSqlite) return spendSqlite(projectId, from, after);
       const row = await spendQuery(db, projectId, from, true).executeTakeFirst();
       const total = row ? costTotalOf(row) : null;
-      return { totalUsd: usdOf(total ?? noCost), largestUsd: Number(row?.largest ?? 0) };
+      return {
+        totalUsd: usdOf(total ?? noCost),
+        largestUsd: Number(row?.largest ?? 0),
+        unpricedCalls: Number(row?.unpriced ?? 0),
+      };
     },
     async count(projectId) {
       let query = db.selectFrom("usage_records").select(sql<number>`coalesce(sum(requests), 0)`.as("n"));
@@ -200,15 +209,44 @@ export function createUsageRepository(
  */
 
 /**
- * A project's known spend since `from`, and its largest cost of one row: the spend guard's
- * month-to-date read (index on project, time). The max reads the rows the sum reads, no others.
+ * Whether a usage row is a call of unknown cost, as the usage report's `unpricedRequests` and the
+ * spend cap count them (`unpricedRequestsSum` in SQL): its cost is unknown and its call went through
+ * (ok, or cut short), or failed but reports tokens, which the provider billed. A refusal or a
+ * failure without tokens cost nothing.
+ */
+export function countsAsUnpriced(
+  row: Pick<UsageRecord, "cost_usd" | "outcome" | "input_tokens" | "output_tokens">,
+): boolean {
+  return (
+    row.cost_usd === null &&
+    (row.outcome !== "error" || row.input_tokens !== null || row.output_tokens !== null)
+  );
+}
+
+/**
+ * The requests of the rows `countsAsUnpriced` counts, summed (0 when none), over the columns of
+ * `table` (the statement's table when not given).
+ */
+function unpricedRequestsSum(table?: string) {
+  const column = (name: string) => sql.ref(table === undefined ? name : `${table}.${name}`);
+  return sql<number>`coalesce(sum(case when ${column("cost_usd")} is null and (${column("outcome")} <> 'error' or ${column("input_tokens")} is not null or ${column("output_tokens")} is not null) then ${column("requests")} else 0 end), 0)`;
+}
+
+/**
+ * A project's known spend since `from`, its largest cost of one row, and its calls of unknown cost
+ * (`countsAsUnpriced`): the spend guard's month-to-date read (index on project, time). The max and
+ * the count read the rows the sum reads, no others.
  * Costs are summed exactly, in whole billionths (cost-sums.ts), as the report sums them, so a sum
  * carried on from an earlier one (`sqliteSpendReads`) is the same as one read whole, on either engine.
  */
 export function spendQuery(db: Kysely<Database>, projectId: string, from: string, postgres: boolean) {
   return db
     .selectFrom("usage_records")
-    .select([...costSumSelection(postgres), sql<number | null>`max(cost_usd)`.as("largest")])
+    .select([
+      ...costSumSelection(postgres),
+      sql<number | null>`max(cost_usd)`.as("largest"),
+      unpricedRequestsSum().as("unpriced"),
+    ])
     .where("project_id", "=", projectId)
     .where("created_at", ">=", from);
 }
@@ -252,12 +290,12 @@ export function spendWalkQuery(owner: number, after: number, upTo: number) {
       anchor: string | null;
     }
   >`select null as project_id, null as cost_whole, null as cost_part, null as cost_beyond, null as largest,
-    (select max(rowid) from usage_records) as top,
+    null as unpriced, (select max(rowid) from usage_records) as top,
     (select request_id from usage_records where rowid = (select max(rowid) from usage_records)) as top_request,
     (select request_id from usage_records where rowid = ${after}) as anchor
   union all
   select usage.project_id, ${costs.cost_whole}, ${costs.cost_part}, ${costs.cost_beyond}, max(usage.cost_usd),
-    null, null, null
+    ${unpricedRequestsSum("usage")}, null, null, null
   from usage_records as usage not indexed
   cross join temp.spend_carried as carried
     on carried.owner = ${owner} and carried.project_id = usage.project_id and usage.created_at >= carried.from_at
@@ -336,14 +374,17 @@ export function spendSliceQuery(projectId: string, from: string, to: string | un
     ${to === undefined ? sql`` : sql`and created_at < ${to}`} and rowid <= ${upTo}`;
 }
 
-/** A SQLite spend statement's answer: the known costs summed (cost-sums.ts), and the largest. */
-type SpendSumRow = CostSumColumns & { largest: number | null };
+/**
+ * A SQLite spend statement's answer: the known costs summed (cost-sums.ts), the largest, and the
+ * calls of unknown cost.
+ */
+type SpendSumRow = CostSumColumns & { largest: number | null; unpriced: number | null };
 
 /** The select list of a SQLite spend statement over `usage_records` (`SpendSumRow`). */
 function spendSumSelect() {
   const costs = costSumColumns(false);
   return sql`${costs.cost_whole} as cost_whole, ${costs.cost_part} as cost_part,
-    ${costs.cost_beyond} as cost_beyond, max(cost_usd) as largest`;
+    ${costs.cost_beyond} as cost_beyond, max(cost_usd) as largest, ${unpricedRequestsSum()} as unpriced`;
 }
 
 /**
@@ -355,6 +396,8 @@ function spendSumSelect() {
 interface SpendSums {
   total: CostTotal;
   largestUsd: number;
+  /** The calls of unknown cost (`countsAsUnpriced`). */
+  unpricedCalls: number;
 }
 
 /** A figure a SQLite repository carries on: a project's spend since `from`, up to the last walk. */
@@ -413,6 +456,7 @@ function sqliteSpendReads(db: Kysely<Database>) {
     if (row === undefined) return;
     sums.total = addCostTotals(sums.total, costTotalOf(row)) ?? noCost;
     sums.largestUsd = Math.max(sums.largestUsd, Number(row.largest ?? 0));
+    sums.unpricedCalls += Number(row.unpriced ?? 0);
   }
 
   /** Lets every figure go (in a turn): the rows above the mark are not all written since. */
@@ -448,7 +492,7 @@ function sqliteSpendReads(db: Kysely<Database>) {
           last = { rowid: Number(row.top ?? 0), requestId: row.top_request ?? null };
           continue;
         }
-        const sums = added.get(row.project_id) ?? { total: noCost, largestUsd: 0 };
+        const sums = added.get(row.project_id) ?? { total: noCost, largestUsd: 0, unpricedCalls: 0 };
         added.set(row.project_id, sums);
         add(sums, row);
       }
@@ -460,6 +504,7 @@ function sqliteSpendReads(db: Kysely<Database>) {
       if (!figure) continue;
       figure.total = addCostTotals(figure.total, sums.total) ?? noCost;
       figure.largestUsd = Math.max(figure.largestUsd, sums.largestUsd);
+      figure.unpricedCalls += sums.unpricedCalls;
     }
     mark = last;
     return mark.rowid;
@@ -472,6 +517,7 @@ function sqliteSpendReads(db: Kysely<Database>) {
     return {
       totalUsd: usdOf(figure.total),
       largestUsd: figure.largestUsd,
+      unpricedCalls: figure.unpricedCalls,
       next: { projectId, from: figure.from },
     };
   }
@@ -480,7 +526,7 @@ function sqliteSpendReads(db: Kysely<Database>) {
   async function fullRead(projectId: string, from: string): Promise<SpendSince | undefined> {
     const begun = (await spendTopQuery(0).execute(db)).rows[0];
     const upTo = Number(begun?.top ?? 0);
-    const sums: SpendSums = { total: noCost, largestUsd: 0 };
+    const sums: SpendSums = { total: noCost, largestUsd: 0, unpricedCalls: 0 };
     for (let start: string | undefined = from; start !== undefined; ) {
       if (start !== from) await giveBackLoop();
       const end = await sliceEnd(db, projectId, start);
@@ -570,10 +616,9 @@ export function reportQuery(
         ...costSumSelection(postgres),
         // Calls whose cost is unknown: a refusal or an error costs nothing, so only rows whose call
         // went through (ok, or cut short) without a price count, and failed calls that report
-        // tokens, which the provider billed (a structured call whose repair failed too).
-        sql<number>`sum(case when cost_usd is null and (outcome <> 'error' or input_tokens is not null or output_tokens is not null) then requests else 0 end)`.as(
-          "unpriced",
-        ),
+        // tokens, which the provider billed (a structured call whose repair failed too): the calls
+        // the spend cap counts at an estimate (`countsAsUnpriced`).
+        unpricedRequestsSum().as("unpriced"),
       ])
       .where("project_id", "=", projectId)
       .where("created_at", ">=", from)

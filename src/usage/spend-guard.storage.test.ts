@@ -153,6 +153,39 @@ for (const engine of storageEngines) {
       release?.();
     });
 
+    // A call of unknown cost counts toward the cap at the largest known cost of one call of the
+    // month (decision 0057): another instance's from its rows, this instance's at once, each once.
+    it("counts the month's calls of unknown cost, another instance's too, at the largest known cost of one call", async () => {
+      const time = clock("2026-11-20T12:00:00.000Z");
+      const guard = createSpendGuard({ usage, now: time.now, unpricedCallUsd: 0.05 });
+      await usage.insertBatch([
+        row("k1", "2026-11-10T00:00:00.000Z", 0.1),
+        row("k2", "2026-11-10T00:00:01.000Z", 2),
+        row("u1", "2026-11-10T00:00:02.000Z", null),
+        row("u2", "2026-11-11T00:00:00.000Z", null),
+        row("u-last-month", "2026-10-31T23:59:59.999Z", null),
+        row("u-other", "2026-11-10T00:00:00.000Z", null, "other"),
+      ]);
+      // 2.10 known, and two calls of unknown cost at 2 each.
+      expect(await guard.monthToDate("capped")).toBe(6.1);
+      // A call of unknown cost on this instance counts at once, its row not written yet.
+      const mine = row("u3", "2026-11-20T12:00:00.000Z", null);
+      guard.addUnpriced("capped", time.now());
+      expect(await guard.monthToDate("capped")).toBe(8.1);
+      // Written, then read back: counted once.
+      await usage.insertBatch([mine]);
+      guard.written([mine]);
+      time.tick();
+      expect(await guard.monthToDate("capped")).toBe(8.1);
+      // Another instance's, read once the refresh period is past.
+      await usage.insertBatch([row("u4", "2026-11-20T12:00:01.000Z", null)]);
+      time.tick();
+      expect(await guard.monthToDate("capped")).toBe(10.1);
+      expect(await createSpendGuard({ usage, now: time.now }).monthToDate("capped")).toBe(10.1);
+      // A project with no known cost this month: each at the floor (`unpricedCallUsd`).
+      expect(await guard.monthToDate("other")).toBe(0.05);
+    });
+
     it("sums costs as whole billionths on either engine, however many reads it took", async () => {
       const time = clock("2026-11-20T12:00:00.000Z");
       const guard = createSpendGuard({ usage, now: time.now });
@@ -160,7 +193,13 @@ for (const engine of storageEngines) {
       expect(await guard.monthToDate("capped")).toBe(0.1);
       await usage.insertBatch([
         row("c2", "2026-11-10T00:00:01.000Z", 0.2),
-        row("c3", "2026-11-10T00:00:02.000Z", null),
+        // No known cost, and not a call of unknown cost (a refusal): counted at nothing.
+        {
+          ...row("c3", "2026-11-10T00:00:02.000Z", null),
+          outcome: "error",
+          input_tokens: null,
+          output_tokens: null,
+        },
       ]);
       time.tick();
       // Summed as dollars, 0.1 + 0.2 is 0.30000000000000004.

@@ -1,8 +1,14 @@
 import type { LimitsInScript, RateLimitDecision } from "../rate-limit/rate-limiter.js";
 import type { ScriptPart } from "../redis/redis-script.js";
 import { type ReloadWait, withinReloadWait, withinRequestWait } from "../storage/database-unavailable.js";
-import type { SpendMark, UsageRecord, UsageRepository } from "../storage/usage-repository.js";
+import {
+  countsAsUnpriced,
+  type SpendMark,
+  type UsageRecord,
+  type UsageRepository,
+} from "../storage/usage-repository.js";
 import type { SharedCallsInFlight } from "./shared-calls-in-flight.js";
+import { defaultUnpricedCallUsd, unpricedCallEstimate } from "./unpriced-call.js";
 
 /** A place held under the cap (`holdWithLimits`), and the limits' decisions when Redis made them with it. */
 export interface HeldWithLimits {
@@ -43,6 +49,8 @@ interface MonthSpend {
   base: number;
   /** The largest cost of one row of the month in the database, as last read with `base`. */
   largestRead: number;
+  /** The month's calls of unknown cost in the database (`countsAsUnpriced`), as last read with `base`. */
+  unpricedRead: number;
   /**
    * The figure the database's read of `base` left (SQLite): the next read adds only the rows
    * written since, rather than going over the month's rows again on the event loop. None before a
@@ -57,7 +65,16 @@ interface MonthSpend {
   unread: number;
   /** The part of `unread` whose rows have been written since: the next read to begin holds them. */
   written: number;
-  /** The time of the latest cost in `unread` (epoch ms; -Infinity when none was added). */
+  /**
+   * Calls of unknown cost recorded on this instance (`addUnpriced`) that `unpricedRead` may not
+   * hold, as `unread` holds costs; and the part of them whose rows have been written since.
+   */
+  unpricedUnread: number;
+  unpricedWritten: number;
+  /**
+   * The time of the latest cost in `unread` or call in `unpricedUnread` (epoch ms; -Infinity when
+   * none was added).
+   */
   latestUnread: number;
   /**
    * Costs of rows stamped before this (epoch ms) are a project's deleted under the id, let go of
@@ -85,7 +102,8 @@ interface MonthSpend {
 }
 
 /**
- * Month-to-date spend per project, for the optional monthly cap. Reads the database at most once
+ * Month-to-date spend per project, for the optional monthly cap: the known costs, and each call of
+ * unknown cost at an estimate (`unpricedCallEstimate`, decision 0057). Reads the database at most once
  * per `refreshMs` per project and adds the costs recorded on this instance that the read could not
  * see, so the hot path does not wait on the database. A cost stays counted here until a read that
  * began after its row was written (`written`, which the usage recorder reports), so rows still
@@ -108,6 +126,11 @@ export interface SpendGuardDeps {
   /** Projects whose figures are held at most, but for those holding a cost not yet written (10,000). */
   maxProjects?: number;
   /**
+   * What a call of unknown cost counts at, at least (SLUICE_UNPRICED_CALL_USD): the estimate when
+   * the month holds no known cost of one call as large (`unpricedCallEstimate`).
+   */
+  unpricedCallUsd?: number;
+  /**
    * The calls in flight of every instance sharing Redis (REDIS_URL): `hold` counts there, and on
    * this instance alone while Redis cannot answer. Without it, `hold` counts this instance's calls.
    */
@@ -125,6 +148,7 @@ export type SpendGuardHere = Omit<SpendGuard, "hold" | "holdWithLimits"> & {
 function spendGuard(deps: SpendGuardDeps) {
   const refreshMs = deps.refreshMs ?? 5000;
   const maxProjects = deps.maxProjects ?? 10_000;
+  const unpricedCallUsd = deps.unpricedCallUsd ?? defaultUnpricedCallUsd;
   const cache = new Map<string, MonthSpend>();
   /**
    * The held figures that hold nothing this instance alone knows (no read in flight, no call in
@@ -145,7 +169,8 @@ function spendGuard(deps: SpendGuardDeps) {
       cache.get(entry.projectId) === entry &&
       entry.loading === undefined &&
       entry.inFlight === 0 &&
-      Math.abs(entry.unread - entry.written) < negligibleUsd;
+      Math.abs(entry.unread - entry.written) < negligibleUsd &&
+      entry.unpricedUnread === entry.unpricedWritten;
     if (may === entry.mayGo) return;
     entry.mayGo = may;
     if (may) {
@@ -205,8 +230,11 @@ function spendGuard(deps: SpendGuardDeps) {
         known,
         base: 0,
         largestRead: 0,
+        unpricedRead: 0,
         unread: 0,
         written: 0,
+        unpricedUnread: 0,
+        unpricedWritten: 0,
         latestUnread: Number.NEGATIVE_INFINITY,
         forgottenBefore: Number.NEGATIVE_INFINITY,
         inFlight: 0,
@@ -231,12 +259,15 @@ function spendGuard(deps: SpendGuardDeps) {
       entry.known = false;
       entry.base = 0;
       entry.largestRead = 0;
+      entry.unpricedRead = 0;
       entry.mark = undefined;
       const sinceMs = Date.parse(since);
       if (entry.latestUnread < sinceMs) {
         entry.forgottenBefore = sinceMs;
         entry.unread = 0;
         entry.written = 0;
+        entry.unpricedUnread = 0;
+        entry.unpricedWritten = 0;
         relist(entry);
       }
     }
@@ -254,11 +285,15 @@ function spendGuard(deps: SpendGuardDeps) {
     try {
       for (let attempt = 0; ; attempt++) {
         const writtenBefore = entry.written;
+        const unpricedWrittenBefore = entry.unpricedWritten;
         const since = entry.since;
         const read = await deps.usage.spendSince(projectId, since, entry.mark);
         // A project created again under the id meanwhile: this figure is the old one's; read again.
         if (entry.since !== since) continue;
-        if (entry.written !== writtenBefore && attempt < 2) {
+        if (
+          (entry.written !== writtenBefore || entry.unpricedWritten !== unpricedWrittenBefore) &&
+          attempt < 2
+        ) {
           // Read again from where this read ended (SQLite carries the figure on: the rows written
           // since are added), not over the whole month again.
           entry.mark = read.next;
@@ -266,9 +301,12 @@ function spendGuard(deps: SpendGuardDeps) {
         }
         entry.base = read.totalUsd;
         entry.largestRead = read.largestUsd;
+        entry.unpricedRead = read.unpricedCalls;
         entry.mark = read.next;
         entry.unread -= writtenBefore;
         entry.written -= writtenBefore;
+        entry.unpricedUnread -= unpricedWrittenBefore;
+        entry.unpricedWritten -= unpricedWrittenBefore;
         entry.readAt = deps.now().getTime();
         entry.known = true;
         return;
@@ -312,9 +350,10 @@ function spendGuard(deps: SpendGuardDeps) {
     /** How many projects' figures are held: memory stays bounded. */
     projects: () => cache.size,
     /**
-     * Known spend this calendar month (UTC), in USD, of the project created at `createdAt` (rows
-     * from before then belong to a project deleted under its id). `wait`: the request's waits for
-     * stale cached reads, its credentials' among them (see `ReloadWait`).
+     * Spend this calendar month (UTC), in USD, of the project created at `createdAt` (rows from
+     * before then belong to a project deleted under its id), as the cap counts it: the known costs,
+     * and each call of unknown cost at `unpricedCallEstimate` (never in a row or a report). `wait`:
+     * the request's waits for stale cached reads, its credentials' among them (see `ReloadWait`).
      */
     async monthToDate(projectId: string, createdAt?: string, wait?: ReloadWait): Promise<number> {
       const now = deps.now();
@@ -342,7 +381,13 @@ function spendGuard(deps: SpendGuardDeps) {
           await entry.loading;
         }
       }
-      return entry.base + entry.unread;
+      const unpriced = entry.unpricedRead + entry.unpricedUnread;
+      const known = entry.base + entry.unread;
+      if (unpriced <= 0) return known;
+      return (
+        known +
+        unpriced * unpricedCallEstimate(Math.max(entry.largestRead, entry.largestCall), unpricedCallUsd)
+      );
     },
     /**
      * Adds the cost of a usage row just recorded on this instance (and not yet written), to the
@@ -361,6 +406,21 @@ function spendGuard(deps: SpendGuardDeps) {
       entry.unread += usd;
       if (at.getTime() > entry.latestUnread) entry.latestUnread = at.getTime();
       if (usd > entry.largestCall) entry.largestCall = usd;
+      relist(entry);
+    },
+    /**
+     * Counts a call of unknown cost (`countsAsUnpriced`) whose usage row was just recorded on this
+     * instance (and not yet written), in the month of `recordedAt` as `add` counts a cost: at once,
+     * at `unpricedCallEstimate`, until a read that began after its row was written holds it.
+     */
+    addUnpriced(projectId: string, recordedAt?: Date): void {
+      const at = recordedAt ?? deps.now();
+      const held = cache.get(projectId);
+      if (held && at.getTime() < held.from) return;
+      const entry = monthOf(projectId, at);
+      if (at.getTime() < entry.forgottenBefore) return;
+      entry.unpricedUnread++;
+      if (at.getTime() > entry.latestUnread) entry.latestUnread = at.getTime();
       relist(entry);
     },
     /**
@@ -458,7 +518,8 @@ function spendGuard(deps: SpendGuardDeps) {
      */
     written(rows: readonly UsageRecord[]): void {
       for (const row of rows) {
-        if (!row.cost_usd) continue;
+        const unpriced = countsAsUnpriced(row);
+        if (!row.cost_usd && !unpriced) continue;
         const entry = cache.get(row.project_id);
         if (
           entry &&
@@ -469,7 +530,8 @@ function spendGuard(deps: SpendGuardDeps) {
             Date.parse(row.created_at) < entry.forgottenBefore
           )
         ) {
-          entry.written += row.cost_usd;
+          if (unpriced) entry.unpricedWritten += row.requests;
+          else entry.written += row.cost_usd ?? 0;
           relist(entry);
         }
       }

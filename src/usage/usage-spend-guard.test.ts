@@ -435,6 +435,69 @@ describe("spend guard", () => {
     await recorder.stop();
   });
 
+  // Decision 0057: a call of unknown cost counts at the largest known cost of one call of the month,
+  // or the floor, at once here, once when its row is written and read back, and not for a project
+  // created again under the id after it.
+  it("counts calls of unknown cost at once and once, at the larger of the largest known cost and the floor", async () => {
+    const rows: UsageRecord[] = [];
+    const usage = fakeUsageRepository({
+      async insertBatch(batch) {
+        rows.push(...batch);
+      },
+      async spendSince(projectId, from) {
+        return spendOf(rows.filter((row) => row.project_id === projectId && row.created_at >= from));
+      },
+    });
+    let now = new Date("2026-11-15T00:00:00.000Z");
+    const guard = createSpendGuard({ usage, now: () => now, refreshMs: 1000, unpricedCallUsd: 0.5 });
+    const recorder = createUsageRecorder({
+      repository: usage,
+      flushIntervalMs: 60_000,
+      queueMax: 100,
+      onWritten: guard.written,
+    });
+    const created = "2026-11-01T00:00:00.000Z";
+    expect(await guard.monthToDate("p1", created)).toBe(0);
+    const unpriced = (id: string) => {
+      recorder.record(usageRow(id, { cost_usd: null, created_at: now.toISOString() }));
+      guard.addUnpriced("p1", now);
+    };
+    // No known cost yet: at the floor.
+    unpriced("u1");
+    expect(await guard.monthToDate("p1", created)).toBe(0.5);
+    // A known cost of 2: the call of unknown cost counts at it, before and after the rows are written.
+    recorder.record(usageRow("k1", { cost_usd: 2, created_at: now.toISOString() }));
+    guard.add("p1", 2, now);
+    expect(await guard.monthToDate("p1", created)).toBe(4);
+    await recorder.flush();
+    now = new Date("2026-11-15T00:00:02.000Z");
+    expect(await guard.monthToDate("p1", created)).toBe(4);
+    unpriced("u2");
+    expect(await guard.monthToDate("p1", created)).toBe(6);
+    // A refusal (an error without tokens) is not a call of unknown cost: neither here nor once written.
+    recorder.record(
+      usageRow("r1", {
+        cost_usd: null,
+        outcome: "error",
+        status: 429,
+        input_tokens: null,
+        output_tokens: null,
+        created_at: now.toISOString(),
+      }),
+    );
+    await recorder.flush();
+    now = new Date("2026-11-15T00:00:04.000Z");
+    expect(await guard.monthToDate("p1", created)).toBe(6);
+    // Created again under the id: the deleted project's calls of unknown cost are not its own.
+    unpriced("u3");
+    now = new Date("2026-11-15T00:00:04.200Z");
+    expect(await guard.monthToDate("p1", "2026-11-15T00:00:04.100Z")).toBe(0);
+    await recorder.flush();
+    now = new Date("2026-11-15T00:00:06.000Z");
+    expect(await guard.monthToDate("p1", "2026-11-15T00:00:04.100Z")).toBe(0);
+    await recorder.stop();
+  });
+
   // Found by test/e2e/admin-model.test.ts: a project deleted right after its calls (their rows still
   // queued) and created again under its id with a cap had its first call refused 403 by the spend
   // of the deleted one, which neither its usage report nor its cap counts (docs/api.md, DELETE).

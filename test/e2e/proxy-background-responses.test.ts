@@ -272,8 +272,10 @@ describe("provider A background responses, driven by the official SDK", () => {
 
   it("adds a run's cost to the spend cap once, however often it is polled", async () => {
     fake.setUsage({ input: 1_000_000, output: 1_000_000, cached: 0, reasoning: 0 });
-    // Each run costs 12.5 USD on gpt-4o: one run stays under the cap, two reach it.
-    const project = await createTestProject(sluice.gateway, { monthlySpendCapUsd: 20 });
+    // Each run costs 12.5 USD on gpt-4o, and its queued POST, whose row has no cost (the run's is
+    // known only if it is polled), counts toward the cap at the largest known cost of one call,
+    // 12.5 (decision 0057): one run and its POST stay under the cap (25), two reach it (50).
+    const project = await createTestProject(sluice.gateway, { monthlySpendCapUsd: 40 });
     const openai = client(sluice.url, project);
     const run = async (polls: number) => {
       const queued = await openai.responses.create({ model: "gpt-4o", input: "Hi", background: true });

@@ -22,7 +22,11 @@ describe("monthly spend cap", () => {
   beforeAll(async () => {
     fake = await startFakeUpstream();
     // Within one month: its spend, which the cap is held to, starts again at 0 on the 1st (UTC).
-    sluice = await startTestGateway({ ...providerBaseUrls(fake) }, { now: clockAwayFromMonthEnd() });
+    // A call of unknown cost counts toward the cap at 0.25 USD at least (SLUICE_UNPRICED_CALL_USD).
+    sluice = await startTestGateway(
+      { ...providerBaseUrls(fake), unpricedCallUsd: 0.25 },
+      { now: clockAwayFromMonthEnd() },
+    );
   });
   afterAll(async () => {
     await sluice.close();
@@ -128,6 +132,54 @@ describe("monthly spend cap", () => {
       );
     expect(await calls(message)).toEqual([200, 403, 403]);
     fake.setUsage({ advisor: undefined } as Partial<FakeUsage>);
+  });
+
+  // A proxy's client chooses the model: one the catalogue has no price for made every call one of
+  // unknown cost, and the cap counted none of them (all 200, however many; a partial key spent
+  // without limit under a cap). Each counts now at the largest known cost of one call this month.
+  it("counts a call of unknown cost toward the cap at the largest known cost of one call this month", async () => {
+    fake.setUsage({ input: 1_000_000, output: 1_000_000, cached: 0, reasoning: 0 });
+    const project = await createTestProject(sluice.gateway, { monthlySpendCapUsd: 30 });
+    const priced = await chat(project);
+    await priced.arrayBuffer();
+    expect((await usageRowOf(sluice.gateway, priced)).cost_usd).toBe(12.5);
+    const statuses = [];
+    const unpriced = [];
+    for (let index = 0; index < 4; index++) {
+      const response = await proxiedChat(sluice.url, project, {
+        body: { model: "gpt-not-in-the-catalogue", messages: [] },
+      });
+      await response.arrayBuffer();
+      statuses.push(response.status);
+      if (response.status === 200) unpriced.push(response);
+    }
+    // 12.50 known, then 12.50 + 12.50 estimated (25: admitted), 12.50 + 2 x 12.50 (37.50): the cap.
+    expect(statuses).toEqual([200, 200, 403, 403]);
+    for (const response of unpriced) expect((await usageRowOf(sluice.gateway, response)).cost_usd).toBeNull();
+    // The estimate is the cap's alone: the report counts the known cost, and the calls unpriced.
+    const report = await sluice.gateway.admin.usageReport(project.projectId, {
+      from: "2000-01-01",
+      to: "2100-01-01",
+      groupBy: "endpoint",
+    });
+    expect(report.rows).toMatchObject([{ costUsd: 12.5, unpricedRequests: 2 }]);
+  });
+
+  // Before any known cost of the month there is no largest one: a call of unknown cost counts at
+  // SLUICE_UNPRICED_CALL_USD (0.25 here), never at nothing.
+  it("counts a call of unknown cost at SLUICE_UNPRICED_CALL_USD before any call of the month has a known cost", async () => {
+    fake.setUsage({ input: 10, output: 10, cached: 0, reasoning: 0 });
+    const project = await createTestProject(sluice.gateway, { monthlySpendCapUsd: 1 });
+    const statuses = [];
+    for (let index = 0; index < 6; index++) {
+      const response = await proxiedChat(sluice.url, project, {
+        body: { model: "gpt-not-in-the-catalogue", messages: [] },
+      });
+      await response.arrayBuffer();
+      statuses.push(response.status);
+    }
+    // 4 x 0.25 = 1: the cap.
+    expect(statuses).toEqual([200, 200, 200, 200, 403, 403]);
   });
 
   // A client that sends many calls at once while its project is just under the cap: before, every
