@@ -1,8 +1,10 @@
 import { describe, expect, it } from "vitest";
+import { createAiSdkModels } from "../providers/ai-sdk-provider.js";
 import { usageFromProviderB } from "../providers/usage-from-json.js";
 import { costOfTokens } from "../usage/token-cost.js";
 import type { TokenUsage } from "../usage/token-usage.js";
-import { addUsage, jsonInText } from "./analyze.js";
+import { addUsage, analyze, jsonInText } from "./analyze.js";
+import { checkOutputSchema } from "./output-schema.js";
 
 const usage = (
   inputTokens: number | null,
@@ -111,5 +113,74 @@ describe("jsonInText (the JSON a text answer holds)", () => {
   it("reads an open fence over many blank lines or spaces in one pass", () => {
     expect(jsonInText(`\`\`\`json\n${"\n".repeat(3000)}`)).toBeNull();
     expect(jsonInText(`\`\`\`json\n${" ".repeat(200_000)}{"a":1}`)).toBe('{"a":1}');
+  });
+});
+
+// The AI SDK writes out provider C's $refs, copying the set of those it is inside at each one it
+// follows: a chain of 2,000 definitions, each a $ref to the next (a 64 KiB schema every check takes),
+// was ~1 s of the event loop a call, 5 s with a definition named twice by each of 14 more.
+describe("analyze on provider C, whose schema the AI SDK sends with its $refs written out", () => {
+  const chain = (links: number) => {
+    const $defs: Record<string, unknown> = {
+      leaf: {
+        type: "object",
+        properties: { n: { type: "integer", description: "A count" } },
+        required: ["n"],
+      },
+    };
+    for (let index = 0; index < links; index++)
+      $defs[`a${index}`] = { $ref: index + 1 < links ? `#/$defs/a${index + 1}` : "#/$defs/leaf" };
+    return { type: "object", properties: { x: { $ref: "#/$defs/a0" } }, required: ["x"], $defs };
+  };
+  const sent: Record<string, unknown>[] = [];
+  const models = createAiSdkModels({
+    baseUrls: { "provider-a": "", "provider-b": "", "provider-c": "http://127.0.0.1:9/v1beta" },
+    providerBVersion: "2023-06-01",
+    clientIdentifier: "sluice-test",
+    fetch: async (_url, init) => {
+      sent.push(JSON.parse(String(init?.body)) as Record<string, unknown>);
+      throw new TypeError("fetch failed");
+    },
+  });
+  const call = (schema: Record<string, unknown>) =>
+    analyze(models, {
+      provider: "provider-c",
+      model: "gemini-3.5-flash-lite",
+      providerKey: "key",
+      schema,
+      input: { kind: "text", text: "x" },
+      timeoutMs: 60_000,
+    }).catch(() => undefined);
+  /** The least CPU time of three calls, in milliseconds (the process's, not the wall clock's). */
+  const cpuMs = async (schema: Record<string, unknown>) => {
+    let least = Number.POSITIVE_INFINITY;
+    for (let run = 0; run < 3; run++) {
+      const started = process.cpuUsage();
+      await call(schema);
+      const { user, system } = process.cpuUsage(started);
+      least = Math.min(least, (user + system) / 1000);
+    }
+    return least;
+  };
+
+  it("sends a chain of $refs in time linear in its length", async () => {
+    const long = chain(2000);
+    expect(checkOutputSchema(long, "provider-c")).toEqual([]);
+    expect(Buffer.byteLength(JSON.stringify(long))).toBeGreaterThan(50_000);
+    await call(chain(125));
+    const slowdown = (await cpuMs(long)) / (await cpuMs(chain(125)));
+    expect(slowdown, `16 times the chain took ${slowdown.toFixed(1)} times as long`).toBeLessThan(64);
+    // What the provider is sent is the SDK's writing out: the leaf, named where the chain began.
+    expect(sent.at(-1)).toHaveProperty("generationConfig.responseSchema", {
+      type: "object",
+      properties: {
+        x: {
+          type: "object",
+          properties: { n: { type: "integer", description: "A count" } },
+          required: ["n"],
+        },
+      },
+      required: ["x"],
+    });
   });
 });

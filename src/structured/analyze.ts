@@ -25,6 +25,7 @@ import { emptyUsage, type Sampling, type TokenUsage, tokenCount } from "../usage
 import { withoutUnlistedProperties } from "./drop-unlisted-properties.js";
 import type { AnalysisKind } from "./model-choice.js";
 import { schemaForProvider } from "./provider-schema.js";
+import { withReferencesWrittenOut } from "./references-written-out.js";
 import { validateAgainstSchema } from "./schema-validator.js";
 
 export type AnalysisInput =
@@ -84,7 +85,11 @@ export async function analyze(models: AiSdkModels, request: AnalysisRequest): Pr
     let modelUsed = request.model;
     // What the provider is sent (only the annotations it takes, `nullable` as a type that takes null);
     // answers are validated against the project's schema itself.
-    const sentSchema = schemaForProvider(request.schema, request.provider);
+    const forProvider = schemaForProvider(request.schema, request.provider);
+    // Provider C's $refs written out before the AI SDK follows them, which takes time quadratic in
+    // a chain of them (references-written-out.ts).
+    const sentSchema =
+      request.provider === "provider-c" ? withReferencesWrittenOut(forProvider) : forProvider;
     let cut = false;
     for (let attempt = 1; attempt <= 2; attempt++) {
       let outcome: AttemptOutcome;
