@@ -74,10 +74,13 @@ export function requirePdfWithinLimits(provider: ProviderId, bytes: Uint8Array):
   if (pages === 0) throw new GatewayError("BAD_REQUEST", "The PDF has no pages: nothing to analyse");
   const limits = pdfLimits[provider];
   if (limits.maxPages !== undefined && pages !== null && pages > limits.maxPages) {
+    // A count past 2^53 (a client's `/Count 999…`) is no exact number: said so, not as `Infinity`.
+    const exact = Number.isSafeInteger(pages);
+    const has = exact ? ` has ${pages} pages` : `'s page tree claims more than ${Number.MAX_SAFE_INTEGER}`;
     throw new GatewayError(
       "VALIDATION_ERROR",
-      `${provider} reads at most ${limits.maxPages} PDF pages in a call; this one has ${pages} pages`,
-      { details: { pages, maxPages: limits.maxPages } },
+      `${provider} reads at most ${limits.maxPages} PDF pages in a call; this one${has}`,
+      { details: { pages: exact ? pages : null, maxPages: limits.maxPages } },
     );
   }
 }
