@@ -478,6 +478,21 @@ describe("loadConfig", () => {
     expect(problemsOf({ PORT: value })).toBe(`Invalid configuration:\n  PORT: ${reason}`);
   });
 
+  // A size with a unit (`20MB`, as other software takes it) is told the unit and a size the setting
+  // takes: "such as 10" named neither, and 10 is below every size's 1024.
+  it.each([
+    "SLUICE_MAX_BODY_BYTES",
+    "SLUICE_MAX_IMAGE_BYTES",
+    "SLUICE_MAX_PDF_BYTES",
+    "SLUICE_MAX_PROVIDER_RESPONSE_BYTES",
+    "SLUICE_MAX_BUFFERED_BODY_BYTES",
+  ])("refuses %s given with a unit, naming bytes and a size written as it takes one", (name) => {
+    for (const value of ["20MB", "20 MiB", "2e7"])
+      expect(problemsOf({ [name]: value })).toBe(
+        `Invalid configuration:\n  ${name}: must be a whole number of bytes, written as digits without a unit, such as 20971520 (20 MiB)`,
+      );
+  });
+
   it("reads SLUICE_MAX_CONNECTIONS_PER_IP as a whole number, 1024 by default and 0 for no cap", () => {
     expect(loadConfig({}).maxConnectionsPerIp).toBe(1024);
     expect(loadConfig({ SLUICE_MAX_CONNECTIONS_PER_IP: "0" }).maxConnectionsPerIp).toBe(0);

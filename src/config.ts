@@ -97,6 +97,22 @@ const integer =
     return number;
   };
 /**
+ * A size in whole bytes, at least `min`: `20MB` or `2e7` are refused, named with the unit and a
+ * size a setting takes (the plain integer's "such as 10" is below every size's 1024).
+ */
+const bytes =
+  (min: number): Parser<number> =>
+  (value, problems) => {
+    const number = wholeNumber(
+      value,
+      "must be a whole number of bytes, written as digits without a unit, such as 20971520 (20 MiB)",
+      problems,
+    );
+    if (number < min) problems.push(`must be at least ${min}`);
+    else if (number > Number.MAX_SAFE_INTEGER) problems.push(`must be at most ${Number.MAX_SAFE_INTEGER}`);
+    return number;
+  };
+/**
  * A time limit in whole milliseconds, written as digits: `10s` or `1e4` are refused rather than
  * misread, and so is anything above a day (Node runs a timer longer than about 24.8 days at once).
  */
@@ -463,25 +479,25 @@ export const settings = {
   ),
   maxBodyBytes: setting(
     "SLUICE_MAX_BODY_BYTES",
-    integer(1024),
+    bytes(1024),
     "20971520",
     "largest request body accepted (413 above); /v1/vision and /v1/pdf take what their image or PDF cap needs in base64 when that is more",
   ),
   maxImageBytes: setting(
     "SLUICE_MAX_IMAGE_BYTES",
-    integer(1024),
+    bytes(1024),
     "10485760",
     "largest decoded /v1/vision image (413 above)",
   ),
   maxPdfBytes: setting(
     "SLUICE_MAX_PDF_BYTES",
-    integer(1024),
+    bytes(1024),
     "20971520",
     "largest PDF, inline or fetched (413 above)",
   ),
   maxProviderResponseBytes: setting(
     "SLUICE_MAX_PROVIDER_RESPONSE_BYTES",
-    integer(1024),
+    bytes(1024),
     "134217728",
     "largest provider answer /v1/text, /v1/vision, /v1/pdf and /v1/image take (502 `PROVIDER_ERROR` above), counted as it arrives; 128 MiB holds /v1/image's largest call, 20 images in base64 of a few MiB each",
   ),
@@ -499,7 +515,7 @@ export const settings = {
   ),
   maxBufferedBodyBytes: setting(
     "SLUICE_MAX_BUFFERED_BODY_BYTES",
-    integer(0),
+    bytes(0),
     undefined,
     "request-body bytes the proxies, /v1/text, /v1/vision, /v1/pdf and /v1/image hold in memory, all their calls together on this instance, each body counted as it arrives and held until its call ends (a PDF fetched by URL too, as its base64, as it arrives, the rest not downloaded once past it; a structured or image call holds about 6 times its body's size while it waits for the provider, half of it in V8's heap), or on the proxies until it is sent when over 64 KiB; a /v1/image call also reserves its images before its provider call, `n` times 4 bytes a pixel (their PNG in base64: 4 MiB at 1024x1024, provider A's `size` or else a megapixel), their real size once they come; a proxied JSON answer's bytes over 64 KiB that the usage meter keeps whole (up to 4 MiB) count too while there is room, and are otherwise not kept (the answer read from its ends, as one over 4 MiB, never refused); a body or image call that would go past it is answered 503 `SERVICE_UNAVAILABLE` (`Retry-After: 5`), before any of it is read when its content-length says so, but a body alone (no other call's held beside it) always fits; 0: no cap (unset: an eighth of V8's heap limit, which `--max-old-space-size` sets and Node otherwise derives from the machine's memory, e.g. 518 MiB for Node's largest default of 4144 MiB)",
   ),

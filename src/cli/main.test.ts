@@ -482,9 +482,25 @@ describe("sluice CLI", () => {
       "--proxy-allow-list",
       "{nope",
     );
+    // JSON typed on the command line is placed too, as a file's is: the operator sees what to mend.
     expect(notJson).toMatchObject({
       code: 2,
-      err: expect.stringMatching(/^error: --proxy-allow-list must be a JSON object or a file holding one\n/),
+      err: expect.stringMatching(
+        /^error: --proxy-allow-list is not valid JSON: Expected property name or '\}' in JSON at line 1, column 2 \(it takes a JSON object, or a file holding one\)\n/,
+      ),
+    });
+    const trailingComma = await cliWithoutDatabase(
+      "projects",
+      "update",
+      "cli-anything",
+      "--output-schema",
+      '{"type":"object",}',
+    );
+    expect(trailingComma).toMatchObject({
+      code: 2,
+      err: expect.stringMatching(
+        /^error: --output-schema is not valid JSON: Expected double-quoted property name in JSON at line 1, column 18 \(it takes a JSON object, or a file holding one\)\n/,
+      ),
     });
     // A file that is not JSON is named, with where its syntax breaks, not as if no file were given.
     const brokenFile = join(dataDir, "broken-allow-list.json");

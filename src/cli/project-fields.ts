@@ -163,8 +163,13 @@ function readJsonArgument(flag: string, value: string): unknown {
   try {
     parsed = JSON.parse(text);
   } catch (error) {
-    if (inline) throw new UsageError(`--${flag} must be a JSON object or a file holding one`);
-    // A file given is named, with where its syntax breaks (never the text there).
+    // Typed on the command line or in a file, where its syntax breaks is named (never the text
+    // there), so a trailing comma is found, not taken for a value of the wrong kind.
+    if (inline)
+      throw new UsageError(
+        `--${flag} is not valid JSON: ${jsonSyntaxProblem(error, text)} (it takes a JSON object, or a file holding one)`,
+      );
+    // A file given is named too.
     throw new UsageError(
       `--${flag}: ${JSON.stringify(value)} is not valid JSON: ${jsonSyntaxProblem(error, text)}`,
     );
