@@ -1,4 +1,5 @@
 import { describe, expect, it } from "vitest";
+import { providerA, providerB, providerC } from "../../test/fakes/fake-upstream-responses.js";
 import { createAiSdkModels } from "../providers/ai-sdk-provider.js";
 import { usageFromProviderB } from "../providers/usage-from-json.js";
 import { costOfTokens } from "../usage/token-cost.js";
@@ -182,5 +183,82 @@ describe("analyze on provider C, whose schema the AI SDK sends with its $refs wr
       },
       required: ["x"],
     });
+  });
+});
+
+// A compatible server that echoes the request can name the key it was sent as the answer's model.
+// The model the provider says answered goes into a failed call's `details.model` (a 502 after the
+// repair, a 422 refusal) and the row: it carried the whole rebuilt key to a client holding a share.
+describe("analyze, when the provider's answer names the provider key as its model", () => {
+  const key = "sk-echo-Zq8+Zr/0Ab+Kd/7WmX=";
+  const usageOf = { input: 3, output: 2, cached: 0, reasoning: 0 };
+  const answers = {
+    "provider-a": (text: string, stop = "stop") => {
+      const chat = providerA.chat(key, text, usageOf);
+      return { ...chat, choices: chat.choices.map((choice) => ({ ...choice, finish_reason: stop })) };
+    },
+    "provider-b": (text: string) => providerB.message(key, [{ type: "text", text }], usageOf),
+    "provider-c": (text: string) => providerC.response(key, text, usageOf),
+  } as const;
+  const asked = {
+    "provider-a": "gpt-5.4-mini",
+    "provider-b": "claude-sonnet-4-6",
+    "provider-c": "gemini-3.5-flash-lite",
+  };
+  const schema = {
+    type: "object",
+    properties: { title: { type: "string" } },
+    required: ["title"],
+    additionalProperties: false,
+  };
+  const call = (provider: keyof typeof answers, answer: unknown) =>
+    analyze(
+      createAiSdkModels({
+        baseUrls: {
+          "provider-a": "http://127.0.0.1:9/v1",
+          "provider-b": "http://127.0.0.1:9/v1",
+          "provider-c": "http://127.0.0.1:9/v1beta",
+        },
+        providerBVersion: "2023-06-01",
+        clientIdentifier: "sluice-test",
+        fetch: async () =>
+          new Response(JSON.stringify(answer), { headers: { "content-type": "application/json" } }),
+      }),
+      {
+        provider,
+        model: asked[provider],
+        providerKey: key,
+        schema,
+        input: { kind: "text", text: "x" },
+        timeoutMs: 60_000,
+      },
+    );
+
+  for (const provider of ["provider-a", "provider-b", "provider-c"] as const) {
+    it(`keeps it out of a mismatch's 502 and the row (${provider})`, async () => {
+      const result = await call(provider, answers[provider]('{"nope":1}'));
+      expect(result.ok).toBe(false);
+      const error = result.ok ? null : result.error;
+      expect(error?.code).toBe("PROVIDER_ERROR");
+      expect(JSON.stringify(error?.details)).not.toContain(key);
+      expect(error?.details).toMatchObject({ model: asked[provider] });
+      expect(result.model).toBe(asked[provider]);
+    });
+  }
+
+  it("keeps it out of a refusal's 422", async () => {
+    const result = await call("provider-a", answers["provider-a"]("", "content_filter"));
+    const error = result.ok ? null : result.error;
+    expect(error?.code).toBe("VALIDATION_ERROR");
+    expect(JSON.stringify(error?.details)).not.toContain(key);
+    expect(error?.details).toMatchObject({ model: "gpt-5.4-mini" });
+  });
+
+  it("still names the model the provider says answered when it is another model", async () => {
+    const result = await call("provider-a", {
+      ...answers["provider-a"]('{"nope":1}'),
+      model: "gpt-5.4-mini-2026-03-05",
+    });
+    expect(result.model).toBe("gpt-5.4-mini-2026-03-05");
   });
 });

@@ -21,6 +21,7 @@ import {
   usageFromProvider,
   usageFromProviderA,
 } from "../providers/usage-from-json.js";
+import { maskKeyInHeader } from "../proxy/reflected-key-mask.js";
 import { emptyUsage, type Sampling, type TokenUsage, tokenCount } from "../usage/token-usage.js";
 import { withoutUnlistedProperties } from "./drop-unlisted-properties.js";
 import type { AnalysisKind } from "./model-choice.js";
@@ -104,7 +105,7 @@ export async function analyze(models: AiSdkModels, request: AnalysisRequest): Pr
         return { ok: false, error: withModelAndUsage(error, modelUsed, usage), model: modelUsed, usage };
       }
       usage = attempt === 1 ? (outcome.usage ?? emptyUsage()) : addUsage(usage, outcome.usage);
-      modelUsed = outcome.modelId ?? modelUsed;
+      modelUsed = answeredModel(outcome.modelId, request.providerKey) ?? modelUsed;
       if (outcome.refused !== undefined) {
         return {
           ok: false,
@@ -174,6 +175,18 @@ export async function analyze(models: AiSdkModels, request: AnalysisRequest): Pr
   } finally {
     clear();
   }
+}
+
+/**
+ * The model the provider says answered, or undefined when it quotes the provider key (as it is, or
+ * escaped as a JSON string or a URL writes it: maskKeyInHeader's search). A compatible server that
+ * echoes the request can name the key there, and this model goes into a failed call's
+ * `details.model` (a 502 after the repair, a 422 refusal) and its row: the whole rebuilt key reached
+ * a client that holds only a share of it. The model asked is named instead.
+ */
+function answeredModel(modelId: string | undefined, providerKey: string): string | undefined {
+  if (modelId === undefined) return undefined;
+  return maskKeyInHeader(modelId, providerKey) === modelId ? modelId : undefined;
 }
 
 /**
