@@ -337,6 +337,15 @@ describe("loadConfig", () => {
       "SLUICE_MASTER_KEY_PREVIOUS: set only beside SLUICE_MASTER_KEY (the new key)",
     );
     expect(problemsOf({ SLUICE_MASTER_KEY_PREVIOUS: previous })).not.toContain(previous);
+    // The same key twice (also written otherwise: base64 without its padding) rotates nothing, and
+    // the start's "every secret opens under SLUICE_MASTER_KEY: remove it" would claim a reseal ran.
+    for (const same of [key, key.replace(/=+$/, "")]) {
+      const twice = problemsOf({ SLUICE_MASTER_KEY: key, SLUICE_MASTER_KEY_PREVIOUS: same });
+      expect(twice).toContain(
+        "SLUICE_MASTER_KEY_PREVIOUS: is the same key as SLUICE_MASTER_KEY, which rotates nothing: set it to the key being rotated away from, or unset it",
+      );
+      expect(twice).not.toContain(key.slice(0, 12));
+    }
   });
 
   it("reads SLUICE_TRUST_PROXY as addresses and subnets and refuses anything that would trust nothing", () => {

@@ -873,6 +873,16 @@ export function loadConfig(
   if (config.masterKeyPrevious && !config.masterKey && !env.SLUICE_MASTER_KEY) {
     problems.push("SLUICE_MASTER_KEY_PREVIOUS: set only beside SLUICE_MASTER_KEY (the new key)");
   }
+  // Compared as the bytes each decodes to, so the same key written otherwise (no padding) is caught.
+  if (
+    config.masterKey &&
+    config.masterKeyPrevious &&
+    Buffer.from(config.masterKey, "base64").equals(Buffer.from(config.masterKeyPrevious, "base64"))
+  ) {
+    problems.push(
+      "SLUICE_MASTER_KEY_PREVIOUS: is the same key as SLUICE_MASTER_KEY, which rotates nothing: set it to the key being rotated away from, or unset it",
+    );
+  }
   if (Boolean(config.tlsCert) !== Boolean(config.tlsKey)) {
     problems.push("SLUICE_TLS_CERT and SLUICE_TLS_KEY: set both or neither");
   }
