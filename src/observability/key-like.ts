@@ -8,8 +8,13 @@
  */
 const keyForm = "(?:AIza|sk-|sk_|tk_)[A-Za-z0-9_-]{28}";
 const keyAtStart = new RegExp(`^${keyForm}`);
-/** A key's form inside a text: not the tail of a longer word (`task_…`), and as far as it runs. */
-const keyInText = new RegExp(`(?<![A-Za-z0-9_-])${keyForm}[A-Za-z0-9_-]*`, "g");
+/**
+ * A key's form inside a text: not the tail of a longer word (`task_…`), and as far as it runs. One
+ * behind a percent-encoded character is at a word's start all the same (`Bearer%20sk_…`, `%22sk-…`,
+ * `%3Fkey%3DAIza…`): a path keeps its percent-encoding, and the escape's last hex digit is no
+ * letter of the word the key follows.
+ */
+const keyInText = new RegExp(`(?:(?<![A-Za-z0-9_-])|(?<=%[0-9A-Fa-f]{2}))${keyForm}[A-Za-z0-9_-]*`, "g");
 
 /** Whether `value` begins with a key's form (see `keyForm`). */
 export function looksLikeKey(value: string): boolean {

@@ -89,4 +89,25 @@ describe("the access line of a long path", () => {
     const { entry } = await accessLineOf("/v1/text/prj_nope", post);
     expect(entry.path).toBe("/v1/text/prj_nope");
   });
+
+  // The path stays percent-encoded in the line, and a key's form was taken only where no letter or
+  // digit came before it: the hex digit of a `%20` (`Bearer …`), a `%22` (a key pasted with its
+  // quotes) or a `%3D` (a `?key=` its client encoded into the path) left the key whole in the line.
+  it("redacts a key behind a percent-encoded character: a space, a quote, an encoded ?key=", async () => {
+    const partialKey = `sk_sluice_0123456789ab_${"S".repeat(40)}`;
+    const testKey = `tk_${"T".repeat(43)}`;
+    for (const path of [
+      `/nope/Bearer%20${partialKey}.${testKey}`,
+      `/nope/%22${partialKey}%22`,
+      `/v1/provider-c/prj_nope/v1beta/models/gemini-2.5-flash:generateContent%3Fkey%3D${partialKey}`,
+    ]) {
+      const { line } = await accessLineOf(path, {
+        method: "POST",
+        headers: { "x-goog-api-key": "sk_sluice_0123456789ab_AAAA.tk_x" },
+      });
+      expect(line, path).not.toContain("SSSSSSSSSSSS");
+      expect(line, path).not.toContain("TTTTTTTTTTTT");
+      expect(line, path).toContain("[redacted]");
+    }
+  });
 });
