@@ -54,6 +54,8 @@ export class SseEventScanner {
   ) {}
 
   push(chunk: Buffer): void {
+    // (An empty chunk between a CR and its LF would end the CR's wait for it: the LF, a second line end.)
+    if (chunk.length === 0) return;
     let start = this.markBytes < 0 ? 0 : this.skipByteOrderMark(chunk);
     // The LF of a CRLF split across chunks ends no second line.
     if (this.afterCarriageReturn && chunk[0] === 0x0a) start = 1;

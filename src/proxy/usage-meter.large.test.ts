@@ -531,6 +531,18 @@ describe("SSE event scanner, lines ended by CR alone", () => {
     // Two searches (CR, LF) read each byte about once; the old one read the chunk once per line.
     expect(searched).toBeLessThanOrEqual(3 * chunk.length);
   });
+
+  it("reads a CRLF the same with an empty chunk between its CR and its LF", () => {
+    for (const parts of [
+      ["data: x\r", "\ndata: y\n\n"],
+      ["data: x\r", "", "\ndata: y\n\n"],
+    ]) {
+      const seen: string[] = [];
+      const scanner = new SseEventScanner((_event, data) => seen.push(data));
+      for (const part of parts) scanner.push(Buffer.from(part));
+      expect(seen, JSON.stringify(parts)).toEqual(["x\ny"]);
+    }
+  });
 });
 
 describe("usage meter, an answer sent in tiny chunks", () => {
