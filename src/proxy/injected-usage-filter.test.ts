@@ -96,6 +96,15 @@ describe("InjectedUsageFilter", () => {
     }
   });
 
+  it("keeps a blank LF line that follows a usage chunk whose CRLF ends a chunk", () => {
+    // The usage chunk's blank line is a CRLF, both bytes in the first chunk; the next chunk's LF is
+    // a blank line of its own, not the rest of that line end.
+    const text = Buffer.from(`${usageEvent.trimEnd()}\r\r\n\ndata: [DONE]\n\n`);
+    const cut = text.indexOf("\r\r\n") + 3;
+    for (const splits of [[], [cut]])
+      expect(run(text, splits).forwarded.toString(), `cuts ${splits}`).toBe("\ndata: [DONE]\n\n");
+  });
+
   it("forwards each complete event as it arrives, and holds back only an event's unfinished part", () => {
     const under = filter();
     const first = Buffer.from(events[0] as string);

@@ -117,6 +117,9 @@ export class InjectedUsageFilter implements SseEventTap {
     const chunk = this.chunk;
     let end = at + 1;
     const carriage = chunk[at] === carriageReturn;
+    // Only a CR that ends the chunk may have its LF at the next one's start (an LF after a CRLF
+    // that ends the chunk is a blank line of its own).
+    const lineFeedOwed = carriage && end === chunk.length;
     if (carriage && end < chunk.length && chunk[end] === lineFeed) end++;
     if (this.usageEvent) {
       // Dropped: what came before it goes, then nothing of it, held or here.
@@ -125,10 +128,10 @@ export class InjectedUsageFilter implements SseEventTap {
       this.held = [];
       this.heldBytes = 0;
       this.usageEvent = false;
-      if (carriage && end === chunk.length) this.lineFeedOf = "dropped";
+      if (lineFeedOwed) this.lineFeedOf = "dropped";
     } else {
       this.releaseHeld(); // an event begun in an earlier chunk is kept: its start goes first
-      if (carriage && end === chunk.length) this.lineFeedOf = "kept";
+      if (lineFeedOwed) this.lineFeedOf = "kept";
     }
     this.eventStart = end;
     this.passing = false;

@@ -191,6 +191,34 @@ describe("reflected key mask", () => {
         expect(mask(body)).toBe(`x ${"*".repeat(body.length - 2)}`);
     });
 
+    // The text before a quote may begin an escape of the other kind that takes in the quote's first
+    // characters (a literal `%` before JSON, which leaves `%` as it is; `\u00` before a URL's), and a
+    // key may hold such an escape itself (`%41`, which JSON leaves as it is): the quote is found as
+    // JSON alone and as a URL alone decode it, too.
+    it("masks a quote whose first characters an escape of the other kind before it would take in", () => {
+      const hexFirst = "ab+Zr/0Ab+Kd/7WmX=";
+      const holdsPercent = "q8%41+Zr/0Ab+Kd7W";
+      const cases: [string, string, string][] = [
+        [hexFirst, '{"error":"at 100%', `${hexFirst.replaceAll("/", "\\/")}"}`],
+        [hexFirst, "x\\u00", `${encodeURIComponent(hexFirst)} y`],
+        [holdsPercent, '{"error":"', `${holdsPercent.replaceAll("+", "\\u002B")}"}`],
+      ];
+      for (const [quoted, before, rest] of cases) {
+        const form = rest.slice(0, rest.length - 2);
+        const body = before + rest;
+        const expected = before + "*".repeat(form.length) + rest.slice(form.length);
+        const bytes = Buffer.from(body, "latin1");
+        for (let split = 0; split <= bytes.length; split++) {
+          const chunks = [bytes.subarray(0, split), bytes.subarray(split)];
+          expect(
+            passAll(new ReflectedKeyMask(Buffer.from(quoted), null), chunks),
+            `${body}, split ${split}`,
+          ).toBe(expected);
+        }
+        expect(maskKeyInHeader(body, quoted)).toBe(`${before}[redacted]${rest.slice(form.length)}`);
+      }
+    });
+
     it("replaces it escaped in a header value", () => {
       expect(maskKeyInHeader(`https://x.example/?key=${encodeURIComponent(escapable)}&a=1`, escapable)).toBe(
         "https://x.example/?key=[redacted]&a=1",

@@ -159,9 +159,10 @@ function hexAt(data: Buffer, at: number, digits: number): number {
  * any case) or a percent-escape (`%2B`, `%2b`) each one character: `text`, a byte per character;
  * `starts`, the offset where each character begins, and `data.length` last. A `\u` escape past
  * latin1 reads as 0, which no key holds (the admin input takes printable ASCII). An escape cut short
- * by the data's end (`\u00`, `%2`) reads as its bytes, each one character.
+ * by the data's end (`\u00`, `%2`) reads as its bytes, each one character. `escapes`: which kinds
+ * are undone (readingsOf); a kind not undone reads as its bytes.
  */
-function readEscaped(data: Buffer): { text: Buffer; starts: Uint32Array } {
+function readEscaped(data: Buffer, escapes: Escapes = "both"): { text: Buffer; starts: Uint32Array } {
   const text = Buffer.allocUnsafe(data.length);
   const starts = new Uint32Array(data.length + 1);
   let characters = 0;
@@ -170,7 +171,7 @@ function readEscaped(data: Buffer): { text: Buffer; starts: Uint32Array } {
     const byte = data[at] as number;
     let value = byte;
     let size = 1;
-    if (byte === backslash) {
+    if (byte === backslash && escapes !== "url") {
       const next = data[at + 1];
       const short = next === undefined ? undefined : shortEscapes.get(next);
       const unicode = next === 0x75 ? hexAt(data, at + 2, 4) : -1;
@@ -181,7 +182,7 @@ function readEscaped(data: Buffer): { text: Buffer; starts: Uint32Array } {
         value = unicode > 0xff ? 0 : unicode;
         size = 6;
       }
-    } else if (byte === percent) {
+    } else if (byte === percent && escapes !== "json") {
       const escaped = hexAt(data, at + 1, 2);
       if (escaped >= 0) {
         value = escaped;
@@ -195,16 +196,52 @@ function readEscaped(data: Buffer): { text: Buffer; starts: Uint32Array } {
   return { text: text.subarray(0, characters), starts: starts.subarray(0, characters + 1) };
 }
 
+/** Which escapes a reading of the data undoes: both kinds, or JSON's alone, or a URL's alone. */
+type Escapes = "both" | "json" | "url";
+
 /**
- * Where `data` quotes the key escaped: `data` read as characters (readEscaped) and searched for the
- * key. `ranges`: the `[start, end)` byte offsets of each quote; `starts`: as readEscaped's.
+ * The readings `data` is searched in. Read with both kinds of escape, a quote that mixes them is
+ * found, but text before a quote may begin an escape of the kind its encoder does not write, which
+ * takes in the quote's first characters: a literal `%` before a JSON quote of a key that begins
+ * with two hex digits (`100%ab+Zr\/…` reads `%ab` as one character), `\u00` before a URL's; and a
+ * key may hold one (`q8%41+…`, which JSON leaves as it is). Where the data holds both a `\` and a
+ * `%`, it is also read as JSON alone and as a URL alone would decode it (the first reading's
+ * characters begin where theirs do: neither kind's escape holds the other's first byte); else the
+ * one reading is either of them.
+ */
+function readingsOf(data: Buffer): Escapes[] {
+  return data.includes(backslash) && data.includes(percent) ? ["both", "json", "url"] : ["both"];
+}
+
+/**
+ * Where `data` quotes the key escaped: `data` read as characters (readEscaped, in each of
+ * readingsOf) and searched for the key. `ranges`: the `[start, end)` byte offsets of each quote, in
+ * order and apart (quotes that overlap are one range); `starts`: as the first reading's readEscaped.
  */
 function escapedKeyRanges(data: Buffer, key: Buffer): { ranges: [number, number][]; starts: Uint32Array } {
-  const { text, starts } = readEscaped(data);
+  const readings = readingsOf(data);
+  let starts: Uint32Array | null = null;
   const ranges: [number, number][] = [];
-  for (let found = text.indexOf(key); found !== -1; found = text.indexOf(key, found + key.length))
-    ranges.push([starts[found] as number, starts[found + key.length] as number]);
-  return { ranges, starts };
+  for (const escapes of readings) {
+    const reading = readEscaped(data, escapes);
+    starts ??= reading.starts;
+    const { text } = reading;
+    for (let found = text.indexOf(key); found !== -1; found = text.indexOf(key, found + key.length))
+      ranges.push([reading.starts[found] as number, reading.starts[found + key.length] as number]);
+  }
+  return { ranges: readings.length === 1 ? ranges : merged(ranges), starts: starts as Uint32Array };
+}
+
+/** The ranges sorted, those that overlap or touch made one. */
+function merged(ranges: [number, number][]): [number, number][] {
+  ranges.sort((a, b) => a[0] - b[0]);
+  const out: [number, number][] = [];
+  for (const [start, end] of ranges) {
+    const last = out[out.length - 1];
+    if (last !== undefined && start <= last[1]) last[1] = Math.max(last[1], end);
+    else out.push([start, end]);
+  }
+  return out;
 }
 
 /**
@@ -216,7 +253,18 @@ function escapedKeyRanges(data: Buffer, key: Buffer): { ranges: [number, number]
  * write them: `\u0071\u0038` gives away two, however long it is.
  */
 function cutEscapedQuoteLength(data: Buffer, key: Buffer): number {
-  const { text, starts } = readEscaped(data);
+  let longest = 0;
+  for (const escapes of readingsOf(data))
+    longest = Math.max(longest, cutQuoteInReading(data, key, readEscaped(data, escapes)));
+  return longest;
+}
+
+/** cutEscapedQuoteLength in one reading of `data`. */
+function cutQuoteInReading(
+  data: Buffer,
+  key: Buffer,
+  { text, starts }: { text: Buffer; starts: Uint32Array },
+): number {
   // Where the whole characters end: at the data's end, or before an escape cut short (at most five
   // bytes, `\uXXX`, each read as a character of its own).
   let longest = 0;

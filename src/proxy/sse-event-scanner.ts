@@ -10,7 +10,8 @@ const cutTailBytes = 64 * 1024;
  * An incremental Server-Sent Events parser (WHATWG HTML, "event stream interpretation"): fed raw
  * chunks in arrival order, it calls `onEvent` for each dispatched event. Chunks may split anywhere,
  * even inside a UTF-8 character or between CR and LF. It holds only the current partial line and
- * event, so a stream is never buffered: an event larger than `maxEventBytes` is cut, i.e. only the
+ * event, so a stream is never buffered: an event larger than `maxEventBytes` (its data so far, and
+ * the line being read with all its bytes, whatever its field, however it is chunked) is cut, i.e. only the
  * first 4 KiB and the last 64 KiB of its data are kept (in fixed buffers), and `onEvent` gets those
  * as `data` (decoded) and `cutTail` (raw bytes, possibly starting inside a character). A line that
  * alone is over the cap is never held whole: a data line streams through those buffers, any
@@ -53,6 +54,8 @@ export class SseEventScanner {
   ) {}
 
   push(chunk: Buffer): void {
+    // (An empty chunk between a CR and its LF would end the CR's wait for it: the LF, a second line end.)
+    if (chunk.length === 0) return;
     let start = this.markBytes < 0 ? 0 : this.skipByteOrderMark(chunk);
     // The LF of a CRLF split across chunks ends no second line.
     if (this.afterCarriageReturn && chunk[0] === 0x0a) start = 1;
@@ -202,15 +205,18 @@ export class SseEventScanner {
       this.onEventEnd?.(end);
       return;
     }
+    // The line counts against the cap with all its bytes, whatever its field, as it does when it
+    // comes in pieces (keepPartial): an event is cut, or kept whole, whatever the chunks it came in.
+    if (this.cut === null && end - start + this.dataBytes > this.maxEventBytes) this.cutEvent();
     // Field name: up to the first colon (a line starting with one is a comment).
     const first = line[start];
     if (first === 0x64 /* d */ && hasField(line, start, end, dataField)) {
       const from = valueStart(line, start + 4, end);
-      // Each line after the first counts the LF that joins it, as the joined data holds it: an empty
-      // `data:` line is not free, so a stream of them that never ends its event is cut like any
-      // event past the cap.
-      const bytes = end - from + (this.firstData !== undefined ? 1 : 0);
-      if (this.cut === null && bytes + this.dataBytes <= this.maxEventBytes) {
+      if (this.cut === null) {
+        // Each line after the first counts the LF that joins it, as the joined data holds it: an
+        // empty `data:` line is not free, so a stream of them that never ends its event is cut like
+        // any event past the cap.
+        const bytes = end - from + (this.firstData !== undefined ? 1 : 0);
         const value = line.toString("utf8", from, end);
         if (this.firstData === undefined) this.firstData = value;
         else if (this.moreData === null) this.moreData = [value];

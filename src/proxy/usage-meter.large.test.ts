@@ -381,7 +381,7 @@ describe("SSE event scanner, events over the cap", () => {
   const headBytes = 4096;
   const tailBytes = 64 * 1024;
 
-  it("passes whole an event whose joined data is exactly the cap, and cuts one a byte over", () => {
+  it("passes whole an event whose data so far and the line being read are exactly the cap, and cuts one a byte over", () => {
     for (const [extra, whole] of [
       [0, true],
       [1, false],
@@ -391,10 +391,41 @@ describe("SSE event scanner, events over the cap", () => {
         (_event, data, tail) => seen.push({ data, cut: tail !== undefined }),
         maxEventBytes,
       );
-      // Two lines joined by one LF: 1000 + 1 + 1047 bytes is the cap.
-      scanner.push(Buffer.from(`data: ${"a".repeat(1000)}\ndata: ${"b".repeat(1047 + extra)}\n\n`));
+      // The first line's data, 1000 bytes, and the second line, all 6 + 1042 of its bytes, are the
+      // cap: a line is counted whole, as it is when it arrives in pieces.
+      scanner.push(Buffer.from(`data: ${"a".repeat(1000)}\ndata: ${"b".repeat(1042 + extra)}\n\n`));
       expect(seen).toHaveLength(1);
       expect(seen[0]?.cut).toBe(!whole);
+    }
+  });
+
+  it("cuts an event, or passes it whole, whatever the chunks: a line counts with its field name, also a comment", () => {
+    // Data lines whose values fit the cap but whose lines do not (`data: ` is 6 bytes more), and a
+    // comment that takes the event over it: a line in one chunk counted its value alone, and no
+    // comment; one that came in pieces counted all its bytes, so the same event was cut or not.
+    for (const source of [
+      `data: ${"a".repeat(maxEventBytes - 3)}\n\n`,
+      `data: ${"a".repeat(1000)}\ndata: ${"b".repeat(maxEventBytes - 1003)}\n\n`,
+      `data: ${"a".repeat(1000)}\n: ${"c".repeat(maxEventBytes - 1000)}\ndata: b\n\n`,
+    ]) {
+      const bytes = Buffer.from(source);
+      const read = (splits: number[]) => {
+        const seen: Array<{ data: string; cut: boolean }> = [];
+        const scanner = new SseEventScanner(
+          (_event, data, tail) => seen.push({ data, cut: tail !== undefined }),
+          maxEventBytes,
+        );
+        let at = 0;
+        for (const split of [...splits, bytes.length]) {
+          scanner.push(bytes.subarray(at, split));
+          at = split;
+        }
+        return seen;
+      };
+      const whole = read([]);
+      expect(whole[0]?.cut, source.slice(0, 20)).toBe(true);
+      for (let split = 1; split < bytes.length; split += 97)
+        expect(read([split]), `split ${split}`).toEqual(whole);
     }
   });
 
@@ -499,6 +530,18 @@ describe("SSE event scanner, lines ended by CR alone", () => {
     expect(events).toBe(1);
     // Two searches (CR, LF) read each byte about once; the old one read the chunk once per line.
     expect(searched).toBeLessThanOrEqual(3 * chunk.length);
+  });
+
+  it("reads a CRLF the same with an empty chunk between its CR and its LF", () => {
+    for (const parts of [
+      ["data: x\r", "\ndata: y\n\n"],
+      ["data: x\r", "", "\ndata: y\n\n"],
+    ]) {
+      const seen: string[] = [];
+      const scanner = new SseEventScanner((_event, data) => seen.push(data));
+      for (const part of parts) scanner.push(Buffer.from(part));
+      expect(seen, JSON.stringify(parts)).toEqual(["x\ny"]);
+    }
   });
 });
 
