@@ -36,6 +36,7 @@ import {
   redactConfiguredSecrets,
 } from "./observability/logger.js";
 import { createMetrics } from "./observability/metrics.js";
+import { createOutputMismatchLog } from "./observability/output-mismatch-log.js";
 import { createSchemaRefusalLog } from "./observability/schema-refusal-log.js";
 import { createSuppressionWindowsRegistry } from "./observability/suppression-windows.js";
 import { openSealedStore } from "./open-sealed-store.js";
@@ -523,6 +524,7 @@ export async function createGateway(config: Config, injected: Partial<Injectable
         maxPdfBytes: config.maxPdfBytes,
         timeoutMs: config.upstreamHeadersTimeoutMs,
         logSchemaRefusal: createSchemaRefusalLog(logger, { registry: suppressionWindows }),
+        logOutputMismatch: createOutputMismatchLog(logger, { registry: suppressionWindows }),
       });
       registerImageRoutes(router, {
         admit,

@@ -1,4 +1,5 @@
 import { GatewayError, problemsError } from "../errors.js";
+import type { OutputMismatchLog } from "../observability/output-mismatch-log.js";
 import type { SchemaRefusalLog } from "../observability/schema-refusal-log.js";
 import type { AiSdkModels } from "../providers/ai-sdk-provider.js";
 import type { ProviderId } from "../providers/provider-id.js";
@@ -31,6 +32,8 @@ export interface StructuredRouteDeps {
   timeoutMs: number;
   /** Tells the operator of a provider's refusal of a project's output schema (none: not logged). */
   logSchemaRefusal?: SchemaRefusalLog;
+  /** Tells the operator of output that failed the schema also after the repair (none: not logged). */
+  logOutputMismatch?: OutputMismatchLog;
 }
 
 const fieldOf: Record<AnalysisKind, string> = { text: "text", vision: "image", pdf: "pdf" };
@@ -95,6 +98,15 @@ function handle(deps: StructuredRouteDeps, kind: AnalysisKind, context: RequestC
       soFar.spend = spend;
       if (!result.ok) {
         noteSchemaRefusal(result.error);
+        // A 502 whose error names no provider (the provider answered): the provider failure log
+        // passes over it, and only the metrics and the row would record it.
+        if (result.mismatch && deps.logOutputMismatch) {
+          deps.logOutputMismatch(
+            { projectId: call.project.id, provider: call.provider, model: result.model, ...result.mismatch },
+            context.requestId,
+            structuredRoutes[kind],
+          );
+        }
         throw result.error;
       }
       return { body: result.object, model: result.model, ...spend };

@@ -47,14 +47,28 @@ export interface AnalysisRequest {
 
 /**
  * The schema-shaped object, or the PROVIDER_ERROR for output that did not match the schema even
- * after the repair, or the VALIDATION_ERROR for an answer the provider's filter or the model
- * refused. All carry the model the provider says answered and the usage of every attempt, since
- * every attempt was billed.
+ * after the repair (with `mismatch`, why), or the VALIDATION_ERROR for an answer the provider's
+ * filter or the model refused. All carry the model the provider says answered and the usage of
+ * every attempt, since every attempt was billed.
  */
 export type AnalysisResult = { model: string; usage: TokenUsage } & (
   | { ok: true; object: Record<string, unknown> }
-  | { ok: false; error: GatewayError }
+  | { ok: false; error: GatewayError; mismatch?: OutputMismatch }
 );
+
+/**
+ * Why the repair's answer failed the schema, for the operator's log: never the answer, nor a path in
+ * it (the schema's names, the answer's own keys). `cutOff`: stopped at the output token limit;
+ * `notJson`: no JSON object read from it (or empty); `schema`: read, not matching, `keyword` the
+ * first mismatch's kind (Ajv's keyword, `finite`, `maxDepth`) and `mismatches` how many were found
+ * (at most maxMismatchesFound; `moreMismatches` when there were more).
+ */
+export interface OutputMismatch {
+  reason: "cutOff" | "notJson" | "schema";
+  keyword?: string;
+  mismatches?: number;
+  moreMismatches?: true;
+}
 
 const system =
   "You are a structured analysis service. Analyze the user's input and answer with one JSON object that " +
@@ -92,6 +106,7 @@ export async function analyze(models: AiSdkModels, request: AnalysisRequest): Pr
     const sentSchema =
       request.provider === "provider-c" ? withReferencesWrittenOut(forProvider) : forProvider;
     let cut = false;
+    let mismatch: OutputMismatch = { reason: "notJson" };
     for (let attempt = 1; attempt <= 2; attempt++) {
       let outcome: AttemptOutcome;
       try {
@@ -129,8 +144,16 @@ export async function analyze(models: AiSdkModels, request: AnalysisRequest): Pr
           };
         outcome.problems = check.errors;
         if (check.moreErrors) outcome.moreProblems = true;
+        mismatch = {
+          reason: "schema",
+          ...(check.keyword === undefined ? {} : { keyword: check.keyword }),
+          mismatches: check.errors.length,
+          ...(check.moreErrors ? { moreMismatches: true as const } : {}),
+        };
         // Sent back as the model wrote it, unless nested too deep for JSON.stringify (a stack overflow).
         if (!check.tooDeep) outcome.text = JSON.stringify(outcome.object);
+      } else {
+        mismatch = { reason: outcome.cut === true ? "cutOff" : "notJson" };
       }
       cut = outcome.cut === true;
       if (cut) {
@@ -169,6 +192,7 @@ export async function analyze(models: AiSdkModels, request: AnalysisRequest): Pr
         // answer will be cut again (its output limit is too small for what the schema asks).
         { details: { retryable: !cut, model: modelUsed, usage: countsOf(usage) } },
       ),
+      mismatch,
       model: modelUsed,
       usage,
     };

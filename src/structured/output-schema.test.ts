@@ -282,9 +282,20 @@ describe("validateAgainstSchema", () => {
     expect(validateAgainstSchema(tree, nestedTo(66))).toEqual({
       valid: false,
       errors: [`/root${"/kids/0".repeat(31)}/kids nests objects and arrays more than 64 deep`],
+      keyword: "maxDepth",
       tooDeep: true,
     });
     expect(validateAgainstSchema(tree, nestedTo(20_000))).toMatchObject({ valid: false, tooDeep: true });
+  });
+
+  // The operator's log names the first mismatch by its kind alone: no path (the schema's names, the
+  // answer's keys) and no value.
+  it("names the first mismatch's keyword", () => {
+    const keywordOf = (value: unknown) => validateAgainstSchema(schema, value).keyword;
+    expect(keywordOf({ score: 1 })).toBe("required");
+    expect(keywordOf({ title: 1, score: 1 })).toBe("type");
+    expect(keywordOf({ title: "A", score: Number.NaN, rank: "x" })).toBe("finite");
+    expect(keywordOf({ title: "A", score: 1 })).toBeUndefined();
   });
 
   // A model may write an integer as 3.0 (Gemini and GPT models do); JSON has one number type.
@@ -1180,6 +1191,7 @@ describe("oneOf, propertyNames and tuples, as Zod writes them", () => {
     expect(validateAgainstSchema(overlapping, { n: 3 })).toEqual({
       valid: false,
       errors: [expect.stringContaining("/n must match exactly one schema in oneOf")],
+      keyword: "oneOf",
     });
   });
 

@@ -175,28 +175,37 @@ function compileIn(generation: Generation, ajv: Ajv, schema: Record<string, unkn
  * number and JSON.stringify would send as null, breaking the schema the answer was checked against;
  * and so is one nested more than maxAnswerDepth deep (`tooDeep`: only that is said of it). Whether
  * it is valid is decided at the first mismatch; an invalid one is searched for its mismatches up to
- * maxMismatchesFound (`moreErrors` when it has more).
+ * maxMismatchesFound (`moreErrors` when it has more). `keyword` names the first mismatch's kind
+ * without its path or value (for the operator's log): Ajv's keyword, `finite` or `maxDepth`.
  */
 export function validateAgainstSchema(
   schema: Record<string, unknown>,
   value: unknown,
-): { valid: boolean; errors: string[]; tooDeep?: true; moreErrors?: true } {
+): { valid: boolean; errors: string[]; keyword?: string; tooDeep?: true; moreErrors?: true } {
   const errors: string[] = [];
   // Not given to Ajv, whose validators recurse along a recursive $ref as deep as the value goes.
   const numbers = nonFiniteNumbers(value, errors);
-  if (numbers === "tooDeep") return { valid: false, errors, tooDeep: true };
+  if (numbers === "tooDeep") return { valid: false, errors, keyword: "maxDepth", tooDeep: true };
+  const nonFinite = errors.length > 0 ? { keyword: "finite" } : {};
   const entry = compiledFor(schema);
   if (entry.validate(value))
     return numbers === "more"
-      ? { valid: false, errors, moreErrors: true }
-      : { valid: errors.length === 0, errors };
+      ? { valid: false, errors, ...nonFinite, moreErrors: true }
+      : { valid: errors.length === 0, errors, ...nonFinite };
   const { found, more } = mismatches(entry, schema, value);
   const room = maxMismatchesFound - errors.length;
   for (const error of found.slice(0, room))
     errors.push(`${error.instancePath || "/"} ${error.message ?? "is invalid"}${detailOf(error.params)}`);
+  const first = "keyword" in nonFinite ? nonFinite : { keyword: keywordOf(found[0]) };
   return more || numbers === "more" || found.length > room
-    ? { valid: false, errors, moreErrors: true }
-    : { valid: false, errors };
+    ? { valid: false, errors, ...first, moreErrors: true }
+    : { valid: false, errors, ...first };
+}
+
+/** An Ajv error's keyword (`required`, `type`, `additionalProperties`): a word of Ajv's, else `other`. */
+function keywordOf(error: ErrorObject | undefined): string {
+  const keyword = error?.keyword;
+  return typeof keyword === "string" && /^\$?[A-Za-z]{1,40}$/.test(keyword) ? keyword : "other";
 }
 
 /**
