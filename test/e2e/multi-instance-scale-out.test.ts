@@ -58,7 +58,7 @@ describe.skipIf(!postgresAvailable || !redisAvailable)(
       instances = results.flatMap((result) => (result.status === "fulfilled" ? [result.value] : []));
       const failed = results.find((result) => result.status === "rejected");
       if (failed) throw (failed as PromiseRejectedResult).reason;
-    }, 60_000);
+    }, 120_000);
 
     afterAll(async () => {
       await Promise.all(instances.map((instance) => instance.remove()));
@@ -153,8 +153,9 @@ describe.skipIf(!postgresAvailable || !redisAvailable)(
       expect(
         (await Promise.all(instances.map((instance) => call(instance, target)))).map((r) => r.status),
       ).toEqual([200, 200, 200]);
-      // Against a hung lock wait (the start timeout is 60 s): three starts on two cores take seconds.
-      expect(startMs).toBeLessThan(30_000);
+      // Against a hung lock wait (the start timeout is 60 s): three starts on two cores take seconds,
+      // up to some 20 s when other test files keep the cores busy.
+      expect(startMs).toBeLessThan(45_000);
     }, 20_000);
 
     it("count a project's limit exactly across the three, each admitted call seeing its own remaining count", async () => {

@@ -7,6 +7,8 @@ import { join } from "node:path";
 import { Agent, fetch as undiciFetch } from "undici";
 import { usageRequestIdsIn, usageRowIn } from "./usage-request-ids.js";
 
+/** How long a spawned gateway has to answer /health. */
+const readyWithinMs = 45_000;
 export const adminToken = `admin-${randomBytes(12).toString("hex")}`;
 
 export interface SpawnedGateway {
@@ -107,10 +109,13 @@ export async function spawnGateway(
       rmSync(dataDir, { recursive: true, force: true });
     },
   };
-  const readyBy = Date.now() + 20_000;
+  // Generous: tsx compiles the gateway at each start, and three started at once on a machine whose
+  // two cores other test files keep busy took more than 20 s (a full run, the instances' log
+  // showing them started). A gateway that hangs still fails here, and one that exits at once.
+  const readyBy = Date.now() + readyWithinMs;
   while (!(await answers(`${url}/health`, send))) {
     if (exited || Date.now() > readyBy) {
-      const why = exited ? `it exited: ${JSON.stringify(await exit)}` : "in 20 s";
+      const why = exited ? `it exited: ${JSON.stringify(await exit)}` : `in ${readyWithinMs / 1000} s`;
       await gateway.remove();
       throw new Error(`the gateway did not answer /health (${why}):\n${output}`);
     }
