@@ -1,15 +1,7 @@
 import type { OutputMismatch } from "../structured/analyze.js";
 import { storedModelName } from "../usage/stored-model-name.js";
 import type { Logger } from "./logger.js";
-import { createSuppressionWindows, type SuppressionWindowsOptions } from "./suppression-windows.js";
-
-/**
- * `windowMs`: one line per project, provider and reason per window; the others are counted (default 60 s).
- * `registry`: the gateway's, whose close writes the counts of the windows still open.
- */
-export type OutputMismatchLogOptions = Partial<
-  Pick<SuppressionWindowsOptions<unknown>, "windowMs" | "now" | "schedule" | "registry">
->;
+import { createProjectReasonWindows, type ProjectReasonWindowsOptions } from "./project-reason-windows.js";
 
 /**
  * What one structured call whose output failed the schema after the repair is logged with: never
@@ -22,9 +14,6 @@ export interface OutputMismatchFacts extends OutputMismatch {
   model: string;
 }
 
-/** Windows beyond this many close at once (one per project whose calls fail so). */
-const maxKeys = 1000;
-
 /**
  * Logs at warn a structured call answered 502 because the model's output did not match the
  * project's output schema also after the repair (cut off, no JSON, or not matching): the error names
@@ -33,23 +22,12 @@ const maxKeys = 1000;
  * One line per project, provider and reason per window, as schema refusals are windowed; the others
  * in it are counted, and written when the window ends ("model output schema mismatches suppressed").
  */
-export function createOutputMismatchLog(logger: Logger, options: OutputMismatchLogOptions = {}) {
-  const windowMs = options.windowMs ?? 60_000;
-  const windows = createSuppressionWindows<OutputMismatchFacts>({
-    // The test clock and timers, and the gateway's registry, as given.
-    ...options,
-    windowMs,
-    maxKeys,
-    onSuppressed: ({ projectId, provider, reason }, suppressed) =>
-      logger.warn(
-        { projectId, provider, reason, suppressed, windowMs },
-        "model output schema mismatches suppressed",
-      ),
-  });
+export function createOutputMismatchLog(logger: Logger, options: ProjectReasonWindowsOptions = {}) {
+  const windows = createProjectReasonWindows(logger, options, "model output schema mismatches suppressed");
   return (facts: OutputMismatchFacts, requestId: string, route: string): void => {
     const { projectId, provider, reason, keyword, mismatches, moreMismatches } = facts;
+    if (!windows.open({ projectId, provider, reason })) return;
     const model = storedModelName(facts.model) ?? "";
-    if (!windows.open(`${projectId} ${provider} ${reason}`, { projectId, provider, reason, model })) return;
     logger.warn(
       {
         requestId,

@@ -1,14 +1,6 @@
 import type { SchemaRefusal } from "../providers/provider-refusal.js";
 import type { Logger } from "./logger.js";
-import { createSuppressionWindows, type SuppressionWindowsOptions } from "./suppression-windows.js";
-
-/**
- * `windowMs`: one line per project, provider and kind per window; the others are counted (default 60 s).
- * `registry`: the gateway's, whose close writes the counts of the windows still open.
- */
-export type SchemaRefusalLogOptions = Partial<
-  Pick<SuppressionWindowsOptions<unknown>, "windowMs" | "now" | "schedule" | "registry">
->;
+import { createProjectReasonWindows, type ProjectReasonWindowsOptions } from "./project-reason-windows.js";
 
 /** What one refusal of a project's output schema is logged with: never the schema or the provider's words. */
 export interface SchemaRefusalFacts {
@@ -19,9 +11,6 @@ export interface SchemaRefusalFacts {
   model: string;
 }
 
-/** Windows beyond this many close at once (one per project that has such a schema). */
-const maxKeys = 1000;
-
 /**
  * Logs a provider's refusal of a project's output schema at warn, for the operator: the app sees a
  * 422 (docs/decisions/0020, amended), which is no provider failure (provider-failure-log.ts logs
@@ -30,21 +19,10 @@ const maxKeys = 1000;
  * refusal lasts until the schema changes, so a longer window than theirs says enough. The others
  * in it are counted, and written when the window ends ("project output schema refusals suppressed").
  */
-export function createSchemaRefusalLog(logger: Logger, options: SchemaRefusalLogOptions = {}) {
-  const windowMs = options.windowMs ?? 60_000;
-  const windows = createSuppressionWindows<SchemaRefusalFacts>({
-    // The test clock and timers, and the gateway's registry, as given.
-    ...options,
-    windowMs,
-    maxKeys,
-    onSuppressed: ({ projectId, provider, reason }, suppressed) =>
-      logger.warn(
-        { projectId, provider, reason, suppressed, windowMs },
-        "project output schema refusals suppressed",
-      ),
-  });
+export function createSchemaRefusalLog(logger: Logger, options: ProjectReasonWindowsOptions = {}) {
+  const windows = createProjectReasonWindows(logger, options, "project output schema refusals suppressed");
   return (facts: SchemaRefusalFacts, requestId: string, route: string): void => {
-    if (!windows.open(`${facts.projectId} ${facts.provider} ${facts.reason}`, facts)) return;
+    if (!windows.open(facts)) return;
     logger.warn({ ...facts, status: 422, requestId, route }, "project output schema refused by the provider");
   };
 }
