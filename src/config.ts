@@ -553,7 +553,7 @@ export const settings = {
     "SLUICE_UNPRICED_CALL_USD",
     usdAmount,
     String(defaultUnpricedCallUsd),
-    "what a project's monthly spend cap counts a call of unknown cost at, at least (a model or option the catalogue has no price for, a stream cut before its usage): the largest known cost of one call of the project this month when larger; never in the usage rows or reports",
+    "what a project's monthly spend cap counts a call of unknown cost at, at least (a model or option the catalogue has no price for, a stream cut before its usage): the largest known cost of one call of the project this month when larger; and each call in flight at, until the month's first call of known cost (then the largest known cost); never in the usage rows or reports",
   ),
   authFailureLimit: setting(
     "SLUICE_AUTH_FAILURE_LIMIT",

@@ -113,6 +113,66 @@ async function capped(perMinute: number | null = null) {
 }
 
 /**
+ * Admission on `count` instances sharing one Redis key prefix (each with its own client, breaker,
+ * limits, calls in flight and spend guard, as separate gateways), for a project with a `capUsd` cap
+ * on a month with no cost known yet (nothing spent, no largest cost of one call).
+ */
+async function freshMonthOnInstances(count: number, capUsd: number) {
+  const prefix = nextPrefix();
+  const project = {
+    id: "prj_1",
+    createdAt: "2026-01-01T00:00:00.000Z",
+    rateLimits: { perMinute: null, devicePerMinute: null },
+    monthlySpendCapUsd: capUsd,
+    proxyAllowList: null,
+  } as unknown as Project;
+  const admits: Array<ReturnType<typeof createAdmission>> = [];
+  for (let index = 0; index < count; index++) {
+    const client = await readyClient();
+    const breaker = new RedisBreaker(client);
+    const limiter = createRateLimiter({ redis: client, breaker, keyPrefix: `${prefix}:rl` });
+    const shared = createSharedCallsInFlight({
+      redis: client,
+      breaker,
+      keyPrefix: `${prefix}:spend-in-flight`,
+    });
+    closing.push(async () => {
+      await shared.close();
+      await limiter.close();
+    });
+    admits.push(
+      createAdmission({
+        authenticate: (): AuthResult => ({
+          ok: true,
+          method: "bearer-test-key",
+          project,
+          keyId: "key_1",
+          provider: "provider-a",
+          providerKey: "sk-real",
+          deviceDigest: null,
+        }),
+        limiter,
+        spend: createSpendGuard({ usage: fakeUsageRepository(), now: () => new Date(), shared }),
+        recorder: { record: () => {} } as unknown as UsageRecorder,
+        metrics: createMetrics({ collectDefaults: false }),
+        now: () => new Date(),
+        defaults: { projectPerMinute: 1000, devicePerMinute: 1000, ipPerMinute: 1000 },
+      }),
+    );
+  }
+  const call = (index: number) =>
+    Promise.resolve(
+      (admits[index % count] as ReturnType<typeof createAdmission>)(admissionRequestContext(), {
+        endpoint: "text",
+        projectId: "prj_1",
+        provider: "provider-a",
+      }),
+    );
+  const watcher = await readyClient();
+  return { call, places: () => watcher.zcard(`${prefix}:spend-in-flight:prj_1`) };
+}
+
+/**
  * Admission as the gateway wires it with REDIS_URL, the real authenticator in front: a DeviceCheck
  * project (Test Mode off, budget mode unless `tokenMode` says otherwise) whose token ledger, limits and
  * calls in flight share one client and one breaker through a proxy that can hold Redis's replies;
@@ -313,6 +373,33 @@ describe.skipIf(!redisAvailable)("admission with the limits and the spend cap in
     await expect(call()).rejects.toMatchObject({ message: expect.stringContaining("calls in flight") });
     finish(first);
     finish(second);
+  });
+  // Before the month's first call of known cost there is no largest one: the calls in flight counted
+  // for nothing in Redis too (a room without bound), and a burst sent at once to every instance all
+  // ran. Each counts now at SLUICE_UNPRICED_CALL_USD (0.10 by default): 0.30 / 0.10, three at once.
+  it("admits calls at once to several instances on a month with no known cost only while those in flight, each at SLUICE_UNPRICED_CALL_USD, leave room", async () => {
+    const { call, places } = await freshMonthOnInstances(2, 0.3);
+    const outcomes = await Promise.all(
+      Array.from({ length: 12 }, (_, index) =>
+        call(index).then(
+          (admitted) => ({ admitted }),
+          (error: unknown) => ({ error }),
+        ),
+      ),
+    );
+    const admitted = outcomes.flatMap((outcome) => ("admitted" in outcome ? [outcome.admitted] : []));
+    const refused = outcomes.flatMap((outcome) => ("error" in outcome ? [outcome.error] : []));
+    expect(admitted).toHaveLength(3);
+    expect(await places()).toBe(3);
+    expect(refused).toHaveLength(9);
+    for (const error of refused) {
+      expect(error).toMatchObject({
+        code: "TOO_MANY_REQUESTS",
+        headers: { "retry-after": "1" },
+        message: expect.stringContaining("calls in flight"),
+      });
+    }
+    for (const call of admitted) finish(call);
   });
 });
 

@@ -751,8 +751,8 @@ async function checkSpend(
 /**
  * A place among the project's calls in flight (`SpendGuard.holdWithLimits`: on this instance, or on
  * every instance sharing Redis, with the limits' decisions when Redis made them in the same script),
- * or a 429 when those, each at the largest cost of one call seen this month, would take the month to
- * its cap: a call sent when they end is admitted if they left room.
+ * or a 429 when those, each at the largest cost of one call seen this month (SLUICE_UNPRICED_CALL_USD
+ * before any), would take the month to its cap: a call sent when they end is admitted if they left room.
  */
 async function holdUnderCap(
   deps: AdmissionDeps,

@@ -127,7 +127,8 @@ export interface SpendGuardDeps {
   maxProjects?: number;
   /**
    * What a call of unknown cost counts at, at least (SLUICE_UNPRICED_CALL_USD): the estimate when
-   * the month holds no known cost of one call as large (`unpricedCallEstimate`).
+   * the month holds no known cost of one call as large (`unpricedCallEstimate`); and what each call
+   * in flight counts at while the month holds no known cost at all (`hold`).
    */
   unpricedCallUsd?: number;
   /**
@@ -323,13 +324,25 @@ function spendGuard(deps: SpendGuardDeps) {
   }
 
   /**
+   * What the cap counts one call in flight at: the largest known cost of one call of the project
+   * this month, or, while the month holds none (0), `unpricedCallUsd`: before, the month's first
+   * calls counted for nothing, and any number sent at once ran (decision 0057, its amendment). Once
+   * a cost is known it alone counts, however small, so a project of cheap calls is not held back
+   * by the floor.
+   */
+  function inFlightCallUsd(largestRead: number, largestCall: number): number {
+    const largest = Math.max(largestRead, largestCall);
+    return largest > 0 ? largest : unpricedCallUsd;
+  }
+
+  /**
    * A project's room under its cap (`roomUnderCap`), and how this instance holds a place in it:
    * `holdHere` counts the call among its calls in flight (with `shared`, the release of its place
    * in Redis too), `roomHere` says whether its own count leaves room.
    */
   function placeUnderCap(projectId: string, capUsd: number, spentUsd: number) {
     const entry = monthOf(projectId, deps.now());
-    const room = roomUnderCap(capUsd, spentUsd, Math.max(entry.largestRead, entry.largestCall));
+    const room = roomUnderCap(capUsd, spentUsd, inFlightCallUsd(entry.largestRead, entry.largestCall));
     const holdHere = (shared?: () => void): (() => void) => {
       entry.inFlight++;
       relist(entry);
@@ -431,7 +444,7 @@ function spendGuard(deps: SpendGuardDeps) {
      * ends: without this, any number of calls sent at once just under the cap were all admitted.
      * The largest cost is the larger of the largest row the month's read found (so an instance just
      * started, or another instance's calls, count too) and the largest recorded here since (`add`);
-     * before either knows a cost this month, nothing is counted for them. Compared in billionths of
+     * before either knows a cost this month, each counts at `unpricedCallUsd`. Compared in billionths of
      * a dollar, as the cap is. The calls in flight are this instance's, decided at once; with
      * `shared`, those of every instance sharing Redis, decided there in one script (a promise), and
      * this instance's again while Redis fails or rests.
@@ -543,8 +556,8 @@ function spendGuard(deps: SpendGuardDeps) {
 /**
  * How many calls may be in flight before one more is refused: the fewest at which the month's
  * spend plus each of them at `largestUsd` reaches the cap (compared in billionths of a dollar, as
- * the cap is); -1 when no number reaches it (no cost of one call known yet, or a cost so small that
- * no number of calls in flight could).
+ * the cap is); -1 when no number reaches it (`largestUsd` 0, or a cost so small that no number of
+ * calls in flight could).
  */
 export function roomUnderCap(capUsd: number, spentUsd: number, largestUsd: number): number {
   const cap = Math.round(capUsd * 1e9);

@@ -384,6 +384,23 @@ describe("spend guard", () => {
     expect(guard.hold("p1", 10, 0)).toBeTypeOf("function");
   });
 
+  // Before, no known cost counted the calls in flight for nothing: any number at once on a fresh month.
+  it("holds calls in flight at the floor while the month has no known cost, and at the largest known once it has one", async () => {
+    const now = new Date("2026-11-15T00:00:00.000Z");
+    const guard = createSpendGuard({ usage: fakeUsageRepository(), now: () => now, unpricedCallUsd: 0.5 });
+    expect(await guard.monthToDate("p1")).toBe(0);
+    // Nothing known: each in flight at 0.50 on a 2 USD cap, four at once (1.50 with the fourth's
+    // three before it), not a fifth (2.00).
+    const held = Array.from({ length: 5 }, () => guard.hold("p1", 2, 0));
+    expect(held.map((release) => typeof release)).toEqual([...Array(4).fill("function"), "undefined"]);
+    // One ends at a known cost smaller than the floor: the largest known counts now, not the floor
+    // (a project of cheap calls is not held back by it): 0.01 spent, each in flight at 0.01.
+    guard.add("p1", 0.01);
+    held[0]?.();
+    const more = Array.from({ length: 50 }, () => guard.hold("p1", 2, 0.01));
+    expect(more.every((release) => typeof release === "function")).toBe(true);
+  });
+
   it("counts costs recorded before the project's first check (a cap set while its rows are queued)", async () => {
     const guard = createSpendGuard({
       usage: fakeUsageRepository(),

@@ -233,6 +233,55 @@ describe("monthly spend cap", () => {
     expect(after).toEqual([...Array(12).fill(200), 403, 403]);
   });
 
+  // Before the month's first call of known cost there is no largest one: the calls in flight counted
+  // for nothing, and a burst sent at once on a fresh month all ran, however many (20 on a 1 USD cap),
+  // before any ended and counted. Each in flight counts now at SLUICE_UNPRICED_CALL_USD (0.25 here).
+  it("admits calls at once on a month with no known cost only while those in flight, each at SLUICE_UNPRICED_CALL_USD, leave room", async () => {
+    fake.setUsage({ input: 10, output: 10, cached: 0, reasoning: 0 });
+    const project = await createTestProject(sluice.gateway, { monthlySpendCapUsd: 1 });
+    // Long enough that all 20 are admitted or refused before the first ends (its known cost then
+    // becomes the figure).
+    fake.setLatencyMs(2_000);
+    const before = fake.requests.length;
+    try {
+      const burst = await Promise.all(
+        Array.from({ length: 20 }, async () => {
+          const response = await chat(project);
+          await response.arrayBuffer();
+          return response;
+        }),
+      );
+      const statuses = burst.map((response) => response.status);
+      // 1 / 0.25: four in flight at once (the fourth admitted with three at 0.75), not a fifth (1.00).
+      expect(statuses.filter((status) => status === 200)).toHaveLength(4);
+      expect(statuses.filter((status) => status === 429)).toHaveLength(16);
+      expect(fake.requests.length - before).toBe(4);
+      const refused = burst.find((response) => response.status === 429)!;
+      expect(refused.headers.get("retry-after")).toBe("1");
+      expect(await usageRowOf(sluice.gateway, refused)).toMatchObject({
+        status: 429,
+        error_code: "TOO_MANY_REQUESTS",
+      });
+    } finally {
+      fake.setLatencyMs(0);
+    }
+    // Known costs now (tiny ones): the largest of them is the figure, not the floor, so calls of a
+    // cheap model are not held back by it (20 more at once, all admitted).
+    fake.setLatencyMs(500);
+    try {
+      const statuses = await Promise.all(
+        Array.from({ length: 20 }, async () => {
+          const response = await chat(project);
+          await response.arrayBuffer();
+          return response.status;
+        }),
+      );
+      expect(statuses).toEqual(Array(20).fill(200));
+    } finally {
+      fake.setLatencyMs(0);
+    }
+  });
+
   // The largest cost of one call was this instance's own: one just started (or a second instance)
   // had recorded none for the project, and admitted every call sent at once just under the cap (20
   // calls of 1.25 USD on a 13 USD cap with 12.50 spent: 37.50). The month's read holds it now.
