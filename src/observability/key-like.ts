@@ -12,9 +12,15 @@ const keyAtStart = new RegExp(`^${keyForm}`);
  * A key's form inside a text: not the tail of a longer word (`task_…`), and as far as it runs. One
  * behind a percent-encoded character is at a word's start all the same (`Bearer%20sk_…`, `%22sk-…`,
  * `%3Fkey%3DAIza…`): a path keeps its percent-encoding, and the escape's last hex digit is no
- * letter of the word the key follows.
+ * letter of the word the key follows. A `.` right after it and what follows in base64's alphabet
+ * (`/`, `+` and `=` as they are or percent-encoded) are taken with it: a DeviceCheck Bearer value,
+ * `partial key.device token`, whose token has no form of its own (a client pasting its credential
+ * into a path left the token whole in the access line).
  */
-const keyInText = new RegExp(`(?:(?<![A-Za-z0-9_-])|(?<=%[0-9A-Fa-f]{2}))${keyForm}[A-Za-z0-9_-]*`, "g");
+const keyInText = new RegExp(
+  `(?:(?<![A-Za-z0-9_-])|(?<=%[0-9A-Fa-f]{2}))${keyForm}[A-Za-z0-9_-]*(?:\\.(?:[A-Za-z0-9+/=_-]|%[0-9A-Fa-f]{2})+)?`,
+  "g",
+);
 
 /** Whether `value` begins with a key's form (see `keyForm`). */
 export function looksLikeKey(value: string): boolean {

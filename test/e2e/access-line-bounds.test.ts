@@ -110,4 +110,26 @@ describe("the access line of a long path", () => {
       expect(line, path).toContain("[redacted]");
     }
   });
+
+  // A DeviceCheck Bearer value (`partial key.device token`) pasted into the path elsewhere than the
+  // project id's place: the partial key was redacted, the device token behind its `.` written
+  // whole. A device token has no form of its own (base64: `/`, `+` and `=` as they are or
+  // percent-encoded), but behind a key's form and a `.` it is the rest of the credential.
+  it("redacts the device token behind a partial key's dot, as it is or percent-encoded", async () => {
+    const partialKey = `sk_sluice_0123456789ab_${"S".repeat(40)}`;
+    // 1,500 bytes of every value: a real token's size, with `/`, `+` and `=` in its base64.
+    const token = Buffer.from(Array.from({ length: 1500 }, (_, i) => (i * 37) % 256)).toString("base64");
+    expect(token).toMatch(/\/.*\+|\+.*\//);
+    for (const [path, written] of [
+      [`/nope/Bearer%20${partialKey}.${token}`, token],
+      [`/nope/Bearer%20${partialKey}.${encodeURIComponent(token)}/more`, encodeURIComponent(token)],
+      [`/nope/${partialKey}.${token.replace(/[/+=]/g, "A")}`, token.replace(/[/+=]/g, "A")],
+    ] as const) {
+      const { line } = await accessLineOf(path, { method: "POST" });
+      for (let at = 0; at + 10 <= written.length; at += 5)
+        expect(line, path).not.toContain(written.slice(at, at + 10));
+      expect(line, path).toContain("/nope/");
+      expect(line, path).toContain("[redacted]");
+    }
+  });
 });
