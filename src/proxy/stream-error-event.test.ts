@@ -20,6 +20,11 @@ describe("isStreamErrorEvent", () => {
     [undefined, '{ "type": "error", "error": {"type": "overloaded_error"}}'],
     [undefined, '{"type" : "error","error":{"type":"api_error"}}'],
     [undefined, '{"type":\n"error","error":{"type":"api_error"}}'],
+    // The Responses API without event lines (a compatible server): the type in the data only.
+    [undefined, '{"type":"response.failed","sequence_number":2,"response":{"status":"failed"}}'],
+    ["message", '{"type":"response.failed","response":{"status":"failed"}}'],
+    [undefined, '{ "type": "response.failed", "response": {"status": "failed"}}'],
+    [undefined, '{"type":"error","code":"server_error","message":"boom","sequence_number":1}'],
   ])("takes event %s with %s for the provider's error", (event, data) => {
     expect(isStreamErrorEvent(event, data)).toBe(true);
   });
@@ -38,6 +43,9 @@ describe("isStreamErrorEvent", () => {
     [undefined, '{ "type": "content_block_delta", "delta": {"text": "error"}}'],
     [undefined, '{"type" : "ping"}'],
     [undefined, '{"types": "error"}'],
+    [undefined, '{"type":"response.completed","response":{"status":"completed"}}'],
+    [undefined, '{"type":"response.failed_over","response":{}}'],
+    [undefined, '{ "type": "response.in_progress"}'],
     [undefined, '{\n  "candidates": [{"content": {"parts": [{"text": "\\"error\\""}]}}]\n}'],
     [undefined, " [DONE]"],
     [undefined, ""],

@@ -168,6 +168,39 @@ describe("a stream that begins 200 and then carries the provider's error event",
     expect(row.cost_usd).toBeCloseTo(((11 - 3) * 1.1 + 3 * 0.275 + 7 * 4.4) / 1e6, 12);
   });
 
+  // A compatible server may send the Responses stream without event lines, each event's type only
+  // in its data: response.failed was told by its event line alone, and such a stream recorded ok.
+  it("is recorded as failed: a Responses API stream without event lines that ends in response.failed", async () => {
+    const usage = { input_tokens: 11, output_tokens: 7, total_tokens: 18 };
+    const lifecycle = (type: string, sequence: number, status: string, reported: object | null) =>
+      [null, { type, sequence_number: sequence, response: responseObject(status, reported) }] as [
+        null,
+        object,
+      ];
+    stage.fake.enqueueResponse({
+      status: 200,
+      headers: eventStream,
+      body: sse([
+        lifecycle("response.created", 0, "in_progress", null),
+        lifecycle("response.in_progress", 1, "in_progress", null),
+        lifecycle("response.failed", 2, "failed", usage),
+      ]),
+    });
+    const { data: stream, response } = await responsesStream();
+    const events = [];
+    for await (const event of stream) events.push(event);
+    expect(events.at(-1)).toMatchObject({ type: "response.failed", response: { status: "failed", usage } });
+    const row = await usageRowById(stage.sluice.gateway, response.headers.get("x-request-id"));
+    expect(row).toMatchObject({
+      status: 200,
+      outcome: "error",
+      streamed: 1,
+      model: "o4-mini-2025-04-16",
+      input_tokens: 11,
+      output_tokens: 7,
+    });
+  });
+
   it("is recorded as failed: provider A's Responses API stream with an error event, without tokens", async () => {
     stage.fake.enqueueResponse({
       status: 200,
