@@ -82,6 +82,14 @@ export interface BackgroundRunReport {
 /** What a call consumed before it failed: the tokens the provider billed and their cost. */
 export type CallSpend = Pick<CallReport, "usage" | "costUsd">;
 
+/**
+ * A failed call's spend when nothing went to the provider (refused, or its client left before its
+ * body was read): nothing billed. Its row's cost is 0 when the client left, not unknown: an aborted
+ * call of unknown cost counts toward the spend cap at an estimate (decision 0057). A refusal's
+ * (outcome `error`) stays unknown, as any failure's.
+ */
+export const nothingSent = "nothing-sent";
+
 export interface AdmittedCall {
   project: Project;
   provider: ProviderId;
@@ -92,7 +100,12 @@ export interface AdmittedCall {
   /** Writes the usage row for this call (once). */
   finish(report: CallReport): void;
   /** Writes the usage row for a call that failed with `error` after admission. */
-  fail(error: unknown, provider?: ProviderId | null, model?: string | null, spend?: CallSpend): void;
+  fail(
+    error: unknown,
+    provider?: ProviderId | null,
+    model?: string | null,
+    spend?: CallSpend | typeof nothingSent,
+  ): void;
 }
 
 export interface AdmissionOptions {
@@ -218,7 +231,8 @@ export function createAdmission(deps: AdmissionDeps) {
             }
           : null);
       const provider = row.provider ?? (typeof options.provider === "string" ? options.provider : null);
-      if (base !== null) write(context, options, row, base, failureReport(context, refusal, provider, null));
+      if (base !== null)
+        write(context, options, row, base, failureReport(context, refusal, provider, null, nothingSent));
     };
     const entry = { row, refuse };
     waiting.add(entry);
@@ -464,7 +478,7 @@ export function createAdmission(deps: AdmissionDeps) {
             keyId: null,
             method: auth.method,
           },
-          failureReport(context, auth.error, null, null),
+          failureReport(context, auth.error, null, null, nothingSent),
           refusalKind(auth.error, auth.project !== null),
         );
       throw auth.error;
@@ -489,7 +503,7 @@ export function createAdmission(deps: AdmissionDeps) {
         options,
         row,
         base,
-        failureReport(context, error, auth.provider, null),
+        failureReport(context, error, auth.provider, null, nothingSent),
         refusalKind(error),
       );
       const refund = auth.refundDeviceToken;
@@ -634,13 +648,14 @@ interface CallRow {
  * The row of a call that failed with `error`. A client that left (mid-upload, say) is why the call
  * failed: recorded as the proxies record a disconnect, not as the client's error; but a call the
  * shutdown's deadline refused is recorded as refused (503) though its connection has closed since.
+ * `spend`: what the provider billed, or `nothingSent`.
  */
 function failureReport(
   context: RequestContext,
   error: unknown,
   provider: ProviderId | null,
   model: string | null,
-  spend: CallSpend = { usage: null, costUsd: null },
+  spend: CallSpend | typeof nothingSent = { usage: null, costUsd: null },
 ): CallReport {
   const gone = context.request.socket.destroyed && refusalOf(context.response) !== error;
   const gatewayError = isGatewayError(error) ? error : null;
@@ -649,7 +664,7 @@ function failureReport(
     outcome: gone ? "aborted" : "error",
     provider,
     model,
-    ...spend,
+    ...(spend === nothingSent ? { usage: null, costUsd: gone ? 0 : null } : spend),
     streamed: false,
     timeToFirstByteMs: null,
     errorCode: gone ? null : (gatewayError?.code ?? "INTERNAL_ERROR"),

@@ -1,5 +1,5 @@
 import { projectIdHeader } from "../auth/repeated-credential-header.js";
-import type { Admit, AdmittedCall, CallSpend, Endpoint } from "./admission.js";
+import { type Admit, type AdmittedCall, type CallSpend, type Endpoint, nothingSent } from "./admission.js";
 import type { BodyBudget, BodyShare } from "./body-budget.js";
 import { watchClient } from "./client-watch.js";
 import { readBody, requireUncompressedUtf8Json } from "./read-body.js";
@@ -76,7 +76,13 @@ export async function answerWithJson(
     // Refused at the shutdown's deadline: whatever the aborted provider call failed with, the call
     // failed for that, and its answer is the refusal's 503.
     const failure = client.refusal() ?? error;
-    call.fail(failure, call.provider, soFar.model, soFar.spend);
+    // `run` names the model just before the provider call: without one, nothing went to the provider.
+    call.fail(
+      failure,
+      call.provider,
+      soFar.model,
+      soFar.spend ?? (soFar.model === null ? nothingSent : undefined),
+    );
     throw failure;
   } finally {
     client.stop();

@@ -9,7 +9,7 @@ import type { GeneratedImages } from "../proxy/generated-images.js";
 import { RequestFacts } from "../proxy/request-facts.js";
 import { withStreamUsage, withStreamUsageDecoded } from "../proxy/stream-usage-option.js";
 import { reportsNoTokens, type TokenUsage } from "../usage/token-usage.js";
-import type { Admit } from "./admission.js";
+import { type Admit, nothingSent } from "./admission.js";
 import { type BodyBudget, type BodyShare, holdInShare } from "./body-budget.js";
 import { readBody, requireJsonContentType } from "./read-body.js";
 import type { Router } from "./router.js";
@@ -132,8 +132,12 @@ export function registerProxyRoutes(router: Router, deps: ProxyRouteDeps): void 
             },
           });
         } catch (error) {
-          const model = facts === null ? null : facts.model();
-          call.fail(error, adapter.id, model instanceof Promise ? await model : model);
+          // Before its body was read, nothing went to the provider.
+          if (facts === null) call.fail(error, adapter.id, null, nothingSent);
+          else {
+            const model = facts.model();
+            call.fail(error, adapter.id, model instanceof Promise ? await model : model);
+          }
           // The error answer (sent by the app) still reports the limits.
           if (!response.headersSent) setHeaders(response, call.rateLimitHeaders);
           throw error;

@@ -107,4 +107,57 @@ describe.each([
       ]);
     },
   );
+
+  // A client with no credentials (a device token Apple refuses) that leaves during the Apple call has
+  // its row under the project the path names, aborted: nothing went to the provider, so it costs 0,
+  // not an unknown cost. Before, each counted toward the project's spend cap at the estimate of a
+  // call of unknown cost (decision 0057): anyone who knew a project's id could use up its cap.
+  it.skipIf(skip)("costs the project nothing when its credentials failed, under its spend cap", async () => {
+    const project = await createDeviceCheckProject(sluice.gateway, keys.privateKeyPem, "single-use", {
+      monthlySpendCapUsd: 0.3,
+    });
+    apple.delay(300);
+    try {
+      for (let index = 0; index < 3; index++) {
+        const appleCalls = apple.calls.length;
+        const leaving = new AbortController();
+        const left = fetch(`${sluice.url}/v1/provider-a/${project.projectId}/chat/completions`, {
+          method: "POST",
+          headers: {
+            authorization: `Bearer ${project.partialKeys["provider-a"]}.${token("refused")}`,
+            "content-type": "application/json",
+            "x-forwarded-for": `198.51.${randomBytes(1)[0]}.10`,
+          },
+          body: JSON.stringify({ model: "gpt-4o-mini", messages: [] }),
+          signal: leaving.signal,
+        }).catch((error: unknown) => error);
+        await vi.waitFor(() => expect(apple.calls.length).toBe(appleCalls + 1), { timeout: 2000 });
+        leaving.abort();
+        expect(await left).toBeInstanceOf(Error);
+      }
+      await vi.waitFor(
+        async () => {
+          await sluice.gateway.flushUsage();
+          const rows = await sluice.gateway.database.db
+            .selectFrom("usage_records")
+            .select(["status", "outcome", "cost_usd"])
+            .where("project_id", "=", project.projectId)
+            .execute();
+          expect(rows).toEqual(Array(3).fill({ status: 499, outcome: "aborted", cost_usd: 0 }));
+        },
+        { timeout: 5000, interval: 50 },
+      );
+    } finally {
+      apple.delay(0);
+    }
+    // Three calls at the 0.10 USD estimate would be the 0.30 USD cap.
+    const deviceToken = token("after");
+    apple.registerValidToken(deviceToken);
+    const response = await proxiedChat(sluice.url, {
+      projectId: project.projectId,
+      bearer: `${project.partialKeys["provider-a"]}.${deviceToken}`,
+    });
+    await response.arrayBuffer();
+    expect(response.status).toBe(200);
+  });
 });

@@ -1,14 +1,16 @@
 import { randomBytes } from "node:crypto";
 import { mkdtempSync, rmSync } from "node:fs";
+import { connect } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { type FakeUpstream, providerBaseUrls, startFakeUpstream } from "../fakes/fake-upstream.js";
 import type { FakeUsage } from "../fakes/fake-upstream-responses.js";
 import { clockAwayFromMonthEnd } from "../support/away-from-month-end.js";
-import { proxiedChat } from "../support/proxied-chat.js";
+import { proxiedChat, proxiedChatStatus } from "../support/proxied-chat.js";
 import {
   createTestProject,
+  projectUsageRows,
   startTestGateway,
   type TestGateway,
   type TestProject,
@@ -180,6 +182,44 @@ describe("monthly spend cap", () => {
     }
     // 4 x 0.25 = 1: the cap.
     expect(statuses).toEqual([200, 200, 200, 200, 403, 403]);
+  });
+
+  // A client that leaves mid-upload sends nothing to the provider, which bills nothing: its row
+  // (499, aborted, no tokens, no cost) is no call of unknown cost. Before, each counted at the
+  // estimate, so a few dropped uploads (a phone losing its network) used up a month's cap.
+  it("does not count a client that left mid-upload, nothing sent to the provider, toward the cap", async () => {
+    fake.setUsage({ input: 10, output: 10, cached: 0, reasoning: 0 });
+    const project = await createTestProject(sluice.gateway, { monthlySpendCapUsd: 1 });
+    const before = fake.requests.length;
+    for (let index = 0; index < 4; index++) {
+      await new Promise<void>((resolve, reject) => {
+        const socket = connect(Number(new URL(sluice.url).port), "127.0.0.1", () => {
+          socket.write(
+            `POST /v1/provider-a/${project.projectId}/chat/completions HTTP/1.1\r\nhost: x\r\n` +
+              `authorization: Bearer ${project.bearer("provider-a")}\r\ncontent-type: application/json\r\n` +
+              'content-length: 1000\r\n\r\n{"model":',
+          );
+          setTimeout(() => socket.destroy(), 100);
+        });
+        socket.once("error", reject);
+        socket.once("close", () => resolve());
+      });
+    }
+    await vi.waitFor(
+      async () => {
+        await sluice.gateway.flushUsage();
+        const rows = await projectUsageRows(sluice, project);
+        expect(rows.map((row) => [row.status, row.outcome, row.cost_usd])).toEqual(
+          Array(4).fill([499, "aborted", 0]),
+        );
+      },
+      { timeout: 5000, interval: 20 },
+    );
+    expect(fake.requests.length - before).toBe(0);
+    // 4 x 0.25 would be the 1 USD cap: nothing was spent, so the call is admitted.
+    expect(await proxiedChatStatus(sluice.url, project, { body: { model: "gpt-4o", messages: [] } })).toBe(
+      200,
+    );
   });
 
   // A client that sends many calls at once while its project is just under the cap: before, every

@@ -1160,7 +1160,8 @@ describe("structured analysis", () => {
       rows = await aborted();
     }
     expect(rows).toHaveLength(1);
-    expect(rows[0]).toMatchObject({ outcome: "aborted", cost_usd: null });
+    // Nothing went to the provider: a cost of 0, not an unknown one the spend cap would count.
+    expect(rows[0]).toMatchObject({ outcome: "aborted", cost_usd: 0 });
     // The row is written when the client leaves, not once the download ends (at its 60 s deadline).
     expect(Number(rows[0]!.latency_ms)).toBeLessThan(10_000);
     expect(fake.requests).toHaveLength(0);
