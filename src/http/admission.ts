@@ -60,6 +60,12 @@ export interface CallReport {
   errorCode: string | null;
   /** A finished background run the call saw (provider A's Responses API): its row, besides the call's. */
   backgroundRun?: BackgroundRunReport | null;
+  /**
+   * The provider answered the call with a success (2xx): the row's `provider_answered`. Said where
+   * it is known, so that a call that failed after such an answer (one Sluice could not read), which
+   * the provider billed, counts toward the spend cap though its row has no tokens (decision 0057).
+   */
+  providerAnswered?: boolean;
 }
 
 /**
@@ -79,8 +85,11 @@ export interface BackgroundRunReport {
   streamed: boolean;
 }
 
-/** What a call consumed before it failed: the tokens the provider billed and their cost. */
-export type CallSpend = Pick<CallReport, "usage" | "costUsd">;
+/**
+ * What a call consumed before it failed: the tokens the provider billed and their cost, and whether
+ * the provider answered it with a success (2xx).
+ */
+export type CallSpend = Pick<CallReport, "usage" | "costUsd" | "providerAnswered">;
 
 /**
  * A failed call's spend when nothing went to the provider (refused, or its client left before its
@@ -359,6 +368,7 @@ export function createAdmission(deps: AdmissionDeps) {
       client_ip: context.clientIp,
       created_at: isoTimestamp(now),
       requests: 1,
+      provider_answered: report.providerAnswered ? 1 : null,
     };
     deps.recorder.record(record, kind);
     if (report.provider) countUsage(report.provider, report.usage ?? null, report.costUsd);

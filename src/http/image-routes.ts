@@ -248,13 +248,14 @@ function handleGenerate(deps: ImageRouteDeps, context: RequestContext): Promise<
         deps,
         call,
         body,
+        // Heard only once a provider call answered with a success (2xx), its images billed.
         (billed, billedUsage) => {
-          soFar.spend = { usage: billedUsage, costUsd: billed };
+          soFar.spend = { usage: billedUsage, costUsd: billed, providerAnswered: true };
         },
         signal,
         reserveImages(share, deps.maxProviderResponseBytes),
       );
-      return { body: result, model, usage, costUsd };
+      return { body: result, model, usage, costUsd, providerAnswered: true };
     },
   );
 }

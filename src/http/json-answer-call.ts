@@ -58,7 +58,13 @@ export async function answerWithJson(
   try {
     requireUncompressedUtf8Json(request);
     const read = (maxBytes: number) => readBody(request, maxBytes, { share, response });
-    const { body, model, usage, costUsd } = await run(call, client.signal, soFar, read, share);
+    const { body, model, usage, costUsd, providerAnswered } = await run(
+      call,
+      client.signal,
+      soFar,
+      read,
+      share,
+    );
     client.throwIfGone();
     sendJson(response, 200, body);
     call.finish({
@@ -71,6 +77,7 @@ export async function answerWithJson(
       streamed: false,
       timeToFirstByteMs: null,
       errorCode: null,
+      ...(providerAnswered ? { providerAnswered } : {}),
     });
   } catch (error) {
     // Refused at the shutdown's deadline: whatever the aborted provider call failed with, the call

@@ -4,7 +4,7 @@ import type { Metrics } from "../observability/metrics.js";
 import type { ProviderAdapter } from "../providers/provider-adapter.js";
 import { providerPathProblem, proxyMethods, safeProviderPath } from "../providers/provider-adapter.js";
 import { isProviderId, type ProviderId } from "../providers/provider-id.js";
-import { forward, type UpstreamPools } from "../proxy/forward.js";
+import { failedAfterSuccess, forward, type UpstreamPools } from "../proxy/forward.js";
 import type { GeneratedImages } from "../proxy/generated-images.js";
 import { RequestFacts } from "../proxy/request-facts.js";
 import { withStreamUsage, withStreamUsageDecoded } from "../proxy/stream-usage-option.js";
@@ -122,6 +122,9 @@ export function registerProxyRoutes(router: Router, deps: ProxyRouteDeps): void 
             streamed: result.streamed,
             timeToFirstByteMs: result.timeToFirstByteMs,
             errorCode: result.errorCode,
+            // The provider's own status (a call it never answered has the gateway's 499 or none):
+            // a 2xx it cut short, or whose usage did not come, was billed all the same.
+            providerAnswered: result.status >= 200 && result.status <= 299,
             backgroundRun: run && {
               rowId: run.rowId,
               model: run.model,
@@ -136,7 +139,11 @@ export function registerProxyRoutes(router: Router, deps: ProxyRouteDeps): void 
           if (facts === null) call.fail(error, adapter.id, null, nothingSent);
           else {
             const model = facts.model();
-            call.fail(error, adapter.id, model instanceof Promise ? await model : model);
+            // A 2xx the provider cut before any of its body came through: billed all the same.
+            const spend = failedAfterSuccess(error)
+              ? { usage: null, costUsd: null, providerAnswered: true }
+              : undefined;
+            call.fail(error, adapter.id, model instanceof Promise ? await model : model, spend);
           }
           // The error answer (sent by the app) still reports the limits.
           if (!response.headersSent) setHeaders(response, call.rateLimitHeaders);

@@ -4,6 +4,7 @@ import type { SchemaRefusalLog } from "../observability/schema-refusal-log.js";
 import type { AiSdkModels } from "../providers/ai-sdk-provider.js";
 import type { ProviderId } from "../providers/provider-id.js";
 import { schemaRefusalOf } from "../providers/provider-refusal.js";
+import { successfulAnswerUnread } from "../providers/sdk-call-failure.js";
 import type { Project } from "../storage/project-repository.js";
 import { type AnalysisInput, analyze } from "../structured/analyze.js";
 import { parseImageInput, requireReadableImage } from "../structured/image-input.js";
@@ -91,10 +92,20 @@ function handle(deps: StructuredRouteDeps, kind: AnalysisKind, context: RequestC
         signal,
       }).catch((error: unknown) => {
         noteSchemaRefusal(error);
+        // A 2xx answer it could not read (past the response limit, cut short): billed all the same.
+        // Read from the SDK's failure under the call's PROVIDER_ERROR (the chain stops at one).
+        const failure = error instanceof GatewayError ? error.cause : error;
+        if (successfulAnswerUnread(failure))
+          soFar.spend = { usage: null, costUsd: null, providerAnswered: true };
         throw error;
       });
       soFar.model = result.model;
-      const spend = { usage: result.usage, costUsd: costOfTokens(call.provider, result.model, result.usage) };
+      // A result (not a throw): the provider answered an attempt with a success (2xx).
+      const spend = {
+        usage: result.usage,
+        costUsd: costOfTokens(call.provider, result.model, result.usage),
+        providerAnswered: true,
+      };
       soFar.spend = spend;
       if (!result.ok) {
         noteSchemaRefusal(result.error);

@@ -1,10 +1,8 @@
 import { randomUUID } from "node:crypto";
-import { firstInChain } from "../error-chain.js";
 import { GatewayError } from "../errors.js";
 import { deadlineSignal } from "../net/deadline-signal.js";
 import type { AiSdkModels, SdkImageModel } from "../providers/ai-sdk-provider.js";
 import type { AnswerFinish } from "../providers/answer-finish-reason.js";
-import { ProviderResponseTooLarge } from "../providers/provider-fetch.js";
 import type { ProviderId } from "../providers/provider-id.js";
 import { providerRefusal, refusalOfFailedCall } from "../providers/provider-refusal.js";
 import {
@@ -12,6 +10,7 @@ import {
   isProviderTimeout,
   providerTimeout,
   responseTooLargeFailure,
+  successfulAnswerUnread,
 } from "../providers/sdk-call-failure.js";
 import { usageFromProviderC } from "../providers/usage-from-json.js";
 import type { Project } from "../storage/project-repository.js";
@@ -315,7 +314,7 @@ function countingBilledCalls(
                       filteredFinishes.has(finish.reason ?? ""),
                     noImage: finish.reason === "NO_IMAGE",
                   },
-            (error: unknown) => generatedUnread(ai, error, params.n),
+            (error: unknown) => generatedUnread(error, params.n),
           ),
         );
         return result;
@@ -337,18 +336,10 @@ function countingBilledCalls(
  * request names one, a token price never. Null for any other failure, a 2xx that is no JSON (a
  * proxy's page, not the provider's answer) among them.
  */
-function generatedUnread(ai: typeof import("ai"), error: unknown, asked: number): BilledCall | null {
-  const unread = { asked, images: asked, usage: null, filtered: false, noImage: false };
-  const tooLarge = firstInChain(
-    error,
-    (cause): cause is ProviderResponseTooLarge => cause instanceof ProviderResponseTooLarge,
-  );
-  if (tooLarge !== undefined) return successful(tooLarge.status) ? unread : null;
-  if (!ai.APICallError.isInstance(error) || !successful(error.statusCode)) return null;
-  const contentType = Object.entries(error.responseHeaders ?? {}).find(
-    ([name]) => name.toLowerCase() === "content-type",
-  )?.[1];
-  return contentType !== undefined && /^application\/json\b/i.test(contentType.trim()) ? unread : null;
+function generatedUnread(error: unknown, asked: number): BilledCall | null {
+  return successfulAnswerUnread(error)
+    ? { asked, images: asked, usage: null, filtered: false, noImage: false }
+    : null;
 }
 
 /**
@@ -372,8 +363,6 @@ const noImagesAnswer = (modelId: string) => ({
   usage: undefined,
   response: { timestamp: new Date(), modelId, headers: undefined },
 });
-
-const successful = (status: number | undefined) => status !== undefined && status >= 200 && status < 300;
 
 /** Provider A's answer's word on each image it returned (its size and quality), when it has one. */
 function answeredImages(answer: ImageAnswer): { answered?: AnsweredImage[] } {

@@ -106,6 +106,32 @@ export function responseTooLargeFailure(error: unknown, provider: ProviderId): G
 }
 
 /**
+ * Whether a provider call failed on a successful (2xx) answer Sluice could not read, which the
+ * provider billed all the same: one larger than SLUICE_MAX_PROVIDER_RESPONSE_BYTES (Sluice read no
+ * more than the cap of it), or a JSON answer the AI SDK could not use (cut short on its way, or of a
+ * shape it does not take, such as images given as URLs). Looked for along the causes. A 2xx that is
+ * no JSON (a proxy's or captive portal's page) is not the provider's answer: false, as for any other
+ * failure.
+ */
+export function successfulAnswerUnread(error: unknown): boolean {
+  const tooLarge = firstInChain(
+    error,
+    (cause): cause is ProviderResponseTooLarge => cause instanceof ProviderResponseTooLarge,
+  );
+  if (tooLarge !== undefined) return successful(tooLarge.status);
+  const call = firstInChain(error, (cause) => cause.name === "AI_APICallError") as
+    | (Error & { statusCode?: number; responseHeaders?: Record<string, string> })
+    | undefined;
+  if (call === undefined || !successful(call.statusCode)) return false;
+  const contentType = Object.entries(call.responseHeaders ?? {}).find(
+    ([name]) => name.toLowerCase() === "content-type",
+  )?.[1];
+  return contentType !== undefined && /^application\/json\b/i.test(contentType.trim());
+}
+
+const successful = (status: number | undefined) => status !== undefined && status >= 200 && status < 300;
+
+/**
  * An AI SDK APICallError on the error table, without the provider's body: with the provider's
  * status when it answered (`The provider failed to <what> (status 400)`), else it could not be
  * reached, as the proxies say. When the provider refused the model (400, 404, 410) and it is one

@@ -129,6 +129,20 @@ export function createUpstreamPools(timeouts: UpstreamTimeouts) {
 export type UpstreamPools = ReturnType<typeof createUpstreamPools>;
 
 /**
+ * The failures `forward` threw after the provider's answer had begun with a success (2xx): its
+ * status line and headers came, and the connection failed before any of its body reached the client.
+ */
+const answeredFailures = new WeakSet<GatewayError>();
+
+/**
+ * Whether `forward` failed with `error` after the provider had answered with a success (2xx): the
+ * call was billed all the same, though nothing of the answer reached the client (502).
+ */
+export function failedAfterSuccess(error: unknown): boolean {
+  return isGatewayError(error) && answeredFailures.has(error);
+}
+
+/**
  * Forwards one authenticated call and copies the provider's answer to the client as it arrives:
  * status, headers (minus hop-by-hop) and body bytes unchanged, with backpressure, reading usage
  * on the way. A client disconnect aborts the upstream request at once. The request is sent at
@@ -187,7 +201,10 @@ export async function forward(pools: UpstreamPools, call: ForwardCall): Promise<
   } catch (error) {
     exchange.releaseRoom();
     // A GatewayError is the gateway's own refusal (the shutdown's deadline), not the provider's failure.
-    throw isGatewayError(error) ? error : upstreamError(error, adapter.id);
+    if (isGatewayError(error)) throw error;
+    const failure = upstreamError(error, adapter.id);
+    if (exchange.status >= 200 && exchange.status <= 299) answeredFailures.add(failure);
+    throw failure;
   }
   // An image generation's model is read from the parsed body, as the provider reads it (the last
   // top-level `model`), for its price.

@@ -47,6 +47,7 @@ describe.skipIf(!postgresAvailable)("PostgreSQL migrations", () => {
           "0005-project-device-check-changed-at",
           "0006-usage-created-at-index",
           "0007-projects-created-at-index",
+          "0008-usage-provider-answered",
         ]);
       }
     } finally {
@@ -83,10 +84,11 @@ describe.skipIf(!postgresAvailable)("PostgreSQL migrations", () => {
       await sql`alter table usage_records alter column input_tokens type integer,
         alter column output_tokens type integer, alter column cached_tokens type integer,
         alter column reasoning_tokens type integer`.execute(before.db);
-      // And before 0003 to 0005, which a database migrated past 0002 has run too.
+      // And before 0003 to 0005 and 0008, which a database migrated past 0002 has run too.
       await sql`alter table projects drop column proxy_allow_list`.execute(before.db);
       await sql`alter table projects drop column device_check_changed_at`.execute(before.db);
       await sql`alter table usage_records drop column requests`.execute(before.db);
+      await sql`alter table usage_records drop column provider_answered`.execute(before.db);
       await sql`delete from sluice_migrations where name > '0001-initial'`.execute(before.db);
       await before.close();
       // A reader holds the table for well over the query timeout, so the rewrite waits that long.
@@ -172,6 +174,7 @@ for (const engine of durableEngines) {
             "0005-project-device-check-changed-at",
             "0006-usage-created-at-index",
             "0007-projects-created-at-index",
+            "0008-usage-provider-answered",
             "0099-added-by-a-later-build",
           ]);
           // The tables this build knows are used as before.
@@ -218,6 +221,7 @@ for (const engine of durableEngines) {
         await alter(options, async (database) => {
           await sql`alter table usage_records drop column requests`.execute(database.db);
           await sql`alter table projects drop column device_check_changed_at`.execute(database.db);
+          await sql`alter table usage_records drop column provider_answered`.execute(database.db);
           await sql`delete from sluice_migrations where name >= '0004'`.execute(database.db);
           await sql`insert into usage_records (request_id, project_id, endpoint, status, latency_ms,
             outcome, created_at) values ('before-0004', 'p1', 'proxy', 429, 1.5, 'error',
@@ -249,6 +253,7 @@ for (const engine of durableEngines) {
         // The table as a build before 0005 left it, with a project that build wrote.
         await alter(options, async (database) => {
           await sql`alter table projects drop column device_check_changed_at`.execute(database.db);
+          await sql`alter table usage_records drop column provider_answered`.execute(database.db);
           await sql`delete from sluice_migrations where name >= '0005'`.execute(database.db);
           await sql`insert into projects (id, name, provider, created_at, updated_at)
             values ('before-0005', 'Old', 'provider-a', '2026-11-02T10:00:00.000Z',
@@ -390,6 +395,7 @@ for (const engine of durableEngines) {
         await alter(options, async (database) => {
           await sql`alter table projects drop column proxy_allow_list`.execute(database.db);
           await sql`alter table usage_records drop column requests`.execute(database.db);
+          await sql`alter table usage_records drop column provider_answered`.execute(database.db);
           await sql`delete from sluice_migrations where name >= '0003'`.execute(database.db);
           await sql`insert into usage_records (request_id, project_id, endpoint, status, latency_ms,
             outcome, created_at) values ('before-0003', 'p1', 'proxy', 200, 1.5, 'ok',
@@ -408,7 +414,7 @@ for (const engine of durableEngines) {
         try {
           expect(await state(options)).toEqual({
             projects: [...before.projects, "proxy_allow_list"].sort(),
-            usage: [...before.usage, "requests"].sort(),
+            usage: [...before.usage, "provider_answered", "requests"].sort(),
             migrations: [
               "0001-initial",
               "0002-usage-token-counts-bigint",
@@ -417,6 +423,7 @@ for (const engine of durableEngines) {
               "0005-project-device-check-changed-at",
               "0006-usage-created-at-index",
               "0007-projects-created-at-index",
+              "0008-usage-provider-answered",
             ],
           });
           const { rows } = await sql<{ requests: number }>`select requests from usage_records`.execute(
@@ -444,6 +451,7 @@ describe.skipIf(!postgresAvailable)("PostgreSQL upgrade with instances starting 
         await sql`alter table projects drop column proxy_allow_list`.execute(database.db);
         await sql`alter table projects drop column device_check_changed_at`.execute(database.db);
         await sql`alter table usage_records drop column requests`.execute(database.db);
+        await sql`alter table usage_records drop column provider_answered`.execute(database.db);
         await sql`delete from sluice_migrations where name >= '0003'`.execute(database.db);
       });
       const results = await Promise.allSettled([1, 2, 3].map(() => openDatabase(options)));
@@ -457,6 +465,7 @@ describe.skipIf(!postgresAvailable)("PostgreSQL upgrade with instances starting 
         "0005-project-device-check-changed-at",
         "0006-usage-created-at-index",
         "0007-projects-created-at-index",
+        "0008-usage-provider-answered",
       ]);
     } finally {
       for (const database of opened) await database.close();

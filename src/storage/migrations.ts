@@ -184,6 +184,20 @@ export const migrations = (engine: Engine): Record<string, Migration> => ({
       );
     },
   },
+  "0008-usage-provider-answered": {
+    /**
+     * Whether the provider answered a usage row's call with a success (2xx): 1, else null (and
+     * null for every row so far, not known). The spend cap and the usage report's
+     * `unpricedRequests` count a failed call of unknown cost without tokens when it is 1: the
+     * provider billed a call whose answer Sluice could not read (docs/decisions/0057, amended). A
+     * nullable column: no rewrite on either engine (PostgreSQL keeps it in the catalogue, SQLite
+     * changes the schema text). The build before it neither reads nor writes it: its rows are null,
+     * and its spend reads and reports count such calls as nothing, as it always did.
+     */
+    async up(db: Kysely<unknown>) {
+      await db.schema.alterTable("usage_records").addColumn("provider_answered", "integer").execute();
+    },
+  },
 });
 
 /** Where the migrations run are recorded (and the lock table beside it). */

@@ -79,6 +79,13 @@ export interface UsageRecordsTable {
    * refusals coalesced within a minute (usage/refusal-coalescer.ts), which counts them all.
    */
   requests: number;
+  /**
+   * 1 when the provider answered the call with a success (2xx), null otherwise or not known
+   * (migration 0008; a build before it writes none). A failed call's row without tokens says by it
+   * that the provider billed the call all the same (an answer Sluice could not read), unlike a
+   * refusal's: the spend cap counts it (`countsAsUnpriced`). Optional here: a row without it is null.
+   */
+  provider_answered?: number | null;
 }
 
 export interface Database {

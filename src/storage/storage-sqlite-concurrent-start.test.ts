@@ -86,6 +86,7 @@ describe("embedded database", () => {
         earlier.sqlite?.exec(`alter table projects drop column proxy_allow_list;
           alter table projects drop column device_check_changed_at;
           alter table usage_records drop column requests;
+          alter table usage_records drop column provider_answered;
           delete from sluice_migrations where name >= '0003'`);
         await earlier.close();
         outcomes.push(...(await startTogether(dataDir)));
@@ -106,6 +107,7 @@ describe("embedded database", () => {
       "0005-project-device-check-changed-at",
       "0006-usage-created-at-index",
       "0007-projects-created-at-index",
+      "0008-usage-provider-answered",
     ];
     expect(recorded).toEqual([all, all]);
   }, 60_000);

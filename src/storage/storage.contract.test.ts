@@ -6,7 +6,12 @@ import { type OpenDatabase, sqliteCacheKiB } from "./database.js";
 import { createKeyRepository } from "./key-repository.js";
 import { sql } from "./kysely.js";
 import { createProjectRepository, type Project } from "./project-repository.js";
-import { createUsageRepository, type SpendSince, type UsageRecord } from "./usage-repository.js";
+import {
+  countsAsUnpriced,
+  createUsageRepository,
+  type SpendSince,
+  type UsageRecord,
+} from "./usage-repository.js";
 
 const project = (id: string): Project => ({
   id,
@@ -635,6 +640,43 @@ for (const engine of storageEngines) {
       expect(day).toMatchObject({ requests: 3, errors: 3, costUsd: 0.002, unpricedRequests: 2 });
     });
 
+    // A failed call the provider answered with a success (2xx) was billed, though Sluice could not
+    // read the answer (past SLUICE_MAX_PROVIDER_RESPONSE_BYTES, cut short): its row has no tokens,
+    // as a refusal's has not, and only `provider_answered` tells the two apart. Before, it counted
+    // nothing toward the cap.
+    it("counts as unpriced a failed call without tokens that the provider answered with a success", async () => {
+      const records = createUsageRepository(database.db, database.sqlite);
+      const none = { input_tokens: null, output_tokens: null, cached_tokens: null, reasoning_tokens: null };
+      const failed = { project_id: "answered", cost_usd: null, outcome: "error", status: 502, ...none };
+      const rows = [
+        usage("a1", { ...failed, endpoint: "image", provider_answered: 1 }),
+        usage("a2", { ...failed, endpoint: "proxy", status: 200, provider_answered: 1 }),
+        // A refusal, a failure the provider answered otherwise, a build before 0008's row: nothing.
+        usage("a3", { ...failed, status: 401, provider_answered: null }),
+        usage("a4", { ...failed, endpoint: "image" }),
+        // Its cost known: counted at it, not as unpriced.
+        usage("a5", { ...failed, cost_usd: 0.04, provider_answered: 1 }),
+      ];
+      const from = "2026-11-01T00:00:00.000Z";
+      // On SQLite, a read carried on from one before the rows were written adds them by its walk.
+      const before = await records.spendSince("answered", from);
+      await records.insertBatch(rows);
+      const [day] = await records.report({
+        limit: 100,
+        projectId: "answered",
+        from,
+        to: "2026-12-01T00:00:00.000Z",
+        groupBy: "day",
+      });
+      expect(day).toMatchObject({ requests: 5, errors: 5, costUsd: 0.04, unpricedRequests: 2 });
+      expect(await records.spendSince("answered", from)).toMatchObject({ totalUsd: 0.04, unpricedCalls: 2 });
+      expect(await records.spendSince("answered", from, before.next)).toMatchObject({
+        totalUsd: 0.04,
+        unpricedCalls: 2,
+      });
+      expect(rows.filter(countsAsUnpriced).map((row) => row.request_id)).toEqual(["a1", "a2"]);
+    });
+
     // The row of an authenticated client's repeated refusals coalesced within a minute stands for
     // them all: every figure of the report that counts requests counts them, as one row each would.
     it("counts a row's requests in the report's requests, errors and unpriced calls, and in count", async () => {
@@ -817,6 +859,7 @@ for (const engine of storageEngines) {
         client_ip: "192.0.2.44",
         created_at: "2026-11-05T01:02:03.004Z",
         requests: 7,
+        provider_answered: 1,
       };
       await records.insertBatch([row]);
       const stored = await database.db
@@ -858,6 +901,7 @@ for (const engine of storageEngines) {
         client_ip: `192.0.2.${index}`,
         created_at: `2026-11-05T01:02:${String(index).padStart(2, "0")}.004Z`,
         requests: 1 + index,
+        provider_answered: index % 3 === 1 ? 1 : null,
       }));
       const again = { ...(rows[4] as UsageRecord), status: 599, model: "a second try" };
       await records.insertBatch([...rows.slice(0, 12), again, ...rows.slice(12)]);

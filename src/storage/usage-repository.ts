@@ -128,6 +128,7 @@ const columns = [
   "client_ip",
   "created_at",
   "requests",
+  "provider_answered",
 ] as const satisfies ReadonlyArray<keyof UsageRecord>;
 
 /**
@@ -211,15 +212,19 @@ export function createUsageRepository(
 /**
  * Whether a usage row is a call of unknown cost, as the usage report's `unpricedRequests` and the
  * spend cap count them (`unpricedRequestsSum` in SQL): its cost is unknown and its call went through
- * (ok, or cut short), or failed but reports tokens, which the provider billed. A refusal or a
- * failure without tokens cost nothing.
+ * (ok, or cut short), or failed but reports tokens, or failed after the provider answered it with a
+ * success (`provider_answered`: an answer Sluice could not read), both of which the provider billed.
+ * A refusal or another failure without tokens cost nothing.
  */
 export function countsAsUnpriced(
-  row: Pick<UsageRecord, "cost_usd" | "outcome" | "input_tokens" | "output_tokens">,
+  row: Pick<UsageRecord, "cost_usd" | "outcome" | "input_tokens" | "output_tokens" | "provider_answered">,
 ): boolean {
   return (
     row.cost_usd === null &&
-    (row.outcome !== "error" || row.input_tokens !== null || row.output_tokens !== null)
+    (row.outcome !== "error" ||
+      row.input_tokens !== null ||
+      row.output_tokens !== null ||
+      row.provider_answered === 1)
   );
 }
 
@@ -229,7 +234,7 @@ export function countsAsUnpriced(
  */
 function unpricedRequestsSum(table?: string) {
   const column = (name: string) => sql.ref(table === undefined ? name : `${table}.${name}`);
-  return sql<number>`coalesce(sum(case when ${column("cost_usd")} is null and (${column("outcome")} <> 'error' or ${column("input_tokens")} is not null or ${column("output_tokens")} is not null) then ${column("requests")} else 0 end), 0)`;
+  return sql<number>`coalesce(sum(case when ${column("cost_usd")} is null and (${column("outcome")} <> 'error' or ${column("input_tokens")} is not null or ${column("output_tokens")} is not null or ${column("provider_answered")} = 1) then ${column("requests")} else 0 end), 0)`;
 }
 
 /**
@@ -822,6 +827,7 @@ function putColumns(values: unknown[], at: number, row: UsageRecord): void {
   values[at + 18] = row.client_ip;
   values[at + 19] = row.created_at;
   values[at + 20] = row.requests;
+  values[at + 21] = row.provider_answered ?? null;
 }
 
 /** PostgreSQL's query_canceled: for a report, its statement timeout (or an operator cancelling it). */

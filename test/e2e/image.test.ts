@@ -1047,7 +1047,13 @@ describe("image generation", () => {
       fake.setPlan(() => ({ cutBody: true }));
       const one = await generate(a, { prompt: "x", model: "dall-e-3" });
       expect(one.status).toBe(502);
-      expect(await rowFor(one)).toMatchObject({ status: 502, model: "dall-e-3", cost_usd: 0.04 });
+      // The provider answered 2xx: the spend cap counts the call, at its cost or, unknown, its estimate.
+      expect(await rowFor(one)).toMatchObject({
+        status: 502,
+        model: "dall-e-3",
+        cost_usd: 0.04,
+        provider_answered: 1,
+      });
       // One batch of three cut short, the other two whole: three images billed.
       fake.clear();
       let calls = 0;
@@ -1070,7 +1076,12 @@ describe("image generation", () => {
       });
       const response = await generate(a, { prompt: "x", model: "dall-e-3", size: "1536x1024" });
       expect(response.status).toBe(502);
-      expect(await rowFor(response)).toMatchObject({ status: 502, model: "dall-e-3", cost_usd: 0.08 });
+      expect(await rowFor(response)).toMatchObject({
+        status: 502,
+        model: "dall-e-3",
+        cost_usd: 0.08,
+        provider_answered: 1,
+      });
     });
 
     it("records no cost for a 200 that is no JSON answer of the provider's (an HTML page)", async () => {
@@ -1081,7 +1092,8 @@ describe("image generation", () => {
       });
       const response = await generate(a, { prompt: "x", model: "dall-e-3" });
       expect(response.status).toBe(502);
-      expect(await rowFor(response)).toMatchObject({ status: 502, cost_usd: null });
+      // Not the provider's answer: nothing says it billed the call, which the cap then counts as nothing.
+      expect(await rowFor(response)).toMatchObject({ status: 502, cost_usd: null, provider_answered: null });
     });
   });
 

@@ -7,6 +7,7 @@ import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { type FakeUpstream, providerBaseUrls, startFakeUpstream } from "../fakes/fake-upstream.js";
 import type { FakeUsage } from "../fakes/fake-upstream-responses.js";
 import { clockAwayFromMonthEnd } from "../support/away-from-month-end.js";
+import { startLocalServer } from "../support/local-server.js";
 import { proxiedChat, proxiedChatStatus } from "../support/proxied-chat.js";
 import {
   createTestProject,
@@ -369,5 +370,190 @@ describe("monthly spend cap", () => {
     } finally {
       rmSync(dataDir, { recursive: true, force: true });
     }
+  });
+});
+
+// A call the provider answered with a success (2xx), and billed, whose answer Sluice could not read
+// (past SLUICE_MAX_PROVIDER_RESPONSE_BYTES, cut short): its row is an error without tokens or cost,
+// as a refusal's is, and before it counted nothing toward the cap. A client could bring the first
+// about on /v1/image (many large images in one call) and be answered 502 without limit, each call billed.
+describe("monthly spend cap, calls the provider answered that Sluice could not read", () => {
+  let fake: FakeUpstream;
+  let sluice: TestGateway;
+
+  beforeAll(async () => {
+    fake = await startFakeUpstream();
+    sluice = await startTestGateway(
+      {
+        ...providerBaseUrls(fake),
+        unpricedCallUsd: 0.25,
+        maxProviderResponseBytes: 64 * 1024,
+        // A stream the provider goes silent in is cut after this long.
+        upstreamIdleTimeoutMs: 300,
+      },
+      { now: clockAwayFromMonthEnd() },
+    );
+  });
+  afterAll(async () => {
+    await sluice.close();
+    await fake.close();
+  });
+
+  it("counts each toward the cap at the estimate of a call of unknown cost: an image answer past the response limit", async () => {
+    const project = await createTestProject(sluice.gateway, {
+      provider: "provider-a",
+      monthlySpendCapUsd: 1,
+    });
+    // A 200 of the provider's shape, larger than the limit: as many large images in one call make it.
+    const large = { created: 1, data: [{ b64_json: "A".repeat(100 * 1024) }] };
+    const statuses = [];
+    const rows = [];
+    for (let index = 0; index < 6; index++) {
+      fake.enqueueResponse({ status: 200, headers: { "content-type": "application/json" }, body: large });
+      const response = await fetch(`${sluice.url}/v1/image/${project.projectId}`, {
+        method: "POST",
+        headers: {
+          authorization: `Bearer ${project.bearer("provider-a")}`,
+          "content-type": "application/json",
+        },
+        body: JSON.stringify({ prompt: "many large images", model: "gpt-image-2", n: 1 }),
+      });
+      await response.arrayBuffer();
+      statuses.push(response.status);
+      if (response.status === 502) rows.push(await usageRowOf(sluice.gateway, response));
+    }
+    fake.clear();
+    // 4 x 0.25 = 1: the cap.
+    expect(statuses).toEqual([502, 502, 502, 502, 403, 403]);
+    for (const row of rows)
+      expect(row).toMatchObject({
+        outcome: "error",
+        cost_usd: null,
+        input_tokens: null,
+        provider_answered: 1,
+      });
+    const report = await sluice.gateway.admin.usageReport(project.projectId, {
+      from: "2000-01-01",
+      to: "2100-01-01",
+      groupBy: "endpoint",
+    });
+    expect(report.rows).toMatchObject([{ group: "image", unpricedRequests: 4 }]);
+  });
+
+  it("counts each toward the cap at the estimate of a call of unknown cost: a proxied 200 the provider cut short", async () => {
+    const project = await createTestProject(sluice.gateway, { monthlySpendCapUsd: 1 });
+    fake.setPlan(() => ({ cutBody: true }));
+    const statuses = [];
+    const rows = [];
+    try {
+      for (let index = 0; index < 6; index++) {
+        const response = await proxiedChat(sluice.url, project, { body: { model: "gpt-4o", messages: [] } });
+        await response.arrayBuffer().catch(() => {});
+        statuses.push(response.status);
+        if (response.status === 200) rows.push(await usageRowOf(sluice.gateway, response));
+      }
+    } finally {
+      fake.setPlan(null);
+    }
+    expect(statuses).toEqual([200, 200, 200, 200, 403, 403]);
+    for (const row of rows)
+      expect(row).toMatchObject({
+        status: 200,
+        outcome: "error",
+        input_tokens: null,
+        cost_usd: null,
+        provider_answered: 1,
+      });
+  });
+
+  it("counts each toward the cap at the estimate of a call of unknown cost: a proxied stream cut before its usage", async () => {
+    const project = await createTestProject(sluice.gateway, { monthlySpendCapUsd: 1 });
+    // The first event, then silence: the gateway cuts the stream at its idle timeout, no usage read.
+    fake.setPlan(() => ({ hangStreamsAfter: 1 }));
+    const statuses = [];
+    const rows = [];
+    try {
+      for (let index = 0; index < 6; index++) {
+        const response = await proxiedChat(sluice.url, project, {
+          body: { model: "gpt-4o", messages: [], stream: true },
+        });
+        await response.arrayBuffer().catch(() => {});
+        statuses.push(response.status);
+        if (response.status === 200) rows.push(await usageRowOf(sluice.gateway, response));
+      }
+    } finally {
+      fake.setPlan(null);
+    }
+    expect(statuses).toEqual([200, 200, 200, 200, 403, 403]);
+    for (const row of rows)
+      expect(row).toMatchObject({
+        status: 200,
+        streamed: 1,
+        outcome: "error",
+        input_tokens: null,
+        cost_usd: null,
+        provider_answered: 1,
+      });
+  });
+
+  it("counts each toward the cap at the estimate of a call of unknown cost: a proxied 200 cut before any of its body", async () => {
+    // Its status line and headers, then the connection dropped: nothing reached the client (502).
+    const upstream = await startLocalServer((request, response) => {
+      request.resume();
+      request.on("end", () => {
+        response.writeHead(200, { "content-type": "application/json", "content-length": "500" });
+        response.flushHeaders();
+        setTimeout(() => response.socket?.destroy(), 20);
+      });
+    });
+    const gateway = await startTestGateway(
+      { providerABaseUrl: `${upstream.url}/a/v1`, unpricedCallUsd: 0.25 },
+      { now: clockAwayFromMonthEnd() },
+    );
+    try {
+      const project = await createTestProject(gateway.gateway, { monthlySpendCapUsd: 1 });
+      const statuses = [];
+      const rows = [];
+      for (let index = 0; index < 6; index++) {
+        const response = await proxiedChat(gateway.url, project, { body: { model: "gpt-4o", messages: [] } });
+        await response.arrayBuffer();
+        statuses.push(response.status);
+        if (response.status === 502) rows.push(await usageRowOf(gateway.gateway, response));
+      }
+      expect(statuses).toEqual([502, 502, 502, 502, 403, 403]);
+      for (const row of rows)
+        expect(row).toMatchObject({
+          status: 502,
+          outcome: "error",
+          input_tokens: null,
+          provider_answered: 1,
+        });
+    } finally {
+      await gateway.close();
+      await upstream.close();
+    }
+  });
+
+  it("counts nothing for a call the provider failed (its 5xx), its row an error without tokens", async () => {
+    const project = await createTestProject(sluice.gateway, {
+      provider: "provider-a",
+      monthlySpendCapUsd: 1,
+    });
+    const statuses = [];
+    for (let index = 0; index < 6; index++) {
+      fake.failNext(500);
+      const response = await fetch(`${sluice.url}/v1/image/${project.projectId}`, {
+        method: "POST",
+        headers: {
+          authorization: `Bearer ${project.bearer("provider-a")}`,
+          "content-type": "application/json",
+        },
+        body: JSON.stringify({ prompt: "a fox", model: "gpt-image-2", n: 1 }),
+      });
+      await response.arrayBuffer();
+      statuses.push(response.status);
+    }
+    fake.clear();
+    expect(statuses).toEqual([502, 502, 502, 502, 502, 502]);
   });
 });

@@ -145,9 +145,11 @@ describe("a provider answer over SLUICE_MAX_PROVIDER_RESPONSE_BYTES", () => {
           // As every other 502 of these routes: the provider's status, and no retry that could pass.
           details: { providerStatus: 200, retryable: false },
         });
+        // The provider answered 2xx, and billed the call: the spend cap counts it (decision 0057).
         expect(await usageRowOf(sluice.gateway, response)).toMatchObject({
           status: 502,
           error_code: "PROVIDER_ERROR",
+          provider_answered: 1,
           ...row,
         });
         if (how === "chunked") expect(written).toBeLessThan(4 * 2 ** 20);

@@ -23,5 +23,6 @@ export const usageRow = (requestId: string, overrides: Partial<UsageRecord> = {}
   client_ip: "127.0.0.1",
   created_at: "2026-11-02T10:00:00.000Z",
   requests: 1,
+  provider_answered: null,
   ...overrides,
 });
