@@ -126,19 +126,17 @@ describe("a stream that begins 200 and then carries the provider's error event",
   const responsesStream = () =>
     stage.openai.responses.create({ model: "o4-mini", input: "Hi", stream: true }).withResponse();
 
-  it("is recorded as failed: provider A's Responses API stream that ends in response.failed, with the tokens it reports", async () => {
-    const usage = {
-      input_tokens: 11,
-      input_tokens_details: { cached_tokens: 3 },
-      output_tokens: 7,
-      output_tokens_details: { reasoning_tokens: 5 },
-      total_tokens: 18,
-    };
+  /**
+   * A Responses stream that ends in response.failed reporting `usage`, its events named by their
+   * event lines (`named`) or only by their data's type, read through the SDK (which does not throw
+   * on it: the app gets the failed response, with its usage); answers the call's usage row.
+   */
+  async function failedResponsesRow(usage: object, named: boolean) {
     const lifecycle = (type: string, sequence: number, status: string, reported: object | null) =>
-      [type, { type, sequence_number: sequence, response: responseObject(status, reported) }] as [
-        string,
-        object,
-      ];
+      [
+        named ? type : null,
+        { type, sequence_number: sequence, response: responseObject(status, reported) },
+      ] as [string | null, object];
     stage.fake.enqueueResponse({
       status: 200,
       headers: eventStream,
@@ -149,11 +147,21 @@ describe("a stream that begins 200 and then carries the provider's error event",
       ]),
     });
     const { data: stream, response } = await responsesStream();
-    // The SDK does not throw on it: the app gets the failed response, with its usage.
     const events = [];
     for await (const event of stream) events.push(event);
     expect(events.at(-1)).toMatchObject({ type: "response.failed", response: { status: "failed", usage } });
-    const row = await usageRowById(stage.sluice.gateway, response.headers.get("x-request-id"));
+    return usageRowById(stage.sluice.gateway, response.headers.get("x-request-id"));
+  }
+
+  it("is recorded as failed: provider A's Responses API stream that ends in response.failed, with the tokens it reports", async () => {
+    const usage = {
+      input_tokens: 11,
+      input_tokens_details: { cached_tokens: 3 },
+      output_tokens: 7,
+      output_tokens_details: { reasoning_tokens: 5 },
+      total_tokens: 18,
+    };
+    const row = await failedResponsesRow(usage, true);
     expect(row).toMatchObject({
       status: 200,
       outcome: "error",
@@ -172,25 +180,7 @@ describe("a stream that begins 200 and then carries the provider's error event",
   // in its data: response.failed was told by its event line alone, and such a stream recorded ok.
   it("is recorded as failed: a Responses API stream without event lines that ends in response.failed", async () => {
     const usage = { input_tokens: 11, output_tokens: 7, total_tokens: 18 };
-    const lifecycle = (type: string, sequence: number, status: string, reported: object | null) =>
-      [null, { type, sequence_number: sequence, response: responseObject(status, reported) }] as [
-        null,
-        object,
-      ];
-    stage.fake.enqueueResponse({
-      status: 200,
-      headers: eventStream,
-      body: sse([
-        lifecycle("response.created", 0, "in_progress", null),
-        lifecycle("response.in_progress", 1, "in_progress", null),
-        lifecycle("response.failed", 2, "failed", usage),
-      ]),
-    });
-    const { data: stream, response } = await responsesStream();
-    const events = [];
-    for await (const event of stream) events.push(event);
-    expect(events.at(-1)).toMatchObject({ type: "response.failed", response: { status: "failed", usage } });
-    const row = await usageRowById(stage.sluice.gateway, response.headers.get("x-request-id"));
+    const row = await failedResponsesRow(usage, false);
     expect(row).toMatchObject({
       status: 200,
       outcome: "error",
