@@ -1,9 +1,5 @@
 import { resolveJsonPointer } from "./resolve-json-pointer.js";
-
-type Schema = Record<string, unknown>;
-
-const isObject = (value: unknown): value is Record<string, unknown> =>
-  typeof value === "object" && value !== null && !Array.isArray(value);
+import { isSchema, type Schema } from "./schema-walk.js";
 
 /**
  * A model's answer without the keys that a closed object (`additionalProperties: false` beside
@@ -18,7 +14,7 @@ const isObject = (value: unknown): value is Record<string, unknown> =>
 export function withoutUnlistedProperties(schema: Schema, answer: unknown): unknown {
   const shapings = shapingsOf(schema);
   const keepListed = (node: unknown, value: unknown): unknown => {
-    if (!isObject(node)) return value;
+    if (!isSchema(node)) return value;
     let out = value;
     for (const shaping of shapings(node)) out = keepOwn(shaping, out);
     return out;
@@ -27,9 +23,9 @@ export function withoutUnlistedProperties(schema: Schema, answer: unknown): unkn
   const keepOwn = (node: Schema, value: unknown): unknown => {
     if (Array.isArray(value))
       return node.items === undefined ? value : value.map((item) => keepListed(node.items, item));
-    if (!isObject(value)) return value;
-    const properties = isObject(node.properties) ? node.properties : {};
-    const closed = node.additionalProperties === false && isObject(node.properties);
+    if (!isSchema(value)) return value;
+    const properties = isSchema(node.properties) ? node.properties : {};
+    const closed = node.additionalProperties === false && isSchema(node.properties);
     const entries: Array<[string, unknown]> = [];
     for (const [key, item] of Object.entries(value)) {
       if (Object.hasOwn(properties, key)) entries.push([key, keepListed(properties[key], item)]);
@@ -65,7 +61,7 @@ function shapingsOf(schema: Schema): (node: Schema) => Schema[] {
     const links: Schema[] = [];
     const onChain = new Set<Schema>();
     let tail: Shaping | null = null;
-    for (let at: unknown = node; isObject(at) && !onChain.has(at); ) {
+    for (let at: unknown = node; isSchema(at) && !onChain.has(at); ) {
       const found = known.get(at);
       if (found !== undefined) {
         tail = found;
@@ -93,5 +89,5 @@ function shapingsOf(schema: Schema): (node: Schema) => Schema[] {
 
 /** Whether a schema's own keywords apply schemas to a value's items or properties. */
 function reachesIn(node: Schema): boolean {
-  return node.items !== undefined || isObject(node.properties) || isObject(node.additionalProperties);
+  return node.items !== undefined || isSchema(node.properties) || isSchema(node.additionalProperties);
 }

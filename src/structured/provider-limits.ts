@@ -8,12 +8,7 @@
 import { shownMemberName } from "../admin/shown-name.js";
 import { resolveJsonPointer } from "./resolve-json-pointer.js";
 import { shownSchemaName } from "./schema-name-shown.js";
-import { nestingKeywords } from "./schema-walk.js";
-
-type Schema = Record<string, unknown>;
-
-const isSchema = (value: unknown): value is Schema =>
-  typeof value === "object" && value !== null && !Array.isArray(value);
+import { isSchema, nestingKeywords, type Schema } from "./schema-walk.js";
 
 /** Provider B's structured outputs compile at most this many union-typed parameters. */
 const providerBUnionLimit = 16;

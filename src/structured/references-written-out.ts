@@ -1,9 +1,5 @@
 import { resolveJsonPointer } from "./resolve-json-pointer.js";
-
-type Schema = Record<string, unknown>;
-
-const isSchema = (value: unknown): value is Schema =>
-  typeof value === "object" && value !== null && !Array.isArray(value);
+import { isSchema, type Schema } from "./schema-walk.js";
 
 /** The `$ref`s provider C takes (provider-limits.ts): to an entry of the root's `$defs` or `definitions`. */
 const rootDefinition = /^#\/(?:\$defs|definitions)\/[^/]+$/;

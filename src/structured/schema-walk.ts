@@ -1,3 +1,10 @@
+/** A schema as a walk reads it: a JSON object. */
+export type Schema = Record<string, unknown>;
+
+/** Whether `value` is a JSON object, which a schema (or a map of names to schemas) is. */
+export const isSchema = (value: unknown): value is Schema =>
+  typeof value === "object" && value !== null && !Array.isArray(value);
+
 /**
  * The keywords output-schema.ts lets a schema nest other schemas in, in document order, and how each
  * holds them: a map of names (of properties or definitions) to schemas, one schema, or a list of
@@ -22,11 +29,11 @@ export function eachSchema(
   node: unknown,
   rewrite: (schema: Record<string, unknown>) => Record<string, unknown>,
 ): unknown {
-  if (typeof node !== "object" || node === null || Array.isArray(node)) return node;
+  if (!isSchema(node)) return node;
   const out: Record<string, unknown> = {};
   for (const [key, value] of Object.entries(node)) {
     const nesting = nestingKeywords.get(key);
-    if (nesting === "names" && typeof value === "object" && value !== null && !Array.isArray(value)) {
+    if (nesting === "names" && isSchema(value)) {
       out[key] = Object.fromEntries(
         Object.entries(value).map(([name, child]) => [name, eachSchema(child, rewrite)]),
       );
