@@ -1,5 +1,6 @@
 import type { IncomingMessage, ServerResponse } from "node:http";
 import { GatewayError, isGatewayError } from "../errors.js";
+import { isSuccessStatus } from "../net/success-status.js";
 import type { Metrics } from "../observability/metrics.js";
 import type { ProviderAdapter } from "../providers/provider-adapter.js";
 import { providerPathProblem, proxyMethods, safeProviderPath } from "../providers/provider-adapter.js";
@@ -124,7 +125,7 @@ export function registerProxyRoutes(router: Router, deps: ProxyRouteDeps): void 
             errorCode: result.errorCode,
             // The provider's own status (a call it never answered has the gateway's 499 or none):
             // a 2xx it cut short, or whose usage did not come, was billed all the same.
-            providerAnswered: result.status >= 200 && result.status <= 299,
+            providerAnswered: isSuccessStatus(result.status),
             backgroundRun: run && {
               rowId: run.rowId,
               model: run.model,

@@ -1,5 +1,6 @@
 import { firstInChain, someInChain } from "../error-chain.js";
 import { GatewayError } from "../errors.js";
+import { isSuccessStatus } from "../net/success-status.js";
 import { providerFailureFacts } from "../observability/provider-failure-log.js";
 import { shutdownNotice } from "../usage/model-catalogue.js";
 import { ProviderResponseTooLarge } from "./provider-fetch.js";
@@ -118,18 +119,16 @@ export function successfulAnswerUnread(error: unknown): boolean {
     error,
     (cause): cause is ProviderResponseTooLarge => cause instanceof ProviderResponseTooLarge,
   );
-  if (tooLarge !== undefined) return successful(tooLarge.status);
+  if (tooLarge !== undefined) return isSuccessStatus(tooLarge.status);
   const call = firstInChain(error, (cause) => cause.name === "AI_APICallError") as
     | (Error & { statusCode?: number; responseHeaders?: Record<string, string> })
     | undefined;
-  if (call === undefined || !successful(call.statusCode)) return false;
+  if (call === undefined || !isSuccessStatus(call.statusCode)) return false;
   const contentType = Object.entries(call.responseHeaders ?? {}).find(
     ([name]) => name.toLowerCase() === "content-type",
   )?.[1];
   return contentType !== undefined && /^application\/json\b/i.test(contentType.trim());
 }
-
-const successful = (status: number | undefined) => status !== undefined && status >= 200 && status < 300;
 
 /**
  * An AI SDK APICallError on the error table, without the provider's body: with the provider's

@@ -2,6 +2,7 @@ import type { ServerResponse } from "node:http";
 import { type Dispatcher, Pool } from "undici";
 import { GatewayError, isGatewayError } from "../errors.js";
 import { type BodyBudget, createBodyBudget } from "../http/body-budget.js";
+import { isSuccessStatus } from "../net/success-status.js";
 import type { ProviderAdapter } from "../providers/provider-adapter.js";
 import type { ProviderId } from "../providers/provider-id.js";
 import {
@@ -203,7 +204,7 @@ export async function forward(pools: UpstreamPools, call: ForwardCall): Promise<
     // A GatewayError is the gateway's own refusal (the shutdown's deadline), not the provider's failure.
     if (isGatewayError(error)) throw error;
     const failure = upstreamError(error, adapter.id);
-    if (exchange.status >= 200 && exchange.status <= 299) answeredFailures.add(failure);
+    if (isSuccessStatus(exchange.status)) answeredFailures.add(failure);
     throw failure;
   }
   // An image generation's model is read from the parsed body, as the provider reads it (the last
