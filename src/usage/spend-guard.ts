@@ -330,8 +330,8 @@ function spendGuard(deps: SpendGuardDeps) {
    * a cost is known it alone counts, however small, so a project of cheap calls is not held back
    * by the floor.
    */
-  function inFlightCallUsd(largestRead: number, largestCall: number): number {
-    const largest = Math.max(largestRead, largestCall);
+  function inFlightCallUsd(entry: MonthSpend): number {
+    const largest = largestKnown(entry);
     return largest > 0 ? largest : unpricedCallUsd;
   }
 
@@ -342,7 +342,7 @@ function spendGuard(deps: SpendGuardDeps) {
    */
   function placeUnderCap(projectId: string, capUsd: number, spentUsd: number) {
     const entry = monthOf(projectId, deps.now());
-    const room = roomUnderCap(capUsd, spentUsd, inFlightCallUsd(entry.largestRead, entry.largestCall));
+    const room = roomUnderCap(capUsd, spentUsd, inFlightCallUsd(entry));
     const holdHere = (shared?: () => void): (() => void) => {
       entry.inFlight++;
       relist(entry);
@@ -397,10 +397,7 @@ function spendGuard(deps: SpendGuardDeps) {
       const unpriced = entry.unpricedRead + entry.unpricedUnread;
       const known = entry.base + entry.unread;
       if (unpriced <= 0) return known;
-      return (
-        known +
-        unpriced * unpricedCallEstimate(Math.max(entry.largestRead, entry.largestCall), unpricedCallUsd)
-      );
+      return known + unpriced * unpricedCallEstimate(largestKnown(entry), unpricedCallUsd);
     },
     /**
      * Adds the cost of a usage row just recorded on this instance (and not yet written), to the
@@ -551,6 +548,14 @@ function spendGuard(deps: SpendGuardDeps) {
     },
   };
   return guard;
+}
+
+/**
+ * The largest known cost of one call of the project this month: the largest row the month's read
+ * found, or a larger one this instance recorded since (`add`).
+ */
+function largestKnown(entry: MonthSpend): number {
+  return Math.max(entry.largestRead, entry.largestCall);
 }
 
 /**
