@@ -87,11 +87,18 @@ function wholeNumber(value: string, problem: string, problems: string[]): number
   else return Number(value);
   return Number.NaN;
 }
-/** A whole number from `min` to `max`; a value too large is named once. */
+/**
+ * A whole number from `min` to `max`; a value too large is named once. `notDigits`: what a value
+ * that is not digits is told.
+ */
 const integer =
-  (min: number, max = Number.MAX_SAFE_INTEGER): Parser<number> =>
+  (
+    min: number,
+    max = Number.MAX_SAFE_INTEGER,
+    notDigits = "must be a whole number written as digits, such as 10",
+  ): Parser<number> =>
   (value, problems) => {
-    const number = wholeNumber(value, "must be a whole number written as digits, such as 10", problems);
+    const number = wholeNumber(value, notDigits, problems);
     if (number < min) problems.push(`must be at least ${min}`);
     else if (number > max) problems.push(`must be at most ${max}`);
     return number;
@@ -100,18 +107,12 @@ const integer =
  * A size in whole bytes, at least `min`: `20MB` or `2e7` are refused, named with the unit and a
  * size a setting takes (the plain integer's "such as 10" is below every size's 1024).
  */
-const bytes =
-  (min: number): Parser<number> =>
-  (value, problems) => {
-    const number = wholeNumber(
-      value,
-      "must be a whole number of bytes, written as digits without a unit, such as 20971520 (20 MiB)",
-      problems,
-    );
-    if (number < min) problems.push(`must be at least ${min}`);
-    else if (number > Number.MAX_SAFE_INTEGER) problems.push(`must be at most ${Number.MAX_SAFE_INTEGER}`);
-    return number;
-  };
+const bytes = (min: number): Parser<number> =>
+  integer(
+    min,
+    Number.MAX_SAFE_INTEGER,
+    "must be a whole number of bytes, written as digits without a unit, such as 20971520 (20 MiB)",
+  );
 /**
  * A time limit in whole milliseconds, written as digits: `10s` or `1e4` are refused rather than
  * misread, and so is anything above a day (Node runs a timer longer than about 24.8 days at once).
