@@ -77,7 +77,7 @@ export async function answerWithJson(
       streamed: false,
       timeToFirstByteMs: null,
       errorCode: null,
-      ...(providerAnswered ? { providerAnswered } : {}),
+      providerAnswered,
     });
   } catch (error) {
     // Refused at the shutdown's deadline: whatever the aborted provider call failed with, the call
