@@ -39,6 +39,16 @@ describe("monthly spend cap", () => {
   const chat = (project: TestProject) =>
     proxiedChat(sluice.url, project, { body: { model: "gpt-4o", messages: [] } });
 
+  /** Twenty calls sent at once (`send`), each answer read to its end. */
+  const twentyAtOnce = (send: () => Promise<Response>) =>
+    Promise.all(
+      Array.from({ length: 20 }, async () => {
+        const response = await send();
+        await response.arrayBuffer();
+        return response;
+      }),
+    );
+
   it("answers 403 FORBIDDEN once the month's known cost reaches the cap, and again when an admin raises it", async () => {
     fake.setUsage({ input: 1_000_000, output: 1_000_000, cached: 0, reasoning: 0 });
     const project = await createTestProject(sluice.gateway, { monthlySpendCapUsd: 1 });
@@ -240,13 +250,7 @@ describe("monthly spend cap", () => {
     fake.setLatencyMs(2_000);
     const before = fake.requests.length;
     try {
-      const burst = await Promise.all(
-        Array.from({ length: 20 }, async () => {
-          const response = await chat(project);
-          await response.arrayBuffer();
-          return response;
-        }),
-      );
+      const burst = await twentyAtOnce(() => chat(project));
       const statuses = burst.map((response) => response.status);
       expect(statuses.filter((status) => status === 200)).toHaveLength(2);
       expect(statuses.filter((status) => status === 429)).toHaveLength(18);
@@ -285,13 +289,7 @@ describe("monthly spend cap", () => {
     fake.setLatencyMs(2_000);
     const before = fake.requests.length;
     try {
-      const burst = await Promise.all(
-        Array.from({ length: 20 }, async () => {
-          const response = await chat(project);
-          await response.arrayBuffer();
-          return response;
-        }),
-      );
+      const burst = await twentyAtOnce(() => chat(project));
       const statuses = burst.map((response) => response.status);
       // 1 / 0.25: four in flight at once (the fourth admitted with three at 0.75), not a fifth (1.00).
       expect(statuses.filter((status) => status === 200)).toHaveLength(4);
@@ -310,13 +308,7 @@ describe("monthly spend cap", () => {
     // cheap model are not held back by it (20 more at once, all admitted).
     fake.setLatencyMs(500);
     try {
-      const statuses = await Promise.all(
-        Array.from({ length: 20 }, async () => {
-          const response = await chat(project);
-          await response.arrayBuffer();
-          return response.status;
-        }),
-      );
+      const statuses = (await twentyAtOnce(() => chat(project))).map((response) => response.status);
       expect(statuses).toEqual(Array(20).fill(200));
     } finally {
       fake.setLatencyMs(0);
@@ -351,15 +343,11 @@ describe("monthly spend cap", () => {
       fake.setLatencyMs(300);
       const before = fake.requests.length;
       try {
-        const statuses = await Promise.all(
-          Array.from({ length: 20 }, async () => {
-            const response = await proxiedChat(started.url, project, {
-              body: { model: "gpt-4o", messages: [] },
-            });
-            await response.arrayBuffer();
-            return response.status;
-          }),
-        );
+        const statuses = (
+          await twentyAtOnce(() =>
+            proxiedChat(started.url, project, { body: { model: "gpt-4o", messages: [] } }),
+          )
+        ).map((response) => response.status);
         expect(statuses.filter((status) => status === 200)).toHaveLength(1);
         expect(statuses.filter((status) => status === 429)).toHaveLength(19);
         expect(fake.requests.length - before).toBe(1);
@@ -399,6 +387,37 @@ describe("monthly spend cap, calls the provider answered that Sluice could not r
     await fake.close();
   });
 
+  /**
+   * Six calls sent one after another (`send`), each answer read to its end (`cut`: or to where the
+   * provider cut it): their statuses, and the usage rows of those answered `counted`.
+   */
+  async function sixInTurn(
+    gateway: TestGateway,
+    send: () => Promise<Response>,
+    { counted, cut = false }: { counted?: number; cut?: boolean } = {},
+  ) {
+    const statuses: number[] = [];
+    const rows: Awaited<ReturnType<typeof usageRowOf>>[] = [];
+    for (let index = 0; index < 6; index++) {
+      const response = await send();
+      await (cut ? response.arrayBuffer().catch(() => {}) : response.arrayBuffer());
+      statuses.push(response.status);
+      if (response.status === counted) rows.push(await usageRowOf(gateway.gateway, response));
+    }
+    return { statuses, rows };
+  }
+
+  /** A /v1/image call of gpt-image-2, one image of `prompt`. */
+  const imageCall = (project: TestProject, prompt: string) =>
+    fetch(`${sluice.url}/v1/image/${project.projectId}`, {
+      method: "POST",
+      headers: {
+        authorization: `Bearer ${project.bearer("provider-a")}`,
+        "content-type": "application/json",
+      },
+      body: JSON.stringify({ prompt, model: "gpt-image-2", n: 1 }),
+    });
+
   it("counts each toward the cap at the estimate of a call of unknown cost: an image answer past the response limit", async () => {
     const project = await createTestProject(sluice.gateway, {
       provider: "provider-a",
@@ -406,22 +425,14 @@ describe("monthly spend cap, calls the provider answered that Sluice could not r
     });
     // A 200 of the provider's shape, larger than the limit: as many large images in one call make it.
     const large = { created: 1, data: [{ b64_json: "A".repeat(100 * 1024) }] };
-    const statuses = [];
-    const rows = [];
-    for (let index = 0; index < 6; index++) {
-      fake.enqueueResponse({ status: 200, headers: { "content-type": "application/json" }, body: large });
-      const response = await fetch(`${sluice.url}/v1/image/${project.projectId}`, {
-        method: "POST",
-        headers: {
-          authorization: `Bearer ${project.bearer("provider-a")}`,
-          "content-type": "application/json",
-        },
-        body: JSON.stringify({ prompt: "many large images", model: "gpt-image-2", n: 1 }),
-      });
-      await response.arrayBuffer();
-      statuses.push(response.status);
-      if (response.status === 502) rows.push(await usageRowOf(sluice.gateway, response));
-    }
+    const { statuses, rows } = await sixInTurn(
+      sluice,
+      () => {
+        fake.enqueueResponse({ status: 200, headers: { "content-type": "application/json" }, body: large });
+        return imageCall(project, "many large images");
+      },
+      { counted: 502 },
+    );
     fake.clear();
     // 4 x 0.25 = 1: the cap.
     expect(statuses).toEqual([502, 502, 502, 502, 403, 403]);
@@ -443,18 +454,11 @@ describe("monthly spend cap, calls the provider answered that Sluice could not r
   it("counts each toward the cap at the estimate of a call of unknown cost: a proxied 200 the provider cut short", async () => {
     const project = await createTestProject(sluice.gateway, { monthlySpendCapUsd: 1 });
     fake.setPlan(() => ({ cutBody: true }));
-    const statuses = [];
-    const rows = [];
-    try {
-      for (let index = 0; index < 6; index++) {
-        const response = await proxiedChat(sluice.url, project, { body: { model: "gpt-4o", messages: [] } });
-        await response.arrayBuffer().catch(() => {});
-        statuses.push(response.status);
-        if (response.status === 200) rows.push(await usageRowOf(sluice.gateway, response));
-      }
-    } finally {
-      fake.setPlan(null);
-    }
+    const { statuses, rows } = await sixInTurn(
+      sluice,
+      () => proxiedChat(sluice.url, project, { body: { model: "gpt-4o", messages: [] } }),
+      { counted: 200, cut: true },
+    ).finally(() => fake.setPlan(null));
     expect(statuses).toEqual([200, 200, 200, 200, 403, 403]);
     for (const row of rows)
       expect(row).toMatchObject({
@@ -470,20 +474,11 @@ describe("monthly spend cap, calls the provider answered that Sluice could not r
     const project = await createTestProject(sluice.gateway, { monthlySpendCapUsd: 1 });
     // The first event, then silence: the gateway cuts the stream at its idle timeout, no usage read.
     fake.setPlan(() => ({ hangStreamsAfter: 1 }));
-    const statuses = [];
-    const rows = [];
-    try {
-      for (let index = 0; index < 6; index++) {
-        const response = await proxiedChat(sluice.url, project, {
-          body: { model: "gpt-4o", messages: [], stream: true },
-        });
-        await response.arrayBuffer().catch(() => {});
-        statuses.push(response.status);
-        if (response.status === 200) rows.push(await usageRowOf(sluice.gateway, response));
-      }
-    } finally {
-      fake.setPlan(null);
-    }
+    const { statuses, rows } = await sixInTurn(
+      sluice,
+      () => proxiedChat(sluice.url, project, { body: { model: "gpt-4o", messages: [], stream: true } }),
+      { counted: 200, cut: true },
+    ).finally(() => fake.setPlan(null));
     expect(statuses).toEqual([200, 200, 200, 200, 403, 403]);
     for (const row of rows)
       expect(row).toMatchObject({
@@ -512,14 +507,11 @@ describe("monthly spend cap, calls the provider answered that Sluice could not r
     );
     try {
       const project = await createTestProject(gateway.gateway, { monthlySpendCapUsd: 1 });
-      const statuses = [];
-      const rows = [];
-      for (let index = 0; index < 6; index++) {
-        const response = await proxiedChat(gateway.url, project, { body: { model: "gpt-4o", messages: [] } });
-        await response.arrayBuffer();
-        statuses.push(response.status);
-        if (response.status === 502) rows.push(await usageRowOf(gateway.gateway, response));
-      }
+      const { statuses, rows } = await sixInTurn(
+        gateway,
+        () => proxiedChat(gateway.url, project, { body: { model: "gpt-4o", messages: [] } }),
+        { counted: 502 },
+      );
       expect(statuses).toEqual([502, 502, 502, 502, 403, 403]);
       for (const row of rows)
         expect(row).toMatchObject({
@@ -539,20 +531,10 @@ describe("monthly spend cap, calls the provider answered that Sluice could not r
       provider: "provider-a",
       monthlySpendCapUsd: 1,
     });
-    const statuses = [];
-    for (let index = 0; index < 6; index++) {
+    const { statuses } = await sixInTurn(sluice, () => {
       fake.failNext(500);
-      const response = await fetch(`${sluice.url}/v1/image/${project.projectId}`, {
-        method: "POST",
-        headers: {
-          authorization: `Bearer ${project.bearer("provider-a")}`,
-          "content-type": "application/json",
-        },
-        body: JSON.stringify({ prompt: "a fox", model: "gpt-image-2", n: 1 }),
-      });
-      await response.arrayBuffer();
-      statuses.push(response.status);
-    }
+      return imageCall(project, "a fox");
+    });
     fake.clear();
     expect(statuses).toEqual([502, 502, 502, 502, 502, 502]);
   });
