@@ -22,6 +22,33 @@ function pendingSpend() {
   return { usage, reads };
 }
 
+/**
+ * A spend guard and a usage recorder over rows kept in memory, as admission and the recorder use
+ * them: `at.now` is the clock the test moves, `at.down` a database that refuses every statement.
+ */
+function guardOverRows(options: { unpricedCallUsd?: number } = {}) {
+  const rows: UsageRecord[] = [];
+  const at = { now: new Date("2026-11-15T00:00:00.000Z"), down: false };
+  const usage = fakeUsageRepository({
+    async insertBatch(batch) {
+      if (at.down) throw connectionRefused();
+      rows.push(...batch);
+    },
+    async spendSince(projectId, from) {
+      if (at.down) throw connectionRefused();
+      return spendOf(rows.filter((row) => row.project_id === projectId && row.created_at >= from));
+    },
+  });
+  const guard = createSpendGuard({ usage, now: () => at.now, refreshMs: 1000, ...options });
+  const recorder = createUsageRecorder({
+    repository: usage,
+    flushIntervalMs: 60_000,
+    queueMax: 100,
+    onWritten: guard.written,
+  });
+  return { rows, at, guard, recorder };
+}
+
 const settle = () => new Promise((resolve) => setImmediate(resolve));
 
 /**
@@ -411,43 +438,23 @@ describe("spend guard", () => {
   });
 
   it("counts the costs the usage recorder still holds after a database outage, until they are written and read back", async () => {
-    const rows: UsageRecord[] = [];
-    let down = true;
-    const usage = fakeUsageRepository({
-      async insertBatch(batch) {
-        if (down) throw connectionRefused();
-        rows.push(...batch);
-      },
-      async spendSince(projectId, from) {
-        if (down) throw connectionRefused();
-        return spendOf(rows.filter((row) => row.project_id === projectId && row.created_at >= from));
-      },
-    });
-    let now = new Date("2026-11-15T00:00:00.000Z");
-    const guard = createSpendGuard({ usage, now: () => now, refreshMs: 1000 });
-    const recorder = createUsageRecorder({
-      repository: usage,
-      flushIntervalMs: 60_000,
-      queueMax: 100,
-      onWritten: guard.written,
-    });
-    down = false;
+    const { rows, at, guard, recorder } = guardOverRows();
     expect(await guard.monthToDate("p1")).toBe(0);
-    down = true;
+    at.down = true;
     // Requests served during the outage, as admission records them: the row queued, its cost added.
     for (const [index, cost] of [2, 1.5].entries()) {
-      recorder.record(usageRow(`outage-${index}`, { cost_usd: cost, created_at: now.toISOString() }));
+      recorder.record(usageRow(`outage-${index}`, { cost_usd: cost, created_at: at.now.toISOString() }));
       guard.add("p1", cost);
     }
     await recorder.flush(50);
     expect(recorder.depth()).toBe(2);
     // The database is back and answers the guard before the recorder's retry writes the rows.
-    down = false;
-    now = new Date("2026-11-15T00:00:05.000Z");
+    at.down = false;
+    at.now = new Date("2026-11-15T00:00:05.000Z");
     expect(await guard.monthToDate("p1")).toBe(3.5);
     await recorder.flush();
     expect(rows).toHaveLength(2);
-    now = new Date("2026-11-15T00:00:10.000Z");
+    at.now = new Date("2026-11-15T00:00:10.000Z");
     expect(await guard.monthToDate("p1")).toBe(3.5);
     await recorder.stop();
   });
@@ -456,38 +463,22 @@ describe("spend guard", () => {
   // or the floor, at once here, once when its row is written and read back, and not for a project
   // created again under the id after it.
   it("counts calls of unknown cost at once and once, at the larger of the largest known cost and the floor", async () => {
-    const rows: UsageRecord[] = [];
-    const usage = fakeUsageRepository({
-      async insertBatch(batch) {
-        rows.push(...batch);
-      },
-      async spendSince(projectId, from) {
-        return spendOf(rows.filter((row) => row.project_id === projectId && row.created_at >= from));
-      },
-    });
-    let now = new Date("2026-11-15T00:00:00.000Z");
-    const guard = createSpendGuard({ usage, now: () => now, refreshMs: 1000, unpricedCallUsd: 0.5 });
-    const recorder = createUsageRecorder({
-      repository: usage,
-      flushIntervalMs: 60_000,
-      queueMax: 100,
-      onWritten: guard.written,
-    });
+    const { at, guard, recorder } = guardOverRows({ unpricedCallUsd: 0.5 });
     const created = "2026-11-01T00:00:00.000Z";
     expect(await guard.monthToDate("p1", created)).toBe(0);
     const unpriced = (id: string) => {
-      recorder.record(usageRow(id, { cost_usd: null, created_at: now.toISOString() }));
-      guard.addUnpriced("p1", now);
+      recorder.record(usageRow(id, { cost_usd: null, created_at: at.now.toISOString() }));
+      guard.addUnpriced("p1", at.now);
     };
     // No known cost yet: at the floor.
     unpriced("u1");
     expect(await guard.monthToDate("p1", created)).toBe(0.5);
     // A known cost of 2: the call of unknown cost counts at it, before and after the rows are written.
-    recorder.record(usageRow("k1", { cost_usd: 2, created_at: now.toISOString() }));
-    guard.add("p1", 2, now);
+    recorder.record(usageRow("k1", { cost_usd: 2, created_at: at.now.toISOString() }));
+    guard.add("p1", 2, at.now);
     expect(await guard.monthToDate("p1", created)).toBe(4);
     await recorder.flush();
-    now = new Date("2026-11-15T00:00:02.000Z");
+    at.now = new Date("2026-11-15T00:00:02.000Z");
     expect(await guard.monthToDate("p1", created)).toBe(4);
     unpriced("u2");
     expect(await guard.monthToDate("p1", created)).toBe(6);
@@ -499,18 +490,18 @@ describe("spend guard", () => {
         status: 429,
         input_tokens: null,
         output_tokens: null,
-        created_at: now.toISOString(),
+        created_at: at.now.toISOString(),
       }),
     );
     await recorder.flush();
-    now = new Date("2026-11-15T00:00:04.000Z");
+    at.now = new Date("2026-11-15T00:00:04.000Z");
     expect(await guard.monthToDate("p1", created)).toBe(6);
     // Created again under the id: the deleted project's calls of unknown cost are not its own.
     unpriced("u3");
-    now = new Date("2026-11-15T00:00:04.200Z");
+    at.now = new Date("2026-11-15T00:00:04.200Z");
     expect(await guard.monthToDate("p1", "2026-11-15T00:00:04.100Z")).toBe(0);
     await recorder.flush();
-    now = new Date("2026-11-15T00:00:06.000Z");
+    at.now = new Date("2026-11-15T00:00:06.000Z");
     expect(await guard.monthToDate("p1", "2026-11-15T00:00:04.100Z")).toBe(0);
     await recorder.stop();
   });
@@ -519,42 +510,26 @@ describe("spend guard", () => {
   // queued) and created again under its id with a cap had its first call refused 403 by the spend
   // of the deleted one, which neither its usage report nor its cap counts (docs/api.md, DELETE).
   it("counts none of the costs a project deleted under the id left unwritten against the one created again", async () => {
-    const rows: UsageRecord[] = [];
-    const usage = fakeUsageRepository({
-      async insertBatch(batch) {
-        rows.push(...batch);
-      },
-      async spendSince(projectId, from) {
-        return spendOf(rows.filter((row) => row.project_id === projectId && row.created_at >= from));
-      },
-    });
-    let now = new Date("2026-11-15T00:00:00.000Z");
-    const guard = createSpendGuard({ usage, now: () => now, refreshMs: 1000 });
-    const recorder = createUsageRecorder({
-      repository: usage,
-      flushIntervalMs: 60_000,
-      queueMax: 100,
-      onWritten: guard.written,
-    });
+    const { rows, at, guard, recorder } = guardOverRows();
     // The old project (created the 1st) makes a call of 5: its row is queued, its cost added.
     expect(await guard.monthToDate("p1", "2026-11-01T00:00:00.000Z")).toBe(0);
-    recorder.record(usageRow("old-call", { cost_usd: 5, created_at: now.toISOString() }));
-    guard.add("p1", 5, now);
+    recorder.record(usageRow("old-call", { cost_usd: 5, created_at: at.now.toISOString() }));
+    guard.add("p1", 5, at.now);
     // It is deleted and created again under its id, before the row is written.
-    now = new Date("2026-11-15T00:00:00.200Z");
+    at.now = new Date("2026-11-15T00:00:00.200Z");
     const createdAgain = "2026-11-15T00:00:00.100Z";
     expect(await guard.monthToDate("p1", createdAgain)).toBe(0);
     // The old row is written, and read back from the new creation on: still none of it.
     await recorder.flush();
     expect(rows).toHaveLength(1);
-    now = new Date("2026-11-15T00:00:02.000Z");
+    at.now = new Date("2026-11-15T00:00:02.000Z");
     expect(await guard.monthToDate("p1", createdAgain)).toBe(0);
     // The new project's own costs count, before and after their row is written.
-    recorder.record(usageRow("new-call", { cost_usd: 1, created_at: now.toISOString() }));
-    guard.add("p1", 1, now);
+    recorder.record(usageRow("new-call", { cost_usd: 1, created_at: at.now.toISOString() }));
+    guard.add("p1", 1, at.now);
     expect(await guard.monthToDate("p1", createdAgain)).toBe(1);
     await recorder.flush();
-    now = new Date("2026-11-15T00:00:04.000Z");
+    at.now = new Date("2026-11-15T00:00:04.000Z");
     expect(await guard.monthToDate("p1", createdAgain)).toBe(1);
     await recorder.stop();
   });
