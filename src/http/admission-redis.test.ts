@@ -66,6 +66,28 @@ async function overHeldRedis() {
   return { proxy, client, breaker, prefix, limiter, spend };
 }
 
+/** Project prj_1, with a `capUsd` monthly cap and a `perMinute` limit (null: the default). */
+function cappedProject(capUsd: number, perMinute: number | null = null): Project {
+  return {
+    id: "prj_1",
+    createdAt: "2026-01-01T00:00:00.000Z",
+    rateLimits: { perMinute, devicePerMinute: null },
+    monthlySpendCapUsd: capUsd,
+    proxyAllowList: null,
+  } as unknown as Project;
+}
+
+/** Authentication that takes every call as `project`'s, by its test key, for provider A. */
+const testKeyOf = (project: Project) => (): AuthResult => ({
+  ok: true,
+  method: "bearer-test-key",
+  project,
+  keyId: "key_1",
+  provider: "provider-a",
+  providerKey: "sk-real",
+  deviceDigest: null,
+});
+
 /**
  * Admission as the gateway wires it with REDIS_URL (the limits and the calls in flight on one client
  * and one breaker), through a proxy that can hold Redis's replies, for a project with a 30 USD cap
@@ -73,24 +95,10 @@ async function overHeldRedis() {
  */
 async function capped(perMinute: number | null = null) {
   const { proxy, prefix, limiter, spend } = await overHeldRedis();
-  const project = {
-    id: "prj_1",
-    createdAt: "2026-01-01T00:00:00.000Z",
-    rateLimits: { perMinute, devicePerMinute: null },
-    monthlySpendCapUsd: 30,
-    proxyAllowList: null,
-  } as unknown as Project;
+  const project = cappedProject(30, perMinute);
   const rows: UsageRecord[] = [];
   const admit = createAdmission({
-    authenticate: (): AuthResult => ({
-      ok: true,
-      method: "bearer-test-key",
-      project,
-      keyId: "key_1",
-      provider: "provider-a",
-      providerKey: "sk-real",
-      deviceDigest: null,
-    }),
+    authenticate: testKeyOf(project),
     limiter,
     spend,
     recorder: { record: (row: UsageRecord) => rows.push(row) } as unknown as UsageRecorder,
@@ -119,13 +127,7 @@ async function capped(perMinute: number | null = null) {
  */
 async function freshMonthOnInstances(count: number, capUsd: number) {
   const prefix = nextPrefix();
-  const project = {
-    id: "prj_1",
-    createdAt: "2026-01-01T00:00:00.000Z",
-    rateLimits: { perMinute: null, devicePerMinute: null },
-    monthlySpendCapUsd: capUsd,
-    proxyAllowList: null,
-  } as unknown as Project;
+  const project = cappedProject(capUsd);
   const admits: Array<ReturnType<typeof createAdmission>> = [];
   for (let index = 0; index < count; index++) {
     const client = await readyClient();
@@ -142,15 +144,7 @@ async function freshMonthOnInstances(count: number, capUsd: number) {
     });
     admits.push(
       createAdmission({
-        authenticate: (): AuthResult => ({
-          ok: true,
-          method: "bearer-test-key",
-          project,
-          keyId: "key_1",
-          provider: "provider-a",
-          providerKey: "sk-real",
-          deviceDigest: null,
-        }),
+        authenticate: testKeyOf(project),
         limiter,
         spend: createSpendGuard({ usage: fakeUsageRepository(), now: () => new Date(), shared }),
         recorder: { record: () => {} } as unknown as UsageRecorder,
