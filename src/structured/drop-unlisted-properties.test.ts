@@ -1,4 +1,5 @@
 import { describe, expect, it } from "vitest";
+import { countingRefReads } from "../../test/support/counting-ref-reads.js";
 import { withoutUnlistedProperties } from "./drop-unlisted-properties.js";
 import { checkOutputSchema } from "./output-schema.js";
 import { validateAgainstSchema } from "./schema-validator.js";
@@ -125,24 +126,3 @@ describe("withoutUnlistedProperties (keys a closed object does not list)", () =>
     expect(validateAgainstSchema(schema, fitted).valid).toBe(true);
   });
 });
-
-/** `root` behind proxies that count the reads of `$ref`, and throw past `budget` of them. */
-function countingRefReads(root: object, budget: number): { schema: Record<string, unknown> } {
-  let reads = 0;
-  const wrapped = new WeakMap<object, object>();
-  const wrap = (value: unknown): unknown => {
-    if (typeof value !== "object" || value === null) return value;
-    let proxy = wrapped.get(value);
-    if (proxy === undefined) {
-      proxy = new Proxy(value, {
-        get(target, key, receiver) {
-          if (key === "$ref" && ++reads > budget) throw new Error(`more than ${budget} reads of a $ref`);
-          return wrap(Reflect.get(target, key, receiver));
-        },
-      });
-      wrapped.set(value, proxy);
-    }
-    return proxy;
-  };
-  return { schema: wrap(root) as Record<string, unknown> };
-}

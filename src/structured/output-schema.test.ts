@@ -1,5 +1,6 @@
 import { Ajv } from "ajv";
 import { afterEach, describe, expect, it, vi } from "vitest";
+import { countingRefReads } from "../../test/support/counting-ref-reads.js";
 import { collectGarbage } from "../../test/support/garbage-collection.js";
 import { checkOutputSchema, maxAlternatives, maxSchemaNesting, maxSchemasTried } from "./output-schema.js";
 import { sdkGivesStructuredOutput, sentAsStructuredOutput } from "./provider-limits.js";
@@ -10,35 +11,6 @@ import {
   validatorCacheLimit,
   validatorFor,
 } from "./schema-validator.js";
-
-/**
- * The schema, each object and array in it wrapped so that every read of a `$ref` is counted: the
- * work of following references, which a check that tries each path (or follows each chain to its
- * end) multiplies. Past `budget` reads, a read throws, so such a check fails at once, not after
- * minutes. Each object is wrapped once, so the checker's Maps and Sets of nodes see one per node.
- */
-function countingRefReads(
-  root: object,
-  budget: number,
-): { schema: Record<string, unknown>; reads: () => number } {
-  let reads = 0;
-  const wrapped = new WeakMap<object, object>();
-  const wrap = (value: unknown): unknown => {
-    if (typeof value !== "object" || value === null) return value;
-    let proxy = wrapped.get(value);
-    if (proxy === undefined) {
-      proxy = new Proxy(value, {
-        get(target, key, receiver) {
-          if (key === "$ref" && ++reads > budget) throw new Error(`more than ${budget} reads of a $ref`);
-          return wrap(Reflect.get(target, key, receiver));
-        },
-      });
-      wrapped.set(value, proxy);
-    }
-    return proxy;
-  };
-  return { schema: wrap(root) as Record<string, unknown>, reads: () => reads };
-}
 
 const schema = {
   type: "object",
