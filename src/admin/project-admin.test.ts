@@ -569,6 +569,28 @@ describe("project admin use cases", () => {
     expect(born.project.proxyAllowList).toEqual({});
   });
 
+  it("refuses a proxy allow-list rule holding a key's form without echoing the key, by its start and length", async () => {
+    const key = `sk-proj-${"a1B2c3D4e5".repeat(5)}`;
+    const proxyAllowList = {
+      "provider-a": [`Bearer ${key}`, `POST chat/completions?key=${key}`, key.repeat(4)],
+    };
+    const refused = await admin()
+      .createProject({ name: "K", provider: "provider-a", proxyAllowList })
+      .catch((error: unknown) => error);
+    expect(refused).toMatchObject({
+      code: "VALIDATION_ERROR",
+      details: {
+        problems: [
+          `proxyAllowList.provider-a.0: "Bear…" (${key.length + 7} characters) names a method provider-a's proxy does not take (it takes GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS)`,
+          `proxyAllowList.provider-a.1: "POST…" (${key.length + 26} characters) holds a query string, which rules do not match: leave it out`,
+          `proxyAllowList.provider-a.2: "sk-p…" (${key.length * 4} characters) is longer than 200 characters`,
+        ],
+      },
+    });
+    const { message, details } = refused as { message: string; details: unknown };
+    expect(JSON.stringify({ message, details })).not.toContain(key.slice(0, 20));
+  });
+
   it("refuses proxy allow-list rules that do not parse with 422, naming each, and writes nothing", async () => {
     await admin().createProject({ id: "rules", name: "R", provider: "provider-a" });
     const problems = [

@@ -1,6 +1,8 @@
 import { GatewayError } from "../errors.js";
+import { holdsKeyForm } from "../observability/key-like.js";
 import { apiPath, proxyMethods } from "../providers/provider-adapter.js";
 import { type ProviderId, providerIds } from "../providers/provider-id.js";
+import { quotedStart } from "../quoted-start.js";
 import type { ProxyAllowListRules } from "../storage/project-repository.js";
 
 /**
@@ -171,10 +173,19 @@ export function proxyAllowListProblems(
     given.forEach((rule, index) => {
       const parsed = parseRule(provider, rule);
       if (typeof parsed === "string")
-        problems.push(`${where(`${provider}.${index}`)}: ${JSON.stringify(rule)} ${parsed}`);
+        problems.push(`${where(`${provider}.${index}`)}: ${ruleQuoted(rule)} ${parsed}`);
     });
   }
   return problems;
+}
+
+/**
+ * A rule as its problem quotes it: whole, or by its start and length when a key's form is in it (a
+ * provider key pasted as a rule, or after `Bearer ` or `?key=` in one), as a CLI flag's value is
+ * (`valueQuoted`): a refusal never echoes a key.
+ */
+function ruleQuoted(rule: string): string {
+  return holdsKeyForm(rule) ? quotedStart(rule) : JSON.stringify(rule);
 }
 
 /** A rule, or why it is not one. */

@@ -30,6 +30,26 @@ describe("admin routes", () => {
     expect(body.error.details.problems).toEqual([problem]);
   });
 
+  const sendJson = (method: string, path: string, body: unknown) =>
+    fetch(`${sluice.url}${path}`, {
+      method,
+      headers: { authorization: `Bearer ${adminToken}`, "content-type": "application/json" },
+      body: JSON.stringify(body),
+    });
+
+  it("refuses a proxy allow-list rule holding a provider key with 422 that shows the rule by its start and length", async () => {
+    const key = `sk-proj-${"Zx9Qw2Er7T".repeat(5)}`;
+    const response = await sendJson("PATCH", "/admin/v1/projects/routes", {
+      proxyAllowList: { "provider-a": [`POST chat/completions?key=${key}`] },
+    });
+    expect(response.status).toBe(422);
+    const text = await response.text();
+    expect(text).not.toContain(key.slice(0, 16));
+    expect(JSON.parse(text).error.details.problems).toEqual([
+      `proxyAllowList.provider-a.0: "POST…" (${key.length + 26} characters) holds a query string, which rules do not match: leave it out`,
+    ]);
+  });
+
   it.each([
     ["GET", "/admin/v1/projects/routes?fields=name", ["fields"]],
     ["GET", "/admin/v1/projects/routes/keys?limit=10&offset=20", ["limit", "offset"]],
