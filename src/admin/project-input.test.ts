@@ -3,6 +3,7 @@ import { isSafeVaultPath, vaultPath } from "../images/vault-store.js";
 import {
   createProjectInput,
   monthlySpendCapRule,
+  projectListInput,
   updateProjectInput,
   usageQueryInput,
 } from "./project-input.js";
@@ -104,6 +105,18 @@ describe("project input", () => {
     expect(create(`sk-${"a1B2c3D4e5".repeat(4)}`)).toBe(false);
     expect(create("sk-demo-project")).toBe(true);
     expect(create("prj_AIzaSyD4kX9e2Qm7TzA1bC3dE5fG7hJ9kL0mN1o")).toBe(true);
+  });
+
+  it("reads a page's limit written as digits without a leading zero, as each list answers it", () => {
+    for (const input of [usageQueryInput, projectListInput]) {
+      const limit = (text: string) => input.safeParse({ limit: text }).data?.limit;
+      expect(["1", "10", "200"].map(limit)).toEqual([1, 10, 200]);
+      // One spelling a number: `0200` (200, or octal 128 to some readers), `00`, `+5` are refused,
+      // as `1e3`, `10.0` and ` 10` are.
+      expect(["0200", "010", "00", "01", "+5", "1e2", "10.0", " 10"].map(limit)).toEqual(
+        Array(8).fill(undefined),
+      );
+    }
   });
 
   it("reads a usage report's + offset that an unencoded query string turned into a space back as +", () => {

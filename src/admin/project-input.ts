@@ -192,13 +192,18 @@ const instantOrDate = z.preprocess(
 const limitRule = (max: number) => `must be a whole number from 1 to ${max}`;
 
 /**
- * A page's `limit`: 1 to `max`. Text, as a query string and a flag give it: `1e3`, `10.0` or ` 10`
- * are refused, not read as 1000 or 10.
+ * A page's `limit`: 1 to `max`. Text, as a query string and a flag give it, in one spelling, digits
+ * without a leading zero: `1e3`, `10.0`, ` 10`, `+10` or `0200` are refused, not read as 1000, 10
+ * or 200 (`0200` is 128 to a reader of octal).
  */
 const pageLimit = (max: number) =>
   z
     .string({ error: givenOnce })
-    .refine((text) => /^\d{1,10}$/.test(text) && Number(text) >= 1 && Number(text) <= max, limitRule(max))
+    .refine((text) => /^[1-9]\d{0,9}$/.test(text) && Number(text) <= max, {
+      // `0200` is told what it lacks: it is a whole number from 1 to 200 to whoever wrote it.
+      error: (issue) =>
+        /^0\d/.test(String(issue.input)) ? `${limitRule(max)}, without a leading zero` : limitRule(max),
+    })
     .transform(Number)
     .optional();
 

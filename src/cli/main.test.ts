@@ -304,6 +304,7 @@ describe("sluice CLI", () => {
   it.each([
     [["--limit", "0"], "--limit: must be a whole number from 1 to 200"],
     [["--limit", "201"], "--limit: must be a whole number from 1 to 200"],
+    [["--limit", "0200"], "--limit: must be a whole number from 1 to 200, without a leading zero"],
     [["--cursor", "x"], "--cursor: is not a cursor the project list answered (its `next`)"],
   ])(
     "names the flag of a bad project list page %j, as a usage error before opening the database",
