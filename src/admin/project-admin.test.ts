@@ -10,7 +10,7 @@ import { createKeyRepository, type KeyRepository } from "../storage/key-reposito
 import { createProjectRepository, type ProjectRepository } from "../storage/project-repository.js";
 import { createUsageRepository } from "../storage/usage-repository.js";
 import { createProjectAdmin } from "./project-admin.js";
-import { monthlySpendCapRule } from "./project-input.js";
+import { monthlySpendCapRule, nameCharactersRule } from "./project-input.js";
 
 describe("project admin use cases", () => {
   let database: OpenDatabase;
@@ -529,6 +529,84 @@ describe("project admin use cases", () => {
     // A floating-point sum a JavaScript client sends stands for the amount it is within rounding of.
     await admin().updateProject("capped", { monthlySpendCapUsd: 0.1 + 0.2 });
     expect((await admin().getProject("capped")).monthlySpendCapUsd).toBe(0.3);
+  });
+
+  it.each([
+    ["a C0 control (ESC)", "Prod\u001b[2J", "U+001B at character 5"],
+    ["a tab inside", "A\tB", "U+0009 at character 2"],
+    ["DEL", "A\u007fB", "U+007F at character 2"],
+    ["a C1 control (CSI)", "A\u009b31mB", "U+009B at character 2"],
+    ["a right-to-left override", "invoice\u202Efdp.exe", "U+202E at character 8"],
+    ["a bidi isolate", "\u2067admin\u2069", "U+2067 at character 1"],
+    ["a right-to-left mark", "a\u200Fb", "U+200F at character 2"],
+    ["an Arabic letter mark", "a\u061Cb", "U+061C at character 2"],
+    ["a zero-width space", "pay\u200Broll", "U+200B at character 4"],
+    ["a zero-width joiner between Latin letters", "pay\u200Droll", "U+200D at character 4"],
+    ["a zero-width non-joiner between Latin letters", "pay\u200Croll", "U+200C at character 4"],
+    ["a zero-width joiner after an emoji, before a letter", "\u{1F469}\u200Dx", "U+200D at character 2"],
+    ["a word joiner", "pay\u2060roll", "U+2060 at character 4"],
+    ["a byte order mark inside", "pay\uFEFFroll", "U+FEFF at character 4"],
+  ])(
+    "refuses a name holding %s on creation and by an update with 400, naming the field and the code point",
+    async (_kind, name, where) => {
+      const problem = `name: ${nameCharactersRule} (${where})`;
+      await expect(admin().createProject({ name, provider: "provider-a" })).rejects.toMatchObject({
+        code: "BAD_REQUEST",
+        message: `Invalid project: ${problem}`,
+        details: { problems: [problem] },
+      });
+      await admin().createProject({ id: "named", name: "Named", provider: "provider-a" });
+      await expect(admin().updateProject("named", { name })).rejects.toMatchObject({
+        code: "BAD_REQUEST",
+        message: `Invalid project update: ${problem}`,
+        details: { problems: [problem] },
+      });
+      expect((await admin().getProject("named")).name).toBe("Named");
+    },
+  );
+
+  it("takes names of any script, emoji and the joiners their writing needs; whitespace at the ends is trimmed as before", async () => {
+    const names = [
+      "Café",
+      "東京 app",
+      "مشروع",
+      // Persian writes a zero-width non-joiner inside words; Devanagari a joiner after a virama; an
+      // emoji ZWJ sequence joins emoji (woman, ZWJ, laptop: a woman technologist).
+      "می\u200Cخواهم",
+      "क्\u200Dष",
+      "\u{1F469}\u{1F3FD}\u200D\u{1F4BB} team",
+      "  Padded\t",
+    ];
+    for (const name of names) {
+      const created = await admin().createProject({ name, provider: "provider-a" });
+      expect(created.project.name).toBe(name.trim());
+    }
+  });
+
+  it("serves, lists and updates a project stored with such a name, and the stored-project check names it", async () => {
+    await admin().createProject({ id: "spoofed", name: "Spoofed", provider: "provider-a" });
+    const repository = createProjectRepository(database.db);
+    const stored = (await repository.get("spoofed"))!;
+    const name = "admin\u202Etset\u001b[0m";
+    expect(await repository.update({ ...stored, name }, stored.updatedAt)).toBe(true);
+    expect((await admin().getProject("spoofed")).name).toBe(name);
+    expect((await admin().listProjects()).data.map((project) => project.name)).toEqual([name]);
+    expect(await admin().updateProject("spoofed", { testMode: true })).toMatchObject({
+      name,
+      testMode: true,
+    });
+    const found: Array<{ id: string; problems: string[] }> = [];
+    const outcome = await admin().checkStoredProjects(async (project) => {
+      found.push(project);
+      return true;
+    });
+    expect(outcome).toEqual({ checked: 1, withProblems: 1, stopped: false });
+    expect(found).toEqual([
+      { id: "spoofed", problems: [`name: ${nameCharactersRule} (U+202E at character 6)`] },
+    ]);
+    // Renamed, it has no problem left.
+    await admin().updateProject("spoofed", { name: "admin" });
+    expect(await admin().checkStoredProjects(async () => true)).toMatchObject({ withProblems: 0 });
   });
 
   it("names a list given for a text field once, by its type, not also by the list's length", async () => {

@@ -2,6 +2,7 @@ import { z } from "zod";
 import { teamIdPattern } from "../images/vault-store.js";
 import { looksLikeKey } from "../observability/key-like.js";
 import { providerIds } from "../providers/provider-id.js";
+import { misleadingCharacter } from "./misleading-character.js";
 import { projectIdPattern, projectIdRule } from "./project-id.js";
 import { decodeProjectListCursor, projectListLimit } from "./project-list-cursor.js";
 import { decodeUsageReportCursor, usageGroupings, usageReportLimit } from "./usage-report-cursor.js";
@@ -18,10 +19,23 @@ import { decodeUsageReportCursor, usageGroupings, usageReportLimit } from "./usa
  */
 const unpairedSurrogate = /[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/;
 const storableText = (schema: z.ZodString) =>
-  schema.refine(
-    (value) => !value.includes("\u0000") && !unpairedSurrogate.test(value),
-    "must not contain NUL or unpaired surrogates",
-  );
+  schema.refine((value) => !value.includes("\u0000") && !unpairedSurrogate.test(value), {
+    message: "must not contain NUL or unpaired surrogates",
+    // A check after it (a name's characters) would name a NUL again.
+    abort: true,
+  });
+
+/**
+ * A project's name is shown to operators (answers, the CLI's output, logs): it holds no character
+ * that makes it show as another or acts on a terminal (misleading-character.ts), each refused naming
+ * its code point and place, never quoted. One stored before this rule is served and updated as it
+ * is; `sluice projects check` names it (docs/decisions/0058).
+ */
+export const nameCharactersRule = "must not hold control, bidirectional or zero-width characters";
+const projectName = storableText(z.string().trim().min(1).max(200)).superRefine((name, context) => {
+  const found = misleadingCharacter(name);
+  if (found !== null) context.addIssue({ code: "custom", message: `${nameCharactersRule} (${found})` });
+});
 
 const deviceCheckInput = z
   .object({
@@ -108,7 +122,7 @@ const jsonObject = z.custom<Record<string, unknown>>(
 );
 
 const projectFields = {
-  name: storableText(z.string().trim().min(1).max(200)),
+  name: projectName,
   teamId: z
     .string()
     .regex(teamIdPattern, "1 to 64 letters, digits, _ and - only (it is the first segment of vault paths)")

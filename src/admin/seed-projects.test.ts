@@ -318,6 +318,26 @@ describe("projects as code (SLUICE_CONFIG_FILE)", () => {
     expect((await admin.getProject("chat-app")).proxyAllowList).toBeNull();
   });
 
+  it("refuses a name that shows as another, naming its place and code point, and updates a project stored with one by its other fields", async () => {
+    const refused = file("spoofed-name.json", {
+      projects: [{ id: "spoofed", name: "admin\u202Etset", provider: "provider-a" }],
+    });
+    await expect(readProjectsFile(refused)).rejects.toThrow(
+      `SLUICE_CONFIG_FILE ${refused}: project "spoofed": Invalid project: projects.0.name: ` +
+        "must not hold control, bidirectional or zero-width characters (U+202E at character 6)",
+    );
+    // Stored by an earlier release: a file entry that leaves the name out still seeds the project.
+    await admin.createProject({ id: "spoofed", name: "Spoofed", provider: "provider-a" });
+    const repository = createProjectRepository(database.db);
+    const stored = (await repository.get("spoofed"))!;
+    await repository.update({ ...stored, name: "admin\u202Etset" }, stored.updatedAt);
+    const path = file("spoofed-fields.json", {
+      projects: [{ id: "spoofed", provider: "provider-a", testMode: true }],
+    });
+    expect(await seed(path)).toMatchObject({ updated: ["spoofed"] });
+    expect(await admin.getProject("spoofed")).toMatchObject({ name: "admin\u202Etset", testMode: true });
+  });
+
   it("stops at an entry the admin API would refuse, with its reason", async () => {
     const path = file("refused.json", {
       projects: [{ id: "bad-provider", name: "x", provider: "provider-z" }],

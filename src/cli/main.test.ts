@@ -430,6 +430,14 @@ describe("sluice CLI", () => {
       ["keys", "add", "cli-flags", "--provider", "provider-a", "--api-key", "a b"],
       /^error: Invalid provider key: --api-key: /,
     ],
+    [
+      ["projects", "create", "--name", "Prod\u001b]0;owned\u0007", "--provider", "provider-a"],
+      /^error: Invalid project: --name: must not hold control, bidirectional or zero-width characters \(U\+001B at character 5\)\n/,
+    ],
+    [
+      ["projects", "update", "cli-flags", "--name", "admin\u202Etset"],
+      /^error: Invalid project update: --name: must not hold control, bidirectional or zero-width characters \(U\+202E at character 6\)\n/,
+    ],
   ])(
     "names the flag of a bad field %j, as a usage error before opening the database",
     async (args, problem) => {

@@ -37,6 +37,25 @@ describe("admin routes", () => {
       body: JSON.stringify(body),
     });
 
+  it("refuses a name that shows as another (a right-to-left override) with 400 naming the field and the code point", async () => {
+    const problem =
+      "name: must not hold control, bidirectional or zero-width characters (U+202E at character 8)";
+    for (const [method, path, what] of [
+      ["POST", "/admin/v1/projects", "project"],
+      ["PATCH", "/admin/v1/projects/routes", "project update"],
+    ] as const) {
+      const response = await sendJson(method, path, { name: "invoice\u202Efdp.exe", provider: "provider-a" });
+      expect(response.status).toBe(400);
+      const body = (await response.json()) as { error: Record<string, unknown> };
+      expect(body.error).toMatchObject({
+        code: "BAD_REQUEST",
+        message: `Invalid ${what}: ${problem}`,
+        details: { problems: [problem] },
+      });
+    }
+    expect((await sluice.gateway.admin.getProject("routes")).name).toBe("Routes");
+  });
+
   it("refuses a proxy allow-list rule holding a provider key with 422 that shows the rule by its start and length", async () => {
     const key = `sk-proj-${"Zx9Qw2Er7T".repeat(5)}`;
     const response = await sendJson("PATCH", "/admin/v1/projects/routes", {
