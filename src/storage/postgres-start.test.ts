@@ -71,6 +71,27 @@ describe("opening PostgreSQL at start within SLUICE_DATABASE_START_TIMEOUT_MS", 
   });
 });
 
+describe.skipIf(!postgresAvailable)(
+  "opening PostgreSQL at start with a search_path that names no schema",
+  () => {
+    it("fails naming DATABASE_URL, without its password, the search_path, and how to mend it", async () => {
+      // Sluice makes its tables in the first existing schema of the search_path: none exists here.
+      const missing = `sluice_no_such_schema_${randomBytes(6).toString("hex")}`;
+      const url = new URL(postgresBaseUrl);
+      url.password = "not-the-password";
+      url.searchParams.set("options", `-c search_path=${missing}`);
+      const { error } = await failedOpen(url.href, 5000);
+      expect(error).toBeInstanceOf(DatabaseStartError);
+      expect(startFailureMessage(error)).toBe(
+        `sluice failed to start: DATABASE_URL (postgres://postgres@127.0.0.1:5432/test): its search_path (${missing}) ` +
+          "names no schema that exists, and Sluice makes its tables in the first one that does: create the schema " +
+          "(CREATE SCHEMA …), or name an existing one, in DATABASE_URL's options (-c search_path=…) or on its role " +
+          "(ALTER ROLE … SET search_path = …)\n",
+      );
+    });
+  },
+);
+
 /**
  * The migration lock on PostgreSQL: an advisory lock for the whole database, held by the start's
  * transaction (Kysely's key: earlier builds hold it for their session, as here).

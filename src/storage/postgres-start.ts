@@ -63,6 +63,7 @@ export async function migrateWithinStartTimeout(
     const idleMs = String(Math.min(options.timeoutMs, lostSessionMs));
     await sql`select set_config('statement_timeout', ${String(options.timeoutMs)}, true),
       set_config('idle_in_transaction_session_timeout', ${idleMs}, true)`.execute(db);
+    await requireCurrentSchema(db, options.databaseUrl);
     // A statement of its own, under the statement timeout just set.
     await sql`select pg_advisory_xact_lock(${sql.raw(migrationLockKey)})`.execute(db);
     const outcome = await migrateToLatest(db, "postgres", {
@@ -121,6 +122,21 @@ export async function migrateWithinStartTimeout(
   } finally {
     clearTimeout(timer);
   }
+}
+
+/**
+ * Sluice makes its tables in the connection's current schema, the first existing one of its
+ * search_path: with none (a schema named in DATABASE_URL's options or on the role, never created),
+ * the start fails naming DATABASE_URL, the search_path and where it is set, not inside the migrations.
+ */
+async function requireCurrentSchema(db: Kysely<unknown>, databaseUrl: string): Promise<void> {
+  const { rows } = await sql<{ schema: string | null; searchPath: string }>`select current_schema() as schema,
+    current_setting('search_path') as "searchPath"`.execute(db);
+  const row = rows[0];
+  if (!row || row.schema) return;
+  throw new DatabaseStartError(
+    `DATABASE_URL (${serviceUrlShown(databaseUrl)}): its search_path (${row.searchPath}) names no schema that exists, and Sluice makes its tables in the first one that does: create the schema (CREATE SCHEMA …), or name an existing one, in DATABASE_URL's options (-c search_path=…) or on its role (ALTER ROLE … SET search_path = …)`,
+  );
 }
 
 /**
