@@ -4,7 +4,6 @@ import type { SchemaRefusalLog } from "../observability/schema-refusal-log.js";
 import type { AiSdkModels } from "../providers/ai-sdk-provider.js";
 import type { ProviderId } from "../providers/provider-id.js";
 import { schemaRefusalOf } from "../providers/provider-refusal.js";
-import { successfulAnswerUnread } from "../providers/sdk-call-failure.js";
 import type { Project } from "../storage/project-repository.js";
 import { type AnalysisInput, analyze } from "../structured/analyze.js";
 import { parseImageInput, requireReadableImage } from "../structured/image-input.js";
@@ -92,15 +91,11 @@ function handle(deps: StructuredRouteDeps, kind: AnalysisKind, context: RequestC
         signal,
       }).catch((error: unknown) => {
         noteSchemaRefusal(error);
-        // A 2xx answer it could not read (past the response limit, cut short): billed all the same.
-        // Read from the SDK's failure under the call's PROVIDER_ERROR (the chain stops at one).
-        const failure = error instanceof GatewayError ? error.cause : error;
-        if (successfulAnswerUnread(failure))
-          soFar.spend = { usage: null, costUsd: null, providerAnswered: true };
         throw error;
       });
       soFar.model = result.model;
-      // A result (not a throw): the provider answered an attempt with a success (2xx).
+      // A result (not a throw): the provider answered an attempt with a success (2xx), one it could
+      // not read included (its usage as reported, else none and no cost: counted at an estimate).
       const spend = {
         usage: result.usage,
         costUsd: costOfTokens(call.provider, result.model, result.usage),

@@ -109,10 +109,11 @@ export function responseTooLargeFailure(error: unknown, provider: ProviderId): G
 /**
  * Whether a provider call failed on a successful (2xx) answer Sluice could not read, which the
  * provider billed all the same: one larger than SLUICE_MAX_PROVIDER_RESPONSE_BYTES (Sluice read no
- * more than the cap of it), or a JSON answer the AI SDK could not use (cut short on its way, or of a
- * shape it does not take, such as images given as URLs). Looked for along the causes. A 2xx that is
- * no JSON (a proxy's or captive portal's page) is not the provider's answer: false, as for any other
- * failure.
+ * more than the cap of it), or a JSON answer the AI SDK could not use (cut short on its way, of a
+ * shape it does not take, such as images given as URLs, or of one it takes but holds nothing to
+ * read: provider A's `choices: []`, the SDK's InvalidResponseDataError, which it throws only on an
+ * answer it parsed). Looked for along the causes. A 2xx that is no JSON (a proxy's or captive
+ * portal's page) is not the provider's answer: false, as for any other failure.
  */
 export function successfulAnswerUnread(error: unknown): boolean {
   const tooLarge = firstInChain(
@@ -120,14 +121,40 @@ export function successfulAnswerUnread(error: unknown): boolean {
     (cause): cause is ProviderResponseTooLarge => cause instanceof ProviderResponseTooLarge,
   );
   if (tooLarge !== undefined) return isSuccessStatus(tooLarge.status);
-  const call = firstInChain(error, (cause) => cause.name === "AI_APICallError") as
-    | (Error & { statusCode?: number; responseHeaders?: Record<string, string> })
-    | undefined;
-  if (call === undefined || !isSuccessStatus(call.statusCode)) return false;
+  if (someInChain(error, isInvalidResponseData)) return true;
+  const call = successfulApiCall(error);
+  if (call === undefined) return false;
   const contentType = Object.entries(call.responseHeaders ?? {}).find(
     ([name]) => name.toLowerCase() === "content-type",
   )?.[1];
   return contentType !== undefined && /^application\/json\b/i.test(contentType.trim());
+}
+
+/**
+ * The provider's answer as the AI SDK parsed it, where the call failed on a successful (2xx) answer
+ * the SDK could not use (successfulAnswerUnread) and read whole: provider A's `choices: []` (the
+ * InvalidResponseDataError's `data`), JSON of another shape than the provider's (the
+ * TypeValidationError's `value` under the APICallError). Where it reports usage, the call's row
+ * records and prices it. Undefined for any other failure, and for an answer not read whole (past
+ * SLUICE_MAX_PROVIDER_RESPONSE_BYTES, cut short, not JSON).
+ */
+export function unreadAnswerBody(error: unknown): unknown {
+  const invalid = firstInChain(error, isInvalidResponseData) as (Error & { data?: unknown }) | undefined;
+  if (invalid !== undefined) return invalid.data;
+  const cause = successfulApiCall(error)?.cause;
+  return cause instanceof Error && cause.name === "AI_TypeValidationError"
+    ? (cause as Error & { value?: unknown }).value
+    : undefined;
+}
+
+const isInvalidResponseData = (cause: Error) => cause.name === "AI_InvalidResponseDataError";
+
+/** The AI SDK's APICallError along `error`'s causes where its status is a success (2xx), else undefined. */
+function successfulApiCall(error: unknown) {
+  const call = firstInChain(error, (cause) => cause.name === "AI_APICallError") as
+    | (Error & { statusCode?: number; responseHeaders?: Record<string, string> })
+    | undefined;
+  return call !== undefined && isSuccessStatus(call.statusCode) ? call : undefined;
 }
 
 /**

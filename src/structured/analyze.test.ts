@@ -262,3 +262,81 @@ describe("analyze, when the provider's answer names the provider key as its mode
     expect(result.model).toBe("gpt-5.4-mini-2026-03-05");
   });
 });
+
+/**
+ * A provider that answered a 2xx (and billed it) whose answer the AI SDK could not use: provider A's
+ * `choices: []`, JSON of another shape than the provider's. Its usage, where the answer reports one,
+ * is the call's (priced); where not, the call's cost is unknown (the route marks it answered).
+ */
+describe("analyze, when the provider answers a 2xx the AI SDK cannot use", () => {
+  const reported = { input: 1000, output: 500, cached: 0, reasoning: 0 };
+  const mismatching = providerA.chat("gpt-5.4-mini", '{"nope":1}', reported);
+  const { choices: _, ...withoutChoices } = mismatching;
+  const noChoices = { ...withoutChoices, choices: [] };
+  const { usage: __, ...noChoicesNoUsage } = noChoices;
+  /** JSON of another shape than provider A's (a choice without its message), with its usage. */
+  const otherShape = { ...withoutChoices, choices: [{ index: 0, finish_reason: "stop", message: 5 }] };
+  const call = (...answers: unknown[]) => {
+    let sent = 0;
+    return analyze(
+      createAiSdkModels({
+        baseUrls: {
+          "provider-a": "http://127.0.0.1:9/v1",
+          "provider-b": "http://127.0.0.1:9/v1",
+          "provider-c": "http://127.0.0.1:9/v1beta",
+        },
+        providerBVersion: "2023-06-01",
+        clientIdentifier: "sluice-test",
+        fetch: async () =>
+          new Response(JSON.stringify(answers[sent++]), { headers: { "content-type": "application/json" } }),
+      }),
+      {
+        provider: "provider-a",
+        model: "gpt-5.4-mini",
+        providerKey: "sk-test",
+        schema: { type: "object", properties: { title: { type: "string" } }, required: ["title"] },
+        input: { kind: "text", text: "x" },
+        timeoutMs: 60_000,
+      },
+    );
+  };
+  const price = (result: Awaited<ReturnType<typeof analyze>>) =>
+    costOfTokens("provider-a", result.model, result.usage);
+  const one = costOfTokens("provider-a", "gpt-5.4-mini", usage(1000, 500)) ?? Number.NaN;
+
+  it("gives a first attempt's usage where its answer reports one: `choices: []` is priced", async () => {
+    const result = await call(noChoices);
+    expect(result.ok).toBe(false);
+    // Answered as any first attempt's failure is: the usage is the row's.
+    expect(result.ok ? null : result.error).toMatchObject({
+      code: "PROVIDER_ERROR",
+      details: { retryable: false },
+    });
+    expect(result.usage).toMatchObject({ inputTokens: 1000, outputTokens: 500 });
+    expect(price(result)).toBe(one);
+  });
+
+  it("gives a first attempt no usage, so no cost, where its answer reports none", async () => {
+    const result = await call(noChoicesNoUsage);
+    expect(result.ok).toBe(false);
+    expect(result.ok ? null : result.error.code).toBe("PROVIDER_ERROR");
+    expect(price(result)).toBeNull();
+  });
+
+  it("adds an unread repair's reported usage to the first attempt's", async () => {
+    for (const repair of [noChoices, otherShape]) {
+      const result = await call(mismatching, repair);
+      expect(result.ok).toBe(false);
+      expect(result.usage).toMatchObject({ inputTokens: 2000, outputTokens: 1000 });
+      expect(price(result)).toBeCloseTo(2 * one, 12);
+    }
+  });
+
+  // Before, the row held the first attempt's cost alone: the repair, billed, counted nothing.
+  it("leaves the cost unknown when an unread repair reports no usage", async () => {
+    const result = await call(mismatching, noChoicesNoUsage);
+    expect(result.ok).toBe(false);
+    expect(result.ok ? null : result.error.code).toBe("PROVIDER_ERROR");
+    expect(price(result)).toBeNull();
+  });
+});

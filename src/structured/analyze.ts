@@ -14,6 +14,8 @@ import {
   isProviderTimeout,
   providerTimeout,
   responseTooLargeFailure,
+  successfulAnswerUnread,
+  unreadAnswerBody,
 } from "../providers/sdk-call-failure.js";
 import {
   objectField,
@@ -86,7 +88,9 @@ const instruction: Record<AnalysisKind, string> = {
  * once more with the reasons (a bounded repair), and then the result is a PROVIDER_ERROR. An answer
  * the provider's filter stopped or the model refused is not repaired (the same conversation is
  * refused again): the result is a 422 at once (docs/decisions/0020). A provider failure or time-out
- * is thrown, except on the repair, where the result carries it with the first attempt's usage.
+ * is thrown, except on the repair, where the result carries it with the first attempt's usage, and
+ * a 2xx answer it could not read (billed), whose result carries it with the usage that answer
+ * reports added (none reported: the usage, and so the cost, unknown).
  */
 export async function analyze(models: AiSdkModels, request: AnalysisRequest): Promise<AnalysisResult> {
   const ai = await import("ai");
@@ -113,10 +117,23 @@ export async function analyze(models: AiSdkModels, request: AnalysisRequest): Pr
         outcome = await attemptOnce(ai, model, sentSchema, messages, signal, request.provider);
       } catch (error) {
         if (!(error instanceof GatewayError)) throw error;
-        // A 400 refusal of the input or of the schema (docs/decisions/0020) gives the model and usage, as every
-        // refusal here does: on the first attempt, the model asked and no tokens (the call unbilled).
-        if (attempt === 1) throw isRefusal(error) ? withModelAndUsage(error, modelUsed, usage) : error;
-        // The repair failed at the provider: the first attempt was billed all the same.
+        // A 2xx answer it could not read (past the response limit, cut short, `choices: []`): billed
+        // all the same, at the usage it reports, else at a cost unknown (addUsage: for the repair,
+        // both attempts'), which the spend cap counts at an estimate (docs/decisions/0057). Read
+        // from the SDK's failure under the call's PROVIDER_ERROR (the chain stops at one).
+        if (successfulAnswerUnread(error.cause)) {
+          const reported = usageOfUnreadAnswer(request.provider, error.cause);
+          // Answered as any failure of a first attempt is (no model or usage in its details): the
+          // usage is its row's.
+          if (attempt === 1) return { ok: false, error, model: modelUsed, usage: reported ?? emptyUsage() };
+          usage = addUsage(usage, reported);
+        } else if (attempt === 1) {
+          // A 400 refusal of the input or of the schema (docs/decisions/0020) gives the model and usage, as
+          // every refusal here does: on the first attempt, the model asked and no tokens (the call unbilled).
+          throw isRefusal(error) ? withModelAndUsage(error, modelUsed, usage) : error;
+        }
+        // The repair failed at the provider (or its answer was not read): the first attempt was
+        // billed all the same.
         return { ok: false, error: withModelAndUsage(error, modelUsed, usage), model: modelUsed, usage };
       }
       usage = attempt === 1 ? (outcome.usage ?? emptyUsage()) : addUsage(usage, outcome.usage);
@@ -459,6 +476,21 @@ function usageOf(provider: ProviderId, usage: SdkUsage | undefined, body: unknow
   const tier = serviceTierOf(provider, tierField);
   if (tier) summary.serviceTier = tier;
   return summary;
+}
+
+/**
+ * The usage a 2xx answer the AI SDK could not use reports (unreadAnswerBody), read as usageOf reads
+ * an answer's: provider A's `usage` (its tier beside it), B's `usage`, C's `usageMetadata`. Null
+ * when the answer was not read whole or reports none.
+ */
+function usageOfUnreadAnswer(provider: ProviderId, error: unknown): TokenUsage | null {
+  const body = unreadAnswerBody(error);
+  if (body === undefined) return null;
+  if (provider === "provider-a")
+    return usageFromProviderA(objectField(body, "usage"), objectField(body, "service_tier"));
+  return usageFromProvider[provider](
+    objectField(body, provider === "provider-b" ? "usage" : "usageMetadata"),
+  );
 }
 
 /**

@@ -4,8 +4,9 @@ import { connect } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
+import type { ProviderId } from "../../src/providers/provider-id.js";
 import { type FakeUpstream, providerBaseUrls, startFakeUpstream } from "../fakes/fake-upstream.js";
-import type { FakeUsage } from "../fakes/fake-upstream-responses.js";
+import { type FakeUsage, providerA, providerB } from "../fakes/fake-upstream-responses.js";
 import { clockAwayFromMonthEnd } from "../support/away-from-month-end.js";
 import { startLocalServer } from "../support/local-server.js";
 import { proxiedChat, proxiedChatStatus } from "../support/proxied-chat.js";
@@ -15,6 +16,7 @@ import {
   startTestGateway,
   type TestGateway,
   type TestProject,
+  titleSchema,
   usageRowOf,
 } from "../support/test-gateway.js";
 
@@ -449,6 +451,126 @@ describe("monthly spend cap, calls the provider answered that Sluice could not r
       groupBy: "endpoint",
     });
     expect(report.rows).toMatchObject([{ group: "image", unpricedRequests: 4 }]);
+  });
+
+  /**
+   * A /v1/text call (of the project's provider, `provider`), each of its provider calls answered in
+   * turn with one of `answers` (200 JSON).
+   */
+  const textCall = (project: TestProject, ...answers: unknown[]) =>
+    textCallOf(project, "provider-a", answers);
+  const textCallOf = (project: TestProject, provider: ProviderId, answers: unknown[]) => {
+    for (const body of answers)
+      fake.enqueueResponse({ status: 200, headers: { "content-type": "application/json" }, body });
+    return fetch(`${sluice.url}/v1/text/${project.projectId}`, {
+      method: "POST",
+      headers: {
+        authorization: `Bearer ${project.bearer(provider)}`,
+        "content-type": "application/json",
+      },
+      body: JSON.stringify({ text: "x" }),
+    });
+  };
+  /** Provider A's answer with `text` and `usage`, and without its choices (`choices: []`), with or without usage. */
+  const answerA = (text: string, usage: Partial<FakeUsage>) =>
+    providerA.chat("gpt-5.4-mini", text, { input: 0, output: 0, cached: 0, reasoning: 0, ...usage });
+  const noChoices = (usage?: Partial<FakeUsage>) => {
+    const { usage: reported, ...rest } = answerA("", usage ?? {});
+    return { ...rest, choices: [], ...(usage === undefined ? {} : { usage: reported }) };
+  };
+  const structuredProject = () =>
+    createTestProject(sluice.gateway, {
+      provider: "provider-a",
+      outputSchema: titleSchema,
+      monthlySpendCapUsd: 1,
+    });
+
+  // Before, the row was an error without tokens nor `provider_answered`: it counted nothing.
+  it("counts each toward the cap at the estimate of a call of unknown cost: a structured answer of no choices", async () => {
+    const project = await structuredProject();
+    const { statuses, rows } = await sixInTurn(sluice, () => textCall(project, noChoices()), {
+      counted: 502,
+    });
+    fake.clear();
+    expect(statuses).toEqual([502, 502, 502, 502, 403, 403]);
+    for (const row of rows)
+      expect(row).toMatchObject({
+        outcome: "error",
+        cost_usd: null,
+        input_tokens: null,
+        provider_answered: 1,
+      });
+  });
+
+  // Before, its usage was dropped as above: the call, billed, counted nothing.
+  it("prices a structured answer of no choices at the usage it reports", async () => {
+    const project = await structuredProject();
+    // 400k input tokens of gpt-5.4-mini: 0.30 USD a call, so the fourth passes the cap.
+    const { statuses, rows } = await sixInTurn(
+      sluice,
+      () => textCall(project, noChoices({ input: 400_000 })),
+      {
+        counted: 502,
+      },
+    );
+    fake.clear();
+    expect(statuses).toEqual([502, 502, 502, 502, 403, 403]);
+    for (const row of rows)
+      expect(row).toMatchObject({
+        outcome: "error",
+        cost_usd: 0.3,
+        input_tokens: 400_000,
+        output_tokens: 0,
+        provider_answered: 1,
+      });
+  });
+
+  // Provider B's empty `content` and provider C's answer of no candidates are empty answers to the
+  // AI SDK: repaired once, and the row priced from both attempts' usage, as any answer that fails the schema.
+  it.each([
+    [
+      "provider-b",
+      providerB.message("claude-sonnet-4-6", [], { input: 1000, output: 100, cached: 0, reasoning: 0 }),
+    ],
+    [
+      "provider-c",
+      { usageMetadata: { promptTokenCount: 1000, candidatesTokenCount: 100, totalTokenCount: 1100 } },
+    ],
+  ] as const)("prices %s's empty structured answer at the usage it reports", async (provider, empty) => {
+    const project = await createTestProject(sluice.gateway, { provider, outputSchema: titleSchema });
+    const response = await textCallOf(project, provider, [empty, empty]);
+    expect(response.status).toBe(502);
+    expect(fake.requests).toHaveLength(2);
+    fake.clear();
+    expect(await usageRowOf(sluice.gateway, response)).toMatchObject({
+      outcome: "error",
+      input_tokens: 2000,
+      output_tokens: 200,
+      cost_usd: expect.any(Number),
+      provider_answered: 1,
+    });
+  });
+
+  // Before, the row held the first attempt's cost (0.0012 USD) alone: the billed repair counted
+  // nothing, and a 1 USD cap let 800 such calls through.
+  it("counts a structured call whose repair's answer it could not read at the estimate of a call of unknown cost", async () => {
+    const project = await structuredProject();
+    const { statuses, rows } = await sixInTurn(
+      sluice,
+      () => textCall(project, answerA('{"nope":1}', { input: 1000, output: 100 }), noChoices()),
+      { counted: 502 },
+    );
+    // Two provider calls each for the four admitted.
+    expect(fake.requests).toHaveLength(8);
+    fake.clear();
+    expect(statuses).toEqual([502, 502, 502, 502, 403, 403]);
+    for (const row of rows)
+      expect(row).toMatchObject({
+        outcome: "error",
+        cost_usd: null,
+        input_tokens: null,
+        provider_answered: 1,
+      });
   });
 
   it("counts each toward the cap at the estimate of a call of unknown cost: a proxied 200 the provider cut short", async () => {
