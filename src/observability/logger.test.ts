@@ -1,6 +1,8 @@
+import { randomBytes } from "node:crypto";
 import { APICallError } from "ai";
 import { describe, expect, it } from "vitest";
 import { exitOfScript } from "../../test/support/script-exit.js";
+import { mulberry32 } from "../../test/support/seeded-random.js";
 import { slowdownAtSixteenTimes } from "../../test/support/slowdown-at-sixteen-times.js";
 import {
   configuredSecretHeld,
@@ -290,6 +292,62 @@ describe("log redaction", () => {
     ]);
   });
 
+  // A client pasting a credential copied out of a JSON string or a shell brings its escapes along:
+  // a key behind `\n` (`x\nsk-proj-…`, `%5Cn` as a URL writes it) or `\u0022` followed a letter or a
+  // digit, and was taken for the tail of a word (`task_…`) and written whole.
+  it("redacts a key's form behind an escape a client copied with it: JSON's, a shell's, percent-encoded or twice", () => {
+    const { logger, text, records } = capture("debug");
+    const openAiKey = `sk-proj-${"T3BlbkFJ0123456789abcdefghijklmnop".repeat(2)}`;
+    const googleKey = "AIzaSy0aB1-cD2_eF3gH4iJ5kL6mN7oP8qR9sTu";
+    const escapes = ["\\n", "\\t", "\\r", "\\u0022", "\\x22", "%5Cn", "%5cu0022", "%255Cn", "%2522", "%250A"];
+    for (const copied of escapes)
+      for (const key of [openAiKey, googleKey])
+        logger.debug({ path: `/v1/provider-a/p/x${copied}${key}` }, "request");
+    expect(text()).not.toContain(openAiKey.slice(8, 30));
+    expect(text()).not.toContain(googleKey.slice(4, 30));
+    expect(records().map((record) => record.path)).toEqual(
+      escapes.flatMap((copied) => [0, 1].map(() => `/v1/provider-a/p/x${copied}[redacted]`)),
+    );
+    // Still not the tail of a word, nor a word behind an escape's letters.
+    const names = ["task_0123456789012345678901234567890123", "\\nask_0123456789012345678901234567890"];
+    logger.debug({ names }, "names");
+    expect(records().at(-1).names).toEqual(names);
+  });
+
+  // A DeviceCheck token (base64 of 2 to 3 KB) pasted into a path or a query without a partial key in
+  // front of it has no key's form; long runs of base64 are redacted wherever a string has them.
+  it("redacts a long run of base64, as it is or percent-encoded, and leaves paths and names alone", () => {
+    const { logger, text, records } = capture("debug");
+    // Seeded: a token whose first characters happen to be a short lower-case word before a `/` is
+    // kept that far with the path's words (redactLongBase64).
+    const next = mulberry32(7);
+    const token = Buffer.from(Array.from({ length: 2400 }, () => Math.floor(next() * 256))).toString(
+      "base64",
+    );
+    const encoded = encodeURIComponent(token);
+    logger.debug({ path: `/v1/provider-a/p/${token}` }, "request");
+    logger.debug({ path: `/v1/provider-a/${encoded}/chat/completions` }, "request");
+    logger.debug({ url: `https://x.example/check?device=${encoded}&a=1` }, `token ${token} refused`);
+    const written = text();
+    for (const piece of token.match(/[A-Za-z0-9]{20,}/g) ?? []) expect(written).not.toContain(piece);
+    const [inPath, asId, inQuery] = records();
+    expect(inPath.path).toBe("/v1/provider-a/p/[redacted]");
+    expect(asId.path).toBe("/v1/provider-a/[redacted]/chat/completions");
+    expect(inQuery.url).toBe("https://x.example/check?device=[redacted]&a=1");
+    expect(inQuery.msg).toBe("token [redacted] refused");
+    // Ordinary paths and long texts without a base64 run of 200 characters of mixed case and digits.
+    const kept = [
+      "/v1beta/models/gemini-2.5-flash:streamGenerateContent?alt=sse",
+      "/v1/provider-c/prj_0123456789abcdef/v1beta/models/gemini-2.5-pro-preview-06-05:generateContent",
+      `/v1/provider-a/prj_x/v1/chat/completions/${"a".repeat(500)}`,
+      `/v1/provider-a/prj_x/v1/files/${"file0123456789-".repeat(30)}`,
+      `/${"abc/".repeat(100)}`,
+      randomBytes(140).toString("base64"),
+    ];
+    logger.debug({ kept }, "kept");
+    expect(records().at(-1).kept).toEqual(kept);
+  });
+
   // A client writes the path the access line logs (up to Node's 16 KiB of head). The URL password
   // pattern once tried a scheme at every word start and ran each to the end of the text: 16 KiB of
   // `a.` behind a `://@` cost ~100-350 ms of the event loop per line, quadratic in the length. The
@@ -304,6 +362,8 @@ describe("log redaction", () => {
       `/@://${"sk-".repeat(size)}`,
       `/a.b.c://u:${"x-".repeat(size)}`,
       `/?${"a&".repeat(size)}=@://`,
+      // Runs of base64 one short of a long one (redactLongBase64), each tried once.
+      `/${`${"aB1/".repeat(49)}aB-`.repeat(Math.ceil(size / 100))}`,
     ];
     const paths = new Map([500, 8000].map((size) => [size, crafted(size)]));
     const unkept = createLogger("debug", { write: () => {} });

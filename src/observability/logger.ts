@@ -1,6 +1,6 @@
 import { writeSync } from "node:fs";
 import { type DestinationStream, type Logger, pino } from "pino";
-import { redactKeyLike } from "./key-like.js";
+import { redactKeyLike, redactLongBase64 } from "./key-like.js";
 import { createLogDestination } from "./log-destination.js";
 import { makeStdioNonBlocking } from "./non-blocking-stdio.js";
 
@@ -122,10 +122,11 @@ function redactUrlCredentials(text: string): string {
 /**
  * A string as the log writes it: without a URL's credentials (`redactUrlCredentials`), nor anything
  * with the form of a provider key or a Sluice credential (`redactKeyLike`), which a client may type
- * where a name goes (a project id in a path, which the access line and errors quote).
+ * where a name goes (a project id in a path, which the access line and errors quote), nor a long run
+ * of base64 (`redactLongBase64`: a device token typed there alone).
  */
 function redactText(text: string): string {
-  return redactKeyLike(redactUrlCredentials(text), censor);
+  return redactLongBase64(redactKeyLike(redactUrlCredentials(text), censor), censor);
 }
 
 /**

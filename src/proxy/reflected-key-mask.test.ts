@@ -323,6 +323,66 @@ describe("reflected key mask", () => {
     });
   });
 
+  // A compatible server's key may be any printable ASCII, so it may end in `\` or `%`: its plain
+  // bytes then begin its escaped quote (`…Ab\` of JSON's `…Ab\\`, `…Ab%` of a URL's `…Ab%25`), and
+  // a quote masked as soon as those bytes were found gave the escape's rest away (`****\`, `****25`),
+  // in one chunk or where a chunk boundary fell after them. So did a key ending in `%` and a hex
+  // digit (`…%2`, quoted in a URL as `…%252`) cut between the escape and the digit.
+  describe("a key that ends in a character beginning an escape", () => {
+    const unicode = (character: string) => `\\u${character.charCodeAt(0).toString(16).padStart(4, "0")}`;
+    /** A quote of `key` as each of some encoders writes it. */
+    const encoders: Record<string, (key: string) => string> = {
+      plain: (key) => key,
+      JSON: (key) => JSON.stringify(key).slice(1, -1),
+      "PHP's JSON": (key) => JSON.stringify(key).slice(1, -1).replaceAll("/", "\\/"),
+      ".NET's JSON": (key) =>
+        [...key].map((c) => (`+<>&'"`.includes(c) ? unicode(c) : c === "\\" ? "\\\\" : c)).join(""),
+      "JSON, every character \\u-escaped": (key) => [...key].map(unicode).join(""),
+      "a URL": encodeURIComponent,
+      "a URL, lower case": (key) =>
+        encodeURIComponent(key).replace(/%[0-9A-F]{2}/g, (hex) => hex.toLowerCase()),
+    };
+
+    it.each(["q8+Zr/0Ab+Kd\\", "q8+Zr/0Ab+Kd%", "a8+Zr/0Ab+Kd%2", "q8-Zr_0Ab.Kd\\\\"])(
+      "masks every byte of %s quoted once or twice in a row, in every encoding, wherever the body is cut",
+      (key) => {
+        for (const [name, encode] of Object.entries(encoders)) {
+          const form = encode(key);
+          for (const quote of [form, form + form]) {
+            for (const after of ['"}', "n", "5 x", "u0041", ""]) {
+              const body = `{"error":"bad key ${quote}${after}`;
+              const expected = `{"error":"bad key ${"*".repeat(quote.length)}${after}`;
+              const bytes = Buffer.from(body, "latin1");
+              const check = (chunks: Buffer[], how: string) =>
+                expect(passAll(new ReflectedKeyMask(Buffer.from(key, "latin1"), null), chunks), how).toBe(
+                  expected,
+                );
+              for (let split = 0; split <= bytes.length; split++)
+                check([bytes.subarray(0, split), bytes.subarray(split)], `${name}: ${body}, split ${split}`);
+              check(
+                [...bytes].map((byte) => Buffer.from([byte])),
+                `${name}: ${body}, single bytes`,
+              );
+            }
+            expect(maskKeyInHeader(`bad key ${quote}!`, key), `${name} in a header`).toMatch(
+              /^bad key (?:\[redacted\])+!$/,
+            );
+          }
+        }
+      },
+    );
+
+    // A quote held back until the next chunk shows whether it goes on is masked at the body's end,
+    // even when the bytes still held there have no escape in them.
+    it("masks at the body's end a plain quote held back beside an escape that is no longer held", () => {
+      const key = "q8+Zr/0Ab+Kd/7WmX=";
+      const body = `100% ${"x".repeat(200)} bad key ${key}`;
+      expect(passAll(new ReflectedKeyMask(Buffer.from(key), null), [Buffer.from(body)])).toBe(
+        body.replace(key, "*".repeat(key.length)),
+      );
+    });
+  });
+
   describe("compressed key mask", () => {
     const text = Buffer.from(body, "latin1");
 

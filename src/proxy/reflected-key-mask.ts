@@ -38,16 +38,18 @@ export class ReflectedKeyMask {
     const escapes = this.escapable && (data.includes(backslash) || data.includes(percent));
     // A copy before masking: the meter (a decompressor) may still hold the provider's chunk.
     if ((at !== -1 || escapes) && data === chunk) data = Buffer.from(chunk);
-    for (; at !== -1; at = data.indexOf(this.key, at + this.key.length))
-      data.fill(star, at, at + this.key.length);
     let cut = Math.max(0, data.length - this.keep);
     if (escapes) {
-      const { ranges, starts } = escapedKeyRanges(data, this.key);
-      for (const [start, end] of ranges) data.fill(star, start, end);
+      // A quote that begins in the bytes held back is masked once the data holds all it may take
+      // (six bytes a character), with the next chunk or at the end: now, with its start more than
+      // `keep` bytes before the data's end, it is.
+      const { starts, held } = maskQuotes(data, at, this.key, cut);
       // The held bytes begin with a whole character, never inside an escape, so that the next
-      // chunk's search reads the escapes in them as they are.
-      cut = firstAtOrAfter(starts, cut);
-    }
+      // chunk's search reads the escapes in them as they are; or with the first quote held.
+      cut = Math.min(firstAtOrAfter(starts, cut), held);
+    } else
+      for (; at !== -1; at = data.indexOf(this.key, at + this.key.length))
+        data.fill(star, at, at + this.key.length);
     this.held = data.subarray(cut);
     return cut > 0 ? data.subarray(0, cut) : null;
   }
@@ -60,17 +62,18 @@ export class ReflectedKeyMask {
    * the last maybe cut short: cutEscapedQuoteLength), counted in the key's characters it gives away.
    */
   end(): Buffer | null {
-    let rest = this.held;
+    if (this.held.length === 0) return null;
+    // A copy (once a body, of fewer bytes than six keys): the held bytes may be the
+    // provider's chunk, which the meter may still hold.
+    const rest = Buffer.from(this.held);
     this.held = noBytes;
+    // The quotes pass held back as they were: the body ended, they go on no further.
+    if (this.escapable) maskQuotes(rest, rest.indexOf(this.key), this.key, rest.length);
     let quoted = cutQuoteLength(rest, this.key);
     if (this.escapable && (rest.includes(backslash) || rest.includes(percent)))
       quoted = Math.max(quoted, cutEscapedQuoteLength(rest, this.key));
-    if (quoted > 0) {
-      // A copy: the held bytes may be the provider's chunk, which the meter may still hold.
-      rest = Buffer.from(rest);
-      rest.fill(star, rest.length - quoted);
-    }
-    return rest.length > 0 ? rest : null;
+    if (quoted > 0) rest.fill(star, rest.length - quoted);
+    return rest;
   }
 }
 
@@ -80,18 +83,22 @@ export class ReflectedKeyMask {
  * key may be (keyMayBeEscaped), which a caller masking every header of an answer asks once.
  */
 export function maskKeyInHeader(value: string, key: string, escapable = keyMayBeEscaped(key)): string {
-  const masked = value.includes(key) ? value.replaceAll(key, "[redacted]") : value;
   // For the providers' own keys (never escapable) the search for the key is all a header value pays.
-  if (!escapable || !(masked.includes("%") || masked.includes("\\"))) return masked;
-  const { ranges } = escapedKeyRanges(Buffer.from(masked, "latin1"), Buffer.from(key, "latin1"));
-  if (ranges.length === 0) return masked;
+  if (!escapable || !(value.includes("%") || value.includes("\\")))
+    return value.includes(key) ? value.replaceAll(key, "[redacted]") : value;
+  // Searched escaped before any plain quote is replaced, as ReflectedKeyMask.maskQuotes does: a key
+  // ending in `\` or `%` is quoted plain at the start of its escaped quote.
+  const { ranges } = escapedKeyRanges(Buffer.from(value, "latin1"), Buffer.from(key, "latin1"));
+  for (let at = value.indexOf(key); at !== -1; at = value.indexOf(key, at + key.length))
+    ranges.push([at, at + key.length]);
+  if (ranges.length === 0) return value;
   let out = "";
   let from = 0;
-  for (const [start, end] of ranges) {
-    out += `${masked.slice(from, start)}[redacted]`;
+  for (const [start, end] of merged(ranges)) {
+    out += `${value.slice(from, start)}[redacted]`;
     from = end;
   }
-  return out + masked.slice(from);
+  return out + value.slice(from);
 }
 
 /**
@@ -215,8 +222,9 @@ function readingsOf(data: Buffer): Escapes[] {
 
 /**
  * Where `data` quotes the key escaped: `data` read as characters (readEscaped, in each of
- * readingsOf) and searched for the key. `ranges`: the `[start, end)` byte offsets of each quote, in
- * order and apart (quotes that overlap are one range); `starts`: as the first reading's readEscaped.
+ * readingsOf) and searched for the key. `ranges`: the `[start, end)` byte offsets of each quote found
+ * in each reading (the same quote may be found in several, and quotes may overlap: `merged`);
+ * `starts`: as the first reading's readEscaped.
  */
 function escapedKeyRanges(data: Buffer, key: Buffer): { ranges: [number, number][]; starts: Uint32Array } {
   const readings = readingsOf(data);
@@ -229,7 +237,32 @@ function escapedKeyRanges(data: Buffer, key: Buffer): { ranges: [number, number]
     for (let found = text.indexOf(key); found !== -1; found = text.indexOf(key, found + key.length))
       ranges.push([reading.starts[found] as number, reading.starts[found + key.length] as number]);
   }
-  return { ranges: readings.length === 1 ? ranges : merged(ranges), starts: starts as Uint32Array };
+  return { ranges, starts: starts as Uint32Array };
+}
+
+/**
+ * Masks in `data` every quote of the key, plain (the first at `at`) and escaped (escapedKeyRanges),
+ * but those that begin at or after `from`: the caller holds those back, as the next chunk may show
+ * them to go on (a key ending in `\` or `%`, possible only for a compatible server's printable-
+ * ASCII key, is quoted plain at the start of its escaped quote: `…Ab\` of `…Ab\\`, `…Ab%2` of
+ * `…Ab%252`; masked now, the escape's rest would reach the client with the next chunk), and the
+ * next search reads them whole. The escaped search runs before any plain quote is masked, for the
+ * same reason. `held`: where the first quote left as it is begins (the data's length if none);
+ * `starts`: as escapedKeyRanges gives them.
+ */
+function maskQuotes(
+  data: Buffer,
+  at: number,
+  key: Buffer,
+  from: number,
+): { starts: Uint32Array; held: number } {
+  const { ranges, starts } = escapedKeyRanges(data, key);
+  for (; at !== -1; at = data.indexOf(key, at + key.length)) ranges.push([at, at + key.length]);
+  let held = data.length;
+  for (const [start, end] of ranges)
+    if (start < from) data.fill(star, start, end);
+    else held = Math.min(held, start);
+  return { starts, held };
 }
 
 /** The ranges sorted, those that overlap or touch made one. */
