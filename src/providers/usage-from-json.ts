@@ -92,6 +92,26 @@ function countsOfProviderA(reported: unknown): TokenUsage | null {
 }
 
 /**
+ * Whether provider A's Responses API answer says its hosted tools ran at a cost of their own: its
+ * `tool_usage` ("Usage reported by hosted tools, separate from base model `usage`", openai's
+ * `Response.tool_usage`), the image generation tool's tokens (`image_gen`) or the web search tool's
+ * billable searches (`web_search.num_requests`). Every tool family is listed, with zero counts where
+ * it was not used: zeros (or a count left out) say no; a value that is no count says yes, as what it
+ * cost is then unknown.
+ */
+export function reportsHostedToolUse(toolUsage: unknown): boolean {
+  const imageGeneration = object(object(toolUsage)?.image_gen);
+  const webSearch = object(object(toolUsage)?.web_search);
+  const used = (value: unknown) => value !== undefined && value !== null && value !== 0;
+  return (
+    used(imageGeneration?.input_tokens) ||
+    used(imageGeneration?.output_tokens) ||
+    used(imageGeneration?.total_tokens) ||
+    used(webSearch?.num_requests)
+  );
+}
+
+/**
  * Provider B's counts as reported so far. Its stream reports them twice, in `message_start` and
  * (cumulative) in `message_delta`, where a count that is missing or null is unchanged, as its SDK
  * reads them: each report's counts replace only the counts before them that it gives.

@@ -10,6 +10,7 @@ import {
 } from "../providers/usage-from-json.js";
 import { emptyUsage, type TokenUsage } from "../usage/token-usage.js";
 import { isFinishedBackgroundRun } from "./background-run.js";
+import { withHostedToolUse } from "./hosted-tool-usage.js";
 import { lastUsageObject, modelIn, modelPatterns, usageKeys } from "./json-body-usage.js";
 import { type ResponseObjectFields, responseFieldsOfEvent } from "./response-object-fields.js";
 import { serviceTierMember } from "./service-tier-member.js";
@@ -44,7 +45,10 @@ export function sseMeter(
       // An event over the scanner's cap: `data` is only its start.
       const seen = fromCutEvent(provider, event, data, cutTail, counts);
       if (seen !== null) {
-        usage = seen.usage;
+        usage =
+          responses !== null && provider === "provider-a"
+            ? withHostedToolUse(seen.usage, cutTail, 2)
+            : seen.usage;
         counts = seen.counts ?? counts;
         model = counts?.servedBy ?? model ?? seen.model;
         lastGemini = null; // (provider C: this event came after any kept before)
@@ -71,7 +75,11 @@ export function sseMeter(
         const found = usageFromProviderA(object?.value, serviceTierMember(bytes, 1, object));
         if (found) {
           usage = found;
-          if (responses !== null) response = responseFieldsOfEvent(data);
+          if (responses !== null) {
+            response = responseFieldsOfEvent(data);
+            // The response's hosted tools' use, reported beside its usage (`tool_usage`), is billed apart.
+            usage = withHostedToolUse(found, bytes, 2);
+          }
         }
         if (model === null) model = modelPatterns["provider-a"].exec(data)?.[1] ?? null;
       }

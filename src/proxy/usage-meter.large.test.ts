@@ -333,6 +333,35 @@ describe("usage meter, SSE events over 1 MiB", () => {
   });
 });
 
+describe("usage meter, a Responses API answer holding a generated image", () => {
+  // The image generation tool's tokens come in `tool_usage`, beside the model's `usage` (openai's
+  // `Response.tool_usage`), after the image: read from the kept tail of the event or the body.
+  const toolUsage = {
+    image_gen: { input_tokens: 50, output_tokens: 4160, total_tokens: 4210 },
+    web_search: { num_requests: 0 },
+  };
+  const withToolUse = (output: unknown[]) => {
+    const { usage, ...rest } = response("completed", output, { input_tokens: 50, output_tokens: 1000 });
+    return { ...rest, tool_usage: toolUsage, usage };
+  };
+  const metered = (text: string, streaming: boolean, seed: number) =>
+    [
+      meter("provider-a", text, streaming, [], "post"),
+      meter("provider-a", text, streaming, randomSplits(text.length, seed), "post"),
+    ].map((reading) => reading.usage);
+
+  it("marks the hosted tool use of a response.completed over 1 MiB and of a JSON body over 4 MiB", () => {
+    const stream = sse([
+      ["response.created", { type: "response.created", response: response("in_progress", [], null) }],
+      ["response.completed", { type: "response.completed", response: withToolUse([imageCall]) }],
+    ]);
+    const body = JSON.stringify(withToolUse([imageCall, imageCall, imageCall]));
+    expect(body.length).toBeGreaterThan(4 * 1024 * 1024);
+    for (const usage of [...metered(stream, true, 7), ...metered(body, false, 8)])
+      expect(usage).toMatchObject({ inputTokens: 50, outputTokens: 1000, hostedToolUse: true });
+  });
+});
+
 describe("usage meter, a background run's large answer to a poll", () => {
   // As the API orders them: the top-level fields first, `background` right after `status`.
   const run = (status: string, output: unknown[], usage: unknown) => {

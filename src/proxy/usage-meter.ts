@@ -4,6 +4,7 @@ import { emptyUsage, type TokenUsage } from "../usage/token-usage.js";
 import { isFinishedBackgroundRun } from "./background-run.js";
 import type { ByteEnds } from "./byte-ends.js";
 import { compactParts } from "./compact-parts.js";
+import { withHostedToolUse } from "./hosted-tool-usage.js";
 import type { ImageListReading } from "./image-list-scanner.js";
 import { interactionsJsonUsage, interactionsSseMeter } from "./interactions-usage.js";
 import { fromJson, keepEnds } from "./json-body-usage.js";
@@ -214,7 +215,9 @@ function jsonMeter(
       // A poll reports no tokens but a finished background run's: the rest is not read at all.
       if (responses === "poll" && !isFinishedBackgroundRun(response))
         return { usage: emptyUsage(), model: null, response };
-      return { ...fromJson(provider, ends, whole, ended), response };
+      const reading = fromJson(provider, ends, whole, ended);
+      // Its hosted tools' use, reported beside the usage (`tool_usage`), is billed apart.
+      return { ...reading, usage: withHostedToolUse(reading.usage, ends?.tail() ?? whole, 1), response };
     },
   };
 }

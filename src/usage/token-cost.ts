@@ -20,7 +20,9 @@ import { cacheLifetimes, type Sampling, type TokenUsage } from "./token-usage.js
  * that the catalogue does not list, cost what is unknown (null), never the standard price. A call
  * its answer says was served on another tier than the standard one (TokenUsage.serviceTier) is
  * priced at the model's prices for that tier (TokenPricing.tiers), and is unknown (null) where the
- * catalogue lists none. Computed in micro-dollars to avoid float noise.
+ * catalogue lists none. Provider A's calls whose hosted tools ran (TokenUsage.hostedToolUse), billed
+ * apart from the model's tokens, cost what is unknown (null). Computed in micro-dollars to avoid
+ * float noise.
  */
 export function costOfTokens(provider: ProviderId, model: string | null, usage: TokenUsage): number | null {
   const microDollars =
@@ -62,7 +64,9 @@ function microDollarsOfSamplings(
 
 /** One sampling's cost in micro-dollars (USD per 1M tokens times tokens), at the premium it reports. */
 function microDollarsOf(provider: ProviderId, model: string | null, usage: TokenUsage): number | null {
-  if (usage.fastMode) return null;
+  // Billed at prices the catalogue does not list: unknown, never the standard price, nor the
+  // price of the model's tokens alone.
+  if (usage.fastMode || usage.hostedToolUse) return null;
   const tokenScale = usage.usOnlyInference ? usOnlyInferenceScale : 1;
   const standard = findModel(provider, model)?.pricing;
   const listed = standard && tierPricing(standard, usage);

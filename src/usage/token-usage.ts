@@ -37,6 +37,13 @@ export interface TokenUsage {
    */
   fastMode?: true;
   /**
+   * Provider A's Responses API: its hosted tools ran at a cost of their own, which its answer
+   * reports apart from the model's tokens (`tool_usage`: the image generation tool's tokens, billed
+   * at the image model's prices; the web search tool's billable searches, billed per search) and
+   * the catalogue does not price. Only when they did.
+   */
+  hostedToolUse?: true;
+  /**
    * Provider B: the call's inference ran only in the US (`usage.inference_geo: "us"`, on Claude
    * Opus 4.6 and later models), which Anthropic bills at 1.1x every token price. Only when it did.
    */
