@@ -283,6 +283,7 @@ export function createApp(deps: AppDeps): App {
     answerConnect(request, socket) {
       // Node hands the connection over as soon as it parses CONNECT, without its error listener.
       socket.on("error", () => socket.destroy());
+      relayDrain(socket);
       const requestId = deps.generateRequestId();
       afterPendingAnswers(socket, () => {
         const error = new GatewayError("NOT_FOUND", "No such route: Sluice is not a forward proxy (CONNECT)");
@@ -472,6 +473,20 @@ function afterPendingAnswers(socket: Duplex, then: () => void): void {
     return;
   }
   onceAnswered(pending, () => afterPendingAnswers(socket, then));
+}
+
+/**
+ * Hands the socket's `drain` on to the answer being written on it, as Node's own listener did until
+ * Node handed the socket over with a CONNECT (it takes its listeners off then). The answers to the
+ * requests pipelined before the CONNECT are still written on it: one larger than the socket's
+ * buffer waited for a `drain` that never came, until the upstream idle timeout cut it (the
+ * CONNECT's 404, sent after it, never came either).
+ */
+function relayDrain(socket: Duplex): void {
+  socket.on("drain", () => {
+    const pending = pendingResponse(socket);
+    if (pending?.writableNeedDrain) pending.emit("drain");
+  });
 }
 
 /** Runs `then` once, when `pending` is sent or its connection closes first. */

@@ -180,9 +180,19 @@ export class ProxyExchange implements Dispatcher.DispatchHandler, Watched, Meter
     this.abortUpstream?.(refusal);
   };
 
+  // Node also emits `drain` from inside a write of the answer queued behind this one on the same
+  // connection (a pipelined call's: its pending bytes' bookkeeping runs the server's drain handler),
+  // and that call writes from inside undici's parser of its own provider connection. undici's resume
+  // runs this call's parser at once, which it refuses while another one runs: an assertion, thrown
+  // into the other call (its answer cut), and this call's provider left paused until the idle
+  // timeout. The provider is resumed once the work under way is done.
   private readonly onDrain = () => {
     this.drainListening = false;
-    if (!this.decoderWaiting) this.resumeUpstream?.();
+    if (!this.decoderWaiting) queueMicrotask(this.resumeAfterDrain);
+  };
+
+  private readonly resumeAfterDrain = () => {
+    if (!this.drainListening && !this.decoderWaiting && !this.settled) this.resumeUpstream?.();
   };
 
   /**

@@ -347,6 +347,35 @@ describe("HTTP edge inputs on the gateway's own server", () => {
     }
   });
 
+  // Node takes its own listeners off a socket when it hands a CONNECT over, the one that tells the
+  // answer being written that the client has read what was sent (`drain`) among them: an answer
+  // larger than the socket's buffer stopped at its first full buffer, until the upstream idle
+  // timeout (5 minutes) cut it, and the CONNECT's 404 never came.
+  it("sends a large answer whole when a CONNECT is pipelined behind it, then the CONNECT's 404", async () => {
+    upstream.clear();
+    upstream.setText("x".repeat(4 * 1024 * 1024));
+    try {
+      const call = chat(`/v1/provider-a/${project.projectId}/chat/completions`).replace(
+        "connection: close",
+        "connection: keep-alive",
+      );
+      const raw = await exchange(port, [
+        `${call}CONNECT 127.0.0.1:443 HTTP/1.1\r\nhost: 127.0.0.1:443\r\n\r\n`,
+      ]);
+      const answers = responsesOf(raw);
+      expect(answers.map((answer) => answer.status)).toEqual([200, 404]);
+      const completion = JSON.parse(answers[0]?.body ?? "") as {
+        choices: Array<{ message: { content: string } }>;
+      };
+      expect(completion.choices[0]?.message.content).toHaveLength(4 * 1024 * 1024);
+      expect(expectEnvelope(answers[1], 404, "NOT_FOUND").message).toMatch(/forward proxy/);
+      const row = await usageRowById(sluice.gateway, answers[0]?.headers["x-request-id"]);
+      expect(row).toMatchObject({ status: 200, outcome: "ok" });
+    } finally {
+      upstream.setText("Hello from the fake upstream");
+    }
+  });
+
   it("refuses an HTTP/1.0 request with Transfer-Encoding and serves nothing after it on the connection", async () => {
     upstream.clear();
     const auth = `authorization: Bearer ${project.bearer("provider-a")}\r\ncontent-type: application/json\r\n`;
