@@ -1,4 +1,9 @@
-import { loadMasterKey, loadPreviousMasterKey, readMasterKey } from "./auth/master-key.js";
+import {
+  ignoredKeyFileWarning,
+  loadMasterKey,
+  loadPreviousMasterKey,
+  readMasterKey,
+} from "./auth/master-key.js";
 import {
   checkMasterKeyOpensDatabase,
   previousKeyUnneededWarning,
@@ -24,7 +29,8 @@ export type StartWarning = (fields: Record<string, unknown>, message: string) =>
  * during a rotation, the previous one) loaded into the secret box and wiped from memory, the
  * database opened and migrated, and the key checked against the secrets it holds, refused when it
  * opens none of them (the database is closed again). What an operator should hear goes to `warn`:
- * a key generated, migrations a newer Sluice ran, damaged rows, a previous key no secret needs.
+ * a key generated, migrations a newer Sluice ran, damaged rows, a previous key no secret needs, a
+ * data dir's master.key that SLUICE_MASTER_KEY leaves unused while it holds another key.
  *
  * A key to generate (no SLUICE_MASTER_KEY, no master.key, the embedded default outside production)
  * is generated before the database is created on a fresh data dir, as before anything else there
@@ -86,6 +92,9 @@ export async function openSealedStore(
     );
   // The rotation's reseal is done but the old key is still set: it should go (README, step 3).
   if (previousKeyUnneeded) warn({ masterKeyPreviousNeeded: false }, previousKeyUnneededWarning);
+  // Told once the key is known to open the store: a start it fails names the file in its refusal.
+  const ignored = ignoredKeyFileWarning(config);
+  if (ignored) warn({ file: ignored.file }, ignored.message);
   return { database, secretBox };
 }
 

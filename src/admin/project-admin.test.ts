@@ -609,6 +609,76 @@ describe("project admin use cases", () => {
     expect(await admin().checkStoredProjects(async () => true)).toMatchObject({ withProblems: 0 });
   });
 
+  it.each([
+    ["a C0 control (ESC)", "Key\u001b]0;owned\u0007", "U+001B at character 4"],
+    ["a C1 control (CSI)", "A\u009b31mB", "U+009B at character 2"],
+    ["a right-to-left override", "backup\u202Etset", "U+202E at character 7"],
+    ["a zero-width space", "pay\u200Broll", "U+200B at character 4"],
+  ])(
+    "refuses a provider key's label holding %s with 400, naming the field and the code point",
+    async (_kind, label, where) => {
+      await admin().createProject({ id: "labelled", name: "L", provider: "provider-a" });
+      const problem = `label: ${nameCharactersRule} (${where})`;
+      await expect(
+        admin().addProviderKey("labelled", { provider: "provider-a", apiKey: "sk-0123456789abcdef", label }),
+      ).rejects.toMatchObject({
+        code: "BAD_REQUEST",
+        status: 400,
+        message: `Invalid provider key: ${problem}`,
+        details: { problems: [problem] },
+      });
+      expect(await admin().listProviderKeys("labelled")).toEqual([]);
+    },
+  );
+
+  it("takes a provider key's label of any script and the joiners its writing needs, trimmed as before", async () => {
+    await admin().createProject({ id: "labelled", name: "L", provider: "provider-a" });
+    for (const label of ["Café", "東京", "می\u200Cخواهم", "\u{1F469}\u200D\u{1F4BB} team", " padded\t"]) {
+      const added = await admin().addProviderKey("labelled", {
+        provider: "provider-a",
+        apiKey: "sk-0123456789abcdef",
+        label,
+      });
+      expect(added.label).toBe(label.trim());
+    }
+  });
+
+  it("lists a provider key stored with such a label, and the stored-project check names it while the key is active", async () => {
+    await admin().createProject({ id: "spoofed", name: "Spoofed", provider: "provider-a" });
+    const added = await admin().addProviderKey("spoofed", {
+      provider: "provider-a",
+      apiKey: "sk-0123456789abcdef",
+    });
+    const label = "backup\u202Etset\u001b[0m";
+    await database.db.updateTable("provider_keys").set({ label }).where("id", "=", added.keyId).execute();
+    expect((await admin().listProviderKeys("spoofed")).map((key) => key.label)).toEqual([label]);
+    const found: Array<{ id: string; problems: string[] }> = [];
+    const outcome = await admin().checkStoredProjects(async (project) => {
+      found.push(project);
+      return true;
+    });
+    expect(outcome).toEqual({ checked: 1, withProblems: 1, stopped: false });
+    expect(found).toEqual([
+      {
+        id: "spoofed",
+        problems: [
+          `label of provider key ${added.keyId}: ${nameCharactersRule} (U+202E at character 7); a label is not changed: add the key again with another label and revoke this one`,
+        ],
+      },
+    ]);
+    // The flag's name, as the CLI names fields.
+    await admin().checkStoredProjects(
+      async (project) => {
+        expect(project.problems[0]).toMatch(/^--label of provider key /);
+        return true;
+      },
+      (field) => `--${field}`,
+    );
+    // Revoked, it is no longer one an operator can act on, nor used: not named.
+    await admin().revokeProviderKey("spoofed", added.keyId);
+    expect(await admin().checkStoredProjects(async () => true)).toMatchObject({ withProblems: 0 });
+  });
+
   it("names a list given for a text field once, by its type, not also by the list's length", async () => {
     // zod runs a string's length checks on any value with a length, so a list was also "too short".
     await expect(admin().createProject({ name: [], provider: "provider-a" })).rejects.toMatchObject({

@@ -195,6 +195,27 @@ export function createProjectAdmin(deps: ProjectAdminDeps) {
     );
   }
 
+  /**
+   * The labels of project `projectId`'s active provider keys that the admin input refuses now (one
+   * an earlier release took holding a control, bidirectional or zero-width character), each named
+   * with its key, and how to mend it: a label is not changed, so the key is added again. A revoked
+   * key is not named: it is not used, nothing changes it, and it would fail every check after.
+   */
+  async function keyLabelProblems(projectId: string, fieldName: FieldName): Promise<string[]> {
+    const label = (await loadInputSchemas()).addProviderKeyInput.shape.label;
+    const problems: string[] = [];
+    for (const key of await keys.listProviderKeys(projectId)) {
+      if (key.revokedAt !== null || key.label === null) continue;
+      const parsed = label.safeParse(key.label);
+      if (parsed.success) continue;
+      for (const issue of parsed.error.issues)
+        problems.push(
+          `${fieldName("label")} of provider key ${key.id}: ${issue.message}; a label is not changed: add the key again with another label and revoke this one`,
+        );
+    }
+    return problems;
+  }
+
   return mapDatabaseOutages({
     async createProject(
       input: unknown,
@@ -283,8 +304,8 @@ export function createProjectAdmin(deps: ProjectAdminDeps) {
     /**
      * Checks every stored project by the rules this build applies where it is used (a structured
      * call's check of the output schema, for each route's model) and where it is changed (the admin
-     * input's types and bounds, the rules across fields): a value an earlier release stored and a
-     * rule added since refuses. Reads the projects a page of `pageSize` at a time, in the list's
+     * input's types and bounds, the rules across fields, its active provider keys' labels): a value
+     * an earlier release stored and a rule added since refuses. Reads the projects a page of `pageSize` at a time, in the list's
      * order, and lets the event loop run after each project (its schema may take a while to compile),
      * so neither the projects nor their problems are held all at once. `report` hears each project
      * with a problem as it is found; when it answers false (the output can take no more) the check
@@ -315,6 +336,7 @@ export function createProjectAdmin(deps: ProjectAdminDeps) {
               ? []
               : withoutFollowOns(parsed.error.issues).flatMap((issue) => labels(issue, fields))),
             ...storedProjectProblems(project, fieldName, compile),
+            ...(await keyLabelProblems(project.id, fieldName)),
           ];
           if (problems.length > 0) {
             withProblems++;

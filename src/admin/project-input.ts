@@ -26,16 +26,24 @@ const storableText = (schema: z.ZodString) =>
   });
 
 /**
- * A project's name is shown to operators (answers, the CLI's output, logs): it holds no character
- * that makes it show as another or acts on a terminal (misleading-character.ts), each refused naming
- * its code point and place, never quoted. One stored before this rule is served and updated as it
- * is; `sluice projects check` names it (docs/decisions/0058).
+ * A project's name and a provider key's label are shown to operators (answers, the CLI's output,
+ * logs): they hold no character that makes them show as another or acts on a terminal
+ * (misleading-character.ts), each refused naming its code point and place, never quoted. One stored
+ * before this rule is served and updated as it is; `sluice projects check` names it
+ * (docs/decisions/0058).
  */
 export const nameCharactersRule = "must not hold control, bidirectional or zero-width characters";
-const projectName = storableText(z.string().trim().min(1).max(200)).superRefine((name, context) => {
-  const found = misleadingCharacter(name);
-  if (found !== null) context.addIssue({ code: "custom", message: `${nameCharactersRule} (${found})` });
-});
+/** `nameCharactersRule`'s problem for `text`, or null when it holds no such character. */
+export function shownTextProblem(text: string): string | null {
+  const found = misleadingCharacter(text);
+  return found === null ? null : `${nameCharactersRule} (${found})`;
+}
+const shownText = () =>
+  storableText(z.string().trim().min(1).max(200)).superRefine((text, context) => {
+    const problem = shownTextProblem(text);
+    if (problem !== null) context.addIssue({ code: "custom", message: problem });
+  });
+const projectName = shownText();
 
 const deviceCheckInput = z
   .object({
@@ -179,7 +187,7 @@ export const addProviderKeyInput = z
       .min(8, "is too short to be a provider key")
       .max(1024)
       .regex(/^[\x21-\x7e]+$/, "must be printable ASCII without spaces"),
-    label: storableText(z.string().trim().min(1).max(200)).optional(),
+    label: shownText().optional(),
   })
   .strict();
 

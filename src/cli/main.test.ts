@@ -438,6 +438,20 @@ describe("sluice CLI", () => {
       ["projects", "update", "cli-flags", "--name", "admin\u202Etset"],
       /^error: Invalid project update: --name: must not hold control, bidirectional or zero-width characters \(U\+202E at character 6\)\n/,
     ],
+    [
+      [
+        "keys",
+        "add",
+        "cli-flags",
+        "--provider",
+        "provider-a",
+        "--api-key",
+        "sk-0123456789abcdef",
+        "--label",
+        "backup\u202Etset",
+      ],
+      /^error: Invalid provider key: --label: must not hold control, bidirectional or zero-width characters \(U\+202E at character 7\)\n/,
+    ],
   ])(
     "names the flag of a bad field %j, as a usage error before opening the database",
     async (args, problem) => {

@@ -56,6 +56,23 @@ describe("admin routes", () => {
     expect((await sluice.gateway.admin.getProject("routes")).name).toBe("Routes");
   });
 
+  it("refuses a provider key's label that shows as another with 400 naming the field and the code point", async () => {
+    const problem =
+      "label: must not hold control, bidirectional or zero-width characters (U+202E at character 7)";
+    const response = await sendJson("POST", "/admin/v1/projects/routes/keys", {
+      provider: "provider-a",
+      apiKey: "sk-0123456789abcdef",
+      label: "backup\u202Etset",
+    });
+    expect(response.status).toBe(400);
+    const body = (await response.json()) as { error: Record<string, unknown> };
+    expect(body.error).toMatchObject({
+      code: "BAD_REQUEST",
+      message: `Invalid provider key: ${problem}`,
+      details: { problems: [problem] },
+    });
+  });
+
   it("refuses a proxy allow-list rule holding a provider key with 422 that shows the rule by its start and length", async () => {
     const key = `sk-proj-${"Zx9Qw2Er7T".repeat(5)}`;
     const response = await sendJson("PATCH", "/admin/v1/projects/routes", {
