@@ -123,11 +123,13 @@ export function registerImageRoutes(router: Router, deps: ImageRouteDeps): void 
       }
       // Range is for GET alone (RFC 9110 §14.2): a HEAD describes the whole file.
       const range = request.method === "GET" ? requestedRange(request.headers, file.size, etag) : null;
-      if (range === "unsatisfiable") {
+      if (range === "past-end" || range === "empty-suffix") {
         await file.close();
         throw new GatewayError(
           "RANGE_NOT_SATISFIABLE",
-          `The range asked for starts at or past the end of this ${file.size}-byte file`,
+          range === "past-end"
+            ? `The range asked for starts at or past the end of this ${file.size}-byte file`
+            : `The range asked for is the last 0 bytes of this ${file.size}-byte file: ask for at least one`,
           { headers: { "content-range": `bytes */${file.size}` } },
         );
       }

@@ -327,13 +327,25 @@ describe("the local vault's signed URLs", () => {
     }
   });
 
-  it("answers 416 with the file's size to a range that starts past its end", async () => {
+  it("answers 416 with the file's size to a range that starts past its end, or asks for no bytes, saying which", async () => {
     const { url } = await storedBytes(1000);
-    for (const range of ["bytes=1000-", "bytes=5000-6000", "bytes=-0"]) {
+    const pastEnd = "The range asked for starts at or past the end of this 1000-byte file";
+    for (const [range, message] of [
+      ["bytes=1000-", pastEnd],
+      ["bytes=5000-6000", pastEnd],
+      ["bytes=-0", "The range asked for is the last 0 bytes of this 1000-byte file: ask for at least one"],
+    ] as const) {
       const answer = await fetch(url, { headers: { range } });
       expect(answer.status, range).toBe(416);
       expect(answer.headers.get("content-range"), range).toBe("bytes */1000");
-      expect(((await answer.json()) as { error: { code: string } }).error.code).toBe("RANGE_NOT_SATISFIABLE");
+      expect(answer.headers.get("content-type"), range).toBe("application/json; charset=utf-8");
+      expect(
+        ((await answer.json()) as { error: { code: string; message: string } }).error,
+        range,
+      ).toMatchObject({
+        code: "RANGE_NOT_SATISFIABLE",
+        message,
+      });
     }
     // The connection serves the next request after it.
     const target = `${url.pathname}${url.search}`;
