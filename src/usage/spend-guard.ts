@@ -269,6 +269,10 @@ function spendGuard(deps: SpendGuardDeps) {
         entry.written = 0;
         entry.unpricedUnread = 0;
         entry.unpricedWritten = 0;
+        // Every cost recorded here was the deleted project's: its largest call is not this one's
+        // either. Kept, it counted the new project's calls in flight and calls of unknown cost at
+        // it for the rest of the month, where a project with no known cost counts them at the floor.
+        entry.largestCall = 0;
         relist(entry);
       }
     }

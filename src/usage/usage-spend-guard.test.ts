@@ -403,12 +403,12 @@ describe("spend guard", () => {
     // 34.50 known, two in flight at 20: 74.50 with them, 94.50 with a third.
     expect(guard.hold("p1", 90, 34.5)).toBeTypeOf("function");
     expect(guard.hold("p1", 90, 34.5)).toBeUndefined();
-    // A project created again under the id: the old one's largest row is not its (nothing known,
-    // the 1 recorded here being the old one's too; three in flight at that 1: 3, where at 20 they
-    // were 60).
+    // A project created again under the id: neither the old one's largest row nor the 1 recorded
+    // here (the old one's too) is its: nothing known, the three still in flight count at the floor
+    // (0.30), not at 1 (3, the whole cap) nor at 20.
     stored = spent(0);
     expect(await guard.monthToDate("p1", "2026-11-15T00:00:01.000Z")).toBe(0);
-    expect(guard.hold("p1", 10, 0)).toBeTypeOf("function");
+    expect(guard.hold("p1", 3, 0)).toBeTypeOf("function");
   });
 
   // Before, no known cost counted the calls in flight for nothing: any number at once on a fresh month.

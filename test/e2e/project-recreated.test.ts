@@ -88,4 +88,45 @@ describe("a project created again under a deleted project's id", () => {
     await response.arrayBuffer();
     expect(response.status).toBe(200);
   });
+
+  // Found by an audit of admin changes under traffic: the spend guard kept the largest cost of one
+  // call it had recorded for the deleted project, and counted the new project's calls in flight and
+  // its calls of unknown cost at it (for the rest of the month on that instance), where a project
+  // with no call of known cost counts each at SLUICE_UNPRICED_CALL_USD (0.10 USD).
+  it("counts neither its calls in flight nor its calls of unknown cost at the deleted project's largest call", async () => {
+    const chat = (bearer: string, model = "gpt-4o-mini") =>
+      fetch(`${sluice.url}/v1/provider-a/dear/chat/completions`, {
+        method: "POST",
+        headers: { authorization: `Bearer ${bearer}`, "content-type": "application/json" },
+        body: JSON.stringify({ model, messages: [] }),
+      }).then(async (response) => {
+        await response.arrayBuffer();
+        return response.status;
+      });
+    const first = await createTestProject(sluice.gateway, { id: "dear", monthlySpendCapUsd: 100 });
+    // One call of 0.60 USD (a million output tokens of gpt-4o-mini), recorded on this instance.
+    fake.setUsage({ output: 1_000_000 });
+    try {
+      expect(await chat(first.bearer("provider-a"))).toBe(200);
+    } finally {
+      fake.setUsage({ output: 7 });
+    }
+    await sluice.gateway.flushUsage();
+    expect((await admin("DELETE", "/dear")).status).toBe(204);
+    await tick();
+    const second = await createTestProject(sluice.gateway, { id: "dear", monthlySpendCapUsd: 1 });
+    // No call of known cost yet: each in flight counts at 0.10 USD, so six at once fit under 1 USD
+    // (at 0.60, the deleted project's call, only two did).
+    fake.setLatencyMs(300);
+    try {
+      const statuses = await Promise.all(Array.from({ length: 6 }, () => chat(second.bearer("provider-a"))));
+      expect(statuses).toEqual(Array(6).fill(200));
+    } finally {
+      fake.setLatencyMs(0);
+    }
+    // Calls of unknown cost (a model the catalogue does not price) count at the new project's
+    // largest known cost, which is tiny, or 0.10 USD: three more fit (at 0.60, the second was refused).
+    for (let index = 0; index < 3; index++)
+      expect(await chat(second.bearer("provider-a"), "gpt-uncatalogued-x")).toBe(200);
+  });
 });
