@@ -68,11 +68,16 @@ const longBase64 = /(?<![A-Za-z0-9+/%])(?:[A-Za-z0-9+/]|%2[BbFf]){200,}(?:=|%3[D
  * with them only when they are such a word too, a few of its thousands.
  */
 const pathWordsBefore = /^(?:[a-z0-9]{1,15}(?:\/|%2[Ff]))*/;
-const pathWordsAfter = /(?:(?:\/|%2[Ff])[a-z0-9]{1,15})*$/;
+/**
+ * The words after, read on the run reversed (`/chat` as `tahc/`, `%2F` as `F2%`): anchored at its
+ * start, the search reads the run once. Anchored at the end instead (`…$`), it was tried from every
+ * `/` and read to the end each time: quadratic in a run of short words (`/A/a/a…/a/A`).
+ */
+const pathWordsAfterReversed = /^(?:[a-z0-9]{1,15}(?:\/|[Ff]2%))*/;
 
 /**
  * `text` with every long run of base64 in it (`longBase64`), but the path's words it begins and ends
- * with (`pathWordsBefore`, `pathWordsAfter`), replaced by `censor`, when it mixes upper and lower case letters and digits, as
+ * with (`pathWordsBefore`, `pathWordsAfterReversed`), replaced by `censor`, when it mixes upper and lower case letters and digits, as
  * random bytes do (`/aaa…`, a client's probe of the path's length, is kept). A text shorter than a
  * run is returned as it is, without a regular expression run.
  */
@@ -80,8 +85,10 @@ export function redactLongBase64(text: string, censor: string): string {
   if (text.length < 200) return text;
   return text.replace(longBase64, (run) => {
     const before = pathWordsBefore.exec(run)?.[0] ?? "";
-    const after = pathWordsAfter.exec(run.slice(before.length))?.[0] ?? "";
-    const rest = run.slice(before.length, run.length - after.length);
+    const reversed = run.slice(before.length).split("").reverse().join("");
+    const afterLength = pathWordsAfterReversed.exec(reversed)?.[0].length ?? 0;
+    const after = run.slice(run.length - afterLength);
+    const rest = run.slice(before.length, run.length - afterLength);
     return rest.length >= 200 && /[a-z]/.test(rest) && /[A-Z]/.test(rest) && /[0-9]/.test(rest)
       ? before + censor + after
       : run;

@@ -364,6 +364,9 @@ describe("log redaction", () => {
       `/?${"a&".repeat(size)}=@://`,
       // Runs of base64 one short of a long one (redactLongBase64), each tried once.
       `/${`${"aB1/".repeat(49)}aB-`.repeat(Math.ceil(size / 100))}`,
+      // A long run of short path words that a letter in upper case ends: the words it ends with
+      // were looked for from each `/` on, each search read to that letter (pathWordsAfter).
+      `/A${"/a".repeat(size)}/A`,
     ];
     const paths = new Map([500, 8000].map((size) => [size, crafted(size)]));
     const unkept = createLogger("debug", { write: () => {} });
