@@ -11,6 +11,7 @@ describe.skipIf(!postgresAvailable)("sluice CLI on PostgreSQL", () => {
   const saved = { ...process.env };
   let drop: () => Promise<void> = async () => {};
   let url = "";
+  const quietDataDir = mkdtempSync(join(tmpdir(), "sluice-cli-pg-"));
 
   beforeAll(async () => {
     const schema = await createPostgresSchema();
@@ -18,9 +19,13 @@ describe.skipIf(!postgresAvailable)("sluice CLI on PostgreSQL", () => {
     url = schema.url;
     process.env.DATABASE_URL = schema.url;
     process.env.SLUICE_MASTER_KEY = randomBytes(32).toString("base64");
+    // Not the checkout's ./data, where a gateway started from the README keeps its master.key: the
+    // CLI would warn that file is ignored, and this test asserts nothing on stderr.
+    process.env.SLUICE_DATA_DIR = quietDataDir;
   });
   afterAll(async () => {
     process.env = saved;
+    rmSync(quietDataDir, { recursive: true, force: true });
     await drop();
   });
 
