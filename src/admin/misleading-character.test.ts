@@ -53,4 +53,95 @@ describe("misleading characters in a shown text", () => {
     // A joiner after an emoji but before a letter joins no emoji sequence.
     expect(misleadingCharacter("\u{1F469}\u200Dx")).toBe("U+200D at character 2");
   });
+
+  // RFC 5892 Appendix A.1 and A.2: either joiner right after a virama; U+200C between letters that
+  // join (here: letters of a cursive joining script, marks between them passed over).
+  it("takes a joiner right after a virama, in each script that has one", () => {
+    const viramas = [
+      ["Devanagari", "\u0915\u094D", "\u0937"],
+      ["Bengali", "\u0995\u09CD", "\u09B7"],
+      ["Gurmukhi", "\u0A15\u0A4D", "\u0A38"],
+      ["Gujarati", "\u0A95\u0ACD", "\u0AB7"],
+      ["Oriya", "\u0B15\u0B4D", "\u0B37"],
+      ["Tamil", "\u0B95\u0BCD", "\u0BB7"],
+      ["Telugu", "\u0C15\u0C4D", "\u0C37"],
+      ["Kannada", "\u0C95\u0CCD", "\u0CB7"],
+      ["Malayalam", "\u0D15\u0D4D", "\u0D37"],
+      ["Malayalam vertical bar virama", "\u0D15\u0D3B", "\u0D37"],
+      ["Malayalam circular virama", "\u0D15\u0D3C", "\u0D37"],
+      ["Sinhala", "\u0DC1\u0DCA", "\u0DBB\u0DD3"],
+      ["Thai", "\u0E01\u0E3A", "\u0E02"],
+      ["Myanmar", "\u1000\u1039", "\u1000"],
+      ["Myanmar asat", "\u1000\u103A", "\u1000"],
+      ["Khmer", "\u1780\u17D2", "\u1780"],
+      ["Tibetan", "\u0F40\u0F84", "\u0F41"],
+      ["Balinese", "\u1B13\u1B44", "\u1B13"],
+      ["Brahmi", "\u{11013}\u{11046}", "\u{11013}"],
+    ];
+    for (const [script, before, after] of viramas) {
+      expect(misleadingCharacter(`${before}\u200D${after}`), script).toBeNull();
+      expect(misleadingCharacter(`${before}\u200C${after}`), script).toBeNull();
+    }
+    // Sinhala's name of Sri Lanka, and a Malayalam chillu as older text writes it (virama and U+200D
+    // ending the word).
+    expect(misleadingCharacter("\u0DC1\u0DCA\u200D\u0DBB\u0DD3 \u0DBD\u0D82\u0D9A\u0DCF")).toBeNull();
+    expect(misleadingCharacter("\u0D05\u0D35\u0D7B \u0D05\u0D35\u0D28\u0D4D\u200D")).toBeNull();
+    // Marks of other classes beside a virama's: a nukta (7), a kana voicing mark (8), a Hebrew point
+    // (10), an acute (230), a vowel sign (0).
+    for (const mark of ["\u093C", "\u3099", "\u05B0", "\u0301", "\u0940"]) {
+      expect(misleadingCharacter(`\u0915${mark}\u200D\u0937`), mark).toBe("U+200D at character 3");
+      expect(misleadingCharacter(`\u0915${mark}\u200C\u0937`), mark).toBe("U+200C at character 3");
+    }
+  });
+
+  it("takes U+200C between letters of a joining script, marks between passed over", () => {
+    expect(misleadingCharacter("\u0628\u064E\u200C\u0628")).toBeNull(); // Arabic, a fatha before
+    expect(misleadingCharacter("\u0628\u200C\u0650\u0628")).toBeNull(); // a kasra after it
+    expect(misleadingCharacter("\u0712\u200C\u0712")).toBeNull(); // Syriac
+    expect(misleadingCharacter("\u07D3\u200C\u07D3")).toBeNull(); // N'Ko
+    expect(misleadingCharacter("\u1820\u200C\u1821")).toBeNull(); // Mongolian
+    expect(misleadingCharacter("\u{1E900}\u200C\u{1E901}")).toBeNull(); // Adlam
+    // U+200D joins letters that join anyway: between them it only hides a difference.
+    expect(misleadingCharacter("\u0628\u200D\u0628")).toBe("U+200D at character 2");
+    // An Arabic digit or sign is no letter.
+    expect(misleadingCharacter("\u0628\u200C\u0661")).toBe("U+200C at character 2");
+    expect(misleadingCharacter("\u0661\u200C\u0628")).toBe("U+200C at character 2");
+  });
+
+  it("refuses joiners that show nothing: between letters of scripts that do not join, or after other marks", () => {
+    expect(misleadingCharacter("\u6771\u200D\u4EAC")).toBe("U+200D at character 2"); // 東京
+    expect(misleadingCharacter("\u6771\u200C\u4EAC")).toBe("U+200C at character 2");
+    expect(misleadingCharacter("שלום\u200Cעולם")).toBe("U+200C at character 5");
+    expect(misleadingCharacter("\u0E2A\u200C\u0E27")).toBe("U+200C at character 2"); // Thai, no virama
+    expect(misleadingCharacter("\u0915\u200C\u0937")).toBe("U+200C at character 2"); // no virama
+    expect(misleadingCharacter("pa\u0301\u200D\u0301yroll")).toBe("U+200D at character 4");
+    expect(misleadingCharacter("\u0628\u200C\u200C\u0628")).toBe("U+200C at character 2");
+    expect(misleadingCharacter("\u0915\u094D\u200D\u200D\u0937")).toBe("U+200D at character 4");
+  });
+
+  it("takes U+200D between two emoji, each with at most a variation selector and a skin tone", () => {
+    expect(misleadingCharacter("\u{1F469}\u200D\u{1F4BB}")).toBeNull(); // 👩‍💻
+    expect(misleadingCharacter("\u{1F469}\u{1F3FD}\u200D\u{1F4BB}")).toBeNull(); // 👩🏽‍💻
+    expect(misleadingCharacter("\u{1F3F3}\uFE0F\u200D\u{1F308}")).toBeNull(); // 🏳️‍🌈
+    expect(misleadingCharacter("\u{1F9D1}\u{1F3FB}\u200D\u{1F91D}\u200D\u{1F9D1}\u{1F3FF}")).toBeNull();
+    expect(misleadingCharacter("\u2764\uFE0F\u200D\u{1F525}")).toBeNull(); // ❤️‍🔥
+    // Two emoji of no sequence: it would take the table of recommended sequences to tell (see the rule).
+    expect(misleadingCharacter("\u{1F525}\u200D\u{1F525}")).toBeNull();
+    expect(misleadingCharacter("\u{1F469}\u{1F3FD}\u{1F3FD}\u200D\u{1F4BB}")).toBe("U+200D at character 4");
+    expect(misleadingCharacter("\u{1F469}\uFE0F\uFE0F\u200D\u{1F4BB}")).toBe("U+200D at character 4");
+    expect(misleadingCharacter("\uFE0F\u200D\u{1F4BB}")).toBe("U+200D at character 2");
+    expect(misleadingCharacter("\u{1F3FD}\u200D\u{1F4BB}")).toBe("U+200D at character 2");
+    // U+200C joins no emoji sequence.
+    expect(misleadingCharacter("\u{1F469}\u200C\u{1F4BB}")).toBe("U+200C at character 2");
+  });
+
+  it("passes over whitespace at the ends, which the input trims, and counts the place in the text as given", () => {
+    expect(misleadingCharacter("  a\u202Eb")).toBe("U+202E at character 4");
+    expect(misleadingCharacter("\t\uFEFF a\u200Bb")).toBe("U+200B at character 5");
+    expect(misleadingCharacter("\tname\r\n")).toBeNull();
+    expect(misleadingCharacter("\uFEFFname\u000B")).toBeNull();
+    // Inside, they are refused.
+    expect(misleadingCharacter("a\tb")).toBe("U+0009 at character 2");
+    expect(misleadingCharacter(" a\uFEFFb ")).toBe("U+FEFF at character 3");
+  });
 });

@@ -15,41 +15,79 @@ const misleading = (code: number) =>
   (code >= 0x2066 && code <= 0x2069) ||
   code === 0xfeff;
 
-const zeroWidthNonJoiner = 0x200c;
-const zeroWidthJoiner = 0x200d;
+const zeroWidthNonJoiner = "\u200C";
+const zeroWidthJoiner = "\u200D";
 
 /**
- * Letters and marks of the scripts that write U+200C and U+200D inside words (Arabic and Persian,
- * the Indic scripts after a virama, and others), as RFC 5892's ContextJ rules allow them; not those
- * of Latin, Greek and Cyrillic, which have no use for them and where they only hide a difference.
+ * Whether `mark` has Canonical_Combining_Class 9 (Virama): the Indic scripts' virama (U+094D, U+09CD,
+ * U+0D4D and U+0D3B/U+0D3C, U+0DCA…), Thai's phinthu (U+0E3A), Myanmar's (U+1039, U+103A), Khmer's
+ * coeng (U+17D2), Tibetan's, Brahmi's and the others, as the Unicode data of the running Node has
+ * them (no table to keep). A regular expression has no property for the class, so it is read from
+ * canonical ordering: NFD swaps two adjacent marks when the first's class is above the second's
+ * (neither 0), so a mark of class 9 goes before U+3099 (class 8), and U+05B0 (class 10) before it.
  */
-const joiningLetter = /^[\p{L}\p{M}]$/u;
-const nonJoiningScript = /^[\p{Script=Latin}\p{Script=Greek}\p{Script=Cyrillic}]$/u;
-const writtenWithJoiners = (character: string | undefined) =>
-  character !== undefined && joiningLetter.test(character) && !nonJoiningScript.test(character);
+function virama(mark: string | undefined): boolean {
+  const swapped = (first: string, second: string) => {
+    const given = `a${first}${second}`;
+    const normalized = given.normalize("NFD");
+    return normalized !== given && normalized === `a${second}${first}`;
+  };
+  return (
+    mark !== undefined && mark.normalize("NFD") === mark && swapped(mark, "\u3099") && swapped("\u05B0", mark)
+  );
+}
+
+/**
+ * Letters of the cursive scripts, whose letters join their neighbours (Joining_Type D, L or R in
+ * Unicode's ArabicShaping.txt), and the marks that do not interrupt a joining (Joining_Type T: Mn,
+ * Me). RFC 5892 takes U+200C between a letter joining to the left and one joining to the right; a
+ * regular expression has no Joining_Type property, so any letter of these scripts stands for one:
+ * one joining on one side only (an alef before, a hamza after) passes too, U+200C changing nothing
+ * there.
+ */
+const joiningScriptLetter =
+  /^(?=\p{L})[\p{Script=Arabic}\p{Script=Syriac}\p{Script=Nko}\p{Script=Mandaic}\p{Script=Mongolian}\p{Script=Phags_Pa}\p{Script=Manichaean}\p{Script=Psalter_Pahlavi}\p{Script=Hanifi_Rohingya}\p{Script=Sogdian}\p{Script=Chorasmian}\p{Script=Old_Uyghur}\p{Script=Adlam}]$/u;
+const transparentMark = /^[\p{Mn}\p{Me}]$/u;
 
 /** An emoji, and what may follow one before the joiner of an emoji ZWJ sequence (UTS #51 §2.3). */
 const pictographic = /^\p{Extended_Pictographic}$/u;
-const emojiSuffix = /^[\u{FE0F}\u{1F3FB}-\u{1F3FF}]$/u;
+const skinTone = /^[\u{1F3FB}-\u{1F3FF}]$/u;
 
 /**
- * Whether the joiner at `index` of `characters` joins what its writing joins: U+200C or U+200D
- * between two letters or marks of a script that writes them (`می‌خواهم`, Persian), or U+200D
- * between two emoji, a variation selector or skin tone after the first (`👩🏽‍💻`).
+ * Whether the joiner at `index` of `characters` does what its writing uses it for, by RFC 5892's
+ * ContextJ rules (Appendix A.1, A.2) and UTS #51's emoji ZWJ sequences:
+ * - U+200C or U+200D right after a virama: a conjunct shown apart (`क्‌ष`) or half (`ශ්‍රී`, Sinhala);
+ * - U+200C between two letters of a cursive joining script, marks between passed over: a joining
+ *   broken (`می‌خواهم`, Persian);
+ * - U+200D between two emoji, the first followed by at most U+FE0F and one skin tone (`👩🏽‍💻`,
+ *   `🏳️‍🌈`). Any two emoji pass: telling a recommended sequence from two emoji shown side by side
+ *   (`🔥‍🔥` as `🔥🔥`) would take Unicode's table of them (emoji-zwj-sequences.txt), which Node lacks.
+ * Anywhere else one changes nothing shown, and only hides a difference (`東‍京` as `東京`).
  */
 function joinsItsWriting(characters: readonly string[], index: number): boolean {
-  const [before, after] = [characters[index - 1], characters[index + 1]];
-  if (writtenWithJoiners(before) && writtenWithJoiners(after)) return true;
-  if (characters[index] !== String.fromCodePoint(zeroWidthJoiner) || after === undefined) return false;
+  const joiner = characters[index];
+  if (virama(characters[index - 1])) return true;
+  if (joiner === zeroWidthNonJoiner) {
+    let before = index - 1;
+    while (transparentMark.test(characters[before] ?? "")) before--;
+    let after = index + 1;
+    while (transparentMark.test(characters[after] ?? "")) after++;
+    return (
+      joiningScriptLetter.test(characters[before] ?? "") && joiningScriptLetter.test(characters[after] ?? "")
+    );
+  }
   let emoji = index - 1;
-  while (emoji > 0 && emojiSuffix.test(characters[emoji] as string)) emoji--;
-  return emoji >= 0 && pictographic.test(characters[emoji] as string) && pictographic.test(after);
+  if (skinTone.test(characters[emoji] ?? "")) emoji--;
+  if (characters[emoji] === "\uFE0F") emoji--;
+  return pictographic.test(characters[emoji] ?? "") && pictographic.test(characters[index + 1] ?? "");
 }
 
 /**
  * The first character of `text` that makes it show other than it is (see `misleading`), as a
- * problem names it, `U+202E at character 8` (counted in code points from 1), or null when it holds
- * none. The character itself is never quoted: it would act where the problem is shown.
+ * problem names it, `U+202E at character 8` (counted in code points from 1, in `text` as given),
+ * or null when it holds none. Whitespace at its ends (a tab, a byte order mark), which the input
+ * trims, is passed over. The character itself is never quoted: it would act where the problem is
+ * shown.
  */
 export function misleadingCharacter(text: string): string | null {
   // Each such character is one UTF-16 unit: a text without one is passed over unit by unit.
@@ -57,10 +95,19 @@ export function misleadingCharacter(text: string): string | null {
   for (let unit = 0; unit < text.length && !found; unit++) found = misleading(text.charCodeAt(unit));
   if (!found) return null;
   const characters = Array.from(text);
-  for (const [index, character] of characters.entries()) {
+  // What String.prototype.trim removes is whitespace of one UTF-16 unit each: a character each.
+  const [first, end] = [
+    text.length - text.trimStart().length,
+    characters.length - (text.length - text.trimEnd().length),
+  ];
+  for (let index = first; index < end; index++) {
+    const character = characters[index] as string;
     const code = character.codePointAt(0) as number;
     if (!misleading(code)) continue;
-    if ((code === zeroWidthNonJoiner || code === zeroWidthJoiner) && joinsItsWriting(characters, index))
+    if (
+      (character === zeroWidthNonJoiner || character === zeroWidthJoiner) &&
+      joinsItsWriting(characters, index)
+    )
       continue;
     return `U+${code.toString(16).toUpperCase().padStart(4, "0")} at character ${index + 1}`;
   }

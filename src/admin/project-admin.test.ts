@@ -544,6 +544,9 @@ describe("project admin use cases", () => {
     ["a zero-width joiner between Latin letters", "pay\u200Droll", "U+200D at character 4"],
     ["a zero-width non-joiner between Latin letters", "pay\u200Croll", "U+200C at character 4"],
     ["a zero-width joiner after an emoji, before a letter", "\u{1F469}\u200Dx", "U+200D at character 2"],
+    ["a zero-width joiner between Han characters", "\u6771\u200D\u4EAC", "U+200D at character 2"],
+    ["a zero-width joiner between accents", "pa\u0301\u200D\u0301yroll", "U+200D at character 4"],
+    ["a right-to-left override after spaces", "  invoice\u202Efdp.exe", "U+202E at character 10"],
     ["a word joiner", "pay\u2060roll", "U+2060 at character 4"],
     ["a byte order mark inside", "pay\uFEFFroll", "U+FEFF at character 4"],
   ])(

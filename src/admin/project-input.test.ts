@@ -1,6 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { isSafeVaultPath, vaultPath } from "../images/vault-store.js";
 import {
+  addProviderKeyInput,
   createProjectInput,
   monthlySpendCapRule,
   projectListInput,
@@ -96,6 +97,20 @@ describe("project input", () => {
       createProjectInput.safeParse({ id, name: "n", provider: "provider-a" }).success;
     expect(create(`a${"b".repeat(63)}`)).toBe(true);
     expect(create(`a${"b".repeat(64)}`)).toBe(false);
+  });
+
+  it("names a misleading character's place in the name or label as sent, whitespace trimmed from its ends counted", () => {
+    const problems = (input: unknown) =>
+      updateProjectInput.safeParse(input).error?.issues.map((issue) => issue.message);
+    const rule = "must not hold control, bidirectional or zero-width characters";
+    expect(problems({ name: "  a\u202Eb" })).toEqual([`${rule} (U+202E at character 4)`]);
+    expect(problems({ name: "\t\u6771\u200D\u4EAC\n" })).toEqual([`${rule} (U+200D at character 3)`]);
+    expect(problems({ name: " \uFEFFName\t" })).toBeUndefined();
+    const label = (value: string) =>
+      addProviderKeyInput.safeParse({ provider: "provider-a", apiKey: "sk-0123456789abcdef", label: value })
+        .error?.issues[0]?.message;
+    expect(label("   backup\u202Etset")).toBe(`${rule} (U+202E at character 10)`);
+    expect(label(" padded ")).toBeUndefined();
   });
 
   it("refuses an id of a provider key's form, which answers and the log never show whole", () => {

@@ -39,10 +39,15 @@ export function shownTextProblem(text: string): string | null {
   return found === null ? null : `${nameCharactersRule} (${found})`;
 }
 const shownText = () =>
-  storableText(z.string().trim().min(1).max(200)).superRefine((text, context) => {
-    const problem = shownTextProblem(text);
-    if (problem !== null) context.addIssue({ code: "custom", message: problem });
-  });
+  storableText(z.string())
+    // Before the trim: the place is counted in the text as sent (its ends' whitespace passed over).
+    .superRefine((text, context) => {
+      const problem = shownTextProblem(text);
+      if (problem !== null) context.addIssue({ code: "custom", message: problem });
+    })
+    .trim()
+    .min(1)
+    .max(200);
 const projectName = shownText();
 
 const deviceCheckInput = z
