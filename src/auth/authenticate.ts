@@ -51,7 +51,12 @@ export type DeviceVerdict =
       askedApple?: boolean;
     }
   /** Apple was to be asked, and `beforeApple` refused (see `DeviceVerifyOptions`): nothing was counted. */
-  | { kind: "throttled"; retryAfterSeconds: number };
+  | { kind: "throttled"; retryAfterSeconds: number }
+  /**
+   * Apple was to be asked, with no call for the token on its way, and the client had left
+   * (`DeviceVerifyOptions.clientLeft`): Apple was not asked, nothing was verified.
+   */
+  | { kind: "client-left" };
 
 /** What `recall` knows of a device token before its ledger is asked. */
 export interface DeviceTokenRecall {
@@ -90,6 +95,12 @@ export interface DeviceVerifyOptions {
    * memory and a script that fails.
    */
   besideAfterApple?: () => ScriptPart<unknown> | undefined | Promise<ScriptPart<unknown> | undefined>;
+  /**
+   * Whether the request's client has left: asked once Apple is to be asked, after `beforeApple`.
+   * True starts no call (the verdict is `client-left`); a call for the same token already on its way
+   * for other requests is waited for all the same, as it costs nothing more.
+   */
+  clientLeft?: () => boolean;
 }
 
 export interface DeviceTokenVerifier {
@@ -161,6 +172,12 @@ export interface AuthRequest extends ReloadWait {
     provider: ProviderId,
     deviceDigest: string,
   ) => ScriptPart<unknown> | undefined | Promise<ScriptPart<unknown> | undefined>;
+  /**
+   * Whether the request's client has left (its connection closed): a device token Apple would be
+   * asked about is then asked of no one (`DeviceVerifyOptions.clientLeft`), and the attempt fails,
+   * counted as a failed authentication. Undefined: never.
+   */
+  clientLeft?: () => boolean;
 }
 
 export type AuthResult =
@@ -468,6 +485,7 @@ export function createAuthenticator(deps: AuthenticatorDeps) {
         }
         if (device) {
           const options: DeviceVerifyOptions = { recalled: device.recalled };
+          if (request.clientLeft) options.clientLeft = request.clientLeft;
           if (slotFree)
             options.beforeApple = () => {
               const slot = deps.throttle.begin(clientIp, projectId);
@@ -487,7 +505,16 @@ export function createAuthenticator(deps: AuthenticatorDeps) {
             options,
             request.beside,
           );
-        } else attempt = await tryMethods(project, provider, headers, request.sdkKeyHeader, spent, wait);
+        } else
+          attempt = await tryMethods(
+            project,
+            provider,
+            headers,
+            request.sdkKeyHeader,
+            spent,
+            wait,
+            request.clientLeft,
+          );
         // A hit is not written back: that would restart its time and outlive the records behind it.
         remember(cacheKey, attempt, generation, readBefore);
       }
@@ -588,7 +615,9 @@ export function createAuthenticator(deps: AuthenticatorDeps) {
      */
     spent: { failure: boolean },
     wait: ReloadWait,
+    clientLeft: AuthRequest["clientLeft"],
   ): Promise<AuthResult> {
+    const deviceOptions = clientLeft ? { clientLeft } : undefined;
     let best: { error: GatewayError; method: AuthMethod | null } | null = null;
     const note = (error: GatewayError, method: AuthMethod) => {
       // A failure further along (right token, wrong key) explains more than an early mismatch.
@@ -638,6 +667,7 @@ export function createAuthenticator(deps: AuthenticatorDeps) {
           "bearer-device-check",
           spent,
           wait,
+          deviceOptions,
         );
         // A refusal once the token passed (403: a revoked key, another provider's) is this method
         // failing, as it is after a test key: method 3 still gets its turn. A 503 (Apple or the
@@ -675,6 +705,7 @@ export function createAuthenticator(deps: AuthenticatorDeps) {
           "device-token-header",
           spent,
           wait,
+          deviceOptions,
         );
         if (result.ok || result.error.status !== 401) return result;
         note(result.error, "device-token-header");
@@ -730,6 +761,13 @@ export function createAuthenticator(deps: AuthenticatorDeps) {
     if (verdict.kind === "invalid") {
       spent.failure = true;
       return failure(unauthorized(`the device token was refused: ${verdict.reason}`), project, method);
+    }
+    // Nothing verified, and no one to answer: counted as a failure all the same, as a made-up token's
+    // Apple call would be, or a connect-send-leave flood would write a usage row per request,
+    // as fast as it sends, held to no limit.
+    if (verdict.kind === "client-left") {
+      spent.failure = true;
+      return failure(unauthorized("the client left before its device token was verified"), project, method);
     }
     if (verdict.askedApple) spent.failure = true;
     return failure(

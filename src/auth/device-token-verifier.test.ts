@@ -1,6 +1,6 @@
 import { Writable } from "node:stream";
 import { setTimeout as sleep } from "node:timers/promises";
-import { afterAll, describe, expect, it } from "vitest";
+import { afterAll, describe, expect, it, vi } from "vitest";
 import {
   developmentDeviceCheck,
   openingSecretBox,
@@ -320,5 +320,46 @@ describe("the device token verifier's recall of tokens passed here", () => {
       await verifier.verify(project, deviceToken, { beforeApple, ...(recalled ? { recalled } : {}) }),
     ).toMatchObject({ kind: "ok" });
     expect({ asked: apple.asked.length, admitted }).toEqual({ asked: 1, admitted: 1 });
+  });
+});
+
+describe("the device token verifier for a request whose client left", () => {
+  it("starts no Apple call for it, counts nothing in the ledger, and asks Apple once it is asked again", async () => {
+    const apple = developmentOnlyApple();
+    const verifier = verifierWith(apple);
+    const project = developmentProject("single-use");
+    expect(await verifier.verify(project, deviceToken, { clientLeft: () => true })).toEqual({
+      kind: "client-left",
+    });
+    expect(apple.asked).toHaveLength(0);
+    // The token was not marked used: the app's retry passes, once.
+    expect(await verifier.verify(project, deviceToken, { clientLeft: () => false })).toMatchObject({
+      kind: "ok",
+    });
+    expect(apple.asked).toHaveLength(1);
+  });
+
+  it("waits for the call another request started for the same token, which costs nothing more", async () => {
+    const asked: DeviceCheckValidation[] = [];
+    let answer: () => void = () => {};
+    const held: DeviceCheckClient = {
+      validate(input) {
+        asked.push(input);
+        return new Promise((resolve) => {
+          answer = () => resolve({ kind: "valid" });
+        });
+      },
+    };
+    const verifier = verifierWith(held);
+    const project = developmentProject("cached");
+    const first = verifier.verify(project, deviceToken, { clientLeft: () => false });
+    await vi.waitFor(() => expect(asked).toHaveLength(1));
+    const left = verifier.verify(project, deviceToken, { clientLeft: () => true });
+    // Its ledger lookup (in memory) is microtasks only: by the next turn of the loop it waits for Apple.
+    await new Promise((resolve) => setImmediate(resolve));
+    answer();
+    expect(await first).toMatchObject({ kind: "ok" });
+    expect(await left).toMatchObject({ kind: "ok" });
+    expect(asked).toHaveLength(1);
   });
 });

@@ -51,7 +51,8 @@ export interface DeviceTokenVerifierDeps {
   client?: DeviceCheckClient;
   /**
    * Aborted when the gateway closes: it aborts the Apple calls still on their way. One call may
-   * answer several requests (`askApple`), so none is aborted when one of them is refused or leaves;
+   * answer several requests (`askApple`), so none is aborted when one of them is refused or leaves
+   * (a request whose client left before its call started starts none: `DeviceVerifyOptions.clientLeft`);
    * by the close, the shutdown's deadline has refused them all. Each call in flight listens to it
    * (its listener limit is lifted here).
    */
@@ -244,12 +245,16 @@ export function createDeviceTokenVerifier(deps: DeviceTokenVerifierDeps): Device
       deps.logger.warn({ err: error }, message);
   }
 
-  /** Apple's verdict on a token, shared with the requests that ask for it while it is on its way. */
+  /**
+   * Apple's verdict on a token, shared with the requests that ask for it while it is on its way;
+   * null, no call started, when none is and `clientLeft` says the request's client has left.
+   */
   function askApple(
     project: Project,
     digest: string,
     input: DeviceCheckValidation,
-  ): Promise<DeviceCheckVerdict> {
+    clientLeft: (() => boolean) | undefined,
+  ): Promise<DeviceCheckVerdict> | null {
     const key = [
       project.id,
       digest,
@@ -260,6 +265,8 @@ export function createDeviceTokenVerifier(deps: DeviceTokenVerifierDeps): Device
     ].join("\u0000");
     const pending = appleCalls.get(key);
     if (pending) return pending;
+    // No one would read the answer: a connect-send-leave flood of made-up tokens costs no Apple call.
+    if (clientLeft?.()) return null;
     const asked = client
       .validate(input, deps.closing)
       .then((verdict) => {
@@ -393,13 +400,20 @@ export function createDeviceTokenVerifier(deps: DeviceTokenVerifierDeps): Device
       // as trusted: its entry gone, its settings changed) takes one now, or asks Apple nothing.
       const wait = options.beforeApple?.() ?? 0;
       if (wait > 0) return { kind: "throttled", retryAfterSeconds: wait };
-      const verdict = await askApple(project, digest, {
-        environment: project.deviceCheck.environment,
-        teamId: project.deviceCheck.teamId,
-        keyId: project.deviceCheck.keyId,
-        privateKeyPem,
-        deviceToken,
-      });
+      const asked = askApple(
+        project,
+        digest,
+        {
+          environment: project.deviceCheck.environment,
+          teamId: project.deviceCheck.teamId,
+          keyId: project.deviceCheck.keyId,
+          privateKeyPem,
+          deviceToken,
+        },
+        options.clientLeft,
+      );
+      if (asked === null) return { kind: "client-left" };
+      const verdict = await asked;
       if (verdict.kind === "invalid") {
         return {
           kind: "invalid",

@@ -174,6 +174,9 @@ export function createAdmission(deps: AdmissionDeps) {
       provider: options.provider,
       ...(options.sdkKeyHeader ? { sdkKeyHeader: options.sdkKeyHeader } : {}),
       ...(repeated !== null ? { refusal: repeated } : {}),
+      // A client gone before its device token's Apple call started has it asked of no one. A call the
+      // shutdown's deadline refused is not the client's doing: its Apple call, if any, the close aborts.
+      clientLeft: () => row.refusal === null && context.request.socket.destroyed,
     };
     const row: CallRow = {
       written: false,
