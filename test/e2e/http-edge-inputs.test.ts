@@ -440,6 +440,39 @@ describe("HTTP edge inputs on the gateway's own server", () => {
     }
   });
 
+  // A half-close (FIN after the request, as `printf … | nc -N` sends) is what a client closing its
+  // socket outright sends too: the call is aborted at once rather than run on for no one
+  // (docs/proxy.md, Bodies and streams). Node's `httpAllowHalfOpen` would answer the first and not
+  // see the second leave until its answer was written.
+  it("takes a client that half-closes after its request as gone: the call aborted, 499, no answer", async () => {
+    upstream.clear();
+    upstream.setLatencyMs(1000);
+    try {
+      const from = sluice.logs.length;
+      const call = chat(`/v1/provider-a/${project.projectId}/chat/completions`).replace(
+        "connection: close",
+        "connection: keep-alive",
+      );
+      const socket = connect(port, "127.0.0.1");
+      const chunks: Buffer[] = [];
+      socket.on("data", (chunk: Buffer) => chunks.push(chunk));
+      socket.on("error", () => {});
+      const closed = new Promise((resolve) => socket.once("close", resolve));
+      socket.end(call);
+      const aborted = await upstream.waitForAbort(3000);
+      await closed;
+      expect(aborted.path).toBe("/a/v1/chat/completions");
+      expect(Buffer.concat(chunks).toString("latin1")).toBe("");
+      const requestLine = async () =>
+        logLinesOf(sluice, from).find((line) => line.msg === "request" && line.method === "POST");
+      await expect.poll(requestLine).toMatchObject({ status: 499, aborted: true });
+      const row = await usageRowById(sluice.gateway, (await requestLine())?.requestId as string);
+      expect(row).toMatchObject({ status: 499, outcome: "aborted" });
+    } finally {
+      upstream.setLatencyMs(0);
+    }
+  });
+
   it("refuses an HTTP/1.0 request with Transfer-Encoding and serves nothing after it on the connection", async () => {
     upstream.clear();
     const auth = `authorization: Bearer ${project.bearer("provider-a")}\r\ncontent-type: application/json\r\n`;
