@@ -11,6 +11,7 @@ import { maxHeaderFields } from "./http/max-header-fields.js";
 import { originForm } from "./http/origin-form.js";
 import { methodNotForwarded } from "./http/proxy-routes.js";
 import { type PublicRouteDeps, registerPublicRoutes } from "./http/public-routes.js";
+import { onceAnswerCloses } from "./http/queued-answers.js";
 import { type Handler, type Lookup, type RequestContext, Router } from "./http/router.js";
 import { closeIfBodyUnread, lingeringClose, sendError, sendRawError, setHeaders } from "./http/send.js";
 import {
@@ -206,7 +207,8 @@ export function createApp(deps: AppDeps): App {
           : lookup.kind === "found"
             ? lookup.route
             : lookup.kind;
-      response.once("close", () => {
+      // Also when the client leaves while this answer waits behind another on its connection.
+      onceAnswerCloses(response, () => {
         const seconds = (performance.now() - startedAt) / 1000;
         // A client that left before the answer began got none: 499, as its usage row says, not the
         // 200 Node holds before anything is sent.

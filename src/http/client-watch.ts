@@ -1,6 +1,7 @@
 import type { ServerResponse } from "node:http";
 import { offRefusal, onRefusal } from "../deadline-refusal.js";
 import { GatewayError } from "../errors.js";
+import { offConnectionClose, onConnectionClose } from "./queued-answers.js";
 
 /**
  * Watches for a client that leaves before its answer was sent, or for the shutdown's deadline that
@@ -31,7 +32,7 @@ export function watchClient(response: ServerResponse): {
   // Else its provider call ran on for no one, its body's share of SLUICE_MAX_BUFFERED_BODY_BYTES
   // held with it.
   const queuedOn = response.socket === null ? response.req.socket : null;
-  queuedOn?.once("close", onClose);
+  if (queuedOn !== null) onConnectionClose(queuedOn, onClose);
   onRefusal(response, onRefused);
   return {
     signal: controller.signal,
@@ -42,7 +43,7 @@ export function watchClient(response: ServerResponse): {
     refusal: () => refusal,
     stop() {
       response.off("close", onClose);
-      queuedOn?.off("close", onClose);
+      if (queuedOn !== null) offConnectionClose(queuedOn, onClose);
       offRefusal(response, onRefused);
     },
   };

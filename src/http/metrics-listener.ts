@@ -2,6 +2,7 @@ import type { IncomingMessage, ServerResponse } from "node:http";
 import { GatewayError } from "../errors.js";
 import type { Metrics } from "../observability/metrics.js";
 import { originForm } from "./origin-form.js";
+import { onceAnswerCloses } from "./queued-answers.js";
 import { Router } from "./router.js";
 import { sendBytes, sendError } from "./send.js";
 
@@ -33,7 +34,7 @@ export function createMetricsListener(deps: {
     const method = request.method ?? "GET";
     const lookup = router.find(method, path);
     const route = lookup.kind === "found" ? lookup.route : lookup.kind;
-    response.once("close", () => {
+    onceAnswerCloses(response, () => {
       // A scraper that left before the answer began got none: 499, as on the gateway's port.
       const status = response.headersSent ? response.statusCode : 499;
       metrics.observeRequest(route, method, status, (performance.now() - startedAt) / 1000);

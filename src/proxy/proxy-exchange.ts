@@ -5,6 +5,7 @@ import { offRefusal, onRefusal } from "../deadline-refusal.js";
 import type { GatewayError } from "../errors.js";
 import type { BodyBudget, BodyShare } from "../http/body-budget.js";
 import { cutAnswer } from "../http/cut-answer.js";
+import { offConnectionClose, onConnectionClose } from "../http/queued-answers.js";
 import type { ImageCall } from "../providers/image-calls.js";
 import type { ResponsesCall } from "../providers/provider-adapter.js";
 import type { ProviderId } from "../providers/provider-id.js";
@@ -151,7 +152,7 @@ export class ProxyExchange implements Dispatcher.DispatchHandler, Watched, Meter
       // A pipelined request waiting behind another on its connection has no socket yet, and its
       // response hears no `close` when the client goes: the connection's own close is watched.
       this.queuedOn = this.response.socket === null ? this.response.req.socket : null;
-      this.queuedOn?.once("close", this.onClientClose);
+      if (this.queuedOn !== null) onConnectionClose(this.queuedOn, this.onClientClose);
       this.sentAt = performance.now();
       this.pool.dispatch(this.options, this);
     });
@@ -214,7 +215,7 @@ export class ProxyExchange implements Dispatcher.DispatchHandler, Watched, Meter
     this.settled = true;
     this.response.off("close", this.onClientClose);
     offRefusal(this.response, this.onRefused);
-    this.queuedOn?.off("close", this.onClientClose);
+    if (this.queuedOn !== null) offConnectionClose(this.queuedOn, this.onClientClose);
     if (this.drainListening) this.response.off("drain", this.onDrain);
     if (this.stallTimer !== null) clearTimeout(this.stallTimer);
     this.deadlines.unwatch(this);

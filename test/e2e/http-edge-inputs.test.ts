@@ -7,6 +7,7 @@ import { rawExchange } from "../support/raw-exchange.js";
 import {
   adminToken,
   createTestProject,
+  logLinesOf,
   startTestGateway,
   type TestGateway,
   type TestProject,
@@ -373,6 +374,102 @@ describe("HTTP edge inputs on the gateway's own server", () => {
       expect(row).toMatchObject({ status: 200, outcome: "ok" });
     } finally {
       upstream.setText("Hello from the fake upstream");
+    }
+  });
+
+  // Node gives an answer queued behind another on its connection no socket until the one ahead is
+  // sent, and (before nodejs/node#62534) no `close` when the client leaves first: its access line
+  // and its count in sluice_http_requests_total hung on that `close`, so they were never written,
+  // though the proxied call's usage row was.
+  it("logs and counts every pipelined request once when the client leaves with answers still queued", async () => {
+    upstream.clear();
+    upstream.setPlan((request) =>
+      (request.json as { model?: string }).model === "slow" ? { latencyMs: 1500 } : undefined,
+    );
+    const counted = async () => {
+      const text = await (await fetch(`${sluice.url}/metrics`)).text();
+      const count = (labels: string) =>
+        [...text.matchAll(new RegExp(`sluice_http_requests_total\\{${labels}\\} (\\d+)`, "g"))].reduce(
+          (sum, match) => sum + Number(match[1]),
+          0,
+        );
+      return {
+        proxied: count(`route="/v1/provider-a/:projectId/\\*",method="POST",status="\\d+"`),
+        health: count(`route="/health",method="GET",status="\\d+"`),
+      };
+    };
+    try {
+      const before = await counted();
+      const from = sluice.logs.length;
+      const call = (model: string) => {
+        const body = JSON.stringify({ model, messages: [{ role: "user", content: "Hi" }] });
+        return (
+          head("POST", `/v1/provider-a/${project.projectId}/chat/completions`, {
+            authorization: `Bearer ${project.bearer("provider-a")}`,
+            "content-type": "application/json",
+            "content-length": String(body.length),
+          }) + body
+        );
+      };
+      const socket = connect(port, "127.0.0.1");
+      socket.on("error", () => {});
+      socket.write(call("slow") + call("fast") + head("GET", "/health"));
+      // The fast call is answered and /health too, both queued behind the slow call; then the client goes.
+      await expect.poll(() => upstream.requests.length).toBe(2);
+      await new Promise((resolve) => setTimeout(resolve, 200));
+      socket.destroy();
+      await upstream.waitForAbort(3000);
+      const lines = async () =>
+        logLinesOf(sluice, from)
+          .filter((line) => line.msg === "request" && line.route !== "/metrics")
+          .map((line) => `${line.route} ${line.status}${line.aborted ? " aborted" : ""}`)
+          .sort();
+      await expect.poll(lines, { timeout: 2000 }).toHaveLength(3);
+      expect(await lines()).toEqual([
+        "/health 200 aborted",
+        "/v1/provider-a/:projectId/* 200 aborted",
+        "/v1/provider-a/:projectId/* 499 aborted",
+      ]);
+      const after = await counted();
+      expect({ proxied: after.proxied - before.proxied, health: after.health - before.health }).toEqual({
+        proxied: 2,
+        health: 1,
+      });
+    } finally {
+      upstream.setPlan(null);
+    }
+  });
+
+  // A half-close (FIN after the request, as `printf … | nc -N` sends) is what a client closing its
+  // socket outright sends too: the call is aborted at once rather than run on for no one
+  // (docs/proxy.md, Bodies and streams). Node's `httpAllowHalfOpen` would answer the first and not
+  // see the second leave until its answer was written.
+  it("takes a client that half-closes after its request as gone: the call aborted, 499, no answer", async () => {
+    upstream.clear();
+    upstream.setLatencyMs(1000);
+    try {
+      const from = sluice.logs.length;
+      const call = chat(`/v1/provider-a/${project.projectId}/chat/completions`).replace(
+        "connection: close",
+        "connection: keep-alive",
+      );
+      const socket = connect(port, "127.0.0.1");
+      const chunks: Buffer[] = [];
+      socket.on("data", (chunk: Buffer) => chunks.push(chunk));
+      socket.on("error", () => {});
+      const closed = new Promise((resolve) => socket.once("close", resolve));
+      socket.end(call);
+      const aborted = await upstream.waitForAbort(3000);
+      await closed;
+      expect(aborted.path).toBe("/a/v1/chat/completions");
+      expect(Buffer.concat(chunks).toString("latin1")).toBe("");
+      const requestLine = async () =>
+        logLinesOf(sluice, from).find((line) => line.msg === "request" && line.method === "POST");
+      await expect.poll(requestLine).toMatchObject({ status: 499, aborted: true });
+      const row = await usageRowById(sluice.gateway, (await requestLine())?.requestId as string);
+      expect(row).toMatchObject({ status: 499, outcome: "aborted" });
+    } finally {
+      upstream.setLatencyMs(0);
     }
   });
 
