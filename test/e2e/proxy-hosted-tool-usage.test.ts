@@ -1,7 +1,7 @@
-import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
-import type { AddressInfo } from "node:net";
 import type OpenAI from "openai";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import type { LocalServer } from "../support/local-server.js";
+import { type Programmed, sse, startProgrammedUpstream } from "../support/programmed-upstream.js";
 import { sdkClients } from "../support/sdk-clients.js";
 import {
   createTestProject,
@@ -19,13 +19,6 @@ import {
  * such a call's cost is unknown (null), never the price of its model tokens alone; a `tool_usage`
  * of zero counts (every tool family is listed, with zeros where it was not used) changes nothing.
  */
-interface Programmed {
-  json: unknown;
-  events: string[];
-}
-
-const sse = (data: unknown, event: string) => `event: ${event}\ndata: ${JSON.stringify(data)}\n\n`;
-
 const usage = {
   input_tokens: 2_000,
   input_tokens_details: { cached_tokens: 0 },
@@ -109,34 +102,15 @@ function responses(tools: unknown): Programmed {
 }
 
 describe("metering: provider A's hosted tools (Responses API `tool_usage`)", () => {
-  let upstream: Server;
+  let upstream: LocalServer;
   let programmed: Programmed;
   let sluice: TestGateway;
   let project: TestProject;
   let openai: OpenAI;
 
-  function answer(_request: IncomingMessage, response: ServerResponse, body: string) {
-    if ((JSON.parse(body || "{}") as { stream?: unknown }).stream !== true) {
-      response.writeHead(200, { "content-type": "application/json" });
-      response.end(JSON.stringify(programmed.json));
-      return;
-    }
-    response.writeHead(200, { "content-type": "text/event-stream" });
-    for (const event of programmed.events) response.write(event);
-    response.end();
-  }
-
   beforeAll(async () => {
-    upstream = createServer((request, response) => {
-      let body = "";
-      request.setEncoding("utf8");
-      request.on("data", (part: string) => {
-        body += part;
-      });
-      request.on("end", () => answer(request, response, body));
-    });
-    await new Promise<void>((resolve) => upstream.listen(0, "127.0.0.1", resolve));
-    const base = `http://127.0.0.1:${(upstream.address() as AddressInfo).port}`;
+    upstream = await startProgrammedUpstream(() => programmed);
+    const base = upstream.url;
     sluice = await startTestGateway({ providerABaseUrl: `${base}/a/v1` });
     project = await createTestProject(sluice.gateway);
     ({ openai } = sdkClients(sluice, project));
@@ -144,8 +118,7 @@ describe("metering: provider A's hosted tools (Responses API `tool_usage`)", () 
 
   afterAll(async () => {
     await sluice.close();
-    upstream.closeAllConnections();
-    await new Promise((resolve) => upstream.close(resolve));
+    await upstream.close();
   });
 
   /** The rows of one call made JSON and streamed; they agree on every metered column. */

@@ -1,9 +1,9 @@
-import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
-import type { AddressInfo } from "node:net";
 import type Anthropic from "@anthropic-ai/sdk";
 import { type GoogleGenAI, ServiceTier } from "@google/genai";
 import type OpenAI from "openai";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import type { LocalServer } from "../support/local-server.js";
+import { type Programmed, sse, startProgrammedUpstream } from "../support/programmed-upstream.js";
 import { sdkClients } from "../support/sdk-clients.js";
 import {
   createTestProject,
@@ -19,24 +19,8 @@ import {
  * The upstream answers each call with the JSON body or the events a test programs, in the shapes
  * the providers send (recorded ones: see test/fakes/fake-upstream-responses.ts).
  */
-interface Programmed {
-  /** The answer to a call that does not stream. */
-  json: unknown;
-  /** The events of a streamed answer, each written apart. */
-  events: string[];
-  /** Cut the connection after the events, instead of ending the stream. */
-  cut?: boolean;
-  /** The streamed answer's content type (`text/event-stream` unless given). */
-  contentType?: string;
-  /** The answer to a call that does not stream, cut: these bytes of it, then the connection closed. */
-  cutJson?: string;
-}
-
-const sse = (data: unknown, event?: string) =>
-  `${event === undefined ? "" : `event: ${event}\n`}data: ${JSON.stringify(data)}\n\n`;
-
 describe("metering: the same call streamed and buffered records the same tokens and cost", () => {
-  let upstream: Server;
+  let upstream: LocalServer;
   let programmed: Programmed;
   let sluice: TestGateway;
   let project: TestProject;
@@ -44,37 +28,9 @@ describe("metering: the same call streamed and buffered records the same tokens 
   let anthropic: Anthropic;
   let google: GoogleGenAI;
 
-  const streams = (request: IncomingMessage, body: string) =>
-    (request.url ?? "").includes("streamGenerateContent") ||
-    (JSON.parse(body || "{}") as { stream?: unknown }).stream === true;
-
-  function answer(request: IncomingMessage, response: ServerResponse, body: string) {
-    if (!streams(request, body)) {
-      response.writeHead(200, { "content-type": "application/json" });
-      if (programmed.cutJson === undefined) response.end(JSON.stringify(programmed.json));
-      else {
-        response.write(programmed.cutJson);
-        setTimeout(() => response.socket?.destroy(), 50);
-      }
-      return;
-    }
-    response.writeHead(200, { "content-type": programmed.contentType ?? "text/event-stream" });
-    for (const event of programmed.events) response.write(event);
-    if (programmed.cut) setTimeout(() => response.socket?.destroy(), 50);
-    else response.end();
-  }
-
   beforeAll(async () => {
-    upstream = createServer((request, response) => {
-      let body = "";
-      request.setEncoding("utf8");
-      request.on("data", (part: string) => {
-        body += part;
-      });
-      request.on("end", () => answer(request, response, body));
-    });
-    await new Promise<void>((resolve) => upstream.listen(0, "127.0.0.1", resolve));
-    const base = `http://127.0.0.1:${(upstream.address() as AddressInfo).port}`;
+    upstream = await startProgrammedUpstream(() => programmed);
+    const base = upstream.url;
     sluice = await startTestGateway({
       providerABaseUrl: `${base}/a/v1`,
       providerBBaseUrl: `${base}/b/v1`,
@@ -86,8 +42,7 @@ describe("metering: the same call streamed and buffered records the same tokens 
 
   afterAll(async () => {
     await sluice.close();
-    upstream.closeAllConnections();
-    await new Promise((resolve) => upstream.close(resolve));
+    await upstream.close();
   });
 
   const row = (requestId: string | null | undefined) => usageRowById(sluice.gateway, requestId);
