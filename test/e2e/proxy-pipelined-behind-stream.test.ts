@@ -2,6 +2,7 @@ import type { IncomingMessage, ServerResponse } from "node:http";
 import { connect } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type LocalServer, startLocalServer } from "../support/local-server.js";
+import { dechunk } from "../support/raw-exchange.js";
 import {
   createTestProject,
   startTestGateway,
@@ -57,24 +58,6 @@ async function startProvider(): Promise<LocalServer> {
   });
 }
 
-/**
- * The data of the chunked body starting at `from` in `raw`, and where the body ends (0: it does
- * not end there, cut or malformed). Sluice forwards the provider's bytes as they come, so a chunk
- * may end anywhere, in the middle of an event.
- */
-function dechunked(raw: string, from: number): { data: string; end: number } {
-  let data = "";
-  let at = from;
-  for (;;) {
-    const lineEnd = raw.indexOf("\r\n", at);
-    const size = lineEnd < 0 ? Number.NaN : Number.parseInt(raw.slice(at, lineEnd), 16);
-    if (Number.isNaN(size)) return { data, end: 0 };
-    if (size === 0) return { data, end: raw.startsWith("\r\n\r\n", lineEnd) ? lineEnd + 4 : 0 };
-    data += raw.slice(lineEnd + 2, lineEnd + 2 + size);
-    at = lineEnd + 2 + size + 2;
-  }
-}
-
 describe("a call pipelined behind a stream its client reads late", () => {
   let provider: LocalServer;
   let sluice: TestGateway;
@@ -121,11 +104,15 @@ describe("a call pipelined behind a stream its client reads late", () => {
     await Promise.race([closed, new Promise((resolve) => setTimeout(resolve, 10_000))]);
     socket.destroy();
 
-    const raw = Buffer.concat(chunks).toString("latin1");
+    // Sluice forwards the provider's bytes as they come, so a chunk may end inside an event: the
+    // events are counted in the stream's body, its chunks joined.
+    const raw = Buffer.concat(chunks);
     const headEnd = raw.indexOf("\r\n\r\n") + 4;
-    const stream = raw.slice(0, headEnd);
-    const { data, end } = dechunked(raw, headEnd);
-    const second = raw.slice(end);
+    const stream = raw.subarray(0, headEnd).toString("latin1");
+    const body = dechunk(raw.subarray(headEnd));
+    const data = body?.body.toString("latin1") ?? "";
+    const end = body?.end == null ? 0 : headEnd + body.end;
+    const second = raw.subarray(end).toString("latin1");
     const answer = second.slice(second.indexOf("\r\n\r\n") + 4);
     // Compared as a summary: the answers themselves run to megabytes.
     expect({
