@@ -127,6 +127,35 @@ export interface Span {
 }
 
 /**
+ * The offset of the quote that opens the string whose closing quote is at `close`; -1 when the
+ * text before it holds none (a body's last bytes that begin inside a string). A quote inside a
+ * string is escaped, an odd run of backslashes before it; the opening one has none.
+ */
+export function stringStart(body: Buffer, close: number): number {
+  let at = close - 1;
+  while (at >= 0) {
+    const quote = previousQuote(body, at);
+    if (quote < 0) return -1;
+    let backslashes = 0;
+    while (quote - 1 - backslashes >= 0 && body[quote - 1 - backslashes] === 0x5c /* \ */) backslashes++;
+    if (backslashes % 2 === 0) return quote;
+    at = quote - 1;
+  }
+  return -1;
+}
+
+/**
+ * The offset of the last quote at or before `at`, or -1. The keys and values around the member
+ * looked for (a tier, a usage object) are short: the first bytes are looked at here, a longer string (a message's content) is left to
+ * Buffer's native search, whose call costs more than a few bytes read in JavaScript.
+ */
+function previousQuote(body: Buffer, at: number): number {
+  const near = Math.max(0, at - 32);
+  for (let index = at; index >= near; index--) if (body[index] === 0x22 /* " */) return index;
+  return near === 0 ? -1 : body.lastIndexOf(0x22 /* " */, near - 1);
+}
+
+/**
  * The values of the last members named `first` and `second` of the object that opens at `open`,
  * as byte offsets (`end` exclusive); null for a name it lacks. Keys are compared as bytes, or
  * decoded when they hold an escape. Throws when the text is not a JSON object's.

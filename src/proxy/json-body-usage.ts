@@ -7,6 +7,7 @@ import {
   quotedValueAfterKey,
   skipSpaces,
   stringEnd,
+  stringStart,
   valueEnd,
 } from "../providers/json-bytes.js";
 import type { ProviderId } from "../providers/provider-id.js";
@@ -280,9 +281,9 @@ function bodyUsageObject(body: Buffer, key: Buffer): UsageObject | null {
  * object echoes after its usage, as a compatible server may write them: an app's JSON Schema that
  * spells a `usage` object, with counts of its own in an example), or its value is no object (a
  * Responses API `metadata` entry named "usage"). At most `maxPassedObjects` objects are passed
- * over, each read to its end: then there is none (a whole body is then parsed whole). A `null`
- * that is the answer's own is its saying it has none (a queued or failed Responses API object): the
- * keys before it are in the `tools` it echoes, whose schemas the app wrote.
+ * over, each read to its end: past them the text is read once from its end back (lastMemberObject).
+ * A `null` that is the answer's own is its saying it has none (a queued or failed Responses API
+ * object): the keys before it are in the `tools` it echoes, whose schemas the app wrote.
  */
 export function lastUsageObject(body: Buffer, key: Buffer, depth: 1 | 2): UsageObject | null {
   let passed = 0;
@@ -293,13 +294,97 @@ export function lastUsageObject(body: Buffer, key: Buffer, depth: 1 | 2): UsageO
       const end = valueEnd(body, open);
       if (end < 0) return null; // cut: the object that holds the rest is no usage either
       if (closesObjects(body, end, depth, 1)) return parsedObject(body, open, end);
-      if (++passed === maxPassedObjects) return null;
+      if (++passed === maxPassedObjects) return lastMemberObject(body, key, depth);
     } else if (isNullAt(body, open) && closesObjects(body, open + 4, depth, 1)) return null;
   }
   return null;
 }
 
+/**
+ * lastUsageObject's answer where the keys of that name after the answer's own are many (the app's
+ * tool schemas, echoed after a Responses API object's `tool_usage`, may spell any number of
+ * them): the text is read once from its end back to the first such key, as serviceTierMember reads
+ * a tier. Going back, each closing brace or bracket opens a level and its opening one leaves it,
+ * and a string is stepped over whole. The member taken is the last key of that name whose value,
+ * an object or `null`, is within 1 to `depth` levels of the end, all objects; the closing bytes
+ * after it are then checked as lastUsageObject checks them (closesObjects). Null when there is
+ * none, its value is `null` or does not parse, or the text is no JSON.
+ */
+function lastMemberObject(body: Buffer, key: Buffer, depth: 1 | 2): UsageObject | null {
+  const first = body.indexOf(key);
+  const name = key.toString("latin1", 1, key.length - 1);
+  /** The offsets of the closing bytes met going back whose opening ones are not met yet. */
+  const levels: number[] = [];
+  let objects = 0;
+  // The value a member of the answer's object met last (going back) has, while the tokens before it
+  // may be its colon and key: its first offset (-1: none) and the offset past it.
+  let valueStart = -1;
+  let valueEnd = 0;
+  let colon = false;
+  try {
+    for (let at = body.length - 1; at >= first && first >= 0; ) {
+      const byte = body[at] as number;
+      if (byte === 0x20 || byte === 0x0a || byte === 0x0d || byte === 0x09) {
+        at--;
+        continue;
+      }
+      if (byte === 0x3a /* : */) {
+        colon = valueStart >= 0;
+        at--;
+        continue;
+      }
+      if (byte === 0x22 /* " */) {
+        const start = stringStart(body, at);
+        if (start < 0) return null;
+        if (colon && keyIs(body, start, at + 1, name)) {
+          if (!closesObjects(body, valueEnd, depth, 1) || body[valueStart] !== 0x7b /* { */) return null;
+          return parsedObject(body, valueStart, valueEnd);
+        }
+        valueStart = -1;
+        colon = false;
+        at = start - 1;
+        continue;
+      }
+      valueStart = -1;
+      colon = false;
+      if (byte === 0x7d /* } */ || byte === 0x5d /* ] */) {
+        levels.push(at);
+        if (byte === 0x7d) objects++;
+      } else if (byte === 0x7b /* { */ || byte === 0x5b /* [ */) {
+        const closing = levels.pop();
+        if (closing === undefined || body[closing] !== byte + 2) return null; // `{`..`}`, `[`..`]`
+        if (byte === 0x7b) {
+          objects--;
+          if (isOwn(levels.length, objects, depth)) {
+            valueStart = at;
+            valueEnd = closing + 1;
+          }
+        }
+      } else if (
+        byte === 0x6c /* l */ &&
+        at >= 3 &&
+        isNullAt(body, at - 3) &&
+        isOwn(levels.length, objects, depth)
+      ) {
+        valueStart = at - 3;
+        valueEnd = at + 1;
+        at -= 4;
+        continue;
+      }
+      at--;
+    }
+  } catch {
+    // A key with an escape that does not decode: no JSON the provider sends.
+  }
+  return null;
+}
+
 const maxPassedObjects = 8;
+
+/** Whether a value inside `levels` levels, `objects` of them objects, is a member of the answer's object (1 to `depth` levels, all objects). */
+function isOwn(levels: number, objects: number, depth: number): boolean {
+  return levels >= 1 && levels <= depth && objects === levels;
+}
 
 /** Whether `null` starts at `at`. */
 function isNullAt(body: Buffer, at: number): boolean {

@@ -1,3 +1,5 @@
+import { stringStart } from "../providers/json-bytes.js";
+
 /**
  * Provider A's `service_tier`: the tier that served the call, which its answer names at the top
  * level of the completion or response object, beside (not inside) the usage object. A chat
@@ -124,35 +126,6 @@ function isKey(body: Buffer, start: number, end: number): boolean {
 const key = Buffer.from('"service_tier"');
 /** The bytes at an answer's end read before the key is searched for. */
 const nearEnd = 256;
-
-/**
- * The offset of the quote that opens the string whose closing quote is at `close`; -1 when the
- * text before it holds none (a body's last bytes that begin inside a string). A quote inside a
- * string is escaped, an odd run of backslashes before it; the opening one has none.
- */
-function stringStart(body: Buffer, close: number): number {
-  let at = close - 1;
-  while (at >= 0) {
-    const quote = previousQuote(body, at);
-    if (quote < 0) return -1;
-    let backslashes = 0;
-    while (quote - 1 - backslashes >= 0 && body[quote - 1 - backslashes] === 0x5c /* \ */) backslashes++;
-    if (backslashes % 2 === 0) return quote;
-    at = quote - 1;
-  }
-  return -1;
-}
-
-/**
- * The offset of the last quote at or before `at`, or -1. The keys and values around the tier are
- * short: the first bytes are looked at here, a longer string (a message's content) is left to
- * Buffer's native search, whose call costs more than a few bytes read in JavaScript.
- */
-function previousQuote(body: Buffer, at: number): number {
-  const near = Math.max(0, at - 32);
-  for (let index = at; index >= near; index--) if (body[index] === 0x22 /* " */) return index;
-  return near === 0 ? -1 : body.lastIndexOf(0x22 /* " */, near - 1);
-}
 
 function parsedString(json: string): string | undefined {
   try {

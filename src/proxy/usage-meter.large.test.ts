@@ -360,6 +360,22 @@ describe("usage meter, a Responses API answer holding a generated image", () => 
     for (const usage of [...metered(stream, true, 7), ...metered(body, false, 8)])
       expect(usage).toMatchObject({ inputTokens: 50, outputTokens: 1000, hostedToolUse: true });
   });
+
+  it("marks it past any number of object keys named tool_usage in the app's tool schemas after it", () => {
+    // The API writes `tool_usage` before the `tools` it echoes: eight such keys hid the response's own.
+    const properties = Object.fromEntries(
+      Array.from({ length: 8 }, (_, index) => [
+        `p${index}`,
+        { type: "object", properties: { tool_usage: {} } },
+      ]),
+    );
+    const tools = [{ type: "function", name: "f", parameters: { type: "object", properties } }];
+    const { tools: _tools, usage, ...rest } = withToolUse([imageCall, imageCall, imageCall]);
+    const body = JSON.stringify({ ...rest, tools, usage });
+    expect(body.length).toBeGreaterThan(4 * 1024 * 1024);
+    for (const reading of metered(body, false, 9))
+      expect(reading).toMatchObject({ inputTokens: 50, outputTokens: 1000, hostedToolUse: true });
+  });
 });
 
 describe("usage meter, a background run's large answer to a poll", () => {

@@ -988,6 +988,37 @@ describe("usage meter on Responses API calls", () => {
     }
   });
 
+  // The API writes `tool_usage` before the `tools` it echoes (the app's): with eight object-valued
+  // keys of that name in their schemas, the response's own was given up on, and a call whose image
+  // generation tool ran was priced at its model tokens alone.
+  it("reads the response's own tool_usage past any number of object keys of that name in the app's tool schemas", () => {
+    const properties = Object.fromEntries(
+      Array.from({ length: 8 }, (_, index) => [
+        `p${index}`,
+        { type: "object", properties: { tool_usage: {} } },
+      ]),
+    );
+    const answer = {
+      id: "resp_1",
+      object: "response",
+      model: "gpt-5",
+      output: [],
+      tool_usage: { image_gen: { input_tokens: 50, output_tokens: 4160, total_tokens: 4210 } },
+      tools: [{ type: "function", name: "f", strict: false, parameters: { type: "object", properties } }],
+      usage,
+    };
+    const json = JSON.stringify(answer);
+    const event = `event: response.completed\ndata: ${JSON.stringify({ type: "response.completed", response: answer })}\n\n`;
+    expect(meter("provider-a", json, false, [], "post", true).usage).toEqual({
+      ...tokens,
+      hostedToolUse: true,
+    });
+    expect(meter("provider-a", event, true, [], "post", true).usage).toEqual({
+      ...tokens,
+      hostedToolUse: true,
+    });
+  });
+
   it("leaves other calls' readings as they were", () => {
     expect(meter("provider-a", responsesStream, true)).toEqual({
       usage: { inputTokens: 30, outputTokens: 8, cachedInputTokens: 10, reasoningTokens: 3 },
