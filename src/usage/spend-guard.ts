@@ -91,6 +91,8 @@ interface MonthSpend {
    * may not be written, nor read back in `largestRead`, yet.
    */
   largestCall: number;
+  /** The time of the row `largestCall` is the cost of (epoch ms; -Infinity when none was added). */
+  largestCallAt: number;
   /** The read in flight, shared by every request that finds the figure stale meanwhile. */
   loading?: Promise<void> | undefined;
   /** The same read as the requests that have a figure wait for it: `reloadWaitMs` at most, then none. */
@@ -240,6 +242,7 @@ function spendGuard(deps: SpendGuardDeps) {
         forgottenBefore: Number.NEGATIVE_INFINITY,
         inFlight: 0,
         largestCall: 0,
+        largestCallAt: Number.NEGATIVE_INFINITY,
         mayGo: false,
       };
       if (!replaced) makeRoom();
@@ -269,11 +272,15 @@ function spendGuard(deps: SpendGuardDeps) {
         entry.written = 0;
         entry.unpricedUnread = 0;
         entry.unpricedWritten = 0;
-        // Every cost recorded here was the deleted project's: its largest call is not this one's
-        // either. Kept, it counted the new project's calls in flight and calls of unknown cost at
-        // it for the rest of the month, where a project with no known cost counts them at the floor.
-        entry.largestCall = 0;
         relist(entry);
+      }
+      // A largest call stamped before the creation was the deleted project's, whether or not the new
+      // one recorded costs here since (calls made before its cap was set): kept, it counted the new
+      // project's calls in flight and calls of unknown cost at it for the rest of the month, where
+      // a project with no known cost counts them at the floor. One of the new project's own stays.
+      if (entry.largestCallAt < sinceMs) {
+        entry.largestCall = 0;
+        entry.largestCallAt = Number.NEGATIVE_INFINITY;
       }
     }
     return entry;
@@ -419,7 +426,10 @@ function spendGuard(deps: SpendGuardDeps) {
       if (at.getTime() < entry.forgottenBefore) return;
       entry.unread += usd;
       if (at.getTime() > entry.latestUnread) entry.latestUnread = at.getTime();
-      if (usd > entry.largestCall) entry.largestCall = usd;
+      if (usd > entry.largestCall) {
+        entry.largestCall = usd;
+        entry.largestCallAt = at.getTime();
+      }
       relist(entry);
     },
     /**

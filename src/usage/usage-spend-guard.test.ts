@@ -534,6 +534,30 @@ describe("spend guard", () => {
     await recorder.stop();
   });
 
+  // The largest call was reset only when every cost recorded here predates the new creation: a new
+  // project that made calls before its cap was set (no cap, no check, its costs added all the same)
+  // kept the deleted one's largest call for the rest of the month.
+  it("holds a project created again under the id, which made calls before its cap, at its own largest call", async () => {
+    const { at, guard, recorder } = guardOverRows();
+    // The old project (created the 1st, capped) makes a call of 20, written.
+    expect(await guard.monthToDate("p1", "2026-11-01T00:00:00.000Z")).toBe(0);
+    recorder.record(usageRow("old-call", { cost_usd: 20, created_at: at.now.toISOString() }));
+    guard.add("p1", 20, at.now);
+    await recorder.flush();
+    // Created again under its id, with no cap: its call of 0.01 is recorded, never checked.
+    const createdAgain = "2026-11-15T00:00:01.000Z";
+    at.now = new Date("2026-11-15T00:00:02.000Z");
+    recorder.record(usageRow("new-call", { cost_usd: 0.01, created_at: at.now.toISOString() }));
+    guard.add("p1", 0.01, at.now);
+    await recorder.flush();
+    // A cap of 1 USD is set: 0.01 spent, each call in flight at 0.01, not at the old project's 20.
+    at.now = new Date("2026-11-15T00:00:04.000Z");
+    expect(await guard.monthToDate("p1", createdAgain)).toBe(0.01);
+    const held = Array.from({ length: 10 }, () => guard.hold("p1", 1, 0.01));
+    expect(held.map((release) => typeof release)).toEqual(Array(10).fill("function"));
+    await recorder.stop();
+  });
+
   it("does not judge a project created again under the id by the old one's read still in flight", async () => {
     const reads: Array<{ from: string; answer: (value: number) => void }> = [];
     const usage = {
