@@ -1,7 +1,7 @@
 import type { ServerResponse } from "node:http";
 import { offRefusal, onRefusal } from "../deadline-refusal.js";
 import { GatewayError } from "../errors.js";
-import { offConnectionClose, onConnectionClose } from "./queued-answers.js";
+import { offConnectionClose, onConnectionClose, queuedConnection } from "./queued-answers.js";
 
 /**
  * Watches for a client that leaves before its answer was sent, or for the shutdown's deadline that
@@ -31,7 +31,7 @@ export function watchClient(response: ServerResponse): {
   // `close` when the client goes: the connection's own close is watched (as ProxyExchange does).
   // Else its provider call ran on for no one, its body's share of SLUICE_MAX_BUFFERED_BODY_BYTES
   // held with it.
-  const queuedOn = response.socket === null ? response.req.socket : null;
+  const queuedOn = queuedConnection(response);
   if (queuedOn !== null) onConnectionClose(queuedOn, onClose);
   onRefusal(response, onRefused);
   return {

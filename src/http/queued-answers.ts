@@ -32,12 +32,21 @@ export function offConnectionClose(socket: Socket, listener: () => void): void {
 }
 
 /**
+ * The connection of an answer still queued behind another on it (Node gives it no socket until the
+ * answers ahead are sent), whose close stands for the answer's own; null for an answer with its
+ * socket, which hears `close` itself.
+ */
+export function queuedConnection(response: ServerResponse): Socket | null {
+  return response.socket === null ? response.req.socket : null;
+}
+
+/**
  * Runs `listener` once, when `response` closes, or, for an answer still queued behind another on
  * its connection, when the connection closes first. An answer with its socket (every request not
  * pipelined behind another) costs one comparison more than a plain `once("close")`.
  */
 export function onceAnswerCloses(response: ServerResponse, listener: () => void): void {
-  const queuedOn = response.socket === null ? response.req.socket : null;
+  const queuedOn = queuedConnection(response);
   if (queuedOn === null) {
     response.once("close", listener);
     return;

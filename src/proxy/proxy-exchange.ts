@@ -5,7 +5,7 @@ import { offRefusal, onRefusal } from "../deadline-refusal.js";
 import type { GatewayError } from "../errors.js";
 import type { BodyBudget, BodyShare } from "../http/body-budget.js";
 import { cutAnswer } from "../http/cut-answer.js";
-import { offConnectionClose, onConnectionClose } from "../http/queued-answers.js";
+import { offConnectionClose, onConnectionClose, queuedConnection } from "../http/queued-answers.js";
 import type { ImageCall } from "../providers/image-calls.js";
 import type { ResponsesCall } from "../providers/provider-adapter.js";
 import type { ProviderId } from "../providers/provider-id.js";
@@ -151,7 +151,7 @@ export class ProxyExchange implements Dispatcher.DispatchHandler, Watched, Meter
       onRefusal(this.response, this.onRefused);
       // A pipelined request waiting behind another on its connection has no socket yet, and its
       // response hears no `close` when the client goes: the connection's own close is watched.
-      this.queuedOn = this.response.socket === null ? this.response.req.socket : null;
+      this.queuedOn = queuedConnection(this.response);
       if (this.queuedOn !== null) onConnectionClose(this.queuedOn, this.onClientClose);
       this.sentAt = performance.now();
       this.pool.dispatch(this.options, this);
