@@ -522,9 +522,9 @@ describe("the kind of a usage row", () => {
       now: () => new Date("2026-11-23T12:00:00Z"),
       defaults: { projectPerMinute: 60, devicePerMinute: 60, ipPerMinute: 60 },
     });
-    const attempt = async () => {
+    const attempt = async (context = admissionRequestContext()) => {
       try {
-        return await admit(admissionRequestContext(), options);
+        return await admit(context, options);
       } catch {
         return null;
       }
@@ -596,6 +596,19 @@ describe("the kind of a usage row", () => {
     const { attempt, kinds } = admission({ authenticate: failed(403) });
     await attempt();
     expect(kinds).toEqual([[403, "FORBIDDEN", "authenticated-refusal"]]);
+  });
+
+  // Counted by no limit (its credentials were still being checked: Apple asked about a device
+  // token, a key read from PostgreSQL) and by no throttle (they passed): before, each wrote a row of
+  // its own, so a client with credentials could write rows without bound by sending and leaving.
+  it("a 499 of a client that left while its credentials were checked: an authenticated refusal", async () => {
+    const { attempt, kinds } = admission({});
+    await attempt(
+      admissionRequestContext({
+        request: { headers: {}, rawHeaders: [], socket: { destroyed: true } } as unknown as IncomingMessage,
+      }),
+    );
+    expect(kinds).toEqual([[499, null, "authenticated-refusal"]]);
   });
 
   it("a failed authentication (401): a refusal, as before", async () => {

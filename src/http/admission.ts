@@ -510,14 +510,14 @@ export function createAdmission(deps: AdmissionDeps) {
      * is given back only when no request holding the token was admitted. Test keys have nothing to
      * give back and keep the synchronous path.
      */
-    const refuse = (error: unknown): Promise<never> => {
+    const refuse = (error: unknown, kind = refusalKind(error)): Promise<never> => {
       write(
         context,
         options,
         row,
         base,
         failureReport(context, error, auth.provider, null, nothingSent),
-        refusalKind(error),
+        kind,
       );
       const refund = auth.refundDeviceToken;
       if (!refund) throw error;
@@ -533,11 +533,15 @@ export function createAdmission(deps: AdmissionDeps) {
     // same token passes. A single-use token is still admitted at
     // most once: this request never was. One that leaves after this check keeps its use counted.
     // Refused at the shutdown's deadline while it waited (`refusable`), its row written then: so is
-    // one refused while its limits or spend were asked (`admitted`).
+    // one refused while its limits or spend were asked (`admitted`). Its row is an authenticated
+    // refusal's (coalesced past ten a minute, decision 0015): counted by no limit, and its credentials
+    // passed the throttle, so a client sending and leaving would otherwise write rows without bound.
     if (row.refusal !== null || context.request.socket.destroyed) {
       // A place the ledger's script took is given back (the shutdown's refusal wrote the row already).
       giveBackPlace(decided);
-      return refuse(row.refusal ?? clientDisconnected());
+      return row.refusal !== null
+        ? refuse(row.refusal)
+        : refuse(clientDisconnected(), "authenticated-refusal");
     }
     const admitted = (decisions: readonly RateLimitDecision[]): AdmittedCall => {
       if (row.refusal !== null) throw row.refusal;
