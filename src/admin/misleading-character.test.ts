@@ -31,9 +31,96 @@ describe("misleading characters in a shown text", () => {
 
   it("passes over the characters beside them: spaces, accents, other format characters", () => {
     for (const code of [
-      0x20, 0x7e, 0xa0, 0xa1, 0xad, 0x061b, 0x200a, 0x2010, 0x2029, 0x202f, 0x2061, 0x2065, 0xfe0f,
+      0x20, 0x7e, 0xa0, 0xa1, 0x0301, 0x061b, 0x200a, 0x2010, 0x2029, 0x202f, 0x20e3, 0xfff9,
     ])
       expect(misleadingCharacter(`a${String.fromCodePoint(code)}b`), code.toString(16)).toBeNull();
+  });
+
+  it("refuses every other default ignorable character, each of which shows `pay…roll` as `payroll`", () => {
+    expect(misleadingCharacter("pay\u2061roll")).toBe("U+2061 at character 4"); // function application
+    expect(misleadingCharacter("pay\u00ADroll")).toBe("U+00AD at character 4"); // soft hyphen
+    expect(misleadingCharacter("pay\u034Froll")).toBe("U+034F at character 4"); // combining grapheme joiner
+    expect(misleadingCharacter("pay\u3164roll")).toBe("U+3164 at character 4"); // Hangul filler
+    expect(misleadingCharacter("pay\uFFA0roll")).toBe("U+FFA0 at character 4"); // halfwidth Hangul filler
+    expect(misleadingCharacter("pay\u115F\u1160roll")).toBe("U+115F at character 4"); // jamo fillers
+    expect(misleadingCharacter("pay\u{E0061}roll")).toBe("U+E0061 at character 4"); // tag letter a
+    expect(misleadingCharacter("pay\uFE0Froll")).toBe("U+FE0F at character 4");
+    expect(misleadingCharacter("pay\u180Broll")).toBe("U+180B at character 4"); // Mongolian FVS1
+    expect(misleadingCharacter("pay\u{1D173}roll")).toBe("U+1D173 at character 4"); // musical beam
+    // Every one of them (Default_Ignorable_Code_Point, as Node's Unicode data has it) after an ASCII
+    // letter, where no writing uses one.
+    const ignorable = /^\p{Default_Ignorable_Code_Point}$/u;
+    let count = 0;
+    for (let code = 0; code <= 0x10ffff; code++) {
+      if (code >= 0xd800 && code <= 0xdfff) continue;
+      const character = String.fromCodePoint(code);
+      if (!ignorable.test(character)) continue;
+      count++;
+      const hex = code.toString(16).toUpperCase().padStart(4, "0");
+      expect(misleadingCharacter(`ab${character}c`), hex).toBe(`U+${hex} at character 3`);
+    }
+    expect(count).toBeGreaterThan(4000);
+  });
+
+  it("takes a variation selector right after a character it applies to, and refuses it elsewhere", () => {
+    expect(misleadingCharacter("\u2764\uFE0F")).toBeNull(); // ❤️
+    expect(misleadingCharacter("\u00A9\uFE0F")).toBeNull(); // ©️
+    expect(misleadingCharacter("\u2764\uFE0E")).toBeNull(); // ❤︎, text style
+    expect(misleadingCharacter("team \u{1F680}\uFE0F")).toBeNull();
+    // Keycaps: a digit, `#` or `*`, U+FE0F and U+20E3.
+    expect(misleadingCharacter("1\uFE0F\u20E3")).toBeNull(); // 1️⃣
+    expect(misleadingCharacter("#\uFE0F\u20E3 *\uFE0F\u20E3")).toBeNull();
+    expect(misleadingCharacter("v1\uFE0F")).toBe("U+FE0F at character 3");
+    expect(misleadingCharacter("1\uFE0E\u20E3")).toBe("U+FE0E at character 2");
+    expect(misleadingCharacter("a\uFE0F\u20E3")).toBe("U+FE0F at character 2");
+    expect(misleadingCharacter("\u2764\uFE0F\uFE0F")).toBe("U+FE0F at character 3");
+    expect(misleadingCharacter("\uFE0Fpayroll")).toBe("U+FE0F at character 1");
+    expect(misleadingCharacter("\u6771\uFE0F\u4EAC")).toBe("U+FE0F at character 2"); // 東 is no emoji
+    // U+FE00 to U+FE0D (standardized variation sequences: math symbols, CJK compatibility ideographs,
+    // Myanmar, Phags-pa…) after a symbol or a letter of a script other than Latin, Greek or Cyrillic.
+    expect(misleadingCharacter("\u2229\uFE00")).toBeNull(); // ∩ with serifs
+    expect(misleadingCharacter("\u8279\uFE00")).toBeNull(); // a CJK compatibility ideograph's form
+    expect(misleadingCharacter("\u1000\uFE00")).toBeNull(); // Myanmar
+    expect(misleadingCharacter("\uA856\uFE00")).toBeNull(); // Phags-pa
+    expect(misleadingCharacter("pay\uFE00roll")).toBe("U+FE00 at character 4");
+    expect(misleadingCharacter("caf\u00E9\uFE00")).toBe("U+FE00 at character 5");
+    expect(misleadingCharacter("\u0436\uFE01")).toBe("U+FE01 at character 2"); // Cyrillic
+    expect(misleadingCharacter("0\uFE00")).toBe("U+FE00 at character 2");
+    expect(misleadingCharacter("\u2229\u0301\uFE00")).toBe("U+FE00 at character 3"); // after a mark
+    // Ideographic variation selectors after a Han character (葛 and its IVD form).
+    expect(misleadingCharacter("\u845B\u{E0100}\u57CE")).toBeNull();
+    expect(misleadingCharacter("\u{20B9F}\u{E01EF}")).toBeNull();
+    expect(misleadingCharacter("pay\u{E0100}roll")).toBe("U+E0100 at character 4");
+    expect(misleadingCharacter("\u845B\u{E0100}\u{E0101}")).toBe("U+E0101 at character 3");
+    expect(misleadingCharacter("\u30AB\u{E0100}")).toBe("U+E0100 at character 2"); // katakana
+  });
+
+  it("takes Mongolian variation selectors and the vowel separator right after a Mongolian letter", () => {
+    expect(misleadingCharacter("\u182D\u180B\u1820")).toBeNull();
+    expect(misleadingCharacter("\u1821\u180F")).toBeNull(); // FVS4
+    expect(misleadingCharacter("\u182C\u1820\u1837\u180E\u1820")).toBeNull(); // ᠬᠠᠷ᠎ᠠ
+    expect(misleadingCharacter("\u182D\u180B\u180C")).toBe("U+180C at character 3");
+    expect(misleadingCharacter("\u0628\u180B")).toBe("U+180B at character 2"); // Arabic
+    expect(misleadingCharacter("\u1810\u180B")).toBe("U+180B at character 2"); // a Mongolian digit
+    expect(misleadingCharacter("pay\u180Eroll")).toBe("U+180E at character 4");
+  });
+
+  it("takes tag characters only in an emoji flag tag sequence: U+1F3F4, a subdivision's tags, U+E007F", () => {
+    const tags = (text: string) =>
+      Array.from(text, (c) => String.fromCodePoint(0xe0000 + c.charCodeAt(0))).join("");
+    const flag = (spec: string) => `\u{1F3F4}${tags(spec)}\u{E007F}`;
+    expect(misleadingCharacter(flag("gbsct"))).toBeNull(); // 🏴󠁧󠁢󠁳󠁣󠁴󠁿 Scotland
+    expect(misleadingCharacter(`team ${flag("gbeng")} ${flag("gbwls")}`)).toBeNull();
+    expect(misleadingCharacter(flag("usca"))).toBeNull();
+    expect(misleadingCharacter(`\u{1F3F4}${tags("gbsct")}`)).toBe("U+E0067 at character 2"); // no end
+    expect(misleadingCharacter(`pay${tags("gbsct")}\u{E007F}roll`)).toBe("U+E0067 at character 4");
+    expect(misleadingCharacter("\u{1F3F4}\u{E007F}")).toBe("U+E007F at character 2");
+    expect(misleadingCharacter(`${flag("gbsct")}\u{E007F}`)).toBe("U+E007F at character 8");
+    expect(misleadingCharacter(flag("GBSCT"))).toBe("U+E0047 at character 2"); // not a subdivision's
+    expect(misleadingCharacter(flag("gb sct"))).toBe("U+E0067 at character 2");
+    expect(misleadingCharacter(flag("gbpayroll"))).toBe("U+E0067 at character 2"); // too long
+    expect(misleadingCharacter(`\u{1F3F3}${tags("gbsct")}\u{E007F}`)).toBe("U+E0067 at character 2");
+    expect(misleadingCharacter(`\u{1F3F4}\u{E0001}${tags("en")}\u{E007F}`)).toBe("U+E0001 at character 2");
   });
 
   it("counts the place in code points, an emoji being one", () => {
@@ -128,8 +215,9 @@ describe("misleading characters in a shown text", () => {
     // Two emoji of no sequence: it would take the table of recommended sequences to tell (see the rule).
     expect(misleadingCharacter("\u{1F525}\u200D\u{1F525}")).toBeNull();
     expect(misleadingCharacter("\u{1F469}\u{1F3FD}\u{1F3FD}\u200D\u{1F4BB}")).toBe("U+200D at character 4");
-    expect(misleadingCharacter("\u{1F469}\uFE0F\uFE0F\u200D\u{1F4BB}")).toBe("U+200D at character 4");
-    expect(misleadingCharacter("\uFE0F\u200D\u{1F4BB}")).toBe("U+200D at character 2");
+    // A second variation selector is refused before the joiner is looked at, and one after nothing.
+    expect(misleadingCharacter("\u{1F469}\uFE0F\uFE0F\u200D\u{1F4BB}")).toBe("U+FE0F at character 3");
+    expect(misleadingCharacter("\uFE0F\u200D\u{1F4BB}")).toBe("U+FE0F at character 1");
     expect(misleadingCharacter("\u{1F3FD}\u200D\u{1F4BB}")).toBe("U+200D at character 2");
     // U+200C joins no emoji sequence.
     expect(misleadingCharacter("\u{1F469}\u200C\u{1F4BB}")).toBe("U+200C at character 2");

@@ -1,19 +1,17 @@
 /**
  * The characters a text shown to operators (a project's name: the admin API's answers, the CLI's
  * output, logs) must not hold, as they make it show other than it is: control characters (C0, DEL,
- * C1: a terminal acts on ESC and CSI sequences), bidirectional controls (U+200E, U+200F, U+061C,
- * U+202A to U+202E, U+2066 to U+2069: `invoice\u202Efdp.exe` shows as `invoiceexe.pdf`)
- * and zero-width characters (U+200B to U+200D, U+2060, U+FEFF: `pay\u200Broll` shows as `payroll`).
+ * C1: a terminal acts on ESC and CSI sequences) and the default ignorable characters, which a text
+ * shows nothing for (Unicode's Default_Ignorable_Code_Point, as the running Node has it: no table to
+ * keep): the bidirectional controls (U+200E, U+200F, U+061C, U+202A to U+202E, U+2066 to U+2069:
+ * `invoice\u202Efdp.exe` shows as `invoiceexe.pdf`), the zero-width characters (U+200B to U+200D,
+ * U+2060, U+FEFF: `pay\u200Broll` shows as `payroll`), and U+00AD, U+034F, U+115F, U+1160, U+17B4,
+ * U+17B5, U+180B to U+180F, U+2061 to U+206F, U+3164, the variation selectors, U+FFA0, U+FFF0 to
+ * U+FFF8, U+1BCA0 to U+1BCA3, U+1D173 to U+1D17A and U+E0000 to U+E0FFF (tags, variation selectors
+ * 17 to 256): `pay\u00ADroll`, `pay\u3164roll`, `pay\u{E0061}roll` show as `payroll` too.
  */
-const misleading = (code: number) =>
-  code <= 0x1f ||
-  (code >= 0x7f && code <= 0x9f) ||
-  code === 0x061c ||
-  (code >= 0x200b && code <= 0x200f) ||
-  (code >= 0x202a && code <= 0x202e) ||
-  code === 0x2060 ||
-  (code >= 0x2066 && code <= 0x2069) ||
-  code === 0xfeff;
+const misleading = /^[\p{Cc}\p{Default_Ignorable_Code_Point}]$/u;
+const anyMisleading = /[\p{Cc}\p{Default_Ignorable_Code_Point}]/u;
 
 const zeroWidthNonJoiner = "\u200C";
 const zeroWidthJoiner = "\u200D";
@@ -83,17 +81,80 @@ function joinsItsWriting(characters: readonly string[], index: number): boolean 
 }
 
 /**
- * The first character of `text` that makes it show other than it is (see `misleading`), as a
- * problem names it, `U+202E at character 8` (counted in code points from 1, in `text` as given),
- * or null when it holds none. Whitespace at its ends (a tab, a byte order mark), which the input
- * trims, is passed over. The character itself is never quoted: it would act where the problem is
- * shown.
+ * What a variation selector or the like may follow, where its writing uses one:
+ * - U+FE0E or U+FE0F (text or emoji style) right after an emoji (the Emoji property) other than an
+ *   ASCII one, or U+FE0F between `0` to `9`, `#` or `*` and U+20E3 (a keycap, `1️⃣`): after an ASCII
+ *   digit alone it changes nothing shown (`v1\uFE0F` as `v1`);
+ * - U+FE00 to U+FE0D right after a symbol or a letter of a script other than Latin, Greek and
+ *   Cyrillic, not ASCII: Unicode's standardized variation sequences (StandardizedVariants.txt,
+ *   which Node lacks) take them after math symbols, CJK compatibility ideographs' unified forms,
+ *   Myanmar, Phags-pa and Manichaean letters, Egyptian hieroglyphs; the letters of names written in
+ *   Latin, Greek or Cyrillic have none (`caf\u00E9\uFE00` shows as `café`);
+ * - U+E0100 to U+E01EF (ideographic variation selectors, the Ideographic Variation Database's
+ *   sequences) right after a Han character;
+ * - U+180B to U+180F (Mongolian free variation selectors, and U+180E, the vowel separator) right
+ *   after a Mongolian letter.
+ */
+const emojiStyle = /^[\uFE0E\uFE0F]$/u;
+const emoji = /^(?!\p{ASCII})\p{Emoji}$/u;
+const keycapBase = /^[0-9#*]$/u;
+const keycap = "\u20E3";
+const standardizedSelector = /^[\uFE00-\uFE0D]$/u;
+const standardizedBase =
+  /^(?=[\p{L}\p{S}])(?![\p{ASCII}\p{Script=Latin}\p{Script=Greek}\p{Script=Cyrillic}])\P{Default_Ignorable_Code_Point}$/u;
+const ideographicSelector = /^[\u{E0100}-\u{E01EF}]$/u;
+const han = /^\p{Script=Han}$/u;
+const mongolianSelector = /^[\u180B-\u180F]$/u;
+const mongolianLetter = /^(?=\p{L})\p{Script=Mongolian}$/u;
+
+/**
+ * Tag characters are taken only in an emoji flag tag sequence (UTS #51 §2.8: `🏴󠁧󠁢󠁳󠁣󠁴󠁿`, Scotland):
+ * U+1F3F4, the tags of a subdivision id (unicode_subdivision_id: 3 to 7 tag digits and lower-case tag
+ * letters, `gbsct`) and U+E007F (cancel tag). Whatever else tags spell shows nothing.
+ */
+const tagSpec = /^[\u{E0030}-\u{E0039}\u{E0061}-\u{E007A}]$/u;
+const blackFlag = "\u{1F3F4}";
+const cancelTag = "\u{E007F}";
+function inFlagTagSequence(characters: readonly string[], index: number): boolean {
+  let start = index;
+  while (tagSpec.test(characters[start - 1] ?? "")) start--;
+  let end = index;
+  while (tagSpec.test(characters[end] ?? "")) end++;
+  return (
+    characters[start - 1] === blackFlag &&
+    characters[end] === cancelTag &&
+    end - start >= 3 &&
+    end - start <= 7
+  );
+}
+
+/** Whether the default ignorable character at `index` of `characters` does what its writing uses it for. */
+function writingUses(characters: readonly string[], index: number): boolean {
+  const character = characters[index] as string;
+  const before = characters[index - 1] ?? "";
+  if (character === zeroWidthNonJoiner || character === zeroWidthJoiner)
+    return joinsItsWriting(characters, index);
+  if (emojiStyle.test(character))
+    return (
+      emoji.test(before) ||
+      (character === "\uFE0F" && keycapBase.test(before) && characters[index + 1] === keycap)
+    );
+  if (standardizedSelector.test(character)) return standardizedBase.test(before);
+  if (ideographicSelector.test(character)) return han.test(before);
+  if (mongolianSelector.test(character)) return mongolianLetter.test(before);
+  if (character === cancelTag || tagSpec.test(character)) return inFlagTagSequence(characters, index);
+  return false;
+}
+
+/**
+ * The first character of `text` that makes it show other than it is (see `misleading`, and
+ * `writingUses` for where writing needs one), as a problem names it, `U+202E at character 8`
+ * (counted in code points from 1, in `text` as given), or null when it holds none. Whitespace at its
+ * ends (a tab, a byte order mark), which the input trims, is passed over. The character itself is
+ * never quoted: it would act where the problem is shown.
  */
 export function misleadingCharacter(text: string): string | null {
-  // Each such character is one UTF-16 unit: a text without one is passed over unit by unit.
-  let found = false;
-  for (let unit = 0; unit < text.length && !found; unit++) found = misleading(text.charCodeAt(unit));
-  if (!found) return null;
+  if (!anyMisleading.test(text)) return null;
   const characters = Array.from(text);
   // What String.prototype.trim removes is whitespace of one UTF-16 unit each: a character each.
   const [first, end] = [
@@ -102,13 +163,8 @@ export function misleadingCharacter(text: string): string | null {
   ];
   for (let index = first; index < end; index++) {
     const character = characters[index] as string;
+    if (!misleading.test(character) || writingUses(characters, index)) continue;
     const code = character.codePointAt(0) as number;
-    if (!misleading(code)) continue;
-    if (
-      (character === zeroWidthNonJoiner || character === zeroWidthJoiner) &&
-      joinsItsWriting(characters, index)
-    )
-      continue;
     return `U+${code.toString(16).toUpperCase().padStart(4, "0")} at character ${index + 1}`;
   }
   return null;

@@ -106,6 +106,8 @@ describe("project input", () => {
     expect(problems({ name: "  a\u202Eb" })).toEqual([`${rule} (U+202E at character 4)`]);
     expect(problems({ name: "\t\u6771\u200D\u4EAC\n" })).toEqual([`${rule} (U+200D at character 3)`]);
     expect(problems({ name: " \uFEFFName\t" })).toBeUndefined();
+    expect(problems({ name: " pay\u00ADroll" })).toEqual([`${rule} (U+00AD at character 5)`]);
+    expect(problems({ name: "\u2764\uFE0F payroll" })).toBeUndefined();
     const label = (value: string) =>
       addProviderKeyInput.safeParse({ provider: "provider-a", apiKey: "sk-0123456789abcdef", label: value })
         .error?.issues[0]?.message;
