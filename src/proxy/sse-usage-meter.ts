@@ -32,6 +32,8 @@ export function sseMeter(
   let lastGemini: string | null = null;
   let modelLookups = 0;
   let failed = false;
+  /** (Responses API calls) An event of a hosted tool billed apart (isHostedToolEvent) was seen. */
+  let hostedToolRan = false;
   const parse = (data: string): unknown => {
     try {
       return JSON.parse(data);
@@ -41,13 +43,15 @@ export function sseMeter(
   };
   const onEvent = (event: string | undefined, data: string, cutTail?: Buffer) => {
     if (!failed) failed = isStreamErrorEvent(event, data);
+    if (responses !== null && !hostedToolRan) hostedToolRan = isHostedToolEvent(event, data);
     if (cutTail !== undefined) {
       // An event over the scanner's cap: `data` is only its start.
       const seen = fromCutEvent(provider, event, data, cutTail, counts);
       if (seen !== null) {
         usage =
           responses !== null && provider === "provider-a"
-            ? withHostedToolUse(seen.usage, cutTail, 2)
+            ? // The tools the response echoes after its tool_usage may fill the kept tail.
+              withHostedToolUse(seen.usage, cutTail, 2, hostedToolRan)
             : seen.usage;
         counts = seen.counts ?? counts;
         model = counts?.servedBy ?? model ?? seen.model;
@@ -136,6 +140,25 @@ function isOutputItemEvent(event: string | undefined, data: string): boolean {
 }
 
 const outputItemEvent = "response.output_item.";
+
+/**
+ * (Provider A) A Responses API event of a hosted tool whose use `tool_usage` bills apart (image
+ * generation, web search: `response.image_generation_call.completed`, …), by its name, or by its
+ * data's `type` in a stream without event names. Its completion event, over the scanner's cap when
+ * it holds a generated image, may keep its `tool_usage` out of the bytes read (withHostedToolUse).
+ */
+function isHostedToolEvent(event: string | undefined, data: string): boolean {
+  if (event !== undefined) return event.startsWith(imageGenerationEvent) || event.startsWith(webSearchEvent);
+  return (
+    (data.startsWith(imageGenerationEvent, typePrefix.length) ||
+      data.startsWith(webSearchEvent, typePrefix.length)) &&
+    data.startsWith(typePrefix)
+  );
+}
+
+const typePrefix = '{"type":"';
+const imageGenerationEvent = "response.image_generation_call.";
+const webSearchEvent = "response.web_search_call.";
 
 /**
  * Whether the provider's official client reads a last event that the stream ends without its blank

@@ -376,6 +376,35 @@ describe("usage meter, a Responses API answer holding a generated image", () => 
     for (const reading of metered(body, false, 9))
       expect(reading).toMatchObject({ inputTokens: 50, outputTokens: 1000, hostedToolUse: true });
   });
+  // The API writes `tool_usage` before the `tools` it echoes: 64 KiB of the app's tools fill the
+  // kept tail of a completion over 1 MiB (its image), and the call was priced at its model tokens
+  // alone, though the same answer buffered (under 4 MiB, read whole) has an unknown cost.
+  it("marks the hosted tool use of a streamed answer whose echoed tools fill the kept tail, as buffered", () => {
+    const tools = Array.from({ length: 300 }, (_, index) => ({
+      type: "function",
+      name: `f${index}`,
+      description: "d".repeat(200),
+      parameters: { type: "object", properties: {} },
+    }));
+    const { tools: _tools, usage, ...rest } = withToolUse([imageCall]);
+    const answer = { ...rest, tools, usage };
+    const started = { type: "response.image_generation_call.in_progress", item_id: "ig_1" };
+    const stream = sse([
+      ["response.created", { type: "response.created", response: response("in_progress", [], null) }],
+      [started.type, started],
+      ["response.completed", { type: "response.completed", response: answer }],
+    ]);
+    const unnamed = withoutEventLines(stream);
+    for (const reading of [
+      ...metered(JSON.stringify(answer), false, 10),
+      ...metered(stream, true, 11),
+      ...metered(unnamed, true, 12),
+    ])
+      expect(reading).toMatchObject({ inputTokens: 50, outputTokens: 1000, hostedToolUse: true });
+    // No hosted tool ran: a tail without tool_usage says nothing.
+    const quiet = sse([["response.completed", { type: "response.completed", response: answer }]]);
+    for (const reading of metered(quiet, true, 13)) expect(reading).not.toHaveProperty("hostedToolUse");
+  });
 });
 
 describe("usage meter, a background run's large answer to a poll", () => {
