@@ -130,33 +130,34 @@ export function sseMeter(
 const usageObjectStart = /"usage"\s*:\s*\{/;
 
 /**
- * (Provider A) A Responses API event about one output item (`response.output_item.added`, `.done`),
- * by its name, or by its data's `type` in a stream without event names.
+ * (Provider A) Whether a Responses API event's type starts with `prefix`: by the event's name, or by
+ * its data's `type` in a stream without event names (`{"type":"…`, as the API writes it compact).
  */
-function isOutputItemEvent(event: string | undefined, data: string): boolean {
+function isEventOfType(event: string | undefined, data: string, prefix: string): boolean {
   return event !== undefined
-    ? event.startsWith(outputItemEvent)
-    : data.startsWith(`{"type":"${outputItemEvent}`);
+    ? event.startsWith(prefix)
+    : data.startsWith(typePrefix) && data.startsWith(prefix, typePrefix.length);
+}
+
+const typePrefix = '{"type":"';
+
+/** (Provider A) A Responses API event about one output item (`response.output_item.added`, `.done`). */
+function isOutputItemEvent(event: string | undefined, data: string): boolean {
+  return isEventOfType(event, data, outputItemEvent);
 }
 
 const outputItemEvent = "response.output_item.";
 
 /**
  * (Provider A) A Responses API event of a hosted tool whose use `tool_usage` bills apart (image
- * generation, web search: `response.image_generation_call.completed`, …), by its name, or by its
- * data's `type` in a stream without event names. Its completion event, over the scanner's cap when
- * it holds a generated image, may keep its `tool_usage` out of the bytes read (withHostedToolUse).
+ * generation, web search: `response.image_generation_call.completed`, …). Its completion event,
+ * over the scanner's cap when it holds a generated image, may keep its `tool_usage` out of the
+ * bytes read (withHostedToolUse).
  */
 function isHostedToolEvent(event: string | undefined, data: string): boolean {
-  if (event !== undefined) return event.startsWith(imageGenerationEvent) || event.startsWith(webSearchEvent);
-  return (
-    (data.startsWith(imageGenerationEvent, typePrefix.length) ||
-      data.startsWith(webSearchEvent, typePrefix.length)) &&
-    data.startsWith(typePrefix)
-  );
+  return isEventOfType(event, data, imageGenerationEvent) || isEventOfType(event, data, webSearchEvent);
 }
 
-const typePrefix = '{"type":"';
 const imageGenerationEvent = "response.image_generation_call.";
 const webSearchEvent = "response.web_search_call.";
 
