@@ -42,6 +42,16 @@ describe("the official SDKs' retries through the proxies", () => {
 
   /** A short wait the provider names: the SDKs wait it out instead of their backoff (0.5 s and up). */
   const briefly = { "retry-after-ms": "10" };
+  /** The `retry-after-ms` of each answer the SDK got from Sluice, in order. */
+  const waits: Array<string | null> = [];
+  const recording: typeof fetch = async (input, init) => {
+    const response = await fetch(input, init);
+    waits.push(response.headers.get("retry-after-ms"));
+    return response;
+  };
+  beforeEach(() => {
+    waits.length = 0;
+  });
 
   it.each([
     {
@@ -51,6 +61,7 @@ describe("the official SDKs' retries through the proxies", () => {
         new OpenAI({
           baseURL: base("provider-a"),
           apiKey: stage.project.bearer("provider-a"),
+          fetch: recording,
         }).chat.completions
           .create({ model: "gpt-4o-mini", messages: [{ role: "user", content: "Hi" }] })
           .then((completion) => completion.choices[0]?.message.content),
@@ -63,6 +74,7 @@ describe("the official SDKs' retries through the proxies", () => {
         const openai = new OpenAI({
           baseURL: base("provider-a"),
           apiKey: stage.project.bearer("provider-a"),
+          fetch: recording,
         });
         const stream = await openai.chat.completions.create({
           model: "gpt-4o-mini",
@@ -79,7 +91,11 @@ describe("the official SDKs' retries through the proxies", () => {
       name: "@anthropic-ai/sdk",
       status: 529,
       call: () =>
-        new Anthropic({ baseURL: base("provider-b"), apiKey: stage.project.bearer("provider-b") }).messages
+        new Anthropic({
+          baseURL: base("provider-b"),
+          apiKey: stage.project.bearer("provider-b"),
+          fetch: recording,
+        }).messages
           .stream({ model: "claude-sonnet-4-5", max_tokens: 64, messages: [{ role: "user", content: "Hi" }] })
           .finalText(),
       model: "claude-sonnet-4-5",
@@ -95,6 +111,8 @@ describe("the official SDKs' retries through the proxies", () => {
         "0",
         "1",
       ]);
+      // The provider's wait reached the SDK, which waited it out.
+      expect(waits).toEqual(["10", null]);
       expect(rows(status)).toMatchObject({ model, outcome: "error", input_tokens: null, cost_usd: null });
       expect(rows(200)).toMatchObject({ model, outcome: "ok", input_tokens: 11, output_tokens: 7 });
       expect(rows(200)?.cost_usd).toBeGreaterThan(0);
