@@ -66,6 +66,21 @@ describe("details.retryable on 503 and 504", () => {
     expect(body.error.details).toEqual({ retryable: true });
   });
 
+  it("tells the SDKs not to retry a 5xx the same call meets again (x-should-retry: false), and only that", () => {
+    const again = new GatewayError("PROVIDER_ERROR", "not HTTP", {
+      details: { retryable: false },
+      headers: { "x-extra": "1" },
+    });
+    expect(renderError(again, "req_1").headers).toEqual({ "x-extra": "1", "x-should-retry": "false" });
+    expect(again.headers).toEqual({ "x-extra": "1" });
+    const later = new GatewayError("PROVIDER_ERROR", "cut", { details: { retryable: true } });
+    expect(renderError(later, "req_1").headers).toEqual({});
+    // A 4xx with retryable false (a refused input) is never retried by the SDKs: no header.
+    const refused = new GatewayError("VALIDATION_ERROR", "refused", { details: { retryable: false } });
+    expect(renderError(refused, "req_1").headers).toEqual({});
+    expect(renderError(new Error("boom"), "req_1").headers).toEqual({});
+  });
+
   it("takes no PROVIDER_ERROR, SERVICE_UNAVAILABLE or PROVIDER_TIMEOUT without details.retryable", () => {
     // The constructor's type refuses these (tsc --noEmit checks it); each would be answered without it.
     // @ts-expect-error a provider's failure says whether the same call may succeed later

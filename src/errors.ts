@@ -108,11 +108,24 @@ export function renderError(
     error: { code: gatewayError.code, message: gatewayError.message, requestId },
   };
   if (gatewayError.details !== undefined) body.error.details = gatewayError.details;
+  const headers = noRetryBeside(gatewayError);
   // RFC 9110 §15.5.2: a 401 names the scheme that would authenticate (Bearer, the preferred method
   // of every endpoint and of the admin API).
-  if (gatewayError.status === 401 && gatewayError.headers["www-authenticate"] === undefined)
-    return { status: 401, body, headers: { ...gatewayError.headers, "www-authenticate": bearerChallenge } };
-  return { status: gatewayError.status, body, headers: gatewayError.headers };
+  if (gatewayError.status === 401 && headers["www-authenticate"] === undefined)
+    return { status: 401, body, headers: { ...headers, "www-authenticate": bearerChallenge } };
+  return { status: gatewayError.status, body, headers };
+}
+
+/**
+ * The error's headers, with `x-should-retry: false` beside a 5xx whose `details.retryable` is
+ * false: the openai and Anthropic SDKs retry every 5xx twice by default and read no body to learn
+ * otherwise, but they obey this header (an answer that is not HTTP, a provider's 401 on the
+ * structured endpoints: the same call meets the same answer, so each retry only costs the app time).
+ */
+function noRetryBeside(error: GatewayError): Record<string, string> {
+  if (error.status < 500 || (error.details as { retryable?: unknown } | undefined)?.retryable !== false)
+    return error.headers;
+  return { ...error.headers, "x-should-retry": "false" };
 }
 
 const bearerChallenge = 'Bearer realm="sluice"';

@@ -1,6 +1,7 @@
 import { request as httpRequest } from "node:http";
 import { connect, createServer, type Server, type Socket } from "node:net";
 import { gzipSync } from "node:zlib";
+import OpenAI from "openai";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import {
   createTestProject,
@@ -451,10 +452,31 @@ describe("a provider that misbehaves", () => {
         },
       });
       expect(received.headers["retry-after"]).toBe(retryable ? "1" : undefined);
+      // The openai and Anthropic SDKs retry any 5xx unless told not to.
+      expect(received.headers["x-should-retry"]).toBe(retryable ? undefined : "false");
       expect(row).toMatchObject({ status: 502, error_code: "PROVIDER_ERROR" });
       await upstream.lastConnectionClosed();
     },
   );
+
+  it("keeps the openai SDK, retries on, from asking again after an answer that is not HTTP", async () => {
+    const stream = chat.stream;
+    let asked = 0;
+    upstream.answer((socket) => {
+      asked++;
+      socket.write(`${head(`x-folded: a\r\n  b\r\ncontent-length: ${stream.length}\r\n`)}${stream}`);
+    });
+    const openai = new OpenAI({
+      baseURL: `${sluice.url}/v1/provider-a/${project.projectId}`,
+      apiKey: project.bearer("provider-a"),
+    });
+    const failure = await openai.chat.completions
+      .create({ model: "gpt-4o-mini", messages: [{ role: "user", content: "Hi" }] })
+      .catch((error: unknown) => error);
+    expect(failure).toBeInstanceOf(OpenAI.APIError);
+    expect(failure).toMatchObject({ status: 502, code: "PROVIDER_ERROR" });
+    expect(asked).toBe(1);
+  });
 
   // The status line is the provider's too: its reason phrase, not Node's for the code (RFC 9112
   // has clients ignore it, but an answer forwarded unmodified keeps it).
