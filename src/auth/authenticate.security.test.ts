@@ -429,6 +429,57 @@ describe("authenticate: the SPEC's methods, in order", () => {
     }
   });
 
+  it("remembers a test-key header success by that header and x-ai-key alone, not the Authorization value beside them", async () => {
+    let slots = 0;
+    const throttle: AuthThrottle = {
+      ...openThrottle,
+      begin: () => {
+        slots++;
+        return () => {};
+      },
+    };
+    const { cachedAuth, created, key, request } = await longCacheFixture(
+      "header-beside",
+      throttle,
+      "1.1.1.6",
+    );
+    const method1 = { "x-sluice-test-key": created.testKey, "x-ai-key": key.partialKey };
+    const first = await cachedAuth({ ...request, headers: method1 });
+    expect(first.ok ? first.method : first.error.message).toBe("test-key-header");
+    // Method 1 reads neither the Authorization value nor an SDK key header: a new one each time is
+    // the same remembered success, without a promise or a throttle slot (before, each was a miss
+    // that went the full way, took a slot and left an entry of its own in the cache).
+    const before = slots;
+    const beside = [
+      { authorization: "Bearer junk-1" },
+      { authorization: "Bearer junk-2.tk_junk" },
+      { authorization: `Bearer ${key.partialKey}.tk_wrong` },
+    ];
+    for (const extra of beside) {
+      const again = cachedAuth({ ...request, headers: { ...method1, ...extra } });
+      expect(again).not.toBeInstanceOf(Promise);
+      expect((again as AuthResult).ok ? (again as AuthResult).method : "refused").toBe("test-key-header");
+    }
+    const sdk = cachedAuth({
+      ...request,
+      sdkKeyHeader: "x-api-key",
+      headers: { ...method1, "x-api-key": "junk-3" },
+    });
+    expect(sdk).not.toBeInstanceOf(Promise);
+    expect(slots).toBe(before);
+    // What authenticated stays in the key: another partial key or test key beside a Bearer value
+    // that was remembered with the right ones is checked, and refused.
+    const wrongPartial = `${key.partialKey.slice(0, -4)}AAAA`;
+    for (const headers of [
+      { ...method1, "x-ai-key": wrongPartial, authorization: "Bearer junk-1" },
+      { ...method1, "x-sluice-test-key": `${created.testKey}x`, authorization: "Bearer junk-1" },
+    ]) {
+      const refused = cachedAuth({ ...request, headers });
+      expect(refused).toBeInstanceOf(Promise);
+      expect(statusOf(await refused)).toBe(401);
+    }
+  });
+
   it("checks the throttle before a warm credential: a blocked client is refused with everything in memory", async () => {
     let wait = 0;
     const { cachedAuth, request } = await longCacheFixture(

@@ -12,6 +12,7 @@ import {
   bearerMismatch,
   bearerValue,
   bearerValueAsSent,
+  headerTestKeyCacheKey,
   malformedBearer,
   single,
   swappedBearerHint,
@@ -277,13 +278,16 @@ export function createAuthenticator(deps: AuthenticatorDeps) {
    * time after would then be the reload's, though the credential was checked against the record it
    * replaced, perhaps one that still held a test key revoked meanwhile.
    */
-  function remember(key: string | null, result: AuthResult, generation: number, readBefore: number): void {
-    if (
-      key === null ||
-      !result.ok ||
-      (result.method !== "bearer-test-key" && result.method !== "test-key-header")
-    )
-      return;
+  function remember(keys: VerifiedKeys, result: AuthResult, generation: number, readBefore: number): void {
+    if (!result.ok) return;
+    // Under the key of the method that passed it, which holds exactly what that method read.
+    const key =
+      result.method === "test-key-header"
+        ? keys.header
+        : result.method === "bearer-test-key"
+          ? keys.bearer
+          : null;
+    if (key === null) return;
     const readAt = Math.min(readBefore, directory.readAt(result.project.id, result.keyId));
     verified.set(key, result, generation, readAt);
   }
@@ -346,8 +350,17 @@ export function createAuthenticator(deps: AuthenticatorDeps) {
     );
   };
 
+  /** `verifiedKeysFor`'s two lookups, the way the warm path takes them: no object built. */
   function recentTestKeySuccess(request: AuthRequest, project: Project): AuthResult | null {
-    return cachedSuccess(verifiedKeyFor(request, project, providerFor(request, project)), project);
+    if (!testModeOn(project)) return null;
+    const { headers } = request;
+    const provider = providerFor(request, project);
+    const headerKey = single(headers[testKeyHeader]);
+    return (
+      (headerKey !== undefined &&
+        cachedSuccess(headerTestKeyCacheKey(project.id, provider, headerKey, headers), project)) ||
+      cachedSuccess(testKeyCacheKey(project.id, provider, headerKey, headers, request.sdkKeyHeader), project)
+    );
   }
 
   /**
@@ -415,11 +428,29 @@ export function createAuthenticator(deps: AuthenticatorDeps) {
     return project.testMode && deps.testModeAllowed;
   }
 
-  /** Where a verified test-key credential is remembered; null when the project is not in test mode. */
-  function verifiedKeyFor(request: AuthRequest, project: Project, provider: ProviderId): string | null {
-    return testModeOn(project)
-      ? testKeyCacheKey(project.id, provider, request.headers, request.sdkKeyHeader)
-      : null;
+  /**
+   * Where a verified test-key credential is remembered, by the method that passed it: method 1's key
+   * (the test-key header and x-ai-key, `headerTestKeyCacheKey`) and method 2a's (the Bearer value,
+   * with what method 1 read before it, `testKeyCacheKey`); null for a method the request cannot take,
+   * both when the project is not in test mode. Method 1 comes first: its key is looked up first.
+   */
+  function verifiedKeysFor(request: AuthRequest, project: Project, provider: ProviderId): VerifiedKeys {
+    if (!testModeOn(project)) return { header: null, bearer: null };
+    const { headers } = request;
+    const headerKey = single(headers[testKeyHeader]);
+    return {
+      header:
+        headerKey === undefined ? null : headerTestKeyCacheKey(project.id, provider, headerKey, headers),
+      bearer: testKeyCacheKey(project.id, provider, headerKey, headers, request.sdkKeyHeader),
+    };
+  }
+
+  /** Whether a test-key credential under one of `keys` passed against the records as they stand. */
+  function knownTestKeyCredential(keys: VerifiedKeys): boolean {
+    return (
+      (keys.header !== null && verified.known(keys.header)) ||
+      (keys.bearer !== null && verified.known(keys.bearer))
+    );
   }
 
   /** The refusal of a caller the failure throttle holds back for `retryAfter` seconds. */
@@ -465,8 +496,8 @@ export function createAuthenticator(deps: AuthenticatorDeps) {
     let release: (() => void) | undefined;
     try {
       const provider = providerFor(request, project);
-      const cacheKey = verifiedKeyFor(request, project, provider);
-      const hit = cachedSuccess(cacheKey, project);
+      const cacheKeys = verifiedKeysFor(request, project, provider);
+      const hit = cachedSuccess(cacheKeys.header, project) ?? cachedSuccess(cacheKeys.bearer, project);
       const spent = { failure: false };
       let attempt: AuthResult;
       if (hit) attempt = hit;
@@ -477,7 +508,7 @@ export function createAuthenticator(deps: AuthenticatorDeps) {
         // a device token this instance passed, with a partial key it rebuilt: only its ledger lookup
         // is left, which counts a failure once it ends (a budget used up); Apple is asked only
         // through a slot taken then (`beforeApple`).
-        const slotFree = device ? device.recalled.passedHere : cacheKey !== null && verified.known(cacheKey);
+        const slotFree = device ? device.recalled.passedHere : knownTestKeyCredential(cacheKeys);
         if (!slotFree) {
           const slot = deps.throttle.begin(clientIp, projectId);
           if (typeof slot === "number") return tooManyAttempts(slot);
@@ -516,7 +547,7 @@ export function createAuthenticator(deps: AuthenticatorDeps) {
             request.clientLeft,
           );
         // A hit is not written back: that would restart its time and outlive the records behind it.
-        remember(cacheKey, attempt, generation, readBefore);
+        remember(cacheKeys, attempt, generation, readBefore);
       }
       if (!attempt.ok) {
         // An Apple call that did not authenticate counts whatever Apple answered: while Apple
@@ -837,6 +868,12 @@ function isBase64Token(token: string): boolean {
 /** Where a partial key rebuilt for a project and provider is remembered. */
 function rebuiltKeyOf(projectId: string, provider: ProviderId, partialKey: string): string {
   return `${projectId}\u0000${provider}\u0000${partialKey}`;
+}
+
+/** Where a test-key success is remembered, for each test-key method (see `verifiedKeysFor`). */
+interface VerifiedKeys {
+  header: string | null;
+  bearer: string | null;
 }
 
 /** The provider whose key the endpoint needs: named by the route, or chosen by the project. */

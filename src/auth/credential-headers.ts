@@ -41,22 +41,42 @@ export function bearerMismatch(project: Project, testModeAllowed: boolean): stri
 const maxCacheKeyLength = 1024;
 
 /**
- * The credentials that decide a test-key authentication, as one cache key (null: none sent, or
- * too long to remember). Only what the test-key methods read: they come first (SPEC order), so
- * a success through them never depends on `x-device-token`, which stays out of the key, or one
- * credential with a new junk header each time would fill the cache.
+ * Where a success of the test-key header method (SPEC method 1) is remembered: what it read and
+ * nothing else, the test key `headerKey` (the header's value) and the partial key in `x-ai-key`
+ * (null: too long to remember). It is tried first, so its success is the same whatever comes
+ * beside them: an Authorization value or SDK key header is no part of the key, or one credential
+ * sent with a new one each time would miss every time and fill the cache. Its keys begin with `1`,
+ * `testKeyCacheKey`'s with `2`: one never names the other's entry.
+ */
+export function headerTestKeyCacheKey(
+  projectId: string,
+  provider: ProviderId,
+  headerKey: string,
+  headers: IncomingHttpHeaders,
+): string | null {
+  const key = `1\u0000${projectId}\u0000${provider}\u0000${headerKey}\u0000${single(headers["x-ai-key"]) ?? ""}`;
+  return key.length > maxCacheKeyLength ? null : key;
+}
+
+/**
+ * Where a success of the Bearer test-key method (2a) is remembered (null: no Bearer value or SDK key
+ * header, or too long to remember): the Bearer value, and beside it what method 1 read and refused
+ * before it (`headerKey`, the test-key header's value, and `x-ai-key` with it), since other
+ * credentials there could pass method 1 instead. Only what the test-key methods read: a success
+ * through them never depends on `x-device-token`, which stays out of the key, or one credential
+ * with a new junk header each time would fill the cache.
  */
 export function testKeyCacheKey(
   projectId: string,
   provider: ProviderId,
+  headerKey: string | undefined,
   headers: IncomingHttpHeaders,
   sdkKeyHeader: AuthRequest["sdkKeyHeader"],
 ): string | null {
-  const headerKey = single(headers[testKeyHeader]);
   const bearer = bearerValue(headers, sdkKeyHeader);
-  if (headerKey === undefined && bearer === undefined) return null;
+  if (bearer === undefined) return null;
   const aiKey = headerKey === undefined ? "" : (single(headers["x-ai-key"]) ?? "");
-  const key = `${projectId}\u0000${provider}\u0000${headerKey ?? ""}\u0000${aiKey}\u0000${bearer ?? ""}`;
+  const key = `2\u0000${projectId}\u0000${provider}\u0000${headerKey ?? ""}\u0000${aiKey}\u0000${bearer}`;
   return key.length > maxCacheKeyLength ? null : key;
 }
 
