@@ -66,6 +66,13 @@ export interface CallReport {
    * the provider billed, counts toward the spend cap though its row has no tokens (decision 0057).
    */
   providerAnswered?: boolean;
+  /**
+   * The provider answered the call with a success (2xx), and its usage and cost leave out a part
+   * of it the provider billed whose usage is not known (a structured call's repair whose answer was
+   * not read, or reported no usage): the row's `provider_answered` is 2, and the spend cap counts
+   * it at its cost plus the estimate of a call of unknown cost (decision 0057, amended).
+   */
+  partlyUnknown?: boolean;
 }
 
 /**
@@ -89,7 +96,7 @@ export interface BackgroundRunReport {
  * What a call consumed before it failed: the tokens the provider billed and their cost, and whether
  * the provider answered it with a success (2xx).
  */
-export type CallSpend = Pick<CallReport, "usage" | "costUsd" | "providerAnswered">;
+export type CallSpend = Pick<CallReport, "usage" | "costUsd" | "providerAnswered" | "partlyUnknown">;
 
 /**
  * A failed call's spend when nothing went to the provider (refused, or its client left before its
@@ -331,7 +338,8 @@ export function createAdmission(deps: AdmissionDeps) {
    */
   function countTowardCap(projectId: string, row: UsageRecord, now: Date): void {
     if (row.cost_usd) deps.spend.add(projectId, row.cost_usd, now);
-    else if (countsAsUnpriced(row)) deps.spend.addUnpriced(projectId, now);
+    // Both for a row of a known cost and a part unknown (`provider_answered` 2).
+    if (countsAsUnpriced(row)) deps.spend.addUnpriced(projectId, now);
   }
 
   /** Writes the call's usage row, once: later writes do nothing. */
@@ -371,7 +379,7 @@ export function createAdmission(deps: AdmissionDeps) {
       client_ip: context.clientIp,
       created_at: isoTimestamp(now),
       requests: 1,
-      provider_answered: report.providerAnswered ? 1 : null,
+      provider_answered: report.partlyUnknown ? 2 : report.providerAnswered ? 1 : null,
     };
     deps.recorder.record(record, kind);
     if (report.provider) countUsage(report.provider, report.usage ?? null, report.costUsd);

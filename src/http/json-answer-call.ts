@@ -58,7 +58,7 @@ export async function answerWithJson(
   try {
     requireUncompressedUtf8Json(request);
     const read = (maxBytes: number) => readBody(request, maxBytes, { share, response });
-    const { body, model, usage, costUsd, providerAnswered } = await run(
+    const { body, model, usage, costUsd, providerAnswered, partlyUnknown } = await run(
       call,
       client.signal,
       soFar,
@@ -78,6 +78,7 @@ export async function answerWithJson(
       timeToFirstByteMs: null,
       errorCode: null,
       providerAnswered,
+      partlyUnknown,
     });
   } catch (error) {
     // Refused at the shutdown's deadline: whatever the aborted provider call failed with, the call

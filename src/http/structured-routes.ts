@@ -95,11 +95,13 @@ function handle(deps: StructuredRouteDeps, kind: AnalysisKind, context: RequestC
       });
       soFar.model = result.model;
       // A result (not a throw): the provider answered an attempt with a success (2xx), one it could
-      // not read included (its usage as reported, else none and no cost: counted at an estimate).
+      // not read included (its usage as reported, else none and no cost: counted at an estimate;
+      // a repair's, beside the first attempt's known usage and cost: `partlyUnknown`).
       const spend = {
         usage: result.usage,
         costUsd: costOfTokens(call.provider, result.model, result.usage),
         providerAnswered: true,
+        ...(result.partlyUnknown ? { partlyUnknown: true } : {}),
       };
       soFar.spend = spend;
       if (!result.ok) {

@@ -83,7 +83,10 @@ export interface UsageRecordsTable {
    * 1 when the provider answered the call with a success (2xx), null otherwise or not known
    * (migration 0008; a build before it writes none). A failed call's row without tokens says by it
    * that the provider billed the call all the same (an answer Sluice could not read), unlike a
-   * refusal's: the spend cap counts it (`countsAsUnpriced`). Optional here: a row without it is null.
+   * refusal's: the spend cap counts it (`countsAsUnpriced`). 2: answered so, and the row's tokens
+   * and cost leave out a part the provider billed of unknown usage (a structured repair's answer
+   * not read, or reporting none): counted at its cost plus the estimate (decision 0057, amended).
+   * Optional here: a row without it is null.
    */
   provider_answered?: number | null;
 }

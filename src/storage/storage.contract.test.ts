@@ -677,6 +677,41 @@ for (const engine of storageEngines) {
       expect(rows.filter(countsAsUnpriced).map((row) => row.request_id)).toEqual(["a1", "a2"]);
     });
 
+    // A structured call whose repair's answer was not read: its row keeps the first attempt's tokens
+    // and cost, and says by `provider_answered` 2 that a billed part of it is of unknown cost. Both
+    // count: the cost as known, the row as a call of unknown cost (decision 0057, amended).
+    it("counts a row of a known cost and a part unknown at its cost and as unpriced both", async () => {
+      const records = createUsageRepository(database.db, database.sqlite);
+      const failed = { project_id: "partly", outcome: "error", status: 502, endpoint: "text" };
+      const rows = [
+        usage("p1", {
+          ...failed,
+          cost_usd: 0.3,
+          input_tokens: 400_000,
+          output_tokens: 0,
+          provider_answered: 2,
+        }),
+        // Its first attempt's cost unknown too: counted once, as unpriced.
+        usage("p2", { ...failed, cost_usd: null, input_tokens: 10, output_tokens: 5, provider_answered: 2 }),
+        usage("p3", { ...failed, cost_usd: 0.04, provider_answered: 1 }),
+      ];
+      const from = "2026-11-01T00:00:00.000Z";
+      const before = await records.spendSince("partly", from);
+      await records.insertBatch(rows);
+      const [day] = await records.report({
+        limit: 100,
+        projectId: "partly",
+        from,
+        to: "2026-12-01T00:00:00.000Z",
+        groupBy: "day",
+      });
+      expect(day).toMatchObject({ requests: 3, costUsd: 0.34, unpricedRequests: 2 });
+      const read = { totalUsd: 0.34, largestUsd: 0.3, unpricedCalls: 2 };
+      expect(await records.spendSince("partly", from)).toMatchObject(read);
+      expect(await records.spendSince("partly", from, before.next)).toMatchObject(read);
+      expect(rows.filter(countsAsUnpriced).map((row) => row.request_id)).toEqual(["p1", "p2"]);
+    });
+
     // The row of an authenticated client's repeated refusals coalesced within a minute stands for
     // them all: every figure of the report that counts requests counts them, as one row each would.
     it("counts a row's requests in the report's requests, errors and unpriced calls, and in count", async () => {

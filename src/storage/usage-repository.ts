@@ -214,17 +214,20 @@ export function createUsageRepository(
  * spend cap count them (`unpricedRequestsSum` in SQL): its cost is unknown and its call went through
  * (ok, or cut short), or failed but reports tokens, or failed after the provider answered it with a
  * success (`provider_answered`: an answer Sluice could not read), both of which the provider billed.
- * A refusal or another failure without tokens cost nothing.
+ * A refusal or another failure without tokens cost nothing. Also a row whose cost, known or not,
+ * leaves out a billed part of unknown usage (`provider_answered` 2: a structured repair's answer not
+ * read), counted at its cost (if known) and at the estimate both (decision 0057, amended).
  */
 export function countsAsUnpriced(
   row: Pick<UsageRecord, "cost_usd" | "outcome" | "input_tokens" | "output_tokens" | "provider_answered">,
 ): boolean {
   return (
-    row.cost_usd === null &&
-    (row.outcome !== "error" ||
-      row.input_tokens !== null ||
-      row.output_tokens !== null ||
-      row.provider_answered === 1)
+    row.provider_answered === 2 ||
+    (row.cost_usd === null &&
+      (row.outcome !== "error" ||
+        row.input_tokens !== null ||
+        row.output_tokens !== null ||
+        row.provider_answered === 1))
   );
 }
 
@@ -234,7 +237,7 @@ export function countsAsUnpriced(
  */
 function unpricedRequestsSum(table?: string) {
   const column = (name: string) => sql.ref(table === undefined ? name : `${table}.${name}`);
-  return sql<number>`coalesce(sum(case when ${column("cost_usd")} is null and (${column("outcome")} <> 'error' or ${column("input_tokens")} is not null or ${column("output_tokens")} is not null or ${column("provider_answered")} = 1) then ${column("requests")} else 0 end), 0)`;
+  return sql<number>`coalesce(sum(case when ${column("provider_answered")} = 2 or (${column("cost_usd")} is null and (${column("outcome")} <> 'error' or ${column("input_tokens")} is not null or ${column("output_tokens")} is not null or ${column("provider_answered")} = 1)) then ${column("requests")} else 0 end), 0)`;
 }
 
 /**

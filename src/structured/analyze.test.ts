@@ -4,7 +4,7 @@ import { createAiSdkModels } from "../providers/ai-sdk-provider.js";
 import { usageFromProviderB } from "../providers/usage-from-json.js";
 import { costOfTokens } from "../usage/token-cost.js";
 import type { TokenUsage } from "../usage/token-usage.js";
-import { addUsage, analyze, jsonInText } from "./analyze.js";
+import { addAttempt, addUsage, analyze, jsonInText } from "./analyze.js";
 import { checkOutputSchema } from "./output-schema.js";
 
 const usage = (
@@ -46,6 +46,34 @@ describe("addUsage (the first attempt's usage plus the repair's)", () => {
     const written: TokenUsage = { ...usage(1_000, 10), cacheWriteTokens: { thirtyMinutes: 400 } };
     const alone = costOfTokens("provider-a", "gpt-6-sol", written) ?? Number.NaN;
     expect(costOfTokens("provider-a", "gpt-6-sol", addUsage(written, written))).toBeCloseTo(2 * alone, 12);
+  });
+});
+
+describe("addAttempt (the first attempt's usage and the repair's, one perhaps unknown)", () => {
+  it("sums them when both are known", () => {
+    const { usage: sum, partlyUnknown } = addAttempt(usage(10, 5), usage(20, 7));
+    expect(sum).toMatchObject(usage(30, 12));
+    expect(partlyUnknown).toBe(false);
+  });
+
+  // Before, an unknown attempt made the known one's counts, and so the cost, unknown too.
+  it("keeps the known attempt's counts alone when the other's are unknown, and says so", () => {
+    for (const [first, next] of [
+      [usage(10, 5), null],
+      [usage(10, 5), usage(20, null)],
+      [usage(null, null), usage(10, 5)],
+    ] as const) {
+      const { usage: kept, partlyUnknown } = addAttempt(first, next);
+      expect(kept).toMatchObject(usage(10, 5));
+      expect(costOfTokens("provider-a", "gpt-5.4-mini", kept)).not.toBeNull();
+      expect(partlyUnknown).toBe(true);
+    }
+  });
+
+  it("leaves the counts unknown when neither attempt's are known", () => {
+    const { usage: none, partlyUnknown } = addAttempt(usage(null, null), null);
+    expect(none).toMatchObject({ inputTokens: null, outputTokens: null });
+    expect(partlyUnknown).toBe(false);
   });
 });
 
@@ -332,11 +360,22 @@ describe("analyze, when the provider answers a 2xx the AI SDK cannot use", () =>
     }
   });
 
-  // Before, the row held the first attempt's cost alone: the repair, billed, counted nothing.
-  it("leaves the cost unknown when an unread repair reports no usage", async () => {
+  // Before the first amendment, the row held the first attempt's cost alone, as if complete: the
+  // billed repair counted nothing. Before the second, it held no tokens and no cost at all.
+  it("keeps the first attempt's usage, and says a part is unknown, when an unread repair reports no usage", async () => {
     const result = await call(mismatching, noChoicesNoUsage);
     expect(result.ok).toBe(false);
-    expect(result.ok ? null : result.error.code).toBe("PROVIDER_ERROR");
-    expect(price(result)).toBeNull();
+    expect(result.ok ? null : result.error).toMatchObject({
+      code: "PROVIDER_ERROR",
+      details: { usage: { inputTokens: 1000, outputTokens: 500 } },
+    });
+    expect(result.partlyUnknown).toBe(true);
+    expect(result.usage).toMatchObject({ inputTokens: 1000, outputTokens: 500 });
+    expect(price(result)).toBe(one);
+  });
+
+  it("says no part is unknown when every attempt's usage is known", async () => {
+    expect((await call(noChoices)).partlyUnknown).toBeUndefined();
+    expect((await call(mismatching, noChoices)).partlyUnknown).toBeUndefined();
   });
 });

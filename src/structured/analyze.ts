@@ -51,9 +51,10 @@ export interface AnalysisRequest {
  * The schema-shaped object, or the PROVIDER_ERROR for output that did not match the schema even
  * after the repair (with `mismatch`, why), or the VALIDATION_ERROR for an answer the provider's
  * filter or the model refused. All carry the model the provider says answered and the usage of
- * every attempt, since every attempt was billed.
+ * every attempt, since every attempt was billed; with `partlyUnknown`, the usage of the attempts
+ * whose usage is known, one attempt (billed) of unknown usage left out of it (addAttempt).
  */
-export type AnalysisResult = { model: string; usage: TokenUsage } & (
+export type AnalysisResult = { model: string; usage: TokenUsage; partlyUnknown?: true } & (
   | { ok: true; object: Record<string, unknown> }
   | { ok: false; error: GatewayError; mismatch?: OutputMismatch }
 );
@@ -90,7 +91,7 @@ const instruction: Record<AnalysisKind, string> = {
  * refused again): the result is a 422 at once (docs/decisions/0020). A provider failure or time-out
  * is thrown, except on the repair, where the result carries it with the first attempt's usage, and
  * a 2xx answer it could not read (billed), whose result carries it with the usage that answer
- * reports added (none reported: the usage, and so the cost, unknown).
+ * reports added (none reported: the first attempt's usage, `partlyUnknown`: addAttempt).
  */
 export async function analyze(models: AiSdkModels, request: AnalysisRequest): Promise<AnalysisResult> {
   const ai = await import("ai");
@@ -109,6 +110,9 @@ export async function analyze(models: AiSdkModels, request: AnalysisRequest): Pr
     // a chain of them (references-written-out.ts).
     const sentSchema =
       request.provider === "provider-c" ? withReferencesWrittenOut(forProvider) : forProvider;
+    // An attempt of unknown usage was left out of `usage` (addAttempt): said on every result.
+    let partlyUnknown = false;
+    const unknownPart = () => (partlyUnknown ? { partlyUnknown: true as const } : {});
     let cut = false;
     let mismatch: OutputMismatch = { reason: "notJson" };
     for (let attempt = 1; attempt <= 2; attempt++) {
@@ -118,15 +122,16 @@ export async function analyze(models: AiSdkModels, request: AnalysisRequest): Pr
       } catch (error) {
         if (!(error instanceof GatewayError)) throw error;
         // A 2xx answer it could not read (past the response limit, cut short, `choices: []`): billed
-        // all the same, at the usage it reports, else at a cost unknown (addUsage: for the repair,
-        // both attempts'), which the spend cap counts at an estimate (docs/decisions/0057). Read
-        // from the SDK's failure under the call's PROVIDER_ERROR (the chain stops at one).
+        // all the same, at the usage it reports, else at a cost unknown (for the repair, the first
+        // attempt's known usage kept beside it: addAttempt), which the spend cap counts at an
+        // estimate (docs/decisions/0057). Read from the SDK's failure under the call's
+        // PROVIDER_ERROR (the chain stops at one).
         if (successfulAnswerUnread(error.cause)) {
           const reported = usageOfUnreadAnswer(request.provider, error.cause);
           // Answered as any failure of a first attempt is (no model or usage in its details): the
           // usage is its row's.
           if (attempt === 1) return { ok: false, error, model: modelUsed, usage: reported ?? emptyUsage() };
-          usage = addUsage(usage, reported);
+          ({ usage, partlyUnknown } = addAttempt(usage, reported));
         } else if (attempt === 1) {
           // A 400 refusal of the input or of the schema (docs/decisions/0020) gives the model and usage, as
           // every refusal here does: on the first attempt, the model asked and no tokens (the call unbilled).
@@ -134,9 +139,16 @@ export async function analyze(models: AiSdkModels, request: AnalysisRequest): Pr
         }
         // The repair failed at the provider (or its answer was not read): the first attempt was
         // billed all the same.
-        return { ok: false, error: withModelAndUsage(error, modelUsed, usage), model: modelUsed, usage };
+        return {
+          ok: false,
+          error: withModelAndUsage(error, modelUsed, usage),
+          model: modelUsed,
+          usage,
+          ...unknownPart(),
+        };
       }
-      usage = attempt === 1 ? (outcome.usage ?? emptyUsage()) : addUsage(usage, outcome.usage);
+      if (attempt === 1) usage = outcome.usage ?? emptyUsage();
+      else ({ usage, partlyUnknown } = addAttempt(usage, outcome.usage));
       modelUsed = answeredModel(outcome.modelId, request.providerKey) ?? modelUsed;
       if (outcome.refused !== undefined) {
         return {
@@ -146,6 +158,7 @@ export async function analyze(models: AiSdkModels, request: AnalysisRequest): Pr
           }),
           model: modelUsed,
           usage,
+          ...unknownPart(),
         };
       }
       if (outcome.object !== undefined) {
@@ -158,6 +171,7 @@ export async function analyze(models: AiSdkModels, request: AnalysisRequest): Pr
             object: object as Record<string, unknown>,
             model: modelUsed,
             usage,
+            ...unknownPart(),
           };
         outcome.problems = check.errors;
         if (check.moreErrors) outcome.moreProblems = true;
@@ -212,6 +226,7 @@ export async function analyze(models: AiSdkModels, request: AnalysisRequest): Pr
       mismatch,
       model: modelUsed,
       usage,
+      ...unknownPart(),
     };
   } finally {
     clear();
@@ -512,6 +527,35 @@ export function addUsage(total: TokenUsage, next: TokenUsage | null): TokenUsage
     reasoningTokens: add(total.reasoningTokens, counted.reasoningTokens),
     samplings: [...samplingsOf(total), ...samplingsOf(counted)],
   };
+}
+
+/**
+ * The first attempt's usage (`total`) and the repair's (`next`; null: its answer reported none, or
+ * was not read): addUsage's sum when both attempts' input and output counts are known. Otherwise
+ * the attempt of known counts alone, and `partlyUnknown`: the other attempt, billed, is left out
+ * of the counts and the cost rather than making the known one's unknown, so the row keeps what is
+ * known, and the spend cap counts the call at that cost plus the estimate of a call of unknown cost
+ * (docs/decisions/0057, amended). Neither known: addUsage's sum, its counts unknown, as one
+ * attempt of unknown usage is.
+ */
+export function addAttempt(
+  total: TokenUsage,
+  next: TokenUsage | null,
+): { usage: TokenUsage; partlyUnknown: boolean } {
+  const firstKnown = countsKnown(total);
+  if (next !== null && countsKnown(next)) {
+    return firstKnown
+      ? { usage: addUsage(total, next), partlyUnknown: false }
+      : { usage: next, partlyUnknown: true };
+  }
+  return firstKnown
+    ? { usage: total, partlyUnknown: true }
+    : { usage: addUsage(total, next), partlyUnknown: false };
+}
+
+/** Whether a usage's input and output counts are both known. */
+function countsKnown(usage: TokenUsage): boolean {
+  return usage.inputTokens !== null && usage.outputTokens !== null;
 }
 
 /** The samplings a usage is priced as: its own (an earlier sum's, provider B's iterations), else itself. */

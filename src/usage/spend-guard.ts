@@ -554,8 +554,9 @@ function spendGuard(deps: SpendGuardDeps) {
             Date.parse(row.created_at) < entry.forgottenBefore
           )
         ) {
+          // Both for a row of a known cost and a part unknown (`provider_answered` 2).
           if (unpriced) entry.unpricedWritten += row.requests;
-          else entry.written += row.cost_usd ?? 0;
+          if (row.cost_usd) entry.written += row.cost_usd;
           relist(entry);
         }
       }

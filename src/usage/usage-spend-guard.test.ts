@@ -506,6 +506,33 @@ describe("spend guard", () => {
     await recorder.stop();
   });
 
+  // Decision 0057, amended: a structured call whose repair's answer was not read keeps its first
+  // attempt's cost, and a part of unknown cost beside it (`provider_answered` 2). `written` must take
+  // it for both: taken for an unpriced row alone, its cost was counted twice once written and read.
+  it("counts a row of a known cost and a part unknown at both, at once and once after it is written", async () => {
+    const { at, guard, recorder } = guardOverRows({ unpricedCallUsd: 0.25 });
+    const created = "2026-11-01T00:00:00.000Z";
+    expect(await guard.monthToDate("p1", created)).toBe(0);
+    const row = usageRow("p1-partly", {
+      project_id: "p1",
+      cost_usd: 0.3,
+      outcome: "error",
+      status: 502,
+      provider_answered: 2,
+      created_at: at.now.toISOString(),
+    });
+    recorder.record(row);
+    guard.add("p1", 0.3, at.now);
+    guard.addUnpriced("p1", at.now);
+    // 0.30 known, and one call of unknown cost at max(0.30 largest known, 0.25).
+    expect(await guard.monthToDate("p1", created)).toBe(0.6);
+    await recorder.flush();
+    expect(await guard.monthToDate("p1", created)).toBe(0.6);
+    at.now = new Date("2026-11-15T00:00:02.000Z");
+    expect(await guard.monthToDate("p1", created)).toBe(0.6);
+    await recorder.stop();
+  });
+
   // Found by test/e2e/admin-model.test.ts: a project deleted right after its calls (their rows still
   // queued) and created again under its id with a cap had its first call refused 403 by the spend
   // of the deleted one, which neither its usage report nor its cap counts (docs/api.md, DELETE).

@@ -552,7 +552,8 @@ describe("monthly spend cap, calls the provider answered that Sluice could not r
   });
 
   // Before, the row held the first attempt's cost (0.0012 USD) alone: the billed repair counted
-  // nothing, and a 1 USD cap let 800 such calls through.
+  // nothing, and a 1 USD cap let 800 such calls through. It now holds that cost, and counts at the
+  // estimate of a call of unknown cost besides (0.2512 USD).
   it("counts a structured call whose repair's answer it could not read at the estimate of a call of unknown cost", async () => {
     const project = await structuredProject();
     const { statuses, rows } = await sixInTurn(
@@ -567,10 +568,42 @@ describe("monthly spend cap, calls the provider answered that Sluice could not r
     for (const row of rows)
       expect(row).toMatchObject({
         outcome: "error",
-        cost_usd: null,
-        input_tokens: null,
-        provider_answered: 1,
+        cost_usd: 0.0012,
+        input_tokens: 1000,
+        output_tokens: 100,
+        provider_answered: 2,
       });
+  });
+
+  // Before, the row held neither the first attempt's tokens nor its cost (0.30 USD), and counted at
+  // the estimate alone (0.25 USD): a 1 USD cap let four such calls through, 1.20 USD known spent.
+  it("keeps the first attempt's tokens and cost when the repair's answer could not be read, and counts the estimate on top", async () => {
+    const project = await structuredProject();
+    const { statuses, rows } = await sixInTurn(
+      sluice,
+      () => textCall(project, answerA('{"nope":1}', { input: 400_000 }), noChoices()),
+      { counted: 502 },
+    );
+    expect(fake.requests).toHaveLength(4);
+    fake.clear();
+    // Each counts at its known 0.30 USD plus the estimate, max(0.30 largest known, 0.25): 0.60.
+    expect(statuses).toEqual([502, 502, 403, 403, 403, 403]);
+    for (const row of rows)
+      expect(row).toMatchObject({
+        outcome: "error",
+        cost_usd: 0.3,
+        input_tokens: 400_000,
+        output_tokens: 0,
+        provider_answered: 2,
+      });
+    const report = await sluice.gateway.admin.usageReport(project.projectId, {
+      from: "2000-01-01",
+      to: "2100-01-01",
+      groupBy: "endpoint",
+    });
+    expect(report.rows).toMatchObject([
+      { group: "text", inputTokens: 800_000, costUsd: 0.6, unpricedRequests: 2 },
+    ]);
   });
 
   it("counts each toward the cap at the estimate of a call of unknown cost: a proxied 200 the provider cut short", async () => {
