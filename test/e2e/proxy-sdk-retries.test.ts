@@ -24,6 +24,7 @@ describe("the official SDKs' retries through the proxies", () => {
   afterAll(() => stage.close());
   beforeEach(() => {
     stage.fake.clear();
+    waits.length = 0;
   });
 
   /** The rows `run` adds, `count` of them, waited for up to five seconds, by status. */
@@ -49,10 +50,6 @@ describe("the official SDKs' retries through the proxies", () => {
     waits.push(response.headers.get("retry-after-ms"));
     return response;
   };
-  beforeEach(() => {
-    waits.length = 0;
-  });
-
   it.each([
     {
       name: "openai",
