@@ -106,7 +106,8 @@ const insertChunk = 500;
 /** Rows of a project one statement of a report or of a spend guard's full read aggregates at most, on SQLite (`sliceEnd`). */
 export const reportSliceRows = 5000;
 
-const columns = [
+/** The table's columns, in the order SQLite's batch writer binds them and the log writes a dropped row's. */
+export const usageColumns = [
   "request_id",
   "project_id",
   "key_id",
@@ -130,6 +131,7 @@ const columns = [
   "requests",
   "provider_answered",
 ] as const satisfies ReadonlyArray<keyof UsageRecord>;
+const columns = usageColumns;
 
 /**
  * Usage rows through the shared Kysely queries. On the embedded SQLite engine, batches are

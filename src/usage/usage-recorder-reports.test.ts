@@ -3,8 +3,15 @@ import { fakeUsageRepository } from "../../test/support/fake-usage-repository.js
 import { usageRow } from "../../test/support/usage-row.js";
 import { createLogger } from "../observability/logger.js";
 import { createMetrics } from "../observability/metrics.js";
+import { createSuppressionWindowsRegistry } from "../observability/suppression-windows.js";
 import { createUsageRecorder } from "./usage-recorder.js";
 import { usageRecorderReports } from "./usage-recorder-reports.js";
+
+/** Pushes a log line, but one of dropped rows' contents (the tests below look at those). */
+function pushCounted(lines: Record<string, unknown>[], line: string): void {
+  const parsed = JSON.parse(line) as Record<string, unknown>;
+  if (parsed.msg !== "usage rows dropped: their contents") lines.push(parsed);
+}
 
 describe("usage recorder reports", () => {
   afterEach(() => vi.useRealTimers());
@@ -12,10 +19,10 @@ describe("usage recorder reports", () => {
   it("logs rows dropped from a full queue once per window, then how many more it dropped", async () => {
     vi.useFakeTimers();
     const lines: Record<string, unknown>[] = [];
-    const logger = createLogger("info", { write: (line: string) => void lines.push(JSON.parse(line)) });
+    const logger = createLogger("info", { write: (line: string) => void pushCounted(lines, line) });
     const metrics = createMetrics();
     const reports = usageRecorderReports(metrics, logger, { dropWindowMs: 10_000 });
-    for (let row = 0; row < 30; row++) reports.onDropped?.(1, "queue-full");
+    for (let row = 0; row < 30; row++) reports.onDropped?.(1, "queue-full", [usageRow(`req_full_${row}`)]);
     // Before, thirty lines: one per dropped row.
     expect(lines.map(({ msg, count }) => [msg, count])).toEqual([
       ["usage queue full: usage rows dropped", 1],
@@ -26,8 +33,8 @@ describe("usage recorder reports", () => {
       count: 29,
       windowMs: 10_000,
     });
-    reports.onDropped?.(1, "queue-full");
-    reports.onDropped?.(2, "shutdown");
+    reports.onDropped?.(1, "queue-full", [usageRow("req_full_30")]);
+    reports.onDropped?.(2, "shutdown", [usageRow("req_shutdown_0"), usageRow("req_shutdown_1")]);
     expect(lines.slice(2).map(({ msg, count }) => [msg, count])).toEqual([
       ["usage queue full: usage rows dropped", 1],
       ["usage rows not written before shutdown: dropped", 2],
@@ -40,10 +47,14 @@ describe("usage recorder reports", () => {
   it("writes the full queue's last count at shutdown, before its window would have ended", () => {
     vi.useFakeTimers();
     const lines: Record<string, unknown>[] = [];
-    const logger = createLogger("info", { write: (line: string) => void lines.push(JSON.parse(line)) });
+    const logger = createLogger("info", { write: (line: string) => void pushCounted(lines, line) });
     const reports = usageRecorderReports(createMetrics(), logger, { dropWindowMs: 10_000 });
-    for (let row = 0; row < 5; row++) reports.onDropped?.(1, "queue-full");
-    reports.onDropped?.(3, "shutdown");
+    for (let row = 0; row < 5; row++) reports.onDropped?.(1, "queue-full", [usageRow(`req_full_${row}`)]);
+    reports.onDropped?.(
+      3,
+      "shutdown",
+      [0, 1, 2].map((index) => usageRow(`req_shutdown_${index}`)),
+    );
     expect(lines.map(({ msg, count }) => [msg, count])).toEqual([
       ["usage queue full: usage rows dropped", 1],
       ["usage queue full: more usage rows dropped", 4],
@@ -54,7 +65,7 @@ describe("usage recorder reports", () => {
   it("logs rows the database refuses for one reason once per window, then how many more, each reason apart", async () => {
     vi.useFakeTimers();
     const lines: Record<string, unknown>[] = [];
-    const logger = createLogger("info", { write: (line: string) => void lines.push(JSON.parse(line)) });
+    const logger = createLogger("info", { write: (line: string) => void pushCounted(lines, line) });
     const metrics = createMetrics();
     const reports = usageRecorderReports(metrics, logger, { dropWindowMs: 10_000 });
     const nul = () =>
@@ -82,7 +93,7 @@ describe("usage recorder reports", () => {
     ]);
     // A window still open at shutdown is written then, before the shutdown's own line.
     for (let index = 0; index < 3; index++) reports.onRefused?.(usageRow(`req_late_${index}`), policy());
-    reports.onDropped?.(1, "shutdown");
+    reports.onDropped?.(1, "shutdown", [usageRow("req_shutdown")]);
     expect(lines.slice(3).map(({ msg, count, requestId }) => [msg, count, requestId])).toEqual([
       ["usage row refused by the database: dropped", undefined, "req_late_0"],
       ["usage rows refused by the database: more dropped", 2, undefined],
@@ -105,7 +116,7 @@ describe("usage recorder reports", () => {
 
   it("logs each reason a usage write failed once per outage, and how many attempts failed when it ends", () => {
     const lines: Record<string, unknown>[] = [];
-    const logger = createLogger("info", { write: (line: string) => void lines.push(JSON.parse(line)) });
+    const logger = createLogger("info", { write: (line: string) => void pushCounted(lines, line) });
     const reports = usageRecorderReports(createMetrics(), logger);
     // The recorder retries every 5 s at most during an outage: before, a line with its stack each time.
     for (let attempt = 0; attempt < 10; attempt++)
@@ -142,7 +153,7 @@ describe("usage recorder reports", () => {
 
   it("logs a table that refuses every row once, not once per row, and says so on /metrics until it takes them", async () => {
     const lines: Record<string, unknown>[] = [];
-    const logger = createLogger("info", { write: (line: string) => void lines.push(JSON.parse(line)) });
+    const logger = createLogger("info", { write: (line: string) => void pushCounted(lines, line) });
     const metrics = createMetrics();
     let revoked = true;
     const recorder = createUsageRecorder({
@@ -171,5 +182,111 @@ describe("usage recorder reports", () => {
     ]);
     expect((await metrics.render()).body).toMatch(/sluice_degraded\{[^}]*database[^}]*\} 0/);
     await recorder.stop();
+  });
+});
+
+describe("usage recorder reports, the contents of the rows dropped", () => {
+  afterEach(() => vi.useRealTimers());
+
+  const contents = "usage rows dropped: their contents";
+  /** The rows of the contents lines, as objects again: what `sluice usage import` would read. */
+  const rowsOf = (lines: Record<string, unknown>[]) =>
+    lines
+      .filter(({ msg }) => msg === contents)
+      .flatMap(({ columns, rows }) =>
+        (rows as unknown[][]).map((values) =>
+          Object.fromEntries((columns as string[]).map((column, index) => [column, values[index]])),
+        ),
+      );
+  const logged = () => {
+    const lines: Record<string, unknown>[] = [];
+    const logger = createLogger("info", { write: (line: string) => void lines.push(JSON.parse(line)) });
+    return { lines, logger };
+  };
+  const rows = (count: number, prefix = "req") =>
+    Array.from({ length: count }, (_, index) =>
+      usageRow(`${prefix}_${index}`, { model: `model-${index}`, cost_usd: index / 1000 }),
+    );
+
+  it("logs every row dropped at shutdown whole, in lines of at most 25 rows, after the count line", async () => {
+    const { lines, logger } = logged();
+    const metrics = createMetrics();
+    const reports = usageRecorderReports(metrics, logger);
+    const dropped = rows(60);
+    reports.onDropped?.(60, "shutdown", dropped);
+    expect(lines.map(({ msg, count, reason }) => [msg, count, reason])).toEqual([
+      ["usage rows not written before shutdown: dropped", 60, undefined],
+      [contents, 25, "shutdown"],
+      [contents, 25, "shutdown"],
+      [contents, 10, "shutdown"],
+    ]);
+    // Every column, as the table stores it: the rows can be inserted again.
+    expect(rowsOf(lines)).toEqual(dropped);
+    expect((await metrics.render()).body).toContain("sluice_usage_rows_dropped_total 60");
+  });
+
+  it("logs the rows a full queue drops in lines of 25, and the rest when the window ends or at shutdown", () => {
+    vi.useFakeTimers();
+    const { lines, logger } = logged();
+    const reports = usageRecorderReports(createMetrics(), logger, { dropWindowMs: 10_000 });
+    const dropped = rows(60);
+    for (const row of dropped.slice(0, 30)) reports.onDropped?.(1, "queue-full", [row]);
+    expect(lines.map(({ msg, count }) => [msg, count])).toEqual([
+      ["usage queue full: usage rows dropped", 1],
+      [contents, 25],
+    ]);
+    vi.advanceTimersByTime(10_000);
+    expect(rowsOf(lines)).toEqual(dropped.slice(0, 30));
+    for (const row of dropped.slice(30, 33)) reports.onDropped?.(1, "queue-full", [row]);
+    reports.onDropped?.(2, "refusals-evicted", dropped.slice(33, 35));
+    reports.onDropped?.(25, "shutdown", dropped.slice(35));
+    expect(rowsOf(lines)).toEqual(dropped);
+    expect(lines.filter(({ msg }) => msg === contents).map(({ reason }) => reason)).toEqual([
+      "queue-full",
+      "queue-full",
+      "queue-full",
+      "refusals-evicted",
+      "shutdown",
+    ]);
+  });
+
+  it("logs the rows the database refused whole, each one, though their reason's line is written once per window", () => {
+    vi.useFakeTimers();
+    const { lines, logger } = logged();
+    const registry = createSuppressionWindowsRegistry();
+    const reports = usageRecorderReports(createMetrics(), logger, { registry });
+    const nul = Object.assign(new Error('invalid byte sequence for encoding "UTF8": 0x00'), {
+      code: "22021",
+    });
+    const refused = rows(3, "refused");
+    for (const row of refused) reports.onRefused?.(row, nul);
+    // The gateway's close flushes the registry: the rows held for a line are written then.
+    registry.flush();
+    expect(lines.filter(({ msg }) => msg === contents).map(({ reason, count }) => [reason, count])).toEqual([
+      ["refused", 3],
+    ]);
+    expect(rowsOf(lines)).toEqual(refused);
+  });
+
+  it("stops writing rows' contents when its time is up, and says how many it left out", () => {
+    const { lines, logger } = logged();
+    let clock = 0;
+    // 50 ms pass between two looks at the clock, one before each line: four lines in the 250 ms.
+    const reports = usageRecorderReports(createMetrics(), logger, {
+      now: () => {
+        const at = clock;
+        clock += 50;
+        return at;
+      },
+    });
+    reports.onDropped?.(200, "shutdown", rows(200));
+    expect(lines.map(({ msg, count }) => [msg, count])).toEqual([
+      ["usage rows not written before shutdown: dropped", 200],
+      [contents, 25],
+      [contents, 25],
+      [contents, 25],
+      [contents, 25],
+      ["usage rows dropped: contents not logged, out of time", 100],
+    ]);
   });
 });

@@ -4,6 +4,7 @@ import {
   createSuppressionWindows,
   type SuppressionWindowsRegistry,
 } from "../observability/suppression-windows.js";
+import { type UsageRecord, usageColumns } from "../storage/usage-repository.js";
 import { type RefusalReason, refusalKey, refusalReason, type UsageRecorderDeps } from "./usage-recorder.js";
 
 /** Distinct reasons for failed usage writes logged per outage; the attempts are all counted. */
@@ -18,8 +19,13 @@ export interface UsageRecorderReportOptions {
    * the count (default 10 s).
    */
   dropWindowMs?: number;
-  /** The gateway's, whose close writes the counts of the windows still open (no row dropped then). */
+  /**
+   * The gateway's, whose close writes the counts of the windows still open (no row dropped then),
+   * and the contents of the dropped rows held for a line.
+   */
   registry?: SuppressionWindowsRegistry;
+  /** The clock (ms) the time given to writing the contents of dropped rows is read on (tests). */
+  now?: () => number;
 }
 
 /**
@@ -30,7 +36,7 @@ export interface UsageRecorderReportOptions {
 export function usageRecorderReports(
   metrics: Metrics,
   logger: Logger,
-  { dropWindowMs = 10_000, registry }: UsageRecorderReportOptions = {},
+  { dropWindowMs = 10_000, registry, now = () => performance.now() }: UsageRecorderReportOptions = {},
 ): Pick<
   UsageRecorderDeps,
   "onQueueDepth" | "onDropped" | "onRefused" | "onWriteFailure" | "onRecovered" | "onCoalesced"
@@ -57,19 +63,25 @@ export function usageRecorderReports(
         "usage rows refused by the database: more dropped",
       ),
   });
+  const contents = droppedRowsLog(logger, { windowMs: dropWindowMs, now });
+  registry?.add(contents);
   // The reasons of the outage's failed writes logged so far, and its failed attempts.
   const failureReasons = new Set<string>();
   let failedAttempts = 0;
   return {
     onQueueDepth: metrics.setUsageQueueDepth,
-    onDropped: (count, reason) => {
+    onDropped: (count, reason, rows) => {
       metrics.countUsageRowsDropped(count);
       if (reason === "shutdown") {
         // The last windows are written now: their timers would not run before the exit.
         fullQueue.flush();
         refusedRows.flush();
         logger.error({ count }, "usage rows not written before shutdown: dropped");
-      } else if (reason === "refusals-evicted") {
+        contents.add(reason, rows);
+        contents.flush();
+        return;
+      }
+      if (reason === "refusals-evicted") {
         // One line per pass: a pass takes every refusal's row queued, so the next needs a full queue again.
         logger.warn(
           { count },
@@ -77,12 +89,14 @@ export function usageRecorderReports(
         );
       } else if (fullQueue.open("queue-full", undefined, count))
         logger.error({ count }, "usage queue full: usage rows dropped");
+      contents.add(reason, rows);
     },
     onRefused: (row, error) => {
       metrics.countUsageRowsDropped(1);
       const refusal = refusalReason(error);
       if (refusedRows.open(refusalKey(refusal), refusal))
         logger.error({ err: error, requestId: row.request_id }, "usage row refused by the database: dropped");
+      contents.add("refused", [row]);
     },
     onWriteFailure: (error) => {
       metrics.countUsageWriteFailure();
@@ -103,5 +117,76 @@ export function usageRecorderReports(
       failedAttempts = 0;
       failureReasons.clear();
     },
+  };
+}
+
+/** Rows of one line of dropped rows' contents: ~200 bytes each, a line well under the 16 KB a log copier reads at once. */
+const rowsPerLine = 25;
+
+/**
+ * How long the contents of the rows one drop hands over may take to write (the event loop is held
+ * meanwhile: at shutdown, the whole queue, up to SLUICE_USAGE_QUEUE_MAX rows, some 20 µs each); the
+ * rows left then are counted in a line of their own.
+ */
+const contentsBudgetMs = 250;
+
+/**
+ * The contents of dropped usage rows, in the log: a row the table will not hold can be read there,
+ * and inserted again (`sluice usage import`). Each line holds at most `rowsPerLine` rows of one
+ * reason, as arrays of values in the order of `columns` (written in the line: half the bytes of
+ * objects, and the redaction walks no column names). Rows dropped one by one (a full queue, the
+ * database's refusals) are held until a line is full, the window ends, the shutdown or the
+ * gateway's close (`flush`): a line per row would be a line per call for the length of an outage.
+ */
+function droppedRowsLog(logger: Logger, options: { windowMs: number; now: () => number }) {
+  let held: UsageRecord[] = [];
+  let heldReason = "";
+  let timer: NodeJS.Timeout | undefined;
+
+  /** Writes `rows` in lines, as many as fit in the time left before `deadline`. */
+  function write(reason: string, rows: readonly UsageRecord[], deadline: number): void {
+    for (let start = 0; start < rows.length; start += rowsPerLine) {
+      if (options.now() >= deadline) {
+        logger.error(
+          { reason, count: rows.length - start },
+          "usage rows dropped: contents not logged, out of time",
+        );
+        return;
+      }
+      const line = rows.slice(start, start + rowsPerLine);
+      logger.error(
+        {
+          reason,
+          count: line.length,
+          columns: usageColumns,
+          rows: line.map((row) => usageColumns.map((column) => row[column] ?? null)),
+        },
+        "usage rows dropped: their contents",
+      );
+    }
+  }
+
+  function flush(): void {
+    clearTimeout(timer);
+    timer = undefined;
+    const rows = held;
+    held = [];
+    if (rows.length > 0) write(heldReason, rows, options.now() + contentsBudgetMs);
+  }
+
+  return {
+    /** Writes the full lines of `rows` now (after the rows held for another reason), holds the rest. */
+    add(reason: string, rows: readonly UsageRecord[]): void {
+      if (rows.length === 0) return;
+      if (reason !== heldReason) flush();
+      heldReason = reason;
+      const deadline = options.now() + contentsBudgetMs;
+      const all = held.length === 0 ? rows : [...held, ...rows];
+      const whole = all.length - (all.length % rowsPerLine);
+      held = all.slice(whole);
+      write(reason, all.slice(0, whole), deadline);
+      if (held.length > 0 && timer === undefined) timer = setTimeout(flush, options.windowMs).unref();
+    },
+    flush,
   };
 }

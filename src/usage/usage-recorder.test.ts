@@ -759,3 +759,71 @@ describe("usage recorder, an authenticated client's repeated refusals", () => {
     expect(dropped).toEqual([[2, "shutdown"]]);
   });
 });
+
+describe("usage recorder, the rows it drops", () => {
+  const ids = (rows: readonly UsageRecord[]) => rows.map((each) => each.request_id);
+
+  /** A recorder that writes only when flushed, and each drop it reported: its reason and its rows. */
+  function rowDroppingRecorder(repository: UsageRepository, queueMax: number) {
+    const dropped: Array<[string, string[]]> = [];
+    const recorder = createUsageRecorder({
+      repository,
+      flushIntervalMs: 60_000,
+      queueMax,
+      onDropped: (count, reason, rows) => {
+        expect(rows).toHaveLength(count);
+        dropped.push([reason, ids(rows)]);
+      },
+    });
+    return { recorder, dropped };
+  }
+  const down = () =>
+    fakeUsageRepository({
+      insertBatch: async () => {
+        throw connectionRefused();
+      },
+    });
+
+  it("hands over each row it drops, whole, whatever the path: the log can then say which calls lost theirs", async () => {
+    const { recorder, dropped } = rowDroppingRecorder(down(), 3);
+    for (let index = 0; index < 3; index++) recorder.record(row(index), "refusal");
+    await recorder.flush(20);
+    recorder.record(row(10)); // the refusals make way
+    recorder.record(row(11));
+    recorder.record(row(12));
+    recorder.record(row(13)); // the queue is full of calls' rows
+    await recorder.stop(10);
+    recorder.record(row(14)); // after stop
+    expect(dropped).toEqual([
+      ["refusals-evicted", ids([row(0), row(1), row(2)])],
+      ["queue-full", ids([row(13)])],
+      ["shutdown", ids([row(10), row(11), row(12)])],
+      ["shutdown", ids([row(14)])],
+    ]);
+  });
+
+  it("hands over, of a write stop gave up on, the rows it did not report written or refused", async () => {
+    const answers: Array<() => void> = [];
+    let tries = 0;
+    const repository = fakeUsageRepository({
+      async insertBatch(batch) {
+        await nextTurn();
+        if (batch.some((each) => each.project_id.includes("\u0000")))
+          throw Object.assign(new Error('invalid byte sequence for encoding "UTF8": 0x00'), {
+            code: "22021",
+          });
+        // The database stops answering after the first row of the pass.
+        if (++tries > 1) await new Promise<void>((resolve) => answers.push(resolve));
+      },
+    });
+    const { recorder, dropped } = rowDroppingRecorder(repository, 10_000);
+    recorder.record(row(1));
+    recorder.record({ ...row(2), project_id: "bad\u0000id" });
+    recorder.record(row(3));
+    recorder.record(row(4));
+    await recorder.flush(50);
+    await recorder.stop(20);
+    for (const answer of answers) answer();
+    expect(dropped).toEqual([["shutdown", ids([row(3), row(4)])]]);
+  });
+});

@@ -15,8 +15,13 @@ export interface UsageRecorderDeps {
   /**
    * Rows lost: the queue was full (an outage longer than it holds), or the recorder had stopped;
    * `refusals-evicted`: rows of refused requests taken off a full queue to make room for a call's.
+   * `rows`: the rows themselves (`count` of them), for the log to hold what the table will not.
    */
-  onDropped?: (count: number, reason: "queue-full" | "refusals-evicted" | "shutdown") => void;
+  onDropped?: (
+    count: number,
+    reason: "queue-full" | "refusals-evicted" | "shutdown",
+    rows: readonly UsageRecord[],
+  ) => void;
   /**
    * A row the database refuses for what it holds (not an outage, nor a refusal of every row; a
    * policy's or a trigger's refusal of that row with a code that names no value, the table taking
@@ -301,18 +306,18 @@ export function createUsageRecorder(deps: UsageRecorderDeps): UsageRecorder {
    */
   function evictRefusals(): void {
     const kept = queue.slice(0, inFlight);
+    const evicted: UsageRecord[] = [];
     let held = 0;
     for (const row of kept) if (refusals.has(row)) held++;
     for (let index = inFlight; index < queue.length; index++) {
       const row = queue[index] as UsageRecord;
-      if (!refusals.has(row)) kept.push(row);
+      (refusals.has(row) ? evicted : kept).push(row);
     }
-    const evicted = queue.length - kept.length;
-    refusalsQueued -= evicted;
+    refusalsQueued -= evicted.length;
     overdrawn = held;
     queue = kept;
     deps.onQueueDepth?.(queue.length);
-    if (evicted > 0) deps.onDropped?.(evicted, "refusals-evicted");
+    if (evicted.length > 0) deps.onDropped?.(evicted.length, "refusals-evicted", evicted);
   }
 
   /**
@@ -338,7 +343,7 @@ export function createUsageRecorder(deps: UsageRecorderDeps): UsageRecorder {
   function enqueue(row: UsageRecord, kind: "call" | "refusal"): void {
     if (!stopped && kind === "call" && refusalsQueued > 0 && full(kind)) evictRefusals();
     if (stopped || full(kind)) {
-      deps.onDropped?.(1, stopped ? "shutdown" : "queue-full");
+      deps.onDropped?.(1, stopped ? "shutdown" : "queue-full", [row]);
       if (!stopped) retrySoon();
       return;
     }
@@ -393,9 +398,9 @@ export function createUsageRecorder(deps: UsageRecorderDeps): UsageRecorder {
       // already reported written or refused), and whatever it does later is not reported, so no
       // row is counted twice. One it did write after all is in the table, counted as dropped.
       if (writing && !(await settlesBy(writing, deadline))) givenUp = true;
-      const unreported = queue.length - reported;
+      const unreported = queue.slice(reported);
       if (queue.length > 0) {
-        if (unreported > 0) deps.onDropped?.(unreported, "shutdown");
+        if (unreported.length > 0) deps.onDropped?.(unreported.length, "shutdown", unreported);
         queue = [];
         refusalsQueued = 0;
         overdrawn = 0;

@@ -88,9 +88,18 @@ describe("usage rows at shutdown", () => {
       // Not at the 10 s deadline: the operator asked for the process to stop sooner. Within the
       // margin, ~1 s, when the machine is idle; half the deadline is what no load stretches it to.
       expect(performance.now() - hurriedAt).toBeLessThan(10_000 / 2);
-      expect(logLinesOf(sluice)).toContainEqual(
+      const lines = logLinesOf(sluice);
+      expect(lines).toContainEqual(
         expect.objectContaining({ count: 1, msg: "usage rows not written before shutdown: dropped" }),
       );
+      // The row itself, in the log, to be inserted again (docs/operations.md).
+      const contents = lines.find((line) => line.msg === "usage rows dropped: their contents") ?? {};
+      expect(contents).toMatchObject({ reason: "shutdown", count: 1 });
+      const [values] = contents.rows as unknown[][];
+      const dropped = Object.fromEntries(
+        (contents.columns as string[]).map((column, at) => [column, values?.[at]]),
+      );
+      expect(dropped).toMatchObject({ project_id: project.projectId, status: 200, outcome: "ok" });
     } finally {
       lock.exec("rollback");
       lock.close();
