@@ -57,9 +57,12 @@ export function redactKeyLike(text: string, censor: string | ((run: string) => s
  * client pasted into a path or a query without the partial key that gives it a key's form, or any
  * other long secret in base64 (a JWT's part, a key's PEM line run together). No path a route or a
  * provider uses has such a run: `-`, `_`, `.` and `:` break model names and ids into short ones.
- * Its `=` only at its end, so that a query's `name=` is not taken in.
+ * Its `=` only at its end, so that a query's `name=` is not taken in. One behind a percent-escape
+ * that is none of its own (`%22` of a token pasted quoted, `%20`, `%3D`, `%5C` of an escape) begins
+ * after it, as a key's form does (`keyInText`): the escape's hex digits are no part of it.
  */
-const longBase64 = /(?<![A-Za-z0-9+/%])(?:[A-Za-z0-9+/]|%2[BbFf]){200,}(?:=|%3[Dd]){0,2}/g;
+const longBase64 =
+  /(?:(?<![A-Za-z0-9+/%])|(?<=%(?!2[BbFf])[0-9A-Fa-f]{2}))(?:[A-Za-z0-9+/]|%2[BbFf]){200,}(?:=|%3[Dd]){0,2}/g;
 
 /**
  * The path's own words a run of base64 in a path begins or ends with (`a/p/` of

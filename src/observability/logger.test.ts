@@ -348,6 +348,25 @@ describe("log redaction", () => {
     expect(records().at(-1).kept).toEqual(kept);
   });
 
+  // A run behind a percent-escape that is no base64 (`%22` of a quoted token, `%20`, `%3D`) began
+  // nowhere: the escape's hex digits ran into it, and the first of them follows a `%`. Written whole.
+  it("redacts a long run of base64 behind a percent-escape, as a key's form behind one is", () => {
+    const { logger, text, records } = capture("debug");
+    const next = mulberry32(11);
+    const token = Buffer.from(Array.from({ length: 2400 }, () => Math.floor(next() * 256))).toString(
+      "base64",
+    );
+    const escapes = ["%22", "%20", "%3D", "%3a", "%0A", "%5Cu0022", "%2522"];
+    for (const copied of escapes) logger.debug({ path: `/v1/provider-a/p/${copied}${token}` }, "request");
+    const written = text();
+    for (const piece of token.match(/[A-Za-z0-9]{20,}/g) ?? []) expect(written).not.toContain(piece);
+    // Behind an escape of an escape (`%5Cu0022`, `%2522`), from its first escape on.
+    const shown = (copied: string) => (copied.length > 3 ? copied.slice(0, 3) : copied);
+    expect(records().map((record) => record.path)).toEqual(
+      escapes.map((copied) => `/v1/provider-a/p/${shown(copied)}[redacted]`),
+    );
+  });
+
   // A client writes the path the access line logs (up to Node's 16 KiB of head). The URL password
   // pattern once tried a scheme at every word start and ran each to the end of the text: 16 KiB of
   // `a.` behind a `://@` cost ~100-350 ms of the event loop per line, quadratic in the length. The

@@ -25,3 +25,35 @@ export function withHostedToolUse(
   const used = found === null ? ranUnseen : reportsHostedToolUse(found.value);
   return used ? { ...usage, hostedToolUse: true } : usage;
 }
+
+/**
+ * Whether the bytes of a JSON body passing through name an output item of a hosted tool that
+ * `tool_usage` bills apart (`"image_generation_call"`, `"web_search_call"`): withHostedToolUse's
+ * `ranUnseen` for a body over the meter's cap, read from its ends, whose kept tail the tools echoed
+ * after its `tool_usage` may fill, as isHostedToolEvent is for a stream. The quoted name cannot
+ * match inside a string (its quotes would be escaped); a key or value of that name in the app's own
+ * tools makes the cost unknown only where `tool_usage` is not seen. A name split across chunks is
+ * found: the last bytes of one are kept for the next.
+ */
+export class HostedToolWatch {
+  seen = false;
+  private carry: Buffer = Buffer.alloc(0);
+
+  push(chunk: Buffer): void {
+    if (this.seen) return;
+    const keep = longestName - 1;
+    if (this.carry.length > 0 && this.has(Buffer.concat([this.carry, chunk.subarray(0, keep)]))) return;
+    if (this.has(chunk)) return;
+    const tail =
+      chunk.length >= keep ? chunk.subarray(chunk.length - keep) : Buffer.concat([this.carry, chunk]);
+    this.carry = Buffer.from(tail.subarray(Math.max(0, tail.length - keep)));
+  }
+
+  private has(bytes: Buffer): boolean {
+    this.seen = hostedToolNames.some((name) => bytes.includes(name));
+    return this.seen;
+  }
+}
+
+const hostedToolNames = ['"image_generation_call"', '"web_search_call"'].map((name) => Buffer.from(name));
+const longestName = Math.max(...hostedToolNames.map((name) => name.length));

@@ -280,8 +280,9 @@ function bodyUsageObject(body: Buffer, key: Buffer): UsageObject | null {
  * A later key of that name is passed over when it is nested deeper (in the `tools` a Responses API
  * object echoes after its usage, as a compatible server may write them: an app's JSON Schema that
  * spells a `usage` object, with counts of its own in an example), or its value is no object (a
- * Responses API `metadata` entry named "usage"). At most `maxPassedObjects` objects are passed
- * over, each read to its end: past them the text is read once from its end back (lastMemberObject).
+ * Responses API `metadata` entry named "usage"). At most `maxPassedObjects` objects or `null`s are
+ * passed over, each read to its end and its object's: past them the text is read once from its end
+ * back (lastMemberObject).
  * A `null` that is the answer's own is its saying it has none (a queued or failed Responses API
  * object): the keys before it are in the `tools` it echoes, whose schemas the app wrote.
  */
@@ -295,7 +296,11 @@ export function lastUsageObject(body: Buffer, key: Buffer, depth: 1 | 2): UsageO
       if (end < 0) return null; // cut: the object that holds the rest is no usage either
       if (closesObjects(body, end, depth, 1)) return parsedObject(body, open, end);
       if (++passed === maxPassedObjects) return lastMemberObject(body, key, depth);
-    } else if (isNullAt(body, open) && closesObjects(body, open + 4, depth, 1)) return null;
+    } else if (isNullAt(body, open)) {
+      if (closesObjects(body, open + 4, depth, 1)) return null;
+      // Each read to its object's end as well: as many as the app's schemas spell were quadratic.
+      if (++passed === maxPassedObjects) return lastMemberObject(body, key, depth);
+    }
   }
   return null;
 }

@@ -405,6 +405,34 @@ describe("usage meter, a Responses API answer holding a generated image", () => 
     const quiet = sse([["response.completed", { type: "response.completed", response: answer }]]);
     for (const reading of metered(quiet, true, 13)) expect(reading).not.toHaveProperty("hostedToolUse");
   });
+
+  // The same answer buffered over 4 MiB (three images) is read from its ends: the app's 64 KiB of
+  // echoed tools fill the kept tail, and the call was priced at its model tokens alone.
+  it("marks the hosted tool use of a JSON body over 4 MiB whose echoed tools fill the kept tail", () => {
+    const tools = Array.from({ length: 300 }, (_, index) => ({
+      type: "function",
+      name: `f${index}`,
+      description: "d".repeat(200),
+      parameters: { type: "object", properties: {} },
+    }));
+    const { tools: _tools, usage, ...rest } = withToolUse([imageCall, imageCall, imageCall]);
+    const body = JSON.stringify({ ...rest, tools, usage });
+    expect(body.length).toBeGreaterThan(4 * 1024 * 1024);
+    for (const reading of metered(body, false, 14))
+      expect(reading).toMatchObject({ inputTokens: 50, outputTokens: 1000, hostedToolUse: true });
+    // As the API writes it, pretty-printed.
+    const pretty = JSON.stringify({ ...rest, tools, usage }, null, 2);
+    for (const reading of metered(pretty, false, 15))
+      expect(reading).toMatchObject({ inputTokens: 50, outputTokens: 1000, hostedToolUse: true });
+    // No hosted tool ran: a tail without tool_usage says nothing.
+    const text = {
+      type: "message",
+      id: "msg_1",
+      content: [{ type: "output_text", text: "t".repeat(4_500_000) }],
+    };
+    const quiet = JSON.stringify({ ...rest, output: [text], tools, usage });
+    for (const reading of metered(quiet, false, 16)) expect(reading).not.toHaveProperty("hostedToolUse");
+  });
 });
 
 describe("usage meter, a background run's large answer to a poll", () => {
@@ -428,7 +456,8 @@ describe("usage meter, a background run's large answer to a poll", () => {
     const images = Array.from({ length: 3 }, () => imageCall);
     const body = JSON.stringify(run("completed", images, { input_tokens: 50, output_tokens: 1000 }));
     expect(body.length).toBeGreaterThan(4 * 1024 * 1024);
-    const expected = { usage: tokens, model: "gpt-4.1", response: fields };
+    // Its image generation calls' tool_usage is not in the kept tail: of unknown cost.
+    const expected = { usage: { ...tokens, hostedToolUse: true }, model: "gpt-4.1", response: fields };
     expect(poll(body, false)).toEqual(expected);
     expect(poll(body, false, randomSplits(body.length, 3))).toEqual(expected);
   });

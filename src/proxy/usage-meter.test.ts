@@ -1,6 +1,7 @@
 import { describe, expect, it, vi } from "vitest";
 import { meterRun as meter } from "../../test/support/meter-run.js";
 import { referenceSseEvents } from "../../test/support/reference-sse.js";
+import { slowdownAtSixteenTimes } from "../../test/support/slowdown-at-sixteen-times.js";
 import type { ProviderId } from "../providers/provider-id.js";
 import { emptyUsage } from "../usage/token-usage.js";
 import { SseEventScanner } from "./sse-event-scanner.js";
@@ -991,6 +992,51 @@ describe("usage meter on Responses API calls", () => {
   // The API writes `tool_usage` before the `tools` it echoes (the app's): with eight object-valued
   // keys of that name in their schemas, the response's own was given up on, and a call whose image
   // generation tool ran was priced at its model tokens alone.
+  // Each null-valued key of that name in the app's tool schemas (`{"p0":{"tool_usage":null},…}`)
+  // was checked, without a bound, for being the answer's own by reading its siblings to their end:
+  // quadratic in their number, a 450 KB body of them held the event loop for ~20 seconds.
+  it("reads the usage past any number of null-valued keys of its names in the app's tool schemas, in linear time", () => {
+    const answer = (keys: number, name: string) => {
+      const properties = Object.fromEntries(
+        Array.from({ length: keys }, (_, index) => [`p${index}`, { [name]: null }]),
+      );
+      return {
+        id: "resp_1",
+        object: "response",
+        model: "gpt-5",
+        output: [],
+        tool_usage: { image_gen: { input_tokens: 50, output_tokens: 4160, total_tokens: 4210 } },
+        tools: [{ type: "function", name: "f", strict: false, parameters: { type: "object", properties } }],
+        usage,
+      };
+    };
+    const json = (keys: number, name: string) => JSON.stringify(answer(keys, name));
+    const event = (keys: number, name: string) =>
+      `event: response.completed\ndata: ${JSON.stringify({ type: "response.completed", response: answer(keys, name) })}\n\n`;
+    for (const name of ["tool_usage", "usage"]) {
+      expect(meter("provider-a", json(50, name), false, [], "post", true).usage).toEqual({
+        ...tokens,
+        hostedToolUse: true,
+      });
+      expect(meter("provider-a", event(50, name), true, [], "post", true).usage).toEqual({
+        ...tokens,
+        hostedToolUse: true,
+      });
+      for (const [text, streaming] of [
+        [json, false],
+        [event, true],
+      ] as const) {
+        const bodies = new Map([60, 960].map((keys) => [keys, text(keys, name)]));
+        const slowdown = slowdownAtSixteenTimes(
+          (keys) => meter("provider-a", bodies.get(keys) as string, streaming, [], "post", true),
+          60,
+          3,
+        );
+        expect(slowdown).toBeLessThan(64);
+      }
+    }
+  });
+
   it("reads the response's own tool_usage past any number of object keys of that name in the app's tool schemas", () => {
     const properties = Object.fromEntries(
       Array.from({ length: 8 }, (_, index) => [

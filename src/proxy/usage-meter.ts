@@ -4,7 +4,7 @@ import { emptyUsage, type TokenUsage } from "../usage/token-usage.js";
 import { isFinishedBackgroundRun } from "./background-run.js";
 import type { ByteEnds } from "./byte-ends.js";
 import { compactParts } from "./compact-parts.js";
-import { withHostedToolUse } from "./hosted-tool-usage.js";
+import { HostedToolWatch, withHostedToolUse } from "./hosted-tool-usage.js";
 import type { ImageListReading } from "./image-list-scanner.js";
 import { interactionsJsonUsage, interactionsSseMeter } from "./interactions-usage.js";
 import { fromJson, keepEnds } from "./json-body-usage.js";
@@ -168,6 +168,8 @@ function jsonMeter(
   let roomless = false;
   /** The provider ended the answer cleanly: a JSON-array stream is whole, not cut. */
   let ended = false;
+  /** (Responses API calls) A body read from its ends: a hosted tool's output item passed (HostedToolWatch). */
+  let hostedTools: HostedToolWatch | null = null;
   return {
     end() {
       ended = true;
@@ -175,6 +177,7 @@ function jsonMeter(
     push(chunk) {
       if (ends !== null) {
         ends.push(chunk);
+        hostedTools?.push(chunk);
         return;
       }
       size += chunk.length;
@@ -192,6 +195,10 @@ function jsonMeter(
       room?.giveRoom(counted);
       counted = 0;
       ends = keepEnds(chunks);
+      if (responses !== null) {
+        hostedTools = new HostedToolWatch();
+        for (const kept of chunks) hostedTools.push(kept);
+      }
       chunks = [];
     },
     finish() {
@@ -217,7 +224,9 @@ function jsonMeter(
         return { usage: emptyUsage(), model: null, response };
       const reading = fromJson(provider, ends, whole, ended);
       // Its hosted tools' use, reported beside the usage (`tool_usage`), is billed apart.
-      return { ...reading, usage: withHostedToolUse(reading.usage, ends?.tail() ?? whole, 1), response };
+      // A body read from its ends: the tools it echoes after its `tool_usage` may fill the kept tail.
+      const usage = withHostedToolUse(reading.usage, ends?.tail() ?? whole, 1, hostedTools?.seen === true);
+      return { ...reading, usage, response };
     },
   };
 }
