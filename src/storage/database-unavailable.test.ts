@@ -2,7 +2,7 @@ import BetterSqlite3 from "better-sqlite3";
 import { DatabaseError } from "pg";
 import { describe, expect, it } from "vitest";
 import { GatewayError } from "../errors.js";
-import { isDatabaseUnavailable } from "./database-unavailable.js";
+import { isConnectionLost, isDatabaseUnavailable } from "./database-unavailable.js";
 
 const systemError = (code: string, syscall = "connect") =>
   Object.assign(new Error(`${syscall} ${code} 127.0.0.1:5432`), { code, syscall });
@@ -63,5 +63,36 @@ describe("isDatabaseUnavailable", () => {
     ],
   ])("is false for %s", (_name, error) => {
     expect(isDatabaseUnavailable(error)).toBe(false);
+  });
+});
+
+describe("isConnectionLost", () => {
+  it.each([
+    [
+      "a session the server ended (57P01)",
+      postgresError("57P01", "terminating connection due to administrator command"),
+    ],
+    ["a server shutting down at once (57P02)", postgresError("57P02")],
+    ["a connection exception (08006)", postgresError("08006")],
+    ["a connection node-postgres lost", new Error("Connection terminated unexpectedly")],
+    ["a reset connection", systemError("ECONNRESET", "read")],
+    ["a write on a closed connection (EPIPE)", systemError("EPIPE", "write")],
+  ])("is true for %s", (_name, error) => {
+    expect(isConnectionLost(error)).toBe(true);
+  });
+
+  it.each([
+    // The database itself refuses or does not answer: a new connection fares no better.
+    ["a refused connection", systemError("ECONNREFUSED")],
+    ["pg's query timeout", new Error("Query read timeout")],
+    ["pg-pool's connect timeout", new Error("timeout exceeded when trying to connect")],
+    ["a statement cancelled (57014)", postgresError("57014")],
+    ["a lock not available (55P03)", postgresError("55P03")],
+    ["too many connections (53300)", postgresError("53300")],
+    ["a unique violation (23505)", postgresError("23505")],
+    ["our own close (Connection terminated)", new Error("Connection terminated")],
+    ["something that is not an error", "ECONNRESET"],
+  ])("is false for %s", (_name, error) => {
+    expect(isConnectionLost(error)).toBe(false);
   });
 });

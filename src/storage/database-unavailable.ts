@@ -58,6 +58,28 @@ export function isDatabaseUnavailable(error: unknown): boolean {
   });
 }
 
+/** SQLSTATEs of a session the server ended or never had: 08 connection exception, 57P01–57P03 shutting down. */
+const connectionLostState = /^08[0-9A-Z]{3}$|^57P0[1-3]$/;
+/** node-postgres errors of a connection closed under a query, or closed before it; they carry no code. */
+const connectionLostMessage =
+  /^(?:Connection terminated unexpectedly|Client has encountered a connection error)/;
+
+/**
+ * True when `error` (a query's own, as pg gave it) says the connection the query was sent on is
+ * gone: the server ended the session (`pg_terminate_backend`, a restart, a failover: 57P01 to
+ * 57P03), the connection failed (08xxx), or the socket was closed or reset under it (a pooler or a
+ * network dropping an idle connection). The database itself may answer a new connection at once,
+ * unlike the rest of `isDatabaseUnavailable`'s errors (a lock, a timeout, a refused login), so a
+ * statement that changes nothing may be sent again on another connection (see `closingTimedOut` in
+ * database.ts, docs/decisions/0059).
+ */
+export function isConnectionLost(error: unknown): boolean {
+  if (!(error instanceof Error)) return false;
+  const code = (error as { code?: unknown }).code;
+  if (typeof code !== "string") return connectionLostMessage.test(error.message);
+  return connectionLostState.test(code) || code === "ECONNRESET" || code === "EPIPE";
+}
+
 /** The one answer while the database is down: 503 SERVICE_UNAVAILABLE with Retry-After. */
 export function databaseUnavailable(cause: unknown): GatewayError {
   return new GatewayError("SERVICE_UNAVAILABLE", "The gateway's database is unavailable; retry shortly", {

@@ -2,10 +2,11 @@ import { closeSync, openSync, statSync } from "node:fs";
 import { join } from "node:path";
 import BetterSqlite3 from "better-sqlite3";
 import type { PostgresPool, PostgresPoolClient } from "kysely";
-import type { Pool as PgPool, PoolConfig as PgPoolConfig } from "pg";
+import type { Pool as PgPool, PoolClient as PgPoolClient, PoolConfig as PgPoolConfig } from "pg";
 import type { Config } from "../config.js";
 import { CancellableQueries } from "./cancellable-queries.js";
 import { dataDirError, inDataDir } from "./data-dir-error.js";
+import { isConnectionLost } from "./database-unavailable.js";
 import { Kysely, PostgresDialect, sql } from "./kysely.js";
 import { makeDirectorySync } from "./make-directory.js";
 import { type MigrationOutcome, migrateToLatest, pingDatabase } from "./migrations.js";
@@ -313,25 +314,53 @@ async function openPostgres(
     over: (queries: CancellableQueries) => Kysely<Database>;
     end: () => Promise<void>;
   } => {
-    const pool = new pg.Pool({
+    const settings = {
       connectionString: databaseUrl,
       // pg's own 5 s, or less when the query timeout is shorter: a longer one would hold every
       // request queued for a connection during an outage that much longer.
       connectionTimeoutMillis: Math.min(5000, limits.queryTimeoutMs),
       types,
       ...config,
-    });
+    };
+    const pool = new pg.Pool(settings);
     // A client that loses its connection (idle or checked out) must not crash the process: its
-    // query fails, the pool discards it, and the next query opens a new connection.
+    // query fails, the pool discards it (pg's own listener, on its idle clients' `error`), and the
+    // next query opens a new connection.
     pool.on("error", () => {});
     pool.on("connect", (client) => client.on("error", () => {}));
+    /**
+     * A connection of its own, outside the pool, with the pool's settings, for a statement sent
+     * again because its pooled connection was gone (`sentAgainOnLoss`): the pool may hold more of
+     * them, not known to be gone until used. Closed when released; the database's close closes
+     * what is left.
+     */
+    const unpooled = new Set<InstanceType<typeof pg.Client>>();
+    const openUnpooled = async (): Promise<PgPoolClient> => {
+      const client = new pg.Client(settings);
+      client.on("error", () => {});
+      unpooled.add(client);
+      const release = () => {
+        if (unpooled.delete(client)) void client.end().catch(() => {});
+      };
+      try {
+        await client.connect();
+      } catch (error) {
+        release();
+        throw error;
+      }
+      return Object.assign(client, { release }) as unknown as PgPoolClient;
+    };
     const over = (queries?: CancellableQueries) =>
       new Kysely<Database>({
         dialect: new PostgresDialect({
-          pool: closingTimedOut(pool, config.query_timeout, limits.queryTimeoutMs, queries),
+          pool: closingTimedOut(pool, openUnpooled, config.query_timeout, limits.queryTimeoutMs, queries),
         }),
       });
-    return { db: over(), over, end: () => pool.end() };
+    const end = async () => {
+      await pool.end();
+      await Promise.all([...unpooled].map((client) => client.end().catch(() => {})));
+    };
+    return { db: over(), over, end };
   };
   checkSslFiles(databaseUrl);
   const migrating = pgClientOf(
@@ -428,6 +457,7 @@ function int8AsNumber(text: string): number {
  */
 function closingTimedOut(
   pool: PgPool,
+  openUnpooled: () => Promise<PgPoolClient>,
   queryTimeoutMs: number,
   idleInTransactionMs: number,
   queries?: CancellableQueries,
@@ -435,14 +465,15 @@ function closingTimedOut(
   // Kysely opens a transaction with `begin` (its only form here: no isolation level is asked for).
   // One round trip: without parameters pg sends it as a simple query, which may hold two statements.
   const begin = `begin; set local idle_in_transaction_session_timeout = ${idleInTransactionMs}`;
+  /** A connection, as `open` gives it; for the admin API and the shared reads, ended by `queries.end`. */
+  const take = (open: () => Promise<PgPoolClient>) =>
+    queries ? queries.taking(open(), (late) => late.release()) : open();
   return {
     async connect() {
       if (queries?.ended) throw queries.ended;
       const asked = performance.now();
-      const client = await (queries
-        ? queries.taking(pool.connect(), (late) => late.release())
-        : pool.connect());
-      const backend = cancelTargetOf(client);
+      let client: PgPoolClient | undefined = await take(() => pool.connect());
+      let backend = cancelTargetOf(client);
       // At least 1 ms: pg reads a query_timeout of 0 as "the pool's".
       let firstTimeoutMs: number | undefined = Math.max(
         1,
@@ -452,17 +483,18 @@ function closingTimedOut(
       // A connection whose query was cancelled is closed, not pooled: a cancel that lands late (the
       // query had ended meanwhile) must not stop another call's query on it.
       let cancelled = false;
-      const query = (text: string, parameters: readonly unknown[]) => {
-        if (queries?.ended && text !== "rollback") return Promise.reject(queries.ended);
-        // pg takes a query_timeout in the query's config (its types do not list it); undefined
-        // leaves the pool's.
-        const opens = text === "begin" && parameters.length === 0;
-        const config = {
-          text: opens ? begin : text,
-          values: parameters as unknown[],
-          query_timeout: firstTimeoutMs,
-        };
-        firstTimeoutMs = undefined;
+      /**
+       * Sends `config` (`text`'s; `opens` a transaction) on `on`, tracked for `queries.end`. The
+       * first statement on a connection the server had closed while it was pooled is sent once
+       * more on another (`again`); a failure otherwise refuses the call once `queries` has ended.
+       */
+      const send = (
+        on: PgPoolClient,
+        config: PgQueryConfig,
+        text: string,
+        opens: boolean,
+        first: boolean,
+      ): Promise<unknown> => {
         // A rollback sent after the end is not tracked: the next refused call's end would cancel it.
         const settled =
           queries !== undefined && queries.ended === null && backend !== undefined
@@ -470,7 +502,7 @@ function closingTimedOut(
                 cancelled = true;
               })
             : undefined;
-        return client.query(config).then(
+        return on.query(config).then(
           // Two statements answer with a result each: Kysely is given the `begin`'s.
           (result: unknown) => {
             settled?.();
@@ -479,19 +511,123 @@ function closingTimedOut(
           (error: unknown) => {
             settled?.();
             if (error instanceof Error && error.message === "Query read timeout") timedOut = true;
+            if (first && queries?.ended == null && sentAgainOnLoss(text, opens, error))
+              return again(on, config, text, opens, error);
             // Cancelled by the refusal (57014), or failed otherwise meanwhile: the call is refused.
             throw queries?.ended ?? error;
           },
         );
       };
+      /**
+       * Sends `config` again on a new connection in place of `dead`, within what is left of the
+       * first statement's query timeout: not open by then, fails as it did (`lost`), the connection
+       * closed once it comes; not opened at all, with the reason. Once `queries` has ended, fails
+       * with the refusal, as any query does.
+       */
+      const again = async (
+        dead: PgPoolClient,
+        config: PgQueryConfig,
+        text: string,
+        opens: boolean,
+        lost: unknown,
+      ): Promise<unknown> => {
+        // Closed, not pooled; and none is held until another is open.
+        client = undefined;
+        dead.release(lost instanceof Error ? lost : true);
+        const deadline = asked + queryTimeoutMs;
+        if (deadline - performance.now() < 1) throw lost;
+        // A new connection, not one of the pool's: the server (or whatever closed this one) may
+        // have closed those idle beside it too, unseen until a statement is sent on them.
+        const fresh = await withinDeadline(take(openUnpooled), deadline, lost);
+        if (queries?.ended) {
+          fresh.release();
+          throw queries.ended;
+        }
+        client = fresh;
+        backend = cancelTargetOf(fresh);
+        const timeoutMs = Math.max(1, Math.ceil(deadline - performance.now()));
+        return send(fresh, { ...config, query_timeout: timeoutMs }, text, opens, false);
+      };
+      const query = (text: string, parameters: readonly unknown[]) => {
+        if (queries?.ended && text !== "rollback") return Promise.reject(queries.ended);
+        // pg takes a query_timeout in the query's config (its types do not list it); undefined
+        // leaves the pool's.
+        const opens = text === "begin" && parameters.length === 0;
+        const config: PgQueryConfig = {
+          text: opens ? begin : text,
+          values: parameters as unknown[],
+          query_timeout: firstTimeoutMs,
+        };
+        const first = firstTimeoutMs !== undefined;
+        firstTimeoutMs = undefined;
+        // None held: its first statement found the connection gone, and no other came in time.
+        // (Kysely sends nothing more then, not even a rollback: the `begin` had failed.)
+        if (client === undefined)
+          return Promise.reject(new Error("Client has encountered a connection error and is not queryable"));
+        return send(client, config, text, opens, first);
+      };
       return {
         // Only the (sql, parameters) form: Kysely passes a cursor only when given one to stream with.
         query: query as unknown as PostgresPoolClient["query"],
-        release: () => client.release(timedOut || cancelled),
+        release: () => client?.release(timedOut || cancelled),
       };
     },
     end: async () => {},
   };
+}
+
+/** A query as `closingTimedOut` hands it to pg: pg reads `query_timeout`, which its types do not list. */
+interface PgQueryConfig {
+  text: string;
+  values: unknown[];
+  query_timeout: number | undefined;
+}
+
+/**
+ * Whether a statement that failed as the first on a connection from the pool is sent again on
+ * another: the connection was gone (`isConnectionLost`: the server ended the session while it was
+ * pooled, a restart, a failover, `pg_terminate_backend`, or a pooler or network closed it), and
+ * the statement changes nothing, so sending it twice cannot do anything twice: a `select` outside a
+ * transaction, or a transaction's `begin` (nothing of the transaction has run yet). Any other
+ * statement (an insert, an update, a delete, a `select` of a transaction begun) fails as it did:
+ * whether the server ran it before the connection went cannot be known. Read only on a failure.
+ */
+function sentAgainOnLoss(text: string, opens: boolean, error: unknown): boolean {
+  return (opens || /^select\s/i.test(text)) && isConnectionLost(error);
+}
+
+/**
+ * The connection `taking` gives, if it comes before `deadline` (a `performance.now()` time); else
+ * fails with `lost`, and the connection, once it comes, is released unused (an unpooled one closed).
+ */
+function withinDeadline(
+  taking: Promise<PgPoolClient>,
+  deadline: number,
+  lost: unknown,
+): Promise<PgPoolClient> {
+  return new Promise((resolve, reject) => {
+    let late = false;
+    const timer = setTimeout(
+      () => {
+        late = true;
+        reject(lost);
+      },
+      Math.max(0, deadline - performance.now()),
+    );
+    taking.then(
+      (client) => {
+        if (late) client.release();
+        else {
+          clearTimeout(timer);
+          resolve(client);
+        }
+      },
+      (error: unknown) => {
+        clearTimeout(timer);
+        if (!late) reject(error);
+      },
+    );
+  });
 }
 
 /**

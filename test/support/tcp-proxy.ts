@@ -15,7 +15,9 @@ import { Transform } from "node:stream";
  * first connection that sends `text` as it sends it, the chunk holding it not passed on (the network
  * fails at that moment: a transaction's `commit` never reaches the server); `retarget(port)` sends
  * new connections to another local port, those open staying where they are (a name that points to
- * another server after a failover).
+ * another server after a failover); `hideCloses()` stops passing on the server's end of each
+ * connection open now (what it sends last, its close): the client finds out when it next sends,
+ * with a reset (a NAT, a load balancer or a pooler that had forgotten an idle connection).
  */
 export async function startTcpProxy(firstTargetPort: number): Promise<{
   port: number;
@@ -24,6 +26,7 @@ export async function startTcpProxy(firstTargetPort: number): Promise<{
   delayNew(ms: number): void;
   stallOn(text: string): void;
   retarget(port: number): void;
+  hideCloses(): void;
   stalledText(): string;
   connections(): number;
   open(): number;
@@ -114,6 +117,15 @@ export async function startTcpProxy(firstTargetPort: number): Promise<{
     },
     retarget(port) {
       targetPort = port;
+    },
+    hideCloses() {
+      for (const [client, , upstream] of pairs) {
+        upstream.unpipe(client);
+        upstream.resume();
+        client.on("data", () => {
+          if (upstream.readableEnded || upstream.destroyed) client.resetAndDestroy();
+        });
+      }
     },
     stalledText: () => stalled,
     connections: () => accepted,
